@@ -1,0 +1,142 @@
+"""The rules of a Countdown game: the one home of every rule variant.
+
+Implementations of Countdown silently disagree on what an intermediate result may be. A
+:class:`Rules` value makes each choice explicit; every part of the package (solver, generator,
+verifier, environments, wrappers, leaderboard) takes its arithmetic from here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Literal, Union
+
+Number = Union[int, Fraction]
+"""A value in a Countdown state: an ``int``, or a ``Fraction`` under rational rules."""
+
+OPERATORS: tuple[str, ...] = ("+", "-", "*", "/")
+Sign = Literal["positive", "nonnegative", "any"]
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What an intermediate result may be, and when a game is won.
+
+    Attributes:
+        name: A label stored with problems and submissions.
+        integer_only: Division must be exact (``7 / 2`` is illegal). ``False`` allows any
+            rational intermediate, computed exactly with :class:`fractions.Fraction`.
+        sign: ``"positive"`` (every result > 0), ``"nonnegative"`` (>= 0; LongProc's reference
+            search generator keeps ``5 - 5 = 0``) or ``"any"``.
+        value_limit: Every result must be strictly below this value (LongProc drops a branch
+            whose result is >= 2000). ``None`` for no limit.
+        use_all: The final expression must use every number exactly once. If ``False``, any
+            sub-multiset of the numbers may be used (each at most once), and reaching the target
+            with numbers left over wins.
+    """
+
+    name: str = "longproc"
+    integer_only: bool = True
+    sign: Sign = "positive"
+    value_limit: int | None = 2000
+    use_all: bool = True
+
+    def __post_init__(self) -> None:
+        if self.sign not in ("positive", "nonnegative", "any"):
+            raise ValueError(f"Rules.sign must be 'positive', 'nonnegative' or 'any', got {self.sign!r}")
+        if self.value_limit is not None and (
+            not isinstance(self.value_limit, int) or isinstance(self.value_limit, bool) or self.value_limit < 1
+        ):
+            raise ValueError(f"Rules.value_limit must be a positive int or None, got {self.value_limit!r}")
+
+    # ---- presets -------------------------------------------------------------------------
+    @classmethod
+    def longproc(cls) -> Rules:
+        """The seed papers' rules: all numbers once, positive integers, results below 2000."""
+        return cls()
+
+    @classmethod
+    def tinyzero(cls) -> Rules:
+        """TinyZero's: all numbers once, any exact rational intermediate, exact final value."""
+        return cls(name="tinyzero", integer_only=False, sign="any", value_limit=None, use_all=True)
+
+    @classmethod
+    def classic(cls) -> Rules:
+        """The television game: positive integers, no limit, numbers may be left unused."""
+        return cls(name="classic", integer_only=True, sign="positive", value_limit=None, use_all=False)
+
+    @classmethod
+    def preset(cls, name: str) -> Rules:
+        """A preset by name: ``longproc``, ``tinyzero`` or ``classic``."""
+        presets = {"longproc": cls.longproc, "tinyzero": cls.tinyzero, "classic": cls.classic}
+        if name not in presets:
+            raise ValueError(f"unknown rules preset {name!r}; choose one of {sorted(presets)}")
+        return presets[name]()
+
+    def replace(self, **changes: Any) -> Rules:
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Rules:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - fields
+        if unknown:
+            raise ValueError(f"unknown Rules fields: {sorted(unknown)}")
+        return cls(**data)
+
+    # ---- arithmetic ----------------------------------------------------------------------
+    def apply(self, a: Number, op: str, b: Number) -> Number | None:
+        """``a op b`` if it is a legal move under these rules, else ``None``."""
+        result, _ = self.check(a, op, b)
+        return result
+
+    def check(self, a: Number, op: str, b: Number) -> tuple[Number | None, str]:
+        """``(result, "ok")`` for a legal move, else ``(None, reason_code)``.
+
+        Reason codes: ``unknown_operator``, ``division_by_zero``, ``non_integer_result``,
+        ``negative_result``, ``zero_result``, ``exceeds_limit``.
+        """
+        if op == "+":
+            r = a + b
+        elif op == "-":
+            r = a - b
+        elif op == "*":
+            r = a * b
+        elif op == "/":
+            if b == 0:
+                return None, "division_by_zero"
+            r = Fraction(a) / Fraction(b)
+            if r.denominator == 1:
+                r = r.numerator
+            elif self.integer_only:
+                return None, "non_integer_result"
+        else:
+            return None, "unknown_operator"
+        if isinstance(r, Fraction) and r.denominator == 1:
+            r = r.numerator
+        if self.sign != "any":
+            if r < 0:
+                return None, "negative_result"
+            if r == 0 and self.sign == "positive":
+                return None, "zero_result"
+        if self.value_limit is not None and r >= self.value_limit:
+            return None, "exceeds_limit"
+        return r, "ok"
+
+
+def normalize(x: Number) -> Number:
+    """An ``int`` for whole values, else the ``Fraction`` itself."""
+    if isinstance(x, Fraction) and x.denominator == 1:
+        return x.numerator
+    return x
+
+
+def format_number(x: Number) -> str:
+    """``"37"`` or ``"3/2"``: the package's text form of a number."""
+    x = normalize(x)
+    return str(x) if isinstance(x, int) else f"{x.numerator}/{x.denominator}"

@@ -1,0 +1,132 @@
+"""Frozen train / validation / test problem sets, shipped as JSONL with recorded SHA-256.
+
+The files live in ``countdown_gym/data/<preset>/<split>.jsonl`` (one :meth:`Problem.to_dict`
+per line). ``SPLIT_SHA256`` pins their content: :func:`load_split` refuses a file whose hash
+differs. ``python -m countdown_gym.splits`` rebuilds them (and prints the new hashes) from
+:data:`SPLIT_SPEC`; test problems never share a (sorted numbers, target) key with train or
+validation problems.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from countdown_gym.generator import iter_problems
+from countdown_gym.problem import Problem
+
+SPLITS = ("train", "validation", "test")
+
+SPLIT_SPEC: dict[str, dict[str, int]] = {
+    "longproc-0.5k": {"seed": 20261122, "train": 8000, "validation": 500, "test": 1000},
+    "tinyzero": {"seed": 20261122, "train": 2000, "validation": 200, "test": 500},
+    "hard": {"seed": 20261122, "train": 4000, "validation": 200, "test": 500},
+}
+"""Generation seed and size of each split per preset."""
+
+SPLIT_SHA256: dict[str, dict[str, str]] = {
+    "longproc-0.5k": {
+        "train": "ac22bdb7723670bf041d17ab66caf9b656923036befcf4052068b784a207e117",
+        "validation": "746a35cf1489a9a795fc2c54a8d2da4a65bda397c96a5eb81cb77cb78c77b52f",
+        "test": "a7c6d28c43f08133fdcb075d67afb44be560b25e2027045b95c4c792911f578b",
+    },
+    "tinyzero": {
+        "train": "8591167cded9dd09f881cc00934451e452e5ce915a01b34cc866fad38d107e5e",
+        "validation": "8ad5e74f66a2913d117d41465a79d9d7be49358e6f9f9078c26f4bc92f9e4e34",
+        "test": "904b38b810e5ae37f74ca853c717832d292b3743b90b63a0f25db84a514173d0",
+    },
+    "hard": {
+        "train": "15779b3e394dff3c095f8596a6a12eec42e70b3e1be6392f79529ad2f600fc12",
+        "validation": "385e8b7c1434ec7e73617d95959bfa61f6a881e2e7e17cc819129f650d0d2bba",
+        "test": "d96c9fd2208d67ce192aea65471fc60fab3f39775a0850d6ad52741d19aae076",
+    },
+}
+"""SHA-256 of each shipped split file (filled in by ``python -m countdown_gym.splits``)."""
+
+
+class SplitIntegrityError(RuntimeError):
+    """A shipped split file does not match its recorded SHA-256."""
+
+
+def _data_dir() -> Path:
+    return Path(str(resources.files("countdown_gym") / "data"))
+
+
+def split_path(preset: str, split: str) -> Path:
+    if preset not in SPLIT_SPEC:
+        raise ValueError(f"no frozen splits for preset {preset!r}; available: {sorted(SPLIT_SPEC)}")
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose one of {SPLITS}")
+    return _data_dir() / preset / f"{split}.jsonl"
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def split_sha256(preset: str, split: str) -> str:
+    """The recorded SHA-256 of a shipped split (what submissions must quote)."""
+    split_path(preset, split)
+    try:
+        return SPLIT_SHA256[preset][split]
+    except KeyError:
+        raise SplitIntegrityError(f"no recorded SHA-256 for {preset}/{split}; rebuild with python -m countdown_gym.splits") from None
+
+
+@lru_cache(maxsize=None)
+def _load(preset: str, split: str) -> tuple[Problem, ...]:
+    path = split_path(preset, split)
+    if not path.exists():
+        raise FileNotFoundError(f"split file missing: {path}")
+    expected = split_sha256(preset, split)
+    actual = file_sha256(path)
+    if actual != expected:
+        raise SplitIntegrityError(f"{path} has SHA-256 {actual}, expected {expected}: the file was modified")
+    with path.open(encoding="utf-8") as f:
+        return tuple(Problem.from_dict(json.loads(line)) for line in f if line.strip())
+
+
+def load_split(preset: str, split: str) -> list[Problem]:
+    """The frozen ``split`` of ``preset`` (checked against its SHA-256).
+
+    Example:
+        >>> test = load_split("longproc-0.5k", "test")
+    """
+    return list(_load(preset, split))
+
+
+def build_splits(preset: str) -> dict[str, list[Problem]]:
+    """Generate the splits of ``preset`` from :data:`SPLIT_SPEC` (disjoint by problem key)."""
+    spec = SPLIT_SPEC[preset]
+    stream = iter_problems(preset, spec["seed"])  # distinct keys across the whole stream
+    out: dict[str, list[Problem]] = {}
+    for split in ("test", "validation", "train"):
+        out[split] = [
+            p.__class__(p.numbers, p.target, p.rules, id=f"{preset}/{split}/{k}", preset=preset)
+            for k, p in zip(range(spec[split]), stream)
+        ]
+    return out
+
+
+def _write_all() -> None:  # pragma: no cover - maintenance command
+    from tqdm import tqdm
+
+    hashes: dict[str, dict[str, str]] = {}
+    for preset in tqdm(SPLIT_SPEC, desc="presets"):
+        splits = build_splits(preset)
+        hashes[preset] = {}
+        for split, problems in splits.items():
+            path = split_path(preset, split)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("w", encoding="utf-8", newline="\n") as f:
+                for p in problems:
+                    f.write(json.dumps(p.to_dict(), separators=(",", ":")) + "\n")
+            hashes[preset][split] = file_sha256(path)
+    print(json.dumps(hashes, indent=4))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _write_all()
