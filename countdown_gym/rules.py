@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
-Number = Union[int, Fraction]
+Number = int | Fraction
 """A value in a Countdown state: an ``int``, or a ``Fraction`` under rational rules."""
 
 OPERATORS: tuple[str, ...] = ("+", "-", "*", "/")

@@ -154,12 +154,11 @@ def solve(problem: Problem, rules: Rules | None = None, limit: int | None = None
             for v, e in items:
                 if v == target:
                     found.setdefault(e[0])
-        elif len(items) == 1:
-            if values[0] == target:
-                found.setdefault(items[0][1][0])
+        elif len(items) == 1 and values[0] == target:
+            found.setdefault(items[0][1][0])
         if limit is not None and len(found) >= limit:
             return True
-        for i, j, (a, op, b, r) in legal_moves(values, rules):
+        for i, j, (_, op, _, r) in legal_moves(values, rules):
             ea, eb = items[i][1], items[j][1]
             rest = [it for k, it in enumerate(items) if k != i and k != j]
             if rec(rest + [(r, _combine(ea, op, eb))]):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -76,7 +76,7 @@ def split_sha256(preset: str, split: str) -> str:
         raise SplitIntegrityError(f"no recorded SHA-256 for {preset}/{split}; rebuild with python -m countdown_gym.splits") from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(preset: str, split: str) -> tuple[Problem, ...]:
     path = split_path(preset, split)
     if not path.exists():
@@ -106,7 +106,7 @@ def build_splits(preset: str) -> dict[str, list[Problem]]:
     for split in ("test", "validation", "train"):
         out[split] = [
             p.__class__(p.numbers, p.target, p.rules, id=f"{preset}/{split}/{k}", preset=preset)
-            for k, p in zip(range(spec[split]), stream)
+            for k, p in zip(range(spec[split]), stream, strict=False)
         ]
     return out
 

@@ -142,7 +142,7 @@ def _solution_block(path: list[str]) -> str:
             names.append(_STEP_NAMES_FIRST)
         else:
             names.append("The step before")
-    back = "\n".join(f"{name}: {eq}" for name, eq in zip(names, reversed(path)))
+    back = "\n".join(f"{name}: {eq}" for name, eq in zip(names, reversed(path), strict=True))
     return (
         "Now we have found the target, let's trace back the solution:\n"
         f"{back}\n\nOutput the solution in the required format:\n<Solution>\n"

@@ -1,0 +1,32 @@
+"""Repository-level checks: lint, packaging metadata, and the README's promises."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ruff_clean() -> None:
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_core_install_pulls_only_numpy_and_gymnasium() -> None:
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    deps = [d.split(">")[0].split("=")[0].split("<")[0].strip() for d in meta["project"]["dependencies"]]
+    assert sorted(deps) == ["gymnasium", "numpy"]
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert ci in (ROOT / "README.md").read_text(), "README and .ci/run must name the same test command"
+
+
+def test_torch_pinned_in_the_same_resolve() -> None:
+    assert (ROOT / "constraints" / "cpu.txt").read_text().split() == ["torch==2.13.0"]
+    readme = (ROOT / "README.md").read_text()
+    assert readme.count("-c constraints/cpu.txt") >= 2
