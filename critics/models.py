@@ -1,0 +1,314 @@
+"""Numerical contrastive critics (the seed paper's V1 and V2) and their InfoNCE losses.
+
+A *number set* (a Countdown state) is encoded order-free: its numbers are sorted ascending,
+padded to ``max_numbers`` slots, and each slot is a *number embedding* (a learned value-table
+embedding plus fixed Fourier features of the value and of its logarithm, so sums and products
+are easy to express) followed by a presence mask. An MLP maps the flattened slots to an
+L2-normalised embedding.
+
+* :class:`NumericalCriticV2` (the paper's final critic): state embedding ``phi(state)`` versus a
+  separate goal embedding ``psi(target)`` of the fixed final target; the score is their cosine.
+* :class:`NumericalCriticV1` (the ablation): ``phi(initial numbers, intermediate state)`` versus
+  ``psi(future state)``, a later number set of the same trace. With the initial numbers in its
+  input it can learn which goals the *puzzle* reaches and ignore the intermediate state, the
+  failure mode the paper reports (a parity split of the goal space).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+CONFIG_FORMAT = "countdown-gym-critic/1"
+"""Tag stored in every checkpoint's config JSON; a different tag is refused."""
+
+
+@dataclass
+class ModelConfig:
+    """Architecture of a numerical critic (saved beside the weights)."""
+
+    version: str = "v2"  # "v2" (state vs target) or "v1" (initial + state vs future state)
+    max_numbers: int = 4  # slots of a number set (longer sets are refused)
+    vocab: int = 2001  # value-table size: integers 0..vocab-2 have their own row; others share the last
+    value_dim: int = 32  # learned value embedding size
+    fourier: int = 12  # frequencies per Fourier family (linear and log): 4 * fourier fixed features
+    hidden: int = 384  # MLP width of the state tower
+    depth: int = 3  # hidden layers of the state tower
+    goal_hidden: int = 256  # MLP width of the goal tower (one hidden layer per depth step, max 2)
+    out_dim: int = 128  # embedding size
+    temperature: float = 0.1  # InfoNCE temperature (the cosine is divided by it)
+
+    def __post_init__(self) -> None:
+        if self.version not in ("v1", "v2"):
+            raise ValueError(f"ModelConfig.version must be 'v1' or 'v2', got {self.version!r}")
+        for name in ("max_numbers", "vocab", "value_dim", "fourier", "hidden", "depth", "goal_hidden", "out_dim"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"ModelConfig.{name} must be a positive int, got {v!r}")
+        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
+            raise ValueError(f"ModelConfig.temperature must be > 0, got {self.temperature!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown model config fields: {sorted(unknown)}")
+        return cls(**d)
+
+
+# ---- turning number sets into tensors ----------------------------------------------------------
+
+
+def _as_float(x: Any) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, Fraction, np.integer)):
+        raise TypeError(f"a state holds ints (or Fractions), got {type(x).__name__} {x!r}")
+    return float(x)
+
+
+def pack_sets(sets: Sequence[Sequence[Any]], max_numbers: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted, padded number sets: ``(values float64 [N, max_numbers], mask float32 [N, max_numbers])``.
+
+    Raises ``ValueError`` for an empty set or one with more than ``max_numbers`` numbers.
+    """
+    n = len(sets)
+    values = np.zeros((n, max_numbers), dtype=np.float64)
+    mask = np.zeros((n, max_numbers), dtype=np.float32)
+    for i, s in enumerate(sets):
+        if isinstance(s, (str, bytes)) or not hasattr(s, "__len__"):
+            raise TypeError(f"state {i} must be a sequence of numbers, got {s!r}")
+        k = len(s)
+        if k == 0:
+            raise ValueError(f"state {i} is empty")
+        if k > max_numbers:
+            raise ValueError(f"state {i} has {k} numbers; this critic takes at most {max_numbers}")
+        values[i, :k] = sorted(_as_float(x) for x in s)
+        mask[i, :k] = 1.0
+    return values, mask
+
+
+class NumberEmbedding(nn.Module):
+    """One number -> a vector: learned value-table row plus fixed Fourier features.
+
+    Integers ``0 <= v < vocab - 1`` have their own row; anything else (large, negative,
+    fractional) shares the last row and is told apart by the Fourier features alone.
+    """
+
+    def __init__(self, vocab: int, value_dim: int, fourier: int) -> None:
+        super().__init__()
+        self.vocab = vocab
+        self.table = nn.Embedding(vocab, value_dim)
+        nn.init.normal_(self.table.weight, std=0.1)
+        periods = 2.0 * (2000.0 ** (torch.arange(fourier, dtype=torch.float64) / max(fourier - 1, 1)))
+        self.register_buffer("lin_freq", (2 * math.pi / periods).float(), persistent=False)
+        self.register_buffer(
+            "log_freq", (0.5 * (400.0 ** (torch.arange(fourier, dtype=torch.float64) / max(fourier - 1, 1)))).float(),
+            persistent=False,
+        )
+        self.dim = value_dim + 4 * fourier
+
+    def forward(self, values: torch.Tensor) -> torch.Tensor:
+        """``values`` float64 ``[..., k]`` -> ``[..., k, dim]``."""
+        whole = (values == torch.round(values)) & (values >= 0) & (values < self.vocab - 1)
+        idx = torch.where(whole, values, torch.full_like(values, self.vocab - 1)).long()
+        # phases in float64 (exact enough for values up to ~1e6), features in float32
+        lin = (values.unsqueeze(-1) * self.lin_freq.double()).float()
+        logv = torch.log(values.abs().clamp_min(1e-6)).unsqueeze(-1) * self.log_freq.double()
+        logv = logv.float()
+        return torch.cat([self.table(idx), lin.sin(), lin.cos(), logv.sin(), logv.cos()], dim=-1)
+
+
+def _mlp(dim_in: int, hidden: int, depth: int, dim_out: int) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    d = dim_in
+    for _ in range(depth):
+        layers += [nn.Linear(d, hidden), nn.LayerNorm(hidden), nn.GELU()]
+        d = hidden
+    layers.append(nn.Linear(d, dim_out))
+    return nn.Sequential(*layers)
+
+
+class SetEncoder(nn.Module):
+    """A sorted, padded number set -> L2-normalised embedding (number embeddings + mask -> MLP)."""
+
+    def __init__(self, cfg: ModelConfig, slots: int, hidden: int, depth: int) -> None:
+        super().__init__()
+        self.slots = slots
+        self.numbers = NumberEmbedding(cfg.vocab, cfg.value_dim, cfg.fourier)
+        self.mlp = _mlp(slots * (self.numbers.dim + 1), hidden, depth, cfg.out_dim)
+
+    def forward(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        e = self.numbers(values) * mask.unsqueeze(-1)
+        x = torch.cat([e, mask.unsqueeze(-1)], dim=-1).flatten(1)
+        return F.normalize(self.mlp(x), dim=-1)
+
+
+class NumericalCriticV2(nn.Module):
+    """Intermediate state vs the fixed final target (the seed paper's final architecture)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        if cfg.version != "v2":
+            raise ValueError("NumericalCriticV2 needs ModelConfig(version='v2')")
+        self.cfg = cfg
+        self.state_tower = SetEncoder(cfg, cfg.max_numbers, cfg.hidden, cfg.depth)
+        self.goal_tower = SetEncoder(cfg, 1, cfg.goal_hidden, min(cfg.depth, 2))
+
+    def embed_states(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.state_tower(values, mask)
+
+    def embed_goals(self, targets: torch.Tensor) -> torch.Tensor:
+        """``targets`` float64 ``[N]`` -> ``[N, out_dim]``."""
+        t = targets.reshape(-1, 1)
+        return self.goal_tower(t, torch.ones_like(t, dtype=torch.float32))
+
+
+class NumericalCriticV1(nn.Module):
+    """Initial numbers + intermediate state vs a sampled future state (the paper's first critic)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        if cfg.version != "v1":
+            raise ValueError("NumericalCriticV1 needs ModelConfig(version='v1')")
+        self.cfg = cfg
+        self.state_tower = SetEncoder(cfg, 2 * cfg.max_numbers, cfg.hidden, cfg.depth)
+        self.goal_tower = SetEncoder(cfg, cfg.max_numbers, cfg.goal_hidden, min(cfg.depth, 2))
+
+    def embed_state_actions(
+        self, init_values: torch.Tensor, init_mask: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
+        return self.state_tower(torch.cat([init_values, values], 1), torch.cat([init_mask, mask], 1))
+
+    def embed_goals(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.goal_tower(values, mask)
+
+
+def build_model(cfg: ModelConfig) -> NumericalCriticV1 | NumericalCriticV2:
+    return NumericalCriticV2(cfg) if cfg.version == "v2" else NumericalCriticV1(cfg)
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+# ---- losses -----------------------------------------------------------------------------------
+
+
+def info_nce(anchors: torch.Tensor, candidates: torch.Tensor, labels: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Mean InfoNCE: row ``i`` of ``anchors`` must pick column ``labels[i]`` of ``candidates``.
+
+    Both inputs are L2-normalised, so the logits are cosines divided by ``temperature``.
+    """
+    logits = anchors @ candidates.T / temperature
+    return F.cross_entropy(logits, labels)
+
+
+def goal_infonce(states: torch.Tensor, goal_ids: torch.Tensor, goals: torch.Tensor, temperature: float) -> torch.Tensor:
+    """State -> goal InfoNCE over the *distinct* goals of the batch.
+
+    ``goals`` holds one embedding per distinct goal and ``goal_ids[i]`` is row ``i``'s goal, so
+    two rows that share a goal never serve as each other's negatives.
+    """
+    return info_nce(states, goals, goal_ids, temperature)
+
+
+def hard_negative_infonce(
+    goal_of_row: torch.Tensor,
+    pos_states: torch.Tensor,
+    neg_states: torch.Tensor,
+    same_goal: torch.Tensor,
+    temperature: float,
+) -> torch.Tensor:
+    """Goal -> state InfoNCE with extra negatives.
+
+    Row ``i``: the goal embedding of positive pair ``i`` must pick its own state among every
+    positive state of the batch (other positives with the same goal are masked out, they are
+    not negatives) and every state of ``neg_states`` (e.g. dead ends of the same traces, from
+    which the goal is known to be unreachable).
+    """
+    logits_pos = goal_of_row @ pos_states.T / temperature
+    eye = torch.eye(len(pos_states), dtype=torch.bool, device=pos_states.device)
+    logits_pos = logits_pos.masked_fill(same_goal & ~eye, float("-inf"))
+    logits = torch.cat([logits_pos, goal_of_row @ neg_states.T / temperature], dim=1)
+    return F.cross_entropy(logits, torch.arange(len(pos_states), device=pos_states.device))
+
+
+# ---- checkpoints ------------------------------------------------------------------------------
+
+
+class CheckpointError(ValueError):
+    """A critic checkpoint that is missing, unreadable or does not fit its config."""
+
+
+def save_checkpoint(model: nn.Module, cfg: ModelConfig, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
+    """Write ``model.safetensors`` and ``config.json`` into ``directory`` (created)."""
+    from safetensors.torch import save_file
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    save_file(tensors, str(d / "model.safetensors"))
+    meta = {"format": CONFIG_FORMAT, "model": cfg.to_dict(), **(extra or {})}
+    (d / "config.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return d
+
+
+def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | NumericalCriticV2, dict[str, Any]]:
+    """Rebuild a critic from ``directory`` (``config.json`` + ``model.safetensors``).
+
+    Raises :class:`CheckpointError` naming the file and the problem.
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    d = Path(directory)
+    if not d.exists():
+        raise CheckpointError(f"critic checkpoint not found: {d} does not exist")
+    if not d.is_dir():
+        raise CheckpointError(f"critic checkpoint {d} must be a directory holding config.json and model.safetensors")
+    cfg_path, weights_path = d / "config.json", d / "model.safetensors"
+    for p in (cfg_path, weights_path):
+        if not p.is_file():
+            raise CheckpointError(f"critic checkpoint incomplete: {p} is missing")
+    try:
+        meta = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{cfg_path} is not valid JSON: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != CONFIG_FORMAT:
+        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise CheckpointError(f"{cfg_path}: format {got!r} is not {CONFIG_FORMAT!r}; not a countdown-gym critic checkpoint")
+    try:
+        cfg = ModelConfig.from_dict(meta.get("model", {}))
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{cfg_path}: bad model config: {e}") from None
+    model = build_model(cfg)
+    try:
+        state = load_file(str(weights_path))
+    except (SafetensorError, OSError) as e:
+        raise CheckpointError(f"{weights_path} is not a readable safetensors file: {e}") from None
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    wrong = sorted(k for k in set(state) & set(expected) if state[k].shape != expected[k].shape)
+    if missing or unexpected or wrong:
+        raise CheckpointError(
+            f"{weights_path} does not fit the config in {cfg_path}: "
+            f"missing {missing[:5]}, unexpected {unexpected[:5]}, wrong shapes {wrong[:5]}"
+        )
+    model.load_state_dict(state)
+    model.eval()
+    return model, meta
