@@ -4,6 +4,7 @@ Importing the package registers the Gymnasium environments (``Countdown-v0``,
 ``CountdownText-v0``).
 """
 
+from countdown_gym.expression import ExpressionError, evaluate_expression, parse_expression
 from countdown_gym.generator import PRESETS, GeneratorConfig, generate, iter_problems
 from countdown_gym.problem import Problem
 from countdown_gym.rules import OPERATORS, Rules
@@ -18,24 +19,31 @@ from countdown_gym.solver import (
 )
 from countdown_gym.splits import load_split, split_sha256
 from countdown_gym.trace import TraceStep, dfs_trace, parse_trace, search_nodes
+from countdown_gym.verifier import REASONS, Verdict, extract_answer, verify
 
 __version__ = "0.1.0"
 
 __all__ = [
     "OPERATORS",
     "PRESETS",
+    "REASONS",
+    "ExpressionError",
     "GeneratorConfig",
     "Problem",
     "Rules",
     "TraceStep",
+    "Verdict",
     "__version__",
     "count_solutions",
     "dfs_trace",
+    "evaluate_expression",
+    "extract_answer",
     "generate",
     "is_solvable",
     "iter_problems",
     "legal_moves",
     "load_split",
+    "parse_expression",
     "parse_trace",
     "reachable",
     "reachable_values",
@@ -43,4 +51,5 @@ __all__ = [
     "solution_path",
     "solve",
     "split_sha256",
+    "verify",
 ]

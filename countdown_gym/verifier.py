@@ -1,0 +1,302 @@
+"""Final-answer verification: ``verify(problem, completion) -> Verdict``.
+
+The verifier finds the final answer in a completion (the last ``<answer>`` or ``<Solution>``
+block, or the last non-empty line when there are no tags), parses it without ``eval``, checks
+every step with :meth:`Rules.check`, and checks the multiset of numbers exactly. It never raises
+on a completion and runs in time linear in its length. Decisions and reason codes:
+``docs/verifier.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from fractions import Fraction
+
+from countdown_gym.expression import (
+    MAX_ANSWER_CHARS,
+    OPERATOR_ALIASES,
+    ExpressionError,
+    Move,
+    classify_character,
+    evaluate,
+    parse_expression,
+    parse_number_literal,
+)
+from countdown_gym.problem import Problem
+from countdown_gym.rules import Number, Rules, format_number
+
+REASONS: dict[str, str] = {
+    "ok": "correct answer",
+    "invalid_input": "the completion is not a string",
+    "no_answer": "no final answer found",
+    "unclosed_tag": "the last answer block is opened but never closed",
+    "empty_answer": "the answer block is empty",
+    "answer_too_long": "the answer exceeds the length limit",
+    "too_many_tokens": "the answer has too many tokens",
+    "invalid_character": "a character outside digits, + - * / ( ) = and spaces",
+    "non_ascii_digit": "a digit that is not ASCII 0-9 (look-alike)",
+    "decimal_number": "a decimal point",
+    "power_operator": "'**' or '^'",
+    "unary_operator": "a unary + or -",
+    "implicit_multiplication": "a number or '(' directly after ')' or a number",
+    "missing_operator": "two numbers without an operator",
+    "missing_operand": "an operator without an operand",
+    "empty_parentheses": "'()'",
+    "unbalanced_parentheses": "parentheses do not match",
+    "too_deep": "parentheses nested too deeply",
+    "number_too_large": "a number literal with too many digits",
+    "leading_zero": "a number literal with a leading zero",
+    "malformed_equation": "a malformed '= N' part",
+    "malformed_step": "a <Solution> line that is not 'a op b = c'",
+    "foreign_number": "a number that is not in the puzzle",
+    "number_reused": "a number used more often than available",
+    "division_by_zero": "division by zero",
+    "non_integer_result": "a non-integer intermediate result under integer rules",
+    "negative_result": "a negative intermediate result under positive rules",
+    "zero_result": "a zero intermediate result under positive rules",
+    "exceeds_limit": "an intermediate result at or above the rules' limit",
+    "arithmetic_error": "a stated result differs from the computed one",
+    "unused_numbers": "not every number was used (rules require all)",
+    "wrong_value": "the answer's value is not the target",
+}
+"""Every reason code a :class:`Verdict` can carry, with a one-line description."""
+
+ANSWER_TAG = "answer_tag"
+SOLUTION_BLOCK = "solution_block"
+PLAIN = "plain"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of verifying one completion.
+
+    Attributes:
+        correct: The answer solves the problem under the rules.
+        reason: Machine-readable code (``"ok"`` when correct; keys of :data:`REASONS`).
+        message: Human-readable explanation.
+        steps: The parsed steps ``(a, op, b, result)`` that were checked, in order.
+        answer_format: ``"answer_tag"``, ``"solution_block"``, ``"plain"`` or ``None``.
+        value: The answer's exact value when it could be computed, else ``None``.
+        numbers_used: The puzzle numbers the answer consumed (sorted).
+    """
+
+    correct: bool
+    reason: str
+    message: str
+    steps: tuple[Move, ...] = ()
+    answer_format: str | None = None
+    value: Number | None = None
+    numbers_used: tuple[Number, ...] = ()
+
+    @property
+    def reward(self) -> float:
+        """1.0 for a correct answer, else 0.0."""
+        return 1.0 if self.correct else 0.0
+
+
+# ---- extraction ---------------------------------------------------------------------------------
+
+_TAG_NAMES = {"answer": ("answer", "Answer", "ANSWER"), "solution": ("solution", "Solution", "SOLUTION")}
+_OPEN_TAGS = tuple((kind, f"<{v}>") for kind, vs in _TAG_NAMES.items() for v in vs)
+_CLOSE_TAGS = {kind: tuple(f"</{v}>" for v in vs) for kind, vs in _TAG_NAMES.items()}
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """Where the final answer is: its ``answer_format`` and ``text``, or a failure reason."""
+
+    answer_format: str | None
+    text: str | None
+    reason: str = "ok"
+    message: str = ""
+
+
+def extract_answer(completion: str) -> Extraction:
+    """Find the final answer in ``completion`` (a few linear ``str.find`` scans, no regex).
+
+    * The *last opening* ``<answer>`` or ``<Solution>`` tag (written in lower case, Capitalised
+      or UPPER case) starts the final block; its text runs to the next closing tag of the same
+      kind. No such closing tag: ``unclosed_tag`` (an earlier complete block does not count).
+    * No tags at all: the last non-empty line is a plain expression.
+    * Only closing tags: ``no_answer``.
+    """
+    start, kind = -1, ""
+    for k, tag in _OPEN_TAGS:
+        i = completion.rfind(tag)
+        if i > start:
+            start, kind, body = i, k, i + len(tag)
+    if start >= 0:
+        fmt, tag = (ANSWER_TAG, "<answer>") if kind == "answer" else (SOLUTION_BLOCK, "<Solution>")
+        ends = [i for i in (completion.find(c, body) for c in _CLOSE_TAGS[kind]) if i >= 0]
+        if not ends:
+            return Extraction(fmt, None, "unclosed_tag", f"the last {tag} block is never closed")
+        return Extraction(fmt, completion[body : min(ends)])
+    if any(c in completion for cs in _CLOSE_TAGS.values() for c in cs):
+        return Extraction(None, None, "no_answer", "a closing tag without an opening tag; no answer block")
+    stripped = completion.rstrip()
+    if not stripped:
+        return Extraction(None, None, "no_answer", "the completion is empty")
+    return Extraction(PLAIN, stripped[stripped.rfind("\n") + 1 :])
+
+
+# ---- checks -------------------------------------------------------------------------------------
+
+
+def _multiset_problem(used: Counter, available: Counter) -> tuple[str, str] | None:
+    for x, k in used.items():
+        if available[x] == 0:
+            return "foreign_number", f"{format_number(x)} is not one of the puzzle's numbers"
+        if k > available[x]:
+            return "number_reused", f"{format_number(x)} is used {k} times but available {available[x]} time(s)"
+    return None
+
+
+def _verify_expression(problem: Problem, text: str, rules: Rules, fmt: str) -> Verdict:
+    try:
+        parsed = parse_expression(text)
+    except ExpressionError as e:
+        return Verdict(False, e.reason, e.message, answer_format=fmt)
+    used = Counter(parsed.numbers)
+    available = Counter(problem.numbers)
+    bad = _multiset_problem(used, available)
+    numbers_used = tuple(sorted(parsed.numbers))
+    if bad:
+        return Verdict(False, bad[0], bad[1], answer_format=fmt, numbers_used=numbers_used)
+    try:
+        value, steps = evaluate(parsed, rules)
+    except ExpressionError as e:
+        return Verdict(False, e.reason, e.message, answer_format=fmt, numbers_used=numbers_used)
+    return _final(problem, rules, fmt, tuple(steps), value, numbers_used, available - used, parsed.claimed)
+
+
+def _final(
+    problem: Problem,
+    rules: Rules,
+    fmt: str,
+    steps: tuple[Move, ...],
+    value: Number,
+    numbers_used: tuple[Number, ...],
+    left: Counter,
+    claimed: Number | None = None,
+) -> Verdict:
+    def no(reason: str, message: str) -> Verdict:
+        return Verdict(False, reason, message, steps, fmt, value, numbers_used)
+
+    if claimed is not None and claimed != value:
+        return no("arithmetic_error", f"the answer states {format_number(claimed)} but evaluates to {format_number(value)}")
+    if rules.use_all and sum(left.values()) > 0:
+        return no("unused_numbers", f"numbers not used: {sorted(left.elements())}; every number must be used once")
+    if value != problem.target:
+        return no("wrong_value", f"the answer evaluates to {format_number(value)}, not the target {problem.target}")
+    return Verdict(True, "ok", f"reaches {problem.target}", steps, fmt, value, numbers_used)
+
+
+_NUM_INT = r"(-?[0-9]+)"
+_NUM_RAT = r"(-?[0-9]+(?:/[0-9]+)?)"
+_STEP_INT = re.compile(rf"{_NUM_INT}[ \t]*([-+*/])[ \t]*{_NUM_INT}[ \t]*=[ \t]*{_NUM_INT}")
+_STEP_RAT = re.compile(rf"{_NUM_RAT}[ \t]*([-+*/])[ \t]*{_NUM_RAT}[ \t]*=[ \t]*{_NUM_RAT}")
+_ALLOWED_STEP_CHARS = frozenset("0123456789+-*/=() \t")
+_ALIAS_TABLE = str.maketrans(OPERATOR_ALIASES)
+
+
+def _step_number(tok: str) -> Number:
+    neg = tok.startswith("-")
+    body = tok[1:] if neg else tok
+    if "/" in body:
+        p, q = body.split("/")
+        d = parse_number_literal(q)
+        if d == 0:
+            raise ExpressionError("malformed_step", f"number {tok!r} divides by zero")
+        v = Fraction(parse_number_literal(p), d)
+        v = v.numerator if v.denominator == 1 else v
+    else:
+        v = parse_number_literal(body)
+    return -v if neg else v
+
+
+def _verify_solution_block(problem: Problem, text: str, rules: Rules) -> Verdict:
+    fmt = SOLUTION_BLOCK
+    if len(text) > MAX_ANSWER_CHARS:
+        return Verdict(False, "answer_too_long", f"answer has {len(text)} characters; the limit is {MAX_ANSWER_CHARS}", answer_format=fmt)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return Verdict(False, "empty_answer", "the <Solution> block has no lines", answer_format=fmt)
+    pattern = _STEP_INT if rules.integer_only else _STEP_RAT
+    initial = Counter(problem.numbers)
+    state = Counter(initial)
+    seen = set(initial)
+    steps: list[Move] = []
+    value: Number | None = None
+
+    def no(reason: str, message: str) -> Verdict:
+        left = state if value is not None else initial
+        used = tuple(sorted((initial - left).elements()))
+        return Verdict(False, reason, message, tuple(steps), fmt, value, used)
+
+    for k, line in enumerate(lines, 1):
+        line = line.translate(_ALIAS_TABLE)
+        for ch in line:
+            if ch not in _ALLOWED_STEP_CHARS:
+                reason, message = classify_character(ch)
+                return no(reason, f"line {k}: {message}")
+        m = pattern.fullmatch(line)
+        if m is None:
+            return no("malformed_step", f"line {k} is not 'a op b = c': {line[:80]!r}")
+        try:
+            a, b, c = _step_number(m.group(1)), _step_number(m.group(3)), _step_number(m.group(4))
+        except ExpressionError as e:
+            return no(e.reason, f"line {k}: {e.message}")
+        op = m.group(2)
+        need = Counter((a, b))
+        for x, cnt in need.items():
+            if state[x] < cnt:
+                if x not in seen:
+                    return no("foreign_number", f"line {k}: {format_number(x)} is neither a puzzle number nor an earlier result")
+                return no("number_reused", f"line {k}: {format_number(x)} is not available any more (already used)")
+        r, reason = rules.check(a, op, b)
+        if r is None:
+            return no(reason, f"line {k}: {format_number(a)} {op} {format_number(b)} is not allowed under the {rules.name} rules ({reason})")
+        if r != c:
+            return no("arithmetic_error", f"line {k}: {format_number(a)} {op} {format_number(b)} = {format_number(r)}, not {format_number(c)}")
+        state -= need
+        state[r] += 1
+        seen.add(r)
+        steps.append((a, op, b, r))
+        value = r
+    assert value is not None
+    final_left = Counter(state)
+    final_left[value] -= 1
+    used = tuple(sorted((initial - state).elements()))
+    return _final(problem, rules, fmt, tuple(steps), value, used, +final_left)
+
+
+def verify(problem: Problem, completion: str, rules: Rules | None = None) -> Verdict:
+    """Check the final answer in ``completion`` against ``problem``.
+
+    ``rules=None`` uses the problem's own rules. Returns a :class:`Verdict`; never raises on
+    a bad completion (a non-``Problem`` or non-``Rules`` argument is a ``TypeError``).
+
+    Example:
+        >>> verify(Problem((21, 16, 17, 26), 46), "<answer>21 + 16 - 17 + 26</answer>").correct
+        True
+    """
+    if not isinstance(problem, Problem):
+        raise TypeError(f"verify() needs a Problem, got {type(problem).__name__}")
+    if rules is None:
+        rules = problem.rules
+    elif not isinstance(rules, Rules):
+        raise TypeError(f"rules must be a Rules or None, got {type(rules).__name__}")
+    if isinstance(completion, (bytes, bytearray)):
+        completion = bytes(completion).decode("utf-8", errors="replace")
+    if not isinstance(completion, str):
+        return Verdict(False, "invalid_input", f"the completion must be a str, got {type(completion).__name__}")
+    ex = extract_answer(completion)
+    if ex.text is None:
+        return Verdict(False, ex.reason, ex.message, answer_format=ex.answer_format)
+    if ex.answer_format == SOLUTION_BLOCK:
+        return _verify_solution_block(problem, ex.text, rules)
+    if not ex.text.strip():
+        return Verdict(False, "empty_answer", "the answer block is empty", answer_format=ex.answer_format)
+    return _verify_expression(problem, ex.text, rules, ex.answer_format)
