@@ -1,0 +1,372 @@
+"""verify(): answer forms, every bad input from the issue, regression tests, property tests."""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from countdown_gym import (
+    REASONS,
+    ExpressionError,
+    Problem,
+    Rules,
+    Verdict,
+    dfs_trace,
+    evaluate_expression,
+    extract_answer,
+    generate,
+    parse_expression,
+    solve,
+    verify,
+)
+from countdown_gym.expression import MAX_DEPTH, tokenize
+
+P = Problem((21, 16, 17, 26), 46)
+GOOD = "21 + 16 - 17 + 26"
+TZ = Rules.tinyzero()
+
+
+def check(completion, problem: Problem = P, rules: Rules | None = None) -> Verdict:
+    v = verify(problem, completion, rules)
+    assert isinstance(v, Verdict)
+    assert v.reason in REASONS, v.reason
+    assert v.correct == (v.reason == "ok")
+    assert v.message
+    return v
+
+
+# ---- accepted forms ------------------------------------------------------------------------------
+
+
+def test_answer_tag_correct() -> None:
+    v = check(f"<think>let me try</think>\n<answer>{GOOD}</answer>")
+    assert v.correct and v.reward == 1.0
+    assert v.answer_format == "answer_tag"
+    assert v.value == 46
+    assert v.numbers_used == (16, 17, 21, 26)
+    assert v.steps == ((21, "+", 16, 37), (37, "-", 17, 20), (20, "+", 26, 46))
+
+
+def test_tinyzero_style_spaces_and_newlines() -> None:
+    assert check("<answer> (21 + 16) - (17 - 26 + 26) + 26 - 26 </answer>").reason == "number_reused"
+    assert check("<answer>\n  (21 + 16)\n - 17 + 26\n</answer>").correct
+
+
+def test_trailing_equals() -> None:
+    assert check(f"<answer>{GOOD} = 46</answer>").correct
+    assert check(f"<answer>{GOOD} = 45</answer>").reason == "arithmetic_error"
+    assert check(f"<answer>{GOOD} = </answer>").reason == "malformed_equation"
+    assert check(f"<answer>{GOOD} = 46 = 46</answer>").reason == "malformed_equation"
+    assert check(f"<answer>{GOOD} = 4 6</answer>").reason == "malformed_equation"
+    assert check("<answer>= 46</answer>").reason == "empty_answer"
+
+
+def test_plain_last_line() -> None:
+    v = check(f"I think the answer is below.\n{GOOD}\n\n   \n")
+    assert v.correct and v.answer_format == "plain"
+    assert check(f"{GOOD}\nSo the answer is 46.").reason == "invalid_character"
+    assert check(f"{GOOD} = 46").correct
+
+
+def test_operator_aliases() -> None:
+    assert check("<answer>(26 − 21) × 16 ÷ (17 − 16 + 16 − 16)</answer>").reason == "number_reused"
+    p = Problem((6, 2, 5, 3), 8)
+    assert check("<answer>(6 − 2) × (5 − 3)</answer>", p).correct
+    assert check("<answer>6 ÷ 2 + 5 × 3 − 10</answer>", p).reason == "foreign_number"
+
+
+def test_solution_block_correct_and_operand_order() -> None:
+    assert check("<Solution>\n21 + 16 = 37\n37 - 17 = 20\n26 + 20 = 46\n</Solution>").correct
+    v = check("<Solution>\n16 + 21 = 37\n\n37 - 17 = 20\n20 + 26 = 46\n</Solution>")
+    assert v.correct and v.answer_format == "solution_block"
+    assert v.steps[-1] == (20, "+", 26, 46)
+    assert v.numbers_used == (16, 17, 21, 26)
+
+
+def test_solution_block_errors() -> None:
+    def block(*lines: str) -> str:
+        return "<Solution>\n" + "\n".join(lines) + "\n</Solution>"
+
+    assert check(block("21 + 16 = 37", "37 - 17 = 20", "20 + 26 = 47")).reason == "arithmetic_error"
+    assert check(block("21 + 16 = 37", "37 - 17 = 20")).reason == "unused_numbers"
+    assert check(block("21 + 16 = 37", "37 - 17 = 20", "20 * 26 = 520")).reason == "wrong_value"
+    assert check(block("21 + 16 = 37", "37 - 16 = 21", "21 + 26 = 47")).reason == "number_reused"
+    assert check(block("21 + 99 = 120")).reason == "foreign_number"
+    assert check(block("21 + 16 = 37", "37 + 37 = 74")).reason == "number_reused"
+    assert check(block("16 - 21 = -5")).reason == "negative_result"
+    assert check(block("21 / 16 = 1")).reason == "non_integer_result"
+    assert check(block("Step 1: 21 + 16 = 37")).reason == "invalid_character"
+    assert check(block("21 + 16 + 17 = 54")).reason == "malformed_step"
+    assert check(block("(21 + 16) = 37")).reason == "malformed_step"
+    assert check(block("21 + １6 = 37")).reason == "non_ascii_digit"
+    assert check(block("021 + 16 = 37")).reason == "leading_zero"
+    assert check("<Solution>\n\n</Solution>").reason == "empty_answer"
+    assert check(block("21 × 16 = 336", "336 + 17 = 353", "353 − 26 = 327")).reason == "wrong_value"
+
+
+def test_solution_block_rational_rules() -> None:
+    p = Problem((7, 2, 4), 14, rules=TZ)
+    assert check("<Solution>\n7 / 2 = 7/2\n7/2 * 4 = 14\n</Solution>", p).correct
+    assert check("<Solution>\n7 / 2 = 3\n3 * 4 = 12\n</Solution>", p).reason == "arithmetic_error"
+    q = Problem((3, 5, 2), -4, rules=TZ)
+    assert check("<Solution>\n3 - 5 = -2\n-2 * 2 = -4\n</Solution>", q).correct
+
+
+def test_trace_solution_verifies() -> None:
+    for p in generate("longproc-0.5k", 25, seed=3):
+        assert check(dfs_trace(p), p).correct
+        assert check(dfs_trace(p, current_state=True), p).correct
+    for p in generate("tinyzero", 10, seed=3):
+        assert check(dfs_trace(p), p).correct
+
+
+# ---- which block counts ------------------------------------------------------------------------------
+
+
+def test_last_block_counts() -> None:
+    assert check(f"<answer>21 + 16</answer> wait <answer>{GOOD}</answer>").correct
+    assert check(f"<answer>{GOOD}</answer> hmm <answer>21 + 16</answer>").reason == "unused_numbers"
+    sol = "<Solution>\n21 + 16 = 37\n37 - 17 = 20\n26 + 20 = 46\n</Solution>"
+    assert check(f"<answer>21 + 16</answer>{sol}").correct
+    assert check(f"{sol}<answer>21 + 16</answer>").answer_format == "answer_tag"
+
+
+def test_tag_case_variants_and_nesting() -> None:
+    assert check(f"<Answer>{GOOD}</Answer>").correct
+    assert check(f"<ANSWER>{GOOD}</ANSWER>").correct
+    assert check(f"<answer><answer>{GOOD}</answer></answer>").correct
+
+
+def test_unclosed_and_unopened_tags() -> None:
+    assert check(f"<answer>{GOOD}").reason == "unclosed_tag"
+    assert check(f"<answer>{GOOD}</answer><answer>21+").reason == "unclosed_tag"
+    assert check(f"{GOOD}</answer>").reason == "no_answer"
+    assert check("<Solution>\n21 + 16 = 37").reason == "unclosed_tag"
+
+
+def test_empty_inputs() -> None:
+    assert check("").reason == "no_answer"
+    assert check("  \n\n ").reason == "no_answer"
+    assert check("<answer></answer>").reason == "empty_answer"
+    assert check("<answer>   </answer>").reason == "empty_answer"
+    assert check(None).reason == "invalid_input"
+    assert check(12).reason == "invalid_input"
+    assert check(f"<answer>{GOOD}</answer>".encode()).correct
+
+
+def test_bad_arguments_raise_type_error() -> None:
+    with pytest.raises(TypeError):
+        verify((21, 16, 17, 26), GOOD)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        verify(P, GOOD, rules="longproc")  # type: ignore[arg-type]
+
+
+# ---- every bad input listed in the issue -----------------------------------------------------------------
+
+BAD = [
+    ("<answer>__import__('os').system('rm -rf /')</answer>", "invalid_character"),
+    ("<answer>eval('21+16-17+26')</answer>", "invalid_character"),
+    ("<answer>21 + 16 - 17 + 26; import os</answer>", "invalid_character"),
+    ("<answer>[x for x in ()]</answer>", "invalid_character"),
+    ("<answer>21 ** 2</answer>", "power_operator"),
+    ("<answer>21 ^ 2</answer>", "power_operator"),
+    ("<answer>99999999999999999999999 * 21</answer>", "number_too_large"),
+    ("<answer>" + "9" * 5000 + "</answer>", "number_too_large"),
+    ("<answer>21 / (16 - 16)</answer>", "number_reused"),
+    ("<answer>21 + 16 - 17 + 26 + 5</answer>", "foreign_number"),
+    ("<answer>21 + 21 + 16 - 17</answer>", "number_reused"),
+    ("<answer>２1 + 16 - 17 + 26</answer>", "non_ascii_digit"),
+    ("<answer>٢1 + 16 - 17 + 26</answer>", "non_ascii_digit"),
+    ("<answer>21² + 16</answer>", "non_ascii_digit"),
+    ("<answer>2l + 16 - 17 + 26</answer>", "invalid_character"),
+    ("<answer>21 ＋ 16 - 17 + 26</answer>", "invalid_character"),
+    ("<answer>-21 + 16 + 17 + 26</answer>", "unary_operator"),
+    ("<answer>21 + (-16) + 17 + 26</answer>", "unary_operator"),
+    ("<answer>21 * + 16</answer>", "unary_operator"),
+    ("<answer>21 * / 16</answer>", "missing_operand"),
+    ("<answer>21 + 16 -</answer>", "missing_operand"),
+    ("<answer>* 21</answer>", "missing_operand"),
+    ("<answer>21(16 - 17)</answer>", "implicit_multiplication"),
+    ("<answer>(21 + 16)(26 - 17)</answer>", "implicit_multiplication"),
+    ("<answer>(21 + 16)26</answer>", "implicit_multiplication"),
+    ("<answer>21 16</answer>", "missing_operator"),
+    ("<answer>21 + ()</answer>", "empty_parentheses"),
+    ("<answer>(21 + 16</answer>", "unbalanced_parentheses"),
+    ("<answer>21 + 16)</answer>", "unbalanced_parentheses"),
+    ("<answer>21.0 + 16 - 17 + 26</answer>", "decimal_number"),
+    ("<answer>021 + 16 - 17 + 26</answer>", "leading_zero"),
+    ("<answer>(21 + 16) * (17 - 26)</answer>", "negative_result"),
+    ("<answer>21 - (26 - 16) - 17 + 16</answer>", "number_reused"),
+    ("<answer>(21 * 16) * (26 - 17)</answer>", "exceeds_limit"),
+    ("<answer>21 / 16 * 17 * 26</answer>", "non_integer_result"),
+    ("<answer>(21 - 21)</answer>", "number_reused"),
+    ("<answer>21 + 16 + 17 + 26</answer>", "wrong_value"),
+    ("<answer>21 + 16 + 17</answer>", "unused_numbers"),
+]
+
+
+@pytest.mark.parametrize(("completion", "reason"), BAD)
+def test_bad_inputs(completion: str, reason: str) -> None:
+    assert check(completion).reason == reason
+
+
+def test_division_by_zero_and_zero_result() -> None:
+    p = Problem((5, 5, 3), 3, rules=Rules.longproc().replace(sign="any"))
+    assert check("<answer>3 / (5 - 5)</answer>", p).reason == "division_by_zero"
+    q = Problem((5, 5, 3), 3)
+    assert check("<answer>3 + (5 - 5)</answer>", q).reason == "zero_result"
+
+
+def test_nested_parentheses_fast_no_recursion_error() -> None:
+    for depth in (10_000, 100_000):
+        t = time.perf_counter()
+        v = check("<answer>" + "(" * depth + "21" + ")" * depth + "</answer>")
+        assert time.perf_counter() - t < 0.5
+        assert v.reason in ("too_deep", "answer_too_long")
+    ok = "(" * MAX_DEPTH + "21 + 16 - 17 + 26" + ")" * MAX_DEPTH
+    assert check(f"<answer>{ok}</answer>").correct
+    assert check("<answer>" + "(" * 10_000 + "</answer>").reason == "too_deep"
+
+
+GARBAGE = {
+    "letters": lambda: "x" * 10_000_000,
+    "angle_brackets": lambda: "<" * 10_000_000,
+    "open_tags": lambda: "<answer>" * 1_000_000,
+    "close_tags": lambda: "</answer>" * 1_000_000,
+    "half_tags": lambda: "<answer" * 1_000_000,
+    "one_long_expression": lambda: "1+" * 5_000_000,
+    "many_lines": lambda: "\n".join(["21 + 16"] * 1_000_000),
+    "huge_solution_block": lambda: "<Solution>\n" + "21 + 16 = 37\n" * 500_000 + "</Solution>",
+    "open_parens": lambda: "<answer>" + "(" * 5_000_000 + "</answer>",
+    "random_unicode": lambda: "".join(map(chr, range(32, 0x3000))) * 800,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(GARBAGE))
+def test_ten_megabytes_of_garbage_is_fast(kind: str) -> None:
+    garbage = GARBAGE[kind]()
+    assert len(garbage) >= 5_000_000
+    t = time.perf_counter()
+    v = check(garbage)
+    assert time.perf_counter() - t < 1.0
+    assert not v.correct
+
+
+def test_huge_number_allowed_by_rules_stays_exact() -> None:
+    p = Problem((10**14, 10**14, 1), 10**28 + 1, rules=TZ)
+    assert check("<answer>100000000000000 * 100000000000000 + 1</answer>", p).correct
+
+
+# ---- regression tests for bugs reported in other verifiers ----------------------------------------------
+
+
+def test_regression_duplicates_rejected() -> None:
+    p = Problem((3, 5, 7), 15, rules=TZ)
+    assert check("<answer>5 * 3</answer>", p).reason == "unused_numbers"
+    assert check("<answer>5 + 5 + 5</answer>", p).reason == "number_reused"
+    assert check("<answer>3 * 5 + 7 - 7</answer>", p).reason == "number_reused"
+    q = Problem((5, 5, 7), 17, rules=TZ)
+    assert check("<answer>5 + 5 + 7</answer>", q).correct
+
+
+def test_regression_foreign_numbers_rejected() -> None:
+    p = Problem((3, 5, 7), 15, rules=TZ)
+    assert check("<answer>3 * 5 + 7 - 7 + 0</answer>", p).reason in ("number_reused", "foreign_number")
+    assert check("<answer>3 * 5 * 1 + 7 - 7</answer>", p).reason in ("number_reused", "foreign_number")
+    assert check("<answer>(3 + 5 + 7) * 1</answer>", p).reason == "foreign_number"
+    assert check("<answer>2 * 7 + 1</answer>", p).reason == "foreign_number"
+
+
+def test_regression_no_integer_truncation() -> None:
+    # 15 / 2 = 7.5: a truncating verifier would accept it for target 7
+    p = Problem((15, 2), 7, rules=TZ)
+    v = check("<answer>15 / 2</answer>", p)
+    assert v.reason == "wrong_value" and v.value == Fraction(15, 2)
+    assert check("<answer>15 / 2</answer>", Problem((15, 2), 7)).reason == "non_integer_result"
+    # rational intermediates are exact, not floats: (1/3)*3 == 1 exactly
+    q = Problem((1, 3, 3), 1, rules=TZ)
+    assert check("<answer>1 / 3 * 3</answer>", q).correct
+    r = Problem((10, 3, 3), 10, rules=TZ)
+    assert check("<answer>10 / 3 * 3</answer>", r).correct
+    # a value within 1e-6 of the target is still wrong
+    s = Problem((1000001, 1000000, 1), 1, rules=TZ)
+    assert check("<answer>1000001 / 1000000 * 1</answer>", s).reason == "wrong_value"
+
+
+# ---- the expression module ----------------------------------------------------------------------------
+
+
+def test_expression_module_api() -> None:
+    assert evaluate_expression("(6-2)*(5-3)") == 8
+    assert evaluate_expression("7/2*2", TZ) == 7
+    parsed = parse_expression("1 + 2 * 3 = 7")
+    assert parsed.rpn == (1, 2, 3, "*", "+") and parsed.claimed == 7 and parsed.numbers == (1, 2, 3)
+    assert parse_expression("(1 + 2) * 3").rpn == (1, 2, "+", 3, "*")
+    assert parse_expression("8 - 3 - 2").rpn == (8, 3, "-", 2, "-")
+    assert parse_expression("8 / 4 / 2").rpn == (8, 4, "/", 2, "/")
+    with pytest.raises(ExpressionError) as e:
+        evaluate_expression("7/2")
+    assert e.value.reason == "non_integer_result"
+    assert [k for k, _, _ in tokenize("(1×2)")] == ["(", "num", "op", "num", ")"]
+
+
+def test_extract_answer() -> None:
+    ex = extract_answer("a <answer>1+2</answer> b")
+    assert (ex.answer_format, ex.text) == ("answer_tag", "1+2")
+    ex = extract_answer("x\n1+2\n")
+    assert (ex.answer_format, ex.text) == ("plain", "1+2")
+
+
+# ---- property tests ----------------------------------------------------------------------------------
+
+_PROBLEMS = generate("longproc-0.5k", 40, seed=11) + generate("tinyzero", 20, seed=11)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(_PROBLEMS), st.data())
+def test_property_every_solver_solution_verifies(problem: Problem, data: st.DataObject) -> None:
+    solutions = solve(problem, limit=50)
+    assert solutions
+    expr = data.draw(st.sampled_from(solutions))
+    assert verify(problem, f"<answer>{expr}</answer>").correct
+    assert verify(problem, f"thinking...\n{expr}").correct
+
+
+def _mutations(expr: str) -> list[str]:
+    """Every one-token mutation: change a number or an operator, delete or duplicate a number."""
+    toks = [t for _, t, _ in tokenize(expr)]
+    out = []
+    for i, t in enumerate(toks):
+        if t.isdigit():
+            v = int(t)
+            for nv in {v + 1, max(v - 1, 0), v * 2, 1, 100}:
+                if nv != v:
+                    out.append(toks[:i] + [str(nv)] + toks[i + 1 :])
+        elif t in "+-*/":
+            for o in "+-*/":
+                if o != t:
+                    out.append(toks[:i] + [o] + toks[i + 1 :])
+    return [" ".join(m) for m in out]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(_PROBLEMS), st.data())
+def test_property_value_or_multiset_changing_mutation_rejected(problem: Problem, data: st.DataObject) -> None:
+    expr = data.draw(st.sampled_from(solve(problem, limit=20)))
+    rules = problem.rules
+    original = sorted(problem.numbers)
+    for mutated in _mutations(expr):
+        parsed = parse_expression(mutated)
+        try:
+            value = evaluate_expression(mutated, rules)
+        except ExpressionError:
+            value = None
+        v = verify(problem, f"<answer>{mutated}</answer>")
+        if sorted(parsed.numbers) != original or value != problem.target:
+            assert not v.correct, (problem, expr, mutated, v)
+        else:
+            assert v.correct, (problem, expr, mutated, v)
