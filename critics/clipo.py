@@ -1,0 +1,397 @@
+"""CLIPO: a contrastive head and loss over the rollouts of a group, turned into a dense reward.
+
+CLIPO ("Contrastive Learning in Policy Optimization") embeds each rollout of a GRPO group (the
+mean-pooled last hidden states of its response, detached), projects it with a small head to an
+L2-normalised vector, and computes a contrastive loss inside each group with the *correct*
+rollouts as anchors and positives and all other rollouts as negatives. The loss of an anchor
+becomes its reward ``max(-lam * L, floor)``; the head alone is trained on the same loss.
+
+Semantics (see ``docs/rewards.md``):
+
+* similarity ``s_ij = cos(z_i, z_j) / temperature`` (temperature 0.05 by default);
+* an anchor is a correct rollout of a *non-degenerate* group: one with at least two correct and
+  at least one incorrect rollout. Every other rollout gets loss 0 and reward 0;
+* the denominator of every loss runs over all *other* rollouts of the anchor's group;
+* ``"infonce"``: one positive sampled uniformly among the other correct rollouts of the group,
+  ``L_i = -(s_ip - logsumexp_{j != i} s_ij)``;
+* ``"supcon"``: the mean over all positives of that log-ratio (mean of logs);
+* ``"softnn"``: ``L_i = -(logsumexp_{p in P_i} s_ip - logsumexp_{j != i} s_ij)`` (log of the sum);
+* :class:`CLIPOTrainer` computes the rewards from the loss *before* its one head update per call
+  (AdamW, lr 1e-3, weight decay 0.01), can warm up the head (head updates, zero rewards) and can
+  freeze it (the paper's fixed-head ablation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+LOSS_KINDS: tuple[str, ...] = ("infonce", "supcon", "softnn")
+DEFAULT_LAMBDA: dict[str, float] = {"infonce": 0.2, "supcon": 0.2, "softnn": 1.0}
+"""The paper's reward weight per loss kind (lambda = 1 for SoftNN, 0.2 otherwise)."""
+
+__all__ = [
+    "DEFAULT_LAMBDA",
+    "LOSS_KINDS",
+    "CLIPOConfig",
+    "CLIPOHead",
+    "CLIPOTrainer",
+    "clipo_loss",
+    "clipo_rewards",
+    "mean_pool",
+    "valid_anchors",
+]
+
+
+# ---- head ------------------------------------------------------------------------------------
+
+
+class CLIPOHead(nn.Module):
+    """Projection of pooled trajectory embeddings to an L2-normalised vector.
+
+    ``mlp=False`` (the paper's default): one ``Linear(dim_in, dim_out, bias=False)``.
+    ``mlp=True``: ``Linear(dim_in, hidden) -> GELU -> Linear(hidden, dim_out)``, both bias-free,
+    ``hidden`` defaulting to ``dim_in``.
+    """
+
+    def __init__(self, dim_in: int, dim_out: int = 512, mlp: bool = False, hidden: int | None = None) -> None:
+        super().__init__()
+        for name, v in (("dim_in", dim_in), ("dim_out", dim_out), ("hidden", hidden if mlp else 1)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"CLIPOHead {name} must be a positive int, got {v!r}")
+        self.dim_in, self.dim_out, self.mlp = dim_in, dim_out, mlp
+        if mlp:
+            h = hidden or dim_in
+            self.proj: nn.Module = nn.Sequential(
+                nn.Linear(dim_in, h, bias=False), nn.GELU(), nn.Linear(h, dim_out, bias=False)
+            )
+        else:
+            self.proj = nn.Linear(dim_in, dim_out, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim != 2 or x.shape[1] != self.dim_in:
+            raise ValueError(
+                f"CLIPOHead expects embeddings of shape [N, {self.dim_in}] (N rollouts x dim_in), got {tuple(x.shape)}"
+            )
+        return F.normalize(self.proj(x), dim=-1)
+
+
+# ---- input checks ----------------------------------------------------------------------------
+
+
+def _as_bool(correct: Any, n: int, device: torch.device) -> Tensor:
+    t = correct if isinstance(correct, Tensor) else torch.as_tensor(np.asarray(correct))
+    if t.ndim != 1 or t.shape[0] != n:
+        raise ValueError(f"correct must be a 1-D sequence of {n} flags (one per rollout), got shape {tuple(t.shape)}")
+    if t.dtype != torch.bool:
+        if t.is_floating_point() or t.is_complex():
+            raise ValueError(f"correct must hold booleans or 0/1 ints, got dtype {t.dtype}")
+        if not bool(((t == 0) | (t == 1)).all()):
+            raise ValueError("correct must hold booleans or 0/1 ints")
+        t = t != 0
+    return t.to(device)
+
+
+def _as_groups(group_ids: Any, n: int, device: torch.device) -> Tensor:
+    """Group ids (ints, strings, anything numpy can compare) -> int64 tensor of dense labels."""
+    arr = group_ids.detach().cpu().numpy() if isinstance(group_ids, Tensor) else np.asarray(group_ids)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"group_ids must be a 1-D sequence of {n} ids (one per rollout), got shape {arr.shape}")
+    _, inverse = np.unique(arr, return_inverse=True)
+    return torch.as_tensor(inverse.reshape(-1), dtype=torch.long, device=device)
+
+
+def _check_z(z: Any) -> Tensor:
+    if not isinstance(z, Tensor):
+        raise TypeError(f"z must be a torch.Tensor of shape [N, d], got {type(z).__name__}")
+    if z.ndim != 2 or z.shape[0] == 0 or z.shape[1] == 0:
+        raise ValueError(f"z must have shape [N, d] with N, d >= 1, got {tuple(z.shape)}")
+    if not z.is_floating_point():
+        raise ValueError(f"z must be a floating-point tensor, got dtype {z.dtype}")
+    return z
+
+
+def valid_anchors(correct: Any, group_ids: Any) -> Tensor:
+    """Boolean mask of the rollouts that get a CLIPO loss/reward.
+
+    A rollout is an anchor iff it is correct and its group has at least two correct rollouts and
+    at least one incorrect rollout.
+    """
+    n = len(correct)
+    c = _as_bool(correct, n, torch.device("cpu"))
+    g = _as_groups(group_ids, n, torch.device("cpu"))
+    same = g[:, None] == g[None, :]
+    n_correct = (same & c[None, :]).sum(1)
+    n_wrong = (same & ~c[None, :]).sum(1)
+    return c & (n_correct >= 2) & (n_wrong >= 1)
+
+
+# ---- loss and reward -------------------------------------------------------------------------
+
+
+def clipo_loss(
+    z: Tensor,
+    correct: Any,
+    group_ids: Any,
+    kind: str = "infonce",
+    temperature: float = 0.05,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """Per-rollout CLIPO loss, shape ``[N]``; 0 for rollouts that are not anchors.
+
+    Args:
+        z: ``[N, d]`` embeddings (the head's output; normalised again here, so cosine similarity).
+        correct: ``[N]`` booleans (outcome reward of each rollout).
+        group_ids: ``[N]`` group labels (rollouts of the same prompt share one).
+        kind: ``"infonce"`` (one sampled positive), ``"supcon"`` (mean of logs over positives) or
+            ``"softnn"`` (log of the sum over positives).
+        temperature: similarity scale, ``> 0``.
+        generator: the random source for InfoNCE's positive sampling (reproducible runs).
+    """
+    z = _check_z(z)
+    if kind not in LOSS_KINDS:
+        raise ValueError(f"kind must be one of {LOSS_KINDS}, got {kind!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
+        raise ValueError(f"temperature must be a positive number, got {temperature!r}")
+    n = z.shape[0]
+    c = _as_bool(correct, n, z.device)
+    g = _as_groups(group_ids, n, z.device)
+    anchors = valid_anchors(c.cpu(), g.cpu()).to(z.device)
+
+    zn = F.normalize(z, dim=-1)
+    sim = zn @ zn.T / temperature
+    eye = torch.eye(n, dtype=torch.bool, device=z.device)
+    others = (g[:, None] == g[None, :]) & ~eye  # denominator: every other rollout of the group
+    positives = others & c[None, :] & anchors[:, None]
+    neg_inf = torch.finfo(sim.dtype).min
+    log_denom = torch.logsumexp(sim.masked_fill(~others, neg_inf), dim=1)
+
+    if kind == "infonce":
+        u = torch.rand(n, n, generator=generator, dtype=torch.float64).to(z.device)
+        pick = u.masked_fill(~positives, -1.0).argmax(dim=1)
+        log_num = sim.gather(1, pick[:, None]).squeeze(1)
+        loss = log_denom - log_num
+    elif kind == "supcon":
+        log_ratio = sim - log_denom[:, None]
+        npos = positives.sum(1).clamp(min=1)
+        loss = -(log_ratio * positives).sum(1) / npos
+    else:  # softnn
+        log_num = torch.logsumexp(sim.masked_fill(~positives, neg_inf), dim=1)
+        loss = log_denom - log_num
+    return torch.where(anchors, loss, torch.zeros_like(loss))
+
+
+def clipo_rewards(loss: Tensor, correct: Any, group_ids: Any, lam: float = 0.2, floor: float = -0.5) -> Tensor:
+    """CLIPO reward per rollout: ``max(-lam * loss, floor)`` for anchors, ``0`` for every other rollout.
+
+    Anchors are defined by :func:`valid_anchors` (correct rollouts of groups with >= 2 correct and
+    >= 1 incorrect). The result is detached; with the default ``lam`` and ``floor`` it lies in ``[-0.5, 0]``.
+    """
+    if not isinstance(loss, Tensor) or loss.ndim != 1:
+        raise ValueError(f"loss must be a 1-D tensor (one value per rollout), got {getattr(loss, 'shape', loss)!r}")
+    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or lam < 0:
+        raise ValueError(f"lam must be a non-negative number, got {lam!r}")
+    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or floor > 0:
+        raise ValueError(f"floor must be a number <= 0, got {floor!r}")
+    anchors = valid_anchors(correct, group_ids).to(loss.device)
+    if anchors.shape != loss.shape:
+        raise ValueError(f"loss has {loss.shape[0]} values but correct/group_ids describe {anchors.shape[0]} rollouts")
+    r = (-lam * loss.detach()).clamp(min=floor)
+    return torch.where(anchors, r, torch.zeros_like(r))
+
+
+# ---- pooling (LLM side) ----------------------------------------------------------------------
+
+
+def mean_pool(hidden_states: Tensor, mask: Tensor) -> Tensor:
+    """Mean of ``hidden_states [B, T, D]`` over the positions where ``mask [B, T]`` is set -> ``[B, D]``.
+
+    CLIPO pools the last layer's hidden states over the *response* tokens only: pass a mask that
+    is 1 on completion tokens and 0 on prompt and padding tokens. A row with an empty mask pools to
+    zeros. The result is not detached; :class:`CLIPOTrainer` detaches what it receives.
+    """
+    if not isinstance(hidden_states, Tensor) or hidden_states.ndim != 3:
+        raise ValueError(f"hidden_states must be a [B, T, D] tensor, got {getattr(hidden_states, 'shape', hidden_states)!r}")
+    if not isinstance(mask, Tensor) or mask.shape != hidden_states.shape[:2]:
+        raise ValueError(
+            f"mask must be a [B, T] tensor matching hidden_states {tuple(hidden_states.shape[:2])}, "
+            f"got {getattr(mask, 'shape', mask)!r}"
+        )
+    m = mask.to(hidden_states.dtype).unsqueeze(-1)
+    return (hidden_states * m).sum(1) / m.sum(1).clamp(min=1.0)
+
+
+# ---- trainer ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CLIPOConfig:
+    """Everything that defines a :class:`CLIPOTrainer` (saved with its state)."""
+
+    dim_in: int
+    dim_out: int = 512
+    mlp: bool = False
+    kind: str = "infonce"
+    temperature: float = 0.05
+    lam: float | None = None  # None: the paper's value for ``kind`` (DEFAULT_LAMBDA)
+    floor: float = -0.5
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    warmup_steps: int = 0
+    freeze: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in LOSS_KINDS:
+            raise ValueError(f"kind must be one of {LOSS_KINDS}, got {self.kind!r}")
+        if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be a non-negative int, got {self.warmup_steps!r}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be positive, got {self.temperature!r}")
+
+    @property
+    def reward_lambda(self) -> float:
+        return DEFAULT_LAMBDA[self.kind] if self.lam is None else float(self.lam)
+
+
+class CLIPOTrainer:
+    """Owns a :class:`CLIPOHead` and its AdamW optimizer; turns group embeddings into CLIPO rewards.
+
+    Each :meth:`step` call (one per policy batch):
+
+    1. projects the (detached) embeddings with the current head and computes the per-rollout loss;
+    2. takes the rewards from that loss, i.e. from *before* the head update (zero during warm-up);
+    3. makes one AdamW step on the mean loss over the anchors (skipped when ``freeze=True`` or
+       when the batch has no anchor).
+
+    Example:
+        >>> trainer = CLIPOTrainer(dim_in=8, dim_out=4)
+        >>> emb = torch.randn(4, 8)
+        >>> trainer.step(emb, correct=[1, 1, 0, 0], group_ids=[0, 0, 0, 0]).shape
+        torch.Size([4])
+    """
+
+    def __init__(self, dim_in: int | None = None, *, config: CLIPOConfig | None = None, **kwargs: Any) -> None:
+        if config is None:
+            if dim_in is None:
+                raise ValueError("CLIPOTrainer needs dim_in (the size of the pooled embeddings) or a config")
+            config = CLIPOConfig(dim_in=dim_in, **kwargs)
+        elif dim_in is not None or kwargs:
+            raise ValueError("pass either config or dim_in/keyword settings to CLIPOTrainer, not both")
+        self.config = config
+        gen = torch.Generator().manual_seed(config.seed)
+        self.head = CLIPOHead(config.dim_in, config.dim_out, config.mlp)
+        with torch.no_grad():
+            for p in self.head.parameters():  # nn.Linear's default init, from a seeded generator
+                bound = 1.0 / np.sqrt(p.shape[1])
+                p.copy_(torch.rand(p.shape, generator=gen) * 2 * bound - bound)
+        self.optimizer = torch.optim.AdamW(self.head.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.generator = torch.Generator().manual_seed(config.seed + 1)
+        self.steps_done = 0
+        self.last_stats: dict[str, float] = {}
+
+    @property
+    def in_warmup(self) -> bool:
+        return self.steps_done < self.config.warmup_steps
+
+    def _embeddings(self, embeddings: Any) -> Tensor:
+        x = embeddings if isinstance(embeddings, Tensor) else torch.as_tensor(np.asarray(embeddings))
+        if x.ndim != 2 or x.shape[1] != self.config.dim_in or x.shape[0] == 0:
+            raise ValueError(
+                f"embeddings must have shape [N, {self.config.dim_in}] (N rollouts x the head's dim_in), "
+                f"got {tuple(x.shape)}"
+            )
+        if not (x.is_floating_point() or x.dtype in (torch.int32, torch.int64)):
+            raise ValueError(f"embeddings must be numeric, got dtype {x.dtype}")
+        x = x.detach().to(dtype=torch.float32, device=next(self.head.parameters()).device)
+        if not torch.isfinite(x).all():
+            raise ValueError("embeddings contain NaN or inf")
+        return x
+
+    def loss(self, embeddings: Any, correct: Any, group_ids: Any) -> Tensor:
+        """Per-rollout loss under the current head (with gradient to the head)."""
+        x = self._embeddings(embeddings)
+        return clipo_loss(
+            self.head(x), correct, group_ids, self.config.kind, self.config.temperature, self.generator
+        )
+
+    def step(self, embeddings: Any, correct: Any, group_ids: Any) -> Tensor:
+        """Rewards ``[N]`` from the pre-update loss, then one head update. See the class docstring."""
+        self.head.train(not self.config.freeze)
+        loss = self.loss(embeddings, correct, group_ids)
+        anchors = valid_anchors(correct, group_ids).to(loss.device)
+        if self.in_warmup:
+            rewards = torch.zeros_like(loss).detach()
+        else:
+            rewards = clipo_rewards(loss, correct, group_ids, self.config.reward_lambda, self.config.floor)
+        n_anchor = int(anchors.sum())
+        mean_loss = loss[anchors].mean() if n_anchor else None
+        updated = False
+        if mean_loss is not None and not self.config.freeze:
+            self.optimizer.zero_grad(set_to_none=True)
+            mean_loss.backward()
+            self.optimizer.step()
+            updated = True
+        self.last_stats = {
+            "loss": float(mean_loss.detach()) if mean_loss is not None else 0.0,
+            "anchors": float(n_anchor),
+            "reward_mean": float(rewards[anchors].mean()) if n_anchor else 0.0,
+            "warmup": float(self.in_warmup),
+            "updated": float(updated),
+        }
+        self.steps_done += 1
+        return rewards.detach().cpu()
+
+    # ---- persistence ---------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "config": asdict(self.config),
+            "head": self.head.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "steps_done": self.steps_done,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict`; the configs must describe the same head."""
+        try:
+            saved = CLIPOConfig(**state["config"])
+            if (saved.dim_in, saved.dim_out, saved.mlp) != (self.config.dim_in, self.config.dim_out, self.config.mlp):
+                raise ValueError(
+                    f"CLIPO state is for a head dim_in={saved.dim_in}, dim_out={saved.dim_out}, mlp={saved.mlp}; "
+                    f"this trainer has dim_in={self.config.dim_in}, dim_out={self.config.dim_out}, mlp={self.config.mlp}"
+                )
+            self.head.load_state_dict(state["head"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.generator.set_state(state["generator"])
+            self.steps_done = int(state["steps_done"])
+        except (KeyError, TypeError, RuntimeError) as e:
+            raise ValueError(f"not a valid CLIPOTrainer state: {e}") from e
+
+    def save(self, path: str | Path) -> None:
+        """Write :meth:`state_dict` to ``path`` (``torch.save``)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(self.state_dict(), path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> CLIPOTrainer:
+        """A trainer restored from :meth:`save` (config included)."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no CLIPO trainer state at {path}")
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            config = CLIPOConfig(**state["config"])
+        except Exception as e:  # noqa: BLE001 - any unreadable file is the same user error
+            raise ValueError(f"{path} is not a CLIPOTrainer state file: {e}") from e
+        trainer = cls(config=config)
+        trainer.load_state_dict(state)
+        return trainer
+
