@@ -1,0 +1,313 @@
+"""Trainer callbacks for the GRPO baseline: periodic validation, metrics CSV + PNG, CLIPO head checkpoints.
+
+:class:`ValidationCallback` evaluates the policy on a fixed slice of the frozen validation split
+at the start, every ``eval_interval`` steps and at the end: greedy success (one completion per
+problem) and, with ``samples > 0``, sampled success (mean over ``samples`` completions at the
+rollout temperature) and pass@k. Completions are decoded as TRL decodes them
+(``skip_special_tokens``) and judged by ``replay_completion`` (the same verdict as the rewards).
+It writes ``metrics.csv`` (one row per evaluation), ``train_log.jsonl`` (TRL's log dicts) and
+``success.png`` into the run directory and times every optimizer step.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+from baselines.llm_rewards import prompt_token_ids, replay
+
+EVAL_FIELDS = (
+    "step",
+    "problems",
+    "greedy_success",
+    "greedy_invalid_frac",
+    "sampled_success",
+    "pass_at_k",
+    "samples",
+    "sampled_invalid_frac",
+    "mean_completion_tokens",
+    "eval_seconds",
+    "tokens_per_s",
+)
+
+
+def generate_completions(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Any],
+    *,
+    max_new_tokens: int,
+    do_sample: bool,
+    num_return_sequences: int = 1,
+    temperature: float = 1.0,
+    batch_size: int = 64,
+) -> tuple[list[list[str]], int]:
+    """``num_return_sequences`` completions per prompt (decoded like TRL) and the number of tokens generated."""
+    ids = prompt_token_ids(tokenizer, prompts)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    eos = model.generation_config.eos_token_id
+    eos_ids = set(eos if isinstance(eos, list) else [eos if eos is not None else tokenizer.eos_token_id])
+    device = next(model.parameters()).device
+    out: list[list[str]] = []
+    generated = 0
+    for start in range(0, len(ids), batch_size):
+        rows = ids[start : start + batch_size]
+        width = max(len(r) for r in rows)
+        input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        attn = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):  # left padding, as TRL generates
+            input_ids[i, width - len(r) :] = torch.tensor(r, dtype=torch.long)
+            attn[i, width - len(r) :] = 1
+        kwargs: dict[str, Any] = {"do_sample": do_sample, "num_return_sequences": num_return_sequences}
+        if do_sample:
+            kwargs.update(temperature=temperature, top_p=1.0, top_k=0)
+        seqs = model.generate(
+            input_ids=input_ids.to(device),
+            attention_mask=attn.to(device),
+            max_new_tokens=max_new_tokens,
+            pad_token_id=pad,
+            eos_token_id=sorted(eos_ids),
+            **kwargs,
+        )
+        comp = seqs[:, width:].cpu().tolist()
+        for k in range(len(rows)):
+            texts = []
+            for c in comp[k * num_return_sequences : (k + 1) * num_return_sequences]:
+                cut = next((i + 1 for i, t in enumerate(c) if t in eos_ids), len(c))
+                generated += cut
+                texts.append(tokenizer.decode(c[:cut], skip_special_tokens=True))
+            out.append(texts)
+    return out, generated
+
+
+def evaluate_policy(
+    model: Any,
+    tokenizer: Any,
+    problems: Sequence[Any],
+    prompts: Sequence[Any],
+    *,
+    max_new_tokens: int,
+    samples: int = 0,
+    temperature: float = 1.0,
+    batch_size: int = 64,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Greedy success, sampled success and pass@k of ``model`` on ``problems`` (no gradient, RNG untouched)."""
+    if len(problems) != len(prompts):
+        raise ValueError(f"got {len(problems)} problems but {len(prompts)} prompts")
+    was_training = model.training
+    model.eval()
+    t0 = time.perf_counter()
+    tokens = 0
+    row: dict[str, float] = {"problems": len(problems), "samples": samples}
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=devices):
+            torch.manual_seed(seed)
+            greedy, n = generate_completions(
+                model, tokenizer, prompts, max_new_tokens=max_new_tokens, do_sample=False, batch_size=batch_size
+            )
+            tokens += n
+            replays = [replay(p, c[0]) for p, c in zip(problems, greedy, strict=True)]
+            row["greedy_success"] = _frac(r.verdict.correct for r in replays)
+            row["greedy_invalid_frac"] = _frac(r.invalid_steps > 0 for r in replays)
+            if samples:
+                sampled, n = generate_completions(
+                    model, tokenizer, prompts, max_new_tokens=max_new_tokens, do_sample=True,
+                    num_return_sequences=samples, temperature=temperature, batch_size=max(1, batch_size // samples),
+                )
+                tokens += n
+                per = [[replay(p, c).verdict.correct for c in cs] for p, cs in zip(problems, sampled, strict=True)]
+                row["sampled_success"] = _frac(x for xs in per for x in xs)
+                row["pass_at_k"] = _frac(any(xs) for xs in per)
+                row["sampled_invalid_frac"] = _frac(
+                    replay(p, c).invalid_steps > 0 for p, cs in zip(problems, sampled, strict=True) for c in cs
+                )
+    finally:
+        model.train(was_training)
+    seconds = time.perf_counter() - t0
+    row["mean_completion_tokens"] = tokens / max(1, len(problems) * (1 + samples))
+    row["eval_seconds"] = seconds
+    row["tokens_per_s"] = tokens / seconds if seconds > 0 else 0.0
+    row["generated_tokens"] = tokens
+    return row
+
+
+def _frac(xs: Any) -> float:
+    xs = list(xs)
+    return sum(bool(x) for x in xs) / len(xs) if xs else 0.0
+
+
+def plot_success(rows: Sequence[dict[str, Any]], path: Path, title: str = "") -> None:
+    """PNG of validation success vs GRPO step (greedy, sampled, pass@k when present)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    steps = [int(r["step"]) for r in rows]
+    for key, label in (("greedy_success", "greedy"), ("sampled_success", "sampled (mean)"), ("pass_at_k", "pass@k")):
+        ys = [float(r[key]) for r in rows if r.get(key) not in (None, "")]
+        if len(ys) == len(rows):
+            ax.plot(steps, [100 * y for y in ys], marker="o", label=label)
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("validation success (%)")
+    ax.set_title(title or "validation success")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+class ValidationCallback(TrainerCallback):
+    """Validate at the start, every ``eval_interval`` steps and at the end; write CSV/PNG; time steps."""
+
+    def __init__(
+        self,
+        problems: Sequence[Any],
+        prompts: Sequence[Any],
+        tokenizer: Any,
+        output_dir: str | Path,
+        *,
+        eval_interval: int = 20,
+        samples: int = 4,
+        temperature: float = 1.0,
+        max_new_tokens: int = 160,
+        batch_size: int = 64,
+        seed: int = 0,
+        verbose: bool = True,
+    ) -> None:
+        self.problems, self.prompts, self.tokenizer = list(problems), list(prompts), tokenizer
+        self.dir = Path(output_dir)
+        self.eval_interval, self.samples, self.temperature = eval_interval, samples, temperature
+        self.max_new_tokens, self.batch_size, self.seed, self.verbose = max_new_tokens, batch_size, seed, verbose
+        self.csv_path, self.log_path, self.png_path = self.dir / "metrics.csv", self.dir / "train_log.jsonl", self.dir / "success.png"
+        self.rows: list[dict[str, Any]] = self._read_rows()
+        self.step_seconds: list[float] = []
+        self.step_gen_tokens: list[float] = []
+        self._t_step: float | None = None
+
+    # -- persistence
+    def _read_rows(self) -> list[dict[str, Any]]:
+        if not self.csv_path.exists():
+            return []
+        with self.csv_path.open(newline="") as f:
+            return [dict(r) for r in csv.DictReader(f)]
+
+    def _write(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with self.csv_path.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=EVAL_FIELDS, extrasaction="ignore")
+            w.writeheader()
+            w.writerows(self.rows)
+        plot_success(self.rows, self.png_path, title=f"GRPO validation ({self.dir.name})")
+
+    # -- evaluation
+    def _evaluate(self, model: Any, step: int) -> None:
+        from accelerate import PartialState
+        from accelerate.utils import gather_object
+
+        if any(int(r["step"]) == step for r in self.rows):
+            return
+        state = PartialState()
+        idx = list(range(state.process_index, len(self.problems), state.num_processes))
+        part = evaluate_policy(
+            model, self.tokenizer, [self.problems[i] for i in idx], [self.prompts[i] for i in idx],
+            max_new_tokens=self.max_new_tokens, samples=self.samples, temperature=self.temperature,
+            batch_size=self.batch_size, seed=self.seed + step,
+        )
+        parts = gather_object([part]) if state.num_processes > 1 else [part]
+        if not state.is_main_process:
+            return
+        row = _merge(parts)
+        row["step"] = step
+        self.rows.append(row)
+        self._write()
+        if self.verbose:
+            extra = f", sampled {row['sampled_success']:.1%}, pass@{self.samples} {row['pass_at_k']:.1%}" if self.samples else ""
+            print(
+                f"[step {step}] validation ({row['problems']} problems): greedy {row['greedy_success']:.1%}{extra}; "
+                f"{row['tokens_per_s']:.0f} generated tokens/s",
+                flush=True,
+            )
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        self._evaluate(model, state.global_step)
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._t_step = time.perf_counter()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        if self._t_step is not None:
+            self.step_seconds.append(time.perf_counter() - self._t_step)
+        if self.eval_interval and state.global_step % self.eval_interval == 0:
+            self._evaluate(model, state.global_step)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        self._evaluate(model, state.global_step)
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if not logs or not state.is_world_process_zero:
+            return
+        if "completions/mean_length" in logs:
+            batch = args.per_device_train_batch_size * args.world_size * args.steps_per_generation
+            self.step_gen_tokens.append(float(logs["completions/mean_length"]) * batch / max(args.steps_per_generation, 1))
+        with self.log_path.open("a") as f:
+            f.write(json.dumps({"step": state.global_step, **logs}) + "\n")
+
+    def summary(self) -> dict[str, Any]:
+        """First and last validation rows, seconds per step and generation throughput."""
+        out: dict[str, Any] = {}
+        if self.rows:
+            out["first"], out["last"] = _numeric(self.rows[0]), _numeric(self.rows[-1])
+            out["eval_tokens_per_s"] = sum(float(r["tokens_per_s"]) for r in self.rows) / len(self.rows)
+        if self.step_seconds:
+            out["steps_timed"] = len(self.step_seconds)
+            out["seconds_per_step"] = sum(self.step_seconds) / len(self.step_seconds)
+            if self.step_gen_tokens:
+                out["rollout_tokens_per_step"] = sum(self.step_gen_tokens) / len(self.step_gen_tokens)
+                out["rollout_tokens_per_s_of_step"] = out["rollout_tokens_per_step"] / out["seconds_per_step"]
+        return out
+
+
+def _merge(parts: Sequence[dict[str, float]]) -> dict[str, Any]:
+    n = sum(p["problems"] for p in parts)
+    row: dict[str, Any] = {"problems": n, "samples": parts[0]["samples"]}
+    for key in ("greedy_success", "greedy_invalid_frac", "sampled_success", "pass_at_k", "sampled_invalid_frac", "mean_completion_tokens"):
+        if key in parts[0]:
+            row[key] = sum(p[key] * p["problems"] for p in parts) / max(n, 1)
+    row["eval_seconds"] = max(p["eval_seconds"] for p in parts)
+    row["tokens_per_s"] = sum(p["generated_tokens"] for p in parts) / max(row["eval_seconds"], 1e-9)
+    return row
+
+
+def _numeric(row: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in row.items():
+        try:
+            out[k] = int(v) if k in ("step", "problems", "samples") else float(v)
+        except (TypeError, ValueError):
+            out[k] = v
+    return out
+
+
+class ClipoCheckpointCallback(TrainerCallback):
+    """Save the CLIPO head (and its optimizer) into every checkpoint directory as ``clipo_head.pt``."""
+
+    FILENAME = "clipo_head.pt"
+
+    def __init__(self, clipo_trainer: Any) -> None:
+        self.clipo = clipo_trainer
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            self.clipo.save(Path(args.output_dir) / f"checkpoint-{state.global_step}" / self.FILENAME)

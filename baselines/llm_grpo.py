@@ -1,0 +1,453 @@
+"""GRPO on Countdown with TRL: sparse, oracle, critic and CLIPO rewards (CleanRL style, one file).
+
+    python baselines/llm_grpo.py                                  # shipped tiny model, CPU, < 10 min
+    python baselines/llm_grpo.py --rewards oracle --steps 200
+    python baselines/llm_grpo.py --model Qwen/Qwen2.5-1.5B-Instruct --prompt-style tinyzero \\
+        --max-completion-length 1024 --use-vllm --vllm-mode colocate
+    accelerate launch baselines/llm_grpo.py --model Qwen/Qwen2.5-1.5B-Instruct --prompt-style tinyzero
+
+Every field of :class:`Options` is a command-line flag (``--field-name``). Rewards are the TRL
+reward functions of ``baselines/llm_rewards.py``; validation (greedy + sampled) runs every
+``--eval-interval`` steps (``baselines/llm_callbacks.py``) and writes ``metrics.csv`` and
+``success.png`` into the output directory. ``docs/llm_grpo.md`` has the details.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import os
+import sys
+import time
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `python baselines/llm_grpo.py` from anywhere
+    sys.path.insert(0, str(ROOT))
+
+DEFAULT_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm")
+PROMPT_STYLES = ("compact", "longproc", "tinyzero")
+
+
+@dataclass
+class Options:
+    """Every knob of a run; each is a CLI flag (``--prompt-style``, ``--use-vllm`` / ``--no-use-vllm``...)."""
+
+    model: str = DEFAULT_MODEL
+    """Hugging Face causal LM: local path or hub id (default: the shipped tiny Countdown model)."""
+    preset: str = "longproc-0.5k"
+    """Frozen split preset to train on (train split) and validate on (validation split)."""
+    prompt_style: str = "compact"
+    """compact (the shipped model's format) | longproc | tinyzero."""
+    chat_template: bool = True
+    """Wrap longproc/tinyzero prompts as a user message when the tokenizer has a chat template."""
+    rewards: str = "sparse"
+    """Reward variant(s) / weights: sparse | oracle | oracle-perfect | critic | clipo, '+'-joined, or term=w,..."""
+    steps: int = 60
+    """GRPO optimizer steps."""
+    num_generations: int = 8
+    """Group size G: completions per prompt."""
+    prompts_per_step: int = 8
+    """Prompts per step (the generation batch is prompts_per_step * num_generations completions)."""
+    max_completion_length: int = 160
+    """Token budget of a completion."""
+    learning_rate: float = 5e-5
+    beta: float = 0.0
+    """KL coefficient (TRL's default 0: no reference model)."""
+    temperature: float = 1.0
+    """Sampling temperature of the rollouts (and of the sampled validation)."""
+    loss_type: str = "dapo"
+    scale_rewards: str = "group"
+    seed: int = 0
+    eval_interval: int = 20
+    """Validate every N steps (and at the start and the end); 0 = only start and end."""
+    eval_problems: int = 200
+    """Validation problems used (first N of the frozen split; 0 = all)."""
+    eval_samples: int = 4
+    """Sampled completions per validation problem (sampled success and pass@k); 0 = greedy only."""
+    eval_batch_size: int = 64
+    output_dir: str = ""
+    """Run directory (default: runs/llm_grpo/<preset>-<rewards>-s<seed>)."""
+    save_steps: int = 20
+    """Checkpoint every N steps (keeps the last two)."""
+    resume: bool = False
+    """Continue from the last checkpoint in output_dir."""
+    use_vllm: bool = False
+    """Generate with vLLM (GPU only; pip install 'countdown-gym[vllm]')."""
+    vllm_mode: str = "colocate"
+    """colocate (same GPUs) | server (a separate `trl vllm-serve` process)."""
+    vllm_server_base_url: str = ""
+    vllm_gpu_memory_utilization: float = 0.3
+    bf16: bool | None = None
+    """bf16 training (default: on when CUDA is available, always off on CPU)."""
+    gradient_checkpointing: bool = False
+    threads: int = 1
+    """torch CPU threads (the machine is shared: keep 1-2)."""
+    train_problems: int = 0
+    """Use only the first N training problems (0 = all)."""
+    clipo_lambda: float = 0.2
+    clipo_warmup_steps: int = 0
+    report_to: str = "none"
+    """Where TRL also logs: none | tensorboard | wandb."""
+    quiet: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Additional GRPOConfig fields as JSON, e.g. --extra '{"top_p": 0.95}'."""
+
+
+# --- command line -----------------------------------------------------------------------------
+
+
+def _parse_bool_or_none(text: str) -> bool | None:
+    t = text.strip().lower()
+    if t in ("none", "auto", ""):
+        return None
+    if t in ("1", "true", "yes", "on"):
+        return True
+    if t in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false/auto, got {text!r}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """An argparse parser with one flag per :class:`Options` field."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    defaults = Options()
+    for f in dataclasses.fields(Options):
+        flag = "--" + f.name.replace("_", "-")
+        default = getattr(defaults, f.name)
+        kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        if kind == "bool":
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
+        elif kind == "bool | None":
+            parser.add_argument(flag, type=_parse_bool_or_none, default=default, metavar="{true,false,auto}")
+        elif kind == "int":
+            parser.add_argument(flag, type=int, default=default)
+        elif kind == "float":
+            parser.add_argument(flag, type=float, default=default)
+        elif kind.startswith("dict"):
+            parser.add_argument(flag, type=json.loads, default=default, metavar="JSON")
+        else:
+            parser.add_argument(flag, type=str, default=default)
+    return parser
+
+
+def parse_options(argv: list[str] | None = None) -> Options:
+    """:class:`Options` from the command line, validated."""
+    ns = build_parser().parse_args(argv)
+    opts = Options(**vars(ns))
+    check_options(opts)
+    return opts
+
+
+def check_options(opts: Options) -> None:
+    """Clear errors for inconsistent options (before any model is loaded)."""
+    from baselines.llm_rewards import parse_reward_spec
+    from countdown_gym.splits import SPLIT_SPEC
+
+    if opts.prompt_style not in PROMPT_STYLES:
+        raise SystemExit(f"--prompt-style must be one of {PROMPT_STYLES}, got {opts.prompt_style!r}")
+    if opts.preset not in SPLIT_SPEC:
+        raise SystemExit(f"--preset must be one of {sorted(SPLIT_SPEC)} (the frozen splits), got {opts.preset!r}")
+    if opts.vllm_mode not in ("colocate", "server"):
+        raise SystemExit(f"--vllm-mode must be colocate or server, got {opts.vllm_mode!r}")
+    for name in ("steps", "prompts_per_step", "max_completion_length", "threads", "eval_batch_size"):
+        if getattr(opts, name) < 1:
+            raise SystemExit(f"--{name.replace('_', '-')} must be >= 1, got {getattr(opts, name)}")
+    if opts.num_generations < 2:
+        raise SystemExit(f"--num-generations must be >= 2 (GRPO compares completions within a group), got {opts.num_generations}")
+    for name in ("eval_interval", "eval_problems", "eval_samples", "save_steps", "train_problems"):
+        if getattr(opts, name) < 0:
+            raise SystemExit(f"--{name.replace('_', '-')} must be >= 0, got {getattr(opts, name)}")
+    try:
+        parse_reward_spec(opts.rewards)
+    except ValueError as exc:
+        raise SystemExit(f"--rewards: {exc}") from None
+
+
+def check_vllm_available() -> None:
+    """Raise a clear error when ``--use-vllm`` is asked for but vLLM cannot be imported."""
+    if importlib.util.find_spec("vllm") is None:
+        raise SystemExit(
+            "--use-vllm needs vLLM, which is not installed. vLLM is CUDA-only and an optional extra: "
+            "pip install 'countdown-gym[vllm]' on a GPU machine, or drop --use-vllm to generate with transformers."
+        )
+
+
+def run_dir(opts: Options) -> Path:
+    if opts.output_dir:
+        return Path(opts.output_dir)
+    tag = opts.rewards.replace(",", "_").replace("=", "").replace("+", "-")
+    return ROOT / "runs" / "llm_grpo" / f"{opts.preset}-{tag}-s{opts.seed}"
+
+
+# --- model, prompts, dataset ------------------------------------------------------------------
+
+
+def derive_position_ids(model: Any) -> Any:
+    """Make the backbone derive ``position_ids`` from the attention mask when none are given.
+
+    ``generate()`` numbers left-padded prompts from their first real token, but TRL's
+    log-probability pass calls the model without ``position_ids``; with absolute position
+    embeddings (GPT-2) the two passes would disagree. After this patch a full-sequence call
+    without ``position_ids`` uses ``cumsum(attention_mask) - 1``, exactly what ``generate()`` uses.
+    """
+    backbone = model.base_model
+    if getattr(backbone, "_countdown_position_fix", False):
+        return model
+    original = backbone.forward
+
+    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        mask = kwargs.get("attention_mask")
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        past = kwargs.get("past_key_values")
+        fresh = past is None or (hasattr(past, "get_seq_length") and past.get_seq_length() == 0)
+        if kwargs.get("position_ids") is None and mask is not None and ids is not None and mask.dim() == 2 and fresh and mask.shape[1] == ids.shape[1]:
+            kwargs["position_ids"] = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
+        return original(*args, **kwargs)
+
+    backbone.forward = types.MethodType(forward, backbone)
+    backbone._countdown_position_fix = True
+    return model
+
+
+def load_model_and_tokenizer(name: str, dtype: Any = None) -> tuple[Any, Any]:
+    """A causal LM and its tokenizer (pad token set, left padding), from a local path or hub id."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if name == DEFAULT_MODEL and not Path(name).exists():
+        raise SystemExit(
+            f"the shipped model is missing at {name}; build it with python baselines/llm_sft.py "
+            "(see docs/llm_grpo.md) or pass --model"
+        )
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+        model = AutoModelForCausalLM.from_pretrained(name, **({"dtype": dtype} if dtype is not None else {}))
+    except OSError as exc:
+        raise SystemExit(f"cannot load model {name!r}: {exc}") from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    return derive_position_ids(model), tokenizer
+
+
+def make_prompt(problem: Any, style: str, tokenizer: Any, chat_template: bool = True) -> str | list[dict[str, str]]:
+    """The prompt of ``problem`` in ``style`` (``text_format.build_prompt``): a string, or one user
+    message when the tokenizer has a chat template (and ``chat_template``); compact stays plain text."""
+    from countdown_gym.text_format import build_prompt
+
+    text = build_prompt(problem, style)
+    if style != "compact" and chat_template and getattr(tokenizer, "chat_template", None):
+        return [{"role": "user", "content": text}]
+    return text
+
+
+def build_dataset(problems: list[Any], style: str, tokenizer: Any, chat_template: bool = True) -> Any:
+    """A ``datasets.Dataset`` with ``prompt`` and ``problem`` (Problem.to_dict JSON) columns."""
+    from datasets import Dataset
+
+    rows = [
+        {"prompt": make_prompt(p, style, tokenizer, chat_template), "problem": json.dumps(p.to_dict(), separators=(",", ":"))}
+        for p in problems
+    ]
+    return Dataset.from_list(rows)
+
+
+# --- GRPO configuration -----------------------------------------------------------------------
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def build_grpo_config(opts: Options, output_dir: Path | None = None) -> Any:
+    """The TRL ``GRPOConfig`` of a run (one optimizer step per generation batch)."""
+    import torch
+    from trl import GRPOConfig
+
+    from baselines.llm_rewards import MONITORED, parse_reward_spec
+
+    cuda = torch.cuda.is_available()
+    bf16 = cuda and torch.cuda.is_bf16_supported() if opts.bf16 is None else opts.bf16
+    if bf16 and not cuda:
+        raise SystemExit("--bf16 needs a GPU; this machine has none (use --no-bf16 or leave it on auto)")
+    completions = opts.prompts_per_step * opts.num_generations
+    ws = world_size()
+    if completions % ws:
+        raise SystemExit(
+            f"prompts_per_step * num_generations = {completions} completions per step must be divisible by the "
+            f"number of processes ({ws})"
+        )
+    weights = {**MONITORED, **parse_reward_spec(opts.rewards)}
+    kwargs: dict[str, Any] = dict(
+        output_dir=str(output_dir or run_dir(opts)),
+        max_steps=opts.steps,
+        per_device_train_batch_size=completions // ws,
+        gradient_accumulation_steps=1,
+        num_generations=opts.num_generations,
+        max_completion_length=opts.max_completion_length,
+        learning_rate=opts.learning_rate,
+        lr_scheduler_type="constant",
+        beta=opts.beta,
+        temperature=opts.temperature,
+        loss_type=opts.loss_type,
+        scale_rewards=opts.scale_rewards,
+        reward_weights=[weights[name] for name in weights],
+        seed=opts.seed,
+        data_seed=opts.seed,
+        logging_steps=1,
+        save_strategy="steps" if opts.save_steps else "no",
+        save_steps=opts.save_steps or opts.steps,
+        save_total_limit=2,
+        report_to=opts.report_to,
+        use_cpu=not cuda,
+        bf16=bf16,
+        gradient_checkpointing=opts.gradient_checkpointing,
+        disable_tqdm=opts.quiet,
+        use_vllm=opts.use_vllm,
+        vllm_mode=opts.vllm_mode,
+        vllm_gpu_memory_utilization=opts.vllm_gpu_memory_utilization,
+    )
+    if opts.vllm_server_base_url:
+        kwargs["vllm_server_base_url"] = opts.vllm_server_base_url
+    kwargs.update(opts.extra)
+    return GRPOConfig(**kwargs)
+
+
+def reward_terms(opts: Options) -> dict[str, float]:
+    """Term -> weight of the run: the monitored terms (weight 0) plus the chosen variant."""
+    from baselines.llm_rewards import MONITORED, parse_reward_spec
+
+    return {**MONITORED, **parse_reward_spec(opts.rewards)}
+
+
+def build_reward_funcs(opts: Options, tokenizer: Any, hidden_size: int) -> tuple[list[Any], Any]:
+    """The TRL reward functions in the order of ``reward_terms(opts)``, and the CLIPO reward (or None)."""
+    from baselines.llm_rewards import REWARD_FUNCTIONS, CLIPOReward, CriticReward
+
+    funcs: list[Any] = []
+    clipo = None
+    for name in reward_terms(opts):
+        if name in REWARD_FUNCTIONS:
+            funcs.append(REWARD_FUNCTIONS[name])
+        elif name == "critic":
+            funcs.append(CriticReward())
+        elif name == "clipo":
+            from critics.clipo import CLIPOTrainer
+
+            head = CLIPOTrainer(dim_in=hidden_size, lam=opts.clipo_lambda, warmup_steps=opts.clipo_warmup_steps, seed=opts.seed)
+            clipo = CLIPOReward(head, tokenizer, opts.num_generations)
+            funcs.append(clipo)
+        else:  # pragma: no cover - parse_reward_spec only returns known terms
+            raise ValueError(f"unknown reward term {name!r}")
+    return funcs, clipo
+
+
+def last_checkpoint(out: Path) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(out)) if out.is_dir() else None
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+def train(opts: Options) -> dict[str, Any]:
+    """Run GRPO; returns the first and last validation rows and timing figures."""
+    import torch
+    from trl import GRPOTrainer
+
+    from baselines.llm_callbacks import ClipoCheckpointCallback, ValidationCallback
+    from countdown_gym.splits import load_split
+
+    check_options(opts)
+    if opts.use_vllm:
+        check_vllm_available()
+    torch.set_num_threads(opts.threads)
+    out = run_dir(opts)
+    resume_from = last_checkpoint(out) if opts.resume else None
+    if opts.resume and resume_from is None:
+        print(f"--resume: no checkpoint in {out}; starting from scratch", flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "options.json").write_text(json.dumps(dataclasses.asdict(opts), indent=2) + "\n")
+
+    config = build_grpo_config(opts, out)
+    dtype = torch.bfloat16 if config.bf16 else None
+    model, tokenizer = load_model_and_tokenizer(opts.model, dtype)
+    train_problems = load_split(opts.preset, "train")
+    if opts.train_problems:
+        train_problems = train_problems[: opts.train_problems]
+    val_problems = load_split(opts.preset, "validation")
+    if opts.eval_problems:
+        val_problems = val_problems[: opts.eval_problems]
+    dataset = build_dataset(train_problems, opts.prompt_style, tokenizer, opts.chat_template)
+    funcs, clipo = build_reward_funcs(opts, tokenizer, model.config.get_text_config().hidden_size)
+    validation = ValidationCallback(
+        problems=val_problems,
+        prompts=[make_prompt(p, opts.prompt_style, tokenizer, opts.chat_template) for p in val_problems],
+        tokenizer=tokenizer,
+        output_dir=out,
+        eval_interval=opts.eval_interval,
+        samples=opts.eval_samples,
+        temperature=opts.temperature,
+        max_new_tokens=opts.max_completion_length,
+        batch_size=opts.eval_batch_size,
+        seed=opts.seed,
+        verbose=not opts.quiet,
+    )
+    callbacks: list[Any] = [validation]
+    if clipo is not None:
+        callbacks.append(ClipoCheckpointCallback(clipo.clipo))
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=funcs,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=callbacks,
+    )
+    if clipo is not None:
+        clipo.bind(trainer)
+        head_state = Path(resume_from or "") / ClipoCheckpointCallback.FILENAME
+        if resume_from and head_state.is_file():
+            clipo.clipo.load_state_dict(torch.load(head_state, map_location="cpu", weights_only=True))
+    start = time.perf_counter()
+    trainer.train(resume_from_checkpoint=resume_from)
+    seconds = time.perf_counter() - start
+    trainer.save_model(str(out / "final"))
+    if clipo is not None:
+        clipo.clipo.save(out / "final" / ClipoCheckpointCallback.FILENAME)
+    summary = validation.summary()
+    summary.update(train_seconds=seconds, output_dir=str(out))
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    opts = parse_options(argv)
+    t0 = time.perf_counter()
+    summary = train(opts)
+    first, last = summary.get("first"), summary.get("last")
+    if first and last:
+        print(
+            f"validation success (greedy, {first['problems']} problems): start {first['greedy_success']:.1%} "
+            f"(step {first['step']}) -> final {last['greedy_success']:.1%} (step {last['step']})"
+        )
+        if "sampled_success" in last:
+            print(
+                f"validation success (sampled, T={opts.temperature}, {opts.eval_samples}/problem): "
+                f"start {first['sampled_success']:.1%} -> final {last['sampled_success']:.1%}; "
+                f"pass@{opts.eval_samples} {first['pass_at_k']:.1%} -> {last['pass_at_k']:.1%}"
+            )
+    if summary.get("seconds_per_step"):
+        print(f"seconds per GRPO step: {summary['seconds_per_step']:.2f}; "
+              f"generated tokens/s (validation generate): {summary.get('eval_tokens_per_s', 0):.0f}")
+    print(f"total {time.perf_counter() - t0:.0f} s; outputs in {summary['output_dir']}")
+
+
+if __name__ == "__main__":
+    main()

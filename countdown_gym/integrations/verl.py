@@ -1,0 +1,161 @@
+"""verl adapter: a ``compute_score`` reward function and the problem encoding of the exported data.
+
+verl (and OpenRLHF-style trainers that accept the same signature) call a custom reward function as
+``compute_score(data_source, solution_str, ground_truth, extra_info=None, **reward_kwargs)``.
+Point verl at this file::
+
+    custom_reward_function.path=<site-packages>/countdown_gym/integrations/verl.py
+    custom_reward_function.name=compute_score
+    # optional dense terms, passed through verl's reward_kwargs:
+    +custom_reward_function.reward_kwargs.dense=[oracle]
+
+and train on the parquet files written by ``scripts/export_verl.py`` (``reward_model.ground_truth``
+holds :func:`ground_truth`). The completion is replayed through CountdownText-v0
+(``replay_completion``), so the score is the same verdict and the same dense terms as the TRL
+baseline's rewards. Without ``dense`` the score is the sparse verifier reward (a float, 1.0 or
+0.0); with dense terms it is a dict: ``score`` (the weighted sum) plus every term and the number of
+invalid steps, which verl logs as extra metrics.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from countdown_gym.integrations import SCORE_TERMS, score_terms
+from countdown_gym.problem import Problem
+from countdown_gym.rules import Rules
+
+DEFAULT_WEIGHTS: dict[str, float] = {"sparse": 1.0, "format": 0.1, "oracle": 0.5, "oracle_perfect": 0.5, "critic": 0.5}
+"""Weight of each term in ``score`` when it is requested (the TRL baseline's variants use the same)."""
+
+DATA_SOURCE_PREFIX = "countdown_gym/"
+
+
+def ground_truth(problem: Problem) -> dict[str, Any]:
+    """The ``reward_model.ground_truth`` of ``problem``: numbers, target and its rules (JSON)."""
+    return {
+        "numbers": [int(x) for x in problem.numbers],
+        "target": int(problem.target),
+        "rules": json.dumps(problem.rules.to_dict(), separators=(",", ":"), sort_keys=True),
+    }
+
+
+def _as_int_list(xs: Any) -> list[int]:
+    if hasattr(xs, "tolist"):  # numpy arrays, as pandas/pyarrow hand back list columns
+        xs = xs.tolist()
+    if isinstance(xs, (str, bytes)) or not isinstance(xs, Sequence):
+        raise ValueError(f"ground_truth numbers must be a list of ints, got {xs!r:.80}")
+    out = []
+    for x in xs:
+        if hasattr(x, "item"):
+            x = x.item()
+        if isinstance(x, bool) or not isinstance(x, int):
+            raise ValueError(f"ground_truth numbers must be ints, got {x!r}")
+        out.append(x)
+    return out
+
+
+def problem_from_ground_truth(gt: Any) -> Problem:
+    """Decode :func:`ground_truth` (a dict, or its JSON string); clear ``ValueError`` otherwise."""
+    if isinstance(gt, (str, bytes)):
+        try:
+            gt = json.loads(gt)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"ground_truth is not JSON: {gt!r:.80}") from exc
+    if not isinstance(gt, Mapping) or "numbers" not in gt or "target" not in gt:
+        raise ValueError(f"ground_truth must have 'numbers' and 'target' (see scripts/export_verl.py), got {gt!r:.120}")
+    target = gt["target"]
+    target = target.item() if hasattr(target, "item") else target
+    if isinstance(target, bool) or not isinstance(target, int):
+        raise ValueError(f"ground_truth target must be an int, got {target!r}")
+    rules = gt.get("rules")
+    if rules is None:
+        rules_obj = Rules.longproc()
+    elif isinstance(rules, Mapping):
+        rules_obj = Rules.from_dict(dict(rules))
+    elif isinstance(rules, str) and rules.lstrip().startswith("{"):
+        rules_obj = Rules.from_dict(json.loads(rules))
+    elif isinstance(rules, str):
+        rules_obj = Rules.preset(rules)
+    else:
+        raise ValueError(f"ground_truth rules must be a preset name, a dict or its JSON, got {rules!r:.80}")
+    return _problem(tuple(_as_int_list(gt["numbers"])), target, rules_obj)
+
+
+@lru_cache(maxsize=4096)
+def _problem(numbers: tuple[int, ...], target: int, rules: Rules) -> Problem:
+    return Problem(numbers=numbers, target=target, rules=rules)
+
+
+_CRITIC: list[Any] = []
+
+
+def _critic() -> Any:
+    if not _CRITIC:
+        from critics import load_critic
+
+        _CRITIC.append(load_critic())
+    return _CRITIC[0]
+
+
+def _term_list(dense: Any) -> list[str]:
+    if dense is None:
+        return []
+    if isinstance(dense, str):
+        dense = [d for d in dense.replace("+", ",").split(",") if d.strip()]
+    if hasattr(dense, "tolist"):
+        dense = dense.tolist()
+    names = [str(d).strip().replace("-", "_") for d in dense]
+    bad = [n for n in names if n not in SCORE_TERMS or n == "sparse"]
+    if bad:
+        raise ValueError(f"unknown dense term(s) {bad}; choose from {[t for t in SCORE_TERMS if t != 'sparse']}")
+    return names
+
+
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Mapping[str, Any] | None = None,
+    *,
+    dense: Sequence[str] | str | None = None,
+    weights: Mapping[str, float] | None = None,
+) -> float | dict[str, float]:
+    """verl reward: the sparse verifier reward, or a dict with ``score`` and the dense terms.
+
+    Args:
+        data_source: verl's ``data_source`` column (not used for scoring; any value is accepted).
+        solution_str: The decoded response (no prompt).
+        ground_truth: :func:`ground_truth` of the problem (dict or JSON string).
+        extra_info: verl's ``extra_info`` column (not used for scoring).
+        dense: Extra terms: any of ``format``, ``oracle``, ``oracle_perfect``, ``critic``
+            (a list or a comma-separated string).
+        weights: Term weights overriding :data:`DEFAULT_WEIGHTS`.
+
+    Example:
+        >>> gt = {"numbers": [6, 2, 5, 3], "target": 8}
+        >>> compute_score("countdown_gym/longproc-0.5k", "<answer>(6 - 2) * (5 - 3)</answer>", gt)
+        1.0
+    """
+    from countdown_gym.envs.text import replay_completion
+
+    problem = problem_from_ground_truth(ground_truth)
+    if not isinstance(solution_str, str):
+        raise ValueError(f"solution_str must be a string, got {type(solution_str).__name__}")
+    terms = _term_list(dense)
+    replay = replay_completion(problem, solution_str)
+    scores = score_terms(replay, ["sparse", *terms], critic=_critic() if "critic" in terms else None)
+    if not terms:
+        return scores["sparse"]
+    w = {**DEFAULT_WEIGHTS, **(weights or {})}
+    out: dict[str, float] = {"score": float(sum(w[name] * value for name, value in scores.items()))}
+    out.update(scores)
+    out["invalid_steps"] = float(replay.invalid_steps)
+    out["moves"] = float(len(replay.transitions))
+    return out
+
+
+__all__ = ["DATA_SOURCE_PREFIX", "DEFAULT_WEIGHTS", "compute_score", "ground_truth", "problem_from_ground_truth"]
