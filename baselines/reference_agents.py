@@ -1,0 +1,128 @@
+"""Reference agents for Countdown-v0: uniform random over legal moves, and the exhaustive solver.
+
+Both are policies ``policy(obs, info) -> action`` over ``Countdown-v0`` (they read the action
+mask, the exact state and the problem from ``info``). The random agent is the floor every
+learned agent must beat; the solver is the upper bound (100% on the frozen splits, which hold
+only solvable problems).
+
+Evaluate one on a split and write a leaderboard submission::
+
+    python baselines/reference_agents.py --agent random --preset longproc-0.5k --split test \\
+        --out leaderboard/submissions/random-legal.longproc-0.5k.test.jsonl
+    python baselines/reference_agents.py --agent solver --preset longproc-0.5k --split test \\
+        --out leaderboard/submissions/exhaustive-solver.longproc-0.5k.test.jsonl
+
+The same policies plug into the generic command:
+``python -m countdown_gym.leaderboard submit --policy baselines/reference_agents.py:RandomLegalPolicy ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+import sys
+from typing import Any
+
+import numpy as np
+
+from countdown_gym.envs.countdown import decode_action
+from countdown_gym.leaderboard.agents import submit_policy
+from countdown_gym.solver import apply_move, reachable
+from countdown_gym.splits import SPLIT_SPEC, SPLITS
+
+
+def slots_of(mask: np.ndarray) -> int:
+    """The env's slot count ``M`` from its action-mask length ``M * (M - 1) * 4``."""
+    pairs = len(mask) // 4
+    m = (1 + math.isqrt(1 + 4 * pairs)) // 2
+    if m * (m - 1) != pairs:
+        raise ValueError(f"an action mask of length {len(mask)} is not M * (M - 1) * 4")
+    return m
+
+
+class RandomLegalPolicy:
+    """Uniform random choice among the legal actions (the action mask)."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, obs: np.ndarray, info: dict[str, Any]) -> int:
+        legal = np.flatnonzero(info["action_mask"])
+        if legal.size == 0:
+            raise ValueError("no legal action in this state (the env ends such episodes itself)")
+        return int(legal[self.rng.integers(legal.size)])
+
+
+class SolverPolicy:
+    """The first legal action (in action order) after which the target is still reachable.
+
+    Uses the package's exhaustive, memoised :func:`countdown_gym.solver.reachable`; on an
+    unsolvable state it falls back to the first legal action.
+    """
+
+    def __init__(self, seed: int = 0) -> None:
+        del seed  # deterministic
+
+    def __call__(self, obs: np.ndarray, info: dict[str, Any]) -> int:
+        mask = info["action_mask"]
+        legal = np.flatnonzero(mask)
+        if legal.size == 0:
+            raise ValueError("no legal action in this state (the env ends such episodes itself)")
+        state, problem = info["state"], info["problem"]
+        rules, m = problem.rules, slots_of(mask)
+        for a in legal:
+            i, j, op = decode_action(int(a), m)
+            r = rules.apply(state[i], op, state[j])
+            if r is not None and reachable(apply_move(state, i, j, r), problem.target, rules):
+                return int(a)
+        return int(legal[0])
+
+
+AGENTS: dict[str, dict[str, Any]] = {
+    "random": {
+        "factory": RandomLegalPolicy,
+        "agent": "random-legal",
+        "model": "none",
+        "model_size": "0",
+        "method": "uniform random over legal moves (Countdown-v0 action mask)",
+        "temperature": 1.0,
+    },
+    "solver": {
+        "factory": SolverPolicy,
+        "agent": "exhaustive-solver",
+        "model": "none",
+        "model_size": "0",
+        "method": "exhaustive search (countdown_gym.solver.reachable), upper bound",
+        "temperature": 0.0,
+    },
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--agent", choices=sorted(AGENTS), required=True)
+    parser.add_argument("--preset", default="longproc-0.5k", choices=sorted(SPLIT_SPEC))
+    parser.add_argument("--split", default="test", choices=SPLITS)
+    parser.add_argument("--k", type=int, default=1, help="episodes per problem (seeds seed..seed+k-1); pass@k uses them")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", required=True, help="submission file to write (.jsonl)")
+    parser.add_argument("--authors", default="countdown-gym maintainers (reference agents)")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    spec = AGENTS[args.agent]
+    path, evals = submit_policy(
+        spec["factory"], args.out, preset=args.preset, split=args.split, k=args.k, seed=args.seed,
+        temperature=spec["temperature"], progress=not args.no_progress,
+        command="python baselines/reference_agents.py " + shlex.join(argv),
+        agent=spec["agent"], authors=args.authors, model=spec["model"], model_size=spec["model_size"],
+        method=spec["method"], reward_variant="none",
+    )  # fmt: skip
+    rate = sum(ev.success_rate for ev in evals) / len(evals)
+    print(f"{spec['agent']} on {args.preset}/{args.split}: env success rate {rate:.3f} over {args.k} run(s); wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""The ``countdown-gym`` console script: ``countdown-gym leaderboard submit|score|check ...``."""
+
+from __future__ import annotations
+
+import sys
+
+USAGE = """usage: countdown-gym <command> [args]
+
+commands:
+  leaderboard submit|score|check   leaderboard tools (see: countdown-gym leaderboard --help)
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch ``countdown-gym <command> ...`` to the command's own parser."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, end="")
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command == "leaderboard":
+        from countdown_gym.leaderboard.__main__ import main as leaderboard_main
+
+        return leaderboard_main(rest)
+    print(f"countdown-gym: unknown command {command!r}\n{USAGE}", file=sys.stderr, end="")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""``python -m countdown_gym.leaderboard submit|score|check`` (also ``countdown-gym leaderboard ...``).
+
+* ``submit``: evaluate a Countdown-v0 policy (``--policy module:name`` or ``file.py:name``) or a
+  saved MaskablePPO model (``--sb3 model.zip``) on a frozen split and write a submission.
+  Language models write their submissions with ``baselines/llm_eval.py`` (same file format).
+* ``score``: re-verify every file in ``<dir>/submissions/`` and write ``<dir>/LEADERBOARD.md``
+  and ``<dir>/leaderboard.png``; with file arguments, score just those and print the results.
+* ``check``: exit 1 if any submission is rejected or ``LEADERBOARD.md`` is not what ``score``
+  would write now (CI runs it through the test suite).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from countdown_gym.leaderboard.score import Rejection, Scores, plot, render_markdown, score_directory, score_file
+from countdown_gym.splits import SPLIT_SPEC, SPLITS
+
+MARKDOWN = "LEADERBOARD.md"
+PNG = "leaderboard.png"
+SUBMISSIONS = "submissions"
+
+
+def _leaderboard_dir(path: str) -> Path:
+    d = Path(path)
+    if not (d / SUBMISSIONS).is_dir():
+        raise SystemExit(f"error: {d / SUBMISSIONS} is not a directory; run from the repository root or pass --dir")
+    return d
+
+
+def _summary(r: Scores | Rejection) -> str:
+    if isinstance(r, Rejection):
+        return f"REJECTED {r.path}: {r.reason}"
+    passk = f", pass@{r.k} {r.pass_at_k:.3f}" if r.pass_at_k is not None else ""
+    inv = f", invalid steps {r.invalid_step_rate:.3f}" if r.invalid_step_rate is not None else ""
+    line = (
+        f"{r.path}: {r.header['agent']} on {r.header['preset']}/{r.header['split']}: pass@1 {r.pass_at_1:.3f}{passk}, "
+        f"per-sample {r.per_sample:.3f}{inv}, mean length {r.mean_length:.0f}"
+    )
+    return line + "".join(f"\n  note: {n}" for n in r.claim_notes)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    if args.files:
+        results = [score_file(f, progress=not args.no_progress) for f in args.files]
+        for r in results:
+            print(_summary(r))
+        return 1 if any(isinstance(r, Rejection) for r in results) else 0
+    d = _leaderboard_dir(args.dir)
+    results = score_directory(d / SUBMISSIONS, progress=not args.no_progress)
+    (d / MARKDOWN).write_text(render_markdown(results, d, PNG), encoding="utf-8", newline="\n")
+    png = plot(results, d / PNG)
+    for r in results:
+        print(_summary(r), file=sys.stderr if isinstance(r, Rejection) else sys.stdout)
+    print(f"wrote {d / MARKDOWN}" + (f" and {png}" if png else ""))
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    d = _leaderboard_dir(args.dir)
+    results = score_directory(d / SUBMISSIONS)
+    problems = [f"rejected: {r.path}: {r.reason}" for r in results if isinstance(r, Rejection)]
+    expected = render_markdown(results, d, PNG)
+    md = d / MARKDOWN
+    if not md.exists():
+        problems.append(f"{md} is missing; run python -m countdown_gym.leaderboard score")
+    elif md.read_text(encoding="utf-8") != expected:
+        problems.append(f"{md} is stale (it differs from the re-scored submissions); run python -m countdown_gym.leaderboard score")
+    if any(isinstance(r, Scores) for r in results) and not (d / PNG).exists():
+        problems.append(f"{d / PNG} is missing; run python -m countdown_gym.leaderboard score")
+    for p in problems:
+        print(p, file=sys.stderr)
+    n = sum(isinstance(r, Scores) for r in results)
+    if not problems:
+        print(f"ok: {n} submissions re-verified, {md} is up to date")
+    return 1 if problems else 0
+
+
+def cmd_submit(args: argparse.Namespace, argv: list[str]) -> int:
+    from countdown_gym.leaderboard.agents import load_policy, load_sb3_model, sb3_policy, submit_policy
+
+    if args.sb3:
+        model = load_sb3_model(args.sb3)
+
+        def make(seed: int):
+            return sb3_policy(model, deterministic=args.temperature == 0)
+    else:
+
+        def make(seed: int):
+            return load_policy(args.policy, seed=seed)
+
+    path, evals = submit_policy(
+        make, args.out, preset=args.preset, split=args.split, k=args.k, seed=args.seed,
+        temperature=args.temperature, progress=not args.no_progress,
+        command="python -m countdown_gym.leaderboard " + shlex.join(argv), compute=args.compute,
+        agent=args.agent, authors=args.authors, model=args.model, model_size=args.model_size,
+        method=args.method, reward_variant=args.reward_variant, notes=args.notes,
+    )  # fmt: skip
+    print(_summary(score_file(path)))
+    print(f"wrote {path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m countdown_gym.leaderboard", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("score", help="re-verify submissions; write LEADERBOARD.md and leaderboard.png")
+    s.add_argument("files", nargs="*", help="score only these files and print the results (writes nothing)")
+    s.add_argument("--dir", default="leaderboard", help="leaderboard directory (default: leaderboard)")
+    s.add_argument("--no-progress", action="store_true")
+
+    c = sub.add_parser("check", help="exit 1 if a submission is invalid or LEADERBOARD.md is stale")
+    c.add_argument("--dir", default="leaderboard", help="leaderboard directory (default: leaderboard)")
+
+    m = sub.add_parser("submit", help="evaluate a Countdown-v0 policy or a saved MaskablePPO model; write a submission")
+    src = m.add_mutually_exclusive_group(required=True)
+    src.add_argument("--policy", help="'module:name' or 'file.py:name': a policy (obs, info) -> action, or a class taking seed")
+    src.add_argument("--sb3", help="path of a saved sb3-contrib MaskablePPO model (.zip)")
+    m.add_argument("--preset", default="longproc-0.5k", choices=sorted(SPLIT_SPEC))
+    m.add_argument("--split", default="test", choices=SPLITS)
+    m.add_argument("--out", required=True, help="submission file to write, e.g. leaderboard/submissions/<agent>.jsonl")
+    m.add_argument("--agent", required=True, help="short agent name shown in the table")
+    m.add_argument("--authors", required=True, help="names and a contact")
+    m.add_argument("--model", required=True, help="model / policy description")
+    m.add_argument("--model-size", default="n/a", help="parameter count, e.g. 9.5k")
+    m.add_argument("--method", required=True, help="training method, e.g. 'MaskablePPO'")
+    m.add_argument("--reward-variant", required=True, help="reward used in training: sparse, oracle-perfect, critic, none, ...")
+    m.add_argument("--k", type=int, default=1, help="episodes per problem (pass@k)")
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--temperature", type=float, default=0.0, help="0: deterministic actions; > 0: sampled (SB3)")
+    m.add_argument("--compute", default=None, help="compute notes (default: cores and measured wall time)")
+    m.add_argument("--notes", default=None)
+    m.add_argument("--no-progress", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "score":
+            return cmd_score(args)
+        if args.command == "check":
+            return cmd_check(args)
+        return cmd_submit(args, argv)
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

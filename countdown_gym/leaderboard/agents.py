@@ -1,0 +1,203 @@
+"""Run a ``Countdown-v0`` policy on a frozen split and collect its moves for a submission.
+
+A *policy* is any callable ``policy(obs, info) -> action``: ``obs`` and ``info`` are what
+``Countdown-v0`` returned (``info["action_mask"]``, ``info["state"]``, ``info["problem"]``).
+An object with a ``predict`` method (a stable-baselines3 / sb3-contrib model) is wrapped by
+:func:`sb3_policy`, which passes the action mask when the model accepts one.
+
+The moves are collected from ``info["transitions"]``; a masked action ends the episode (the env
+runs with ``invalid_action="penalty"``) and is kept as the last move, with its unrestricted
+exact result, so the verifier reports which rule it broke.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from countdown_gym.rules import Number, Rules
+from countdown_gym.splits import load_split
+
+Policy = Callable[[np.ndarray, dict[str, Any]], int]
+MoveList = list[tuple[Number, str, Number, Number]]
+
+_UNRESTRICTED = Rules(name="unrestricted", integer_only=False, sign="any", value_limit=None, use_all=True)
+
+
+@dataclass
+class Evaluation:
+    """What :func:`evaluate_policy` returns: one move sequence per problem, in split order."""
+
+    moves: list[MoveList]
+    successes: int
+    """Episodes the env itself reported as won (the leaderboard re-verifies independently)."""
+    invalid_actions: int
+    seconds: float
+
+    @property
+    def success_rate(self) -> float:
+        return self.successes / len(self.moves) if self.moves else 0.0
+
+
+def sb3_policy(model: Any, deterministic: bool = True) -> Policy:
+    """A policy from an SB3-style model (``model.predict(obs, action_masks=..., deterministic=...)``)."""
+    params = inspect.signature(model.predict).parameters
+    masked = "action_masks" in params
+
+    def policy(obs: np.ndarray, info: dict[str, Any]) -> int:
+        kwargs: dict[str, Any] = {"deterministic": deterministic}
+        if masked:
+            kwargs["action_masks"] = np.asarray(info["action_mask"], dtype=bool)
+        action, _ = model.predict(obs, **kwargs)
+        return int(np.asarray(action).reshape(()))
+
+    return policy
+
+
+def load_sb3_model(path: str | Path) -> Any:
+    """A saved sb3-contrib ``MaskablePPO`` model (CPU)."""
+    try:
+        from sb3_contrib import MaskablePPO
+    except ImportError:
+        raise RuntimeError("loading an SB3 model needs sb3-contrib: pip install 'countdown-gym[sb3]'") from None
+    p = Path(path)
+    if not p.exists() and not p.with_suffix(".zip").exists():
+        raise FileNotFoundError(f"no saved model at {p}")
+    return MaskablePPO.load(str(p), device="cpu")
+
+
+def load_policy(spec: str, seed: int = 0) -> Policy:
+    """A policy from ``"module:name"`` or ``"path/to/file.py:name"``.
+
+    ``name`` is a policy ``(obs, info) -> action``, an object with ``predict`` (SB3 model), or a
+    class, which is instantiated as ``name(seed=seed)`` (or ``name()`` if it takes no seed).
+    """
+    target, sep, name = spec.rpartition(":")
+    if not sep or not target or not name:
+        raise ValueError(f"policy spec must be 'module:name' or 'file.py:name', got {spec!r}")
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_file():
+            raise FileNotFoundError(f"policy file not found: {path}")
+        mod_name = f"_countdown_policy_{path.stem}"
+        module_spec = importlib.util.spec_from_file_location(mod_name, path)
+        assert module_spec is not None and module_spec.loader is not None
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[mod_name] = module
+        module_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(target)
+    if not hasattr(module, name):
+        raise ValueError(f"{target} has no attribute {name!r}")
+    obj = getattr(module, name)
+    if inspect.isclass(obj):
+        obj = obj(seed=seed) if "seed" in inspect.signature(obj).parameters else obj()
+    if hasattr(obj, "predict"):
+        return sb3_policy(obj)
+    if not callable(obj):
+        raise ValueError(f"{spec} is not callable")
+    return obj
+
+
+def _recorded_move(transition: dict[str, Any]) -> tuple[Number, str, Number, Number] | None:
+    a, op, b, r = transition["move"]
+    if transition["valid"]:
+        return (a, op, b, r)
+    if a is None or b is None:
+        return None
+    r = _UNRESTRICTED.apply(a, op, b)
+    return None if r is None else (a, op, b, r)
+
+
+def evaluate_policy(
+    policy: Policy | Any,
+    preset: str,
+    split: str,
+    *,
+    seed: int = 0,
+    progress: bool = True,
+    limit: int | None = None,
+) -> Evaluation:
+    """Play every problem of ``load_split(preset, split)`` once with ``policy``.
+
+    ``policy`` may also be an SB3 model (wrapped with :func:`sb3_policy`). ``limit`` plays only
+    the first problems (for quick checks; a submission needs the whole split).
+    """
+    from tqdm import tqdm
+
+    from countdown_gym.envs.countdown import CountdownEnv
+
+    if not callable(policy) and hasattr(policy, "predict"):
+        policy = sb3_policy(policy)
+    problems = load_split(preset, split)[:limit]
+    env = CountdownEnv(preset=preset, split=split, invalid_action="penalty")
+    env.reset(seed=seed)
+    out: list[MoveList] = []
+    successes = invalid = 0
+    start = time.perf_counter()
+    for problem in tqdm(problems, desc=f"{preset}/{split}", disable=not progress):
+        obs, info = env.reset(options={"problem": problem})
+        moves: MoveList = []
+        done = not info["action_mask"].any()
+        while not done:
+            obs, _, terminated, truncated, info = env.step(policy(obs, info))
+            done = terminated or truncated
+            for t in info["transitions"]:
+                invalid += not t["valid"]
+                move = _recorded_move(t)
+                if move is not None:
+                    moves.append(move)
+        successes += bool(info["is_success"])
+        out.append(moves)
+    env.close()
+    return Evaluation(out, successes, invalid, time.perf_counter() - start)
+
+
+def submit_policy(
+    make_policy: Callable[[int], Policy | Any],
+    out: str | Path,
+    *,
+    preset: str,
+    split: str,
+    command: str,
+    k: int = 1,
+    seed: int = 0,
+    temperature: float = 0.0,
+    progress: bool = True,
+    compute: str | None = None,
+    **metadata: Any,
+) -> tuple[Path, list[Evaluation]]:
+    """Evaluate ``make_policy(seed + r)`` for ``r < k`` on the split and write a submission.
+
+    ``metadata`` holds the remaining :func:`write_submission` fields (``agent``, ``authors``,
+    ``model``, ``model_size``, ``method``, ``reward_variant``, ``notes``). The env's own success
+    rate of the first run is recorded as the claimed pass@1, so the leaderboard shows any
+    disagreement between the environment and the verifier.
+    """
+    from countdown_gym.leaderboard.submission import write_submission
+
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    evals = [evaluate_policy(make_policy(seed + r), preset, split, seed=seed + r, progress=progress) for r in range(k)]
+    n = len(evals[0].moves)
+    answers = [[ev.moves[i] for ev in evals] for i in range(n)]
+    seconds = sum(ev.seconds for ev in evals)
+    if compute is None:
+        compute = f"{os.cpu_count()} CPU cores ({platform.machine()}), {seconds:.1f} s wall for {k} x {n} episodes"
+    path = write_submission(
+        out, preset=preset, split=split, answers=answers, command=command, compute=compute,
+        sampling={"k": k, "temperature": temperature, "seed": seed}, claimed={"pass@1": evals[0].success_rate},
+        **metadata,
+    )  # fmt: skip
+    return path, evals

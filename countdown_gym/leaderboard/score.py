@@ -1,0 +1,362 @@
+"""Re-score leaderboard submissions and write ``LEADERBOARD.md`` and ``leaderboard.png``.
+
+Every answer is re-verified with :func:`countdown_gym.verifier.verify`; numbers a file claims
+are never used for ranking, only compared with the re-scored ones. A file that fails a
+file-level check (:func:`~countdown_gym.leaderboard.submission.read_submission`) is listed as
+rejected with its reason; each file is scored on its own, so a bad file never changes another
+file's score, and no input makes the scorer crash.
+
+Metrics per submission:
+
+* ``pass@1``: fraction of problems whose *first* answer is correct.
+* ``pass@k``: the unbiased estimator ``1 - C(n-c, k) / C(n, k)`` averaged over problems
+  (``n`` answers, ``c`` correct, ``k`` = the header's ``sampling.k``), shown when ``k > 1``.
+* ``per-sample``: mean over problems of ``c / n`` (the fraction of all answers that are correct).
+* ``invalid steps``: move lines that were illegal or wrongly computed, over all move lines, from
+  :func:`countdown_gym.envs.text.replay_completion` (``-`` when no answer states a move).
+* ``mean length``: mean characters per answer text (for move answers, of the ``<Solution>``
+  block built from the moves).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from countdown_gym.leaderboard.submission import (
+    MAX_COMPLETION_CHARS,
+    Submission,
+    SubmissionError,
+    read_submission,
+)
+from countdown_gym.problem import Problem
+from countdown_gym.splits import SPLITS
+from countdown_gym.verifier import verify
+
+CLAIM_TOLERANCE = 0.0005
+"""A claimed metric further than this from the re-scored value is reported."""
+
+
+@dataclass(frozen=True)
+class AnswerScore:
+    """One answer, re-verified."""
+
+    correct: bool
+    reason: str
+    length: int
+    moves: int | None = None
+    """Move lines the text env replayed (``None`` when replay is unavailable)."""
+    invalid_moves: int | None = None
+
+
+@dataclass
+class Scores:
+    """The re-scored results of one valid submission."""
+
+    path: Path
+    header: dict[str, Any]
+    num_problems: int
+    num_answers: int
+    pass_at_1: float
+    pass_at_k: float | None
+    k: int
+    per_sample: float
+    invalid_step_rate: float | None
+    mean_length: float
+    failure_reasons: dict[str, int] = field(default_factory=dict)
+    claim_notes: list[str] = field(default_factory=list)
+
+    @property
+    def group(self) -> tuple[str, str]:
+        return (self.header["preset"], self.header["split"])
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A file that could not be scored, with the reason."""
+
+    path: Path
+    reason: str
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from ``n`` answers of which ``c`` are correct (``k <= n``)."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
+
+
+def _replay_function() -> Callable[..., Any] | None:
+    try:
+        from countdown_gym.envs.text import replay_completion
+    except ImportError:
+        return None
+    return replay_completion
+
+
+def score_answer(problem: Problem, text: str, replay: Callable[..., Any] | None = None) -> AnswerScore:
+    """Verify one answer text (never raises; a verifier failure scores it wrong)."""
+    if len(text) > MAX_COMPLETION_CHARS:
+        return AnswerScore(False, "completion_too_long", len(text))
+    try:
+        verdict = verify(problem, text)
+        correct, reason = verdict.correct, verdict.reason
+    except Exception as e:  # noqa: BLE001 - a verifier bug must not crash the scorer
+        correct, reason = False, f"verifier_error:{type(e).__name__}"
+    moves = invalid = None
+    if replay is not None:
+        try:
+            r = replay(problem, text)
+            moves, invalid = len(r.transitions), int(r.invalid_steps)
+        except Exception:  # noqa: BLE001 - the step count is optional; never fail the answer on it
+            moves = invalid = None
+    return AnswerScore(correct, reason, len(text), moves, invalid)
+
+
+def score_submission(sub: Submission, progress: bool = False) -> Scores:
+    """Re-verify every answer of a valid submission and compute its metrics."""
+    from tqdm import tqdm
+
+    replay = _replay_function()
+    k = sub.k
+    first = per_sample = passk = Fraction(0)
+    total_len = total_answers = moves = invalid = 0
+    replayed = False
+    reasons: Counter[str] = Counter()
+    claimed_right_scored_wrong = claimed_wrong_scored_right = 0
+    for pa in tqdm(sub.answers, desc=sub.path.name, disable=not progress, leave=False):
+        results = [score_answer(pa.problem, t, replay) for t in pa.texts]
+        c = sum(r.correct for r in results)
+        n = len(results)
+        first += results[0].correct
+        per_sample += Fraction(c, n)
+        passk += Fraction(pass_at_k(n, c, k))
+        total_answers += n
+        total_len += sum(r.length for r in results)
+        for r in results:
+            if not r.correct:
+                reasons[r.reason] += 1
+            if r.moves is not None:
+                replayed = True
+                moves += r.moves
+                invalid += r.invalid_moves or 0
+        if pa.claimed_correct is not None:
+            for claim, r in zip(pa.claimed_correct, results, strict=True):
+                claimed_right_scored_wrong += claim and not r.correct
+                claimed_wrong_scored_right += (not claim) and r.correct
+    m = len(sub.answers)
+    scores = Scores(
+        path=sub.path,
+        header=sub.header,
+        num_problems=m,
+        num_answers=total_answers,
+        pass_at_1=float(first / m),
+        pass_at_k=float(passk / m) if k > 1 else None,
+        k=k,
+        per_sample=float(per_sample / m),
+        invalid_step_rate=invalid / moves if replayed and moves else None,
+        mean_length=total_len / total_answers,
+        failure_reasons=dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
+    )
+    scores.claim_notes = _claim_notes(scores, claimed_right_scored_wrong, claimed_wrong_scored_right)
+    return scores
+
+
+def _claim_notes(s: Scores, right_wrong: int, wrong_right: int) -> list[str]:
+    notes = []
+    rescored = {"pass@1": s.pass_at_1, "per_sample": s.per_sample}
+    if s.pass_at_k is not None:
+        rescored[f"pass@{s.k}"] = s.pass_at_k
+    if s.invalid_step_rate is not None:
+        rescored["invalid_step_rate"] = s.invalid_step_rate
+    for key, value in sorted(s.header.get("claimed", {}).items()):
+        if key not in rescored:
+            notes.append(f"claimed {_md(key)} = {value:g} was not re-scored (known: {', '.join(sorted(rescored))})")
+        elif not math.isfinite(value) or abs(value - rescored[key]) > CLAIM_TOLERANCE:
+            notes.append(f"claimed {key} = {value:.4f}, re-scored {rescored[key]:.4f}")
+    if right_wrong:
+        notes.append(f"{right_wrong} answers claimed correct were scored wrong")
+    if wrong_right:
+        notes.append(f"{wrong_right} answers claimed wrong were scored correct")
+    return notes
+
+
+def score_file(path: str | os.PathLike[str], progress: bool = False) -> Scores | Rejection:
+    """Read and score one file; every failure becomes a :class:`Rejection` with the reason."""
+    p = Path(path)
+    try:
+        return score_submission(read_submission(p), progress=progress)
+    except SubmissionError as e:
+        return Rejection(p, e.reason)
+    except Exception as e:  # noqa: BLE001 - no input may crash the scorer
+        return Rejection(p, f"could not be scored ({type(e).__name__}: {str(e)[:200]})")
+
+
+def submission_files(directory: str | os.PathLike[str]) -> list[Path]:
+    """Every file in the submissions directory except hidden ones, sorted by name."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise FileNotFoundError(f"submissions directory not found: {d}")
+    return sorted(p for p in d.iterdir() if p.is_file() and not p.name.startswith("."))
+
+
+def score_directory(directory: str | os.PathLike[str], progress: bool = False) -> list[Scores | Rejection]:
+    """Score every file of ``directory`` (a non-``.jsonl`` file is rejected)."""
+    results: list[Scores | Rejection] = []
+    for p in submission_files(directory):
+        if p.suffix != ".jsonl":
+            results.append(Rejection(p, "not a .jsonl file (submissions are JSON Lines files named *.jsonl)"))
+        else:
+            results.append(score_file(p, progress=progress))
+    return results
+
+
+# ---- output -------------------------------------------------------------------------------------
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+def _md(text: Any, limit: int = 80) -> str:
+    """Untrusted text made safe for one Markdown table cell."""
+    s = _CONTROL.sub(" ", str(text)).strip()
+    if len(s) > limit:
+        s = s[: limit - 3] + "..."
+    return s.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("`", "'")
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _rel(path: Path, base: Path) -> str:
+    return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
+
+
+def _group_key(group: tuple[str, str]) -> tuple[str, int]:
+    preset, split = group
+    order = {"test": 0, "validation": 1, "train": 2}
+    return (preset, order.get(split, len(SPLITS)))
+
+
+def ranked(scores: Iterable[Scores]) -> dict[tuple[str, str], list[tuple[int, Scores]]]:
+    """``(preset, split) -> [(rank, scores), ...]``: by pass@1, then pass@k, per-sample, name.
+
+    Equal (pass@1, pass@k, per-sample) share a rank (1, 1, 3, ...).
+    """
+    groups: dict[tuple[str, str], list[Scores]] = {}
+    for s in scores:
+        groups.setdefault(s.group, []).append(s)
+    out: dict[tuple[str, str], list[tuple[int, Scores]]] = {}
+    for g in sorted(groups, key=_group_key):
+
+        def metric(s: Scores) -> tuple[float, float, float]:
+            return (-round(s.pass_at_1, 9), -round(s.pass_at_k or s.pass_at_1, 9), -round(s.per_sample, 9))
+
+        rows = sorted(groups[g], key=lambda s: (metric(s), s.header["agent"], s.path.name))
+        ranks: list[tuple[int, Scores]] = []
+        for i, s in enumerate(rows):
+            rank = ranks[-1][0] if ranks and metric(ranks[-1][1]) == metric(s) else i + 1
+            ranks.append((rank, s))
+        out[g] = ranks
+    return out
+
+
+def render_markdown(results: list[Scores | Rejection], base: Path, png_name: str | None = "leaderboard.png") -> str:
+    """The text of ``LEADERBOARD.md`` (deterministic: no timestamps); links relative to ``base``."""
+    scores = [r for r in results if isinstance(r, Scores)]
+    rejected = [r for r in results if isinstance(r, Rejection)]
+    out = [
+        "# countdown-gym leaderboard",
+        "",
+        "Written by `python -m countdown_gym.leaderboard score` from `leaderboard/submissions/`; do not edit by hand",
+        "(`python -m countdown_gym.leaderboard check` fails when this file is stale). Every answer was re-verified",
+        "with `countdown_gym.verify`: numbers claimed in a submission are never used. How to submit: `README.md`.",
+        "",
+        "Columns: pass@1 = first answer correct; pass@k = unbiased estimator with the submission's k (shown when",
+        "k > 1); per-sample = fraction of all answers correct; invalid steps = illegal or miscomputed move lines over",
+        "all move lines (replayed by the text environment); length = mean characters per answer.",
+    ]
+    if png_name and scores:
+        out += ["", f"![pass@1 per agent]({png_name})"]
+    for (preset, split), rows in ranked(scores).items():
+        n = rows[0][1].num_problems
+        out += [
+            "",
+            f"## {preset} / {split} ({n} problems)",
+            "",
+            "| rank | agent | method | model (size) | reward | pass@1 | pass@k | per-sample | invalid steps | length | answers | authors | command | file |",
+            "| ---: | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
+        ]
+        for rank, s in rows:
+            h = s.header
+            passk = "-" if s.pass_at_k is None else f"{s.pass_at_k:.3f} (k={s.k})"
+            rel = _rel(s.path, base)
+            out.append(
+                f"| {rank} | {_md(h['agent'], 40)} | {_md(h['method'], 60)} | {_md(h['model'], 40)} ({_md(h['model_size'], 20)}) "
+                f"| {_md(h['reward_variant'], 30)} | {s.pass_at_1:.3f} | {passk} | {s.per_sample:.3f} "
+                f"| {_fmt(s.invalid_step_rate)} | {s.mean_length:.0f} | {s.num_answers} | {_md(h['authors'], 60)} "
+                f"| `{_md(h['command'], 200)}` | [{_md(Path(rel).name, 60)}]({rel}) |"
+            )
+    details = [s for _, rows in ranked(scores).items() for _, s in rows]
+    if details:
+        out += ["", "## Failure reasons", "", "Verifier reason codes of the wrong answers (most frequent first).", ""]
+        for s in details:
+            top = ", ".join(f"`{_md(r, 40)}` {c}" for r, c in list(s.failure_reasons.items())[:6]) or "none"
+            out.append(f"- [{_md(s.path.name, 60)}]({_rel(s.path, base)}): {top}")
+    claims = [s for s in details if s.claim_notes]
+    out += ["", "## Claims that differ from the re-scored values", ""]
+    if claims:
+        for s in claims:
+            out.append(f"- [{_md(s.path.name, 60)}]({_rel(s.path, base)}): " + "; ".join(s.claim_notes))
+    else:
+        out.append("None.")
+    out += ["", "## Rejected submissions", ""]
+    if rejected:
+        for r in rejected:
+            out.append(f"- `{_md(_rel(r.path, base), 100)}`: {_md(r.reason, 400)}")
+    else:
+        out.append("None.")
+    return "\n".join(out) + "\n"
+
+
+def plot(results: list[Scores | Rejection], png: str | os.PathLike[str]) -> Path | None:
+    """A bar chart of pass@1 (and pass@k) per agent, one panel per preset and split."""
+    groups = ranked([r for r in results if isinstance(r, Scores)])
+    if not groups:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    heights = [max(1.6, 0.45 * len(rows) + 1.0) for rows in groups.values()]
+    fig, axes = plt.subplots(len(groups), 1, figsize=(8, sum(heights)), height_ratios=heights, squeeze=False)
+    for ax, ((preset, split), rows) in zip(axes[:, 0], groups.items(), strict=True):
+        labels = [f"{s.header['agent'][:30]}" for _, s in rows][::-1]
+        p1 = [s.pass_at_1 for _, s in rows][::-1]
+        pk = [s.pass_at_k if s.pass_at_k is not None else float("nan") for _, s in rows][::-1]
+        y = range(len(rows))
+        ax.barh([v + 0.2 for v in y], pk, height=0.4, color="#9ecae1", label="pass@k")
+        ax.barh([v - 0.2 for v in y], p1, height=0.4, color="#3182bd", label="pass@1")
+        for v, val in zip(y, p1, strict=True):
+            ax.text(min(val, 1.0) + 0.01, v - 0.2, f"{val:.3f}", va="center", fontsize=8)
+        ax.set_yticks(list(y), labels)
+        ax.set_xlim(0, 1.12)
+        ax.set_title(f"{preset} / {split} ({rows[0][1].num_problems} problems)", fontsize=10)
+        ax.set_xlabel("success rate (re-verified)")
+        if any(s.pass_at_k is not None for _, s in rows):
+            ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    out = Path(png)
+    fig.savefig(out, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return out

@@ -1,0 +1,396 @@
+"""Leaderboard: submission format, re-scoring, tampered files, the CLI and the shipped table."""
+
+from __future__ import annotations
+
+import json
+import time
+from fractions import Fraction
+from itertools import combinations
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from countdown_gym import load_split, solution_path, solve
+from countdown_gym.cli import main as cli_main
+from countdown_gym.leaderboard import (
+    Rejection,
+    Scores,
+    SubmissionError,
+    load_schema,
+    moves_to_solution,
+    pass_at_k,
+    read_submission,
+    render_markdown,
+    score_directory,
+    score_file,
+    write_submission,
+)
+from countdown_gym.leaderboard.__main__ import main as lb_main
+from countdown_gym.leaderboard.submission import MAX_COMPLETION_CHARS, _strict_problem_line
+from countdown_gym.verifier import verify
+
+ROOT = Path(__file__).resolve().parents[1]
+PRESET, SPLIT = "tinyzero", "validation"  # 200 problems: small and fast
+META = dict(
+    agent="test-agent", authors="Tester <t@example.org>", model="none", model_size="0", method="solver",
+    reward_variant="none", compute="1 core", command="pytest", date="2026-11-22",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def problems():
+    return load_split(PRESET, SPLIT)
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory, problems) -> Path:
+    """A valid completions submission: every first answer correct, the second one wrong."""
+    answers = [[f"<think>search</think><answer>{solve(p, limit=1)[0]}</answer>", "<answer>1+1</answer>"] for p in problems]
+    path = tmp_path_factory.mktemp("lb") / "good.jsonl"
+    return write_submission(path, preset=PRESET, split=SPLIT, answers=answers, sampling={"k": 2, "temperature": 0.7}, **META)
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines(keepends=True)
+
+
+def tamper(src: Path, dst: Path, edit) -> Path:
+    """Copy ``src`` to ``dst`` with ``edit(list_of_json_objects)`` applied."""
+    objs = [json.loads(line) for line in lines_of(src)]
+    edit(objs)
+    dst.write_text("".join(json.dumps(o) + "\n" for o in objs), encoding="utf-8")
+    return dst
+
+
+def rejected(path: Path, *needles: str) -> str:
+    r = score_file(path)
+    assert isinstance(r, Rejection), f"expected a rejection, got {r}"
+    with pytest.raises(SubmissionError) as e:
+        read_submission(path)
+    assert path.name in str(e.value)
+    for needle in needles:
+        assert needle in r.reason, r.reason
+    return r.reason
+
+
+# ---- format and scoring ---------------------------------------------------------------------------
+
+
+def test_round_trip_and_scores(good, problems):
+    sub = read_submission(good)
+    assert [pa.problem for pa in sub.answers] == problems
+    assert sub.header["split_sha256"] and sub.header["answer_kind"] == "completions"
+    s = score_file(good)
+    assert isinstance(s, Scores)
+    assert s.pass_at_1 == 1.0
+    assert s.pass_at_k == pytest.approx(1.0)  # one of 2 answers right, k=2
+    assert s.per_sample == pytest.approx(0.5)
+    assert s.num_answers == 2 * len(problems)
+    assert s.failure_reasons and not s.claim_notes
+
+
+def test_header_and_lines_follow_the_json_schema(good):
+    schema = load_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    header_v = jsonschema.Draft202012Validator({"$defs": schema["$defs"], "$ref": "#/$defs/header"})
+    line_v = jsonschema.Draft202012Validator({"$defs": schema["$defs"], "$ref": "#/$defs/problem"})
+    lines = [json.loads(x) for x in lines_of(good)]
+    header_v.validate(lines[0])
+    for obj in lines[1:20]:
+        line_v.validate(obj)
+
+
+def test_schema_copy_in_leaderboard_folder_is_identical():
+    shipped = json.loads((ROOT / "leaderboard" / "submission.schema.json").read_text())
+    assert shipped == load_schema()
+
+
+def test_fast_line_check_never_accepts_what_the_schema_rejects():
+    schema = load_schema()
+    line_v = jsonschema.Draft202012Validator({"$defs": schema["$defs"], "$ref": "#/$defs/problem"})
+    base = {"id": "x", "numbers": [1, 2], "target": 3}
+    cases = [
+        {**base, "completions": ["a"]},
+        {**base, "moves": [[[1, "+", 2, 3]]]},
+        {**base, "moves": [[["1/2", "*", 2, 1]], []]},
+        {**base, "completions": ["a"], "claimed_correct": [True]},
+        {**base, "completions": []},
+        {**base, "completions": ["a"], "moves": [[]]},
+        {**base},
+        {**base, "completions": [1]},
+        {**base, "completions": ["a"], "extra": 1},
+        {**base, "numbers": [True, 2], "completions": ["a"]},
+        {**base, "numbers": [], "completions": ["a"]},
+        {**base, "target": "3", "completions": ["a"]},
+        {**base, "moves": [[[1, "^", 2, 3]]]},
+        {**base, "moves": [[[1, "+", 2]]]},
+        {**base, "moves": [[["1.5", "+", 2, 3]]]},
+        {**base, "completions": ["a"] * 65},
+        {**base, "completions": ["a"], "claimed_correct": ["yes"]},
+        {**base, "id": "", "completions": ["a"]},
+        [1, 2, 3],
+        "text",
+    ]
+    for obj in cases:
+        if _strict_problem_line(obj):
+            assert line_v.is_valid(obj), obj
+    assert _strict_problem_line(cases[0]) and _strict_problem_line(cases[1]) and _strict_problem_line(cases[2])
+
+
+def test_pass_at_k_matches_brute_force():
+    for n in range(1, 7):
+        for c in range(n + 1):
+            for k in range(1, n + 1):
+                subsets = list(combinations([1] * c + [0] * (n - c), k))
+                expected = Fraction(sum(any(s) for s in subsets), len(subsets))
+                assert pass_at_k(n, c, k) == pytest.approx(float(expected))
+    with pytest.raises(ValueError):
+        pass_at_k(2, 1, 3)
+
+
+def test_moves_become_a_solution_block_scored_by_the_verifier(tmp_path):
+    problems = load_split("longproc-0.5k", "validation")
+    moves = [[solution_path(p.numbers, p.target, p.rules)] for p in problems]
+    p0 = problems[0]
+    assert verify(p0, moves_to_solution(moves[0][0])).correct
+    bad = list(moves[0][0])
+    a, op, b, r = bad[-1]
+    bad[-1] = (a, op, b, r + 1)  # arithmetic error in the last line
+    moves[0] = [bad]
+    path = write_submission(tmp_path / "moves.jsonl", preset="longproc-0.5k", split="validation", answers=moves, **META)
+    s = score_file(path)
+    assert isinstance(s, Scores)
+    assert s.pass_at_1 == pytest.approx(1 - 1 / len(problems))
+    assert s.failure_reasons == {"arithmetic_error": 1}
+    assert json.loads(lines_of(path)[0])["answer_kind"] == "moves"
+
+
+def test_rational_moves_are_written_exactly():
+    text = moves_to_solution([(Fraction(3), "/", 2, Fraction(3, 2)), (Fraction(3, 2), "*", 4, 6)])
+    assert "3 / 2 = 3/2" in text and "3/2 * 4 = 6" in text
+
+
+def test_writer_refuses_answers_that_do_not_fit_the_split(problems, tmp_path):
+    with pytest.raises(ValueError, match="entries"):
+        write_submission(tmp_path / "x.jsonl", preset=PRESET, split=SPLIT, answers=[["a"]], **META)
+    with pytest.raises(ValueError, match="mix"):
+        answers = [["<answer>1</answer>"]] * (len(problems) - 1) + [[[(1, "+", 2, 3)]]]
+        write_submission(tmp_path / "x.jsonl", preset=PRESET, split=SPLIT, answers=answers, **META)
+    by_id = {p.id: "<answer>1</answer>" for p in problems}
+    assert read_submission(write_submission(tmp_path / "y.jsonl", preset=PRESET, split=SPLIT, answers=by_id, **META))
+
+
+# ---- tampered and bad input -----------------------------------------------------------------------
+
+
+def test_wrong_answer_marked_correct_is_scored_wrong_and_reported(good, tmp_path):
+    def edit(objs):
+        objs[0]["claimed"] = {"pass@1": 1.0, "per_sample": 1.0}
+        objs[1]["completions"][0] = "<answer>1+1</answer>"
+        objs[1]["claimed_correct"] = [True, True]
+
+    s = score_file(tamper(good, tmp_path / "liar.jsonl", edit))
+    assert isinstance(s, Scores)
+    assert s.pass_at_1 < 1.0
+    notes = " ".join(s.claim_notes)
+    assert "claimed per_sample = 1.0000, re-scored" in notes
+    assert "claimed pass@1 = 1.0000" in notes
+    assert "2 answers claimed correct were scored wrong" in notes
+
+
+def test_swapped_problem_is_rejected(good, tmp_path):
+    def edit(objs):
+        objs[5]["numbers"] = objs[5]["numbers"][::-1] if len(set(objs[5]["numbers"])) > 1 else [1, 2, 3]
+        objs[5]["target"] += 1
+
+    reason = rejected(tamper(good, tmp_path / "swap.jsonl", edit), "line 6", "frozen split")
+    assert "tinyzero/validation/4" in reason
+
+
+def test_ids_swapped_between_lines_is_rejected(good, tmp_path):
+    def edit(objs):
+        objs[1]["id"], objs[2]["id"] = objs[2]["id"], objs[1]["id"]
+
+    rejected(tamper(good, tmp_path / "ids.jsonl", edit), "frozen split")
+
+
+def test_truncated_file_is_rejected(good, tmp_path):
+    raw = good.read_bytes()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(raw[: len(raw) // 2])
+    rejected(cut, "not valid JSON (truncated file?)")
+    whole_lines = tmp_path / "cut_lines.jsonl"
+    whole_lines.write_text("".join(lines_of(good)[:50]), encoding="utf-8")
+    rejected(whole_lines, "problems missing")
+    header_only = tmp_path / "header.jsonl"
+    header_only.write_text(lines_of(good)[0], encoding="utf-8")
+    rejected(header_only, "200 of 200 problems missing")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    rejected(empty, "empty")
+
+
+def test_100_mb_completion_is_rejected_fast(good, tmp_path):
+    big = tmp_path / "big.jsonl"
+    lines = lines_of(good)
+    obj = json.loads(lines[1])
+    obj["completions"][0] = "PAD"
+    head, tail = json.dumps(obj).split("PAD")
+    with big.open("w", encoding="utf-8") as f:
+        f.write(lines[0] + head)
+        chunk = "x" * (1 << 20)
+        for _ in range(100):
+            f.write(chunk)
+        f.write(tail + "\n" + "".join(lines[2:]))
+    assert big.stat().st_size > 100 * 10**6
+    start = time.perf_counter()
+    rejected(big, "MiB; the limit is 64 MiB")
+    assert time.perf_counter() - start < 1.0
+
+
+def test_long_completion_is_scored_wrong_others_unaffected(good, tmp_path):
+    def edit(objs):
+        objs[1]["completions"][0] = "<answer>" + "1+" * MAX_COMPLETION_CHARS + "1</answer>"
+
+    s = score_file(tamper(good, tmp_path / "long.jsonl", edit))
+    assert isinstance(s, Scores)
+    assert s.pass_at_1 == pytest.approx(1 - 1 / 200)
+    assert s.failure_reasons["completion_too_long"] == 1
+
+
+def test_over_long_line_is_rejected(good, tmp_path, monkeypatch):
+    import countdown_gym.leaderboard.submission as sub
+
+    monkeypatch.setattr(sub, "MAX_LINE_BYTES", 100)
+    reason = rejected(good, "longer than")
+    assert "line" in reason
+
+
+def test_invalid_utf8_is_rejected(good, tmp_path):
+    lines = [line.encode() for line in lines_of(good)]
+    lines[3] = lines[3].replace(b"<think>", b"<think>\xff\xfe")
+    bad = tmp_path / "utf8.jsonl"
+    bad.write_bytes(b"".join(lines))
+    rejected(bad, "line 4 is not valid UTF-8")
+
+
+def test_duplicate_problem_line_is_rejected(good, tmp_path):
+    lines = lines_of(good)
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text("".join(lines + [lines[7]]), encoding="utf-8")
+    rejected(dup, "appears twice", "line 8")
+
+
+def test_wrong_split_hash_is_rejected(good, tmp_path):
+    def edit(objs):
+        objs[0]["split_sha256"] = "0" * 64
+
+    rejected(tamper(good, tmp_path / "hash.jsonl", edit), "split_sha256", "different problem set")
+
+
+def test_schema_violations_are_rejected_with_the_field(good, tmp_path):
+    rejected(tamper(good, tmp_path / "h1.jsonl", lambda o: o[0].pop("authors")), "header", "authors")
+    rejected(tamper(good, tmp_path / "h2.jsonl", lambda o: o[0].update(evil=1)), "header", "evil")
+    rejected(tamper(good, tmp_path / "h3.jsonl", lambda o: o[0].update(preset="nope")), "unknown preset")
+    rejected(tamper(good, tmp_path / "h4.jsonl", lambda o: o[0].update(format_version=9)), "format_version")
+    rejected(tamper(good, tmp_path / "p1.jsonl", lambda o: o[3].update(completions="x")), "line 4", "schema")
+    rejected(tamper(good, tmp_path / "p2.jsonl", lambda o: o[3].update(target=float(o[3]["target"]))), "line 4", "integers")
+    rejected(tamper(good, tmp_path / "p3.jsonl", lambda o: o[3].update(completions=["a"])), "line 4", "fewer than sampling.k")
+    rejected(tamper(good, tmp_path / "p4.jsonl", lambda o: o[3].update(claimed_correct=[True])), "claimed_correct")
+    rejected(tamper(good, tmp_path / "p5.jsonl", lambda o: o[3].update(id="nope")), "not in the tinyzero/validation split")
+
+
+def test_garbage_files_never_crash_the_scorer(good, tmp_path):
+    samples = {
+        "deep.jsonl": lines_of(good)[0] + "[" * 100_000 + "\n",
+        "bigint.jsonl": lines_of(good)[0] + '{"id": "x", "numbers": [' + "9" * 5000 + '], "target": 1}\n',
+        "nan.jsonl": lines_of(good)[0].replace('"temperature":0.7', '"temperature":NaN'),
+        "array.jsonl": "[1, 2, 3]\n",
+        "nul.jsonl": "\x00" * 100,
+    }
+    for name, text in samples.items():
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        assert isinstance(score_file(path), Rejection), name
+    assert isinstance(score_file(tmp_path / "missing.jsonl"), Rejection)
+
+
+def test_bad_files_never_change_another_submissions_score(good, tmp_path):
+    alone = score_file(good)
+    d = tmp_path / "submissions"
+    d.mkdir()
+    (d / "a-good.jsonl").write_bytes(good.read_bytes())
+    tamper(good, d / "b-hash.jsonl", lambda o: o[0].update(split_sha256="1" * 64))
+    (d / "c-cut.jsonl").write_bytes(good.read_bytes()[:5000])
+    (d / "d-notes.txt").write_text("hello")
+    results = score_directory(d)
+    assert [type(r).__name__ for r in results] == ["Scores", "Rejection", "Rejection", "Rejection"]
+    s = results[0]
+    assert (s.pass_at_1, s.pass_at_k, s.per_sample, s.mean_length) == (
+        alone.pass_at_1, alone.pass_at_k, alone.per_sample, alone.mean_length,
+    )  # fmt: skip
+    md = render_markdown(results, tmp_path)
+    assert "b-hash.jsonl" in md and "c-cut.jsonl" in md and "not a .jsonl file" in md
+
+
+def test_untrusted_text_cannot_break_the_table(good, tmp_path):
+    def edit(objs):
+        objs[0]["agent"] = "evil | agent\n## injected <script>"
+
+    s = score_file(tamper(good, tmp_path / "evil.jsonl", edit))
+    md = render_markdown([s], tmp_path)
+    row = next(line for line in md.splitlines() if "evil" in line)
+    assert "evil \\| agent ## injected &lt;script&gt;" in row
+    assert "\n## injected" not in md
+
+
+# ---- commands -------------------------------------------------------------------------------------
+
+
+def test_score_and_check_commands(good, tmp_path, capsys):
+    d = tmp_path / "board"
+    (d / "submissions").mkdir(parents=True)
+    (d / "submissions" / "good.jsonl").write_bytes(good.read_bytes())
+    assert lb_main(["check", "--dir", str(d)]) == 1  # no LEADERBOARD.md yet
+    assert lb_main(["score", "--dir", str(d), "--no-progress"]) == 0
+    assert (d / "leaderboard.png").stat().st_size > 1000
+    first = (d / "LEADERBOARD.md").read_text()
+    assert "| 1 | test-agent |" in first and "1.000 (k=2)" in first
+    assert cli_main(["leaderboard", "check", "--dir", str(d)]) == 0
+    assert lb_main(["score", "--dir", str(d), "--no-progress"]) == 0
+    assert (d / "LEADERBOARD.md").read_text() == first  # deterministic
+    (d / "LEADERBOARD.md").write_text(first.replace("1.000", "0.999"))
+    assert lb_main(["check", "--dir", str(d)]) == 1
+    assert "stale" in capsys.readouterr().err
+    lb_main(["score", "--dir", str(d), "--no-progress"])
+    (d / "submissions" / "bad.jsonl").write_bytes(good.read_bytes()[:3000])
+    assert lb_main(["check", "--dir", str(d)]) == 1
+    assert "bad.jsonl" in capsys.readouterr().err
+    assert lb_main(["score", str(good), "--no-progress"]) == 0
+    assert "pass@1 1.000" in capsys.readouterr().out
+
+
+def test_cli_usage():
+    assert cli_main([]) == 2
+    assert cli_main(["--help"]) == 0
+    assert cli_main(["nope"]) == 2
+
+
+def test_shipped_leaderboard_is_valid_and_up_to_date(capsys):
+    start = time.perf_counter()
+    code = lb_main(["check", "--dir", str(ROOT / "leaderboard")])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert time.perf_counter() - start < 30
+
+
+def test_shipped_reference_entries_record_their_commands():
+    files = sorted((ROOT / "leaderboard" / "submissions").glob("*.jsonl"))
+    agents = {}
+    for f in files:
+        header = json.loads(f.open(encoding="utf-8").readline())
+        agents[header["agent"]] = header
+        assert header["command"].startswith("python ")
+    assert "random-legal" in agents and "exhaustive-solver" in agents
+    assert agents["exhaustive-solver"]["preset"] == "longproc-0.5k" and agents["exhaustive-solver"]["split"] == "test"
