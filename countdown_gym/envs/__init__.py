@@ -1,0 +1,45 @@
+"""Gymnasium registration of the package's environments.
+
+Importing :mod:`countdown_gym` (or this module) registers:
+
+* ``Countdown-v0`` -> :class:`countdown_gym.envs.countdown.CountdownEnv`, the step-level MDP
+  (one arithmetic move per step), with the batched
+  :class:`countdown_gym.envs.vector.CountdownVectorEnv` as its ``vector_entry_point``;
+* ``CountdownText-v0`` -> :class:`countdown_gym.envs.text.CountdownTextEnv`, reasoning text as
+  an MDP.
+
+Both are registered with ``max_episode_steps=None``, so ``gymnasium.make`` adds no
+``TimeLimit`` wrapper: a Countdown-v0 episode ends by itself within ``max_numbers - 1`` moves
+(its ``max_steps`` argument truncates earlier), and CountdownText-v0 enforces its own token /
+line budget. Passing ``max_episode_steps=...`` to ``gymnasium.make`` still adds a
+``TimeLimit`` if wanted. ``gymnasium.make_vec("Countdown-v0", num_envs=...)`` defaults to the
+native batched env; ``vectorization_mode="sync"`` or ``"async"`` gives Gymnasium's wrappers
+around single envs. ``gymnasium.make("countdown_gym:Countdown-v0")`` imports the package first.
+"""
+
+from __future__ import annotations
+
+import gymnasium
+
+ENV_IDS = ("Countdown-v0", "CountdownText-v0")
+
+
+def register_envs() -> None:
+    """Register the environments (idempotent)."""
+    if "Countdown-v0" not in gymnasium.registry:
+        gymnasium.register(
+            id="Countdown-v0",
+            entry_point="countdown_gym.envs.countdown:CountdownEnv",
+            max_episode_steps=None,
+        )
+    if "CountdownText-v0" not in gymnasium.registry:
+        gymnasium.register(
+            id="CountdownText-v0",
+            entry_point="countdown_gym.envs.text:CountdownTextEnv",
+            max_episode_steps=None,
+        )
+
+
+register_envs()
+
+__all__ = ["ENV_IDS", "register_envs"]

@@ -1,0 +1,591 @@
+"""``Countdown-v0``: the Countdown game as a step-level MDP, one arithmetic move per step."""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from countdown_gym.envs.problem_source import ProblemLike, ProblemSource, make_problem_source
+from countdown_gym.generator import GeneratorConfig
+from countdown_gym.problem import Problem
+from countdown_gym.rules import OPERATORS, Number, Rules, format_number
+
+INVALID_ACTION_MODES = ("raise", "penalty")
+DEFAULT_VALUE_SCALE = 1000.0
+"""Value normalisation when the rules have no ``value_limit``."""
+
+
+class InvalidActionError(ValueError):
+    """A masked action was taken with ``invalid_action="raise"``."""
+
+
+# ---- action encoding ---------------------------------------------------------------------------
+
+
+def num_actions(max_numbers: int) -> int:
+    """``max_numbers * (max_numbers - 1) * 4``: ordered slot pairs times operators."""
+    return max_numbers * (max_numbers - 1) * len(OPERATORS)
+
+
+def _op_index(op: str | int) -> int:
+    if isinstance(op, str):
+        if op not in OPERATORS:
+            raise ValueError(f"unknown operator {op!r}; choose one of {OPERATORS}")
+        return OPERATORS.index(op)
+    if isinstance(op, (int, np.integer)) and not isinstance(op, bool) and 0 <= op < len(OPERATORS):
+        return int(op)
+    raise ValueError(f"operator must be one of {OPERATORS} or an index 0..{len(OPERATORS) - 1}, got {op!r}")
+
+
+def encode_action(i: int, j: int, op: str | int, max_numbers: int) -> int:
+    """The action index of ``slot[i] op slot[j]``.
+
+    ``a = (i * (M - 1) + j') * 4 + op_index`` with ``M = max_numbers``, ``j' = j - (j > i)``
+    (the pair index skips ``j == i``) and ``op_index`` the position of ``op`` in ``+ - * /``.
+    """
+    for name, k in (("i", i), ("j", j)):
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < max_numbers:
+            raise ValueError(f"slot {name} must be an int in 0..{max_numbers - 1}, got {k!r}")
+    if i == j:
+        raise ValueError(f"a move needs two different slots, got i == j == {i}")
+    jj = j - 1 if j > i else j
+    return int((i * (max_numbers - 1) + jj) * len(OPERATORS) + _op_index(op))
+
+
+def decode_action(a: int, max_numbers: int) -> tuple[int, int, str]:
+    """``(i, j, op)`` of action index ``a`` (inverse of :func:`encode_action`)."""
+    n = num_actions(max_numbers)
+    if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not 0 <= a < n:
+        raise ValueError(f"action must be an int in 0..{n - 1}, got {a!r}")
+    pair, op = divmod(int(a), len(OPERATORS))
+    i, jj = divmod(pair, max_numbers - 1)
+    j = jj + 1 if jj >= i else jj
+    return i, j, OPERATORS[op]
+
+
+@cache
+def action_table(max_numbers: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[str, ...]]:
+    """``(I, J, OP)``: slot ``i``, slot ``j`` and operator of every action index."""
+    rows = [decode_action(a, max_numbers) for a in range(num_actions(max_numbers))]
+    return tuple(r[0] for r in rows), tuple(r[1] for r in rows), tuple(r[2] for r in rows)
+
+
+@cache
+def _pairs(k: int, max_numbers: int) -> tuple[tuple[int, int, int, int], ...]:
+    """``(i, j, base of (i, j), base of (j, i))`` for the unordered pairs ``i < j < k``."""
+    return tuple(
+        (i, j, encode_action(i, j, 0, max_numbers), encode_action(j, i, 0, max_numbers))
+        for i in range(k)
+        for j in range(i + 1, k)
+    )
+
+
+# ---- legality (one home for the env's masks; Rules.check is the reference) --------------------
+
+
+def pair_results(x: Number, y: Number, rules: Rules) -> tuple[Number | None, ...]:
+    """``(x + y, x - y, x * y, x / y)`` where legal under ``rules``, ``None`` where not.
+
+    Integer-only rules on ``int`` operands take an inlined path (tested equal to
+    :meth:`Rules.check`); anything else asks :meth:`Rules.check` itself.
+    """
+    if not (rules.integer_only and type(x) is int and type(y) is int):
+        return tuple(rules.check(x, op, y)[0] for op in OPERATORS)
+    any_sign = rules.sign == "any"
+    positive = rules.sign == "positive"
+    limit = rules.value_limit
+
+    def ok(r: int) -> bool:
+        if not any_sign and (r < 0 or (positive and r == 0)):
+            return False
+        return limit is None or r < limit
+
+    out: list[Number | None] = [x + y, x - y, x * y, x // y if y != 0 and x % y == 0 else None]
+    for o in range(3):
+        if not ok(out[o]):
+            out[o] = None
+    if out[3] is not None and not ok(out[3]):
+        out[3] = None
+    return tuple(out)
+
+
+def move_results(state: tuple[Number, ...], rules: Rules, max_numbers: int) -> list[Number | None]:
+    """The result of every action from ``state`` (``None`` = masked), indexed by action.
+
+    A masked action is exactly one that uses an empty slot or that :meth:`Rules.check` rejects.
+    """
+    results: list[Number | None] = [None] * num_actions(max_numbers)
+    for i, j, bij, bji in _pairs(len(state), max_numbers):
+        results[bij : bij + 4] = pair_results(state[i], state[j], rules)
+        results[bji : bji + 4] = pair_results(state[j], state[i], rules)
+    return results
+
+
+class _StateInfo:
+    """Everything the env derives from one state, computed once and cached."""
+
+    __slots__ = ("legal", "mask", "base_obs", "has_legal_move")
+
+    def __init__(self, legal: bytes, mask: np.ndarray, base_obs: np.ndarray, has_legal_move: bool):
+        self.legal = legal  # one byte per action: 1 = legal
+        self.mask = mask  # int8 view of ``legal`` (read-only)
+        self.base_obs = base_obs  # float32 slot values + presence; target and step filled per step
+        self.has_legal_move = has_legal_move
+
+
+_CACHE_LIMIT = 1 << 18
+_NO_MOVES = bytes(len(OPERATORS))
+
+
+class _PairTable(dict):
+    """``(x, y) -> 4 legality bytes`` of ``x op y`` (``None`` operand = empty slot), filled on demand."""
+
+    def __init__(self, rules: Rules) -> None:
+        super().__init__()
+        self.rules = rules
+        self.results: dict[tuple[Number, Number], tuple[Number | None, ...]] = {}
+
+    def __missing__(self, key: tuple[Number | None, Number | None]) -> bytes:
+        x, y = key
+        if x is None or y is None:
+            bits = _NO_MOVES
+        else:
+            res = self.results[key] = pair_results(x, y, self.rules)
+            bits = bytes([r is not None for r in res])
+        self[key] = bits
+        return bits
+
+    def result(self, x: Number, y: Number, op_index: int) -> Number | None:
+        res = self.results.get((x, y))
+        if res is None:
+            res = self.results[(x, y)] = pair_results(x, y, self.rules)
+        return res[op_index]
+
+
+class _ValueTable(dict):
+    """``x -> clip(x / value_scale, -1, 1)``, filled on demand."""
+
+    def __init__(self, value_scale: float) -> None:
+        super().__init__()
+        self.value_scale = value_scale
+
+    def __missing__(self, x: Number) -> float:
+        v = self[x] = encode_values([x], self.value_scale)[0]
+        return v
+
+
+class _StateCache:
+    """Memo of :class:`_StateInfo` per state (and of pair legality and value encodings).
+
+    One cache per (rules, max_numbers, value_scale), shared by every env with those settings.
+    Each memo is cleared when it reaches ``_CACHE_LIMIT`` entries.
+    """
+
+    _shared: dict[tuple[Rules, int, float], _StateCache] = {}
+
+    def __init__(self, rules: Rules, max_numbers: int, value_scale: float) -> None:
+        self.rules, self.max_numbers, self.value_scale = rules, max_numbers, value_scale
+        self.data: dict[tuple[Number, ...], _StateInfo] = {}
+        self.pairs = _PairTable(rules)
+        self.values = _ValueTable(value_scale)
+        m = max_numbers
+        first, second, _ = action_table(m)
+        self._order = [(first[a], second[a]) for a in range(0, num_actions(m), len(OPERATORS))]
+        self._padding = [(None,) * (m - k) for k in range(m + 1)]
+        self._tails = [[0.0] * (m - k) + [1.0] * k + [0.0] * (m - k) + [0.0, 0.0] for k in range(m + 1)]
+
+    @classmethod
+    def get(cls, rules: Rules, max_numbers: int, value_scale: float) -> _StateCache:
+        key = (rules, max_numbers, value_scale)
+        if key not in cls._shared:
+            cls._shared[key] = cls(rules, max_numbers, value_scale)
+        return cls._shared[key]
+
+    def lookup(self, state: tuple[Number, ...]) -> _StateInfo:
+        info = self.data.get(state)
+        if info is None:
+            if len(self.data) >= _CACHE_LIMIT:
+                self.data.clear()
+            info = self.data[state] = self._compute(state)
+        return info
+
+    def _compute(self, state: tuple[Number, ...]) -> _StateInfo:
+        k = len(state)
+        pairs = self.pairs
+        if len(pairs) >= _CACHE_LIMIT:
+            pairs.clear()
+            pairs.results.clear()
+            self.values.clear()
+        s = state + self._padding[k]
+        legal = b"".join([pairs[(s[i], s[j])] for i, j in self._order])
+        mask = np.frombuffer(legal, dtype=np.int8)  # a read-only view of immutable bytes
+        values = self.values
+        obs = np.array([values[x] for x in state] + self._tails[k], dtype=np.float32)
+        obs.flags.writeable = False
+        return _StateInfo(legal, mask, obs, 1 in legal)
+
+
+def encode_values(values: tuple[Number, ...] | list[Number], value_scale: float) -> list[float]:
+    """The observation's normalisation: ``clip(x / value_scale, -1, 1)`` (computed in float64)."""
+    return [min(1.0, max(-1.0, float(x) / value_scale)) for x in values]
+
+
+# ---- the environment ------------------------------------------------------------------------
+
+
+class CountdownEnv(gym.Env[np.ndarray, np.int64]):
+    """Reach the target by combining numbers with ``+ - * /``, one move per step.
+
+    ## Description
+    A problem gives a multiset of numbers and a target (e.g. ``[21, 16, 17, 26] -> 46``). Each
+    step picks two of the numbers left and an operator; both numbers are replaced by the result
+    (``21 + 16 = 37`` leaves ``[17, 26, 37]``). Which results are allowed (integers only,
+    positive, below 2000, ...) and when the game is won is decided by the problem's
+    :class:`~countdown_gym.Rules` (LongProc's by default).
+
+    The numbers live in ``M = max_numbers`` slots, packed at the front in *env order*: a move
+    removes slots ``i`` and ``j`` and appends the result after the numbers left (the order of
+    :func:`countdown_gym.solver.apply_move`); empty slots are at the end.
+
+    ## Action space
+    ``Discrete(M * (M - 1) * 4)``: an ordered slot pair ``i != j`` and an operator,
+    ``a = (i * (M - 1) + j') * 4 + op_index`` with ``j' = j - 1 if j > i else j`` and
+    ``op_index`` the position in ``("+", "-", "*", "/")``; the move is ``slot[i] op slot[j]``.
+    :func:`encode_action` / :func:`decode_action` (and the methods of the same names) convert.
+    ``M = 4`` gives 48 actions, ``M = 6`` gives 120. The ``+`` and ``*`` of ``(i, j)`` and
+    ``(j, i)`` are the same move reached by two actions; both are legal or both masked.
+
+    ## Action masks
+    ``info["action_mask"]`` (``int8``, shape ``(n_actions,)``, Gymnasium's convention) and
+    :meth:`action_masks` (``bool``, what sb3-contrib's ``MaskablePPO`` calls). An action is
+    masked exactly when it uses an empty slot or :meth:`Rules.check` rejects the move
+    (division by zero, non-integer quotient under integer rules, negative / zero result under
+    the sign rule, result at or above ``value_limit``).
+
+    ## Observation space
+    ``Box(-1, 1, shape=(2 * M + 2,), float32)``:
+
+    ====================  =====================================================================
+    ``obs[0:M]``          slot values ``clip(x / value_scale, -1, 1)``; 0 for empty slots
+    ``obs[M:2M]``         presence mask: 1.0 for a slot holding a number, else 0.0
+    ``obs[2M]``           the target, ``clip(target / value_scale, -1, 1)``
+    ``obs[2M + 1]``       moves made so far ``/ (M - 1)`` (in ``[0, 1]``)
+    ====================  =====================================================================
+
+    ``value_scale`` defaults to the rules' ``value_limit`` (2000 for LongProc, so every legal
+    value maps into ``(0, 1)`` exactly) and to 1000 for rules without a limit (larger values
+    saturate at +-1 in the observation; the game itself stays exact). Rational values (rules
+    with ``integer_only=False``) are encoded as floats. ``info["state"]`` has the exact numbers.
+
+    ## Rewards
+    Sparse, from the rules: ``1.0`` on the step that wins, else ``0.0``. Under ``use_all``
+    rules (the default) a win is the last number left equal to the target; under
+    ``use_all=False`` a win is the target appearing as a move's result. With
+    ``invalid_action="penalty"`` a masked action gives ``invalid_penalty`` (default -1.0).
+
+    ## Episode end
+    ``terminated`` when the game is over: a win, one number left, a masked action in penalty
+    mode, or a *dead end* (two or more numbers left but no legal move, e.g. ``[1, 1]`` under
+    positive rules: reward 0, ``info["dead_end"] = True``). Under ``use_all`` rules, making the
+    target early with numbers still unused neither wins nor ends the episode: all numbers must
+    be used. ``truncated`` only when ``max_steps`` moves have been made without the game ending.
+    Every move removes one number, so an episode lasts at most ``M - 1`` steps and the env needs
+    no ``TimeLimit``. Stepping an ended episode raises ``RuntimeError`` (call ``reset``).
+
+    ## Info
+    Every ``step`` returns ``action_mask``, ``transitions`` (exactly one record per step, in the
+    shape of ``docs/DESIGN.md``: ``state``, ``move = (a, op, b, result)``, ``next_state``,
+    ``target``, ``valid``, ``reason``, ``rules``; a masked action gives ``valid=False``,
+    ``next_state=None``, ``result=None`` and reason ``"empty_slot"`` or the
+    :meth:`Rules.check` code), ``problem`` (the :class:`~countdown_gym.Problem`), ``state`` (the
+    numbers now, exact, env order), ``is_success`` and ``dead_end``. ``reset`` returns the same
+    keys with ``transitions=[]``.
+
+    ## Arguments
+    ``gymnasium.make("Countdown-v0", ...)`` or ``CountdownEnv(...)``:
+
+    * ``preset``, ``config``, ``rules``, ``split``, ``problems``: where problems come from
+      (default: the ``longproc-0.5k`` train split); see
+      :mod:`countdown_gym.envs.problem_source` for the resolution rules.
+    * ``max_numbers``: slot count ``M`` (default: the source's largest problem).
+    * ``max_steps``: truncate after this many moves (default ``None``: no limit needed).
+    * ``invalid_action``: ``"raise"`` (default: a masked action raises
+      :class:`InvalidActionError`, a ``ValueError``) or ``"penalty"`` (the episode terminates
+      with reward ``invalid_penalty``). Gymnasium's ``check_env`` samples unmasked random
+      actions, so it runs on ``invalid_action="penalty"``.
+    * ``invalid_penalty``: reward of a masked action in penalty mode (default ``-1.0``).
+    * ``value_scale``: the observation's normalisation constant (see above).
+    * ``render_mode``: ``"ansi"`` (``render()`` returns the text) or ``"human"`` (printed on
+      every reset / step).
+
+    ``reset(seed=..., options={"problem": p})`` plays ``p`` (a Problem with the env's rules or
+    ``(numbers, target)``) instead of drawing one, so a group of envs can play the same puzzle.
+
+    Example:
+        >>> env = CountdownEnv(problems=[((21, 16, 17, 26), 46)])
+        >>> obs, info = env.reset(seed=0)
+        >>> obs, reward, terminated, truncated, info = env.step(env.encode_action(0, 1, "+"))
+        >>> info["state"]
+        (17, 26, 37)
+    """
+
+    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
+
+    def __init__(
+        self,
+        preset: str | None = None,
+        config: GeneratorConfig | None = None,
+        rules: Rules | str | None = None,
+        split: str | None = None,
+        problems: list[ProblemLike] | None = None,
+        *,
+        max_numbers: int | None = None,
+        max_steps: int | None = None,
+        invalid_action: str = "raise",
+        invalid_penalty: float = -1.0,
+        value_scale: float | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        self.source: ProblemSource = make_problem_source(
+            preset=preset, config=config, rules=rules, split=split, problems=problems, max_numbers=max_numbers
+        )
+        self.rules: Rules = self.source.rules
+        self.max_numbers: int = self.source.max_numbers
+        self.max_steps = check_max_steps(max_steps)
+        self.invalid_action = check_invalid_action(invalid_action)
+        self.invalid_penalty = check_penalty(invalid_penalty)
+        self.value_scale = check_value_scale(value_scale, self.rules)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        self.render_mode = render_mode
+
+        m = self.max_numbers
+        self.n_actions = num_actions(m)
+        self.action_space = spaces.Discrete(self.n_actions)
+        self.observation_space = spaces.Box(-1.0, 1.0, shape=(2 * m + 2,), dtype=np.float32)
+        self._I, self._J, self._OP = action_table(m)
+        self._cache = _StateCache.get(self.rules, m, self.value_scale)
+        self._pairs = self._cache.pairs
+        self._step_scale = 1.0 / (m - 1)
+        self._use_all = self.rules.use_all
+
+        self.problem: Problem | None = None
+        self.state: tuple[Number, ...] = ()
+        self._info: _StateInfo | None = None
+        self._target_obs = 0.0
+        self._steps = 0
+        self._done = True
+        self._history: list[tuple[Number, str, Number, Number | None]] = []
+        self._last_reward = 0.0
+
+    # ---- helpers ----------------------------------------------------------------------------
+    def encode_action(self, i: int, j: int, op: str | int) -> int:
+        """The action index of ``slot[i] op slot[j]`` (see the class docstring)."""
+        return encode_action(i, j, op, self.max_numbers)
+
+    def decode_action(self, a: int) -> tuple[int, int, str]:
+        """``(i, j, op)`` of an action index."""
+        return decode_action(a, self.max_numbers)
+
+    def action_masks(self) -> np.ndarray:
+        """The current legal-action mask as ``bool`` (for sb3-contrib's MaskablePPO)."""
+        if self._info is None:
+            raise RuntimeError("call reset() before action_masks()")
+        return self._info.mask.astype(bool)
+
+    def _obs(self) -> np.ndarray:
+        obs = self._info.base_obs.copy()
+        obs[-2] = self._target_obs
+        obs[-1] = self._steps * self._step_scale
+        return obs
+
+    def _make_info(self, transitions: list[dict[str, Any]], success: bool, dead_end: bool) -> dict[str, Any]:
+        return {
+            "action_mask": self._info.mask.copy(),
+            "transitions": transitions,
+            "problem": self.problem,
+            "state": self.state,
+            "is_success": success,
+            "dead_end": dead_end,
+        }
+
+    # ---- Gymnasium API ----------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        problem = None
+        if options:
+            unknown = set(options) - {"problem"}
+            if unknown:
+                raise ValueError(f"unknown reset options {sorted(unknown)}; the only option is 'problem'")
+            if options.get("problem") is not None:
+                problem = self.source.coerce(options["problem"])
+        if problem is None:
+            problem = self.source.sample(self.np_random)
+        self.problem = problem
+        self.state = problem.numbers
+        self._info = self._cache.lookup(self.state)
+        self._target_obs = encode_values([problem.target], self.value_scale)[0]
+        self._steps = 0
+        self._done = False
+        self._history = []
+        self._last_reward = 0.0
+        dead_end = not self._info.has_legal_move  # no legal first move: every action is masked
+        if self.render_mode == "human":
+            self.render()
+        return self._obs(), self._make_info([], False, dead_end)
+
+    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        if self._done:
+            if self._info is None:
+                raise RuntimeError("call reset() before step()")
+            raise RuntimeError("the episode is over; call reset() before step()")
+        a = action if type(action) is int else self._coerce_action(action)
+        if not 0 <= a < self.n_actions:
+            raise ValueError(f"action must be an int in 0..{self.n_actions - 1}, got {action!r}")
+        state = self.state
+        i, j, op = self._I[a], self._J[a], self._OP[a]
+        if not self._info.legal[a]:
+            return self._masked_step(a, i, j, op)
+        result = self._pairs.result(state[i], state[j], a & 3)
+        target = self.problem.target
+        lo, hi = (i, j) if i < j else (j, i)
+        nxt = state[:lo] + state[lo + 1 : hi] + state[hi + 1 :] + (result,)
+        steps = self._steps = self._steps + 1
+        won = result == target and (len(nxt) == 1 or not self._use_all)
+        terminated = won or len(nxt) == 1
+        self.state = nxt
+        info = self._info = self._cache.lookup(nxt)
+        dead_end = not terminated and not info.has_legal_move
+        terminated = terminated or dead_end
+        truncated = not terminated and self.max_steps is not None and steps >= self.max_steps
+        self._done = terminated or truncated
+        move = (state[i], op, state[j], result)
+        self._history.append(move)
+        reward = self._last_reward = 1.0 if won else 0.0
+        obs = info.base_obs.copy()
+        obs[-2] = self._target_obs
+        obs[-1] = steps * self._step_scale
+        step_info = {
+            "action_mask": info.mask.copy(),
+            "transitions": [
+                {
+                    "state": state,
+                    "move": move,
+                    "next_state": nxt,
+                    "target": target,
+                    "valid": True,
+                    "reason": "ok",
+                    "rules": self.rules,
+                }
+            ],
+            "problem": self.problem,
+            "state": nxt,
+            "is_success": won,
+            "dead_end": dead_end,
+        }
+        if self.render_mode == "human":
+            self.render()
+        return obs, reward, terminated, truncated, step_info
+
+    def _coerce_action(self, action: Any) -> int:
+        if isinstance(action, np.ndarray) and action.shape in ((), (1,)):
+            action = action.reshape(()).item()
+        if isinstance(action, (bool, np.bool_)) or not isinstance(action, (int, np.integer)):
+            raise ValueError(f"action must be an int in 0..{self.n_actions - 1}, got {action!r}")
+        return int(action)
+
+    def _masked_step(self, a: int, i: int, j: int, op: str) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        state = self.state
+        n = len(state)
+        x = state[i] if i < n else None
+        y = state[j] if j < n else None
+        reason = "empty_slot" if x is None or y is None else self.rules.check(x, op, y)[1]
+        if self.invalid_action == "raise":
+            shown = f"{format_number(x) if x is not None else '_'} {op} {format_number(y) if y is not None else '_'}"
+            raise InvalidActionError(
+                f"action {a} = slots ({i}, {j}) {op!r} ({shown}) is masked in state {list(state)}: {reason}. "
+                "Take an action whose action_mask entry is 1, or create the env with invalid_action='penalty'."
+            )
+        self._done = True
+        self._history.append((x, op, y, None))
+        self._last_reward = self.invalid_penalty
+        transition = {
+            "state": state,
+            "move": (x, op, y, None),
+            "next_state": None,
+            "target": self.problem.target,
+            "valid": False,
+            "reason": reason,
+            "rules": self.rules,
+        }
+        if self.render_mode == "human":
+            self.render()
+        return self._obs(), self.invalid_penalty, True, False, self._make_info([transition], False, False)
+
+    def render(self) -> str | None:
+        """The state and move history as text (``"ansi"``), or print it (``"human"``)."""
+        if self.render_mode is None:
+            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'human'")
+            return None
+        text = self._render_text()
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    def _render_text(self) -> str:
+        if self.problem is None:
+            return "Countdown: call reset() first"
+
+        def num(x: Number | None) -> str:
+            return "_" if x is None else format_number(x)
+
+        lines = [f"Countdown target {self.problem.target} ({self.rules.name} rules), numbers {list(self.problem.numbers)}"]
+        for k, (a, op, b, r) in enumerate(self._history, 1):
+            tail = f"= {num(r)}" if r is not None else "(masked move)"
+            lines.append(f"  {k}. {num(a)} {op} {num(b)} {tail}")
+        status = "over" if self._done else "in play"
+        now = "[" + ", ".join(num(x) for x in self.state) + "]"
+        lines.append(f"  now {now}, step {self._steps}, reward {self._last_reward:g}, {status}")
+        return "\n".join(lines)
+
+
+# ---- argument checks shared with the batched env --------------------------------------------
+
+
+def check_max_steps(max_steps: Any) -> int | None:
+    if max_steps is None:
+        return None
+    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
+        raise ValueError(f"max_steps must be a positive int or None, got {max_steps!r}")
+    return int(max_steps)
+
+
+def check_invalid_action(mode: Any) -> str:
+    if mode not in INVALID_ACTION_MODES:
+        raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {mode!r}")
+    return mode
+
+
+def check_penalty(penalty: Any) -> float:
+    if isinstance(penalty, bool) or not isinstance(penalty, (int, float, np.number)) or not math.isfinite(penalty):
+        raise ValueError(f"invalid_penalty must be a finite number, got {penalty!r}")
+    return float(penalty)
+
+
+def check_value_scale(value_scale: Any, rules: Rules) -> float:
+    if value_scale is None:
+        return float(rules.value_limit) if rules.value_limit is not None else DEFAULT_VALUE_SCALE
+    if (
+        isinstance(value_scale, bool)
+        or not isinstance(value_scale, (int, float, np.number))
+        or not math.isfinite(value_scale)
+        or value_scale <= 0
+    ):
+        raise ValueError(f"value_scale must be a positive finite number or None, got {value_scale!r}")
+    return float(value_scale)

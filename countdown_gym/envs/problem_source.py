@@ -1,0 +1,237 @@
+"""Where an environment's problems come from: one small API shared by every environment.
+
+Both ``Countdown-v0`` and ``CountdownText-v0`` (and the batched :class:`CountdownVectorEnv`)
+take the same problem arguments and resolve them here::
+
+    source = make_problem_source(preset=None, config=None, rules=None, split=None, problems=None)
+    problem = source.sample(env.np_random)          # one Problem, seeded by the env's generator
+    problem = source.coerce((numbers, target))      # for reset(options={"problem": ...})
+
+How the arguments resolve (at most one of ``problems`` / ``config`` / ``preset``+``split``):
+
+* ``problems=[...]``: a fixed list. Items are :class:`~countdown_gym.Problem`, ``(numbers,
+  target)`` pairs or :meth:`Problem.to_dict` dicts. Each reset draws one uniformly.
+* ``config=GeneratorConfig(...)``: fresh problems from the generator (solvable under the
+  config's rules). Each reset draws a 63-bit seed from the env's ``np_random`` and takes the
+  first problem of ``iter_problems(config, seed)``. Slower (a solver call per draw).
+* ``preset="longproc-0.5k"`` (the default) with ``split``:
+
+  - ``split=None`` or ``"train"``: the preset's frozen train split (the default: fast resets,
+    and the validation / test splits stay held out);
+  - ``"validation"`` / ``"test"``: that frozen split;
+  - ``"generate"``: fresh problems from the preset's generator, as with ``config``.
+
+``rules`` (a :class:`~countdown_gym.Rules` or a preset name) sets the rules of the game. With
+``None`` the problems' own rules apply (a fixed list must then agree on one rules value; plain
+``(numbers, target)`` pairs get LongProc's rules). Given explicitly, it replaces the rules of
+every problem; generated problems are then generated (hence solvable) under it, while split and
+fixed-list problems are used as they are and may be unsolvable under the new rules.
+
+Every problem must be *playable*: between 2 and ``max_numbers`` numbers and, under
+``use_all=False`` rules, a target that is not already one of the numbers. Bad arguments raise
+``ValueError`` with a message naming the argument.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from countdown_gym.generator import PRESETS, GeneratorConfig, iter_problems
+from countdown_gym.problem import Problem
+from countdown_gym.rules import Rules
+from countdown_gym.splits import SPLITS, load_split
+
+DEFAULT_PRESET = "longproc-0.5k"
+GENERATE = "generate"
+ProblemLike = Problem | tuple[Sequence[int], int] | Mapping[str, Any]
+"""What callers may pass as a problem: a Problem, ``(numbers, target)`` or a Problem dict."""
+
+
+def resolve_rules(rules: Rules | str | None) -> Rules | None:
+    """``None``, a :class:`Rules`, or a rules preset name -> ``Rules`` (or ``None``)."""
+    if rules is None or isinstance(rules, Rules):
+        return rules
+    if isinstance(rules, str):
+        return Rules.preset(rules)
+    raise ValueError(f"rules must be a Rules, a rules preset name or None, got {type(rules).__name__} {rules!r}")
+
+
+def to_problem(obj: ProblemLike, rules: Rules | None = None) -> Problem:
+    """A :class:`Problem` from a Problem, ``(numbers, target)`` pair or dict.
+
+    ``rules`` (when given) replaces the problem's rules; a pair without rules gets LongProc's.
+    """
+    if isinstance(obj, Problem):
+        p = obj
+    elif isinstance(obj, Mapping):
+        p = Problem.from_dict(dict(obj))
+    elif isinstance(obj, (tuple, list)) and len(obj) == 2 and not isinstance(obj[0], (int, np.integer)):
+        numbers, target = obj
+        try:
+            p = Problem(tuple(int(x) if isinstance(x, np.integer) else x for x in numbers),
+                        int(target) if isinstance(target, np.integer) else target)
+        except TypeError as e:
+            raise ValueError(f"bad problem {obj!r}: {e}") from None
+    else:
+        raise ValueError(f"a problem must be a Problem, a (numbers, target) pair or a dict, got {obj!r:.200}")
+    if rules is not None and p.rules != rules:
+        p = dataclasses.replace(p, rules=rules)
+    return p
+
+
+def check_playable(problem: Problem, max_numbers: int) -> None:
+    """Raise ``ValueError`` unless an episode can be played on ``problem``."""
+    n = len(problem.numbers)
+    if n < 2:
+        raise ValueError(f"{problem}: an episode needs at least 2 numbers, got {n}")
+    if n > max_numbers:
+        raise ValueError(f"{problem}: {n} numbers, but the environment has only {max_numbers} slots (max_numbers)")
+    if not problem.rules.use_all and problem.target in problem.numbers:
+        raise ValueError(f"{problem}: under use_all=False rules the target is already one of the numbers (solved at reset)")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProblemSource:
+    """A resolved problem source: a fixed pool of problems, or a generator config.
+
+    Attributes:
+        rules: The rules every problem of this source is played under.
+        max_numbers: The most numbers a problem may have (the environments' slot count).
+        pool: The problems to draw from uniformly (fixed list or frozen split), else ``None``.
+        config: The generator config when problems are generated, else ``None``.
+        description: A short human-readable label (``"longproc-0.5k/train"``, ...).
+    """
+
+    rules: Rules
+    max_numbers: int
+    pool: tuple[Problem, ...] | None = None
+    config: GeneratorConfig | None = None
+    description: str = ""
+
+    def sample(self, rng: np.random.Generator) -> Problem:
+        """One problem, drawn with the caller's generator (deterministic given its state)."""
+        if self.pool is not None:
+            return self.pool[int(rng.integers(len(self.pool)))]
+        assert self.config is not None
+        seed = int(rng.integers(0, 2**63 - 1))
+        for p in iter_problems(self.config, seed):
+            if len(p.numbers) >= 2 and (self.rules.use_all or p.target not in p.numbers):
+                return p
+        raise AssertionError("iter_problems is endless")  # pragma: no cover
+
+    def sample_indices(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` pool indices in one draw (pool sources only; used by the batched env)."""
+        if self.pool is None:
+            raise ValueError("sample_indices needs a pool source (fixed problems or a frozen split)")
+        return rng.integers(len(self.pool), size=n)
+
+    def coerce(self, obj: ProblemLike) -> Problem:
+        """A caller's problem (``reset(options={"problem": ...})``) as a playable Problem.
+
+        ``(numbers, target)`` pairs and dicts without rules get this source's rules; a
+        :class:`Problem` (or dict) with different rules is refused, since the environment's
+        spaces and legality are built for one rules value.
+        """
+        explicit = isinstance(obj, Problem) or (isinstance(obj, Mapping) and "rules" in obj)
+        p = to_problem(obj)
+        if explicit and p.rules != self.rules:
+            raise ValueError(
+                f"{p} has rules {p.rules}, but this environment plays under {self.rules}; "
+                "pass (numbers, target) or a Problem with the environment's rules"
+            )
+        if p.rules != self.rules:
+            p = dataclasses.replace(p, rules=self.rules)
+        check_playable(p, self.max_numbers)
+        return p
+
+
+def _pool_source(
+    problems: Iterable[Problem], rules: Rules | None, max_numbers: int | None, description: str
+) -> ProblemSource:
+    pool = tuple(problems)
+    if not pool:
+        raise ValueError(f"{description}: the problem list is empty")
+    if rules is None:
+        found = {p.rules for p in pool}
+        if len(found) > 1:
+            names = sorted(r.name for r in found)
+            raise ValueError(f"{description}: the problems have different rules ({names}); pass rules=...")
+        rules = pool[0].rules
+    else:
+        pool = tuple(p if p.rules == rules else dataclasses.replace(p, rules=rules) for p in pool)
+    longest = max(len(p.numbers) for p in pool)
+    slots = _slots(max_numbers, longest)
+    for p in pool:
+        check_playable(p, slots)
+    return ProblemSource(rules=rules, max_numbers=slots, pool=pool, description=description)
+
+
+def _slots(max_numbers: int | None, needed: int) -> int:
+    if max_numbers is None:
+        return needed
+    if isinstance(max_numbers, bool) or not isinstance(max_numbers, int) or max_numbers < 2:
+        raise ValueError(f"max_numbers must be an int >= 2 or None, got {max_numbers!r}")
+    if max_numbers < needed:
+        raise ValueError(f"max_numbers={max_numbers} is smaller than the source's largest problem ({needed} numbers)")
+    return max_numbers
+
+
+def make_problem_source(
+    *,
+    preset: str | None = None,
+    config: GeneratorConfig | None = None,
+    rules: Rules | str | None = None,
+    split: str | None = None,
+    problems: Iterable[ProblemLike] | None = None,
+    max_numbers: int | None = None,
+) -> ProblemSource:
+    """Resolve an environment's problem arguments (see the module docstring).
+
+    ``max_numbers`` overrides the slot count (it must fit the largest problem of the source).
+
+    Example:
+        >>> src = make_problem_source(preset="longproc-0.5k", split="test")
+        >>> src.max_numbers, len(src.pool)
+        (4, 1000)
+    """
+    rules_value = resolve_rules(rules)
+    if problems is not None:
+        if preset is not None or config is not None or split is not None:
+            raise ValueError("pass either problems=[...] or preset/config/split, not both")
+        if isinstance(problems, (str, bytes, Problem)) or not isinstance(problems, Iterable):
+            raise ValueError(f"problems must be a list of problems, got {type(problems).__name__}")
+        items = list(problems)
+        pool = [to_problem(p, rules_value) for p in items]
+        return _pool_source(pool, rules_value, max_numbers, f"fixed list of {len(pool)} problems")
+    if config is not None:
+        if preset is not None:
+            raise ValueError("pass either preset or config, not both")
+        if split not in (None, GENERATE):
+            raise ValueError(f"split={split!r} needs a preset; a config always generates fresh problems")
+        if not isinstance(config, GeneratorConfig):
+            raise ValueError(f"config must be a GeneratorConfig, got {type(config).__name__}")
+        return _generated_source(config, rules_value, max_numbers)
+    preset = DEFAULT_PRESET if preset is None else preset
+    if not isinstance(preset, str) or preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)} or pass config=GeneratorConfig(...)")
+    split = "train" if split is None else split
+    if split == GENERATE:
+        return _generated_source(PRESETS[preset], rules_value, max_numbers)
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose one of {SPLITS + (GENERATE,)}")
+    return _pool_source(load_split(preset, split), rules_value, max_numbers, f"{preset}/{split}")
+
+
+def _generated_source(config: GeneratorConfig, rules: Rules | None, max_numbers: int | None) -> ProblemSource:
+    if rules is not None and rules != config.rules:
+        config = config.replace(rules=rules)
+    return ProblemSource(
+        rules=config.rules,
+        max_numbers=_slots(max_numbers, config.max_numbers),
+        config=config,
+        description=f"generated from {config.name!r}",
+    )
