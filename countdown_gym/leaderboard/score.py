@@ -134,7 +134,12 @@ def score_submission(sub: Submission, progress: bool = False) -> Scores:
     reasons: Counter[str] = Counter()
     claimed_right_scored_wrong = claimed_wrong_scored_right = 0
     for pa in tqdm(sub.answers, desc=sub.path.name, disable=not progress, leave=False):
-        results = [score_answer(pa.problem, t, replay) for t in pa.texts]
+        seen: dict[str, AnswerScore] = {}  # repeated answers to one problem are verified once
+        results = []
+        for t in pa.texts:
+            if t not in seen:
+                seen[t] = score_answer(pa.problem, t, replay)
+            results.append(seen[t])
         c = sum(r.correct for r in results)
         n = len(results)
         first += results[0].correct

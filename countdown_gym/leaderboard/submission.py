@@ -6,7 +6,7 @@ variant, preset, split, split SHA-256, package version, date, sampling, compute,
 
     {"format": "countdown-gym-submission", "format_version": 1, "agent": "random-legal", ...}
     {"id": "longproc-0.5k/test/0", "numbers": [37, 14, 29, 6], "target": 46, "completions": ["..."]}
-    {"id": "longproc-0.5k/test/1", "numbers": [28, 44, 11, 9], "target": 27, "moves": [[[44, "-", 28, 16], ...]]}
+    {"id": "longproc-0.5k/test/1", "numbers": [28, 44, 11, 9], "target": 27, "moves": [[[28, "+", 44, 72], ...]]}
 
 JSON Lines rather than one JSON document because a submission is a header plus one record per
 problem: a reviewer's diff shows changed problems line by line, a truncated file is detected
@@ -224,7 +224,7 @@ def normalize_move(move: Sequence[Any]) -> list[int | str]:
 
 
 def moves_to_solution(moves: Sequence[Sequence[Any]]) -> str:
-    """The ``<Solution>`` block of a move sequence, e.g. ``"<Solution>\\n44 - 28 = 16\\n</Solution>"``.
+    """The ``<Solution>`` block of a move sequence, e.g. ``"<Solution>\\n28 + 44 = 72\\n...</Solution>"``.
 
     The verifier then checks every step (operands available, rules, arithmetic, target), so a
     numeric agent is judged exactly like a language model that wrote the same block.
