@@ -394,3 +394,106 @@ def test_shipped_reference_entries_record_their_commands():
         assert header["command"].startswith("python ")
     assert "random-legal" in agents and "exhaustive-solver" in agents
     assert agents["exhaustive-solver"]["preset"] == "longproc-0.5k" and agents["exhaustive-solver"]["split"] == "test"
+
+
+# ---- reference agents and policy evaluation -------------------------------------------------------
+
+
+def _reference_agents():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reference_agents", ROOT / "baselines" / "reference_agents.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_reference_policies_on_countdown_v0():
+    import numpy as np
+
+    from countdown_gym.envs.countdown import CountdownEnv
+    from countdown_gym.leaderboard.agents import evaluate_policy
+
+    ref = _reference_agents()
+    env = CountdownEnv(preset="longproc-0.5k", split="test")
+    policy = ref.RandomLegalPolicy(seed=3)
+    for _ in range(20):
+        obs, info = env.reset()
+        done = False
+        while not done:
+            a = policy(obs, info)
+            assert info["action_mask"][a] == 1
+            obs, _, terminated, truncated, info = env.step(a)
+            done = terminated or truncated
+    assert ref.slots_of(np.zeros(48)) == 4 and ref.slots_of(np.zeros(120)) == 6
+    solver = evaluate_policy(ref.SolverPolicy(), "hard", "test", limit=25, progress=False)
+    assert solver.successes == 25 and solver.invalid_actions == 0
+    problems = load_split("hard", "test")[:25]
+    assert all(verify(p, moves_to_solution(m)).correct for p, m in zip(problems, solver.moves, strict=True))
+    rand = evaluate_policy(ref.RandomLegalPolicy(0), "longproc-0.5k", "test", limit=200, progress=False)
+    assert rand.invalid_actions == 0 and rand.successes < 50
+
+
+def test_masked_actions_are_kept_and_scored_wrong():
+    import numpy as np
+
+    from countdown_gym.leaderboard.agents import evaluate_policy
+
+    def first_masked(obs, info):
+        return int(np.flatnonzero(info["action_mask"] == 0)[0])
+
+    ev = evaluate_policy(first_masked, "longproc-0.5k", "test", limit=10, progress=False)
+    assert ev.invalid_actions == 10 and ev.successes == 0
+    problems = load_split("longproc-0.5k", "test")[:10]
+    for p, moves in zip(problems, ev.moves, strict=True):
+        assert len(moves) == 1  # the illegal move is kept, with its unrestricted exact result
+        verdict = verify(p, moves_to_solution(moves))
+        # a non-integer result under integer rules is written p/q, which the verifier reads as malformed
+        assert not verdict.correct and verdict.reason in ("negative_result", "zero_result", "exceeds_limit", "malformed_step")
+
+
+def test_submit_command_with_a_policy_file(tmp_path, capsys):
+    out = tmp_path / "solver.jsonl"
+    argv = [
+        "submit", "--policy", str(ROOT / "baselines" / "reference_agents.py") + ":SolverPolicy",
+        "--preset", PRESET, "--split", SPLIT, "--out", str(out), "--agent", "solver", "--authors", "t",
+        "--model", "none", "--method", "search", "--reward-variant", "none", "--no-progress",
+    ]  # fmt: skip
+    assert lb_main(argv) == 0
+    s = score_file(out)
+    assert isinstance(s, Scores) and s.pass_at_1 == 1.0 and not s.claim_notes
+    header = json.loads(out.open().readline())
+    assert header["command"].startswith("python -m countdown_gym.leaderboard submit --policy")
+    assert header["claimed"] == {"pass@1": 1.0}
+    assert lb_main(["submit", "--policy", "nope.py:X", "--out", str(tmp_path / "x.jsonl"), "--agent", "a",
+                    "--authors", "a", "--model", "m", "--method", "m", "--reward-variant", "none"]) == 2
+    assert "policy file not found" in capsys.readouterr().err
+
+
+def test_reference_agents_cli_writes_a_valid_submission(tmp_path):
+    out = tmp_path / "random.jsonl"
+    assert _reference_agents().main(["--agent", "random", "--preset", PRESET, "--split", SPLIT, "--k", "2",
+                                     "--out", str(out), "--no-progress"]) == 0
+    s = score_file(out)
+    assert isinstance(s, Scores) and s.k == 2 and s.pass_at_k is not None and s.pass_at_1 < 0.5
+
+
+def test_submit_a_saved_maskable_ppo_model(tmp_path):
+    torch = pytest.importorskip("torch")
+    sb3_contrib = pytest.importorskip("sb3_contrib")
+    from countdown_gym.envs.countdown import CountdownEnv
+
+    torch.set_num_threads(1)
+    env = CountdownEnv(preset=PRESET, split="train")
+    model = sb3_contrib.MaskablePPO("MlpPolicy", env, n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.learn(32)
+    model.save(tmp_path / "model.zip")
+    out = tmp_path / "ppo.jsonl"
+    argv = [
+        "submit", "--sb3", str(tmp_path / "model.zip"), "--preset", PRESET, "--split", SPLIT, "--out", str(out),
+        "--agent", "ppo", "--authors", "t", "--model", "MLP", "--method", "MaskablePPO", "--reward-variant", "sparse",
+        "--no-progress",
+    ]  # fmt: skip
+    assert lb_main(argv) == 0
+    s = score_file(out)
+    assert isinstance(s, Scores) and s.invalid_step_rate == 0.0
