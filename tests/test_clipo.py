@@ -21,6 +21,16 @@ from critics.clipo import (  # noqa: E402
 )
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny tensors: one torch thread is much faster on a shared machine."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def unit(*v: float) -> list[float]:
     a = np.asarray(v, dtype=np.float64)
     return list(a / np.linalg.norm(a))

@@ -1,0 +1,76 @@
+"""``ContrastiveCriticReward``: dense reward from a learned contrastive critic (``critics/``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from countdown_gym.rules import Number, Rules
+from countdown_gym.wrappers.base import DenseRewardWrapper
+from countdown_gym.wrappers.terms import Scorer, critic_potentials, critic_terms
+
+
+def load_scorer(checkpoint: str | Path | None) -> Scorer:
+    """``critics.load_critic(checkpoint)``; ``critics.CheckpointError`` for a missing or incompatible checkpoint."""
+    try:
+        from critics import CheckpointError, load_critic
+    except ImportError as e:  # torch / safetensors not installed
+        raise ImportError(
+            f"ContrastiveCriticReward needs the critics extra ({e}); install it with "
+            "pip install -e '.[critics]' -c constraints/cpu.txt"
+        ) from e
+    critic = load_critic(checkpoint)  # CheckpointError (a ValueError) names a missing / broken checkpoint
+    if getattr(critic, "version", "v2") != "v2":
+        raise CheckpointError(
+            f"ContrastiveCriticReward scores (state, target) pairs and needs a V2 critic checkpoint; "
+            f"{checkpoint} holds a {critic.version} critic"
+        )
+    return critic
+
+
+class ContrastiveCriticReward(DenseRewardWrapper):
+    """Adds a learned critic's dense reward to Countdown-v0 or CountdownText-v0.
+
+    The critic scores a state against the target: the cosine similarity of their embeddings, in
+    ``[-1, 1]`` (higher = more likely that the target is still reachable).
+
+    * Additive (``potential=False``): ``scale * score(next_state, target)`` per move (from
+      :func:`~countdown_gym.wrappers.terms.critic_terms`); an invalid move gets ``-scale``.
+    * Potential-based (``potential=True``): ``F = gamma * Phi(s') - Phi(s)`` per step with
+      ``Phi(s) = scale * score(s, target)`` and ``Phi = 0`` at the end of the episode.
+
+    Args:
+        env: the environment to wrap.
+        checkpoint: a critic checkpoint directory (``config.json`` + ``model.safetensors``);
+            ``None`` loads the shipped V2 checkpoint.
+        scale, potential, gamma, key: see :class:`~countdown_gym.wrappers.base.DenseRewardWrapper`
+            (``key`` defaults to ``"critic"`` or ``"critic_shaping"``).
+        critic: an already loaded critic (anything with ``score(states, targets)``) to share one
+            model between many environments; overrides ``checkpoint``.
+    """
+
+    default_key = "critic"
+
+    def __init__(
+        self,
+        env: gym.Env,
+        checkpoint: str | Path | None = None,
+        scale: float = 1.0,
+        potential: bool = False,
+        gamma: float = 1.0,
+        key: str | None = None,
+        critic: Scorer | None = None,
+    ) -> None:
+        super().__init__(env, scale=scale, potential=potential, gamma=gamma, key=key)
+        if critic is not None and not callable(getattr(critic, "score", None)):
+            raise TypeError(f"critic must have a score(states, targets) method, got {type(critic).__name__}")
+        self.critic: Scorer = critic if critic is not None else load_scorer(checkpoint)
+
+    def step_terms(self, transitions: Sequence[Mapping[str, Any]]) -> list[float]:
+        return critic_terms(self.critic, transitions, self.scale)
+
+    def potential_of(self, state: tuple[Number, ...], target: Number, rules: Rules) -> float:
+        return self.scale * float(critic_potentials(self.critic, [state], [target])[0])
