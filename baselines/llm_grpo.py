@@ -306,12 +306,13 @@ def build_grpo_config(opts: Options, output_dir: Path | None = None) -> Any:
         report_to=opts.report_to,
         use_cpu=not cuda,
         bf16=bf16,
-        gradient_checkpointing=opts.gradient_checkpointing,
         disable_tqdm=opts.quiet,
         use_vllm=opts.use_vllm,
         vllm_mode=opts.vllm_mode,
         vllm_gpu_memory_utilization=opts.vllm_gpu_memory_utilization,
     )
+    if opts.gradient_checkpointing:
+        kwargs["gradient_checkpointing"] = True
     if opts.vllm_server_base_url:
         kwargs["vllm_server_base_url"] = opts.vllm_server_base_url
     kwargs.update(opts.extra)

@@ -1,0 +1,292 @@
+"""The LLM GRPO baseline: reward functions, CLI/config, position ids, CLIPO plumbing, two real GRPO steps."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+from baselines import llm_grpo  # noqa: E402
+from baselines.llm_grpo import Options, build_grpo_config, check_vllm_available, derive_position_ids, parse_options  # noqa: E402
+from baselines.llm_rewards import (  # noqa: E402
+    REWARD_FUNCTIONS,
+    VARIANTS,
+    CLIPOReward,
+    CriticReward,
+    parse_reward_spec,
+    prompt_token_ids,
+    replay,
+)
+from baselines.tiny_lm import TinyLMConfig, build_model, build_tokenizer  # noqa: E402
+from countdown_gym import Problem  # noqa: E402
+from countdown_gym.text_format import build_prompt  # noqa: E402
+
+PROBLEM = Problem((21, 16, 17, 26), 46)
+PJ = json.dumps(PROBLEM.to_dict())
+
+CORRECT = """21+16=37 [17,26,37]
+ 26+17=43 [37,43]
+  43+37=80 [80]
+ 26-17=9 [37,9]
+  37+9=46 [46]
+<Solution>
+21 + 16 = 37
+26 - 17 = 9
+37 + 9 = 46
+</Solution>"""
+WRONG = """21+16=37 [17,26,37]
+ 37+26=63 [17,63]
+  63+17=80 [80]
+<Solution>
+21 + 16 = 37
+37 + 26 = 63
+63 + 17 = 80
+</Solution>"""
+HALLUCINATED = """21+16=38 [17,26,38]
+ 38+8=46 [17,46]
+<Solution>
+21 + 16 = 38
+38 + 8 = 46
+</Solution>"""
+MALFORMED = "21+16=37 [17,26,37]\n<Solution>\n21 plus 16 is 37"
+COMPLETIONS = [CORRECT, WRONG, HALLUCINATED, MALFORMED]
+
+
+def _rewards(name: str, completions=COMPLETIONS, **extra) -> list[float]:
+    return REWARD_FUNCTIONS[name](["p"] * len(completions), completions, None, problem=[PJ] * len(completions), **extra)
+
+
+# --- reward functions on hand-written completions ----------------------------------------------
+
+
+def test_sparse_reward_and_logged_stats() -> None:
+    logged: dict[str, float] = {}
+    r = _rewards("sparse", log_metric=logged.__setitem__)
+    assert r == [1.0, 0.0, 0.0, 0.0]
+    assert logged["replay/correct_frac"] == 0.25
+    assert logged["replay/invalid_frac"] == 0.25  # only the hallucinated completion
+    assert logged["replay/format_frac"] == 0.75
+
+
+def test_format_reward() -> None:
+    assert _rewards("format") == [1.0, 1.0, 1.0, 0.0]  # a parsed (even wrong) tagged answer counts
+
+
+def test_oracle_rewards() -> None:
+    reach = _rewards("oracle")
+    perfect = _rewards("oracle_perfect")
+    # correct: dead-end 26+17 and 43+37 lines cost reachability; the rest keep the target reachable
+    assert 0 < reach[0] < 1 and 0 < perfect[0] < 1
+    assert reach[1] < reach[0] and perfect[1] < perfect[0]
+    assert reach[2] == -1.0 and perfect[2] == 0.0  # every move of the hallucinated completion is invalid
+    assert all(-1.0 <= x <= 1.0 for x in reach) and all(0.0 <= x <= 1.0 for x in perfect)
+
+
+def test_hallucinated_steps_are_invalid_transitions() -> None:
+    r = replay(PJ, HALLUCINATED)
+    assert r.invalid_steps > 0 and not r.verdict.correct
+    assert replay(PJ, CORRECT).invalid_steps == 0
+
+
+def test_chat_completions_and_bad_inputs() -> None:
+    chat = [[{"role": "assistant", "content": CORRECT}]]
+    assert REWARD_FUNCTIONS["sparse"](["p"], chat, None, problem=[PJ]) == [1.0]
+    with pytest.raises(KeyError, match="problem"):
+        REWARD_FUNCTIONS["sparse"](["p"], [CORRECT], None)
+    with pytest.raises(ValueError, match="Problem.to_dict"):
+        REWARD_FUNCTIONS["sparse"](["p"], [CORRECT], None, problem=["{not json"])
+
+
+class _FixedCritic:
+    def score(self, states, targets):
+        return [0.5] * len(states)
+
+
+def test_critic_reward_means_per_move_scores() -> None:
+    r = CriticReward(_FixedCritic())(["p"] * 4, COMPLETIONS, None, problem=[PJ] * 4)
+    assert r[0] == pytest.approx(0.5) and r[2] == pytest.approx(-1.0)  # invalid moves score -1
+
+
+def test_reward_spec_parsing() -> None:
+    assert parse_reward_spec("sparse") == VARIANTS["sparse"]
+    assert parse_reward_spec("oracle+clipo") == {"sparse": 1.0, "format": 0.1, "oracle": 0.5, "clipo": 1.0}
+    assert parse_reward_spec("critic,critic=0.2,format=0") == {"sparse": 1.0, "format": 0.0, "critic": 0.2}
+    for bad in ("", "dense", "oracle=abc", "sparse=0"):
+        with pytest.raises(ValueError):
+            parse_reward_spec(bad)
+
+
+# --- tokenizer, prompts, positions ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("style", ["compact", "longproc", "tinyzero"])
+def test_prompts_and_completions_round_trip_the_shipped_tokenizer(style: str) -> None:
+    tok = build_tokenizer()
+    for text in [build_prompt(PROBLEM, style), *COMPLETIONS]:
+        ids = tok(text)["input_ids"]
+        assert tok.unk_token_id not in ids
+        assert tok.decode(ids, skip_special_tokens=True) == text
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_left_padding_does_not_shift_positions(arch: str) -> None:
+    torch.manual_seed(0)
+    model = derive_position_ids(build_model(TinyLMConfig(arch=arch, hidden=32, layers=2, heads=2, intermediate=64), build_tokenizer()))
+    ids = torch.tensor([[0, 0, 5, 6, 7], [3, 4, 5, 6, 7]])
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    with torch.no_grad():
+        padded = model(input_ids=ids, attention_mask=mask).logits[0, 2:]
+        alone = model(input_ids=ids[:1, 2:], attention_mask=mask[:1, 2:]).logits[0]
+    assert torch.allclose(padded, alone, atol=1e-5)
+
+
+# --- options, GRPOConfig, vLLM / accelerate paths ---------------------------------------------
+
+
+def test_every_option_is_a_flag() -> None:
+    opts = parse_options(
+        ["--steps", "3", "--no-chat-template", "--bf16", "false", "--extra", '{"top_p": 0.9}', "--rewards", "oracle",
+         "--vllm-mode", "server", "--prompt-style", "tinyzero", "--learning-rate", "1e-5"]
+    )
+    assert (opts.steps, opts.chat_template, opts.bf16, opts.extra, opts.rewards) == (3, False, False, {"top_p": 0.9}, "oracle")
+    assert (opts.vllm_mode, opts.prompt_style, opts.learning_rate) == ("server", "tinyzero", 1e-5)
+    flags = llm_grpo.build_parser().format_help()
+    for name in Options.__dataclass_fields__:
+        assert "--" + name.replace("_", "-") in flags
+    for bad in (["--prompt-style", "chat"], ["--rewards", "magic"], ["--num-generations", "1"], ["--vllm-mode", "remote"]):
+        with pytest.raises(SystemExit):
+            parse_options(bad)
+
+
+def test_grpo_config_on_cpu(tmp_path: Path) -> None:
+    cfg = build_grpo_config(Options(rewards="oracle", prompts_per_step=4, num_generations=8), tmp_path)
+    assert cfg.use_cpu and not cfg.bf16
+    assert cfg.per_device_train_batch_size == 32 and cfg.generation_batch_size == 32 and cfg.num_generations == 8
+    assert cfg.reward_weights == [1.0, 0.1, 0.5, 0.0]  # sparse, format, oracle, oracle_perfect
+    assert not cfg.use_vllm
+
+
+def test_grpo_config_vllm_and_multi_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opts = Options(use_vllm=True, vllm_mode="server", vllm_server_base_url="http://gpu-node:8000", prompts_per_step=8, num_generations=8)
+    monkeypatch.setattr(llm_grpo, "world_size", lambda: 4)  # WORLD_SIZE as `accelerate launch --num_processes 4` sets
+    from trl import GRPOConfig
+
+    monkeypatch.setattr(GRPOConfig, "world_size", property(lambda self: 4))
+    cfg = build_grpo_config(opts, tmp_path)
+    assert cfg.use_vllm and cfg.vllm_mode == "server" and cfg.vllm_server_base_url == "http://gpu-node:8000"
+    assert cfg.per_device_train_batch_size == 16 and cfg.generation_batch_size == 64
+    colocate = build_grpo_config(Options(use_vllm=True, vllm_gpu_memory_utilization=0.4), tmp_path)
+    assert colocate.vllm_mode == "colocate" and colocate.vllm_gpu_memory_utilization == 0.4
+    with pytest.raises(SystemExit, match="divisible"):
+        build_grpo_config(Options(prompts_per_step=3, num_generations=3), tmp_path)
+
+
+def test_clear_error_without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(llm_grpo.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SystemExit, match="vLLM"):
+        check_vllm_available()
+    with pytest.raises(SystemExit, match="vLLM"):  # before any model is loaded
+        llm_grpo.train(Options(use_vllm=True, model="/nonexistent"))
+
+
+# --- CLIPO plumbing ---------------------------------------------------------------------------
+
+
+def _tiny(arch: str = "llama"):
+    torch.manual_seed(0)
+    tok = build_tokenizer()
+    return build_model(TinyLMConfig(arch=arch, hidden=32, layers=2, heads=2, intermediate=64, max_positions=256), tok), tok
+
+
+def test_clipo_reward_uses_completion_hidden_states() -> None:
+    from critics.clipo import CLIPOTrainer
+
+    model, tok = _tiny()
+    prompts = [build_prompt(PROBLEM, "compact")] * 4
+    completions = [CORRECT, CORRECT.replace("26+17=43", "26*17=442"), WRONG, HALLUCINATED]  # 2 correct, 2 wrong
+    comp_ids = [tok(c, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for c in completions]
+    reward = CLIPOReward(CLIPOTrainer(dim_in=32, seed=0), tok, num_generations=4).bind(model=model)
+    emb = reward.embed(prompts, comp_ids)
+    assert emb.shape == (4, 32) and not emb.requires_grad
+    # the pooled embedding covers the completion only: changing the prompt's padding partner changes nothing
+    alone = reward.embed(prompts[:1], comp_ids[:1])
+    assert torch.allclose(alone[0], emb[0], atol=1e-5)
+    logged: dict[str, float] = {}
+    r = reward(prompts, completions, comp_ids, problem=[PJ] * 4, log_metric=logged.__setitem__)
+    assert r[2] == 0.0 and r[3] == 0.0  # incorrect rollouts get no CLIPO reward
+    assert r[0] < 0.0 and r[1] < 0.0 and min(r) >= -0.5  # correct anchors: clamp(-lambda * loss, -0.5)
+    assert logged["clipo/anchors"] == 2.0 and logged["clipo/updated"] == 1.0
+
+
+def test_clipo_reward_gathers_groups_across_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Process 1 of 2 holds half of a group: it gathers, scores the whole group, keeps its half."""
+    import accelerate.utils
+
+    from critics.clipo import CLIPOTrainer
+
+    model, tok = _tiny()
+    prompts = [build_prompt(PROBLEM, "compact")] * 4
+    completions = [CORRECT, WRONG, CORRECT.replace("26+17=43", "26*17=442"), HALLUCINATED]
+    comp_ids = [tok(c, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for c in completions]
+    single = CLIPOReward(CLIPOTrainer(dim_in=32, seed=0), tok, num_generations=4).bind(model=model)
+    expected = single(prompts, completions, comp_ids, problem=[PJ] * 4)
+    first_half = single.embed(prompts[:2], comp_ids[:2])
+
+    class TwoProcesses:  # the view of process 1; process 0 holds rows 0-1
+        num_processes, process_index = 2, 1
+
+        def gather(self, t):
+            other = first_half if t.is_floating_point() else torch.tensor([True, False])
+            return torch.cat([other.to(t.dtype), t])
+
+    monkeypatch.setattr(accelerate.utils, "broadcast", lambda t, from_process=0: t)
+    split = CLIPOReward(CLIPOTrainer(dim_in=32, seed=0), tok, num_generations=4).bind(model=model, accelerator=TwoProcesses())
+    got = split(prompts[2:], completions[2:], comp_ids[2:], problem=[PJ] * 2)
+    assert got == pytest.approx(expected[2:], abs=1e-5)
+
+
+# --- two real GRPO steps ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch,rewards", [("llama", "oracle"), ("gpt2", "clipo")])
+def test_two_grpo_steps_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arch: str, rewards: str) -> None:
+    from baselines.tiny_lm import save_pretrained
+
+    model, tok = _tiny(arch)
+    save_pretrained(model, tok, tmp_path / "model")
+    out = tmp_path / "run"
+    opts = Options(
+        model=str(tmp_path / "model"), rewards=rewards, steps=2, prompts_per_step=2, num_generations=4,
+        max_completion_length=24, eval_interval=1, eval_problems=4, eval_samples=2, output_dir=str(out),
+        save_steps=1, train_problems=16, quiet=True,
+    )
+    summary = llm_grpo.train(opts)
+    assert summary["first"]["step"] == 0 and summary["last"]["step"] == 2
+    assert summary["seconds_per_step"] > 0 and summary["steps_timed"] == 2
+    rows = list(csv.DictReader((out / "metrics.csv").open()))
+    assert [int(r["step"]) for r in rows] == [0, 1, 2]
+    assert (out / "success.png").stat().st_size > 0
+    logs = [json.loads(line) for line in (out / "train_log.jsonl").open()]
+    step_logs = [x for x in logs if "reward" in x]
+    assert len(step_logs) == 2
+    for key in ("rewards/sparse_reward/mean", "rewards/oracle_reward/mean", "rewards/format_reward/mean", "replay/invalid_frac"):
+        assert key in step_logs[0], key
+    if rewards == "clipo":
+        assert "rewards/clipo_reward/mean" in step_logs[0] and (out / "checkpoint-2" / "clipo_head.pt").exists()
+    assert (out / "final" / "model.safetensors").exists()
+    # resume: continue to step 3 from checkpoint-2 and keep the metrics history
+    opts.steps, opts.resume = 3, True
+    summary = llm_grpo.train(opts)
+    assert summary["last"]["step"] == 3
+    assert [int(r["step"]) for r in csv.DictReader((out / "metrics.csv").open())] == [0, 1, 2, 3]
+
+
+def test_prompt_token_ids_match_trl_tokenization() -> None:
+    tok = build_tokenizer()
+    prompts = [build_prompt(PROBLEM, "compact")]
+    assert prompt_token_ids(tok, prompts) == tok(text=prompts)["input_ids"]
