@@ -1,0 +1,99 @@
+"""verl adapter: compute_score (sparse + dense terms) and the parquet export of the frozen splits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from countdown_gym import Problem, load_split, solve
+from countdown_gym.integrations import score_terms
+from countdown_gym.integrations.verl import DEFAULT_WEIGHTS, compute_score, ground_truth, problem_from_ground_truth
+
+P = Problem((21, 16, 17, 26), 46)
+GT = ground_truth(P)
+SOURCE = "countdown_gym/longproc-0.5k"
+SEARCH = """21+16=37 [17,26,37]
+ 26+17=43 [37,43]
+ 26-17=9 [37,9]
+  37+9=46 [46]
+<Solution>
+21 + 16 = 37
+26 - 17 = 9
+37 + 9 = 46
+</Solution>"""
+
+
+def test_sparse_score_is_a_float() -> None:
+    assert compute_score(SOURCE, "<answer>21 + 16 + 26 - 17</answer>", GT) == 1.0
+    assert compute_score(SOURCE, "<answer>21 + 16 + 26 + 17</answer>", GT) == 0.0
+    assert compute_score(SOURCE, "I give up", GT, {"index": 3}) == 0.0
+    assert compute_score(SOURCE, SEARCH, GT) == 1.0
+
+
+def test_dense_terms_return_a_dict_with_score() -> None:
+    out = compute_score(SOURCE, SEARCH, GT, dense="oracle,format")
+    assert set(out) >= {"score", "sparse", "oracle", "format", "invalid_steps", "moves"}
+    assert out["sparse"] == 1.0 and out["format"] == 1.0 and -1.0 <= out["oracle"] <= 1.0
+    assert out["score"] == pytest.approx(1.0 + DEFAULT_WEIGHTS["format"] + DEFAULT_WEIGHTS["oracle"] * out["oracle"])
+    assert all(isinstance(v, float) for v in out.values())  # verl aggregates every key as a metric
+    custom = compute_score(SOURCE, SEARCH, GT, dense=["oracle_perfect"], weights={"oracle_perfect": 2.0})
+    assert custom["score"] == pytest.approx(1.0 + 2.0 * custom["oracle_perfect"])
+    hallucinated = compute_score(SOURCE, "21+16=38 [17,26,38]\n<answer>38+8</answer>", GT, dense=["oracle"])
+    assert hallucinated["invalid_steps"] >= 1 and hallucinated["oracle"] == -1.0
+
+
+def test_same_terms_as_the_trl_rewards() -> None:
+    from countdown_gym.envs.text import replay_completion
+
+    out = compute_score(SOURCE, SEARCH, GT, dense="format,oracle,oracle_perfect")
+    ref = score_terms(replay_completion(P, SEARCH), ["sparse", "format", "oracle", "oracle_perfect"])
+    assert {k: out[k] for k in ref} == ref
+
+
+def test_bad_inputs_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match="numbers"):
+        compute_score(SOURCE, "x", {"target": 3})
+    with pytest.raises(ValueError, match="JSON"):
+        compute_score(SOURCE, "x", "{oops")
+    with pytest.raises(ValueError, match="dense"):
+        compute_score(SOURCE, "x", GT, dense="magic")
+    with pytest.raises(ValueError, match="solution_str"):
+        compute_score(SOURCE, None, GT)
+
+
+def test_ground_truth_round_trips_json_numpy_and_rules() -> None:
+    np = pytest.importorskip("numpy")
+    assert problem_from_ground_truth(GT) == P
+    assert problem_from_ground_truth(json.dumps(GT)) == P
+    assert problem_from_ground_truth({"numbers": np.array([21, 16, 17, 26]), "target": np.int64(46)}) == P
+    tz = Problem((3, 7, 9), 10, rules=P.rules.tinyzero())
+    assert problem_from_ground_truth(ground_truth(tz)).rules == tz.rules
+    assert problem_from_ground_truth({"numbers": [3, 7, 9], "target": 10, "rules": "tinyzero"}).rules.name == "tinyzero"
+
+
+def test_export_writes_verl_parquet_and_rows_score(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    from scripts.export_verl import main
+
+    main(["--preset", "longproc-0.5k", "--splits", "train,test", "--limit", "3", "--out", str(tmp_path), "--prompt-style", "longproc"])
+    for split in ("train", "test"):
+        rows = pq.read_table(tmp_path / "longproc-0.5k" / f"{split}.parquet").to_pylist()
+        problems = load_split("longproc-0.5k", split)[:3]
+        assert len(rows) == 3
+        for i, (row, p) in enumerate(zip(rows, problems, strict=True)):
+            assert row["data_source"] == SOURCE and row["ability"] == "math"
+            assert row["prompt"][0]["role"] == "user" and str(p.target) in row["prompt"][0]["content"]
+            assert row["reward_model"]["style"] == "rule"
+            assert row["extra_info"] == {"split": split, "index": i, "id": p.id, "preset": "longproc-0.5k", "prompt_style": "longproc"}
+            gt = row["reward_model"]["ground_truth"]
+            assert problem_from_ground_truth(gt) == p
+            assert compute_score(row["data_source"], f"<answer>{solve(p, limit=1)[0]}</answer>", gt, row["extra_info"]) == 1.0
+
+
+def test_export_rejects_bad_splits(tmp_path: Path) -> None:
+    from scripts.export_verl import main
+
+    with pytest.raises(SystemExit):
+        main(["--splits", "dev", "--out", str(tmp_path)])
