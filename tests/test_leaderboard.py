@@ -497,3 +497,24 @@ def test_submit_a_saved_maskable_ppo_model(tmp_path):
     assert lb_main(argv) == 0
     s = score_file(out)
     assert isinstance(s, Scores) and s.invalid_step_rate == 0.0
+
+
+def test_writer_accepts_one_move_sequence_or_completion_per_problem(tmp_path):
+    problems = load_split("longproc-0.5k", "validation")
+    moves = [solution_path(p.numbers, p.target, p.rules) for p in problems]
+    shuffled = list(reversed(problems))
+    path = write_submission(
+        tmp_path / "sb3.jsonl", agent="ppo", authors="t", model="MLP", model_size=None, method="PPO",
+        reward_variant="sparse", preset="longproc-0.5k", split="validation", problems=shuffled,
+        moves=list(reversed(moves)), sampling={"k": 1, "temperature": 0.0}, compute="cpu", command="x",
+    )  # fmt: skip
+    s = score_file(path)
+    assert isinstance(s, Scores) and s.pass_at_1 == 1.0 and s.header["model_size"] == "n/a"
+    texts = [f"<answer>{solve(p, limit=1)[0]}</answer>" for p in problems]
+    s2 = score_file(write_submission(tmp_path / "c.jsonl", preset="longproc-0.5k", split="validation", completions=texts, **META))
+    assert isinstance(s2, Scores) and s2.pass_at_1 == 1.0
+    with pytest.raises(ValueError, match="exactly one"):
+        write_submission(tmp_path / "d.jsonl", preset="longproc-0.5k", split="validation", moves=moves, completions=texts, **META)
+    with pytest.raises(ValueError, match="appears twice"):
+        write_submission(tmp_path / "e.jsonl", preset="longproc-0.5k", split="validation", moves=moves,
+                         problems=[problems[0]] * len(problems), **META)

@@ -5,7 +5,10 @@ Public API (what the baselines call to produce entries)::
     from countdown_gym.leaderboard import write_submission, read_submission, score_file, moves_to_solution
 
 * :func:`write_submission` writes a JSON Lines submission for a frozen split (header + one line
-  per problem holding completions or move sequences) and checks it by reading it back.
+  per problem holding completions or move sequences) and checks it by reading it back. Pass
+  ``answers=`` (a list of answers per problem), or ``moves=`` (one move sequence per problem) or
+  ``completions=`` (one text per problem); ``problems=`` gives the entries' problem order when it
+  is not the split's.
 * :func:`read_submission` checks a file (schema, split hash, exact problem list, limits).
 * :func:`score_file` / :func:`score_directory` re-verify every answer with the package's one
   verifier and compute pass@1, pass@k, per-sample success, invalid-step rate, mean length.

@@ -255,6 +255,8 @@ def _answer_list(entry: Any, where: str) -> tuple[str, list[Any]]:
         raise ValueError(f"{where}: answers must be a non-empty list of completions or of move sequences, got {entry!r:.100}")
     if all(isinstance(a, str) for a in entry):
         return "completions", list(entry)
+    if _is_move_sequence(entry):  # one move sequence given bare
+        return "moves", [[normalize_move(m) for m in entry]]
     if all(_is_move_sequence(a) for a in entry):
         return "moves", [[normalize_move(m) for m in a] for a in entry]
     raise ValueError(
@@ -315,14 +317,17 @@ def write_submission(
     agent: str,
     authors: str,
     model: str,
-    model_size: str,
+    model_size: str | None,
     method: str,
     reward_variant: str,
     preset: str,
     split: str,
-    answers: Sequence[Any] | Mapping[str, Any],
+    answers: Sequence[Any] | Mapping[str, Any] | None = None,
     compute: str,
     command: str,
+    moves: Sequence[Sequence[Sequence[Any]]] | None = None,
+    completions: Sequence[str] | None = None,
+    problems: Sequence[Problem] | None = None,
     sampling: Mapping[str, Any] | None = None,
     claimed: Mapping[str, float] | None = None,
     claimed_correct: Sequence[Sequence[bool]] | Mapping[str, Sequence[bool]] | None = None,
@@ -336,6 +341,11 @@ def write_submission(
             mapping problem id -> entry). An entry is a list of completions (``str``; a bare
             ``str`` means one) or a list of move sequences ``[(a, op, b, result), ...]``; the
             first answer is the pass@1 answer.
+        moves: Instead of ``answers``: one move sequence per problem (a numeric agent, k = 1).
+        completions: Instead of ``answers``: one completion per problem.
+        problems: The problems the entries belong to, in the entries' order (they must be the
+            whole split, by id); default: ``load_split(preset, split)`` order.
+        model_size: ``None`` is written as ``"n/a"``.
         sampling: ``{"k": answers per problem, "temperature": ...}`` plus any other settings
             (``top_p``, ``max_new_tokens``, ``seed``); ``k`` defaults to the fewest answers
             given for a problem, ``temperature`` to 0.
@@ -346,6 +356,19 @@ def write_submission(
     Returns the path written. Raises ``ValueError`` for answers that do not fit the split and
     :class:`SubmissionError` if the written file would not pass :func:`read_submission`.
     """
+    given = [name for name, v in (("answers", answers), ("moves", moves), ("completions", completions)) if v is not None]
+    if len(given) != 1:
+        raise ValueError(f"pass exactly one of answers=, moves=, completions= (got {given or 'none'})")
+    if moves is not None:
+        answers = [[list(seq)] for seq in moves]
+    elif completions is not None:
+        answers = [[c] for c in completions]
+    if problems is not None:
+        answers = _by_id(answers, problems, "answers")
+        if claimed_correct is not None:
+            claimed_correct = _by_id(claimed_correct, problems, "claimed_correct")
+    if model_size is None:
+        model_size = "n/a"
     problems = load_split(preset, split)
     entries = _align(answers, problems, "answers")
     claims = _align(claimed_correct, problems, "claimed_correct") if claimed_correct is not None else None
@@ -380,6 +403,21 @@ def write_submission(
         tmp.unlink()
         raise SubmissionError(out, e.reason) from None
     os.replace(tmp, out)
+    return out
+
+
+def _by_id(values: Any, problems: Sequence[Problem], what: str) -> dict[str, Any]:
+    if isinstance(values, (Mapping, str, bytes)) or not isinstance(values, Sequence):
+        raise ValueError(f"with problems=..., {what} must be a list in the same order as the problems")
+    if len(values) != len(problems):
+        raise ValueError(f"{what} has {len(values)} entries for {len(problems)} problems")
+    out: dict[str, Any] = {}
+    for p, v in zip(problems, values, strict=True):
+        if not isinstance(p, Problem) or p.id is None:
+            raise ValueError(f"problems must be Problems of the frozen split (with ids), got {p!r:.100}")
+        if p.id in out:
+            raise ValueError(f"problem {p.id} appears twice in problems")
+        out[p.id] = v
     return out
 
 
