@@ -307,12 +307,19 @@ def test_garbage_files_never_crash_the_scorer(good, tmp_path):
         "bigint.jsonl": lines_of(good)[0] + '{"id": "x", "numbers": [' + "9" * 5000 + '], "target": 1}\n',
         "nan.jsonl": lines_of(good)[0].replace('"temperature":0.7', '"temperature":NaN'),
         "array.jsonl": "[1, 2, 3]\n",
+        "dupkey.jsonl": lines_of(good)[0].replace('"agent":', '"agent":"x","agent":'),
+        "bom.jsonl": "\ufeff" + "".join(lines_of(good)),
         "nul.jsonl": "\x00" * 100,
     }
+    reasons = {}
     for name, text in samples.items():
         path = tmp_path / name
         path.write_text(text, encoding="utf-8")
-        assert isinstance(score_file(path), Rejection), name
+        r = score_file(path)
+        assert isinstance(r, Rejection), name
+        reasons[name] = r.reason
+    assert "NaN is not allowed" in reasons["nan.jsonl"]
+    assert "'agent' appears twice" in reasons["dupkey.jsonl"]
     assert isinstance(score_file(tmp_path / "missing.jsonl"), Rejection)
 
 

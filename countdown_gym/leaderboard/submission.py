@@ -457,9 +457,22 @@ def _iter_lines(path: Path):
                 yield number, text
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed (JSON has no NaN or Infinity)")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"key {_short(dup, 40)!r} appears twice in one object")
+    return out
+
+
 def _parse_json(path: Path, number: int, text: str) -> Any:
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
     except (ValueError, RecursionError) as e:
         hint = " (truncated file?)" if not text.endswith("\n") else ""
         raise SubmissionError(path, f"line {number} is not valid JSON{hint}: {_short(str(e), 120)}") from None
