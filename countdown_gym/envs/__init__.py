@@ -30,6 +30,7 @@ def register_envs() -> None:
         gymnasium.register(
             id="Countdown-v0",
             entry_point="countdown_gym.envs.countdown:CountdownEnv",
+            vector_entry_point="countdown_gym.envs.vector:CountdownVectorEnv",
             max_episode_steps=None,
         )
     if "CountdownText-v0" not in gymnasium.registry:

@@ -25,7 +25,9 @@ How the arguments resolve (at most one of ``problems`` / ``config`` / ``preset``
 ``None`` the problems' own rules apply (a fixed list must then agree on one rules value; plain
 ``(numbers, target)`` pairs get LongProc's rules). Given explicitly, it replaces the rules of
 every problem; generated problems are then generated (hence solvable) under it, while split and
-fixed-list problems are used as they are and may be unsolvable under the new rules.
+fixed-list problems are used as they are and may be unsolvable under the new rules (a split's
+problems whose target is already one of the numbers are left out under ``use_all=False``
+rules, where they would be solved before the first move).
 
 Every problem must be *playable*: between 2 and ``max_numbers`` numbers and, under
 ``use_all=False`` rules, a target that is not already one of the numbers. Bad arguments raise
@@ -150,7 +152,11 @@ class ProblemSource:
 
 
 def _pool_source(
-    problems: Iterable[Problem], rules: Rules | None, max_numbers: int | None, description: str
+    problems: Iterable[Problem],
+    rules: Rules | None,
+    max_numbers: int | None,
+    description: str,
+    drop_solved: bool = False,
 ) -> ProblemSource:
     pool = tuple(problems)
     if not pool:
@@ -163,6 +169,10 @@ def _pool_source(
         rules = pool[0].rules
     else:
         pool = tuple(p if p.rules == rules else dataclasses.replace(p, rules=rules) for p in pool)
+        if drop_solved and not rules.use_all:
+            pool = tuple(p for p in pool if p.target not in p.numbers)
+            if not pool:
+                raise ValueError(f"{description}: every problem is already solved under rules {rules.name!r}")
     longest = max(len(p.numbers) for p in pool)
     slots = _slots(max_numbers, longest)
     for p in pool:
@@ -223,7 +233,7 @@ def make_problem_source(
         return _generated_source(PRESETS[preset], rules_value, max_numbers)
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; choose one of {SPLITS + (GENERATE,)}")
-    return _pool_source(load_split(preset, split), rules_value, max_numbers, f"{preset}/{split}")
+    return _pool_source(load_split(preset, split), rules_value, max_numbers, f"{preset}/{split}", drop_solved=True)
 
 
 def _generated_source(config: GeneratorConfig, rules: Rules | None, max_numbers: int | None) -> ProblemSource:

@@ -1,0 +1,489 @@
+"""``CountdownVectorEnv``: ``Countdown-v0`` batched natively in numpy, for fast rollouts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from countdown_gym.envs.countdown import (
+    InvalidActionError,
+    action_table,
+    check_invalid_action,
+    check_max_steps,
+    check_penalty,
+    check_value_scale,
+    num_actions,
+)
+from countdown_gym.envs.problem_source import ProblemLike, make_problem_source
+from countdown_gym.generator import GeneratorConfig
+from countdown_gym.problem import Problem
+from countdown_gym.rules import OPERATORS, Rules
+
+_INT32_SAFE = 2**31 - 1
+_INT64_SAFE = 2**62
+
+
+def arithmetic_bound(numbers: Sequence[int], rules: Rules) -> int:
+    """A bound on ``|x op y|`` for any two values of any state reachable from ``numbers``.
+
+    Every reachable value is at most ``prod(max(|x|, 2))`` in magnitude (+, -, * and exact / of
+    disjoint sub-multisets), and so is every pair's result. With a ``value_limit`` and a sign
+    rule, values stay in ``[0, max(limit, numbers))``, so pair results stay below its square.
+    """
+    bound = 1
+    for x in numbers:
+        bound *= max(abs(int(x)), 2)
+    if rules.value_limit is not None and rules.sign != "any":
+        b = max([rules.value_limit, 2] + [abs(int(x)) for x in numbers])
+        bound = min(bound, b * b)
+    return bound
+
+
+class CountdownVectorEnv(VectorEnv):
+    """``num_envs`` copies of ``Countdown-v0`` stepped together with numpy array operations.
+
+    Same single-env spaces, actions, masks, rewards and episode ends as
+    :class:`~countdown_gym.envs.countdown.CountdownEnv` (tested step by step against it), with
+    the batch held in arrays of shape ``(num_envs, max_numbers)`` and the legality of all
+    ``num_envs * n_actions`` moves computed by a handful of vectorised operations per step.
+
+    ## Spaces
+    ``single_observation_space`` / ``single_action_space`` are those of ``Countdown-v0``;
+    ``observation_space`` is the batched ``Box`` of shape ``(num_envs, 2 * M + 2)`` and
+    ``action_space`` the batched ``MultiDiscrete([n_actions] * num_envs)``.
+
+    ## Autoreset
+    ``metadata["autoreset_mode"] = AutoresetMode.SAME_STEP``: an env whose episode ends is reset
+    in the same ``step`` call. That step returns the finished episode's reward / terminated /
+    truncated, the *new* episode's first observation and action mask, and the last observation
+    of the finished episode in ``info["final_obs"]`` (object array, ``None`` for envs that did
+    not finish; mask ``info["_final_obs"]``) with ``info["final_info"]`` holding its
+    ``is_success`` and ``dead_end`` flags. SAME_STEP (rather than NEXT_STEP) means every
+    returned mask has a legal move, so a masked policy never sees an all-zero mask.
+    ``gymnasium.make_vec("Countdown-v0", vectorization_mode="sync", vector_kwargs={
+    "autoreset_mode": AutoresetMode.SAME_STEP})`` behaves the same way.
+
+    ## Info
+    Every ``reset`` / ``step`` returns ``info["action_mask"]`` (``int8``, ``(num_envs,
+    n_actions)``) with ``info["_action_mask"]``; :meth:`action_masks` returns the ``bool``
+    mask. The per-move transition records of the single env cost a Python dict per env and
+    step; they are returned in ``info["transitions"]`` (object array of one-element lists) only
+    with ``record_transitions=True``. :meth:`current_problems` lists the problems being played.
+
+    ## Rules
+    Only ``integer_only`` rules are batched (the arithmetic runs on ``int64``); rational rules
+    raise ``ValueError`` (use ``vectorization_mode="sync"`` for them). Every problem's numbers
+    must satisfy ``prod(max(|x|, 2)) < 2**62``, which bounds every reachable value, so ``int64``
+    never overflows; legality then agrees exactly with :meth:`Rules.check` (tested).
+
+    ## Arguments
+    ``num_envs`` plus the keyword arguments of ``Countdown-v0`` (``preset``, ``config``,
+    ``rules``, ``split``, ``problems``, ``max_numbers``, ``max_steps``, ``invalid_action``,
+    ``invalid_penalty``, ``value_scale``); ``max_episode_steps`` is accepted as a synonym of
+    ``max_steps`` (``gymnasium.make_vec`` may pass it); ``render_mode="ansi"`` makes
+    :meth:`render` return one line of text per env; ``record_transitions`` (see Info).
+    With ``invalid_action="raise"`` a masked action in any env raises
+    :class:`~countdown_gym.envs.countdown.InvalidActionError` before any env moves.
+
+    ``reset(seed=..., options=...)`` takes one ``int`` seed for the batch's generator, and
+    options ``{"problem": p}`` (every env plays ``p``: a GRPO-style group) or
+    ``{"problems": [p_0, ..., p_{n-1}]}`` (one per env). Later autoresets draw from the source.
+
+    Example:
+        >>> envs = CountdownVectorEnv(1024, split="train")
+        >>> obs, info = envs.reset(seed=0)
+        >>> obs.shape, info["action_mask"].shape
+        ((1024, 10), (1024, 48))
+    """
+
+    metadata = {"render_modes": ["ansi"], "autoreset_mode": AutoresetMode.SAME_STEP}
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        preset: str | None = None,
+        config: GeneratorConfig | None = None,
+        rules: Rules | str | None = None,
+        split: str | None = None,
+        problems: list[ProblemLike] | None = None,
+        *,
+        max_numbers: int | None = None,
+        max_steps: int | None = None,
+        max_episode_steps: int | None = None,
+        invalid_action: str = "raise",
+        invalid_penalty: float = -1.0,
+        value_scale: float | None = None,
+        render_mode: str | None = None,
+        record_transitions: bool = False,
+    ) -> None:
+        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+        self.num_envs = int(num_envs)
+        self.source = make_problem_source(
+            preset=preset, config=config, rules=rules, split=split, problems=problems, max_numbers=max_numbers
+        )
+        self.rules: Rules = self.source.rules
+        if not self.rules.integer_only:
+            raise ValueError(
+                f"CountdownVectorEnv supports integer_only rules only (got rules {self.rules.name!r} with "
+                "integer_only=False); use gymnasium.make_vec('Countdown-v0', vectorization_mode='sync') "
+                "for rational rules"
+            )
+        if max_steps is not None and max_episode_steps is not None and max_steps != max_episode_steps:
+            raise ValueError(f"max_steps={max_steps} and max_episode_steps={max_episode_steps} disagree; pass one")
+        self.max_steps = check_max_steps(max_steps if max_steps is not None else max_episode_steps)
+        self.invalid_action = check_invalid_action(invalid_action)
+        self.invalid_penalty = check_penalty(invalid_penalty)
+        self.value_scale = check_value_scale(value_scale, self.rules)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        self.render_mode = render_mode
+        self.record_transitions = bool(record_transitions)
+
+        m = self.max_numbers = self.source.max_numbers
+        n = self.num_envs
+        self.n_actions = num_actions(m)
+        self.single_observation_space = spaces.Box(-1.0, 1.0, shape=(2 * m + 2,), dtype=np.float32)
+        self.single_action_space = spaces.Discrete(self.n_actions)
+        self.observation_space = batch_space(self.single_observation_space, n)
+        self.action_space = batch_space(self.single_action_space, n)
+
+        first, second, _ = action_table(m)
+        n_ops = len(OPERATORS)
+        self._pair_i = np.array(first[::n_ops], dtype=np.int64)  # slot i of each ordered pair
+        self._pair_j = np.array(second[::n_ops], dtype=np.int64)
+        self._slots = np.arange(m, dtype=np.int64)
+        self._rows = np.arange(n)
+        self._step_scale = 1.0 / (m - 1)
+
+        self._pool_arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        if self.source.pool is not None:
+            bound = max(arithmetic_bound(p.numbers, self.rules) for p in self.source.pool)
+        else:
+            cfg = self.source.config
+            assert cfg is not None
+            biggest = max(abs(cfg.max_value), abs(cfg.min_value))
+            bound = arithmetic_bound([biggest] * cfg.max_numbers, self.rules)
+        if bound >= _INT64_SAFE:
+            raise ValueError(
+                f"{self.source.description}: values reachable from these numbers may overflow int64 in the batched env"
+            )
+        self._dtype = np.int32 if bound <= _INT32_SAFE else np.int64
+        if self.source.pool is not None:
+            pool = self.source.pool
+            vals = np.zeros((len(pool), m), dtype=self._dtype)
+            for k, p in enumerate(pool):
+                vals[k, : len(p.numbers)] = p.numbers
+            refs = np.empty(len(pool), dtype=object)
+            refs[:] = pool
+            counts = np.array([len(p.numbers) for p in pool], dtype=np.int64)
+            targets = np.array([p.target for p in pool], dtype=np.int64)
+            self._pool_arrays = (vals, counts, targets, refs)
+
+        self._vals = np.zeros((n, m), dtype=self._dtype)
+        self._count = np.zeros(n, dtype=np.int64)
+        self._target = np.zeros(n, dtype=np.int64)
+        self._steps = np.zeros(n, dtype=np.int64)
+        self._problems = np.empty(n, dtype=object)
+        self._legal = np.zeros((n, self.n_actions), dtype=bool)
+        self._started = False
+
+    # ---- problems ---------------------------------------------------------------------------
+    def _check_bound(self, p: Problem) -> None:
+        limit = _INT32_SAFE if self._dtype == np.int32 else _INT64_SAFE - 1
+        if arithmetic_bound(p.numbers, self.rules) > limit:
+            raise ValueError(
+                f"{p}: values reachable from these numbers may overflow this batched env's "
+                f"{np.dtype(self._dtype).name} arithmetic (chosen from its problem source)"
+            )
+
+    def _load(self, rows: np.ndarray, problems: Sequence[Problem]) -> None:
+        m = self.max_numbers
+        vals = np.zeros((len(rows), m), dtype=self._dtype)
+        for k, p in enumerate(problems):
+            self._check_bound(p)
+            vals[k, : len(p.numbers)] = p.numbers
+        self._vals[rows] = vals
+        self._count[rows] = [len(p.numbers) for p in problems]
+        self._target[rows] = [p.target for p in problems]
+        refs = np.empty(len(problems), dtype=object)
+        refs[:] = list(problems)
+        self._problems[rows] = refs
+
+    def _draw(self, rows: np.ndarray) -> None:
+        """New problems from the source for ``rows``."""
+        if self._pool_arrays is not None:
+            idx = self.source.sample_indices(self.np_random, len(rows))
+            vals, counts, targets, refs = self._pool_arrays
+            self._vals[rows] = vals[idx]
+            self._count[rows] = counts[idx]
+            self._target[rows] = targets[idx]
+            self._problems[rows] = refs[idx]
+        else:
+            self._load(rows, [self.source.sample(self.np_random) for _ in rows])
+        self._steps[rows] = 0
+
+    def current_problems(self) -> list[Problem]:
+        """The problem each env is playing."""
+        if not self._started:
+            raise RuntimeError("call reset() first")
+        return list(self._problems)
+
+    # ---- legality and observations ----------------------------------------------------------
+    def _in_range(self, r: np.ndarray) -> np.ndarray:
+        """Whether each result passes the rules' sign and limit checks (as in Rules.check)."""
+        limit, sign = self.rules.value_limit, self.rules.sign
+        unsigned = np.uint32 if r.dtype == np.int32 else np.uint64
+        # one unsigned comparison tests both bounds: 0 < r < L  <=>  uint(r - 1) < L - 1
+        if limit is not None and sign == "positive":
+            return (r - 1).view(unsigned) < limit - 1
+        if limit is not None and sign == "nonnegative":
+            return r.view(unsigned) < limit
+        if limit is not None:
+            return r < limit
+        if sign == "positive":
+            return r > 0
+        if sign == "nonnegative":
+            return r >= 0
+        return np.ones(r.shape, dtype=bool)
+
+    def _legality(self, vals: np.ndarray, count: np.ndarray) -> np.ndarray:
+        """The legal-action mask ``(rows, n_actions)`` of the states ``vals``; mirrors Rules.check."""
+        x = vals[:, self._pair_i]
+        y = vals[:, self._pair_j]
+        zero = y == 0
+        y[zero] = 1
+        quotient, remainder = np.divmod(x, y)
+        remainder[zero] = 1
+        present = (self._pair_i < count[:, None]) & (self._pair_j < count[:, None])
+        exact = remainder == 0
+        exact &= present
+        exact &= self._in_range(quotient)
+        legal = np.stack(
+            [
+                self._in_range(x + y) & present,
+                self._in_range(x - y) & present,
+                self._in_range(x * y) & present,
+                exact,
+            ],
+            axis=2,
+        )
+        return legal.reshape(len(vals), -1)
+
+    def _results(self, x: np.ndarray, op: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """``x op y`` elementwise for legal moves (``op`` as operator indices)."""
+        out = x + y
+        sub, mul, div = op == 1, op == 2, op == 3
+        out[sub] = x[sub] - y[sub]
+        out[mul] = x[mul] * y[mul]
+        out[div] = x[div] // np.where(y[div] == 0, 1, y[div])
+        return out
+
+    def _observe(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """Observations of all envs (or of ``rows``), encoded as in ``Countdown-v0``."""
+        vals, count, target, steps = self._vals, self._count, self._target, self._steps
+        if rows is not None:
+            vals, count, target, steps = vals[rows], count[rows], target[rows], steps[rows]
+        m = self.max_numbers
+        obs = np.empty((len(vals), 2 * m + 2), dtype=np.float32)
+        present = self._slots < count[:, None]
+        values = vals / self.value_scale
+        np.clip(values, -1.0, 1.0, out=values)
+        values[~present] = 0.0
+        obs[:, :m] = values
+        obs[:, m : 2 * m] = present
+        obs[:, 2 * m] = np.clip(target / self.value_scale, -1.0, 1.0)
+        obs[:, 2 * m + 1] = steps * self._step_scale
+        return obs
+
+    def action_masks(self) -> np.ndarray:
+        """The legal-action masks, ``bool`` of shape ``(num_envs, n_actions)``."""
+        if not self._started:
+            raise RuntimeError("call reset() before action_masks()")
+        return self._legal.copy()
+
+    # ---- VectorEnv API ------------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        if isinstance(seed, (list, tuple)):
+            raise ValueError("CountdownVectorEnv draws every env's problems from one generator: pass one int seed")
+        super().reset(seed=seed)
+        rows = self._rows
+        options = options or {}
+        unknown = set(options) - {"problem", "problems"}
+        if unknown:
+            raise ValueError(f"unknown reset options {sorted(unknown)}; use 'problem' or 'problems'")
+        if options.get("problem") is not None and options.get("problems") is not None:
+            raise ValueError("pass reset option 'problem' or 'problems', not both")
+        if options.get("problem") is not None:
+            p = self.source.coerce(options["problem"])
+            self._load(rows, [p] * self.num_envs)
+        elif options.get("problems") is not None:
+            given = list(options["problems"])
+            if len(given) != self.num_envs:
+                raise ValueError(f"reset option 'problems' needs {self.num_envs} problems (one per env), got {len(given)}")
+            self._load(rows, [self.source.coerce(p) for p in given])
+        else:
+            self._draw(rows)
+        self._steps[:] = 0
+        self._legal = self._legality(self._vals, self._count)
+        self._started = True
+        info: dict[str, Any] = {
+            "action_mask": self._legal.astype(np.int8),
+            "_action_mask": np.ones(self.num_envs, dtype=bool),
+        }
+        if self.record_transitions:
+            info["transitions"] = self._object_array([[] for _ in rows])
+            info["_transitions"] = np.ones(self.num_envs, dtype=bool)
+        return self._observe(), info
+
+    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        if not self._started:
+            raise RuntimeError("call reset() before step()")
+        a = np.asarray(actions)
+        if a.shape != (self.num_envs,) or not np.issubdtype(a.dtype, np.integer):
+            raise ValueError(f"actions must be an int array of shape ({self.num_envs},), got {a.dtype} {a.shape}")
+        if a.min() < 0 or a.max() >= self.n_actions:
+            raise ValueError(f"every action must be in 0..{self.n_actions - 1}, got values {a.min()}..{a.max()}")
+        rows = self._rows
+        valid = self._legal[rows, a]
+        invalid = ~valid
+        any_invalid = bool(invalid.any())
+        if any_invalid and self.invalid_action == "raise":
+            bad = np.flatnonzero(invalid)
+            raise InvalidActionError(
+                f"masked actions in envs {bad[:10].tolist()}{' ...' if len(bad) > 10 else ''} "
+                f"(actions {a[bad[:10]].tolist()}); take actions whose action_mask entry is 1, "
+                "or create the env with invalid_action='penalty'"
+            )
+        m = self.max_numbers
+        pair = a >> 2
+        i, j = self._pair_i[pair], self._pair_j[pair]
+        old_vals, old_count = self._vals, self._count
+        result = self._results(old_vals[rows, i], a & 3, old_vals[rows, j])
+        record = self.record_transitions
+        if record:
+            before = [tuple(v[:c]) for v, c in zip(old_vals.tolist(), old_count.tolist(), strict=True)]
+
+        # remove slots i and j (keeping order), append the result after the numbers left
+        lo = np.minimum(i, j)[:, None]
+        hi = np.maximum(i, j)[:, None]
+        src = self._slots + (self._slots >= lo) + (self._slots >= hi - 1)
+        moved = np.take_along_axis(old_vals, np.minimum(src, m - 1), axis=1)
+        new_count = old_count - 1
+        moved[rows, new_count - 1] = result
+        moved[self._slots >= new_count[:, None]] = 0
+        if any_invalid:
+            moved[invalid] = old_vals[invalid]
+            new_count = np.where(valid, new_count, old_count)
+        self._vals, self._count = moved, new_count
+        self._steps += valid
+
+        won = valid & (result == self._target)
+        if self.rules.use_all:
+            won &= new_count == 1
+        over = won | (new_count == 1) | invalid  # known before legality: reset these first
+        reward = won.astype(np.float64)
+        if any_invalid:
+            reward[invalid] = self.invalid_penalty
+        info: dict[str, Any] = {}
+        if record:
+            info["transitions"] = self._transitions(before, a, result, valid, moved, new_count)
+            info["_transitions"] = np.ones(self.num_envs, dtype=bool)
+
+        obs = self._observe()  # the last observation of envs whose episode ends now
+        first = np.flatnonzero(over)
+        if len(first):
+            self._draw(first)
+        self._legal = self._legality(self._vals, self._count)
+        dead_end = ~over & ~self._legal.any(axis=1)
+        terminated = over | dead_end
+        if self.max_steps is not None:
+            truncated = ~terminated & (self._steps >= self.max_steps)
+            second = np.flatnonzero(dead_end | truncated)
+        else:
+            truncated = np.zeros(self.num_envs, dtype=bool)
+            second = np.flatnonzero(dead_end)
+        if len(second):
+            self._draw(second)
+            self._legal[second] = self._legality(self._vals[second], self._count[second])
+        done = terminated | truncated
+        if len(first) or len(second):
+            ended = np.flatnonzero(done)
+            last = obs[ended]
+            final_obs = np.full(self.num_envs, None, dtype=object)
+            for k, row in zip(ended.tolist(), last, strict=True):
+                final_obs[k] = row
+            info["final_obs"], info["_final_obs"] = final_obs, done
+            info["final_info"] = {
+                "is_success": won,
+                "_is_success": done,
+                "dead_end": dead_end,
+                "_dead_end": done,
+            }
+            info["_final_info"] = done
+            obs[ended] = self._observe(ended)
+        info["action_mask"] = self._legal.astype(np.int8)
+        info["_action_mask"] = np.ones(self.num_envs, dtype=bool)
+        return obs, reward, terminated, truncated, info
+
+    # ---- helpers --------------------------------------------------------------------------------
+    @staticmethod
+    def _object_array(items: list[Any]) -> np.ndarray:
+        out = np.empty(len(items), dtype=object)
+        out[:] = items
+        return out
+
+    def _transitions(
+        self,
+        before: list[tuple[int, ...]],
+        actions: np.ndarray,
+        result: np.ndarray,
+        valid: np.ndarray,
+        vals: np.ndarray,
+        count: np.ndarray,
+    ) -> np.ndarray:
+        first, second, ops = action_table(self.max_numbers)
+        records = []
+        for k, (state, act) in enumerate(zip(before, actions.tolist(), strict=True)):
+            i, j, op = first[act], second[act], ops[act]
+            x = state[i] if i < len(state) else None
+            y = state[j] if j < len(state) else None
+            if valid[k]:
+                nxt = tuple(vals[k, : count[k]].tolist())
+                move, reason = (x, op, y, int(result[k])), "ok"
+            else:
+                nxt = None
+                reason = "empty_slot" if x is None or y is None else self.rules.check(x, op, y)[1]
+                move = (x, op, y, None)
+            records.append(
+                [
+                    {
+                        "state": state,
+                        "move": move,
+                        "next_state": nxt,
+                        "target": int(self._target[k]),
+                        "valid": bool(valid[k]),
+                        "reason": reason,
+                        "rules": self.rules,
+                    }
+                ]
+            )
+        return self._object_array(records)
+
+    def render(self) -> tuple[str, ...] | None:
+        """One line per env: target and numbers left (``render_mode="ansi"``)."""
+        if self.render_mode is None:
+            return None
+        if not self._started:
+            return tuple("Countdown: call reset() first" for _ in range(self.num_envs))
+        return tuple(
+            f"target {t}  numbers {v[:c]}  step {s}"
+            for v, c, t, s in zip(self._vals.tolist(), self._count.tolist(), self._target.tolist(), self._steps.tolist(), strict=True)
+        )

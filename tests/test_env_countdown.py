@@ -1,0 +1,396 @@
+"""Countdown-v0: API conformance, masks against Rules.check, rewards, errors."""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import countdown_gym  # noqa: F401  (registers the envs)
+from countdown_gym import GeneratorConfig, Problem, Rules, solution_path
+from countdown_gym.envs.countdown import (
+    CountdownEnv,
+    InvalidActionError,
+    decode_action,
+    encode_action,
+    move_results,
+    num_actions,
+)
+from countdown_gym.envs.problem_source import make_problem_source
+from countdown_gym.rules import OPERATORS
+from countdown_gym.solver import legal_moves
+
+RULE_VARIANTS = [
+    Rules.longproc(),
+    Rules.tinyzero(),
+    Rules.classic(),
+    Rules(name="nonneg", sign="nonnegative", value_limit=500),
+    Rules(name="any-int", sign="any", value_limit=None),
+    Rules(name="any-limit", sign="any", value_limit=100),
+]
+
+
+def slots_for(state: tuple, a, b) -> tuple[int, int]:
+    """Slot indices of operands ``a`` and ``b`` (distinct) in ``state``."""
+    i = state.index(a)
+    j = next(k for k, x in enumerate(state) if x == b and k != i)
+    return i, j
+
+
+def play_random(env: CountdownEnv, rng: np.random.Generator, episodes: int):
+    """Yield every (state, info) the env passes through under random legal play."""
+    for _ in range(episodes):
+        _, info = env.reset(seed=int(rng.integers(1 << 30)))
+        yield info
+        done = False
+        while not done:
+            legal = np.flatnonzero(info["action_mask"])
+            if len(legal) == 0:
+                break
+            _, _, term, trunc, info = env.step(int(rng.choice(legal)))
+            done = term or trunc
+            yield info
+
+
+def expected_mask(state: tuple, rules: Rules, m: int) -> np.ndarray:
+    mask = np.zeros(num_actions(m), dtype=np.int8)
+    for a in range(num_actions(m)):
+        i, j, op = decode_action(a, m)
+        if i < len(state) and j < len(state) and rules.check(state[i], op, state[j])[0] is not None:
+            mask[a] = 1
+    return mask
+
+
+# ---- registration and API conformance ------------------------------------------------------
+
+
+def test_registered_ids_and_entry_points():
+    assert gym.spec("Countdown-v0").entry_point == "countdown_gym.envs.countdown:CountdownEnv"
+    assert gym.spec("Countdown-v0").max_episode_steps is None
+    assert gym.spec("CountdownText-v0").entry_point == "countdown_gym.envs.text:CountdownTextEnv"
+    env = gym.make("countdown_gym:Countdown-v0")
+    assert isinstance(env.unwrapped, CountdownEnv)
+    env.close()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"preset": "tinyzero"}, {"preset": "hard", "split": "validation"}, {"rules": "classic", "split": "test"}],
+)
+def test_check_env_passes_without_warnings(kwargs):
+    env = gym.make("Countdown-v0", invalid_action="penalty", render_mode="ansi", **kwargs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env.unwrapped)
+    assert [str(w.message) for w in caught] == []
+
+
+def test_spaces_and_observation_encoding():
+    env = CountdownEnv(problems=[((21, 16, 17, 26), 46)])
+    assert env.action_space.n == 48 and env.observation_space.shape == (10,)
+    obs, info = env.reset(seed=0)
+    assert obs.dtype == np.float32 and obs in env.observation_space
+    np.testing.assert_array_equal(obs[:4], np.float32([21 / 2000, 16 / 2000, 17 / 2000, 26 / 2000]))
+    np.testing.assert_array_equal(obs[4:8], 1.0)
+    assert obs[8] == np.float32(46 / 2000) and obs[9] == 0.0
+    obs, *_ , info = env.step(env.encode_action(0, 1, "+"))
+    assert info["state"] == (17, 26, 37)
+    np.testing.assert_array_equal(obs[:4], np.float32([17 / 2000, 26 / 2000, 37 / 2000, 0]))
+    np.testing.assert_array_equal(obs[4:8], [1, 1, 1, 0])
+    assert obs[9] == np.float32(1 / 3)
+    assert CountdownEnv(preset="hard").observation_space.shape == (14,)
+    assert CountdownEnv(preset="hard").action_space.n == 120
+
+
+def test_action_encoding_roundtrip_and_formula():
+    for m in range(2, 7):
+        seen = set()
+        for i in range(m):
+            for j in range(m):
+                if i == j:
+                    continue
+                for o, op in enumerate(OPERATORS):
+                    a = encode_action(i, j, op, m)
+                    assert a == (i * (m - 1) + (j - (j > i))) * 4 + o
+                    assert encode_action(i, j, o, m) == a
+                    assert decode_action(a, m) == (i, j, op)
+                    seen.add(a)
+        assert seen == set(range(num_actions(m)))
+
+
+def test_determinism_per_seed():
+    def run(seed):
+        env = CountdownEnv()
+        rng = np.random.default_rng(seed)
+        out = []
+        for _ in range(5):
+            obs, info = env.reset(seed=seed if not out else None)
+            out.append((info["problem"], obs.tobytes()))
+            done = False
+            while not done:
+                obs, r, term, trunc, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+                out.append((obs.tobytes(), r, term))
+                done = term or trunc
+        return out
+
+    assert run(3) == run(3)
+    assert run(3) != run(4)
+
+
+# ---- masks -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rules", RULE_VARIANTS, ids=lambda r: r.name)
+def test_masks_match_rules_check_on_random_states(rules):
+    rng = np.random.default_rng(0)
+    numbers = rng.integers(0 if rules.sign != "positive" else 1, 60, size=(150, 4))
+    problems = [(tuple(int(x) for x in row), int(rng.integers(1, 100))) for row in numbers]
+    if not rules.use_all:
+        problems = [(n, t) for n, t in problems if t not in n]
+    env = CountdownEnv(problems=problems, rules=rules)
+    checked = 0
+    for info in play_random(env, rng, episodes=150):
+        state = info["state"]
+        mask = info["action_mask"]
+        assert mask.dtype == np.int8
+        np.testing.assert_array_equal(mask, expected_mask(state, rules, 4))
+        np.testing.assert_array_equal(env.action_masks(), mask.astype(bool))
+        # the solver's legal moves are the mask's moves (up to the order of + and * operands)
+        from_mask = set()
+        for a in np.flatnonzero(mask):
+            i, j, op = decode_action(int(a), 4)
+            x, y = state[i], state[j]
+            from_mask.add((min(x, y), op, max(x, y)) if op in "+*" else (x, op, y))
+        from_solver = {
+            (min(x, y), op, max(x, y)) if op in "+*" else (x, op, y) for _, _, (x, op, y, _) in legal_moves(state, rules)
+        }
+        assert from_mask == from_solver
+        checked += 1
+    assert checked > 300
+
+
+def test_move_results_equal_rules_check_on_extreme_pairs():
+    values = [0, 1, 2, 3, 6, 7, -1, -6, 12, 1999, 2000, 2001, -2000, 4000, 10**9]
+    for rules in RULE_VARIANTS:
+        for x in values:
+            for y in values:
+                res = move_results((x, y), rules, 2)
+                for a in range(num_actions(2)):
+                    i, j, op = decode_action(a, 2)
+                    assert res[a] == rules.check((x, y)[i], op, (x, y)[j])[0], (rules.name, x, op, y)
+
+
+# ---- rewards and episode ends -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "preset,split,rules",
+    [("longproc-0.5k", "test", None), ("tinyzero", "test", None), ("hard", "test", None), ("longproc-0.5k", "test", "classic")],
+)
+def test_following_solution_path_wins(preset, split, rules):
+    env = CountdownEnv(preset=preset, split=split, rules=rules)
+    for problem in env.source.pool[:25]:
+        path = solution_path(problem.numbers, problem.target, env.rules)
+        assert path is not None
+        _, info = env.reset(options={"problem": (problem.numbers, problem.target)})
+        reward = 0.0
+        for k, (a, op, b, r) in enumerate(path):
+            i, j = slots_for(info["state"], a, b)
+            _, reward, term, trunc, info = env.step(env.encode_action(i, j, op))
+            (tr,) = info["transitions"]
+            assert tr["move"] == (a, op, b, r) and tr["valid"] and tr["next_state"] == info["state"]
+            assert term == (k == len(path) - 1) and not trunc
+        assert reward == 1.0 and info["is_success"]
+
+
+def test_use_all_semantics():
+    # use_all: making the target early with numbers left neither wins nor ends the episode
+    env = CountdownEnv(problems=[((2, 3, 5, 7), 5)])
+    env.reset(seed=0)
+    _, r, term, trunc, info = env.step(env.encode_action(0, 1, "+"))
+    assert (r, term, trunc) == (0.0, False, False) and info["state"] == (5, 7, 5)
+    # not use_all: the target appearing wins at once
+    env = CountdownEnv(problems=[((2, 3, 7, 11), 5)], rules="classic")
+    env.reset(seed=0)
+    _, r, term, trunc, info = env.step(env.encode_action(0, 1, "+"))
+    assert (r, term, trunc) == (1.0, True, False) and info["is_success"]
+    # one number left and not the target: terminated, reward 0
+    env = CountdownEnv(problems=[((2, 3), 7)])
+    env.reset(seed=0)
+    _, r, term, _, info = env.step(env.encode_action(0, 1, "+"))
+    assert (r, term, info["is_success"], info["dead_end"]) == (0.0, True, False, False)
+
+
+def test_dead_end_terminates_with_zero_reward():
+    env = CountdownEnv(problems=[((1, 1, 4001), 4002)])
+    env.reset(seed=0)
+    _, r, term, trunc, info = env.step(env.encode_action(0, 1, "+"))
+    assert info["state"] == (4001, 2)
+    assert (r, term, trunc, info["dead_end"]) == (0.0, True, False, True)
+    assert info["action_mask"].sum() == 0
+
+
+def test_max_steps_truncates():
+    env = CountdownEnv(problems=[((21, 16, 17, 26), 46)], max_steps=1)
+    env.reset(seed=0)
+    _, r, term, trunc, _ = env.step(env.encode_action(0, 1, "+"))
+    assert (r, term, trunc) == (0.0, False, True)
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(0)
+
+
+def test_transition_record_shape():
+    env = CountdownEnv(problems=[((21, 16, 17, 26), 46)])
+    _, info = env.reset(seed=0)
+    assert info["transitions"] == [] and info["problem"] == Problem((21, 16, 17, 26), 46)
+    _, _, _, _, info = env.step(env.encode_action(0, 1, "+"))
+    assert info["transitions"] == [
+        {
+            "state": (21, 16, 17, 26),
+            "move": (21, "+", 16, 37),
+            "next_state": (17, 26, 37),
+            "target": 46,
+            "valid": True,
+            "reason": "ok",
+            "rules": Rules.longproc(),
+        }
+    ]
+    assert set(info) == {"action_mask", "transitions", "problem", "state", "is_success", "dead_end"}
+
+
+def test_rational_rules_keep_exact_fractions():
+    env = CountdownEnv(problems=[((3, 2, 4), 6)], rules="tinyzero")
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(env.encode_action(0, 1, "/"))
+    from fractions import Fraction
+
+    assert info["state"] == (4, Fraction(3, 2))
+    _, r, term, _, info = env.step(env.encode_action(0, 1, "*"))
+    assert info["state"] == (6,) and r == 1.0 and term
+
+
+# ---- masked actions --------------------------------------------------------------------------
+
+
+def test_masked_action_raises_by_default_and_leaves_state():
+    env = CountdownEnv(problems=[((21, 16, 17, 26), 46)])
+    env.reset(seed=0)
+    with pytest.raises(InvalidActionError, match="non_integer_result") as err:
+        env.step(env.encode_action(0, 1, "/"))
+    assert isinstance(err.value, ValueError) and "invalid_action='penalty'" in str(err.value)
+    _, _, _, _, info = env.step(env.encode_action(0, 1, "+"))  # the episode goes on
+    with pytest.raises(InvalidActionError, match="empty_slot"):
+        env.step(env.encode_action(0, 3, "+"))
+
+
+def test_masked_action_penalty_mode():
+    env = CountdownEnv(problems=[((21, 16, 17, 26), 46)], invalid_action="penalty", invalid_penalty=-0.5)
+    obs0, _ = env.reset(seed=0)
+    obs, r, term, trunc, info = env.step(env.encode_action(1, 0, "-"))
+    assert (r, term, trunc) == (-0.5, True, False)
+    np.testing.assert_array_equal(obs, obs0)
+    (tr,) = info["transitions"]
+    assert tr == {
+        "state": (21, 16, 17, 26),
+        "move": (16, "-", 21, None),
+        "next_state": None,
+        "target": 46,
+        "valid": False,
+        "reason": "negative_result",
+        "rules": Rules.longproc(),
+    }
+    env.reset(seed=0)
+    env.step(env.encode_action(0, 1, "+"))
+    *_, info = env.step(env.encode_action(3, 0, "*"))
+    assert info["transitions"][0]["reason"] == "empty_slot" and info["transitions"][0]["move"] == (None, "*", 17, None)
+
+
+# ---- problems, options, rendering ----------------------------------------------------------
+
+
+def test_reset_option_problem_makes_groups_play_the_same_puzzle():
+    envs = [CountdownEnv() for _ in range(4)]
+    p = Problem((21, 16, 17, 26), 46)
+    obs = [e.reset(seed=k, options={"problem": p})[0] for k, e in enumerate(envs)]
+    assert all(np.array_equal(o, obs[0]) for o in obs)
+    assert envs[0].reset(options={"problem": ([21, 16, 17, 26], 46)})[1]["problem"] == p
+
+
+def test_problem_sources():
+    assert make_problem_source().description == "longproc-0.5k/train"
+    src = make_problem_source(problems=[{"numbers": [1, 2, 3], "target": 6}, ((4, 5), 9)])
+    assert src.max_numbers == 3 and len(src.pool) == 2
+    cfg = GeneratorConfig(name="tiny", min_numbers=3, max_numbers=3, max_value=9, min_target=1, max_target=20)
+    env = CountdownEnv(config=cfg)
+    _, info = env.reset(seed=1)
+    assert info["problem"].preset == "tiny" and env.max_numbers == 3
+    again = CountdownEnv(config=cfg)
+    assert again.reset(seed=1)[1]["problem"] == info["problem"]
+    gen = CountdownEnv(preset="longproc-0.5k", split="generate")
+    _, info = gen.reset(seed=0)
+    assert len(info["problem"].numbers) == 4
+    assert CountdownEnv(problems=[((1, 2), 3)], max_numbers=4).observation_space.shape == (10,)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"preset": "nope"}, "unknown preset"),
+        ({"split": "dev"}, "unknown split"),
+        ({"preset": "tinyzero", "problems": [((1, 2), 3)]}, "not both"),
+        ({"config": "longproc-0.5k"}, "GeneratorConfig"),
+        ({"rules": "nope"}, "unknown rules preset"),
+        ({"rules": 3}, "rules must be"),
+        ({"problems": []}, "empty"),
+        ({"problems": [((5,), 5)]}, "at least 2 numbers"),
+        ({"problems": [((1, 2, 3), 3)], "rules": "classic"}, "already one of the numbers"),
+        ({"problems": [((1, 2, 3), 6), ((1, 2), 3)], "max_numbers": 2}, "smaller than"),
+        ({"problems": [Problem((1, 2), 3), Problem((1, 2), 3, Rules.tinyzero())]}, "different rules"),
+        ({"problems": ["abc"]}, "a problem must be"),
+        ({"invalid_action": "ignore"}, "invalid_action"),
+        ({"invalid_penalty": float("nan")}, "invalid_penalty"),
+        ({"max_steps": 0}, "max_steps"),
+        ({"value_scale": -1}, "value_scale"),
+        ({"render_mode": "rgb_array"}, "render_mode"),
+    ],
+)
+def test_bad_arguments_give_clear_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        CountdownEnv(**kwargs)
+
+
+def test_bad_calls_give_clear_errors():
+    env = CountdownEnv(problems=[((21, 16, 17, 26), 46)])
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(0)
+    env.reset(seed=0)
+    for bad in (48, -1, 1.5, "3", True):
+        with pytest.raises(ValueError, match="action must be"):
+            env.step(bad)
+    with pytest.raises(ValueError, match="unknown reset options"):
+        env.reset(options={"problems": []})
+    with pytest.raises(ValueError, match="only 4 slots"):
+        env.reset(options={"problem": ((1, 2, 3, 4, 5), 6)})
+    with pytest.raises(ValueError, match="plays under"):
+        env.reset(options={"problem": Problem((1, 2), 3, Rules.tinyzero())})
+    with pytest.raises(ValueError, match="i == j"):
+        env.encode_action(1, 1, "+")
+    with pytest.raises(ValueError, match="unknown operator"):
+        env.encode_action(0, 1, "^")
+    env.step(np.int64(0))  # numpy ints are accepted
+    env.step(np.array(0))
+
+
+def test_render_ansi_and_human(capsys):
+    env = CountdownEnv(problems=[((21, 16, 17, 26), 46)], render_mode="ansi")
+    env.reset(seed=0)
+    env.step(env.encode_action(0, 1, "+"))
+    text = env.render()
+    assert "target 46" in text and "21 + 16 = 37" in text and "[17, 26, 37]" in text
+    human = CountdownEnv(problems=[((21, 16, 17, 26), 46)], render_mode="human")
+    human.reset(seed=0)
+    human.step(human.encode_action(0, 1, "+"))
+    assert "21 + 16 = 37" in capsys.readouterr().out
