@@ -559,3 +559,26 @@ def test_clipo_group_on_text_env():
     assert info["clipo_correct"].tolist() == [True, True, False]
     assert info["reward_terms"]["sparse"].tolist() == [1.0, 1.0, 0.0]
     assert info["clipo"][2] == 0.0 and (info["clipo"][:2] <= 0).all()
+
+
+def test_wrappers_over_longproc_search_traces():
+    """Full reference DFS traces (with backtracking) through CountdownText-v0: shaping telescopes to -1."""
+    from countdown_gym import dfs_trace, load_split
+
+    problems = [p for p in load_split("longproc-0.5k", "test")[:10] if len(dfs_trace(p).splitlines()) < 100][:3]
+    assert problems
+    for p in problems:
+        env = OracleReward(gym.make("CountdownText-v0", problems=[p]), potential=True, gamma=1.0)
+        env = OracleReward(env, mode="perfect")
+        env.reset(seed=0)
+        shaped, perfect, good_moves = 0.0, 0.0, 0
+        for line in dfs_trace(p).splitlines():
+            _, _, terminated, truncated, info = env.step(line)
+            shaped += info["reward_terms"]["oracle_shaping"]
+            perfect += info["reward_terms"]["oracle"]
+            good_moves += sum(t["valid"] and reachable(t["next_state"], p.target) for t in info["transitions"])
+            if terminated or truncated:
+                break
+        assert terminated and info["reward_terms"]["sparse"] == 1.0
+        assert shaped == pytest.approx(-1.0)
+        assert perfect == good_moves > 0
