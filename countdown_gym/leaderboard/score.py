@@ -354,12 +354,16 @@ def plot(results: list[Scores | Rejection], png: str | os.PathLike[str]) -> Path
         ax.barh([v - 0.2 for v in y], p1, height=0.4, color="#3182bd", label="pass@1")
         for v, val in zip(y, p1, strict=True):
             ax.text(min(val, 1.0) + 0.01, v - 0.2, f"{val:.3f}", va="center", fontsize=8)
+        for v, (_, s) in zip(y, rows[::-1], strict=True):
+            if s.pass_at_k is not None:
+                ax.text(min(s.pass_at_k, 1.0) + 0.01, v + 0.2, f"{s.pass_at_k:.3f} (k={s.k})", va="center", fontsize=8)
         ax.set_yticks(list(y), labels)
-        ax.set_xlim(0, 1.12)
+        ax.set_xlim(0, 1.15)
+        ax.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
         ax.set_title(f"{preset} / {split} ({rows[0][1].num_problems} problems)", fontsize=10)
         ax.set_xlabel("success rate (re-verified)")
         if any(s.pass_at_k is not None for _, s in rows):
-            ax.legend(loc="lower right", fontsize=8)
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     fig.tight_layout()
     out = Path(png)
     fig.savefig(out, dpi=110, metadata={"Software": None})
