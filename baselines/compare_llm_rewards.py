@@ -1,0 +1,263 @@
+"""Compare GRPO reward variants from the same starting model at equal steps and seeds.
+
+    python baselines/compare_llm_rewards.py                       # sparse, oracle, critic, clipo; shipped model
+    python baselines/compare_llm_rewards.py --steps 100 --seeds 0,1 --jobs 2 --test-problems 1000
+
+Each (variant, seed) is one ``baselines/llm_grpo.py`` run (a subprocess; ``--jobs`` at a time, one
+CPU thread each) with identical options except ``--rewards``. Afterwards the starting model and
+every final model are evaluated on the frozen *test* split (greedy success, and sampled success
++ pass@k at the rollout temperature). Writes ``<results>/llm_grpo_rewards.md`` (a table, the
+command, and a plain reading of the differences against their standard errors) and
+``<results>/llm_grpo_rewards.png`` (validation success vs step per variant). Finished runs are
+reused and interrupted ones resume from their last checkpoint, so re-running is cheap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from baselines.llm_grpo import DEFAULT_MODEL  # noqa: E402
+
+VARIANTS = ("sparse", "oracle", "critic", "clipo")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", default=DEFAULT_MODEL)
+    p.add_argument("--preset", default="longproc-0.5k")
+    p.add_argument("--prompt-style", default="compact")
+    p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated --rewards values")
+    p.add_argument("--seeds", default="0", help="comma-separated seeds")
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--prompts-per-step", type=int, default=8)
+    p.add_argument("--num-generations", type=int, default=8)
+    p.add_argument("--max-completion-length", type=int, default=160)
+    p.add_argument("--learning-rate", type=float, default=5e-5)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--eval-interval", type=int, default=20)
+    p.add_argument("--eval-problems", type=int, default=200, help="validation problems during training")
+    p.add_argument("--eval-samples", type=int, default=4)
+    p.add_argument("--test-problems", type=int, default=500, help="test problems for the final table (0 = all)")
+    p.add_argument("--test-samples", type=int, default=4)
+    p.add_argument("--jobs", type=int, default=2, help="runs in parallel (one thread each)")
+    p.add_argument("--runs-dir", default=str(ROOT / "runs" / "compare_llm"))
+    p.add_argument("--results-dir", default=str(ROOT / "docs" / "results"))
+    p.add_argument("--extra-args", default="", help="more llm_grpo.py flags for every run, e.g. '--beta 0.01'")
+    args = p.parse_args(argv)
+    for name in ("steps", "jobs", "prompts_per_step", "max_completion_length"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1")
+    return args
+
+
+def run_command(args: argparse.Namespace, variant: str, seed: int) -> list[str]:
+    """The ``llm_grpo.py`` command of one run."""
+    return [
+        sys.executable, str(ROOT / "baselines" / "llm_grpo.py"),
+        "--model", args.model, "--preset", args.preset, "--prompt-style", args.prompt_style,
+        "--rewards", variant, "--seed", str(seed), "--steps", str(args.steps),
+        "--prompts-per-step", str(args.prompts_per_step), "--num-generations", str(args.num_generations),
+        "--max-completion-length", str(args.max_completion_length), "--learning-rate", str(args.learning_rate),
+        "--temperature", str(args.temperature), "--eval-interval", str(args.eval_interval),
+        "--eval-problems", str(args.eval_problems), "--eval-samples", str(args.eval_samples),
+        "--output-dir", str(run_path(args, variant, seed)), "--threads", "1", "--resume", "--quiet",
+        *shlex.split(args.extra_args),
+    ]
+
+
+def run_path(args: argparse.Namespace, variant: str, seed: int) -> Path:
+    return Path(args.runs_dir) / f"{variant.replace('+', '-')}-s{seed}"
+
+
+def finished(path: Path, steps: int) -> bool:
+    s = path / "summary.json"
+    return s.exists() and json.loads(s.read_text()).get("last", {}).get("step") == steps
+
+
+def launch_all(args: argparse.Namespace, runs: list[tuple[str, int]]) -> None:
+    """Run every unfinished (variant, seed), ``args.jobs`` at a time; logs in ``<run>/stdout.log``."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    todo = [(v, s) for v, s in runs if not finished(run_path(args, v, s), args.steps)]
+    running: list[tuple[str, int, subprocess.Popen[bytes], Any]] = []
+    while todo or running:
+        while todo and len(running) < args.jobs:
+            v, s = todo.pop(0)
+            path = run_path(args, v, s)
+            path.mkdir(parents=True, exist_ok=True)
+            log = (path / "stdout.log").open("ab")
+            print(f"start {v} seed {s} -> {path}", flush=True)
+            running.append((v, s, subprocess.Popen(run_command(args, v, s), stdout=log, stderr=subprocess.STDOUT, env=env), log))
+        time.sleep(5)
+        for item in list(running):
+            v, s, proc, log = item
+            if proc.poll() is not None:
+                log.close()
+                running.remove(item)
+                status = "done" if proc.returncode == 0 else f"FAILED (exit {proc.returncode}, see {run_path(args, v, s)}/stdout.log)"
+                print(f"{v} seed {s}: {status}", flush=True)
+                if proc.returncode != 0:
+                    raise SystemExit(f"run {v} seed {s} failed; fix it and re-run (finished runs are kept)")
+
+
+def test_eval(args: argparse.Namespace, model_path: str, cache: Path) -> dict[str, Any]:
+    """Greedy / sampled test success of one model (cached in ``cache``)."""
+    if cache.exists():
+        return json.loads(cache.read_text())
+    import torch
+
+    from baselines.llm_callbacks import evaluate_policy
+    from baselines.llm_grpo import load_model_and_tokenizer, make_prompt
+    from countdown_gym.splits import load_split
+
+    torch.set_num_threads(1)
+    model, tok = load_model_and_tokenizer(model_path)
+    problems = load_split(args.preset, "test")
+    if args.test_problems:
+        problems = problems[: args.test_problems]
+    row = evaluate_policy(
+        model, tok, problems, [make_prompt(p, args.prompt_style, tok) for p in problems],
+        max_new_tokens=args.max_completion_length, samples=args.test_samples, temperature=args.temperature,
+        batch_size=64, seed=12345,
+    )
+    cache.write_text(json.dumps(row, indent=2) + "\n")
+    return row
+
+
+def _se(p: float, n: int) -> float:
+    return math.sqrt(max(p * (1 - p), 1e-12) / max(n, 1))
+
+
+def reading(rows: list[dict[str, Any]], start: dict[str, Any], n: int, k: int) -> list[str]:
+    """Plain sentences: each variant against the start model and against sparse, with 2-SE judgement."""
+    out = []
+    by = {r["variant"]: r for r in rows}
+    for r in rows:
+        for key, what, count in (("greedy_success", "greedy", n), ("sampled_success", f"sampled (mean of {k})", n * k)):
+            d = r[key] - start[key]
+            se = math.hypot(_se(r[key], count), _se(start[key], count))
+            verdict = "a real gain" if d > 2 * se else "a real drop" if d < -2 * se else "within noise"
+            out.append(f"- `{r['variant']}` vs the starting model, {what}: {100 * d:+.1f} points (2 SE = {200 * se:.1f}): {verdict}.")
+        if r["variant"] != "sparse" and "sparse" in by:
+            s = by["sparse"]
+            d = r["sampled_success"] - s["sampled_success"]
+            se = math.hypot(_se(r["sampled_success"], n * k), _se(s["sampled_success"], n * k))
+            verdict = "better" if d > 2 * se else "worse" if d < -2 * se else "no significant difference"
+            out.append(f"- `{r['variant']}` vs `sparse`, sampled: {100 * d:+.1f} points (2 SE = {200 * se:.1f}): {verdict}.")
+    return out
+
+
+def plot(args: argparse.Namespace, runs: list[tuple[str, int]], path: Path) -> None:
+    import csv
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharex=True)
+    for v, s in runs:
+        csv_path = run_path(args, v, s) / "metrics.csv"
+        if not csv_path.exists():
+            continue
+        rows = list(csv.DictReader(csv_path.open()))
+        steps = [int(r["step"]) for r in rows]
+        label = v if len({x for _, x in runs}) == 1 else f"{v} s{s}"
+        axes[0].plot(steps, [100 * float(r["greedy_success"]) for r in rows], marker="o", label=label)
+        if rows and rows[0].get("sampled_success"):
+            axes[1].plot(steps, [100 * float(r["sampled_success"]) for r in rows], marker="o", label=label)
+    axes[0].set_title("validation greedy success")
+    axes[1].set_title(f"validation sampled success (T={args.temperature})")
+    for ax in axes:
+        ax.set_xlabel("GRPO step")
+        ax.set_ylabel("%")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    variants = [v for v in args.variants.split(",") if v]
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    runs = [(v, s) for s in seeds for v in variants]
+    Path(args.runs_dir).mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    launch_all(args, runs)
+    train_minutes = (time.perf_counter() - t0) / 60
+    start = test_eval(args, args.model, Path(args.runs_dir) / "start_test.json")
+    rows = []
+    for v in variants:
+        per_seed = []
+        for s in seeds:
+            path = run_path(args, v, s)
+            res = test_eval(args, str(path / "final"), path / "test.json")
+            summ = json.loads((path / "summary.json").read_text())
+            per_seed.append({**res, "val_first": summ["first"]["greedy_success"], "val_last": summ["last"]["greedy_success"],
+                             "s_per_step": summ.get("seconds_per_step", float("nan"))})
+        row = {"variant": v}
+        for key in per_seed[0]:
+            row[key] = sum(float(x[key]) for x in per_seed) / len(per_seed)
+        rows.append(row)
+    n = int(start["problems"])
+    results = Path(args.results_dir)
+    results.mkdir(parents=True, exist_ok=True)
+    plot(args, runs, results / "llm_grpo_rewards.png")
+    cmd = "python baselines/compare_llm_rewards.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    k = args.test_samples
+    lines = [
+        "# GRPO reward variants on Countdown (shipped tiny model, CPU)",
+        "",
+        f"Command: `{cmd.strip()}` ({train_minutes:.0f} min of training wall time on this machine, "
+        f"{args.jobs} run(s) in parallel, one thread each).",
+        "",
+        f"Every run starts from `{Path(args.model).name}` with the same options and seeds ({', '.join(map(str, seeds))}): "
+        f"{args.steps} GRPO steps of {args.prompts_per_step} prompts x {args.num_generations} completions, "
+        f"lr {args.learning_rate}, temperature {args.temperature}, max {args.max_completion_length} completion tokens, "
+        f"preset `{args.preset}`, prompt style `{args.prompt_style}`. Test = the first {n} problems of the frozen test split; "
+        f"greedy = one greedy completion per problem, sampled = mean success of {k} samples per problem, pass@{k} = any of them.",
+        "Weights: sparse 1.0 + format 0.1 in every variant; oracle / critic add 0.5 x their mean per-move term; "
+        "clipo adds the CLIPO reward (lambda 0.2, floor -0.5). See docs/llm_grpo.md.",
+        "",
+        f"| model | val greedy start -> end | test greedy | test sampled | test pass@{k} | invalid-step frac (sampled) | s/step |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        f"| starting model | | {100 * start['greedy_success']:.1f}% | {100 * start['sampled_success']:.1f}% | "
+        f"{100 * start['pass_at_k']:.1f}% | {start['sampled_invalid_frac']:.2f} | |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| GRPO `{r['variant']}` | {100 * r['val_first']:.1f}% -> {100 * r['val_last']:.1f}% | {100 * r['greedy_success']:.1f}% | "
+            f"{100 * r['sampled_success']:.1f}% | {100 * r['pass_at_k']:.1f}% | {r['sampled_invalid_frac']:.2f} | {r['s_per_step']:.1f} |"
+        )
+    lines += [
+        "",
+        f"Standard error of a success rate p on {n} problems: sqrt(p(1-p)/{n}) (about {100 * _se(0.3, n):.1f} points at p = 30%); "
+        f"sampled rates pool {n * k} samples (correlated within a problem, so the error bars below are optimistic).",
+        "",
+        "Reading (differences beyond 2 standard errors are called real):",
+        "",
+        *reading(rows, start, n, k),
+        "",
+        "![validation success vs step](llm_grpo_rewards.png)",
+        "",
+    ]
+    (results / "llm_grpo_rewards.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
