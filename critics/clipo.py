@@ -301,7 +301,10 @@ class CLIPOTrainer:
         return self.steps_done < self.config.warmup_steps
 
     def _embeddings(self, embeddings: Any) -> Tensor:
-        x = embeddings if isinstance(embeddings, Tensor) else torch.as_tensor(np.asarray(embeddings))
+        try:
+            x = embeddings if isinstance(embeddings, Tensor) else torch.as_tensor(np.asarray(embeddings, dtype=np.float32))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"embeddings must be a numeric [N, {self.config.dim_in}] array or tensor: {e}") from e
         if x.ndim != 2 or x.shape[1] != self.config.dim_in or x.shape[0] == 0:
             raise ValueError(
                 f"embeddings must have shape [N, {self.config.dim_in}] (N rollouts x the head's dim_in), "
@@ -323,7 +326,6 @@ class CLIPOTrainer:
 
     def step(self, embeddings: Any, correct: Any, group_ids: Any) -> Tensor:
         """Rewards ``[N]`` from the pre-update loss, then one head update. See the class docstring."""
-        self.head.train(not self.config.freeze)
         loss = self.loss(embeddings, correct, group_ids)
         anchors = valid_anchors(correct, group_ids).to(loss.device)
         if self.in_warmup:
