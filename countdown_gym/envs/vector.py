@@ -256,23 +256,19 @@ class CountdownVectorEnv(VectorEnv):
         """The legal-action mask ``(rows, n_actions)`` of the states ``vals``; mirrors Rules.check."""
         x = vals[:, self._pair_i]
         y = vals[:, self._pair_j]
+        present = (self._pair_i < count[:, None]) & (self._pair_j < count[:, None])
+        in_range = self._in_range
+        add = in_range(x + y) & present
+        sub = in_range(x - y) & present
+        mul = in_range(x * y) & present
         zero = y == 0
-        y[zero] = 1
+        y[zero] = 1  # y is a fresh copy: make the division safe, then mask those entries out
         quotient, remainder = np.divmod(x, y)
         remainder[zero] = 1
-        present = (self._pair_i < count[:, None]) & (self._pair_j < count[:, None])
         exact = remainder == 0
         exact &= present
-        exact &= self._in_range(quotient)
-        legal = np.stack(
-            [
-                self._in_range(x + y) & present,
-                self._in_range(x - y) & present,
-                self._in_range(x * y) & present,
-                exact,
-            ],
-            axis=2,
-        )
+        exact &= in_range(quotient)
+        legal = np.stack([add, sub, mul, exact], axis=2)
         return legal.reshape(len(vals), -1)
 
     def _results(self, x: np.ndarray, op: np.ndarray, y: np.ndarray) -> np.ndarray:
