@@ -525,3 +525,20 @@ def test_writer_accepts_one_move_sequence_or_completion_per_problem(tmp_path):
     with pytest.raises(ValueError, match="appears twice"):
         write_submission(tmp_path / "e.jsonl", preset="longproc-0.5k", split="validation", moves=moves,
                          problems=[problems[0]] * len(problems), **META)
+
+
+def test_invalid_steps_of_a_trace_are_counted_by_the_text_env_replay():
+    from countdown_gym import Problem, dfs_trace
+    from countdown_gym.leaderboard.score import _replay_function, score_answer
+
+    replay = _replay_function()
+    assert replay is not None
+    p = Problem((21, 16, 17, 26), 46)
+    trace = dfs_trace(p)
+    ok = score_answer(p, trace, replay)
+    assert ok.correct and ok.moves and ok.invalid_moves == 0
+    bad = trace.replace("21 + 16 = 37", "21 + 16 = 38", 1)
+    assert bad != trace
+    wrong = score_answer(p, bad, replay)
+    assert wrong.invalid_moves >= 1
+    assert score_answer(p, "x" * (MAX_COMPLETION_CHARS + 1), replay).reason == "completion_too_long"
