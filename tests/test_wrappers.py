@@ -331,6 +331,26 @@ def test_critic_wrapper_with_shipped_checkpoint():
     assert np.isfinite(info["reward_terms"]["critic_shaping"])
 
 
+def _tiny_checkpoint(tmp_path, version):
+    torch = pytest.importorskip("torch")
+    from critics.models import ModelConfig, build_model, save_checkpoint
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(version=version, hidden=16, depth=1, goal_hidden=16, out_dim=8, value_dim=4, fourier=2)
+    return save_checkpoint(build_model(cfg), cfg, tmp_path / version)
+
+
+def test_critic_wrapper_loads_a_checkpoint_directory(tmp_path):
+    path = _tiny_checkpoint(tmp_path, "v2")
+    for make, move in ((make_countdown, None), (make_text, "6-2=4 [5,3,4]")):
+        env = ContrastiveCriticReward(make(), checkpoint=path, scale=0.5)
+        env.reset(seed=0)
+        _, r, *_, info = env.step(move if move is not None else act(env, 6, "-", 2))
+        expected = 0.5 * float(env.critic.score([(5, 3, 4)], [8])[0])
+        assert info["reward_terms"]["critic"] == pytest.approx(expected) and r == pytest.approx(expected)
+        assert -0.5 <= expected <= 0.5
+
+
 def test_critic_wrapper_checkpoint_errors(tmp_path):
     critics = pytest.importorskip("critics")
     with pytest.raises(critics.CheckpointError, match="not found"):
@@ -341,6 +361,8 @@ def test_critic_wrapper_checkpoint_errors(tmp_path):
     (bad / "model.safetensors").write_bytes(b"")
     with pytest.raises(critics.CheckpointError, match="format"):
         ContrastiveCriticReward(make_countdown(), checkpoint=bad)
+    with pytest.raises(critics.CheckpointError, match="V2"):
+        ContrastiveCriticReward(make_countdown(), checkpoint=_tiny_checkpoint(tmp_path, "v1"))
     with pytest.raises(TypeError, match="score"):
         ContrastiveCriticReward(make_countdown(), critic=object())
 
