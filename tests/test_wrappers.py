@@ -604,3 +604,16 @@ def test_wrappers_over_longproc_search_traces():
         assert terminated and info["reward_terms"]["sparse"] == 1.0
         assert shaped == pytest.approx(-1.0)
         assert perfect == good_moves > 0
+
+
+def test_wrappers_pass_check_env_and_are_recorded_in_the_spec():
+    from gymnasium.utils.env_checker import check_env
+
+    env = OracleReward(gym.make("Countdown-v0", invalid_action="penalty"), potential=True, gamma=0.9)
+    with pytest.warns(UserWarning, match="different from the unwrapped"):
+        check_env(env, skip_render_check=True)
+    remade = gym.make(env.spec)
+    assert isinstance(remade, OracleReward) and remade.potential and remade.gamma == 0.9
+    text = ContrastiveCriticReward(make_text(), critic=FakeCritic())
+    with pytest.warns(UserWarning, match="different from the unwrapped"):
+        check_env(text, skip_render_check=True)

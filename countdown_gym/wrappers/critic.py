@@ -31,7 +31,7 @@ def load_scorer(checkpoint: str | Path | None) -> Scorer:
     return critic
 
 
-class ContrastiveCriticReward(DenseRewardWrapper):
+class ContrastiveCriticReward(DenseRewardWrapper, gym.utils.RecordConstructorArgs):
     """Adds a learned critic's dense reward to Countdown-v0 or CountdownText-v0.
 
     The critic scores a state against the target: the cosine similarity of their embeddings, in
@@ -64,6 +64,9 @@ class ContrastiveCriticReward(DenseRewardWrapper):
         key: str | None = None,
         critic: Scorer | None = None,
     ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self, checkpoint=checkpoint, scale=scale, potential=potential, gamma=gamma, key=key, critic=critic
+        )
         super().__init__(env, scale=scale, potential=potential, gamma=gamma, key=key)
         if critic is not None and not callable(getattr(critic, "score", None)):
             raise TypeError(f"critic must have a score(states, targets) method, got {type(critic).__name__}")

@@ -12,7 +12,7 @@ from countdown_gym.wrappers.base import DenseRewardWrapper
 from countdown_gym.wrappers.terms import ORACLE_MODES, oracle_potential, oracle_term
 
 
-class OracleReward(DenseRewardWrapper):
+class OracleReward(DenseRewardWrapper, gym.utils.RecordConstructorArgs):
     """Adds the oracle's dense reward to Countdown-v0 or CountdownText-v0.
 
     Additive (``potential=False``), per move, from :func:`~countdown_gym.wrappers.terms.oracle_term`:
@@ -51,6 +51,7 @@ class OracleReward(DenseRewardWrapper):
     ) -> None:
         if mode not in ORACLE_MODES:
             raise ValueError(f"OracleReward mode must be one of {ORACLE_MODES}, got {mode!r}")
+        gym.utils.RecordConstructorArgs.__init__(self, mode=mode, scale=scale, potential=potential, gamma=gamma, key=key)
         super().__init__(env, scale=scale, potential=potential, gamma=gamma, key=key)
         self.mode = mode
 
