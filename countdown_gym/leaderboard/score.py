@@ -12,7 +12,8 @@ Metrics per submission:
 * ``pass@k``: the unbiased estimator ``1 - C(n-c, k) / C(n, k)`` averaged over problems
   (``n`` answers, ``c`` correct, ``k`` = the header's ``sampling.k``), shown when ``k > 1``.
 * ``per-sample``: mean over problems of ``c / n`` (the fraction of all answers that are correct).
-* ``invalid steps``: move lines that were illegal or wrongly computed, over all move lines, from
+* ``invalid steps``: move lines that were illegal or wrongly computed, over all move lines of
+  the *first* answers (so submissions with different k compare, and scoring stays fast), from
   :func:`countdown_gym.envs.text.replay_completion` (``-`` when no answer states a move).
 * ``mean length``: mean characters per answer text (for move answers, of the ``<Solution>``
   block built from the moves).
@@ -136,9 +137,12 @@ def score_submission(sub: Submission, progress: bool = False) -> Scores:
     for pa in tqdm(sub.answers, desc=sub.path.name, disable=not progress, leave=False):
         seen: dict[str, AnswerScore] = {}  # repeated answers to one problem are verified once
         results = []
-        for t in pa.texts:
+        for i, t in enumerate(pa.texts):
+            if i == 0:  # invalid steps are counted on the first answers only (comparable across k)
+                results.append(score_answer(pa.problem, t, replay))
+                continue
             if t not in seen:
-                seen[t] = score_answer(pa.problem, t, replay)
+                seen[t] = score_answer(pa.problem, t, None)
             results.append(seen[t])
         c = sum(r.correct for r in results)
         n = len(results)
@@ -288,7 +292,7 @@ def render_markdown(results: list[Scores | Rejection], base: Path, png_name: str
         "",
         "Columns: pass@1 = first answer correct; pass@k = unbiased estimator with the submission's k (shown when",
         "k > 1); per-sample = fraction of all answers correct; invalid steps = illegal or miscomputed move lines over",
-        "all move lines (replayed by the text environment); length = mean characters per answer.",
+        "all move lines of the first answers (replayed by the text environment); length = mean characters per answer.",
     ]
     if png_name and scores:
         out += ["", f"![pass@1 per agent]({png_name})"]
