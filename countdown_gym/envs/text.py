@@ -75,8 +75,17 @@ class _Node:
     """One state of the current search path. ``level``: LongProc indent of its ``Try`` lines."""
 
     level: int
-    state: tuple[Number, ...]
+    state: tuple[Number, ...]  # for an untrusted node: its nearest trusted ancestor's state
     trusted: bool = True
+    size: int = -1  # how many numbers the node holds (known even when untrusted)
+
+    def __post_init__(self) -> None:
+        if self.size < 0:
+            self.size = len(self.state)
+
+    def untrusted_child(self) -> _Node:
+        size = max(self.size - 1, 1)
+        return _Node(_level_below(self.level, size), self.state, trusted=False, size=size)
 
 
 @dataclass(frozen=True)
@@ -307,8 +316,7 @@ class LineChecker:
         if k is not None:
             del self.stack[k + 1 :]
             if p.outcome in ("add", "found", "bare"):  # the text goes below this line: keep it untrusted
-                size = max(len(node.state) - 1, 1)
-                self.stack.append(_Node(_level_below(node.level, size), node.state, trusted=False))
+                self.stack.append(node.untrusted_child())
         out.append(self._record(node.state, p, None, reason))
         return reason
 
@@ -355,8 +363,7 @@ class LineChecker:
             self.stack.append(_Node(_level_below(node.level, len(nxt)), nxt))
             self.moves_made.add((p.a, p.op, p.b, p.c))
         else:
-            size = max(len(node.state) - 1, 1)
-            self.stack.append(_Node(_level_below(node.level, size), node.state, trusted=False))
+            self.stack.append(node.untrusted_child())
         out.append(self._record(node.state, p, nxt, reason))
         return reason
 
@@ -619,33 +626,33 @@ class _Tokenizer:
 
 
 class _Detokenizer:
-    """Append-only decoding of a token stream: text is released once it is stable.
+    """Append-only decoding of a token stream (the incremental scheme of common LLM servers).
 
-    Tokens since the last released newline are decoded together (byte-level BPE pieces and
-    SentencePiece spaces then come out right); text ending in U+FFFD (an incomplete UTF-8
-    character) is held back until the next token completes it.
+    Each new token is decoded together with a few tokens before it (so byte-level BPE pieces
+    and SentencePiece spaces come out as in a full decode); text ending in U+FFFD (an
+    incomplete UTF-8 character) is held back until a later token completes it.
     """
 
     def __init__(self, tok: _Tokenizer) -> None:
         self.tok = tok
         self.ids: list[int] = []
-        self.released = ""
+        self.prefix = 0  # decode window start
+        self.read = 0  # tokens before this index are released
 
     def push(self, token_id: int) -> str:
         self.ids.append(token_id)
-        text = self.tok.decode(self.ids)
-        if text.endswith("\ufffd") or not text.startswith(self.released):
-            return ""
-        new, self.released = text[len(self.released) :], text
-        if text.endswith("\n"):
-            self.ids, self.released = [], ""
-        return new
+        return self._release(final=False)
 
     def flush(self) -> str:
-        text = self.tok.decode(self.ids) if self.ids else ""
-        new = text[len(self.released) :] if text.startswith(self.released) else ""
-        self.ids, self.released = [], ""
-        return new
+        return self._release(final=True)
+
+    def _release(self, final: bool) -> str:
+        before = self.tok.decode(self.ids[self.prefix : self.read])
+        text = self.tok.decode(self.ids[self.prefix :])
+        if len(text) <= len(before) or (text.endswith("\ufffd") and not final) or not text.startswith(before):
+            return ""
+        self.prefix, self.read = self.read, len(self.ids)
+        return text[len(before) :]
 
 
 # ---- the environment -------------------------------------------------------------------------------
@@ -793,8 +800,8 @@ class CountdownTextEnv(gym.Env):
         self.episode: TextEpisode | None = None
         self._obs_prompt = ""
         self._obs_completion = ""
-        self._prompt_ids: list[int] = []
-        self._gen_ids: list[int] = []
+        self._ids = np.zeros(0, dtype=np.int64)  # prompt + generated token ids (first _num_ids)
+        self._num_ids = 0
         self._detok: _Detokenizer | None = None
         self.num_tokens = 0
 
@@ -820,8 +827,10 @@ class CountdownTextEnv(gym.Env):
         self._obs_completion = ""
         self.num_tokens = 0
         if self.tokenizer is not None:
-            self._prompt_ids = self.tokenizer.encode(prompt)
-            self._gen_ids = []
+            prompt_ids = self.tokenizer.encode(prompt)
+            self._ids = np.zeros(max(1024, 2 * len(prompt_ids)), dtype=np.int64)
+            self._num_ids = 0
+            self._append_ids(prompt_ids)
             self._detok = _Detokenizer(self.tokenizer)
         return self._obs(), self._info(StepResult())
 
@@ -859,7 +868,7 @@ class CountdownTextEnv(gym.Env):
                 raise ValueError(f"a token action must be an int in 0..{tok.vocab_size - 1}, got {action!r}")
             action = int(action)
             self.num_tokens += 1
-            self._gen_ids.append(action)
+            self._append_ids([action])
             if tok.eos_token_id is not None and action == tok.eos_token_id:
                 return self._detok.flush(), True
             return self._detok.push(action), False
@@ -873,17 +882,26 @@ class CountdownTextEnv(gym.Env):
             action += "\n"
         if tok is not None:
             ids = tok.encode(action)
-            self._gen_ids.extend(ids)
+            self._append_ids(ids)
             self.num_tokens += len(ids)
         elif self.action_mode == "token_str":
             self.num_tokens += 1
         return action, False
 
+    def _append_ids(self, ids: Sequence[int]) -> None:
+        n = self._num_ids + len(ids)
+        if n > len(self._ids):
+            grown = np.zeros(max(n, 2 * len(self._ids)), dtype=np.int64)
+            grown[: self._num_ids] = self._ids[: self._num_ids]
+            self._ids = grown
+        self._ids[self._num_ids : n] = ids
+        self._num_ids = n
+
     def _obs(self) -> Any:
         text = self._obs_prompt + self._obs_completion
         if self.tokenizer is None:
             return text
-        return {"text": text, "token_ids": np.asarray(self._prompt_ids + self._gen_ids, dtype=np.int64)}
+        return {"text": text, "token_ids": self._ids[: self._num_ids].copy()}
 
     def _info(self, res: StepResult) -> dict[str, Any]:
         ep = self.episode

@@ -1,0 +1,486 @@
+"""CountdownText-v0 and replay_completion: checks of every line form, budgets, modes, errors."""
+
+import functools
+import random
+import re
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import countdown_gym  # noqa: F401  (registers the environments)
+from countdown_gym import Problem, dfs_trace, generate, parse_trace, solve
+from countdown_gym.envs.text import (
+    INVALID_REASONS,
+    CountdownTextEnv,
+    LineChecker,
+    Replay,
+    TextEpisode,
+    replay_completion,
+)
+from countdown_gym.text_format import CHARSET, format_compact_line, parse_line
+from countdown_gym.trace import TraceParseError
+
+P = Problem((21, 16, 17, 26), 46)
+LONGPROC = generate("longproc-0.5k", 40, seed=11)
+TINYZERO = generate("tinyzero", 25, seed=11)
+
+
+@functools.cache
+def _trace(problem: Problem, current_state: bool = False) -> str:
+    return dfs_trace(problem, current_state=current_state)
+
+
+SHORT = min(LONGPROC[:10], key=lambda p: len(_trace(p)))
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+# ---- environment API ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["line", "token_str"])
+def test_check_env_text_modes(mode):
+    check_env(gym.make("CountdownText-v0", action_mode=mode, prompt="compact").unwrapped)
+
+
+def test_check_env_token_mode(tiny_tokenizer):
+    env = gym.make("CountdownText-v0", action_mode="token", tokenizer=tiny_tokenizer, prompt="compact", render_mode="ansi")
+    check_env(env.unwrapped)
+
+
+def test_gymnasium_make_and_spaces():
+    env = gym.make("CountdownText-v0", prompt="tinyzero")
+    obs, info = env.reset(seed=3)
+    assert env.observation_space.contains(obs)
+    assert obs.startswith("A conversation") and obs.endswith("<think>")
+    assert info["transitions"] == [] and info["state"] == info["problem"].numbers
+    obs, reward, terminated, truncated, info = env.step("x" * 10)
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    assert env.action_space.contains("21 + 16 = 37") and not env.action_space.contains("a\nb")
+    env.close()
+
+
+def test_determinism_per_seed():
+    a, b = CountdownTextEnv(), CountdownTextEnv()
+    for seed in (0, 1, 2):
+        oa, _ = a.reset(seed=seed)
+        ob, _ = b.reset(seed=seed)
+        assert oa == ob and a.problem == b.problem
+    seen = {CountdownTextEnv().reset(seed=s)[1]["problem"] for s in range(6)}
+    assert len(seen) > 1
+
+
+def test_reset_with_a_fixed_problem():
+    env = CountdownTextEnv(prompt="compact")
+    obs, info = env.reset(seed=0, options={"problem": ((21, 16, 17, 26), 46)})
+    assert obs == "Numbers: [21,16,17,26] Target: 46\n" and info["problem"] == P
+
+
+# ---- DFS traces ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("current_state", [False, True])
+def test_every_dfs_trace_replays_clean(current_state):
+    for problem in LONGPROC + TINYZERO:
+        trace = _trace(problem, current_state)
+        r = replay_completion(problem, trace)
+        assert isinstance(r, Replay)
+        assert r.invalid_steps == 0 and r.invalid_lines == [], (problem, r.invalid_lines[:2])
+        assert r.verdict.correct and r.reward == 1.0 and r.step_rewards[-1] == 1.0
+        assert r.num_lines == len(r.step_rewards) == len(trace.rstrip("\n").splitlines())
+        try:
+            steps = parse_trace(trace)[2]
+        except TraceParseError:  # the trace reader does not take negative operands (rational rules)
+            continue
+        moved = [s for s in steps if s.next_state is not None]
+        assert len(r.transitions) == len(moved) + len(r.verdict.steps)  # search moves + <Solution> lines
+        for t, s in zip(r.transitions, moved, strict=False):
+            assert t["valid"] and t["line_no"] == s.line_no
+            assert sorted(t["state"]) == sorted(s.state) and sorted(t["next_state"]) == sorted(s.next_state)
+
+
+def test_env_line_mode_matches_replay():
+    problem = SHORT
+    trace = _trace(problem, True)
+    env = CountdownTextEnv(problems=[problem], render_mode="ansi")
+    env.reset(seed=0)
+    transitions, rewards = [], []
+    for line in trace.splitlines():
+        obs, reward, terminated, truncated, info = env.step(line)
+        transitions += info["transitions"]
+        rewards.append(reward)
+        if terminated or truncated:
+            break
+    r = replay_completion(problem, trace)
+    assert terminated and not truncated and info["is_success"] and info["verdict"].correct
+    assert env.observation_space.contains(obs)
+    assert rewards == r.step_rewards and transitions == r.transitions
+    assert env.completion == trace.rstrip("\n") + "\n" and obs.endswith(env.completion)
+    assert "terminated: ok" in env.render()
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step("more")
+
+
+def test_transition_record_shape():
+    t = replay_completion(P, dfs_trace(P)).transitions[0]
+    assert set(t) == {"state", "move", "next_state", "target", "valid", "reason", "rules", "line_no"}
+    assert t["state"] == (21, 16, 17, 26) and t["move"] == (21, "+", 16, 37)
+    assert t["next_state"] == (37, 17, 26) and t["target"] == 46 and t["rules"] == P.rules
+
+
+# ---- corrupted traces ----------------------------------------------------------------------
+
+
+def _corrupt(trace: str, rng: random.Random, kind: str):
+    """A trace with one line changed: (lines, index of the changed line, expected reason)."""
+    lines = trace.splitlines()
+    cands = [(k, parse_line(x)) for k, x in enumerate(lines) if "|- Try" in x]
+    cands = [(k, p) for k, p in cands if p.outcome in ("add", "missed")]
+    rng.shuffle(cands)
+    # a line off the solution path, so the trace-back lines stay right
+    k, p = next((k, p) for k, p in cands if not any("target found" in x for x in _subtree(lines, k)))
+    line = lines[k]
+    if kind == "arithmetic":
+        new = line.replace(f" = {p.c}.", f" = {p.c + 1}.", 1)
+        reason = "arithmetic_error"
+    elif kind == "unavailable":
+        ghost = 1999
+        new = line.replace(f"Try {p.a} ", f"Try {ghost} ", 1)
+        reason = "operand_unavailable"
+    elif kind == "current_set":  # a swapped number in the claimed set
+        m = re.search(r"Current number set: \[([^\]]*)\]", line)
+        if m is None:
+            return _corrupt(trace, rng, "evaluate")
+        nums = m[1].split(", ")
+        nums[-1] = str(int(nums[-1]) + 3)
+        new = line.replace(m[0], f"Current number set: [{', '.join(nums)}]")
+        reason = "state_mismatch"
+    else:  # evaluate: claim the target was found
+        if p.outcome != "missed":
+            return _corrupt(trace, rng, "arithmetic")
+        new = line.replace("!=", "==", 1).replace("drop this branch.", "target found!")
+        reason = "wrong_evaluation"
+    assert new != line
+    lines[k] = new
+    return lines, k, reason
+
+
+def _subtree(lines: list[str], k: int) -> list[str]:
+    out = []
+    for x in lines[k + 1 :]:
+        if not x.strip() or _indent(x) <= _indent(lines[k]):
+            break
+        out.append(x)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["arithmetic", "unavailable", "current_set", "evaluate"])
+def test_corrupted_traces_are_flagged_at_the_line(kind):
+    rng = random.Random(kind)
+    for problem in LONGPROC[:20] + TINYZERO[:10]:
+        lines, k, reason = _corrupt(_trace(problem), rng, kind)
+        r = replay_completion(problem, "\n".join(lines))
+        bad = r.invalid_lines
+        assert bad and bad[0].line_no == k and bad[0].reason == reason, (problem, k, lines[k], bad[:2])
+        subtree = set(range(k + 1, k + 1 + len(_subtree(lines, k))))
+        assert all(c.line_no in subtree and c.reason == "parent_invalid" for c in bad[1:])
+        first = [t for t in r.transitions if not t["valid"]][0]
+        assert first["line_no"] == k and first["reason"] == reason and first["next_state"] is None
+        assert r.verdict.correct  # the <Solution> block is still right
+
+
+def test_invalid_line_does_not_advance_the_state():
+    checker = LineChecker(P)
+    check, (t,) = checker.check("  |- Try 21 + 16 = 38. Add 38 to the number set.")
+    assert not check.valid and t["reason"] == "arithmetic_error" and checker.state == (21, 16, 17, 26)
+    check, (t,) = checker.check("    |- Try 38 + 17 = 55. Add 55 to the number set.")
+    assert t["reason"] == "parent_invalid" and t["state"] == (21, 16, 17, 26)
+    check, (t,) = checker.check("  |- Try 21 + 16 = 37. Add 37 to the number set. Current number set: [37, 17, 26], target: 46.")
+    assert check.valid and t["valid"] and checker.state == (37, 17, 26)
+
+
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        ("  |- Try 21 / 16 = 1.3. 1.3 is a decimal, drop this branch.", "ok"),
+        ("  |- Try 21 / 16 = 1.9. 1.9 is a decimal, drop this branch.", "arithmetic_error"),
+        ("  |- Try 26 / 13 = 2.0. 2.0 is a decimal, drop this branch.", "operand_unavailable"),
+        ("  |- Try 21 - 16 = 5. 5 is not positive, drop this branch.", "wrong_drop"),
+        ("  |- Try 26 * 21 = 546. 546 exceeds the maximum intermediate result, drop this branch.", "wrong_drop"),
+        ("  |- Try 21 + 16 = 37. Evaluate 37 != 46, drop this branch.", "numbers_left"),
+        ("  |- Try 21 + 16 = 37. Add 37 to the number set. Current number set: [37, 17, 26], target: 45.", "target_mismatch"),
+        ("  |- Try 21 + 16 = 37. Add 36 to the number set.", "wrong_evaluation"),
+        ("  |- Try 21 + 16 = 37. Add 37 to the number set. Current number set: [37, 17, 26], target: 46. "
+         "Options for choosing two numbers: [(37, 17)].", "options_mismatch"),
+        ("  |- Try 21 + 16 = 37. Add 37 to the number set. ### Current State: [37, 17]", "state_mismatch"),
+        ("    |- Try 21 + 16 = 37. Add 37 to the number set.", "bad_depth"),
+        (" |- Pick two numbers (21, 21) (numbers left: [17, 26]). Try possible operations.", "operand_unavailable"),
+        (" |- Pick two numbers (21, 16) (numbers left: [17]). Try possible operations.", "state_mismatch"),
+        ("Initial number set: [21, 16, 17, 25], target: 46.", "wrong_problem"),
+        ("Final step: 20 + 26 = 46", "not_in_search"),
+        ("Final step: 20 + 26 = 47", "arithmetic_error"),
+    ],
+)
+def test_line_checks(line, reason):
+    check, transitions = LineChecker(P).check(line)
+    assert check.reason == reason and check.valid == (reason == "ok")
+    assert reason == "ok" or reason in INVALID_REASONS
+    if parse_line(line).kind in ("pick", "initial", "traceback") or reason == "ok":
+        assert transitions == []
+    else:
+        assert len(transitions) == 1 and not transitions[0]["valid"] and transitions[0]["reason"] == reason
+
+
+def test_rules_reasons_are_passed_through():
+    checker = LineChecker(Problem((4, 4, 9), 1))
+    assert checker.check("4 - 4 = 0")[0].reason == "zero_result"
+    assert checker.check("9 / 4 = 2")[0].reason == "non_integer_result"
+    assert checker.check("9 - 40 = -31")[0].reason == "operand_unavailable"
+
+
+# ---- compact format ------------------------------------------------------------------------
+
+
+def _compact_completion(problem: Problem) -> str:
+    """The DFS search as compact lines (its moves, read from a replay of the trace), then a <Solution> block."""
+    search, solution = _trace(problem).split("<Solution>\n")
+    lines = [
+        format_compact_line(len(problem.numbers) - len(t["state"]), *t["move"], state=t["next_state"])
+        for t in replay_completion(problem, search).transitions
+    ]
+    return "\n".join(lines) + "\n<Solution>\n" + solution
+
+
+def test_compact_traces_with_backtracking_replay_clean():
+    for problem in LONGPROC[:15] + TINYZERO[:10]:
+        text = _compact_completion(problem)
+        r = replay_completion(problem, text)
+        assert r.invalid_steps == 0 and not r.invalid_lines and r.reward == 1.0, r.invalid_lines[:2]
+        assert len(r.transitions) == text.count("=")
+
+
+def test_compact_hallucinations():
+    text = "\n".join(
+        [
+            "21+16=37 [17,26,37]",  # 0 ok
+            " 37+17=54 [26,54]",  # 1 ok
+            "  54-26=28 [28]",  # 2 ok, a leaf
+            " 37-17=21 [26,21]",  # 3 arithmetic error
+            "  26-21=5 [5]",  # 4 below an invalid line
+            " 37-17=20 [26,20]",  # 5 ok (backtracked)
+            "  20+26=46 [46]",  # 6 ok
+            "    46+1=47",  # 7 skips a depth
+            "99+1=100",  # 8 unavailable at the root
+            "21+17=38 [38,26]",  # 9 wrong state claim
+            "<answer>21+16-17+26</answer>",
+        ]
+    )
+    r = replay_completion(P, text)
+    reasons = {c.line_no: c.reason for c in r.invalid_lines}
+    assert reasons == {3: "arithmetic_error", 4: "parent_invalid", 7: "bad_depth", 8: "operand_unavailable", 9: "state_mismatch"}
+    assert r.invalid_steps == 5 and r.verdict.correct and r.reward == 1.0
+    valid = [t for t in r.transitions if t["valid"]]
+    assert valid[-1]["state"] == (26, 20) and valid[-1]["next_state"] == (46,)
+
+
+# ---- answer-only and free reasoning -----------------------------------------------------------
+
+
+def test_solution_block_only():
+    r = replay_completion(P, "<Solution>\n21 + 16 = 37\n37 - 17 = 20\n20 + 26 = 46\n</Solution>")
+    assert [t["valid"] for t in r.transitions] == [True] * 3 and r.reward == 1.0
+    assert r.transitions[-1]["next_state"] == (46,) and r.step_rewards == [0.0, 0.0, 0.0, 0.0, 1.0]
+    r = replay_completion(P, "<Solution>\n21 + 16 = 37\n37 - 16 = 21\n21 + 26 = 47\n</Solution>")
+    assert [t["reason"] for t in r.transitions] == ["ok", "operand_unavailable", "operand_unavailable"]
+    assert r.invalid_steps == 2 and not r.verdict.correct and r.reward == 0.0
+
+
+def test_answer_only():
+    for problem in TINYZERO[:8] + LONGPROC[:8]:
+        expr = solve(problem, limit=1)[0]
+        r = replay_completion(problem, f"<answer>{expr}</answer>")
+        assert r.transitions == [] and r.reward == 1.0 and r.num_lines == 1
+    r = replay_completion(P, "<answer>21 + 16 + 17 - 26</answer>\n<answer>21+16-17+26</answer>")
+    assert r.reward == 0.0 and r.num_lines == 1  # the episode ends at the first final answer
+
+
+def test_tinyzero_think_block():
+    text = (
+        "<think>\nI will combine the numbers one by one.\n21 + 16 = 37\n37 - 17 = 20\n"
+        "Step 3: 20 + 26 = 46\n</think>\n<answer>(21 + 16 - 17) + 26</answer>"
+    )
+    r = replay_completion(P, text)
+    assert [t["move"] for t in r.transitions] == [(21, "+", 16, 37), (37, "-", 17, 20), (20, "+", 26, 46)]
+    assert r.invalid_steps == 0 and r.reward == 1.0
+
+
+def test_no_final_answer_and_budgets():
+    r = replay_completion(P, "21 + 16 = 37\nhmm")
+    assert r.verdict.reason and not r.verdict.correct and r.reward == 0.0 and not r.truncated
+    r = replay_completion(P, dfs_trace(P), line_budget=5)
+    assert r.truncated and r.num_lines == 5 and r.reward == 0.0 and r.step_rewards == [0.0] * 5
+    with pytest.raises(ValueError, match="line_budget"):
+        replay_completion(P, "x", line_budget=0)
+    with pytest.raises(TypeError, match="Problem"):
+        replay_completion((21, 16), "x")
+
+
+def test_episode_chunks_are_line_agnostic():
+    trace = dfs_trace(P, current_state=True)
+    rng = random.Random(0)
+    ep = TextEpisode(P)
+    pos, transitions = 0, []
+    while pos < len(trace) and not ep.done:
+        n = rng.randint(1, 40)
+        transitions += ep.feed(trace[pos : pos + n]).transitions
+        pos += n
+    assert ep.terminated and transitions == replay_completion(P, trace).transitions
+    assert ep.text == trace  # the line holding </Solution> is complete with its newline
+
+
+# ---- env budgets and modes -------------------------------------------------------------------
+
+
+def test_line_and_char_budgets():
+    env = CountdownTextEnv(max_lines=3, problems=[P])
+    env.reset(seed=0)
+    out = [env.step("thinking")[1:4] for _ in range(3)]
+    assert out[-1] == (0.0, False, True) and out[0] == (0.0, False, False)
+    env = CountdownTextEnv(max_completion_chars=50, problems=[P], prompt="compact")
+    obs, _ = env.reset(seed=0)
+    _, _, terminated, truncated, info = env.step("x" * 60)
+    assert truncated and not terminated and len(env.completion) == 50 and info["verdict"] is not None
+
+
+def test_token_str_mode_and_token_budget():
+    env = CountdownTextEnv(action_mode="token_str", max_tokens=5, problems=[P], prompt="compact")
+    env.reset(seed=0)
+    results = [env.step(piece) for piece in ["21", "+", "16", "=37", "\n"]]
+    info = results[3][4]
+    assert info["transitions"] == [] and results[4][4]["transitions"][0]["valid"]
+    assert results[4][3] and not results[3][3]  # truncated on the 5th token
+
+
+def test_token_str_final_answer_mid_line():
+    env = CountdownTextEnv(action_mode="token_str", problems=[P], prompt="tinyzero")
+    env.reset(seed=0)
+    for piece in ["<answer>", "21+16", "-17+26", "</answer>"]:
+        obs, reward, terminated, truncated, info = env.step(piece)
+    assert terminated and reward == 1.0 and info["is_success"] and obs.endswith("</answer>")
+
+
+@pytest.fixture(scope="module")
+def tiny_tokenizer():
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    corpus = [dfs_trace(p) for p in LONGPROC[:5]] + ["<answer>1+2</answer> <think> Numbers: Target:"]
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<eos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
+    tok.train_from_iterator(corpus, trainer)
+    return tok
+
+
+def test_token_mode(tiny_tokenizer):
+    eos = tiny_tokenizer.token_to_id("<eos>")
+    problem = SHORT
+    env = CountdownTextEnv(action_mode="token", tokenizer=tiny_tokenizer, eos_token_id=eos, problems=[problem])
+    obs, info = env.reset(seed=0)
+    prompt_ids = list(obs["token_ids"])
+    assert env.observation_space.contains(obs) and env.action_space.n == tiny_tokenizer.get_vocab_size()
+    trace = _trace(problem, True)
+    ids = tiny_tokenizer.encode(trace).ids
+    transitions = []
+    for k, token in enumerate(ids):  # noqa: B007  (k is read after the loop)
+        obs, reward, terminated, truncated, info = env.step(np.int64(token))
+        transitions += info["transitions"]
+        if terminated or truncated:
+            break
+    assert terminated and reward == 1.0 and info["invalid_steps"] == 0
+    assert transitions == replay_completion(problem, trace).transitions
+    assert list(obs["token_ids"]) == prompt_ids + ids[: k + 1]
+    assert trace.startswith(env.completion) and obs["text"].endswith(env.completion)
+    assert env.observation_space.contains(obs)
+
+
+def test_token_mode_eos_ends_the_episode(tiny_tokenizer):
+    eos = tiny_tokenizer.token_to_id("<eos>")
+    env = CountdownTextEnv(action_mode="token", tokenizer=tiny_tokenizer, eos_token_id=eos, problems=[P], prompt="compact")
+    env.reset(seed=0)
+    for token in tiny_tokenizer.encode("21 + 16 = 37\n21+16-17+26").ids:
+        env.step(token)
+    obs, reward, terminated, truncated, info = env.step(eos)
+    assert terminated and reward == 1.0 and info["verdict"].answer_format == "plain"
+    assert [t["valid"] for t in info["transitions"]] == []  # the last line is an expression, not a move
+
+
+def test_transformers_tokenizer(tiny_tokenizer):
+    transformers = pytest.importorskip("transformers")
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=tiny_tokenizer, eos_token="<eos>")
+    env = CountdownTextEnv(action_mode="line", tokenizer=tok, problems=[P], max_tokens=12)
+    obs, _ = env.reset(seed=0)
+    n = len(obs["token_ids"])
+    obs, _, _, truncated, info = env.step("21 + 16 = 37")
+    assert len(obs["token_ids"]) == n + info["num_tokens"] and info["transitions"][0]["valid"]
+    assert env.tokenizer.eos_token_id == tok.eos_token_id
+    while not truncated:
+        _, _, _, truncated, info = env.step("thinking")
+    assert info["num_tokens"] >= 12
+
+
+def test_out_of_charset_text_is_kept_but_masked():
+    env = CountdownTextEnv(problems=[P], prompt="compact")
+    env.reset(seed=0)
+    obs, *_ = env.step("21 + 16 = 37 \u4e2d")
+    assert "\u4e2d" in env.completion and "\u4e2d" not in obs and env.observation_space.contains(obs)
+    assert set(obs) <= set(CHARSET)
+
+
+# ---- bad arguments -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"action_mode": "word"}, "action_mode"),
+        ({"prompt": "chat"}, "prompt"),
+        ({"action_mode": "token"}, "tokenizer"),
+        ({"max_tokens": 10}, "max_tokens"),
+        ({"max_lines": 0}, "max_lines"),
+        ({"max_completion_chars": -1}, "max_completion_chars"),
+        ({"render_mode": "rgb_array"}, "render_mode"),
+        ({"prompt": "compact", "prompt_kwargs": {"current_state": True}}, "prompt_kwargs"),
+        ({"preset": "nope"}, "preset"),
+        ({"tokenizer": object()}, "tokenizer"),
+    ],
+)
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        CountdownTextEnv(**kwargs)
+
+
+def test_bad_actions_and_calls(tiny_tokenizer):
+    env = CountdownTextEnv(problems=[P])
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step("x")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="one line"):
+        env.step("a\nb")
+    with pytest.raises(ValueError, match="str"):
+        env.step(3)
+    with pytest.raises(ValueError, match="option"):
+        env.reset(options={"problme": P})
+    tok_env = CountdownTextEnv(action_mode="token", tokenizer=tiny_tokenizer, problems=[P])
+    tok_env.reset(seed=0)
+    with pytest.raises(ValueError, match="token action"):
+        tok_env.step(10**6)
+    with pytest.raises(ValueError, match="max_prompt_chars"):
+        CountdownTextEnv(problems=[P], max_prompt_chars=100).reset(seed=0)
