@@ -70,6 +70,9 @@ _N = r"-?\d+(?:/\d+)?"
 _DEC = r"-?\d+\.\d+"
 _NC = r"\(-?\d+(?:/\d+)?\)|-?\d+"  # compact operand: bare integer or parenthesised
 _LIST = rf"(?:{_N}(?:\s*,\s*{_N})*)?"
+_RE_INT = re.compile(r"-?\d+")
+_RE_RATIONAL = re.compile(r"-?\d+/\d+")
+_RE_DECIMAL = re.compile(_DEC)
 
 
 def parse_number(token: str) -> Number:
@@ -78,16 +81,18 @@ def parse_number(token: str) -> Number:
     Raises ``ValueError`` for anything else (including a zero denominator).
     """
     tok = token.strip()
+    if tok.isascii() and tok.isdigit():
+        return int(tok)
     if tok.startswith("(") and tok.endswith(")"):
         tok = tok[1:-1].strip()
-    if re.fullmatch(r"-?\d+", tok):
+    if _RE_INT.fullmatch(tok):
         return int(tok)
-    if re.fullmatch(r"-?\d+/\d+", tok):
+    if _RE_RATIONAL.fullmatch(tok):
         p, q = tok.split("/")
         if int(q) == 0:
             raise ValueError(f"number {token!r} has a zero denominator")
         return normalize(Fraction(int(p), int(q)))
-    if re.fullmatch(_DEC, tok):
+    if _RE_DECIMAL.fullmatch(tok):
         return normalize(Fraction(tok))
     raise ValueError(f"not a number: {token!r}")
 
