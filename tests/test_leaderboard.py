@@ -27,6 +27,7 @@ from countdown_gym.leaderboard import (
     write_submission,
 )
 from countdown_gym.leaderboard.__main__ import main as lb_main
+from countdown_gym.leaderboard.score import plot
 from countdown_gym.leaderboard.submission import MAX_COMPLETION_CHARS, _strict_problem_line
 from countdown_gym.verifier import verify
 
@@ -309,6 +310,7 @@ def test_garbage_files_never_crash_the_scorer(good, tmp_path):
         "array.jsonl": "[1, 2, 3]\n",
         "dupkey.jsonl": lines_of(good)[0].replace('"agent":', '"agent":"x","agent":'),
         "bom.jsonl": "\ufeff" + "".join(lines_of(good)),
+        "surrogate.jsonl": "".join(lines_of(good)).replace('"agent":"test-agent"', '"agent":"\\ud800"', 1),
         "nul.jsonl": "\x00" * 100,
     }
     reasons = {}
@@ -320,6 +322,7 @@ def test_garbage_files_never_crash_the_scorer(good, tmp_path):
         reasons[name] = r.reason
     assert "NaN is not allowed" in reasons["nan.jsonl"]
     assert "'agent' appears twice" in reasons["dupkey.jsonl"]
+    assert "surrogate" in reasons["surrogate.jsonl"]
     assert isinstance(score_file(tmp_path / "missing.jsonl"), Rejection)
 
 
@@ -343,13 +346,14 @@ def test_bad_files_never_change_another_submissions_score(good, tmp_path):
 
 def test_untrusted_text_cannot_break_the_table(good, tmp_path):
     def edit(objs):
-        objs[0]["agent"] = "evil | agent\n## injected <script>"
+        objs[0]["agent"] = "evil | agent\n## injected <script> $x^2$"
 
     s = score_file(tamper(good, tmp_path / "evil.jsonl", edit))
     md = render_markdown([s], tmp_path)
     row = next(line for line in md.splitlines() if "evil" in line)
     assert "evil \\| agent ## injected &lt;script&gt;" in row
     assert "\n## injected" not in md
+    assert plot([s], tmp_path / "evil.png").stat().st_size > 1000
 
 
 # ---- commands -------------------------------------------------------------------------------------

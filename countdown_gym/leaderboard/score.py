@@ -236,7 +236,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 def _md(text: Any, limit: int = 80) -> str:
     """Untrusted text made safe for one Markdown table cell."""
-    s = _CONTROL.sub(" ", str(text)).strip()
+    s = _CONTROL.sub(" ", str(text).encode("utf-8", "replace").decode("utf-8")).strip()
     if len(s) > limit:
         s = s[: limit - 3] + "..."
     return s.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("`", "'")
@@ -350,7 +350,7 @@ def plot(results: list[Scores | Rejection], png: str | os.PathLike[str]) -> Path
     heights = [max(1.6, 0.45 * len(rows) + 1.0) for rows in groups.values()]
     fig, axes = plt.subplots(len(groups), 1, figsize=(8, sum(heights)), height_ratios=heights, squeeze=False)
     for ax, ((preset, split), rows) in zip(axes[:, 0], groups.items(), strict=True):
-        labels = [f"{s.header['agent'][:30]}" for _, s in rows][::-1]
+        labels = [_CONTROL.sub(" ", s.header["agent"])[:30].replace("$", r"\$") for _, s in rows][::-1]
         p1 = [s.pass_at_1 for _, s in rows][::-1]
         pk = [s.pass_at_k if s.pass_at_k is not None else float("nan") for _, s in rows][::-1]
         y = range(len(rows))

@@ -487,6 +487,10 @@ def _check_header(path: Path, header: Any) -> dict[str, Any]:
     problem = _schema_error(header_validator, header)
     if problem:
         raise SubmissionError(path, f"header: {problem}")
+    try:
+        json.dumps(header, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise SubmissionError(path, "header: a string holds an unpaired surrogate escape (\\ud800-\\udfff), not valid Unicode") from None
     preset, split = header["preset"], header["split"]
     if preset not in SPLIT_SPEC:
         raise SubmissionError(path, f"unknown preset {preset!r}; frozen splits exist for {sorted(SPLIT_SPEC)}")
