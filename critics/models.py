@@ -48,13 +48,14 @@ class ModelConfig:
     goal_hidden: int = 256  # MLP width of the goal tower (one hidden layer per depth step, max 2)
     out_dim: int = 128  # embedding size
     temperature: float = 0.1  # InfoNCE temperature (the cosine is divided by it)
+    pair_dim: int = 0  # > 0: also pool a learned "combine two numbers" feature over every pair (state tower)
 
     def __post_init__(self) -> None:
         if self.version not in ("v1", "v2"):
             raise ValueError(f"ModelConfig.version must be 'v1' or 'v2', got {self.version!r}")
-        for name in ("max_numbers", "vocab", "value_dim", "fourier", "hidden", "depth", "goal_hidden", "out_dim"):
+        for name in ("max_numbers", "vocab", "value_dim", "fourier", "hidden", "depth", "goal_hidden", "out_dim", "pair_dim"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "pair_dim" else 1):
                 raise ValueError(f"ModelConfig.{name} must be a positive int, got {v!r}")
         if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
             raise ValueError(f"ModelConfig.temperature must be > 0, got {self.temperature!r}")
@@ -143,17 +144,49 @@ def _mlp(dim_in: int, hidden: int, depth: int, dim_out: int) -> nn.Sequential:
 
 
 class SetEncoder(nn.Module):
-    """A sorted, padded number set -> L2-normalised embedding (number embeddings + mask -> MLP)."""
+    """A sorted, padded number set -> L2-normalised embedding (number embeddings + mask -> MLP).
 
-    def __init__(self, cfg: ModelConfig, slots: int, hidden: int, depth: int) -> None:
+    With ``pair_dim > 0`` the MLP input also holds a *pair pool*: for every pair of present
+    numbers, a small MLP of (both numbers, the sum of the others' embeddings) - one search
+    step - is computed, and the mean and max over pairs are appended. Reachability is an OR
+    over moves; the max-pool lets the network express it directly.
+    """
+
+    def __init__(self, cfg: ModelConfig, slots: int, hidden: int, depth: int, pair_dim: int = 0) -> None:
         super().__init__()
         self.slots = slots
         self.numbers = NumberEmbedding(cfg.vocab, cfg.value_dim, cfg.fourier)
-        self.mlp = _mlp(slots * (self.numbers.dim + 1), hidden, depth, cfg.out_dim)
+        d = self.numbers.dim
+        self.pair_dim = pair_dim if slots >= 2 else 0
+        extra = 0
+        if self.pair_dim:
+            pairs = [(i, j) for i in range(slots) for j in range(i + 1, slots)]
+            self.register_buffer("pair_i", torch.tensor([p[0] for p in pairs]), persistent=False)
+            self.register_buffer("pair_j", torch.tensor([p[1] for p in pairs]), persistent=False)
+            rest = torch.ones(len(pairs), slots)
+            for k, (i, j) in enumerate(pairs):
+                rest[k, i] = rest[k, j] = 0.0
+            self.register_buffer("pair_rest", rest, persistent=False)
+            self.pair_mlp = nn.Sequential(
+                nn.Linear(3 * d + 1, 2 * pair_dim), nn.GELU(), nn.Linear(2 * pair_dim, pair_dim), nn.GELU()
+            )
+            extra = 2 * pair_dim
+        self.mlp = _mlp(slots * (d + 1) + extra, hidden, depth, cfg.out_dim)
 
     def forward(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         e = self.numbers(values) * mask.unsqueeze(-1)
         x = torch.cat([e, mask.unsqueeze(-1)], dim=-1).flatten(1)
+        if self.pair_dim:
+            ei, ej = e[:, self.pair_i], e[:, self.pair_j]  # [N, P, d]
+            rest = torch.einsum("ps,nsd->npd", self.pair_rest, e)
+            n_rest = (mask @ self.pair_rest.T).unsqueeze(-1)  # [N, P, 1]
+            present = (mask[:, self.pair_i] * mask[:, self.pair_j]).unsqueeze(-1)  # [N, P, 1]
+            h = self.pair_mlp(torch.cat([ei, ej, rest, n_rest], dim=-1)) * present
+            count = present.sum(1).clamp_min(1.0)
+            mean = h.sum(1) / count
+            mx = torch.where(present.bool(), h, torch.full_like(h, -1e4)).max(1).values
+            mx = torch.where(present.sum(1) > 0, mx, torch.zeros_like(mx))
+            x = torch.cat([x, mean, mx], dim=-1)
         return F.normalize(self.mlp(x), dim=-1)
 
 
@@ -165,7 +198,7 @@ class NumericalCriticV2(nn.Module):
         if cfg.version != "v2":
             raise ValueError("NumericalCriticV2 needs ModelConfig(version='v2')")
         self.cfg = cfg
-        self.state_tower = SetEncoder(cfg, cfg.max_numbers, cfg.hidden, cfg.depth)
+        self.state_tower = SetEncoder(cfg, cfg.max_numbers, cfg.hidden, cfg.depth, cfg.pair_dim)
         self.goal_tower = SetEncoder(cfg, 1, cfg.goal_hidden, min(cfg.depth, 2))
 
     def embed_states(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -185,7 +218,7 @@ class NumericalCriticV1(nn.Module):
         if cfg.version != "v1":
             raise ValueError("NumericalCriticV1 needs ModelConfig(version='v1')")
         self.cfg = cfg
-        self.state_tower = SetEncoder(cfg, 2 * cfg.max_numbers, cfg.hidden, cfg.depth)
+        self.state_tower = SetEncoder(cfg, 2 * cfg.max_numbers, cfg.hidden, cfg.depth, cfg.pair_dim)
         self.goal_tower = SetEncoder(cfg, cfg.max_numbers, cfg.goal_hidden, min(cfg.depth, 2))
 
     def embed_state_actions(
@@ -226,25 +259,17 @@ def goal_infonce(states: torch.Tensor, goal_ids: torch.Tensor, goals: torch.Tens
     return info_nce(states, goals, goal_ids, temperature)
 
 
-def hard_negative_infonce(
-    goal_of_row: torch.Tensor,
-    pos_states: torch.Tensor,
-    neg_states: torch.Tensor,
-    same_goal: torch.Tensor,
-    temperature: float,
-) -> torch.Tensor:
-    """Goal -> state InfoNCE with extra negatives.
+def ranking_infonce(goals: torch.Tensor, positives: torch.Tensor, negatives: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Goal -> state InfoNCE with known negatives.
 
-    Row ``i``: the goal embedding of positive pair ``i`` must pick its own state among every
-    positive state of the batch (other positives with the same goal are masked out, they are
-    not negatives) and every state of ``neg_states`` (e.g. dead ends of the same traces, from
-    which the goal is known to be unreachable).
+    Row ``i``: goal ``goals[i]`` must pick its positive state ``positives[i]`` among it and the
+    ``k`` states ``negatives[i]`` (``[R, k, D]``), e.g. dead ends of the same trace, from which
+    the goal is known to be unreachable.
     """
-    logits_pos = goal_of_row @ pos_states.T / temperature
-    eye = torch.eye(len(pos_states), dtype=torch.bool, device=pos_states.device)
-    logits_pos = logits_pos.masked_fill(same_goal & ~eye, float("-inf"))
-    logits = torch.cat([logits_pos, goal_of_row @ neg_states.T / temperature], dim=1)
-    return F.cross_entropy(logits, torch.arange(len(pos_states), device=pos_states.device))
+    pos = (goals * positives).sum(-1, keepdim=True)
+    neg = torch.einsum("rd,rkd->rk", goals, negatives)
+    logits = torch.cat([pos, neg], dim=1) / temperature
+    return F.cross_entropy(logits, torch.zeros(len(goals), dtype=torch.long, device=goals.device))
 
 
 # ---- checkpoints ------------------------------------------------------------------------------

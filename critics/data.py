@@ -1,0 +1,422 @@
+"""Training pairs for the numerical critics, read off the package's own DFS traces.
+
+Every problem's LongProc trace (:func:`countdown_gym.dfs_trace`) is parsed back with
+:func:`countdown_gym.parse_trace` and rebuilt as a search tree. Each ``Try`` line is a *prefix
+cut*: the search stands on a state (the line's ``Current State``): the new number set after an
+``added`` line, the one-number set after ``Evaluate`` lines, the parent set after a dropped
+move. Every tree node carries labels that come from the trace alone (no solver call):
+
+* ``on_path``: the node lies on the path the search took to the target, so the target is
+  reachable from it;
+* a node off that path is a *dead end*: the depth-first search went below it, tried every move
+  and came back, so the target is unreachable from it (the reference search is exhaustive
+  under the rules it is run with);
+* ``reached``: the final values the search evaluated below the node (for a dead end, every
+  value it can make: hindsight goals).
+
+:class:`TraceTable` stores all nodes of many traces as flat numpy arrays and samples batches.
+Test-split problems are never used: :func:`build_table` refuses them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from countdown_gym import Problem, Rules, dfs_trace, generate, legal_moves, load_split, parse_trace, reachable
+from countdown_gym.solver import apply_move
+
+
+@dataclass
+class TraceTree:
+    """One trace as a tree: node states (trace order), parents, labels, and the line -> node map."""
+
+    initial: tuple[int, ...]
+    target: int
+    states: list[tuple[int, ...]]
+    parent: list[int]
+    on_path: list[bool]
+    reached: list[set[int]]
+    line_node: list[int]
+
+
+def trace_tree(problem: Problem, rules: Rules | None = None) -> TraceTree:
+    """Parse ``problem``'s DFS trace back into a :class:`TraceTree`.
+
+    Raises ``ValueError`` for rules without ``use_all`` (the trace's stopping rule then differs)
+    or for an unsolvable problem.
+    """
+    rules = rules or problem.rules
+    if not rules.use_all:
+        raise ValueError(f"critic training data needs use_all rules; {rules.name!r} lets numbers go unused")
+    init, target, steps = parse_trace(dfs_trace(problem, rules))
+    states: list[tuple[int, ...]] = [tuple(init)]
+    parent, reached, line_node = [-1], [set()], []
+    path = [0]  # node ids of the current path, root first; depth d holds len(init) - d numbers
+    found = -1
+    for st in steps:
+        depth = len(init) - len(st.state)
+        if depth < 0 or depth >= len(path) or states[path[depth]] != st.state:
+            raise ValueError(f"trace of {problem!r}: line {st.line_no} does not continue the search path")
+        del path[depth + 1 :]
+        if st.next_state is None:  # dropped move: the search stays where it is
+            line_node.append(path[-1])
+            continue
+        node = len(states)
+        states.append(tuple(st.next_state))
+        parent.append(path[-1])
+        reached.append(set())
+        line_node.append(node)
+        if st.outcome == "added":
+            path.append(node)
+            continue
+        value = st.next_state[0]
+        reached[node].add(value)
+        for a in path:
+            reached[a].add(value)
+        if st.outcome == "found":
+            found = node
+    if found < 0:
+        raise ValueError(f"trace of {problem!r} never reaches the target")
+    on_path = [False] * len(states)
+    k = found
+    while k >= 0:
+        on_path[k] = True
+        k = parent[k]
+    return TraceTree(tuple(init), target, states, parent, on_path, reached, line_node)
+
+
+@dataclass
+class TraceTable:
+    """All nodes of many traces as flat arrays, plus CSR indexes for fast batch sampling."""
+
+    max_numbers: int
+    goal_range: tuple[int, int]
+    initial: np.ndarray  # int64 [T, max_numbers], sorted, 0-padded
+    target: np.ndarray  # int64 [T]
+    node_states: np.ndarray  # int64 [N, max_numbers], sorted, 0-padded
+    node_sizes: np.ndarray  # int64 [N]
+    node_trace: np.ndarray  # int64 [N]
+    node_on_path: np.ndarray  # bool [N]
+    goal_ptr: np.ndarray  # int64 [N + 1]: hindsight goals (reached values inside goal_range) per node
+    goal_vals: np.ndarray  # int64
+    line_ptr: np.ndarray  # int64 [T + 1]: Try lines per trace
+    line_node: np.ndarray  # int64 [L]
+
+    def __post_init__(self) -> None:
+        lines_on_path = self.node_on_path[self.line_node]
+        self._path_lines = _group(self.line_ptr, lines_on_path)
+        self._dead_lines = _group(self.line_ptr, ~lines_on_path)
+        self._has_dead = np.diff(self._dead_lines[0]) > 0
+        self._multi_line = np.diff(self.line_ptr) >= 2
+        has_goals = np.diff(self.goal_ptr) > 0
+        self._goal_nodes_by_size = [np.flatnonzero(has_goals & (self.node_sizes == k)) for k in range(self.max_numbers + 1)]
+        dead = np.flatnonzero(~self.node_on_path)
+        key = self.node_trace[dead] * (self.max_numbers + 1) + self.node_sizes[dead]
+        order = np.argsort(key, kind="stable")
+        self._dead_key, self._dead_sorted = key[order], dead[order]
+
+    @property
+    def num_traces(self) -> int:
+        return len(self.target)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node_trace)
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "traces": self.num_traces,
+            "lines": len(self.line_node),
+            "nodes": self.num_nodes,
+            "on_path_nodes": int(self.node_on_path.sum()),
+            "dead_end_nodes": int((~self.node_on_path).sum()),
+            "hindsight_pairs": len(self.goal_vals),
+        }
+
+    # ---- sampling --------------------------------------------------------------------------
+    def _pick(self, groups: tuple[np.ndarray, np.ndarray], traces: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        ptr, lines = groups
+        lo, n = ptr[traces], ptr[traces + 1] - ptr[traces]
+        return self.line_node[lines[lo + (rng.random(len(traces)) * n).astype(np.int64)]]
+
+    def _dead_same_size(self, traces: np.ndarray, sizes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """A dead-end node of each trace with the given size (any dead-end line's node if none)."""
+        key = traces * (self.max_numbers + 1) + sizes
+        lo = np.searchsorted(self._dead_key, key, side="left")
+        hi = np.searchsorted(self._dead_key, key, side="right")
+        out = self._pick(self._dead_lines, traces, rng)
+        ok = hi > lo
+        out[ok] = self._dead_sorted[lo[ok] + (rng.random(int(ok.sum())) * (hi - lo)[ok]).astype(np.int64)]
+        return out
+
+    def sample_v2(
+        self,
+        batch: int,
+        rng: np.random.Generator,
+        positives: str = "reachable",
+        hindsight: float = 0.5,
+        dead_per_row: int = 4,
+        size_mix: tuple[float, ...] = (0.1, 0.3, 0.6),
+    ) -> dict[str, np.ndarray]:
+        """A V2 batch: ``state`` nodes, their ``goal`` values, and ``dead`` nodes ``[B, k]``.
+
+        ``positives="all"``: a random line of a random trace, goal = the trace's target (the
+        paper's sampling: dead ends are positives too). ``"reachable"``: the line's state must be
+        on the path to the target; a ``hindsight`` fraction of rows instead takes a node with
+        ``size_mix[k-1]`` the chance of a ``k``-number node, and as goal a value the search
+        reached below it. ``dead``: for each own-target row, ``dead_per_row`` dead-end nodes of
+        the same trace, of the same size when there are (the target is unreachable from them);
+        ``dead_valid`` says which rows have them (hindsight rows and traces without dead ends
+        have none).
+        """
+        if positives not in ("all", "reachable"):
+            raise ValueError(f"positives must be 'all' or 'reachable', got {positives!r}")
+        traces = rng.integers(0, self.num_traces, batch)
+        if positives == "all":
+            ptr = self.line_ptr
+            n = ptr[traces + 1] - ptr[traces]
+            nodes = self.line_node[ptr[traces] + (rng.random(batch) * n).astype(np.int64)]
+            goals = self.target[traces].copy()
+            hind = np.zeros(batch, dtype=bool)
+        else:
+            nodes = self._pick(self._path_lines, traces, rng)
+            goals = self.target[traces].copy()
+            hind = rng.random(batch) < hindsight
+            pools = [self._goal_nodes_by_size[k + 1] if k + 1 <= self.max_numbers else np.zeros(0, np.int64) for k in range(len(size_mix))]
+            mix = np.array([w if len(pool) else 0.0 for w, pool in zip(size_mix, pools, strict=True)], dtype=np.float64)
+            if hind.any() and mix.sum() > 0:
+                sizes = rng.choice(len(mix), size=int(hind.sum()), p=mix / mix.sum())
+                hn = np.empty(len(sizes), dtype=np.int64)
+                for k in np.unique(sizes):
+                    m = sizes == k
+                    hn[m] = pools[k][rng.integers(0, len(pools[k]), int(m.sum()))]
+                traces[hind] = self.node_trace[hn]
+                nodes[hind] = hn
+                lo, n = self.goal_ptr[hn], self.goal_ptr[hn + 1] - self.goal_ptr[hn]
+                goals[hind] = self.goal_vals[lo + (rng.random(len(hn)) * n).astype(np.int64)]
+            else:
+                hind[:] = False
+        dead_valid = ~hind & self._has_dead[traces]
+        dead = np.zeros((batch, dead_per_row), dtype=np.int64)
+        if dead_valid.any() and dead_per_row > 0:
+            rows = np.flatnonzero(dead_valid)
+            for k in range(dead_per_row):
+                dead[rows, k] = self._dead_same_size(traces[rows], self.node_sizes[nodes[rows]], rng)
+        return {"state": nodes, "goal": goals, "dead": dead, "dead_valid": dead_valid, "trace": traces}
+
+    def sample_v1(self, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """A V1 batch: (initial numbers, state at a random line, a later line's state as goal)."""
+        ok = np.flatnonzero(self._multi_line)
+        traces = ok[rng.integers(0, len(ok), batch)]
+        lo, n = self.line_ptr[traces], self.line_ptr[traces + 1] - self.line_ptr[traces]
+        i = (rng.random(batch) * (n - 1)).astype(np.int64)
+        j = i + 1 + (rng.random(batch) * (n - 1 - i)).astype(np.int64)
+        return {"trace": traces, "state": self.line_node[lo + i], "goal_node": self.line_node[lo + j]}
+
+    # ---- persistence -----------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        arrays = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if isinstance(getattr(self, f.name), np.ndarray)}
+        meta = np.array(json.dumps({"max_numbers": self.max_numbers, "goal_range": list(self.goal_range)}))
+        np.savez_compressed(path, meta=meta, **arrays)
+
+    @classmethod
+    def load(cls, path: str | Path) -> TraceTable:
+        with np.load(path) as z:
+            meta = json.loads(str(z["meta"]))
+            arrays = {k: z[k] for k in z.files if k != "meta"}
+        return cls(max_numbers=meta["max_numbers"], goal_range=tuple(meta["goal_range"]), **arrays)
+
+
+def _group(ptr: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of the line indexes with ``keep`` per trace: ``(new_ptr, line_indexes)``."""
+    lines = np.flatnonzero(keep)
+    trace_of_line = np.searchsorted(ptr, lines, side="right") - 1
+    counts = np.bincount(trace_of_line, minlength=len(ptr) - 1)
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), lines.astype(np.int64)
+
+
+def _padded(state: Sequence[int], width: int) -> list[int]:
+    s = sorted(int(x) for x in state)
+    return s + [0] * (width - len(s))
+
+
+def heldout_keys(preset: str = "longproc-0.5k") -> set[tuple[tuple[int, ...], int]]:
+    """Keys (sorted numbers, target) of the preset's frozen test split: never trained on."""
+    return {p.key for p in load_split(preset, "test")}
+
+
+def build_table(
+    problems: Iterable[Problem],
+    max_numbers: int = 4,
+    goal_range: tuple[int, int] = (10, 50),
+    forbidden: set[tuple[tuple[int, ...], int]] | None = None,
+    progress: bool = False,
+) -> TraceTable:
+    """Trace every problem and flatten the trees into a :class:`TraceTable`.
+
+    ``forbidden`` keys (by default the longproc-0.5k test split) raise ``ValueError``: test
+    problems must never reach training.
+    """
+    forbidden = heldout_keys() if forbidden is None else forbidden
+    problems = list(problems)
+    it = problems
+    if progress:
+        from tqdm import tqdm
+
+        it = tqdm(problems, desc="tracing", unit="trace")
+    init_rows, targets = [], []
+    st_rows, sizes, node_trace, on_path, goal_counts, goal_vals = [], [], [], [], [], []
+    line_ptr, line_node = [0], []
+    lo_g, hi_g = goal_range
+    for t, p in enumerate(it):
+        if p.key in forbidden:
+            raise ValueError(f"{p!r} belongs to the test split; it must not be used for training")
+        if len(p.numbers) > max_numbers:
+            raise ValueError(f"{p!r} has {len(p.numbers)} numbers; the critic takes at most {max_numbers}")
+        tree = trace_tree(p)
+        base = len(node_trace)
+        init_rows.append(_padded(tree.initial, max_numbers))
+        targets.append(tree.target)
+        for s, op, r in zip(tree.states, tree.on_path, tree.reached, strict=True):
+            st_rows.append(_padded(s, max_numbers))
+            sizes.append(len(s))
+            node_trace.append(t)
+            on_path.append(op)
+            g = sorted(v for v in r if lo_g <= v <= hi_g)
+            goal_counts.append(len(g))
+            goal_vals.extend(g)
+        line_node.extend(base + k for k in tree.line_node)
+        line_ptr.append(len(line_node))
+    return TraceTable(
+        max_numbers=max_numbers,
+        goal_range=(lo_g, hi_g),
+        initial=np.array(init_rows, dtype=np.int64).reshape(-1, max_numbers),
+        target=np.array(targets, dtype=np.int64),
+        node_states=np.array(st_rows, dtype=np.int64).reshape(-1, max_numbers),
+        node_sizes=np.array(sizes, dtype=np.int64),
+        node_trace=np.array(node_trace, dtype=np.int64),
+        node_on_path=np.array(on_path, dtype=bool),
+        goal_ptr=np.concatenate([[0], np.cumsum(goal_counts)]).astype(np.int64),
+        goal_vals=np.array(goal_vals, dtype=np.int64),
+        line_ptr=np.array(line_ptr, dtype=np.int64),
+        line_node=np.array(line_node, dtype=np.int64),
+    )
+
+
+def training_problems(preset: str = "longproc-0.5k", extra: int = 0, seed: int = 0, max_train: int = 0) -> list[Problem]:
+    """The preset's train split (its first ``max_train`` if > 0) plus ``extra`` generated problems
+    not in any frozen split."""
+    problems = load_split(preset, "train")
+    if max_train > 0:
+        problems = problems[:max_train]
+    if extra > 0:
+        taken = {p.key for s in ("train", "validation", "test") for p in load_split(preset, s)}
+        for p in generate(preset, extra + len(taken), seed=seed):
+            if p.key not in taken:
+                problems.append(p)
+                taken.add(p.key)
+                extra -= 1
+                if extra == 0:
+                    break
+    return problems
+
+
+def cached_table(
+    preset: str = "longproc-0.5k",
+    extra: int = 0,
+    seed: int = 0,
+    max_numbers: int = 4,
+    goal_range: tuple[int, int] = (10, 50),
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+    max_train: int = 0,
+) -> TraceTable:
+    """:func:`build_table` over :func:`training_problems`, cached as ``.npz`` in ``cache_dir``."""
+    path = None
+    if cache_dir is not None:
+        key = json.dumps([preset, extra, seed, max_numbers, list(goal_range), 1] + ([max_train] if max_train else []))
+        path = Path(cache_dir) / f"traces-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npz"
+        if path.exists():
+            return TraceTable.load(path)
+    table = build_table(training_problems(preset, extra, seed, max_train), max_numbers, goal_range, progress=progress)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        table.save(path)
+    return table
+
+
+# ---- evaluation states (labelled by the exact oracle) ------------------------------------------
+
+
+@dataclass
+class LabelledStates:
+    """States with their target, the oracle's reachability, and the puzzle's initial numbers."""
+
+    states: list[tuple[int, ...]]
+    targets: list[int]
+    labels: np.ndarray  # bool
+    initial: list[tuple[int, ...]]
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+    def select(self, keep: np.ndarray) -> LabelledStates:
+        idx = np.flatnonzero(keep)
+        return LabelledStates(
+            [self.states[i] for i in idx], [self.targets[i] for i in idx], self.labels[idx], [self.initial[i] for i in idx]
+        )
+
+
+def trace_states(problems: Iterable[Problem], min_size: int = 1) -> LabelledStates:
+    """Every distinct state the DFS trace of each problem stands on (with its own target)."""
+    out = LabelledStates([], [], np.zeros(0, bool), [])
+    labels: list[bool] = []
+    for p in problems:
+        seen: set[tuple[int, ...]] = set()
+        tree = trace_tree(p)
+        for s in tree.states:
+            key = tuple(sorted(s))
+            if len(key) < min_size or key in seen:
+                continue
+            seen.add(key)
+            out.states.append(key)
+            out.targets.append(p.target)
+            out.initial.append(p.numbers)
+            labels.append(reachable(key, p.target, p.rules))
+    out.labels = np.array(labels, dtype=bool)
+    return out
+
+
+def random_states(problems: Iterable[Problem], rollouts: int = 4, seed: int = 0) -> LabelledStates:
+    """States along uniformly random legal-move rollouts from each problem's numbers."""
+    rng = random.Random(seed)
+    out = LabelledStates([], [], np.zeros(0, bool), [])
+    labels: list[bool] = []
+    for p in problems:
+        seen: set[tuple[int, ...]] = set()
+        for _ in range(rollouts):
+            state = tuple(p.numbers)
+            while len(state) > 1:
+                moves = list(legal_moves(state, p.rules))
+                if not moves:
+                    break
+                i, j, move = rng.choice(moves)
+                state = apply_move(state, i, j, move[3])
+                key = tuple(sorted(state))
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.states.append(key)
+                out.targets.append(p.target)
+                out.initial.append(p.numbers)
+                labels.append(reachable(key, p.target, p.rules))
+    out.labels = np.array(labels, dtype=bool)
+    return out

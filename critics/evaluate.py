@@ -1,0 +1,321 @@
+"""Score a critic against the exact oracle: ``python -m critics.evaluate``.
+
+Held-out states of a frozen split (default: the longproc-0.5k *test* split) are labelled with
+:func:`countdown_gym.reachable` and scored with :meth:`critics.Critic.score`. Two state sets:
+
+* ``trace``: every distinct state the reference DFS trace of each problem stands on (what a
+  model writing LongProc-style search visits; reachable and dead-end states both occur);
+* ``random``: states along uniformly random legal-move rollouts (what an untrained step-MDP
+  agent visits).
+
+Reported: AUROC, accuracy at the best threshold, calibration after a logistic map of the score
+fitted on the *validation* split (ECE + reliability diagram), a PCA plot of goal embeddings,
+and batched CPU throughput. Writes ``report.md`` and PNGs into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+# ---- metrics ----------------------------------------------------------------------------------
+
+
+def auroc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Area under the ROC curve (ties count one half); ``nan`` if only one class is present."""
+    scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
+    n_pos, n_neg = int(labels.sum()), int((~labels).sum())
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    order = np.argsort(scores, kind="mergesort")
+    s = scores[order]
+    ranks = np.empty(len(s), dtype=np.float64)
+    i = 0
+    while i < len(s):  # average ranks over ties
+        j = i
+        while j + 1 < len(s) and s[j + 1] == s[i]:
+            j += 1
+        ranks[i : j + 1] = (i + j) / 2 + 1
+        i = j + 1
+    r = np.empty_like(ranks)
+    r[order] = ranks
+    return float((r[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def best_threshold_accuracy(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    """``(accuracy, threshold)``: the best accuracy of ``score >= threshold`` over all thresholds."""
+    scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
+    order = np.argsort(-scores, kind="mergesort")
+    s, y = scores[order], labels[order]
+    # predicting the top k as positive: correct = positives in top k + negatives below
+    tp = np.concatenate([[0], np.cumsum(y)])
+    neg_below = (~y).sum() - np.concatenate([[0], np.cumsum(~y)])
+    correct = tp + neg_below
+    valid = np.concatenate([[True], s[1:] != s[:-1], [True]])  # cut only between distinct scores
+    k = int(np.argmax(np.where(valid, correct, -1)))
+    thr = float(s[k - 1]) if k > 0 else float(s[0]) + 1e-6
+    return float(correct[k] / len(s)), thr
+
+
+def fit_logistic(scores: np.ndarray, labels: np.ndarray, iters: int = 100) -> tuple[float, float]:
+    """``(a, b)`` of ``P = sigmoid(a * score + b)`` by Newton's method (a little L2 for stability)."""
+    x, y = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.float64)
+    w = np.zeros(2)
+    X = np.stack([x, np.ones_like(x)], 1)
+    for _ in range(iters):
+        p = 1 / (1 + np.exp(-(X @ w)))
+        g = X.T @ (p - y) + 1e-6 * w
+        H = (X * (p * (1 - p))[:, None]).T @ X + 1e-6 * np.eye(2)
+        step = np.linalg.solve(H, g)
+        w -= step
+        if np.abs(step).max() < 1e-10:
+            break
+    return float(w[0]), float(w[1])
+
+
+def expected_calibration_error(probs: np.ndarray, labels: np.ndarray, bins: int = 10) -> tuple[float, list[dict]]:
+    """ECE over equal-width probability bins, and the per-bin table for the reliability diagram."""
+    probs, labels = np.asarray(probs, dtype=np.float64), np.asarray(labels, dtype=np.float64)
+    edges = np.linspace(0, 1, bins + 1)
+    idx = np.clip(np.digitize(probs, edges[1:-1]), 0, bins - 1)
+    ece, table = 0.0, []
+    for b in range(bins):
+        m = idx == b
+        if not m.any():
+            continue
+        conf, acc = float(probs[m].mean()), float(labels[m].mean())
+        ece += m.mean() * abs(conf - acc)
+        table.append({"lo": float(edges[b]), "hi": float(edges[b + 1]), "n": int(m.sum()), "confidence": conf, "accuracy": acc})
+    return float(ece), table
+
+
+def metrics(scores: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    acc, thr = best_threshold_accuracy(scores, labels)
+    return {
+        "n": len(labels),
+        "reachable_frac": float(np.mean(labels)) if len(labels) else float("nan"),
+        "auroc": auroc(scores, labels),
+        "best_acc": acc,
+        "threshold": thr,
+    }
+
+
+# ---- plots ------------------------------------------------------------------------------------
+
+
+def plot_reliability(table: list[dict], ece: float, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect")
+    mids = [(r["lo"] + r["hi"]) / 2 for r in table]
+    ax.bar(mids, [r["accuracy"] for r in table], width=0.09, alpha=0.7, label="fraction reachable")
+    ax.plot([r["confidence"] for r in table], [r["accuracy"] for r in table], "o-", color="C3", label="bin mean")
+    ax.set_xlabel("predicted P(reachable)")
+    ax.set_ylabel("observed fraction reachable")
+    ax.set_title(f"{title}\nECE = {ece:.3f}")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def goal_embedding_pca(critic, values: Sequence[int]) -> np.ndarray:
+    """2-D PCA coordinates of the goal embeddings of ``values``."""
+    emb = critic.embed_targets(list(values)).astype(np.float64)
+    emb -= emb.mean(0)
+    _, _, vt = np.linalg.svd(emb, full_matrices=False)
+    return emb @ vt[:2].T
+
+
+def parity_probe(critic, values: Sequence[int]) -> float:
+    """Leave-one-out accuracy of a least-squares linear probe predicting parity from goal embeddings."""
+    emb = critic.embed_targets(list(values)).astype(np.float64)
+    X = np.concatenate([emb, np.ones((len(emb), 1))], 1)
+    y = np.array([1.0 if v % 2 else -1.0 for v in values])
+    correct = 0
+    for i in range(len(values)):
+        m = np.arange(len(values)) != i
+        w = np.linalg.lstsq(X[m].T @ X[m] + 1e-2 * np.eye(X.shape[1]), X[m].T @ y[m], rcond=None)[0]
+        correct += int(np.sign(X[i] @ w) == y[i])
+    return correct / len(values)
+
+
+def plot_goal_pca(critic, values: Sequence[int], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xy = goal_embedding_pca(critic, values)
+    vals = np.array(values)
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    for parity, marker in ((0, "o"), (1, "^")):
+        m = vals % 2 == parity
+        sc = ax.scatter(xy[m, 0], xy[m, 1], c=vals[m], cmap="viridis", marker=marker, s=28,
+                        vmin=vals.min(), vmax=vals.max(), label="even" if parity == 0 else "odd")
+    for v, (x, y) in zip(vals, xy, strict=True):
+        if v % 5 == 0:
+            ax.annotate(str(v), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    fig.colorbar(sc, ax=ax, label="goal value")
+    ax.set_xlabel("PC 1")
+    ax.set_ylabel("PC 2")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ---- the evaluation ---------------------------------------------------------------------------
+
+
+def score_states(critic, ls) -> np.ndarray:
+    initial = ls.initial if critic.version == "v1" else None
+    return critic.score(ls.states, ls.targets, initial=initial)
+
+
+def throughput(critic, ls, repeats: int = 3, n: int = 50_000) -> float:
+    """States per second of ``critic.score`` on up to ``n`` states (best of ``repeats``; cold target cache)."""
+    states = (ls.states * (n // max(len(ls.states), 1) + 1))[:n]
+    targets = (ls.targets * (n // max(len(ls.targets), 1) + 1))[:n]
+    initial = (ls.initial * (n // max(len(ls.initial), 1) + 1))[:n] if critic.version == "v1" else None
+    best = float("inf")
+    for _ in range(repeats):
+        critic._goal_cache.clear()
+        t = time.perf_counter()
+        critic.score(states, targets, initial=initial)
+        best = min(best, time.perf_counter() - t)
+    return len(states) / best
+
+
+def calibration_from_validation(critic, preset: str = "longproc-0.5k", problems: int = 200) -> tuple[float, float]:
+    """Fit the logistic score -> P(reachable) map on trace states of validation problems."""
+    from countdown_gym import load_split
+    from critics.data import trace_states
+
+    val = trace_states(load_split(preset, "validation")[:problems], min_size=2)
+    return fit_logistic(score_states(critic, val), val.labels)
+
+
+def evaluate(
+    checkpoint: str | None = None,
+    preset: str = "longproc-0.5k",
+    split: str = "test",
+    max_problems: int | None = None,
+    rollouts: int = 4,
+    seed: int = 0,
+    out: str | Path = "runs/critic-eval",
+    val_problems: int = 200,
+    progress: bool = True,
+) -> dict:
+    """Run the whole evaluation; returns the results dict and writes report + PNGs into ``out``."""
+    from countdown_gym import load_split
+    from critics import load_critic
+    from critics.data import random_states, trace_states
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    critic = load_critic(checkpoint)
+    problems = load_split(preset, split)[:max_problems]
+    t0 = time.perf_counter()
+    sets = {"trace": trace_states(problems), "random": random_states(problems, rollouts=rollouts, seed=seed)}
+    label_time = time.perf_counter() - t0
+    res: dict = {
+        "checkpoint": str(critic.path), "version": critic.version, "preset": preset, "split": split,
+        "problems": len(problems), "rollouts": rollouts, "seed": seed, "labelling_seconds": round(label_time, 1),
+    }
+    cal = calibration_from_validation(critic, preset, val_problems)
+    res["calibration"] = {"a": cal[0], "b": cal[1], "fitted_on": f"{preset}/validation[:{val_problems}] trace states, 2-3 numbers"}
+    res["sets"] = {}
+    for name, ls in sets.items():
+        scores = score_states(critic, ls)
+        sizes = np.array([len(s) for s in ls.states])
+        entry = {"all": metrics(scores, ls.labels)}
+        for k in sorted(set(sizes.tolist())):
+            entry[f"size_{k}"] = metrics(scores[sizes == k], ls.labels[sizes == k])
+        mid = (sizes >= 2) & (sizes <= 3)
+        entry["sizes_2_3"] = metrics(scores[mid], ls.labels[mid])
+        probs = 1 / (1 + np.exp(-(cal[0] * scores[mid].astype(np.float64) + cal[1])))
+        ece, table = expected_calibration_error(probs, ls.labels[mid])
+        entry["sizes_2_3"]["ece"] = ece
+        plot_reliability(table, ece, out / f"reliability_{name}.png", f"{name} states (2-3 numbers), {split} split")
+        res["sets"][name] = entry
+    values = list(range(1, 101))
+    plot_goal_pca(critic, values, out / "goal_pca.png", f"goal embeddings (critic {critic.version}), targets 1-100")
+    res["parity_probe_loo_acc"] = parity_probe(critic, values)
+    res["throughput_states_per_s"] = throughput(critic, sets["trace"])
+    (out / "results.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+    (out / "report.md").write_text(render_report(res), encoding="utf-8")
+    return res
+
+
+def render_report(res: dict) -> str:
+    lines = [
+        f"# Critic evaluation: {res['checkpoint']} ({res['version']})",
+        "",
+        f"States of `{res['preset']}/{res['split']}` ({res['problems']} problems), labelled by exact "
+        "reachability (`countdown_gym.reachable`). Headline: **trace states with 2-3 numbers** "
+        "(the intermediate states a model writing DFS search visits; 1-number states are an "
+        "equality test and the 4-number start is always reachable).",
+        "",
+        "| state set | subset | n | reachable | AUROC | best acc | ECE (logistic) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, entry in res["sets"].items():
+        for sub, m in entry.items():
+            ece = f"{m['ece']:.3f}" if "ece" in m else ""
+            lines.append(
+                f"| {name} | {sub} | {m['n']} | {m['reachable_frac']:.3f} | {m['auroc']:.4f} | {m['best_acc']:.4f} | {ece} |"
+            )
+    cal = res["calibration"]
+    lines += [
+        "",
+        f"Calibration map P = sigmoid({cal['a']:.3f} * score + {cal['b']:.3f}), fitted on {cal['fitted_on']}.",
+        f"Parity probe on goal embeddings of 1-100 (leave-one-out linear): {res['parity_probe_loo_acc']:.3f}.",
+        f"Batched CPU throughput: {res['throughput_states_per_s']:,.0f} states/s (torch threads: {res.get('threads', '?')}).",
+        "",
+        "Plots: `reliability_trace.png`, `reliability_random.png`, `goal_pca.png`.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m critics.evaluate", description=__doc__.split("\n")[0])
+    ap.add_argument("--checkpoint", default=None, help="checkpoint directory (default: the shipped V2)")
+    ap.add_argument("--preset", default="longproc-0.5k")
+    ap.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    ap.add_argument("--max-problems", type=int, default=None, help="first N problems of the split (default: all)")
+    ap.add_argument("--rollouts", type=int, default=4, help="random rollouts per problem")
+    ap.add_argument("--val-problems", type=int, default=200, help="validation problems for the calibration fit")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads")
+    ap.add_argument("--out", default="runs/critic-eval", help="output directory")
+    a = ap.parse_args(argv)
+    import torch
+
+    from critics.models import CheckpointError
+
+    torch.set_num_threads(a.threads)
+    try:
+        res = evaluate(a.checkpoint, a.preset, a.split, a.max_problems, a.rollouts, a.seed, a.out, a.val_problems)
+    except (CheckpointError, ValueError, FileNotFoundError) as e:
+        raise SystemExit(f"error: {e}") from None
+    res["threads"] = a.threads
+    Path(a.out, "report.md").write_text(render_report(res), encoding="utf-8")
+    Path(a.out, "results.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+    print(render_report(res))
+    print(f"wrote {a.out}/report.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,381 @@
+"""Train a numerical critic on the package's DFS traces: ``python -m critics.train``.
+
+Every field of :class:`TrainConfig` is a command-line flag (``--steps 2000``,
+``--positives all``, ...). The run directory (``--out``) receives, every
+``checkpoint_every`` steps and at the end: ``model.safetensors`` + ``config.json`` (loadable
+with ``critics.load_critic(out)``), ``train_state.pt`` (optimizer, step, random states: for
+``--resume``), ``log.jsonl``, ``loss.png`` (the paper's figure 4) and ``similarity.png`` (the
+paper's figure 5: cosine similarities of 16 states against 16 goals of one batch).
+
+V2 loss (see ``docs/critics.md``): state -> goal InfoNCE over the distinct goals of the batch,
+plus (``hard_weight``) a goal -> state InfoNCE in which each own-target positive competes with
+``dead_per_row`` dead-end states of the same trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from critics.data import TraceTable, cached_table
+from critics.models import (
+    ModelConfig,
+    NumericalCriticV1,
+    NumericalCriticV2,
+    build_model,
+    count_parameters,
+    goal_infonce,
+    info_nce,
+    ranking_infonce,
+    save_checkpoint,
+)
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run depends on (each field is a CLI flag)."""
+
+    # model
+    version: str = "v2"
+    value_dim: int = 32
+    fourier: int = 12
+    hidden: int = 256
+    depth: int = 2
+    goal_hidden: int = 256
+    out_dim: int = 128
+    temperature: float = 0.1
+    pair_dim: int = 32  # 0 = plain MLP over the sorted slots; > 0 adds the pair pool (docs/critics.md)
+    # data
+    preset: str = "longproc-0.5k"
+    max_train_problems: int = 0  # use only the first N train-split problems (0 = all; for quick runs and tests)
+    extra_problems: int = 0  # generated problems added to the train split (never test/validation keys)
+    data_seed: int = 1
+    goal_min: int = 10  # hindsight goals are reached values in [goal_min, goal_max]
+    goal_max: int = 50
+    positives: str = "reachable"  # "reachable" (states on the path to the target) or "all" (every trace state)
+    hindsight: float = 0.5  # fraction of V2 rows whose goal is a value reached below the state
+    size_small: float = 0.1  # hindsight rows: relative chance of a 1-number state
+    size_mid: float = 0.3  # ... of a 2-number state
+    size_large: float = 0.6  # ... of a 3-number state
+    dead_per_row: int = 2  # dead-end states (same trace, same size) per own-target row for the goal -> state term
+    hard_weight: float = 1.0  # weight of the goal -> state term (0 = plain InfoNCE)
+    cache_dir: str = "runs/cache"  # trace tables are cached here ("" = no cache)
+    # optimisation
+    steps: int = 5000
+    stop_after: int = 0  # end this invocation after this many total steps (0 = at --steps); continue with --resume
+    time_limit: float = 0.0  # minutes of wall time for the whole invocation (data included); 0 = none
+    batch_size: int = 256
+    lr: float = 2e-3
+    weight_decay: float = 1e-4
+    warmup: int = 300
+    grad_clip: float = 1.0
+    seed: int = 0
+    threads: int = 1
+    # bookkeeping
+    out: str = "runs/critic-v2"
+    checkpoint_every: int = 1000
+    log_every: int = 50
+    resume: bool = False
+    calibrate: bool = True  # fit the score -> probability map on validation states at the end
+
+    def __post_init__(self) -> None:
+        if self.positives not in ("reachable", "all"):
+            raise ValueError(f"--positives must be 'reachable' or 'all', got {self.positives!r}")
+        if not 0.0 <= self.hindsight <= 1.0:
+            raise ValueError(f"--hindsight must be in [0, 1], got {self.hindsight}")
+        for name in ("steps", "batch_size", "checkpoint_every", "log_every", "threads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.goal_min > self.goal_max:
+            raise ValueError("--goal-min must be <= --goal-max")
+        self.model_config()  # validates the model fields
+
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(
+            version=self.version, value_dim=self.value_dim, fourier=self.fourier, hidden=self.hidden, depth=self.depth,
+            goal_hidden=self.goal_hidden, out_dim=self.out_dim, temperature=self.temperature, pair_dim=self.pair_dim,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def parse_args(argv: list[str] | None = None) -> TrainConfig:
+    """A :class:`TrainConfig` from command-line flags (one per field)."""
+    ap = argparse.ArgumentParser(prog="python -m critics.train", description="Train a numerical contrastive critic.")
+    for f in dataclasses.fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        if f.type in ("bool", bool):
+            ap.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+        else:
+            typ = {"int": int, "float": float, "str": str}[str(f.type)]
+            ap.add_argument(flag, type=typ, default=f.default, help=f"(default: {f.default})")
+    ns = ap.parse_args(argv)
+    try:
+        return TrainConfig(**vars(ns))
+    except ValueError as e:
+        ap.error(str(e))
+        raise  # unreachable
+
+
+# ---- batches ----------------------------------------------------------------------------------
+
+
+def _sets(table: TraceTable, nodes: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    values = torch.from_numpy(table.node_states[nodes].astype(np.float64))
+    sizes = torch.from_numpy(table.node_sizes[nodes])
+    mask = (torch.arange(table.max_numbers)[None, :] < sizes[:, None]).float()
+    return values, mask
+
+
+def v2_loss(model: NumericalCriticV2, table: TraceTable, cfg: TrainConfig, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
+    b = table.sample_v2(
+        cfg.batch_size, rng, cfg.positives, cfg.hindsight, cfg.dead_per_row, (cfg.size_small, cfg.size_mid, cfg.size_large)
+    )
+    s = model.embed_states(*_sets(table, b["state"]))
+    uniq, inv = np.unique(b["goal"], return_inverse=True)
+    g = model.embed_goals(torch.from_numpy(uniq.astype(np.float64)))
+    inv_t = torch.from_numpy(inv)
+    loss = goal_infonce(s, inv_t, g, cfg.temperature)
+    info = {"nce": loss.item(), "acc": float(((s @ g.T).argmax(1) == inv_t).float().mean())}
+    rows = np.flatnonzero(b["dead_valid"])
+    if cfg.hard_weight > 0 and cfg.dead_per_row > 0 and len(rows):
+        dv, dm = _sets(table, b["dead"][rows].reshape(-1))
+        d = model.embed_states(dv, dm).reshape(len(rows), cfg.dead_per_row, -1)
+        r = torch.from_numpy(rows)
+        hard = ranking_infonce(g[inv_t[r]], s[r], d, cfg.temperature)
+        loss = loss + cfg.hard_weight * hard
+        info["hard"] = hard.item()
+    return loss, info
+
+
+def v1_loss(model: NumericalCriticV1, table: TraceTable, cfg: TrainConfig, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
+    b = table.sample_v1(cfg.batch_size, rng)
+    init = table.initial[b["trace"]]
+    iv = torch.from_numpy(init.astype(np.float64))
+    im = (iv > 0).float()
+    sa = model.embed_state_actions(iv, im, *_sets(table, b["state"]))
+    goal_rows = table.node_states[b["goal_node"]]
+    uniq, first, inv = np.unique(goal_rows, axis=0, return_index=True, return_inverse=True)
+    g = model.embed_goals(*_sets(table, b["goal_node"][first]))
+    inv_t = torch.from_numpy(inv.reshape(-1))
+    loss = info_nce(sa, g, inv_t, cfg.temperature)
+    return loss, {"nce": loss.item(), "acc": float(((sa @ g.T).argmax(1) == inv_t).float().mean())}
+
+
+# ---- plots ------------------------------------------------------------------------------------
+
+
+def plot_loss(log: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = np.array([r["step"] for r in log])
+    loss = np.array([r["loss"] for r in log])
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(steps, loss, lw=0.8, alpha=0.5, label="loss (per log interval)")
+    if len(loss) >= 10:
+        k = max(len(loss) // 30, 2)
+        ax.plot(steps[k - 1 :], np.convolve(loss, np.ones(k) / k, mode="valid"), lw=1.6, label=f"moving mean ({k})")
+    ax.set_xlabel("step")
+    ax.set_ylabel("contrastive loss")
+    ax.set_title("critic training loss")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+@torch.no_grad()
+def plot_similarity(model, table: TraceTable, cfg: TrainConfig, path: Path, seed: int = 12345) -> None:
+    """Cosine similarity of 16 states vs the goals of the same 16 rows (distinct goals)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(seed)
+    rows: list[tuple[int, int]] = []
+    seen: set[int] = set()
+    while len(rows) < 16:
+        if cfg.version == "v2":
+            b = table.sample_v2(64, rng, "reachable", 0.0, 0)
+            pairs = zip(b["state"], b["goal"], strict=True)
+        else:
+            b = table.sample_v1(64, rng)
+            pairs = zip(b["state"], b["goal_node"], strict=True)
+        for node, goal in pairs:
+            key = int(goal) if cfg.version == "v2" else hash(tuple(table.node_states[goal]))
+            if key not in seen and len(rows) < 16:
+                seen.add(key)
+                rows.append((int(node), int(goal)))
+    nodes = np.array([r[0] for r in rows])
+    goals = np.array([r[1] for r in rows])
+    if cfg.version == "v2":
+        s = model.embed_states(*_sets(table, nodes))
+        g = model.embed_goals(torch.from_numpy(goals.astype(np.float64)))
+        ylabels = [str(list(table.node_states[n][: table.node_sizes[n]])) for n in nodes]
+        xlabels = [str(v) for v in goals]
+    else:
+        init = torch.from_numpy(table.initial[table.node_trace[nodes]].astype(np.float64))
+        s = model.embed_state_actions(init, (init > 0).float(), *_sets(table, nodes))
+        g = model.embed_goals(*_sets(table, goals))
+        ylabels = [str(list(table.node_states[n][: table.node_sizes[n]])) for n in nodes]
+        xlabels = [str(list(table.node_states[n][: table.node_sizes[n]])) for n in goals]
+    sim = (s @ g.T).numpy()
+    fig, ax = plt.subplots(figsize=(7, 6))
+    im = ax.imshow(sim, cmap="viridis", vmin=-1, vmax=1)
+    ax.set_xticks(range(16), xlabels, rotation=90, fontsize=7)
+    ax.set_yticks(range(16), ylabels, fontsize=7)
+    ax.set_xlabel("goal")
+    ax.set_ylabel("state")
+    ax.set_title(f"cosine similarity, one batch of 16 (critic {cfg.version})")
+    fig.colorbar(im, ax=ax)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ---- the loop ---------------------------------------------------------------------------------
+
+
+def _lr(cfg: TrainConfig, step: int) -> float:
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    t = (step - cfg.warmup) / max(cfg.steps - cfg.warmup, 1)
+    return cfg.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0))))
+
+
+def _save(model, optim, cfg: TrainConfig, out: Path, step: int, rng: np.random.Generator, log: list[dict], extra: dict) -> None:
+    meta = {"train_config": cfg.to_dict(), "step": step, "parameters": count_parameters(model), **extra}
+    save_checkpoint(model, cfg.model_config(), out, meta)
+    torch.save(
+        {"optimizer": optim.state_dict(), "step": step, "numpy_rng": rng.bit_generator.state,
+         "torch_rng": torch.get_rng_state(), "elapsed": extra.get("train_seconds", 0.0)},
+        out / "train_state.pt",
+    )
+    with (out / "log.jsonl").open("w", encoding="utf-8") as f:
+        for r in log:
+            f.write(json.dumps(r) + "\n")
+
+
+def train(cfg: TrainConfig, progress: bool = True) -> Path:
+    """Run (or resume) training; returns the run directory."""
+    from tqdm import tqdm
+
+    t_start = time.perf_counter()
+    torch.set_num_threads(cfg.threads)
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    t_data = time.perf_counter()
+    table = cached_table(
+        cfg.preset, cfg.extra_problems, cfg.data_seed, 4, (cfg.goal_min, cfg.goal_max),
+        cfg.cache_dir or None, progress=progress, max_train=cfg.max_train_problems,
+    )
+    data_seconds = time.perf_counter() - t_data
+    model = build_model(cfg.model_config())
+    optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    start, log, elapsed = 0, [], 0.0
+    if cfg.resume:
+        state_path = out / "train_state.pt"
+        if not state_path.exists():
+            raise SystemExit(f"error: --resume: {state_path} not found (no earlier run in {out})")
+        from critics.models import load_checkpoint
+
+        loaded, meta = load_checkpoint(out)
+        if meta.get("train_config", {}).get("version") != cfg.version:
+            raise SystemExit(f"error: --resume: {out} holds a {meta.get('train_config', {}).get('version')} run, not {cfg.version}")
+        model.load_state_dict(loaded.state_dict())
+        st = torch.load(state_path, weights_only=False)
+        optim.load_state_dict(st["optimizer"])
+        rng.bit_generator.state = st["numpy_rng"]
+        torch.set_rng_state(st["torch_rng"])
+        start, elapsed = st["step"], st.get("elapsed", 0.0)
+        if (out / "log.jsonl").exists():
+            log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines() if x.strip()]
+            log = [r for r in log if r["step"] <= start]
+    loss_fn = v2_loss if cfg.version == "v2" else v1_loss
+    model.train()
+    end = min(cfg.steps, cfg.stop_after) if cfg.stop_after > 0 else cfg.steps
+    bar = tqdm(range(start, end), initial=start, total=cfg.steps, desc=f"critic {cfg.version}", disable=not progress)
+    acc_loss, acc_info, acc_n = 0.0, {}, 0
+    t0 = time.perf_counter() - elapsed
+    extra = {"data": table.stats(), "data_seconds": round(data_seconds, 1)}
+    for step in bar:
+        for group in optim.param_groups:
+            group["lr"] = _lr(cfg, step)
+        loss, info = loss_fn(model, table, cfg, rng)
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optim.step()
+        acc_loss += loss.item()
+        acc_n += 1
+        for k, v in info.items():
+            acc_info[k] = acc_info.get(k, 0.0) + v
+        if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
+            rec = {"step": step + 1, "loss": acc_loss / acc_n, **{k: v / acc_n for k, v in acc_info.items()},
+                   "lr": _lr(cfg, step), "seconds": round(time.perf_counter() - t0, 1)}
+            log.append(rec)
+            bar.set_postfix(loss=f"{rec['loss']:.3f}", acc=f"{rec.get('acc', 0):.2f}")
+            acc_loss, acc_info, acc_n = 0.0, {}, 0
+        if cfg.time_limit > 0 and time.perf_counter() - t_start > 60 * cfg.time_limit and step + 1 < end:
+            extra["stopped_by_time_limit_at_step"] = step + 1
+            end = step + 1
+            break
+        if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < end:
+            model.eval()
+            _save(model, optim, cfg, out, step + 1, rng, log, {**extra, "train_seconds": time.perf_counter() - t0})
+            model.train()
+    bar.close()
+    train_seconds = time.perf_counter() - t0
+    model.eval()
+    if end < cfg.steps and "stopped_by_time_limit_at_step" not in extra:  # interrupted on purpose: resumable checkpoint
+        _save(model, optim, cfg, out, end, rng, log, {**extra, "train_seconds": train_seconds})
+        return out
+    extra.update({"train_seconds": round(train_seconds, 1), "threads": cfg.threads, "steps_done": end,
+                  "command": "python -m critics.train " + " ".join(sys.argv[1:])})
+    _save(model, optim, cfg, out, end, rng, log, extra)
+    if cfg.calibrate:
+        from critics import load_critic
+        from critics.evaluate import calibration_from_validation
+
+        a, b = calibration_from_validation(load_critic(out), cfg.preset)
+        extra["calibration"] = {"a": a, "b": b, "fitted_on": f"{cfg.preset}/validation[:200] trace states, 2-3 numbers"}
+    extra["total_seconds"] = round(time.perf_counter() - t_start, 1)
+    _save(model, optim, cfg, out, end, rng, log, extra)
+    if log:
+        plot_loss(log, out / "loss.png")
+    plot_similarity(model, table, cfg, out / "similarity.png")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_args(argv)
+    out = train(cfg)
+    meta = json.loads((out / "config.json").read_text())
+    print(f"done: {meta['steps_done']} steps x batch {cfg.batch_size}: {meta['train_seconds']} s of training, "
+          f"{meta.get('total_seconds', '?')} s in all (data {meta['data_seconds']} s) "
+          f"({meta['parameters']:,} parameters); checkpoint in {out}")
+
+
+if __name__ == "__main__":
+    main()
