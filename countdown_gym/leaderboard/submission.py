@@ -264,6 +264,11 @@ def _answer_list(entry: Any, where: str) -> tuple[str, list[Any]]:
     )
 
 
+def _plain(v: Any) -> Any:
+    """A numpy scalar as the Python value (what ``json`` can write)."""
+    return v.item() if hasattr(v, "item") and not isinstance(v, (str, bytes)) else v
+
+
 def build_header(
     *,
     agent: str,
@@ -299,7 +304,7 @@ def build_header(
         "split_sha256": split_sha256(preset, split),
         "package_version": __version__,
         "date": date or _dt.datetime.now(_dt.UTC).date().isoformat(),
-        "sampling": dict(sampling),
+        "sampling": {str(k): _plain(v) for k, v in sampling.items()},
         "compute": compute,
         "command": command,
         "answer_kind": answer_kind,
@@ -396,7 +401,7 @@ def write_submission(
     tmp = out.with_name(out.name + ".tmp")
     with tmp.open("w", encoding="utf-8", newline="\n") as f:
         for obj in [header, *lines]:
-            f.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+            f.write(json.dumps(obj, separators=(",", ":")) + "\n")  # ASCII: any str round-trips
     try:
         read_submission(tmp)
     except SubmissionError as e:
