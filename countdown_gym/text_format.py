@@ -406,6 +406,7 @@ def longproc_prompt(problem: Problem, *, example: Problem | None = None, current
     rules = problem.rules
     if example is None:
         example = default_example(rules, problem.key)
+    larger = " Write the larger number first." if rules.integer_only and rules.sign != "any" else ""
     annotate = (
         " End every line of the search with '### Current State: [..]', the number set the search stands on after that line."
         if current_state
@@ -413,7 +414,7 @@ def longproc_prompt(problem: Problem, *, example: Problem | None = None, current
     )
     return (
         "Countdown: reach the target number by combining the given numbers with arithmetic.\n"
-        f"Rules: {describe_rules(rules)} Write the larger number first.\n"
+        f"Rules: {describe_rules(rules)}{larger}\n"
         "Search for a solution depth-first and write one line per step, exactly as in the example: pick two "
         "numbers, try the operations in the order + - * /, add each allowed result to the number set and "
         "continue from there; drop a branch that breaks the rules or ends away from the target, and go back "

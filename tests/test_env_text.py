@@ -484,3 +484,19 @@ def test_bad_actions_and_calls(tiny_tokenizer):
         tok_env.step(10**6)
     with pytest.raises(ValueError, match="max_prompt_chars"):
         CountdownTextEnv(problems=[P], max_prompt_chars=100).reset(seed=0)
+
+
+# ---- vector environments ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode, kwargs", [("sync", {}), ("async", {"shared_memory": False})])
+def test_make_vec(mode, kwargs):
+    envs = gym.make_vec("CountdownText-v0", num_envs=2, vectorization_mode=mode, vector_kwargs=kwargs, prompt="compact")
+    try:
+        obs, info = envs.reset(seed=0)
+        assert all(o.startswith("Numbers: [") for o in obs)
+        obs, reward, terminated, truncated, info = envs.step(("21 + 16 = 37", "<answer>1</answer>"))
+        assert list(terminated) == [False, True] and list(reward) == [0.0, 0.0]
+        assert obs[0].endswith("21 + 16 = 37\n") and info["transitions"][0][0]["reason"] == "operand_unavailable"
+    finally:
+        envs.close()
