@@ -489,25 +489,33 @@ def test_reference_agents_cli_writes_a_valid_submission(tmp_path):
     assert isinstance(s, Scores) and s.k == 2 and s.pass_at_k is not None and s.pass_at_1 < 0.5
 
 
-def test_submit_a_saved_maskable_ppo_model(tmp_path):
+def test_submit_a_saved_maskable_ppo_model_behind_a_wrapper(tmp_path):
     torch = pytest.importorskip("torch")
     sb3_contrib = pytest.importorskip("sb3_contrib")
     from countdown_gym.envs.countdown import CountdownEnv
 
     torch.set_num_threads(1)
-    env = CountdownEnv(preset=PRESET, split="train")
+    (tmp_path / "cg_flip_wrapper.py").write_text(
+        "import gymnasium as gym\n\n\nclass Flip(gym.ObservationWrapper):\n"
+        "    def observation(self, obs):\n        return -obs\n"
+    )
+    from countdown_gym.leaderboard.agents import load_object
+
+    flip = load_object(f"{tmp_path / 'cg_flip_wrapper.py'}:Flip", "wrapper")
+    env = flip(CountdownEnv(preset=PRESET, split="train"))
     model = sb3_contrib.MaskablePPO("MlpPolicy", env, n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu")
     model.learn(32)
     model.save(tmp_path / "model.zip")
     out = tmp_path / "ppo.jsonl"
     argv = [
-        "submit", "--sb3", str(tmp_path / "model.zip"), "--preset", PRESET, "--split", SPLIT, "--out", str(out),
-        "--agent", "ppo", "--authors", "t", "--model", "MLP", "--method", "MaskablePPO", "--reward-variant", "sparse",
-        "--no-progress",
+        "submit", "--sb3", str(tmp_path / "model.zip"), "--wrapper", f"{tmp_path / 'cg_flip_wrapper.py'}:Flip",
+        "--preset", PRESET, "--split", SPLIT, "--out", str(out), "--agent", "ppo", "--authors", "t", "--model", "MLP",
+        "--method", "MaskablePPO", "--reward-variant", "sparse", "--no-progress",
     ]  # fmt: skip
     assert lb_main(argv) == 0
     s = score_file(out)
     assert isinstance(s, Scores) and s.invalid_step_rate == 0.0
+    assert "--wrapper" in s.header["command"]
 
 
 def test_writer_accepts_one_move_sequence_or_completion_per_problem(tmp_path):

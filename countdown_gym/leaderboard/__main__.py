@@ -80,8 +80,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace, argv: list[str]) -> int:
-    from countdown_gym.leaderboard.agents import load_policy, load_sb3_model, sb3_policy, submit_policy
+    from countdown_gym.leaderboard.agents import load_object, load_policy, load_sb3_model, sb3_policy, submit_policy
 
+    wrapper = load_object(args.wrapper, "wrapper") if args.wrapper else None
     if args.sb3:
         model = load_sb3_model(args.sb3)
 
@@ -95,7 +96,7 @@ def cmd_submit(args: argparse.Namespace, argv: list[str]) -> int:
     path, evals = submit_policy(
         make, args.out, preset=args.preset, split=args.split, k=args.k, seed=args.seed,
         temperature=args.temperature, progress=not args.no_progress,
-        command="python -m countdown_gym.leaderboard " + shlex.join(argv), compute=args.compute,
+        command="python -m countdown_gym.leaderboard " + shlex.join(argv), compute=args.compute, wrapper=wrapper,
         agent=args.agent, authors=args.authors, model=args.model, model_size=args.model_size,
         method=args.method, reward_variant=args.reward_variant, notes=args.notes,
     )  # fmt: skip
@@ -120,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     src = m.add_mutually_exclusive_group(required=True)
     src.add_argument("--policy", help="'module:name' or 'file.py:name': a policy (obs, info) -> action, or a class taking seed")
     src.add_argument("--sb3", help="path of a saved sb3-contrib MaskablePPO model (.zip)")
+    m.add_argument("--wrapper", help="'module:name' or 'file.py:name': a Gymnasium wrapper class applied to Countdown-v0 "
+                   "(the observation wrapper the model was trained behind)")
     m.add_argument("--preset", default="longproc-0.5k", choices=sorted(SPLIT_SPEC))
     m.add_argument("--split", default="test", choices=SPLITS)
     m.add_argument("--out", required=True, help="submission file to write, e.g. leaderboard/submissions/<agent>.jsonl")

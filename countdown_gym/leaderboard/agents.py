@@ -13,7 +13,6 @@ exact result, so the verifier reports which rule it broke.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import inspect
 import os
 import platform
@@ -77,30 +76,38 @@ def load_sb3_model(path: str | Path) -> Any:
     return MaskablePPO.load(str(p), device="cpu")
 
 
+def load_object(spec: str, what: str = "policy") -> Any:
+    """The object named by ``"module:name"`` or ``"path/to/file.py:name"``.
+
+    A file is imported under its own stem with its folder put on ``sys.path`` (so classes a
+    saved SB3 model refers to, e.g. ``sb3_policy.PerActionPolicy``, resolve when it loads).
+    """
+    target, sep, name = spec.rpartition(":")
+    if not sep or not target or not name:
+        raise ValueError(f"{what} spec must be 'module:name' or 'file.py:name', got {spec!r}")
+    if target.endswith(".py"):
+        path = Path(target).resolve()
+        if not path.is_file():
+            raise FileNotFoundError(f"{what} file not found: {target}")
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))
+        module = importlib.import_module(path.stem)
+        if Path(getattr(module, "__file__", "") or "").resolve() != path:
+            raise ValueError(f"{target}: the module name {path.stem!r} is taken by {module.__file__}; rename the file")
+    else:
+        module = importlib.import_module(target)
+    if not hasattr(module, name):
+        raise ValueError(f"{target} has no attribute {name!r}")
+    return getattr(module, name)
+
+
 def load_policy(spec: str, seed: int = 0) -> Policy:
     """A policy from ``"module:name"`` or ``"path/to/file.py:name"``.
 
     ``name`` is a policy ``(obs, info) -> action``, an object with ``predict`` (SB3 model), or a
     class, which is instantiated as ``name(seed=seed)`` (or ``name()`` if it takes no seed).
     """
-    target, sep, name = spec.rpartition(":")
-    if not sep or not target or not name:
-        raise ValueError(f"policy spec must be 'module:name' or 'file.py:name', got {spec!r}")
-    if target.endswith(".py"):
-        path = Path(target)
-        if not path.is_file():
-            raise FileNotFoundError(f"policy file not found: {path}")
-        mod_name = f"_countdown_policy_{path.stem}"
-        module_spec = importlib.util.spec_from_file_location(mod_name, path)
-        assert module_spec is not None and module_spec.loader is not None
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[mod_name] = module
-        module_spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(target)
-    if not hasattr(module, name):
-        raise ValueError(f"{target} has no attribute {name!r}")
-    obj = getattr(module, name)
+    obj = load_object(spec, "policy")
     if inspect.isclass(obj):
         obj = obj(seed=seed) if "seed" in inspect.signature(obj).parameters else obj()
     if hasattr(obj, "predict"):
@@ -128,10 +135,12 @@ def evaluate_policy(
     seed: int = 0,
     progress: bool = True,
     limit: int | None = None,
+    wrapper: Callable[[Any], Any] | None = None,
 ) -> Evaluation:
     """Play every problem of ``load_split(preset, split)`` once with ``policy``.
 
-    ``policy`` may also be an SB3 model (wrapped with :func:`sb3_policy`). ``limit`` plays only
+    ``policy`` may also be an SB3 model (wrapped with :func:`sb3_policy`). ``wrapper`` (e.g. an
+    observation wrapper the model was trained behind) is applied to the env. ``limit`` plays only
     the first problems (for quick checks; a submission needs the whole split).
     """
     from tqdm import tqdm
@@ -142,6 +151,8 @@ def evaluate_policy(
         policy = sb3_policy(policy)
     problems = load_split(preset, split)[:limit]
     env = CountdownEnv(preset=preset, split=split, invalid_action="penalty")
+    if wrapper is not None:
+        env = wrapper(env)
     env.reset(seed=seed)
     out: list[MoveList] = []
     successes = invalid = 0
@@ -176,6 +187,7 @@ def submit_policy(
     temperature: float = 0.0,
     progress: bool = True,
     compute: str | None = None,
+    wrapper: Callable[[Any], Any] | None = None,
     **metadata: Any,
 ) -> tuple[Path, list[Evaluation]]:
     """Evaluate ``make_policy(seed + r)`` for ``r < k`` on the split and write a submission.
@@ -189,7 +201,10 @@ def submit_policy(
 
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    evals = [evaluate_policy(make_policy(seed + r), preset, split, seed=seed + r, progress=progress) for r in range(k)]
+    evals = [
+        evaluate_policy(make_policy(seed + r), preset, split, seed=seed + r, progress=progress, wrapper=wrapper)
+        for r in range(k)
+    ]
     n = len(evals[0].moves)
     answers = [[ev.moves[i] for ev in evals] for i in range(n)]
     seconds = sum(ev.seconds for ev in evals)
