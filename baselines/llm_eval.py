@@ -1,0 +1,317 @@
+"""pass@1 (greedy) and pass@k (sampled) of any Hugging Face causal LM on a frozen split.
+
+    python baselines/llm_eval.py                                   # the shipped tiny model, longproc-0.5k test
+    python baselines/llm_eval.py --model Qwen/Qwen2.5-0.5B-Instruct --prompt-style tinyzero --limit 200
+    python baselines/llm_eval.py --model path/to/checkpoint --k 8 --backend vllm
+
+Every completion is verified with ``countdown_gym.verifier.verify`` and written to a leaderboard
+submission (``countdown_gym.leaderboard.write_submission``) when the whole split was evaluated,
+else to a JSONL file of completions. Batched HF generation uses left padding with position ids
+derived from the attention mask (models with learned absolute positions, e.g. GPT-2, would
+otherwise see shifted positions). ``--backend vllm`` uses vLLM when it is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tiny_lm import SHIPPED_CHECKPOINT, position_ids_from_mask  # noqa: E402
+
+from countdown_gym.problem import Problem  # noqa: E402
+from countdown_gym.splits import load_split  # noqa: E402
+from countdown_gym.text_format import build_prompt  # noqa: E402
+from countdown_gym.verifier import verify  # noqa: E402
+
+
+@dataclass
+class EvalConfig:
+    """Options of ``llm_eval.py`` (every field is a ``--flag``)."""
+
+    model: str = str(SHIPPED_CHECKPOINT)
+    """Local directory or hub id of any causal LM."""
+    preset: str = "longproc-0.5k"
+    split: str = "test"
+    limit: int = 0
+    """Evaluate only the first N problems (0 = the whole split)."""
+    prompt_style: str = "compact"
+    """``compact`` (the shipped tiny model), ``longproc`` or ``tinyzero``."""
+    chat_template: str = "auto"
+    """``auto``: wrap the prompt in the tokenizer's chat template when it has one; ``on`` / ``off``."""
+    k: int = 8
+    """Sampled completions per problem for pass@k and per-sample success (0 = greedy only)."""
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 320
+    batch_size: int = 128
+    threads: int = 1
+    seed: int = 0
+    backend: str = "hf"
+    """``hf`` (transformers generate) or ``vllm``."""
+    dtype: str = "float32"
+    out: str = ""
+    """Output path: a leaderboard submission ``.jsonl`` (whole split) or completions JSONL; empty = auto."""
+    agent: str = ""
+    authors: str = "countdown-gym baselines"
+    method: str = "SFT on compact search traces"
+    results_json: str = ""
+    """Also write the metrics to this JSON file."""
+    extra: dict = field(default_factory=dict)
+
+
+# ---- prompts and generation -----------------------------------------------------------------------
+
+
+def make_prompts(problems: list[Problem], tokenizer, style: str, chat_template: str = "auto") -> list[str]:
+    """The prompt text of each problem, inside the tokenizer's chat template when asked / available."""
+    prompts = [build_prompt(p, style) for p in problems]
+    has_template = getattr(tokenizer, "chat_template", None) is not None
+    if chat_template not in ("auto", "on", "off"):
+        raise ValueError(f"chat_template must be auto, on or off, got {chat_template!r}")
+    if chat_template == "on" and not has_template:
+        raise ValueError("--chat-template on, but the tokenizer has no chat template")
+    if chat_template == "on" or (chat_template == "auto" and has_template):
+        prompts = [
+            tokenizer.apply_chat_template([{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True)
+            for t in prompts
+        ]
+    return prompts
+
+
+def _accepts_position_ids(model) -> bool:
+    return "position_ids" in inspect.signature(model.forward).parameters
+
+
+@torch.no_grad()
+def generate(
+    model,
+    tokenizer,
+    prompts: list[str],
+    *,
+    num_return_sequences: int = 1,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_new_tokens: int = 320,
+    batch_size: int = 128,
+    progress: bool = True,
+    desc: str = "generate",
+) -> tuple[list[list[str]], int]:
+    """Completions per prompt (``num_return_sequences`` each) and the number of generated tokens.
+
+    Prompts are sorted by length and batched with left padding; position ids come from the
+    attention mask. Special tokens are skipped when decoding.
+    """
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    # a chat template already holds the BOS text; do not add special tokens twice
+    add_special = not (getattr(tokenizer, "chat_template", None) and prompts and tokenizer.bos_token and prompts[0].startswith(tokenizer.bos_token))
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    out: list[list[str]] = [[] for _ in prompts]
+    n_tokens = 0
+    per_batch = max(1, batch_size // max(num_return_sequences, 1))
+    use_pos = _accepts_position_ids(model)
+    eos = tokenizer.eos_token_id
+    bar = tqdm(total=len(prompts), desc=desc, disable=not progress, leave=False)
+    for start in range(0, len(order), per_batch):
+        idx = order[start : start + per_batch]
+        enc = tokenizer([prompts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=add_special)
+        kwargs = dict(
+            input_ids=enc["input_ids"],
+            attention_mask=enc["attention_mask"],
+            max_new_tokens=max_new_tokens,
+            num_return_sequences=num_return_sequences,
+            do_sample=do_sample,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=eos,
+        )
+        if do_sample:
+            kwargs.update(temperature=temperature, top_p=top_p, top_k=0)
+        if use_pos:
+            kwargs["position_ids"] = position_ids_from_mask(enc["attention_mask"])
+        seqs = model.generate(**kwargs)
+        new = seqs[:, enc["input_ids"].shape[1] :]
+        for r, row in enumerate(new):
+            keep = row != tokenizer.pad_token_id if tokenizer.pad_token_id != eos else torch.ones_like(row, dtype=torch.bool)
+            if eos is not None and (row == eos).any():
+                first = int((row == eos).nonzero()[0])
+                keep[first + 1 :] = False
+            n_tokens += int(keep.sum())
+            text = tokenizer.decode(row[keep], skip_special_tokens=True)
+            out[idx[r // num_return_sequences]].append(text)
+        bar.update(len(idx))
+    bar.close()
+    return out, n_tokens
+
+
+def generate_vllm(model_path: str, prompts: list[str], n: int, temperature: float, top_p: float, max_new_tokens: int, seed: int) -> list[list[str]]:
+    """Completions with vLLM (optional extra: ``pip install 'countdown-gym[vllm]'`` on a GPU machine)."""
+    try:
+        from vllm import LLM, SamplingParams
+    except ImportError:
+        raise SystemExit("--backend vllm needs vLLM (a CUDA machine and pip install 'countdown-gym[vllm]'); use --backend hf") from None
+    llm = LLM(model=model_path, seed=seed)
+    params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens)
+    return [[o.text for o in r.outputs] for r in llm.generate(prompts, params)]
+
+
+# ---- metrics ------------------------------------------------------------------------------------
+
+
+def score(problems: list[Problem], completions: list[list[str]]) -> list[list[bool]]:
+    """``verify`` on every completion."""
+    return [[verify(p, c).correct for c in cs] for p, cs in zip(problems, completions, strict=True)]
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k estimate from ``n`` samples with ``c`` correct."""
+    if n - c < k:
+        return 1.0
+    prob = 1.0
+    for i in range(n - c + 1, n + 1):
+        prob *= 1.0 - k / i
+    return 1.0 - prob
+
+
+def load_model(name: str, dtype: str = "float32"):
+    """``(model, tokenizer)`` from a local path or hub id."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if name.startswith((".", "/")) and not Path(name).exists():
+        raise SystemExit(f"--model {name}: no such directory")
+    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+    tokenizer = AutoTokenizer.from_pretrained(name)
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype)
+    model.eval()
+    return model, tokenizer
+
+
+def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem] | None = None, progress: bool = True) -> dict:
+    """Run the evaluation of ``cfg``; returns metrics plus the completions."""
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    if problems is None:
+        problems = load_split(cfg.preset, cfg.split)
+        if cfg.limit:
+            problems = problems[: cfg.limit]
+    if model is None and cfg.backend == "hf":
+        model, tokenizer = load_model(cfg.model, cfg.dtype)
+    if tokenizer is None:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+    prompts = make_prompts(problems, tokenizer, cfg.prompt_style, cfg.chat_template)
+    res: dict = {"problems": len(problems), "model": cfg.model, "preset": cfg.preset, "split": cfg.split, "prompt_style": cfg.prompt_style}
+    t0 = time.time()
+    if cfg.backend == "vllm":
+        greedy = generate_vllm(cfg.model, prompts, 1, 0.0, 1.0, cfg.max_new_tokens, cfg.seed)
+        n_greedy_tokens = 0
+    elif cfg.backend == "hf":
+        greedy, n_greedy_tokens = generate(model, tokenizer, prompts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size, progress=progress, desc="greedy")
+    else:
+        raise SystemExit(f"--backend must be hf or vllm, got {cfg.backend!r}")
+    dt = time.time() - t0
+    ok = score(problems, greedy)
+    res["pass@1_greedy"] = sum(o[0] for o in ok) / max(len(ok), 1)
+    res["greedy_tokens_per_s"] = n_greedy_tokens / dt if dt > 0 and n_greedy_tokens else None
+    res["greedy_seconds"] = dt
+    res["greedy_mean_tokens"] = n_greedy_tokens / max(len(problems), 1)
+    res["completions_greedy"] = [g[0] for g in greedy]
+    if cfg.k > 0:
+        t0 = time.time()
+        if cfg.backend == "vllm":
+            sampled = generate_vllm(cfg.model, prompts, cfg.k, cfg.temperature, cfg.top_p, cfg.max_new_tokens, cfg.seed)
+            n_tok = 0
+        else:
+            sampled, n_tok = generate(model, tokenizer, prompts, num_return_sequences=cfg.k, do_sample=True, temperature=cfg.temperature,
+                                      top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size, progress=progress, desc=f"sample k={cfg.k}")
+        dt = time.time() - t0
+        oks = score(problems, sampled)
+        res[f"pass@{cfg.k}"] = sum(pass_at_k(len(o), sum(o), cfg.k) for o in oks) / max(len(oks), 1)
+        res["per_sample_success"] = sum(sum(o) for o in oks) / max(sum(len(o) for o in oks), 1)
+        res["sample_tokens_per_s"] = n_tok / dt if dt > 0 and n_tok else None
+        res["sample_seconds"] = dt
+        res["completions_sampled"] = sampled
+    return res
+
+
+def write_outputs(cfg: EvalConfig, res: dict, problems: list[Problem], command: str) -> Path:
+    """A leaderboard submission when the whole split was evaluated, else a JSONL of completions."""
+    full = not cfg.limit or cfg.limit >= len(load_split(cfg.preset, cfg.split))
+    name = cfg.agent or Path(cfg.model.rstrip("/")).name
+    answers = [[g] for g in res["completions_greedy"]]
+    if "completions_sampled" in res:
+        answers = [[g, *s] for g, s in zip(res["completions_greedy"], res["completions_sampled"], strict=True)]
+    if full:
+        try:
+            from countdown_gym.leaderboard import write_submission
+        except ImportError:
+            write_submission = None
+        if write_submission is not None:
+            out = Path(cfg.out or f"leaderboard/submissions/{name}-{cfg.preset}-{cfg.split}.jsonl")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            write_submission(
+                str(out), agent=name, authors=cfg.authors, model=cfg.model, model_size=str(res.get("params", "unknown")),
+                method=cfg.method, reward_variant="none", preset=cfg.preset, split=cfg.split, answers=answers,
+                sampling={"k": len(answers[0]), "temperature": cfg.temperature, "first_answer": "greedy"},
+                compute=f"CPU, {cfg.threads} thread(s)", command=command,
+            )
+            return out
+    out = Path(cfg.out or f"{name}-{cfg.preset}-{cfg.split}-completions.jsonl")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as f:
+        for p, a in zip(problems, answers, strict=True):
+            f.write(json.dumps({"id": p.id, "numbers": list(p.numbers), "target": p.target, "completions": a}) + "\n")
+    return out
+
+
+# ---- command line -------------------------------------------------------------------------------
+
+
+def parse_config(cls, argv: list[str] | None = None):
+    """A dataclass instance from ``--field value`` flags (``--field-name`` or ``--field_name``)."""
+    parser = argparse.ArgumentParser(description=(cls.__doc__ or "").strip())
+    for f in dataclasses.fields(cls):
+        if f.name == "extra":
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        flags = [f"--{f.name.replace('_', '-')}"] + ([f"--{f.name}"] if "_" in f.name else [])
+        if isinstance(default, bool):
+            parser.add_argument(*flags, dest=f.name, type=lambda s: s.lower() in ("1", "true", "yes", "on"), default=default, metavar="BOOL")
+        elif isinstance(default, tuple):
+            parser.add_argument(*flags, dest=f.name, type=lambda s: tuple(int(x) for x in s.split(",") if x), default=default, metavar="I,J")
+        else:
+            parser.add_argument(*flags, dest=f.name, type=type(default), default=default)
+    return cls(**vars(parser.parse_args(argv)))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    cfg = parse_config(EvalConfig, argv)
+    problems = load_split(cfg.preset, cfg.split)
+    if cfg.limit:
+        problems = problems[: cfg.limit]
+    res = evaluate(cfg, problems=problems)
+    command = "python baselines/llm_eval.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    out = write_outputs(cfg, res, problems, command)
+    metrics = {k: v for k, v in res.items() if not k.startswith("completions")}
+    print(json.dumps(metrics, indent=2))
+    print(f"completions written to {out}")
+    if cfg.results_json:
+        Path(cfg.results_json).write_text(json.dumps(metrics, indent=2) + "\n")
+    return res
+
+
+if __name__ == "__main__":
+    main()

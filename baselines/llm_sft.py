@@ -1,0 +1,286 @@
+"""Pre-train the project's tiny causal LM from scratch on compact search traces (CleanRL style).
+
+    python baselines/llm_sft.py                          # defaults below; see docs/tiny_lm.md
+    python baselines/llm_sft.py --max-minutes 5 --out runs/sft-small --hidden 96
+    python baselines/llm_sft.py --out runs/sft --resume true   # continue from runs/sft/checkpoint
+
+Data: the train split of ``--preset`` plus ``--fresh-problems`` newly generated problems (any
+problem whose key is in the validation or test split is dropped). Each example is
+``compact_prompt(p)`` + ``compact_trace(p)`` with the numbers in a fresh random order every time
+(an augmentation: a different order gives a different trace). The loss covers completion
+tokens only. Every ``--eval-every`` steps the model's greedy completions on ``--eval-problems``
+validation problems are checked with the real verifier. Writes to ``--out``: ``metrics.csv``,
+``curves.png`` (loss and validation success), ``checkpoint/`` (model, tokenizer, optimiser,
+step, RNG state; for ``--resume``) and ``final/`` (the model alone, ready for ``llm_eval.py``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from llm_eval import generate, parse_config, score  # noqa: E402
+from tiny_lm import TinyLMConfig, build_model, build_tokenizer, count_parameters, save_pretrained  # noqa: E402
+
+from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, shuffled  # noqa: E402
+from countdown_gym.generator import iter_problems  # noqa: E402
+from countdown_gym.problem import Problem  # noqa: E402
+from countdown_gym.splits import load_split  # noqa: E402
+from countdown_gym.text_format import compact_prompt  # noqa: E402
+
+
+@dataclass
+class SFTConfig:
+    """Options of ``llm_sft.py`` (every field is a ``--flag``)."""
+
+    out: str = "runs/llm_sft"
+    preset: str = "longproc-0.5k"
+    seed: int = 0
+    fresh_problems: int = 20000
+    """Newly generated problems added to the train split (never validation/test keys)."""
+    # model
+    arch: str = "llama"
+    hidden: int = 128
+    layers: int = 4
+    heads: int = 4
+    intermediate: int = 384
+    max_positions: int = 512
+    # trace format
+    dead_ends: tuple = (1, 0)
+    probe: int = 1
+    answer: str = "solution"
+    # optimisation
+    lr: float = 2e-3
+    min_lr_ratio: float = 0.05
+    weight_decay: float = 0.01
+    warmup_steps: int = 100
+    batch_size: int = 32
+    max_steps: int = 3000
+    max_minutes: float = 0.0
+    """Stop (and save) after this much wall time; 0 = no limit. The LR schedule follows max_steps."""
+    grad_clip: float = 1.0
+    threads: int = 1
+    # evaluation and checkpoints
+    eval_every: int = 250
+    eval_problems: int = 200
+    eval_batch_size: int = 100
+    max_new_tokens: int = 256
+    checkpoint_every: int = 250
+    resume: bool = False
+    progress: bool = True
+
+
+def trace_config(cfg: SFTConfig) -> CompactTraceConfig:
+    return CompactTraceConfig(dead_ends=tuple(cfg.dead_ends), probe=cfg.probe, answer=cfg.answer)
+
+
+def model_config(cfg: SFTConfig) -> TinyLMConfig:
+    return TinyLMConfig(arch=cfg.arch, hidden=cfg.hidden, layers=cfg.layers, heads=cfg.heads,
+                        intermediate=cfg.intermediate, max_positions=cfg.max_positions)
+
+
+def training_problems(cfg: SFTConfig, progress: bool = True) -> list[Problem]:
+    """The train split plus ``fresh_problems`` new ones, none sharing a key with validation/test."""
+    held_out = {p.key for s in ("validation", "test") for p in load_split(cfg.preset, s)}
+    train = [p for p in load_split(cfg.preset, "train") if p.key not in held_out]
+    seen = held_out | {p.key for p in train}
+    fresh: list[Problem] = []
+    stream = iter_problems(cfg.preset, seed=10_000 + cfg.seed)
+    bar = tqdm(total=cfg.fresh_problems, desc="fresh problems", disable=not progress, leave=False)
+    while len(fresh) < cfg.fresh_problems:
+        p = next(stream)
+        if p.key in seen:
+            continue
+        seen.add(p.key)
+        fresh.append(p)
+        bar.update(1)
+    bar.close()
+    return train + fresh
+
+
+def make_batch(problems: list[Problem], tokenizer, tcfg: CompactTraceConfig, rng: random.Random, max_len: int):
+    """Token ids, attention mask and labels (prompt and padding masked with -100), right-padded."""
+    rows = []
+    for p in problems:
+        q = shuffled(p, rng.randrange(1 << 30))
+        prompt = compact_prompt(q)
+        completion = compact_trace(q, config=tcfg)
+        ids_p = tokenizer(prompt)["input_ids"]  # starts with <bos>
+        ids_c = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        ids = (ids_p + ids_c)[:max_len]
+        labels = ([-100] * len(ids_p) + ids_c)[:max_len]
+        rows.append((ids, labels))
+    width = max(len(r[0]) for r in rows)
+    pad = tokenizer.pad_token_id
+    input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    labels = torch.full((len(rows), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, (ids, lab) in enumerate(rows):
+        input_ids[i, : len(ids)] = torch.tensor(ids)
+        labels[i, : len(lab)] = torch.tensor(lab)
+        mask[i, : len(ids)] = 1
+    return input_ids, mask, labels
+
+
+def lr_at(step: int, cfg: SFTConfig) -> float:
+    """Linear warm-up, then cosine decay to ``min_lr_ratio * lr`` at ``max_steps``."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    frac = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+def validation_success(model, tokenizer, problems: list[Problem], cfg: SFTConfig) -> float:
+    """Greedy success rate on ``problems`` under the real verifier."""
+    model.eval()
+    prompts = [compact_prompt(p) for p in problems]
+    outs, _ = generate(model, tokenizer, prompts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.eval_batch_size, progress=False)
+    model.train()
+    ok = score(problems, outs)
+    return sum(o[0] for o in ok) / max(len(ok), 1)
+
+
+def save_checkpoint(path: Path, model, tokenizer, opt, step: int, rng: random.Random, meta: dict) -> None:
+    save_pretrained(model, tokenizer, path, meta)
+    torch.save({"optimizer": opt.state_dict(), "step": step, "rng": rng.getstate(), "torch_rng": torch.get_rng_state()}, path / "trainer_state.pt")
+
+
+def plot_curves(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.8))
+    steps = [r["step"] for r in rows if r.get("loss") not in (None, "")]
+    ax[0].plot(steps, [float(r["loss"]) for r in rows if r.get("loss") not in (None, "")])
+    ax[0].set_xlabel("step")
+    ax[0].set_ylabel("train loss (completion tokens)")
+    ax[0].set_yscale("log")
+    ev = [r for r in rows if r.get("val_success") not in (None, "")]
+    ax[1].plot([r["step"] for r in ev], [float(r["val_success"]) for r in ev], marker="o")
+    ax[1].set_xlabel("step")
+    ax[1].set_ylabel("validation greedy success")
+    ax[1].set_ylim(0, 1)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def train(cfg: SFTConfig) -> dict:
+    """Run SFT; returns a summary (params, tokens/s, final validation success, paths)."""
+    torch.set_num_threads(cfg.threads)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt = out / "checkpoint"
+    tcfg = trace_config(cfg)
+    rng = random.Random(cfg.seed)
+    torch.manual_seed(cfg.seed)
+
+    problems = training_problems(cfg, cfg.progress)
+    val = load_split(cfg.preset, "validation")[: cfg.eval_problems]
+    tokenizer = build_tokenizer()
+    step = 0
+    rows: list[dict] = []
+    if cfg.resume and (ckpt / "trainer_state.pt").exists():
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(str(ckpt))
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
+        state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
+        opt.load_state_dict(state["optimizer"])
+        step = state["step"]
+        rng.setstate(state["rng"])
+        torch.set_rng_state(state["torch_rng"])
+        if (out / "metrics.csv").exists():
+            with (out / "metrics.csv").open() as f:
+                rows = [r for r in csv.DictReader(f) if int(r["step"]) <= step]
+        print(f"resumed from {ckpt} at step {step}")
+    else:
+        if cfg.resume:
+            print(f"--resume: no checkpoint in {ckpt}, starting from scratch")
+        model = build_model(model_config(cfg), tokenizer)
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
+    n_params = count_parameters(model)
+    meta = {"sft_config": asdict(cfg), "model_config": asdict(model_config(cfg)), "params": n_params,
+            "train_problems": len(problems), "trace_config": asdict(tcfg)}
+    print(f"model: {cfg.arch}, {n_params / 1e6:.2f}M parameters; {len(problems)} training problems")
+
+    model.train()
+    t_start = time.time()
+    tokens = 0
+    loss_ema = None
+    bar = tqdm(total=cfg.max_steps, initial=step, desc="sft", disable=not cfg.progress)
+    stopped_by_time = False
+    while step < cfg.max_steps:
+        batch_problems = [problems[rng.randrange(len(problems))] for _ in range(cfg.batch_size)]
+        input_ids, mask, labels = make_batch(batch_problems, tokenizer, tcfg, rng, cfg.max_positions)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, cfg)
+        loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        step += 1
+        tokens += int(mask.sum())
+        loss_ema = loss.item() if loss_ema is None else 0.95 * loss_ema + 0.05 * loss.item()
+        elapsed = time.time() - t_start
+        row = {"step": step, "loss": round(loss.item(), 5), "lr": lr_at(step - 1, cfg), "tokens_per_s": round(tokens / elapsed, 1),
+               "elapsed_s": round(elapsed, 1), "val_success": ""}
+        out_of_time = cfg.max_minutes > 0 and elapsed > cfg.max_minutes * 60
+        if step % cfg.eval_every == 0 or step == cfg.max_steps or out_of_time:
+            row["val_success"] = validation_success(model, tokenizer, val, cfg)
+            tqdm.write(f"step {step}: loss {loss_ema:.4f}, validation greedy success {row['val_success']:.3f} ({len(val)} problems)")
+        rows.append(row)
+        bar.set_postfix(loss=f"{loss_ema:.3f}", tok_s=f"{tokens / elapsed:.0f}")
+        bar.update(1)
+        if step % cfg.checkpoint_every == 0 or step == cfg.max_steps or out_of_time:
+            save_checkpoint(ckpt, model, tokenizer, opt, step, rng, meta)
+            write_metrics(rows, out)
+        if out_of_time:
+            stopped_by_time = True
+            tqdm.write(f"stopping at step {step}: --max-minutes {cfg.max_minutes} reached")
+            break
+    bar.close()
+    elapsed = time.time() - t_start
+    write_metrics(rows, out)
+    evals = [r for r in rows if r["val_success"] != ""]
+    summary = {
+        "params": n_params,
+        "steps": step,
+        "stopped_by_time": stopped_by_time,
+        "wall_seconds_this_run": round(elapsed, 1),
+        "tokens_per_s_this_run": round(tokens / elapsed, 1) if elapsed > 0 else None,
+        "final_val_success": float(evals[-1]["val_success"]) if evals else None,
+        "val_problems": len(val),
+    }
+    meta["summary"] = summary
+    save_pretrained(model, tokenizer, out / "final", meta)
+    print(json.dumps(summary, indent=2))
+    return summary
+
+
+def write_metrics(rows: list[dict], out: Path) -> None:
+    if not rows:
+        return
+    with (out / "metrics.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    plot_curves(rows, out / "curves.png")
+
+
+if __name__ == "__main__":
+    train(parse_config(SFTConfig))
