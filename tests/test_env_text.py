@@ -10,7 +10,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import countdown_gym  # noqa: F401  (registers the environments)
-from countdown_gym import Problem, dfs_trace, generate, parse_trace, solve
+from countdown_gym import GeneratorConfig, Problem, Rules, dfs_trace, generate, parse_trace, solve
 from countdown_gym.envs.text import (
     INVALID_REASONS,
     CountdownTextEnv,
@@ -101,6 +101,14 @@ def test_every_dfs_trace_replays_clean(current_state):
         for t, s in zip(r.transitions, moved, strict=False):
             assert t["valid"] and t["line_no"] == s.line_no
             assert sorted(t["state"]) == sorted(s.state) and sorted(t["next_state"]) == sorted(s.next_state)
+
+
+def test_classic_rules_traces_replay_clean():
+    config = GeneratorConfig(name="classic-test", rules=Rules.classic())
+    problems = [p for p in generate(config, 15, seed=2) if p.target not in p.numbers]
+    for problem in problems:
+        r = replay_completion(problem, _trace(problem, True))
+        assert r.invalid_steps == 0 and not r.invalid_lines and r.reward == 1.0
 
 
 def test_env_line_mode_matches_replay():
@@ -297,6 +305,20 @@ def test_solution_block_only():
     r = replay_completion(P, "<Solution>\n21 + 16 = 37\n37 - 16 = 21\n21 + 26 = 47\n</Solution>")
     assert [t["reason"] for t in r.transitions] == ["ok", "operand_unavailable", "operand_unavailable"]
     assert r.invalid_steps == 2 and not r.verdict.correct and r.reward == 0.0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<Solution> 21 + 16 = 37\n37 - 17 = 20\n20 + 26 = 46 </Solution>",
+        "<Solution>21 + 16 = 37\n37 - 17 = 20\n20 + 26 = 46</Solution>\nignored",
+        "<Solution>\r\n21 + 16 = 37\r\n37 - 17 = 20\r\n20 + 26 = 46\r\n</Solution>\r\n",
+    ],
+)
+def test_solution_tags_sharing_lines_and_crlf(text):
+    r = replay_completion(P, text)
+    assert [t["move"][3] for t in r.transitions] == [37, 20, 46] and r.invalid_steps == 0
+    assert r.reward == 1.0 and len(r.step_rewards) == r.num_lines
 
 
 def test_answer_only():

@@ -13,6 +13,7 @@ Three layers, one code path:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, SupportsFloat
@@ -64,6 +65,7 @@ INVALID_REASONS: dict[str, str] = {
 }
 """Reason codes of invalid lines (besides :meth:`Rules.check`'s, which are included)."""
 
+_RE_SOLUTION_TAG = re.compile(r"(</?(?:Solution|solution|SOLUTION)>)")
 _PERMISSIVE = Rules(name="exact", integer_only=False, sign="any", value_limit=None, use_all=True)
 
 
@@ -193,10 +195,20 @@ class LineChecker:
     # -- the entry point --
     def check(self, line: str) -> tuple[LineCheck, list[dict[str, Any]]]:
         """Check one completed line (without its newline): its :class:`LineCheck` and transitions."""
-        p = parse_line(line)
         transitions: list[dict[str, Any]] = []
-        reason = self._dispatch(p, transitions)
-        check = LineCheck(self.line_no, line, p.kind, reason == "ok", reason)
+        if "olution>" in line and "=" in line:  # <Solution> / </Solution> sharing a line with steps
+            segments = [x for x in _RE_SOLUTION_TAG.split(line) if x.strip()]
+        else:
+            segments = [line]
+        kind, reason = "blank", "ok"
+        for segment in segments:
+            p = parse_line(segment)
+            r = self._dispatch(p, transitions)
+            if kind in ("blank", "solution_open", "solution_close") or (reason == "ok" and r != "ok"):
+                kind = p.kind
+            if reason == "ok":
+                reason = r
+        check = LineCheck(self.line_no, line, kind, reason == "ok", reason)
         self.line_no += 1
         return check, transitions
 
@@ -576,19 +588,25 @@ def replay_completion(
     ep = TextEpisode(problem, rules, max_lines=line_budget)
     transitions: list[dict[str, Any]] = []
     rewards: list[float] = []
-    for line in completion.splitlines(keepends=True):
-        res = ep.feed(line)
+    pieces = completion.split("\n")
+    tail = pieces.pop()  # the text after the last newline ("" when the completion ends with one)
+    for piece in pieces:
+        res = ep.feed(piece + "\n")
         transitions.extend(res.transitions)
         rewards.append(res.reward)
         if ep.done:
             break
-    if not ep.done:
-        res = ep.finish()
+    if not ep.done:  # the last line (if unterminated) and the end of the completion: one step
+        res = ep.feed(tail) if tail else StepResult()
+        if not ep.done:
+            more = ep.finish()
+            res.transitions += more.transitions
+            res.reward += more.reward
         transitions.extend(res.transitions)
-        if rewards and not res.lines:
-            rewards[-1] += res.reward
-        else:
+        if tail or not rewards:
             rewards.append(res.reward)
+        else:
+            rewards[-1] += res.reward
     assert ep.verdict is not None
     return Replay(transitions, ep.verdict, ep.invalid_steps, rewards, ep.num_lines, list(ep.invalid_lines), ep.truncated)
 
