@@ -295,6 +295,7 @@ def test_schema_violations_are_rejected_with_the_field(good, tmp_path):
     rejected(tamper(good, tmp_path / "h2.jsonl", lambda o: o[0].update(evil=1)), "header", "evil")
     rejected(tamper(good, tmp_path / "h3.jsonl", lambda o: o[0].update(preset="nope")), "unknown preset")
     rejected(tamper(good, tmp_path / "h4.jsonl", lambda o: o[0].update(format_version=9)), "format_version")
+    rejected(tamper(good, tmp_path / "h5.jsonl", lambda o: o[0].update(claimed={"pass@1": 10**400})), "header", "claimed")
     rejected(tamper(good, tmp_path / "p1.jsonl", lambda o: o[3].update(completions="x")), "line 4", "schema")
     rejected(tamper(good, tmp_path / "p2.jsonl", lambda o: o[3].update(target=float(o[3]["target"]))), "line 4", "integers")
     rejected(tamper(good, tmp_path / "p3.jsonl", lambda o: o[3].update(completions=["a"])), "line 4", "fewer than sampling.k")

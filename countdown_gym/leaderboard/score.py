@@ -91,9 +91,13 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k from ``n`` answers of which ``c`` are correct (``k <= n``)."""
     if not 0 <= c <= n or not 1 <= k <= n:
         raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    return float(_pass_at_k(n, c, k))
+
+
+def _pass_at_k(n: int, c: int, k: int) -> Fraction:
     if n - c < k:
-        return 1.0
-    return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
+        return Fraction(1)
+    return 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
 
 
 def _replay_function() -> Callable[..., Any] | None:
@@ -148,7 +152,7 @@ def score_submission(sub: Submission, progress: bool = False) -> Scores:
         n = len(results)
         first += results[0].correct
         per_sample += Fraction(c, n)
-        passk += Fraction(pass_at_k(n, c, k))
+        passk += _pass_at_k(n, c, k)
         total_answers += n
         total_len += sum(r.length for r in results)
         for r in results:
