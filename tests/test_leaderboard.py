@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from fractions import Fraction
 from itertools import combinations
@@ -555,3 +556,27 @@ def test_invalid_steps_of_a_trace_are_counted_by_the_text_env_replay():
     wrong = score_answer(p, bad, replay)
     assert wrong.invalid_moves >= 1
     assert score_answer(p, "x" * (MAX_COMPLETION_CHARS + 1), replay).reason == "completion_too_long"
+
+
+def test_random_corruption_never_crashes_the_scorer(good, tmp_path_factory):
+    """Byte-level edits of a valid file (LB_FUZZ_EXAMPLES=400 for a longer local run)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    raw = good.read_bytes()
+    d = tmp_path_factory.mktemp("fuzz")
+
+    @settings(max_examples=int(os.environ.get("LB_FUZZ_EXAMPLES", "25")), deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(st.tuples(st.integers(0, len(raw) - 1), st.binary(min_size=0, max_size=4)), min_size=1, max_size=4))
+    def run(edits):
+        data = bytearray(raw)
+        for pos, repl in edits:
+            data[pos : pos + 1] = repl
+        path = d / "fuzz.jsonl"
+        path.write_bytes(bytes(data))
+        r = score_file(path)
+        assert isinstance(r, (Scores, Rejection))
+        if isinstance(r, Rejection):
+            assert r.reason and "could not be scored" not in r.reason, r.reason
+
+    run()
