@@ -114,11 +114,13 @@ def test_action_encoding_roundtrip_and_formula():
                     continue
                 for o, op in enumerate(OPERATORS):
                     a = encode_action(i, j, op, m)
-                    assert a == (i * (m - 1) + (j - (j > i))) * 4 + o
+                    h = max(i, j)
+                    assert a == (h * (h - 1) + 2 * min(i, j) + (i > j)) * 4 + o
                     assert encode_action(i, j, o, m) == a
                     assert decode_action(a, m) == (i, j, op)
                     seen.add(a)
         assert seen == set(range(num_actions(m)))
+    assert [decode_action(4 * p, 4)[:2] for p in range(6)] == [(0, 1), (1, 0), (0, 2), (2, 0), (1, 2), (2, 1)]
 
 
 def test_determinism_per_seed():

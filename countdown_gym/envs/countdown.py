@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import cache
 from typing import Any, SupportsFloat
@@ -42,19 +43,29 @@ def _op_index(op: str | int) -> int:
     raise ValueError(f"operator must be one of {OPERATORS} or an index 0..{len(OPERATORS) - 1}, got {op!r}")
 
 
-def encode_action(i: int, j: int, op: str | int, max_numbers: int) -> int:
-    """The action index of ``slot[i] op slot[j]``.
+def pair_index(i: int, j: int) -> int:
+    """The index of the ordered slot pair ``(i, j)``: ``h * (h - 1) + 2 * l + (i > j)``.
 
-    ``a = (i * (M - 1) + j') * 4 + op_index`` with ``M = max_numbers``, ``j' = j - (j > i)``
-    (the pair index skips ``j == i``) and ``op_index`` the position of ``op`` in ``+ - * /``.
+    ``h = max(i, j)``, ``l = min(i, j)``: pairs are ordered by their larger slot, so the
+    ``k * (k - 1)`` pairs within the first ``k`` slots come first, whatever ``max_numbers`` is.
+    """
+    h, lo = (i, j) if i > j else (j, i)
+    return h * (h - 1) + 2 * lo + (1 if i > j else 0)
+
+
+def encode_action(i: int, j: int, op: str | int, max_numbers: int) -> int:
+    """The action index of ``slot[i] op slot[j]``: ``4 * pair_index(i, j) + op_index``.
+
+    ``pair_index(i, j) = h * (h - 1) + 2 * min(i, j) + (1 if i > j else 0)`` with
+    ``h = max(i, j)``, and ``op_index`` the position of ``op`` in ``("+", "-", "*", "/")``.
+    With ``k`` numbers left, exactly the first ``4 * k * (k - 1)`` actions use occupied slots.
     """
     for name, k in (("i", i), ("j", j)):
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < max_numbers:
             raise ValueError(f"slot {name} must be an int in 0..{max_numbers - 1}, got {k!r}")
     if i == j:
         raise ValueError(f"a move needs two different slots, got i == j == {i}")
-    jj = j - 1 if j > i else j
-    return int((i * (max_numbers - 1) + jj) * len(OPERATORS) + _op_index(op))
+    return int(pair_index(int(i), int(j)) * len(OPERATORS) + _op_index(op))
 
 
 def decode_action(a: int, max_numbers: int) -> tuple[int, int, str]:
@@ -63,8 +74,9 @@ def decode_action(a: int, max_numbers: int) -> tuple[int, int, str]:
     if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not 0 <= a < n:
         raise ValueError(f"action must be an int in 0..{n - 1}, got {a!r}")
     pair, op = divmod(int(a), len(OPERATORS))
-    i, jj = divmod(pair, max_numbers - 1)
-    j = jj + 1 if jj >= i else jj
+    h = (1 + math.isqrt(1 + 4 * pair)) // 2
+    lo, swapped = divmod(pair - h * (h - 1), 2)
+    i, j = (h, lo) if swapped else (lo, h)
     return i, j, OPERATORS[op]
 
 
@@ -88,6 +100,14 @@ def _pairs(k: int, max_numbers: int) -> tuple[tuple[int, int, int, int], ...]:
 # ---- legality (one home for the env's masks; Rules.check is the reference) --------------------
 
 
+@cache
+def _bounds(rules: Rules) -> tuple[float, float]:
+    """``(lo, hi)`` with a result ``r`` allowed by the sign and limit rules iff ``lo <= r < hi``."""
+    lo = {"positive": 1, "nonnegative": 0}.get(rules.sign, -math.inf)
+    hi = math.inf if rules.value_limit is None else rules.value_limit
+    return lo, hi
+
+
 def pair_results(x: Number, y: Number, rules: Rules) -> tuple[Number | None, ...]:
     """``(x + y, x - y, x * y, x / y)`` where legal under ``rules``, ``None`` where not.
 
@@ -96,22 +116,15 @@ def pair_results(x: Number, y: Number, rules: Rules) -> tuple[Number | None, ...
     """
     if not (rules.integer_only and type(x) is int and type(y) is int):
         return tuple(rules.check(x, op, y)[0] for op in OPERATORS)
-    any_sign = rules.sign == "any"
-    positive = rules.sign == "positive"
-    limit = rules.value_limit
-
-    def ok(r: int) -> bool:
-        if not any_sign and (r < 0 or (positive and r == 0)):
-            return False
-        return limit is None or r < limit
-
-    out: list[Number | None] = [x + y, x - y, x * y, x // y if y != 0 and x % y == 0 else None]
-    for o in range(3):
-        if not ok(out[o]):
-            out[o] = None
-    if out[3] is not None and not ok(out[3]):
-        out[3] = None
-    return tuple(out)
+    lo, hi = _bounds(rules)
+    s, d, p = x + y, x - y, x * y
+    q = x // y if y != 0 and x % y == 0 else None
+    return (
+        s if lo <= s < hi else None,
+        d if lo <= d < hi else None,
+        p if lo <= p < hi else None,
+        q if q is not None and lo <= q < hi else None,
+    )
 
 
 def move_results(state: tuple[Number, ...], rules: Rules, max_numbers: int) -> list[Number | None]:
@@ -134,37 +147,25 @@ class _StateInfo:
     def __init__(self, legal: bytes, mask: np.ndarray, base_obs: np.ndarray, has_legal_move: bool):
         self.legal = legal  # one byte per action: 1 = legal
         self.mask = mask  # int8 view of ``legal`` (read-only)
-        self.base_obs = base_obs  # float32 slot values + presence; target and step filled per step
+        self.base_obs = base_obs  # float32 slot values + presence (never handed out: copied per step)
         self.has_legal_move = has_legal_move
 
 
 _CACHE_LIMIT = 1 << 18
-_NO_MOVES = bytes(len(OPERATORS))
 
 
 class _PairTable(dict):
-    """``(x, y) -> 4 legality bytes`` of ``x op y`` (``None`` operand = empty slot), filled on demand."""
+    """``(x, y) -> 4 legality bytes`` of ``x op y``, filled on demand."""
 
     def __init__(self, rules: Rules) -> None:
         super().__init__()
         self.rules = rules
         self.results: dict[tuple[Number, Number], tuple[Number | None, ...]] = {}
 
-    def __missing__(self, key: tuple[Number | None, Number | None]) -> bytes:
-        x, y = key
-        if x is None or y is None:
-            bits = _NO_MOVES
-        else:
-            res = self.results[key] = pair_results(x, y, self.rules)
-            bits = bytes([r is not None for r in res])
-        self[key] = bits
+    def __missing__(self, key: tuple[Number, Number]) -> bytes:
+        res = self.results[key] = pair_results(key[0], key[1], self.rules)
+        bits = self[key] = bytes((res[0] is not None, res[1] is not None, res[2] is not None, res[3] is not None))
         return bits
-
-    def result(self, x: Number, y: Number, op_index: int) -> Number | None:
-        res = self.results.get((x, y))
-        if res is None:
-            res = self.results[(x, y)] = pair_results(x, y, self.rules)
-        return res[op_index]
 
 
 class _ValueTable(dict):
@@ -183,7 +184,8 @@ class _StateCache:
     """Memo of :class:`_StateInfo` per state (and of pair legality and value encodings).
 
     One cache per (rules, max_numbers, value_scale), shared by every env with those settings.
-    Each memo is cleared when it reaches ``_CACHE_LIMIT`` entries.
+    The state memo keeps at most ``_CACHE_LIMIT`` states (about 150 MB at 4 numbers), dropping
+    the oldest half when full; the pair and value memos are cleared when they reach that size.
     """
 
     _shared: dict[tuple[Rules, int, float], _StateCache] = {}
@@ -195,8 +197,10 @@ class _StateCache:
         self.values = _ValueTable(value_scale)
         m = max_numbers
         first, second, _ = action_table(m)
-        self._order = [(first[a], second[a]) for a in range(0, num_actions(m), len(OPERATORS))]
-        self._padding = [(None,) * (m - k) for k in range(m + 1)]
+        n_ops = len(OPERATORS)
+        # with k numbers left, the pairs inside the first k slots are the first k * (k - 1)
+        self._pairs_of = [[(first[n_ops * p], second[n_ops * p]) for p in range(k * (k - 1))] for k in range(m + 1)]
+        self._zeros = [bytes(num_actions(m) - n_ops * k * (k - 1)) for k in range(m + 1)]
         self._tails = [[0.0] * (m - k) + [1.0] * k + [0.0] * (m - k) + [0.0, 0.0] for k in range(m + 1)]
 
     @classmethod
@@ -209,9 +213,16 @@ class _StateCache:
     def lookup(self, state: tuple[Number, ...]) -> _StateInfo:
         info = self.data.get(state)
         if info is None:
-            if len(self.data) >= _CACHE_LIMIT:
-                self.data.clear()
-            info = self.data[state] = self._compute(state)
+            info = self.add(state)
+        return info
+
+    def add(self, state: tuple[Number, ...]) -> _StateInfo:
+        """Compute and memoise ``state`` (the oldest half of the memo goes when it is full)."""
+        data = self.data
+        if len(data) >= _CACHE_LIMIT:
+            for key in list(itertools.islice(data, len(data) // 2)):
+                del data[key]
+        info = data[state] = self._compute(state)
         return info
 
     def _compute(self, state: tuple[Number, ...]) -> _StateInfo:
@@ -221,12 +232,10 @@ class _StateCache:
             pairs.clear()
             pairs.results.clear()
             self.values.clear()
-        s = state + self._padding[k]
-        legal = b"".join([pairs[(s[i], s[j])] for i, j in self._order])
+        legal = b"".join([pairs[(state[i], state[j])] for i, j in self._pairs_of[k]]) + self._zeros[k]
         mask = np.frombuffer(legal, dtype=np.int8)  # a read-only view of immutable bytes
         values = self.values
         obs = np.array([values[x] for x in state] + self._tails[k], dtype=np.float32)
-        obs.flags.writeable = False
         return _StateInfo(legal, mask, obs, 1 in legal)
 
 
@@ -253,12 +262,16 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
     :func:`countdown_gym.solver.apply_move`); empty slots are at the end.
 
     ## Action space
-    ``Discrete(M * (M - 1) * 4)``: an ordered slot pair ``i != j`` and an operator,
-    ``a = (i * (M - 1) + j') * 4 + op_index`` with ``j' = j - 1 if j > i else j`` and
-    ``op_index`` the position in ``("+", "-", "*", "/")``; the move is ``slot[i] op slot[j]``.
-    :func:`encode_action` / :func:`decode_action` (and the methods of the same names) convert.
-    ``M = 4`` gives 48 actions, ``M = 6`` gives 120. The ``+`` and ``*`` of ``(i, j)`` and
-    ``(j, i)`` are the same move reached by two actions; both are legal or both masked.
+    ``Discrete(M * (M - 1) * 4)``: an ordered slot pair ``i != j`` and an operator; the move
+    is ``slot[i] op slot[j]``. The index is ``a = 4 * p + op_index`` with ``op_index`` the
+    position in ``("+", "-", "*", "/")`` and the pair index
+    ``p = h * (h - 1) + 2 * min(i, j) + (1 if i > j else 0)``, ``h = max(i, j)``: pairs are
+    ordered by their larger slot, ``(0,1) (1,0) (0,2) (2,0) (1,2) (2,1) (0,3) ...``, so with
+    ``k`` numbers left exactly the first ``4 * k * (k - 1)`` actions use occupied slots, and
+    an action means the same move whatever ``M`` is. :func:`encode_action` /
+    :func:`decode_action` (and the methods of the same names) convert. ``M = 4`` gives 48
+    actions, ``M = 6`` gives 120. The ``+`` and ``*`` of ``(i, j)`` and ``(j, i)`` are the
+    same move reached by two actions; both are legal or both masked.
 
     ## Action masks
     ``info["action_mask"]`` (``int8``, shape ``(n_actions,)``, Gymnasium's convention) and
@@ -368,9 +381,12 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         self.n_actions = num_actions(m)
         self.action_space = spaces.Discrete(self.n_actions)
         self.observation_space = spaces.Box(-1.0, 1.0, shape=(2 * m + 2,), dtype=np.float32)
-        self._I, self._J, self._OP = action_table(m)
+        first, second, ops = action_table(m)
+        self._moves = [(first[a], second[a], ops[a]) for a in range(self.n_actions)]
+        self._uniforms: list[float] = []
         self._cache = _StateCache.get(self.rules, m, self.value_scale)
-        self._pairs = self._cache.pairs
+        self._pair_results = self._cache.pairs.results
+        self._states = self._cache.data
         self._step_scale = 1.0 / (m - 1)
         self._use_all = self.rules.use_all
 
@@ -424,12 +440,14 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
                 raise ValueError(f"unknown reset options {sorted(unknown)}; the only option is 'problem'")
             if options.get("problem") is not None:
                 problem = self.source.coerce(options["problem"])
+        if seed is not None:
+            self._uniforms = []
         if problem is None:
-            problem = self.source.sample(self.np_random)
+            problem = self._draw_problem()
         self.problem = problem
         self.state = problem.numbers
         self._info = self._cache.lookup(self.state)
-        self._target_obs = encode_values([problem.target], self.value_scale)[0]
+        self._target_obs = self._cache.values[problem.target]
         self._steps = 0
         self._done = False
         self._history = []
@@ -438,6 +456,19 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         if self.render_mode == "human":
             self.render()
         return self._obs(), self._make_info([], False, dead_end)
+
+    def _draw_problem(self) -> Problem:
+        """The next problem from the source, seeded by ``np_random``.
+
+        Pools are indexed with uniforms drawn from ``np_random`` 64 at a time (one generator call
+        per 64 resets instead of one per reset); generated sources draw directly.
+        """
+        pool = self.source.pool
+        if pool is None:
+            return self.source.sample(self.np_random)
+        if not self._uniforms:
+            self._uniforms = self.np_random.random(64).tolist()
+        return pool[int(self._uniforms.pop() * len(pool))]
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._done:
@@ -448,10 +479,14 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         if not 0 <= a < self.n_actions:
             raise ValueError(f"action must be an int in 0..{self.n_actions - 1}, got {action!r}")
         state = self.state
-        i, j, op = self._I[a], self._J[a], self._OP[a]
+        i, j, op = self._moves[a]
         if not self._info.legal[a]:
             return self._masked_step(a, i, j, op)
-        result = self._pairs.result(state[i], state[j], a & 3)
+        x, y = state[i], state[j]
+        res = self._pair_results.get((x, y))
+        if res is None:
+            res = self._pair_results[(x, y)] = pair_results(x, y, self.rules)
+        result = res[a & 3]
         target = self.problem.target
         lo, hi = (i, j) if i < j else (j, i)
         nxt = state[:lo] + state[lo + 1 : hi] + state[hi + 1 :] + (result,)
@@ -459,12 +494,13 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         won = result == target and (len(nxt) == 1 or not self._use_all)
         terminated = won or len(nxt) == 1
         self.state = nxt
-        info = self._info = self._cache.lookup(nxt)
+        info = self._states.get(nxt) or self._cache.add(nxt)
+        self._info = info
         dead_end = not terminated and not info.has_legal_move
         terminated = terminated or dead_end
         truncated = not terminated and self.max_steps is not None and steps >= self.max_steps
         self._done = terminated or truncated
-        move = (state[i], op, state[j], result)
+        move = (x, op, y, result)
         self._history.append(move)
         reward = self._last_reward = 1.0 if won else 0.0
         obs = info.base_obs.copy()

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -208,6 +209,30 @@ def make_problem_source(
         >>> src.max_numbers, len(src.pool)
         (4, 1000)
     """
+    if problems is None:
+        try:
+            return _cached_source(preset, config, rules, split, max_numbers)
+        except TypeError:  # an unhashable argument: resolve without the memo (and report it)
+            pass
+    return _resolve(preset, config, rules, split, problems, max_numbers)
+
+
+@lru_cache(maxsize=64)
+def _cached_source(
+    preset: str | None, config: GeneratorConfig | None, rules: Rules | str | None, split: str | None, max_numbers: int | None
+) -> ProblemSource:
+    """Sources without a fixed list are immutable values: resolve each one once per process."""
+    return _resolve(preset, config, rules, split, None, max_numbers)
+
+
+def _resolve(
+    preset: str | None,
+    config: GeneratorConfig | None,
+    rules: Rules | str | None,
+    split: str | None,
+    problems: Iterable[ProblemLike] | None,
+    max_numbers: int | None,
+) -> ProblemSource:
     rules_value = resolve_rules(rules)
     if problems is not None:
         if preset is not None or config is not None or split is not None:
