@@ -48,11 +48,13 @@ CHARSET: str = (
     + string.ascii_letters
     + string.punctuation
     + " \n\t"
-    + "\u00d7\u00f7\u2212\u2013\u2014\u2260\u2248\u2264\u2265\u2192\u2190\u2026\u2018\u2019\u201c\u201d\u00b7\u00b0\u2713\u2717"
+    + "".join(chr(c) for c in range(0xA1, 0x100) if c != 0xAD)  # Latin-1 letters and signs (no soft hyphen)
+    + "\u2212\u2013\u2014\u2260\u2248\u2264\u2265\u2192\u2190\u2026\u2018\u2019\u201c\u201d\u2713\u2717"
     + REPLACEMENT_CHAR
 )
-"""Characters of the text spaces: printable ASCII, newline, tab, a few common maths / typography
-symbols (``× ÷ − – — ≠ ≈ ≤ ≥ → ← … ‘ ’ “ ” · ° ✓ ✗``) and U+FFFD."""
+"""Characters of the text spaces: printable ASCII, newline, tab, the printable Latin-1 supplement
+(``é ü × ÷ · ° ...``), a few maths / typography symbols (``− – — ≠ ≈ ≤ ≥ → ← … ‘ ’ “ ” ✓ ✗``)
+and U+FFFD."""
 
 _CHARSET_SET = frozenset(CHARSET)
 

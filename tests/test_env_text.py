@@ -271,6 +271,16 @@ def test_compact_traces_with_backtracking_replay_clean():
         assert len(r.transitions) == text.count("=")
 
 
+def test_shipped_compact_traces_replay_clean():
+    from countdown_gym.compact_trace import CompactTraceConfig, compact_trace
+
+    configs = (CompactTraceConfig(), CompactTraceConfig(show_state=False, answer="answer"), CompactTraceConfig(dead_ends=(3, 2), probe=3))
+    for problem in LONGPROC[:20]:
+        for config in configs:
+            r = replay_completion(problem, compact_trace(problem, config=config))
+            assert r.invalid_steps == 0 and not r.invalid_lines and r.reward == 1.0, (problem, config)
+
+
 def test_compact_hallucinations():
     text = "\n".join(
         [
@@ -431,6 +441,16 @@ def test_token_mode(tiny_tokenizer):
     assert list(obs["token_ids"]) == prompt_ids + ids[: k + 1]
     assert trace.startswith(env.completion) and obs["text"].endswith(env.completion)
     assert env.observation_space.contains(obs)
+
+
+def test_token_mode_multibyte_characters(tiny_tokenizer):
+    env = CountdownTextEnv(action_mode="token", tokenizer=tiny_tokenizer, problems=[P], prompt="compact")
+    env.reset(seed=0)
+    text = "21 + 16 = 37\nnow \u00e9 \u4e2d\u6587 \u2713\n37 - 17 = 20\n"
+    for token in tiny_tokenizer.encode(text).ids:
+        obs, _, _, _, info = env.step(token)
+    assert env.completion == text and info["invalid_steps"] == 0 and info["num_lines"] == 3
+    assert obs["text"].endswith("now \u00e9 \ufffd\ufffd \u2713\n37 - 17 = 20\n")  # CJK is outside CHARSET
 
 
 def test_token_mode_eos_ends_the_episode(tiny_tokenizer):
