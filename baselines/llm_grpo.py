@@ -48,13 +48,13 @@ class Options:
     """Wrap longproc/tinyzero prompts as a user message when the tokenizer has a chat template."""
     rewards: str = "sparse"
     """Reward variant(s) / weights: sparse | oracle | oracle-perfect | critic | clipo, '+'-joined, or term=w,..."""
-    steps: int = 60
+    steps: int = 30
     """GRPO optimizer steps."""
     num_generations: int = 8
     """Group size G: completions per prompt."""
-    prompts_per_step: int = 8
+    prompts_per_step: int = 4
     """Prompts per step (the generation batch is prompts_per_step * num_generations completions)."""
-    max_completion_length: int = 160
+    max_completion_length: int = 192
     """Token budget of a completion."""
     learning_rate: float = 5e-5
     beta: float = 0.0
@@ -64,16 +64,16 @@ class Options:
     loss_type: str = "dapo"
     scale_rewards: str = "group"
     seed: int = 0
-    eval_interval: int = 20
+    eval_interval: int = 15
     """Validate every N steps (and at the start and the end); 0 = only start and end."""
-    eval_problems: int = 200
+    eval_problems: int = 100
     """Validation problems used (first N of the frozen split; 0 = all)."""
-    eval_samples: int = 4
+    eval_samples: int = 2
     """Sampled completions per validation problem (sampled success and pass@k); 0 = greedy only."""
     eval_batch_size: int = 64
     output_dir: str = ""
     """Run directory (default: runs/llm_grpo/<preset>-<rewards>-s<seed>)."""
-    save_steps: int = 20
+    save_steps: int = 15
     """Checkpoint every N steps (keeps the last two)."""
     resume: bool = False
     """Continue from the last checkpoint in output_dir."""
