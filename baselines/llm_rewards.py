@@ -306,7 +306,7 @@ class CLIPOReward:
         multi = self.accelerator is not None and self.accelerator.num_processes > 1
         if multi:
             emb = self.accelerator.gather(emb.contiguous())
-            correct = self.accelerator.gather(correct.to(emb.device)).cpu()
+            correct = self.accelerator.gather(correct.long().to(emb.device)).cpu().bool()  # NCCL has no bool
         if emb.shape[0] % self.num_generations:
             raise ValueError(
                 f"the generation batch ({emb.shape[0]} rows) is not a whole number of groups of {self.num_generations}"
