@@ -1,0 +1,103 @@
+"""Rules: presets, validation, and the legality of single moves."""
+
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+
+import pytest
+
+from countdown_gym import OPERATORS, Rules
+from countdown_gym.rules import format_number, normalize
+
+
+def test_presets() -> None:
+    lp = Rules.longproc()
+    assert (lp.name, lp.integer_only, lp.sign, lp.value_limit, lp.use_all) == ("longproc", True, "positive", 2000, True)
+    assert Rules() == lp
+    tz = Rules.tinyzero()
+    assert (tz.integer_only, tz.sign, tz.value_limit, tz.use_all) == (False, "any", None, True)
+    cl = Rules.classic()
+    assert (cl.integer_only, cl.sign, cl.value_limit, cl.use_all) == (True, "positive", None, False)
+    for name in ("longproc", "tinyzero", "classic"):
+        assert Rules.preset(name).name == name
+    with pytest.raises(ValueError, match="unknown rules preset"):
+        Rules.preset("nope")
+    assert OPERATORS == ("+", "-", "*", "/")
+
+
+def test_validation() -> None:
+    with pytest.raises(ValueError, match="sign"):
+        Rules(sign="negative")  # type: ignore[arg-type]
+    for bad in (0, -5, True, 2.5):
+        with pytest.raises(ValueError, match="value_limit"):
+            Rules(value_limit=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown Rules fields"):
+        Rules.from_dict({"name": "x", "colour": "red"})
+
+
+def test_value_object() -> None:
+    r = Rules.longproc()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.sign = "any"  # type: ignore[misc]
+    assert hash(r) == hash(Rules.longproc())
+    assert r.replace(value_limit=None) == Rules(value_limit=None)
+    for preset in (Rules.longproc(), Rules.tinyzero(), Rules.classic()):
+        assert Rules.from_dict(preset.to_dict()) == preset
+
+
+def test_check_ok_and_types() -> None:
+    r = Rules.longproc()
+    assert r.check(21, "+", 16) == (37, "ok")
+    assert r.check(21, "-", 16) == (5, "ok")
+    assert r.check(21, "*", 16) == (336, "ok")
+    res, reason = r.check(48, "/", 6)
+    assert (res, reason) == (8, "ok") and type(res) is int
+    assert r.apply(7, "/", 2) is None
+
+
+@pytest.mark.parametrize(
+    ("rules", "a", "op", "b", "reason"),
+    [
+        (Rules.longproc(), 7, "/", 0, "division_by_zero"),
+        (Rules.tinyzero(), 7, "/", 0, "division_by_zero"),
+        (Rules.longproc(), 7, "/", 2, "non_integer_result"),
+        (Rules.longproc(), 3, "-", 5, "negative_result"),
+        (Rules.longproc(), 5, "-", 5, "zero_result"),
+        (Rules.longproc(), 50, "*", 40, "exceeds_limit"),  # exactly 2000 is over (>= limit)
+        (Rules.longproc(), 1000, "+", 1000, "exceeds_limit"),
+        (Rules.longproc(), 3, "^", 2, "unknown_operator"),
+        (Rules.longproc(), 3, "**", 2, "unknown_operator"),
+    ],
+)
+def test_check_reasons(rules: Rules, a: int, op: str, b: int, reason: str) -> None:
+    assert rules.check(a, op, b) == (None, reason)
+
+
+def test_limit_boundary_and_signs() -> None:
+    r = Rules.longproc()
+    assert r.check(1999, "+", 0) == (1999, "ok")
+    nonneg = r.replace(sign="nonnegative")
+    assert nonneg.check(5, "-", 5) == (0, "ok")
+    assert nonneg.check(3, "-", 5) == (None, "negative_result")
+    anysign = r.replace(sign="any")
+    assert anysign.check(3, "-", 5) == (-2, "ok")
+
+
+def test_rational_rules_are_exact() -> None:
+    tz = Rules.tinyzero()
+    assert tz.check(7, "/", 2) == (Fraction(7, 2), "ok")
+    half, _ = tz.check(1, "/", 3)
+    whole, _ = tz.check(half, "*", 3)
+    assert whole == 1 and type(whole) is int
+    assert tz.check(3, "-", 5) == (-2, "ok")
+    assert tz.check(10**30, "*", 10**30) == (10**60, "ok")
+
+
+def test_normalize_and_format() -> None:
+    assert normalize(Fraction(6, 3)) == 2 and type(normalize(Fraction(6, 3))) is int
+    assert normalize(Fraction(1, 3)) == Fraction(1, 3)
+    assert format_number(37) == "37"
+    assert format_number(Fraction(7, 2)) == "7/2"
+    assert format_number(Fraction(-7, 2)) == "-7/2"
+    assert format_number(Fraction(8, 2)) == "4"

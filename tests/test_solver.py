@@ -1,0 +1,185 @@
+"""The solver (oracle): solutions verify, reachability agrees with brute force, caching."""
+
+from __future__ import annotations
+
+import random
+from fractions import Fraction
+from functools import cache
+
+import pytest
+
+from countdown_gym import (
+    Problem,
+    Rules,
+    count_solutions,
+    generate,
+    is_solvable,
+    legal_moves,
+    reachable,
+    reachable_values,
+    solution_path,
+    solve,
+    verify,
+)
+from countdown_gym.solver import apply_move, cache_info, canonical, clear_cache, successors
+
+RULES = {
+    "longproc": Rules.longproc(),
+    "tinyzero": Rules.tinyzero(),
+    "classic": Rules.classic(),
+    "nonnegative": Rules.longproc().replace(sign="nonnegative"),
+    "any_int": Rules.longproc().replace(sign="any", value_limit=None),
+    "low_limit": Rules.longproc().replace(value_limit=40),
+    "rational_positive": Rules.tinyzero().replace(sign="positive", value_limit=100),
+    "rational_subset": Rules.tinyzero().replace(use_all=False, sign="nonnegative"),
+    "any_subset_limit": Rules.longproc().replace(sign="any", value_limit=30, use_all=False),
+}
+
+
+# ---- a brute-force reference: play every legal move -------------------------------------------------
+
+
+@cache
+def brute_reachable(state: tuple, target, rules: Rules) -> bool:
+    if rules.use_all:
+        if len(state) == 1:
+            return state[0] == target
+    elif target in state:
+        return True
+    return any(brute_reachable(canonical(nxt), target, rules) for _, nxt in successors(state, rules))
+
+
+@cache
+def brute_values(state: tuple, rules: Rules) -> frozenset:
+    out = set(state) if len(state) == 1 or not rules.use_all else set()
+    for _, nxt in successors(state, rules):
+        out |= brute_values(canonical(nxt), rules)
+    return frozenset(out)
+
+
+def _random_state(rng: random.Random, rules: Rules) -> tuple:
+    k = rng.randint(1, 4)
+    nums = []
+    for _ in range(k):
+        if not rules.integer_only and rng.random() < 0.15:
+            nums.append(Fraction(rng.randint(1, 9), rng.randint(2, 4)))
+        else:
+            nums.append(rng.randint(0, 12))
+    return tuple(nums)
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_reachable_agrees_with_brute_force(name: str) -> None:
+    rules = RULES[name]
+    rng = random.Random(name)
+    clear_cache()
+    for _ in range(25 if rules.integer_only else 8):
+        state = _random_state(rng, rules)
+        values = brute_values(canonical(state), rules)
+        assert reachable_values(state, rules) == values, state
+        targets = list(range(-5, 45)) + [Fraction(1, 2), Fraction(-7, 3)] + sorted(values, key=float)[:5]
+        for t in targets:
+            assert reachable(state, t, rules) == brute_reachable(canonical(state), t, rules), (state, t)
+
+
+def test_is_solvable_on_random_four_number_problems() -> None:
+    rng = random.Random(4)
+    rules = Rules.longproc()
+    for _ in range(60):
+        nums = tuple(rng.randint(1, 49) for _ in range(4))
+        t = rng.randint(10, 50)
+        assert is_solvable(nums, t) == brute_reachable(canonical(nums), t, rules)
+
+
+def test_fraction_states_under_integer_rules_follow_rules_check() -> None:
+    # not produced by integer problems, but reachable() must still mirror Rules.check
+    rules = Rules.longproc()
+    for state, t in [((Fraction(1, 2), 3), Fraction(7, 2)), ((Fraction(1, 2), Fraction(3, 2)), 2), ((Fraction(3, 2), 3), 2)]:
+        assert reachable(state, t, rules) == brute_reachable(canonical(state), t, rules)
+
+
+def test_edge_cases() -> None:
+    assert not reachable([], 5)
+    assert reachable([5], 5) and not reachable([5], 6)
+    assert reachable([5000], 5000)  # nothing to play: no move, no limit check
+    assert reachable((Fraction(7, 2), 2), 7, Rules.tinyzero())
+    assert reachable([1, 2, 3, 4], 24)
+    assert not reachable([1, 1, 1, 1], 24)
+    assert reachable([3, 100], 100, Rules.classic())  # target already present
+    assert is_solvable((21, 16, 17, 26), 46)
+    assert is_solvable((4, 4), 0, Rules.longproc().replace(sign="nonnegative"))
+    assert not is_solvable((4, 4), 0)
+    assert is_solvable((0, 7, 9), 0, Rules.longproc().replace(sign="nonnegative"))
+
+
+def test_cache_counts_hits() -> None:
+    clear_cache()
+    assert cache_info()["hits"] == 0
+    reachable((21, 16, 17, 26), 46)
+    reachable((26, 17, 16, 21), 46)  # same multiset: a hit
+    info = cache_info()
+    assert info["misses"] == 1 and info["hits"] == 1 and info["size"] == 1
+
+
+# ---- solutions ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", ["longproc-0.5k", "tinyzero"])
+def test_solutions_verify_and_are_distinct(preset: str) -> None:
+    for p in generate(preset, 15, seed=21):
+        sols = solve(p)
+        assert sols and len(sols) == len(set(sols))
+        for s in sols:
+            v = verify(p, f"<answer>{s}</answer>")
+            assert v.correct, (p, s, v)
+
+
+def test_solve_classic_rules_subset_answers_verify() -> None:
+    p = Problem((25, 50, 75, 100, 3, 6), 952, rules=Rules.classic())
+    sols = solve(p, limit=5)
+    assert len(sols) == 5
+    for s in sols:
+        assert verify(p, s).correct, s
+
+
+def test_solve_limit_and_count() -> None:
+    p = Problem((21, 16, 17, 26), 46)
+    all_sols = solve(p)
+    assert solve(p, limit=1) == all_sols[:1]
+    assert count_solutions(p) == len(all_sols)
+    assert count_solutions(p, cap=2) == min(2, len(all_sols))
+    with pytest.raises(ValueError, match="limit"):
+        solve(p, limit=0)
+    assert solve(Problem((1, 1, 1, 1), 24)) == []
+
+
+def test_solve_canonical_forms() -> None:
+    sols = solve(Problem((6, 2, 5, 3), 8))
+    assert "(6-2)*(5-3)" in sols or "(5-3)*(6-2)" in sols
+    assert all(" " not in s for s in sols)
+
+
+def test_solution_path() -> None:
+    rules = Rules.longproc()
+    for p in generate("longproc-0.5k", 10, seed=2):
+        path = solution_path(p.numbers, p.target)
+        assert path is not None
+        state = list(p.numbers)
+        for a, op, b, r in path:
+            assert rules.apply(a, op, b) == r
+            state.remove(a)
+            state.remove(b)
+            state.append(r)
+        assert state == [p.target]
+    assert solution_path((1, 1, 1, 1), 24) is None
+
+
+def test_legal_moves_and_successors() -> None:
+    moves = list(legal_moves((6, 3), Rules.longproc()))
+    assert [m for _, _, m in moves] == [(6, "+", 3, 9), (6, "*", 3, 18), (6, "-", 3, 3), (6, "/", 3, 2)]
+    moves = list(legal_moves((3, 6), Rules.longproc()))
+    assert [(i, j) for i, j, _ in moves] == [(0, 1), (0, 1), (1, 0), (1, 0)]
+    assert apply_move((1, 2, 3, 4), 0, 2, 4) == (2, 4, 4)
+    nxt = dict(successors((2, 3), Rules.tinyzero()))
+    assert nxt[(2, "/", 3, Fraction(2, 3))] == (Fraction(2, 3),)
+    assert len(nxt) == 6  # + * and both orders of - and /
