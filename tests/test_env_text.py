@@ -524,6 +524,10 @@ def test_bad_actions_and_calls(tiny_tokenizer):
     tok_env.reset(seed=0)
     with pytest.raises(ValueError, match="token action"):
         tok_env.step(10**6)
+    with pytest.raises(ValueError, match="eos_token_id"):
+        CountdownTextEnv(action_mode="token", tokenizer=tiny_tokenizer, eos_token_id=10**6)
+    with pytest.raises(ValueError, match="eos_token_id"):
+        CountdownTextEnv(eos_token_id=0)
     with pytest.raises(ValueError, match="max_prompt_chars"):
         CountdownTextEnv(problems=[P], max_prompt_chars=100).reset(seed=0)
 

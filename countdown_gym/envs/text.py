@@ -214,10 +214,8 @@ class LineChecker:
 
     def _dispatch(self, p: ParsedLine, out: list[dict[str, Any]]) -> str:
         kind = p.kind
-        if kind in ("blank", "header", "answer", "think"):
+        if kind in ("blank", "header", "answer", "think", "text"):  # not moves; only unreadable claims count
             return "ok" if p.malformed is None else "malformed"
-        if kind == "text":
-            return "ok"
         if kind == "solution_open":
             self.in_solution = True
             del self.stack[1:]
@@ -795,7 +793,12 @@ class CountdownTextEnv(gym.Env):
         self.prompt_style = prompt
         self.prompt_kwargs = dict(prompt_kwargs or {})
         self.action_mode = action_mode
+        if eos_token_id is not None and tokenizer is None:
+            raise ValueError("eos_token_id needs a tokenizer")
         self.tokenizer = None if tokenizer is None else _Tokenizer(tokenizer, eos_token_id)
+        eos = None if self.tokenizer is None else self.tokenizer.eos_token_id
+        if eos is not None and (isinstance(eos, bool) or not isinstance(eos, (int, np.integer)) or not 0 <= eos < self.tokenizer.vocab_size):
+            raise ValueError(f"eos_token_id must be an int in 0..{self.tokenizer.vocab_size - 1}, got {eos!r}")
         self.max_lines, self.max_tokens = max_lines, max_tokens
         self.max_completion_chars, self.max_prompt_chars = max_completion_chars, max_prompt_chars
         self.render_mode = render_mode
