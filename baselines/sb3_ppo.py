@@ -1,0 +1,258 @@
+"""MaskablePPO on Countdown-v0 with a chosen reward: the cheap testbed for dense rewards.
+
+    python baselines/sb3_ppo.py --reward oracle-perfect --total-timesteps 200000 --seed 1
+
+Trains sb3-contrib's MaskablePPO on the train split of a preset (action masks during training
+and at inference), evaluates greedily on the frozen validation or test split, logs to CSV and
+TensorBoard, checkpoints periodically (``--resume`` continues from the last one), saves the
+final model and its evaluation as JSON, and can write a leaderboard submission.
+
+Reward variants (the dense terms come from ``countdown_gym.wrappers``, one home):
+
+* ``sparse``: the verifier's 1 on reaching the target, else 0;
+* ``oracle-perfect``: + ``scale`` for every move that keeps the target reachable (the seed paper's
+  perfect-move oracle);
+* ``oracle-reachable``: + ``scale`` for a move that keeps the target reachable, - ``scale`` otherwise;
+* ``oracle-potential``: potential-based shaping with Phi = exact reachability (policy-invariant);
+* ``critic``: the shipped contrastive critic's score of each new state, times ``scale``;
+* ``critic-potential``: potential-based shaping with Phi = critic score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+import countdown_gym  # noqa: F401  (registers the environments)
+from countdown_gym import Problem, load_split
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sb3_policy import MoveFeatures, PerActionPolicy  # noqa: E402
+
+REWARDS = ("sparse", "oracle-perfect", "oracle-reachable", "oracle-potential", "critic", "critic-potential")
+
+
+@dataclass
+class Args:
+    """Every field is a command-line flag (``--total-timesteps 100000``)."""
+
+    preset: str = "longproc-0.5k"
+    reward: str = "sparse"
+    scale: float = 0.1
+    """Size of the dense term per step (the sparse reward is 1)."""
+    gamma: float = 0.99
+    total_timesteps: int = 150_000
+    num_envs: int = 8
+    seed: int = 0
+    learning_rate: float = 3e-4
+    n_steps: int = 256
+    batch_size: int = 256
+    n_epochs: int = 4
+    ent_coef: float = 0.01
+    net_arch: list[int] = field(default_factory=lambda: [256, 256])
+    policy: str = "per-action"
+    """``per-action`` (MoveFeatures + PerActionPolicy, see sb3_policy.py) or ``mlp`` (MlpPolicy on the raw observation)."""
+    hidden: int = 128
+    """Width of the per-action policy's networks."""
+    eval_split: str = "test"
+    eval_limit: int = 0
+    """Evaluate on the first N problems of the split (0 = all)."""
+    eval_every: int = 25_000
+    """Validation success is logged every this many steps (on 200 validation problems)."""
+    checkpoint_every: int = 50_000
+    output_dir: str = "runs/sb3"
+    run_name: str = ""
+    resume: bool = False
+    threads: int = 1
+    progress: bool = True
+    submit: str = ""
+    """Write a leaderboard submission of the evaluation to this path."""
+
+
+def parse_args(argv: list[str] | None = None) -> Args:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    for f in dataclasses.fields(Args):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
+        elif isinstance(default, list):
+            parser.add_argument(flag, type=int, nargs="+", default=default)
+        else:
+            parser.add_argument(flag, type=type(default), default=default)
+    args = Args(**vars(parser.parse_args(argv)))
+    if args.reward not in REWARDS:
+        parser.error(f"--reward must be one of {', '.join(REWARDS)}; got {args.reward!r}")
+    if args.policy not in ("per-action", "mlp"):
+        parser.error("--policy must be 'per-action' or 'mlp'")
+    if args.eval_split not in ("validation", "test"):
+        parser.error("--eval-split must be 'validation' or 'test'")
+    return args
+
+
+def wrap_reward(env: gym.Env, args: Args) -> gym.Env:
+    """Add the chosen dense term (the wrappers report it in ``info["reward_terms"]``)."""
+    from countdown_gym.wrappers import ContrastiveCriticReward, OracleReward
+
+    if args.reward.startswith("oracle"):
+        mode = args.reward.split("-", 1)[1]
+        if mode == "potential":
+            return OracleReward(env, mode="reachable", scale=args.scale, potential=True, gamma=args.gamma)
+        return OracleReward(env, mode=mode, scale=args.scale)
+    if args.reward.startswith("critic"):
+        return ContrastiveCriticReward(env, scale=args.scale, potential=args.reward.endswith("potential"), gamma=args.gamma)
+    return env
+
+
+def make_env(args: Args, rank: int):
+    def thunk() -> gym.Env:
+        env = gym.make("Countdown-v0", preset=args.preset, split="train")
+        env = wrap_reward(env, args)
+        if args.policy == "per-action":
+            env = MoveFeatures(env)
+        env.reset(seed=args.seed * 1000 + rank)
+        return env
+
+    return thunk
+
+
+def evaluate(model: Any, problems: list[Problem], preset: str, policy: str) -> tuple[float, list[list[tuple]]]:
+    """Greedy, masked play of every problem: (success rate, the moves of each episode)."""
+    env = gym.make("Countdown-v0", preset=preset)
+    if policy == "per-action":
+        env = MoveFeatures(env)
+    wins = 0
+    all_moves: list[list[tuple]] = []
+    for p in problems:
+        obs, info = env.reset(options={"problem": p})
+        moves: list[tuple] = []
+        done = False
+        reward = 0.0
+        while not done:
+            action, _ = model.predict(obs, deterministic=True, action_masks=info["action_mask"].astype(bool))
+            obs, reward, terminated, truncated, info = env.step(int(action))
+            moves.extend(t["move"] for t in info["transitions"])
+            done = terminated or truncated
+        wins += reward >= 1.0
+        all_moves.append(moves)
+    env.close()
+    return wins / max(len(problems), 1), all_moves
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    import torch
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback
+    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    torch.set_num_threads(args.threads)
+    name = args.run_name or f"{args.preset}-{args.reward}-s{args.seed}"
+    out = Path(args.output_dir) / name
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "args.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
+
+    vec = DummyVecEnv([make_env(args, i) for i in range(args.num_envs)])
+    if args.policy == "per-action":
+        policy_class, policy_kwargs = PerActionPolicy, {"hidden": args.hidden}
+    else:
+        policy_class, policy_kwargs = "MlpPolicy", {"net_arch": list(args.net_arch)}
+    checkpoints = sorted(out.glob("checkpoints/model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[1]))
+    if args.resume and checkpoints:
+        model = MaskablePPO.load(checkpoints[-1], env=vec, device="cpu", custom_objects={"policy_class": policy_class})
+        print(f"resumed from {checkpoints[-1]} at {model.num_timesteps} steps")
+    else:
+        if args.resume:
+            print(f"--resume: no checkpoint in {out / 'checkpoints'}, starting fresh")
+        model = MaskablePPO(
+            policy_class, vec, learning_rate=args.learning_rate, n_steps=args.n_steps, batch_size=args.batch_size,
+            n_epochs=args.n_epochs, gamma=args.gamma, ent_coef=args.ent_coef, seed=args.seed, device="cpu",
+            policy_kwargs=policy_kwargs,
+        )
+    model.set_logger(configure(str(out / "logs"), ["csv", "tensorboard"]))
+
+    validation = load_split(args.preset, "validation")[:200]
+    curve_path = out / "curve.csv"
+
+    class ValidationCurve(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.next_eval = (model.num_timesteps // args.eval_every + 1) * args.eval_every
+
+        def _on_training_start(self) -> None:
+            if not curve_path.exists():
+                with curve_path.open("w", newline="") as f:
+                    csv.writer(f).writerow(["steps", "validation_success", "seconds"])
+            self.t0 = time.time()
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps >= self.next_eval:
+                rate, _ = evaluate(self.model, validation, args.preset, args.policy)
+                with curve_path.open("a", newline="") as f:
+                    csv.writer(f).writerow([self.num_timesteps, f"{rate:.4f}", f"{time.time() - self.t0:.1f}"])
+                self.next_eval += args.eval_every
+            return True
+
+    callbacks = CallbackList([
+        CheckpointCallback(max(args.checkpoint_every // args.num_envs, 1), str(out / "checkpoints"), name_prefix="model"),
+        ValidationCurve(),
+    ])
+    t0 = time.time()
+    steps_before = model.num_timesteps
+    remaining = max(args.total_timesteps - model.num_timesteps, 0)
+    model.learn(remaining, callback=callbacks, progress_bar=args.progress, reset_num_timesteps=False)
+    train_seconds = time.time() - t0
+    model.save(out / "final_model")
+
+    problems = load_split(args.preset, args.eval_split)
+    if args.eval_limit:
+        problems = problems[: args.eval_limit]
+    rate, moves = evaluate(model, problems, args.preset, args.policy)
+    result = {
+        "run": name, "preset": args.preset, "reward": args.reward, "seed": args.seed,
+        "total_timesteps": model.num_timesteps, "eval_split": args.eval_split, "eval_problems": len(problems),
+        "success_rate": rate, "train_seconds": round(train_seconds, 1),
+        "env_steps_per_second": round((model.num_timesteps - steps_before) / max(train_seconds, 1e-9), 1),
+    }
+    (out / "result.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result))
+    if args.submit:
+        write_submission(args, problems, moves, result, " ".join(["python", "baselines/sb3_ppo.py", *(argv if argv is not None else sys.argv[1:])]))
+    vec.close()
+    return result
+
+
+def write_submission(args: Args, problems: list[Problem], moves: list[list[tuple]], result: dict[str, Any], command: str) -> None:
+    """The evaluation as a leaderboard submission (re-verified by the leaderboard)."""
+    from countdown_gym.leaderboard import write_submission as write
+
+    write(
+        args.submit,
+        agent=f"MaskablePPO ({args.reward})",
+        authors="countdown-gym baselines",
+        model="MaskablePPO " + (f"PerActionPolicy hidden {args.hidden}" if args.policy == "per-action" else "MlpPolicy " + "x".join(map(str, args.net_arch))),
+        model_size=None,
+        method="PPO with action masks",
+        reward_variant=args.reward,
+        preset=args.preset,
+        split=args.eval_split,
+        problems=problems,
+        moves=[[list(m) for m in ms] for ms in moves],
+        sampling={"k": 1, "temperature": 0.0},
+        compute=f"{result['total_timesteps']} env steps, {result['train_seconds']} s on CPU",
+        command=command,
+    )
+
+
+if __name__ == "__main__":
+    main()
