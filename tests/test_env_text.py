@@ -133,6 +133,15 @@ def test_env_line_mode_matches_replay():
         env.step("more")
 
 
+def test_human_render_prints_each_line(capsys):
+    env = CountdownTextEnv(problems=[P], prompt="compact", render_mode="human")
+    env.reset(seed=0)
+    env.step("21 + 16 = 38")
+    env.step("<answer>21+16-17+26</answer>")
+    out = capsys.readouterr().out
+    assert "   0 | 21 + 16 = 38   <-- invalid: arithmetic_error" in out and "terminated: ok" in out
+
+
 def test_transition_record_shape():
     t = replay_completion(P, dfs_trace(P)).transitions[0]
     assert set(t) == {"state", "move", "next_state", "target", "valid", "reason", "rules", "line_no"}

@@ -616,6 +616,11 @@ def _check_budget(name: str, value: Any, allow_none: bool = True) -> None:
         raise ValueError(f"{name} must be a positive int{' or None' if allow_none else ''}, got {value!r}")
 
 
+def _render_line(line_no: int, text: str, invalid_reason: str | None) -> str:
+    mark = "" if invalid_reason is None else f"   <-- invalid: {invalid_reason}"
+    return f"{line_no:4d} | {text}{mark}"
+
+
 # ---- tokenizers ----------------------------------------------------------------------------------
 
 
@@ -741,7 +746,8 @@ class CountdownTextEnv(gym.Env):
       Face tokenizer (``transformers`` or ``tokenizers``); ``eos_token_id`` overrides its EOS.
     * ``max_lines`` (2048), ``max_tokens`` (None), ``max_completion_chars`` (131072),
       ``max_prompt_chars`` (16384), ``max_line_chars`` (4096), ``max_token_chars`` (64).
-    * ``render_mode``: ``"ansi"`` or ``"human"``.
+    * ``render_mode``: ``"ansi"`` (``render()`` returns the numbered completion, invalid lines
+      marked) or ``"human"`` (each step prints the lines it completed).
     """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
@@ -875,8 +881,11 @@ class CountdownTextEnv(gym.Env):
         else:
             self._obs_completion += sanitize(text)
         obs, info = self._obs(), self._info(res)
-        if self.render_mode == "human":
-            print(self._render_text())
+        if self.render_mode == "human":  # each step prints the lines it completed
+            for c in res.lines:
+                print(_render_line(c.line_no, c.text, None if c.valid else c.reason))
+            if self.episode.done:
+                print(self._status())
         return obs, float(res.reward), res.terminated, res.truncated, info
 
     def _action_text(self, action: Any) -> tuple[str, bool]:
@@ -948,6 +957,14 @@ class CountdownTextEnv(gym.Env):
         """The generated text of the current episode (exact, not sanitized)."""
         return "" if self.episode is None else self.episode.text
 
+    def _status(self) -> str:
+        ep = self.episode
+        state = "[" + ", ".join(format_number(x) for x in ep.checker.state) + "]"
+        status = f"lines={ep.num_lines} invalid_steps={ep.invalid_steps} state={state}"
+        if ep.done:
+            status += f" | {'terminated' if ep.terminated else 'truncated'}: {ep.verdict.reason}"
+        return status
+
     def _render_text(self) -> str:
         ep = self.episode
         if ep is None:
@@ -955,15 +972,11 @@ class CountdownTextEnv(gym.Env):
         p = self.problem
         head = f"Countdown {format_list(p.numbers)} -> {p.target} ({self.rules.name} rules, {self.prompt_style} prompt)"
         bad = {c.line_no: c.reason for c in ep.invalid_lines}
-        body = []
-        for k, line in enumerate(ep.text.splitlines()):
-            mark = f"   <-- invalid: {bad[k]}" if k in bad else ""
-            body.append(f"{k:4d} | {line}{mark}")
-        state = "[" + ", ".join(format_number(x) for x in ep.checker.state) + "]"
-        status = f"lines={ep.num_lines} invalid_steps={ep.invalid_steps} state={state}"
-        if ep.done:
-            status += f" | {'terminated' if ep.terminated else 'truncated'}: {ep.verdict.reason}"
-        return "\n".join([head, *body, status])
+        lines = ep.text.split("\n")
+        if lines and not lines[-1]:
+            lines.pop()
+        body = [_render_line(k, line, bad.get(k)) for k, line in enumerate(lines)]
+        return "\n".join([head, *body, self._status()])
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":
