@@ -152,13 +152,16 @@ def test_transition_record_shape():
 # ---- corrupted traces ----------------------------------------------------------------------
 
 
-def _corrupt(trace: str, rng: random.Random, kind: str):
+def _corrupt(trace: str, rng: random.Random, kind: str, problem: Problem | None = None):
     """A trace with one line changed: (lines, index of the changed line, expected reason)."""
     lines = trace.splitlines()
     cands = [(k, parse_line(x)) for k, x in enumerate(lines) if "|- Try" in x]
     cands = [(k, p) for k, p in cands if p.outcome in ("add", "missed")]
     rng.shuffle(cands)
     # a line off the solution path, so the trace-back lines stay right
+    if kind == "consumed":  # lines below the root, where some puzzle number is used up
+        states = {t["line_no"]: t["state"] for t in replay_completion(problem, trace).transitions}
+        cands = [(k, p) for k, p in cands if set(problem.numbers) - set(states[k])]
     k, p = next((k, p) for k, p in cands if not any("target found" in x for x in _subtree(lines, k)))
     line = lines[k]
     if kind == "arithmetic":
@@ -167,6 +170,10 @@ def _corrupt(trace: str, rng: random.Random, kind: str):
     elif kind == "unavailable":
         ghost = 1999
         new = line.replace(f"Try {p.a} ", f"Try {ghost} ", 1)
+        reason = "operand_unavailable"
+    elif kind == "consumed":  # an operand swapped for a puzzle number the path already used
+        used_up = sorted(set(problem.numbers) - set(states[k]))
+        new = line.replace(f"Try {p.a} ", f"Try {used_up[0]} ", 1)
         reason = "operand_unavailable"
     elif kind == "current_set":  # a swapped number in the claimed set
         m = re.search(r"Current number set: \[([^\]]*)\]", line)
@@ -195,11 +202,11 @@ def _subtree(lines: list[str], k: int) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("kind", ["arithmetic", "unavailable", "current_set", "evaluate"])
+@pytest.mark.parametrize("kind", ["arithmetic", "unavailable", "consumed", "current_set", "evaluate"])
 def test_corrupted_traces_are_flagged_at_the_line(kind):
     rng = random.Random(kind)
     for problem in LONGPROC[:20] + TINYZERO[:10]:
-        lines, k, reason = _corrupt(_trace(problem), rng, kind)
+        lines, k, reason = _corrupt(_trace(problem), rng, kind, problem)
         r = replay_completion(problem, "\n".join(lines))
         bad = r.invalid_lines
         assert bad and bad[0].line_no == k and bad[0].reason == reason, (problem, k, lines[k], bad[:2])
