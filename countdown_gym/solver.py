@@ -32,6 +32,9 @@ def legal_moves(state: Sequence[Number], rules: Rules) -> Iterator[tuple[int, in
     ``+`` and ``*`` are tried once per pair.
     """
     n = len(state)
+    if rules.integer_only and all(type(x) is int for x in state):
+        yield from _int_legal_moves(state, rules)
+        return
     for i in range(n):
         for j in range(i + 1, n):
             x, y = state[i], state[j]
@@ -47,6 +50,36 @@ def legal_moves(state: Sequence[Number], rules: Rules) -> Iterator[tuple[int, in
                     r = rules.apply(y, op, x)
                     if r is not None:
                         yield j, i, (y, op, x, r)
+
+
+def _int_legal_moves(state: Sequence[int], rules: Rules) -> Iterator[tuple[int, int, Move]]:
+    """:func:`legal_moves` for integers under integer rules: same moves, same order, no Fractions."""
+    n = len(state)
+    limit = rules.value_limit
+    sign = rules.sign
+    low = 1 if sign == "positive" else 0  # smallest legal result unless sign == "any"
+
+    def ok(r: int) -> bool:
+        return (sign == "any" or r >= low) and (limit is None or r < limit)
+
+    for i in range(n):
+        for j in range(i + 1, n):
+            x, y = state[i], state[j]
+            r = x + y
+            if ok(r):
+                yield i, j, (x, "+", y, r)
+            r = x * y
+            if ok(r):
+                yield i, j, (x, "*", y, r)
+            r = x - y
+            if ok(r):
+                yield i, j, (x, "-", y, r)
+            if x != y and ok(-r):
+                yield j, i, (y, "-", x, -r)
+            if y and x % y == 0 and ok(x // y):
+                yield i, j, (x, "/", y, x // y)
+            if x != y and x and y % x == 0 and ok(y // x):
+                yield j, i, (y, "/", x, y // x)
 
 
 def apply_move(state: Sequence[Number], i: int, j: int, result: Number) -> tuple[Number, ...]:

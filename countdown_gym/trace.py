@@ -176,7 +176,36 @@ def dfs_trace(problem: Problem, rules: Rules | None = None, current_state: bool 
 
 def search_nodes(problem: Problem, rules: Rules | None = None) -> int:
     """How many moves the reference DFS tries before it finds the target (its ``Try`` lines)."""
-    return _run(problem, rules, False).tries
+    rules = rules or problem.rules
+    nums: list[Number] = list(problem.numbers)
+    if not rules.use_all and problem.target in nums:
+        return 0
+    counter = [0]
+    if len(nums) > 1:
+        _count_tries(nums, problem.target, rules, counter)
+    return counter[0]
+
+
+def _count_tries(nums: list[Number], target: int, rules: Rules, counter: list[int]) -> bool:
+    """The search of :class:`_Search` without writing lines: counts ``Try`` lines in ``counter``."""
+    check = rules.check
+    for a, b, left in _pairs(nums):
+        if a < b:
+            a, b = b, a
+        for x, op, y in _ops(a, b, rules):
+            counter[0] += 1
+            result, _ = check(x, op, y)
+            if result is None:
+                continue
+            if not left:
+                if result == target:
+                    return True
+                continue
+            if not rules.use_all and result == target:
+                return True
+            if _count_tries([result] + left, target, rules, counter):
+                return True
+    return False
 
 
 # ---- parsing -----------------------------------------------------------------------------------
