@@ -396,3 +396,16 @@ def test_render_ansi_and_human(capsys):
     human.reset(seed=0)
     human.step(human.encode_action(0, 1, "+"))
     assert "21 + 16 = 37" in capsys.readouterr().out
+
+
+def test_maskable_ppo_trains_on_the_registered_env():
+    pytest.importorskip("sb3_contrib")
+    import torch
+    from sb3_contrib import MaskablePPO
+    from sb3_contrib.common.maskable.utils import get_action_masks
+
+    torch.set_num_threads(1)
+    env = gym.make("Countdown-v0")
+    model = MaskablePPO("MlpPolicy", env, n_steps=32, batch_size=16, n_epochs=1, seed=0, device="cpu")
+    model.learn(64)
+    assert get_action_masks(model.get_env()).shape == (1, 48)

@@ -184,7 +184,7 @@ class _StateCache:
     """Memo of :class:`_StateInfo` per state (and of pair legality and value encodings).
 
     One cache per (rules, max_numbers, value_scale), shared by every env with those settings.
-    The state memo keeps at most ``_CACHE_LIMIT`` states (about 150 MB at 4 numbers), dropping
+    The state memo keeps at most ``_CACHE_LIMIT`` states (about 0.5 kB each at 4 numbers), dropping
     the oldest half when full; the pair and value memos are cleared when they reach that size.
     """
 
@@ -389,6 +389,8 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         self._states = self._cache.data
         self._step_scale = 1.0 / (m - 1)
         self._use_all = self.rules.use_all
+        self._step_cap = self.max_steps if self.max_steps is not None else math.inf
+        self._human = render_mode == "human"
 
         self.problem: Problem | None = None
         self.state: tuple[Number, ...] = ()
@@ -498,7 +500,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         self._info = info
         dead_end = not terminated and not info.has_legal_move
         terminated = terminated or dead_end
-        truncated = not terminated and self.max_steps is not None and steps >= self.max_steps
+        truncated = not terminated and steps >= self._step_cap
         self._done = terminated or truncated
         move = (x, op, y, result)
         self._history.append(move)
@@ -524,7 +526,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
             "is_success": won,
             "dead_end": dead_end,
         }
-        if self.render_mode == "human":
+        if self._human:
             self.render()
         return obs, reward, terminated, truncated, step_info
 
