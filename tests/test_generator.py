@@ -1,0 +1,133 @@
+"""The generator: determinism per seed (pinned), solvability, ranges, difficulty filters."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from countdown_gym import (
+    PRESETS,
+    GeneratorConfig,
+    Rules,
+    count_solutions,
+    generate,
+    is_solvable,
+    iter_problems,
+    search_nodes,
+)
+from countdown_gym.generator import get_config
+
+
+def _digest(problems) -> str:
+    return hashlib.sha256(json.dumps([p.to_dict() for p in problems]).encode()).hexdigest()
+
+
+# SHA-256 of generate(...) output as JSON. These pin "the same seed gives the same problems":
+# the frozen splits and every published number depend on it. A faster solver must not move them.
+PINNED = [
+    ("longproc-0.5k", 300, "921b879390150897893ed9bc223f6d223e91e62621bb535f9acf2258656de3de"),
+    ("tinyzero", 40, "187cf74e1266f0ac468350f2e8af798974f98e15518e27cb66c2cf37c84dc8ff"),
+    ("hard", 100, "0fe05bd815c557eda8de621231a34ea95aede8ccef1d24ad93af8b1bde74477a"),
+    (GeneratorConfig(name="f1", min_solutions=2, max_solutions=6), 30,
+     "3ae129dd3a37082f95ec6f588142eae8ea98c5055564d494386caebfa52deda8"),
+    (GeneratorConfig(name="f2", min_search_nodes=50, max_search_nodes=400), 30,
+     "cbc6d79c10d96f55ac737deebd512dbd93ba831a97250e7169492fbc63743704"),
+]
+
+
+@pytest.mark.parametrize(("cfg", "n", "digest"), PINNED, ids=["longproc", "tinyzero", "hard", "solutions", "nodes"])
+def test_pinned_output_per_seed(cfg, n: int, digest: str) -> None:
+    assert _digest(generate(cfg, n, seed=0)) == digest
+
+
+def test_first_problems_of_seed_zero() -> None:
+    got = [(p.numbers, p.target) for p in generate("longproc-0.5k", 3, seed=0)]
+    assert got == [((49, 27, 3, 17), 42), ((26, 20, 31, 23), 47), ((47, 5, 44, 22), 40)]
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_deterministic_and_seed_dependent(preset: str) -> None:
+    a = generate(preset, 20, seed=3)
+    assert [p.to_dict() for p in a] == [p.to_dict() for p in generate(preset, 20, seed=3)]
+    assert [p.key for p in a] != [p.key for p in generate(preset, 20, seed=4)]
+    assert [p.id for p in a] == [f"{preset}-3-{i}" for i in range(20)]
+    stream = iter_problems(preset, 3)
+    assert [next(stream) for _ in range(20)] == a
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_every_problem_solvable_in_range_and_distinct(preset: str) -> None:
+    cfg = PRESETS[preset]
+    problems = generate(preset, 60, seed=9)
+    assert len({p.key for p in problems}) == len(problems)
+    for p in problems:
+        assert cfg.min_numbers <= len(p.numbers) <= cfg.max_numbers
+        assert all(cfg.min_value <= x <= cfg.max_value for x in p.numbers)
+        assert cfg.min_target <= p.target <= cfg.max_target
+        assert p.rules == cfg.rules and p.preset == preset
+        assert is_solvable(p.numbers, p.target, p.rules)
+
+
+def test_tinyzero_has_three_and_four_numbers() -> None:
+    sizes = {len(p.numbers) for p in generate("tinyzero", 40, seed=1)}
+    assert sizes == {3, 4}
+
+
+def test_solution_count_filter() -> None:
+    cfg = GeneratorConfig(name="few", min_solutions=1, max_solutions=2)
+    for p in generate(cfg, 15, seed=1):
+        assert p.num_solutions is not None and 1 <= p.num_solutions <= 2
+        assert count_solutions(p) == p.num_solutions
+    many = GeneratorConfig(name="many", min_solutions=30)
+    for p in generate(many, 10, seed=1):
+        assert count_solutions(p) >= 30
+
+
+def test_search_node_filter() -> None:
+    easy = GeneratorConfig(name="easy", max_search_nodes=20)
+    hard = GeneratorConfig(name="deep", min_search_nodes=500)
+    for p in generate(easy, 15, seed=1):
+        assert p.search_nodes == search_nodes(p) <= 20
+    for p in generate(hard, 10, seed=1):
+        assert p.search_nodes == search_nodes(p) >= 500
+
+
+def test_custom_configs() -> None:
+    cfg = GeneratorConfig(name="c", min_numbers=2, max_numbers=3, min_value=1, max_value=9, min_target=1, max_target=20)
+    for p in generate(cfg, 20, seed=0):
+        assert 2 <= len(p.numbers) <= 3 and 1 <= p.target <= 20
+        assert is_solvable(p.numbers, p.target)
+    classic = GeneratorConfig(name="cl", rules=Rules.classic(), min_numbers=5, max_numbers=5, min_target=100, max_target=500)
+    assert classic.resolved_method == "construct"
+    for p in generate(classic, 10, seed=0):
+        assert len(p.numbers) == 5 and 100 <= p.target <= 500
+        assert is_solvable(p.numbers, p.target, Rules.classic())
+    forced = GeneratorConfig(name="r5", min_numbers=5, max_numbers=5, max_value=20, min_target=100, max_target=300, method="reject")
+    for p in generate(forced, 5, seed=0):
+        assert is_solvable(p.numbers, p.target)
+
+
+def test_config_validation_and_errors() -> None:
+    for kwargs in (
+        {"min_numbers": 1},
+        {"min_numbers": 5, "max_numbers": 4},
+        {"max_numbers": 9},
+        {"min_value": 5, "max_value": 4},
+        {"min_target": 60, "max_target": 50},
+        {"min_solutions": 5, "max_solutions": 2},
+        {"min_search_nodes": 5, "max_search_nodes": 2},
+        {"method": "magic"},
+    ):
+        with pytest.raises(ValueError):
+            GeneratorConfig(**kwargs)
+    with pytest.raises(ValueError, match="unknown preset"):
+        get_config("nope")
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError):
+            generate("longproc-0.5k", bad)  # type: ignore[arg-type]
+    assert generate("longproc-0.5k", 0) == []
+    impossible = GeneratorConfig(name="x", min_target=5000, max_target=6000, max_attempts=200)
+    with pytest.raises(RuntimeError, match="no new solvable problem"):
+        generate(impossible, 1)
