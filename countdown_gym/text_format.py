@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
+from typing import Any
 
 from countdown_gym.problem import Problem
 from countdown_gym.rules import Number, Rules, format_number, normalize
@@ -330,7 +332,9 @@ def _compact_number(x: Number) -> str:
     return str(x) if isinstance(x, int) else f"({format_number(x)})"
 
 
-def format_compact_line(depth: int, a: Number, op: str, b: Number, c: Number, state=None) -> str:
+def format_compact_line(
+    depth: int, a: Number, op: str, b: Number, c: Number, state: Sequence[Number] | None = None
+) -> str:
     """A compact search line: ``"  37+17=54 [26,54]"`` (``depth`` leading spaces)."""
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
         raise ValueError(f"depth must be an int >= 0, got {depth!r}")
@@ -340,7 +344,7 @@ def format_compact_line(depth: int, a: Number, op: str, b: Number, c: Number, st
     return text
 
 
-def format_state_annotation(state) -> str:
+def format_state_annotation(state: Sequence[Number]) -> str:
     """``" ### Current State: [37, 17, 26]"``: the seed authors' suffix for a line."""
     return f" ### Current State: {format_list(tuple(state))}"
 
@@ -445,7 +449,7 @@ def compact_prompt(problem: Problem) -> str:
     return "Numbers: [" + ",".join(format_number(x) for x in problem.numbers) + f"] Target: {problem.target}\n"
 
 
-def build_prompt(problem: Problem, style: str = "longproc", **kwargs) -> str:
+def build_prompt(problem: Problem, style: str = "longproc", **kwargs: Any) -> str:
     """The prompt of ``problem`` in one of :data:`PROMPT_STYLES` (``kwargs`` go to the style's function)."""
     if not isinstance(problem, Problem):
         raise TypeError(f"build_prompt needs a Problem, got {type(problem).__name__}")
