@@ -19,6 +19,8 @@ INT_RULES = [
     Rules(name="any-int", sign="any", value_limit=None),
     Rules(name="any-limit", sign="any", value_limit=100),
     Rules(name="positive-nolimit-all", sign="positive", value_limit=None, use_all=True),
+    Rules(name="huge-limit", sign="positive", value_limit=10**12),
+    Rules(name="huge-limit-nonneg", sign="nonnegative", value_limit=2**40),
 ]
 
 

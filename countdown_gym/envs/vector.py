@@ -238,6 +238,8 @@ class CountdownVectorEnv(VectorEnv):
     def _in_range(self, r: np.ndarray) -> np.ndarray:
         """Whether each result passes the rules' sign and limit checks (as in Rules.check)."""
         limit, sign = self.rules.value_limit, self.rules.sign
+        if limit is not None and limit > np.iinfo(r.dtype).max:
+            limit = None  # no value of this dtype reaches it (and the unsigned trick would wrap)
         unsigned = np.uint32 if r.dtype == np.int32 else np.uint64
         # one unsigned comparison tests both bounds: 0 < r < L  <=>  uint(r - 1) < L - 1
         if limit is not None and sign == "positive":
