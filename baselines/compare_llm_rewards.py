@@ -17,11 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import os
 import shlex
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +52,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-interval", type=int, default=20)
     p.add_argument("--eval-problems", type=int, default=200, help="validation problems during training")
     p.add_argument("--eval-samples", type=int, default=4)
-    p.add_argument("--test-problems", type=int, default=500, help="test problems for the final table (0 = all)")
-    p.add_argument("--test-samples", type=int, default=4)
+    p.add_argument("--test-problems", type=int, default=400, help="test problems for the final table (0 = all)")
+    p.add_argument("--test-samples", type=int, default=2)
     p.add_argument("--jobs", type=int, default=2, help="runs in parallel (one thread each)")
     p.add_argument("--runs-dir", default=str(ROOT / "runs" / "compare_llm"))
     p.add_argument("--results-dir", default=str(ROOT / "docs" / "results"))
@@ -116,6 +118,7 @@ def test_eval(args: argparse.Namespace, model_path: str, cache: Path) -> dict[st
     """Greedy / sampled test success of one model (cached in ``cache``)."""
     if cache.exists():
         return json.loads(cache.read_text())
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
     from baselines.llm_callbacks import evaluate_policy
@@ -199,6 +202,14 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     launch_all(args, runs)
     train_minutes = (time.perf_counter() - t0) / 60
+    evals = [(args.model, Path(args.runs_dir) / "start_test.json")]
+    evals += [(str(run_path(args, v, s) / "final"), run_path(args, v, s) / "test.json") for v in variants for s in seeds]
+    todo = [(m, c) for m, c in evals if not c.exists()]
+    if todo:
+        print(f"test evaluation of {len(todo)} model(s), {args.jobs} at a time", flush=True)
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx) as pool:
+            list(pool.map(test_eval, [args] * len(todo), [m for m, _ in todo], [c for _, c in todo]))
     start = test_eval(args, args.model, Path(args.runs_dir) / "start_test.json")
     rows = []
     for v in variants:
