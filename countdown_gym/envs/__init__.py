@@ -19,6 +19,9 @@ around single envs. ``gymnasium.make("countdown_gym:Countdown-v0")`` imports the
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import gymnasium
 
 ENV_IDS = ("Countdown-v0", "CountdownText-v0")
@@ -43,4 +46,19 @@ def register_envs() -> None:
 
 register_envs()
 
-__all__ = ["ENV_IDS", "register_envs"]
+_LAZY = {
+    "CountdownEnv": "countdown_gym.envs.countdown",
+    "CountdownVectorEnv": "countdown_gym.envs.vector",
+    "CountdownTextEnv": "countdown_gym.envs.text",
+    "make_problem_source": "countdown_gym.envs.problem_source",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """``from countdown_gym.envs import CountdownEnv`` etc., imported on first use."""
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["ENV_IDS", "CountdownEnv", "CountdownTextEnv", "CountdownVectorEnv", "make_problem_source", "register_envs"]
