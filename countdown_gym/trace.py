@@ -210,7 +210,7 @@ def _count_tries(nums: list[Number], target: int, rules: Rules, counter: list[in
 
 # ---- parsing -----------------------------------------------------------------------------------
 
-_NUM = r"\d+(?:/\d+)?"
+_NUM = r"-?\d+(?:/\d+)?"
 _RE_INIT = re.compile(rf"^Initial number set: \[(?P<nums>[^\]]*)\], target: (?P<target>{_NUM})")
 _RE_PICK = re.compile(
     rf"^(?P<ind>(?: +\|- )?)Pick two numbers \((?P<a>{_NUM}), (?P<b>{_NUM})\) \(numbers left: \[(?P<left>[^\]]*)\]\)"

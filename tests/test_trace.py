@@ -1,0 +1,134 @@
+"""LongProc-format DFS traces: exact lines for a known example, parsing back, Current State."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+
+from countdown_gym import Problem, Rules, dfs_trace, generate, parse_trace, search_nodes, verify
+from countdown_gym.trace import TraceParseError
+
+P = Problem((21, 16, 17, 26), 46)
+
+# The line shapes of LongProc's reference search (REFERENCE.md) for its documented example.
+EXPECTED = """\
+# Search Procedure
+Initial number set: [21, 16, 17, 26], target: 46. Options for choosing two numbers: [(21, 16), (21, 17), (21, 26), (16, 17), (16, 26), (17, 26)].
+ |- Pick two numbers (21, 16) (numbers left: [17, 26]). Try possible operations.
+  |- Try 21 + 16 = 37. Add 37 to the number set. Current number set: [37, 17, 26], target: 46. Options for choosing two numbers: [(37, 17), (37, 26), (17, 26)].
+   |- Pick two numbers (37, 17) (numbers left: [26]). Try possible operations.
+    |- Try 37 + 17 = 54. Add 54 to the number set. Current number set: [54, 26], target: 46, just two numbers left.
+     |- Try 54 + 26 = 80. Evaluate 80 != 46, drop this branch.
+     |- Try 54 - 26 = 28. Evaluate 28 != 46, drop this branch.
+     |- Try 54 * 26 = 1404. Evaluate 1404 != 46, drop this branch.
+     |- Try 54 / 26 = 2.1. 2.1 is a decimal, drop this branch.
+    |- Try 37 - 17 = 20. Add 20 to the number set. Current number set: [20, 26], target: 46, just two numbers left.
+     |- Try 26 + 20 = 46. Evaluate 46 == 46, target found!
+
+Now we have found the target, let's trace back the solution:
+Final step: 26 + 20 = 46
+The step before: 37 - 17 = 20
+The first step: 21 + 16 = 37
+
+Output the solution in the required format:
+<Solution>
+21 + 16 = 37
+37 - 17 = 20
+26 + 20 = 46
+</Solution>
+"""
+
+
+def test_known_example_exact() -> None:
+    assert dfs_trace(P) == EXPECTED
+    assert search_nodes(P) == 8  # its Try lines
+
+
+def test_pruning_lines() -> None:
+    t = dfs_trace(Problem((40, 60, 2), 20))
+    assert "  |- Try 60 * 40 = 2400. 2400 exceeds the maximum intermediate result, drop this branch.\n" in t
+    assert "  |- Try 60 / 40 = 1.5. 1.5 is a decimal, drop this branch.\n" in t
+    t = dfs_trace(Problem((8, 5, 0), 40, rules=Rules.longproc().replace(sign="nonnegative")))
+    assert "   |- Try 13 / 0 (invalid operation). drop this branch.\n" in t
+    t = dfs_trace(Problem((5, 5, 3), 3))
+    assert "  |- Try 5 - 5 = 0. 0 is not positive, drop this branch.\n" in t
+
+
+def test_current_state_suffix() -> None:
+    annotated = dfs_trace(P, current_state=True)
+    lines = annotated.split("\n\nNow we have found")[0].splitlines()[1:]
+    suffix = re.compile(r" ### Current State: \[([^\]]*)\]$")
+    states = []
+    for line in lines:
+        m = suffix.search(line)
+        assert m, line
+        states.append(m.group(1))
+    assert states[:4] == ["21, 16, 17, 26", "21, 16, 17, 26", "37, 17, 26", "37, 17, 26"]
+    assert states[4] == "54, 26"  # after "Try 37 + 17 = 54 ... Add 54"
+    assert states[-1] == "46"  # the target found
+    stripped = "\n".join(suffix.sub("", line) for line in annotated.splitlines())
+    assert stripped + "\n" == EXPECTED
+    assert parse_trace(annotated) == parse_trace(EXPECTED)
+
+
+def _check_round_trip(p: Problem) -> None:
+    rules = p.rules
+    trace = dfs_trace(p)
+    init, target, steps = parse_trace(trace)
+    assert init == p.numbers and target == p.target
+    assert len(steps) == search_nodes(p)
+    known_states = {init}
+    for s in steps:
+        assert s.state in known_states, s
+        a, op, b, c = s.move
+        left = Counter(s.state)
+        left.subtract((a, b))
+        assert min(left.values(), default=0) >= 0, s
+        result, reason = rules.check(a, op, b)
+        if s.outcome == "dropped":
+            assert result is None
+            continue
+        assert result == c
+        assert Counter(s.next_state) == left + Counter([c])
+        if s.outcome == "added":
+            known_states.add(s.next_state)
+    if rules.use_all:
+        assert steps[-1].outcome == "found" and steps[-1].next_state == (p.target,)
+    else:  # the search stops as soon as the target appears in the number set
+        assert p.target in steps[-1].next_state
+    assert verify(p, trace).correct
+
+
+@pytest.mark.parametrize("preset", ["longproc-0.5k", "tinyzero", "hard"])
+def test_parse_trace_round_trip(preset: str) -> None:
+    for p in generate(preset, 12 if preset != "hard" else 4, seed=5):
+        _check_round_trip(p)
+
+
+def test_round_trip_other_rules() -> None:
+    _check_round_trip(Problem((8, 5, 0), 40, rules=Rules.longproc().replace(sign="nonnegative")))
+    _check_round_trip(Problem((3, 5, 2), -4, rules=Rules.tinyzero()))
+    _check_round_trip(Problem((30, 75, 2, 9), 98, rules=Rules.tinyzero()))
+    _check_round_trip(Problem((25, 4, 9, 7), 100, rules=Rules.classic()))
+    _check_round_trip(Problem((25, 4, 9, 7), 29, rules=Rules.classic()))
+
+
+def test_negative_and_rational_numbers_in_traces() -> None:
+    p = Problem((3, 5, 2, 7), 5, rules=Rules.tinyzero())
+    trace = dfs_trace(p)
+    assert "Try 3 - 5 = -2. Add -2 to the number set." in trace and "Add 5/3 to the number set" in trace
+    _, _, steps = parse_trace(trace)
+    assert any(isinstance(x, int) and x < 0 for s in steps for x in s.state)
+    assert verify(p, trace).correct
+
+
+def test_errors() -> None:
+    with pytest.raises(ValueError, match="no solution"):
+        dfs_trace(Problem((1, 1, 1, 1), 24))
+    with pytest.raises(TraceParseError):
+        parse_trace("hello")
+    with pytest.raises(TraceParseError) as e:
+        parse_trace(EXPECTED.replace("  |- Try 21 + 16", "  |- Tri 21 + 16"))
+    assert e.value.line_no == 3
