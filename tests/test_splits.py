@@ -1,0 +1,101 @@
+"""Frozen splits: recorded hashes, tamper detection, disjointness, and reproducibility."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from countdown_gym import PRESETS, is_solvable, load_split, split_sha256
+from countdown_gym import splits as splits_mod
+from countdown_gym.splits import (
+    SPLIT_SHA256,
+    SPLIT_SPEC,
+    SPLITS,
+    SplitIntegrityError,
+    build_splits,
+    file_sha256,
+    split_path,
+)
+
+
+@pytest.mark.parametrize("preset", sorted(SPLIT_SPEC))
+def test_shipped_files_match_recorded_hashes_and_sizes(preset: str) -> None:
+    for split in SPLITS:
+        path = split_path(preset, split)
+        assert file_sha256(path) == SPLIT_SHA256[preset][split] == split_sha256(preset, split)
+        problems = load_split(preset, split)
+        assert len(problems) == SPLIT_SPEC[preset][split]
+        assert all(p.preset == preset for p in problems)
+
+
+@pytest.mark.parametrize("preset", sorted(SPLIT_SPEC))
+def test_test_never_overlaps_train_or_validation(preset: str) -> None:
+    keys = {split: [p.key for p in load_split(preset, split)] for split in SPLITS}
+    for split, ks in keys.items():
+        assert len(set(ks)) == len(ks), f"duplicate problem inside {preset}/{split}"
+    assert not set(keys["test"]) & set(keys["train"])
+    assert not set(keys["test"]) & set(keys["validation"])
+    assert not set(keys["validation"]) & set(keys["train"])
+
+
+@pytest.mark.parametrize("preset", sorted(SPLIT_SPEC))
+def test_split_problems_solvable_and_in_range(preset: str) -> None:
+    cfg = PRESETS[preset]
+    problems = load_split(preset, "test")[:200] + load_split(preset, "validation")[:50]
+    for p in problems:
+        assert cfg.min_numbers <= len(p.numbers) <= cfg.max_numbers
+        assert all(cfg.min_value <= x <= cfg.max_value for x in p.numbers)
+        assert cfg.min_target <= p.target <= cfg.max_target
+        assert p.rules == cfg.rules
+        assert is_solvable(p.numbers, p.target, p.rules)
+
+
+def test_load_split_returns_a_fresh_list() -> None:
+    a = load_split("longproc-0.5k", "validation")
+    a.clear()
+    assert len(load_split("longproc-0.5k", "validation")) == 500
+
+
+def test_tampered_copy_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(Path(split_path("longproc-0.5k", "test")).parents[1], data)
+    target = data / "longproc-0.5k" / "test.jsonl"
+    lines = target.read_text(encoding="utf-8").splitlines(keepends=True)
+    first = json.loads(lines[0])
+    first["target"] += 1
+    lines[0] = json.dumps(first, separators=(",", ":")) + "\n"
+    target.write_text("".join(lines), encoding="utf-8")
+    monkeypatch.setattr(splits_mod, "_data_dir", lambda: data)
+    splits_mod._load.cache_clear()
+    try:
+        with pytest.raises(SplitIntegrityError, match="was modified"):
+            load_split("longproc-0.5k", "test")
+        assert len(load_split("longproc-0.5k", "validation")) == 500  # untouched file still loads
+        (data / "tinyzero" / "train.jsonl").unlink()
+        with pytest.raises(FileNotFoundError):
+            load_split("tinyzero", "train")
+    finally:
+        splits_mod._load.cache_clear()
+
+
+def test_bad_names() -> None:
+    with pytest.raises(ValueError, match="no frozen splits"):
+        load_split("nope", "test")
+    with pytest.raises(ValueError, match="unknown split"):
+        load_split("longproc-0.5k", "dev")
+
+
+def _serialise(problems) -> bytes:
+    return "".join(json.dumps(p.to_dict(), separators=(",", ":")) + "\n" for p in problems).encode("utf-8")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", sorted(SPLIT_SPEC))
+def test_build_splits_reproduces_shipped_files(preset: str) -> None:
+    built = build_splits(preset)
+    for split in SPLITS:
+        assert hashlib.sha256(_serialise(built[split])).hexdigest() == SPLIT_SHA256[preset][split], (preset, split)
