@@ -56,7 +56,7 @@ class Options:
     """Prompts per step (the generation batch is prompts_per_step * num_generations completions)."""
     max_completion_length: int = 192
     """Token budget of a completion."""
-    learning_rate: float = 5e-5
+    learning_rate: float = 1e-4
     beta: float = 0.0
     """KL coefficient (TRL's default 0: no reference model)."""
     temperature: float = 1.0
