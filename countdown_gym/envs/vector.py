@@ -76,10 +76,12 @@ class CountdownVectorEnv(VectorEnv):
     with ``record_transitions=True``. :meth:`current_problems` lists the problems being played.
 
     ## Rules
-    Only ``integer_only`` rules are batched (the arithmetic runs on ``int64``); rational rules
-    raise ``ValueError`` (use ``vectorization_mode="sync"`` for them). Every problem's numbers
-    must satisfy ``prod(max(|x|, 2)) < 2**62``, which bounds every reachable value, so ``int64``
-    never overflows; legality then agrees exactly with :meth:`Rules.check` (tested).
+    Only ``integer_only`` rules are batched; rational rules raise ``ValueError`` (use
+    ``vectorization_mode="sync"`` for them). The arithmetic runs on ``int32`` when
+    :func:`arithmetic_bound` of every problem of the source fits (LongProc's presets), else on
+    ``int64``; a source or problem whose bound reaches ``2**62`` is refused with ``ValueError``.
+    No operation can overflow, so legality agrees exactly with :meth:`Rules.check` (tested on
+    random states, zeros and negatives included, for every sign / limit variant).
 
     ## Arguments
     ``num_envs`` plus the keyword arguments of ``Countdown-v0`` (``preset``, ``config``,
@@ -92,7 +94,8 @@ class CountdownVectorEnv(VectorEnv):
 
     ``reset(seed=..., options=...)`` takes one ``int`` seed for the batch's generator, and
     options ``{"problem": p}`` (every env plays ``p``: a GRPO-style group) or
-    ``{"problems": [p_0, ..., p_{n-1}]}`` (one per env). Later autoresets draw from the source.
+    ``{"problems": [p_0, ..., p_{n-1}]}`` (one per env). Later autoresets draw from the source
+    (pool sources with one vectorised draw per step; generated sources one problem at a time).
 
     Example:
         >>> envs = CountdownVectorEnv(1024, split="train")
