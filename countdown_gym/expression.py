@@ -25,7 +25,7 @@ MAX_NUMBER_DIGITS = 15
 """Longer number literals are rejected (``number_too_large``)."""
 MAX_DEPTH = 100
 """Deeper parenthesis nesting is rejected (``too_deep``) as soon as it is seen."""
-MAX_TOKENS = 20_000
+MAX_TOKENS = 50_000
 """More tokens are rejected (``too_many_tokens``)."""
 
 OPERATOR_ALIASES: dict[str, str] = {"×": "*", "÷": "/", "−": "-"}
@@ -118,88 +118,140 @@ def parse_number_literal(digits: str, pos: int | None = None) -> int:
     return int(digits)
 
 
-def _parse_claim(tokens: list[tuple[str, str, int]]) -> Number:
+_ALLOWED = re.compile(r"[0-9+\-*/()= \t\r\n×÷−]*")
+_FAST_TOKEN = re.compile(r"[0-9]+|\*\*|[-+*/()=×÷−]")
+
+
+def _lex(text: str) -> list[str]:
+    """Token strings with aliases mapped to ASCII (fast path of :func:`tokenize`, same errors)."""
+    if len(text) > MAX_ANSWER_CHARS:
+        raise ExpressionError("answer_too_long", f"answer has {len(text)} characters; the limit is {MAX_ANSWER_CHARS}")
+    if _ALLOWED.fullmatch(text) is None:
+        return [t for _, t, _ in tokenize(text)]  # raises the precise error for the first bad character
+    if "**" in text:
+        pos = text.find("**")
+        raise ExpressionError("power_operator", f"'**' (power) is not a Countdown operation (position {pos})", pos)
+    toks = _FAST_TOKEN.findall(text)
+    if len(toks) > MAX_TOKENS:
+        raise ExpressionError("too_many_tokens", f"more than {MAX_TOKENS} tokens")
+    if "×" in text or "÷" in text or "−" in text:
+        toks = [OPERATOR_ALIASES.get(t, t) for t in toks]
+    return toks
+
+
+def _parse_claim(toks: list[str]) -> Number:
     """The value after ``=``: ``N``, ``-N``, ``p/q`` or ``-p/q``."""
-    kinds = [k for k, _, _ in tokens]
-    texts = [t for _, t, _ in tokens]
     sign = 1
-    if kinds[:1] == ["op"] and texts[0] == "-":
-        sign, tokens, kinds, texts = -1, tokens[1:], kinds[1:], texts[1:]
-    if kinds == ["num"]:
-        return sign * parse_number_literal(texts[0], tokens[0][2])
-    if kinds == ["num", "op", "num"] and texts[1] == "/":
-        q = parse_number_literal(texts[2], tokens[2][2])
+    if toks[:1] == ["-"]:
+        sign, toks = -1, toks[1:]
+    if len(toks) == 1 and toks[0].isdigit():
+        return sign * parse_number_literal(toks[0])
+    if len(toks) == 3 and toks[0].isdigit() and toks[1] == "/" and toks[2].isdigit():
+        q = parse_number_literal(toks[2])
         if q == 0:
             raise ExpressionError("malformed_equation", "the stated value divides by zero")
-        v = Fraction(parse_number_literal(texts[0], tokens[0][2]), q) * sign
+        v = Fraction(parse_number_literal(toks[0]), q) * sign
         return v.numerator if v.denominator == 1 else v
     raise ExpressionError("malformed_equation", "after '=' there must be a single number")
 
 
+class _Fail(Exception):
+    def __init__(self, index: int | None, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.index, self.reason, self.message = index, reason, message
+
+
 def parse_expression(text: str) -> ParsedExpression:
     """Parse an infix expression (optionally ``... = N``) into postfix order, iteratively."""
-    tokens = tokenize(text)
+    toks = _lex(text)
     claimed: Number | None = None
-    eq = [i for i, t in enumerate(tokens) if t[0] == "="]
-    if eq:
-        if len(eq) > 1:
-            raise ExpressionError("malformed_equation", "more than one '=' in the answer", tokens[eq[1]][2])
-        rhs = tokens[eq[0] + 1 :]
+    if "=" in toks:
+        eq = toks.index("=")
+        rhs = toks[eq + 1 :]
+        if "=" in rhs:
+            raise ExpressionError("malformed_equation", "more than one '=' in the answer")
         if not rhs:
-            raise ExpressionError("malformed_equation", "nothing after '='", tokens[eq[0]][2])
+            raise ExpressionError("malformed_equation", "nothing after '='")
         claimed = _parse_claim(rhs)
-        tokens = tokens[: eq[0]]
-    if not tokens:
+        toks = toks[:eq]
+    if not toks:
         raise ExpressionError("empty_answer", "the answer contains no expression")
+    try:
+        rpn, numbers = _shunting_yard(toks)
+    except _Fail as f:
+        pos = None
+        if f.index is not None:
+            pos = [p for _, _, p in tokenize(text)][f.index]
+            message = f"{f.message} (position {pos})"
+        else:
+            message = f.message
+        raise ExpressionError(f.reason, message, pos) from None
+    return ParsedExpression(tuple(rpn), tuple(numbers), claimed)
 
+
+def _shunting_yard(toks: list[str]) -> tuple[list[int | str], list[int]]:
     out: list[int | str] = []
     numbers: list[int] = []
     stack: list[str] = []  # operators and "("
     expect_operand = True
-    prev = ""
-    for kind, tok, pos in tokens:
-        if kind == "num":
+    prev = ""  # "", "num", "(", ")" or "op"
+    depth = 0
+    prec = _PREC
+    for i, tok in enumerate(toks):
+        if "0" <= tok[0] <= "9":
             if not expect_operand:
                 if prev == ")":
-                    raise ExpressionError("implicit_multiplication", f"number after ')' without an operator (position {pos})", pos)
-                raise ExpressionError("missing_operator", f"two numbers without an operator between them (position {pos})", pos)
-            v = parse_number_literal(tok, pos)
+                    raise _Fail(i, "implicit_multiplication", "number after ')' without an operator")
+                raise _Fail(i, "missing_operator", "two numbers without an operator between them")
+            if len(tok) > MAX_NUMBER_DIGITS or (len(tok) > 1 and tok[0] == "0"):
+                try:
+                    parse_number_literal(tok)
+                except ExpressionError as e:
+                    raise _Fail(i, e.reason, e.message) from None
+            v = int(tok)
             out.append(v)
             numbers.append(v)
             expect_operand = False
-        elif kind == "(":
+            prev = "num"
+        elif tok == "(":
             if not expect_operand:
-                raise ExpressionError("implicit_multiplication", f"'(' after an operand without an operator (position {pos})", pos)
+                raise _Fail(i, "implicit_multiplication", "'(' after an operand without an operator")
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise _Fail(None, "too_deep", f"parentheses nested deeper than {MAX_DEPTH} levels")
             stack.append("(")
-        elif kind == ")":
+            prev = "("
+        elif tok == ")":
             if prev == "(":
-                raise ExpressionError("empty_parentheses", f"empty parentheses '()' (position {pos})", pos)
+                raise _Fail(i, "empty_parentheses", "empty parentheses '()'")
             if expect_operand:
-                raise ExpressionError("missing_operand", f"operator without a right operand before ')' (position {pos})", pos)
+                raise _Fail(i, "missing_operand", "operator without a right operand before ')'")
             while stack and stack[-1] != "(":
                 out.append(stack.pop())
             if not stack:
-                raise ExpressionError("unbalanced_parentheses", f"')' without a matching '(' (position {pos})", pos)
+                raise _Fail(i, "unbalanced_parentheses", "')' without a matching '('")
             stack.pop()
+            depth -= 1
+            prev = ")"
         else:  # binary operator
             if expect_operand:
                 if tok in "+-" and prev in ("", "(", "op"):
-                    raise ExpressionError("unary_operator", f"unary '{tok}' is not allowed; every operator takes two numbers (position {pos})", pos)
-                raise ExpressionError("missing_operand", f"operator '{tok}' without a left operand (position {pos})", pos)
-            p = _PREC[tok]
-            while stack and stack[-1] != "(" and _PREC[stack[-1]] >= p:
+                    raise _Fail(i, "unary_operator", f"unary '{tok}' is not allowed; every operator takes two numbers")
+                raise _Fail(i, "missing_operand", f"operator '{tok}' without a left operand")
+            p = prec[tok]
+            while stack and stack[-1] != "(" and prec[stack[-1]] >= p:
                 out.append(stack.pop())
             stack.append(tok)
             expect_operand = True
-        prev = kind
+            prev = "op"
     if expect_operand:
-        raise ExpressionError("missing_operand", "the expression ends with an operator")
+        raise _Fail(None, "missing_operand", "the expression ends with an operator")
     while stack:
         top = stack.pop()
         if top == "(":
-            raise ExpressionError("unbalanced_parentheses", "'(' without a matching ')'")
+            raise _Fail(None, "unbalanced_parentheses", "'(' without a matching ')'")
         out.append(top)
-    return ParsedExpression(tuple(out), tuple(numbers), claimed)
+    return out, numbers
 
 
 def evaluate(parsed: ParsedExpression, rules: Rules | None = None) -> tuple[Number, list[Move]]:

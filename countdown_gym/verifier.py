@@ -158,17 +158,21 @@ def _verify_expression(problem: Problem, text: str, rules: Rules, fmt: str) -> V
         parsed = parse_expression(text)
     except ExpressionError as e:
         return Verdict(False, e.reason, e.message, answer_format=fmt)
-    used = Counter(parsed.numbers)
-    available = Counter(problem.numbers)
-    bad = _multiset_problem(used, available)
     numbers_used = tuple(sorted(parsed.numbers))
-    if bad:
-        return Verdict(False, bad[0], bad[1], answer_format=fmt, numbers_used=numbers_used)
+    if numbers_used == tuple(sorted(problem.numbers)):
+        left: Counter = Counter()  # the common case: exactly the puzzle's numbers
+    else:
+        used = Counter(parsed.numbers)
+        available = Counter(problem.numbers)
+        bad = _multiset_problem(used, available)
+        if bad:
+            return Verdict(False, bad[0], bad[1], answer_format=fmt, numbers_used=numbers_used)
+        left = available - used
     try:
         value, steps = evaluate(parsed, rules)
     except ExpressionError as e:
         return Verdict(False, e.reason, e.message, answer_format=fmt, numbers_used=numbers_used)
-    return _final(problem, rules, fmt, tuple(steps), value, numbers_used, available - used, parsed.claimed)
+    return _final(problem, rules, fmt, tuple(steps), value, numbers_used, left, parsed.claimed)
 
 
 def _final(
@@ -186,7 +190,7 @@ def _final(
 
     if claimed is not None and claimed != value:
         return no("arithmetic_error", f"the answer states {format_number(claimed)} but evaluates to {format_number(value)}")
-    if rules.use_all and sum(left.values()) > 0:
+    if rules.use_all and left and sum(left.values()) > 0:
         return no("unused_numbers", f"numbers not used: {sorted(left.elements())}; every number must be used once")
     if value != problem.target:
         return no("wrong_value", f"the answer evaluates to {format_number(value)}, not the target {problem.target}")
