@@ -351,9 +351,9 @@ def render(ver: dict, gen: dict, sol: dict, facts: list[str], command: str) -> s
         "",
         f"- Generator: ours is `generate(\"hard\", {gen['n_ours']}, seed=1)` (LongProc rules: positive integer",
         "  intermediates below 2000, every number used); reasoning-gym's is `CountdownDataset` with the same",
-        f"  ranges ({gen['n_theirs']} items). Both are solvable by construction under their own rules; only {ok}/{total}",
-        "  of reasoning-gym's sampled problems are solvable under LongProc rules (its expressions may go",
-        "  negative or above 2000).",
+        f"  ranges ({gen['n_theirs']} items). Both are solvable by construction under their own rules;",
+        f"  {ok}/{total} sampled reasoning-gym problems are also solvable under LongProc rules (its expressions",
+        "  are not checked for negative or >= 2000 intermediates).",
         f"- `is_solvable` draws: {sol['fresh_solvable']}/{sol['fresh_n']} LongProc draws and {sol['tinyzero_solvable']}/{sol['tinyzero_n']} TinyZero draws were solvable.",
         f"- Verifier: both sides include answer extraction. Accepted: ours {ver['ours_correct']}, reasoning-gym {ver['theirs_correct']}",
         "  (reasoning-gym's 1.0 counts as accepted; its 0.05/0.01 as rejected). Problems: the first 200 of",
@@ -372,13 +372,13 @@ def render(ver: dict, gen: dict, sol: dict, facts: list[str], command: str) -> s
     if not ver["disagree"]:
         lines.append("None.")
     else:
-        lines += ["| kind | completions | our reason | reasoning-gym score | why | example answer |", "| --- | ---: | --- | --- | --- | --- |"]
+        lines += ["| kind | completions | our reason | reasoning-gym score | why | example (completion from its first <answer>) |", "| --- | ---: | --- | --- | --- | --- |"]
         for kind, rows in sorted(ver["disagree"].items(), key=lambda kv: -len(kv[1])):
             reasons = ", ".join(sorted({r for _, r, _ in rows}))
             scores = ", ".join(sorted({f"{s:g}" for _, _, s in rows}))
             example = rows[0][0]
-            ans = example[example.rfind("<answer>") :].replace("\n", " ").replace("|", "\\|")
-            lines.append(f"| {kind} | {len(rows)} | {reasons} | {scores} | {EXPLANATIONS.get(kind, 'see reasons')} | `{ans[:90]}` |")
+            tail = example[example.find("<answer>") :].replace("\n", " ").replace("|", "\\|")
+            lines.append(f"| {kind} | {len(rows)} | {reasons} | {scores} | {EXPLANATIONS.get(kind, 'see reasons')} | `{tail[-110:]}` |")
     return "\n".join(lines) + "\n"
 
 
