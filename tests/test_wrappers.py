@@ -365,6 +365,9 @@ def test_critic_wrapper_checkpoint_errors(tmp_path):
         ContrastiveCriticReward(make_countdown(), checkpoint=_tiny_checkpoint(tmp_path, "v1"))
     with pytest.raises(TypeError, match="score"):
         ContrastiveCriticReward(make_countdown(), critic=object())
+    too_many = ContrastiveCriticReward(gym.make("Countdown-v0", preset="hard"), checkpoint=_tiny_checkpoint(tmp_path, "v2"))
+    with pytest.raises(ValueError, match="at most 4 numbers"):
+        too_many.reset(seed=0)
 
 
 # ---- composition and bad input ---------------------------------------------------------------------

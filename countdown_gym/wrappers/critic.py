@@ -72,6 +72,18 @@ class ContrastiveCriticReward(DenseRewardWrapper, gym.utils.RecordConstructorArg
             raise TypeError(f"critic must have a score(states, targets) method, got {type(critic).__name__}")
         self.critic: Scorer = critic if critic is not None else load_scorer(checkpoint)
 
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        obs, info = super().reset(seed=seed, options=options)
+        limit = getattr(getattr(self.critic, "config", None), "max_numbers", None)
+        state = info.get("state")
+        if limit is not None and state is not None and len(state) > limit:
+            raise ValueError(
+                f"ContrastiveCriticReward: the critic ({getattr(self.critic, 'path', None)}) scores states of at most "
+                f"{limit} numbers, but this episode starts from {len(state)} numbers {list(state)}; "
+                f"use a critic trained with max_numbers >= {len(state)}"
+            )
+        return obs, info
+
     def step_terms(self, transitions: Sequence[Mapping[str, Any]]) -> list[float]:
         return critic_terms(self.critic, transitions, self.scale)
 
