@@ -110,7 +110,9 @@ def successors(state: Sequence[Number], rules: Rules) -> Iterator[tuple[Move, tu
 # brute-force move search).
 
 _Q = int | tuple[int, int]
-_CACHE_CAP = 1 << 21
+_CACHE_CAP = 1 << 20
+"""Entries per cache (per Rules) before it is emptied: (state, target) answers and exact-split
+answers; the value-set and split caches hold ``_CACHE_CAP // 32`` sub-multisets."""
 
 
 def _to_q(x: Number) -> _Q:
@@ -223,7 +225,7 @@ class _Oracle:
                 if a not in seen:
                     seen.add(a)
                     out.append((a, tuple(state[i] for i in ib)))
-            if len(self.splits) >= _CACHE_CAP:
+            if len(self.splits) >= _CACHE_CAP // 32:
                 self.splits.clear()
             self.splits[state] = out
         return out
@@ -243,7 +245,7 @@ class _Oracle:
                         for b in vb:
                             acc.update(pair(a, b))
                 out = frozenset(acc)
-            if len(self.values) >= _CACHE_CAP // 8:
+            if len(self.values) >= _CACHE_CAP // 32:
                 self.values.clear()
             self.values[state] = out
         return out
