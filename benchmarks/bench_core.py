@@ -43,6 +43,8 @@ from countdown_gym.solver import clear_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks_core.md"
+ORIGINAL_COMMIT = "36d2d68"
+"""The commit whose ``solver.py`` had the original memoised move search (for the speed-up table)."""
 
 
 def _rate(n: int, seconds: float) -> float:
@@ -292,6 +294,43 @@ def bench_solver(n_fresh: int, n_states: int, repeats: int) -> dict:
     }
 
 
+def bench_original_solver(n_lp: int, n_tz: int) -> dict | None:
+    """Reachability draws/s of the original memoised move search (``solver.py`` at ORIGINAL_COMMIT)."""
+    import importlib.util
+    import tempfile
+
+    try:
+        src = subprocess.run(
+            ["git", "show", f"{ORIGINAL_COMMIT}:countdown_gym/solver.py"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "original_solver.py"
+        path.write_text(src, encoding="utf-8")
+        spec = importlib.util.spec_from_file_location("original_solver", path)
+        assert spec is not None and spec.loader is not None
+        old = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(old)
+    from countdown_gym import solver as new
+
+    rng = random.Random(11)
+    cases = {
+        "longproc": (Rules.longproc(), [(tuple(rng.randint(1, 49) for _ in range(4)), rng.randint(10, 50)) for _ in range(n_lp)]),
+        "tinyzero": (Rules.tinyzero(), [(tuple(rng.randint(1, 100) for _ in range(rng.randint(3, 4))), rng.randint(1, 100)) for _ in range(n_tz)]),
+    }
+    out = {}
+    for name, (rules, draws) in cases.items():
+        rates, answers = [], []
+        for mod in (old, new):
+            mod.clear_cache()
+            t0 = time.perf_counter()
+            answers.append([mod.reachable(nums, t, rules) for nums, t in draws])
+            rates.append(_rate(len(draws), time.perf_counter() - t0))
+        out[name] = {"old": rates[0], "new": rates[1], "n": len(draws), "same": answers[0] == answers[1]}
+    return out
+
+
 # ---- report -----------------------------------------------------------------------------------------
 
 
@@ -323,7 +362,7 @@ def _ok(x: bool) -> str:
     return "yes" if x else "**no**"
 
 
-def render(ver: dict, gen: dict, sol: dict, facts: list[str], command: str) -> str:
+def render(ver: dict, gen: dict, sol: dict, orig: dict | None, facts: list[str], command: str) -> str:
     v_ratio = ver["ours"] / ver["theirs"]
     g_ratio = gen["ours"] / gen["theirs"]
     ok, total = gen["theirs_solvable_longproc"]
@@ -359,6 +398,28 @@ def render(ver: dict, gen: dict, sol: dict, facts: list[str], command: str) -> s
         "  (reasoning-gym's 1.0 counts as accepted; its 0.05/0.01 as rejected). Problems: the first 200 of",
         "  the frozen `tinyzero` test split, verified under TinyZero rules (exact rationals, any sign), the",
         "  rules closest to reasoning-gym's float check.",
+        "",
+        "## Solver: target-directed subset search vs the original move search",
+        "",
+    ]
+    if orig is None:
+        lines.append(f"(skipped: `git show {ORIGINAL_COMMIT}:countdown_gym/solver.py` is not available)")
+    else:
+        lines += [
+            f"`reachable(numbers, target)` on fresh random draws (cold caches), the original memoised move search from commit `{ORIGINAL_COMMIT}` vs the current solver, same process:",
+            "",
+            "| draws | original, draws/s | current, draws/s | speed-up | same answers |",
+            "| --- | ---: | ---: | ---: | --- |",
+            *[
+                f"| {name} ranges ({r['n']} draws) | {r['old']:,.0f} | {r['new']:,.0f} | {r['new'] / r['old']:,.1f}x | {_ok(r['same'])} |"
+                for name, r in orig.items()
+            ],
+            "",
+            "The generator's accept/reject decisions are these answers, so `generate()` returns the same problems",
+            "for a seed (pinned in `tests/test_generator.py`; the frozen splits rebuild byte-for-byte in",
+            "`tests/test_splits.py -m slow`).",
+        ]
+    lines += [
         "",
         "## Completion mix",
         "",
@@ -401,8 +462,10 @@ def main(argv: list[str] | None = None) -> int:
     gen = bench_generator(100 if q else 1000, 10 if q else 60, 1 if q else 3)
     print("solver ...", flush=True)
     sol = bench_solver(300 if q else 5000, 2000 if q else 50_000, 1 if q else 5)
+    print("original solver ...", flush=True)
+    orig = bench_original_solver(200 if q else 2000, 30 if q else 300)
     command = "python benchmarks/bench_core.py" + (" --quick" if q else "")
-    text = render(ver, gen, sol, facts, command)
+    text = render(ver, gen, sol, orig, facts, command)
     print(text)
     print(f"(benchmark took {time.perf_counter() - t0:.0f} s)")
     if not q:
