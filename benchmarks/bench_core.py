@@ -86,11 +86,11 @@ WEIGHTS = {
 }
 
 EXPLANATIONS = {
-    "correct_with_equals": "a trailing '= target' is accepted here (checked against the value); sympy's parse_expr rejects '='",
-    "hedged_unclosed_after_correct": "here the last opened <answer> block counts and it is unclosed (unclosed_tag); reasoning-gym takes the last complete block",
-    "unicode_times_sign": "here '×' is an accepted alias of '*'; sympy cannot parse it",
-    "fullwidth_digit": "here non-ASCII digits are rejected (non_ascii_digit); reasoning-gym's \\d and sympy read '２' as 2",
-    "power_operator": "here '**' is not a Countdown operation; sympy evaluates powers",
+    "correct_with_equals": "a trailing `= target` is accepted here (checked against the value); sympy's `parse_expr` rejects `=`",
+    "hedged_unclosed_after_correct": "here the last opened `<answer>` block counts and it is unclosed (`unclosed_tag`); reasoning-gym takes the last complete block",
+    "unicode_times_sign": "here `×` is an accepted alias of `*`; sympy cannot parse it",
+    "fullwidth_digit": "here non-ASCII digits are rejected (`non_ascii_digit`); reasoning-gym's `\\d` and sympy read `２` as 2",
+    "power_operator": "here `**` is not a Countdown operation; sympy evaluates powers",
     "unary_minus": "here unary minus is rejected; sympy evaluates it",
 }
 
@@ -433,7 +433,7 @@ def render(ver: dict, gen: dict, sol: dict, orig: dict | None, facts: list[str],
     if not ver["disagree"]:
         lines.append("None.")
     else:
-        lines += ["| kind | completions | our reason | reasoning-gym score | why | example (completion from its first <answer>) |", "| --- | ---: | --- | --- | --- | --- |"]
+        lines += ["| kind | completions | our reason | reasoning-gym score | why | example (completion from its first `<answer>`) |", "| --- | ---: | --- | --- | --- | --- |"]
         for kind, rows in sorted(ver["disagree"].items(), key=lambda kv: -len(kv[1])):
             reasons = ", ".join(sorted({r for _, r, _ in rows}))
             scores = ", ".join(sorted({f"{s:g}" for _, _, s in rows}))

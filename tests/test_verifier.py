@@ -370,3 +370,15 @@ def test_property_value_or_multiset_changing_mutation_rejected(problem: Problem,
             assert not v.correct, (problem, expr, mutated, v)
         else:
             assert v.correct, (problem, expr, mutated, v)
+
+
+_ALPHABET = st.sampled_from(list("0123456789+-*/()= \n×÷−.^x<>") + ["<answer>", "</answer>", "<Solution>", "</Solution>", "**", "21", "16", "17", "26", "٣", "２"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=200), st.lists(_ALPHABET, max_size=60).map("".join)))
+def test_property_never_raises_on_any_text(text: str) -> None:
+    for problem in (P, Problem((21, 16, 17, 26), 46, rules=TZ)):
+        v = check(text, problem)
+        if v.correct:  # anything accepted really solves the puzzle
+            assert v.value == problem.target and sorted(v.numbers_used) == sorted(problem.numbers)
