@@ -67,27 +67,34 @@ class MoveFeatures(gym.ObservationWrapper):
 
 
 class _PerActionExtractor(nn.Module):
+    """One trunk over every action's row; logits from each row, the value from their mean."""
+
     def __init__(self, n_actions: int, row: int, hidden: int) -> None:
         super().__init__()
         self.n_actions, self.row = n_actions, row
         self.latent_dim_pi = n_actions
         self.latent_dim_vf = hidden
-        self.scorer = nn.Sequential(
-            nn.Linear(row, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, 1)
-        )
-        self.value = nn.Sequential(nn.Linear(row, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
+        self.trunk = nn.Sequential(nn.Linear(row, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
+        self.score = nn.Linear(hidden, 1)
+
+    def _rows(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = features.view(-1, self.n_actions, self.row)
+        return self.trunk(rows), rows[..., :1]
+
+    def _pool(self, h: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
+        return (h * legal).sum(1) / legal.sum(1).clamp(min=1.0)
 
     def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
-        return self.scorer(features.view(-1, self.n_actions, self.row)).squeeze(-1)
+        h, _ = self._rows(features)
+        return self.score(h).squeeze(-1)
 
     def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
-        rows = features.view(-1, self.n_actions, self.row)
-        legal = rows[..., :1]
-        pooled = (self.value(rows) * legal).sum(1) / legal.sum(1).clamp(min=1.0)
-        return pooled
+        h, legal = self._rows(features)
+        return self._pool(h, legal)
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.forward_actor(features), self.forward_critic(features)
+        h, legal = self._rows(features)
+        return self.score(h).squeeze(-1), self._pool(h, legal)
 
 
 class PerActionPolicy(MaskableActorCriticPolicy):

@@ -53,15 +53,15 @@ class Args:
     total_timesteps: int = 150_000
     num_envs: int = 8
     seed: int = 0
-    learning_rate: float = 3e-4
-    n_steps: int = 256
-    batch_size: int = 256
-    n_epochs: int = 4
+    learning_rate: float = 1e-3
+    n_steps: int = 64
+    batch_size: int = 128
+    n_epochs: int = 10
     ent_coef: float = 0.01
     net_arch: list[int] = field(default_factory=lambda: [256, 256])
     policy: str = "per-action"
     """``per-action`` (MoveFeatures + PerActionPolicy, see sb3_policy.py) or ``mlp`` (MlpPolicy on the raw observation)."""
-    hidden: int = 128
+    hidden: int = 64
     """Width of the per-action policy's networks."""
     eval_split: str = "test"
     eval_limit: int = 0
