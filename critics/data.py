@@ -165,6 +165,7 @@ class TraceTable:
         hindsight: float = 0.5,
         dead_per_row: int = 4,
         size_mix: tuple[float, ...] = (0.1, 0.3, 0.6),
+        dead_same_size: float = 1.0,
     ) -> dict[str, np.ndarray]:
         """A V2 batch: ``state`` nodes, their ``goal`` values, and ``dead`` nodes ``[B, k]``.
 
@@ -173,7 +174,9 @@ class TraceTable:
         on the path to the target; a ``hindsight`` fraction of rows instead takes a node with
         ``size_mix[k-1]`` the chance of a ``k``-number node, and as goal a value the search
         reached below it. ``dead``: for each own-target row, ``dead_per_row`` dead-end nodes of
-        the same trace, of the same size when there are (the target is unreachable from them);
+        the same trace (the target is unreachable from them), the first ``dead_same_size``
+        fraction of the same size as the row's state when there are, the rest from a random
+        line of the trace (any size: it ties the score scales of different sizes together);
         ``dead_valid`` says which rows have them (hindsight rows and traces without dead ends
         have none).
         """
@@ -208,8 +211,12 @@ class TraceTable:
         dead = np.zeros((batch, dead_per_row), dtype=np.int64)
         if dead_valid.any() and dead_per_row > 0:
             rows = np.flatnonzero(dead_valid)
+            same = int(round(dead_per_row * dead_same_size))
             for k in range(dead_per_row):
-                dead[rows, k] = self._dead_same_size(traces[rows], self.node_sizes[nodes[rows]], rng)
+                if k < same:
+                    dead[rows, k] = self._dead_same_size(traces[rows], self.node_sizes[nodes[rows]], rng)
+                else:
+                    dead[rows, k] = self._pick(self._dead_lines, traces[rows], rng)
         return {"state": nodes, "goal": goals, "dead": dead, "dead_valid": dead_valid, "trace": traces}
 
     def sample_v1(self, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:

@@ -19,6 +19,7 @@ import dataclasses
 import json
 import math
 import random
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ class TrainConfig:
     # data
     preset: str = "longproc-0.5k"
     max_train_problems: int = 0  # use only the first N train-split problems (0 = all; for quick runs and tests)
-    extra_problems: int = 0  # generated problems added to the train split (never test/validation keys)
+    extra_problems: int = 8000  # generated problems added to the train split (never test/validation keys)
     data_seed: int = 1
     goal_min: int = 10  # hindsight goals are reached values in [goal_min, goal_max]
     goal_max: int = 50
@@ -68,11 +69,12 @@ class TrainConfig:
     size_small: float = 0.1  # hindsight rows: relative chance of a 1-number state
     size_mid: float = 0.3  # ... of a 2-number state
     size_large: float = 0.6  # ... of a 3-number state
-    dead_per_row: int = 2  # dead-end states (same trace, same size) per own-target row for the goal -> state term
+    dead_per_row: int = 2  # dead-end states (same trace) per own-target row for the goal -> state term
+    dead_same_size: float = 0.5  # fraction of them with the row's state size (the rest: any dead-end line)
     hard_weight: float = 1.0  # weight of the goal -> state term (0 = plain InfoNCE)
     cache_dir: str = "runs/cache"  # trace tables are cached here ("" = no cache)
     # optimisation
-    steps: int = 5000
+    steps: int = 6000
     stop_after: int = 0  # end this invocation after this many total steps (0 = at --steps); continue with --resume
     time_limit: float = 0.0  # minutes of wall time for the whole invocation (data included); 0 = none
     batch_size: int = 256
@@ -141,7 +143,8 @@ def _sets(table: TraceTable, nodes: np.ndarray) -> tuple[torch.Tensor, torch.Ten
 
 def v2_loss(model: NumericalCriticV2, table: TraceTable, cfg: TrainConfig, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
     b = table.sample_v2(
-        cfg.batch_size, rng, cfg.positives, cfg.hindsight, cfg.dead_per_row, (cfg.size_small, cfg.size_mid, cfg.size_large)
+        cfg.batch_size, rng, cfg.positives, cfg.hindsight, cfg.dead_per_row, (cfg.size_small, cfg.size_mid, cfg.size_large),
+        cfg.dead_same_size,
     )
     s = model.embed_states(*_sets(table, b["state"]))
     uniq, inv = np.unique(b["goal"], return_inverse=True)
@@ -352,7 +355,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         _save(model, optim, cfg, out, end, rng, log, {**extra, "train_seconds": train_seconds})
         return out
     extra.update({"train_seconds": round(train_seconds, 1), "threads": cfg.threads, "steps_done": end,
-                  "command": "python -m critics.train " + " ".join(sys.argv[1:])})
+                  "command": "python -m critics.train " + shlex.join(sys.argv[1:])})
     _save(model, optim, cfg, out, end, rng, log, extra)
     if cfg.calibrate:
         from critics import load_critic

@@ -1,0 +1,261 @@
+"""Tests of the numerical critics: models, data labels, training loop, checkpoints, metrics."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from countdown_gym import load_split, reachable
+from critics import CheckpointError, Critic, load_critic
+from critics.data import build_table, random_states, trace_states, trace_tree
+from critics.evaluate import auroc, best_threshold_accuracy, expected_calibration_error, fit_logistic
+from critics.models import (
+    ModelConfig,
+    build_model,
+    count_parameters,
+    goal_infonce,
+    pack_sets,
+    ranking_infonce,
+    save_checkpoint,
+)
+from critics.train import TrainConfig, parse_args, train
+
+TINY = dict(value_dim=8, fourier=4, hidden=32, depth=2, goal_hidden=32, out_dim=16, pair_dim=8)
+
+
+def _ints(row, size):
+    return tuple(int(x) for x in row[:size])
+
+
+@pytest.fixture(scope="module")
+def table():
+    return build_table(load_split("longproc-0.5k", "train")[:40])
+
+
+# ---- models -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pair_dim", [0, 8])
+def test_v2_shapes_and_normalisation(pair_dim):
+    cfg = ModelConfig(**{**TINY, "pair_dim": pair_dim})
+    model = build_model(cfg)
+    values, mask = pack_sets([(3, 5), (1, 2, 3, 4), (7,)], cfg.max_numbers)
+    assert values.tolist()[0] == [3, 5, 0, 0] and mask.tolist()[2] == [1, 0, 0, 0]
+    s = model.embed_states(torch.from_numpy(values), torch.from_numpy(mask))
+    g = model.embed_goals(torch.tensor([10.0, 46.0, 2000.0], dtype=torch.float64))
+    assert s.shape == (3, 16) and g.shape == (3, 16)
+    assert torch.allclose(s.norm(dim=1), torch.ones(3), atol=1e-5)
+    assert torch.allclose(g.norm(dim=1), torch.ones(3), atol=1e-5)
+
+
+def test_state_order_does_not_matter():
+    critic = Critic(build_model(ModelConfig(**TINY)), {})
+    a = critic.score([(3, 17, 26), (26, 3, 17)], [46, 46])
+    assert a[0] == pytest.approx(a[1])
+
+
+def test_v1_shapes_and_score_needs_initial():
+    cfg = ModelConfig(**{**TINY, "version": "v1"})
+    critic = Critic(build_model(cfg), {})
+    with pytest.raises(ValueError, match="initial"):
+        critic.score([(3, 5)], [8])
+    out = critic.score([(3, 5)], [8], initial=[(1, 2, 5, 3)])
+    assert out.shape == (1,) and -1 <= out[0] <= 1
+
+
+def test_full_size_model_is_under_one_million_parameters():
+    assert count_parameters(build_model(TrainConfig().model_config())) < 1_000_000
+
+
+def test_pack_sets_rejects_bad_states():
+    with pytest.raises(ValueError, match="at most 4"):
+        pack_sets([(1, 2, 3, 4, 5)], 4)
+    with pytest.raises(ValueError, match="empty"):
+        pack_sets([()], 4)
+    with pytest.raises(TypeError):
+        pack_sets([("a", 2)], 4)
+
+
+def test_losses_are_minimal_for_matching_embeddings():
+    e = torch.nn.functional.normalize(torch.eye(4), dim=1)
+    low = goal_infonce(e, torch.arange(4), e, 0.1)
+    high = goal_infonce(e, torch.tensor([1, 2, 3, 0]), e, 0.1)
+    assert low < 0.01 < high
+    neg = e[[1, 2, 3, 0]].unsqueeze(1)
+    assert ranking_infonce(e, e, neg, 0.1) < 0.01
+
+
+def test_score_validates_input():
+    critic = Critic(build_model(ModelConfig(**TINY)), {})
+    with pytest.raises(ValueError, match="2 states but 1 targets"):
+        critic.score([(1, 2), (3, 4)], [5])
+    with pytest.raises(TypeError, match="target 0 must be an int"):
+        critic.score([(1, 2)], [2.5])
+    out = critic.score([(1, 2)] * 5, [3] * 5, batch_size=2)
+    assert out.shape == (5,) and out.dtype == np.float32 and np.all(np.abs(out) <= 1)
+
+
+# ---- data ---------------------------------------------------------------------------------------
+
+
+def test_trace_labels_match_the_oracle():
+    for p in load_split("longproc-0.5k", "train")[:15]:
+        tree = trace_tree(p)
+        for s, on_path, reached in zip(tree.states, tree.on_path, tree.reached, strict=True):
+            assert reachable(s, p.target) == on_path
+            for v in list(reached)[:5]:
+                assert reachable(s, v)
+
+
+def test_samples_carry_true_labels(table):
+    rng = np.random.default_rng(0)
+    b = table.sample_v2(128, rng)
+    for n, g in zip(b["state"], b["goal"], strict=True):
+        assert reachable(_ints(table.node_states[n], table.node_sizes[n]), int(g))
+    for i in np.flatnonzero(b["dead_valid"]):
+        t = int(table.target[b["trace"][i]])
+        for d in b["dead"][i]:
+            assert not reachable(_ints(table.node_states[d], table.node_sizes[d]), t)
+    v1 = table.sample_v1(16, rng)
+    assert (table.node_trace[v1["state"]] == v1["trace"]).all()
+    assert (table.node_trace[v1["goal_node"]] == v1["trace"]).all()
+
+
+def test_test_split_is_refused_for_training():
+    with pytest.raises(ValueError, match="test split"):
+        build_table(load_split("longproc-0.5k", "test")[:1])
+
+
+def test_table_save_load_round_trip(table, tmp_path):
+    table.save(tmp_path / "t.npz")
+    from critics.data import TraceTable
+
+    again = TraceTable.load(tmp_path / "t.npz")
+    assert again.stats() == table.stats()
+    assert (again.goal_vals == table.goal_vals).all()
+
+
+def test_eval_state_sets_are_labelled_by_the_oracle():
+    probs = load_split("longproc-0.5k", "validation")[:3]
+    for ls in (trace_states(probs), random_states(probs, rollouts=2)):
+        assert len(ls) > 0
+        for s, t, y in zip(ls.states, ls.targets, ls.labels, strict=True):
+            assert reachable(s, t) == y
+
+
+# ---- training, checkpoints ----------------------------------------------------------------------
+
+
+def _cfg(tmp_path, **kw):
+    base = dict(
+        **TINY, max_train_problems=30, extra_problems=0, cache_dir="", steps=60, batch_size=32, lr=3e-3, warmup=5,
+        out=str(tmp_path / "run"), checkpoint_every=20, log_every=10, calibrate=False, temperature=0.2,
+    )
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_loss_decreases_on_a_tiny_run(tmp_path):
+    out = train(_cfg(tmp_path, steps=150), progress=False)
+    log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
+    assert log[-1]["loss"] < 0.8 * log[0]["loss"]
+    assert (out / "loss.png").stat().st_size > 0 and (out / "similarity.png").stat().st_size > 0
+    critic = load_critic(out)
+    assert critic.version == "v2" and critic.score([(1, 2)], [3]).shape == (1,)
+
+
+def test_v1_trains(tmp_path):
+    out = train(_cfg(tmp_path, version="v1", steps=30), progress=False)
+    assert load_critic(out).version == "v1"
+
+
+def test_resume_reproduces_an_uninterrupted_run(tmp_path):
+    straight = train(_cfg(tmp_path / "a", steps=40), progress=False)
+    train(_cfg(tmp_path / "b", steps=40, stop_after=20), progress=False)
+    resumed = train(_cfg(tmp_path / "b", steps=40, resume=True), progress=False)
+    a, b = load_critic(straight).model.state_dict(), load_critic(resumed).model.state_dict()
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-6), k
+
+
+def test_resume_without_a_run_fails_clearly(tmp_path):
+    with pytest.raises(SystemExit, match="train_state.pt not found"):
+        train(_cfg(tmp_path, resume=True), progress=False)
+
+
+def test_cli_parses_every_field():
+    cfg = parse_args(["--steps", "7", "--positives", "all", "--no-calibrate", "--temperature", "0.3"])
+    assert cfg.steps == 7 and cfg.positives == "all" and cfg.calibrate is False and cfg.temperature == 0.3
+    with pytest.raises(SystemExit):
+        parse_args(["--positives", "nonsense"])
+
+
+def test_load_critic_errors_name_the_file(tmp_path):
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_critic(tmp_path / "nope")
+    d = tmp_path / "ck"
+    save_checkpoint(build_model(ModelConfig(**TINY)), ModelConfig(**TINY), d)
+    load_critic(d)
+    (d / "config.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="config.json is not valid JSON"):
+        load_critic(d)
+    (d / "config.json").write_text(json.dumps({"format": "something-else"}))
+    with pytest.raises(CheckpointError, match="not a countdown-gym critic"):
+        load_critic(d)
+    save_checkpoint(build_model(ModelConfig(**TINY)), ModelConfig(**{**TINY, "hidden": 48}), d)
+    with pytest.raises(CheckpointError, match="does not fit the config"):
+        load_critic(d)
+    (d / "model.safetensors").write_bytes(b"garbage")
+    with pytest.raises(CheckpointError, match="model.safetensors"):
+        load_critic(d)
+    (d / "model.safetensors").unlink()
+    with pytest.raises(CheckpointError, match="model.safetensors is missing"):
+        load_critic(d)
+
+
+# ---- the shipped checkpoint ---------------------------------------------------------------------
+
+
+def test_shipped_checkpoint_separates_obvious_cases():
+    critic = load_critic()
+    assert critic.version == "v2"
+    assert count_parameters(critic.model) < 1_000_000
+    pairs = [  # (reachable state, unreachable state, target)
+        ((20, 26), (54, 26), 46),
+        ((44, 31), (94, 31), 13),
+        ((46,), (80,), 46),
+        ((6, 4), (7, 5), 24),
+        ((2, 10, 3), (1, 1, 1), 36),
+        ((25, 2, 1), (1, 1, 2), 50),
+    ]
+    for ok, bad_state, t in pairs:
+        assert reachable(ok, t) and not reachable(bad_state, t)
+    good = critic.score([p[0] for p in pairs], [p[2] for p in pairs])
+    bad = critic.score([p[1] for p in pairs], [p[2] for p in pairs])
+    assert (good > bad).all(), (good, bad)
+    assert np.all(np.abs(good) <= 1) and np.all(np.abs(bad) <= 1)
+    p = critic.probability([(20, 26), (80,)], [46, 46])
+    assert 0 <= p[1] < 0.5 < p[0] <= 1
+
+
+# ---- metrics ------------------------------------------------------------------------------------
+
+
+def test_metrics():
+    y = np.array([0, 0, 1, 1], dtype=bool)
+    assert auroc(np.array([0.1, 0.2, 0.3, 0.4]), y) == 1.0
+    assert auroc(np.array([0.4, 0.3, 0.2, 0.1]), y) == 0.0
+    assert auroc(np.array([0.5, 0.5, 0.5, 0.5]), y) == 0.5
+    assert np.isnan(auroc(np.array([0.1, 0.2]), np.array([True, True])))
+    acc, thr = best_threshold_accuracy(np.array([0.1, 0.2, 0.3, 0.4]), y)
+    assert acc == 1.0 and 0.2 < thr <= 0.3
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=4000)
+    lab = rng.random(4000) < 1 / (1 + np.exp(-(3 * x - 1)))
+    a, b = fit_logistic(x, lab)
+    assert a == pytest.approx(3, abs=0.4) and b == pytest.approx(-1, abs=0.3)
+    ece, table = expected_calibration_error(1 / (1 + np.exp(-(a * x + b))), lab)
+    assert ece < 0.05 and sum(r["n"] for r in table) == 4000
