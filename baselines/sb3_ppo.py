@@ -49,11 +49,11 @@ class Args:
     reward: str = "sparse"
     scale: float = 0.1
     """Size of the dense term per step (the sparse reward is 1)."""
-    gamma: float = 0.99
+    gamma: float = 1.0
     total_timesteps: int = 150_000
     num_envs: int = 8
     seed: int = 0
-    learning_rate: float = 1e-3
+    learning_rate: float = 2e-3
     n_steps: int = 64
     batch_size: int = 128
     n_epochs: int = 10
