@@ -317,6 +317,18 @@ def test_critic_wrapper_additive_on_both_envs():
         assert r == pytest.approx(-0.05)
 
 
+def test_critic_wrapper_caches_scores_exactly():
+    critic = FakeCritic()
+    env = ContrastiveCriticReward(make_countdown(), critic=critic)
+    for _ in range(3):
+        env.reset(seed=0)
+        _, _, _, _, info = env.step(act(env, 6, "-", 2))
+        assert info["reward_terms"]["critic"] == 1.0
+    assert critic.calls == 1
+    scores = env.scorer.score([(5, 3, 4), (5, 3, 8), (5, 3, 4)], [8, 8, 8])
+    assert scores.tolist() == [1.0, -0.5, 1.0] and critic.calls == 2
+
+
 def test_critic_wrapper_with_shipped_checkpoint():
     critics = pytest.importorskip("critics")
     if not (critics.SHIPPED_CHECKPOINT / "config.json").is_file():

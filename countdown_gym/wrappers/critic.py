@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from countdown_gym.rules import Number, Rules
 from countdown_gym.wrappers.base import DenseRewardWrapper
@@ -29,6 +30,31 @@ def load_scorer(checkpoint: str | Path | None) -> Scorer:
             f"{checkpoint} holds a {critic.version} critic"
         )
     return critic
+
+
+class CachedScorer:
+    """A critic's ``score`` memoised per ``(state, target)`` (the critic is deterministic, so this is exact).
+
+    States repeat a lot across episodes; one batched critic call scores only the pairs not seen
+    before. The cache is cleared when it holds ``max_size`` entries.
+    """
+
+    def __init__(self, critic: Scorer, max_size: int = 1 << 17) -> None:
+        self.critic = critic
+        self.max_size = max_size
+        self._cache: dict[tuple[tuple[Number, ...], Number], float] = {}
+
+    def score(self, states: Sequence[Sequence[Number]], targets: Sequence[Number]) -> np.ndarray:
+        keys = [(tuple(s), t) for s, t in zip(states, targets, strict=True)]
+        todo = list(dict.fromkeys(k for k in keys if k not in self._cache))
+        if todo:
+            if len(self._cache) + len(todo) > self.max_size:
+                self._cache.clear()
+            scores = np.asarray(self.critic.score([k[0] for k in todo], [k[1] for k in todo]), dtype=np.float64)
+            if scores.shape != (len(todo),):
+                raise ValueError(f"critic.score returned shape {scores.shape} for {len(todo)} states")
+            self._cache.update(zip(todo, scores.tolist(), strict=True))
+        return np.array([self._cache[k] for k in keys], dtype=np.float64)
 
 
 class ContrastiveCriticReward(DenseRewardWrapper, gym.utils.RecordConstructorArgs):
@@ -71,6 +97,7 @@ class ContrastiveCriticReward(DenseRewardWrapper, gym.utils.RecordConstructorArg
         if critic is not None and not callable(getattr(critic, "score", None)):
             raise TypeError(f"critic must have a score(states, targets) method, got {type(critic).__name__}")
         self.critic: Scorer = critic if critic is not None else load_scorer(checkpoint)
+        self.scorer = CachedScorer(self.critic)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         obs, info = super().reset(seed=seed, options=options)
@@ -85,7 +112,7 @@ class ContrastiveCriticReward(DenseRewardWrapper, gym.utils.RecordConstructorArg
         return obs, info
 
     def step_terms(self, transitions: Sequence[Mapping[str, Any]]) -> list[float]:
-        return critic_terms(self.critic, transitions, self.scale)
+        return critic_terms(self.scorer, transitions, self.scale)
 
     def potential_of(self, state: tuple[Number, ...], target: Number, rules: Rules) -> float:
-        return self.scale * float(critic_potentials(self.critic, [state], [target])[0])
+        return self.scale * float(critic_potentials(self.scorer, [state], [target])[0])
