@@ -68,7 +68,10 @@ class SFTConfig:
     batch_size: int = 32
     max_steps: int = 3000
     max_minutes: float = 0.0
-    """Stop (and save) after this much wall time; 0 = no limit. The LR schedule follows max_steps."""
+    """Stop (and save) after this much wall time; 0 = no limit."""
+    schedule: str = "steps"
+    """``steps``: cosine over max_steps; ``time``: cosine over max_minutes of wall time (for a
+    fixed time budget on a shared machine, whatever the throughput)."""
     grad_clip: float = 1.0
     threads: int = 1
     # evaluation and checkpoints
@@ -133,11 +136,15 @@ def make_batch(problems: list[Problem], tokenizer, tcfg: CompactTraceConfig, rng
     return input_ids, mask, labels
 
 
-def lr_at(step: int, cfg: SFTConfig) -> float:
-    """Linear warm-up, then cosine decay to ``min_lr_ratio * lr`` at ``max_steps``."""
+def lr_at(step: int, cfg: SFTConfig, elapsed: float = 0.0) -> float:
+    """Linear warm-up, then cosine decay to ``min_lr_ratio * lr`` at ``max_steps`` (or at
+    ``max_minutes`` of wall time with ``schedule="time"``)."""
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
-    frac = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
+    if cfg.schedule == "time":
+        frac = min(1.0, elapsed / (cfg.max_minutes * 60))
+    else:
+        frac = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
@@ -181,6 +188,10 @@ def plot_curves(rows: list[dict], path: Path) -> None:
 def train(cfg: SFTConfig) -> dict:
     """Run SFT; returns a summary (params, tokens/s, final validation success, paths)."""
     torch.set_num_threads(cfg.threads)
+    if cfg.schedule not in ("steps", "time"):
+        raise SystemExit(f"--schedule must be steps or time, got {cfg.schedule!r}")
+    if cfg.schedule == "time" and cfg.max_minutes <= 0:
+        raise SystemExit("--schedule time needs --max-minutes > 0")
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     ckpt = out / "checkpoint"
@@ -218,7 +229,8 @@ def train(cfg: SFTConfig) -> dict:
     print(f"model: {cfg.arch}, {n_params / 1e6:.2f}M parameters; {len(problems)} training problems")
 
     model.train()
-    t_start = time.time()
+    run_start = time.time()
+    t_start = run_start - (float(rows[-1]["elapsed_s"]) if rows else 0.0)  # wall time of earlier runs counts
     tokens = 0
     loss_ema = None
     bar = tqdm(total=cfg.max_steps, initial=step, desc="sft", disable=not cfg.progress)
@@ -226,8 +238,9 @@ def train(cfg: SFTConfig) -> dict:
     while step < cfg.max_steps:
         batch_problems = [problems[rng.randrange(len(problems))] for _ in range(cfg.batch_size)]
         input_ids, mask, labels = make_batch(batch_problems, tokenizer, tcfg, rng, cfg.max_positions)
+        lr = lr_at(step, cfg, time.time() - t_start)
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, cfg)
+            g["lr"] = lr
         loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -237,14 +250,14 @@ def train(cfg: SFTConfig) -> dict:
         tokens += int(mask.sum())
         loss_ema = loss.item() if loss_ema is None else 0.95 * loss_ema + 0.05 * loss.item()
         elapsed = time.time() - t_start
-        row = {"step": step, "loss": round(loss.item(), 5), "lr": lr_at(step - 1, cfg), "tokens_per_s": round(tokens / elapsed, 1),
+        row = {"step": step, "loss": round(loss.item(), 5), "lr": lr, "tokens_per_s": round(tokens / (time.time() - run_start), 1),
                "elapsed_s": round(elapsed, 1), "val_success": ""}
         out_of_time = cfg.max_minutes > 0 and elapsed > cfg.max_minutes * 60
         if step % cfg.eval_every == 0 or step == cfg.max_steps or out_of_time:
             row["val_success"] = validation_success(model, tokenizer, val, cfg)
             tqdm.write(f"step {step}: loss {loss_ema:.4f}, validation greedy success {row['val_success']:.3f} ({len(val)} problems)")
         rows.append(row)
-        bar.set_postfix(loss=f"{loss_ema:.3f}", tok_s=f"{tokens / elapsed:.0f}")
+        bar.set_postfix(loss=f"{loss_ema:.3f}", tok_s=f"{tokens / (time.time() - run_start):.0f}")
         bar.update(1)
         if step % cfg.checkpoint_every == 0 or step == cfg.max_steps or out_of_time:
             save_checkpoint(ckpt, model, tokenizer, opt, step, rng, meta)
@@ -254,7 +267,7 @@ def train(cfg: SFTConfig) -> dict:
             tqdm.write(f"stopping at step {step}: --max-minutes {cfg.max_minutes} reached")
             break
     bar.close()
-    elapsed = time.time() - t_start
+    elapsed = time.time() - run_start
     write_metrics(rows, out)
     evals = [r for r in rows if r["val_success"] != ""]
     summary = {

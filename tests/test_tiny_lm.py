@@ -1,0 +1,251 @@
+"""The embedded tiny LM: compact traces, tokenizer round-trips, model build, SFT, eval, shipped checkpoint."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "baselines"))
+
+import llm_eval  # noqa: E402
+import llm_sft  # noqa: E402
+from tiny_lm import (  # noqa: E402
+    SHIPPED_CHECKPOINT,
+    TinyLMConfig,
+    build_model,
+    build_tokenizer,
+    count_parameters,
+    load_pretrained,
+    save_pretrained,
+)
+
+from countdown_gym import Problem, Rules, load_split  # noqa: E402
+from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, compact_trace_stats, shuffled  # noqa: E402
+from countdown_gym.envs.text import replay_completion  # noqa: E402
+from countdown_gym.splits import SPLIT_SPEC  # noqa: E402
+from countdown_gym.text_format import build_prompt, compact_prompt  # noqa: E402
+from countdown_gym.verifier import verify  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def longproc_traces() -> dict[str, list[tuple[Problem, str]]]:
+    """Every problem of the longproc-0.5k splits with its compact trace (computed once)."""
+    return {s: [(p, compact_trace(p)) for p in load_split("longproc-0.5k", s)] for s in ("train", "validation", "test")}
+
+
+def _roundtrip(tok, texts: list[str]) -> list[str]:
+    """The texts that do NOT survive encode -> decode(skip_special_tokens=True)."""
+    ids = tok(texts, add_special_tokens=True)["input_ids"]
+    back = tok.batch_decode(ids, skip_special_tokens=True)
+    return [t for t, b in zip(texts, back, strict=True) if b != t]
+
+
+# ---- compact traces --------------------------------------------------------------------------------
+
+
+def test_compact_trace_shape_and_answer():
+    p = Problem((21, 16, 17, 26), 46)
+    t = compact_trace(p)
+    lines = t.splitlines()
+    assert lines[0][0].isdigit()  # depth 0 starts without spaces
+    assert "<Solution>" in lines and lines[-1] == "</Solution>"
+    v = verify(p, t)
+    assert v.correct and v.answer_format == "solution_block"
+    a = compact_trace(p, config=CompactTraceConfig(answer="answer"))
+    assert a.rstrip().endswith("</answer>") and verify(p, a).correct
+
+
+def test_compact_trace_backtracks_and_shows_state():
+    p = Problem((32, 1, 4, 3), 17)
+    t = compact_trace(p, config=CompactTraceConfig(dead_ends=(1, 1)))
+    depths = [len(x) - len(x.lstrip(" ")) for x in t.split("<Solution>")[0].splitlines()]
+    assert any(b < a for a, b in zip(depths, depths[1:], strict=False))  # a backtrack happened
+    first = t.splitlines()[0]
+    assert first.endswith("]") and " [" in first
+
+
+@pytest.mark.parametrize("split", ["train", "validation", "test"])
+def test_every_compact_trace_verifies_and_replays_clean(split, longproc_traces):
+    items = longproc_traces[split]
+    for p, t in items[::4]:
+        assert verify(p, t).correct, (p, t)
+    for p, t in items[::16]:
+        r = replay_completion(p, t)
+        assert r.verdict.correct, (p, t)
+        assert r.invalid_steps == 0, (p, t)
+        assert len(r.transitions) >= 3
+
+
+def test_compact_trace_shuffle_and_bad_input():
+    p = load_split("longproc-0.5k", "test")[0]
+    q = shuffled(p, 3)
+    assert sorted(q.numbers) == sorted(p.numbers) and q.target == p.target
+    assert verify(p, compact_trace(p, shuffle_seed=3)).correct
+    with pytest.raises(ValueError, match="no solution"):
+        compact_trace(Problem((1, 1, 1, 1), 999))
+    with pytest.raises(ValueError):
+        CompactTraceConfig(dead_ends=())
+    with pytest.raises(ValueError):
+        CompactTraceConfig(answer="boxed")
+
+
+def test_compact_trace_under_rational_rules_stays_integer():
+    p = Problem((3, 5, 2, 6), 8, Rules.tinyzero())
+    t = compact_trace(p)
+    assert verify(p, t).correct
+    assert "(" not in t.split("<Solution>")[0]
+
+
+def test_compact_trace_stats_are_short():
+    s = compact_trace_stats(load_split("longproc-0.5k", "validation")[:200])
+    assert s["mean_lines"] < 12 and s["max_chars"] < 400
+
+
+# ---- tokenizer -------------------------------------------------------------------------------------
+
+
+def test_numbers_are_single_tokens(tokenizer):
+    for n in (0, 7, 46, 999, 1000, 1999):
+        assert len(tokenizer(str(n), add_special_tokens=False)["input_ids"]) == 1
+    pieces = tokenizer.convert_ids_to_tokens(tokenizer("37+14=51 [29,6,51]", add_special_tokens=False)["input_ids"])
+    assert pieces == ["37", "+", "14", "=", "51", " ", "[", "29", ",", "6", ",", "51", "]"]
+    assert tokenizer.convert_ids_to_tokens(tokenizer("<Solution>", add_special_tokens=False)["input_ids"]) == ["<Solution>"]
+
+
+def test_tokenizer_special_tokens(tokenizer):
+    ids = tokenizer("1+2")["input_ids"]
+    assert ids[0] == tokenizer.bos_token_id
+    assert tokenizer.pad_token_id is not None and tokenizer.eos_token_id is not None
+    assert tokenizer.unk_token_id not in tokenizer("odd text: 2401, 07, 12345 ~`|\t")["input_ids"]
+
+
+def test_every_split_prompt_and_completion_roundtrips(tokenizer, longproc_traces):
+    """Every prompt (all presets; compact and TinyZero styles) and every compact completion of longproc-0.5k."""
+    for preset in SPLIT_SPEC:
+        for split in ("train", "validation", "test"):
+            problems = load_split(preset, split)
+            texts = [compact_prompt(p) for p in problems] + [build_prompt(p, "tinyzero") for p in problems]
+            if preset == "longproc-0.5k":
+                texts += [t for _, t in longproc_traces[split]]
+            assert _roundtrip(tokenizer, texts) == []
+    some = load_split("longproc-0.5k", "test")[:5] + load_split("tinyzero", "test")[:5]
+    assert _roundtrip(tokenizer, [build_prompt(p, "longproc") for p in some]) == []
+
+
+def test_tinyzero_completions_roundtrip(tokenizer):
+    problems = load_split("tinyzero", "validation")
+    texts = []
+    for p in problems:
+        try:
+            texts.append(compact_trace(p, config=CompactTraceConfig(answer="answer")))
+        except ValueError:  # needs a fraction or a negative intermediate
+            continue
+    assert len(texts) > len(problems) // 2
+    assert _roundtrip(tokenizer, texts) == []
+
+
+# ---- models, SFT, eval ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_build_and_forward(tokenizer, arch):
+    m = build_model(TinyLMConfig(arch=arch, hidden=32, layers=2, heads=2, intermediate=64), tokenizer)
+    assert m.config.vocab_size == len(tokenizer)
+    assert 50_000 < count_parameters(m) < 200_000
+    batch = tokenizer(["Numbers: [1,2,3,4] Target: 10\n"], return_tensors="pt")
+    out = m(**batch, labels=batch["input_ids"])
+    assert torch.isfinite(out.loss)
+    with pytest.raises(ValueError, match="unknown arch"):
+        build_model(TinyLMConfig(arch="mamba"), tokenizer)
+
+
+def test_sft_steps_checkpoint_resume(tmp_path):
+    argv = ["--out", str(tmp_path / "run"), "--fresh-problems", "20", "--max-steps", "3", "--batch-size", "4",
+            "--hidden", "32", "--intermediate", "64", "--layers", "1", "--heads", "2", "--eval-every", "3",
+            "--eval-problems", "3", "--max-new-tokens", "8", "--checkpoint-every", "2", "--progress", "false"]
+    cfg = llm_eval.parse_config(llm_sft.SFTConfig, argv)
+    assert cfg.dead_ends == (1, 0) and cfg.progress is False
+    summary = llm_sft.train(cfg)
+    assert summary["steps"] == 3 and summary["final_val_success"] is not None
+    run = tmp_path / "run"
+    assert (run / "final" / "model.safetensors").exists() and (run / "curves.png").exists()
+    rows = (run / "metrics.csv").read_text().splitlines()
+    assert len(rows) == 4
+    cfg2 = llm_eval.parse_config(llm_sft.SFTConfig, [*argv[:4], "--max-steps", "4", *argv[6:], "--resume", "true"])
+    assert llm_sft.train(cfg2)["steps"] == 4
+
+
+def test_training_problems_exclude_held_out():
+    cfg = llm_sft.SFTConfig(fresh_problems=300)
+    probs = llm_sft.training_problems(cfg, progress=False)
+    held = {p.key for s in ("validation", "test") for p in load_split("longproc-0.5k", s)}
+    assert len(probs) == 8000 + 300
+    assert not any(p.key in held for p in probs)
+    assert len({p.key for p in probs}) == len(probs)
+
+
+def _save_tiny(tmp_path: Path, arch: str, chat: bool = False) -> Path:
+    tok = build_tokenizer()
+    if chat:
+        tok.chat_template = "{% for m in messages %}<bos>{{ m['content'] }}{% endfor %}"
+    m = build_model(TinyLMConfig(arch=arch, hidden=32, layers=1, heads=2, intermediate=64), tok)
+    return save_pretrained(m, tok, tmp_path / arch)
+
+
+@pytest.mark.parametrize("arch,style,chat", [("gpt2", "compact", False), ("llama", "tinyzero", True)])
+def test_eval_any_local_model(tmp_path, arch, style, chat):
+    path = _save_tiny(tmp_path, arch, chat)
+    out = tmp_path / "completions.jsonl"
+    res = llm_eval.main(["--model", str(path), "--limit", "3", "--k", "2", "--max-new-tokens", "6",
+                         "--prompt-style", style, "--out", str(out), "--batch-size", "4"])
+    assert res["problems"] == 3 and 0.0 <= res["pass@1_greedy"] <= 1.0 and "pass@2" in res
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(lines) == 3 and all(len(x["completions"]) == 3 for x in lines)
+
+
+def test_left_padding_does_not_change_greedy_output(tmp_path):
+    """Batched (left-padded) generation equals one-at-a-time generation for both architectures."""
+    problems = [Problem((1, 2, 3, 4), 10), Problem((25, 14, 38, 30), 31)]
+    for arch in ("gpt2", "llama"):
+        model, tok = load_pretrained(_save_tiny(tmp_path, arch))
+        prompts = [compact_prompt(p) + ("1+2=3 [3,4]\n" if i else "") for i, p in enumerate(problems)]
+        batched, _ = llm_eval.generate(model, tok, prompts, max_new_tokens=6, progress=False)
+        single = [llm_eval.generate(model, tok, [p], max_new_tokens=6, progress=False)[0][0] for p in prompts]
+        assert batched == single
+
+
+def test_pass_at_k():
+    assert llm_eval.pass_at_k(8, 0, 8) == 0.0
+    assert llm_eval.pass_at_k(8, 1, 8) == 1.0
+    assert abs(llm_eval.pass_at_k(8, 2, 1) - 0.25) < 1e-12
+
+
+# ---- the shipped checkpoint -----------------------------------------------------------------------
+
+
+def test_shipped_checkpoint_loads_and_solves_something():
+    assert (SHIPPED_CHECKPOINT / "model.safetensors").exists(), "the shipped checkpoint is missing"
+    size = sum(f.stat().st_size for f in SHIPPED_CHECKPOINT.iterdir() if f.is_file())
+    assert size < 10 * 1024 * 1024
+    model, tok = load_pretrained()
+    problems = load_split("longproc-0.5k", "validation")[:20]
+    outs, _ = llm_eval.generate(model, tok, [compact_prompt(p) for p in problems], max_new_tokens=200, progress=False)
+    correct = sum(verify(p, o[0]).correct for p, o in zip(problems, outs, strict=True))
+    assert correct >= 1
+    texts = [compact_trace(p) for p in problems]
+    assert _roundtrip(tok, texts) == []
