@@ -260,13 +260,16 @@ def write_outputs(cfg: EvalConfig, res: dict, problems: list[Problem], command: 
         except ImportError:
             write_submission = None
         if write_submission is not None:
-            out = Path(cfg.out or f"leaderboard/submissions/{name}-{cfg.preset}-{cfg.split}.jsonl")
+            out = Path(cfg.out or f"leaderboard/submissions/{name}.{cfg.preset}.{cfg.split}.jsonl")
             out.parent.mkdir(parents=True, exist_ok=True)
             write_submission(
                 str(out), agent=name, authors=cfg.authors, model=cfg.model, model_size=str(res.get("params", "unknown")),
                 method=cfg.method, reward_variant="none", preset=cfg.preset, split=cfg.split, answers=answers,
                 sampling={"k": len(answers[0]), "temperature": cfg.temperature, "first_answer": "greedy"},
                 compute=f"CPU, {cfg.threads} thread(s)", command=command,
+                notes=(f"answer 1 is the greedy completion, answers 2..{len(answers[0])} are samples at temperature {cfg.temperature}"
+                       if len(answers[0]) > 1 else "greedy completion"),
+                claimed={k: v for k, v in res.items() if k.startswith("pass@") or k == "per_sample_success"},
             )
             return out
     out = Path(cfg.out or f"{name}-{cfg.preset}-{cfg.split}-completions.jsonl")
