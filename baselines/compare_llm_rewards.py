@@ -48,7 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num-generations", type=int, default=8)
     p.add_argument("--max-completion-length", type=int, default=192)
     p.add_argument("--learning-rate", type=float, default=1e-4)
-    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--temperature", type=float, default=0.5)
     p.add_argument("--eval-interval", type=int, default=20)
     p.add_argument("--eval-problems", type=int, default=200, help="validation problems during training")
     p.add_argument("--eval-samples", type=int, default=4)

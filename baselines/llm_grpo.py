@@ -59,7 +59,7 @@ class Options:
     learning_rate: float = 1e-4
     beta: float = 0.0
     """KL coefficient (TRL's default 0: no reference model)."""
-    temperature: float = 1.0
+    temperature: float = 0.5
     """Sampling temperature of the rollouts (and of the sampled validation)."""
     loss_type: str = "dapo"
     scale_rewards: str = "group"
