@@ -15,6 +15,7 @@ reused and interrupted ones resume from their last checkpoint, so re-running is 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import multiprocessing
@@ -230,11 +231,13 @@ def main(argv: list[str] | None = None) -> None:
     plot(args, runs, results / "llm_grpo_rewards.png")
     cmd = "python baselines/compare_llm_rewards.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     k = args.test_samples
+    weights = Path(args.model) / "model.safetensors"
+    sha = hashlib.sha256(weights.read_bytes()).hexdigest() if weights.is_file() else "n/a (hub model)"
     lines = [
         "# GRPO reward variants on Countdown (shipped tiny model, CPU)",
         "",
         f"Command: `{cmd.strip()}` ({train_minutes:.0f} min of training wall time on this machine, "
-        f"{args.jobs} run(s) in parallel, one thread each).",
+        f"{args.jobs} run(s) in parallel, one thread each). Starting weights: `model.safetensors` SHA-256 `{sha}`.",
         "",
         f"Every run starts from `{Path(args.model).name}` with the same options and seeds ({', '.join(map(str, seeds))}): "
         f"{args.steps} GRPO steps of {args.prompts_per_step} prompts x {args.num_generations} completions, "
