@@ -69,7 +69,7 @@ def plot(results: list[dict], out: Path, variants: list[str]) -> None:
         steps = curves[0][0][:n]
         stack = np.stack([c[1][:n] for c in curves])
         mean, std = stack.mean(0), stack.std(0)
-        ax.plot(steps, mean, label=f"{variant} (n={len(curves)})")
+        ax.plot(steps, mean, marker="o", markersize=3, label=f"{variant} (n={len(curves)})")
         ax.fill_between(steps, mean - std, mean + std, alpha=0.2)
     ax.set_xlabel("environment steps")
     ax.set_ylabel("validation success (200 problems, greedy)")
@@ -106,7 +106,9 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"Command: `{command.strip()}`  ",
         f"Budget: {args.total_timesteps} environment steps per run, seeds {args.seeds}, "
-        f"{args.workers} runs at a time (one torch thread each); whole comparison {wall / 60:.1f} min wall-clock on this 2-core CPU.  ",
+        f"{args.workers} runs at a time (one torch thread each). Training time summed over the {len(results)} runs: "
+        f"{sum(r['train_seconds'] for r in results) / 60:.1f} min, i.e. {sum(r['train_seconds'] for r in results) / 60 / args.workers:.1f} min "
+        f"of wall-clock at {args.workers} runs at a time on this 2-core CPU (this invocation: {wall / 60:.1f} min, finished runs are reused).  ",
         f"Evaluation: greedy with action masks on the frozen `{results[0]['eval_split']}` split "
         f"({results[0]['eval_problems']} problems).",
         "",

@@ -66,7 +66,7 @@ class Args:
     eval_split: str = "test"
     eval_limit: int = 0
     """Evaluate on the first N problems of the split (0 = all)."""
-    eval_every: int = 25_000
+    eval_every: int = 5_000
     """Validation success is logged every this many steps (on 200 validation problems)."""
     checkpoint_every: int = 50_000
     output_dir: str = "runs/sb3"
