@@ -214,6 +214,9 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
         tokenizer = AutoTokenizer.from_pretrained(cfg.model)
     prompts = make_prompts(problems, tokenizer, cfg.prompt_style, cfg.chat_template)
     res: dict = {"problems": len(problems), "model": cfg.model, "preset": cfg.preset, "split": cfg.split, "prompt_style": cfg.prompt_style}
+    if model is not None:
+        n = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+        res["params"] = f"{n / 1e6:.2f}M"
     t0 = time.time()
     if cfg.backend == "vllm":
         greedy = generate_vllm(cfg.model, prompts, 1, 0.0, 1.0, cfg.max_new_tokens, cfg.seed)
@@ -269,7 +272,7 @@ def write_outputs(cfg: EvalConfig, res: dict, problems: list[Problem], command: 
                 compute=f"CPU, {cfg.threads} thread(s)", command=command,
                 notes=(f"answer 1 is the greedy completion, answers 2..{len(answers[0])} are samples at temperature {cfg.temperature}"
                        if len(answers[0]) > 1 else "greedy completion"),
-                claimed={k: v for k, v in res.items() if k.startswith("pass@") or k == "per_sample_success"},
+                claimed={"pass@1": res["pass@1_greedy"]},
             )
             return out
     out = Path(cfg.out or f"{name}-{cfg.preset}-{cfg.split}-completions.jsonl")

@@ -57,29 +57,29 @@ class SFTConfig:
     intermediate: int = 384
     max_positions: int = 512
     # trace format
-    dead_ends: tuple = (1, 0)
+    dead_ends: tuple = (0,)
     probe: int = 1
     answer: str = "solution"
     # optimisation
     lr: float = 2e-3
     min_lr_ratio: float = 0.05
     weight_decay: float = 0.01
-    warmup_steps: int = 100
-    batch_size: int = 32
-    max_steps: int = 3000
-    max_minutes: float = 0.0
+    warmup_steps: int = 30
+    batch_size: int = 16
+    max_steps: int = 100000
+    max_minutes: float = 36.0
     """Stop (and save) after this much wall time; 0 = no limit."""
-    schedule: str = "steps"
+    schedule: str = "time"
     """``steps``: cosine over max_steps; ``time``: cosine over max_minutes of wall time (for a
     fixed time budget on a shared machine, whatever the throughput)."""
     grad_clip: float = 1.0
     threads: int = 1
     # evaluation and checkpoints
-    eval_every: int = 250
-    eval_problems: int = 200
+    eval_every: int = 150
+    eval_problems: int = 100
     eval_batch_size: int = 100
-    max_new_tokens: int = 256
-    checkpoint_every: int = 250
+    max_new_tokens: int = 200
+    checkpoint_every: int = 50
     resume: bool = False
     progress: bool = True
 

@@ -47,14 +47,16 @@ class CompactTraceConfig:
     Attributes:
         dead_ends: For each depth (0 = initial numbers) the most dead-end moves written before
             the search takes a move that keeps the target reachable; depths beyond the tuple use
-            its last entry. Leaves (two numbers left) always enumerate.
+            its last entry. Leaves (two numbers left) always enumerate. The default ``(0,)`` (the
+            solution path with enumerated leaves) is what the shipped tiny model was trained on;
+            ``(1, 0)`` adds one dead end and a backtrack at the initial numbers.
         probe: How many further moves (first in scan order) are written below a dead end before
             backtracking; a probed state with two numbers left always enumerates its leaf moves.
         show_state: Append `` [n1,n2,...]`` (the number set after the move) to every line.
         answer: ``"solution"`` for a ``<Solution>`` block, ``"answer"`` for ``<answer>expr</answer>``.
     """
 
-    dead_ends: tuple[int, ...] = (1, 0)
+    dead_ends: tuple[int, ...] = (0,)
     probe: int = 1
     show_state: bool = True
     answer: str = "solution"

@@ -112,7 +112,10 @@ def test_compact_trace_under_rational_rules_stays_integer():
 
 
 def test_compact_trace_stats_are_short():
-    s = compact_trace_stats(load_split("longproc-0.5k", "validation")[:200])
+    problems = load_split("longproc-0.5k", "validation")[:200]
+    s = compact_trace_stats(problems)
+    assert s["mean_lines"] < 6 and s["max_chars"] < 250
+    s = compact_trace_stats(problems, CompactTraceConfig(dead_ends=(1, 0)))
     assert s["mean_lines"] < 12 and s["max_chars"] < 400
 
 
@@ -179,7 +182,7 @@ def test_sft_steps_checkpoint_resume(tmp_path):
             "--hidden", "32", "--intermediate", "64", "--layers", "1", "--heads", "2", "--eval-every", "3",
             "--eval-problems", "3", "--max-new-tokens", "8", "--checkpoint-every", "2", "--progress", "false"]
     cfg = llm_eval.parse_config(llm_sft.SFTConfig, argv)
-    assert cfg.dead_ends == (1, 0) and cfg.progress is False
+    assert cfg.dead_ends == (0,) and cfg.progress is False
     summary = llm_sft.train(cfg)
     assert summary["steps"] == 3 and summary["final_val_success"] is not None
     run = tmp_path / "run"
