@@ -43,6 +43,17 @@ def test_train_evaluate_resume_and_submit(tmp_path: Path, reward: str) -> None:
     assert json.loads((tmp_path / "r" / "result.json").read_text())["total_timesteps"] == resumed["total_timesteps"]
 
 
+def test_submission_of_an_evaluation_is_rescored_by_the_leaderboard(tmp_path: Path) -> None:
+    from countdown_gym.leaderboard import read_submission
+
+    out = tmp_path / "ppo.jsonl"
+    result = sb3_ppo.main(["--num-envs", "2", "--n-steps", "32", "--batch-size", "64", "--n-epochs", "1",
+                           "--total-timesteps", "64", "--eval-split", "validation", "--eval-every", "1000",
+                           "--output-dir", str(tmp_path), "--run-name", "s", "--no-progress", "--submit", str(out)])
+    assert out.exists() and result["eval_problems"] == 500
+    assert read_submission(out) is not None
+
+
 def test_bad_reward_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         sb3_ppo.parse_args(["--reward", "dense"])
