@@ -394,12 +394,17 @@ def trace_states(problems: Iterable[Problem], min_size: int = 1) -> LabelledStat
             if len(key) < min_size or key in seen:
                 continue
             seen.add(key)
-            out.states.append(key)
-            out.targets.append(p.target)
-            out.initial.append(p.numbers)
-            labels.append(reachable(key, p.target, p.rules))
+            _add_labelled(out, labels, key, p)
     out.labels = np.array(labels, dtype=bool)
     return out
+
+
+def _add_labelled(out: LabelledStates, labels: list[bool], key: tuple[int, ...], p: Problem) -> None:
+    """Append one state of ``p`` with its exact reachability label."""
+    out.states.append(key)
+    out.targets.append(p.target)
+    out.initial.append(p.numbers)
+    labels.append(reachable(key, p.target, p.rules))
 
 
 def random_states(problems: Iterable[Problem], rollouts: int = 4, seed: int = 0) -> LabelledStates:
@@ -421,9 +426,6 @@ def random_states(problems: Iterable[Problem], rollouts: int = 4, seed: int = 0)
                 if key in seen:
                     continue
                 seen.add(key)
-                out.states.append(key)
-                out.targets.append(p.target)
-                out.initial.append(p.numbers)
-                labels.append(reachable(key, p.target, p.rules))
+                _add_labelled(out, labels, key, p)
     out.labels = np.array(labels, dtype=bool)
     return out
