@@ -202,6 +202,10 @@ def plot_loss(log: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def _fmt(table: TraceTable, node: int) -> str:
+    return "[" + ", ".join(str(int(x)) for x in table.node_states[node][: table.node_sizes[node]]) + "]"
+
+
 @torch.no_grad()
 def plot_similarity(model, table: TraceTable, cfg: TrainConfig, path: Path, seed: int = 12345) -> None:
     """Cosine similarity of 16 states vs the goals of the same 16 rows (distinct goals)."""
@@ -230,14 +234,14 @@ def plot_similarity(model, table: TraceTable, cfg: TrainConfig, path: Path, seed
     if cfg.version == "v2":
         s = model.embed_states(*_sets(table, nodes))
         g = model.embed_goals(torch.from_numpy(goals.astype(np.float64)))
-        ylabels = [str(list(table.node_states[n][: table.node_sizes[n]])) for n in nodes]
-        xlabels = [str(v) for v in goals]
+        ylabels = [_fmt(table, n) for n in nodes]
+        xlabels = [str(int(v)) for v in goals]
     else:
         init = torch.from_numpy(table.initial[table.node_trace[nodes]].astype(np.float64))
         s = model.embed_state_actions(init, (init > 0).float(), *_sets(table, nodes))
         g = model.embed_goals(*_sets(table, goals))
-        ylabels = [str(list(table.node_states[n][: table.node_sizes[n]])) for n in nodes]
-        xlabels = [str(list(table.node_states[n][: table.node_sizes[n]])) for n in goals]
+        ylabels = [_fmt(table, n) for n in nodes]
+        xlabels = [_fmt(table, n) for n in goals]
     sim = (s @ g.T).numpy()
     fig, ax = plt.subplots(figsize=(7, 6))
     im = ax.imshow(sim, cmap="viridis", vmin=-1, vmax=1)
