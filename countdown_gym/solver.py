@@ -8,6 +8,7 @@ step.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
 from functools import lru_cache
@@ -382,10 +383,10 @@ def reachable(state: Iterable[Number], target: Number, rules: Rules | None = Non
     Under ``use_all`` rules the target must be the last number left; otherwise it may appear
     at any point. An empty state reaches nothing.
     """
-    st = tuple(sorted(state))
+    st = tuple(sorted(x if isinstance(x, Fraction) else operator.index(x) for x in state))  # numpy ints -> int
     if not st:
         return False
-    return _oracle(rules).reachable(st, target)
+    return _oracle(rules).reachable(st, target if isinstance(target, Fraction) else operator.index(target))
 
 
 def is_solvable(numbers: Iterable[int], target: int, rules: Rules | None = None) -> bool:
