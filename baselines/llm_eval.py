@@ -13,14 +13,13 @@ otherwise see shifted positions). ``--backend vllm`` uses vLLM when it is instal
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import inspect
 import json
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from tqdm import tqdm
@@ -29,10 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tiny_lm import SHIPPED_CHECKPOINT, position_ids_from_mask  # noqa: E402
 
+from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.problem import Problem  # noqa: E402
 from countdown_gym.splits import load_split  # noqa: E402
 from countdown_gym.text_format import build_prompt  # noqa: E402
 from countdown_gym.verifier import verify  # noqa: E402
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -286,21 +288,9 @@ def write_outputs(cfg: EvalConfig, res: dict, problems: list[Problem], command: 
 # ---- command line -------------------------------------------------------------------------------
 
 
-def parse_config(cls, argv: list[str] | None = None):
-    """A dataclass instance from ``--field value`` flags (``--field-name`` or ``--field_name``)."""
-    parser = argparse.ArgumentParser(description=(cls.__doc__ or "").strip())
-    for f in dataclasses.fields(cls):
-        if f.name == "extra":
-            continue
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        flags = [f"--{f.name.replace('_', '-')}"] + ([f"--{f.name}"] if "_" in f.name else [])
-        if isinstance(default, bool):
-            parser.add_argument(*flags, dest=f.name, type=lambda s: s.lower() in ("1", "true", "yes", "on"), default=default, metavar="BOOL")
-        elif isinstance(default, tuple):
-            parser.add_argument(*flags, dest=f.name, type=lambda s: tuple(int(x) for x in s.split(",") if x), default=default, metavar="I,J")
-        else:
-            parser.add_argument(*flags, dest=f.name, type=type(default), default=default)
-    return cls(**vars(parser.parse_args(argv)))
+def parse_config(cls: type[T], argv: list[str] | None = None) -> T:
+    """A dataclass instance from ``--field-name value`` flags (``countdown_gym.dataclass_cli``); ``extra`` is no flag."""
+    return dataclass_cli.parse(cls, argv, exclude=("extra",))
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `python baselines/llm_grpo.py` from anywhere
     sys.path.insert(0, str(ROOT))
 
+from countdown_gym import dataclass_cli  # noqa: E402
+
 DEFAULT_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm")
 PROMPT_STYLES = ("compact", "longproc", "tinyzero")
 
@@ -102,44 +104,14 @@ class Options:
 # --- command line -----------------------------------------------------------------------------
 
 
-def _parse_bool_or_none(text: str) -> bool | None:
-    t = text.strip().lower()
-    if t in ("none", "auto", ""):
-        return None
-    if t in ("1", "true", "yes", "on"):
-        return True
-    if t in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false/auto, got {text!r}")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    """An argparse parser with one flag per :class:`Options` field."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    defaults = Options()
-    for f in dataclasses.fields(Options):
-        flag = "--" + f.name.replace("_", "-")
-        default = getattr(defaults, f.name)
-        kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-        if kind == "bool":
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
-        elif kind == "bool | None":
-            parser.add_argument(flag, type=_parse_bool_or_none, default=default, metavar="{true,false,auto}")
-        elif kind == "int":
-            parser.add_argument(flag, type=int, default=default)
-        elif kind == "float":
-            parser.add_argument(flag, type=float, default=default)
-        elif kind.startswith("dict"):
-            parser.add_argument(flag, type=json.loads, default=default, metavar="JSON")
-        else:
-            parser.add_argument(flag, type=str, default=default)
-    return parser
+    """An argparse parser with one flag per :class:`Options` field (``countdown_gym.dataclass_cli``)."""
+    return dataclass_cli.build_parser(Options, description=__doc__.split("\n")[0])
 
 
 def parse_options(argv: list[str] | None = None) -> Options:
     """:class:`Options` from the command line, validated."""
-    ns = build_parser().parse_args(argv)
-    opts = Options(**vars(ns))
+    opts = dataclass_cli.parse(Options, argv, description=__doc__.split("\n")[0])
     check_options(opts)
     return opts
 

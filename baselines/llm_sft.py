@@ -30,9 +30,10 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from llm_eval import generate, parse_config, score  # noqa: E402
+from llm_eval import generate, score  # noqa: E402
 from tiny_lm import TinyLMConfig, build_model, build_tokenizer, count_parameters, save_pretrained  # noqa: E402
 
+from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, shuffled  # noqa: E402
 from countdown_gym.generator import iter_problems  # noqa: E402
 from countdown_gym.problem import Problem  # noqa: E402
@@ -296,4 +297,4 @@ def write_metrics(rows: list[dict], out: Path) -> None:
 
 
 if __name__ == "__main__":
-    train(parse_config(SFTConfig))
+    train(dataclass_cli.parse(SFTConfig))

@@ -14,7 +14,6 @@ plus (``hard_weight``) a goal -> state InfoNCE in which each own-target positive
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from countdown_gym import dataclass_cli
 from critics.data import TraceTable, cached_table
 from critics.models import (
     ModelConfig,
@@ -114,21 +114,8 @@ class TrainConfig:
 
 
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
-    """A :class:`TrainConfig` from command-line flags (one per field)."""
-    ap = argparse.ArgumentParser(prog="python -m critics.train", description="Train a numerical contrastive critic.")
-    for f in dataclasses.fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type in ("bool", bool):
-            ap.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
-        else:
-            typ = {"int": int, "float": float, "str": str}[str(f.type)]
-            ap.add_argument(flag, type=typ, default=f.default, help=f"(default: {f.default})")
-    ns = ap.parse_args(argv)
-    try:
-        return TrainConfig(**vars(ns))
-    except ValueError as e:
-        ap.error(str(e))
-        raise  # unreachable
+    """A :class:`TrainConfig` from command-line flags (one per field, ``countdown_gym.dataclass_cli``)."""
+    return dataclass_cli.parse(TrainConfig, argv, prog="python -m critics.train", description="Train a numerical contrastive critic.")
 
 
 # ---- batches ----------------------------------------------------------------------------------

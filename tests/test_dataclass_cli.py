@@ -1,0 +1,216 @@
+"""countdown_gym.dataclass_cli: one flag per dataclass field, the syntaxes, help text, errors, the ported scripts."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+from countdown_gym.dataclass_cli import build_parser, field_docs, parse, parse_bool
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Demo:
+    """Demo options for the tests."""
+
+    name: str = "run"
+    """The run name; 100% free text."""
+    steps: int = 3  # optimizer steps
+    lr: float = 1e-3
+    resume: bool = False
+    progress: bool = True
+    bf16: bool | None = None
+    """bf16 on or off; auto = decide from the hardware."""
+    sizes: tuple[int, ...] = (1, 2)
+    arch: list[int] = field(default_factory=lambda: [64, 64])
+    dead_ends: tuple = (0,)
+    extra: dict[str, Any] = field(default_factory=dict)
+    mode: Literal["fast", "slow"] = "fast"
+    out: str = ""
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise ValueError(f"--steps must be >= 1, got {self.steps}")
+
+
+def test_defaults_and_scalars() -> None:
+    assert parse(Demo, []) == Demo()
+    d = parse(Demo, ["--name", "x", "--steps", "7", "--lr", "2e-5", "--out=o.jsonl"])
+    assert (d.name, d.steps, d.lr, d.out) == ("x", 7, 2e-5, "o.jsonl")
+
+
+def test_underscore_spelling_is_accepted() -> None:
+    assert parse(Demo, ["--dead_ends", "1,2", "--steps=4"]) == Demo(dead_ends=(1, 2), steps=4)
+
+
+@pytest.mark.parametrize(
+    ("argv", "value"),
+    [(["--resume"], True), (["--no-resume"], False), (["--resume", "true"], True), (["--resume", "false"], False),
+     (["--resume", "yes"], True), (["--resume", "no"], False), (["--resume", "1"], True), (["--resume", "0"], False),
+     (["--resume", "TRUE"], True), (["--resume=off"], False), (["--resume", "--steps", "2"], True), ([], False)],
+)
+def test_bool_syntaxes(argv: list[str], value: bool) -> None:
+    assert parse(Demo, argv).resume is value
+
+
+def test_bool_default_true_can_be_switched_off() -> None:
+    assert parse(Demo, ["--no-progress"]).progress is False
+    assert parse(Demo, ["--progress", "false"]).progress is False
+
+
+@pytest.mark.parametrize(
+    ("argv", "value"),
+    [([], None), (["--bf16", "auto"], None), (["--bf16", "true"], True), (["--bf16", "false"], False),
+     (["--bf16"], True), (["--no-bf16"], False)],
+)
+def test_optional_bool(argv: list[str], value: bool | None) -> None:
+    assert parse(Demo, argv).bf16 is value
+
+
+def test_parse_bool() -> None:
+    assert parse_bool("On") is True and parse_bool("off") is False
+    assert parse_bool("auto", allow_auto=True) is None
+    with pytest.raises(ValueError, match="true/false"):
+        parse_bool("auto")
+
+
+@pytest.mark.parametrize(
+    ("argv", "sizes"),
+    [(["--sizes", "3,4"], (3, 4)), (["--sizes", "3", "4"], (3, 4)), (["--sizes", "3,4", "5"], (3, 4, 5)),
+     (["--sizes", "7"], (7,)), (["--sizes="], ()), (["--sizes", "-1", "2"], (-1, 2)),
+     (["--sizes=-1,2"], (-1, 2))],
+)
+def test_sequences(argv: list[str], sizes: tuple[int, ...]) -> None:
+    assert parse(Demo, argv).sizes == sizes
+
+
+def test_list_and_bare_tuple_keep_their_container() -> None:
+    d = parse(Demo, ["--arch", "256", "256", "--dead-ends", "0,1"])
+    assert d.arch == [256, 256] and isinstance(d.arch, list)
+    assert d.dead_ends == (0, 1)  # bare ``tuple``: element type from the default
+
+
+def test_dict_json_and_literal() -> None:
+    d = parse(Demo, ["--extra", '{"top_p": 0.95, "n": [1, 2]}', "--mode", "slow"])
+    assert d.extra == {"top_p": 0.95, "n": [1, 2]} and d.mode == "slow"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["--steps", "1.5"], "argument --steps: invalid int value: '1.5'"),
+     (["--lr", "fast"], "argument --lr: invalid float value: 'fast'"),
+     (["--resume", "maybe"], "argument --resume/--no-resume: invalid true/false value: 'maybe'"),
+     (["--bf16", "sometimes"], "invalid true/false/auto value: 'sometimes'"),
+     (["--no-resume", "true"], "argument --no-resume: expected no value"),
+     (["--sizes", "1,x"], "argument --sizes: invalid int value: '1,x'"),
+     (["--extra", "{top_p: 1}"], "argument --extra: not valid JSON"),
+     (["--extra", "[1, 2]"], "argument --extra: expected a JSON object"),
+     (["--mode", "medium"], "argument --mode: invalid choice: 'medium'"),
+     (["--stepz", "3"], "unrecognized arguments: --stepz 3"),
+     (["--steps", "0"], "--steps must be >= 1, got 0")],  # the dataclass's own check
+)
+def test_errors_are_clean_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse(Demo, argv, prog="demo")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0] == "usage: demo [--option VALUE ...]"
+    assert len(err) == 2 and err[1].startswith("demo: error: ") and message in err[1], err
+
+
+def test_help_text_defaults_and_description() -> None:
+    text = " ".join(build_parser(Demo, prog="demo").format_help().split())
+    assert "Demo options for the tests." in text
+    assert "--name STR The run name; 100% free text. (default: run)" in text
+    assert "--steps INT optimizer steps (default: 3)" in text  # trailing comment when there is no docstring
+    assert "--lr FLOAT (default: 0.001)" in text
+    assert "--resume [true|false], --no-resume (default: false)" in text
+    assert "--bf16 [true|false|auto], --no-bf16 bf16 on or off; auto = decide from the hardware. (default: auto)" in text
+    assert "(default: 1,2)" in text and "(default: 64,64)" in text
+    assert '--extra JSON (default: {})' in text and "--mode {fast,slow} (default: fast)" in text
+    assert '--out STR (default: "")' in text
+    assert "Something else." in build_parser(Demo, description="Something else.").format_help()
+
+
+def test_field_docs_inherited_and_without_source() -> None:
+    @dataclass
+    class More(Demo):
+        extra_steps: int = 0
+        """Steps after the end."""
+
+    assert field_docs(More)["extra_steps"] == "Steps after the end."
+    assert field_docs(More)["name"].startswith("The run name")
+    made = dataclasses.make_dataclass("Made", [("n", int, dataclasses.field(default=2))])
+    assert field_docs(made) == {}
+    assert parse(made, ["--n", "5"]).n == 5
+    assert "(default: 2)" in build_parser(made).format_help()
+
+
+def test_exclude_and_not_a_dataclass() -> None:
+    parser = build_parser(Demo, exclude=("extra",))
+    assert "--extra" not in parser.format_help()
+    assert parse(Demo, [], exclude=("extra",)).extra == {}
+    with pytest.raises(TypeError, match="not a dataclass"):
+        build_parser(int)
+
+
+# ---- the ported scripts: documented commands parse as before -----------------------------------------------
+
+
+def test_llm_grpo_documented_commands() -> None:
+    pytest.importorskip("trl")
+    from baselines.llm_grpo import parse_options
+
+    o = parse_options(shlex.split("--model Qwen/Qwen2.5-1.5B-Instruct --prompt-style tinyzero --use-vllm --vllm-mode colocate "
+                                  "--vllm-gpu-memory-utilization 0.3"))
+    assert (o.model, o.prompt_style, o.use_vllm, o.vllm_mode, o.vllm_gpu_memory_utilization) == (
+        "Qwen/Qwen2.5-1.5B-Instruct", "tinyzero", True, "colocate", 0.3)
+    o = parse_options(["--output-dir", "runs/x", "--threads", "1", "--resume", "--quiet", "--beta", "0.01"])  # compare_llm_rewards
+    assert (o.resume, o.quiet, o.beta, o.bf16) == (True, True, 0.01, None)
+    assert parse_options(["--resume", "true", "--bf16", "false"]).bf16 is False
+
+
+def test_llm_sft_and_llm_eval_documented_commands() -> None:
+    pytest.importorskip("transformers")
+    sys.path.insert(0, str(ROOT / "baselines"))
+    import llm_eval
+    import llm_sft
+
+    cfg = llm_eval.parse_config(llm_sft.SFTConfig, shlex.split(
+        "--out /tmp/runs/B --threads 1 --batch-size 16 --lr 2e-3 --warmup-steps 30 --schedule time --max-minutes 58 "
+        "--max-steps 100000 --eval-every 150 --eval-problems 100 --max-new-tokens 200 --checkpoint-every 50 "
+        "--fresh-problems 20000 --dead-ends 0 --resume true"))
+    assert (cfg.out, cfg.lr, cfg.max_minutes, cfg.dead_ends, cfg.resume) == ("/tmp/runs/B", 2e-3, 58.0, (0,), True)
+    ev = llm_eval.parse_config(llm_eval.EvalConfig, shlex.split(
+        "--model runs/sft/final --split validation --k 0 --max_new_tokens 160"))
+    assert (ev.model, ev.split, ev.k, ev.max_new_tokens, ev.extra) == ("runs/sft/final", "validation", 0, 160, {})
+    assert "--extra" not in llm_eval.dataclass_cli.build_parser(llm_eval.EvalConfig, exclude=("extra",)).format_help()
+
+
+def test_critics_train_documented_command(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch")
+    from critics.train import parse_args
+
+    cfg = parse_args(shlex.split('--cache-dir "" --time-limit 14.5 --out runs/critic-v2-ship --no-calibrate'))
+    assert (cfg.cache_dir, cfg.time_limit, cfg.out, cfg.calibrate) == ("", 14.5, "runs/critic-v2-ship", False)
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--hindsight", "2"])
+    assert exc.value.code == 2 and "--hindsight must be in [0, 1]" in capsys.readouterr().err
+
+
+def test_replaces_the_sb3_parser() -> None:
+    pytest.importorskip("sb3_contrib")
+    sys.path.insert(0, str(ROOT / "baselines"))
+    import sb3_ppo
+
+    argv = ["--reward", "oracle-perfect", "--total-timesteps", "200000", "--seed", "1", "--no-progress", "--resume"]
+    args = parse(sb3_ppo.Args, [*argv, "--net-arch", "128", "128"])
+    assert args == sb3_ppo.parse_args([*argv, "--net-arch", "128", "128"])
+    assert parse(sb3_ppo.Args, ["--net-arch", "128,128"]).net_arch == [128, 128]
