@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -67,8 +68,13 @@ class EvalConfig:
     agent: str = ""
     authors: str = "countdown-gym baselines"
     method: str = "SFT on compact search traces"
+    reward_variant: str = "none"
+    """The RL reward the model was trained with, recorded in the submission (``none`` for SFT only)."""
     results_json: str = ""
     """Also write the metrics to this JSON file."""
+    pass_rates: str = ""
+    """Also write each problem's sampled pass rate to this JSONL (``id``, ``samples``, ``correct``), the input of
+    ``llm_grpo.py --train-pass-rates``."""
     extra: dict = field(default_factory=dict)
 
 
@@ -269,7 +275,7 @@ def write_outputs(cfg: EvalConfig, res: dict, problems: list[Problem], command: 
             out.parent.mkdir(parents=True, exist_ok=True)
             write_submission(
                 str(out), agent=name, authors=cfg.authors, model=cfg.model, model_size=str(res.get("params", "unknown")),
-                method=cfg.method, reward_variant="none", preset=cfg.preset, split=cfg.split, answers=answers,
+                method=cfg.method, reward_variant=cfg.reward_variant, preset=cfg.preset, split=cfg.split, answers=answers,
                 sampling={"k": len(answers[0]), "temperature": cfg.temperature, "first_answer": "greedy"},
                 compute=f"CPU, {cfg.threads} thread(s)", command=command,
                 notes=(f"answer 1 is the greedy completion, answers 2..{len(answers[0])} are samples at temperature {cfg.temperature}"
@@ -283,6 +289,16 @@ def write_outputs(cfg: EvalConfig, res: dict, problems: list[Problem], command: 
         for p, a in zip(problems, answers, strict=True):
             f.write(json.dumps({"id": p.id, "numbers": list(p.numbers), "target": p.target, "completions": a}) + "\n")
     return out
+
+
+def write_pass_rates(path: str | Path, problems: list[Problem], correct: list[list[bool]]) -> int:
+    """One JSONL row per problem: ``{"id", "samples", "correct"}`` (sampled completions only)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as f:
+        for p, ok in zip(problems, correct, strict=True):
+            f.write(json.dumps({"id": p.id, "samples": len(ok), "correct": sum(ok)}) + "\n")
+    return len(problems)
 
 
 # ---- command line -------------------------------------------------------------------------------
@@ -299,13 +315,18 @@ def main(argv: list[str] | None = None) -> dict:
     if cfg.limit:
         problems = problems[: cfg.limit]
     res = evaluate(cfg, problems=problems)
-    command = "python baselines/llm_eval.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = shlex.join(["python", "baselines/llm_eval.py", *(sys.argv[1:] if argv is None else argv)])
     out = write_outputs(cfg, res, problems, command)
     metrics = {k: v for k, v in res.items() if not k.startswith("completions")}
     print(json.dumps(metrics, indent=2))
     print(f"completions written to {out}")
     if cfg.results_json:
         Path(cfg.results_json).write_text(json.dumps(metrics, indent=2) + "\n")
+    if cfg.pass_rates:
+        if "completions_sampled" not in res:
+            raise SystemExit("--pass-rates needs sampled completions (--k >= 1)")
+        n = write_pass_rates(cfg.pass_rates, problems, score(problems, res["completions_sampled"]))
+        print(f"pass rates of {n} problems written to {cfg.pass_rates}")
     return res
 
 

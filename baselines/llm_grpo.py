@@ -92,6 +92,12 @@ class Options:
     """torch CPU threads (the machine is shared: keep 1-2)."""
     train_problems: int = 0
     """Use only the first N training problems (0 = all)."""
+    train_pass_rates: str = ""
+    """JSONL of sampled pass rates of training problems (``llm_eval.py --split train --pass-rates``): train only on
+    the problems listed there whose rate lies strictly between min_pass_rate and max_pass_rate. Groups that all
+    succeed or all fail give GRPO no signal; this is DAPO's dynamic sampling done once, offline."""
+    min_pass_rate: float = 0.0
+    max_pass_rate: float = 1.0
     clipo_lambda: float = 0.2
     clipo_warmup_steps: int = 0
     report_to: str = "none"
@@ -135,6 +141,10 @@ def check_options(opts: Options) -> None:
     for name in ("eval_interval", "eval_problems", "eval_samples", "save_steps", "train_problems"):
         if getattr(opts, name) < 0:
             raise SystemExit(f"--{name.replace('_', '-')} must be >= 0, got {getattr(opts, name)}")
+    if not 0.0 <= opts.min_pass_rate < opts.max_pass_rate <= 1.0:
+        raise SystemExit(f"need 0 <= --min-pass-rate < --max-pass-rate <= 1, got {opts.min_pass_rate} and {opts.max_pass_rate}")
+    if opts.train_pass_rates and not Path(opts.train_pass_rates).is_file():
+        raise SystemExit(f"--train-pass-rates {opts.train_pass_rates}: no such file")
     try:
         parse_reward_spec(opts.rewards)
     except ValueError as exc:
@@ -227,6 +237,34 @@ def build_dataset(problems: list[Any], style: str, tokenizer: Any, chat_template
         for p in problems
     ]
     return Dataset.from_list(rows)
+
+
+def filter_by_pass_rate(problems: list[Any], path: str | Path, low: float, high: float) -> list[Any]:
+    """The problems whose sampled pass rate in ``path`` lies strictly between ``low`` and ``high``, in split order.
+
+    ``path`` holds one JSON object per line with ``id``, ``samples`` and ``correct`` (``llm_eval.py --pass-rates``).
+    Rows naming a problem outside ``problems`` are an error (a file made for another preset or split).
+    """
+    by_id = {p.id: p for p in problems}
+    rates: dict[str, float] = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                pid, samples, correct = str(row["id"]), int(row["samples"]), int(row["correct"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise SystemExit(f"{path}:{n}: expected {{'id', 'samples', 'correct'}}, got {line.strip()[:80]!r} ({exc})") from None
+            if pid not in by_id:
+                raise SystemExit(f"{path}:{n}: problem {pid!r} is not in the training split of this preset")
+            if samples < 1 or not 0 <= correct <= samples:
+                raise SystemExit(f"{path}:{n}: need 0 <= correct <= samples and samples >= 1, got {correct}/{samples}")
+            rates[pid] = correct / samples
+    kept = [p for p in problems if p.id in rates and low < rates[p.id] < high]
+    if not kept:
+        raise SystemExit(f"{path}: no problem has a pass rate strictly between {low} and {high}")
+    return kept
 
 
 # --- GRPO configuration -----------------------------------------------------------------------
@@ -354,6 +392,10 @@ def train(opts: Options) -> dict[str, Any]:
     train_problems = load_split(opts.preset, "train")
     if opts.train_problems:
         train_problems = train_problems[: opts.train_problems]
+    if opts.train_pass_rates:
+        train_problems = filter_by_pass_rate(train_problems, opts.train_pass_rates, opts.min_pass_rate, opts.max_pass_rate)
+        if not opts.quiet:
+            print(f"training on {len(train_problems)} problems with a pass rate in ({opts.min_pass_rate}, {opts.max_pass_rate})")
     val_problems = load_split(opts.preset, "validation")
     if opts.eval_problems:
         val_problems = val_problems[: opts.eval_problems]

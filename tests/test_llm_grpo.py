@@ -163,6 +163,34 @@ def test_every_option_is_a_flag() -> None:
             parse_options(bad)
 
 
+def test_pass_rate_filter_keeps_problems_with_group_signal(tmp_path: Path) -> None:
+    from baselines.llm_eval import write_pass_rates
+    from countdown_gym import load_split
+
+    train = load_split("longproc-0.5k", "train")[:5]
+    path = tmp_path / "rates.jsonl"
+    correct = [[False] * 4, [True, False, False, False], [True] * 4, [True, True, False, False], [False, True, True, True]]
+    assert write_pass_rates(path, train, correct) == 5
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert rows[1] == {"id": train[1].id, "samples": 4, "correct": 1}
+    assert llm_grpo.filter_by_pass_rate(train, path, 0.0, 1.0) == [train[1], train[3], train[4]]
+    assert llm_grpo.filter_by_pass_rate(train, path, 0.3, 1.0) == [train[3], train[4]]
+    assert llm_grpo.filter_by_pass_rate(train + load_split("longproc-0.5k", "train")[5:9], path, 0.0, 1.0) == [train[1], train[3], train[4]]
+    with pytest.raises(SystemExit, match="no problem"):
+        llm_grpo.filter_by_pass_rate(train, path, 0.8, 1.0)
+    with pytest.raises(SystemExit, match="not in the training split"):
+        llm_grpo.filter_by_pass_rate(train[:2], path, 0.0, 1.0)
+    path.write_text(json.dumps({"id": train[0].id, "samples": 0, "correct": 0}) + "\n")
+    with pytest.raises(SystemExit, match="samples >= 1"):
+        llm_grpo.filter_by_pass_rate(train, path, 0.0, 1.0)
+    path.write_text("not json\n")
+    with pytest.raises(SystemExit, match=":1: expected"):
+        llm_grpo.filter_by_pass_rate(train, path, 0.0, 1.0)
+    for bad in (["--min-pass-rate", "0.5", "--max-pass-rate", "0.5"], ["--train-pass-rates", str(tmp_path / "missing.jsonl")]):
+        with pytest.raises(SystemExit):
+            parse_options(bad)
+
+
 def test_grpo_config_on_cpu(tmp_path: Path) -> None:
     cfg = build_grpo_config(Options(rewards="oracle", prompts_per_step=4, num_generations=8), tmp_path)
     assert cfg.use_cpu and not cfg.bf16
