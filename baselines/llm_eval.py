@@ -47,7 +47,9 @@ class EvalConfig:
     preset: str = "longproc-0.5k"
     split: str = "test"
     limit: int = 0
-    """Evaluate only the first N problems (0 = the whole split)."""
+    """Evaluate only N problems (0 = all from ``offset`` on)."""
+    offset: int = 0
+    """Skip the first N problems of the split."""
     prompt_style: str = "compact"
     """``compact`` (the shipped tiny model), ``longproc`` or ``tinyzero``."""
     chat_template: str = "auto"
@@ -206,14 +208,23 @@ def load_model(name: str, dtype: str = "float32"):
     return model, tokenizer
 
 
+def select(problems: list[Problem], cfg: EvalConfig) -> list[Problem]:
+    """``problems[offset : offset + limit]`` (``limit`` 0 = to the end); an error when nothing is left."""
+    if cfg.offset < 0 or cfg.limit < 0:
+        raise SystemExit(f"--offset and --limit must be >= 0, got {cfg.offset} and {cfg.limit}")
+    chosen = problems[cfg.offset : cfg.offset + cfg.limit if cfg.limit else None]
+    if not chosen:
+        raise SystemExit(f"--offset {cfg.offset} --limit {cfg.limit} selects no problem of {len(problems)}")
+    return chosen
+
+
 def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem] | None = None, progress: bool = True) -> dict:
     """Run the evaluation of ``cfg``; returns metrics plus the completions."""
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     if problems is None:
         problems = load_split(cfg.preset, cfg.split)
-        if cfg.limit:
-            problems = problems[: cfg.limit]
+        problems = select(problems, cfg)
     if model is None and cfg.backend == "hf":
         model, tokenizer = load_model(cfg.model, cfg.dtype)
     if tokenizer is None:
@@ -260,7 +271,7 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
 
 def write_outputs(cfg: EvalConfig, res: dict, problems: list[Problem], command: str) -> Path:
     """A leaderboard submission when the whole split was evaluated, else a JSONL of completions."""
-    full = not cfg.limit or cfg.limit >= len(load_split(cfg.preset, cfg.split))
+    full = len(problems) == len(load_split(cfg.preset, cfg.split))
     name = cfg.agent or Path(cfg.model.rstrip("/")).name
     answers = [[g] for g in res["completions_greedy"]]
     if "completions_sampled" in res:
@@ -312,8 +323,7 @@ def parse_config(cls: type[T], argv: list[str] | None = None) -> T:
 def main(argv: list[str] | None = None) -> dict:
     cfg = parse_config(EvalConfig, argv)
     problems = load_split(cfg.preset, cfg.split)
-    if cfg.limit:
-        problems = problems[: cfg.limit]
+    problems = select(problems, cfg)
     res = evaluate(cfg, problems=problems)
     command = shlex.join(["python", "baselines/llm_eval.py", *(sys.argv[1:] if argv is None else argv)])
     out = write_outputs(cfg, res, problems, command)

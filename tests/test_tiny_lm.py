@@ -221,6 +221,26 @@ def test_eval_any_local_model(tmp_path, arch, style, chat):
     assert len(lines) == 3 and all(len(x["completions"]) == 3 for x in lines)
 
 
+def test_eval_offset_and_pass_rates(tmp_path):
+    from countdown_gym import load_split
+
+    path = _save_tiny(tmp_path, "llama")
+    out, rates = tmp_path / "completions.jsonl", tmp_path / "rates.jsonl"
+    llm_eval.main(["--model", str(path), "--split", "train", "--offset", "5", "--limit", "2", "--k", "3",
+                   "--max-new-tokens", "4", "--out", str(out), "--pass-rates", str(rates)])
+    train = load_split("longproc-0.5k", "train")
+    assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == [train[5].id, train[6].id]
+    rows = [json.loads(x) for x in rates.read_text().splitlines()]
+    assert [(r["id"], r["samples"]) for r in rows] == [(train[5].id, 3), (train[6].id, 3)]
+    assert all(0 <= r["correct"] <= 3 for r in rows)
+    for bad in (["--offset", "8000"], ["--limit", "-1"]):
+        with pytest.raises(SystemExit):
+            llm_eval.main(["--model", str(path), "--split", "train", *bad, "--k", "0"])
+    with pytest.raises(SystemExit, match="--pass-rates needs sampled"):
+        llm_eval.main(["--model", str(path), "--limit", "1", "--k", "0", "--max-new-tokens", "2",
+                       "--out", str(out), "--pass-rates", str(rates)])
+
+
 def test_left_padding_does_not_change_greedy_output(tmp_path):
     """Batched (left-padded) generation equals one-at-a-time generation for both architectures."""
     problems = [Problem((1, 2, 3, 4), 10), Problem((25, 14, 38, 30), 31)]
