@@ -1,12 +1,14 @@
 """Compare reward variants for MaskablePPO on Countdown-v0 at equal environment steps.
 
-    python baselines/compare_rewards.py --total-timesteps 100000 --seeds 0 1 2 --workers 2
+    python baselines/compare_rewards.py --total-timesteps 80000 --seeds 0 1 2 --workers 2
 
 Runs ``baselines/sb3_ppo.py`` for every (reward variant, seed) pair, each in its own process
-(``--workers`` at a time, one torch thread each), then writes into ``--out``:
+(``--workers`` at a time, one torch thread each; unknown flags are passed on to every run),
+then writes into ``--out``:
 
-* ``sb3_rewards.md``: test success per variant (mean ± std over seeds, each seed's value), the
-  random and solver reference agents, the command and the budget;
+* ``sb3_rewards.md``: test success per variant (mean ± std over seeds, each seed's value), each
+  variant against sparse, the reference agents (``--reference``), the command, the budget, the
+  wall-clock time and the machine's load average;
 * ``sb3_rewards.png``: validation success vs environment steps, mean ± std band per variant.
 
 Finished runs are reused (their ``result.json`` is kept), so an interrupted comparison resumes.
@@ -16,7 +18,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
+import math
+import os
 import statistics
 import sys
 import time
@@ -33,13 +38,20 @@ def run_one(variant: str, seed: int, steps: int, out: str, extra: list[str]) -> 
     import sb3_ppo
 
     name = f"{variant}-s{seed}"
-    done = Path(out) / "runs" / name / "result.json"
+    run_dir = Path(out) / "runs" / name
+    argv = ["--reward", variant, "--seed", str(seed), "--total-timesteps", str(steps), "--output-dir",
+            str(Path(out) / "runs"), "--run-name", name, "--no-progress", "--resume", *extra]
+    if (run_dir / "args.json").exists():  # only ever resume or reuse a run of the same configuration
+        old = json.loads((run_dir / "args.json").read_text())
+        new = dataclasses.asdict(sb3_ppo.parse_args(argv))
+        differ = sorted(k for k in new if k not in ("total_timesteps", "resume", "progress") and old.get(k) != new[k])
+        if differ:
+            raise ValueError(f"{run_dir} holds a run with other settings ({', '.join(differ)}); use another --out")
+    done = run_dir / "result.json"
     if done.exists():
         result = json.loads(done.read_text())
         if result.get("total_timesteps", 0) >= steps:
             return result
-    argv = ["--reward", variant, "--seed", str(seed), "--total-timesteps", str(steps), "--output-dir",
-            str(Path(out) / "runs"), "--run-name", name, "--no-progress", "--resume", *extra]
     return sb3_ppo.main(argv)
 
 
@@ -81,51 +93,77 @@ def plot(results: list[dict], out: Path, variants: list[str]) -> None:
     fig.savefig(out / "sb3_rewards.png", dpi=120)
 
 
+def versus(rates: list[float], sparse: list[float] | None) -> str:
+    """``rates`` against the sparse variant's: the mean difference and whether it exceeds 2 standard errors."""
+    if not sparse or rates is sparse:
+        return ""
+    diff = statistics.mean(rates) - statistics.mean(sparse)
+    var = sum(statistics.variance(x) / len(x) for x in (rates, sparse) if len(x) > 1)
+    se = math.sqrt(var)
+    if se == 0 or abs(diff) <= 2 * se:
+        return f"{diff:+.3f} (within seed noise)"
+    return f"{diff:+.3f} ({'better' if diff > 0 else 'worse'})"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--total-timesteps", type=int, default=100_000)
+    parser.add_argument("--total-timesteps", type=int, default=80_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", default="docs/results")
-    parser.add_argument("--reference", default="", help="JSON file with reference-agent success rates to list in the table")
+    parser.add_argument("--reference", default="",
+                        help='JSON file {name: {"rate": x, "command": "..."}} of reference agents to list in the table')
     args, extra = parser.parse_known_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()
     t0 = time.time()
     jobs = [(v, s) for v in args.variants for s in args.seeds]
     with ProcessPoolExecutor(args.workers) as pool:
         futures = [pool.submit(run_one, v, s, args.total_timesteps, str(out), extra) for v, s in jobs]
         results = [f.result() for f in futures]
     wall = time.time() - t0
+    load_after = os.getloadavg()
     plot(results, out, args.variants)
 
     command = "python baselines/compare_rewards.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    first = results[0]
+    per_run = statistics.mean(r["train_seconds"] for r in results)
     lines = [
         "# MaskablePPO on Countdown-v0: reward variants",
         "",
         f"Command: `{command.strip()}`  ",
-        f"Budget: {args.total_timesteps} environment steps per run, seeds {args.seeds}, "
-        f"{args.workers} runs at a time (one torch thread each). Training time summed over the {len(results)} runs: "
-        f"{sum(r['train_seconds'] for r in results) / 60:.1f} min, i.e. {sum(r['train_seconds'] for r in results) / 60 / args.workers:.1f} min "
-        f"of wall-clock at {args.workers} runs at a time on this 2-core CPU (this invocation: {wall / 60:.1f} min, finished runs are reused).  ",
-        f"Evaluation: greedy with action masks on the frozen `{results[0]['eval_split']}` split "
-        f"({results[0]['eval_problems']} problems).",
+        f"Budget: {args.total_timesteps} environment steps per run, seeds {args.seeds}, {args.workers} runs at a time "
+        f"(one torch thread each). Wall-clock time of this invocation: {wall / 60:.1f} min for {len(results)} runs "
+        f"(finished runs are reused); training {per_run:.0f} s per run on average. Load average (1, 5, 15 min) "
+        f"at the start {', '.join(f'{x:.2f}' for x in load_before)}, at the end {', '.join(f'{x:.2f}' for x in load_after)} "
+        f"on {os.cpu_count()} CPUs.  ",
+        f"Features: lookahead {first.get('lookahead', 1)}, log ratios {first.get('log_ratios', False)}; "
+        f"environment: {first.get('vec_env', 'dummy')}.  ",
+        f"Evaluation: greedy with action masks on the frozen `{first['eval_split']}` split "
+        f"({first['eval_problems']} problems).",
         "",
-        "| reward | test success (mean ± std) | per seed | env steps/s (per run) |",
-        "| --- | --- | --- | --- |",
+        "| reward | test success (mean ± std) | per seed | vs sparse | env steps/s (per run) |",
+        "| --- | --- | --- | --- | --- |",
     ]
+    by_variant = {v: [r["success_rate"] for r in results if r["reward"] == v] for v in args.variants}
     for variant in args.variants:
         rs = [r for r in results if r["reward"] == variant]
-        rates = [r["success_rate"] for r in rs]
+        rates = by_variant[variant]
         sd = statistics.stdev(rates) if len(rates) > 1 else 0.0
         speed = statistics.mean(r["env_steps_per_second"] for r in rs)
         lines.append(f"| {variant} | {statistics.mean(rates):.3f} ± {sd:.3f} | "
-                     + ", ".join(f"{x:.3f}" for x in rates) + f" | {speed:.0f} |")
+                     + ", ".join(f"{x:.3f}" for x in rates) + f" | {versus(rates, by_variant.get('sparse'))} | {speed:.0f} |")
     if args.reference:
-        for name, rate in json.loads(Path(args.reference).read_text()).items():
-            lines.append(f"| reference: {name} | {rate:.3f} | | |")
-    lines += ["", "![learning curves](sb3_rewards.png)", ""]
+        for name, ref in json.loads(Path(args.reference).read_text()).items():
+            lines.append(f"| reference: {name} | {ref['rate']:.3f} | | | |")
+        lines += ["", "Reference rows, each measured by:", ""]
+        lines += [f"* {name}: `{ref['command']}`" for name, ref in json.loads(Path(args.reference).read_text()).items()]
+    lines += ["", "\"vs sparse\": the difference of the means, called a difference only when it exceeds twice its "
+              "standard error (sqrt(s1²/n1 + s2²/n2)) over seeds."]
+    lines += ["", "![learning curves](sb3_rewards.png)", "",
+              "How the baseline works, its speed and its limits: [docs/sb3_baseline.md](../sb3_baseline.md).", ""]
     (out / "sb3_rewards.md").write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -1,9 +1,14 @@
-"""Reference agents for Countdown-v0: uniform random over legal moves, and the exhaustive solver.
+"""Reference agents for Countdown-v0: random legal moves, the exhaustive solver, and the shipped critic.
 
-Both are policies ``policy(obs, info) -> action`` over ``Countdown-v0`` (they read the action
+All are policies ``policy(obs, info) -> action`` over ``Countdown-v0`` (they read the action
 mask, the exact state and the problem from ``info``). The random agent is the floor every
 learned agent must beat; the solver is the upper bound (100% on the frozen splits, which hold
-only solvable problems).
+only solvable problems). Two agents measure how far the shipped contrastive critic
+(``critics.load_critic()``) alone can guide play: ``critic-greedy`` takes, at every move, the
+legal move whose new state the critic scores highest; ``critic-first`` does so for the first
+move only and then plays the solver's moves, i.e. the success rate of a policy whose first move
+is as good as the critic's judgement and whose later moves are perfect; ``random-first`` plays a
+random legal first move and then the solver's moves (the same with no judgement at all).
 
 Evaluate one on a split and write a leaderboard submission::
 
@@ -79,6 +84,51 @@ class SolverPolicy:
         return int(legal[0])
 
 
+class CriticGreedyPolicy:
+    """The legal move whose new state the shipped critic scores highest (``first_only``: then the solver's)."""
+
+    def __init__(self, seed: int = 0, first_only: bool = False) -> None:
+        del seed  # deterministic
+        from critics import load_critic
+
+        self.critic = load_critic(None)
+        self.first_only = first_only
+        self.solver = SolverPolicy()
+
+    def __call__(self, obs: np.ndarray, info: dict[str, Any]) -> int:
+        state, problem, mask = info["state"], info["problem"], info["action_mask"]
+        if self.first_only and len(state) < len(problem.numbers):
+            return self.solver(obs, info)
+        legal = np.flatnonzero(mask)
+        if legal.size == 0:
+            raise ValueError("no legal action in this state (the env ends such episodes itself)")
+        m = slots_of(mask)
+        after = []
+        for a in legal:
+            i, j, op = decode_action(int(a), m)
+            after.append(apply_move(state, i, j, problem.rules.apply(state[i], op, state[j])))
+        scores = np.asarray(self.critic.score(after, [problem.target] * len(after)))
+        return int(legal[int(np.argmax(scores))])
+
+
+class RandomFirstPolicy:
+    """A uniformly random legal first move, the later moves by the solver."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.random, self.solver = RandomLegalPolicy(seed), SolverPolicy()
+
+    def __call__(self, obs: np.ndarray, info: dict[str, Any]) -> int:
+        first = len(info["state"]) == len(info["problem"].numbers)
+        return self.random(obs, info) if first else self.solver(obs, info)
+
+
+class CriticFirstPolicy(CriticGreedyPolicy):
+    """First move by the critic's score, the later moves by the solver."""
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__(seed, first_only=True)
+
+
 AGENTS: dict[str, dict[str, Any]] = {
     "random": {
         "factory": RandomLegalPolicy,
@@ -94,6 +144,30 @@ AGENTS: dict[str, dict[str, Any]] = {
         "model": "none",
         "model_size": "0",
         "method": "exhaustive search (countdown_gym.solver.reachable), upper bound",
+        "temperature": 0.0,
+    },
+    "critic-greedy": {
+        "factory": CriticGreedyPolicy,
+        "agent": "critic-greedy",
+        "model": "shipped contrastive critic (critics/checkpoints/v2)",
+        "model_size": "critic",
+        "method": "at every move, the legal move whose new state the critic scores highest",
+        "temperature": 0.0,
+    },
+    "random-first": {
+        "factory": RandomFirstPolicy,
+        "agent": "random-first-then-solver",
+        "model": "none",
+        "model_size": "0",
+        "method": "random legal first move, later moves by the solver (a measurement, not an agent to rank)",
+        "temperature": 1.0,
+    },
+    "critic-first": {
+        "factory": CriticFirstPolicy,
+        "agent": "critic-first-then-solver",
+        "model": "shipped contrastive critic (critics/checkpoints/v2) + exhaustive solver",
+        "model_size": "critic",
+        "method": "first move by the critic's score, later moves by the solver (a measurement, not an agent to rank)",
         "temperature": 0.0,
     },
 }

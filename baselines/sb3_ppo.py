@@ -1,6 +1,6 @@
 """MaskablePPO on Countdown-v0 with a chosen reward: the cheap testbed for dense rewards.
 
-    python baselines/sb3_ppo.py --reward oracle-perfect --total-timesteps 200000 --seed 1
+    python baselines/sb3_ppo.py --reward oracle-perfect --total-timesteps 100000 --seed 1
 
 Trains sb3-contrib's MaskablePPO on the train split of a preset (action masks during training
 and at inference), evaluates greedily on the frozen validation or test split, logs to CSV and
@@ -16,6 +16,20 @@ Reward variants (the dense terms come from ``countdown_gym.wrappers``, one home)
 * ``oracle-potential``: potential-based shaping with Phi = exact reachability (policy-invariant);
 * ``critic``: the shipped contrastive critic's score of each new state, times ``scale``;
 * ``critic-potential``: potential-based shaping with Phi = critic score.
+
+Environments: ``--vec-env batched`` (default) steps ``--num-envs`` games in one
+``CountdownSB3VecEnv`` (``sb3_vec_env.py``: the package's numpy ``CountdownVectorEnv``, move
+features and dense terms computed for the whole batch); ``--vec-env dummy`` is SB3's
+``DummyVecEnv`` over ``MoveFeatures(<reward wrapper>(gym.make("Countdown-v0")))``, one Python
+env per slot. Both train the same MDP with the same rewards; they draw training problems in a
+different order. ``--lookahead`` sets the depth of the move features (``sb3_policy.py``): 1 =
+each move's afterstate, 2 = also a summary of the legal moves from that afterstate. The
+policy never consults the solver, reachability, the oracle or any search beyond that depth.
+
+The original setting (the 40k-step results first committed in ``docs/results/sb3_rewards.md``)
+is ``--vec-env dummy --lookahead 1 --no-log-ratios --activation tanh --num-envs 8 --n-steps 64
+--batch-size 128 --n-epochs 10``; the defaults were chosen on the validation split
+(``docs/sb3_baseline.md``).
 """
 
 from __future__ import annotations
@@ -36,7 +50,7 @@ import countdown_gym  # noqa: F401  (registers the environments)
 from countdown_gym import Problem, load_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sb3_policy import MoveFeatures, PerActionPolicy  # noqa: E402
+from sb3_policy import LOOKAHEADS, MoveFeatures, PerActionPolicy  # noqa: E402
 
 REWARDS = ("sparse", "oracle-perfect", "oracle-reachable", "oracle-potential", "critic", "critic-potential")
 
@@ -50,24 +64,34 @@ class Args:
     scale: float = 0.1
     """Size of the dense term per step (the sparse reward is 1)."""
     gamma: float = 1.0
-    total_timesteps: int = 150_000
-    num_envs: int = 8
+    total_timesteps: int = 100_000
+    vec_env: str = "batched"
+    """``batched`` (CountdownSB3VecEnv, fast) or ``dummy`` (DummyVecEnv of single envs, the original)."""
+    num_envs: int = 64
+    lookahead: int = 2
+    """Depth of the move features: 1 = each move's afterstate, 2 = also the moves after it (sb3_policy.py)."""
+    log_ratios: bool = True
+    """Also encode each afterstate's numbers as log(x / target) (sb3_policy.py)."""
     seed: int = 0
     learning_rate: float = 2e-3
-    n_steps: int = 64
-    batch_size: int = 128
-    n_epochs: int = 10
+    n_steps: int = 32
+    batch_size: int = 256
+    n_epochs: int = 4
     ent_coef: float = 0.01
     net_arch: list[int] = field(default_factory=lambda: [256, 256])
     policy: str = "per-action"
     """``per-action`` (MoveFeatures + PerActionPolicy, see sb3_policy.py) or ``mlp`` (MlpPolicy on the raw observation)."""
     hidden: int = 64
     """Width of the per-action policy's networks."""
+    activation: str = "relu"
+    """Activation of the per-action policy's networks: ``tanh`` or ``relu``."""
     eval_split: str = "test"
     eval_limit: int = 0
     """Evaluate on the first N problems of the split (0 = all)."""
     eval_every: int = 5_000
-    """Validation success is logged every this many steps (on 200 validation problems)."""
+    """Validation success is logged every this many steps (0 = never)."""
+    eval_problems: int = 200
+    """Validation problems (the first N of the split) behind each point of the curve."""
     checkpoint_every: int = 50_000
     output_dir: str = "runs/sb3"
     run_name: str = ""
@@ -94,6 +118,14 @@ def parse_args(argv: list[str] | None = None) -> Args:
         parser.error(f"--reward must be one of {', '.join(REWARDS)}; got {args.reward!r}")
     if args.policy not in ("per-action", "mlp"):
         parser.error("--policy must be 'per-action' or 'mlp'")
+    if args.vec_env not in ("batched", "dummy"):
+        parser.error("--vec-env must be 'batched' or 'dummy'")
+    if args.vec_env == "batched" and args.policy != "per-action":
+        parser.error("--vec-env batched gives move-feature observations: use it with --policy per-action")
+    if args.activation not in ("tanh", "relu"):
+        parser.error("--activation must be 'tanh' or 'relu'")
+    if args.lookahead not in LOOKAHEADS:
+        parser.error(f"--lookahead must be one of {LOOKAHEADS}")
     if args.eval_split not in ("validation", "test"):
         parser.error("--eval-split must be 'validation' or 'test'")
     return args
@@ -118,18 +150,43 @@ def make_env(args: Args, rank: int):
         env = gym.make("Countdown-v0", preset=args.preset, split="train")
         env = wrap_reward(env, args)
         if args.policy == "per-action":
-            env = MoveFeatures(env)
+            env = MoveFeatures(env, lookahead=args.lookahead, log_ratios=args.log_ratios)
         env.reset(seed=args.seed * 1000 + rank)
         return env
 
     return thunk
 
 
-def evaluate(model: Any, problems: list[Problem], preset: str, policy: str) -> tuple[float, list[list[tuple]]]:
-    """Greedy, masked play of every problem: (success rate, the moves of each episode)."""
+def make_vec_env(args: Args) -> Any:
+    """The training VecEnv (``--vec-env``)."""
+    if args.vec_env == "dummy":
+        from stable_baselines3.common.vec_env import DummyVecEnv
+
+        return DummyVecEnv([make_env(args, i) for i in range(args.num_envs)])
+    from sb3_vec_env import CountdownSB3VecEnv
+
+    from countdown_gym.wrappers.critic import CachedScorer, load_scorer
+
+    critic = CachedScorer(load_scorer(None)) if args.reward.startswith("critic") else None
+    return CountdownSB3VecEnv(args.num_envs, args.reward, args.scale, args.gamma, args.lookahead, critic,
+                              args.log_ratios, preset=args.preset, split="train")
+
+
+def evaluate(
+    model: Any, problems: list[Problem], preset: str, policy: str, lookahead: int = 1, log_ratios: bool = False
+) -> tuple[float, list[list[tuple]]]:
+    """Greedy, masked play of every problem: (success rate, the moves of each episode).
+
+    All problems at once on the batched env when the rules allow (integer-only), else one by one.
+    """
     env = gym.make("Countdown-v0", preset=preset)
+    if policy == "per-action" and env.unwrapped.rules.integer_only:
+        env.close()
+        from sb3_vec_env import evaluate_batched
+
+        return evaluate_batched(model, problems, preset, lookahead, log_ratios)
     if policy == "per-action":
-        env = MoveFeatures(env)
+        env = MoveFeatures(env, lookahead=lookahead, log_ratios=log_ratios)
     wins = 0
     all_moves: list[list[tuple]] = []
     for p in problems:
@@ -154,7 +211,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback
     from stable_baselines3.common.logger import configure
-    from stable_baselines3.common.vec_env import DummyVecEnv
 
     torch.set_num_threads(args.threads)
     name = args.run_name or f"{args.preset}-{args.reward}-s{args.seed}"
@@ -162,9 +218,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "args.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
 
-    vec = DummyVecEnv([make_env(args, i) for i in range(args.num_envs)])
+    vec = make_vec_env(args)
     if args.policy == "per-action":
-        policy_class, policy_kwargs = PerActionPolicy, {"hidden": args.hidden}
+        policy_class, policy_kwargs = PerActionPolicy, {"hidden": args.hidden, "activation": args.activation}
     else:
         policy_class, policy_kwargs = "MlpPolicy", {"net_arch": list(args.net_arch)}
     checkpoints = sorted(out.glob("checkpoints/model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[1]))
@@ -174,6 +230,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     else:
         if args.resume:
             print(f"--resume: no checkpoint in {out / 'checkpoints'}, starting fresh")
+        (out / "curve.csv").unlink(missing_ok=True)  # a fresh start begins a fresh curve
         model = MaskablePPO(
             policy_class, vec, learning_rate=args.learning_rate, n_steps=args.n_steps, batch_size=args.batch_size,
             n_epochs=args.n_epochs, gamma=args.gamma, ent_coef=args.ent_coef, seed=args.seed, device="cpu",
@@ -181,31 +238,36 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     model.set_logger(configure(str(out / "logs"), ["csv", "tensorboard"]))
 
-    validation = load_split(args.preset, "validation")[:200]
+    validation = load_split(args.preset, "validation")[: args.eval_problems]
     curve_path = out / "curve.csv"
 
     class ValidationCurve(BaseCallback):
         def __init__(self) -> None:
             super().__init__()
-            self.next_eval = (model.num_timesteps // args.eval_every + 1) * args.eval_every
+            every = args.eval_every or 1 << 62
+            self.next_eval = (model.num_timesteps // every + 1) * every
 
         def _on_training_start(self) -> None:
             if not curve_path.exists():
                 with curve_path.open("w", newline="") as f:
                     csv.writer(f).writerow(["steps", "validation_success", "seconds"])
             self.t0 = time.time()
+            self.eval_seconds = 0.0
 
         def _on_step(self) -> bool:
             if self.num_timesteps >= self.next_eval:
-                rate, _ = evaluate(self.model, validation, args.preset, args.policy)
+                t = time.time()
+                rate, _ = evaluate(self.model, validation, args.preset, args.policy, args.lookahead, args.log_ratios)
+                self.eval_seconds += time.time() - t
                 with curve_path.open("a", newline="") as f:
                     csv.writer(f).writerow([self.num_timesteps, f"{rate:.4f}", f"{time.time() - self.t0:.1f}"])
-                self.next_eval += args.eval_every
+                self.next_eval += args.eval_every or 1 << 62
             return True
 
+    curve = ValidationCurve()
     callbacks = CallbackList([
         CheckpointCallback(max(args.checkpoint_every // args.num_envs, 1), str(out / "checkpoints"), name_prefix="model"),
-        ValidationCurve(),
+        curve,
     ])
     t0 = time.time()
     steps_before = model.num_timesteps
@@ -217,12 +279,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     problems = load_split(args.preset, args.eval_split)
     if args.eval_limit:
         problems = problems[: args.eval_limit]
-    rate, moves = evaluate(model, problems, args.preset, args.policy)
+    t1 = time.time()
+    rate, moves = evaluate(model, problems, args.preset, args.policy, args.lookahead, args.log_ratios)
+    eval_seconds = time.time() - t1
     result = {
         "run": name, "preset": args.preset, "reward": args.reward, "seed": args.seed,
         "total_timesteps": model.num_timesteps, "eval_split": args.eval_split, "eval_problems": len(problems),
         "success_rate": rate, "train_seconds": round(train_seconds, 1),
         "env_steps_per_second": round((model.num_timesteps - steps_before) / max(train_seconds, 1e-9), 1),
+        "validation_seconds": round(getattr(curve, "eval_seconds", 0.0), 1), "eval_seconds": round(eval_seconds, 1),
+        "vec_env": args.vec_env, "lookahead": args.lookahead, "log_ratios": args.log_ratios,
     }
     (out / "result.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result))

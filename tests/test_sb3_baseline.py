@@ -1,4 +1,5 @@
-"""Smoke tests of the MaskablePPO baseline: a few hundred steps, evaluation, resume, submission."""
+"""The MaskablePPO baseline: move features (exact against plain loops), the batched VecEnv (same
+observations and rewards as the single-env wrappers), and smoke runs of a few hundred steps."""
 
 from __future__ import annotations
 
@@ -14,9 +15,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "baselines"))
 
 import gymnasium as gym  # noqa: E402
 import sb3_ppo  # noqa: E402
-from sb3_policy import MoveFeatures  # noqa: E402
+from sb3_policy import MoveFeatures, move_features, row_size  # noqa: E402
+from sb3_vec_env import CountdownSB3VecEnv, evaluate_batched  # noqa: E402
 
 import countdown_gym  # noqa: E402, F401
+from countdown_gym import Problem, Rules  # noqa: E402
+from countdown_gym.envs.countdown import decode_action  # noqa: E402
+
+
+def _next_results(state: tuple[int, ...], rules: Rules) -> list[int]:
+    """Every legal move's result from ``state``, by plain loops over Rules.check."""
+    out = []
+    for i in range(len(state)):
+        for j in range(len(state)):
+            if i != j:
+                out += [r for op in "+-*/" if (r := rules.check(state[i], op, state[j])[0]) is not None]
+    return out
+
+
+def _reference_lookahead(state: tuple[int, ...], target: int, rules: Rules, m: int) -> np.ndarray:
+    """The three lookahead-2 columns of every action, from plain loops."""
+    cols = np.zeros((4 * m * (m - 1), 3))
+    for a in range(len(cols)):
+        i, j, op = decode_action(a, m)
+        if i >= len(state) or j >= len(state) or (r := rules.check(state[i], op, state[j])[0]) is None:
+            continue
+        after = tuple(x for k, x in enumerate(state) if k not in (i, j)) + (r,)
+        nxt = _next_results(after, rules)
+        cols[a] = [target in nxt, min([min(abs(x - target) / target, 1.0) for x in nxt], default=1.0), bool(nxt)]
+    return cols
 
 
 def test_move_features_rows_describe_each_legal_move() -> None:
@@ -27,6 +54,105 @@ def test_move_features_rows_describe_each_legal_move() -> None:
     np.testing.assert_array_equal(rows[:, 0].astype(np.int8), info["action_mask"])
     # exactly the moves whose result is the target are flagged: 6+2, 2+6, 5+3, 3+5
     assert rows[:, 3].sum() == 4
+
+
+def test_lookahead_two_columns_on_a_hand_made_state() -> None:
+    env = MoveFeatures(gym.make("Countdown-v0"), lookahead=2)
+    env.reset(options={"problem": Problem((6, 2, 5, 3), 8)})
+    obs, *_ = env.step(env.unwrapped.encode_action(0, 1, "-"))  # 6 - 2 = 4: numbers (5, 3, 4)
+    rows = obs.reshape(env.n_actions, env.row)
+    hit, gap, has_next = 10, 11, 12
+    # 5 - 3 = 2 leaves (4, 2): 4 * 2 = 8 makes the target
+    a = env.unwrapped.encode_action(0, 1, "-")
+    assert rows[a, hit] == 1.0 and rows[a, gap] == 0.0 and rows[a, has_next] == 1.0
+    # 5 + 3 = 8 leaves (4, 8): next results 12, 4, 32, 2 (8 / 4); the closest, 12 and 4, are 4 away
+    a = env.unwrapped.encode_action(0, 1, "+")
+    assert rows[a, hit] == 0.0 and rows[a, gap] == pytest.approx(0.5) and rows[a, has_next] == 1.0
+    # 5 / 3 is not exact: masked, an all-zero row but for target and progress
+    a = env.unwrapped.encode_action(0, 1, "/")
+    assert not rows[a, :-2].any() and rows[a, -1] == pytest.approx(1 / 3)
+
+
+def test_log_ratio_columns_on_a_hand_made_state() -> None:
+    env = MoveFeatures(gym.make("Countdown-v0"), lookahead=2, log_ratios=True)
+    obs, _ = env.reset(options={"problem": Problem((6, 2, 5, 3), 8)})
+    rows = obs.reshape(env.n_actions, env.row)
+    assert env.row == row_size(4, 2, True) == 18
+    a = env.unwrapped.encode_action(0, 1, "*")  # 6 * 2 = 12 leaves 5 and 3
+    np.testing.assert_allclose(rows[a, 13:16], np.log([12 / 8, 5 / 8, 3 / 8]) / 4, rtol=1e-6)
+    np.testing.assert_allclose(rows[a, 10:13], [1.0, 0.0, 1.0])  # from (5, 3, 12) the next move 5 + 3 makes 8
+
+
+def test_move_features_match_plain_loops_on_random_states() -> None:
+    rng = np.random.default_rng(0)
+    rules, m = Rules.longproc(), 4
+    env = MoveFeatures(gym.make("Countdown-v0"))
+    for _ in range(60):
+        count = int(rng.integers(2, m + 1))
+        state = tuple(int(x) for x in rng.integers(1, 60, size=count))
+        target = int(rng.integers(1, 100))
+        vals = np.zeros((1, m), dtype=np.int64)
+        vals[0, :count] = state
+        rows = move_features(vals, np.array([count]), np.array([target]), np.array([0.5]), rules, lookahead=2)[0]
+        assert rows.shape == (4 * m * (m - 1), row_size(m, 2))
+        np.testing.assert_allclose(rows[:, 10:13], _reference_lookahead(state, target, rules, m), atol=1e-7)
+        one = move_features(vals, np.array([count]), np.array([target]), np.array([0.5]), rules, lookahead=1)[0]
+        np.testing.assert_array_equal(one, env._python_rows(state, target, 0.5))  # the original per-move loop
+        np.testing.assert_array_equal(np.delete(rows, [10, 11, 12], axis=1), one)
+
+
+@pytest.mark.parametrize("reward", sb3_ppo.REWARDS)
+def test_batched_vec_env_matches_the_single_env_wrappers(reward: str) -> None:
+    args = sb3_ppo.parse_args(["--reward", reward, "--lookahead", "2"])
+    critic = None
+    if reward.startswith("critic"):
+        from countdown_gym.wrappers.critic import CachedScorer, load_scorer
+
+        critic = CachedScorer(load_scorer(None))
+    rng = np.random.default_rng(1)
+    for p in countdown_gym.load_split("longproc-0.5k", "validation")[:4]:
+        single = MoveFeatures(sb3_ppo.wrap_reward(gym.make("Countdown-v0", problems=[p]), args), lookahead=2)
+        vec = CountdownSB3VecEnv(1, reward, args.scale, args.gamma, 2, critic, problems=[p])
+        vec.seed(0)
+        batched = vec.reset()
+        obs, info = single.reset(seed=0)
+        for _ in range(7):  # more than two episodes
+            np.testing.assert_array_equal(batched[0], obs)
+            np.testing.assert_array_equal(vec.action_masks()[0], info["action_mask"].astype(bool))
+            action = int(rng.choice(np.flatnonzero(info["action_mask"])))
+            vec.step_async(np.array([action]))
+            batched, reward_b, done, infos = vec.step_wait()
+            obs, reward_s, terminated, truncated, info = single.step(action)
+            assert reward_b[0] == pytest.approx(reward_s, abs=1e-6)
+            assert done[0] == (terminated or truncated)
+            if done[0]:
+                np.testing.assert_array_equal(infos[0]["terminal_observation"], obs)
+                assert infos[0]["is_success"] == info["is_success"]
+                obs, info = single.reset()
+
+
+def test_batched_evaluation_matches_playing_one_problem_at_a_time(tmp_path: Path) -> None:
+    from sb3_contrib import MaskablePPO
+
+    sb3_ppo.main(["--num-envs", "4", "--n-steps", "32", "--batch-size", "64", "--n-epochs", "1", "--lookahead", "2",
+                  "--total-timesteps", "128", "--eval-limit", "1", "--eval-every", "0", "--output-dir", str(tmp_path),
+                  "--run-name", "e", "--no-progress", "--eval-split", "validation"])
+    model = MaskablePPO.load(tmp_path / "e" / "final_model", device="cpu")
+    problems = countdown_gym.load_split("longproc-0.5k", "validation")[:40]
+    rate, moves = evaluate_batched(model, problems, "longproc-0.5k", lookahead=2, log_ratios=True)
+    env = MoveFeatures(gym.make("Countdown-v0"), lookahead=2, log_ratios=True)
+    wins = 0
+    for p, played in zip(problems, moves, strict=True):
+        obs, info = env.reset(options={"problem": p})
+        done, one = False, []
+        while not done:
+            action, _ = model.predict(obs, deterministic=True, action_masks=info["action_mask"].astype(bool))
+            obs, reward, terminated, truncated, info = env.step(int(action))
+            one += [t["move"] for t in info["transitions"]]
+            done = terminated or truncated
+        wins += reward >= 1.0
+        assert one == played
+    assert rate == wins / len(problems)
 
 
 @pytest.mark.parametrize("reward", ["sparse", "oracle-perfect", "critic"])
@@ -54,7 +180,38 @@ def test_submission_of_an_evaluation_is_rescored_by_the_leaderboard(tmp_path: Pa
     assert read_submission(out) is not None
 
 
+def test_the_original_dummy_vec_env_path_still_trains(tmp_path: Path) -> None:
+    result = sb3_ppo.main(["--vec-env", "dummy", "--reward", "oracle-potential", "--num-envs", "2", "--n-steps", "32",
+                           "--batch-size", "64", "--n-epochs", "1", "--total-timesteps", "64", "--eval-limit", "5",
+                           "--eval-every", "0", "--output-dir", str(tmp_path), "--run-name", "d", "--no-progress",
+                           "--eval-split", "validation"])
+    assert result["vec_env"] == "dummy" and result["total_timesteps"] == 64 and result["eval_problems"] == 5
+
+
 def test_bad_reward_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         sb3_ppo.parse_args(["--reward", "dense"])
     assert "--reward must be one of" in capsys.readouterr().err
+
+
+def test_first_move_reference_agents_win_exactly_when_their_first_move_keeps_the_target_reachable() -> None:
+    import importlib.util
+
+    from countdown_gym.solver import reachable
+
+    spec = importlib.util.spec_from_file_location("reference_agents", Path(sb3_ppo.__file__).parent / "reference_agents.py")
+    ref = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ref)
+    env = gym.make("Countdown-v0")
+    greedy = ref.CriticGreedyPolicy()
+    for policy in (ref.RandomFirstPolicy(seed=3), ref.CriticFirstPolicy()):
+        for p in countdown_gym.load_split("longproc-0.5k", "validation")[:8]:
+            obs, info = env.reset(options={"problem": p})
+            first = policy(obs, info)
+            if isinstance(policy, ref.CriticFirstPolicy):
+                assert first == greedy(obs, info)
+            obs, reward, terminated, truncated, info = env.step(first)
+            keeps = reachable(info["state"], p.target, p.rules)
+            while not (terminated or truncated):
+                obs, reward, terminated, truncated, info = env.step(policy(obs, info))
+            assert (reward >= 1.0) == keeps
