@@ -34,7 +34,6 @@ is ``--vec-env dummy --lookahead 1 --no-log-ratios --activation tanh --num-envs 
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
 import json
@@ -47,7 +46,7 @@ from typing import Any
 import gymnasium as gym
 
 import countdown_gym  # noqa: F401  (registers the environments)
-from countdown_gym import Problem, load_split
+from countdown_gym import Problem, dataclass_cli, load_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sb3_policy import LOOKAHEADS, MoveFeatures, PerActionPolicy  # noqa: E402
@@ -103,16 +102,7 @@ class Args:
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    for f in dataclasses.fields(Args):
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        flag = "--" + f.name.replace("_", "-")
-        if isinstance(default, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
-        elif isinstance(default, list):
-            parser.add_argument(flag, type=int, nargs="+", default=default)
-        else:
-            parser.add_argument(flag, type=type(default), default=default)
+    parser = dataclass_cli.build_parser(Args, description=__doc__.split("\n\n")[0])
     args = Args(**vars(parser.parse_args(argv)))
     if args.reward not in REWARDS:
         parser.error(f"--reward must be one of {', '.join(REWARDS)}; got {args.reward!r}")
