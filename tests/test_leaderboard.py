@@ -499,25 +499,32 @@ def test_submit_a_saved_maskable_ppo_model_behind_a_wrapper(tmp_path):
     torch.set_num_threads(1)
     (tmp_path / "cg_flip_wrapper.py").write_text(
         "import gymnasium as gym\n\n\nclass Flip(gym.ObservationWrapper):\n"
-        "    def observation(self, obs):\n        return -obs\n"
+        "    def __init__(self, env, sign=1.0):\n        super().__init__(env)\n        self.sign = sign\n\n"
+        "    def observation(self, obs):\n        return self.sign * obs\n"
     )
     from countdown_gym.leaderboard.agents import load_object
 
     flip = load_object(f"{tmp_path / 'cg_flip_wrapper.py'}:Flip", "wrapper")
-    env = flip(CountdownEnv(preset=PRESET, split="train"))
+    env = flip(CountdownEnv(preset=PRESET, split="train"), sign=-1.0)
     model = sb3_contrib.MaskablePPO("MlpPolicy", env, n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu")
     model.learn(32)
     model.save(tmp_path / "model.zip")
     out = tmp_path / "ppo.jsonl"
     argv = [
         "submit", "--sb3", str(tmp_path / "model.zip"), "--wrapper", f"{tmp_path / 'cg_flip_wrapper.py'}:Flip",
-        "--preset", PRESET, "--split", SPLIT, "--out", str(out), "--agent", "ppo", "--authors", "t", "--model", "MLP",
+        "--wrapper-kwargs", '{"sign": -1.0}', "--preset", PRESET, "--split", SPLIT, "--out", str(out), "--agent", "ppo", "--authors", "t", "--model", "MLP",
         "--method", "MaskablePPO", "--reward-variant", "sparse", "--no-progress",
     ]  # fmt: skip
     assert lb_main(argv) == 0
     s = score_file(out)
     assert isinstance(s, Scores) and s.invalid_step_rate == 0.0
-    assert "--wrapper" in s.header["command"]
+    assert "--wrapper" in s.header["command"] and '{"sign": -1.0}' in s.header["command"]
+    i = argv.index("--wrapper-kwargs")
+    for bad, message in (("[1]", "JSON object"), ("{sign", "JSON object")):
+        with pytest.raises(SystemExit, match=message):
+            lb_main([*argv[: i + 1], bad, *argv[i + 2 :]])
+    with pytest.raises(SystemExit, match="needs --wrapper"):
+        lb_main([*argv[:3], *argv[i:]])
 
 
 def test_writer_accepts_one_move_sequence_or_completion_per_problem(tmp_path):

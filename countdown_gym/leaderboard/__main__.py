@@ -12,6 +12,8 @@
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -83,6 +85,16 @@ def cmd_submit(args: argparse.Namespace, argv: list[str]) -> int:
     from countdown_gym.leaderboard.agents import load_object, load_policy, load_sb3_model, sb3_policy, submit_policy
 
     wrapper = load_object(args.wrapper, "wrapper") if args.wrapper else None
+    if args.wrapper_kwargs:
+        if wrapper is None:
+            raise SystemExit("--wrapper-kwargs needs --wrapper")
+        try:
+            kwargs = json.loads(args.wrapper_kwargs)
+        except json.JSONDecodeError as exc:
+            raise SystemExit(f"--wrapper-kwargs must be a JSON object: {exc}") from None
+        if not isinstance(kwargs, dict):
+            raise SystemExit(f"--wrapper-kwargs must be a JSON object, got {args.wrapper_kwargs!r}")
+        wrapper = functools.partial(wrapper, **kwargs)
     if args.sb3:
         model = load_sb3_model(args.sb3)
 
@@ -123,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--sb3", help="path of a saved sb3-contrib MaskablePPO model (.zip)")
     m.add_argument("--wrapper", help="'module:name' or 'file.py:name': a Gymnasium wrapper class applied to Countdown-v0 "
                    "(the observation wrapper the model was trained behind)")
+    m.add_argument("--wrapper-kwargs", default="", help='keyword arguments of the wrapper as JSON, e.g. \'{"lookahead": 2}\'')
     m.add_argument("--preset", default="longproc-0.5k", choices=sorted(SPLIT_SPEC))
     m.add_argument("--split", default="test", choices=SPLITS)
     m.add_argument("--out", required=True, help="submission file to write, e.g. leaderboard/submissions/<agent>.jsonl")
