@@ -54,11 +54,11 @@ class Options:
     """GRPO optimizer steps."""
     num_generations: int = 8
     """Group size G: completions per prompt."""
-    prompts_per_step: int = 4
+    prompts_per_step: int = 16
     """Prompts per step (the generation batch is prompts_per_step * num_generations completions)."""
     max_completion_length: int = 192
     """Token budget of a completion."""
-    learning_rate: float = 1e-4
+    learning_rate: float = 5e-5
     beta: float = 0.0
     """KL coefficient (TRL's default 0: no reference model)."""
     temperature: float = 0.5
@@ -91,11 +91,13 @@ class Options:
     threads: int = 1
     """torch CPU threads (the machine is shared: keep 1-2)."""
     train_problems: int = 0
-    """Use only the first N training problems (0 = all)."""
-    train_pass_rates: str = ""
+    """Use only the first N training problems (0 = all; after the pass-rate filter)."""
+    train_pass_rates: str = "auto"
     """JSONL of sampled pass rates of training problems (``llm_eval.py --split train --pass-rates``): train only on
     the problems listed there whose rate lies strictly between min_pass_rate and max_pass_rate. Groups that all
-    succeed or all fail give GRPO no signal; this is DAPO's dynamic sampling done once, offline."""
+    succeed or all fail give GRPO no signal; this is DAPO's dynamic sampling done once, offline. ``auto``: the
+    model directory's ``train_pass_rates.jsonl`` when it has one for this preset (the shipped model does), else
+    every problem; ``none``: every problem."""
     min_pass_rate: float = 0.0
     max_pass_rate: float = 1.0
     clipo_lambda: float = 0.2
@@ -143,7 +145,7 @@ def check_options(opts: Options) -> None:
             raise SystemExit(f"--{name.replace('_', '-')} must be >= 0, got {getattr(opts, name)}")
     if not 0.0 <= opts.min_pass_rate < opts.max_pass_rate <= 1.0:
         raise SystemExit(f"need 0 <= --min-pass-rate < --max-pass-rate <= 1, got {opts.min_pass_rate} and {opts.max_pass_rate}")
-    if opts.train_pass_rates and not Path(opts.train_pass_rates).is_file():
+    if opts.train_pass_rates not in ("auto", "none", "") and not Path(opts.train_pass_rates).is_file():
         raise SystemExit(f"--train-pass-rates {opts.train_pass_rates}: no such file")
     try:
         parse_reward_spec(opts.rewards)
@@ -237,6 +239,31 @@ def build_dataset(problems: list[Any], style: str, tokenizer: Any, chat_template
         for p in problems
     ]
     return Dataset.from_list(rows)
+
+
+PASS_RATES_FILE = "train_pass_rates.jsonl"
+
+
+def pass_rates_file(opts: Options) -> Path | None:
+    """The pass-rate file a run filters its training prompts with (None: every problem).
+
+    ``auto`` looks for ``train_pass_rates.jsonl`` in a local model directory and uses it when its first row
+    names a training problem of ``opts.preset``.
+    """
+    if opts.train_pass_rates in ("none", ""):
+        return None
+    if opts.train_pass_rates != "auto":
+        return Path(opts.train_pass_rates)
+    path = Path(opts.model) / PASS_RATES_FILE
+    if not path.is_file():
+        return None
+    with path.open(encoding="utf-8") as f:
+        first = f.readline()
+    try:
+        pid = str(json.loads(first)["id"])
+    except (ValueError, KeyError, TypeError):
+        return path  # malformed: filter_by_pass_rate names the line
+    return path if pid.startswith(f"{opts.preset}/train/") else None
 
 
 def filter_by_pass_rate(problems: list[Any], path: str | Path, low: float, high: float) -> list[Any]:
@@ -390,12 +417,14 @@ def train(opts: Options) -> dict[str, Any]:
     dtype = torch.bfloat16 if config.bf16 else None
     model, tokenizer = load_model_and_tokenizer(opts.model, dtype)
     train_problems = load_split(opts.preset, "train")
+    rates_file = pass_rates_file(opts)
+    if rates_file is not None:
+        train_problems = filter_by_pass_rate(train_problems, rates_file, opts.min_pass_rate, opts.max_pass_rate)
     if opts.train_problems:
         train_problems = train_problems[: opts.train_problems]
-    if opts.train_pass_rates:
-        train_problems = filter_by_pass_rate(train_problems, opts.train_pass_rates, opts.min_pass_rate, opts.max_pass_rate)
-        if not opts.quiet:
-            print(f"training on {len(train_problems)} problems with a pass rate in ({opts.min_pass_rate}, {opts.max_pass_rate})")
+    if not opts.quiet:
+        kept = f" with a pass rate in ({opts.min_pass_rate}, {opts.max_pass_rate}) in {rates_file}" if rates_file else ""
+        print(f"training on {len(train_problems)} problems{kept}", flush=True)
     val_problems = load_split(opts.preset, "validation")
     if opts.eval_problems:
         val_problems = val_problems[: opts.eval_problems]
@@ -437,7 +466,8 @@ def train(opts: Options) -> dict[str, Any]:
     if clipo is not None:
         clipo.clipo.save(out / "final" / ClipoCheckpointCallback.FILENAME)
     summary = validation.summary()
-    summary.update(train_seconds=seconds, output_dir=str(out))
+    summary.update(train_seconds=seconds, output_dir=str(out), train_problems=len(train_problems),
+                   train_pass_rates=str(rates_file) if rates_file else None)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 

@@ -191,6 +191,21 @@ def test_pass_rate_filter_keeps_problems_with_group_signal(tmp_path: Path) -> No
             parse_options(bad)
 
 
+def test_pass_rate_file_auto_uses_the_model_directory(tmp_path: Path) -> None:
+    from countdown_gym import load_split
+
+    train = load_split("longproc-0.5k", "train")[:2]
+    (tmp_path / "train_pass_rates.jsonl").write_text("".join(
+        json.dumps({"id": p.id, "samples": 8, "correct": 1}) + "\n" for p in train))
+    assert llm_grpo.pass_rates_file(Options(model=str(tmp_path))) == tmp_path / "train_pass_rates.jsonl"
+    assert llm_grpo.pass_rates_file(Options(model=str(tmp_path), preset="tinyzero")) is None
+    assert llm_grpo.pass_rates_file(Options(model=str(tmp_path), train_pass_rates="none")) is None
+    assert llm_grpo.pass_rates_file(Options(model=str(tmp_path / "elsewhere"))) is None
+    assert llm_grpo.pass_rates_file(Options(train_pass_rates=str(tmp_path / "r.jsonl"))) == tmp_path / "r.jsonl"
+    shipped = llm_grpo.pass_rates_file(Options())
+    assert shipped is not None and len(llm_grpo.filter_by_pass_rate(load_split("longproc-0.5k", "train"), shipped, 0.0, 1.0)) == 780
+
+
 def test_grpo_config_on_cpu(tmp_path: Path) -> None:
     cfg = build_grpo_config(Options(rewards="oracle", prompts_per_step=4, num_generations=8), tmp_path)
     assert cfg.use_cpu and not cfg.bf16
