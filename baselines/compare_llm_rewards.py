@@ -58,6 +58,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--jobs", type=int, default=2, help="runs in parallel (one thread each)")
     p.add_argument("--runs-dir", default=str(ROOT / "runs" / "compare_llm"))
     p.add_argument("--results-dir", default=str(ROOT / "docs" / "results"))
+    p.add_argument("--train-pass-rates", default="none",
+                   help="llm_grpo.py --train-pass-rates for every run: none (every training problem), auto, or a file")
     p.add_argument("--extra-args", default="", help="more llm_grpo.py flags for every run, e.g. '--beta 0.01'")
     args = p.parse_args(argv)
     for name in ("steps", "jobs", "prompts_per_step", "max_completion_length"):
@@ -76,7 +78,7 @@ def run_command(args: argparse.Namespace, variant: str, seed: int) -> list[str]:
         "--max-completion-length", str(args.max_completion_length), "--learning-rate", str(args.learning_rate),
         "--temperature", str(args.temperature), "--eval-interval", str(args.eval_interval),
         "--eval-problems", str(args.eval_problems), "--eval-samples", str(args.eval_samples),
-        "--output-dir", str(run_path(args, variant, seed)), "--threads", "1", "--resume", "--quiet",
+        "--train-pass-rates", args.train_pass_rates, "--output-dir", str(run_path(args, variant, seed)), "--threads", "1", "--resume", "--quiet",
         *shlex.split(args.extra_args),
     ]
 
@@ -242,7 +244,8 @@ def main(argv: list[str] | None = None) -> None:
         f"Every run starts from `{Path(args.model).name}` with the same options and seeds ({', '.join(map(str, seeds))}): "
         f"{args.steps} GRPO steps of {args.prompts_per_step} prompts x {args.num_generations} completions, "
         f"lr {args.learning_rate}, temperature {args.temperature}, max {args.max_completion_length} completion tokens, "
-        f"preset `{args.preset}`, prompt style `{args.prompt_style}`. Test = the first {n} problems of the frozen test split; "
+        f"preset `{args.preset}`, prompt style `{args.prompt_style}`, training prompts: "
+        f"{'every training problem' if args.train_pass_rates == 'none' else 'filtered by pass rate (' + args.train_pass_rates + ')'}. Test = the first {n} problems of the frozen test split; "
         f"greedy = one greedy completion per problem, sampled = mean success of {k} samples per problem, pass@{k} = any of them.",
         "Weights: sparse 1.0 + format 0.1 in every variant; oracle / critic add 0.5 x their mean per-move term; "
         "clipo adds the CLIPO reward (lambda 0.2, floor -0.5). See docs/llm_grpo.md.",

@@ -333,3 +333,15 @@ def test_prompt_token_ids_match_trl_tokenization() -> None:
     tok = build_tokenizer()
     prompts = [build_prompt(PROBLEM, "compact")]
     assert prompt_token_ids(tok, prompts) == tok(text=prompts)["input_ids"]
+
+
+def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> None:
+    from baselines import compare_llm_rewards
+
+    args = compare_llm_rewards.parse_args(["--runs-dir", str(tmp_path), "--extra-args", "--beta 0.01"])
+    for variant in ("sparse", "oracle", "critic", "clipo"):
+        cmd = compare_llm_rewards.run_command(args, variant, 3)
+        opts = parse_options(cmd[2:])
+        assert (opts.rewards, opts.seed, opts.beta, opts.train_pass_rates) == (variant, 3, 0.01, "none")
+        assert (opts.learning_rate, opts.prompts_per_step, opts.steps) == (args.learning_rate, args.prompts_per_step, args.steps)
+        assert llm_grpo.pass_rates_file(opts) is None
