@@ -269,32 +269,58 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
     return res
 
 
+def submission_fields(cfg: EvalConfig, command: str, params: str) -> dict:
+    """The metadata of the leaderboard submission an evaluation of the whole split writes."""
+    n = cfg.k + 1
+    return dict(
+        agent=_agent_name(cfg), authors=cfg.authors, model=cfg.model, model_size=params, method=cfg.method,
+        reward_variant=cfg.reward_variant, preset=cfg.preset, split=cfg.split,
+        sampling={"k": n, "temperature": cfg.temperature, "first_answer": "greedy"},
+        compute=f"CPU, {cfg.threads} thread(s)", command=command,
+        notes=(f"answer 1 is the greedy completion, answers 2..{n} are samples at temperature {cfg.temperature}"
+               if n > 1 else "greedy completion"),
+    )
+
+
+def _agent_name(cfg: EvalConfig) -> str:
+    return cfg.agent or Path(cfg.model.rstrip("/")).name
+
+
+def _whole_split(cfg: EvalConfig, problems: list[Problem]) -> bool:
+    return len(problems) == len(load_split(cfg.preset, cfg.split))
+
+
+def check_submission_fields(cfg: EvalConfig, problems: list[Problem], command: str) -> None:
+    """Fail before any generation when the submission this run would write breaks the leaderboard schema."""
+    if not _whole_split(cfg, problems):
+        return
+    try:
+        from countdown_gym.leaderboard import SubmissionError, build_header, check_header
+    except ImportError:
+        return
+    try:
+        check_header(build_header(**submission_fields(cfg, command, "unknown"), answer_kind="completions"))
+    except SubmissionError as exc:
+        raise SystemExit(f"cannot write a leaderboard submission with these options: {exc.reason}") from None
+
+
 def write_outputs(cfg: EvalConfig, res: dict, problems: list[Problem], command: str) -> Path:
     """A leaderboard submission when the whole split was evaluated, else a JSONL of completions."""
-    full = len(problems) == len(load_split(cfg.preset, cfg.split))
-    name = cfg.agent or Path(cfg.model.rstrip("/")).name
     answers = [[g] for g in res["completions_greedy"]]
     if "completions_sampled" in res:
         answers = [[g, *s] for g, s in zip(res["completions_greedy"], res["completions_sampled"], strict=True)]
-    if full:
+    if _whole_split(cfg, problems):
         try:
             from countdown_gym.leaderboard import write_submission
         except ImportError:
             write_submission = None
         if write_submission is not None:
-            out = Path(cfg.out or f"leaderboard/submissions/{name}.{cfg.preset}.{cfg.split}.jsonl")
+            out = Path(cfg.out or f"leaderboard/submissions/{_agent_name(cfg)}.{cfg.preset}.{cfg.split}.jsonl")
             out.parent.mkdir(parents=True, exist_ok=True)
-            write_submission(
-                str(out), agent=name, authors=cfg.authors, model=cfg.model, model_size=str(res.get("params", "unknown")),
-                method=cfg.method, reward_variant=cfg.reward_variant, preset=cfg.preset, split=cfg.split, answers=answers,
-                sampling={"k": len(answers[0]), "temperature": cfg.temperature, "first_answer": "greedy"},
-                compute=f"CPU, {cfg.threads} thread(s)", command=command,
-                notes=(f"answer 1 is the greedy completion, answers 2..{len(answers[0])} are samples at temperature {cfg.temperature}"
-                       if len(answers[0]) > 1 else "greedy completion"),
-                claimed={"pass@1": res["pass@1_greedy"]},
-            )
+            write_submission(str(out), answers=answers, claimed={"pass@1": res["pass@1_greedy"]},
+                             **submission_fields(cfg, command, str(res.get("params", "unknown"))))
             return out
-    out = Path(cfg.out or f"{name}-{cfg.preset}-{cfg.split}-completions.jsonl")
+    out = Path(cfg.out or f"{_agent_name(cfg)}-{cfg.preset}-{cfg.split}-completions.jsonl")
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as f:
         for p, a in zip(problems, answers, strict=True):
@@ -324,8 +350,9 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = parse_config(EvalConfig, argv)
     problems = load_split(cfg.preset, cfg.split)
     problems = select(problems, cfg)
-    res = evaluate(cfg, problems=problems)
     command = shlex.join(["python", "baselines/llm_eval.py", *(sys.argv[1:] if argv is None else argv)])
+    check_submission_fields(cfg, problems, command)
+    res = evaluate(cfg, problems=problems)
     out = write_outputs(cfg, res, problems, command)
     metrics = {k: v for k, v in res.items() if not k.startswith("completions")}
     print(json.dumps(metrics, indent=2))

@@ -241,6 +241,13 @@ def test_eval_offset_and_pass_rates(tmp_path):
                        "--out", str(out), "--pass-rates", str(rates)])
 
 
+def test_eval_rejects_bad_submission_metadata_before_generating(tmp_path, monkeypatch):
+    path = _save_tiny(tmp_path, "llama")
+    monkeypatch.setattr(llm_eval, "evaluate", lambda *a, **k: pytest.fail("generated before checking the metadata"))
+    with pytest.raises(SystemExit, match="schema violation at method"):
+        llm_eval.main(["--model", str(path), "--split", "validation", "--method", "x" * 300, "--out", str(tmp_path / "s.jsonl")])
+
+
 def test_left_padding_does_not_change_greedy_output(tmp_path):
     """Batched (left-padded) generation equals one-at-a-time generation for both architectures."""
     problems = [Problem((1, 2, 3, 4), 10), Problem((25, 14, 38, 30), 31)]

@@ -512,6 +512,14 @@ def _check_header(path: Path, header: Any) -> dict[str, Any]:
     return header
 
 
+def check_header(header: dict[str, Any]) -> None:
+    """Raise :class:`SubmissionError` when ``header`` (e.g. from :func:`build_header`) breaks the schema.
+
+    Lets a tool check its metadata before spending compute on the answers.
+    """
+    _check_header(Path("<header>"), header)
+
+
 def _problem_answers(path: Path, number: int, obj: dict[str, Any], problem: Problem, header: dict[str, Any]) -> ProblemAnswers:
     kind = header["answer_kind"]
     if kind not in obj:
