@@ -272,7 +272,7 @@ def filter_by_pass_rate(problems: list[Any], path: str | Path, low: float, high:
     ``path`` holds one JSON object per line with ``id``, ``samples`` and ``correct`` (``llm_eval.py --pass-rates``).
     Rows naming a problem outside ``problems`` are an error (a file made for another preset or split).
     """
-    by_id = {p.id: p for p in problems}
+    ids = {p.id for p in problems}
     rates: dict[str, float] = {}
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -283,7 +283,7 @@ def filter_by_pass_rate(problems: list[Any], path: str | Path, low: float, high:
                 pid, samples, correct = str(row["id"]), int(row["samples"]), int(row["correct"])
             except (ValueError, KeyError, TypeError) as exc:
                 raise SystemExit(f"{path}:{n}: expected {{'id', 'samples', 'correct'}}, got {line.strip()[:80]!r} ({exc})") from None
-            if pid not in by_id:
+            if pid not in ids:
                 raise SystemExit(f"{path}:{n}: problem {pid!r} is not in the training split of this preset")
             if samples < 1 or not 0 <= correct <= samples:
                 raise SystemExit(f"{path}:{n}: need 0 <= correct <= samples and samples >= 1, got {correct}/{samples}")
