@@ -17,6 +17,14 @@ reachability, no search):
 result and each number left, under which the sums and products that make the target lie on
 simple planes (a re-encoding, no further look ahead).
 
+``children=True`` (with ``lookahead=2``) gives the same two-moves-ahead view raw instead of
+summarised: after the action rows comes one small row per legal next move from each move's
+afterstate, describing the numbers that next move would leave (:func:`child_features`). The
+policy pools over them with a learned network (``PerActionPolicy(children=True)``), so it has to
+learn the last move's arithmetic itself; the features still look no further than two moves.
+Swapped ``+`` and ``*`` moves make the same afterstate, so children are listed once per
+:func:`canonical_moves` move (36 parents x 18 children for four numbers).
+
 ``MoveFeatures`` is the single-env observation wrapper over the same function.
 ``PerActionPolicy`` scores every row with one shared network, so what is learned about a move
 carries over to the same move in any slot pair.
@@ -45,6 +53,44 @@ def row_size(max_numbers: int, lookahead: int = 1, log_ratios: bool = False) -> 
     if lookahead not in LOOKAHEADS:
         raise ValueError(f"lookahead must be one of {LOOKAHEADS}, got {lookahead!r}")
     return 4 + 3 * (max_numbers - 2) + 2 + EXTRA_COLUMNS[lookahead] + (max_numbers - 1) * bool(log_ratios)
+
+
+def feature_size(max_numbers: int, lookahead: int = 1, log_ratios: bool = False, children: bool = False) -> int:
+    """Length of the flat observation: every action's row, then (``children``) the child block."""
+    if children and lookahead != 2:
+        raise ValueError("children rows look two moves ahead: they need lookahead=2")
+    size = num_actions(max_numbers) * row_size(max_numbers, lookahead, log_ratios)
+    if children:
+        parents, per_parent, columns = child_shape(max_numbers)
+        size += parents * per_parent * columns
+    return size
+
+
+def child_shape(max_numbers: int) -> tuple[int, int, int]:
+    """``(parent moves, children per parent, columns per child)`` of :func:`child_features`."""
+    m = max_numbers
+    return len(canonical_moves(m)[0]), len(_child_moves(m)), 2 + 4 * (m - 2)
+
+
+@cache
+def canonical_moves(max_numbers: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(canonical, twin)``: the actions that are not the swapped copy of a commutative move
+    (``+`` and ``*`` with ``i < j``, every ``-`` and ``/``), and for every action the position in
+    ``canonical`` of the move that makes the same afterstate."""
+    first, second, ops = action_table(max_numbers)
+    index = {(i, j, op): a for a, (i, j, op) in enumerate(zip(first, second, ops, strict=True))}
+    canonical = [a for a, (i, j, op) in enumerate(zip(first, second, ops, strict=True)) if op in "-/" or i < j]
+    position = {a: k for k, a in enumerate(canonical)}
+    twin = [position.get(a, position.get(index[(j, i, op)])) for a, (i, j, op) in enumerate(zip(first, second, ops, strict=True))]
+    return np.array(canonical, dtype=np.int64), np.array(twin, dtype=np.int64)
+
+
+@cache
+def _child_moves(max_numbers: int) -> np.ndarray:
+    """The canonical moves on the first ``M - 1`` slots (all an afterstate holds), as action indices."""
+    first, second, _ = action_table(max_numbers)
+    canonical, _ = canonical_moves(max_numbers)
+    return np.array([a for a in canonical if first[a] < max_numbers - 1 and second[a] < max_numbers - 1], dtype=np.int64)
 
 
 @cache
@@ -106,16 +152,15 @@ def move_features(
     the closest next result ``r'`` (1 if none); the afterstate has a legal move. With
     ``log_ratios`` ``M - 1`` more: ``clip(log(x / T) / 4, -1, 1)`` for the result, then each
     number left as above (0 if absent or ``x <= 0``). Masked actions have an all-zero row but for
-    the target and progress columns (always the last two).
+    the target and progress columns (the last two of the row).
     """
     vals = np.asarray(vals, dtype=np.int64)
     count = np.asarray(count, dtype=np.int64)
     n, m = vals.shape
     f = row_size(m, lookahead, log_ratios)
-    log_limit = float(np.log1p(rules.value_limit or 2000))
+    log_limit = _log_limit(rules)
     t = np.asarray(target, dtype=np.float64)
     t = np.where(t == 0, 1.0, t)[:, None]
-    pi, pj, other = _pair_slots(m)
     res, legal = batch_move_results(vals, count, rules)  # (n, A)
     a = res.shape[1]
     rows = np.zeros((n, a, f), dtype=np.float64)
@@ -131,28 +176,14 @@ def move_features(
     rows[..., 1] = ratio(r, t)
     rows[..., 2] = logv(r)
     rows[..., 3] = res == np.asarray(target)[:, None]
-    # the numbers each pair leaves, largest first (absent slots last)
-    left = vals[:, other]  # (n, P, M-2)
-    left_present = other[None] < count[:, None, None]
-    order = np.argsort(np.where(left_present, -left, np.iinfo(np.int64).max), axis=-1, kind="stable")
-    left = np.take_along_axis(left, order, axis=-1)
-    left_present = np.take_along_axis(left_present, order, axis=-1)
-    left = np.repeat(left, 4, axis=1).astype(np.float64)  # (n, A, M-2): one copy per operator
-    left_present = np.repeat(left_present, 4, axis=1)
+    left, left_present = _numbers_left(vals, count)
+    left = left.astype(np.float64)
     tt = t[:, :, None]
     rows[..., 4 : 4 + 3 * (m - 2) : 3] = left_present
     rows[..., 5 : 5 + 3 * (m - 2) : 3] = np.where(left_present, ratio(left, tt), 0.0)
     rows[..., 6 : 6 + 3 * (m - 2) : 3] = np.where(left_present, logv(left), 0.0)
     if lookahead == 2:
-        # afterstate of each action: the numbers left (largest first), then the result
-        after = np.zeros((n, a, m), dtype=np.int64)
-        after[..., : m - 2] = np.where(left_present, left, 0).astype(np.int64)
-        after_count = np.broadcast_to(count[:, None] - 1, (n, a))
-        slot = np.arange(m)
-        rows_idx = np.arange(n)[:, None]
-        acts = np.arange(a)[None, :]
-        after[rows_idx, acts, after_count - 1] = np.where(legal, res, 0)
-        after[slot[None, None, :] >= after_count[..., None]] = 0
+        after, after_count = _afterstates(left, left_present, res, legal, count)
         res2, legal2 = batch_move_results(after, after_count, rules)  # (n, A, A)
         legal2 &= legal[..., None]
         hit = (legal2 & (res2 == np.asarray(target)[:, None, None])).any(-1)
@@ -173,6 +204,103 @@ def move_features(
     return rows.astype(np.float32)
 
 
+def observation_features(
+    vals: np.ndarray,
+    count: np.ndarray,
+    target: np.ndarray,
+    progress: np.ndarray,
+    rules: Rules,
+    lookahead: int = 1,
+    log_ratios: bool = False,
+    children: bool = False,
+) -> np.ndarray:
+    """Flat observations ``(n, feature_size(M, lookahead, log_ratios, children))`` float32.
+
+    Every action's :func:`move_features` row, then, with ``children``, the
+    :func:`child_features` block, flattened.
+    """
+    if children and lookahead != 2:
+        raise ValueError("children rows look two moves ahead: they need lookahead=2")
+    rows = move_features(vals, count, target, progress, rules, lookahead, log_ratios)
+    n = rows.shape[0]
+    if not children:
+        return rows.reshape(n, -1)
+    kids = child_features(vals, count, target, rules)
+    return np.concatenate([rows.reshape(n, -1), kids.reshape(n, -1)], axis=-1)
+
+
+def _log_limit(rules: Rules) -> float:
+    return float(np.log1p(rules.value_limit or 2000))
+
+
+def _numbers_left(vals: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The numbers each action leaves, largest first (absent slots last), and which are present: ``(n, A, M-2)``."""
+    _, _, other = _pair_slots(vals.shape[1])
+    left = vals[:, other]  # (n, P, M-2)
+    left_present = other[None] < count[:, None, None]
+    order = np.argsort(np.where(left_present, -left, np.iinfo(np.int64).max), axis=-1, kind="stable")
+    left = np.take_along_axis(left, order, axis=-1)
+    left_present = np.take_along_axis(left_present, order, axis=-1)
+    return np.repeat(left, len(OPERATORS), axis=1), np.repeat(left_present, len(OPERATORS), axis=1)
+
+
+def _afterstates(
+    left: np.ndarray, left_present: np.ndarray, res: np.ndarray, legal: np.ndarray, count: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each action's afterstate ``(n, A, M)`` (numbers left largest first, then the result) and its count."""
+    n, a = res.shape
+    m = left.shape[-1] + 2
+    after = np.zeros((n, a, m), dtype=np.int64)
+    after[..., : m - 2] = np.where(left_present, left, 0).astype(np.int64)
+    after_count = np.broadcast_to(count[:, None] - 1, (n, a))
+    after[np.arange(n)[:, None], np.arange(a)[None, :], np.maximum(after_count - 1, 0)] = np.where(legal, res, 0)
+    after[np.arange(m)[None, None, :] >= after_count[..., None]] = 0
+    return after, after_count
+
+
+def child_features(vals: np.ndarray, count: np.ndarray, target: np.ndarray, rules: Rules) -> np.ndarray:
+    """The moves after each move: ``(n, P, C, K)`` float32, ``(P, C, K) = child_shape(M)``.
+
+    Parents are the :func:`canonical_moves` (a swapped ``+`` or ``*`` makes the same afterstate);
+    children are the canonical moves on the parent's afterstate (numbers left largest first, then
+    the result). A child row: legal; for each of the ``M - 2`` numbers the child move would leave
+    (largest first): present, ``min(x / T, 4) / 4``, ``clip(log(x / T) / 4, -1, 1)`` (-1 if
+    ``x <= 0``), ``x == T``; then ``min(log(T) / log(1 + L), 1)`` (exact, so that ``x * y == T``
+    is a plane in the log-ratio columns). Children of an illegal parent, and illegal children,
+    are all-zero rows. Nothing here looks further than two moves.
+    """
+    vals = np.asarray(vals, dtype=np.int64)
+    count = np.asarray(count, dtype=np.int64)
+    n, m = vals.shape
+    parents, _ = canonical_moves(m)
+    kids = _child_moves(m)
+    left, left_present = _numbers_left(vals, count)
+    res, legal = batch_move_results(vals, count, rules)
+    after, after_count = _afterstates(left[:, parents], left_present[:, parents], res[:, parents], legal[:, parents], count)
+    res2, legal2 = batch_move_results(after, after_count, rules)
+    res2, legal2 = res2[..., kids], legal2[..., kids] & legal[:, parents, None]  # (n, P, C)
+    _, _, other = _pair_slots(m)
+    slots = other[kids // len(OPERATORS)]  # (C, M-2)
+    nums = np.concatenate([after[:, :, slots], res2[..., None]], axis=-1)  # (n, P, C, M-1)
+    present = slots[None, None] < after_count[..., None, None]
+    here = np.concatenate([present, np.ones_like(present[..., :1])], axis=-1)
+    order = np.argsort(np.where(here, -nums, np.iinfo(np.int64).max), axis=-1, kind="stable")[..., : m - 2]
+    nums = np.take_along_axis(nums, order, axis=-1)
+    here = np.take_along_axis(here, order, axis=-1) & legal2[..., None]
+    tgt = np.asarray(target, dtype=np.int64)[:, None, None, None]
+    t = np.where(tgt == 0, 1, tgt).astype(np.float64)
+    x = nums.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logr = np.where(x > 0, np.clip(np.log(x / t) / 4.0, -1.0, 1.0), -1.0)
+    per = np.stack([here, np.minimum(x / t, 4.0) / 4.0, logr, nums == tgt], axis=-1)  # (n, P, C, M-2, 4)
+    per = np.where(here[..., None], per, 0.0)
+    out = np.zeros((n, len(parents), len(kids), 2 + 4 * (m - 2)), dtype=np.float32)
+    out[..., 0] = legal2
+    out[..., 1:-1] = per.reshape(*legal2.shape, -1)
+    out[..., -1] = np.where(legal2, np.minimum(np.log(np.maximum(t[..., 0], 1.0)) / _log_limit(rules), 1.0), 0.0)
+    return out
+
+
 class MoveFeatures(gym.ObservationWrapper):
     """Observation: ``(n_actions * F,)`` float32, row ``a`` describing action ``a`` (see :func:`move_features`).
 
@@ -180,18 +308,19 @@ class MoveFeatures(gym.ObservationWrapper):
     Python loop with the same lookahead-1 layout.
     """
 
-    def __init__(self, env: gym.Env, lookahead: int = 1, log_ratios: bool = False) -> None:
+    def __init__(self, env: gym.Env, lookahead: int = 1, log_ratios: bool = False, children: bool = False) -> None:
         super().__init__(env)
         base = env.unwrapped
         self.m = base.max_numbers
         self.rules: Rules = base.rules
-        if not self.rules.integer_only and (lookahead != 1 or log_ratios):
-            raise ValueError("lookahead > 1 and log_ratios need integer_only rules")
-        self.lookahead, self.log_ratios = lookahead, log_ratios
+        if not self.rules.integer_only and (lookahead != 1 or log_ratios or children):
+            raise ValueError("lookahead > 1, log_ratios and children need integer_only rules")
+        self.lookahead, self.log_ratios, self.children = lookahead, log_ratios, children
         self.n_actions = num_actions(self.m)
         self.row = row_size(self.m, lookahead, log_ratios)
-        self.log_limit = float(np.log1p(self.rules.value_limit or 2000))
-        self.observation_space = gym.spaces.Box(-1.0, 1.0, shape=(self.n_actions * self.row,), dtype=np.float32)
+        self.log_limit = _log_limit(self.rules)
+        size = feature_size(self.m, lookahead, log_ratios, children)
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, shape=(size,), dtype=np.float32)
         pi, pj, _ = _pair_slots(self.m)
         self._pairs = [(int(i), int(j)) for i, j in zip(pi, pj, strict=True) for _ in OPERATORS]
 
@@ -202,9 +331,9 @@ class MoveFeatures(gym.ObservationWrapper):
         if self.rules.integer_only:
             vals = np.zeros((1, self.m), dtype=np.int64)
             vals[0, : len(state)] = state
-            rows = move_features(vals, np.array([len(state)]), np.array([target]), np.array([observation[-1]]),
-                                 self.rules, self.lookahead, self.log_ratios)
-            return rows.reshape(-1)
+            obs = observation_features(vals, np.array([len(state)]), np.array([target]), np.array([observation[-1]]),
+                                       self.rules, self.lookahead, self.log_ratios, self.children)
+            return obs.reshape(-1)
         return self._python_rows(state, target, float(observation[-1])).reshape(-1)
 
     def _num(self, x: float, target: float) -> tuple[float, float]:
@@ -231,20 +360,55 @@ class MoveFeatures(gym.ObservationWrapper):
 
 
 class _PerActionExtractor(nn.Module):
-    """One trunk over every action's row; logits from each row, the value from their mean."""
+    """One trunk over every action's row; logits from each row, the value from their mean.
 
-    def __init__(self, n_actions: int, row: int, hidden: int, activation: str = "tanh") -> None:
+    With ``children`` the observation ends in the :func:`child_features` block: a shared network
+    embeds each legal child, the embeddings are max-pooled per parent move, and the trunk reads
+    each action's row with the pooled vector of its canonical twin.
+    """
+
+    def __init__(
+        self, n_actions: int, dim: int, hidden: int, activation: str = "tanh", children: bool = False
+    ) -> None:
         super().__init__()
-        self.n_actions, self.row = n_actions, row
+        self.n_actions = n_actions
         self.latent_dim_pi = n_actions
         self.latent_dim_vf = hidden
         act = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
-        self.trunk = nn.Sequential(nn.Linear(row, hidden), act(), nn.Linear(hidden, hidden), act())
+        self.child_dims = None
+        kid_size = 0
+        if children:
+            m = next((k for k in range(2, 64) if num_actions(k) == n_actions), None)
+            if m is None:
+                raise ValueError(f"{n_actions} actions is not a Countdown-v0 action space")
+            self.child_dims = child_shape(m)
+            kid_size = int(np.prod(self.child_dims))
+            self.register_buffer("twin", torch.as_tensor(canonical_moves(m)[1]), persistent=False)
+            self.child_net = nn.Sequential(nn.Linear(self.child_dims[2], hidden), act(), nn.Linear(hidden, hidden), act())
+        if (dim - kid_size) % n_actions or dim <= kid_size:
+            raise ValueError(
+                f"PerActionPolicy needs MoveFeatures observations: {dim} features do not split into {n_actions} "
+                f"action rows{' and the child block' if children else ''}"
+            )
+        self.row = (dim - kid_size) // n_actions
+        self.trunk = nn.Sequential(nn.Linear(self.row + hidden * bool(children), hidden), act(), nn.Linear(hidden, hidden), act())
         self.score = nn.Linear(hidden, 1)
 
     def _rows(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        rows = features.view(-1, self.n_actions, self.row)
-        return self.trunk(rows), rows[..., :1]
+        b = features.shape[0]
+        rows = features[:, : self.n_actions * self.row].reshape(b, self.n_actions, self.row)
+        x = rows
+        if self.child_dims:
+            parents, per_parent, columns = self.child_dims
+            kids = features[:, self.n_actions * self.row :].reshape(-1, columns)
+            legal = kids[:, 0] > 0
+            emb = self.child_net(kids[legal])
+            owner = torch.div(legal.nonzero().squeeze(1), per_parent, rounding_mode="floor")
+            pooled = emb.new_zeros(b * parents, emb.shape[1]).scatter_reduce(
+                0, owner[:, None].expand_as(emb), emb, "amax", include_self=False
+            )  # max over each parent's legal children; zeros when it has none
+            x = torch.cat([rows, pooled.view(b, parents, -1)[:, self.twin]], dim=-1)
+        return self.trunk(x), rows[..., :1]
 
     def _pool(self, h: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
         return (h * legal).sum(1) / legal.sum(1).clamp(min=1.0)
@@ -266,19 +430,25 @@ class PerActionPolicy(MaskableActorCriticPolicy):
     """Masked actor-critic whose logits come from one network shared by all actions.
 
     Needs :class:`MoveFeatures` observations. ``hidden`` (policy kwarg) sizes both networks,
-    ``activation`` (``"tanh"`` or ``"relu"``) is their non-linearity.
+    ``activation`` (``"tanh"`` or ``"relu"``) is their non-linearity, ``children``
+    (for ``children=True`` features) adds the pooled child network.
     """
 
-    def __init__(self, *args, hidden: int = 128, activation: str = "tanh", **kwargs) -> None:
-        self.hidden, self.activation = hidden, activation
+    def __init__(
+        self, *args, hidden: int = 128, activation: str = "tanh", children: bool = False, **kwargs
+    ) -> None:
+        self.hidden, self.activation, self.with_children = hidden, activation, bool(children)
         super().__init__(*args, **kwargs)
+
+    def _get_constructor_parameters(self) -> dict:
+        data = super()._get_constructor_parameters()
+        data.update(hidden=self.hidden, activation=self.activation, children=self.with_children)
+        return data
 
     def _build_mlp_extractor(self) -> None:
         n = int(self.action_space.n)
         dim = int(np.prod(self.observation_space.shape))
-        if dim % n:
-            raise ValueError(f"PerActionPolicy needs MoveFeatures observations: {dim} features do not split into {n} actions")
-        self.mlp_extractor = _PerActionExtractor(n, dim // n, self.hidden, self.activation)
+        self.mlp_extractor = _PerActionExtractor(n, dim, self.hidden, self.activation, self.with_children)
 
     def _build(self, lr_schedule) -> None:
         super()._build(lr_schedule)

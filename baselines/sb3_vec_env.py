@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-from sb3_policy import move_features, row_size
+from sb3_policy import feature_size, observation_features
 from stable_baselines3.common.vec_env import VecEnv
 
 from countdown_gym import Problem
@@ -45,10 +45,12 @@ def decode_states(obs: np.ndarray, value_scale: float) -> tuple[np.ndarray, np.n
     return vals, present.sum(1), target, obs[:, 2 * m + 1]
 
 
-def features_of(raw_obs: np.ndarray, value_scale: float, rules: Rules, lookahead: int, log_ratios: bool) -> np.ndarray:
+def features_of(
+    raw_obs: np.ndarray, value_scale: float, rules: Rules, lookahead: int, log_ratios: bool, children: bool = False
+) -> np.ndarray:
     """Move-feature observations ``(n, n_actions * row)`` of raw Countdown-v0 observations."""
     vals, count, target, progress = decode_states(raw_obs, value_scale)
-    return move_features(vals, count, target, progress, rules, lookahead, log_ratios).reshape(len(raw_obs), -1)
+    return observation_features(vals, count, target, progress, rules, lookahead, log_ratios, children)
 
 
 class CountdownSB3VecEnv(VecEnv):
@@ -58,7 +60,7 @@ class CountdownSB3VecEnv(VecEnv):
         num_envs: games stepped together.
         reward: one of ``DENSE`` (as ``sb3_ppo.py --reward``).
         scale, gamma: the dense term's size and the shaping discount (as the wrappers').
-        lookahead, log_ratios: the features (:func:`sb3_policy.move_features`).
+        lookahead, log_ratios, children: the features (:func:`sb3_policy.move_features`).
         critic: a scorer with ``score(states, targets)`` for the critic rewards (loaded once, shared).
         **env_kwargs: passed to ``CountdownVectorEnv`` (``preset``, ``split``, ``problems``, ...).
     """
@@ -72,6 +74,7 @@ class CountdownSB3VecEnv(VecEnv):
         lookahead: int = 1,
         critic: Any = None,
         log_ratios: bool = False,
+        children: bool = False,
         **env_kwargs: Any,
     ) -> None:
         if reward not in DENSE:
@@ -79,15 +82,15 @@ class CountdownSB3VecEnv(VecEnv):
         if reward.startswith("critic") and critic is None:
             raise ValueError("the critic rewards need a critic (critics.load_critic())")
         self.reward, self.scale, self.gamma, self.critic = reward, scale, gamma, critic
-        self.lookahead, self.log_ratios = lookahead, log_ratios
+        self.lookahead, self.log_ratios, self.children = lookahead, log_ratios, children
         self.potential = reward.endswith("potential")
         self.venv = CountdownVectorEnv(num_envs, record_transitions=reward != "sparse", **env_kwargs)
         self.rules = self.venv.rules
         m = self.venv.max_numbers
         self.n_actions = self.venv.n_actions
-        self.row = row_size(m, lookahead, log_ratios)
+        size = feature_size(m, lookahead, log_ratios, children)
         self.render_mode = None
-        obs_space = spaces.Box(-1.0, 1.0, shape=(self.n_actions * self.row,), dtype=np.float32)
+        obs_space = spaces.Box(-1.0, 1.0, shape=(size,), dtype=np.float32)
         super().__init__(num_envs, obs_space, spaces.Discrete(self.n_actions))
         self._actions: np.ndarray | None = None
         self._phi = np.zeros(num_envs)
@@ -96,7 +99,7 @@ class CountdownSB3VecEnv(VecEnv):
 
     # ---- features and potentials ------------------------------------------------------------
     def features(self, raw_obs: np.ndarray) -> np.ndarray:
-        return features_of(raw_obs, self.venv.value_scale, self.rules, self.lookahead, self.log_ratios)
+        return features_of(raw_obs, self.venv.value_scale, self.rules, self.lookahead, self.log_ratios, self.children)
 
     def _potentials(self, states: Sequence[tuple], targets: Sequence[int]) -> np.ndarray:
         if not states:
@@ -196,9 +199,23 @@ class CountdownSB3VecEnv(VecEnv):
 
 
 def evaluate_batched(
-    model: Any, problems: list[Problem], preset: str, lookahead: int = 1, log_ratios: bool = False
+    model: Any,
+    problems: list[Problem],
+    preset: str,
+    lookahead: int = 1,
+    log_ratios: bool = False,
+    children: bool = False,
+    chunk: int = 500,
 ) -> tuple[float, list[list[tuple]]]:
-    """Greedy, masked play of every problem at once: (success rate, the moves of each episode)."""
+    """Greedy, masked play of every problem, ``chunk`` at a time: (success rate, the moves of each episode)."""
+    if len(problems) > chunk:
+        won, moves = 0.0, []
+        for start in range(0, len(problems), chunk):
+            part = problems[start : start + chunk]
+            rate, part_moves = evaluate_batched(model, part, preset, lookahead, log_ratios, children, chunk)
+            won += rate * len(part)
+            moves.extend(part_moves)
+        return won / len(problems), moves
     if not problems:
         return 0.0, []
     venv = CountdownVectorEnv(len(problems), preset=preset, record_transitions=True)
@@ -207,7 +224,8 @@ def evaluate_batched(
     won = np.zeros(len(problems), dtype=bool)
     live = np.ones(len(problems), dtype=bool)
     while live.any():
-        action, _ = model.predict(features_of(raw, venv.value_scale, venv.rules, lookahead, log_ratios), deterministic=True, action_masks=venv.action_masks())
+        obs = features_of(raw, venv.value_scale, venv.rules, lookahead, log_ratios, children)
+        action, _ = model.predict(obs, deterministic=True, action_masks=venv.action_masks())
         raw, _, terminated, truncated, info = venv.step(np.asarray(action, dtype=np.int64))
         for k in np.flatnonzero(live):
             moves[k].extend(t["move"] for t in info["transitions"][k])

@@ -15,7 +15,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "baselines"))
 
 import gymnasium as gym  # noqa: E402
 import sb3_ppo  # noqa: E402
-from sb3_policy import MoveFeatures, move_features, row_size  # noqa: E402
+from sb3_policy import (  # noqa: E402
+    MoveFeatures,
+    PerActionPolicy,
+    canonical_moves,
+    child_features,
+    child_shape,
+    feature_size,
+    move_features,
+    row_size,
+)
 from sb3_vec_env import CountdownSB3VecEnv, evaluate_batched  # noqa: E402
 
 import countdown_gym  # noqa: E402, F401
@@ -83,22 +92,118 @@ def test_log_ratio_columns_on_a_hand_made_state() -> None:
     np.testing.assert_allclose(rows[a, 10:13], [1.0, 0.0, 1.0])  # from (5, 3, 12) the next move 5 + 3 makes 8
 
 
+def _random_state(rng: np.random.Generator, m: int, high: int) -> tuple[tuple[int, ...], int, np.ndarray, int]:
+    """A random state of 2..m numbers below ``high`` and a target: (state, target, slot values, count)."""
+    count = int(rng.integers(2, m + 1))
+    state = tuple(int(x) for x in rng.integers(1, high, size=count))
+    vals = np.zeros((1, m), dtype=np.int64)
+    vals[0, :count] = state
+    return state, int(rng.integers(1, 100)), vals, count
+
+
 def test_move_features_match_plain_loops_on_random_states() -> None:
     rng = np.random.default_rng(0)
     rules, m = Rules.longproc(), 4
     env = MoveFeatures(gym.make("Countdown-v0"))
     for _ in range(60):
-        count = int(rng.integers(2, m + 1))
-        state = tuple(int(x) for x in rng.integers(1, 60, size=count))
-        target = int(rng.integers(1, 100))
-        vals = np.zeros((1, m), dtype=np.int64)
-        vals[0, :count] = state
+        state, target, vals, count = _random_state(rng, m, 60)
         rows = move_features(vals, np.array([count]), np.array([target]), np.array([0.5]), rules, lookahead=2)[0]
         assert rows.shape == (4 * m * (m - 1), row_size(m, 2))
         np.testing.assert_allclose(rows[:, 10:13], _reference_lookahead(state, target, rules, m), atol=1e-7)
         one = move_features(vals, np.array([count]), np.array([target]), np.array([0.5]), rules, lookahead=1)[0]
         np.testing.assert_array_equal(one, env._python_rows(state, target, 0.5))  # the original per-move loop
         np.testing.assert_array_equal(np.delete(rows, [10, 11, 12], axis=1), one)
+
+
+def _reference_children(state: tuple[int, ...], target: int, rules: Rules, m: int) -> list[list[tuple]]:
+    """For each canonical parent move, the sorted list of (numbers left, largest first) of its legal children."""
+    out = []
+    for a in canonical_moves(m)[0]:
+        i, j, op = decode_action(int(a), m)
+        kids: list[tuple] = []
+        if i < len(state) and j < len(state) and (r := rules.check(state[i], op, state[j])[0]) is not None:
+            after = (*sorted((x for k, x in enumerate(state) if k not in (i, j)), reverse=True), r)
+            for i2 in range(len(after)):
+                for j2 in range(len(after)):
+                    for op2 in "+-*/":
+                        if i2 == j2 or (op2 in "+*" and i2 > j2):
+                            continue  # a swapped + or * makes the same child
+                        if (r2 := rules.check(after[i2], op2, after[j2])[0]) is not None:
+                            rest = [x for k, x in enumerate(after) if k not in (i2, j2)] + [r2]
+                            kids.append(tuple(sorted(rest, reverse=True)))
+        out.append(sorted(kids))
+    return out
+
+
+def _reference_child_row(numbers: tuple[int, ...], target: int, rules: Rules, m: int) -> tuple[float, ...]:
+    """The documented child row of a child that leaves ``numbers`` (largest first), by hand."""
+    cols = [1.0]
+    for k in range(m - 2):
+        if k >= len(numbers):
+            cols += [0.0, 0.0, 0.0, 0.0]
+            continue
+        x = numbers[k]
+        logr = max(-1.0, min(1.0, np.log(x / target) / 4)) if x > 0 else -1.0
+        cols += [1.0, min(x / target, 4.0) / 4, logr, float(x == target)]
+    return (*cols, min(np.log(target) / np.log1p(rules.value_limit), 1.0))
+
+
+def _by_rows(rows: list, columns: int) -> np.ndarray:
+    return np.array(sorted(rows, key=lambda c: tuple(np.round(c, 3))), dtype=np.float64).reshape(-1, columns)
+
+
+def test_child_features_match_plain_loops_on_random_states() -> None:
+    rng = np.random.default_rng(2)
+    rules, m = Rules.longproc(), 4
+    parents, per_parent, columns = child_shape(m)
+    assert (parents, per_parent, columns) == (36, 18, 10)
+    for _ in range(40):
+        state, target, vals, count = _random_state(rng, m, 40)
+        kids = child_features(vals, np.array([count]), np.array([target]), rules)[0]
+        assert kids.shape == (parents, per_parent, columns)
+        for got, want in zip(kids, _reference_children(state, target, rules, m), strict=True):
+            assert not got[got[:, 0] == 0].any()  # illegal children are all-zero rows
+            expected = [_reference_child_row(w, target, rules, m) for w in want]
+            np.testing.assert_allclose(_by_rows(got[got[:, 0] > 0].tolist(), columns), _by_rows(expected, columns), atol=1e-5)
+
+
+def test_children_observation_and_policy_are_consistent() -> None:
+    import torch
+
+    env = MoveFeatures(gym.make("Countdown-v0"), lookahead=2, log_ratios=True, children=True)
+    obs, info = env.reset(options={"problem": Problem((6, 2, 5, 3), 8)})
+    assert obs.shape == (feature_size(4, 2, True, True),) == (48 * row_size(4, 2, True) + 36 * 18 * 10,)
+    assert env.observation_space.contains(obs)
+    policy = PerActionPolicy(env.observation_space, env.action_space, lambda _: 1e-3, hidden=16, children=True)
+    with torch.no_grad():
+        features = torch.as_tensor(obs[None])
+        logits, _ = policy.mlp_extractor(policy.extract_features(features, policy.pi_features_extractor))
+    # 6 + 2 and 2 + 6 make the same afterstate, so the same children and the same logit
+    twin = env.unwrapped.encode_action(1, 0, "+"), env.unwrapped.encode_action(0, 1, "+")
+    assert canonical_moves(4)[1][twin[0]] == canonical_moves(4)[1][twin[1]]
+    assert logits[0, twin[0]] == logits[0, twin[1]]
+    with pytest.raises(ValueError, match="children"):
+        MoveFeatures(gym.make("Countdown-v0"), lookahead=1, children=True).reset()
+
+
+def test_children_policy_trains_saves_and_evaluates(tmp_path: Path) -> None:
+    from sb3_contrib import MaskablePPO
+
+    result = sb3_ppo.main(["--children", "--num-envs", "4", "--n-steps", "32", "--batch-size", "64", "--n-epochs", "1",
+                           "--hidden", "16", "--total-timesteps", "128", "--eval-limit", "20", "--eval-every", "0",
+                           "--output-dir", str(tmp_path), "--run-name", "c", "--no-progress", "--eval-split", "validation"])
+    assert result["children"] is True and result["eval_problems"] == 20
+    model = MaskablePPO.load(tmp_path / "c" / "final_model", device="cpu")
+    assert model.policy.with_children
+    rate, _ = evaluate_batched(model, countdown_gym.load_split("longproc-0.5k", "validation")[:20], "longproc-0.5k",
+                               lookahead=2, log_ratios=True, children=True, chunk=7)
+    assert rate == result["success_rate"]
+
+
+def test_children_need_lookahead_two(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        sb3_ppo.parse_args(["--children", "--lookahead", "1"])
+    assert "--children needs --lookahead 2" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("reward", sb3_ppo.REWARDS)
