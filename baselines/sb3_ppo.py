@@ -27,8 +27,8 @@ each move's afterstate, 2 = also a summary of the legal moves from that aftersta
 ``--children`` gives those next moves raw, pooled by a learned network. The policy never
 consults the solver, reachability, the oracle or any search beyond that depth.
 
-The best setting measured (0.83 test success at 200k steps, ``docs/sb3_baseline.md``) is
-``--children --n-epochs 20 --total-timesteps 200000``.
+The best setting measured is ``--children --n-epochs 20``: test success 0.77 (mean of 3 seeds)
+at ``--total-timesteps 200000``, 0.82 at 400000 (``docs/sb3_baseline.md``).
 
 The original setting (the 40k-step results first committed in ``docs/results/sb3_rewards.md``)
 is ``--vec-env dummy --lookahead 1 --no-log-ratios --activation tanh --num-envs 8 --n-steps 64
