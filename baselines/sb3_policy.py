@@ -33,6 +33,7 @@ carries over to the same move in any slot pair.
 from __future__ import annotations
 
 from functools import cache
+from typing import NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -154,15 +155,46 @@ def move_features(
     number left as above (0 if absent or ``x <= 0``). Masked actions have an all-zero row but for
     the target and progress columns (the last two of the row).
     """
+    return _move_rows(_moves(vals, count, rules, lookahead), target, progress, rules, lookahead, log_ratios)
+
+
+class _Moves(NamedTuple):
+    """Every move from a batch of states and, for ``depth=2``, every move after it; computed once."""
+
+    count: np.ndarray  # (n,) numbers in each state
+    res: np.ndarray  # (n, A) each move's result
+    legal: np.ndarray  # (n, A)
+    left: np.ndarray  # (n, A, M-2) the numbers each move leaves, largest first
+    left_present: np.ndarray  # (n, A, M-2)
+    after: np.ndarray | None  # (n, A, M) each move's afterstate: numbers left, then the result
+    after_count: np.ndarray | None  # (n, A)
+    res2: np.ndarray | None  # (n, A, A) the results of the moves from each afterstate
+    legal2: np.ndarray | None  # (n, A, A) legal, and only under a legal move
+
+
+def _moves(vals: np.ndarray, count: np.ndarray, rules: Rules, depth: int) -> _Moves:
     vals = np.asarray(vals, dtype=np.int64)
     count = np.asarray(count, dtype=np.int64)
-    n, m = vals.shape
+    res, legal = batch_move_results(vals, count, rules)
+    left, left_present = _numbers_left(vals, count)
+    if depth < 2:
+        return _Moves(count, res, legal, left, left_present, None, None, None, None)
+    after, after_count = _afterstates(left, left_present, res, legal, count)
+    res2, legal2 = batch_move_results(after, after_count, rules)
+    return _Moves(count, res, legal, left, left_present, after, after_count, res2, legal2 & legal[..., None])
+
+
+def _move_rows(
+    moves: _Moves, target: np.ndarray, progress: np.ndarray, rules: Rules, lookahead: int, log_ratios: bool
+) -> np.ndarray:
+    """:func:`move_features` of precomputed moves."""
+    res, legal = moves.res, moves.legal
+    n, a = res.shape
+    m = moves.left.shape[-1] + 2
     f = row_size(m, lookahead, log_ratios)
     log_limit = _log_limit(rules)
     t = np.asarray(target, dtype=np.float64)
     t = np.where(t == 0, 1.0, t)[:, None]
-    res, legal = batch_move_results(vals, count, rules)  # (n, A)
-    a = res.shape[1]
     rows = np.zeros((n, a, f), dtype=np.float64)
 
     def ratio(x: np.ndarray, tt: np.ndarray) -> np.ndarray:
@@ -176,16 +208,13 @@ def move_features(
     rows[..., 1] = ratio(r, t)
     rows[..., 2] = logv(r)
     rows[..., 3] = res == np.asarray(target)[:, None]
-    left, left_present = _numbers_left(vals, count)
-    left = left.astype(np.float64)
+    left, left_present = moves.left.astype(np.float64), moves.left_present
     tt = t[:, :, None]
     rows[..., 4 : 4 + 3 * (m - 2) : 3] = left_present
     rows[..., 5 : 5 + 3 * (m - 2) : 3] = np.where(left_present, ratio(left, tt), 0.0)
     rows[..., 6 : 6 + 3 * (m - 2) : 3] = np.where(left_present, logv(left), 0.0)
     if lookahead == 2:
-        after, after_count = _afterstates(left, left_present, res, legal, count)
-        res2, legal2 = batch_move_results(after, after_count, rules)  # (n, A, A)
-        legal2 &= legal[..., None]
+        res2, legal2 = moves.res2, moves.legal2
         hit = (legal2 & (res2 == np.asarray(target)[:, None, None])).any(-1)
         gap = np.where(legal2, np.minimum(np.abs(res2 - np.asarray(target)[:, None, None]) / t[:, :, None], 1.0), 1.0)
         base = 4 + 3 * (m - 2)
@@ -219,13 +248,13 @@ def observation_features(
     Every action's :func:`move_features` row, then, with ``children``, the
     :func:`child_features` block, flattened.
     """
-    if children and lookahead != 2:
-        raise ValueError("children rows look two moves ahead: they need lookahead=2")
-    rows = move_features(vals, count, target, progress, rules, lookahead, log_ratios)
+    feature_size(np.shape(vals)[1], lookahead, log_ratios, children)  # checks the combination
+    moves = _moves(vals, count, rules, 2 if children else lookahead)
+    rows = _move_rows(moves, target, progress, rules, lookahead, log_ratios)
     n = rows.shape[0]
     if not children:
         return rows.reshape(n, -1)
-    kids = child_features(vals, count, target, rules)
+    kids = _child_rows(moves, target, rules)
     return np.concatenate([rows.reshape(n, -1), kids.reshape(n, -1)], axis=-1)
 
 
@@ -269,16 +298,16 @@ def child_features(vals: np.ndarray, count: np.ndarray, target: np.ndarray, rule
     is a plane in the log-ratio columns). Children of an illegal parent, and illegal children,
     are all-zero rows. Nothing here looks further than two moves.
     """
-    vals = np.asarray(vals, dtype=np.int64)
-    count = np.asarray(count, dtype=np.int64)
-    n, m = vals.shape
+    return _child_rows(_moves(vals, count, rules, 2), target, rules)
+
+
+def _child_rows(moves: _Moves, target: np.ndarray, rules: Rules) -> np.ndarray:
+    """:func:`child_features` of precomputed two-deep moves."""
+    n, _, m = moves.after.shape
     parents, _ = canonical_moves(m)
     kids = _child_moves(m)
-    left, left_present = _numbers_left(vals, count)
-    res, legal = batch_move_results(vals, count, rules)
-    after, after_count = _afterstates(left[:, parents], left_present[:, parents], res[:, parents], legal[:, parents], count)
-    res2, legal2 = batch_move_results(after, after_count, rules)
-    res2, legal2 = res2[..., kids], legal2[..., kids] & legal[:, parents, None]  # (n, P, C)
+    after, after_count = moves.after[:, parents], moves.after_count[:, parents]
+    res2, legal2 = moves.res2[:, parents][..., kids], moves.legal2[:, parents][..., kids]  # (n, P, C)
     _, _, other = _pair_slots(m)
     slots = other[kids // len(OPERATORS)]  # (C, M-2)
     nums = np.concatenate([after[:, :, slots], res2[..., None]], axis=-1)  # (n, P, C, M-1)

@@ -48,7 +48,7 @@ def decode_states(obs: np.ndarray, value_scale: float) -> tuple[np.ndarray, np.n
 def features_of(
     raw_obs: np.ndarray, value_scale: float, rules: Rules, lookahead: int, log_ratios: bool, children: bool = False
 ) -> np.ndarray:
-    """Move-feature observations ``(n, n_actions * row)`` of raw Countdown-v0 observations."""
+    """Flat move-feature observations of raw Countdown-v0 observations (:func:`sb3_policy.observation_features`)."""
     vals, count, target, progress = decode_states(raw_obs, value_scale)
     return observation_features(vals, count, target, progress, rules, lookahead, log_ratios, children)
 
@@ -60,7 +60,7 @@ class CountdownSB3VecEnv(VecEnv):
         num_envs: games stepped together.
         reward: one of ``DENSE`` (as ``sb3_ppo.py --reward``).
         scale, gamma: the dense term's size and the shaping discount (as the wrappers').
-        lookahead, log_ratios, children: the features (:func:`sb3_policy.move_features`).
+        lookahead, log_ratios, children: the features (:func:`sb3_policy.observation_features`).
         critic: a scorer with ``score(states, targets)`` for the critic rewards (loaded once, shared).
         **env_kwargs: passed to ``CountdownVectorEnv`` (``preset``, ``split``, ``problems``, ...).
     """
