@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 DEFAULT_VARIANTS = ["sparse", "oracle-perfect", "oracle-reachable", "oracle-potential", "critic"]
 
 
@@ -43,8 +44,9 @@ def run_one(variant: str, seed: int, steps: int, out: str, extra: list[str]) -> 
             str(Path(out) / "runs"), "--run-name", name, "--no-progress", "--resume", *extra]
     if (run_dir / "args.json").exists():  # only ever resume or reuse a run of the same configuration
         old = json.loads((run_dir / "args.json").read_text())
-        new = dataclasses.asdict(sb3_ppo.parse_args(argv))
-        differ = sorted(k for k in new if k not in ("total_timesteps", "resume", "progress") and old.get(k) != new[k])
+        new, default = dataclasses.asdict(sb3_ppo.parse_args(argv)), dataclasses.asdict(sb3_ppo.Args())
+        skip = ("total_timesteps", "resume", "progress")  # a flag added later has its default in older runs
+        differ = sorted(k for k in new if k not in skip and old.get(k, default[k]) != new[k])
         if differ:
             raise ValueError(f"{run_dir} holds a run with other settings ({', '.join(differ)}); use another --out")
     done = run_dir / "result.json"
@@ -139,8 +141,8 @@ def main(argv: list[str] | None = None) -> None:
         f"(finished runs are reused); training {per_run:.0f} s per run on average. Load average (1, 5, 15 min) "
         f"at the start {', '.join(f'{x:.2f}' for x in load_before)}, at the end {', '.join(f'{x:.2f}' for x in load_after)} "
         f"on {os.cpu_count()} CPUs.  ",
-        f"Features: lookahead {first.get('lookahead', 1)}, log ratios {first.get('log_ratios', False)}; "
-        f"environment: {first.get('vec_env', 'dummy')}.  ",
+        f"Features: lookahead {first.get('lookahead', 1)}, log ratios {first.get('log_ratios', False)}, "
+        f"children {first.get('children', False)}; environment: {first.get('vec_env', 'dummy')}.  ",
         f"Evaluation: greedy with action masks on the frozen `{first['eval_split']}` split "
         f"({first['eval_problems']} problems).",
         "",
@@ -163,7 +165,8 @@ def main(argv: list[str] | None = None) -> None:
     lines += ["", "\"vs sparse\": the difference of the means, called a difference only when it exceeds twice its "
               "standard error (sqrt(s1²/n1 + s2²/n2)) over seeds."]
     lines += ["", "![learning curves](sb3_rewards.png)", "",
-              "How the baseline works, its speed and its limits: [docs/sb3_baseline.md](../sb3_baseline.md).", ""]
+              "How the baseline works, its speed and its limits: "
+              f"[docs/sb3_baseline.md]({os.path.relpath(DOCS / 'sb3_baseline.md', out.resolve())}).", ""]
     (out / "sb3_rewards.md").write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -388,6 +388,28 @@ class MoveFeatures(gym.ObservationWrapper):
         return rows
 
 
+class _SegmentMax(torch.autograd.Function):
+    """Max over consecutive segments of rows (0 for an empty segment); tied maxima share the gradient.
+
+    The same values and gradients as ``scatter_reduce(..., "amax")``, in about 80% of its time on CPU.
+    ``torch.segment_reduce`` alone is faster still but gives every tied row the full gradient.
+    """
+
+    @staticmethod
+    def forward(ctx, rows: torch.Tensor, owner: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        pooled = torch.segment_reduce(rows, "max", lengths=counts, unsafe=True)
+        pooled = pooled.masked_fill((counts == 0)[:, None], 0.0)
+        ctx.save_for_backward(rows, owner, pooled)
+        return pooled
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        rows, owner, pooled = ctx.saved_tensors
+        hit = (rows == pooled.index_select(0, owner)).to(rows.dtype)
+        ties = torch.zeros_like(pooled).index_add_(0, owner, hit).clamp(min=1.0)
+        return grad.index_select(0, owner) * hit / ties.index_select(0, owner), None, None
+
+
 class _PerActionExtractor(nn.Module):
     """One trunk over every action's row; logits from each row, the value from their mean.
 
@@ -397,7 +419,8 @@ class _PerActionExtractor(nn.Module):
     """
 
     def __init__(
-        self, n_actions: int, dim: int, hidden: int, activation: str = "tanh", children: bool = False
+        self, n_actions: int, dim: int, hidden: int, activation: str = "tanh", children: bool = False,
+        child_hidden: int | None = None,
     ) -> None:
         super().__init__()
         self.n_actions = n_actions
@@ -413,30 +436,36 @@ class _PerActionExtractor(nn.Module):
             self.child_dims = child_shape(m)
             kid_size = int(np.prod(self.child_dims))
             self.register_buffer("twin", torch.as_tensor(canonical_moves(m)[1]), persistent=False)
-            self.child_net = nn.Sequential(nn.Linear(self.child_dims[2], hidden), act(), nn.Linear(hidden, hidden), act())
+            kid_width = child_hidden or hidden
+            self.child_net = nn.Sequential(
+                nn.Linear(self.child_dims[2], kid_width), act(), nn.Linear(kid_width, kid_width), act()
+            )
         if (dim - kid_size) % n_actions or dim <= kid_size:
             raise ValueError(
                 f"PerActionPolicy needs MoveFeatures observations: {dim} features do not split into {n_actions} "
                 f"action rows{' and the child block' if children else ''}"
             )
         self.row = (dim - kid_size) // n_actions
-        self.trunk = nn.Sequential(nn.Linear(self.row + hidden * bool(children), hidden), act(), nn.Linear(hidden, hidden), act())
+        pooled = (child_hidden or hidden) if children else 0
+        self.trunk = nn.Sequential(nn.Linear(self.row + pooled, hidden), act(), nn.Linear(hidden, hidden), act())
         self.score = nn.Linear(hidden, 1)
+
+    def pooled_children(self, features: torch.Tensor) -> torch.Tensor:
+        """``(batch, parents, width)``: the max of each canonical parent's embedded legal children (0 if none)."""
+        parents, per_parent, columns = self.child_dims
+        kids = features[:, self.n_actions * self.row :].reshape(-1, columns)
+        legal = kids[:, 0] > 0
+        emb = self.child_net(kids[legal])  # only the legal children, grouped by parent in order
+        owner = torch.div(legal.nonzero().squeeze(1), per_parent, rounding_mode="floor")
+        pooled = _SegmentMax.apply(emb, owner, legal.view(-1, per_parent).sum(1))
+        return pooled.view(features.shape[0], parents, -1)
 
     def _rows(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         b = features.shape[0]
         rows = features[:, : self.n_actions * self.row].reshape(b, self.n_actions, self.row)
         x = rows
         if self.child_dims:
-            parents, per_parent, columns = self.child_dims
-            kids = features[:, self.n_actions * self.row :].reshape(-1, columns)
-            legal = kids[:, 0] > 0
-            emb = self.child_net(kids[legal])
-            owner = torch.div(legal.nonzero().squeeze(1), per_parent, rounding_mode="floor")
-            pooled = emb.new_zeros(b * parents, emb.shape[1]).scatter_reduce(
-                0, owner[:, None].expand_as(emb), emb, "amax", include_self=False
-            )  # max over each parent's legal children; zeros when it has none
-            x = torch.cat([rows, pooled.view(b, parents, -1)[:, self.twin]], dim=-1)
+            x = torch.cat([rows, self.pooled_children(features)[:, self.twin]], dim=-1)
         return self.trunk(x), rows[..., :1]
 
     def _pool(self, h: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
@@ -460,24 +489,30 @@ class PerActionPolicy(MaskableActorCriticPolicy):
 
     Needs :class:`MoveFeatures` observations. ``hidden`` (policy kwarg) sizes both networks,
     ``activation`` (``"tanh"`` or ``"relu"``) is their non-linearity, ``children``
-    (for ``children=True`` features) adds the pooled child network.
+    (for ``children=True`` features) adds the pooled child network, ``child_hidden`` its width
+    (``None``: ``hidden``).
     """
 
     def __init__(
-        self, *args, hidden: int = 128, activation: str = "tanh", children: bool = False, **kwargs
+        self, *args, hidden: int = 128, activation: str = "tanh", children: bool = False,
+        child_hidden: int | None = None, **kwargs
     ) -> None:
         self.hidden, self.activation, self.with_children = hidden, activation, bool(children)
+        self.child_hidden = child_hidden
         super().__init__(*args, **kwargs)
 
     def _get_constructor_parameters(self) -> dict:
         data = super()._get_constructor_parameters()
-        data.update(hidden=self.hidden, activation=self.activation, children=self.with_children)
+        data.update(hidden=self.hidden, activation=self.activation, children=self.with_children,
+                    child_hidden=self.child_hidden)
         return data
 
     def _build_mlp_extractor(self) -> None:
         n = int(self.action_space.n)
         dim = int(np.prod(self.observation_space.shape))
-        self.mlp_extractor = _PerActionExtractor(n, dim, self.hidden, self.activation, self.with_children)
+        self.mlp_extractor = _PerActionExtractor(
+            n, dim, self.hidden, self.activation, self.with_children, self.child_hidden
+        )
 
     def _build(self, lr_schedule) -> None:
         super()._build(lr_schedule)

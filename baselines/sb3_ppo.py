@@ -88,6 +88,8 @@ class Args:
     """``per-action`` (MoveFeatures + PerActionPolicy, see sb3_policy.py) or ``mlp`` (MlpPolicy on the raw observation)."""
     hidden: int = 64
     """Width of the per-action policy's networks."""
+    child_hidden: int = 0
+    """With --children: width of the network that embeds each next move (0 = ``hidden``)."""
     activation: str = "relu"
     """Activation of the per-action policy's networks: ``tanh`` or ``relu``."""
     eval_split: str = "test"
@@ -124,6 +126,8 @@ def parse_args(argv: list[str] | None = None) -> Args:
         parser.error(f"--lookahead must be one of {LOOKAHEADS}")
     if args.children and (args.lookahead != 2 or args.policy != "per-action"):
         parser.error("--children needs --lookahead 2 and --policy per-action")
+    if args.child_hidden < 0 or (args.child_hidden and not args.children):
+        parser.error("--child-hidden must be a positive width and needs --children")
     if args.eval_split not in ("validation", "test"):
         parser.error("--eval-split must be 'validation' or 'test'")
     return args
@@ -209,12 +213,43 @@ def evaluate(
     return wins / max(len(problems), 1), all_moves
 
 
+def drop_rows_after(path: Path, column: str, steps: int) -> None:
+    """On resume: drop the rows of a CSV log made after the checkpoint the run resumes from (they are redone)."""
+    if not path.exists():
+        return
+    with path.open(newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows or column not in rows[0]:
+        return
+    k = rows[0].index(column)
+    keep = [rows[0]] + [r for r in rows[1:] if k >= len(r) or not r[k] or float(r[k]) <= steps]
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows(keep)
+
+
+def training_logger(folder: Path, resume: bool):
+    """SB3 logger to ``progress.csv`` and TensorBoard; on resume the CSV is continued, not overwritten."""
+    from stable_baselines3.common.logger import CSVOutputFormat, Logger, make_output_format
+
+    class ContinuedCSV(CSVOutputFormat):
+        def __init__(self, filename: Path) -> None:
+            if not (resume and filename.exists() and filename.stat().st_size):
+                super().__init__(str(filename))
+                return
+            self.file = filename.open("r+")
+            self.keys = self.file.readline().rstrip("\n").split(",")
+            self.separator, self.quotechar = ",", '"'
+            self.file.seek(0, 2)
+
+    folder.mkdir(parents=True, exist_ok=True)
+    return Logger(str(folder), [ContinuedCSV(folder / "progress.csv"), make_output_format("tensorboard", str(folder))])
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     import torch
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback
-    from stable_baselines3.common.logger import configure
 
     torch.set_num_threads(args.threads)
     name = args.run_name or f"{args.preset}-{args.reward}-s{args.seed}"
@@ -226,13 +261,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.policy == "per-action":
         policy_class, policy_kwargs = PerActionPolicy, {"hidden": args.hidden, "activation": args.activation}
         if args.children:
-            policy_kwargs["children"] = True
+            policy_kwargs.update(children=True, child_hidden=args.child_hidden or None)
     else:
         policy_class, policy_kwargs = "MlpPolicy", {"net_arch": list(args.net_arch)}
     checkpoints = sorted(out.glob("checkpoints/model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[1]))
     if args.resume and checkpoints:
         model = MaskablePPO.load(checkpoints[-1], env=vec, device="cpu", custom_objects={"policy_class": policy_class})
         print(f"resumed from {checkpoints[-1]} at {model.num_timesteps} steps")
+        drop_rows_after(out / "logs" / "progress.csv", "time/total_timesteps", model.num_timesteps)
+        drop_rows_after(out / "curve.csv", "steps", model.num_timesteps)
     else:
         if args.resume:
             print(f"--resume: no checkpoint in {out / 'checkpoints'}, starting fresh")
@@ -242,7 +279,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             n_epochs=args.n_epochs, gamma=args.gamma, ent_coef=args.ent_coef, seed=args.seed, device="cpu",
             policy_kwargs=policy_kwargs,
         )
-    model.set_logger(configure(str(out / "logs"), ["csv", "tensorboard"]))
+    model.set_logger(training_logger(out / "logs", resume=args.resume and bool(checkpoints)))
 
     validation = load_split(args.preset, "validation")[: args.eval_problems]
     curve_path = out / "curve.csv"

@@ -212,6 +212,8 @@ def test_grpo_config_on_cpu(tmp_path: Path) -> None:
     assert cfg.per_device_train_batch_size == 32 and cfg.generation_batch_size == 32 and cfg.num_generations == 8
     assert cfg.reward_weights == [1.0, 0.1, 0.5, 0.0]  # sparse, format, oracle, oracle_perfect
     assert not cfg.use_vllm
+    assert not cfg.gradient_checkpointing  # the option's default, not TRL's
+    assert build_grpo_config(Options(gradient_checkpointing=True), tmp_path).gradient_checkpointing
 
 
 def test_grpo_config_vllm_and_multi_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,6 +3,7 @@ observations and rewards as the single-env wrappers), and smoke runs of a few hu
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
 from pathlib import Path
@@ -186,15 +187,64 @@ def test_children_observation_and_policy_are_consistent() -> None:
         MoveFeatures(gym.make("Countdown-v0"), lookahead=1, children=True).reset()
 
 
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_pooled_children_are_the_max_over_each_parents_legal_children(activation: str) -> None:
+    import torch
+
+    rng = np.random.default_rng(3)
+    rules, m = Rules(), 4
+    env = MoveFeatures(gym.make("Countdown-v0"), lookahead=2, log_ratios=True, children=True)
+    policy = PerActionPolicy(env.observation_space, env.action_space, lambda _: 1e-3, hidden=16, children=True,
+                             activation=activation, child_hidden=8)
+    ext = policy.mlp_extractor
+    obs = []
+    for _ in range(6):  # random states of 2 to 4 numbers; the action rows do not matter here
+        n = int(rng.integers(2, 5))
+        vals = np.zeros((1, m), dtype=np.int64)
+        vals[0, :n] = rng.integers(1, 30, size=n)
+        kids = child_features(vals, np.array([n]), rng.integers(1, 100, size=1), rules)[0]
+        obs.append(np.concatenate([np.zeros(48 * ext.row, dtype=np.float32), kids.reshape(-1)]))
+    features = torch.as_tensor(np.stack(obs))
+    with torch.no_grad():
+        got = ext.pooled_children(features)
+        kids = features[:, 48 * ext.row :].view(len(obs), *child_shape(m))
+        for b in range(len(obs)):
+            for p in range(kids.shape[1]):
+                legal = kids[b, p][kids[b, p, :, 0] > 0]
+                want = ext.child_net(legal).max(0).values if len(legal) else torch.zeros(8)
+                torch.testing.assert_close(got[b, p], want)
+    assert got.shape == (6, 36, 8) and (got != 0).any()
+
+
+def test_segment_max_gradient_is_shared_by_tied_rows_like_scatter_amax() -> None:
+    import torch
+    from sb3_policy import _SegmentMax
+
+    torch.manual_seed(0)
+    counts = torch.tensor([3, 0, 4, 1, 2])
+    owner = torch.repeat_interleave(torch.arange(5), counts)
+    x = torch.randn(int(counts.sum()), 6)
+    x[1], x[4], x[5] = x[0], x[3], x[3]  # tied maxima (and ties elsewhere) within segments
+    x = x.relu().requires_grad_(True)
+    weight = torch.randn(5, 6)
+    (_SegmentMax.apply(x, owner, counts) * weight).sum().backward()
+    got, x.grad = x.grad, None
+    want = x.new_zeros(5, 6).scatter_reduce(0, owner[:, None].expand_as(x), x, "amax", include_self=False)
+    (want * weight).sum().backward()
+    torch.testing.assert_close(_SegmentMax.apply(x, owner, counts), want)
+    positive = x > 0  # amax also counts its zero start as a tie when the max is 0; no gradient passes a ReLU there
+    torch.testing.assert_close(got[positive], x.grad[positive])
+
+
 def test_children_policy_trains_saves_and_evaluates(tmp_path: Path) -> None:
     from sb3_contrib import MaskablePPO
 
     result = sb3_ppo.main(["--children", "--num-envs", "4", "--n-steps", "32", "--batch-size", "64", "--n-epochs", "1",
-                           "--hidden", "16", "--total-timesteps", "128", "--eval-limit", "20", "--eval-every", "0",
+                           "--hidden", "16", "--child-hidden", "8", "--total-timesteps", "128", "--eval-limit", "20", "--eval-every", "0",
                            "--output-dir", str(tmp_path), "--run-name", "c", "--no-progress", "--eval-split", "validation"])
     assert result["children"] is True and result["eval_problems"] == 20
     model = MaskablePPO.load(tmp_path / "c" / "final_model", device="cpu")
-    assert model.policy.with_children
+    assert model.policy.with_children and model.policy.mlp_extractor.child_net[0].out_features == 8
     rate, _ = evaluate_batched(model, countdown_gym.load_split("longproc-0.5k", "validation")[:20], "longproc-0.5k",
                                lookahead=2, log_ratios=True, children=True, chunk=7)
     assert rate == result["success_rate"]
@@ -204,6 +254,9 @@ def test_children_need_lookahead_two(capsys: pytest.CaptureFixture[str]) -> None
     with pytest.raises(SystemExit):
         sb3_ppo.parse_args(["--children", "--lookahead", "1"])
     assert "--children needs --lookahead 2" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sb3_ppo.parse_args(["--child-hidden", "32"])
+    assert "--child-hidden must be a positive width and needs --children" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("reward", sb3_ppo.REWARDS)
@@ -272,6 +325,18 @@ def test_train_evaluate_resume_and_submit(tmp_path: Path, reward: str) -> None:
     resumed = sb3_ppo.main([*common, "--total-timesteps", "384", "--resume"])
     assert resumed["total_timesteps"] >= 384
     assert json.loads((tmp_path / "r" / "result.json").read_text())["total_timesteps"] == resumed["total_timesteps"]
+    # the training log and the validation curve are continued across the resume, each step once
+    with (tmp_path / "r" / "logs" / "progress.csv").open() as f:
+        assert [int(r["time/total_timesteps"]) for r in csv.DictReader(f)] == [128, 256, 384]
+    with (tmp_path / "r" / "curve.csv").open() as f:
+        assert [int(r["steps"]) for r in csv.DictReader(f)] == [128, 256, 384]
+
+
+def test_resume_drops_log_rows_made_after_the_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "curve.csv"
+    path.write_text("steps,validation_success\n128,0.1\n256,0.2\n384,0.3\n")
+    sb3_ppo.drop_rows_after(path, "steps", 256)
+    assert path.read_text().splitlines() == ["steps,validation_success", "128,0.1", "256,0.2"]
 
 
 def test_submission_of_an_evaluation_is_rescored_by_the_leaderboard(tmp_path: Path) -> None:

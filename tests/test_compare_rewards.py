@@ -1,0 +1,34 @@
+"""The reward comparison: a tiny run writes the table and the figure, reuses finished runs, and
+refuses to mix runs of other settings."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("sb3_contrib")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "baselines"))
+
+import compare_rewards  # noqa: E402
+
+TINY = ["--num-envs", "4", "--n-steps", "16", "--batch-size", "32", "--n-epochs", "1", "--hidden", "8",
+        "--eval-limit", "10", "--eval-every", "32", "--eval-problems", "10"]
+
+
+def test_compare_writes_table_and_figure_and_reuses_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--variants", "sparse", "oracle-perfect", "--seeds", "0", "1", "--total-timesteps", "64",
+            "--workers", "1", "--out", str(tmp_path), *TINY]
+    compare_rewards.main(argv)
+    table = (tmp_path / "sb3_rewards.md").read_text()
+    assert (tmp_path / "sb3_rewards.png").stat().st_size > 0
+    rows = [line for line in table.splitlines() if line.startswith("| sparse") or line.startswith("| oracle-perfect")]
+    assert len(rows) == 2
+    assert any(word in rows[1] for word in ("within seed noise", "better", "worse"))
+    assert "64 environment steps per run" in table and "sb3_baseline.md" in table
+    mtime = (tmp_path / "runs" / "sparse-s0" / "result.json").stat().st_mtime
+    compare_rewards.main(argv)  # finished runs are reused, not retrained
+    assert (tmp_path / "runs" / "sparse-s0" / "result.json").stat().st_mtime == mtime
+    with pytest.raises(ValueError, match="other settings"):
+        compare_rewards.main([*argv, "--hidden", "16"])
