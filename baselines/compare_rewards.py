@@ -3,7 +3,8 @@
     python baselines/compare_rewards.py --total-timesteps 80000 --seeds 0 1 2 --workers 2
 
 Runs ``baselines/sb3_ppo.py`` for every (reward variant, seed) pair, each in its own process
-(``--workers`` at a time, one torch thread each; unknown flags are passed on to every run),
+(``--workers`` at a time, each with ``--threads`` torch threads, 1 unless given; unknown flags are
+passed on to every run),
 then writes into ``--out``:
 
 * ``sb3_rewards.md``: test success per variant (mean ± std over seeds, each seed's value), each
@@ -99,7 +100,7 @@ def versus(rates: list[float], sparse: list[float] | None) -> str:
     """``rates`` against the sparse variant's: the mean difference and whether it exceeds 2 standard errors."""
     if not sparse or rates is sparse:
         return ""
-    diff = statistics.mean(rates) - statistics.mean(sparse)
+    diff = round(statistics.mean(rates) - statistics.mean(sparse), 3) + 0.0  # + 0.0: no "-0.000"
     var = sum(statistics.variance(x) / len(x) for x in (rates, sparse) if len(x) > 1)
     se = math.sqrt(var)
     if se == 0 or abs(diff) <= 2 * se:
@@ -132,13 +133,20 @@ def main(argv: list[str] | None = None) -> None:
     command = "python baselines/compare_rewards.py " + " ".join(argv if argv is not None else sys.argv[1:])
     first = results[0]
     per_run = statistics.mean(r["train_seconds"] for r in results)
+    longest = max(r["train_seconds"] for r in results)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from sb3_ppo import parse_args as run_args
+
+    threads = run_args(extra).threads
     lines = [
         "# MaskablePPO on Countdown-v0: reward variants",
         "",
         f"Command: `{command.strip()}`  ",
-        f"Budget: {args.total_timesteps} environment steps per run, seeds {args.seeds}, {args.workers} runs at a time "
-        f"(one torch thread each). Wall-clock time of this invocation: {wall / 60:.1f} min for {len(results)} runs "
-        f"(finished runs are reused); training {per_run:.0f} s per run on average. Load average (1, 5, 15 min) "
+        f"Budget: {args.total_timesteps} environment steps per run, seeds {args.seeds}, "
+        f"{'one run' if args.workers == 1 else f'{args.workers} runs'} at a time "
+        f"({threads} torch thread{'s' if threads > 1 else ''} each). Wall-clock time of this invocation: {wall / 60:.1f} min "
+        f"for {len(results)} runs (finished runs are reused); training {per_run:.0f} s per run on average, "
+        f"{longest:.0f} s the longest. Load average (1, 5, 15 min) "
         f"at the start {', '.join(f'{x:.2f}' for x in load_before)}, at the end {', '.join(f'{x:.2f}' for x in load_after)} "
         f"on {os.cpu_count()} CPUs.  ",
         f"Features: lookahead {first.get('lookahead', 1)}, log ratios {first.get('log_ratios', False)}, "

@@ -6,6 +6,8 @@ Trains sb3-contrib's MaskablePPO on the train split of a preset (action masks du
 and at inference), evaluates greedily on the frozen validation or test split, logs to CSV and
 TensorBoard, checkpoints periodically (``--resume`` continues from the last one), saves the
 final model and its evaluation as JSON, and can write a leaderboard submission.
+``--evaluate-model runs/sb3/<run>/final_model.zip --eval-split validation`` evaluates a saved
+model without training (its run's ``args.json`` supplies the feature flags).
 
 Reward variants (the dense terms come from ``countdown_gym.wrappers``, one home):
 
@@ -27,8 +29,10 @@ each move's afterstate, 2 = also a summary of the legal moves from that aftersta
 ``--children`` gives those next moves raw, pooled by a learned network. The policy never
 consults the solver, reachability, the oracle or any search beyond that depth.
 
-The best setting measured is ``--children --n-epochs 20``: test success 0.77 (mean of 3 seeds)
-at ``--total-timesteps 200000``, 0.82 at 400000 (``docs/sb3_baseline.md``).
+The best setting measured is ``--children --n-epochs 20``: with ``--reward oracle-perfect
+--total-timesteps 320000 --threads 2``, one run alone on a 2-core CPU, test success 0.82 (mean of
+3 seeds, under 14 minutes per run); at 200000 steps, two runs at a time, 0.76 (sparse) to 0.79
+(oracle-perfect) (``docs/sb3_baseline.md``).
 
 The original setting (the 40k-step results first committed in ``docs/results/sb3_rewards.md``)
 is ``--vec-env dummy --lookahead 1 --no-log-ratios --activation tanh --num-envs 8 --n-steps 64
@@ -79,6 +83,8 @@ class Args:
     """With lookahead 2: give the moves after each move raw, pooled by a learned network (sb3_policy.py)."""
     seed: int = 0
     learning_rate: float = 2e-3
+    anneal_lr: bool = False
+    """Decay the learning rate linearly from --learning-rate to 0 over --total-timesteps."""
     n_steps: int = 32
     batch_size: int = 256
     n_epochs: int = 4
@@ -107,6 +113,8 @@ class Args:
     progress: bool = True
     submit: str = ""
     """Write a leaderboard submission of the evaluation to this path."""
+    evaluate_model: str = ""
+    """Skip training: evaluate this saved model (a run's ``final_model.zip`` or a checkpoint) on --eval-split."""
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
@@ -245,6 +253,53 @@ def training_logger(folder: Path, resume: bool):
     return Logger(str(folder), [ContinuedCSV(folder / "progress.csv"), make_output_format("tensorboard", str(folder))])
 
 
+FEATURE_FLAGS = ("preset", "reward", "seed", "policy", "lookahead", "log_ratios", "children", "hidden", "net_arch")
+
+
+def evaluate_saved(args: Args, command: str) -> dict[str, Any]:
+    """``--evaluate-model``: greedy evaluation of a saved model, with its run's feature flags when ``args.json`` is found."""
+    from sb3_contrib import MaskablePPO
+
+    path = Path(args.evaluate_model)
+    if not path.is_file():
+        raise SystemExit(f"--evaluate-model: no such file {path}")
+    saved = next((p / "args.json" for p in (path.parent, path.parent.parent) if (p / "args.json").is_file()), None)
+    if saved is not None:
+        old = json.loads(saved.read_text())
+        args = dataclasses.replace(args, **{k: old[k] for k in FEATURE_FLAGS if k in old})
+        print(f"--evaluate-model: features and reward label from {saved}")
+    custom = {"policy_class": PerActionPolicy} if args.policy == "per-action" else {}
+    try:
+        model = MaskablePPO.load(path, device="cpu", custom_objects=custom)
+    except Exception as e:  # not a zip, or not a MaskablePPO save
+        raise SystemExit(f"--evaluate-model: {path} is not a saved MaskablePPO model ({type(e).__name__}: {e})") from None
+    env = gym.make("Countdown-v0", preset=args.preset)
+    if args.policy == "per-action":
+        env = MoveFeatures(env, lookahead=args.lookahead, log_ratios=args.log_ratios, children=args.children)
+    if model.observation_space.shape != env.observation_space.shape:
+        raise SystemExit(
+            f"--evaluate-model: the model reads observations of shape {model.observation_space.shape}, but --preset "
+            f"{args.preset} --policy {args.policy} --lookahead {args.lookahead} --log-ratios {args.log_ratios} "
+            f"--children {args.children} give {env.observation_space.shape}; pass the flags the model was trained with"
+        )
+    env.close()
+    problems = load_split(args.preset, args.eval_split)
+    if args.eval_limit:
+        problems = problems[: args.eval_limit]
+    t1 = time.time()
+    rate, moves = evaluate(model, problems, args.preset, args.policy, args.lookahead, args.log_ratios, args.children)
+    result = {
+        "model": str(path), "preset": args.preset, "reward": args.reward, "seed": args.seed,
+        "total_timesteps": model.num_timesteps, "eval_split": args.eval_split, "eval_problems": len(problems),
+        "success_rate": rate, "train_seconds": None, "eval_seconds": round(time.time() - t1, 1),
+        "lookahead": args.lookahead, "log_ratios": args.log_ratios, "children": args.children,
+    }
+    print(json.dumps(result))
+    if args.submit:
+        write_submission(args, problems, moves, result, command)
+    return result
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     import torch
@@ -252,6 +307,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback
 
     torch.set_num_threads(args.threads)
+    if args.evaluate_model:
+        return evaluate_saved(args, " ".join(["python", "baselines/sb3_ppo.py", *(argv if argv is not None else sys.argv[1:])]))
     name = args.run_name or f"{args.preset}-{args.reward}-s{args.seed}"
     out = Path(args.output_dir) / name
     out.mkdir(parents=True, exist_ok=True)
@@ -274,8 +331,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if args.resume:
             print(f"--resume: no checkpoint in {out / 'checkpoints'}, starting fresh")
         (out / "curve.csv").unlink(missing_ok=True)  # a fresh start begins a fresh curve
+        from stable_baselines3.common.utils import LinearSchedule
+
+        learning_rate = LinearSchedule(args.learning_rate, 0.0, 1.0) if args.anneal_lr else args.learning_rate
         model = MaskablePPO(
-            policy_class, vec, learning_rate=args.learning_rate, n_steps=args.n_steps, batch_size=args.batch_size,
+            policy_class, vec, learning_rate=learning_rate, n_steps=args.n_steps, batch_size=args.batch_size,
             n_epochs=args.n_epochs, gamma=args.gamma, ent_coef=args.ent_coef, seed=args.seed, device="cpu",
             policy_kwargs=policy_kwargs,
         )
@@ -359,7 +419,8 @@ def write_submission(args: Args, problems: list[Problem], moves: list[list[tuple
         problems=problems,
         moves=[[list(m) for m in ms] for ms in moves],
         sampling={"k": 1, "temperature": 0.0},
-        compute=f"{result['total_timesteps']} env steps, {result['train_seconds']} s on CPU",
+        compute=f"{result['total_timesteps']} env steps"
+        + (f", {result['train_seconds']} s on CPU" if result.get("train_seconds") is not None else ""),
         command=command,
     )
 

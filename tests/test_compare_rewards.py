@@ -32,3 +32,11 @@ def test_compare_writes_table_and_figure_and_reuses_runs(tmp_path: Path, capsys:
     assert (tmp_path / "runs" / "sparse-s0" / "result.json").stat().st_mtime == mtime
     with pytest.raises(ValueError, match="other settings"):
         compare_rewards.main([*argv, "--hidden", "16"])
+
+
+def test_versus_calls_a_difference_only_beyond_two_standard_errors() -> None:
+    assert compare_rewards.versus([0.78, 0.81, 0.86], [0.804, 0.805, 0.842]) == "+0.000 (within seed noise)"
+    assert compare_rewards.versus([0.90, 0.91, 0.92], [0.50, 0.51, 0.52]) == "+0.400 (better)"
+    assert compare_rewards.versus([0.50, 0.51, 0.52], [0.90, 0.91, 0.92]) == "-0.400 (worse)"
+    sparse = [0.5, 0.6]
+    assert compare_rewards.versus(sparse, sparse) == ""

@@ -332,6 +332,37 @@ def test_train_evaluate_resume_and_submit(tmp_path: Path, reward: str) -> None:
         assert [int(r["steps"]) for r in csv.DictReader(f)] == [128, 256, 384]
 
 
+def test_anneal_lr_decays_the_learning_rate_linearly_to_zero(tmp_path: Path) -> None:
+    sb3_ppo.main(["--anneal-lr", "--learning-rate", "0.001", "--num-envs", "2", "--n-steps", "64", "--batch-size", "64",
+                  "--n-epochs", "1", "--total-timesteps", "256", "--eval-limit", "5", "--eval-every", "0",
+                  "--output-dir", str(tmp_path), "--run-name", "r", "--no-progress", "--eval-split", "validation"])
+    with (tmp_path / "r" / "logs" / "progress.csv").open() as f:
+        rates = [r["train/learning_rate"] for r in csv.DictReader(f)]
+    # one update after each 128-step rollout; SB3 writes an update's row with the next rollout's,
+    # so the rows are: no update yet, the update at half of the budget (the last one, at lr 0, is not logged)
+    assert rates[0] == "" and float(rates[1]) == pytest.approx(0.0005)
+    from sb3_contrib import MaskablePPO
+
+    final = MaskablePPO.load(tmp_path / "r" / "final_model.zip", device="cpu")
+    assert final.policy.optimizer.param_groups[0]["lr"] == 0.0  # the last update ran at the end of the decay
+
+
+def test_evaluate_model_rescores_a_saved_run_and_names_wrong_flags(tmp_path: Path) -> None:
+    common = ["--eval-split", "validation", "--eval-limit", "20", "--no-progress"]
+    trained = sb3_ppo.main(["--lookahead", "1", "--num-envs", "2", "--n-steps", "64", "--batch-size", "64",
+                            "--n-epochs", "1", "--total-timesteps", "128", "--eval-every", "0",
+                            "--output-dir", str(tmp_path), "--run-name", "r", *common])
+    again = sb3_ppo.main(["--evaluate-model", str(tmp_path / "r" / "final_model.zip"), *common])
+    assert again["lookahead"] == 1  # from the run's args.json
+    assert again["success_rate"] == trained["success_rate"] and again["total_timesteps"] == trained["total_timesteps"]
+    alone = tmp_path / "copy.zip"  # no args.json beside it: the command line's flags (lookahead 2) do not fit
+    alone.write_bytes((tmp_path / "r" / "final_model.zip").read_bytes())
+    with pytest.raises(SystemExit, match="pass the flags the model was trained with"):
+        sb3_ppo.main(["--evaluate-model", str(alone), *common])
+    with pytest.raises(SystemExit, match="no such file"):
+        sb3_ppo.main(["--evaluate-model", str(tmp_path / "missing.zip"), *common])
+
+
 def test_resume_drops_log_rows_made_after_the_checkpoint(tmp_path: Path) -> None:
     path = tmp_path / "curve.csv"
     path.write_text("steps,validation_success\n128,0.1\n256,0.2\n384,0.3\n")
