@@ -30,9 +30,9 @@ each move's afterstate, 2 = also a summary of the legal moves from that aftersta
 consults the solver, reachability, the oracle or any search beyond that depth.
 
 The best setting measured is ``--children --n-epochs 20``: with ``--reward oracle-perfect
---total-timesteps 320000 --threads 2``, one run alone on a 2-core CPU, test success 0.82 (mean of
-3 seeds, under 14 minutes per run); at 200000 steps, two runs at a time, 0.76 (sparse) to 0.79
-(oracle-perfect) (``docs/sb3_baseline.md``).
+--threads 2``, one run alone on a 2-core CPU, test success 0.80 at ``--total-timesteps 249856``
+(mean of 3 seeds, about 12 minutes per run) and 0.82 at 320000 (13-15.5 minutes); at 200000
+steps, two runs at a time, 0.76 (sparse) to 0.79 (oracle-perfect) (``docs/sb3_baseline.md``).
 
 The original setting (the 40k-step results first committed in ``docs/results/sb3_rewards.md``)
 is ``--vec-env dummy --lookahead 1 --no-log-ratios --activation tanh --num-envs 8 --n-steps 64
