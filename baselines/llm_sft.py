@@ -3,6 +3,11 @@
     python baselines/llm_sft.py                          # defaults below; see docs/tiny_lm.md
     python baselines/llm_sft.py --max-minutes 5 --out runs/sft-small --hidden 96
     python baselines/llm_sft.py --out runs/sft --resume true   # continue from runs/sft/checkpoint
+    python baselines/llm_sft.py --out runs/sft-more --init-from baselines/checkpoints/countdown-tiny-lm
+
+``--init-from`` starts from a saved model's weights (fresh optimiser and schedule; the architecture
+is the saved model's, the ``--arch/--hidden/...`` flags are ignored); ``--resume`` continues a run
+of this script exactly (optimiser, step, RNG).
 
 Data: the train split of ``--preset`` plus ``--fresh-problems`` newly generated problems (any
 problem whose key is in the validation or test split is dropped). Each example is
@@ -51,6 +56,9 @@ class SFTConfig:
     fresh_problems: int = 20000
     """Newly generated problems added to the train split (never validation/test keys)."""
     # model
+    init_from: str = ""
+    """Start from this saved model (a directory with config.json + model.safetensors, e.g. the
+    shipped ``baselines/checkpoints/countdown-tiny-lm``) instead of random weights."""
     arch: str = "llama"
     hidden: int = 128
     layers: int = 4
@@ -135,6 +143,25 @@ def make_batch(problems: list[Problem], tokenizer, tcfg: CompactTraceConfig, rng
         labels[i, : len(lab)] = torch.tensor(lab)
         mask[i, : len(ids)] = 1
     return input_ids, mask, labels
+
+
+def initial_model(cfg: SFTConfig, tokenizer):
+    """A fresh model from the config flags, or the weights of ``cfg.init_from``."""
+    if not cfg.init_from:
+        return build_model(model_config(cfg), tokenizer)
+    from transformers import AutoModelForCausalLM
+
+    path = Path(cfg.init_from)
+    if not (path / "config.json").exists():
+        raise SystemExit(f"--init-from {path}: no saved model there (expected config.json and model.safetensors)")
+    model = AutoModelForCausalLM.from_pretrained(str(path))
+    if model.get_input_embeddings().num_embeddings != len(tokenizer):
+        raise SystemExit(f"--init-from {path}: its vocabulary has {model.get_input_embeddings().num_embeddings} tokens, "
+                         f"the project's tokenizer {len(tokenizer)}; only models built with baselines/tiny_lm.py can be continued")
+    if model.config.max_position_embeddings < cfg.max_positions:
+        raise SystemExit(f"--init-from {path}: the model has {model.config.max_position_embeddings} positions, "
+                         f"--max-positions is {cfg.max_positions}")
+    return model
 
 
 def lr_at(step: int, cfg: SFTConfig, elapsed: float = 0.0) -> float:
@@ -222,10 +249,11 @@ def train(cfg: SFTConfig) -> dict:
     else:
         if cfg.resume:
             print(f"--resume: no checkpoint in {ckpt}, starting from scratch")
-        model = build_model(model_config(cfg), tokenizer)
+        model = initial_model(cfg, tokenizer)
         opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     n_params = count_parameters(model)
-    meta = {"sft_config": asdict(cfg), "model_config": asdict(model_config(cfg)), "params": n_params,
+    meta = {"sft_config": asdict(cfg), "model_config": model.config.to_diff_dict() if cfg.init_from else asdict(model_config(cfg)),
+            "params": n_params,
             "train_problems": len(problems), "trace_config": asdict(tcfg)}
     print(f"model: {cfg.arch}, {n_params / 1e6:.2f}M parameters; {len(problems)} training problems")
 

@@ -192,6 +192,18 @@ def test_sft_steps_checkpoint_resume(tmp_path):
     cfg2 = llm_eval.parse_config(llm_sft.SFTConfig, [*argv[:4], "--max-steps", "4", *argv[6:], "--resume", "true"])
     assert llm_sft.train(cfg2)["steps"] == 4
 
+    # --init-from starts from the saved weights (architecture flags ignored); lr 0 keeps them as they are
+    argv3 = ["--out", str(tmp_path / "more"), "--init-from", str(run / "final"), "--lr", "0", "--hidden", "64",
+             *argv[2:4], "--max-steps", "1", *argv[6:8], *argv[16:]]
+    assert llm_sft.train(llm_eval.parse_config(llm_sft.SFTConfig, argv3))["steps"] == 1
+    before, _ = load_pretrained(run / "final")
+    after, _ = load_pretrained(tmp_path / "more" / "final")
+    assert after.config.hidden_size == 32
+    for (name, a), (_, b) in zip(before.state_dict().items(), after.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+    with pytest.raises(SystemExit, match="no saved model"):
+        llm_sft.train(llm_eval.parse_config(llm_sft.SFTConfig, [*argv3[:2], "--init-from", str(tmp_path / "none"), *argv3[4:]]))
+
 
 def test_training_problems_exclude_held_out():
     cfg = llm_sft.SFTConfig(fresh_problems=300)
