@@ -31,12 +31,13 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sb3_ppo, imported where used (it loads torch)
+
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 DEFAULT_VARIANTS = ["sparse", "oracle-perfect", "oracle-reachable", "oracle-potential", "critic"]
 
 
 def run_one(variant: str, seed: int, steps: int, out: str, extra: list[str]) -> dict:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import sb3_ppo
 
     name = f"{variant}-s{seed}"
@@ -134,10 +135,9 @@ def main(argv: list[str] | None = None) -> None:
     first = results[0]
     per_run = statistics.mean(r["train_seconds"] for r in results)
     longest = max(r["train_seconds"] for r in results)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from sb3_ppo import parse_args as run_args
+    import sb3_ppo
 
-    threads = run_args(extra).threads
+    threads = sb3_ppo.parse_args(extra).threads
     lines = [
         "# MaskablePPO on Countdown-v0: reward variants",
         "",

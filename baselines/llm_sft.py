@@ -36,7 +36,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from llm_eval import generate, score  # noqa: E402
-from tiny_lm import TinyLMConfig, build_model, build_tokenizer, count_parameters, save_pretrained  # noqa: E402
+from tiny_lm import TinyLMConfig, build_model, build_tokenizer, count_parameters, load_pretrained, save_pretrained  # noqa: E402
 
 from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, shuffled  # noqa: E402
@@ -149,12 +149,11 @@ def initial_model(cfg: SFTConfig, tokenizer):
     """A fresh model from the config flags, or the weights of ``cfg.init_from``."""
     if not cfg.init_from:
         return build_model(model_config(cfg), tokenizer)
-    from transformers import AutoModelForCausalLM
-
     path = Path(cfg.init_from)
-    if not (path / "config.json").exists():
-        raise SystemExit(f"--init-from {path}: no saved model there (expected config.json and model.safetensors)")
-    model = AutoModelForCausalLM.from_pretrained(str(path))
+    try:
+        model, _ = load_pretrained(path)
+    except FileNotFoundError:
+        raise SystemExit(f"--init-from {path}: no saved model there (expected config.json and model.safetensors)") from None
     if model.get_input_embeddings().num_embeddings != len(tokenizer):
         raise SystemExit(f"--init-from {path}: its vocabulary has {model.get_input_embeddings().num_embeddings} tokens, "
                          f"the project's tokenizer {len(tokenizer)}; only models built with baselines/tiny_lm.py can be continued")
@@ -255,7 +254,7 @@ def train(cfg: SFTConfig) -> dict:
     meta = {"sft_config": asdict(cfg), "model_config": model.config.to_diff_dict() if cfg.init_from else asdict(model_config(cfg)),
             "params": n_params,
             "train_problems": len(problems), "trace_config": asdict(tcfg)}
-    print(f"model: {cfg.arch}, {n_params / 1e6:.2f}M parameters; {len(problems)} training problems")
+    print(f"model: {model.config.model_type}, {n_params / 1e6:.2f}M parameters; {len(problems)} training problems")
 
     model.train()
     run_start = time.time()
