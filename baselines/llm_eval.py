@@ -9,6 +9,11 @@ submission (``countdown_gym.leaderboard.write_submission``) when the whole split
 else to a JSONL file of completions. Batched HF generation uses left padding with position ids
 derived from the attention mask (models with learned absolute positions, e.g. GPT-2, would
 otherwise see shifted positions). ``--backend vllm`` uses vLLM when it is installed.
+
+The printed metrics include ``greedy_failures`` (:func:`failure_breakdown`): how the greedy
+completions fail (a claimed target that the arithmetic does not give, another invalid move, a valid
+but wrong answer), how often the first move keeps the target reachable, and how often the search
+backtracks to the starting numbers.
 """
 
 from __future__ import annotations
@@ -185,6 +190,56 @@ def score(problems: list[Problem], completions: list[list[str]]) -> list[list[bo
     return [[verify(p, c).correct for c in cs] for p, cs in zip(problems, completions, strict=True)]
 
 
+def failure_breakdown(problems: list[Problem], completions: list[str]) -> dict:
+    """Where the completions go wrong, from their replay through the text environment.
+
+    Fractions of all completions: ``correct``; ``hallucinated_target`` (wrong, with an invalid
+    move that claims the target); ``invalid_step`` (wrong, another invalid move);
+    ``valid_but_wrong`` (wrong with no invalid move: a bad or missing answer). Then
+    ``first_move_on_path`` (of completions with a valid first move: it keeps the target
+    reachable), ``backtracked`` (the search, before the answer, makes a second move from the starting numbers) and
+    ``first_invalid_reason`` (the reason codes of the first invalid move, as fractions of all
+    completions).
+    """
+    from collections import Counter
+
+    from llm_rewards import replay
+
+    from countdown_gym.solver import reachable
+
+    n = max(len(completions), 1)
+    kinds: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    on_path = with_first = backtracked = 0
+    for problem, text in zip(problems, completions, strict=True):
+        r = replay(problem, text)
+        moves = r.transitions
+        start = sorted(problem.numbers)
+        if moves and moves[0]["valid"]:
+            with_first += 1
+            on_path += reachable(moves[0]["next_state"], problem.target, moves[0]["rules"])
+        lines = text.split("\n")
+        answer_at = next((i for i, line in enumerate(lines) if "<Solution>" in line or "<answer>" in line), len(lines))
+        search = [t for t in moves if t["line_no"] < answer_at]
+        backtracked += sum(1 for t in search if t["valid"] and sorted(t["state"]) == start) > 1
+        bad = [t for t in moves if not t["valid"]]
+        if bad:
+            reasons[bad[0]["reason"]] += 1
+        if r.verdict.correct:
+            kinds["correct"] += 1
+        elif any(t["move"] is not None and t["move"][3] == problem.target for t in bad):
+            kinds["hallucinated_target"] += 1
+        elif bad:
+            kinds["invalid_step"] += 1
+        else:
+            kinds["valid_but_wrong"] += 1
+    out = {k: kinds[k] / n for k in ("correct", "hallucinated_target", "invalid_step", "valid_but_wrong")}
+    out["first_move_on_path"] = on_path / with_first if with_first else None
+    out["backtracked"] = backtracked / n
+    out["first_invalid_reason"] = {k: v / n for k, v in reasons.most_common()}
+    return out
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """The unbiased pass@k estimate from ``n`` samples with ``c`` correct."""
     if n - c < k:
@@ -251,6 +306,7 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
     res["greedy_seconds"] = dt
     res["greedy_mean_tokens"] = n_greedy_tokens / max(len(problems), 1)
     res["completions_greedy"] = [g[0] for g in greedy]
+    res["greedy_failures"] = failure_breakdown(problems, res["completions_greedy"])
     if cfg.k > 0:
         t0 = time.time()
         if cfg.backend == "vllm":

@@ -191,6 +191,24 @@ def test_pass_rate_filter_keeps_problems_with_group_signal(tmp_path: Path) -> No
             parse_options(bad)
 
 
+def test_failure_breakdown_of_hand_written_completions() -> None:
+    from baselines.llm_eval import failure_breakdown
+
+    p = Problem((37, 14, 29, 6), 46)
+    right = "37-29=8 [14,6,8]\n 14*6=84 [8,84]\n  84-8=76 [76]\n<Solution>\n37 - 29 = 8\n14 * 6 = 84\n84 - 8 = 76\n</Solution>\n"
+    solved = "37-14=23 [29,6,23]\n 29-6=23 [23,23]\n  23+23=46 [46]\n<Solution>\n37 - 14 = 23\n29 - 6 = 23\n23 + 23 = 46\n</Solution>\n"
+    # a dead first move, then the target is claimed with wrong arithmetic
+    claims = "37-29=8 [14,6,8]\n 14*6=84 [8,84]\n  84-8=46 [46]\n<Solution>\n37 - 29 = 8\n14 * 6 = 84\n84 - 8 = 46\n</Solution>\n"
+    # a dead end, a backtrack to the start, then a wrong product that is not the target
+    backtrack = "37-29=8 [14,6,8]\n 14*6=84 [8,84]\n  84-8=76 [76]\n37-14=23 [29,6,23]\n 29*6=175 [23,175]\n"
+    out = failure_breakdown([p] * 4, [right, solved, claims, backtrack])
+    assert out["correct"] == 0.25 and out["hallucinated_target"] == 0.25 and out["invalid_step"] == 0.25
+    assert out["valid_but_wrong"] == 0.25  # `right` reaches 76, a wrong answer with no invalid move
+    assert out["first_move_on_path"] == 0.25  # only 37-14 keeps 46 reachable
+    assert out["backtracked"] == 0.25  # the solution block's moves do not count as backtracking
+    assert out["first_invalid_reason"] == {"arithmetic_error": 0.5}
+
+
 def test_pass_rate_file_auto_uses_the_model_directory(tmp_path: Path) -> None:
     from countdown_gym import load_split
 
