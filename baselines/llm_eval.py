@@ -11,8 +11,8 @@ derived from the attention mask (models with learned absolute positions, e.g. GP
 otherwise see shifted positions). ``--backend vllm`` uses vLLM when it is installed.
 
 The printed metrics include ``greedy_failures`` (:func:`failure_breakdown`): how the greedy
-completions fail (a claimed target that the arithmetic does not give, another invalid move, a valid
-but wrong answer), how often the first move keeps the target reachable, and how often the search
+completions fail (a claim of the target with an invalid move, another invalid move, a valid but
+wrong answer), how often the first move keeps the target reachable, and how often the search
 backtracks to the starting numbers.
 """
 
@@ -197,15 +197,15 @@ def failure_breakdown(problems: list[Problem], completions: list[str]) -> dict:
     move that claims the target); ``invalid_step`` (wrong, another invalid move);
     ``valid_but_wrong`` (wrong with no invalid move: a bad or missing answer). Then
     ``first_move_on_path`` (of completions with a valid first move: it keeps the target
-    reachable), ``backtracked`` (the search, before the answer, makes a second move from the starting numbers) and
-    ``first_invalid_reason`` (the reason codes of the first invalid move, as fractions of all
+    reachable), ``backtracked`` (the search, outside the ``<Solution>`` block, makes a second
+    move from the starting numbers) and ``first_invalid_reason`` (the reason codes of the first invalid move, as fractions of all
     completions).
     """
     from collections import Counter
 
     from llm_rewards import replay
 
-    from countdown_gym.solver import reachable
+    from countdown_gym.solver import canonical, reachable
 
     n = max(len(completions), 1)
     kinds: Counter[str] = Counter()
@@ -214,14 +214,11 @@ def failure_breakdown(problems: list[Problem], completions: list[str]) -> dict:
     for problem, text in zip(problems, completions, strict=True):
         r = replay(problem, text)
         moves = r.transitions
-        start = sorted(problem.numbers)
+        start = canonical(problem.numbers)
         if moves and moves[0]["valid"]:
             with_first += 1
             on_path += reachable(moves[0]["next_state"], problem.target, moves[0]["rules"])
-        lines = text.split("\n")
-        answer_at = next((i for i, line in enumerate(lines) if "<Solution>" in line or "<answer>" in line), len(lines))
-        search = [t for t in moves if t["line_no"] < answer_at]
-        backtracked += sum(1 for t in search if t["valid"] and sorted(t["state"]) == start) > 1
+        backtracked += sum(1 for t in moves if t["valid"] and not t["in_solution"] and canonical(t["state"]) == start) > 1
         bad = [t for t in moves if not t["valid"]]
         if bad:
             reasons[bad[0]["reason"]] += 1

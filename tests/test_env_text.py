@@ -144,8 +144,8 @@ def test_human_render_prints_each_line(capsys):
 
 def test_transition_record_shape():
     t = replay_completion(P, dfs_trace(P)).transitions[0]
-    assert set(t) == {"state", "move", "next_state", "target", "valid", "reason", "rules", "line_no"}
-    assert t["state"] == (21, 16, 17, 26) and t["move"] == (21, "+", 16, 37)
+    assert set(t) == {"state", "move", "next_state", "target", "valid", "reason", "rules", "line_no", "in_solution"}
+    assert t["state"] == (21, 16, 17, 26) and t["move"] == (21, "+", 16, 37) and not t["in_solution"]
     assert t["next_state"] == (37, 17, 26) and t["target"] == 46 and t["rules"] == P.rules
 
 
@@ -327,6 +327,7 @@ def test_compact_hallucinations():
 def test_solution_block_only():
     r = replay_completion(P, "<Solution>\n21 + 16 = 37\n37 - 17 = 20\n20 + 26 = 46\n</Solution>")
     assert [t["valid"] for t in r.transitions] == [True] * 3 and r.reward == 1.0
+    assert all(t["in_solution"] for t in r.transitions)
     assert r.transitions[-1]["next_state"] == (46,) and r.step_rewards == [0.0, 0.0, 0.0, 0.0, 1.0]
     r = replay_completion(P, "<Solution>\n21 + 16 = 37\n37 - 16 = 21\n21 + 26 = 47\n</Solution>")
     assert [t["reason"] for t in r.transitions] == ["ok", "operand_unavailable", "operand_unavailable"]

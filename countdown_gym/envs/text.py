@@ -169,6 +169,7 @@ class LineChecker:
             "reason": reason,
             "rules": self.rules,
             "line_no": self.line_no,
+            "in_solution": self.in_solution,
         }
 
     def _move(self, state, p: ParsedLine, prepend: bool) -> tuple[tuple[Number, ...] | None, str]:
