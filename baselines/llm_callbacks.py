@@ -311,3 +311,25 @@ class ClipoCheckpointCallback(TrainerCallback):
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
             self.clipo.save(Path(args.output_dir) / f"checkpoint-{state.global_step}" / self.FILENAME)
+
+
+class RunCardCallback(TrainerCallback):
+    """Write the run directory's ``README.md`` (``render(global_step)``) at every checkpoint and at the end.
+
+    TRL writes a generic model card there before each checkpoint; this callback runs after it and
+    replaces it with one that says what the run is, how to repeat it and what it measured so far.
+    """
+
+    def __init__(self, path: str | Path, render: Any) -> None:
+        self.path, self.render = Path(path), render
+
+    def _write(self, state: Any) -> None:
+        if state.is_world_process_zero:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(self.render(state.global_step))
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._write(state)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._write(state)

@@ -19,6 +19,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import shlex
 import sys
 import time
 import types
@@ -394,6 +395,77 @@ def last_checkpoint(out: Path) -> str | None:
     return get_last_checkpoint(str(out)) if out.is_dir() else None
 
 
+# --- run card ---------------------------------------------------------------------------------
+
+
+def command_line(opts: Options) -> str:
+    """The shell command that repeats the run (every option that differs from its default)."""
+    from countdown_gym.dataclass_cli import to_argv
+
+    return shlex.join(["python", "baselines/llm_grpo.py", *to_argv(opts, skip=("resume",))])
+
+
+def run_card(opts: Options, rows: list[dict[str, Any]], step: int) -> str:
+    """The run directory's README.md: what was run, how to repeat it, validation so far."""
+    weights = ", ".join(f"{k} {w:g}" for k, w in reward_terms(opts).items() if w)
+    lines = [
+        f"# GRPO run `{run_dir(opts).name}`",
+        "",
+        "Written by `baselines/llm_grpo.py` at every checkpoint and at the end of training.",
+        "",
+        f"- starting model: `{opts.model}`",
+        f"- rewards: `{opts.rewards}` (term weights: {weights}; see docs/llm_grpo.md)",
+        f"- split preset `{opts.preset}`, prompt style `{opts.prompt_style}`",
+        f"- {opts.steps} steps of {opts.prompts_per_step} prompts x {opts.num_generations} completions, "
+        f"learning rate {opts.learning_rate:g}, beta {opts.beta:g}, temperature {opts.temperature:g}, "
+        f"at most {opts.max_completion_length} completion tokens, loss `{opts.loss_type}`, seed {opts.seed}",
+        f"- trained steps so far: {step}",
+        "",
+        "Repeat it (add `--resume` to continue from the newest checkpoint in this directory):",
+        "",
+        "```bash",
+        command_line(opts),
+        "```",
+        "",
+        "## Validation",
+        "",
+    ]
+    if rows:
+        r0 = rows[0]
+        samples = int(float(r0.get("samples") or 0))
+        lines += [
+            f"First {int(float(r0['problems']))} problems of the `{opts.preset}` validation split; greedy = one greedy "
+            f"completion per problem" + (f", sampled = mean success of {samples} samples at T = {opts.temperature:g}, "
+                                         f"pass@{samples} = any of them." if samples else "."),
+            "",
+            "| step | greedy | sampled | pass@k | greedy completions with an invalid step | mean completion tokens |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in rows:
+            def pct(key: str, r: dict[str, Any] = r) -> str:
+                v = r.get(key)
+                return f"{float(v):.1%}" if v not in (None, "") else "-"
+
+            lines.append(f"| {r['step']} | {pct('greedy_success')} | {pct('sampled_success')} | {pct('pass_at_k')} | "
+                         f"{pct('greedy_invalid_frac')} | {float(r['mean_completion_tokens']):.0f} |")
+        lines += ["", "![validation success vs step](success.png)", ""]
+    else:
+        lines += ["No validation yet.", ""]
+    lines += [
+        "## Files",
+        "",
+        "| file | content |",
+        "| --- | --- |",
+        "| `options.json` | every option of the run |",
+        "| `metrics.csv`, `success.png` | one row per validation, and the plot of success vs step |",
+        "| `train_log.jsonl` | TRL's per-step logs, one reward column per term, `replay/*` diagnostics |",
+        "| `checkpoint-N/` | model, optimizer and RNG state (the last two are kept) |",
+        "| `final/` | the trained model, loadable with `--model` (after the run ends) |",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 # --- main -------------------------------------------------------------------------------------
 
 
@@ -402,7 +474,7 @@ def train(opts: Options) -> dict[str, Any]:
     import torch
     from trl import GRPOTrainer
 
-    from baselines.llm_callbacks import ClipoCheckpointCallback, ValidationCallback
+    from baselines.llm_callbacks import ClipoCheckpointCallback, RunCardCallback, ValidationCallback
     from countdown_gym.splits import load_split
 
     check_options(opts)
@@ -449,6 +521,7 @@ def train(opts: Options) -> dict[str, Any]:
     callbacks: list[Any] = [validation]
     if clipo is not None:
         callbacks.append(ClipoCheckpointCallback(clipo.clipo))
+    callbacks.append(RunCardCallback(out / "README.md", lambda step: run_card(opts, validation.rows, step)))
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=funcs,

@@ -2,6 +2,7 @@
 
     opts = parse(Options)                      # sys.argv[1:]
     parser = build_parser(Options)             # the argparse parser itself (``--help``, tests)
+    argv = to_argv(opts)                       # the flags that rebuild ``opts`` (non-default fields)
 
 Flags are ``--field-name`` (``--field_name`` is accepted too). The help text of a flag is the
 attribute docstring under the field (or, without one, the comment at the end of the field's line)
@@ -266,3 +267,32 @@ def parse(cls: type[T], argv: Sequence[str] | None = None, **kw: Any) -> T:
     except (ValueError, TypeError) as exc:
         parser.error(str(exc))
         raise  # unreachable: parser.error exits
+
+
+def to_argv(instance: Any, *, skip: Collection[str] = ()) -> list[str]:
+    """The flags that rebuild ``instance`` with :func:`parse`: one per field that differs from its default.
+
+    ``parse(type(instance), to_argv(instance)) == instance`` for every field type :func:`parse`
+    supports (fields named in ``skip`` are left out). Fields without a default are always written.
+    """
+    if not dataclasses.is_dataclass(instance) or isinstance(instance, type):
+        raise TypeError(f"to_argv needs a dataclass instance, got {type(instance).__name__}")
+    argv: list[str] = []
+    for f in dataclasses.fields(instance):
+        value, default = getattr(instance, f.name), _default(f)
+        if f.name in skip or (default is not dataclasses.MISSING and value == default):
+            continue
+        flag = f"--{f.name.replace('_', '-')}"
+        if isinstance(value, bool):
+            argv.append(flag if value else f"--no-{flag[2:]}")
+        elif value is None:
+            argv += [flag, "auto"]
+        elif isinstance(value, (tuple, list)):
+            if not value:
+                raise ValueError(f"field {f.name!r}: an empty sequence has no command-line form")
+            argv += [flag, *(_show(v) for v in value)]
+        elif isinstance(value, dict):
+            argv += [flag, json.dumps(value)]
+        else:
+            argv += [flag, str(value)]
+    return argv

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import pytest
 
-from countdown_gym.dataclass_cli import build_parser, field_docs, parse, parse_bool
+from countdown_gym.dataclass_cli import build_parser, field_docs, parse, parse_bool, to_argv
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -159,6 +159,29 @@ def test_exclude_and_not_a_dataclass() -> None:
     assert parse(Demo, [], exclude=("extra",)).extra == {}
     with pytest.raises(TypeError, match="not a dataclass"):
         build_parser(int)
+
+
+@pytest.mark.parametrize(
+    "demo",
+    [
+        Demo(),
+        Demo(name="a b", steps=7, lr=2e-4, resume=True, progress=False, bf16=False, sizes=(3,), arch=[8, 16, 32],
+             dead_ends=(2, 0), extra={"top_p": 0.95, "k": [1, 2]}, mode="slow", out="runs/x y"),
+        Demo(bf16=True, name="100% free"),
+    ],
+)
+def test_to_argv_round_trips(demo: Demo) -> None:
+    argv = to_argv(demo)
+    assert parse(Demo, argv) == demo
+    assert parse(Demo, shlex.split(shlex.join(argv))) == demo  # and through a shell command line
+
+
+def test_to_argv_writes_only_changed_fields() -> None:
+    assert to_argv(Demo()) == []
+    assert to_argv(Demo(steps=5, progress=False)) == ["--steps", "5", "--no-progress"]
+    assert to_argv(Demo(steps=5, out="o"), skip=("out",)) == ["--steps", "5"]
+    with pytest.raises(TypeError, match="dataclass instance"):
+        to_argv(Demo)
 
 
 # ---- the ported scripts: documented commands parse as before -----------------------------------------------

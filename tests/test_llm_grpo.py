@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -347,6 +349,10 @@ def test_two_grpo_steps_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     summary = llm_grpo.train(opts)
     assert summary["last"]["step"] == 3
     assert [int(r["step"]) for r in csv.DictReader((out / "metrics.csv").open())] == [0, 1, 2, 3]
+    card = (out / "README.md").read_text()  # ours, not TRL's generic model card
+    assert card.startswith("# GRPO run `run`") and "trained steps so far: 3" in card and "| 3 |" in card
+    command = card.split("```bash\n")[1].split("\n```")[0]
+    assert llm_grpo.parse_options(shlex.split(command)[2:]) == dataclasses.replace(opts, resume=False)
 
 
 def test_prompt_token_ids_match_trl_tokenization() -> None:
