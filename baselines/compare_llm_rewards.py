@@ -32,24 +32,25 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from baselines.llm_grpo import DEFAULT_MODEL  # noqa: E402
+from baselines.llm_grpo import DEFAULT_MODEL, Options  # noqa: E402
 
 VARIANTS = ("sparse", "oracle", "critic", "clipo")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    d = Options()  # llm_grpo.py's defaults, except the number of steps and the validation samples
     p.add_argument("--model", default=DEFAULT_MODEL)
     p.add_argument("--preset", default="longproc-0.5k")
     p.add_argument("--prompt-style", default="compact")
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated --rewards values")
     p.add_argument("--seeds", default="0", help="comma-separated seeds")
     p.add_argument("--steps", type=int, default=60)
-    p.add_argument("--prompts-per-step", type=int, default=8)
-    p.add_argument("--num-generations", type=int, default=8)
-    p.add_argument("--max-completion-length", type=int, default=192)
-    p.add_argument("--learning-rate", type=float, default=1e-4)
-    p.add_argument("--temperature", type=float, default=0.5)
+    p.add_argument("--prompts-per-step", type=int, default=d.prompts_per_step)
+    p.add_argument("--num-generations", type=int, default=d.num_generations)
+    p.add_argument("--max-completion-length", type=int, default=d.max_completion_length)
+    p.add_argument("--learning-rate", type=float, default=d.learning_rate)
+    p.add_argument("--temperature", type=float, default=d.temperature)
     p.add_argument("--eval-interval", type=int, default=20)
     p.add_argument("--eval-problems", type=int, default=200, help="validation problems during training")
     p.add_argument("--eval-samples", type=int, default=4)
@@ -58,8 +59,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--jobs", type=int, default=2, help="runs in parallel (one thread each)")
     p.add_argument("--runs-dir", default=str(ROOT / "runs" / "compare_llm"))
     p.add_argument("--results-dir", default=str(ROOT / "docs" / "results"))
-    p.add_argument("--train-pass-rates", default="none",
-                   help="llm_grpo.py --train-pass-rates for every run: none (every training problem), auto, or a file")
+    p.add_argument("--train-pass-rates", default=d.train_pass_rates,
+                   help="llm_grpo.py --train-pass-rates for every run: auto (the model's own file), none (every "
+                        "training problem), or a file")
     p.add_argument("--extra-args", default="", help="more llm_grpo.py flags for every run, e.g. '--beta 0.01'")
     args = p.parse_args(argv)
     for name in ("steps", "jobs", "prompts_per_step", "max_completion_length"):

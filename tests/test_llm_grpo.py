@@ -368,6 +368,9 @@ def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> No
     for variant in ("sparse", "oracle", "critic", "clipo"):
         cmd = compare_llm_rewards.run_command(args, variant, 3)
         opts = parse_options(cmd[2:])
-        assert (opts.rewards, opts.seed, opts.beta, opts.train_pass_rates) == (variant, 3, 0.01, "none")
+        assert (opts.rewards, opts.seed, opts.beta, opts.train_pass_rates) == (variant, 3, 0.01, "auto")
         assert (opts.learning_rate, opts.prompts_per_step, opts.steps) == (args.learning_rate, args.prompts_per_step, args.steps)
-        assert llm_grpo.pass_rates_file(opts) is None
+        # every option but the rewards, seed, steps and run bookkeeping is llm_grpo.py's default
+        same = ("learning_rate", "prompts_per_step", "num_generations", "max_completion_length", "temperature", "train_pass_rates")
+        assert all(getattr(opts, name) == getattr(Options(), name) for name in same)
+        assert llm_grpo.pass_rates_file(opts) is not None  # the shipped model's own train_pass_rates.jsonl
