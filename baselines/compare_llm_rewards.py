@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from baselines.llm_grpo import DEFAULT_MODEL, Options  # noqa: E402
+from baselines.llm_grpo import Options  # noqa: E402
 
 VARIANTS = ("sparse", "oracle", "critic", "clipo")
 
@@ -40,9 +40,9 @@ VARIANTS = ("sparse", "oracle", "critic", "clipo")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     d = Options()  # llm_grpo.py's defaults, except the number of steps and the validation samples
-    p.add_argument("--model", default=DEFAULT_MODEL)
-    p.add_argument("--preset", default="longproc-0.5k")
-    p.add_argument("--prompt-style", default="compact")
+    p.add_argument("--model", default=d.model)
+    p.add_argument("--preset", default=d.preset)
+    p.add_argument("--prompt-style", default=d.prompt_style)
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated --rewards values")
     p.add_argument("--seeds", default="0", help="comma-separated seeds")
     p.add_argument("--steps", type=int, default=60)

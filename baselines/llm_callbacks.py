@@ -201,7 +201,7 @@ class ValidationCallback(TrainerCallback):
         if not self.csv_path.exists():
             return []
         with self.csv_path.open(newline="") as f:
-            return [dict(r) for r in csv.DictReader(f)]
+            return [_numeric(r) for r in csv.DictReader(f)]
 
     def _write(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)

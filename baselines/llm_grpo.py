@@ -405,8 +405,13 @@ def command_line(opts: Options) -> str:
     return shlex.join(["python", "baselines/llm_grpo.py", *to_argv(opts, skip=("resume",))])
 
 
+def _percent(value: Any) -> str:
+    return f"{value:.1%}" if isinstance(value, (int, float)) else "-"
+
+
 def run_card(opts: Options, rows: list[dict[str, Any]], step: int) -> str:
-    """The run directory's README.md: what was run, how to repeat it, validation so far."""
+    """The run directory's README.md: what was run, how to repeat it, validation so far (``rows``:
+    :class:`ValidationCallback` rows, numbers)."""
     weights = ", ".join(f"{k} {w:g}" for k, w in reward_terms(opts).items() if w)
     lines = [
         f"# GRPO run `{run_dir(opts).name}`",
@@ -431,10 +436,9 @@ def run_card(opts: Options, rows: list[dict[str, Any]], step: int) -> str:
         "",
     ]
     if rows:
-        r0 = rows[0]
-        samples = int(float(r0.get("samples") or 0))
+        samples = rows[0].get("samples") or 0
         lines += [
-            f"First {int(float(r0['problems']))} problems of the `{opts.preset}` validation split; greedy = one greedy "
+            f"First {rows[0]['problems']} problems of the `{opts.preset}` validation split; greedy = one greedy "
             f"completion per problem" + (f", sampled = mean success of {samples} samples at T = {opts.temperature:g}, "
                                          f"pass@{samples} = any of them." if samples else "."),
             "",
@@ -442,12 +446,8 @@ def run_card(opts: Options, rows: list[dict[str, Any]], step: int) -> str:
             "| --- | --- | --- | --- | --- | --- |",
         ]
         for r in rows:
-            def pct(key: str, r: dict[str, Any] = r) -> str:
-                v = r.get(key)
-                return f"{float(v):.1%}" if v not in (None, "") else "-"
-
-            lines.append(f"| {r['step']} | {pct('greedy_success')} | {pct('sampled_success')} | {pct('pass_at_k')} | "
-                         f"{pct('greedy_invalid_frac')} | {float(r['mean_completion_tokens']):.0f} |")
+            cells = [_percent(r.get(key)) for key in ("greedy_success", "sampled_success", "pass_at_k", "greedy_invalid_frac")]
+            lines.append(f"| {r['step']} | {' | '.join(cells)} | {r['mean_completion_tokens']:.0f} |")
         lines += ["", "![validation success vs step](success.png)", ""]
     else:
         lines += ["No validation yet.", ""]
