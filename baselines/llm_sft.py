@@ -68,6 +68,8 @@ class SFTConfig:
     # trace format
     dead_ends: tuple = (0,)
     probe: int = 1
+    dead_end_rate: float = 1.0
+    """Chance that a trace writes its dead ends at a state (``CompactTraceConfig.dead_end_rate``)."""
     answer: str = "solution"
     # optimisation
     lr: float = 2e-3
@@ -94,7 +96,11 @@ class SFTConfig:
 
 
 def trace_config(cfg: SFTConfig) -> CompactTraceConfig:
-    return CompactTraceConfig(dead_ends=tuple(cfg.dead_ends), probe=cfg.probe, answer=cfg.answer)
+    """The trace format of ``cfg``; a clear error naming the flags when it is invalid."""
+    try:
+        return CompactTraceConfig(dead_ends=tuple(cfg.dead_ends), probe=cfg.probe, dead_end_rate=cfg.dead_end_rate, answer=cfg.answer)
+    except ValueError as exc:
+        raise SystemExit(f"trace format (--dead-ends, --probe, --dead-end-rate, --answer): {exc}") from None
 
 
 def model_config(cfg: SFTConfig) -> TinyLMConfig:
@@ -127,7 +133,8 @@ def make_batch(problems: list[Problem], tokenizer, tcfg: CompactTraceConfig, rng
     for p in problems:
         q = shuffled(p, rng.randrange(1 << 30))
         prompt = compact_prompt(q)
-        completion = compact_trace(q, config=tcfg)
+        seed = rng.randrange(1 << 30) if tcfg.dead_end_rate < 1.0 else None  # no extra draw otherwise: old runs repeat
+        completion = compact_trace(q, config=tcfg, seed=seed)
         ids_p = tokenizer(prompt)["input_ids"]  # starts with <bos>
         ids_c = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         ids = (ids_p + ids_c)[:max_len]
@@ -219,10 +226,10 @@ def train(cfg: SFTConfig) -> dict:
         raise SystemExit(f"--schedule must be steps or time, got {cfg.schedule!r}")
     if cfg.schedule == "time" and cfg.max_minutes <= 0:
         raise SystemExit("--schedule time needs --max-minutes > 0")
+    tcfg = trace_config(cfg)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     ckpt = out / "checkpoint"
-    tcfg = trace_config(cfg)
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
 

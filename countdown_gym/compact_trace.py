@@ -52,12 +52,17 @@ class CompactTraceConfig:
             ``(1, 0)`` adds one dead end and a backtrack at the initial numbers.
         probe: How many further moves (first in scan order) are written below a dead end before
             backtracking; a probed state with two numbers left always enumerates its leaf moves.
+        dead_end_rate: The chance that a state writes its dead ends at all (drawn per state from
+            the trace's seed). The default 1.0 always writes them, so with ``dead_ends=(2, 0)``
+            nearly every trace opens with a failed move; 0.5 opens half of them with the good
+            move, so a model trained on them learns the solver's first move as well as backtracking.
         show_state: Append `` [n1,n2,...]`` (the number set after the move) to every line.
         answer: ``"solution"`` for a ``<Solution>`` block, ``"answer"`` for ``<answer>expr</answer>``.
     """
 
     dead_ends: tuple[int, ...] = (0,)
     probe: int = 1
+    dead_end_rate: float = 1.0
     show_state: bool = True
     answer: str = "solution"
 
@@ -66,6 +71,8 @@ class CompactTraceConfig:
             raise ValueError(f"dead_ends must be a non-empty tuple of ints >= 0, got {self.dead_ends!r}")
         if not isinstance(self.probe, int) or self.probe < 0:
             raise ValueError(f"probe must be an int >= 0, got {self.probe!r}")
+        if not isinstance(self.dead_end_rate, (int, float)) or not 0.0 <= self.dead_end_rate <= 1.0:
+            raise ValueError(f"dead_end_rate must be a number in [0, 1], got {self.dead_end_rate!r}")
         if self.answer not in ("solution", "answer"):
             raise ValueError(f"answer must be 'solution' or 'answer', got {self.answer!r}")
 
@@ -98,6 +105,7 @@ class _Writer:
     rules: Rules
     config: CompactTraceConfig
     lines: list[str]
+    rng: random.Random
 
     def write(self, depth: int, move: CompactMove, nxt: tuple[int, ...]) -> None:
         a, op, b, c = move
@@ -142,6 +150,8 @@ class _Writer:
                 raise AssertionError("reachability and move scan disagree")
             return [move]
         limit = self.config.dead_ends[min(depth, len(self.config.dead_ends) - 1)]
+        if limit and self.config.dead_end_rate < 1.0 and self.rng.random() >= self.config.dead_end_rate:
+            limit = 0
         dead: list[tuple[CompactMove, tuple[int, ...]]] = []
         for move, nxt in _moves(state, self.rules):
             if self.keeps_target(nxt):
@@ -177,11 +187,14 @@ def compact_trace(
     rules: Rules | None = None,
     config: CompactTraceConfig | None = None,
     shuffle_seed: int | None = None,
+    seed: int | None = None,
 ) -> str:
     """The compact search trace of ``problem`` followed by its final answer.
 
     ``shuffle_seed`` (optional) permutes the numbers first, as :func:`shuffled` does; the
-    trace then scans the permuted order (use the same permutation in the prompt).
+    trace then scans the permuted order (use the same permutation in the prompt). ``seed`` seeds
+    the draws of ``config.dead_end_rate`` (default: ``shuffle_seed``, else 0), so a trace is a
+    function of its arguments.
     Raises ``ValueError`` when the problem has no solution whose intermediate results are all
     non-negative integers (the only numbers the format writes).
     """
@@ -198,11 +211,15 @@ def compact_trace(
         raise ValueError("compact traces are written for rules with use_all=True")
     if not reachable(numbers, problem.target, rules):
         raise ValueError(f"no solution: {problem!r} is not solvable under rules {rules.name!r}")
-    w = _Writer(problem.target, rules, config, [])
+    w = _Writer(problem.target, rules, config, [], _draws(shuffle_seed if seed is None else seed))
     if not w.keeps_target(numbers):
         raise ValueError(f"{problem!r} has no solution with non-negative integer intermediates")
     path = w.solve(numbers, 0)
     return "\n".join(w.lines) + "\n" + _solution_text(path, numbers, config.answer) + "\n"
+
+
+def _draws(seed: int | None) -> random.Random:
+    return random.Random(f"dead_end_rate:{0 if seed is None else seed}")
 
 
 def _integer_reachable(state: tuple[int, ...], target: int, rules: Rules) -> bool:
@@ -224,10 +241,10 @@ def compact_example(problem: Problem, config: CompactTraceConfig | None = None) 
 
 
 def compact_trace_stats(problems: Sequence[Problem], config: CompactTraceConfig | None = None) -> dict[str, float]:
-    """Mean / max number of move lines and characters of the traces of ``problems``."""
+    """Mean / max number of move lines and characters of the traces of ``problems`` (the i-th drawn with ``seed=i``)."""
     lines, chars = [], []
-    for p in problems:
-        t = compact_trace(p, config=config)
+    for i, p in enumerate(problems):
+        t = compact_trace(p, config=config, seed=i)
         body = t.split("<")[0]
         lines.append(body.count("\n"))
         chars.append(len(t))

@@ -27,7 +27,7 @@ from tiny_lm import (  # noqa: E402
     save_pretrained,
 )
 
-from countdown_gym import Problem, Rules, load_split  # noqa: E402
+from countdown_gym import Problem, Rules, dataclass_cli, load_split  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, compact_trace_stats, shuffled  # noqa: E402
 from countdown_gym.envs.text import replay_completion  # noqa: E402
 from countdown_gym.splits import SPLIT_SPEC  # noqa: E402
@@ -102,6 +102,38 @@ def test_compact_trace_shuffle_and_bad_input():
         CompactTraceConfig(dead_ends=())
     with pytest.raises(ValueError):
         CompactTraceConfig(answer="boxed")
+
+
+def test_dead_end_rate_mixes_opening_moves():
+    """dead_end_rate < 1 leaves out the dead ends at some states, drawn from ``seed``; 0 is the plain path."""
+    problems = load_split("longproc-0.5k", "validation")[:60]
+    always = CompactTraceConfig(dead_ends=(2, 0))
+    half = CompactTraceConfig(dead_ends=(2, 0), dead_end_rate=0.5)
+    never = CompactTraceConfig(dead_ends=(2, 0), dead_end_rate=0.0)
+    assert compact_trace(problems[0], config=CompactTraceConfig(dead_ends=(2, 0), dead_end_rate=1.0), seed=5) == compact_trace(problems[0], config=always)
+    kinds = set()
+    for i, p in enumerate(problems):
+        assert compact_trace(p, config=never, seed=i) == compact_trace(p)
+        t = compact_trace(p, config=half, seed=i)
+        assert t == compact_trace(p, config=half, seed=i)  # a function of its arguments
+        assert t in (compact_trace(p, config=always), compact_trace(p))
+        r = replay_completion(p, t)
+        assert r.verdict.correct and r.invalid_steps == 0, (p, t)
+        if compact_trace(p, config=always) != compact_trace(p):  # the problem has dead ends to show
+            kinds.add(t == compact_trace(p))
+    assert kinds == {True, False}
+    mixed = compact_trace_stats(problems, half)["mean_lines"]
+    assert compact_trace_stats(problems, never)["mean_lines"] < mixed < compact_trace_stats(problems, always)["mean_lines"]
+    for bad in (-0.1, 1.5, "half"):
+        with pytest.raises(ValueError, match="dead_end_rate"):
+            CompactTraceConfig(dead_end_rate=bad)
+
+
+def test_sft_rejects_a_bad_trace_format_clearly(tmp_path):
+    for flags in (["--dead-end-rate", "2"], ["--dead-ends", "-1"]):
+        with pytest.raises(SystemExit, match="trace format"):
+            llm_sft.train(dataclass_cli.parse(llm_sft.SFTConfig, [*flags, "--out", str(tmp_path / "run")]))
+    assert not (tmp_path / "run").exists()
 
 
 def test_compact_trace_under_rational_rules_stays_integer():
