@@ -105,7 +105,8 @@ class _Writer:
     rules: Rules
     config: CompactTraceConfig
     lines: list[str]
-    rng: random.Random
+    rng: random.Random | None
+    """Draws of ``config.dead_end_rate``; None when the rate is 1 (nothing to draw)."""
 
     def write(self, depth: int, move: CompactMove, nxt: tuple[int, ...]) -> None:
         a, op, b, c = move
@@ -150,7 +151,7 @@ class _Writer:
                 raise AssertionError("reachability and move scan disagree")
             return [move]
         limit = self.config.dead_ends[min(depth, len(self.config.dead_ends) - 1)]
-        if limit and self.config.dead_end_rate < 1.0 and self.rng.random() >= self.config.dead_end_rate:
+        if limit and self.rng is not None and self.rng.random() >= self.config.dead_end_rate:
             limit = 0
         dead: list[tuple[CompactMove, tuple[int, ...]]] = []
         for move, nxt in _moves(state, self.rules):
@@ -211,7 +212,8 @@ def compact_trace(
         raise ValueError("compact traces are written for rules with use_all=True")
     if not reachable(numbers, problem.target, rules):
         raise ValueError(f"no solution: {problem!r} is not solvable under rules {rules.name!r}")
-    w = _Writer(problem.target, rules, config, [], _draws(shuffle_seed if seed is None else seed))
+    draws = _draws(shuffle_seed if seed is None else seed) if config.dead_end_rate < 1.0 else None
+    w = _Writer(problem.target, rules, config, [], draws)
     if not w.keeps_target(numbers):
         raise ValueError(f"{problem!r} has no solution with non-negative integer intermediates")
     path = w.solve(numbers, 0)
