@@ -55,7 +55,7 @@ class CompactTraceConfig:
         dead_end_rate: The chance that a state writes its dead ends at all (drawn per state from
             the trace's seed). The default 1.0 always writes them, so with ``dead_ends=(2, 0)``
             nearly every trace opens with a failed move; 0.5 opens half of them with the good
-            move, so a model trained on them learns the solver's first move as well as backtracking.
+            move and half with failed ones.
         show_state: Append `` [n1,n2,...]`` (the number set after the move) to every line.
         answer: ``"solution"`` for a ``<Solution>`` block, ``"answer"`` for ``<answer>expr</answer>``.
     """
