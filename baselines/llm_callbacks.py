@@ -169,7 +169,14 @@ def plot_success(rows: Sequence[dict[str, Any]], path: Path, title: str = "") ->
 
 
 class ValidationCallback(TrainerCallback):
-    """Validate at the start, every ``eval_interval`` steps and at the end; write CSV/PNG; time steps."""
+    """Validate at the start, every ``eval_interval`` steps and at the end; write CSV/PNG; time steps.
+
+    Whenever a validation's greedy success beats every earlier one (the start included), the model and
+    tokenizer are saved to ``output_dir/best`` with ``best/validation.json`` (its step and metrics), so a
+    run that peaks and then drifts keeps its best model whatever ``save_total_limit`` deletes.
+    """
+
+    BEST_DIR = "best"
 
     def __init__(
         self,
@@ -230,8 +237,11 @@ class ValidationCallback(TrainerCallback):
             return
         row = _merge(parts)
         row["step"] = step
+        improved = all(row["greedy_success"] > float(r["greedy_success"]) for r in self.rows)
         self.rows.append(row)
         self._write()
+        if improved:
+            self._save_best(model, row)
         if self.verbose:
             extra = f", sampled {row['sampled_success']:.1%}, pass@{self.samples} {row['pass_at_k']:.1%}" if self.samples else ""
             print(
@@ -239,6 +249,18 @@ class ValidationCallback(TrainerCallback):
                 f"{row['tokens_per_s']:.0f} generated tokens/s",
                 flush=True,
             )
+
+    def _save_best(self, model: Any, row: dict[str, Any]) -> None:
+        best = self.dir / self.BEST_DIR
+        model.save_pretrained(best)
+        self.tokenizer.save_pretrained(best)
+        (best / "validation.json").write_text(json.dumps(row, indent=2) + "\n")
+
+    def best(self) -> dict[str, Any] | None:
+        """The validation row of the saved best model (None before the first validation)."""
+        if not self.rows:
+            return None
+        return max(self.rows, key=lambda r: (float(r["greedy_success"]), -int(r["step"])))
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         self._evaluate(model, state.global_step)
@@ -269,6 +291,7 @@ class ValidationCallback(TrainerCallback):
         out: dict[str, Any] = {}
         if self.rows:
             out["first"], out["last"] = _numeric(self.rows[0]), _numeric(self.rows[-1])
+            out["best"] = _numeric(self.best() or {})
             out["eval_tokens_per_s"] = sum(float(r["tokens_per_s"]) for r in self.rows) / len(self.rows)
         if self.step_seconds:
             out["steps_timed"] = len(self.step_seconds)

@@ -461,6 +461,8 @@ def run_card(opts: Options, rows: list[dict[str, Any]], step: int) -> str:
         "| `train_log.jsonl` | TRL's per-step logs, one reward column per term, `replay/*` diagnostics |",
         "| `checkpoint-N/` | model, optimizer and RNG state (the last two are kept) |",
         "| `final/` | the trained model, loadable with `--model` (after the run ends) |",
+        "| `best/` | the model with the highest greedy validation success so far (the start included); "
+        "`best/validation.json` says at which step |",
         "",
     ]
     return "\n".join(lines)
@@ -542,7 +544,8 @@ def train(opts: Options) -> dict[str, Any]:
     if clipo is not None:
         clipo.clipo.save(out / "final" / ClipoCheckpointCallback.FILENAME)
     summary = validation.summary()
-    summary.update(train_seconds=seconds, output_dir=str(out), train_problems=len(train_problems),
+    summary.update(train_seconds=seconds, output_dir=str(out), best_dir=str(out / validation.BEST_DIR),
+                   train_problems=len(train_problems),
                    train_pass_rates=str(rates_file) if rates_file else None)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
@@ -558,6 +561,10 @@ def main(argv: list[str] | None = None) -> None:
             f"validation success (greedy, {first['problems']} problems): start {first['greedy_success']:.1%} "
             f"(step {first['step']}) -> final {last['greedy_success']:.1%} (step {last['step']})"
         )
+        best = summary.get("best")
+        if best:
+            print(f"best validation success (greedy): {best['greedy_success']:.1%} at step {best['step']}, "
+                  f"saved in {summary['best_dir']}")
         if "sampled_success" in last:
             print(
                 f"validation success (sampled, T={opts.temperature}, {opts.eval_samples}/problem): "

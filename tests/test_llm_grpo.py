@@ -344,6 +344,8 @@ def test_two_grpo_steps_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     if rewards == "clipo":
         assert "rewards/clipo_reward/mean" in step_logs[0] and (out / "checkpoint-2" / "clipo_head.pt").exists()
     assert (out / "final" / "model.safetensors").exists()
+    best = json.loads((out / "best" / "validation.json").read_text())
+    assert best["step"] == summary["best"]["step"] and (out / "best" / "model.safetensors").exists()
     # resume: continue to step 3 from checkpoint-2 and keep the metrics history
     opts.steps, opts.resume = 3, True
     summary = llm_grpo.train(opts)
@@ -353,6 +355,46 @@ def test_two_grpo_steps_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     assert card.startswith("# GRPO run `run`") and "trained steps so far: 3" in card and "| 3 |" in card
     command = card.split("```bash\n")[1].split("\n```")[0]
     assert llm_grpo.parse_options(shlex.split(command)[2:]) == dataclasses.replace(opts, resume=False)
+
+
+def test_validation_keeps_the_best_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """best/ holds the model of the highest greedy validation (earliest on ties), also across a resume."""
+    from baselines import llm_callbacks
+
+    scores = iter([0.2, 0.3, 0.25, 0.3, 0.1, 0.4])
+    monkeypatch.setattr(llm_callbacks, "evaluate_policy", lambda *a, **k: {
+        "problems": 4, "samples": 0, "greedy_success": next(scores), "greedy_invalid_frac": 0.0,
+        "mean_completion_tokens": 1.0, "eval_seconds": 1.0, "generated_tokens": 4,
+    })
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.step = 0
+
+        def save_pretrained(self, path: Path) -> None:
+            Path(path).mkdir(parents=True, exist_ok=True)
+            (Path(path) / "weights.txt").write_text(str(self.step))
+
+    tok = build_tokenizer()
+    model = Recorder()
+
+    def make() -> llm_callbacks.ValidationCallback:
+        return llm_callbacks.ValidationCallback([PROBLEM] * 4, ["p"] * 4, tok, tmp_path, verbose=False)
+
+    cb = make()
+    best = tmp_path / cb.BEST_DIR
+    for step in (0, 10, 20, 30):
+        model.step = step
+        cb._evaluate(model, step)
+    assert (best / "weights.txt").read_text() == "10"  # 0.3 at step 10; the tie at step 30 does not replace it
+    assert json.loads((best / "validation.json").read_text())["step"] == 10
+    assert (best / "tokenizer.json").exists()
+    assert cb.summary()["best"]["step"] == 10 and cb.summary()["best"]["greedy_success"] == pytest.approx(0.3)
+    cb = make()  # a resumed run reads the history back and compares against all of it
+    for step in (40, 50):
+        model.step = step
+        cb._evaluate(model, step)
+    assert (best / "weights.txt").read_text() == "50" and cb.best()["step"] == 50
 
 
 def test_prompt_token_ids_match_trl_tokenization() -> None:
