@@ -22,6 +22,7 @@ import torch
 from transformers import TrainerCallback
 
 from baselines.llm_rewards import prompt_token_ids, replay
+from baselines.tiny_lm import save_pretrained
 
 EVAL_FIELDS = (
     "step",
@@ -237,10 +238,9 @@ class ValidationCallback(TrainerCallback):
             return
         row = _merge(parts)
         row["step"] = step
-        improved = all(row["greedy_success"] > float(r["greedy_success"]) for r in self.rows)
         self.rows.append(row)
         self._write()
-        if improved:
+        if self.best() is row:
             self._save_best(model, row)
         if self.verbose:
             extra = f", sampled {row['sampled_success']:.1%}, pass@{self.samples} {row['pass_at_k']:.1%}" if self.samples else ""
@@ -251,13 +251,12 @@ class ValidationCallback(TrainerCallback):
             )
 
     def _save_best(self, model: Any, row: dict[str, Any]) -> None:
-        best = self.dir / self.BEST_DIR
-        model.save_pretrained(best)
-        self.tokenizer.save_pretrained(best)
+        best = save_pretrained(model, self.tokenizer, self.dir / self.BEST_DIR)
         (best / "validation.json").write_text(json.dumps(row, indent=2) + "\n")
 
     def best(self) -> dict[str, Any] | None:
-        """The validation row of the saved best model (None before the first validation)."""
+        """The validation row of the saved best model: highest greedy success, earliest on ties (None before
+        the first validation)."""
         if not self.rows:
             return None
         return max(self.rows, key=lambda r: (float(r["greedy_success"]), -int(r["step"])))

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -371,7 +372,7 @@ def test_validation_keeps_the_best_model(tmp_path: Path, monkeypatch: pytest.Mon
         def __init__(self) -> None:
             self.step = 0
 
-        def save_pretrained(self, path: Path) -> None:
+        def save_pretrained(self, path: Path, **kwargs: Any) -> None:
             Path(path).mkdir(parents=True, exist_ok=True)
             (Path(path) / "weights.txt").write_text(str(self.step))
 
