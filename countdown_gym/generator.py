@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from dataclasses import dataclass, field
+from numbers import Integral
 from typing import Any, Literal
 
 from countdown_gym.problem import Problem
@@ -51,6 +52,22 @@ class GeneratorConfig:
         def bad(msg: str) -> None:
             raise ValueError(f"GeneratorConfig({self.name!r}): {msg}")
 
+        def is_int(x: Any) -> bool:
+            return isinstance(x, int) and not isinstance(x, bool)
+
+        if not isinstance(self.name, str):
+            bad(f"name must be a str, got {self.name!r}")
+        for what in ("min_numbers", "max_numbers", "min_value", "max_value", "min_target", "max_target", "max_attempts"):
+            if not is_int(getattr(self, what)):
+                bad(f"{what} must be an int, got {getattr(self, what)!r}")
+        for what in ("min_solutions", "max_solutions", "min_search_nodes", "max_search_nodes"):
+            value = getattr(self, what)
+            if value is not None and (not is_int(value) or value < 0):
+                bad(f"{what} must be a non-negative int or None, got {value!r}")
+        if not isinstance(self.rules, Rules):
+            bad(f"rules must be a Rules (e.g. Rules.preset('tinyzero')), got {type(self.rules).__name__} {self.rules!r}")
+        if self.max_attempts < 1:
+            bad(f"max_attempts must be >= 1, got {self.max_attempts}")
         if not 2 <= self.min_numbers <= self.max_numbers:
             bad(f"need 2 <= min_numbers <= max_numbers, got {self.min_numbers}..{self.max_numbers}")
         if self.max_numbers > 8:
@@ -59,6 +76,12 @@ class GeneratorConfig:
             bad(f"need 0 <= min_value <= max_value, got {self.min_value}..{self.max_value}")
         if self.min_target > self.max_target:
             bad(f"need min_target <= max_target, got {self.min_target}..{self.max_target}")
+        lowest = {"positive": 1, "nonnegative": 0}.get(self.rules.sign)  # smallest legal move result
+        limit = self.rules.value_limit
+        if ((lowest is not None and self.max_target < lowest) or (limit is not None and self.min_target >= limit)) and (
+            self.rules.use_all or self.max_target < self.min_value or self.min_target > self.max_value
+        ):
+            bad(f"no target in {self.min_target}..{self.max_target} can be reached under the rules {self.rules}")
         for lo, hi, what in (
             (self.min_solutions, self.max_solutions, "solutions"),
             (self.min_search_nodes, self.max_search_nodes, "search_nodes"),
@@ -136,6 +159,9 @@ def _passes_filters(p: Problem, cfg: GeneratorConfig) -> tuple[bool, int | None,
 def iter_problems(preset_or_config: str | GeneratorConfig, seed: int):
     """An endless, deterministic stream of distinct solvable problems."""
     cfg = get_config(preset_or_config)
+    if isinstance(seed, bool) or not isinstance(seed, Integral):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+    seed = int(seed)
     rng = random.Random(seed)
     method = cfg.resolved_method
     seen: set[tuple[tuple[int, ...], int]] = set()

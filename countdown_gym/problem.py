@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from countdown_gym.expression import MAX_NUMBER_DIGITS
 from countdown_gym.rules import Rules
 
 
@@ -42,6 +43,8 @@ class Problem:
             raise ValueError("Problem.numbers must not be empty")
         if any(x < 0 for x in numbers):
             raise ValueError(f"Problem.numbers must be non-negative, got {numbers}")
+        if any(x >= 10**MAX_NUMBER_DIGITS for x in numbers):  # an answer could not write them
+            raise ValueError(f"Problem.numbers must have at most {MAX_NUMBER_DIGITS} digits (the verifier's literal limit)")
         object.__setattr__(self, "numbers", numbers)
         _check_int(self.target, "Problem.target")
         if not isinstance(self.rules, Rules):
@@ -74,10 +77,12 @@ class Problem:
             rules = Rules.longproc()
         elif isinstance(rules, str):
             rules = Rules.preset(rules)
-        else:
+        elif isinstance(rules, dict):
             rules = Rules.from_dict(rules)
+        else:
+            raise ValueError(f"a problem's 'rules' must be a dict, a preset name or absent, got {rules!r:.100}")
         return cls(
-            numbers=tuple(d["numbers"]),
+            numbers=d["numbers"],
             target=d["target"],
             rules=rules,
             id=d.get("id"),

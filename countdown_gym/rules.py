@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
+import numpy as np
+
 Number = int | Fraction
 """A value in a Countdown state: an ``int``, or a ``Fraction`` under rational rules."""
 
@@ -43,6 +45,14 @@ class Rules:
     use_all: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"Rules.name must be a str, got {type(self.name).__name__} {self.name!r}")
+        for flag in ("integer_only", "use_all"):  # a truthy "false" must not silently mean True
+            value = getattr(self, flag)
+            if isinstance(value, np.bool_):  # e.g. read back from a parquet / pandas column
+                object.__setattr__(self, flag, bool(value))
+            elif not isinstance(value, bool):
+                raise TypeError(f"Rules.{flag} must be a bool, got {type(value).__name__} {value!r}")
         if self.sign not in ("positive", "nonnegative", "any"):
             raise ValueError(f"Rules.sign must be 'positive', 'nonnegative' or 'any', got {self.sign!r}")
         if self.value_limit is not None and (
@@ -83,6 +93,8 @@ class Rules:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Rules:
+        if not isinstance(data, dict):
+            raise ValueError(f"Rules.from_dict needs a dict of Rules fields, got {type(data).__name__} {data!r:.100}")
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - fields
         if unknown:

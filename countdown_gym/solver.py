@@ -454,8 +454,10 @@ def solve(problem: Problem, rules: Rules | None = None, limit: int | None = None
     and ``*`` in one canonical order, so two solutions differ only if their expression trees do.
     Every expression verifies with :func:`countdown_gym.verify`. ``limit`` stops early.
     """
+    if not isinstance(problem, Problem):
+        raise TypeError(f"solve() needs a Problem, got {type(problem).__name__}")
     rules = rules or problem.rules
-    if limit is not None and limit < 1:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
     found: dict[str, None] = {}
     target = problem.target

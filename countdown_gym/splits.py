@@ -2,8 +2,8 @@
 
 The files live in ``countdown_gym/data/<preset>/<split>.jsonl`` (one :meth:`Problem.to_dict`
 per line). ``SPLIT_SHA256`` pins their content: :func:`load_split` refuses a file whose hash
-differs. ``python -m countdown_gym.splits`` rebuilds them (and prints the new hashes) from
-:data:`SPLIT_SPEC`; test problems never share a (sorted numbers, target) key with train or
+differs. ``python -m countdown_gym.splits`` regenerates them from :data:`SPLIT_SPEC` and checks them
+against those hashes (``--write`` rewrites the files and prints the new hashes); test problems never share a (sorted numbers, target) key with train or
 validation problems.
 """
 
@@ -44,7 +44,7 @@ SPLIT_SHA256: dict[str, dict[str, str]] = {
         "test": "d96c9fd2208d67ce192aea65471fc60fab3f39775a0850d6ad52741d19aae076",
     },
 }
-"""SHA-256 of each shipped split file (filled in by ``python -m countdown_gym.splits``)."""
+"""SHA-256 of each shipped split file (printed by ``python -m countdown_gym.splits --write``)."""
 
 
 class SplitIntegrityError(RuntimeError):
@@ -73,7 +73,7 @@ def split_sha256(preset: str, split: str) -> str:
     try:
         return SPLIT_SHA256[preset][split]
     except KeyError:
-        raise SplitIntegrityError(f"no recorded SHA-256 for {preset}/{split}; rebuild with python -m countdown_gym.splits") from None
+        raise SplitIntegrityError(f"no recorded SHA-256 for {preset}/{split}; rebuild with python -m countdown_gym.splits --write") from None
 
 
 @cache
@@ -111,22 +111,44 @@ def build_splits(preset: str) -> dict[str, list[Problem]]:
     return out
 
 
-def _write_all() -> None:  # pragma: no cover - maintenance command
+def _split_bytes(problems: list[Problem]) -> bytes:
+    """A split file's exact content: one compact :meth:`Problem.to_dict` JSON object per line."""
+    return "".join(json.dumps(p.to_dict(), separators=(",", ":")) + "\n" for p in problems).encode("utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:  # pragma: no cover - maintenance command
+    """Rebuild every split from :data:`SPLIT_SPEC`: check it against the recorded hashes, or ``--write`` it."""
+    import argparse
+
     from tqdm import tqdm
 
+    parser = argparse.ArgumentParser(
+        prog="python -m countdown_gym.splits",
+        description="Regenerate the frozen splits from SPLIT_SPEC and compare them with SPLIT_SHA256. "
+        "Nothing is written unless --write is given.",
+    )
+    parser.add_argument("--write", action="store_true", help="overwrite countdown_gym/data/ and print the new hashes")
+    args = parser.parse_args(argv)
     hashes: dict[str, dict[str, str]] = {}
     for preset in tqdm(SPLIT_SPEC, desc="presets"):
-        splits = build_splits(preset)
         hashes[preset] = {}
-        for split, problems in splits.items():
-            path = split_path(preset, split)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("w", encoding="utf-8", newline="\n") as f:
-                for p in problems:
-                    f.write(json.dumps(p.to_dict(), separators=(",", ":")) + "\n")
-            hashes[preset][split] = file_sha256(path)
-    print(json.dumps(hashes, indent=4))
+        for split, problems in build_splits(preset).items():
+            data = _split_bytes(problems)
+            hashes[preset][split] = hashlib.sha256(data).hexdigest()
+            if args.write:
+                path = split_path(preset, split)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+    if args.write:
+        print(json.dumps(hashes, indent=4))
+        return 0
+    differ = [f"{pr}/{sp}" for pr in hashes for sp in hashes[pr] if SPLIT_SHA256.get(pr, {}).get(sp) != hashes[pr][sp]]
+    if differ:
+        print(f"these splits no longer reproduce from SPLIT_SPEC: {', '.join(differ)}")
+        return 1
+    print(f"all {sum(map(len, hashes.values()))} split files reproduce their recorded SHA-256")
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
-    _write_all()
+    raise SystemExit(main())

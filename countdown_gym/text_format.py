@@ -70,12 +70,12 @@ def sanitize(text: str) -> str:
 
 # ---- numbers -------------------------------------------------------------------------------
 
-_N = r"-?\d+(?:/\d+)?"
-_DEC = r"-?\d+\.\d+"
-_NC = r"\(-?\d+(?:/\d+)?\)|-?\d+"  # compact operand: bare integer or parenthesised
+_N = r"-?[0-9]+(?:/[0-9]+)?"
+_DEC = r"-?[0-9]+\.[0-9]+"
+_NC = r"\(-?[0-9]+(?:/[0-9]+)?\)|-?[0-9]+"  # compact operand: bare integer or parenthesised
 _LIST = rf"(?:{_N}(?:\s*,\s*{_N})*)?"
-_RE_INT = re.compile(r"-?\d+")
-_RE_RATIONAL = re.compile(r"-?\d+/\d+")
+_RE_INT = re.compile(r"-?[0-9]+")
+_RE_RATIONAL = re.compile(r"-?[0-9]+/[0-9]+")
 _RE_DECIMAL = re.compile(_DEC)
 
 
@@ -170,7 +170,7 @@ class ParsedLine:
 
 
 _RE_ANNOT = re.compile(r"\s*### Current State: \[(?P<set>[^\]]*)\]\s*$")
-_RE_INIT = re.compile(rf"^Initial number set: \[(?P<nums>{_LIST})\], target: (?P<t>-?\d+)(?P<rest>.*)$")
+_RE_INIT = re.compile(rf"^Initial number set: \[(?P<nums>{_LIST})\], target: (?P<t>-?[0-9]+)(?P<rest>.*)$")
 _RE_PICK = re.compile(
     rf"^(?P<ind> *)(?:\|- )?Pick two numbers \((?P<a>{_N}), (?P<b>{_N})\)"
     rf"(?: \(numbers left: \[(?P<left>{_LIST})\]\))?(?P<rest>.*)$"
@@ -180,12 +180,12 @@ _RE_TRY = re.compile(
     rf"(?: = (?P<c>{_DEC}|{_N})| (?P<inv>\(invalid operation\)))(?P<rest>.*)$"
 )
 _RE_ADD = re.compile(rf"Add (?P<x>{_N}) to the number set")
-_RE_CUR = re.compile(r"Current number set: \[(?P<set>[^\]]*)\], target: (?P<t>-?\d+)")
+_RE_CUR = re.compile(r"Current number set: \[(?P<set>[^\]]*)\], target: (?P<t>-?[0-9]+)")
 _RE_OPTIONS = re.compile(r"Options for choosing two numbers: \[(?P<opts>[^\]]*)\]")
-_RE_EVAL = re.compile(rf"Evaluate (?P<v>{_N}) (?P<rel>==|!=) (?P<t>-?\d+)")
+_RE_EVAL = re.compile(rf"Evaluate (?P<v>{_N}) (?P<rel>==|!=) (?P<t>-?[0-9]+)")
 _EQ = rf"(?P<a>\(?{_N}\)?)\s+(?P<op>[-+*/])\s+(?P<b>\(?{_N}\)?)\s*=\s*(?P<c>\(?{_N}\)?)"
 _RE_TRACEBACK = re.compile(rf"^\s*(?:Final step|The step before|The first step):\s*{_EQ}\s*\.?\s*$")
-_RE_EQUATION = re.compile(rf"^\s*(?:(?:Step\s*\d+\s*:|\d+[.)])\s*|[-*\u2022]\s+)?{_EQ}\s*\.?\s*$")
+_RE_EQUATION = re.compile(rf"^\s*(?:(?:Step\s*[0-9]+\s*:|[0-9]+[.)])\s*|[-*\u2022]\s+)?{_EQ}\s*\.?\s*$")
 _RE_COMPACT = re.compile(
     rf"^(?P<ind> *)(?P<a>{_NC})(?P<op>[-+*/])(?P<b>{_NC})=(?P<c>{_NC})(?:\s*\[(?P<set>[^\]]*)\])?\s*$"
 )

@@ -210,13 +210,13 @@ def _count_tries(nums: list[Number], target: int, rules: Rules, counter: list[in
 
 # ---- parsing -----------------------------------------------------------------------------------
 
-_NUM = r"-?\d+(?:/\d+)?"
+_NUM = r"-?[0-9]+(?:/[0-9]+)?"
 _RE_INIT = re.compile(rf"^Initial number set: \[(?P<nums>[^\]]*)\], target: (?P<target>{_NUM})")
 _RE_PICK = re.compile(
     rf"^(?P<ind>(?: +\|- )?)Pick two numbers \((?P<a>{_NUM}), (?P<b>{_NUM})\) \(numbers left: \[(?P<left>[^\]]*)\]\)"
 )
 _RE_TRY = re.compile(
-    rf"^(?P<ind>(?: +\|- )?)Try (?P<a>{_NUM}) (?P<op>[-+*/]) (?P<b>{_NUM})(?: = (?P<c>-?[\d.]+(?:/\d+)?)| \(invalid operation\))\.(?P<rest>.*)$"
+    rf"^(?P<ind>(?: +\|- )?)Try (?P<a>{_NUM}) (?P<op>[-+*/]) (?P<b>{_NUM})(?: = (?P<c>-?[0-9.]+(?:/[0-9]+)?)| \(invalid operation\))\.(?P<rest>.*)$"
 )
 _RE_STATE_SUFFIX = re.compile(r"\s*### Current State: \[[^\]]*\]\s*$")
 

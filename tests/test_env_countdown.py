@@ -384,6 +384,21 @@ def test_bad_calls_give_clear_errors():
         env.encode_action(0, 1, "^")
     env.step(np.int64(0))  # numpy ints are accepted
     env.step(np.array(0))
+    assert CountdownEnv(problems=[((1, 2), 3)], max_numbers=np.int64(3)).max_numbers == 3
+    with pytest.raises(ValueError, match="above the supported 64"):  # not 4e10 actions built in a hang
+        CountdownEnv(problems=[((1, 2), 3)], max_numbers=100_000)
+    with pytest.raises(ValueError, match="69 numbers; at most 64"):
+        CountdownEnv(problems=[(tuple(range(1, 70)), 5)])
+
+
+def test_huge_values_saturate_the_observation():
+    # a target (or number, without a value limit) too large for a float encodes as +-1, not OverflowError
+    env = CountdownEnv(problems=[((1, 2), 3)])
+    obs, info = env.reset(seed=0, options={"problem": ((1, 2), 10**400)})
+    assert obs[-2] == 1.0 and info["problem"].target == 10**400
+    env = CountdownEnv(problems=[((10**15 - 1, 2), 3)], rules=Rules.longproc().replace(value_limit=None))
+    obs, _ = env.reset(seed=0)
+    assert obs[0] == 1.0 and env.observation_space.contains(obs)
 
 
 def test_render_ansi_and_human(capsys):

@@ -154,6 +154,10 @@ def test_errors():
         CountdownVectorEnv(0)
     with pytest.raises(ValueError, match="overflow"):
         CountdownVectorEnv(2, problems=[((10**6,) * 4, 5)], rules="classic")
+    with pytest.raises(ValueError, match="target does not fit"):
+        CountdownVectorEnv(2, problems=[((1, 2), 10**30)])
+    with pytest.raises(ValueError, match="target does not fit"):
+        CountdownVectorEnv(2, problems=[((1, 2), 3)]).reset(seed=0, options={"problem": ((1, 2), 10**30)})
     with pytest.raises(ValueError, match="disagree"):
         CountdownVectorEnv(2, max_steps=2, max_episode_steps=3)
     venv = CountdownVectorEnv(4, problems=[((21, 16, 17, 26), 46)])

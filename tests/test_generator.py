@@ -122,12 +122,33 @@ def test_config_validation_and_errors() -> None:
     ):
         with pytest.raises(ValueError):
             GeneratorConfig(**kwargs)
+    for kwargs, message in (
+        ({"min_numbers": 2.5}, "min_numbers must be an int"),
+        ({"max_value": 10.0}, "max_value must be an int"),
+        ({"max_target": "50"}, "max_target must be an int"),
+        ({"rules": "tinyzero"}, "rules must be a Rules"),
+        ({"max_attempts": 0}, "max_attempts must be >= 1"),
+        ({"min_solutions": -1}, "min_solutions must be a non-negative int"),
+        ({"name": 5}, "name must be a str"),
+        ({"min_target": -10, "max_target": 0}, "no target in -10..0 can be reached"),  # positive results only
+        ({"min_target": 2000, "max_target": 3000}, "no target in 2000..3000 can be reached"),  # value_limit 2000
+    ):
+        with pytest.raises(ValueError, match=message):
+            GeneratorConfig(**kwargs)
+    # without use_all, a target may be one of the numbers: the same range is then allowed
+    GeneratorConfig(min_target=2000, max_target=3000, min_value=1, max_value=2500, rules=Rules.longproc().replace(use_all=False))
+    for seed in ("abc", 1.5, None):
+        with pytest.raises(TypeError, match="seed must be an int"):
+            generate("longproc-0.5k", 1, seed=seed)  # type: ignore[arg-type]
+    import numpy as np
+
+    assert generate("longproc-0.5k", 2, seed=np.int64(3)) == generate("longproc-0.5k", 2, seed=3)
     with pytest.raises(ValueError, match="unknown preset"):
         get_config("nope")
     for bad in (-1, 2.5, True):
         with pytest.raises(ValueError):
             generate("longproc-0.5k", bad)  # type: ignore[arg-type]
     assert generate("longproc-0.5k", 0) == []
-    impossible = GeneratorConfig(name="x", min_target=5000, max_target=6000, max_attempts=200)
+    impossible = GeneratorConfig(name="x", min_numbers=2, max_numbers=2, max_value=1, max_attempts=200)  # 1 op 1 < 10
     with pytest.raises(RuntimeError, match="no new solvable problem"):
         generate(impossible, 1)

@@ -481,6 +481,16 @@ def test_submit_command_with_a_policy_file(tmp_path, capsys):
     assert lb_main(["submit", "--policy", "nope.py:X", "--out", str(tmp_path / "x.jsonl"), "--agent", "a",
                     "--authors", "a", "--model", "m", "--method", "m", "--reward-variant", "none"]) == 2
     assert "policy file not found" in capsys.readouterr().err
+    meta = ["--out", str(tmp_path / "x.jsonl"), "--agent", "a", "--authors", "a", "--model", "m", "--method", "m",
+            "--reward-variant", "none", "--no-progress"]  # fmt: skip
+    assert lb_main(["submit", "--policy", "cg_no_such_module:X", *meta]) == 2  # no ModuleNotFoundError traceback
+    assert "policy module 'cg_no_such_module' not found" in capsys.readouterr().err
+    # bad metadata is refused before any episode is played (the policy would raise if it were called)
+    for flags, message in ((["--temperature", "-1"], "temperature"), (["--temperature", "nan"], "NaN"),
+                           (["--agent", "a" * 101], "agent")):  # fmt: skip
+        assert lb_main(["submit", "--policy", "os:getcwd", *meta, *flags]) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "x.jsonl").exists()
 
 
 def test_reference_agents_cli_writes_a_valid_submission(tmp_path):

@@ -101,3 +101,39 @@ def test_normalize_and_format() -> None:
     assert format_number(Fraction(7, 2)) == "7/2"
     assert format_number(Fraction(-7, 2)) == "-7/2"
     assert format_number(Fraction(8, 2)) == "4"
+
+
+def test_rules_fields_are_type_checked() -> None:
+    # a truthy string must not silently mean True (e.g. rules read from a hand-written config)
+    with pytest.raises(TypeError, match="Rules.integer_only must be a bool"):
+        Rules(integer_only="no")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Rules.use_all must be a bool"):
+        Rules.from_dict({"use_all": "false"})
+    import numpy as np
+
+    assert Rules(integer_only=np.bool_(False)) == Rules(integer_only=False)  # numpy bools are bools
+    with pytest.raises(TypeError, match="Rules.name must be a str"):
+        Rules(name=3)  # type: ignore[arg-type]
+    for bad in (None, 5, [1, 2]):
+        with pytest.raises(ValueError, match="needs a dict"):
+            Rules.from_dict(bad)  # type: ignore[arg-type]
+
+
+def test_problem_from_dict_errors_name_the_field() -> None:
+    from countdown_gym import Problem
+
+    with pytest.raises(ValueError, match="'rules' must be a dict, a preset name or absent"):
+        Problem.from_dict({"numbers": [1, 2], "target": 3, "rules": 7})
+    with pytest.raises(TypeError, match="Problem.numbers must be a sequence of ints"):
+        Problem.from_dict({"numbers": 5, "target": 3})
+    assert Problem.from_dict({"numbers": [1, 2], "target": 3}).numbers == (1, 2)
+
+
+def test_problem_numbers_stay_within_the_verifiers_literal_limit() -> None:
+    # an answer must be able to write every number, so every solver expression verifies
+    from countdown_gym import Problem, solve, verify
+
+    p = Problem((10**15 - 1, 1), 10**15, rules=Rules.longproc().replace(value_limit=None))
+    assert verify(p, solve(p)[0]).correct
+    with pytest.raises(ValueError, match="at most 15 digits"):
+        Problem((10**15, 1), 10**15 + 1)

@@ -150,6 +150,11 @@ def test_solve_limit_and_count() -> None:
     assert count_solutions(p, cap=2) == min(2, len(all_sols))
     with pytest.raises(ValueError, match="limit"):
         solve(p, limit=0)
+    for bad in (1.5, "2", True):
+        with pytest.raises(ValueError, match="limit must be a positive int"):
+            solve(p, limit=bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="needs a Problem"):
+        solve(((6, 2, 5, 3), 8))  # type: ignore[arg-type]
     assert solve(Problem((1, 1, 1, 1), 24)) == []
 
 

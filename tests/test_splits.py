@@ -89,8 +89,11 @@ def test_bad_names() -> None:
         load_split("longproc-0.5k", "dev")
 
 
-def _serialise(problems) -> bytes:
-    return "".join(json.dumps(p.to_dict(), separators=(",", ":")) + "\n" for p in problems).encode("utf-8")
+def test_maintenance_command_writes_nothing_without_write(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        splits_mod.main(["--help"])
+    assert e.value.code == 0
+    assert "--write" in capsys.readouterr().out
 
 
 @pytest.mark.slow
@@ -98,4 +101,4 @@ def _serialise(problems) -> bytes:
 def test_build_splits_reproduces_shipped_files(preset: str) -> None:
     built = build_splits(preset)
     for split in SPLITS:
-        assert hashlib.sha256(_serialise(built[split])).hexdigest() == SPLIT_SHA256[preset][split], (preset, split)
+        assert hashlib.sha256(splits_mod._split_bytes(built[split])).hexdigest() == SPLIT_SHA256[preset][split], (preset, split)

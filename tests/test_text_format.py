@@ -149,6 +149,12 @@ def test_compact_depth_and_state():
     assert parse_line("37-17=20").numbers is None
 
 
+@pytest.mark.parametrize("line", ["\uff16-2=4", "6-2=\u0664", "6 - 2 = \uff14", "  |- Try \uff16 - 2 = 4. Add 4 to the number set."])
+def test_non_ascii_digits_are_not_numbers(line):
+    # the verifier rejects look-alike digits (non_ascii_digit); a reasoning line must not read them as a move
+    assert not parse_line(line).states_move
+
+
 def test_bad_numbers_never_raise():
     p = parse_line("3/0 + 1 = 4")
     assert p.kind == "text" and p.malformed

@@ -129,6 +129,8 @@ def test_errors() -> None:
         dfs_trace(Problem((1, 1, 1, 1), 24))
     with pytest.raises(TraceParseError):
         parse_trace("hello")
+    with pytest.raises(TraceParseError):  # a look-alike digit is not a number
+        parse_trace(EXPECTED.replace("  |- Try 21 + 16", "  |- Try \uff12\uff11 + 16"))
     with pytest.raises(TraceParseError) as e:
         parse_trace(EXPECTED.replace("  |- Try 21 + 16", "  |- Tri 21 + 16"))
     assert e.value.line_no == 3

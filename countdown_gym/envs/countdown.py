@@ -240,8 +240,12 @@ class _StateCache:
 
 
 def encode_values(values: tuple[Number, ...] | list[Number], value_scale: float) -> list[float]:
-    """The observation's normalisation: ``clip(x / value_scale, -1, 1)`` (computed in float64)."""
-    return [min(1.0, max(-1.0, float(x) / value_scale)) for x in values]
+    """The observation's normalisation: ``clip(x / value_scale, -1, 1)`` (computed in float64).
+
+    Values beyond ``+-value_scale`` are clipped before any float conversion, so an int too large
+    for a float (e.g. a target of ``10**400``) encodes as ``+-1`` instead of overflowing.
+    """
+    return [1.0 if x >= value_scale else -1.0 if x <= -value_scale else float(x) / value_scale for x in values]
 
 
 # ---- the environment ------------------------------------------------------------------------
@@ -303,10 +307,11 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
 
     ## Episode end
     ``terminated`` when the game is over: a win, one number left, a masked action in penalty
-    mode, or a *dead end* (two or more numbers left but no legal move, e.g. ``[1, 1]`` under
-    positive rules: reward 0, ``info["dead_end"] = True``). Under ``use_all`` rules, making the
-    target early with numbers still unused neither wins nor ends the episode: all numbers must
-    be used. ``truncated`` only when ``max_steps`` moves have been made without the game ending.
+    mode, or a *dead end* (two or more numbers left but no legal move, e.g. ``[4001, 2]``
+    under LongProc rules, where every result is a fraction or above the value limit 2000: reward 0,
+    ``info["dead_end"] = True``). Under ``use_all`` rules, making the target early with numbers
+    still unused neither wins nor ends the episode: all numbers must be used. ``truncated`` only
+    when ``max_steps`` moves have been made without the game ending.
     Every move removes one number, so an episode lasts at most ``M - 1`` steps and the env needs
     no ``TimeLimit``. Stepping an ended episode raises ``RuntimeError`` (call ``reset``).
 

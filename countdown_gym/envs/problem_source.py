@@ -181,14 +181,22 @@ def _pool_source(
     return ProblemSource(rules=rules, max_numbers=slots, pool=pool, description=description)
 
 
+MAX_SLOTS = 64
+"""Most numbers a problem source may hold per problem (Countdown-v0 has ``M * (M - 1) * 4`` actions)."""
+
+
 def _slots(max_numbers: int | None, needed: int) -> int:
+    if needed > MAX_SLOTS:
+        raise ValueError(f"a problem has {needed} numbers; at most {MAX_SLOTS} are supported")
     if max_numbers is None:
         return needed
-    if isinstance(max_numbers, bool) or not isinstance(max_numbers, int) or max_numbers < 2:
+    if isinstance(max_numbers, bool) or not isinstance(max_numbers, (int, np.integer)) or max_numbers < 2:
         raise ValueError(f"max_numbers must be an int >= 2 or None, got {max_numbers!r}")
     if max_numbers < needed:
         raise ValueError(f"max_numbers={max_numbers} is smaller than the source's largest problem ({needed} numbers)")
-    return max_numbers
+    if max_numbers > MAX_SLOTS:
+        raise ValueError(f"max_numbers={max_numbers} is above the supported {MAX_SLOTS} (the action space grows as M**2)")
+    return int(max_numbers)
 
 
 def make_problem_source(

@@ -44,6 +44,12 @@ def arithmetic_bound(numbers: Sequence[int], rules: Rules) -> int:
     return bound
 
 
+def _check_target(p: Problem) -> None:
+    """Raise ``ValueError`` unless ``p.target`` fits the batch's int64 target array."""
+    if abs(p.target) >= _INT64_SAFE:
+        raise ValueError(f"{p}: the target does not fit this batched env's int64 arithmetic")
+
+
 class CountdownVectorEnv(VectorEnv):
     """``num_envs`` copies of ``Countdown-v0`` stepped together with numpy array operations.
 
@@ -166,6 +172,8 @@ class CountdownVectorEnv(VectorEnv):
 
         self._pool_arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         if self.source.pool is not None:
+            for p in self.source.pool:
+                _check_target(p)
             bound = max(arithmetic_bound(p.numbers, self.rules) for p in self.source.pool)
         else:
             cfg = self.source.config
@@ -198,6 +206,7 @@ class CountdownVectorEnv(VectorEnv):
 
     # ---- problems ---------------------------------------------------------------------------
     def _check_bound(self, p: Problem) -> None:
+        _check_target(p)
         limit = _INT32_SAFE if self._dtype == np.int32 else _INT64_SAFE - 1
         if arithmetic_bound(p.numbers, self.rules) > limit:
             raise ValueError(

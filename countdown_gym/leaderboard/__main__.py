@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--wrapper-kwargs", default="", help='keyword arguments of the wrapper as JSON, e.g. \'{"lookahead": 2}\'')
     m.add_argument("--preset", default="longproc-0.5k", choices=sorted(SPLIT_SPEC))
     m.add_argument("--split", default="test", choices=SPLITS)
-    m.add_argument("--out", required=True, help="submission file to write, e.g. leaderboard/submissions/<agent>.jsonl")
+    m.add_argument("--out", required=True, help="submission file to write, e.g. leaderboard/submissions/<agent>.<preset>.<split>.jsonl")
     m.add_argument("--agent", required=True, help="short agent name shown in the table")
     m.add_argument("--authors", required=True, help="names and a contact")
     m.add_argument("--model", required=True, help="model / policy description")

@@ -95,7 +95,12 @@ def load_object(spec: str, what: str = "policy") -> Any:
         if Path(getattr(module, "__file__", "") or "").resolve() != path:
             raise ValueError(f"{target}: the module name {path.stem!r} is taken by {module.__file__}; rename the file")
     else:
-        module = importlib.import_module(target)
+        try:
+            module = importlib.import_module(target)
+        except ModuleNotFoundError as e:
+            if e.name is None or not (target == e.name or target.startswith(e.name + ".")):
+                raise  # the module exists but one of its own imports is missing: keep that traceback
+            raise ValueError(f"{what} module {target!r} not found (spec {spec!r}); is it installed or on sys.path?") from None
     if not hasattr(module, name):
         raise ValueError(f"{target} has no attribute {name!r}")
     return getattr(module, name)
@@ -197,10 +202,18 @@ def submit_policy(
     rate of the first run is recorded as the claimed pass@1, so the leaderboard shows any
     disagreement between the environment and the verifier.
     """
-    from countdown_gym.leaderboard.submission import write_submission
+    from countdown_gym.leaderboard.submission import build_header, check_header, write_submission
 
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
+    check_header(  # bad metadata fails now, not after the evaluation
+        build_header(
+            preset=preset, split=split, command=command, compute=compute or "-", answer_kind="moves",
+            sampling={"k": k, "temperature": temperature, "seed": seed}, model_size=metadata.get("model_size") or "n/a",
+            **{key: metadata.get(key, "") for key in ("agent", "authors", "model", "method", "reward_variant")},
+            notes=metadata.get("notes"),
+        )
+    )  # fmt: skip
     evals = [
         evaluate_policy(make_policy(seed + r), preset, split, seed=seed + r, progress=progress, wrapper=wrapper)
         for r in range(k)

@@ -27,7 +27,7 @@ Example (what the baselines call)::
 
     from countdown_gym.leaderboard import write_submission
     write_submission(
-        "leaderboard/submissions/my-agent.jsonl",
+        "leaderboard/submissions/my-agent.longproc-0.5k.test.jsonl",
         agent="my-agent", authors="A. Person <a@example.org>", model="GPT-2 from config",
         model_size="0.84M", method="GRPO+oracle", reward_variant="oracle-perfect",
         preset="longproc-0.5k", split="test",
@@ -493,9 +493,11 @@ def _check_header(path: Path, header: Any) -> dict[str, Any]:
     if problem:
         raise SubmissionError(path, f"header: {problem}")
     try:
-        json.dumps(header, ensure_ascii=False).encode("utf-8")
+        json.dumps(header, ensure_ascii=False, allow_nan=False).encode("utf-8")
     except UnicodeEncodeError:
         raise SubmissionError(path, "header: a string holds an unpaired surrogate escape (\\ud800-\\udfff), not valid Unicode") from None
+    except ValueError:  # only a header built in Python can hold one (the reader refuses NaN / Infinity)
+        raise SubmissionError(path, "header: a number is NaN or infinite, which JSON cannot hold") from None
     preset, split = header["preset"], header["split"]
     if preset not in SPLIT_SPEC:
         raise SubmissionError(path, f"unknown preset {preset!r}; frozen splits exist for {sorted(SPLIT_SPEC)}")
