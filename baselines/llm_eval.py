@@ -18,8 +18,10 @@ backtracks to the starting numbers.
 
 from __future__ import annotations
 
+import errno
 import inspect
 import json
+import os
 import shlex
 import sys
 import time
@@ -36,11 +38,12 @@ from tiny_lm import SHIPPED_CHECKPOINT, position_ids_from_mask  # noqa: E402
 
 from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.problem import Problem  # noqa: E402
-from countdown_gym.splits import load_split  # noqa: E402
-from countdown_gym.text_format import build_prompt  # noqa: E402
+from countdown_gym.splits import SPLIT_SPEC, SPLITS, load_split  # noqa: E402
+from countdown_gym.text_format import PROMPT_STYLES, build_prompt  # noqa: E402
 from countdown_gym.verifier import verify  # noqa: E402
 
 T = TypeVar("T")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass
@@ -83,6 +86,29 @@ class EvalConfig:
     """Also write each problem's sampled pass rate to this JSONL (``id``, ``samples``, ``correct``), the input of
     ``llm_grpo.py --train-pass-rates``."""
     extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.preset not in SPLIT_SPEC:
+            raise ValueError(f"--preset must be one of {sorted(SPLIT_SPEC)}, got {self.preset!r}")
+        if self.split not in SPLITS:
+            raise ValueError(f"--split must be one of {list(SPLITS)}, got {self.split!r}")
+        if self.prompt_style not in PROMPT_STYLES:
+            raise ValueError(f"--prompt-style must be one of {list(PROMPT_STYLES)}, got {self.prompt_style!r}")
+        for name, allowed in (("chat_template", ("auto", "on", "off")), ("backend", ("hf", "vllm")), ("dtype", tuple(DTYPES))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"--{name.replace('_', '-')} must be one of {allowed}, got {getattr(self, name)!r}")
+        for name in ("max_new_tokens", "batch_size", "threads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        for name in ("k", "offset", "limit"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"--{name} must be >= 0, got {getattr(self, name)}")
+        if not self.temperature > 0:
+            raise ValueError(f"--temperature must be > 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"--top-p must be in (0, 1], got {self.top_p}")
+        if self.pass_rates and self.k < 1:
+            raise ValueError("--pass-rates needs sampled completions (--k >= 1)")
 
 
 # ---- prompts and generation -----------------------------------------------------------------------
@@ -253,17 +279,17 @@ def load_model(name: str, dtype: str = "float32"):
 
     if name.startswith((".", "/")) and not Path(name).exists():
         raise SystemExit(f"--model {name}: no such directory")
-    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-    tokenizer = AutoTokenizer.from_pretrained(name)
-    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=DTYPES[dtype])
+    except (OSError, ValueError) as exc:  # ValueError: e.g. a directory with no tokenizer files
+        raise SystemExit(f"cannot load model {name!r}: {exc}") from None
     model.eval()
     return model, tokenizer
 
 
 def select(problems: list[Problem], cfg: EvalConfig) -> list[Problem]:
     """``problems[offset : offset + limit]`` (``limit`` 0 = to the end); an error when nothing is left."""
-    if cfg.offset < 0 or cfg.limit < 0:
-        raise SystemExit(f"--offset and --limit must be >= 0, got {cfg.offset} and {cfg.limit}")
     chosen = problems[cfg.offset : cfg.offset + cfg.limit if cfg.limit else None]
     if not chosen:
         raise SystemExit(f"--offset {cfg.offset} --limit {cfg.limit} selects no problem of {len(problems)}")
@@ -405,6 +431,14 @@ def main(argv: list[str] | None = None) -> dict:
     problems = select(problems, cfg)
     command = shlex.join(["python", "baselines/llm_eval.py", *(sys.argv[1:] if argv is None else argv)])
     check_submission_fields(cfg, problems, command)
+    for flag, path in (("--out", cfg.out), ("--results-json", cfg.results_json), ("--pass-rates", cfg.pass_rates)):
+        try:
+            if path:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                if not os.access(Path(path).parent, os.W_OK):
+                    raise PermissionError(errno.EACCES, "permission denied")
+        except OSError as exc:
+            raise SystemExit(f"{flag} {path}: cannot write there ({exc.strerror or exc})") from None
     res = evaluate(cfg, problems=problems)
     out = write_outputs(cfg, res, problems, command)
     metrics = {k: v for k, v in res.items() if not k.startswith("completions")}
@@ -413,8 +447,6 @@ def main(argv: list[str] | None = None) -> dict:
     if cfg.results_json:
         Path(cfg.results_json).write_text(json.dumps(metrics, indent=2) + "\n")
     if cfg.pass_rates:
-        if "completions_sampled" not in res:
-            raise SystemExit("--pass-rates needs sampled completions (--k >= 1)")
         n = write_pass_rates(cfg.pass_rates, problems, score(problems, res["completions_sampled"]))
         print(f"pass rates of {n} problems written to {cfg.pass_rates}")
     return res

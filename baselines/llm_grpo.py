@@ -35,6 +35,8 @@ from countdown_gym import dataclass_cli  # noqa: E402
 
 DEFAULT_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm")
 PROMPT_STYLES = ("compact", "longproc", "tinyzero")
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")  # TRL's GRPOConfig.loss_type
+SCALE_REWARDS = ("group", "batch", "none")
 
 
 @dataclass
@@ -137,6 +139,15 @@ def check_options(opts: Options) -> None:
         raise SystemExit(f"--preset must be one of {sorted(SPLIT_SPEC)} (the frozen splits), got {opts.preset!r}")
     if opts.vllm_mode not in ("colocate", "server"):
         raise SystemExit(f"--vllm-mode must be colocate or server, got {opts.vllm_mode!r}")
+    if opts.loss_type not in LOSS_TYPES:
+        raise SystemExit(f"--loss-type must be one of {LOSS_TYPES}, got {opts.loss_type!r}")
+    if opts.scale_rewards not in SCALE_REWARDS:
+        raise SystemExit(f"--scale-rewards must be one of {SCALE_REWARDS}, got {opts.scale_rewards!r}")
+    if not opts.temperature > 0:
+        raise SystemExit(f"--temperature must be > 0, got {opts.temperature}")
+    for name in ("learning_rate", "beta"):
+        if not getattr(opts, name) >= 0:
+            raise SystemExit(f"--{name.replace('_', '-')} must be >= 0, got {getattr(opts, name)}")
     for name in ("steps", "prompts_per_step", "max_completion_length", "threads", "eval_batch_size"):
         if getattr(opts, name) < 1:
             raise SystemExit(f"--{name.replace('_', '-')} must be >= 1, got {getattr(opts, name)}")
@@ -149,6 +160,10 @@ def check_options(opts: Options) -> None:
         raise SystemExit(f"need 0 <= --min-pass-rate < --max-pass-rate <= 1, got {opts.min_pass_rate} and {opts.max_pass_rate}")
     if opts.train_pass_rates not in ("auto", "none", "") and not Path(opts.train_pass_rates).is_file():
         raise SystemExit(f"--train-pass-rates {opts.train_pass_rates}: no such file")
+    if Path(opts.model).exists() and not (Path(opts.model) / "config.json").is_file():
+        raise SystemExit(f"--model {opts.model}: no config.json there (not a saved Hugging Face model directory)")
+    if opts.model.startswith((".", "/", "~")) and not Path(opts.model).exists():
+        raise SystemExit(f"--model {opts.model}: no such directory")
     try:
         parse_reward_spec(opts.rewards)
     except ValueError as exc:
@@ -213,7 +228,7 @@ def load_model_and_tokenizer(name: str, dtype: Any = None) -> tuple[Any, Any]:
     try:
         tokenizer = AutoTokenizer.from_pretrained(name)
         model = AutoModelForCausalLM.from_pretrained(name, **({"dtype": dtype} if dtype is not None else {}))
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: e.g. a directory with no tokenizer files
         raise SystemExit(f"cannot load model {name!r}: {exc}") from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -357,7 +372,10 @@ def build_grpo_config(opts: Options, output_dir: Path | None = None) -> Any:
     if opts.vllm_server_base_url:
         kwargs["vllm_server_base_url"] = opts.vllm_server_base_url
     kwargs.update(opts.extra)
-    return GRPOConfig(**kwargs)
+    try:
+        return GRPOConfig(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise SystemExit(f"invalid GRPO configuration (check --extra and the options): {exc}") from None
 
 
 def reward_terms(opts: Options) -> dict[str, float]:
@@ -471,6 +489,10 @@ def run_card(opts: Options, rows: list[dict[str, Any]], step: int) -> str:
 # --- main -------------------------------------------------------------------------------------
 
 
+RESUMABLE_CHANGES = ("steps", "resume", "quiet", "threads", "eval_interval", "eval_batch_size", "save_steps", "report_to", "output_dir")
+"""Options a ``--resume`` may change; any other difference from the run's ``options.json`` is an error."""
+
+
 def train(opts: Options) -> dict[str, Any]:
     """Run GRPO; returns the first and last validation rows and timing figures."""
     import torch
@@ -487,8 +509,22 @@ def train(opts: Options) -> dict[str, Any]:
     resume_from = last_checkpoint(out) if opts.resume else None
     if opts.resume and resume_from is None:
         print(f"--resume: no checkpoint in {out}; starting from scratch", flush=True)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "options.json").write_text(json.dumps(dataclasses.asdict(opts), indent=2) + "\n")
+    saved = out / "options.json"
+    if resume_from is not None and saved.is_file():  # only ever continue a run of the same configuration
+        old, new = json.loads(saved.read_text()), dataclasses.asdict(opts)
+        differ = sorted(k for k in new if k not in RESUMABLE_CHANGES and k in old and old[k] != new[k])
+        if differ:
+            raise SystemExit(f"--resume: {out} holds a run with other options ({', '.join(differ)}); use another --output-dir")
+    try:
+        if resume_from is None:  # a fresh start: no validation rows or logs of an earlier run in this directory
+            for stale in ("metrics.csv", "train_log.jsonl"):
+                if (out / stale).is_file():
+                    print(f"not resuming: removing the earlier run's {out / stale}", flush=True)
+                    (out / stale).unlink()
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "options.json").write_text(json.dumps(dataclasses.asdict(opts), indent=2) + "\n")
+    except OSError as exc:
+        raise SystemExit(f"--output-dir {out}: cannot write there ({exc.strerror or exc})") from None
 
     config = build_grpo_config(opts, out)
     dtype = torch.bfloat16 if config.bf16 else None

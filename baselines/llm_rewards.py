@@ -30,6 +30,7 @@ Weights per reward variant are in :data:`VARIANTS`; ``docs/llm_grpo.md`` explain
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
@@ -76,7 +77,9 @@ def parse_reward_spec(spec: str) -> dict[str, float]:
             try:
                 weights[name] = float(value)
             except ValueError:
-                raise ValueError(f"weight of {name!r} must be a number, got {value!r} in {spec!r}") from None
+                weights[name] = math.nan
+            if not math.isfinite(weights[name]):
+                raise ValueError(f"weight of {name!r} must be a finite number, got {value!r} in {spec!r}")
             continue
         for variant in part.split("+"):
             if variant not in VARIANTS:

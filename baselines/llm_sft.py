@@ -42,7 +42,7 @@ from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, shuffled  # noqa: E402
 from countdown_gym.generator import iter_problems  # noqa: E402
 from countdown_gym.problem import Problem  # noqa: E402
-from countdown_gym.splits import load_split  # noqa: E402
+from countdown_gym.splits import SPLIT_SPEC, load_split  # noqa: E402
 from countdown_gym.text_format import compact_prompt  # noqa: E402
 
 
@@ -93,6 +93,26 @@ class SFTConfig:
     checkpoint_every: int = 50
     resume: bool = False
     progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.preset not in SPLIT_SPEC:
+            raise ValueError(f"--preset must be one of {sorted(SPLIT_SPEC)}, got {self.preset!r}")
+        if self.schedule not in ("steps", "time"):
+            raise ValueError(f"--schedule must be steps or time, got {self.schedule!r}")
+        if self.schedule == "time" and not self.max_minutes > 0:
+            raise ValueError("--schedule time needs --max-minutes > 0")
+        for name in ("batch_size", "max_steps", "eval_every", "eval_problems", "eval_batch_size", "max_new_tokens",
+                     "checkpoint_every", "threads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        for name in ("fresh_problems", "warmup_steps", "max_minutes", "weight_decay", "grad_clip"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
+        if not self.lr >= 0:
+            raise ValueError(f"--lr must be >= 0, got {self.lr}")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}")
+        model_config(self)  # the model flags: TinyLMConfig's checks (--hidden a multiple of --heads, ...)
 
 
 def trace_config(cfg: SFTConfig) -> CompactTraceConfig:
@@ -222,13 +242,12 @@ def plot_curves(rows: list[dict], path: Path) -> None:
 def train(cfg: SFTConfig) -> dict:
     """Run SFT; returns a summary (params, tokens/s, final validation success, paths)."""
     torch.set_num_threads(cfg.threads)
-    if cfg.schedule not in ("steps", "time"):
-        raise SystemExit(f"--schedule must be steps or time, got {cfg.schedule!r}")
-    if cfg.schedule == "time" and cfg.max_minutes <= 0:
-        raise SystemExit("--schedule time needs --max-minutes > 0")
     tcfg = trace_config(cfg)
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SystemExit(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
     ckpt = out / "checkpoint"
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)

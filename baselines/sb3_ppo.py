@@ -55,6 +55,7 @@ import gymnasium as gym
 
 import countdown_gym  # noqa: F401  (registers the environments)
 from countdown_gym import Problem, dataclass_cli, load_split
+from countdown_gym.splits import SPLIT_SPEC
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sb3_policy import LOOKAHEADS, MoveFeatures, PerActionPolicy  # noqa: E402
@@ -138,6 +139,20 @@ def parse_args(argv: list[str] | None = None) -> Args:
         parser.error("--child-hidden must be a positive width and needs --children")
     if args.eval_split not in ("validation", "test"):
         parser.error("--eval-split must be 'validation' or 'test'")
+    if args.preset not in SPLIT_SPEC:
+        parser.error(f"--preset must be one of {sorted(SPLIT_SPEC)} (the frozen splits), got {args.preset!r}")
+    for name in ("total_timesteps", "num_envs", "n_steps", "batch_size", "n_epochs", "hidden", "checkpoint_every", "threads"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    for name in ("eval_limit", "eval_every", "eval_problems"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    if not args.net_arch or min(args.net_arch) < 1:
+        parser.error(f"--net-arch must be positive layer widths, got {args.net_arch}")
+    if not args.learning_rate >= 0:
+        parser.error(f"--learning-rate must be >= 0, got {args.learning_rate}")
+    if not 0 < args.gamma <= 1:
+        parser.error(f"--gamma must be in (0, 1], got {args.gamma}")
     return args
 
 
@@ -311,8 +326,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return evaluate_saved(args, " ".join(["python", "baselines/sb3_ppo.py", *(argv if argv is not None else sys.argv[1:])]))
     name = args.run_name or f"{args.preset}-{args.reward}-s{args.seed}"
     out = Path(args.output_dir) / name
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "args.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "args.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
+    except OSError as exc:
+        raise SystemExit(f"--output-dir {args.output_dir}: cannot write there ({exc.strerror or exc})") from None
 
     vec = make_vec_env(args)
     if args.policy == "per-action":

@@ -89,6 +89,17 @@ class TinyLMConfig:
     max_positions: int = 512
     dropout: float = 0.0
 
+    def __post_init__(self) -> None:
+        if self.arch not in ("llama", "gpt2"):
+            raise ValueError(f"unknown arch {self.arch!r}; choose 'llama' or 'gpt2'")
+        for name in ("hidden", "layers", "heads", "intermediate", "max_positions"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.hidden % self.heads:
+            raise ValueError(f"--hidden ({self.hidden}) must be a multiple of --heads ({self.heads})")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
 
 def build_model(cfg: TinyLMConfig, tokenizer: PreTrainedTokenizerFast) -> PreTrainedModel:
     """A freshly initialised causal LM of ``cfg``'s size for ``tokenizer``'s vocabulary."""
@@ -125,7 +136,7 @@ def build_model(cfg: TinyLMConfig, tokenizer: PreTrainedTokenizerFast) -> PreTra
             **common,
         )
         return GPT2LMHeadModel(config)
-    raise ValueError(f"unknown arch {cfg.arch!r}; choose 'llama' or 'gpt2'")
+    raise ValueError(f"unknown arch {cfg.arch!r}; choose 'llama' or 'gpt2'")  # an arch changed after construction
 
 
 def count_parameters(model: torch.nn.Module) -> int:

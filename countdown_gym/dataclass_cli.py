@@ -10,7 +10,7 @@ followed by its default; the class docstring is the description unless one is gi
 
 * ``bool``: ``--flag``, ``--no-flag`` or ``--flag true|false|yes|no|on|off|1|0``;
   ``bool | None`` also takes ``--flag auto`` (None);
-* ``int``, ``float``, ``str`` (and any other class that takes one string);
+* ``int``, ``float`` (finite: ``nan`` / ``inf`` are errors), ``str`` (and any other class that takes one string);
 * ``tuple[int, ...]``, ``list[int]`` (or bare ``tuple`` / ``list``, element type from the default):
   comma lists (``--sizes 1,2``) or separate values (``--sizes 1 2``), or both;
 * ``dict``: a JSON object (``--extra '{"top_p": 0.95}'``);
@@ -28,6 +28,7 @@ import dataclasses
 import inspect
 import io
 import json
+import math
 import sys
 import textwrap
 import tokenize
@@ -136,6 +137,16 @@ def _split_items(item: Callable[[str], Any], name: str) -> Callable[[str], list[
     return convert
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"not a finite number: {text!r}")
+    return value
+
+
+_finite_float.__name__ = "float"  # argparse names the type in "invalid <name> value" errors
+
+
 def _json_object(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
@@ -188,7 +199,7 @@ def _add_field(parser: argparse.ArgumentParser, f: dataclasses.Field, hint: Any,
     elif hint is dict or origin is dict:
         kw.update(type=_json_object, metavar="JSON")
     elif isinstance(hint, type):
-        kw.update(type=hint, metavar=hint.__name__.upper())
+        kw.update(type=_finite_float if hint is float else hint, metavar=hint.__name__.upper())
     else:
         raise TypeError(f"field {f.name!r}: unsupported type {hint!r} for a command-line flag")
     if default is dataclasses.MISSING:

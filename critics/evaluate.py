@@ -226,6 +226,11 @@ def evaluate(
     from critics import load_critic
     from critics.data import random_states, trace_states
 
+    if max_problems is not None and max_problems < 1:
+        raise ValueError(f"--max-problems must be >= 1 (or left out for all), got {max_problems}")
+    for name, value in (("rollouts", rollouts), ("val_problems", val_problems)):
+        if value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     critic = load_critic(checkpoint)
@@ -313,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     torch.set_num_threads(a.threads)
     try:
         res = evaluate(a.checkpoint, a.preset, a.split, a.max_problems, a.rollouts, a.seed, a.out, a.val_problems)
-    except (CheckpointError, ValueError, FileNotFoundError) as e:
+    except (CheckpointError, ValueError, OSError) as e:
         raise SystemExit(f"error: {e}") from None
     res["threads"] = a.threads
     Path(a.out, "report.md").write_text(render_report(res), encoding="utf-8")

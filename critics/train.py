@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from countdown_gym import dataclass_cli
+from countdown_gym.splits import SPLIT_SPEC
 from critics.data import TraceTable, cached_table
 from critics.models import (
     ModelConfig,
@@ -101,6 +102,13 @@ class TrainConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         if self.goal_min > self.goal_max:
             raise ValueError("--goal-min must be <= --goal-max")
+        if self.preset not in SPLIT_SPEC:
+            raise ValueError(f"--preset must be one of {sorted(SPLIT_SPEC)} (the frozen splits), got {self.preset!r}")
+        for name in ("max_train_problems", "extra_problems", "warmup", "stop_after", "time_limit", "weight_decay", "dead_per_row"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
+        if not self.lr >= 0:
+            raise ValueError(f"--lr must be >= 0, got {self.lr}")
         self.model_config()  # validates the model fields
 
     def model_config(self) -> ModelConfig:
@@ -204,7 +212,9 @@ def plot_similarity(model, table: TraceTable, cfg: TrainConfig, path: Path, seed
     rng = np.random.default_rng(seed)
     rows: list[tuple[int, int]] = []
     seen: set[int] = set()
-    while len(rows) < 16:
+    for _ in range(200):  # bounded: a tiny training set may hold fewer than 16 distinct goals
+        if len(rows) == 16:
+            break
         if cfg.version == "v2":
             b = table.sample_v2(64, rng, "reachable", 0.0, 0)
             pairs = zip(b["state"], b["goal"], strict=True)
@@ -232,11 +242,11 @@ def plot_similarity(model, table: TraceTable, cfg: TrainConfig, path: Path, seed
     sim = (s @ g.T).numpy()
     fig, ax = plt.subplots(figsize=(7, 6))
     im = ax.imshow(sim, cmap="viridis", vmin=-1, vmax=1)
-    ax.set_xticks(range(16), xlabels, rotation=90, fontsize=7)
-    ax.set_yticks(range(16), ylabels, fontsize=7)
+    ax.set_xticks(range(len(rows)), xlabels, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(rows)), ylabels, fontsize=7)
     ax.set_xlabel("goal")
     ax.set_ylabel("state")
-    ax.set_title(f"cosine similarity, one batch of 16 (critic {cfg.version})")
+    ax.set_title(f"cosine similarity, one batch of {len(rows)} (critic {cfg.version})")
     fig.colorbar(im, ax=ax)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -276,7 +286,13 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SystemExit(f"error: --out {out}: cannot write there ({exc.strerror or exc})") from None
+    state_path = out / "train_state.pt"
+    if cfg.resume and not state_path.exists():  # before the data: fail fast
+        raise SystemExit(f"error: --resume: {state_path} not found (no earlier run in {out})")
 
     t_data = time.perf_counter()
     table = cached_table(
@@ -288,9 +304,6 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     start, log, elapsed = 0, [], 0.0
     if cfg.resume:
-        state_path = out / "train_state.pt"
-        if not state_path.exists():
-            raise SystemExit(f"error: --resume: {state_path} not found (no earlier run in {out})")
         from critics.models import load_checkpoint
 
         loaded, meta = load_checkpoint(out)

@@ -81,7 +81,11 @@ def main(argv: list[str] | None = None) -> None:
         import pyarrow  # noqa: F401
     except ImportError:
         sys.exit("export_verl needs pyarrow: pip install 'countdown-gym[bench]' (or pip install pyarrow)")
-    for path in export(args.preset, splits, args.prompt_style, Path(args.out), args.limit):
+    try:
+        paths = export(args.preset, splits, args.prompt_style, Path(args.out), args.limit)
+    except OSError as exc:
+        sys.exit(f"--out {args.out}: cannot write there ({exc.strerror or exc})")
+    for path in paths:
         print(path)
 
 

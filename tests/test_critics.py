@@ -259,3 +259,33 @@ def test_metrics():
     assert a == pytest.approx(3, abs=0.4) and b == pytest.approx(-1, abs=0.3)
     ece, table = expected_calibration_error(1 / (1 + np.exp(-(a * x + b))), lab)
     assert ece < 0.05 and sum(r["n"] for r in table) == 4000
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"preset": "nosuch"}, "--preset must be one of"),
+    ({"lr": -1.0}, "--lr must be >= 0"),
+    ({"max_train_problems": -3}, "--max-train-problems must be >= 0"),
+])
+def test_train_config_rejects_bad_values(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**kwargs)
+
+
+def test_resume_without_a_run_fails_before_the_data(tmp_path, monkeypatch):
+    import critics.train as critics_train
+
+    monkeypatch.setattr(critics_train, "cached_table", lambda *a, **k: pytest.fail("built the data first"))
+    with pytest.raises(SystemExit, match="--resume: .* not found"):
+        train(TrainConfig(out=str(tmp_path), resume=True), progress=False)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"max_problems": 0}, "--max-problems must be >= 1"),
+    ({"rollouts": 0}, "--rollouts must be >= 1"),
+    ({"val_problems": 0}, "--val-problems must be >= 1"),
+])
+def test_evaluate_rejects_bad_sizes(tmp_path, kwargs, message):
+    from critics.evaluate import evaluate
+
+    with pytest.raises(ValueError, match=message):
+        evaluate(out=tmp_path, **kwargs)

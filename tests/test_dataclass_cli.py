@@ -106,6 +106,8 @@ def test_dict_json_and_literal() -> None:
     ("argv", "message"),
     [(["--steps", "1.5"], "argument --steps: invalid int value: '1.5'"),
      (["--lr", "fast"], "argument --lr: invalid float value: 'fast'"),
+     (["--lr", "nan"], "argument --lr: invalid float value: 'nan'"),
+     (["--lr", "inf"], "argument --lr: invalid float value: 'inf'"),
      (["--resume", "maybe"], "argument --resume/--no-resume: invalid true/false value: 'maybe'"),
      (["--bf16", "sometimes"], "invalid true/false/auto value: 'sometimes'"),
      (["--no-resume", "true"], "argument --no-resume: expected no value"),

@@ -257,7 +257,7 @@ def test_clear_error_without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SystemExit, match="vLLM"):
         check_vllm_available()
     with pytest.raises(SystemExit, match="vLLM"):  # before any model is loaded
-        llm_grpo.train(Options(use_vllm=True, model="/nonexistent"))
+        llm_grpo.train(Options(use_vllm=True))
 
 
 # --- CLIPO plumbing ---------------------------------------------------------------------------
@@ -417,3 +417,36 @@ def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> No
         same = ("learning_rate", "prompts_per_step", "num_generations", "max_completion_length", "temperature", "train_pass_rates")
         assert all(getattr(opts, name) == getattr(Options(), name) for name in same)
         assert llm_grpo.pass_rates_file(opts) is not None  # the shipped model's own train_pass_rates.jsonl
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--rewards", "sparse=nan"], "weight of 'sparse' must be a finite number"),
+    (["--rewards", "sparse=inf"], "weight of 'sparse' must be a finite number"),
+    (["--temperature", "0"], "--temperature must be > 0"),
+    (["--learning-rate", "-1"], "--learning-rate must be >= 0"),
+    (["--loss-type", "nosuch"], "--loss-type must be one of"),
+    (["--scale-rewards", "nosuch"], "--scale-rewards must be one of"),
+    (["--model", "/nonexistent/model"], "--model /nonexistent/model: no such directory"),
+])
+def test_bad_options_fail_before_any_model_is_loaded(argv, message):
+    with pytest.raises(SystemExit, match=message):
+        parse_options(argv)
+
+
+def test_model_dir_without_config_and_bad_extra_are_clear_errors(tmp_path):
+    with pytest.raises(SystemExit, match="no config.json there"):
+        parse_options(["--model", str(tmp_path)])
+    with pytest.raises(SystemExit, match="invalid GRPO configuration"):
+        build_grpo_config(Options(extra={"nosuch": 1}), tmp_path)
+
+
+def test_resume_refuses_a_run_with_other_options_and_fresh_starts_drop_old_rows(tmp_path, monkeypatch):
+    (tmp_path / "checkpoint-1").mkdir()
+    (tmp_path / "options.json").write_text(json.dumps(dataclasses.asdict(Options(rewards="oracle", train_pass_rates="none"))))
+    with pytest.raises(SystemExit, match=r"other options \(rewards\)"):
+        llm_grpo.train(Options(output_dir=str(tmp_path), resume=True, train_pass_rates="none"))
+    (tmp_path / "metrics.csv").write_text("step\n0\n")
+    monkeypatch.setattr(llm_grpo, "build_grpo_config", lambda *a: pytest.fail("stop here"))  # past the directory set-up
+    with pytest.raises(pytest.fail.Exception, match="stop here"):
+        llm_grpo.train(Options(output_dir=str(tmp_path), train_pass_rates="none"))
+    assert not (tmp_path / "metrics.csv").exists()

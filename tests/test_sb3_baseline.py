@@ -416,3 +416,16 @@ def test_first_move_reference_agents_win_exactly_when_their_first_move_keeps_the
             while not (terminated or truncated):
                 obs, reward, terminated, truncated, info = env.step(policy(obs, info))
             assert (reward >= 1.0) == keeps
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--eval-limit", "-5"], "--eval-limit must be >= 0"),
+    (["--checkpoint-every", "0"], "--checkpoint-every must be >= 1"),
+    (["--gamma", "2"], "--gamma must be in (0, 1]"),
+    (["--preset", "nosuch"], "--preset must be one of"),
+    (["--n-steps", "0"], "--n-steps must be >= 1"),
+])
+def test_bad_arguments_are_usage_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        sb3_ppo.parse_args(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -280,9 +281,8 @@ def test_eval_offset_and_pass_rates(tmp_path):
     for bad in (["--offset", "8000"], ["--limit", "-1"]):
         with pytest.raises(SystemExit):
             llm_eval.main(["--model", str(path), "--split", "train", *bad, "--k", "0"])
-    with pytest.raises(SystemExit, match="--pass-rates needs sampled"):
-        llm_eval.main(["--model", str(path), "--limit", "1", "--k", "0", "--max-new-tokens", "2",
-                       "--out", str(out), "--pass-rates", str(rates)])
+    with pytest.raises(ValueError, match="--pass-rates needs sampled"):  # refused before any generation
+        llm_eval.EvalConfig(model=str(path), limit=1, k=0, out=str(out), pass_rates=str(rates))
 
 
 def test_eval_rejects_bad_submission_metadata_before_generating(tmp_path, monkeypatch):
@@ -323,3 +323,32 @@ def test_shipped_checkpoint_loads_and_solves_something():
     assert correct >= 1
     texts = [compact_trace(p) for p in problems]
     assert _roundtrip(tok, texts) == []
+
+
+@pytest.mark.parametrize(("cls", "kwargs", "message"), [
+    (llm_sft.SFTConfig, {"hidden": 130, "heads": 4}, "--hidden (130) must be a multiple of --heads (4)"),
+    (llm_sft.SFTConfig, {"arch": "mamba"}, "unknown arch"),
+    (llm_sft.SFTConfig, {"eval_every": 0}, "--eval-every must be >= 1"),
+    (llm_sft.SFTConfig, {"preset": "nosuch"}, "--preset must be one of"),
+    (llm_sft.SFTConfig, {"lr": -1.0}, "--lr must be >= 0"),
+    (llm_eval.EvalConfig, {"split": "nosuch"}, "--split must be one of"),
+    (llm_eval.EvalConfig, {"dtype": "float8"}, "--dtype must be one of"),
+    (llm_eval.EvalConfig, {"prompt_style": "nosuch"}, "--prompt-style must be one of"),
+    (llm_eval.EvalConfig, {"temperature": -1.0}, "--temperature must be > 0"),
+    (llm_eval.EvalConfig, {"top_p": 0.0}, "--top-p must be in"),
+    (llm_eval.EvalConfig, {"k": -1}, "--k must be >= 0"),
+    (llm_eval.EvalConfig, {"max_new_tokens": 0}, "--max-new-tokens must be >= 1"),
+])
+def test_bad_sft_and_eval_options_are_refused_at_parse_time(cls, kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        cls(**kwargs)
+
+
+def test_eval_refuses_a_missing_or_tokenizerless_model_and_an_unwritable_out(tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    with pytest.raises(SystemExit, match="cannot load model"):
+        llm_eval.load_model(str(tmp_path / "m"))
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit, match="--out .*cannot write there"):
+        llm_eval.main(["--limit", "1", "--k", "0", "--out", str(tmp_path / "file" / "x.jsonl")])
