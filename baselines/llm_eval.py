@@ -18,10 +18,8 @@ backtracks to the starting numbers.
 
 from __future__ import annotations
 
-import errno
 import inspect
 import json
-import os
 import shlex
 import sys
 import time
@@ -432,13 +430,8 @@ def main(argv: list[str] | None = None) -> dict:
     command = shlex.join(["python", "baselines/llm_eval.py", *(sys.argv[1:] if argv is None else argv)])
     check_submission_fields(cfg, problems, command)
     for flag, path in (("--out", cfg.out), ("--results-json", cfg.results_json), ("--pass-rates", cfg.pass_rates)):
-        try:
-            if path:
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-                if not os.access(Path(path).parent, os.W_OK):
-                    raise PermissionError(errno.EACCES, "permission denied")
-        except OSError as exc:
-            raise SystemExit(f"{flag} {path}: cannot write there ({exc.strerror or exc})") from None
+        if path:  # fail before generating, not after
+            dataclass_cli.output_dir(Path(path).parent, f"{flag} {path}")
     res = evaluate(cfg, problems=problems)
     out = write_outputs(cfg, res, problems, command)
     metrics = {k: v for k, v in res.items() if not k.startswith("completions")}

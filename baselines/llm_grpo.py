@@ -515,16 +515,13 @@ def train(opts: Options) -> dict[str, Any]:
         differ = sorted(k for k in new if k not in RESUMABLE_CHANGES and k in old and old[k] != new[k])
         if differ:
             raise SystemExit(f"--resume: {out} holds a run with other options ({', '.join(differ)}); use another --output-dir")
-    try:
-        if resume_from is None:  # a fresh start: no validation rows or logs of an earlier run in this directory
-            for stale in ("metrics.csv", "train_log.jsonl"):
-                if (out / stale).is_file():
-                    print(f"not resuming: removing the earlier run's {out / stale}", flush=True)
-                    (out / stale).unlink()
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "options.json").write_text(json.dumps(dataclasses.asdict(opts), indent=2) + "\n")
-    except OSError as exc:
-        raise SystemExit(f"--output-dir {out}: cannot write there ({exc.strerror or exc})") from None
+    dataclass_cli.output_dir(out, f"--output-dir {out}")
+    if resume_from is None:  # a fresh start: no validation rows or logs of an earlier run in this directory
+        for stale in ("metrics.csv", "train_log.jsonl"):
+            if (out / stale).is_file():
+                print(f"not resuming: removing the earlier run's {out / stale}", flush=True)
+                (out / stale).unlink()
+    (out / "options.json").write_text(json.dumps(dataclasses.asdict(opts), indent=2) + "\n")
 
     config = build_grpo_config(opts, out)
     dtype = torch.bfloat16 if config.bf16 else None

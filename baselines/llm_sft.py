@@ -243,11 +243,7 @@ def train(cfg: SFTConfig) -> dict:
     """Run SFT; returns a summary (params, tokens/s, final validation success, paths)."""
     torch.set_num_threads(cfg.threads)
     tcfg = trace_config(cfg)
-    out = Path(cfg.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SystemExit(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
+    out = dataclass_cli.output_dir(cfg.out, f"--out {cfg.out}")
     ckpt = out / "checkpoint"
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)

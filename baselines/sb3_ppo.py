@@ -325,12 +325,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.evaluate_model:
         return evaluate_saved(args, " ".join(["python", "baselines/sb3_ppo.py", *(argv if argv is not None else sys.argv[1:])]))
     name = args.run_name or f"{args.preset}-{args.reward}-s{args.seed}"
-    out = Path(args.output_dir) / name
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "args.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
-    except OSError as exc:
-        raise SystemExit(f"--output-dir {args.output_dir}: cannot write there ({exc.strerror or exc})") from None
+    out = dataclass_cli.output_dir(Path(args.output_dir) / name, f"--output-dir {args.output_dir}")
+    (out / "args.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
 
     vec = make_vec_env(args)
     if args.policy == "per-action":

@@ -29,12 +29,14 @@ import inspect
 import io
 import json
 import math
+import os
 import sys
 import textwrap
 import tokenize
 import types
 import typing
 from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -278,6 +280,21 @@ def parse(cls: type[T], argv: Sequence[str] | None = None, **kw: Any) -> T:
     except (ValueError, TypeError) as exc:
         parser.error(str(exc))
         raise  # unreachable: parser.error exits
+
+
+def output_dir(path: str | os.PathLike[str], label: str) -> Path:
+    """Create the directory ``path`` (and its parents) for a script's output; exit naming ``label`` if it cannot be written.
+
+    ``label`` is what the user typed, e.g. ``"--out runs/x"``: a bad path fails before any work.
+    """
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if not os.access(out, os.W_OK):
+            raise PermissionError(13, "permission denied")
+    except OSError as exc:
+        raise SystemExit(f"{label}: cannot write there ({exc.strerror or exc})") from None
+    return out
 
 
 def to_argv(instance: Any, *, skip: Collection[str] = ()) -> list[str]:

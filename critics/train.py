@@ -285,11 +285,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    out = Path(cfg.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SystemExit(f"error: --out {out}: cannot write there ({exc.strerror or exc})") from None
+    out = dataclass_cli.output_dir(cfg.out, f"error: --out {cfg.out}")
     state_path = out / "train_state.pt"
     if cfg.resume and not state_path.exists():  # before the data: fail fast
         raise SystemExit(f"error: --resume: {state_path} not found (no earlier run in {out})")

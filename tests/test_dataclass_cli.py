@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import pytest
 
-from countdown_gym.dataclass_cli import build_parser, field_docs, parse, parse_bool, to_argv
+from countdown_gym.dataclass_cli import build_parser, field_docs, output_dir, parse, parse_bool, to_argv
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -239,3 +239,10 @@ def test_replaces_the_sb3_parser() -> None:
     args = parse(sb3_ppo.Args, [*argv, "--net-arch", "128", "128"])
     assert args == sb3_ppo.parse_args([*argv, "--net-arch", "128", "128"])
     assert parse(sb3_ppo.Args, ["--net-arch", "128,128"]).net_arch == [128, 128]
+
+
+def test_output_dir_creates_or_names_the_flag(tmp_path: Path) -> None:
+    assert output_dir(tmp_path / "a" / "b", "--out a/b").is_dir()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit, match=r"^--out x: cannot write there"):
+        output_dir(tmp_path / "file" / "sub", "--out x")
