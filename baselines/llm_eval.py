@@ -95,12 +95,8 @@ class EvalConfig:
         for name, allowed in (("chat_template", ("auto", "on", "off")), ("backend", ("hf", "vllm")), ("dtype", tuple(DTYPES))):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"--{name.replace('_', '-')} must be one of {allowed}, got {getattr(self, name)!r}")
-        for name in ("max_new_tokens", "batch_size", "threads"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        for name in ("k", "offset", "limit"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"--{name} must be >= 0, got {getattr(self, name)}")
+        dataclass_cli.check_min(self, 1, "max_new_tokens", "batch_size", "threads")
+        dataclass_cli.check_min(self, 0, "k", "offset", "limit")
         if not self.temperature > 0:
             raise ValueError(f"--temperature must be > 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:

@@ -145,17 +145,14 @@ def check_options(opts: Options) -> None:
         raise SystemExit(f"--scale-rewards must be one of {SCALE_REWARDS}, got {opts.scale_rewards!r}")
     if not opts.temperature > 0:
         raise SystemExit(f"--temperature must be > 0, got {opts.temperature}")
-    for name in ("learning_rate", "beta"):
-        if not getattr(opts, name) >= 0:
-            raise SystemExit(f"--{name.replace('_', '-')} must be >= 0, got {getattr(opts, name)}")
-    for name in ("steps", "prompts_per_step", "max_completion_length", "threads", "eval_batch_size"):
-        if getattr(opts, name) < 1:
-            raise SystemExit(f"--{name.replace('_', '-')} must be >= 1, got {getattr(opts, name)}")
+    try:
+        dataclass_cli.check_min(opts, 1, "steps", "prompts_per_step", "max_completion_length", "threads", "eval_batch_size")
+        dataclass_cli.check_min(opts, 0, "learning_rate", "beta", "eval_interval", "eval_problems", "eval_samples",
+                                "save_steps", "train_problems")
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     if opts.num_generations < 2:
         raise SystemExit(f"--num-generations must be >= 2 (GRPO compares completions within a group), got {opts.num_generations}")
-    for name in ("eval_interval", "eval_problems", "eval_samples", "save_steps", "train_problems"):
-        if getattr(opts, name) < 0:
-            raise SystemExit(f"--{name.replace('_', '-')} must be >= 0, got {getattr(opts, name)}")
     if not 0.0 <= opts.min_pass_rate < opts.max_pass_rate <= 1.0:
         raise SystemExit(f"need 0 <= --min-pass-rate < --max-pass-rate <= 1, got {opts.min_pass_rate} and {opts.max_pass_rate}")
     if opts.train_pass_rates not in ("auto", "none", "") and not Path(opts.train_pass_rates).is_file():

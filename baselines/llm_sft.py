@@ -101,15 +101,9 @@ class SFTConfig:
             raise ValueError(f"--schedule must be steps or time, got {self.schedule!r}")
         if self.schedule == "time" and not self.max_minutes > 0:
             raise ValueError("--schedule time needs --max-minutes > 0")
-        for name in ("batch_size", "max_steps", "eval_every", "eval_problems", "eval_batch_size", "max_new_tokens",
-                     "checkpoint_every", "threads"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        for name in ("fresh_problems", "warmup_steps", "max_minutes", "weight_decay", "grad_clip"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
-        if not self.lr >= 0:
-            raise ValueError(f"--lr must be >= 0, got {self.lr}")
+        dataclass_cli.check_min(self, 1, "batch_size", "max_steps", "eval_every", "eval_problems", "eval_batch_size",
+                                "max_new_tokens", "checkpoint_every", "threads")
+        dataclass_cli.check_min(self, 0, "fresh_problems", "warmup_steps", "max_minutes", "weight_decay", "grad_clip", "lr")
         if not 0 <= self.min_lr_ratio <= 1:
             raise ValueError(f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}")
         model_config(self)  # the model flags: TinyLMConfig's checks (--hidden a multiple of --heads, ...)

@@ -141,16 +141,14 @@ def parse_args(argv: list[str] | None = None) -> Args:
         parser.error("--eval-split must be 'validation' or 'test'")
     if args.preset not in SPLIT_SPEC:
         parser.error(f"--preset must be one of {sorted(SPLIT_SPEC)} (the frozen splits), got {args.preset!r}")
-    for name in ("total_timesteps", "num_envs", "n_steps", "batch_size", "n_epochs", "hidden", "checkpoint_every", "threads"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    for name in ("eval_limit", "eval_every", "eval_problems"):
-        if getattr(args, name) < 0:
-            parser.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    try:
+        dataclass_cli.check_min(args, 1, "total_timesteps", "num_envs", "n_steps", "batch_size", "n_epochs", "hidden",
+                                "checkpoint_every", "threads")
+        dataclass_cli.check_min(args, 0, "eval_limit", "eval_every", "eval_problems", "learning_rate")
+    except ValueError as exc:
+        parser.error(str(exc))
     if not args.net_arch or min(args.net_arch) < 1:
         parser.error(f"--net-arch must be positive layer widths, got {args.net_arch}")
-    if not args.learning_rate >= 0:
-        parser.error(f"--learning-rate must be >= 0, got {args.learning_rate}")
     if not 0 < args.gamma <= 1:
         parser.error(f"--gamma must be in (0, 1], got {args.gamma}")
     return args

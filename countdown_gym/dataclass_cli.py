@@ -282,6 +282,17 @@ def parse(cls: type[T], argv: Sequence[str] | None = None, **kw: Any) -> T:
         raise  # unreachable: parser.error exits
 
 
+def check_min(options: Any, low: float, *names: str) -> None:
+    """Raise ``ValueError`` naming the flag (``--eval-every must be >= 1, got 0``) unless every field is >= ``low``.
+
+    NaN fails too. Meant for a dataclass's ``__post_init__`` (:func:`parse` turns the error into a usage error).
+    """
+    for name in names:
+        value = getattr(options, name)
+        if not value >= low:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {value}")
+
+
 def output_dir(path: str | os.PathLike[str], label: str) -> Path:
     """Create the directory ``path`` (and its parents) for a script's output; exit naming ``label`` if it cannot be written.
 

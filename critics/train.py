@@ -97,18 +97,13 @@ class TrainConfig:
             raise ValueError(f"--positives must be 'reachable' or 'all', got {self.positives!r}")
         if not 0.0 <= self.hindsight <= 1.0:
             raise ValueError(f"--hindsight must be in [0, 1], got {self.hindsight}")
-        for name in ("steps", "batch_size", "checkpoint_every", "log_every", "threads"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        dataclass_cli.check_min(self, 1, "steps", "batch_size", "checkpoint_every", "log_every", "threads")
         if self.goal_min > self.goal_max:
             raise ValueError("--goal-min must be <= --goal-max")
         if self.preset not in SPLIT_SPEC:
             raise ValueError(f"--preset must be one of {sorted(SPLIT_SPEC)} (the frozen splits), got {self.preset!r}")
-        for name in ("max_train_problems", "extra_problems", "warmup", "stop_after", "time_limit", "weight_decay", "dead_per_row"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
-        if not self.lr >= 0:
-            raise ValueError(f"--lr must be >= 0, got {self.lr}")
+        dataclass_cli.check_min(self, 0, "max_train_problems", "extra_problems", "warmup", "stop_after", "time_limit",
+                                "weight_decay", "dead_per_row", "lr")
         self.model_config()  # validates the model fields
 
     def model_config(self) -> ModelConfig:

@@ -246,3 +246,18 @@ def test_output_dir_creates_or_names_the_flag(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(SystemExit, match=r"^--out x: cannot write there"):
         output_dir(tmp_path / "file" / "sub", "--out x")
+
+
+def test_check_min_names_the_flag() -> None:
+    from countdown_gym.dataclass_cli import check_min
+
+    @dataclass
+    class Opts:
+        eval_every: int = 0
+        lr: float = float("nan")
+
+    check_min(Opts(eval_every=3, lr=0.0), 0, "eval_every", "lr")
+    with pytest.raises(ValueError, match=r"^--eval-every must be >= 1, got 0$"):
+        check_min(Opts(), 1, "eval_every")
+    with pytest.raises(ValueError, match=r"^--lr must be >= 0, got nan$"):
+        check_min(Opts(), 0, "lr")
