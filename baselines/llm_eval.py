@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tiny_lm import SHIPPED_CHECKPOINT, position_ids_from_mask  # noqa: E402
+from tiny_lm import SHIPPED_CHECKPOINT, load_causal_lm, position_ids_from_mask  # noqa: E402
 
 from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.problem import Problem  # noqa: E402
@@ -269,15 +269,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 def load_model(name: str, dtype: str = "float32"):
     """``(model, tokenizer)`` from a local path or hub id."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    if name.startswith((".", "/")) and not Path(name).exists():
-        raise SystemExit(f"--model {name}: no such directory")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(name)
-        model = AutoModelForCausalLM.from_pretrained(name, dtype=DTYPES[dtype])
-    except (OSError, ValueError) as exc:  # ValueError: e.g. a directory with no tokenizer files
-        raise SystemExit(f"cannot load model {name!r}: {exc}") from None
+    model, tokenizer = load_causal_lm(name, dtype=DTYPES[dtype])
     model.eval()
     return model, tokenizer
 

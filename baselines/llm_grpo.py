@@ -34,7 +34,6 @@ if str(ROOT) not in sys.path:  # `python baselines/llm_grpo.py` from anywhere
 from countdown_gym import dataclass_cli  # noqa: E402
 
 DEFAULT_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm")
-PROMPT_STYLES = ("compact", "longproc", "tinyzero")
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")  # TRL's GRPOConfig.loss_type
 SCALE_REWARDS = ("group", "batch", "none")
 
@@ -132,9 +131,10 @@ def check_options(opts: Options) -> None:
     """Clear errors for inconsistent options (before any model is loaded)."""
     from baselines.llm_rewards import parse_reward_spec
     from countdown_gym.splits import SPLIT_SPEC
+    from countdown_gym.text_format import PROMPT_STYLES
 
     if opts.prompt_style not in PROMPT_STYLES:
-        raise SystemExit(f"--prompt-style must be one of {PROMPT_STYLES}, got {opts.prompt_style!r}")
+        raise SystemExit(f"--prompt-style must be one of {list(PROMPT_STYLES)}, got {opts.prompt_style!r}")
     if opts.preset not in SPLIT_SPEC:
         raise SystemExit(f"--preset must be one of {sorted(SPLIT_SPEC)} (the frozen splits), got {opts.preset!r}")
     if opts.vllm_mode not in ("colocate", "server"):
@@ -157,10 +157,7 @@ def check_options(opts: Options) -> None:
         raise SystemExit(f"need 0 <= --min-pass-rate < --max-pass-rate <= 1, got {opts.min_pass_rate} and {opts.max_pass_rate}")
     if opts.train_pass_rates not in ("auto", "none", "") and not Path(opts.train_pass_rates).is_file():
         raise SystemExit(f"--train-pass-rates {opts.train_pass_rates}: no such file")
-    if Path(opts.model).exists() and not (Path(opts.model) / "config.json").is_file():
-        raise SystemExit(f"--model {opts.model}: no config.json there (not a saved Hugging Face model directory)")
-    if opts.model.startswith((".", "/", "~")) and not Path(opts.model).exists():
-        raise SystemExit(f"--model {opts.model}: no such directory")
+    check_model(opts.model)
     try:
         parse_reward_spec(opts.rewards)
     except ValueError as exc:
@@ -213,20 +210,24 @@ def derive_position_ids(model: Any) -> Any:
     return model
 
 
-def load_model_and_tokenizer(name: str, dtype: Any = None) -> tuple[Any, Any]:
-    """A causal LM and its tokenizer (pad token set, left padding), from a local path or hub id."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def check_model(name: str) -> None:
+    """Exit with a clear message when ``--model`` cannot be a model (the shipped one missing, a bad local path)."""
+    from baselines.tiny_lm import check_model_path
 
     if name == DEFAULT_MODEL and not Path(name).exists():
         raise SystemExit(
             f"the shipped model is missing at {name}; build it with python baselines/llm_sft.py "
             "(see docs/llm_grpo.md) or pass --model"
         )
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(name)
-        model = AutoModelForCausalLM.from_pretrained(name, **({"dtype": dtype} if dtype is not None else {}))
-    except (OSError, ValueError) as exc:  # ValueError: e.g. a directory with no tokenizer files
-        raise SystemExit(f"cannot load model {name!r}: {exc}") from None
+    check_model_path(name)
+
+
+def load_model_and_tokenizer(name: str, dtype: Any = None) -> tuple[Any, Any]:
+    """A causal LM and its tokenizer (pad token set, left padding), from a local path or hub id."""
+    from baselines.tiny_lm import load_causal_lm
+
+    check_model(name)
+    model, tokenizer = load_causal_lm(name, **({"dtype": dtype} if dtype is not None else {}))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"

@@ -23,6 +23,7 @@ import json
 import string
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
@@ -159,6 +160,28 @@ def save_pretrained(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, 
     if meta is not None:
         (path / "training.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
     return path
+
+
+def check_model_path(name: str) -> None:
+    """Exit naming ``--model`` when ``name`` is a local path that is missing or holds no saved model (a hub id passes)."""
+    if name.startswith((".", "/", "~")) and not Path(name).exists():
+        raise SystemExit(f"--model {name}: no such directory")
+    if Path(name).exists() and not (Path(name) / "config.json").is_file():
+        raise SystemExit(f"--model {name}: no config.json there (not a saved Hugging Face model directory)")
+
+
+def load_causal_lm(name: str, **kwargs: Any) -> tuple[PreTrainedModel, Any]:
+    """``(model, tokenizer)`` of any Hugging Face causal LM (local path or hub id); ``kwargs`` go to
+    ``from_pretrained``. A bad path or a model that cannot load exits with a message, not a traceback."""
+    from transformers import AutoTokenizer
+
+    check_model_path(name)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+        model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
+    except (OSError, ValueError) as exc:  # ValueError: e.g. a directory with no tokenizer files
+        raise SystemExit(f"cannot load model {name!r}: {exc}") from None
+    return model, tokenizer
 
 
 def load_pretrained(path: str | Path | None = None, dtype: torch.dtype = torch.float32):

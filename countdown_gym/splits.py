@@ -2,9 +2,9 @@
 
 The files live in ``countdown_gym/data/<preset>/<split>.jsonl`` (one :meth:`Problem.to_dict`
 per line). ``SPLIT_SHA256`` pins their content: :func:`load_split` refuses a file whose hash
-differs. ``python -m countdown_gym.splits`` regenerates them from :data:`SPLIT_SPEC` and checks them
-against those hashes (``--write`` rewrites the files and prints the new hashes); test problems never share a (sorted numbers, target) key with train or
-validation problems.
+differs. ``python -m countdown_gym.splits`` regenerates them from :data:`SPLIT_SPEC` and checks
+them against those hashes (``--write`` rewrites the files and prints the new hashes); test
+problems never share a (sorted numbers, target) key with train or validation problems.
 """
 
 from __future__ import annotations

@@ -433,6 +433,13 @@ def test_bad_options_fail_before_any_model_is_loaded(argv, message):
         parse_options(argv)
 
 
+def test_a_missing_shipped_model_says_how_to_build_it(tmp_path, monkeypatch):
+    missing = str(tmp_path / "countdown-tiny-lm")
+    monkeypatch.setattr(llm_grpo, "DEFAULT_MODEL", missing)
+    with pytest.raises(SystemExit, match="the shipped model is missing at .*llm_sft.py"):
+        parse_options(["--model", missing])
+
+
 def test_model_dir_without_config_and_bad_extra_are_clear_errors(tmp_path):
     with pytest.raises(SystemExit, match="no config.json there"):
         parse_options(["--model", str(tmp_path)])

@@ -206,10 +206,11 @@ def submit_policy(
 
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
+    sampling = {"k": k, "temperature": temperature, "seed": seed}
     check_header(  # bad metadata fails now, not after the evaluation
         build_header(
             preset=preset, split=split, command=command, compute=compute or "-", answer_kind="moves",
-            sampling={"k": k, "temperature": temperature, "seed": seed}, model_size=metadata.get("model_size") or "n/a",
+            sampling=sampling, model_size=metadata.get("model_size") or "n/a",
             **{key: metadata.get(key, "") for key in ("agent", "authors", "model", "method", "reward_variant")},
             notes=metadata.get("notes"),
         )
@@ -225,7 +226,7 @@ def submit_policy(
         compute = f"{os.cpu_count()} CPU cores ({platform.machine()}), {seconds:.1f} s wall for {k} x {n} episodes"
     path = write_submission(
         out, preset=preset, split=split, answers=answers, command=command, compute=compute,
-        sampling={"k": k, "temperature": temperature, "seed": seed}, claimed={"pass@1": evals[0].success_rate},
+        sampling=sampling, claimed={"pass@1": evals[0].success_rate},
         **metadata,
     )  # fmt: skip
     return path, evals
