@@ -87,7 +87,7 @@ WEIGHTS = {
 
 EXPLANATIONS = {
     "correct_with_equals": "a trailing `= target` is accepted here (checked against the value); sympy's `parse_expr` rejects `=`",
-    "hedged_unclosed_after_correct": "here the last opened `<answer>` block counts and it is unclosed (`unclosed_tag`); reasoning-gym takes the last complete block",
+    "earlier_wrong_last_right": "here the block closed first is the answer (the text environment ends its episode at that closing tag); reasoning-gym takes the last complete block",
     "unicode_times_sign": "here `×` is an accepted alias of `*`; sympy cannot parse it",
     "fullwidth_digit": "here non-ASCII digits are rejected (`non_ascii_digit`); reasoning-gym's `\\d` and sympy read `２` as 2",
     "power_operator": "here `**` is not a Countdown operation; sympy evaluates powers",

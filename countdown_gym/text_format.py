@@ -192,8 +192,6 @@ _RE_COMPACT = re.compile(
 _SOLUTION_OPEN = ("<Solution>", "<solution>", "<SOLUTION>")
 _SOLUTION_CLOSE = ("</Solution>", "</solution>", "</SOLUTION>")
 _ANSWER_TAGS = ("<answer>", "<Answer>", "<ANSWER>", "</answer>", "</Answer>", "</ANSWER>")
-FINAL_ANSWER_TAGS: tuple[str, ...] = ("</answer>", "</Answer>", "</ANSWER>", *_SOLUTION_CLOSE)
-"""Closing tags that end an episode of the text environment."""
 
 
 def _claim_list(text: str | None, what: str) -> tuple[tuple[Number, ...] | None, str | None]:

@@ -1,7 +1,7 @@
 """Final-answer verification: ``verify(problem, completion) -> Verdict``.
 
-The verifier finds the final answer in a completion (the last ``<answer>`` or ``<Solution>``
-block, or the last non-empty line when there are no tags), parses it without ``eval``, checks
+The verifier finds the final answer in a completion (the ``<answer>`` or ``<Solution>`` block
+closed first, or the last non-empty line when there are no tags), parses it without ``eval``, checks
 every step with :meth:`Rules.check`, and checks the multiset of numbers exactly. It never raises
 on a completion and runs in time linear in its length. Decisions and reason codes:
 ``docs/verifier.md``.
@@ -101,6 +101,18 @@ class Verdict:
 _TAG_NAMES = {"answer": ("answer", "Answer", "ANSWER"), "solution": ("solution", "Solution", "SOLUTION")}
 _OPEN_TAGS = tuple((kind, f"<{v}>") for kind, vs in _TAG_NAMES.items() for v in vs)
 _CLOSE_TAGS = {kind: tuple(f"</{v}>" for v in vs) for kind, vs in _TAG_NAMES.items()}
+FINAL_ANSWER_TAGS: tuple[str, ...] = tuple(t for tags in _CLOSE_TAGS.values() for t in tags)
+"""The closing tags that end a final answer; the text after the first of them is never read."""
+
+
+def final_answer_end(text: str) -> int:
+    """Index just past the first final-answer closing tag in ``text`` (any of
+    :data:`FINAL_ANSWER_TAGS`), or -1. The text environment ends its episode there and
+    :func:`extract_answer` reads nothing after it."""
+    if "</" not in text:
+        return -1
+    ends = [i + len(t) for t in FINAL_ANSWER_TAGS if (i := text.find(t)) >= 0]
+    return min(ends) if ends else -1
 
 
 @dataclass(frozen=True)
@@ -116,12 +128,18 @@ class Extraction:
 def extract_answer(completion: str) -> Extraction:
     """Find the final answer in ``completion`` (a few linear ``str.find`` scans, no regex).
 
-    * The *last opening* ``<answer>`` or ``<Solution>`` tag (written in lower case, Capitalised
-      or UPPER case) starts the final block; its text runs to the next closing tag of the same
-      kind. No such closing tag: ``unclosed_tag`` (an earlier complete block does not count).
+    * The answer is committed at the *first* closing tag ``</answer>`` or ``</Solution>``
+      (lower case, Capitalised or UPPER case): the text after it is ignored, as the text
+      environment ends its episode there (:func:`final_answer_end`).
+    * In the text before it, the *last opening* ``<answer>`` or ``<Solution>`` tag starts the
+      final block; its text runs to the closing tag of the same kind. Opened but not closed:
+      ``unclosed_tag``.
     * No tags at all: the last non-empty line is a plain expression.
     * Only closing tags: ``no_answer``.
     """
+    cut = final_answer_end(completion)
+    if cut >= 0:
+        completion = completion[:cut]
     start, kind = -1, ""
     for k, tag in _OPEN_TAGS:
         i = completion.rfind(tag)
@@ -133,7 +151,7 @@ def extract_answer(completion: str) -> Extraction:
         if not ends:
             return Extraction(fmt, None, "unclosed_tag", f"the last {tag} block is never closed")
         return Extraction(fmt, completion[body : min(ends)])
-    if any(c in completion for cs in _CLOSE_TAGS.values() for c in cs):
+    if cut >= 0:
         return Extraction(None, None, "no_answer", "a closing tag without an opening tag; no answer block")
     stripped = completion.rstrip()
     if not stripped:

@@ -127,12 +127,35 @@ def test_trace_solution_verifies() -> None:
 # ---- which block counts ------------------------------------------------------------------------------
 
 
-def test_last_block_counts() -> None:
-    assert check(f"<answer>21 + 16</answer> wait <answer>{GOOD}</answer>").correct
-    assert check(f"<answer>{GOOD}</answer> hmm <answer>21 + 16</answer>").reason == "unused_numbers"
+def test_first_closed_block_counts() -> None:
+    # the answer is committed at the first closing tag; what follows is never read
+    assert check(f"<answer>21 + 16</answer> wait <answer>{GOOD}</answer>").reason == "unused_numbers"
+    assert check(f"<answer>{GOOD}</answer> hmm <answer>21 + 16</answer>").correct
+    assert check(f"<answer>{GOOD}</answer> hmm <answer>21 + 16").correct
     sol = "<Solution>\n21 + 16 = 37\n37 - 17 = 20\n26 + 20 = 46\n</Solution>"
-    assert check(f"<answer>21 + 16</answer>{sol}").correct
-    assert check(f"{sol}<answer>21 + 16</answer>").answer_format == "answer_tag"
+    assert check(f"<answer>21 + 16</answer>{sol}").reason == "unused_numbers"
+    assert check(f"{sol}<answer>21 + 16</answer>").correct
+    assert check(f"{sol}<answer>21 + 16</answer>").answer_format == "solution_block"
+    # before the first closing tag, the last opening tag starts the block
+    assert check(f"<answer>21 + 16\n<answer>{GOOD}</answer>").correct
+    assert check(f"<Solution>\n21 + 16 = 37\n<answer>{GOOD}</answer>").answer_format == "answer_tag"
+    assert check(f"<answer>{GOOD}</Solution>").reason == "unclosed_tag"
+
+
+def test_verifier_and_text_env_agree_on_several_blocks() -> None:
+    from countdown_gym.envs.text import replay_completion
+
+    sol = "<Solution>\n21 + 16 = 37\n37 - 17 = 20\n26 + 20 = 46\n</Solution>"
+    bad = "<answer>21 + 16 + 17 - 26</answer>"
+    for text in (
+        f"{bad}\n<answer>{GOOD}</answer>\n",
+        f"<answer>{GOOD}</answer>\nActually <answer>21 + 16",
+        f"<answer>{GOOD}</answer> {bad}",
+        f"{sol}\n{bad}\n",
+        f"{bad}{sol}",
+        f"<think>I write <answer> </answer> at the end</think>\n<answer>{GOOD}</answer>",
+    ):
+        assert check(text) == replay_completion(P, text).verdict, text
 
 
 def test_tag_case_variants_and_nesting() -> None:
@@ -143,7 +166,6 @@ def test_tag_case_variants_and_nesting() -> None:
 
 def test_unclosed_and_unopened_tags() -> None:
     assert check(f"<answer>{GOOD}").reason == "unclosed_tag"
-    assert check(f"<answer>{GOOD}</answer><answer>21+").reason == "unclosed_tag"
     assert check(f"{GOOD}</answer>").reason == "no_answer"
     assert check("<Solution>\n21 + 16 = 37").reason == "unclosed_tag"
 

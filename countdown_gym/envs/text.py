@@ -29,7 +29,6 @@ from countdown_gym.rules import Number, Rules, format_number, normalize
 from countdown_gym.text_format import (
     CHARSET,
     DROP_OUTCOMES,
-    FINAL_ANSWER_TAGS,
     PROMPT_STYLES,
     ParsedLine,
     build_prompt,
@@ -37,7 +36,7 @@ from countdown_gym.text_format import (
     sanitize,
 )
 from countdown_gym.trace import format_list
-from countdown_gym.verifier import Verdict, verify
+from countdown_gym.verifier import Verdict, final_answer_end, verify
 
 ACTION_MODES: tuple[str, ...] = ("line", "token_str", "token")
 """How an action extends the text: a whole line, a token's text, or a token id."""
@@ -409,14 +408,6 @@ class StepResult:
     truncated: bool = False
 
 
-def _final_tag_end(line: str) -> int:
-    """Index just past the first final-answer closing tag in ``line``, or -1."""
-    if "</" not in line:
-        return -1
-    ends = [i + len(t) for t in FINAL_ANSWER_TAGS if (i := line.find(t)) >= 0]
-    return min(ends) if ends else -1
-
-
 class TextEpisode:
     """One episode's generated text: lines go to a :class:`LineChecker`, the end goes to the verifier.
 
@@ -468,7 +459,7 @@ class TextEpisode:
         self.invalid_steps += sum(not t["valid"] for t in transitions)
         if not check.valid:
             self.invalid_lines.append(check)
-        if _final_tag_end(line) >= 0:
+        if final_answer_end(line) >= 0:
             self._end(res, terminated=True)
             return True
         if self.max_lines is not None and self.num_lines >= self.max_lines:
@@ -499,7 +490,7 @@ class TextEpisode:
             if self._line(line, res):
                 return res
         tail = buf[pos:]
-        if _final_tag_end(tail) >= 0:  # a final answer closed mid-line: that line is complete
+        if final_answer_end(tail) >= 0:  # a final answer closed mid-line: that line is complete
             self._parts.append(tail)
             self._complete_chars += len(tail)
             if not self._line(tail, res):
