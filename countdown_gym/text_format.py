@@ -36,6 +36,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
+from countdown_gym.expression import parse_number_literal
 from countdown_gym.problem import Problem
 from countdown_gym.rules import Number, Rules, format_number, normalize
 from countdown_gym.trace import dfs_trace, format_list
@@ -79,24 +80,33 @@ _RE_RATIONAL = re.compile(r"-?[0-9]+/[0-9]+")
 _RE_DECIMAL = re.compile(_DEC)
 
 
+def _int(digits: str) -> int:
+    """A signed ASCII integer literal, held to the verifier's literal rules (no leading zero, at
+    most ``MAX_NUMBER_DIGITS`` digits): ``04`` in a move is as invalid as in an answer."""
+    sign = -1 if digits.startswith("-") else 1
+    return sign * parse_number_literal(digits.lstrip("-"))
+
+
 def parse_number(token: str) -> Number:
     """``"37"`` -> 37, ``"-3"`` -> -3, ``"3/2"`` or ``"(3/2)"`` -> Fraction(3, 2), ``"4.6"`` -> Fraction(23, 5).
 
-    Raises ``ValueError`` for anything else (including a zero denominator).
+    Raises ``ValueError`` for anything else (including a zero denominator, a leading zero such
+    as ``04``, and integers longer than the verifier's literal limit).
     """
     tok = token.strip()
     if tok.isascii() and tok.isdigit():
-        return int(tok)
+        return _int(tok)
     if tok.startswith("(") and tok.endswith(")"):
         tok = tok[1:-1].strip()
     if _RE_INT.fullmatch(tok):
-        return int(tok)
+        return _int(tok)
     if _RE_RATIONAL.fullmatch(tok):
-        p, q = tok.split("/")
-        if int(q) == 0:
+        p, q = (_int(x) for x in tok.split("/"))
+        if q == 0:
             raise ValueError(f"number {token!r} has a zero denominator")
-        return normalize(Fraction(int(p), int(q)))
+        return normalize(Fraction(p, q))
     if _RE_DECIMAL.fullmatch(tok):
+        _int(tok.split(".")[0])
         return normalize(Fraction(tok))
     raise ValueError(f"not a number: {token!r}")
 
@@ -205,8 +215,11 @@ def _claim_list(text: str | None, what: str) -> tuple[tuple[Number, ...] | None,
 
 def _parse_try(m: re.Match[str], annotation: tuple[Number, ...] | None, malformed: str | None) -> ParsedLine:
     rest = m["rest"]
-    a, b = parse_number(m["a"]), parse_number(m["b"])
-    c = None if m["c"] is None else parse_number(m["c"])
+    try:
+        a, b = parse_number(m["a"]), parse_number(m["b"])
+        c = None if m["c"] is None else parse_number(m["c"])
+    except ValueError as e:  # an unreadable number in the move (04, 3/0): an invalid move
+        return ParsedLine("try", len(m["ind"]), op=m["op"], outcome="bare", annotation=annotation, malformed=str(e))
     added = evaluated = target = None
     numbers = options = None
     if m["inv"] is not None:
@@ -245,10 +258,11 @@ def _parse_try(m: re.Match[str], annotation: tuple[Number, ...] | None, malforme
 
 
 def _eq_line(kind: str, m: re.Match[str], indent: int = 0, numbers=None, annotation=None, malformed=None) -> ParsedLine:
-    return ParsedLine(
-        kind, indent, parse_number(m["a"]), m["op"], parse_number(m["b"]), parse_number(m["c"]),
-        numbers=numbers, annotation=annotation, malformed=malformed,
-    )
+    try:
+        a, b, c = parse_number(m["a"]), parse_number(m["b"]), parse_number(m["c"])
+    except ValueError as e:  # a move with an unreadable number (04, 3/0): an invalid move, not free text
+        return ParsedLine(kind, indent, op=m["op"], numbers=numbers, annotation=annotation, malformed=str(e))
+    return ParsedLine(kind, indent, a, m["op"], b, c, numbers=numbers, annotation=annotation, malformed=malformed)
 
 
 def parse_line(line: str) -> ParsedLine:

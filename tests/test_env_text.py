@@ -10,7 +10,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import countdown_gym  # noqa: F401  (registers the environments)
-from countdown_gym import GeneratorConfig, Problem, Rules, dfs_trace, generate, parse_trace, solve
+from countdown_gym import GeneratorConfig, Problem, Rules, dfs_trace, generate, parse_trace, solve, verify
 from countdown_gym.envs.text import (
     INVALID_REASONS,
     CountdownTextEnv,
@@ -563,3 +563,13 @@ def test_make_vec(mode, kwargs):
         assert obs[0].endswith("21 + 16 = 37\n") and info["transitions"][0][0]["reason"] == "operand_unavailable"
     finally:
         envs.close()
+
+
+def test_leading_zero_move_is_an_invalid_step_as_the_verifier_rejects_it() -> None:
+    p = Problem((6, 2, 5, 3), 8)
+    text = "<Solution>\n6 - 2 = 04\n5 - 3 = 2\n4 * 2 = 8\n</Solution>\n"
+    r = replay_completion(p, text)
+    assert verify(p, text).reason == "leading_zero"
+    assert r.verdict.reason == "leading_zero"
+    assert r.transitions[0]["reason"] == "malformed" and r.invalid_steps == 2
+    assert replay_completion(p, text.replace("04", "4")).invalid_steps == 0

@@ -31,14 +31,14 @@ P = Problem((21, 16, 17, 26), 46)
 
 @pytest.mark.parametrize(
     "token, value",
-    [("37", 37), ("-3", -3), ("3/2", Fraction(3, 2)), ("(3/2)", Fraction(3, 2)), ("(-7)", -7), ("6/3", 2), ("4.6", Fraction(23, 5))],
+    [("37", 37), ("0", 0), ("-3", -3), ("0.5", Fraction(1, 2)), ("3/2", Fraction(3, 2)), ("(3/2)", Fraction(3, 2)), ("(-7)", -7), ("6/3", 2), ("4.6", Fraction(23, 5))],
 )
 def test_parse_number(token, value):
     got = parse_number(token)
     assert got == value and type(got) is type(value)
 
 
-@pytest.mark.parametrize("token", ["", "x", "3/0", "1e5", "--3", "3 / 2"])
+@pytest.mark.parametrize("token", ["", "x", "3/0", "1e5", "--3", "3 / 2", "04", "-04", "(07)", "3/04", "00", "01.5", "1" * 16])
 def test_parse_number_rejects(token):
     with pytest.raises(ValueError):
         parse_number(token)
@@ -156,8 +156,12 @@ def test_non_ascii_digits_are_not_numbers(line):
 
 
 def test_bad_numbers_never_raise():
-    p = parse_line("3/0 + 1 = 4")
-    assert p.kind == "text" and p.malformed
+    # a move with an unreadable number is still a move (checked as invalid), not free text
+    for line, kind in [("3/0 + 1 = 4", "equation"), ("6-2=04 [5,3,4]", "compact"), ("6 - 2 = 04", "equation"),
+                       ("Try 06 - 2 = 4. Add 4 to the number set.", "try"), (f"6-2={'4' * 16}", "compact")]:
+        p = parse_line(line)
+        assert p.kind == kind and p.malformed and p.a is None, line
+    assert parse_line("6-2=4 [5,03,4]").malformed  # a leading zero in a claimed set
     p = parse_line("  |- Try 21 + 16 = 37. Add 37 to the number set. Current number set: [37, x], target: 46.")
     assert p.kind == "try" and p.malformed
 
