@@ -106,7 +106,7 @@ class Options:
     clipo_lambda: float = 0.2
     clipo_warmup_steps: int = 0
     report_to: str = "none"
-    """Where TRL also logs: none | tensorboard | wandb."""
+    """Where TRL also logs: none, all, or a comma-separated list such as tensorboard,wandb."""
     quiet: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
     """Additional GRPOConfig fields as JSON, e.g. --extra '{"top_p": 0.95}'."""
@@ -157,11 +157,32 @@ def check_options(opts: Options) -> None:
         raise SystemExit(f"need 0 <= --min-pass-rate < --max-pass-rate <= 1, got {opts.min_pass_rate} and {opts.max_pass_rate}")
     if opts.train_pass_rates not in ("auto", "none", "") and not Path(opts.train_pass_rates).is_file():
         raise SystemExit(f"--train-pass-rates {opts.train_pass_rates}: no such file")
+    check_report_to(opts.report_to)
     check_model(opts.model)
     try:
         parse_reward_spec(opts.rewards)
     except ValueError as exc:
         raise SystemExit(f"--rewards: {exc}") from None
+
+
+def check_report_to(report_to: str) -> None:
+    """``--report-to`` names only logging integrations transformers knows and this machine has."""
+    from transformers.integrations.integration_utils import (
+        INTEGRATION_TO_CALLBACK,
+        get_available_reporting_integrations,
+    )
+
+    names = [n.strip() for n in report_to.split(",") if n.strip()]
+    if names in (["none"], ["all"]):
+        return
+    for name in names:
+        if name not in INTEGRATION_TO_CALLBACK:
+            raise SystemExit(f"--report-to: unknown integration {name!r}; use none, all, or a comma-separated "
+                             f"list of {sorted(INTEGRATION_TO_CALLBACK)}")
+        if name not in get_available_reporting_integrations():
+            raise SystemExit(f"--report-to {name}: the {name} package is not installed")
+    if not names:
+        raise SystemExit("--report-to must name an integration, or none")
 
 
 def check_vllm_available() -> None:
@@ -355,7 +376,7 @@ def build_grpo_config(opts: Options, output_dir: Path | None = None) -> Any:
         save_strategy="steps" if opts.save_steps else "no",
         save_steps=opts.save_steps or opts.steps,
         save_total_limit=2,
-        report_to=opts.report_to,
+        report_to=[n.strip() for n in opts.report_to.split(",") if n.strip()],
         use_cpu=not cuda,
         bf16=bf16,
         disable_tqdm=opts.quiet,

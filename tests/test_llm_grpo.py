@@ -164,6 +164,11 @@ def test_every_option_is_a_flag() -> None:
     for bad in (["--prompt-style", "chat"], ["--rewards", "magic"], ["--num-generations", "1"], ["--vllm-mode", "remote"]):
         with pytest.raises(SystemExit):
             parse_options(bad)
+    with pytest.raises(SystemExit, match="unknown integration 'nosuch'"):
+        parse_options(["--report-to", "nosuch"])
+    with pytest.raises(SystemExit, match="must name an integration"):
+        parse_options(["--report-to", ","])
+    assert parse_options(["--report-to", "none"]).report_to == "none"
 
 
 def test_pass_rate_filter_keeps_problems_with_group_signal(tmp_path: Path) -> None:
