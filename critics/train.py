@@ -271,6 +271,44 @@ def _save(model, optim, cfg: TrainConfig, out: Path, step: int, rng: np.random.G
             f.write(json.dumps(r) + "\n")
 
 
+RESUME_FREE_FIELDS = frozenset(
+    {"out", "resume", "stop_after", "time_limit", "threads", "checkpoint_every", "log_every", "calibrate", "cache_dir"}
+)
+"""``TrainConfig`` fields a resumed run may change: they do not change the weights."""
+
+
+def _resume_from(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCriticV1 | NumericalCriticV2, dict[str, Any]]:
+    """The checkpoint and ``train_state.pt`` of the run in ``out``; exits if ``cfg`` cannot continue it."""
+    from critics.models import CheckpointError, load_checkpoint
+
+    try:
+        loaded, meta = load_checkpoint(out)
+    except CheckpointError as e:
+        raise SystemExit(f"error: --resume: {e}") from None
+    saved = meta.get("train_config", {})
+    changed = [
+        f"--{k.replace('_', '-')} {saved.get(k)!r} (now {v!r})"
+        for k, v in cfg.to_dict().items()
+        if k not in RESUME_FREE_FIELDS and saved.get(k) != v
+    ]
+    if changed:
+        raise SystemExit(
+            f"error: --resume: {out} was trained with {'; '.join(changed)}; resume with the same flags or use a new --out"
+        )
+    try:
+        st = torch.load(out / "train_state.pt", weights_only=False)
+    except Exception as e:  # noqa: BLE001 - a truncated or foreign file: say which one
+        raise SystemExit(f"error: --resume: {out / 'train_state.pt'} is not readable ({type(e).__name__}: {e})") from None
+    if st.get("step") != meta.get("step"):
+        raise SystemExit(
+            f"error: --resume: {out / 'model.safetensors'} is from step {meta.get('step')} but train_state.pt from step "
+            f"{st.get('step')} (interrupted while saving?); the run cannot be continued exactly"
+        )
+    if st["step"] > end:
+        raise SystemExit(f"error: --resume: {out} is already at step {st['step']}, past --stop-after {cfg.stop_after}")
+    return loaded, st
+
+
 def train(cfg: TrainConfig, progress: bool = True) -> Path:
     """Run (or resume) training; returns the run directory."""
     from tqdm import tqdm
@@ -282,8 +320,11 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     rng = np.random.default_rng(cfg.seed)
     out = dataclass_cli.output_dir(cfg.out, f"error: --out {cfg.out}")
     state_path = out / "train_state.pt"
-    if cfg.resume and not state_path.exists():  # before the data: fail fast
-        raise SystemExit(f"error: --resume: {state_path} not found (no earlier run in {out})")
+    end = min(cfg.steps, cfg.stop_after) if cfg.stop_after > 0 else cfg.steps
+    if cfg.resume:  # before the data: fail fast
+        if not state_path.exists():
+            raise SystemExit(f"error: --resume: {state_path} not found (no earlier run in {out})")
+        loaded, st = _resume_from(out, cfg, end)
 
     t_data = time.perf_counter()
     table = cached_table(
@@ -295,13 +336,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     start, log, elapsed = 0, [], 0.0
     if cfg.resume:
-        from critics.models import load_checkpoint
-
-        loaded, meta = load_checkpoint(out)
-        if meta.get("train_config", {}).get("version") != cfg.version:
-            raise SystemExit(f"error: --resume: {out} holds a {meta.get('train_config', {}).get('version')} run, not {cfg.version}")
         model.load_state_dict(loaded.state_dict())
-        st = torch.load(state_path, weights_only=False)
         optim.load_state_dict(st["optimizer"])
         rng.bit_generator.state = st["numpy_rng"]
         torch.set_rng_state(st["torch_rng"])
@@ -311,7 +346,6 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             log = [r for r in log if r["step"] <= start]
     loss_fn = v2_loss if cfg.version == "v2" else v1_loss
     model.train()
-    end = min(cfg.steps, cfg.stop_after) if cfg.stop_after > 0 else cfg.steps
     bar = tqdm(range(start, end), initial=start, total=cfg.steps, desc=f"critic {cfg.version}", disable=not progress)
     acc_loss, acc_info, acc_n = 0.0, {}, 0
     t0 = time.perf_counter() - elapsed
@@ -368,9 +402,12 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_args(argv)
-    out = train(cfg)
+    try:
+        out = train(cfg)
+    except ValueError as e:  # e.g. a preset whose problems hold more numbers than the critic takes
+        raise SystemExit(f"error: {e}") from None
     meta = json.loads((out / "config.json").read_text())
-    print(f"done: {meta['steps_done']} steps x batch {cfg.batch_size}: {meta['train_seconds']} s of training, "
+    print(f"done: {meta['step']} steps x batch {cfg.batch_size}: {meta['train_seconds']} s of training, "
           f"{meta.get('total_seconds', '?')} s in all (data {meta['data_seconds']} s) "
           f"({meta['parameters']:,} parameters); checkpoint in {out}")
 

@@ -181,6 +181,44 @@ def test_resume_reproduces_an_uninterrupted_run(tmp_path):
         assert torch.allclose(a[k], b[k], atol=1e-6), k
 
 
+def test_resume_refuses_a_run_it_cannot_continue_exactly(tmp_path):
+    out = train(_cfg(tmp_path, steps=40, stop_after=20), progress=False)
+    before = (out / "model.safetensors").read_bytes()
+    with pytest.raises(SystemExit, match=r"--hidden 32 \(now 48\)"):  # was a RuntimeError traceback
+        train(_cfg(tmp_path, steps=40, hidden=48, resume=True), progress=False)
+    with pytest.raises(SystemExit, match=r"--positives 'reachable' \(now 'all'\)"):  # was silently mixed
+        train(_cfg(tmp_path, steps=40, positives="all", resume=True), progress=False)
+    with pytest.raises(SystemExit, match="already at step 20, past --stop-after 10"):  # was re-saved as step 10
+        train(_cfg(tmp_path, steps=40, stop_after=10, resume=True), progress=False)
+    assert (out / "model.safetensors").read_bytes() == before
+    st = torch.load(out / "train_state.pt", weights_only=False)
+    torch.save({**st, "step": 0}, out / "train_state.pt")  # killed between the weights and the optimizer state
+    with pytest.raises(SystemExit, match="from step 20 but train_state.pt from step 0"):
+        train(_cfg(tmp_path, steps=40, resume=True), progress=False)
+    (out / "train_state.pt").write_bytes(b"truncated")
+    with pytest.raises(SystemExit, match="train_state.pt is not readable"):
+        train(_cfg(tmp_path, steps=40, resume=True), progress=False)
+
+
+def test_cli_reports_a_preset_the_critic_cannot_hold(tmp_path):
+    from critics.train import main
+
+    argv = ["--preset", "hard", "--max-train-problems", "1", "--extra-problems", "0", "--cache-dir", "", "--out", str(tmp_path)]
+    with pytest.raises(SystemExit, match="error: .* numbers; the critic takes at most 4"):
+        main(argv)
+
+
+def test_cli_stop_after_then_resume(tmp_path, capsys):
+    from critics.train import main
+
+    argv = ["--max-train-problems", "30", "--extra-problems", "0", "--cache-dir", "", "--steps", "4", "--batch-size", "8",
+            "--hidden", "32", "--goal-hidden", "32", "--no-calibrate", "--out", str(tmp_path)]
+    main([*argv, "--stop-after", "2"])  # was a KeyError after the checkpoint was written
+    assert "done: 2 steps" in capsys.readouterr().out
+    main([*argv, "--resume"])
+    assert "done: 4 steps" in capsys.readouterr().out
+
+
 def test_resume_without_a_run_fails_clearly(tmp_path):
     with pytest.raises(SystemExit, match="train_state.pt not found"):
         train(_cfg(tmp_path, resume=True), progress=False)

@@ -304,6 +304,14 @@ def test_schema_violations_are_rejected_with_the_field(good, tmp_path):
     rejected(tamper(good, tmp_path / "p5.jsonl", lambda o: o[3].update(id="nope")), "not in the tinyzero/validation split")
 
 
+@pytest.mark.parametrize("k", [1.0, 2.0])
+def test_sampling_k_written_as_a_float_is_rejected_clearly(good, tmp_path, k):
+    def edit(objs):
+        objs[0]["sampling"]["k"] = k  # JSON Schema's "integer" accepts 2.0; pass@k needs an int
+
+    rejected(tamper(good, tmp_path / "kfloat.jsonl", edit), "sampling.k must be a JSON integer")
+
+
 def test_garbage_files_never_crash_the_scorer(good, tmp_path):
     samples = {
         "deep.jsonl": lines_of(good)[0] + "[" * 100_000 + "\n",

@@ -492,6 +492,8 @@ def _check_header(path: Path, header: Any) -> dict[str, Any]:
     problem = _schema_error(header_validator, header)
     if problem:
         raise SubmissionError(path, f"header: {problem}")
+    if not _is_int(header["sampling"]["k"]):  # the schema's "integer" also accepts 2.0
+        raise SubmissionError(path, "header: sampling.k must be a JSON integer written without a decimal point")
     try:
         json.dumps(header, ensure_ascii=False, allow_nan=False).encode("utf-8")
     except UnicodeEncodeError:
