@@ -243,7 +243,7 @@ def evaluate(
         "problems": len(problems), "rollouts": rollouts, "seed": seed, "labelling_seconds": round(label_time, 1),
     }
     cal = calibration_from_validation(critic, preset, val_problems)
-    res["calibration"] = {"a": cal[0], "b": cal[1], "fitted_on": f"{preset}/validation[:{val_problems}] trace states, 2-3 numbers"}
+    res["calibration"] = {"a": cal[0], "b": cal[1], "fitted_on": f"{preset}/validation[:{val_problems}] trace states with 2-4 numbers (start states included)"}
     res["sets"] = {}
     for name, ls in sets.items():
         scores = score_states(critic, ls)

@@ -391,7 +391,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         from critics.evaluate import calibration_from_validation
 
         a, b = calibration_from_validation(load_critic(out), cfg.preset)
-        extra["calibration"] = {"a": a, "b": b, "fitted_on": f"{cfg.preset}/validation[:200] trace states, 2-3 numbers"}
+        extra["calibration"] = {"a": a, "b": b, "fitted_on": f"{cfg.preset}/validation[:200] trace states with 2-4 numbers (start states included)"}
     extra["total_seconds"] = round(time.perf_counter() - t_start, 1)
     _save(model, optim, cfg, out, end, rng, log, extra)
     if log:

@@ -11,7 +11,8 @@ Metrics per submission:
 * ``pass@1``: fraction of problems whose *first* answer is correct.
 * ``pass@k``: the unbiased estimator ``1 - C(n-c, k) / C(n, k)`` averaged over problems
   (``n`` answers, ``c`` correct, ``k`` = the header's ``sampling.k``), shown when ``k > 1``.
-* ``per-sample``: mean over problems of ``c / n`` (the fraction of all answers that are correct).
+* ``per-sample``: mean over problems of ``c / n`` (each problem's fraction of correct answers; the
+  fraction of all answers only when every problem has the same ``n``).
 * ``invalid steps``: move lines that were illegal or wrongly computed, over all move lines of
   the *first* answers (so submissions with different k compare, and scoring stays fast), from
   :func:`countdown_gym.envs.text.replay_completion` (``-`` when no answer states a move).
@@ -295,7 +296,7 @@ def render_markdown(results: list[Scores | Rejection], base: Path, png_name: str
         "with `countdown_gym.verify`: numbers claimed in a submission are never used. How to submit: `README.md`.",
         "",
         "Columns: pass@1 = first answer correct; pass@k = unbiased estimator with the submission's k (shown when",
-        "k > 1); per-sample = fraction of all answers correct; invalid steps = illegal or miscomputed move lines over",
+        "k > 1); per-sample = mean over problems of the fraction of its answers correct; invalid steps = illegal or miscomputed move lines over",
         "all move lines of the first answers (replayed by the text environment); length = mean characters per answer.",
     ]
     if png_name and scores:
