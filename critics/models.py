@@ -334,6 +334,14 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
             f"{weights_path} does not fit the config in {cfg_path}: "
             f"missing {missing[:5]}, unexpected {unexpected[:5]}, wrong shapes {wrong[:5]}"
         )
+    bad = sorted(k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
+    if bad:
+        raise CheckpointError(f"{weights_path} holds NaN or infinite weights in {bad[:5]}")
+    cal = meta.get("calibration")
+    if cal is not None and not (
+        isinstance(cal, dict) and all(isinstance(cal.get(k), (int, float)) and math.isfinite(cal[k]) for k in ("a", "b"))
+    ):
+        raise CheckpointError(f"{cfg_path}: 'calibration' must be {{\"a\": number, \"b\": number, ...}}, got {cal!r:.120}")
     model.load_state_dict(state)
     model.eval()
     return model, meta

@@ -246,6 +246,15 @@ def test_load_critic_errors_name_the_file(tmp_path):
     save_checkpoint(build_model(ModelConfig(**TINY)), ModelConfig(**{**TINY, "hidden": 48}), d)
     with pytest.raises(CheckpointError, match="does not fit the config"):
         load_critic(d)
+    model = build_model(ModelConfig(**TINY))
+    save_checkpoint(model, ModelConfig(**TINY), d, extra={"calibration": {"a": "ten"}})
+    with pytest.raises(CheckpointError, match="'calibration' must be"):
+        load_critic(d)
+    with torch.no_grad():
+        next(model.parameters()).fill_(float("nan"))
+    save_checkpoint(model, ModelConfig(**TINY), d)
+    with pytest.raises(CheckpointError, match="NaN or infinite"):
+        load_critic(d)
     (d / "model.safetensors").write_bytes(b"garbage")
     with pytest.raises(CheckpointError, match="model.safetensors"):
         load_critic(d)
