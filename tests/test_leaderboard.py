@@ -543,6 +543,14 @@ def test_submit_a_saved_maskable_ppo_model_behind_a_wrapper(tmp_path):
             lb_main([*argv[: i + 1], bad, *argv[i + 2 :]])
     with pytest.raises(SystemExit, match="needs --wrapper"):
         lb_main([*argv[:3], *argv[i:]])
+    with pytest.raises(SystemExit, match="must be 0 .* or 1"):
+        lb_main([*argv, "--temperature", "0.5"])
+    sampled = []
+    for name in ("s1.jsonl", "s2.jsonl"):  # sampled actions repeat for the same --seed
+        j = argv.index("--out")
+        lb_main([*argv[: j + 1], str(tmp_path / name), *argv[j + 2 :], "--temperature", "1", "--k", "2", "--seed", "3"])
+        sampled.append((tmp_path / name).read_text().splitlines()[1:])
+    assert sampled[0] == sampled[1]
 
 
 def test_writer_accepts_one_move_sequence_or_completion_per_problem(tmp_path):

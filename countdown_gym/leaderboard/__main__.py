@@ -96,9 +96,13 @@ def cmd_submit(args: argparse.Namespace, argv: list[str]) -> int:
             raise SystemExit(f"--wrapper-kwargs must be a JSON object, got {args.wrapper_kwargs!r}")
         wrapper = functools.partial(wrapper, **kwargs)
     if args.sb3:
+        if args.temperature not in (0.0, 1.0):
+            raise SystemExit(f"--temperature with --sb3 must be 0 (deterministic actions) or 1 (sampled from the "
+                             f"policy's own distribution), got {args.temperature}")
         model = load_sb3_model(args.sb3)
 
         def make(seed: int):
+            model.set_random_seed(seed)  # sampled actions repeat for the same --seed
             return sb3_policy(model, deterministic=args.temperature == 0)
     else:
 
@@ -147,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--reward-variant", required=True, help="reward used in training: sparse, oracle-perfect, critic, none, ...")
     m.add_argument("--k", type=int, default=1, help="episodes per problem (pass@k)")
     m.add_argument("--seed", type=int, default=0)
-    m.add_argument("--temperature", type=float, default=0.0, help="0: deterministic actions; > 0: sampled (SB3)")
+    m.add_argument("--temperature", type=float, default=0.0, help="0: deterministic actions; 1: actions sampled from the SB3 policy's distribution")
     m.add_argument("--compute", default=None, help="compute notes (default: cores and measured wall time)")
     m.add_argument("--notes", default=None)
     m.add_argument("--no-progress", action="store_true")
