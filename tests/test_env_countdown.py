@@ -142,6 +142,15 @@ def test_determinism_per_seed():
     assert run(3) != run(4)
 
 
+def test_replaced_np_random_decides_the_next_problems():
+    # the pool draws are buffered; a generator set by the caller must still decide the very next resets
+    a, b = CountdownEnv(), CountdownEnv()
+    a.reset(seed=1)
+    b.reset(seed=2)
+    a.np_random, b.np_random = np.random.default_rng(7), np.random.default_rng(7)
+    assert [a.reset()[1]["problem"] for _ in range(3)] == [b.reset()[1]["problem"] for _ in range(3)]
+
+
 # ---- masks -------------------------------------------------------------------------------------
 
 
@@ -335,6 +344,18 @@ def test_problem_sources():
     _, info = gen.reset(seed=0)
     assert len(info["problem"].numbers) == 4
     assert CountdownEnv(problems=[((1, 2), 3)], max_numbers=4).observation_space.shape == (10,)
+
+
+def test_problem_dicts_with_numpy_ints_and_bad_dicts():
+    # a pandas / parquet row holds numpy ints: accepted as in (numbers, target) pairs
+    row = {"numbers": np.array([6, 2, 5, 3]), "target": np.int64(8)}
+    env = CountdownEnv(problems=[row])
+    assert env.reset(seed=0, options={"problem": row})[1]["problem"] == Problem((6, 2, 5, 3), 8)
+    for bad in ({"numbers": [1, 2], "target": "x"}, {"numbers": [1, 2.5], "target": 3}):
+        with pytest.raises(ValueError, match="bad problem"):
+            CountdownEnv(problems=[bad])
+        with pytest.raises(ValueError, match="bad problem"):
+            env.reset(options={"problem": bad})
 
 
 @pytest.mark.parametrize(

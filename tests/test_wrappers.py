@@ -432,6 +432,20 @@ def test_wrapper_argument_errors():
         OracleReward(make_countdown(), key="sparse")
 
 
+def test_numpy_scale_and_gamma_are_accepted():
+    # values read from a numpy config / sweep array are numbers too
+    env = OracleReward(make_countdown(), scale=np.float32(0.5), potential=True, gamma=np.float32(0.75))
+    assert (env.scale, env.gamma) == (0.5, 0.75) and type(env.scale) is float
+    assert OracleReward(make_countdown(), scale=np.int64(2)).scale == 2.0
+    assert oracle_term(record((4, 2), (4, "*", 2, 8), (8,)), scale=np.float32(0.5)) == 0.5
+    with pytest.raises(ValueError, match="gamma"):
+        OracleReward(make_countdown(), potential=True, gamma=np.float64(1.5))
+    with pytest.raises(ValueError, match="scale"):
+        OracleReward(make_countdown(), scale=np.bool_(True))
+    with pytest.raises(ValueError, match="scale"):
+        OracleReward(make_countdown(), scale=10**400)
+
+
 def test_invalid_move_in_penalty_mode():
     env = OracleReward(make_countdown(invalid_action="penalty"), mode="reachable", potential=False)
     env.reset(seed=0)

@@ -389,6 +389,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         first, second, ops = action_table(m)
         self._moves = [(first[a], second[a], ops[a]) for a in range(self.n_actions)]
         self._uniforms: list[float] = []
+        self._uniforms_rng: np.random.Generator | None = None  # the generator ``_uniforms`` came from
         self._cache = _StateCache.get(self.rules, m, self.value_scale)
         self._pair_results = self._cache.pairs.results
         self._states = self._cache.data
@@ -468,13 +469,15 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         """The next problem from the source, seeded by ``np_random``.
 
         Pools are indexed with uniforms drawn from ``np_random`` 64 at a time (one generator call
-        per 64 resets instead of one per reset); generated sources draw directly.
+        per 64 resets instead of one per reset), refilled at once when ``np_random`` is replaced;
+        generated sources draw directly.
         """
         pool = self.source.pool
         if pool is None:
             return self.source.sample(self.np_random)
-        if not self._uniforms:
-            self._uniforms = self.np_random.random(64).tolist()
+        rng = self.np_random
+        if not self._uniforms or self._uniforms_rng is not rng:  # a new generator (e.g. env.np_random = ...) refills
+            self._uniforms, self._uniforms_rng = rng.random(64).tolist(), rng
         return pool[int(self._uniforms.pop() * len(pool))]
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:

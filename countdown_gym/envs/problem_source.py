@@ -71,7 +71,15 @@ def to_problem(obj: ProblemLike, rules: Rules | None = None) -> Problem:
     if isinstance(obj, Problem):
         p = obj
     elif isinstance(obj, Mapping):
-        p = Problem.from_dict(dict(obj))
+        d = dict(obj)  # numpy ints (a pandas / parquet row) count as ints, as in (numbers, target) pairs
+        if isinstance(d.get("numbers"), (Sequence, np.ndarray)) and not isinstance(d["numbers"], (str, bytes)):
+            d["numbers"] = [int(x) if isinstance(x, np.integer) else x for x in d["numbers"]]
+        if isinstance(d.get("target"), np.integer):
+            d["target"] = int(d["target"])
+        try:
+            p = Problem.from_dict(d)
+        except TypeError as e:
+            raise ValueError(f"bad problem {obj!r:.200}: {e}") from None
     elif isinstance(obj, (tuple, list)) and len(obj) == 2 and not isinstance(obj[0], (int, np.integer)):
         numbers, target = obj
         try:

@@ -786,6 +786,12 @@ class CountdownTextEnv(gym.Env):
             _check_budget(name, value, allow_none)
         if prompt_kwargs is not None and (prompt != "longproc" or not isinstance(prompt_kwargs, dict)):
             raise ValueError("prompt_kwargs (a dict) is only for prompt='longproc'")
+        unknown = set(prompt_kwargs or {}) - {"current_state", "example"}
+        if unknown:
+            raise ValueError(f"unknown prompt_kwargs {sorted(unknown)}; the LongProc prompt takes 'current_state' and 'example'")
+        example = (prompt_kwargs or {}).get("example")
+        if example is not None and not isinstance(example, Problem):
+            raise ValueError(f"prompt_kwargs['example'] must be a Problem, got {type(example).__name__} {example!r:.80}")
         self.source = make_problem_source(preset=preset, config=config, rules=rules, split=split, problems=problems)
         self.rules = self.source.rules
         self.prompt_style = prompt

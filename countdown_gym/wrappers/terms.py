@@ -12,6 +12,7 @@ records that Countdown-v0 and CountdownText-v0 put in ``info["transitions"]`` (s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -44,14 +45,22 @@ def check_transition(transition: Any) -> Mapping[str, Any]:
     return transition
 
 
+_REAL = (int, float, np.integer, np.floating)
+"""What a scale or gamma may be: a Python or numpy real number (e.g. read from a config array)."""
+
+
 def _check_scale(scale: float) -> float:
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not np.isfinite(scale):
-        raise ValueError(f"scale must be a finite number, got {scale!r}")
+    try:
+        ok = not isinstance(scale, bool) and isinstance(scale, _REAL) and math.isfinite(float(scale))
+    except OverflowError:  # an int too large for a float
+        ok = False
+    if not ok:
+        raise ValueError(f"scale must be a finite number, got {scale!r:.60}")
     return float(scale)
 
 
 def _check_gamma(gamma: float) -> float:
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 <= gamma <= 1.0:
+    if isinstance(gamma, bool) or not isinstance(gamma, _REAL) or not 0.0 <= gamma <= 1.0:
         raise ValueError(f"gamma must be a number in [0, 1], got {gamma!r}")
     return float(gamma)
 
