@@ -160,6 +160,10 @@ def test_errors():
         CountdownVectorEnv(2, problems=[((1, 2), 3)]).reset(seed=0, options={"problem": ((1, 2), 10**30)})
     with pytest.raises(ValueError, match="disagree"):
         CountdownVectorEnv(2, max_steps=2, max_episode_steps=3)
+    with pytest.raises(ValueError, match="no legal first move"):  # its mask would be all zero
+        CountdownVectorEnv(2, problems=[((21, 16, 17, 26), 46), ((4001, 2), 5)])
+    with pytest.raises(ValueError, match="no legal first move"):
+        CountdownVectorEnv(2, problems=[((1, 2), 3)]).reset(seed=0, options={"problem": ((4001, 2), 5)})
     venv = CountdownVectorEnv(4, problems=[((21, 16, 17, 26), 46)])
     with pytest.raises(RuntimeError, match="reset"):
         venv.step(np.zeros(4, dtype=int))

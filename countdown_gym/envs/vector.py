@@ -23,6 +23,7 @@ from countdown_gym.envs.problem_source import ProblemLike, make_problem_source
 from countdown_gym.generator import GeneratorConfig
 from countdown_gym.problem import Problem
 from countdown_gym.rules import OPERATORS, Rules
+from countdown_gym.solver import legal_moves
 
 _INT32_SAFE = 2**31 - 1
 _INT64_SAFE = 2**62
@@ -102,6 +103,8 @@ class CountdownVectorEnv(VectorEnv):
     options ``{"problem": p}`` (every env plays ``p``: a GRPO-style group) or
     ``{"problems": [p_0, ..., p_{n-1}]}`` (one per env). Later autoresets draw from the source
     (pool sources with one vectorised draw per step; generated sources one problem at a time).
+    Problems given by ``problems=`` or these options must have a legal first move (``ValueError``
+    otherwise): a dead end at the start would return an all-zero mask.
 
     Example:
         >>> envs = CountdownVectorEnv(1024, split="train")
@@ -143,6 +146,8 @@ class CountdownVectorEnv(VectorEnv):
                 "integer_only=False); use gymnasium.make_vec('Countdown-v0', vectorization_mode='sync') "
                 "for rational rules"
             )
+        if problems is not None and self.source.pool is not None:
+            self._playable(list(self.source.pool))
         if max_steps is not None and max_episode_steps is not None and max_steps != max_episode_steps:
             raise ValueError(f"max_steps={max_steps} and max_episode_steps={max_episode_steps} disagree; pass one")
         self.max_steps = check_max_steps(max_steps if max_steps is not None else max_episode_steps)
@@ -240,6 +245,16 @@ class CountdownVectorEnv(VectorEnv):
             self._load(rows, [self.source.sample(self.np_random) for _ in rows])
         self._steps[rows] = 0
 
+    def _playable(self, problems: list[Problem]) -> list[Problem]:
+        """``problems``, or a ValueError naming one without a legal first move (its mask would be all zero)."""
+        for p in problems:
+            if next(legal_moves(p.numbers, self.rules), None) is None:
+                raise ValueError(
+                    f"problem {p.numbers} -> {p.target} has no legal first move under rules {self.rules.name!r}; "
+                    "the vector env returns only masks with a legal move (Countdown-v0 plays such a problem as a dead end)"
+                )
+        return problems
+
     def current_problems(self) -> list[Problem]:
         """The problem each env is playing."""
         if not self._started:
@@ -333,12 +348,12 @@ class CountdownVectorEnv(VectorEnv):
             raise ValueError("pass reset option 'problem' or 'problems', not both")
         if options.get("problem") is not None:
             p = self.source.coerce(options["problem"])
-            self._load(rows, [p] * self.num_envs)
+            self._load(rows, self._playable([p]) * self.num_envs)
         elif options.get("problems") is not None:
             given = list(options["problems"])
             if len(given) != self.num_envs:
                 raise ValueError(f"reset option 'problems' needs {self.num_envs} problems (one per env), got {len(given)}")
-            self._load(rows, [self.source.coerce(p) for p in given])
+            self._load(rows, self._playable([self.source.coerce(p) for p in given]))
         else:
             self._draw(rows)
         self._steps[:] = 0
