@@ -549,6 +549,11 @@ def test_bad_actions_and_calls(tiny_tokenizer):
         CountdownTextEnv(eos_token_id=0)
     with pytest.raises(ValueError, match="max_prompt_chars"):
         CountdownTextEnv(problems=[P], max_prompt_chars=100).reset(seed=0)
+    env = CountdownTextEnv(problems=[P], max_prompt_chars=60, prompt="compact")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="max_prompt_chars"):  # a refused reset keeps the running episode whole
+        env.reset(options={"problem": Problem(tuple(range(10**14, 10**14 + 4)), 5)})
+    assert env.problem == P and str(P.target) in env.prompt and env.step("21+16=37 [17,26,37]\n")[1] == 0.0
 
 
 # ---- vector environments ---------------------------------------------------------------------

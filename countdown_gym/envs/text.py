@@ -838,15 +838,15 @@ class CountdownTextEnv(gym.Env):
         if unknown:
             raise ValueError(f"unknown reset option(s) {sorted(unknown)}; the only option is 'problem'")
         if options.get("problem") is not None:
-            self.problem = self.source.coerce(options["problem"])
+            problem = self.source.coerce(options["problem"])
         else:
-            self.problem = self.source.sample(self.np_random)
-        prompt = build_prompt(self.problem, self.prompt_style, **self.prompt_kwargs)
-        if len(prompt) > self.max_prompt_chars:
+            problem = self.source.sample(self.np_random)
+        prompt = build_prompt(problem, self.prompt_style, **self.prompt_kwargs)
+        if len(prompt) > self.max_prompt_chars:  # refused before any state changes
             raise ValueError(
-                f"the prompt of {self.problem} has {len(prompt)} characters, more than max_prompt_chars={self.max_prompt_chars}"
+                f"the prompt of {problem} has {len(prompt)} characters, more than max_prompt_chars={self.max_prompt_chars}"
             )
-        self.prompt = prompt
+        self.problem, self.prompt = problem, prompt
         self.episode = TextEpisode(self.problem, self.rules, max_lines=self.max_lines, max_chars=self.max_completion_chars)
         self._obs_prompt = sanitize(prompt)
         self._obs_completion = ""
