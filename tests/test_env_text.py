@@ -140,6 +140,10 @@ def test_human_render_prints_each_line(capsys):
     env.step("<answer>21+16-17+26</answer>")
     out = capsys.readouterr().out
     assert "   0 | 21 + 16 = 38   <-- invalid: arithmetic_error" in out and "terminated: ok" in out
+    quiet = CountdownTextEnv(problems=[P])
+    quiet.reset(seed=0)
+    with pytest.warns(UserWarning, match="render_mode"):
+        assert quiet.render() is None
 
 
 def test_transition_record_shape():
@@ -543,6 +547,10 @@ def test_bad_actions_and_calls(tiny_tokenizer):
     tok_env.reset(seed=0)
     with pytest.raises(ValueError, match="token action"):
         tok_env.step(10**6)
+    with pytest.raises(ValueError, match="token action"):
+        tok_env.step(np.array([1, 2]))
+    tok_env.step(np.array([5]))  # shape (1,), as Countdown-v0 accepts
+    assert tok_env.num_tokens == 1
     with pytest.raises(ValueError, match="eos_token_id"):
         CountdownTextEnv(action_mode="token", tokenizer=tiny_tokenizer, eos_token_id=10**6)
     with pytest.raises(ValueError, match="eos_token_id"):

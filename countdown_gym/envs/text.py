@@ -890,8 +890,8 @@ class CountdownTextEnv(gym.Env):
         """The text an action appends, and whether it is the EOS token."""
         tok = self.tokenizer
         if self.action_mode == "token":
-            if isinstance(action, np.ndarray) and action.shape == ():
-                action = action.item()
+            if isinstance(action, np.ndarray) and action.size == 1:  # 0-d or shape (1,), as Countdown-v0 takes
+                action = action.reshape(()).item()
             if isinstance(action, bool) or not isinstance(action, (int, np.integer)) or not 0 <= action < tok.vocab_size:
                 raise ValueError(f"a token action must be an int in 0..{tok.vocab_size - 1}, got {action!r}")
             action = int(action)
@@ -977,8 +977,11 @@ class CountdownTextEnv(gym.Env):
         return "\n".join([head, *body, self._status()])
 
     def render(self) -> str | None:
+        """The prompt and the checked lines as text (``"ansi"``), or print them (``"human"``)."""
+        if self.render_mode is None:
+            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'human'")
+            return None
         if self.render_mode == "ansi":
             return self._render_text()
-        if self.render_mode == "human":
-            print(self._render_text())
+        print(self._render_text())
         return None
