@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 from fractions import Fraction
 from itertools import combinations
@@ -507,6 +508,19 @@ def test_reference_agents_cli_writes_a_valid_submission(tmp_path):
                                      "--out", str(out), "--no-progress"]) == 0
     s = score_file(out)
     assert isinstance(s, Scores) and s.k == 2 and s.pass_at_k is not None and s.pass_at_1 < 0.5
+
+
+@pytest.mark.parametrize("name", ["random-legal", "exhaustive-solver"])
+def test_shipped_reference_submissions_repeat_from_their_commands(tmp_path, name):
+    # a change to the environment's draws must come with regenerated files (their recorded commands)
+    shipped = ROOT / "leaderboard" / "submissions" / f"{name}.longproc-0.5k.test.jsonl"
+    lines = shipped.read_text().splitlines()
+    argv = shlex.split(json.loads(lines[0])["command"])
+    assert argv[:2] == ["python", "baselines/reference_agents.py"]
+    i = argv.index("--out")
+    argv[i + 1] = str(tmp_path / "again.jsonl")
+    assert _reference_agents().main(argv[2:]) == 0
+    assert (tmp_path / "again.jsonl").read_text().splitlines()[1:] == lines[1:], f"regenerate {shipped.name}"
 
 
 def test_submit_a_saved_maskable_ppo_model_behind_a_wrapper(tmp_path):
