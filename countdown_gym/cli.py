@@ -1,4 +1,5 @@
-"""The ``countdown-gym`` console script: ``countdown-gym leaderboard submit|score|check ...``."""
+"""The ``countdown-gym`` console script (also ``python -m countdown_gym``):
+``countdown-gym leaderboard submit|score|check ...`` and ``countdown-gym splits [--write]``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ USAGE = """usage: countdown-gym <command> [args]
 
 commands:
   leaderboard submit|score|check   leaderboard tools (see: countdown-gym leaderboard --help)
+  splits [--write]                 check that the frozen splits reproduce from their spec (--write rewrites them)
 """
 
 
@@ -22,6 +24,10 @@ def main(argv: list[str] | None = None) -> int:
         from countdown_gym.leaderboard.__main__ import main as leaderboard_main
 
         return leaderboard_main(rest)
+    if command == "splits":
+        from countdown_gym.splits import main as splits_main
+
+        return splits_main(rest)
     print(f"countdown-gym: unknown command {command!r}\n{USAGE}", file=sys.stderr, end="")
     return 2
 

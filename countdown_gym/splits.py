@@ -2,7 +2,7 @@
 
 The files live in ``countdown_gym/data/<preset>/<split>.jsonl`` (one :meth:`Problem.to_dict`
 per line). ``SPLIT_SHA256`` pins their content: :func:`load_split` refuses a file whose hash
-differs. ``python -m countdown_gym.splits`` regenerates them from :data:`SPLIT_SPEC` and checks
+differs. ``countdown-gym splits`` (or ``python -m countdown_gym splits``) regenerates them from :data:`SPLIT_SPEC` and checks
 them against those hashes (``--write`` rewrites the files and prints the new hashes); test
 problems never share a (sorted numbers, target) key with train or validation problems.
 """
@@ -44,7 +44,7 @@ SPLIT_SHA256: dict[str, dict[str, str]] = {
         "test": "d96c9fd2208d67ce192aea65471fc60fab3f39775a0850d6ad52741d19aae076",
     },
 }
-"""SHA-256 of each shipped split file (printed by ``python -m countdown_gym.splits --write``)."""
+"""SHA-256 of each shipped split file (printed by ``countdown-gym splits --write``)."""
 
 
 class SplitIntegrityError(RuntimeError):
@@ -73,7 +73,7 @@ def split_sha256(preset: str, split: str) -> str:
     try:
         return SPLIT_SHA256[preset][split]
     except KeyError:
-        raise SplitIntegrityError(f"no recorded SHA-256 for {preset}/{split}; rebuild with python -m countdown_gym.splits --write") from None
+        raise SplitIntegrityError(f"no recorded SHA-256 for {preset}/{split}; rebuild with: python -m countdown_gym splits --write") from None
 
 
 @cache
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - maintenanc
     from tqdm import tqdm
 
     parser = argparse.ArgumentParser(
-        prog="python -m countdown_gym.splits",
+        prog="countdown-gym splits",
         description="Regenerate the frozen splits from SPLIT_SPEC and compare them with SPLIT_SHA256. "
         "Nothing is written unless --write is given.",
     )

@@ -96,6 +96,15 @@ def test_maintenance_command_writes_nothing_without_write(capsys: pytest.Capture
     assert "--write" in capsys.readouterr().out
 
 
+def test_maintenance_command_runs_as_python_m_countdown_gym_without_warnings() -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-W", "error", "-m", "countdown_gym", "splits", "--help"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "countdown-gym splits" in r.stdout and r.stderr == "", r.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", sorted(SPLIT_SPEC))
 def test_build_splits_reproduces_shipped_files(preset: str) -> None:
