@@ -51,6 +51,9 @@ def run_one(variant: str, seed: int, steps: int, out: str, extra: list[str]) -> 
         differ = sorted(k for k in new if k not in skip and old.get(k, default[k]) != new[k])
         if differ:
             raise ValueError(f"{run_dir} holds a run with other settings ({', '.join(differ)}); use another --out")
+        if old.get("total_timesteps", 0) > steps:  # its result and curve would be reported as this smaller budget
+            raise ValueError(f"{run_dir} holds a run of {old['total_timesteps']} steps, more than --total-timesteps {steps}; "
+                             "use another --out")
     done = run_dir / "result.json"
     if done.exists():
         result = json.loads(done.read_text())
@@ -98,13 +101,15 @@ def plot(results: list[dict], out: Path, variants: list[str]) -> None:
 
 
 def versus(rates: list[float], sparse: list[float] | None) -> str:
-    """``rates`` against the sparse variant's: the mean difference and whether it exceeds 2 standard errors."""
+    """``rates`` against the sparse variant's: the mean difference and whether it exceeds 2 standard errors
+    (no verdict with one seed on either side: its noise is unknown)."""
     if not sparse or rates is sparse:
         return ""
     diff = round(statistics.mean(rates) - statistics.mean(sparse), 3) + 0.0  # + 0.0: no "-0.000"
-    var = sum(statistics.variance(x) / len(x) for x in (rates, sparse) if len(x) > 1)
-    se = math.sqrt(var)
-    if se == 0 or abs(diff) <= 2 * se:
+    if min(len(rates), len(sparse)) < 2:
+        return f"{diff:+.3f} (one seed: noise unknown)"
+    se = math.sqrt(sum(statistics.variance(x) / len(x) for x in (rates, sparse)))
+    if abs(diff) <= 2 * se:
         return f"{diff:+.3f} (within seed noise)"
     return f"{diff:+.3f} ({'better' if diff > 0 else 'worse'})"
 

@@ -72,7 +72,8 @@ class EvalConfig:
     """``hf`` (transformers generate) or ``vllm``."""
     dtype: str = "float32"
     out: str = ""
-    """Output path: a leaderboard submission ``.jsonl`` (whole split) or completions JSONL; empty = auto."""
+    """Output path: a leaderboard submission ``.jsonl`` (whole split) or completions JSONL; empty = auto (an existing
+    file of that name stops the run before generating)."""
     agent: str = ""
     authors: str = "countdown-gym baselines"
     method: str = "SFT on compact search traces"
@@ -340,7 +341,7 @@ def submission_fields(cfg: EvalConfig, command: str, params: str) -> dict:
     return dict(
         agent=_agent_name(cfg), authors=cfg.authors, model=cfg.model, model_size=params, method=cfg.method,
         reward_variant=cfg.reward_variant, preset=cfg.preset, split=cfg.split,
-        sampling={"k": n, "temperature": cfg.temperature, "first_answer": "greedy"},
+        sampling={"k": n, "temperature": cfg.temperature if cfg.k else 0.0, "first_answer": "greedy"},
         compute=f"CPU, {cfg.threads} thread(s)", command=command,
         notes=(f"answer 1 is the greedy completion, answers 2..{n} are samples at temperature {cfg.temperature}"
                if n > 1 else "greedy completion"),
@@ -369,23 +370,39 @@ def check_submission_fields(cfg: EvalConfig, problems: list[Problem], command: s
         raise SystemExit(f"cannot write a leaderboard submission with these options: {exc.reason}") from None
 
 
+def _submits(cfg: EvalConfig, problems: list[Problem]) -> bool:
+    """Whether this run writes a leaderboard submission (the whole split, the leaderboard package present)."""
+    if not _whole_split(cfg, problems):
+        return False
+    try:
+        from countdown_gym.leaderboard import write_submission  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def output_path(cfg: EvalConfig, problems: list[Problem]) -> Path:
+    """``--out``, else the automatic name: ``leaderboard/submissions/<agent>.<preset>.<split>.jsonl`` or a completions file."""
+    if cfg.out:
+        return Path(cfg.out)
+    if _submits(cfg, problems):
+        return Path(f"leaderboard/submissions/{_agent_name(cfg)}.{cfg.preset}.{cfg.split}.jsonl")
+    return Path(f"{_agent_name(cfg)}-{cfg.preset}-{cfg.split}-completions.jsonl")
+
+
 def write_outputs(cfg: EvalConfig, res: dict, problems: list[Problem], command: str) -> Path:
     """A leaderboard submission when the whole split was evaluated, else a JSONL of completions."""
     answers = [[g] for g in res["completions_greedy"]]
     if "completions_sampled" in res:
         answers = [[g, *s] for g, s in zip(res["completions_greedy"], res["completions_sampled"], strict=True)]
-    if _whole_split(cfg, problems):
-        try:
-            from countdown_gym.leaderboard import write_submission
-        except ImportError:
-            write_submission = None
-        if write_submission is not None:
-            out = Path(cfg.out or f"leaderboard/submissions/{_agent_name(cfg)}.{cfg.preset}.{cfg.split}.jsonl")
-            out.parent.mkdir(parents=True, exist_ok=True)
-            write_submission(str(out), answers=answers, claimed={"pass@1": res["pass@1_greedy"]},
-                             **submission_fields(cfg, command, str(res.get("params", "unknown"))))
-            return out
-    out = Path(cfg.out or f"{_agent_name(cfg)}-{cfg.preset}-{cfg.split}-completions.jsonl")
+    out = output_path(cfg, problems)
+    if _submits(cfg, problems):
+        from countdown_gym.leaderboard import write_submission
+
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_submission(str(out), answers=answers, claimed={"pass@1": res["pass@1_greedy"]},
+                         **submission_fields(cfg, command, str(res.get("params", "unknown"))))
+        return out
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as f:
         for p, a in zip(problems, answers, strict=True):
@@ -417,6 +434,9 @@ def main(argv: list[str] | None = None) -> dict:
     problems = select(problems, cfg)
     command = shlex.join(["python", "baselines/llm_eval.py", *(sys.argv[1:] if argv is None else argv)])
     check_submission_fields(cfg, problems, command)
+    auto = output_path(cfg, problems)
+    if not cfg.out and auto.exists():  # e.g. runs/a/final and runs/b/final both name the file final.*
+        raise SystemExit(f"{auto} exists (an earlier evaluation); pass --out PATH (an existing file is replaced) or --agent NAME")
     for flag, path in (("--out", cfg.out), ("--results-json", cfg.results_json), ("--pass-rates", cfg.pass_rates)):
         if path:  # fail before generating, not after
             dataclass_cli.output_dir(Path(path).parent, f"{flag} {path}")

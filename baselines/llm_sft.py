@@ -7,7 +7,8 @@
 
 ``--init-from`` starts from a saved model's weights (fresh optimiser and schedule; the architecture
 is the saved model's, the ``--arch/--hidden/...`` flags are ignored); ``--resume`` continues a run
-of this script exactly (optimiser, step, RNG).
+of this script exactly (optimiser, step, RNG; only the budget, evaluation, checkpoint and display
+options may differ from the saved run's, see ``RESUME_MAY_CHANGE``).
 
 Data: the train split of ``--preset`` plus ``--fresh-problems`` newly generated problems (any
 problem whose key is in the validation or test split is dropped). Each example is
@@ -24,7 +25,9 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import random
+import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -207,8 +210,43 @@ def validation_success(model, tokenizer, problems: list[Problem], cfg: SFTConfig
 
 
 def save_checkpoint(path: Path, model, tokenizer, opt, step: int, rng: random.Random, meta: dict) -> None:
-    save_pretrained(model, tokenizer, path, meta)
-    torch.save({"optimizer": opt.state_dict(), "step": step, "rng": rng.getstate(), "torch_rng": torch.get_rng_state()}, path / "trainer_state.pt")
+    """Write the checkpoint to ``<path>.tmp`` and swap it in, so a kill mid-write leaves the previous one whole."""
+    tmp, old = path.with_name(path.name + ".tmp"), path.with_name(path.name + ".old")
+    shutil.rmtree(tmp, ignore_errors=True)
+    save_pretrained(model, tokenizer, tmp, meta)
+    torch.save({"optimizer": opt.state_dict(), "step": step, "rng": rng.getstate(), "torch_rng": torch.get_rng_state()}, tmp / "trainer_state.pt")
+    if path.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        path.rename(old)
+    tmp.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def last_checkpoint(path: Path) -> Path | None:
+    """The complete checkpoint: ``path``, or ``<path>.old`` when a kill came between the two renames of a save."""
+    for d in (path, path.with_name(path.name + ".old")):
+        if (d / "trainer_state.pt").exists():
+            return d
+    return None
+
+
+RESUME_MAY_CHANGE = ("out", "resume", "progress", "threads", "max_steps", "max_minutes", "eval_every", "eval_problems",
+                     "eval_batch_size", "max_new_tokens", "checkpoint_every")
+"""The options a ``--resume`` may change; any other differing from the checkpoint's run is refused."""
+
+
+def check_resume_options(cfg: SFTConfig, ckpt: Path) -> None:
+    """Exit naming the options that differ from those of the run saved in ``ckpt`` (data, model or optimiser would change)."""
+    path = ckpt / "training.json"
+    if not path.exists():
+        return
+    saved = json.loads(path.read_text()).get("sft_config", {})
+    now, default = (json.loads(json.dumps(asdict(c), default=str)) for c in (cfg, SFTConfig()))
+    differ = sorted(k for k in now if k not in RESUME_MAY_CHANGE and saved.get(k, default[k]) != now[k])
+    if differ:
+        shown = ", ".join(f"--{k.replace('_', '-')} {saved.get(k, default[k])} (now {now[k]})" for k in differ)
+        raise SystemExit(f"--resume: {ckpt} was trained with {shown}; resume with the same values "
+                         "(or start a new --out with --init-from for a fresh optimiser)")
 
 
 def plot_curves(rows: list[dict], path: Path) -> None:
@@ -242,17 +280,20 @@ def train(cfg: SFTConfig) -> dict:
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
 
+    found = last_checkpoint(ckpt) if cfg.resume else None
+    if found is not None:
+        check_resume_options(cfg, found)  # before the data is built: a refused resume fails fast
     problems = training_problems(cfg, cfg.progress)
     val = load_split(cfg.preset, "validation")[: cfg.eval_problems]
     tokenizer = build_tokenizer()
     step = 0
     rows: list[dict] = []
-    if cfg.resume and (ckpt / "trainer_state.pt").exists():
+    if found is not None:
         from transformers import AutoModelForCausalLM
 
-        model = AutoModelForCausalLM.from_pretrained(str(ckpt))
+        model = AutoModelForCausalLM.from_pretrained(str(found))
         opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
-        state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
+        state = torch.load(found / "trainer_state.pt", weights_only=False)
         opt.load_state_dict(state["optimizer"])
         step = state["step"]
         rng.setstate(state["rng"])
@@ -260,7 +301,7 @@ def train(cfg: SFTConfig) -> dict:
         if (out / "metrics.csv").exists():
             with (out / "metrics.csv").open() as f:
                 rows = [r for r in csv.DictReader(f) if int(r["step"]) <= step]
-        print(f"resumed from {ckpt} at step {step}")
+        print(f"resumed from {found} at step {step}")
     else:
         if cfg.resume:
             print(f"--resume: no checkpoint in {ckpt}, starting from scratch")
@@ -278,6 +319,7 @@ def train(cfg: SFTConfig) -> dict:
     tokens = 0
     loss_ema = None
     bar = tqdm(total=cfg.max_steps, initial=step, desc="sft", disable=not cfg.progress)
+    first_step = step
     stopped_by_time = False
     while step < cfg.max_steps:
         batch_problems = [problems[rng.randrange(len(problems))] for _ in range(cfg.batch_size)]
@@ -302,10 +344,11 @@ def train(cfg: SFTConfig) -> dict:
             tqdm.write(f"step {step}: loss {loss_ema:.4f}, validation greedy success {row['val_success']:.3f} ({len(val)} problems)")
         rows.append(row)
         bar.set_postfix(loss=f"{loss_ema:.3f}", tok_s=f"{tokens / (time.time() - run_start):.0f}")
+        bar.total = projected_steps(cfg, step, (step - first_step) / max(time.time() - run_start, 1e-9), time.time() - t_start)
         bar.update(1)
         if step % cfg.checkpoint_every == 0 or step == cfg.max_steps or out_of_time:
+            write_metrics(rows, out)  # before the checkpoint: a resume drops the rows after its step
             save_checkpoint(ckpt, model, tokenizer, opt, step, rng, meta)
-            write_metrics(rows, out)
         if out_of_time:
             stopped_by_time = True
             tqdm.write(f"stopping at step {step}: --max-minutes {cfg.max_minutes} reached")
@@ -329,13 +372,23 @@ def train(cfg: SFTConfig) -> dict:
     return summary
 
 
+def projected_steps(cfg: SFTConfig, step: int, steps_per_s: float, elapsed: float) -> int:
+    """The step the run stops at (the progress bar's total): ``max_steps``, or where ``max_minutes`` runs out at this pace."""
+    if not (cfg.max_minutes > 0 and steps_per_s > 0):
+        return cfg.max_steps
+    return min(cfg.max_steps, step + math.ceil(max(cfg.max_minutes * 60 - elapsed, 0.0) * steps_per_s))
+
+
 def write_metrics(rows: list[dict], out: Path) -> None:
+    """``metrics.csv`` (replaced whole, never left half-written) and ``curves.png``."""
     if not rows:
         return
-    with (out / "metrics.csv").open("w", newline="") as f:
+    tmp = out / "metrics.csv.tmp"
+    with tmp.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+    os.replace(tmp, out / "metrics.csv")
     plot_curves(rows, out / "curves.png")
 
 

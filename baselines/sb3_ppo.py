@@ -149,6 +149,11 @@ def parse_args(argv: list[str] | None = None) -> Args:
         parser.error(str(exc))
     if not args.net_arch or min(args.net_arch) < 1:
         parser.error(f"--net-arch must be positive layer widths, got {args.net_arch}")
+    default = Args()
+    if args.policy == "per-action" and list(args.net_arch) != default.net_arch:
+        parser.error("--net-arch sets the MlpPolicy (--policy mlp); the per-action policy's width is --hidden")
+    if args.policy == "mlp" and (args.hidden, args.activation) != (default.hidden, default.activation):
+        parser.error("--hidden and --activation set the per-action policy; the MlpPolicy's layers are --net-arch")
     if not 0 < args.gamma <= 1:
         parser.error(f"--gamma must be in (0, 1], got {args.gamma}")
     return args
@@ -269,6 +274,18 @@ def training_logger(folder: Path, resume: bool):
 FEATURE_FLAGS = ("preset", "reward", "seed", "policy", "lookahead", "log_ratios", "children", "hidden", "net_arch")
 
 
+RESUME_MAY_CHANGE = ("total_timesteps", "resume", "progress", "threads", "eval_split", "eval_limit", "eval_every",
+                     "eval_problems", "checkpoint_every", "output_dir", "run_name", "submit", "evaluate_model")
+"""The flags a ``--resume`` may change; the saved model keeps its own hyperparameters, so any other change is refused."""
+
+
+def resume_conflicts(saved: dict[str, Any], args: Args) -> list[str]:
+    """The fields of ``args`` that differ from ``saved`` (a run's ``args.json``) and a resume may not change."""
+    now = json.loads(json.dumps(dataclasses.asdict(args)))
+    default = json.loads(json.dumps(dataclasses.asdict(Args())))
+    return sorted(k for k in now if k not in RESUME_MAY_CHANGE and saved.get(k, default[k]) != now[k])
+
+
 def evaluate_saved(args: Args, command: str) -> dict[str, Any]:
     """``--evaluate-model``: greedy evaluation of a saved model, with its run's feature flags when ``args.json`` is found."""
     from sb3_contrib import MaskablePPO
@@ -324,6 +341,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return evaluate_saved(args, " ".join(["python", "baselines/sb3_ppo.py", *(argv if argv is not None else sys.argv[1:])]))
     name = args.run_name or f"{args.preset}-{args.reward}-s{args.seed}"
     out = dataclass_cli.output_dir(Path(args.output_dir) / name, f"--output-dir {args.output_dir}")
+    checkpoints = sorted(out.glob("checkpoints/model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[1]))
+    if args.resume and checkpoints and (out / "args.json").is_file():
+        saved = json.loads((out / "args.json").read_text())
+        differ = resume_conflicts(saved, args)
+        if differ:
+            raise SystemExit(f"--resume: {out} was trained with "
+                             + ", ".join(f"--{k.replace('_', '-')} {saved.get(k, getattr(Args(), k))} (now {getattr(args, k)})" for k in differ)
+                             + "; the checkpoint would keep its own values: resume with the same flags or use another --run-name")
     (out / "args.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
 
     vec = make_vec_env(args)
@@ -333,9 +358,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             policy_kwargs.update(children=True, child_hidden=args.child_hidden or None)
     else:
         policy_class, policy_kwargs = "MlpPolicy", {"net_arch": list(args.net_arch)}
-    checkpoints = sorted(out.glob("checkpoints/model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[1]))
     if args.resume and checkpoints:
         model = MaskablePPO.load(checkpoints[-1], env=vec, device="cpu", custom_objects={"policy_class": policy_class})
+        model.set_random_seed(args.seed + model.num_timesteps)  # SB3 saves no RNG state: a resumed run is at least repeatable
         print(f"resumed from {checkpoints[-1]} at {model.num_timesteps} steps")
         drop_rows_after(out / "logs" / "progress.csv", "time/total_timesteps", model.num_timesteps)
         drop_rows_after(out / "curve.csv", "steps", model.num_timesteps)

@@ -32,6 +32,8 @@ def test_compare_writes_table_and_figure_and_reuses_runs(tmp_path: Path, capsys:
     assert (tmp_path / "runs" / "sparse-s0" / "result.json").stat().st_mtime == mtime
     with pytest.raises(ValueError, match="other settings"):
         compare_rewards.main([*argv, "--hidden", "16"])
+    with pytest.raises(ValueError, match="more than --total-timesteps 32"):  # never report a 64-step run as 32
+        compare_rewards.main([*argv[:7], "32", *argv[8:]])
 
 
 def test_versus_calls_a_difference_only_beyond_two_standard_errors() -> None:
@@ -40,3 +42,7 @@ def test_versus_calls_a_difference_only_beyond_two_standard_errors() -> None:
     assert compare_rewards.versus([0.50, 0.51, 0.52], [0.90, 0.91, 0.92]) == "-0.400 (worse)"
     sparse = [0.5, 0.6]
     assert compare_rewards.versus(sparse, sparse) == ""
+    assert compare_rewards.versus([0.9], [0.1]) == "+0.800 (one seed: noise unknown)"  # not "within seed noise"
+    assert compare_rewards.versus([0.9], [0.1, 0.12, 0.11]) == "+0.790 (one seed: noise unknown)"
+    assert compare_rewards.versus([0.6, 0.6], [0.5, 0.5]) == "+0.100 (better)"  # no spread at all: a real difference
+    assert compare_rewards.versus([0.5, 0.5], [0.5, 0.5]) == "+0.000 (within seed noise)"

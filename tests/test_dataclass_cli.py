@@ -236,8 +236,9 @@ def test_replaces_the_sb3_parser() -> None:
     import sb3_ppo
 
     argv = ["--reward", "oracle-perfect", "--total-timesteps", "200000", "--seed", "1", "--no-progress", "--resume"]
-    args = parse(sb3_ppo.Args, [*argv, "--net-arch", "128", "128"])
-    assert args == sb3_ppo.parse_args([*argv, "--net-arch", "128", "128"])
+    mlp = ["--policy", "mlp", "--vec-env", "dummy", "--net-arch", "128", "128"]  # --net-arch is the MlpPolicy's
+    args = parse(sb3_ppo.Args, [*argv, *mlp])
+    assert args == sb3_ppo.parse_args([*argv, *mlp])
     assert parse(sb3_ppo.Args, ["--net-arch", "128,128"]).net_arch == [128, 128]
 
 

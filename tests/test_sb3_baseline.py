@@ -363,6 +363,37 @@ def test_evaluate_model_rescores_a_saved_run_and_names_wrong_flags(tmp_path: Pat
         sb3_ppo.main(["--evaluate-model", str(tmp_path / "missing.zip"), *common])
 
 
+def test_resume_refuses_flags_the_checkpoint_would_ignore(tmp_path: Path) -> None:
+    common = ["--num-envs", "2", "--n-steps", "32", "--batch-size", "64", "--n-epochs", "1", "--eval-limit", "5",
+              "--eval-every", "0", "--checkpoint-every", "64", "--output-dir", str(tmp_path), "--run-name", "r",
+              "--no-progress", "--eval-split", "validation"]
+    sb3_ppo.main([*common, "--total-timesteps", "64", "--learning-rate", "0.001"])
+    with pytest.raises(SystemExit, match="--learning-rate 0.001 \\(now 0.5\\)"):  # MaskablePPO.load keeps 0.001
+        sb3_ppo.main([*common, "--total-timesteps", "128", "--learning-rate", "0.5", "--resume"])
+    assert json.loads((tmp_path / "r" / "args.json").read_text())["learning_rate"] == 0.001
+    assert sb3_ppo.main([*common, "--total-timesteps", "128", "--learning-rate", "0.001", "--resume"])["total_timesteps"] == 128
+
+
+def test_a_resumed_run_does_not_replay_the_problems_of_its_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    drawn: list[list[Problem]] = []
+    reset = CountdownSB3VecEnv.reset
+
+    def recording_reset(self: CountdownSB3VecEnv) -> np.ndarray:
+        obs = reset(self)
+        drawn.append(list(self.venv.current_problems()))
+        return obs
+
+    monkeypatch.setattr(CountdownSB3VecEnv, "reset", recording_reset)
+    common = ["--num-envs", "8", "--n-steps", "8", "--batch-size", "64", "--n-epochs", "1", "--eval-limit", "5",
+              "--eval-every", "0", "--checkpoint-every", "64", "--output-dir", str(tmp_path), "--run-name", "r",
+              "--no-progress", "--eval-split", "validation"]
+    sb3_ppo.main([*common, "--total-timesteps", "64"])
+    sb3_ppo.main([*common, "--total-timesteps", "128", "--resume"])
+    # MaskablePPO.load re-seeds everything with the run's seed; without a new seed the resumed part
+    # would draw the very problems (and action samples) the run started with
+    assert len(drawn) == 2 and drawn[0] != drawn[1]
+
+
 def test_resume_drops_log_rows_made_after_the_checkpoint(tmp_path: Path) -> None:
     path = tmp_path / "curve.csv"
     path.write_text("steps,validation_success\n128,0.1\n256,0.2\n384,0.3\n")
@@ -387,6 +418,16 @@ def test_the_original_dummy_vec_env_path_still_trains(tmp_path: Path) -> None:
                            "--eval-every", "0", "--output-dir", str(tmp_path), "--run-name", "d", "--no-progress",
                            "--eval-split", "validation"])
     assert result["vec_env"] == "dummy" and result["total_timesteps"] == 64 and result["eval_problems"] == 5
+
+
+def test_flags_of_the_other_policy_are_refused_not_ignored(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        sb3_ppo.parse_args(["--net-arch", "32"])  # the default per-action policy has no net_arch
+    assert "--net-arch sets the MlpPolicy" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sb3_ppo.parse_args(["--policy", "mlp", "--vec-env", "dummy", "--hidden", "128"])
+    assert "--hidden and --activation set the per-action policy" in capsys.readouterr().err
+    assert sb3_ppo.parse_args(["--policy", "mlp", "--vec-env", "dummy", "--net-arch", "32", "32"]).net_arch == [32, 32]
 
 
 def test_bad_reward_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -238,6 +238,54 @@ def test_sft_steps_checkpoint_resume(tmp_path):
         llm_sft.train(llm_eval.parse_config(llm_sft.SFTConfig, [*argv3[:2], "--init-from", str(tmp_path / "none"), *argv3[4:]]))
 
 
+def _sft_argv(out: Path, steps: int) -> list[str]:
+    return ["--out", str(out), "--fresh-problems", "20", "--max-steps", str(steps), "--batch-size", "4", "--hidden", "32",
+            "--intermediate", "64", "--layers", "1", "--heads", "2", "--eval-every", "100", "--eval-problems", "2",
+            "--max-new-tokens", "4", "--checkpoint-every", "2", "--progress", "false", "--schedule", "steps", "--warmup-steps", "1"]
+
+
+def test_sft_killed_mid_checkpoint_resumes_exactly(tmp_path, monkeypatch):
+    parse = lambda argv: dataclass_cli.parse(llm_sft.SFTConfig, argv)  # noqa: E731
+    llm_sft.train(parse(_sft_argv(tmp_path / "whole", 4)))
+    real_save, calls = torch.save, []
+
+    def dies_at_second_checkpoint(obj, f, *a, **kw):
+        calls.append(f)
+        if len(calls) == 2:  # the step-4 checkpoint: model files written, trainer state not yet
+            raise KeyboardInterrupt
+        return real_save(obj, f, *a, **kw)
+
+    monkeypatch.setattr(torch, "save", dies_at_second_checkpoint)
+    with pytest.raises(KeyboardInterrupt):
+        llm_sft.train(parse(_sft_argv(tmp_path / "cut", 6)))
+    monkeypatch.setattr(torch, "save", real_save)
+    assert llm_sft.train(parse([*_sft_argv(tmp_path / "cut", 4), "--resume", "true"]))["steps"] == 4
+    whole, _ = load_pretrained(tmp_path / "whole" / "final")
+    cut, _ = load_pretrained(tmp_path / "cut" / "final")
+    for (name, a), (_, b) in zip(whole.state_dict().items(), cut.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+    rows = (tmp_path / "cut" / "metrics.csv").read_text().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == ["1", "2", "3", "4"]
+
+
+def test_sft_resume_refuses_changed_options(tmp_path):
+    argv = _sft_argv(tmp_path / "run", 2)
+    llm_sft.train(dataclass_cli.parse(llm_sft.SFTConfig, argv))
+    for changed in (["--seed", "1"], ["--hidden", "64"], ["--weight-decay", "0.1"]):
+        with pytest.raises(SystemExit, match=changed[0]):
+            llm_sft.train(dataclass_cli.parse(llm_sft.SFTConfig, [*argv, *changed, "--resume", "true"]))
+    # the budget may change (extending a run is what --resume is for)
+    more = [*_sft_argv(tmp_path / "run", 3), "--eval-problems", "1", "--resume", "true"]
+    assert llm_sft.train(dataclass_cli.parse(llm_sft.SFTConfig, more))["steps"] == 3
+
+
+def test_sft_progress_total_is_where_the_time_budget_ends():
+    cfg = llm_sft.SFTConfig(max_steps=100_000, max_minutes=1.0)
+    assert llm_sft.projected_steps(cfg, step=10, steps_per_s=2.0, elapsed=30.0) == 70
+    assert llm_sft.projected_steps(cfg, step=10, steps_per_s=0.0, elapsed=0.0) == 100_000
+    assert llm_sft.projected_steps(llm_sft.SFTConfig(max_steps=50, schedule="steps", max_minutes=0), 10, 2.0, 30.0) == 50
+
+
 def test_training_problems_exclude_held_out():
     cfg = llm_sft.SFTConfig(fresh_problems=300)
     probs = llm_sft.training_problems(cfg, progress=False)
@@ -283,6 +331,27 @@ def test_eval_offset_and_pass_rates(tmp_path):
             llm_eval.main(["--model", str(path), "--split", "train", *bad, "--k", "0"])
     with pytest.raises(ValueError, match="--pass-rates needs sampled"):  # refused before any generation
         llm_eval.EvalConfig(model=str(path), limit=1, k=0, out=str(out), pass_rates=str(rates))
+
+
+def test_eval_never_overwrites_an_automatic_output(tmp_path, monkeypatch):
+    a, b = tmp_path / "a" / "final", tmp_path / "b" / "final"
+    _save_tiny(tmp_path / "a", "llama").rename(a)
+    _save_tiny(tmp_path / "b", "llama").rename(b)
+    monkeypatch.chdir(tmp_path)
+    argv = ["--split", "validation", "--limit", "1", "--k", "0", "--max-new-tokens", "2"]
+    llm_eval.main(["--model", str(a), *argv])
+    first = (tmp_path / "final-longproc-0.5k-validation-completions.jsonl").read_text()
+    with pytest.raises(SystemExit, match="exists"):  # another run's final/ has the same automatic name
+        llm_eval.main(["--model", str(b), *argv])
+    assert (tmp_path / "final-longproc-0.5k-validation-completions.jsonl").read_text() == first
+    llm_eval.main(["--model", str(b), *argv, "--out", str(tmp_path / "b.jsonl")])  # an explicit --out is written
+    assert (tmp_path / "b.jsonl").exists()
+
+
+def test_greedy_only_submission_says_temperature_0():
+    fields = llm_eval.submission_fields(llm_eval.EvalConfig(k=0), "cmd", "1M")
+    assert fields["sampling"]["temperature"] == 0.0 and fields["sampling"]["k"] == 1
+    assert llm_eval.submission_fields(llm_eval.EvalConfig(k=4, temperature=0.5), "cmd", "1M")["sampling"]["temperature"] == 0.5
 
 
 def test_eval_rejects_bad_submission_metadata_before_generating(tmp_path, monkeypatch):
