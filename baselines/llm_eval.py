@@ -296,7 +296,10 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(cfg.model)
-    prompts = make_prompts(problems, tokenizer, cfg.prompt_style, cfg.chat_template)
+    try:
+        prompts = make_prompts(problems, tokenizer, cfg.prompt_style, cfg.chat_template)
+    except ValueError as exc:  # --chat-template on with a tokenizer that has none
+        raise SystemExit(f"{cfg.model}: {exc}") from None
     res: dict = {"problems": len(problems), "model": cfg.model, "preset": cfg.preset, "split": cfg.split, "prompt_style": cfg.prompt_style}
     if model is not None:
         n = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())

@@ -312,6 +312,9 @@ def test_eval_any_local_model(tmp_path, arch, style, chat):
     assert res["problems"] == 3 and 0.0 <= res["pass@1_greedy"] <= 1.0 and "pass@2" in res
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(lines) == 3 and all(len(x["completions"]) == 3 for x in lines)
+    if not chat:
+        with pytest.raises(SystemExit, match="--chat-template on, but the tokenizer has no chat template"):
+            llm_eval.main(["--model", str(path), "--limit", "1", "--k", "0", "--chat-template", "on", "--out", str(out)])
 
 
 def test_eval_offset_and_pass_rates(tmp_path):
