@@ -439,11 +439,11 @@ def _wrap(expr: str, prec: int, need: int, strict: bool) -> str:
 
 def _combine(a: tuple[str, int], op: str, b: tuple[str, int]) -> tuple[str, int]:
     p = _PREC[op]
-    left = _wrap(a[0], a[1], p, strict=False)
-    right = _wrap(b[0], b[1], p, strict=True)
-    if op in "+*" and right < left:  # one canonical order for commutative operands
-        left, right = _wrap(b[0], b[1], p, strict=False), _wrap(a[0], a[1], p, strict=True)
-    return f"{left}{op}{right}", p
+    right_a, right_b = _wrap(a[0], a[1], p, strict=True), _wrap(b[0], b[1], p, strict=True)
+    if op in "+*" and right_b < right_a:  # one canonical order for commutative operands
+        # compare both operands written the same way, so (a, b) and (b, a) give one string
+        return f"{_wrap(b[0], b[1], p, strict=False)}{op}{right_a}", p
+    return f"{_wrap(a[0], a[1], p, strict=False)}{op}{right_b}", p
 
 
 def solve(problem: Problem, rules: Rules | None = None, limit: int | None = None) -> list[str]:

@@ -7,7 +7,7 @@ lines of their own (documented in ``docs/trace_format.md``):
 
 * ``sign="positive"`` (the default rules) drops ``a - a = 0`` with ``0 is not positive``;
 * rational rules keep non-integer results (written ``p/q``) and also try ``b / a``;
-* ``sign="any"`` also tries ``b - a``.
+* ``sign="any"`` also tries ``b - a`` and ``b / a`` (``-21 / 7`` is whole where ``7 / -21`` is not).
 
 With ``current_state=True`` every line ends in ``### Current State: [..]``, the number set the
 search stands on after that line (the seed authors' annotation).
@@ -48,7 +48,7 @@ def _ops(a: Number, b: Number, rules: Rules) -> list[tuple[Number, str, Number]]
     ops = [(a, "+", b), (a, "-", b), (a, "*", b), (a, "/", b)]
     if rules.sign == "any" and a != b:
         ops.append((b, "-", a))
-    if not rules.integer_only and a != b:
+    if (not rules.integer_only or rules.sign == "any") and a != b:  # with negatives, b / a may be whole: -21 / 7
         ops.append((b, "/", a))
     return ops
 
@@ -166,8 +166,12 @@ def _run(problem: Problem, rules: Rules | None, current_state: bool) -> _Search:
 def dfs_trace(problem: Problem, rules: Rules | None = None, current_state: bool = False) -> str:
     """The LongProc-style DFS search trace of ``problem``, ending in a ``<Solution>`` block.
 
-    Raises ``ValueError`` if the search finds no solution (the problem is unsolvable).
+    Raises ``ValueError`` if the search finds no solution (the problem is unsolvable), or if the
+    problem needs no move (one number, or the target among the numbers under ``use_all=False``).
     """
+    if problem.target in problem.numbers and (len(problem.numbers) == 1 or not (rules or problem.rules).use_all):
+        # solved before any move: the <Solution> block would be empty, which verify() rejects
+        raise ValueError(f"{problem!r} needs no move (the target is already one of the numbers); there is no search to write")
     s = _run(problem, rules, current_state)
     if not s.found:  # type: ignore[attr-defined]
         raise ValueError(f"no solution: {problem!r} is not solvable under rules {((rules or problem.rules).name)!r}")

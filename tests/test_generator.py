@@ -30,8 +30,10 @@ PINNED = [
     ("longproc-0.5k", 300, "921b879390150897893ed9bc223f6d223e91e62621bb535f9acf2258656de3de"),
     ("tinyzero", 40, "187cf74e1266f0ac468350f2e8af798974f98e15518e27cb66c2cf37c84dc8ff"),
     ("hard", 100, "0fe05bd815c557eda8de621231a34ea95aede8ccef1d24ad93af8b1bde74477a"),
+    # moved once on purpose: count_solutions used to count one tree twice when its + / * operands
+    # were met in both orders (4*9*(1*8) and 1*8*(4*9)); the frozen splits use no solution filter
     (GeneratorConfig(name="f1", min_solutions=2, max_solutions=6), 30,
-     "3ae129dd3a37082f95ec6f588142eae8ea98c5055564d494386caebfa52deda8"),
+     "43b421b6a25d285835e37978bfc8643682e6ca9f53f7d4d04fcb8695be4b216c"),
     (GeneratorConfig(name="f2", min_search_nodes=50, max_search_nodes=400), 30,
      "cbc6d79c10d96f55ac737deebd512dbd93ba831a97250e7169492fbc63743704"),
 ]

@@ -164,6 +164,15 @@ def test_solve_canonical_forms() -> None:
     assert all(" " not in s for s in sols)
 
 
+def test_solve_one_string_per_tree() -> None:
+    # (a, b) and (b, a) under + or * used to give two strings for one tree: 4*9*(1*8) and 1*8*(4*9)
+    sols = solve(Problem((4, 1, 8, 9), 288))
+    assert not ("4*9*(1*8)" in sols and "1*8*(4*9)" in sols)
+    sols = solve(Problem((1, 8, 2, 2), 13, rules=Rules.tinyzero()))
+    assert not ("1+2+(2+8)" in sols and "2+8+(1+2)" in sols)
+    assert count_solutions(Problem((4, 1, 8, 9), 288)) == len(solve(Problem((4, 1, 8, 9), 288)))
+
+
 def test_solution_path() -> None:
     rules = Rules.longproc()
     for p in generate("longproc-0.5k", 10, seed=2):

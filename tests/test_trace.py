@@ -124,6 +124,23 @@ def test_negative_and_rational_numbers_in_traces() -> None:
     assert verify(p, trace).correct
 
 
+def test_integer_rules_with_negatives_try_b_over_a() -> None:
+    # (4 - 25) / 7 = -3: with a negative number, the smaller one can be the whole dividend
+    p = Problem((7, 4, 25), -3, rules=Rules.longproc().replace(sign="any", value_limit=7))
+    trace = dfs_trace(p)
+    assert "Try -21 / 7 = -3." in trace and verify(p, trace).correct
+    _check_round_trip(p)
+
+
+def test_problems_needing_no_move() -> None:
+    # the <Solution> block would be empty, which verify() rejects as empty_answer
+    for p in (Problem((9, 12), 9, rules=Rules.classic()), Problem((9,), 9)):
+        with pytest.raises(ValueError, match="needs no move"):
+            dfs_trace(p)
+    with pytest.raises(ValueError, match="no solution"):
+        dfs_trace(Problem((9,), 8))
+
+
 def test_errors() -> None:
     with pytest.raises(ValueError, match="no solution"):
         dfs_trace(Problem((1, 1, 1, 1), 24))
