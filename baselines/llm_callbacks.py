@@ -335,6 +335,19 @@ class ClipoCheckpointCallback(TrainerCallback):
             self.clipo.save(Path(args.output_dir) / f"checkpoint-{state.global_step}" / self.FILENAME)
 
 
+class StopRequestCallback(TrainerCallback):
+    """Ctrl-C (a :class:`~countdown_gym.stop_request.StopRequest`) ends training after the current step,
+    with a checkpoint that ``--resume`` continues from."""
+
+    def __init__(self, stop: Any) -> None:
+        self.stop = stop
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.stop.requested:
+            control.should_save = True
+            control.should_training_stop = True
+
+
 class RunCardCallback(TrainerCallback):
     """Write the run directory's ``README.md`` (``render(global_step)``) at every checkpoint and at the end.
 

@@ -517,8 +517,14 @@ def train(opts: Options) -> dict[str, Any]:
     import torch
     from trl import GRPOTrainer
 
-    from baselines.llm_callbacks import ClipoCheckpointCallback, RunCardCallback, ValidationCallback
+    from baselines.llm_callbacks import (
+        ClipoCheckpointCallback,
+        RunCardCallback,
+        StopRequestCallback,
+        ValidationCallback,
+    )
     from countdown_gym.splits import load_split
+    from countdown_gym.stop_request import StopRequest
 
     check_options(opts)
     if opts.use_vllm:
@@ -590,8 +596,14 @@ def train(opts: Options) -> dict[str, Any]:
         if resume_from and head_state.is_file():
             clipo.clipo.load_state_dict(torch.load(head_state, map_location="cpu", weights_only=True))
     start = time.perf_counter()
-    trainer.train(resume_from_checkpoint=resume_from)
+    with StopRequest() as stop:  # the first Ctrl-C: finish the step, save a checkpoint, stop
+        trainer.add_callback(StopRequestCallback(stop))
+        trainer.train(resume_from_checkpoint=resume_from)
     seconds = time.perf_counter() - start
+    if stop.requested:
+        print(f"stopped by Ctrl-C at step {trainer.state.global_step}; --resume continues from "
+              f"{out / f'checkpoint-{trainer.state.global_step}'}")
+        return {"interrupted": True, "step": trainer.state.global_step, "output_dir": str(out)}
     trainer.save_model(str(out / "final"))
     if clipo is not None:
         clipo.clipo.save(out / "final" / ClipoCheckpointCallback.FILENAME)
@@ -607,6 +619,8 @@ def main(argv: list[str] | None = None) -> None:
     opts = parse_options(argv)
     t0 = time.perf_counter()
     summary = train(opts)
+    if summary.get("interrupted"):
+        raise SystemExit(130)  # stopped by Ctrl-C; train() said where the checkpoint is
     first, last = summary.get("first"), summary.get("last")
     if first and last:
         print(

@@ -46,6 +46,7 @@ from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, shuff
 from countdown_gym.generator import iter_problems  # noqa: E402
 from countdown_gym.problem import Problem  # noqa: E402
 from countdown_gym.splits import SPLIT_SPEC, load_split  # noqa: E402
+from countdown_gym.stop_request import StopRequest  # noqa: E402
 from countdown_gym.text_format import compact_prompt  # noqa: E402
 
 
@@ -321,38 +322,44 @@ def train(cfg: SFTConfig) -> dict:
     bar = tqdm(total=cfg.max_steps, initial=step, desc="sft", disable=not cfg.progress)
     first_step = step
     stopped_by_time = False
-    while step < cfg.max_steps:
-        batch_problems = [problems[rng.randrange(len(problems))] for _ in range(cfg.batch_size)]
-        input_ids, mask, labels = make_batch(batch_problems, tokenizer, tcfg, rng, cfg.max_positions)
-        lr = lr_at(step, cfg, time.time() - t_start)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        step += 1
-        tokens += int(mask.sum())
-        loss_ema = loss.item() if loss_ema is None else 0.95 * loss_ema + 0.05 * loss.item()
-        elapsed = time.time() - t_start
-        row = {"step": step, "loss": round(loss.item(), 5), "lr": lr, "tokens_per_s": round(tokens / (time.time() - run_start), 1),
-               "elapsed_s": round(elapsed, 1), "val_success": ""}
-        out_of_time = cfg.max_minutes > 0 and elapsed > cfg.max_minutes * 60
-        if step % cfg.eval_every == 0 or step == cfg.max_steps or out_of_time:
-            row["val_success"] = validation_success(model, tokenizer, val, cfg)
-            tqdm.write(f"step {step}: loss {loss_ema:.4f}, validation greedy success {row['val_success']:.3f} ({len(val)} problems)")
-        rows.append(row)
-        bar.set_postfix(loss=f"{loss_ema:.3f}", tok_s=f"{tokens / (time.time() - run_start):.0f}")
-        bar.total = projected_steps(cfg, step, (step - first_step) / max(time.time() - run_start, 1e-9), time.time() - t_start)
-        bar.update(1)
-        if step % cfg.checkpoint_every == 0 or step == cfg.max_steps or out_of_time:
-            write_metrics(rows, out)  # before the checkpoint: a resume drops the rows after its step
-            save_checkpoint(ckpt, model, tokenizer, opt, step, rng, meta)
-        if out_of_time:
-            stopped_by_time = True
-            tqdm.write(f"stopping at step {step}: --max-minutes {cfg.max_minutes} reached")
-            break
+    interrupted = False
+    with StopRequest() as stop:  # Ctrl-C: finish the step, save a checkpoint, stop
+        while step < cfg.max_steps:
+            batch_problems = [problems[rng.randrange(len(problems))] for _ in range(cfg.batch_size)]
+            input_ids, mask, labels = make_batch(batch_problems, tokenizer, tcfg, rng, cfg.max_positions)
+            lr = lr_at(step, cfg, time.time() - t_start)
+            for g in opt.param_groups:
+                g["lr"] = lr
+            loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            step += 1
+            tokens += int(mask.sum())
+            loss_ema = loss.item() if loss_ema is None else 0.95 * loss_ema + 0.05 * loss.item()
+            elapsed = time.time() - t_start
+            row = {"step": step, "loss": round(loss.item(), 5), "lr": lr, "tokens_per_s": round(tokens / (time.time() - run_start), 1),
+                   "elapsed_s": round(elapsed, 1), "val_success": ""}
+            out_of_time = cfg.max_minutes > 0 and elapsed > cfg.max_minutes * 60
+            if step % cfg.eval_every == 0 or step == cfg.max_steps or out_of_time:
+                row["val_success"] = validation_success(model, tokenizer, val, cfg)
+                tqdm.write(f"step {step}: loss {loss_ema:.4f}, validation greedy success {row['val_success']:.3f} ({len(val)} problems)")
+            rows.append(row)
+            bar.set_postfix(loss=f"{loss_ema:.3f}", tok_s=f"{tokens / (time.time() - run_start):.0f}")
+            bar.total = projected_steps(cfg, step, (step - first_step) / max(time.time() - run_start, 1e-9), time.time() - t_start)
+            bar.update(1)
+            if step % cfg.checkpoint_every == 0 or step == cfg.max_steps or out_of_time or stop.requested:
+                write_metrics(rows, out)  # before the checkpoint: a resume drops the rows after its step
+                save_checkpoint(ckpt, model, tokenizer, opt, step, rng, meta)
+            if out_of_time:
+                stopped_by_time = True
+                tqdm.write(f"stopping at step {step}: --max-minutes {cfg.max_minutes} reached")
+                break
+            if stop.requested:
+                interrupted = True
+                tqdm.write(f"stopped by Ctrl-C at step {step}; checkpoint saved in {ckpt}: --resume continues from it")
+                break
     bar.close()
     elapsed = time.time() - run_start
     write_metrics(rows, out)
@@ -366,6 +373,10 @@ def train(cfg: SFTConfig) -> dict:
         "final_val_success": float(evals[-1]["val_success"]) if evals else None,
         "val_problems": len(val),
     }
+    if interrupted:
+        summary["interrupted"] = True
+        print(json.dumps(summary, indent=2))
+        return summary
     meta["summary"] = summary
     save_pretrained(model, tokenizer, out / "final", meta)
     print(json.dumps(summary, indent=2))
@@ -393,4 +404,4 @@ def write_metrics(rows: list[dict], out: Path) -> None:
 
 
 if __name__ == "__main__":
-    train(dataclass_cli.parse(SFTConfig))
+    raise SystemExit(130 if train(dataclass_cli.parse(SFTConfig)).get("interrupted") else 0)  # 130: stopped by Ctrl-C

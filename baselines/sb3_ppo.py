@@ -56,6 +56,7 @@ import gymnasium as gym
 import countdown_gym  # noqa: F401  (registers the environments)
 from countdown_gym import Problem, dataclass_cli, load_split
 from countdown_gym.splits import SPLIT_SPEC
+from countdown_gym.stop_request import StopRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sb3_policy import LOOKAHEADS, MoveFeatures, PerActionPolicy  # noqa: E402
@@ -405,16 +406,36 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 self.next_eval += args.eval_every or 1 << 62
             return True
 
+    class StopAfterUpdate(BaseCallback):
+        """Ctrl-C: finish the rollout being collected and its update, then stop before the next rollout."""
+
+        def _on_rollout_start(self) -> None:
+            self.fresh = True
+
+        def _on_step(self) -> bool:
+            if self.fresh and stop.requested:
+                return False
+            self.fresh = False
+            return True
+
     curve = ValidationCurve()
     callbacks = CallbackList([
         CheckpointCallback(max(args.checkpoint_every // args.num_envs, 1), str(out / "checkpoints"), name_prefix="model"),
         curve,
+        StopAfterUpdate(),
     ])
     t0 = time.time()
     steps_before = model.num_timesteps
     remaining = max(args.total_timesteps - model.num_timesteps, 0)
-    model.learn(remaining, callback=callbacks, progress_bar=args.progress, reset_num_timesteps=False)
+    with StopRequest("Ctrl-C: stopping after this rollout's update and saving a checkpoint (Ctrl-C again to stop at once)") as stop:
+        model.learn(remaining, callback=callbacks, progress_bar=args.progress, reset_num_timesteps=False)
     train_seconds = time.time() - t0
+    if stop.requested and model.num_timesteps < args.total_timesteps:
+        path = out / "checkpoints" / f"model_{model.num_timesteps}_steps.zip"
+        model.save(path)
+        vec.close()
+        print(f"stopped by Ctrl-C at {model.num_timesteps} steps; --resume continues from {path}")
+        return {"interrupted": True, "total_timesteps": model.num_timesteps, "checkpoint": str(path)}
     model.save(out / "final_model")
 
     problems = load_split(args.preset, args.eval_split)
@@ -463,4 +484,4 @@ def write_submission(args: Args, problems: list[Problem], moves: list[list[tuple
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(130 if main().get("interrupted") else 0)  # 130: stopped by Ctrl-C, resumable

@@ -30,6 +30,7 @@ import torch
 
 from countdown_gym import dataclass_cli
 from countdown_gym.splits import SPLIT_SPEC
+from countdown_gym.stop_request import StopRequest
 from critics.data import TraceTable, cached_table
 from critics.models import (
     ModelConfig,
@@ -350,33 +351,38 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     acc_loss, acc_info, acc_n = 0.0, {}, 0
     t0 = time.perf_counter() - elapsed
     extra = {"data": table.stats(), "data_seconds": round(data_seconds, 1)}
-    for step in bar:
-        for group in optim.param_groups:
-            group["lr"] = _lr(cfg, step)
-        loss, info = loss_fn(model, table, cfg, rng)
-        optim.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optim.step()
-        acc_loss += loss.item()
-        acc_n += 1
-        for k, v in info.items():
-            acc_info[k] = acc_info.get(k, 0.0) + v
-        if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
-            rec = {"step": step + 1, "loss": acc_loss / acc_n, **{k: v / acc_n for k, v in acc_info.items()},
-                   "lr": _lr(cfg, step), "seconds": round(time.perf_counter() - t0, 1)}
-            log.append(rec)
-            bar.set_postfix(loss=f"{rec['loss']:.3f}", acc=f"{rec.get('acc', 0):.2f}")
-            acc_loss, acc_info, acc_n = 0.0, {}, 0
-        if cfg.time_limit > 0 and time.perf_counter() - t_start > 60 * cfg.time_limit and step + 1 < end:
-            extra["stopped_by_time_limit_at_step"] = step + 1
-            end = step + 1
-            break
-        if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < end:
-            model.eval()
-            _save(model, optim, cfg, out, step + 1, rng, log, {**extra, "train_seconds": time.perf_counter() - t0})
-            model.train()
+    with StopRequest() as stop:  # the first Ctrl-C ends the run after this step, resumable
+        for step in bar:
+            for group in optim.param_groups:
+                group["lr"] = _lr(cfg, step)
+            loss, info = loss_fn(model, table, cfg, rng)
+            optim.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            optim.step()
+            acc_loss += loss.item()
+            acc_n += 1
+            for k, v in info.items():
+                acc_info[k] = acc_info.get(k, 0.0) + v
+            if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
+                rec = {"step": step + 1, "loss": acc_loss / acc_n, **{k: v / acc_n for k, v in acc_info.items()},
+                       "lr": _lr(cfg, step), "seconds": round(time.perf_counter() - t0, 1)}
+                log.append(rec)
+                bar.set_postfix(loss=f"{rec['loss']:.3f}", acc=f"{rec.get('acc', 0):.2f}")
+                acc_loss, acc_info, acc_n = 0.0, {}, 0
+            if cfg.time_limit > 0 and time.perf_counter() - t_start > 60 * cfg.time_limit and step + 1 < end:
+                extra["stopped_by_time_limit_at_step"] = step + 1
+                end = step + 1
+                break
+            if stop.requested and step + 1 < end:  # Ctrl-C: a resumable checkpoint at this step
+                extra["stopped_by_ctrl_c_at_step"] = step + 1
+                end = step + 1
+                break
+            if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < end:
+                model.eval()
+                _save(model, optim, cfg, out, step + 1, rng, log, {**extra, "train_seconds": time.perf_counter() - t0})
+                model.train()
     bar.close()
     train_seconds = time.perf_counter() - t0
     model.eval()
@@ -407,6 +413,9 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as e:  # e.g. a preset whose problems hold more numbers than the critic takes
         raise SystemExit(f"error: {e}") from None
     meta = json.loads((out / "config.json").read_text())
+    if "stopped_by_ctrl_c_at_step" in meta:
+        print(f"stopped by Ctrl-C at step {meta['step']}; the checkpoint in {out} continues with --resume")
+        raise SystemExit(130)
     print(f"done: {meta['step']} steps x batch {cfg.batch_size}: {meta['train_seconds']} s of training, "
           f"{meta.get('total_seconds', '?')} s in all (data {meta['data_seconds']} s) "
           f"({meta['parameters']:,} parameters); checkpoint in {out}")

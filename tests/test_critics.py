@@ -219,6 +219,27 @@ def test_cli_stop_after_then_resume(tmp_path, capsys):
     assert "done: 4 steps" in capsys.readouterr().out
 
 
+def test_cli_ctrl_c_saves_a_resumable_checkpoint(tmp_path, capsys, monkeypatch):
+    import critics.train as train_mod
+    from countdown_gym.stop_request import StopRequest
+
+    class CtrlCAtOnce(StopRequest):
+        def __enter__(self):
+            super().__enter__()
+            self.requested = True  # as if Ctrl-C came during the first step
+            return self
+
+    argv = ["--max-train-problems", "30", "--extra-problems", "0", "--cache-dir", "", "--steps", "4", "--batch-size", "8",
+            "--hidden", "32", "--goal-hidden", "32", "--no-calibrate", "--out", str(tmp_path)]
+    monkeypatch.setattr(train_mod, "StopRequest", CtrlCAtOnce)
+    with pytest.raises(SystemExit) as e:
+        train_mod.main(argv)
+    assert e.value.code == 130 and "stopped by Ctrl-C at step 1" in capsys.readouterr().out
+    monkeypatch.setattr(train_mod, "StopRequest", StopRequest)
+    train_mod.main([*argv, "--resume"])
+    assert "done: 4 steps" in capsys.readouterr().out
+
+
 def test_resume_without_a_run_fails_clearly(tmp_path):
     with pytest.raises(SystemExit, match="train_state.pt not found"):
         train(_cfg(tmp_path, resume=True), progress=False)

@@ -363,6 +363,34 @@ def test_two_grpo_steps_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     assert llm_grpo.parse_options(shlex.split(command)[2:]) == dataclasses.replace(opts, resume=False)
 
 
+def test_ctrl_c_saves_a_checkpoint_after_the_step_and_resume_continues(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from baselines.tiny_lm import save_pretrained
+    from countdown_gym import stop_request
+
+    model, tok = _tiny("llama")
+    save_pretrained(model, tok, tmp_path / "model")
+    out = tmp_path / "run"
+    opts = Options(
+        model=str(tmp_path / "model"), rewards="sparse", steps=3, prompts_per_step=2, num_generations=2,
+        max_completion_length=8, eval_interval=0, eval_problems=2, eval_samples=0, output_dir=str(out),
+        save_steps=100, train_problems=8, quiet=True,
+    )
+
+    class CtrlCAtOnce(stop_request.StopRequest):
+        def __enter__(self):
+            super().__enter__()
+            self.requested = True  # as if Ctrl-C came during the first step
+            return self
+
+    monkeypatch.setattr(stop_request, "StopRequest", CtrlCAtOnce)
+    summary = llm_grpo.train(opts)
+    assert summary == {"interrupted": True, "step": 1, "output_dir": str(out)}
+    assert (out / "checkpoint-1" / "model.safetensors").exists() and not (out / "final").exists()
+    monkeypatch.undo()
+    opts.resume = True
+    assert llm_grpo.train(opts)["last"]["step"] == 3 and (out / "final" / "model.safetensors").exists()
+
+
 def test_validation_keeps_the_best_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """best/ holds the model of the highest greedy validation (earliest on ties), also across a resume."""
     from baselines import llm_callbacks

@@ -394,6 +394,26 @@ def test_a_resumed_run_does_not_replay_the_problems_of_its_start(tmp_path: Path,
     assert len(drawn) == 2 and drawn[0] != drawn[1]
 
 
+def test_ctrl_c_stops_after_the_update_with_a_resumable_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from countdown_gym.stop_request import StopRequest
+
+    class CtrlCDuringFirstRollout(StopRequest):
+        def __enter__(self):
+            super().__enter__()
+            self.requested = True
+            return self
+
+    monkeypatch.setattr(sb3_ppo, "StopRequest", CtrlCDuringFirstRollout)
+    common = ["--num-envs", "2", "--n-steps", "32", "--batch-size", "64", "--n-epochs", "1", "--eval-limit", "5",
+              "--eval-every", "0", "--checkpoint-every", "1000", "--output-dir", str(tmp_path), "--run-name", "r",
+              "--no-progress", "--eval-split", "validation"]
+    stopped = sb3_ppo.main([*common, "--total-timesteps", "256"])
+    assert stopped["interrupted"] and stopped["total_timesteps"] == 2  # one vector step of a rollout, no update yet
+    assert Path(stopped["checkpoint"]).exists() and not (tmp_path / "r" / "final_model.zip").exists()
+    monkeypatch.setattr(sb3_ppo, "StopRequest", StopRequest)
+    assert sb3_ppo.main([*common, "--total-timesteps", "256", "--resume"])["total_timesteps"] >= 256
+
+
 def test_resume_drops_log_rows_made_after_the_checkpoint(tmp_path: Path) -> None:
     path = tmp_path / "curve.csv"
     path.write_text("steps,validation_success\n128,0.1\n256,0.2\n384,0.3\n")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -266,6 +268,51 @@ def test_sft_killed_mid_checkpoint_resumes_exactly(tmp_path, monkeypatch):
         assert torch.equal(a, b), name
     rows = (tmp_path / "cut" / "metrics.csv").read_text().splitlines()
     assert [r.split(",")[0] for r in rows[1:]] == ["1", "2", "3", "4"]
+
+
+def test_sft_ctrl_c_saves_the_step_and_resumes_exactly(tmp_path, monkeypatch):
+    from countdown_gym.stop_request import StopRequest
+
+    parse = lambda argv: dataclass_cli.parse(llm_sft.SFTConfig, argv)  # noqa: E731
+    llm_sft.train(parse(_sft_argv(tmp_path / "whole", 4)))
+
+    class CtrlCDuringStepThree(StopRequest):
+        def __enter__(self):
+            super().__enter__()
+            real = torch.nn.utils.clip_grad_norm_
+            calls = []
+
+            def clip(*a, **kw):  # the first Ctrl-C arrives in the middle of step 3
+                calls.append(1)
+                if len(calls) == 3:
+                    self._handle(signal.SIGINT, None)
+                return real(*a, **kw)
+
+            monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip)
+            return self
+
+    monkeypatch.setattr(llm_sft, "StopRequest", CtrlCDuringStepThree)
+    summary = llm_sft.train(parse(_sft_argv(tmp_path / "cut", 4)))
+    assert summary["interrupted"] and summary["steps"] == 3 and not (tmp_path / "cut" / "final").exists()
+    monkeypatch.setattr(llm_sft, "StopRequest", StopRequest)
+    monkeypatch.undo()
+    assert llm_sft.train(parse([*_sft_argv(tmp_path / "cut", 4), "--resume", "true"]))["steps"] == 4
+    whole, _ = load_pretrained(tmp_path / "whole" / "final")
+    cut, _ = load_pretrained(tmp_path / "cut" / "final")
+    for (name, a), (_, b) in zip(whole.state_dict().items(), cut.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_stop_request_first_ctrl_c_asks_second_interrupts():
+    from countdown_gym.stop_request import StopRequest
+
+    before = signal.getsignal(signal.SIGINT)
+    with StopRequest() as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.requested
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 def test_sft_resume_refuses_changed_options(tmp_path):
