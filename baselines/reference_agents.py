@@ -33,6 +33,7 @@ import numpy as np
 
 from countdown_gym.envs.countdown import decode_action
 from countdown_gym.leaderboard.agents import submit_policy
+from countdown_gym.leaderboard.submission import MAX_ANSWERS
 from countdown_gym.solver import apply_move, reachable
 from countdown_gym.splits import SPLIT_SPEC, SPLITS
 
@@ -184,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--authors", default="countdown-gym maintainers (reference agents)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
+    if not 1 <= args.k <= MAX_ANSWERS:  # a submission holds 1 to MAX_ANSWERS answers per problem
+        parser.error(f"--k must be in 1..{MAX_ANSWERS}, got {args.k}")
     argv = sys.argv[1:] if argv is None else argv
     spec = AGENTS[args.agent]
     path, evals = submit_policy(

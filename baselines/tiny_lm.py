@@ -80,13 +80,13 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
 
 @dataclass
 class TinyLMConfig:
-    """Size of the tiny model (``arch``: ``"llama"`` or ``"gpt2"``)."""
+    """Size of the tiny model (``arch``: ``"llama"`` or ``"gpt2"``); the defaults are the shipped model's."""
 
     arch: str = "llama"
-    hidden: int = 160
+    hidden: int = 128
     layers: int = 4
     heads: int = 4
-    intermediate: int = 448
+    intermediate: int = 384
     max_positions: int = 512
     dropout: float = 0.0
 

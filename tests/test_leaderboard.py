@@ -508,6 +508,9 @@ def test_reference_agents_cli_writes_a_valid_submission(tmp_path):
                                      "--out", str(out), "--no-progress"]) == 0
     s = score_file(out)
     assert isinstance(s, Scores) and s.k == 2 and s.pass_at_k is not None and s.pass_at_1 < 0.5
+    for k in ("0", "65"):
+        with pytest.raises(SystemExit):
+            _reference_agents().main(["--agent", "random", "--k", k, "--out", str(out), "--no-progress"])
 
 
 @pytest.mark.parametrize("name", ["random-legal", "exhaustive-solver"])

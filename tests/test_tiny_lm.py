@@ -442,6 +442,10 @@ def test_shipped_checkpoint_loads_and_solves_something():
     assert correct >= 1
     texts = [compact_trace(p) for p in problems]
     assert _roundtrip(tok, texts) == []
+    # TinyLMConfig() and llm_sft's defaults build the shipped architecture
+    default = build_model(TinyLMConfig(), tok)
+    assert {k: v.shape for k, v in default.state_dict().items()} == {k: v.shape for k, v in model.state_dict().items()}
+    assert llm_sft.model_config(llm_sft.SFTConfig()) == TinyLMConfig()
 
 
 @pytest.mark.parametrize(("cls", "kwargs", "message"), [
