@@ -359,10 +359,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             policy_kwargs.update(children=True, child_hidden=args.child_hidden or None)
     else:
         policy_class, policy_kwargs = "MlpPolicy", {"net_arch": list(args.net_arch)}
-    if args.resume and checkpoints:
-        model = MaskablePPO.load(checkpoints[-1], env=vec, device="cpu", custom_objects={"policy_class": policy_class})
+    model = None
+    for path in reversed(checkpoints if args.resume else []):  # the newest readable one (a kill may truncate a zip)
+        try:
+            model = MaskablePPO.load(path, env=vec, device="cpu", custom_objects={"policy_class": policy_class})
+        except Exception as exc:  # noqa: BLE001 - zipfile, pickle and torch errors of a half-written file
+            print(f"--resume: {path} is not readable ({type(exc).__name__}: {exc}); trying the one before")
+            continue
         model.set_random_seed(args.seed + model.num_timesteps)  # SB3 saves no RNG state: a resumed run is at least repeatable
-        print(f"resumed from {checkpoints[-1]} at {model.num_timesteps} steps")
+        print(f"resumed from {path} at {model.num_timesteps} steps")
+        break
+    if args.resume and checkpoints and model is None:
+        raise SystemExit(f"--resume: no checkpoint in {out / 'checkpoints'} is readable; use another --run-name to start afresh")
+    resumed = model is not None
+    if resumed:
         drop_rows_after(out / "logs" / "progress.csv", "time/total_timesteps", model.num_timesteps)
         drop_rows_after(out / "curve.csv", "steps", model.num_timesteps)
     else:
@@ -377,7 +387,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             n_epochs=args.n_epochs, gamma=args.gamma, ent_coef=args.ent_coef, seed=args.seed, device="cpu",
             policy_kwargs=policy_kwargs,
         )
-    model.set_logger(training_logger(out / "logs", resume=args.resume and bool(checkpoints)))
+    model.set_logger(training_logger(out / "logs", resume=resumed))
 
     validation = load_split(args.preset, "validation")[: args.eval_problems]
     curve_path = out / "curve.csv"

@@ -412,6 +412,14 @@ def test_ctrl_c_stops_after_the_update_with_a_resumable_checkpoint(tmp_path: Pat
     assert Path(stopped["checkpoint"]).exists() and not (tmp_path / "r" / "final_model.zip").exists()
     monkeypatch.setattr(sb3_ppo, "StopRequest", StopRequest)
     assert sb3_ppo.main([*common, "--total-timesteps", "256", "--resume"])["total_timesteps"] >= 256
+    # a newest checkpoint cut short by a kill: the resume takes the one before it
+    checkpoints = tmp_path / "r" / "checkpoints"
+    (checkpoints / "model_999_steps.zip").write_bytes(b"PK\x03\x04 cut short")
+    assert sb3_ppo.main([*common, "--total-timesteps", "320", "--resume"])["total_timesteps"] >= 320
+    for zip_file in checkpoints.glob("*.zip"):
+        zip_file.write_bytes(b"")
+    with pytest.raises(SystemExit, match="no checkpoint .* is readable"):
+        sb3_ppo.main([*common, "--total-timesteps", "384", "--resume"])
 
 
 def test_resume_drops_log_rows_made_after_the_checkpoint(tmp_path: Path) -> None:
