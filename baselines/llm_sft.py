@@ -323,8 +323,11 @@ def train(cfg: SFTConfig) -> dict:
     first_step = step
     stopped_by_time = False
     interrupted = False
+    if cfg.max_minutes > 0 and run_start - t_start > cfg.max_minutes * 60:  # a resumed run already past its time budget
+        stopped_by_time = True
+        tqdm.write(f"--resume: the run already used its --max-minutes {cfg.max_minutes} at step {step}; nothing to train")
     with StopRequest() as stop:  # Ctrl-C: finish the step, save a checkpoint, stop
-        while step < cfg.max_steps:
+        while step < cfg.max_steps and not stopped_by_time:
             batch_problems = [problems[rng.randrange(len(problems))] for _ in range(cfg.batch_size)]
             input_ids, mask, labels = make_batch(batch_problems, tokenizer, tcfg, rng, cfg.max_positions)
             lr = lr_at(step, cfg, time.time() - t_start)

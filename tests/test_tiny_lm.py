@@ -315,6 +315,14 @@ def test_stop_request_first_ctrl_c_asks_second_interrupts():
     assert signal.getsignal(signal.SIGINT) is before
 
 
+def test_sft_resume_of_a_run_past_its_time_budget_trains_nothing(tmp_path):
+    argv = [*_sft_argv(tmp_path / "t", 50), "--max-minutes", "0.0005"]
+    first = llm_sft.train(dataclass_cli.parse(llm_sft.SFTConfig, argv))
+    assert first["stopped_by_time"] and first["steps"] < 50
+    again = llm_sft.train(dataclass_cli.parse(llm_sft.SFTConfig, [*argv, "--resume", "true"]))
+    assert again["stopped_by_time"] and again["steps"] == first["steps"]
+
+
 def test_sft_resume_refuses_changed_options(tmp_path):
     argv = _sft_argv(tmp_path / "run", 2)
     llm_sft.train(dataclass_cli.parse(llm_sft.SFTConfig, argv))
