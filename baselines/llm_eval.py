@@ -10,6 +10,10 @@ else to a JSONL file of completions. Batched HF generation uses left padding wit
 derived from the attention mask (models with learned absolute positions, e.g. GPT-2, would
 otherwise see shifted positions). ``--backend vllm`` uses vLLM when it is installed.
 
+Every rate comes with its standard error over problems (``pass@1_greedy_se``, ``pass@k_se``,
+``per_sample_success_se``). Here pass@k uses the k samples only; the leaderboard scores the greedy
+answer plus the k samples, so its pass@k can differ.
+
 The printed metrics include ``greedy_failures`` (:func:`failure_breakdown`): how the greedy
 completions fail (a claim of the target with an invalid move, another invalid move, a valid but
 wrong answer), how often the first move keeps the target reachable, and how often the search
@@ -20,7 +24,9 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import shlex
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -258,6 +264,13 @@ def failure_breakdown(problems: list[Problem], completions: list[str]) -> dict:
     return out
 
 
+def standard_error(values: list[float]) -> float | None:
+    """The standard error of the mean of ``values`` (one per problem); None for fewer than two."""
+    if len(values) < 2:
+        return None
+    return statistics.stdev(values) / math.sqrt(len(values))
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """The unbiased pass@k estimate from ``n`` samples with ``c`` correct."""
     if n - c < k:
@@ -315,6 +328,7 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
     dt = time.time() - t0
     ok = score(problems, greedy)
     res["pass@1_greedy"] = sum(o[0] for o in ok) / max(len(ok), 1)
+    res["pass@1_greedy_se"] = standard_error([float(o[0]) for o in ok])
     res["greedy_tokens_per_s"] = n_greedy_tokens / dt if dt > 0 and n_greedy_tokens else None
     res["greedy_seconds"] = dt
     res["greedy_mean_tokens"] = n_greedy_tokens / max(len(problems), 1)
@@ -330,8 +344,11 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
                                       top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size, progress=progress, desc=f"sample k={cfg.k}")
         dt = time.time() - t0
         oks = score(problems, sampled)
-        res[f"pass@{cfg.k}"] = sum(pass_at_k(len(o), sum(o), cfg.k) for o in oks) / max(len(oks), 1)
+        per_problem = [pass_at_k(len(o), sum(o), cfg.k) for o in oks]
+        res[f"pass@{cfg.k}"] = sum(per_problem) / max(len(oks), 1)
+        res[f"pass@{cfg.k}_se"] = standard_error(per_problem)
         res["per_sample_success"] = sum(sum(o) for o in oks) / max(sum(len(o) for o in oks), 1)
+        res["per_sample_success_se"] = standard_error([sum(o) / len(o) for o in oks if o])  # problems are the units
         res["sample_tokens_per_s"] = n_tok / dt if dt > 0 and n_tok else None
         res["sample_seconds"] = dt
         res["completions_sampled"] = sampled

@@ -365,11 +365,18 @@ def test_eval_any_local_model(tmp_path, arch, style, chat):
     res = llm_eval.main(["--model", str(path), "--limit", "3", "--k", "2", "--max-new-tokens", "6",
                          "--prompt-style", style, "--out", str(out), "--batch-size", "4"])
     assert res["problems"] == 3 and 0.0 <= res["pass@1_greedy"] <= 1.0 and "pass@2" in res
+    assert res["pass@1_greedy_se"] is not None and res["pass@2_se"] is not None and res["per_sample_success_se"] is not None
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(lines) == 3 and all(len(x["completions"]) == 3 for x in lines)
     if not chat:
         with pytest.raises(SystemExit, match="--chat-template on, but the tokenizer has no chat template"):
             llm_eval.main(["--model", str(path), "--limit", "1", "--k", "0", "--chat-template", "on", "--out", str(out)])
+
+
+def test_standard_error_of_a_rate():
+    assert llm_eval.standard_error([1.0]) is None
+    # 3 of 10 problems right: sample std sqrt(0.3 * 0.7 * 10 / 9), over sqrt(10)
+    assert llm_eval.standard_error([1.0] * 3 + [0.0] * 7) == pytest.approx((0.21 * 10 / 9) ** 0.5 / 10**0.5)
 
 
 def test_eval_offset_and_pass_rates(tmp_path):
