@@ -321,6 +321,7 @@ def train(cfg: SFTConfig) -> dict:
     loss_ema = None
     bar = tqdm(total=cfg.max_steps, initial=step, desc="sft", disable=not cfg.progress)
     first_step = step
+    side_s = 0.0  # seconds of validation and checkpoint writing this run
     stopped_by_time = False
     interrupted = False
     if cfg.max_minutes > 0 and run_start - t_start > cfg.max_minutes * 60:  # a resumed run already past its time budget
@@ -342,19 +343,24 @@ def train(cfg: SFTConfig) -> dict:
             tokens += int(mask.sum())
             loss_ema = loss.item() if loss_ema is None else 0.95 * loss_ema + 0.05 * loss.item()
             elapsed = time.time() - t_start
-            row = {"step": step, "loss": round(loss.item(), 5), "lr": lr, "tokens_per_s": round(tokens / (time.time() - run_start), 1),
+            train_s = max(time.time() - run_start - side_s, 1e-9)  # training only: validation and checkpoints excluded
+            row = {"step": step, "loss": round(loss.item(), 5), "lr": lr, "tokens_per_s": round(tokens / train_s, 1),
                    "elapsed_s": round(elapsed, 1), "val_success": ""}
             out_of_time = cfg.max_minutes > 0 and elapsed > cfg.max_minutes * 60
             if step % cfg.eval_every == 0 or step == cfg.max_steps or out_of_time:
+                t_side = time.time()
                 row["val_success"] = validation_success(model, tokenizer, val, cfg)
+                side_s += time.time() - t_side
                 tqdm.write(f"step {step}: loss {loss_ema:.4f}, validation greedy success {row['val_success']:.3f} ({len(val)} problems)")
             rows.append(row)
-            bar.set_postfix(loss=f"{loss_ema:.3f}", tok_s=f"{tokens / (time.time() - run_start):.0f}")
+            bar.set_postfix(loss=f"{loss_ema:.3f}", tok_s=f"{tokens / train_s:.0f}")
             bar.total = projected_steps(cfg, step, (step - first_step) / max(time.time() - run_start, 1e-9), time.time() - t_start)
             bar.update(1)
             if step % cfg.checkpoint_every == 0 or step == cfg.max_steps or out_of_time or stop.requested:
+                t_side = time.time()
                 write_metrics(rows, out)  # before the checkpoint: a resume drops the rows after its step
                 save_checkpoint(ckpt, model, tokenizer, opt, step, rng, meta)
+                side_s += time.time() - t_side
             if out_of_time:
                 stopped_by_time = True
                 tqdm.write(f"stopping at step {step}: --max-minutes {cfg.max_minutes} reached")
@@ -372,7 +378,8 @@ def train(cfg: SFTConfig) -> dict:
         "steps": step,
         "stopped_by_time": stopped_by_time,
         "wall_seconds_this_run": round(elapsed, 1),
-        "tokens_per_s_this_run": round(tokens / elapsed, 1) if elapsed > 0 else None,
+        "tokens_per_s_this_run": round(tokens / (elapsed - side_s), 1) if elapsed > side_s else None,  # training only
+        "validation_and_checkpoint_seconds_this_run": round(side_s, 1),
         "final_val_success": float(evals[-1]["val_success"]) if evals else None,
         "val_problems": len(val),
     }
