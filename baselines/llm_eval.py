@@ -369,7 +369,14 @@ def submission_fields(cfg: EvalConfig, command: str, params: str) -> dict:
 
 
 def _agent_name(cfg: EvalConfig) -> str:
-    return cfg.agent or Path(cfg.model.rstrip("/")).name
+    """``--agent``, else the model folder's name; a run's ``final``, ``best`` or ``checkpoint-N``
+    folder is named with its run (``runs/sparse/final`` -> ``sparse-final``)."""
+    if cfg.agent:
+        return cfg.agent
+    path = Path(cfg.model.rstrip("/"))
+    if (path.name in ("final", "best") or path.name.startswith("checkpoint-")) and path.parent.name:
+        return f"{path.parent.name}-{path.name}"
+    return path.name
 
 
 def _whole_split(cfg: EvalConfig, problems: list[Problem]) -> bool:
@@ -455,7 +462,7 @@ def main(argv: list[str] | None = None) -> dict:
     command = shlex.join(["python", "baselines/llm_eval.py", *(sys.argv[1:] if argv is None else argv)])
     check_submission_fields(cfg, problems, command)
     auto = output_path(cfg, problems)
-    if not cfg.out and auto.exists():  # e.g. runs/a/final and runs/b/final both name the file final.*
+    if not cfg.out and auto.exists():  # an earlier evaluation of the same model
         raise SystemExit(f"{auto} exists (an earlier evaluation); pass --out PATH (an existing file is replaced) or --agent NAME")
     for flag, path in (("--out", cfg.out), ("--results-json", cfg.results_json), ("--pass-rates", cfg.pass_rates)):
         if path:  # fail before generating, not after

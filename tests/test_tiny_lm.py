@@ -373,6 +373,12 @@ def test_eval_any_local_model(tmp_path, arch, style, chat):
             llm_eval.main(["--model", str(path), "--limit", "1", "--k", "0", "--chat-template", "on", "--out", str(out)])
 
 
+def test_agent_name_of_a_run_folder():
+    name = lambda model: llm_eval._agent_name(llm_eval.EvalConfig(model=model))  # noqa: E731
+    assert name("runs/sparse/final") == "sparse-final" and name("runs/b/checkpoint-40/") == "b-checkpoint-40"
+    assert name("baselines/checkpoints/countdown-tiny-lm") == "countdown-tiny-lm" and name("Qwen/Qwen2.5-0.5B") == "Qwen2.5-0.5B"
+
+
 def test_standard_error_of_a_rate():
     assert llm_eval.standard_error([1.0]) is None
     # 3 of 10 problems right: sample std sqrt(0.3 * 0.7 * 10 / 9), over sqrt(10)
@@ -405,10 +411,12 @@ def test_eval_never_overwrites_an_automatic_output(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     argv = ["--split", "validation", "--limit", "1", "--k", "0", "--max-new-tokens", "2"]
     llm_eval.main(["--model", str(a), *argv])
-    first = (tmp_path / "final-longproc-0.5k-validation-completions.jsonl").read_text()
-    with pytest.raises(SystemExit, match="exists"):  # another run's final/ has the same automatic name
-        llm_eval.main(["--model", str(b), *argv])
-    assert (tmp_path / "final-longproc-0.5k-validation-completions.jsonl").read_text() == first
+    first = (tmp_path / "a-final-longproc-0.5k-validation-completions.jsonl").read_text()
+    llm_eval.main(["--model", str(b), *argv])  # another run's final/ is named after its run
+    assert (tmp_path / "b-final-longproc-0.5k-validation-completions.jsonl").exists()
+    with pytest.raises(SystemExit, match="exists"):  # an earlier evaluation is never replaced silently
+        llm_eval.main(["--model", str(a), *argv])
+    assert (tmp_path / "a-final-longproc-0.5k-validation-completions.jsonl").read_text() == first
     llm_eval.main(["--model", str(b), *argv, "--out", str(tmp_path / "b.jsonl")])  # an explicit --out is written
     assert (tmp_path / "b.jsonl").exists()
 
