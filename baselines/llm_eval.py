@@ -29,7 +29,7 @@ import shlex
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -90,7 +90,6 @@ class EvalConfig:
     pass_rates: str = ""
     """Also write each problem's sampled pass rate to this JSONL (``id``, ``samples``, ``correct``), the input of
     ``llm_grpo.py --train-pass-rates``."""
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.preset not in SPLIT_SPEC:
@@ -451,8 +450,8 @@ def write_pass_rates(path: str | Path, problems: list[Problem], correct: list[li
 
 
 def parse_config(cls: type[T], argv: list[str] | None = None) -> T:
-    """A dataclass instance from ``--field-name value`` flags (``countdown_gym.dataclass_cli``); ``extra`` is no flag."""
-    return dataclass_cli.parse(cls, argv, exclude=("extra",))
+    """A dataclass instance from ``--field-name value`` flags (``countdown_gym.dataclass_cli``)."""
+    return dataclass_cli.parse(cls, argv)
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -215,7 +215,7 @@ def test_llm_sft_and_llm_eval_documented_commands() -> None:
     assert (cfg.out, cfg.lr, cfg.max_minutes, cfg.dead_ends, cfg.resume) == ("/tmp/runs/B", 2e-3, 58.0, (0,), True)
     ev = llm_eval.parse_config(llm_eval.EvalConfig, shlex.split(
         "--model runs/sft/final --split validation --k 0 --max_new_tokens 160"))
-    assert (ev.model, ev.split, ev.k, ev.max_new_tokens, ev.extra) == ("runs/sft/final", "validation", 0, 160, {})
+    assert (ev.model, ev.split, ev.k, ev.max_new_tokens) == ("runs/sft/final", "validation", 0, 160)
     assert "--extra" not in llm_eval.dataclass_cli.build_parser(llm_eval.EvalConfig, exclude=("extra",)).format_help()
 
 

@@ -316,7 +316,7 @@ def test_stop_request_first_ctrl_c_asks_second_interrupts():
 
 
 def test_sft_resume_of_a_run_past_its_time_budget_trains_nothing(tmp_path):
-    argv = [*_sft_argv(tmp_path / "t", 50), "--max-minutes", "0.0005"]
+    argv = [*_sft_argv(tmp_path / "t", 50), "--max-minutes", "0.001"]  # 0.06 s: past it, metrics.csv rounds to >= 0.1 s
     first = llm_sft.train(dataclass_cli.parse(llm_sft.SFTConfig, argv))
     assert first["stopped_by_time"] and first["steps"] < 50
     again = llm_sft.train(dataclass_cli.parse(llm_sft.SFTConfig, [*argv, "--resume", "true"]))
