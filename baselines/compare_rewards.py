@@ -7,7 +7,7 @@ Runs ``baselines/sb3_ppo.py`` for every (reward variant, seed) pair, each in its
 passed on to every run),
 then writes into ``--out``:
 
-* ``sb3_rewards.md``: test success per variant (mean ± std over seeds, each seed's value), each
+* ``sb3_rewards.md``: success on the evaluation split (``--eval-split``, default test) per variant (mean ± std over seeds, each seed's value), each
   variant against sparse, the reference agents (``--reference``), the command, the budget, the
   wall-clock time and the machine's load average;
 * ``sb3_rewards.png``: validation success vs environment steps, mean ± std band per variant.
@@ -68,7 +68,7 @@ def read_curve(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return np.array([int(r["steps"]) for r in rows]), np.array([float(r["validation_success"]) for r in rows])
 
 
-def plot(results: list[dict], out: Path, variants: list[str]) -> None:
+def plot(results: list[dict], out: Path, variants: list[str], val_problems: int = 200) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -91,7 +91,7 @@ def plot(results: list[dict], out: Path, variants: list[str]) -> None:
         ax.plot(steps, mean, marker="o", markersize=3, label=f"{variant} (n={len(curves)})")
         ax.fill_between(steps, mean - std, mean + std, alpha=0.2)
     ax.set_xlabel("environment steps")
-    ax.set_ylabel("validation success (200 problems, greedy)")
+    ax.set_ylabel(f"validation success ({val_problems} problems, greedy)")
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
     ax.legend()
@@ -134,15 +134,16 @@ def main(argv: list[str] | None = None) -> None:
         results = [f.result() for f in futures]
     wall = time.time() - t0
     load_after = os.getloadavg()
-    plot(results, out, args.variants)
+    import sb3_ppo
+
+    run_args = sb3_ppo.parse_args(extra)
+    plot(results, out, args.variants, run_args.eval_problems)
 
     command = "python baselines/compare_rewards.py " + " ".join(argv if argv is not None else sys.argv[1:])
     first = results[0]
     per_run = statistics.mean(r["train_seconds"] for r in results)
     longest = max(r["train_seconds"] for r in results)
-    import sb3_ppo
-
-    threads = sb3_ppo.parse_args(extra).threads
+    threads = run_args.threads
     lines = [
         "# MaskablePPO on Countdown-v0: reward variants",
         "",
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
         f"Evaluation: greedy with action masks on the frozen `{first['eval_split']}` split "
         f"({first['eval_problems']} problems).",
         "",
-        "| reward | test success (mean ± std) | per seed | vs sparse | env steps/s (per run) |",
+        f"| reward | {first['eval_split']} success (mean ± std) | per seed | vs sparse | env steps/s (per run) |",
         "| --- | --- | --- | --- | --- |",
     ]
     by_variant = {v: [r["success_rate"] for r in results if r["reward"] == v] for v in args.variants}
