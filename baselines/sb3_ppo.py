@@ -402,7 +402,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if not curve_path.exists():
                 with curve_path.open("w", newline="") as f:
                     csv.writer(f).writerow(["steps", "validation_success", "seconds"])
-            self.t0 = time.time()
+            with curve_path.open(newline="") as f:
+                rows = list(csv.DictReader(f))
+            # a resumed run's seconds continue from the kept rows' (training time of the whole run)
+            self.t0 = time.time() - (float(rows[-1]["seconds"]) if rows else 0.0)
             self.eval_seconds = 0.0
 
         def _on_step(self) -> bool:

@@ -329,7 +329,10 @@ def test_train_evaluate_resume_and_submit(tmp_path: Path, reward: str) -> None:
     with (tmp_path / "r" / "logs" / "progress.csv").open() as f:
         assert [int(r["time/total_timesteps"]) for r in csv.DictReader(f)] == [128, 256, 384]
     with (tmp_path / "r" / "curve.csv").open() as f:
-        assert [int(r["steps"]) for r in csv.DictReader(f)] == [128, 256, 384]
+        rows = list(csv.DictReader(f))
+    assert [int(r["steps"]) for r in rows] == [128, 256, 384]
+    seconds = [float(r["seconds"]) for r in rows]
+    assert seconds == sorted(seconds)  # the resumed part continues the clock, it does not restart at 0
 
 
 def test_anneal_lr_decays_the_learning_rate_linearly_to_zero(tmp_path: Path) -> None:
