@@ -329,6 +329,17 @@ def test_critic_wrapper_caches_scores_exactly():
     assert scores.tolist() == [1.0, -0.5, 1.0] and critic.calls == 2
 
 
+def test_critic_cache_overflow_keeps_every_score():
+    # a step mixing a cached state with a new one, when the new one overflows the cache
+    env = ContrastiveCriticReward(make_text(action_mode="token_str"), critic=FakeCritic(), scale=0.1)
+    env.scorer.max_size = 1
+    env.reset(seed=0)
+    env.step("6-2=4 [5,3,4]\n")
+    _, r, *_, info = env.step("6-2=4 [5,3,4]\n6+2=8 [5,3,8]\n")  # [5, 3, 4] cached, [5, 3, 8] new
+    assert len(info["transitions"]) == 2
+    assert info["reward_terms"]["critic"] == pytest.approx(0.1 * 1.0 + 0.1 * -0.5) and r == pytest.approx(0.05)
+
+
 def test_critic_wrapper_with_shipped_checkpoint():
     critics = pytest.importorskip("critics")
     if not (critics.SHIPPED_CHECKPOINT / "config.json").is_file():

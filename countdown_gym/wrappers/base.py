@@ -53,7 +53,7 @@ def step_transitions(info: Mapping[str, Any], who: str, env: gym.Env) -> list[Ma
 
 
 class DenseRewardWrapper(gym.Wrapper):
-    """Base class: subclasses define :meth:`step_term` (additive) and :meth:`potential_of` (shaping)."""
+    """Base class: subclasses define :meth:`step_terms` (additive) and :meth:`potential_of` (shaping)."""
 
     default_key = "dense"
 

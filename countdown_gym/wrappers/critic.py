@@ -50,6 +50,7 @@ class CachedScorer:
         if todo:
             if len(self._cache) + len(todo) > self.max_size:
                 self._cache.clear()
+                todo = list(dict.fromkeys(keys))  # the pairs cached before are gone too
             scores = np.asarray(self.critic.score([k[0] for k in todo], [k[1] for k in todo]), dtype=np.float64)
             if scores.shape != (len(todo),):
                 raise ValueError(f"critic.score returned shape {scores.shape} for {len(todo)} states")
@@ -66,7 +67,8 @@ class ContrastiveCriticReward(DenseRewardWrapper, gym.utils.RecordConstructorArg
     * Additive (``potential=False``): ``scale * score(next_state, target)`` per move (from
       :func:`~countdown_gym.wrappers.terms.critic_terms`); an invalid move gets ``-scale``.
     * Potential-based (``potential=True``): ``F = gamma * Phi(s') - Phi(s)`` per step with
-      ``Phi(s) = scale * score(s, target)`` and ``Phi = 0`` at the end of the episode.
+      ``Phi(s) = scale * score(s, target)`` and ``Phi = 0`` once the episode terminates (a
+      truncated step keeps ``Phi(s')``).
 
     Args:
         env: the environment to wrap.

@@ -23,8 +23,9 @@ class OracleReward(DenseRewardWrapper, gym.utils.RecordConstructorArgs):
       into a dead end.
 
     Potential-based (``potential=True``): ``F = gamma * Phi(s') - Phi(s)`` per step with
-    ``Phi(s) = scale * [target reachable from s]`` and ``Phi = 0`` at the end of the episode;
-    ``mode`` is then unused. Set ``gamma`` to the agent's discount factor.
+    ``Phi(s) = scale * [target reachable from s]`` and ``Phi = 0`` once the episode terminates (a
+    truncated step keeps ``Phi(s')``); ``mode`` is then unused. Set ``gamma`` to the agent's
+    discount factor.
 
     The term is added to the reward and reported in ``info["reward_terms"]`` under ``key``
     (default ``"oracle"``, or ``"oracle_shaping"`` with ``potential=True``).
