@@ -552,15 +552,18 @@ def test_clipo_group_hold_protocol_and_autoreset():
     # member 0 answers at once; member 1 makes a move then answers; member 2 thinks twice then fails
     obs, r, te, tr, info = env.step(np.array([2, 1, 0]))
     assert r.tolist() == [0.0, 0.0, 0.0] and not te.any()
-    assert info["clipo_waiting"].tolist() == [True, False, False] and info["is_success"][0]
+    # member 0's answer is a real decision (kept in the policy loss); its reward is held
+    assert info["clipo_waiting"].tolist() == [False, False, False] and info["is_success"][0]
     assert info["reward_terms"]["sparse"][0] == 0.0
-    obs, r, te, tr, info = env.step(np.array([4, 2, 0]))  # member 0's action is ignored
-    assert info["clipo_waiting"].tolist() == [True, True, False] and not te.any()
+    obs, r, te, tr, info = env.step(np.array([4, 2, 0]))  # member 0's action is ignored; member 1 answers
+    assert info["clipo_waiting"].tolist() == [True, False, False] and not te.any()
     assert info["transitions"][0] == [] and len(info["transitions"][1]) == 0
     assert env.action_masks()[:2].all()
     obs, r, te, tr, info = env.step(np.array([0, 0, 3]))  # the group ends: everyone reports now
     assert te.tolist() == [True, True, True]
-    assert info["clipo_waiting"].tolist() == [False, False, False]
+    # members 0 and 1 were held: their actions on this step were ignored, their rewards arrive 2 and 1 steps late
+    assert info["clipo_waiting"].tolist() == [True, True, False]
+    assert info["clipo_held_steps"].tolist() == [2, 1, 0]
     assert r[0] == pytest.approx(1.0 + info["clipo"][0]) and r[2] == 0.0 and info["clipo"][0] < 0
     assert [len(t.actions) for t in sorted(seen, key=lambda t: t.index)] == [1, 2, 3]
     assert seen[0].correct and not seen[-1].correct

@@ -9,14 +9,18 @@ finished, a :class:`~critics.clipo.CLIPOTrainer` turns the group's embeddings an
 CLIPO rewards (from the loss before its one head update) and adds them at the end of each episode.
 
 Timing (the group-hold protocol). A member that finishes before the rest of its group is *held*:
-its terminal step is reported with reward 0, ``terminated = truncated = False`` and
-``info["clipo_waiting"] = True``; on the following steps the wrapper ignores its action and
-repeats its final observation (reward 0, ``info["clipo_waiting"] = True``, an all-ones action
-mask). On the step where the last member finishes, every member of the group reports its real
-``terminated`` / ``truncated`` flags and its held terminal reward plus the CLIPO reward. On the
-next step the whole group is reset to a new shared puzzle (Gymnasium's next-step autoreset: the
-actions are ignored and the reset observations are returned with reward 0). Steps with
-``info["clipo_waiting"]`` carry no decision; drop them from policy-gradient batches.
+its terminal step (its last real decision) is reported with reward 0, ``terminated = truncated =
+False`` and ``info["clipo_waiting"] = False``; on the following steps the wrapper ignores its
+action and repeats its final observation (reward 0, ``info["clipo_waiting"] = True``, an all-ones
+action mask). On the step where the last member finishes, every member of the group reports its
+real ``terminated`` / ``truncated`` flags and its held terminal reward plus the CLIPO reward, with
+``info["clipo_held_steps"]``: how many steps after its last real decision the reward arrives (0
+for the members finishing on that step, whose ``clipo_waiting`` is False; the others' is True,
+their action on that step being ignored too). On the next step the whole group is reset to a new
+shared puzzle (Gymnasium's next-step autoreset: the actions are ignored and the reset
+observations are returned with reward 0). ``info["clipo_waiting"]`` marks exactly the steps whose
+action was ignored: leave them out of the policy-gradient loss but keep their rewards in the
+returns (or add a held reward to the decision ``clipo_held_steps`` steps earlier).
 
 Rewards on the group's final step: ``reward = held terminal reward + clipo`` and
 ``info["reward_terms"] = {held terms (e.g. "sparse", "oracle", ...), "clipo": r_cl}``; also
@@ -154,6 +158,7 @@ class CLIPOGroupReward(VectorEnv):
         self._trajectories: list[Trajectory | None] = [None] * self.num_envs
         self._embeddings: list[np.ndarray | None] = [None] * self.num_envs
         self._held: list[tuple[Any, float, bool, bool, dict[str, Any]] | None] = [None] * self.num_envs
+        self._held_steps = [0] * self.num_envs  # steps a held member's action has been ignored
         self._obs: list[Any] = [None] * self.num_envs
         self._masks: list[np.ndarray | None] = [None] * self.num_envs
         self.last_group_stats: dict[str, float] = {}
@@ -186,6 +191,7 @@ class CLIPOGroupReward(VectorEnv):
             self._trajectories[i] = Trajectory(index=i, group=g, problem=options["problem"], observations=[obs])
             self._embeddings[i] = None
             self._held[i] = None
+            self._held_steps[i] = 0
             self._obs[i] = obs
             self._masks[i] = info.get("action_mask")
             infos.append(info)
@@ -227,6 +233,7 @@ class CLIPOGroupReward(VectorEnv):
             if i in reset_now:
                 continue
             if self._status[i] == _WAITING:
+                self._held_steps[i] += 1
                 member_infos[i] = self._waiting_info(i)
                 continue
             obs, reward, term, trunc, info = self.envs[i].step(acts[i])
@@ -289,7 +296,8 @@ class CLIPOGroupReward(VectorEnv):
                 reward_terms=terms,
                 clipo=float(r_cl),
                 clipo_correct=bool(self._trajectories[i].correct),
-                clipo_waiting=False,
+                clipo_waiting=i not in finished_now,  # a member held before: its action here was ignored
+                clipo_held_steps=self._held_steps[i],
                 # a member held since an earlier step reported its last move's transitions then
                 transitions=final.get("transitions", []) if i in finished_now else [],
             )
@@ -302,11 +310,12 @@ class CLIPOGroupReward(VectorEnv):
 
     # ---- helpers --------------------------------------------------------------------------
     def _waiting_info(self, i: int, real: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Info of a held member: the real terminal info on the step it finished, else a stub."""
+        """Info of a held member: the real terminal info on the step it finished (a decision), else a
+        stub for a step whose action was ignored (``clipo_waiting``)."""
         held_info = self._held[i][4]
         zero_terms = dict.fromkeys(held_info.get("reward_terms") or {"sparse": 0.0}, 0.0)
         info = dict(real) if real is not None else {"transitions": []}
-        info.update(reward_terms=zero_terms, clipo_waiting=True)
+        info.update(reward_terms=zero_terms, clipo_waiting=real is None)
         if "action_mask" in held_info:
             info["action_mask"] = np.ones_like(np.asarray(held_info["action_mask"]))
         return info
