@@ -231,7 +231,8 @@ def failure_breakdown(problems: list[Problem], completions: list[str]) -> dict:
 
     from llm_rewards import replay
 
-    from countdown_gym.solver import canonical, reachable
+    from countdown_gym.solver import canonical
+    from countdown_gym.wrappers.terms import oracle_term
 
     n = max(len(completions), 1)
     kinds: Counter[str] = Counter()
@@ -243,7 +244,7 @@ def failure_breakdown(problems: list[Problem], completions: list[str]) -> dict:
         start = canonical(problem.numbers)
         if moves and moves[0]["valid"]:
             with_first += 1
-            on_path += reachable(moves[0]["next_state"], problem.target, moves[0]["rules"])
+            on_path += oracle_term(moves[0], "perfect") > 0  # the oracle reward's own rule
         backtracked += sum(1 for t in moves if t["valid"] and not t["in_solution"] and canonical(t["state"]) == start) > 1
         bad = [t for t in moves if not t["valid"]]
         if bad:
