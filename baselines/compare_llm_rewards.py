@@ -8,13 +8,15 @@ CPU thread each) with identical options except ``--rewards``. Afterwards the sta
 every final model are evaluated on the frozen *test* split (greedy success, and sampled success
 + pass@k at the rollout temperature). Writes ``<results>/llm_grpo_rewards.md`` (a table, the
 command, and a plain reading of the differences against their standard errors) and
-``<results>/llm_grpo_rewards.png`` (validation success vs step per variant). Finished runs are
-reused and interrupted ones resume from their last checkpoint, so re-running is cheap.
+``<results>/llm_grpo_rewards.png`` (validation success vs step per variant). Finished runs of the
+same options are reused and interrupted ones resume from their last checkpoint, so re-running is
+cheap; a test result is reused only for the same model and test settings.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import math
@@ -89,21 +91,30 @@ def run_path(args: argparse.Namespace, variant: str, seed: int) -> Path:
     return Path(args.runs_dir) / f"{variant.replace('+', '-')}-s{seed}"
 
 
-def finished(path: Path, steps: int) -> bool:
-    s = path / "summary.json"
-    return s.exists() and json.loads(s.read_text()).get("last", {}).get("step") == steps
+def finished(args: argparse.Namespace, variant: str, seed: int) -> bool:
+    """The run has its summary at ``args.steps`` and was made with this command's options (else it runs:
+    ``--resume`` continues it, or refuses a run of other options)."""
+    from baselines.llm_grpo import RESUMABLE_CHANGES, parse_options
+
+    path = run_path(args, variant, seed)
+    s, saved = path / "summary.json", path / "options.json"
+    if not (s.exists() and saved.exists() and json.loads(s.read_text()).get("last", {}).get("step") == args.steps):
+        return False
+    old, new = json.loads(saved.read_text()), dataclasses.asdict(parse_options(run_command(args, variant, seed)[2:]))
+    return all(old.get(k) == v for k, v in new.items() if k not in RESUMABLE_CHANGES)
 
 
 def launch_all(args: argparse.Namespace, runs: list[tuple[str, int]]) -> None:
     """Run every unfinished (variant, seed), ``args.jobs`` at a time; logs in ``<run>/stdout.log``."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    todo = [(v, s) for v, s in runs if not finished(run_path(args, v, s), args.steps)]
+    todo = [(v, s) for v, s in runs if not finished(args, v, s)]
     running: list[tuple[str, int, subprocess.Popen[bytes], Any]] = []
     while todo or running:
         while todo and len(running) < args.jobs:
             v, s = todo.pop(0)
             path = run_path(args, v, s)
             path.mkdir(parents=True, exist_ok=True)
+            (path / "test.json").unlink(missing_ok=True)  # the final model changes: its test result too
             log = (path / "stdout.log").open("ab")
             print(f"start {v} seed {s} -> {path}", flush=True)
             running.append((v, s, subprocess.Popen(run_command(args, v, s), stdout=log, stderr=subprocess.STDOUT, env=env), log))
@@ -120,9 +131,10 @@ def launch_all(args: argparse.Namespace, runs: list[tuple[str, int]]) -> None:
 
 
 def test_eval(args: argparse.Namespace, model_path: str, cache: Path) -> dict[str, Any]:
-    """Greedy / sampled test success of one model (cached in ``cache``)."""
-    if cache.exists():
-        return json.loads(cache.read_text())
+    """Greedy / sampled test success of one model (cached in ``cache`` with the settings it was made with)."""
+    cached = cached_test_eval(args, cache)
+    if cached is not None:
+        return cached
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
@@ -140,8 +152,22 @@ def test_eval(args: argparse.Namespace, model_path: str, cache: Path) -> dict[st
         max_new_tokens=args.max_completion_length, samples=args.test_samples, temperature=args.temperature,
         batch_size=64, seed=12345,
     )
-    cache.write_text(json.dumps(row, indent=2) + "\n")
+    cache.write_text(json.dumps({**row, "settings": test_settings(args)}, indent=2) + "\n")
     return row
+
+
+def test_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """What a test evaluation depends on besides the model."""
+    names = ("preset", "prompt_style", "test_problems", "test_samples", "temperature", "max_completion_length")
+    return {name: getattr(args, name) for name in names}
+
+
+def cached_test_eval(args: argparse.Namespace, cache: Path) -> dict[str, Any] | None:
+    """The row in ``cache`` when it was made with the current test settings, else None."""
+    if not cache.exists():
+        return None
+    row = json.loads(cache.read_text())
+    return row if row.pop("settings", None) == test_settings(args) else None
 
 
 def _se(p: float, n: int) -> float:
@@ -209,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
     train_minutes = (time.perf_counter() - t0) / 60
     evals = [(args.model, Path(args.runs_dir) / "start_test.json")]
     evals += [(str(run_path(args, v, s) / "final"), run_path(args, v, s) / "test.json") for v in variants for s in seeds]
-    todo = [(m, c) for m, c in evals if not c.exists()]
+    todo = [(m, c) for m, c in evals if cached_test_eval(args, c) is None]
     if todo:
         print(f"test evaluation of {len(todo)} model(s), {args.jobs} at a time", flush=True)
         ctx = multiprocessing.get_context("spawn")

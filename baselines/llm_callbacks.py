@@ -54,7 +54,9 @@ def generate_completions(
     ids = prompt_token_ids(tokenizer, prompts)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     eos = model.generation_config.eos_token_id
-    eos_ids = set(eos if isinstance(eos, list) else [eos if eos is not None else tokenizer.eos_token_id])
+    eos_ids = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
+    if tokenizer.eos_token_id is not None:  # TRL stops at the tokenizer's EOS too
+        eos_ids.add(tokenizer.eos_token_id)
     device = next(model.parameters()).device
     out: list[list[str]] = []
     generated = 0
@@ -200,6 +202,8 @@ class ValidationCallback(TrainerCallback):
         self.max_new_tokens, self.batch_size, self.seed, self.verbose = max_new_tokens, batch_size, seed, verbose
         self.csv_path, self.log_path, self.png_path = self.dir / "metrics.csv", self.dir / "train_log.jsonl", self.dir / "success.png"
         self.rows: list[dict[str, Any]] = self._read_rows()
+        self.evaluated: set[int] = {int(r["step"]) for r in self.rows}
+        """Steps validated so far, on every process (only the main process keeps ``rows``)."""
         self.step_seconds: list[float] = []
         self.step_gen_tokens: list[float] = []
         self._t_step: float | None = None
@@ -224,8 +228,9 @@ class ValidationCallback(TrainerCallback):
         from accelerate import PartialState
         from accelerate.utils import gather_object
 
-        if any(int(r["step"]) == step for r in self.rows):
+        if step in self.evaluated:  # the same answer on every process, or the gather below would hang
             return
+        self.evaluated.add(step)
         state = PartialState()
         idx = list(range(state.process_index, len(self.problems), state.num_processes))
         part = evaluate_policy(

@@ -36,6 +36,7 @@ from countdown_gym import dataclass_cli  # noqa: E402
 DEFAULT_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm")
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")  # TRL's GRPOConfig.loss_type
 SCALE_REWARDS = ("group", "batch", "none")
+MODEL_DTYPES = ("float32", "bfloat16", "auto")  # --model-dtype, passed to from_pretrained(dtype=...)
 
 
 @dataclass
@@ -89,6 +90,10 @@ class Options:
     vllm_gpu_memory_utilization: float = 0.3
     bf16: bool | None = None
     """bf16 training (default: on when CUDA is available, always off on CPU)."""
+    model_dtype: str = "float32"
+    """dtype of the policy's weights and optimizer state: float32 (as TRL loads a model id; --bf16 then autocasts
+    the compute) | bfloat16 (half the memory, e.g. a 7B model on 80 GB GPUs, but Adam updates at lr ~1e-6 round
+    away) | auto (the checkpoint's own dtype)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, about 20% slower); TRL's own default is on."""
     threads: int = 1
@@ -139,6 +144,8 @@ def check_options(opts: Options) -> None:
         raise SystemExit(f"--preset must be one of {sorted(SPLIT_SPEC)} (the frozen splits), got {opts.preset!r}")
     if opts.vllm_mode not in ("colocate", "server"):
         raise SystemExit(f"--vllm-mode must be colocate or server, got {opts.vllm_mode!r}")
+    if opts.model_dtype not in MODEL_DTYPES:
+        raise SystemExit(f"--model-dtype must be one of {list(MODEL_DTYPES)}, got {opts.model_dtype!r}")
     if opts.loss_type not in LOSS_TYPES:
         raise SystemExit(f"--loss-type must be one of {LOSS_TYPES}, got {opts.loss_type!r}")
     if opts.scale_rewards not in SCALE_REWARDS:
@@ -157,6 +164,9 @@ def check_options(opts: Options) -> None:
         raise SystemExit(f"need 0 <= --min-pass-rate < --max-pass-rate <= 1, got {opts.min_pass_rate} and {opts.max_pass_rate}")
     if opts.train_pass_rates not in ("auto", "none", "") and not Path(opts.train_pass_rates).is_file():
         raise SystemExit(f"--train-pass-rates {opts.train_pass_rates}: no such file")
+    if (opts.min_pass_rate, opts.max_pass_rate) != (0.0, 1.0) and pass_rates_file(opts) is None:
+        raise SystemExit(f"--min-pass-rate / --max-pass-rate filter by a pass-rate file, and --train-pass-rates "
+                         f"{opts.train_pass_rates} gives none for this model and preset")
     check_report_to(opts.report_to)
     check_model(opts.model)
     try:
@@ -549,7 +559,9 @@ def train(opts: Options) -> dict[str, Any]:
     (out / "options.json").write_text(json.dumps(dataclasses.asdict(opts), indent=2) + "\n")
 
     config = build_grpo_config(opts, out)
-    dtype = torch.bfloat16 if config.bf16 else None
+    # float32 weights and optimizer state by default, as TRL loads a model id; --bf16 autocasts the compute.
+    # Weights in bf16 (what from_pretrained picks for a bf16 hub config) would round away updates of lr ~1e-6.
+    dtype = opts.model_dtype if opts.model_dtype == "auto" else getattr(torch, opts.model_dtype)
     model, tokenizer = load_model_and_tokenizer(opts.model, dtype)
     train_problems = load_split(opts.preset, "train")
     rates_file = pass_rates_file(opts)

@@ -66,6 +66,7 @@ def parse_reward_spec(spec: str) -> dict[str, float]:
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"reward spec must be a non-empty string, got {spec!r}; variants: {sorted(VARIANTS)}")
     weights: dict[str, float] = {}
+    explicit: dict[str, float] = {}  # term=weight parts override the variants wherever they stand
     for part in spec.replace(" ", "").split(","):
         if not part:
             continue
@@ -75,10 +76,10 @@ def parse_reward_spec(spec: str) -> dict[str, float]:
             if name not in TERMS:
                 raise ValueError(f"unknown reward term {name!r} in {spec!r}; terms: {list(TERMS)}")
             try:
-                weights[name] = float(value)
+                explicit[name] = float(value)
             except ValueError:
-                weights[name] = math.nan
-            if not math.isfinite(weights[name]):
+                explicit[name] = math.nan
+            if not math.isfinite(explicit[name]):
                 raise ValueError(f"weight of {name!r} must be a finite number, got {value!r} in {spec!r}")
             continue
         for variant in part.split("+"):
@@ -89,6 +90,7 @@ def parse_reward_spec(spec: str) -> dict[str, float]:
                 )
             for name, w in VARIANTS[variant].items():
                 weights[name] = max(weights.get(name, 0.0), w)
+    weights.update(explicit)
     if not any(w != 0 for w in weights.values()):
         raise ValueError(f"reward spec {spec!r} gives every term weight 0: nothing to learn from")
     return weights

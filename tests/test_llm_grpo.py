@@ -119,6 +119,7 @@ def test_reward_spec_parsing() -> None:
     assert parse_reward_spec("sparse") == VARIANTS["sparse"]
     assert parse_reward_spec("oracle+clipo") == {"sparse": 1.0, "format": 0.1, "oracle": 0.5, "clipo": 1.0}
     assert parse_reward_spec("critic,critic=0.2,format=0") == {"sparse": 1.0, "format": 0.0, "critic": 0.2}
+    assert parse_reward_spec("format=0,oracle") == {"sparse": 1.0, "format": 0.0, "oracle": 0.5}  # an override before a variant
     for bad in ("", "dense", "oracle=abc", "sparse=0"):
         with pytest.raises(ValueError):
             parse_reward_spec(bad)
@@ -363,6 +364,30 @@ def test_two_grpo_steps_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     assert llm_grpo.parse_options(shlex.split(command)[2:]) == dataclasses.replace(opts, resume=False)
 
 
+def test_policy_weights_are_float32_whatever_the_saved_dtype(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bf16 checkpoint (most hub models) is trained in float32, as TRL loads a model id: bf16 weights
+    would round away Adam updates of lr 1e-6."""
+    from baselines.tiny_lm import save_pretrained
+
+    model, tok = _tiny("llama")
+    save_pretrained(model.to(torch.bfloat16), tok, tmp_path / "model")
+    loaded = {}
+    original = llm_grpo.load_model_and_tokenizer
+
+    def load(name: str, dtype: Any = None) -> Any:
+        loaded["model"] = original(name, dtype)[0]
+        raise KeyboardInterrupt  # stop before training
+
+    monkeypatch.setattr(llm_grpo, "load_model_and_tokenizer", load)
+    for model_dtype, expected in (("float32", torch.float32), ("bfloat16", torch.bfloat16), ("auto", torch.bfloat16)):
+        with pytest.raises(KeyboardInterrupt):
+            llm_grpo.train(Options(model=str(tmp_path / "model"), output_dir=str(tmp_path / "run"), quiet=True,
+                                   model_dtype=model_dtype))
+        assert loaded["model"].dtype == expected, model_dtype
+    with pytest.raises(SystemExit, match="--model-dtype"):
+        llm_grpo.parse_options(["--model-dtype", "float16x"])
+
+
 def test_ctrl_c_saves_a_checkpoint_after_the_step_and_resume_continues(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from baselines.tiny_lm import save_pretrained
     from countdown_gym import stop_request
@@ -431,6 +456,58 @@ def test_validation_keeps_the_best_model(tmp_path: Path, monkeypatch: pytest.Mon
     assert (best / "weights.txt").read_text() == "50" and cb.best()["step"] == 50
 
 
+def test_validation_at_the_last_step_runs_once_on_every_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The end of training repeats the last interval's step: a non-main process (no rows) must skip it too,
+    or it waits in the gather for a main process that skipped it."""
+    import types
+
+    import accelerate
+    import accelerate.utils
+
+    from baselines import llm_callbacks
+
+    calls: list[int] = []
+    monkeypatch.setattr(llm_callbacks, "evaluate_policy", lambda *a, **k: calls.append(k["seed"]) or {
+        "problems": 2, "samples": 0, "greedy_success": 0.5, "greedy_invalid_frac": 0.0,
+        "mean_completion_tokens": 1.0, "eval_seconds": 1.0, "generated_tokens": 2,
+    })
+    monkeypatch.setattr(accelerate, "PartialState", lambda: types.SimpleNamespace(process_index=1, num_processes=2, is_main_process=False))
+    monkeypatch.setattr(accelerate.utils, "gather_object", lambda parts: parts * 2)
+    cb = llm_callbacks.ValidationCallback([PROBLEM] * 4, ["p"] * 4, None, tmp_path, eval_interval=2, seed=0, verbose=False)
+    state = types.SimpleNamespace(global_step=0)
+    cb.on_train_begin(None, state, None, model=None)
+    state.global_step = 2
+    cb.on_step_end(None, state, None, model=None)
+    cb.on_train_end(None, state, None, model=None)
+    assert calls == [0, 2]  # steps 0 and 2, each once, as on the main process
+    assert not (tmp_path / "metrics.csv").exists()  # only the main process writes
+
+
+def test_validation_stops_at_every_eos_trl_stops_at() -> None:
+    """TRL ends a completion at the tokenizer's EOS even when the generation config names another one."""
+    import types
+
+    from baselines.llm_callbacks import generate_completions
+
+    tok = build_tokenizer()
+    answer = tok("12+3=15", add_special_tokens=False)["input_ids"]
+
+    class Model(torch.nn.Module):
+        generation_config = types.SimpleNamespace(eos_token_id=5)
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def generate(self, input_ids, eos_token_id, **kwargs):
+            assert tok.eos_token_id in eos_token_id and 5 in eos_token_id
+            tail = torch.tensor([answer + [tok.eos_token_id] + answer[:2]] * len(input_ids))
+            return torch.cat([input_ids, tail], dim=1)
+
+    texts, tokens = generate_completions(Model(), tok, ["3 12 15"], max_new_tokens=8, do_sample=False)
+    assert texts == [[tok.decode(answer, skip_special_tokens=True)]] and tokens == len(answer) + 1
+
+
 def test_prompt_token_ids_match_trl_tokenization() -> None:
     tok = build_tokenizer()
     prompts = [build_prompt(PROBLEM, "compact")]
@@ -452,6 +529,48 @@ def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> No
         assert llm_grpo.pass_rates_file(opts) is not None  # the shipped model's own train_pass_rates.jsonl
 
 
+def test_comparison_reuses_only_runs_and_test_results_of_the_same_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A re-run with other options retrains (or resumes) the runs and re-evaluates what changed."""
+    import subprocess
+
+    from baselines import compare_llm_rewards as cmp
+    from baselines import llm_callbacks
+
+    args = cmp.parse_args(["--runs-dir", str(tmp_path), "--steps", "60", "--test-problems", "3"])
+    run = cmp.run_path(args, "sparse", 0)
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"last": {"step": 60}}))
+    opts = dataclasses.asdict(parse_options(cmp.run_command(args, "sparse", 0)[2:]))
+    (run / "options.json").write_text(json.dumps(opts))
+    assert cmp.finished(args, "sparse", 0)
+    (run / "options.json").write_text(json.dumps({**opts, "learning_rate": 1e-4}))  # made with another --learning-rate
+    assert not cmp.finished(args, "sparse", 0)
+
+    evaluated: list[int] = []
+    monkeypatch.setattr(llm_grpo, "load_model_and_tokenizer", lambda path: (None, build_tokenizer()))
+    monkeypatch.setattr(llm_callbacks, "evaluate_policy", lambda model, tok, problems, *a, **k: evaluated.append(len(problems)) or {
+        "problems": len(problems), "greedy_success": 0.5})
+    cache = run / "test.json"
+    for n in (3, 3, 2):
+        args.test_problems = n
+        assert cmp.test_eval(args, "m", cache) == {"problems": n, "greedy_success": 0.5}
+    assert evaluated == [3, 2]  # the second call is cached; --test-problems 2 is not the cached result
+
+    class Done:  # a run that finishes at once
+        returncode = 0
+
+        def __init__(self, *a: Any, **k: Any) -> None:
+            pass
+
+        def poll(self) -> int:
+            return 0
+
+    monkeypatch.setattr(subprocess, "Popen", Done)
+    monkeypatch.setattr(cmp.time, "sleep", lambda s: None)
+    cmp.launch_all(args, [("sparse", 0)])
+    assert not cache.exists()  # the run trained on: its old test result is gone
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--rewards", "sparse=nan"], "weight of 'sparse' must be a finite number"),
     (["--rewards", "sparse=inf"], "weight of 'sparse' must be a finite number"),
@@ -460,6 +579,7 @@ def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> No
     (["--loss-type", "nosuch"], "--loss-type must be one of"),
     (["--scale-rewards", "nosuch"], "--scale-rewards must be one of"),
     (["--model", "/nonexistent/model"], "--model /nonexistent/model: no such directory"),
+    (["--train-pass-rates", "none", "--min-pass-rate", "0.1"], "filter by a pass-rate file"),
 ])
 def test_bad_options_fail_before_any_model_is_loaded(argv, message):
     with pytest.raises(SystemExit, match=message):

@@ -30,6 +30,8 @@ def test_sparse_score_is_a_float() -> None:
     assert compute_score(SOURCE, "<answer>21 + 16 + 26 + 17</answer>", GT) == 0.0
     assert compute_score(SOURCE, "I give up", GT, {"index": 3}) == 0.0
     assert compute_score(SOURCE, SEARCH, GT) == 1.0
+    # verl's reward loop also passes its reward-model router and tokenizer
+    assert compute_score(SOURCE, SEARCH, GT, {}, reward_router_address=None, reward_model_tokenizer=None) == 1.0
 
 
 def test_dense_terms_return_a_dict_with_score() -> None:

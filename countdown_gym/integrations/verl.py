@@ -123,6 +123,7 @@ def compute_score(
     *,
     dense: Sequence[str] | str | None = None,
     weights: Mapping[str, float] | None = None,
+    **kwargs: Any,
 ) -> float | dict[str, float]:
     """verl reward: the sparse verifier reward, or a dict with ``score`` and the dense terms.
 
@@ -134,6 +135,8 @@ def compute_score(
         dense: Extra terms: any of ``format``, ``oracle``, ``oracle_perfect``, ``critic``
             (a list or a comma-separated string).
         weights: Term weights overriding :data:`DEFAULT_WEIGHTS`.
+        **kwargs: What else verl passes (its reward loop adds ``reward_router_address`` and
+            ``reward_model_tokenizer``); not used.
 
     Example:
         >>> gt = {"numbers": [6, 2, 5, 3], "target": 8}
