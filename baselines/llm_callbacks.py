@@ -68,7 +68,8 @@ def generate_completions(
         for i, r in enumerate(rows):  # left padding, as TRL generates
             input_ids[i, width - len(r) :] = torch.tensor(r, dtype=torch.long)
             attn[i, width - len(r) :] = 1
-        kwargs: dict[str, Any] = {"do_sample": do_sample, "num_return_sequences": num_return_sequences}
+        # repetition_penalty 1: TRL's rollouts override a model's own default (e.g. an Instruct model's 1.05)
+        kwargs: dict[str, Any] = {"do_sample": do_sample, "num_return_sequences": num_return_sequences, "repetition_penalty": 1.0}
         if do_sample:
             kwargs.update(temperature=temperature, top_p=1.0, top_k=0)
         seqs = model.generate(

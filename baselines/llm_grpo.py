@@ -525,6 +525,7 @@ RESUMABLE_CHANGES = ("steps", "resume", "quiet", "threads", "eval_interval", "ev
 def train(opts: Options) -> dict[str, Any]:
     """Run GRPO; returns the first and last validation rows and timing figures."""
     import torch
+    from accelerate import PartialState
     from trl import GRPOTrainer
 
     from baselines.llm_callbacks import (
@@ -551,12 +552,15 @@ def train(opts: Options) -> dict[str, Any]:
         if differ:
             raise SystemExit(f"--resume: {out} holds a run with other options ({', '.join(differ)}); use another --output-dir")
     dataclass_cli.output_dir(out, f"--output-dir {out}")
-    if resume_from is None:  # a fresh start: no validation rows or logs of an earlier run in this directory
+    main_process = PartialState().is_main_process  # with several processes, one writes the run's files
+    if resume_from is None and main_process:  # a fresh start: no validation rows or logs of an earlier run here
         for stale in ("metrics.csv", "train_log.jsonl"):
             if (out / stale).is_file():
                 print(f"not resuming: removing the earlier run's {out / stale}", flush=True)
                 (out / stale).unlink()
-    (out / "options.json").write_text(json.dumps(dataclasses.asdict(opts), indent=2) + "\n")
+    if main_process:
+        (out / "options.json").write_text(json.dumps(dataclasses.asdict(opts), indent=2) + "\n")
+    PartialState().wait_for_everyone()
 
     config = build_grpo_config(opts, out)
     # float32 weights and optimizer state by default, as TRL loads a model id; --bf16 autocasts the compute.
@@ -605,7 +609,10 @@ def train(opts: Options) -> dict[str, Any]:
     if clipo is not None:
         clipo.bind(trainer)
         head_state = Path(resume_from or "") / ClipoCheckpointCallback.FILENAME
-        if resume_from and head_state.is_file():
+        if resume_from and not head_state.is_file():
+            raise SystemExit(f"--resume: {head_state} is missing (a save cut short?); a fresh CLIPO head would change the "
+                             f"reward mid-run: delete {resume_from} to resume from the checkpoint before it")
+        if resume_from:
             clipo.clipo.load_state_dict(torch.load(head_state, map_location="cpu", weights_only=True))
     start = time.perf_counter()
     with StopRequest() as stop:  # the first Ctrl-C: finish the step, save a checkpoint, stop
@@ -617,13 +624,14 @@ def train(opts: Options) -> dict[str, Any]:
               f"{out / f'checkpoint-{trainer.state.global_step}'}")
         return {"interrupted": True, "step": trainer.state.global_step, "output_dir": str(out)}
     trainer.save_model(str(out / "final"))
-    if clipo is not None:
+    if clipo is not None and main_process:
         clipo.clipo.save(out / "final" / ClipoCheckpointCallback.FILENAME)
     summary = validation.summary()
     summary.update(train_seconds=seconds, output_dir=str(out), best_dir=str(out / validation.BEST_DIR),
                    train_problems=len(train_problems),
                    train_pass_rates=str(rates_file) if rates_file else None)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if main_process:  # the other processes hold no validation rows
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
 

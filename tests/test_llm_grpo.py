@@ -362,6 +362,11 @@ def test_two_grpo_steps_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     assert card.startswith("# GRPO run `run`") and "trained steps so far: 3" in card and "| 3 |" in card
     command = card.split("```bash\n")[1].split("\n```")[0]
     assert llm_grpo.parse_options(shlex.split(command)[2:]) == dataclasses.replace(opts, resume=False)
+    if rewards == "clipo":  # a checkpoint without its CLIPO head (a save cut short) is not resumed with a fresh head
+        (out / "checkpoint-3" / "clipo_head.pt").unlink()
+        opts.steps = 4
+        with pytest.raises(SystemExit, match="clipo_head.pt is missing"):
+            llm_grpo.train(opts)
 
 
 def test_policy_weights_are_float32_whatever_the_saved_dtype(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
