@@ -288,6 +288,8 @@ def build_table(
             raise ValueError(f"{p!r} belongs to the test split; it must not be used for training")
         if len(p.numbers) > max_numbers:
             raise ValueError(f"{p!r} has {len(p.numbers)} numbers; the critic takes at most {max_numbers}")
+        if not p.rules.integer_only:  # the table's int64 rows would truncate p/q states and goals to integers
+            raise ValueError(f"{p!r}: critic training tables hold integer states; rules {p.rules.name!r} allow fractions")
         tree = trace_tree(p)
         base = len(node_trace)
         init_rows.append(_padded(tree.initial, max_numbers))

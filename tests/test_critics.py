@@ -129,6 +129,12 @@ def test_test_split_is_refused_for_training():
         build_table(load_split("longproc-0.5k", "test")[:1])
 
 
+def test_rational_rules_are_refused_for_training():
+    # int64 table rows used to truncate p/q states and hindsight goals (87/47 -> 1) without a word
+    with pytest.raises(ValueError, match="integer states"):
+        build_table(load_split("tinyzero", "train")[:5], forbidden=set())
+
+
 def test_table_save_load_round_trip(table, tmp_path):
     table.save(tmp_path / "t.npz")
     from critics.data import TraceTable
