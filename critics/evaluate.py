@@ -1,6 +1,7 @@
 """Score a critic against the exact oracle: ``python -m critics.evaluate``.
 
-Held-out states of a frozen split (default: the longproc-0.5k *test* split) are labelled with
+States of a frozen split's problems (default: the longproc-0.5k *test* split, held out by problem,
+not by state: a small state can recur in a training problem's trace) are labelled with
 :func:`countdown_gym.reachable` and scored with :meth:`critics.Critic.score`. Two state sets:
 
 * ``trace``: every distinct state the reference DFS trace of each problem stands on (what a
