@@ -236,14 +236,19 @@ def evaluate(
     out.mkdir(parents=True, exist_ok=True)
     critic = load_critic(checkpoint)
     problems = load_split(preset, split)[:max_problems]
+    from tqdm import tqdm
+
+    stages = tqdm(total=4, desc="critic evaluation (label, calibrate, score trace, score random)", disable=not progress)
     t0 = time.perf_counter()
     sets = {"trace": trace_states(problems), "random": random_states(problems, rollouts=rollouts, seed=seed)}
     label_time = time.perf_counter() - t0
+    stages.update(1)
     res: dict = {
         "checkpoint": str(critic.path), "version": critic.version, "preset": preset, "split": split,
         "problems": len(problems), "rollouts": rollouts, "seed": seed, "labelling_seconds": round(label_time, 1),
     }
     cal = calibration_from_validation(critic, preset, val_problems)
+    stages.update(1)
     res["calibration"] = {"a": cal[0], "b": cal[1], "fitted_on": f"{preset}/validation[:{val_problems}] trace states with 2-4 numbers (start states included)"}
     res["sets"] = {}
     for name, ls in sets.items():
@@ -259,6 +264,8 @@ def evaluate(
         entry["sizes_2_3"]["ece"] = ece
         plot_reliability(table, ece, out / f"reliability_{name}.png", f"{name} states (2-3 numbers), {split} split")
         res["sets"][name] = entry
+        stages.update(1)
+    stages.close()
     values = list(range(1, 101))
     plot_goal_pca(critic, values, out / "goal_pca.png", f"goal embeddings (critic {critic.version}), targets 1-100")
     res["parity_probe_loo_acc"] = parity_probe(critic, values)
