@@ -36,7 +36,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from countdown_gym.expression import parse_number_literal
+from countdown_gym.expression import MAX_NUMBER_DIGITS, parse_number_literal
 from countdown_gym.problem import Problem
 from countdown_gym.rules import Number, Rules, format_number, normalize
 from countdown_gym.trace import dfs_trace, format_list
@@ -83,6 +83,9 @@ _RE_DECIMAL = re.compile(_DEC)
 def _int(digits: str) -> int:
     """A signed ASCII integer literal, held to the verifier's literal rules (no leading zero, at
     most ``MAX_NUMBER_DIGITS`` digits): ``04`` in a move is as invalid as in an answer."""
+    body = digits[1:] if digits[:1] == "-" else digits
+    if body.isascii() and body.isdigit() and len(body) <= MAX_NUMBER_DIGITS and (body[0] != "0" or len(body) == 1):
+        return int(digits)  # the common case, within the rules checked below
     sign = -1 if digits.startswith("-") else 1
     return sign * parse_number_literal(digits.lstrip("-"))
 
@@ -95,6 +98,8 @@ def parse_number(token: str) -> Number:
     """
     tok = token.strip()
     if tok.isascii() and tok.isdigit():
+        if len(tok) <= MAX_NUMBER_DIGITS and (tok[0] != "0" or len(tok) == 1):
+            return int(tok)  # the common case: already within _int's literal rules
         return _int(tok)
     if tok.startswith("(") and tok.endswith(")"):
         tok = tok[1:-1].strip()

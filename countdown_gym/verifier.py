@@ -103,16 +103,17 @@ _OPEN_TAGS = tuple((kind, f"<{v}>") for kind, vs in _TAG_NAMES.items() for v in 
 _CLOSE_TAGS = {kind: tuple(f"</{v}>" for v in vs) for kind, vs in _TAG_NAMES.items()}
 FINAL_ANSWER_TAGS: tuple[str, ...] = tuple(t for tags in _CLOSE_TAGS.values() for t in tags)
 """The closing tags that end a final answer; the text after the first of them is never read."""
+_FINAL_ANSWER_RE = re.compile("|".join(map(re.escape, FINAL_ANSWER_TAGS)))
 
 
 def final_answer_end(text: str) -> int:
     """Index just past the first final-answer closing tag in ``text`` (any of
     :data:`FINAL_ANSWER_TAGS`), or -1. The text environment ends its episode there and
     :func:`extract_answer` reads nothing after it."""
-    if "</" not in text:
+    if "<" not in text:
         return -1
-    ends = [i + len(t) for t in FINAL_ANSWER_TAGS if (i := text.find(t)) >= 0]
-    return min(ends) if ends else -1
+    m = _FINAL_ANSWER_RE.search(text)  # one scan; the leftmost tag is also the one ending first
+    return -1 if m is None else m.end()
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ class Extraction:
 
 
 def extract_answer(completion: str) -> Extraction:
-    """Find the final answer in ``completion`` (a few linear ``str.find`` scans, no regex).
+    """Find the final answer in ``completion`` (linear scans: ``str.find`` and one regex of literal tags, no backtracking).
 
     * The answer is committed at the *first* closing tag ``</answer>`` or ``</Solution>``
       (lower case, Capitalised or UPPER case): the text after it is ignored, as the text
