@@ -157,7 +157,7 @@ def _passes_filters(p: Problem, cfg: GeneratorConfig) -> tuple[bool, int | None,
 
 
 def iter_problems(preset_or_config: str | GeneratorConfig, seed: int):
-    """An endless, deterministic stream of distinct solvable problems."""
+    """An endless, deterministic stream of distinct solvable problems that need at least one move."""
     cfg = get_config(preset_or_config)
     if isinstance(seed, bool) or not isinstance(seed, Integral):
         raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
@@ -185,6 +185,8 @@ def iter_problems(preset_or_config: str | GeneratorConfig, seed: int):
             if t is None or not cfg.min_target <= t <= cfg.max_target:
                 continue
             target = t
+        if not cfg.rules.use_all and target in numbers:
+            continue  # solved before any move: nothing to play, no trace to write
         p = Problem(tuple(numbers), target, cfg.rules, preset=cfg.name)
         if p.key in seen:
             continue

@@ -12,10 +12,12 @@ from countdown_gym import (
     GeneratorConfig,
     Rules,
     count_solutions,
+    dfs_trace,
     generate,
     is_solvable,
     iter_problems,
     search_nodes,
+    verify,
 )
 from countdown_gym.generator import get_config
 
@@ -106,6 +108,12 @@ def test_custom_configs() -> None:
     for p in generate(classic, 10, seed=0):
         assert len(p.numbers) == 5 and 100 <= p.target <= 500
         assert is_solvable(p.numbers, p.target, Rules.classic())
+    # under use_all=False a target among the numbers needs no move: never generated (dfs_trace refuses it)
+    small = GeneratorConfig(name="cs", rules=Rules.classic(), min_numbers=2, max_numbers=3, min_value=1, max_value=9,
+                            min_target=1, max_target=9)
+    problems = generate(small, 200, seed=0)
+    assert all(p.target not in p.numbers for p in problems)
+    assert all(verify(p, dfs_trace(p)).correct for p in problems)
     forced = GeneratorConfig(name="r5", min_numbers=5, max_numbers=5, max_value=20, min_target=100, max_target=300, method="reject")
     for p in generate(forced, 5, seed=0):
         assert is_solvable(p.numbers, p.target)
