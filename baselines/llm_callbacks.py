@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,10 @@ EVAL_FIELDS = (
 )
 
 
+ROLLOUT_SAMPLING: dict[str, Any] = {"top_p": 1.0, "top_k": 0, "min_p": None, "repetition_penalty": 1.0}
+"""GRPOConfig's defaults for the rollouts' sampling knobs."""
+
+
 def generate_completions(
     model: Any,
     tokenizer: Any,
@@ -49,8 +53,12 @@ def generate_completions(
     num_return_sequences: int = 1,
     temperature: float = 1.0,
     batch_size: int = 64,
+    sampling: Mapping[str, Any] | None = None,
 ) -> tuple[list[list[str]], int]:
-    """``num_return_sequences`` completions per prompt (decoded like TRL) and the number of tokens generated."""
+    """``num_return_sequences`` completions per prompt (decoded like TRL) and the number of tokens generated.
+
+    ``sampling``: the rollouts' ``top_p``, ``top_k``, ``min_p``, ``repetition_penalty`` (``GRPOConfig``'s),
+    so sampled validation draws as training does; by default the plain distribution."""
     ids = prompt_token_ids(tokenizer, prompts)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     eos = model.generation_config.eos_token_id
@@ -68,10 +76,14 @@ def generate_completions(
         for i, r in enumerate(rows):  # left padding, as TRL generates
             input_ids[i, width - len(r) :] = torch.tensor(r, dtype=torch.long)
             attn[i, width - len(r) :] = 1
-        # repetition_penalty 1: TRL's rollouts override a model's own default (e.g. an Instruct model's 1.05)
-        kwargs: dict[str, Any] = {"do_sample": do_sample, "num_return_sequences": num_return_sequences, "repetition_penalty": 1.0}
+        # repetition penalty as in the rollouts (TRL overrides a model's own default, e.g. an Instruct model's 1.05)
+        knobs = {**ROLLOUT_SAMPLING, **(sampling or {})}
+        kwargs: dict[str, Any] = {"do_sample": do_sample, "num_return_sequences": num_return_sequences,
+                                  "repetition_penalty": knobs["repetition_penalty"]}
         if do_sample:
-            kwargs.update(temperature=temperature, top_p=1.0, top_k=0)
+            kwargs.update(temperature=temperature, top_p=knobs["top_p"], top_k=knobs["top_k"] or 0)
+            if knobs["min_p"] is not None:
+                kwargs["min_p"] = knobs["min_p"]
         seqs = model.generate(
             input_ids=input_ids.to(device),
             attention_mask=attn.to(device),
@@ -102,8 +114,10 @@ def evaluate_policy(
     temperature: float = 1.0,
     batch_size: int = 64,
     seed: int = 0,
+    sampling: Mapping[str, Any] | None = None,
 ) -> dict[str, float]:
-    """Greedy success, sampled success and pass@k of ``model`` on ``problems`` (no gradient, RNG untouched)."""
+    """Greedy success, sampled success and pass@k of ``model`` on ``problems`` (no gradient, RNG untouched);
+    ``sampling`` as in :func:`generate_completions`."""
     if len(problems) != len(prompts):
         raise ValueError(f"got {len(problems)} problems but {len(prompts)} prompts")
     was_training = model.training
@@ -116,7 +130,8 @@ def evaluate_policy(
         with torch.no_grad(), torch.random.fork_rng(devices=devices):
             torch.manual_seed(seed)
             greedy, n = generate_completions(
-                model, tokenizer, prompts, max_new_tokens=max_new_tokens, do_sample=False, batch_size=batch_size
+                model, tokenizer, prompts, max_new_tokens=max_new_tokens, do_sample=False, batch_size=batch_size,
+                sampling=sampling,
             )
             tokens += n
             replays = [replay(p, c[0]) for p, c in zip(problems, greedy, strict=True)]
@@ -126,6 +141,7 @@ def evaluate_policy(
                 sampled, n = generate_completions(
                     model, tokenizer, prompts, max_new_tokens=max_new_tokens, do_sample=True,
                     num_return_sequences=samples, temperature=temperature, batch_size=max(1, batch_size // samples),
+                    sampling=sampling,
                 )
                 tokens += n
                 per = [[replay(p, c).verdict.correct for c in cs] for p, cs in zip(problems, sampled, strict=True)]
@@ -196,8 +212,10 @@ class ValidationCallback(TrainerCallback):
         batch_size: int = 64,
         seed: int = 0,
         verbose: bool = True,
+        sampling: Mapping[str, Any] | None = None,
     ) -> None:
         self.problems, self.prompts, self.tokenizer = list(problems), list(prompts), tokenizer
+        self.sampling = dict(sampling or {})
         self.dir = Path(output_dir)
         self.eval_interval, self.samples, self.temperature = eval_interval, samples, temperature
         self.max_new_tokens, self.batch_size, self.seed, self.verbose = max_new_tokens, batch_size, seed, verbose
@@ -237,7 +255,7 @@ class ValidationCallback(TrainerCallback):
         part = evaluate_policy(
             model, self.tokenizer, [self.problems[i] for i in idx], [self.prompts[i] for i in idx],
             max_new_tokens=self.max_new_tokens, samples=self.samples, temperature=self.temperature,
-            batch_size=self.batch_size, seed=self.seed + step,
+            batch_size=self.batch_size, seed=self.seed + step, sampling=self.sampling,
         )
         parts = gather_object([part]) if state.num_processes > 1 else [part]
         if not state.is_main_process:

@@ -513,6 +513,20 @@ def test_validation_stops_at_every_eos_trl_stops_at() -> None:
     assert texts == [[tok.decode(answer, skip_special_tokens=True)]] and tokens == len(answer) + 1
 
 
+def test_sampled_validation_draws_with_the_rollouts_sampling_knobs() -> None:
+    from baselines.llm_callbacks import generate_completions
+
+    model, tok = _tiny()
+    prompts = [build_prompt(PROBLEM, "compact")] * 2
+    greedy, _ = generate_completions(model, tok, prompts, max_new_tokens=12, do_sample=False)
+    torch.manual_seed(0)
+    plain, _ = generate_completions(model, tok, prompts, max_new_tokens=12, do_sample=True, num_return_sequences=3)
+    torch.manual_seed(0)  # top_k 1, as a GRPOConfig(top_k=1) rollout would draw: the greedy completion every time
+    top1, _ = generate_completions(model, tok, prompts, max_new_tokens=12, do_sample=True, num_return_sequences=3,
+                                   sampling={"top_k": 1})
+    assert top1 == [g * 3 for g in greedy] and plain != top1
+
+
 def test_prompt_token_ids_match_trl_tokenization() -> None:
     tok = build_tokenizer()
     prompts = [build_prompt(PROBLEM, "compact")]
