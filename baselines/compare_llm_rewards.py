@@ -16,7 +16,6 @@ cheap; a test result is reused only for the same model and test settings.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import math
@@ -35,6 +34,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from baselines.llm_grpo import Options  # noqa: E402
+from countdown_gym import dataclass_cli  # noqa: E402
 
 VARIANTS = ("sparse", "oracle", "critic", "clipo")
 
@@ -100,8 +100,9 @@ def finished(args: argparse.Namespace, variant: str, seed: int) -> bool:
     s, saved = path / "summary.json", path / "options.json"
     if not (s.exists() and saved.exists() and json.loads(s.read_text()).get("last", {}).get("step") == args.steps):
         return False
-    old, new = json.loads(saved.read_text()), dataclasses.asdict(parse_options(run_command(args, variant, seed)[2:]))
-    return all(old.get(k) == v for k, v in new.items() if k not in RESUMABLE_CHANGES)
+    return not dataclass_cli.changed_options(
+        json.loads(saved.read_text()), parse_options(run_command(args, variant, seed)[2:]), RESUMABLE_CHANGES
+    )
 
 
 def launch_all(args: argparse.Namespace, runs: list[tuple[str, int]]) -> None:

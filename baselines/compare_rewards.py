@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
 import json
 import math
 import os
@@ -30,6 +29,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+
+from countdown_gym import dataclass_cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # sb3_ppo, imported where used (it loads torch)
 
@@ -46,11 +47,9 @@ def run_one(variant: str, seed: int, steps: int, out: str, extra: list[str]) -> 
             str(Path(out) / "runs"), "--run-name", name, "--no-progress", "--resume", *extra]
     if (run_dir / "args.json").exists():  # only ever resume or reuse a run of the same configuration
         old = json.loads((run_dir / "args.json").read_text())
-        new, default = dataclasses.asdict(sb3_ppo.parse_args(argv)), dataclasses.asdict(sb3_ppo.Args())
-        skip = ("total_timesteps", "resume", "progress")  # a flag added later has its default in older runs
-        differ = sorted(k for k in new if k not in skip and old.get(k, default[k]) != new[k])
-        if differ:
-            raise ValueError(f"{run_dir} holds a run with other settings ({', '.join(differ)}); use another --out")
+        changed = dataclass_cli.changed_options(old, sb3_ppo.parse_args(argv), ("total_timesteps", "resume", "progress"))
+        if changed:
+            raise ValueError(f"{run_dir} holds a run with other settings ({', '.join(changed)}); use another --out")
         if old.get("total_timesteps", 0) > steps:  # its result and curve would be reported as this smaller budget
             raise ValueError(f"{run_dir} holds a run of {old['total_timesteps']} steps, more than --total-timesteps {steps}; "
                              "use another --out")

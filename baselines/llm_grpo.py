@@ -547,10 +547,9 @@ def train(opts: Options) -> dict[str, Any]:
         print(f"--resume: no checkpoint in {out}; starting from scratch", flush=True)
     saved = out / "options.json"
     if resume_from is not None and saved.is_file():  # only ever continue a run of the same configuration
-        old, new = json.loads(saved.read_text()), dataclasses.asdict(opts)
-        differ = sorted(k for k in new if k not in RESUMABLE_CHANGES and k in old and old[k] != new[k])
-        if differ:
-            raise SystemExit(f"--resume: {out} holds a run with other options ({', '.join(differ)}); use another --output-dir")
+        changed = dataclass_cli.changed_options(json.loads(saved.read_text()), opts, RESUMABLE_CHANGES)
+        if changed:
+            raise SystemExit(f"--resume: {out} holds a run with other options ({', '.join(changed)}); use another --output-dir")
     dataclass_cli.output_dir(out, f"--output-dir {out}")
     main_process = PartialState().is_main_process  # with several processes, one writes the run's files
     if resume_from is None and main_process:  # a fresh start: no validation rows or logs of an earlier run here

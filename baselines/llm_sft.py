@@ -241,12 +241,9 @@ def check_resume_options(cfg: SFTConfig, ckpt: Path) -> None:
     path = ckpt / "training.json"
     if not path.exists():
         return
-    saved = json.loads(path.read_text()).get("sft_config", {})
-    now, default = (json.loads(json.dumps(asdict(c), default=str)) for c in (cfg, SFTConfig()))
-    differ = sorted(k for k in now if k not in RESUME_MAY_CHANGE and saved.get(k, default[k]) != now[k])
-    if differ:
-        shown = ", ".join(f"--{k.replace('_', '-')} {saved.get(k, default[k])} (now {now[k]})" for k in differ)
-        raise SystemExit(f"--resume: {ckpt} was trained with {shown}; resume with the same values "
+    changed = dataclass_cli.changed_options(json.loads(path.read_text()).get("sft_config", {}), cfg, RESUME_MAY_CHANGE)
+    if changed:
+        raise SystemExit(f"--resume: {ckpt} was trained with {', '.join(changed)}; resume with the same values "
                          "(or start a new --out with --init-from for a fresh optimiser)")
 
 

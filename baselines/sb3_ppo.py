@@ -280,13 +280,6 @@ RESUME_MAY_CHANGE = ("total_timesteps", "resume", "progress", "threads", "eval_s
 """The flags a ``--resume`` may change; the saved model keeps its own hyperparameters, so any other change is refused."""
 
 
-def resume_conflicts(saved: dict[str, Any], args: Args) -> list[str]:
-    """The fields of ``args`` that differ from ``saved`` (a run's ``args.json``) and a resume may not change."""
-    now = json.loads(json.dumps(dataclasses.asdict(args)))
-    default = json.loads(json.dumps(dataclasses.asdict(Args())))
-    return sorted(k for k in now if k not in RESUME_MAY_CHANGE and saved.get(k, default[k]) != now[k])
-
-
 def evaluate_saved(args: Args, command: str) -> dict[str, Any]:
     """``--evaluate-model``: greedy evaluation of a saved model, with its run's feature flags when ``args.json`` is found."""
     from sb3_contrib import MaskablePPO
@@ -344,12 +337,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out = dataclass_cli.output_dir(Path(args.output_dir) / name, f"--output-dir {args.output_dir}")
     checkpoints = sorted(out.glob("checkpoints/model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[1]))
     if args.resume and checkpoints and (out / "args.json").is_file():
-        saved = json.loads((out / "args.json").read_text())
-        differ = resume_conflicts(saved, args)
-        if differ:
-            raise SystemExit(f"--resume: {out} was trained with "
-                             + ", ".join(f"--{k.replace('_', '-')} {saved.get(k, getattr(Args(), k))} (now {getattr(args, k)})" for k in differ)
-                             + "; the checkpoint would keep its own values: resume with the same flags or use another --run-name")
+        changed = dataclass_cli.changed_options(json.loads((out / "args.json").read_text()), args, RESUME_MAY_CHANGE)
+        if changed:
+            raise SystemExit(f"--resume: {out} was trained with {', '.join(changed)}; the checkpoint would keep its "
+                             "own values: resume with the same flags or use another --run-name")
     (out / "args.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
 
     vec = make_vec_env(args)

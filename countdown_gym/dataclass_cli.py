@@ -3,6 +3,7 @@
     opts = parse(Options)                      # sys.argv[1:]
     parser = build_parser(Options)             # the argparse parser itself (``--help``, tests)
     argv = to_argv(opts)                       # the flags that rebuild ``opts`` (non-default fields)
+    changed_options(saved, opts, allowed)      # ["--lr 0.001 (now 0.01)"]: what a --resume would change
 
 Flags are ``--field-name`` (``--field_name`` is accepted too). The help text of a flag is the
 attribute docstring under the field (or, without one, the comment at the end of the field's line)
@@ -35,7 +36,7 @@ import textwrap
 import tokenize
 import types
 import typing
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -291,6 +292,27 @@ def check_min(options: Any, low: float, *names: str) -> None:
         value = getattr(options, name)
         if not value >= low:
             raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {value}")
+
+
+def changed_options(saved: Mapping[str, Any], current: Any, allowed: Collection[str] = ()) -> list[str]:
+    """``--flag <saved> (now <current>)`` for each field of the dataclass instance ``current`` whose value
+    differs from ``saved`` (a run's stored options, JSON-decoded), fields in ``allowed`` apart.
+
+    A field that ``saved`` lacks (added after that run was made) counts as its default. The ``--resume``
+    checks of the training scripts use this: a resume may change only what ``allowed`` names.
+    """
+    def as_json(value: Any) -> Any:
+        return json.loads(json.dumps(value, default=str))
+
+    changes = []
+    for f in dataclasses.fields(current):
+        if f.name in allowed:
+            continue
+        now, default = as_json(getattr(current, f.name)), _default(f)
+        before = saved[f.name] if f.name in saved else (None if default is dataclasses.MISSING else as_json(default))
+        if before != now:
+            changes.append(f"--{f.name.replace('_', '-')} {_show(before)} (now {_show(now)})")
+    return changes
 
 
 def output_dir(path: str | os.PathLike[str], label: str) -> Path:

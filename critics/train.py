@@ -286,12 +286,7 @@ def _resume_from(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCritic
         loaded, meta = load_checkpoint(out)
     except CheckpointError as e:
         raise SystemExit(f"error: --resume: {e}") from None
-    saved = meta.get("train_config", {})
-    changed = [
-        f"--{k.replace('_', '-')} {saved.get(k)!r} (now {v!r})"
-        for k, v in cfg.to_dict().items()
-        if k not in RESUME_FREE_FIELDS and saved.get(k) != v
-    ]
+    changed = dataclass_cli.changed_options(meta.get("train_config", {}), cfg, RESUME_FREE_FIELDS)
     if changed:
         raise SystemExit(
             f"error: --resume: {out} was trained with {'; '.join(changed)}; resume with the same flags or use a new --out"

@@ -192,7 +192,7 @@ def test_resume_refuses_a_run_it_cannot_continue_exactly(tmp_path):
     before = (out / "model.safetensors").read_bytes()
     with pytest.raises(SystemExit, match=r"--hidden 32 \(now 48\)"):  # was a RuntimeError traceback
         train(_cfg(tmp_path, steps=40, hidden=48, resume=True), progress=False)
-    with pytest.raises(SystemExit, match=r"--positives 'reachable' \(now 'all'\)"):  # was silently mixed
+    with pytest.raises(SystemExit, match=r"--positives reachable \(now all\)"):  # was silently mixed
         train(_cfg(tmp_path, steps=40, positives="all", resume=True), progress=False)
     with pytest.raises(SystemExit, match="already at step 20, past --stop-after 10"):  # was re-saved as step 10
         train(_cfg(tmp_path, steps=40, stop_after=10, resume=True), progress=False)

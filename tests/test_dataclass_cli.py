@@ -11,7 +11,15 @@ from typing import Any, Literal
 
 import pytest
 
-from countdown_gym.dataclass_cli import build_parser, field_docs, output_dir, parse, parse_bool, to_argv
+from countdown_gym.dataclass_cli import (
+    build_parser,
+    changed_options,
+    field_docs,
+    output_dir,
+    parse,
+    parse_bool,
+    to_argv,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -262,3 +270,17 @@ def test_check_min_names_the_flag() -> None:
         check_min(Opts(), 1, "eval_every")
     with pytest.raises(ValueError, match=r"^--lr must be >= 0, got nan$"):
         check_min(Opts(), 0, "lr")
+
+
+def test_changed_options_names_what_a_resume_would_change() -> None:
+    @dataclasses.dataclass
+    class Run:
+        lr: float = 1e-3
+        sizes: tuple[int, ...] = (1, 2)
+        steps: int = 10
+        added_later: str = "x"
+
+    saved = {"lr": 1e-3, "sizes": [1, 2], "steps": 10}  # as JSON stores it; no added_later field yet
+    assert changed_options(saved, Run(steps=99), allowed=("steps",)) == []
+    assert changed_options(saved, Run(lr=0.01, sizes=(3,), added_later="y")) == [
+        "--lr 0.001 (now 0.01)", "--sizes 1,2 (now 3)", "--added-later x (now y)"]

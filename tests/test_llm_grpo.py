@@ -622,7 +622,7 @@ def test_model_dir_without_config_and_bad_extra_are_clear_errors(tmp_path):
 def test_resume_refuses_a_run_with_other_options_and_fresh_starts_drop_old_rows(tmp_path, monkeypatch):
     (tmp_path / "checkpoint-1").mkdir()
     (tmp_path / "options.json").write_text(json.dumps(dataclasses.asdict(Options(rewards="oracle", train_pass_rates="none"))))
-    with pytest.raises(SystemExit, match=r"other options \(rewards\)"):
+    with pytest.raises(SystemExit, match=r"other options \(--rewards oracle \(now sparse\)\)"):
         llm_grpo.train(Options(output_dir=str(tmp_path), resume=True, train_pass_rates="none"))
     (tmp_path / "metrics.csv").write_text("step\n0\n")
     monkeypatch.setattr(llm_grpo, "build_grpo_config", lambda *a: pytest.fail("stop here"))  # past the directory set-up
