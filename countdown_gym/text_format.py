@@ -98,8 +98,6 @@ def parse_number(token: str) -> Number:
     """
     tok = token.strip()
     if tok.isascii() and tok.isdigit():
-        if len(tok) <= MAX_NUMBER_DIGITS and (tok[0] != "0" or len(tok) == 1):
-            return int(tok)  # the common case: already within _int's literal rules
         return _int(tok)
     if tok.startswith("(") and tok.endswith(")"):
         tok = tok[1:-1].strip()
