@@ -499,6 +499,40 @@ def test_transformers_tokenizer(tiny_tokenizer):
     assert info["num_tokens"] >= 12
 
 
+def test_token_mode_follows_the_tokenizers_clean_up():
+    """decode() with clean_up_tokenization_spaces drops the space in " !=" (a lone "▁" token here)."""
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    text = "So , let 's search .\n" + _trace(P, True)
+    pieces = []
+    for word, _ in pre_tokenizers.Metaspace().pre_tokenize_str(text):
+        pieces += ["\u2581", word[1:]] if word in ("\u2581!=", "\u2581's") else [word]
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(["<unk>", "<eos>", *pieces]))}
+    raw = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    raw.decoder = decoders.Metaspace()
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<eos>", clean_up_tokenization_spaces=True)
+    ids = [vocab[w] for w in pieces]
+    full = tok.decode(ids)
+    assert full.startswith("So, let's search.\n") and " !=" not in full and "!=" in full
+    env = CountdownTextEnv(action_mode="token", tokenizer=tok, problems=[P], prompt="compact")
+    env.reset(seed=0)
+    transitions, invalid = [], []
+    for token in ids:
+        _, reward, terminated, truncated, info = env.step(token)
+        transitions += info["transitions"]
+        invalid += info["invalid_lines"]
+    replay = replay_completion(P, full)
+    assert terminated and env.completion == full and transitions == replay.transitions
+    assert invalid == [c.to_dict() for c in replay.invalid_lines] and reward == replay.reward
+    for budget in (3, 8, 40):  # the last token of the budget releases all its text
+        env = CountdownTextEnv(action_mode="token", tokenizer=tok, problems=[P], prompt="compact", max_tokens=budget)
+        env.reset(seed=0)
+        for token in ids[:budget]:
+            *_, truncated, _ = env.step(token)
+        assert truncated and env.completion == tok.decode(ids[:budget])
+
+
 def test_out_of_charset_text_is_kept_but_masked():
     env = CountdownTextEnv(problems=[P], prompt="compact")
     env.reset(seed=0)
