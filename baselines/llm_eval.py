@@ -92,15 +92,9 @@ class EvalConfig:
     ``llm_grpo.py --train-pass-rates``."""
 
     def __post_init__(self) -> None:
-        if self.preset not in SPLIT_SPEC:
-            raise ValueError(f"--preset must be one of {sorted(SPLIT_SPEC)}, got {self.preset!r}")
-        if self.split not in SPLITS:
-            raise ValueError(f"--split must be one of {list(SPLITS)}, got {self.split!r}")
-        if self.prompt_style not in PROMPT_STYLES:
-            raise ValueError(f"--prompt-style must be one of {list(PROMPT_STYLES)}, got {self.prompt_style!r}")
-        for name, allowed in (("chat_template", ("auto", "on", "off")), ("backend", ("hf", "vllm")), ("dtype", tuple(DTYPES))):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"--{name.replace('_', '-')} must be one of {allowed}, got {getattr(self, name)!r}")
+        for name, allowed in (("preset", sorted(SPLIT_SPEC)), ("split", SPLITS), ("prompt_style", PROMPT_STYLES),
+                              ("chat_template", ("auto", "on", "off")), ("backend", ("hf", "vllm")), ("dtype", DTYPES)):
+            dataclass_cli.check_choice(self, name, allowed)
         dataclass_cli.check_min(self, 1, "max_new_tokens", "batch_size", "threads")
         dataclass_cli.check_min(self, 0, "k", "offset", "limit")
         if not self.temperature > 0:

@@ -138,21 +138,12 @@ def check_options(opts: Options) -> None:
     from countdown_gym.splits import SPLIT_SPEC
     from countdown_gym.text_format import PROMPT_STYLES
 
-    if opts.prompt_style not in PROMPT_STYLES:
-        raise SystemExit(f"--prompt-style must be one of {list(PROMPT_STYLES)}, got {opts.prompt_style!r}")
-    if opts.preset not in SPLIT_SPEC:
-        raise SystemExit(f"--preset must be one of {sorted(SPLIT_SPEC)} (the frozen splits), got {opts.preset!r}")
-    if opts.vllm_mode not in ("colocate", "server"):
-        raise SystemExit(f"--vllm-mode must be colocate or server, got {opts.vllm_mode!r}")
-    if opts.model_dtype not in MODEL_DTYPES:
-        raise SystemExit(f"--model-dtype must be one of {list(MODEL_DTYPES)}, got {opts.model_dtype!r}")
-    if opts.loss_type not in LOSS_TYPES:
-        raise SystemExit(f"--loss-type must be one of {LOSS_TYPES}, got {opts.loss_type!r}")
-    if opts.scale_rewards not in SCALE_REWARDS:
-        raise SystemExit(f"--scale-rewards must be one of {SCALE_REWARDS}, got {opts.scale_rewards!r}")
     if not opts.temperature > 0:
         raise SystemExit(f"--temperature must be > 0, got {opts.temperature}")
     try:
+        for name, allowed in (("prompt_style", PROMPT_STYLES), ("preset", sorted(SPLIT_SPEC)), ("vllm_mode", ("colocate", "server")),
+                              ("model_dtype", MODEL_DTYPES), ("loss_type", LOSS_TYPES), ("scale_rewards", SCALE_REWARDS)):
+            dataclass_cli.check_choice(opts, name, allowed)
         dataclass_cli.check_min(opts, 1, "steps", "prompts_per_step", "max_completion_length", "threads", "eval_batch_size")
         dataclass_cli.check_min(opts, 0, "learning_rate", "beta", "eval_interval", "eval_problems", "eval_samples",
                                 "save_steps", "train_problems")

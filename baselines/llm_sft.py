@@ -99,10 +99,8 @@ class SFTConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        if self.preset not in SPLIT_SPEC:
-            raise ValueError(f"--preset must be one of {sorted(SPLIT_SPEC)}, got {self.preset!r}")
-        if self.schedule not in ("steps", "time"):
-            raise ValueError(f"--schedule must be steps or time, got {self.schedule!r}")
+        dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
+        dataclass_cli.check_choice(self, "schedule", ("steps", "time"))
         if self.schedule == "time" and not self.max_minutes > 0:
             raise ValueError("--schedule time needs --max-minutes > 0")
         dataclass_cli.check_min(self, 1, "batch_size", "max_steps", "eval_every", "eval_problems", "eval_batch_size",

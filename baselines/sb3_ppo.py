@@ -122,26 +122,19 @@ class Args:
 def parse_args(argv: list[str] | None = None) -> Args:
     parser = dataclass_cli.build_parser(Args, description=__doc__.split("\n\n")[0])
     args = Args(**vars(parser.parse_args(argv)))
-    if args.reward not in REWARDS:
-        parser.error(f"--reward must be one of {', '.join(REWARDS)}; got {args.reward!r}")
-    if args.policy not in ("per-action", "mlp"):
-        parser.error("--policy must be 'per-action' or 'mlp'")
-    if args.vec_env not in ("batched", "dummy"):
-        parser.error("--vec-env must be 'batched' or 'dummy'")
+    try:
+        for name, allowed in (("reward", REWARDS), ("policy", ("per-action", "mlp")), ("vec_env", ("batched", "dummy")),
+                              ("activation", ("tanh", "relu")), ("lookahead", LOOKAHEADS), ("eval_split", ("validation", "test")),
+                              ("preset", sorted(SPLIT_SPEC))):
+            dataclass_cli.check_choice(args, name, allowed)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.vec_env == "batched" and args.policy != "per-action":
         parser.error("--vec-env batched gives move-feature observations: use it with --policy per-action")
-    if args.activation not in ("tanh", "relu"):
-        parser.error("--activation must be 'tanh' or 'relu'")
-    if args.lookahead not in LOOKAHEADS:
-        parser.error(f"--lookahead must be one of {LOOKAHEADS}")
     if args.children and (args.lookahead != 2 or args.policy != "per-action"):
         parser.error("--children needs --lookahead 2 and --policy per-action")
     if args.child_hidden < 0 or (args.child_hidden and not args.children):
         parser.error("--child-hidden must be a positive width and needs --children")
-    if args.eval_split not in ("validation", "test"):
-        parser.error("--eval-split must be 'validation' or 'test'")
-    if args.preset not in SPLIT_SPEC:
-        parser.error(f"--preset must be one of {sorted(SPLIT_SPEC)} (the frozen splits), got {args.preset!r}")
     try:
         dataclass_cli.check_min(args, 1, "total_timesteps", "num_envs", "n_steps", "batch_size", "n_epochs", "hidden",
                                 "checkpoint_every", "threads")

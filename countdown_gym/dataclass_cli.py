@@ -315,6 +315,14 @@ def changed_options(saved: Mapping[str, Any], current: Any, allowed: Collection[
     return changes
 
 
+def check_choice(options: Any, name: str, allowed: Collection[Any]) -> None:
+    """Raise ``ValueError`` naming the flag (``--preset must be one of [...], got 'x'``) unless the field
+    ``name`` of ``options`` is one of ``allowed``; like :func:`check_min`, meant for ``__post_init__``."""
+    value = getattr(options, name)
+    if value not in allowed:
+        raise ValueError(f"--{name.replace('_', '-')} must be one of {list(allowed)}, got {value!r}")
+
+
 def output_dir(path: str | os.PathLike[str], label: str) -> Path:
     """Create the directory ``path`` (and its parents) for a script's output; exit naming ``label`` if it cannot be written.
 

@@ -101,8 +101,7 @@ class TrainConfig:
         dataclass_cli.check_min(self, 1, "steps", "batch_size", "checkpoint_every", "log_every", "threads")
         if self.goal_min > self.goal_max:
             raise ValueError("--goal-min must be <= --goal-max")
-        if self.preset not in SPLIT_SPEC:
-            raise ValueError(f"--preset must be one of {sorted(SPLIT_SPEC)} (the frozen splits), got {self.preset!r}")
+        dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
         dataclass_cli.check_min(self, 0, "max_train_problems", "extra_problems", "warmup", "stop_after", "time_limit",
                                 "weight_decay", "dead_per_row", "lr")
         self.model_config()  # validates the model fields

@@ -14,6 +14,7 @@ import pytest
 from countdown_gym.dataclass_cli import (
     build_parser,
     changed_options,
+    check_choice,
     field_docs,
     output_dir,
     parse,
@@ -284,3 +285,13 @@ def test_changed_options_names_what_a_resume_would_change() -> None:
     assert changed_options(saved, Run(steps=99), allowed=("steps",)) == []
     assert changed_options(saved, Run(lr=0.01, sizes=(3,), added_later="y")) == [
         "--lr 0.001 (now 0.01)", "--sizes 1,2 (now 3)", "--added-later x (now y)"]
+
+
+def test_check_choice_names_the_flag() -> None:
+    @dataclasses.dataclass
+    class Run:
+        loss_type: str = "grpo"
+
+    check_choice(Run(), "loss_type", ("grpo", "dapo"))
+    with pytest.raises(ValueError, match=r"--loss-type must be one of \['grpo', 'dapo'\], got 'x'"):
+        check_choice(Run("x"), "loss_type", ("grpo", "dapo"))
