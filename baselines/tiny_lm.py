@@ -37,6 +37,8 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from countdown_gym import dataclass_cli
+
 MAX_NUMBER_TOKEN = 1999
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")
 TAG_TOKENS = ("<answer>", "</answer>", "<Solution>", "</Solution>", "<think>", "</think>")
@@ -93,9 +95,7 @@ class TinyLMConfig:
     def __post_init__(self) -> None:
         if self.arch not in ("llama", "gpt2"):
             raise ValueError(f"unknown arch {self.arch!r}; choose 'llama' or 'gpt2'")
-        for name in ("hidden", "layers", "heads", "intermediate", "max_positions"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        dataclass_cli.check_min(self, 1, "hidden", "layers", "heads", "intermediate", "max_positions")
         if self.hidden % self.heads:
             raise ValueError(f"--hidden ({self.hidden}) must be a multiple of --heads ({self.heads})")
         if not 0 <= self.dropout < 1:
