@@ -128,11 +128,8 @@ class ProblemSource:
         if self.pool is not None:
             return self.pool[int(rng.integers(len(self.pool)))]
         assert self.config is not None
-        seed = int(rng.integers(0, 2**63 - 1))
-        for p in iter_problems(self.config, seed):
-            if len(p.numbers) >= 2 and (self.rules.use_all or p.target not in p.numbers):
-                return p
-        raise AssertionError("iter_problems is endless")  # pragma: no cover
+        # the generator yields only playable problems: >= 2 numbers, none solved before a move
+        return next(iter_problems(self.config, int(rng.integers(0, 2**63 - 1))))
 
     def sample_indices(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` pool indices in one draw (pool sources only; used by the batched env)."""
