@@ -520,6 +520,7 @@ def train(opts: Options) -> dict[str, Any]:
     from trl import GRPOTrainer
 
     from baselines.llm_callbacks import (
+        ROLLOUT_SAMPLING,
         ClipoCheckpointCallback,
         RunCardCallback,
         StopRequestCallback,
@@ -583,7 +584,7 @@ def train(opts: Options) -> dict[str, Any]:
         batch_size=opts.eval_batch_size,
         seed=opts.seed,
         verbose=not opts.quiet,
-        sampling={k: getattr(config, k) for k in ("top_p", "top_k", "min_p", "repetition_penalty")},  # as the rollouts draw
+        sampling={k: getattr(config, k) for k in ROLLOUT_SAMPLING},  # as the rollouts draw
     )
     callbacks: list[Any] = [validation]
     if clipo is not None:
