@@ -6,7 +6,10 @@ Importing :mod:`countdown_gym` (or this module) registers:
   (one arithmetic move per step), with the batched
   :class:`countdown_gym.envs.vector.CountdownVectorEnv` as its ``vector_entry_point``;
 * ``CountdownText-v0`` -> :class:`countdown_gym.envs.text.CountdownTextEnv`, reasoning text as
-  an MDP.
+  an MDP;
+* ``CountdownMultiTurn-v0`` -> :class:`countdown_gym.envs.multiturn.CountdownMultiTurnEnv`, the
+  multi-turn language MDP (one move per agent turn, the environment computes; its own
+  ``max_turns`` budget).
 
 Both are registered with ``max_episode_steps=None``, so ``gymnasium.make`` adds no
 ``TimeLimit`` wrapper: a Countdown-v0 episode ends by itself within ``max_numbers - 1`` moves
@@ -24,7 +27,7 @@ from typing import Any
 
 import gymnasium
 
-ENV_IDS = ("Countdown-v0", "CountdownText-v0")
+ENV_IDS = ("Countdown-v0", "CountdownText-v0", "CountdownMultiTurn-v0")
 
 
 def register_envs() -> None:
@@ -42,6 +45,12 @@ def register_envs() -> None:
             entry_point="countdown_gym.envs.text:CountdownTextEnv",
             max_episode_steps=None,
         )
+    if "CountdownMultiTurn-v0" not in gymnasium.registry:
+        gymnasium.register(
+            id="CountdownMultiTurn-v0",
+            entry_point="countdown_gym.envs.multiturn:CountdownMultiTurnEnv",
+            max_episode_steps=None,
+        )
 
 
 register_envs()
@@ -50,6 +59,7 @@ _LAZY = {
     "CountdownEnv": "countdown_gym.envs.countdown",
     "CountdownVectorEnv": "countdown_gym.envs.vector",
     "CountdownTextEnv": "countdown_gym.envs.text",
+    "CountdownMultiTurnEnv": "countdown_gym.envs.multiturn",
     "make_problem_source": "countdown_gym.envs.problem_source",
 }
 
@@ -61,4 +71,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ENV_IDS", "CountdownEnv", "CountdownTextEnv", "CountdownVectorEnv", "make_problem_source", "register_envs"]
+__all__ = ["ENV_IDS", "CountdownEnv", "CountdownMultiTurnEnv", "CountdownTextEnv", "CountdownVectorEnv", "make_problem_source", "register_envs"]

@@ -1,0 +1,174 @@
+"""``CountdownMultiTurn-v0``: the multi-turn language MDP: the agent plans, the environment computes.
+
+The game itself (:class:`~countdown_gym.turn_game.TurnEpisode`) lives in :mod:`countdown_gym.turn_game`;
+this module is its Gymnasium environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from countdown_gym.envs.problem_source import ProblemLike, make_problem_source
+from countdown_gym.generator import GeneratorConfig
+from countdown_gym.problem import Problem
+from countdown_gym.rules import Rules
+from countdown_gym.text_format import CHARSET, sanitize
+from countdown_gym.turn_format import TURN_PROMPT_STYLES, turn_prompt
+from countdown_gym.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnResult
+
+
+class CountdownMultiTurnEnv(gym.Env):
+    """Countdown as a conversation: each agent turn is one move; the environment computes it.
+
+    ## Description
+    The agent plans and the environment does the arithmetic and the bookkeeping. Each step the
+    agent says one turn (grammar in :mod:`countdown_gym.turn_format`): a move ``a op b``
+    (optionally ``= c``), ``undo`` or ``give up``. The environment applies it and answers with one
+    line ending in the number set now in play: ``= 8 [14,6,8]``, ``= 46 [46] solved``,
+    ``= 16 [16] miss``, ``undone [..]``, ``error <reason> [..]``. An illegal move is not applied
+    and the episode goes on; ``undo`` takes back the last move, so an agent can search and
+    backtrack as the seed traces do.
+
+    ## Action space
+    ``Text(max_turn_chars, charset=CHARSET)``: the agent's turn (one line; a trailing newline is
+    dropped). A turn longer than ``max_turn_chars`` is answered ``error turn_too_long``.
+
+    ## Observation space
+    ``Text(max_prompt_chars, charset=CHARSET)``: after ``reset`` the first message (the prompt,
+    :func:`~countdown_gym.turn_format.turn_prompt` in ``prompt`` style), after each step the
+    environment's reply line. ``render()`` gives the whole conversation, exactly as a model reads it.
+
+    ## Rewards
+    Sparse: 0 on every step, and on the terminating step the verifier's verdict of the moves
+    played (``verify(problem, <Solution> block of the path).reward``: 1.0 when the target is
+    reached). Dense terms come from the wrappers in :mod:`countdown_gym.wrappers`.
+
+    ## Episode end
+    *Terminated* when the target is reached (``use_all`` rules: the last number equals the target;
+    a last number that misses is a dead end to ``undo`` out of) or on ``give up`` (reward 0).
+    *Truncated* (reward 0) after ``max_turns`` turns, whatever they were. Stepping an ended
+    episode raises ``RuntimeError`` (call ``reset``).
+
+    ## Info
+    ``transitions``: the records of ``docs/DESIGN.md`` (plus ``turn``): one per move turn (valid or
+    not; ``next_state=None`` when refused) and one per ``undo`` (``move = (None, "undo", None,
+    None)``, ``next_state`` the state taken back to); none for an unreadable turn. Also ``state``,
+    ``turn``, ``turn_kind``, ``valid``, ``reason``, ``invalid_turns``, ``problem``, and at the end
+    ``verdict`` and ``is_success``.
+
+    ## Arguments
+    * ``preset``, ``split``, ``config``, ``problems``, ``rules``: the problem source
+      (:mod:`countdown_gym.envs.problem_source`).
+    * ``max_turns`` (16): the turn budget; ``max_turn_chars`` (200).
+    * ``prompt``: ``"compact"`` (default, the embedded model's) or ``"instruct"``.
+    * ``render_mode``: ``"ansi"`` (``render()`` returns :meth:`transcript`, the conversation exactly as a
+      model reads it) or ``"human"`` (each message printed as it comes).
+
+    Example:
+        >>> env = CountdownMultiTurnEnv(problems=[((21, 16, 17, 26), 46)])
+        >>> obs, info = env.reset(seed=0)
+        >>> env.step("21+16")[0]
+        '= 37 [17,26,37]'
+    """
+
+    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
+
+    def __init__(
+        self,
+        preset: str | None = None,
+        *,
+        split: str | None = None,
+        config: GeneratorConfig | None = None,
+        problems: Sequence[ProblemLike] | None = None,
+        rules: Rules | str | None = None,
+        max_turns: int = DEFAULT_MAX_TURNS,
+        max_turn_chars: int = 200,
+        max_prompt_chars: int = 4096,
+        prompt: str = "compact",
+        render_mode: str | None = None,
+    ) -> None:
+        for name, value in (("max_turns", max_turns), ("max_turn_chars", max_turn_chars), ("max_prompt_chars", max_prompt_chars)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if prompt not in TURN_PROMPT_STYLES:
+            raise ValueError(f"prompt must be one of {list(TURN_PROMPT_STYLES)}, got {prompt!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        self.source = make_problem_source(preset=preset, config=config, rules=rules, split=split, problems=problems)
+        self.rules = self.source.rules
+        self.max_turns, self.max_turn_chars, self.max_prompt_chars = max_turns, max_turn_chars, max_prompt_chars
+        self.prompt_style = prompt
+        self.render_mode = render_mode
+        self.observation_space = spaces.Text(max_length=max_prompt_chars, charset=CHARSET)
+        self.action_space = spaces.Text(max_length=max_turn_chars, min_length=0, charset=CHARSET.replace("\n", ""))
+        self.problem: Problem | None = None
+        self.episode: TurnEpisode | None = None
+        self.conversation: list[tuple[str, str]] = []
+        """``(role, text)`` messages so far: ``("env", prompt)``, then ``("agent", turn)``, ``("env", reply)``..."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        unknown = set(options) - {"problem"}
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; the only option is 'problem'")
+        problem = self.source.coerce(options["problem"]) if options.get("problem") is not None else self.source.sample(self.np_random)
+        prompt = turn_prompt(problem, self.prompt_style, self.max_turns).rstrip("\n")
+        if len(prompt) > self.max_prompt_chars:
+            raise ValueError(f"the prompt of {problem} has {len(prompt)} characters, more than max_prompt_chars={self.max_prompt_chars}")
+        self.problem = problem
+        self.episode = TurnEpisode(problem, self.rules, self.max_turns, self.max_turn_chars)
+        self.conversation = [("env", prompt)]
+        if self.render_mode == "human":
+            print(prompt)
+        return sanitize(prompt), self._info(None)
+
+    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        if self.episode is None:
+            raise RuntimeError("call reset() before step()")
+        if not isinstance(action, str):
+            raise ValueError(f"an action must be a str (one turn), got {type(action).__name__} {action!r:.80}")
+        if action.endswith("\n"):
+            action = action[:-1]
+        if "\n" in action:
+            raise ValueError(f"an action must be one line (no newline inside), got {action!r:.80}")
+        res = self.episode.play(action)
+        self.conversation += [("agent", action), ("env", res.reply)]
+        if self.render_mode == "human":
+            print(f"> {action}\n{res.reply}")
+        return sanitize(res.reply), res.reward, res.terminated, res.truncated, self._info(res)
+
+    def _info(self, res: TurnResult | None) -> dict[str, Any]:
+        ep = self.episode
+        info: dict[str, Any] = {
+            "transitions": [] if res is None else res.transitions,
+            "state": ep.state,
+            "turn": ep.turns,
+            "invalid_turns": ep.invalid_turns,
+            "problem": self.problem,
+        }
+        if res is not None:
+            info.update(turn_kind=res.kind, valid=res.valid, reason=res.reason)
+        if ep.done:
+            info["verdict"] = ep.verdict
+            info["is_success"] = bool(ep.terminated and ep.verdict.correct)
+        return info
+
+    def transcript(self) -> str:
+        """The conversation as one text: the prompt, then each agent turn and reply on their own lines."""
+        return "".join(text + "\n" for _, text in self.conversation)
+
+    def render(self) -> str | None:
+        """The conversation exactly as a model reads it (:meth:`transcript`; ``"ansi"``: returned, ``"human"``: printed)."""
+        if self.render_mode is None:
+            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'human'")
+            return None
+        text = "(call reset() first)" if self.episode is None else self.transcript()
+        if self.render_mode == "ansi":
+            return text
+        print(text, end="")
+        return None
