@@ -1,0 +1,290 @@
+"""TRL ``environment_factory`` integration: Countdown as tools for tool-calling chat models.
+
+``trl.GRPOTrainer(environment_factory=CountdownToolEnv, ...)`` makes one :class:`CountdownToolEnv`
+per rollout. Its public methods are the tools the chat template shows the model (``move``,
+``undo``, ``give_up``, ``numbers``); TRL calls ``reset(**row)`` with the dataset row and appends
+the returned puzzle text to the row's last user message; ``get_reward()`` is read when the rollout
+ends (1.0 when solved, else 0.0). Every tool call goes through the multi-turn game
+(:class:`~countdown_gym.turn_game.TurnEpisode`), so each rollout leaves its transition records
+(``docs/DESIGN.md``) in ``env.transitions``; the dense reward functions below read them through the
+``environments`` keyword TRL passes to reward functions. Guide: ``docs/trl_multiturn.md``.
+
+Nothing here imports ``torch``, ``transformers`` or ``trl``; :func:`make_dataset` imports
+``datasets`` when called.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from countdown_gym.envs.problem_source import ProblemLike, check_playable, to_problem
+from countdown_gym.integrations import critic_score, oracle_score
+from countdown_gym.problem import Problem
+from countdown_gym.rules import Number
+from countdown_gym.text_format import describe_rules
+from countdown_gym.turn_format import format_state
+from countdown_gym.turn_game import DEFAULT_MAX_TURNS, TurnEpisode
+from countdown_gym.wrappers.terms import ORACLE_MODES, Scorer
+
+TOOL_ERRORS: dict[str, str] = {
+    "no_episode": "a tool was called before reset()",
+    "episode_over": "the episode has ended (solved, given up or out of turns); no call changes it",
+}
+"""Reason codes of tool calls refused before they reach the game (the game's own codes are in
+:data:`countdown_gym.turn_format.TURN_ERRORS`)."""
+
+TOOL_NAMES: tuple[str, ...] = ("move", "undo", "give_up", "numbers")
+
+
+def tool_prompt(problem: Problem, max_turns: int | None = None) -> str:
+    """The puzzle as the first user message of a tool-calling episode (what :meth:`CountdownToolEnv.reset` returns)."""
+    budget = (f" You have at most {max_turns} calls of move, undo and give_up; after that the game ends unsolved."
+              if max_turns is not None else "")
+    a, b = sorted(problem.numbers[:2], reverse=True)
+    return (
+        f"Countdown: reach the target {problem.target} from the numbers {format_state(problem.numbers)}. "
+        f"Rules: {describe_rules(problem.rules)}\n"
+        "Play with the tools, one move per call: move(a, op, b) combines two numbers you have, with op one of "
+        f"+ - * / (e.g. move({a}, \"+\", {b})). The game computes the result and answers "
+        "'= result [numbers now]', ending with 'solved' when the last number is the target and 'miss' when "
+        "the last number is not. undo() takes back your last move, give_up() stops, numbers() shows the numbers "
+        f"in play. An illegal move is answered 'error <reason> [numbers]' and changes nothing.{budget}"
+    )
+
+
+def _problem_from_row(row: Mapping[str, Any]) -> Problem:
+    """The puzzle of a dataset row (``numbers``, ``target``, optional ``rules``); ``ValueError`` otherwise."""
+    missing = [k for k in ("numbers", "target") if k not in row or row[k] is None]
+    if missing:
+        raise ValueError(
+            f"a Countdown dataset row needs 'numbers' and 'target' columns (make_dataset builds them); "
+            f"missing {missing} in a row with columns {sorted(row)}"
+        )
+    rules = row.get("rules")
+    if isinstance(rules, str) and rules.lstrip().startswith("{"):
+        try:
+            rules = json.loads(rules)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"the row's 'rules' is not valid JSON: {rules!r:.120}") from exc
+    d: dict[str, Any] = {"numbers": row["numbers"], "target": row["target"]}
+    if rules is not None:
+        d["rules"] = rules
+    try:
+        problem = to_problem(d)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"bad Countdown row: {exc}") from None
+    check_playable(problem, len(problem.numbers))
+    return problem
+
+
+def _operand_text(x: Any) -> str:
+    """An operand as turn text: integral floats (``6.0`` from a JSON parser) as ints, anything else as ``str``."""
+    if isinstance(x, float) and math.isfinite(x) and x.is_integer():
+        return str(int(x))
+    return str(x).strip()
+
+
+class CountdownToolEnv:
+    """One Countdown episode per rollout, played through tool calls (TRL ``environment_factory``).
+
+    The public methods are the tools (TRL builds their JSON schemas from the type hints and the
+    docstrings); each returns the game's reply line as a string and never raises, so a bad call
+    is an answer the model reads, not a crash of TRL's tool loop. ``move``, ``undo`` and
+    ``give_up`` each count as one turn of the game's ``max_turns`` budget; ``numbers`` is free.
+
+    Attributes after :meth:`reset`: ``problem``, ``episode`` (the :class:`TurnEpisode`),
+    ``transitions`` (every transition record of the episode, in order, ``docs/DESIGN.md`` shape),
+    ``calls`` (``(tool, turn text or "", reply)`` per tool call).
+
+    Example:
+        >>> env = CountdownToolEnv()
+        >>> env.reset(numbers=[6, 2, 5, 3], target=8).startswith("Countdown: reach the target 8 from the numbers [6,2,5,3].")
+        True
+        >>> env.move(6, "-", 2), env.move(5, "-", 3), env.move(4, "*", 2)
+        ('= 4 [5,3,4]', '= 2 [4,2]', '= 8 [8] solved')
+        >>> env.get_reward()
+        1.0
+    """
+
+    def __init__(self, max_turns: int = DEFAULT_MAX_TURNS, max_turn_chars: int = 200) -> None:
+        for name, value in (("max_turns", max_turns), ("max_turn_chars", max_turn_chars)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        self.max_turns = max_turns
+        self.max_turn_chars = max_turn_chars
+        self.problem: Problem | None = None
+        self.episode: TurnEpisode | None = None
+        self.transitions: list[dict[str, Any]] = []
+        self.calls: list[tuple[str, str, str]] = []
+
+    def reset(self, **row: Any) -> str:
+        """Start the episode of a dataset row (``numbers``, ``target``, optional ``rules``: JSON, dict or
+        preset name; other columns such as ``prompt`` are ignored) and return the puzzle text."""
+        problem = _problem_from_row(row)
+        self.problem = problem
+        self.episode = TurnEpisode(problem, max_turns=self.max_turns, max_turn_chars=self.max_turn_chars)
+        self.transitions = []
+        self.calls = []
+        return tool_prompt(problem, self.max_turns)
+
+    def _refusal(self) -> str | None:
+        if self.episode is None:
+            return f"error no_episode: {TOOL_ERRORS['no_episode']}"
+        if self.episode.done:
+            ending = "solved" if self.solved else ("gave up" if self.episode.terminated else "turn limit")
+            return f"error episode_over {format_state(self.episode.state)} {ending}"
+        return None
+
+    def _play(self, tool: str, text: str) -> str:
+        refusal = self._refusal()
+        if refusal is not None:
+            self.calls.append((tool, text, refusal))
+            return refusal
+        res = self.episode.play(text)
+        self.transitions += res.transitions
+        self.calls.append((tool, text, res.reply))
+        return res.reply
+
+    def move(self, a: int | str, op: str, b: int | str) -> str:
+        """Combine two of your numbers with one operation; the game computes the result.
+
+        Args:
+            a: The first operand, a number you have now (e.g. 37; a fraction as a string, e.g. "3/2").
+            op: The operation. (choices: ["+", "-", "*", "/"])
+            b: The second operand, another number you have now.
+
+        Returns:
+            The game's reply: '= result [numbers now]' (ending with 'solved' or 'miss' when one number is left), or 'error <reason> [numbers]' when the move is illegal.
+        """
+        return self._play("move", f"{_operand_text(a)}{_operand_text(op)}{_operand_text(b)}")
+
+    def undo(self) -> str:
+        """Take back your last move.
+
+        Returns:
+            The game's reply: 'undone [numbers now]', or 'error nothing_to_undo [numbers]'.
+        """
+        return self._play("undo", "undo")
+
+    def give_up(self) -> str:
+        """Stop playing; the episode ends unsolved.
+
+        Returns:
+            The game's reply: 'gave up [numbers]'.
+        """
+        return self._play("give_up", "give up")
+
+    def numbers(self) -> str:
+        """Show the numbers in play and the target (does not use a turn).
+
+        Returns:
+            '[numbers now] target T, K turns left'.
+        """
+        refusal = self._refusal()
+        if refusal is None:
+            left = self.max_turns - self.episode.turns
+            refusal_or_reply = f"{format_state(self.episode.state)} target {self.problem.target}, {left} turns left"
+        else:
+            refusal_or_reply = refusal
+        self.calls.append(("numbers", "", refusal_or_reply))
+        return refusal_or_reply
+
+    @property
+    def solved(self) -> bool:
+        """Whether the episode ended with the target reached (the verifier's verdict of the moves played)."""
+        ep = self.episode
+        return ep is not None and ep.terminated and ep.verdict is not None and ep.verdict.correct
+
+    @property
+    def state(self) -> tuple[Number, ...] | None:
+        """The numbers in play (``None`` before :meth:`reset`)."""
+        return None if self.episode is None else self.episode.state
+
+    def get_reward(self) -> float:
+        """The verifier's reward of the episode: 1.0 when solved, else 0.0 (also when the model stopped early)."""
+        return 1.0 if self.solved else 0.0
+
+
+# ---- dense reward functions (TRL reward_funcs) ------------------------------------------------------
+
+
+def _episodes(environments: Any, name: str) -> list[CountdownToolEnv | None]:
+    if environments is None:
+        raise ValueError(
+            f"the reward function {name!r} reads the rollouts' environments: use it with "
+            "GRPOTrainer(environment_factory=CountdownToolEnv, ...), which passes them as `environments`"
+        )
+    return [e if isinstance(e, CountdownToolEnv) and e.episode is not None else None for e in environments]
+
+
+def oracle_reward(mode: str = "perfect") -> Callable[..., list[float | None]]:
+    """A TRL reward function: the mean oracle term (:func:`~countdown_gym.wrappers.terms.oracle_term`,
+    ``mode`` ``"perfect"`` or ``"reachable"``) over the rollout's transition records.
+
+    The records are the moves and undos the rollout played (refused moves included); a rollout
+    without records scores 0.0. Rollouts of other environments (a dict ``environment_factory``) get
+    ``None`` (TRL leaves them out of this term). The function is named ``oracle_<mode>`` in TRL's logs.
+    """
+    if mode not in ORACLE_MODES:
+        raise ValueError(f"oracle mode must be one of {ORACLE_MODES}, got {mode!r}")
+
+    def reward(completions: list[Any], environments: list[Any] | None = None, **kwargs: Any) -> list[float | None]:
+        return [None if e is None else oracle_score(e, mode) for e in _episodes(environments, reward.__name__)]
+
+    reward.__name__ = reward.__qualname__ = f"oracle_{mode}"
+    return reward
+
+
+def critic_reward(critic: Scorer, name: str = "critic") -> Callable[..., list[float | None]]:
+    """A TRL reward function: the mean critic term (:func:`~countdown_gym.wrappers.terms.critic_terms`)
+    over the rollout's transition records (-1 per refused move; 0.0 without records).
+
+    ``critic`` is any object with ``score(states, targets)``, e.g. ``critics.load_critic()`` (this
+    package never imports ``critics``; pass the loaded critic in).
+    """
+    if not callable(getattr(critic, "score", None)):
+        raise ValueError(f"critic must have a score(states, targets) method, got {type(critic).__name__}")
+
+    def reward(completions: list[Any], environments: list[Any] | None = None, **kwargs: Any) -> list[float | None]:
+        return [None if e is None else critic_score(e, critic) for e in _episodes(environments, reward.__name__)]
+
+    reward.__name__ = reward.__qualname__ = name
+    return reward
+
+
+# ---- dataset -----------------------------------------------------------------------------------------
+
+
+def dataset_row(problem: ProblemLike) -> dict[str, Any]:
+    """One dataset row: an empty-content user ``prompt`` (``reset`` appends the puzzle), ``numbers``,
+    ``target`` and ``rules`` (JSON)."""
+    p = to_problem(problem)
+    check_playable(p, len(p.numbers))
+    return {
+        "prompt": [{"role": "user", "content": ""}],
+        "numbers": [int(x) for x in p.numbers],
+        "target": int(p.target),
+        "rules": json.dumps(p.rules.to_dict(), separators=(",", ":"), sort_keys=True),
+    }
+
+
+def make_dataset(problems: Iterable[ProblemLike]) -> Any:
+    """A ``datasets.Dataset`` of :func:`dataset_row` rows for ``GRPOTrainer(train_dataset=...)``.
+
+    ``problems``: :class:`Problem` objects, ``(numbers, target)`` pairs or dicts (e.g. ``load_split(...)``).
+    """
+    from datasets import Dataset
+
+    rows = [dataset_row(p) for p in problems]
+    if not rows:
+        raise ValueError("make_dataset needs at least one problem")
+    return Dataset.from_list(rows)
+
+
+__all__ = [
+    "TOOL_ERRORS", "TOOL_NAMES", "CountdownToolEnv", "critic_reward", "dataset_row", "make_dataset",
+    "oracle_reward", "tool_prompt",
+]
