@@ -160,6 +160,49 @@ def evaluate_policy(
     return row
 
 
+def evaluate_turns(
+    model: Any,
+    tokenizer: Any,
+    problems: Sequence[Any],
+    *,
+    max_turns: int,
+    samples: int = 0,
+    temperature: float = 1.0,
+    batch_size: int = 256,
+    seed: int = 0,
+    sampling: Mapping[str, Any] | None = None,
+) -> dict[str, float]:
+    """:func:`evaluate_policy` for the multi-turn mode: each problem played as a ``CountdownMultiTurn-v0``
+    episode (``play_episodes``); success = solved; ``*_invalid_frac`` = episodes with a refused turn;
+    tokens = the model's own tokens."""
+    from countdown_gym.integrations.trl_rollout import play_episodes
+
+    knobs = {**ROLLOUT_SAMPLING, **(sampling or {})}
+    t0 = time.perf_counter()
+    row: dict[str, float] = {"problems": len(problems), "samples": samples}
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        greedy = play_episodes(model, tokenizer, problems, max_turns=max_turns, greedy=True, batch_size=batch_size)
+        tokens = sum(sum(r.env_mask) for r in greedy)
+        row["greedy_success"] = _frac(r.solved for r in greedy)
+        row["greedy_invalid_frac"] = _frac(r.replay.invalid_turns > 0 for r in greedy)
+        if samples:
+            sampled = play_episodes(model, tokenizer, [p for p in problems for _ in range(samples)], max_turns=max_turns,
+                                    temperature=temperature, top_p=knobs["top_p"], top_k=knobs["top_k"] or 0,
+                                    batch_size=batch_size)
+            tokens += sum(sum(r.env_mask) for r in sampled)
+            row["sampled_success"] = _frac(r.solved for r in sampled)
+            row["pass_at_k"] = _frac(any(r.solved for r in sampled[i * samples:(i + 1) * samples]) for i in range(len(problems)))
+            row["sampled_invalid_frac"] = _frac(r.replay.invalid_turns > 0 for r in sampled)
+    seconds = time.perf_counter() - t0
+    row["mean_completion_tokens"] = tokens / max(1, len(problems) * (1 + samples))
+    row["eval_seconds"] = seconds
+    row["tokens_per_s"] = tokens / seconds if seconds > 0 else 0.0
+    row["generated_tokens"] = tokens
+    return row
+
+
 def _frac(xs: Any) -> float:
     xs = list(xs)
     return sum(bool(x) for x in xs) / len(xs) if xs else 0.0
@@ -213,8 +256,11 @@ class ValidationCallback(TrainerCallback):
         seed: int = 0,
         verbose: bool = True,
         sampling: Mapping[str, Any] | None = None,
+        max_turns: int | None = None,
     ) -> None:
         self.problems, self.prompts, self.tokenizer = list(problems), list(prompts), tokenizer
+        self.max_turns = max_turns
+        """Multi-turn mode: validate with :func:`evaluate_turns` at this turn budget (``None``: single-pass)."""
         self.sampling = dict(sampling or {})
         self.dir = Path(output_dir)
         self.eval_interval, self.samples, self.temperature = eval_interval, samples, temperature
@@ -252,11 +298,17 @@ class ValidationCallback(TrainerCallback):
         self.evaluated.add(step)
         state = PartialState()
         idx = list(range(state.process_index, len(self.problems), state.num_processes))
-        part = evaluate_policy(
-            model, self.tokenizer, [self.problems[i] for i in idx], [self.prompts[i] for i in idx],
-            max_new_tokens=self.max_new_tokens, samples=self.samples, temperature=self.temperature,
-            batch_size=self.batch_size, seed=self.seed + step, sampling=self.sampling,
-        )
+        if self.max_turns is not None:
+            part = evaluate_turns(
+                model, self.tokenizer, [self.problems[i] for i in idx], max_turns=self.max_turns, samples=self.samples,
+                temperature=self.temperature, batch_size=self.batch_size, seed=self.seed + step, sampling=self.sampling,
+            )
+        else:
+            part = evaluate_policy(
+                model, self.tokenizer, [self.problems[i] for i in idx], [self.prompts[i] for i in idx],
+                max_new_tokens=self.max_new_tokens, samples=self.samples, temperature=self.temperature,
+                batch_size=self.batch_size, seed=self.seed + step, sampling=self.sampling,
+            )
         parts = gather_object([part]) if state.num_processes > 1 else [part]
         if not state.is_main_process:
             return

@@ -44,6 +44,7 @@ from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.problem import Problem  # noqa: E402
 from countdown_gym.splits import SPLIT_SPEC, SPLITS, load_split  # noqa: E402
 from countdown_gym.text_format import PROMPT_STYLES, build_prompt  # noqa: E402
+from countdown_gym.turn_format import TURN_PROMPT_STYLES  # noqa: E402
 from countdown_gym.verifier import verify  # noqa: E402
 
 T = TypeVar("T")
@@ -56,6 +57,12 @@ class EvalConfig:
 
     model: str = str(SHIPPED_CHECKPOINT)
     """Local directory or hub id of any causal LM."""
+    interaction: str = "auto"
+    """``single-pass`` (one completion per answer), ``multi-turn`` (one move per turn, CountdownMultiTurn-v0 computes;
+    the answer is the ``<Solution>`` block of the moves played) or ``auto``: what the model was trained for (its
+    ``training.json`` or its GRPO run's ``options.json``), else single-pass."""
+    max_turns: int = 16
+    """Multi-turn: the turn budget of an episode."""
     preset: str = "longproc-0.5k"
     split: str = "test"
     limit: int = 0
@@ -92,10 +99,12 @@ class EvalConfig:
     ``llm_grpo.py --train-pass-rates``."""
 
     def __post_init__(self) -> None:
-        for name, allowed in (("preset", sorted(SPLIT_SPEC)), ("split", SPLITS), ("prompt_style", PROMPT_STYLES),
+        styles = (*PROMPT_STYLES, *(s for s in TURN_PROMPT_STYLES if s not in PROMPT_STYLES))
+        for name, allowed in (("preset", sorted(SPLIT_SPEC)), ("split", SPLITS), ("prompt_style", styles),
                               ("chat_template", ("auto", "on", "off")), ("backend", ("hf", "vllm")), ("dtype", DTYPES)):
             dataclass_cli.check_choice(self, name, allowed)
-        dataclass_cli.check_min(self, 1, "max_new_tokens", "batch_size", "threads")
+        dataclass_cli.check_choice(self, "interaction", ("auto", "single-pass", "multi-turn"))
+        dataclass_cli.check_min(self, 1, "max_new_tokens", "batch_size", "threads", "max_turns")
         dataclass_cli.check_min(self, 0, "k", "offset", "limit")
         if not self.temperature > 0:
             raise ValueError(f"--temperature must be > 0, got {self.temperature}")
@@ -290,6 +299,79 @@ def select(problems: list[Problem], cfg: EvalConfig) -> list[Problem]:
     return chosen
 
 
+def detect_interaction(model: str) -> str:
+    """The interaction a saved model was trained for: ``llm_sft.py``'s ``training.json``, or the ``options.json`` of
+    the GRPO run a ``final`` / ``best`` / ``checkpoint-N`` folder belongs to; ``single-pass`` when neither says."""
+    path = Path(model)
+    for f, key in ((path / "training.json", "sft_config"), (path.parent / "options.json", None)):
+        if f.is_file():
+            try:
+                data = json.loads(f.read_text())
+            except ValueError:
+                continue
+            data = data.get(key, {}) if key else data
+            if isinstance(data, dict) and data.get("interaction") in ("single-pass", "multi-turn"):
+                return data["interaction"]
+    return "single-pass"
+
+
+def interaction_of(cfg: EvalConfig) -> str:
+    return detect_interaction(cfg.model) if cfg.interaction == "auto" else cfg.interaction
+
+
+def evaluate_turns(cfg: EvalConfig, model, tokenizer, problems: list[Problem], progress: bool = True) -> dict:
+    """The multi-turn evaluation: greedy and ``k`` sampled episodes per problem; answers are the ``<Solution>``
+    blocks of the moves played (what the leaderboard re-verifies), ``conversations`` the episodes' text."""
+    from countdown_gym.integrations.trl_rollout import play_episodes
+    from countdown_gym.turn_game import TurnEpisode
+
+    def answer(r) -> str:
+        ep = TurnEpisode(r.problem)
+        for t in r.turns:
+            if ep.done:
+                break
+            ep.play(t)
+        return ep.solution_text()
+
+    res: dict = {"interaction": "multi-turn", "max_turns": cfg.max_turns}
+    bar = tqdm(total=len(problems) * (1 + cfg.k), desc="episodes", disable=not progress)
+    t0 = time.time()
+    greedy = play_episodes(model, tokenizer, problems, max_turns=cfg.max_turns, greedy=True, batch_size=cfg.batch_size,
+                           prompt_style=cfg.prompt_style)
+    bar.update(len(problems))
+    dt = time.time() - t0
+    ok = [r.solved for r in greedy]
+    res["pass@1_greedy"] = sum(ok) / max(len(ok), 1)
+    res["pass@1_greedy_se"] = standard_error([float(o) for o in ok])
+    n_tok = sum(sum(r.env_mask) for r in greedy)
+    res["greedy_tokens_per_s"] = n_tok / dt if dt > 0 else None
+    res["greedy_seconds"] = dt
+    res["greedy_mean_tokens"] = n_tok / max(len(problems), 1)
+    res["greedy_mean_turns"] = sum(len(r.turns) for r in greedy) / max(len(problems), 1)
+    res["greedy_invalid_turn_frac"] = sum(r.replay.invalid_turns > 0 for r in greedy) / max(len(problems), 1)
+    res["completions_greedy"] = [answer(r) for r in greedy]
+    res["conversations_greedy"] = [r.text for r in greedy]
+    if cfg.k > 0:
+        t0 = time.time()
+        sampled = play_episodes(model, tokenizer, [p for p in problems for _ in range(cfg.k)], max_turns=cfg.max_turns,
+                                temperature=cfg.temperature, top_p=cfg.top_p, batch_size=cfg.batch_size,
+                                prompt_style=cfg.prompt_style)
+        bar.update(len(problems) * cfg.k)
+        dt = time.time() - t0
+        oks = [[r.solved for r in sampled[i * cfg.k:(i + 1) * cfg.k]] for i in range(len(problems))]
+        per_problem = [pass_at_k(len(o), sum(o), cfg.k) for o in oks]
+        res[f"pass@{cfg.k}"] = sum(per_problem) / max(len(oks), 1)
+        res[f"pass@{cfg.k}_se"] = standard_error(per_problem)
+        res["per_sample_success"] = sum(sum(o) for o in oks) / max(sum(len(o) for o in oks), 1)
+        res["per_sample_success_se"] = standard_error([sum(o) / len(o) for o in oks if o])
+        n_tok = sum(sum(r.env_mask) for r in sampled)
+        res["sample_tokens_per_s"] = n_tok / dt if dt > 0 else None
+        res["sample_seconds"] = dt
+        res["completions_sampled"] = [[answer(r) for r in sampled[i * cfg.k:(i + 1) * cfg.k]] for i in range(len(problems))]
+    bar.close()
+    return res
+
+
 def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem] | None = None, progress: bool = True) -> dict:
     """Run the evaluation of ``cfg``; returns metrics plus the completions."""
     torch.set_num_threads(cfg.threads)
@@ -297,6 +379,18 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
     if problems is None:
         problems = load_split(cfg.preset, cfg.split)
         problems = select(problems, cfg)
+    if interaction_of(cfg) == "multi-turn":
+        if cfg.backend != "hf":
+            raise SystemExit("--interaction multi-turn generates turn by turn with transformers (--backend hf)")
+        if model is None:
+            model, tokenizer = load_model(cfg.model, cfg.dtype)
+        res = {"problems": len(problems), "model": cfg.model, "preset": cfg.preset, "split": cfg.split,
+               "prompt_style": cfg.prompt_style}
+        n = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+        res["params"] = f"{n / 1e6:.2f}M"
+        with torch.no_grad():
+            res.update(evaluate_turns(cfg, model, tokenizer, problems, progress))
+        return res
     if model is None and cfg.backend == "hf":
         model, tokenizer = load_model(cfg.model, cfg.dtype)
     if tokenizer is None:
@@ -463,7 +557,7 @@ def main(argv: list[str] | None = None) -> dict:
             dataclass_cli.output_dir(Path(path).parent, f"{flag} {path}")
     res = evaluate(cfg, problems=problems)
     out = write_outputs(cfg, res, problems, command)
-    metrics = {k: v for k, v in res.items() if not k.startswith("completions")}
+    metrics = {k: v for k, v in res.items() if not k.startswith(("completions", "conversations"))}
     print(json.dumps(metrics, indent=2))
     print(f"completions written to {out}")
     if cfg.results_json:

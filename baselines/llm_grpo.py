@@ -34,6 +34,8 @@ if str(ROOT) not in sys.path:  # `python baselines/llm_grpo.py` from anywhere
 from countdown_gym import dataclass_cli  # noqa: E402
 
 DEFAULT_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm")
+DEFAULT_TURN_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns")
+INTERACTIONS = ("multi-turn", "single-pass")
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")  # TRL's GRPOConfig.loss_type
 SCALE_REWARDS = ("group", "batch", "none")
 MODEL_DTYPES = ("float32", "bfloat16", "auto")  # --model-dtype, passed to from_pretrained(dtype=...)
@@ -43,12 +45,20 @@ MODEL_DTYPES = ("float32", "bfloat16", "auto")  # --model-dtype, passed to from_
 class Options:
     """Every knob of a run; each is a CLI flag (``--prompt-style``, ``--use-vllm`` / ``--no-use-vllm``...)."""
 
-    model: str = DEFAULT_MODEL
-    """Hugging Face causal LM: local path or hub id (default: the shipped tiny Countdown model)."""
+    model: str = ""
+    """Hugging Face causal LM: local path or hub id (default: the shipped tiny Countdown model of the interaction:
+    baselines/checkpoints/countdown-tiny-lm-turns for multi-turn, countdown-tiny-lm for single-pass)."""
+    interaction: str = "multi-turn"
+    """multi-turn: one move per model turn, CountdownMultiTurn-v0 computes and answers (environment tokens are
+    masked out of the loss); single-pass: the model writes its whole search and answer in one completion."""
+    max_turns: int = 16
+    """Multi-turn: the turn budget of an episode (training rollouts and validation)."""
+    max_turn_tokens: int = 12
+    """Multi-turn: the token budget of one model turn."""
     preset: str = "longproc-0.5k"
     """Frozen split preset to train on (train split) and validate on (validation split)."""
     prompt_style: str = "compact"
-    """compact (the shipped model's format) | longproc | tinyzero."""
+    """compact (the shipped model's format) | longproc | tinyzero (single-pass); compact | instruct (multi-turn)."""
     chat_template: bool = True
     """Wrap longproc/tinyzero prompts as a user message when the tokenizer has a chat template."""
     rewards: str = "sparse"
@@ -137,14 +147,17 @@ def check_options(opts: Options) -> None:
     from baselines.llm_rewards import parse_reward_spec
     from countdown_gym.splits import SPLIT_SPEC
     from countdown_gym.text_format import PROMPT_STYLES
+    from countdown_gym.turn_format import TURN_PROMPT_STYLES
 
     if not opts.temperature > 0:
         raise SystemExit(f"--temperature must be > 0, got {opts.temperature}")
     try:
-        for name, allowed in (("prompt_style", PROMPT_STYLES), ("preset", sorted(SPLIT_SPEC)), ("vllm_mode", ("colocate", "server")),
+        styles = TURN_PROMPT_STYLES if opts.interaction == "multi-turn" else PROMPT_STYLES
+        for name, allowed in (("interaction", INTERACTIONS), ("prompt_style", styles), ("preset", sorted(SPLIT_SPEC)), ("vllm_mode", ("colocate", "server")),
                               ("model_dtype", MODEL_DTYPES), ("loss_type", LOSS_TYPES), ("scale_rewards", SCALE_REWARDS)):
             dataclass_cli.check_choice(opts, name, allowed)
-        dataclass_cli.check_min(opts, 1, "steps", "prompts_per_step", "max_completion_length", "threads", "eval_batch_size")
+        dataclass_cli.check_min(opts, 1, "steps", "prompts_per_step", "max_completion_length", "threads", "eval_batch_size",
+                                "max_turns", "max_turn_tokens")
         dataclass_cli.check_min(opts, 0, "learning_rate", "beta", "eval_interval", "eval_problems", "eval_samples",
                                 "save_steps", "train_problems")
     except ValueError as exc:
@@ -159,7 +172,9 @@ def check_options(opts: Options) -> None:
         raise SystemExit(f"--min-pass-rate / --max-pass-rate filter by a pass-rate file, and --train-pass-rates "
                          f"{opts.train_pass_rates} gives none for this model and preset")
     check_report_to(opts.report_to)
-    check_model(opts.model)
+    if opts.interaction == "multi-turn" and opts.use_vllm:
+        raise SystemExit("--interaction multi-turn generates with transformers turn by turn; --use-vllm is for single-pass")
+    check_model(model_name(opts))
     try:
         parse_reward_spec(opts.rewards)
     except ValueError as exc:
@@ -195,11 +210,19 @@ def check_vllm_available() -> None:
         )
 
 
+def model_name(opts: Options) -> str:
+    """``--model``, or the shipped model of the run's interaction."""
+    if opts.model:
+        return opts.model
+    return DEFAULT_TURN_MODEL if opts.interaction == "multi-turn" else DEFAULT_MODEL
+
+
 def run_dir(opts: Options) -> Path:
     if opts.output_dir:
         return Path(opts.output_dir)
     tag = opts.rewards.replace(",", "_").replace("=", "").replace("+", "-")
-    return ROOT / "runs" / "llm_grpo" / f"{opts.preset}-{tag}-s{opts.seed}"
+    mode = "-turns" if opts.interaction == "multi-turn" else ""
+    return ROOT / "runs" / "llm_grpo" / f"{opts.preset}{mode}-{tag}-s{opts.seed}"
 
 
 # --- model, prompts, dataset ------------------------------------------------------------------
@@ -236,7 +259,7 @@ def check_model(name: str) -> None:
     """Exit with a clear message when ``--model`` cannot be a model (the shipped one missing, a bad local path)."""
     from baselines.tiny_lm import check_model_path
 
-    if name == DEFAULT_MODEL and not Path(name).exists():
+    if name in (DEFAULT_MODEL, DEFAULT_TURN_MODEL) and not Path(name).exists():
         raise SystemExit(
             f"the shipped model is missing at {name}; build it with python baselines/llm_sft.py "
             "(see docs/llm_grpo.md) or pass --model"
@@ -291,7 +314,7 @@ def pass_rates_file(opts: Options) -> Path | None:
         return None
     if opts.train_pass_rates != "auto":
         return Path(opts.train_pass_rates)
-    path = Path(opts.model) / PASS_RATES_FILE
+    path = Path(model_name(opts)) / PASS_RATES_FILE
     if not path.is_file():
         return None
     with path.open(encoding="utf-8") as f:
@@ -456,7 +479,9 @@ def run_card(opts: Options, rows: list[dict[str, Any]], step: int) -> str:
         "",
         "Written by `baselines/llm_grpo.py` at every checkpoint and at the end of training.",
         "",
-        f"- starting model: `{opts.model}`",
+        f"- starting model: `{model_name(opts)}`",
+        f"- interaction: `{opts.interaction}`" + (f" (at most {opts.max_turns} turns of {opts.max_turn_tokens} tokens)"
+                                                   if opts.interaction == "multi-turn" else ""),
         f"- rewards: `{opts.rewards}` (term weights: {weights}; see docs/llm_grpo.md)",
         f"- split preset `{opts.preset}`, prompt style `{opts.prompt_style}`",
         f"- {opts.steps} steps of {opts.prompts_per_step} prompts x {opts.num_generations} completions, "
@@ -557,7 +582,7 @@ def train(opts: Options) -> dict[str, Any]:
     # float32 weights and optimizer state by default, as TRL loads a model id; --bf16 autocasts the compute.
     # Weights in bf16 (what from_pretrained picks for a bf16 hub config) would round away updates of lr ~1e-6.
     dtype = opts.model_dtype if opts.model_dtype == "auto" else getattr(torch, opts.model_dtype)
-    model, tokenizer = load_model_and_tokenizer(opts.model, dtype)
+    model, tokenizer = load_model_and_tokenizer(model_name(opts), dtype)
     train_problems = load_split(opts.preset, "train")
     rates_file = pass_rates_file(opts)
     if rates_file is not None:
@@ -570,11 +595,20 @@ def train(opts: Options) -> dict[str, Any]:
     val_problems = load_split(opts.preset, "validation")
     if opts.eval_problems:
         val_problems = val_problems[: opts.eval_problems]
-    dataset = build_dataset(train_problems, opts.prompt_style, tokenizer, opts.chat_template)
+    multi_turn = opts.interaction == "multi-turn"
+    rollout_func = None
+    if multi_turn:
+        from countdown_gym.integrations.trl_rollout import make_rollout_func, rollout_dataset
+
+        dataset = rollout_dataset(train_problems, max_turns=opts.max_turns, prompt_style=opts.prompt_style)
+        rollout_func = make_rollout_func(train_problems, max_turns=opts.max_turns, max_turn_tokens=opts.max_turn_tokens,
+                                         prompt_style=opts.prompt_style)
+    else:
+        dataset = build_dataset(train_problems, opts.prompt_style, tokenizer, opts.chat_template)
     funcs, clipo = build_reward_funcs(opts, tokenizer, model.config.get_text_config().hidden_size)
     validation = ValidationCallback(
         problems=val_problems,
-        prompts=[make_prompt(p, opts.prompt_style, tokenizer, opts.chat_template) for p in val_problems],
+        prompts=[] if multi_turn else [make_prompt(p, opts.prompt_style, tokenizer, opts.chat_template) for p in val_problems],
         tokenizer=tokenizer,
         output_dir=out,
         eval_interval=opts.eval_interval,
@@ -585,6 +619,7 @@ def train(opts: Options) -> dict[str, Any]:
         seed=opts.seed,
         verbose=not opts.quiet,
         sampling={k: getattr(config, k) for k in ROLLOUT_SAMPLING},  # as the rollouts draw
+        max_turns=opts.max_turns if multi_turn else None,
     )
     callbacks: list[Any] = [validation]
     if clipo is not None:
@@ -597,6 +632,7 @@ def train(opts: Options) -> dict[str, Any]:
         train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=callbacks,
+        rollout_func=rollout_func,
     )
     if clipo is not None:
         clipo.bind(trainer)

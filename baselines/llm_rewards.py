@@ -2,7 +2,9 @@
 
 Every function here has TRL's reward signature ``f(prompts, completions, completion_ids, **kwargs)
 -> list[float]`` and reads the dataset column ``problem`` (a :meth:`Problem.to_dict` JSON string)
-from ``kwargs``. Each completion is replayed once through CountdownText-v0's
+from ``kwargs``; in the multi-turn mode it reads the ``turn_replay`` the rollout function returns
+(:func:`countdown_gym.integrations.trl_rollout.make_rollout_func`: the episode as the environment
+played it, with the same ``verdict`` and ``transitions``). Each completion is replayed once through CountdownText-v0's
 :func:`~countdown_gym.envs.text.replay_completion` (cached per ``(problem, completion)``), so the
 verifier verdict, the transition records and the invalid-step count have a single source of truth.
 
@@ -129,7 +131,14 @@ def replay(problem: Problem | str, completion: Any) -> Replay:
     return _replay(problem, completion_text(completion))
 
 
-def _replays(completions: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Replay]:
+def _replays(completions: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
+    """The replay of each completion: a multi-turn rollout's own ``turn_replay`` (the environment played it
+    already), else the completion text replayed through CountdownText-v0."""
+    if kwargs.get("turn_replay") is not None:
+        replays = kwargs["turn_replay"]
+        if len(replays) != len(completions):
+            raise ValueError(f"got {len(completions)} completions but {len(replays)} turn replays")
+        return list(replays)
     problems = kwargs.get("problem")
     if problems is None:
         raise KeyError("the reward functions need the dataset column 'problem' (Problem.to_dict() JSON per row)")

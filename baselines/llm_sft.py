@@ -44,10 +44,14 @@ from tiny_lm import TinyLMConfig, build_model, build_tokenizer, count_parameters
 from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, shuffled  # noqa: E402
 from countdown_gym.generator import iter_problems  # noqa: E402
+from countdown_gym.integrations.trl_rollout import conversation_ids, play_episodes  # noqa: E402
 from countdown_gym.problem import Problem  # noqa: E402
 from countdown_gym.splits import SPLIT_SPEC, load_split  # noqa: E402
 from countdown_gym.stop_request import StopRequest  # noqa: E402
 from countdown_gym.text_format import compact_prompt  # noqa: E402
+from countdown_gym.turn_trace import conversation, turn_trace  # noqa: E402
+
+INTERACTIONS = ("single-pass", "multi-turn")
 
 
 @dataclass
@@ -75,6 +79,11 @@ class SFTConfig:
     dead_end_rate: float = 1.0
     """Chance that a trace writes its dead ends at a state (``CompactTraceConfig.dead_end_rate``)."""
     answer: str = "solution"
+    interaction: str = "single-pass"
+    """single-pass: the completion is the whole compact trace; multi-turn: the trace is played as turns of
+    CountdownMultiTurn-v0 (one move per turn, the environment's replies are context, not learned)."""
+    max_turns: int = 16
+    """Multi-turn: the turn budget of the validation episodes (the environment's max_turns)."""
     # optimisation
     lr: float = 2e-3
     min_lr_ratio: float = 0.05
@@ -101,9 +110,10 @@ class SFTConfig:
     def __post_init__(self) -> None:
         dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
         dataclass_cli.check_choice(self, "schedule", ("steps", "time"))
+        dataclass_cli.check_choice(self, "interaction", INTERACTIONS)
         if self.schedule == "time" and not self.max_minutes > 0:
             raise ValueError("--schedule time needs --max-minutes > 0")
-        dataclass_cli.check_min(self, 1, "batch_size", "max_steps", "eval_every", "eval_problems", "eval_batch_size",
+        dataclass_cli.check_min(self, 1, "batch_size", "max_steps", "max_turns", "eval_every", "eval_problems", "eval_batch_size",
                                 "max_new_tokens", "checkpoint_every", "threads")
         dataclass_cli.check_min(self, 0, "fresh_problems", "warmup_steps", "max_minutes", "weight_decay", "grad_clip", "lr")
         if not 0 <= self.min_lr_ratio <= 1:
@@ -143,11 +153,20 @@ def training_problems(cfg: SFTConfig, progress: bool = True) -> list[Problem]:
     return train + fresh
 
 
-def make_batch(problems: list[Problem], tokenizer, tcfg: CompactTraceConfig, rng: random.Random, max_len: int):
-    """Token ids, attention mask and labels (prompt and padding masked with -100), right-padded."""
+def make_batch(problems: list[Problem], tokenizer, tcfg: CompactTraceConfig, rng: random.Random, max_len: int,
+               interaction: str = "single-pass"):
+    """Token ids, attention mask and labels (prompt and padding masked with -100), right-padded.
+
+    Multi-turn: the labels cover the agent's turns only (prompt, environment replies and padding are -100)."""
     rows = []
     for p in problems:
         q = shuffled(p, rng.randrange(1 << 30))
+        if interaction == "multi-turn":
+            seed = rng.randrange(1 << 30) if tcfg.dead_end_rate < 1.0 else None
+            ids, model_mask = conversation_ids(tokenizer, conversation(q, turn_trace(q, config=tcfg, seed=seed)))
+            ids = ids[:max_len]
+            rows.append((ids, [t if m else -100 for t, m in zip(ids, model_mask, strict=False)]))
+            continue
         prompt = compact_prompt(q)
         seed = rng.randrange(1 << 30) if tcfg.dead_end_rate < 1.0 else None  # no extra draw otherwise: old runs repeat
         completion = compact_trace(q, config=tcfg, seed=seed)
@@ -199,7 +218,10 @@ def lr_at(step: int, cfg: SFTConfig, elapsed: float = 0.0) -> float:
 
 
 def validation_success(model, tokenizer, problems: list[Problem], cfg: SFTConfig) -> float:
-    """Greedy success rate on ``problems`` under the real verifier."""
+    """Greedy success rate on ``problems`` under the real verifier (multi-turn: episodes solved)."""
+    if cfg.interaction == "multi-turn":
+        rollouts = play_episodes(model, tokenizer, problems, max_turns=cfg.max_turns, greedy=True, batch_size=cfg.eval_batch_size)
+        return sum(r.solved for r in rollouts) / max(len(rollouts), 1)
     model.eval()
     prompts = [compact_prompt(p) for p in problems]
     outs, _ = generate(model, tokenizer, prompts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.eval_batch_size, progress=False)
@@ -325,7 +347,7 @@ def train(cfg: SFTConfig) -> dict:
     with StopRequest() as stop:  # Ctrl-C: finish the step, save a checkpoint, stop
         while step < cfg.max_steps and not stopped_by_time:
             batch_problems = [problems[rng.randrange(len(problems))] for _ in range(cfg.batch_size)]
-            input_ids, mask, labels = make_batch(batch_problems, tokenizer, tcfg, rng, cfg.max_positions)
+            input_ids, mask, labels = make_batch(batch_problems, tokenizer, tcfg, rng, cfg.max_positions, cfg.interaction)
             lr = lr_at(step, cfg, time.time() - t_start)
             for g in opt.param_groups:
                 g["lr"] = lr

@@ -163,6 +163,11 @@ class TurnReplay:
     def reward(self) -> float:
         return 1.0 if self.solved else 0.0
 
+    @property
+    def invalid_steps(self) -> int:
+        """Refused turns (the name the single-pass replay uses for its invalid move lines)."""
+        return self.invalid_turns
+
 
 def replay_turns(problem: Problem, turns: Sequence[str], *, rules: Rules | None = None,
                  max_turns: int = DEFAULT_MAX_TURNS, max_turn_chars: int = 200) -> TurnReplay:
