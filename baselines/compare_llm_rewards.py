@@ -1,14 +1,14 @@
 """Compare GRPO reward variants from the same starting model at equal steps and seeds.
 
-    python baselines/compare_llm_rewards.py                       # sparse, oracle, critic, clipo; shipped model
-    python baselines/compare_llm_rewards.py --steps 100 --seeds 0,1 --jobs 2 --test-problems 1000
+    python baselines/compare_llm_rewards.py          # the seed paper's comparison, multi-turn, 5 variants x 3 seeds
+    python baselines/compare_llm_rewards.py --interaction single-pass --variants sparse,oracle,critic,clipo --seeds 0
 
 Each (variant, seed) is one ``baselines/llm_grpo.py`` run (a subprocess; ``--jobs`` at a time, one
 CPU thread each) with identical options except ``--rewards``. Afterwards the starting model and
-every final model are evaluated on the frozen *test* split (greedy success, and sampled success
-+ pass@k at the rollout temperature). Writes ``<results>/llm_grpo_rewards.md`` (a table, the
-command, and a plain reading of the differences against their standard errors) and
-``<results>/llm_grpo_rewards.png`` (validation success vs step per variant). Finished runs of the
+every final model are evaluated on the frozen *test* split (greedy success; with ``--test-samples``
+also sampled success and pass@k at the rollout temperature). Writes ``<results>/llm_grpo_rewards_multiturn.md`` (``llm_grpo_rewards.md`` for
+single-pass: a table of mean ± SE over seeds, the command, and a plain reading of the differences
+against their standard errors) and the ``.png`` beside it (validation success vs step per variant). Finished runs of the
 same options are reused and interrupted ones resume from their last checkpoint, so re-running is
 cheap; a test result is reused only for the same model and test settings.
 """
@@ -36,28 +36,32 @@ if str(ROOT) not in sys.path:
 from baselines.llm_grpo import Options  # noqa: E402
 from countdown_gym import dataclass_cli  # noqa: E402
 
-VARIANTS = ("sparse", "oracle", "critic", "clipo")
+VARIANTS = ("sparse", "oracle", "oracle-perfect", "critic", "clipo")
+"""The seed paper's comparison: sparse, the oracle (reachable: +/- per move), the paper's perfect-move oracle,
+the learned contrastive critic, and CLIPO (dense terms summed into the outcome reward)."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     d = Options()  # llm_grpo.py's defaults, except the number of steps and the validation samples
-    p.add_argument("--model", default=d.model)
+    p.add_argument("--model", default=d.model, help="starting model (default: the shipped model of --interaction)")
+    p.add_argument("--interaction", default="multi-turn", choices=("multi-turn", "single-pass"))
+    p.add_argument("--max-turns", type=int, default=d.max_turns, help="multi-turn: the turn budget")
     p.add_argument("--preset", default=d.preset)
     p.add_argument("--prompt-style", default=d.prompt_style)
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated --rewards values")
-    p.add_argument("--seeds", default="0", help="comma-separated seeds")
-    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
+    p.add_argument("--steps", type=int, default=d.steps)
     p.add_argument("--prompts-per-step", type=int, default=d.prompts_per_step)
     p.add_argument("--num-generations", type=int, default=d.num_generations)
     p.add_argument("--max-completion-length", type=int, default=d.max_completion_length)
     p.add_argument("--learning-rate", type=float, default=d.learning_rate)
     p.add_argument("--temperature", type=float, default=d.temperature)
-    p.add_argument("--eval-interval", type=int, default=20)
-    p.add_argument("--eval-problems", type=int, default=200, help="validation problems during training")
-    p.add_argument("--eval-samples", type=int, default=4)
-    p.add_argument("--test-problems", type=int, default=400, help="test problems for the final table (0 = all)")
-    p.add_argument("--test-samples", type=int, default=2)
+    p.add_argument("--eval-interval", type=int, default=d.eval_interval)
+    p.add_argument("--eval-problems", type=int, default=d.eval_problems, help="validation problems during training")
+    p.add_argument("--eval-samples", type=int, default=0)
+    p.add_argument("--test-problems", type=int, default=1000, help="test problems for the final table (0 = all)")
+    p.add_argument("--test-samples", type=int, default=0)
     p.add_argument("--jobs", type=int, default=2, help="runs in parallel (one thread each)")
     p.add_argument("--runs-dir", default=str(ROOT / "runs" / "compare_llm"))
     p.add_argument("--results-dir", default=str(ROOT / "docs" / "results"))
@@ -66,7 +70,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "training problem), or a file")
     p.add_argument("--extra-args", default="", help="more llm_grpo.py flags for every run, e.g. '--beta 0.01'")
     args = p.parse_args(argv)
-    for name in ("steps", "jobs", "prompts_per_step", "max_completion_length"):
+    if not args.model:
+        from baselines.llm_grpo import DEFAULT_MODEL, DEFAULT_TURN_MODEL
+
+        args.model = DEFAULT_TURN_MODEL if args.interaction == "multi-turn" else DEFAULT_MODEL
+    for name in ("steps", "jobs", "prompts_per_step", "max_completion_length", "max_turns"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     return args
@@ -76,8 +84,8 @@ def run_command(args: argparse.Namespace, variant: str, seed: int) -> list[str]:
     """The ``llm_grpo.py`` command of one run."""
     return [
         sys.executable, str(ROOT / "baselines" / "llm_grpo.py"),
-        "--model", args.model, "--preset", args.preset, "--prompt-style", args.prompt_style,
-        "--rewards", variant, "--seed", str(seed), "--steps", str(args.steps),
+        "--model", args.model, "--interaction", args.interaction, "--max-turns", str(args.max_turns),
+        "--preset", args.preset, "--prompt-style", args.prompt_style, "--rewards", variant, "--seed", str(seed), "--steps", str(args.steps),
         "--prompts-per-step", str(args.prompts_per_step), "--num-generations", str(args.num_generations),
         "--max-completion-length", str(args.max_completion_length), "--learning-rate", str(args.learning_rate),
         "--temperature", str(args.temperature), "--eval-interval", str(args.eval_interval),
@@ -139,7 +147,7 @@ def test_eval(args: argparse.Namespace, model_path: str, cache: Path) -> dict[st
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
-    from baselines.llm_callbacks import evaluate_policy
+    from baselines.llm_callbacks import evaluate_policy, evaluate_turns
     from baselines.llm_grpo import load_model_and_tokenizer, make_prompt
     from countdown_gym.splits import load_split
 
@@ -148,18 +156,24 @@ def test_eval(args: argparse.Namespace, model_path: str, cache: Path) -> dict[st
     problems = load_split(args.preset, "test")
     if args.test_problems:
         problems = problems[: args.test_problems]
-    row = evaluate_policy(
-        model, tok, problems, [make_prompt(p, args.prompt_style, tok) for p in problems],
-        max_new_tokens=args.max_completion_length, samples=args.test_samples, temperature=args.temperature,
-        batch_size=64, seed=12345,
-    )
+    with torch.no_grad():
+        if args.interaction == "multi-turn":
+            row = evaluate_turns(model, tok, problems, max_turns=args.max_turns, samples=args.test_samples,
+                                 temperature=args.temperature, batch_size=256, seed=12345)
+        else:
+            row = evaluate_policy(
+                model, tok, problems, [make_prompt(p, args.prompt_style, tok) for p in problems],
+                max_new_tokens=args.max_completion_length, samples=args.test_samples, temperature=args.temperature,
+                batch_size=64, seed=12345,
+            )
     cache.write_text(json.dumps({**row, "settings": test_settings(args)}, indent=2) + "\n")
     return row
 
 
 def test_settings(args: argparse.Namespace) -> dict[str, Any]:
     """What a test evaluation depends on besides the model."""
-    names = ("preset", "prompt_style", "test_problems", "test_samples", "temperature", "max_completion_length")
+    names = ("preset", "prompt_style", "test_problems", "test_samples", "temperature", "max_completion_length",
+             "interaction", "max_turns")
     return {name: getattr(args, name) for name in names}
 
 
@@ -175,26 +189,38 @@ def _se(p: float, n: int) -> float:
     return math.sqrt(max(p * (1 - p), 1e-12) / max(n, 1))
 
 
-def reading(rows: list[dict[str, Any]], start: dict[str, Any], n: int, k: int) -> list[str]:
-    """Plain sentences: each variant against the start model and against sparse, with 2-SE judgement."""
-    out = []
+def summarise(variant: str, per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean and SE over seeds of the test greedy success, and the seeds' mean of the other figures."""
+    xs = [float(x["greedy_success"]) for x in per_seed]
+    mean = sum(xs) / len(xs)
+    n = int(per_seed[0]["problems"])
+    se = (math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) / math.sqrt(len(xs))) if len(xs) > 1 else _se(mean, n)
+    row: dict[str, Any] = {"variant": variant, "mean": mean, "se": se, "per_seed": xs}
+    for key in ("val_first", "val_last", "s_per_step"):
+        row[key] = sum(float(x[key]) for x in per_seed) / len(per_seed)
+    return row
+
+
+def reading(rows: list[dict[str, Any]], start: dict[str, Any], n: int) -> list[str]:
+    """Plain sentences: each variant against the starting model and against sparse, judged at 2 SE."""
+    out = ["Reading:", ""]
     by = {r["variant"]: r for r in rows}
     for r in rows:
-        for key, what, count in (("greedy_success", "greedy", n), ("sampled_success", f"sampled (mean of {k})", n * k)):
-            d = r[key] - start[key]
-            se = math.hypot(_se(r[key], count), _se(start[key], count))
-            verdict = "a real gain" if d > 2 * se else "a real drop" if d < -2 * se else "within noise"
-            out.append(f"- `{r['variant']}` vs the starting model, {what}: {100 * d:+.1f} points (2 SE = {200 * se:.1f}): {verdict}.")
+        d = r["mean"] - start["greedy_success"]
+        se = math.hypot(r["se"], _se(start["greedy_success"], n))
+        verdict = "a real gain" if d > 2 * se else "a real drop" if d < -2 * se else "within noise"
+        out.append(f"- `{r['variant']}` vs the starting model: {100 * d:+.1f} points (2 SE = {200 * se:.1f}): {verdict}.")
         if r["variant"] != "sparse" and "sparse" in by:
             s = by["sparse"]
-            d = r["sampled_success"] - s["sampled_success"]
-            se = math.hypot(_se(r["sampled_success"], n * k), _se(s["sampled_success"], n * k))
+            d = r["mean"] - s["mean"]
+            se = math.hypot(r["se"], s["se"])
             verdict = "better" if d > 2 * se else "worse" if d < -2 * se else "no significant difference"
-            out.append(f"- `{r['variant']}` vs `sparse`, sampled: {100 * d:+.1f} points (2 SE = {200 * se:.1f}): {verdict}.")
+            out.append(f"- `{r['variant']}` vs `sparse`: {100 * d:+.1f} points (2 SE = {200 * se:.1f}): {verdict}.")
     return out
 
 
 def plot(args: argparse.Namespace, runs: list[tuple[str, int]], path: Path) -> None:
+    """Validation greedy success vs GRPO step: each variant's mean over seeds, error bars = SE over seeds."""
     import csv
 
     import matplotlib
@@ -202,24 +228,26 @@ def plot(args: argparse.Namespace, runs: list[tuple[str, int]], path: Path) -> N
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharex=True)
-    for v, s in runs:
-        csv_path = run_path(args, v, s) / "metrics.csv"
-        if not csv_path.exists():
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for v in dict.fromkeys(v for v, _ in runs):
+        curves: dict[int, list[float]] = {}
+        for _, s in [(x, s) for x, s in runs if x == v]:
+            csv_path = run_path(args, v, s) / "metrics.csv"
+            if csv_path.exists():
+                for r in csv.DictReader(csv_path.open()):
+                    curves.setdefault(int(r["step"]), []).append(100 * float(r["greedy_success"]))
+        if not curves:
             continue
-        rows = list(csv.DictReader(csv_path.open()))
-        steps = [int(r["step"]) for r in rows]
-        label = v if len({x for _, x in runs}) == 1 else f"{v} s{s}"
-        axes[0].plot(steps, [100 * float(r["greedy_success"]) for r in rows], marker="o", label=label)
-        if rows and rows[0].get("sampled_success"):
-            axes[1].plot(steps, [100 * float(r["sampled_success"]) for r in rows], marker="o", label=label)
-    axes[0].set_title("validation greedy success")
-    axes[1].set_title(f"validation sampled success (T={args.temperature})")
-    for ax in axes:
-        ax.set_xlabel("GRPO step")
-        ax.set_ylabel("%")
-        ax.grid(alpha=0.3)
-        ax.legend()
+        steps = sorted(curves)
+        means = [sum(curves[k]) / len(curves[k]) for k in steps]
+        ses = [(math.sqrt(sum((x - m) ** 2 for x in curves[k]) / (len(curves[k]) - 1)) / math.sqrt(len(curves[k])))
+               if len(curves[k]) > 1 else 0.0 for k, m in zip(steps, means, strict=True)]
+        ax.errorbar(steps, means, yerr=ses, marker="o", capsize=3, label=v)
+    ax.set_title(f"GRPO validation success ({args.interaction}, first {args.eval_problems} validation problems)")
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("greedy success (%), mean ± SE over seeds")
+    ax.grid(alpha=0.3)
+    ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -252,56 +280,53 @@ def main(argv: list[str] | None = None) -> None:
             summ = json.loads((path / "summary.json").read_text())
             per_seed.append({**res, "val_first": summ["first"]["greedy_success"], "val_last": summ["last"]["greedy_success"],
                              "s_per_step": summ.get("seconds_per_step", float("nan"))})
-        row = {"variant": v}
-        for key in per_seed[0]:
-            row[key] = sum(float(x[key]) for x in per_seed) / len(per_seed)
-        rows.append(row)
+        rows.append(summarise(v, per_seed))
     n = int(start["problems"])
     results = Path(args.results_dir)
     results.mkdir(parents=True, exist_ok=True)
-    plot(args, runs, results / "llm_grpo_rewards.png")
+    stem = "llm_grpo_rewards" if args.interaction == "single-pass" else "llm_grpo_rewards_multiturn"
+    plot(args, runs, results / f"{stem}.png")
     cmd = "python baselines/compare_llm_rewards.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    k = args.test_samples
     weights = Path(args.model) / "model.safetensors"
     sha = hashlib.sha256(weights.read_bytes()).hexdigest() if weights.is_file() else "n/a (hub model)"
+    mode = (f"multi-turn (CountdownMultiTurn-v0, at most {args.max_turns} turns)" if args.interaction == "multi-turn"
+            else f"single-pass, prompt style `{args.prompt_style}`, max {args.max_completion_length} completion tokens")
     lines = [
-        "# GRPO reward variants on Countdown (shipped tiny model, CPU)",
+        f"# GRPO reward variants on Countdown ({Path(args.model).name}, {args.interaction}, CPU)",
         "",
         f"Command: `{cmd.strip()}` ({train_minutes:.0f} min of training wall time on this machine, "
         f"{args.jobs} run(s) in parallel, one thread each). Starting weights: `model.safetensors` SHA-256 `{sha}`.",
         "",
         f"Every run starts from `{Path(args.model).name}` with the same options and seeds ({', '.join(map(str, seeds))}): "
-        f"{args.steps} GRPO steps of {args.prompts_per_step} prompts x {args.num_generations} completions, "
-        f"lr {args.learning_rate}, temperature {args.temperature}, max {args.max_completion_length} completion tokens, "
-        f"preset `{args.preset}`, prompt style `{args.prompt_style}`, training prompts: "
-        f"{'every training problem' if args.train_pass_rates == 'none' else 'filtered by pass rate (' + args.train_pass_rates + ')'}. Test = the first {n} problems of the frozen test split; "
-        f"greedy = one greedy completion per problem, sampled = mean success of {k} samples per problem, pass@{k} = any of them.",
-        "Weights: sparse 1.0 + format 0.1 in every variant; oracle / critic add 0.5 x their mean per-move term; "
-        "clipo adds the CLIPO reward (lambda 0.2, floor -0.5). See docs/llm_grpo.md.",
+        f"{args.steps} GRPO steps of {args.prompts_per_step} prompts x {args.num_generations} rollouts, "
+        f"lr {args.learning_rate}, temperature {args.temperature}, {mode}, preset `{args.preset}`, training prompts: "
+        f"{'every training problem' if args.train_pass_rates == 'none' else 'filtered by pass rate (' + args.train_pass_rates + ')'}. "
+        f"Test = the first {n} problems of the frozen test split, greedy (one greedy episode per problem). "
+        "Nothing was tuned on the test split.",
+        "Weights: sparse 1.0 (+ format 0.1, constant in multi-turn) in every variant; oracle / oracle-perfect / critic add "
+        "0.5 x their mean per-move term; clipo adds the CLIPO reward (lambda 0.2, floor -0.5). See docs/llm_grpo.md.",
         "",
-        f"| model | val greedy start -> end | test greedy | test sampled | test pass@{k} | invalid-step frac (sampled) | s/step |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-        f"| starting model | | {100 * start['greedy_success']:.1f}% | {100 * start['sampled_success']:.1f}% | "
-        f"{100 * start['pass_at_k']:.1f}% | {start['sampled_invalid_frac']:.2f} | |",
+        "| model | test greedy, mean ± SE over seeds | per seed | val greedy start -> end | s/step |",
+        "| --- | --- | --- | --- | --- |",
+        f"| starting model | {100 * start['greedy_success']:.1f}% ± {100 * _se(start['greedy_success'], n):.1f} (binomial) | | | |",
     ]
     for r in rows:
         lines.append(
-            f"| GRPO `{r['variant']}` | {100 * r['val_first']:.1f}% -> {100 * r['val_last']:.1f}% | {100 * r['greedy_success']:.1f}% | "
-            f"{100 * r['sampled_success']:.1f}% | {100 * r['pass_at_k']:.1f}% | {r['sampled_invalid_frac']:.2f} | {r['s_per_step']:.1f} |"
+            f"| GRPO `{r['variant']}` | **{100 * r['mean']:.1f}% ± {100 * r['se']:.1f}** | "
+            f"{', '.join(f'{100 * x:.1f}%' for x in r['per_seed'])} | {100 * r['val_first']:.1f}% -> {100 * r['val_last']:.1f}% | "
+            f"{r['s_per_step']:.1f} |"
         )
     lines += [
         "",
-        f"Standard error of a success rate p on {n} problems: sqrt(p(1-p)/{n}) (about {100 * _se(0.3, n):.1f} points at p = 30%); "
-        f"sampled rates pool {n * k} samples (correlated within a problem, so the error bars below are optimistic).",
+        f"SE over seeds = standard deviation of the seeds' test success / sqrt(seeds) (with one seed: the binomial SE "
+        f"sqrt(p(1-p)/{n})). Differences beyond 2 SE are called real below.",
         "",
-        "Reading (differences beyond 2 standard errors are called real):",
+        *reading(rows, start, n),
         "",
-        *reading(rows, start, n, k),
-        "",
-        "![validation success vs step](llm_grpo_rewards.png)",
+        f"![validation success vs step]({stem}.png)",
         "",
     ]
-    (results / "llm_grpo_rewards.md").write_text("\n".join(lines))
+    (results / f"{stem}.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
 

@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tiny_lm import SHIPPED_CHECKPOINT, load_causal_lm, position_ids_from_mask  # noqa: E402
+from tiny_lm import SHIPPED_CHECKPOINT, detect_interaction, load_causal_lm, position_ids_from_mask  # noqa: E402
 
 from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.problem import Problem  # noqa: E402
@@ -297,22 +297,6 @@ def select(problems: list[Problem], cfg: EvalConfig) -> list[Problem]:
     if not chosen:
         raise SystemExit(f"--offset {cfg.offset} --limit {cfg.limit} selects no problem of {len(problems)}")
     return chosen
-
-
-def detect_interaction(model: str) -> str:
-    """The interaction a saved model was trained for: ``llm_sft.py``'s ``training.json``, or the ``options.json`` of
-    the GRPO run a ``final`` / ``best`` / ``checkpoint-N`` folder belongs to; ``single-pass`` when neither says."""
-    path = Path(model)
-    for f, key in ((path / "training.json", "sft_config"), (path.parent / "options.json", None)):
-        if f.is_file():
-            try:
-                data = json.loads(f.read_text())
-            except ValueError:
-                continue
-            data = data.get(key, {}) if key else data
-            if isinstance(data, dict) and data.get("interaction") in ("single-pass", "multi-turn"):
-                return data["interaction"]
-    return "single-pass"
 
 
 def interaction_of(cfg: EvalConfig) -> str:

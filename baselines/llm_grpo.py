@@ -35,7 +35,7 @@ from countdown_gym import dataclass_cli  # noqa: E402
 
 DEFAULT_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm")
 DEFAULT_TURN_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns")
-INTERACTIONS = ("multi-turn", "single-pass")
+INTERACTIONS = ("auto", "multi-turn", "single-pass")
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")  # TRL's GRPOConfig.loss_type
 SCALE_REWARDS = ("group", "batch", "none")
 MODEL_DTYPES = ("float32", "bfloat16", "auto")  # --model-dtype, passed to from_pretrained(dtype=...)
@@ -48,9 +48,11 @@ class Options:
     model: str = ""
     """Hugging Face causal LM: local path or hub id (default: the shipped tiny Countdown model of the interaction:
     baselines/checkpoints/countdown-tiny-lm-turns for multi-turn, countdown-tiny-lm for single-pass)."""
-    interaction: str = "multi-turn"
+    interaction: str = "auto"
     """multi-turn: one move per model turn, CountdownMultiTurn-v0 computes and answers (environment tokens are
-    masked out of the loss); single-pass: the model writes its whole search and answer in one completion."""
+    masked out of the loss); single-pass: the model writes its whole search and answer in one completion; auto:
+    single-pass for the longproc / tinyzero prompt styles, else what --model was trained for (its training.json or
+    GRPO options.json), and multi-turn for the default model."""
     max_turns: int = 16
     """Multi-turn: the turn budget of an episode (training rollouts and validation)."""
     max_turn_tokens: int = 12
@@ -152,8 +154,9 @@ def check_options(opts: Options) -> None:
     if not opts.temperature > 0:
         raise SystemExit(f"--temperature must be > 0, got {opts.temperature}")
     try:
-        styles = TURN_PROMPT_STYLES if opts.interaction == "multi-turn" else PROMPT_STYLES
-        for name, allowed in (("interaction", INTERACTIONS), ("prompt_style", styles), ("preset", sorted(SPLIT_SPEC)), ("vllm_mode", ("colocate", "server")),
+        dataclass_cli.check_choice(opts, "interaction", INTERACTIONS)
+        styles = TURN_PROMPT_STYLES if interaction(opts) == "multi-turn" else PROMPT_STYLES
+        for name, allowed in (("prompt_style", styles), ("preset", sorted(SPLIT_SPEC)), ("vllm_mode", ("colocate", "server")),
                               ("model_dtype", MODEL_DTYPES), ("loss_type", LOSS_TYPES), ("scale_rewards", SCALE_REWARDS)):
             dataclass_cli.check_choice(opts, name, allowed)
         dataclass_cli.check_min(opts, 1, "steps", "prompts_per_step", "max_completion_length", "threads", "eval_batch_size",
@@ -172,7 +175,7 @@ def check_options(opts: Options) -> None:
         raise SystemExit(f"--min-pass-rate / --max-pass-rate filter by a pass-rate file, and --train-pass-rates "
                          f"{opts.train_pass_rates} gives none for this model and preset")
     check_report_to(opts.report_to)
-    if opts.interaction == "multi-turn" and opts.use_vllm:
+    if interaction(opts) == "multi-turn" and opts.use_vllm:
         raise SystemExit("--interaction multi-turn generates with transformers turn by turn; --use-vllm is for single-pass")
     check_model(model_name(opts))
     try:
@@ -210,18 +213,31 @@ def check_vllm_available() -> None:
         )
 
 
+def interaction(opts: Options) -> str:
+    """The run's interaction, ``--interaction auto`` resolved (see :class:`Options`)."""
+    if opts.interaction != "auto":
+        return opts.interaction
+    if opts.prompt_style in ("longproc", "tinyzero"):
+        return "single-pass"
+    if not opts.model:
+        return "multi-turn"
+    from baselines.tiny_lm import detect_interaction
+
+    return detect_interaction(opts.model)
+
+
 def model_name(opts: Options) -> str:
     """``--model``, or the shipped model of the run's interaction."""
     if opts.model:
         return opts.model
-    return DEFAULT_TURN_MODEL if opts.interaction == "multi-turn" else DEFAULT_MODEL
+    return DEFAULT_TURN_MODEL if interaction(opts) == "multi-turn" else DEFAULT_MODEL
 
 
 def run_dir(opts: Options) -> Path:
     if opts.output_dir:
         return Path(opts.output_dir)
     tag = opts.rewards.replace(",", "_").replace("=", "").replace("+", "-")
-    mode = "-turns" if opts.interaction == "multi-turn" else ""
+    mode = "-turns" if interaction(opts) == "multi-turn" else ""
     return ROOT / "runs" / "llm_grpo" / f"{opts.preset}{mode}-{tag}-s{opts.seed}"
 
 
@@ -480,8 +496,8 @@ def run_card(opts: Options, rows: list[dict[str, Any]], step: int) -> str:
         "Written by `baselines/llm_grpo.py` at every checkpoint and at the end of training.",
         "",
         f"- starting model: `{model_name(opts)}`",
-        f"- interaction: `{opts.interaction}`" + (f" (at most {opts.max_turns} turns of {opts.max_turn_tokens} tokens)"
-                                                   if opts.interaction == "multi-turn" else ""),
+        f"- interaction: `{interaction(opts)}`" + (f" (at most {opts.max_turns} turns of {opts.max_turn_tokens} tokens)"
+                                                    if interaction(opts) == "multi-turn" else ""),
         f"- rewards: `{opts.rewards}` (term weights: {weights}; see docs/llm_grpo.md)",
         f"- split preset `{opts.preset}`, prompt style `{opts.prompt_style}`",
         f"- {opts.steps} steps of {opts.prompts_per_step} prompts x {opts.num_generations} completions, "
@@ -555,6 +571,7 @@ def train(opts: Options) -> dict[str, Any]:
     from countdown_gym.stop_request import StopRequest
 
     check_options(opts)
+    opts = dataclasses.replace(opts, interaction=interaction(opts))  # options.json records what ran, not "auto"
     if opts.use_vllm:
         check_vllm_available()
     torch.set_num_threads(opts.threads)
@@ -595,7 +612,7 @@ def train(opts: Options) -> dict[str, Any]:
     val_problems = load_split(opts.preset, "validation")
     if opts.eval_problems:
         val_problems = val_problems[: opts.eval_problems]
-    multi_turn = opts.interaction == "multi-turn"
+    multi_turn = interaction(opts) == "multi-turn"
     rollout_func = None
     if multi_turn:
         from countdown_gym.integrations.trl_rollout import make_rollout_func, rollout_dataset

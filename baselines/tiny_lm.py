@@ -184,6 +184,22 @@ def load_causal_lm(name: str, **kwargs: Any) -> tuple[PreTrainedModel, Any]:
     return model, tokenizer
 
 
+def detect_interaction(model: str) -> str:
+    """The interaction a saved model was trained for: ``llm_sft.py``'s ``training.json``, or the ``options.json`` of
+    the GRPO run a ``final`` / ``best`` / ``checkpoint-N`` folder belongs to; ``single-pass`` when neither says."""
+    path = Path(model)
+    for f, key in ((path / "training.json", "sft_config"), (path.parent / "options.json", None)):
+        if f.is_file():
+            try:
+                data = json.loads(f.read_text())
+            except ValueError:
+                continue
+            data = data.get(key, {}) if key else data
+            if isinstance(data, dict) and data.get("interaction") in ("single-pass", "multi-turn"):
+                return data["interaction"]
+    return "single-pass"
+
+
 def load_pretrained(path: str | Path | None = None, dtype: torch.dtype = torch.float32):
     """``(model, tokenizer)`` from a saved directory (``None``: the shipped checkpoint)."""
     from transformers import AutoTokenizer

@@ -229,7 +229,7 @@ def test_pass_rate_file_auto_uses_the_model_directory(tmp_path: Path) -> None:
     assert llm_grpo.pass_rates_file(Options(model=str(tmp_path), train_pass_rates="none")) is None
     assert llm_grpo.pass_rates_file(Options(model=str(tmp_path / "elsewhere"))) is None
     assert llm_grpo.pass_rates_file(Options(train_pass_rates=str(tmp_path / "r.jsonl"))) == tmp_path / "r.jsonl"
-    shipped = llm_grpo.pass_rates_file(Options())
+    shipped = llm_grpo.pass_rates_file(Options(interaction="single-pass"))
     assert shipped is not None and len(llm_grpo.filter_by_pass_rate(load_split("longproc-0.5k", "train"), shipped, 0.0, 1.0)) == 780
 
 
@@ -263,7 +263,7 @@ def test_clear_error_without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SystemExit, match="vLLM"):
         check_vllm_available()
     with pytest.raises(SystemExit, match="vLLM"):  # before any model is loaded
-        llm_grpo.train(Options(use_vllm=True))
+        llm_grpo.train(Options(use_vllm=True, interaction="single-pass"))
 
 
 # --- CLIPO plumbing ---------------------------------------------------------------------------
@@ -536,7 +536,8 @@ def test_prompt_token_ids_match_trl_tokenization() -> None:
 def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> None:
     from baselines import compare_llm_rewards
 
-    args = compare_llm_rewards.parse_args(["--runs-dir", str(tmp_path), "--extra-args", "--beta 0.01"])
+    args = compare_llm_rewards.parse_args(["--runs-dir", str(tmp_path), "--extra-args", "--beta 0.01", "--interaction",
+                                           "single-pass", "--variants", "sparse,oracle,critic,clipo"])
     for variant in ("sparse", "oracle", "critic", "clipo"):
         cmd = compare_llm_rewards.run_command(args, variant, 3)
         opts = parse_options(cmd[2:])
@@ -546,6 +547,13 @@ def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> No
         same = ("learning_rate", "prompts_per_step", "num_generations", "max_completion_length", "temperature", "train_pass_rates")
         assert all(getattr(opts, name) == getattr(Options(), name) for name in same)
         assert llm_grpo.pass_rates_file(opts) is not None  # the shipped model's own train_pass_rates.jsonl
+    args = compare_llm_rewards.parse_args(["--runs-dir", str(tmp_path)])  # the default: the paper's 5 variants, multi-turn
+    assert compare_llm_rewards.VARIANTS == ("sparse", "oracle", "oracle-perfect", "critic", "clipo")
+    assert (args.seeds, args.test_problems, args.interaction) == ("0,1,2", 1000, "multi-turn")
+    for variant in compare_llm_rewards.VARIANTS:
+        opts = parse_options(compare_llm_rewards.run_command(args, variant, 1)[2:])
+        assert (opts.interaction, opts.model, opts.rewards) == ("multi-turn", llm_grpo.DEFAULT_TURN_MODEL, variant)
+        assert all(getattr(opts, name) == getattr(Options(), name) for name in ("steps", "learning_rate", "max_turns"))
 
 
 def test_comparison_reuses_only_runs_and_test_results_of_the_same_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -555,7 +563,7 @@ def test_comparison_reuses_only_runs_and_test_results_of_the_same_settings(tmp_p
     from baselines import compare_llm_rewards as cmp
     from baselines import llm_callbacks
 
-    args = cmp.parse_args(["--runs-dir", str(tmp_path), "--steps", "60", "--test-problems", "3"])
+    args = cmp.parse_args(["--runs-dir", str(tmp_path), "--steps", "60", "--test-problems", "3", "--interaction", "single-pass"])
     run = cmp.run_path(args, "sparse", 0)
     run.mkdir(parents=True)
     (run / "summary.json").write_text(json.dumps({"last": {"step": 60}}))

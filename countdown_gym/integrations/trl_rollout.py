@@ -219,7 +219,8 @@ def _play_cached(model: Any, tokenizer: Any, batch: list[_Episode], *, max_turn_
         attn = torch.cat([attn, mask], dim=1)
         pos = (attn.cumsum(-1) - 1).clamp(min=0)[:, -width:]
         with torch.no_grad():
-            out = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, **{cache_arg: cache})
+            out = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1,
+                        **{cache_arg: cache})
         return out.logits[:, -1, :]
 
     logits = feed([e.prompt_ids for e in batch])

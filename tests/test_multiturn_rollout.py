@@ -1,0 +1,171 @@
+"""Multi-turn rollouts of causal LMs (countdown_gym.integrations.trl_rollout) and GRPO on them with TRL."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+from baselines import llm_grpo  # noqa: E402
+from baselines.llm_rewards import sparse_reward  # noqa: E402
+from baselines.tiny_lm import TinyLMConfig, build_model, build_tokenizer, load_pretrained, save_pretrained  # noqa: E402
+from countdown_gym import Problem, load_split  # noqa: E402
+from countdown_gym.integrations import trl_rollout  # noqa: E402
+from countdown_gym.integrations.trl_rollout import (  # noqa: E402
+    conversation_ids,
+    make_rollout_func,
+    play_episodes,
+    rollout_dataset,
+    rollout_outputs,
+)
+from countdown_gym.turn_format import turn_prompt  # noqa: E402
+from countdown_gym.turn_game import replay_turns  # noqa: E402
+from countdown_gym.turn_trace import conversation, turn_trace  # noqa: E402
+
+TURN_MODEL = Path(llm_grpo.DEFAULT_TURN_MODEL)
+
+
+def _tiny(seed: int = 0):
+    torch.manual_seed(seed)
+    tok = build_tokenizer()
+    return build_model(TinyLMConfig(hidden=32, layers=2, heads=2, intermediate=64, max_positions=512), tok), tok
+
+
+def _turn_model():
+    if not (TURN_MODEL / "model.safetensors").exists():
+        pytest.skip("the shipped multi-turn model is not built")
+    return load_pretrained(TURN_MODEL)
+
+
+def test_conversation_ids_mask_exactly_the_agent_turns() -> None:
+    tok = build_tokenizer()
+    p = Problem((21, 16, 17, 26), 46)
+    conv = conversation(p, turn_trace(p))
+    ids, mask = conversation_ids(tok, conv)
+    assert len(ids) == len(mask) and ids[0] == tok.bos_token_id
+    agent = tok.decode([t for t, m in zip(ids, mask, strict=True) if m])
+    assert agent == "".join(text + "\n" for role, text in conv if role == "agent")
+    assert tok.decode(ids, skip_special_tokens=True) == "".join(text + "\n" for _, text in conv)
+    with pytest.raises(ValueError, match="starts with the environment"):
+        conversation_ids(tok, [("agent", "21+16")])
+
+
+def test_cached_engine_equals_plain_generate_and_its_logprobs_are_the_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    model, tok = _turn_model() if TURN_MODEL.exists() else _tiny()
+    problems = load_split("longproc-0.5k", "validation")[:12]
+    fast = play_episodes(model, tok, problems, greedy=True, max_turns=8, batch_size=5)
+    monkeypatch.setattr(trl_rollout, "_cache_arg", lambda m: None)  # the transformers.generate path
+    slow = play_episodes(model, tok, problems, greedy=True, max_turns=8, batch_size=5)
+    for a, b in zip(fast, slow, strict=True):
+        assert a.turns == b.turns and a.completion_ids == b.completion_ids and a.env_mask == b.env_mask
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+    monkeypatch.undo()
+    torch.manual_seed(1)
+    sampled = play_episodes(model, tok, problems[:4], temperature=1.0, max_turns=6)
+    for r in sampled:
+        ids = torch.tensor([r.prompt_ids + r.completion_ids])
+        with torch.no_grad():
+            logp = model(ids).logits.log_softmax(-1)[0]
+        start = len(r.prompt_ids)
+        for k, (t, m, lp) in enumerate(zip(r.completion_ids, r.env_mask, r.logprobs, strict=True)):
+            if m:  # a model token: sampled at temperature 1 from the model's own distribution
+                assert lp == pytest.approx(float(logp[start + k - 1, t]), abs=1e-4)
+
+
+def test_rollout_layout_env_tokens_and_replay() -> None:
+    model, tok = _tiny()
+    problems = load_split("longproc-0.5k", "validation")[:6]
+    torch.manual_seed(0)
+    rollouts = play_episodes(model, tok, problems, temperature=1.0, max_turns=4, max_turn_tokens=5)
+    for r in rollouts:
+        assert len(r.completion_ids) == len(r.env_mask) == len(r.logprobs) == len(r.turn_index)
+        assert r.completion_ids[-1] == tok.eos_token_id and r.env_mask[-1] == 0
+        assert all((k >= 0) == bool(m) for k, m in zip(r.turn_index, r.env_mask, strict=True))
+        assert all(lp == 0.0 for lp, m in zip(r.logprobs, r.env_mask, strict=True) if not m)
+        env_text = tok.decode([t for t, m in zip(r.completion_ids, r.env_mask, strict=True) if not m], skip_special_tokens=True)
+        for reply in r.replay.replies:
+            assert reply in env_text
+        assert r.replay.turns_played == len(r.turns) <= 4
+        again = replay_turns(r.problem, r.turns, max_turns=4)
+        assert (again.solved, again.replies) == (r.replay.solved, r.replay.replies)
+    out = rollout_outputs(rollouts)
+    assert set(out) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "turn_index", "turn_replay"}
+
+
+def test_rollout_func_refuses_unknown_and_chat_prompts() -> None:
+    problems = load_split("longproc-0.5k", "train")[:3]
+    func = make_rollout_func(problems)
+    with pytest.raises(KeyError, match="not the turn prompt"):
+        func(["Numbers: [1,2] Target: 3\n"], None)
+    with pytest.raises(TypeError, match="environment_factory"):
+        func([[{"role": "user", "content": "hi"}]], None)
+    ds = rollout_dataset(problems)
+    assert ds.column_names == ["prompt", "numbers", "target"] and ds[0]["numbers"] == list(problems[0].numbers)
+
+
+def test_grpo_on_multi_turn_rollouts_masks_the_environment_and_rewards_the_verdict() -> None:
+    """Two real GRPO steps of TRL on multi-turn rollouts: environment tokens have zero loss weight and the
+    reward is the environment's verdict of the moves played."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    model, tok = _turn_model()
+    seen: list[dict[str, Any]] = []
+    rewards: list[tuple[list[float], list[float]]] = []
+
+    problems = load_split("longproc-0.5k", "train")[:40]
+    by_prompt = {turn_prompt(p): p for p in problems}
+
+    def verdict_reward(prompts, completions, completion_ids=None, **kwargs):
+        got = sparse_reward(prompts, completions, completion_ids, **kwargs)
+        # independently of the rollout's own bookkeeping: the model's tokens, cut into turns, played from scratch
+        again = []
+        for prompt, ids, index in zip(prompts, completion_ids, kwargs["turn_index"], strict=True):
+            turns = [tok.decode([t for t, j in zip(ids, index, strict=True) if j == k], skip_special_tokens=True).split("\n")[0]
+                     for k in sorted({j for j in index if j >= 0})]
+            again.append(replay_turns(by_prompt[prompt], turns, max_turns=8).reward)
+        rewards.append((got, again))
+        return got
+
+    class Recording(GRPOTrainer):
+        def _compute_loss(self, model, inputs):
+            seen.append({k: v.detach().clone() if hasattr(v, "detach") else v for k, v in inputs.items()})
+            return super()._compute_loss(model, inputs)
+
+    config = GRPOConfig(output_dir="/tmp/unused", max_steps=2, per_device_train_batch_size=8, num_generations=4,
+                        max_completion_length=256, learning_rate=1e-4, use_cpu=True, bf16=False, report_to=[],
+                        logging_steps=1, save_strategy="no", temperature=1.0, seed=0)
+    trainer = Recording(model=model, reward_funcs=[verdict_reward], args=config, train_dataset=rollout_dataset(problems),
+                        processing_class=tok, rollout_func=make_rollout_func(problems, max_turns=8))
+    trainer.train()
+    assert len(seen) == 2 and len(rewards) == 2
+    assert any(r > 0 for got, _ in rewards for r in got) and any(r == 0 for got, _ in rewards for r in got)
+    for batch, (got, again) in zip(seen, rewards, strict=True):
+        assert got == again  # the reward is the environment's verdict of the moves the model wrote
+        mask = batch["completion_mask"] * batch["tool_mask"]
+        ids = batch["completion_ids"]
+        for row in range(ids.shape[0]):
+            trained = tok.decode(ids[row][mask[row].bool()].tolist())
+            assert "[" not in trained and "=" not in trained  # replies ("= 8 [14,6,8]") never get loss weight
+            assert batch["tool_mask"][row].sum() < batch["completion_mask"][row].sum()  # there were env tokens
+
+
+def test_llm_grpo_multi_turn_run_writes_its_files(tmp_path: Path) -> None:
+    model, tok = _tiny()
+    save_pretrained(model, tok, tmp_path / "model", meta={"sft_config": {"interaction": "multi-turn"}})
+    out = tmp_path / "run"
+    opts = llm_grpo.Options(model=str(tmp_path / "model"), steps=2, prompts_per_step=2, num_generations=4, max_turns=4,
+                            eval_interval=1, eval_problems=4, eval_samples=2, output_dir=str(out), save_steps=1,
+                            train_problems=16, quiet=True, rewards="oracle")
+    assert llm_grpo.interaction(opts) == "multi-turn"  # from the model's training.json
+    summary = llm_grpo.train(opts)
+    assert summary["first"]["step"] == 0 and summary["last"]["step"] == 2
+    assert json.loads((out / "options.json").read_text())["interaction"] == "multi-turn"
+    logs = [json.loads(line) for line in (out / "train_log.jsonl").open()]
+    step_logs = [x for x in logs if "reward" in x]
+    assert len(step_logs) == 2 and "rewards/oracle_reward/mean" in step_logs[0]
+    assert "interaction: `multi-turn`" in (out / "README.md").read_text()
