@@ -39,6 +39,10 @@ from countdown_gym import dataclass_cli  # noqa: E402
 VARIANTS = ("sparse", "oracle", "oracle-perfect", "critic", "clipo")
 """The seed paper's comparison: sparse, the oracle (reachable: +/- per move), the paper's perfect-move oracle,
 the learned contrastive critic, and CLIPO (dense terms summed into the outcome reward)."""
+STEP_SUFFIX = "@step"
+"""A variant ending in ``@step`` (``oracle@step``) runs ``--rewards oracle --step-credit``: the same dense terms credited
+per turn (docs/step_credit.md) instead of summed into the outcome reward."""
+DEFAULT_VARIANTS = (*VARIANTS, "oracle" + STEP_SUFFIX)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -49,7 +53,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-turns", type=int, default=d.max_turns, help="multi-turn: the turn budget")
     p.add_argument("--preset", default=d.preset)
     p.add_argument("--prompt-style", default=d.prompt_style)
-    p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated --rewards values")
+    p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                   help=f"comma-separated --rewards values; a '{STEP_SUFFIX}' suffix adds --step-credit (multi-turn)")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
     p.add_argument("--steps", type=int, default=d.steps)
     p.add_argument("--prompts-per-step", type=int, default=d.prompts_per_step)
@@ -85,7 +90,8 @@ def run_command(args: argparse.Namespace, variant: str, seed: int) -> list[str]:
     return [
         sys.executable, str(ROOT / "baselines" / "llm_grpo.py"),
         "--model", args.model, "--interaction", args.interaction, "--max-turns", str(args.max_turns),
-        "--preset", args.preset, "--prompt-style", args.prompt_style, "--rewards", variant, "--seed", str(seed), "--steps", str(args.steps),
+        "--preset", args.preset, "--prompt-style", args.prompt_style, "--rewards", variant.removesuffix(STEP_SUFFIX),
+        *(["--step-credit"] if variant.endswith(STEP_SUFFIX) else []), "--seed", str(seed), "--steps", str(args.steps),
         "--prompts-per-step", str(args.prompts_per_step), "--num-generations", str(args.num_generations),
         "--max-completion-length", str(args.max_completion_length), "--learning-rate", str(args.learning_rate),
         "--temperature", str(args.temperature), "--eval-interval", str(args.eval_interval),
@@ -96,7 +102,7 @@ def run_command(args: argparse.Namespace, variant: str, seed: int) -> list[str]:
 
 
 def run_path(args: argparse.Namespace, variant: str, seed: int) -> Path:
-    return Path(args.runs_dir) / f"{variant.replace('+', '-')}-s{seed}"
+    return Path(args.runs_dir) / f"{variant.replace('+', '-').replace(STEP_SUFFIX, '-step')}-s{seed}"
 
 
 def finished(args: argparse.Namespace, variant: str, seed: int) -> bool:

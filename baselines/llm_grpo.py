@@ -122,6 +122,12 @@ class Options:
     max_pass_rate: float = 1.0
     clipo_lambda: float = 0.2
     clipo_warmup_steps: int = 0
+    step_credit: bool = False
+    """Multi-turn: credit the dense terms of --rewards (oracle, oracle_perfect, critic) to the tokens of the turn that
+    earned them (TRL's outcome advantage plus a per-turn leave-one-out advantage of their discounted return-to-go,
+    docs/step_credit.md) instead of adding their mean over the moves to the scalar reward."""
+    step_credit_gamma: float = 1.0
+    """Discount of the per-turn return-to-go with --step-credit (1: a turn is credited with all the turns after it)."""
     report_to: str = "none"
     """Where TRL also logs: none, all, or a comma-separated list such as tensorboard,wandb."""
     quiet: bool = False
@@ -182,6 +188,15 @@ def check_options(opts: Options) -> None:
         parse_reward_spec(opts.rewards)
     except ValueError as exc:
         raise SystemExit(f"--rewards: {exc}") from None
+    if opts.step_credit:
+        from baselines.step_credit import STEP_TERMS, split_reward_spec
+
+        if interaction(opts) != "multi-turn":
+            raise SystemExit("--step-credit credits the turns of multi-turn rollouts: it needs --interaction multi-turn")
+        if not split_reward_spec(parse_reward_spec(opts.rewards))[1]:
+            raise SystemExit(f"--step-credit needs a dense term ({', '.join(STEP_TERMS)}) in --rewards, got {opts.rewards!r}")
+        if not 0.0 <= opts.step_credit_gamma <= 1.0:
+            raise SystemExit(f"--step-credit-gamma must be in [0, 1], got {opts.step_credit_gamma}")
 
 
 def check_report_to(report_to: str) -> None:
@@ -238,7 +253,8 @@ def run_dir(opts: Options) -> Path:
         return Path(opts.output_dir)
     tag = opts.rewards.replace(",", "_").replace("=", "").replace("+", "-")
     mode = "-turns" if interaction(opts) == "multi-turn" else ""
-    return ROOT / "runs" / "llm_grpo" / f"{opts.preset}{mode}-{tag}-s{opts.seed}"
+    credit = "-step" if opts.step_credit else ""
+    return ROOT / "runs" / "llm_grpo" / f"{opts.preset}{mode}-{tag}{credit}-s{opts.seed}"
 
 
 # --- model, prompts, dataset ------------------------------------------------------------------
@@ -396,6 +412,10 @@ def build_grpo_config(opts: Options, output_dir: Path | None = None) -> Any:
             f"number of processes ({ws})"
         )
     weights = {**MONITORED, **parse_reward_spec(opts.rewards)}
+    if opts.step_credit:  # the dense terms are credited per turn (StepCreditGRPOTrainer), not added to the scalar reward
+        from baselines.step_credit import split_reward_spec
+
+        weights = split_reward_spec(weights)[0]
     kwargs: dict[str, Any] = dict(
         output_dir=str(output_dir or run_dir(opts)),
         max_steps=opts.steps,
@@ -642,7 +662,16 @@ def train(opts: Options) -> dict[str, Any]:
     if clipo is not None:
         callbacks.append(ClipoCheckpointCallback(clipo.clipo))
     callbacks.append(RunCardCallback(out / "README.md", lambda step: run_card(opts, validation.rows, step)))
-    trainer = GRPOTrainer(
+    trainer_class: Any = GRPOTrainer
+    credit: dict[str, Any] = {}
+    if opts.step_credit:
+        from baselines.llm_rewards import CriticReward
+        from baselines.step_credit import StepCreditGRPOTrainer, split_reward_spec
+
+        trainer_class = StepCreditGRPOTrainer
+        credit = {"step_weights": split_reward_spec(reward_terms(opts))[1], "step_gamma": opts.step_credit_gamma,
+                  "critic": next((f.critic for f in funcs if isinstance(f, CriticReward)), None)}
+    trainer = trainer_class(
         model=model,
         reward_funcs=funcs,
         args=config,
@@ -650,6 +679,7 @@ def train(opts: Options) -> dict[str, Any]:
         processing_class=tokenizer,
         callbacks=callbacks,
         rollout_func=rollout_func,
+        **credit,
     )
     if clipo is not None:
         clipo.bind(trainer)

@@ -550,10 +550,14 @@ def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> No
     args = compare_llm_rewards.parse_args(["--runs-dir", str(tmp_path)])  # the default: the paper's 5 variants, multi-turn
     assert compare_llm_rewards.VARIANTS == ("sparse", "oracle", "oracle-perfect", "critic", "clipo")
     assert (args.seeds, args.test_problems, args.interaction) == ("0,1,2", 1000, "multi-turn")
-    for variant in compare_llm_rewards.VARIANTS:
+    assert args.variants.split(",") == [*compare_llm_rewards.VARIANTS, "oracle@step"]
+    for variant in args.variants.split(","):
         opts = parse_options(compare_llm_rewards.run_command(args, variant, 1)[2:])
-        assert (opts.interaction, opts.model, opts.rewards) == ("multi-turn", llm_grpo.DEFAULT_TURN_MODEL, variant)
+        rewards = variant.removesuffix("@step")
+        assert (opts.interaction, opts.model, opts.rewards, opts.step_credit) == (
+            "multi-turn", llm_grpo.DEFAULT_TURN_MODEL, rewards, variant.endswith("@step"))
         assert all(getattr(opts, name) == getattr(Options(), name) for name in ("steps", "learning_rate", "max_turns"))
+    assert compare_llm_rewards.run_path(args, "oracle@step", 2).name == "oracle-step-s2"
 
 
 def test_comparison_reuses_only_runs_and_test_results_of_the_same_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,6 +13,7 @@ imported inside the functions, so ``import countdown_gym`` stays light.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -200,11 +201,10 @@ def _play_cached(model: Any, tokenizer: Any, batch: list[_Episode], *, max_turn_
     it would alone.
     """
     import torch
-    from transformers import DynamicCache
 
     rows = len(batch)
     attn = torch.zeros((rows, 0), dtype=torch.long, device=device)
-    cache = DynamicCache()
+    cache = _growing_cache()
     stop_t = torch.tensor(stop, device=device)
 
     def feed(blocks: list[list[int]]) -> Any:
@@ -253,6 +253,45 @@ def _play_cached(model: Any, tokenizer: Any, batch: list[_Episode], *, max_turn_
             col = [[] for _ in batch]
         logits = feed([c + (_answer(e, tokenizer, toks[i], lps[i], eos) if live[i] else [])
                        for i, (e, c) in enumerate(zip(batch, col, strict=True))])
+
+
+@functools.cache
+def _growing_layer_class() -> type:
+    """A KV-cache layer that writes into a buffer doubled when full (``transformers``' ``DynamicLayer`` concatenates
+    on every token: quadratic copying over a long multi-turn episode, half the rollout time of the embedded model)."""
+    from transformers.cache_utils import DynamicLayer
+
+    class GrowingLayer(DynamicLayer):
+        def lazy_initialization(self, key_states: Any, value_states: Any) -> None:
+            super().lazy_initialization(key_states, value_states)
+            self._kbuf = self._vbuf = None
+            self._len = 0
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            n, w = self._len, key_states.shape[-2]
+            if self._kbuf is None or n + w > self._kbuf.shape[-2]:
+                cap = max(2 * (n + w), 64)
+                kbuf = key_states.new_empty((*key_states.shape[:-2], cap, key_states.shape[-1]))
+                vbuf = value_states.new_empty((*value_states.shape[:-2], cap, value_states.shape[-1]))
+                if n:
+                    kbuf[..., :n, :] = self._kbuf[..., :n, :]
+                    vbuf[..., :n, :] = self._vbuf[..., :n, :]
+                self._kbuf, self._vbuf = kbuf, vbuf
+            self._kbuf[..., n : n + w, :] = key_states
+            self._vbuf[..., n : n + w, :] = value_states
+            self._len = n + w
+            self.keys, self.values = self._kbuf[..., : self._len, :], self._vbuf[..., : self._len, :]
+            return self.keys, self.values
+
+    return GrowingLayer
+
+
+def _growing_cache() -> Any:
+    from transformers.cache_utils import Cache
+
+    return Cache(layer_class_to_replicate=_growing_layer_class())
 
 
 def _answer(e: _Episode, tokenizer: Any, toks: list[int], lps: list[float], eos: int | None) -> list[int]:
