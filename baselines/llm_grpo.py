@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import importlib.util
 import json
+import math
 import os
 import shlex
 import sys
@@ -83,7 +84,7 @@ class Options:
     seed: int = 0
     eval_interval: int = 15
     """Validate every N steps (and at the start and the end); 0 = only start and end."""
-    eval_problems: int = 100
+    eval_problems: int = 200
     """Validation problems used (first N of the frozen split; 0 = all)."""
     eval_samples: int = 2
     """Sampled completions per validation problem (sampled success and pass@k); 0 = greedy only."""
@@ -718,9 +719,15 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(130)  # stopped by Ctrl-C; train() said where the checkpoint is
     first, last = summary.get("first"), summary.get("last")
     if first and last:
+        n = int(first["problems"])
+
+        def se(p: float) -> str:  # the binomial standard error of a success rate on n problems
+            return f"± {math.sqrt(max(p * (1 - p), 0.0) / max(n, 1)):.1%}"
+
         print(
-            f"validation success (greedy, {first['problems']} problems): start {first['greedy_success']:.1%} "
-            f"(step {first['step']}) -> final {last['greedy_success']:.1%} (step {last['step']})"
+            f"validation success (greedy, first {n} validation problems, {interaction(opts)}): start "
+            f"{first['greedy_success']:.1%} {se(first['greedy_success'])} (step {first['step']}) -> final "
+            f"{last['greedy_success']:.1%} {se(last['greedy_success'])} (step {last['step']})"
         )
         best = summary.get("best")
         if best:
