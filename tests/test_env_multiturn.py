@@ -1,0 +1,145 @@
+"""CountdownMultiTurn-v0, its game (turn_game), grammar (turn_format) and turn traces (turn_trace)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import countdown_gym  # noqa: F401  (registers the environments)
+from countdown_gym import Problem, load_split, verify
+from countdown_gym.compact_trace import CompactTraceConfig
+from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
+from countdown_gym.turn_format import parse_turn, turn_prompt
+from countdown_gym.turn_game import UNDO_MOVE, TurnEpisode, replay_turns
+from countdown_gym.turn_trace import conversation, turn_trace
+from countdown_gym.wrappers import OracleReward
+from countdown_gym.wrappers.terms import oracle_term
+
+P = Problem((21, 16, 17, 26), 46)
+
+
+def _env(**kw) -> CountdownMultiTurnEnv:
+    env = CountdownMultiTurnEnv(problems=[P], **kw)
+    env.reset(seed=0)
+    return env
+
+
+def test_every_reply_form_and_the_winning_reward() -> None:
+    env = _env(render_mode="ansi")
+    assert env.step("21+16") [0] == "= 37 [17,26,37]"
+    assert env.step("26 + 17 = 43")[0] == "= 43 [37,43]"
+    obs, reward, terminated, truncated, info = env.step("43+37")
+    assert (obs, reward, terminated, truncated) == ("= 80 [80] miss", 0.0, False, False)  # a dead end, not the end
+    assert env.step("undo")[0] == "undone [37,43]"
+    assert env.step("UNDO")[0] == "undone [17,26,37]"
+    assert env.step("26-17")[0] == "= 9 [37,9]"
+    obs, reward, terminated, truncated, info = env.step("37+9")
+    assert (obs, reward, terminated, truncated) == ("= 46 [46] solved", 1.0, True, False)
+    assert info["is_success"] and info["verdict"].correct
+    assert reward == verify(P, "<Solution>\n21 + 16 = 37\n26 - 17 = 9\n37 + 9 = 46\n</Solution>").reward
+    assert env.render() == env.transcript() and env.transcript().startswith("Numbers: [21,16,17,26] Target: 46\n21+16\n")
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step("undo")
+
+
+def test_give_up_and_turn_limit() -> None:
+    env = _env()
+    obs, reward, terminated, truncated, info = env.step("give up")
+    assert (obs, reward, terminated, truncated, info["is_success"]) == ("gave up [21,16,17,26]", 0.0, True, False, False)
+    env = _env(max_turns=2)
+    env.step("21+16")
+    obs, reward, terminated, truncated, _ = env.step("hello")
+    assert obs == "error malformed [17,26,37] turn limit" and (reward, terminated, truncated) == (0.0, False, True)
+
+
+@pytest.mark.parametrize(("turn", "reason"), [
+    ("hello", "malformed"),
+    ("", "empty_turn"),
+    ("   ", "empty_turn"),
+    ("99+1", "operand_unavailable"),
+    ("21+21", "operand_unavailable"),  # one 21 only
+    ("21/16", "non_integer_result"),
+    ("16-21", "negative_result"),
+    ("26*21*17", "malformed"),
+    ("21^2", "malformed"),
+    ("04+21", "malformed"),  # the verifier's literal rules: no leading zero
+    ("\uff12\uff11+16", "malformed"),  # full-width digits
+    ("21+16=38", "arithmetic_error"),
+    ("undo", "nothing_to_undo"),
+    ("x" * 10_000_000, "turn_too_long"),
+])
+def test_bad_turns_are_refused_with_a_reason_and_change_nothing(turn: str, reason: str) -> None:
+    env = _env()
+    obs, reward, terminated, truncated, info = env.step(turn)
+    assert obs == f"error {reason} [21,16,17,26]" and (reward, terminated, truncated) == (0.0, False, False)
+    assert info["state"] == (21, 16, 17, 26) and info["valid"] is False and info["reason"] == reason
+    assert info["invalid_turns"] == 1
+    for t in info["transitions"]:  # a refused move is recorded, never applied
+        assert t["valid"] is False and t["next_state"] is None
+
+
+def test_out_of_range_results_and_non_string_actions() -> None:
+    env = CountdownMultiTurnEnv(problems=[((1999, 2, 3, 4), 10)])
+    env.reset(seed=0)
+    assert env.step("1999+2")[0] == "error exceeds_limit [1999,2,3,4]"
+    with pytest.raises(ValueError, match="must be a str"):
+        env.step(42)
+    with pytest.raises(ValueError, match="one line"):
+        env.step("1999+2\n3+4")
+    with pytest.raises(ValueError, match="max_turns"):
+        CountdownMultiTurnEnv(max_turns=0)
+    with pytest.raises(ValueError, match="prompt"):
+        CountdownMultiTurnEnv(prompt="nosuch")
+    with pytest.raises(TypeError):
+        parse_turn(None)  # type: ignore[arg-type]
+
+
+def test_transition_records_keep_the_contract_and_undo_is_a_transition() -> None:
+    ep = TurnEpisode(P)
+    move = ep.play("21+16").transitions[0]
+    assert move == {"state": (21, 16, 17, 26), "move": (21, "+", 16, 37), "next_state": (17, 26, 37), "target": 46,
+                    "valid": True, "reason": "ok", "rules": P.rules, "turn": 0}
+    back = ep.play("undo").transitions[0]
+    assert back["move"] == UNDO_MOVE and back["state"] == (17, 26, 37) and back["next_state"] == (21, 16, 17, 26)
+    assert ep.play("what").transitions == []  # an unreadable turn states no move
+    assert oracle_term(move, "perfect") == 1.0 and oracle_term(back, "reachable") == 1.0
+
+
+def test_check_env_seeding_and_vector_env() -> None:
+    check_env(gym.make("CountdownMultiTurn-v0").unwrapped)
+    a, b = gym.make("CountdownMultiTurn-v0"), gym.make("CountdownMultiTurn-v0")
+    assert [a.reset(seed=s)[0] for s in range(5)] == [b.reset(seed=s)[0] for s in range(5)]
+    envs = gym.make_vec("CountdownMultiTurn-v0", num_envs=3, vectorization_mode="sync")
+    obs, _ = envs.reset(seed=0)
+    assert len(obs) == 3 and all(o.startswith("Numbers: [") for o in obs)
+    obs, rewards, terminated, truncated, _ = envs.step(("undo", "undo", "give up"))
+    assert list(terminated) == [False, False, True]
+    envs.close()
+
+
+def test_the_oracle_wrapper_works_unchanged() -> None:
+    env = OracleReward(CountdownMultiTurnEnv(problems=[P]), mode="reachable", scale=0.5)
+    env.reset(seed=0)
+    _, r1, *_ , i1 = env.step("21+16")   # valid, target still reachable
+    _, r2, *_ , i2 = env.step("26*17")   # valid, [37, 442]: 46 is out of reach
+    _, r3, *_ , i3 = env.step("99+1")    # refused
+    assert (r1, r2, r3) == (0.5, -0.5, -0.5)
+    assert i1["reward_terms"]["oracle"] == 0.5 and i3["reward_terms"]["oracle"] == -0.5
+
+
+def test_instruct_prompt_names_the_rules_and_the_grammar() -> None:
+    text = turn_prompt(P, "instruct", max_turns=16)
+    assert "46" in text and "[21,16,17,26]" in text and "undo" in text and "16 turns" in text
+    env = CountdownMultiTurnEnv(problems=[P], prompt="instruct")
+    assert env.reset(seed=0)[0] == text.rstrip("\n")
+
+
+@pytest.mark.parametrize("config", [CompactTraceConfig(), CompactTraceConfig(dead_ends=(1, 0))])
+def test_turn_traces_replay_to_solved(config: CompactTraceConfig) -> None:
+    for i, p in enumerate(load_split("longproc-0.5k", "test")[:200]):
+        turns = turn_trace(p, config=config, seed=i)
+        replay = replay_turns(p, turns, max_turns=len(turns))
+        assert replay.solved and replay.turns_played == len(turns) and replay.invalid_turns == 0
+    conv = conversation(P, turn_trace(P))
+    assert [role for role, _ in conv[:3]] == ["env", "agent", "env"] and conv[-1][1].endswith("solved")
