@@ -434,9 +434,11 @@ def submission_fields(cfg: EvalConfig, command: str, params: str) -> dict:
         agent=_agent_name(cfg), authors=cfg.authors, model=cfg.model, model_size=params, method=cfg.method,
         reward_variant=cfg.reward_variant, preset=cfg.preset, split=cfg.split,
         sampling={"k": n, "temperature": cfg.temperature if cfg.k else 0.0, "first_answer": "greedy"},
-        compute=f"CPU, {cfg.threads} thread(s)", command=command,
-        notes=(f"answer 1 is the greedy completion, answers 2..{n} are samples at temperature {cfg.temperature}"
-               if n > 1 else "greedy completion"),
+        compute=f"CPU, {cfg.threads} thread(s)", command=command, interaction=interaction_of(cfg),
+        notes=((f"multi-turn (CountdownMultiTurn-v0, at most {cfg.max_turns} turns): each answer is the <Solution> block of "
+                "the moves an episode played; " if interaction_of(cfg) == "multi-turn" else "")
+               + (f"answer 1 is the greedy completion, answers 2..{n} are samples at temperature {cfg.temperature}"
+                  if n > 1 else "greedy completion")),
     )
 
 

@@ -72,6 +72,9 @@ class Options:
     """Group size G: completions per prompt."""
     prompts_per_step: int = 16
     """Prompts per step (the generation batch is prompts_per_step * num_generations completions)."""
+    micro_batch_size: int = 32
+    """Completions per forward/backward pass on each process (gradient accumulation makes up the step's batch;
+    the step is unchanged, the peak memory smaller); 0 = the whole step's completions at once."""
     max_completion_length: int = 192
     """Token budget of a completion."""
     learning_rate: float = 5e-5
@@ -109,8 +112,8 @@ class Options:
     away) | auto (the checkpoint's own dtype)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, about 20% slower); TRL's own default is on."""
-    threads: int = 1
-    """torch CPU threads (the machine is shared: keep 1-2)."""
+    threads: int = 2
+    """torch CPU threads (this machine has 2 cores; the comparison runs two jobs of one thread each)."""
     train_problems: int = 0
     """Use only the first N training problems (0 = all; after the pass-rate filter)."""
     train_pass_rates: str = "auto"
@@ -169,7 +172,7 @@ def check_options(opts: Options) -> None:
         dataclass_cli.check_min(opts, 1, "steps", "prompts_per_step", "max_completion_length", "threads", "eval_batch_size",
                                 "max_turns", "max_turn_tokens")
         dataclass_cli.check_min(opts, 0, "learning_rate", "beta", "eval_interval", "eval_problems", "eval_samples",
-                                "save_steps", "train_problems")
+                                "save_steps", "train_problems", "micro_batch_size")
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
     if opts.num_generations < 2:
@@ -412,6 +415,11 @@ def build_grpo_config(opts: Options, output_dir: Path | None = None) -> Any:
             f"prompts_per_step * num_generations = {completions} completions per step must be divisible by the "
             f"number of processes ({ws})"
         )
+    per_process = completions // ws
+    micro = per_process if not opts.micro_batch_size else min(opts.micro_batch_size, per_process)
+    if per_process % micro:
+        raise SystemExit(f"--micro-batch-size {opts.micro_batch_size} must divide the {per_process} completions of a step "
+                         "on each process")
     weights = {**MONITORED, **parse_reward_spec(opts.rewards)}
     if opts.step_credit:  # the dense terms are credited per turn (StepCreditGRPOTrainer), not added to the scalar reward
         from baselines.step_credit import split_reward_spec
@@ -420,8 +428,8 @@ def build_grpo_config(opts: Options, output_dir: Path | None = None) -> Any:
     kwargs: dict[str, Any] = dict(
         output_dir=str(output_dir or run_dir(opts)),
         max_steps=opts.steps,
-        per_device_train_batch_size=completions // ws,
-        gradient_accumulation_steps=1,
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=per_process // micro,
         num_generations=opts.num_generations,
         max_completion_length=opts.max_completion_length,
         learning_rate=opts.learning_rate,

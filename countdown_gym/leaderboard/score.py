@@ -26,7 +26,7 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -261,6 +261,11 @@ def _group_key(group: tuple[str, str]) -> tuple[str, int]:
     return (preset, order.get(split, len(SPLITS)))
 
 
+def interaction(header: Mapping[str, Any]) -> str:
+    """How a submission's answers were produced: its ``interaction`` field, else what its answer kind implies."""
+    return header.get("interaction") or ("moves" if header.get("answer_kind") == "moves" else "single-pass")
+
+
 def ranked(scores: Iterable[Scores]) -> dict[tuple[str, str], list[tuple[int, Scores]]]:
     """``(preset, split) -> [(rank, scores), ...]``: by pass@1, then pass@k, per-sample, name.
 
@@ -307,15 +312,16 @@ def render_markdown(results: list[Scores | Rejection], base: Path, png_name: str
             "",
             f"## {preset} / {split} ({n} problems)",
             "",
-            "| rank | agent | method | model (size) | reward | pass@1 | pass@k | per-sample | invalid steps | length | answers | authors | command | file |",
-            "| ---: | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
+            "| rank | agent | method | mode | model (size) | reward | pass@1 | pass@k | per-sample | invalid steps | length | answers | authors | command | file |",
+            "| ---: | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
         ]
         for rank, s in rows:
             h = s.header
             passk = "-" if s.pass_at_k is None else f"{s.pass_at_k:.3f} (k={s.k})"
             rel = _rel(s.path, base)
             out.append(
-                f"| {rank} | {_md(h['agent'], 40)} | {_md(h['method'], 60)} | {_md(h['model'], 40)} ({_md(h['model_size'], 20)}) "
+                f"| {rank} | {_md(h['agent'], 40)} | {_md(h['method'], 60)} | {interaction(h)} "
+                f"| {_md(h['model'], 40)} ({_md(h['model_size'], 20)}) "
                 f"| {_md(h['reward_variant'], 30)} | {s.pass_at_1:.3f} | {passk} | {s.per_sample:.3f} "
                 f"| {_fmt(s.invalid_step_rate)} | {s.mean_length:.0f} | {s.num_answers} | {_md(h['authors'], 60)} "
                 f"| `{_md(h['command'], 200)}` | [{_md(Path(rel).name, 60)}]({rel}) |"

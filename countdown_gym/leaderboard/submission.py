@@ -286,6 +286,7 @@ def build_header(
     claimed: Mapping[str, float] | None = None,
     notes: str | None = None,
     date: str | None = None,
+    interaction: str | None = None,
 ) -> dict[str, Any]:
     """The header object of a submission (the split hash and package version filled in)."""
     from countdown_gym import __version__
@@ -313,6 +314,8 @@ def build_header(
         header["claimed"] = {str(k): float(v) for k, v in claimed.items()}
     if notes:
         header["notes"] = notes
+    if interaction:
+        header["interaction"] = interaction
     return header
 
 
@@ -338,6 +341,7 @@ def write_submission(
     claimed_correct: Sequence[Sequence[bool]] | Mapping[str, Sequence[bool]] | None = None,
     notes: str | None = None,
     date: str | None = None,
+    interaction: str | None = None,
 ) -> Path:
     """Write a submission for ``preset``/``split`` and check it by reading it back.
 
@@ -357,6 +361,8 @@ def write_submission(
         claimed: Your own measured numbers (e.g. ``{"pass@1": 0.93}``); reported, never ranked.
         claimed_correct: Optional per-answer self-assessment, same layout as ``answers``.
         date: ``YYYY-MM-DD``; defaults to today (UTC).
+        interaction: ``"single-pass"``, ``"multi-turn"`` or ``"moves"`` (how the answers were produced; shown
+            in the table); omitted: single-pass for completions, moves for move sequences.
 
     Returns the path written. Raises ``ValueError`` for answers that do not fit the split and
     :class:`SubmissionError` if the written file would not pass :func:`read_submission`.
@@ -394,7 +400,7 @@ def write_submission(
     header = build_header(
         agent=agent, authors=authors, model=model, model_size=model_size, method=method,
         reward_variant=reward_variant, preset=preset, split=split, sampling=sampling, compute=compute,
-        command=command, answer_kind=kinds.pop(), claimed=claimed, notes=notes, date=date,
+        command=command, answer_kind=kinds.pop(), claimed=claimed, notes=notes, date=date, interaction=interaction,
     )  # fmt: skip
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
