@@ -610,7 +610,12 @@ def train(opts: Options) -> dict[str, Any]:
         print(f"--resume: no checkpoint in {out}; starting from scratch", flush=True)
     saved = out / "options.json"
     if resume_from is not None and saved.is_file():  # only ever continue a run of the same configuration
-        changed = dataclass_cli.changed_options(json.loads(saved.read_text()), opts, RESUMABLE_CHANGES)
+        before = json.loads(saved.read_text())
+        before.setdefault("interaction", "single-pass")  # runs saved before the multi-turn mode existed
+        if before["interaction"] == "auto":
+            before["interaction"] = interaction(dataclasses.replace(
+                opts, **{k: before[k] for k in ("model", "prompt_style") if k in before}, interaction="auto"))
+        changed = dataclass_cli.changed_options(before, opts, RESUMABLE_CHANGES)
         if changed:
             raise SystemExit(f"--resume: {out} holds a run with other options ({', '.join(changed)}); use another --output-dir")
     dataclass_cli.output_dir(out, f"--output-dir {out}")

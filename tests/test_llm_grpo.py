@@ -361,7 +361,8 @@ def test_two_grpo_steps_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     card = (out / "README.md").read_text()  # ours, not TRL's generic model card
     assert card.startswith("# GRPO run `run`") and "trained steps so far: 3" in card and "| 3 |" in card
     command = card.split("```bash\n")[1].split("\n```")[0]
-    assert llm_grpo.parse_options(shlex.split(command)[2:]) == dataclasses.replace(opts, resume=False)
+    # the card records what ran: --interaction auto resolved (a model without training.json: single-pass)
+    assert llm_grpo.parse_options(shlex.split(command)[2:]) == dataclasses.replace(opts, resume=False, interaction="single-pass")
     if rewards == "clipo":  # a checkpoint without its CLIPO head (a save cut short) is not resumed with a fresh head
         (out / "checkpoint-3" / "clipo_head.pt").unlink()
         opts.steps = 4
