@@ -152,12 +152,7 @@ def evaluate_policy(
                 )
     finally:
         model.train(was_training)
-    seconds = time.perf_counter() - t0
-    row["mean_completion_tokens"] = tokens / max(1, len(problems) * (1 + samples))
-    row["eval_seconds"] = seconds
-    row["tokens_per_s"] = tokens / seconds if seconds > 0 else 0.0
-    row["generated_tokens"] = tokens
-    return row
+    return _with_timing(row, tokens, time.perf_counter() - t0, len(problems) * (1 + samples))
 
 
 def evaluate_turns(
@@ -195,8 +190,12 @@ def evaluate_turns(
             row["sampled_success"] = _frac(r.solved for r in sampled)
             row["pass_at_k"] = _frac(any(r.solved for r in sampled[i * samples:(i + 1) * samples]) for i in range(len(problems)))
             row["sampled_invalid_frac"] = _frac(r.replay.invalid_turns > 0 for r in sampled)
-    seconds = time.perf_counter() - t0
-    row["mean_completion_tokens"] = tokens / max(1, len(problems) * (1 + samples))
+    return _with_timing(row, tokens, time.perf_counter() - t0, len(problems) * (1 + samples))
+
+
+def _with_timing(row: dict[str, float], tokens: int, seconds: float, generations: int) -> dict[str, float]:
+    """``row`` with the evaluation's token and time figures."""
+    row["mean_completion_tokens"] = tokens / max(1, generations)
     row["eval_seconds"] = seconds
     row["tokens_per_s"] = tokens / seconds if seconds > 0 else 0.0
     row["generated_tokens"] = tokens

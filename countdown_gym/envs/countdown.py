@@ -441,13 +441,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
     # ---- Gymnasium API ----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
-        problem = None
-        if options:
-            unknown = set(options) - {"problem"}
-            if unknown:
-                raise ValueError(f"unknown reset options {sorted(unknown)}; the only option is 'problem'")
-            if options.get("problem") is not None:
-                problem = self.source.coerce(options["problem"])
+        problem = self.source.reset_option(options)
         if seed is not None:
             self._uniforms = []
         if problem is None:

@@ -112,11 +112,7 @@ class CountdownMultiTurnEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        options = options or {}
-        unknown = set(options) - {"problem"}
-        if unknown:
-            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; the only option is 'problem'")
-        problem = self.source.coerce(options["problem"]) if options.get("problem") is not None else self.source.sample(self.np_random)
+        problem = self.source.reset_option(options) or self.source.sample(self.np_random)
         prompt = turn_prompt(problem, self.prompt_style, self.max_turns).rstrip("\n")
         if len(prompt) > self.max_prompt_chars:
             raise ValueError(f"the prompt of {problem} has {len(prompt)} characters, more than max_prompt_chars={self.max_prompt_chars}")

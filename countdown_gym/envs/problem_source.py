@@ -137,6 +137,15 @@ class ProblemSource:
             raise ValueError("sample_indices needs a pool source (fixed problems or a frozen split)")
         return rng.integers(len(self.pool), size=n)
 
+    def reset_option(self, options: Mapping[str, Any] | None) -> Problem | None:
+        """The problem ``reset(options=...)`` asks for (coerced), or ``None`` to draw one; a ``ValueError`` for
+        any option but ``problem`` (the one home of the single-env environments' reset options)."""
+        options = options or {}
+        unknown = set(options) - {"problem"}
+        if unknown:
+            raise ValueError(f"unknown reset options {sorted(unknown)}; the only option is 'problem'")
+        return self.coerce(options["problem"]) if options.get("problem") is not None else None
+
     def coerce(self, obj: ProblemLike) -> Problem:
         """A caller's problem (``reset(options={"problem": ...})``) as a playable Problem.
 

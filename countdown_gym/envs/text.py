@@ -858,14 +858,7 @@ class CountdownTextEnv(gym.Env):
     # -- gymnasium API --
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
-        options = options or {}
-        unknown = set(options) - {"problem"}
-        if unknown:
-            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; the only option is 'problem'")
-        if options.get("problem") is not None:
-            problem = self.source.coerce(options["problem"])
-        else:
-            problem = self.source.sample(self.np_random)
+        problem = self.source.reset_option(options) or self.source.sample(self.np_random)
         prompt = build_prompt(problem, self.prompt_style, **self.prompt_kwargs)
         if len(prompt) > self.max_prompt_chars:  # refused before any state changes
             raise ValueError(
