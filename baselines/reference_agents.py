@@ -36,6 +36,7 @@ from countdown_gym.leaderboard.agents import submit_policy
 from countdown_gym.leaderboard.submission import MAX_ANSWERS
 from countdown_gym.solver import apply_move, reachable
 from countdown_gym.splits import SPLIT_SPEC, SPLITS
+from countdown_gym.turn_format import format_move
 
 
 def slots_of(mask: np.ndarray) -> int:
@@ -83,6 +84,31 @@ class SolverPolicy:
             if r is not None and reachable(apply_move(state, i, j, r), problem.target, rules):
                 return int(a)
         return int(legal[0])
+
+
+class TurnSolverPolicy:
+    """A multi-turn text policy (``CountdownMultiTurn-v0``): the first move after which the target is
+    still reachable, written as a turn (``"21+16"``); ``give up`` on an unsolvable start.
+
+    ``python -m countdown_gym.leaderboard submit --interaction multi-turn --policy
+    baselines/reference_agents.py:TurnSolverPolicy ...`` (the upper bound of the multi-turn mode).
+    """
+
+    def __init__(self, seed: int = 0) -> None:
+        del seed  # deterministic
+
+    def __call__(self, message: str, info: dict[str, Any]) -> str:
+        state, problem = tuple(info["state"]), info["problem"]
+        rules = problem.rules
+        for i in range(len(state)):
+            for j in range(len(state)):
+                if i == j:
+                    continue
+                for op in "+-*/":
+                    r = rules.apply(state[i], op, state[j])
+                    if r is not None and reachable(apply_move(state, i, j, r), problem.target, rules):
+                        return format_move(state[i], op, state[j])
+        return "give up"
 
 
 class CriticGreedyPolicy:

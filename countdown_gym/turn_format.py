@@ -8,7 +8,9 @@ keywords in any case):
 
 * a move ``a op b`` with ``op`` one of ``+ - * /`` (``37-29``, ``37 - 29``), optionally with
   its result ``a op b = c`` (a stated result must be exact: ``arithmetic_error`` otherwise);
-  numbers follow the verifier's literal rules (ASCII digits, no leading zero, ``-7``, ``3/2``);
+  numbers follow the verifier's literal rules (ASCII digits, no leading zero, ``-7``); a
+  fraction operand (rational rules) is written in parentheses, ``72/(9/2)``, so that a turn has
+  one reading (``72/9/2`` is ``malformed``); a stated result may be written ``= 9/2``;
 * ``undo``: take back the last move (the way back of a search);
 * ``give up``: end the episode unsolved.
 
@@ -51,8 +53,9 @@ TURN_ERRORS: dict[str, str] = {
 
 TURN_PROMPT_STYLES: tuple[str, ...] = ("compact", "instruct")
 
+_OPERAND = r"-?[0-9]+|\(-?[0-9]+(?:/[0-9]+)?\)"
 _NUM = r"\(?-?[0-9]+(?:/[0-9]+)?\)?"
-_RE_MOVE = re.compile(rf"({_NUM})\s*([-+*/])\s*({_NUM})(?:\s*=\s*({_NUM}))?")
+_RE_MOVE = re.compile(rf"({_OPERAND})\s*([-+*/])\s*({_OPERAND})(?:\s*=\s*({_NUM}))?")
 _RE_UNDO = re.compile(r"undo\.?", re.IGNORECASE)
 _RE_GIVE_UP = re.compile(r"give\s+up\.?", re.IGNORECASE)
 
@@ -100,10 +103,16 @@ def format_state(state: Sequence[Number]) -> str:
 
 
 def format_move(a: Number, op: str, b: Number) -> str:
-    """``37-29``: a move as an agent turn (the form the embedded model writes)."""
+    """``37-29``: a move as an agent turn (the form the embedded model writes); a fraction in
+    parentheses, ``72/(9/2)``."""
     if op not in OPERATORS:
         raise ValueError(f"unknown operator {op!r}; choose one of {OPERATORS}")
-    return f"{format_number(normalize(a))}{op}{format_number(normalize(b))}"
+    return f"{_operand(a)}{op}{_operand(b)}"
+
+
+def _operand(x: Number) -> str:
+    x = normalize(x)
+    return format_number(x) if isinstance(x, int) else f"({format_number(x)})"
 
 
 def reply_moved(result: Number, state: Sequence[Number], outcome: str = "") -> str:

@@ -7,10 +7,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import countdown_gym  # noqa: F401  (registers the environments)
-from countdown_gym import Problem, load_split, verify
+from countdown_gym import Problem, Rules, load_split, verify
 from countdown_gym.compact_trace import CompactTraceConfig
 from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
-from countdown_gym.turn_format import parse_turn, turn_prompt
+from countdown_gym.turn_format import format_move, parse_turn, turn_prompt
 from countdown_gym.turn_game import UNDO_MOVE, TurnEpisode, replay_turns
 from countdown_gym.turn_trace import conversation, turn_trace
 from countdown_gym.wrappers import OracleReward
@@ -143,3 +143,18 @@ def test_turn_traces_replay_to_solved(config: CompactTraceConfig) -> None:
         assert replay.solved and replay.turns_played == len(turns) and replay.invalid_turns == 0
     conv = conversation(P, turn_trace(P))
     assert [role for role, _ in conv[:3]] == ["env", "agent", "env"] and conv[-1][1].endswith("solved")
+
+
+def test_a_fraction_operand_has_one_reading() -> None:
+    from fractions import Fraction
+
+    assert format_move(72, "/", Fraction(9, 2)) == "72/(9/2)"
+    assert parse_turn("72/(9/2)") == parse_turn(format_move(72, "/", Fraction(9, 2)))
+    assert parse_turn("72/(9/2)").b == Fraction(9, 2)
+    for ambiguous in ("72/9/2", "9/2*2", "(9/2*2"):
+        assert parse_turn(ambiguous).reason == "malformed"
+    assert parse_turn("9/2 = 9/2").stated == Fraction(9, 2)  # a stated result needs no parentheses
+    env = CountdownMultiTurnEnv(problems=[Problem((9, 71, 2, 72), 55, Rules.tinyzero())])
+    env.reset(seed=0)
+    assert env.step("9/2")[0] == "= 9/2 [71,72,9/2]"
+    assert env.step("72/(9/2)")[0] == "= 16 [71,16]"

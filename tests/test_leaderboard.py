@@ -502,6 +502,37 @@ def test_submit_command_with_a_policy_file(tmp_path, capsys):
     assert not (tmp_path / "x.jsonl").exists()
 
 
+def test_submit_a_multi_turn_text_policy(tmp_path, capsys):
+    out = tmp_path / "turns.jsonl"
+    meta = ["--preset", PRESET, "--split", SPLIT, "--agent", "turn-solver", "--authors", "t", "--model", "none",
+            "--method", "search", "--reward-variant", "none", "--no-progress"]  # fmt: skip
+    policy = str(ROOT / "baselines" / "reference_agents.py") + ":TurnSolverPolicy"
+    assert lb_main(["submit", "--interaction", "multi-turn", "--policy", policy, "--out", str(out), *meta]) == 0
+    header = json.loads(out.open().readline())
+    assert header["interaction"] == "multi-turn" and header["sampling"]["max_turns"] == 16
+    s = score_file(out)
+    assert isinstance(s, Scores) and s.pass_at_1 == 1.0 and not s.claim_notes
+    # the table's mode column names it
+    lb = tmp_path / "lb"
+    (lb / "submissions").mkdir(parents=True)
+    out.rename(lb / "submissions" / f"turn-solver.{PRESET}.{SPLIT}.jsonl")
+    assert lb_main(["score", "--dir", str(lb), "--no-progress"]) == 0
+    assert "| multi-turn |" in (lb / "LEADERBOARD.md").read_text()
+    # a one-turn budget: the first move cannot finish a 4-number problem, so nothing is solved
+    assert lb_main(["submit", "--interaction", "multi-turn", "--max-turns", "1", "--policy", policy, "--out",
+                    str(tmp_path / "one.jsonl"), *meta]) == 0
+    assert score_file(tmp_path / "one.jsonl").pass_at_1 == 0.0
+    # what does not fit the mode is refused before anything is played
+    for flags, message in ((["--sb3", "m.zip"], "--sb3"), (["--policy", policy, "--max-turns", "0"], "--max-turns"),
+                           (["--policy", policy, "--wrapper", "x:y"], "--wrapper")):  # fmt: skip
+        with pytest.raises(SystemExit, match=message):
+            lb_main(["submit", "--interaction", "multi-turn", *flags, "--out", str(tmp_path / "x.jsonl"), *meta])
+    assert lb_main(["submit", "--interaction", "multi-turn", "--policy", "operator:is_", "--out",
+                    str(tmp_path / "x.jsonl"), *meta]) == 2  # a policy whose turn is not a str
+    assert "returns the turn as a str; got bool" in capsys.readouterr().err
+    assert not (tmp_path / "x.jsonl").exists()
+
+
 def test_reference_agents_cli_writes_a_valid_submission(tmp_path):
     out = tmp_path / "random.jsonl"
     assert _reference_agents().main(["--agent", "random", "--preset", PRESET, "--split", SPLIT, "--k", "2",

@@ -1,7 +1,9 @@
 """``python -m countdown_gym.leaderboard submit|score|check`` (also ``countdown-gym leaderboard ...``).
 
 * ``submit``: evaluate a Countdown-v0 policy (``--policy module:name`` or ``file.py:name``) or a
-  saved MaskablePPO model (``--sb3 model.zip``) on a frozen split and write a submission.
+  saved MaskablePPO model (``--sb3 model.zip``) on a frozen split and write a submission; with
+  ``--interaction multi-turn`` the policy is a text policy ``(message, info) -> turn`` played on
+  CountdownMultiTurn-v0.
   Language models write their submissions with ``baselines/llm_eval.py`` (same file format).
 * ``score``: re-verify every file in ``<dir>/submissions/`` and write ``<dir>/LEADERBOARD.md``
   and ``<dir>/leaderboard.png``; with file arguments, score just those and print the results.
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from countdown_gym.leaderboard.score import Rejection, Scores, plot, render_markdown, score_directory, score_file
 from countdown_gym.splits import SPLIT_SPEC, SPLITS
+from countdown_gym.turn_game import DEFAULT_MAX_TURNS
 
 MARKDOWN = "LEADERBOARD.md"
 PNG = "leaderboard.png"
@@ -84,6 +87,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_submit(args: argparse.Namespace, argv: list[str]) -> int:
     from countdown_gym.leaderboard.agents import load_object, load_policy, load_sb3_model, sb3_policy, submit_policy
 
+    if args.interaction == "multi-turn" and args.sb3:
+        raise SystemExit("--sb3 models play Countdown-v0; --interaction multi-turn takes a text --policy")
+    if args.interaction == "multi-turn" and args.wrapper:
+        raise SystemExit("--wrapper applies to Countdown-v0 policies; a multi-turn text policy takes none")
+    if args.max_turns < 1:
+        raise SystemExit(f"--max-turns must be >= 1, got {args.max_turns}")
     wrapper = load_object(args.wrapper, "wrapper") if args.wrapper else None
     if args.wrapper_kwargs:
         if wrapper is None:
@@ -111,8 +120,8 @@ def cmd_submit(args: argparse.Namespace, argv: list[str]) -> int:
 
     path, evals = submit_policy(
         make, args.out, preset=args.preset, split=args.split, k=args.k, seed=args.seed,
-        temperature=args.temperature, progress=not args.no_progress,
-        command="python -m countdown_gym.leaderboard " + shlex.join(argv), compute=args.compute, wrapper=wrapper,
+        temperature=args.temperature, progress=not args.no_progress, interaction=args.interaction,
+        max_turns=args.max_turns, command="python -m countdown_gym.leaderboard " + shlex.join(argv), compute=args.compute, wrapper=wrapper,
         agent=args.agent, authors=args.authors, model=args.model, model_size=args.model_size,
         method=args.method, reward_variant=args.reward_variant, notes=args.notes,
     )  # fmt: skip
@@ -133,13 +142,18 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="exit 1 if a submission is invalid or LEADERBOARD.md is stale")
     c.add_argument("--dir", default="leaderboard", help="leaderboard directory (default: leaderboard)")
 
-    m = sub.add_parser("submit", help="evaluate a Countdown-v0 policy or a saved MaskablePPO model; write a submission")
+    m = sub.add_parser("submit", help="evaluate a Countdown-v0 policy, a saved MaskablePPO model or a multi-turn text "
+                       "policy; write a submission")
     src = m.add_mutually_exclusive_group(required=True)
     src.add_argument("--policy", help="'module:name' or 'file.py:name': a policy (obs, info) -> action, or a class taking seed")
     src.add_argument("--sb3", help="path of a saved sb3-contrib MaskablePPO model (.zip)")
     m.add_argument("--wrapper", help="'module:name' or 'file.py:name': a Gymnasium wrapper class applied to Countdown-v0 "
                    "(the observation wrapper the model was trained behind)")
     m.add_argument("--wrapper-kwargs", default="", help='keyword arguments of the wrapper as JSON, e.g. \'{"lookahead": 2}\'')
+    m.add_argument("--interaction", default="moves", choices=("moves", "multi-turn"),
+                   help="moves: a Countdown-v0 policy (obs, info) -> action; multi-turn: a text policy (message, info) -> "
+                        "turn on CountdownMultiTurn-v0 (shown in the table's mode column)")
+    m.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="multi-turn: the turn budget of an episode")
     m.add_argument("--preset", default="longproc-0.5k", choices=sorted(SPLIT_SPEC))
     m.add_argument("--split", default="test", choices=SPLITS)
     m.add_argument("--out", required=True, help="submission file to write, e.g. leaderboard/submissions/<agent>.<preset>.<split>.jsonl")

@@ -27,6 +27,7 @@ import numpy as np
 
 from countdown_gym.rules import Number, Rules
 from countdown_gym.splits import load_split
+from countdown_gym.turn_game import DEFAULT_MAX_TURNS
 
 Policy = Callable[[np.ndarray, dict[str, Any]], int]
 MoveList = list[tuple[Number, str, Number, Number]]
@@ -180,6 +181,54 @@ def evaluate_policy(
     return Evaluation(out, successes, invalid, time.perf_counter() - start)
 
 
+TextPolicy = Callable[[str, dict[str, Any]], str]
+"""A multi-turn policy: ``(last message, info) -> turn`` on ``CountdownMultiTurn-v0``."""
+
+
+def evaluate_turn_policy(
+    policy: TextPolicy,
+    preset: str,
+    split: str,
+    *,
+    seed: int = 0,
+    max_turns: int = DEFAULT_MAX_TURNS,
+    limit: int | None = None,
+    progress: bool = True,
+) -> Evaluation:
+    """Play one ``CountdownMultiTurn-v0`` episode of each problem of the split with a text ``policy``.
+
+    The policy sees the environment's last message (the prompt after ``reset``, then each reply)
+    and the step's ``info``, and answers with one turn (``"21+16"``, ``"undo"``, ``"give up"``).
+    An episode's answer is the moves on its final path (undone moves are not part of it); a refused
+    turn counts as an invalid action. A policy that returns a non-``str`` stops the evaluation
+    with a ``ValueError`` naming the problem.
+    """
+    from tqdm import tqdm
+
+    from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
+
+    problems = load_split(preset, split)[:limit]
+    env = CountdownMultiTurnEnv(preset=preset, split=split, max_turns=max_turns)
+    env.reset(seed=seed)
+    out: list[MoveList] = []
+    successes = invalid = 0
+    start = time.perf_counter()
+    for problem in tqdm(problems, desc=f"{preset}/{split} multi-turn", disable=not progress):
+        obs, info = env.reset(options={"problem": problem})
+        done = False
+        while not done:
+            turn = policy(obs, info)
+            if not isinstance(turn, str):
+                raise ValueError(f"a multi-turn policy returns the turn as a str; got {type(turn).__name__} on problem {problem.id}")
+            obs, _, terminated, truncated, info = env.step(turn)
+            invalid += not info["valid"]
+            done = terminated or truncated
+        out.append([tuple(m) for m in env.episode.moves])
+        successes += bool(info["is_success"])
+    env.close()
+    return Evaluation(out, successes, invalid, time.perf_counter() - start)
+
+
 def submit_policy(
     make_policy: Callable[[int], Policy | Any],
     out: str | Path,
@@ -193,6 +242,8 @@ def submit_policy(
     progress: bool = True,
     compute: str | None = None,
     wrapper: Callable[[Any], Any] | None = None,
+    interaction: str = "moves",
+    max_turns: int = DEFAULT_MAX_TURNS,
     **metadata: Any,
 ) -> tuple[Path, list[Evaluation]]:
     """Evaluate ``make_policy(seed + r)`` for ``r < k`` on the split and write a submission.
@@ -200,25 +251,35 @@ def submit_policy(
     ``metadata`` holds the remaining :func:`write_submission` fields (``agent``, ``authors``,
     ``model``, ``model_size``, ``method``, ``reward_variant``, ``notes``). The env's own success
     rate of the first run is recorded as the claimed pass@1, so the leaderboard shows any
-    disagreement between the environment and the verifier.
+    disagreement between the environment and the verifier. ``interaction="multi-turn"``: the
+    policies are text policies played on ``CountdownMultiTurn-v0`` with ``max_turns`` turns
+    (:func:`evaluate_turn_policy`); ``"moves"``: Countdown-v0 policies.
     """
     from countdown_gym.leaderboard.submission import build_header, check_header, write_submission
 
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    sampling = {"k": k, "temperature": temperature, "seed": seed}
+    if interaction not in ("moves", "multi-turn"):
+        raise ValueError(f"interaction must be 'moves' (Countdown-v0) or 'multi-turn' (CountdownMultiTurn-v0), got {interaction!r}")
+    if interaction == "multi-turn" and wrapper is not None:
+        raise ValueError("a wrapper applies to Countdown-v0 policies, not to multi-turn text policies")
+    sampling: dict[str, Any] = {"k": k, "temperature": temperature, "seed": seed}
+    if interaction == "multi-turn":
+        sampling["max_turns"] = max_turns
     check_header(  # bad metadata fails now, not after the evaluation
         build_header(
             preset=preset, split=split, command=command, compute=compute or "-", answer_kind="moves",
             sampling=sampling, model_size=metadata.get("model_size") or "n/a",
             **{key: metadata.get(key, "") for key in ("agent", "authors", "model", "method", "reward_variant")},
-            notes=metadata.get("notes"),
+            notes=metadata.get("notes"), interaction=interaction,
         )
     )  # fmt: skip
-    evals = [
-        evaluate_policy(make_policy(seed + r), preset, split, seed=seed + r, progress=progress, wrapper=wrapper)
-        for r in range(k)
-    ]
+    if interaction == "multi-turn":
+        evals = [evaluate_turn_policy(make_policy(seed + r), preset, split, seed=seed + r, max_turns=max_turns,
+                                      progress=progress) for r in range(k)]
+    else:
+        evals = [evaluate_policy(make_policy(seed + r), preset, split, seed=seed + r, progress=progress, wrapper=wrapper)
+                 for r in range(k)]
     n = len(evals[0].moves)
     answers = [[ev.moves[i] for ev in evals] for i in range(n)]
     seconds = sum(ev.seconds for ev in evals)
@@ -226,7 +287,7 @@ def submit_policy(
         compute = f"{os.cpu_count()} CPU cores ({platform.machine()}), {seconds:.1f} s wall for {k} x {n} episodes"
     path = write_submission(
         out, preset=preset, split=split, answers=answers, command=command, compute=compute,
-        sampling=sampling, claimed={"pass@1": evals[0].success_rate},
+        sampling=sampling, claimed={"pass@1": evals[0].success_rate}, interaction=interaction,
         **metadata,
     )  # fmt: skip
     return path, evals
