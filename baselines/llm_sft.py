@@ -84,6 +84,11 @@ class SFTConfig:
     CountdownMultiTurn-v0 (one move per turn, the environment's replies are context, not learned)."""
     max_turns: int = 16
     """Multi-turn: the turn budget of the validation episodes (the environment's max_turns)."""
+    episodes: str = ""
+    """Multi-turn: a JSONL file of played episodes (``{"numbers", "target", "turns"}`` per line, e.g. the
+    solved episodes ``llm_expert_iteration.py`` samples) trained on beside the traces."""
+    episodes_share: float = 0.5
+    """Multi-turn with ``--episodes``: the share of each batch drawn from the episodes (the rest: traces)."""
     # optimisation
     lr: float = 2e-3
     min_lr_ratio: float = 0.05
@@ -118,6 +123,12 @@ class SFTConfig:
         dataclass_cli.check_min(self, 0, "fresh_problems", "warmup_steps", "max_minutes", "weight_decay", "grad_clip", "lr")
         if not 0 <= self.min_lr_ratio <= 1:
             raise ValueError(f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}")
+        if not 0 <= self.episodes_share <= 1:
+            raise ValueError(f"--episodes-share must be in [0, 1], got {self.episodes_share}")
+        if self.episodes and self.interaction != "multi-turn":
+            raise ValueError("--episodes holds multi-turn episodes: use it with --interaction multi-turn")
+        if self.episodes and not Path(self.episodes).is_file():
+            raise ValueError(f"--episodes {self.episodes}: no such file")
         model_config(self)  # the model flags: TinyLMConfig's checks (--hidden a multiple of --heads, ...)
 
 
@@ -153,17 +164,42 @@ def training_problems(cfg: SFTConfig, progress: bool = True) -> list[Problem]:
     return train + fresh
 
 
-def make_batch(problems: list[Problem], tokenizer, tcfg: CompactTraceConfig, rng: random.Random, max_len: int,
-               interaction: str = "single-pass"):
+def load_episodes(path: str | Path, preset: str) -> list[tuple[Problem, list[str]]]:
+    """The played episodes of a JSONL file (``{"numbers", "target", "turns"}`` per line), under ``preset``'s rules."""
+    rules = load_split(preset, "train")[0].rules
+    out = []
+    with Path(path).open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                out.append((Problem(tuple(row["numbers"]), row["target"], rules), [str(t) for t in row["turns"]]))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path} line {n}: not an episode ({exc})") from None
+    if not out:
+        raise ValueError(f"{path} holds no episodes")
+    return out
+
+
+def make_batch(problems: list[Problem | tuple[Problem, list[str]]], tokenizer, tcfg: CompactTraceConfig,
+               rng: random.Random, max_len: int, interaction: str = "single-pass"):
     """Token ids, attention mask and labels (prompt and padding masked with -100), right-padded.
 
-    Multi-turn: the labels cover the agent's turns only (prompt, environment replies and padding are -100)."""
+    Multi-turn: the labels cover the agent's turns only (prompt, environment replies and padding are -100);
+    an item ``(problem, turns)`` is a played episode (its turns replayed, the numbers permuted), a problem
+    alone is searched into turns."""
     rows = []
     for p in problems:
+        played = None
+        if isinstance(p, tuple):
+            p, played = p
         q = shuffled(p, rng.randrange(1 << 30))
         if interaction == "multi-turn":
-            seed = rng.randrange(1 << 30) if tcfg.dead_end_rate < 1.0 else None
-            ids, model_mask = conversation_ids(tokenizer, conversation(q, turn_trace(q, config=tcfg, seed=seed)))
+            if played is None:
+                seed = rng.randrange(1 << 30) if tcfg.dead_end_rate < 1.0 else None
+                played = turn_trace(q, config=tcfg, seed=seed)
+            ids, model_mask = conversation_ids(tokenizer, conversation(q, played))
             ids = ids[:max_len]
             rows.append((ids, [t if m else -100 for t, m in zip(ids, model_mask, strict=False)]))
             continue
@@ -302,6 +338,7 @@ def train(cfg: SFTConfig) -> dict:
     if found is not None:
         check_resume_options(cfg, found)  # before the data is built: a refused resume fails fast
     problems = training_problems(cfg, cfg.progress)
+    episodes = load_episodes(cfg.episodes, cfg.preset) if cfg.episodes else []
     val = load_split(cfg.preset, "validation")[: cfg.eval_problems]
     tokenizer = build_tokenizer()
     step = 0
@@ -328,8 +365,9 @@ def train(cfg: SFTConfig) -> dict:
     n_params = count_parameters(model)
     meta = {"sft_config": asdict(cfg), "model_config": model.config.to_diff_dict() if cfg.init_from else asdict(model_config(cfg)),
             "params": n_params,
-            "train_problems": len(problems), "trace_config": asdict(tcfg)}
-    print(f"model: {model.config.model_type}, {n_params / 1e6:.2f}M parameters; {len(problems)} training problems")
+            "train_problems": len(problems), "episodes": len(episodes), "trace_config": asdict(tcfg)}
+    print(f"model: {model.config.model_type}, {n_params / 1e6:.2f}M parameters; {len(problems)} training problems"
+          + (f", {len(episodes)} played episodes ({cfg.episodes_share:.0%} of each batch)" if episodes else ""))
 
     model.train()
     run_start = time.time()
@@ -346,7 +384,8 @@ def train(cfg: SFTConfig) -> dict:
         tqdm.write(f"--resume: the run already used its --max-minutes {cfg.max_minutes} at step {step}; nothing to train")
     with StopRequest() as stop:  # Ctrl-C: finish the step, save a checkpoint, stop
         while step < cfg.max_steps and not stopped_by_time:
-            batch_problems = [problems[rng.randrange(len(problems))] for _ in range(cfg.batch_size)]
+            batch_problems = [episodes[rng.randrange(len(episodes))] if episodes and rng.random() < cfg.episodes_share
+                              else problems[rng.randrange(len(problems))] for _ in range(cfg.batch_size)]
             input_ids, mask, labels = make_batch(batch_problems, tokenizer, tcfg, rng, cfg.max_positions, cfg.interaction)
             lr = lr_at(step, cfg, time.time() - t_start)
             for g in opt.param_groups:

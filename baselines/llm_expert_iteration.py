@@ -1,0 +1,151 @@
+"""Expert iteration for the multi-turn model: sample episodes, keep the solved ones, fine-tune on them.
+
+    python baselines/llm_expert_iteration.py                       # the shipped multi-turn model, CPU
+    python baselines/llm_expert_iteration.py --problems 4000 --samples 8 --sft-minutes 30
+
+One round of rejection-sampling fine-tuning (expert iteration, STaR): the model plays ``--samples``
+episodes of each of the first ``--problems`` training problems at ``--temperature`` (at most
+``--max-turns`` turns); the solved episodes, with their refused turns taken out (a refused turn
+changes nothing, so the rest of the episode stays the same game), are written to
+``<out>/episodes.jsonl``; then ``llm_sft.py --interaction multi-turn --init-from <model> --episodes
+<out>/episodes.jsonl`` trains on them beside the package's search traces (``--episodes-share`` of
+each batch), and its model lands in ``<out>/sft/final``. The sampling is skipped when
+``episodes.jsonl`` exists with the same sampling options (``episodes.json`` records them), so an
+interrupted run re-runs cheaply; the SFT step resumes from its checkpoint with ``--resume``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "baselines"))
+
+from countdown_gym import dataclass_cli  # noqa: E402
+from countdown_gym.splits import SPLIT_SPEC, load_split  # noqa: E402
+
+DEFAULT_TURN_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns")
+SAMPLING_FIELDS = ("model", "preset", "problems", "samples", "temperature", "max_turns", "seed")
+
+
+@dataclass
+class Options:
+    """Every field is a ``--flag``."""
+
+    model: str = DEFAULT_TURN_MODEL
+    """The multi-turn model to improve (a local directory)."""
+    out: str = "runs/expert_iteration"
+    preset: str = "longproc-0.5k"
+    problems: int = 2000
+    """The first this many problems of the train split (none shares a key with validation or test) are played."""
+    samples: int = 8
+    """Episodes per problem."""
+    temperature: float = 0.5
+    max_turns: int = 16
+    batch_size: int = 256
+    """Episodes generated together."""
+    seed: int = 0
+    sft_minutes: float = 20.0
+    """Wall-time budget of the fine-tuning step (cosine schedule over it)."""
+    lr: float = 5e-4
+    episodes_share: float = 0.5
+    """Share of each fine-tuning batch drawn from the solved episodes (the rest: search traces)."""
+    dead_end_rate: float = 0.2
+    """The traces' dead-end rate (as the shipped model was trained)."""
+    eval_problems: int = 300
+    """Validation problems of the fine-tuning step's greedy checks."""
+    threads: int = 2
+    resume: bool = False
+    """Continue the fine-tuning step from its checkpoint."""
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
+        dataclass_cli.check_min(self, 1, "problems", "samples", "max_turns", "batch_size", "threads", "eval_problems")
+        if not self.temperature > 0:
+            raise ValueError(f"--temperature must be > 0 (episodes are sampled), got {self.temperature}")
+        if not 0 < self.episodes_share <= 1:
+            raise ValueError(f"--episodes-share must be in (0, 1], got {self.episodes_share}")
+        if not (Path(self.model) / "config.json").is_file():
+            raise ValueError(f"--model {self.model}: not a saved model directory (no config.json)")
+
+
+def solved_episodes(opts: Options) -> tuple[list[dict], dict]:
+    """Play ``samples`` episodes of each training problem; the solved ones without their refused turns, and counts."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from countdown_gym.integrations.trl_rollout import play_episodes
+
+    torch.manual_seed(opts.seed)
+    held_out = {p.key for s in ("validation", "test") for p in load_split(opts.preset, s)}
+    problems = [p for p in load_split(opts.preset, "train") if p.key not in held_out][: opts.problems]
+    model = AutoModelForCausalLM.from_pretrained(opts.model).eval()
+    tok = AutoTokenizer.from_pretrained(opts.model)
+    start = time.perf_counter()
+    with torch.no_grad():
+        rollouts = play_episodes(model, tok, [p for p in problems for _ in range(opts.samples)], max_turns=opts.max_turns,
+                                 temperature=opts.temperature, batch_size=opts.batch_size)
+    seconds = time.perf_counter() - start
+    rows, seen, solved_problems = [], set(), set()
+    for r in rollouts:
+        if not r.solved:
+            continue
+        turns = [t for t, reply in zip(r.turns, r.replay.replies, strict=False) if not reply.startswith("error")]
+        key = (r.problem.key, tuple(turns))
+        if key in seen:
+            continue
+        seen.add(key)
+        solved_problems.add(r.problem.key)
+        rows.append({"numbers": [int(x) for x in r.problem.numbers], "target": int(r.problem.target), "turns": turns})
+    stats = {"problems": len(problems), "episodes_played": len(rollouts), "solved_episodes": sum(r.solved for r in rollouts),
+             "distinct_solved_episodes": len(rows), "problems_solved": len(solved_problems),
+             "sampling_seconds": round(seconds, 1)}
+    return rows, stats
+
+
+def main(opts: Options) -> int:
+    out = dataclass_cli.output_dir(opts.out, f"--out {opts.out}")
+    torch_threads = str(opts.threads)
+    os.environ.setdefault("OMP_NUM_THREADS", torch_threads)
+    import torch
+
+    torch.set_num_threads(opts.threads)
+    episodes, record = out / "episodes.jsonl", out / "episodes.json"
+    sampling = {k: getattr(opts, k) for k in SAMPLING_FIELDS}
+    if episodes.exists() and record.exists() and json.loads(record.read_text()).get("sampling") == sampling:
+        stats = json.loads(record.read_text())["stats"]
+        print(f"reusing {episodes}: {stats['distinct_solved_episodes']} episodes")
+    else:
+        rows, stats = solved_episodes(opts)
+        tmp = episodes.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows), encoding="utf-8")
+        os.replace(tmp, episodes)
+        record.write_text(json.dumps({"sampling": sampling, "stats": stats}, indent=2) + "\n")
+    print(json.dumps(stats, indent=2))
+    if not stats["distinct_solved_episodes"]:
+        raise SystemExit("no episode was solved: nothing to fine-tune on (more --samples or a higher --temperature)")
+
+    from llm_sft import SFTConfig, train
+
+    cfg = SFTConfig(
+        out=str(out / "sft"), preset=opts.preset, seed=opts.seed, init_from=opts.model, interaction="multi-turn",
+        max_turns=opts.max_turns, episodes=str(episodes), episodes_share=opts.episodes_share, dead_ends=(1, 0),
+        dead_end_rate=opts.dead_end_rate, lr=opts.lr, max_minutes=opts.sft_minutes, schedule="time",
+        eval_every=500, eval_problems=opts.eval_problems, eval_batch_size=opts.eval_problems, checkpoint_every=250,
+        threads=opts.threads, resume=opts.resume, progress=opts.progress,
+    )  # fmt: skip
+    summary = train(cfg)
+    (out / "summary.json").write_text(json.dumps({"options": asdict(opts), "episodes": stats, "sft": summary}, indent=2) + "\n")
+    return 130 if summary.get("interrupted") else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(dataclass_cli.parse(Options)))

@@ -1,0 +1,63 @@
+"""Expert iteration for the multi-turn model: solved episodes are sampled, cleaned and trained on."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "baselines"))
+
+import llm_expert_iteration  # noqa: E402
+import llm_sft  # noqa: E402
+from tiny_lm import build_tokenizer  # noqa: E402
+
+from countdown_gym import Problem, dataclass_cli, load_split  # noqa: E402
+from countdown_gym.compact_trace import CompactTraceConfig  # noqa: E402
+from countdown_gym.turn_game import replay_turns  # noqa: E402
+
+
+def test_sampled_episodes_are_solved_clean_and_trained_on(tmp_path):
+    out = tmp_path / "ei"
+    argv = ["--out", str(out), "--problems", "8", "--samples", "4", "--temperature", "1.0", "--sft-minutes", "0.05",
+            "--eval-problems", "2", "--threads", "1", "--progress", "false"]  # fmt: skip
+    assert llm_expert_iteration.main(dataclass_cli.parse(llm_expert_iteration.Options, argv)) == 0
+    rows = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert rows, "the shipped model solves some of 8 x 4 episodes at T = 1"
+    rules = load_split("longproc-0.5k", "train")[0].rules
+    for row in rows:
+        rep = replay_turns(Problem(tuple(row["numbers"]), row["target"], rules), row["turns"], max_turns=16)
+        assert rep.solved and rep.invalid_steps == 0  # refused turns were taken out; the game is unchanged
+    stats = json.loads((out / "episodes.json").read_text())["stats"]
+    assert stats["distinct_solved_episodes"] == len(rows) <= stats["solved_episodes"] <= 32
+    assert (out / "sft" / "final" / "model.safetensors").is_file()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["episodes"] == stats and summary["sft"]["steps"] >= 1
+    # the same sampling options reuse the episodes (no second sampling pass)
+    before = (out / "episodes.jsonl").stat().st_mtime_ns
+    assert llm_expert_iteration.main(dataclass_cli.parse(llm_expert_iteration.Options, [*argv, "--resume", "true"])) == 0
+    assert (out / "episodes.jsonl").stat().st_mtime_ns == before
+
+
+def test_episode_batches_learn_the_agent_turns_only(tmp_path):
+    import random
+
+    path = tmp_path / "e.jsonl"
+    path.write_text(json.dumps({"numbers": [21, 16, 17, 26], "target": 46, "turns": ["21+16", "undo", "21+16", "26-17", "37+9"]}) + "\n")
+    episodes = llm_sft.load_episodes(path, "longproc-0.5k")
+    tok = build_tokenizer()
+    ids, mask, labels = llm_sft.make_batch(episodes, tok, CompactTraceConfig(), random.Random(0), 512, "multi-turn")
+    learned = tok.decode([t for t in labels[0].tolist() if t != -100])
+    assert learned == "21+16\nundo\n21+16\n26-17\n37+9\n"  # the environment's replies are context, not learned
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"numbers": [1, 2]}\n')
+    with pytest.raises(ValueError, match="line 1: not an episode"):
+        llm_sft.load_episodes(bad, "longproc-0.5k")
+    with pytest.raises(SystemExit):
+        dataclass_cli.parse(llm_sft.SFTConfig, ["--episodes", str(path)])  # single-pass has no turns
