@@ -603,6 +603,23 @@ def test_comparison_reuses_only_runs_and_test_results_of_the_same_settings(tmp_p
     assert not cache.exists()  # the run trained on: its old test result is gone
 
 
+def test_comparison_reading_uses_students_t_for_few_seeds_and_keeps_the_training_time(tmp_path: Path) -> None:
+    from baselines import compare_llm_rewards as cmp
+
+    start = {"greedy_success": 0.12, "problems": 1000}
+    rows = [cmp.summarise(v, [{"greedy_success": x, "problems": 1000, "val_first": 0, "val_last": 0, "s_per_step": 1}
+                              for x in xs]) for v, xs in (("sparse", (0.130, 0.127, 0.132)), ("critic", (0.138, 0.140, 0.136)))]
+    text = "\n".join(cmp.reading(rows, start, 1000))
+    assert "(2.78 SE = " in text  # t with 4 degrees of freedom, not 2 x SE
+    assert "`critic` vs `sparse`: +0.8 points" in text and "better" in text
+    rows[1]["per_seed"] = [0.131, 0.150, 0.123]  # same mean, noisier seeds
+    rows[1]["se"] = 0.008
+    assert "no significant difference" in "\n".join(cmp.reading(rows, start, 1000))
+    assert cmp.training_minutes(tmp_path, 40.0) == 40.0
+    assert cmp.training_minutes(tmp_path, 0.01) == 40.0  # a re-run that only reuses runs keeps the recorded time
+    assert cmp.training_minutes(tmp_path, 5.0) == 45.0
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--rewards", "sparse=nan"], "weight of 'sparse' must be a finite number"),
     (["--rewards", "sparse=inf"], "weight of 'sparse' must be a finite number"),
