@@ -12,6 +12,12 @@ writes ``<out>/<preset>/<split>.parquet`` (train, validation, test by default). 
 * ``extra_info``: ``{"split", "index", "id", "preset", "prompt_style"}``
 
 Score with ``countdown_gym/integrations/verl.py::compute_score`` (see ``docs/llm_grpo.md``).
+
+``--interaction tool`` exports for verl's multi-turn tool agent loop instead: the prompt is the
+tool-calling puzzle text, ``agent_name`` is ``"tool_agent"``, ``extra_info.tools_kwargs`` gives every
+Countdown tool the ground truth, and ``<out>/<preset>/countdown_tools.yaml`` (the
+``multi_turn.tool_config_path``) is written beside the parquet files; score with
+``countdown_gym/integrations/verl_multiturn.py::compute_score`` (see ``docs/multiturn.md``).
 """
 
 from __future__ import annotations
@@ -26,6 +32,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from countdown_gym.integrations.verl import DATA_SOURCE_PREFIX, ground_truth  # noqa: E402
+from countdown_gym.integrations.verl_multiturn import dump_tool_config, tool_rows  # noqa: E402
+from countdown_gym.turn_game import DEFAULT_MAX_TURNS  # noqa: E402
+
+TOOL_CONFIG = "countdown_tools.yaml"
 from countdown_gym.problem import Problem  # noqa: E402
 from countdown_gym.splits import SPLIT_SPEC, SPLITS, load_split  # noqa: E402
 from countdown_gym.text_format import PROMPT_STYLES, build_prompt  # noqa: E402
@@ -45,8 +55,9 @@ def verl_rows(problems: list[Problem], preset: str, split: str, prompt_style: st
     ]
 
 
-def export(preset: str, splits: list[str], prompt_style: str, out: Path, limit: int = 0) -> list[Path]:
-    """Write one parquet file per split; returns their paths."""
+def export(preset: str, splits: list[str], prompt_style: str, out: Path, limit: int = 0,
+           interaction: str = "single-pass", max_turns: int = DEFAULT_MAX_TURNS) -> list[Path]:
+    """Write one parquet file per split (and, for ``interaction="tool"``, the tool config); returns their paths."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -55,11 +66,17 @@ def export(preset: str, splits: list[str], prompt_style: str, out: Path, limit: 
         problems = load_split(preset, split)
         if limit:
             problems = problems[:limit]
-        table = pa.Table.from_pylist(verl_rows(problems, preset, split, prompt_style))
+        rows = (tool_rows(problems, preset, split, max_turns) if interaction == "tool"
+                else verl_rows(problems, preset, split, prompt_style))
+        table = pa.Table.from_pylist(rows)
         path = out / preset / f"{split}.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, path)
         paths.append(path)
+    if interaction == "tool":
+        config = out / preset / TOOL_CONFIG
+        dump_tool_config(config, max_turns)
+        paths.append(config)
     return paths
 
 
@@ -70,7 +87,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prompt-style", default="tinyzero", choices=list(PROMPT_STYLES))
     parser.add_argument("--out", default="data/verl", help="output directory")
     parser.add_argument("--limit", type=int, default=0, help="export only the first N problems of each split (0 = all)")
+    parser.add_argument("--interaction", default="single-pass", choices=("single-pass", "tool"),
+                        help="single-pass: one completion per answer; tool: verl's multi-turn tool agent loop")
+    parser.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="tool: the game's turn budget")
     args = parser.parse_args(argv)
+    if args.max_turns < 1:
+        parser.error("--max-turns must be >= 1")
     splits = [s for s in args.splits.split(",") if s]
     bad = [s for s in splits if s not in SPLITS]
     if bad or not splits:
@@ -82,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError:
         sys.exit("export_verl needs pyarrow: pip install 'countdown-gym[bench]' (or pip install pyarrow)")
     try:
-        paths = export(args.preset, splits, args.prompt_style, Path(args.out), args.limit)
+        paths = export(args.preset, splits, args.prompt_style, Path(args.out), args.limit, args.interaction, args.max_turns)
     except OSError as exc:
         sys.exit(f"--out {args.out}: cannot write there ({exc.strerror or exc})")
     for path in paths:

@@ -87,7 +87,7 @@ def _operand_text(x: Any) -> str:
     return str(x).strip()
 
 
-def _operand(x: Any) -> str:
+def turn_operand(x: Any) -> str:
     """An operand as turn text, a fraction in parentheses (``"5/2"`` -> ``(5/2)``: the grammar's one reading)."""
     t = _operand_text(x)
     return f"({t})" if "/" in t and not t.startswith("(") else t
@@ -165,7 +165,7 @@ class CountdownToolEnv:
         Returns:
             The game's reply: '= result [numbers now]' (ending with 'solved' or 'miss' when one number is left), or 'error <reason> [numbers]' when the move is illegal.
         """
-        return self._play("move", f"{_operand(a)}{_operand_text(op)}{_operand(b)}")
+        return self._play("move", f"{turn_operand(a)}{_operand_text(op)}{turn_operand(b)}")
 
     def undo(self) -> str:
         """Take back your last move.

@@ -1,0 +1,241 @@
+"""verl multi-turn adapter: the game as stateful verl tools, and the reward of the moves they played.
+
+verl's tool agent loop (``actor_rollout_ref.rollout.multi_turn``, verl 0.9) lets a tool-calling model
+call ``BaseTool`` subclasses declared in a YAML file. For every tool call the loop runs
+``create(create_kwargs=...)`` -> ``execute(instance_id, arguments, agent_data=...)`` -> ``release``,
+so the state of a trajectory lives in ``agent_data.extra_fields``, which verl hands to the reward
+function as ``extra_info`` at the end. This module provides:
+
+* :class:`CountdownTool`: one class for the tools ``move(a, op, b)``, ``undo()``, ``give_up()``
+  and ``numbers()`` (``config["action"]``; ``numbers`` shows the state and uses no turn), the same
+  tools as the TRL adapter (:mod:`countdown_gym.integrations.trl_env`). Each call replays the turns played so far through
+  :class:`~countdown_gym.turn_game.TurnEpisode` (the game itself), plays the new turn, appends it to
+  ``agent_data.extra_fields["countdown_turns"]`` and answers with the game's reply line
+  (``= 8 [14,6,8]``, ``error operand_unavailable [..]``...). The step reward is the verifier's
+  verdict on the call that ends the episode (1.0 solved), else 0.0. The problem comes from the
+  row's ``extra_info.tools_kwargs.<tool>.create_kwargs.ground_truth`` (written by
+  ``scripts/export_verl.py --interaction tool``).
+* :func:`compute_score`: verl's custom reward function; it replays ``extra_info["countdown_turns"]``
+  on the row's ground truth and returns the verdict (1.0 / 0.0) and the counts of turns.
+* :func:`tool_config`: the YAML (as a dict) of ``multi_turn.tool_config_path``.
+
+With verl importable, :class:`CountdownTool` subclasses ``verl.tools.base_tool.BaseTool`` and answers
+with ``verl.tools.schemas.ToolResponse``; without it (verl pins ``transformers<5.11``, so it cannot
+share an environment with this package's ``llm`` extra), the module still imports and the class
+keeps the same signatures, answering with a small local ``ToolResponse`` that has verl's ``text`` field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from uuid import uuid4
+
+from countdown_gym.integrations.trl_env import tool_prompt, turn_operand
+from countdown_gym.integrations.verl import DATA_SOURCE_PREFIX, problem_from_ground_truth
+from countdown_gym.problem import Problem
+from countdown_gym.rules import format_number
+from countdown_gym.turn_format import format_state, reply_status
+from countdown_gym.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, replay_turns
+
+try:  # verl's real base classes when verl is installed
+    from verl.tools.base_tool import BaseTool as _Base
+    from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
+
+    HAVE_VERL = True
+except ImportError:  # verl absent: the same signatures, no verl behaviour to imitate beyond them
+    HAVE_VERL = False
+    _Base = object
+    OpenAIFunctionToolSchema = None
+
+    @dataclass
+    class ToolResponse:  # type: ignore[no-redef]
+        """What a tool call answers (verl's ``ToolResponse`` has this ``text`` field, plus media)."""
+
+        text: str | None = None
+
+
+TURNS_KEY = "countdown_turns"
+"""The key of ``agent_data.extra_fields`` (and of the reward's ``extra_info``) holding the turns played."""
+ACTIONS: tuple[str, ...] = ("move", "undo", "give_up", "numbers")
+
+_SCHEMAS: dict[str, dict[str, Any]] = {
+    "move": {
+        "description": "Combine two of your numbers with one operation; the game computes the result and answers "
+                       "'= result [numbers now]' (ending with 'solved' or 'miss' when one number is left) or "
+                       "'error <reason> [numbers]' when the move is illegal (nothing is applied).",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "a": {"type": "string", "description": "a number you have now, e.g. 37 (a fraction as 3/2)"},
+                "op": {"type": "string", "enum": ["+", "-", "*", "/"], "description": "the operation"},
+                "b": {"type": "string", "description": "another number you have now"},
+            },
+            "required": ["a", "op", "b"],
+        },
+    },
+    "undo": {"description": "Take back your last move; the game answers 'undone [numbers now]'.",
+             "parameters": {"type": "object", "properties": {}, "required": []}},
+    "give_up": {"description": "Stop playing; the episode ends unsolved.",
+                "parameters": {"type": "object", "properties": {}, "required": []}},
+    "numbers": {"description": "Show the numbers in play, the target and the turns left (does not use a turn).",
+                "parameters": {"type": "object", "properties": {}, "required": []}},
+}  # fmt: skip
+
+
+def tool_schema(action: str) -> dict[str, Any]:
+    """The OpenAI function schema of one tool (``move``, ``undo`` or ``give_up``)."""
+    if action not in ACTIONS:
+        raise ValueError(f"unknown Countdown tool action {action!r}; choose one of {list(ACTIONS)}")
+    return {"type": "function", "function": {"name": action, **_SCHEMAS[action]}}
+
+
+def tool_config(max_turns: int = DEFAULT_MAX_TURNS) -> dict[str, Any]:
+    """verl's ``tool_config_path`` YAML as a dict: the four tools, this module's class, the turn budget."""
+    cls = f"{__name__}.CountdownTool"
+    return {"tools": [{"class_name": cls, "config": {"type": "native", "action": a, "max_turns": max_turns},
+                       "tool_schema": tool_schema(a)} for a in ACTIONS]}  # fmt: skip
+
+
+def tools_kwargs(problem: Problem) -> dict[str, Any]:
+    """The row's ``extra_info.tools_kwargs``: every tool's ``create_kwargs`` carries the ground truth."""
+    from countdown_gym.integrations.verl import ground_truth
+
+    gt = ground_truth(problem)
+    return {a: {"create_kwargs": {"ground_truth": gt}} for a in ACTIONS}
+
+
+def turn_text(action: str, parameters: Any) -> str:
+    """The game turn a tool call states (``move`` -> ``"37-29"``); a malformed call gives text the game refuses."""
+    if action != "move":
+        return {"undo": "undo", "give_up": "give up"}.get(action, "")
+    if not isinstance(parameters, Mapping):
+        return ""
+    a, op, b = (parameters.get(k) for k in ("a", "op", "b"))
+    if a is None or op is None or b is None or isinstance(a, (dict, list)) or isinstance(b, (dict, list)):
+        return ""  # answered "error empty_turn": the move names no numbers
+    return f"{turn_operand(a)}{str(op).strip()}{turn_operand(b)}"
+
+
+class CountdownTool(_Base):  # type: ignore[misc, valid-type]
+    """One Countdown tool for verl's tool agent loop (``config["action"]``: ``move``, ``undo`` or ``give_up``).
+
+    ``config["max_turns"]`` (default 16) is the game's turn budget over all tool calls of a
+    trajectory. Never raises on a model's call: a bad call is a reply the model reads.
+    """
+
+    def __init__(self, config: dict, tool_schema: Any = None) -> None:
+        config = dict(config or {})
+        self.action = config.get("action", "move")
+        self.max_turns = int(config.get("max_turns", DEFAULT_MAX_TURNS))
+        schema = tool_schema or globals()["tool_schema"](self.action)
+        if HAVE_VERL:
+            if isinstance(schema, dict):
+                schema = OpenAIFunctionToolSchema.model_validate(schema)
+            super().__init__(config, schema)
+        else:
+            self.config, self.tool_schema = config, schema
+            self.name = schema["function"]["name"]
+        self._problems: dict[str, Problem] = {}
+
+    async def create(self, instance_id: str | None = None, **kwargs: Any) -> tuple[str, ToolResponse]:
+        """Bind an instance to the row's problem (``create_kwargs={"ground_truth": ...}``, as verl passes it)."""
+        instance_id = instance_id or str(uuid4())
+        create_kwargs = kwargs.get("create_kwargs", kwargs)
+        self._problems[instance_id] = problem_from_ground_truth(create_kwargs["ground_truth"])
+        return instance_id, ToolResponse()
+
+    async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs: Any) -> tuple[ToolResponse, float, dict]:
+        """Play the call's turn; returns the game's reply, the step reward and ``{"turn_kind", "valid", "reason"}``."""
+        problem = self._problems[instance_id]
+        store = _store(kwargs.get("agent_data"))
+        turns: list[str] = store.setdefault(TURNS_KEY, [])
+        episode = _replayed(problem, turns, self.max_turns)
+        if episode.done:
+            reply = reply_status("error episode_over", episode.state)
+            return ToolResponse(text=reply), 0.0, {"turn_kind": "refused", "valid": False, "reason": "episode_over"}
+        if self.action == "numbers":  # free: no turn of the game
+            left = self.max_turns - episode.turns
+            reply = f"{format_state(episode.state)} target {format_number(problem.target)}, {left} turns left"
+            return ToolResponse(text=reply), 0.0, {"turn_kind": "numbers", "valid": True, "reason": "ok"}
+        text = turn_text(self.action, parameters)
+        res = episode.play(text)
+        turns.append(text)
+        return ToolResponse(text=res.reply), float(res.reward), {"turn_kind": res.kind, "valid": res.valid, "reason": res.reason}
+
+    async def calc_reward(self, instance_id: str, **kwargs: Any) -> float:
+        """The verifier's verdict of the moves played so far (1.0 once the target is reached)."""
+        store = _store(kwargs.get("agent_data"))
+        rep = replay_turns(self._problems[instance_id], store.get(TURNS_KEY, []), max_turns=self.max_turns)
+        return float(rep.reward)
+
+    async def release(self, instance_id: str, **kwargs: Any) -> None:
+        self._problems.pop(instance_id, None)
+
+
+def _store(agent_data: Any) -> dict[str, Any]:
+    """Where a trajectory keeps its turns: verl's ``agent_data.extra_fields`` (a fresh dict when absent)."""
+    if agent_data is None:
+        raise ValueError("CountdownTool keeps a trajectory's turns in agent_data.extra_fields; verl's tool agent "
+                         "loop passes agent_data to execute (verl >= 0.6)")
+    fields = getattr(agent_data, "extra_fields", None)
+    if fields is None:
+        fields = {}
+        agent_data.extra_fields = fields
+    return fields
+
+
+def _replayed(problem: Problem, turns: list[str], max_turns: int) -> TurnEpisode:
+    episode = TurnEpisode(problem, max_turns=max_turns)
+    for t in turns:
+        if episode.done:
+            break
+        episode.play(t)
+    return episode
+
+
+def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
+                  **kwargs: Any) -> dict[str, Any]:
+    """verl's reward function for tool trajectories: the verdict of the turns the tools played.
+
+    ``extra_info[TURNS_KEY]`` (from ``agent_data.extra_fields``) holds them; a trajectory that made
+    no tool call scores 0. ``solution_str`` (the decoded text) is not read: the tools already
+    parsed every call. Returns ``score`` plus ``turns``, ``invalid_turns`` and ``solved``.
+    """
+    del data_source, solution_str, kwargs
+    problem = problem_from_ground_truth(ground_truth)
+    turns = list((extra_info or {}).get(TURNS_KEY) or [])
+    if hasattr(turns, "tolist"):
+        turns = turns.tolist()
+    rep = replay_turns(problem, [str(t) for t in turns], max_turns=max(len(turns), 1))
+    return {"score": float(rep.reward), "turns": len(turns), "invalid_turns": rep.invalid_steps, "solved": float(rep.solved)}
+
+
+def tool_rows(problems: list[Problem], preset: str, split: str, max_turns: int = DEFAULT_MAX_TURNS) -> list[dict[str, Any]]:
+    """verl parquet rows for the tool agent loop: the puzzle as the user message, the tools' kwargs, the ground truth."""
+    from countdown_gym.integrations.verl import ground_truth
+
+    return [
+        {
+            "data_source": DATA_SOURCE_PREFIX + preset,
+            "agent_name": "tool_agent",
+            "prompt": [{"role": "user", "content": tool_prompt(p, max_turns)}],
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": ground_truth(p)},
+            "extra_info": {"split": split, "index": i, "id": p.id or "", "preset": preset, "interaction": "tool",
+                           "max_turns": max_turns, "need_tools_kwargs": True, "tools_kwargs": tools_kwargs(p)},
+        }
+        for i, p in enumerate(problems)
+    ]  # fmt: skip
+
+
+def dump_tool_config(path: Any, max_turns: int = DEFAULT_MAX_TURNS) -> None:
+    """Write :func:`tool_config` as YAML (JSON is valid YAML; no YAML library needed)."""
+    from pathlib import Path
+
+    Path(path).write_text(json.dumps(tool_config(max_turns), indent=2) + "\n", encoding="utf-8")
+
+
+__all__ = ["ACTIONS", "HAVE_VERL", "TURNS_KEY", "CountdownTool", "compute_score", "dump_tool_config", "tool_config", "tool_rows", "tool_schema", "tools_kwargs", "turn_text"]

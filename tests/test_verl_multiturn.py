@@ -1,0 +1,127 @@
+"""verl multi-turn adapter: the Countdown tools, their reward, the export and the tool config.
+
+verl itself pins ``transformers<5.11`` and pulls ray, so it is not a dependency of this package;
+these tests drive the adapter through the call sequence of verl 0.9's tool agent loop
+(``create(create_kwargs=...)`` -> ``execute(instance_id, args, agent_data=...)`` -> ``release`` per
+call; ``agent_data.extra_fields`` reaching the reward's ``extra_info``). With verl importable
+(``PYTHONPATH`` holding verl 0.9.1 and its light deps, see docs/multiturn.md) the class is checked
+against verl's real ``BaseTool`` and tool registry too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from countdown_gym import Problem, Rules, load_split
+from countdown_gym.integrations import verl_multiturn as vm
+
+ROOT = Path(__file__).resolve().parents[1]
+P = Problem((21, 16, 17, 26), 46, Rules.longproc())
+
+
+class AgentData:
+    """The part of verl's ``AgentData`` a tool sees: ``extra_fields``, a dict per trajectory."""
+
+    def __init__(self) -> None:
+        self.extra_fields: dict = {}
+
+
+def _tools(max_turns: int = 16) -> dict[str, vm.CountdownTool]:
+    return {t["config"]["action"]: vm.CountdownTool(t["config"], t["tool_schema"]) for t in vm.tool_config(max_turns)["tools"]}
+
+
+def _call(tools, kwargs, agent, name, args=None):
+    """One tool call exactly as verl 0.9.1's ToolAgentLoop._call_tool makes it."""
+
+    async def go():
+        tool = tools[name]
+        iid, _ = await tool.create(create_kwargs=kwargs.get(name, {}).get("create_kwargs", {}))
+        try:
+            return await tool.execute(iid, args or {}, agent_data=agent)
+        finally:
+            await tool.release(iid)
+
+    return asyncio.run(go())
+
+
+def test_a_solving_trajectory_scores_one_and_the_reward_matches_the_game() -> None:
+    tools, kwargs, agent = _tools(), vm.tools_kwargs(P), AgentData()
+    resp, r, m = _call(tools, kwargs, agent, "move", {"a": 21, "op": "+", "b": 16})
+    assert (resp.text, r, m["valid"]) == ("= 37 [17,26,37]", 0.0, True)
+    assert _call(tools, kwargs, agent, "move", {"a": "99", "op": "+", "b": "1"})[0].text == "error operand_unavailable [17,26,37]"
+    assert _call(tools, kwargs, agent, "undo")[0].text == "undone [21,16,17,26]"
+    assert _call(tools, kwargs, agent, "numbers")[0].text == "[21,16,17,26] target 46, 13 turns left"
+    for args in ({"a": 21, "op": "+", "b": 16}, {"a": 26, "op": "-", "b": 17}):
+        _call(tools, kwargs, agent, "move", args)
+    resp, r, m = _call(tools, kwargs, agent, "move", {"a": 37.0, "op": "+", "b": "9"})
+    assert (resp.text, r) == ("= 46 [46] solved", 1.0)
+    assert _call(tools, kwargs, agent, "move", {"a": 1, "op": "+", "b": 2})[0].text.startswith("error episode_over")
+    gt = json.loads(json.dumps(kwargs["move"]["create_kwargs"]["ground_truth"]))
+    score = vm.compute_score("countdown_gym/longproc-0.5k", "<decoded text>", gt, dict(agent.extra_fields))
+    assert score["score"] == 1.0 and score["invalid_turns"] == 1 and score["turns"] == 6
+    assert asyncio.run(tools["move"].calc_reward(asyncio.run(tools["move"].create(create_kwargs={"ground_truth": gt}))[0],
+                                                agent_data=agent)) == 1.0
+    assert vm.compute_score("x", "", gt, {})["score"] == 0.0  # no tool call: nothing was played
+
+
+@pytest.mark.parametrize("args", [{}, {"a": 21}, {"a": [1], "op": "+", "b": 2}, {"a": "x" * 10_000_000, "op": "+", "b": 1},
+                                  {"a": 21, "op": "^", "b": 16}, {"a": "21/16", "op": "+", "b": 1}, "not a dict"])
+def test_bad_calls_are_replies_not_crashes_and_change_nothing(args) -> None:
+    tools, kwargs, agent = _tools(), vm.tools_kwargs(P), AgentData()
+    resp, r, m = _call(tools, kwargs, agent, "move", args)
+    assert resp.text.startswith("error ") and resp.text.endswith("[21,16,17,26]") and r == 0.0 and not m["valid"]
+
+
+def test_the_turn_budget_ends_the_trajectory() -> None:
+    tools, kwargs, agent = _tools(max_turns=2), vm.tools_kwargs(P), AgentData()
+    _call(tools, kwargs, agent, "move", {"a": 21, "op": "+", "b": 16})
+    assert _call(tools, kwargs, agent, "undo")[0].text.endswith("turn limit")
+    assert _call(tools, kwargs, agent, "give_up")[0].text.startswith("error episode_over")
+    with pytest.raises(ValueError, match="agent_data"):
+        _call(tools, kwargs, None, "undo")
+
+
+def test_tool_export_round_trips_into_the_tools(tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_verl.py"), "--interaction", "tool", "--limit", "4",
+                          "--splits", "test", "--max-turns", "12", "--out", str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    df = pd.read_parquet(tmp_path / "longproc-0.5k" / "test.parquet")
+    assert set(df.columns) >= {"data_source", "agent_name", "prompt", "reward_model", "extra_info"}
+    row = df.iloc[0]
+    problem = load_split("longproc-0.5k", "test")[0]
+    assert row.agent_name == "tool_agent" and "move(a, op, b)" in row.prompt[0]["content"]
+    config = json.loads((tmp_path / "longproc-0.5k" / "countdown_tools.yaml").read_text())
+    tools = {t["config"]["action"]: vm.CountdownTool(t["config"], t["tool_schema"]) for t in config["tools"]}
+    assert tools["move"].max_turns == 12
+    kwargs, agent = row.extra_info["tools_kwargs"], AgentData()  # numpy arrays, as pandas hands them back
+    a, b = problem.numbers[:2]
+    assert _call(tools, kwargs, agent, "numbers")[0].text.startswith(
+        "[" + ",".join(map(str, problem.numbers)) + f"] target {problem.target}")
+    assert _call(tools, kwargs, agent, "move", {"a": a, "op": "+", "b": b})[2]["valid"]
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_verl.py"), "--interaction", "tool", "--max-turns", "0",
+                          "--out", str(tmp_path)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--max-turns must be >= 1" in bad.stderr
+
+
+def test_against_verls_real_base_tool_and_registry(tmp_path: Path) -> None:
+    pytest.importorskip("verl.tools.base_tool", reason="verl is not installed here (see docs/multiturn.md)")
+    from verl.tools.base_tool import BaseTool
+    from verl.tools.schemas import ToolResponse
+    from verl.tools.tool_registry import initialize_tools_from_config
+
+    assert vm.HAVE_VERL and issubclass(vm.CountdownTool, BaseTool)
+    path = tmp_path / "tools.yaml"
+    vm.dump_tool_config(path)
+    tools = {t.name: t for t in initialize_tools_from_config(str(path))}
+    assert set(tools) == set(vm.ACTIONS)
+    resp, r, _ = _call(tools, vm.tools_kwargs(P), AgentData(), "move", {"a": 21, "op": "+", "b": 16})
+    assert isinstance(resp, ToolResponse) and resp.text == "= 37 [17,26,37]"
+    assert tools["move"].get_openai_tool_schema().function.name == "move"
