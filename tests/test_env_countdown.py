@@ -445,3 +445,12 @@ def test_maskable_ppo_trains_on_the_registered_env():
     model = MaskablePPO("MlpPolicy", env, n_steps=32, batch_size=16, n_epochs=1, seed=0, device="cpu")
     model.learn(64)
     assert get_action_masks(model.get_env()).shape == (1, 48)
+
+
+@pytest.mark.parametrize("env_id", ["Countdown-v0", "CountdownText-v0", "CountdownMultiTurn-v0"])
+def test_a_start_state_without_a_legal_move_is_refused_as_the_vector_env_does(env_id):
+    env = gym.make(env_id).unwrapped
+    with pytest.raises(ValueError, match="no legal first move"):
+        env.reset(seed=0, options={"problem": ((4001, 2), 3)})
+    with pytest.raises(ValueError, match="no legal first move"):
+        gym.make(env_id, problems=[((21, 16, 17, 26), 46), ((4001, 2), 5)])

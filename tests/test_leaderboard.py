@@ -661,3 +661,12 @@ def test_random_corruption_never_crashes_the_scorer(good, tmp_path_factory):
             assert r.reason and "could not be scored" not in r.reason, r.reason
 
     run()
+
+
+def test_the_leaderboard_runs_on_the_core_install():
+    # jsonschema and tqdm are what `python -m countdown_gym.leaderboard score` needs beyond numpy/gymnasium
+    import tomllib
+
+    core = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {d.split(">")[0].split("=")[0].split("<")[0].strip() for d in core}
+    assert {"jsonschema", "tqdm"} <= names

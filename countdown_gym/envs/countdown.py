@@ -309,7 +309,8 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
     ``terminated`` when the game is over: a win, one number left, a masked action in penalty
     mode, or a *dead end* (two or more numbers left but no legal move, e.g. ``[4001, 2]``
     under LongProc rules, where every result is a fraction or above the value limit 2000: reward 0,
-    ``info["dead_end"] = True``). Under ``use_all`` rules, making the target early with numbers
+    ``info["dead_end"] = True``; a problem that starts in such a state is refused with a ``ValueError``
+when it is given, as the vector env refuses it). Under ``use_all`` rules, making the target early with numbers
     still unused neither wins nor ends the episode: all numbers must be used. ``truncated`` only
     when ``max_steps`` moves have been made without the game ending.
     Every move removes one number, so an episode lasts at most ``M - 1`` steps and the env needs

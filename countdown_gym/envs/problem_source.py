@@ -46,6 +46,7 @@ import numpy as np
 from countdown_gym.generator import PRESETS, GeneratorConfig, iter_problems
 from countdown_gym.problem import Problem
 from countdown_gym.rules import Rules
+from countdown_gym.solver import legal_moves
 from countdown_gym.splits import SPLITS, load_split
 
 DEFAULT_PRESET = "longproc-0.5k"
@@ -103,6 +104,12 @@ def check_playable(problem: Problem, max_numbers: int) -> None:
         raise ValueError(f"{problem}: {n} numbers, but the environment has only {max_numbers} slots (max_numbers)")
     if not problem.rules.use_all and problem.target in problem.numbers:
         raise ValueError(f"{problem}: under use_all=False rules the target is already one of the numbers (solved at reset)")
+    nums, rules = problem.numbers, problem.rules
+    if rules.apply(nums[0], "+", nums[1]) is None and next(legal_moves(nums, rules), None) is None:  # cheap case first
+        raise ValueError(
+            f"problem {problem.numbers} -> {problem.target} has no legal first move under rules {rules.name!r}; "
+            "an episode must start with a legal move (every action would be masked)"
+        )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,7 +23,6 @@ from countdown_gym.envs.problem_source import ProblemLike, make_problem_source
 from countdown_gym.generator import GeneratorConfig
 from countdown_gym.problem import Problem
 from countdown_gym.rules import OPERATORS, Rules
-from countdown_gym.solver import legal_moves
 
 _INT32_SAFE = 2**31 - 1
 _INT64_SAFE = 2**62
@@ -146,8 +145,6 @@ class CountdownVectorEnv(VectorEnv):
                 "integer_only=False); use gymnasium.make_vec('Countdown-v0', vectorization_mode='sync') "
                 "for rational rules"
             )
-        if problems is not None and self.source.pool is not None:
-            self._playable(list(self.source.pool))
         if max_steps is not None and max_episode_steps is not None and max_steps != max_episode_steps:
             raise ValueError(f"max_steps={max_steps} and max_episode_steps={max_episode_steps} disagree; pass one")
         self.max_steps = check_max_steps(max_steps if max_steps is not None else max_episode_steps)
@@ -245,20 +242,6 @@ class CountdownVectorEnv(VectorEnv):
             self._load(rows, [self.source.sample(self.np_random) for _ in rows])
         self._steps[rows] = 0
 
-    def _playable(self, problems: list[Problem]) -> list[Problem]:
-        """``problems``, or a ValueError naming one without a legal first move (its mask would be all zero)."""
-        apply = self.rules.apply
-        for p in problems:
-            nums = p.numbers
-            if len(nums) >= 2 and apply(nums[0], "+", nums[1]) is not None:
-                continue  # the usual case, cheap: legal_moves' first candidate is legal
-            if next(legal_moves(nums, self.rules), None) is None:
-                raise ValueError(
-                    f"problem {p.numbers} -> {p.target} has no legal first move under rules {self.rules.name!r}; "
-                    "the vector env returns only masks with a legal move (Countdown-v0 plays such a problem as a dead end)"
-                )
-        return problems
-
     def current_problems(self) -> list[Problem]:
         """The problem each env is playing."""
         if not self._started:
@@ -352,12 +335,12 @@ class CountdownVectorEnv(VectorEnv):
             raise ValueError("pass reset option 'problem' or 'problems', not both")
         if options.get("problem") is not None:
             p = self.source.coerce(options["problem"])
-            self._load(rows, self._playable([p]) * self.num_envs)
+            self._load(rows, [p] * self.num_envs)
         elif options.get("problems") is not None:
             given = list(options["problems"])
             if len(given) != self.num_envs:
                 raise ValueError(f"reset option 'problems' needs {self.num_envs} problems (one per env), got {len(given)}")
-            self._load(rows, self._playable([self.source.coerce(p) for p in given]))
+            self._load(rows, [self.source.coerce(p) for p in given])  # coerce checks each is playable
         else:
             self._draw(rows)
         self._steps[:] = 0
