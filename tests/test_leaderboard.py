@@ -670,3 +670,14 @@ def test_the_leaderboard_runs_on_the_core_install():
     core = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     names = {d.split(">")[0].split("=")[0].split("<")[0].strip() for d in core}
     assert {"jsonschema", "tqdm"} <= names
+
+
+def test_check_redraws_the_chart_and_refuses_a_made_up_one(tmp_path, capsys):
+    import shutil
+
+    lb = tmp_path / "lb"
+    shutil.copytree(ROOT / "leaderboard", lb)
+    assert lb_main(["check", "--dir", str(lb)]) == 0
+    (lb / "leaderboard.png").write_bytes(b"\x89PNG\r\n\x1a\n a made-up chart")
+    assert lb_main(["check", "--dir", str(lb)]) == 1
+    assert "leaderboard.png is stale" in capsys.readouterr().err

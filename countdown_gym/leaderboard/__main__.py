@@ -74,8 +74,17 @@ def cmd_check(args: argparse.Namespace) -> int:
         problems.append(f"{md} is missing; run python -m countdown_gym.leaderboard score")
     elif md.read_text(encoding="utf-8") != expected:
         problems.append(f"{md} is stale (it differs from the re-scored submissions); run python -m countdown_gym.leaderboard score")
-    if any(isinstance(r, Scores) for r in results) and not (d / PNG).exists():
-        problems.append(f"{d / PNG} is missing; run python -m countdown_gym.leaderboard score")
+    if any(isinstance(r, Scores) for r in results):
+        if not (d / PNG).exists():
+            problems.append(f"{d / PNG} is missing; run python -m countdown_gym.leaderboard score")
+        else:
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as tmp:  # the chart is redrawn from the re-scored results
+                fresh = plot(results, Path(tmp) / PNG)
+                if fresh is not None and fresh.read_bytes() != (d / PNG).read_bytes():
+                    problems.append(f"{d / PNG} is stale (it is not the chart of the re-scored submissions); "
+                                    "run python -m countdown_gym.leaderboard score")
     for p in problems:
         print(p, file=sys.stderr)
     n = sum(isinstance(r, Scores) for r in results)
