@@ -329,6 +329,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     name = args.run_name or f"{args.preset}-{args.reward}-s{args.seed}"
     out = dataclass_cli.output_dir(Path(args.output_dir) / name, f"--output-dir {args.output_dir}")
     checkpoints = sorted(out.glob("checkpoints/model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[1]))
+    if not args.resume and (checkpoints or (out / "args.json").is_file()):
+        raise SystemExit(f"{out} holds a run already: --resume continues it; to start over use another --run-name "
+                         "or delete that directory")
     if args.resume and checkpoints and (out / "args.json").is_file():
         changed = dataclass_cli.changed_options(json.loads((out / "args.json").read_text()), args, RESUME_MAY_CHANGE)
         if changed:

@@ -375,6 +375,10 @@ def test_resume_refuses_flags_the_checkpoint_would_ignore(tmp_path: Path) -> Non
         sb3_ppo.main([*common, "--total-timesteps", "128", "--learning-rate", "0.5", "--resume"])
     assert json.loads((tmp_path / "r" / "args.json").read_text())["learning_rate"] == 0.001
     assert sb3_ppo.main([*common, "--total-timesteps", "128", "--learning-rate", "0.001", "--resume"])["total_timesteps"] == 128
+    # a fresh start in the run's directory would let a later --resume continue the older model: refused
+    with pytest.raises(SystemExit, match="holds a run already: --resume continues it"):
+        sb3_ppo.main([*common, "--total-timesteps", "64", "--learning-rate", "0.001"])
+    assert json.loads((tmp_path / "r" / "args.json").read_text())["total_timesteps"] == 128  # untouched
 
 
 def test_a_resumed_run_does_not_replay_the_problems_of_its_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
