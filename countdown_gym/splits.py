@@ -98,6 +98,19 @@ def load_split(preset: str, split: str) -> list[Problem]:
     return list(_load(preset, split))
 
 
+def tampered_files() -> list[str]:
+    """The shipped split files whose bytes on disk differ from their recorded SHA-256 (missing ones too)."""
+    bad = []
+    for preset, splits in SPLIT_SHA256.items():
+        for split, expected in splits.items():
+            path = split_path(preset, split)
+            if not path.is_file():
+                bad.append(f"{path} (missing)")
+            elif file_sha256(path) != expected:
+                bad.append(f"{path} (SHA-256 {file_sha256(path)[:12]}..., recorded {expected[:12]}...)")
+    return bad
+
+
 def build_splits(preset: str) -> dict[str, list[Problem]]:
     """Generate the splits of ``preset`` from :data:`SPLIT_SPEC` (disjoint by problem key)."""
     spec = SPLIT_SPEC[preset]
@@ -142,11 +155,16 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - maintenanc
     if args.write:
         print(json.dumps(hashes, indent=4))
         return 0
+    tampered = tampered_files()
+    if tampered:
+        print("these split files on disk are not the recorded ones (edited, or converted line endings):\n  "
+              + "\n  ".join(tampered))
+        return 1
     differ = [f"{pr}/{sp}" for pr in hashes for sp in hashes[pr] if SPLIT_SHA256.get(pr, {}).get(sp) != hashes[pr][sp]]
     if differ:
         print(f"these splits no longer reproduce from SPLIT_SPEC: {', '.join(differ)}")
         return 1
-    print(f"all {sum(map(len, hashes.values()))} split files reproduce their recorded SHA-256")
+    print(f"all {sum(map(len, hashes.values()))} split files reproduce their recorded SHA-256, and the files on disk match")
     return 0
 
 

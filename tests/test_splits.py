@@ -111,3 +111,25 @@ def test_build_splits_reproduces_shipped_files(preset: str) -> None:
     built = build_splits(preset)
     for split in SPLITS:
         assert hashlib.sha256(splits_mod._split_bytes(built[split])).hexdigest() == SPLIT_SHA256[preset][split], (preset, split)
+
+
+def test_tampered_split_files_are_reported(tmp_path, monkeypatch):
+    import shutil
+
+    from countdown_gym import splits
+
+    data = tmp_path / "data"
+    shutil.copytree(splits._data_dir(), data)
+    monkeypatch.setattr(splits, "_data_dir", lambda: data)
+    assert splits.tampered_files() == []
+    f = data / "tinyzero" / "validation.jsonl"
+    f.write_bytes(f.read_bytes().replace(b"\n", b"\r\n"))  # what a CRLF checkout would do
+    bad = splits.tampered_files()
+    assert len(bad) == 1 and "tinyzero/validation.jsonl" in bad[0]
+    (data / "hard" / "test.jsonl").unlink()
+    assert any("missing" in b for b in splits.tampered_files())
+
+
+def test_gitattributes_keep_the_split_files_byte_exact():
+    root = Path(__file__).resolve().parents[1]
+    assert "countdown_gym/data/** -text" in (root / ".gitattributes").read_text()
