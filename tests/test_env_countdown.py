@@ -286,8 +286,8 @@ def test_rational_rules_keep_exact_fractions():
 # ---- masked actions --------------------------------------------------------------------------
 
 
-def test_masked_action_raises_by_default_and_leaves_state():
-    env = CountdownEnv(problems=[((21, 16, 17, 26), 46)])
+def test_masked_action_raises_on_request_and_leaves_state():
+    env = CountdownEnv(problems=[((21, 16, 17, 26), 46)], invalid_action="raise")
     env.reset(seed=0)
     with pytest.raises(InvalidActionError, match="non_integer_result") as err:
         env.step(env.encode_action(0, 1, "/"))
@@ -454,3 +454,14 @@ def test_a_start_state_without_a_legal_move_is_refused_as_the_vector_env_does(en
         env.reset(seed=0, options={"problem": ((4001, 2), 3)})
     with pytest.raises(ValueError, match="no legal first move"):
         gym.make(env_id, problems=[((21, 16, 17, 26), 46), ((4001, 2), 5)])
+
+
+def test_the_registered_default_passes_gymnasiums_own_checker():
+    from gymnasium.utils.env_checker import check_env
+
+    env = gym.make("Countdown-v0").unwrapped
+    assert env.invalid_action == "penalty"
+    check_env(env)  # it takes masked actions: they end the episode with the penalty, they do not raise
+    env.reset(seed=0, options={"problem": ((21, 16, 17, 26), 46)})
+    _, r, terminated, _, info = env.step(env.encode_action(0, 1, "/"))
+    assert (r, terminated, info["transitions"][0]["reason"]) == (-1.0, True, "non_integer_result")

@@ -164,7 +164,7 @@ def test_errors():
         CountdownVectorEnv(2, problems=[((21, 16, 17, 26), 46), ((4001, 2), 5)])
     with pytest.raises(ValueError, match="no legal first move"):
         CountdownVectorEnv(2, problems=[((1, 2), 3)]).reset(seed=0, options={"problem": ((4001, 2), 5)})
-    venv = CountdownVectorEnv(4, problems=[((21, 16, 17, 26), 46)])
+    venv = CountdownVectorEnv(4, problems=[((21, 16, 17, 26), 46)], invalid_action="raise")
     with pytest.raises(RuntimeError, match="reset"):
         venv.step(np.zeros(4, dtype=int))
     venv.reset(seed=0)

@@ -309,9 +309,9 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
     ``terminated`` when the game is over: a win, one number left, a masked action in penalty
     mode, or a *dead end* (two or more numbers left but no legal move, e.g. ``[4001, 2]``
     under LongProc rules, where every result is a fraction or above the value limit 2000: reward 0,
-    ``info["dead_end"] = True``; a problem that starts in such a state is refused with a ``ValueError``
-when it is given, as the vector env refuses it). Under ``use_all`` rules, making the target early with numbers
-    still unused neither wins nor ends the episode: all numbers must be used. ``truncated`` only
+    ``info["dead_end"] = True``; a problem that starts in such a state is refused with a
+    ``ValueError`` when it is given, as the vector env refuses it). Under ``use_all`` rules, making
+    the target early with numbers still unused neither wins nor ends the episode: all numbers must be used. ``truncated`` only
     when ``max_steps`` moves have been made without the game ending.
     Every move removes one number, so an episode lasts at most ``M - 1`` steps and the env needs
     no ``TimeLimit``. Stepping an ended episode raises ``RuntimeError`` (call ``reset``).
@@ -333,10 +333,11 @@ when it is given, as the vector env refuses it). Under ``use_all`` rules, making
       :mod:`countdown_gym.envs.problem_source` for the resolution rules.
     * ``max_numbers``: slot count ``M`` (default: the source's largest problem).
     * ``max_steps``: truncate after this many moves (default ``None``: no limit needed).
-    * ``invalid_action``: ``"raise"`` (default: a masked action raises
-      :class:`InvalidActionError`, a ``ValueError``) or ``"penalty"`` (the episode terminates
-      with reward ``invalid_penalty``). Gymnasium's ``check_env`` samples unmasked random
-      actions, so it runs on ``invalid_action="penalty"``.
+    * ``invalid_action``: ``"penalty"`` (default: a masked action terminates the episode with
+      reward ``invalid_penalty``, ``info["transitions"]`` saying why; Gymnasium's ``check_env`` and
+      any algorithm without masks take such actions) or ``"raise"`` (a masked action raises
+      :class:`InvalidActionError`, a ``ValueError``, and changes nothing: for agents that must
+      never take one).
     * ``invalid_penalty``: reward of a masked action in penalty mode (default ``-1.0``).
     * ``value_scale``: the observation's normalisation constant (see above).
     * ``render_mode``: ``"ansi"`` (``render()`` returns the text) or ``"human"`` (printed on
@@ -365,7 +366,7 @@ when it is given, as the vector env refuses it). Under ``use_all`` rules, making
         *,
         max_numbers: int | None = None,
         max_steps: int | None = None,
-        invalid_action: str = "raise",
+        invalid_action: str = "penalty",
         invalid_penalty: float = -1.0,
         value_scale: float | None = None,
         render_mode: str | None = None,

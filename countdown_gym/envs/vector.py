@@ -126,7 +126,7 @@ class CountdownVectorEnv(VectorEnv):
         max_numbers: int | None = None,
         max_steps: int | None = None,
         max_episode_steps: int | None = None,
-        invalid_action: str = "raise",
+        invalid_action: str = "penalty",
         invalid_penalty: float = -1.0,
         value_scale: float | None = None,
         render_mode: str | None = None,
