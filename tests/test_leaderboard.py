@@ -341,9 +341,9 @@ def test_bad_files_never_change_another_submissions_score(good, tmp_path):
     alone = score_file(good)
     d = tmp_path / "submissions"
     d.mkdir()
-    (d / "a-good.jsonl").write_bytes(good.read_bytes())
-    tamper(good, d / "b-hash.jsonl", lambda o: o[0].update(split_sha256="1" * 64))
-    (d / "c-cut.jsonl").write_bytes(good.read_bytes()[:5000])
+    (d / f"a-good.{PRESET}.{SPLIT}.jsonl").write_bytes(good.read_bytes())
+    tamper(good, d / f"b-hash.{PRESET}.{SPLIT}.jsonl", lambda o: o[0].update(split_sha256="1" * 64))
+    (d / f"c-cut.{PRESET}.{SPLIT}.jsonl").write_bytes(good.read_bytes()[:5000])
     (d / "d-notes.txt").write_text("hello")
     results = score_directory(d)
     assert [type(r).__name__ for r in results] == ["Scores", "Rejection", "Rejection", "Rejection"]
@@ -352,7 +352,7 @@ def test_bad_files_never_change_another_submissions_score(good, tmp_path):
         alone.pass_at_1, alone.pass_at_k, alone.per_sample, alone.mean_length,
     )  # fmt: skip
     md = render_markdown(results, tmp_path)
-    assert "b-hash.jsonl" in md and "c-cut.jsonl" in md and "not a .jsonl file" in md
+    assert f"b-hash.{PRESET}.{SPLIT}.jsonl" in md and f"c-cut.{PRESET}.{SPLIT}.jsonl" in md and "does not follow" in md
 
 
 def test_untrusted_text_cannot_break_the_table(good, tmp_path):
@@ -362,7 +362,7 @@ def test_untrusted_text_cannot_break_the_table(good, tmp_path):
     s = score_file(tamper(good, tmp_path / "evil.jsonl", edit))
     md = render_markdown([s], tmp_path)
     row = next(line for line in md.splitlines() if "evil" in line)
-    assert "evil \\| agent ## injected &lt;script&gt;" in row
+    assert "evil \\| agent \\#\\# injected &lt;script&gt;" in row
     assert "\n## injected" not in md
     assert plot([s], tmp_path / "evil.png").stat().st_size > 1000
 
@@ -373,7 +373,7 @@ def test_untrusted_text_cannot_break_the_table(good, tmp_path):
 def test_score_and_check_commands(good, tmp_path, capsys):
     d = tmp_path / "board"
     (d / "submissions").mkdir(parents=True)
-    (d / "submissions" / "good.jsonl").write_bytes(good.read_bytes())
+    (d / "submissions" / f"test-agent.{PRESET}.{SPLIT}.jsonl").write_bytes(good.read_bytes())
     assert lb_main(["check", "--dir", str(d)]) == 1  # no LEADERBOARD.md yet
     assert lb_main(["score", "--dir", str(d), "--no-progress"]) == 0
     assert (d / "leaderboard.png").stat().st_size > 1000
@@ -386,9 +386,9 @@ def test_score_and_check_commands(good, tmp_path, capsys):
     assert lb_main(["check", "--dir", str(d)]) == 1
     assert "stale" in capsys.readouterr().err
     lb_main(["score", "--dir", str(d), "--no-progress"])
-    (d / "submissions" / "bad.jsonl").write_bytes(good.read_bytes()[:3000])
+    (d / "submissions" / f"bad.{PRESET}.{SPLIT}.jsonl").write_bytes(good.read_bytes()[:3000])
     assert lb_main(["check", "--dir", str(d)]) == 1
-    assert "bad.jsonl" in capsys.readouterr().err
+    assert f"bad.{PRESET}.{SPLIT}.jsonl" in capsys.readouterr().err
     assert lb_main(["score", str(good), "--no-progress"]) == 0
     assert "pass@1 1.000" in capsys.readouterr().out
 
@@ -681,3 +681,34 @@ def test_check_redraws_the_chart_and_refuses_a_made_up_one(tmp_path, capsys):
     (lb / "leaderboard.png").write_bytes(b"\x89PNG\r\n\x1a\n a made-up chart")
     assert lb_main(["check", "--dir", str(lb)]) == 1
     assert "leaderboard.png is stale" in capsys.readouterr().err
+
+
+def test_board_text_is_inert_and_file_names_follow_the_rule(tmp_path):
+    import shutil
+
+    src = ROOT / "leaderboard" / "submissions" / "random-legal.longproc-0.5k.test.jsonl"
+    lines = src.read_text().splitlines()
+    header = json.loads(lines[0])
+    d = tmp_path / "submissions"
+    d.mkdir()
+
+    def put(name, **change):
+        (d / name).write_text("\n".join([json.dumps({**header, **change}), *lines[1:]]) + "\n")
+
+    put("evil.longproc-0.5k.test.jsonl", agent="evil", method="![x](http://e.org/a.png) [click](http://e.org)")
+    put("Bad Name.longproc-0.5k.test.jsonl", agent="badname")
+    put("x.longproc-0.5k.test.jsonl\n| injected |", agent="nl")  # a newline in a name: rejected, not a new row
+    put("twin.longproc-0.5k.test.jsonl", agent="evil")  # the same agent and split again
+    put("other.longproc-0.5k.validation.jsonl", agent="other")  # the name says validation, the header test
+    (d / "link.longproc-0.5k.test.jsonl").symlink_to(src)
+    shutil.copy(src, d / "random-legal.longproc-0.5k.test.jsonl")
+    results = {r.path.name: r for r in score_directory(d)}
+    assert isinstance(results["evil.longproc-0.5k.test.jsonl"], Scores)
+    assert isinstance(results["random-legal.longproc-0.5k.test.jsonl"], Scores)
+    for name, reason in (("Bad Name.longproc-0.5k.test.jsonl", "does not follow"), ("link.longproc-0.5k.test.jsonl", "symbolic link"),
+                         ("twin.longproc-0.5k.test.jsonl", "already on the board"), ("other.longproc-0.5k.validation.jsonl", "file name says")):
+        assert isinstance(results[name], Rejection) and reason in results[name].reason, name
+    md = render_markdown(list(results.values()), tmp_path, "leaderboard.png")
+    assert "![x](" not in md and "[click](" not in md and "\\!\\[x\\]\\(http" in md
+    assert all(line.count("|") >= 2 or not line.startswith("|") for line in md.splitlines())
+    assert "\n| injected |" not in md

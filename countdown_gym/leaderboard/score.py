@@ -223,14 +223,44 @@ def submission_files(directory: str | os.PathLike[str]) -> list[Path]:
     return sorted(p for p in d.iterdir() if p.is_file() and not p.name.startswith("."))
 
 
+_FILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}\.(?P<preset>[a-z0-9][a-z0-9.-]{0,39})\.(?P<split>[a-z]+)\.jsonl")
+"""The naming rule of a submission file: ``<agent>.<preset>.<split>.jsonl``, lower case, no spaces."""
+
+
+def name_problem(path: Path) -> str | None:
+    """Why ``path`` breaks the naming rule (or is a link), else None."""
+    if path.is_symlink():
+        return "a symbolic link (submit the file itself)"
+    m = _FILE_NAME.fullmatch(path.name)
+    if m is None or m["split"] not in SPLITS:
+        return ("file name does not follow <agent>.<preset>.<split>.jsonl (lower-case letters, digits, '-', '_'; "
+                f"split one of {list(SPLITS)})")
+    return None
+
+
 def score_directory(directory: str | os.PathLike[str], progress: bool = False) -> list[Scores | Rejection]:
-    """Score every file of ``directory`` (a non-``.jsonl`` file is rejected)."""
+    """Score every file of ``directory``: a file breaking the naming rule, a link, or a second file of an
+    (agent, preset, split) already on the board is rejected."""
     results: list[Scores | Rejection] = []
+    seen: dict[tuple[str, str, str], Path] = {}
     for p in submission_files(directory):
-        if p.suffix != ".jsonl":
-            results.append(Rejection(p, "not a .jsonl file (submissions are JSON Lines files named *.jsonl)"))
-        else:
-            results.append(score_file(p, progress=progress))
+        problem = name_problem(p)
+        if problem is not None:
+            results.append(Rejection(p, problem))
+            continue
+        r = score_file(p, progress=progress)
+        if isinstance(r, Scores):
+            h = r.header
+            key = (str(h["agent"]).casefold(), str(h["preset"]), str(h["split"]))
+            m = _FILE_NAME.fullmatch(p.name)
+            if (m["preset"], m["split"]) != (key[1], key[2]):
+                r = Rejection(p, f"the file name says {m['preset']}/{m['split']}, the header {key[1]}/{key[2]}")
+            elif key in seen:
+                r = Rejection(p, f"agent {h['agent']!r} on {key[1]}/{key[2]} is already on the board ({seen[key].name}); "
+                                 "one file per agent and split")
+            else:
+                seen[key] = p
+        results.append(r)
     return results
 
 
@@ -239,12 +269,19 @@ def score_directory(directory: str | os.PathLike[str], progress: bool = False) -
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 
-def _md(text: Any, limit: int = 80) -> str:
-    """Untrusted text made safe for one Markdown table cell."""
+_MD_SPECIAL = re.compile(r"([\[\]()!*_#~])")
+
+
+def _md(text: Any, limit: int = 80, code: bool = False) -> str:
+    """Untrusted text made safe for one Markdown table cell: no live links, images, emphasis or HTML.
+
+    ``code=True``: for text inside a code span (where Markdown is not interpreted, so only ``|``
+    and backticks need care)."""
     s = _CONTROL.sub(" ", str(text).encode("utf-8", "replace").decode("utf-8")).strip()
     if len(s) > limit:
         s = s[: limit - 3] + "..."
-    return s.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("`", "'")
+    s = s.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("`", "'")
+    return s if code else _MD_SPECIAL.sub(r"\\\1", s)
 
 
 def _fmt(x: float | None, digits: int = 3) -> str:
@@ -324,13 +361,13 @@ def render_markdown(results: list[Scores | Rejection], base: Path, png_name: str
                 f"| {_md(h['model'], 40)} ({_md(h['model_size'], 20)}) "
                 f"| {_md(h['reward_variant'], 30)} | {s.pass_at_1:.3f} | {passk} | {s.per_sample:.3f} "
                 f"| {_fmt(s.invalid_step_rate)} | {s.mean_length:.0f} | {s.num_answers} | {_md(h['authors'], 60)} "
-                f"| `{_md(h['command'], 200)}` | [{_md(Path(rel).name, 60)}]({rel}) |"
+                f"| `{_md(h['command'], 200, code=True)}` | [{_md(Path(rel).name, 60)}]({rel}) |"
             )
     details = [s for _, rows in ranked(scores).items() for _, s in rows]
     if details:
         out += ["", "## Failure reasons", "", "Verifier reason codes of the wrong answers (most frequent first).", ""]
         for s in details:
-            top = ", ".join(f"`{_md(r, 40)}` {c}" for r, c in list(s.failure_reasons.items())[:6]) or "none"
+            top = ", ".join(f"`{_md(r, 40, code=True)}` {c}" for r, c in list(s.failure_reasons.items())[:6]) or "none"
             out.append(f"- [{_md(s.path.name, 60)}]({_rel(s.path, base)}): {top}")
     claims = [s for s in details if s.claim_notes]
     out += ["", "## Claims that differ from the re-scored values", ""]
@@ -342,7 +379,7 @@ def render_markdown(results: list[Scores | Rejection], base: Path, png_name: str
     out += ["", "## Rejected submissions", ""]
     if rejected:
         for r in rejected:
-            out.append(f"- `{_md(_rel(r.path, base), 100)}`: {_md(r.reason, 400)}")
+            out.append(f"- `{_md(_rel(r.path, base), 100, code=True)}`: {_md(r.reason, 400)}")
     else:
         out.append("None.")
     return "\n".join(out) + "\n"
