@@ -712,3 +712,16 @@ def test_board_text_is_inert_and_file_names_follow_the_rule(tmp_path):
     assert "![x](" not in md and "[click](" not in md and "\\!\\[x\\]\\(http" in md
     assert all(line.count("|") >= 2 or not line.startswith("|") for line in md.splitlines())
     assert "\n| injected |" not in md
+
+
+def test_scoring_work_per_answer_is_bounded():
+    from countdown_gym.leaderboard.score import MAX_REPLAY_LINES, score_answer
+
+    calls = []
+    p = load_split("longproc-0.5k", "test")[0]
+    junk = score_answer(p, "\n" * 150_000, replay=lambda *a: calls.append(a))
+    assert not junk.correct and junk.moves is None and calls == []  # verified, never replayed
+    trace = "<Solution>\n" + "1 + 1 = 2\n" * (MAX_REPLAY_LINES // 4) + "</Solution>"
+    from countdown_gym.envs.text import replay_completion
+
+    assert score_answer(p, trace, replay=replay_completion).moves is not None  # ordinary answers are replayed

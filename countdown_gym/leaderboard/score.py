@@ -109,6 +109,11 @@ def _replay_function() -> Callable[..., Any] | None:
     return replay_completion
 
 
+MAX_REPLAY_LINES = 2_000
+"""Answers with more lines are verified but not replayed for the invalid-step count (replay costs ~6 us a
+line; a long LongProc 8k trace has well under 1,000), so a file of junk lines cannot make scoring slow."""
+
+
 def score_answer(problem: Problem, text: str, replay: Callable[..., Any] | None = None) -> AnswerScore:
     """Verify one answer text (never raises; a verifier failure scores it wrong)."""
     if len(text) > MAX_COMPLETION_CHARS:
@@ -119,7 +124,7 @@ def score_answer(problem: Problem, text: str, replay: Callable[..., Any] | None 
     except Exception as e:  # noqa: BLE001 - a verifier bug must not crash the scorer
         correct, reason = False, f"verifier_error:{type(e).__name__}"
     moves = invalid = None
-    if replay is not None:
+    if replay is not None and text.count("\n") < MAX_REPLAY_LINES:
         try:
             r = replay(problem, text)
             moves, invalid = len(r.transitions), int(r.invalid_steps)
