@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -286,10 +287,23 @@ def save_checkpoint(model: nn.Module, cfg: ModelConfig, directory: str | Path, e
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    save_file(tensors, str(d / "model.safetensors"))
     meta = {"format": CONFIG_FORMAT, "model": cfg.to_dict(), **(extra or {})}
-    (d / "config.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    # each file is written whole under a temporary name and moved into place (never half-written);
+    # the weights carry the step of their config, so a set mixed by an interruption is detected on load
+    tag = {"step": str(meta["step"])} if "step" in meta else None
+    save_file(tensors, str(d / "model.safetensors.tmp"), metadata=tag)
+    (d / "config.json.tmp").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(d / "model.safetensors.tmp", d / "model.safetensors")
+    os.replace(d / "config.json.tmp", d / "config.json")
     return d
+
+
+def weights_step(path: str | Path) -> str | None:
+    """The training step recorded in a checkpoint's ``model.safetensors`` metadata (None if not recorded)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        return (f.metadata() or {}).get("step")
 
 
 def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | NumericalCriticV2, dict[str, Any]]:
@@ -325,6 +339,10 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
         state = load_file(str(weights_path))
     except (SafetensorError, OSError) as e:
         raise CheckpointError(f"{weights_path} is not a readable safetensors file: {e}") from None
+    recorded = weights_step(weights_path)
+    if recorded is not None and "step" in meta and recorded != str(meta["step"]):
+        raise CheckpointError(f"{weights_path} is from step {recorded} but {cfg_path} from step {meta['step']} "
+                              "(interrupted while saving?)")
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))

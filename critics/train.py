@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import random
 import shlex
 import sys
@@ -264,11 +265,13 @@ def _save(model, optim, cfg: TrainConfig, out: Path, step: int, rng: np.random.G
     torch.save(
         {"optimizer": optim.state_dict(), "step": step, "numpy_rng": rng.bit_generator.state,
          "torch_rng": torch.get_rng_state(), "elapsed": extra.get("train_seconds", 0.0)},
-        out / "train_state.pt",
+        out / "train_state.pt.tmp",
     )
-    with (out / "log.jsonl").open("w", encoding="utf-8") as f:
+    os.replace(out / "train_state.pt.tmp", out / "train_state.pt")  # whole or not at all; its step is checked on resume
+    with (out / "log.jsonl.tmp").open("w", encoding="utf-8") as f:
         for r in log:
             f.write(json.dumps(r) + "\n")
+    os.replace(out / "log.jsonl.tmp", out / "log.jsonl")
 
 
 RESUME_FREE_FIELDS = frozenset(

@@ -363,3 +363,19 @@ def test_evaluate_rejects_bad_sizes(tmp_path, kwargs, message):
 
     with pytest.raises(ValueError, match=message):
         evaluate(out=tmp_path, **kwargs)
+
+
+def test_a_checkpoint_mixed_by_an_interrupted_save_is_refused(tmp_path):
+    import shutil
+
+    from critics.models import load_checkpoint
+
+    cfg = ModelConfig(**TINY)
+    a, b = tmp_path / "a", tmp_path / "b"
+    save_checkpoint(build_model(cfg), cfg, a, {"step": 1})
+    save_checkpoint(build_model(cfg), cfg, b, {"step": 2})
+    assert load_checkpoint(a)[1]["step"] == 1
+    assert not list(a.glob("*.tmp"))  # written under temporary names, moved into place
+    shutil.copy(b / "model.safetensors", a / "model.safetensors")  # the weights of the next save, the config of this one
+    with pytest.raises(CheckpointError, match="from step 2 but .*config.json from step 1"):
+        load_checkpoint(a)
