@@ -157,7 +157,7 @@ def extract_answer(completion: str) -> Extraction:
     stripped = completion.rstrip()
     if not stripped:
         return Extraction(None, None, "no_answer", "the completion is empty")
-    return Extraction(PLAIN, stripped[stripped.rfind("\n") + 1 :])
+    return Extraction(PLAIN, stripped.splitlines()[-1])  # lines split as in a <Solution> block (str.splitlines)
 
 
 # ---- checks -------------------------------------------------------------------------------------
@@ -259,10 +259,14 @@ def _verify_solution_block(problem: Problem, text: str, rules: Rules) -> Verdict
         return Verdict(False, reason, message, tuple(steps), fmt, value, used)
 
     for k, line in enumerate(lines, 1):
-        line = line.translate(_ALIAS_TABLE)
+        line = " ".join(line.translate(_ALIAS_TABLE).split())  # any Unicode space is a space, as in <answer>
+        if "^" in line or "**" in line:
+            return no("power_operator", f"line {k}: '**' and '^' are not Countdown operations")
         for ch in line:
             if ch not in _ALLOWED_STEP_CHARS:
                 reason, message = classify_character(ch)
+                if reason == "invalid_character":  # letters, '%', ...: the line is not 'a op b = c'
+                    return no("malformed_step", f"line {k} is not 'a op b = c': {message}")
                 return no(reason, f"line {k}: {message}")
         m = pattern.fullmatch(line)
         if m is None:

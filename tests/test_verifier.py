@@ -99,7 +99,10 @@ def test_solution_block_errors() -> None:
     assert check(block("21 + 16 = 37", "37 + 37 = 74")).reason == "number_reused"
     assert check(block("16 - 21 = -5")).reason == "negative_result"
     assert check(block("21 / 16 = 1")).reason == "non_integer_result"
-    assert check(block("Step 1: 21 + 16 = 37")).reason == "invalid_character"
+    assert check(block("Step 1: 21 + 16 = 37")).reason == "malformed_step"  # docs/verifier.md: any other line
+    assert check(block("21 ^ 2 = 441")).reason == "power_operator"  # the <answer> code for the same thing
+    assert check(block("21 ** 2 = 441")).reason == "power_operator"
+    assert check(block("21\u00a0+ 16 = 37", "37\u3000- 17 = 20", "20 + 26 = 46")).correct  # Unicode spaces, as in <answer>
     assert check(block("21 + 16 + 17 = 54")).reason == "malformed_step"
     assert check(block("(21 + 16) = 37")).reason == "malformed_step"
     assert check(block("21 + １6 = 37")).reason == "non_ascii_digit"
@@ -404,3 +407,10 @@ def test_property_never_raises_on_any_text(text: str) -> None:
         v = check(text, problem)
         if v.correct:  # anything accepted really solves the puzzle
             assert v.value == problem.target and sorted(v.numbers_used) == sorted(problem.numbers)
+
+
+def test_one_line_rule_for_plain_answers_and_solution_blocks() -> None:
+    p = Problem((21, 16, 17, 26), 46)
+    # str.splitlines everywhere: U+2028 ends a line in a plain answer as it does in a <Solution> block
+    assert verify(p, "I think 21 + 16\u2028(21 + 16) + (26 - 17)").correct
+    assert verify(p, "<Solution>\n21 + 16 = 37\u202826 - 17 = 9\n37 + 9 = 46\n</Solution>").correct
