@@ -147,6 +147,19 @@ def build_parser() -> argparse.ArgumentParser:
     return dataclass_cli.build_parser(Options, description=__doc__.split("\n")[0])
 
 
+def check_critic_fits(preset: str) -> None:
+    """Exit before anything loads when the preset's problems have more numbers than the shipped critic scores."""
+    from countdown_gym.generator import PRESETS
+    from critics import load_critic
+
+    limit = load_critic().config.max_numbers
+    need = PRESETS[preset].max_numbers
+    if need > limit:
+        raise SystemExit(f"--rewards critic: the shipped critic scores states of at most {limit} numbers, but preset "
+                         f"{preset!r} has problems of up to {need}; choose another reward or a critic trained with "
+                         f"max_numbers >= {need} (python -m critics.train --preset {preset} ...)")
+
+
 def parse_options(argv: list[str] | None = None) -> Options:
     """:class:`Options` from the command line, validated."""
     opts = dataclass_cli.parse(Options, argv, description=__doc__.split("\n")[0])
@@ -192,6 +205,8 @@ def check_options(opts: Options) -> None:
         parse_reward_spec(opts.rewards)
     except ValueError as exc:
         raise SystemExit(f"--rewards: {exc}") from None
+    if "critic" in parse_reward_spec(opts.rewards):
+        check_critic_fits(opts.preset)
     if opts.step_credit:
         from baselines.step_credit import STEP_TERMS, split_reward_spec
 

@@ -621,6 +621,12 @@ def test_comparison_reading_uses_students_t_for_few_seeds_and_keeps_the_training
     assert cmp.training_minutes(tmp_path, 5.0) == 45.0
 
 
+def test_a_critic_reward_that_cannot_score_the_presets_states_is_refused_up_front():
+    with pytest.raises(SystemExit, match="at most 4 numbers, but preset 'hard' has problems of up to 6"):
+        parse_options(["--preset", "hard", "--rewards", "critic"])
+    assert parse_options(["--preset", "hard", "--rewards", "oracle"]).rewards == "oracle"
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--rewards", "sparse=nan"], "weight of 'sparse' must be a finite number"),
     (["--rewards", "sparse=inf"], "weight of 'sparse' must be a finite number"),
