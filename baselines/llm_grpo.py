@@ -77,6 +77,9 @@ class Options:
     the step is unchanged, the peak memory smaller); 0 = the whole step's completions at once."""
     max_completion_length: int = 192
     """Token budget of a completion."""
+    max_prompt_length: int = 512
+    """Token budget of a prompt; with --use-vllm the engine's max model length is this plus --max-completion-length
+    (otherwise vLLM reserves KV cache for the model's whole context, 131,072 tokens for Llama-3.1)."""
     learning_rate: float = 5e-5
     beta: float = 0.0
     """KL coefficient (TRL's default 0: no reference model)."""
@@ -182,7 +185,7 @@ def check_options(opts: Options) -> None:
         for name, allowed in (("prompt_style", styles), ("preset", sorted(SPLIT_SPEC)), ("vllm_mode", ("colocate", "server")),
                               ("model_dtype", MODEL_DTYPES), ("loss_type", LOSS_TYPES), ("scale_rewards", SCALE_REWARDS)):
             dataclass_cli.check_choice(opts, name, allowed)
-        dataclass_cli.check_min(opts, 1, "steps", "prompts_per_step", "max_completion_length", "threads", "eval_batch_size",
+        dataclass_cli.check_min(opts, 1, "steps", "prompts_per_step", "max_completion_length", "max_prompt_length", "threads", "eval_batch_size",
                                 "max_turns", "max_turn_tokens")
         dataclass_cli.check_min(opts, 0, "learning_rate", "beta", "eval_interval", "eval_problems", "eval_samples",
                                 "save_steps", "train_problems", "micro_batch_size")
@@ -474,6 +477,8 @@ def build_grpo_config(opts: Options, output_dir: Path | None = None) -> Any:
     kwargs[checkpointing] = opts.gradient_checkpointing
     if opts.vllm_server_base_url:
         kwargs["vllm_server_base_url"] = opts.vllm_server_base_url
+    if opts.use_vllm:
+        kwargs["vllm_max_model_length"] = opts.max_prompt_length + opts.max_completion_length
     kwargs.update(opts.extra)
     try:
         return GRPOConfig(**kwargs)

@@ -254,6 +254,7 @@ def test_grpo_config_vllm_and_multi_process(tmp_path: Path, monkeypatch: pytest.
     assert cfg.per_device_train_batch_size == 16 and cfg.generation_batch_size == 64
     colocate = build_grpo_config(Options(use_vllm=True, vllm_gpu_memory_utilization=0.4), tmp_path)
     assert colocate.vllm_mode == "colocate" and colocate.vllm_gpu_memory_utilization == 0.4
+    assert colocate.vllm_max_model_length == 512 + 192  # prompt + completion budget, not the model's whole context
     with pytest.raises(SystemExit, match="divisible"):
         build_grpo_config(Options(prompts_per_step=3, num_generations=3), tmp_path)
 
