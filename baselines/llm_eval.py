@@ -84,6 +84,9 @@ class EvalConfig:
     backend: str = "hf"
     """``hf`` (transformers generate) or ``vllm``."""
     dtype: str = "float32"
+    device: str = "auto"
+    """Where the model runs (``--backend hf``): ``auto`` (the first GPU when CUDA is available, else the CPU), ``cpu``,
+    ``cuda``, ``cuda:1``..."""
     out: str = ""
     """Output path: a leaderboard submission ``.jsonl`` (whole split) or completions JSONL; empty = auto (an existing
     file of that name stops the run before generating)."""
@@ -172,6 +175,7 @@ def generate(
     for start in range(0, len(order), per_batch):
         idx = order[start : start + per_batch]
         enc = tokenizer([prompts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=add_special)
+        enc = {k: v.to(model.device) for k, v in enc.items()}  # the model's device (a GPU when it is there)
         kwargs = dict(
             input_ids=enc["input_ids"],
             attention_mask=enc["attention_mask"],
@@ -284,9 +288,19 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - prob
 
 
-def load_model(name: str, dtype: str = "float32"):
-    """``(model, tokenizer)`` from a local path or hub id."""
+def resolve_device(device: str = "auto") -> str:
+    """``auto`` -> ``cuda`` when CUDA is available, else ``cpu``; anything else as given."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def load_model(name: str, dtype: str = "float32", device: str = "auto"):
+    """``(model, tokenizer)`` from a local path or hub id, on ``device`` (see :func:`resolve_device`)."""
     model, tokenizer = load_causal_lm(name, dtype=DTYPES[dtype])
+    target = resolve_device(device)
+    if str(model.device) != target:
+        model = model.to(target)
     model.eval()
     return model, tokenizer
 
@@ -367,7 +381,7 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
         if cfg.backend != "hf":
             raise SystemExit("--interaction multi-turn generates turn by turn with transformers (--backend hf)")
         if model is None:
-            model, tokenizer = load_model(cfg.model, cfg.dtype)
+            model, tokenizer = load_model(cfg.model, cfg.dtype, cfg.device)
         res = {"problems": len(problems), "model": cfg.model, "preset": cfg.preset, "split": cfg.split,
                "prompt_style": cfg.prompt_style}
         n = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
@@ -376,7 +390,7 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
             res.update(evaluate_turns(cfg, model, tokenizer, problems, progress))
         return res
     if model is None and cfg.backend == "hf":
-        model, tokenizer = load_model(cfg.model, cfg.dtype)
+        model, tokenizer = load_model(cfg.model, cfg.dtype, cfg.device)
     if tokenizer is None:
         from transformers import AutoTokenizer
 

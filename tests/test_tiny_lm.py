@@ -498,3 +498,18 @@ def test_eval_refuses_a_missing_or_tokenizerless_model_and_an_unwritable_out(tmp
     (tmp_path / "file").write_text("")
     with pytest.raises(SystemExit, match="--out .*cannot write there"):
         llm_eval.main(["--limit", "1", "--k", "0", "--out", str(tmp_path / "file" / "x.jsonl")])
+
+
+def test_llm_eval_puts_the_model_on_the_gpu_when_there_is_one(monkeypatch):
+    import torch
+
+    assert llm_eval.resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert llm_eval.resolve_device("cuda:1") == "cuda:1"
+    model, _ = llm_eval.load_model(str(llm_eval.SHIPPED_CHECKPOINT), device="cpu")
+    assert str(model.device) == "cpu"
+    moved = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU machine, as far as the choice goes
+    monkeypatch.setattr(type(model), "to", lambda self, *a, **k: moved.append(a) or self)
+    llm_eval.load_model(str(llm_eval.SHIPPED_CHECKPOINT))
+    assert moved == [("cuda",)]  # before the fix the model stayed on the CPU in float32
+    assert llm_eval.parse_config(llm_eval.EvalConfig, ["--device", "cuda:1"]).device == "cuda:1"
