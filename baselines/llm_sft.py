@@ -310,13 +310,13 @@ def plot_curves(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(1, 2, figsize=(10, 3.8))
-    steps = [r["step"] for r in rows if r.get("loss") not in (None, "")]
+    steps = [int(r["step"]) for r in rows if r.get("loss") not in (None, "")]  # rows read back on --resume hold strings
     ax[0].plot(steps, [float(r["loss"]) for r in rows if r.get("loss") not in (None, "")])
     ax[0].set_xlabel("step")
     ax[0].set_ylabel("train loss (completion tokens)")
     ax[0].set_yscale("log")
     ev = [r for r in rows if r.get("val_success") not in (None, "")]
-    ax[1].plot([r["step"] for r in ev], [float(r["val_success"]) for r in ev], marker="o")
+    ax[1].plot([int(r["step"]) for r in ev], [float(r["val_success"]) for r in ev], marker="o")
     ax[1].set_xlabel("step")
     ax[1].set_ylabel("validation greedy success")
     ax[1].set_ylim(0, 1)

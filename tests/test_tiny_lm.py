@@ -513,3 +513,15 @@ def test_llm_eval_puts_the_model_on_the_gpu_when_there_is_one(monkeypatch):
     llm_eval.load_model(str(llm_eval.SHIPPED_CHECKPOINT))
     assert moved == [("cuda",)]  # before the fix the model stayed on the CPU in float32
     assert llm_eval.parse_config(llm_eval.EvalConfig, ["--device", "cuda:1"]).device == "cuda:1"
+
+
+def test_sft_curves_take_rows_read_back_from_csv(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    plotted = []
+    orig = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", lambda self, x, *a, **k: plotted.append(list(x)) or orig(self, x, *a, **k))
+    rows = [{"step": "9", "loss": "0.5", "val_success": ""}, {"step": 10, "loss": 0.4, "val_success": 0.2},
+            {"step": "11", "loss": "0.3", "val_success": "0.25"}]  # the first and last as a --resume reads them back
+    llm_sft.plot_curves(rows, tmp_path / "curves.png")
+    assert plotted == [[9, 10, 11], [10, 11]]  # numbers, in order: the x-axis does not break into string categories
