@@ -43,7 +43,7 @@ from tiny_lm import SHIPPED_CHECKPOINT, detect_interaction, load_causal_lm, posi
 from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.problem import Problem  # noqa: E402
 from countdown_gym.splits import SPLIT_SPEC, SPLITS, load_split  # noqa: E402
-from countdown_gym.text_format import PROMPT_STYLES, build_prompt  # noqa: E402
+from countdown_gym.text_format import PROMPT_STYLES, build_prompt, chat_messages  # noqa: E402
 from countdown_gym.turn_format import TURN_PROMPT_STYLES  # noqa: E402
 from countdown_gym.verifier import verify  # noqa: E402
 
@@ -129,10 +129,12 @@ def make_prompts(problems: list[Problem], tokenizer, style: str, chat_template: 
     if chat_template == "on" and not has_template:
         raise ValueError("--chat-template on, but the tokenizer has no chat template")
     if chat_template == "on" or (chat_template == "auto" and has_template):
-        prompts = [
-            tokenizer.apply_chat_template([{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True)
-            for t in prompts
-        ]
+        prompts = []
+        for p in problems:
+            messages = chat_messages(p, style)
+            started = messages[-1]["role"] == "assistant"  # tinyzero: continue the assistant turn
+            prompts.append(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=not started,
+                                                         continue_final_message=started))
     return prompts
 
 

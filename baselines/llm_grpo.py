@@ -334,14 +334,14 @@ def load_model_and_tokenizer(name: str, dtype: Any = None) -> tuple[Any, Any]:
 
 
 def make_prompt(problem: Any, style: str, tokenizer: Any, chat_template: bool = True) -> str | list[dict[str, str]]:
-    """The prompt of ``problem`` in ``style`` (``text_format.build_prompt``): a string, or one user
-    message when the tokenizer has a chat template (and ``chat_template``); compact stays plain text."""
-    from countdown_gym.text_format import build_prompt
+    """The prompt of ``problem`` in ``style`` (``text_format.build_prompt``): a string, or chat messages
+    (``text_format.chat_messages``) when the tokenizer has a chat template (and ``chat_template``); compact
+    stays plain text."""
+    from countdown_gym.text_format import build_prompt, chat_messages
 
-    text = build_prompt(problem, style)
     if style != "compact" and chat_template and getattr(tokenizer, "chat_template", None):
-        return [{"role": "user", "content": text}]
-    return text
+        return chat_messages(problem, style)  # tinyzero: TinyZero's instruct template, the assistant turn started
+    return build_prompt(problem, style)
 
 
 def build_dataset(problems: list[Any], style: str, tokenizer: Any, chat_template: bool = True) -> Any:

@@ -459,6 +459,26 @@ def tinyzero_prompt(problem: Problem) -> str:
     )
 
 
+TINYZERO_SYSTEM = ("You are a helpful assistant. You first thinks about the reasoning process in the mind and then "
+                   "provides the user with the answer.")
+TINYZERO_ASSISTANT_PREFIX = "Let me solve this step by step.\n<think>"
+
+
+def chat_messages(problem: Problem, style: str = "longproc") -> list[dict[str, str]]:
+    """The prompt of ``problem`` as chat messages for an instruction-tuned model.
+
+    ``tinyzero`` follows TinyZero's ``qwen-instruct`` template: its system message, the question as the
+    user turn, and the *assistant* turn already started with ``Let me solve this step by step.\n<think>``
+    (continue it: TRL does when the last message is the assistant's; ``apply_chat_template(...,
+    continue_final_message=True)``). Other styles: one user message holding :func:`build_prompt`.
+    """
+    if style != "tinyzero":
+        return [{"role": "user", "content": build_prompt(problem, style)}]
+    question = tinyzero_prompt(problem).split("\nUser: ", 1)[1].split("\nAssistant: ", 1)[0]
+    return [{"role": "system", "content": TINYZERO_SYSTEM}, {"role": "user", "content": " " + question},
+            {"role": "assistant", "content": TINYZERO_ASSISTANT_PREFIX}]
+
+
 def compact_prompt(problem: Problem) -> str:
     """The one-line prompt for small models: ``"Numbers: [37,14,29,6] Target: 46\\n"``."""
     return "Numbers: [" + ",".join(format_number(x) for x in problem.numbers) + f"] Target: {problem.target}\n"
