@@ -31,7 +31,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 from tqdm import tqdm
@@ -166,7 +166,7 @@ def generate(
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     # a chat template already holds the BOS text; do not add special tokens twice
-    add_special = not (getattr(tokenizer, "chat_template", None) and prompts and tokenizer.bos_token and prompts[0].startswith(tokenizer.bos_token))
+    add_special = _special_tokens_needed(tokenizer, prompts)
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     out: list[list[str]] = [[] for _ in prompts]
     n_tokens = 0
@@ -206,15 +206,32 @@ def generate(
     return out, n_tokens
 
 
-def generate_vllm(model_path: str, prompts: list[str], n: int, temperature: float, top_p: float, max_new_tokens: int, seed: int) -> list[list[str]]:
-    """Completions with vLLM (optional extra: ``pip install 'countdown-gym[vllm]'`` on a GPU machine)."""
+def _special_tokens_needed(tokenizer, prompts: list[str]) -> bool:
+    """Whether tokenizing ``prompts`` should add special tokens: not when a chat template already wrote the BOS."""
+    return not (getattr(tokenizer, "chat_template", None) and prompts and tokenizer.bos_token
+                and prompts[0].startswith(tokenizer.bos_token))
+
+
+def vllm_engine(model_path: str, dtype: str, seed: int, max_model_len: int) -> Any:
+    """One vLLM engine for every pass of a run (a second engine in the same process would not fit in memory)."""
     try:
-        from vllm import LLM, SamplingParams
+        from vllm import LLM
     except ImportError:
         raise SystemExit("--backend vllm needs vLLM (a CUDA machine and pip install 'countdown-gym[vllm]'); use --backend hf") from None
-    llm = LLM(model=model_path, seed=seed)
-    params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens)
-    return [[o.text for o in r.outputs] for r in llm.generate(prompts, params)]
+    return LLM(model=model_path, dtype=dtype, seed=seed, max_model_len=max_model_len)
+
+
+def generate_vllm(llm: Any, tokenizer, prompts: list[str], n: int, temperature: float, top_p: float, max_new_tokens: int,
+                  seed: int) -> tuple[list[list[str]], int]:
+    """Completions and their token count with a vLLM engine; prompts go in as token ids, tokenized as the HF path
+    does (no second BOS after a chat template)."""
+    from vllm import SamplingParams
+
+    add_special = _special_tokens_needed(tokenizer, prompts)
+    inputs = [{"prompt_token_ids": tokenizer(p, add_special_tokens=add_special)["input_ids"]} for p in prompts]
+    params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens, seed=seed)
+    results = llm.generate(inputs, params, use_tqdm=False)
+    return [[o.text for o in r.outputs] for r in results], sum(len(o.token_ids) for r in results for o in r.outputs)
 
 
 # ---- metrics ------------------------------------------------------------------------------------
@@ -406,9 +423,11 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
         n = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
         res["params"] = f"{n / 1e6:.2f}M"
     t0 = time.time()
+    llm = None
     if cfg.backend == "vllm":
-        greedy = generate_vllm(cfg.model, prompts, 1, 0.0, 1.0, cfg.max_new_tokens, cfg.seed)
-        n_greedy_tokens = 0
+        longest = max(len(tokenizer(p)["input_ids"]) for p in prompts)
+        llm = vllm_engine(cfg.model, cfg.dtype, cfg.seed, longest + cfg.max_new_tokens)
+        greedy, n_greedy_tokens = generate_vllm(llm, tokenizer, prompts, 1, 0.0, 1.0, cfg.max_new_tokens, cfg.seed)
     elif cfg.backend == "hf":
         greedy, n_greedy_tokens = generate(model, tokenizer, prompts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size, progress=progress, desc="greedy")
     else:
@@ -424,9 +443,9 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
     res["greedy_failures"] = failure_breakdown(problems, res["completions_greedy"])
     if cfg.k > 0:
         t0 = time.time()
-        if cfg.backend == "vllm":
-            sampled = generate_vllm(cfg.model, prompts, cfg.k, cfg.temperature, cfg.top_p, cfg.max_new_tokens, cfg.seed)
-            n_tok = 0
+        if llm is not None:  # the same engine as the greedy pass
+            sampled, n_tok = generate_vllm(llm, tokenizer, prompts, cfg.k, cfg.temperature, cfg.top_p, cfg.max_new_tokens,
+                                           cfg.seed)
         else:
             sampled, n_tok = generate(model, tokenizer, prompts, num_return_sequences=cfg.k, do_sample=True, temperature=cfg.temperature,
                                       top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size, progress=progress, desc=f"sample k={cfg.k}")

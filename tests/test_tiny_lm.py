@@ -525,3 +525,41 @@ def test_sft_curves_take_rows_read_back_from_csv(tmp_path, monkeypatch):
             {"step": "11", "loss": "0.3", "val_success": "0.25"}]  # the first and last as a --resume reads them back
     llm_sft.plot_curves(rows, tmp_path / "curves.png")
     assert plotted == [[9, 10, 11], [10, 11]]  # numbers, in order: the x-axis does not break into string categories
+
+
+def test_llm_eval_vllm_backend_builds_one_engine_and_passes_token_ids(monkeypatch):
+    """vLLM cannot run here: a stand-in module records the calls, which follow vLLM's documented signatures
+    (``LLM(model=, dtype=, seed=, max_model_len=)``, ``llm.generate(prompts, sampling_params, use_tqdm=)`` with
+    ``{"prompt_token_ids": [...]}`` prompts, results with ``.outputs[i].text`` / ``.token_ids``)."""
+    import types
+
+    calls = {"engines": [], "generate": []}
+
+    class SamplingParams:
+        def __init__(self, n=1, temperature=1.0, top_p=1.0, max_tokens=16, seed=None):
+            self.n, self.temperature = n, temperature
+
+    class LLM:
+        def __init__(self, model, dtype="auto", seed=0, max_model_len=None, **kw):
+            calls["engines"].append({"model": model, "dtype": dtype, "seed": seed, "max_model_len": max_model_len})
+
+        def generate(self, prompts, sampling_params, use_tqdm=True):
+            calls["generate"].append((prompts, sampling_params.n))
+            out = types.SimpleNamespace(text="<answer>1+1</answer>", token_ids=[5, 6, 7])
+            return [types.SimpleNamespace(outputs=[out] * sampling_params.n) for _ in prompts]
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
+    cfg = llm_eval.parse_config(llm_eval.EvalConfig, ["--backend", "vllm", "--interaction", "single-pass", "--preset",
+                                                      "tinyzero", "--split", "validation", "--limit", "3", "--k", "2",
+                                                      "--dtype", "bfloat16", "--max-new-tokens", "50"])
+    res = llm_eval.evaluate(cfg, progress=False)
+    assert len(calls["engines"]) == 1  # one engine for the greedy and the sampled pass (two did not fit)
+    engine = calls["engines"][0]
+    assert engine["dtype"] == "bfloat16" and engine["max_model_len"] > 50
+    (greedy_prompts, n1), (sampled_prompts, n2) = calls["generate"]
+    assert (n1, n2) == (1, 2) and greedy_prompts == sampled_prompts
+    bos = llm_eval.load_model(str(llm_eval.SHIPPED_CHECKPOINT))[1].bos_token_id
+    for p in greedy_prompts:
+        ids = p["prompt_token_ids"]
+        assert ids[0] == bos and ids[1] != bos  # token ids, with one BOS
+    assert res["pass@1_greedy"] == 0.0 and res["pass@2"] == 0.0
