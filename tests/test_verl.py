@@ -99,3 +99,13 @@ def test_export_rejects_bad_splits(tmp_path: Path) -> None:
 
     with pytest.raises(SystemExit):
         main(["--splits", "dev", "--out", str(tmp_path)])
+
+
+def test_dense_critic_on_states_the_critic_cannot_score_is_a_clear_error():
+    pytest.importorskip("torch")
+    from countdown_gym.integrations.verl import compute_score
+
+    gt = {"numbers": [1, 2, 3, 4, 5], "target": 15}
+    with pytest.raises(ValueError, match="at most 4 numbers, but this problem has 5"):
+        compute_score("countdown_gym/hard", "<answer>1+2+3+4+5</answer>", gt, dense=["critic"])
+    assert compute_score("countdown_gym/hard", "<answer>1+2+3+4+5</answer>", gt) == 1.0  # sparse needs no critic

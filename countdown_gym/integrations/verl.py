@@ -149,8 +149,14 @@ def compute_score(
     if not isinstance(solution_str, str):
         raise ValueError(f"solution_str must be a string, got {type(solution_str).__name__}")
     terms = _term_list(dense)
+    critic = _critic() if "critic" in terms else None
+    limit = getattr(getattr(critic, "config", None), "max_numbers", None)
+    if limit is not None and len(problem.numbers) > limit:
+        raise ValueError(f"dense=critic: the critic scores states of at most {limit} numbers, but this problem has "
+                         f"{len(problem.numbers)} {list(problem.numbers)}; drop the critic term or use a critic trained "
+                         f"with max_numbers >= {len(problem.numbers)}")
     replay = replay_completion(problem, solution_str)
-    scores = score_terms(replay, ["sparse", *terms], critic=_critic() if "critic" in terms else None)
+    scores = score_terms(replay, ["sparse", *terms], critic=critic)
     if not terms:
         return scores["sparse"]
     w = {**DEFAULT_WEIGHTS, **(weights or {})}
