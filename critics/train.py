@@ -20,6 +20,7 @@ import math
 import os
 import random
 import shlex
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -259,7 +260,29 @@ def _lr(cfg: TrainConfig, step: int) -> float:
     return cfg.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0))))
 
 
+CHECKPOINT_FILES = ("model.safetensors", "config.json", "train_state.pt", "log.jsonl")
+PREVIOUS = "previous"
+"""The checkpoint before the last one, kept in ``<out>/previous/`` until the next save is complete."""
+
+
+def _keep_previous(out: Path) -> None:
+    """Hard-link (or copy) the current checkpoint into ``<out>/previous/`` before it is overwritten."""
+    if not all((out / f).is_file() for f in CHECKPOINT_FILES):
+        return
+    staging = out / (PREVIOUS + ".new")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    for f in CHECKPOINT_FILES:
+        try:
+            os.link(out / f, staging / f)  # the new save replaces the names, so the linked files stay as they are
+        except OSError:
+            shutil.copy2(out / f, staging / f)
+    shutil.rmtree(out / PREVIOUS, ignore_errors=True)
+    os.replace(staging, out / PREVIOUS)
+
+
 def _save(model, optim, cfg: TrainConfig, out: Path, step: int, rng: np.random.Generator, log: list[dict], extra: dict) -> None:
+    _keep_previous(out)
     meta = {"train_config": cfg.to_dict(), "step": step, "parameters": count_parameters(model), **extra}
     save_checkpoint(model, cfg.model_config(), out, meta)
     torch.save(
@@ -280,6 +303,10 @@ RESUME_FREE_FIELDS = frozenset(
 """``TrainConfig`` fields a resumed run may change: they do not change the weights."""
 
 
+class TornCheckpoint(SystemExit):
+    """A checkpoint left unreadable or mixed by an interrupted save (``--resume`` then uses ``previous/``)."""
+
+
 def _resume_from(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCriticV1 | NumericalCriticV2, dict[str, Any]]:
     """The checkpoint and ``train_state.pt`` of the run in ``out``; exits if ``cfg`` cannot continue it."""
     from critics.models import CheckpointError, load_checkpoint
@@ -287,7 +314,7 @@ def _resume_from(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCritic
     try:
         loaded, meta = load_checkpoint(out)
     except CheckpointError as e:
-        raise SystemExit(f"error: --resume: {e}") from None
+        raise TornCheckpoint(f"error: --resume: {e}") from None
     changed = dataclass_cli.changed_options(meta.get("train_config", {}), cfg, RESUME_FREE_FIELDS)
     if changed:
         raise SystemExit(
@@ -296,9 +323,9 @@ def _resume_from(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCritic
     try:
         st = torch.load(out / "train_state.pt", weights_only=False)
     except Exception as e:  # noqa: BLE001 - a truncated or foreign file: say which one
-        raise SystemExit(f"error: --resume: {out / 'train_state.pt'} is not readable ({type(e).__name__}: {e})") from None
+        raise TornCheckpoint(f"error: --resume: {out / 'train_state.pt'} is not readable ({type(e).__name__}: {e})") from None
     if st.get("step") != meta.get("step"):
-        raise SystemExit(
+        raise TornCheckpoint(
             f"error: --resume: {out / 'model.safetensors'} is from step {meta.get('step')} but train_state.pt from step "
             f"{st.get('step')} (interrupted while saving?); the run cannot be continued exactly"
         )
@@ -320,9 +347,17 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     state_path = out / "train_state.pt"
     end = min(cfg.steps, cfg.stop_after) if cfg.stop_after > 0 else cfg.steps
     if cfg.resume:  # before the data: fail fast
-        if not state_path.exists():
+        if not state_path.exists() and not (out / PREVIOUS / "train_state.pt").exists():
             raise SystemExit(f"error: --resume: {state_path} not found (no earlier run in {out})")
-        loaded, st = _resume_from(out, cfg, end)
+        try:
+            loaded, st = _resume_from(out, cfg, end)
+        except TornCheckpoint as exc:  # the last save was interrupted: continue from the one before
+            if not (out / PREVIOUS / "config.json").is_file():
+                raise
+            loaded, st = _resume_from(out / PREVIOUS, cfg, end)
+            for f in CHECKPOINT_FILES:
+                shutil.copy2(out / PREVIOUS / f, out / f)
+            print(f"--resume: the last checkpoint is unusable ({exc}); continuing from the one before, step {st['step']}")
 
     t_data = time.perf_counter()
     table = cached_table(

@@ -379,3 +379,16 @@ def test_a_checkpoint_mixed_by_an_interrupted_save_is_refused(tmp_path):
     shutil.copy(b / "model.safetensors", a / "model.safetensors")  # the weights of the next save, the config of this one
     with pytest.raises(CheckpointError, match="from step 2 but .*config.json from step 1"):
         load_checkpoint(a)
+
+
+def test_an_interrupted_save_resumes_from_the_checkpoint_before(tmp_path, capsys):
+    straight = train(_cfg(tmp_path / "a", steps=40, checkpoint_every=10), progress=False)
+    out = train(_cfg(tmp_path / "b", steps=40, stop_after=30, checkpoint_every=10), progress=False)
+    assert torch.load(out / "previous" / "train_state.pt", weights_only=False)["step"] == 20
+    st = torch.load(out / "train_state.pt", weights_only=False)
+    torch.save({**st, "step": 31}, out / "train_state.pt")  # a save torn between its files
+    resumed = train(_cfg(tmp_path / "b", steps=40, checkpoint_every=10, resume=True), progress=False)
+    assert "continuing from the one before, step 20" in capsys.readouterr().out
+    a, b = load_critic(straight).model.state_dict(), load_critic(resumed).model.state_dict()
+    for k in a:  # continuing from step 20 repeats the run exactly
+        assert torch.allclose(a[k], b[k], atol=1e-6), k
