@@ -97,6 +97,8 @@ class EvalConfig:
     """The RL reward the model was trained with, recorded in the submission (``none`` for SFT only)."""
     results_json: str = ""
     """Also write the metrics to this JSON file."""
+    dry_run: bool = False
+    """Load no weights: print the generation settings, the device and an estimate of the memory, then exit 0."""
     pass_rates: str = ""
     """Also write each problem's sampled pass rate to this JSONL (``id``, ``samples``, ``correct``), the input of
     ``llm_grpo.py --train-pass-rates``."""
@@ -564,10 +566,43 @@ def parse_config(cls: type[T], argv: list[str] | None = None) -> T:
     return dataclass_cli.parse(cls, argv)
 
 
+def dry_run(cfg: EvalConfig, problems: list[Problem]) -> dict:
+    """What a run of ``cfg`` would do, from the model's config alone (no weights): settings, device, memory."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    plan: dict[str, Any] = {"model": cfg.model, "interaction": interaction_of(cfg), "backend": cfg.backend,
+                            "device": resolve_device(cfg.device), "dtype": cfg.dtype, "problems": len(problems),
+                            "greedy": 1, "sampled_per_problem": cfg.k, "temperature": cfg.temperature, "top_p": cfg.top_p,
+                            "max_new_tokens": cfg.max_new_tokens, "batch_size": cfg.batch_size}
+    try:
+        mc = AutoConfig.from_pretrained(cfg.model)
+    except (OSError, ValueError) as exc:
+        plan["memory"] = f"unknown: the model's config could not be read here ({type(exc).__name__})"
+        return plan
+    with torch.device("meta"):
+        n = sum(p.numel() for p in AutoModelForCausalLM.from_config(mc).parameters())
+    width = torch.finfo(DTYPES[cfg.dtype]).bits // 8
+    text = getattr(mc, "text_config", mc)
+    heads = getattr(text, "num_attention_heads", 1)
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+    seq = 512 + cfg.max_new_tokens  # a prompt budget of 512 tokens
+    rows = cfg.batch_size
+    kv = 2 * text.num_hidden_layers * kv_heads * head_dim * seq * rows * width
+    plan["memory"] = {"parameters": n, "weights_gib": round(n * width / 2**30, 3),
+                      "kv_cache_gib": round(kv / 2**30, 3), "kv_cache_for": f"{rows} sequences of {seq} tokens",
+                      "total_gib": round((n * width + kv) / 2**30, 3)}
+    return plan
+
+
 def main(argv: list[str] | None = None) -> dict:
     cfg = parse_config(EvalConfig, argv)
     problems = load_split(cfg.preset, cfg.split)
     problems = select(problems, cfg)
+    if cfg.dry_run:
+        plan = dry_run(cfg, problems)
+        print(json.dumps(plan, indent=2))
+        return plan
     command = shlex.join(["python", "baselines/llm_eval.py", *(sys.argv[1:] if argv is None else argv)])
     check_submission_fields(cfg, problems, command)
     auto = output_path(cfg, problems)

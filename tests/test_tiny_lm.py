@@ -563,3 +563,23 @@ def test_llm_eval_vllm_backend_builds_one_engine_and_passes_token_ids(monkeypatc
         ids = p["prompt_token_ids"]
         assert ids[0] == bos and ids[1] != bos  # token ids, with one BOS
     assert res["pass@1_greedy"] == 0.0 and res["pass@2"] == 0.0
+
+
+def test_llm_eval_dry_run_loads_no_weights_and_estimates_memory(tmp_path, monkeypatch, capsys):
+    from transformers import Qwen2Config
+
+    def no_weights(*a, **k):
+        raise AssertionError("a dry run loads no weights")
+
+    monkeypatch.setattr(llm_eval, "load_model", no_weights)
+    monkeypatch.setattr(llm_eval, "load_causal_lm", no_weights)
+    Qwen2Config(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2).save_pretrained(tmp_path / "qwen")  # a config, no weights
+    plan = llm_eval.main(["--model", str(tmp_path / "qwen"), "--dry-run", "--dtype", "bfloat16", "--batch-size", "8",
+                          "--max-new-tokens", "64", "--interaction", "single-pass", "--limit", "5"])
+    mem = plan["memory"]
+    assert plan["problems"] == 5 and plan["dtype"] == "bfloat16" and mem["parameters"] > 0
+    assert mem["kv_cache_gib"] == round(2 * 2 * 2 * 16 * (512 + 64) * 8 * 2 / 2**30, 3)  # layers, kv heads, head dim
+    assert '"memory"' in capsys.readouterr().out
+    unknown = llm_eval.main(["--model", str(tmp_path / "nothing-here"), "--dry-run", "--interaction", "single-pass"])
+    assert unknown["memory"].startswith("unknown")
