@@ -377,7 +377,7 @@ def test_problem_dicts_with_numpy_ints_and_bad_dicts():
         ({"invalid_penalty": float("nan")}, "invalid_penalty"),
         ({"max_steps": 0}, "max_steps"),
         ({"value_scale": -1}, "value_scale"),
-        ({"render_mode": "rgb_array"}, "render_mode"),
+        ({"render_mode": "rgb"}, "render_mode"),
     ],
 )
 def test_bad_arguments_give_clear_errors(kwargs, match):
@@ -465,3 +465,19 @@ def test_the_registered_default_passes_gymnasiums_own_checker():
     env.reset(seed=0, options={"problem": ((21, 16, 17, 26), 46)})
     _, r, terminated, _, info = env.step(env.encode_action(0, 1, "/"))
     assert (r, terminated, info["transitions"][0]["reason"]) == (-1.0, True, "non_integer_result")
+
+
+def test_rgb_array_frames_and_sb3_make_vec_env():
+    import numpy as np
+    from stable_baselines3.common.env_util import make_vec_env
+
+    env = gym.make("Countdown-v0", render_mode="rgb_array", problems=[((21, 16, 17, 26), 46)]).unwrapped
+    env.reset(seed=0)
+    first = env.render()
+    assert first.shape == (96, 128, 3) and first.dtype == np.uint8
+    assert (first == (210, 40, 40)).all(axis=-1).any()  # the target line
+    for move in ((0, 1, "+"), (1, 0, "-"), (0, 1, "+")):  # 21+16=37 -> [17,26,37], 26-17=9 -> [37,9], 37+9=46
+        *_, info = env.step(env.encode_action(*move))
+    assert info["is_success"] and (env.render() == (40, 160, 60)).all(axis=-1).any()  # green: solved
+    venv = make_vec_env("Countdown-v0", n_envs=2)  # asks for render_mode="rgb_array"
+    assert venv.reset().shape[0] == 2

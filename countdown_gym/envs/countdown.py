@@ -340,7 +340,10 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
       never take one).
     * ``invalid_penalty``: reward of a masked action in penalty mode (default ``-1.0``).
     * ``value_scale``: the observation's normalisation constant (see above).
-    * ``render_mode``: ``"ansi"`` (``render()`` returns the text) or ``"human"`` (printed on
+    * ``render_mode``: ``"rgb_array"`` (``render()`` returns a 96 x 128 x 3 ``uint8`` frame: one bar per
+      slot, its height the number over ``value_scale`` on a log scale, green when the target is reached,
+      and a red line at the target; what video recorders and ``make_vec_env`` ask for), ``"ansi"``
+      (``render()`` returns the text) or ``"human"`` (printed on
       every reset / step).
 
     ``reset(seed=..., options={"problem": p})`` plays ``p`` (a Problem with the env's rules or
@@ -354,7 +357,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         (17, 26, 37)
     """
 
-    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
+    metadata = {"render_modes": ["ansi", "human", "rgb_array"], "render_fps": 4}
 
     def __init__(
         self,
@@ -569,16 +572,37 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
             self.render()
         return self._obs(), self.invalid_penalty, True, False, self._make_info([transition], False, False)
 
-    def render(self) -> str | None:
-        """The state and move history as text (``"ansi"``), or print it (``"human"``)."""
+    def render(self) -> str | np.ndarray | None:
+        """The state and move history as text (``"ansi"``), printed (``"human"``), or a frame (``"rgb_array"``)."""
         if self.render_mode is None:
-            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'human'")
+            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi', 'human' or 'rgb_array'")
             return None
+        if self.render_mode == "rgb_array":
+            return self._render_frame()
         text = self._render_text()
         if self.render_mode == "human":
             print(text)
             return None
         return text
+
+    def _render_frame(self, height: int = 96, width: int = 128) -> np.ndarray:
+        """One bar per slot (log-scaled value), a red target line, green bars once the target is reached."""
+        frame = np.full((height, width, 3), 255, dtype=np.uint8)
+        if self.problem is None:
+            return frame
+
+        def level(x: Number) -> int:
+            v = math.log1p(max(float(x), 0.0)) / math.log1p(self.value_scale)
+            return int(round(min(max(v, 0.0), 1.0) * (height - 8)))
+
+        slot = width // max(self.max_numbers, 1)
+        won = self._done and self._last_reward > 0  # the winning step's reward is the only positive one
+        for i, x in enumerate(self.state):
+            h = level(x)
+            frame[height - 4 - h : height - 4, i * slot + 2 : (i + 1) * slot - 2] = (40, 160, 60) if won else (60, 90, 200)
+        t = height - 4 - level(self.problem.target)
+        frame[max(t - 1, 0) : t + 1, :] = (210, 40, 40)
+        return frame
 
     def _render_text(self) -> str:
         if self.problem is None:
