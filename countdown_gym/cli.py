@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-USAGE = """usage: countdown-gym <command> [args]
+USAGE = """usage: countdown-gym [--version] <command> [args]
 
 commands:
   leaderboard submit|score|check   leaderboard tools (see: countdown-gym leaderboard --help)
@@ -19,6 +19,11 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, end="")
         return 0 if argv else 2
+    if argv[0] in ("-V", "--version"):
+        from countdown_gym import __version__
+
+        print(f"countdown-gym {__version__}")
+        return 0
     command, rest = argv[0], argv[1:]
     if command == "leaderboard":
         from countdown_gym.leaderboard.__main__ import main as leaderboard_main

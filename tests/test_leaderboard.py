@@ -393,10 +393,14 @@ def test_score_and_check_commands(good, tmp_path, capsys):
     assert "pass@1 1.000" in capsys.readouterr().out
 
 
-def test_cli_usage():
+def test_cli_usage(capsys):
     assert cli_main([]) == 2
     assert cli_main(["--help"]) == 0
     assert cli_main(["nope"]) == 2
+    capsys.readouterr()
+    from countdown_gym import __version__
+
+    assert cli_main(["--version"]) == 0 and capsys.readouterr().out == f"countdown-gym {__version__}\n"
 
 
 def test_shipped_leaderboard_is_valid_and_up_to_date(capsys):
