@@ -520,12 +520,13 @@ def _submits(cfg: EvalConfig, problems: list[Problem]) -> bool:
 
 
 def output_path(cfg: EvalConfig, problems: list[Problem]) -> Path:
-    """``--out``, else the automatic name: ``leaderboard/submissions/<agent>.<preset>.<split>.jsonl`` or a completions file."""
+    """``--out``, else the automatic name: ``leaderboard/submissions/<agent>.<preset>.<split>.jsonl``, or a
+    completions file under ``runs/llm_eval/`` (not the current directory)."""
     if cfg.out:
         return Path(cfg.out)
     if _submits(cfg, problems):
         return Path(f"leaderboard/submissions/{_agent_name(cfg)}.{cfg.preset}.{cfg.split}.jsonl")
-    return Path(f"{_agent_name(cfg)}-{cfg.preset}-{cfg.split}-completions.jsonl")
+    return Path("runs") / "llm_eval" / f"{_agent_name(cfg)}-{cfg.preset}-{cfg.split}-completions.jsonl"
 
 
 def write_outputs(cfg: EvalConfig, res: dict, problems: list[Problem], command: str) -> Path:

@@ -411,12 +411,12 @@ def test_eval_never_overwrites_an_automatic_output(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     argv = ["--split", "validation", "--limit", "1", "--k", "0", "--max-new-tokens", "2"]
     llm_eval.main(["--model", str(a), *argv])
-    first = (tmp_path / "a-final-longproc-0.5k-validation-completions.jsonl").read_text()
+    first = (tmp_path / "runs" / "llm_eval" / "a-final-longproc-0.5k-validation-completions.jsonl").read_text()
     llm_eval.main(["--model", str(b), *argv])  # another run's final/ is named after its run
-    assert (tmp_path / "b-final-longproc-0.5k-validation-completions.jsonl").exists()
+    assert (tmp_path / "runs" / "llm_eval" / "b-final-longproc-0.5k-validation-completions.jsonl").exists()
     with pytest.raises(SystemExit, match="exists"):  # an earlier evaluation is never replaced silently
         llm_eval.main(["--model", str(a), *argv])
-    assert (tmp_path / "a-final-longproc-0.5k-validation-completions.jsonl").read_text() == first
+    assert (tmp_path / "runs" / "llm_eval" / "a-final-longproc-0.5k-validation-completions.jsonl").read_text() == first
     llm_eval.main(["--model", str(b), *argv, "--out", str(tmp_path / "b.jsonl")])  # an explicit --out is written
     assert (tmp_path / "b.jsonl").exists()
 
