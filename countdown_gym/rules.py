@@ -29,8 +29,8 @@ class Rules:
         name: A label stored with problems and submissions.
         integer_only: Division must be exact (``7 / 2`` is illegal). ``False`` allows any
             rational intermediate, computed exactly with :class:`fractions.Fraction`.
-        sign: ``"positive"`` (every result > 0), ``"nonnegative"`` (>= 0; LongProc's reference
-            search generator keeps ``5 - 5 = 0``) or ``"any"``.
+        sign: ``"positive"`` (every result > 0), ``"nonnegative"`` (>= 0; what LongProc's
+            trace generator and verifier do: ``5 - 5 = 0`` is kept) or ``"any"``.
         value_limit: Every result must be strictly below this value (LongProc drops a branch
             whose result is >= 2000). ``None`` for no limit.
         use_all: The final expression must use every number exactly once. If ``False``, any
@@ -40,7 +40,7 @@ class Rules:
 
     name: str = "longproc"
     integer_only: bool = True
-    sign: Sign = "positive"
+    sign: Sign = "nonnegative"
     value_limit: int | None = 2000
     use_all: bool = True
 
@@ -63,8 +63,23 @@ class Rules:
     # ---- presets -------------------------------------------------------------------------
     @classmethod
     def longproc(cls) -> Rules:
-        """The seed papers' rules: all numbers once, positive integers, results below 2000."""
+        """LongProc's rules as its code applies them: all numbers once, integer results in ``0..1999``.
+
+        LongProc's prompt asks for positive intermediates, but its trace generator
+        (``build_countdown_demonstration``) keeps a 0 (``24 - 24 = 0``) and its verifier accepts
+        one; only negative, fractional and >= 2000 results are pruned. :func:`~countdown_gym.dfs_trace`
+        under these rules writes its traces byte for byte.
+        """
         return cls()
+
+    @classmethod
+    def longproc_positive(cls) -> Rules:
+        """The rules LongProc's prompt states: as :meth:`longproc` but every result must be > 0.
+
+        These were the rules named ``longproc`` in earlier versions of this package; a stored record of them
+        (``name="longproc"``, ``sign="positive"``) reads back as these (:meth:`from_dict`).
+        """
+        return cls(name="longproc_positive", sign="positive")
 
     @classmethod
     def tinyzero(cls) -> Rules:
@@ -78,8 +93,13 @@ class Rules:
 
     @classmethod
     def preset(cls, name: str) -> Rules:
-        """A preset by name: ``longproc``, ``tinyzero`` or ``classic``."""
-        presets = {"longproc": cls.longproc, "tinyzero": cls.tinyzero, "classic": cls.classic}
+        """A preset by name: ``longproc``, ``longproc_positive``, ``tinyzero`` or ``classic``."""
+        presets = {
+            "longproc": cls.longproc,
+            "longproc_positive": cls.longproc_positive,
+            "tinyzero": cls.tinyzero,
+            "classic": cls.classic,
+        }
         if name not in presets:
             raise ValueError(f"unknown rules preset {name!r}; choose one of {sorted(presets)}")
         return presets[name]()
@@ -93,13 +113,22 @@ class Rules:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Rules:
+        """Inverse of :meth:`to_dict`.
+
+        A record of the strictly positive rules under their old name (:data:`LEGACY_LONGPROC`,
+        written by earlier versions) reads back as :meth:`longproc_positive`: a stored record keeps
+        meaning the rules it was written under.
+        """
         if not isinstance(data, dict):
             raise ValueError(f"Rules.from_dict needs a dict of Rules fields, got {type(data).__name__} {data!r:.100}")
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - fields
         if unknown:
             raise ValueError(f"unknown Rules fields: {sorted(unknown)}")
-        return cls(**data)
+        rules = cls(**data)
+        if rules == LEGACY_LONGPROC:
+            return cls.longproc_positive()
+        return rules
 
     # ---- arithmetic ----------------------------------------------------------------------
     def apply(self, a: Number, op: str, b: Number) -> Number | None:
@@ -139,6 +168,12 @@ class Rules:
         if self.value_limit is not None and r >= self.value_limit:
             return None, "exceeds_limit"
         return r, "ok"
+
+
+LEGACY_LONGPROC = Rules(name="longproc", sign="positive")
+"""The rules named ``longproc`` in earlier versions (strictly positive intermediates), as stored
+records (split files, saved problems) spell them. :meth:`Rules.from_dict` reads this record as
+:meth:`Rules.longproc_positive`; the frozen ``longproc-0.5k`` and ``hard`` split files carry it."""
 
 
 def normalize(x: Number) -> Number:

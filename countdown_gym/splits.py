@@ -5,18 +5,29 @@ per line). ``SPLIT_SHA256`` pins their content: :func:`load_split` refuses a fil
 differs. ``countdown-gym splits`` (or ``python -m countdown_gym splits``) regenerates them from :data:`SPLIT_SPEC` and checks
 them against those hashes (``--write`` rewrites the files and prints the new hashes); test
 problems never share a (sorted numbers, target) key with train or validation problems.
+
+Generation rules and play rules. The ``longproc-0.5k`` and ``hard`` files were generated under
+the strictly positive rules (:data:`~countdown_gym.rules.LEGACY_LONGPROC`, the record each line
+carries: ``"name":"longproc","sign":"positive"``), before the ``longproc`` rules took LongProc's
+own zero rule. Every problem solvable without a 0 stays solvable when a 0 is allowed, so the
+files are kept byte for byte and :func:`load_split` returns their problems under the rules they
+are played by, :data:`SPLIT_RULES` (``Rules.longproc()`` for both). Regenerating them still
+uses the generation rules (:data:`SPLIT_GENERATION_RULES`): with a 0 allowed more draws are
+solvable and the seeded stream would differ.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from countdown_gym.generator import iter_problems
+from countdown_gym.generator import get_config, iter_problems
 from countdown_gym.problem import Problem
+from countdown_gym.rules import LEGACY_LONGPROC, Rules
 
 SPLITS = ("train", "validation", "test")
 
@@ -26,6 +37,21 @@ SPLIT_SPEC: dict[str, dict[str, int]] = {
     "hard": {"seed": 20261122, "train": 4000, "validation": 200, "test": 500},
 }
 """Generation seed and size of each split per preset."""
+
+SPLIT_GENERATION_RULES: dict[str, Rules] = {
+    "longproc-0.5k": LEGACY_LONGPROC,
+    "tinyzero": Rules.tinyzero(),
+    "hard": LEGACY_LONGPROC,
+}
+"""The rules each preset's split files were generated under (and record on every line)."""
+
+SPLIT_RULES: dict[str, Rules] = {
+    "longproc-0.5k": Rules.longproc(),
+    "tinyzero": Rules.tinyzero(),
+    "hard": Rules.longproc(),
+}
+"""The rules :func:`load_split` gives each preset's problems: the preset's own rules today. Every
+problem is solvable under them, as they allow every move the generation rules allow."""
 
 SPLIT_SHA256: dict[str, dict[str, str]] = {
     "longproc-0.5k": {
@@ -85,12 +111,13 @@ def _load(preset: str, split: str) -> tuple[Problem, ...]:
     actual = file_sha256(path)
     if actual != expected:
         raise SplitIntegrityError(f"{path} has SHA-256 {actual}, expected {expected}: the file was modified")
+    rules = SPLIT_RULES[preset]
     with path.open(encoding="utf-8") as f:
-        return tuple(Problem.from_dict(json.loads(line)) for line in f if line.strip())
+        return tuple(dataclasses.replace(Problem.from_dict(json.loads(line)), rules=rules) for line in f if line.strip())
 
 
 def load_split(preset: str, split: str) -> list[Problem]:
-    """The frozen ``split`` of ``preset`` (checked against its SHA-256).
+    """The frozen ``split`` of ``preset`` (checked against its SHA-256), under :data:`SPLIT_RULES`.
 
     Example:
         >>> test = load_split("longproc-0.5k", "test")
@@ -112,9 +139,13 @@ def tampered_files() -> list[str]:
 
 
 def build_splits(preset: str) -> dict[str, list[Problem]]:
-    """Generate the splits of ``preset`` from :data:`SPLIT_SPEC` (disjoint by problem key)."""
+    """Generate the splits of ``preset`` from :data:`SPLIT_SPEC` (disjoint by problem key).
+
+    The problems carry :data:`SPLIT_GENERATION_RULES` (what the files record), not the play rules.
+    """
     spec = SPLIT_SPEC[preset]
-    stream = iter_problems(preset, spec["seed"])  # distinct keys across the whole stream
+    config = get_config(preset).replace(rules=SPLIT_GENERATION_RULES[preset])
+    stream = iter_problems(config, spec["seed"])  # distinct keys across the whole stream
     out: dict[str, list[Problem]] = {}
     for split in ("test", "validation", "train"):
         out[split] = [

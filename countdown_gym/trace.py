@@ -2,10 +2,13 @@
 
 The writer follows LongProc's reference search: pairs ``(i < j)`` in list order, each pair
 swapped so ``a >= b``, operations tried in the order ``+ - * /``, the new number prepended to
-the numbers left. Indentation is ``" " * depth + "|- "``. Rules that LongProc does not have add
-lines of their own (documented in ``docs/trace_format.md``):
+the numbers left. Indentation is ``" " * depth + "|- "``. Under :meth:`Rules.longproc`
+(non-negative integers below 2000, a 0 kept) the text is byte for byte what LongProc's own
+generator, ``build_countdown_demonstration``, writes (``tests/test_longproc_fidelity.py``). Rules
+that LongProc does not have add lines of their own (documented in ``docs/trace_format.md``):
 
-* ``sign="positive"`` (the default rules) drops ``a - a = 0`` with ``0 is not positive``;
+* ``sign="positive"`` (:meth:`Rules.longproc_positive`, :meth:`Rules.classic`) drops ``a - a = 0``
+  with ``0 is not positive``;
 * rational rules keep non-integer results (written ``p/q``) and also try ``b / a``;
 * ``sign="any"`` also tries ``b - a`` and ``b / a`` (``-21 / 7`` is whole where ``7 / -21`` is not).
 

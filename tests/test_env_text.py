@@ -231,6 +231,17 @@ def test_invalid_line_does_not_advance_the_state():
     assert check.valid and t["valid"] and checker.state == (37, 17, 26)
 
 
+def test_zero_drop_holds_only_under_positive_rules():
+    # "0 is not positive" is a correct pruning under longproc_positive, a wrong one under longproc
+    line = "  |- Try 5 - 5 = 0. 0 is not positive, drop this branch."
+    assert LineChecker(Problem((5, 5, 3), 3, rules=Rules.longproc_positive())).check(line)[0].reason == "ok"
+    check, (t,) = LineChecker(Problem((5, 5, 3), 3)).check(line)
+    assert check.reason == "wrong_drop" and not t["valid"]
+    add = "  |- Try 5 - 5 = 0. Add 0 to the number set. Current number set: [0, 3], target: 3, just two numbers left."
+    check, (t,) = LineChecker(Problem((5, 5, 3), 3)).check(add)
+    assert check.valid and t["valid"] and sorted(t["next_state"]) == [0, 3]
+
+
 @pytest.mark.parametrize(
     "line, reason",
     [
@@ -264,10 +275,11 @@ def test_line_checks(line, reason):
 
 
 def test_rules_reasons_are_passed_through():
-    checker = LineChecker(Problem((4, 4, 9), 1))
+    checker = LineChecker(Problem((4, 4, 9), 1, rules=Rules.longproc_positive()))
     assert checker.check("4 - 4 = 0")[0].reason == "zero_result"
     assert checker.check("9 / 4 = 2")[0].reason == "non_integer_result"
     assert checker.check("9 - 40 = -31")[0].reason == "operand_unavailable"
+    assert LineChecker(Problem((4, 4, 9), 1)).check("4 - 4 = 0")[0].reason == "ok"  # LongProc's rules keep a 0
 
 
 # ---- compact format ------------------------------------------------------------------------

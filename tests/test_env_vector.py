@@ -101,7 +101,7 @@ def test_dead_end_and_final_info():
     assert term.all() and not trunc.any() and (rew == 0).all()
     assert info["final_info"]["dead_end"].all()
     assert info["final_obs"][0][:3].tolist() == [1.0, np.float32(2 / 2000), 0.0]  # 4001 saturates at 1
-    assert info["action_mask"].sum(axis=1).tolist() == [6, 6]  # the new episode: 1+1, 1*1, 1/1, both orders
+    assert info["action_mask"].sum(axis=1).tolist() == [8, 8]  # the new episode: 1+1, 1-1 (= 0), 1*1, 1/1, both orders
 
 
 @pytest.mark.parametrize("rules", INT_RULES, ids=lambda r: r.name)

@@ -20,6 +20,7 @@ from countdown_gym import (
     verify,
 )
 from countdown_gym.generator import get_config
+from countdown_gym.rules import LEGACY_LONGPROC
 
 
 def _digest(problems) -> str:
@@ -28,20 +29,27 @@ def _digest(problems) -> str:
 
 # SHA-256 of generate(...) output as JSON. These pin "the same seed gives the same problems":
 # the frozen splits and every published number depend on it. A faster solver must not move them.
+# The first five are the streams under the strictly positive rules the frozen splits were generated
+# under (LEGACY_LONGPROC, the record those files carry): unchanged since the splits were built.
+_OLD = LEGACY_LONGPROC
 PINNED = [
-    ("longproc-0.5k", 300, "921b879390150897893ed9bc223f6d223e91e62621bb535f9acf2258656de3de"),
+    (get_config("longproc-0.5k").replace(rules=_OLD), 300, "921b879390150897893ed9bc223f6d223e91e62621bb535f9acf2258656de3de"),
     ("tinyzero", 40, "187cf74e1266f0ac468350f2e8af798974f98e15518e27cb66c2cf37c84dc8ff"),
-    ("hard", 100, "0fe05bd815c557eda8de621231a34ea95aede8ccef1d24ad93af8b1bde74477a"),
+    (get_config("hard").replace(rules=_OLD), 100, "0fe05bd815c557eda8de621231a34ea95aede8ccef1d24ad93af8b1bde74477a"),
     # moved once on purpose: count_solutions used to count one tree twice when its + / * operands
     # were met in both orders (4*9*(1*8) and 1*8*(4*9)); the frozen splits use no solution filter
-    (GeneratorConfig(name="f1", min_solutions=2, max_solutions=6), 30,
+    (GeneratorConfig(name="f1", min_solutions=2, max_solutions=6, rules=_OLD), 30,
      "43b421b6a25d285835e37978bfc8643682e6ca9f53f7d4d04fcb8695be4b216c"),
-    (GeneratorConfig(name="f2", min_search_nodes=50, max_search_nodes=400), 30,
+    (GeneratorConfig(name="f2", min_search_nodes=50, max_search_nodes=400, rules=_OLD), 30,
      "cbc6d79c10d96f55ac737deebd512dbd93ba831a97250e7169492fbc63743704"),
+    # the presets under today's longproc rules (a 0 intermediate allowed, as LongProc's code does)
+    ("longproc-0.5k", 300, "c20485537dfd8ea5b0ab35f286fe50eb00e9573360e7f3d67e3dd0c4383f0aaf"),
+    ("hard", 100, "481fd1141d18a4a46a9b5fd80bdce5ba98a9167253f05254eedbadff1935a65b"),
 ]
+PINNED_IDS = ["longproc_positive", "tinyzero", "hard_positive", "solutions", "nodes", "longproc", "hard"]
 
 
-@pytest.mark.parametrize(("cfg", "n", "digest"), PINNED, ids=["longproc", "tinyzero", "hard", "solutions", "nodes"])
+@pytest.mark.parametrize(("cfg", "n", "digest"), PINNED, ids=PINNED_IDS)
 def test_pinned_output_per_seed(cfg, n: int, digest: str) -> None:
     assert _digest(generate(cfg, n, seed=0)) == digest
 
@@ -140,7 +148,8 @@ def test_config_validation_and_errors() -> None:
         ({"max_attempts": 0}, "max_attempts must be >= 1"),
         ({"min_solutions": -1}, "min_solutions must be a non-negative int"),
         ({"name": 5}, "name must be a str"),
-        ({"min_target": -10, "max_target": 0}, "no target in -10..0 can be reached"),  # positive results only
+        ({"min_target": -10, "max_target": -1}, "no target in -10..-1 can be reached"),  # non-negative results
+        ({"min_target": -10, "max_target": 0, "rules": Rules.longproc_positive()}, "no target in -10..0 can be reached"),
         ({"min_target": 2000, "max_target": 3000}, "no target in 2000..3000 can be reached"),  # value_limit 2000
     ):
         with pytest.raises(ValueError, match=message):

@@ -13,13 +13,15 @@ from countdown_gym.rules import format_number, normalize
 
 def test_presets() -> None:
     lp = Rules.longproc()
-    assert (lp.name, lp.integer_only, lp.sign, lp.value_limit, lp.use_all) == ("longproc", True, "positive", 2000, True)
+    assert (lp.name, lp.integer_only, lp.sign, lp.value_limit, lp.use_all) == ("longproc", True, "nonnegative", 2000, True)
     assert Rules() == lp
+    pos = Rules.longproc_positive()
+    assert (pos.name, pos.integer_only, pos.sign, pos.value_limit, pos.use_all) == ("longproc_positive", True, "positive", 2000, True)
     tz = Rules.tinyzero()
     assert (tz.integer_only, tz.sign, tz.value_limit, tz.use_all) == (False, "any", None, True)
     cl = Rules.classic()
     assert (cl.integer_only, cl.sign, cl.value_limit, cl.use_all) == (True, "positive", None, False)
-    for name in ("longproc", "tinyzero", "classic"):
+    for name in ("longproc", "longproc_positive", "tinyzero", "classic"):
         assert Rules.preset(name).name == name
     with pytest.raises(ValueError, match="unknown rules preset"):
         Rules.preset("nope")
@@ -42,8 +44,20 @@ def test_value_object() -> None:
         r.sign = "any"  # type: ignore[misc]
     assert hash(r) == hash(Rules.longproc())
     assert r.replace(value_limit=None) == Rules(value_limit=None)
-    for preset in (Rules.longproc(), Rules.tinyzero(), Rules.classic()):
+    for preset in (Rules.longproc(), Rules.longproc_positive(), Rules.tinyzero(), Rules.classic()):
         assert Rules.from_dict(preset.to_dict()) == preset
+
+
+def test_legacy_longproc_record_reads_as_the_positive_rules() -> None:
+    # records written when "longproc" meant strictly positive intermediates keep that meaning
+    from countdown_gym import Problem
+    from countdown_gym.rules import LEGACY_LONGPROC
+
+    old = {"name": "longproc", "integer_only": True, "sign": "positive", "value_limit": 2000, "use_all": True}
+    assert LEGACY_LONGPROC.to_dict() == old
+    assert Rules.from_dict(old) == Rules.longproc_positive()
+    assert Problem.from_dict({"numbers": [24, 24, 10, 21], "target": 21, "rules": old}).rules == Rules.longproc_positive()
+    assert Rules.from_dict({**old, "value_limit": 100}).name == "longproc"  # other custom records stay as written
 
 
 def test_check_ok_and_types() -> None:
@@ -63,7 +77,8 @@ def test_check_ok_and_types() -> None:
         (Rules.tinyzero(), 7, "/", 0, "division_by_zero"),
         (Rules.longproc(), 7, "/", 2, "non_integer_result"),
         (Rules.longproc(), 3, "-", 5, "negative_result"),
-        (Rules.longproc(), 5, "-", 5, "zero_result"),
+        (Rules.longproc_positive(), 5, "-", 5, "zero_result"),
+        (Rules.classic(), 5, "-", 5, "zero_result"),
         (Rules.longproc(), 50, "*", 40, "exceeds_limit"),  # exactly 2000 is over (>= limit)
         (Rules.longproc(), 1000, "+", 1000, "exceeds_limit"),
         (Rules.longproc(), 3, "^", 2, "unknown_operator"),
@@ -77,9 +92,11 @@ def test_check_reasons(rules: Rules, a: int, op: str, b: int, reason: str) -> No
 def test_limit_boundary_and_signs() -> None:
     r = Rules.longproc()
     assert r.check(1999, "+", 0) == (1999, "ok")
-    nonneg = r.replace(sign="nonnegative")
-    assert nonneg.check(5, "-", 5) == (0, "ok")
-    assert nonneg.check(3, "-", 5) == (None, "negative_result")
+    assert r.check(5, "-", 5) == (0, "ok")  # LongProc keeps a 0 (its generator writes 24 - 24 = 0)
+    assert r.check(0, "*", 7) == (0, "ok") and r.check(0, "/", 7) == (0, "ok")
+    assert r.check(7, "/", 0) == (None, "division_by_zero")
+    assert r.check(3, "-", 5) == (None, "negative_result")
+    assert Rules.longproc_positive().check(5, "-", 5) == (None, "zero_result")
     anysign = r.replace(sign="any")
     assert anysign.check(3, "-", 5) == (-2, "ok")
 

@@ -27,7 +27,7 @@ RULES = {
     "longproc": Rules.longproc(),
     "tinyzero": Rules.tinyzero(),
     "classic": Rules.classic(),
-    "nonnegative": Rules.longproc().replace(sign="nonnegative"),
+    "longproc_positive": Rules.longproc_positive(),
     "any_int": Rules.longproc().replace(sign="any", value_limit=None),
     "low_limit": Rules.longproc().replace(value_limit=40),
     "rational_positive": Rules.tinyzero().replace(sign="positive", value_limit=100),
@@ -107,9 +107,9 @@ def test_edge_cases() -> None:
     assert not reachable([1, 1, 1, 1], 24)
     assert reachable([3, 100], 100, Rules.classic())  # target already present
     assert is_solvable((21, 16, 17, 26), 46)
-    assert is_solvable((4, 4), 0, Rules.longproc().replace(sign="nonnegative"))
-    assert not is_solvable((4, 4), 0)
-    assert is_solvable((0, 7, 9), 0, Rules.longproc().replace(sign="nonnegative"))
+    assert is_solvable((4, 4), 0)  # LongProc keeps a 0
+    assert not is_solvable((4, 4), 0, Rules.longproc_positive())
+    assert is_solvable((0, 7, 9), 0)
 
 
 def test_cache_counts_hits() -> None:

@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from countdown_gym import PRESETS, is_solvable, load_split, split_sha256
+from countdown_gym import PRESETS, Rules, is_solvable, load_split, split_sha256
 from countdown_gym import splits as splits_mod
+from countdown_gym.rules import LEGACY_LONGPROC
 from countdown_gym.splits import (
+    SPLIT_GENERATION_RULES,
+    SPLIT_RULES,
     SPLIT_SHA256,
     SPLIT_SPEC,
     SPLITS,
@@ -52,6 +55,23 @@ def test_split_problems_solvable_and_in_range(preset: str) -> None:
         assert cfg.min_target <= p.target <= cfg.max_target
         assert p.rules == cfg.rules
         assert is_solvable(p.numbers, p.target, p.rules)
+
+
+@pytest.mark.parametrize("preset", sorted(SPLIT_SPEC))
+def test_split_files_record_generation_rules_and_load_under_todays(preset: str) -> None:
+    # the files keep the rules they were generated under; load_split plays them under the preset's
+    # rules, which allow every move the generation rules allow (so every problem stays solvable)
+    first = json.loads(split_path(preset, "test").read_text(encoding="utf-8").splitlines()[0])
+    assert first["rules"] == SPLIT_GENERATION_RULES[preset].to_dict()
+    assert SPLIT_RULES[preset] == PRESETS[preset].rules
+    assert all(p.rules == SPLIT_RULES[preset] for p in load_split(preset, "validation"))
+    gen, play = SPLIT_GENERATION_RULES[preset], SPLIT_RULES[preset]
+    assert (gen.integer_only, gen.value_limit, gen.use_all) == (play.integer_only, play.value_limit, play.use_all)
+    assert (gen.sign, play.sign) in {("positive", "nonnegative"), ("any", "any")}
+    if preset != "tinyzero":
+        assert gen == LEGACY_LONGPROC and play == Rules.longproc()
+        for p in load_split(preset, "test")[:100]:  # solvable without a 0, as generated
+            assert is_solvable(p.numbers, p.target, Rules.longproc_positive())
 
 
 def test_load_split_returns_a_fresh_list() -> None:

@@ -203,7 +203,7 @@ def test_longproc_prompt_has_a_checked_example():
     example = default_example(P.rules, P.key)
     assert example != P
     assert dfs_trace(example) in prompt and prompt.endswith("Numbers: [21, 16, 17, 26]\nTarget: 46\n")
-    assert "positive integer" in prompt and "2000" in prompt
+    assert "non-negative integer" in prompt and "2000" in prompt
     annotated = longproc_prompt(P, current_state=True)
     assert "### Current State" in annotated and "### Current State" not in prompt
     mine = Problem((10, 4, 3, 2), 19)
@@ -219,7 +219,8 @@ def test_tinyzero_and_compact_prompts():
 
 
 def test_describe_rules():
-    assert "positive integer" in describe_rules(Rules.longproc())
+    assert "a non-negative integer and less than 2000" in describe_rules(Rules.longproc())
+    assert "a positive integer and less than 2000" in describe_rules(Rules.longproc_positive())
     assert "fractions" in describe_rules(Rules.tinyzero())
     assert "at most once" in describe_rules(Rules.classic())
 

@@ -50,9 +50,11 @@ def test_pruning_lines() -> None:
     t = dfs_trace(Problem((40, 60, 2), 20))
     assert "  |- Try 60 * 40 = 2400. 2400 exceeds the maximum intermediate result, drop this branch.\n" in t
     assert "  |- Try 60 / 40 = 1.5. 1.5 is a decimal, drop this branch.\n" in t
-    t = dfs_trace(Problem((8, 5, 0), 40, rules=Rules.longproc().replace(sign="nonnegative")))
+    t = dfs_trace(Problem((8, 5, 0), 40))
     assert "   |- Try 13 / 0 (invalid operation). drop this branch.\n" in t
-    t = dfs_trace(Problem((5, 5, 3), 3))
+    t = dfs_trace(Problem((5, 5, 3), 3))  # LongProc's rules keep the 0 and search below it
+    assert "  |- Try 5 - 5 = 0. Add 0 to the number set. Current number set: [0, 3], target: 3, just two numbers left.\n" in t
+    t = dfs_trace(Problem((5, 5, 3), 3, rules=Rules.longproc_positive()))
     assert "  |- Try 5 - 5 = 0. 0 is not positive, drop this branch.\n" in t
 
 
@@ -108,7 +110,9 @@ def test_parse_trace_round_trip(preset: str) -> None:
 
 
 def test_round_trip_other_rules() -> None:
-    _check_round_trip(Problem((8, 5, 0), 40, rules=Rules.longproc().replace(sign="nonnegative")))
+    _check_round_trip(Problem((8, 5, 0), 40))
+    _check_round_trip(Problem((24, 24, 10, 21), 21))  # needs 24 - 24 = 0
+    _check_round_trip(Problem((5, 5, 3), 3, rules=Rules.longproc_positive()))
     _check_round_trip(Problem((3, 5, 2), -4, rules=Rules.tinyzero()))
     _check_round_trip(Problem((30, 75, 2, 9), 98, rules=Rules.tinyzero()))
     _check_round_trip(Problem((25, 4, 9, 7), 100, rules=Rules.classic()))

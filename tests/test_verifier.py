@@ -242,8 +242,14 @@ def test_bad_inputs(completion: str, reason: str) -> None:
 def test_division_by_zero_and_zero_result() -> None:
     p = Problem((5, 5, 3), 3, rules=Rules.longproc().replace(sign="any"))
     assert check("<answer>3 / (5 - 5)</answer>", p).reason == "division_by_zero"
-    q = Problem((5, 5, 3), 3)
+    q = Problem((5, 5, 3), 3, rules=Rules.longproc_positive())
     assert check("<answer>3 + (5 - 5)</answer>", q).reason == "zero_result"
+    assert check("<Solution>\n5 - 5 = 0\n3 + 0 = 3\n</Solution>", q).reason == "zero_result"
+    lp = Problem((5, 5, 3), 3)  # LongProc's rules keep a 0 intermediate
+    assert check("<answer>3 + (5 - 5)</answer>", lp).correct
+    assert check("<Solution>\n5 - 5 = 0\n3 + 0 = 3\n</Solution>", lp).correct
+    assert check("<answer>3 / (5 - 5)</answer>", lp).reason == "division_by_zero"
+    assert check("<answer>(5 - 5) / 3</answer>", Problem((5, 5, 3), 0)).correct  # a 0 target too
 
 
 def test_nested_parentheses_fast_no_recursion_error() -> None:

@@ -258,7 +258,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
     A problem gives a multiset of numbers and a target (e.g. ``[21, 16, 17, 26] -> 46``). Each
     step picks two of the numbers left and an operator; both numbers are replaced by the result
     (``21 + 16 = 37`` leaves ``[17, 26, 37]``). Which results are allowed (integers only,
-    positive, below 2000, ...) and when the game is won is decided by the problem's
+    non-negative, below 2000, ...) and when the game is won is decided by the problem's
     :class:`~countdown_gym.Rules` (LongProc's by default).
 
     The numbers live in ``M = max_numbers`` slots, packed at the front in *env order*: a move
