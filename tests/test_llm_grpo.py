@@ -17,16 +17,14 @@ pytest.importorskip("trl")
 from baselines import llm_grpo  # noqa: E402
 from baselines.llm_grpo import Options, build_grpo_config, check_vllm_available, derive_position_ids, parse_options  # noqa: E402
 from baselines.llm_rewards import (  # noqa: E402
-    REWARD_FUNCTIONS,
     VARIANTS,
     CLIPOReward,
-    CriticReward,
     parse_reward_spec,
     prompt_token_ids,
-    replay,
 )
 from baselines.tiny_lm import TinyLMConfig, build_model, build_tokenizer  # noqa: E402
 from countdown_gym import Problem  # noqa: E402
+from countdown_gym.integrations.trl import REWARD_FUNCTIONS, CriticReward, replay  # noqa: E402
 from countdown_gym.text_format import build_prompt  # noqa: E402
 
 PROBLEM = Problem((21, 16, 17, 26), 46)
