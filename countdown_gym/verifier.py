@@ -304,29 +304,35 @@ def _verify_solution_block(problem: Problem, text: str, rules: Rules) -> Verdict
 # ---- conversations -------------------------------------------------------------------------------
 
 
+def message_field(obj: Any, name: str) -> Any:
+    """``obj[name]`` of a mapping, ``obj.name`` of a message object (OpenAI's or ``verifiers``' pydantic messages)."""
+    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+
 def is_chat_messages(value: Any) -> bool:
-    """True for a non-empty list or tuple of chat messages (mappings with a string ``"role"``)."""
+    """True for a non-empty list or tuple of chat messages: mappings (or message objects) with a string ``role``."""
     return (
         isinstance(value, (list, tuple))
         and bool(value)
-        and all(isinstance(m, Mapping) and isinstance(m.get("role"), str) for m in value)
+        and all(not isinstance(m, (str, bytes)) and isinstance(message_field(m, "role"), str) for m in value)
     )
 
 
-def message_content(message: Mapping[str, Any]) -> str:
-    """The text of one chat message: its ``content`` string, or the ``text`` of its content parts
+def message_content(message: Any) -> str:
+    """The text of one chat message: its ``content`` string, or the ``text`` of its text parts
     (``[{"type": "text", "text": ...}, ...]``, joined); no content (a tool call alone) is ``""``."""
-    content = message.get("content")
+    content = message_field(message, "content")
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping) and part.get("type", "text") == "text")
+    if isinstance(content, (list, tuple)):
+        return "".join(str(message_field(part, "text") or "") for part in content
+                       if not isinstance(part, str) and (message_field(part, "type") or "text") == "text")
     return str(content)
 
 
-def completion_text(completion: str | Sequence[Mapping[str, Any]]) -> str | None:
+def completion_text(completion: str | Sequence[Any]) -> str | None:
     """The text :func:`verify` judges: a string as it is; for a list of chat messages, the content of
     the **last assistant message** (``""`` when there is none). ``None`` for anything else."""
     if isinstance(completion, str):
@@ -335,13 +341,13 @@ def completion_text(completion: str | Sequence[Mapping[str, Any]]) -> str | None
         return bytes(completion).decode("utf-8", errors="replace")
     if is_chat_messages(completion):
         for message in reversed(completion):
-            if message["role"] == "assistant":
+            if message_field(message, "role") == "assistant":
                 return message_content(message)
         return ""
     return None
 
 
-def verify(problem: Problem, completion: str | Sequence[Mapping[str, Any]], rules: Rules | None = None) -> Verdict:
+def verify(problem: Problem, completion: str | Sequence[Any], rules: Rules | None = None) -> Verdict:
     """Check the final answer in ``completion`` against ``problem``.
 
     ``completion`` is a string, or a conversation (a list of chat messages
