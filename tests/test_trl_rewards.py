@@ -122,6 +122,11 @@ def test_verify_scores_the_last_assistant_message() -> None:
     v = verify(P, ["<answer>21+16-17+26</answer>"])  # a list that is not chat messages
     assert v.reason == "invalid_input" and "list of chat messages" in v.message
     assert verify(P, [{"content": RIGHT}]).reason == "invalid_input"  # messages need a role
+    # message objects with attributes (OpenAI's and verifiers' pydantic messages) read the same way
+    from types import SimpleNamespace
+
+    parts = [SimpleNamespace(type="text", text="<answer>21+16-17+26</answer>")]
+    assert verify(P, [SimpleNamespace(role="user", content="q"), SimpleNamespace(role="assistant", content=parts)]).correct
 
 
 def test_importing_the_module_imports_no_torch() -> None:

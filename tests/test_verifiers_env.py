@@ -165,3 +165,20 @@ def test_bad_arguments_are_clear_errors() -> None:
         load_environment(train_split=None, eval_split=None)
     with pytest.raises(ValueError, match="multi-turn prompt_style"):
         load_environment(mode="multi-turn", prompt_style="tinyzero", num_train_examples=1, eval_split=None)
+
+
+def test_evaluate_sync_runs_both_modes_end_to_end() -> None:
+    """verifiers' own evaluation loop (generate, score, outputs): the solver wins every game, and a
+    single-turn policy that answers the reference solution scores every problem."""
+    multi = load_environment(mode="multi-turn", preset="longproc-0.5k", train_split=None, num_eval_examples=4)
+    rows = {r["prompt"][0]["content"]: r for r in multi.get_eval_dataset()}
+    client = ScriptedClient(lambda prompt: _solver_policy(_problem(rows[prompt[0]["content"]]))(prompt))
+    out = multi.evaluate_sync(client, model="scripted", num_examples=4)
+    assert [o["reward"] for o in out["outputs"]] == [1.0] * 4
+    assert out["metadata"]["avg_metrics"]["invalid_turns"] == 0.0
+
+    single = load_environment(train_split=None, num_eval_examples=4)
+    answers = {r["prompt"][-1]["content"]: r["answer"] for r in single.get_eval_dataset()}
+    out = single.evaluate_sync(ScriptedClient(lambda prompt: f"<answer>{answers[prompt[-1]['content']]}</answer>"),
+                               model="scripted", num_examples=4)
+    assert [o["reward"] for o in out["outputs"]] == [1.0] * 4

@@ -140,7 +140,7 @@ class CountdownTurnEnv(vf.MultiTurnEnv):
             reply = episode.play(text).reply
             if episode.done:
                 break
-        response = [{"role": "user", "content": reply}]
+        response = [vf.UserMessage(content=reply)]
         if episode.done:
             state["final_env_response"] = response
         return response
