@@ -113,6 +113,18 @@ def test_critic_reward_means_per_move_scores() -> None:
     assert r[0] == pytest.approx(0.5) and r[2] == pytest.approx(-1.0)  # invalid moves score -1
 
 
+def test_the_baselines_critic_term_is_the_packages_critic_reward_with_the_shipped_critic() -> None:
+    from baselines.llm_rewards import shipped_critic_reward
+    from critics import load_critic
+
+    reward = shipped_critic_reward()
+    assert isinstance(reward, CriticReward) and type(reward.critic) is type(load_critic())
+    got = reward(["p"] * 4, COMPLETIONS, None, problem=[PJ] * 4)
+    assert -1.0 <= got[0] <= 1.0 and got[2] == pytest.approx(-1.0)  # every move of the hallucinated completion is invalid
+    funcs, _ = llm_grpo.build_reward_funcs(Options(rewards="critic"), None, 8)
+    assert any(isinstance(f, CriticReward) for f in funcs)
+
+
 def test_reward_spec_parsing() -> None:
     assert parse_reward_spec("sparse") == VARIANTS["sparse"]
     assert parse_reward_spec("oracle+clipo") == {"sparse": 1.0, "format": 0.1, "oracle": 0.5, "clipo": 1.0}
