@@ -90,6 +90,10 @@ def replay(problem: Problem | str | Mapping[str, Any], completion: Any) -> Repla
     return _replay(problem, completion_text(completion))
 
 
+_TRL_KWARGS = frozenset({"trainer_state", "log_metric", "log_extra", "environments", "turn_replay"})
+"""Keywords TRL adds to the dataset columns (left out of the error message's column list)."""
+
+
 def row_problems(n: int, kwargs: Mapping[str, Any]) -> list[Problem]:
     """The problem of each of ``n`` rows from TRL's keyword columns: ``problem`` (JSON), else
     ``numbers`` + ``target`` (+ ``rules``). ``KeyError`` when neither is there, ``ValueError`` for a bad row."""
@@ -110,9 +114,6 @@ def row_problems(n: int, kwargs: Mapping[str, Any]) -> list[Problem]:
         if len(column) != n:
             raise ValueError(f"got {n} completions but {len(column)} values in the '{name}' column")
     return [problem_from_columns(nums, t, r) for nums, t, r in zip(numbers, targets, rules, strict=True)]
-
-
-_TRL_KWARGS = frozenset({"trainer_state", "log_metric", "log_extra", "environments", "turn_replay"})
 
 
 def completion_replays(completions: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:

@@ -29,6 +29,12 @@ from typing import Any
 
 import verifiers as vf
 
+if not hasattr(vf, "MultiTurnEnv"):  # verifiers 0.4 replaced the classic environments by verifiers.v1
+    raise ImportError(
+        f"countdown-gym's verifiers environments need verifiers>=0.3.1,<0.4 (SingleTurnEnv / MultiTurnEnv); "
+        f"verifiers {getattr(vf, '__version__', '?')} is installed"
+    )
+
 from countdown_gym.envs.problem_source import problem_from_columns
 from countdown_gym.integrations import format_score, oracle_score
 from countdown_gym.integrations.trl import replay
