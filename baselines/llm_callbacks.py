@@ -21,8 +21,9 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from baselines.llm_rewards import prompt_token_ids, replay
+from baselines.llm_rewards import prompt_token_ids
 from baselines.tiny_lm import save_pretrained
+from countdown_gym.integrations.trl import replay
 
 EVAL_FIELDS = (
     "step",

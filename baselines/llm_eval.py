@@ -257,8 +257,7 @@ def failure_breakdown(problems: list[Problem], completions: list[str]) -> dict:
     """
     from collections import Counter
 
-    from llm_rewards import replay
-
+    from countdown_gym.integrations.trl import replay
     from countdown_gym.solver import canonical
     from countdown_gym.wrappers.terms import oracle_term
 

@@ -7,7 +7,7 @@
     accelerate launch baselines/llm_grpo.py --model Qwen/Qwen2.5-1.5B-Instruct --prompt-style tinyzero
 
 Every field of :class:`Options` is a command-line flag (``--field-name``). Rewards are the TRL
-reward functions of ``baselines/llm_rewards.py``; validation (greedy + sampled) runs every
+reward functions of ``countdown_gym.integrations.trl`` (variants and CLIPO: ``baselines/llm_rewards.py``); validation (greedy + sampled) runs every
 ``--eval-interval`` steps (``baselines/llm_callbacks.py``) and writes ``metrics.csv`` and
 ``success.png`` into the output directory. ``docs/llm_grpo.md`` has the details.
 """
@@ -495,7 +495,8 @@ def reward_terms(opts: Options) -> dict[str, float]:
 
 def build_reward_funcs(opts: Options, tokenizer: Any, hidden_size: int) -> tuple[list[Any], Any]:
     """The TRL reward functions in the order of ``reward_terms(opts)``, and the CLIPO reward (or None)."""
-    from baselines.llm_rewards import REWARD_FUNCTIONS, CLIPOReward, CriticReward
+    from baselines.llm_rewards import CLIPOReward, shipped_critic_reward
+    from countdown_gym.integrations.trl import REWARD_FUNCTIONS
 
     funcs: list[Any] = []
     clipo = None
@@ -503,7 +504,7 @@ def build_reward_funcs(opts: Options, tokenizer: Any, hidden_size: int) -> tuple
         if name in REWARD_FUNCTIONS:
             funcs.append(REWARD_FUNCTIONS[name])
         elif name == "critic":
-            funcs.append(CriticReward())
+            funcs.append(shipped_critic_reward())
         elif name == "clipo":
             from critics.clipo import CLIPOTrainer
 
@@ -699,8 +700,8 @@ def train(opts: Options) -> dict[str, Any]:
     trainer_class: Any = GRPOTrainer
     credit: dict[str, Any] = {}
     if opts.step_credit:
-        from baselines.llm_rewards import CriticReward
         from baselines.step_credit import StepCreditGRPOTrainer, split_reward_spec
+        from countdown_gym.integrations.trl import CriticReward
 
         trainer_class = StepCreditGRPOTrainer
         credit = {"step_weights": split_reward_spec(reward_terms(opts))[1], "step_gamma": opts.step_credit_gamma,

@@ -1,46 +1,28 @@
-"""TRL reward functions for Countdown GRPO, all computed by replaying the completion.
+"""The GRPO baseline's reward variants and CLIPO, on top of the package's TRL reward functions.
 
-Every function here has TRL's reward signature ``f(prompts, completions, completion_ids, **kwargs)
--> list[float]`` and reads the dataset column ``problem`` (a :meth:`Problem.to_dict` JSON string)
-from ``kwargs``; in the multi-turn mode it reads the ``turn_replay`` the rollout function returns
-(:func:`countdown_gym.integrations.trl_rollout.make_rollout_func`: the episode as the environment
-played it, with the same ``verdict`` and ``transitions``). Each completion is replayed once through CountdownText-v0's
-:func:`~countdown_gym.envs.text.replay_completion` (cached per ``(problem, completion)``), so the
-verifier verdict, the transition records and the invalid-step count have a single source of truth.
-
-Terms (TRL adds ``weight * term`` over the terms, then normalises within each prompt group):
+The reward functions themselves (``sparse``, ``format``, ``oracle``, ``oracle_perfect``, ``critic``)
+live in :mod:`countdown_gym.integrations.trl` (TRL's signature ``f(prompts, completions,
+completion_ids, **kwargs) -> list[float]``; the problem from the dataset columns ``numbers`` /
+``target`` or ``problem`` JSON; multi-turn rollouts' ``turn_replay`` used as it is). This module
+adds what needs the trainer or the baseline's choices:
 
 ========================  =====================================================================
-``sparse``                1 if the final answer is correct (``verify``), else 0
-``format``                1 if the final answer is in an <answer> tag or <Solution> block and parses
-                          (right or wrong), else 0
-``oracle``                mean over the completion's moves of ``oracle_term(t, "reachable")``:
-                          +1 for a valid move that keeps the target reachable, -1 otherwise;
-                          0 when the completion states no move. In ``[-1, 1]``.
-``oracle_perfect``        the seed paper's perfect-move oracle: mean of ``oracle_term(t, "perfect")``
-                          (1 for a valid move on a solution path, else 0). In ``[0, 1]``.
-``critic``                mean over moves of ``critic_terms(critic, transitions)``: the shipped
-                          contrastive critic's cosine score of each new state vs the target, -1 for
-                          an invalid move; 0 without moves. In ``[-1, 1]``.
 ``clipo``                 CLIPO: ``max(-lambda * L_CL, -0.5)`` for correct anchors in groups with
                           ≥ 2 correct and ≥ 1 incorrect rollout, else 0 (see :class:`CLIPOReward`).
 ========================  =====================================================================
 
-Weights per reward variant are in :data:`VARIANTS`; ``docs/llm_grpo.md`` explains the choices.
+and the named reward variants (:data:`VARIANTS`, :func:`parse_reward_spec`); ``docs/llm_grpo.md``
+explains the choices. The ``critic`` term gets the shipped critic: :func:`shipped_critic_reward`.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
+from collections.abc import Sequence
 from typing import Any
 
-from countdown_gym.envs.text import Replay, replay_completion
-from countdown_gym.integrations import critic_score, format_score, oracle_score, sparse_score
+from countdown_gym.integrations.trl import CriticReward, completion_replays, log_metrics
 from countdown_gym.integrations.verl import DEFAULT_WEIGHTS
-from countdown_gym.problem import Problem
 
 TERMS: tuple[str, ...] = ("sparse", "format", "oracle", "oracle_perfect", "critic", "clipo")
 """Every reward term a run can weight."""
@@ -98,121 +80,15 @@ def parse_reward_spec(spec: str) -> dict[str, float]:
     return weights
 
 
-# --- replay (one source of truth) --------------------------------------------------------------
+def shipped_critic_reward() -> CriticReward:
+    """The ``critic`` reward term with the shipped contrastive critic (``critics.load_critic()``)."""
+    from critics import load_critic
+
+    return CriticReward(load_critic())
 
 
-@lru_cache(maxsize=4096)
-def problem_from_json(text: str) -> Problem:
-    """The :class:`Problem` stored in a dataset's ``problem`` column (JSON of ``Problem.to_dict``)."""
-    try:
-        return Problem.from_dict(json.loads(text))
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"the dataset's 'problem' column must hold Problem.to_dict() JSON, got {text!r:.120}: {exc}") from None
-
-
-def completion_text(completion: Any) -> str:
-    """The text of a TRL completion: a string, or a list of chat messages (the assistant's content)."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, Sequence) and completion and isinstance(completion[-1], Mapping):
-        return "".join(str(m.get("content", "")) for m in completion if m.get("role", "assistant") == "assistant")
-    raise TypeError(f"a completion must be a string or a list of chat messages, got {type(completion).__name__}")
-
-
-@lru_cache(maxsize=8192)
-def _replay(problem: Problem, text: str) -> Replay:
-    return replay_completion(problem, text)
-
-
-def replay(problem: Problem | str, completion: Any) -> Replay:
-    """Replay one completion (cached: the reward functions of one batch share the work)."""
-    if isinstance(problem, str):
-        problem = problem_from_json(problem)
-    return _replay(problem, completion_text(completion))
-
-
-def _replays(completions: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
-    """The replay of each completion: a multi-turn rollout's own ``turn_replay`` (the environment played it
-    already), else the completion text replayed through CountdownText-v0."""
-    if kwargs.get("turn_replay") is not None:
-        replays = kwargs["turn_replay"]
-        if len(replays) != len(completions):
-            raise ValueError(f"got {len(completions)} completions but {len(replays)} turn replays")
-        return list(replays)
-    problems = kwargs.get("problem")
-    if problems is None:
-        raise KeyError("the reward functions need the dataset column 'problem' (Problem.to_dict() JSON per row)")
-    if len(problems) != len(completions):
-        raise ValueError(f"got {len(completions)} completions but {len(problems)} problems")
-    return [replay(p, c) for p, c in zip(problems, completions, strict=True)]
-
-
-def replay_stats(replays: Sequence[Replay]) -> dict[str, float]:
-    """Batch diagnostics: success, answer rate, fraction of completions with an invalid step, moves."""
-    n = max(len(replays), 1)
-    return {
-        "replay/correct_frac": sum(r.verdict.correct for r in replays) / n,
-        "replay/format_frac": sum(format_score(r) for r in replays) / n,
-        "replay/invalid_frac": sum(r.invalid_steps > 0 for r in replays) / n,
-        "replay/mean_moves": sum(len(r.transitions) for r in replays) / n,
-    }
-
-
-def _log(kwargs: Mapping[str, Any], stats: Mapping[str, float]) -> None:
-    log_metric = kwargs.get("log_metric")
-    if callable(log_metric):
-        for k, v in stats.items():
-            log_metric(k, v)
-
-
-# --- the terms --------------------------------------------------------------------------------
-
-
-def sparse_reward(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any) -> list[float]:
-    """1.0 if the replayed final answer is correct, else 0.0; also logs the batch's replay stats."""
-    replays = _replays(completions, kwargs)
-    _log(kwargs, replay_stats(replays))
-    return [sparse_score(r) for r in replays]
-
-
-def format_reward(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any) -> list[float]:
-    """1.0 if the final answer is tagged (``<answer>`` / ``<Solution>``) and parses, else 0.0."""
-    return [format_score(r) for r in _replays(completions, kwargs)]
-
-
-def oracle_reward(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any) -> list[float]:
-    """Mean per-move reachability reward (+1 valid and target still reachable, -1 otherwise)."""
-    return [oracle_score(r, "reachable") for r in _replays(completions, kwargs)]
-
-
-def oracle_perfect_reward(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any) -> list[float]:
-    """The seed paper's oracle: mean over moves of 1 for a perfect move (valid, on a solution path), else 0."""
-    return [oracle_score(r, "perfect") for r in _replays(completions, kwargs)]
-
-
-class CriticReward:
-    """Mean of the learned critic's per-move scores (``critic_terms``); 0 for a completion without moves."""
-
-    __name__ = "critic_reward"
-
-    def __init__(self, critic: Any = None) -> None:
-        if critic is None:
-            from critics import load_critic
-
-            critic = load_critic()
-        self.critic = critic
-
-    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any) -> list[float]:
-        return [critic_score(r, self.critic) for r in _replays(completions, kwargs)]
-
-
-REWARD_FUNCTIONS: dict[str, Callable[..., list[float]]] = {
-    "sparse": sparse_reward,
-    "format": format_reward,
-    "oracle": oracle_reward,
-    "oracle_perfect": oracle_perfect_reward,
-}
-"""The stateless reward functions by term name (``critic`` and ``clipo`` need objects)."""
+__all__ = ["MONITORED", "TERMS", "VARIANTS", "CLIPOReward", "parse_reward_spec", "prompt_token_ids",
+           "shipped_critic_reward"]
 
 
 # --- CLIPO ------------------------------------------------------------------------------------
@@ -314,7 +190,7 @@ class CLIPOReward:
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Sequence[Sequence[int]], **kwargs: Any) -> list[float]:
         import torch
 
-        correct = torch.tensor([r.verdict.correct for r in _replays(completions, kwargs)], dtype=torch.bool)
+        correct = torch.tensor([r.verdict.correct for r in completion_replays(completions, kwargs)], dtype=torch.bool)
         emb = self.embed(prompts, completion_ids)
         n_local = emb.shape[0]
         multi = self.accelerator is not None and self.accelerator.num_processes > 1
@@ -336,5 +212,5 @@ class CLIPOReward:
         rewards = rewards.cpu()
         stats = {"clipo/active_frac": float((rewards != 0).float().mean())}
         stats.update({f"clipo/{k}": v for k, v in getattr(self.clipo, "last_stats", {}).items()})
-        _log(kwargs, stats)
+        log_metrics(kwargs, stats)
         return [float(x) for x in rewards]

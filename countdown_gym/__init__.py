@@ -24,6 +24,22 @@ from countdown_gym.verifier import REASONS, Verdict, extract_answer, verify
 
 __version__ = "0.1.0"
 
+
+def load_environment(**kwargs):  # noqa: ANN201 - a verifiers.Environment; verifiers is an optional extra
+    """A ``verifiers`` environment of Countdown: what ``verifiers.load_environment("countdown-gym", **kwargs)``
+    calls. Arguments and modes: :func:`countdown_gym.integrations.verifiers_env.load_environment`
+    (``pip install 'countdown-gym[verifiers]'``)."""
+    try:
+        from countdown_gym.integrations.verifiers_env import load_environment as load
+    except ImportError as exc:
+        if "verifiers" not in str(exc):
+            raise
+        raise ImportError(
+            f"countdown_gym.load_environment needs the verifiers library: pip install 'countdown-gym[verifiers]' ({exc})"
+        ) from exc
+    return load(**kwargs)
+
+
 __all__ = [
     "OPERATORS",
     "PRESETS",
@@ -43,6 +59,7 @@ __all__ = [
     "is_solvable",
     "iter_problems",
     "legal_moves",
+    "load_environment",
     "load_split",
     "parse_expression",
     "parse_trace",

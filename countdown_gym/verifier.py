@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from countdown_gym.expression import (
     MAX_ANSWER_CHARS,
@@ -29,7 +31,7 @@ from countdown_gym.rules import Number, Rules, format_number
 
 REASONS: dict[str, str] = {
     "ok": "correct answer",
-    "invalid_input": "the completion is not a string",
+    "invalid_input": "the completion is neither a string nor a list of chat messages",
     "no_answer": "no final answer found",
     "unclosed_tag": "the last answer block is opened but never closed",
     "empty_answer": "the answer block is empty",
@@ -299,11 +301,60 @@ def _verify_solution_block(problem: Problem, text: str, rules: Rules) -> Verdict
     return _final(problem, rules, fmt, tuple(steps), value, used, +final_left)
 
 
-def verify(problem: Problem, completion: str, rules: Rules | None = None) -> Verdict:
+# ---- conversations -------------------------------------------------------------------------------
+
+
+def message_field(obj: Any, name: str) -> Any:
+    """``obj[name]`` of a mapping, ``obj.name`` of a message object (OpenAI's or ``verifiers``' pydantic messages)."""
+    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+
+def is_chat_messages(value: Any) -> bool:
+    """True for a non-empty list or tuple of chat messages: mappings (or message objects) with a string ``role``."""
+    return (
+        isinstance(value, (list, tuple))
+        and bool(value)
+        and all(not isinstance(m, (str, bytes)) and isinstance(message_field(m, "role"), str) for m in value)
+    )
+
+
+def message_content(message: Any) -> str:
+    """The text of one chat message: its ``content`` string, or the ``text`` of its text parts
+    (``[{"type": "text", "text": ...}, ...]``, joined); no content (a tool call alone) is ``""``."""
+    content = message_field(message, "content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        return "".join(str(message_field(part, "text") or "") for part in content
+                       if not isinstance(part, str) and (message_field(part, "type") or "text") == "text")
+    return str(content)
+
+
+def completion_text(completion: str | Sequence[Any]) -> str | None:
+    """The text :func:`verify` judges: a string as it is; for a list of chat messages, the content of
+    the **last assistant message** (``""`` when there is none). ``None`` for anything else."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, (bytes, bytearray)):
+        return bytes(completion).decode("utf-8", errors="replace")
+    if is_chat_messages(completion):
+        for message in reversed(completion):
+            if message_field(message, "role") == "assistant":
+                return message_content(message)
+        return ""
+    return None
+
+
+def verify(problem: Problem, completion: str | Sequence[Any], rules: Rules | None = None) -> Verdict:
     """Check the final answer in ``completion`` against ``problem``.
 
-    ``rules=None`` uses the problem's own rules. Returns a :class:`Verdict`; never raises on
-    a bad completion (a non-``Problem`` or non-``Rules`` argument is a ``TypeError``).
+    ``completion`` is a string, or a conversation (a list of chat messages
+    ``{"role": ..., "content": ...}``, e.g. TRL's conversational completion) of which the last
+    assistant message is judged (:func:`completion_text`). ``rules=None`` uses the problem's own
+    rules. Returns a :class:`Verdict`; never raises on a bad completion (a non-``Problem`` or
+    non-``Rules`` argument is a ``TypeError``).
 
     Example:
         >>> verify(Problem((21, 16, 17, 26), 46), "<answer>21 + 16 - 17 + 26</answer>").correct
@@ -315,11 +366,13 @@ def verify(problem: Problem, completion: str, rules: Rules | None = None) -> Ver
         rules = problem.rules
     elif not isinstance(rules, Rules):
         raise TypeError(f"rules must be a Rules or None, got {type(rules).__name__}")
-    if isinstance(completion, (bytes, bytearray)):
-        completion = bytes(completion).decode("utf-8", errors="replace")
-    if not isinstance(completion, str):
-        return Verdict(False, "invalid_input", f"the completion must be a str, got {type(completion).__name__}")
-    ex = extract_answer(completion)
+    text = completion_text(completion)
+    if text is None:
+        return Verdict(False, "invalid_input", f"the completion must be a str or a list of chat messages "
+                       f"({{'role': ..., 'content': ...}}), got {type(completion).__name__} {completion!r:.80}")
+    if not text and not isinstance(completion, (str, bytes, bytearray)):
+        return Verdict(False, "no_answer", "the conversation has no assistant message with text")
+    ex = extract_answer(text)
     if ex.text is None:
         return Verdict(False, ex.reason, ex.message, answer_format=ex.answer_format)
     if ex.answer_format == SOLUTION_BLOCK:

@@ -17,16 +17,14 @@ pytest.importorskip("trl")
 from baselines import llm_grpo  # noqa: E402
 from baselines.llm_grpo import Options, build_grpo_config, check_vllm_available, derive_position_ids, parse_options  # noqa: E402
 from baselines.llm_rewards import (  # noqa: E402
-    REWARD_FUNCTIONS,
     VARIANTS,
     CLIPOReward,
-    CriticReward,
     parse_reward_spec,
     prompt_token_ids,
-    replay,
 )
 from baselines.tiny_lm import TinyLMConfig, build_model, build_tokenizer  # noqa: E402
 from countdown_gym import Problem  # noqa: E402
+from countdown_gym.integrations.trl import REWARD_FUNCTIONS, CriticReward, replay  # noqa: E402
 from countdown_gym.text_format import build_prompt  # noqa: E402
 
 PROBLEM = Problem((21, 16, 17, 26), 46)
@@ -113,6 +111,18 @@ class _FixedCritic:
 def test_critic_reward_means_per_move_scores() -> None:
     r = CriticReward(_FixedCritic())(["p"] * 4, COMPLETIONS, None, problem=[PJ] * 4)
     assert r[0] == pytest.approx(0.5) and r[2] == pytest.approx(-1.0)  # invalid moves score -1
+
+
+def test_the_baselines_critic_term_is_the_packages_critic_reward_with_the_shipped_critic() -> None:
+    from baselines.llm_rewards import shipped_critic_reward
+    from critics import load_critic
+
+    reward = shipped_critic_reward()
+    assert isinstance(reward, CriticReward) and type(reward.critic) is type(load_critic())
+    got = reward(["p"] * 4, COMPLETIONS, None, problem=[PJ] * 4)
+    assert -1.0 <= got[0] <= 1.0 and got[2] == pytest.approx(-1.0)  # every move of the hallucinated completion is invalid
+    funcs, _ = llm_grpo.build_reward_funcs(Options(rewards="critic"), None, 8)
+    assert any(isinstance(f, CriticReward) for f in funcs)
 
 
 def test_reward_spec_parsing() -> None:

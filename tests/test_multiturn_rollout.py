@@ -12,10 +12,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from baselines import llm_grpo  # noqa: E402
-from baselines.llm_rewards import sparse_reward  # noqa: E402
 from baselines.tiny_lm import TinyLMConfig, build_model, build_tokenizer, load_pretrained, save_pretrained  # noqa: E402
 from countdown_gym import Problem, load_split  # noqa: E402
 from countdown_gym.integrations import trl_rollout  # noqa: E402
+from countdown_gym.integrations.trl import sparse_reward  # noqa: E402
 from countdown_gym.integrations.trl_rollout import (  # noqa: E402
     conversation_ids,
     make_rollout_func,

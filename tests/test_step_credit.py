@@ -14,14 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from baselines.llm_rewards import (  # noqa: E402
-    MONITORED,
-    CriticReward,
-    format_reward,
-    oracle_reward,
-    parse_reward_spec,
-    sparse_reward,
-)
+from baselines.llm_rewards import MONITORED, parse_reward_spec  # noqa: E402
 from baselines.step_credit import (  # noqa: E402
     group_step_advantages,
     returns_to_go,
@@ -32,6 +25,7 @@ from baselines.step_credit import (  # noqa: E402
 )
 from countdown_gym import Rules, load_split  # noqa: E402
 from countdown_gym.integrations import format_score  # noqa: E402
+from countdown_gym.integrations.trl import CriticReward, format_reward, oracle_reward, sparse_reward  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_MODEL = ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm"

@@ -37,6 +37,7 @@ Every problem must be *playable*: between 2 and ``max_numbers`` numbers and, und
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
@@ -93,6 +94,30 @@ def to_problem(obj: ProblemLike, rules: Rules | None = None) -> Problem:
     if rules is not None and p.rules != rules:
         p = dataclasses.replace(p, rules=rules)
     return p
+
+
+def problem_from_columns(numbers: Any, target: Any, rules: Any = None) -> Problem:
+    """The :class:`Problem` of a dataset row's ``numbers``, ``target`` and optional ``rules`` columns.
+
+    ``rules`` may be a :class:`Rules`, a dict, a preset name, JSON of a dict, or ``None`` (LongProc's).
+    ``ValueError`` naming the bad value otherwise.
+    """
+    if numbers is None or target is None:
+        raise ValueError(f"a Countdown row needs 'numbers' and 'target', got numbers={numbers!r:.80}, target={target!r:.80}")
+    if isinstance(rules, str) and rules.lstrip().startswith("{"):
+        try:
+            rules = json.loads(rules)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"the row's 'rules' is not valid JSON: {rules!r:.120}") from exc
+    d: dict[str, Any] = {"numbers": numbers, "target": target}
+    if isinstance(rules, Rules):
+        return to_problem(d, rules)
+    if rules is not None:
+        d["rules"] = rules
+    try:
+        return to_problem(d)
+    except (TypeError, KeyError, ValueError) as exc:
+        raise ValueError(f"bad Countdown row: {exc}") from None
 
 
 def check_playable(problem: Problem, max_numbers: int) -> None:

@@ -2,10 +2,13 @@
 
 * :mod:`countdown_gym.integrations.verl` -- a verl-compatible ``compute_score`` and the problem
   encoding used by ``scripts/export_verl.py``.
+* :mod:`countdown_gym.integrations.trl` -- TRL reward functions; :mod:`~countdown_gym.integrations.verifiers_env`
+  -- ``verifiers`` environments (``countdown_gym.load_environment``);
+  :mod:`~countdown_gym.integrations.reasoning_gym` -- a reasoning-gym dataset (``docs/integrations.md``).
 
 The functions below turn one :class:`~countdown_gym.envs.text.Replay` (a completion replayed
 through CountdownText-v0) into the per-completion terms every trainer integration uses: the TRL
-GRPO baseline (``baselines/llm_rewards.py``) and verl's ``compute_score``. The per-move terms
+reward functions (:mod:`countdown_gym.integrations.trl`) and verl's ``compute_score``. The per-move terms
 themselves live in :mod:`countdown_gym.wrappers.terms`; here they are only averaged over the moves.
 """
 

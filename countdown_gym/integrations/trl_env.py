@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from countdown_gym.envs.problem_source import ProblemLike, check_playable, to_problem
+from countdown_gym.envs.problem_source import ProblemLike, check_playable, problem_from_columns, to_problem
 from countdown_gym.integrations import critic_score, oracle_score
 from countdown_gym.problem import Problem
 from countdown_gym.rules import Number
@@ -63,19 +63,7 @@ def _problem_from_row(row: Mapping[str, Any]) -> Problem:
             f"a Countdown dataset row needs 'numbers' and 'target' columns (make_dataset builds them); "
             f"missing {missing} in a row with columns {sorted(row)}"
         )
-    rules = row.get("rules")
-    if isinstance(rules, str) and rules.lstrip().startswith("{"):
-        try:
-            rules = json.loads(rules)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"the row's 'rules' is not valid JSON: {rules!r:.120}") from exc
-    d: dict[str, Any] = {"numbers": row["numbers"], "target": row["target"]}
-    if rules is not None:
-        d["rules"] = rules
-    try:
-        problem = to_problem(d)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"bad Countdown row: {exc}") from None
+    problem = problem_from_columns(row["numbers"], row["target"], row.get("rules"))
     check_playable(problem, len(problem.numbers))
     return problem
 

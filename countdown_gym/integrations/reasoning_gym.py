@@ -1,0 +1,200 @@
+"""The frozen splits as a reasoning-gym dataset: ``question`` / ``answer`` / ``metadata`` items and
+``score_answer(answer, entry)`` judged by :func:`countdown_gym.verify`.
+
+    from countdown_gym.integrations.reasoning_gym import CountdownGymConfig, CountdownGymDataset
+
+    ds = CountdownGymDataset(CountdownGymConfig(preset="tinyzero", split="test", size=100))
+    entry = ds[0]                       # {"question": ..., "answer": "<a reference solution>", "metadata": {...}}
+    ds.score_answer("(29-6)+(37-14)", entry)   # 1.0 or 0.0: the verifier's verdict
+
+With reasoning-gym installed (``pip install countdown-gym[bench]``) the class is a
+``reasoning_gym.dataset.ProceduralDataset`` and importing this module registers it as
+``"countdown_gym"``, so ``reasoning_gym.create_dataset("countdown_gym", preset="tinyzero", split="test",
+size=100)``, composite datasets and ``reasoning_gym.get_score_answer_fn("countdown_gym")`` work. Without
+reasoning-gym the same class works on its own (the interface is duck-typed).
+
+``score_answer`` takes what reasoning-gym passes it: the text inside the model's last ``<answer>``
+block (``reasoning_gym.utils.extract_answer``), i.e. a bare expression; a whole completion with tags
+works too (the verifier's own extraction applies). Unlike reasoning-gym's countdown (0.01 for a
+malformed answer, 0.05 for a wrong one), a wrong or malformed answer scores 0.0: the verifier's
+reward, with none of the hacks its parser accepts (``docs/verifier.md``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from countdown_gym.envs.problem_source import problem_from_columns
+from countdown_gym.generator import PRESETS
+from countdown_gym.problem import Problem
+from countdown_gym.solver import solve
+from countdown_gym.splits import SPLITS, load_split
+from countdown_gym.text_format import PROMPT_STYLES, chat_messages
+from countdown_gym.verifier import verify
+
+try:  # the real base class when reasoning-gym is installed, so isinstance checks and the registry accept it
+    from reasoning_gym.dataset import ProceduralDataset as _Base
+    from reasoning_gym.factory import DATASETS as _REGISTRY
+    from reasoning_gym.factory import register_dataset as _register_dataset
+except ImportError:  # pragma: no cover - exercised only without the bench extra
+    _Base, _REGISTRY, _register_dataset = object, None, None  # type: ignore[assignment,misc]
+
+DATASET_NAME = "countdown_gym"
+"""The name the dataset is registered under in reasoning-gym, and ``metadata["source_dataset"]``."""
+
+
+@dataclass
+class CountdownGymConfig:
+    """Which frozen split, how many problems, and the question's wording.
+
+    ``size=None`` takes the whole split; ``seed=None`` keeps the split's frozen order, an int shuffles it
+    (reasoning-gym's composite datasets pass a seed; the first ``size`` of the shuffled split are used).
+    ``prompt_style`` is one of :data:`countdown_gym.text_format.PROMPT_STYLES`: the question is the user
+    message of :func:`~countdown_gym.text_format.chat_messages` (``tinyzero``: TinyZero's question, answer in
+    ``<answer>`` tags, the convention reasoning-gym extracts).
+    """
+
+    preset: str = "tinyzero"
+    split: str = "test"
+    prompt_style: str = "tinyzero"
+    size: int | None = None
+    seed: int | None = None
+
+    def validate(self) -> None:
+        """``ValueError`` naming the bad field."""
+        if self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; choose one of {sorted(PRESETS)}")
+        if self.split not in SPLITS:
+            raise ValueError(f"unknown split {self.split!r}; choose one of {list(SPLITS)}")
+        if self.prompt_style not in PROMPT_STYLES:
+            raise ValueError(f"unknown prompt_style {self.prompt_style!r}; choose one of {list(PROMPT_STYLES)}")
+        for name in ("size", "seed"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "size" else 0)):
+                raise ValueError(f"{name} must be {'a positive' if name == 'size' else 'a non-negative'} int or None, got {value!r}")
+
+
+def question(problem: Problem, prompt_style: str = "tinyzero") -> str:
+    """The question text of ``problem``: the user message of its chat prompt in ``prompt_style``."""
+    return next(m["content"] for m in chat_messages(problem, prompt_style) if m["role"] == "user").strip()
+
+
+def _rules_key(rules: Any) -> Any:
+    return tuple(sorted(rules.items())) if isinstance(rules, Mapping) else rules
+
+
+_PROBLEMS: dict[tuple[Any, ...], Problem] = {}
+
+
+def entry_problem(entry: Mapping[str, Any]) -> Problem:
+    """The :class:`Problem` an entry's ``metadata`` describes (``numbers``, ``target``, ``rules``); cached.
+
+    ``ValueError`` for an entry without them (an entry of another dataset, or a hand-made dict).
+    """
+    meta = entry.get("metadata") if isinstance(entry, Mapping) else None
+    if not isinstance(meta, Mapping) or "numbers" not in meta or "target" not in meta:
+        raise ValueError(f"a countdown_gym entry needs metadata with 'numbers' and 'target', got {entry!r:.160}")
+    numbers, target, rules = meta["numbers"], meta["target"], meta.get("rules")
+    try:
+        key = (tuple(numbers), target, _rules_key(rules))
+        hash(key)
+    except TypeError:
+        return problem_from_columns(numbers, target, rules)
+    problem = _PROBLEMS.get(key)
+    if problem is None:
+        if len(_PROBLEMS) > 100_000:
+            _PROBLEMS.clear()
+        problem = _PROBLEMS[key] = problem_from_columns(numbers, target, rules)
+    return problem
+
+
+def score_answer(answer: str | None, entry: Mapping[str, Any]) -> float:
+    """1.0 if ``answer`` (an expression, or a completion with ``<answer>`` / ``<Solution>`` tags) solves the
+    entry's problem under its rules, else 0.0 (``None`` or an empty answer included)."""
+    if answer is None:
+        return 0.0
+    return verify(entry_problem(entry), answer).reward
+
+
+class CountdownGymDataset(_Base):  # type: ignore[misc,valid-type]
+    """A frozen split of countdown-gym with reasoning-gym's dataset interface.
+
+    ``ds[i]`` is ``{"question", "answer", "metadata"}``: the question in the config's prompt style, a
+    reference solution (the first of :func:`~countdown_gym.solve`), and metadata with ``numbers``,
+    ``target``, ``rules`` (a dict), ``preset``, ``split``, ``id`` and the solver's ``difficulty``
+    figures when the split has them. ``problems=`` replaces the split by your own problems.
+    """
+
+    def __init__(self, config: CountdownGymConfig | None = None, problems: Sequence[Problem] | None = None) -> None:
+        config = config if config is not None else CountdownGymConfig()
+        if not isinstance(config, CountdownGymConfig):
+            raise TypeError(f"config must be a CountdownGymConfig, got {type(config).__name__}")
+        config.validate()
+        pool = list(problems) if problems is not None else load_split(config.preset, config.split)
+        if not pool or not all(isinstance(p, Problem) for p in pool):
+            raise ValueError("problems must be a non-empty sequence of Problem")
+        if config.seed is not None:
+            random.Random(config.seed).shuffle(pool)
+        if config.size is not None:
+            if config.size > len(pool):
+                raise ValueError(f"size={config.size} but the {config.preset}/{config.split} split has {len(pool)} problems")
+            pool = pool[: config.size]
+        self.config = config
+        self.seed = config.seed
+        self.size = len(pool)
+        self.problems = pool
+
+    @property
+    def category(self) -> str:
+        return "games"
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (self[i] for i in range(self.size))
+
+    def __getitem__(self, idx: int) -> dict[str, Any]:
+        if isinstance(idx, bool) or not isinstance(idx, int):
+            raise TypeError(f"index must be an int, got {type(idx).__name__}")
+        if not -self.size <= idx < self.size:
+            raise IndexError(f"index {idx} out of range for a dataset of {self.size} problems")
+        idx %= self.size
+        p = self.problems[idx]
+        solutions = solve(p, limit=1)
+        metadata: dict[str, Any] = {
+            "source_dataset": DATASET_NAME,
+            "source_index": idx,
+            "numbers": list(p.numbers),
+            "target": p.target,
+            "rules": p.rules.to_dict(),
+            "preset": self.config.preset,
+            "split": self.config.split,
+            "id": p.id,
+            "difficulty": {k: getattr(p, k) for k in ("num_solutions", "search_nodes") if getattr(p, k) is not None},
+        }
+        return {"question": question(p, self.config.prompt_style), "answer": solutions[0] if solutions else None,
+                "metadata": metadata}
+
+    def score_answer(self, answer: str | None, entry: dict[str, Any]) -> float:
+        """1.0 if ``answer`` solves the entry's problem (:func:`countdown_gym.verify`), else 0.0."""
+        return score_answer(answer, entry)
+
+
+def register() -> bool:
+    """Register the dataset with reasoning-gym as :data:`DATASET_NAME` (done on import; idempotent).
+    False when reasoning-gym is not installed."""
+    if _register_dataset is None:
+        return False
+    if DATASET_NAME not in _REGISTRY:
+        _register_dataset(DATASET_NAME, CountdownGymDataset, CountdownGymConfig)
+    return True
+
+
+register()
+
+__all__ = ["DATASET_NAME", "CountdownGymConfig", "CountdownGymDataset", "entry_problem", "question", "register",
+           "score_answer"]

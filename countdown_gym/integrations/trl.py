@@ -1,0 +1,209 @@
+"""TRL reward functions for Countdown: ``GRPOTrainer(reward_funcs=[sparse_reward, format_reward, ...])``.
+
+Every function has TRL's reward signature ``f(prompts, completions, completion_ids, **kwargs) ->
+list[float]`` (``trl/trainer/grpo_trainer.py``, ``_calculate_rewards``: TRL passes every dataset
+column but ``prompt`` / ``completion`` / ``completion_ids`` as a keyword list, one entry per
+completion, plus ``trainer_state``, ``log_metric`` and ``log_extra``). Completions are strings
+(standard datasets) or lists of chat messages (conversational datasets: the last assistant message
+is scored, the same text :func:`~countdown_gym.verifier.verify` judges).
+
+The problem of each row comes from the dataset columns ``numbers`` and ``target`` (optional
+``rules``: a preset name, a dict or its JSON), or from a ``problem`` column holding
+:meth:`Problem.to_dict` JSON (it wins when both are there). In the multi-turn mode the rollout
+function returns a ``turn_replay`` per completion
+(:func:`countdown_gym.integrations.trl_rollout.make_rollout_func`), which is used as it is.
+
+Each completion is replayed once through CountdownText-v0's
+:func:`~countdown_gym.envs.text.replay_completion` (cached per ``(problem, text)``), so the verdict,
+the transition records and the invalid-step count have one source of truth across the terms:
+
+========================  =====================================================================
+``sparse_reward``         1 if the final answer is correct (``verify``), else 0
+``format_reward``         1 if the final answer is in an <answer> tag or <Solution> block and parses
+                          (right or wrong), else 0
+``oracle_reward``         mean over the completion's moves of ``oracle_term(t, "reachable")``:
+                          +1 for a valid move that keeps the target reachable, -1 otherwise;
+                          0 when the completion states no move. In ``[-1, 1]``.
+``oracle_perfect_reward`` the perfect-move oracle: mean of ``oracle_term(t, "perfect")``
+                          (1 for a valid move on a solution path, else 0). In ``[0, 1]``.
+``CriticReward(critic)``  mean over moves of ``critic_terms(critic, transitions)``: the critic's
+                          score of each new state vs the target, -1 for an invalid move; 0 without
+                          moves. ``critic`` is any object with ``score(states, targets)`` (e.g.
+                          ``critics.load_critic()``).
+========================  =====================================================================
+
+Nothing here imports ``torch``, ``transformers`` or ``trl``. Guide: ``docs/integrations.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from countdown_gym.envs.problem_source import problem_from_columns, to_problem
+from countdown_gym.envs.text import Replay, replay_completion
+from countdown_gym.integrations import critic_score, format_score, oracle_score, sparse_score
+from countdown_gym.problem import Problem
+from countdown_gym.verifier import completion_text as _verifier_text
+from countdown_gym.wrappers.terms import Scorer
+
+
+@lru_cache(maxsize=4096)
+def problem_from_json(text: str) -> Problem:
+    """The :class:`Problem` stored in a dataset's ``problem`` column (JSON of ``Problem.to_dict``)."""
+    try:
+        return Problem.from_dict(json.loads(text))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"the dataset's 'problem' column must hold Problem.to_dict() JSON, got {text!r:.120}: {exc}") from None
+
+
+def completion_text(completion: Any) -> str:
+    """The text of a TRL completion: a string, or the last assistant message of a list of chat messages.
+
+    ``TypeError`` for anything else (a reward function must not score a malformed batch as 0).
+    """
+    text = _verifier_text(completion)
+    if text is None:
+        raise TypeError(
+            f"a completion must be a string or a list of chat messages ({{'role': ..., 'content': ...}}), "
+            f"got {type(completion).__name__} {completion!r:.80}"
+        )
+    return text
+
+
+@lru_cache(maxsize=8192)
+def _replay(problem: Problem, text: str) -> Replay:
+    return replay_completion(problem, text)
+
+
+def replay(problem: Problem | str | Mapping[str, Any], completion: Any) -> Replay:
+    """Replay one completion (cached: the reward functions of one batch share the work).
+
+    ``problem``: a :class:`Problem`, its ``to_dict()`` JSON, or a dict (``numbers``, ``target``, ``rules``).
+    """
+    if isinstance(problem, str):
+        problem = problem_from_json(problem)
+    elif not isinstance(problem, Problem):
+        problem = to_problem(problem)
+    return _replay(problem, completion_text(completion))
+
+
+_TRL_KWARGS = frozenset({"trainer_state", "log_metric", "log_extra", "environments", "turn_replay"})
+"""Keywords TRL adds to the dataset columns (left out of the error message's column list)."""
+
+
+def row_problems(n: int, kwargs: Mapping[str, Any]) -> list[Problem]:
+    """The problem of each of ``n`` rows from TRL's keyword columns: ``problem`` (JSON), else
+    ``numbers`` + ``target`` (+ ``rules``). ``KeyError`` when neither is there, ``ValueError`` for a bad row."""
+    problems = kwargs.get("problem")
+    if problems is not None:
+        if len(problems) != n:
+            raise ValueError(f"got {n} completions but {len(problems)} problems")
+        return [p if isinstance(p, Problem) else problem_from_json(p) if isinstance(p, str) else to_problem(p)
+                for p in problems]
+    numbers, targets = kwargs.get("numbers"), kwargs.get("target")
+    if numbers is None or targets is None:
+        raise KeyError(
+            "the Countdown reward functions need the dataset columns 'numbers' and 'target' (optional 'rules'), "
+            f"or 'problem' (Problem.to_dict() JSON); the batch has columns {sorted(k for k in kwargs if k not in _TRL_KWARGS)}"
+        )
+    rules = kwargs.get("rules") or [None] * n
+    for name, column in (("numbers", numbers), ("target", targets), ("rules", rules)):
+        if len(column) != n:
+            raise ValueError(f"got {n} completions but {len(column)} values in the '{name}' column")
+    return [problem_from_columns(nums, t, r) for nums, t, r in zip(numbers, targets, rules, strict=True)]
+
+
+def completion_replays(completions: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
+    """The replay of each completion: a multi-turn rollout's own ``turn_replay`` (the environment played it
+    already), else the completion's text replayed through CountdownText-v0 against its row's problem."""
+    if kwargs.get("turn_replay") is not None:
+        replays = kwargs["turn_replay"]
+        if len(replays) != len(completions):
+            raise ValueError(f"got {len(completions)} completions but {len(replays)} turn replays")
+        return list(replays)
+    problems = row_problems(len(completions), kwargs)
+    return [_replay(p, completion_text(c)) for p, c in zip(problems, completions, strict=True)]
+
+
+def replay_stats(replays: Sequence[Any]) -> dict[str, float]:
+    """Batch diagnostics: success, answer rate, fraction of completions with an invalid step, moves."""
+    n = max(len(replays), 1)
+    return {
+        "replay/correct_frac": sum(r.verdict.correct for r in replays) / n,
+        "replay/format_frac": sum(format_score(r) for r in replays) / n,
+        "replay/invalid_frac": sum(r.invalid_steps > 0 for r in replays) / n,
+        "replay/mean_moves": sum(len(r.transitions) for r in replays) / n,
+    }
+
+
+def log_metrics(kwargs: Mapping[str, Any], stats: Mapping[str, float]) -> None:
+    """Send ``stats`` to TRL's ``log_metric`` keyword when the trainer passes one."""
+    log_metric = kwargs.get("log_metric")
+    if callable(log_metric):
+        for k, v in stats.items():
+            log_metric(k, v)
+
+
+# --- the terms --------------------------------------------------------------------------------
+
+
+def sparse_reward(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any) -> list[float]:
+    """1.0 if the replayed final answer is correct, else 0.0; also logs the batch's replay stats."""
+    replays = completion_replays(completions, kwargs)
+    log_metrics(kwargs, replay_stats(replays))
+    return [sparse_score(r) for r in replays]
+
+
+def format_reward(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any) -> list[float]:
+    """1.0 if the final answer is tagged (``<answer>`` / ``<Solution>``) and parses, else 0.0."""
+    return [format_score(r) for r in completion_replays(completions, kwargs)]
+
+
+def oracle_reward(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any) -> list[float]:
+    """Mean per-move reachability reward (+1 valid and target still reachable, -1 otherwise)."""
+    return [oracle_score(r, "reachable") for r in completion_replays(completions, kwargs)]
+
+
+def oracle_perfect_reward(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any) -> list[float]:
+    """The perfect-move oracle: mean over moves of 1 for a perfect move (valid, on a solution path), else 0."""
+    return [oracle_score(r, "perfect") for r in completion_replays(completions, kwargs)]
+
+
+class CriticReward:
+    """Mean of a learned critic's per-move scores (``critic_terms``); 0 for a completion without moves.
+
+    ``critic``: any object with ``score(states, targets) -> array`` of values in ``[-1, 1]`` (the
+    :class:`~countdown_gym.wrappers.terms.Scorer` interface), e.g. ``critics.load_critic()``.
+    """
+
+    __name__ = "critic_reward"
+
+    def __init__(self, critic: Scorer) -> None:
+        if not callable(getattr(critic, "score", None)):
+            raise TypeError(
+                f"CriticReward needs a critic with a score(states, targets) method (e.g. critics.load_critic()), "
+                f"got {type(critic).__name__}"
+            )
+        self.critic = critic
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any) -> list[float]:
+        return [critic_score(r, self.critic) for r in completion_replays(completions, kwargs)]
+
+
+REWARD_FUNCTIONS: dict[str, Callable[..., list[float]]] = {
+    "sparse": sparse_reward,
+    "format": format_reward,
+    "oracle": oracle_reward,
+    "oracle_perfect": oracle_perfect_reward,
+}
+"""The stateless reward functions by term name (``critic`` needs a critic: :class:`CriticReward`)."""
+
+
+__all__ = [
+    "REWARD_FUNCTIONS", "CriticReward", "completion_replays", "completion_text", "format_reward", "log_metrics",
+    "oracle_perfect_reward", "oracle_reward", "problem_from_json", "replay", "replay_stats", "row_problems",
+    "sparse_reward",
+]

@@ -1,0 +1,244 @@
+"""Countdown as a ``verifiers`` environment: ``verifiers.load_environment("countdown-gym", ...)``.
+
+``verifiers`` resolves an environment id by importing the module named like it with underscores
+(``countdown-gym`` -> ``countdown_gym``) and calling its ``load_environment(**kwargs)``:
+:func:`countdown_gym.load_environment` calls :func:`load_environment` here (this module imports
+``verifiers``: ``pip install 'countdown-gym[verifiers]'``; tested with verifiers 0.3.1, whose classic
+environments ``SingleTurnEnv`` / ``MultiTurnEnv`` are this interface; 0.4 dropped them).
+
+* ``mode="single-turn"`` (default): a :class:`verifiers.SingleTurnEnv`. Each row's prompt is the
+  puzzle as a user message (``prompt_style``, TinyZero's question by default, with its system
+  prompt); the rubric is the verifier: ``correct`` = ``verify(problem, completion).reward`` (the last
+  assistant message is judged), plus the dense terms ``format``, ``oracle`` and ``oracle_perfect`` of
+  :mod:`countdown_gym.integrations` (weight 0 unless given: reported as metrics).
+* ``mode="multi-turn"``: a :class:`CountdownTurnEnv` (``verifiers.MultiTurnEnv``) playing
+  ``CountdownMultiTurn-v0``'s game (:class:`~countdown_gym.turn_game.TurnEpisode`): the model writes one
+  turn per message (``a op b``, ``undo``, ``give up``), the environment answers the game's reply line;
+  the rollout ends when the game does. The rubric replays the turns: ``solved`` (1.0 for a win), the
+  oracle terms over the game's transition records, ``invalid_turns`` (a metric).
+
+Each row's ``info`` holds the problem (``numbers``, ``target``, ``rules`` as JSON); ``answer`` a
+reference solution (:func:`~countdown_gym.solve`). Guide: ``docs/integrations.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import verifiers as vf
+
+if not hasattr(vf, "MultiTurnEnv"):  # verifiers 0.4 replaced the classic environments by verifiers.v1
+    raise ImportError(
+        f"countdown-gym's verifiers environments need verifiers>=0.3.1,<0.4 (SingleTurnEnv / MultiTurnEnv); "
+        f"verifiers {getattr(vf, '__version__', '?')} is installed"
+    )
+
+from countdown_gym.envs.problem_source import problem_from_columns
+from countdown_gym.integrations import format_score, oracle_score
+from countdown_gym.integrations.trl import replay
+from countdown_gym.problem import Problem
+from countdown_gym.solver import solve
+from countdown_gym.splits import load_split
+from countdown_gym.text_format import TINYZERO_SYSTEM, chat_messages
+from countdown_gym.turn_format import TURN_PROMPT_STYLES, turn_prompt
+from countdown_gym.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnReplay, replay_turns
+from countdown_gym.verifier import message_content, message_field, verify
+
+MODES: tuple[str, ...] = ("single-turn", "multi-turn")
+
+
+def _problem(info: Mapping[str, Any]) -> Problem:
+    if not isinstance(info, Mapping):
+        raise ValueError(f"a countdown-gym row's info must be a dict with 'numbers' and 'target', got {info!r:.120}")
+    return problem_from_columns(info.get("numbers"), info.get("target"), info.get("rules"))
+
+
+def row(problem: Problem, prompt: list[dict[str, str]]) -> dict[str, Any]:
+    """One dataset row: ``prompt`` messages, ``answer`` (a reference solution), ``info`` (the problem)."""
+    solutions = solve(problem, limit=1)
+    info = {"numbers": [int(x) for x in problem.numbers], "target": int(problem.target),
+            "rules": json.dumps(problem.rules.to_dict(), sort_keys=True), "id": problem.id or ""}
+    return {"prompt": prompt, "answer": solutions[0] if solutions else "", "info": info}
+
+
+def _dataset(problems: Sequence[Problem], prompt: Any) -> Any:
+    from datasets import Dataset
+
+    if not problems:
+        raise ValueError("the environment needs at least one problem")
+    return Dataset.from_list([row(p, prompt(p)) for p in problems])
+
+
+def _problems(preset: str, split: str | None, n: int) -> list[Problem]:
+    if split is None:
+        return []
+    problems = load_split(preset, split)
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise ValueError(f"the number of examples must be an int (-1 = all), got {n!r}")
+    return problems if n < 0 else problems[:n]
+
+
+# --- single turn ------------------------------------------------------------------------------
+
+
+def correct(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
+    """1.0 if the completion's final answer solves the row's problem (:func:`countdown_gym.verify`), else 0.0."""
+    return verify(_problem(info), completion).reward
+
+
+def answer_format(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
+    """1.0 if the final answer is in an ``<answer>`` tag or ``<Solution>`` block and parses, else 0.0."""
+    return format_score(replay(_problem(info), completion))
+
+
+def oracle(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
+    """Mean reachability oracle term over the completion's moves (in ``[-1, 1]``; 0.0 without moves)."""
+    return oracle_score(replay(_problem(info), completion), "reachable")
+
+
+def oracle_perfect(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
+    """Fraction of the completion's moves that are perfect (valid, on a solution path); 0.0 without moves."""
+    return oracle_score(replay(_problem(info), completion), "perfect")
+
+
+answer_format.__name__ = "format"
+
+
+def single_turn_rubric(format_weight: float = 0.0, oracle_weight: float = 0.0, oracle_perfect_weight: float = 0.0) -> Any:
+    """The verifier as a rubric: ``correct`` (weight 1) and the dense terms (metrics unless weighted)."""
+    return vf.Rubric(funcs=[correct, answer_format, oracle, oracle_perfect],
+                     weights=[1.0, float(format_weight), float(oracle_weight), float(oracle_perfect_weight)])
+
+
+# --- multi turn -------------------------------------------------------------------------------
+
+
+def agent_turns(messages: Any, prompt_len: int = 0) -> list[str]:
+    """The texts of the assistant messages after the first ``prompt_len`` messages: the agent's turns."""
+    return [message_content(m) for m in list(messages)[prompt_len:] if message_field(m, "role") == "assistant"]
+
+
+def play(info: Mapping[str, Any], completion: Any, max_turns: int = DEFAULT_MAX_TURNS) -> TurnReplay:
+    """The game of a multi-turn rollout: its agent turns replayed through :func:`replay_turns`."""
+    return replay_turns(_problem(info), agent_turns(completion), max_turns=max_turns)
+
+
+class CountdownTurnEnv(vf.MultiTurnEnv):
+    """``CountdownMultiTurn-v0``'s game as a ``verifiers.MultiTurnEnv``: one move per assistant message,
+    the game's reply as the next user message, the rollout over when the game is."""
+
+    def __init__(self, game_max_turns: int = DEFAULT_MAX_TURNS, **kwargs: Any) -> None:
+        if isinstance(game_max_turns, bool) or not isinstance(game_max_turns, int) or game_max_turns < 1:
+            raise ValueError(f"max_turns must be an int >= 1, got {game_max_turns!r}")
+        self.game_max_turns = game_max_turns
+        # one model turn more than the game allows: the game itself ends the rollout (its reply to the last
+        # turn, "... turn limit", is the final message); verifiers' own limit is only a safety net
+        super().__init__(max_turns=game_max_turns + 1, **kwargs)
+
+    async def env_response(self, messages: Any, state: Any, **kwargs: Any) -> Any:
+        """The game's reply to the last agent turn (the turns so far are replayed: one source of truth);
+        once the game is over the reply is the rollout's final message."""
+        episode = TurnEpisode(_problem(state["info"]), max_turns=self.game_max_turns)
+        reply = ""
+        for text in agent_turns(messages, len(state["prompt"])):
+            reply = episode.play(text).reply
+            if episode.done:
+                break
+        response = [vf.UserMessage(content=reply)]
+        if episode.done:
+            state["final_env_response"] = response
+        return response
+
+
+def multi_turn_rubric(oracle_weight: float = 0.0, oracle_perfect_weight: float = 0.0,
+                      max_turns: int = DEFAULT_MAX_TURNS) -> Any:
+    """The game's outcome as a rubric: ``solved`` (weight 1), oracle terms over the game's transition
+    records (metrics unless weighted), ``invalid_turns`` (a metric)."""
+
+    def solved(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
+        """1.0 if the agent reached the target, else 0.0."""
+        return play(info, completion, max_turns).reward
+
+    def turn_oracle(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
+        return oracle_score(play(info, completion, max_turns), "reachable")
+
+    def turn_oracle_perfect(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
+        return oracle_score(play(info, completion, max_turns), "perfect")
+
+    def invalid_turns(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
+        return float(play(info, completion, max_turns).invalid_turns)
+
+    turn_oracle.__name__, turn_oracle_perfect.__name__ = "oracle", "oracle_perfect"
+    return vf.Rubric(funcs=[solved, turn_oracle, turn_oracle_perfect, invalid_turns],
+                     weights=[1.0, float(oracle_weight), float(oracle_perfect_weight), 0.0])
+
+
+# --- the entry point --------------------------------------------------------------------------
+
+
+def load_environment(
+    mode: str = "single-turn",
+    preset: str = "tinyzero",
+    train_split: str | None = "train",
+    eval_split: str | None = "test",
+    num_train_examples: int = -1,
+    num_eval_examples: int = -1,
+    prompt_style: str | None = None,
+    system_prompt: str | None = None,
+    max_turns: int = DEFAULT_MAX_TURNS,
+    format_weight: float = 0.0,
+    oracle_weight: float = 0.0,
+    oracle_perfect_weight: float = 0.0,
+    **kwargs: Any,
+) -> Any:
+    """A ``verifiers`` environment of a frozen split (``preset``; train rows from ``train_split``, eval rows
+    from ``eval_split``; ``num_*_examples=-1`` = all).
+
+    ``mode``: ``"single-turn"`` or ``"multi-turn"``. ``prompt_style``: single-turn, one of
+    ``text_format.PROMPT_STYLES`` (default ``"tinyzero"``, whose system prompt is used unless
+    ``system_prompt`` is given); multi-turn, one of ``turn_format.TURN_PROMPT_STYLES`` (default
+    ``"instruct"``). ``*_weight``: the dense terms' weights next to the outcome's 1.0. Other keyword
+    arguments go to the ``verifiers`` environment.
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {list(MODES)}")
+    if train_split is None and eval_split is None:
+        raise ValueError("train_split and eval_split cannot both be None")
+    train = _problems(preset, train_split, num_train_examples)
+    test = _problems(preset, eval_split, num_eval_examples)
+    if mode == "single-turn":
+        style = prompt_style or "tinyzero"
+        if system_prompt is None and style == "tinyzero":
+            system_prompt = TINYZERO_SYSTEM
+
+        def prompt(p: Problem) -> list[dict[str, str]]:  # the user turn; TinyZero's pre-started assistant turn is
+            return [m for m in chat_messages(p, style) if m["role"] == "user"]  # dropped (a chat API cannot continue it)
+
+        return vf.SingleTurnEnv(
+            dataset=_dataset(train, prompt) if train else None,
+            eval_dataset=_dataset(test, prompt) if test else None,
+            system_prompt=system_prompt,
+            rubric=single_turn_rubric(format_weight, oracle_weight, oracle_perfect_weight),
+            **kwargs,
+        )
+    style = prompt_style or "instruct"
+    if style not in TURN_PROMPT_STYLES:
+        raise ValueError(f"unknown multi-turn prompt_style {style!r}; choose one of {list(TURN_PROMPT_STYLES)}")
+
+    def turn_prompt_messages(p: Problem) -> list[dict[str, str]]:
+        return [{"role": "user", "content": turn_prompt(p, style, max_turns)}]
+
+    return CountdownTurnEnv(
+        game_max_turns=max_turns,
+        dataset=_dataset(train, turn_prompt_messages) if train else None,
+        eval_dataset=_dataset(test, turn_prompt_messages) if test else None,
+        system_prompt=system_prompt,
+        rubric=multi_turn_rubric(oracle_weight, oracle_perfect_weight, max_turns),
+        **kwargs,
+    )
+
+
+__all__ = ["MODES", "CountdownTurnEnv", "agent_turns", "correct", "load_environment", "multi_turn_rubric", "play",
+           "row", "single_turn_rubric"]

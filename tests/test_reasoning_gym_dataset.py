@@ -1,0 +1,79 @@
+"""The reasoning-gym dataset adapter, against reasoning-gym's own base classes, registry and composite."""
+
+from __future__ import annotations
+
+import pytest
+
+reasoning_gym = pytest.importorskip("reasoning_gym")
+
+from reasoning_gym.composite import CompositeConfig, CompositeDataset, DatasetSpec  # noqa: E402
+from reasoning_gym.dataset import ProceduralDataset  # noqa: E402
+from reasoning_gym.utils import extract_answer  # noqa: E402
+
+from countdown_gym import load_split, verify  # noqa: E402
+from countdown_gym.integrations.reasoning_gym import (  # noqa: E402
+    DATASET_NAME,
+    CountdownGymConfig,
+    CountdownGymDataset,
+    entry_problem,
+    register,
+)
+
+
+def test_items_have_question_answer_metadata_and_the_reference_answer_scores_1() -> None:
+    ds = CountdownGymDataset(CountdownGymConfig(preset="longproc-0.5k", split="test", size=20))
+    assert isinstance(ds, ProceduralDataset) and len(ds) == 20 and len(list(ds)) == 20
+    split = load_split("longproc-0.5k", "test")
+    for i, entry in enumerate(ds):
+        assert set(entry) == {"question", "answer", "metadata"}
+        meta = entry["metadata"]
+        assert meta["source_dataset"] == DATASET_NAME and meta["source_index"] == i
+        assert (tuple(meta["numbers"]), meta["target"]) == (split[i].numbers, split[i].target)  # seed=None: frozen order
+        assert entry_problem(entry) == split[i]  # rules included
+        assert str(split[i].target) in entry["question"] and "<answer>" in entry["question"]
+        assert ds.score_answer(entry["answer"], entry) == 1.0
+        assert verify(split[i], entry["answer"]).correct
+
+
+def test_score_answer_is_the_verifiers_reward() -> None:
+    ds = CountdownGymDataset(CountdownGymConfig(preset="tinyzero", size=3))
+    e = ds[0]
+    right = e["answer"]
+    assert ds.score_answer(right, e) == 1.0
+    assert ds.score_answer(extract_answer(f"<think>hm</think><answer> {right} </answer>"), e) == 1.0  # rg's extraction
+    assert ds.score_answer(f"<think>hm</think><answer>{right}</answer>", e) == 1.0  # or the whole completion
+    assert ds.score_answer(None, e) == 0.0 and ds.score_answer("", e) == 0.0
+    a, b, c, d = e["metadata"]["numbers"]
+    assert ds.score_answer(f"{a}+{b}+{c}+{d}", e) == (1.0 if a + b + c + d == e["metadata"]["target"] else 0.0)
+    assert ds.score_answer(f"{a}**2", e) == 0.0  # reasoning-gym's own countdown gives hacks partial credit
+    with pytest.raises(ValueError, match="metadata with 'numbers' and 'target'"):
+        ds.score_answer(right, {"question": "q", "answer": "a", "metadata": {}})
+
+
+def test_registered_with_reasoning_gyms_factory_and_composite() -> None:
+    assert register() is True  # idempotent: already registered on import
+    ds = reasoning_gym.create_dataset(DATASET_NAME, preset="tinyzero", split="validation", size=8, seed=3)
+    assert isinstance(ds, CountdownGymDataset) and len(ds) == 8
+    again = reasoning_gym.create_dataset(DATASET_NAME, preset="tinyzero", split="validation", size=8, seed=3)
+    assert [e["metadata"]["id"] for e in ds] == [e["metadata"]["id"] for e in again]  # seeded: reproducible
+    score = reasoning_gym.get_score_answer_fn(DATASET_NAME)
+    assert score(ds[0]["answer"], ds[0]) == 1.0
+    comp = CompositeDataset(CompositeConfig(size=30, seed=7, datasets=[
+        DatasetSpec(DATASET_NAME, 1.0, {"preset": "longproc-0.5k", "split": "test"}),
+        DatasetSpec("countdown", 1.0, {}),
+    ]))
+    ours = [e for e in comp if e["metadata"]["source_dataset"] == DATASET_NAME]
+    assert ours and all(comp.score_answer(e["answer"], e) == 1.0 for e in ours)
+
+
+def test_bad_configs_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match="unknown preset"):
+        CountdownGymDataset(CountdownGymConfig(preset="nope"))
+    with pytest.raises(ValueError, match="unknown split"):
+        CountdownGymDataset(CountdownGymConfig(split="dev"))
+    with pytest.raises(ValueError, match="size=5000 but"):
+        CountdownGymDataset(CountdownGymConfig(split="test", size=5000))
+    with pytest.raises(ValueError, match="unknown prompt_style"):
+        CountdownGymDataset(CountdownGymConfig(prompt_style="chatml"))
+    with pytest.raises(IndexError):
+        CountdownGymDataset(CountdownGymConfig(size=2))[2]
