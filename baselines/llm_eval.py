@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tiny_lm import SHIPPED_CHECKPOINT, detect_interaction, load_causal_lm, position_ids_from_mask  # noqa: E402
 
 from countdown_gym import dataclass_cli  # noqa: E402
+from countdown_gym.leaderboard.score import pass_at_k  # noqa: E402  (one home: the leaderboard scores the same way)
 from countdown_gym.problem import Problem  # noqa: E402
 from countdown_gym.splits import SPLIT_SPEC, SPLITS, load_split  # noqa: E402
 from countdown_gym.text_format import PROMPT_STYLES, build_prompt, chat_messages  # noqa: E402
@@ -296,16 +297,6 @@ def standard_error(values: list[float]) -> float | None:
     if len(values) < 2:
         return None
     return statistics.stdev(values) / math.sqrt(len(values))
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """The unbiased pass@k estimate from ``n`` samples with ``c`` correct."""
-    if n - c < k:
-        return 1.0
-    prob = 1.0
-    for i in range(n - c + 1, n + 1):
-        prob *= 1.0 - k / i
-    return 1.0 - prob
 
 
 def resolve_device(device: str = "auto") -> str:

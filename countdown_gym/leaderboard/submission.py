@@ -13,8 +13,8 @@ problem: a reviewer's diff shows changed problems line by line, a truncated file
 by a missing problem rather than a parse failure of the whole file, every error can name its
 line, and the reader never needs more than one line in memory at a time.
 
-The schema is ``countdown_gym/leaderboard/schema.json`` (copied to
-``leaderboard/submission.schema.json``). :func:`read_submission` enforces it plus what a schema
+The schema is ``countdown_gym/leaderboard/schema.json`` (its one file; ``leaderboard/README.md``
+links to it). :func:`read_submission` enforces it plus what a schema
 cannot say: the split hash, the exact problem list of :func:`countdown_gym.load_split` (ids,
 numbers, targets; each problem exactly once), size limits, UTF-8. Any violation raises
 :class:`SubmissionError` naming the file, the line and the reason.
