@@ -79,6 +79,9 @@ class SFTConfig:
     dead_end_rate: float = 1.0
     """Chance that a trace writes its dead ends at a state (``CompactTraceConfig.dead_end_rate``)."""
     answer: str = "solution"
+    leaves: str = "enumerate"
+    """``enumerate``: a two-number state's moves are tried in scan order until one hits; ``direct``: only the
+    hit is written (``CompactTraceConfig.leaves``)."""
     interaction: str = "single-pass"
     """single-pass: the completion is the whole compact trace; multi-turn: the trace is played as turns of
     CountdownMultiTurn-v0 (one move per turn, the environment's replies are context, not learned)."""
@@ -135,9 +138,10 @@ class SFTConfig:
 def trace_config(cfg: SFTConfig) -> CompactTraceConfig:
     """The trace format of ``cfg``; a clear error naming the flags when it is invalid."""
     try:
-        return CompactTraceConfig(dead_ends=tuple(cfg.dead_ends), probe=cfg.probe, dead_end_rate=cfg.dead_end_rate, answer=cfg.answer)
+        return CompactTraceConfig(dead_ends=tuple(cfg.dead_ends), probe=cfg.probe, dead_end_rate=cfg.dead_end_rate, answer=cfg.answer,
+                                  leaves=cfg.leaves)
     except ValueError as exc:
-        raise SystemExit(f"trace format (--dead-ends, --probe, --dead-end-rate, --answer): {exc}") from None
+        raise SystemExit(f"trace format (--dead-ends, --probe, --dead-end-rate, --answer, --leaves): {exc}") from None
 
 
 def model_config(cfg: SFTConfig) -> TinyLMConfig:

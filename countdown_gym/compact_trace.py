@@ -58,6 +58,10 @@ class CompactTraceConfig:
             move and half with failed ones.
         show_state: Append `` [n1,n2,...]`` (the number set after the move) to every line.
         answer: ``"solution"`` for a ``<Solution>`` block, ``"answer"`` for ``<answer>expr</answer>``.
+        leaves: ``"enumerate"`` writes every move of a two-number state in scan order until one hits
+            the target (each leaf shows its own checks); ``"direct"`` writes only the hitting move,
+            so the search judges a two-number state instead of trying it out (with ``probe=0``,
+            a dead end is then one move and its backtrack: the multi-turn model's data).
     """
 
     dead_ends: tuple[int, ...] = (0,)
@@ -65,6 +69,7 @@ class CompactTraceConfig:
     dead_end_rate: float = 1.0
     show_state: bool = True
     answer: str = "solution"
+    leaves: str = "enumerate"
 
     def __post_init__(self) -> None:
         if not self.dead_ends or any(not isinstance(k, int) or k < 0 for k in self.dead_ends):
@@ -75,6 +80,8 @@ class CompactTraceConfig:
             raise ValueError(f"dead_end_rate must be a number in [0, 1], got {self.dead_end_rate!r}")
         if self.answer not in ("solution", "answer"):
             raise ValueError(f"answer must be 'solution' or 'answer', got {self.answer!r}")
+        if self.leaves not in ("enumerate", "direct"):
+            raise ValueError(f"leaves must be 'enumerate' or 'direct', got {self.leaves!r}")
 
 
 def _state_text(state: Sequence[Number]) -> str:
@@ -121,9 +128,11 @@ class _Writer:
         return _integer_reachable(state, self.target, self.rules)
 
     def leaf(self, state: tuple[int, ...], depth: int) -> CompactMove | None:
-        """Enumerate the last moves of a two-number state; the move that hits the target, if any."""
+        """The last moves of a two-number state (all tried, or only the hit: ``config.leaves``); the hit, if any."""
+        direct = self.config.leaves == "direct"
         for move, nxt in _moves(state, self.rules):
-            self.write(depth, move, nxt)
+            if not direct or move[3] == self.target:
+                self.write(depth, move, nxt)
             if move[3] == self.target:
                 return move
         return None

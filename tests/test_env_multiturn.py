@@ -135,7 +135,8 @@ def test_instruct_prompt_names_the_rules_and_the_grammar() -> None:
     assert env.reset(seed=0)[0] == text.rstrip("\n")
 
 
-@pytest.mark.parametrize("config", [CompactTraceConfig(), CompactTraceConfig(dead_ends=(1, 0))])
+@pytest.mark.parametrize("config", [CompactTraceConfig(), CompactTraceConfig(dead_ends=(1, 0)),
+                                    CompactTraceConfig(dead_ends=(4, 3), probe=0, leaves="direct")])
 def test_turn_traces_replay_to_solved(config: CompactTraceConfig) -> None:
     for i, p in enumerate(load_split("longproc-0.5k", "test")[:200]):
         turns = turn_trace(p, config=config, seed=i)
@@ -143,6 +144,21 @@ def test_turn_traces_replay_to_solved(config: CompactTraceConfig) -> None:
         assert replay.solved and replay.turns_played == len(turns) and replay.invalid_turns == 0
     conv = conversation(P, turn_trace(P))
     assert [role for role, _ in conv[:3]] == ["env", "agent", "env"] and conv[-1][1].endswith("solved")
+
+
+def test_direct_leaves_judge_a_two_number_state_instead_of_trying_it() -> None:
+    """``leaves="direct"``: no missed final move is played; every dead end is one move and its undo."""
+    direct = CompactTraceConfig(dead_ends=(4, 3), probe=0, leaves="direct")
+    for i, p in enumerate(load_split("longproc-0.5k", "test")[:100]):
+        turns = turn_trace(p, config=direct, seed=i)
+        replay = replay_turns(p, turns, max_turns=len(turns))
+        assert "miss" not in " ".join(replay.replies)
+        assert all(t != "undo" or turns[k - 1] != "undo" for k, t in enumerate(turns))  # never two undos in a row
+        assert len(turns) <= 3 + 2 * (4 + 3)
+        plain = turn_trace(p, config=CompactTraceConfig(dead_ends=(4, 3), probe=0), seed=i)
+        assert len(turns) <= len(plain)
+    with pytest.raises(ValueError, match="leaves"):
+        CompactTraceConfig(leaves="all")
 
 
 def test_a_fraction_operand_has_one_reading() -> None:
