@@ -10,6 +10,7 @@ USAGE = """usage: countdown-gym [--version] <command> [args]
 commands:
   leaderboard submit|score|check   leaderboard tools (see: countdown-gym leaderboard --help)
   splits [--write]                 check that the frozen splits reproduce from their spec (--write rewrites them)
+  audit REWARD_FN                  how often a reward function accepts the shipped reward hacks
 """
 
 
@@ -33,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
         from countdown_gym.splits import main as splits_main
 
         return splits_main(rest)
+    if command == "audit":
+        from countdown_gym.audit import main as audit_main
+
+        return audit_main(rest)
     print(f"countdown-gym: unknown command {command!r}\n{USAGE}", file=sys.stderr, end="")
     return 2
 
