@@ -338,14 +338,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``countdown-gym audit``: 0 audited, 1 failure (or --check found a misjudged row), 2 usage error."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    from countdown_gym.cli import usage_error
+
     if args.timeout <= 0:
-        parser.error(f"--timeout must be > 0, got {args.timeout:g}")
+        return usage_error(parser, f"--timeout must be > 0, got {args.timeout:g}")
     try:
         rows = load_exploits(args.corpus)
         outcomes = run_audit(args.reward_fn, rows, timeout=args.timeout, memory_mb=args.memory_mb,
                              progress=not args.no_progress)
     except ValueError as e:
-        parser.error(str(e))
+        return usage_error(parser, str(e))
     except AuditError as e:
         print(f"countdown-gym audit: error: {e}", file=sys.stderr)
         return 1

@@ -106,10 +106,12 @@ def test_cli_exit_codes(rewards: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert main([f"{rewards}:accept_all", "--no-progress", "--check"]) == 1
     assert "power-01" in capsys.readouterr().out
     for bad in (["no_such_module_xyz:fn"], [f"{rewards}:not_callable"], [f"{rewards}:missing"], ["nocolon"],
-                ["countdown_gym.audit:verify_reward", "--timeout", "0"], []):
-        with pytest.raises(SystemExit) as e:
-            main(bad)
-        assert e.value.code == 2, bad
+                ["countdown_gym.audit:verify_reward", "--timeout", "0"]):
+        assert main(bad) == 2, bad
+        assert "usage: countdown-gym audit" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # argparse's own: no REWARD_FN
+        main([])
+    assert e.value.code == 2
     broken = rewards.parent / "broken_rewards.py"
     broken.write_text("import no_such_dependency_xyz\n")
     assert main([f"{broken}:fn", "--no-progress"]) == 1
