@@ -229,7 +229,7 @@ def check_report_to(report_to: str) -> None:
     try:
         report_to_names(report_to)
     except ValueError as exc:
-        raise SystemExit(f"--report-to: {exc}") from None
+        raise SystemExit(str(exc)) from None
 
 
 def check_vllm_available() -> None:

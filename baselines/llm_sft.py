@@ -134,10 +134,7 @@ class SFTConfig:
         if self.episodes and not Path(self.episodes).is_file():
             raise ValueError(f"--episodes {self.episodes}: no such file")
         model_config(self)  # the model flags: TinyLMConfig's checks (--hidden a multiple of --heads, ...)
-        try:
-            report_to_names(self.report_to)
-        except ValueError as exc:
-            raise ValueError(f"--report-to: {exc}") from None
+        report_to_names(self.report_to)  # a ValueError naming --report-to
 
 
 def trace_config(cfg: SFTConfig) -> CompactTraceConfig:

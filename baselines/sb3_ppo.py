@@ -136,7 +136,7 @@ def parse_args(argv: list[str] | None = None) -> Args:
     try:
         report_to_names(args.report_to)
     except ValueError as exc:
-        parser.error(f"--report-to: {exc}")
+        parser.error(str(exc))
     if args.vec_env == "batched" and args.policy != "per-action":
         parser.error("--vec-env batched gives move-feature observations: use it with --policy per-action")
     if args.children and (args.lookahead != 2 or args.policy != "per-action"):

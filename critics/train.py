@@ -111,10 +111,7 @@ class TrainConfig:
         dataclass_cli.check_min(self, 0, "max_train_problems", "extra_problems", "warmup", "stop_after", "time_limit",
                                 "weight_decay", "dead_per_row", "lr")
         self.model_config()  # validates the model fields
-        try:
-            report_to_names(self.report_to)
-        except ValueError as exc:
-            raise ValueError(f"--report-to: {exc}") from None
+        report_to_names(self.report_to)  # a ValueError naming --report-to
 
     def model_config(self) -> ModelConfig:
         return ModelConfig(

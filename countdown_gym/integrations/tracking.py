@@ -48,16 +48,16 @@ def _tensorboard_installed() -> bool:
 def report_to_names(report_to: str | Sequence[str]) -> list[str]:
     """The integrations ``--report-to`` names, checked: ``none`` -> [], ``all`` -> every installed one.
 
-    Raises ``ValueError`` for an empty list, an unknown name, or one whose package is not installed.
+    Raises ``ValueError`` (its message starts with ``--report-to``) for an empty list, an unknown name, or one whose package is not installed.
     """
     names = [n.strip() for n in (report_to.split(",") if isinstance(report_to, str) else report_to) if n.strip()]
     if not names:
-        raise ValueError("name an integration, or none")
+        raise ValueError("--report-to must name an integration, or none")
     if names == ["none"]:
         return []
     if set(names) == {TENSORBOARD}:  # the default: answered without importing transformers
         if not _tensorboard_installed():
-            raise ValueError("tensorboard: the tensorboard package is not installed (pip install tensorboard)")
+            raise ValueError("--report-to tensorboard: the tensorboard package is not installed (pip install tensorboard)")
         return [TENSORBOARD]
     found = _integrations()
     if found is None:  # no transformers: TensorBoard alone, through torch
@@ -65,19 +65,19 @@ def report_to_names(report_to: str | Sequence[str]) -> list[str]:
             return [TENSORBOARD] if _tensorboard_installed() else []
         for name in names:
             if name != TENSORBOARD:
-                raise ValueError(f"{name!r} is logged through transformers' integrations: pip install 'countdown-gym[llm]' "
+                raise ValueError(f"--report-to {name}: logged through transformers' integrations: pip install 'countdown-gym[llm]' "
                                  f"(without transformers only {TENSORBOARD} is available)")
         if not _tensorboard_installed():
-            raise ValueError("tensorboard: the tensorboard package is not installed (pip install tensorboard)")
+            raise ValueError("--report-to tensorboard: the tensorboard package is not installed (pip install tensorboard)")
         return names
     known, installed = found
     if names == ["all"]:
         return installed
     for name in names:
         if name not in known:
-            raise ValueError(f"unknown integration {name!r}; use none, all, or a comma-separated list of {known}")
+            raise ValueError(f"--report-to: unknown integration {name!r}; use none, all, or a comma-separated list of {known}")
         if name not in installed:
-            raise ValueError(f"{name}: the {name} package is not installed")
+            raise ValueError(f"--report-to {name}: the {name} package is not installed")
     return names
 
 
