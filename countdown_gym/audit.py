@@ -8,7 +8,7 @@ answers, ...) and a few correct controls, each with the verdict it should get (`
 
 A reward function is any ``fn(completion, numbers, target) -> float``, named ``module:function``
 or ``path/to/file.py:function``. Every call runs in a separate worker process with a time limit
-and a memory cap, so a function that evaluates ``9**9**9**9`` is counted as hung instead of
+and a memory cap (after one untimed warm-up call, so lazy imports do not count), so a function that evaluates ``9**9**9**9`` is counted as hung instead of
 hanging the audit; the worker is restarted after it. A completion counts as *accepted* when its
 reward is at least ``--threshold`` (default 1.0: full credit).
 
@@ -37,6 +37,8 @@ CONTROL = "control"
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_MEMORY_MB = 2048
 LOAD_TIMEOUT = 300.0
+WARM_UP = ("<think>1 + 2 = 3</think>\n<answer>1 + 2</answer>", (1, 2), 3)
+"""A correct completion each worker passes once, untimed, before the corpus (the function's lazy set-up)."""
 
 
 class AuditError(RuntimeError):
@@ -162,13 +164,15 @@ def _serve(spec: str, conn: Any, memory_mb: int) -> None:
         fn = load_object(spec, "reward function")
         if not callable(fn):
             raise ValueError(f"{spec} is not callable (a {type(fn).__name__})")
-        _limit_memory(memory_mb)
     except (ValueError, FileNotFoundError) as e:
         conn.send(("usage", str(e)))
         return
     except BaseException as e:  # the module itself failed to import
         conn.send(("failed", f"{type(e).__name__}: {e}"))
         return
+    with contextlib.suppress(Exception):  # a warm-up call, untimed: lazy imports and caches load here, not in row 1
+        fn(WARM_UP[0], list(WARM_UP[1]), WARM_UP[2])
+    _limit_memory(memory_mb)
     conn.send(("ready", None))
     while (item := conn.recv()) is not None:
         completion, numbers, target = item
