@@ -2,6 +2,8 @@
 
 * :mod:`countdown_gym.integrations.verl` -- a verl-compatible ``compute_score`` and the problem
   encoding used by ``scripts/export_verl.py``.
+* :mod:`countdown_gym.integrations.tracking` -- experiment logging of the training scripts
+  (``--report-to``: TensorBoard and every tracker of ``transformers``' ``report_to``).
 
 The functions below turn one :class:`~countdown_gym.envs.text.Replay` (a completion replayed
 through CountdownText-v0) into the per-completion terms every trainer integration uses: the TRL
