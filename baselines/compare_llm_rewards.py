@@ -8,7 +8,8 @@ CPU thread each) with identical options except ``--rewards``. Afterwards the sta
 every final model are evaluated on the frozen *test* split (greedy success; with ``--test-samples``
 also sampled success and pass@k at the rollout temperature). Writes ``<results>/llm_grpo_rewards_multiturn.md`` (``llm_grpo_rewards.md`` for
 single-pass: a table of mean ± SE over seeds, the command, and a plain reading of the differences
-against their standard errors) and the ``.png`` beside it (validation success vs step per variant). Finished runs of the
+against their standard errors), the ``.png`` beside it (validation success vs step per variant, mean ± SE
+over seeds as error bars) and its points in ``<stem>_curves.csv`` (``--replot`` redraws the figure from them). Finished runs of the
 same options are reused and interrupted ones resume from their last checkpoint, so re-running is
 cheap; a test result is reused only for the same model and test settings.
 """
@@ -74,6 +75,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="llm_grpo.py --train-pass-rates for every run: auto (the model's own file), none (every "
                         "training problem), or a file")
     p.add_argument("--extra-args", default="", help="more llm_grpo.py flags for every run, e.g. '--beta 0.01'")
+    p.add_argument("--replot", action="store_true", help="redraw the figure from the <stem>_curves.csv in --results-dir "
+                   "(no run, no evaluation; the same --interaction and --eval-problems)")
     args = p.parse_args(argv)
     if not args.model:
         from baselines.llm_grpo import DEFAULT_MODEL, DEFAULT_TURN_MODEL
@@ -250,42 +253,40 @@ def reading(rows: list[dict[str, Any]], start: dict[str, Any], n: int) -> list[s
     return out
 
 
-def plot(args: argparse.Namespace, runs: list[tuple[str, int]], path: Path) -> None:
-    """Validation greedy success vs GRPO step: each variant's mean over seeds, error bars = SE over seeds."""
+def plot(args: argparse.Namespace, runs: list[tuple[str, int]], path: Path) -> Path:
+    """Validation greedy success vs GRPO step: each variant's mean over seeds, error bars = SE over seeds; the
+    points go to ``<stem>_curves.csv`` beside the PNG (``--replot`` redraws from them)."""
     import csv
 
-    import matplotlib
+    rows = []
+    for v, s in runs:
+        csv_path = run_path(args, v, s) / "metrics.csv"
+        if csv_path.exists():
+            rows += [(v, s, int(r["step"]), 100 * float(r["greedy_success"])) for r in csv.DictReader(csv_path.open())]
+    return draw(args, rows, path)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for v in dict.fromkeys(v for v, _ in runs):
-        curves: dict[int, list[float]] = {}
-        for _, s in [(x, s) for x, s in runs if x == v]:
-            csv_path = run_path(args, v, s) / "metrics.csv"
-            if csv_path.exists():
-                for r in csv.DictReader(csv_path.open()):
-                    curves.setdefault(int(r["step"]), []).append(100 * float(r["greedy_success"]))
-        if not curves:
-            continue
-        steps = sorted(curves)
-        means = [sum(curves[k]) / len(curves[k]) for k in steps]
-        ses = [(math.sqrt(sum((x - m) ** 2 for x in curves[k]) / (len(curves[k]) - 1)) / math.sqrt(len(curves[k])))
-               if len(curves[k]) > 1 else 0.0 for k, m in zip(steps, means, strict=True)]
-        ax.errorbar(steps, means, yerr=ses, marker="o", capsize=3, label=v)
-    ax.set_title(f"GRPO validation success ({args.interaction}, first {args.eval_problems} validation problems)")
-    ax.set_xlabel("GRPO step")
-    ax.set_ylabel("greedy success (%), mean ± SE over seeds")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+def draw(args: argparse.Namespace, rows: list, path: Path) -> Path:
+    from baselines.reward_curves import plot_curves
+
+    return plot_curves(rows, path, title=f"GRPO on Countdown ({args.interaction}): validation success by reward",
+                       xlabel="GRPO step", ylabel=f"greedy success (%), first {args.eval_problems} validation problems",
+                       spread="se")
+
+
+def results_png(args: argparse.Namespace) -> Path:
+    stem = "llm_grpo_rewards" if args.interaction == "single-pass" else "llm_grpo_rewards_multiturn"
+    return Path(args.results_dir) / f"{stem}.png"
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.replot:
+        from baselines.reward_curves import curves_path, read_curves
+
+        png = results_png(args)
+        print(f"wrote {draw(args, read_curves(curves_path(png)), png)}")
+        return
     variants = [v for v in args.variants.split(",") if v]
     seeds = [int(s) for s in args.seeds.split(",") if s]
     runs = [(v, s) for s in seeds for v in variants]
@@ -315,8 +316,8 @@ def main(argv: list[str] | None = None) -> None:
     n = int(start["problems"])
     results = Path(args.results_dir)
     results.mkdir(parents=True, exist_ok=True)
-    stem = "llm_grpo_rewards" if args.interaction == "single-pass" else "llm_grpo_rewards_multiturn"
-    plot(args, runs, results / f"{stem}.png")
+    stem = results_png(args).stem
+    plot(args, runs, results_png(args))
     cmd = "python baselines/compare_llm_rewards.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     weights = Path(args.model) / "model.safetensors"
     sha = hashlib.sha256(weights.read_bytes()).hexdigest() if weights.is_file() else "n/a (hub model)"

@@ -10,7 +10,8 @@ then writes into ``--out``:
 * ``sb3_rewards.md``: success on the evaluation split (``--eval-split``, default test) per variant (mean ± std over seeds, each seed's value), each
   variant against sparse, the reference agents (``--reference``), the command, the budget, the
   wall-clock time and the machine's load average;
-* ``sb3_rewards.png``: validation success vs environment steps, mean ± std band per variant.
+* ``sb3_rewards.png``: validation success vs environment steps per variant, mean ± std over seeds as error
+  bars, and its points in ``sb3_rewards_curves.csv`` (``--replot`` redraws the figure from them alone).
 
 Finished runs are reused (their ``result.json`` is kept), so an interrupted comparison resumes.
 """
@@ -67,36 +68,23 @@ def read_curve(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return np.array([int(r["steps"]) for r in rows]), np.array([float(r["validation_success"]) for r in rows])
 
 
-def plot(results: list[dict], out: Path, variants: list[str], val_problems: int = 200) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+def plot(results: list[dict], out: Path, variants: list[str], val_problems: int = 200, preset: str = "longproc-0.5k") -> Path:
+    """``sb3_rewards.png``: validation success vs environment steps per variant (mean ± std over seeds), its points
+    in ``sb3_rewards_curves.csv``."""
+    rows = []
     for variant in variants:
-        curves = []
         for r in results:
-            if r["reward"] != variant:
-                continue
-            steps, values = read_curve(out / "runs" / r["run"] / "curve.csv")
-            curves.append((steps, values))
-        if not curves:
-            continue
-        n = min(len(c[0]) for c in curves)
-        steps = curves[0][0][:n]
-        stack = np.stack([c[1][:n] for c in curves])
-        mean, std = stack.mean(0), stack.std(0)
-        ax.plot(steps, mean, marker="o", markersize=3, label=f"{variant} (n={len(curves)})")
-        ax.fill_between(steps, mean - std, mean + std, alpha=0.2)
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel(f"validation success ({val_problems} problems, greedy)")
-    ax.set_ylim(0, 1)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    ax.set_title("MaskablePPO on Countdown-v0 (longproc-0.5k): reward variants")
-    fig.tight_layout()
-    fig.savefig(out / "sb3_rewards.png", dpi=120)
+            if r["reward"] == variant:
+                steps, values = read_curve(out / "runs" / r["run"] / "curve.csv")
+                rows += [(variant, int(r["seed"]), int(k), float(x)) for k, x in zip(steps, values, strict=True)]
+    return draw(rows, out / "sb3_rewards.png", val_problems, preset)
+
+
+def draw(rows: list, png: Path, val_problems: int, preset: str) -> Path:
+    from reward_curves import plot_curves
+
+    return plot_curves(rows, png, title=f"MaskablePPO on Countdown-v0 ({preset}): validation success by reward",
+                       xlabel="environment steps", ylabel=f"validation success ({val_problems} problems, greedy)", spread="std")
 
 
 def versus(rates: list[float], sparse: list[float] | None) -> str:
@@ -122,8 +110,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default="docs/results")
     parser.add_argument("--reference", default="",
                         help='JSON file {name: {"rate": x, "command": "..."}} of reference agents to list in the table')
+    parser.add_argument("--replot", action="store_true",
+                        help="redraw sb3_rewards.png from the sb3_rewards_curves.csv in --out (no run; the same other flags)")
     args, extra = parser.parse_known_args(argv)
     out = Path(args.out)
+    if args.replot:
+        import sb3_ppo
+        from reward_curves import curves_path, read_curves
+
+        run_args = sb3_ppo.parse_args(extra)
+        png = out / "sb3_rewards.png"
+        print(f"wrote {draw(read_curves(curves_path(png)), png, run_args.eval_problems, run_args.preset)}")
+        return
     out.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     t0 = time.time()
@@ -136,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     import sb3_ppo
 
     run_args = sb3_ppo.parse_args(extra)
-    plot(results, out, args.variants, run_args.eval_problems)
+    plot(results, out, args.variants, run_args.eval_problems, run_args.preset)
 
     command = "python baselines/compare_rewards.py " + " ".join(argv if argv is not None else sys.argv[1:])
     first = results[0]

@@ -272,6 +272,9 @@ class ValidationCallback(TrainerCallback):
         self.step_seconds: list[float] = []
         self.step_gen_tokens: list[float] = []
         self._t_step: float | None = None
+        self.reporters: Sequence[Any] = ()
+        """The trainer's report_to integration callbacks: each validation row is logged to them as ``eval_*``
+        (set by :func:`attach_reporting`)."""
 
     # -- persistence
     def _read_rows(self) -> list[dict[str, Any]]:
@@ -289,7 +292,7 @@ class ValidationCallback(TrainerCallback):
         plot_success(self.rows, self.png_path, title=f"GRPO validation ({self.dir.name})")
 
     # -- evaluation
-    def _evaluate(self, model: Any, step: int) -> None:
+    def _evaluate(self, model: Any, step: int, event: tuple[Any, Any, Any] | None = None) -> None:
         from accelerate import PartialState
         from accelerate.utils import gather_object
 
@@ -316,6 +319,10 @@ class ValidationCallback(TrainerCallback):
         row["step"] = step
         self.rows.append(row)
         self._write()
+        if event is not None:
+            logs = {f"eval_{k}": float(v) for k, v in row.items() if k != "step" and isinstance(v, (int, float))}
+            for cb in self.reporters:
+                cb.on_log(*event, logs=logs)
         if self.best() is row:
             self._save_best(model, row)
         if self.verbose:
@@ -338,7 +345,7 @@ class ValidationCallback(TrainerCallback):
         return max(self.rows, key=lambda r: (float(r["greedy_success"]), -int(r["step"])))
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-        self._evaluate(model, state.global_step)
+        self._evaluate(model, state.global_step, (args, state, control))
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._t_step = time.perf_counter()
@@ -347,10 +354,10 @@ class ValidationCallback(TrainerCallback):
         if self._t_step is not None:
             self.step_seconds.append(time.perf_counter() - self._t_step)
         if self.eval_interval and state.global_step % self.eval_interval == 0:
-            self._evaluate(model, state.global_step)
+            self._evaluate(model, state.global_step, (args, state, control))
 
     def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-        self._evaluate(model, state.global_step)
+        self._evaluate(model, state.global_step, (args, state, control))
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if not logs or not state.is_world_process_zero:
@@ -396,6 +403,20 @@ def _numeric(row: dict[str, Any]) -> dict[str, Any]:
         except (TypeError, ValueError):
             out[k] = v
     return out
+
+
+def attach_reporting(trainer: Any, validation: ValidationCallback, output_dir: str | Path) -> None:
+    """Log the validation rows to the trainer's report_to integrations too, and write TensorBoard's event files
+    to ``<output_dir>/tensorboard`` (as the other training scripts do) instead of ``runs/<date>_<host>``."""
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK, TensorBoardCallback
+
+    from countdown_gym.integrations.tracking import TENSORBOARD_DIR
+
+    kinds = tuple(INTEGRATION_TO_CALLBACK.values())
+    validation.reporters = [cb for cb in trainer.callback_handler.callbacks if isinstance(cb, kinds)]
+    for cb in validation.reporters:
+        if isinstance(cb, TensorBoardCallback) and cb.logging_dir is None:
+            cb.logging_dir = str(Path(output_dir) / TENSORBOARD_DIR)
 
 
 class ClipoCheckpointCallback(TrainerCallback):

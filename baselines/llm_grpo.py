@@ -135,8 +135,9 @@ class Options:
     docs/step_credit.md) instead of adding their mean over the moves to the scalar reward."""
     step_credit_gamma: float = 1.0
     """Discount of the per-turn return-to-go with --step-credit (1: a turn is credited with all the turns after it)."""
-    report_to: str = "none"
-    """Where TRL also logs: none, all, or a comma-separated list such as tensorboard,wandb."""
+    report_to: str = "tensorboard"
+    """Where TRL's training metrics and the validation rows are also logged: none, all, or a comma-separated list of
+    transformers' integrations such as tensorboard,wandb (tensorboard: ``<output-dir>/tensorboard``)."""
     quiet: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
     """Additional GRPOConfig fields as JSON, e.g. --extra '{"top_p": 0.95}'."""
@@ -223,22 +224,12 @@ def check_options(opts: Options) -> None:
 
 def check_report_to(report_to: str) -> None:
     """``--report-to`` names only logging integrations transformers knows and this machine has."""
-    from transformers.integrations.integration_utils import (
-        INTEGRATION_TO_CALLBACK,
-        get_available_reporting_integrations,
-    )
+    from countdown_gym.integrations.tracking import report_to_names
 
-    names = [n.strip() for n in report_to.split(",") if n.strip()]
-    if names in (["none"], ["all"]):
-        return
-    for name in names:
-        if name not in INTEGRATION_TO_CALLBACK:
-            raise SystemExit(f"--report-to: unknown integration {name!r}; use none, all, or a comma-separated "
-                             f"list of {sorted(INTEGRATION_TO_CALLBACK)}")
-        if name not in get_available_reporting_integrations():
-            raise SystemExit(f"--report-to {name}: the {name} package is not installed")
-    if not names:
-        raise SystemExit("--report-to must name an integration, or none")
+    try:
+        report_to_names(report_to)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def check_vllm_available() -> None:
@@ -616,6 +607,7 @@ def train(opts: Options) -> dict[str, Any]:
         RunCardCallback,
         StopRequestCallback,
         ValidationCallback,
+        attach_reporting,
     )
     from countdown_gym.splits import load_split
     from countdown_gym.stop_request import StopRequest
@@ -716,6 +708,7 @@ def train(opts: Options) -> dict[str, Any]:
         rollout_func=rollout_func,
         **credit,
     )
+    attach_reporting(trainer, validation, out)
     if clipo is not None:
         clipo.bind(trainer)
         head_state = Path(resume_from or "") / ClipoCheckpointCallback.FILENAME

@@ -44,6 +44,7 @@ from tiny_lm import TinyLMConfig, build_model, build_tokenizer, count_parameters
 from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, shuffled  # noqa: E402
 from countdown_gym.generator import iter_problems  # noqa: E402
+from countdown_gym.integrations.tracking import Tracker, report_to_names  # noqa: E402
 from countdown_gym.integrations.trl_rollout import conversation_ids, play_episodes  # noqa: E402
 from countdown_gym.problem import Problem  # noqa: E402
 from countdown_gym.splits import SPLIT_SPEC, load_split  # noqa: E402
@@ -114,6 +115,9 @@ class SFTConfig:
     checkpoint_every: int = 50
     resume: bool = False
     progress: bool = True
+    report_to: str = "tensorboard"
+    """Where the loss, learning rate, throughput and validation success are also logged besides ``metrics.csv`` and
+    ``curves.png``: none, all, or a comma-separated list of transformers' integrations (tensorboard: ``<out>/tensorboard``)."""
 
     def __post_init__(self) -> None:
         dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
@@ -133,6 +137,7 @@ class SFTConfig:
         if self.episodes and not Path(self.episodes).is_file():
             raise ValueError(f"--episodes {self.episodes}: no such file")
         model_config(self)  # the model flags: TinyLMConfig's checks (--hidden a multiple of --heads, ...)
+        report_to_names(self.report_to)  # a ValueError naming --report-to
 
 
 def trace_config(cfg: SFTConfig) -> CompactTraceConfig:
@@ -291,7 +296,7 @@ def last_checkpoint(path: Path) -> Path | None:
     return None
 
 
-RESUME_MAY_CHANGE = ("out", "resume", "progress", "threads", "max_steps", "max_minutes", "eval_every", "eval_problems",
+RESUME_MAY_CHANGE = ("out", "resume", "progress", "report_to", "threads", "max_steps", "max_minutes", "eval_every", "eval_problems",
                      "eval_batch_size", "max_new_tokens", "checkpoint_every")
 """The options a ``--resume`` may change; any other differing from the checkpoint's run is refused."""
 
@@ -386,7 +391,7 @@ def train(cfg: SFTConfig) -> dict:
     if cfg.max_minutes > 0 and run_start - t_start > cfg.max_minutes * 60:  # a resumed run already past its time budget
         stopped_by_time = True
         tqdm.write(f"--resume: the run already used its --max-minutes {cfg.max_minutes} at step {step}; nothing to train")
-    with StopRequest() as stop:  # Ctrl-C: finish the step, save a checkpoint, stop
+    with StopRequest() as stop, Tracker(cfg.report_to, out, config=meta) as tracker:  # Ctrl-C: finish the step, save, stop
         while step < cfg.max_steps and not stopped_by_time:
             batch_problems = [episodes[rng.randrange(len(episodes))] if episodes and rng.random() < cfg.episodes_share
                               else problems[rng.randrange(len(problems))] for _ in range(cfg.batch_size)]
@@ -413,6 +418,8 @@ def train(cfg: SFTConfig) -> dict:
                 side_s += time.time() - t_side
                 tqdm.write(f"step {step}: loss {loss_ema:.4f}, validation greedy success {row['val_success']:.3f} ({len(val)} problems)")
             rows.append(row)
+            tracker.log({"loss": row["loss"], "learning_rate": lr, "tokens_per_s": row["tokens_per_s"],
+                         "eval_greedy_success": row["val_success"]}, step)  # an empty val_success is skipped
             bar.set_postfix(loss=f"{loss_ema:.3f}", tok_s=f"{tokens / train_s:.0f}")
             bar.total = projected_steps(cfg, step, (step - first_step) / max(time.time() - run_start, 1e-9), time.time() - t_start)
             bar.update(1)

@@ -55,6 +55,7 @@ import gymnasium as gym
 
 import countdown_gym  # noqa: F401  (registers the environments)
 from countdown_gym import Problem, dataclass_cli, load_split
+from countdown_gym.integrations.tracking import report_to_names
 from countdown_gym.splits import SPLIT_SPEC
 from countdown_gym.stop_request import StopRequest
 
@@ -113,6 +114,9 @@ class Args:
     resume: bool = False
     threads: int = 1
     progress: bool = True
+    report_to: str = "tensorboard"
+    """Where the training metrics and the validation curve are also logged besides ``logs/progress.csv`` and
+    ``curve.csv``: none, all, or a comma-separated list of transformers' integrations (tensorboard: ``logs/``)."""
     submit: str = ""
     """Write a leaderboard submission of the evaluation to this path."""
     evaluate_model: str = ""
@@ -127,6 +131,10 @@ def parse_args(argv: list[str] | None = None) -> Args:
                               ("activation", ("tanh", "relu")), ("lookahead", LOOKAHEADS), ("eval_split", ("validation", "test")),
                               ("preset", sorted(SPLIT_SPEC))):
             dataclass_cli.check_choice(args, name, allowed)
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        report_to_names(args.report_to)
     except ValueError as exc:
         parser.error(str(exc))
     if args.vec_env == "batched" and args.policy != "per-action":
@@ -247,9 +255,23 @@ def drop_rows_after(path: Path, column: str, steps: int) -> None:
         csv.writer(f).writerows(keep)
 
 
-def training_logger(folder: Path, resume: bool):
-    """SB3 logger to ``progress.csv`` and TensorBoard; on resume the CSV is continued, not overwritten."""
-    from stable_baselines3.common.logger import CSVOutputFormat, Logger, make_output_format
+def training_logger(folder: Path, resume: bool, report_to: str = "tensorboard", config: dict | None = None):
+    """SB3 logger to ``progress.csv`` and the ``--report-to`` integrations (TensorBoard by SB3's own writer, in
+    ``folder``; the others through :class:`countdown_gym.integrations.tracking.Tracker`); on resume the CSV is
+    continued, not overwritten."""
+    from stable_baselines3.common.logger import CSVOutputFormat, KVWriter, Logger, make_output_format
+
+    from countdown_gym.integrations.tracking import TENSORBOARD, Tracker
+
+    class TrackerOutput(KVWriter):
+        def __init__(self, names: list[str]) -> None:
+            self.tracker = Tracker(names, folder, config=config)
+
+        def write(self, key_values: dict, key_excluded: dict, step: int = 0) -> None:
+            self.tracker.log({k.replace("/", "_", 1) if k.startswith("eval/") else k: v for k, v in key_values.items()}, step)
+
+        def close(self) -> None:
+            self.tracker.close()
 
     class ContinuedCSV(CSVOutputFormat):
         def __init__(self, filename: Path) -> None:
@@ -262,14 +284,20 @@ def training_logger(folder: Path, resume: bool):
             self.file.seek(0, 2)
 
     folder.mkdir(parents=True, exist_ok=True)
-    return Logger(str(folder), [ContinuedCSV(folder / "progress.csv"), make_output_format("tensorboard", str(folder))])
+    names = report_to_names(report_to)
+    outputs = [ContinuedCSV(folder / "progress.csv")]
+    if TENSORBOARD in names:
+        outputs.append(make_output_format("tensorboard", str(folder)))
+    if [n for n in names if n != TENSORBOARD]:
+        outputs.append(TrackerOutput([n for n in names if n != TENSORBOARD]))
+    return Logger(str(folder), outputs)
 
 
 FEATURE_FLAGS = ("preset", "reward", "seed", "policy", "lookahead", "log_ratios", "children", "hidden", "net_arch")
 
 
 RESUME_MAY_CHANGE = ("total_timesteps", "resume", "progress", "threads", "eval_split", "eval_limit", "eval_every",
-                     "eval_problems", "checkpoint_every", "output_dir", "run_name", "submit", "evaluate_model")
+                     "eval_problems", "checkpoint_every", "output_dir", "run_name", "submit", "evaluate_model", "report_to")
 """The flags a ``--resume`` may change; the saved model keeps its own hyperparameters, so any other change is refused."""
 
 
@@ -374,7 +402,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             n_epochs=args.n_epochs, gamma=args.gamma, ent_coef=args.ent_coef, seed=args.seed, device="cpu",
             policy_kwargs=policy_kwargs,
         )
-    model.set_logger(training_logger(out / "logs", resume=resumed))
+    model.set_logger(training_logger(out / "logs", resume=resumed, report_to=args.report_to,
+                                     config=dataclasses.asdict(args)))
 
     validation = load_split(args.preset, "validation")[: args.eval_problems]
     curve_path = out / "curve.csv"
@@ -403,6 +432,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 self.eval_seconds += time.time() - t
                 with curve_path.open("a", newline="") as f:
                     csv.writer(f).writerow([self.num_timesteps, f"{rate:.4f}", f"{time.time() - self.t0:.1f}"])
+                self.logger.record("eval/validation_success", rate)  # written with the rollout's metrics
                 self.next_eval += args.eval_every or 1 << 62
             return True
 

@@ -1,8 +1,10 @@
 """The ``countdown-gym`` console script (also ``python -m countdown_gym``):
-``countdown-gym leaderboard submit|score|check ...`` and ``countdown-gym splits [--write]``."""
+``countdown-gym leaderboard submit|score|check ...``, ``countdown-gym splits [--write]``,
+``countdown-gym audit REWARD_FN``. Exit codes of every command: 0 success, 1 failure, 2 usage error."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 USAGE = """usage: countdown-gym [--version] <command> [args]
@@ -10,14 +12,24 @@ USAGE = """usage: countdown-gym [--version] <command> [args]
 commands:
   leaderboard submit|score|check   leaderboard tools (see: countdown-gym leaderboard --help)
   splits [--write]                 check that the frozen splits reproduce from their spec (--write rewrites them)
+  audit REWARD_FN                  how often a reward function accepts the shipped reward hacks
+
+Every command: `countdown-gym <command> --help`; exit codes 0 success, 1 failure, 2 usage error.
 """
+
+
+def usage_error(parser: argparse.ArgumentParser, message: str) -> int:
+    """Print the command's usage and ``message`` as argparse does for a bad option, and return 2."""
+    parser.print_usage(sys.stderr)
+    print(f"{parser.prog}: error: {message}", file=sys.stderr)
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:
     """Dispatch ``countdown-gym <command> ...`` to the command's own parser."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE, end="")
+        print(USAGE, end="", file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
     if argv[0] in ("-V", "--version"):
         from countdown_gym import __version__
@@ -33,7 +45,11 @@ def main(argv: list[str] | None = None) -> int:
         from countdown_gym.splits import main as splits_main
 
         return splits_main(rest)
-    print(f"countdown-gym: unknown command {command!r}\n{USAGE}", file=sys.stderr, end="")
+    if command == "audit":
+        from countdown_gym.audit import main as audit_main
+
+        return audit_main(rest)
+    print(f"{USAGE}countdown-gym: error: unknown command {command!r}", file=sys.stderr)
     return 2
 
 

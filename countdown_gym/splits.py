@@ -163,6 +163,7 @@ def _split_bytes(problems: list[Problem]) -> bytes:
 def main(argv: list[str] | None = None) -> int:  # pragma: no cover - maintenance command
     """Rebuild every split from :data:`SPLIT_SPEC`: check it against the recorded hashes, or ``--write`` it."""
     import argparse
+    import sys
 
     from tqdm import tqdm
 
@@ -170,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - maintenanc
         prog="countdown-gym splits",
         description="Regenerate the frozen splits from SPLIT_SPEC and compare them with SPLIT_SHA256. "
         "Nothing is written unless --write is given.",
+        epilog="Exit codes: 0 every split reproduces and the files on disk match (or --write wrote them); "
+        "1 a split file on disk differs or a split no longer reproduces; 2 usage error.",
     )
     parser.add_argument("--write", action="store_true", help="overwrite countdown_gym/data/ and print the new hashes")
     args = parser.parse_args(argv)
@@ -188,12 +191,13 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - maintenanc
         return 0
     tampered = tampered_files()
     if tampered:
-        print("these split files on disk are not the recorded ones (edited, or converted line endings):\n  "
-              + "\n  ".join(tampered))
+        print("countdown-gym splits: error: these split files on disk are not the recorded ones (edited, or converted "
+              "line endings):\n  " + "\n  ".join(tampered), file=sys.stderr)
         return 1
     differ = [f"{pr}/{sp}" for pr in hashes for sp in hashes[pr] if SPLIT_SHA256.get(pr, {}).get(sp) != hashes[pr][sp]]
     if differ:
-        print(f"these splits no longer reproduce from SPLIT_SPEC: {', '.join(differ)}")
+        print(f"countdown-gym splits: error: these splits no longer reproduce from SPLIT_SPEC: {', '.join(differ)}",
+              file=sys.stderr)
         return 1
     print(f"all {sum(map(len, hashes.values()))} split files reproduce their recorded SHA-256, and the files on disk match")
     return 0

@@ -5,7 +5,9 @@ Every field of :class:`TrainConfig` is a command-line flag (``--steps 2000``,
 ``checkpoint_every`` steps and at the end: ``model.safetensors`` + ``config.json`` (loadable
 with ``critics.load_critic(out)``), ``train_state.pt`` (optimizer, step, random states: for
 ``--resume``), ``log.jsonl``, ``loss.png`` (the paper's figure 4) and ``similarity.png`` (the
-paper's figure 5: cosine similarities of 16 states against 16 goals of one batch).
+paper's figure 5: cosine similarities of 16 states against 16 goals of one batch). The logged
+loss, accuracy and learning rate also go to ``--report-to`` (TensorBoard in ``<out>/tensorboard``
+by default; any tracker of transformers' ``report_to``).
 
 V2 loss (see ``docs/critics.md``): state -> goal InfoNCE over the distinct goals of the batch,
 plus (``hard_weight``) a goal -> state InfoNCE in which each own-target positive competes with
@@ -31,6 +33,7 @@ import numpy as np
 import torch
 
 from countdown_gym import dataclass_cli
+from countdown_gym.integrations.tracking import Tracker, report_to_names
 from countdown_gym.splits import SPLIT_SPEC
 from countdown_gym.stop_request import StopRequest
 from critics.data import TraceTable, cached_table
@@ -94,6 +97,7 @@ class TrainConfig:
     log_every: int = 50
     resume: bool = False
     calibrate: bool = True  # fit the score -> probability map on validation states at the end
+    report_to: str = "tensorboard"  # also log to: none, all, or a comma-separated list of transformers' integrations
 
     def __post_init__(self) -> None:
         if self.positives not in ("reachable", "all"):
@@ -107,6 +111,7 @@ class TrainConfig:
         dataclass_cli.check_min(self, 0, "max_train_problems", "extra_problems", "warmup", "stop_after", "time_limit",
                                 "weight_decay", "dead_per_row", "lr")
         self.model_config()  # validates the model fields
+        report_to_names(self.report_to)  # a ValueError naming --report-to
 
     def model_config(self) -> ModelConfig:
         return ModelConfig(
@@ -298,7 +303,8 @@ def _save(model, optim, cfg: TrainConfig, out: Path, step: int, rng: np.random.G
 
 
 RESUME_FREE_FIELDS = frozenset(
-    {"out", "resume", "stop_after", "time_limit", "threads", "checkpoint_every", "log_every", "calibrate", "cache_dir"}
+    {"out", "resume", "stop_after", "time_limit", "threads", "checkpoint_every", "log_every", "calibrate", "cache_dir",
+     "report_to"}
 )
 """``TrainConfig`` fields a resumed run may change: they do not change the weights."""
 
@@ -383,7 +389,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     acc_loss, acc_info, acc_n = 0.0, {}, 0
     t0 = time.perf_counter() - elapsed
     extra = {"data": table.stats(), "data_seconds": round(data_seconds, 1)}
-    with StopRequest() as stop:  # the first Ctrl-C ends the run after this step, resumable
+    with StopRequest() as stop, Tracker(cfg.report_to, out, config=cfg.to_dict()) as tracker:  # Ctrl-C: stop after this step
         for step in bar:
             for group in optim.param_groups:
                 group["lr"] = _lr(cfg, step)
@@ -401,6 +407,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                 rec = {"step": step + 1, "loss": acc_loss / acc_n, **{k: v / acc_n for k, v in acc_info.items()},
                        "lr": _lr(cfg, step), "seconds": round(time.perf_counter() - t0, 1)}
                 log.append(rec)
+                tracker.log({k: v for k, v in rec.items() if k not in ("step", "seconds")}, rec["step"])
                 bar.set_postfix(loss=f"{rec['loss']:.3f}", acc=f"{rec.get('acc', 0):.2f}")
                 acc_loss, acc_info, acc_n = 0.0, {}, 0
             if cfg.time_limit > 0 and time.perf_counter() - t_start > 60 * cfg.time_limit and step + 1 < end:

@@ -531,10 +531,10 @@ def test_submit_a_multi_turn_text_policy(tmp_path, capsys):
     # what does not fit the mode is refused before anything is played
     for flags, message in ((["--sb3", "m.zip"], "--sb3"), (["--policy", policy, "--max-turns", "0"], "--max-turns"),
                            (["--policy", policy, "--wrapper", "x:y"], "--wrapper")):  # fmt: skip
-        with pytest.raises(SystemExit, match=message):
-            lb_main(["submit", "--interaction", "multi-turn", *flags, "--out", str(tmp_path / "x.jsonl"), *meta])
+        code = lb_main(["submit", "--interaction", "multi-turn", *flags, "--out", str(tmp_path / "x.jsonl"), *meta])
+        assert code == 2 and message in capsys.readouterr().err  # a usage error: exit code 2, the message on stderr
     assert lb_main(["submit", "--interaction", "multi-turn", "--policy", "operator:is_", "--out",
-                    str(tmp_path / "x.jsonl"), *meta]) == 2  # a policy whose turn is not a str
+                    str(tmp_path / "x.jsonl"), *meta]) == 1  # a policy whose turn is not a str: a failure
     assert "returns the turn as a str; got bool" in capsys.readouterr().err
     assert not (tmp_path / "x.jsonl").exists()
 
@@ -563,7 +563,7 @@ def test_shipped_reference_submissions_repeat_from_their_commands(tmp_path, name
     assert (tmp_path / "again.jsonl").read_text().splitlines()[1:] == lines[1:], f"regenerate {shipped.name}"
 
 
-def test_submit_a_saved_maskable_ppo_model_behind_a_wrapper(tmp_path):
+def test_submit_a_saved_maskable_ppo_model_behind_a_wrapper(tmp_path, capsys):
     torch = pytest.importorskip("torch")
     sb3_contrib = pytest.importorskip("sb3_contrib")
     from countdown_gym.envs.countdown import CountdownEnv
@@ -592,13 +592,11 @@ def test_submit_a_saved_maskable_ppo_model_behind_a_wrapper(tmp_path):
     assert isinstance(s, Scores) and s.invalid_step_rate == 0.0
     assert "--wrapper" in s.header["command"] and '{"sign": -1.0}' in s.header["command"]
     i = argv.index("--wrapper-kwargs")
-    for bad, message in (("[1]", "JSON object"), ("{sign", "JSON object")):
-        with pytest.raises(SystemExit, match=message):
-            lb_main([*argv[: i + 1], bad, *argv[i + 2 :]])
-    with pytest.raises(SystemExit, match="needs --wrapper"):
-        lb_main([*argv[:3], *argv[i:]])
-    with pytest.raises(SystemExit, match="must be 0 .* or 1"):
-        lb_main([*argv, "--temperature", "0.5"])
+    for bad_argv, message in (([*argv[: i + 1], "[1]", *argv[i + 2 :]], "JSON object"),
+                              ([*argv[: i + 1], "{sign", *argv[i + 2 :]], "JSON object"),
+                              ([*argv[:3], *argv[i:]], "needs --wrapper"),
+                              ([*argv, "--temperature", "0.5"], "must be 0 (deterministic actions) or 1")):  # fmt: skip
+        assert lb_main(bad_argv) == 2 and message in capsys.readouterr().err
     sampled = []
     for name in ("s1.jsonl", "s2.jsonl"):  # sampled actions repeat for the same --seed
         j = argv.index("--out")

@@ -274,7 +274,7 @@ def test_clear_error_without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SystemExit, match="vLLM"):
         check_vllm_available()
     with pytest.raises(SystemExit, match="vLLM"):  # before any model is loaded
-        llm_grpo.train(Options(use_vllm=True, interaction="single-pass"))
+        llm_grpo.train(Options(use_vllm=True, interaction="single-pass", report_to="none"))  # find_spec finds nothing here
 
 
 # --- CLIPO plumbing ---------------------------------------------------------------------------

@@ -5,6 +5,8 @@
 * :mod:`countdown_gym.integrations.trl` -- TRL reward functions; :mod:`~countdown_gym.integrations.verifiers_env`
   -- ``verifiers`` environments (``countdown_gym.load_environment``);
   :mod:`~countdown_gym.integrations.reasoning_gym` -- a reasoning-gym dataset (``docs/integrations.md``).
+* :mod:`countdown_gym.integrations.tracking` -- experiment logging of the training scripts
+  (``--report-to``: TensorBoard and every tracker of ``transformers``' ``report_to``).
 
 The functions below turn one :class:`~countdown_gym.envs.text.Replay` (a completion replayed
 through CountdownText-v0) into the per-completion terms every trainer integration uses: the TRL

@@ -1,4 +1,4 @@
-"""``python -m countdown_gym.leaderboard submit|score|check`` (also ``countdown-gym leaderboard ...``).
+"""``countdown-gym leaderboard submit|score|check`` (also ``python -m countdown_gym.leaderboard ...``).
 
 * ``submit``: evaluate a Countdown-v0 policy (``--policy module:name`` or ``file.py:name``) or a
   saved MaskablePPO model (``--sb3 model.zip``) on a frozen split and write a submission; with
@@ -9,6 +9,11 @@
   and ``<dir>/leaderboard.png``; with file arguments, score just those and print the results.
 * ``check``: exit 1 if any submission is rejected or ``LEADERBOARD.md`` is not what ``score``
   would write now (CI runs it through the test suite).
+
+Exit codes: 0 done; 1 a failure (a rejected submission, a stale leaderboard, a policy that fails
+while it plays); 2 a usage error (a malformed or contradictory option, a ``--policy``, ``--sb3``
+or ``--wrapper`` that does not load, metadata the submission format refuses), reported before
+anything is played.
 """
 
 from __future__ import annotations
@@ -29,10 +34,17 @@ PNG = "leaderboard.png"
 SUBMISSIONS = "submissions"
 
 
+PROG = "countdown-gym leaderboard"
+
+
+class UsageError(ValueError):
+    """The command line is wrong: exit code 2 with the command's usage."""
+
+
 def _leaderboard_dir(path: str) -> Path:
     d = Path(path)
     if not (d / SUBMISSIONS).is_dir():
-        raise SystemExit(f"error: {d / SUBMISSIONS} is not a directory; run from the repository root or pass --dir")
+        raise UsageError(f"{d / SUBMISSIONS} is not a directory; run from the repository root or pass --dir")
     return d
 
 
@@ -71,12 +83,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     expected = render_markdown(results, d, PNG)
     md = d / MARKDOWN
     if not md.exists():
-        problems.append(f"{md} is missing; run python -m countdown_gym.leaderboard score")
+        problems.append(f"{md} is missing; run countdown-gym leaderboard score")
     elif md.read_text(encoding="utf-8") != expected:
-        problems.append(f"{md} is stale (it differs from the re-scored submissions); run python -m countdown_gym.leaderboard score")
+        problems.append(f"{md} is stale (it differs from the re-scored submissions); run countdown-gym leaderboard score")
     if any(isinstance(r, Scores) for r in results):
         if not (d / PNG).exists():
-            problems.append(f"{d / PNG} is missing; run python -m countdown_gym.leaderboard score")
+            problems.append(f"{d / PNG} is missing; run countdown-gym leaderboard score")
         else:
             import tempfile
 
@@ -84,7 +96,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 fresh = plot(results, Path(tmp) / PNG)
                 if fresh is not None and fresh.read_bytes() != (d / PNG).read_bytes():
                     problems.append(f"{d / PNG} is stale (it is not the chart of the re-scored submissions); "
-                                    "run python -m countdown_gym.leaderboard score")
+                                    "run countdown-gym leaderboard score")
     for p in problems:
         print(p, file=sys.stderr)
     n = sum(isinstance(r, Scores) for r in results)
@@ -97,35 +109,38 @@ def cmd_submit(args: argparse.Namespace, argv: list[str]) -> int:
     from countdown_gym.leaderboard.agents import load_object, load_policy, load_sb3_model, sb3_policy, submit_policy
 
     if args.interaction == "multi-turn" and args.sb3:
-        raise SystemExit("--sb3 models play Countdown-v0; --interaction multi-turn takes a text --policy")
+        raise UsageError("--sb3 models play Countdown-v0; --interaction multi-turn takes a text --policy")
     if args.interaction == "multi-turn" and args.wrapper:
-        raise SystemExit("--wrapper applies to Countdown-v0 policies; a multi-turn text policy takes none")
+        raise UsageError("--wrapper applies to Countdown-v0 policies; a multi-turn text policy takes none")
     if args.max_turns < 1:
-        raise SystemExit(f"--max-turns must be >= 1, got {args.max_turns}")
-    wrapper = load_object(args.wrapper, "wrapper") if args.wrapper else None
+        raise UsageError(f"--max-turns must be >= 1, got {args.max_turns}")
+    wrapper = _load(load_object, args.wrapper, "wrapper") if args.wrapper else None
     if args.wrapper_kwargs:
         if wrapper is None:
-            raise SystemExit("--wrapper-kwargs needs --wrapper")
+            raise UsageError("--wrapper-kwargs needs --wrapper")
         try:
             kwargs = json.loads(args.wrapper_kwargs)
         except json.JSONDecodeError as exc:
-            raise SystemExit(f"--wrapper-kwargs must be a JSON object: {exc}") from None
+            raise UsageError(f"--wrapper-kwargs must be a JSON object: {exc}") from None
         if not isinstance(kwargs, dict):
-            raise SystemExit(f"--wrapper-kwargs must be a JSON object, got {args.wrapper_kwargs!r}")
+            raise UsageError(f"--wrapper-kwargs must be a JSON object, got {args.wrapper_kwargs!r}")
         wrapper = functools.partial(wrapper, **kwargs)
     if args.sb3:
         if args.temperature not in (0.0, 1.0):
-            raise SystemExit(f"--temperature with --sb3 must be 0 (deterministic actions) or 1 (sampled from the "
+            raise UsageError(f"--temperature with --sb3 must be 0 (deterministic actions) or 1 (sampled from the "
                              f"policy's own distribution), got {args.temperature}")
-        model = load_sb3_model(args.sb3)
+        model = _load(load_sb3_model, args.sb3)
 
         def make(seed: int):
             model.set_random_seed(seed)  # sampled actions repeat for the same --seed
+            args.started = True
             return sb3_policy(model, deterministic=args.temperature == 0)
     else:
 
         def make(seed: int):
-            return load_policy(args.policy, seed=seed)
+            policy = _load(load_policy, args.policy, seed=seed)
+            args.started = True  # from here on an error is the policy's failure, not the command line's
+            return policy
 
     path, evals = submit_policy(
         make, args.out, preset=args.preset, split=args.split, k=args.k, seed=args.seed,
@@ -139,20 +154,31 @@ def cmd_submit(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
+def _load(loader, *a, **kw):
+    """``loader(*a, **kw)``; a spec or path that does not load is a usage error."""
+    try:
+        return loader(*a, **kw)
+    except (ValueError, FileNotFoundError) as e:
+        raise UsageError(str(e)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m countdown_gym.leaderboard", description=__doc__.split("\n\n")[0])
+    exit_codes = __doc__.split("\n\n")[-1].strip().replace("``", "'")
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0], epilog=exit_codes)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("score", help="re-verify submissions; write LEADERBOARD.md and leaderboard.png")
+    s = sub.add_parser("score", help="re-verify submissions; write LEADERBOARD.md and leaderboard.png", epilog=exit_codes)
     s.add_argument("files", nargs="*", help="score only these files and print the results (writes nothing)")
     s.add_argument("--dir", default="leaderboard", help="leaderboard directory (default: leaderboard)")
     s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(subparser=s)
 
-    c = sub.add_parser("check", help="exit 1 if a submission is invalid or LEADERBOARD.md is stale")
+    c = sub.add_parser("check", help="exit 1 if a submission is invalid or LEADERBOARD.md is stale", epilog=exit_codes)
     c.add_argument("--dir", default="leaderboard", help="leaderboard directory (default: leaderboard)")
+    c.set_defaults(subparser=c)
 
     m = sub.add_parser("submit", help="evaluate a Countdown-v0 policy, a saved MaskablePPO model or a multi-turn text "
-                       "policy; write a submission")
+                       "policy; write a submission", epilog=exit_codes)
     src = m.add_mutually_exclusive_group(required=True)
     src.add_argument("--policy", help="'module:name' or 'file.py:name': a policy (obs, info) -> action, or a class taking seed")
     src.add_argument("--sb3", help="path of a saved sb3-contrib MaskablePPO model (.zip)")
@@ -178,12 +204,16 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--compute", default=None, help="compute notes (default: cores and measured wall time)")
     m.add_argument("--notes", default=None)
     m.add_argument("--no-progress", action="store_true")
+    m.set_defaults(subparser=m)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """0 done, 1 failure, 2 usage error (see the module docstring)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.started = args.command != "submit"  # submit: errors before the first episode are the command line's
     try:
         if args.command == "score":
             return cmd_score(args)
@@ -191,8 +221,12 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_check(args)
         return cmd_submit(args, argv)
     except (ValueError, FileNotFoundError, RuntimeError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        if isinstance(e, UsageError) or (isinstance(e, ValueError) and not args.started):
+            from countdown_gym.cli import usage_error
+
+            return usage_error(args.subparser, str(e))
+        print(f"{PROG} {args.command}: error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,95 @@
+"""The reward-comparison figures of ``compare_rewards.py`` and ``compare_llm_rewards.py``.
+
+Validation success against training progress, one line per reward variant: the mean over seeds at
+each evaluation, with error bars (the seeds' standard deviation or standard error), a title and
+labelled axes. The plotted points are written to a CSV beside the PNG (one row per variant, seed
+and evaluation), so a figure is redrawn from that file alone (each script's ``--replot``), without
+re-running anything.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+FIELDS = ("variant", "seed", "step", "success")
+Row = tuple[str, int, int, float]
+
+
+def write_curves(path: str | Path, rows: Iterable[Row]) -> Path:
+    """The points of a figure as CSV (``variant, seed, step, success``)."""
+    path = Path(path)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(FIELDS)
+        w.writerows((v, s, step, f"{x:.6g}") for v, s, step, x in rows)
+    return path
+
+
+def read_curves(path: str | Path) -> list[Row]:
+    """The rows :func:`write_curves` wrote; a missing file or a wrong header is a clear error."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: --replot redraws from the curves a full run wrote")
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        if tuple(reader.fieldnames or ()) != FIELDS:
+            raise ValueError(f"{path}: expected the columns {', '.join(FIELDS)}, got {reader.fieldnames}")
+        return [(r["variant"], int(r["seed"]), int(r["step"]), float(r["success"])) for r in reader]
+
+
+def _spread(xs: Sequence[float], kind: str) -> float:
+    if len(xs) < 2:
+        return 0.0
+    m = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+    return sd if kind == "std" else sd / math.sqrt(len(xs))
+
+
+def figure(rows: Sequence[Row], *, title: str, xlabel: str, ylabel: str, spread: Literal["std", "se"] = "se") -> Any:
+    """The matplotlib figure: per variant, the mean over seeds at each step with ``spread`` error bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if spread not in ("std", "se"):
+        raise ValueError(f"spread must be 'std' or 'se', got {spread!r}")
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    for variant in dict.fromkeys(v for v, *_ in rows):
+        by_step: dict[int, list[float]] = {}
+        for v, _seed, step, x in rows:
+            if v == variant:
+                by_step.setdefault(step, []).append(x)
+        steps = sorted(by_step)
+        seeds = len({s for v, s, *_ in rows if v == variant})
+        ax.errorbar(steps, [sum(by_step[k]) / len(by_step[k]) for k in steps], yerr=[_spread(by_step[k], spread) for k in steps],
+                    marker="o", markersize=3, capsize=3, label=f"{variant} ({seeds} seed{'s' if seeds > 1 else ''})")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(f"{ylabel}\nmean ± {'std' if spread == 'std' else 'SE'} over seeds")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_curves(rows: Sequence[Row], path: str | Path, **kw: Any) -> Path:
+    """Draw :func:`figure` to ``path`` (PNG) and write its points to ``<path stem>_curves.csv`` beside it."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    write_curves(curves_path(path), rows)
+    fig = figure(rows, **kw)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def curves_path(png: str | Path) -> Path:
+    """The CSV of a figure's points: ``<stem>_curves.csv`` beside the PNG."""
+    png = Path(png)
+    return png.with_name(f"{png.stem}_curves.csv")

@@ -1,0 +1,79 @@
+"""Other projects' Countdown rewards as ``(completion, numbers, target) -> float`` functions, for
+``countdown-gym audit`` (``benchmarks/exploit_table.py`` runs them all).
+
+* :func:`reasoning_gym_reward`: reasoning-gym's own code (``pip install countdown-gym[bench]``):
+  ``extract_answer`` (the last complete ``<answer>`` block) then ``CountdownDataset.score_answer``
+  (1.0 correct, 0.05 wrong value or numbers, 0.01 unparsable or empty).
+* :func:`tinyzero_reward`: TinyZero's rule (``verl/utils/reward_score/countdown.py``,
+  ``compute_score``), re-stated here from its published code because TinyZero is not a package:
+  1.0 correct, 0.1 an answer that is wrong or does not evaluate, 0 no answer.
+
+    countdown-gym audit benchmarks/peer_rewards.py:tinyzero_reward
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+# ---- TinyZero ---------------------------------------------------------------------------------------
+# What compute_score(solution_str, {"target", "numbers"}) does, step by step:
+# 1. solution_str is the prompt and the response; the response starts after the prompt's first
+#    "Assistant:" (or "<|im_start|>assistant"). Here the completion *is* the response.
+# 2. Only the response's last line (text after its last "\n") is read; the answer is the text of the
+#    last <answer>...</answer> on that line (the regex does not cross lines), stripped. None: 0.
+# 3. Every run of digits (\d+, which in Python also matches non-ASCII digits, read by int()) is a
+#    number; sorted, they must equal the sorted puzzle numbers: otherwise the format score, 0.1.
+# 4. The answer must consist of digits, + - * / ( ) . and whitespace (so ** and // pass), and is
+#    evaluated as Python with no builtins; an exception gives 0.1.
+# 5. |value - target| < 1e-5: 1.0; otherwise 0.1.
+# Step 4 runs Python's own arithmetic on the answer, which is the behaviour being audited (it is
+# what lets 2**3 and 7//2 through, and what never returns on 9**9**9**9); `countdown-gym audit`
+# runs every call in a separate process with a time limit.
+
+_TZ_ANSWER = re.compile(r"<answer>(.*?)</answer>")
+_TZ_DIGITS = re.compile(r"\d+")
+_TZ_CHARSET = re.compile(r"^[\d+\-*/().\s]+$")
+TINYZERO_FORMAT_SCORE = 0.1
+
+
+def tinyzero_reward(completion: str, numbers: Sequence[int], target: int) -> float:
+    """TinyZero's ``compute_score`` on a response (the text after the prompt's ``Assistant:``)."""
+    last_line = completion.split("\n")[-1]
+    found = _TZ_ANSWER.findall(last_line)
+    if not found:
+        return 0.0
+    answer = found[-1].strip()
+    try:
+        used = sorted(int(run) for run in _TZ_DIGITS.findall(answer))
+    except ValueError:
+        return TINYZERO_FORMAT_SCORE
+    if used != sorted(numbers):
+        return TINYZERO_FORMAT_SCORE
+    if not _TZ_CHARSET.match(answer):
+        return TINYZERO_FORMAT_SCORE
+    try:
+        value = eval(answer, {"__builtins__": None}, {})  # noqa: S307 - the peer's own evaluation, audited
+        return 1.0 if abs(value - target) < 1e-5 else TINYZERO_FORMAT_SCORE
+    except Exception:
+        return TINYZERO_FORMAT_SCORE
+
+
+# ---- reasoning-gym ----------------------------------------------------------------------------------
+
+
+@cache
+def _reasoning_gym_dataset() -> Any:
+    from reasoning_gym.games.countdown import CountdownConfig, CountdownDataset
+
+    return CountdownDataset(CountdownConfig(size=1, seed=0))
+
+
+def reasoning_gym_reward(completion: str, numbers: Sequence[int], target: int) -> float:
+    """reasoning-gym's countdown: ``score_answer(extract_answer(completion), entry)``."""
+    from reasoning_gym.utils import extract_answer
+
+    entry = {"metadata": {"numbers": list(numbers), "target": target}}
+    return float(_reasoning_gym_dataset().score_answer(extract_answer(completion), entry))

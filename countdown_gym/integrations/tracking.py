@@ -1,0 +1,173 @@
+"""Experiment tracking for the training scripts: TensorBoard and every tracker ``transformers``' ``report_to`` knows.
+
+    tracker = Tracker("tensorboard,wandb", out, config=asdict(cfg))   # names checked by report_to_names
+    tracker.log({"loss": 0.41, "eval_success": 0.2}, step=100)         # TensorBoard tags train/loss, eval/success
+    tracker.close()
+
+``--report-to`` takes ``none``, ``all`` (every integration installed here) or a comma-separated
+list of ``transformers``' integration names (``tensorboard``, ``wandb``, ``mlflow``, ``comet_ml``,
+``trackio``, ...). With ``transformers`` installed, :class:`Tracker` drives the same
+``transformers`` callbacks a ``Trainer`` would (``on_train_begin`` / ``on_log`` /
+``on_train_end``), so a hand-written loop logs wherever a ``Trainer`` would; without it (the
+``critics`` and ``sb3`` extras), ``tensorboard`` is written with ``torch.utils.tensorboard`` and
+the other names are refused. TensorBoard event files go to ``<output_dir>/tensorboard/``.
+Metric names follow ``transformers``: ``eval_x`` is logged as ``eval/x``, anything else as
+``train/x``.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+TENSORBOARD = "tensorboard"
+TENSORBOARD_DIR = "tensorboard"
+
+
+def _integrations() -> tuple[list[str], list[str]] | None:
+    """(known, installed) integration names from ``transformers``; None without transformers."""
+    try:
+        from transformers.integrations.integration_utils import (
+            INTEGRATION_TO_CALLBACK,
+            get_available_reporting_integrations,
+        )
+    except ImportError:
+        return None
+    return sorted(INTEGRATION_TO_CALLBACK), list(get_available_reporting_integrations())
+
+
+def _tensorboard_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("tensorboard") is not None or importlib.util.find_spec("tensorboardX") is not None
+
+
+def report_to_names(report_to: str | Sequence[str]) -> list[str]:
+    """The integrations ``--report-to`` names, checked: ``none`` -> [], ``all`` -> every installed one.
+
+    Raises ``ValueError`` (its message starts with ``--report-to``) for an empty list, an unknown name, or one whose package is not installed.
+    """
+    names = [n.strip() for n in (report_to.split(",") if isinstance(report_to, str) else report_to) if n.strip()]
+    if not names:
+        raise ValueError("--report-to must name an integration, or none")
+    if names == ["none"]:
+        return []
+    if set(names) == {TENSORBOARD}:  # the default: answered without importing transformers
+        if not _tensorboard_installed():
+            raise ValueError("--report-to tensorboard: the tensorboard package is not installed (pip install tensorboard)")
+        return [TENSORBOARD]
+    found = _integrations()
+    if found is None:  # no transformers: TensorBoard alone, through torch
+        if names == ["all"]:
+            return [TENSORBOARD] if _tensorboard_installed() else []
+        for name in names:
+            if name != TENSORBOARD:
+                raise ValueError(f"--report-to {name}: logged through transformers' integrations: pip install 'countdown-gym[llm]' "
+                                 f"(without transformers only {TENSORBOARD} is available)")
+        if not _tensorboard_installed():
+            raise ValueError("--report-to tensorboard: the tensorboard package is not installed (pip install tensorboard)")
+        return names
+    known, installed = found
+    if names == ["all"]:
+        return installed
+    for name in names:
+        if name not in known:
+            raise ValueError(f"--report-to: unknown integration {name!r}; use none, all, or a comma-separated list of {known}")
+        if name not in installed:
+            raise ValueError(f"--report-to {name}: the {name} package is not installed")
+    return names
+
+
+class Tracker:
+    """Scalars of a hand-written training loop, logged to the ``report_to`` integrations (see the module docstring)."""
+
+    def __init__(
+        self,
+        report_to: str | Sequence[str],
+        output_dir: str | Path,
+        *,
+        config: Mapping[str, Any] | None = None,
+        run_name: str | None = None,
+    ) -> None:
+        self.names = report_to_names(report_to)
+        self.output_dir = Path(output_dir)
+        self.tensorboard_dir = self.output_dir / TENSORBOARD_DIR
+        self.config = dict(config or {})
+        self.run_name = run_name or self.output_dir.name
+        self._writer: Any = None
+        self._callbacks: list[Any] = []
+        if not self.names:
+            return
+        if _integrations() is None:  # tensorboard alone
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(log_dir=str(self.tensorboard_dir))
+            self._writer.add_text("config", f"```\n{json.dumps(self.config, indent=2, default=str)}\n```")
+            return
+        self._start_callbacks()
+
+    def _start_callbacks(self) -> None:
+        from transformers import TrainingArguments
+        from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+        from transformers.trainer_callback import TrainerControl, TrainerState
+
+        config = {**self.config, "output_dir": str(self.output_dir), "run_name": self.run_name}
+
+        class ScriptArguments(TrainingArguments):  # what the trackers record as the run's config: the script's options
+            def to_dict(self) -> dict[str, Any]:
+                return dict(config)
+
+        self._args = ScriptArguments(output_dir=str(self.output_dir), run_name=self.run_name, report_to=self.names)
+        self._state, self._control = TrainerState(), TrainerControl()
+        for name in self.names:
+            cb = INTEGRATION_TO_CALLBACK[name]()
+            if name == TENSORBOARD:
+                cb.logging_dir = str(self.tensorboard_dir)
+            cb.on_train_begin(self._args, self._state, self._control)
+            self._callbacks.append(cb)
+
+    def log(self, metrics: Mapping[str, Any], step: int) -> None:
+        """Log the numeric values of ``metrics`` at ``step`` (non-numbers and empty strings are skipped)."""
+        logs = {k: float(v) for k, v in metrics.items() if isinstance(v, numbers.Real) and not isinstance(v, bool)}
+        if not logs:
+            return
+        if self._writer is not None:
+            for k, v in _rewrite(logs).items():
+                self._writer.add_scalar(k, v, step)
+            self._writer.flush()
+            return
+        if self._callbacks:
+            self._state.global_step = int(step)
+            for cb in self._callbacks:
+                cb.on_log(self._args, self._state, self._control, logs=dict(logs))
+
+    def close(self) -> None:
+        """Flush and close every integration (idempotent)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        for cb in self._callbacks:
+            cb.on_train_end(self._args, self._state, self._control)
+        self._callbacks = []
+
+    def __enter__(self) -> Tracker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _rewrite(logs: Mapping[str, float]) -> dict[str, float]:
+    """``transformers``' tag names: ``eval_x`` -> ``eval/x``, ``test_x`` -> ``test/x``, anything else ``train/x``."""
+    out = {}
+    for k, v in logs.items():
+        for prefix in ("eval_", "test_"):
+            if k.startswith(prefix):
+                out[f"{prefix[:-1]}/{k[len(prefix):]}"] = v
+                break
+        else:
+            out[f"train/{k}"] = v
+    return out

@@ -1,0 +1,142 @@
+"""The exploit corpus, `countdown-gym audit` and the reward-hack table of docs/verifier.md."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from countdown_gym import Problem, Rules, verify
+from countdown_gym.audit import (
+    AuditError,
+    load_exploits,
+    main,
+    run_audit,
+    summarize,
+    summarize_exploits,
+)
+from countdown_gym.cli import main as cli_main
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from peer_rewards import reasoning_gym_reward, tinyzero_reward  # noqa: E402
+
+REWARDS = '''
+import time
+
+def hang_on_power(completion, numbers, target):
+    if "**" in completion:
+        while True:
+            time.sleep(1)
+    return 1.0 if "21 + 16 - 17 + 26" in completion else 0.0
+
+def raises(completion, numbers, target):
+    raise ZeroDivisionError("boom")
+
+def allocates(completion, numbers, target):
+    return float(len(bytearray(3 * 2**30)))
+
+def accept_all(completion, numbers, target):
+    print("noise")
+    return 1.0
+
+not_callable = 3
+'''
+
+
+@pytest.fixture
+def rewards(tmp_path: Path) -> Path:
+    path = tmp_path / "audit_rewards.py"
+    path.write_text(REWARDS)
+    return path
+
+
+def test_corpus_covers_the_hacks_and_this_verifier_gives_each_row_its_recorded_reason() -> None:
+    rows = load_exploits()
+    cats = {r.category for r in rows}
+    assert {"power", "factorial", "root", "floor_division", "concatenation", "reused_number", "foreign_number",
+            "unicode_digit", "several_answers", "text_after_answer", "huge_number", "empty_answer", "control"} <= cats
+    assert any(r.completion.endswith("<answer>9**9**9**9</answer>") for r in rows)
+    for r in rows:
+        assert (r.verdict == "accept") == (r.category == "control"), r.id
+        for rules in (Rules.longproc(), Rules.tinyzero()):
+            v = verify(Problem(r.numbers, r.target, rules), r.completion)
+            assert v.correct == (r.verdict == "accept"), (r.id, rules.name, v.reason)
+        assert verify(Problem(r.numbers, r.target), r.completion).reason == r.reason, r.id
+
+
+def test_the_committed_table_matches_a_fresh_run_of_this_verifier() -> None:
+    doc = (ROOT / "docs" / "verifier.md").read_text(encoding="utf-8")
+    table = doc.split("<!-- exploit-table:start")[1].split("<!-- exploit-table:end -->")[0]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines() if line.startswith("| ")]
+    header, body = rows[0], rows[2:]  # below the --- line
+    col = header.index("countdown-gym")
+    committed = {r[0].split(" (")[0].strip("*"): r[col].strip("*") for r in body}
+    outcomes = run_audit("countdown_gym.audit:verify_reward")
+    fresh = {r.category: r.cell() for r in summarize(outcomes)}
+    fresh["all exploits"] = summarize_exploits(outcomes).cell()
+    assert committed == fresh
+    assert fresh["all exploits"] == f"0/{sum(r.verdict == 'reject' for r in load_exploits())}"
+
+
+def test_a_hanging_call_is_cut_at_the_time_limit_and_the_audit_goes_on(rewards: Path) -> None:
+    rows = [r for r in load_exploits() if r.id in ("power-01", "power-02", "control-01")]
+    out = run_audit(f"{rewards}:hang_on_power", rows, timeout=1.0)
+    assert [o.status for o in out] == ["ok", "hung", "hung"]  # control first in the file, then the two powers
+    assert out[0].reward == 1.0
+    out = run_audit(f"{rewards}:hang_on_power", [rows[1], rows[0]], timeout=1.0)
+    assert [o.status for o in out] == ["hung", "ok"]  # a fresh worker answers after a hang
+
+
+def test_raising_and_memory_hungry_rewards_are_findings(rewards: Path) -> None:
+    rows = load_exploits()[:2]
+    out = run_audit(f"{rewards}:raises", rows, timeout=5)
+    assert {o.status for o in out} == {"raised"} and "ZeroDivisionError: boom" in out[0].error
+    out = run_audit(f"{rewards}:allocates", rows[:1], timeout=5, memory_mb=256)
+    assert out[0].status == "raised" and "MemoryError" in out[0].error
+
+
+def test_cli_exit_codes(rewards: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["audit", "countdown_gym.audit:verify_reward", "--no-progress", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "exploits accepted: 0/65" in out and "correct controls accepted: 7/7" in out and "noise" not in out
+    assert main([f"{rewards}:accept_all", "--no-progress"]) == 0
+    assert main([f"{rewards}:accept_all", "--no-progress", "--check"]) == 1
+    assert "power-01" in capsys.readouterr().out
+    for bad in (["no_such_module_xyz:fn"], [f"{rewards}:not_callable"], [f"{rewards}:missing"], ["nocolon"],
+                ["countdown_gym.audit:verify_reward", "--timeout", "0"]):
+        assert main(bad) == 2, bad
+        assert "usage: countdown-gym audit" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # argparse's own: no REWARD_FN
+        main([])
+    assert e.value.code == 2
+    broken = rewards.parent / "broken_rewards.py"
+    broken.write_text("import no_such_dependency_xyz\n")
+    assert main([f"{broken}:fn", "--no-progress"]) == 1
+    assert "No module named 'no_such_dependency_xyz'" in capsys.readouterr().err
+
+
+def test_a_malformed_corpus_is_refused_by_line(tmp_path: Path) -> None:
+    bad = tmp_path / "c.jsonl"
+    bad.write_text('{"id": "a", "category": "x", "numbers": [1, 2], "target": 3, "completion": "1+2", '
+                   '"verdict": "maybe", "reason": "ok"}\n')
+    with pytest.raises(AuditError, match="c.jsonl:1"):
+        load_exploits(bad)
+
+
+def test_tinyzero_restatement() -> None:
+    nums, target = [2, 5, 7], 39
+    assert tinyzero_reward("<think>x</think>\n<answer>2**5 + 7</answer>", nums, target) == 1.0
+    assert tinyzero_reward("<answer>2*5 + 7</answer>", nums, target) == 0.1  # wrong value: the format score
+    assert tinyzero_reward("<answer>2**5 + 7</answer>\nthat is all", nums, target) == 0.0  # only the last line is read
+    assert tinyzero_reward("<answer>2**5 + 7 + 1</answer>", nums, target) == 0.1  # numbers differ
+    assert tinyzero_reward("<answer>1</answer><answer>7 + 2**5</answer>", nums, target) == 1.0  # the last tag
+
+
+def test_reasoning_gym_peer() -> None:
+    pytest.importorskip("reasoning_gym")
+    assert reasoning_gym_reward("<answer>3! * 4 + 7</answer>", [3, 4, 7], 31) == 1.0
+    assert reasoning_gym_reward("<answer>3 * 4 + 7</answer>", [3, 4, 7], 31) == 0.05
+    assert reasoning_gym_reward("no answer", [3, 4, 7], 31) == 0.01
