@@ -10,6 +10,7 @@ USAGE = """usage: countdown-gym [--version] <command> [args]
 commands:
   leaderboard submit|score|check   leaderboard tools (see: countdown-gym leaderboard --help)
   splits [--write]                 check that the frozen splits reproduce from their spec (--write rewrites them)
+  serve [--env ID] [--port N]      an OpenEnv server of CountdownMultiTurn-v0 / Countdown-v0 (needs the openenv extra)
 """
 
 
@@ -33,6 +34,13 @@ def main(argv: list[str] | None = None) -> int:
         from countdown_gym.splits import main as splits_main
 
         return splits_main(rest)
+    if command == "serve":
+        try:
+            from countdown_gym.integrations.openenv.server import main as serve_main
+        except ImportError as e:
+            print(f"countdown-gym serve: {e}", file=sys.stderr)
+            return 2
+        return serve_main(rest)
     print(f"countdown-gym: unknown command {command!r}\n{USAGE}", file=sys.stderr, end="")
     return 2
 
