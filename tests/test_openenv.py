@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import os
 import random
 import socket
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -108,33 +111,38 @@ def test_64_websocket_sessions_play_their_own_problems(turn_server):
 
 
 def test_64_http_episodes_interleaved(turn_server):
+    """64 clients (threads, one keep-alive connection each) interleave their episodes' /step calls."""
     scripts = _scripts(SESSIONS)
+    barrier = threading.Barrier(SESSIONS)
+    host, port = turn_server.split("//")[1].rsplit(":", 1)
 
-    async def play(client, problem, turns, barrier):
-        r = await client.post("/reset", json={"problem": {"numbers": list(problem.numbers), "target": problem.target}})
-        assert r.status_code == 200, r.text
-        observations = [TurnObservation(**r.json()["observation"])]
+    def play(problem, turns):
+        conn = http.client.HTTPConnection(host, int(port), timeout=120)
+
+        def call(method, path, body=None):
+            conn.request(method, path, None if body is None else json.dumps(body), {"content-type": "application/json"})
+            r = conn.getresponse()
+            data = r.read()
+            assert r.status == 200, data[:300]
+            return json.loads(data)
+
+        body = call("POST", "/reset", {"problem": {"numbers": list(problem.numbers), "target": problem.target}})
+        observations = [TurnObservation(**body["observation"])]
         eid = observations[0].episode_id
-        await barrier.wait()
-        done = False
+        barrier.wait(timeout=120)  # all 64 episodes exist before anyone steps
         for t in turns:
-            if done:
+            if observations[-1].done:
                 break
-            r = await client.post("/step", json={"action": {"turn": t}, "episode_id": eid})
-            assert r.status_code == 200, r.text
-            body = r.json()
-            done = body["done"]
-            observations.append(TurnObservation(**body["observation"], reward=body["reward"], done=done))
-        state = (await client.get(f"/state/{eid}")).json()
+            body = call("POST", "/step", {"action": {"turn": t}, "episode_id": eid})
+            observations.append(TurnObservation(**body["observation"], reward=body["reward"], done=body["done"]))
+        state = call("GET", f"/state/{eid}")
+        conn.close()
         return observations, state
 
-    async def main():
-        barrier = asyncio.Barrier(SESSIONS)
-        limits = httpx.Limits(max_connections=SESSIONS)
-        async with httpx.AsyncClient(base_url=turn_server, limits=limits, timeout=120) as client:
-            return await asyncio.gather(*(play(client, p, t, barrier) for p, t in scripts))
-
-    for (problem, turns), (observations, state) in zip(scripts, asyncio.run(main()), strict=True):
+    with ThreadPoolExecutor(SESSIONS) as pool:
+        results = list(pool.map(lambda script: play(*script), scripts))
+    assert len({obs[0].episode_id for obs, _ in results}) == SESSIONS
+    for (problem, turns), (observations, state) in zip(scripts, results, strict=True):
         _check_against_replay(problem, turns, observations)
         assert state["done"] == observations[-1].done and state["step_count"] == len(observations) - 1
 
