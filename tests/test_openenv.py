@@ -20,6 +20,7 @@ import pytest
 pytest.importorskip("openenv.core")
 httpx = pytest.importorskip("httpx")
 ws_sync = pytest.importorskip("websockets.sync.client")
+ws_connect = pytest.importorskip("websockets.asyncio.client").connect
 
 from countdown_gym import load_split  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig  # noqa: E402
@@ -89,6 +90,7 @@ def test_64_websocket_sessions_play_their_own_problems(turn_server):
             result = await env.reset(problem={"numbers": list(problem.numbers), "target": problem.target})
             observations = [result.observation]
             await barrier.wait()  # all 64 sessions are open before anyone steps
+            await barrier.wait()
             for t in turns:
                 if result.done:
                     break
@@ -98,9 +100,17 @@ def test_64_websocket_sessions_play_their_own_problems(turn_server):
             state = await env.state()
             return observations, state
 
+    async def one_too_many(barrier):
+        await barrier.wait()  # 64 sessions are open: a 65th is refused, and the 64 wait for that answer
+        async with ws_connect(turn_server.replace("http://", "ws://") + "/ws") as ws:
+            refused = json.loads(await asyncio.wait_for(ws.recv(), 30))
+        assert refused["type"] == "error" and refused["data"]["code"] == "CAPACITY_REACHED"
+        await barrier.wait()
+
     async def main():
-        barrier = asyncio.Barrier(SESSIONS)
-        return await asyncio.gather(*(play(p, t, barrier) for p, t in scripts))
+        barrier = asyncio.Barrier(SESSIONS + 1)
+        *played, _ = await asyncio.gather(*(play(p, t, barrier) for p, t in scripts), one_too_many(barrier))
+        return played
 
     results = asyncio.run(main())
     assert len({obs[0].episode_id for obs, _ in results}) == SESSIONS
