@@ -32,6 +32,8 @@ from countdown_gym.integrations.openenv import (  # noqa: E402
     make_app,
 )
 from countdown_gym.integrations.openenv.server import EpisodeStore, UnknownEpisode, serve_in_thread  # noqa: E402
+from countdown_gym.problem import Problem  # noqa: E402
+from countdown_gym.rules import Rules  # noqa: E402
 from countdown_gym.solver import solution_path  # noqa: E402
 from countdown_gym.turn_format import turn_prompt  # noqa: E402
 from countdown_gym.turn_game import TurnEpisode, replay_turns  # noqa: E402
@@ -263,6 +265,25 @@ def test_countdown_v0_matches_the_local_env():
 
         results = asyncio.run(main())
     assert [r.reward for r in results] == [1.0 if k % 2 == 0 else -1.0 for k in range(len(problems))]
+
+
+def test_rational_rules_travel_exactly():
+    """Under TinyZero's rules a state holds fractions: they travel as "p/q" and come back as Fractions."""
+    problem = Problem((3, 2, 4), 6, rules=Rules.tinyzero())
+    turns = ["3/2", "4/(3/2)", "(8/3) * 2", "undo", "(3/2)*4"]
+    app = make_app("CountdownMultiTurn-v0", rules="tinyzero", split="test", max_turns=MAX_TURNS)
+    with serve_in_thread(app) as url, CountdownTurnClient(base_url=url).sync() as env:
+        observations = [env.reset(problem={"numbers": [3, 2, 4], "target": 6}).observation]
+        for t in turns:
+            result = env.step(t)
+            observations.append(result.observation)
+            if result.done:
+                break
+    assert observations[1].state == [4, "3/2"]
+    local = replay_turns(problem, turns, max_turns=MAX_TURNS)
+    assert [o.text for o in observations[1:]] == local.replies
+    assert [o.transition_records() for o in observations[1:]] == local.turn_transitions
+    assert observations[-1].reward == 1.0 and observations[-1].is_success
 
 
 def test_episode_store_drops_the_least_recently_used():
