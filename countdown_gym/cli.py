@@ -35,11 +35,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return splits_main(rest)
     if command == "serve":
-        try:
-            from countdown_gym.integrations.openenv.server import main as serve_main
-        except ImportError as e:
-            print(f"countdown-gym serve: {e}", file=sys.stderr)
-            return 2
+        from countdown_gym.integrations.openenv_serve import main as serve_main
+
         return serve_main(rest)
     print(f"countdown-gym: unknown command {command!r}\n{USAGE}", file=sys.stderr, end="")
     return 2

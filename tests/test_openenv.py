@@ -23,15 +23,23 @@ ws_sync = pytest.importorskip("websockets.sync.client")
 ws_connect = pytest.importorskip("websockets.asyncio.client").connect
 
 from countdown_gym import load_split  # noqa: E402
+from countdown_gym.cli import main as cli_main  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig  # noqa: E402
 from countdown_gym.envs.countdown import CountdownEnv  # noqa: E402
 from countdown_gym.integrations.openenv import (  # noqa: E402
+    ENVIRONMENTS,
     CountdownStepClient,
     CountdownTurnClient,
     TurnObservation,
     make_app,
 )
-from countdown_gym.integrations.openenv.server import EpisodeStore, UnknownEpisode, serve_in_thread  # noqa: E402
+from countdown_gym.integrations.openenv.server import (  # noqa: E402
+    Episode,
+    EpisodeStore,
+    UnknownEpisode,
+    serve_in_thread,
+)
+from countdown_gym.integrations.openenv_serve import ENV_IDS  # noqa: E402
 from countdown_gym.problem import Problem  # noqa: E402
 from countdown_gym.rules import Rules  # noqa: E402
 from countdown_gym.solver import solution_path  # noqa: E402
@@ -288,10 +296,6 @@ def test_rational_rules_travel_exactly():
 
 def test_episode_store_drops_the_least_recently_used():
     store = EpisodeStore(max_episodes=2)
-    app_env = make_app("CountdownMultiTurn-v0", split="test")  # a valid app builds; the store is separate here
-    assert app_env.state.episodes is not store
-    from countdown_gym.integrations.openenv.server import Episode
-
     for name in ("a", "b"):
         store.add(Episode(name, env=None))
     store.get("a")  # "a" is now the most recently used
@@ -331,6 +335,14 @@ def test_cli_serve_runs_until_stopped():
         proc.terminate()
         out, _ = proc.communicate(timeout=60)
     assert f"Countdown-v0 on http://127.0.0.1:{port}" in out
-    bad = subprocess.run([sys.executable, "-m", "countdown_gym", "serve", "--env", "Nope-v0"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "--env" in bad.stderr
+
+
+@pytest.mark.parametrize("argv", [["--env", "Nope-v0"], ["--port", "0"], ["--split", "nope"], ["--max-sessions", "0"]])
+def test_cli_serve_refuses_bad_flags(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main(["serve", *argv])
+    assert exit_info.value.code == 2 and "countdown-gym serve" in capsys.readouterr().err
+
+
+def test_serve_options_name_the_served_environments():
+    assert set(ENV_IDS) == set(ENVIRONMENTS)
