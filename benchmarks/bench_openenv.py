@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -51,11 +52,14 @@ class Options:
     seconds: float = 10.0
     """how long each measurement runs"""
     transports: tuple[str, ...] = ("http", "ws")
+    repeats: int = 3
+    """measurements of each setting (the table shows the median and the range: a shared machine is noisy)"""
     url: str = ""
     """an already running server (default: start one on a free 127.0.0.1 port)"""
 
     def __post_init__(self) -> None:
         check_min(self, 0.1, "seconds")
+        check_min(self, 1, "repeats")
         if not self.clients or min(self.clients) < 1:
             raise ValueError(f"--clients must be numbers >= 1, got {self.clients}")
         bad = set(self.transports) - {"http", "ws"}
@@ -175,20 +179,25 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     try:
         runs = [(t, n) for t in opts.transports for n in opts.clients]
-        for transport, n in tqdm(runs, desc="measurements"):
-            steps, resets = measure(transport, url, n, opts.seconds, eps)
-            rows.append((transport, n, steps, resets))
+        results: dict[tuple[str, int], list[tuple[float, float]]] = {run: [] for run in runs}
+        for _, (transport, n) in tqdm([(r, run) for r in range(opts.repeats) for run in runs], desc="measurements"):
+            results[(transport, n)].append(measure(transport, url, n, opts.seconds, eps))
+        rows = [(t, n, sorted(results[(t, n)])) for t, n in runs]
     finally:
         if proc is not None:
             proc.terminate()
             proc.wait(timeout=60)
-    print(f"\n`python benchmarks/bench_openenv.py {' '.join(argv if argv is not None else sys.argv[1:])}`".rstrip()
-          + f" ({opts.seconds:g} s each, Python {platform.python_version()}, {os.cpu_count()} CPUs, "
-          "server and clients on the same machine)\n")
-    print("| transport | clients | steps/s | resets/s |")
+    command = " ".join(["python benchmarks/bench_openenv.py", *(argv if argv is not None else sys.argv[1:])])
+    print(f"\n`{command}` ({opts.repeats} x {opts.seconds:g} s per setting, Python {platform.python_version()}, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, server and clients on the same machine)\n")
+    print("| transport | clients | steps/s median (min - max) | resets/s median |")
     print("| --- | --- | --- | --- |")
-    for transport, n, steps, resets in rows:
-        print(f"| {'HTTP' if transport == 'http' else 'WebSocket'} | {n} | {steps:,.0f} | {resets:,.0f} |")
+    for transport, n, runs_ in rows:
+        steps = [r[0] for r in runs_]
+        resets = sorted(r[1] for r in runs_)
+        name = "HTTP" if transport == "http" else "WebSocket"
+        print(f"| {name} | {n} | {statistics.median(steps):,.0f} ({steps[0]:,.0f} - {steps[-1]:,.0f}) | "
+              f"{statistics.median(resets):,.0f} |")
     return 0
 
 

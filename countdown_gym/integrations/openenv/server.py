@@ -2,7 +2,8 @@
 
     app = make_app("CountdownMultiTurn-v0", max_sessions=64, split="train")   # a FastAPI app
     countdown-gym serve --env CountdownMultiTurn-v0 --port 8000              # the same, run by uvicorn
-                                                                            # (countdown_gym.integrations.openenv_serve)
+
+(the command's flags: :mod:`countdown_gym.integrations.openenv_serve`).
 
 Sessions. Each WebSocket connection (``/ws``, what :class:`~countdown_gym.integrations.openenv.client.CountdownTurnClient`
 speaks) gets its own :class:`openenv.core.Environment` from openenv's session manager and plays its own
