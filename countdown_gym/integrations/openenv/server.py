@@ -164,6 +164,10 @@ class _CountdownEnvironment(Environment):
         self._env_kwargs = env_kwargs
         self._episode: Episode | None = None
 
+    def _template_key(self) -> tuple[str, str]:
+        """Which template env an episode copies: one per environment and arguments."""
+        return self.env_id, repr(sorted(self._env_kwargs.items()))
+
     # ---- subclasses ---------------------------------------------------------------------------
     def _make_env(self) -> gym.Env:
         raise NotImplementedError
@@ -187,7 +191,7 @@ class _CountdownEnvironment(Environment):
             raise RequestError("episode_id must be a string of 1 to 255 characters")
         options = _problem_option(problem)
         with _LOCK:
-            env = self._store.new_env(self._make_env, (self.env_id,))
+            env = self._store.new_env(self._make_env, self._template_key())
             try:
                 obs, info = env.reset(seed=seed, options=options)
             except ValueError as e:  # an unplayable problem, refused by the problem source with its reason
@@ -391,7 +395,8 @@ def make_app(env_id: str = "CountdownMultiTurn-v0", *, max_sessions: int = DEFAU
     cls = ENVIRONMENTS[env_id]
     store = EpisodeStore(max_episodes)
     factory = functools.partial(cls, store=store, env_kwargs=dict(env_kwargs))
-    store.new_env(factory()._make_env, (cls.env_id,))  # builds the template env: bad env_kwargs fail here
+    first = factory()
+    store.new_env(first._make_env, first._template_key())  # builds the template env: bad env_kwargs fail here
     app = create_app(factory, cls.action_cls, cls.observation_cls, env_name=env_id, max_concurrent_envs=max_sessions)
 
     async def refuse(request: Request, exc: Exception) -> JSONResponse:
