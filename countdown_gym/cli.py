@@ -13,6 +13,7 @@ commands:
   leaderboard submit|score|check   leaderboard tools (see: countdown-gym leaderboard --help)
   splits [--write]                 check that the frozen splits reproduce from their spec (--write rewrites them)
   audit REWARD_FN                  how often a reward function accepts the shipped reward hacks
+  serve [--env ID] [--port N]      an OpenEnv server of CountdownMultiTurn-v0 / Countdown-v0 (needs the openenv extra)
 
 Every command: `countdown-gym <command> --help`; exit codes 0 success, 1 failure, 2 usage error.
 """
@@ -49,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         from countdown_gym.audit import main as audit_main
 
         return audit_main(rest)
+    if command == "serve":
+        from countdown_gym.integrations.openenv_serve import main as serve_main
+
+        return serve_main(rest)
     print(f"{USAGE}countdown-gym: error: unknown command {command!r}", file=sys.stderr)
     return 2
 

@@ -1,0 +1,139 @@
+"""The typed messages of the OpenEnv server: actions, observations, state and transition records.
+
+Numbers travel as JSON ints, or as ``"p/q"`` strings for the rational values of rules with
+``integer_only=False`` (:func:`countdown_gym.rules.format_number`). :meth:`TransitionModel.record`
+turns a record back into the exact dict of ``docs/DESIGN.md`` (tuples, ``Fraction``, ``Rules``), so
+the package's dense-reward terms (``oracle_term``, ``critic_terms``) work on what a client receives.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from openenv.core.env_server.types import Action, Observation, State
+from pydantic import BaseModel, ConfigDict, Field
+
+from countdown_gym.rules import Number, Rules, format_number
+
+JSONNumber = int | str
+"""A number on the wire: an ``int``, or ``"p/q"`` for a rational value."""
+
+MAX_TURN_LENGTH = 4096
+"""Longest turn the server reads (characters). Turns above the game's ``max_turn_chars`` (200 by
+default) but within this are played and answered ``error turn_too_long``, as the Gymnasium env does;
+longer ones are refused with HTTP 422 before they reach the game."""
+
+
+def to_json_number(x: Number) -> JSONNumber:
+    """``37`` -> ``37``, ``Fraction(3, 2)`` -> ``"3/2"``."""
+    return x if type(x) is int else format_number(x)
+
+
+def from_json_number(x: JSONNumber) -> Number:
+    """Inverse of :func:`to_json_number`."""
+    if isinstance(x, str):
+        value = Fraction(x)
+        return value.numerator if value.denominator == 1 else value
+    return x
+
+
+class TurnAction(Action):
+    """One agent turn of ``CountdownMultiTurn-v0``: ``"21+16"``, ``"21 + 16 = 37"``, ``"undo"``, ``"give up"``."""
+
+    turn: str = Field(..., strict=True, max_length=MAX_TURN_LENGTH, description="the agent's turn (one line)")
+
+
+class MoveAction(Action):
+    """One move of ``Countdown-v0``: the action index (``CountdownEnv.encode_action(i, j, op)``)."""
+
+    action: int = Field(..., strict=True, ge=0, description="action index in 0..n_actions-1")
+
+
+class TransitionModel(BaseModel):
+    """A transition record of ``docs/DESIGN.md`` without its ``rules`` (the observation carries them once)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    state: list[JSONNumber]
+    move: tuple[JSONNumber | None, str, JSONNumber | None, JSONNumber | None]
+    next_state: list[JSONNumber] | None
+    target: int
+    valid: bool
+    reason: str
+    turn: int | None = None
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> TransitionModel:
+        a, op, b, c = record["move"]
+        nxt = record["next_state"]
+        return cls(
+            state=[to_json_number(x) for x in record["state"]],
+            move=(None if a is None else to_json_number(a), op, None if b is None else to_json_number(b),
+                  None if c is None else to_json_number(c)),
+            next_state=None if nxt is None else [to_json_number(x) for x in nxt],
+            target=record["target"], valid=record["valid"], reason=record["reason"], turn=record.get("turn"),
+        )
+
+    def record(self, rules: Rules) -> dict[str, Any]:
+        """The record as the Gymnasium environments emit it (tuples, exact numbers, ``rules``)."""
+        a, op, b, c = self.move
+        out: dict[str, Any] = {
+            "state": tuple(from_json_number(x) for x in self.state),
+            "move": (None if a is None else from_json_number(a), op, None if b is None else from_json_number(b),
+                     None if c is None else from_json_number(c)),
+            "next_state": None if self.next_state is None else tuple(from_json_number(x) for x in self.next_state),
+            "target": self.target, "valid": self.valid, "reason": self.reason, "rules": rules,
+        }
+        if self.turn is not None:
+            out["turn"] = self.turn
+        return out
+
+
+class _CountdownObservation(Observation):
+    """What every observation carries besides ``reward`` and ``done`` (``done`` = terminated or truncated)."""
+
+    episode_id: str = Field(..., description="pass it back as 'episode_id' with HTTP /step (WebSocket sessions need not)")
+    numbers: list[int] = Field(..., description="the problem's numbers")
+    target: int
+    rules: dict[str, Any] = Field(..., description="Rules.to_dict() of the episode")
+    state: list[JSONNumber] = Field(..., description="the numbers in play now (exact)")
+    transitions: list[TransitionModel] = Field(default_factory=list, description="this step's records (docs/DESIGN.md)")
+    terminated: bool = False
+    truncated: bool = False
+    is_success: bool | None = Field(default=None, description="whether the episode was won (once it has ended)")
+
+    def transition_records(self) -> list[dict[str, Any]]:
+        """This step's transition records exactly as the Gymnasium environment's ``info["transitions"]``."""
+        rules = Rules.from_dict(self.rules)
+        return [t.record(rules) for t in self.transitions]
+
+
+class TurnObservation(_CountdownObservation):
+    """``CountdownMultiTurn-v0``: after reset the prompt, after each step the environment's reply line."""
+
+    text: str = Field(..., description="the prompt (reset) or the reply line (step)")
+    turn: int = Field(0, description="turns played so far")
+    invalid_turns: int = 0
+    turn_kind: str | None = Field(default=None, description="move | undo | give_up | invalid (None at reset)")
+    valid: bool | None = None
+    reason: str | None = Field(default=None, description="'ok' or the refusal's reason code")
+    verdict: str | None = Field(default=None, description="the verifier's reason code once the episode has ended")
+
+
+class MoveObservation(_CountdownObservation):
+    """``Countdown-v0``: the observation vector and the action mask."""
+
+    observation: list[float] = Field(..., description="the Box observation (2 * max_numbers + 2 floats)")
+    action_mask: list[int] = Field(..., description="1 = legal action")
+    dead_end: bool = False
+
+
+class CountdownState(State):
+    """The episode behind a session (``GET /state/{episode_id}`` over HTTP, ``state`` over WebSocket)."""
+
+    env_id: str | None = None
+    numbers: list[int] | None = None
+    target: int | None = None
+    state: list[JSONNumber] | None = None
+    done: bool = False

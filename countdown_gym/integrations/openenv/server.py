@@ -1,0 +1,444 @@
+"""The OpenEnv server: ``CountdownMultiTurn-v0`` or ``Countdown-v0`` behind openenv-core's ``create_app``.
+
+    app = make_app("CountdownMultiTurn-v0", max_sessions=64, split="train")   # a FastAPI app
+    countdown-gym serve --env CountdownMultiTurn-v0 --port 8000              # the same, run by uvicorn
+
+(the command's flags: :mod:`countdown_gym.integrations.openenv_serve`).
+
+Sessions. Each WebSocket connection (``/ws``, what :class:`~countdown_gym.integrations.openenv.client.CountdownTurnClient`
+speaks) gets its own :class:`openenv.core.Environment` from openenv's session manager and plays its own
+episodes. openenv's HTTP ``/reset`` and ``/step`` build a fresh ``Environment`` per request, so over HTTP the
+episode lives in the server's :class:`EpisodeStore`: ``/reset`` answers an ``episode_id`` and every ``/step``
+passes it back (``{"action": {...}, "episode_id": "..."}``); ``GET /state/{episode_id}`` reads it. The
+store keeps the ``max_episodes`` most recently used episodes (an older one answers 404). Episode ids
+are random (uuid4), so one client cannot reach another's episode without being given its id.
+
+Errors are answers, never a crash: a malformed body, a wrong type or a turn longer than
+:data:`~countdown_gym.integrations.openenv.models.MAX_TURN_LENGTH` is 422, a step before reset or after
+the episode ended 409, an unknown episode 404, a body above ``max_body_bytes`` 413. Over WebSocket the
+same cases are ``{"type": "error"}`` messages and the session goes on (a message above ``max_body_bytes``
+closes the connection with code 1009).
+
+Game calls (about a tenth of a millisecond each) run on the server's event loop through openenv's async
+path, under one process-wide lock (the environments share their state caches), so calling an
+``Environment`` from other threads is safe too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import socket
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import gymnasium as gym
+from fastapi import FastAPI, Request, WebSocketDisconnect
+from fastapi.responses import JSONResponse
+from openenv.core.env_server import create_app
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation
+from pydantic import BaseModel, ConfigDict, StrictInt, ValidationError
+
+from countdown_gym.envs.countdown import CountdownEnv
+from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
+from countdown_gym.integrations.openenv.models import (
+    CountdownState,
+    MoveAction,
+    MoveObservation,
+    TransitionModel,
+    TurnAction,
+    TurnObservation,
+    to_json_number,
+)
+from countdown_gym.integrations.openenv_serve import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_EPISODES, DEFAULT_MAX_SESSIONS
+
+_LOCK = threading.Lock()
+
+
+class RequestError(Exception):
+    """A request the server refuses; ``status_code`` is the HTTP answer (the message is the detail)."""
+
+    status_code: ClassVar[int] = 422
+
+
+class UnknownEpisode(RequestError):
+    status_code = 404
+
+
+class EpisodeConflict(RequestError):
+    """A step before reset or after the episode ended, or a reset with an ``episode_id`` in use."""
+
+    status_code = 409
+
+
+@dataclass
+class Episode:
+    """One episode: its Gymnasium environment and bookkeeping."""
+
+    episode_id: str
+    env: gym.Env
+    steps: int = 0
+    done: bool = False
+    rules: dict[str, Any] | None = None
+    """``Rules.to_dict()`` of the episode (computed once)"""
+
+
+class EpisodeStore:
+    """The episodes reachable by id (least recently used dropped beyond ``max_episodes``)."""
+
+    def __init__(self, max_episodes: int = DEFAULT_MAX_EPISODES) -> None:
+        if isinstance(max_episodes, bool) or not isinstance(max_episodes, int) or max_episodes < 1:
+            raise ValueError(f"max_episodes must be an int >= 1, got {max_episodes!r}")
+        self.max_episodes = max_episodes
+        self._episodes: OrderedDict[str, Episode] = OrderedDict()
+        self._templates: dict[tuple, gym.Env] = {}
+
+    def new_env(self, make: Any, key: tuple) -> gym.Env:
+        """A fresh environment for one episode: a shallow copy of one built once per ``key`` (never reset itself).
+
+        Building a Gymnasium env costs about a millisecond (its Text spaces); a copy shares the spaces and
+        the problem source, and ``reset`` gives it its own episode state and random generator.
+        """
+        template = self._templates.get(key)
+        if template is None:
+            template = self._templates[key] = make()
+        return copy.copy(template)
+
+    def __len__(self) -> int:
+        return len(self._episodes)
+
+    def add(self, episode: Episode) -> None:
+        if episode.episode_id in self._episodes:
+            raise EpisodeConflict(f"episode_id {episode.episode_id!r} is in use; reset without one to get a fresh id")
+        self._episodes[episode.episode_id] = episode
+        while len(self._episodes) > self.max_episodes:
+            self._episodes.popitem(last=False)
+
+    def get(self, episode_id: Any) -> Episode:
+        if not isinstance(episode_id, str):
+            raise RequestError(f"episode_id must be a string, got {type(episode_id).__name__}")
+        episode = self._episodes.get(episode_id)
+        if episode is None:
+            raise UnknownEpisode(f"unknown episode_id {episode_id[:80]!r} (never reset here, or dropped as least "
+                                 f"recently used beyond the last {self.max_episodes}); call /reset")
+        self._episodes.move_to_end(episode_id)
+        return episode
+
+
+class ProblemSpec(BaseModel):
+    """The ``problem`` reset field: play this puzzle instead of drawing one."""
+
+    model_config = ConfigDict(extra="forbid")
+    numbers: list[StrictInt]
+    target: StrictInt
+
+
+def _problem_option(problem: Any) -> dict[str, Any] | None:
+    if problem is None:
+        return None
+    try:
+        spec = ProblemSpec.model_validate(problem)
+    except ValidationError as e:
+        raise RequestError(f"problem must be {{'numbers': [int, ...], 'target': int}}: {e.errors()[0]['msg']}") from None
+    return {"problem": (spec.numbers, spec.target)}
+
+
+class _CountdownEnvironment(Environment):
+    """What both served environments share: episode handling, reset arguments, errors."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    env_id: ClassVar[str]
+    action_cls: ClassVar[type[Action]]
+    observation_cls: ClassVar[type[Observation]]
+
+    def __init__(self, store: EpisodeStore, env_kwargs: dict[str, Any]) -> None:
+        super().__init__()
+        self._store = store
+        self._env_kwargs = env_kwargs
+        self._episode: Episode | None = None
+
+    def _template_key(self) -> tuple[str, str]:
+        """Which template env an episode copies: one per environment and arguments."""
+        return self.env_id, repr(sorted(self._env_kwargs.items()))
+
+    # ---- subclasses ---------------------------------------------------------------------------
+    def _make_env(self) -> gym.Env:
+        raise NotImplementedError
+
+    def _native_action(self, episode: Episode, action: Action) -> Any:
+        raise NotImplementedError
+
+    def _observation(self, episode: Episode, obs: Any, info: dict[str, Any], reward: float | None,
+                     terminated: bool, truncated: bool) -> Observation:
+        raise NotImplementedError
+
+    # ---- openenv Environment --------------------------------------------------------------------
+    def reset(self, seed: int | None = None, episode_id: str | None = None, problem: Any = None,
+              **kwargs: Any) -> Observation:
+        """A new episode: ``seed`` seeds the draw, ``problem`` picks the puzzle, ``episode_id`` names it."""
+        if kwargs:
+            raise RequestError(f"unknown reset fields {sorted(kwargs)}; reset takes seed, episode_id and problem")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise RequestError(f"seed must be an int >= 0 or null, got {seed!r:.80}")
+        if episode_id is not None and (not isinstance(episode_id, str) or not 0 < len(episode_id) <= 255):
+            raise RequestError("episode_id must be a string of 1 to 255 characters")
+        options = _problem_option(problem)
+        with _LOCK:
+            env = self._store.new_env(self._make_env, self._template_key())
+            try:
+                obs, info = env.reset(seed=seed, options=options)
+            except ValueError as e:  # an unplayable problem, refused by the problem source with its reason
+                raise RequestError(str(e)) from None
+            episode = Episode(episode_id or uuid.uuid4().hex, env)
+            self._store.add(episode)
+            self._episode = episode
+            return self._observation(episode, obs, info, None, False, False)
+
+    def step(self, action: Action, timeout_s: float | None = None, episode_id: str | None = None,
+             request_id: str | None = None, **kwargs: Any) -> Observation:
+        """Play ``action`` in this session's episode, or (HTTP) in the episode named by ``episode_id``."""
+        if kwargs:
+            raise RequestError(f"unknown step fields {sorted(kwargs)}; /step takes action, episode_id, timeout_s, request_id")
+        if not isinstance(action, self.action_cls):
+            raise RequestError(f"the action must be a {self.action_cls.__name__}, got {type(action).__name__}")
+        with _LOCK:
+            episode = self._store.get(episode_id) if episode_id is not None else self._episode
+            if episode is None:
+                raise EpisodeConflict("no episode yet: call reset first (over HTTP, pass the episode_id /reset answered)")
+            if episode.done:
+                raise EpisodeConflict(f"episode {episode.episode_id!r} has ended; call reset for a new one")
+            obs, reward, terminated, truncated, info = episode.env.step(self._native_action(episode, action))
+            episode.steps += 1
+            episode.done = bool(terminated or truncated)
+            return self._observation(episode, obs, info, float(reward), bool(terminated), bool(truncated))
+
+    # openenv awaits these on its event loop when they are overridden, instead of sending each call to a
+    # worker thread: a game call takes about a tenth of a millisecond, far less than two thread switches.
+    async def reset_async(self, seed: int | None = None, episode_id: str | None = None, problem: Any = None,
+                          **kwargs: Any) -> Observation:
+        return self.reset(seed=seed, episode_id=episode_id, problem=problem, **kwargs)
+
+    async def step_async(self, action: Action, timeout_s: float | None = None, episode_id: str | None = None,
+                         request_id: str | None = None, **kwargs: Any) -> Observation:
+        return self.step(action, timeout_s=timeout_s, episode_id=episode_id, request_id=request_id, **kwargs)
+
+    @property
+    def state(self) -> CountdownState:
+        with _LOCK:
+            return self._state_of(self._episode)
+
+    def state_of(self, episode_id: str) -> CountdownState:
+        """The state of the episode ``episode_id`` (``GET /state/{episode_id}``)."""
+        with _LOCK:
+            return self._state_of(self._store.get(episode_id))
+
+    def _state_of(self, episode: Episode | None) -> CountdownState:
+        if episode is None:
+            return CountdownState(env_id=self.env_id)
+        env = episode.env.unwrapped
+        return CountdownState(episode_id=episode.episode_id, step_count=episode.steps, env_id=self.env_id,
+                              numbers=list(env.problem.numbers), target=env.problem.target,
+                              state=[to_json_number(x) for x in self._current_numbers(env)], done=episode.done)
+
+    def _current_numbers(self, env: Any) -> tuple:
+        raise NotImplementedError
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        from countdown_gym import __version__
+
+        return EnvironmentMetadata(name=self.env_id, version=__version__,
+                                   description=f"countdown-gym's {self.env_id}: reach the target with + - * /")
+
+    def _common(self, episode: Episode, info: dict[str, Any], reward: float | None, terminated: bool,
+                truncated: bool) -> dict[str, Any]:
+        problem = info["problem"]
+        if episode.rules is None:
+            episode.rules = problem.rules.to_dict()
+        return {
+            "episode_id": episode.episode_id, "numbers": list(problem.numbers), "target": problem.target,
+            "rules": episode.rules, "state": [to_json_number(x) for x in info["state"]],
+            "transitions": [TransitionModel.from_record(t) for t in info["transitions"]],
+            "terminated": terminated, "truncated": truncated, "reward": reward, "done": terminated or truncated,
+        }
+
+
+class CountdownMultiTurnEnvironment(_CountdownEnvironment):
+    """``CountdownMultiTurn-v0`` over OpenEnv: a :class:`TurnAction` in, a :class:`TurnObservation` out."""
+
+    env_id = "CountdownMultiTurn-v0"
+    action_cls = TurnAction
+    observation_cls = TurnObservation
+
+    def _make_env(self) -> gym.Env:
+        return CountdownMultiTurnEnv(**self._env_kwargs)
+
+    def _native_action(self, episode: Episode, action: TurnAction) -> str:
+        turn = action.turn[:-1] if action.turn.endswith("\n") else action.turn
+        if "\n" in turn:
+            raise RequestError("a turn must be one line (no newline inside)")
+        return turn
+
+    def _current_numbers(self, env: CountdownMultiTurnEnv) -> tuple:
+        return env.episode.state
+
+    def _observation(self, episode: Episode, obs: str, info: dict[str, Any], reward: float | None,
+                     terminated: bool, truncated: bool) -> TurnObservation:
+        verdict = info.get("verdict")
+        return TurnObservation(
+            text=obs, turn=info["turn"], invalid_turns=info["invalid_turns"], turn_kind=info.get("turn_kind"),
+            valid=info.get("valid"), reason=info.get("reason"), is_success=info.get("is_success"),
+            verdict=None if verdict is None else verdict.reason, **self._common(episode, info, reward, terminated, truncated))
+
+
+class CountdownStepEnvironment(_CountdownEnvironment):
+    """``Countdown-v0`` over OpenEnv: a :class:`MoveAction` (action index) in, a :class:`MoveObservation` out."""
+
+    env_id = "Countdown-v0"
+    action_cls = MoveAction
+    observation_cls = MoveObservation
+
+    def _make_env(self) -> gym.Env:
+        return CountdownEnv(**self._env_kwargs)
+
+    def _native_action(self, episode: Episode, action: MoveAction) -> int:
+        n = episode.env.n_actions
+        if action.action >= n:
+            raise RequestError(f"action must be in 0..{n - 1}, got {action.action}")
+        return action.action
+
+    def _current_numbers(self, env: CountdownEnv) -> tuple:
+        return env.state
+
+    def _observation(self, episode: Episode, obs: Any, info: dict[str, Any], reward: float | None,
+                     terminated: bool, truncated: bool) -> MoveObservation:
+        return MoveObservation(
+            observation=obs.tolist(), action_mask=info["action_mask"].tolist(), dead_end=info["dead_end"],
+            is_success=info["is_success"] if terminated or truncated else None,
+            **self._common(episode, info, reward, terminated, truncated))
+
+
+ENVIRONMENTS: dict[str, type[_CountdownEnvironment]] = {
+    cls.env_id: cls for cls in (CountdownMultiTurnEnvironment, CountdownStepEnvironment)
+}
+"""The environments the server can serve, by Gymnasium id."""
+
+
+class BodyLimit:
+    """ASGI middleware: answer 413 to an HTTP request whose body is above ``limit`` bytes (read no further).
+
+    It also absorbs the ``WebSocketDisconnect`` openenv-core raises when it closes a WebSocket the client has
+    already closed (a normal end of session, which uvicorn would otherwise log as a server error).
+    """
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket":
+            with contextlib.suppress(WebSocketDisconnect):
+                await self.app(scope, receive, send)
+            return None
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or ()).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            return await self._refuse(scope, receive, send, declared)
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                return await self._refuse(scope, receive, send, None)
+            more = message.get("more_body", False)
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+        return await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: dict[str, Any], receive: Any, send: Any, declared: bytes | None) -> None:
+        bad = declared is not None and not declared.isdigit()
+        status = 400 if bad else 413
+        detail = "bad Content-Length" if bad else f"request body above the server's limit of {self.limit} bytes"
+        response = JSONResponse({"detail": detail}, status_code=status, headers={"connection": "close"})
+        await response(scope, receive, send)
+
+
+def make_app(env_id: str = "CountdownMultiTurn-v0", *, max_sessions: int = DEFAULT_MAX_SESSIONS,
+             max_episodes: int = DEFAULT_MAX_EPISODES, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+             **env_kwargs: Any) -> FastAPI:
+    """The FastAPI app serving ``env_id`` (openenv's ``create_app``) with the episode store and error answers.
+
+    ``env_kwargs`` go to the Gymnasium environment (``preset``, ``split``, ``rules``, ``max_turns``, ...);
+    one environment is built here, so bad arguments fail now with the environment's own message.
+    """
+    if env_id not in ENVIRONMENTS:
+        raise ValueError(f"unknown env_id {env_id!r}; the server serves {sorted(ENVIRONMENTS)}")
+    for name, value in (("max_sessions", max_sessions), ("max_body_bytes", max_body_bytes)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    cls = ENVIRONMENTS[env_id]
+    store = EpisodeStore(max_episodes)
+    factory = functools.partial(cls, store=store, env_kwargs=dict(env_kwargs))
+    first = factory()
+    store.new_env(first._make_env, first._template_key())  # builds the template env: bad env_kwargs fail here
+    app = create_app(factory, cls.action_cls, cls.observation_cls, env_name=env_id, max_concurrent_envs=max_sessions)
+
+    async def refuse(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestError)
+        return JSONResponse({"detail": str(exc)}, status_code=exc.status_code)
+
+    app.add_exception_handler(RequestError, refuse)
+
+    @app.get("/state/{episode_id}", response_model=CountdownState, tags=["State Management"],
+             summary="The state of an episode started over HTTP")
+    async def episode_state(episode_id: str) -> CountdownState:
+        return factory().state_of(episode_id)
+
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.state.episodes = store
+    app.state.max_body_bytes = max_body_bytes
+    return app
+
+
+@contextlib.contextmanager
+def serve_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning") -> Iterator[str]:
+    """Run ``app`` with uvicorn in a background thread of this process; yields its base URL (``port=0``: a free one).
+
+    WebSocket messages are limited to the app's ``max_body_bytes``, as ``countdown-gym serve`` does.
+    """
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    limit = getattr(app.state, "max_body_bytes", DEFAULT_MAX_BODY_BYTES)
+    server = uvicorn.Server(uvicorn.Config(app, ws_max_size=limit, log_level=log_level))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("the server thread stopped before it started (see the log above)")
+            time.sleep(0.01)
+        yield f"http://{host}:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
