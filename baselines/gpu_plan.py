@@ -227,8 +227,8 @@ def training_memory(shape: ModelShape, layout: Layout, *, weight_bytes: int, mic
     ``weight_bytes``: 4 (float32 weights) or 2 (bfloat16). AdamW keeps two moments in the weights' dtype; DeepSpeed
     keeps bf16 weights and gradients with float32 master weights and moments (12 bytes a parameter), sharded as its
     stage says. DDP adds a second copy of the gradients (its all-reduce buckets). ``vllm_share``: bytes a colocated
-    vLLM engine takes. ``generation_rows``: sequences ``generate()`` holds at once when there is no vLLM (their KV
-    cache is freed before the backward pass, so the peak takes the larger of the two).
+    vLLM engine takes. ``generation_rows``: sequences ``generate()`` holds at once (the rollouts without vLLM, the
+    validation batch); their KV cache is freed before the backward pass, so the peak takes the larger of the two.
     """
     n, p = layout.processes, shape.parameters
     out: dict[str, float] = {}
@@ -263,7 +263,7 @@ def training_memory(shape: ModelShape, layout: Layout, *, weight_bytes: int, mic
         out["CUDA context"] = CUDA_CONTEXT
     static = sum(v for k, v in out.items() if not k.startswith("activations"))
     kv = 0.0
-    if generation_rows and not vllm_share:
+    if generation_rows:
         kv = generation_rows * sequence_tokens * shape.kv_bytes_per_token(2 if layout.bf16 else weight_bytes)
         out[f"generation KV cache ({generation_rows} sequences, freed before training)"] = kv
     out["total"] = static + max(act, kv)

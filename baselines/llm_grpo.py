@@ -555,6 +555,23 @@ def grpo_config_kwargs(opts: Options, output_dir: Path | None = None, plan: RunP
     return kwargs
 
 
+def shown(key: str, value: Any) -> Any:
+    """A GRPOConfig value as a dry run prints it: enums by value, the output directory relative to the project."""
+    if key == "output_dir" and Path(value).is_relative_to(ROOT):
+        return str(Path(value).relative_to(ROOT))
+    return getattr(value, "value", value)
+
+
+def estimate_memory(opts: Options, plan: RunPlan, shape: Any) -> dict[str, float]:
+    """``gpu_plan.training_memory`` of the run: its micro-batch, and generate() holding the rollouts (without vLLM)
+    or the validation batch."""
+    from baselines import gpu_plan
+
+    rows = max(opts.eval_batch_size, 0 if opts.use_vllm else plan.per_process)
+    return gpu_plan.training_memory(shape, plan.layout, micro=plan.micro, generation_rows=rows,
+                                    **memory_args(opts, plan.layout))
+
+
 def build_grpo_config(opts: Options, output_dir: Path | None = None, plan: RunPlan | None = None, *,
                       on_this_machine: bool = True) -> Any:
     """The TRL ``GRPOConfig`` of a run (one optimizer step per generation batch; :func:`grpo_config_kwargs`).
@@ -564,10 +581,11 @@ def build_grpo_config(opts: Options, output_dir: Path | None = None, plan: RunPl
     """
     from trl import GRPOConfig
 
+    plan = plan or plan_run(opts)
     kwargs = grpo_config_kwargs(opts, output_dir, plan)
     launcher: dict[str, str] = {}
     if not on_this_machine:  # no distributed start-up either: the launcher's variables only gave the layout
-        kwargs.update(use_cpu=True, bf16=False)
+        kwargs.update(use_cpu=True, bf16=False, generation_batch_size=plan.per_process * plan.layout.processes)
         launcher = {k: os.environ.pop(k) for k in list(os.environ)
                     if k in ("WORLD_SIZE", "RANK", "LOCAL_RANK") or k.startswith(("ACCELERATE_USE_", "ACCELERATE_DEEPSPEED_"))}
     try:
@@ -739,9 +757,7 @@ def dry_run(opts: Options) -> dict[str, Any]:
     if here:
         fields = {k: getattr(config, k) for k in fields}
     fields["generation_batch_size"] = plan.micro * plan.grad_accum * plan.layout.processes
-    memory = gpu_plan.training_memory(shape, plan.layout, micro=plan.micro,
-                                      generation_rows=0 if opts.use_vllm else plan.per_process,
-                                      **memory_args(opts, plan.layout))
+    memory = estimate_memory(opts, plan, shape)
     completions = opts.prompts_per_step * opts.num_generations
     lines = [
         "llm_grpo dry run: nothing loaded, nothing written",
@@ -759,7 +775,7 @@ def dry_run(opts: Options) -> dict[str, Any]:
         f"sequences of at most {opts.max_prompt_length} + {opts.max_completion_length} tokens"
         + (f"; micro-batch budget {plan.max_tokens} tokens" if plan.max_tokens else ""),
         "GRPOConfig:",
-        *(f"  {k} = {getattr(v, 'value', v)!r}" for k, v in sorted(fields.items())),
+        *(f"  {k} = {shown(k, v)!r}" for k, v in sorted(fields.items())),
         "memory per process (estimate, baselines/gpu_plan.py):",
         *gpu_plan.format_memory(memory, plan.layout.gpu_memory),
     ]
@@ -815,6 +831,13 @@ def train(opts: Options) -> dict[str, Any]:
 
     plan = plan_run(opts)
     check_start_up(opts, plan)
+    if plan.layout.on_gpu and main_process:  # the estimate --dry-run prints, as a warning (it may be pessimistic)
+        from baselines.gpu_plan import GB
+
+        peak = estimate_memory(opts, plan, model_shape_or_exit(model_name(opts)))["total"]
+        if peak > plan.layout.gpu_memory:
+            print(f"warning: the estimated peak memory per process, {peak / GB:.1f} GB, exceeds the GPU's "
+                  f"{plan.layout.gpu_memory / GB:.1f} GB (--dry-run shows the parts)", flush=True)
     config = build_grpo_config(opts, out, plan)
     # float32 weights and optimizer state by default, as TRL loads a model id; --bf16 autocasts the compute.
     # Weights in bf16 (what from_pretrained picks for a bf16 hub config) would round away updates of lr ~1e-6.
