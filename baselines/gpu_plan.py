@@ -37,7 +37,6 @@ DEEPSPEED_BUCKETS = 2 * 5e8 * 2
 """DeepSpeed's reduce and all-gather buckets: 5e8 elements each (its defaults), 2 bytes an element."""
 CPU_MICRO_BATCH = 32
 """Completions per micro-batch on the CPU (measured: 5.5 GB -> 2.2 GB peak for the shipped model, docs/llm_grpo.md)."""
-STRATEGIES = ("single", "ddp", "zero1", "zero2", "zero3", "fsdp")
 
 
 class PlanError(ValueError):
@@ -142,12 +141,13 @@ class Layout:
 
     def describe(self) -> str:
         where = f"one GPU of {self.gpu_memory / GB:.0f} GB each" if self.on_gpu else "CPU"
-        kind = {"single": "one process", "ddp": "DDP (every process holds the whole training state)",
+        kind = {"single": "", "ddp": "DDP (every process holds the whole training state)",
                 "zero1": "DeepSpeed ZeRO-1 (optimizer state sharded)",
                 "zero2": "DeepSpeed ZeRO-2 (optimizer state and gradients sharded)",
                 "zero3": "DeepSpeed ZeRO-3", "fsdp": "FSDP"}[self.strategy]
-        return f"{self.processes} process{'es' if self.processes > 1 else ''}, {kind}, {where}, " \
-               f"{'bf16' if self.bf16 else 'float32'} compute"
+        parts = [f"{self.processes} process{'es' if self.processes > 1 else ''}", kind, where,
+                 f"{'bf16' if self.bf16 else 'float32'} compute"]
+        return ", ".join(part for part in parts if part)
 
 
 def launcher_strategy(env: dict[str, str] | None = None) -> tuple[int, str]:
