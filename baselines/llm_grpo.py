@@ -803,6 +803,8 @@ def train(opts: Options) -> dict[str, Any]:
     opts = dataclasses.replace(opts, interaction=interaction(opts))  # options.json records what ran, not "auto"
     if opts.use_vllm:
         check_vllm_available()
+    plan = plan_run(opts)
+    check_start_up(opts, plan)  # before anything is written or loaded
     torch.set_num_threads(opts.threads)
     out = run_dir(opts)
     resume_from = last_checkpoint(out) if opts.resume else None
@@ -829,8 +831,6 @@ def train(opts: Options) -> dict[str, Any]:
         (out / "options.json").write_text(json.dumps(dataclasses.asdict(opts), indent=2) + "\n")
     PartialState().wait_for_everyone()
 
-    plan = plan_run(opts)
-    check_start_up(opts, plan)
     if plan.layout.on_gpu and main_process:  # the estimate --dry-run prints, as a warning (it may be pessimistic)
         from baselines.gpu_plan import GB
 

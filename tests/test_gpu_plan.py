@@ -250,6 +250,7 @@ def test_training_checks_the_tokenizer_before_the_model_loads(tmp_path, monkeypa
     with pytest.raises(SystemExit, match="ends the assistant's turn"):
         llm_grpo.train(Options(model=str(tiny_qwen(tmp_path / "m")), interaction="single-pass", prompt_style="longproc",
                                output_dir=str(tmp_path / "run"), train_pass_rates="none"))
+    assert not (tmp_path / "run").exists()  # nothing written either
 
 
 # --- the GPU section of docs/llm_grpo.md --------------------------------------------------------------------
