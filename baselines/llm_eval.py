@@ -558,31 +558,25 @@ def parse_config(cls: type[T], argv: list[str] | None = None) -> T:
 
 
 def dry_run(cfg: EvalConfig, problems: list[Problem]) -> dict:
-    """What a run of ``cfg`` would do, from the model's config alone (no weights): settings, device, memory."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+    """What a run of ``cfg`` would do, from the model's config alone (no weights): settings, device, memory
+    (``baselines/gpu_plan.py``: weights at ``--dtype`` and the KV cache of ``--batch-size`` sequences)."""
+    import gpu_plan
 
     plan: dict[str, Any] = {"model": cfg.model, "interaction": interaction_of(cfg), "backend": cfg.backend,
                             "device": resolve_device(cfg.device), "dtype": cfg.dtype, "problems": len(problems),
                             "greedy": 1, "sampled_per_problem": cfg.k, "temperature": cfg.temperature, "top_p": cfg.top_p,
                             "max_new_tokens": cfg.max_new_tokens, "batch_size": cfg.batch_size}
     try:
-        mc = AutoConfig.from_pretrained(cfg.model)
-    except (OSError, ValueError) as exc:
-        plan["memory"] = f"unknown: the model's config could not be read here ({type(exc).__name__})"
+        shape = gpu_plan.model_shape(cfg.model)
+    except gpu_plan.PlanError as exc:
+        plan["memory"] = f"unknown: {exc}"
         return plan
-    with torch.device("meta"):
-        n = sum(p.numel() for p in AutoModelForCausalLM.from_config(mc).parameters())
-    width = torch.finfo(DTYPES[cfg.dtype]).bits // 8
-    text = getattr(mc, "text_config", mc)
-    heads = getattr(text, "num_attention_heads", 1)
-    kv_heads = getattr(text, "num_key_value_heads", None) or heads
-    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
     seq = 512 + cfg.max_new_tokens  # a prompt budget of 512 tokens
     rows = cfg.batch_size
-    kv = 2 * text.num_hidden_layers * kv_heads * head_dim * seq * rows * width
-    plan["memory"] = {"parameters": n, "weights_gib": round(n * width / 2**30, 3),
-                      "kv_cache_gib": round(kv / 2**30, 3), "kv_cache_for": f"{rows} sequences of {seq} tokens",
-                      "total_gib": round((n * width + kv) / 2**30, 3)}
+    mem = gpu_plan.generation_memory(shape, torch.finfo(DTYPES[cfg.dtype]).bits // 8, rows, seq)
+    plan["memory"] = {"parameters": shape.parameters, "config": shape.source, "weights_gb": round(mem["weights"] / gpu_plan.GB, 3),
+                      "kv_cache_gb": round(mem["kv_cache"] / gpu_plan.GB, 3), "kv_cache_for": f"{rows} sequences of {seq} tokens",
+                      "total_gb": round(mem["total"] / gpu_plan.GB, 3)}
     return plan
 
 

@@ -72,9 +72,19 @@ class Options:
     """Group size G: completions per prompt."""
     prompts_per_step: int = 16
     """Prompts per step (the generation batch is prompts_per_step * num_generations completions)."""
-    micro_batch_size: int = 32
+    micro_batch_size: int | None = None
     """Completions per forward/backward pass on each process (gradient accumulation makes up the step's batch;
-    the step is unchanged, the peak memory smaller); 0 = the whole step's completions at once."""
+    the step is unchanged, the peak memory smaller); 0 = the whole step's completions at once; unset: the most
+    that --max-tokens-per-micro-batch holds."""
+    max_tokens_per_micro_batch: int = 0
+    """Memory budget of a micro-batch in tokens (completions x (--max-prompt-length + --max-completion-length));
+    0 = derived: on a GPU, what its memory holds after the weights, gradients, optimizer state and the vLLM share
+    (baselines/gpu_plan.py, from the model's config); on the CPU, 32 completions."""
+    gpu_memory_gb: float = 0.0
+    """Memory of each GPU to plan for, in GB (0 = the visible GPU's); lets --dry-run plan a GPU run on any machine."""
+    dry_run: bool = False
+    """Load no weights: check the options, the tokenizer and the process layout, print the effective GRPOConfig,
+    the layout and the estimated memory per process, and exit 0."""
     max_completion_length: int = 192
     """Token budget of a completion."""
     max_prompt_length: int = 512
@@ -151,19 +161,6 @@ def build_parser() -> argparse.ArgumentParser:
     return dataclass_cli.build_parser(Options, description=__doc__.split("\n")[0])
 
 
-def check_critic_fits(preset: str) -> None:
-    """Exit before anything loads when the preset's problems have more numbers than the shipped critic scores."""
-    from countdown_gym.generator import PRESETS
-    from critics import load_critic
-
-    limit = load_critic().config.max_numbers
-    need = PRESETS[preset].max_numbers
-    if need > limit:
-        raise SystemExit(f"--rewards critic: the shipped critic scores states of at most {limit} numbers, but preset "
-                         f"{preset!r} has problems of up to {need}; choose another reward or a critic trained with "
-                         f"max_numbers >= {need} (python -m critics.train --preset {preset} ...)")
-
-
 def parse_options(argv: list[str] | None = None) -> Options:
     """:class:`Options` from the command line, validated."""
     opts = dataclass_cli.parse(Options, argv, description=__doc__.split("\n")[0])
@@ -189,7 +186,9 @@ def check_options(opts: Options) -> None:
         dataclass_cli.check_min(opts, 1, "steps", "prompts_per_step", "max_completion_length", "max_prompt_length", "threads", "eval_batch_size",
                                 "max_turns", "max_turn_tokens")
         dataclass_cli.check_min(opts, 0, "learning_rate", "beta", "eval_interval", "eval_problems", "eval_samples",
-                                "save_steps", "train_problems", "micro_batch_size")
+                                "save_steps", "train_problems", "max_tokens_per_micro_batch", "gpu_memory_gb")
+        if opts.micro_batch_size is not None:
+            dataclass_cli.check_min(opts, 0, "micro_batch_size")
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
     if opts.num_generations < 2:
@@ -210,6 +209,8 @@ def check_options(opts: Options) -> None:
     except ValueError as exc:
         raise SystemExit(f"--rewards: {exc}") from None
     if "critic" in parse_reward_spec(opts.rewards):
+        from baselines.compat import check_critic_fits
+
         check_critic_fits(opts.preset)
     if opts.step_credit:
         from baselines.step_credit import STEP_TERMS, split_reward_spec
@@ -406,29 +407,100 @@ def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def build_grpo_config(opts: Options, output_dir: Path | None = None) -> Any:
-    """The TRL ``GRPOConfig`` of a run (one optimizer step per generation batch)."""
+@dataclass(frozen=True)
+class RunPlan:
+    """Where and how a run computes: its process layout and the micro-batches of a step (``baselines/gpu_plan.py``)."""
+
+    layout: Any
+    """A ``gpu_plan.Layout``."""
+    per_process: int
+    """Completions each process trains on per step."""
+    micro: int
+    grad_accum: int
+    sequence_tokens: int
+    """Longest sequence of a micro-batch: the prompt and completion budgets."""
+    max_tokens: int
+    """The token budget the micro-batch was chosen from (0: set by --micro-batch-size)."""
+
+
+def plan_run(opts: Options, shape: Any = None) -> RunPlan:
+    """The :class:`RunPlan` of ``opts`` on this machine (or on ``--gpu-memory-gb`` GPUs): bf16 where the GPU has it,
+    the micro-batch from ``--micro-batch-size`` or from the memory budget (the model's config is read, ``shape``,
+    only when a GPU budget has to be derived)."""
     import torch
+
+    from baselines import gpu_plan
+
+    planned = bool(opts.gpu_memory_gb) and not torch.cuda.is_available()  # a dry run for GPUs this machine lacks
+    if planned and not opts.dry_run:
+        raise SystemExit("--gpu-memory-gb without a GPU here: it plans a GPU run only with --dry-run")
+    cuda = planned or torch.cuda.is_available()
+    supported = planned or gpu_plan.bf16_supported()  # a planned GPU is taken to be an A100/H100-class one
+    bf16 = cuda and supported if opts.bf16 is None else opts.bf16
+    if bf16 and not cuda:
+        raise SystemExit("--bf16 needs a GPU; this machine has none (use --no-bf16 or leave it on auto)")
+    try:
+        processes, strategy = gpu_plan.launcher_strategy({**os.environ, "WORLD_SIZE": str(world_size())})
+    except gpu_plan.PlanError as exc:
+        raise SystemExit(f"process layout: {exc}") from None
+    layout = gpu_plan.Layout(processes=processes, strategy=strategy, bf16=bf16,
+                             gpu_memory=gpu_plan.gpu_memory(opts.gpu_memory_gb) if cuda else None)
+    completions = opts.prompts_per_step * opts.num_generations
+    if completions % processes:
+        raise SystemExit(
+            f"prompts_per_step * num_generations = {completions} completions per step must be divisible by the "
+            f"number of processes ({processes})"
+        )
+    per_process = completions // processes
+    seq = opts.max_prompt_length + opts.max_completion_length
+    budget = 0
+    if opts.micro_batch_size is not None:
+        micro = per_process if not opts.micro_batch_size else min(opts.micro_batch_size, per_process)
+        if per_process % micro:
+            raise SystemExit(f"--micro-batch-size {opts.micro_batch_size} must divide the {per_process} completions of "
+                             "a step on each process")
+    else:
+        budget = opts.max_tokens_per_micro_batch
+        if not budget:
+            if layout.on_gpu and shape is None:
+                shape = model_shape_or_exit(model_name(opts))
+            budget = gpu_plan.tokens_budget(shape, layout, **memory_args(opts, layout)) if layout.on_gpu \
+                else gpu_plan.CPU_MICRO_BATCH * seq
+        micro = gpu_plan.micro_batch(per_process, seq, budget)
+    return RunPlan(layout=layout, per_process=per_process, micro=micro, grad_accum=per_process // micro,
+                   sequence_tokens=seq, max_tokens=budget)
+
+
+def model_shape_or_exit(name: str) -> Any:
+    """``gpu_plan.model_shape(name)``, or a one-line exit when the model's config cannot be read."""
+    from baselines import gpu_plan
+
+    try:
+        return gpu_plan.model_shape(name)
+    except gpu_plan.PlanError as exc:
+        raise SystemExit(f"--model: {exc}") from None
+
+
+def memory_args(opts: Options, layout: Any) -> dict[str, Any]:
+    """The arguments ``gpu_plan.training_memory`` / ``tokens_budget`` take from the options (the micro-batch apart)."""
+    colocated = opts.use_vllm and opts.vllm_mode == "colocate" and layout.on_gpu
+    return dict(weight_bytes=2 if opts.model_dtype == "bfloat16" else 4,
+                sequence_tokens=opts.max_prompt_length + opts.max_completion_length,
+                completion_tokens=opts.max_completion_length, gradient_checkpointing=opts.gradient_checkpointing,
+                reference_model=opts.beta > 0,
+                vllm_share=opts.vllm_gpu_memory_utilization * layout.gpu_memory if colocated else 0.0)
+
+
+def grpo_config_kwargs(opts: Options, output_dir: Path | None = None, plan: RunPlan | None = None) -> dict[str, Any]:
+    """The keyword arguments of the run's ``GRPOConfig``, micro-batched as ``plan`` says (default: :func:`plan_run`)."""
     from trl import GRPOConfig
 
     from baselines.llm_rewards import MONITORED, parse_reward_spec
 
-    cuda = torch.cuda.is_available()
-    bf16 = cuda and torch.cuda.is_bf16_supported() if opts.bf16 is None else opts.bf16
-    if bf16 and not cuda:
-        raise SystemExit("--bf16 needs a GPU; this machine has none (use --no-bf16 or leave it on auto)")
-    completions = opts.prompts_per_step * opts.num_generations
-    ws = world_size()
-    if completions % ws:
-        raise SystemExit(
-            f"prompts_per_step * num_generations = {completions} completions per step must be divisible by the "
-            f"number of processes ({ws})"
-        )
-    per_process = completions // ws
-    micro = per_process if not opts.micro_batch_size else min(opts.micro_batch_size, per_process)
-    if per_process % micro:
-        raise SystemExit(f"--micro-batch-size {opts.micro_batch_size} must divide the {per_process} completions of a step "
-                         "on each process")
+    plan = plan or plan_run(opts)
+    micro = plan.micro
+    bf16 = plan.layout.bf16
+    cuda = plan.layout.on_gpu
     weights = {**MONITORED, **parse_reward_spec(opts.rewards)}
     if opts.step_credit:  # the dense terms are credited per turn (StepCreditGRPOTrainer), not added to the scalar reward
         from baselines.step_credit import split_reward_spec
@@ -438,7 +510,7 @@ def build_grpo_config(opts: Options, output_dir: Path | None = None) -> Any:
         output_dir=str(output_dir or run_dir(opts)),
         max_steps=opts.steps,
         per_device_train_batch_size=micro,
-        gradient_accumulation_steps=per_process // micro,
+        gradient_accumulation_steps=plan.grad_accum,
         num_generations=opts.num_generations,
         max_completion_length=opts.max_completion_length,
         learning_rate=opts.learning_rate,
@@ -471,10 +543,48 @@ def build_grpo_config(opts: Options, output_dir: Path | None = None) -> Any:
     if opts.use_vllm:
         kwargs["vllm_max_model_length"] = opts.max_prompt_length + opts.max_completion_length
     kwargs.update(opts.extra)
+    return kwargs
+
+
+def shown(key: str, value: Any) -> Any:
+    """A GRPOConfig value as a dry run prints it: enums by value, the output directory relative to the project."""
+    if key == "output_dir" and Path(value).is_relative_to(ROOT):
+        return str(Path(value).relative_to(ROOT))
+    return getattr(value, "value", value)
+
+
+def estimate_memory(opts: Options, plan: RunPlan, shape: Any) -> dict[str, float]:
+    """``gpu_plan.training_memory`` of the run: its micro-batch, and generate() holding the rollouts (without vLLM)
+    or the validation batch."""
+    from baselines import gpu_plan
+
+    rows = max(opts.eval_batch_size, 0 if opts.use_vllm else plan.per_process)
+    return gpu_plan.training_memory(shape, plan.layout, micro=plan.micro, generation_rows=rows,
+                                    **memory_args(opts, plan.layout))
+
+
+def build_grpo_config(opts: Options, output_dir: Path | None = None, plan: RunPlan | None = None, *,
+                      on_this_machine: bool = True) -> Any:
+    """The TRL ``GRPOConfig`` of a run (one optimizer step per generation batch; :func:`grpo_config_kwargs`).
+
+    ``on_this_machine=False`` (a dry run planning GPUs this machine lacks): the config is built with the CPU in
+    place of the GPU, which checks every other field.
+    """
+    from trl import GRPOConfig
+
+    plan = plan or plan_run(opts)
+    kwargs = grpo_config_kwargs(opts, output_dir, plan)
+    launcher: dict[str, str] = {}
+    if not on_this_machine:  # no distributed start-up either: the launcher's variables only gave the layout
+        kwargs.update(use_cpu=True, bf16=False, generation_batch_size=plan.per_process * plan.layout.processes)
+        launcher = {k: os.environ.pop(k) for k in list(os.environ)
+                    if k in ("WORLD_SIZE", "RANK", "LOCAL_RANK") or k.startswith(("ACCELERATE_USE_", "ACCELERATE_DEEPSPEED_"))}
     try:
         return GRPOConfig(**kwargs)
     except (TypeError, ValueError) as exc:
         raise SystemExit(f"invalid GRPO configuration (check --extra and the options): {exc}") from None
+    finally:
+        os.environ.update(launcher)
 
 
 def reward_terms(opts: Options) -> dict[str, float]:
@@ -520,7 +630,7 @@ def command_line(opts: Options) -> str:
     """The shell command that repeats the run (every option that differs from its default)."""
     from countdown_gym.dataclass_cli import to_argv
 
-    return shlex.join(["python", "baselines/llm_grpo.py", *to_argv(opts, skip=("resume",))])
+    return shlex.join(["python", "baselines/llm_grpo.py", *to_argv(opts, skip=("resume", "dry_run"))])
 
 
 def _percent(value: Any) -> str:
@@ -591,8 +701,78 @@ def run_card(opts: Options, rows: list[dict[str, Any]], step: int) -> str:
 # --- main -------------------------------------------------------------------------------------
 
 
-RESUMABLE_CHANGES = ("steps", "resume", "quiet", "threads", "eval_interval", "eval_batch_size", "save_steps", "report_to", "output_dir")
-"""Options a ``--resume`` may change; any other difference from the run's ``options.json`` is an error."""
+RESUMABLE_CHANGES = ("steps", "resume", "quiet", "threads", "eval_interval", "eval_batch_size", "save_steps", "report_to",
+                     "output_dir", "micro_batch_size", "max_tokens_per_micro_batch", "gpu_memory_gb", "dry_run")
+"""Options a ``--resume`` may change (micro-batches change the memory, not the step); any other difference from the
+run's ``options.json`` is an error."""
+
+
+def read_tokenizer(name: str) -> Any:
+    """The tokenizer of ``name`` (small files, no weights); None when it cannot be read here."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(name)
+    except (OSError, ValueError):
+        return None
+
+
+def check_start_up(opts: Options, plan: RunPlan, tokenizer: Any = None) -> bool:
+    """The compatibility checks of ``baselines/compat.py`` that need more than the options: the process layout and
+    the tokenizer (read when not given). Returns whether the tokenizer was checked (a dry run for a hub model this
+    machine cannot reach goes on without it; a run stops when its model loads)."""
+    from baselines.compat import check_layout, check_tokenizer
+
+    check_layout(plan.layout.strategy)
+    tokenizer = tokenizer or read_tokenizer(model_name(opts))
+    if tokenizer is None:
+        return False
+    single_pass = interaction(opts) == "single-pass"  # multi-turn prompts are plain text: the EOS alone matters
+    check_tokenizer(tokenizer, model_name(opts), opts.prompt_style if single_pass else "compact", opts.chat_template)
+    return True
+
+
+def dry_run(opts: Options) -> dict[str, Any]:
+    """Print what a run of ``opts`` would do and need, loading nothing heavy (the model's config, its tokenizer when
+    readable): the effective GRPOConfig, the process layout, the micro-batches and the memory per process."""
+    import torch
+
+    from baselines import gpu_plan
+
+    opts = dataclasses.replace(opts, interaction=interaction(opts))
+    shape = model_shape_or_exit(model_name(opts))
+    plan = plan_run(opts, shape)
+    tokenizer_checked = check_start_up(opts, plan)
+    here = plan.layout.on_gpu == torch.cuda.is_available()
+    config = build_grpo_config(opts, run_dir(opts), plan, on_this_machine=here)  # the checks of a real run
+    fields = grpo_config_kwargs(opts, run_dir(opts), plan)
+    if here:
+        fields = {k: getattr(config, k) for k in fields}
+    fields["generation_batch_size"] = plan.micro * plan.grad_accum * plan.layout.processes
+    memory = estimate_memory(opts, plan, shape)
+    completions = opts.prompts_per_step * opts.num_generations
+    lines = [
+        "llm_grpo dry run: nothing loaded, nothing written",
+        f"model: {model_name(opts)} ({shape.parameters / 1e6:,.1f} M parameters, {shape.layers} layers, hidden "
+        f"{shape.hidden}, vocab {shape.vocab}; config from {shape.source})",
+        f"interaction: {opts.interaction}, prompt style {opts.prompt_style}, rewards {opts.rewards}, preset {opts.preset}",
+        "tokenizer: " + ("EOS and chat template checked" if tokenizer_checked else
+                         "not checked (not readable here; a run checks it before its model loads)"),
+        f"process layout: {plan.layout.describe()}",
+        "generation: " + (f"vLLM {opts.vllm_mode}" + (f", {opts.vllm_gpu_memory_utilization:.0%} of each GPU"
+                                                      if opts.vllm_mode == "colocate" else "") +
+                          f", max model length {plan.sequence_tokens}" if opts.use_vllm else "transformers generate()"),
+        f"step: {opts.prompts_per_step} prompts x {opts.num_generations} completions = {completions}; "
+        f"{plan.per_process} per process in micro-batches of {plan.micro} (gradient accumulation {plan.grad_accum}), "
+        f"sequences of at most {opts.max_prompt_length} + {opts.max_completion_length} tokens"
+        + (f"; micro-batch budget {plan.max_tokens} tokens" if plan.max_tokens else ""),
+        "GRPOConfig:",
+        *(f"  {k} = {shown(k, v)!r}" for k, v in sorted(fields.items())),
+        "memory per process (estimate, baselines/gpu_plan.py):",
+        *gpu_plan.format_memory(memory, plan.layout.gpu_memory),
+    ]
+    print("\n".join(lines), flush=True)
+    return {"plan": plan, "memory": memory, "config": fields, "shape": shape, "tokenizer_checked": tokenizer_checked}
 
 
 def train(opts: Options) -> dict[str, Any]:
@@ -616,6 +796,8 @@ def train(opts: Options) -> dict[str, Any]:
     opts = dataclasses.replace(opts, interaction=interaction(opts))  # options.json records what ran, not "auto"
     if opts.use_vllm:
         check_vllm_available()
+    plan = plan_run(opts)
+    check_start_up(opts, plan)  # before anything is written or loaded
     torch.set_num_threads(opts.threads)
     out = run_dir(opts)
     resume_from = last_checkpoint(out) if opts.resume else None
@@ -642,7 +824,14 @@ def train(opts: Options) -> dict[str, Any]:
         (out / "options.json").write_text(json.dumps(dataclasses.asdict(opts), indent=2) + "\n")
     PartialState().wait_for_everyone()
 
-    config = build_grpo_config(opts, out)
+    if plan.layout.on_gpu and main_process:  # the estimate --dry-run prints, as a warning (it may be pessimistic)
+        from baselines.gpu_plan import GB
+
+        peak = estimate_memory(opts, plan, model_shape_or_exit(model_name(opts)))["total"]
+        if peak > plan.layout.gpu_memory:
+            print(f"warning: the estimated peak memory per process, {peak / GB:.1f} GB, exceeds the GPU's "
+                  f"{plan.layout.gpu_memory / GB:.1f} GB (--dry-run shows the parts)", flush=True)
+    config = build_grpo_config(opts, out, plan)
     # float32 weights and optimizer state by default, as TRL loads a model id; --bf16 autocasts the compute.
     # Weights in bf16 (what from_pretrained picks for a bf16 hub config) would round away updates of lr ~1e-6.
     dtype = opts.model_dtype if opts.model_dtype == "auto" else getattr(torch, opts.model_dtype)
@@ -740,6 +929,9 @@ def train(opts: Options) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     opts = parse_options(argv)
+    if opts.dry_run:
+        dry_run(opts)
+        return
     t0 = time.perf_counter()
     summary = train(opts)
     if summary.get("interrupted"):

@@ -579,7 +579,7 @@ def test_llm_eval_dry_run_loads_no_weights_and_estimates_memory(tmp_path, monkey
                           "--max-new-tokens", "64", "--interaction", "single-pass", "--limit", "5"])
     mem = plan["memory"]
     assert plan["problems"] == 5 and plan["dtype"] == "bfloat16" and mem["parameters"] > 0
-    assert mem["kv_cache_gib"] == round(2 * 2 * 2 * 16 * (512 + 64) * 8 * 2 / 2**30, 3)  # layers, kv heads, head dim
+    assert mem["kv_cache_gb"] == round(2 * 2 * 2 * 16 * (512 + 64) * 8 * 2 / 1e9, 3)  # layers, kv heads, head dim
     assert '"memory"' in capsys.readouterr().out
     unknown = llm_eval.main(["--model", str(tmp_path / "nothing-here"), "--dry-run", "--interaction", "single-pass"])
     assert unknown["memory"].startswith("unknown")
