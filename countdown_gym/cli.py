@@ -10,6 +10,8 @@ USAGE = """usage: countdown-gym [--version] <command> [args]
 commands:
   leaderboard submit|score|check   leaderboard tools (see: countdown-gym leaderboard --help)
   splits [--write]                 check that the frozen splits reproduce from their spec (--write rewrites them)
+  export --format F --out DIR      the frozen splits as a Hugging Face dataset, parquet, jsonl or verl files
+  difficulty [--write]             re-measure the difficulty labels of the frozen splits (--write rewrites them)
 """
 
 
@@ -33,6 +35,14 @@ def main(argv: list[str] | None = None) -> int:
         from countdown_gym.splits import main as splits_main
 
         return splits_main(rest)
+    if command == "export":
+        from countdown_gym.export import main as export_main
+
+        return export_main(rest)
+    if command == "difficulty":
+        from countdown_gym.difficulty import main as difficulty_main
+
+        return difficulty_main(rest)
     print(f"countdown-gym: unknown command {command!r}\n{USAGE}", file=sys.stderr, end="")
     return 2
 
