@@ -103,7 +103,7 @@ def markdown(results: list[dict[str, Any]]) -> str:
     for r in results:
         kinds = [("first answer", "first")] + ([("per-sample", "per_sample")] if r["k"] > 1 else [])
         for label, key in kinds:
-            rates = [r["tiers"][t][key] / r["tiers"][t]["problems"] if r["tiers"][t]["problems"] else 0.0 for t in TIERS]
+            rates = [round(r["tiers"][t][key] / max(r["tiers"][t]["problems"], 1), 3) for t in TIERS]  # as shown
             falls = ("flat" if len(set(rates)) == 1 else
                      "yes" if all(a > b for a, b in zip(rates, rates[1:], strict=False)) else "no")
             cells = [_cell(r["tiers"][t][key], r["tiers"][t]["problems"]) for t in TIERS]
@@ -120,7 +120,7 @@ def summary(results: list[dict[str, Any]], metric: str) -> str:
     """One line: the files whose first-answer success falls strictly across the thirds (and those that do not)."""
     falls, other = [], []
     for r in results:
-        rates = [r["tiers"][t]["first"] / max(r["tiers"][t]["problems"], 1) for t in TIERS]
+        rates = [round(r["tiers"][t]["first"] / max(r["tiers"][t]["problems"], 1), 3) for t in TIERS]  # to 0.1%
         if len(set(rates)) > 1:
             (falls if all(a > b for a, b in zip(rates, rates[1:], strict=False)) else other).append(r["agent"])
     return (f"{metric}: first-answer success falls across the thirds for {len(falls)} of {len(falls) + len(other)} "

@@ -57,7 +57,7 @@ __all__ = [
 
 # difficulty labels, curriculum, reading other Countdown data (docs/difficulty.md, docs/datasets.md)
 from countdown_gym.curriculum import Curriculum  # noqa: E402
-from countdown_gym.difficulty import Difficulty, difficulty, tier  # noqa: E402
+from countdown_gym.difficulty import Difficulty, tier  # noqa: E402  (difficulty() stays in its module, not shadowing it)
 from countdown_gym.problem_files import load_problems  # noqa: E402
 
-__all__ += ["Curriculum", "Difficulty", "difficulty", "load_problems", "tier"]
+__all__ += ["Curriculum", "Difficulty", "load_problems", "tier"]

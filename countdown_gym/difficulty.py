@@ -38,7 +38,7 @@ TIER_METRIC = "search_nodes"
 TIER_THRESHOLDS: dict[str, tuple[int, int]] = {
     "longproc-0.5k": (60, 272),
     "tinyzero": (97, 859),
-    "hard": (238, 2914),
+    "hard": (486, 4838),
 }
 """Per preset ``(a, b)``: ``easy`` when ``search_nodes <= a``, ``medium`` when ``a < search_nodes <= b``, else
 ``hard``. The 1/3 and 2/3 quantiles of ``search_nodes`` on the preset's test split (printed by
@@ -56,6 +56,11 @@ LABELS_SHA256: dict[str, dict[str, str]] = {
         "train": "bb38bf9f7450ec3ad429531a7ee96b7813f0f4a98efc908ee4986dde0e501716",
         "validation": "cb228b6e3ace65b3a3db858823e9f717a1112bae090bd23455f01c03196a489c",
         "test": "aa3e23045e3b723e9ad93230ea854c33ffcb87303c77bafe9e220d8adcaedb6c",
+    },
+    "hard": {
+        "train": "350a70d2a6ed2f06143ef55a2d62f0ca73c02b37c66ae131dcc748b90094f482",
+        "validation": "9826b47d8fa5d13cb4300fdc93790e5676fe5303bd3bda94404d52f2f3c4d01b",
+        "test": "68d7806efb7814d27e180bb52284f83f0d010f8d8969ca3e70246f71cbec42d2",
     },
 }
 """SHA-256 of each shipped labels file (printed by ``countdown-gym difficulty --write``)."""

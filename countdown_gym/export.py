@@ -88,10 +88,14 @@ def _size_category(n: int) -> str:
     return "100K<n<1M"
 
 
-def dataset_card(fmt: str, counts: dict[str, dict[str, int]]) -> str:
-    """The ``README.md`` of an export: Hub YAML metadata (configs, features, sizes), then what the data is."""
+def dataset_card(fmt: str, sizes: dict[str, dict[str, tuple[int, int]]]) -> str:
+    """The ``README.md`` of an export: Hub YAML metadata (configs, features, sizes), then what the data is.
+
+    ``sizes[preset][split]`` is ``(rows, bytes)``.
+    """
     from countdown_gym import __version__
 
+    counts = {p: {s: n for s, (n, _) in splits.items()} for p, splits in sizes.items()}
     total = sum(sum(c.values()) for c in counts.values())
     lines = ["---", "license: mit", "language:", "- en", "pretty_name: Countdown (countdown-gym frozen splits)",
              "task_categories:", "- text-generation", "tags:", "- countdown", "- reasoning", "- math",
@@ -104,7 +108,7 @@ def dataset_card(fmt: str, counts: dict[str, dict[str, int]]) -> str:
             if k == 0:
                 lines.append("  default: true")
     lines.append("dataset_info:")
-    for preset, splits in counts.items():
+    for preset in counts:
         lines += [f"- config_name: {preset}", "  features:"]
         for name, feature in _features().items():
             dtype = getattr(feature, "dtype", None)
@@ -113,10 +117,10 @@ def dataset_card(fmt: str, counts: dict[str, dict[str, int]]) -> str:
             else:
                 lines += [f"  - name: {name}", f"    dtype: {dtype}"]
         lines.append("  splits:")
-        lines += [f"  - name: {s}\n    num_examples: {n}" for s, n in splits.items()]
+        lines += [f"  - name: {s}\n    num_bytes: {b}\n    num_examples: {n}" for s, (n, b) in sizes[preset].items()]
     lines.append("---")
     table = "\n".join(f"| `{c}` | {meaning} |" for c, meaning in COLUMNS.items())
-    sizes = "\n".join(
+    size_rows = "\n".join(
         f"| `{preset}` | " + " | ".join(str(splits.get(s, "-")) for s in SPLITS)
         + " | a = {}, b = {} |".format(*TIER_THRESHOLDS[preset])
         for preset, splits in counts.items()
@@ -155,7 +159,7 @@ verify(problem, "<answer>" + row["solution"] + "</answer>").correct   # True
 
 | preset | train | validation | test | tier cut points on `{TIER_METRIC}` (easy <= a, medium <= b) |
 | --- | ---: | ---: | ---: | --- |
-{sizes}
+{size_rows}
 
 ## Columns
 
@@ -192,23 +196,25 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
 
         return [p for preset in presets for p in verl_export(preset, splits, prompt_style, out, interaction=interaction)]
     paths: list[Path] = []
-    counts: dict[str, dict[str, int]] = {}
+    sizes: dict[str, dict[str, tuple[int, int]]] = {}
     features = _features() if fmt in ("hf", "parquet") else None
     for preset in tqdm(presets, desc="presets", leave=False):
         tables = {}
-        counts[preset] = {}
+        sizes[preset] = {}
         for split in splits:
             rows = split_rows(preset, split)
-            counts[preset][split] = len(rows)
             (out / preset).mkdir(parents=True, exist_ok=True)
             if fmt == "jsonl":
                 path = out / preset / f"{split}.jsonl"
-                path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows), encoding="utf-8")
+                data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode("utf-8")
+                path.write_bytes(data)
+                sizes[preset][split] = (len(rows), len(data))
                 paths.append(path)
                 continue
             from datasets import Dataset
 
             tables[split] = Dataset.from_list(rows, features=features, split=split)
+            sizes[preset][split] = (len(rows), tables[split].data.nbytes)
             if fmt == "parquet":
                 path = out / preset / f"{split}.parquet"
                 tables[split].to_parquet(str(path))
@@ -219,7 +225,7 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
             DatasetDict(tables).save_to_disk(str(out / preset))
             paths.append(out / preset)
     card = out / "README.md"
-    card.write_text(dataset_card(fmt, counts), encoding="utf-8")
+    card.write_text(dataset_card(fmt, sizes), encoding="utf-8")
     paths.append(card)
     return paths
 

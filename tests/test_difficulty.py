@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+import countdown_gym.difficulty as difficulty_mod
 from countdown_gym import Problem, Rules, count_solutions, load_split, search_nodes, verify
-from countdown_gym import difficulty as difficulty_mod
 from countdown_gym.difficulty import (
     LABELS_SHA256,
     TIER_THRESHOLDS,
@@ -116,7 +116,7 @@ def test_tier_of_a_difficulty_and_of_a_problem_without_preset():
     d = Difficulty(1, lo, None, 0, 1, 1, "x")
     assert tier(d) == "easy" and tier(Difficulty(1, lo + 1, None, 0, 1, 1, "x")) == "medium"
     assert tier(Difficulty(1, hi + 1, None, 0, 1, 1, "x")) == "hard"
-    assert tier(Difficulty(1, hi + 1, None, 0, 1, 1, "x"), "hard") == "medium"  # the hard preset's own cut points
+    assert tier(Difficulty(1, hi + 1, None, 0, 1, 1, "x"), "hard") == "easy"  # the hard preset's own cut points
     assert tier(Problem((3, 4), 7, Rules.longproc())) == "easy"
     with pytest.raises(TypeError):
         tier("easy")  # type: ignore[arg-type]
