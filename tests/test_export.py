@@ -57,6 +57,8 @@ def test_parquet_export_loads_with_load_dataset(tmp_path):
     path = tmp_path / "out" / "tinyzero" / "test.parquet"
     ds = datasets.load_dataset("parquet", data_files={"test": str(path)}, cache_dir=str(tmp_path / "cache"))["test"]
     assert len(ds) == 500 and ds[3]["id"] == "tinyzero/test/3"
+    by_config = datasets.load_dataset(str(tmp_path / "out"), "tinyzero", cache_dir=str(tmp_path / "cache2"))  # the card's configs
+    assert len(by_config["test"]) == 500
     meta = _card_yaml(tmp_path / "out" / "README.md")
     assert meta["configs"] == [{"config_name": "tinyzero", "data_files": [{"split": "test", "path": "tinyzero/test.parquet"}],
                                 "default": True}]
