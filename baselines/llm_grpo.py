@@ -137,6 +137,9 @@ class Options:
     every problem; ``none``: every problem."""
     min_pass_rate: float = 0.0
     max_pass_rate: float = 1.0
+    curriculum: str = "none"
+    """none | staged: order the training prompts by difficulty tier, easy for the first third of the run, easy and
+    medium for the second, all tiers for the last (countdown_gym.curriculum.Curriculum.staged, docs/difficulty.md)."""
     clipo_lambda: float = 0.2
     clipo_warmup_steps: int = 0
     step_credit: bool = False
@@ -181,7 +184,8 @@ def check_options(opts: Options) -> None:
         dataclass_cli.check_choice(opts, "interaction", INTERACTIONS)
         styles = TURN_PROMPT_STYLES if interaction(opts) == "multi-turn" else PROMPT_STYLES
         for name, allowed in (("prompt_style", styles), ("preset", sorted(SPLIT_SPEC)), ("vllm_mode", ("colocate", "server")),
-                              ("model_dtype", MODEL_DTYPES), ("loss_type", LOSS_TYPES), ("scale_rewards", SCALE_REWARDS)):
+                              ("model_dtype", MODEL_DTYPES), ("loss_type", LOSS_TYPES), ("scale_rewards", SCALE_REWARDS),
+                              ("curriculum", ("none", "staged"))):
             dataclass_cli.check_choice(opts, name, allowed)
         dataclass_cli.check_min(opts, 1, "steps", "prompts_per_step", "max_completion_length", "max_prompt_length", "threads", "eval_batch_size",
                                 "max_turns", "max_turn_tokens")
@@ -522,6 +526,7 @@ def grpo_config_kwargs(opts: Options, output_dir: Path | None = None, plan: RunP
         reward_weights=[weights[name] for name in weights],
         seed=opts.seed,
         data_seed=opts.seed,
+        shuffle_dataset=opts.curriculum == "none",
         logging_steps=1,
         save_strategy="steps" if opts.save_steps else "no",
         save_steps=opts.save_steps or opts.steps,
@@ -842,6 +847,14 @@ def train(opts: Options) -> dict[str, Any]:
         train_problems = filter_by_pass_rate(train_problems, rates_file, opts.min_pass_rate, opts.max_pass_rate)
     if opts.train_problems:
         train_problems = train_problems[: opts.train_problems]
+    if opts.curriculum == "staged":  # the prompts in schedule order; build_grpo_config turns the shuffling off
+        from countdown_gym.curriculum import Curriculum
+
+        draws = opts.steps * opts.prompts_per_step
+        try:
+            train_problems = Curriculum.staged(draws, train_problems).sequence(draws, seed=opts.seed)
+        except ValueError as exc:
+            raise SystemExit(f"--curriculum staged: {exc}") from None
     if not opts.quiet:
         kept = f" with a pass rate in ({opts.min_pass_rate}, {opts.max_pass_rate}) in {rates_file}" if rates_file else ""
         print(f"training on {len(train_problems)} problems{kept}", flush=True)

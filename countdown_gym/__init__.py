@@ -71,3 +71,10 @@ __all__ = [
     "split_sha256",
     "verify",
 ]
+
+# difficulty labels, curriculum, reading other Countdown data (docs/difficulty.md, docs/datasets.md)
+from countdown_gym.curriculum import Curriculum  # noqa: E402
+from countdown_gym.difficulty import Difficulty, tier  # noqa: E402  (difficulty() stays in its module, not shadowing it)
+from countdown_gym.problem_files import load_problems  # noqa: E402
+
+__all__ += ["Curriculum", "Difficulty", "load_problems", "tier"]

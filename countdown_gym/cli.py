@@ -14,6 +14,8 @@ commands:
   splits [--write]                 check that the frozen splits reproduce from their spec (--write rewrites them)
   audit REWARD_FN                  how often a reward function accepts the shipped reward hacks
   serve [--env ID] [--port N]      an OpenEnv server of CountdownMultiTurn-v0 / Countdown-v0 (needs the openenv extra)
+  export --format F --out DIR      the frozen splits as a Hugging Face dataset, parquet, jsonl or verl files
+  difficulty [--write]             re-measure the difficulty labels of the frozen splits (--write rewrites them)
 
 Every command: `countdown-gym <command> --help`; exit codes 0 success, 1 failure, 2 usage error.
 """
@@ -54,6 +56,14 @@ def main(argv: list[str] | None = None) -> int:
         from countdown_gym.integrations.openenv_serve import main as serve_main
 
         return serve_main(rest)
+    if command == "export":
+        from countdown_gym.export import main as export_main
+
+        return export_main(rest)
+    if command == "difficulty":
+        from countdown_gym.difficulty import main as difficulty_main
+
+        return difficulty_main(rest)
     print(f"{USAGE}countdown-gym: error: unknown command {command!r}", file=sys.stderr)
     return 2
 

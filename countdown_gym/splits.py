@@ -116,13 +116,21 @@ def _load(preset: str, split: str) -> tuple[Problem, ...]:
         return tuple(dataclasses.replace(Problem.from_dict(json.loads(line)), rules=rules) for line in f if line.strip())
 
 
-def load_split(preset: str, split: str) -> list[Problem]:
-    """The frozen ``split`` of ``preset`` (checked against its SHA-256), under :data:`SPLIT_RULES`.
+def load_split(preset: str, split: str, tier: str | None = None) -> list[Problem]:
+    """The frozen ``split`` of ``preset`` (checked against its SHA-256), under :data:`SPLIT_RULES`; with ``tier``, only its problems of that
+    difficulty tier (``"easy"``, ``"medium"``, ``"hard"``: :mod:`countdown_gym.difficulty`), in split order.
 
     Example:
         >>> test = load_split("longproc-0.5k", "test")
+        >>> easy = load_split("longproc-0.5k", "test", tier="easy")
     """
-    return list(_load(preset, split))
+    problems = list(_load(preset, split))
+    if tier is None:
+        return problems
+    from countdown_gym.difficulty import check_tier, split_tiers
+
+    check_tier(tier)
+    return [p for p, t in zip(problems, split_tiers(preset, split), strict=True) if t == tier]
 
 
 def tampered_files() -> list[str]:

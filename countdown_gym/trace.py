@@ -19,6 +19,7 @@ search stands on after that line (the seed authors' annotation).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -181,19 +182,28 @@ def dfs_trace(problem: Problem, rules: Rules | None = None, current_state: bool 
     return "# Search Procedure\n" + "\n".join(s.lines) + "\n\n" + _solution_block(s.path)
 
 
-def search_nodes(problem: Problem, rules: Rules | None = None) -> int:
-    """How many moves the reference DFS tries before it finds the target (its ``Try`` lines)."""
+Visit = Callable[[int, list[Number], list[Number]], None]
+"""``visit(depth, state, next_state)``: called for every legal move the reference DFS makes."""
+
+
+def search_nodes(problem: Problem, rules: Rules | None = None, visit: Visit | None = None) -> int:
+    """How many moves the reference DFS tries before it finds the target (its ``Try`` lines).
+
+    ``visit(depth, state, next_state)``, when given, is called for every legal move the search makes,
+    in its order (``depth`` = moves already made on the current path; ``next_state`` = ``[result] + rest``).
+    """
     rules = rules or problem.rules
     nums: list[Number] = list(problem.numbers)
     if not rules.use_all and problem.target in nums:
         return 0
     counter = [0]
     if len(nums) > 1:
-        _count_tries(nums, problem.target, rules, counter)
+        _count_tries(nums, problem.target, rules, counter, visit)
     return counter[0]
 
 
-def _count_tries(nums: list[Number], target: int, rules: Rules, counter: list[int]) -> bool:
+def _count_tries(nums: list[Number], target: int, rules: Rules, counter: list[int], visit: Visit | None = None,
+                 depth: int = 0) -> bool:
     """The search of :class:`_Search` without writing lines: counts ``Try`` lines in ``counter``."""
     check = rules.check
     for a, b, left in _pairs(nums):
@@ -204,13 +214,15 @@ def _count_tries(nums: list[Number], target: int, rules: Rules, counter: list[in
             result, _ = check(x, op, y)
             if result is None:
                 continue
+            if visit is not None:
+                visit(depth, nums, [result] + left)
             if not left:
                 if result == target:
                     return True
                 continue
             if not rules.use_all and result == target:
                 return True
-            if _count_tries([result] + left, target, rules, counter):
+            if _count_tries([result] + left, target, rules, counter, visit, depth + 1):
                 return True
     return False
 

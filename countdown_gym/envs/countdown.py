@@ -11,6 +11,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from countdown_gym.curriculum import Curriculum
 from countdown_gym.envs.problem_source import ProblemLike, ProblemSource, make_problem_source
 from countdown_gym.generator import GeneratorConfig
 from countdown_gym.problem import Problem
@@ -331,6 +332,8 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
     * ``preset``, ``config``, ``rules``, ``split``, ``problems``: where problems come from
       (default: the ``longproc-0.5k`` train split); see
       :mod:`countdown_gym.envs.problem_source` for the resolution rules.
+    * ``curriculum``: a :class:`~countdown_gym.curriculum.Curriculum` instead (problems drawn tier by tier; each
+      finished episode is reported back to it).
     * ``max_numbers``: slot count ``M`` (default: the source's largest problem).
     * ``max_steps``: truncate after this many moves (default ``None``: no limit needed).
     * ``invalid_action``: ``"penalty"`` (default: a masked action terminates the episode with
@@ -367,6 +370,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         split: str | None = None,
         problems: list[ProblemLike] | None = None,
         *,
+        curriculum: Curriculum | None = None,
         max_numbers: int | None = None,
         max_steps: int | None = None,
         invalid_action: str = "penalty",
@@ -375,7 +379,8 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         render_mode: str | None = None,
     ) -> None:
         self.source: ProblemSource = make_problem_source(
-            preset=preset, config=config, rules=rules, split=split, problems=problems, max_numbers=max_numbers
+            preset=preset, config=config, rules=rules, split=split, problems=problems, max_numbers=max_numbers,
+            curriculum=curriculum,
         )
         self.rules: Rules = self.source.rules
         self.max_numbers: int = self.source.max_numbers
@@ -472,7 +477,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         generated sources draw directly.
         """
         pool = self.source.pool
-        if pool is None:
+        if pool is None or self.source.curriculum is not None:
             return self.source.sample(self.np_random)
         rng = self.np_random
         if not self._uniforms or self._uniforms_rng is not rng:  # a new generator (e.g. env.np_random = ...) refills
@@ -533,6 +538,8 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
             "is_success": won,
             "dead_end": dead_end,
         }
+        if self._done:
+            self.source.episode_end(self.problem, won)
         if self._human:
             self.render()
         return obs, reward, terminated, truncated, step_info
@@ -557,6 +564,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
                 "Take an action whose action_mask entry is 1, or create the env with invalid_action='penalty'."
             )
         self._done = True
+        self.source.episode_end(self.problem, False)
         self._history.append((x, op, y, None))
         self._last_reward = self.invalid_penalty
         transition = {

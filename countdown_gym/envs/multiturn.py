@@ -12,6 +12,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
+from countdown_gym.curriculum import Curriculum
 from countdown_gym.envs.problem_source import ProblemLike, make_problem_source
 from countdown_gym.generator import GeneratorConfig
 from countdown_gym.problem import Problem
@@ -62,7 +63,8 @@ class CountdownMultiTurnEnv(gym.Env):
 
     ## Arguments
     * ``preset``, ``split``, ``config``, ``problems``, ``rules``: the problem source
-      (:mod:`countdown_gym.envs.problem_source`).
+      (:mod:`countdown_gym.envs.problem_source`); or ``curriculum``, a
+      :class:`~countdown_gym.curriculum.Curriculum` (each finished episode is reported back to it).
     * ``max_turns`` (16): the turn budget; ``max_turn_chars`` (200).
     * ``prompt``: ``"compact"`` (default, the embedded model's) or ``"instruct"``.
     * ``render_mode``: ``"ansi"`` (``render()`` returns :meth:`transcript`, the conversation exactly as a
@@ -85,6 +87,7 @@ class CountdownMultiTurnEnv(gym.Env):
         config: GeneratorConfig | None = None,
         problems: Sequence[ProblemLike] | None = None,
         rules: Rules | str | None = None,
+        curriculum: Curriculum | None = None,
         max_turns: int = DEFAULT_MAX_TURNS,
         max_turn_chars: int = 200,
         max_prompt_chars: int = 4096,
@@ -98,7 +101,8 @@ class CountdownMultiTurnEnv(gym.Env):
             raise ValueError(f"prompt must be one of {list(TURN_PROMPT_STYLES)}, got {prompt!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
-        self.source = make_problem_source(preset=preset, config=config, rules=rules, split=split, problems=problems)
+        self.source = make_problem_source(preset=preset, config=config, rules=rules, split=split, problems=problems,
+                                          curriculum=curriculum)
         self.rules = self.source.rules
         self.max_turns, self.max_turn_chars, self.max_prompt_chars = max_turns, max_turn_chars, max_prompt_chars
         self.prompt_style = prompt
@@ -136,7 +140,10 @@ class CountdownMultiTurnEnv(gym.Env):
         self.conversation += [("agent", action), ("env", res.reply)]
         if self.render_mode == "human":
             print(f"> {action}\n{res.reply}")
-        return sanitize(res.reply), res.reward, res.terminated, res.truncated, self._info(res)
+        info = self._info(res)
+        if res.terminated or res.truncated:
+            self.source.episode_end(self.problem, bool(info.get("is_success")))
+        return sanitize(res.reply), res.reward, res.terminated, res.truncated, info
 
     def _info(self, res: TurnResult | None) -> dict[str, Any]:
         ep = self.episode

@@ -21,6 +21,10 @@ How the arguments resolve (at most one of ``problems`` / ``config`` / ``preset``
   - ``"validation"`` / ``"test"``: that frozen split;
   - ``"generate"``: fresh problems from the preset's generator, as with ``config``.
 
+``curriculum=Curriculum(...)`` (:mod:`countdown_gym.curriculum`, alone, or with ``rules`` / ``max_numbers``):
+the curriculum's pool, drawn tier by tier as it decides; each environment reports every finished episode
+back through :meth:`ProblemSource.episode_end`, which an adaptive curriculum learns from.
+
 ``rules`` (a :class:`~countdown_gym.Rules` or a preset name) sets the rules of the game. With
 ``None`` the problems' own rules apply (a fixed list must then agree on one rules value; plain
 ``(numbers, target)`` pairs get LongProc's rules). Given explicitly, it replaces the rules of
@@ -44,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from countdown_gym.curriculum import Curriculum
 from countdown_gym.generator import PRESETS, GeneratorConfig, iter_problems
 from countdown_gym.problem import Problem
 from countdown_gym.rules import Rules
@@ -147,6 +152,7 @@ class ProblemSource:
         pool: The problems to draw from uniformly (fixed list or frozen split), else ``None``.
         config: The generator config when problems are generated, else ``None``.
         description: A short human-readable label (``"longproc-0.5k/train"``, ...).
+        curriculum: The curriculum that picks from ``pool`` (its problems in its order), else ``None``.
     """
 
     rules: Rules
@@ -154,9 +160,12 @@ class ProblemSource:
     pool: tuple[Problem, ...] | None = None
     config: GeneratorConfig | None = None
     description: str = ""
+    curriculum: Curriculum | None = None
 
     def sample(self, rng: np.random.Generator) -> Problem:
         """One problem, drawn with the caller's generator (deterministic given its state)."""
+        if self.curriculum is not None:
+            return self.pool[self.curriculum.sample_index(rng)]
         if self.pool is not None:
             return self.pool[int(rng.integers(len(self.pool)))]
         assert self.config is not None
@@ -167,7 +176,14 @@ class ProblemSource:
         """``n`` pool indices in one draw (pool sources only; used by the batched env)."""
         if self.pool is None:
             raise ValueError("sample_indices needs a pool source (fixed problems or a frozen split)")
+        if self.curriculum is not None:
+            return self.curriculum.sample_indices(rng, n)
         return rng.integers(len(self.pool), size=n)
+
+    def episode_end(self, problem: Problem | None, success: bool) -> None:
+        """An environment reports a finished episode (what an adaptive curriculum learns from; else nothing)."""
+        if self.curriculum is not None and problem is not None:
+            self.curriculum.update(problem, success)
 
     def reset_option(self, options: Mapping[str, Any] | None) -> Problem | None:
         """The problem ``reset(options=...)`` asks for (coerced), or ``None`` to draw one; a ``ValueError`` for
@@ -253,6 +269,7 @@ def make_problem_source(
     split: str | None = None,
     problems: Iterable[ProblemLike] | None = None,
     max_numbers: int | None = None,
+    curriculum: Curriculum | None = None,
 ) -> ProblemSource:
     """Resolve an environment's problem arguments (see the module docstring).
 
@@ -263,6 +280,8 @@ def make_problem_source(
         >>> src.max_numbers, len(src.pool)
         (4, 1000)
     """
+    if curriculum is not None:
+        return _curriculum_source(curriculum, preset, config, rules, split, problems, max_numbers)
     if problems is None:
         try:
             return _cached_source(preset, config, rules, split, max_numbers)
@@ -313,6 +332,23 @@ def _resolve(
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; choose one of {SPLITS + (GENERATE,)}")
     return _pool_source(load_split(preset, split), rules_value, max_numbers, f"{preset}/{split}", drop_solved=True)
+
+
+def _curriculum_source(
+    curriculum: Curriculum,
+    preset: str | None,
+    config: GeneratorConfig | None,
+    rules: Rules | str | None,
+    split: str | None,
+    problems: Iterable[ProblemLike] | None,
+    max_numbers: int | None,
+) -> ProblemSource:
+    if not isinstance(curriculum, Curriculum):
+        raise ValueError(f"curriculum must be a countdown_gym.curriculum.Curriculum, got {type(curriculum).__name__}")
+    if preset is not None or config is not None or split is not None or problems is not None:
+        raise ValueError("pass either curriculum=... or preset/config/split/problems, not both (the curriculum holds its problems)")
+    source = _pool_source(curriculum.problems, resolve_rules(rules), max_numbers, curriculum.description)
+    return dataclasses.replace(source, curriculum=curriculum)
 
 
 def _generated_source(config: GeneratorConfig, rules: Rules | None, max_numbers: int | None) -> ProblemSource:

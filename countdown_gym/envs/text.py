@@ -22,6 +22,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from countdown_gym.curriculum import Curriculum
 from countdown_gym.envs.problem_source import ProblemLike, make_problem_source
 from countdown_gym.generator import GeneratorConfig
 from countdown_gym.problem import Problem
@@ -756,7 +757,8 @@ class CountdownTextEnv(gym.Env):
     tracked number set), ``problem``, ``prompt_style``; at the end ``verdict`` and ``is_success``.
 
     ## Arguments
-    * ``preset``, ``split``, ``config``, ``problems``, ``rules``: the problem source.
+    * ``preset``, ``split``, ``config``, ``problems``, ``rules``: the problem source; or ``curriculum``, a
+      :class:`~countdown_gym.curriculum.Curriculum` (each finished episode is reported back to it).
     * ``prompt``: ``"longproc"`` (default), ``"tinyzero"`` or ``"compact"``;
       ``prompt_kwargs``: options of the LongProc prompt (``current_state``, ``example``).
     * ``action_mode``: ``"line"``, ``"token_str"`` or ``"token"``; ``tokenizer``: any Hugging
@@ -777,6 +779,7 @@ class CountdownTextEnv(gym.Env):
         config: GeneratorConfig | None = None,
         problems: Sequence[ProblemLike] | None = None,
         rules: Rules | str | None = None,
+        curriculum: Curriculum | None = None,
         prompt: str = "longproc",
         prompt_kwargs: dict[str, Any] | None = None,
         action_mode: str = "line",
@@ -817,7 +820,8 @@ class CountdownTextEnv(gym.Env):
         example = (prompt_kwargs or {}).get("example")
         if example is not None and not isinstance(example, Problem):
             raise ValueError(f"prompt_kwargs['example'] must be a Problem, got {type(example).__name__} {example!r:.80}")
-        self.source = make_problem_source(preset=preset, config=config, rules=rules, split=split, problems=problems)
+        self.source = make_problem_source(preset=preset, config=config, rules=rules, split=split, problems=problems,
+                                          curriculum=curriculum)
         self.rules = self.source.rules
         self.prompt_style = prompt
         self.prompt_kwargs = dict(prompt_kwargs or {})
@@ -897,6 +901,8 @@ class CountdownTextEnv(gym.Env):
         else:
             self._obs_completion += sanitize(text)
         obs, info = self._obs(), self._info(res)
+        if self.episode.done:
+            self.source.episode_end(self.episode.problem, bool(info.get("is_success")))
         if self.render_mode == "human":  # each step prints the lines it completed
             for c in res.lines:
                 print(_render_line(c.line_no, c.text, None if c.valid else c.reason))

@@ -10,6 +10,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from countdown_gym.curriculum import Curriculum
 from countdown_gym.envs.countdown import (
     InvalidActionError,
     action_table,
@@ -123,6 +124,7 @@ class CountdownVectorEnv(VectorEnv):
         split: str | None = None,
         problems: list[ProblemLike] | None = None,
         *,
+        curriculum: Curriculum | None = None,
         max_numbers: int | None = None,
         max_steps: int | None = None,
         max_episode_steps: int | None = None,
@@ -136,7 +138,8 @@ class CountdownVectorEnv(VectorEnv):
             raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
         self.num_envs = int(num_envs)
         self.source = make_problem_source(
-            preset=preset, config=config, rules=rules, split=split, problems=problems, max_numbers=max_numbers
+            preset=preset, config=config, rules=rules, split=split, problems=problems, max_numbers=max_numbers,
+            curriculum=curriculum,
         )
         self.rules: Rules = self.source.rules
         if not self.rules.integer_only:
@@ -241,6 +244,12 @@ class CountdownVectorEnv(VectorEnv):
         else:
             self._load(rows, [self.source.sample(self.np_random) for _ in rows])
         self._steps[rows] = 0
+
+    def _report(self, rows: np.ndarray, won: np.ndarray) -> None:
+        """Tell a curriculum source how the episodes of ``rows`` (about to be redrawn) ended."""
+        if self.source.curriculum is not None:
+            for r in rows.tolist():
+                self.source.episode_end(self._problems[r], bool(won[r]))
 
     def current_problems(self) -> list[Problem]:
         """The problem each env is playing."""
@@ -412,6 +421,7 @@ class CountdownVectorEnv(VectorEnv):
         obs = self._observe()  # the last observation of envs whose episode ends now
         first = np.flatnonzero(over)
         if len(first):
+            self._report(first, won)
             self._draw(first)
         self._legal = self._legality(self._vals, self._count)
         dead_end = ~over & ~self._legal.any(axis=1)
@@ -423,6 +433,7 @@ class CountdownVectorEnv(VectorEnv):
             truncated = np.zeros(self.num_envs, dtype=bool)
             second = np.flatnonzero(dead_end)
         if len(second):
+            self._report(second, won)
             self._draw(second)
             self._legal[second] = self._legality(self._vals[second], self._count[second])
         done = terminated | truncated

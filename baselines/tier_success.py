@@ -1,0 +1,188 @@
+"""Success per difficulty tier of leaderboard submissions (or ``llm_eval.py`` completion files), re-verified.
+
+    python baselines/tier_success.py --submissions leaderboard/submissions/*.longproc-0.5k.test.jsonl \
+        --out docs/results/difficulty_tiers.md --plot docs/results/difficulty_tiers.png
+
+Every answer is re-verified with ``countdown_gym.verify`` (through the leaderboard's ``score_answer``; a file's
+claimed numbers are never used) and grouped by the problem's tier (``countdown_gym.difficulty.tier``). Per file
+and tier: the first answer's success (greedy for ``llm_eval.py`` files) and, when the file has several answers per
+problem, the mean success of all of them (per-sample), each with its binomial standard error over problems.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from countdown_gym import dataclass_cli  # noqa: E402
+from countdown_gym.difficulty import TIER_METRIC, TIER_THRESHOLDS, TIERS, tier  # noqa: E402
+
+
+@dataclass
+class Options:
+    """Success per difficulty tier of submission files, re-verified."""
+
+    submissions: list[str] = field(default_factory=list)
+    """Submission / completion JSONL files (``countdown-gym-submission`` format), separate or comma-separated."""
+    out: str = ""
+    """Also write the Markdown table here."""
+    plot: str = ""
+    """Also draw a bar chart (first-answer success per tier and file) here (PNG)."""
+    metric: str = "tier"
+    """``tier``: the package's tiers; or one label (search_nodes, num_solutions, wrong_moves, first_wrong_depth,
+    good_first_share) to cut the file's problems into thirds by rank on it instead (harder third last), to compare
+    labels."""
+    summary: bool = False
+    """Print only, per file, whether its first-answer success falls across the thirds (for --metric comparisons)."""
+    progress: bool = True
+
+
+METRICS: dict[str, Any] = {
+    "search_nodes": lambda d: d.search_nodes,
+    "num_solutions": lambda d: -d.num_solutions,
+    "wrong_moves": lambda d: d.wrong_moves,
+    "first_wrong_depth": lambda d: -(d.first_wrong_depth if d.first_wrong_depth is not None else 99),
+    "good_first_share": lambda d: -d.good_first_moves / max(d.legal_first_moves, 1),
+}
+"""Larger = harder, for ``--metric`` (no first wrong move counts as the easiest)."""
+
+
+def _rank_thirds(problems: list[Any], metric: str) -> dict[str, str]:
+    from countdown_gym.difficulty import difficulty
+
+    key = METRICS[metric]
+    order = sorted(range(len(problems)), key=lambda k: key(difficulty(problems[k])))
+    n = len(order)
+    return {problems[k].id: TIERS[min(3 * r // n, 2)] for r, k in enumerate(order)}
+
+
+def tier_scores(path: str | Path, metric: str = "tier") -> dict[str, Any]:
+    """Per tier: problems, first-answer successes and mean per-sample success of one submission file (``metric``:
+    see :class:`Options`)."""
+    from countdown_gym.leaderboard.score import score_answer
+    from countdown_gym.leaderboard.submission import read_submission
+
+    sub = read_submission(path)
+    out: dict[str, Any] = {"agent": sub.header.get("agent", Path(path).stem), "preset": sub.preset, "split": sub.split,
+                           "k": max(len(pa.texts) for pa in sub.answers), "tiers": {}}
+    for t in TIERS:
+        out["tiers"][t] = {"problems": 0, "first": 0, "per_sample": 0.0}
+    thirds = None if metric == "tier" else _rank_thirds([pa.problem for pa in sub.answers], metric)
+    for pa in sub.answers:
+        seen: dict[str, bool] = {}
+        results = []
+        for text in pa.texts:
+            if text not in seen:
+                seen[text] = score_answer(pa.problem, text).correct
+            results.append(seen[text])
+        row = out["tiers"][tier(pa.problem, sub.preset) if thirds is None else thirds[pa.problem.id]]
+        row["problems"] += 1
+        row["first"] += results[0]
+        row["per_sample"] += sum(results) / len(results)
+    return out
+
+
+def _cell(successes: float, n: int) -> str:
+    if not n:
+        return "-"
+    p = successes / n
+    return f"{p:.1%} ± {math.sqrt(p * (1 - p) / n):.1%}"
+
+
+def markdown(results: list[dict[str, Any]]) -> str:
+    """The table: one row per file (first answer, and per-sample when a file has several answers per problem)."""
+    lines = ["| agent | preset / split | answers per problem | measure | " + " | ".join(TIERS) + " | falls easy -> hard |",
+             "| --- | --- | ---: | --- | " + " | ".join("---:" for _ in TIERS) + " | --- |"]
+    for r in results:
+        kinds = [("first answer", "first")] + ([("per-sample", "per_sample")] if r["k"] > 1 else [])
+        for label, key in kinds:
+            rates = [round(r["tiers"][t][key] / max(r["tiers"][t]["problems"], 1), 3) for t in TIERS]  # as shown
+            falls = ("flat" if len(set(rates)) == 1 else
+                     "yes" if all(a > b for a, b in zip(rates, rates[1:], strict=False)) else "no")
+            cells = [_cell(r["tiers"][t][key], r["tiers"][t]["problems"]) for t in TIERS]
+            lines.append(f"| {r['agent']} | {r['preset']} / {r['split']} | {r['k']} | {label} | " + " | ".join(cells)
+                         + f" | {falls} |")
+    sizes = {(r["preset"], r["split"]): [r["tiers"][t]["problems"] for t in TIERS] for r in results}
+    notes = [f"Problems per tier ({', '.join(TIERS)}): " + "; ".join(f"{p}/{s} {n}" for (p, s), n in sizes.items()) + "."]
+    notes += [f"Tier cut points on `{TIER_METRIC}` for {p}: easy <= {TIER_THRESHOLDS[p][0]} < medium <= {TIER_THRESHOLDS[p][1]} < hard."
+              for p in sorted({r["preset"] for r in results})]
+    return "\n".join(lines) + "\n\n" + "\n".join(notes) + "\n"
+
+
+def summary(results: list[dict[str, Any]], metric: str) -> str:
+    """One line: the files whose first-answer success falls strictly across the thirds (and those that do not)."""
+    falls, other = [], []
+    for r in results:
+        rates = [round(r["tiers"][t]["first"] / max(r["tiers"][t]["problems"], 1), 3) for t in TIERS]  # to 0.1%
+        if len(set(rates)) > 1:
+            (falls if all(a > b for a, b in zip(rates, rates[1:], strict=False)) else other).append(r["agent"])
+    return (f"{metric}: first-answer success falls across the thirds for {len(falls)} of {len(falls) + len(other)} "
+            f"files" + (f" (not for: {', '.join(other)})" if other else "") + "\n")
+
+
+def plot(results: list[dict[str, Any]], path: str | Path) -> None:
+    """Grouped bars: first-answer success per tier, one group per file, with standard-error bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(results) + 2), 4))
+    x = np.arange(len(results))
+    width = 0.8 / len(TIERS)
+    for k, t in enumerate(TIERS):
+        n = np.array([r["tiers"][t]["problems"] for r in results])
+        p = np.array([r["tiers"][t]["first"] for r in results]) / np.maximum(n, 1)
+        ax.bar(x + (k - 1) * width, p, width, yerr=np.sqrt(p * (1 - p) / np.maximum(n, 1)), capsize=2, label=t)
+    ax.set_xticks(x, [r["agent"] for r in results], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("success of the first answer")
+    ax.set_xlabel("agent (re-verified submission)")
+    ax.set_title(f"Success per difficulty tier (tiers cut on {TIER_METRIC})")
+    ax.set_ylim(0, 1)
+    ax.legend(title="tier")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = dataclass_cli.parse(Options, argv)
+    if opts.metric != "tier" and opts.metric not in METRICS:
+        raise SystemExit(f"--metric must be tier or one of {sorted(METRICS)}, got {opts.metric!r}")
+    if not opts.submissions:
+        raise SystemExit("--submissions: give at least one submission file")
+    missing = [s for s in opts.submissions if not Path(s).is_file()]
+    if missing:
+        raise SystemExit(f"--submissions: no such file: {', '.join(missing)}")
+    from tqdm import tqdm
+
+    from countdown_gym.leaderboard.submission import SubmissionError
+
+    results = []
+    for path in tqdm(opts.submissions, desc="files", disable=not opts.progress):
+        try:
+            results.append(tier_scores(path, opts.metric))
+        except SubmissionError as exc:
+            raise SystemExit(f"{path}: not a valid submission: {exc.reason}") from None
+    table = markdown(results)
+    if opts.summary:
+        table = summary(results, opts.metric)
+    print(table)
+    if opts.out:
+        Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(opts.out).write_text(table)
+    if opts.plot:
+        plot(results, opts.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,279 @@
+"""``countdown-gym export``: the frozen splits as Hugging Face datasets, parquet, JSON lines or verl files.
+
+    countdown-gym export --format hf --out data/countdown            # every preset, every split
+    countdown-gym export --format parquet --preset tinyzero --split test --out data/countdown
+
+Formats (one folder per preset under ``--out``; a dataset card ``README.md`` with the Hub's YAML metadata at
+the top of ``--out``, except for ``verl``):
+
+* ``hf``: ``<out>/<preset>/`` is a ``datasets.DatasetDict`` (``datasets.load_from_disk``);
+* ``parquet``: ``<out>/<preset>/<split>.parquet`` (``datasets.load_dataset("parquet", data_files=...)``, or the
+  folder itself on the Hub: the card lists one config per preset);
+* ``jsonl``: ``<out>/<preset>/<split>.jsonl``, one row per line;
+* ``verl``: verl's prompt rows (:mod:`countdown_gym.integrations.verl_export`).
+
+The columns of ``hf`` / ``parquet`` / ``jsonl`` rows are :data:`COLUMNS`; read any of them back, or TinyZero-style
+rows, with :func:`countdown_gym.problem_files.load_problems`. See ``docs/datasets.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from countdown_gym.difficulty import TIER_METRIC, TIER_THRESHOLDS, split_labels, split_tiers
+from countdown_gym.splits import SPLIT_SPEC, SPLITS, load_split, split_sha256
+from countdown_gym.text_format import PROMPT_STYLES, build_prompt
+
+FORMATS = ("hf", "parquet", "jsonl", "verl")
+
+COLUMNS: dict[str, str] = {
+    "id": "the problem's id in the package (`<preset>/<split>/<index>`)",
+    "preset": "the generator preset of the split",
+    "split": "`train`, `validation` or `test`",
+    "numbers": "the numbers to combine (list of int)",
+    "target": "the number to reach (int)",
+    "rules": "the rules as JSON (`countdown_gym.Rules.from_dict`): integer-only arithmetic, sign, value limit, use all numbers",
+    "solution": "one solution expression (`countdown_gym.solve`), accepted by `countdown_gym.verify` inside `<answer>` tags",
+    "num_solutions": "distinct solution expressions (`countdown_gym.solve`)",
+    "search_nodes": "moves the reference depth-first search tries before reaching the target (LongProc trace length)",
+    "first_wrong_depth": "moves made when the reference search first enters a dead end (null: its first path is right)",
+    "wrong_moves": "moves of the reference search into dead ends before the solution",
+    "good_first_moves": "first moves after which the target is still reachable",
+    "legal_first_moves": "legal first moves",
+    "tier": "difficulty tier: easy, medium or hard (cut on search_nodes, about equal thirds of the test split)",
+    **{f"prompt_{s}": f"the ready prompt in the `{s}` style (`countdown_gym.text_format.build_prompt`)" for s in PROMPT_STYLES},
+}
+"""Every column of an exported row, with its meaning (the dataset card lists them)."""
+
+
+def split_rows(preset: str, split: str) -> list[dict[str, Any]]:
+    """The exported rows of one frozen split, in split order (columns :data:`COLUMNS`)."""
+    problems = load_split(preset, split)
+    rows = []
+    for p, d, t in zip(problems, split_labels(preset, split), split_tiers(preset, split), strict=True):
+        row: dict[str, Any] = {
+            "id": p.id,
+            "preset": preset,
+            "split": split,
+            "numbers": list(p.numbers),
+            "target": p.target,
+            "rules": json.dumps(p.rules.to_dict(), separators=(",", ":"), sort_keys=True),
+        }
+        row.update(d.to_dict())
+        row["tier"] = t
+        for style in PROMPT_STYLES:
+            row[f"prompt_{style}"] = build_prompt(p, style)
+        rows.append({k: row[k] for k in COLUMNS})
+    return rows
+
+
+def _features() -> Any:
+    from datasets import Features, Sequence, Value
+
+    kinds = {"numbers": Sequence(Value("int64")), "target": Value("int64"), "num_solutions": Value("int64"),
+             "search_nodes": Value("int64"), "first_wrong_depth": Value("int64"), "wrong_moves": Value("int64"),
+             "good_first_moves": Value("int64"), "legal_first_moves": Value("int64")}
+    return Features({k: kinds.get(k, Value("string")) for k in COLUMNS})
+
+
+def _size_category(n: int) -> str:
+    for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K")):
+        if n < limit:
+            return name
+    return "100K<n<1M"
+
+
+def dataset_card(fmt: str, sizes: dict[str, dict[str, tuple[int, int]]]) -> str:
+    """The ``README.md`` of an export: Hub YAML metadata (configs, features, sizes), then what the data is.
+
+    ``sizes[preset][split]`` is ``(rows, bytes)``.
+    """
+    from countdown_gym import __version__
+
+    counts = {p: {s: n for s, (n, _) in splits.items()} for p, splits in sizes.items()}
+    total = sum(sum(c.values()) for c in counts.values())
+    lines = ["---", "license: mit", "language:", "- en", "pretty_name: Countdown (countdown-gym frozen splits)",
+             "task_categories:", "- text-generation", "tags:", "- countdown", "- reasoning", "- math",
+             "- reinforcement-learning", "size_categories:", f"- {_size_category(total)}"]
+    if fmt in ("parquet", "jsonl"):
+        lines.append("configs:")
+        for k, (preset, splits) in enumerate(counts.items()):
+            lines += [f"- config_name: {preset}", "  data_files:"]
+            lines += [f"  - split: {s}\n    path: {preset}/{s}.{fmt}" for s in splits]
+            if k == 0:
+                lines.append("  default: true")
+    lines.append("dataset_info:")
+    for preset in counts:
+        lines += [f"- config_name: {preset}", "  features:"]
+        for name, feature in _features().items():
+            dtype = getattr(feature, "dtype", None)
+            if dtype is None:  # the list column
+                lines += [f"  - name: {name}", "    sequence: int64"]
+            else:
+                lines += [f"  - name: {name}", f"    dtype: {dtype}"]
+        lines.append("  splits:")
+        lines += [f"  - name: {s}\n    num_bytes: {b}\n    num_examples: {n}" for s, (n, b) in sizes[preset].items()]
+    lines.append("---")
+    table = "\n".join(f"| `{c}` | {meaning} |" for c, meaning in COLUMNS.items())
+    size_rows = "\n".join(
+        f"| `{preset}` | " + " | ".join(str(splits.get(s, "-")) for s in SPLITS)
+        + " | a = {}, b = {} |".format(*TIER_THRESHOLDS[preset])
+        for preset, splits in counts.items()
+    )
+    hashes = "\n".join(f"- `{p}/{s}`: `{split_sha256(p, s)}`" for p, splits in counts.items() for s in splits)
+    how = {
+        "hf": 'from datasets import load_from_disk\nds = load_from_disk("<this folder>/longproc-0.5k")   # a DatasetDict',
+        "parquet": 'from datasets import load_dataset\nds = load_dataset("parquet", data_files={"test": "<this folder>/longproc-0.5k/test.parquet"})',
+        "jsonl": 'from datasets import load_dataset\nds = load_dataset("json", data_files={"test": "<this folder>/longproc-0.5k/test.jsonl"})',
+    }[fmt]
+    return "\n".join(lines) + f"""
+
+# Countdown: the frozen splits of countdown-gym
+
+Reach the `target` by combining all the `numbers` with `+ - * /` (each number used once; the `rules` column
+says whether fractions and negative intermediate results are allowed). These are the frozen train / validation /
+test splits of the countdown-gym package (version {__version__}), exported with
+`countdown-gym export --format {fmt}`. Test problems never share a (sorted numbers, target) pair with train or
+validation problems; every problem is solvable under its rules.
+
+```python
+{how}
+```
+
+Score an answer with the package's verifier (`pip install countdown-gym`):
+
+```python
+import json
+from countdown_gym import Problem, Rules, verify
+row = ds["test"][0]
+problem = Problem(tuple(row["numbers"]), row["target"], Rules.from_dict(json.loads(row["rules"])))
+verify(problem, "<answer>" + row["solution"] + "</answer>").correct   # True
+```
+
+## Sizes and difficulty tiers
+
+| preset | train | validation | test | tier cut points on `{TIER_METRIC}` (easy <= a, medium <= b) |
+| --- | ---: | ---: | ---: | --- |
+{size_rows}
+
+## Columns
+
+| column | meaning |
+| --- | --- |
+{table}
+
+## Provenance
+
+Generated by `countdown_gym.splits.build_splits` from fixed seeds; the split files inside the package have these
+SHA-256 (leaderboard submissions quote them):
+
+{hashes}
+
+License: MIT, as the package.
+"""
+
+
+def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, splits: Sequence[str] | None = None,
+           prompt_style: str = "tinyzero", interaction: str = "single-pass") -> list[Path]:
+    """Write the chosen splits in ``fmt`` under ``out`` (see the module docstring); returns the paths written."""
+    from tqdm import tqdm
+
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {list(FORMATS)}")
+    presets = list(presets or SPLIT_SPEC)
+    splits = list(splits or SPLITS)
+    bad = [p for p in presets if p not in SPLIT_SPEC] + [s for s in splits if s not in SPLITS]
+    if bad:
+        raise ValueError(f"unknown presets or splits {bad}; presets: {sorted(SPLIT_SPEC)}, splits: {list(SPLITS)}")
+    out = Path(out)
+    if fmt == "verl":
+        from countdown_gym.integrations.verl_export import export as verl_export
+
+        return [p for preset in presets for p in verl_export(preset, splits, prompt_style, out, interaction=interaction)]
+    paths: list[Path] = []
+    sizes: dict[str, dict[str, tuple[int, int]]] = {}
+    features = _features() if fmt in ("hf", "parquet") else None
+    for preset in tqdm(presets, desc="presets", leave=False):
+        tables = {}
+        sizes[preset] = {}
+        for split in splits:
+            rows = split_rows(preset, split)
+            (out / preset).mkdir(parents=True, exist_ok=True)
+            if fmt == "jsonl":
+                path = out / preset / f"{split}.jsonl"
+                data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode("utf-8")
+                path.write_bytes(data)
+                sizes[preset][split] = (len(rows), len(data))
+                paths.append(path)
+                continue
+            from datasets import Dataset
+
+            tables[split] = Dataset.from_list(rows, features=features, split=split)
+            sizes[preset][split] = (len(rows), tables[split].data.nbytes)
+            if fmt == "parquet":
+                path = out / preset / f"{split}.parquet"
+                tables[split].to_parquet(str(path))
+                paths.append(path)
+        if fmt == "hf":
+            from datasets import DatasetDict
+
+            DatasetDict(tables).save_to_disk(str(out / preset))
+            paths.append(out / preset)
+    card = out / "README.md"
+    card.write_text(dataset_card(fmt, sizes), encoding="utf-8")
+    paths.append(card)
+    return paths
+
+
+def _choice(value: str, allowed: Sequence[str], what: str, parser: argparse.ArgumentParser) -> list[str] | None:
+    if value == "all":
+        return None
+    names = [v for v in value.split(",") if v]
+    bad = [v for v in names if v not in allowed]
+    if bad or not names:
+        parser.error(f"--{what} must be 'all' or a comma-separated subset of {list(allowed)}, got {value!r}")
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``countdown-gym export``: parse the options, export, print the paths written."""
+    parser = argparse.ArgumentParser(
+        prog="countdown-gym export",
+        description="Export the frozen splits (with difficulty labels, a reference solution and ready prompts) as a "
+        "Hugging Face dataset, parquet or JSON lines with a dataset card, or as verl prompt rows.",
+    )
+    parser.add_argument("--format", required=True, choices=FORMATS, help="hf (datasets.save_to_disk), parquet, jsonl or verl")
+    parser.add_argument("--out", required=True, help="output folder (one subfolder per preset)")
+    parser.add_argument("--preset", default="all", help=f"'all' or a comma-separated subset of {sorted(SPLIT_SPEC)}")
+    parser.add_argument("--split", default="all", help=f"'all' or a comma-separated subset of {list(SPLITS)}")
+    parser.add_argument("--prompt-style", default="tinyzero", choices=PROMPT_STYLES, help="verl: the prompt's style")
+    parser.add_argument("--interaction", default="single-pass", choices=("single-pass", "tool"),
+                        help="verl: single-pass prompts, or verl's multi-turn tool agent loop")
+    args = parser.parse_args(argv)
+    presets = _choice(args.preset, sorted(SPLIT_SPEC), "preset", parser)
+    splits = _choice(args.split, SPLITS, "split", parser)
+    needs = {"hf": "datasets", "parquet": "datasets", "verl": "pyarrow"}.get(args.format)
+    if needs:
+        try:
+            __import__(needs)
+        except ImportError:
+            print(f"countdown-gym export: --format {args.format} needs {needs}: pip install 'countdown-gym[llm]'",
+                  file=sys.stderr)
+            return 2
+    try:
+        paths = export(args.format, args.out, presets, splits, args.prompt_style, args.interaction)
+    except OSError as exc:
+        print(f"countdown-gym export: --out {args.out}: cannot write there ({exc.strerror or exc})", file=sys.stderr)
+        return 1
+    for path in paths:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

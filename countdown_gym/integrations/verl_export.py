@@ -1,0 +1,113 @@
+"""Export the frozen splits to verl's parquet prompt format (installed with the package).
+
+    countdown-gym export --format verl --preset longproc-0.5k --prompt-style tinyzero --out data/verl
+    python scripts/export_verl.py --preset longproc-0.5k --prompt-style tinyzero --out data/verl   # the same
+
+writes ``<out>/<preset>/<split>.parquet`` (train, validation, test by default). One row per problem:
+
+* ``data_source``: ``"countdown_gym/<preset>"``
+* ``prompt``: chat messages ``[{"role": "user", "content": <prompt>}]``
+  (``countdown_gym.text_format.build_prompt`` in the chosen style)
+* ``ability``: ``"math"``
+* ``reward_model``: ``{"style": "rule", "ground_truth": {"numbers": [...], "target": t, "rules": "<json>"}}``
+* ``extra_info``: ``{"split", "index", "id", "preset", "prompt_style"}``
+
+Score with ``countdown_gym/integrations/verl.py::compute_score`` (see ``docs/llm_grpo.md``).
+
+``--interaction tool`` exports for verl's multi-turn tool agent loop instead: the prompt is the
+tool-calling puzzle text, ``agent_name`` is ``"tool_agent"``, ``extra_info.tools_kwargs`` gives every
+Countdown tool the ground truth, and ``<out>/<preset>/countdown_tools.yaml`` (the
+``multi_turn.tool_config_path``) is written beside the parquet files; score with
+``countdown_gym/integrations/verl_multiturn.py::compute_score`` (see ``docs/multiturn.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from countdown_gym.integrations.verl import DATA_SOURCE_PREFIX, ground_truth
+from countdown_gym.integrations.verl_multiturn import dump_tool_config, tool_rows
+from countdown_gym.problem import Problem
+from countdown_gym.splits import SPLIT_SPEC, SPLITS, load_split
+from countdown_gym.text_format import PROMPT_STYLES, build_prompt
+from countdown_gym.turn_game import DEFAULT_MAX_TURNS
+
+TOOL_CONFIG = "countdown_tools.yaml"
+
+
+def verl_rows(problems: list[Problem], preset: str, split: str, prompt_style: str) -> list[dict[str, Any]]:
+    """verl prompt rows (see the module docstring) for ``problems``."""
+    return [
+        {
+            "data_source": DATA_SOURCE_PREFIX + preset,
+            "prompt": [{"role": "user", "content": build_prompt(p, prompt_style)}],
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": ground_truth(p)},
+            "extra_info": {"split": split, "index": i, "id": p.id or "", "preset": preset, "prompt_style": prompt_style},
+        }
+        for i, p in enumerate(problems)
+    ]
+
+
+def export(preset: str, splits: list[str], prompt_style: str, out: Path, limit: int = 0,
+           interaction: str = "single-pass", max_turns: int = DEFAULT_MAX_TURNS) -> list[Path]:
+    """Write one parquet file per split (and, for ``interaction="tool"``, the tool config); returns their paths."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    paths = []
+    for split in splits:
+        problems = load_split(preset, split)
+        if limit:
+            problems = problems[:limit]
+        rows = (tool_rows(problems, preset, split, max_turns) if interaction == "tool"
+                else verl_rows(problems, preset, split, prompt_style))
+        table = pa.Table.from_pylist(rows)
+        path = out / preset / f"{split}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, path)
+        paths.append(path)
+    if interaction == "tool":
+        config = out / preset / TOOL_CONFIG
+        dump_tool_config(config, max_turns)
+        paths.append(config)
+    return paths
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    """The command line of the verl export (``scripts/export_verl.py``, ``countdown-gym export --format verl``)."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    parser.add_argument("--preset", default="longproc-0.5k", choices=sorted(SPLIT_SPEC))
+    parser.add_argument("--splits", default=",".join(SPLITS), help="comma-separated subset of train,validation,test")
+    parser.add_argument("--prompt-style", default="tinyzero", choices=list(PROMPT_STYLES))
+    parser.add_argument("--out", default="data/verl", help="output directory")
+    parser.add_argument("--limit", type=int, default=0, help="export only the first N problems of each split (0 = all)")
+    parser.add_argument("--interaction", default="single-pass", choices=("single-pass", "tool"),
+                        help="single-pass: one completion per answer; tool: verl's multi-turn tool agent loop")
+    parser.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="tool: the game's turn budget")
+    args = parser.parse_args(argv)
+    if args.max_turns < 1:
+        parser.error("--max-turns must be >= 1")
+    splits = [s for s in args.splits.split(",") if s]
+    bad = [s for s in splits if s not in SPLITS]
+    if bad or not splits:
+        parser.error(f"--splits must name some of {list(SPLITS)}, got {args.splits!r}")
+    if args.limit < 0:
+        parser.error("--limit must be >= 0")
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        sys.exit("export_verl needs pyarrow: pip install 'countdown-gym[bench]' (or pip install pyarrow)")
+    try:
+        paths = export(args.preset, splits, args.prompt_style, Path(args.out), args.limit, args.interaction, args.max_turns)
+    except OSError as exc:
+        sys.exit(f"--out {args.out}: cannot write there ({exc.strerror or exc})")
+    for path in paths:
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""The curriculum sampler, alone and as the problem source of every environment."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import countdown_gym  # noqa: F401  (registers the environments)
+from countdown_gym import load_split, tier
+from countdown_gym.curriculum import Curriculum
+from countdown_gym.envs.problem_source import make_problem_source
+from countdown_gym.envs.vector import CountdownVectorEnv
+from countdown_gym.solver import solution_path
+
+
+def _tiers(cur: Curriculum, idx) -> Counter:
+    return Counter(cur.tiers[int(i)] for i in idx)
+
+
+def test_staged_schedule_follows_the_draw_count():
+    cur = Curriculum.staged(300, split="validation")
+    rng = np.random.default_rng(0)
+    assert set(_tiers(cur, cur.sample_indices(rng, 100))) == {"easy"}
+    assert set(_tiers(cur, cur.sample_indices(rng, 100))) == {"easy", "medium"}
+    assert set(_tiers(cur, cur.sample_indices(rng, 300))) == {"easy", "medium", "hard"}
+    assert cur.draws == 500
+
+
+def test_fixed_schedule_checks():
+    with pytest.raises(ValueError, match="needs a schedule"):
+        Curriculum(mode="fixed", split="validation")
+    with pytest.raises(ValueError, match="start at draw 0"):
+        Curriculum(mode="fixed", split="validation", schedule=[(5, {"easy": 1})])
+    with pytest.raises(ValueError, match="unknown tier"):
+        Curriculum(mode="fixed", split="validation", schedule=[(0, {"trivial": 1})])
+    easy = load_split("longproc-0.5k", "validation", tier="easy")
+    with pytest.raises(ValueError, match="no such problem"):
+        Curriculum(easy, mode="fixed", schedule=[(0, {"hard": 1})])
+    with pytest.raises(ValueError, match="mode"):
+        Curriculum(split="validation", mode="random")
+    with pytest.raises(ValueError, match="schedule is for mode='fixed'"):
+        Curriculum(split="validation", schedule=[(0, {"easy": 1})])
+    with pytest.raises(ValueError, match="at least one problem"):
+        Curriculum([])
+
+
+def test_adaptive_moves_the_frontier_with_success_and_falls_back():
+    cur = Curriculum(split="validation", window=4, promote_at=0.75, review=0.2)
+    assert cur.weights() == {"easy": 1.0, "medium": 0.0, "hard": 0.0}
+    easy = [p for p, t in zip(cur.problems, cur.tiers, strict=True) if t == "easy"]
+    medium = [p for p, t in zip(cur.problems, cur.tiers, strict=True) if t == "medium"]
+    for p in easy[:4]:
+        cur.update(p, True)
+    assert cur.frontier() == "medium"
+    assert cur.weights() == pytest.approx({"easy": 0.2, "medium": 0.8, "hard": 0.0})
+    for p in medium[:4]:
+        cur.update(p, True)
+    assert cur.weights() == pytest.approx({"easy": 0.1, "medium": 0.1, "hard": 0.8})
+    for p in easy[:2]:  # forgetting the easy tier brings it back as the frontier
+        cur.update(p, False)
+    assert cur.frontier() == "easy"
+    cur.update(countdown_gym.Problem((1, 2), 3), True)  # outside the pool: ignored
+    assert sum(cur.episodes.values()) == 10
+
+
+def test_draws_repeat_with_the_seed():
+    a, b = Curriculum(split="validation"), Curriculum(split="validation")
+    assert a.sequence(50, seed=3) == b.sequence(50, seed=3)
+
+
+def _solve_episode(env) -> float:
+    _, info = env.reset()
+    p = info["problem"]
+    reward = 0.0
+    for x, op, y, _ in solution_path(p.numbers, p.target, p.rules):
+        st = list(env.unwrapped.state)
+        i = st.index(x)
+        j = next(k for k, v in enumerate(st) if v == y and k != i)
+        _, reward, *_ = env.step(env.unwrapped.encode_action(i, j, op))
+    return reward
+
+
+def test_countdown_v0_draws_from_the_curriculum_and_reports_episodes():
+    cur = Curriculum(split="validation", window=5, promote_at=1.0, review=0.0)
+    env = gym.make("Countdown-v0", curriculum=cur)
+    env.reset(seed=0)
+    seen = []
+    for _ in range(12):
+        assert _solve_episode(env) == 1.0
+        seen.append(tier(env.unwrapped.problem))
+    assert seen[:5] == ["easy"] * 5  # five solved easy problems master the tier (window 5, promote_at 1)
+    assert seen[5:10] == ["medium"] * 5
+    assert cur.episodes["easy"] >= 5 and cur.success_rates()["easy"] == 1.0
+
+
+def test_text_and_multiturn_envs_report_to_the_curriculum():
+    cur = Curriculum(split="validation")
+    env = gym.make("CountdownText-v0", curriculum=cur, prompt="compact")
+    env.reset(seed=1)
+    p = env.unwrapped.problem
+    steps = solution_path(p.numbers, p.target, p.rules)
+    lines = ["<Solution>", *(f"{a} {op} {b} = {c}" for a, op, b, c in steps), "</Solution>"]
+    for line in lines:
+        *_, info = env.step(line + "\n")
+    assert info["is_success"] and cur.episodes[tier(p)] == 1
+
+    cur2 = Curriculum(split="validation")
+    env2 = gym.make("CountdownMultiTurn-v0", curriculum=cur2, max_turns=2)
+    env2.reset(seed=1)
+    env2.step("give up")
+    assert sum(cur2.episodes.values()) == 1 and cur2.success_rates()[tier(env2.unwrapped.problem)] == 0.0
+
+
+def test_vector_env_draws_by_weight_and_reports():
+    cur = Curriculum.staged(10_000, split="validation")
+    envs = CountdownVectorEnv(num_envs=64, curriculum=cur)
+    envs.reset(seed=0)
+    assert {tier(p) for p in envs.current_problems()} == {"easy"}
+    rng = np.random.default_rng(0)
+    for _ in range(8):
+        mask = envs._legal
+        actions = np.array([rng.choice(np.flatnonzero(m)) for m in mask])
+        envs.step(actions)
+    assert sum(cur.episodes.values()) > 0
+
+
+def test_curriculum_source_arguments():
+    cur = Curriculum(split="validation")
+    src = make_problem_source(curriculum=cur)
+    assert src.curriculum is cur and len(src.pool) == len(cur.problems)
+    with pytest.raises(ValueError, match="not both"):
+        make_problem_source(curriculum=cur, split="test")
+    with pytest.raises(ValueError, match="Curriculum"):
+        make_problem_source(curriculum=[1, 2])  # type: ignore[arg-type]

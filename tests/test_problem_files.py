@@ -1,0 +1,94 @@
+"""load_problems: TinyZero-style rows, the package's own rows, verl rows; bad rows reported by row number."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from countdown_gym import Problem, Rules, load_split
+from countdown_gym.problem_files import TINYZERO_RULES, load_problems, row_problem
+
+TINYZERO_ROWS = [
+    {"target": 24, "nums": [4, 6, 1]},            # 0: ok (4 * 6 * 1)
+    {"target": 98, "nums": [44, 19, 35]},         # 1: ok (44 + 19 + 35)
+    {"target": 1000, "nums": [1, 2, 3]},          # 2: unsolvable
+    {"nums": [1, 2, 3]},                          # 3: no target
+    {"target": 5, "nums": "1, 2, 3"},             # 4: numbers not a list
+    {"target": 5, "nums": [1, 2.5]},              # 5: a float
+    {"target": True, "nums": [2, 3]},             # 6: a bool target
+    {"target": 3, "numbers": [3]},                # 7: one number, nothing to do
+    {"target": 1, "nums": [3, 4]},                # 8: ok (4 - 3)
+]
+
+
+def test_tinyzero_rows_are_read_and_bad_rows_reported_by_row():
+    loaded = load_problems(TINYZERO_ROWS, progress=False)
+    assert loaded.rows == [0, 1, 8]
+    assert [p.target for p in loaded.problems] == [24, 98, 1]
+    assert all(p.rules == TINYZERO_RULES for p in loaded.problems)
+    reasons = {i.row: i.reason for i in loaded.issues}
+    assert reasons == {2: "unsolvable", 3: "malformed", 4: "malformed", 5: "malformed", 6: "malformed", 7: "trivial"}
+    assert loaded.total_rows == len(TINYZERO_ROWS)
+    text = loaded.report()
+    assert text.startswith("9 rows: 3 problems, 6 left out") and "row 2: unsolvable" in text
+
+
+def test_rules_override_and_no_solver_check():
+    loaded = load_problems(TINYZERO_ROWS[:3], rules=Rules.longproc(), check_solvable=False, progress=False)
+    assert loaded.rows == [0, 1, 2] and all(p.rules == Rules.longproc() for p in loaded.problems)
+
+
+def test_own_rows_and_verl_rows():
+    p = load_split("tinyzero", "test")[0]
+    assert row_problem(p.to_dict()) == p
+    assert row_problem({"numbers": [3, 4], "target": 7}).rules == Rules.longproc()
+    assert row_problem({"numbers": [3, 4], "target": 7, "rules": "tinyzero"}).rules == Rules.tinyzero()
+    from countdown_gym.integrations.verl import ground_truth
+
+    verl_row = {"prompt": [], "reward_model": {"style": "rule", "ground_truth": ground_truth(p)}}
+    assert row_problem(verl_row) == p
+
+
+def test_jsonl_file_with_a_broken_line(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"nums": [4, 6, 1], "target": 24}\nnot json\n\n{"nums": [3, 4], "target": 1}\n')
+    loaded = load_problems(path, progress=False)
+    assert loaded.rows == [0, 2] and [(i.row, i.reason) for i in loaded.issues] == [(1, "malformed")]
+
+
+def test_parquet_csv_and_datasets(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_list(TINYZERO_ROWS[:2] + TINYZERO_ROWS[8:])
+    assert load_problems(ds, progress=False).rows == [0, 1, 2]
+    ds.to_parquet(str(tmp_path / "t.parquet"))
+    assert len(load_problems(tmp_path / "t.parquet", progress=False).problems) == 3
+    dd = datasets.DatasetDict({"train": ds, "test": ds.select([0])})
+    with pytest.raises(ValueError, match="pass split"):
+        load_problems(dd, progress=False)
+    assert len(load_problems(dd, split="test", progress=False).problems) == 1
+    dd.save_to_disk(str(tmp_path / "saved"))
+    assert len(load_problems(tmp_path / "saved", split="train", progress=False).problems) == 3
+    (tmp_path / "t.csv").write_text('nums,target\n"[4, 6, 1]",24\n"[1, 2, 3]",1000\n')
+    loaded = load_problems(tmp_path / "t.csv", progress=False)
+    assert loaded.rows == [0] and loaded.issues[0].reason == "unsolvable"
+
+
+def test_bad_sources():
+    with pytest.raises(FileNotFoundError):
+        load_problems("/no/such/file.jsonl")
+    with pytest.raises(TypeError):
+        load_problems(42)
+    with pytest.raises(TypeError):
+        load_problems([], rules="longproc")  # type: ignore[arg-type]
+
+
+def test_exported_jsonl_reads_back(tmp_path):
+    from countdown_gym.export import export
+
+    export("jsonl", tmp_path, ["tinyzero"], ["validation"])
+    loaded = load_problems(tmp_path / "tinyzero" / "validation.jsonl", progress=False)
+    assert not loaded.issues
+    assert loaded.problems == load_split("tinyzero", "validation")
+    assert all(isinstance(p, Problem) and p.id for p in loaded.problems)
+    assert json.loads((tmp_path / "tinyzero" / "validation.jsonl").read_text().splitlines()[0])["split"] == "validation"
