@@ -36,7 +36,7 @@ TIER_METRIC = "search_nodes"
 """The :class:`Difficulty` field the tiers are cut on (larger = harder)."""
 
 TIER_THRESHOLDS: dict[str, tuple[int, int]] = {
-    "longproc-0.5k": (60, 272),
+    "longproc-0.5k": (60, 281),
     "tinyzero": (97, 859),
     "hard": (486, 4838),
 }
@@ -48,9 +48,9 @@ DEFAULT_TIER_PRESET = "longproc-0.5k"
 
 LABELS_SHA256: dict[str, dict[str, str]] = {
     "longproc-0.5k": {
-        "train": "755db94324f8500a66ac2c7319920daec6277566390325936243512b4c8933f5",
-        "validation": "d8ee011edf4e962279b5221bdbe47db2287a93be9af20ffb784e6ca29b5006fc",
-        "test": "d183dff0be84d2141365fe1aab7037400876e213737beda2e13287c40f7aec0a",
+        "train": "bd214a1887bce6dcece5d201e2571a84df6462c4e88a1bcfba8c256ff9862bcf",
+        "validation": "256e041ef6794f960e4e6352d0458c3e699b80464c4c8d33eaafc38c0f4a0562",
+        "test": "7ca450afc3994349912d9d7d0af42fe126e320ed6774159b350aa676463fd0cc",
     },
     "tinyzero": {
         "train": "bb38bf9f7450ec3ad429531a7ee96b7813f0f4a98efc908ee4986dde0e501716",
