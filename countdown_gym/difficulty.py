@@ -38,7 +38,7 @@ TIER_METRIC = "search_nodes"
 TIER_THRESHOLDS: dict[str, tuple[int, int]] = {
     "longproc-0.5k": (60, 281),
     "tinyzero": (97, 859),
-    "hard": (486, 4838),
+    "hard": (493, 4936),
 }
 """Per preset ``(a, b)``: ``easy`` when ``search_nodes <= a``, ``medium`` when ``a < search_nodes <= b``, else
 ``hard``. The 1/3 and 2/3 quantiles of ``search_nodes`` on the preset's test split (printed by
@@ -58,9 +58,9 @@ LABELS_SHA256: dict[str, dict[str, str]] = {
         "test": "aa3e23045e3b723e9ad93230ea854c33ffcb87303c77bafe9e220d8adcaedb6c",
     },
     "hard": {
-        "train": "350a70d2a6ed2f06143ef55a2d62f0ca73c02b37c66ae131dcc748b90094f482",
-        "validation": "9826b47d8fa5d13cb4300fdc93790e5676fe5303bd3bda94404d52f2f3c4d01b",
-        "test": "68d7806efb7814d27e180bb52284f83f0d010f8d8969ca3e70246f71cbec42d2",
+        "train": "41e3e54e954002bb72934ff9205a37d57dbdd07d1bd42c03a9aa81c66557c01a",
+        "validation": "9eb468f5b260a109eebf4ca998e9f19ce8be6a3542b567ee4792ad6203b4f395",
+        "test": "16228d407caa1a201cabc653288787db1aa431f4f361df36540d28bd648d3260",
     },
 }
 """SHA-256 of each shipped labels file (printed by ``countdown-gym difficulty --write``)."""
