@@ -50,6 +50,7 @@ class ModelConfig:
     out_dim: int = 128  # embedding size
     temperature: float = 0.1  # InfoNCE temperature (the cosine is divided by it)
     pair_dim: int = 0  # > 0: also pool a learned "combine two numbers" feature over every pair (state tower)
+    logit_bias: bool = False  # a learned scalar added to cosine / temperature (the sigmoid loss on exact labels)
 
     def __post_init__(self) -> None:
         if self.version not in ("v1", "v2"):
@@ -58,6 +59,8 @@ class ModelConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "pair_dim" else 1):
                 raise ValueError(f"ModelConfig.{name} must be a positive int, got {v!r}")
+        if not isinstance(self.logit_bias, bool):
+            raise ValueError(f"ModelConfig.logit_bias must be a bool, got {self.logit_bias!r}")
         if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
             raise ValueError(f"ModelConfig.temperature must be > 0, got {self.temperature!r}")
 
@@ -201,6 +204,8 @@ class NumericalCriticV2(nn.Module):
         self.cfg = cfg
         self.state_tower = SetEncoder(cfg, cfg.max_numbers, cfg.hidden, cfg.depth, cfg.pair_dim)
         self.goal_tower = SetEncoder(cfg, 1, cfg.goal_hidden, min(cfg.depth, 2))
+        if cfg.logit_bias:
+            self.logit_bias = nn.Parameter(torch.tensor(-2.0))
 
     def embed_states(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return self.state_tower(values, mask)
@@ -271,6 +276,18 @@ def ranking_infonce(goals: torch.Tensor, positives: torch.Tensor, negatives: tor
     neg = torch.einsum("rd,rkd->rk", goals, negatives)
     logits = torch.cat([pos, neg], dim=1) / temperature
     return F.cross_entropy(logits, torch.zeros(len(goals), dtype=torch.long, device=goals.device))
+
+
+def reach_sigmoid_loss(states: torch.Tensor, goals: torch.Tensor, labels: torch.Tensor, temperature: float,
+                       bias: torch.Tensor | float = 0.0) -> torch.Tensor:
+    """Pairwise sigmoid contrastive loss with exact labels (SigLIP-style).
+
+    Every state of the batch is paired with every goal of the range: ``labels[i, g]`` says whether
+    goal ``g`` is reachable from state ``i``, and the logit is ``cos / temperature + bias``. Unlike
+    InfoNCE, one threshold then separates reachable from unreachable pairs across states of any size.
+    """
+    logits = states @ goals.T / temperature + bias
+    return F.binary_cross_entropy_with_logits(logits, labels.float())
 
 
 # ---- checkpoints ------------------------------------------------------------------------------
