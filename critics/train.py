@@ -63,6 +63,7 @@ class TrainConfig:
     out_dim: int = 128
     temperature: float = 0.1
     pair_dim: int = 32  # 0 = plain MLP over the sorted slots; > 0 adds the pair pool (docs/critics.md)
+    child_dim: int = 0  # > 0 adds the one-move child pool (docs/critics.md)
     # objective: "trace" (InfoNCE on DFS-trace states), "reach" (sigmoid loss on exactly labelled
     # states of every size, critics/reach_data.py) or "both" (their sum, the reach term weighted)
     objective: str = "trace"
@@ -125,7 +126,7 @@ class TrainConfig:
         return ModelConfig(
             version=self.version, value_dim=self.value_dim, fourier=self.fourier, hidden=self.hidden, depth=self.depth,
             goal_hidden=self.goal_hidden, out_dim=self.out_dim, temperature=self.temperature, pair_dim=self.pair_dim,
-            logit_bias=self.version == "v2" and self.objective != "trace",
+            child_dim=self.child_dim, logit_bias=self.version == "v2" and self.objective != "trace",
         )
 
     def to_dict(self) -> dict[str, Any]:
