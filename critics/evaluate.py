@@ -406,9 +406,8 @@ def render_report(res: dict) -> str:
             ece = f"{m['ece']:.3f}" if "ece" in m else ""
             what = sub.replace("size_", "").replace("sizes_2_3", "2-3").replace("all", "all sizes")
             what = what + (" numbers" if what[0].isdigit() else "")
-            lines.append(
-                f"| {name} | {what} | {m['n']} | {m['reachable_frac']:.3f} | {m['auroc']:.4f} | {m['best_acc']:.4f} | {ece} |"
-            )
+            auc = "n/a (one class)" if np.isnan(m["auroc"]) else f"{m['auroc']:.4f}"
+            lines.append(f"| {name} | {what} | {m['n']} | {m['reachable_frac']:.3f} | {auc} | {m['best_acc']:.4f} | {ece} |")
     fm = res.get("first_move")
     if fm:
         lines += [

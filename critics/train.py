@@ -473,7 +473,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                 rec = {"step": step + 1, "loss": acc_loss / acc_n, **{k: v / acc_n for k, v in acc_info.items()},
                        "lr": _lr(cfg, step), "seconds": round(time.perf_counter() - t0, 1)}
                 log.append(rec)
-                bar.set_postfix(loss=f"{rec['loss']:.3f}", acc=f"{rec.get('acc', 0):.2f}")
+                bar.set_postfix(loss=f"{rec['loss']:.3f}", **({"acc": f"{rec['acc']:.2f}"} if "acc" in rec else {}))
                 acc_loss, acc_info, acc_n = 0.0, {}, 0
             if cfg.time_limit > 0 and time.perf_counter() - t_start > 60 * cfg.time_limit and step + 1 < end:
                 extra["stopped_by_time_limit_at_step"] = step + 1
