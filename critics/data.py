@@ -431,3 +431,23 @@ def random_states(problems: Iterable[Problem], rollouts: int = 4, seed: int = 0)
                 _add_labelled(out, labels, key, p)
     out.labels = np.array(labels, dtype=bool)
     return out
+
+
+def start_states(
+    problems: Iterable[Problem], targets: int = 4, seed: int = 0, goal_range: tuple[int, int] = (10, 50)
+) -> LabelledStates:
+    """Each problem's full number set with ``targets`` uniformly random targets in ``goal_range``
+    (not the problem's own target: that one is always reachable)."""
+    rng = random.Random(seed)
+    lo, hi = goal_range
+    out = LabelledStates([], [], np.zeros(0, bool), [])
+    labels: list[bool] = []
+    for p in problems:
+        for _ in range(targets):
+            t = rng.randint(lo, hi)
+            out.states.append(tuple(sorted(p.numbers)))
+            out.targets.append(t)
+            out.initial.append(p.numbers)
+            labels.append(reachable(p.numbers, t, p.rules))
+    out.labels = np.array(labels, dtype=bool)
+    return out

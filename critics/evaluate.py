@@ -7,7 +7,14 @@ not by state: a small state can recur in a training problem's trace) are labelle
 * ``trace``: every distinct state the reference DFS trace of each problem stands on (what a
   model writing LongProc-style search visits; reachable and dead-end states both occur);
 * ``random``: states along uniformly random legal-move rollouts (what an untrained step-MDP
-  agent visits).
+  agent visits);
+* ``start``: each problem's full number set with random targets in 10-50 (4-number states; the
+  problem's own target is always reachable, so it would tell nothing).
+
+Every set is reported per state size, and the *first move* figure says how often the scorer's
+best-scored first move keeps the target reachable (against a random legal move). Any scorer of
+``(states, targets)`` can be evaluated the same way: ``evaluate(score_fn=...)``, or
+:func:`state_sets` + :func:`set_metrics` + :func:`first_move`.
 
 Reported: AUROC, accuracy at the best threshold, calibration after a logistic map of the score
 fitted on the *validation* split (ECE + reliability diagram), a PCA plot of goal embeddings,
@@ -19,7 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -182,33 +189,132 @@ def plot_goal_pca(critic, values: Sequence[int], path: Path, title: str) -> None
 
 # ---- the evaluation ---------------------------------------------------------------------------
 
+ScoreFn = Callable[[Sequence[tuple[int, ...]], Sequence[int]], np.ndarray]
+"""Any scorer: a batch of states (number sets) and their targets -> one score each (higher = more
+likely reachable). A loaded :class:`critics.Critic` is turned into one by :func:`as_score_fn`."""
 
-def score_states(critic, ls) -> np.ndarray:
-    initial = ls.initial if critic.version == "v1" else None
-    return critic.score(ls.states, ls.targets, initial=initial)
+
+def as_score_fn(scorer) -> ScoreFn:
+    """A :data:`ScoreFn` from a V2 critic, or a callable returned as it is. (A V1 critic also needs
+    the puzzle's initial numbers: :func:`score_states` passes them.)"""
+    if callable(scorer):
+        return scorer
+    if getattr(scorer, "version", "v2") == "v1":
+        raise ValueError("a V1 critic scores (initial numbers, state) pairs; use score_states(critic, labelled_states)")
+    return lambda states, targets: scorer.score(states, targets)
 
 
-def throughput(critic, ls, repeats: int = 3, n: int = 50_000) -> float:
-    """States per second of ``critic.score`` on up to ``n`` states (best of ``repeats``; cold target cache)."""
-    states = (ls.states * (n // max(len(ls.states), 1) + 1))[:n]
-    targets = (ls.targets * (n // max(len(ls.targets), 1) + 1))[:n]
-    initial = (ls.initial * (n // max(len(ls.initial), 1) + 1))[:n] if critic.version == "v1" else None
+def score_states(scorer, ls) -> np.ndarray:
+    """Scores of the labelled states ``ls`` by a critic (V1 gets the initial numbers) or a :data:`ScoreFn`."""
+    if not callable(scorer) and scorer.version == "v1":
+        return scorer.score(ls.states, ls.targets, initial=ls.initial)
+    scores = np.asarray(as_score_fn(scorer)(ls.states, ls.targets), dtype=np.float64)
+    if scores.shape != (len(ls.states),):
+        raise ValueError(f"the scorer returned shape {scores.shape} for {len(ls.states)} states")
+    return scores
+
+
+def throughput(scorer, ls, repeats: int = 3, n: int = 50_000) -> float:
+    """States per second of the scorer on up to ``n`` states (best of ``repeats``; a critic's target cache cold)."""
+    from critics.data import LabelledStates
+
+    k = n // max(len(ls.states), 1) + 1
+    big = LabelledStates((ls.states * k)[:n], (ls.targets * k)[:n], np.tile(ls.labels, k)[:n], (ls.initial * k)[:n])
     best = float("inf")
     for _ in range(repeats):
-        critic._goal_cache.clear()
+        if hasattr(scorer, "_goal_cache"):
+            scorer._goal_cache.clear()
         t = time.perf_counter()
-        critic.score(states, targets, initial=initial)
+        score_states(scorer, big)
         best = min(best, time.perf_counter() - t)
-    return len(states) / best
+    return len(big.states) / best
 
 
-def calibration_from_validation(critic, preset: str = "longproc-0.5k", problems: int = 200) -> tuple[float, float]:
+def calibration_from_validation(scorer, preset: str = "longproc-0.5k", problems: int = 200) -> tuple[float, float]:
     """Fit the logistic score -> P(reachable) map on trace states of validation problems."""
     from countdown_gym import load_split
     from critics.data import trace_states
 
     val = trace_states(load_split(preset, "validation")[:problems], min_size=2)
-    return fit_logistic(score_states(critic, val), val.labels)
+    return fit_logistic(score_states(scorer, val), val.labels)
+
+
+def state_sets(problems, rollouts: int = 4, seed: int = 0, start_targets: int = 4) -> dict:
+    """The labelled state sets of the evaluation: ``trace``, ``random`` and ``start`` (see the module doc)."""
+    from critics.data import random_states, start_states, trace_states
+
+    return {
+        "trace": trace_states(problems),
+        "random": random_states(problems, rollouts=rollouts, seed=seed),
+        "start": start_states(problems, targets=start_targets, seed=seed),
+    }
+
+
+def set_metrics(scorer, sets: dict, calibration: tuple[float, float] | None = None, out: Path | None = None,
+                split: str = "test") -> dict:
+    """Per state set: metrics of all states, of each state size, and of 2-3 numbers (with the ECE
+    of the logistic ``calibration`` and, if ``out`` is given, a reliability diagram)."""
+    res: dict = {}
+    for name, ls in sets.items():
+        scores = score_states(scorer, ls)
+        sizes = np.array([len(s) for s in ls.states])
+        entry = {"all": metrics(scores, ls.labels)}
+        for k in sorted(set(sizes.tolist())):
+            entry[f"size_{k}"] = metrics(scores[sizes == k], ls.labels[sizes == k])
+        mid = (sizes >= 2) & (sizes <= 3)
+        if mid.any() and len(set(sizes.tolist())) > 1:
+            entry["sizes_2_3"] = metrics(scores[mid], ls.labels[mid])
+            if calibration is not None:
+                probs = 1 / (1 + np.exp(-(calibration[0] * scores[mid].astype(np.float64) + calibration[1])))
+                ece, table = expected_calibration_error(probs, ls.labels[mid])
+                entry["sizes_2_3"]["ece"] = ece
+                if out is not None:
+                    plot_reliability(table, ece, out / f"reliability_{name}.png", f"{name} states (2-3 numbers), {split} split")
+        res[name] = entry
+    return res
+
+
+def first_move(scorer, problems) -> dict:
+    """How often the scorer's best first move keeps the target reachable.
+
+    For each problem, every distinct state one legal move from the start is scored against the
+    target and the highest is taken (ties: the first in :func:`countdown_gym.legal_moves` order).
+    ``random`` is the same rate for a uniformly random legal move (the mean over problems of the
+    fraction of legal moves that keep the target reachable); ``best_possible`` counts problems with
+    any such move (1.0 for solvable problems).
+    """
+    from countdown_gym import reachable
+    from countdown_gym.solver import successors
+    from critics.data import LabelledStates
+
+    kids: list[list[tuple[int, ...]]] = []
+    flat = LabelledStates([], [], np.zeros(0, bool), [])
+    labels, rand = [], []
+    for p in problems:
+        moves = [tuple(sorted(c)) for _, c in successors(p.numbers, p.rules)]
+        ok = {c: reachable(c, p.target, p.rules) for c in dict.fromkeys(moves)}
+        rand.append(float(np.mean([ok[c] for c in moves])) if moves else 0.0)
+        kids.append(list(ok))
+        for c, y in ok.items():
+            flat.states.append(c)
+            flat.targets.append(p.target)
+            flat.initial.append(p.numbers)
+            labels.append(y)
+    flat.labels = np.array(labels, dtype=bool)
+    scores = score_states(scorer, flat)
+    hits, best, k = [], [], 0
+    for ks in kids:
+        if not ks:
+            hits.append(False)
+            best.append(False)
+            continue
+        s = scores[k : k + len(ks)]
+        y = flat.labels[k : k + len(ks)]
+        hits.append(bool(y[int(np.argmax(s))]))
+        best.append(bool(y.any()))
+        k += len(ks)
+    return {"problems": len(kids), "critic_best_move_keeps_reachable": float(np.mean(hits)),
+            "random_move_keeps_reachable": float(np.mean(rand)), "best_possible": float(np.mean(best))}
 
 
 def evaluate(
@@ -221,55 +327,60 @@ def evaluate(
     out: str | Path = "runs/critic-eval",
     val_problems: int = 200,
     progress: bool = True,
+    score_fn: ScoreFn | None = None,
+    name: str | None = None,
+    start_targets: int = 4,
 ) -> dict:
-    """Run the whole evaluation; returns the results dict and writes report + PNGs into ``out``."""
+    """Run the whole evaluation; returns the results dict and writes report + PNGs into ``out``.
+
+    ``score_fn`` evaluates any scorer (a batch of (state, target) -> scores; ``name`` labels it in
+    the report) on the same state sets instead of loading ``checkpoint``; the goal-embedding plot and
+    parity probe then need a scorer with ``embed_targets`` and are left out otherwise.
+    """
     from countdown_gym import load_split
-    from critics import load_critic
-    from critics.data import random_states, trace_states
 
     if max_problems is not None and max_problems < 1:
         raise ValueError(f"--max-problems must be >= 1 (or left out for all), got {max_problems}")
-    for name, value in (("rollouts", rollouts), ("val_problems", val_problems)):
+    for opt, value in (("rollouts", rollouts), ("val_problems", val_problems), ("start_targets", start_targets)):
         if value < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+            raise ValueError(f"--{opt.replace('_', '-')} must be >= 1, got {value}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    critic = load_critic(checkpoint)
+    if score_fn is None:
+        from critics import load_critic
+
+        scorer = load_critic(checkpoint)
+        label, version = str(scorer.path), scorer.version
+    else:
+        if not callable(score_fn):
+            raise TypeError(f"score_fn must be a function of (states, targets), got {type(score_fn).__name__}")
+        scorer, label, version = score_fn, name or getattr(score_fn, "__name__", "score_fn"), "score_fn"
     problems = load_split(preset, split)[:max_problems]
     from tqdm import tqdm
 
-    stages = tqdm(total=4, desc="critic evaluation (label, calibrate, score trace, score random)", disable=not progress)
+    stages = tqdm(total=4, desc="critic evaluation (label, calibrate, score, first move)", disable=not progress)
     t0 = time.perf_counter()
-    sets = {"trace": trace_states(problems), "random": random_states(problems, rollouts=rollouts, seed=seed)}
+    sets = state_sets(problems, rollouts, seed, start_targets)
     label_time = time.perf_counter() - t0
     stages.update(1)
     res: dict = {
-        "checkpoint": str(critic.path), "version": critic.version, "preset": preset, "split": split,
-        "problems": len(problems), "rollouts": rollouts, "seed": seed, "labelling_seconds": round(label_time, 1),
+        "checkpoint": label, "version": version, "preset": preset, "split": split,
+        "problems": len(problems), "rollouts": rollouts, "start_targets": start_targets, "seed": seed,
+        "labelling_seconds": round(label_time, 1),
     }
-    cal = calibration_from_validation(critic, preset, val_problems)
+    cal = calibration_from_validation(scorer, preset, val_problems)
     stages.update(1)
     res["calibration"] = {"a": cal[0], "b": cal[1], "fitted_on": f"{preset}/validation[:{val_problems}] trace states with 2-4 numbers (start states included)"}
-    res["sets"] = {}
-    for name, ls in sets.items():
-        scores = score_states(critic, ls)
-        sizes = np.array([len(s) for s in ls.states])
-        entry = {"all": metrics(scores, ls.labels)}
-        for k in sorted(set(sizes.tolist())):
-            entry[f"size_{k}"] = metrics(scores[sizes == k], ls.labels[sizes == k])
-        mid = (sizes >= 2) & (sizes <= 3)
-        entry["sizes_2_3"] = metrics(scores[mid], ls.labels[mid])
-        probs = 1 / (1 + np.exp(-(cal[0] * scores[mid].astype(np.float64) + cal[1])))
-        ece, table = expected_calibration_error(probs, ls.labels[mid])
-        entry["sizes_2_3"]["ece"] = ece
-        plot_reliability(table, ece, out / f"reliability_{name}.png", f"{name} states (2-3 numbers), {split} split")
-        res["sets"][name] = entry
-        stages.update(1)
+    res["sets"] = set_metrics(scorer, sets, cal, out, split)
+    stages.update(1)
+    res["first_move"] = first_move(scorer, problems)
+    stages.update(1)
     stages.close()
-    values = list(range(1, 101))
-    plot_goal_pca(critic, values, out / "goal_pca.png", f"goal embeddings (critic {critic.version}), targets 1-100")
-    res["parity_probe_loo_acc"] = parity_probe(critic, values)
-    res["throughput_states_per_s"] = throughput(critic, sets["trace"])
+    if hasattr(scorer, "embed_targets"):
+        values = list(range(1, 101))
+        plot_goal_pca(scorer, values, out / "goal_pca.png", f"goal embeddings (critic {scorer.version}), targets 1-100")
+        res["parity_probe_loo_acc"] = parity_probe(scorer, values)
+    res["throughput_states_per_s"] = throughput(scorer, sets["trace"])
     (out / "results.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
     (out / "report.md").write_text(render_report(res), encoding="utf-8")
     return res
@@ -280,28 +391,43 @@ def render_report(res: dict) -> str:
         f"# Critic evaluation: {res['checkpoint']} ({res['version']})",
         "",
         f"States of `{res['preset']}/{res['split']}` ({res['problems']} problems), labelled by exact "
-        "reachability (`countdown_gym.reachable`). Headline: **trace states with 2-3 numbers** "
-        "(the intermediate states a model writing DFS search visits; 1-number states are an "
-        "equality test and the 4-number start is always reachable).",
+        "reachability (`countdown_gym.reachable`), reported per state size. `trace`: every distinct state "
+        "of each problem's DFS trace, with its target; `random`: states along random legal-move rollouts; "
+        f"`start`: each problem's 4 numbers with {res.get('start_targets', '?')} random targets in 10-50 "
+        "(the problem's own target is always reachable).",
         "",
         "| state set | subset | n | reachable | AUROC | best acc | ECE (logistic) |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, entry in res["sets"].items():
         for sub, m in entry.items():
+            if sub == "all" and len(entry) == 2:
+                continue  # one state size: its row says it all
             ece = f"{m['ece']:.3f}" if "ece" in m else ""
-            lines.append(
-                f"| {name} | {sub} | {m['n']} | {m['reachable_frac']:.3f} | {m['auroc']:.4f} | {m['best_acc']:.4f} | {ece} |"
-            )
+            what = sub.replace("size_", "").replace("sizes_2_3", "2-3").replace("all", "all sizes")
+            what = what + (" numbers" if what[0].isdigit() else "")
+            auc = "n/a (one class)" if np.isnan(m["auroc"]) else f"{m['auroc']:.4f}"
+            lines.append(f"| {name} | {what} | {m['n']} | {m['reachable_frac']:.3f} | {auc} | {m['best_acc']:.4f} | {ece} |")
+    fm = res.get("first_move")
+    if fm:
+        lines += [
+            "",
+            f"Best first move by the score keeps the target reachable in **{fm['critic_best_move_keeps_reachable']:.3f}** "
+            f"of {fm['problems']} problems (a uniformly random legal move: {fm['random_move_keeps_reachable']:.3f}; "
+            f"possible: {fm['best_possible']:.3f}).",
+        ]
     cal = res["calibration"]
     lines += [
         "",
         f"Calibration map P = sigmoid({cal['a']:.3f} * score + {cal['b']:.3f}), fitted on {cal['fitted_on']}.",
-        f"Parity in the goal-embedding PCA plane (targets 1-100, leave-one-out linear probe on PC1-2; "
-        f"0.5 = none): {res['parity_probe_loo_acc']:.3f}.",
+    ]
+    if "parity_probe_loo_acc" in res:
+        lines.append(f"Parity in the goal-embedding PCA plane (targets 1-100, leave-one-out linear probe on PC1-2; "
+                     f"0.5 = none): {res['parity_probe_loo_acc']:.3f}.")
+    lines += [
         f"Batched CPU throughput: {res['throughput_states_per_s']:,.0f} states/s (torch threads: {res.get('threads', '?')}).",
         "",
-        "Plots: `reliability_trace.png`, `reliability_random.png`, `goal_pca.png`.",
+        "Plots: `reliability_trace.png`, `reliability_random.png`" + (", `goal_pca.png`." if "parity_probe_loo_acc" in res else "."),
         "",
     ]
     return "\n".join(lines)
@@ -314,6 +440,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--split", default="test", choices=["train", "validation", "test"])
     ap.add_argument("--max-problems", type=int, default=None, help="first N problems of the split (default: all)")
     ap.add_argument("--rollouts", type=int, default=4, help="random rollouts per problem")
+    ap.add_argument("--start-targets", type=int, default=4, help="random targets per problem for the 4-number start set")
     ap.add_argument("--val-problems", type=int, default=200, help="validation problems for the calibration fit")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
@@ -325,7 +452,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     torch.set_num_threads(a.threads)
     try:
-        res = evaluate(a.checkpoint, a.preset, a.split, a.max_problems, a.rollouts, a.seed, a.out, a.val_problems)
+        res = evaluate(a.checkpoint, a.preset, a.split, a.max_problems, a.rollouts, a.seed, a.out, a.val_problems,
+                       start_targets=a.start_targets)
     except (CheckpointError, ValueError, OSError) as e:
         raise SystemExit(f"error: {e}") from None
     res["threads"] = a.threads

@@ -50,14 +50,19 @@ class ModelConfig:
     out_dim: int = 128  # embedding size
     temperature: float = 0.1  # InfoNCE temperature (the cosine is divided by it)
     pair_dim: int = 0  # > 0: also pool a learned "combine two numbers" feature over every pair (state tower)
+    child_dim: int = 0  # > 0: also pool a learned feature of every one-move child (a op b, the rest) (state tower)
+    logit_bias: bool = False  # a learned scalar added to cosine / temperature (the sigmoid loss on exact labels)
 
     def __post_init__(self) -> None:
         if self.version not in ("v1", "v2"):
             raise ValueError(f"ModelConfig.version must be 'v1' or 'v2', got {self.version!r}")
-        for name in ("max_numbers", "vocab", "value_dim", "fourier", "hidden", "depth", "goal_hidden", "out_dim", "pair_dim"):
+        for name in ("max_numbers", "vocab", "value_dim", "fourier", "hidden", "depth", "goal_hidden", "out_dim", "pair_dim",
+                     "child_dim"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "pair_dim" else 1):
+            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name in ("pair_dim", "child_dim") else 1):
                 raise ValueError(f"ModelConfig.{name} must be a positive int, got {v!r}")
+        if not isinstance(self.logit_bias, bool):
+            raise ValueError(f"ModelConfig.logit_bias must be a bool, got {self.logit_bias!r}")
         if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
             raise ValueError(f"ModelConfig.temperature must be > 0, got {self.temperature!r}")
 
@@ -134,6 +139,10 @@ class NumberEmbedding(nn.Module):
         return torch.cat([self.table(idx), lin.sin(), lin.cos(), logv.sin(), logv.cos()], dim=-1)
 
 
+CHILD_OPS = ("+", "*", "-", "/")
+"""The ops of the state tower's child features (``-`` and ``/`` as larger over smaller)."""
+
+
 def _mlp(dim_in: int, hidden: int, depth: int, dim_out: int) -> nn.Sequential:
     layers: list[nn.Module] = []
     d = dim_in
@@ -153,13 +162,26 @@ class SetEncoder(nn.Module):
     over moves; the max-pool lets the network express it directly.
     """
 
-    def __init__(self, cfg: ModelConfig, slots: int, hidden: int, depth: int, pair_dim: int = 0) -> None:
+    def __init__(self, cfg: ModelConfig, slots: int, hidden: int, depth: int, pair_dim: int = 0, child_dim: int = 0) -> None:
         super().__init__()
         self.slots = slots
         self.numbers = NumberEmbedding(cfg.vocab, cfg.value_dim, cfg.fourier)
         d = self.numbers.dim
         self.pair_dim = pair_dim if slots >= 2 else 0
+        self.child_dim = child_dim if slots >= 2 else 0
         extra = 0
+        if self.child_dim:
+            pairs = [(i, j) for i in range(slots) for j in range(i + 1, slots)]
+            rest = [[k for k in range(slots) if k not in p] for p in pairs]
+            self.register_buffer("child_i", torch.tensor([p[0] for p in pairs]), persistent=False)
+            self.register_buffer("child_j", torch.tensor([p[1] for p in pairs]), persistent=False)
+            self.register_buffer("child_rest", torch.tensor(rest, dtype=torch.long).reshape(len(pairs), slots - 2),
+                                 persistent=False)
+            self.child_mlp = nn.Sequential(
+                nn.Linear(d + (slots - 2) * (d + 1) + len(CHILD_OPS), 2 * child_dim), nn.GELU(),
+                nn.Linear(2 * child_dim, 2 * child_dim), nn.GELU(), nn.Linear(2 * child_dim, child_dim), nn.GELU(),
+            )
+            extra += 2 * child_dim
         if self.pair_dim:
             pairs = [(i, j) for i in range(slots) for j in range(i + 1, slots)]
             self.register_buffer("pair_i", torch.tensor([p[0] for p in pairs]), persistent=False)
@@ -171,7 +193,7 @@ class SetEncoder(nn.Module):
             self.pair_mlp = nn.Sequential(
                 nn.Linear(3 * d + 1, 2 * pair_dim), nn.GELU(), nn.Linear(2 * pair_dim, pair_dim), nn.GELU()
             )
-            extra = 2 * pair_dim
+            extra += 2 * pair_dim
         self.mlp = _mlp(slots * (d + 1) + extra, hidden, depth, cfg.out_dim)
 
     def forward(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -188,7 +210,45 @@ class SetEncoder(nn.Module):
             mx = torch.where(present.bool(), h, torch.full_like(h, -1e4)).max(1).values
             mx = torch.where(present.sum(1) > 0, mx, torch.zeros_like(mx))
             x = torch.cat([x, mean, mx], dim=-1)
+        if self.child_dim:
+            x = torch.cat([x, *self._children(values, mask, e)], dim=-1)
         return F.normalize(self.mlp(x), dim=-1)
+
+    def _children(self, values: torch.Tensor, mask: torch.Tensor, e: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and max of a learned feature of every one-move child: ``(a op b, the other numbers)``.
+
+        For each pair of present numbers and each op of :data:`CHILD_OPS` (``a + b``, ``a * b``,
+        ``|a - b|`` if not 0, ``max / min`` if it divides), the result's number embedding, the
+        other slots' embeddings and masks, and the op go through a small MLP. These are features,
+        not rules: the critic's labels still come from the exact oracle.
+        """
+        a, b = values[:, self.child_i], values[:, self.child_j]  # [N, P]
+        present = mask[:, self.child_i] * mask[:, self.child_j]
+        hi, lo = torch.maximum(a, b), torch.minimum(a, b)
+        safe_lo = torch.where(lo > 0, lo, torch.ones_like(lo))
+        div_ok = (lo > 0) & (torch.remainder(hi, safe_lo) == 0)
+        results = torch.stack([a + b, a * b, hi - lo, torch.where(div_ok, hi / safe_lo, torch.zeros_like(hi))], -1)
+        valid = torch.stack([present > 0, present > 0, (present > 0) & (hi != lo), (present > 0) & div_ok], -1)  # [N, P, 4]
+        # the first layer is linear in (result, rest, op): apply its three blocks separately, so the
+        # rest of a pair is projected once for all its ops
+        first = self.child_mlp[0]
+        d = self.numbers.dim
+        h = self.numbers(results) @ first.weight[:, :d].T + first.bias  # [N, P, 4, 2c]
+        if self.slots > 2:
+            rm = mask[:, self.child_rest]  # [N, P, slots-2]
+            re = e[:, self.child_rest]  # slot embeddings (already masked)
+            rest = torch.cat([re, rm.unsqueeze(-1)], -1).flatten(2)  # [N, P, (slots-2)*(d+1)]
+            h = h + (rest @ first.weight[:, d : d + rest.shape[-1]].T).unsqueeze(2)
+        h = h + first.weight[:, -len(CHILD_OPS):].T  # one row per op (a one-hot input)
+        h = self.child_mlp[1:](h)  # [N, P, 4, c]
+        v = valid.unsqueeze(-1).float()
+        h = (h * v).flatten(1, 2)
+        v = v.flatten(1, 2)
+        count = v.sum(1).clamp_min(1.0)
+        mean = h.sum(1) / count
+        mx = torch.where(v.bool(), h, torch.full_like(h, -1e4)).max(1).values
+        mx = torch.where(v.sum(1) > 0, mx, torch.zeros_like(mx))
+        return mean, mx
 
 
 class NumericalCriticV2(nn.Module):
@@ -199,8 +259,10 @@ class NumericalCriticV2(nn.Module):
         if cfg.version != "v2":
             raise ValueError("NumericalCriticV2 needs ModelConfig(version='v2')")
         self.cfg = cfg
-        self.state_tower = SetEncoder(cfg, cfg.max_numbers, cfg.hidden, cfg.depth, cfg.pair_dim)
+        self.state_tower = SetEncoder(cfg, cfg.max_numbers, cfg.hidden, cfg.depth, cfg.pair_dim, cfg.child_dim)
         self.goal_tower = SetEncoder(cfg, 1, cfg.goal_hidden, min(cfg.depth, 2))
+        if cfg.logit_bias:
+            self.logit_bias = nn.Parameter(torch.tensor(-2.0))
 
     def embed_states(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return self.state_tower(values, mask)
@@ -271,6 +333,18 @@ def ranking_infonce(goals: torch.Tensor, positives: torch.Tensor, negatives: tor
     neg = torch.einsum("rd,rkd->rk", goals, negatives)
     logits = torch.cat([pos, neg], dim=1) / temperature
     return F.cross_entropy(logits, torch.zeros(len(goals), dtype=torch.long, device=goals.device))
+
+
+def reach_sigmoid_loss(states: torch.Tensor, goals: torch.Tensor, labels: torch.Tensor, temperature: float,
+                       bias: torch.Tensor | float = 0.0) -> torch.Tensor:
+    """Pairwise sigmoid contrastive loss with exact labels (SigLIP-style).
+
+    Every state of the batch is paired with every goal of the range: ``labels[i, g]`` says whether
+    goal ``g`` is reachable from state ``i``, and the logit is ``cos / temperature + bias``. Unlike
+    InfoNCE, one threshold then separates reachable from unreachable pairs across states of any size.
+    """
+    logits = states @ goals.T / temperature + bias
+    return F.binary_cross_entropy_with_logits(logits, labels.float())
 
 
 # ---- checkpoints ------------------------------------------------------------------------------

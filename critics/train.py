@@ -46,8 +46,10 @@ from critics.models import (
     goal_infonce,
     info_nce,
     ranking_infonce,
+    reach_sigmoid_loss,
     save_checkpoint,
 )
+from critics.reach_data import ReachTable, cached_reach_table
 
 
 @dataclass
@@ -64,6 +66,13 @@ class TrainConfig:
     out_dim: int = 128
     temperature: float = 0.1
     pair_dim: int = 32  # 0 = plain MLP over the sorted slots; > 0 adds the pair pool (docs/critics.md)
+    child_dim: int = 0  # > 0 adds the one-move child pool (docs/critics.md)
+    # objective: "trace" (InfoNCE on DFS-trace states), "reach" (sigmoid loss on exactly labelled
+    # states of every size, critics/reach_data.py) or "both" (their sum, the reach term weighted)
+    objective: str = "trace"
+    reach_weight: float = 1.0  # weight of the reach term with --objective both
+    reach_extra: int = 8000  # random start sets added to the train split's for the reach table
+    reach_sizes: tuple[float, ...] = (0.1, 0.3, 0.3, 0.3)  # reach rows: relative chance of a 1/2/3/4-number state
     # data
     preset: str = "longproc-0.5k"
     max_train_problems: int = 0  # use only the first N train-split problems (0 = all; for quick runs and tests)
@@ -100,6 +109,11 @@ class TrainConfig:
     report_to: str = "tensorboard"  # also log to: none, all, or a comma-separated list of transformers' integrations
 
     def __post_init__(self) -> None:
+        dataclass_cli.check_choice(self, "objective", ["trace", "reach", "both"])
+        if self.objective != "trace" and self.version != "v2":
+            raise ValueError(f"--objective {self.objective} trains a V2 critic (state vs target); V1 takes --objective trace")
+        if len(self.reach_sizes) != 4 or min(self.reach_sizes) < 0 or sum(self.reach_sizes) <= 0:
+            raise ValueError(f"--reach-sizes takes 4 non-negative weights (1..4 numbers), got {self.reach_sizes}")
         if self.positives not in ("reachable", "all"):
             raise ValueError(f"--positives must be 'reachable' or 'all', got {self.positives!r}")
         if not 0.0 <= self.hindsight <= 1.0:
@@ -117,6 +131,7 @@ class TrainConfig:
         return ModelConfig(
             version=self.version, value_dim=self.value_dim, fourier=self.fourier, hidden=self.hidden, depth=self.depth,
             goal_hidden=self.goal_hidden, out_dim=self.out_dim, temperature=self.temperature, pair_dim=self.pair_dim,
+            child_dim=self.child_dim, logit_bias=self.version == "v2" and self.objective != "trace",
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,6 +173,19 @@ def v2_loss(model: NumericalCriticV2, table: TraceTable, cfg: TrainConfig, rng: 
         loss = loss + cfg.hard_weight * hard
         info["hard"] = hard.item()
     return loss, info
+
+
+def reach_loss(model: NumericalCriticV2, table: ReachTable, cfg: TrainConfig, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
+    """Sigmoid loss of a batch of exactly labelled states (sizes drawn by ``reach_sizes``) against every goal."""
+    idx = table.sample(cfg.batch_size, rng, cfg.reach_sizes)
+    values = torch.from_numpy(table.states[idx].astype(np.float64))
+    sizes = torch.from_numpy(table.sizes[idx])
+    mask = (torch.arange(table.max_numbers)[None, :] < sizes[:, None]).float()
+    s = model.embed_states(values, mask)
+    g = model.embed_goals(torch.from_numpy(table.goals.astype(np.float64)))
+    labels = torch.from_numpy(table.labels[idx])
+    loss = reach_sigmoid_loss(s, g, labels, cfg.temperature, model.logit_bias)
+    return loss, {"reach": loss.item()}
 
 
 def v1_loss(model: NumericalCriticV1, table: TraceTable, cfg: TrainConfig, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
@@ -203,15 +231,34 @@ def _fmt(table: TraceTable, node: int) -> str:
     return "[" + ", ".join(str(int(x)) for x in table.node_states[node][: table.node_sizes[node]]) + "]"
 
 
-@torch.no_grad()
-def plot_similarity(model, table: TraceTable, cfg: TrainConfig, path: Path, seed: int = 12345) -> None:
-    """Cosine similarity of 16 states vs the goals of the same 16 rows (distinct goals)."""
-    import matplotlib
+def _reach_rows(table: ReachTable, cfg: TrainConfig, rng: np.random.Generator) -> tuple[list[tuple[int, ...]], list[int]]:
+    """16 states of the reach table, each with a distinct goal reachable from it."""
+    states: list[tuple[int, ...]] = []
+    goals: list[int] = []
+    for _ in range(200):
+        for i in table.sample(64, rng, cfg.reach_sizes):
+            free = [int(g) for g in table.goals[table.labels[i]] if int(g) not in goals]
+            if free and len(goals) < 16:
+                states.append(tuple(int(x) for x in table.states[i][: table.sizes[i]]))
+                goals.append(free[int(rng.integers(len(free)))])
+        if len(goals) == 16:
+            break
+    return states, goals
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+@torch.no_grad()
+def plot_similarity(model, table: TraceTable | ReachTable, cfg: TrainConfig, path: Path, seed: int = 12345) -> None:
+    """Cosine similarity of 16 states vs the goals of the same 16 rows (distinct goals)."""
+    from critics.models import pack_sets
 
     rng = np.random.default_rng(seed)
+    if isinstance(table, ReachTable):
+        states, goal_values = _reach_rows(table, cfg, rng)
+        v, m = pack_sets(states, table.max_numbers)
+        s = model.embed_states(torch.from_numpy(v), torch.from_numpy(m))
+        g = model.embed_goals(torch.tensor(goal_values, dtype=torch.float64))
+        _draw_similarity((s @ g.T).numpy(), [str(list(x)) for x in states], [str(x) for x in goal_values], cfg, path)
+        return
     rows: list[tuple[int, int]] = []
     seen: set[int] = set()
     for _ in range(200):  # bounded: a tiny training set may hold fewer than 16 distinct goals
@@ -241,14 +288,22 @@ def plot_similarity(model, table: TraceTable, cfg: TrainConfig, path: Path, seed
         g = model.embed_goals(*_sets(table, goals))
         ylabels = [_fmt(table, n) for n in nodes]
         xlabels = [_fmt(table, n) for n in goals]
-    sim = (s @ g.T).numpy()
+    _draw_similarity((s @ g.T).numpy(), ylabels, xlabels, cfg, path)
+
+
+def _draw_similarity(sim: np.ndarray, ylabels: list[str], xlabels: list[str], cfg: TrainConfig, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(7, 6))
     im = ax.imshow(sim, cmap="viridis", vmin=-1, vmax=1)
-    ax.set_xticks(range(len(rows)), xlabels, rotation=90, fontsize=7)
-    ax.set_yticks(range(len(rows)), ylabels, fontsize=7)
+    ax.set_xticks(range(len(xlabels)), xlabels, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(ylabels)), ylabels, fontsize=7)
     ax.set_xlabel("goal")
     ax.set_ylabel("state")
-    ax.set_title(f"cosine similarity, one batch of {len(rows)} (critic {cfg.version})")
+    ax.set_title(f"cosine similarity, one batch of {len(ylabels)} (critic {cfg.version})")
     fig.colorbar(im, ax=ax)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -366,10 +421,16 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             print(f"--resume: the last checkpoint is unusable ({exc}); continuing from the one before, step {st['step']}")
 
     t_data = time.perf_counter()
-    table = cached_table(
-        cfg.preset, cfg.extra_problems, cfg.data_seed, 4, (cfg.goal_min, cfg.goal_max),
-        cfg.cache_dir or None, progress=progress, max_train=cfg.max_train_problems,
-    )
+    table: TraceTable | None = None
+    rtable: ReachTable | None = None
+    if cfg.objective != "reach" or cfg.version == "v1":
+        table = cached_table(
+            cfg.preset, cfg.extra_problems, cfg.data_seed, 4, (cfg.goal_min, cfg.goal_max),
+            cfg.cache_dir or None, progress=progress, max_train=cfg.max_train_problems,
+        )
+    if cfg.objective != "trace" and cfg.version == "v2":
+        rtable = cached_reach_table(cfg.preset, cfg.reach_extra, cfg.data_seed, (cfg.goal_min, cfg.goal_max),
+                                    cfg.cache_dir or None, progress=progress, max_train=cfg.max_train_problems)
     data_seconds = time.perf_counter() - t_data
     model = build_model(cfg.model_config())
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -383,12 +444,23 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         if (out / "log.jsonl").exists():
             log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines() if x.strip()]
             log = [r for r in log if r["step"] <= start]
-    loss_fn = v2_loss if cfg.version == "v2" else v1_loss
+    def loss_fn(model, _table, cfg: TrainConfig, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
+        if cfg.version == "v1":
+            return v1_loss(model, table, cfg, rng)
+        if cfg.objective == "trace":
+            return v2_loss(model, table, cfg, rng)
+        if cfg.objective == "reach":
+            return reach_loss(model, rtable, cfg, rng)
+        loss, info = v2_loss(model, table, cfg, rng)
+        r, rinfo = reach_loss(model, rtable, cfg, rng)
+        return loss + cfg.reach_weight * r, {**info, **rinfo}
+
     model.train()
     bar = tqdm(range(start, end), initial=start, total=cfg.steps, desc=f"critic {cfg.version}", disable=not progress)
     acc_loss, acc_info, acc_n = 0.0, {}, 0
     t0 = time.perf_counter() - elapsed
-    extra = {"data": table.stats(), "data_seconds": round(data_seconds, 1)}
+    stats = {**(table.stats() if table is not None else {}), **(rtable.stats() if rtable is not None else {})}
+    extra = {"data": stats, "data_seconds": round(data_seconds, 1)}
     with StopRequest() as stop, Tracker(cfg.report_to, out, config=cfg.to_dict()) as tracker:  # Ctrl-C: stop after this step
         for step in bar:
             for group in optim.param_groups:
@@ -408,7 +480,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                        "lr": _lr(cfg, step), "seconds": round(time.perf_counter() - t0, 1)}
                 log.append(rec)
                 tracker.log({k: v for k, v in rec.items() if k not in ("step", "seconds")}, rec["step"])
-                bar.set_postfix(loss=f"{rec['loss']:.3f}", acc=f"{rec.get('acc', 0):.2f}")
+                bar.set_postfix(loss=f"{rec['loss']:.3f}", **({"acc": f"{rec['acc']:.2f}"} if "acc" in rec else {}))
                 acc_loss, acc_info, acc_n = 0.0, {}, 0
             if cfg.time_limit > 0 and time.perf_counter() - t_start > 60 * cfg.time_limit and step + 1 < end:
                 extra["stopped_by_time_limit_at_step"] = step + 1
@@ -441,7 +513,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     _save(model, optim, cfg, out, end, rng, log, extra)
     if log:
         plot_loss(log, out / "loss.png")
-    plot_similarity(model, table, cfg, out / "similarity.png")
+    plot_similarity(model, table if table is not None else rtable, cfg, out / "similarity.png")
     return out
 
 

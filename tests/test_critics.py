@@ -392,3 +392,81 @@ def test_an_interrupted_save_resumes_from_the_checkpoint_before(tmp_path, capsys
     a, b = load_critic(straight).model.state_dict(), load_critic(resumed).model.state_dict()
     for k in a:  # continuing from step 20 repeats the run exactly
         assert torch.allclose(a[k], b[k], atol=1e-6), k
+
+
+# ---- states of every size (reach table) and the per-size evaluation ------------------------------
+
+
+def test_reach_table_labels_every_goal_exactly():
+    from critics.reach_data import build_reach_table
+
+    starts = [p.numbers for p in load_split("longproc-0.5k", "train")[:3]]
+    tab = build_reach_table(starts, singles=60)
+    assert set(tab.sizes.tolist()) == {1, 2, 3, 4}
+    assert len({tuple(r) for r in tab.states}) == len(tab.states)  # distinct states
+    rng = np.random.default_rng(0)
+    for i in rng.choice(len(tab.states), 60, replace=False):
+        state = _ints(tab.states[i], tab.sizes[i])
+        for g, y in zip(tab.goals, tab.labels[i], strict=True):
+            assert reachable(state, int(g)) == y
+    idx = tab.sample(400, rng, (0.0, 0.0, 1.0, 1.0))
+    assert set(tab.sizes[idx].tolist()) == {3, 4}
+
+
+def test_reach_table_refuses_held_out_number_sets():
+    from critics.reach_data import build_reach_table, start_sets
+
+    test_set = tuple(sorted(load_split("longproc-0.5k", "test")[0].numbers))
+    with pytest.raises(ValueError, match="held-out split"):
+        build_reach_table([test_set])
+    held = {tuple(sorted(p.numbers)) for s in ("validation", "test") for p in load_split("longproc-0.5k", s)}
+    starts = start_sets(extra=50, max_train=20)
+    assert len(starts) == len(set(starts)) and not held & set(starts)
+
+
+def test_reach_objective_trains_a_child_pool_critic(tmp_path):
+    out = train(_cfg(tmp_path, objective="reach", child_dim=8, steps=80), progress=False)
+    log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
+    assert log[-1]["loss"] < log[0]["loss"]
+    critic = load_critic(out)
+    assert critic.config.child_dim == 8 and critic.config.logit_bias
+    assert np.ptp(critic.score([(4, 3, 2, 1), (1, 2, 3, 4)], [10, 10])) < 1e-6  # order-free with children
+    meta = json.loads((out / "config.json").read_text())
+    assert meta["data"]["reach_size_4"] > 0
+    with pytest.raises(ValueError, match="V1 takes --objective trace"):
+        TrainConfig(version="v1", objective="reach")
+
+
+def test_start_states_are_labelled_by_the_oracle():
+    from critics.data import start_states
+
+    probs = load_split("longproc-0.5k", "validation")[:5]
+    ls = start_states(probs, targets=6, seed=1)
+    assert len(ls) == 30 and all(len(s) == 4 and 10 <= t <= 50 for s, t in zip(ls.states, ls.targets, strict=True))
+    assert [reachable(s, t) for s, t in zip(ls.states, ls.targets, strict=True)] == ls.labels.tolist()
+
+
+def test_any_scorer_is_evaluated_per_size_with_its_first_move(tmp_path):
+    from critics.evaluate import evaluate, first_move, set_metrics, state_sets
+
+    def oracle(states, targets):
+        return np.array([float(reachable(s, t)) for s, t in zip(states, targets, strict=True)])
+
+    def contrary(states, targets):
+        return -oracle(states, targets)
+
+    probs = load_split("longproc-0.5k", "test")[:8]
+    sets = state_sets(probs, rollouts=2, start_targets=3)
+    res = set_metrics(oracle, sets)
+    assert res["trace"]["size_3"]["auroc"] == 1.0 and res["start"]["size_4"]["auroc"] == 1.0
+    assert set(res["start"]) == {"all", "size_4"} and {"size_2", "size_3", "sizes_2_3"} <= set(res["random"])
+    assert set_metrics(contrary, sets)["trace"]["size_3"]["auroc"] == 0.0
+    fm = first_move(oracle, probs)
+    assert fm["critic_best_move_keeps_reachable"] == 1.0 == fm["best_possible"]
+    assert 0 < fm["random_move_keeps_reachable"] < 1
+    assert first_move(contrary, probs)["critic_best_move_keeps_reachable"] < 1.0
+    res = evaluate(score_fn=oracle, name="oracle", max_problems=4, val_problems=2, rollouts=1, out=tmp_path, progress=False)
+    assert res["checkpoint"] == "oracle" and "parity_probe_loo_acc" not in res
+    assert "| start | 4 numbers |" in (tmp_path / "report.md").read_text()
+    with pytest.raises(ValueError, match="shape"):
+        set_metrics(lambda s, t: np.zeros(3), sets)

@@ -707,3 +707,7 @@ def test_tinyzero_chat_prompt_is_tinyzeros_instruct_template():
     assert maybe_apply_chat_template({"prompt": messages}, tok)["prompt"] == expected  # what GRPOTrainer renders
     assert llm_eval.make_prompts([p], tok, "tinyzero") == [expected]
     assert llm_grpo.make_prompt(p, "tinyzero", tok, chat_template=False).endswith("Assistant: Let me solve this step by step.\n<think>")
+
+
+def test_a_critic_reward_on_four_number_presets_is_accepted() -> None:
+    llm_grpo.check_critic_fits("longproc-0.5k")  # 4-number problems: within the shipped critic's max_numbers
