@@ -22,6 +22,8 @@ Terms (TRL adds ``weight * term`` over the terms, then normalises within each pr
 ``critic``                mean over moves of ``critic_terms(critic, transitions)``: the shipped
                           contrastive critic's cosine score of each new state vs the target, -1 for
                           an invalid move; 0 without moves. In ``[-1, 1]``.
+``text_critic``           the same per-move mean with the text critic (``critics.text_critic``, the seed
+                          paper's architecture A) as the scorer. In ``[-1, 1]``.
 ``clipo``                 CLIPO: ``max(-lambda * L_CL, -0.5)`` for correct anchors in groups with
                           ≥ 2 correct and ≥ 1 incorrect rollout, else 0 (see :class:`CLIPOReward`).
 ========================  =====================================================================
@@ -42,7 +44,7 @@ from countdown_gym.integrations import critic_score, format_score, oracle_score,
 from countdown_gym.integrations.verl import DEFAULT_WEIGHTS
 from countdown_gym.problem import Problem
 
-TERMS: tuple[str, ...] = ("sparse", "format", "oracle", "oracle_perfect", "critic", "clipo")
+TERMS: tuple[str, ...] = ("sparse", "format", "oracle", "oracle_perfect", "critic", "clipo", "text_critic")
 """Every reward term a run can weight."""
 
 MONITORED: dict[str, float] = {"sparse": 0.0, "format": 0.0, "oracle": 0.0, "oracle_perfect": 0.0}
@@ -55,6 +57,7 @@ VARIANTS: dict[str, dict[str, float]] = {
     "oracle-perfect": {"sparse": _W["sparse"], "format": _W["format"], "oracle_perfect": _W["oracle_perfect"]},
     "critic": {"sparse": _W["sparse"], "format": _W["format"], "critic": _W["critic"]},
     "clipo": {"sparse": _W["sparse"], "format": _W["format"], "clipo": 1.0},
+    "text-critic": {"sparse": _W["sparse"], "format": _W["format"], "text_critic": _W["critic"]},
 }
 """Named reward variants: term -> weight. The dense terms are added to the outcome reward."""
 
@@ -206,13 +209,26 @@ class CriticReward:
         return [critic_score(r, self.critic) for r in _replays(completions, kwargs)]
 
 
+class TextCriticReward(CriticReward):
+    """:class:`CriticReward` with the text critic (``critics.text_critic.load_text_critic()``) as the scorer."""
+
+    __name__ = "text_critic_reward"
+
+    def __init__(self, critic: Any = None) -> None:
+        if critic is None:
+            from critics.text_critic import load_text_critic
+
+            critic = load_text_critic()
+        super().__init__(critic)
+
+
 REWARD_FUNCTIONS: dict[str, Callable[..., list[float]]] = {
     "sparse": sparse_reward,
     "format": format_reward,
     "oracle": oracle_reward,
     "oracle_perfect": oracle_perfect_reward,
 }
-"""The stateless reward functions by term name (``critic`` and ``clipo`` need objects)."""
+"""The stateless reward functions by term name (``critic``, ``text_critic`` and ``clipo`` need objects)."""
 
 
 # --- CLIPO ------------------------------------------------------------------------------------
