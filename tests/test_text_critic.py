@@ -151,7 +151,7 @@ def test_evaluate_text_writes_a_report(tiny_run: Path, tmp_path: Path) -> None:
     res = json.loads((tmp_path / "results.json").read_text())
     assert set(res["sets"]["trace"]) == {"text (trace prefix)", "text (state only)", "V2 (shipped)"}
     assert "size_4" in res["sets"]["start (4 numbers, random targets 10-50)"]["V2 (shipped)"]
-    assert all(v > 0 for v in res["throughput_states_per_s"].values())
+    assert all(v["per_wall_second"] > 0 and v["per_cpu_second"] > 0 for v in res["throughput_states_per_s"].values())
     assert "| trace | text (trace prefix) |" in (tmp_path / "report.md").read_text()
 
 
