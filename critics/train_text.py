@@ -212,7 +212,10 @@ def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
     if cfg.finetune:
         groups.append({"params": list(model.lm.parameters()), "lr": cfg.lm_lr, "base": cfg.lm_lr})
     optim = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
-    extra: dict[str, Any] = {"train_config": cfg.to_dict(), "data": data.table.stats(), "data_seconds": round(data_seconds, 1),
+    recorded = cfg.to_dict()
+    if Path(cfg.lm).resolve().is_relative_to(DEFAULT_LM.parents[2]):  # inside the repository: no machine's paths
+        recorded["lm"] = Path(cfg.lm).resolve().relative_to(DEFAULT_LM.parents[2]).as_posix()
+    extra: dict[str, Any] = {"train_config": recorded, "data": data.table.stats(), "data_seconds": round(data_seconds, 1),
                              "parameters": sum(p.numel() for p in model.parameters()),
                              "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
     log: list[dict] = []

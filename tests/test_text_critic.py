@@ -208,3 +208,7 @@ def test_one_grpo_step_with_the_text_critic_reward(tmp_path: Path) -> None:
     assert summary["last"]["step"] == 1
     logs = [json.loads(x) for x in (tmp_path / "run" / "train_log.jsonl").open()]
     assert any("rewards/text_critic_reward/mean" in x for x in logs)
+
+
+def test_a_run_records_the_lm_inside_the_repository_by_its_relative_path(tiny_run: Path) -> None:
+    assert json.loads((tiny_run / "config.json").read_text())["train_config"]["lm"] == "baselines/checkpoints/countdown-tiny-lm"
