@@ -65,7 +65,7 @@ class Options:
     chat_template: bool = True
     """Wrap longproc/tinyzero prompts as a user message when the tokenizer has a chat template."""
     rewards: str = "sparse"
-    """Reward variant(s) / weights: sparse | oracle | oracle-perfect | critic | clipo, '+'-joined, or term=w,..."""
+    """Reward variant(s) / weights: sparse | oracle | oracle-perfect | critic | clipo | text-critic, '+'-joined, or term=w,..."""
     steps: int = 30
     """GRPO optimizer steps."""
     num_generations: int = 8
@@ -611,6 +611,10 @@ def build_reward_funcs(opts: Options, tokenizer: Any, hidden_size: int) -> tuple
             funcs.append(REWARD_FUNCTIONS[name])
         elif name == "critic":
             funcs.append(shipped_critic_reward())
+        elif name == "text_critic":
+            from baselines.llm_rewards import TextCriticReward
+
+            funcs.append(TextCriticReward())
         elif name == "clipo":
             from critics.clipo import CLIPOTrainer
 
@@ -899,7 +903,7 @@ def train(opts: Options) -> dict[str, Any]:
 
         trainer_class = StepCreditGRPOTrainer
         credit = {"step_weights": split_reward_spec(reward_terms(opts))[1], "step_gamma": opts.step_credit_gamma,
-                  "critic": next((f.critic for f in funcs if isinstance(f, CriticReward)), None)}
+                  "critic": next((f.critic for f in funcs if type(f) is CriticReward), None)}
     trainer = trainer_class(
         model=model,
         reward_funcs=funcs,

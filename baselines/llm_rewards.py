@@ -7,6 +7,8 @@ completion_ids, **kwargs) -> list[float]``; the problem from the dataset columns
 adds what needs the trainer or the baseline's choices:
 
 ========================  =====================================================================
+``text_critic``           the ``critic`` term's per-move mean with the text critic (``critics.text_critic``, the
+                          seed paper's architecture A) as the scorer. In ``[-1, 1]``.
 ``clipo``                 CLIPO: ``max(-lambda * L_CL, -0.5)`` for correct anchors in groups with
                           ≥ 2 correct and ≥ 1 incorrect rollout, else 0 (see :class:`CLIPOReward`).
 ========================  =====================================================================
@@ -24,7 +26,7 @@ from typing import Any
 from countdown_gym.integrations.trl import CriticReward, completion_replays, log_metrics
 from countdown_gym.integrations.verl import DEFAULT_WEIGHTS
 
-TERMS: tuple[str, ...] = ("sparse", "format", "oracle", "oracle_perfect", "critic", "clipo")
+TERMS: tuple[str, ...] = ("sparse", "format", "oracle", "oracle_perfect", "critic", "clipo", "text_critic")
 """Every reward term a run can weight."""
 
 MONITORED: dict[str, float] = {"sparse": 0.0, "format": 0.0, "oracle": 0.0, "oracle_perfect": 0.0}
@@ -37,6 +39,7 @@ VARIANTS: dict[str, dict[str, float]] = {
     "oracle-perfect": {"sparse": _W["sparse"], "format": _W["format"], "oracle_perfect": _W["oracle_perfect"]},
     "critic": {"sparse": _W["sparse"], "format": _W["format"], "critic": _W["critic"]},
     "clipo": {"sparse": _W["sparse"], "format": _W["format"], "clipo": 1.0},
+    "text-critic": {"sparse": _W["sparse"], "format": _W["format"], "text_critic": _W["critic"]},
 }
 """Named reward variants: term -> weight. The dense terms are added to the outcome reward."""
 
@@ -87,8 +90,22 @@ def shipped_critic_reward() -> CriticReward:
     return CriticReward(load_critic())
 
 
+class TextCriticReward(CriticReward):
+    """The ``critic`` reward with the text critic (``critics.text_critic.load_text_critic()``) as the scorer."""
+
+    __name__ = "text_critic_reward"
+
+    def __init__(self, critic: Any = None) -> None:
+        if critic is None:
+            from critics.text_critic import load_text_critic
+
+            critic = load_text_critic()
+        super().__init__(critic)
+
+
 __all__ = ["MONITORED", "TERMS", "VARIANTS", "CLIPOReward", "parse_reward_spec", "prompt_token_ids",
-           "shipped_critic_reward"]
+           "shipped_critic_reward",
+           "TextCriticReward"]
 
 
 # --- CLIPO ------------------------------------------------------------------------------------

@@ -1,0 +1,192 @@
+"""Score the text critic against the exact oracle, beside V2: ``python -m critics.evaluate_text``.
+
+The state sets are V2's (:mod:`critics.evaluate`): the distinct states of each problem's DFS trace
+(:func:`critics.data.trace_states`) and of random legal-move rollouts
+(:func:`critics.data.random_states`), labelled by :func:`countdown_gym.reachable`, plus 4-number
+sets: each problem's numbers with ``--start-targets`` random targets in 10..50. The metrics are
+:func:`critics.evaluate.metrics`, per state size. States with 2 to 4 numbers are scored
+(one-number states are an equality test).
+
+The text critic is scored two ways:
+
+* ``text (trace prefix)``: trace states read as the trace text up to the line that creates them
+  (the seed paper's input), :meth:`TextCritic.score_texts`;
+* ``text (state only)``: every set read through :meth:`TextCritic.score` (a bare state written
+  by :func:`critics.text_critic.render_state`: what the reward wrappers call).
+
+Throughput: states per second of one ``score`` / ``score_texts`` call on the trace states (one
+thread by default), and of V2's ``score`` on the same states. Writes ``results.json`` and
+``report.md`` into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from countdown_gym import Problem, dfs_trace, load_split, reachable
+from critics.data import LabelledStates, random_states, trace_states, trace_tree
+from critics.evaluate import metrics
+from critics.text_critic import node_lines, prefix_window
+
+
+def trace_prefixes(problems: Sequence[Problem], min_size: int = 1) -> tuple[LabelledStates, list[str]]:
+    """:func:`critics.data.trace_states` and, for each of its states, the trace text up to the line that creates it
+    (its first occurrence in the trace)."""
+    ls = trace_states(problems, min_size=min_size)
+    texts: list[str] = []
+    for p in problems:
+        text = dfs_trace(p)
+        lines, where = text.split("\n"), node_lines(text)
+        seen: set[tuple[int, ...]] = set()
+        for s, line in zip(trace_tree(p).states, where, strict=True):
+            key = tuple(sorted(s))
+            if len(key) < min_size or key in seen:
+                continue
+            seen.add(key)
+            texts.append(prefix_window(lines, line))
+    if len(texts) != len(ls):
+        raise AssertionError(f"{len(texts)} prefixes for {len(ls)} trace states")
+    return ls, texts
+
+
+def start_sets(problems: Sequence[Problem], targets_per_problem: int = 4, seed: int = 0, lo: int = 10, hi: int = 50) -> LabelledStates:
+    """Each problem's numbers with ``targets_per_problem`` distinct random targets in ``lo..hi``, labelled exactly."""
+    rng = random.Random(seed)
+    out = LabelledStates([], [], np.zeros(0, bool), [])
+    labels = []
+    for p in problems:
+        for t in rng.sample(range(lo, hi + 1), targets_per_problem):
+            key = tuple(sorted(p.numbers))
+            out.states.append(key)
+            out.targets.append(t)
+            out.initial.append(p.numbers)
+            labels.append(reachable(key, t, p.rules))
+    out.labels = np.array(labels, dtype=bool)
+    return out
+
+
+def per_size(scores: np.ndarray, ls: LabelledStates) -> dict[str, dict]:
+    sizes = np.array([len(s) for s in ls.states])
+    entry = {f"size_{k}": metrics(scores[sizes == k], ls.labels[sizes == k]) for k in sorted(set(sizes.tolist()))}
+    mid = (sizes >= 2) & (sizes <= 3)
+    if mid.any():
+        entry["sizes_2_3"] = metrics(scores[mid], ls.labels[mid])
+    return entry
+
+
+def _timed(fn, *args) -> tuple[np.ndarray, float, float]:
+    """``(result, wall seconds, CPU seconds of this process)``: on a loaded machine the second is the fair cost."""
+    t, c = time.perf_counter(), time.process_time()
+    out = fn(*args)
+    return out, time.perf_counter() - t, time.process_time() - c
+
+
+def _rates(n: int, wall: float, cpu: float) -> dict[str, float]:
+    return {"states": n, "per_wall_second": n / wall, "per_cpu_second": n / max(cpu, 1e-9)}
+
+
+def evaluate_text(checkpoint: str | None = None, preset: str = "longproc-0.5k", split: str = "test", max_problems: int = 300,
+                  rollouts: int = 4, seed: int = 0, start_targets: int = 4, out: str | Path = "runs/critic-eval-text",
+                  progress: bool = True) -> dict:
+    """The whole comparison; returns the results dict and writes ``results.json`` + ``report.md`` into ``out``."""
+    from tqdm import tqdm
+
+    from critics import load_critic
+    from critics.text_critic import load_text_critic
+
+    if max_problems < 1 or rollouts < 1 or start_targets < 1:
+        raise ValueError("--max-problems, --rollouts and --start-targets must be >= 1")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    text, v2 = load_text_critic(checkpoint), load_critic()
+    problems = load_split(preset, split)[:max_problems]
+    bar = tqdm(total=6, desc="text critic evaluation", disable=not progress)
+    trace, prefixes = trace_prefixes(problems, min_size=2)
+    sets = {"trace": trace, "random": random_states(problems, rollouts=rollouts, seed=seed)}
+    sets["random"] = sets["random"].select(np.array([len(s) >= 2 for s in sets["random"].states]))
+    sets["start (4 numbers, random targets 10-50)"] = start_sets(problems, start_targets, seed)
+    bar.update(1)
+    res: dict = {"text_checkpoint": str(text.path), "preset": preset, "split": split, "problems": len(problems),
+                 "rollouts": rollouts, "seed": seed, "start_targets": start_targets, "sets": {}, "throughput_states_per_s": {}}
+    s, dt, cpu = _timed(text.score_texts, prefixes, trace.targets)
+    res["sets"]["trace"] = {"text (trace prefix)": per_size(s, trace)}
+    res["throughput_states_per_s"]["text, score_texts (trace prefixes)"] = _rates(len(prefixes), dt, cpu)
+    bar.update(1)
+    for name, ls in sets.items():
+        s, dt, cpu = _timed(text.score, ls.states, ls.targets)
+        res["sets"].setdefault(name, {})["text (state only)"] = per_size(s, ls)
+        if name == "trace":
+            res["throughput_states_per_s"]["text, score (bare states)"] = _rates(len(ls), dt, cpu)
+        bar.update(1)
+    for name, ls in sets.items():
+        s, *_ = _timed(v2.score, ls.states, ls.targets)
+        res["sets"][name]["V2 (shipped)"] = per_size(s, ls)
+        if name == "trace":
+            v2._goal_cache.clear()
+            _, dt, cpu = _timed(v2.score, ls.states, ls.targets)
+            res["throughput_states_per_s"]["V2, score"] = _rates(len(ls), dt, cpu)
+    bar.update(1)
+    bar.close()
+    (out / "results.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+    (out / "report.md").write_text(render_report(res), encoding="utf-8")
+    return res
+
+
+def render_report(res: dict) -> str:
+    lines = [
+        f"# Text critic vs V2: {res['text_checkpoint']}",
+        "",
+        f"States of `{res['preset']}/{res['split']}` (first {res['problems']} problems) with 2-4 numbers, labelled by "
+        "`countdown_gym.reachable`.",
+        "",
+        "| state set | critic | subset | n | reachable | AUROC | best acc |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, by_critic in res["sets"].items():
+        for critic, entry in by_critic.items():
+            for sub, m in entry.items():
+                lines.append(f"| {name} | {critic} | {sub} | {m['n']} | {m['reachable_frac']:.3f} | {m['auroc']:.3f} | {m['best_acc']:.3f} |")
+    lines += ["", f"Throughput on the trace states (torch threads: {res.get('threads', '?')}; per CPU second = states over the "
+              "process's CPU time, which a loaded machine does not inflate):", ""]
+    lines += [f"* {k}: {v['per_wall_second']:,.0f} states per wall second, {v['per_cpu_second']:,.0f} per CPU second"
+              for k, v in res["throughput_states_per_s"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m critics.evaluate_text", description=__doc__.split("\n")[0])
+    ap.add_argument("--checkpoint", default=None, help="text critic checkpoint directory (default: critics/checkpoints/text)")
+    ap.add_argument("--preset", default="longproc-0.5k")
+    ap.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    ap.add_argument("--max-problems", type=int, default=300, help="first N problems of the split")
+    ap.add_argument("--rollouts", type=int, default=4, help="random rollouts per problem")
+    ap.add_argument("--start-targets", type=int, default=4, help="random targets per problem for the 4-number sets")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads")
+    ap.add_argument("--out", default="runs/critic-eval-text", help="output directory")
+    a = ap.parse_args(argv)
+    import torch
+
+    from critics.models import CheckpointError
+
+    torch.set_num_threads(a.threads)
+    try:
+        res = evaluate_text(a.checkpoint, a.preset, a.split, a.max_problems, a.rollouts, a.seed, a.start_targets, a.out)
+    except (CheckpointError, ValueError, OSError) as e:
+        raise SystemExit(f"error: {e}") from None
+    res["threads"] = a.threads
+    Path(a.out, "results.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+    Path(a.out, "report.md").write_text(render_report(res), encoding="utf-8")
+    print(render_report(res))
+    print(f"wrote {a.out}/report.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,366 @@
+"""The seed paper's text critic (its architecture A): a language model embeds the reasoning text.
+
+The state tower reads the *trace prefix up to a state* (the search text a model has written so
+far, cut at the end of the line that puts the search on that state) with the hidden states of
+the project's embedded causal LM (``baselines/checkpoints/countdown-tiny-lm``); the goal tower is
+a separate network that embeds the target value (the V2 goal tower of :mod:`critics.models`).
+Both give L2-normalised vectors; the score is their cosine, trained with the same InfoNCE
+objective as V2 (``python -m critics.train_text``).
+
+Only the last ``window`` tokens of a prefix are read (the full LongProc DFS prefix of a
+longproc-0.5k problem is 8.5k tokens at the median and up to 73k in this tokenizer; the line
+that creates a state always names the state and the target). The embedding is the final hidden
+state of the window's last token concatenated with the mean over the window, mapped by an MLP.
+
+:class:`TextCritic` scores either texts (:meth:`TextCritic.score_texts`, the paper's input) or
+bare number sets (:meth:`TextCritic.score`, the ``score(states, targets)`` interface that
+:class:`countdown_gym.wrappers.ContrastiveCriticReward` and the GRPO critic reward call): a bare
+state is written as the first line of its own search, ``Initial number set: [..], target: T. ...``
+(:func:`render_state`).
+
+Example:
+    >>> from critics.text_critic import load_text_critic
+    >>> critic = load_text_critic()                      # critics/checkpoints/text
+    >>> critic.score([(20, 26), (80,)], [46, 46]).shape
+    (2,)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from countdown_gym.trace import _options, format_list, parse_trace
+from critics.models import CheckpointError, ModelConfig, SetEncoder, _mlp
+
+TEXT_FORMAT = "countdown-gym-text-critic/1"
+"""Tag stored in every text-critic checkpoint's ``config.json``; a different tag is refused."""
+
+ROOT = Path(__file__).resolve().parent
+SHIPPED_TEXT_CHECKPOINT = ROOT / "checkpoints" / "text"
+"""Directory of the checkpoint that ``load_text_critic()`` loads by default."""
+DEFAULT_LM = ROOT.parent / "baselines" / "checkpoints" / "countdown-tiny-lm"
+"""The embedded LM whose weights initialise the state tower (a saved Hugging Face model directory)."""
+
+
+@dataclass
+class TextCriticConfig:
+    """Architecture of a text critic (saved beside the weights)."""
+
+    window: int = 112  # tokens of the prefix read (the last ones); the 3-number lines are ~146 tokens, 2-number ~108
+    head_hidden: int = 256  # MLP width on the pooled LM features
+    head_depth: int = 2
+    out_dim: int = 128
+    temperature: float = 0.1
+    value_dim: int = 32  # goal tower (the V2 goal tower: number embedding + MLP)
+    fourier: int = 12
+    goal_hidden: int = 256
+    finetune: bool = True  # False: the LM stays frozen, only the head and the goal tower learn
+
+    def __post_init__(self) -> None:
+        for name in ("window", "head_hidden", "head_depth", "out_dim", "value_dim", "fourier", "goal_hidden"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"TextCriticConfig.{name} must be a positive int, got {v!r}")
+        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
+            raise ValueError(f"TextCriticConfig.temperature must be > 0, got {self.temperature!r}")
+
+    def goal_config(self) -> ModelConfig:
+        return ModelConfig(version="v2", max_numbers=1, value_dim=self.value_dim, fourier=self.fourier,
+                           goal_hidden=self.goal_hidden, out_dim=self.out_dim, temperature=self.temperature)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TextCriticConfig:
+        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown text critic config fields: {sorted(unknown)}")
+        return cls(**d)
+
+
+# ---- text ---------------------------------------------------------------------------------------
+
+
+def render_state(state: Sequence[Any], target: Any) -> str:
+    """A bare number set as the first line of its own LongProc search (what :meth:`TextCritic.score` reads).
+
+    >>> render_state((20, 26), 46)
+    'Initial number set: [20, 26], target: 46, just two numbers left.'
+    """
+    nums = list(state)
+    if len(nums) >= 3:
+        return f"Initial number set: {format_list(nums)}, target: {target}. Options for choosing two numbers: {_options(nums)}."
+    if len(nums) == 2:
+        return f"Initial number set: {format_list(nums)}, target: {target}, just two numbers left."
+    return f"Initial number set: {format_list(nums)}, target: {target}."
+
+
+def prefix_window(lines: Sequence[str], line_no: int, context_lines: int = 3) -> str:
+    """The trace prefix that ends with line ``line_no`` (``lines`` = the trace split on newlines), from at most
+    ``context_lines`` lines before it: enough text for any window of a few hundred tokens."""
+    if not 0 <= line_no < len(lines):
+        raise ValueError(f"line {line_no} is outside the trace ({len(lines)} lines)")
+    return "\n".join(lines[max(0, line_no - context_lines) : line_no + 1])
+
+
+def node_lines(text: str) -> list[int]:
+    """For each node of :func:`critics.data.trace_tree` (same order), the line of ``text`` that creates it."""
+    lines = text.split("\n")
+    root = next(i for i, line in enumerate(lines) if line.startswith("Initial number set:"))
+    _, _, steps = parse_trace(text)
+    return [root] + [st.line_no for st in steps if st.next_state is not None]
+
+
+def _check_state(i: int, s: Any) -> tuple:
+    if isinstance(s, (str, bytes)) or not hasattr(s, "__len__"):
+        raise TypeError(f"state {i} must be a sequence of numbers, got {s!r}")
+    if len(s) == 0:
+        raise ValueError(f"state {i} is empty")
+    for x in s:
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer, Fraction)):
+            raise TypeError(f"state {i} holds ints (or Fractions), got {type(x).__name__} {x!r}")
+    return tuple(s)
+
+
+def _check_target(i: int, t: Any) -> int:
+    if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+        raise TypeError(f"target {i} must be an int, got {type(t).__name__} {t!r}")
+    return int(t)
+
+
+# ---- the model ----------------------------------------------------------------------------------
+
+
+class TextCriticModel(nn.Module):
+    """LM state tower (+ pooled-feature MLP head) and a separate goal tower over target values."""
+
+    def __init__(self, cfg: TextCriticConfig, lm_config: Any) -> None:
+        super().__init__()
+        from transformers import AutoModel
+
+        self.cfg = cfg
+        self.lm = AutoModel.from_config(lm_config)
+        self.lm.requires_grad_(cfg.finetune)
+        h = lm_config.hidden_size
+        self.head = _mlp(2 * h, cfg.head_hidden, cfg.head_depth, cfg.out_dim)
+        self.goal_tower = SetEncoder(cfg.goal_config(), 1, cfg.goal_hidden, 2)
+
+    def embed_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Left-padded token windows ``[N, W]`` -> L2-normalised state embeddings ``[N, out_dim]``."""
+        pos = (attention_mask.long().cumsum(-1) - 1).clamp_min(0)
+        with torch.set_grad_enabled(torch.is_grad_enabled() and self.cfg.finetune):
+            hs = self.lm(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos).last_hidden_state
+        m = attention_mask.unsqueeze(-1).to(hs.dtype)
+        mean = (hs * m).sum(1) / m.sum(1).clamp_min(1.0)
+        return F.normalize(self.head(torch.cat([hs[:, -1], mean], dim=-1)), dim=-1)
+
+    def embed_goals(self, targets: torch.Tensor) -> torch.Tensor:
+        """``targets`` float64 ``[N]`` -> ``[N, out_dim]``."""
+        t = targets.reshape(-1, 1)
+        return self.goal_tower(t, torch.ones_like(t, dtype=torch.float32))
+
+
+def load_lm_parts(lm_dir: str | Path) -> tuple[Any, Any, dict[str, torch.Tensor]]:
+    """``(tokenizer, lm config, base-model weights)`` of a saved causal LM directory (the state tower's start)."""
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoTokenizer
+
+    d = Path(lm_dir)
+    if not (d / "config.json").is_file() or not (d / "model.safetensors").is_file():
+        raise CheckpointError(f"no language model at {d} (expected config.json, model.safetensors and tokenizer files)")
+    tok = AutoTokenizer.from_pretrained(str(d))
+    config = AutoConfig.from_pretrained(str(d))
+    prefix = "model."  # a *ForCausalLM stores its base model under "model."; the LM head is not used
+    state = {k[len(prefix):]: v for k, v in load_file(str(d / "model.safetensors")).items() if k.startswith(prefix)}
+    return tok, config, state
+
+
+def build_text_critic(cfg: TextCriticConfig, lm_dir: str | Path = DEFAULT_LM, seed: int = 0) -> tuple[TextCriticModel, Any]:
+    """A new text critic whose state tower starts from the LM in ``lm_dir``; returns ``(model, tokenizer)``."""
+    tok, lm_config, state = load_lm_parts(lm_dir)
+    torch.manual_seed(seed)
+    model = TextCriticModel(cfg, lm_config)
+    missing, unexpected = model.lm.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise CheckpointError(f"{lm_dir}: the LM weights do not fit its config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    return model, _prepare_tokenizer(tok)
+
+
+def _prepare_tokenizer(tok: Any) -> Any:
+    tok.padding_side = "left"
+    tok.truncation_side = "left"
+    return tok
+
+
+# ---- checkpoints --------------------------------------------------------------------------------
+
+
+def save_text_critic(model: TextCriticModel, tokenizer: Any, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
+    """``config.json`` (+ ``extra``), ``model.safetensors`` (LM included: the checkpoint stands alone),
+    ``lm_config.json`` and ``tokenizer/``; every file written under a temporary name and moved into place."""
+    from safetensors.torch import save_file
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(str(d / "tokenizer"))
+    (d / "lm_config.json.tmp").write_text(model.lm.config.to_json_string(), encoding="utf-8")
+    os.replace(d / "lm_config.json.tmp", d / "lm_config.json")
+    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    save_file(tensors, str(d / "model.safetensors.tmp"))
+    meta = {"format": TEXT_FORMAT, "model": model.cfg.to_dict(), **(extra or {})}
+    (d / "config.json.tmp").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    os.replace(d / "model.safetensors.tmp", d / "model.safetensors")
+    os.replace(d / "config.json.tmp", d / "config.json")
+    return d
+
+
+def load_text_critic(path: str | Path | None = None) -> TextCritic:
+    """Load a text-critic checkpoint directory (``None``: the shipped one, ``critics/checkpoints/text``).
+
+    A missing or incompatible checkpoint raises :class:`critics.CheckpointError` naming the file.
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoTokenizer
+
+    d = SHIPPED_TEXT_CHECKPOINT if path is None else Path(path)
+    if not d.is_dir():
+        raise CheckpointError(f"text critic checkpoint not found: {d} is not a directory")
+    if not (d / "config.json").is_file():
+        raise CheckpointError(f"text critic checkpoint incomplete: {d / 'config.json'} is missing")
+    try:
+        meta = json.loads((d / "config.json").read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{d / 'config.json'} is not valid JSON: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != TEXT_FORMAT:
+        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise CheckpointError(f"{d / 'config.json'}: format {got!r}: not a text critic checkpoint ({TEXT_FORMAT!r})")
+    for name in ("model.safetensors", "lm_config.json", "tokenizer"):
+        if not (d / name).exists():
+            raise CheckpointError(f"text critic checkpoint incomplete: {d / name} is missing")
+    try:
+        cfg = TextCriticConfig.from_dict(meta.get("model", {}))
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{d / 'config.json'}: bad model config: {e}") from None
+    lm_cfg_dict = json.loads((d / "lm_config.json").read_text(encoding="utf-8"))
+    lm_config = AutoConfig.for_model(**lm_cfg_dict)
+    model = TextCriticModel(cfg, lm_config)
+    try:
+        state = load_file(str(d / "model.safetensors"))
+    except (SafetensorError, OSError) as e:
+        raise CheckpointError(f"{d / 'model.safetensors'} is not a readable safetensors file: {e}") from None
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as e:
+        raise CheckpointError(f"{d / 'model.safetensors'} does not fit {d / 'config.json'}: {str(e)[:300]}") from None
+    tok = _prepare_tokenizer(AutoTokenizer.from_pretrained(str(d / "tokenizer")))
+    return TextCritic(model, tok, meta, d)
+
+
+# ---- scoring ------------------------------------------------------------------------------------
+
+
+class TextCritic:
+    """A loaded text critic: batched, gradient-free scoring of texts or number sets on CPU.
+
+    Deterministic: the same inputs give the same scores, whatever the batch they come in (each
+    window is padded on the left and masked; rotary positions are relative).
+    """
+
+    version = "text"
+
+    def __init__(self, model: TextCriticModel, tokenizer: Any, meta: dict[str, Any] | None = None, path: Path | None = None) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.meta = meta or {}
+        self.path = path
+        self.config = model.cfg
+        self._goal_cache: dict[int, np.ndarray] = {}
+
+    def __repr__(self) -> str:
+        return f"TextCritic(path={str(self.path) if self.path else None!r}, window={self.config.window})"
+
+    def tokenize(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Left-padded ``(input_ids, attention_mask)`` of the last ``window`` tokens of each text."""
+        enc = self.tokenizer(list(texts), add_special_tokens=False, truncation=True, max_length=self.config.window,
+                             padding=True, return_tensors="pt")
+        return enc["input_ids"], enc["attention_mask"]
+
+    @torch.no_grad()
+    def embed_texts(self, texts: Sequence[str], batch_size: int = 256) -> np.ndarray:
+        """L2-normalised state embeddings ``[N, out_dim]`` of text prefixes (their last ``window`` tokens)."""
+        out = np.zeros((len(texts), self.config.out_dim), dtype=np.float32)
+        for lo in range(0, len(texts), batch_size):
+            chunk = texts[lo : lo + batch_size]
+            # one pad length per batch changes no score (masked, relative positions), so group by length is free
+            ids, mask = self.tokenize(chunk)
+            out[lo : lo + len(chunk)] = self.model.embed_tokens(ids, mask).numpy()
+        return out
+
+    @torch.no_grad()
+    def embed_targets(self, targets: Sequence[int]) -> np.ndarray:
+        """L2-normalised goal embeddings ``[N, out_dim]`` (cached per value)."""
+        keys = [_check_target(i, t) for i, t in enumerate(targets)]
+        todo = sorted({k for k in keys if k not in self._goal_cache})
+        if todo:
+            emb = self.model.embed_goals(torch.tensor(todo, dtype=torch.float64)).numpy()
+            self._goal_cache.update(zip(todo, emb, strict=True))
+        if not keys:
+            return np.zeros((0, self.config.out_dim), dtype=np.float32)
+        return np.stack([self._goal_cache[k] for k in keys])
+
+    def score_texts(self, texts: Sequence[str], targets: Sequence[int], batch_size: int = 256) -> np.ndarray:
+        """Cosine of each text prefix and its target, ``float32 [N]`` in ``[-1, 1]`` (the paper's text critic)."""
+        if isinstance(texts, (str, bytes)):
+            raise TypeError("texts must be a sequence of strings (one prefix per target)")
+        if len(texts) != len(targets):
+            raise ValueError(f"got {len(texts)} texts but {len(targets)} targets")
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"text {i} must be a str, got {type(t).__name__}")
+        g = self.embed_targets(targets)
+        if not len(texts):
+            return np.zeros(0, dtype=np.float32)
+        s = self.embed_texts(texts, batch_size)
+        return np.clip((s * g).sum(1), -1.0, 1.0).astype(np.float32)
+
+    def score(self, states: Sequence[Sequence[int]], targets: Sequence[int], initial: Any = None, batch_size: int = 256) -> np.ndarray:
+        """Cosine of each number set (written by :func:`render_state`) and its target, ``float32 [N]``.
+
+        The ``score(states, targets)`` interface of the numerical critics (``initial`` is accepted
+        and ignored, as V2 does), so ``ContrastiveCriticReward(critic=text_critic)`` works.
+        """
+        if isinstance(states, (str, bytes)) or isinstance(targets, (str, bytes)):
+            raise TypeError("states must be a sequence of number sets and targets a sequence of ints")
+        if len(states) != len(targets):
+            raise ValueError(f"got {len(states)} states but {len(targets)} targets")
+        texts = [render_state(_check_state(i, s), _check_target(i, t)) for i, (s, t) in enumerate(zip(states, targets, strict=True))]
+        return self.score_texts(texts, list(targets), batch_size)
+
+
+__all__ = [
+    "DEFAULT_LM",
+    "SHIPPED_TEXT_CHECKPOINT",
+    "TextCritic",
+    "TextCriticConfig",
+    "TextCriticModel",
+    "build_text_critic",
+    "load_text_critic",
+    "node_lines",
+    "prefix_window",
+    "render_state",
+    "save_text_critic",
+]

@@ -1,0 +1,281 @@
+"""Train the text critic on the package's DFS traces: ``python -m critics.train_text``.
+
+The pairs are V2's (:meth:`critics.data.TraceTable.sample_v2`: states on the path to the target
+with their target, hindsight goals, dead ends of the same trace as the goal -> state negatives)
+and so is the loss (:func:`critics.models.goal_infonce` + :func:`critics.models.ranking_infonce`);
+only the state tower differs: a node of the search tree is read as the trace text up to the line
+that creates it (:func:`critics.text_critic.prefix_window`, its last ``window`` tokens), or, for a
+``render`` fraction of the rows, as the bare state written by
+:func:`critics.text_critic.render_state` (what :meth:`TextCritic.score` reads).
+
+Every field of :class:`TextTrainConfig` is a flag. The run directory (``--out``) receives the
+checkpoint (loadable with ``critics.text_critic.load_text_critic(out)``) every
+``checkpoint_every`` steps and at the end, ``log.jsonl`` and ``loss.png``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from countdown_gym import Problem, dataclass_cli, dfs_trace
+from countdown_gym.splits import SPLIT_SPEC
+from critics.data import TraceTable, build_table, training_problems
+from critics.models import goal_infonce, ranking_infonce
+from critics.text_critic import (
+    DEFAULT_LM,
+    TextCritic,
+    TextCriticConfig,
+    TextCriticModel,
+    build_text_critic,
+    node_lines,
+    prefix_window,
+    render_state,
+    save_text_critic,
+)
+
+
+@dataclass
+class TextTrainConfig:
+    """Everything a text-critic training run depends on (each field is a CLI flag)."""
+
+    # model
+    lm: str = str(DEFAULT_LM)  # saved causal LM directory whose weights start the state tower
+    finetune: bool = True  # False: the LM stays frozen (only the head and the goal tower learn)
+    window: int = 112
+    head_hidden: int = 256
+    out_dim: int = 128
+    temperature: float = 0.1
+    # data
+    preset: str = "longproc-0.5k"
+    train_problems: int = 2000  # first N problems of the train split (the table holds every node of their traces)
+    render: float = 0.25  # fraction of rows whose states are written as bare states (render_state) instead of trace text
+    hindsight: float = 0.5
+    dead_per_row: int = 2
+    dead_same_size: float = 0.5
+    hard_weight: float = 1.0
+    # optimisation
+    steps: int = 600
+    time_limit: float = 0.0  # minutes of wall time for the whole run (data included); 0 = none
+    batch_size: int = 32
+    lr: float = 2e-3  # head and goal tower
+    lm_lr: float = 3e-4  # the LM when fine-tuned
+    weight_decay: float = 1e-4
+    warmup: int = 30
+    grad_clip: float = 1.0
+    seed: int = 0
+    threads: int = 1
+    # bookkeeping
+    out: str = "runs/critic-text"
+    checkpoint_every: int = 200
+    log_every: int = 10
+
+    def __post_init__(self) -> None:
+        dataclass_cli.check_min(self, 1, "steps", "batch_size", "checkpoint_every", "log_every", "threads", "train_problems")
+        dataclass_cli.check_min(self, 0, "warmup", "time_limit", "weight_decay", "dead_per_row", "lr", "lm_lr")
+        dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
+        for name in ("render", "hindsight", "dead_same_size"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}")
+        self.model_config()
+
+    def model_config(self) -> TextCriticConfig:
+        return TextCriticConfig(window=self.window, head_hidden=self.head_hidden, out_dim=self.out_dim,
+                                temperature=self.temperature, finetune=self.finetune)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# ---- the texts of the table's nodes -------------------------------------------------------------
+
+
+@dataclass
+class TextTraces:
+    """A :class:`TraceTable` plus the trace text of every trace and the line that creates every node."""
+
+    table: TraceTable
+    lines: list[list[str]]
+    node_line: np.ndarray  # int64 [N]: the line of its trace's text that puts the search on the node
+
+    def node_text(self, node: int, render: bool = False) -> str:
+        t = int(self.table.node_trace[node])
+        if render:
+            k = int(self.table.node_sizes[node])
+            return render_state([int(x) for x in self.table.node_states[node][:k]], int(self.table.target[t]))
+        return prefix_window(self.lines[t], int(self.node_line[node]))
+
+
+def build_text_traces(problems: list[Problem], progress: bool = True) -> TextTraces:
+    """Trace ``problems`` (test-split problems are refused by :func:`critics.data.build_table`)."""
+    table = build_table(problems, progress=progress)
+    counts = np.bincount(table.node_trace, minlength=len(problems))
+    lines, node_line = [], []
+    for t, p in enumerate(problems):
+        text = dfs_trace(p)
+        nl = node_lines(text)
+        if len(nl) != counts[t]:  # the table and the text must describe the same search tree
+            raise AssertionError(f"trace of {p!r}: {len(nl)} node lines but {counts[t]} table nodes")
+        lines.append(text.split("\n"))
+        node_line.extend(nl)
+    return TextTraces(table, lines, np.array(node_line, dtype=np.int64))
+
+
+# ---- the loss -----------------------------------------------------------------------------------
+
+
+def _embed(model: TextCriticModel, critic: TextCritic, texts: list[str]) -> torch.Tensor:
+    ids, mask = critic.tokenize(texts)
+    return model.embed_tokens(ids, mask)
+
+
+def text_loss(model: TextCriticModel, critic: TextCritic, data: TextTraces, cfg: TextTrainConfig,
+              rng: np.random.Generator) -> tuple[torch.Tensor, dict[str, float]]:
+    """V2's loss (state -> goal InfoNCE + goal -> state ranking against dead ends) on text states."""
+    table = data.table
+    b = table.sample_v2(cfg.batch_size, rng, "reachable", cfg.hindsight, cfg.dead_per_row, (0.1, 0.3, 0.6), cfg.dead_same_size)
+    rendered = rng.random(cfg.batch_size) < cfg.render  # a row's state and its dead ends are written the same way
+    texts = [data.node_text(int(n), bool(r)) for n, r in zip(b["state"], rendered, strict=True)]
+    rows = np.flatnonzero(b["dead_valid"]) if cfg.hard_weight > 0 and cfg.dead_per_row > 0 else np.zeros(0, np.int64)
+    for r in rows:
+        texts += [data.node_text(int(n), bool(rendered[r])) for n in b["dead"][r]]
+    emb = _embed(model, critic, texts)
+    s = emb[: cfg.batch_size]
+    uniq, inv = np.unique(b["goal"], return_inverse=True)
+    g = model.embed_goals(torch.from_numpy(uniq.astype(np.float64)))
+    inv_t = torch.from_numpy(inv.reshape(-1))
+    loss = goal_infonce(s, inv_t, g, cfg.temperature)
+    info = {"nce": loss.item(), "acc": float(((s @ g.T).argmax(1) == inv_t).float().mean())}
+    if len(rows):
+        d = emb[cfg.batch_size :].reshape(len(rows), cfg.dead_per_row, -1)
+        r = torch.from_numpy(rows)
+        hard = ranking_infonce(g[inv_t[r]], s[r], d, cfg.temperature)
+        loss = loss + cfg.hard_weight * hard
+        info["hard"] = hard.item()
+        with torch.no_grad():
+            info["hard_acc"] = float(((g[inv_t[r]] * s[r]).sum(-1, keepdim=True) > torch.einsum("rd,rkd->rk", g[inv_t[r]], d)).all(1).float().mean())
+    return loss, info
+
+
+# ---- the loop -----------------------------------------------------------------------------------
+
+
+def _lr_factor(cfg: TextTrainConfig, step: int) -> float:
+    if step < cfg.warmup:
+        return (step + 1) / cfg.warmup
+    t = (step - cfg.warmup) / max(cfg.steps - cfg.warmup, 1)
+    return 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0)))
+
+
+def plot_loss(log: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot([r["step"] for r in log], [r["loss"] for r in log], lw=1.0)
+    ax.set_xlabel("step")
+    ax.set_ylabel("contrastive loss")
+    ax.set_title("text critic training loss")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
+    """Run training; returns the run directory (a loadable text-critic checkpoint)."""
+    from tqdm import tqdm
+
+    t_start = time.perf_counter()
+    torch.set_num_threads(cfg.threads)
+    random.seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    out = dataclass_cli.output_dir(cfg.out, f"error: --out {cfg.out}")
+    model, tok = build_text_critic(cfg.model_config(), cfg.lm, seed=cfg.seed)
+    critic = TextCritic(model, tok)  # shares the model: tokenizes the way scoring will
+    t_data = time.perf_counter()
+    data = build_text_traces(training_problems(cfg.preset, max_train=cfg.train_problems), progress=progress)
+    data_seconds = time.perf_counter() - t_data
+    groups = [{"params": [p for n, p in model.named_parameters() if not n.startswith("lm.")], "lr": cfg.lr, "base": cfg.lr}]
+    if cfg.finetune:
+        groups.append({"params": list(model.lm.parameters()), "lr": cfg.lm_lr, "base": cfg.lm_lr})
+    optim = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
+    recorded = cfg.to_dict()
+    if Path(cfg.lm).resolve().is_relative_to(DEFAULT_LM.parents[2]):  # inside the repository: no machine's paths
+        recorded["lm"] = Path(cfg.lm).resolve().relative_to(DEFAULT_LM.parents[2]).as_posix()
+    extra: dict[str, Any] = {"train_config": recorded, "data": data.table.stats(), "data_seconds": round(data_seconds, 1),
+                             "parameters": sum(p.numel() for p in model.parameters()),
+                             "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
+    log: list[dict] = []
+    model.train()
+    acc: dict[str, float] = {}
+    n_acc, end = 0, cfg.steps
+    t0 = time.perf_counter()
+    bar = tqdm(range(cfg.steps), desc="text critic", disable=not progress)
+    for step in bar:
+        for gr in optim.param_groups:
+            gr["lr"] = gr["base"] * _lr_factor(cfg, step)
+        loss, info = text_loss(model, critic, data, cfg, rng)
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], cfg.grad_clip)
+        optim.step()
+        for k, v in {"loss": loss.item(), **info}.items():
+            acc[k] = acc.get(k, 0.0) + v
+        n_acc += 1
+        if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
+            rec = {"step": step + 1, **{k: v / n_acc for k, v in acc.items()}, "seconds": round(time.perf_counter() - t0, 1)}
+            log.append(rec)
+            bar.set_postfix(loss=f"{rec['loss']:.3f}", hard_acc=f"{rec.get('hard_acc', 0):.2f}")
+            acc, n_acc = {}, 0
+        if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
+            model.eval()
+            save_text_critic(model, tok, out, {**extra, "step": step + 1, "train_seconds": round(time.perf_counter() - t0, 1)})
+            _write_log(out, log)
+            model.train()
+        if cfg.time_limit > 0 and time.perf_counter() - t_start > 60 * cfg.time_limit and step + 1 < cfg.steps:
+            extra["stopped_by_time_limit_at_step"] = end = step + 1
+            break
+    bar.close()
+    model.eval()
+    extra.update({"step": end, "train_seconds": round(time.perf_counter() - t0, 1), "threads": cfg.threads,
+                  "total_seconds": round(time.perf_counter() - t_start, 1),
+                  "command": "python -m critics.train_text " + shlex.join(sys.argv[1:])})
+    save_text_critic(model, tok, out, extra)
+    _write_log(out, log)
+    if log:
+        plot_loss(log, out / "loss.png")
+    return out
+
+
+def _write_log(out: Path, log: list[dict]) -> None:
+    (out / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = dataclass_cli.parse(TextTrainConfig, argv, prog="python -m critics.train_text",
+                              description="Train the text critic (the seed paper's architecture A).")
+    try:
+        out = train(cfg)
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
+    meta = json.loads((out / "config.json").read_text())
+    print(f"done: {meta['step']} steps x batch {cfg.batch_size}: {meta['train_seconds']} s of training, "
+          f"{meta['total_seconds']} s in all (data {meta['data_seconds']} s); checkpoint in {out}")
+
+
+if __name__ == "__main__":
+    main()

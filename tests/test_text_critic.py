@@ -1,0 +1,214 @@
+"""The text critic (the seed paper's architecture A): training steps, scoring, evaluation sets, reward options."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from countdown_gym import Problem, dfs_trace, load_split  # noqa: E402
+from countdown_gym.trace import format_list  # noqa: E402
+from critics.data import random_states, trace_states, trace_tree  # noqa: E402
+from critics.models import CheckpointError  # noqa: E402
+from critics.text_critic import (  # noqa: E402
+    SHIPPED_TEXT_CHECKPOINT,
+    TextCritic,
+    TextCriticConfig,
+    build_text_critic,
+    load_text_critic,
+    node_lines,
+    prefix_window,
+    render_state,
+)
+from critics.train_text import TextTrainConfig, build_text_traces, train  # noqa: E402
+
+PROBLEM = Problem((37, 14, 29, 6), 46)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three real training steps on 6 training problems (small windows and batches)."""
+    out = tmp_path_factory.mktemp("text-critic") / "run"
+    cfg = TextTrainConfig(train_problems=6, steps=3, batch_size=4, window=40, head_hidden=32, out_dim=16,
+                          warmup=1, log_every=1, checkpoint_every=2, out=str(out))
+    return train(cfg, progress=False)
+
+
+def test_a_few_training_steps_give_a_loadable_checkpoint(tiny_run: Path) -> None:
+    meta = json.loads((tiny_run / "config.json").read_text())
+    assert meta["step"] == 3 and meta["model"]["window"] == 40 and meta["data"]["traces"] == 6
+    log = [json.loads(x) for x in (tiny_run / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2, 3] and all(np.isfinite(r["loss"]) for r in log)
+    assert (tiny_run / "loss.png").stat().st_size > 0
+    critic = load_text_critic(tiny_run)
+    assert isinstance(critic, TextCritic) and critic.config.out_dim == 16
+
+
+def test_training_moves_the_weights_of_lm_head_and_goal_tower(tiny_run: Path) -> None:
+    start, _ = build_text_critic(TextCriticConfig(window=40, head_hidden=32, out_dim=16))
+    trained = load_text_critic(tiny_run).model.state_dict()
+    init = start.state_dict()
+    for prefix in ("lm.layers.0.", "head.", "goal_tower."):
+        keys = [k for k in init if k.startswith(prefix) and init[k].is_floating_point()]
+        assert any(not torch.equal(init[k], trained[k]) for k in keys), prefix
+
+
+def test_a_frozen_lm_stays_as_loaded(tmp_path: Path) -> None:
+    out = train(TextTrainConfig(train_problems=4, steps=2, batch_size=4, window=32, head_hidden=16, out_dim=8,
+                                finetune=False, out=str(tmp_path / "frozen")), progress=False)
+    start, _ = build_text_critic(TextCriticConfig(window=32, head_hidden=16, out_dim=8, finetune=False))
+    trained = load_text_critic(out).model.state_dict()
+    assert all(torch.equal(v, trained[k]) for k, v in start.state_dict().items() if k.startswith("lm."))
+    assert not torch.equal(start.state_dict()["head.0.weight"], trained["head.0.weight"])
+
+
+def test_scores_have_one_value_per_state_and_are_deterministic(tiny_run: Path) -> None:
+    critic = load_text_critic(tiny_run)
+    states, targets = [(20, 26), (80,), (37, 14, 29, 6), (51, 29, 6)], [46, 46, 46, 12]
+    s = critic.score(states, targets)
+    assert s.shape == (4,) and s.dtype == np.float32 and np.all(np.abs(s) <= 1.0)
+    assert np.array_equal(s, critic.score(states, targets))
+    alone = np.array([critic.score([st], [t])[0] for st, t in zip(states, targets, strict=True)])
+    np.testing.assert_allclose(alone, s, atol=1e-5)  # padding in a batch changes nothing
+    assert np.array_equal(load_text_critic(tiny_run).score(states, targets), s)  # a reload scores the same
+    text = critic.score_texts([render_state(st, t) for st, t in zip(states, targets, strict=True)], targets)
+    assert np.array_equal(text, s)
+    assert critic.score([], []).shape == (0,)
+
+
+def test_bad_input_is_refused_clearly(tiny_run: Path, tmp_path: Path) -> None:
+    critic = load_text_critic(tiny_run)
+    with pytest.raises(ValueError, match="2 states but 1 targets"):
+        critic.score([(1, 2), (3, 4)], [5])
+    with pytest.raises(TypeError, match="target 0 must be an int"):
+        critic.score([(1, 2)], [5.5])
+    with pytest.raises(TypeError, match="state 0 holds ints"):
+        critic.score([(1, "2")], [5])
+    with pytest.raises(ValueError, match="state 0 is empty"):
+        critic.score([()], [5])
+    with pytest.raises(TypeError, match="sequence of strings"):
+        critic.score_texts("Initial number set", [5])
+    with pytest.raises(CheckpointError, match="not a directory"):
+        load_text_critic(tmp_path / "nope")
+    (tmp_path / "half").mkdir()
+    with pytest.raises(CheckpointError, match="config.json is missing"):
+        load_text_critic(tmp_path / "half")
+    (tmp_path / "half" / "config.json").write_text(json.dumps({"format": "countdown-gym-text-critic/1", "model": {}}))
+    with pytest.raises(CheckpointError, match="model.safetensors is missing"):
+        load_text_critic(tmp_path / "half")
+    with pytest.raises(CheckpointError, match="not a text critic"):  # a numerical critic's checkpoint
+        load_text_critic(Path(__file__).resolve().parents[1] / "critics" / "checkpoints" / "v2")
+
+
+def test_a_bare_state_is_written_as_the_first_line_of_its_own_search() -> None:
+    for p in (PROBLEM, Problem((20, 26), 46), Problem((3, 5, 8), 16)):
+        assert render_state(p.numbers, p.target) == dfs_trace(p).split("\n")[1]
+
+
+def test_every_node_of_the_search_tree_is_cut_at_the_line_that_creates_it() -> None:
+    text = dfs_trace(PROBLEM)
+    lines, where = text.split("\n"), node_lines(text)
+    tree = trace_tree(PROBLEM)
+    assert len(where) == len(tree.states)
+    for state, line in zip(tree.states, where, strict=True):
+        if len(state) >= 2:  # an 'Add r to the number set' line (or the first line) names the new set and the target
+            assert f"number set: {format_list(list(state))}, target: 46" in lines[line]
+        else:
+            assert f"Evaluate {state[0]} " in lines[line]
+    window = prefix_window(lines, where[3], context_lines=1)
+    assert window.endswith(lines[where[3]]) and window.count("\n") == 1
+    with pytest.raises(ValueError, match="outside the trace"):
+        prefix_window(lines, len(lines))
+
+
+def test_text_table_and_evaluation_sets_line_up_with_v2s() -> None:
+    from critics.evaluate_text import start_sets, trace_prefixes
+
+    data = build_text_traces(load_split("longproc-0.5k", "train")[:3], progress=False)
+    n = int(np.flatnonzero(data.table.node_sizes == 2)[0])
+    state = data.table.node_states[n][:2]
+    assert f"{int(state[0])}, {int(state[1])}]" in data.node_text(n) or f"{int(state[1])}, {int(state[0])}]" in data.node_text(n)
+    assert data.node_text(n, render=True).startswith("Initial number set: [")
+    problems = load_split("longproc-0.5k", "test")[:3]
+    ls, texts = trace_prefixes(problems, min_size=2)
+    v2_set = trace_states(problems, min_size=2)
+    assert ls.states == v2_set.states and len(texts) == len(ls)
+    assert all(f"target: {t}" in x for x, t in zip(texts, ls.targets, strict=True))
+    starts = start_sets(problems, 4, seed=0)
+    assert len(starts) == 12 and all(len(s) == 4 and 10 <= t <= 50 for s, t in zip(starts.states, starts.targets, strict=True))
+    assert len(random_states(problems, rollouts=1)) > 0
+
+
+def test_evaluate_text_writes_a_report(tiny_run: Path, tmp_path: Path) -> None:
+    from critics.evaluate_text import main
+
+    main(["--checkpoint", str(tiny_run), "--max-problems", "2", "--rollouts", "1", "--start-targets", "2", "--out", str(tmp_path)])
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert set(res["sets"]["trace"]) == {"text (trace prefix)", "text (state only)", "V2 (shipped)"}
+    assert "size_4" in res["sets"]["start (4 numbers, random targets 10-50)"]["V2 (shipped)"]
+    assert all(v["per_wall_second"] > 0 and v["per_cpu_second"] > 0 for v in res["throughput_states_per_s"].values())
+    assert "| trace | text (trace prefix) |" in (tmp_path / "report.md").read_text()
+
+
+# --- the reward options ---------------------------------------------------------------------------
+
+
+def test_contrastive_critic_reward_takes_the_text_critic(tiny_run: Path) -> None:
+    import gymnasium as gym
+
+    from countdown_gym.wrappers import ContrastiveCriticReward
+
+    critic = load_text_critic(tiny_run)
+    env = ContrastiveCriticReward(gym.make("Countdown-v0", problems=[((6, 2, 5, 3), 8)]), critic=critic, scale=0.5)
+    _, info = env.reset(seed=0)
+    valid = np.flatnonzero(info["action_mask"])
+    _, reward, *_, info = env.step(int(valid[0]))
+    t = info["transitions"][-1]
+    expected = 0.5 * float(critic.score([t["next_state"]], [8])[0])
+    assert info["reward_terms"]["critic"] == pytest.approx(expected, abs=1e-6)
+    text_env = ContrastiveCriticReward(gym.make("CountdownText-v0", prompt="compact", problems=[((6, 2, 5, 3), 8)]),
+                                       critic=critic, potential=True)
+    text_env.reset(seed=0)
+    _, _, *_, info = text_env.step("6+2=8 [5,3,8]")
+    assert np.isfinite(info["reward_terms"]["critic_shaping"])
+
+
+def test_grpo_text_critic_reward_variant(tiny_run: Path) -> None:
+    pytest.importorskip("trl")
+    from baselines.llm_rewards import VARIANTS, TextCriticReward, parse_reward_spec
+
+    assert parse_reward_spec("text-critic") == VARIANTS["text-critic"] == {"sparse": 1.0, "format": 0.1, "text_critic": 0.5}
+    problem = json.dumps(Problem((21, 16, 17, 26), 46).to_dict())
+    completions = ["21+16=37 [17,26,37]\n 26-17=9 [37,9]\n  37+9=46 [46]", "21+16=38 [17,26,38]"]
+    critic = load_text_critic(tiny_run)
+    r = TextCriticReward(critic)(["p", "p"], completions, None, problem=[problem] * 2)
+    expected = float(np.mean(critic.score([(17, 26, 37), (37, 9), (46,)], [46, 46, 46])))
+    assert r[0] == pytest.approx(expected, abs=1e-6) and r[1] == -1.0  # an invalid move scores -1
+
+
+@pytest.mark.skipif(not (SHIPPED_TEXT_CHECKPOINT / "config.json").is_file(), reason="no shipped text critic")
+def test_one_grpo_step_with_the_text_critic_reward(tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    from baselines import llm_grpo
+    from baselines.tiny_lm import TinyLMConfig, build_model, build_tokenizer, save_pretrained
+
+    torch.manual_seed(0)
+    tok = build_tokenizer()
+    save_pretrained(build_model(TinyLMConfig(hidden=32, layers=2, heads=2, intermediate=64, max_positions=256), tok), tok,
+                    tmp_path / "model")
+    opts = llm_grpo.Options(model=str(tmp_path / "model"), rewards="text-critic", steps=1, prompts_per_step=2, num_generations=2,
+                            max_completion_length=24, eval_interval=0, eval_problems=0, output_dir=str(tmp_path / "run"),
+                            train_problems=8, quiet=True)
+    summary = llm_grpo.train(opts)
+    assert summary["last"]["step"] == 1
+    logs = [json.loads(x) for x in (tmp_path / "run" / "train_log.jsonl").open()]
+    assert any("rewards/text_critic_reward/mean" in x for x in logs)
+
+
+def test_a_run_records_the_lm_inside_the_repository_by_its_relative_path(tiny_run: Path) -> None:
+    assert json.loads((tiny_run / "config.json").read_text())["train_config"]["lm"] == "baselines/checkpoints/countdown-tiny-lm"
