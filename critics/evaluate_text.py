@@ -98,14 +98,14 @@ def evaluate_text(checkpoint: str | None = None, preset: str = "longproc-0.5k", 
     """The whole comparison; returns the results dict and writes ``results.json`` + ``report.md`` into ``out``."""
     from tqdm import tqdm
 
-    from critics import load_critic
+    from critics import V2_CHECKPOINT, load_critic
     from critics.text_critic import load_text_critic
 
     if max_problems < 1 or rollouts < 1 or start_targets < 1:
         raise ValueError("--max-problems, --rollouts and --start-targets must be >= 1")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    text, v2 = load_text_critic(checkpoint), load_critic()
+    text, v2 = load_text_critic(checkpoint), load_critic(V2_CHECKPOINT)  # the comparison docs/critics.md reports
     problems = load_split(preset, split)[:max_problems]
     bar = tqdm(total=6, desc="text critic evaluation", disable=not progress)
     trace, prefixes = trace_prefixes(problems, min_size=2)
