@@ -24,14 +24,18 @@ import dataclasses
 import hashlib
 import json
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 from countdown_gym import Problem, Rules, dfs_trace, generate, legal_moves, load_split, parse_trace, reachable
+from countdown_gym.generator import get_config
 from countdown_gym.solver import apply_move
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -349,16 +353,29 @@ def cached_table(
     max_train: int = 0,
 ) -> TraceTable:
     """:func:`build_table` over :func:`training_problems`, cached as ``.npz`` in ``cache_dir``."""
-    path = None
-    if cache_dir is not None:
-        key = json.dumps([preset, extra, seed, max_numbers, list(goal_range), 1] + ([max_train] if max_train else []))
-        path = Path(cache_dir) / f"traces-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npz"
-        if path.exists():
-            return TraceTable.load(path)
-    table = build_table(training_problems(preset, extra, seed, max_train), max_numbers, goal_range, progress=progress)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        table.save(path)
+    key = [preset, extra, seed, max_numbers, list(goal_range), 1] + ([max_train] if max_train else [])
+    return cached_npz(cache_dir, "traces", key, get_config(preset).rules, TraceTable.load,
+                      lambda: build_table(training_problems(preset, extra, seed, max_train), max_numbers, goal_range,
+                                          progress=progress))
+
+
+def cached_npz(cache_dir: str | Path | None, prefix: str, key: list, rules: Rules, load: Callable[[Path], T],
+               build: Callable[[], T]) -> T:
+    """``build()``'s table, saved as ``<cache_dir>/<prefix>-<hash>.npz`` and loaded from there next time.
+
+    The hash covers ``key`` and the ``rules`` the table's labels and traces were made under, so a change
+    of the preset's rules builds a new table instead of reading one made under the old rules.
+    ``cache_dir=None`` always builds and saves nothing.
+    """
+    if cache_dir is None:
+        return build()
+    digest = hashlib.sha256(json.dumps([*key, rules.to_dict()], sort_keys=True).encode()).hexdigest()[:16]
+    path = Path(cache_dir) / f"{prefix}-{digest}.npz"
+    if path.exists():
+        return load(path)
+    table = build()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table.save(path)
     return table
 
 

@@ -13,7 +13,6 @@ number sets of the validation and test splits are refused (:func:`build_reach_ta
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from collections.abc import Iterable, Sequence
@@ -25,6 +24,7 @@ import numpy as np
 from countdown_gym import Rules, load_split
 from countdown_gym.generator import get_config
 from countdown_gym.solver import reachable_values, successors
+from critics.data import cached_npz
 
 
 @dataclass
@@ -186,16 +186,11 @@ def cached_reach_table(
     max_train: int = 0,
 ) -> ReachTable:
     """:func:`build_reach_table` over :func:`start_sets`, cached as ``.npz`` in ``cache_dir``."""
-    path = None
-    if cache_dir is not None:
-        key = json.dumps(["reach", preset, extra, seed, list(goal_range), max_train, 1])
-        path = Path(cache_dir) / f"reach-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npz"
-        if path.exists():
-            return ReachTable.load(path)
     rules = get_config(preset).rules
-    held = {tuple(sorted(p.numbers)) for s in ("validation", "test") for p in load_split(preset, s)}
-    table = build_reach_table(start_sets(preset, extra, seed, max_train), rules, 4, goal_range, held, progress=progress)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        table.save(path)
-    return table
+
+    def build() -> ReachTable:
+        held = {tuple(sorted(p.numbers)) for s in ("validation", "test") for p in load_split(preset, s)}
+        return build_reach_table(start_sets(preset, extra, seed, max_train), rules, 4, goal_range, held, progress=progress)
+
+    key = ["reach", preset, extra, seed, list(goal_range), max_train, 1]
+    return cached_npz(cache_dir, "reach", key, rules, ReachTable.load, build)

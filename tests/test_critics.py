@@ -470,3 +470,34 @@ def test_any_scorer_is_evaluated_per_size_with_its_first_move(tmp_path):
     assert "| start | 4 numbers |" in (tmp_path / "report.md").read_text()
     with pytest.raises(ValueError, match="shape"):
         set_metrics(lambda s, t: np.zeros(3), sets)
+
+
+def test_data_cache_is_keyed_by_the_rules_it_was_built_under(tmp_path):
+    """A table cached under one rules value is not read back under another (a 0 intermediate changes labels)."""
+    from countdown_gym import Rules
+    from critics.data import cached_npz
+
+    built: list[str] = []
+
+    class Table:
+        def __init__(self, tag: str) -> None:
+            self.tag = tag
+
+        def save(self, path) -> None:
+            path.write_text(self.tag)
+
+    def load(path):
+        return Table(path.read_text())
+
+    def build(tag):
+        def make():
+            built.append(tag)
+            return Table(tag)
+        return make
+
+    key = ["reach", "longproc-0.5k", 0, 0]
+    assert cached_npz(tmp_path, "reach", key, Rules.longproc(), load, build("nonneg")).tag == "nonneg"
+    assert cached_npz(tmp_path, "reach", key, Rules.longproc(), load, build("again")).tag == "nonneg"  # read back
+    assert cached_npz(tmp_path, "reach", key, Rules.longproc_positive(), load, build("positive")).tag == "positive"
+    assert built == ["nonneg", "positive"] and len(list(tmp_path.glob("reach-*.npz"))) == 2
+    assert cached_npz(None, "reach", key, Rules.longproc(), load, build("nocache")).tag == "nocache"
