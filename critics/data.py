@@ -451,17 +451,19 @@ def random_states(problems: Iterable[Problem], rollouts: int = 4, seed: int = 0)
 
 
 def start_states(
-    problems: Iterable[Problem], targets: int = 4, seed: int = 0, goal_range: tuple[int, int] = (10, 50)
+    problems: Iterable[Problem], targets: int = 4, seed: int = 0, goal_range: tuple[int, int] = (10, 50),
+    distinct: bool = False,
 ) -> LabelledStates:
     """Each problem's full number set with ``targets`` uniformly random targets in ``goal_range``
-    (not the problem's own target: that one is always reachable)."""
+    (not the problem's own target: that one is always reachable); ``distinct`` draws a problem's
+    targets without repeats."""
     rng = random.Random(seed)
     lo, hi = goal_range
     out = LabelledStates([], [], np.zeros(0, bool), [])
     labels: list[bool] = []
     for p in problems:
-        for _ in range(targets):
-            t = rng.randint(lo, hi)
+        draws = rng.sample(range(lo, hi + 1), targets) if distinct else [rng.randint(lo, hi) for _ in range(targets)]
+        for t in draws:
             out.states.append(tuple(sorted(p.numbers)))
             out.targets.append(t)
             out.initial.append(p.numbers)

@@ -23,15 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from countdown_gym import Problem, dfs_trace, load_split, reachable
-from critics.data import LabelledStates, random_states, trace_states, trace_tree
+from countdown_gym import Problem, dfs_trace, load_split
+from critics.data import LabelledStates, random_states, start_states, trace_states, trace_tree
 from critics.evaluate import metrics
 from critics.text_critic import node_lines, prefix_window
 
@@ -54,22 +53,6 @@ def trace_prefixes(problems: Sequence[Problem], min_size: int = 1) -> tuple[Labe
     if len(texts) != len(ls):
         raise AssertionError(f"{len(texts)} prefixes for {len(ls)} trace states")
     return ls, texts
-
-
-def start_sets(problems: Sequence[Problem], targets_per_problem: int = 4, seed: int = 0, lo: int = 10, hi: int = 50) -> LabelledStates:
-    """Each problem's numbers with ``targets_per_problem`` distinct random targets in ``lo..hi``, labelled exactly."""
-    rng = random.Random(seed)
-    out = LabelledStates([], [], np.zeros(0, bool), [])
-    labels = []
-    for p in problems:
-        for t in rng.sample(range(lo, hi + 1), targets_per_problem):
-            key = tuple(sorted(p.numbers))
-            out.states.append(key)
-            out.targets.append(t)
-            out.initial.append(p.numbers)
-            labels.append(reachable(key, t, p.rules))
-    out.labels = np.array(labels, dtype=bool)
-    return out
 
 
 def per_size(scores: np.ndarray, ls: LabelledStates) -> dict[str, dict]:
@@ -111,7 +94,7 @@ def evaluate_text(checkpoint: str | None = None, preset: str = "longproc-0.5k", 
     trace, prefixes = trace_prefixes(problems, min_size=2)
     sets = {"trace": trace, "random": random_states(problems, rollouts=rollouts, seed=seed)}
     sets["random"] = sets["random"].select(np.array([len(s) >= 2 for s in sets["random"].states]))
-    sets["start (4 numbers, random targets 10-50)"] = start_sets(problems, start_targets, seed)
+    sets["start (4 numbers, random targets 10-50)"] = start_states(problems, start_targets, seed, distinct=True)
     bar.update(1)
     res: dict = {"text_checkpoint": str(text.path), "preset": preset, "split": split, "problems": len(problems),
                  "rollouts": rollouts, "seed": seed, "start_targets": start_targets, "sets": {}, "throughput_states_per_s": {}}

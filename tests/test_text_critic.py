@@ -127,7 +127,8 @@ def test_every_node_of_the_search_tree_is_cut_at_the_line_that_creates_it() -> N
 
 
 def test_text_table_and_evaluation_sets_line_up_with_v2s() -> None:
-    from critics.evaluate_text import start_sets, trace_prefixes
+    from critics.data import start_states
+    from critics.evaluate_text import trace_prefixes
 
     data = build_text_traces(load_split("longproc-0.5k", "train")[:3], progress=False)
     n = int(np.flatnonzero(data.table.node_sizes == 2)[0])
@@ -139,8 +140,9 @@ def test_text_table_and_evaluation_sets_line_up_with_v2s() -> None:
     v2_set = trace_states(problems, min_size=2)
     assert ls.states == v2_set.states and len(texts) == len(ls)
     assert all(f"target: {t}" in x for x, t in zip(texts, ls.targets, strict=True))
-    starts = start_sets(problems, 4, seed=0)
+    starts = start_states(problems, 4, seed=0, distinct=True)
     assert len(starts) == 12 and all(len(s) == 4 and 10 <= t <= 50 for s, t in zip(starts.states, starts.targets, strict=True))
+    assert all(len(set(starts.targets[i:i + 4])) == 4 for i in range(0, 12, 4))  # distinct targets per problem
     assert len(random_states(problems, rollouts=1)) > 0
 
 
