@@ -1,11 +1,14 @@
 """The README's promises run: every ```python block executes (each in a fresh interpreter, from the repo root),
-and every `python ...` / `countdown-gym ...` command it names exists with the flags it shows (`--help`).
+and every `python ...` / `countdown-gym ...` command of README.md and docs/*.md exists with the flags it shows
+(`--help`).
 
 A block preceded by ``<!-- skip-test: why -->`` is skipped with that reason (for a block that needs a trained
 run or minutes of work); keep such blocks rare."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import shlex
@@ -42,8 +45,8 @@ def python_blocks(text: str) -> list[tuple[int, str, str | None]]:
 
 
 def commands(text: str) -> list[str]:
-    """Every `python ...` or `countdown-gym ...` command of the README: lines of shell blocks (after `&&`) and
-    inline code spans."""
+    """Every `python ...` or `countdown-gym ...` command of a page: lines of shell blocks (after `&&`, without
+    leading `VAR=value` settings) and inline code spans."""
     found = []
     for m in BLOCK.finditer(text):
         if m.group(1) in ("bash", "sh", "shell", ""):
@@ -51,6 +54,7 @@ def commands(text: str) -> list[str]:
                 found += [part.strip() for part in line.split("&&")]
     code_free = BLOCK.sub("", text)
     found += [" ".join(span.split()) for span in re.findall(r"`([^`]+)`", code_free)]
+    found = [re.sub(r"^([A-Z_]+=\S* )+", "", c) for c in found]  # OMP_NUM_THREADS=1 python ...
     return [c for c in found if re.match(r"(python|countdown-gym) \S", c)]
 
 
@@ -79,7 +83,7 @@ def test_the_readme_has_blocks_and_commands_to_check() -> None:
 
 
 def test_command_parsing() -> None:
-    text = "```bash\npip install x && python a.py --b 1\n```\nsee `countdown-gym export --format jsonl` and `ls`\n"
+    text = "```bash\npip install x && OMP_NUM_THREADS=1 python a.py --b 1\n```\nsee `countdown-gym export --format jsonl`, `ls`\n"
     assert commands(text) == ["python a.py --b 1", "countdown-gym export --format jsonl"]
     call, flags = help_call("countdown-gym export --format {hf,parquet}")
     assert call == [sys.executable, "-m", "countdown_gym", "export", "--help"] and flags == ["--format"]
@@ -98,20 +102,66 @@ def test_readme_python_block_runs(line: int, code: str, skip: str | None) -> Non
     assert r.returncode == 0, f"README.md block at line {line} failed:\n{r.stderr[-3000:]}"
 
 
-def _help_targets() -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
-    calls: dict[tuple[str, ...], set[str]] = {}
-    for command in commands(README_TEXT):
-        call, flags = help_call(command)
-        if tuple(call[1:3]) in RUN_ELSEWHERE:
+HELP_RUNNER = """
+import contextlib, io, json, os, runpy, sys
+calls, out = json.loads(sys.argv[1]), []
+for argv in calls:  # as `python -m mod ... --help` or `python script.py ... --help` would run, one after the other
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    stdout, stderr, code = io.StringIO(), io.StringIO(), 0
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            if argv[0] == "-m":
+                sys.argv = argv[1:]
+                runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+            else:
+                sys.argv, sys.path[0] = argv[:], os.path.dirname(os.path.abspath(argv[0]))
+                runpy.run_path(argv[0], run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    except BaseException as exc:  # noqa: BLE001 - reported, not raised: the next command still runs
+        code, _ = 1, stderr.write(f"{type(exc).__name__}: {exc}")
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    out.append({"argv": argv, "code": code, "stdout": stdout.getvalue(), "stderr": stderr.getvalue()[-2000:]})
+with open(sys.argv[2], "w") as f:
+    json.dump(out, f)
+"""
+
+
+def help_targets(pages: list[Path]) -> dict[tuple[str, ...], dict[str, set[str]]]:
+    """``{--help call: {page: flags the page uses}}`` over the pages, leaving out the test runner, ``python -c``
+    snippets and modules of libraries that are not installed here (verl)."""
+    calls: dict[tuple[str, ...], dict[str, set[str]]] = {}
+    for page in pages:
+        for command in commands(page.read_text(encoding="utf-8")):
+            call, flags = help_call(command)
+            if tuple(call[1:3]) in RUN_ELSEWHERE or call[1] == "-c":
+                continue
+            if call[1] == "-m" and importlib.util.find_spec(call[2].split(".")[0]) is None:
+                continue
+            calls.setdefault(tuple(call), {}).setdefault(str(page.relative_to(ROOT)), set()).update(flags)
+    return calls
+
+
+def test_documented_commands_exist_with_their_flags(tmp_path: Path) -> None:
+    """Every `python ...` / `countdown-gym ...` command of README.md and docs/*.md: its script or module runs with
+    --help, and lists every flag the command uses (the logs in docs/results/ keep their commands as they were
+    run, so they are not checked). All in one interpreter, so the libraries load once."""
+    targets = help_targets([README, *sorted((ROOT / "docs").glob("*.md"))])
+    assert any(call[1:3] == (str(Path("baselines") / "llm_grpo.py"), "--help") for call in targets)
+    argvs = [list(call[1:]) for call in targets]
+    out = tmp_path / "help.json"
+    r = subprocess.run([sys.executable, "-c", HELP_RUNNER, json.dumps(argvs), str(out)], cwd=ROOT, env=env(),
+                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    problems = []
+    for result, (call, pages) in zip(json.loads(out.read_text()), targets.items(), strict=True):
+        shown = " ".join(call[1:-1])
+        if result["code"] != 0:
+            problems.append(f"`{shown} --help` failed ({', '.join(pages)}): {result['stderr'][-1500:]}")
             continue
-        calls.setdefault(tuple(call), set()).update(flags)
-    return [(call, tuple(sorted(flags))) for call, flags in calls.items()]
-
-
-@pytest.mark.parametrize("call, flags", _help_targets(), ids=[" ".join(c[1:-1]) for c, _ in _help_targets()])
-def test_readme_command_exists_with_its_flags(call: tuple[str, ...], flags: tuple[str, ...]) -> None:
-    r = subprocess.run(list(call), cwd=ROOT, env=env(), capture_output=True, text=True, timeout=300)
-    shown = " ".join(call[1:])
-    assert r.returncode == 0, f"`{shown}` failed:\n{r.stderr[-3000:]}"
-    missing = [f for f in flags if not re.search(rf"{re.escape(f)}\b", r.stdout)]
-    assert not missing, f"`{shown}` does not list {missing}"
+        for page, flags in pages.items():
+            missing = [f for f in sorted(flags) if not re.search(rf"{re.escape(f)}\b", result["stdout"])]
+            if missing:
+                problems.append(f"{page}: `{shown}` does not list {missing}")
+    assert not problems, "\n".join(problems)
