@@ -48,7 +48,7 @@ from countdown_gym.integrations.tracking import Tracker, report_to_names  # noqa
 from countdown_gym.integrations.trl_rollout import conversation_ids, play_episodes  # noqa: E402
 from countdown_gym.problem import Problem  # noqa: E402
 from countdown_gym.splits import SPLIT_SPEC, load_split  # noqa: E402
-from countdown_gym.stop_request import StopRequest  # noqa: E402
+from countdown_gym.runs import StopRequest  # noqa: E402
 from countdown_gym.text_format import compact_prompt  # noqa: E402
 from countdown_gym.turn_trace import conversation, turn_trace  # noqa: E402
 

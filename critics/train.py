@@ -35,7 +35,7 @@ import torch
 from countdown_gym import dataclass_cli
 from countdown_gym.integrations.tracking import Tracker, report_to_names
 from countdown_gym.splits import SPLIT_SPEC
-from countdown_gym.stop_request import StopRequest
+from countdown_gym.runs import StopRequest
 from critics.data import TraceTable, cached_table
 from critics.models import (
     ModelConfig,

@@ -407,7 +407,7 @@ def test_policy_weights_are_float32_whatever_the_saved_dtype(tmp_path: Path, mon
 
 def test_ctrl_c_saves_a_checkpoint_after_the_step_and_resume_continues(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from baselines.tiny_lm import save_pretrained
-    from countdown_gym import stop_request
+    from countdown_gym import runs
 
     model, tok = _tiny("llama")
     save_pretrained(model, tok, tmp_path / "model")
@@ -418,13 +418,13 @@ def test_ctrl_c_saves_a_checkpoint_after_the_step_and_resume_continues(tmp_path:
         save_steps=100, train_problems=8, quiet=True,
     )
 
-    class CtrlCAtOnce(stop_request.StopRequest):
+    class CtrlCAtOnce(runs.StopRequest):
         def __enter__(self):
             super().__enter__()
             self.requested = True  # as if Ctrl-C came during the first step
             return self
 
-    monkeypatch.setattr(stop_request, "StopRequest", CtrlCAtOnce)
+    monkeypatch.setattr(runs, "StopRequest", CtrlCAtOnce)
     summary = llm_grpo.train(opts)
     assert summary == {"interrupted": True, "step": 1, "output_dir": str(out)}
     assert (out / "checkpoint-1" / "model.safetensors").exists() and not (out / "final").exists()

@@ -271,7 +271,7 @@ def test_sft_killed_mid_checkpoint_resumes_exactly(tmp_path, monkeypatch):
 
 
 def test_sft_ctrl_c_saves_the_step_and_resumes_exactly(tmp_path, monkeypatch):
-    from countdown_gym.stop_request import StopRequest
+    from countdown_gym.runs import StopRequest
 
     parse = lambda argv: dataclass_cli.parse(llm_sft.SFTConfig, argv)  # noqa: E731
     llm_sft.train(parse(_sft_argv(tmp_path / "whole", 4)))
@@ -301,18 +301,6 @@ def test_sft_ctrl_c_saves_the_step_and_resumes_exactly(tmp_path, monkeypatch):
     cut, _ = load_pretrained(tmp_path / "cut" / "final")
     for (name, a), (_, b) in zip(whole.state_dict().items(), cut.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
-
-
-def test_stop_request_first_ctrl_c_asks_second_interrupts():
-    from countdown_gym.stop_request import StopRequest
-
-    before = signal.getsignal(signal.SIGINT)
-    with StopRequest() as stop:
-        os.kill(os.getpid(), signal.SIGINT)
-        assert stop.requested
-        with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGINT)
-    assert signal.getsignal(signal.SIGINT) is before
 
 
 def test_sft_resume_of_a_run_past_its_time_budget_trains_nothing(tmp_path):
