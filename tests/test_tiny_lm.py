@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import sys
@@ -226,6 +225,9 @@ def test_sft_steps_checkpoint_resume(tmp_path):
     assert len(rows) == 4
     cfg2 = llm_eval.parse_config(llm_sft.SFTConfig, [*argv[:4], "--max-steps", "4", *argv[6:], "--resume", "true"])
     assert llm_sft.train(cfg2)["steps"] == 4
+    with pytest.raises(SystemExit, match="holds a run already: --resume continues it"):  # a fresh start over it: refused
+        llm_sft.train(cfg)
+    assert [r.split(",")[0] for r in (run / "metrics.csv").read_text().splitlines()] == ["step", "1", "2", "3", "4"]
 
     # --init-from starts from the saved weights (architecture flags ignored); lr 0 keeps them as they are
     argv3 = ["--out", str(tmp_path / "more"), "--init-from", str(run / "final"), "--lr", "0", "--hidden", "64",
@@ -237,7 +239,8 @@ def test_sft_steps_checkpoint_resume(tmp_path):
     for (name, a), (_, b) in zip(before.state_dict().items(), after.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
     with pytest.raises(SystemExit, match="no saved model"):
-        llm_sft.train(llm_eval.parse_config(llm_sft.SFTConfig, [*argv3[:2], "--init-from", str(tmp_path / "none"), *argv3[4:]]))
+        llm_sft.train(llm_eval.parse_config(llm_sft.SFTConfig, ["--out", str(tmp_path / "other"), "--init-from", str(tmp_path / "none"),
+                                                                  *argv3[4:]]))
 
 
 def _sft_argv(out: Path, steps: int) -> list[str]:
@@ -511,7 +514,9 @@ def test_sft_curves_take_rows_read_back_from_csv(tmp_path, monkeypatch):
     monkeypatch.setattr(matplotlib.axes.Axes, "plot", lambda self, x, *a, **k: plotted.append(list(x)) or orig(self, x, *a, **k))
     rows = [{"step": "9", "loss": "0.5", "val_success": ""}, {"step": 10, "loss": 0.4, "val_success": 0.2},
             {"step": "11", "loss": "0.3", "val_success": "0.25"}]  # the first and last as a --resume reads them back
-    llm_sft.plot_curves(rows, tmp_path / "curves.png")
+    from countdown_gym.runs import plot_curves
+
+    plot_curves(rows, tmp_path / "curves.png", llm_sft.CURVES)
     assert plotted == [[9, 10, 11], [10, 11]]  # numbers, in order: the x-axis does not break into string categories
 
 
