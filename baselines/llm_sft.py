@@ -36,9 +36,10 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from llm_eval import generate, score  # noqa: E402
+from llm_eval import score  # noqa: E402
 from tiny_lm import TinyLMConfig, build_model, build_tokenizer, count_parameters, load_pretrained, save_pretrained  # noqa: E402
 
+from baselines.generation import generate  # noqa: E402
 from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, shuffled  # noqa: E402
 from countdown_gym.generator import iter_problems  # noqa: E402
@@ -276,7 +277,7 @@ def validation_success(model, tokenizer, problems: list[Problem], cfg: SFTConfig
         return sum(r.solved for r in rollouts) / max(len(rollouts), 1)
     model.eval()
     prompts = [compact_prompt(p) for p in problems]
-    outs, _ = generate(model, tokenizer, prompts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.eval_batch_size, progress=False)
+    outs, _ = generate(model, tokenizer, prompts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.eval_batch_size)
     model.train()
     ok = score(problems, outs)
     return sum(o[0] for o in ok) / max(len(ok), 1)

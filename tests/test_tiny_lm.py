@@ -29,6 +29,7 @@ from tiny_lm import (  # noqa: E402
     save_pretrained,
 )
 
+from baselines import generation  # noqa: E402
 from countdown_gym import Problem, Rules, dataclass_cli, load_split  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, compact_trace_stats, shuffled  # noqa: E402
 from countdown_gym.envs.text import replay_completion  # noqa: E402
@@ -431,8 +432,8 @@ def test_left_padding_does_not_change_greedy_output(tmp_path):
     for arch in ("gpt2", "llama"):
         model, tok = load_pretrained(_save_tiny(tmp_path, arch))
         prompts = [compact_prompt(p) + ("1+2=3 [3,4]\n" if i else "") for i, p in enumerate(problems)]
-        batched, _ = llm_eval.generate(model, tok, prompts, max_new_tokens=6, progress=False)
-        single = [llm_eval.generate(model, tok, [p], max_new_tokens=6, progress=False)[0][0] for p in prompts]
+        batched, _ = generation.generate(model, tok, prompts, max_new_tokens=6)
+        single = [generation.generate(model, tok, [p], max_new_tokens=6)[0][0] for p in prompts]
         assert batched == single
 
 
@@ -451,7 +452,7 @@ def test_shipped_checkpoint_loads_and_solves_something():
     assert size < 10 * 1024 * 1024
     model, tok = load_pretrained()
     problems = load_split("longproc-0.5k", "validation")[:20]
-    outs, _ = llm_eval.generate(model, tok, [compact_prompt(p) for p in problems], max_new_tokens=200, progress=False)
+    outs, _ = generation.generate(model, tok, [compact_prompt(p) for p in problems], max_new_tokens=200)
     correct = sum(verify(p, o[0]).correct for p, o in zip(problems, outs, strict=True))
     assert correct >= 1
     texts = [compact_trace(p) for p in problems]
@@ -529,7 +530,7 @@ def test_llm_eval_vllm_backend_builds_one_engine_and_passes_token_ids(monkeypatc
     calls = {"engines": [], "generate": []}
 
     class SamplingParams:
-        def __init__(self, n=1, temperature=1.0, top_p=1.0, max_tokens=16, seed=None):
+        def __init__(self, n=1, temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, repetition_penalty=1.0, max_tokens=16, seed=None):
             self.n, self.temperature = n, temperature
 
     class LLM:
