@@ -317,3 +317,17 @@ def dry_run(opts: Any) -> dict[str, Any]:
     ]
     print("\n".join(lines), flush=True)
     return {"plan": plan, "memory": memory, "config": fields, "shape": shape, "tokenizer_checked": tokenizer_checked}
+
+
+def trainer_class_of(opts: Any, funcs: list[Any]) -> tuple[Any, dict[str, Any]]:
+    """The trainer class of the run and its extra keyword arguments: TRL's ``GRPOTrainer``, or with ``--step-credit``
+    ``baselines.step_credit.StepCreditGRPOTrainer`` with the per-turn terms (``funcs``: the run's reward functions)."""
+    if not opts.step_credit:
+        from trl import GRPOTrainer
+
+        return GRPOTrainer, {}
+    from baselines.step_credit import StepCreditGRPOTrainer, split_reward_spec
+    from countdown_gym.integrations.trl import CriticReward
+
+    return StepCreditGRPOTrainer, {"step_weights": split_reward_spec(reward_terms(opts))[1], "step_gamma": opts.step_credit_gamma,
+                                   "critic": next((f.critic for f in funcs if type(f) is CriticReward), None)}

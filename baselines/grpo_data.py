@@ -85,3 +85,17 @@ def training_problems(opts: Any) -> tuple[list[Any], Path | None]:
         except ValueError as exc:
             raise SystemExit(f"--curriculum staged: {exc}") from None
     return problems, rates_file
+
+
+def training_dataset(opts: Any, problems: list[Any], tokenizer: Any) -> tuple[Any, Any]:
+    """The ``train_dataset`` of the trainer and its ``rollout_func`` (multi-turn: episodes of
+    ``CountdownMultiTurn-v0``; single-pass: None, TRL generates from the prompts)."""
+    from baselines.grpo_model import build_dataset, interaction
+
+    if interaction(opts) != "multi-turn":
+        return build_dataset(problems, opts.prompt_style, tokenizer, opts.chat_template), None
+    from countdown_gym.integrations.trl_rollout import make_rollout_func, rollout_dataset
+
+    dataset = rollout_dataset(problems, max_turns=opts.max_turns, prompt_style=opts.prompt_style)
+    return dataset, make_rollout_func(problems, max_turns=opts.max_turns, max_turn_tokens=opts.max_turn_tokens,
+                                      prompt_style=opts.prompt_style)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -42,21 +41,20 @@ from baselines.grpo_config import (  # noqa: E402
     last_checkpoint,
     model_shape_or_exit,
     plan_run,
-    reward_terms,
     run_dir,
+    trainer_class_of,
 )
-from baselines.grpo_data import pass_rates_file, training_problems  # noqa: E402
+from baselines.grpo_data import pass_rates_file, training_dataset, training_problems  # noqa: E402
 from baselines.grpo_model import (  # noqa: E402, F401  (DEFAULT_*: the shipped models, named here for scripts)
     DEFAULT_MODEL,
     DEFAULT_TURN_MODEL,
-    build_dataset,
     check_model,
     interaction,
     load_model_and_tokenizer,
     make_prompt,
     model_name,
 )
-from baselines.run_card import run_card  # noqa: E402
+from baselines.run_card import run_card, summary_lines  # noqa: E402
 from countdown_gym import dataclass_cli, runs  # noqa: E402
 
 INTERACTIONS = ("auto", "multi-turn", "single-pass")
@@ -290,7 +288,6 @@ def train(opts: Options) -> dict[str, Any]:
     """Run GRPO; returns the first and last validation rows and timing figures."""
     import torch
     from accelerate import PartialState
-    from trl import GRPOTrainer
 
     from baselines.generation import Sampling
     from baselines.llm_callbacks import (
@@ -338,15 +335,7 @@ def train(opts: Options) -> dict[str, Any]:
     if opts.eval_problems:
         val_problems = val_problems[: opts.eval_problems]
     multi_turn = interaction(opts) == "multi-turn"
-    rollout_func = None
-    if multi_turn:
-        from countdown_gym.integrations.trl_rollout import make_rollout_func, rollout_dataset
-
-        dataset = rollout_dataset(train_problems, max_turns=opts.max_turns, prompt_style=opts.prompt_style)
-        rollout_func = make_rollout_func(train_problems, max_turns=opts.max_turns, max_turn_tokens=opts.max_turn_tokens,
-                                         prompt_style=opts.prompt_style)
-    else:
-        dataset = build_dataset(train_problems, opts.prompt_style, tokenizer, opts.chat_template)
+    dataset, rollout_func = training_dataset(opts, train_problems, tokenizer)
     funcs, clipo = build_reward_funcs(opts, tokenizer, model.config.get_text_config().hidden_size)
     validation = ValidationCallback(
         problems=val_problems,
@@ -361,15 +350,7 @@ def train(opts: Options) -> dict[str, Any]:
     if clipo is not None:
         callbacks.append(ClipoCheckpointCallback(clipo.clipo))
     callbacks.append(RunCardCallback(out / "README.md", lambda step: run_card(opts, validation.rows, step)))
-    trainer_class: Any = GRPOTrainer
-    credit: dict[str, Any] = {}
-    if opts.step_credit:
-        from baselines.step_credit import StepCreditGRPOTrainer, split_reward_spec
-        from countdown_gym.integrations.trl import CriticReward
-
-        trainer_class = StepCreditGRPOTrainer
-        credit = {"step_weights": split_reward_spec(reward_terms(opts))[1], "step_gamma": opts.step_credit_gamma,
-                  "critic": next((f.critic for f in funcs if type(f) is CriticReward), None)}
+    trainer_class, credit = trainer_class_of(opts, funcs)
     trainer = trainer_class(model=model, reward_funcs=funcs, args=config, train_dataset=dataset, processing_class=tokenizer,
                             callbacks=callbacks, rollout_func=rollout_func, **credit)
     attach_reporting(trainer, validation, out)
@@ -410,31 +391,8 @@ def main(argv: list[str] | None = None) -> None:
     summary = train(opts)
     if summary.get("interrupted"):
         raise SystemExit(runs.INTERRUPTED_EXIT_CODE)  # stopped by Ctrl-C / SIGTERM; train() said where the checkpoint is
-    first, last = summary.get("first"), summary.get("last")
-    if first and last:
-        n = int(first["problems"])
-
-        def se(p: float) -> str:  # the binomial standard error of a success rate on n problems
-            return f"± {math.sqrt(max(p * (1 - p), 0.0) / max(n, 1)):.1%}"
-
-        print(
-            f"validation success (greedy, first {n} validation problems, {interaction(opts)}): start "
-            f"{first['greedy_success']:.1%} {se(first['greedy_success'])} (step {first['step']}) -> final "
-            f"{last['greedy_success']:.1%} {se(last['greedy_success'])} (step {last['step']})"
-        )
-        best = summary.get("best")
-        if best:
-            print(f"best validation success (greedy): {best['greedy_success']:.1%} at step {best['step']}, "
-                  f"saved in {summary['best_dir']}")
-        if "sampled_success" in last:
-            print(
-                f"validation success (sampled, T={opts.temperature}, {opts.eval_samples}/problem): "
-                f"start {first['sampled_success']:.1%} -> final {last['sampled_success']:.1%}; "
-                f"pass@{opts.eval_samples} {first['pass_at_k']:.1%} -> {last['pass_at_k']:.1%}"
-            )
-    if summary.get("seconds_per_step"):
-        print(f"seconds per GRPO step: {summary['seconds_per_step']:.2f}; "
-              f"generated tokens/s (validation generate): {summary.get('eval_tokens_per_s', 0):.0f}")
+    for line in summary_lines(opts, summary):
+        print(line)
     print(f"total {time.perf_counter() - t0:.0f} s; outputs in {summary['output_dir']}")
 
 

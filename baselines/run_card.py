@@ -1,7 +1,9 @@
-"""The run card of a GRPO run: the ``README.md`` of its directory (what ran, how to repeat it, validation so far)."""
+"""The run card of a GRPO run: the ``README.md`` of its directory (what ran, how to repeat it, validation so far)
+and the summary a finished run prints."""
 
 from __future__ import annotations
 
+import math
 import shlex
 from typing import Any
 
@@ -79,3 +81,30 @@ def run_card(opts: Any, rows: list[dict[str, Any]], step: int) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def summary_lines(opts: Any, summary: dict[str, Any]) -> list[str]:
+    """What a finished run prints: validation success at the start, the end and its best, with standard errors."""
+    lines: list[str] = []
+    first, last = summary.get("first"), summary.get("last")
+    if first and last:
+        n = int(first["problems"])
+
+        def se(p: float) -> str:  # the binomial standard error of a success rate on n problems
+            return f"± {math.sqrt(max(p * (1 - p), 0.0) / max(n, 1)):.1%}"
+
+        lines.append(f"validation success (greedy, first {n} validation problems, {interaction(opts)}): start "
+                     f"{first['greedy_success']:.1%} {se(first['greedy_success'])} (step {first['step']}) -> final "
+                     f"{last['greedy_success']:.1%} {se(last['greedy_success'])} (step {last['step']})")
+        best = summary.get("best")
+        if best:
+            lines.append(f"best validation success (greedy): {best['greedy_success']:.1%} at step {best['step']}, "
+                         f"saved in {summary['best_dir']}")
+        if "sampled_success" in last:
+            lines.append(f"validation success (sampled, T={opts.temperature}, {opts.eval_samples}/problem): "
+                         f"start {first['sampled_success']:.1%} -> final {last['sampled_success']:.1%}; "
+                         f"pass@{opts.eval_samples} {first['pass_at_k']:.1%} -> {last['pass_at_k']:.1%}")
+    if summary.get("seconds_per_step"):
+        lines.append(f"seconds per GRPO step: {summary['seconds_per_step']:.2f}; "
+                     f"generated tokens/s (validation generate): {summary.get('eval_tokens_per_s', 0):.0f}")
+    return lines
