@@ -10,22 +10,19 @@
 ``--top-p``; every knob it leaves out is the plain distribution (a model's own default, e.g. an Instruct model's
 repetition penalty of 1.05, is overridden as TRL's rollouts override it). :func:`generate` tokenizes the prompts as
 TRL does (chat messages through the template, no second BOS after a template's text), sorts them by length,
-left-pads each batch with position ids from the attention mask (models with learned absolute positions, e.g.
-GPT-2, would otherwise see shifted positions), stops a completion at every EOS TRL stops at (the model's
+left-pads each batch (``generate()`` numbers the positions from the attention mask, so models with learned
+absolute positions, e.g. GPT-2, see the same positions as without padding), stops a completion at every EOS TRL stops at (the model's
 generation config and the tokenizer's) and decodes like TRL (``skip_special_tokens``).
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from tqdm import tqdm
-
-from baselines.tiny_lm import position_ids_from_mask
 
 
 @dataclass(frozen=True)
@@ -92,10 +89,6 @@ def stop_ids(model: Any, tokenizer: Any) -> list[int]:
     return sorted(ids)
 
 
-def _accepts_position_ids(model: Any) -> bool:
-    return "position_ids" in inspect.signature(model.forward).parameters
-
-
 @torch.no_grad()
 def generate(
     model: Any,
@@ -119,7 +112,6 @@ def generate(
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
     device = next(model.parameters()).device
     knobs = (sampling or GREEDY_KNOBS).generate_kwargs(do_sample=sampling is not None)
-    use_pos = _accepts_position_ids(model)
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths together: less padding
     per_batch = max(1, batch_size // max(num_return_sequences, 1))
     out: list[list[str]] = [[] for _ in ids]
@@ -133,11 +125,8 @@ def generate(
         for row, i in enumerate(idx):  # left padding, as TRL generates
             input_ids[row, width - len(ids[i]) :] = torch.tensor(ids[i], dtype=torch.long)
             mask[row, width - len(ids[i]) :] = 1
-        kwargs: dict[str, Any] = dict(knobs)
-        if use_pos:
-            kwargs["position_ids"] = position_ids_from_mask(mask).to(device)
         seqs = model.generate(input_ids=input_ids.to(device), attention_mask=mask.to(device), max_new_tokens=max_new_tokens,
-                              num_return_sequences=num_return_sequences, pad_token_id=pad, eos_token_id=eos_ids, **kwargs)
+                              num_return_sequences=num_return_sequences, pad_token_id=pad, eos_token_id=eos_ids, **knobs)
         for r, c in enumerate(seqs[:, width:].cpu().tolist()):
             cut = next((k + 1 for k, t in enumerate(c) if t in eos_ids), len(c))
             generated += cut

@@ -267,9 +267,9 @@ RESUMABLE_CHANGES = ("steps", "resume", "quiet", "threads", "eval_interval", "ev
 run's ``options.json`` is an error."""
 
 
-def prepare_output_dir(opts: Options, out: Path, resume_from: str | None, main_process: bool) -> None:
+def check_output_dir(opts: Options, out: Path, resume_from: str | None) -> None:
     """The run kit's checks of ``out`` (``countdown_gym.runs``): a fresh start over a kept run is refused, a resumed
-    run must have the saved options (``RESUMABLE_CHANGES`` apart); then ``options.json`` records what runs."""
+    run must have the saved options (``RESUMABLE_CHANGES`` apart)."""
     start_over = "use another --output-dir"
     runs.run_directory(out, f"--output-dir {out}")
     runs.check_fresh_start(out, resume=opts.resume, markers=("checkpoint-*", "metrics.csv"), start_over=start_over)
@@ -280,8 +280,6 @@ def prepare_output_dir(opts: Options, out: Path, resume_from: str | None, main_p
             before["interaction"] = interaction(dataclasses.replace(
                 opts, **{k: before[k] for k in ("model", "prompt_style") if k in before}, interaction="auto"))
         runs.check_resume(before, opts, RESUMABLE_CHANGES, where=out, start_over=start_over)
-    if main_process:
-        runs.save_options(out, opts)
 
 
 def train(opts: Options) -> dict[str, Any]:
@@ -312,7 +310,10 @@ def train(opts: Options) -> dict[str, Any]:
     if opts.resume and resume_from is None:
         print(f"--resume: no checkpoint in {out}; starting from scratch", flush=True)
     main_process = PartialState().is_main_process  # with several processes, one writes the run's files
-    prepare_output_dir(opts, out, resume_from, main_process)
+    check_output_dir(opts, out, resume_from)
+    PartialState().wait_for_everyone()  # every process checked before options.json is written
+    if main_process:
+        runs.save_options(out, opts)  # what runs ("auto" resolved)
     PartialState().wait_for_everyone()
 
     if plan.layout.on_gpu and main_process:  # the estimate --dry-run prints, as a warning (it may be pessimistic)
