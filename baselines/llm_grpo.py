@@ -1,4 +1,4 @@
-"""GRPO on Countdown with TRL: sparse, oracle, critic and CLIPO rewards (CleanRL style, one file).
+"""GRPO on Countdown with TRL: sparse, oracle, critic and CLIPO rewards (CleanRL style: the options and the flow of a run).
 
     python baselines/llm_grpo.py                                  # shipped tiny model, CPU, < 10 min
     python baselines/llm_grpo.py --rewards oracle --steps 200
