@@ -46,6 +46,7 @@ from baselines.generation import Sampling, generate, prompt_ids  # noqa: E402
 from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.leaderboard.score import pass_at_k  # noqa: E402  (one home: the leaderboard scores the same way)
 from countdown_gym.problem import Problem  # noqa: E402
+from countdown_gym.runs import run_directory  # noqa: E402
 from countdown_gym.splits import SPLIT_SPEC, SPLITS, load_split  # noqa: E402
 from countdown_gym.text_format import PROMPT_STYLES, build_prompt, chat_messages  # noqa: E402
 from countdown_gym.turn_format import TURN_PROMPT_STYLES  # noqa: E402
@@ -531,7 +532,7 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"{auto} exists (an earlier evaluation); pass --out PATH (an existing file is replaced) or --agent NAME")
     for flag, path in (("--out", cfg.out), ("--results-json", cfg.results_json), ("--pass-rates", cfg.pass_rates)):
         if path:  # fail before generating, not after
-            dataclass_cli.output_dir(Path(path).parent, f"{flag} {path}")
+            run_directory(Path(path).parent, f"{flag} {path}")
     res = evaluate(cfg, problems=problems)
     out = write_outputs(cfg, res, problems, command)
     metrics = {k: v for k, v in res.items() if not k.startswith(("completions", "conversations"))}
