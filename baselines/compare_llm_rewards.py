@@ -156,6 +156,7 @@ def test_eval(args: argparse.Namespace, model_path: str, cache: Path) -> dict[st
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
+    from baselines.generation import Sampling
     from baselines.llm_callbacks import evaluate_policy, evaluate_turns
     from baselines.llm_grpo import load_model_and_tokenizer, make_prompt
     from countdown_gym.splits import load_split
@@ -168,11 +169,11 @@ def test_eval(args: argparse.Namespace, model_path: str, cache: Path) -> dict[st
     with torch.no_grad():
         if args.interaction == "multi-turn":
             row = evaluate_turns(model, tok, problems, max_turns=args.max_turns, samples=args.test_samples,
-                                 temperature=args.temperature, batch_size=256, seed=12345)
+                                 sampling=Sampling(temperature=args.temperature), batch_size=256, seed=12345)
         else:
             row = evaluate_policy(
                 model, tok, problems, [make_prompt(p, args.prompt_style, tok) for p in problems],
-                max_new_tokens=args.max_completion_length, samples=args.test_samples, temperature=args.temperature,
+                max_new_tokens=args.max_completion_length, samples=args.test_samples, sampling=Sampling(temperature=args.temperature),
                 batch_size=64, seed=12345,
             )
     cache.write_text(json.dumps({**row, "settings": test_settings(args)}, indent=2) + "\n")

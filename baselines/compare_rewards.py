@@ -46,8 +46,8 @@ def run_one(variant: str, seed: int, steps: int, out: str, extra: list[str]) -> 
     run_dir = Path(out) / "runs" / name
     argv = ["--reward", variant, "--seed", str(seed), "--total-timesteps", str(steps), "--output-dir",
             str(Path(out) / "runs"), "--run-name", name, "--no-progress", "--resume", *extra]
-    if (run_dir / "args.json").exists():  # only ever resume or reuse a run of the same configuration
-        old = json.loads((run_dir / "args.json").read_text())
+    old = sb3_ppo.saved_options(run_dir)
+    if old is not None:  # only ever resume or reuse a run of the same configuration
         changed = dataclass_cli.changed_options(old, sb3_ppo.parse_args(argv), ("total_timesteps", "resume", "progress"))
         if changed:
             raise ValueError(f"{run_dir} holds a run with other settings ({', '.join(changed)}); use another --out")

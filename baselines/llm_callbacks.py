@@ -2,28 +2,29 @@
 
 :class:`ValidationCallback` evaluates the policy on a fixed slice of the frozen validation split
 at the start, every ``eval_interval`` steps and at the end: greedy success (one completion per
-problem) and, with ``samples > 0``, sampled success (mean over ``samples`` completions at the
-rollout temperature) and pass@k. Completions are decoded as TRL decodes them
-(``skip_special_tokens``) and judged by ``replay_completion`` (the same verdict as the rewards).
-It writes ``metrics.csv`` (one row per evaluation), ``train_log.jsonl`` (TRL's log dicts) and
-``success.png`` into the run directory and times every optimizer step.
+problem) and, with ``samples > 0``, sampled success (mean over ``samples`` completions drawn as the
+rollouts draw) and pass@k. Completions come from ``baselines.generation.generate`` (the function
+``llm_eval.py`` uses), decoded as TRL decodes them, and are judged by ``replay_completion`` (the
+same verdict as the rewards). It keeps ``metrics.csv`` (one row per evaluation), ``train_log.jsonl``
+(TRL's log dicts) and ``success.png`` in the run directory with ``countdown_gym.runs`` and times
+every optimizer step.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import TrainerCallback
 
-from baselines.llm_rewards import prompt_token_ids
+from baselines.generation import Sampling, generate
 from baselines.tiny_lm import save_pretrained
 from countdown_gym.integrations.trl import replay
+from countdown_gym.runs import MetricsLog, Panel
 
 EVAL_FIELDS = (
     "step",
@@ -40,70 +41,6 @@ EVAL_FIELDS = (
 )
 
 
-ROLLOUT_SAMPLING: dict[str, Any] = {"top_p": 1.0, "top_k": 0, "min_p": None, "repetition_penalty": 1.0}
-"""GRPOConfig's defaults for the rollouts' sampling knobs."""
-
-
-def generate_completions(
-    model: Any,
-    tokenizer: Any,
-    prompts: Sequence[Any],
-    *,
-    max_new_tokens: int,
-    do_sample: bool,
-    num_return_sequences: int = 1,
-    temperature: float = 1.0,
-    batch_size: int = 64,
-    sampling: Mapping[str, Any] | None = None,
-) -> tuple[list[list[str]], int]:
-    """``num_return_sequences`` completions per prompt (decoded like TRL) and the number of tokens generated.
-
-    ``sampling``: the rollouts' ``top_p``, ``top_k``, ``min_p``, ``repetition_penalty`` (``GRPOConfig``'s),
-    so sampled validation draws as training does; by default the plain distribution."""
-    ids = prompt_token_ids(tokenizer, prompts)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    eos = model.generation_config.eos_token_id
-    eos_ids = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
-    if tokenizer.eos_token_id is not None:  # TRL stops at the tokenizer's EOS too
-        eos_ids.add(tokenizer.eos_token_id)
-    device = next(model.parameters()).device
-    out: list[list[str]] = []
-    generated = 0
-    for start in range(0, len(ids), batch_size):
-        rows = ids[start : start + batch_size]
-        width = max(len(r) for r in rows)
-        input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        attn = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, r in enumerate(rows):  # left padding, as TRL generates
-            input_ids[i, width - len(r) :] = torch.tensor(r, dtype=torch.long)
-            attn[i, width - len(r) :] = 1
-        # repetition penalty as in the rollouts (TRL overrides a model's own default, e.g. an Instruct model's 1.05)
-        knobs = {**ROLLOUT_SAMPLING, **(sampling or {})}
-        kwargs: dict[str, Any] = {"do_sample": do_sample, "num_return_sequences": num_return_sequences,
-                                  "repetition_penalty": knobs["repetition_penalty"]}
-        if do_sample:
-            kwargs.update(temperature=temperature, top_p=knobs["top_p"], top_k=knobs["top_k"] or 0)
-            if knobs["min_p"] is not None:
-                kwargs["min_p"] = knobs["min_p"]
-        seqs = model.generate(
-            input_ids=input_ids.to(device),
-            attention_mask=attn.to(device),
-            max_new_tokens=max_new_tokens,
-            pad_token_id=pad,
-            eos_token_id=sorted(eos_ids),
-            **kwargs,
-        )
-        comp = seqs[:, width:].cpu().tolist()
-        for k in range(len(rows)):
-            texts = []
-            for c in comp[k * num_return_sequences : (k + 1) * num_return_sequences]:
-                cut = next((i + 1 for i, t in enumerate(c) if t in eos_ids), len(c))
-                generated += cut
-                texts.append(tokenizer.decode(c[:cut], skip_special_tokens=True))
-            out.append(texts)
-    return out, generated
-
-
 def evaluate_policy(
     model: Any,
     tokenizer: Any,
@@ -112,13 +49,12 @@ def evaluate_policy(
     *,
     max_new_tokens: int,
     samples: int = 0,
-    temperature: float = 1.0,
+    sampling: Sampling | None = None,
     batch_size: int = 64,
     seed: int = 0,
-    sampling: Mapping[str, Any] | None = None,
 ) -> dict[str, float]:
-    """Greedy success, sampled success and pass@k of ``model`` on ``problems`` (no gradient, RNG untouched);
-    ``sampling`` as in :func:`generate_completions`."""
+    """Greedy success, sampled success and pass@k of ``model`` on ``problems`` (no gradient, RNG untouched); the
+    ``samples`` completions per problem are drawn as ``sampling`` says (``baselines.generation.generate``)."""
     if len(problems) != len(prompts):
         raise ValueError(f"got {len(problems)} problems but {len(prompts)} prompts")
     was_training = model.training
@@ -130,20 +66,14 @@ def evaluate_policy(
     try:
         with torch.no_grad(), torch.random.fork_rng(devices=devices):
             torch.manual_seed(seed)
-            greedy, n = generate_completions(
-                model, tokenizer, prompts, max_new_tokens=max_new_tokens, do_sample=False, batch_size=batch_size,
-                sampling=sampling,
-            )
+            greedy, n = generate(model, tokenizer, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size)
             tokens += n
             replays = [replay(p, c[0]) for p, c in zip(problems, greedy, strict=True)]
             row["greedy_success"] = _frac(r.verdict.correct for r in replays)
             row["greedy_invalid_frac"] = _frac(r.invalid_steps > 0 for r in replays)
             if samples:
-                sampled, n = generate_completions(
-                    model, tokenizer, prompts, max_new_tokens=max_new_tokens, do_sample=True,
-                    num_return_sequences=samples, temperature=temperature, batch_size=max(1, batch_size // samples),
-                    sampling=sampling,
-                )
+                sampled, n = generate(model, tokenizer, prompts, max_new_tokens=max_new_tokens, sampling=sampling or Sampling(),
+                                      num_return_sequences=samples, batch_size=batch_size)
                 tokens += n
                 per = [[replay(p, c).verdict.correct for c in cs] for p, cs in zip(problems, sampled, strict=True)]
                 row["sampled_success"] = _frac(x for xs in per for x in xs)
@@ -163,17 +93,15 @@ def evaluate_turns(
     *,
     max_turns: int,
     samples: int = 0,
-    temperature: float = 1.0,
+    sampling: Sampling | None = None,
     batch_size: int = 256,
     seed: int = 0,
-    sampling: Mapping[str, Any] | None = None,
 ) -> dict[str, float]:
     """:func:`evaluate_policy` for the multi-turn mode: each problem played as a ``CountdownMultiTurn-v0``
     episode (``play_episodes``); success = solved; ``*_invalid_frac`` = episodes with a refused turn;
     tokens = the model's own tokens."""
     from countdown_gym.integrations.trl_rollout import play_episodes
 
-    knobs = {**ROLLOUT_SAMPLING, **(sampling or {})}
     t0 = time.perf_counter()
     row: dict[str, float] = {"problems": len(problems), "samples": samples}
     devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
@@ -185,8 +113,7 @@ def evaluate_turns(
         row["greedy_invalid_frac"] = _frac(r.replay.invalid_turns > 0 for r in greedy)
         if samples:
             sampled = play_episodes(model, tokenizer, [p for p in problems for _ in range(samples)], max_turns=max_turns,
-                                    temperature=temperature, top_p=knobs["top_p"], top_k=knobs["top_k"] or 0,
-                                    batch_size=batch_size)
+                                    batch_size=batch_size, **(sampling or Sampling()).episode_kwargs())
             tokens += sum(sum(r.env_mask) for r in sampled)
             row["sampled_success"] = _frac(r.solved for r in sampled)
             row["pass_at_k"] = _frac(any(r.solved for r in sampled[i * samples:(i + 1) * samples]) for i in range(len(problems)))
@@ -208,27 +135,9 @@ def _frac(xs: Any) -> float:
     return sum(bool(x) for x in xs) / len(xs) if xs else 0.0
 
 
-def plot_success(rows: Sequence[dict[str, Any]], path: Path, title: str = "") -> None:
-    """PNG of validation success vs GRPO step (greedy, sampled, pass@k when present)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    steps = [int(r["step"]) for r in rows]
-    for key, label in (("greedy_success", "greedy"), ("sampled_success", "sampled (mean)"), ("pass_at_k", "pass@k")):
-        ys = [float(r[key]) for r in rows if r.get(key) not in (None, "")]
-        if len(ys) == len(rows):
-            ax.plot(steps, [100 * y for y in ys], marker="o", label=label)
-    ax.set_xlabel("GRPO step")
-    ax.set_ylabel("validation success (%)")
-    ax.set_title(title or "validation success")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+SUCCESS_PANELS = (Panel("validation success", {"greedy_success": "greedy", "sampled_success": "sampled (mean)",
+                                                 "pass_at_k": "pass@k"}, percent=True),)
+"""``success.png``: validation success vs GRPO step (greedy, sampled, pass@k when present)."""
 
 
 class ValidationCallback(TrainerCallback):
@@ -250,23 +159,28 @@ class ValidationCallback(TrainerCallback):
         *,
         eval_interval: int = 20,
         samples: int = 4,
-        temperature: float = 1.0,
+        sampling: Sampling | None = None,
         max_new_tokens: int = 160,
         batch_size: int = 64,
         seed: int = 0,
         verbose: bool = True,
-        sampling: Mapping[str, Any] | None = None,
         max_turns: int | None = None,
+        resume_step: int | None = None,
+        write: bool = True,
     ) -> None:
         self.problems, self.prompts, self.tokenizer = list(problems), list(prompts), tokenizer
         self.max_turns = max_turns
         """Multi-turn mode: validate with :func:`evaluate_turns` at this turn budget (``None``: single-pass)."""
-        self.sampling = dict(sampling or {})
+        self.sampling = sampling or Sampling()
+        """How the sampled validation draws (the rollouts' :class:`~baselines.generation.Sampling`)."""
         self.dir = Path(output_dir)
-        self.eval_interval, self.samples, self.temperature = eval_interval, samples, temperature
+        self.eval_interval, self.samples = eval_interval, samples
         self.max_new_tokens, self.batch_size, self.seed, self.verbose = max_new_tokens, batch_size, seed, verbose
-        self.csv_path, self.log_path, self.png_path = self.dir / "metrics.csv", self.dir / "train_log.jsonl", self.dir / "success.png"
-        self.rows: list[dict[str, Any]] = self._read_rows()
+        self.png_path = self.dir / "success.png"
+        # the run kit's logs (countdown_gym.runs): a resumed run drops the rows after its checkpoint, a fresh one starts empty
+        self.metrics = MetricsLog(self.dir / "metrics.csv", resume_step=resume_step, write=write)
+        self.train_log = MetricsLog(self.dir / "train_log.jsonl", resume_step=resume_step, write=write)
+        self.rows: list[dict[str, Any]] = self.metrics.rows
         self.evaluated: set[int] = {int(r["step"]) for r in self.rows}
         """Steps validated so far, on every process (only the main process keeps ``rows``)."""
         self.step_seconds: list[float] = []
@@ -275,21 +189,6 @@ class ValidationCallback(TrainerCallback):
         self.reporters: Sequence[Any] = ()
         """The trainer's report_to integration callbacks: each validation row is logged to them as ``eval_*``
         (set by :func:`attach_reporting`)."""
-
-    # -- persistence
-    def _read_rows(self) -> list[dict[str, Any]]:
-        if not self.csv_path.exists():
-            return []
-        with self.csv_path.open(newline="") as f:
-            return [_numeric(r) for r in csv.DictReader(f)]
-
-    def _write(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        with self.csv_path.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=EVAL_FIELDS, extrasaction="ignore")
-            w.writeheader()
-            w.writerows(self.rows)
-        plot_success(self.rows, self.png_path, title=f"GRPO validation ({self.dir.name})")
 
     # -- evaluation
     def _evaluate(self, model: Any, step: int, event: tuple[Any, Any, Any] | None = None) -> None:
@@ -304,26 +203,25 @@ class ValidationCallback(TrainerCallback):
         if self.max_turns is not None:
             part = evaluate_turns(
                 model, self.tokenizer, [self.problems[i] for i in idx], max_turns=self.max_turns, samples=self.samples,
-                temperature=self.temperature, batch_size=self.batch_size, seed=self.seed + step, sampling=self.sampling,
+                sampling=self.sampling, batch_size=self.batch_size, seed=self.seed + step,
             )
         else:
             part = evaluate_policy(
                 model, self.tokenizer, [self.problems[i] for i in idx], [self.prompts[i] for i in idx],
-                max_new_tokens=self.max_new_tokens, samples=self.samples, temperature=self.temperature,
-                batch_size=self.batch_size, seed=self.seed + step, sampling=self.sampling,
+                max_new_tokens=self.max_new_tokens, samples=self.samples, sampling=self.sampling,
+                batch_size=self.batch_size, seed=self.seed + step,
             )
         parts = gather_object([part]) if state.num_processes > 1 else [part]
         if not state.is_main_process:
             return
-        row = _merge(parts)
-        row["step"] = step
-        self.rows.append(row)
-        self._write()
+        row = {"step": step, **_merge(parts)}
+        self.metrics.append({k: row[k] for k in EVAL_FIELDS if k in row})
+        self.metrics.plot(self.png_path, SUCCESS_PANELS, xlabel="GRPO step", title=f"GRPO validation ({self.dir.name})")
         if event is not None:
             logs = {f"eval_{k}": float(v) for k, v in row.items() if k != "step" and isinstance(v, (int, float))}
             for cb in self.reporters:
                 cb.on_log(*event, logs=logs)
-        if self.best() is row:
+        if self.best() is self.rows[-1]:
             self._save_best(model, row)
         if self.verbose:
             extra = f", sampled {row['sampled_success']:.1%}, pass@{self.samples} {row['pass_at_k']:.1%}" if self.samples else ""
@@ -365,8 +263,7 @@ class ValidationCallback(TrainerCallback):
         if "completions/mean_length" in logs:
             batch = args.per_device_train_batch_size * args.world_size * args.steps_per_generation
             self.step_gen_tokens.append(float(logs["completions/mean_length"]) * batch / max(args.steps_per_generation, 1))
-        with self.log_path.open("a") as f:
-            f.write(json.dumps({"step": state.global_step, **logs}) + "\n")
+        self.train_log.append({"step": state.global_step, **logs})
 
     def summary(self) -> dict[str, Any]:
         """First and last validation rows, seconds per step and generation throughput."""
@@ -433,7 +330,7 @@ class ClipoCheckpointCallback(TrainerCallback):
 
 
 class StopRequestCallback(TrainerCallback):
-    """Ctrl-C (a :class:`~countdown_gym.stop_request.StopRequest`) ends training after the current step,
+    """Ctrl-C or SIGTERM (a :class:`countdown_gym.runs.StopRequest`) ends training after the current step,
     with a checkpoint that ``--resume`` continues from."""
 
     def __init__(self, stop: Any) -> None:

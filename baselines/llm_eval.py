@@ -6,9 +6,10 @@
 
 Every completion is verified with ``countdown_gym.verifier.verify`` and written to a leaderboard
 submission (``countdown_gym.leaderboard.write_submission``) when the whole split was evaluated,
-else to a JSONL file of completions. Batched HF generation uses left padding with position ids
-derived from the attention mask (models with learned absolute positions, e.g. GPT-2, would
-otherwise see shifted positions). ``--backend vllm`` uses vLLM when it is installed.
+else to a JSONL file of completions. HF generation is ``baselines.generation.generate``, the one
+GRPO validation uses: the samples are drawn as ``Sampling(temperature=--temperature, top_p=--top-p)``
+says (no repetition penalty, no top-k cut, whatever the model's generation config says).
+``--backend vllm`` uses vLLM when it is installed.
 
 Every rate comes with its standard error over problems (``pass@1_greedy_se``, ``pass@k_se``,
 ``per_sample_success_se``). Here pass@k uses the k samples only; the leaderboard scores the greedy
@@ -22,7 +23,6 @@ backtracks to the starting numbers.
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import shlex
@@ -37,12 +37,16 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+if str(Path(__file__).resolve().parents[1]) not in sys.path:  # baselines.generation from `python baselines/llm_eval.py`
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
-from tiny_lm import SHIPPED_CHECKPOINT, detect_interaction, load_causal_lm, position_ids_from_mask  # noqa: E402
+from tiny_lm import SHIPPED_CHECKPOINT, detect_interaction, load_causal_lm  # noqa: E402
 
+from baselines.generation import Sampling, generate, prompt_ids  # noqa: E402
 from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.leaderboard.score import pass_at_k  # noqa: E402  (one home: the leaderboard scores the same way)
 from countdown_gym.problem import Problem  # noqa: E402
+from countdown_gym.runs import run_directory  # noqa: E402
 from countdown_gym.splits import SPLIT_SPEC, SPLITS, load_split  # noqa: E402
 from countdown_gym.text_format import PROMPT_STYLES, build_prompt, chat_messages  # noqa: E402
 from countdown_gym.turn_format import TURN_PROMPT_STYLES  # noqa: E402
@@ -141,78 +145,9 @@ def make_prompts(problems: list[Problem], tokenizer, style: str, chat_template: 
     return prompts
 
 
-def _accepts_position_ids(model) -> bool:
-    return "position_ids" in inspect.signature(model.forward).parameters
-
-
-@torch.no_grad()
-def generate(
-    model,
-    tokenizer,
-    prompts: list[str],
-    *,
-    num_return_sequences: int = 1,
-    do_sample: bool = False,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    max_new_tokens: int = 320,
-    batch_size: int = 128,
-    progress: bool = True,
-    desc: str = "generate",
-) -> tuple[list[list[str]], int]:
-    """Completions per prompt (``num_return_sequences`` each) and the number of generated tokens.
-
-    Prompts are sorted by length and batched with left padding; position ids come from the
-    attention mask. Special tokens are skipped when decoding.
-    """
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.padding_side = "left"
-    # a chat template already holds the BOS text; do not add special tokens twice
-    add_special = _special_tokens_needed(tokenizer, prompts)
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-    out: list[list[str]] = [[] for _ in prompts]
-    n_tokens = 0
-    per_batch = max(1, batch_size // max(num_return_sequences, 1))
-    use_pos = _accepts_position_ids(model)
-    eos = tokenizer.eos_token_id
-    bar = tqdm(total=len(prompts), desc=desc, disable=not progress, leave=False)
-    for start in range(0, len(order), per_batch):
-        idx = order[start : start + per_batch]
-        enc = tokenizer([prompts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=add_special)
-        enc = {k: v.to(model.device) for k, v in enc.items()}  # the model's device (a GPU when it is there)
-        kwargs = dict(
-            input_ids=enc["input_ids"],
-            attention_mask=enc["attention_mask"],
-            max_new_tokens=max_new_tokens,
-            num_return_sequences=num_return_sequences,
-            do_sample=do_sample,
-            pad_token_id=tokenizer.pad_token_id,
-            eos_token_id=eos,
-        )
-        if do_sample:
-            kwargs.update(temperature=temperature, top_p=top_p, top_k=0)
-        if use_pos:
-            kwargs["position_ids"] = position_ids_from_mask(enc["attention_mask"])
-        seqs = model.generate(**kwargs)
-        new = seqs[:, enc["input_ids"].shape[1] :]
-        for r, row in enumerate(new):
-            keep = row != tokenizer.pad_token_id if tokenizer.pad_token_id != eos else torch.ones_like(row, dtype=torch.bool)
-            if eos is not None and (row == eos).any():
-                first = int((row == eos).nonzero()[0])
-                keep[first + 1 :] = False
-            n_tokens += int(keep.sum())
-            text = tokenizer.decode(row[keep], skip_special_tokens=True)
-            out[idx[r // num_return_sequences]].append(text)
-        bar.update(len(idx))
-    bar.close()
-    return out, n_tokens
-
-
-def _special_tokens_needed(tokenizer, prompts: list[str]) -> bool:
-    """Whether tokenizing ``prompts`` should add special tokens: not when a chat template already wrote the BOS."""
-    return not (getattr(tokenizer, "chat_template", None) and prompts and tokenizer.bos_token
-                and prompts[0].startswith(tokenizer.bos_token))
+def sampling_of(cfg: EvalConfig) -> Sampling:
+    """How the ``--k`` completions per problem are drawn (``baselines.generation.Sampling``, as GRPO validation)."""
+    return Sampling(temperature=cfg.temperature, top_p=cfg.top_p)
 
 
 def vllm_engine(model_path: str, dtype: str, seed: int, max_model_len: int) -> Any:
@@ -224,15 +159,17 @@ def vllm_engine(model_path: str, dtype: str, seed: int, max_model_len: int) -> A
     return LLM(model=model_path, dtype=dtype, seed=seed, max_model_len=max_model_len)
 
 
-def generate_vllm(llm: Any, tokenizer, prompts: list[str], n: int, temperature: float, top_p: float, max_new_tokens: int,
+def generate_vllm(llm: Any, tokenizer, prompts: list[str], n: int, sampling: Sampling | None, max_new_tokens: int,
                   seed: int) -> tuple[list[list[str]], int]:
-    """Completions and their token count with a vLLM engine; prompts go in as token ids, tokenized as the HF path
-    does (no second BOS after a chat template)."""
+    """Completions and their token count with a vLLM engine (``sampling=None``: greedy, else drawn as
+    :func:`baselines.generation.generate` draws); prompts go in as token ids, tokenized as the HF path does."""
     from vllm import SamplingParams
 
-    add_special = _special_tokens_needed(tokenizer, prompts)
-    inputs = [{"prompt_token_ids": tokenizer(p, add_special_tokens=add_special)["input_ids"]} for p in prompts]
-    params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens, seed=seed)
+    knobs = sampling or Sampling()
+    inputs = [{"prompt_token_ids": ids} for ids in prompt_ids(tokenizer, prompts)]
+    params = SamplingParams(n=n, temperature=knobs.temperature if sampling else 0.0, top_p=knobs.top_p,
+                            top_k=knobs.top_k or -1, min_p=knobs.min_p or 0.0, repetition_penalty=knobs.repetition_penalty,
+                            max_tokens=max_new_tokens, seed=seed)
     results = llm.generate(inputs, params, use_tqdm=False)
     return [[o.text for o in r.outputs] for r in results], sum(len(o.token_ids) for r in results for o in r.outputs)
 
@@ -363,8 +300,7 @@ def evaluate_turns(cfg: EvalConfig, model, tokenizer, problems: list[Problem], p
     if cfg.k > 0:
         t0 = time.time()
         sampled = play_episodes(model, tokenizer, [p for p in problems for _ in range(cfg.k)], max_turns=cfg.max_turns,
-                                temperature=cfg.temperature, top_p=cfg.top_p, batch_size=cfg.batch_size,
-                                prompt_style=cfg.prompt_style)
+                                batch_size=cfg.batch_size, prompt_style=cfg.prompt_style, **sampling_of(cfg).episode_kwargs())
         bar.update(len(problems) * cfg.k)
         dt = time.time() - t0
         oks = [[r.solved for r in sampled[i * cfg.k:(i + 1) * cfg.k]] for i in range(len(problems))]
@@ -419,9 +355,10 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
     if cfg.backend == "vllm":
         longest = max(len(tokenizer(p)["input_ids"]) for p in prompts)
         llm = vllm_engine(cfg.model, cfg.dtype, cfg.seed, longest + cfg.max_new_tokens)
-        greedy, n_greedy_tokens = generate_vllm(llm, tokenizer, prompts, 1, 0.0, 1.0, cfg.max_new_tokens, cfg.seed)
+        greedy, n_greedy_tokens = generate_vllm(llm, tokenizer, prompts, 1, None, cfg.max_new_tokens, cfg.seed)
     elif cfg.backend == "hf":
-        greedy, n_greedy_tokens = generate(model, tokenizer, prompts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size, progress=progress, desc="greedy")
+        greedy, n_greedy_tokens = generate(model, tokenizer, prompts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
+                                           progress=progress, desc="greedy")
     else:
         raise SystemExit(f"--backend must be hf or vllm, got {cfg.backend!r}")
     dt = time.time() - t0
@@ -436,11 +373,11 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
     if cfg.k > 0:
         t0 = time.time()
         if llm is not None:  # the same engine as the greedy pass
-            sampled, n_tok = generate_vllm(llm, tokenizer, prompts, cfg.k, cfg.temperature, cfg.top_p, cfg.max_new_tokens,
-                                           cfg.seed)
+            sampled, n_tok = generate_vllm(llm, tokenizer, prompts, cfg.k, sampling_of(cfg), cfg.max_new_tokens, cfg.seed)
         else:
-            sampled, n_tok = generate(model, tokenizer, prompts, num_return_sequences=cfg.k, do_sample=True, temperature=cfg.temperature,
-                                      top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size, progress=progress, desc=f"sample k={cfg.k}")
+            sampled, n_tok = generate(model, tokenizer, prompts, sampling=sampling_of(cfg), num_return_sequences=cfg.k,
+                                      max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size, progress=progress,
+                                      desc=f"sample k={cfg.k}")
         dt = time.time() - t0
         oks = score(problems, sampled)
         per_problem = [pass_at_k(len(o), sum(o), cfg.k) for o in oks]
@@ -595,7 +532,7 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"{auto} exists (an earlier evaluation); pass --out PATH (an existing file is replaced) or --agent NAME")
     for flag, path in (("--out", cfg.out), ("--results-json", cfg.results_json), ("--pass-rates", cfg.pass_rates)):
         if path:  # fail before generating, not after
-            dataclass_cli.output_dir(Path(path).parent, f"{flag} {path}")
+            run_directory(Path(path).parent, f"{flag} {path}")
     res = evaluate(cfg, problems=problems)
     out = write_outputs(cfg, res, problems, command)
     metrics = {k: v for k, v in res.items() if not k.startswith(("completions", "conversations"))}

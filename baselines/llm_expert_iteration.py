@@ -29,6 +29,7 @@ if str(ROOT) not in sys.path:
 sys.path.insert(0, str(ROOT / "baselines"))
 
 from countdown_gym import dataclass_cli  # noqa: E402
+from countdown_gym.runs import run_directory  # noqa: E402
 from countdown_gym.splits import SPLIT_SPEC, load_split  # noqa: E402
 
 DEFAULT_TURN_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns")
@@ -112,7 +113,7 @@ def solved_episodes(opts: Options) -> tuple[list[dict], dict]:
 
 
 def main(opts: Options) -> int:
-    out = dataclass_cli.output_dir(opts.out, f"--out {opts.out}")
+    out = run_directory(opts.out, f"--out {opts.out}")
     torch_threads = str(opts.threads)
     os.environ.setdefault("OMP_NUM_THREADS", torch_threads)
     import torch

@@ -22,10 +22,8 @@ step, RNG state; for ``--resume``) and ``final/`` (the model alone, ready for ``
 
 from __future__ import annotations
 
-import csv
 import json
 import math
-import os
 import random
 import shutil
 import sys
@@ -38,17 +36,27 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from llm_eval import generate, score  # noqa: E402
+from llm_eval import score  # noqa: E402
 from tiny_lm import TinyLMConfig, build_model, build_tokenizer, count_parameters, load_pretrained, save_pretrained  # noqa: E402
 
+from baselines.generation import generate  # noqa: E402
 from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, shuffled  # noqa: E402
 from countdown_gym.generator import iter_problems  # noqa: E402
 from countdown_gym.integrations.tracking import Tracker, report_to_names  # noqa: E402
 from countdown_gym.integrations.trl_rollout import conversation_ids, play_episodes  # noqa: E402
 from countdown_gym.problem import Problem  # noqa: E402
+from countdown_gym.runs import (  # noqa: E402
+    MetricsLog,
+    Panel,
+    StopRequest,
+    check_fresh_start,
+    check_resume,
+    read_options,
+    run_directory,
+    save_options,
+)
 from countdown_gym.splits import SPLIT_SPEC, load_split  # noqa: E402
-from countdown_gym.stop_request import StopRequest  # noqa: E402
 from countdown_gym.text_format import compact_prompt  # noqa: E402
 from countdown_gym.turn_trace import conversation, turn_trace  # noqa: E402
 
@@ -269,7 +277,7 @@ def validation_success(model, tokenizer, problems: list[Problem], cfg: SFTConfig
         return sum(r.solved for r in rollouts) / max(len(rollouts), 1)
     model.eval()
     prompts = [compact_prompt(p) for p in problems]
-    outs, _ = generate(model, tokenizer, prompts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.eval_batch_size, progress=False)
+    outs, _ = generate(model, tokenizer, prompts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.eval_batch_size)
     model.train()
     ok = score(problems, outs)
     return sum(o[0] for o in ok) / max(len(ok), 1)
@@ -301,57 +309,37 @@ RESUME_MAY_CHANGE = ("out", "resume", "progress", "report_to", "threads", "max_s
 """The options a ``--resume`` may change; any other differing from the checkpoint's run is refused."""
 
 
-def check_resume_options(cfg: SFTConfig, ckpt: Path) -> None:
-    """Exit naming the options that differ from those of the run saved in ``ckpt`` (data, model or optimiser would change)."""
-    path = ckpt / "training.json"
-    if not path.exists():
-        return
-    changed = dataclass_cli.changed_options(json.loads(path.read_text()).get("sft_config", {}), cfg, RESUME_MAY_CHANGE)
-    if changed:
-        raise SystemExit(f"--resume: {ckpt} was trained with {', '.join(changed)}; resume with the same values "
-                         "(or start a new --out with --init-from for a fresh optimiser)")
+CURVES = (Panel("train loss (completion tokens)", {"loss": "train loss"}, log=True),
+          Panel("validation greedy success", {"val_success": "greedy"}, ylim=(0, 1)))
+"""The panels of ``curves.png``."""
 
 
-def plot_curves(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, 2, figsize=(10, 3.8))
-    steps = [int(r["step"]) for r in rows if r.get("loss") not in (None, "")]  # rows read back on --resume hold strings
-    ax[0].plot(steps, [float(r["loss"]) for r in rows if r.get("loss") not in (None, "")])
-    ax[0].set_xlabel("step")
-    ax[0].set_ylabel("train loss (completion tokens)")
-    ax[0].set_yscale("log")
-    ev = [r for r in rows if r.get("val_success") not in (None, "")]
-    ax[1].plot([int(r["step"]) for r in ev], [float(r["val_success"]) for r in ev], marker="o")
-    ax[1].set_xlabel("step")
-    ax[1].set_ylabel("validation greedy success")
-    ax[1].set_ylim(0, 1)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+def saved_options(out: Path, ckpt: Path | None) -> dict | None:
+    """The options of the run in ``out`` (``options.json``; runs made before it: the checkpoint's ``training.json``)."""
+    old = ckpt / "training.json" if ckpt is not None else None
+    return read_options(out) or (json.loads(old.read_text()).get("sft_config") if old and old.is_file() else None)
 
 
 def train(cfg: SFTConfig) -> dict:
     """Run SFT; returns a summary (params, tokens/s, final validation success, paths)."""
     torch.set_num_threads(cfg.threads)
     tcfg = trace_config(cfg)
-    out = dataclass_cli.output_dir(cfg.out, f"--out {cfg.out}")
+    out = run_directory(cfg.out, f"--out {cfg.out}")
     ckpt = out / "checkpoint"
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
 
+    start_over = "start a new --out (with --init-from for a fresh optimiser)"
+    check_fresh_start(out, resume=cfg.resume, markers=("checkpoint*/trainer_state.pt", "metrics.csv"), start_over=start_over)
     found = last_checkpoint(ckpt) if cfg.resume else None
-    if found is not None:
-        check_resume_options(cfg, found)  # before the data is built: a refused resume fails fast
+    if found is not None:  # before the data is built: a refused resume fails fast
+        check_resume(saved_options(out, found), cfg, RESUME_MAY_CHANGE, where=found, start_over=start_over)
+    save_options(out, cfg)
     problems = training_problems(cfg, cfg.progress)
     episodes = load_episodes(cfg.episodes, cfg.preset) if cfg.episodes else []
     val = load_split(cfg.preset, "validation")[: cfg.eval_problems]
     tokenizer = build_tokenizer()
     step = 0
-    rows: list[dict] = []
     if found is not None:
         from transformers import AutoModelForCausalLM
 
@@ -362,9 +350,6 @@ def train(cfg: SFTConfig) -> dict:
         step = state["step"]
         rng.setstate(state["rng"])
         torch.set_rng_state(state["torch_rng"])
-        if (out / "metrics.csv").exists():
-            with (out / "metrics.csv").open() as f:
-                rows = [r for r in csv.DictReader(f) if int(r["step"]) <= step]
         print(f"resumed from {found} at step {step}")
     else:
         if cfg.resume:
@@ -378,6 +363,8 @@ def train(cfg: SFTConfig) -> dict:
     print(f"model: {model.config.model_type}, {n_params / 1e6:.2f}M parameters; {len(problems)} training problems"
           + (f", {len(episodes)} played episodes ({cfg.episodes_share:.0%} of each batch)" if episodes else ""))
 
+    metrics = MetricsLog(out / "metrics.csv", resume_step=step if found is not None else None)  # rows after the checkpoint: redone
+    rows = metrics.rows
     model.train()
     run_start = time.time()
     t_start = run_start - (float(rows[-1]["elapsed_s"]) if rows else 0.0)  # wall time of earlier runs counts
@@ -391,7 +378,7 @@ def train(cfg: SFTConfig) -> dict:
     if cfg.max_minutes > 0 and run_start - t_start > cfg.max_minutes * 60:  # a resumed run already past its time budget
         stopped_by_time = True
         tqdm.write(f"--resume: the run already used its --max-minutes {cfg.max_minutes} at step {step}; nothing to train")
-    with StopRequest() as stop, Tracker(cfg.report_to, out, config=meta) as tracker:  # Ctrl-C: finish the step, save, stop
+    with StopRequest() as stop, Tracker(cfg.report_to, out, config=meta) as tracker:  # Ctrl-C / SIGTERM: finish the step, save, stop
         while step < cfg.max_steps and not stopped_by_time:
             batch_problems = [episodes[rng.randrange(len(episodes))] if episodes and rng.random() < cfg.episodes_share
                               else problems[rng.randrange(len(problems))] for _ in range(cfg.batch_size)]
@@ -417,7 +404,7 @@ def train(cfg: SFTConfig) -> dict:
                 row["val_success"] = validation_success(model, tokenizer, val, cfg)
                 side_s += time.time() - t_side
                 tqdm.write(f"step {step}: loss {loss_ema:.4f}, validation greedy success {row['val_success']:.3f} ({len(val)} problems)")
-            rows.append(row)
+            metrics.append(row)
             tracker.log({"loss": row["loss"], "learning_rate": lr, "tokens_per_s": row["tokens_per_s"],
                          "eval_greedy_success": row["val_success"]}, step)  # an empty val_success is skipped
             bar.set_postfix(loss=f"{loss_ema:.3f}", tok_s=f"{tokens / train_s:.0f}")
@@ -425,7 +412,7 @@ def train(cfg: SFTConfig) -> dict:
             bar.update(1)
             if step % cfg.checkpoint_every == 0 or step == cfg.max_steps or out_of_time or stop.requested:
                 t_side = time.time()
-                write_metrics(rows, out)  # before the checkpoint: a resume drops the rows after its step
+                metrics.plot(out / "curves.png", CURVES)
                 save_checkpoint(ckpt, model, tokenizer, opt, step, rng, meta)
                 side_s += time.time() - t_side
             if out_of_time:
@@ -434,11 +421,11 @@ def train(cfg: SFTConfig) -> dict:
                 break
             if stop.requested:
                 interrupted = True
-                tqdm.write(f"stopped by Ctrl-C at step {step}; checkpoint saved in {ckpt}: --resume continues from it")
+                tqdm.write(f"stopped at step {step} (Ctrl-C / SIGTERM); checkpoint saved in {ckpt}: --resume continues from it")
                 break
     bar.close()
     elapsed = time.time() - run_start
-    write_metrics(rows, out)
+    metrics.plot(out / "curves.png", CURVES)
     evals = [r for r in rows if r["val_success"] != ""]
     summary = {
         "params": n_params,
@@ -465,19 +452,6 @@ def projected_steps(cfg: SFTConfig, step: int, steps_per_s: float, elapsed: floa
     if not (cfg.max_minutes > 0 and steps_per_s > 0):
         return cfg.max_steps
     return min(cfg.max_steps, step + math.ceil(max(cfg.max_minutes * 60 - elapsed, 0.0) * steps_per_s))
-
-
-def write_metrics(rows: list[dict], out: Path) -> None:
-    """``metrics.csv`` (replaced whole, never left half-written) and ``curves.png``."""
-    if not rows:
-        return
-    tmp = out / "metrics.csv.tmp"
-    with tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, out / "metrics.csv")
-    plot_curves(rows, out / "curves.png")
 
 
 if __name__ == "__main__":

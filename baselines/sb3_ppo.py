@@ -7,7 +7,7 @@ and at inference), evaluates greedily on the frozen validation or test split, lo
 TensorBoard, checkpoints periodically (``--resume`` continues from the last one), saves the
 final model and its evaluation as JSON, and can write a leaderboard submission.
 ``--evaluate-model runs/sb3/<run>/final_model.zip --eval-split validation`` evaluates a saved
-model without training (its run's ``args.json`` supplies the feature flags).
+model without training (its run's ``options.json`` supplies the feature flags).
 
 Reward variants (the dense terms come from ``countdown_gym.wrappers``, one home):
 
@@ -42,7 +42,6 @@ is ``--vec-env dummy --lookahead 1 --no-log-ratios --activation tanh --num-envs 
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import sys
@@ -56,8 +55,18 @@ import gymnasium as gym
 import countdown_gym  # noqa: F401  (registers the environments)
 from countdown_gym import Problem, dataclass_cli, load_split
 from countdown_gym.integrations.tracking import report_to_names
+from countdown_gym.runs import (
+    OPTIONS_FILE,
+    MetricsLog,
+    StopRequest,
+    check_fresh_start,
+    check_resume,
+    read_options,
+    run_directory,
+    save_options,
+    truncate_rows,
+)
 from countdown_gym.splits import SPLIT_SPEC
-from countdown_gym.stop_request import StopRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sb3_policy import LOOKAHEADS, MoveFeatures, PerActionPolicy  # noqa: E402
@@ -241,58 +250,6 @@ def evaluate(
     return wins / max(len(problems), 1), all_moves
 
 
-def drop_rows_after(path: Path, column: str, steps: int) -> None:
-    """On resume: drop the rows of a CSV log made after the checkpoint the run resumes from (they are redone)."""
-    if not path.exists():
-        return
-    with path.open(newline="") as f:
-        rows = list(csv.reader(f))
-    if not rows or column not in rows[0]:
-        return
-    k = rows[0].index(column)
-    keep = [rows[0]] + [r for r in rows[1:] if k >= len(r) or not r[k] or float(r[k]) <= steps]
-    with path.open("w", newline="") as f:
-        csv.writer(f).writerows(keep)
-
-
-def training_logger(folder: Path, resume: bool, report_to: str = "tensorboard", config: dict | None = None):
-    """SB3 logger to ``progress.csv`` and the ``--report-to`` integrations (TensorBoard by SB3's own writer, in
-    ``folder``; the others through :class:`countdown_gym.integrations.tracking.Tracker`); on resume the CSV is
-    continued, not overwritten."""
-    from stable_baselines3.common.logger import CSVOutputFormat, KVWriter, Logger, make_output_format
-
-    from countdown_gym.integrations.tracking import TENSORBOARD, Tracker
-
-    class TrackerOutput(KVWriter):
-        def __init__(self, names: list[str]) -> None:
-            self.tracker = Tracker(names, folder, config=config)
-
-        def write(self, key_values: dict, key_excluded: dict, step: int = 0) -> None:
-            self.tracker.log({k.replace("/", "_", 1) if k.startswith("eval/") else k: v for k, v in key_values.items()}, step)
-
-        def close(self) -> None:
-            self.tracker.close()
-
-    class ContinuedCSV(CSVOutputFormat):
-        def __init__(self, filename: Path) -> None:
-            if not (resume and filename.exists() and filename.stat().st_size):
-                super().__init__(str(filename))
-                return
-            self.file = filename.open("r+")
-            self.keys = self.file.readline().rstrip("\n").split(",")
-            self.separator, self.quotechar = ",", '"'
-            self.file.seek(0, 2)
-
-    folder.mkdir(parents=True, exist_ok=True)
-    names = report_to_names(report_to)
-    outputs = [ContinuedCSV(folder / "progress.csv")]
-    if TENSORBOARD in names:
-        outputs.append(make_output_format("tensorboard", str(folder)))
-    if [n for n in names if n != TENSORBOARD]:
-        outputs.append(TrackerOutput([n for n in names if n != TENSORBOARD]))
-    return Logger(str(folder), outputs)
-
-
 FEATURE_FLAGS = ("preset", "reward", "seed", "policy", "lookahead", "log_ratios", "children", "hidden", "net_arch")
 
 
@@ -302,17 +259,17 @@ RESUME_MAY_CHANGE = ("total_timesteps", "resume", "progress", "threads", "eval_s
 
 
 def evaluate_saved(args: Args, command: str) -> dict[str, Any]:
-    """``--evaluate-model``: greedy evaluation of a saved model, with its run's feature flags when ``args.json`` is found."""
+    """``--evaluate-model``: greedy evaluation of a saved model, with its run's feature flags when its ``options.json`` is found."""
     from sb3_contrib import MaskablePPO
 
     path = Path(args.evaluate_model)
     if not path.is_file():
         raise SystemExit(f"--evaluate-model: no such file {path}")
-    saved = next((p / "args.json" for p in (path.parent, path.parent.parent) if (p / "args.json").is_file()), None)
-    if saved is not None:
-        old = json.loads(saved.read_text())
+    run = next((p for p in (path.parent, path.parent.parent) if saved_options(p) is not None), None)
+    if run is not None:
+        old = saved_options(run) or {}
         args = dataclasses.replace(args, **{k: old[k] for k in FEATURE_FLAGS if k in old})
-        print(f"--evaluate-model: features and reward label from {saved}")
+        print(f"--evaluate-model: features and reward label from the options of {run}")
     custom = {"policy_class": PerActionPolicy} if args.policy == "per-action" else {}
     try:
         model = MaskablePPO.load(path, device="cpu", custom_objects=custom)
@@ -345,55 +302,68 @@ def evaluate_saved(args: Args, command: str) -> dict[str, Any]:
     return result
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = parse_args(argv)
-    import torch
+def saved_options(run: Path) -> dict[str, Any] | None:
+    """The options of the run kept in ``run`` (``options.json``; ``args.json`` in runs made before the run kit)."""
+    old = run / "args.json"
+    return read_options(run) or (json.loads(old.read_text()) if old.is_file() else None)
+
+
+def policy_setup(args: Args) -> tuple[Any, dict[str, Any]]:
+    """The policy class (or SB3's name of it) and its keyword arguments."""
+    if args.policy != "per-action":
+        return "MlpPolicy", {"net_arch": list(args.net_arch)}
+    kwargs: dict[str, Any] = {"hidden": args.hidden, "activation": args.activation}
+    if args.children:
+        kwargs.update(children=True, child_hidden=args.child_hidden or None)
+    return PerActionPolicy, kwargs
+
+
+def load_last_checkpoint(checkpoints: list[Path], vec: Any, policy_class: Any, seed: int) -> Any:
+    """The newest readable checkpoint, loaded (a kill may truncate a zip); exits when none is."""
     from sb3_contrib import MaskablePPO
-    from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback
 
-    torch.set_num_threads(args.threads)
-    if args.evaluate_model:
-        return evaluate_saved(args, " ".join(["python", "baselines/sb3_ppo.py", *(argv if argv is not None else sys.argv[1:])]))
-    name = args.run_name or f"{args.preset}-{args.reward}-s{args.seed}"
-    out = dataclass_cli.output_dir(Path(args.output_dir) / name, f"--output-dir {args.output_dir}")
-    checkpoints = sorted(out.glob("checkpoints/model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[1]))
-    if not args.resume and (checkpoints or (out / "args.json").is_file()):
-        raise SystemExit(f"{out} holds a run already: --resume continues it; to start over use another --run-name "
-                         "or delete that directory")
-    if args.resume and checkpoints and (out / "args.json").is_file():
-        changed = dataclass_cli.changed_options(json.loads((out / "args.json").read_text()), args, RESUME_MAY_CHANGE)
-        if changed:
-            raise SystemExit(f"--resume: {out} was trained with {', '.join(changed)}; the checkpoint would keep its "
-                             "own values: resume with the same flags or use another --run-name")
-    (out / "args.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
-
-    vec = make_vec_env(args)
-    if args.policy == "per-action":
-        policy_class, policy_kwargs = PerActionPolicy, {"hidden": args.hidden, "activation": args.activation}
-        if args.children:
-            policy_kwargs.update(children=True, child_hidden=args.child_hidden or None)
-    else:
-        policy_class, policy_kwargs = "MlpPolicy", {"net_arch": list(args.net_arch)}
-    model = None
-    for path in reversed(checkpoints if args.resume else []):  # the newest readable one (a kill may truncate a zip)
+    for path in reversed(checkpoints):
         try:
             model = MaskablePPO.load(path, env=vec, device="cpu", custom_objects={"policy_class": policy_class})
         except Exception as exc:  # noqa: BLE001 - zipfile, pickle and torch errors of a half-written file
             print(f"--resume: {path} is not readable ({type(exc).__name__}: {exc}); trying the one before")
             continue
-        model.set_random_seed(args.seed + model.num_timesteps)  # SB3 saves no RNG state: a resumed run is at least repeatable
+        model.set_random_seed(seed + model.num_timesteps)  # SB3 saves no RNG state: a resumed run is at least repeatable
         print(f"resumed from {path} at {model.num_timesteps} steps")
-        break
-    if args.resume and checkpoints and model is None:
-        raise SystemExit(f"--resume: no checkpoint in {out / 'checkpoints'} is readable; use another --run-name to start afresh")
+        return model
+    raise SystemExit(f"--resume: no checkpoint in {checkpoints[0].parent} is readable; use another --run-name to start afresh")
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    import torch
+    from sb3_callbacks import StopAfterUpdate, ValidationCurve, training_logger
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
+
+    torch.set_num_threads(args.threads)
+    command = " ".join(["python", "baselines/sb3_ppo.py", *(argv if argv is not None else sys.argv[1:])])
+    if args.evaluate_model:
+        return evaluate_saved(args, command)
+    name = args.run_name or f"{args.preset}-{args.reward}-s{args.seed}"
+    out = run_directory(Path(args.output_dir) / name, f"--output-dir {args.output_dir}")
+    checkpoints = sorted(out.glob("checkpoints/model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[1]))
+    start_over = "use another --run-name"
+    check_fresh_start(out, resume=args.resume, markers=(OPTIONS_FILE, "args.json", "checkpoints/model_*_steps.zip"),
+                      start_over=start_over)
+    if args.resume and checkpoints:
+        check_resume(saved_options(out), args, RESUME_MAY_CHANGE, where=out, start_over=start_over)
+    save_options(out, args)
+
+    vec = make_vec_env(args)
+    policy_class, policy_kwargs = policy_setup(args)
+    model = load_last_checkpoint(checkpoints, vec, policy_class, args.seed) if args.resume and checkpoints else None
     resumed = model is not None
     if resumed:
-        drop_rows_after(out / "logs" / "progress.csv", "time/total_timesteps", model.num_timesteps)
-        drop_rows_after(out / "curve.csv", "steps", model.num_timesteps)
+        truncate_rows(out / "logs" / "progress.csv", model.num_timesteps, "time/total_timesteps")
     else:
         if args.resume:
             print(f"--resume: no checkpoint in {out / 'checkpoints'}, starting fresh")
-        (out / "curve.csv").unlink(missing_ok=True)  # a fresh start begins a fresh curve
         from stable_baselines3.common.utils import LinearSchedule
 
         learning_rate = LinearSchedule(args.learning_rate, 0.0, 1.0) if args.anneal_lr else args.learning_rate
@@ -404,67 +374,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     model.set_logger(training_logger(out / "logs", resume=resumed, report_to=args.report_to,
                                      config=dataclasses.asdict(args)))
-
     validation = load_split(args.preset, "validation")[: args.eval_problems]
-    curve_path = out / "curve.csv"
-
-    class ValidationCurve(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__()
-            every = args.eval_every or 1 << 62
-            self.next_eval = (model.num_timesteps // every + 1) * every
-
-        def _on_training_start(self) -> None:
-            if not curve_path.exists():
-                with curve_path.open("w", newline="") as f:
-                    csv.writer(f).writerow(["steps", "validation_success", "seconds"])
-            with curve_path.open(newline="") as f:
-                rows = list(csv.DictReader(f))
-            # a resumed run's seconds continue from the kept rows' (training time of the whole run)
-            self.t0 = time.time() - (float(rows[-1]["seconds"]) if rows else 0.0)
-            self.eval_seconds = 0.0
-
-        def _on_step(self) -> bool:
-            if self.num_timesteps >= self.next_eval:
-                t = time.time()
-                rate, _ = evaluate(self.model, validation, args.preset, args.policy, args.lookahead, args.log_ratios,
-                                   args.children)
-                self.eval_seconds += time.time() - t
-                with curve_path.open("a", newline="") as f:
-                    csv.writer(f).writerow([self.num_timesteps, f"{rate:.4f}", f"{time.time() - self.t0:.1f}"])
-                self.logger.record("eval/validation_success", rate)  # written with the rollout's metrics
-                self.next_eval += args.eval_every or 1 << 62
-            return True
-
-    class StopAfterUpdate(BaseCallback):
-        """Ctrl-C: finish the rollout being collected and its update, then stop before the next rollout."""
-
-        def _on_rollout_start(self) -> None:
-            self.fresh = True
-
-        def _on_step(self) -> bool:
-            if self.fresh and stop.requested:
-                return False
-            self.fresh = False
-            return True
-
-    curve = ValidationCurve()
-    callbacks = CallbackList([
-        CheckpointCallback(max(args.checkpoint_every // args.num_envs, 1), str(out / "checkpoints"), name_prefix="model"),
-        curve,
-        StopAfterUpdate(),
-    ])
+    curve = ValidationCurve(
+        lambda m: evaluate(m, validation, args.preset, args.policy, args.lookahead, args.log_ratios, args.children)[0],
+        MetricsLog(out / "curve.csv", step="steps", resume_step=model.num_timesteps if resumed else None),
+        args.eval_every, model.num_timesteps)
     t0 = time.time()
     steps_before = model.num_timesteps
     remaining = max(args.total_timesteps - model.num_timesteps, 0)
-    with StopRequest("Ctrl-C: stopping after this rollout's update and saving a checkpoint (Ctrl-C again to stop at once)") as stop:
-        model.learn(remaining, callback=callbacks, progress_bar=args.progress, reset_num_timesteps=False)
+    with StopRequest("stopping after this rollout's update and saving a checkpoint (Ctrl-C again to stop at once)") as stop:
+        checkpointing = CheckpointCallback(max(args.checkpoint_every // args.num_envs, 1), str(out / "checkpoints"),
+                                           name_prefix="model")
+        model.learn(remaining, callback=CallbackList([checkpointing, curve, StopAfterUpdate(stop)]),
+                    progress_bar=args.progress, reset_num_timesteps=False)
     train_seconds = time.time() - t0
     if stop.requested and model.num_timesteps < args.total_timesteps:
         path = out / "checkpoints" / f"model_{model.num_timesteps}_steps.zip"
         model.save(path)
         vec.close()
-        print(f"stopped by Ctrl-C at {model.num_timesteps} steps; --resume continues from {path}")
+        print(f"stopped at {model.num_timesteps} steps; --resume continues from {path}")
         return {"interrupted": True, "total_timesteps": model.num_timesteps, "checkpoint": str(path)}
     model.save(out / "final_model")
 
@@ -479,13 +407,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "total_timesteps": model.num_timesteps, "eval_split": args.eval_split, "eval_problems": len(problems),
         "success_rate": rate, "train_seconds": round(train_seconds, 1),
         "env_steps_per_second": round((model.num_timesteps - steps_before) / max(train_seconds, 1e-9), 1),
-        "validation_seconds": round(getattr(curve, "eval_seconds", 0.0), 1), "eval_seconds": round(eval_seconds, 1),
+        "validation_seconds": round(curve.eval_seconds, 1), "eval_seconds": round(eval_seconds, 1),
         "vec_env": args.vec_env, "lookahead": args.lookahead, "log_ratios": args.log_ratios, "children": args.children,
     }
     (out / "result.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result))
     if args.submit:
-        write_submission(args, problems, moves, result, " ".join(["python", "baselines/sb3_ppo.py", *(argv if argv is not None else sys.argv[1:])]))
+        write_submission(args, problems, moves, result, command)
     vec.close()
     return result
 

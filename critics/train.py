@@ -34,8 +34,8 @@ import torch
 
 from countdown_gym import dataclass_cli
 from countdown_gym.integrations.tracking import Tracker, report_to_names
+from countdown_gym.runs import MetricsLog, Panel, StopRequest, check_fresh_start, run_directory
 from countdown_gym.splits import SPLIT_SPEC
-from countdown_gym.stop_request import StopRequest
 from critics.data import TraceTable, cached_table
 from critics.models import (
     ModelConfig,
@@ -205,26 +205,8 @@ def v1_loss(model: NumericalCriticV1, table: TraceTable, cfg: TrainConfig, rng: 
 # ---- plots ------------------------------------------------------------------------------------
 
 
-def plot_loss(log: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = np.array([r["step"] for r in log])
-    loss = np.array([r["loss"] for r in log])
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(steps, loss, lw=0.8, alpha=0.5, label="loss (per log interval)")
-    if len(loss) >= 10:
-        k = max(len(loss) // 30, 2)
-        ax.plot(steps[k - 1 :], np.convolve(loss, np.ones(k) / k, mode="valid"), lw=1.6, label=f"moving mean ({k})")
-    ax.set_xlabel("step")
-    ax.set_ylabel("contrastive loss")
-    ax.set_title("critic training loss")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+LOSS_PANELS = (Panel("contrastive loss", {"loss": "loss"}, smooth=True),)
+"""``loss.png`` (the paper's figure 4): the logged loss and its moving mean."""
 
 
 def _fmt(table: TraceTable, node: int) -> str:
@@ -320,7 +302,7 @@ def _lr(cfg: TrainConfig, step: int) -> float:
     return cfg.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0))))
 
 
-CHECKPOINT_FILES = ("model.safetensors", "config.json", "train_state.pt", "log.jsonl")
+CHECKPOINT_FILES = ("model.safetensors", "config.json", "train_state.pt")
 PREVIOUS = "previous"
 """The checkpoint before the last one, kept in ``<out>/previous/`` until the next save is complete."""
 
@@ -341,7 +323,7 @@ def _keep_previous(out: Path) -> None:
     os.replace(staging, out / PREVIOUS)
 
 
-def _save(model, optim, cfg: TrainConfig, out: Path, step: int, rng: np.random.Generator, log: list[dict], extra: dict) -> None:
+def _save(model, optim, cfg: TrainConfig, out: Path, step: int, rng: np.random.Generator, extra: dict) -> None:
     _keep_previous(out)
     meta = {"train_config": cfg.to_dict(), "step": step, "parameters": count_parameters(model), **extra}
     save_checkpoint(model, cfg.model_config(), out, meta)
@@ -351,10 +333,6 @@ def _save(model, optim, cfg: TrainConfig, out: Path, step: int, rng: np.random.G
         out / "train_state.pt.tmp",
     )
     os.replace(out / "train_state.pt.tmp", out / "train_state.pt")  # whole or not at all; its step is checked on resume
-    with (out / "log.jsonl.tmp").open("w", encoding="utf-8") as f:
-        for r in log:
-            f.write(json.dumps(r) + "\n")
-    os.replace(out / "log.jsonl.tmp", out / "log.jsonl")
 
 
 RESUME_FREE_FIELDS = frozenset(
@@ -404,7 +382,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    out = dataclass_cli.output_dir(cfg.out, f"error: --out {cfg.out}")
+    out = run_directory(cfg.out, f"error: --out {cfg.out}")
+    check_fresh_start(out, resume=cfg.resume, markers=CHECKPOINT_FILES)
     state_path = out / "train_state.pt"
     end = min(cfg.steps, cfg.stop_after) if cfg.stop_after > 0 else cfg.steps
     if cfg.resume:  # before the data: fail fast
@@ -434,16 +413,14 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     data_seconds = time.perf_counter() - t_data
     model = build_model(cfg.model_config())
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    start, log, elapsed = 0, [], 0.0
+    start, elapsed = 0, 0.0
     if cfg.resume:
         model.load_state_dict(loaded.state_dict())
         optim.load_state_dict(st["optimizer"])
         rng.bit_generator.state = st["numpy_rng"]
         torch.set_rng_state(st["torch_rng"])
         start, elapsed = st["step"], st.get("elapsed", 0.0)
-        if (out / "log.jsonl").exists():
-            log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines() if x.strip()]
-            log = [r for r in log if r["step"] <= start]
+    log = MetricsLog(out / "log.jsonl", resume_step=start if cfg.resume else None)  # rows after the checkpoint: redone
     def loss_fn(model, _table, cfg: TrainConfig, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
         if cfg.version == "v1":
             return v1_loss(model, table, cfg, rng)
@@ -478,7 +455,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
                 rec = {"step": step + 1, "loss": acc_loss / acc_n, **{k: v / acc_n for k, v in acc_info.items()},
                        "lr": _lr(cfg, step), "seconds": round(time.perf_counter() - t0, 1)}
-                log.append(rec)
+                log.append(rec)  # MetricsLog: appended to log.jsonl
                 tracker.log({k: v for k, v in rec.items() if k not in ("step", "seconds")}, rec["step"])
                 bar.set_postfix(loss=f"{rec['loss']:.3f}", **({"acc": f"{rec['acc']:.2f}"} if "acc" in rec else {}))
                 acc_loss, acc_info, acc_n = 0.0, {}, 0
@@ -492,17 +469,17 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                 break
             if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < end:
                 model.eval()
-                _save(model, optim, cfg, out, step + 1, rng, log, {**extra, "train_seconds": time.perf_counter() - t0})
+                _save(model, optim, cfg, out, step + 1, rng, {**extra, "train_seconds": time.perf_counter() - t0})
                 model.train()
     bar.close()
     train_seconds = time.perf_counter() - t0
     model.eval()
     if end < cfg.steps and "stopped_by_time_limit_at_step" not in extra:  # interrupted on purpose: resumable checkpoint
-        _save(model, optim, cfg, out, end, rng, log, {**extra, "train_seconds": train_seconds})
+        _save(model, optim, cfg, out, end, rng, {**extra, "train_seconds": train_seconds})
         return out
     extra.update({"train_seconds": round(train_seconds, 1), "threads": cfg.threads, "steps_done": end,
                   "command": "python -m critics.train " + shlex.join(sys.argv[1:])})
-    _save(model, optim, cfg, out, end, rng, log, extra)
+    _save(model, optim, cfg, out, end, rng, extra)
     if cfg.calibrate:
         from critics import load_critic
         from critics.evaluate import calibration_from_validation
@@ -510,9 +487,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         a, b = calibration_from_validation(load_critic(out), cfg.preset)
         extra["calibration"] = {"a": a, "b": b, "fitted_on": f"{cfg.preset}/validation[:200] trace states with 2-4 numbers (start states included)"}
     extra["total_seconds"] = round(time.perf_counter() - t_start, 1)
-    _save(model, optim, cfg, out, end, rng, log, extra)
-    if log:
-        plot_loss(log, out / "loss.png")
+    _save(model, optim, cfg, out, end, rng, extra)
+    if log.rows:
+        log.plot(out / "loss.png", LOSS_PANELS, title="critic training loss")
     plot_similarity(model, table if table is not None else rtable, cfg, out / "similarity.png")
     return out
 

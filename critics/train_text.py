@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from countdown_gym import Problem, dataclass_cli, dfs_trace
+from countdown_gym.runs import MetricsLog, Panel, run_directory
 from countdown_gym.splits import SPLIT_SPEC
 from critics.data import TraceTable, build_table, training_problems
 from critics.models import goal_infonce, ranking_infonce
@@ -178,20 +179,8 @@ def _lr_factor(cfg: TextTrainConfig, step: int) -> float:
     return 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0)))
 
 
-def plot_loss(log: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot([r["step"] for r in log], [r["loss"] for r in log], lw=1.0)
-    ax.set_xlabel("step")
-    ax.set_ylabel("contrastive loss")
-    ax.set_title("text critic training loss")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+LOSS_PANELS = (Panel("contrastive loss", {"loss": "loss"}),)
+"""``loss.png``: the logged loss."""
 
 
 def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
@@ -202,7 +191,7 @@ def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
     torch.set_num_threads(cfg.threads)
     random.seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    out = dataclass_cli.output_dir(cfg.out, f"error: --out {cfg.out}")
+    out = run_directory(cfg.out, f"error: --out {cfg.out}")
     model, tok = build_text_critic(cfg.model_config(), cfg.lm, seed=cfg.seed)
     critic = TextCritic(model, tok)  # shares the model: tokenizes the way scoring will
     t_data = time.perf_counter()
@@ -218,7 +207,7 @@ def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
     extra: dict[str, Any] = {"train_config": recorded, "data": data.table.stats(), "data_seconds": round(data_seconds, 1),
                              "parameters": sum(p.numel() for p in model.parameters()),
                              "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
-    log: list[dict] = []
+    log = MetricsLog(out / "log.jsonl")  # appended as it comes
     model.train()
     acc: dict[str, float] = {}
     n_acc, end = 0, cfg.steps
@@ -244,7 +233,6 @@ def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
         if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
             model.eval()
             save_text_critic(model, tok, out, {**extra, "step": step + 1, "train_seconds": round(time.perf_counter() - t0, 1)})
-            _write_log(out, log)
             model.train()
         if cfg.time_limit > 0 and time.perf_counter() - t_start > 60 * cfg.time_limit and step + 1 < cfg.steps:
             extra["stopped_by_time_limit_at_step"] = end = step + 1
@@ -255,14 +243,9 @@ def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
                   "total_seconds": round(time.perf_counter() - t_start, 1),
                   "command": "python -m critics.train_text " + shlex.join(sys.argv[1:])})
     save_text_critic(model, tok, out, extra)
-    _write_log(out, log)
-    if log:
-        plot_loss(log, out / "loss.png")
+    if log.rows:
+        log.plot(out / "loss.png", LOSS_PANELS, title="text critic training loss")
     return out
-
-
-def _write_log(out: Path, log: list[dict]) -> None:
-    (out / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log), encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -227,7 +227,7 @@ def test_cli_stop_after_then_resume(tmp_path, capsys):
 
 def test_cli_ctrl_c_saves_a_resumable_checkpoint(tmp_path, capsys, monkeypatch):
     import critics.train as train_mod
-    from countdown_gym.stop_request import StopRequest
+    from countdown_gym.runs import StopRequest
 
     class CtrlCAtOnce(StopRequest):
         def __enter__(self):

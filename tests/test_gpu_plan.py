@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from baselines import compat, gpu_plan, llm_grpo  # noqa: E402
+from baselines import compat, gpu_plan, grpo_config, llm_grpo  # noqa: E402
 from baselines.llm_grpo import Options, build_grpo_config, parse_options, plan_run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,12 +134,12 @@ def test_default_micro_batches_keep_the_step_on_cpu(tmp_path, monkeypatch):
     cfg = build_grpo_config(Options(), tmp_path)  # 16 prompts x 8 completions, the defaults
     assert (cfg.per_device_train_batch_size, cfg.gradient_accumulation_steps) == (32, 4)  # as before this plan
     assert cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps == 128
-    monkeypatch.setattr(llm_grpo, "world_size", lambda: 4)
+    monkeypatch.setattr(grpo_config, "world_size", lambda: 4)
     plan = plan_run(Options())
     assert (plan.per_process, plan.micro, plan.grad_accum) == (32, 32, 1)
     plan = plan_run(Options(prompts_per_step=6))  # 48 completions: a divisor, where 32 used to be refused
     assert (plan.micro, plan.grad_accum) == (12, 1)
-    monkeypatch.setattr(llm_grpo, "world_size", lambda: 1)
+    monkeypatch.setattr(grpo_config, "world_size", lambda: 1)
     assert plan_run(Options(micro_batch_size=0)).micro == 128  # the whole step at once, as before
     assert plan_run(Options(max_tokens_per_micro_batch=8 * 704)).micro == 8
     with pytest.raises(SystemExit, match="must divide"):
@@ -245,7 +245,7 @@ def test_training_checks_the_tokenizer_before_the_model_loads(tmp_path, monkeypa
         raise AssertionError("the model loads after the checks")
 
     tok = chat_tokenizer(LLAMA3, "<|end_of_text|>")
-    monkeypatch.setattr(llm_grpo, "read_tokenizer", lambda name: tok)
+    monkeypatch.setattr(grpo_config, "read_tokenizer", lambda name: tok)
     monkeypatch.setattr(llm_grpo, "load_model_and_tokenizer", no_model)
     with pytest.raises(SystemExit, match="ends the assistant's turn"):
         llm_grpo.train(Options(model=str(tiny_qwen(tmp_path / "m")), interaction="single-pass", prompt_style="longproc",

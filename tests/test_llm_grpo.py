@@ -14,8 +14,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from baselines import llm_grpo  # noqa: E402
-from baselines.llm_grpo import Options, build_grpo_config, check_vllm_available, derive_position_ids, parse_options  # noqa: E402
+from baselines import grpo_config, grpo_data, grpo_model, llm_grpo  # noqa: E402
+from baselines.grpo_model import derive_position_ids  # noqa: E402
+from baselines.llm_grpo import Options, build_grpo_config, check_vllm_available, parse_options  # noqa: E402
 from baselines.llm_rewards import (  # noqa: E402
     VARIANTS,
     CLIPOReward,
@@ -192,19 +193,19 @@ def test_pass_rate_filter_keeps_problems_with_group_signal(tmp_path: Path) -> No
     assert write_pass_rates(path, train, correct) == 5
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert rows[1] == {"id": train[1].id, "samples": 4, "correct": 1}
-    assert llm_grpo.filter_by_pass_rate(train, path, 0.0, 1.0) == [train[1], train[3], train[4]]
-    assert llm_grpo.filter_by_pass_rate(train, path, 0.3, 1.0) == [train[3], train[4]]
-    assert llm_grpo.filter_by_pass_rate(train + load_split("longproc-0.5k", "train")[5:9], path, 0.0, 1.0) == [train[1], train[3], train[4]]
+    assert grpo_data.filter_by_pass_rate(train, path, 0.0, 1.0) == [train[1], train[3], train[4]]
+    assert grpo_data.filter_by_pass_rate(train, path, 0.3, 1.0) == [train[3], train[4]]
+    assert grpo_data.filter_by_pass_rate(train + load_split("longproc-0.5k", "train")[5:9], path, 0.0, 1.0) == [train[1], train[3], train[4]]
     with pytest.raises(SystemExit, match="no problem"):
-        llm_grpo.filter_by_pass_rate(train, path, 0.8, 1.0)
+        grpo_data.filter_by_pass_rate(train, path, 0.8, 1.0)
     with pytest.raises(SystemExit, match="not in the training split"):
-        llm_grpo.filter_by_pass_rate(train[:2], path, 0.0, 1.0)
+        grpo_data.filter_by_pass_rate(train[:2], path, 0.0, 1.0)
     path.write_text(json.dumps({"id": train[0].id, "samples": 0, "correct": 0}) + "\n")
     with pytest.raises(SystemExit, match="samples >= 1"):
-        llm_grpo.filter_by_pass_rate(train, path, 0.0, 1.0)
+        grpo_data.filter_by_pass_rate(train, path, 0.0, 1.0)
     path.write_text("not json\n")
     with pytest.raises(SystemExit, match=":1: expected"):
-        llm_grpo.filter_by_pass_rate(train, path, 0.0, 1.0)
+        grpo_data.filter_by_pass_rate(train, path, 0.0, 1.0)
     for bad in (["--min-pass-rate", "0.5", "--max-pass-rate", "0.5"], ["--train-pass-rates", str(tmp_path / "missing.jsonl")]):
         with pytest.raises(SystemExit):
             parse_options(bad)
@@ -240,7 +241,7 @@ def test_pass_rate_file_auto_uses_the_model_directory(tmp_path: Path) -> None:
     assert llm_grpo.pass_rates_file(Options(model=str(tmp_path / "elsewhere"))) is None
     assert llm_grpo.pass_rates_file(Options(train_pass_rates=str(tmp_path / "r.jsonl"))) == tmp_path / "r.jsonl"
     shipped = llm_grpo.pass_rates_file(Options(interaction="single-pass"))
-    assert shipped is not None and len(llm_grpo.filter_by_pass_rate(load_split("longproc-0.5k", "train"), shipped, 0.0, 1.0)) == 780
+    assert shipped is not None and len(grpo_data.filter_by_pass_rate(load_split("longproc-0.5k", "train"), shipped, 0.0, 1.0)) == 780
 
 
 def test_grpo_config_on_cpu(tmp_path: Path) -> None:
@@ -255,7 +256,7 @@ def test_grpo_config_on_cpu(tmp_path: Path) -> None:
 
 def test_grpo_config_vllm_and_multi_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     opts = Options(use_vllm=True, vllm_mode="server", vllm_server_base_url="http://gpu-node:8000", prompts_per_step=8, num_generations=8)
-    monkeypatch.setattr(llm_grpo, "world_size", lambda: 4)  # WORLD_SIZE as `accelerate launch --num_processes 4` sets
+    monkeypatch.setattr(grpo_config, "world_size", lambda: 4)  # WORLD_SIZE as `accelerate launch --num_processes 4` sets
     from trl import GRPOConfig
 
     monkeypatch.setattr(GRPOConfig, "world_size", property(lambda self: 4))
@@ -270,7 +271,7 @@ def test_grpo_config_vllm_and_multi_process(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_clear_error_without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(llm_grpo.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(grpo_config.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(SystemExit, match="vLLM"):
         check_vllm_available()
     with pytest.raises(SystemExit, match="vLLM"):  # before any model is loaded
@@ -407,7 +408,7 @@ def test_policy_weights_are_float32_whatever_the_saved_dtype(tmp_path: Path, mon
 
 def test_ctrl_c_saves_a_checkpoint_after_the_step_and_resume_continues(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from baselines.tiny_lm import save_pretrained
-    from countdown_gym import stop_request
+    from countdown_gym import runs
 
     model, tok = _tiny("llama")
     save_pretrained(model, tok, tmp_path / "model")
@@ -418,13 +419,13 @@ def test_ctrl_c_saves_a_checkpoint_after_the_step_and_resume_continues(tmp_path:
         save_steps=100, train_problems=8, quiet=True,
     )
 
-    class CtrlCAtOnce(stop_request.StopRequest):
+    class CtrlCAtOnce(runs.StopRequest):
         def __enter__(self):
             super().__enter__()
             self.requested = True  # as if Ctrl-C came during the first step
             return self
 
-    monkeypatch.setattr(stop_request, "StopRequest", CtrlCAtOnce)
+    monkeypatch.setattr(runs, "StopRequest", CtrlCAtOnce)
     summary = llm_grpo.train(opts)
     assert summary == {"interrupted": True, "step": 1, "output_dir": str(out)}
     assert (out / "checkpoint-1" / "model.safetensors").exists() and not (out / "final").exists()
@@ -504,7 +505,7 @@ def test_validation_stops_at_every_eos_trl_stops_at() -> None:
     """TRL ends a completion at the tokenizer's EOS even when the generation config names another one."""
     import types
 
-    from baselines.llm_callbacks import generate_completions
+    from baselines.generation import generate
 
     tok = build_tokenizer()
     answer = tok("12+3=15", add_special_tokens=False)["input_ids"]
@@ -521,21 +522,20 @@ def test_validation_stops_at_every_eos_trl_stops_at() -> None:
             tail = torch.tensor([answer + [tok.eos_token_id] + answer[:2]] * len(input_ids))
             return torch.cat([input_ids, tail], dim=1)
 
-    texts, tokens = generate_completions(Model(), tok, ["3 12 15"], max_new_tokens=8, do_sample=False)
+    texts, tokens = generate(Model(), tok, ["3 12 15"], max_new_tokens=8)
     assert texts == [[tok.decode(answer, skip_special_tokens=True)]] and tokens == len(answer) + 1
 
 
 def test_sampled_validation_draws_with_the_rollouts_sampling_knobs() -> None:
-    from baselines.llm_callbacks import generate_completions
+    from baselines.generation import Sampling, generate
 
     model, tok = _tiny()
     prompts = [build_prompt(PROBLEM, "compact")] * 2
-    greedy, _ = generate_completions(model, tok, prompts, max_new_tokens=12, do_sample=False)
+    greedy, _ = generate(model, tok, prompts, max_new_tokens=12)
     torch.manual_seed(0)
-    plain, _ = generate_completions(model, tok, prompts, max_new_tokens=12, do_sample=True, num_return_sequences=3)
+    plain, _ = generate(model, tok, prompts, max_new_tokens=12, sampling=Sampling(), num_return_sequences=3)
     torch.manual_seed(0)  # top_k 1, as a GRPOConfig(top_k=1) rollout would draw: the greedy completion every time
-    top1, _ = generate_completions(model, tok, prompts, max_new_tokens=12, do_sample=True, num_return_sequences=3,
-                                   sampling={"top_k": 1})
+    top1, _ = generate(model, tok, prompts, max_new_tokens=12, sampling=Sampling(top_k=1), num_return_sequences=3)
     assert top1 == [g * 3 for g in greedy] and plain != top1
 
 
@@ -655,7 +655,7 @@ def test_bad_options_fail_before_any_model_is_loaded(argv, message):
 
 def test_a_missing_shipped_model_says_how_to_build_it(tmp_path, monkeypatch):
     missing = str(tmp_path / "countdown-tiny-lm")
-    monkeypatch.setattr(llm_grpo, "DEFAULT_MODEL", missing)
+    monkeypatch.setattr(grpo_model, "DEFAULT_MODEL", missing)
     with pytest.raises(SystemExit, match="the shipped model is missing at .*llm_sft.py"):
         parse_options(["--model", missing])
 
@@ -667,16 +667,19 @@ def test_model_dir_without_config_and_bad_extra_are_clear_errors(tmp_path):
         build_grpo_config(Options(extra={"nosuch": 1}), tmp_path)
 
 
-def test_resume_refuses_a_run_with_other_options_and_fresh_starts_drop_old_rows(tmp_path, monkeypatch):
+def test_resume_refuses_a_run_with_other_options_and_a_fresh_start_over_a_kept_run(tmp_path, monkeypatch):
     (tmp_path / "checkpoint-1").mkdir()
     (tmp_path / "options.json").write_text(json.dumps(dataclasses.asdict(Options(rewards="oracle", train_pass_rates="none"))))
-    with pytest.raises(SystemExit, match=r"other options \(--rewards oracle \(now sparse\)\)"):
+    with pytest.raises(SystemExit, match=r"was trained with --rewards oracle \(now sparse\); resume with the same flags"):
         llm_grpo.train(Options(output_dir=str(tmp_path), resume=True, train_pass_rates="none"))
+    with pytest.raises(SystemExit, match="holds a run already: --resume continues it; to start over use another --output-dir"):
+        llm_grpo.train(Options(output_dir=str(tmp_path), train_pass_rates="none"))
+    (tmp_path / "checkpoint-1").rmdir()
     (tmp_path / "metrics.csv").write_text("step\n0\n")
     monkeypatch.setattr(llm_grpo, "build_grpo_config", lambda *a: pytest.fail("stop here"))  # past the directory set-up
-    with pytest.raises(pytest.fail.Exception, match="stop here"):
-        llm_grpo.train(Options(output_dir=str(tmp_path), train_pass_rates="none"))
-    assert not (tmp_path / "metrics.csv").exists()
+    with pytest.raises(pytest.fail.Exception, match="stop here"):  # --resume without a checkpoint: a fresh start
+        llm_grpo.train(Options(output_dir=str(tmp_path), resume=True, train_pass_rates="none"))
+    assert json.loads((tmp_path / "options.json").read_text())["rewards"] == "sparse"
 
 
 def test_tinyzero_chat_prompt_is_tinyzeros_instruct_template():

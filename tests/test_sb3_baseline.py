@@ -356,9 +356,9 @@ def test_evaluate_model_rescores_a_saved_run_and_names_wrong_flags(tmp_path: Pat
                             "--n-epochs", "1", "--total-timesteps", "128", "--eval-every", "0",
                             "--output-dir", str(tmp_path), "--run-name", "r", *common])
     again = sb3_ppo.main(["--evaluate-model", str(tmp_path / "r" / "final_model.zip"), *common])
-    assert again["lookahead"] == 1  # from the run's args.json
+    assert again["lookahead"] == 1  # from the run's options.json
     assert again["success_rate"] == trained["success_rate"] and again["total_timesteps"] == trained["total_timesteps"]
-    alone = tmp_path / "copy.zip"  # no args.json beside it: the command line's flags (lookahead 2) do not fit
+    alone = tmp_path / "copy.zip"  # no options.json beside it: the command line's flags (lookahead 2) do not fit
     alone.write_bytes((tmp_path / "r" / "final_model.zip").read_bytes())
     with pytest.raises(SystemExit, match="pass the flags the model was trained with"):
         sb3_ppo.main(["--evaluate-model", str(alone), *common])
@@ -373,12 +373,12 @@ def test_resume_refuses_flags_the_checkpoint_would_ignore(tmp_path: Path) -> Non
     sb3_ppo.main([*common, "--total-timesteps", "64", "--learning-rate", "0.001"])
     with pytest.raises(SystemExit, match="--learning-rate 0.001 \\(now 0.5\\)"):  # MaskablePPO.load keeps 0.001
         sb3_ppo.main([*common, "--total-timesteps", "128", "--learning-rate", "0.5", "--resume"])
-    assert json.loads((tmp_path / "r" / "args.json").read_text())["learning_rate"] == 0.001
+    assert json.loads((tmp_path / "r" / "options.json").read_text())["learning_rate"] == 0.001
     assert sb3_ppo.main([*common, "--total-timesteps", "128", "--learning-rate", "0.001", "--resume"])["total_timesteps"] == 128
     # a fresh start in the run's directory would let a later --resume continue the older model: refused
     with pytest.raises(SystemExit, match="holds a run already: --resume continues it"):
         sb3_ppo.main([*common, "--total-timesteps", "64", "--learning-rate", "0.001"])
-    assert json.loads((tmp_path / "r" / "args.json").read_text())["total_timesteps"] == 128  # untouched
+    assert json.loads((tmp_path / "r" / "options.json").read_text())["total_timesteps"] == 128  # untouched
 
 
 def test_a_resumed_run_does_not_replay_the_problems_of_its_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -402,7 +402,7 @@ def test_a_resumed_run_does_not_replay_the_problems_of_its_start(tmp_path: Path,
 
 
 def test_ctrl_c_stops_after_the_update_with_a_resumable_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from countdown_gym.stop_request import StopRequest
+    from countdown_gym.runs import StopRequest
 
     class CtrlCDuringFirstRollout(StopRequest):
         def __enter__(self):
@@ -427,13 +427,6 @@ def test_ctrl_c_stops_after_the_update_with_a_resumable_checkpoint(tmp_path: Pat
         zip_file.write_bytes(b"")
     with pytest.raises(SystemExit, match="no checkpoint .* is readable"):
         sb3_ppo.main([*common, "--total-timesteps", "384", "--resume"])
-
-
-def test_resume_drops_log_rows_made_after_the_checkpoint(tmp_path: Path) -> None:
-    path = tmp_path / "curve.csv"
-    path.write_text("steps,validation_success\n128,0.1\n256,0.2\n384,0.3\n")
-    sb3_ppo.drop_rows_after(path, "steps", 256)
-    assert path.read_text().splitlines() == ["steps,validation_success", "128,0.1", "256,0.2"]
 
 
 def test_submission_of_an_evaluation_is_rescored_by_the_leaderboard(tmp_path: Path) -> None:

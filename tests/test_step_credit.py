@@ -172,7 +172,7 @@ def test_two_grpo_steps_credit_each_turns_dense_terms_to_its_tokens(tmp_path: Pa
 
     from trl import GRPOConfig
 
-    from baselines.llm_grpo import derive_position_ids
+    from baselines.grpo_model import derive_position_ids
     from baselines.step_credit import StepCreditGRPOTrainer
     from baselines.tiny_lm import load_pretrained
     from countdown_gym.integrations.trl_rollout import make_rollout_func, rollout_dataset

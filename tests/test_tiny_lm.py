@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import sys
@@ -30,6 +29,7 @@ from tiny_lm import (  # noqa: E402
     save_pretrained,
 )
 
+from baselines import generation  # noqa: E402
 from countdown_gym import Problem, Rules, dataclass_cli, load_split  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, compact_trace_stats, shuffled  # noqa: E402
 from countdown_gym.envs.text import replay_completion  # noqa: E402
@@ -226,6 +226,9 @@ def test_sft_steps_checkpoint_resume(tmp_path):
     assert len(rows) == 4
     cfg2 = llm_eval.parse_config(llm_sft.SFTConfig, [*argv[:4], "--max-steps", "4", *argv[6:], "--resume", "true"])
     assert llm_sft.train(cfg2)["steps"] == 4
+    with pytest.raises(SystemExit, match="holds a run already: --resume continues it"):  # a fresh start over it: refused
+        llm_sft.train(cfg)
+    assert [r.split(",")[0] for r in (run / "metrics.csv").read_text().splitlines()] == ["step", "1", "2", "3", "4"]
 
     # --init-from starts from the saved weights (architecture flags ignored); lr 0 keeps them as they are
     argv3 = ["--out", str(tmp_path / "more"), "--init-from", str(run / "final"), "--lr", "0", "--hidden", "64",
@@ -237,7 +240,8 @@ def test_sft_steps_checkpoint_resume(tmp_path):
     for (name, a), (_, b) in zip(before.state_dict().items(), after.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
     with pytest.raises(SystemExit, match="no saved model"):
-        llm_sft.train(llm_eval.parse_config(llm_sft.SFTConfig, [*argv3[:2], "--init-from", str(tmp_path / "none"), *argv3[4:]]))
+        llm_sft.train(llm_eval.parse_config(llm_sft.SFTConfig, ["--out", str(tmp_path / "other"), "--init-from", str(tmp_path / "none"),
+                                                                  *argv3[4:]]))
 
 
 def _sft_argv(out: Path, steps: int) -> list[str]:
@@ -271,7 +275,7 @@ def test_sft_killed_mid_checkpoint_resumes_exactly(tmp_path, monkeypatch):
 
 
 def test_sft_ctrl_c_saves_the_step_and_resumes_exactly(tmp_path, monkeypatch):
-    from countdown_gym.stop_request import StopRequest
+    from countdown_gym.runs import StopRequest
 
     parse = lambda argv: dataclass_cli.parse(llm_sft.SFTConfig, argv)  # noqa: E731
     llm_sft.train(parse(_sft_argv(tmp_path / "whole", 4)))
@@ -301,18 +305,6 @@ def test_sft_ctrl_c_saves_the_step_and_resumes_exactly(tmp_path, monkeypatch):
     cut, _ = load_pretrained(tmp_path / "cut" / "final")
     for (name, a), (_, b) in zip(whole.state_dict().items(), cut.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
-
-
-def test_stop_request_first_ctrl_c_asks_second_interrupts():
-    from countdown_gym.stop_request import StopRequest
-
-    before = signal.getsignal(signal.SIGINT)
-    with StopRequest() as stop:
-        os.kill(os.getpid(), signal.SIGINT)
-        assert stop.requested
-        with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGINT)
-    assert signal.getsignal(signal.SIGINT) is before
 
 
 def test_sft_resume_of_a_run_past_its_time_budget_trains_nothing(tmp_path):
@@ -440,8 +432,8 @@ def test_left_padding_does_not_change_greedy_output(tmp_path):
     for arch in ("gpt2", "llama"):
         model, tok = load_pretrained(_save_tiny(tmp_path, arch))
         prompts = [compact_prompt(p) + ("1+2=3 [3,4]\n" if i else "") for i, p in enumerate(problems)]
-        batched, _ = llm_eval.generate(model, tok, prompts, max_new_tokens=6, progress=False)
-        single = [llm_eval.generate(model, tok, [p], max_new_tokens=6, progress=False)[0][0] for p in prompts]
+        batched, _ = generation.generate(model, tok, prompts, max_new_tokens=6)
+        single = [generation.generate(model, tok, [p], max_new_tokens=6)[0][0] for p in prompts]
         assert batched == single
 
 
@@ -460,7 +452,7 @@ def test_shipped_checkpoint_loads_and_solves_something():
     assert size < 10 * 1024 * 1024
     model, tok = load_pretrained()
     problems = load_split("longproc-0.5k", "validation")[:20]
-    outs, _ = llm_eval.generate(model, tok, [compact_prompt(p) for p in problems], max_new_tokens=200, progress=False)
+    outs, _ = generation.generate(model, tok, [compact_prompt(p) for p in problems], max_new_tokens=200)
     correct = sum(verify(p, o[0]).correct for p, o in zip(problems, outs, strict=True))
     assert correct >= 1
     texts = [compact_trace(p) for p in problems]
@@ -523,7 +515,9 @@ def test_sft_curves_take_rows_read_back_from_csv(tmp_path, monkeypatch):
     monkeypatch.setattr(matplotlib.axes.Axes, "plot", lambda self, x, *a, **k: plotted.append(list(x)) or orig(self, x, *a, **k))
     rows = [{"step": "9", "loss": "0.5", "val_success": ""}, {"step": 10, "loss": 0.4, "val_success": 0.2},
             {"step": "11", "loss": "0.3", "val_success": "0.25"}]  # the first and last as a --resume reads them back
-    llm_sft.plot_curves(rows, tmp_path / "curves.png")
+    from countdown_gym.runs import plot_curves
+
+    plot_curves(rows, tmp_path / "curves.png", llm_sft.CURVES)
     assert plotted == [[9, 10, 11], [10, 11]]  # numbers, in order: the x-axis does not break into string categories
 
 
@@ -536,7 +530,7 @@ def test_llm_eval_vllm_backend_builds_one_engine_and_passes_token_ids(monkeypatc
     calls = {"engines": [], "generate": []}
 
     class SamplingParams:
-        def __init__(self, n=1, temperature=1.0, top_p=1.0, max_tokens=16, seed=None):
+        def __init__(self, n=1, temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, repetition_penalty=1.0, max_tokens=16, seed=None):
             self.n, self.temperature = n, temperature
 
     class LLM:

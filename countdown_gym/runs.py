@@ -1,0 +1,340 @@
+"""Run directories of the training scripts: one layout, one resume rule, one metrics log, one plot, Ctrl-C.
+
+Every training script (``baselines/llm_grpo.py``, ``baselines/sb3_ppo.py``, ``baselines/llm_sft.py``,
+``python -m critics.train``, ...) keeps a run in one directory and does its bookkeeping with this module:
+
+    >>> import tempfile
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class Options:
+    ...     lr: float = 1e-3
+    ...     steps: int = 10
+    >>> out = prepare_run(tempfile.mkdtemp() + "/run", "--out", Options(), resume=False)
+    >>> log = MetricsLog(out / "metrics.csv", resume_step=None)   # a fresh run: a fresh log
+    >>> log.append({"step": 1, "loss": 0.5})
+    >>> with StopRequest() as stop:                               # Ctrl-C / SIGTERM: finish the step, save, stop
+    ...     stop.requested
+    False
+
+* :func:`prepare_run`: create the directory (a clear error when it cannot be written), refuse to start a run
+  afresh where one is already kept (``--resume`` continues it), refuse a ``--resume`` whose options differ from
+  the saved ``options.json`` beyond what may change, and write ``options.json``.
+* :class:`MetricsLog`: the run's metrics, one row per logged step, appended to a CSV (or JSON-lines) file; a
+  resumed run drops the rows after its checkpoint's step (they are redone), a fresh one starts an empty file.
+* :func:`plot_curves` / :class:`Panel`: the run's curves as a PNG.
+* :class:`StopRequest`: the first Ctrl-C or SIGTERM asks the training loop to stop after the current step and
+  save a checkpoint; a second one interrupts at once. Scripts exit with 130 after such a stop.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from countdown_gym.dataclass_cli import changed_options
+
+OPTIONS_FILE = "options.json"
+"""Every option of the run, written when it starts (``--resume`` compares against it)."""
+
+INTERRUPTED_EXIT_CODE = 130
+"""Exit code of a script stopped by Ctrl-C / SIGTERM after saving a resumable checkpoint."""
+
+
+# ---- the run directory ----------------------------------------------------------------------------------
+
+
+def run_directory(path: str | os.PathLike[str], label: str) -> Path:
+    """Create the directory ``path`` (and its parents); exit naming ``label`` (what the user typed, e.g.
+    ``"--out runs/x"``) if it cannot be written, so a bad path fails before any work."""
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if not os.access(out, os.W_OK):
+            raise PermissionError(13, "permission denied")
+    except OSError as exc:
+        raise SystemExit(f"{label}: cannot write there ({exc.strerror or exc})") from None
+    return out
+
+
+def holds_run(out: str | os.PathLike[str], markers: Iterable[str] = (OPTIONS_FILE,)) -> bool:
+    """Whether ``out`` keeps a run: any of ``markers`` (file names or glob patterns) exists in it."""
+    out = Path(out)
+    return out.is_dir() and any(next(out.glob(m), None) is not None for m in markers)
+
+
+def check_fresh_start(out: str | os.PathLike[str], *, resume: bool, markers: Iterable[str] = (OPTIONS_FILE,),
+                      start_over: str = "use another --out") -> None:
+    """Refuse to start afresh (``resume`` false) in a directory that :func:`holds_run`: its checkpoints, logs and
+    options would be mixed with the new run's or lost."""
+    if not resume and holds_run(out, markers):
+        raise SystemExit(f"{out} holds a run already: --resume continues it; to start over {start_over} "
+                         "or delete that directory")
+
+
+def read_options(out: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The ``options.json`` of the run in ``out`` (None when there is none)."""
+    path = Path(out) / OPTIONS_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def check_resume(saved: Mapping[str, Any] | None, options: Any, may_change: Collection[str], *, where: str | Path,
+                 start_over: str = "use another --out") -> None:
+    """Exit naming every option of the dataclass ``options`` that differs from ``saved`` (the run's stored
+    options; None: nothing to compare) apart from ``may_change``: a resumed run continues the same run."""
+    changed = changed_options(saved, options, may_change) if saved is not None else []
+    if changed:
+        raise SystemExit(f"--resume: {where} was trained with {', '.join(changed)}; resume with the same flags or "
+                         f"{start_over}")
+
+
+def save_options(out: str | os.PathLike[str], options: Any) -> Path:
+    """Write ``options`` (a dataclass instance or a mapping) to ``<out>/options.json`` (whole or not at all)."""
+    data = dataclasses.asdict(options) if dataclasses.is_dataclass(options) else dict(options)
+    path = Path(out) / OPTIONS_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def prepare_run(path: str | os.PathLike[str], label: str, options: Any, *, resume: bool, resuming: bool | None = None,
+                may_change: Collection[str] = (), markers: Iterable[str] = (), start_over: str | None = None,
+                write: bool = True) -> Path:
+    """The run directory of a training script, checked and with its ``options.json`` (the steps above in order).
+
+    ``label``: the flag that names the directory (``"--out"``); ``resume``: the ``--resume`` flag; ``resuming``:
+    whether a checkpoint will be continued (default ``resume``; a ``--resume`` that finds no checkpoint starts
+    afresh and its options are not compared); ``markers``: what else shows the directory keeps a run
+    (checkpoints, logs; ``options.json`` always counts); ``may_change``: the options a ``--resume`` may change;
+    ``write=False`` checks without writing (other processes of a distributed run).
+    """
+    out = run_directory(path, f"{label} {path}")
+    start_over = start_over or f"use another {label}"
+    check_fresh_start(out, resume=resume, markers=(OPTIONS_FILE, *markers), start_over=start_over)
+    if resume if resuming is None else resuming:
+        check_resume(read_options(out), options, may_change, where=out, start_over=start_over)
+    if write:
+        save_options(out, options)
+    return out
+
+
+# ---- metrics ------------------------------------------------------------------------------------------------
+
+
+def _value(text: str) -> Any:
+    """A CSV cell read back: int, float, or the text itself ('' for an empty cell)."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _step_of(row: Mapping[str, Any], key: str) -> float | None:
+    value = row.get(key)
+    try:
+        return float(value) if value not in (None, "") else None
+    except (TypeError, ValueError):
+        return None
+
+
+def truncate_rows(path: str | os.PathLike[str], step: float, key: str = "step") -> None:
+    """Drop the rows of a CSV or JSON-lines log whose ``key`` is past ``step`` (a resume redoes them); rows
+    without that column are kept. For logs written by other libraries too (SB3's ``progress.csv``)."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    if path.suffix == ".jsonl":
+        lines = [x for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+        keep = [x for x in lines if (s := _step_of(json.loads(x), key)) is None or s <= step]
+        text = "".join(x + "\n" for x in keep)
+    else:
+        with path.open(newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+        if not rows or key not in rows[0]:
+            return
+        k = rows[0].index(key)
+        keep_rows = [rows[0]] + [r for r in rows[1:] if k >= len(r) or _step_of({key: r[k]}, key) is None
+                                 or float(r[k]) <= step]
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("w", newline="", encoding="utf-8") as f:
+            csv.writer(f).writerows(keep_rows)
+        os.replace(tmp, path)
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class MetricsLog:
+    """A run's metrics: one row (a dict) per logged step, appended to ``path`` as it comes.
+
+    ``path`` ending in ``.jsonl`` holds one JSON object per line, anything else is a CSV whose header is the
+    columns seen so far (a row with a new column rewrites the file once). ``resume_step=None`` starts a fresh
+    log (an earlier file is removed); a number continues the log of a resumed run: the rows after that step,
+    logged after the checkpoint the run resumes from, are dropped (they are redone) and :attr:`rows` holds the
+    rest, read back (numbers as numbers, empty cells as ``""``). ``write=False`` keeps the rows in memory only
+    (the other processes of a distributed run).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, step: str = "step", resume_step: float | None = None,
+                 write: bool = True) -> None:
+        self.path, self.step, self.write = Path(path), step, write
+        self.jsonl = self.path.suffix == ".jsonl"
+        self.rows: list[dict[str, Any]] = []
+        self._columns: list[str] = []
+        if resume_step is None:
+            if write:
+                self.path.unlink(missing_ok=True)
+            return
+        if write:
+            truncate_rows(self.path, resume_step, step)
+        self.rows = [r for r in self._read() if (s := _step_of(r, step)) is None or s <= resume_step]
+        for r in self.rows:
+            self._columns += [k for k in r if k not in self._columns]
+
+    def _read(self) -> list[dict[str, Any]]:
+        if not self.path.is_file():
+            return []
+        if self.jsonl:
+            return [json.loads(x) for x in self.path.read_text(encoding="utf-8").splitlines() if x.strip()]
+        with self.path.open(newline="", encoding="utf-8") as f:
+            return [{k: _value(v) for k, v in r.items() if k is not None} for r in csv.DictReader(f)]
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        """Add ``row`` to :attr:`rows` and to the file."""
+        row = dict(row)
+        self.rows.append(row)
+        if not self.write:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.jsonl:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(row, default=str) + "\n")
+            return
+        new = [k for k in row if k not in self._columns]
+        self._columns += new
+        if new and self.path.is_file() and self.path.stat().st_size:  # a new column: the header changes
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            with tmp.open("w", newline="", encoding="utf-8") as f:
+                w = csv.DictWriter(f, fieldnames=self._columns, restval="")
+                w.writeheader()
+                w.writerows(self.rows)
+            os.replace(tmp, self.path)
+            return
+        with self.path.open("a", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=self._columns, restval="")
+            if f.tell() == 0:
+                w.writeheader()
+            w.writerow(row)
+
+    def steps(self) -> set[float]:
+        """The steps of the rows so far."""
+        return {s for r in self.rows if (s := _step_of(r, self.step)) is not None}
+
+    def plot(self, path: str | os.PathLike[str], panels: Sequence[Panel], *, xlabel: str = "", title: str = "") -> None:
+        """:func:`plot_curves` of :attr:`rows` against this log's step column."""
+        if self.write:
+            plot_curves(self.rows, path, panels, x=self.step, xlabel=xlabel or self.step, title=title)
+
+
+# ---- curves -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One plot of :func:`plot_curves`: the columns to draw (column -> legend label) against the steps."""
+
+    ylabel: str
+    series: Mapping[str, str] = field(default_factory=dict)
+    log: bool = False
+    """A logarithmic y axis."""
+    percent: bool = False
+    """Rates in [0, 1] drawn as percentages."""
+    smooth: bool = False
+    """Also draw a moving mean (for noisy per-interval values such as a loss)."""
+    ylim: tuple[float, float] | None = None
+
+
+def plot_curves(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str], panels: Sequence[Panel], *,
+                x: str = "step", xlabel: str = "step", title: str = "") -> None:
+    """A PNG with one plot per panel, side by side: each column's values (rows without one are skipped) vs ``x``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels) + 1, 3.8), squeeze=False)
+    for ax, panel in zip(axes[0], panels, strict=True):
+        for column, label in panel.series.items():
+            pts = [(float(r[x]), float(r[column])) for r in rows
+                   if r.get(column) not in (None, "") and r.get(x) not in (None, "")]
+            if not pts:
+                continue
+            xs, ys = np.array([p[0] for p in pts]), np.array([p[1] for p in pts]) * (100 if panel.percent else 1)
+            if panel.smooth and len(ys) >= 10:
+                k = max(len(ys) // 30, 2)
+                ax.plot(xs, ys, lw=0.8, alpha=0.5, label=f"{label} (per interval)")
+                ax.plot(xs[k - 1:], np.convolve(ys, np.ones(k) / k, mode="valid"), lw=1.6, label=f"moving mean ({k})")
+            else:
+                ax.plot(xs, ys, marker="o" if len(ys) <= 50 else None, label=label)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(panel.ylabel + (" (%)" if panel.percent else ""))
+        if panel.log:
+            ax.set_yscale("log")
+        if panel.ylim is not None:
+            ax.set_ylim(*panel.ylim)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0] and (len(panel.series) > 1 or panel.smooth):
+            ax.legend()
+    if title:
+        (axes[0][0].set_title if len(panels) == 1 else fig.suptitle)(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------------------
+
+
+class StopRequest:
+    """A context manager: the first Ctrl-C (SIGINT) or SIGTERM inside it sets :attr:`requested`, which a training
+    loop checks between steps (it then saves a checkpoint and returns, so ``--resume`` continues from exactly that
+    step); a second one raises ``KeyboardInterrupt`` at once. Outside the main thread (where signal handlers
+    cannot be set) it does nothing."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, message: str = "stopping after this step and saving a checkpoint (Ctrl-C again to stop at once)") -> None:
+        self.message = message
+        self.requested = False
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        print(f"\n{name}: {self.message}", file=sys.stderr, flush=True)
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, previous in self._previous.items():
+            signal.signal(s, previous)
+        self._previous = {}

@@ -1,0 +1,110 @@
+"""The run kit of the training scripts (countdown_gym/runs.py): run directory, options, metrics log, curves, stop."""
+
+from __future__ import annotations
+
+import csv
+import doctest
+import json
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from countdown_gym import runs
+from countdown_gym.runs import MetricsLog, Panel, StopRequest, plot_curves, prepare_run, truncate_rows
+
+
+@dataclass
+class Opts:
+    lr: float = 1e-3
+    steps: int = 10
+    out: str = ""
+
+
+def test_module_doctest() -> None:
+    assert doctest.testmod(runs).failed == 0
+
+
+def test_prepare_run_refuses_a_fresh_start_over_a_kept_run(tmp_path: Path) -> None:
+    out = prepare_run(tmp_path / "r", "--out", Opts(), resume=False)
+    assert json.loads((out / "options.json").read_text()) == {"lr": 1e-3, "steps": 10, "out": ""}
+    with pytest.raises(SystemExit, match="holds a run already: --resume continues it; to start over use another --out"):
+        prepare_run(tmp_path / "r", "--out", Opts(), resume=False)
+    assert prepare_run(tmp_path / "r", "--out", Opts(steps=20), resume=True, may_change=("steps",)) == out
+    assert json.loads((out / "options.json").read_text())["steps"] == 20  # what runs now is recorded
+
+
+def test_prepare_run_markers_and_resume_check(tmp_path: Path) -> None:
+    (tmp_path / "r" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "r" / "checkpoints" / "model_64_steps.zip").write_bytes(b"")
+    with pytest.raises(SystemExit, match="holds a run already"):  # a checkpoint without options.json counts too
+        prepare_run(tmp_path / "r", "--run-name", Opts(), resume=False, markers=("checkpoints/model_*_steps.zip",))
+    prepare_run(tmp_path / "r", "--out", Opts(), resume=True)
+    with pytest.raises(SystemExit, match=r"--resume: .* was trained with --lr 0.001 \(now 0.01\); resume with the same"):
+        prepare_run(tmp_path / "r", "--out", Opts(lr=1e-2), resume=True)
+    # a --resume that finds no checkpoint starts afresh: its options are not compared
+    prepare_run(tmp_path / "r", "--out", Opts(lr=1e-2), resume=True, resuming=False)
+
+
+def test_run_directory_that_cannot_be_written(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(SystemExit, match="--out .*file/run: cannot write there"):
+        prepare_run(tmp_path / "file" / "run", "--out", Opts(), resume=False)
+
+
+def test_metrics_log_appends_and_truncates_on_resume(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    log = MetricsLog(path)
+    log.append({"step": 1, "loss": 0.5, "val": ""})
+    log.append({"step": 2, "loss": 0.25, "val": 0.5})
+    log.append({"step": 3, "loss": 0.125, "val": "", "extra": 7})  # a new column rewrites the header once
+    rows = list(csv.DictReader(path.open()))
+    assert [r["step"] for r in rows] == ["1", "2", "3"] and rows[2]["extra"] == "7" and rows[0]["extra"] == ""
+    again = MetricsLog(path, resume_step=2)  # resumed from the checkpoint of step 2: step 3 is redone
+    assert again.rows == [{"step": 1, "loss": 0.5, "val": "", "extra": ""}, {"step": 2, "loss": 0.25, "val": 0.5, "extra": ""}]
+    assert [r["step"] for r in csv.DictReader(path.open())] == ["1", "2"]
+    again.append({"step": 3, "loss": 0.1, "val": "", "extra": 1})
+    assert [r["step"] for r in csv.DictReader(path.open())] == ["1", "2", "3"]
+    assert again.steps() == {1, 2, 3}
+    MetricsLog(path)  # a fresh run: a fresh log
+    assert not path.exists()
+
+
+def test_metrics_log_jsonl_and_no_write(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    log = MetricsLog(path)
+    for s in (50, 100, 150):
+        log.append({"step": s, "loss": 1.0 / s})
+    assert MetricsLog(path, resume_step=100).rows == [{"step": 50, "loss": 0.02}, {"step": 100, "loss": 0.01}]
+    assert len(path.read_text().splitlines()) == 2
+    quiet = MetricsLog(tmp_path / "other.csv", write=False)
+    quiet.append({"step": 1})
+    assert quiet.rows == [{"step": 1}] and not (tmp_path / "other.csv").exists()
+
+
+def test_truncate_rows_of_a_foreign_csv(tmp_path: Path) -> None:
+    path = tmp_path / "progress.csv"
+    path.write_text("time/total_timesteps,loss\n64,1\n128,2\n,3\n192,4\n")
+    truncate_rows(path, 128, "time/total_timesteps")
+    assert path.read_text().splitlines() == ["time/total_timesteps,loss", "64,1", "128,2", ",3"]
+    truncate_rows(tmp_path / "missing.csv", 1)  # nothing to do
+
+
+def test_plot_curves(tmp_path: Path) -> None:
+    rows = [{"step": s, "loss": 1 / s, "ok": "" if s % 5 else s / 100} for s in range(1, 40)]
+    plot_curves(rows, tmp_path / "c.png", [Panel("loss", {"loss": "train"}, log=True, smooth=True),
+                                           Panel("success", {"ok": "greedy", "missing": "x"}, percent=True)], title="t")
+    assert (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_stop_request_first_signal_asks_second_interrupts(capsys: pytest.CaptureFixture[str]) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with StopRequest() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.requested
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert "SIGTERM: stopping after this step" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is before
