@@ -171,7 +171,10 @@ def wrap_reward(env: gym.Env, args: Args) -> gym.Env:
             return OracleReward(env, mode="reachable", scale=args.scale, potential=True, gamma=args.gamma)
         return OracleReward(env, mode=mode, scale=args.scale)
     if args.reward.startswith("critic"):
-        return ContrastiveCriticReward(env, scale=args.scale, potential=args.reward.endswith("potential"), gamma=args.gamma)
+        from critics import load_state_critic
+
+        return ContrastiveCriticReward(env, load_state_critic(), scale=args.scale,
+                                       potential=args.reward.endswith("potential"), gamma=args.gamma)
     return env
 
 
@@ -195,9 +198,14 @@ def make_vec_env(args: Args) -> Any:
         return DummyVecEnv([make_env(args, i) for i in range(args.num_envs)])
     from sb3_vec_env import CountdownSB3VecEnv
 
-    from countdown_gym.wrappers.critic import CachedScorer, load_scorer
+    from countdown_gym.wrappers.critic import CachedScorer
 
-    critic = CachedScorer(load_scorer(None)) if args.reward.startswith("critic") else None
+    if args.reward.startswith("critic"):
+        from critics import load_state_critic
+
+        critic = CachedScorer(load_state_critic())
+    else:
+        critic = None
     return CountdownSB3VecEnv(args.num_envs, args.reward, args.scale, args.gamma, args.lookahead, critic,
                               args.log_ratios, args.children, preset=args.preset, split="train")
 
