@@ -101,12 +101,8 @@ def _pairs(k: int, max_numbers: int) -> tuple[tuple[int, int, int, int], ...]:
 # ---- legality (one home for the env's masks; Rules.check is the reference) --------------------
 
 
-@cache
-def _bounds(rules: Rules) -> tuple[float, float]:
-    """``(lo, hi)`` with a result ``r`` allowed by the sign and limit rules iff ``lo <= r < hi``."""
-    lo = {"positive": 1, "nonnegative": 0}.get(rules.sign, -math.inf)
-    hi = math.inf if rules.value_limit is None else rules.value_limit
-    return lo, hi
+_bounds = cache(Rules.result_range)
+"""``rules.result_range()``, memoised per rules value (looked up once per pair of numbers)."""
 
 
 def pair_results(x: Number, y: Number, rules: Rules) -> tuple[Number | None, ...]:
