@@ -56,13 +56,14 @@ import gymnasium as gym
 import countdown_gym  # noqa: F401  (registers the environments)
 from countdown_gym import Problem, dataclass_cli, load_split
 from countdown_gym.integrations.tracking import report_to_names
+from countdown_gym.reward_variants import variant_names
 from countdown_gym.splits import SPLIT_SPEC
 from countdown_gym.stop_request import StopRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sb3_policy import LOOKAHEADS, MoveFeatures, PerActionPolicy  # noqa: E402
 
-REWARDS = ("sparse", "oracle-perfect", "oracle-reachable", "oracle-potential", "critic", "critic-potential")
+REWARDS = variant_names("step")  # the registry's Countdown-v0 reward variants
 
 
 @dataclass

@@ -30,11 +30,13 @@ from typing import Any
 
 from countdown_gym.integrations import SCORE_TERMS, score_terms
 from countdown_gym.problem import Problem
+from countdown_gym.reward_variants import REWARD_VARIANTS, TERM_WEIGHTS
 from countdown_gym.rules import Rules
 from countdown_gym.wrappers.terms import Scorer
 
-DEFAULT_WEIGHTS: dict[str, float] = {"sparse": 1.0, "format": 0.1, "oracle": 0.5, "oracle_perfect": 0.5, "critic": 0.5}
-"""Weight of each term in ``score`` when it is requested (the TRL baseline's variants use the same)."""
+DEFAULT_WEIGHTS: dict[str, float] = dict(TERM_WEIGHTS)
+"""Weight of each term in ``score`` when it is requested (``countdown_gym.reward_variants.TERM_WEIGHTS``,
+what the GRPO baseline's variants use too)."""
 
 DATA_SOURCE_PREFIX = "countdown_gym/"
 
@@ -96,17 +98,33 @@ def _problem(numbers: tuple[int, ...], target: int, rules: Rules) -> Problem:
 
 
 def dense_terms(dense: Any) -> list[str]:
-    """The dense term names of verl's ``dense`` reward kwarg (a list or a comma/plus-separated string)."""
+    """The dense terms of verl's ``dense`` reward kwarg (a list or a comma/plus-separated string).
+
+    Each entry is a term (``format``, ``oracle``, ``oracle_perfect``, ``critic``) or the name of a
+    ``text`` reward variant of :data:`countdown_gym.reward_variants.REWARD_VARIANTS` whose terms
+    are computed from one completion (e.g. ``oracle-perfect``; ``sparse`` adds none).
+    """
     if dense is None:
         return []
     if isinstance(dense, str):
         dense = [d for d in dense.replace("+", ",").split(",") if d.strip()]
     if hasattr(dense, "tolist"):
         dense = dense.tolist()
-    names = [str(d).strip().replace("-", "_") for d in dense]
-    bad = [n for n in names if n not in SCORE_TERMS or n == "sparse"]
-    if bad:
-        raise ValueError(f"unknown dense term(s) {bad}; choose from {[t for t in SCORE_TERMS if t != 'sparse']}")
+    allowed = [t for t in SCORE_TERMS if t != "sparse"]
+    names: list[str] = []
+    for entry in (str(d).strip() for d in dense):
+        variant = REWARD_VARIANTS.get(entry)
+        if variant is not None and "text" in variant.kinds:
+            terms = list(variant.text_terms)
+            if any(t not in allowed for t in terms):
+                raise ValueError(f"reward variant {entry!r} is not a per-completion score (it needs the trainer); "
+                                 f"verl's dense terms: {allowed}")
+        else:
+            terms = [entry.replace("-", "_")]
+            if terms[0] not in allowed:
+                raise ValueError(f"unknown dense term {entry!r}; choose from the terms {allowed} or the text reward "
+                                 f"variants of countdown_gym.reward_variants")
+        names += [t for t in terms if t not in names]
     return names
 
 
