@@ -22,7 +22,7 @@ from functools import cache
 
 import numpy as np
 
-from countdown_gym.envs.countdown import action_table
+from countdown_gym.envs.actions import action_table
 from countdown_gym.rules import OPERATORS, Rules
 
 
