@@ -1,4 +1,4 @@
-"""Layers point one way: nothing in ``countdown_gym/`` imports ``critics`` or ``baselines``.
+"""The package's shape: layers point one way (nothing in ``countdown_gym/`` imports ``critics`` or ``baselines``), small modules.
 
 ``critics``, ``baselines`` and the leaderboard files build on ``countdown_gym``; an import the other
 way (even a lazy one inside a function) would make the core package depend on them. Critic-backed
@@ -70,3 +70,15 @@ def test_countdown_gym_imports_neither_critics_nor_baselines() -> None:
         for line, module in upward_imports(path.read_text(encoding="utf-8"), str(path))
     ]
     assert not offenders, "countdown_gym must not import critics or baselines:\n" + "\n".join(offenders)
+
+
+MAX_MODULE_LINES = 650
+
+
+def test_no_package_module_is_over_650_lines() -> None:
+    too_big = [
+        f"{path.relative_to(PACKAGE.parent)}: {n} lines"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    ]
+    assert not too_big, f"split these modules by job (at most {MAX_MODULE_LINES} lines each):\n" + "\n".join(too_big)
