@@ -24,24 +24,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from countdown_gym.integrations.trl import CriticReward, completion_replays, log_metrics
-from countdown_gym.integrations.verl import DEFAULT_WEIGHTS
+from countdown_gym.reward_variants import REWARD_VARIANTS, TERM_WEIGHTS, TEXT_TERMS, variant_names
 
-TERMS: tuple[str, ...] = ("sparse", "format", "oracle", "oracle_perfect", "critic", "clipo", "text_critic")
+TERMS: tuple[str, ...] = TEXT_TERMS
 """Every reward term a run can weight."""
 
 MONITORED: dict[str, float] = {"sparse": 0.0, "format": 0.0, "oracle": 0.0, "oracle_perfect": 0.0}
 """Cheap terms always computed and logged (weight 0 unless the variant weights them)."""
 
-_W = DEFAULT_WEIGHTS  # sparse 1, format 0.1, oracle / oracle_perfect / critic 0.5 (shared with verl)
 VARIANTS: dict[str, dict[str, float]] = {
-    "sparse": {"sparse": _W["sparse"], "format": _W["format"]},
-    "oracle": {"sparse": _W["sparse"], "format": _W["format"], "oracle": _W["oracle"]},
-    "oracle-perfect": {"sparse": _W["sparse"], "format": _W["format"], "oracle_perfect": _W["oracle_perfect"]},
-    "critic": {"sparse": _W["sparse"], "format": _W["format"], "critic": _W["critic"]},
-    "clipo": {"sparse": _W["sparse"], "format": _W["format"], "clipo": 1.0},
-    "text-critic": {"sparse": _W["sparse"], "format": _W["format"], "text_critic": _W["critic"]},
+    name: {"sparse": TERM_WEIGHTS["sparse"], "format": TERM_WEIGHTS["format"], **REWARD_VARIANTS[name].text_terms}
+    for name in variant_names("text")
 }
-"""Named reward variants: term -> weight. The dense terms are added to the outcome reward."""
+"""Named reward variants (the ``text`` ones of ``countdown_gym.reward_variants``): term -> weight.
+The dense terms are added to the outcome reward."""
 
 
 def parse_reward_spec(spec: str) -> dict[str, float]:

@@ -42,6 +42,7 @@ from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from torch import nn
 
 from countdown_gym.envs.countdown import action_table, move_results, num_actions
+from countdown_gym.envs.move_kernel import batch_moves, pair_slots
 from countdown_gym.rules import OPERATORS, Rules
 
 LOOKAHEADS = (1, 2)
@@ -97,40 +98,9 @@ def _child_moves(max_numbers: int) -> np.ndarray:
 @cache
 def _pair_slots(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Slots ``i``, ``j`` of each ordered pair (action order) and the ``m - 2`` other slots, ascending."""
-    first, second, _ = action_table(m)
-    n_ops = len(OPERATORS)
-    pi = np.array(first[::n_ops], dtype=np.int64)
-    pj = np.array(second[::n_ops], dtype=np.int64)
+    pi, pj = pair_slots(m)
     other = np.array([[k for k in range(m) if k not in (i, j)] for i, j in zip(pi, pj, strict=True)], dtype=np.int64)
     return pi, pj, other.reshape(len(pi), m - 2)
-
-
-def _bounds(rules: Rules) -> tuple[float, float]:
-    lo = {"positive": 1, "nonnegative": 0}.get(rules.sign, -np.inf)
-    hi = np.inf if rules.value_limit is None else rules.value_limit
-    return lo, hi
-
-
-def batch_move_results(vals: np.ndarray, count: np.ndarray, rules: Rules) -> tuple[np.ndarray, np.ndarray]:
-    """``(results, legal)`` of every action from each state, both ``(..., n_actions)``.
-
-    ``vals`` is ``(..., M)`` int64 (slot values, the first ``count`` present), ``count`` its
-    leading shape. Integer-only rules; agrees with :func:`countdown_gym.envs.countdown.move_results`.
-    """
-    if not rules.integer_only:
-        raise ValueError(f"batched move features need integer_only rules, got {rules.name!r}")
-    m = vals.shape[-1]
-    pi, pj, _ = _pair_slots(m)
-    x, y = vals[..., pi], vals[..., pj]
-    present = (pi < count[..., None]) & (pj < count[..., None])
-    safe = np.where(y == 0, 1, y)
-    q, rem = np.divmod(x, safe)
-    res = np.stack([x + y, x - y, x * y, q], axis=-1)
-    lo, hi = _bounds(rules)
-    ok = (res >= lo) & (res < hi) & present[..., None]
-    ok[..., 3] &= (y != 0) & (rem == 0)
-    shape = (*vals.shape[:-1], 4 * len(pi))
-    return res.reshape(shape), ok.reshape(shape)
 
 
 def move_features(
@@ -175,12 +145,12 @@ class _Moves(NamedTuple):
 def _moves(vals: np.ndarray, count: np.ndarray, rules: Rules, depth: int) -> _Moves:
     vals = np.asarray(vals, dtype=np.int64)
     count = np.asarray(count, dtype=np.int64)
-    res, legal = batch_move_results(vals, count, rules)
+    res, legal = batch_moves(vals, count, rules, results=True)
     left, left_present = _numbers_left(vals, count)
     if depth < 2:
         return _Moves(count, res, legal, left, left_present, None, None, None, None)
     after, after_count = _afterstates(left, left_present, res, legal, count)
-    res2, legal2 = batch_move_results(after, after_count, rules)
+    res2, legal2 = batch_moves(after, after_count, rules, results=True)
     return _Moves(count, res, legal, left, left_present, after, after_count, res2, legal2 & legal[..., None])
 
 

@@ -55,6 +55,7 @@ import gymnasium as gym
 import countdown_gym  # noqa: F401  (registers the environments)
 from countdown_gym import Problem, dataclass_cli, load_split
 from countdown_gym.integrations.tracking import report_to_names
+from countdown_gym.reward_variants import variant_names
 from countdown_gym.runs import (
     OPTIONS_FILE,
     MetricsLog,
@@ -71,7 +72,7 @@ from countdown_gym.splits import SPLIT_SPEC
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sb3_policy import LOOKAHEADS, MoveFeatures, PerActionPolicy  # noqa: E402
 
-REWARDS = ("sparse", "oracle-perfect", "oracle-reachable", "oracle-potential", "critic", "critic-potential")
+REWARDS = variant_names("step")  # the registry's Countdown-v0 reward variants
 
 
 @dataclass
@@ -180,7 +181,10 @@ def wrap_reward(env: gym.Env, args: Args) -> gym.Env:
             return OracleReward(env, mode="reachable", scale=args.scale, potential=True, gamma=args.gamma)
         return OracleReward(env, mode=mode, scale=args.scale)
     if args.reward.startswith("critic"):
-        return ContrastiveCriticReward(env, scale=args.scale, potential=args.reward.endswith("potential"), gamma=args.gamma)
+        from critics import load_state_critic
+
+        return ContrastiveCriticReward(env, load_state_critic(), scale=args.scale,
+                                       potential=args.reward.endswith("potential"), gamma=args.gamma)
     return env
 
 
@@ -204,9 +208,14 @@ def make_vec_env(args: Args) -> Any:
         return DummyVecEnv([make_env(args, i) for i in range(args.num_envs)])
     from sb3_vec_env import CountdownSB3VecEnv
 
-    from countdown_gym.wrappers.critic import CachedScorer, load_scorer
+    from countdown_gym.wrappers.critic import CachedScorer
 
-    critic = CachedScorer(load_scorer(None)) if args.reward.startswith("critic") else None
+    if args.reward.startswith("critic"):
+        from critics import load_state_critic
+
+        critic = CachedScorer(load_state_critic())
+    else:
+        critic = None
     return CountdownSB3VecEnv(args.num_envs, args.reward, args.scale, args.gamma, args.lookahead, critic,
                               args.log_ratios, args.children, preset=args.preset, split="train")
 

@@ -23,6 +23,7 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from countdown_gym import Problem
 from countdown_gym.envs.vector import CountdownVectorEnv
+from countdown_gym.reward_variants import variant_names
 from countdown_gym.rules import Rules
 from countdown_gym.wrappers.terms import (
     critic_potentials,
@@ -32,7 +33,7 @@ from countdown_gym.wrappers.terms import (
     potential_shaping,
 )
 
-DENSE = ("sparse", "oracle-perfect", "oracle-reachable", "oracle-potential", "critic", "critic-potential")
+DENSE = variant_names("step")  # the registry's Countdown-v0 reward variants (as sb3_ppo.py --reward)
 
 
 def decode_states(obs: np.ndarray, value_scale: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -76,9 +76,8 @@ class GeneratorConfig:
             bad(f"need 0 <= min_value <= max_value, got {self.min_value}..{self.max_value}")
         if self.min_target > self.max_target:
             bad(f"need min_target <= max_target, got {self.min_target}..{self.max_target}")
-        lowest = {"positive": 1, "nonnegative": 0}.get(self.rules.sign)  # smallest legal move result
-        limit = self.rules.value_limit
-        if ((lowest is not None and self.max_target < lowest) or (limit is not None and self.min_target >= limit)) and (
+        lowest, limit = self.rules.result_range()  # a move's result r is legal iff lowest <= r < limit
+        if (self.max_target < lowest or self.min_target >= limit) and (
             self.rules.use_all or self.max_target < self.min_value or self.min_target > self.max_value
         ):
             bad(f"no target in {self.min_target}..{self.max_target} can be reached under the rules {self.rules}")

@@ -8,6 +8,7 @@ verifier, environments, wrappers, leaderboard) takes its arithmetic from here.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
@@ -131,6 +132,24 @@ class Rules:
         return rules
 
     # ---- arithmetic ----------------------------------------------------------------------
+    def result_range(self) -> tuple[float, float]:
+        """``(lo, hi)``: the bounds the sign and limit rules put on a move's result.
+
+        An integer result ``r`` passes them iff ``lo <= r < hi``; a fraction ``p / q`` in lowest
+        terms (``q > 1``, rational rules) iff ``lo <= p`` and ``p / q < hi``. ``lo`` is ``1``
+        (``sign="positive"``), ``0`` (``"nonnegative"``) or ``-inf`` (``"any"``); ``hi`` is
+        ``value_limit`` or ``inf``. The one home of these bounds: :meth:`check`'s reason codes,
+        the solver, the generator, the environments' masks and the batched kernels
+        (``countdown_gym.move_kernel``) all agree with it.
+
+        Example:
+            >>> Rules.longproc().result_range(), Rules.classic().result_range()
+            ((0, 2000), (1, inf))
+        """
+        lo = 1 if self.sign == "positive" else 0 if self.sign == "nonnegative" else -math.inf
+        hi = math.inf if self.value_limit is None else self.value_limit
+        return lo, hi
+
     def apply(self, a: Number, op: str, b: Number) -> Number | None:
         """``a op b`` if it is a legal move under these rules, else ``None``."""
         result, _ = self.check(a, op, b)

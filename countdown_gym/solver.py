@@ -8,6 +8,7 @@ step.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
@@ -56,12 +57,10 @@ def legal_moves(state: Sequence[Number], rules: Rules) -> Iterator[tuple[int, in
 def _int_legal_moves(state: Sequence[int], rules: Rules) -> Iterator[tuple[int, int, Move]]:
     """:func:`legal_moves` for integers under integer rules: same moves, same order, no Fractions."""
     n = len(state)
-    limit = rules.value_limit
-    sign = rules.sign
-    low = 1 if sign == "positive" else 0  # smallest legal result unless sign == "any"
+    low, high = rules.result_range()
 
     def ok(r: int) -> bool:
-        return (sign == "any" or r >= low) and (limit is None or r < limit)
+        return low <= r < high
 
     for i in range(n):
         for j in range(i + 1, n):
@@ -167,9 +166,8 @@ class _Oracle:
     def __init__(self, rules: Rules) -> None:
         self.rules = rules
         self.integer_only = rules.integer_only
-        self.sign = rules.sign
-        self.limit = rules.value_limit
-        self.free = rules.sign == "any" and rules.value_limit is None
+        self.low, self.high = rules.result_range()
+        self.free = self.low == -math.inf and self.high == math.inf
         self.values: dict[tuple[_Q, ...], frozenset[_Q]] = {}
         self.exact: dict[tuple[tuple[_Q, ...], _Q], bool] = {}
         self.splits: dict[tuple[_Q, ...], list[tuple[tuple[_Q, ...], tuple[_Q, ...]]]] = {}
@@ -181,13 +179,10 @@ class _Oracle:
         """Whether ``r`` may be a move's result (sign and limit; integrality is the caller's)."""
         if self.free:
             return True
-        p, q = (r, 1) if type(r) is int else r
-        if self.sign == "positive":
-            if p <= 0:
-                return False
-        elif self.sign == "nonnegative" and p < 0:
-            return False
-        return self.limit is None or p < self.limit * q
+        if type(r) is int:
+            return self.low <= r < self.high
+        p, q = r  # p / q in lowest terms, q > 1: the sign rule looks at p (Rules.result_range)
+        return self.low <= p and p < self.high * q
 
     def pair(self, a: _Q, b: _Q) -> list[_Q]:
         """Every legal ``a op b`` and ``b op a``."""

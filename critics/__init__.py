@@ -146,6 +146,22 @@ def load_critic(path: str | Path | None = None) -> Critic:
     return Critic(model, meta, d)
 
 
+def load_state_critic(path: str | Path | None = None) -> Critic:
+    """:func:`load_critic` for the dense rewards, which score ``(state, target)`` pairs: a V2 critic only.
+
+    What ``ContrastiveCriticReward``, the SB3 baseline's critic rewards and verl's ``dense=critic``
+    take (``None`` = the shipped checkpoint). :class:`CheckpointError` for a missing or broken
+    checkpoint, or one holding a critic of another version (V1 scores ``(initial, state)`` pairs).
+    """
+    critic = load_critic(path)
+    if critic.version != "v2":
+        raise CheckpointError(
+            f"the dense critic rewards score (state, target) pairs and need a V2 critic checkpoint; "
+            f"{critic.path} holds a {critic.version} critic"
+        )
+    return critic
+
+
 __all__ = [
     "SHIPPED_CHECKPOINT",
     "V2_CHECKPOINT",
@@ -156,5 +172,6 @@ __all__ = [
     "NumericalCriticV2",
     "load_checkpoint",
     "load_critic",
+    "load_state_critic",
     "save_checkpoint",
 ]

@@ -264,9 +264,10 @@ def test_batched_vec_env_matches_the_single_env_wrappers(reward: str) -> None:
     args = sb3_ppo.parse_args(["--reward", reward, "--lookahead", "2"])
     critic = None
     if reward.startswith("critic"):
-        from countdown_gym.wrappers.critic import CachedScorer, load_scorer
+        from countdown_gym.wrappers.critic import CachedScorer
+        from critics import load_state_critic
 
-        critic = CachedScorer(load_scorer(None))
+        critic = CachedScorer(load_state_critic())
     rng = np.random.default_rng(1)
     for p in countdown_gym.load_split("longproc-0.5k", "validation")[:4]:
         single = MoveFeatures(sb3_ppo.wrap_reward(gym.make("Countdown-v0", problems=[p]), args), lookahead=2)

@@ -103,7 +103,7 @@ def test_export_rejects_bad_splits(tmp_path: Path) -> None:
 
 def test_dense_critic_on_states_the_critic_cannot_score_is_a_clear_error():
     pytest.importorskip("torch")
-    from countdown_gym.integrations.verl import compute_score
+    from critics.verl_reward import compute_score
 
     gt = {"numbers": [1, 2, 3, 4, 5], "target": 15}
     with pytest.raises(ValueError, match="at most 4 numbers, but this problem has 5"):
@@ -111,12 +111,23 @@ def test_dense_critic_on_states_the_critic_cannot_score_is_a_clear_error():
     assert compute_score("countdown_gym/hard", "<answer>1+2+3+4+5</answer>", gt) == 1.0  # sparse needs no critic
 
 
+def test_dense_critic_without_a_critic_names_the_critics_reward_file():
+    from countdown_gym.integrations.verl import compute_score
+
+    gt = {"numbers": [6, 2, 5, 3], "target": 8}
+    with pytest.raises(ValueError, match="critics/verl_reward.py"):
+        compute_score("countdown_gym/longproc-0.5k", "<answer>(6 - 2) * (5 - 3)</answer>", gt, dense=["critic"])
+
+
 def test_dense_critic_scores_four_number_problems():
     pytest.importorskip("torch")
-    from countdown_gym.integrations.verl import compute_score
+    from countdown_gym.integrations.verl import compute_score as core_score
     from critics import load_critic
+    from critics.verl_reward import compute_score, critic_for
 
     assert load_critic().config.max_numbers >= 4  # the limit comes from the checkpoint's config
     gt = {"numbers": [6, 2, 5, 3], "target": 8}
     out = compute_score("countdown_gym/longproc-0.5k", "<answer>(6 - 2) * (5 - 3)</answer>", gt, dense=["critic"])
+    assert out == core_score("countdown_gym/longproc-0.5k", "<answer>(6 - 2) * (5 - 3)</answer>", gt,
+                             dense="critic", critic=critic_for(None))
     assert out["sparse"] == 1.0 and -1.0 <= out["critic"] <= 1.0

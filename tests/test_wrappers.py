@@ -344,7 +344,7 @@ def test_critic_wrapper_with_shipped_checkpoint():
     critics = pytest.importorskip("critics")
     if not (critics.SHIPPED_CHECKPOINT / "config.json").is_file():
         pytest.skip("no shipped critic checkpoint in this tree")
-    env = ContrastiveCriticReward(make_countdown())
+    env = ContrastiveCriticReward(make_countdown(), critics.load_state_critic())
     env.reset(seed=0)
     _, r, *_, info = env.step(act(env, 6, "-", 2))
     assert -1.0 <= info["reward_terms"]["critic"] <= 1.0 and r == info["reward_terms"]["critic"]
@@ -366,7 +366,9 @@ def _tiny_checkpoint(tmp_path, version):
 def test_critic_wrapper_loads_a_checkpoint_directory(tmp_path):
     path = _tiny_checkpoint(tmp_path, "v2")
     for make, move in ((make_countdown, None), (make_text, "6-2=4 [5,3,4]")):
-        env = ContrastiveCriticReward(make(), checkpoint=path, scale=0.5)
+        from critics import load_state_critic
+
+        env = ContrastiveCriticReward(make(), load_state_critic(path), scale=0.5)
         env.reset(seed=0)
         _, r, *_, info = env.step(move if move is not None else act(env, 6, "-", 2))
         expected = 0.5 * float(env.critic.score([(5, 3, 4)], [8])[0])
@@ -377,18 +379,21 @@ def test_critic_wrapper_loads_a_checkpoint_directory(tmp_path):
 def test_critic_wrapper_checkpoint_errors(tmp_path):
     critics = pytest.importorskip("critics")
     with pytest.raises(critics.CheckpointError, match="not found"):
-        ContrastiveCriticReward(make_countdown(), checkpoint=tmp_path / "nope")
+        critics.load_state_critic(tmp_path / "nope")
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "config.json").write_text(json.dumps({"format": "something-else"}))
     (bad / "model.safetensors").write_bytes(b"")
     with pytest.raises(critics.CheckpointError, match="format"):
-        ContrastiveCriticReward(make_countdown(), checkpoint=bad)
+        critics.load_state_critic(bad)
     with pytest.raises(critics.CheckpointError, match="V2"):
-        ContrastiveCriticReward(make_countdown(), checkpoint=_tiny_checkpoint(tmp_path, "v1"))
+        critics.load_state_critic(_tiny_checkpoint(tmp_path, "v1"))
     with pytest.raises(TypeError, match="score"):
         ContrastiveCriticReward(make_countdown(), critic=object())
-    too_many = ContrastiveCriticReward(gym.make("Countdown-v0", preset="hard"), checkpoint=_tiny_checkpoint(tmp_path, "v2"))
+    with pytest.raises(TypeError, match=r"load_state_critic\(path\)"):
+        ContrastiveCriticReward(make_countdown(), tmp_path)
+    critic = critics.load_state_critic(_tiny_checkpoint(tmp_path, "v2"))
+    too_many = ContrastiveCriticReward(gym.make("Countdown-v0", preset="hard"), critic)
     with pytest.raises(ValueError, match="at most 4 numbers"):
         too_many.reset(seed=0)
 
@@ -468,13 +473,21 @@ def test_invalid_move_in_penalty_mode():
 # ---- CLIPO group wrapper -------------------------------------------------------------------------
 
 
+def trainer_factory(**kwargs):
+    """``dim_in -> CLIPOTrainer`` with ``kwargs`` (what ``CLIPOGroupReward(trainer=...)`` calls)."""
+    import functools
+
+    clipo = pytest.importorskip("critics.clipo")
+    return functools.partial(clipo.CLIPOTrainer, **kwargs)
+
+
 def scripted_embed(table):
     return lambda traj: table[traj.index]
 
 
 def test_clipo_group_shares_the_puzzle_on_countdown():
     fns = [lambda: gym.make("Countdown-v0", preset="longproc-0.5k")] * 6
-    env = CLIPOGroupReward(fns, group_size=3, embed_fn=lambda t: np.zeros(4), trainer_kwargs={"dim_out": 4})
+    env = CLIPOGroupReward(fns, group_size=3, embed_fn=lambda t: np.zeros(4), trainer=trainer_factory(dim_out=4))
     _, info = env.reset(seed=1)
     problems = list(info["problem"])
     assert problems[0] == problems[1] == problems[2] and problems[3] == problems[4] == problems[5]
@@ -532,7 +545,7 @@ def test_clipo_rewards_on_countdown_group():
 def test_clipo_degenerate_group_gets_zero():
     win = [(6, "-", 2), (5, "-", 3), (4, "*", 2)]
     env = CLIPOGroupReward([make_countdown] * 3, group_size=3, embed_fn=lambda t: np.arange(4.0) + t.index,
-                           trainer_kwargs={"dim_out": 8})
+                           trainer=trainer_factory(dim_out=8))
     env.reset(seed=0)
     *_, (_, rewards, terminated, _, info) = _play_group(env, [win, win, win])  # all correct
     assert terminated.all() and info["clipo"].tolist() == [0.0, 0.0, 0.0] and rewards.tolist() == [1.0, 1.0, 1.0]
@@ -547,7 +560,8 @@ def test_clipo_group_hold_protocol_and_autoreset():
         seen.append(traj)
         return table[traj.index]
 
-    env = CLIPOGroupReward([lambda: ToyEnv(problems)] * 3, group_size=3, embed_fn=embed, trainer_kwargs={"dim_out": 4})
+    env = CLIPOGroupReward([lambda: ToyEnv(problems)] * 3, group_size=3, embed_fn=embed,
+                           trainer=trainer_factory(dim_out=4))
     env.reset(seed=3)
     # member 0 answers at once; member 1 makes a move then answers; member 2 thinks twice then fails
     obs, r, te, tr, info = env.step(np.array([2, 1, 0]))
@@ -575,12 +589,14 @@ def test_clipo_group_hold_protocol_and_autoreset():
 
 
 def test_clipo_embedding_shape_errors():
-    env = CLIPOGroupReward([lambda: ToyEnv()] * 3, group_size=3, embed_fn=lambda t: np.zeros((2, 3)))
+    env = CLIPOGroupReward([lambda: ToyEnv()] * 3, group_size=3, embed_fn=lambda t: np.zeros((2, 3)),
+                           trainer=trainer_factory())
     env.reset(seed=0)
     with pytest.raises(ValueError, match=r"shape \(2, 3\).*1-D vector"):
         env.step(np.array([2, 0, 0]))
     sizes = iter([3, 4])
-    env = CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=2, embed_fn=lambda t: np.zeros(next(sizes)))
+    env = CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=2, embed_fn=lambda t: np.zeros(next(sizes)),
+                           trainer=trainer_factory())
     env.reset(seed=0)
     with pytest.raises(ValueError, match="length 3"):
         env.step(np.array([2, 2]))
@@ -591,7 +607,8 @@ def test_clipo_embedding_shape_errors():
     env.reset(seed=0)
     with pytest.raises(ValueError, match="length 6"):
         env.step(np.array([2, 0]))
-    env = CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=2, embed_fn=lambda t: [float("nan")] * 3)
+    env = CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=2, embed_fn=lambda t: [float("nan")] * 3,
+                           trainer=trainer_factory())
     env.reset(seed=0)
     with pytest.raises(ValueError, match="NaN"):
         env.step(np.array([2, 0]))
@@ -599,12 +616,15 @@ def test_clipo_embedding_shape_errors():
 
 def test_clipo_group_argument_errors():
     with pytest.raises(ValueError, match="multiple of group_size"):
-        CLIPOGroupReward([lambda: ToyEnv()] * 5, group_size=2, embed_fn=lambda t: np.zeros(2))
+        CLIPOGroupReward([lambda: ToyEnv()] * 5, group_size=2, embed_fn=lambda t: np.zeros(2), trainer=trainer_factory())
     with pytest.raises(ValueError, match="group_size"):
-        CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=1, embed_fn=lambda t: np.zeros(2))
+        CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=1, embed_fn=lambda t: np.zeros(2), trainer=trainer_factory())
     with pytest.raises(TypeError, match="embed_fn"):
-        CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=2, embed_fn=None)
-    env = CLIPOGroupReward([lambda: ToyEnv(report_problem=False)] * 2, group_size=2, embed_fn=lambda t: np.zeros(2))
+        CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=2, embed_fn=None, trainer=trainer_factory())
+    with pytest.raises(TypeError, match="trainer must be a CLIPO trainer"):
+        CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=2, embed_fn=lambda t: np.zeros(2), trainer={"dim_out": 4})
+    env = CLIPOGroupReward([lambda: ToyEnv(report_problem=False)] * 2, group_size=2, embed_fn=lambda t: np.zeros(2),
+                           trainer=trainer_factory())
     with pytest.raises(ValueError, match="'problem'"):
         env.reset(seed=0)
 
@@ -612,7 +632,7 @@ def test_clipo_group_argument_errors():
 def test_clipo_group_on_text_env():
     fns = [lambda: OracleReward(make_text())] * 3
     env = CLIPOGroupReward(fns, group_size=3, embed_fn=lambda t: np.array([len(t.transitions), 1.0, t.index]),
-                           trainer_kwargs={"dim_out": 8})
+                           trainer=trainer_factory(dim_out=8))
     obs, info = env.reset(seed=0)
     assert isinstance(obs[0], str)
     steps = [("6-2=4 [5,3,4]", "6-2=4 [5,3,4]", "6+2=8 [5,3,8]"),

@@ -1,4 +1,8 @@
-"""``Countdown-v0``: the Countdown game as a step-level MDP, one arithmetic move per step."""
+"""``Countdown-v0``: the Countdown game as a step-level MDP, one arithmetic move per step.
+
+:class:`CountdownEnv`'s docstring states the spaces, rewards, termination and arguments. The action
+encoding lives in :mod:`countdown_gym.envs.actions` (importable from here too).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,14 @@ import numpy as np
 from gymnasium import spaces
 
 from countdown_gym.curriculum import Curriculum
+from countdown_gym.envs.actions import (  # noqa: F401  (the action encoding, importable from here too)
+    action_table,
+    decode_action,
+    encode_action,
+    num_actions,
+    pair_index,
+    slot_pairs,
+)
 from countdown_gym.envs.problem_source import ProblemLike, ProblemSource, make_problem_source
 from countdown_gym.generator import GeneratorConfig
 from countdown_gym.problem import Problem
@@ -26,87 +38,11 @@ class InvalidActionError(ValueError):
     """A masked action was taken with ``invalid_action="raise"``."""
 
 
-# ---- action encoding ---------------------------------------------------------------------------
-
-
-def num_actions(max_numbers: int) -> int:
-    """``max_numbers * (max_numbers - 1) * 4``: ordered slot pairs times operators."""
-    return max_numbers * (max_numbers - 1) * len(OPERATORS)
-
-
-def _op_index(op: str | int) -> int:
-    if isinstance(op, str):
-        if op not in OPERATORS:
-            raise ValueError(f"unknown operator {op!r}; choose one of {OPERATORS}")
-        return OPERATORS.index(op)
-    if isinstance(op, (int, np.integer)) and not isinstance(op, bool) and 0 <= op < len(OPERATORS):
-        return int(op)
-    raise ValueError(f"operator must be one of {OPERATORS} or an index 0..{len(OPERATORS) - 1}, got {op!r}")
-
-
-def pair_index(i: int, j: int) -> int:
-    """The index of the ordered slot pair ``(i, j)``: ``h * (h - 1) + 2 * l + (i > j)``.
-
-    ``h = max(i, j)``, ``l = min(i, j)``: pairs are ordered by their larger slot, so the
-    ``k * (k - 1)`` pairs within the first ``k`` slots come first, whatever ``max_numbers`` is.
-    """
-    h, lo = (i, j) if i > j else (j, i)
-    return h * (h - 1) + 2 * lo + (1 if i > j else 0)
-
-
-def encode_action(i: int, j: int, op: str | int, max_numbers: int) -> int:
-    """The action index of ``slot[i] op slot[j]``: ``4 * pair_index(i, j) + op_index``.
-
-    ``pair_index(i, j) = h * (h - 1) + 2 * min(i, j) + (1 if i > j else 0)`` with
-    ``h = max(i, j)``, and ``op_index`` the position of ``op`` in ``("+", "-", "*", "/")``.
-    With ``k`` numbers left, exactly the first ``4 * k * (k - 1)`` actions use occupied slots.
-    """
-    for name, k in (("i", i), ("j", j)):
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < max_numbers:
-            raise ValueError(f"slot {name} must be an int in 0..{max_numbers - 1}, got {k!r}")
-    if i == j:
-        raise ValueError(f"a move needs two different slots, got i == j == {i}")
-    return int(pair_index(int(i), int(j)) * len(OPERATORS) + _op_index(op))
-
-
-def decode_action(a: int, max_numbers: int) -> tuple[int, int, str]:
-    """``(i, j, op)`` of action index ``a`` (inverse of :func:`encode_action`)."""
-    n = num_actions(max_numbers)
-    if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not 0 <= a < n:
-        raise ValueError(f"action must be an int in 0..{n - 1}, got {a!r}")
-    pair, op = divmod(int(a), len(OPERATORS))
-    h = (1 + math.isqrt(1 + 4 * pair)) // 2
-    lo, swapped = divmod(pair - h * (h - 1), 2)
-    i, j = (h, lo) if swapped else (lo, h)
-    return i, j, OPERATORS[op]
-
-
-@cache
-def action_table(max_numbers: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[str, ...]]:
-    """``(I, J, OP)``: slot ``i``, slot ``j`` and operator of every action index."""
-    rows = [decode_action(a, max_numbers) for a in range(num_actions(max_numbers))]
-    return tuple(r[0] for r in rows), tuple(r[1] for r in rows), tuple(r[2] for r in rows)
-
-
-@cache
-def _pairs(k: int, max_numbers: int) -> tuple[tuple[int, int, int, int], ...]:
-    """``(i, j, base of (i, j), base of (j, i))`` for the unordered pairs ``i < j < k``."""
-    return tuple(
-        (i, j, encode_action(i, j, 0, max_numbers), encode_action(j, i, 0, max_numbers))
-        for i in range(k)
-        for j in range(i + 1, k)
-    )
-
-
 # ---- legality (one home for the env's masks; Rules.check is the reference) --------------------
 
 
-@cache
-def _bounds(rules: Rules) -> tuple[float, float]:
-    """``(lo, hi)`` with a result ``r`` allowed by the sign and limit rules iff ``lo <= r < hi``."""
-    lo = {"positive": 1, "nonnegative": 0}.get(rules.sign, -math.inf)
-    hi = math.inf if rules.value_limit is None else rules.value_limit
-    return lo, hi
+_bounds = cache(Rules.result_range)
+"""``rules.result_range()``, memoised per rules value (looked up once per pair of numbers)."""
 
 
 def pair_results(x: Number, y: Number, rules: Rules) -> tuple[Number | None, ...]:
@@ -134,7 +70,7 @@ def move_results(state: tuple[Number, ...], rules: Rules, max_numbers: int) -> l
     A masked action is exactly one that uses an empty slot or that :meth:`Rules.check` rejects.
     """
     results: list[Number | None] = [None] * num_actions(max_numbers)
-    for i, j, bij, bji in _pairs(len(state), max_numbers):
+    for i, j, bij, bji in slot_pairs(len(state), max_numbers):
         results[bij : bij + 4] = pair_results(state[i], state[j], rules)
         results[bji : bji + 4] = pair_results(state[j], state[i], rules)
     return results

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,10 +21,11 @@ from countdown_gym.envs.countdown import (
     check_value_scale,
     num_actions,
 )
+from countdown_gym.envs.move_kernel import apply_moves, batch_moves, pair_slots
 from countdown_gym.envs.problem_source import ProblemLike, make_problem_source
 from countdown_gym.generator import GeneratorConfig
 from countdown_gym.problem import Problem
-from countdown_gym.rules import OPERATORS, Rules
+from countdown_gym.rules import Rules
 
 _INT32_SAFE = 2**31 - 1
 _INT64_SAFE = 2**62
@@ -33,14 +35,16 @@ def arithmetic_bound(numbers: Sequence[int], rules: Rules) -> int:
     """A bound on ``|x op y|`` for any two values of any state reachable from ``numbers``.
 
     Every reachable value is at most ``prod(max(|x|, 2))`` in magnitude (+, -, * and exact / of
-    disjoint sub-multisets), and so is every pair's result. With a ``value_limit`` and a sign
-    rule, values stay in ``[0, max(limit, numbers))``, so pair results stay below its square.
+    disjoint sub-multisets), and so is every pair's result. With a value limit and a sign
+    rule (:meth:`Rules.result_range` bounded on both sides), values stay in
+    ``[0, max(limit, numbers))``, so pair results stay below its square.
     """
     bound = 1
     for x in numbers:
         bound *= max(abs(int(x)), 2)
-    if rules.value_limit is not None and rules.sign != "any":
-        b = max([rules.value_limit, 2] + [abs(int(x)) for x in numbers])
+    lo, hi = rules.result_range()
+    if lo >= 0 and hi != math.inf:
+        b = max([int(hi), 2] + [abs(int(x)) for x in numbers])
         bound = min(bound, b * b)
     return bound
 
@@ -167,10 +171,7 @@ class CountdownVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, n)
         self.action_space = batch_space(self.single_action_space, n)
 
-        first, second, _ = action_table(m)
-        n_ops = len(OPERATORS)
-        self._pair_i = np.array(first[::n_ops], dtype=np.int64)  # slot i of each ordered pair
-        self._pair_j = np.array(second[::n_ops], dtype=np.int64)
+        self._pair_i, self._pair_j = pair_slots(m)  # slots i and j of each ordered pair, in action order
         self._slots = np.arange(m, dtype=np.int64)
         self._rows = np.arange(n)
         self._step_scale = 1.0 / (m - 1)
@@ -258,52 +259,9 @@ class CountdownVectorEnv(VectorEnv):
         return list(self._problems)
 
     # ---- legality and observations ----------------------------------------------------------
-    def _in_range(self, r: np.ndarray) -> np.ndarray:
-        """Whether each result passes the rules' sign and limit checks (as in Rules.check)."""
-        limit, sign = self.rules.value_limit, self.rules.sign
-        if limit is not None and limit > np.iinfo(r.dtype).max:
-            limit = None  # no value of this dtype reaches it (and the unsigned trick would wrap)
-        unsigned = np.uint32 if r.dtype == np.int32 else np.uint64
-        # one unsigned comparison tests both bounds: 0 < r < L  <=>  uint(r - 1) < L - 1
-        if limit is not None and sign == "positive":
-            return (r - 1).view(unsigned) < limit - 1
-        if limit is not None and sign == "nonnegative":
-            return r.view(unsigned) < limit
-        if limit is not None:
-            return r < limit
-        if sign == "positive":
-            return r > 0
-        if sign == "nonnegative":
-            return r >= 0
-        return np.ones(r.shape, dtype=bool)
-
     def _legality(self, vals: np.ndarray, count: np.ndarray) -> np.ndarray:
-        """The legal-action mask ``(rows, n_actions)`` of the states ``vals``; mirrors Rules.check."""
-        x = vals[:, self._pair_i]
-        y = vals[:, self._pair_j]
-        present = (self._pair_i < count[:, None]) & (self._pair_j < count[:, None])
-        in_range = self._in_range
-        add = in_range(x + y) & present
-        sub = in_range(x - y) & present
-        mul = in_range(x * y) & present
-        zero = y == 0
-        y[zero] = 1  # y is a fresh copy: make the division safe, then mask those entries out
-        quotient, remainder = np.divmod(x, y)
-        remainder[zero] = 1
-        exact = remainder == 0
-        exact &= present
-        exact &= in_range(quotient)
-        legal = np.stack([add, sub, mul, exact], axis=2)
-        return legal.reshape(len(vals), -1)
-
-    def _results(self, x: np.ndarray, op: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """``x op y`` elementwise for legal moves (``op`` as operator indices)."""
-        out = x + y
-        sub, mul, div = op == 1, op == 2, op == 3
-        out[sub] = x[sub] - y[sub]
-        out[mul] = x[mul] * y[mul]
-        out[div] = x[div] // np.where(y[div] == 0, 1, y[div])
-        return out
+        """The legal-action mask ``(rows, n_actions)`` of the states ``vals`` (the batched move kernel)."""
+        return batch_moves(vals, count, self.rules)
 
     def _observe(self, rows: np.ndarray | None = None) -> np.ndarray:
         """Observations of all envs (or of ``rows``), encoded as in ``Countdown-v0``."""
@@ -387,7 +345,7 @@ class CountdownVectorEnv(VectorEnv):
         pair = a >> 2
         i, j = self._pair_i[pair], self._pair_j[pair]
         old_vals, old_count = self._vals, self._count
-        result = self._results(old_vals[rows, i], a & 3, old_vals[rows, j])
+        result = apply_moves(old_vals[rows, i], a & 3, old_vals[rows, j])
         record = self.record_transitions
         if record:
             before = [tuple(v[:c]) for v, c in zip(old_vals.tolist(), old_count.tolist(), strict=True)]

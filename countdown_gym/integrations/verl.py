@@ -9,6 +9,10 @@ Point verl at this file::
     # optional dense terms, passed through verl's reward_kwargs:
     +custom_reward_function.reward_kwargs.dense=[oracle]
 
+The ``critic`` term needs a loaded critic, which this package does not load: for it point verl at
+``critics/verl_reward.py`` instead (same ``compute_score``, plus the shipped critic or
+``reward_kwargs.critic_checkpoint=<dir>``), or call :func:`compute_score` with ``critic=``.
+
 and train on the parquet files written by ``scripts/export_verl.py`` (``reward_model.ground_truth``
 holds :func:`ground_truth`). The completion is replayed through CountdownText-v0
 (``replay_completion``), so the score is the same verdict and the same dense terms as the TRL
@@ -26,10 +30,13 @@ from typing import Any
 
 from countdown_gym.integrations import SCORE_TERMS, score_terms
 from countdown_gym.problem import Problem
+from countdown_gym.reward_variants import REWARD_VARIANTS, TERM_WEIGHTS
 from countdown_gym.rules import Rules
+from countdown_gym.wrappers.terms import Scorer
 
-DEFAULT_WEIGHTS: dict[str, float] = {"sparse": 1.0, "format": 0.1, "oracle": 0.5, "oracle_perfect": 0.5, "critic": 0.5}
-"""Weight of each term in ``score`` when it is requested (the TRL baseline's variants use the same)."""
+DEFAULT_WEIGHTS: dict[str, float] = dict(TERM_WEIGHTS)
+"""Weight of each term in ``score`` when it is requested (``countdown_gym.reward_variants.TERM_WEIGHTS``,
+what the GRPO baseline's variants use too)."""
 
 DATA_SOURCE_PREFIX = "countdown_gym/"
 
@@ -90,28 +97,34 @@ def _problem(numbers: tuple[int, ...], target: int, rules: Rules) -> Problem:
     return Problem(numbers=numbers, target=target, rules=rules)
 
 
-_CRITIC: list[Any] = []
+def dense_terms(dense: Any) -> list[str]:
+    """The dense terms of verl's ``dense`` reward kwarg (a list or a comma/plus-separated string).
 
-
-def _critic() -> Any:
-    if not _CRITIC:
-        from critics import load_critic
-
-        _CRITIC.append(load_critic())
-    return _CRITIC[0]
-
-
-def _term_list(dense: Any) -> list[str]:
+    Each entry is a term (``format``, ``oracle``, ``oracle_perfect``, ``critic``) or the name of a
+    ``text`` reward variant of :data:`countdown_gym.reward_variants.REWARD_VARIANTS` whose terms
+    are computed from one completion (e.g. ``oracle-perfect``; ``sparse`` adds none).
+    """
     if dense is None:
         return []
     if isinstance(dense, str):
         dense = [d for d in dense.replace("+", ",").split(",") if d.strip()]
     if hasattr(dense, "tolist"):
         dense = dense.tolist()
-    names = [str(d).strip().replace("-", "_") for d in dense]
-    bad = [n for n in names if n not in SCORE_TERMS or n == "sparse"]
-    if bad:
-        raise ValueError(f"unknown dense term(s) {bad}; choose from {[t for t in SCORE_TERMS if t != 'sparse']}")
+    allowed = [t for t in SCORE_TERMS if t != "sparse"]
+    names: list[str] = []
+    for entry in (str(d).strip() for d in dense):
+        variant = REWARD_VARIANTS.get(entry)
+        if variant is not None and "text" in variant.kinds:
+            terms = list(variant.text_terms)
+            if any(t not in allowed for t in terms):
+                raise ValueError(f"reward variant {entry!r} is not a per-completion score (it needs the trainer); "
+                                 f"verl's dense terms: {allowed}")
+        else:
+            terms = [entry.replace("-", "_")]
+            if terms[0] not in allowed:
+                raise ValueError(f"unknown dense term {entry!r}; choose from the terms {allowed} or the text reward "
+                                 f"variants of countdown_gym.reward_variants")
+        names += [t for t in terms if t not in names]
     return names
 
 
@@ -123,6 +136,7 @@ def compute_score(
     *,
     dense: Sequence[str] | str | None = None,
     weights: Mapping[str, float] | None = None,
+    critic: Scorer | None = None,
     **kwargs: Any,
 ) -> float | dict[str, float]:
     """verl reward: the sparse verifier reward, or a dict with ``score`` and the dense terms.
@@ -135,6 +149,9 @@ def compute_score(
         dense: Extra terms: any of ``format``, ``oracle``, ``oracle_perfect``, ``critic``
             (a list or a comma-separated string).
         weights: Term weights overriding :data:`DEFAULT_WEIGHTS`.
+        critic: The loaded critic the ``critic`` term scores with (any
+            :class:`~countdown_gym.wrappers.terms.Scorer`); ``critics/verl_reward.py`` passes the
+            shipped one.
         **kwargs: What else verl passes (its reward loop adds ``reward_router_address`` and
             ``reward_model_tokenizer``); not used.
 
@@ -148,8 +165,12 @@ def compute_score(
     problem = problem_from_ground_truth(ground_truth)
     if not isinstance(solution_str, str):
         raise ValueError(f"solution_str must be a string, got {type(solution_str).__name__}")
-    terms = _term_list(dense)
-    critic = _critic() if "critic" in terms else None
+    terms = dense_terms(dense)
+    if "critic" not in terms:
+        critic = None
+    elif critic is None:
+        raise ValueError("dense=critic needs a loaded critic: point verl's custom_reward_function.path at "
+                         "critics/verl_reward.py (it loads the shipped critic), or pass critic=...")
     limit = getattr(getattr(critic, "config", None), "max_numbers", None)
     if limit is not None and len(problem.numbers) > limit:
         raise ValueError(f"dense=critic: the critic scores states of at most {limit} numbers, but this problem has "
@@ -167,4 +188,4 @@ def compute_score(
     return out
 
 
-__all__ = ["DATA_SOURCE_PREFIX", "DEFAULT_WEIGHTS", "compute_score", "ground_truth", "problem_from_ground_truth"]
+__all__ = ["DATA_SOURCE_PREFIX", "DEFAULT_WEIGHTS", "compute_score", "dense_terms", "ground_truth", "problem_from_ground_truth"]

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from countdown_gym.problem import Problem
+from countdown_gym.reward_variants import check_reward_variant
 from countdown_gym.rules import OPERATORS, format_number
 from countdown_gym.splits import SPLIT_SPEC, SplitIntegrityError, load_split, split_sha256
 
@@ -500,6 +501,10 @@ def _check_header(path: Path, header: Any) -> dict[str, Any]:
         raise SubmissionError(path, f"header: {problem}")
     if not _is_int(header["sampling"]["k"]):  # the schema's "integer" also accepts 2.0
         raise SubmissionError(path, "header: sampling.k must be a JSON integer written without a decimal point")
+    try:
+        check_reward_variant(header["reward_variant"])
+    except ValueError as e:
+        raise SubmissionError(path, f"header: {e}") from None
     try:
         json.dumps(header, ensure_ascii=False, allow_nan=False).encode("utf-8")
     except UnicodeEncodeError:

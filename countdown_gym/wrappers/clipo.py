@@ -5,8 +5,9 @@ outcome of each and one embedding per rollout. This vector environment runs ``nu
 an environment in consecutive groups of ``group_size``; the members of a group play the same
 puzzle. When a member's episode ends, the wrapper hands its :class:`Trajectory` to the agent's
 ``embed_fn`` (the hook) and stores the returned vector; when every member of the group has
-finished, a :class:`~critics.clipo.CLIPOTrainer` turns the group's embeddings and outcomes into
-CLIPO rewards (from the loss before its one head update) and adds them at the end of each episode.
+finished, a CLIPO trainer (:class:`GroupTrainer`, e.g. ``critics.clipo.CLIPOTrainer``; this package
+never imports ``critics``, pass it in) turns the group's embeddings and outcomes into CLIPO rewards
+(from the loss before its one head update) and adds them at the end of each episode.
 
 Timing (the group-hold protocol). A member that finishes before the rest of its group is *held*:
 its terminal step (its last real decision) is reported with reward 0, ``terminated = truncated =
@@ -32,7 +33,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -69,6 +70,23 @@ EmbedFn = Callable[[Trajectory], Any]
 CorrectFn = Callable[[Trajectory], bool]
 
 
+class GroupTrainer(Protocol):
+    """What :class:`CLIPOGroupReward` needs from a CLIPO trainer (``critics.clipo.CLIPOTrainer`` satisfies it).
+
+    ``step`` returns one CLIPO reward per rollout (from the loss before its one head update);
+    ``last_stats`` the step's statistics (copied to ``last_group_stats``). A trainer with
+    ``config.dim_in`` has the embedding length checked against it.
+    """
+
+    last_stats: dict[str, float]
+
+    def step(self, embeddings: Any, correct: Any, group_ids: Any) -> Any: ...
+
+
+TrainerFactory = Callable[[int], GroupTrainer]
+"""``dim_in -> trainer``, e.g. ``functools.partial(critics.clipo.CLIPOTrainer, dim_out=64)``."""
+
+
 def is_success(trajectory: Trajectory) -> bool:
     """The default outcome: ``final_info["is_success"]`` (what Countdown-v0 and CountdownText-v0 report)."""
     if "is_success" not in trajectory.final_info:
@@ -95,18 +113,20 @@ class CLIPOGroupReward(VectorEnv):
         embed_fn: the hook: ``embed_fn(trajectory) -> vector`` (a 1-D array-like of one fixed
             length ``D``, e.g. the agent's mean hidden features over the episode); called once per
             finished episode, at the step where it finishes.
-        trainer: a :class:`critics.clipo.CLIPOTrainer` (its ``dim_in`` must be ``D``). ``None``
-            builds one on the first finished group with ``dim_in = D`` and ``trainer_kwargs``
-            (the paper's defaults otherwise: linear head to 512, InfoNCE, temperature 0.05,
-            lambda 0.2, AdamW lr 1e-3 / wd 0.01).
+        trainer: a CLIPO trainer (:class:`GroupTrainer`, e.g. ``critics.clipo.CLIPOTrainer(dim_in=D)``),
+            or a factory ``dim_in -> trainer`` called once, on the first finished group, with
+            ``dim_in = D`` (e.g. the class ``CLIPOTrainer`` itself for the paper's defaults: linear
+            head to 512, InfoNCE, temperature 0.05, lambda 0.2, AdamW lr 1e-3 / wd 0.01, or
+            ``functools.partial(CLIPOTrainer, dim_out=64)``).
         correct_fn: ``correct_fn(trajectory) -> bool``; default ``info["is_success"]`` of the final step.
         key: the name of the CLIPO term in ``info["reward_terms"]``.
 
     Example:
-        >>> import gymnasium as gym, numpy as np, countdown_gym
+        >>> import functools, gymnasium as gym, numpy as np, countdown_gym
+        >>> from critics.clipo import CLIPOTrainer
         >>> fns = [lambda: gym.make("Countdown-v0")] * 4
         >>> env = CLIPOGroupReward(fns, group_size=4, embed_fn=lambda t: np.ones(8) * len(t.actions),
-        ...                        trainer_kwargs={"dim_out": 4})
+        ...                        trainer=functools.partial(CLIPOTrainer, dim_out=4))
         >>> obs, info = env.reset(seed=0)
         >>> len({p for p in info["problem"]})  # the group plays one puzzle
         1
@@ -119,10 +139,9 @@ class CLIPOGroupReward(VectorEnv):
         env_fns: Sequence[Callable[[], gym.Env]],
         group_size: int,
         embed_fn: EmbedFn,
-        trainer: Any | None = None,
+        trainer: GroupTrainer | TrainerFactory,
         correct_fn: CorrectFn | None = None,
         key: str = "clipo",
-        trainer_kwargs: dict[str, Any] | None = None,
     ) -> None:
         if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
             raise ValueError(f"group_size must be an int >= 2, got {group_size!r}")
@@ -131,16 +150,21 @@ class CLIPOGroupReward(VectorEnv):
             raise ValueError(f"need a positive multiple of group_size={group_size} env_fns, got {len(env_fns)}")
         if not callable(embed_fn):
             raise TypeError(f"embed_fn must be callable (trajectory -> 1-D vector), got {type(embed_fn).__name__}")
-        if trainer is not None and trainer_kwargs:
-            raise ValueError("pass either trainer or trainer_kwargs, not both")
+        is_trainer = not isinstance(trainer, type) and callable(getattr(trainer, "step", None))
+        if not is_trainer and not callable(trainer):
+            raise TypeError(
+                "trainer must be a CLIPO trainer (with step(embeddings, correct, group_ids), e.g. "
+                "critics.clipo.CLIPOTrainer(dim_in=D)) or a factory dim_in -> trainer (e.g. the class "
+                f"CLIPOTrainer), got {type(trainer).__name__}"
+            )
         self.envs = [fn() for fn in env_fns]
         self.num_envs = len(self.envs)
         self.group_size = group_size
         self.num_groups = self.num_envs // group_size
         self.embed_fn = embed_fn
         self.correct_fn = correct_fn or is_success
-        self.trainer = trainer
-        self.trainer_kwargs = dict(trainer_kwargs or {})
+        self.trainer: GroupTrainer | None = trainer if is_trainer else None
+        self._make_trainer: TrainerFactory | None = None if is_trainer else trainer
         self.key = key
 
         first = self.envs[0]
@@ -330,7 +354,7 @@ class CLIPOGroupReward(VectorEnv):
             raise ValueError(f"embed_fn must return a numeric 1-D vector, got {type(out).__name__}: {e}") from e
         if vec.ndim == 2 and vec.shape[0] == 1:
             vec = vec[0]
-        expected = self.trainer.config.dim_in if self.trainer is not None else None
+        expected = getattr(getattr(self.trainer, "config", None), "dim_in", None)
         if expected is None:
             expected = next((e.shape[0] for e in self._embeddings if e is not None), None)
         if vec.ndim != 1 or vec.shape[0] == 0 or (expected is not None and vec.shape[0] != expected):
@@ -343,11 +367,13 @@ class CLIPOGroupReward(VectorEnv):
             raise ValueError(f"embed_fn returned NaN or inf for env {traj.index}")
         return vec
 
-    def _get_trainer(self, dim_in: int) -> Any:
+    def _get_trainer(self, dim_in: int) -> GroupTrainer:
         if self.trainer is None:
-            from critics.clipo import CLIPOTrainer
-
-            self.trainer = CLIPOTrainer(dim_in=dim_in, **self.trainer_kwargs)
+            assert self._make_trainer is not None
+            trainer = self._make_trainer(dim_in)
+            if not callable(getattr(trainer, "step", None)):
+                raise TypeError(f"the trainer factory returned {type(trainer).__name__}, which has no step() method")
+            self.trainer = trainer
         return self.trainer
 
     def _batch_obs(self) -> Any:

@@ -1,9 +1,14 @@
-"""``ContrastiveCriticReward``: dense reward from a learned contrastive critic (``critics/``)."""
+"""``ContrastiveCriticReward``: dense reward from a learned contrastive critic.
+
+The wrapper takes a loaded critic: any object with ``score(states, targets)``
+(:class:`~countdown_gym.wrappers.terms.Scorer`). The shipped one is ``critics.load_state_critic()``;
+this package never imports ``critics``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from os import PathLike
 from typing import Any
 
 import gymnasium as gym
@@ -12,24 +17,6 @@ import numpy as np
 from countdown_gym.rules import Number, Rules
 from countdown_gym.wrappers.base import DenseRewardWrapper
 from countdown_gym.wrappers.terms import Scorer, critic_potentials, critic_terms
-
-
-def load_scorer(checkpoint: str | Path | None) -> Scorer:
-    """``critics.load_critic(checkpoint)``; ``critics.CheckpointError`` for a missing or incompatible checkpoint."""
-    try:
-        from critics import CheckpointError, load_critic
-    except ImportError as e:  # torch / safetensors not installed
-        raise ImportError(
-            f"ContrastiveCriticReward needs the critics extra ({e}); install it with "
-            "pip install -e '.[critics]' -c constraints/cpu.txt"
-        ) from e
-    critic = load_critic(checkpoint)  # CheckpointError (a ValueError) names a missing / broken checkpoint
-    if getattr(critic, "version", "v2") != "v2":
-        raise CheckpointError(
-            f"ContrastiveCriticReward scores (state, target) pairs and needs a V2 critic checkpoint; "
-            f"{checkpoint} holds a {critic.version} critic"
-        )
-    return critic
 
 
 class CachedScorer:
@@ -72,12 +59,17 @@ class ContrastiveCriticReward(DenseRewardWrapper, gym.utils.RecordConstructorArg
 
     Args:
         env: the environment to wrap.
-        checkpoint: a critic checkpoint directory (``config.json`` + ``model.safetensors``);
-            ``None`` loads the shipped V2 checkpoint.
+        critic: a loaded critic, anything with ``score(states, targets)``
+            (:class:`~countdown_gym.wrappers.terms.Scorer`): ``critics.load_state_critic()`` for the
+            shipped checkpoint, ``critics.load_state_critic(path)`` for another one, or a text
+            critic. One critic can be shared by many environments.
         scale, potential, gamma, key: see :class:`~countdown_gym.wrappers.base.DenseRewardWrapper`
             (``key`` defaults to ``"critic"`` or ``"critic_shaping"``).
-        critic: an already loaded critic (anything with ``score(states, targets)``) to share one
-            model between many environments; overrides ``checkpoint``.
+
+    Example:
+        >>> import gymnasium as gym, countdown_gym
+        >>> from critics import load_state_critic
+        >>> env = ContrastiveCriticReward(gym.make("Countdown-v0"), load_state_critic(), scale=0.1)
     """
 
     default_key = "critic"
@@ -85,20 +77,19 @@ class ContrastiveCriticReward(DenseRewardWrapper, gym.utils.RecordConstructorArg
     def __init__(
         self,
         env: gym.Env,
-        checkpoint: str | Path | None = None,
+        critic: Scorer,
         scale: float = 1.0,
         potential: bool = False,
         gamma: float = 1.0,
         key: str | None = None,
-        critic: Scorer | None = None,
     ) -> None:
-        gym.utils.RecordConstructorArgs.__init__(
-            self, checkpoint=checkpoint, scale=scale, potential=potential, gamma=gamma, key=key, critic=critic
-        )
+        gym.utils.RecordConstructorArgs.__init__(self, critic=critic, scale=scale, potential=potential, gamma=gamma, key=key)
         super().__init__(env, scale=scale, potential=potential, gamma=gamma, key=key)
-        if critic is not None and not callable(getattr(critic, "score", None)):
-            raise TypeError(f"critic must have a score(states, targets) method, got {type(critic).__name__}")
-        self.critic: Scorer = critic if critic is not None else load_scorer(checkpoint)
+        if not callable(getattr(critic, "score", None)):
+            hint = (" (a checkpoint path: load it with critics.load_state_critic(path))"
+                    if critic is None or isinstance(critic, (str, bytes, PathLike)) else "")
+            raise TypeError(f"critic must have a score(states, targets) method, got {type(critic).__name__}{hint}")
+        self.critic: Scorer = critic
         self.scorer = CachedScorer(self.critic)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:

@@ -26,7 +26,14 @@ TRANSITION_KEYS: tuple[str, ...] = ("state", "move", "next_state", "target", "va
 
 
 class Scorer(Protocol):
-    """What :func:`critic_terms` needs from a critic (``critics.Critic`` satisfies it)."""
+    """What a critic must offer (``critics.Critic`` and ``critics.text_critic.TextCritic`` satisfy it).
+
+    ``score(states, targets)`` returns one float per ``(state, target)`` pair, batched, higher =
+    more likely that the target is still reachable (the shipped critics: a cosine in ``[-1, 1]``).
+    :func:`critic_terms`, ``ContrastiveCriticReward`` and the TRL / verl critic rewards call only
+    this method. A critic may also have ``config.max_numbers`` (the most numbers a state may
+    hold); ``ContrastiveCriticReward`` and verl check episodes against it.
+    """
 
     def score(self, states: Sequence[Sequence[int]], targets: Sequence[int]) -> np.ndarray: ...
 

@@ -1,0 +1,121 @@
+"""The batched move kernel: results and legality of every Countdown-v0 action of many states, in numpy.
+
+One home for the array form of :meth:`Rules.check` under ``integer_only`` rules: the vector
+environment (``CountdownVectorEnv``) builds its masks with it and the SB3 baseline its move
+features. States are ``vals`` ``(..., M)`` integer arrays (slot values, the first ``count``
+present); actions are numbered as in ``Countdown-v0`` (:func:`~countdown_gym.envs.countdown.action_table`:
+four consecutive actions ``vals[i] + - * / vals[j]`` per ordered pair of slots ``(i, j)``).
+Tested action by action against :func:`countdown_gym.envs.countdown.move_results`.
+
+Example:
+    >>> import numpy as np
+    >>> from countdown_gym.rules import Rules
+    >>> res, legal = batch_moves(np.array([[6, 2, 0]]), np.array([2]), Rules.longproc(), results=True)
+    >>> res[0, :4].tolist(), legal[0, :4].tolist()  # 6+2, 6-2, 6*2, 6/2
+    ([8, 4, 12, 3], [True, True, True, True])
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+import numpy as np
+
+from countdown_gym.envs.actions import action_table
+from countdown_gym.rules import OPERATORS, Rules
+
+
+@cache
+def pair_slots(max_numbers: int) -> tuple[np.ndarray, np.ndarray]:
+    """Slots ``(i, j)`` of each ordered pair of ``max_numbers`` slots, in action order (int64 arrays)."""
+    first, second, _ = action_table(max_numbers)
+    pi = np.array(first[:: len(OPERATORS)], dtype=np.int64)
+    pj = np.array(second[:: len(OPERATORS)], dtype=np.int64)
+    pi.flags.writeable = pj.flags.writeable = False
+    return pi, pj
+
+
+@cache
+def _range_test(rules: Rules, dtype: np.dtype) -> tuple[str, int, int, np.dtype | None]:
+    """How :func:`in_range` tests results of ``dtype`` under ``rules``: ``(kind, lo, hi or span, unsigned dtype)``."""
+    if dtype.kind not in "iu":
+        raise TypeError(f"in_range needs an integer array, got dtype {dtype}")
+    lo, hi = rules.result_range()
+    if hi != math.inf and hi > np.iinfo(dtype).max:
+        hi = math.inf  # no value of this dtype reaches it (and the unsigned trick below would wrap)
+    if hi != math.inf and lo != -math.inf:
+        if dtype.kind == "i":  # one unsigned comparison tests both bounds: lo <= r < hi <=> uint(r - lo) < hi - lo
+            return "span", int(lo), int(hi - lo), np.dtype(f"u{dtype.itemsize}")
+        return "both", int(lo), int(hi), None
+    if hi != math.inf:
+        return "below", 0, int(hi), None
+    if lo != -math.inf:
+        return "above", int(lo), 0, None
+    return "all", 0, 0, None
+
+
+def in_range(r: np.ndarray, rules: Rules) -> np.ndarray:
+    """Whether each integer result passes the rules' sign and limit checks (:meth:`Rules.result_range`)."""
+    kind, lo, hi, unsigned = _range_test(rules, r.dtype)
+    if kind == "span":
+        return (r if lo == 0 else r - lo).view(unsigned) < hi
+    if kind == "both":
+        return (r >= lo) & (r < hi)
+    if kind == "below":
+        return r < hi
+    if kind == "above":
+        return r >= lo
+    return np.ones(r.shape, dtype=bool)
+
+
+def batch_moves(
+    vals: np.ndarray, count: np.ndarray, rules: Rules, *, results: bool = False
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """The legal-action mask ``(..., n_actions)`` of every state, and with ``results=True`` also each action's result.
+
+    ``vals`` is ``(..., M)`` (int32 or int64, values that cannot overflow it under ``+ - *``);
+    ``count`` has ``vals``' leading shape. Returns ``legal`` (bool), or ``(results, legal)``:
+    the result of a move on two present slots is ``x op y`` (``x // y`` for ``/``, ``x`` where
+    ``y == 0``), whether legal or not; a move using an empty slot is illegal. Only
+    ``integer_only`` rules (``ValueError`` otherwise).
+    """
+    if not rules.integer_only:
+        raise ValueError(f"the batched move kernel needs integer_only rules, got {rules.name!r}")
+    pi, pj = pair_slots(vals.shape[-1])
+    x = vals[..., pi]
+    y = vals[..., pj]  # a fresh copy: made safe for the division below
+    present = (pi < count[..., None]) & (pj < count[..., None])
+    zero = y == 0
+    shape = (*vals.shape[:-1], len(OPERATORS) * len(pi))
+    if results:  # one stacked array of results, range-checked at once (fewer large temporaries)
+        quotient, remainder = np.divmod(x, np.where(zero, 1, y))
+        res = np.stack([x + y, x - y, x * y, quotient], axis=-1)
+        lo, hi = rules.result_range()
+        legal = (res >= lo) & (res < hi) & present[..., None]
+        legal[..., 3] &= ~zero & (remainder == 0)  # a division by zero is never exact
+        return res.reshape(shape), legal.reshape(shape)
+    # the mask alone (the vector env, every step): per operator, no result array
+    add = in_range(x + y, rules) & present
+    sub = in_range(x - y, rules) & present
+    mul = in_range(x * y, rules) & present
+    y[zero] = 1
+    quotient, remainder = np.divmod(x, y)
+    remainder[zero] = 1
+    exact = remainder == 0
+    exact &= present
+    exact &= in_range(quotient, rules)
+    return np.stack([add, sub, mul, exact], axis=-1).reshape(shape)
+
+
+def apply_moves(x: np.ndarray, op: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x op y`` elementwise (``op``: operator indices into ``OPERATORS``; ``/`` is ``//``, safe at ``y == 0``)."""
+    out = x + y
+    sub, mul, div = op == 1, op == 2, op == 3
+    out[sub] = x[sub] - y[sub]
+    out[mul] = x[mul] * y[mul]
+    out[div] = x[div] // np.where(y[div] == 0, 1, y[div])
+    return out
+
+
+__all__ = ["apply_moves", "batch_moves", "in_range", "pair_slots"]

@@ -1,0 +1,374 @@
+"""The line checker of CountdownText-v0: every completed reasoning line checked against the real search tree.
+
+:class:`LineChecker` reads completed lines (grammar in :mod:`countdown_gym.text_format`) and checks
+each against the search tree actually reachable so far, emitting transition records
+(``docs/DESIGN.md``); :class:`LineCheck` is its verdict on one line and :data:`INVALID_REASONS`
+the reason codes of invalid lines. :class:`~countdown_gym.envs.text_episode.TextEpisode` feeds it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from countdown_gym.problem import Problem
+from countdown_gym.rules import Number, Rules, normalize
+from countdown_gym.text_format import (
+    DROP_OUTCOMES,
+    ParsedLine,
+    parse_line,
+)
+
+INVALID_REASONS: dict[str, str] = {
+    "operand_unavailable": "an operand is not in the number set the line branches from",
+    "arithmetic_error": "the written result differs from the exact result",
+    "division_by_zero": "a division by zero stated as a move",
+    "non_integer_result": "a non-integer result under integer rules",
+    "negative_result": "a negative result under positive or non-negative rules",
+    "zero_result": "a zero result under positive rules (longproc_positive, classic; longproc allows 0)",
+    "exceeds_limit": "a result at or above the rules' limit",
+    "unknown_operator": "an operator outside + - * /",
+    "wrong_drop": "the line drops a branch for a reason that does not hold",
+    "state_mismatch": "a stated number set (current set, numbers left, annotation) is not the real one",
+    "target_mismatch": "a stated target is not the problem's target",
+    "wrong_evaluation": "an Evaluate / Add claim does not match the move's result or the target",
+    "numbers_left": "the line evaluates the final number while other numbers are still unused",
+    "bad_depth": "the line's indentation / depth matches no node of the current search path",
+    "parent_invalid": "the line continues below a line that was invalid",
+    "not_in_search": "a trace-back line restates a move the search never made",
+    "wrong_problem": "the 'Initial number set' line does not state the problem",
+    "options_mismatch": "the listed options are not the pairs of the number set",
+    "malformed": "a claim on the line could not be read",
+}
+"""Reason codes of invalid lines (besides :meth:`Rules.check`'s, which are included)."""
+
+_RE_SOLUTION_TAG = re.compile(r"(</?(?:Solution|solution|SOLUTION)>)")
+_PERMISSIVE = Rules(name="exact", integer_only=False, sign="any", value_limit=None, use_all=True)
+
+
+# ---- the checker -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Node:
+    """One state of the current search path. ``level``: LongProc indent of its ``Try`` lines."""
+
+    level: int
+    state: tuple[Number, ...]  # for an untrusted node: its nearest trusted ancestor's state
+    trusted: bool = True
+    size: int = -1  # how many numbers the node holds (known even when untrusted)
+
+    def __post_init__(self) -> None:
+        if self.size < 0:
+            self.size = len(self.state)
+
+    def untrusted_child(self) -> _Node:
+        size = max(self.size - 1, 1)
+        return _Node(_level_below(self.level, size), self.state, trusted=False, size=size)
+
+
+@dataclass(frozen=True)
+class LineCheck:
+    """The verdict on one completed line: ``valid`` with a reason code (``"ok"`` when valid)."""
+
+    line_no: int
+    text: str
+    kind: str
+    valid: bool
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"line_no": self.line_no, "text": self.text, "kind": self.kind, "valid": self.valid, "reason": self.reason}
+
+
+def _level_below(parent_level: int, child_size: int) -> int:
+    return parent_level + (2 if child_size > 2 else 1)
+
+
+def _without(state: Sequence[Number], a: Number, b: Number) -> tuple[Number, ...] | None:
+    """``state`` minus one ``a`` and one ``b`` (multiset), or ``None`` if either is missing."""
+    rest = list(state)
+    for x in (a, b):
+        try:
+            rest.remove(x)
+        except ValueError:
+            return None
+    return tuple(rest)
+
+
+def _same(xs: Sequence[Number], ys: Sequence[Number]) -> bool:
+    return len(xs) == len(ys) and sorted(xs) == sorted(ys)
+
+
+def _pairs_of(state: Sequence[Number]) -> list[tuple[Number, Number]]:
+    return sorted(
+        tuple(sorted((state[i], state[j]))) for i in range(len(state)) for j in range(i + 1, len(state))
+    )
+
+
+class LineChecker:
+    """Checks reasoning lines against the search tree reachable from the problem's numbers.
+
+    The checker keeps the current search path (a stack of states from the initial numbers).
+    LongProc ``Try`` / ``Pick`` lines find their node by indentation, compact lines by depth;
+    plain equations apply to the deepest state in sequence (inside ``<Solution>`` from the
+    initial numbers). A move line is valid when its operands are in the state it branches from,
+    :meth:`Rules.check` allows it, the written result is exact, and every claim on the line
+    (number sets, target, evaluation, annotation) is true. An invalid line never advances the
+    state; below an invalid LongProc / compact line the search path holds an untrusted node, so
+    the lines that continue from it are invalid with reason ``parent_invalid``.
+    """
+
+    def __init__(self, problem: Problem, rules: Rules | None = None) -> None:
+        self.problem = problem
+        self.rules = rules or problem.rules
+        self.target = problem.target
+        self.initial: tuple[Number, ...] = tuple(normalize(x) for x in problem.numbers)
+        self.stack: list[_Node] = [_Node(2 if len(self.initial) > 2 else 1, self.initial)]
+        self.in_solution = False
+        self.line_no = 0
+        self.moves_made: set[tuple[Number, str, Number, Number]] = set()
+
+    @property
+    def state(self) -> tuple[Number, ...]:
+        """The number set the search stands on (the deepest trusted state of the path)."""
+        return self.stack[-1].state
+
+    # -- helpers --
+    def _record(self, state, p: ParsedLine, next_state, reason: str) -> dict[str, Any]:
+        valid = reason == "ok"
+        return {
+            "state": state,
+            "move": (p.a, p.op, p.b, p.c),
+            "next_state": next_state if valid else None,
+            "target": self.target,
+            "valid": valid,
+            "reason": reason,
+            "rules": self.rules,
+            "line_no": self.line_no,
+            "in_solution": self.in_solution,
+        }
+
+    def _move(self, state, p: ParsedLine, prepend: bool) -> tuple[tuple[Number, ...] | None, str]:
+        """``(next_state, "ok")`` if ``p``'s move is legal from ``state`` and exact, else ``(None, reason)``."""
+        rest = _without(state, p.a, p.b)
+        if rest is None:
+            return None, "operand_unavailable"
+        result, reason = self.rules.check(p.a, p.op, p.b)
+        if result is None:
+            return None, reason
+        if p.c is None or result != p.c:
+            return None, "arithmetic_error"
+        return ((result,) + rest if prepend else rest + (result,)), "ok"
+
+    def _find_level(self, level: int) -> int | None:
+        for k in range(len(self.stack) - 1, -1, -1):
+            if self.stack[k].level <= level:
+                return k if self.stack[k].level == level else None
+        return None
+
+    def _annotation_ok(self, p: ParsedLine, after: Sequence[Number]) -> bool:
+        return p.annotation is None or _same(p.annotation, after)
+
+    # -- the entry point --
+    def check(self, line: str) -> tuple[LineCheck, list[dict[str, Any]]]:
+        """Check one completed line (without its newline): its :class:`LineCheck` and transitions."""
+        transitions: list[dict[str, Any]] = []
+        if "olution>" in line and "=" in line:  # <Solution> / </Solution> sharing a line with steps
+            segments = [x for x in _RE_SOLUTION_TAG.split(line) if x.strip()]
+        else:
+            segments = [line]
+        kind, reason = "blank", "ok"
+        for segment in segments:
+            p = parse_line(segment)
+            r = self._dispatch(p, transitions)
+            if kind in ("blank", "solution_open", "solution_close") or (reason == "ok" and r != "ok"):
+                kind = p.kind
+            if reason == "ok":
+                reason = r
+        check = LineCheck(self.line_no, line, kind, reason == "ok", reason)
+        self.line_no += 1
+        return check, transitions
+
+    def _dispatch(self, p: ParsedLine, out: list[dict[str, Any]]) -> str:
+        kind = p.kind
+        if kind in ("blank", "header", "answer", "think", "text"):  # not moves; only unreadable claims count
+            return "ok" if p.malformed is None else "malformed"
+        if kind == "solution_open":
+            self.in_solution = True
+            del self.stack[1:]
+            return "ok"
+        if kind == "solution_close":
+            self.in_solution = False
+            return "ok"
+        if kind == "initial":
+            return self._initial(p)
+        if kind == "pick":
+            return self._pick(p)
+        if kind == "traceback":
+            return self._traceback(p)
+        if kind == "try":
+            return self._try(p, out)
+        if kind == "compact" and not self.in_solution:
+            return self._compact(p, out)
+        return self._sequential(p, out)  # equation, or a compact-shaped line inside <Solution>
+
+    def _initial(self, p: ParsedLine) -> str:
+        if p.malformed is not None:
+            return "malformed"
+        if p.numbers is None or not _same(p.numbers, self.initial):
+            return "wrong_problem"
+        if p.target != self.target:
+            return "target_mismatch"
+        if p.options is not None and sorted(tuple(sorted(x)) for x in p.options) != _pairs_of(self.initial):
+            return "options_mismatch"
+        if not self._annotation_ok(p, self.initial):
+            return "state_mismatch"
+        del self.stack[1:]
+        return "ok"
+
+    def _pick(self, p: ParsedLine) -> str:
+        k = self._find_level(p.indent + 1)
+        if k is None:
+            return "bad_depth"
+        node = self.stack[k]
+        if not node.trusted:
+            return "parent_invalid"
+        if p.malformed is not None:
+            return "malformed"
+        rest = _without(node.state, p.a, p.b)
+        if rest is None:
+            return "operand_unavailable"
+        if (p.numbers is not None and not _same(p.numbers, rest)) or not self._annotation_ok(p, node.state):
+            return "state_mismatch"
+        del self.stack[k + 1 :]
+        return "ok"
+
+    def _traceback(self, p: ParsedLine) -> str:
+        result, reason = self.rules.check(p.a, p.op, p.b)
+        if result is None:
+            return reason
+        if result != p.c:
+            return "arithmetic_error"
+        return "ok" if (p.a, p.op, p.b, p.c) in self.moves_made else "not_in_search"
+
+    def _try_claims(self, p: ParsedLine, nxt: tuple[Number, ...]) -> str:
+        """The claims a legal, exact Try line makes about its outcome."""
+        c = nxt[0]
+        if p.outcome == "add":
+            if p.added != c:
+                return "wrong_evaluation"
+            if p.numbers is not None and not _same(p.numbers, nxt):
+                return "state_mismatch"
+            if p.target is not None and p.target != self.target:
+                return "target_mismatch"
+            if p.options is not None and sorted(tuple(sorted(x)) for x in p.options) != _pairs_of(nxt):
+                return "options_mismatch"
+        elif p.outcome in ("found", "missed"):
+            if p.target != self.target:
+                return "target_mismatch"
+            if p.evaluated != c or (c == self.target) != (p.outcome == "found"):
+                return "wrong_evaluation"
+            if len(nxt) > 1 and (p.outcome == "missed" or self.rules.use_all):
+                return "numbers_left"
+        return "ok"
+
+    def _try(self, p: ParsedLine, out: list[dict[str, Any]]) -> str:
+        k = self._find_level(p.indent)
+        node = self.stack[k] if k is not None else self.stack[-1]
+        if k is None:
+            reason = "bad_depth"
+        elif not node.trusted:
+            reason = "parent_invalid"
+        elif p.malformed is not None:
+            reason = "malformed"
+        elif p.outcome in DROP_OUTCOMES:
+            reason = self._drop(p, node.state)
+            if reason == "ok":  # a correctly pruned branch: no move was made
+                del self.stack[k + 1 :]
+                return "ok"
+        else:
+            nxt, reason = self._move(node.state, p, prepend=True)
+            if nxt is not None:
+                reason = self._try_claims(p, nxt)
+                pushes = p.outcome != "missed"
+                if reason == "ok" and not self._annotation_ok(p, nxt if pushes else node.state):
+                    reason = "state_mismatch"
+                if reason == "ok":
+                    del self.stack[k + 1 :]
+                    if pushes:
+                        self.stack.append(_Node(_level_below(node.level, len(nxt)), nxt))
+                    self.moves_made.add((p.a, p.op, p.b, p.c))
+                    out.append(self._record(node.state, p, nxt, "ok"))
+                    return "ok"
+        if k is not None:
+            del self.stack[k + 1 :]
+            if p.outcome in ("add", "found", "bare"):  # the text goes below this line: keep it untrusted
+                self.stack.append(node.untrusted_child())
+        out.append(self._record(node.state, p, None, reason))
+        return reason
+
+    def _drop(self, p: ParsedLine, state: tuple[Number, ...]) -> str:
+        """Whether a pruning claim holds: operands available, the move really breaks that rule."""
+        if _without(state, p.a, p.b) is None:
+            return "operand_unavailable"
+        if not self._annotation_ok(p, state):
+            return "state_mismatch"
+        _, reason = self.rules.check(p.a, p.op, p.b)
+        expected = {
+            "decimal": ("non_integer_result",),
+            "exceeds": ("exceeds_limit",),
+            "not_positive": ("zero_result", "negative_result"),
+            "invalid_op": ("division_by_zero",),
+        }[p.outcome]
+        if reason not in expected:
+            return "wrong_drop"
+        if p.c is not None:
+            raw, _ = _PERMISSIVE.check(p.a, p.op, p.b)
+            tolerance = 0.05 if p.outcome == "decimal" else 0  # LongProc writes decimals to one place
+            if raw is None or abs(raw - p.c) > tolerance + 1e-12:
+                return "arithmetic_error"
+        return "ok"
+
+    def _compact(self, p: ParsedLine, out: list[dict[str, Any]]) -> str:
+        d = p.indent
+        if d >= len(self.stack):
+            out.append(self._record(self.state, p, None, "bad_depth"))
+            return "bad_depth"
+        node = self.stack[d]
+        del self.stack[d + 1 :]
+        if not node.trusted:
+            reason, nxt = "parent_invalid", None
+        elif p.malformed is not None:
+            reason, nxt = "malformed", None
+        else:
+            nxt, reason = self._move(node.state, p, prepend=False)
+            if nxt is not None and p.numbers is not None and not _same(p.numbers, nxt):
+                reason, nxt = "state_mismatch", None
+            if nxt is not None and not self._annotation_ok(p, nxt):
+                reason, nxt = "state_mismatch", None
+        if nxt is not None:
+            self.stack.append(_Node(_level_below(node.level, len(nxt)), nxt))
+            self.moves_made.add((p.a, p.op, p.b, p.c))
+        else:
+            self.stack.append(node.untrusted_child())
+        out.append(self._record(node.state, p, nxt, reason))
+        return reason
+
+    def _sequential(self, p: ParsedLine, out: list[dict[str, Any]]) -> str:
+        node = self.stack[-1]
+        if not node.trusted:
+            reason, nxt = "parent_invalid", None
+        elif p.malformed is not None:
+            reason, nxt = "malformed", None
+        else:
+            nxt, reason = self._move(node.state, p, prepend=False)
+            if nxt is not None and not self._annotation_ok(p, nxt):
+                reason, nxt = "state_mismatch", None
+        if nxt is not None:
+            self.stack.append(_Node(_level_below(node.level, len(nxt)), nxt))
+            self.moves_made.add((p.a, p.op, p.b, p.c))
+        out.append(self._record(node.state, p, nxt, reason))
+        return reason

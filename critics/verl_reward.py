@@ -1,0 +1,56 @@
+"""verl reward with the learned critic: ``countdown_gym.integrations.verl.compute_score`` plus a loaded critic.
+
+The package's verl reward does not load critics (``countdown_gym`` never imports ``critics``); for
+the ``critic`` dense term point verl at this file instead::
+
+    custom_reward_function.path=$(python -c "import critics.verl_reward as m; print(m.__file__)")
+    custom_reward_function.name=compute_score
+    +custom_reward_function.reward_kwargs.dense=[critic]
+    # optional, another V2 checkpoint directory (default: the shipped one):
+    +custom_reward_function.reward_kwargs.critic_checkpoint=/path/to/checkpoint
+
+Everything else (``dense``, ``weights``, the returned dict) is the package's ``compute_score``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from countdown_gym.integrations import verl
+from critics import Critic, load_state_critic
+
+_CRITICS: dict[str | None, Critic] = {}
+
+
+def critic_for(checkpoint: str | None = None) -> Critic:
+    """The critic of ``checkpoint`` (``None`` = the shipped one), loaded once per process."""
+    key = None if checkpoint is None else str(checkpoint)
+    if key not in _CRITICS:
+        _CRITICS[key] = load_state_critic(key)
+    return _CRITICS[key]
+
+
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Mapping[str, Any] | None = None,
+    *,
+    dense: Sequence[str] | str | None = None,
+    critic_checkpoint: str | None = None,
+    **kwargs: Any,
+) -> float | dict[str, float]:
+    """:func:`countdown_gym.integrations.verl.compute_score` with the critic loaded when ``dense`` asks for it.
+
+    Example:
+        >>> gt = {"numbers": [6, 2, 5, 3], "target": 8}
+        >>> out = compute_score("countdown_gym/longproc-0.5k", "<answer>(6 - 2) * (5 - 3)</answer>", gt, dense=["critic"])
+        >>> out["sparse"], -1.0 <= out["critic"] <= 1.0
+        (1.0, True)
+    """
+    critic = critic_for(critic_checkpoint) if "critic" in verl.dense_terms(dense) else None
+    return verl.compute_score(data_source, solution_str, ground_truth, extra_info, dense=dense, critic=critic, **kwargs)
+
+
+__all__ = ["compute_score", "critic_for"]

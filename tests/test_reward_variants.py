@@ -1,0 +1,79 @@
+"""The reward-variant registry is the one list of names: SB3, GRPO, verl and the leaderboard read it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from countdown_gym.integrations.verl import dense_terms
+from countdown_gym.leaderboard.submission import SubmissionError, read_submission
+from countdown_gym.reward_variants import (
+    REWARD_VARIANTS,
+    TERM_WEIGHTS,
+    TEXT_TERMS,
+    check_reward_variant,
+    variant_names,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_variant_is_described_and_supported_somewhere() -> None:
+    for name, v in REWARD_VARIANTS.items():
+        assert v.name == name and v.description and set(v.kinds) <= {"step", "text"} and v.kinds
+        assert all(t in TEXT_TERMS for t in v.text_terms)
+        assert bool(v.text_terms) == ("text" in v.kinds and name != "sparse")
+    assert variant_names("step") == (
+        "sparse", "oracle-perfect", "oracle-reachable", "oracle-potential", "critic", "critic-potential")
+    with pytest.raises(ValueError, match="unknown env kind"):
+        variant_names("pixels")
+
+
+def test_the_baselines_read_the_registry() -> None:
+    pytest.importorskip("stable_baselines3")
+    pytest.importorskip("sb3_contrib")
+    import sys
+
+    sys.path.insert(0, str(ROOT / "baselines"))
+    import sb3_vec_env
+
+    from baselines import llm_rewards, sb3_ppo
+
+    assert sb3_ppo.REWARDS == sb3_vec_env.DENSE == variant_names("step")
+    assert set(llm_rewards.VARIANTS) == set(variant_names("text"))
+    assert llm_rewards.VARIANTS["oracle-perfect"] == {"sparse": 1.0, "format": 0.1, "oracle_perfect": 0.5}
+    assert llm_rewards.parse_reward_spec("oracle-reachable") == llm_rewards.parse_reward_spec("oracle")
+
+
+def test_verl_dense_takes_terms_and_text_variant_names() -> None:
+    assert dense_terms("oracle-perfect,format") == ["oracle_perfect", "format"]
+    assert dense_terms(["oracle-reachable", "oracle"]) == ["oracle"]
+    assert dense_terms(["sparse"]) == []
+    assert TERM_WEIGHTS["oracle"] == 0.5
+    with pytest.raises(ValueError, match="needs the trainer"):
+        dense_terms(["clipo"])
+    with pytest.raises(ValueError, match="unknown dense term 'oracle-potential'"):
+        dense_terms(["oracle-potential"])  # a step-only variant
+
+
+@pytest.mark.parametrize("value", ["none", "sparse", "critic-potential", "oracle+clipo", "critic,oracle=0.2"])
+def test_leaderboard_accepts_registered_names_and_grpo_specs(value: str) -> None:
+    assert check_reward_variant(value) == value
+
+
+def test_leaderboard_refuses_an_unknown_reward_variant(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="registered variants"):
+        check_reward_variant("GRPO")
+    shipped = sorted((ROOT / "leaderboard" / "submissions").glob("*.jsonl"))
+    assert shipped
+    for path in shipped:  # every shipped submission names a registered reward
+        read_submission(path)
+    lines = shipped[0].read_text().splitlines()
+    header = json.loads(lines[0])
+    header["reward_variant"] = "dense-magic"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    with pytest.raises(SubmissionError, match="unknown reward variant 'dense-magic'"):
+        read_submission(bad)
