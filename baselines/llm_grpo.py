@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # `python baselines/llm_grpo.py` from anywhere
-    sys.path.insert(0, str(ROOT))
+if not __package__:  # `python baselines/llm_grpo.py`: put the repository root, not this folder, on sys.path
+    sys.path[0] = str(ROOT)
 
 from countdown_gym import dataclass_cli  # noqa: E402
 

@@ -36,11 +36,18 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+if not __package__:  # `python baselines/llm_sft.py`: put the repository root, not this folder, on sys.path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from llm_eval import generate, score  # noqa: E402
-from tiny_lm import TinyLMConfig, build_model, build_tokenizer, count_parameters, load_pretrained, save_pretrained  # noqa: E402
-
+from baselines.llm_eval import generate, score  # noqa: E402
+from baselines.tiny_lm import (  # noqa: E402
+    TinyLMConfig,
+    build_model,
+    build_tokenizer,
+    count_parameters,
+    load_pretrained,
+    save_pretrained,
+)
 from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, shuffled  # noqa: E402
 from countdown_gym.generator import iter_problems  # noqa: E402

@@ -53,14 +53,15 @@ from typing import Any
 
 import gymnasium as gym
 
+if not __package__:  # `python baselines/sb3_ppo.py`: put the repository root, not this folder, on sys.path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 import countdown_gym  # noqa: F401  (registers the environments)
+from baselines.sb3_policy import LOOKAHEADS, MoveFeatures, PerActionPolicy, load_model  # noqa: E402
 from countdown_gym import Problem, dataclass_cli, load_split
 from countdown_gym.integrations.tracking import report_to_names
 from countdown_gym.splits import SPLIT_SPEC
 from countdown_gym.stop_request import StopRequest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sb3_policy import LOOKAHEADS, MoveFeatures, PerActionPolicy  # noqa: E402
 
 REWARDS = ("sparse", "oracle-perfect", "oracle-reachable", "oracle-potential", "critic", "critic-potential")
 
@@ -193,8 +194,7 @@ def make_vec_env(args: Args) -> Any:
         from stable_baselines3.common.vec_env import DummyVecEnv
 
         return DummyVecEnv([make_env(args, i) for i in range(args.num_envs)])
-    from sb3_vec_env import CountdownSB3VecEnv
-
+    from baselines.sb3_vec_env import CountdownSB3VecEnv
     from countdown_gym.wrappers.critic import CachedScorer, load_scorer
 
     critic = CachedScorer(load_scorer(None)) if args.reward.startswith("critic") else None
@@ -218,7 +218,7 @@ def evaluate(
     env = gym.make("Countdown-v0", preset=preset)
     if policy == "per-action" and env.unwrapped.rules.integer_only:
         env.close()
-        from sb3_vec_env import evaluate_batched
+        from baselines.sb3_vec_env import evaluate_batched
 
         return evaluate_batched(model, problems, preset, lookahead, log_ratios, children)
     if policy == "per-action":
@@ -303,8 +303,6 @@ RESUME_MAY_CHANGE = ("total_timesteps", "resume", "progress", "threads", "eval_s
 
 def evaluate_saved(args: Args, command: str) -> dict[str, Any]:
     """``--evaluate-model``: greedy evaluation of a saved model, with its run's feature flags when ``args.json`` is found."""
-    from sb3_contrib import MaskablePPO
-
     path = Path(args.evaluate_model)
     if not path.is_file():
         raise SystemExit(f"--evaluate-model: no such file {path}")
@@ -315,7 +313,7 @@ def evaluate_saved(args: Args, command: str) -> dict[str, Any]:
         print(f"--evaluate-model: features and reward label from {saved}")
     custom = {"policy_class": PerActionPolicy} if args.policy == "per-action" else {}
     try:
-        model = MaskablePPO.load(path, device="cpu", custom_objects=custom)
+        model = load_model(path, device="cpu", custom_objects=custom)
     except Exception as e:  # not a zip, or not a MaskablePPO save
         raise SystemExit(f"--evaluate-model: {path} is not a saved MaskablePPO model ({type(e).__name__}: {e})") from None
     env = gym.make("Countdown-v0", preset=args.preset)

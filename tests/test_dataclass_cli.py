@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -213,9 +212,7 @@ def test_llm_grpo_documented_commands() -> None:
 
 def test_llm_sft_and_llm_eval_documented_commands() -> None:
     pytest.importorskip("transformers")
-    sys.path.insert(0, str(ROOT / "baselines"))
-    import llm_eval
-    import llm_sft
+    from baselines import llm_eval, llm_sft
 
     cfg = llm_eval.parse_config(llm_sft.SFTConfig, shlex.split(
         "--out /tmp/runs/B --threads 1 --batch-size 16 --lr 2e-3 --warmup-steps 30 --schedule time --max-minutes 58 "
@@ -241,8 +238,7 @@ def test_critics_train_documented_command(capsys: pytest.CaptureFixture[str]) ->
 
 def test_replaces_the_sb3_parser() -> None:
     pytest.importorskip("sb3_contrib")
-    sys.path.insert(0, str(ROOT / "baselines"))
-    import sb3_ppo
+    from baselines import sb3_ppo
 
     argv = ["--reward", "oracle-perfect", "--total-timesteps", "200000", "--seed", "1", "--no-progress", "--resume"]
     mlp = ["--policy", "mlp", "--vec-env", "dummy", "--net-arch", "128", "128"]  # --net-arch is the MlpPolicy's

@@ -16,11 +16,8 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "baselines"))
-
-import llm_eval  # noqa: E402
-import llm_sft  # noqa: E402
-from tiny_lm import (  # noqa: E402
+from baselines import llm_eval, llm_sft  # noqa: E402
+from baselines.tiny_lm import (  # noqa: E402
     SHIPPED_CHECKPOINT,
     TinyLMConfig,
     build_model,
@@ -29,7 +26,6 @@ from tiny_lm import (  # noqa: E402
     load_pretrained,
     save_pretrained,
 )
-
 from countdown_gym import Problem, Rules, dataclass_cli, load_split  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, compact_trace_stats, shuffled  # noqa: E402
 from countdown_gym.envs.text import replay_completion  # noqa: E402
