@@ -464,7 +464,7 @@ def test_shipped_checkpoint_loads_and_solves_something():
     # TinyLMConfig() and llm_sft's defaults build the shipped architecture
     default = build_model(TinyLMConfig(), tok)
     assert {k: v.shape for k, v in default.state_dict().items()} == {k: v.shape for k, v in model.state_dict().items()}
-    assert llm_sft.model_config(llm_sft.SFTConfig()) == TinyLMConfig()
+    assert llm_sft.SFTConfig().model == TinyLMConfig()
 
 
 @pytest.mark.parametrize(("cls", "kwargs", "message"), [

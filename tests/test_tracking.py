@@ -87,9 +87,10 @@ def test_llm_sft_logs_loss_and_validation_to_tensorboard(tmp_path: Path) -> None
 
 def test_critics_train_logs_the_loss_to_tensorboard(tmp_path: Path) -> None:
     pytest.importorskip("torch")
+    from critics.models import ModelConfig
     from critics.train import TrainConfig, parse_args, train
 
-    out = train(TrainConfig(hidden=16, goal_hidden=16, out_dim=8, pair_dim=0, max_train_problems=10, extra_problems=0,
+    out = train(TrainConfig(model=ModelConfig(hidden=16, goal_hidden=16, out_dim=8, pair_dim=0), max_train_problems=10, extra_problems=0,
                             cache_dir="", steps=4, batch_size=16, warmup=1, out=str(tmp_path / "run"), log_every=2,
                             calibrate=False), progress=False)  # fmt: skip
     got = scalars(out / "tensorboard")
