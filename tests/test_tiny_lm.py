@@ -468,8 +468,8 @@ def test_shipped_checkpoint_loads_and_solves_something():
 
 
 @pytest.mark.parametrize(("cls", "kwargs", "message"), [
-    (llm_sft.SFTConfig, {"hidden": 130, "heads": 4}, "--hidden (130) must be a multiple of --heads (4)"),
-    (llm_sft.SFTConfig, {"arch": "mamba"}, "unknown arch"),
+    (TinyLMConfig, {"hidden": 130, "heads": 4}, "--hidden (130) must be a multiple of --heads (4)"),  # SFTConfig.model
+    (TinyLMConfig, {"arch": "mamba"}, "unknown arch"),
     (llm_sft.SFTConfig, {"eval_every": 0}, "--eval-every must be >= 1"),
     (llm_sft.SFTConfig, {"preset": "nosuch"}, "--preset must be one of"),
     (llm_sft.SFTConfig, {"lr": -1.0}, "--lr must be >= 0"),
