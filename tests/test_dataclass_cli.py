@@ -242,6 +242,22 @@ def test_llm_grpo_documented_commands() -> None:
     assert parse_options(["--resume", "true", "--bf16", "false"]).bf16 is False
 
 
+def test_llm_grpo_options_that_grpo_config_takes_as_they_are(tmp_path: Path) -> None:
+    """Every field marked ``grpo(...)`` names a GRPOConfig field, and the run's GRPOConfig gets its value unchanged."""
+    pytest.importorskip("trl")
+    from trl import GRPOConfig
+
+    from baselines.llm_grpo import Options, grpo_config_kwargs
+
+    opts = Options(steps=7, learning_rate=1e-5, beta=0.02, temperature=0.9, loss_type="grpo", scale_rewards="batch", seed=3,
+                   num_generations=4, max_completion_length=64, quiet=True, interaction="single-pass")
+    fields = opts.grpo_fields()
+    assert set(fields) <= {f.name for f in dataclasses.fields(GRPOConfig)}
+    assert {"max_steps", "learning_rate", "beta", "temperature", "loss_type", "disable_tqdm"} <= set(fields)
+    kwargs = grpo_config_kwargs(opts, tmp_path)
+    assert {name: kwargs[name] for name in fields} == fields
+
+
 def test_llm_sft_and_llm_eval_documented_commands() -> None:
     pytest.importorskip("transformers")
     from baselines import llm_eval, llm_sft
