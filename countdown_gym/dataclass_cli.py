@@ -35,6 +35,7 @@ flag (:func:`check_min`, :func:`check_choice`); :func:`parse` turns it into a us
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import inspect
 import io
@@ -320,14 +321,28 @@ class UsageError(SystemExit):
         return self.message
 
 
-def usage_error(message: str, *, prog: str | None = None) -> NoReturn:
+def _first_message(box: str) -> str:
+    """The message of one of tyro's error boxes (the lines under its title, up to its first rule)."""
+    lines = [line.strip(" │╭╮╰╯\n") for line in box.splitlines()]
+    lines = ["-" if set(line) <= set("─-") else line.strip(" ─") for line in lines if line]  # "-": a rule of the box
+    body: list[str] = []
+    for line in lines[1:]:  # lines[0]: the title ("Value error", "Unrecognized options", ...)
+        if set(line) <= set("-"):
+            if body:
+                break
+            continue  # the rule under the title (the plain form of the box)
+        body.append(line)
+    return " ".join(body) or (lines[0] if lines else "invalid command line")
+
+
+def usage_error(message: str, *, prog: str | None = None, details: str = "") -> NoReturn:
     """Print the usage line and ``<prog>: error: <message>`` on stderr, then raise :class:`UsageError` (exit code 2).
 
     :func:`parse` reports a dataclass's failed check this way; a script can too, for a check that can only run
     after parsing (e.g. one that needs a library loaded).
     """
     prog = prog or Path(sys.argv[0]).name
-    print(f"usage: {prog} [-h] [OPTIONS]\n{prog}: error: {message}\nFor full helptext, run {prog} --help",
+    print(f"usage: {prog} [-h] [OPTIONS]\n{details}{prog}: error: {message}\nFor full helptext, run {prog} --help",
           file=sys.stderr, flush=True)
     raise UsageError(message)
 
@@ -342,18 +357,24 @@ def parse(cls: type[T], argv: Sequence[str] | None = None, *, prog: str | None =
     flags(cls)  # a class tyro cannot read without surprises (two fields, one flag) fails here, as TypeError
     prog = prog or _prog(cls)
     args = _normalize(cls, sys.argv[1:] if argv is None else argv, prog)
+    errors = io.StringIO()
     try:
-        return tyro.cli(cls, args=args, prog=prog, description=description,
-                        config=(tyro.conf.OmitArgPrefixes,), registry=_REGISTRY)
+        with contextlib.redirect_stderr(errors):
+            return tyro.cli(cls, args=args, prog=prog, description=description,
+                            config=(tyro.conf.OmitArgPrefixes,), registry=_REGISTRY)
     except _Invalid as exc:
         usage_error(str(exc), prog=prog)
+    except SystemExit as exc:
+        if exc.code != 2:
+            raise
+        usage_error(_first_message(errors.getvalue()), prog=prog, details=errors.getvalue())
+    finally:
+        if errors.getvalue() and sys.exc_info()[0] is None:
+            sys.stderr.write(errors.getvalue())  # warnings of a successful parse
 
 
 def help_text(cls: type, *, prog: str | None = None, description: str | None = None) -> str:
     """What ``--help`` prints for the options dataclass ``cls`` (plain text, 100 columns)."""
-    import contextlib
-    import io
-
     buffer = io.StringIO()
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"

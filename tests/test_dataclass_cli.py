@@ -180,6 +180,8 @@ def test_errors_are_clean_usage_errors(argv: list[str], message: str, capsys: py
     captured = capsys.readouterr()
     assert captured.out == "" and message in " ".join(captured.err.replace("│", " ").split()), captured.err
     assert "Traceback" not in captured.err
+    assert "usage: demo [-h] [OPTIONS]" in captured.err and "demo: error: " in captured.err  # the CLI's usage-error form
+    assert message in str(exc.value)  # the exception names the problem too
 
 
 def test_help_text_defaults_and_description() -> None:
