@@ -31,16 +31,17 @@ from pathlib import Path
 
 import numpy as np
 
-from countdown_gym import dataclass_cli
+if not __package__:  # `python baselines/compare_rewards.py`: put the repository root, not this folder, on sys.path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])  # sb3_ppo is imported where used (it loads torch)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # sb3_ppo, imported where used (it loads torch)
+from countdown_gym import dataclass_cli
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 DEFAULT_VARIANTS = ["sparse", "oracle-perfect", "oracle-reachable", "oracle-potential", "critic"]
 
 
 def run_one(variant: str, seed: int, steps: int, out: str, extra: list[str]) -> dict:
-    import sb3_ppo
+    from baselines import sb3_ppo
 
     name = f"{variant}-s{seed}"
     run_dir = Path(out) / "runs" / name
@@ -81,7 +82,7 @@ def plot(results: list[dict], out: Path, variants: list[str], val_problems: int 
 
 
 def draw(rows: list, png: Path, val_problems: int, preset: str) -> Path:
-    from reward_curves import plot_curves
+    from baselines.reward_curves import plot_curves
 
     return plot_curves(rows, png, title=f"MaskablePPO on Countdown-v0 ({preset}): validation success by reward",
                        xlabel="environment steps", ylabel=f"validation success ({val_problems} problems, greedy)", spread="std")
@@ -115,8 +116,8 @@ def main(argv: list[str] | None = None) -> None:
     args, extra = parser.parse_known_args(argv)
     out = Path(args.out)
     if args.replot:
-        import sb3_ppo
-        from reward_curves import curves_path, read_curves
+        from baselines import sb3_ppo
+        from baselines.reward_curves import curves_path, read_curves
 
         run_args = sb3_ppo.parse_args(extra)
         png = out / "sb3_rewards.png"
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
         results = [f.result() for f in futures]
     wall = time.time() - t0
     load_after = os.getloadavg()
-    import sb3_ppo
+    from baselines import sb3_ppo
 
     run_args = sb3_ppo.parse_args(extra)
     plot(results, out, args.variants, run_args.eval_problems, run_args.preset)

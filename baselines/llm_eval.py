@@ -36,13 +36,11 @@ from typing import Any, TypeVar
 import torch
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-if str(Path(__file__).resolve().parents[1]) not in sys.path:  # baselines.generation from `python baselines/llm_eval.py`
-    sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-
-from tiny_lm import SHIPPED_CHECKPOINT, detect_interaction, load_causal_lm  # noqa: E402
+if not __package__:  # `python baselines/llm_eval.py`: put the repository root, not this folder, on sys.path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from baselines.generation import Sampling, generate, prompt_ids  # noqa: E402
+from baselines.tiny_lm import SHIPPED_CHECKPOINT, detect_interaction, load_causal_lm  # noqa: E402
 from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.leaderboard.score import pass_at_k  # noqa: E402  (one home: the leaderboard scores the same way)
 from countdown_gym.problem import Problem  # noqa: E402
@@ -497,7 +495,7 @@ def parse_config(cls: type[T], argv: list[str] | None = None) -> T:
 def dry_run(cfg: EvalConfig, problems: list[Problem]) -> dict:
     """What a run of ``cfg`` would do, from the model's config alone (no weights): settings, device, memory
     (``baselines/gpu_plan.py``: weights at ``--dtype`` and the KV cache of ``--batch-size`` sequences)."""
-    import gpu_plan
+    from baselines import gpu_plan
 
     plan: dict[str, Any] = {"model": cfg.model, "interaction": interaction_of(cfg), "backend": cfg.backend,
                             "device": resolve_device(cfg.device), "dtype": cfg.dtype, "problems": len(problems),

@@ -24,9 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "baselines"))
+if not __package__:  # `python baselines/llm_expert_iteration.py`: put the repository root, not this folder, on sys.path
+    sys.path[0] = str(ROOT)
 
 from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.runs import run_directory  # noqa: E402
@@ -134,7 +133,7 @@ def main(opts: Options) -> int:
     if not stats["distinct_solved_episodes"]:
         raise SystemExit("no episode was solved: nothing to fine-tune on (more --samples or a higher --temperature)")
 
-    from llm_sft import SFTConfig, train
+    from baselines.llm_sft import SFTConfig, train
 
     cfg = SFTConfig(
         out=str(out / "sft"), preset=opts.preset, seed=opts.seed, init_from=opts.model, interaction="multi-turn",

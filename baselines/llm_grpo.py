@@ -18,7 +18,6 @@ the run directory follows ``countdown_gym.runs``. ``docs/llm_grpo.md`` has the d
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import sys
@@ -28,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # `python baselines/llm_grpo.py` from anywhere
-    sys.path.insert(0, str(ROOT))
+if not __package__:  # `python baselines/llm_grpo.py`: put the repository root, not this folder, on sys.path
+    sys.path[0] = str(ROOT)
 
 from baselines.grpo_config import (  # noqa: E402
     build_grpo_config,
@@ -63,9 +62,17 @@ SCALE_REWARDS = ("group", "batch", "none")
 MODEL_DTYPES = ("float32", "bfloat16", "auto")  # --model-dtype, passed to from_pretrained(dtype=...)
 
 
+def grpo(default: Any, name: str = "") -> Any:
+    """A field of :class:`Options` that TRL's ``GRPOConfig`` takes as it is, under ``name`` (default: the field's own)."""
+    return field(default=default, metadata={"grpo": name})
+
+
 @dataclass
 class Options:
-    """Every knob of a run; each is a CLI flag (``--prompt-style``, ``--use-vllm`` / ``--no-use-vllm``...)."""
+    """Every knob of a run; each is a CLI flag (``--prompt-style``, ``--use-vllm`` / ``--no-use-vllm``...).
+
+    The fields made with :func:`grpo` pass to TRL's ``GRPOConfig`` unchanged (:meth:`grpo_fields`).
+    """
 
     model: str = ""
     """Hugging Face causal LM: local path or hub id (default: the shipped tiny Countdown model of the interaction:
@@ -87,9 +94,9 @@ class Options:
     """Wrap longproc/tinyzero prompts as a user message when the tokenizer has a chat template."""
     rewards: str = "sparse"
     """Reward variant(s) / weights: sparse | oracle | oracle-perfect | critic | clipo | text-critic, '+'-joined, or term=w,..."""
-    steps: int = 30
+    steps: int = grpo(30, "max_steps")
     """GRPO optimizer steps."""
-    num_generations: int = 8
+    num_generations: int = grpo(8)
     """Group size G: completions per prompt."""
     prompts_per_step: int = 16
     """Prompts per step (the generation batch is prompts_per_step * num_generations completions)."""
@@ -106,19 +113,21 @@ class Options:
     dry_run: bool = False
     """Load no weights: check the options, the tokenizer and the process layout, print the effective GRPOConfig,
     the layout and the estimated memory per process, and exit 0."""
-    max_completion_length: int = 192
+    max_completion_length: int = grpo(192)
     """Token budget of a completion."""
     max_prompt_length: int = 512
     """Token budget of a prompt; with --use-vllm the engine's max model length is this plus --max-completion-length
     (otherwise vLLM reserves KV cache for the model's whole context, 131,072 tokens for Llama-3.1)."""
-    learning_rate: float = 5e-5
-    beta: float = 0.0
+    learning_rate: float = grpo(5e-5)
+    beta: float = grpo(0.0)
     """KL coefficient (TRL's default 0: no reference model)."""
-    temperature: float = 0.5
+    temperature: float = grpo(0.5)
     """Sampling temperature of the rollouts (and of the sampled validation)."""
-    loss_type: str = "dapo"
-    scale_rewards: str = "group"
-    seed: int = 0
+    loss_type: str = grpo("dapo")
+    """TRL's loss: grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo or vespo."""
+    scale_rewards: str = grpo("group")
+    """How TRL scales the advantages: group, batch or none."""
+    seed: int = grpo(0)
     eval_interval: int = 15
     """Validate every N steps (and at the start and the end); 0 = only start and end."""
     eval_problems: int = 200
@@ -132,12 +141,12 @@ class Options:
     """Checkpoint every N steps (keeps the last two)."""
     resume: bool = False
     """Continue from the last checkpoint in output_dir."""
-    use_vllm: bool = False
+    use_vllm: bool = grpo(False)
     """Generate with vLLM (GPU only; pip install 'countdown-gym[vllm]')."""
-    vllm_mode: str = "colocate"
+    vllm_mode: str = grpo("colocate")
     """colocate (same GPUs) | server (a separate `trl vllm-serve` process)."""
     vllm_server_base_url: str = ""
-    vllm_gpu_memory_utilization: float = 0.3
+    vllm_gpu_memory_utilization: float = grpo(0.3)
     bf16: bool | None = None
     """bf16 training (default: on when CUDA is available, always off on CPU)."""
     model_dtype: str = "float32"
@@ -172,21 +181,44 @@ class Options:
     report_to: str = "tensorboard"
     """Where TRL's training metrics and the validation rows are also logged: none, all, or a comma-separated list of
     transformers' integrations such as tensorboard,wandb (tensorboard: ``<output-dir>/tensorboard``)."""
-    quiet: bool = False
+    quiet: bool = grpo(False, "disable_tqdm")
+    """No progress bar."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Additional GRPOConfig fields as JSON, e.g. --extra '{"top_p": 0.95}'."""
+
+    def __post_init__(self) -> None:
+        from countdown_gym.splits import SPLIT_SPEC
+
+        for name, allowed in (("interaction", INTERACTIONS), ("preset", sorted(SPLIT_SPEC)), ("vllm_mode", ("colocate", "server")),
+                              ("model_dtype", MODEL_DTYPES), ("loss_type", LOSS_TYPES), ("scale_rewards", SCALE_REWARDS),
+                              ("curriculum", ("none", "staged"))):
+            dataclass_cli.check_choice(self, name, allowed)
+        if not self.temperature > 0:
+            raise ValueError(f"--temperature must be > 0, got {self.temperature}")
+        dataclass_cli.check_min(self, 1, "steps", "prompts_per_step", "max_completion_length", "max_prompt_length", "threads",
+                                "eval_batch_size", "max_turns", "max_turn_tokens")
+        dataclass_cli.check_min(self, 0, "learning_rate", "beta", "eval_interval", "eval_problems", "eval_samples",
+                                "save_steps", "train_problems", "max_tokens_per_micro_batch", "gpu_memory_gb")
+        if self.micro_batch_size is not None:
+            dataclass_cli.check_min(self, 0, "micro_batch_size")
+        if self.num_generations < 2:
+            raise ValueError(f"--num-generations must be >= 2 (GRPO compares completions within a group), got {self.num_generations}")
+        if not 0.0 <= self.min_pass_rate < self.max_pass_rate <= 1.0:
+            raise ValueError(f"need 0 <= --min-pass-rate < --max-pass-rate <= 1, got {self.min_pass_rate} and {self.max_pass_rate}")
+        if not 0.0 <= self.step_credit_gamma <= 1.0:
+            raise ValueError(f"--step-credit-gamma must be in [0, 1], got {self.step_credit_gamma}")
+
+    def grpo_fields(self) -> dict[str, Any]:
+        """The ``GRPOConfig`` fields this run sets as they are: name -> value (the fields made with :func:`grpo`)."""
+        return {f.metadata["grpo"] or f.name: getattr(self, f.name) for f in dataclasses.fields(self) if "grpo" in f.metadata}
 
 
 # --- command line -----------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """An argparse parser with one flag per :class:`Options` field (``countdown_gym.dataclass_cli``)."""
-    return dataclass_cli.build_parser(Options, description=__doc__.split("\n")[0])
-
-
 def parse_options(argv: list[str] | None = None) -> Options:
-    """:class:`Options` from the command line, validated."""
+    """:class:`Options` from the command line (``countdown_gym.dataclass_cli``: a bad value is a usage error), then
+    :func:`check_options` (the checks that read files or load libraries)."""
     opts = dataclass_cli.parse(Options, argv, description=__doc__.split("\n")[0])
     check_options(opts)
     return opts

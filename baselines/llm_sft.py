@@ -28,18 +28,25 @@ import random
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from llm_eval import score  # noqa: E402
-from tiny_lm import TinyLMConfig, build_model, build_tokenizer, count_parameters, load_pretrained, save_pretrained  # noqa: E402
+if not __package__:  # `python baselines/llm_sft.py`: put the repository root, not this folder, on sys.path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from baselines.generation import generate  # noqa: E402
+from baselines.llm_eval import score  # noqa: E402
+from baselines.tiny_lm import (  # noqa: E402
+    TinyLMConfig,
+    build_model,
+    build_tokenizer,
+    count_parameters,
+    load_pretrained,
+    save_pretrained,
+)
 from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, shuffled  # noqa: E402
 from countdown_gym.generator import iter_problems  # noqa: E402
@@ -76,14 +83,10 @@ class SFTConfig:
     init_from: str = ""
     """Start from this saved model (a directory with config.json + model.safetensors, e.g. the
     shipped ``baselines/checkpoints/countdown-tiny-lm``) instead of random weights."""
-    arch: str = "llama"
-    hidden: int = 128
-    layers: int = 4
-    heads: int = 4
-    intermediate: int = 384
-    max_positions: int = 512
+    model: TinyLMConfig = field(default_factory=TinyLMConfig)
+    """The model trained from scratch (without --init-from): ``tiny_lm.TinyLMConfig``, whose defaults are the shipped model's."""
     # trace format
-    dead_ends: tuple = (0,)
+    dead_ends: tuple[int, ...] = (0,)
     probe: int = 1
     dead_end_rate: float = 1.0
     """Chance that a trace writes its dead ends at a state (``CompactTraceConfig.dead_end_rate``)."""
@@ -144,7 +147,6 @@ class SFTConfig:
             raise ValueError("--episodes holds multi-turn episodes: use it with --interaction multi-turn")
         if self.episodes and not Path(self.episodes).is_file():
             raise ValueError(f"--episodes {self.episodes}: no such file")
-        model_config(self)  # the model flags: TinyLMConfig's checks (--hidden a multiple of --heads, ...)
         report_to_names(self.report_to)  # a ValueError naming --report-to
 
 
@@ -155,11 +157,6 @@ def trace_config(cfg: SFTConfig) -> CompactTraceConfig:
                                   leaves=cfg.leaves)
     except ValueError as exc:
         raise SystemExit(f"trace format (--dead-ends, --probe, --dead-end-rate, --answer, --leaves): {exc}") from None
-
-
-def model_config(cfg: SFTConfig) -> TinyLMConfig:
-    return TinyLMConfig(arch=cfg.arch, hidden=cfg.hidden, layers=cfg.layers, heads=cfg.heads,
-                        intermediate=cfg.intermediate, max_positions=cfg.max_positions)
 
 
 def training_problems(cfg: SFTConfig, progress: bool = True) -> list[Problem]:
@@ -243,7 +240,7 @@ def make_batch(problems: list[Problem | tuple[Problem, list[str]]], tokenizer, t
 def initial_model(cfg: SFTConfig, tokenizer):
     """A fresh model from the config flags, or the weights of ``cfg.init_from``."""
     if not cfg.init_from:
-        return build_model(model_config(cfg), tokenizer)
+        return build_model(cfg.model, tokenizer)
     path = Path(cfg.init_from)
     try:
         model, _ = load_pretrained(path)
@@ -252,9 +249,9 @@ def initial_model(cfg: SFTConfig, tokenizer):
     if model.get_input_embeddings().num_embeddings != len(tokenizer):
         raise SystemExit(f"--init-from {path}: its vocabulary has {model.get_input_embeddings().num_embeddings} tokens, "
                          f"the project's tokenizer {len(tokenizer)}; only models built with baselines/tiny_lm.py can be continued")
-    if model.config.max_position_embeddings < cfg.max_positions:
+    if model.config.max_position_embeddings < cfg.model.max_positions:
         raise SystemExit(f"--init-from {path}: the model has {model.config.max_position_embeddings} positions, "
-                         f"--max-positions is {cfg.max_positions}")
+                         f"--max-positions is {cfg.model.max_positions}")
     return model
 
 
@@ -357,7 +354,7 @@ def train(cfg: SFTConfig) -> dict:
         model = initial_model(cfg, tokenizer)
         opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     n_params = count_parameters(model)
-    meta = {"sft_config": asdict(cfg), "model_config": model.config.to_diff_dict() if cfg.init_from else asdict(model_config(cfg)),
+    meta = {"sft_config": asdict(cfg), "model_config": model.config.to_diff_dict() if cfg.init_from else asdict(cfg.model),
             "params": n_params,
             "train_problems": len(problems), "episodes": len(episodes), "trace_config": asdict(tcfg)}
     print(f"model: {model.config.model_type}, {n_params / 1e6:.2f}M parameters; {len(problems)} training problems"
@@ -382,7 +379,7 @@ def train(cfg: SFTConfig) -> dict:
         while step < cfg.max_steps and not stopped_by_time:
             batch_problems = [episodes[rng.randrange(len(episodes))] if episodes and rng.random() < cfg.episodes_share
                               else problems[rng.randrange(len(problems))] for _ in range(cfg.batch_size)]
-            input_ids, mask, labels = make_batch(batch_problems, tokenizer, tcfg, rng, cfg.max_positions, cfg.interaction)
+            input_ids, mask, labels = make_batch(batch_problems, tokenizer, tcfg, rng, cfg.model.max_positions, cfg.interaction)
             lr = lr_at(step, cfg, time.time() - t_start)
             for g in opt.param_groups:
                 g["lr"] = lr

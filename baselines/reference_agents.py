@@ -27,9 +27,13 @@ import argparse
 import math
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+if not __package__:  # `python baselines/reference_agents.py`: put the repository root, not this folder, on sys.path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from countdown_gym.envs.countdown import decode_action
 from countdown_gym.leaderboard.agents import submit_policy

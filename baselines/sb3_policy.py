@@ -32,8 +32,10 @@ carries over to the same move in any slot pair.
 
 from __future__ import annotations
 
+import sys
 from functools import cache
-from typing import NamedTuple
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -488,3 +490,19 @@ class PerActionPolicy(MaskableActorCriticPolicy):
         super()._build(lr_schedule)
         self.action_net = nn.Identity()
         self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
+
+
+LEGACY_MODULE = "sb3_policy"
+"""The bare module name that models saved before ``baselines`` was a package refer to (their pickled policy class)."""
+
+
+def load_model(path: str | Path, **kwargs: Any) -> Any:
+    """``MaskablePPO.load(path, **kwargs)``, also for a model saved before ``baselines`` became a package.
+
+    New saves name this module ``baselines.sb3_policy``; older ones name a bare ``sb3_policy``, which is
+    registered as an alias of this module (the same module object) before loading.
+    """
+    from sb3_contrib import MaskablePPO
+
+    sys.modules.setdefault(LEGACY_MODULE, sys.modules[__name__])
+    return MaskablePPO.load(path, **kwargs)

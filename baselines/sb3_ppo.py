@@ -48,11 +48,15 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 
+if not __package__:  # `python baselines/sb3_ppo.py`: put the repository root, not this folder, on sys.path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 import countdown_gym  # noqa: F401  (registers the environments)
+from baselines.sb3_policy import LOOKAHEADS, MoveFeatures, PerActionPolicy, load_model  # noqa: E402
 from countdown_gym import Problem, dataclass_cli, load_split
 from countdown_gym.integrations.tracking import report_to_names
 from countdown_gym.reward_variants import variant_names
@@ -69,10 +73,9 @@ from countdown_gym.runs import (
 )
 from countdown_gym.splits import SPLIT_SPEC
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sb3_policy import LOOKAHEADS, MoveFeatures, PerActionPolicy  # noqa: E402
-
 REWARDS = variant_names("step")  # the registry's Countdown-v0 reward variants
+NET_ARCH = [256, 256]  # the MlpPolicy's default layers
+HIDDEN = 64  # the per-action policy's default width
 
 
 @dataclass
@@ -85,7 +88,7 @@ class Args:
     """Size of the dense term per step (the sparse reward is 1)."""
     gamma: float = 1.0
     total_timesteps: int = 100_000
-    vec_env: str = "batched"
+    vec_env: Literal["batched", "dummy"] = "batched"
     """``batched`` (CountdownSB3VecEnv, fast) or ``dummy`` (DummyVecEnv of single envs, the original)."""
     num_envs: int = 64
     lookahead: int = 2
@@ -102,16 +105,17 @@ class Args:
     batch_size: int = 256
     n_epochs: int = 4
     ent_coef: float = 0.01
-    net_arch: list[int] = field(default_factory=lambda: [256, 256])
-    policy: str = "per-action"
+    net_arch: list[int] = field(default_factory=lambda: list(NET_ARCH))
+    """Layer widths of the MlpPolicy (--policy mlp)."""
+    policy: Literal["per-action", "mlp"] = "per-action"
     """``per-action`` (MoveFeatures + PerActionPolicy, see sb3_policy.py) or ``mlp`` (MlpPolicy on the raw observation)."""
-    hidden: int = 64
+    hidden: int = HIDDEN
     """Width of the per-action policy's networks."""
     child_hidden: int = 0
     """With --children: width of the network that embeds each next move (0 = ``hidden``)."""
-    activation: str = "relu"
+    activation: Literal["tanh", "relu"] = "relu"
     """Activation of the per-action policy's networks: ``tanh`` or ``relu``."""
-    eval_split: str = "test"
+    eval_split: Literal["validation", "test"] = "test"
     eval_limit: int = 0
     """Evaluate on the first N problems of the split (0 = all)."""
     eval_every: int = 5_000
@@ -132,43 +136,32 @@ class Args:
     evaluate_model: str = ""
     """Skip training: evaluate this saved model (a run's ``final_model.zip`` or a checkpoint) on --eval-split."""
 
+    def __post_init__(self) -> None:
+        for name, allowed in (("reward", REWARDS), ("lookahead", LOOKAHEADS), ("preset", sorted(SPLIT_SPEC))):
+            dataclass_cli.check_choice(self, name, allowed)
+        report_to_names(self.report_to)  # a ValueError naming --report-to
+        if self.vec_env == "batched" and self.policy != "per-action":
+            raise ValueError("--vec-env batched gives move-feature observations: use it with --policy per-action")
+        if self.children and (self.lookahead != 2 or self.policy != "per-action"):
+            raise ValueError("--children needs --lookahead 2 and --policy per-action")
+        if self.child_hidden < 0 or (self.child_hidden and not self.children):
+            raise ValueError("--child-hidden must be a positive width and needs --children")
+        dataclass_cli.check_min(self, 1, "total_timesteps", "num_envs", "n_steps", "batch_size", "n_epochs", "hidden",
+                                "checkpoint_every", "threads")
+        dataclass_cli.check_min(self, 0, "eval_limit", "eval_every", "eval_problems", "learning_rate")
+        if not self.net_arch or min(self.net_arch) < 1:
+            raise ValueError(f"--net-arch must be positive layer widths, got {self.net_arch}")
+        if self.policy == "per-action" and list(self.net_arch) != NET_ARCH:
+            raise ValueError("--net-arch sets the MlpPolicy (--policy mlp); the per-action policy's width is --hidden")
+        if self.policy == "mlp" and (self.hidden, self.activation) != (HIDDEN, "relu"):
+            raise ValueError("--hidden and --activation set the per-action policy; the MlpPolicy's layers are --net-arch")
+        if not 0 < self.gamma <= 1:
+            raise ValueError(f"--gamma must be in (0, 1], got {self.gamma}")
+
 
 def parse_args(argv: list[str] | None = None) -> Args:
-    parser = dataclass_cli.build_parser(Args, description=__doc__.split("\n\n")[0])
-    args = Args(**vars(parser.parse_args(argv)))
-    try:
-        for name, allowed in (("reward", REWARDS), ("policy", ("per-action", "mlp")), ("vec_env", ("batched", "dummy")),
-                              ("activation", ("tanh", "relu")), ("lookahead", LOOKAHEADS), ("eval_split", ("validation", "test")),
-                              ("preset", sorted(SPLIT_SPEC))):
-            dataclass_cli.check_choice(args, name, allowed)
-    except ValueError as exc:
-        parser.error(str(exc))
-    try:
-        report_to_names(args.report_to)
-    except ValueError as exc:
-        parser.error(str(exc))
-    if args.vec_env == "batched" and args.policy != "per-action":
-        parser.error("--vec-env batched gives move-feature observations: use it with --policy per-action")
-    if args.children and (args.lookahead != 2 or args.policy != "per-action"):
-        parser.error("--children needs --lookahead 2 and --policy per-action")
-    if args.child_hidden < 0 or (args.child_hidden and not args.children):
-        parser.error("--child-hidden must be a positive width and needs --children")
-    try:
-        dataclass_cli.check_min(args, 1, "total_timesteps", "num_envs", "n_steps", "batch_size", "n_epochs", "hidden",
-                                "checkpoint_every", "threads")
-        dataclass_cli.check_min(args, 0, "eval_limit", "eval_every", "eval_problems", "learning_rate")
-    except ValueError as exc:
-        parser.error(str(exc))
-    if not args.net_arch or min(args.net_arch) < 1:
-        parser.error(f"--net-arch must be positive layer widths, got {args.net_arch}")
-    default = Args()
-    if args.policy == "per-action" and list(args.net_arch) != default.net_arch:
-        parser.error("--net-arch sets the MlpPolicy (--policy mlp); the per-action policy's width is --hidden")
-    if args.policy == "mlp" and (args.hidden, args.activation) != (default.hidden, default.activation):
-        parser.error("--hidden and --activation set the per-action policy; the MlpPolicy's layers are --net-arch")
-    if not 0 < args.gamma <= 1:
-        parser.error(f"--gamma must be in (0, 1], got {args.gamma}")
-    return args
+    """:class:`Args` from the command line (``countdown_gym.dataclass_cli``): bad input is a usage error (exit code 2)."""
+    return dataclass_cli.parse(Args, argv, description=__doc__.split("\n\n")[0])
 
 
 def wrap_reward(env: gym.Env, args: Args) -> gym.Env:
@@ -206,8 +199,7 @@ def make_vec_env(args: Args) -> Any:
         from stable_baselines3.common.vec_env import DummyVecEnv
 
         return DummyVecEnv([make_env(args, i) for i in range(args.num_envs)])
-    from sb3_vec_env import CountdownSB3VecEnv
-
+    from baselines.sb3_vec_env import CountdownSB3VecEnv
     from countdown_gym.wrappers.critic import CachedScorer
 
     if args.reward.startswith("critic"):
@@ -236,7 +228,7 @@ def evaluate(
     env = gym.make("Countdown-v0", preset=preset)
     if policy == "per-action" and env.unwrapped.rules.integer_only:
         env.close()
-        from sb3_vec_env import evaluate_batched
+        from baselines.sb3_vec_env import evaluate_batched
 
         return evaluate_batched(model, problems, preset, lookahead, log_ratios, children)
     if policy == "per-action":
@@ -269,8 +261,6 @@ RESUME_MAY_CHANGE = ("total_timesteps", "resume", "progress", "threads", "eval_s
 
 def evaluate_saved(args: Args, command: str) -> dict[str, Any]:
     """``--evaluate-model``: greedy evaluation of a saved model, with its run's feature flags when its ``options.json`` is found."""
-    from sb3_contrib import MaskablePPO
-
     path = Path(args.evaluate_model)
     if not path.is_file():
         raise SystemExit(f"--evaluate-model: no such file {path}")
@@ -281,7 +271,7 @@ def evaluate_saved(args: Args, command: str) -> dict[str, Any]:
         print(f"--evaluate-model: features and reward label from the options of {run}")
     custom = {"policy_class": PerActionPolicy} if args.policy == "per-action" else {}
     try:
-        model = MaskablePPO.load(path, device="cpu", custom_objects=custom)
+        model = load_model(path, device="cpu", custom_objects=custom)
     except Exception as e:  # not a zip, or not a MaskablePPO save
         raise SystemExit(f"--evaluate-model: {path} is not a saved MaskablePPO model ({type(e).__name__}: {e})") from None
     env = gym.make("Countdown-v0", preset=args.preset)
@@ -346,9 +336,10 @@ def load_last_checkpoint(checkpoints: list[Path], vec: Any, policy_class: Any, s
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     import torch
-    from sb3_callbacks import StopAfterUpdate, ValidationCurve, training_logger
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
+
+    from baselines.sb3_callbacks import StopAfterUpdate, ValidationCurve, training_logger
 
     torch.set_num_threads(args.threads)
     command = " ".join(["python", "baselines/sb3_ppo.py", *(argv if argv is not None else sys.argv[1:])])

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-from sb3_policy import feature_size, observation_features
 from stable_baselines3.common.vec_env import VecEnv
 
+from baselines.sb3_policy import feature_size, observation_features
 from countdown_gym import Problem
 from countdown_gym.envs.vector import CountdownVectorEnv
 from countdown_gym.reward_variants import variant_names

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+if not __package__:  # `python baselines/tier_success.py`: put the repository root, not this folder, on sys.path
+    sys.path[0] = str(ROOT)
 
 from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.difficulty import TIER_METRIC, TIER_THRESHOLDS, TIERS, tier  # noqa: E402

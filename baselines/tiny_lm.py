@@ -85,12 +85,19 @@ class TinyLMConfig:
     """Size of the tiny model (``arch``: ``"llama"`` or ``"gpt2"``); the defaults are the shipped model's."""
 
     arch: str = "llama"
+    """``llama`` (RMSNorm, SwiGLU, rotary positions) or ``gpt2`` (learned absolute positions)."""
     hidden: int = 128
+    """Width of the residual stream (a multiple of --heads)."""
     layers: int = 4
+    """Decoder layers."""
     heads: int = 4
+    """Attention heads."""
     intermediate: int = 384
+    """Width of the feed-forward layers."""
     max_positions: int = 512
+    """Longest sequence in tokens (prompt and completion)."""
     dropout: float = 0.0
+    """Attention (llama) or every (gpt2) dropout probability."""
 
     def __post_init__(self) -> None:
         if self.arch not in ("llama", "gpt2"):

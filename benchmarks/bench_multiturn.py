@@ -11,10 +11,10 @@ best of ``--repeats`` timings is reported (the machine is shared).
 
 from __future__ import annotations
 
-import argparse
 import platform
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:
 
 from countdown_gym import load_split  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig  # noqa: E402
+from countdown_gym.dataclass_cli import check_min, parse  # noqa: E402
 from countdown_gym.envs.multiturn import CountdownMultiTurnEnv  # noqa: E402
 from countdown_gym.turn_game import replay_turns  # noqa: E402
 from countdown_gym.turn_trace import turn_trace  # noqa: E402
@@ -40,11 +41,18 @@ def best_rate(fn, turns: int, repeats: int) -> float:
     return turns / best
 
 
+@dataclass
+class Options:
+    repeats: int = 5
+    """Timed repeats (the fastest is reported)."""
+    out: str = str(ROOT / "docs" / "benchmarks_multiturn.md")
+
+    def __post_init__(self) -> None:
+        check_min(self, 1, "repeats")
+
+
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks_multiturn.md"))
-    args = ap.parse_args(argv)
+    args = parse(Options, argv, description=__doc__.split("\n")[0])
     problems = load_split("longproc-0.5k", "test")
     rows = []
     for name, config in (("solver paths, dead_ends=(0,)", CompactTraceConfig()),

@@ -12,11 +12,26 @@ with the median and the CPU-time rate next to it.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
+from dataclasses import dataclass
 
+from countdown_gym import dataclass_cli
 from countdown_gym.integrations.reasoning_gym import CountdownGymConfig, CountdownGymDataset
+
+
+@dataclass
+class Options:
+    preset: str = "tinyzero"
+    split: str = "test"
+    entries: int = 500
+    """Entries of the split (5 answers each)."""
+    passes: int = 20
+    quick: bool = False
+    """50 entries, 3 passes."""
+
+    def __post_init__(self) -> None:
+        dataclass_cli.check_min(self, 1, "entries", "passes")
 
 
 def answers_for(entry: dict) -> list[str]:
@@ -26,13 +41,7 @@ def answers_for(entry: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--preset", default="tinyzero")
-    ap.add_argument("--split", default="test")
-    ap.add_argument("--entries", type=int, default=500, help="entries of the split (5 answers each)")
-    ap.add_argument("--passes", type=int, default=20)
-    ap.add_argument("--quick", action="store_true", help="50 entries, 3 passes")
-    args = ap.parse_args(argv)
+    args = dataclass_cli.parse(Options, argv, description=__doc__.splitlines()[0])
     if args.quick:
         args.entries, args.passes = 50, 3
     ds = CountdownGymDataset(CountdownGymConfig(preset=args.preset, split=args.split, size=args.entries))

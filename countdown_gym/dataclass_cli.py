@@ -1,30 +1,41 @@
-"""One flag per dataclass field: the command line of every script that takes an options dataclass.
+"""Script options as dataclasses, read from the command line with tyro: one ``--flag`` per field.
 
-    opts = parse(Options)                      # sys.argv[1:]
-    parser = build_parser(Options)             # the argparse parser itself (``--help``, tests)
-    argv = to_argv(opts)                       # the flags that rebuild ``opts`` (non-default fields)
+    opts = parse(Options)                      # sys.argv[1:]; --help; bad input: usage error, exit code 2
+    text = help_text(Options)                  # what --help prints
+    argv = to_argv(opts)                       # the flags that rebuild ``opts`` (its non-default fields)
     changed_options(saved, opts, allowed)      # ["--lr 0.001 (now 0.01)"]: what a --resume would change
 
-Flags are ``--field-name`` (``--field_name`` is accepted too). The help text of a flag is the
-attribute docstring under the field (or, without one, the comment at the end of the field's line)
-followed by its default; the class docstring is the description unless one is given. Values:
+This module is public API (``docs/DESIGN.md``): the training, evaluation and benchmark scripts of
+``baselines/``, ``critics/`` and ``benchmarks/`` and ``countdown-gym serve`` take their options
+through it, and so can a user's own script. The parsing, the help and the error messages are
+tyro's (``tyro.cli``); this module adds what tyro does not do: the flag spellings the project's
+commands have always used, the resume check (:func:`changed_options`) and :func:`to_argv`.
 
-* ``bool``: ``--flag``, ``--no-flag`` or ``--flag true|false|yes|no|on|off|1|0``;
-  ``bool | None`` also takes ``--flag auto`` (None);
-* ``int``, ``float`` (finite: ``nan`` / ``inf`` are errors), ``str`` (and any other class that takes one string);
-* ``tuple[int, ...]``, ``list[int]`` (or bare ``tuple`` / ``list``, element type from the default):
-  comma lists (``--sizes 1,2``) or separate values (``--sizes 1 2``), or both;
+The command line of an options dataclass:
+
+* one flag per field, ``--field-name`` (``--field_name`` works too); the help text of a flag is the
+  docstring under its field (or the comment at the end of the field's line), then its default; the
+  class docstring is the description;
+* a field whose type is a dataclass groups that class's fields: they are flags of their own, without
+  a prefix (``TrainConfig.model.hidden`` is ``--hidden``), under the nested class's docstring in the
+  help. Two fields with one flag name are an error;
+* ``bool``: ``--flag``, ``--no-flag`` or ``--flag true|false|yes|no|on|off|1|0``; ``bool | None``
+  also takes ``--flag auto`` (None);
+* ``int``, ``float`` (finite: ``nan`` / ``inf`` are usage errors), ``str``, ``X | None`` (``None``);
+* ``tuple[int, ...]``, ``list[float]``, ...: separate values (``--sizes 1 2``) or comma lists
+  (``--sizes 1,2``), or both; ``--sizes=`` is the empty sequence;
 * ``dict``: a JSON object (``--extra '{"top_p": 0.95}'``);
-* ``Literal[...]``: argparse ``choices``.
+* ``Literal[...]``: the choices.
 
-A malformed value, an unknown flag, or a ``ValueError`` / ``TypeError`` raised by the dataclass
-itself (``__post_init__`` checks) ends in argparse's usage error (exit code 2), never a traceback.
+Checks: a dataclass checks its own values in ``__post_init__`` and raises ``ValueError`` naming the
+flag (:func:`check_min`, :func:`check_choice`); :func:`parse` turns it into a usage error (exit code
+2), like a malformed value or an unknown flag. Never a traceback.
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
+import contextlib
 import dataclasses
 import inspect
 import io
@@ -36,19 +47,31 @@ import textwrap
 import tokenize
 import types
 import typing
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
+
+import tyro
+from tyro.constructors import (
+    ConstructorRegistry,
+    PrimitiveConstructorSpec,
+    PrimitiveTypeInfo,
+    StructConstructorSpec,
+    StructTypeInfo,
+)
+
+# tyro's own dataclass rule, whose help text _dataclass_help replaces
+from tyro.constructors._struct_spec_dataclass import dataclass_rule
 
 T = TypeVar("T")
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
-_AUTO = ("auto", "none", "")
+_AUTO = ("auto", "none")
 
 
 def parse_bool(text: str, *, allow_auto: bool = False) -> bool | None:
-    """``true/false/yes/no/on/off/1/0`` (any case) -> bool; with ``allow_auto``, ``auto``/``none``/empty -> None."""
+    """``true/false/yes/no/on/off/1/0`` (any case) -> bool; with ``allow_auto``, ``auto``/``none`` -> None."""
     t = text.strip().lower()
     if t in _TRUE:
         return True
@@ -56,12 +79,15 @@ def parse_bool(text: str, *, allow_auto: bool = False) -> bool | None:
         return False
     if allow_auto and t in _AUTO:
         return None
-    expected = "true/false/auto" if allow_auto else "true/false"
-    raise ValueError(f"expected {expected}, got {text!r}")
+    raise ValueError(f"expected {'true/false/auto' if allow_auto else 'true/false'}, got {text!r}")
+
+
+# ---- help text: the docstring under a field, else the comment at the end of its line ----------------------------
 
 
 def field_docs(cls: type) -> dict[str, str]:
-    """Field name -> help text from the class source: the docstring under the field, else its trailing comment.
+    """Field name -> help text from the class source: the docstring under the field (its lines joined), else its
+    trailing comment; a comment on a line of its own (a section heading) is no field's help.
 
     Base dataclasses are read too (a subclass's text wins). Empty when the source is unavailable.
     """
@@ -96,191 +122,274 @@ def _class_field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-_BARE = object()  # the value of a bool flag given without one
+# ---- the fields of an options class, nested dataclasses flattened -------------------------------------------
 
 
-class _BoolAction(argparse.Action):
-    """``--flag [VALUE]`` and ``--no-flag`` on one destination."""
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """One command-line flag: the field it sets (``path``: field names from the options class down) and its type."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str, allow_auto: bool = False, **kwargs: Any) -> None:
-        negatives = [f"--no-{s[2:]}" for s in option_strings if s.startswith("--")]
-        name = "true/false/auto" if allow_auto else "true/false"
-
-        def convert(text: str) -> bool | None:
-            return parse_bool(text, allow_auto=allow_auto)
-
-        convert.__name__ = name
-        super().__init__([*option_strings, *negatives], dest, nargs="?", const=_BARE, type=convert, **kwargs)
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        negative = bool(option_string and option_string.startswith("--no-"))
-        if negative and values is not _BARE:
-            parser.error(f"argument {option_string}: expected no value")
-        setattr(namespace, self.dest, not negative if values is _BARE else values)
+    name: str  # "--field-name"
+    path: tuple[str, ...]
+    hint: Any
+    field: dataclasses.Field
 
 
-class _SequenceAction(argparse.Action):
-    """Values given as comma lists and/or separate tokens, flattened into one tuple or list."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, sequence_type: type = tuple, **kwargs: Any) -> None:
-        self.sequence_type = sequence_type
-        super().__init__(option_strings, dest, nargs="+", **kwargs)
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        setattr(namespace, self.dest, self.sequence_type(x for part in values for x in part))
+def _is_optional(hint: Any) -> tuple[bool, Any]:
+    """``(True, X)`` for ``X | None``, else ``(False, hint)``."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(hint)) == 2:
+            return True, args[0]
+    return False, hint
 
 
-def _split_items(item: Callable[[str], Any], name: str) -> Callable[[str], list[Any]]:
-    def convert(text: str) -> list[Any]:
-        return [item(x.strip()) for x in text.split(",") if x.strip()]
-
-    convert.__name__ = name  # argparse names the type in "invalid <name> value" errors
-    return convert
+def _nested_class(hint: Any) -> type | None:
+    return hint if isinstance(hint, type) and dataclasses.is_dataclass(hint) else None
 
 
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"not a finite number: {text!r}")
-    return value
+def flags(cls: type) -> list[Flag]:
+    """Every flag of the options dataclass ``cls``, fields of nested dataclasses included (without a prefix).
 
-
-_finite_float.__name__ = "float"  # argparse names the type in "invalid <name> value" errors
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON ({exc.msg}): {text!r}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object like '{{\"key\": 1}}', got {text!r}")
-    return value
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (tuple, list)):
-        return ",".join(_show(v) for v in value) or "(empty)"
-    if isinstance(value, dict):
-        return json.dumps(value)
-    return str(value) if value != "" else '""'
-
-
-def _default(f: dataclasses.Field) -> Any:
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return dataclasses.MISSING
-
-
-def _add_field(parser: argparse.ArgumentParser, f: dataclasses.Field, hint: Any, doc: str) -> None:
-    default = _default(f)
-    kw: dict[str, Any] = {"dest": f.name}
-    if isinstance(hint, str):  # unresolvable annotation: go by the default's type
-        hint = type(default) if default not in (dataclasses.MISSING, None) else str
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    optional = origin in (typing.Union, types.UnionType) and type(None) in args
-    if optional and len(args) == 2:
-        hint = next(a for a in args if a is not type(None))
-        origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is bool:
-        kw.update(action=_BoolAction, allow_auto=optional, metavar="true|false|auto" if optional else "true|false")
-    elif origin is typing.Literal:
-        kw.update(choices=args, type=type(args[0]))
-    elif hint in (tuple, list) or origin in (tuple, list):
-        item = next((a for a in args if a is not Ellipsis), None)
-        if item is None:
-            sample = next(iter(default), None) if default not in (dataclasses.MISSING, None) else None
-            item = type(sample) if sample is not None else str
-        kw.update(action=_SequenceAction, sequence_type=origin or hint, type=_split_items(item, item.__name__),
-                  metavar=item.__name__.upper())
-    elif hint is dict or origin is dict:
-        kw.update(type=_json_object, metavar="JSON")
-    elif isinstance(hint, type):
-        kw.update(type=_finite_float if hint is float else hint, metavar=hint.__name__.upper())
-    else:
-        raise TypeError(f"field {f.name!r}: unsupported type {hint!r} for a command-line flag")
-    if default is dataclasses.MISSING:
-        kw["required"] = True
-        text = doc
-    else:
-        kw["default"] = default
-        shown = "auto" if default is None and hint is bool else _show(default)
-        text = f"{doc} (default: {shown})".strip()
-    kw["help"] = text.replace("%", "%%")
-    parser.add_argument(f"--{f.name.replace('_', '-')}", **kw)
-
-
-class _HelpFormatter(argparse.HelpFormatter):
-    """Shows a bool flag as ``--flag [true|false], --no-flag``."""
-
-    def _format_action_invocation(self, action: argparse.Action) -> str:
-        if isinstance(action, _BoolAction):
-            return f"{action.option_strings[0]} [{action.metavar}], {action.option_strings[1]}"
-        return super()._format_action_invocation(action)
-
-
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser that also accepts ``--field_name`` for ``--field-name``."""
-
-    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:
-        args = list(sys.argv[1:] if args is None else args)
-        known = {s for a in self._actions for s in a.option_strings}
-        out = []
-        for arg in args:
-            if arg == "--":
-                out.extend(args[len(out):])
-                break
-            flag, eq, value = arg.partition("=")
-            dashed = "--" + flag[2:].replace("_", "-")
-            out.append(dashed + eq + value if flag.startswith("--") and flag not in known and dashed in known else arg)
-        return super().parse_known_args(out, namespace)
-
-
-def build_parser(
-    cls: type, *, description: str | None = None, prog: str | None = None, exclude: Collection[str] = ()
-) -> argparse.ArgumentParser:
-    """An argparse parser with one ``--field-name`` flag per field of the dataclass ``cls``.
-
-    Fields named in ``exclude`` get no flag (they keep their dataclass default).
+    Raises ``TypeError`` for a class that is not a dataclass or for two fields with one flag name.
     """
-    if not dataclasses.is_dataclass(cls):
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         raise TypeError(f"{cls!r} is not a dataclass")
-    if description is None:
-        description = inspect.cleandoc(cls.__doc__ or "")
-        if description.startswith(f"{cls.__name__}("):  # the signature dataclasses write when there is no docstring
-            description = ""
-    parser = _Parser(prog=prog, description=description or None, usage="%(prog)s [--option VALUE ...]",
-                     formatter_class=_HelpFormatter)
+    out: dict[str, Flag] = {}
+
+    def walk(klass: type, prefix: tuple[str, ...]) -> None:
+        hints = typing.get_type_hints(klass, include_extras=False)
+        for f in dataclasses.fields(klass):
+            if not f.init:
+                continue
+            hint = hints.get(f.name, f.type)
+            nested = _nested_class(hint)
+            if nested is not None:
+                walk(nested, (*prefix, f.name))
+                continue
+            name = "--" + f.name.replace("_", "-")
+            if name in out:
+                raise TypeError(f"{cls.__name__}: {'.'.join((*prefix, f.name))} and {'.'.join(out[name].path)} "
+                                f"are both {name}")
+            out[name] = Flag(name, (*prefix, f.name), hint, f)
+
+    walk(cls, ())
+    return list(out.values())
+
+
+# ---- tyro: the types' parsers, help and errors ----------------------------------------------------------------
+
+
+def _finite_float(args: list[str]) -> float:
+    value = float(args[0])
+    if not math.isfinite(value):
+        raise ValueError(f"not a finite number: {args[0]!r}")
+    return value
+
+
+def _json_object(args: list[str]) -> dict[str, Any]:
     try:
-        hints = typing.get_type_hints(cls)
-    except Exception:  # noqa: BLE001 - an annotation that cannot be evaluated: fall back to the defaults' types
-        hints = {}
-    docs = field_docs(cls)
-    for f in dataclasses.fields(cls):
-        if f.init and f.name not in exclude:
-            _add_field(parser, f, hints.get(f.name, f.type), docs.get(f.name, ""))
-    return parser
+        value = json.loads(args[0])
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg}): {args[0]!r}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object like '{{\"key\": 1}}', got {args[0]!r}")
+    return value
 
 
-def parse(cls: type[T], argv: Sequence[str] | None = None, **kw: Any) -> T:
-    """An instance of the dataclass ``cls`` from ``argv`` (default ``sys.argv[1:]``).
+_REGISTRY = ConstructorRegistry()
 
-    ``kw`` goes to :func:`build_parser`. A ``ValueError`` / ``TypeError`` from the dataclass's own
-    checks becomes a usage error (exit code 2).
+
+@_REGISTRY.primitive_rule
+def _project_types(info: PrimitiveTypeInfo) -> PrimitiveConstructorSpec | None:
+    """Finite floats, JSON dicts and ``bool | None`` as ``true|false|auto``; everything else is tyro's."""
+    if info.type is float:
+        return PrimitiveConstructorSpec(
+            nargs=1, metavar="FLOAT", instance_from_str=_finite_float,
+            is_instance=lambda x: isinstance(x, (int, float)) and not isinstance(x, bool), str_from_instance=lambda x: [str(x)])
+    if info.type is dict or info.type_origin is dict:
+        return PrimitiveConstructorSpec(
+            nargs=1, metavar="JSON", instance_from_str=_json_object, is_instance=lambda x: isinstance(x, dict),
+            str_from_instance=lambda x: [json.dumps(x)])
+    if _is_optional(info.type) == (True, bool):
+        return PrimitiveConstructorSpec(
+            nargs=1, metavar="{true,false,auto}", instance_from_str=lambda a: parse_bool(a[0], allow_auto=True),
+            is_instance=lambda x: x is None or isinstance(x, bool),
+            str_from_instance=lambda x: ["auto" if x is None else str(x).lower()])
+    return None
+
+
+@_REGISTRY.struct_rule
+def _dataclass_help(info: StructTypeInfo) -> StructConstructorSpec | None:
+    """tyro's dataclass rule with the help text of :func:`field_docs` (tyro keeps the line breaks of an indented
+    attribute docstring and gives a section comment to the fields under it)."""
+    spec = dataclass_rule(info)
+    if spec is None:
+        return None
+    docs = field_docs(info.type)
+    fields = tuple(f if isinstance(f.helptext, str) else dataclasses.replace(f, helptext=docs.get(f.name)) for f in spec.fields)
+    make = spec.instantiate
+
+    def instantiate(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return make(*args, **kwargs)
+        except ValueError as exc:  # the class's own check: parse() reports it as one usage-error line
+            raise _Invalid(str(exc)) from None
+
+    doc = info.type.__doc__ or ""
+    instantiate.__doc__ = None if doc.startswith(f"{info.type.__name__}(") else doc  # the help's description
+    return dataclasses.replace(spec, fields=fields, instantiate=instantiate)
+
+
+class _Invalid(Exception):
+    """A ``ValueError`` of an options class's ``__post_init__``, carried past tyro to :func:`parse`."""
+
+
+def _kind(flag: Flag) -> str:
+    optional, hint = _is_optional(flag.hint)
+    if hint is bool:
+        return "auto-bool" if optional else "bool"
+    origin = typing.get_origin(hint)
+    if hint in (tuple, list) or origin in (tuple, list):
+        return "sequence"
+    return "value"
+
+
+def _normalize(cls: type, argv: Sequence[str], prog: str) -> list[str]:
+    """The project's spellings in tyro's: ``--flag VALUE`` of a bool, comma lists, ``--no-flag`` of ``bool | None``."""
+    known = {f.name: f for f in flags(cls)}
+    known.update({"--no-" + name[2:]: f for name, f in list(known.items())})
+    out: list[str] = []
+    i, args = 0, list(argv)
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            out += args[i - 1:]
+            break
+        spelled, eq, value = arg.partition("=")
+        name = "--" + spelled[2:].replace("_", "-") if spelled.startswith("--") else spelled
+        flag = known.get(name)
+        if flag is None:
+            out.append(arg)
+            continue
+        negative, kind = name != flag.name, _kind(flag)
+        if negative and kind not in ("bool", "auto-bool"):
+            out.append(arg)  # --no-x of a non-bool: tyro reports it
+            continue
+        if kind in ("bool", "auto-bool"):
+            if not eq and i < len(args) and not args[i].startswith("--") and not negative:
+                value, eq = args[i], "="
+                i += 1
+            if negative:
+                if eq:
+                    usage_error(f"{name} takes no value, got {value!r}", prog=prog)
+                value = "false"
+            elif not eq:
+                value = "true"
+            try:
+                truth = parse_bool(value, allow_auto=kind == "auto-bool")
+            except ValueError as exc:
+                usage_error(f"{flag.name}: {exc}", prog=prog)
+            if kind == "auto-bool":
+                out += [flag.name, "auto" if truth is None else str(truth).lower()]
+            else:
+                out.append(flag.name if truth else "--no-" + flag.name[2:])
+        elif kind == "sequence":
+            values = [value] if eq else []
+            while i < len(args) and not (args[i].startswith("--") and args[i] != "--"):
+                values.append(args[i])
+                i += 1
+            out += [flag.name, *(item.strip() for v in values for item in v.split(",") if item.strip())]
+        else:
+            out += [flag.name, value] if eq else [flag.name]
+    return out
+
+
+def _prog(cls: type) -> str:
+    return Path(sys.argv[0]).name if sys.argv and sys.argv[0] else cls.__name__
+
+
+class UsageError(SystemExit):
+    """Bad command-line input: exit code 2, its message already printed on stderr (``str()`` of it is the message)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _first_message(box: str) -> str:
+    """The message of one of tyro's error boxes (the lines under its title, up to its first rule)."""
+    lines = [line.strip(" │╭╮╰╯\n") for line in box.splitlines()]
+    lines = ["-" if set(line) <= set("─-") else line.strip(" ─") for line in lines if line]  # "-": a rule of the box
+    body: list[str] = []
+    for line in lines[1:]:  # lines[0]: the title ("Value error", "Unrecognized options", ...)
+        if set(line) <= set("-"):
+            if body:
+                break
+            continue  # the rule under the title (the plain form of the box)
+        body.append(line)
+    return " ".join(body) or (lines[0] if lines else "invalid command line")
+
+
+def usage_error(message: str, *, prog: str | None = None, details: str = "") -> NoReturn:
+    """Print the usage line and ``<prog>: error: <message>`` on stderr, then raise :class:`UsageError` (exit code 2).
+
+    :func:`parse` reports a dataclass's failed check this way; a script can too, for a check that can only run
+    after parsing (e.g. one that needs a library loaded).
     """
-    parser = build_parser(cls, **kw)
-    ns = parser.parse_args(argv)
+    prog = prog or Path(sys.argv[0]).name
+    print(f"usage: {prog} [-h] [OPTIONS]\n{details}{prog}: error: {message}\nFor full helptext, run {prog} --help",
+          file=sys.stderr, flush=True)
+    raise UsageError(message)
+
+
+def parse(cls: type[T], argv: Sequence[str] | None = None, *, prog: str | None = None,
+          description: str | None = None) -> T:
+    """An instance of the options dataclass ``cls`` from ``argv`` (default ``sys.argv[1:]``).
+
+    ``--help`` prints the help and exits 0; a malformed value, an unknown flag or a ``ValueError`` from
+    the dataclass's own checks is a usage error on stderr (exit code 2).
+    """
+    flags(cls)  # a class tyro cannot read without surprises (two fields, one flag) fails here, as TypeError
+    prog = prog or _prog(cls)
+    args = _normalize(cls, sys.argv[1:] if argv is None else argv, prog)
+    errors = io.StringIO()
     try:
-        return cls(**vars(ns))
-    except (ValueError, TypeError) as exc:
-        parser.error(str(exc))
-        raise  # unreachable: parser.error exits
+        with contextlib.redirect_stderr(errors):
+            return tyro.cli(cls, args=args, prog=prog, description=description,
+                            config=(tyro.conf.OmitArgPrefixes,), registry=_REGISTRY)
+    except _Invalid as exc:
+        usage_error(str(exc), prog=prog)
+    except SystemExit as exc:
+        if exc.code != 2:
+            raise
+        usage_error(_first_message(errors.getvalue()), prog=prog, details=errors.getvalue())
+    finally:
+        if errors.getvalue() and sys.exc_info()[0] is None:
+            sys.stderr.write(errors.getvalue())  # warnings of a successful parse
+
+
+def help_text(cls: type, *, prog: str | None = None, description: str | None = None) -> str:
+    """What ``--help`` prints for the options dataclass ``cls`` (plain text, 100 columns)."""
+    buffer = io.StringIO()
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"
+    try:
+        with contextlib.redirect_stdout(buffer), contextlib.suppress(SystemExit):
+            parse(cls, ["--help"], prog=prog, description=description)
+    finally:
+        if old is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = old
+    return buffer.getvalue()
+
+
+# ---- checks for __post_init__ -----------------------------------------------------------------------------------
 
 
 def check_min(options: Any, low: float, *names: str) -> None:
@@ -294,9 +403,68 @@ def check_min(options: Any, low: float, *names: str) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {value}")
 
 
+def check_choice(options: Any, name: str, allowed: Collection[Any]) -> None:
+    """Raise ``ValueError`` naming the flag (``--preset must be one of [...], got 'x'``) unless the field
+    ``name`` of ``options`` is one of ``allowed``; like :func:`check_min`, meant for ``__post_init__``."""
+    value = getattr(options, name)
+    if value not in allowed:
+        raise ValueError(f"--{name.replace('_', '-')} must be one of {list(allowed)}, got {value!r}")
+
+
+# ---- runs: resume checks, the command line of an instance -------------------------------------------------------
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def _leaves(instance: Any) -> Iterator[tuple[Flag, Any, Any]]:
+    """``(flag, value, default)`` of every flag of a dataclass instance; a nested field's default is the one its
+    enclosing default instance holds."""
+    for flag in flags(type(instance)):
+        value, default, parent_default = instance, dataclasses.MISSING, dataclasses.MISSING
+        for depth, name in enumerate(flag.path):
+            klass = type(value)
+            field = next(f for f in dataclasses.fields(klass) if f.name == name)
+            if depth == 0 or parent_default is dataclasses.MISSING:
+                default = _default(field)
+            else:
+                default = getattr(parent_default, name)
+            parent_default = default
+            value = getattr(value, name)
+        yield flag, value, default
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list)):
+        return ",".join(_show(v) for v in value) or "(empty)"
+    if isinstance(value, dict):
+        return json.dumps(value)
+    return str(value) if value != "" else '""'
+
+
+def _lookup(saved: Mapping[str, Any], path: tuple[str, ...]) -> tuple[bool, Any]:
+    """A field's stored value: by its path (``{"model": {"hidden": 256}}``), else under its own name at the top
+    (options stored before the field moved into a nested class)."""
+    node: Any = saved
+    for name in path:
+        if not (isinstance(node, Mapping) and name in node):
+            break
+        node = node[name]
+    else:
+        return True, node
+    return (True, saved[path[-1]]) if path[-1] in saved and not isinstance(saved[path[-1]], Mapping) else (False, None)
+
+
 def changed_options(saved: Mapping[str, Any], current: Any, allowed: Collection[str] = ()) -> list[str]:
-    """``--flag <saved> (now <current>)`` for each field of the dataclass instance ``current`` whose value
-    differs from ``saved`` (a run's stored options, JSON-decoded), fields in ``allowed`` apart.
+    """``--flag <saved> (now <current>)`` for each flag of the dataclass instance ``current`` whose value
+    differs from ``saved`` (a run's stored options, JSON-decoded), fields named in ``allowed`` apart.
 
     A field that ``saved`` lacks (added after that run was made) counts as its default. The ``--resume``
     checks of the training scripts use this: a resume may change only what ``allowed`` names.
@@ -305,22 +473,41 @@ def changed_options(saved: Mapping[str, Any], current: Any, allowed: Collection[
         return json.loads(json.dumps(value, default=str))
 
     changes = []
-    for f in dataclasses.fields(current):
-        if f.name in allowed:
+    for flag, value, default in _leaves(current):
+        if flag.path[-1] in allowed:
             continue
-        now, default = as_json(getattr(current, f.name)), _default(f)
-        before = saved[f.name] if f.name in saved else (None if default is dataclasses.MISSING else as_json(default))
+        found, before = _lookup(saved, flag.path)
+        if not found:
+            before = None if default is dataclasses.MISSING else as_json(default)
+        now = as_json(value)
         if before != now:
-            changes.append(f"--{f.name.replace('_', '-')} {_show(before)} (now {_show(now)})")
+            changes.append(f"{flag.name} {_show(before)} (now {_show(now)})")
     return changes
 
 
-def check_choice(options: Any, name: str, allowed: Collection[Any]) -> None:
-    """Raise ``ValueError`` naming the flag (``--preset must be one of [...], got 'x'``) unless the field
-    ``name`` of ``options`` is one of ``allowed``; like :func:`check_min`, meant for ``__post_init__``."""
-    value = getattr(options, name)
-    if value not in allowed:
-        raise ValueError(f"--{name.replace('_', '-')} must be one of {list(allowed)}, got {value!r}")
+def to_argv(instance: Any, *, skip: Collection[str] = ()) -> list[str]:
+    """The flags that rebuild ``instance`` with :func:`parse`: one per field that differs from its default.
+
+    ``parse(type(instance), to_argv(instance)) == instance`` for every field type :func:`parse`
+    supports (fields named in ``skip`` are left out). Fields without a default are always written.
+    """
+    if not dataclasses.is_dataclass(instance) or isinstance(instance, type):
+        raise TypeError(f"to_argv needs a dataclass instance, got {type(instance).__name__}")
+    argv: list[str] = []
+    for flag, value, default in _leaves(instance):
+        if flag.path[-1] in skip or (default is not dataclasses.MISSING and value == default):
+            continue
+        if isinstance(value, bool):
+            argv.append(flag.name if value else f"--no-{flag.name[2:]}")
+        elif value is None:
+            argv += [flag.name, "auto" if _kind(flag) == "auto-bool" else "None"]
+        elif isinstance(value, (tuple, list)):
+            argv += [flag.name + "=" + ",".join(_show(v) for v in value)] if not value else [flag.name, *(_show(v) for v in value)]
+        elif isinstance(value, dict):
+            argv += [flag.name, json.dumps(value)]
+        else:
+            argv += [flag.name, str(value)]
+    return argv
 
 
 def output_dir(path: str | os.PathLike[str], label: str) -> Path:
@@ -336,32 +523,3 @@ def output_dir(path: str | os.PathLike[str], label: str) -> Path:
     except OSError as exc:
         raise SystemExit(f"{label}: cannot write there ({exc.strerror or exc})") from None
     return out
-
-
-def to_argv(instance: Any, *, skip: Collection[str] = ()) -> list[str]:
-    """The flags that rebuild ``instance`` with :func:`parse`: one per field that differs from its default.
-
-    ``parse(type(instance), to_argv(instance)) == instance`` for every field type :func:`parse`
-    supports (fields named in ``skip`` are left out). Fields without a default are always written.
-    """
-    if not dataclasses.is_dataclass(instance) or isinstance(instance, type):
-        raise TypeError(f"to_argv needs a dataclass instance, got {type(instance).__name__}")
-    argv: list[str] = []
-    for f in dataclasses.fields(instance):
-        value, default = getattr(instance, f.name), _default(f)
-        if f.name in skip or (default is not dataclasses.MISSING and value == default):
-            continue
-        flag = f"--{f.name.replace('_', '-')}"
-        if isinstance(value, bool):
-            argv.append(flag if value else f"--no-{flag[2:]}")
-        elif value is None:
-            argv += [flag, "auto"]
-        elif isinstance(value, (tuple, list)):
-            if not value:
-                raise ValueError(f"field {f.name!r}: an empty sequence has no command-line form")
-            argv += [flag, *(_show(v) for v in value)]
-        elif isinstance(value, dict):
-            argv += [flag, json.dumps(value)]
-        else:
-            argv += [flag, str(value)]
-    return argv

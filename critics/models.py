@@ -37,19 +37,19 @@ CONFIG_FORMAT = "countdown-gym-critic/1"
 
 @dataclass
 class ModelConfig:
-    """Architecture of a numerical critic (saved beside the weights)."""
+    """Architecture of a numerical critic (saved beside the weights); the defaults are the shipped critics' (v2, v3)."""
 
     version: str = "v2"  # "v2" (state vs target) or "v1" (initial + state vs future state)
     max_numbers: int = 4  # slots of a number set (longer sets are refused)
     vocab: int = 2001  # value-table size: integers 0..vocab-2 have their own row; others share the last
     value_dim: int = 32  # learned value embedding size
     fourier: int = 12  # frequencies per Fourier family (linear and log): 4 * fourier fixed features
-    hidden: int = 384  # MLP width of the state tower
-    depth: int = 3  # hidden layers of the state tower
+    hidden: int = 256  # MLP width of the state tower
+    depth: int = 2  # hidden layers of the state tower
     goal_hidden: int = 256  # MLP width of the goal tower (one hidden layer per depth step, max 2)
     out_dim: int = 128  # embedding size
     temperature: float = 0.1  # InfoNCE temperature (the cosine is divided by it)
-    pair_dim: int = 0  # > 0: also pool a learned "combine two numbers" feature over every pair (state tower)
+    pair_dim: int = 32  # 0 = plain MLP over the sorted slots; > 0 also pools a learned "combine two numbers" feature over every pair
     child_dim: int = 0  # > 0: also pool a learned feature of every one-move child (a op b, the rest) (state tower)
     logit_bias: bool = False  # a learned scalar added to cosine / temperature (the sigmoid loss on exact labels)
 

@@ -25,7 +25,7 @@ import shlex
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,20 +56,12 @@ from critics.reach_data import ReachTable, cached_reach_table
 class TrainConfig:
     """Everything a training run depends on (each field is a CLI flag)."""
 
-    # model
-    version: str = "v2"
-    value_dim: int = 32
-    fourier: int = 12
-    hidden: int = 256
-    depth: int = 2
-    goal_hidden: int = 256
-    out_dim: int = 128
-    temperature: float = 0.1
-    pair_dim: int = 32  # 0 = plain MLP over the sorted slots; > 0 adds the pair pool (docs/critics.md)
-    child_dim: int = 0  # > 0 adds the one-move child pool (docs/critics.md)
-    # objective: "trace" (InfoNCE on DFS-trace states), "reach" (sigmoid loss on exactly labelled
-    # states of every size, critics/reach_data.py) or "both" (their sum, the reach term weighted)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """The critic's architecture (critics.models.ModelConfig; --logit-bias is also on with --objective reach or both)."""
+    # objective
     objective: str = "trace"
+    """``trace`` (InfoNCE on DFS-trace states), ``reach`` (sigmoid loss on exactly labelled states of every size,
+    critics/reach_data.py) or ``both`` (their sum, the reach term weighted)."""
     reach_weight: float = 1.0  # weight of the reach term with --objective both
     reach_extra: int = 8000  # random start sets added to the train split's for the reach table
     reach_sizes: tuple[float, ...] = (0.1, 0.3, 0.3, 0.3)  # reach rows: relative chance of a 1/2/3/4-number state
@@ -124,15 +116,21 @@ class TrainConfig:
         dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
         dataclass_cli.check_min(self, 0, "max_train_problems", "extra_problems", "warmup", "stop_after", "time_limit",
                                 "weight_decay", "dead_per_row", "lr")
-        self.model_config()  # validates the model fields
         report_to_names(self.report_to)  # a ValueError naming --report-to
 
+    @property
+    def version(self) -> str:
+        """The critic's version (``model.version``)."""
+        return self.model.version
+
+    @property
+    def temperature(self) -> float:
+        """The InfoNCE temperature (``model.temperature``)."""
+        return self.model.temperature
+
     def model_config(self) -> ModelConfig:
-        return ModelConfig(
-            version=self.version, value_dim=self.value_dim, fourier=self.fourier, hidden=self.hidden, depth=self.depth,
-            goal_hidden=self.goal_hidden, out_dim=self.out_dim, temperature=self.temperature, pair_dim=self.pair_dim,
-            child_dim=self.child_dim, logit_bias=self.version == "v2" and self.objective != "trace",
-        )
+        """The architecture trained: ``model``, with the logit bias the reach objective's sigmoid loss needs."""
+        return dataclasses.replace(self.model, logit_bias=self.model.logit_bias or (self.version == "v2" and self.objective != "trace"))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

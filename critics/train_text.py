@@ -22,7 +22,7 @@ import random
 import shlex
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +53,8 @@ class TextTrainConfig:
 
     # model
     lm: str = str(DEFAULT_LM)  # saved causal LM directory whose weights start the state tower
-    finetune: bool = True  # False: the LM stays frozen (only the head and the goal tower learn)
-    window: int = 112
-    head_hidden: int = 256
-    out_dim: int = 128
-    temperature: float = 0.1
+    model: TextCriticConfig = field(default_factory=TextCriticConfig)
+    """The text critic's architecture (critics.text_critic.TextCriticConfig)."""
     # data
     preset: str = "longproc-0.5k"
     train_problems: int = 2000  # first N problems of the train split (the table holds every node of their traces)
@@ -89,11 +86,9 @@ class TextTrainConfig:
         for name in ("render", "hindsight", "dead_same_size"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}")
-        self.model_config()
 
     def model_config(self) -> TextCriticConfig:
-        return TextCriticConfig(window=self.window, head_hidden=self.head_hidden, out_dim=self.out_dim,
-                                temperature=self.temperature, finetune=self.finetune)
+        return self.model
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -156,12 +151,12 @@ def text_loss(model: TextCriticModel, critic: TextCritic, data: TextTraces, cfg:
     uniq, inv = np.unique(b["goal"], return_inverse=True)
     g = model.embed_goals(torch.from_numpy(uniq.astype(np.float64)))
     inv_t = torch.from_numpy(inv.reshape(-1))
-    loss = goal_infonce(s, inv_t, g, cfg.temperature)
+    loss = goal_infonce(s, inv_t, g, cfg.model.temperature)
     info = {"nce": loss.item(), "acc": float(((s @ g.T).argmax(1) == inv_t).float().mean())}
     if len(rows):
         d = emb[cfg.batch_size :].reshape(len(rows), cfg.dead_per_row, -1)
         r = torch.from_numpy(rows)
-        hard = ranking_infonce(g[inv_t[r]], s[r], d, cfg.temperature)
+        hard = ranking_infonce(g[inv_t[r]], s[r], d, cfg.model.temperature)
         loss = loss + cfg.hard_weight * hard
         info["hard"] = hard.item()
         with torch.no_grad():
@@ -198,7 +193,7 @@ def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
     data = build_text_traces(training_problems(cfg.preset, max_train=cfg.train_problems), progress=progress)
     data_seconds = time.perf_counter() - t_data
     groups = [{"params": [p for n, p in model.named_parameters() if not n.startswith("lm.")], "lr": cfg.lr, "base": cfg.lr}]
-    if cfg.finetune:
+    if cfg.model.finetune:
         groups.append({"params": list(model.lm.parameters()), "lr": cfg.lm_lr, "base": cfg.lm_lr})
     optim = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
     recorded = cfg.to_dict()

@@ -3,15 +3,12 @@ refuses to mix runs of other settings."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("sb3_contrib")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "baselines"))
-
-import compare_rewards  # noqa: E402
+from baselines import compare_rewards  # noqa: E402
 
 TINY = ["--num-envs", "4", "--n-steps", "16", "--batch-size", "32", "--n-epochs", "1", "--hidden", "8",
         "--eval-limit", "10", "--eval-every", "32", "--eval-problems", "10"]

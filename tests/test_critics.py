@@ -157,11 +157,14 @@ def test_eval_state_sets_are_labelled_by_the_oracle():
 
 def _cfg(tmp_path, **kw):
     base = dict(
-        **TINY, max_train_problems=30, extra_problems=0, cache_dir="", steps=60, batch_size=32, lr=3e-3, warmup=5,
-        out=str(tmp_path / "run"), checkpoint_every=20, log_every=10, calibrate=False, temperature=0.2,
+        max_train_problems=30, extra_problems=0, cache_dir="", steps=60, batch_size=32, lr=3e-3, warmup=5,
+        out=str(tmp_path / "run"), checkpoint_every=20, log_every=10, calibrate=False,
     )
+    model = {**TINY, "temperature": 0.2}
+    for name in [k for k in kw if k in ModelConfig.__dataclass_fields__]:  # the model's fields: TrainConfig.model
+        model[name] = kw.pop(name)
     base.update(kw)
-    return TrainConfig(**base)
+    return TrainConfig(model=ModelConfig(**model), **base)
 
 
 def test_loss_decreases_on_a_tiny_run(tmp_path):
@@ -434,7 +437,7 @@ def test_reach_objective_trains_a_child_pool_critic(tmp_path):
     meta = json.loads((out / "config.json").read_text())
     assert meta["data"]["reach_size_4"] > 0
     with pytest.raises(ValueError, match="V1 takes --objective trace"):
-        TrainConfig(version="v1", objective="reach")
+        TrainConfig(model=ModelConfig(version="v1"), objective="reach")
 
 
 def test_start_states_are_labelled_by_the_oracle():

@@ -1,10 +1,9 @@
-"""countdown_gym.dataclass_cli: one flag per dataclass field, the syntaxes, help text, errors, the ported scripts."""
+"""countdown_gym.dataclass_cli (over tyro): one flag per dataclass field, nested classes, the syntaxes, help, errors, resume checks."""
 
 from __future__ import annotations
 
 import dataclasses
 import shlex
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -12,10 +11,10 @@ from typing import Any, Literal
 import pytest
 
 from countdown_gym.dataclass_cli import (
-    build_parser,
     changed_options,
     check_choice,
-    field_docs,
+    flags,
+    help_text,
     output_dir,
     parse,
     parse_bool,
@@ -39,9 +38,10 @@ class Demo:
     """bf16 on or off; auto = decide from the hardware."""
     sizes: tuple[int, ...] = (1, 2)
     arch: list[int] = field(default_factory=lambda: [64, 64])
-    dead_ends: tuple = (0,)
+    dead_ends: tuple[int, ...] = (0,)
     extra: dict[str, Any] = field(default_factory=dict)
     mode: Literal["fast", "slow"] = "fast"
+    rules: str | None = None
     out: str = ""
 
     def __post_init__(self) -> None:
@@ -56,7 +56,7 @@ def test_defaults_and_scalars() -> None:
 
 
 def test_underscore_spelling_is_accepted() -> None:
-    assert parse(Demo, ["--dead_ends", "1,2", "--steps=4"]) == Demo(dead_ends=(1, 2), steps=4)
+    assert parse(Demo, ["--dead_ends", "1,2", "--steps=4", "--no_progress"]) == Demo(dead_ends=(1, 2), steps=4, progress=False)
 
 
 @pytest.mark.parametrize(
@@ -77,7 +77,7 @@ def test_bool_default_true_can_be_switched_off() -> None:
 @pytest.mark.parametrize(
     ("argv", "value"),
     [([], None), (["--bf16", "auto"], None), (["--bf16", "true"], True), (["--bf16", "false"], False),
-     (["--bf16"], True), (["--no-bf16"], False)],
+     (["--bf16"], True), (["--no-bf16"], False), (["--bf16=None"], None)],
 )
 def test_optional_bool(argv: list[str], value: bool | None) -> None:
     assert parse(Demo, argv).bf16 is value
@@ -100,76 +100,107 @@ def test_sequences(argv: list[str], sizes: tuple[int, ...]) -> None:
     assert parse(Demo, argv).sizes == sizes
 
 
-def test_list_and_bare_tuple_keep_their_container() -> None:
+def test_list_keeps_its_container() -> None:
     d = parse(Demo, ["--arch", "256", "256", "--dead-ends", "0,1"])
     assert d.arch == [256, 256] and isinstance(d.arch, list)
-    assert d.dead_ends == (0, 1)  # bare ``tuple``: element type from the default
+    assert d.dead_ends == (0, 1)
 
 
-def test_dict_json_and_literal() -> None:
-    d = parse(Demo, ["--extra", '{"top_p": 0.95, "n": [1, 2]}', "--mode", "slow"])
-    assert d.extra == {"top_p": 0.95, "n": [1, 2]} and d.mode == "slow"
+def test_dict_json_literal_and_optional() -> None:
+    d = parse(Demo, ["--extra", '{"top_p": 0.95, "n": [1, 2]}', "--mode", "slow", "--rules", "tinyzero"])
+    assert d.extra == {"top_p": 0.95, "n": [1, 2]} and d.mode == "slow" and d.rules == "tinyzero"
+    assert parse(Demo, ["--rules", "None"]).rules is None
+
+
+@dataclass
+class Shape:
+    """Shape of the model."""
+
+    width: int = 64
+    """Units per layer."""
+    depth: int = 2
+
+    def __post_init__(self) -> None:
+        if self.width % 2:
+            raise ValueError(f"--width must be even, got {self.width}")
+
+
+@dataclass
+class Run:
+    """A run with a nested model shape."""
+
+    model: Shape = field(default_factory=lambda: Shape(width=32))
+    """The model."""
+    lr: float = 0.1
+    resume: bool = False
+
+
+def test_nested_dataclass_fields_are_flags_without_prefix() -> None:
+    assert parse(Run, []) == Run(model=Shape(width=32))
+    assert parse(Run, ["--width", "8", "--depth=3", "--lr", "1"]) == Run(Shape(8, 3), 1.0)
+    assert [f.name for f in flags(Run)] == ["--width", "--depth", "--lr", "--resume"]
+    text = " ".join(help_text(Run, prog="run").split())
+    assert "The model." in text and "--width INT Units per layer. (default: 32)" in text  # the group: the field's docstring
+
+
+def test_two_fields_with_one_flag_are_refused() -> None:
+    @dataclass
+    class Clash:
+        model: Shape = field(default_factory=Shape)
+        depth: int = 1
+
+    with pytest.raises(TypeError, match="--depth"):
+        parse(Clash, [])
+    with pytest.raises(TypeError, match="not a dataclass"):
+        parse(int, [])
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
-    [(["--steps", "1.5"], "argument --steps: invalid int value: '1.5'"),
-     (["--lr", "fast"], "argument --lr: invalid float value: 'fast'"),
-     (["--lr", "nan"], "argument --lr: invalid float value: 'nan'"),
-     (["--lr", "inf"], "argument --lr: invalid float value: 'inf'"),
-     (["--resume", "maybe"], "argument --resume/--no-resume: invalid true/false value: 'maybe'"),
-     (["--bf16", "sometimes"], "invalid true/false/auto value: 'sometimes'"),
-     (["--no-resume", "true"], "argument --no-resume: expected no value"),
-     (["--sizes", "1,x"], "argument --sizes: invalid int value: '1,x'"),
-     (["--extra", "{top_p: 1}"], "argument --extra: not valid JSON"),
-     (["--extra", "[1, 2]"], "argument --extra: expected a JSON object"),
-     (["--mode", "medium"], "argument --mode: invalid choice: 'medium'"),
-     (["--stepz", "3"], "unrecognized arguments: --stepz 3"),
-     (["--steps", "0"], "--steps must be >= 1, got 0")],  # the dataclass's own check
+    [(["--steps", "1.5"], "--steps"),
+     (["--lr", "fast"], "--lr"),
+     (["--lr", "nan"], "not a finite number: 'nan'"),
+     (["--lr", "inf"], "not a finite number: 'inf'"),
+     (["--resume", "maybe"], "--resume: expected true/false, got 'maybe'"),
+     (["--bf16", "sometimes"], "expected true/false/auto, got 'sometimes'"),
+     (["--no-resume=true"], "--no-resume takes no value"),
+     (["--sizes", "1,x"], "--sizes"),
+     (["--extra", "{top_p: 1}"], "not valid JSON"),
+     (["--extra", "[1, 2]"], "expected a JSON object"),
+     (["--mode", "medium"], "medium"),
+     (["--stepz", "3"], "--stepz"),
+     (["--steps", "0"], "--steps must be >= 1, got 0"),  # the dataclass's own check
+     (["--width", "3"], "--width must be even, got 3")],  # a nested dataclass's check
 )
 def test_errors_are_clean_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    cls = Run if argv[0] == "--width" else Demo
     with pytest.raises(SystemExit) as exc:
-        parse(Demo, argv, prog="demo")
+        parse(cls, argv, prog="demo")
     assert exc.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err[0] == "usage: demo [--option VALUE ...]"
-    assert len(err) == 2 and err[1].startswith("demo: error: ") and message in err[1], err
+    captured = capsys.readouterr()
+    assert captured.out == "" and message in " ".join(captured.err.replace("│", " ").split()), captured.err
+    assert "Traceback" not in captured.err
+    assert "usage: demo [-h] [OPTIONS]" in captured.err and "demo: error: " in captured.err  # the CLI's usage-error form
+    assert message in str(exc.value)  # the exception names the problem too
 
 
 def test_help_text_defaults_and_description() -> None:
-    text = " ".join(build_parser(Demo, prog="demo").format_help().split())
+    text = " ".join(help_text(Demo, prog="demo").split())
     assert "Demo options for the tests." in text
     assert "--name STR The run name; 100% free text. (default: run)" in text
     assert "--steps INT optimizer steps (default: 3)" in text  # trailing comment when there is no docstring
     assert "--lr FLOAT (default: 0.001)" in text
-    assert "--resume [true|false], --no-resume (default: false)" in text
-    assert "--bf16 [true|false|auto], --no-bf16 bf16 on or off; auto = decide from the hardware. (default: auto)" in text
-    assert "(default: 1,2)" in text and "(default: 64,64)" in text
-    assert '--extra JSON (default: {})' in text and "--mode {fast,slow} (default: fast)" in text
-    assert '--out STR (default: "")' in text
-    assert "Something else." in build_parser(Demo, description="Something else.").format_help()
+    assert "--resume, --no-resume (default: False)" in text
+    assert "--bf16 {true,false,auto} bf16 on or off; auto = decide from the hardware. (default: auto)" in text
+    assert "(default: 1 2)" in text and "(default: 64 64)" in text
+    assert "--extra JSON (default: '{}')" in text and "--mode {fast,slow} (default: fast)" in text
+    assert "Something else." in help_text(Demo, description="Something else.")
 
 
-def test_field_docs_inherited_and_without_source() -> None:
-    @dataclass
-    class More(Demo):
-        extra_steps: int = 0
-        """Steps after the end."""
-
-    assert field_docs(More)["extra_steps"] == "Steps after the end."
-    assert field_docs(More)["name"].startswith("The run name")
-    made = dataclasses.make_dataclass("Made", [("n", int, dataclasses.field(default=2))])
-    assert field_docs(made) == {}
-    assert parse(made, ["--n", "5"]).n == 5
-    assert "(default: 2)" in build_parser(made).format_help()
-
-
-def test_exclude_and_not_a_dataclass() -> None:
-    parser = build_parser(Demo, exclude=("extra",))
-    assert "--extra" not in parser.format_help()
-    assert parse(Demo, [], exclude=("extra",)).extra == {}
-    with pytest.raises(TypeError, match="not a dataclass"):
-        build_parser(int)
+def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse(Demo, ["--help"], prog="demo")
+    assert exc.value.code in (0, None) and "--dead-ends" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -177,8 +208,8 @@ def test_exclude_and_not_a_dataclass() -> None:
     [
         Demo(),
         Demo(name="a b", steps=7, lr=2e-4, resume=True, progress=False, bf16=False, sizes=(3,), arch=[8, 16, 32],
-             dead_ends=(2, 0), extra={"top_p": 0.95, "k": [1, 2]}, mode="slow", out="runs/x y"),
-        Demo(bf16=True, name="100% free"),
+             dead_ends=(2, 0), extra={"top_p": 0.95, "k": [1, 2]}, mode="slow", rules="classic", out="runs/x y"),
+        Demo(bf16=True, name="100% free", sizes=(), rules=None),
     ],
 )
 def test_to_argv_round_trips(demo: Demo) -> None:
@@ -191,6 +222,8 @@ def test_to_argv_writes_only_changed_fields() -> None:
     assert to_argv(Demo()) == []
     assert to_argv(Demo(steps=5, progress=False)) == ["--steps", "5", "--no-progress"]
     assert to_argv(Demo(steps=5, out="o"), skip=("out",)) == ["--steps", "5"]
+    assert to_argv(Run(Shape(width=32, depth=4))) == ["--depth", "4"]  # a nested field's default: the enclosing default's
+    assert parse(Run, to_argv(Run(Shape(8, 1), resume=True))) == Run(Shape(8, 1), resume=True)
     with pytest.raises(TypeError, match="dataclass instance"):
         to_argv(Demo)
 
@@ -211,11 +244,25 @@ def test_llm_grpo_documented_commands() -> None:
     assert parse_options(["--resume", "true", "--bf16", "false"]).bf16 is False
 
 
+def test_llm_grpo_options_that_grpo_config_takes_as_they_are(tmp_path: Path) -> None:
+    """Every field marked ``grpo(...)`` names a GRPOConfig field, and the run's GRPOConfig gets its value unchanged."""
+    pytest.importorskip("trl")
+    from trl import GRPOConfig
+
+    from baselines.llm_grpo import Options, grpo_config_kwargs
+
+    opts = Options(steps=7, learning_rate=1e-5, beta=0.02, temperature=0.9, loss_type="grpo", scale_rewards="batch", seed=3,
+                   num_generations=4, max_completion_length=64, quiet=True, interaction="single-pass")
+    fields = opts.grpo_fields()
+    assert set(fields) <= {f.name for f in dataclasses.fields(GRPOConfig)}
+    assert {"max_steps", "learning_rate", "beta", "temperature", "loss_type", "disable_tqdm"} <= set(fields)
+    kwargs = grpo_config_kwargs(opts, tmp_path)
+    assert {name: kwargs[name] for name in fields} == fields
+
+
 def test_llm_sft_and_llm_eval_documented_commands() -> None:
     pytest.importorskip("transformers")
-    sys.path.insert(0, str(ROOT / "baselines"))
-    import llm_eval
-    import llm_sft
+    from baselines import llm_eval, llm_sft
 
     cfg = llm_eval.parse_config(llm_sft.SFTConfig, shlex.split(
         "--out /tmp/runs/B --threads 1 --batch-size 16 --lr 2e-3 --warmup-steps 30 --schedule time --max-minutes 58 "
@@ -225,7 +272,9 @@ def test_llm_sft_and_llm_eval_documented_commands() -> None:
     ev = llm_eval.parse_config(llm_eval.EvalConfig, shlex.split(
         "--model runs/sft/final --split validation --k 0 --max_new_tokens 160"))
     assert (ev.model, ev.split, ev.k, ev.max_new_tokens) == ("runs/sft/final", "validation", 0, 160)
-    assert "--extra" not in llm_eval.dataclass_cli.build_parser(llm_eval.EvalConfig, exclude=("extra",)).format_help()
+    sft = llm_sft.SFTConfig(model=llm_sft.TinyLMConfig(hidden=64, heads=2))  # the model flags: a nested TinyLMConfig
+    assert llm_eval.parse_config(llm_sft.SFTConfig, ["--hidden", "64", "--heads", "2"]) == sft
+    assert to_argv(sft) == ["--hidden", "64", "--heads", "2"]
 
 
 def test_critics_train_documented_command(capsys: pytest.CaptureFixture[str]) -> None:
@@ -239,16 +288,30 @@ def test_critics_train_documented_command(capsys: pytest.CaptureFixture[str]) ->
     assert exc.value.code == 2 and "--hindsight must be in [0, 1]" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("name", ["v2", "v3"])
+def test_shipped_critics_are_reproduced_by_their_commands(name: str) -> None:
+    """The command stored with a shipped critic parses to the options and the architecture it was trained with."""
+    pytest.importorskip("torch")
+    import json
+
+    from critics.models import ModelConfig
+    from critics.train import parse_args
+
+    meta = json.loads((ROOT / "critics" / "checkpoints" / name / "config.json").read_text())
+    cfg = parse_args(shlex.split(meta["command"])[3:])  # after "python -m critics.train"
+    assert cfg.model_config() == ModelConfig.from_dict(meta["model"])  # fields added since: their defaults
+    assert changed_options(meta["train_config"], cfg) == []  # stored flat, before the model fields were nested
+
+
 def test_replaces_the_sb3_parser() -> None:
     pytest.importorskip("sb3_contrib")
-    sys.path.insert(0, str(ROOT / "baselines"))
-    import sb3_ppo
+    from baselines import sb3_ppo
 
     argv = ["--reward", "oracle-perfect", "--total-timesteps", "200000", "--seed", "1", "--no-progress", "--resume"]
     mlp = ["--policy", "mlp", "--vec-env", "dummy", "--net-arch", "128", "128"]  # --net-arch is the MlpPolicy's
     args = parse(sb3_ppo.Args, [*argv, *mlp])
     assert args == sb3_ppo.parse_args([*argv, *mlp])
-    assert parse(sb3_ppo.Args, ["--net-arch", "128,128"]).net_arch == [128, 128]
+    assert parse(sb3_ppo.Args, ["--net-arch", "128,128", *mlp[:4]]).net_arch == [128, 128]
 
 
 def test_output_dir_creates_or_names_the_flag(tmp_path: Path) -> None:
@@ -285,6 +348,13 @@ def test_changed_options_names_what_a_resume_would_change() -> None:
     assert changed_options(saved, Run(steps=99), allowed=("steps",)) == []
     assert changed_options(saved, Run(lr=0.01, sizes=(3,), added_later="y")) == [
         "--lr 0.001 (now 0.01)", "--sizes 1,2 (now 3)", "--added-later x (now y)"]
+
+
+def test_changed_options_reads_nested_and_flat_saved_options() -> None:
+    assert changed_options({"width": 32, "depth": 2, "lr": 0.1}, Run()) == []  # stored before the fields were nested
+    assert changed_options({"model": {"width": 32, "depth": 2}, "lr": 0.1}, Run(Shape(32, 5))) == ["--depth 2 (now 5)"]
+    assert changed_options({"lr": 0.1}, Run(Shape(16))) == ["--width 32 (now 16)"]  # a missing field: its default
+    assert changed_options({"lr": 0.1}, Run(Shape(16)), allowed=("width",)) == []
 
 
 def test_check_choice_names_the_flag() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,12 +11,8 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "baselines"))
-
-import llm_expert_iteration  # noqa: E402
-import llm_sft  # noqa: E402
-from tiny_lm import build_tokenizer  # noqa: E402
-
+from baselines import llm_expert_iteration, llm_sft  # noqa: E402
+from baselines.tiny_lm import build_tokenizer  # noqa: E402
 from countdown_gym import Problem, dataclass_cli, load_split  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig  # noqa: E402
 from countdown_gym.turn_game import replay_turns  # noqa: E402

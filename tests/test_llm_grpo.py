@@ -24,7 +24,7 @@ from baselines.llm_rewards import (  # noqa: E402
     prompt_token_ids,
 )
 from baselines.tiny_lm import TinyLMConfig, build_model, build_tokenizer  # noqa: E402
-from countdown_gym import Problem  # noqa: E402
+from countdown_gym import Problem, dataclass_cli  # noqa: E402
 from countdown_gym.integrations.trl import REWARD_FUNCTIONS, CriticReward, replay  # noqa: E402
 from countdown_gym.text_format import build_prompt  # noqa: E402
 
@@ -170,7 +170,7 @@ def test_every_option_is_a_flag() -> None:
     )
     assert (opts.steps, opts.chat_template, opts.bf16, opts.extra, opts.rewards) == (3, False, False, {"top_p": 0.9}, "oracle")
     assert (opts.vllm_mode, opts.prompt_style, opts.learning_rate) == ("server", "tinyzero", 1e-5)
-    flags = llm_grpo.build_parser().format_help()
+    flags = dataclass_cli.help_text(Options)
     for name in Options.__dataclass_fields__:
         assert "--" + name.replace("_", "-") in flags
     for bad in (["--prompt-style", "chat"], ["--rewards", "magic"], ["--num-generations", "1"], ["--vllm-mode", "remote"]):

@@ -22,8 +22,10 @@ def test_option_and_config(tmp_path: Path) -> None:
     assert parse_options([]).curriculum == "none"
     assert build_grpo_config(Options(), tmp_path).shuffle_dataset
     assert not build_grpo_config(Options(curriculum="staged"), tmp_path).shuffle_dataset
-    with pytest.raises(SystemExit, match="curriculum"):
-        llm_grpo.check_options(Options(curriculum="adaptive"))
+    with pytest.raises(ValueError, match="curriculum"):
+        Options(curriculum="adaptive")
+    with pytest.raises(SystemExit, match="--curriculum must be one of"):
+        parse_options(["--curriculum", "adaptive"])
 
 
 def test_one_step_with_the_staged_curriculum(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

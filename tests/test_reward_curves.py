@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("matplotlib")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "baselines"))
-
-from reward_curves import curves_path, figure, plot_curves, read_curves  # noqa: E402
+from baselines.reward_curves import curves_path, figure, plot_curves, read_curves  # noqa: E402
 
 ROWS = [("sparse", 0, 0, 10.0), ("sparse", 1, 0, 12.0), ("sparse", 0, 10, 20.0), ("sparse", 1, 10, 24.0),
         ("oracle", 0, 0, 10.0), ("oracle", 0, 10, 15.0)]  # fmt: skip

@@ -34,12 +34,7 @@ def test_every_variant_is_described_and_supported_somewhere() -> None:
 def test_the_baselines_read_the_registry() -> None:
     pytest.importorskip("stable_baselines3")
     pytest.importorskip("sb3_contrib")
-    import sys
-
-    sys.path.insert(0, str(ROOT / "baselines"))
-    import sb3_vec_env
-
-    from baselines import llm_rewards, sb3_ppo
+    from baselines import llm_rewards, sb3_ppo, sb3_vec_env
 
     assert sb3_ppo.REWARDS == sb3_vec_env.DENSE == variant_names("step")
     assert set(llm_rewards.VARIANTS) == set(variant_names("text"))

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytest.importorskip("sb3_contrib")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "baselines"))
 
 import gymnasium as gym  # noqa: E402
-import sb3_ppo  # noqa: E402
-from sb3_policy import (  # noqa: E402
+
+import countdown_gym  # noqa: E402, F401
+from baselines import sb3_ppo  # noqa: E402
+from baselines.sb3_policy import (  # noqa: E402
     MoveFeatures,
     PerActionPolicy,
     canonical_moves,
@@ -26,9 +26,7 @@ from sb3_policy import (  # noqa: E402
     move_features,
     row_size,
 )
-from sb3_vec_env import CountdownSB3VecEnv, evaluate_batched  # noqa: E402
-
-import countdown_gym  # noqa: E402, F401
+from baselines.sb3_vec_env import CountdownSB3VecEnv, evaluate_batched  # noqa: E402
 from countdown_gym import Problem, Rules  # noqa: E402
 from countdown_gym.envs.countdown import decode_action  # noqa: E402
 
@@ -218,7 +216,8 @@ def test_pooled_children_are_the_max_over_each_parents_legal_children(activation
 
 def test_segment_max_gradient_is_shared_by_tied_rows_like_scatter_amax() -> None:
     import torch
-    from sb3_policy import _SegmentMax
+
+    from baselines.sb3_policy import _SegmentMax
 
     torch.manual_seed(0)
     counts = torch.tensor([3, 0, 4, 1, 2])

@@ -34,7 +34,7 @@ PROBLEM = Problem((37, 14, 29, 6), 46)
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Three real training steps on 6 training problems (small windows and batches)."""
     out = tmp_path_factory.mktemp("text-critic") / "run"
-    cfg = TextTrainConfig(train_problems=6, steps=3, batch_size=4, window=40, head_hidden=32, out_dim=16,
+    cfg = TextTrainConfig(train_problems=6, steps=3, batch_size=4, model=TextCriticConfig(window=40, head_hidden=32, out_dim=16),
                           warmup=1, log_every=1, checkpoint_every=2, out=str(out))
     return train(cfg, progress=False)
 
@@ -59,8 +59,8 @@ def test_training_moves_the_weights_of_lm_head_and_goal_tower(tiny_run: Path) ->
 
 
 def test_a_frozen_lm_stays_as_loaded(tmp_path: Path) -> None:
-    out = train(TextTrainConfig(train_problems=4, steps=2, batch_size=4, window=32, head_hidden=16, out_dim=8,
-                                finetune=False, out=str(tmp_path / "frozen")), progress=False)
+    out = train(TextTrainConfig(train_problems=4, steps=2, batch_size=4, out=str(tmp_path / "frozen"),
+                                model=TextCriticConfig(window=32, head_hidden=16, out_dim=8, finetune=False)), progress=False)
     start, _ = build_text_critic(TextCriticConfig(window=32, head_hidden=16, out_dim=8, finetune=False))
     trained = load_text_critic(out).model.state_dict()
     assert all(torch.equal(v, trained[k]) for k, v in start.state_dict().items() if k.startswith("lm."))

@@ -15,11 +15,12 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "baselines"))
-
-import llm_eval  # noqa: E402
-import llm_sft  # noqa: E402
-from tiny_lm import (  # noqa: E402
+from baselines import (  # noqa: E402
+    generation,  # noqa: E402
+    llm_eval,
+    llm_sft,
+)
+from baselines.tiny_lm import (  # noqa: E402
     SHIPPED_CHECKPOINT,
     TinyLMConfig,
     build_model,
@@ -28,8 +29,6 @@ from tiny_lm import (  # noqa: E402
     load_pretrained,
     save_pretrained,
 )
-
-from baselines import generation  # noqa: E402
 from countdown_gym import Problem, Rules, dataclass_cli, load_split  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, compact_trace_stats, shuffled  # noqa: E402
 from countdown_gym.envs.text import replay_completion  # noqa: E402
@@ -460,12 +459,12 @@ def test_shipped_checkpoint_loads_and_solves_something():
     # TinyLMConfig() and llm_sft's defaults build the shipped architecture
     default = build_model(TinyLMConfig(), tok)
     assert {k: v.shape for k, v in default.state_dict().items()} == {k: v.shape for k, v in model.state_dict().items()}
-    assert llm_sft.model_config(llm_sft.SFTConfig()) == TinyLMConfig()
+    assert llm_sft.SFTConfig().model == TinyLMConfig()
 
 
 @pytest.mark.parametrize(("cls", "kwargs", "message"), [
-    (llm_sft.SFTConfig, {"hidden": 130, "heads": 4}, "--hidden (130) must be a multiple of --heads (4)"),
-    (llm_sft.SFTConfig, {"arch": "mamba"}, "unknown arch"),
+    (TinyLMConfig, {"hidden": 130, "heads": 4}, "--hidden (130) must be a multiple of --heads (4)"),  # SFTConfig.model
+    (TinyLMConfig, {"arch": "mamba"}, "unknown arch"),
     (llm_sft.SFTConfig, {"eval_every": 0}, "--eval-every must be >= 1"),
     (llm_sft.SFTConfig, {"preset": "nosuch"}, "--preset must be one of"),
     (llm_sft.SFTConfig, {"lr": -1.0}, "--lr must be >= 0"),

@@ -11,7 +11,6 @@ from countdown_gym.integrations.tracking import Tracker, report_to_names
 
 pytest.importorskip("tensorboard")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "baselines"))
 
 
 def scalars(logdir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -58,7 +57,7 @@ def test_tracker_without_transformers_writes_tensorboard_alone(tmp_path: Path, m
 
 def test_sb3_ppo_logs_training_and_validation_to_tensorboard(tmp_path: Path) -> None:
     pytest.importorskip("sb3_contrib")
-    import sb3_ppo
+    from baselines import sb3_ppo
 
     sb3_ppo.main(["--num-envs", "2", "--n-steps", "32", "--batch-size", "64", "--n-epochs", "1", "--total-timesteps", "128",
                   "--eval-limit", "3", "--eval-every", "64", "--eval-problems", "3", "--output-dir", str(tmp_path),
@@ -71,8 +70,7 @@ def test_sb3_ppo_logs_training_and_validation_to_tensorboard(tmp_path: Path) -> 
 
 def test_llm_sft_logs_loss_and_validation_to_tensorboard(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
-    import llm_sft
-
+    from baselines import llm_sft
     from countdown_gym import dataclass_cli
 
     out = tmp_path / "run"
@@ -89,9 +87,10 @@ def test_llm_sft_logs_loss_and_validation_to_tensorboard(tmp_path: Path) -> None
 
 def test_critics_train_logs_the_loss_to_tensorboard(tmp_path: Path) -> None:
     pytest.importorskip("torch")
+    from critics.models import ModelConfig
     from critics.train import TrainConfig, parse_args, train
 
-    out = train(TrainConfig(hidden=16, goal_hidden=16, out_dim=8, pair_dim=0, max_train_problems=10, extra_problems=0,
+    out = train(TrainConfig(model=ModelConfig(hidden=16, goal_hidden=16, out_dim=8, pair_dim=0), max_train_problems=10, extra_problems=0,
                             cache_dir="", steps=4, batch_size=16, warmup=1, out=str(tmp_path / "run"), log_every=2,
                             calibrate=False), progress=False)  # fmt: skip
     got = scalars(out / "tensorboard")
@@ -102,8 +101,8 @@ def test_critics_train_logs_the_loss_to_tensorboard(tmp_path: Path) -> None:
 
 def test_llm_grpo_logs_trl_metrics_and_validation_to_tensorboard(tmp_path: Path) -> None:
     pytest.importorskip("trl")
-    import llm_grpo
-    from tiny_lm import TinyLMConfig, build_model, build_tokenizer, save_pretrained
+    from baselines import llm_grpo
+    from baselines.tiny_lm import TinyLMConfig, build_model, build_tokenizer, save_pretrained
 
     tok = build_tokenizer()
     save_pretrained(build_model(TinyLMConfig(hidden=32, layers=1, heads=2, intermediate=64), tok), tok, tmp_path / "model")

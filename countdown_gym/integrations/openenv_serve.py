@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from countdown_gym.dataclass_cli import build_parser, parse
+from countdown_gym.dataclass_cli import parse, usage_error
 
 ENV_IDS: tuple[str, ...] = ("CountdownMultiTurn-v0", "Countdown-v0")
 """The environments the server can serve."""
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         app = make_app(opts.env, max_sessions=opts.max_sessions, max_episodes=opts.max_episodes,
                        max_body_bytes=opts.max_body_bytes, **opts.env_kwargs())
     except ValueError as e:
-        build_parser(ServeOptions, prog=prog).error(str(e))
+        usage_error(str(e), prog=prog)
     print(f"{prog}: {opts.env} on http://{opts.host}:{opts.port} (HTTP /reset /step /state/{{episode_id}}, "
           f"WebSocket /ws, up to {opts.max_sessions} sessions); Ctrl-C stops", flush=True)
     uvicorn.run(app, host=opts.host, port=opts.port, ws_max_size=opts.max_body_bytes, log_level=opts.log_level)
