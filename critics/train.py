@@ -105,6 +105,7 @@ class TrainConfig:
     checkpoint_every: int = 1000
     log_every: int = 50
     resume: bool = False
+    init_from: str = ""  # start from this checkpoint's weights (same model flags; fresh optimizer and schedule); "" = random init
     calibrate: bool = True  # fit the score -> probability map on validation states at the end
     report_to: str = "tensorboard"  # also log to: none, all, or a comma-separated list of transformers' integrations
 
@@ -395,6 +396,20 @@ def _resume_from(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCritic
     return loaded, st
 
 
+def _init_weights(model: NumericalCriticV1 | NumericalCriticV2, cfg: TrainConfig) -> None:
+    """Copy the weights of the checkpoint ``cfg.init_from`` into ``model`` (its architecture must be ``cfg``'s)."""
+    from critics.models import CheckpointError, load_checkpoint
+
+    try:
+        loaded, _ = load_checkpoint(cfg.init_from)
+    except CheckpointError as e:
+        raise SystemExit(f"error: --init-from: {e}") from None
+    if loaded.cfg != cfg.model_config():
+        diff = {k: (v, getattr(loaded.cfg, k)) for k, v in cfg.model_config().to_dict().items() if getattr(loaded.cfg, k) != v}
+        raise SystemExit(f"error: --init-from {cfg.init_from}: its model differs from these flags (flag, checkpoint): {diff}")
+    model.load_state_dict(loaded.state_dict())
+
+
 def train(cfg: TrainConfig, progress: bool = True) -> Path:
     """Run (or resume) training; returns the run directory."""
     from tqdm import tqdm
@@ -433,6 +448,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                                     cfg.cache_dir or None, progress=progress, max_train=cfg.max_train_problems)
     data_seconds = time.perf_counter() - t_data
     model = build_model(cfg.model_config())
+    if cfg.init_from and not cfg.resume:
+        _init_weights(model, cfg)
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     start, log, elapsed = 0, [], 0.0
     if cfg.resume:
