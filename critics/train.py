@@ -48,6 +48,7 @@ from critics.models import (
     ranking_infonce,
     reach_sigmoid_loss,
     save_checkpoint,
+    widen_child_pool,
 )
 from critics.reach_data import ReachTable, cached_reach_table
 
@@ -105,7 +106,7 @@ class TrainConfig:
     checkpoint_every: int = 1000
     log_every: int = 50
     resume: bool = False
-    init_from: str = ""  # start from this checkpoint's weights (same model flags; fresh optimizer and schedule); "" = random init
+    init_from: str = ""  # start from this checkpoint's weights (same model flags, or a wider --child-dim: widened exactly; fresh optimizer and schedule); "" = random init
     calibrate: bool = True  # fit the score -> probability map on validation states at the end
     report_to: str = "tensorboard"  # also log to: none, all, or a comma-separated list of transformers' integrations
 
@@ -404,7 +405,12 @@ def _init_weights(model: NumericalCriticV1 | NumericalCriticV2, cfg: TrainConfig
         loaded, _ = load_checkpoint(cfg.init_from)
     except CheckpointError as e:
         raise SystemExit(f"error: --init-from: {e}") from None
-    if loaded.cfg != cfg.model_config():
+    new = cfg.model_config()
+    if loaded.cfg != new and loaded.cfg.child_dim and new.child_dim > loaded.cfg.child_dim \
+            and dataclasses.replace(new, child_dim=loaded.cfg.child_dim) == loaded.cfg:
+        widen_child_pool(model, loaded)  # the same function as the checkpoint, with a wider child pool to train
+        return
+    if loaded.cfg != new:
         diff = {k: (v, getattr(loaded.cfg, k)) for k, v in cfg.model_config().to_dict().items() if getattr(loaded.cfg, k) != v}
         raise SystemExit(f"error: --init-from {cfg.init_from}: its model differs from these flags (flag, checkpoint): {diff}")
     model.load_state_dict(loaded.state_dict())
