@@ -483,7 +483,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     acc_loss, acc_info, acc_n = 0.0, {}, 0
     t0 = time.perf_counter() - elapsed
     stats = {**(table.stats() if table is not None else {}), **(rtable.stats() if rtable is not None else {})}
-    extra = {"data": stats, "data_seconds": round(data_seconds, 1)}
+    from countdown_gym.generator import get_config
+
+    extra = {"data": stats, "data_seconds": round(data_seconds, 1), "rules": get_config(cfg.preset).rules.to_dict()}
     with StopRequest() as stop, Tracker(cfg.report_to, out, config=cfg.to_dict()) as tracker:  # Ctrl-C: stop after this step
         for step in bar:
             for group in optim.param_groups:

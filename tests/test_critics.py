@@ -433,6 +433,9 @@ def test_reach_objective_trains_a_child_pool_critic(tmp_path):
     assert np.ptp(critic.score([(4, 3, 2, 1), (1, 2, 3, 4)], [10, 10])) < 1e-6  # order-free with children
     meta = json.loads((out / "config.json").read_text())
     assert meta["data"]["reach_size_4"] > 0
+    from countdown_gym import Rules
+
+    assert meta["rules"] == Rules.longproc().to_dict()  # the rules its labels were made under
     with pytest.raises(ValueError, match="V1 takes --objective trace"):
         TrainConfig(version="v1", objective="reach")
 
