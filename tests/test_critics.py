@@ -293,6 +293,26 @@ def test_load_critic_errors_name_the_file(tmp_path):
 # ---- the shipped checkpoint ---------------------------------------------------------------------
 
 
+def test_shipped_checkpoint_metadata():
+    """The default critic is v4: trained under today's longproc rules (a 0 intermediate allowed), warm-started
+    from v3 through runs/critic-v4b (docs/critics.md); v2 and v3 stay for the results that name them."""
+    from countdown_gym import Rules
+    from critics import SHIPPED_CHECKPOINT, V2_CHECKPOINT, V3_CHECKPOINT
+
+    assert SHIPPED_CHECKPOINT.name == "v4"
+    meta = json.loads((SHIPPED_CHECKPOINT / "config.json").read_text())
+    assert meta["rules"] == Rules.longproc().to_dict() and meta["rules"]["sign"] == "nonnegative"
+    assert meta["parameters"] == 693_089 and meta["step"] == meta["steps_done"] == 6000
+    assert meta["model"]["child_dim"] == 128 and meta["model"]["hidden"] == 256
+    assert meta["train_config"]["init_from"] == "runs/critic-v4b" and meta["train_config"]["reach_extra"] == 150_000
+    assert meta["data"]["reach_size_4"] == 157_787 and meta["data"]["reach_states"] == 1_101_917
+    assert meta["command"].startswith("python -m critics.train --objective reach --child-dim 128 --init-from runs/critic-v4b")
+    assert 0 < meta["calibration"]["a"] and "validation" in meta["calibration"]["fitted_on"]
+    for old, params in ((V3_CHECKPOINT, 554_785), (V2_CHECKPOINT, 465_632)):
+        assert json.loads((old / "config.json").read_text())["parameters"] == params
+        assert load_critic(old).score([(20, 26)], [46])[0] > 0
+
+
 def test_shipped_checkpoint_separates_obvious_cases():
     critic = load_critic()
     assert critic.version == "v2"
