@@ -307,7 +307,7 @@ def test_shipped_checkpoint_metadata():
     assert meta["train_config"]["init_from"] == "runs/critic-v4b" and meta["train_config"]["reach_extra"] == 150_000
     assert meta["data"]["reach_size_4"] == 157_787 and meta["data"]["reach_states"] == 1_101_917
     assert meta["command"].startswith("python -m critics.train --objective reach --child-dim 128 --init-from runs/critic-v4b")
-    assert 0 < meta["calibration"]["a"] and "validation" in meta["calibration"]["fitted_on"]
+    assert meta["calibration"]["a"] > 0 and "validation" in meta["calibration"]["fitted_on"]
     for old, params in ((V3_CHECKPOINT, 554_785), (V2_CHECKPOINT, 465_632)):
         assert json.loads((old / "config.json").read_text())["parameters"] == params
         assert load_critic(old).score([(20, 26)], [46])[0] > 0
