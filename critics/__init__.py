@@ -1,7 +1,7 @@
 """Contrastive critics for Countdown: a learned score of "can the target still be reached?".
 
-``load_critic()`` returns the shipped numerical critic (``critics/checkpoints/v3``: the paper's V2
-architecture trained on states of 1-4 numbers; see ``docs/critics.md``);
+``load_critic()`` returns the shipped numerical critic (``critics/checkpoints/v4``: the paper's V2
+architecture trained on states of 1-4 numbers under today's ``Rules.longproc()``; see ``docs/critics.md``);
 ``Critic.score(states, targets)`` is the cosine similarity of each state's embedding and its
 target's embedding, in ``[-1, 1]`` (higher = more likely reachable).
 
@@ -9,7 +9,7 @@ Example:
     >>> from critics import load_critic
     >>> critic = load_critic()
     >>> critic.score([(20, 26), (80,)], [46, 46]).round(2)
-    array([ 0.38, -0.45], dtype=float32)
+    array([ 0.41, -0.41], dtype=float32)
 """
 
 from __future__ import annotations
@@ -32,9 +32,12 @@ from critics.models import (
     save_checkpoint,
 )
 
-SHIPPED_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "v3"
+SHIPPED_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "v4"
 """Directory of the checkpoint that ``load_critic()`` loads by default: a V2-architecture critic trained
-on states of every size (1-4 numbers; ``docs/critics.md``)."""
+on states of every size (1-4 numbers) under today's ``Rules.longproc()`` (``docs/critics.md``)."""
+V3_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "v3"
+"""The previous default (trained on states of 1-4 numbers when ``longproc`` meant strictly positive
+intermediates), kept for reproductions."""
 V2_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "v2"
 """The earlier shipped checkpoint (trained on DFS-trace states of 1-3 numbers), kept for reproductions."""
 
@@ -138,7 +141,7 @@ def _target_key(t: Any, i: int) -> float:
 def load_critic(path: str | Path | None = None) -> Critic:
     """Load a critic checkpoint directory (``config.json`` + ``model.safetensors``).
 
-    ``None`` loads the shipped checkpoint (:data:`SHIPPED_CHECKPOINT`, ``checkpoints/v3``). A missing or incompatible checkpoint raises
+    ``None`` loads the shipped checkpoint (:data:`SHIPPED_CHECKPOINT`, ``checkpoints/v4``). A missing or incompatible checkpoint raises
     :class:`CheckpointError` naming the file and the problem.
     """
     d = SHIPPED_CHECKPOINT if path is None else Path(path)
@@ -165,6 +168,7 @@ def load_state_critic(path: str | Path | None = None) -> Critic:
 __all__ = [
     "SHIPPED_CHECKPOINT",
     "V2_CHECKPOINT",
+    "V3_CHECKPOINT",
     "CheckpointError",
     "Critic",
     "ModelConfig",

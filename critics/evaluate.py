@@ -204,6 +204,33 @@ def as_score_fn(scorer) -> ScoreFn:
     return lambda states, targets: scorer.score(states, targets)
 
 
+def lookahead_score_fn(scorer, rules=None) -> ScoreFn:
+    """One-ply lookahead over a V2 critic or a :data:`ScoreFn`: a state's score is the *max of the scorer's
+    scores of its one-move children* (every legal move of ``rules``, default ``Rules.longproc()``), the way
+    :func:`first_move` scores the children of a start. A 1-number state has no children and keeps its own
+    score; a state of 2+ numbers without a legal move (a dead end: the target is unreachable) scores -1, the
+    lowest cosine. This is an optional scoring reported beside the plain critic, never in its place: it
+    uses the game's move rules and scores about 20 children per 4-number state."""
+    from countdown_gym import Rules
+    from countdown_gym.solver import successors
+
+    base = as_score_fn(scorer)
+    rules = rules or Rules.longproc()
+
+    def score(states: Sequence[tuple[int, ...]], targets: Sequence[int]) -> np.ndarray:
+        index: dict[tuple[tuple[int, ...], int], int] = {}
+        kids: list[list[int]] = []
+        for st, t in zip(states, targets, strict=True):
+            children = [tuple(sorted(c)) for _, c in successors(tuple(st), rules)] if len(st) > 1 else [tuple(st)]
+            kids.append([index.setdefault((c, int(t)), len(index)) for c in dict.fromkeys(children)])
+        pairs = list(index)
+        child_scores = np.asarray(base([c for c, _ in pairs], [t for _, t in pairs]), dtype=np.float64) if pairs else np.zeros(0)
+        return np.array([child_scores[k].max() if k else -1.0 for k in kids], dtype=np.float64)
+
+    score.__name__ = f"lookahead({getattr(scorer, 'path', None) or getattr(scorer, '__name__', 'scorer')})"
+    return score
+
+
 def score_states(scorer, ls) -> np.ndarray:
     """Scores of the labelled states ``ls`` by a critic (V1 gets the initial numbers) or a :data:`ScoreFn`."""
     if not callable(scorer) and scorer.version == "v1":
@@ -330,12 +357,14 @@ def evaluate(
     score_fn: ScoreFn | None = None,
     name: str | None = None,
     start_targets: int = 4,
+    lookahead: bool = False,
 ) -> dict:
     """Run the whole evaluation; returns the results dict and writes report + PNGs into ``out``.
 
     ``score_fn`` evaluates any scorer (a batch of (state, target) -> scores; ``name`` labels it in
     the report) on the same state sets instead of loading ``checkpoint``; the goal-embedding plot and
-    parity probe then need a scorer with ``embed_targets`` and are left out otherwise.
+    parity probe then need a scorer with ``embed_targets`` and are left out otherwise. ``lookahead``
+    scores every state by :func:`lookahead_score_fn` over the scorer (one-ply lookahead, reported as such).
     """
     from countdown_gym import load_split
 
@@ -355,6 +384,11 @@ def evaluate(
         if not callable(score_fn):
             raise TypeError(f"score_fn must be a function of (states, targets), got {type(score_fn).__name__}")
         scorer, label, version = score_fn, name or getattr(score_fn, "__name__", "score_fn"), "score_fn"
+    if lookahead:
+        from countdown_gym.generator import get_config
+
+        scorer = lookahead_score_fn(scorer, get_config(preset).rules)
+        label, version = f"{label} + one-ply lookahead (max over the one-move children's scores)", f"{version}+lookahead"
     problems = load_split(preset, split)[:max_problems]
     from tqdm import tqdm
 
@@ -443,6 +477,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--start-targets", type=int, default=4, help="random targets per problem for the 4-number start set")
     ap.add_argument("--val-problems", type=int, default=200, help="validation problems for the calibration fit")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--lookahead", action="store_true",
+                    help="one-ply lookahead: score each state by the max of the critic's scores of its one-move children")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--out", default="runs/critic-eval", help="output directory")
     a = ap.parse_args(argv)
@@ -453,7 +489,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     torch.set_num_threads(a.threads)
     try:
         res = evaluate(a.checkpoint, a.preset, a.split, a.max_problems, a.rollouts, a.seed, a.out, a.val_problems,
-                       start_targets=a.start_targets)
+                       start_targets=a.start_targets, lookahead=a.lookahead)
     except (CheckpointError, ValueError, OSError) as e:
         raise SystemExit(f"error: {e}") from None
     res["threads"] = a.threads

@@ -48,6 +48,7 @@ from critics.models import (
     ranking_infonce,
     reach_sigmoid_loss,
     save_checkpoint,
+    widen_child_pool,
 )
 from critics.reach_data import ReachTable, cached_reach_table
 
@@ -97,6 +98,7 @@ class TrainConfig:
     checkpoint_every: int = 1000
     log_every: int = 50
     resume: bool = False
+    init_from: str = ""  # start from this checkpoint's weights (same model flags, or a wider --child-dim: widened exactly; fresh optimizer and schedule); "" = random init
     calibrate: bool = True  # fit the score -> probability map on validation states at the end
     report_to: str = "tensorboard"  # also log to: none, all, or a comma-separated list of transformers' integrations
 
@@ -371,6 +373,25 @@ def _resume_from(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCritic
     return loaded, st
 
 
+def _init_weights(model: NumericalCriticV1 | NumericalCriticV2, cfg: TrainConfig) -> None:
+    """Copy the weights of the checkpoint ``cfg.init_from`` into ``model`` (its architecture must be ``cfg``'s)."""
+    from critics.models import CheckpointError, load_checkpoint
+
+    try:
+        loaded, _ = load_checkpoint(cfg.init_from)
+    except CheckpointError as e:
+        raise SystemExit(f"error: --init-from: {e}") from None
+    new = cfg.model_config()
+    if loaded.cfg != new and loaded.cfg.child_dim and new.child_dim > loaded.cfg.child_dim \
+            and dataclasses.replace(new, child_dim=loaded.cfg.child_dim) == loaded.cfg:
+        widen_child_pool(model, loaded)  # the same function as the checkpoint, with a wider child pool to train
+        return
+    if loaded.cfg != new:
+        diff = {k: (v, getattr(loaded.cfg, k)) for k, v in cfg.model_config().to_dict().items() if getattr(loaded.cfg, k) != v}
+        raise SystemExit(f"error: --init-from {cfg.init_from}: its model differs from these flags (flag, checkpoint): {diff}")
+    model.load_state_dict(loaded.state_dict())
+
+
 def train(cfg: TrainConfig, progress: bool = True) -> Path:
     """Run (or resume) training; returns the run directory."""
     from tqdm import tqdm
@@ -410,6 +431,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                                     cfg.cache_dir or None, progress=progress, max_train=cfg.max_train_problems)
     data_seconds = time.perf_counter() - t_data
     model = build_model(cfg.model_config())
+    if cfg.init_from and not cfg.resume:
+        _init_weights(model, cfg)
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     start, elapsed = 0, 0.0
     if cfg.resume:
@@ -435,7 +458,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     acc_loss, acc_info, acc_n = 0.0, {}, 0
     t0 = time.perf_counter() - elapsed
     stats = {**(table.stats() if table is not None else {}), **(rtable.stats() if rtable is not None else {})}
-    extra = {"data": stats, "data_seconds": round(data_seconds, 1)}
+    from countdown_gym.generator import get_config
+
+    extra = {"data": stats, "data_seconds": round(data_seconds, 1), "rules": get_config(cfg.preset).rules.to_dict()}
     with StopRequest() as stop, Tracker(cfg.report_to, out, config=cfg.to_dict()) as tracker:  # Ctrl-C: stop after this step
         for step in bar:
             for group in optim.param_groups:

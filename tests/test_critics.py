@@ -296,6 +296,26 @@ def test_load_critic_errors_name_the_file(tmp_path):
 # ---- the shipped checkpoint ---------------------------------------------------------------------
 
 
+def test_shipped_checkpoint_metadata():
+    """The default critic is v4: trained under today's longproc rules (a 0 intermediate allowed), warm-started
+    from v3 through runs/critic-v4b (docs/critics.md); v2 and v3 stay for the results that name them."""
+    from countdown_gym import Rules
+    from critics import SHIPPED_CHECKPOINT, V2_CHECKPOINT, V3_CHECKPOINT
+
+    assert SHIPPED_CHECKPOINT.name == "v4"
+    meta = json.loads((SHIPPED_CHECKPOINT / "config.json").read_text())
+    assert meta["rules"] == Rules.longproc().to_dict() and meta["rules"]["sign"] == "nonnegative"
+    assert meta["parameters"] == 693_089 and meta["step"] == meta["steps_done"] == 6000
+    assert meta["model"]["child_dim"] == 128 and meta["model"]["hidden"] == 256
+    assert meta["train_config"]["init_from"] == "runs/critic-v4b" and meta["train_config"]["reach_extra"] == 150_000
+    assert meta["data"]["reach_size_4"] == 157_787 and meta["data"]["reach_states"] == 1_101_917
+    assert meta["command"].startswith("python -m critics.train --objective reach --child-dim 128 --init-from runs/critic-v4b")
+    assert meta["calibration"]["a"] > 0 and "validation" in meta["calibration"]["fitted_on"]
+    for old, params in ((V3_CHECKPOINT, 554_785), (V2_CHECKPOINT, 465_632)):
+        assert json.loads((old / "config.json").read_text())["parameters"] == params
+        assert load_critic(old).score([(20, 26)], [46])[0] > 0
+
+
 def test_shipped_checkpoint_separates_obvious_cases():
     critic = load_critic()
     assert critic.version == "v2"
@@ -436,6 +456,9 @@ def test_reach_objective_trains_a_child_pool_critic(tmp_path):
     assert np.ptp(critic.score([(4, 3, 2, 1), (1, 2, 3, 4)], [10, 10])) < 1e-6  # order-free with children
     meta = json.loads((out / "config.json").read_text())
     assert meta["data"]["reach_size_4"] > 0
+    from countdown_gym import Rules
+
+    assert meta["rules"] == Rules.longproc().to_dict()  # the rules its labels were made under
     with pytest.raises(ValueError, match="V1 takes --objective trace"):
         TrainConfig(model=ModelConfig(version="v1"), objective="reach")
 
@@ -504,3 +527,61 @@ def test_data_cache_is_keyed_by_the_rules_it_was_built_under(tmp_path):
     assert cached_npz(tmp_path, "reach", key, Rules.longproc_positive(), load, build("positive")).tag == "positive"
     assert built == ["nonneg", "positive"] and len(list(tmp_path.glob("reach-*.npz"))) == 2
     assert cached_npz(None, "reach", key, Rules.longproc(), load, build("nocache")).tag == "nocache"
+
+
+# ---- warm starts and one-ply lookahead -----------------------------------------------------------
+
+
+def test_init_from_starts_from_a_checkpoint_and_a_wider_child_pool_keeps_its_function(tmp_path):
+    from critics.models import widen_child_pool
+
+    src = train(_cfg(tmp_path / "src", objective="reach", child_dim=8, steps=20), progress=False)
+    # lr 0: the warm-started run keeps the checkpoint's weights exactly
+    same = train(_cfg(tmp_path / "same", objective="reach", child_dim=8, steps=5, lr=0.0, init_from=str(src)), progress=False)
+    a, b = load_critic(src).model.state_dict(), load_critic(same).model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    states, targets = [(1, 2, 3, 4), (6, 7, 30), (5, 9), (3,)], [10, 24, 45, 3]
+    wide = train(_cfg(tmp_path / "wide", objective="reach", child_dim=16, steps=5, lr=0.0, init_from=str(src)), progress=False)
+    assert load_critic(wide).config.child_dim == 16
+    np.testing.assert_allclose(load_critic(wide).score(states, targets), load_critic(src).score(states, targets), atol=1e-5)
+    with pytest.raises(SystemExit, match="--init-from .* its model differs"):
+        train(_cfg(tmp_path / "bad", objective="reach", child_dim=8, hidden=48, steps=5, init_from=str(src)), progress=False)
+    with pytest.raises(SystemExit, match="--init-from: critic checkpoint not found"):
+        train(_cfg(tmp_path / "none", objective="reach", child_dim=8, steps=5, init_from=str(tmp_path / "nope")), progress=False)
+    with pytest.raises(ValueError, match="only by a larger child_dim"):
+        widen_child_pool(load_critic(src).model, load_critic(wide).model)
+
+
+def test_one_ply_lookahead_scores_a_state_by_its_best_child():
+    from countdown_gym.solver import successors
+    from critics.evaluate import lookahead_score_fn
+
+    def oracle(states, targets):
+        return np.array([float(reachable(s, t)) for s, t in zip(states, targets, strict=True)])
+
+    probs = load_split("longproc-0.5k", "test")[:6]
+    ls = random_states(probs, rollouts=2)
+    states = ls.states + [tuple(p.numbers) for p in probs] + [(4001, 2)]  # (4001, 2): no legal move
+    targets = ls.targets + [p.target for p in probs] + [3]
+    look = lookahead_score_fn(oracle)(states, targets)
+    # an exact scorer stays exact: a state of 2+ numbers reaches t iff one of its children does
+    assert (look > 0).tolist() == [reachable(s, t) for s, t in zip(states, targets, strict=True)]
+    assert look[-1] == -1.0
+    torch.manual_seed(0)
+    critic = Critic(build_model(ModelConfig(**{**TINY, "child_dim": 8})), {})
+    got = lookahead_score_fn(critic)([(1, 2, 3, 4), (7,)], [10, 7])
+    kids = list(dict.fromkeys(tuple(sorted(c)) for _, c in successors((1, 2, 3, 4), load_split("longproc-0.5k", "test")[0].rules)))
+    assert got[0] == pytest.approx(critic.score(kids, [10] * len(kids)).max(), abs=1e-5)  # batches differ: float error
+    assert got[1] == pytest.approx(critic.score([(7,)], [7])[0], abs=1e-5)
+
+
+def test_evaluate_reports_lookahead_under_its_own_name(tmp_path):
+    from critics.evaluate import evaluate
+
+    def oracle(states, targets):
+        return np.array([float(reachable(s, t)) for s, t in zip(states, targets, strict=True)])
+
+    res = evaluate(score_fn=oracle, name="oracle", max_problems=3, val_problems=2, rollouts=1, out=tmp_path, progress=False,
+                   lookahead=True)
+    assert res["checkpoint"].startswith("oracle + one-ply lookahead") and res["version"] == "score_fn+lookahead"
+    assert res["sets"]["start"]["size_4"]["auroc"] == 1.0 and res["first_move"]["critic_best_move_keeps_reachable"] == 1.0
