@@ -140,20 +140,12 @@ def grpo_config_kwargs(opts: Any, output_dir: Path | None = None, plan: RunPlan 
 
         weights = split_reward_spec(weights)[0]
     kwargs: dict[str, Any] = dict(
+        opts.grpo_fields(),  # the options GRPOConfig takes as they are (Options marks them with grpo(...))
         output_dir=str(output_dir or run_dir(opts)),
-        max_steps=opts.steps,
         per_device_train_batch_size=micro,
         gradient_accumulation_steps=plan.grad_accum,
-        num_generations=opts.num_generations,
-        max_completion_length=opts.max_completion_length,
-        learning_rate=opts.learning_rate,
         lr_scheduler_type="constant",
-        beta=opts.beta,
-        temperature=opts.temperature,
-        loss_type=opts.loss_type,
-        scale_rewards=opts.scale_rewards,
         reward_weights=[weights[name] for name in weights],
-        seed=opts.seed,
         data_seed=opts.seed,
         shuffle_dataset=opts.curriculum == "none",
         logging_steps=1,
@@ -163,10 +155,6 @@ def grpo_config_kwargs(opts: Any, output_dir: Path | None = None, plan: RunPlan 
         report_to=[n.strip() for n in opts.report_to.split(",") if n.strip()],
         use_cpu=not cuda,
         bf16=bf16,
-        disable_tqdm=opts.quiet,
-        use_vllm=opts.use_vllm,
-        vllm_mode=opts.vllm_mode,
-        vllm_gpu_memory_utilization=opts.vllm_gpu_memory_utilization,
     )
     # always stated, so TRL's default (on) does not apply unasked; newer transformers names it activation_checkpointing
     fields = {f.name for f in dataclasses.fields(GRPOConfig)}
