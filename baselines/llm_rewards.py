@@ -19,12 +19,12 @@ explains the choices. The ``critic`` term gets the shipped critic: :func:`shippe
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+from types import MappingProxyType
 from typing import Any
 
 from countdown_gym.integrations.trl import CriticReward, completion_replays, log_metrics
-from countdown_gym.reward_variants import REWARD_VARIANTS, TERM_WEIGHTS, TEXT_TERMS, variant_names
+from countdown_gym.reward_variants import TEXT_TERMS, TEXT_VARIANT_WEIGHTS, parse_reward_spec  # noqa: F401  (re-exported)
 
 TERMS: tuple[str, ...] = TEXT_TERMS
 """Every reward term a run can weight."""
@@ -32,51 +32,8 @@ TERMS: tuple[str, ...] = TEXT_TERMS
 MONITORED: dict[str, float] = {"sparse": 0.0, "format": 0.0, "oracle": 0.0, "oracle_perfect": 0.0}
 """Cheap terms always computed and logged (weight 0 unless the variant weights them)."""
 
-VARIANTS: dict[str, dict[str, float]] = {
-    name: {"sparse": TERM_WEIGHTS["sparse"], "format": TERM_WEIGHTS["format"], **REWARD_VARIANTS[name].text_terms}
-    for name in variant_names("text")
-}
-"""Named reward variants (the ``text`` ones of ``countdown_gym.reward_variants``): term -> weight.
-The dense terms are added to the outcome reward."""
-
-
-def parse_reward_spec(spec: str) -> dict[str, float]:
-    """Term weights from a variant name, ``+``-joined variants, and/or explicit ``term=weight`` parts.
-
-    Examples: ``"sparse"``, ``"oracle+clipo"``, ``"sparse=1,oracle=0.25,format=0"``,
-    ``"critic,oracle=0.2"`` (a variant, then an override).
-    """
-    if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"reward spec must be a non-empty string, got {spec!r}; variants: {sorted(VARIANTS)}")
-    weights: dict[str, float] = {}
-    explicit: dict[str, float] = {}  # term=weight parts override the variants wherever they stand
-    for part in spec.replace(" ", "").split(","):
-        if not part:
-            continue
-        if "=" in part:
-            name, _, value = part.partition("=")
-            name = name.replace("-", "_")
-            if name not in TERMS:
-                raise ValueError(f"unknown reward term {name!r} in {spec!r}; terms: {list(TERMS)}")
-            try:
-                explicit[name] = float(value)
-            except ValueError:
-                explicit[name] = math.nan
-            if not math.isfinite(explicit[name]):
-                raise ValueError(f"weight of {name!r} must be a finite number, got {value!r} in {spec!r}")
-            continue
-        for variant in part.split("+"):
-            if variant not in VARIANTS:
-                raise ValueError(
-                    f"unknown reward variant {variant!r} in {spec!r}; variants: {sorted(VARIANTS)} "
-                    f"(or term=weight with terms {list(TERMS)})"
-                )
-            for name, w in VARIANTS[variant].items():
-                weights[name] = max(weights.get(name, 0.0), w)
-    weights.update(explicit)
-    if not any(w != 0 for w in weights.values()):
-        raise ValueError(f"reward spec {spec!r} gives every term weight 0: nothing to learn from")
-    return weights
+VARIANTS: MappingProxyType[str, dict[str, float]] = TEXT_VARIANT_WEIGHTS
+"""Named reward variants (the ``text`` ones of ``countdown_gym.reward_variants``): term -> weight."""
 
 
 def shipped_critic_reward() -> CriticReward:

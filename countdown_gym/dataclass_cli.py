@@ -508,18 +508,3 @@ def to_argv(instance: Any, *, skip: Collection[str] = ()) -> list[str]:
         else:
             argv += [flag.name, str(value)]
     return argv
-
-
-def output_dir(path: str | os.PathLike[str], label: str) -> Path:
-    """Create the directory ``path`` (and its parents) for a script's output; exit naming ``label`` if it cannot be written.
-
-    ``label`` is what the user typed, e.g. ``"--out runs/x"``: a bad path fails before any work.
-    """
-    out = Path(path)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        if not os.access(out, os.W_OK):
-            raise PermissionError(13, "permission denied")
-    except OSError as exc:
-        raise SystemExit(f"{label}: cannot write there ({exc.strerror or exc})") from None
-    return out

@@ -81,47 +81,67 @@ def variant_names(kind: str) -> tuple[str, ...]:
     return tuple(v.name for v in _VARIANTS if kind in v.kinds)
 
 
-def check_reward_variant(value: str) -> str:
-    """``value`` if it names a reward, else a ``ValueError`` listing the registered names.
+TEXT_VARIANT_WEIGHTS: MappingProxyType[str, dict[str, float]] = MappingProxyType({
+    v.name: {"sparse": TERM_WEIGHTS["sparse"], "format": TERM_WEIGHTS["format"], **v.text_terms}
+    for v in _VARIANTS if "text" in v.kinds
+})
+"""The ``text`` variants as term weights: the outcome reward (``sparse`` 1, ``format`` 0.1) plus the dense terms."""
 
-    Accepted: ``"none"``, a variant name, or a GRPO spec over them (variants joined with ``+``
-    and ``,``, ``term=weight`` parts with the terms of :data:`TEXT_TERMS`), e.g. ``"oracle+clipo"``
-    or ``"critic,oracle=0.2"``.
+
+def parse_reward_spec(spec: str) -> dict[str, float]:
+    """Term weights of a run on completions, from a ``text`` variant name, ``+``-joined variants and/or
+    explicit ``term=weight`` parts (which override the variants wherever they stand).
+
+    Examples: ``"sparse"``, ``"oracle+clipo"``, ``"sparse=1,oracle=0.25,format=0"``, ``"critic,oracle=0.2"``.
+    A ``ValueError`` names the unknown variant or term, a weight that is not a finite number, or a spec
+    whose weights are all 0.
     """
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"reward_variant must be a non-empty string, got {value!r}")
-    if value == NO_REWARD:
-        return value
-    for part in value.replace(" ", "").split(","):
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"reward spec must be a non-empty string, got {spec!r}; variants: {sorted(TEXT_VARIANT_WEIGHTS)}")
+    weights: dict[str, float] = {}
+    explicit: dict[str, float] = {}
+    for part in spec.replace(" ", "").split(","):
         if not part:
             continue
         if "=" in part:
-            term, _, weight = part.partition("=")
-            if term.replace("-", "_") not in TEXT_TERMS:
-                raise ValueError(f"unknown reward term {term!r} in reward_variant {value!r}; terms: {list(TEXT_TERMS)}")
+            name, _, value = part.partition("=")
+            name = name.replace("-", "_")
+            if name not in TEXT_TERMS:
+                raise ValueError(f"unknown reward term {name!r} in {spec!r}; terms: {list(TEXT_TERMS)}")
             try:
-                ok = math.isfinite(float(weight))
+                explicit[name] = float(value)
             except ValueError:
-                ok = False
-            if not ok:
-                raise ValueError(f"weight of {term!r} must be a finite number, got {weight!r} in reward_variant {value!r}")
+                explicit[name] = math.nan
+            if not math.isfinite(explicit[name]):
+                raise ValueError(f"weight of {name!r} must be a finite number, got {value!r} in {spec!r}")
             continue
-        for name in part.split("+"):
-            if name not in REWARD_VARIANTS:
+        for variant in part.split("+"):
+            if variant not in TEXT_VARIANT_WEIGHTS:
                 raise ValueError(
-                    f"unknown reward variant {name!r} in {value!r}; registered variants: {list(REWARD_VARIANTS)} "
-                    f"(countdown_gym.reward_variants), or {NO_REWARD!r}"
+                    f"unknown reward variant {variant!r} in {spec!r}; variants: {sorted(TEXT_VARIANT_WEIGHTS)} "
+                    f"(or term=weight with terms {list(TEXT_TERMS)})"
                 )
+            for name, w in TEXT_VARIANT_WEIGHTS[variant].items():
+                weights[name] = max(weights.get(name, 0.0), w)
+    weights.update(explicit)
+    if not any(w != 0 for w in weights.values()):
+        raise ValueError(f"reward spec {spec!r} gives every term weight 0: nothing to learn from")
+    return weights
+
+
+def check_reward_variant(value: str) -> str:
+    """``value`` if it names a reward, else a ``ValueError`` listing the registered names.
+
+    Accepted: ``"none"``, a variant name, or a GRPO spec (:func:`parse_reward_spec`), e.g.
+    ``"oracle+clipo"`` or ``"critic,oracle=0.2"``.
+    """
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"reward_variant must be a non-empty string, got {value!r}")
+    if value == NO_REWARD or value in REWARD_VARIANTS:
+        return value
+    try:
+        parse_reward_spec(value)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; a reward_variant is {NO_REWARD!r}, one of the registered variants "
+                         f"{list(REWARD_VARIANTS)} (countdown_gym.reward_variants), or a GRPO spec over them") from None
     return value
-
-
-__all__ = [
-    "KINDS",
-    "NO_REWARD",
-    "REWARD_VARIANTS",
-    "TERM_WEIGHTS",
-    "TEXT_TERMS",
-    "RewardVariant",
-    "check_reward_variant",
-    "variant_names",
-]

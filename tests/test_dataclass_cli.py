@@ -15,7 +15,6 @@ from countdown_gym.dataclass_cli import (
     check_choice,
     flags,
     help_text,
-    output_dir,
     parse,
     parse_bool,
     to_argv,
@@ -313,13 +312,6 @@ def test_replaces_the_sb3_parser() -> None:
     args = parse(sb3_ppo.Args, [*argv, *mlp])
     assert args == sb3_ppo.parse_args([*argv, *mlp])
     assert parse(sb3_ppo.Args, ["--net-arch", "128,128", *mlp[:4]]).net_arch == [128, 128]
-
-
-def test_output_dir_creates_or_names_the_flag(tmp_path: Path) -> None:
-    assert output_dir(tmp_path / "a" / "b", "--out a/b").is_dir()
-    (tmp_path / "file").write_text("")
-    with pytest.raises(SystemExit, match=r"^--out x: cannot write there"):
-        output_dir(tmp_path / "file" / "sub", "--out x")
 
 
 def test_check_min_names_the_flag() -> None:

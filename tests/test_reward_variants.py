@@ -72,3 +72,17 @@ def test_leaderboard_refuses_an_unknown_reward_variant(tmp_path: Path) -> None:
     bad.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
     with pytest.raises(SubmissionError, match="unknown reward variant 'dense-magic'"):
         read_submission(bad)
+
+
+def test_one_parser_for_grpo_specs_and_the_leaderboard() -> None:
+    """The GRPO baseline's spec parser is the registry's: both accept and refuse the same specs."""
+    from baselines import llm_rewards
+    from countdown_gym.reward_variants import parse_reward_spec
+
+    assert llm_rewards.parse_reward_spec is parse_reward_spec
+    assert parse_reward_spec("critic,oracle=0.2") == {"sparse": 1.0, "format": 0.1, "critic": 0.5, "oracle": 0.2}
+    for bad in ("oracle-potential+critic", "sparse=0,format=0", "oracle=inf"):
+        with pytest.raises(ValueError):
+            parse_reward_spec(bad)
+        with pytest.raises(ValueError):
+            check_reward_variant(bad)
