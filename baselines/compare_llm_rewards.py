@@ -16,7 +16,6 @@ cheap; a test result is reused only for the same model and test settings.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
@@ -27,14 +26,16 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 ROOT = Path(__file__).resolve().parents[1]
 if not __package__:  # `python baselines/compare_llm_rewards.py`: put the repository root, not this folder, on sys.path
     sys.path[0] = str(ROOT)
 
-from baselines.llm_grpo import Options  # noqa: E402
+from baselines.llm_grpo import DEFAULT_MODEL, DEFAULT_TURN_MODEL  # noqa: E402
+from baselines.llm_grpo import Options as GRPOOptions  # noqa: E402
 from countdown_gym import dataclass_cli  # noqa: E402
 
 VARIANTS = ("sparse", "oracle", "oracle-perfect", "critic", "clipo")
@@ -46,49 +47,62 @@ per turn (docs/step_credit.md) instead of summed into the outcome reward."""
 DEFAULT_VARIANTS = (*VARIANTS, "oracle" + STEP_SUFFIX)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    d = Options()  # llm_grpo.py's defaults, except the number of steps and the validation samples
-    p.add_argument("--model", default=d.model, help="starting model (default: the shipped model of --interaction)")
-    p.add_argument("--interaction", default="multi-turn", choices=("multi-turn", "single-pass"))
-    p.add_argument("--max-turns", type=int, default=d.max_turns, help="multi-turn: the turn budget")
-    p.add_argument("--preset", default=d.preset)
-    p.add_argument("--prompt-style", default=d.prompt_style)
-    p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
-                   help=f"comma-separated --rewards values; a '{STEP_SUFFIX}' suffix adds --step-credit (multi-turn)")
-    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
-    p.add_argument("--steps", type=int, default=20, help="GRPO steps of every run")
-    p.add_argument("--prompts-per-step", type=int, default=d.prompts_per_step)
-    p.add_argument("--num-generations", type=int, default=d.num_generations)
-    p.add_argument("--max-completion-length", type=int, default=d.max_completion_length)
-    p.add_argument("--learning-rate", type=float, default=d.learning_rate)
-    p.add_argument("--temperature", type=float, default=d.temperature)
-    p.add_argument("--eval-interval", type=int, default=10)
-    p.add_argument("--eval-problems", type=int, default=d.eval_problems, help="validation problems during training")
-    p.add_argument("--eval-samples", type=int, default=0)
-    p.add_argument("--test-problems", type=int, default=1000, help="test problems for the final table (0 = all)")
-    p.add_argument("--test-samples", type=int, default=0)
-    p.add_argument("--jobs", type=int, default=2, help="runs in parallel (one thread each)")
-    p.add_argument("--runs-dir", default=str(ROOT / "runs" / "compare_llm"))
-    p.add_argument("--results-dir", default=str(ROOT / "docs" / "results"))
-    p.add_argument("--train-pass-rates", default=d.train_pass_rates,
-                   help="llm_grpo.py --train-pass-rates for every run: auto (the model's own file), none (every "
-                        "training problem), or a file")
-    p.add_argument("--extra-args", default="", help="more llm_grpo.py flags for every run, e.g. '--beta 0.01'")
-    p.add_argument("--replot", action="store_true", help="redraw the figure from the <stem>_curves.csv in --results-dir "
-                   "(no run, no evaluation; the same --interaction and --eval-problems)")
-    args = p.parse_args(argv)
-    if not args.model:
-        from baselines.llm_grpo import DEFAULT_MODEL, DEFAULT_TURN_MODEL
-
-        args.model = DEFAULT_TURN_MODEL if args.interaction == "multi-turn" else DEFAULT_MODEL
-    for name in ("steps", "jobs", "prompts_per_step", "max_completion_length", "max_turns"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1")
-    return args
+_GRPO = GRPOOptions()  # llm_grpo.py's defaults, except the number of steps and the validation samples
 
 
-def run_command(args: argparse.Namespace, variant: str, seed: int) -> list[str]:
+@dataclass
+class Options:
+    """Compare GRPO reward variants from the same starting model at equal steps and seeds."""
+
+    model: str = ""
+    """Starting model (default: the shipped model of --interaction)."""
+    interaction: Literal["multi-turn", "single-pass"] = "multi-turn"
+    max_turns: int = _GRPO.max_turns
+    """Multi-turn: the turn budget."""
+    preset: str = _GRPO.preset
+    prompt_style: str = _GRPO.prompt_style
+    variants: tuple[str, ...] = DEFAULT_VARIANTS
+    """Comma-separated --rewards values; a '@step' suffix adds --step-credit (multi-turn)."""
+    seeds: tuple[int, ...] = (0, 1, 2)
+    """Comma-separated seeds."""
+    steps: int = 20
+    """GRPO steps of every run."""
+    prompts_per_step: int = _GRPO.prompts_per_step
+    num_generations: int = _GRPO.num_generations
+    max_completion_length: int = _GRPO.max_completion_length
+    learning_rate: float = _GRPO.learning_rate
+    temperature: float = _GRPO.temperature
+    eval_interval: int = 10
+    eval_problems: int = _GRPO.eval_problems
+    """Validation problems during training."""
+    eval_samples: int = 0
+    test_problems: int = 1000
+    """Test problems for the final table (0 = all)."""
+    test_samples: int = 0
+    jobs: int = 2
+    """Runs in parallel (one thread each)."""
+    runs_dir: str = str(ROOT / "runs" / "compare_llm")
+    results_dir: str = str(ROOT / "docs" / "results")
+    train_pass_rates: str = _GRPO.train_pass_rates
+    """llm_grpo.py --train-pass-rates for every run: auto (the model's own file), none (every training problem), or a file."""
+    extra_args: str = ""
+    """More llm_grpo.py flags for every run, e.g. '--beta 0.01'."""
+    replot: bool = False
+    """Redraw the figure from the <stem>_curves.csv in --results-dir (no run, no evaluation; the same --interaction and
+    --eval-problems)."""
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            self.model = DEFAULT_TURN_MODEL if self.interaction == "multi-turn" else DEFAULT_MODEL
+        dataclass_cli.check_min(self, 1, "steps", "jobs", "prompts_per_step", "max_completion_length", "max_turns")
+
+
+def parse_args(argv: list[str] | None = None) -> Options:
+    """:class:`Options` from the command line (``countdown_gym.dataclass_cli``): bad input is a usage error (exit code 2)."""
+    return dataclass_cli.parse(Options, argv, prog="compare_llm_rewards.py", description=__doc__.split("\n")[0])
+
+
+def run_command(args: Options, variant: str, seed: int) -> list[str]:
     """The ``llm_grpo.py`` command of one run."""
     return [
         sys.executable, str(ROOT / "baselines" / "llm_grpo.py"),
@@ -104,11 +118,11 @@ def run_command(args: argparse.Namespace, variant: str, seed: int) -> list[str]:
     ]
 
 
-def run_path(args: argparse.Namespace, variant: str, seed: int) -> Path:
+def run_path(args: Options, variant: str, seed: int) -> Path:
     return Path(args.runs_dir) / f"{variant.replace('+', '-').replace(STEP_SUFFIX, '-step')}-s{seed}"
 
 
-def finished(args: argparse.Namespace, variant: str, seed: int) -> bool:
+def finished(args: Options, variant: str, seed: int) -> bool:
     """The run has its summary at ``args.steps`` and was made with this command's options (else it runs:
     ``--resume`` continues it, or refuses a run of other options)."""
     from baselines.llm_grpo import RESUMABLE_CHANGES, parse_options
@@ -122,7 +136,7 @@ def finished(args: argparse.Namespace, variant: str, seed: int) -> bool:
     )
 
 
-def launch_all(args: argparse.Namespace, runs: list[tuple[str, int]]) -> None:
+def launch_all(args: Options, runs: list[tuple[str, int]]) -> None:
     """Run every unfinished (variant, seed), ``args.jobs`` at a time; logs in ``<run>/stdout.log``."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     todo = [(v, s) for v, s in runs if not finished(args, v, s)]
@@ -148,7 +162,7 @@ def launch_all(args: argparse.Namespace, runs: list[tuple[str, int]]) -> None:
                     raise SystemExit(f"run {v} seed {s} failed; fix it and re-run (finished runs are kept)")
 
 
-def test_eval(args: argparse.Namespace, model_path: str, cache: Path) -> dict[str, Any]:
+def test_eval(args: Options, model_path: str, cache: Path) -> dict[str, Any]:
     """Greedy / sampled test success of one model (cached in ``cache`` with the settings it was made with)."""
     cached = cached_test_eval(args, cache)
     if cached is not None:
@@ -180,14 +194,14 @@ def test_eval(args: argparse.Namespace, model_path: str, cache: Path) -> dict[st
     return row
 
 
-def test_settings(args: argparse.Namespace) -> dict[str, Any]:
+def test_settings(args: Options) -> dict[str, Any]:
     """What a test evaluation depends on besides the model."""
     names = ("preset", "prompt_style", "test_problems", "test_samples", "temperature", "max_completion_length",
              "interaction", "max_turns")
     return {name: getattr(args, name) for name in names}
 
 
-def cached_test_eval(args: argparse.Namespace, cache: Path) -> dict[str, Any] | None:
+def cached_test_eval(args: Options, cache: Path) -> dict[str, Any] | None:
     """The row in ``cache`` when it was made with the current test settings, else None."""
     if not cache.exists():
         return None
@@ -254,7 +268,7 @@ def reading(rows: list[dict[str, Any]], start: dict[str, Any], n: int) -> list[s
     return out
 
 
-def plot(args: argparse.Namespace, runs: list[tuple[str, int]], path: Path) -> Path:
+def plot(args: Options, runs: list[tuple[str, int]], path: Path) -> Path:
     """Validation greedy success vs GRPO step: each variant's mean over seeds, error bars = SE over seeds; the
     points go to ``<stem>_curves.csv`` beside the PNG (``--replot`` redraws from them)."""
     import csv
@@ -267,7 +281,7 @@ def plot(args: argparse.Namespace, runs: list[tuple[str, int]], path: Path) -> P
     return draw(args, rows, path)
 
 
-def draw(args: argparse.Namespace, rows: list, path: Path) -> Path:
+def draw(args: Options, rows: list, path: Path) -> Path:
     from baselines.reward_curves import plot_curves
 
     return plot_curves(rows, path, title=f"GRPO on Countdown ({args.interaction}): validation success by reward",
@@ -275,7 +289,7 @@ def draw(args: argparse.Namespace, rows: list, path: Path) -> Path:
                        spread="se")
 
 
-def results_png(args: argparse.Namespace) -> Path:
+def results_png(args: Options) -> Path:
     stem = "llm_grpo_rewards" if args.interaction == "single-pass" else "llm_grpo_rewards_multiturn"
     return Path(args.results_dir) / f"{stem}.png"
 
@@ -288,8 +302,7 @@ def main(argv: list[str] | None = None) -> None:
         png = results_png(args)
         print(f"wrote {draw(args, read_curves(curves_path(png)), png)}")
         return
-    variants = [v for v in args.variants.split(",") if v]
-    seeds = [int(s) for s in args.seeds.split(",") if s]
+    variants, seeds = list(args.variants), list(args.seeds)
     runs = [(v, s) for s in seeds for v in variants]
     Path(args.runs_dir).mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

@@ -23,10 +23,10 @@ The same policies plug into the generic command:
 
 from __future__ import annotations
 
-import argparse
 import math
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ import numpy as np
 if not __package__:  # `python baselines/reference_agents.py`: put the repository root, not this folder, on sys.path
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
+from countdown_gym import dataclass_cli
 from countdown_gym.envs.countdown import decode_action
 from countdown_gym.leaderboard.agents import submit_policy
 from countdown_gym.leaderboard.submission import MAX_ANSWERS
@@ -204,24 +205,36 @@ AGENTS: dict[str, dict[str, Any]] = {
 }
 
 
+@dataclass
+class Options:
+    """Evaluate a reference agent on a frozen split and write a leaderboard submission."""
+
+    agent: str
+    """One of the agents of the module doc: critic-first, critic-greedy, random, random-first, solver."""
+    out: str
+    """Submission file to write (.jsonl)."""
+    preset: str = "longproc-0.5k"
+    split: str = "test"
+    k: int = 1
+    """Episodes per problem (seeds seed..seed+k-1); pass@k uses them."""
+    seed: int = 0
+    authors: str = "countdown-gym maintainers (reference agents)"
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("agent", sorted(AGENTS)), ("preset", sorted(SPLIT_SPEC)), ("split", SPLITS)):
+            dataclass_cli.check_choice(self, name, allowed)
+        if not 1 <= self.k <= MAX_ANSWERS:  # a submission holds 1 to MAX_ANSWERS answers per problem
+            raise ValueError(f"--k must be in 1..{MAX_ANSWERS}, got {self.k}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--agent", choices=sorted(AGENTS), required=True)
-    parser.add_argument("--preset", default="longproc-0.5k", choices=sorted(SPLIT_SPEC))
-    parser.add_argument("--split", default="test", choices=SPLITS)
-    parser.add_argument("--k", type=int, default=1, help="episodes per problem (seeds seed..seed+k-1); pass@k uses them")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", required=True, help="submission file to write (.jsonl)")
-    parser.add_argument("--authors", default="countdown-gym maintainers (reference agents)")
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
-    if not 1 <= args.k <= MAX_ANSWERS:  # a submission holds 1 to MAX_ANSWERS answers per problem
-        parser.error(f"--k must be in 1..{MAX_ANSWERS}, got {args.k}")
     argv = sys.argv[1:] if argv is None else argv
+    args = dataclass_cli.parse(Options, argv, prog="reference_agents.py", description=__doc__.split("\n\n")[0])
     spec = AGENTS[args.agent]
     path, evals = submit_policy(
         spec["factory"], args.out, preset=args.preset, split=args.split, k=args.k, seed=args.seed,
-        temperature=spec["temperature"], progress=not args.no_progress,
+        temperature=spec["temperature"], progress=args.progress,
         command="python baselines/reference_agents.py " + shlex.join(argv),
         agent=spec["agent"], authors=args.authors, model=spec["model"], model_size=spec["model_size"],
         method=spec["method"], reward_variant="none",

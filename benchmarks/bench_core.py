@@ -15,7 +15,6 @@ reasoning-gym is used here only, as a peer (``pip install countdown-gym[bench]``
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import random
@@ -25,11 +24,13 @@ import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from countdown_gym import (
     Problem,
     Rules,
+    dataclass_cli,
     dfs_trace,
     generate,
     is_solvable,
@@ -443,11 +444,16 @@ def render(ver: dict, gen: dict, sol: dict, orig: dict | None, facts: list[str],
     return "\n".join(lines) + "\n"
 
 
+@dataclass
+class Options:
+    quick: bool = False
+    """Small sizes; print only, do not write the doc."""
+    out: str = str(DOC)
+    """Markdown file to write."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="small sizes; print only, do not write the doc")
-    ap.add_argument("--out", type=Path, default=DOC, help="Markdown file to write (default: docs/benchmarks_core.md)")
-    args = ap.parse_args(argv)
+    args = dataclass_cli.parse(Options, argv, description=__doc__)
     try:
         import reasoning_gym  # noqa: F401
     except ImportError:
@@ -469,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     print(f"(benchmark took {time.perf_counter() - t0:.0f} s)")
     if not q:
-        args.out.write_text(text, encoding="utf-8")
+        Path(args.out).write_text(text, encoding="utf-8")
         print(f"wrote {args.out}")
     return 0
 

@@ -24,12 +24,12 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import gymnasium as gym  # noqa: E402
@@ -38,6 +38,7 @@ from gymnasium.vector import AutoresetMode  # noqa: E402
 
 import countdown_gym  # noqa: E402
 from countdown_gym import dfs_trace, load_split  # noqa: E402
+from countdown_gym.dataclass_cli import check_min, parse  # noqa: E402
 from countdown_gym.envs.vector import CountdownVectorEnv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,16 +155,27 @@ def alternate(
     return a, b
 
 
+@dataclass
+class Options:
+    seconds: float = 3.0
+    """Timed seconds per measurement."""
+    rounds: int = 3
+    """Alternating rounds per comparison."""
+    warmup: float = 10.0
+    """Seconds of Countdown-v0 play before the rounds."""
+    num_envs: int = 1024
+    seed: int = 0
+    out: str = str(ROOT / "docs" / "benchmarks_envs.md")
+    quick: bool = False
+    """A smoke run (short, small batch, no report file)."""
+
+    def __post_init__(self) -> None:
+        check_min(self, 1, "rounds", "num_envs")
+        check_min(self, 0, "seconds", "warmup")
+
+
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seconds", type=float, default=3.0, help="timed seconds per measurement")
-    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per comparison")
-    ap.add_argument("--warmup", type=float, default=10.0, help="seconds of Countdown-v0 play before the rounds")
-    ap.add_argument("--num-envs", type=int, default=1024)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks_envs.md")
-    ap.add_argument("--quick", action="store_true", help="a smoke run (short, small batch, no report file)")
-    args = ap.parse_args(argv)
+    args = parse(Options, argv, description=__doc__.split("\n")[0])
     if args.quick:
         args.seconds, args.rounds, args.num_envs, args.warmup = 0.3, 1, 64, 0.3
     load_start = os.getloadavg()
@@ -284,7 +296,7 @@ stepping each env it batches every env's info dict).
 The machine is shared, so absolute numbers drift by tens of percent between runs; the
 alternating rounds make the ratios the figures to compare.
 """
-    args.out.write_text(report, encoding="utf-8")
+    Path(args.out).write_text(report, encoding="utf-8")
     print(f"wrote {args.out}")
 
 

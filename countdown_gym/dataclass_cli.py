@@ -302,7 +302,10 @@ def _normalize(cls: type, argv: Sequence[str], prog: str) -> list[str]:
                 i += 1
             out += [flag.name, *(item.strip() for v in values for item in v.split(",") if item.strip())]
         else:
-            out += [flag.name, value] if eq else [flag.name]
+            if not eq and i < len(args) and args[i].startswith("-") and " " in args[i]:  # argparse's rule: a value
+                value, eq = args[i], "="  # like "--beta 0.01" (flags of another command) is not a flag
+                i += 1
+            out += ([f"{flag.name}={value}"] if value.startswith("-") else [flag.name, value]) if eq else [flag.name]
     return out
 
 

@@ -23,13 +23,63 @@ and batched CPU throughput. Writes ``report.md`` and PNGs into ``--out``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
+
+from countdown_gym import dataclass_cli
+from countdown_gym.splits import SPLIT_SPEC
+
+# ---- options ----------------------------------------------------------------------------------
+
+
+@dataclass
+class EvalOptions:
+    """The states a critic is scored on and where the report goes (the options of ``critics.evaluate`` and
+    ``critics.evaluate_text``)."""
+
+    checkpoint: str | None = None
+    """Checkpoint directory (default: the shipped critic)."""
+    preset: str = "longproc-0.5k"
+    """Preset whose frozen split holds the problems."""
+    split: Literal["train", "validation", "test"] = "test"
+    max_problems: int | None = None
+    """First N problems of the split (None: all)."""
+    rollouts: int = 4
+    """Random rollouts per problem."""
+    start_targets: int = 4
+    """Random targets per problem for the 4-number start set."""
+    seed: int = 0
+    threads: int = 1
+    """Torch threads."""
+    out: str = "runs/critic-eval"
+    """Output directory."""
+
+    def __post_init__(self) -> None:
+        dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
+        if self.max_problems is not None and self.max_problems < 1:
+            raise ValueError(f"--max-problems must be >= 1 (or left out for all), got {self.max_problems}")
+        dataclass_cli.check_min(self, 1, "rollouts", "start_targets", "threads")
+
+
+@dataclass
+class Options(EvalOptions):
+    """Score a critic against the exact oracle."""
+
+    val_problems: int = 200
+    """Validation problems for the calibration fit."""
+    lookahead: bool = False
+    """One-ply lookahead: score each state by the max of the critic's scores of its one-move children."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        dataclass_cli.check_min(self, 1, "val_problems")
+
 
 # ---- metrics ----------------------------------------------------------------------------------
 
@@ -277,26 +327,34 @@ def state_sets(problems, rollouts: int = 4, seed: int = 0, start_targets: int = 
     }
 
 
+def per_size(scores: np.ndarray, ls, overall: bool = True) -> dict[str, dict]:
+    """:func:`metrics` of the labelled states ``ls`` by state size (``size_<k>``), of the 2-3 number states
+    (``sizes_2_3``, when the set holds other sizes too) and, with ``overall``, of all of them (``all``)."""
+    sizes = np.array([len(s) for s in ls.states])
+    entry = {"all": metrics(scores, ls.labels)} if overall else {}
+    for k in sorted(set(sizes.tolist())):
+        entry[f"size_{k}"] = metrics(scores[sizes == k], ls.labels[sizes == k])
+    mid = (sizes >= 2) & (sizes <= 3)
+    if mid.any() and len(set(sizes.tolist())) > 1:
+        entry["sizes_2_3"] = metrics(scores[mid], ls.labels[mid])
+    return entry
+
+
 def set_metrics(scorer, sets: dict, calibration: tuple[float, float] | None = None, out: Path | None = None,
                 split: str = "test") -> dict:
-    """Per state set: metrics of all states, of each state size, and of 2-3 numbers (with the ECE
-    of the logistic ``calibration`` and, if ``out`` is given, a reliability diagram)."""
+    """Per state set: :func:`per_size` of the scorer's scores (with the ECE of the logistic ``calibration`` on the
+    2-3 number states and, if ``out`` is given, a reliability diagram)."""
     res: dict = {}
     for name, ls in sets.items():
         scores = score_states(scorer, ls)
-        sizes = np.array([len(s) for s in ls.states])
-        entry = {"all": metrics(scores, ls.labels)}
-        for k in sorted(set(sizes.tolist())):
-            entry[f"size_{k}"] = metrics(scores[sizes == k], ls.labels[sizes == k])
-        mid = (sizes >= 2) & (sizes <= 3)
-        if mid.any() and len(set(sizes.tolist())) > 1:
-            entry["sizes_2_3"] = metrics(scores[mid], ls.labels[mid])
-            if calibration is not None:
-                probs = 1 / (1 + np.exp(-(calibration[0] * scores[mid].astype(np.float64) + calibration[1])))
-                ece, table = expected_calibration_error(probs, ls.labels[mid])
-                entry["sizes_2_3"]["ece"] = ece
-                if out is not None:
-                    plot_reliability(table, ece, out / f"reliability_{name}.png", f"{name} states (2-3 numbers), {split} split")
+        entry = per_size(scores, ls)
+        if "sizes_2_3" in entry and calibration is not None:
+            mid = np.array([2 <= len(s) <= 3 for s in ls.states])
+            probs = 1 / (1 + np.exp(-(calibration[0] * scores[mid].astype(np.float64) + calibration[1])))
+            ece, table = expected_calibration_error(probs, ls.labels[mid])
+            entry["sizes_2_3"]["ece"] = ece
+            if out is not None:
+                plot_reliability(table, ece, out / f"reliability_{name}.png", f"{name} states (2-3 numbers), {split} split")
         res[name] = entry
     return res
 
@@ -368,11 +426,8 @@ def evaluate(
     """
     from countdown_gym import load_split
 
-    if max_problems is not None and max_problems < 1:
-        raise ValueError(f"--max-problems must be >= 1 (or left out for all), got {max_problems}")
-    for opt, value in (("rollouts", rollouts), ("val_problems", val_problems), ("start_targets", start_targets)):
-        if value < 1:
-            raise ValueError(f"--{opt.replace('_', '-')} must be >= 1, got {value}")
+    Options(checkpoint=checkpoint, preset=preset, split=split, max_problems=max_problems, rollouts=rollouts,  # its checks
+            start_targets=start_targets, seed=seed, val_problems=val_problems, lookahead=lookahead)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if score_fn is None:
@@ -468,35 +523,27 @@ def render_report(res: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m critics.evaluate", description=__doc__.split("\n")[0])
-    ap.add_argument("--checkpoint", default=None, help="checkpoint directory (default: the shipped V2)")
-    ap.add_argument("--preset", default="longproc-0.5k")
-    ap.add_argument("--split", default="test", choices=["train", "validation", "test"])
-    ap.add_argument("--max-problems", type=int, default=None, help="first N problems of the split (default: all)")
-    ap.add_argument("--rollouts", type=int, default=4, help="random rollouts per problem")
-    ap.add_argument("--start-targets", type=int, default=4, help="random targets per problem for the 4-number start set")
-    ap.add_argument("--val-problems", type=int, default=200, help="validation problems for the calibration fit")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--lookahead", action="store_true",
-                    help="one-ply lookahead: score each state by the max of the critic's scores of its one-move children")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads")
-    ap.add_argument("--out", default="runs/critic-eval", help="output directory")
-    a = ap.parse_args(argv)
+    opts = dataclass_cli.parse(Options, argv, prog="python -m critics.evaluate", description=__doc__.split("\n")[0])
     import torch
 
     from critics.models import CheckpointError
 
-    torch.set_num_threads(a.threads)
+    torch.set_num_threads(opts.threads)
     try:
-        res = evaluate(a.checkpoint, a.preset, a.split, a.max_problems, a.rollouts, a.seed, a.out, a.val_problems,
-                       start_targets=a.start_targets, lookahead=a.lookahead)
+        res = evaluate(opts.checkpoint, opts.preset, opts.split, opts.max_problems, opts.rollouts, opts.seed, opts.out,
+                       opts.val_problems, start_targets=opts.start_targets, lookahead=opts.lookahead)
     except (CheckpointError, ValueError, OSError) as e:
         raise SystemExit(f"error: {e}") from None
-    res["threads"] = a.threads
-    Path(a.out, "report.md").write_text(render_report(res), encoding="utf-8")
-    Path(a.out, "results.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
-    print(render_report(res))
-    print(f"wrote {a.out}/report.md")
+    write_results(res, opts, render_report)
+
+
+def write_results(res: dict, opts: EvalOptions, render: Callable[[dict], str]) -> None:
+    """Add the torch threads to ``res``, write ``results.json`` and ``report.md`` into ``opts.out`` and print the report."""
+    res["threads"] = opts.threads
+    Path(opts.out, "report.md").write_text(render(res), encoding="utf-8")
+    Path(opts.out, "results.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+    print(render(res))
+    print(f"wrote {opts.out}/report.md")
 
 
 if __name__ == "__main__":

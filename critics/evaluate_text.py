@@ -21,18 +21,30 @@ thread by default), and of V2's ``score`` on the same states. Writes ``results.j
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from countdown_gym import Problem, dfs_trace, load_split
+from countdown_gym import Problem, dataclass_cli, dfs_trace, load_split
 from critics.data import LabelledStates, random_states, start_states, trace_states, trace_tree
-from critics.evaluate import metrics
+from critics.evaluate import EvalOptions, per_size, write_results
 from critics.text_critic import node_lines, prefix_window
+
+
+@dataclass
+class TextEvalOptions(EvalOptions):
+    """Score the text critic against the exact oracle, beside V2."""
+
+    checkpoint: str | None = None
+    """Text critic checkpoint directory (default: critics/checkpoints/text)."""
+    max_problems: int | None = 300
+    """First N problems of the split (None: all)."""
+    out: str = "runs/critic-eval-text"
+    """Output directory."""
 
 
 def trace_prefixes(problems: Sequence[Problem], min_size: int = 1) -> tuple[LabelledStates, list[str]]:
@@ -55,15 +67,6 @@ def trace_prefixes(problems: Sequence[Problem], min_size: int = 1) -> tuple[Labe
     return ls, texts
 
 
-def per_size(scores: np.ndarray, ls: LabelledStates) -> dict[str, dict]:
-    sizes = np.array([len(s) for s in ls.states])
-    entry = {f"size_{k}": metrics(scores[sizes == k], ls.labels[sizes == k]) for k in sorted(set(sizes.tolist()))}
-    mid = (sizes >= 2) & (sizes <= 3)
-    if mid.any():
-        entry["sizes_2_3"] = metrics(scores[mid], ls.labels[mid])
-    return entry
-
-
 def _timed(fn, *args) -> tuple[np.ndarray, float, float]:
     """``(result, wall seconds, CPU seconds of this process)``: on a loaded machine the second is the fair cost."""
     t, c = time.perf_counter(), time.process_time()
@@ -75,7 +78,7 @@ def _rates(n: int, wall: float, cpu: float) -> dict[str, float]:
     return {"states": n, "per_wall_second": n / wall, "per_cpu_second": n / max(cpu, 1e-9)}
 
 
-def evaluate_text(checkpoint: str | None = None, preset: str = "longproc-0.5k", split: str = "test", max_problems: int = 300,
+def evaluate_text(checkpoint: str | None = None, preset: str = "longproc-0.5k", split: str = "test", max_problems: int | None = 300,
                   rollouts: int = 4, seed: int = 0, start_targets: int = 4, out: str | Path = "runs/critic-eval-text",
                   progress: bool = True) -> dict:
     """The whole comparison; returns the results dict and writes ``results.json`` + ``report.md`` into ``out``."""
@@ -84,8 +87,8 @@ def evaluate_text(checkpoint: str | None = None, preset: str = "longproc-0.5k", 
     from critics import V2_CHECKPOINT, load_critic
     from critics.text_critic import load_text_critic
 
-    if max_problems < 1 or rollouts < 1 or start_targets < 1:
-        raise ValueError("--max-problems, --rollouts and --start-targets must be >= 1")
+    TextEvalOptions(checkpoint=checkpoint, preset=preset, split=split, max_problems=max_problems, rollouts=rollouts,
+                    start_targets=start_targets, seed=seed)  # its checks (ValueError)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     text, v2 = load_text_critic(checkpoint), load_critic(V2_CHECKPOINT)  # the comparison docs/critics.md reports
@@ -99,18 +102,18 @@ def evaluate_text(checkpoint: str | None = None, preset: str = "longproc-0.5k", 
     res: dict = {"text_checkpoint": str(text.path), "preset": preset, "split": split, "problems": len(problems),
                  "rollouts": rollouts, "seed": seed, "start_targets": start_targets, "sets": {}, "throughput_states_per_s": {}}
     s, dt, cpu = _timed(text.score_texts, prefixes, trace.targets)
-    res["sets"]["trace"] = {"text (trace prefix)": per_size(s, trace)}
+    res["sets"]["trace"] = {"text (trace prefix)": per_size(s, trace, overall=False)}
     res["throughput_states_per_s"]["text, score_texts (trace prefixes)"] = _rates(len(prefixes), dt, cpu)
     bar.update(1)
     for name, ls in sets.items():
         s, dt, cpu = _timed(text.score, ls.states, ls.targets)
-        res["sets"].setdefault(name, {})["text (state only)"] = per_size(s, ls)
+        res["sets"].setdefault(name, {})["text (state only)"] = per_size(s, ls, overall=False)
         if name == "trace":
             res["throughput_states_per_s"]["text, score (bare states)"] = _rates(len(ls), dt, cpu)
         bar.update(1)
     for name, ls in sets.items():
         s, *_ = _timed(v2.score, ls.states, ls.targets)
-        res["sets"][name]["V2 (shipped)"] = per_size(s, ls)
+        res["sets"][name]["V2 (shipped)"] = per_size(s, ls, overall=False)
         if name == "trace":
             v2._goal_cache.clear()
             _, dt, cpu = _timed(v2.score, ls.states, ls.targets)
@@ -144,31 +147,19 @@ def render_report(res: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m critics.evaluate_text", description=__doc__.split("\n")[0])
-    ap.add_argument("--checkpoint", default=None, help="text critic checkpoint directory (default: critics/checkpoints/text)")
-    ap.add_argument("--preset", default="longproc-0.5k")
-    ap.add_argument("--split", default="test", choices=["train", "validation", "test"])
-    ap.add_argument("--max-problems", type=int, default=300, help="first N problems of the split")
-    ap.add_argument("--rollouts", type=int, default=4, help="random rollouts per problem")
-    ap.add_argument("--start-targets", type=int, default=4, help="random targets per problem for the 4-number sets")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1, help="torch threads")
-    ap.add_argument("--out", default="runs/critic-eval-text", help="output directory")
-    a = ap.parse_args(argv)
+    opts = dataclass_cli.parse(TextEvalOptions, argv, prog="python -m critics.evaluate_text",
+                               description=__doc__.split("\n")[0])
     import torch
 
     from critics.models import CheckpointError
 
-    torch.set_num_threads(a.threads)
+    torch.set_num_threads(opts.threads)
     try:
-        res = evaluate_text(a.checkpoint, a.preset, a.split, a.max_problems, a.rollouts, a.seed, a.start_targets, a.out)
+        res = evaluate_text(opts.checkpoint, opts.preset, opts.split, opts.max_problems, opts.rollouts, opts.seed,
+                            opts.start_targets, opts.out)
     except (CheckpointError, ValueError, OSError) as e:
         raise SystemExit(f"error: {e}") from None
-    res["threads"] = a.threads
-    Path(a.out, "results.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
-    Path(a.out, "report.md").write_text(render_report(res), encoding="utf-8")
-    print(render_report(res))
-    print(f"wrote {a.out}/report.md")
+    write_results(res, opts, render_report)
 
 
 if __name__ == "__main__":

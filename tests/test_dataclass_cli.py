@@ -54,6 +54,12 @@ def test_defaults_and_scalars() -> None:
     assert (d.name, d.steps, d.lr, d.out) == ("x", 7, 2e-5, "o.jsonl")
 
 
+def test_a_value_that_holds_another_commands_flags() -> None:
+    """As with argparse: ``--name "--beta 0.01"`` (flags passed on to another command) is a value, not a flag."""
+    assert parse(Demo, ["--name", "--beta 0.01", "--steps", "2"]) == Demo(name="--beta 0.01", steps=2)
+    assert parse(Demo, ["--name=--beta"]).name == "--beta"
+
+
 def test_underscore_spelling_is_accepted() -> None:
     assert parse(Demo, ["--dead_ends", "1,2", "--steps=4", "--no_progress"]) == Demo(dead_ends=(1, 2), steps=4, progress=False)
 

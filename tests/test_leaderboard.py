@@ -428,12 +428,9 @@ def test_shipped_reference_entries_record_their_commands():
 
 
 def _reference_agents():
-    import importlib.util
+    from baselines import reference_agents
 
-    spec = importlib.util.spec_from_file_location("reference_agents", ROOT / "baselines" / "reference_agents.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return reference_agents
 
 
 def test_reference_policies_on_countdown_v0():

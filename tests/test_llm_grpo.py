@@ -561,9 +561,9 @@ def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> No
         assert llm_grpo.pass_rates_file(opts) is not None  # the shipped model's own train_pass_rates.jsonl
     args = compare_llm_rewards.parse_args(["--runs-dir", str(tmp_path)])  # the default: the paper's 5 variants, multi-turn
     assert compare_llm_rewards.VARIANTS == ("sparse", "oracle", "oracle-perfect", "critic", "clipo")
-    assert (args.seeds, args.test_problems, args.interaction) == ("0,1,2", 1000, "multi-turn")
-    assert args.variants.split(",") == [*compare_llm_rewards.VARIANTS, "oracle@step"]
-    for variant in args.variants.split(","):
+    assert (args.seeds, args.test_problems, args.interaction) == ((0, 1, 2), 1000, "multi-turn")
+    assert list(args.variants) == [*compare_llm_rewards.VARIANTS, "oracle@step"]
+    for variant in args.variants:
         opts = parse_options(compare_llm_rewards.run_command(args, variant, 1)[2:])
         rewards = variant.removesuffix("@step")
         assert (opts.interaction, opts.model, opts.rewards, opts.step_credit) == (
