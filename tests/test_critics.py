@@ -157,7 +157,7 @@ def test_eval_state_sets_are_labelled_by_the_oracle():
 
 def _cfg(tmp_path, **kw):
     base = dict(
-        max_train_problems=30, extra_problems=0, cache_dir="", steps=60, batch_size=32, lr=3e-3, warmup=5,
+        max_train_problems=30, extra_problems=0, reach_extra=300, cache_dir="", steps=60, batch_size=32, lr=3e-3, warmup=5,
         out=str(tmp_path / "run"), checkpoint_every=20, log_every=10, calibrate=False,
     )
     model = {**TINY, "temperature": 0.2}
