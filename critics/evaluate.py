@@ -470,8 +470,7 @@ def evaluate(
         plot_goal_pca(scorer, values, out / "goal_pca.png", f"goal embeddings (critic {scorer.version}), targets 1-100")
         res["parity_probe_loo_acc"] = parity_probe(scorer, values)
     res["throughput_states_per_s"] = throughput(scorer, sets["trace"])
-    (out / "results.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
-    (out / "report.md").write_text(render_report(res), encoding="utf-8")
+    write_results(res, out, render_report)
     return res
 
 
@@ -534,16 +533,18 @@ def main(argv: Sequence[str] | None = None) -> None:
                        opts.val_problems, start_targets=opts.start_targets, lookahead=opts.lookahead)
     except (CheckpointError, ValueError, OSError) as e:
         raise SystemExit(f"error: {e}") from None
-    write_results(res, opts, render_report)
-
-
-def write_results(res: dict, opts: EvalOptions, render: Callable[[dict], str]) -> None:
-    """Add the torch threads to ``res``, write ``results.json`` and ``report.md`` into ``opts.out`` and print the report."""
-    res["threads"] = opts.threads
-    Path(opts.out, "report.md").write_text(render(res), encoding="utf-8")
-    Path(opts.out, "results.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
-    print(render(res))
+    print(render_report(res))
     print(f"wrote {opts.out}/report.md")
+
+
+def write_results(res: dict, out: str | Path, render: Callable[[dict], str]) -> None:
+    """Add the torch threads to ``res``, then write ``results.json`` and ``report.md`` (``render(res)``) into ``out``:
+    once, at the end of an evaluation."""
+    import torch
+
+    res["threads"] = torch.get_num_threads()
+    Path(out, "report.md").write_text(render(res), encoding="utf-8")
+    Path(out, "results.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ thread by default), and of V2's ``score`` on the same states. Writes ``results.j
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -120,8 +119,7 @@ def evaluate_text(checkpoint: str | None = None, preset: str = "longproc-0.5k", 
             res["throughput_states_per_s"]["V2, score"] = _rates(len(ls), dt, cpu)
     bar.update(1)
     bar.close()
-    (out / "results.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
-    (out / "report.md").write_text(render_report(res), encoding="utf-8")
+    write_results(res, out, render_report)
     return res
 
 
@@ -159,7 +157,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                             opts.start_targets, opts.out)
     except (CheckpointError, ValueError, OSError) as e:
         raise SystemExit(f"error: {e}") from None
-    write_results(res, opts, render_report)
+    print(render_report(res))
+    print(f"wrote {opts.out}/report.md")
 
 
 if __name__ == "__main__":
