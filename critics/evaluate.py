@@ -470,6 +470,7 @@ def evaluate(
         plot_goal_pca(scorer, values, out / "goal_pca.png", f"goal embeddings (critic {scorer.version}), targets 1-100")
         res["parity_probe_loo_acc"] = parity_probe(scorer, values)
     res["throughput_states_per_s"] = throughput(scorer, sets["trace"])
+    res["throughput_start_states_per_s"] = throughput(scorer, sets["start"], n=10_000)
     write_results(res, out, render_report)
     return res
 
@@ -513,7 +514,10 @@ def render_report(res: dict) -> str:
         lines.append(f"Parity in the goal-embedding PCA plane (targets 1-100, leave-one-out linear probe on PC1-2; "
                      f"0.5 = none): {res['parity_probe_loo_acc']:.3f}.")
     lines += [
-        f"Batched CPU throughput: {res['throughput_states_per_s']:,.0f} states/s (torch threads: {res.get('threads', '?')}).",
+        f"Batched CPU throughput: {res['throughput_states_per_s']:,.0f} states/s on the trace states (mostly 1-2 numbers)"
+        + (f", {res['throughput_start_states_per_s']:,.0f} states/s on the 4-number start states"
+           if "throughput_start_states_per_s" in res else "")
+        + f" (torch threads: {res.get('threads', '?')}).",
         "",
         "Plots: `reliability_trace.png`, `reliability_random.png`" + (", `goal_pca.png`." if "parity_probe_loo_acc" in res else "."),
         "",

@@ -51,15 +51,16 @@ class ModelConfig:
     temperature: float = 0.1  # InfoNCE temperature (the cosine is divided by it)
     pair_dim: int = 32  # 0 = plain MLP over the sorted slots; > 0 also pools a learned "combine two numbers" feature over every pair
     child_dim: int = 0  # > 0: also pool a learned feature of every one-move child (a op b, the rest) (state tower)
+    grandchild_dim: int = 0  # > 0: also pool a learned feature of every two-move descendant of a state of 3+ numbers (state tower)
     logit_bias: bool = False  # a learned scalar added to cosine / temperature (the sigmoid loss on exact labels)
 
     def __post_init__(self) -> None:
         if self.version not in ("v1", "v2"):
             raise ValueError(f"ModelConfig.version must be 'v1' or 'v2', got {self.version!r}")
-        for name in ("max_numbers", "vocab", "value_dim", "fourier", "hidden", "depth", "goal_hidden", "out_dim", "pair_dim",
-                     "child_dim"):
+        optional = ("pair_dim", "child_dim", "grandchild_dim")
+        for name in ("max_numbers", "vocab", "value_dim", "fourier", "hidden", "depth", "goal_hidden", "out_dim", *optional):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name in ("pair_dim", "child_dim") else 1):
+            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name in optional else 1):
                 raise ValueError(f"ModelConfig.{name} must be a positive int, got {v!r}")
         if not isinstance(self.logit_bias, bool):
             raise ValueError(f"ModelConfig.logit_bias must be a bool, got {self.logit_bias!r}")
@@ -141,6 +142,8 @@ class NumberEmbedding(nn.Module):
 
 CHILD_OPS = ("+", "*", "-", "/")
 """The ops of the state tower's child features (``-`` and ``/`` as larger over smaller)."""
+GRANDCHILD_CHUNK = 256
+"""Rows per pass of the grandchild pool (its activations are ~300 descendants per row)."""
 
 
 def _mlp(dim_in: int, hidden: int, depth: int, dim_out: int) -> nn.Sequential:
@@ -162,26 +165,36 @@ class SetEncoder(nn.Module):
     over moves; the max-pool lets the network express it directly.
     """
 
-    def __init__(self, cfg: ModelConfig, slots: int, hidden: int, depth: int, pair_dim: int = 0, child_dim: int = 0) -> None:
+    def __init__(self, cfg: ModelConfig, slots: int, hidden: int, depth: int, pair_dim: int = 0, child_dim: int = 0,
+                 grandchild_dim: int = 0) -> None:
         super().__init__()
         self.slots = slots
         self.numbers = NumberEmbedding(cfg.vocab, cfg.value_dim, cfg.fourier)
         d = self.numbers.dim
         self.pair_dim = pair_dim if slots >= 2 else 0
         self.child_dim = child_dim if slots >= 2 else 0
+        self.grandchild_dim = grandchild_dim if slots >= 3 else 0
         extra = 0
+        if self.child_dim or self.grandchild_dim:
+            for prefix, n in (("child", slots), ("grand", slots - 1)):  # pairs of a state, and of a one-move child
+                pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+                rest = [[k for k in range(n) if k not in p] for p in pairs]
+                self.register_buffer(f"{prefix}_i", torch.tensor([p[0] for p in pairs], dtype=torch.long), persistent=False)
+                self.register_buffer(f"{prefix}_j", torch.tensor([p[1] for p in pairs], dtype=torch.long), persistent=False)
+                self.register_buffer(f"{prefix}_rest", torch.tensor(rest, dtype=torch.long).reshape(len(pairs), n - 2),
+                                     persistent=False)
         if self.child_dim:
-            pairs = [(i, j) for i in range(slots) for j in range(i + 1, slots)]
-            rest = [[k for k in range(slots) if k not in p] for p in pairs]
-            self.register_buffer("child_i", torch.tensor([p[0] for p in pairs]), persistent=False)
-            self.register_buffer("child_j", torch.tensor([p[1] for p in pairs]), persistent=False)
-            self.register_buffer("child_rest", torch.tensor(rest, dtype=torch.long).reshape(len(pairs), slots - 2),
-                                 persistent=False)
             self.child_mlp = nn.Sequential(
                 nn.Linear(d + (slots - 2) * (d + 1) + len(CHILD_OPS), 2 * child_dim), nn.GELU(),
                 nn.Linear(2 * child_dim, 2 * child_dim), nn.GELU(), nn.Linear(2 * child_dim, child_dim), nn.GELU(),
             )
             extra += 2 * child_dim
+        if self.grandchild_dim:
+            g = self.grandchild_dim
+            self.grandchild_mlp = nn.Sequential(
+                nn.Linear(d + (slots - 3) * (d + 1) + len(CHILD_OPS), 2 * g), nn.GELU(), nn.Linear(2 * g, g), nn.GELU(),
+            )
+            extra += 2 * g
         if self.pair_dim:
             pairs = [(i, j) for i in range(slots) for j in range(i + 1, slots)]
             self.register_buffer("pair_i", torch.tensor([p[0] for p in pairs]), persistent=False)
@@ -212,6 +225,8 @@ class SetEncoder(nn.Module):
             x = torch.cat([x, mean, mx], dim=-1)
         if self.child_dim:
             x = torch.cat([x, *self._children(values, mask, e)], dim=-1)
+        if self.grandchild_dim:
+            x = torch.cat([x, *self._grandchildren(values, mask)], dim=-1)
         return F.normalize(self.mlp(x), dim=-1)
 
     def _children(self, values: torch.Tensor, mask: torch.Tensor, e: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -222,13 +237,8 @@ class SetEncoder(nn.Module):
         other slots' embeddings and masks, and the op go through a small MLP. These are features,
         not rules: the critic's labels still come from the exact oracle.
         """
-        a, b = values[:, self.child_i], values[:, self.child_j]  # [N, P]
         present = mask[:, self.child_i] * mask[:, self.child_j]
-        hi, lo = torch.maximum(a, b), torch.minimum(a, b)
-        safe_lo = torch.where(lo > 0, lo, torch.ones_like(lo))
-        div_ok = (lo > 0) & (torch.remainder(hi, safe_lo) == 0)
-        results = torch.stack([a + b, a * b, hi - lo, torch.where(div_ok, hi / safe_lo, torch.zeros_like(hi))], -1)
-        valid = torch.stack([present > 0, present > 0, (present > 0) & (hi != lo), (present > 0) & div_ok], -1)  # [N, P, 4]
+        results, valid = _moves(values[:, self.child_i], values[:, self.child_j], present > 0)  # [N, P, 4]
         # the first layer is linear in (result, rest, op): apply its three blocks separately, so the
         # rest of a pair is projected once for all its ops
         first = self.child_mlp[0]
@@ -241,14 +251,71 @@ class SetEncoder(nn.Module):
             h = h + (rest @ first.weight[:, d : d + rest.shape[-1]].T).unsqueeze(2)
         h = h + first.weight[:, -len(CHILD_OPS):].T  # one row per op (a one-hot input)
         h = self.child_mlp[1:](h)  # [N, P, 4, c]
-        v = valid.unsqueeze(-1).float()
-        h = (h * v).flatten(1, 2)
-        v = v.flatten(1, 2)
-        count = v.sum(1).clamp_min(1.0)
-        mean = h.sum(1) / count
-        mx = torch.where(v.bool(), h, torch.full_like(h, -1e4)).max(1).values
-        mx = torch.where(v.sum(1) > 0, mx, torch.zeros_like(mx))
+        return _pool(h, valid)
+
+    def _grandchildren(self, values: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and max of a learned feature of every two-move descendant of a state of 3+ numbers.
+
+        The one-move children are made as in :meth:`_children`; each child's own moves give the
+        descendants ``(c op d, the other numbers)``: a final value for a 3-number state, a 2-number
+        state for a 4-number one. Their result's embedding, the other numbers and the op go through
+        a small MLP. Rows with fewer than 3 numbers get zeros. Features, not rules, as above.
+        """
+        n, g = values.shape[0], self.grandchild_dim
+        mean, mx = values.new_zeros(n, g, dtype=torch.float32), values.new_zeros(n, g, dtype=torch.float32)
+        rows = (mask.sum(1) >= 3).nonzero().squeeze(1)
+        if rows.numel() == 0:
+            return mean, mx
+        first, d = self.grandchild_mlp[0], self.numbers.dim
+        for part in rows.split(GRANDCHILD_CHUNK):  # ~300 descendants per row: bounded memory
+            r2, ok2, ov, om = self.two_moves(values[part], mask[part] > 0)
+            h = self.numbers(r2) @ first.weight[:, :d].T + first.bias  # [M, P, 4, Q, 4, 2g]
+            if self.slots > 3:
+                om = om.float()
+                other = torch.cat([self.numbers(ov) * om.unsqueeze(-1), om.unsqueeze(-1)], -1).flatten(-2)
+                h = h + (other @ first.weight[:, d : d + other.shape[-1]].T).unsqueeze(-2)
+            h = self.grandchild_mlp[1:](h + first.weight[:, -len(CHILD_OPS):].T)
+            mean[part], mx[part] = _pool(h.flatten(1, -2), ok2.flatten(1))
         return mean, mx
+
+    def two_moves(self, v: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Every two-move descendant of the sets ``v`` (float64 ``[M, slots]``, present ``m`` bool).
+
+        Returns the second move's result and whether it is made (``[M, P, 4, Q, 4]``: first pair, op,
+        second pair, op) and the numbers left beside it with their presence (``[M, P, 4, Q, slots-3]``).
+        """
+        r1, ok1 = _moves(v[:, self.child_i], v[:, self.child_j], m[:, self.child_i] & m[:, self.child_j])  # [M, P, 4]
+        rest_v, rest_m = v[:, self.child_rest].unsqueeze(2), m[:, self.child_rest].unsqueeze(2)  # [M, P, 1, slots-2]
+        cv = torch.cat([r1.unsqueeze(-1), rest_v.expand(-1, -1, len(CHILD_OPS), -1)], -1)  # the children: [M, P, 4, slots-1]
+        cm = torch.cat([ok1.unsqueeze(-1), rest_m.expand(-1, -1, len(CHILD_OPS), -1)], -1)
+        both = cm[..., self.grand_i] & cm[..., self.grand_j] & ok1.unsqueeze(-1)  # [M, P, 4, Q]
+        r2, ok2 = _moves(cv[..., self.grand_i], cv[..., self.grand_j], both)  # [M, P, 4, Q, 4]
+        return r2, ok2, cv[..., self.grand_rest], cm[..., self.grand_rest]
+
+
+def _moves(a: torch.Tensor, b: torch.Tensor, present: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The results of :data:`CHILD_OPS` on pairs ``(a, b)`` and whether each is made: ``[..., 4]`` each.
+
+    ``a + b`` and ``a * b`` always, ``|a - b|`` if not 0, ``max / min`` if it divides (``present`` false: none).
+    """
+    hi, lo = torch.maximum(a, b), torch.minimum(a, b)
+    safe_lo = torch.where(lo > 0, lo, torch.ones_like(lo))
+    div_ok = (lo > 0) & (torch.remainder(hi, safe_lo) == 0)
+    results = torch.stack([a + b, a * b, hi - lo, torch.where(div_ok, hi / safe_lo, torch.zeros_like(hi))], -1)
+    valid = torch.stack([present, present, present & (hi != lo), present & div_ok], -1)
+    return results, valid
+
+
+def _pool(h: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and max of ``h`` ``[N, ..., c]`` over its middle dims, counting only ``valid`` ``[N, ...]`` entries (0 if none)."""
+    v = valid.unsqueeze(-1).float()
+    h = (h * v).flatten(1, -2)
+    v = v.flatten(1, -2)
+    count = v.sum(1).clamp_min(1.0)
+    mean = h.sum(1) / count
+    mx = torch.where(v.bool(), h, torch.full_like(h, -1e4)).max(1).values
+    mx = torch.where(v.sum(1) > 0, mx, torch.zeros_like(mx))
+    return mean, mx
 
 
 class NumericalCriticV2(nn.Module):
@@ -259,7 +326,8 @@ class NumericalCriticV2(nn.Module):
         if cfg.version != "v2":
             raise ValueError("NumericalCriticV2 needs ModelConfig(version='v2')")
         self.cfg = cfg
-        self.state_tower = SetEncoder(cfg, cfg.max_numbers, cfg.hidden, cfg.depth, cfg.pair_dim, cfg.child_dim)
+        self.state_tower = SetEncoder(cfg, cfg.max_numbers, cfg.hidden, cfg.depth, cfg.pair_dim, cfg.child_dim,
+                                      cfg.grandchild_dim)
         self.goal_tower = SetEncoder(cfg, 1, cfg.goal_hidden, min(cfg.depth, 2))
         if cfg.logit_bias:
             self.logit_bias = nn.Parameter(torch.tensor(-2.0))
@@ -301,7 +369,8 @@ def widen_child_pool(model: NumericalCriticV2, old: NumericalCriticV2) -> None:
     units into old ones and the state MLP's columns of the new pooled features start at 0.
     """
     a, b = old.cfg, model.cfg
-    if not (a.child_dim > 0 and b.child_dim > a.child_dim and dataclasses.replace(b, child_dim=a.child_dim) == a):
+    if not (a.child_dim > 0 and b.child_dim > a.child_dim and dataclasses.replace(b, child_dim=a.child_dim) == a
+            and a.grandchild_dim == 0):
         raise ValueError(f"widen_child_pool: the new model must differ only by a larger child_dim (old {a}, new {b})")
     src, dst = old.state_dict(), model.state_dict()
     ca, cb = a.child_dim, b.child_dim
@@ -326,6 +395,28 @@ def widen_child_pool(model: NumericalCriticV2, old: NumericalCriticV2) -> None:
             t[:, new_cols] = 0.0
         else:
             raise ValueError(f"widen_child_pool: unexpected shape change of {name}: {tuple(w.shape)} -> {tuple(t.shape)}")
+    model.load_state_dict(dst)
+
+
+@torch.no_grad()
+def add_grandchild_pool(model: NumericalCriticV2, old: NumericalCriticV2) -> None:
+    """Load ``old``'s weights into ``model``, which is the same architecture plus a grandchild pool
+    (``grandchild_dim``), so that ``model`` computes exactly what ``old`` computes: the state MLP's
+    columns of the new pooled features start at 0 and the grandchild MLP keeps its fresh initialisation.
+    """
+    a, b = old.cfg, model.cfg
+    if not (a.grandchild_dim == 0 and b.grandchild_dim > 0 and dataclasses.replace(b, grandchild_dim=0) == a):
+        raise ValueError(f"add_grandchild_pool: the new model must differ only by a grandchild_dim > 0 (old {a}, new {b})")
+    dst = model.state_dict()
+    for name, w in old.state_dict().items():
+        t = dst[name]
+        if t.shape == w.shape:
+            t.copy_(w)
+        elif name == "state_tower.mlp.0.weight":  # the grandchild pool's columns come last
+            t.zero_()
+            t[:, : w.shape[1]] = w
+        else:
+            raise ValueError(f"add_grandchild_pool: unexpected shape change of {name}: {tuple(w.shape)} -> {tuple(t.shape)}")
     model.load_state_dict(dst)
 
 

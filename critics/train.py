@@ -41,6 +41,7 @@ from critics.models import (
     ModelConfig,
     NumericalCriticV1,
     NumericalCriticV2,
+    add_grandchild_pool,
     build_model,
     count_parameters,
     goal_infonce,
@@ -98,7 +99,7 @@ class TrainConfig:
     checkpoint_every: int = 1000
     log_every: int = 50
     resume: bool = False
-    init_from: str = ""  # start from this checkpoint's weights (same model flags, or a wider --child-dim: widened exactly; fresh optimizer and schedule); "" = random init
+    init_from: str = ""  # start from this checkpoint's weights (same model flags, a wider --child-dim, or an added --grandchild-dim: the same function to start; fresh optimizer and schedule); "" = random init
     calibrate: bool = True  # fit the score -> probability map on validation states at the end
     report_to: str = "tensorboard"  # also log to: none, all, or a comma-separated list of transformers' integrations
 
@@ -385,6 +386,10 @@ def _init_weights(model: NumericalCriticV1 | NumericalCriticV2, cfg: TrainConfig
     if loaded.cfg != new and loaded.cfg.child_dim and new.child_dim > loaded.cfg.child_dim \
             and dataclasses.replace(new, child_dim=loaded.cfg.child_dim) == loaded.cfg:
         widen_child_pool(model, loaded)  # the same function as the checkpoint, with a wider child pool to train
+        return
+    if loaded.cfg != new and not loaded.cfg.grandchild_dim and new.grandchild_dim \
+            and dataclasses.replace(new, grandchild_dim=0) == loaded.cfg:
+        add_grandchild_pool(model, loaded)  # the same function as the checkpoint, plus a grandchild pool to train
         return
     if loaded.cfg != new:
         diff = {k: (v, getattr(loaded.cfg, k)) for k, v in cfg.model_config().to_dict().items() if getattr(loaded.cfg, k) != v}

@@ -585,3 +585,48 @@ def test_evaluate_reports_lookahead_under_its_own_name(tmp_path):
                    lookahead=True)
     assert res["checkpoint"].startswith("oracle + one-ply lookahead") and res["version"] == "score_fn+lookahead"
     assert res["sets"]["start"]["size_4"]["auroc"] == 1.0 and res["first_move"]["critic_best_move_keeps_reachable"] == 1.0
+
+
+# ---- the grandchild pool (two-move descendants) ------------------------------------------------------
+
+
+def test_grandchild_pool_enumerates_every_two_move_descendant():
+    """One more move from the pool's descendants makes exactly the values the set makes (positive rules)."""
+    from countdown_gym import Rules
+    from countdown_gym.solver import reachable_values
+    from critics.models import _moves, pack_sets
+
+    enc = build_model(ModelConfig(**{**TINY, "child_dim": 4, "grandchild_dim": 4})).state_tower
+    rules = Rules.longproc_positive()
+    rng = np.random.default_rng(3)
+    # small numbers: no result reaches the rules' limit of 2000, which the pool does not apply
+    sets = [tuple(int(x) for x in rng.integers(1, 13 if k == 3 else 7, size=k)) for k in (3, 4) for _ in range(25)]
+    sets += [(6, 6, 6, 6), (2, 2, 7), (1, 1, 1, 1)]
+    v, m = pack_sets(sets, 4)
+    r2, ok2, ov, om = enc.two_moves(torch.tensor(v), torch.tensor(m) > 0)
+    for i, s in enumerate(sets):
+        if len(s) == 3:  # the descendants are final values
+            made = {int(x) for x in r2[i][ok2[i]].tolist()}
+        else:  # the descendants are 2-number sets: one more move
+            keep = ok2[i]
+            r3, ok3 = _moves(r2[i][keep], ov[i][..., 0].unsqueeze(-1).expand_as(ok2[i])[keep], torch.ones_like(r2[i][keep]).bool())
+            made = {int(x) for x in r3[ok3].tolist()}
+        assert made == set(reachable_values(s, rules)), s
+
+
+def test_grandchild_pool_is_added_without_changing_the_function(tmp_path):
+    from critics.models import add_grandchild_pool, pack_sets
+
+    src = train(_cfg(tmp_path / "src", objective="reach", child_dim=8, steps=20), progress=False)
+    grown = train(_cfg(tmp_path / "grown", objective="reach", child_dim=8, grandchild_dim=6, steps=5, lr=0.0,
+                       init_from=str(src)), progress=False)
+    a, b = load_critic(src), load_critic(grown)
+    assert b.config.grandchild_dim == 6
+    states, goals = [(3, 5, 7, 9), (2, 4, 8), (5, 6), (12,)], [24, 16, 30, 12]
+    assert np.allclose(a.score(states, goals), b.score(states, goals), atol=1e-6)
+    assert np.ptp(b.score([(9, 7, 5, 3), (3, 5, 7, 9)], [24, 24])) < 1e-6  # order-free
+    v, m = pack_sets([(5, 6), (12,)], 4)
+    mean, mx = b.model.state_tower._grandchildren(torch.tensor(v), torch.tensor(m))
+    assert not mean.any() and not mx.any()  # fewer than 3 numbers: no descendants
+    with pytest.raises(ValueError, match="only by a grandchild_dim"):
+        add_grandchild_pool(b.model, b.model)
