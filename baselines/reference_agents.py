@@ -181,7 +181,7 @@ AGENTS: dict[str, dict[str, Any]] = {
     "critic-greedy": {
         "factory": CriticGreedyPolicy,
         "agent": "critic-greedy",
-        "model": "shipped contrastive critic (critics/checkpoints/v4)",
+        "model": "shipped contrastive critic (critics/checkpoints/v5)",
         "model_size": "critic",
         "method": "at every move, the legal move whose new state the critic scores highest",
         "temperature": 0.0,
@@ -197,7 +197,7 @@ AGENTS: dict[str, dict[str, Any]] = {
     "critic-first": {
         "factory": CriticFirstPolicy,
         "agent": "critic-first-then-solver",
-        "model": "shipped contrastive critic (critics/checkpoints/v4) + exhaustive solver",
+        "model": "shipped contrastive critic (critics/checkpoints/v5) + exhaustive solver",
         "model_size": "critic",
         "method": "first move by the critic's score, later moves by the solver (a measurement, not an agent to rank)",
         "temperature": 0.0,

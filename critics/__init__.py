@@ -1,7 +1,8 @@
 """Contrastive critics for Countdown: a learned score of "can the target still be reached?".
 
-``load_critic()`` returns the shipped numerical critic (``critics/checkpoints/v4``: the paper's V2
-architecture trained on states of 1-4 numbers under today's ``Rules.longproc()``; see ``docs/critics.md``);
+``load_critic()`` returns the shipped numerical critic (``critics/checkpoints/v5``: the paper's V2
+architecture with pools over one- and two-move descendants, trained on states of 1-4 numbers under today's
+``Rules.longproc()``; see ``docs/critics.md``);
 ``Critic.score(states, targets)`` is the cosine similarity of each state's embedding and its
 target's embedding, in ``[-1, 1]`` (higher = more likely reachable).
 
@@ -9,7 +10,7 @@ Example:
     >>> from critics import load_critic
     >>> critic = load_critic()
     >>> critic.score([(20, 26), (80,)], [46, 46]).round(2)
-    array([ 0.41, -0.41], dtype=float32)
+    array([ 0.32, -0.37], dtype=float32)
 """
 
 from __future__ import annotations
@@ -32,9 +33,12 @@ from critics.models import (
     save_checkpoint,
 )
 
-SHIPPED_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "v4"
-"""Directory of the checkpoint that ``load_critic()`` loads by default: a V2-architecture critic trained
-on states of every size (1-4 numbers) under today's ``Rules.longproc()`` (``docs/critics.md``)."""
+SHIPPED_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "v5"
+"""Directory of the checkpoint that ``load_critic()`` loads by default: a V2-architecture critic with one-move
+and two-move pools, trained on states of every size (1-4 numbers) under today's ``Rules.longproc()``
+(``docs/critics.md``)."""
+V4_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "v4"
+"""The previous default (the same training data, no two-move pool), kept for reproductions; faster per state."""
 V3_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "v3"
 """The previous default (trained on states of 1-4 numbers when ``longproc`` meant strictly positive
 intermediates), kept for reproductions."""
@@ -141,7 +145,7 @@ def _target_key(t: Any, i: int) -> float:
 def load_critic(path: str | Path | None = None) -> Critic:
     """Load a critic checkpoint directory (``config.json`` + ``model.safetensors``).
 
-    ``None`` loads the shipped checkpoint (:data:`SHIPPED_CHECKPOINT`, ``checkpoints/v4``). A missing or incompatible checkpoint raises
+    ``None`` loads the shipped checkpoint (:data:`SHIPPED_CHECKPOINT`, ``checkpoints/v5``). A missing or incompatible checkpoint raises
     :class:`CheckpointError` naming the file and the problem.
     """
     d = SHIPPED_CHECKPOINT if path is None else Path(path)
@@ -169,6 +173,7 @@ __all__ = [
     "SHIPPED_CHECKPOINT",
     "V2_CHECKPOINT",
     "V3_CHECKPOINT",
+    "V4_CHECKPOINT",
     "CheckpointError",
     "Critic",
     "ModelConfig",

@@ -37,7 +37,7 @@ CONFIG_FORMAT = "countdown-gym-critic/1"
 
 @dataclass
 class ModelConfig:
-    """Architecture of a numerical critic (saved beside the weights); the defaults are the shipped critics' (v2, v3)."""
+    """Architecture of a numerical critic (saved beside the weights); the defaults are v2's (v3-v5 set the pools: their config.json)."""
 
     version: str = "v2"  # "v2" (state vs target) or "v1" (initial + state vs future state)
     max_numbers: int = 4  # slots of a number set (longer sets are refused)

@@ -297,21 +297,24 @@ def test_load_critic_errors_name_the_file(tmp_path):
 
 
 def test_shipped_checkpoint_metadata():
-    """The default critic is v4: trained under today's longproc rules (a 0 intermediate allowed), warm-started
-    from v3 through runs/critic-v4b (docs/critics.md); v2 and v3 stay for the results that name them."""
+    """The default critic is v5: v4 plus the grandchild pool, warm-started from v4 under today's longproc rules
+    (a 0 intermediate allowed; docs/critics.md); v2, v3 and v4 stay for the results that name them."""
     from countdown_gym import Rules
-    from critics import SHIPPED_CHECKPOINT, V2_CHECKPOINT, V3_CHECKPOINT
+    from critics import SHIPPED_CHECKPOINT, V2_CHECKPOINT, V3_CHECKPOINT, V4_CHECKPOINT
 
-    assert SHIPPED_CHECKPOINT.name == "v4"
+    assert SHIPPED_CHECKPOINT.name == "v5"
     meta = json.loads((SHIPPED_CHECKPOINT / "config.json").read_text())
     assert meta["rules"] == Rules.longproc().to_dict() and meta["rules"]["sign"] == "nonnegative"
-    assert meta["parameters"] == 693_089 and meta["step"] == meta["steps_done"] == 6000
-    assert meta["model"]["child_dim"] == 128 and meta["model"]["hidden"] == 256
-    assert meta["train_config"]["init_from"] == "runs/critic-v4b" and meta["train_config"]["reach_extra"] == 150_000
+    assert meta["parameters"] == 755_361 and meta["step"] == meta["steps_done"] == 10_000
+    assert meta["model"]["child_dim"] == 128 and meta["model"]["grandchild_dim"] == 64 and meta["model"]["hidden"] == 256
+    assert meta["train_config"]["init_from"] == "critics/checkpoints/v4" and meta["train_config"]["reach_extra"] == 150_000
     assert meta["data"]["reach_size_4"] == 157_787 and meta["data"]["reach_states"] == 1_101_917
-    assert meta["command"].startswith("python -m critics.train --objective reach --child-dim 128 --init-from runs/critic-v4b")
+    assert meta["command"].startswith("python -m critics.train --objective reach --child-dim 128 --grandchild-dim 64 "
+                                      "--init-from critics/checkpoints/v4")
     assert meta["calibration"]["a"] > 0 and "validation" in meta["calibration"]["fitted_on"]
-    for old, params in ((V3_CHECKPOINT, 554_785), (V2_CHECKPOINT, 465_632)):
+    v4 = json.loads((V4_CHECKPOINT / "config.json").read_text())
+    assert v4["parameters"] == 693_089 and v4["train_config"]["init_from"] == "runs/critic-v4b"
+    for old, params in ((V4_CHECKPOINT, 693_089), (V3_CHECKPOINT, 554_785), (V2_CHECKPOINT, 465_632)):
         assert json.loads((old / "config.json").read_text())["parameters"] == params
         assert load_critic(old).score([(20, 26)], [46])[0] > 0
 
