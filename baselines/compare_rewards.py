@@ -18,7 +18,6 @@ Finished runs are reused (their ``result.json`` is kept), so an interrupted comp
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
@@ -27,6 +26,7 @@ import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -102,18 +102,34 @@ def versus(rates: list[float], sparse: list[float] | None) -> str:
     return f"{diff:+.3f} ({'better' if diff > 0 else 'worse'})"
 
 
+@dataclass
+class Options:
+    """Train MaskablePPO once per reward variant and seed, and tabulate the results; other flags go to sb3_ppo."""
+
+    variants: list[str] = field(default_factory=lambda: list(DEFAULT_VARIANTS))
+    """Reward variants of ``baselines/sb3_ppo.py --reward`` to compare."""
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    """Seeds per variant."""
+    total_timesteps: int = 80_000
+    """Environment steps per run."""
+    workers: int = 2
+    """Runs at a time."""
+    out: str = "docs/results"
+    """Directory of the runs, sb3_rewards.md and the curves."""
+    reference: str = ""
+    """JSON file {name: {"rate": x, "command": "..."}} of reference agents to list in the table."""
+    replot: bool = False
+    """Redraw sb3_rewards.png from the sb3_rewards_curves.csv in --out (no run; the same other flags)."""
+
+    def __post_init__(self) -> None:
+        dataclass_cli.check_min(self, 1, "total_timesteps", "workers")
+        if not self.variants or not self.seeds:
+            raise ValueError("--variants and --seeds need at least one value each")
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS)
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--total-timesteps", type=int, default=80_000)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--out", default="docs/results")
-    parser.add_argument("--reference", default="",
-                        help='JSON file {name: {"rate": x, "command": "..."}} of reference agents to list in the table')
-    parser.add_argument("--replot", action="store_true",
-                        help="redraw sb3_rewards.png from the sb3_rewards_curves.csv in --out (no run; the same other flags)")
-    args, extra = parser.parse_known_args(argv)
+    args, extra = dataclass_cli.parse_known(Options, argv, prog="python baselines/compare_rewards.py",
+                                            description=__doc__.split("\n\n")[0])
     out = Path(args.out)
     if args.replot:
         from baselines import sb3_ppo
@@ -123,6 +139,10 @@ def main(argv: list[str] | None = None) -> None:
         png = out / "sb3_rewards.png"
         print(f"wrote {draw(read_curves(curves_path(png)), png, run_args.eval_problems, run_args.preset)}")
         return
+    from baselines import sb3_ppo
+
+    for variant in args.variants:  # every run's command line is checked before any run starts
+        sb3_ppo.parse_args([*extra, "--reward", variant])
     out.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     t0 = time.time()

@@ -357,13 +357,26 @@ def parse(cls: type[T], argv: Sequence[str] | None = None, *, prog: str | None =
     ``--help`` prints the help and exits 0; a malformed value, an unknown flag or a ``ValueError`` from
     the dataclass's own checks is a usage error on stderr (exit code 2).
     """
+    return _cli(cls, argv, prog, description, unknown=False)
+
+
+def parse_known(cls: type[T], argv: Sequence[str] | None = None, *, prog: str | None = None,
+                description: str | None = None) -> tuple[T, list[str]]:
+    """As :func:`parse`, but flags ``cls`` does not have are returned, in order, for another command to read.
+
+    For a script that passes the rest of its command line on (``baselines/compare_rewards.py`` to ``sb3_ppo``).
+    """
+    return _cli(cls, argv, prog, description, unknown=True)
+
+
+def _cli(cls: type[T], argv: Sequence[str] | None, prog: str | None, description: str | None, *, unknown: bool) -> Any:
     flags(cls)  # a class tyro cannot read without surprises (two fields, one flag) fails here, as TypeError
     prog = prog or _prog(cls)
     args = _normalize(cls, sys.argv[1:] if argv is None else argv, prog)
     errors = io.StringIO()
     try:
         with contextlib.redirect_stderr(errors):
-            return tyro.cli(cls, args=args, prog=prog, description=description,
+            return tyro.cli(cls, args=args, prog=prog, description=description, return_unknown_args=unknown,
                             config=(tyro.conf.OmitArgPrefixes,), registry=_REGISTRY)
     except _Invalid as exc:
         usage_error(str(exc), prog=prog)

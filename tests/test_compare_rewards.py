@@ -47,3 +47,14 @@ def test_versus_calls_a_difference_only_beyond_two_standard_errors() -> None:
     assert compare_rewards.versus([0.9], [0.1, 0.12, 0.11]) == "+0.790 (one seed: noise unknown)"
     assert compare_rewards.versus([0.6, 0.6], [0.5, 0.5]) == "+0.100 (better)"  # no spread at all: a real difference
     assert compare_rewards.versus([0.5, 0.5], [0.5, 0.5]) == "+0.000 (within seed noise)"
+
+
+def test_bad_flags_are_usage_errors_before_any_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["--seeds", "0", "--total-timesteps", "64", "--workers", "1", "--out", str(tmp_path / "c"), *TINY]
+    for argv, said in ((["--variants", "sparse", "no-such-reward", *base], "no-such-reward"),  # sb3_ppo's check
+                       (["--variants", "sparse", *base, "--n-epochs", "zero"], "--n-epochs"),
+                       (["--variants", "sparse", *base, "--workers", "0"], "--workers")):
+        with pytest.raises(SystemExit) as exc:
+            compare_rewards.main(argv)
+        assert exc.value.code == 2 and said in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()  # nothing was started
