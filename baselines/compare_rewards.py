@@ -130,17 +130,16 @@ class Options:
 def main(argv: list[str] | None = None) -> None:
     args, extra = dataclass_cli.parse_known(Options, argv, prog="python baselines/compare_rewards.py",
                                             description=__doc__.split("\n\n")[0])
+    from baselines import sb3_ppo
+
     out = Path(args.out)
+    run_args = sb3_ppo.parse_args(extra)
     if args.replot:
-        from baselines import sb3_ppo
         from baselines.reward_curves import curves_path, read_curves
 
-        run_args = sb3_ppo.parse_args(extra)
         png = out / "sb3_rewards.png"
         print(f"wrote {draw(read_curves(curves_path(png)), png, run_args.eval_problems, run_args.preset)}")
         return
-    from baselines import sb3_ppo
-
     for variant in args.variants:  # every run's command line is checked before any run starts
         sb3_ppo.parse_args([*extra, "--reward", variant])
     out.mkdir(parents=True, exist_ok=True)
@@ -152,9 +151,6 @@ def main(argv: list[str] | None = None) -> None:
         results = [f.result() for f in futures]
     wall = time.time() - t0
     load_after = os.getloadavg()
-    from baselines import sb3_ppo
-
-    run_args = sb3_ppo.parse_args(extra)
     plot(results, out, args.variants, run_args.eval_problems, run_args.preset)
 
     command = "python baselines/compare_rewards.py " + " ".join(argv if argv is not None else sys.argv[1:])
