@@ -339,36 +339,32 @@ class LineChecker:
             return "bad_depth"
         node = self.stack[d]
         del self.stack[d + 1 :]
-        if not node.trusted:
-            reason, nxt = "parent_invalid", None
-        elif p.malformed is not None:
-            reason, nxt = "malformed", None
-        else:
-            nxt, reason = self._move(node.state, p, prepend=False)
-            if nxt is not None and p.numbers is not None and not _same(p.numbers, nxt):
-                reason, nxt = "state_mismatch", None
-            if nxt is not None and not self._annotation_ok(p, nxt):
-                reason, nxt = "state_mismatch", None
-        if nxt is not None:
-            self.stack.append(_Node(_level_below(node.level, len(nxt)), nxt))
-            self.moves_made.add((p.a, p.op, p.b, p.c))
-        else:
+        nxt, reason = self._checked_move(node, p, listed=True)
+        if nxt is None:
             self.stack.append(node.untrusted_child())
         out.append(self._record(node.state, p, nxt, reason))
         return reason
 
     def _sequential(self, p: ParsedLine, out: list[dict[str, Any]]) -> str:
         node = self.stack[-1]
-        if not node.trusted:
-            reason, nxt = "parent_invalid", None
-        elif p.malformed is not None:
-            reason, nxt = "malformed", None
-        else:
-            nxt, reason = self._move(node.state, p, prepend=False)
-            if nxt is not None and not self._annotation_ok(p, nxt):
-                reason, nxt = "state_mismatch", None
-        if nxt is not None:
-            self.stack.append(_Node(_level_below(node.level, len(nxt)), nxt))
-            self.moves_made.add((p.a, p.op, p.b, p.c))
+        nxt, reason = self._checked_move(node, p, listed=False)
         out.append(self._record(node.state, p, nxt, reason))
         return reason
+
+    def _checked_move(self, node: _Node, p: ParsedLine, *, listed: bool) -> tuple[tuple[Number, ...] | None, str]:
+        """The state line ``p`` makes from ``node`` and its reason code; a made state is pushed as the new top.
+
+        ``listed``: the line's listed numbers (compact traces) must be the new state as well.
+        """
+        if not node.trusted:
+            return None, "parent_invalid"
+        if p.malformed is not None:
+            return None, "malformed"
+        nxt, reason = self._move(node.state, p, prepend=False)
+        if nxt is None:
+            return None, reason
+        if (listed and p.numbers is not None and not _same(p.numbers, nxt)) or not self._annotation_ok(p, nxt):
+            return None, "state_mismatch"
+        self.stack.append(_Node(_level_below(node.level, len(nxt)), nxt))
+        self.moves_made.add((p.a, p.op, p.b, p.c))
+        return nxt, reason
