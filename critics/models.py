@@ -420,6 +420,23 @@ def add_grandchild_pool(model: NumericalCriticV2, old: NumericalCriticV2) -> Non
     model.load_state_dict(dst)
 
 
+def load_grown(model: NumericalCriticV1 | NumericalCriticV2, old: NumericalCriticV1 | NumericalCriticV2) -> None:
+    """Load ``old``'s weights into ``model`` so that it computes what ``old`` computes: the same architecture, a
+    wider child pool (:func:`widen_child_pool`) or an added grandchild pool (:func:`add_grandchild_pool`).
+
+    Raises ``ValueError`` if the architectures differ otherwise.
+    """
+    a, b = old.cfg, model.cfg
+    if a == b:
+        model.load_state_dict(old.state_dict())
+    elif b.child_dim > a.child_dim:
+        widen_child_pool(model, old)
+    elif b.grandchild_dim and not a.grandchild_dim:
+        add_grandchild_pool(model, old)
+    else:
+        raise ValueError(f"the models differ by more than a wider child pool or an added grandchild pool (old {a}, new {b})")
+
+
 def build_model(cfg: ModelConfig) -> NumericalCriticV1 | NumericalCriticV2:
     return NumericalCriticV2(cfg) if cfg.version == "v2" else NumericalCriticV1(cfg)
 

@@ -41,15 +41,14 @@ from critics.models import (
     ModelConfig,
     NumericalCriticV1,
     NumericalCriticV2,
-    add_grandchild_pool,
     build_model,
     count_parameters,
     goal_infonce,
     info_nce,
+    load_grown,
     ranking_infonce,
     reach_sigmoid_loss,
     save_checkpoint,
-    widen_child_pool,
 )
 from critics.reach_data import ReachTable, cached_reach_table
 
@@ -382,19 +381,11 @@ def _init_weights(model: NumericalCriticV1 | NumericalCriticV2, cfg: TrainConfig
         loaded, _ = load_checkpoint(cfg.init_from)
     except CheckpointError as e:
         raise SystemExit(f"error: --init-from: {e}") from None
-    new = cfg.model_config()
-    if loaded.cfg != new and loaded.cfg.child_dim and new.child_dim > loaded.cfg.child_dim \
-            and dataclasses.replace(new, child_dim=loaded.cfg.child_dim) == loaded.cfg:
-        widen_child_pool(model, loaded)  # the same function as the checkpoint, with a wider child pool to train
-        return
-    if loaded.cfg != new and not loaded.cfg.grandchild_dim and new.grandchild_dim \
-            and dataclasses.replace(new, grandchild_dim=0) == loaded.cfg:
-        add_grandchild_pool(model, loaded)  # the same function as the checkpoint, plus a grandchild pool to train
-        return
-    if loaded.cfg != new:
+    try:
+        load_grown(model, loaded)  # the checkpoint's function, possibly with a wider or an added pool to train
+    except ValueError:
         diff = {k: (v, getattr(loaded.cfg, k)) for k, v in cfg.model_config().to_dict().items() if getattr(loaded.cfg, k) != v}
-        raise SystemExit(f"error: --init-from {cfg.init_from}: its model differs from these flags (flag, checkpoint): {diff}")
-    model.load_state_dict(loaded.state_dict())
+        raise SystemExit(f"error: --init-from {cfg.init_from}: its model differs from these flags (flag, checkpoint): {diff}") from None
 
 
 def train(cfg: TrainConfig, progress: bool = True) -> Path:
