@@ -308,6 +308,7 @@ def train(opts: Options) -> dict[str, Any]:
         ValidationCallback,
         attach_reporting,
     )
+    from baselines.step_profile import StepProfile
     from countdown_gym.runs import StopRequest
     from countdown_gym.splits import load_split
 
@@ -360,14 +361,17 @@ def train(opts: Options) -> dict[str, Any]:
         max_turns=opts.max_turns if multi_turn else None, write=main_process,
         resume_step=int(Path(resume_from).name.rsplit("-", 1)[1]) if resume_from else None,  # checkpoint-N
     )
-    callbacks: list[Any] = [validation]
+    profile = StepProfile()  # first, so that its step ends before the validation callback evaluates
+    callbacks: list[Any] = [profile, validation]
     if clipo is not None:
         callbacks.append(ClipoCheckpointCallback(clipo.clipo))
-    callbacks.append(RunCardCallback(out / "README.md", lambda step: run_card(opts, validation.rows, step)))
+    callbacks.append(RunCardCallback(out / "README.md",
+                                     lambda step: run_card(opts, validation.rows, step, profile.summary())))
     trainer_class, credit = trainer_class_of(opts, funcs)
     trainer = trainer_class(model=model, reward_funcs=funcs, args=config, train_dataset=dataset, processing_class=tokenizer,
                             callbacks=callbacks, rollout_func=rollout_func, **credit)
     attach_reporting(trainer, validation, out)
+    profile.attach(trainer)
     if clipo is not None:
         clipo.bind(trainer)
         head_state = Path(resume_from or "") / ClipoCheckpointCallback.FILENAME
@@ -389,7 +393,7 @@ def train(opts: Options) -> dict[str, Any]:
     if clipo is not None and main_process:
         clipo.clipo.save(out / "final" / ClipoCheckpointCallback.FILENAME)
     summary = validation.summary()
-    summary.update(train_seconds=seconds, output_dir=str(out), best_dir=str(out / validation.BEST_DIR),
+    summary.update(step_profile=profile.summary(), train_seconds=seconds, output_dir=str(out), best_dir=str(out / validation.BEST_DIR),
                    train_problems=len(train_problems), train_pass_rates=str(rates_file) if rates_file else None)
     if main_process:  # the other processes hold no validation rows
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -9,6 +9,7 @@ from typing import Any
 
 from baselines.grpo_config import reward_terms, run_dir
 from baselines.grpo_model import interaction, model_name
+from baselines.step_profile import PARTS
 
 
 def command_line(opts: Any) -> str:
@@ -22,9 +23,10 @@ def _percent(value: Any) -> str:
     return f"{value:.1%}" if isinstance(value, (int, float)) else "-"
 
 
-def run_card(opts: Any, rows: list[dict[str, Any]], step: int) -> str:
+def run_card(opts: Any, rows: list[dict[str, Any]], step: int, profile: dict[str, float] | None = None) -> str:
     """The run directory's README.md: what was run, how to repeat it, validation so far (``rows``:
-    :class:`ValidationCallback` rows, numbers)."""
+    :class:`ValidationCallback` rows, numbers), and where a step's time goes (``profile``:
+    :meth:`baselines.step_profile.StepProfile.summary`)."""
     weights = ", ".join(f"{k} {w:g}" for k, w in reward_terms(opts).items() if w)
     lines = [
         f"# GRPO run `{run_dir(opts).name}`",
@@ -66,6 +68,17 @@ def run_card(opts: Any, rows: list[dict[str, Any]], step: int) -> str:
         lines += ["", "![validation success vs step](success.png)", ""]
     else:
         lines += ["No validation yet.", ""]
+    if profile:
+        lines += [
+            "## Time per step",
+            "",
+            "Mean seconds per GRPO step (validation not counted; baselines/step_profile.py):",
+            "",
+            "| " + " | ".join(p.replace("_", " ") for p in PARTS) + " | step |",
+            "| " + " | ".join("---:" for _ in range(len(PARTS) + 1)) + " |",
+            "| " + " | ".join(f"{profile[p]:.2f}" for p in (*PARTS, "step")) + " |",
+            "",
+        ]
     lines += [
         "## Files",
         "",
@@ -104,6 +117,10 @@ def summary_lines(opts: Any, summary: dict[str, Any]) -> list[str]:
             lines.append(f"validation success (sampled, T={opts.temperature}, {opts.eval_samples}/problem): "
                          f"start {first['sampled_success']:.1%} -> final {last['sampled_success']:.1%}; "
                          f"pass@{opts.eval_samples} {first['pass_at_k']:.1%} -> {last['pass_at_k']:.1%}")
+    if summary.get("step_profile"):
+        prof = summary["step_profile"]
+        lines.append("seconds per GRPO step by part: " + ", ".join(f"{p.replace('_', ' ')} {prof[p]:.2f}" for p in PARTS)
+                     + f" (step {prof['step']:.2f})")
     if summary.get("seconds_per_step"):
         lines.append(f"seconds per GRPO step: {summary['seconds_per_step']:.2f}; "
                      f"generated tokens/s (validation generate): {summary.get('eval_tokens_per_s', 0):.0f}")

@@ -59,7 +59,7 @@ def test_cached_engine_equals_plain_generate_and_its_logprobs_are_the_models(mon
     model, tok = _turn_model() if TURN_MODEL.exists() else _tiny()
     problems = load_split("longproc-0.5k", "validation")[:12]
     fast = play_episodes(model, tok, problems, greedy=True, max_turns=8, batch_size=5)
-    monkeypatch.setattr(trl_rollout, "_cache_arg", lambda m: None)  # the transformers.generate path
+    monkeypatch.setattr(trl_rollout, "make_decoder", lambda *a, **k: None)  # the transformers.generate path
     slow = play_episodes(model, tok, problems, greedy=True, max_turns=8, batch_size=5)
     for a, b in zip(fast, slow, strict=True):
         assert a.turns == b.turns and a.completion_ids == b.completion_ids and a.env_mask == b.env_mask

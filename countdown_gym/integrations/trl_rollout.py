@@ -13,14 +13,15 @@ imported inside the functions, so ``import countdown_gym`` stays light.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from countdown_gym.integrations.decoders import make_decoder
+from countdown_gym.integrations.rollout_engine import Engine, Episode, Sampler, TextCache, answer
 from countdown_gym.problem import Problem
 from countdown_gym.turn_format import turn_prompt
-from countdown_gym.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnReplay, replay_turns
+from countdown_gym.turn_game import DEFAULT_MAX_TURNS, TurnReplay, replay_turns
 
 DEFAULT_MAX_TURN_TOKENS = 12
 """Token budget of one agent turn (``37-29`` is 3 tokens for the embedded model)."""
@@ -66,25 +67,6 @@ def _stop_ids(tokenizer: Any) -> tuple[list[int], bool]:
     return eos_ids, False
 
 
-class _Episode:
-    """Book-keeping of one episode while it is generated."""
-
-    def __init__(self, problem: Problem, prompt: str, prompt_ids: list[int], max_turns: int) -> None:
-        self.problem, self.prompt, self.prompt_ids = problem, prompt, prompt_ids
-        self.game = TurnEpisode(problem, max_turns=max_turns)
-        self.completion: list[int] = []
-        self.mask: list[int] = []
-        self.logprobs: list[float] = []
-        self.turn_index: list[int] = []
-        self.turns: list[str] = []
-
-    def add(self, ids: Sequence[int], model: bool, logprobs: Sequence[float] | None = None) -> None:
-        self.completion += ids
-        self.mask += [1 if model else 0] * len(ids)
-        self.logprobs += list(logprobs) if logprobs is not None else [0.0] * len(ids)
-        self.turn_index += [len(self.turns) if model else -1] * len(ids)
-
-
 def play_episodes(
     model: Any,
     tokenizer: Any,
@@ -99,53 +81,48 @@ def play_episodes(
     top_k: int = 0,
     batch_size: int = 256,
     prompt_style: str = "compact",
+    decoder: str = "auto",
+    look_every: int | None = None,
 ) -> list[TurnRollout]:
-    """Play one multi-turn episode of each problem with ``model``, batched turn by turn.
+    """Play one multi-turn episode of each problem with ``model``, ``batch_size`` episodes at a time (the engine of
+    :mod:`countdown_gym.integrations.rollout_engine`).
 
     A turn ends at a newline (or at ``max_turn_tokens`` tokens; the environment then writes the
     newline). The model's EOS ends its conversation: what it wrote before is played, then ``give
     up`` if the episode is still open. ``max_length`` (default: the model's position limit) bounds
     prompt plus completion; an episode about to pass it is truncated. Sampling follows
-    ``temperature`` / ``top_p`` / ``top_k`` (``greedy=True``: argmax).
+    ``temperature`` / ``top_p`` / ``top_k`` (``greedy=True``: argmax). ``decoder``: ``direct`` (Llama and
+    Qwen2 models, computed from their weights), ``hf`` (the model's own forward) or ``auto`` (direct where
+    it applies). ``look_every``: decode steps between two reads of the finished turns (default: 1 on the
+    CPU, where a read costs nothing; ``max_turn_tokens`` on an accelerator: one device-to-host copy a turn).
     """
-    if temperature <= 0 and not greedy:
-        raise ValueError(f"temperature must be > 0 when sampling, got {temperature}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if decoder not in DECODERS:
+        raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, got {decoder!r}")
+    sampler = Sampler(greedy=greedy, temperature=temperature, top_p=top_p, top_k=top_k or 0)
     stop, newline_token = _stop_ids(tokenizer)
     eos = tokenizer.eos_token_id if isinstance(tokenizer.eos_token_id, int) else None
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos or 0)
     limit = max_length or getattr(model.config, "max_position_embeddings", None) or 4096
     episodes = []
     for p in problems:
         prompt = turn_prompt(p, prompt_style, max_turns)
-        episodes.append(_Episode(p, prompt, tokenizer(prompt)["input_ids"], max_turns))
-    gen_kwargs: dict[str, Any] = {"max_new_tokens": max_turn_tokens, "pad_token_id": pad, "eos_token_id": stop or None,
-                                  "output_scores": True, "return_dict_in_generate": True}
-    if not newline_token:
-        gen_kwargs.update(stop_strings=["\n"], tokenizer=tokenizer)
-    if greedy:
-        gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-    else:
-        gen_kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k)
-    device = next(model.parameters()).device
+        episodes.append(Episode(p, prompt, list(tokenizer(prompt)["input_ids"]), max_turns))
+    texts = TextCache(tokenizer)
     was_training = model.training
     model.eval()
-    cache_arg = _cache_arg(model) if newline_token else None
     try:
-        for start in range(0, len(episodes), batch_size):
-            chunk = episodes[start : start + batch_size]
-            if cache_arg is not None:
-                _play_cached(model, tokenizer, chunk, max_turn_tokens=max_turn_tokens, greedy=greedy,
-                             temperature=temperature, top_p=top_p, top_k=top_k, stop=stop, pad=pad, eos=eos,
-                             limit=limit, device=device, cache_arg=cache_arg)
-                continue
-            while True:
-                for e in chunk:  # room for one more turn and its reply, or the episode is cut here
-                    if not e.game.done and len(e.prompt_ids) + len(e.completion) + max_turn_tokens + 32 > limit:
-                        e.game.done = True
-                active = [e for e in chunk if not e.game.done]
-                if not active:
-                    break
-                _one_turn(model, tokenizer, active, gen_kwargs, device, stop, pad, eos)
+        dec = None
+        if newline_token and episodes:
+            dec = make_decoder(model, min(batch_size, len(episodes)), limit, direct=DECODERS[decoder])
+        if dec is not None:
+            every = look_every or (1 if dec.device.type == "cpu" else max_turn_tokens)
+            Engine(dec, texts, sampler=sampler, stop=stop, eos=eos, pad=pad, max_turn_tokens=max_turn_tokens,
+                   limit=limit, look_every=every).run(episodes)
+        else:
+            _play_with_generate(model, tokenizer, texts, episodes, sampler=sampler, stop=stop, pad=pad, eos=eos,
+                                max_turn_tokens=max_turn_tokens, limit=limit, batch_size=batch_size)
     finally:
         model.train(was_training)
     out = []
@@ -158,183 +135,55 @@ def play_episodes(
     return out
 
 
-def _cache_arg(model: Any) -> str | None:
-    """The name under which ``model.forward`` takes a KV cache (``past_key_values``, or ``cache`` in newer
-    ``transformers``) when it also takes ``position_ids``; ``None`` when it does not."""
-    import inspect
-
-    params = inspect.signature(model.forward).parameters
-    if "position_ids" not in params:
-        return None
-    return next((name for name in ("past_key_values", "cache") if name in params), None)
+DECODERS = {"auto": None, "direct": True, "hf": False}
+"""``play_episodes(decoder=...)``: the value passed to :func:`~countdown_gym.integrations.decoders.make_decoder`."""
 
 
-def _pick(logits: Any, greedy: bool, temperature: float, top_p: float, top_k: int) -> tuple[Any, Any]:
-    """Next tokens of a batch of logits and their log-probabilities under the sampling distribution."""
+def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: list[Episode], *, sampler: Sampler,
+                        stop: list[int], pad: int, eos: int | None, max_turn_tokens: int, limit: int,
+                        batch_size: int) -> None:
+    """Turn by turn with ``generate()``, re-reading each conversation: for tokenizers with no newline token of its
+    own (a turn then ends at the ``stop_strings`` newline) and models whose forward takes no KV cache."""
     import torch
 
-    if greedy:
-        logp = logits.float().log_softmax(-1)
-        tok = logp.argmax(-1)
-        return tok, logp.gather(-1, tok[:, None])[:, 0]
-    scores = logits.float() / temperature
-    if top_k and top_k < scores.shape[-1]:
-        kth = scores.topk(top_k, dim=-1).values[:, -1:]
-        scores = scores.masked_fill(scores < kth, float("-inf"))
-    if top_p < 1.0:
-        sorted_scores, order = scores.sort(-1, descending=True)
-        probs = sorted_scores.softmax(-1)
-        drop = probs.cumsum(-1) - probs > top_p  # keep the smallest set whose mass reaches top_p
-        scores = scores.scatter(-1, order, sorted_scores.masked_fill(drop, float("-inf")))
-    logp = scores.log_softmax(-1)
-    tok = torch.multinomial(logp.exp(), 1)[:, 0]
-    return tok, logp.gather(-1, tok[:, None])[:, 0]
-
-
-def _play_cached(model: Any, tokenizer: Any, batch: list[_Episode], *, max_turn_tokens: int, greedy: bool,
-                 temperature: float, top_p: float, top_k: int, stop: list[int], pad: int, eos: int | None,
-                 limit: int, device: Any, cache_arg: str) -> None:
-    """Play ``batch`` to the end with one KV cache per batch: each turn feeds only the new tokens.
-
-    Rows advance in lock-step: a block of new tokens is left-padded per row and the padding is masked
-    out of attention, with positions counted over real tokens only, so every row computes exactly what
-    it would alone.
-    """
-    import torch
-
-    rows = len(batch)
-    attn = torch.zeros((rows, 0), dtype=torch.long, device=device)
-    cache = _growing_cache()
-    stop_t = torch.tensor(stop, device=device)
-
-    def feed(blocks: list[list[int]]) -> Any:
-        nonlocal attn
-        width = max(max(len(b) for b in blocks), 1)
-        ids = torch.full((rows, width), pad, dtype=torch.long, device=device)
-        mask = torch.zeros((rows, width), dtype=torch.long, device=device)
-        for i, b in enumerate(blocks):
-            if b:
-                ids[i, width - len(b):] = torch.tensor(b, device=device)
-                mask[i, width - len(b):] = 1
-        attn = torch.cat([attn, mask], dim=1)
-        pos = (attn.cumsum(-1) - 1).clamp(min=0)[:, -width:]
-        with torch.no_grad():
-            out = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1,
-                        **{cache_arg: cache})
-        return out.logits[:, -1, :]
-
-    logits = feed([e.prompt_ids for e in batch])
-    while True:
-        for e in batch:
-            if not e.game.done and len(e.prompt_ids) + len(e.completion) + max_turn_tokens + 32 > limit:
-                e.game.done = True
-        live = [not e.game.done for e in batch]
-        if not any(live):
-            return
-        writing = list(live)
-        toks: list[list[int]] = [[] for _ in batch]
-        lps: list[list[float]] = [[] for _ in batch]
-        for _ in range(max_turn_tokens):
-            tok, lp = _pick(logits, greedy, temperature, top_p, top_k)
-            col = []
-            for i in range(rows):
-                if writing[i]:
-                    t = int(tok[i])
-                    toks[i].append(t)
-                    lps[i].append(float(lp[i]))
-                    col.append([t])
-                    if bool((stop_t == t).any()):
-                        writing[i] = False
-                else:
-                    col.append([])
-            if not any(writing):
-                break  # the last column goes in with the replies: one forward less per turn
-            logits = feed(col)
-            col = [[] for _ in batch]
-        logits = feed([c + (_answer(e, tokenizer, toks[i], lps[i], eos) if live[i] else [])
-                       for i, (e, c) in enumerate(zip(batch, col, strict=True))])
-
-
-@functools.cache
-def _growing_layer_class() -> type:
-    """A KV-cache layer that writes into a buffer doubled when full (``transformers``' ``DynamicLayer`` concatenates
-    on every token: quadratic copying over a long multi-turn episode, half the rollout time of the embedded model)."""
-    from transformers.cache_utils import DynamicLayer
-
-    class GrowingLayer(DynamicLayer):
-        def lazy_initialization(self, key_states: Any, value_states: Any) -> None:
-            super().lazy_initialization(key_states, value_states)
-            self._kbuf = self._vbuf = None
-            self._len = 0
-
-        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
-            if not self.is_initialized:
-                self.lazy_initialization(key_states, value_states)
-            n, w = self._len, key_states.shape[-2]
-            if self._kbuf is None or n + w > self._kbuf.shape[-2]:
-                cap = max(2 * (n + w), 64)
-                kbuf = key_states.new_empty((*key_states.shape[:-2], cap, key_states.shape[-1]))
-                vbuf = value_states.new_empty((*value_states.shape[:-2], cap, value_states.shape[-1]))
-                if n:
-                    kbuf[..., :n, :] = self._kbuf[..., :n, :]
-                    vbuf[..., :n, :] = self._vbuf[..., :n, :]
-                self._kbuf, self._vbuf = kbuf, vbuf
-            self._kbuf[..., n : n + w, :] = key_states
-            self._vbuf[..., n : n + w, :] = value_states
-            self._len = n + w
-            self.keys, self.values = self._kbuf[..., : self._len, :], self._vbuf[..., : self._len, :]
-            return self.keys, self.values
-
-    return GrowingLayer
-
-
-def _growing_cache() -> Any:
-    from transformers.cache_utils import Cache
-
-    return Cache(layer_class_to_replicate=_growing_layer_class())
-
-
-def _answer(e: _Episode, tokenizer: Any, toks: list[int], lps: list[float], eos: int | None) -> list[int]:
-    """Record the model's turn ``toks``, play it, and return the environment's reply tokens (also recorded)."""
-    text = tokenizer.decode(toks, skip_special_tokens=True)
-    ended_by_eos = eos is not None and bool(toks) and toks[-1] == eos
-    e.add(toks, model=True, logprobs=lps)
-    turn = text.split("\n", 1)[0]
-    e.turns.append(turn)
-    reply = e.game.play(turn).reply + "\n"
-    if not text.endswith("\n") and not ended_by_eos:
-        reply = "\n" + reply  # the turn ran out of tokens: the environment closes its line
-    if ended_by_eos and not e.game.done:
-        e.turns.append("give up")
-        reply += e.game.play("give up").reply + "\n"
-    ids = tokenizer(reply, add_special_tokens=False)["input_ids"]
-    e.add(ids, model=False)
-    return ids
-
-
-def _one_turn(model: Any, tokenizer: Any, batch: list[_Episode], gen_kwargs: dict[str, Any], device: Any,
-              stop: list[int], pad: int, eos: int | None) -> None:
-    import torch
-
-    seqs = [e.prompt_ids + e.completion for e in batch]
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):  # left padding
-        ids[i, width - len(s):] = torch.tensor(s)
-        mask[i, width - len(s):] = 1
-    with torch.no_grad():
-        out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **gen_kwargs)
-    new = out.sequences[:, width:].tolist()
-    logps = torch.stack(out.scores, dim=1).float().log_softmax(-1) if out.scores else None
-    for i, e in enumerate(batch):
-        toks = new[i]
-        end = next((k + 1 for k, t in enumerate(toks) if t in stop), None)
-        if end is None and "stop_strings" in gen_kwargs:  # a multi-character token holding the newline
-            end = next((k + 1 for k in range(len(toks)) if "\n" in tokenizer.decode(toks[: k + 1])), None)
-        toks = toks[:end] if end is not None else [t for t in toks if t != pad] or toks[:1]
-        lp = [float(logps[i, k, t]) for k, t in enumerate(toks)] if logps is not None else [0.0] * len(toks)
-        _answer(e, tokenizer, toks, lp, eos)
+    _, newline_token = _stop_ids(tokenizer)
+    gen_kwargs: dict[str, Any] = {"max_new_tokens": max_turn_tokens, "pad_token_id": pad, "eos_token_id": stop or None,
+                                  "output_scores": True, "return_dict_in_generate": True}
+    if not newline_token:
+        gen_kwargs.update(stop_strings=["\n"], tokenizer=tokenizer)
+    if sampler.greedy:
+        gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+    else:
+        gen_kwargs.update(do_sample=True, temperature=sampler.temperature, top_p=sampler.top_p, top_k=sampler.top_k)
+    device = next(model.parameters()).device
+    for start in range(0, len(episodes), batch_size):
+        chunk = episodes[start : start + batch_size]
+        while True:
+            for e in chunk:  # room for one more turn and its reply, or the episode is cut here
+                if not e.game.done and not e.room_for_a_turn(max_turn_tokens, limit):
+                    e.game.done = True
+            active = [e for e in chunk if not e.game.done]
+            if not active:
+                break
+            seqs = [e.prompt_ids + e.completion for e in active]
+            width = max(len(s) for s in seqs)
+            ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(seqs), width), dtype=torch.long)
+            for i, s in enumerate(seqs):  # left padding
+                ids[i, width - len(s):] = torch.tensor(s)
+                mask[i, width - len(s):] = 1
+            with torch.no_grad():
+                out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **gen_kwargs)
+            new = out.sequences[:, width:].tolist()
+            logps = torch.stack(out.scores, dim=1).float().log_softmax(-1) if out.scores else None
+            for i, e in enumerate(active):
+                toks = new[i]
+                end = next((k + 1 for k, t in enumerate(toks) if t in stop), None)
+                if end is None and not newline_token:  # a multi-character token holding the newline
+                    end = next((k + 1 for k in range(len(toks)) if "\n" in tokenizer.decode(toks[: k + 1])), None)
+                toks = toks[:end] if end is not None else [t for t in toks if t != pad] or toks[:1]
+                lp = [float(logps[i, k, t]) for k, t in enumerate(toks)] if logps is not None else [0.0] * len(toks)
+                answer(e, texts, toks, lp, eos)
 
 
 def conversation_ids(tokenizer: Any, conversation: Sequence[tuple[str, str]]) -> tuple[list[int], list[int]]:

@@ -1,0 +1,188 @@
+"""Model tokens per second of multi-turn greedy episodes: the rollout engine against a bare decode loop (one command).
+
+    python benchmarks/bench_rollouts.py                         # CPU (and CUDA when present), batches 128, 512, 2048
+    python benchmarks/bench_rollouts.py --quick                 # 200 problems, batch 128: a smoke run
+    python benchmarks/bench_rollouts.py --json runs/rollouts.json
+
+For each device and batch it plays one greedy ``CountdownMultiTurn-v0`` episode of each test problem with
+``countdown_gym.integrations.trl_rollout.play_episodes`` (the engine) and reports:
+
+- ``engine``: model tokens (the tokens the model wrote, ``env_mask == 1``) per second, and all tokens (the model's,
+  the environment's replies and the prompts, each of which passes through the model) per second;
+- ``bound``: a bare decode loop of the same model with no engine at the same batch (as many rows as the engine
+  had): one prefill of the episodes' mean prompt length, then one token per row per step for as many steps as the
+  episodes' mean completion length, greedy; every token counts. It is the direct decoder's own forward for the
+  models it runs (the fastest decode of the model here), else the model's Hugging Face forward with its KV cache;
+- ``ratio``: engine model tokens/s over bound tokens/s (and ``ratio_all``, engine all tokens/s over bound tokens/s).
+
+``--json PATH`` writes ``{"device", "engine_tokens_per_s", "bound_tokens_per_s", "ratio"}`` for the best batch of
+each device, with every row under ``"rows"``. Results and commands: ``docs/benchmarks_rollouts.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from countdown_gym.dataclass_cli import check_min, parse  # noqa: E402
+
+DEFAULT_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns")
+
+
+@dataclass
+class Options:
+    model: str = DEFAULT_MODEL
+    """Hugging Face causal LM directory or hub id (default: the shipped multi-turn model)."""
+    problems: int = 1000
+    """First N problems of the longproc-0.5k test split (0 = all 1,000)."""
+    batches: list[int] = field(default_factory=lambda: [128, 512, 2048])
+    """Engine batch sizes (episodes played at once)."""
+    devices: list[str] = field(default_factory=list)
+    """Devices to measure (default: cpu, and cuda when present)."""
+    threads: int = 2
+    """torch CPU threads."""
+    max_turns: int = 16
+    decoder: str = "auto"
+    """auto | direct | hf (play_episodes' decoder)."""
+    dtype: str = "float32"
+    """float32 | bfloat16 (the model's weights and KV cache)."""
+    quick: bool = False
+    """200 problems, batch 128 only."""
+    json: str = ""
+    """Also write the figures as JSON to this path."""
+
+    def __post_init__(self) -> None:
+        check_min(self, 0, "problems")
+        check_min(self, 1, "threads", "max_turns")
+        if not self.batches or min(self.batches) < 1:
+            raise ValueError(f"--batches must be positive sizes, got {self.batches}")
+        if self.decoder not in ("auto", "direct", "hf"):
+            raise ValueError(f"--decoder must be auto, direct or hf, got {self.decoder!r}")
+        if self.dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"--dtype must be float32 or bfloat16, got {self.dtype!r}")
+        if self.quick:
+            self.problems, self.batches = 200, [128]
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def engine_run(model, tok, problems, batch: int, device: str, opts: Options) -> dict:
+    from countdown_gym.integrations.trl_rollout import play_episodes
+
+    play_episodes(model, tok, problems[: min(len(problems), 64)], greedy=True, batch_size=batch,
+                  max_turns=opts.max_turns, decoder=opts.decoder)  # warm-up
+    _sync(device)
+    t0 = time.perf_counter()
+    rollouts = play_episodes(model, tok, problems, greedy=True, batch_size=batch, max_turns=opts.max_turns,
+                             decoder=opts.decoder)
+    _sync(device)
+    dt = time.perf_counter() - t0
+    model_tokens = sum(sum(r.env_mask) for r in rollouts)
+    all_tokens = sum(len(r.prompt_ids) + len(r.completion_ids) for r in rollouts)
+    return {"seconds": dt, "model_tokens": model_tokens, "all_tokens": all_tokens, "episodes": len(rollouts),
+            "solved": sum(r.solved for r in rollouts),
+            "prompt_tokens": sum(len(r.prompt_ids) for r in rollouts) / len(rollouts),
+            "completion_tokens": sum(len(r.completion_ids) for r in rollouts) / len(rollouts)}
+
+
+def bound_run(model, rows: int, prompt_len: int, steps: int, device: str, direct: bool) -> dict:
+    """A bare greedy decode loop: ``rows`` x ``prompt_len`` prefill, then ``steps`` one-token steps."""
+    import torch
+
+    from countdown_gym.integrations.decoders import DirectDecoder, HFDecoder, Step, cache_arg
+
+    vocab = model.config.vocab_size
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(10, vocab, (rows, prompt_len), generator=gen).to(device)
+    every = torch.ones(rows, dtype=torch.bool, device=device)
+    dec = DirectDecoder(model, rows, prompt_len + steps + 1) if direct else HFDecoder(model, rows, cache_arg(model))
+    _sync(device)
+    t0 = time.perf_counter()
+    prefix_rows = torch.arange(rows, device=device).repeat_interleave(prompt_len - 1)
+    logits = dec.forward(Step(last=ids[:, -1], advance=every, prefix=ids[:, :-1].reshape(-1), prefix_rows=prefix_rows),
+                         prompt_len + 1)
+    for k in range(steps):
+        tok = logits.argmax(-1)
+        logits = dec.forward(Step(last=tok, advance=every), prompt_len + k + 2)
+    _sync(device)
+    dt = time.perf_counter() - t0
+    return {"seconds": dt, "tokens": rows * steps, "decoder": "direct" if direct else "hf"}
+
+
+def measure(opts: Options) -> dict:
+    import torch
+
+    from countdown_gym import load_split
+    from countdown_gym.integrations.decoders import DirectDecoder
+
+    torch.set_num_threads(opts.threads)
+    problems = load_split("longproc-0.5k", "test")
+    problems = problems[: opts.problems] if opts.problems else problems
+    devices = opts.devices or (["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+    out: dict = {"devices": {}, "rows": []}
+    for device in devices:
+        model, tok = _load(opts.model)
+        model = model.to(device=device, dtype=getattr(torch, opts.dtype)).eval()
+        name = torch.cuda.get_device_name(0) if device.startswith("cuda") else f"CPU ({platform.processor() or platform.machine()}, {opts.threads} threads)"
+        direct = DirectDecoder.supports(model) and opts.decoder != "hf"
+        best = None
+        for batch in opts.batches:
+            eng = engine_run(model, tok, problems, batch, device, opts)
+            rows = min(batch, len(problems))
+            bnd = bound_run(model, rows, round(eng["prompt_tokens"]), round(eng["completion_tokens"]), device, direct)
+            row = {"device": name, "batch": batch, "rows": rows,
+                   "engine_tokens_per_s": eng["model_tokens"] / eng["seconds"],
+                   "engine_all_tokens_per_s": eng["all_tokens"] / eng["seconds"],
+                   "bound_tokens_per_s": bnd["tokens"] / bnd["seconds"], **{f"engine_{k}": v for k, v in eng.items()},
+                   "bound_decoder": bnd["decoder"], "bound_seconds": bnd["seconds"]}
+            row["ratio"] = row["engine_tokens_per_s"] / row["bound_tokens_per_s"]
+            row["ratio_all"] = row["engine_all_tokens_per_s"] / row["bound_tokens_per_s"]
+            out["rows"].append(row)
+            print(f"{name:>34} batch {batch:>5}: engine {row['engine_tokens_per_s']:>9,.0f} model tok/s "
+                  f"({row['engine_all_tokens_per_s']:>9,.0f} all), bound {row['bound_tokens_per_s']:>9,.0f} tok/s, "
+                  f"ratio {row['ratio']:.2f} (all {row['ratio_all']:.2f}); {eng['episodes']} episodes in "
+                  f"{eng['seconds']:.1f} s, {eng['solved']} solved", flush=True)
+            if best is None or row["engine_tokens_per_s"] > best["engine_tokens_per_s"]:
+                best = row
+        out["devices"][device] = {k: best[k] for k in ("device", "batch", "engine_tokens_per_s", "bound_tokens_per_s",
+                                                       "ratio")}
+    return out
+
+
+def _load(model_id: str):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    return AutoModelForCausalLM.from_pretrained(model_id), AutoTokenizer.from_pretrained(model_id)
+
+
+def main(argv: list[str] | None = None) -> None:
+    opts = parse(Options, argv, description=__doc__.split("\n")[0])
+    if opts.json:
+        from countdown_gym.runs import run_directory
+
+        run_directory(Path(opts.json).parent, f"--json {opts.json}")  # fails before the measurement, not after
+    out = measure(opts)
+    first = next(iter(out["devices"].values()))
+    summary = {"device": first["device"], "engine_tokens_per_s": first["engine_tokens_per_s"],
+               "bound_tokens_per_s": first["bound_tokens_per_s"], "ratio": first["ratio"], "per_device": out["devices"],
+               "rows": out["rows"], "command": " ".join(["python benchmarks/bench_rollouts.py", *(argv or sys.argv[1:])])}
+    if opts.json:
+        Path(opts.json).write_text(json.dumps(summary, indent=2) + "\n")
+        print(f"wrote {opts.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,340 @@
+"""Incremental decoders for the multi-turn rollout engine: a model's forward pass over ragged token blocks.
+
+The engine (:mod:`countdown_gym.integrations.rollout_engine`) keeps one row per episode. At every step each row
+feeds a block of one or more tokens (a sampled token, or the environment's reply, or a prompt) that continues its
+own sequence, and gets back the logits of the block's last token. A decoder holds the rows' KV cache:
+
+- :class:`DirectDecoder` runs Llama-family models (``LlamaForCausalLM``, ``Qwen2ForCausalLM``: RMSNorm, rotary
+  positions, SwiGLU, grouped-query attention) with their own weights in a few plain torch operations: fused QKV
+  and gate/up matrices, a preallocated per-row KV cache written in place, the projections on the real tokens only
+  (no padding), and ``scaled_dot_product_attention``. It computes what the Hugging Face forward computes.
+- :class:`HFDecoder` runs any other Hugging Face causal LM through its own ``forward`` with a KV cache: blocks are
+  left-padded to the step's widest, padding is masked out of attention and positions count real tokens only.
+
+:func:`make_decoder` picks the direct one where it applies. A row may also feed one token without keeping it
+(``advance=False``): its keys and values are written past the row's end and overwritten later, so a row that
+waits (its turn is over, or its episode is) costs one token of compute and changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+DIRECT_MODEL_TYPES = ("llama", "qwen2")
+_CHUNK = 128  # the per-row cache grows by this many positions at a time
+
+
+@dataclass
+class Step:
+    """One step's input, one block per row.
+
+    ``last[r]`` is row r's last (or only) token; ``prefix`` holds the tokens before it of the rows that feed more
+    than one (``prefix_rows[i]`` names the row of ``prefix[i]``, in order, rows in increasing order);
+    ``advance[r]`` is False for a row that feeds its one token without keeping it.
+    """
+
+    last: torch.Tensor
+    advance: torch.Tensor
+    prefix: torch.Tensor | None = None
+    prefix_rows: torch.Tensor | None = None
+
+
+class DirectDecoder:
+    """A Llama-family model's decode and prefill, with a preallocated per-row KV cache (see the module docstring)."""
+
+    def __init__(self, model: Any, rows: int, capacity: int) -> None:
+        cfg = model.config
+        core = model.model
+        self.device = next(model.parameters()).device
+        self.dtype = core.embed_tokens.weight.dtype
+        self.heads = cfg.num_attention_heads
+        self.kv_heads = getattr(cfg, "num_key_value_heads", None) or self.heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
+        self.eps = cfg.rms_norm_eps
+        self.embed = core.embed_tokens.weight
+        self.rotary = core.rotary_emb
+        self.norm = core.norm.weight
+        self.lm_head = model.lm_head.weight
+        self.layers = []
+        with torch.no_grad():
+            for layer in core.layers:
+                att, mlp = layer.self_attn, layer.mlp
+                qkv_b = None
+                if att.q_proj.bias is not None:
+                    qkv_b = torch.cat([att.q_proj.bias, att.k_proj.bias, att.v_proj.bias])
+                self.layers.append({
+                    "ln1": layer.input_layernorm.weight, "ln2": layer.post_attention_layernorm.weight,
+                    "qkv": torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight]).t().contiguous(),
+                    "qkv_b": qkv_b, "o": att.o_proj.weight.t().contiguous(),
+                    "o_b": att.o_proj.bias,
+                    "gu": torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).t().contiguous(),
+                    "down": mlp.down_proj.weight.t().contiguous(),
+                })
+        self.rows = rows
+        self.length = torch.zeros(rows, dtype=torch.long, device=self.device)
+        self.cap = 0
+        self.k: list[torch.Tensor] = []
+        self.v: list[torch.Tensor] = []
+        self._grow(min(_CHUNK, capacity))  # grown as rows get longer
+
+    @staticmethod
+    def supports(model: Any) -> bool:
+        """Whether ``model`` is a Llama-family causal LM this decoder computes exactly."""
+        cfg = getattr(model, "config", None)
+        if cfg is None or getattr(cfg, "model_type", None) not in DIRECT_MODEL_TYPES:
+            return False
+        core = getattr(model, "model", None)
+        if core is None or not hasattr(core, "rotary_emb") or not hasattr(model, "lm_head"):
+            return False
+        if getattr(cfg, "hidden_act", "silu") != "silu" or getattr(cfg, "mlp_bias", False):
+            return False
+        if getattr(cfg, "use_sliding_window", False) or getattr(cfg, "partial_rotary_factor", 1.0) != 1.0:
+            return False
+        layer = core.layers[0]
+        return not any(hasattr(layer.self_attn, name) for name in ("q_norm", "k_norm"))
+
+    # --- the cache -------------------------------------------------------------------------------------------
+    def _grow(self, need: int) -> None:
+        cap = -(-max(need, self.cap + _CHUNK) // _CHUNK) * _CHUNK
+        shape = (self.rows, self.kv_heads, cap, self.head_dim)
+        for store in (self.k, self.v):
+            old = list(store)
+            store.clear()
+            for layer_old in old or [None] * len(self.layers):
+                new = torch.zeros(shape, dtype=self.dtype, device=self.device)
+                if layer_old is not None:
+                    new[:, :, : self.cap] = layer_old
+                store.append(new)
+        self.cap = cap
+
+    def reset(self, rows: torch.Tensor) -> None:
+        """Empty these rows (a new episode starts there)."""
+        self.length[rows] = 0
+
+    def select(self, keep: torch.Tensor) -> None:
+        """Keep only these rows, in this order."""
+        self.k = [t.index_select(0, keep) for t in self.k]
+        self.v = [t.index_select(0, keep) for t in self.v]
+        self.length = self.length.index_select(0, keep)
+        self.rows = int(keep.numel())
+
+    # --- the forward -----------------------------------------------------------------------------------------
+    def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return weight * h.to(x.dtype)
+
+    def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        half = x.shape[-1] // 2
+        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+        return x * cos + rotated * sin
+
+    @torch.no_grad()
+    def forward(self, step: Step, max_len: int) -> torch.Tensor:
+        """Feed ``step`` and return the logits of every row's last token (``[rows, vocab]``, float32).
+
+        ``max_len`` bounds every row's length after this step (the engine knows it without reading the device).
+        """
+        rows = self.rows
+        device = self.device
+        n_pre = 0 if step.prefix is None else int(step.prefix.numel())
+        if max_len > self.cap:
+            self._grow(max_len)
+        length = self.length
+        ar = torch.arange(rows, device=device)
+        if n_pre:
+            pre_rows = step.prefix_rows
+            counts = torch.bincount(pre_rows, minlength=rows)
+            start = torch.cumsum(counts, 0) - counts  # first prefix index of each row
+            pre_pos = length[pre_rows] + (torch.arange(n_pre, device=device) - start[pre_rows])
+            last_pos = length + counts
+            tokens = torch.cat([step.prefix, step.last])
+            tok_rows = torch.cat([pre_rows, ar])
+            positions = torch.cat([pre_pos, last_pos])
+        else:
+            counts = None
+            last_pos = length
+            tokens, tok_rows, positions = step.last, ar, last_pos
+        x = self.embed[tokens]
+        cos, sin = self.rotary(x[None], positions[None])
+        cos, sin = cos[0][:, None, :], sin[0][:, None, :]
+        keys = torch.arange(max_len, device=device)  # attention reads the cache up to the longest row only
+        last_mask = (keys[None, :] <= last_pos[:, None])[:, None, None, :]
+        if n_pre:
+            s_rows = torch.nonzero(counts, as_tuple=False)[:, 0]
+            width = int(counts.max())  # a host read, one per step that feeds a block
+            slot = torch.arange(n_pre, device=device) - start[pre_rows]
+            s_index = torch.searchsorted(s_rows, pre_rows)
+            q_pos = torch.full((s_rows.numel(), width), -1, dtype=torch.long, device=device)
+            q_pos[s_index, slot] = pre_pos
+            pre_mask = (keys[None, None, :] <= q_pos[:, :, None]) & (q_pos[:, :, None] >= 0)
+            pre_mask[:, :, 0] |= q_pos < 0  # padding queries see one key, so their (unused) output stays finite
+            pre_mask = pre_mask[:, None]
+        gqa = self.kv_heads != self.heads
+        h_dim, d = self.heads, self.head_dim
+        nq, nk = h_dim * d, self.kv_heads * d
+        for li, layer in enumerate(self.layers):
+            h = self._rms(x, layer["ln1"])
+            qkv = h @ layer["qkv"]
+            if layer["qkv_b"] is not None:
+                qkv = qkv + layer["qkv_b"]
+            q = self._rope(qkv[:, :nq].view(-1, h_dim, d), cos, sin)
+            k = self._rope(qkv[:, nq : nq + nk].view(-1, self.kv_heads, d), cos, sin)
+            v = qkv[:, nq + nk :].view(-1, self.kv_heads, d)
+            self.k[li][tok_rows, :, positions] = k
+            self.v[li][tok_rows, :, positions] = v
+            kc, vc = self.k[li][:, :, :max_len], self.v[li][:, :, :max_len]
+            att = torch.empty((tokens.numel(), h_dim, d), dtype=x.dtype, device=device)
+            q_last = q[n_pre:].unsqueeze(2)  # [rows, heads, 1, d]
+            att[n_pre:] = F.scaled_dot_product_attention(q_last, kc, vc, attn_mask=last_mask, enable_gqa=gqa)[:, :, 0]
+            if n_pre:
+                qp = torch.zeros((s_rows.numel(), width, h_dim, d), dtype=x.dtype, device=device)
+                qp[s_index, slot] = q[:n_pre]
+                out = F.scaled_dot_product_attention(qp.transpose(1, 2), kc.index_select(0, s_rows),
+                                                     vc.index_select(0, s_rows), attn_mask=pre_mask, enable_gqa=gqa)
+                att[:n_pre] = out.transpose(1, 2)[s_index, slot]
+            o = att.reshape(-1, nq) @ layer["o"]
+            if layer["o_b"] is not None:
+                o = o + layer["o_b"]
+            x = x + o
+            h = self._rms(x, layer["ln2"])
+            gate, up = (h @ layer["gu"]).chunk(2, dim=-1)
+            x = x + (F.silu(gate) * up) @ layer["down"]
+        if n_pre:
+            self.length = torch.where(step.advance, last_pos + 1, length + counts)
+        else:
+            self.length = length + step.advance.long()
+        last = self._rms(x[n_pre:], self.norm)
+        return (last @ self.lm_head.t()).float()
+
+
+class HFDecoder:
+    """Any Hugging Face causal LM through its own ``forward`` and KV cache (see the module docstring)."""
+
+    def __init__(self, model: Any, rows: int, cache_arg: str) -> None:
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.rows = rows
+        self.cache_arg = cache_arg
+        self.cache = _growing_cache()
+        self.attn = torch.zeros((rows, 0), dtype=torch.long, device=self.device)
+        self.position = torch.zeros(rows, dtype=torch.long, device=self.device)
+        self.pad = 0
+
+    def reset(self, rows: torch.Tensor) -> None:
+        self.attn[rows] = 0
+        self.position[rows] = 0
+
+    def select(self, keep: torch.Tensor) -> None:
+        self.attn = self.attn.index_select(0, keep)
+        self.position = self.position.index_select(0, keep)
+        for layer in self.cache.layers:
+            layer.select(keep)
+        self.rows = int(keep.numel())
+
+    @torch.no_grad()
+    def forward(self, step: Step, max_len: int) -> torch.Tensor:
+        rows, device = self.rows, self.device
+        if step.prefix is None or step.prefix.numel() == 0:
+            counts = torch.zeros(rows, dtype=torch.long, device=device)
+            width = 1
+        else:
+            counts = torch.bincount(step.prefix_rows, minlength=rows)
+            width = int(counts.max()) + 1
+        n = counts + 1
+        ids = torch.full((rows, width), self.pad, dtype=torch.long, device=device)
+        mask = (torch.arange(width, device=device)[None, :] >= (width - n)[:, None]).long()
+        ids[:, -1] = step.last
+        if width > 1:
+            start = torch.cumsum(counts, 0) - counts
+            slot = torch.arange(step.prefix.numel(), device=device) - start[step.prefix_rows]
+            ids[step.prefix_rows, width - 1 - counts[step.prefix_rows] + slot] = step.prefix
+        pos = (self.position[:, None] + mask.cumsum(-1) - 1).clamp(min=0)
+        self.attn = torch.cat([self.attn, mask], dim=1)
+        out = self.model(input_ids=ids, attention_mask=self.attn, position_ids=pos, use_cache=True, logits_to_keep=1,
+                         **{self.cache_arg: self.cache})
+        keep = torch.where(step.advance, n, n - 1)
+        self.attn[:, -1] = torch.where(step.advance, self.attn[:, -1], torch.zeros_like(self.attn[:, -1]))
+        self.position = self.position + keep
+        return out.logits[:, -1, :].float()
+
+
+def cache_arg(model: Any) -> str | None:
+    """The name under which ``model.forward`` takes a KV cache (``past_key_values``, or ``cache`` in newer
+    ``transformers``) when it also takes ``position_ids``; ``None`` when it does not."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    if "position_ids" not in params:
+        return None
+    return next((name for name in ("past_key_values", "cache") if name in params), None)
+
+
+def make_decoder(model: Any, rows: int, capacity: int, direct: bool | None = None) -> DirectDecoder | HFDecoder | None:
+    """The fastest decoder for ``model`` (``direct``: True forces the direct one, False the Hugging Face one);
+    ``None`` when the model's forward takes no KV cache with position ids."""
+    if direct is None:
+        direct = DirectDecoder.supports(model)
+    if direct:
+        if not DirectDecoder.supports(model):
+            raise ValueError(f"the direct decoder runs {', '.join(DIRECT_MODEL_TYPES)} models, "
+                             f"not {getattr(model.config, 'model_type', type(model).__name__)!r}")
+        return DirectDecoder(model, rows, capacity)
+    name = cache_arg(model)
+    return None if name is None else HFDecoder(model, rows, name)
+
+
+def _growing_layer_class() -> type:
+    """A KV-cache layer that writes into a buffer doubled when full (``transformers``' ``DynamicLayer`` concatenates
+    on every token: quadratic copying over a long multi-turn episode), and can keep a subset of its rows."""
+    global _GROWING
+    if _GROWING is not None:
+        return _GROWING
+    from transformers.cache_utils import DynamicLayer
+
+    class GrowingLayer(DynamicLayer):
+        def lazy_initialization(self, key_states: Any, value_states: Any) -> None:
+            super().lazy_initialization(key_states, value_states)
+            self._kbuf = self._vbuf = None
+            self._len = 0
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            n, w = self._len, key_states.shape[-2]
+            if self._kbuf is None or n + w > self._kbuf.shape[-2]:
+                cap = max(2 * (n + w), 64)
+                kbuf = key_states.new_empty((*key_states.shape[:-2], cap, key_states.shape[-1]))
+                vbuf = value_states.new_empty((*value_states.shape[:-2], cap, value_states.shape[-1]))
+                if n:
+                    kbuf[..., :n, :] = self._kbuf[..., :n, :]
+                    vbuf[..., :n, :] = self._vbuf[..., :n, :]
+                self._kbuf, self._vbuf = kbuf, vbuf
+            self._kbuf[..., n : n + w, :] = key_states
+            self._vbuf[..., n : n + w, :] = value_states
+            self._len = n + w
+            self.keys, self.values = self._kbuf[..., : self._len, :], self._vbuf[..., : self._len, :]
+            return self.keys, self.values
+
+        def select(self, keep: Any) -> None:
+            if getattr(self, "_kbuf", None) is None:
+                return
+            self._kbuf = self._kbuf.index_select(0, keep)
+            self._vbuf = self._vbuf.index_select(0, keep)
+            self.keys, self.values = self._kbuf[..., : self._len, :], self._vbuf[..., : self._len, :]
+
+    _GROWING = GrowingLayer
+    return GrowingLayer
+
+
+_GROWING: type | None = None
+
+
+def _growing_cache() -> Any:
+    from transformers.cache_utils import Cache
+
+    return Cache(layer_class_to_replicate=_growing_layer_class())

@@ -1,0 +1,254 @@
+"""The multi-turn rollout engine: many episodes of a causal LM against ``CountdownMultiTurn-v0``'s game at once.
+
+Every episode has a row of a decoder (:mod:`countdown_gym.integrations.decoders`). The token loop is all tensors:
+each step samples the next token of every row, records it with its log-probability in per-row buffers, and ends a
+row's turn at a newline, at EOS or at the turn's token budget; nothing per row runs in Python. Every ``look_every``
+steps (1 on the CPU, where it costs nothing; the turn budget on a GPU: at most one device-to-host copy a turn) the
+host reads the turns that ended, plays them in the game, and queues the environment's reply as the row's next
+block. A finished episode's row takes the next waiting episode's prompt, and when none is left the rows of
+finished episodes are dropped, so the batch stays dense. Replies and turns are tokenised / decoded once per
+distinct text.
+
+The result is what feeding the episode's tokens to the model one at a time computes: the greedy turns are the
+same token for token (``tests/test_rollout_engine.py`` checks them against the recorded output of the engine this
+one replaced), and each recorded log-probability is the sampling distribution's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from countdown_gym.integrations.decoders import Step
+from countdown_gym.problem import Problem
+from countdown_gym.turn_game import TurnEpisode
+
+REPLY_MARGIN = 32
+"""An episode stops before a turn when its prompt, its tokens so far, a whole turn and this many reply tokens
+would not fit in the length limit."""
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """How the next token is drawn: ``greedy`` (argmax), else ``temperature`` / ``top_p`` / ``top_k`` (0: none)."""
+
+    greedy: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.greedy and not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0 when sampling, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+
+    def log_probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities of the sampling distribution (greedy: the model's own)."""
+        if self.greedy:
+            return logits.float().log_softmax(-1)
+        scores = logits.float() / self.temperature
+        if self.top_k and self.top_k < scores.shape[-1]:
+            kth = scores.topk(self.top_k, dim=-1).values[:, -1:]
+            scores = scores.masked_fill(scores < kth, float("-inf"))
+        if self.top_p < 1.0:
+            sorted_scores, order = scores.sort(-1, descending=True)
+            probs = sorted_scores.softmax(-1)
+            drop = probs.cumsum(-1) - probs > self.top_p  # keep the smallest set whose mass reaches top_p
+            scores = scores.scatter(-1, order, sorted_scores.masked_fill(drop, float("-inf")))
+        return scores.log_softmax(-1)
+
+    def pick(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The next token of each row and its log-probability under :meth:`log_probs`."""
+        logp = self.log_probs(logits)
+        tok = logp.argmax(-1) if self.greedy else torch.multinomial(logp.exp(), 1)[:, 0]
+        return tok, logp.gather(-1, tok[:, None])[:, 0]
+
+
+class Episode:
+    """Book-keeping of one episode while it is generated: its tokens, which are the model's, and its turns."""
+
+    def __init__(self, problem: Problem, prompt: str, prompt_ids: list[int], max_turns: int) -> None:
+        self.problem, self.prompt, self.prompt_ids = problem, prompt, prompt_ids
+        self.game = TurnEpisode(problem, max_turns=max_turns)
+        self.completion: list[int] = []
+        self.mask: list[int] = []
+        self.logprobs: list[float] = []
+        self.turn_index: list[int] = []
+        self.turns: list[str] = []
+
+    def add(self, ids: Sequence[int], model: bool, logprobs: Sequence[float] | None = None) -> None:
+        self.completion += ids
+        self.mask += [1 if model else 0] * len(ids)
+        self.logprobs += list(logprobs) if logprobs is not None else [0.0] * len(ids)
+        self.turn_index += [len(self.turns) if model else -1] * len(ids)
+
+    def room_for_a_turn(self, max_turn_tokens: int, limit: int) -> bool:
+        return len(self.prompt_ids) + len(self.completion) + max_turn_tokens + REPLY_MARGIN <= limit
+
+
+class TextCache:
+    """Token ids of reply texts and texts of turn tokens, each computed once (the reply grammar is small)."""
+
+    def __init__(self, tokenizer: Any, limit: int = 200_000) -> None:
+        self.tokenizer, self.limit = tokenizer, limit
+        self._ids: dict[str, list[int]] = {}
+        self._text: dict[tuple[int, ...], str] = {}
+
+    def ids(self, text: str) -> list[int]:
+        got = self._ids.get(text)
+        if got is None:
+            got = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            if len(self._ids) < self.limit:
+                self._ids[text] = got
+        return got
+
+    def text(self, toks: Sequence[int]) -> str:
+        key = tuple(toks)
+        got = self._text.get(key)
+        if got is None:
+            got = self.tokenizer.decode(list(toks), skip_special_tokens=True)
+            if len(self._text) < self.limit:
+                self._text[key] = got
+        return got
+
+
+def answer(e: Episode, texts: TextCache, toks: list[int], lps: list[float], eos: int | None) -> list[int]:
+    """Record the model's turn ``toks``, play it, and return the environment's reply tokens (also recorded)."""
+    text = texts.text(toks)
+    ended_by_eos = eos is not None and bool(toks) and toks[-1] == eos
+    e.add(toks, model=True, logprobs=lps)
+    turn = text.split("\n", 1)[0]
+    e.turns.append(turn)
+    reply = e.game.play(turn).reply + "\n"
+    if not text.endswith("\n") and not ended_by_eos:
+        reply = "\n" + reply  # the turn ran out of tokens: the environment closes its line
+    if ended_by_eos and not e.game.done:
+        e.turns.append("give up")
+        reply += e.game.play("give up").reply + "\n"
+    ids = texts.ids(reply)
+    e.add(ids, model=False)
+    return ids
+
+
+class Engine:
+    """Plays a list of episodes to their end on one decoder (see the module docstring)."""
+
+    def __init__(self, decoder: Any, texts: TextCache, *, sampler: Sampler, stop: Sequence[int], eos: int | None,
+                 pad: int, max_turn_tokens: int, limit: int, look_every: int = 1) -> None:
+        self.decoder, self.texts, self.sampler = decoder, texts, sampler
+        self.eos, self.pad, self.limit = eos, pad, limit
+        self.turn_budget = max_turn_tokens
+        self.look_every = max(1, look_every)
+        self.stop = torch.tensor(list(stop), dtype=torch.long, device=decoder.device)
+        self.steps = 0
+        self.looks = 0
+
+    def run(self, episodes: Sequence[Episode]) -> None:
+        dec, device = self.decoder, self.decoder.device
+        queue = [e for e in episodes if e.room_for_a_turn(self.turn_budget, self.limit)]
+        for e in episodes:
+            if not e.room_for_a_turn(self.turn_budget, self.limit):
+                e.game.done = True
+        queue.reverse()  # pop() takes them in order
+        rows = dec.rows
+        slots: list[Episode | None] = [None] * rows
+        blocks: dict[int, list[int]] = {}
+        bound = [0] * rows  # each row's length after the steps so far, an upper bound between looks
+        for r in range(rows):
+            if queue:
+                slots[r] = queue.pop()
+                blocks[r] = list(slots[r].prompt_ids)
+        pending = torch.full((rows,), self.pad, dtype=torch.long, device=device)
+        writing = torch.zeros(rows, dtype=torch.bool, device=device)
+        ended = torch.zeros(rows, dtype=torch.bool, device=device)
+        turn_len = torch.zeros(rows, dtype=torch.long, device=device)
+        buf = torch.zeros((rows, self.turn_budget), dtype=torch.long, device=device)
+        lp_buf = torch.zeros((rows, self.turn_budget), dtype=torch.float32, device=device)
+        since_look = 0
+        while any(s is not None for s in slots):
+            # --- one step: every row feeds its block, or its pending token ---------------------------------------
+            last = pending.clone()
+            advance = writing.clone()
+            prefix: list[int] = []
+            prefix_rows: list[int] = []
+            if blocks:
+                fed = sorted(blocks)
+                idx = torch.tensor(fed, dtype=torch.long, device=device)
+                last[idx] = torch.tensor([blocks[r][-1] for r in fed], dtype=torch.long, device=device)
+                advance[idx] = True
+                for r in fed:
+                    prefix += blocks[r][:-1]
+                    prefix_rows += [r] * (len(blocks[r]) - 1)
+                    bound[r] += len(blocks[r]) - 1
+            bound = [b + 1 if s is not None else b for b, s in zip(bound, slots, strict=True)]
+            step = Step(last=last, advance=advance)
+            if prefix:
+                step.prefix = torch.tensor(prefix, dtype=torch.long, device=device)
+                step.prefix_rows = torch.tensor(prefix_rows, dtype=torch.long, device=device)
+            logits = dec.forward(step, max(bound) + 1)  # + 1: a waiting row writes one past its end
+            if blocks:
+                writing[idx] = True
+                turn_len[idx] = 0
+                blocks = {}
+            self.steps += 1
+            # --- sample and record, all in tensors ------------------------------------------------------------------
+            tok, lp = self.sampler.pick(logits)
+            rec = writing
+            col = turn_len.clamp(max=self.turn_budget - 1)[:, None]
+            buf.scatter_(1, col, torch.where(rec, tok, buf.gather(1, col)[:, 0])[:, None])
+            lp_buf.scatter_(1, col, torch.where(rec, lp, lp_buf.gather(1, col)[:, 0])[:, None])
+            turn_len = turn_len + rec.long()
+            stopped = rec & (torch.isin(tok, self.stop) | (turn_len >= self.turn_budget))
+            writing = rec & ~stopped
+            pending = torch.where(rec, tok, pending)
+            ended |= stopped
+            since_look += 1
+            if since_look < self.look_every and (device.type != "cpu" or bool(writing.any())):
+                continue  # on the CPU a look costs nothing: look as soon as no row is writing
+            # --- the look: play the turns that ended ----------------------------------------------------------------
+            since_look = 0
+            self.looks += 1
+            done_rows = torch.nonzero(ended, as_tuple=False)[:, 0].tolist()
+            if not done_rows:
+                if not bool(writing.any()) and not blocks:
+                    break  # nothing is writing and nothing ended: every episode is finished
+                continue
+            ended[:] = False
+            sel = torch.tensor(done_rows, dtype=torch.long, device=device)
+            toks_rows = buf.index_select(0, sel).tolist()
+            lps_rows = lp_buf.index_select(0, sel).tolist()
+            lens = turn_len.index_select(0, sel).tolist()
+            pend = pending.index_select(0, sel).tolist()
+            resets: list[int] = []
+            for r, toks, lps, n, p in zip(done_rows, toks_rows, lps_rows, lens, pend, strict=True):
+                e = slots[r]
+                reply = answer(e, self.texts, toks[:n], lps[:n], self.eos)
+                if not e.game.done and e.room_for_a_turn(self.turn_budget, self.limit):
+                    blocks[r] = [p, *reply]
+                    bound[r] = len(e.prompt_ids) + len(e.completion) - 1 - len(reply)
+                    continue
+                e.game.done = True
+                slots[r] = queue.pop() if queue else None
+                if slots[r] is not None:
+                    blocks[r] = list(slots[r].prompt_ids)
+                    resets.append(r)
+                    bound[r] = 0
+            if resets:
+                dec.reset(torch.tensor(resets, dtype=torch.long, device=device))
+            empty = [r for r, s in enumerate(slots) if s is None]
+            if empty and len(empty) * 4 >= len(slots) and len(empty) < len(slots):
+                keep = [r for r, s in enumerate(slots) if s is not None]
+                where = {r: i for i, r in enumerate(keep)}
+                k = torch.tensor(keep, dtype=torch.long, device=device)
+                dec.select(k)
+                slots = [slots[r] for r in keep]
+                bound = [bound[r] for r in keep]
+                blocks = {where[r]: b for r, b in blocks.items()}
+                pending, writing, ended, turn_len = (t.index_select(0, k) for t in (pending, writing, ended, turn_len))
+                buf, lp_buf = buf.index_select(0, k), lp_buf.index_select(0, k)

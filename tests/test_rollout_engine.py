@@ -1,0 +1,190 @@
+"""The multi-turn rollout engine (countdown_gym.integrations.rollout_engine) and its decoders.
+
+- Greedy episodes are token for token those of the engine it replaced: ``data/turn_model_greedy_test500.json``
+  holds, for the first 500 test problems, the turns and a hash of the completion ids that the previous engine
+  (one Hugging Face forward per token, at commit 2d86480) produced with the shipped multi-turn model.
+- Sampled tokens carry the log-probability of the sampling distribution (checked against a plain forward pass of
+  the whole episode), and their frequencies follow it (a chi-square test).
+- The direct decoder computes what the Hugging Face forward computes, for Llama and Qwen2 shapes (grouped-query
+  attention, QKV biases), and refilling, compacting and reading the turns every k steps change nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from baselines.tiny_lm import build_tokenizer, load_pretrained  # noqa: E402
+from countdown_gym import Problem, load_split  # noqa: E402
+from countdown_gym.integrations.decoders import DirectDecoder, HFDecoder, make_decoder  # noqa: E402
+from countdown_gym.integrations.rollout_engine import Sampler  # noqa: E402
+from countdown_gym.integrations.trl_rollout import play_episodes  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TURN_MODEL = ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns"
+GOLDEN = Path(__file__).parent / "data" / "turn_model_greedy_test500.json"
+
+
+@pytest.fixture(scope="module")
+def turn_model():
+    torch.set_num_threads(2)
+    return load_pretrained(TURN_MODEL)
+
+
+def _digest(ids: list[int]) -> str:
+    return hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:16]
+
+
+def _assert_golden(rollouts, golden) -> None:
+    for i, (r, g) in enumerate(zip(rollouts, golden, strict=True)):
+        assert r.turns == g["turns"], f"problem {i}: turns differ"
+        assert _digest(r.completion_ids) == g["ids"], f"problem {i}: completion ids differ"
+        assert r.solved == g["solved"]
+
+
+def test_greedy_episodes_equal_the_previous_engine_on_500_test_problems(turn_model) -> None:
+    model, tok = turn_model
+    golden = json.loads(GOLDEN.read_text())
+    problems = load_split("longproc-0.5k", "test")[: len(golden)]
+    rollouts = play_episodes(model, tok, problems, greedy=True, batch_size=256)
+    _assert_golden(rollouts, golden)
+    assert sum(r.solved for r in rollouts) == sum(g["solved"] for g in golden) == 61
+
+
+@pytest.mark.parametrize(("decoder", "batch_size", "look_every"), [("direct", 7, 1), ("direct", 64, 12), ("hf", 16, 1),
+                                                                   ("hf", 64, 5)])
+def test_refill_compaction_and_look_interval_change_nothing(turn_model, decoder, batch_size, look_every) -> None:
+    model, tok = turn_model
+    golden = json.loads(GOLDEN.read_text())[:40]
+    problems = load_split("longproc-0.5k", "test")[:40]
+    rollouts = play_episodes(model, tok, problems, greedy=True, batch_size=batch_size, decoder=decoder,
+                             look_every=look_every)
+    _assert_golden(rollouts, golden)
+
+
+def _teacher_forced(model, rollout, sampler: Sampler) -> list[float]:
+    ids = torch.tensor([rollout.prompt_ids + rollout.completion_ids])
+    with torch.no_grad():
+        logp = sampler.log_probs(model(ids).logits[0])
+    start = len(rollout.prompt_ids)
+    return [float(logp[start + k - 1, t]) for k, (t, m) in enumerate(zip(rollout.completion_ids, rollout.env_mask,
+                                                                           strict=True)) if m]
+
+
+@pytest.mark.parametrize("decoder", ["direct", "hf"])
+@pytest.mark.parametrize("knobs", [{"temperature": 1.0}, {"temperature": 0.7, "top_k": 20, "top_p": 0.9}])
+def test_sampled_tokens_carry_the_sampling_distributions_log_probability(turn_model, decoder, knobs) -> None:
+    model, tok = turn_model
+    problems = load_split("longproc-0.5k", "validation")[:24]
+    torch.manual_seed(0)
+    rollouts = play_episodes(model, tok, problems, batch_size=10, decoder=decoder, **knobs)
+    sampler = Sampler(**knobs)
+    for r in rollouts:
+        recorded = [lp for lp, m in zip(r.logprobs, r.env_mask, strict=True) if m]
+        assert recorded == pytest.approx(_teacher_forced(model, r, sampler), abs=2e-4)
+        assert all(lp > float("-inf") for lp in recorded)  # no token outside the top-k / top-p set
+
+
+def test_sampled_first_moves_follow_the_models_distribution(turn_model) -> None:
+    """3,000 one-turn episodes of one problem: the first tokens' counts against the model's probabilities."""
+    model, tok = turn_model
+    p = Problem((37, 14, 29, 6), 46)
+    torch.manual_seed(0)
+    n = 3000
+    rollouts = play_episodes(model, tok, [p] * n, max_turns=1, batch_size=1000)
+    first = torch.tensor([r.completion_ids[0] for r in rollouts])
+    ids = torch.tensor([rollouts[0].prompt_ids])
+    with torch.no_grad():
+        probs = model(ids).logits[0, -1].float().softmax(-1)
+    top = probs.argsort(descending=True)[:8]
+    expected = probs[top] * n
+    keep = expected >= 20
+    observed = torch.stack([(first == t).sum() for t in top]).float()
+    other_e, other_o = n - expected[keep].sum(), n - observed[keep].sum()
+    chi2 = float((((observed[keep] - expected[keep]) ** 2) / expected[keep]).sum() + (other_o - other_e) ** 2 / other_e)
+    dof = int(keep.sum())
+    from scipy.stats import chi2 as chi2_dist
+
+    assert chi2_dist.sf(chi2, dof) > 1e-3, (chi2, dof)
+
+
+def _tiny(config_cls, model_cls, **kw):
+    tok = build_tokenizer()
+    torch.manual_seed(0)
+    config = config_cls(vocab_size=len(tok), hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                        num_attention_heads=4, max_position_embeddings=512, pad_token_id=tok.pad_token_id,
+                        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **kw)
+    model = model_cls(config).double().eval()  # float64: no near-tie can flip between two exact computations
+    with torch.no_grad():
+        model.lm_head.weight.mul_(40)  # peaked distributions: the random model writes turns and ends them
+    return model, tok
+
+
+def _qwen2():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    return _tiny(Qwen2Config, Qwen2ForCausalLM, num_key_value_heads=2, tie_word_embeddings=False)
+
+
+def _llama_gqa():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return _tiny(LlamaConfig, LlamaForCausalLM, num_key_value_heads=1, attention_bias=True)
+
+
+@pytest.mark.parametrize("build", [_qwen2, _llama_gqa])
+def test_direct_decoder_computes_the_hugging_face_forward(build) -> None:
+    model, tok = build()
+    assert DirectDecoder.supports(model)
+    problems = load_split("longproc-0.5k", "validation")[:12]
+    direct = play_episodes(model, tok, problems, greedy=True, max_turns=6, batch_size=5, decoder="direct")
+    hf = play_episodes(model, tok, problems, greedy=True, max_turns=6, batch_size=5, decoder="hf")
+    assert any(len(r.turns) > 1 for r in direct)
+    for a, b in zip(direct, hf, strict=True):
+        assert (a.turns, a.completion_ids, a.env_mask) == (b.turns, b.completion_ids, b.env_mask)
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-9)
+
+
+def test_decoder_choice() -> None:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tok = build_tokenizer()
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2, n_positions=128))
+    assert not DirectDecoder.supports(gpt2)
+    assert isinstance(make_decoder(gpt2, 2, 128), HFDecoder)
+    with pytest.raises(ValueError, match="direct decoder runs llama, qwen2"):
+        make_decoder(gpt2, 2, 128, direct=True)
+    qwen, _ = _qwen2()
+    assert isinstance(make_decoder(qwen, 2, 128), DirectDecoder)
+    with pytest.raises(ValueError, match="decoder must be one of"):
+        play_episodes(qwen, tok, [Problem((1, 2), 3)], decoder="fast")
+    with pytest.raises(ValueError, match="batch_size"):
+        play_episodes(qwen, tok, [Problem((1, 2), 3)], batch_size=0)
+    assert play_episodes(qwen, tok, []) == []
+
+
+def test_gpt2_episodes_through_the_hugging_face_decoder_match_generate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model with learned absolute positions: the per-row positions of the HF decoder are the real tokens'."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from countdown_gym.integrations import trl_rollout
+
+    tok = build_tokenizer()
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=64, n_layer=2, n_head=4, n_positions=512,
+                                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)).double().eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(40)
+    problems = load_split("longproc-0.5k", "validation")[:8]
+    fast = play_episodes(model, tok, problems, greedy=True, max_turns=5, batch_size=3)
+    monkeypatch.setattr(trl_rollout, "make_decoder", lambda *a, **k: None)
+    slow = play_episodes(model, tok, problems, greedy=True, max_turns=5, batch_size=3)
+    for a, b in zip(fast, slow, strict=True):
+        assert (a.turns, a.completion_ids) == (b.turns, b.completion_ids)
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-9)
