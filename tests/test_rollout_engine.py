@@ -33,7 +33,6 @@ GOLDEN = Path(__file__).parent / "data" / "turn_model_greedy_test500.json"
 
 @pytest.fixture(scope="module")
 def turn_model():
-    torch.set_num_threads(2)
     return load_pretrained(TURN_MODEL)
 
 
@@ -57,12 +56,12 @@ def test_greedy_episodes_equal_the_previous_engine_on_500_test_problems(turn_mod
     assert sum(r.solved for r in rollouts) == sum(g["solved"] for g in golden) == 61
 
 
-@pytest.mark.parametrize(("decoder", "batch_size", "look_every"), [("direct", 7, 1), ("direct", 64, 12), ("hf", 16, 1),
+@pytest.mark.parametrize(("decoder", "batch_size", "look_every"), [("direct", 5, 1), ("direct", 64, 12), ("hf", 7, 1),
                                                                    ("hf", 64, 5)])
 def test_refill_compaction_and_look_interval_change_nothing(turn_model, decoder, batch_size, look_every) -> None:
     model, tok = turn_model
-    golden = json.loads(GOLDEN.read_text())[:40]
-    problems = load_split("longproc-0.5k", "test")[:40]
+    golden = json.loads(GOLDEN.read_text())[:24]
+    problems = load_split("longproc-0.5k", "test")[:24]
     rollouts = play_episodes(model, tok, problems, greedy=True, batch_size=batch_size, decoder=decoder,
                              look_every=look_every)
     _assert_golden(rollouts, golden)
@@ -81,9 +80,9 @@ def _teacher_forced(model, rollout, sampler: Sampler) -> list[float]:
 @pytest.mark.parametrize("knobs", [{"temperature": 1.0}, {"temperature": 0.7, "top_k": 20, "top_p": 0.9}])
 def test_sampled_tokens_carry_the_sampling_distributions_log_probability(turn_model, decoder, knobs) -> None:
     model, tok = turn_model
-    problems = load_split("longproc-0.5k", "validation")[:24]
+    problems = load_split("longproc-0.5k", "validation")[:12]
     torch.manual_seed(0)
-    rollouts = play_episodes(model, tok, problems, batch_size=10, decoder=decoder, **knobs)
+    rollouts = play_episodes(model, tok, problems, batch_size=5, max_turns=8, decoder=decoder, **knobs)
     sampler = Sampler(**knobs)
     for r in rollouts:
         recorded = [lp for lp, m in zip(r.logprobs, r.env_mask, strict=True) if m]
