@@ -391,8 +391,11 @@ def describe_rules(rules: Rules) -> str:
         kind = "a positive number (fractions are allowed)"
     elif rules.sign == "nonnegative":
         kind = "a non-negative number (fractions are allowed)"
+    elif rules.value_limit is None:  # nothing to require: say what is allowed
+        return ", ".join(parts) + "; intermediate results may be any number (negative numbers and fractions are allowed)."
     else:
-        kind = "any number (negative numbers and fractions are allowed)"
+        return ", ".join(parts) + (f"; every intermediate result must be less than {rules.value_limit} "
+                                   "(negative numbers and fractions are allowed).")
     limit = "" if rules.value_limit is None else f" and less than {rules.value_limit}"
     return ", ".join(parts) + f"; every intermediate result must be {kind}{limit}."
 

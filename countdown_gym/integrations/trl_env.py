@@ -21,7 +21,7 @@ import json
 import math
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -51,6 +51,8 @@ TOOL_ERRORS: dict[str, str] = {
 :data:`countdown_gym.turn_format.TURN_ERRORS`)."""
 
 TOOL_NAMES: tuple[str, ...] = ("move", "undo", "give_up", "numbers")
+Op = Literal["+", "-", "*", "/"]
+"""The operations of :meth:`CountdownToolEnv.move` (an ``enum`` in every derived JSON schema)."""
 
 
 def tool_prompt(problem: Problem, max_turns: int | None = None) -> str:
@@ -252,12 +254,12 @@ class CountdownToolEnv:
         self.calls.append((tool, text, res.reply))
         return res.reply
 
-    def move(self, a: int | str, op: str, b: int | str) -> str:
+    def move(self, a: int | str, op: Op, b: int | str) -> str:
         """Combine two of your numbers with one operation; the game computes the result.
 
         Args:
             a: The first operand, a number you have now (e.g. 37; a fraction as a string, e.g. "3/2").
-            op: The operation. (choices: ["+", "-", "*", "/"])
+            op: The operation.
             b: The second operand, another number you have now.
 
         Returns:
@@ -318,6 +320,30 @@ class CountdownToolEnv:
         if self.draw is not None and not self._reported and self.problem is not None:
             self.draw.episode_end(self.problem, self.solved)
         self._reported = True
+
+
+# ---- the tools' one source of JSON schemas ---------------------------------------------------------------
+
+
+def tool_functions(env: CountdownToolEnv | None = None) -> dict[str, Callable[..., str]]:
+    """The typed tool functions (``env``'s bound methods, by name): the one source every adapter's schemas come from.
+
+    TRL shows the model their ``transformers.utils.get_json_schema``; verl's tool config is
+    :func:`tool_json_schema`; the verifiers tool environment hands them to verifiers' own converter.
+    """
+    env = CountdownToolEnv() if env is None else env
+    return {name: getattr(env, name) for name in TOOL_NAMES}
+
+
+def tool_json_schema(name: str) -> dict[str, Any]:
+    """The OpenAI function schema of one tool, as TRL derives it (``transformers.utils.get_json_schema`` of the typed
+    function), without the ``return`` entry an OpenAI schema has no field for. Needs ``transformers``."""
+    if name not in TOOL_NAMES:
+        raise ValueError(f"unknown Countdown tool {name!r}; choose one of {list(TOOL_NAMES)}")
+    from transformers.utils import get_json_schema
+
+    schema = get_json_schema(tool_functions()[name])
+    return {"type": "function", "function": {k: v for k, v in schema["function"].items() if k != "return"}}
 
 
 # ---- dense reward functions (TRL reward_funcs) ------------------------------------------------------
@@ -397,6 +423,6 @@ def make_dataset(problems: Iterable[ProblemLike]) -> Any:
 
 
 __all__ = [
-    "TOOL_ERRORS", "TOOL_NAMES", "CountdownToolEnv", "ProblemDraw", "critic_reward", "dataset_row", "make_dataset",
-    "oracle_reward", "tool_prompt",
+    "TOOL_ERRORS", "TOOL_NAMES", "CountdownToolEnv", "Op", "ProblemDraw", "critic_reward", "dataset_row", "make_dataset",
+    "oracle_reward", "tool_functions", "tool_json_schema", "tool_prompt",
 ]
