@@ -1,22 +1,25 @@
 """Test helpers: a tokenizer with the real Qwen2.5-Instruct chat template and a tiny Qwen2 model, built here.
 
-The template is TRL's copy of Qwen2.5-Instruct's ``chat_template`` (``trl/chat_templates/qwen2_5.jinja``); the
-byte-level BPE vocabulary is trained on the texts a test renders, so nothing is downloaded.
+The template is Qwen2.5-Instruct's ``chat_template``, kept in ``tests/data/qwen2_5_chat_template.jinja`` (a copy of
+TRL 1.16's ``trl/chat_templates/qwen2_5.jinja``; ``tests/test_chat_prompts.py`` checks they agree where TRL is
+installed), so environments without TRL (verl's) use it too. The byte-level BPE vocabulary is trained on the texts
+a test renders, so nothing is downloaded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
+
+TEMPLATE = Path(__file__).resolve().parent / "data" / "qwen2_5_chat_template.jinja"
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 ASSISTANT_HEADER = "<|im_start|>assistant\n"
 
 
 def qwen25_template() -> str:
-    from trl import chat_template_utils
-
-    return chat_template_utils.qwen2_5_chat_template
+    return TEMPLATE.read_text(encoding="utf-8")
 
 
 def qwen_tokenizer(corpus: Iterable[str] = (), vocab_size: int = 800) -> Any:

@@ -45,6 +45,13 @@ def tok():
     return qwen_tokenizer(corpus)
 
 
+def test_the_local_template_is_trls_copy_of_qwen25s() -> None:
+    from qwen_chat import qwen25_template
+    from trl import chat_template_utils
+
+    assert qwen25_template() == chat_template_utils.qwen2_5_chat_template
+
+
 def opened_once(text: str) -> bool:
     return text.count("<|im_start|>assistant") == 1
 

@@ -98,7 +98,7 @@ def test_jsonl_and_verl_exports(tmp_path):
     assert main(["--format", "verl", "--preset", "tinyzero", "--split", "test", "--out", str(tmp_path / "v")]) == 0
     import pyarrow.parquet as pq
 
-    from scripts.export_verl import verl_rows
+    from countdown_gym.integrations.verl_export import verl_rows
 
     table = pq.read_table(tmp_path / "v" / "tinyzero" / "test.parquet").to_pylist()
     assert table == verl_rows(load_split("tinyzero", "test"), "tinyzero", "test", "tinyzero")
