@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from typing import Any
 
 from countdown_gym.dataclass_cli import parse
 from countdown_gym.integrations.openenv.server import make_app
@@ -32,8 +33,8 @@ def options_from_environment(environ: dict[str, str] | None = None) -> ServeOpti
     return parse(ServeOptions, argv, prog=f"{PROG} ({PREFIX}* variables)")
 
 
-def build_app(opts: ServeOptions):  # noqa: ANN201 - a FastAPI app (openenv-core's create_app)
-    """The app ``countdown-gym serve`` runs for ``opts``."""
+def build_app(opts: ServeOptions) -> Any:
+    """The app ``countdown-gym serve`` runs for ``opts`` (a FastAPI app: openenv-core's ``create_app``)."""
     return make_app(opts.env, max_sessions=opts.max_sessions, max_episodes=opts.max_episodes,
                     max_body_bytes=opts.max_body_bytes, **opts.env_kwargs())
 
