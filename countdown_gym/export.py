@@ -342,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"countdown-gym export: --out {args.out}: cannot write there ({exc.strerror or exc})", file=sys.stderr)
         return 1
+    except ImportError as exc:  # --interaction tool derives the tool schemas with transformers
+        print(f"countdown-gym export: {exc}", file=sys.stderr)
+        return 2
     for path in paths:
         print(path)
     return 0

@@ -71,3 +71,23 @@ def test_unknown_tool_names_are_clear_errors() -> None:
         tool_json_schema("jump")
     with pytest.raises(ValueError, match="unknown Countdown tool action"):
         tool_schema("jump")
+
+
+def test_without_transformers_the_schema_error_names_the_extra(monkeypatch, tmp_path, capsys) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_transformers(name, *args, **kwargs):
+        if name.startswith("transformers"):
+            raise ImportError("No module named 'transformers'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_transformers)
+    with pytest.raises(ImportError, match=r"countdown-gym\[llm\]"):
+        tool_json_schema("move")
+    from countdown_gym.export import main
+
+    pytest.importorskip("pyarrow")
+    args = ["--format", "verl", "--interaction", "tool", "--preset", "tinyzero", "--split", "test", "--out", str(tmp_path)]
+    assert main(args) == 2 and "get_json_schema" in capsys.readouterr().err

@@ -340,8 +340,11 @@ def tool_json_schema(name: str) -> dict[str, Any]:
     function), without the ``return`` entry an OpenAI schema has no field for. Needs ``transformers``."""
     if name not in TOOL_NAMES:
         raise ValueError(f"unknown Countdown tool {name!r}; choose one of {list(TOOL_NAMES)}")
-    from transformers.utils import get_json_schema
-
+    try:
+        from transformers.utils import get_json_schema
+    except ImportError:
+        raise ImportError("the Countdown tools' JSON schemas are derived with transformers.utils.get_json_schema, as "
+                          "TRL does: pip install 'countdown-gym[llm]' (or the verl extra)") from None
     schema = get_json_schema(tool_functions()[name])
     return {"type": "function", "function": {k: v for k, v in schema["function"].items() if k != "return"}}
 
