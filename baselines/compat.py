@@ -55,18 +55,15 @@ def stop_token_ids(tokenizer: Any, model: str) -> set[int]:
 def check_tokenizer(tokenizer: Any, model: str, prompt_style: str, chat_template: bool) -> None:
     """Exit when the tokenizer cannot end completions, or its chat template cannot carry ``prompt_style``."""
     from countdown_gym.problem import Problem
-    from countdown_gym.text_format import chat_messages
+    from countdown_gym.text_format import render_chat_prompt
 
     if tokenizer.eos_token is None:
         raise SystemExit(f"--model {model}: the tokenizer has no EOS token, so no completion would end before "
                          "--max-completion-length (TRL stops at the EOS, and pads with it when there is no pad token)")
     if prompt_style == "compact" or not chat_template or not getattr(tokenizer, "chat_template", None):
         return
-    messages = chat_messages(Problem((1, 2, 3, 4), 10), prompt_style)
-    started = messages[-1]["role"] == "assistant"
     try:
-        tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=not started,
-                                      continue_final_message=started)
+        render_chat_prompt(Problem((1, 2, 3, 4), 10), tokenizer, prompt_style)
         mark = "Countdown-answer-end"
         turn = tokenizer.apply_chat_template([{"role": "user", "content": "?"}, {"role": "assistant", "content": mark}],
                                              tokenize=False)

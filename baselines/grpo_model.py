@@ -91,12 +91,14 @@ def load_model_and_tokenizer(name: str, dtype: Any = None) -> tuple[Any, Any]:
 
 def make_prompt(problem: Any, style: str, tokenizer: Any, chat_template: bool = True) -> str | list[dict[str, str]]:
     """The prompt of ``problem`` in ``style`` (``text_format.build_prompt``): a string, or chat messages
-    (``text_format.chat_messages``) when the tokenizer has a chat template (and ``chat_template``); compact
-    stays plain text."""
-    from countdown_gym.text_format import build_prompt, chat_messages
+    (``text_format.chat_messages``, ending with the user's turn: TRL opens the assistant turn) when the tokenizer
+    has a chat template (and ``chat_template``); compact stays plain text. ``tinyzero`` with a chat template is
+    the rendered text of TinyZero's instruct template (``text_format.render_chat_prompt``): TRL renders chat
+    messages with ``add_generation_prompt=True`` and cannot continue its pre-filled assistant turn."""
+    from countdown_gym.text_format import build_prompt, chat_messages, render_chat_prompt
 
     if style != "compact" and chat_template and getattr(tokenizer, "chat_template", None):
-        return chat_messages(problem, style)  # tinyzero: TinyZero's instruct template, the assistant turn started
+        return render_chat_prompt(problem, tokenizer, style) if style == "tinyzero" else chat_messages(problem, style)
     return build_prompt(problem, style)
 
 

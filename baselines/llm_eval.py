@@ -46,7 +46,7 @@ from countdown_gym.leaderboard.score import pass_at_k  # noqa: E402  (one home: 
 from countdown_gym.problem import Problem  # noqa: E402
 from countdown_gym.runs import run_directory  # noqa: E402
 from countdown_gym.splits import SPLIT_SPEC, SPLITS, load_split  # noqa: E402
-from countdown_gym.text_format import PROMPT_STYLES, build_prompt, chat_messages  # noqa: E402
+from countdown_gym.text_format import PROMPT_STYLES, build_prompt, render_chat_prompt  # noqa: E402
 from countdown_gym.turn_format import TURN_PROMPT_STYLES  # noqa: E402
 from countdown_gym.verifier import verify  # noqa: E402
 
@@ -134,12 +134,7 @@ def make_prompts(problems: list[Problem], tokenizer, style: str, chat_template: 
     if chat_template == "on" and not has_template:
         raise ValueError("--chat-template on, but the tokenizer has no chat template")
     if chat_template == "on" or (chat_template == "auto" and has_template):
-        prompts = []
-        for p in problems:
-            messages = chat_messages(p, style)
-            started = messages[-1]["role"] == "assistant"  # tinyzero: continue the assistant turn
-            prompts.append(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=not started,
-                                                         continue_final_message=started))
+        prompts = [render_chat_prompt(p, tokenizer, style) for p in problems]  # tinyzero: the assistant turn continued
     return prompts
 
 

@@ -1,10 +1,10 @@
 """countdown-gym: the Countdown game for studying dense rewards in LLM reasoning.
 
-Importing the package registers the Gymnasium environments (``Countdown-v0``,
-``CountdownText-v0``).
+Importing the package registers its three Gymnasium environments: ``Countdown-v0``, ``CountdownText-v0`` and
+``CountdownMultiTurn-v0``.
 """
 
-import countdown_gym.envs  # noqa: F401  (registers Countdown-v0 and CountdownText-v0 with Gymnasium)
+import countdown_gym.envs  # noqa: F401  (registers the three environments with Gymnasium)
 from countdown_gym.expression import ExpressionError, evaluate_expression, parse_expression
 from countdown_gym.generator import PRESETS, GeneratorConfig, generate, iter_problems
 from countdown_gym.problem import Problem

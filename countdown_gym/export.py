@@ -2,6 +2,7 @@
 
     countdown-gym export --format hf --out data/countdown            # every preset, every split
     countdown-gym export --format parquet --preset tinyzero --split test --out data/countdown
+    countdown-gym export --format jsonl --prompt-style longproc --chat --out data/countdown   # prompt: chat messages
 
 Formats (one folder per preset under ``--out``; a dataset card ``README.md`` with the Hub's YAML metadata at
 the top of ``--out``, except for ``verl``):
@@ -12,8 +13,11 @@ the top of ``--out``, except for ``verl``):
 * ``jsonl``: ``<out>/<preset>/<split>.jsonl``, one row per line;
 * ``verl``: verl's prompt rows (:mod:`countdown_gym.integrations.verl_export`).
 
-The columns of ``hf`` / ``parquet`` / ``jsonl`` rows are :data:`COLUMNS`; read any of them back, or TinyZero-style
-rows, with :func:`countdown_gym.problem_files.load_problems`. See ``docs/datasets.md``.
+The columns of ``hf`` / ``parquet`` / ``jsonl`` rows are :data:`COLUMNS`. ``prompt`` is the prompt in
+``--prompt-style``, plain text, or with ``--chat`` chat messages ending with the user's turn
+(:func:`~countdown_gym.text_format.chat_messages`), so ``GRPOTrainer(train_dataset=load_dataset(...)["train"])``
+trains on an export as it is; ``rules`` is a struct. Read any export back, or TinyZero-style rows, with
+:func:`countdown_gym.problem_files.load_problems`. See ``docs/datasets.md``.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any
 
 from countdown_gym.difficulty import TIER_METRIC, TIER_THRESHOLDS, split_labels, split_tiers
 from countdown_gym.splits import SPLIT_SPEC, SPLITS, load_split, split_sha256
-from countdown_gym.text_format import PROMPT_STYLES, build_prompt
+from countdown_gym.text_format import PROMPT_STYLES, build_prompt, chat_messages
 
 FORMATS = ("hf", "parquet", "jsonl", "verl")
 
@@ -37,7 +41,8 @@ COLUMNS: dict[str, str] = {
     "split": "`train`, `validation` or `test`",
     "numbers": "the numbers to combine (list of int)",
     "target": "the number to reach (int)",
-    "rules": "the rules as JSON (`countdown_gym.Rules.from_dict`): integer-only arithmetic, sign, value limit, use all numbers",
+    "rules": "the rules, a struct (`countdown_gym.Rules.from_dict`): name, integer_only (exact division only), sign "
+             "(positive, nonnegative or any intermediate results), value_limit (results below it; null: none), use_all",
     "solution": "one solution expression (`countdown_gym.solve`), accepted by `countdown_gym.verify` inside `<answer>` tags",
     "num_solutions": "distinct solution expressions (`countdown_gym.solve`)",
     "search_nodes": "moves the reference depth-first search tries before reaching the target (LongProc trace length)",
@@ -46,13 +51,21 @@ COLUMNS: dict[str, str] = {
     "good_first_moves": "first moves after which the target is still reachable",
     "legal_first_moves": "legal first moves",
     "tier": "difficulty tier: easy, medium or hard (cut on search_nodes, about equal thirds of the test split)",
+    "prompt": "the prompt in the export's `--prompt-style`: plain text (`build_prompt`), or with `--chat` chat messages "
+              "ending with the user's turn (`countdown_gym.text_format.chat_messages`)",
     **{f"prompt_{s}": f"the ready prompt in the `{s}` style (`countdown_gym.text_format.build_prompt`)" for s in PROMPT_STYLES},
 }
 """Every column of an exported row, with its meaning (the dataset card lists them)."""
 
 
-def split_rows(preset: str, split: str) -> list[dict[str, Any]]:
-    """The exported rows of one frozen split, in split order (columns :data:`COLUMNS`)."""
+RULES_FIELDS: tuple[str, ...] = ("name", "integer_only", "sign", "value_limit", "use_all")
+
+
+def split_rows(preset: str, split: str, prompt_style: str = "tinyzero", chat: bool = False) -> list[dict[str, Any]]:
+    """The exported rows of one frozen split, in split order (columns :data:`COLUMNS`; ``prompt`` in
+    ``prompt_style``, chat messages when ``chat``)."""
+    if prompt_style not in PROMPT_STYLES:
+        raise ValueError(f"unknown prompt style {prompt_style!r}; choose one of {list(PROMPT_STYLES)}")
     problems = load_split(preset, split)
     rows = []
     for p, d, t in zip(problems, split_labels(preset, split), split_tiers(preset, split), strict=True):
@@ -62,7 +75,8 @@ def split_rows(preset: str, split: str) -> list[dict[str, Any]]:
             "split": split,
             "numbers": list(p.numbers),
             "target": p.target,
-            "rules": json.dumps(p.rules.to_dict(), separators=(",", ":"), sort_keys=True),
+            "rules": {k: p.rules.to_dict()[k] for k in RULES_FIELDS},
+            "prompt": chat_messages(p, prompt_style) if chat else build_prompt(p, prompt_style),
         }
         row.update(d.to_dict())
         row["tier"] = t
@@ -72,12 +86,16 @@ def split_rows(preset: str, split: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _features() -> Any:
-    from datasets import Features, Sequence, Value
+def _features(chat: bool = False) -> Any:
+    from datasets import Features, List, Value
 
-    kinds = {"numbers": Sequence(Value("int64")), "target": Value("int64"), "num_solutions": Value("int64"),
+    rules = {"name": Value("string"), "integer_only": Value("bool"), "sign": Value("string"),
+             "value_limit": Value("int64"), "use_all": Value("bool")}
+    message = {"role": Value("string"), "content": Value("string")}
+    kinds = {"numbers": List(Value("int64")), "target": Value("int64"), "num_solutions": Value("int64"),
              "search_nodes": Value("int64"), "first_wrong_depth": Value("int64"), "wrong_moves": Value("int64"),
-             "good_first_moves": Value("int64"), "legal_first_moves": Value("int64")}
+             "good_first_moves": Value("int64"), "legal_first_moves": Value("int64"), "rules": rules,
+             "prompt": List(message) if chat else Value("string")}
     return Features({k: kinds.get(k, Value("string")) for k in COLUMNS})
 
 
@@ -88,37 +106,95 @@ def _size_category(n: int) -> str:
     return "100K<n<1M"
 
 
-def dataset_card(fmt: str, sizes: dict[str, dict[str, tuple[int, int]]]) -> str:
-    """The ``README.md`` of an export: Hub YAML metadata (configs, features, sizes), then what the data is.
+CITATION = """@software{countdown_gym,
+  title = {countdown-gym: the Countdown game as Gymnasium environments, with an exact verifier, solver and
+           dense-reward critics for LLM reasoning research},
+  version = {VERSION},
+  year = {2026},
+  license = {MIT}
+}
 
-    ``sizes[preset][split]`` is ``(rows, bytes)``.
-    """
+@misc{tinyzero,
+  author = {Jiayi Pan and Junjie Zhang and Xingyao Wang and Lifan Yuan and Hao Peng and Alane Suhr},
+  title = {TinyZero},
+  howpublished = {https://github.com/Jiayi-Pan/TinyZero},
+  year = {2025}
+}
+
+@article{ye2025longproc,
+  title = {LongProc: Benchmarking Long-Context Language Models on Long Procedural Generation},
+  author = {Xi Ye and Fangcong Yin and Yinghui He and Joie Zhang and Howard Yen and Tianyu Gao and Greg Durrett
+            and Danqi Chen},
+  journal = {arXiv preprint arXiv:2501.05414},
+  year = {2025}
+}"""
+"""The card's citation block (``VERSION``: the package version)."""
+
+
+def _usage(fmt: str, prompt_style: str, chat: bool) -> str:
+    load = {
+        "hf": 'from datasets import load_from_disk\nds = load_from_disk("<this folder>/tinyzero")   # a DatasetDict',
+        "parquet": 'from datasets import load_dataset\nds = load_dataset("<this folder>", "tinyzero")   # or the Hub repo id',
+        "jsonl": 'from datasets import load_dataset\nds = load_dataset("<this folder>", "tinyzero")   # or the Hub repo id',
+    }[fmt]
+    kind = "chat messages ending with the user's turn" if chat else "plain text"
+    return f"""## Usage
+
+`prompt` holds the `{prompt_style}` prompt as {kind} (`countdown-gym export --prompt-style {prompt_style}{" --chat" if chat else ""}`),
+so TRL's `GRPOTrainer` trains on a split as it is; the `numbers`, `target` and `rules` columns reach the reward
+functions of `countdown_gym.integrations.trl` (`pip install 'countdown-gym[llm]'`):
+
+```python
+{load}
+from trl import GRPOConfig, GRPOTrainer
+from countdown_gym.integrations.trl import format_reward, sparse_reward
+
+trainer = GRPOTrainer(model="Qwen/Qwen2.5-0.5B-Instruct", train_dataset=ds["train"],
+                      reward_funcs=[sparse_reward, format_reward], args=GRPOConfig(output_dir="runs/countdown"))
+trainer.train()
+```
+
+`sparse_reward` and `format_reward` read the final answer. `oracle_reward`, `oracle_perfect_reward` and
+`CriticReward` score the completion's move lines (`a op b = c`) and give 0.0 to a completion without them,
+however right its answer: the `longproc` and `compact` prompts ask for move lines, the `tinyzero` prompt does not.
+Score an answer with the package's verifier:
+
+```python
+from countdown_gym import Problem, Rules, verify
+row = ds["test"][0]
+problem = Problem(tuple(row["numbers"]), row["target"], Rules.from_dict(row["rules"]))
+verify(problem, "<answer>" + row["solution"] + "</answer>").correct   # True
+```
+"""
+
+
+def dataset_card(fmt: str, sizes: dict[str, dict[str, tuple[int, int]]], prompt_style: str = "tinyzero",
+                 chat: bool = False) -> str:
+    """The ``README.md`` of an export: Hub YAML metadata (configs, features, sizes), usage, what the data is,
+    citation. ``sizes[preset][split]`` is ``(rows, bytes)``."""
+    import yaml  # a dependency of datasets, which every format with a card needs
+
     from countdown_gym import __version__
 
     counts = {p: {s: n for s, (n, _) in splits.items()} for p, splits in sizes.items()}
     total = sum(sum(c.values()) for c in counts.values())
-    lines = ["---", "license: mit", "language:", "- en", "pretty_name: Countdown (countdown-gym frozen splits)",
-             "task_categories:", "- text-generation", "tags:", "- countdown", "- reasoning", "- math",
-             "- reinforcement-learning", "size_categories:", f"- {_size_category(total)}"]
+    meta: dict[str, Any] = {
+        "license": "mit", "language": ["en"], "pretty_name": "Countdown (countdown-gym frozen splits)",
+        "task_categories": ["text-generation"], "tags": ["countdown", "reasoning", "math", "reinforcement-learning"],
+        "size_categories": [_size_category(total)],
+    }
     if fmt in ("parquet", "jsonl"):
-        lines.append("configs:")
-        for k, (preset, splits) in enumerate(counts.items()):
-            lines += [f"- config_name: {preset}", "  data_files:"]
-            lines += [f"  - split: {s}\n    path: {preset}/{s}.{fmt}" for s in splits]
-            if k == 0:
-                lines.append("  default: true")
-    lines.append("dataset_info:")
-    for preset in counts:
-        lines += [f"- config_name: {preset}", "  features:"]
-        for name, feature in _features().items():
-            dtype = getattr(feature, "dtype", None)
-            if dtype is None:  # the list column
-                lines += [f"  - name: {name}", "    sequence: int64"]
-            else:
-                lines += [f"  - name: {name}", f"    dtype: {dtype}"]
-        lines.append("  splits:")
-        lines += [f"  - name: {s}\n    num_bytes: {b}\n    num_examples: {n}" for s, (n, b) in sizes[preset].items()]
-    lines.append("---")
+        meta["configs"] = [
+            {"config_name": preset, "data_files": [{"split": s, "path": f"{preset}/{s}.{fmt}"} for s in splits],
+             **({"default": True} if k == 0 else {})}
+            for k, (preset, splits) in enumerate(counts.items())
+        ]
+    features = _features(chat)._to_yaml_list()
+    meta["dataset_info"] = [
+        {"config_name": preset, "features": features,
+         "splits": [{"name": s, "num_bytes": b, "num_examples": n} for s, (n, b) in sizes[preset].items()]}
+        for preset in counts
+    ]
     table = "\n".join(f"| `{c}` | {meaning} |" for c, meaning in COLUMNS.items())
     size_rows = "\n".join(
         f"| `{preset}` | " + " | ".join(str(splits.get(s, "-")) for s in SPLITS)
@@ -126,13 +202,8 @@ def dataset_card(fmt: str, sizes: dict[str, dict[str, tuple[int, int]]]) -> str:
         for preset, splits in counts.items()
     )
     hashes = "\n".join(f"- `{p}/{s}`: `{split_sha256(p, s)}`" for p, splits in counts.items() for s in splits)
-    how = {
-        "hf": 'from datasets import load_from_disk\nds = load_from_disk("<this folder>/longproc-0.5k")   # a DatasetDict',
-        "parquet": 'from datasets import load_dataset\nds = load_dataset("parquet", data_files={"test": "<this folder>/longproc-0.5k/test.parquet"})',
-        "jsonl": 'from datasets import load_dataset\nds = load_dataset("json", data_files={"test": "<this folder>/longproc-0.5k/test.jsonl"})',
-    }[fmt]
-    return "\n".join(lines) + f"""
-
+    header = "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n"
+    return header + f"""
 # Countdown: the frozen splits of countdown-gym
 
 Reach the `target` by combining all the `numbers` with `+ - * /` (each number used once; the `rules` column
@@ -141,20 +212,7 @@ test splits of the countdown-gym package (version {__version__}), exported with
 `countdown-gym export --format {fmt}`. Test problems never share a (sorted numbers, target) pair with train or
 validation problems; every problem is solvable under its rules.
 
-```python
-{how}
-```
-
-Score an answer with the package's verifier (`pip install countdown-gym`):
-
-```python
-import json
-from countdown_gym import Problem, Rules, verify
-row = ds["test"][0]
-problem = Problem(tuple(row["numbers"]), row["target"], Rules.from_dict(json.loads(row["rules"])))
-verify(problem, "<answer>" + row["solution"] + "</answer>").correct   # True
-```
-
+{_usage(fmt, prompt_style, chat)}
 ## Sizes and difficulty tiers
 
 | preset | train | validation | test | tier cut points on `{TIER_METRIC}` (easy <= a, medium <= b) |
@@ -175,16 +233,26 @@ SHA-256 (leaderboard submissions quote them):
 {hashes}
 
 License: MIT, as the package.
+
+## Citation
+
+```bibtex
+{CITATION.replace("VERSION", __version__)}
+```
 """
 
 
 def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, splits: Sequence[str] | None = None,
-           prompt_style: str = "tinyzero", interaction: str = "single-pass") -> list[Path]:
-    """Write the chosen splits in ``fmt`` under ``out`` (see the module docstring); returns the paths written."""
+           prompt_style: str = "tinyzero", interaction: str = "single-pass", chat: bool = False) -> list[Path]:
+    """Write the chosen splits in ``fmt`` under ``out`` (see the module docstring); returns the paths written.
+
+    ``prompt_style`` and ``chat`` choose the ``prompt`` column (verl rows are always chat messages)."""
     from tqdm import tqdm
 
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {list(FORMATS)}")
+    if prompt_style not in PROMPT_STYLES:
+        raise ValueError(f"unknown prompt style {prompt_style!r}; choose one of {list(PROMPT_STYLES)}")
     presets = list(presets or SPLIT_SPEC)
     splits = list(splits or SPLITS)
     bad = [p for p in presets if p not in SPLIT_SPEC] + [s for s in splits if s not in SPLITS]
@@ -197,12 +265,12 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
         return [p for preset in presets for p in verl_export(preset, splits, prompt_style, out, interaction=interaction)]
     paths: list[Path] = []
     sizes: dict[str, dict[str, tuple[int, int]]] = {}
-    features = _features() if fmt in ("hf", "parquet") else None
+    features = _features(chat) if fmt in ("hf", "parquet") else None
     for preset in tqdm(presets, desc="presets", leave=False):
         tables = {}
         sizes[preset] = {}
         for split in splits:
-            rows = split_rows(preset, split)
+            rows = split_rows(preset, split, prompt_style, chat)
             (out / preset).mkdir(parents=True, exist_ok=True)
             if fmt == "jsonl":
                 path = out / preset / f"{split}.jsonl"
@@ -225,7 +293,7 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
             DatasetDict(tables).save_to_disk(str(out / preset))
             paths.append(out / preset)
     card = out / "README.md"
-    card.write_text(dataset_card(fmt, sizes), encoding="utf-8")
+    card.write_text(dataset_card(fmt, sizes, prompt_style, chat), encoding="utf-8")
     paths.append(card)
     return paths
 
@@ -251,13 +319,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="output folder (one subfolder per preset)")
     parser.add_argument("--preset", default="all", help=f"'all' or a comma-separated subset of {sorted(SPLIT_SPEC)}")
     parser.add_argument("--split", default="all", help=f"'all' or a comma-separated subset of {list(SPLITS)}")
-    parser.add_argument("--prompt-style", default="tinyzero", choices=PROMPT_STYLES, help="verl: the prompt's style")
+    parser.add_argument("--prompt-style", default="tinyzero", choices=PROMPT_STYLES,
+                        help="the style of the prompt column (and of verl's prompts)")
+    parser.add_argument("--chat", action="store_true",
+                        help="hf/parquet/jsonl: the prompt column as chat messages ending with the user's turn "
+                             "(default: plain text); verl's prompts are always chat messages")
     parser.add_argument("--interaction", default="single-pass", choices=("single-pass", "tool"),
                         help="verl: single-pass prompts, or verl's multi-turn tool agent loop")
     args = parser.parse_args(argv)
     presets = _choice(args.preset, sorted(SPLIT_SPEC), "preset", parser)
     splits = _choice(args.split, SPLITS, "split", parser)
-    needs = {"hf": "datasets", "parquet": "datasets", "verl": "pyarrow"}.get(args.format)
+    needs = {"hf": "datasets", "parquet": "datasets", "jsonl": "datasets", "verl": "pyarrow"}.get(args.format)  # jsonl: the card
     if needs:
         try:
             __import__(needs)
@@ -266,10 +338,13 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
     try:
-        paths = export(args.format, args.out, presets, splits, args.prompt_style, args.interaction)
+        paths = export(args.format, args.out, presets, splits, args.prompt_style, args.interaction, args.chat)
     except OSError as exc:
         print(f"countdown-gym export: --out {args.out}: cannot write there ({exc.strerror or exc})", file=sys.stderr)
         return 1
+    except ImportError as exc:  # --interaction tool derives the tool schemas with transformers
+        print(f"countdown-gym export: {exc}", file=sys.stderr)
+        return 2
     for path in paths:
         print(path)
     return 0

@@ -391,8 +391,11 @@ def describe_rules(rules: Rules) -> str:
         kind = "a positive number (fractions are allowed)"
     elif rules.sign == "nonnegative":
         kind = "a non-negative number (fractions are allowed)"
+    elif rules.value_limit is None:  # nothing to require: say what is allowed
+        return ", ".join(parts) + "; intermediate results may be any number (negative numbers and fractions are allowed)."
     else:
-        kind = "any number (negative numbers and fractions are allowed)"
+        return ", ".join(parts) + (f"; every intermediate result must be less than {rules.value_limit} "
+                                   "(negative numbers and fractions are allowed).")
     limit = "" if rules.value_limit is None else f" and less than {rules.value_limit}"
     return ", ".join(parts) + f"; every intermediate result must be {kind}{limit}."
 
@@ -464,19 +467,46 @@ TINYZERO_SYSTEM = ("You are a helpful assistant. You first thinks about the reas
 TINYZERO_ASSISTANT_PREFIX = "Let me solve this step by step.\n<think>"
 
 
-def chat_messages(problem: Problem, style: str = "longproc") -> list[dict[str, str]]:
+def chat_messages(problem: Problem, style: str = "longproc", *, prefill: bool = False) -> list[dict[str, str]]:
     """The prompt of ``problem`` as chat messages for an instruction-tuned model.
 
-    ``tinyzero`` follows TinyZero's ``qwen-instruct`` template: its system message, the question as the
-    user turn, and the *assistant* turn already started with ``Let me solve this step by step.\n<think>``
-    (continue it: TRL does when the last message is the assistant's; ``apply_chat_template(...,
-    continue_final_message=True)``). Other styles: one user message holding :func:`build_prompt`.
+    ``tinyzero`` follows TinyZero's ``qwen-instruct`` template: its system message and the question as the user
+    turn. Other styles: one user message holding :func:`build_prompt`. The messages end with the user's turn, so a
+    renderer that opens the assistant turn itself (TRL's ``GRPOTrainer`` and verl render with
+    ``add_generation_prompt=True``; verifiers sends them to a chat API) opens it exactly once.
+
+    ``prefill=True`` (``tinyzero`` only) appends TinyZero's started assistant turn
+    (:data:`TINYZERO_ASSISTANT_PREFIX`), which only a renderer that *continues* the final message keeps intact
+    (``apply_chat_template(..., continue_final_message=True)``, as :func:`render_chat_prompt` does). TRL 1.16's
+    ``GRPOTrainer`` does not: it would close that turn and open a second one. For TinyZero's exact pre-filled
+    prompt under TRL, pass the text of :func:`render_chat_prompt` as a plain-text ``prompt``.
     """
     if style != "tinyzero":
         return [{"role": "user", "content": build_prompt(problem, style)}]
     question = tinyzero_prompt(problem).split("\nUser: ", 1)[1].split("\nAssistant: ", 1)[0]
-    return [{"role": "system", "content": TINYZERO_SYSTEM}, {"role": "user", "content": " " + question},
-            {"role": "assistant", "content": TINYZERO_ASSISTANT_PREFIX}]
+    messages = [{"role": "system", "content": TINYZERO_SYSTEM}, {"role": "user", "content": " " + question}]
+    if prefill:
+        messages.append({"role": "assistant", "content": TINYZERO_ASSISTANT_PREFIX})
+    return messages
+
+
+def render_chat_prompt(problem: Problem, tokenizer: Any, style: str = "tinyzero") -> str:
+    """The prompt text a chat model sees: :func:`chat_messages` through ``tokenizer``'s chat template, with the
+    assistant turn opened once (``tinyzero``: opened and continued after TinyZero's pre-fill).
+
+    A leading BOS the template writes is left out when the tokenizer adds it itself, so ``tokenizer(text)``
+    (what TRL does with a plain-text ``prompt``) holds it once.
+    """
+    prefill = style == "tinyzero"
+    messages = chat_messages(problem, style, prefill=prefill)
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=not prefill,
+                                         continue_final_message=prefill)
+    bos = getattr(tokenizer, "bos_token", None)
+    if bos and text.startswith(bos):
+        ids = tokenizer("x")["input_ids"]
+        if ids and ids[0] == tokenizer.bos_token_id:
+            text = text[len(bos):]
+    return text
 
 
 def compact_prompt(problem: Problem) -> str:

@@ -12,7 +12,7 @@ import pytest
 from countdown_gym import Problem, Rules, load_split, verify
 from countdown_gym.difficulty import split_labels, split_tiers
 from countdown_gym.export import COLUMNS, main, split_rows
-from countdown_gym.text_format import PROMPT_STYLES, build_prompt
+from countdown_gym.text_format import PROMPT_STYLES, build_prompt, chat_messages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,9 +34,35 @@ def test_rows_hold_labels_solution_and_prompts():
         assert row["num_solutions"] == d.num_solutions and row["search_nodes"] == d.search_nodes and row["tier"] == t
         for style in PROMPT_STYLES:
             assert row[f"prompt_{style}"] == build_prompt(p, style)
+        assert row["prompt"] == build_prompt(p, "tinyzero")
     row = rows[0]
-    problem = Problem(tuple(row["numbers"]), row["target"], Rules.from_dict(json.loads(row["rules"])))
+    assert row["rules"] == {"name": "tinyzero", "integer_only": False, "sign": "any", "value_limit": None, "use_all": True}
+    problem = Problem(tuple(row["numbers"]), row["target"], Rules.from_dict(row["rules"]))
     assert verify(problem, f"<answer>{row['solution']}</answer>").correct
+
+
+def test_prompt_column_follows_prompt_style_and_chat():
+    p = load_split("longproc-0.5k", "test")[0]
+    (row,) = split_rows("longproc-0.5k", "test", "compact")[:1]
+    assert row["prompt"] == build_prompt(p, "compact")
+    row = split_rows("longproc-0.5k", "test", "longproc", chat=True)[0]
+    assert row["prompt"] == chat_messages(p, "longproc") and row["prompt"][-1]["role"] == "user"
+    assert [m["role"] for m in split_rows("tinyzero", "validation", "tinyzero", chat=True)[0]["prompt"]] == ["system", "user"]
+    with pytest.raises(ValueError, match="unknown prompt style"):
+        split_rows("tinyzero", "test", "base")
+
+
+def test_card_has_usage_citation_and_the_rewards_that_need_move_lines(tmp_path):
+    pytest.importorskip("datasets")
+    assert main(["--format", "jsonl", "--preset", "tinyzero", "--split", "validation", "--out", str(tmp_path), "--chat"]) == 0
+    card = (tmp_path / "README.md").read_text()
+    for heading in ("## Usage", "## Citation", "## Columns", "## Provenance"):
+        assert heading in card
+    assert "GRPOTrainer(" in card and "train_dataset=ds[\"train\"]" in card and "@software{countdown_gym" in card
+    assert "chat messages ending with the user's turn" in card and "give 0.0 to a completion without them" in card
+    features = {f["name"]: f for f in _card_yaml(tmp_path / "README.md")["dataset_info"][0]["features"]}
+    assert [f["name"] for f in features["rules"]["struct"]] == ["name", "integer_only", "sign", "value_limit", "use_all"]
+    assert [f["name"] for f in features["prompt"]["list"]] == ["role", "content"]
 
 
 def test_hf_export_loads_from_disk(tmp_path):
@@ -72,10 +98,11 @@ def test_jsonl_and_verl_exports(tmp_path):
     assert main(["--format", "verl", "--preset", "tinyzero", "--split", "test", "--out", str(tmp_path / "v")]) == 0
     import pyarrow.parquet as pq
 
-    from scripts.export_verl import verl_rows
+    from countdown_gym.integrations.verl_export import verl_rows
 
     table = pq.read_table(tmp_path / "v" / "tinyzero" / "test.parquet").to_pylist()
     assert table == verl_rows(load_split("tinyzero", "test"), "tinyzero", "test", "tinyzero")
+    assert [m["role"] for m in table[0]["prompt"]] == ["system", "user"]  # verl adds the generation prompt
 
 
 def test_bad_arguments_exit_2(capsys):
@@ -99,3 +126,57 @@ def test_console_script_dispatches_export(tmp_path):
                           "--split", "validation", "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "tinyzero" / "validation.jsonl").is_file() and (tmp_path / "README.md").is_file()
+
+
+@pytest.mark.parametrize(("fmt", "chat"), [("parquet", True), ("jsonl", False), ("hf", True)])
+def test_grpo_trainer_trains_on_an_export_as_is(tmp_path, fmt: str, chat: bool):
+    """GRPOTrainer(train_dataset=load_dataset(...)["train"]) with no renaming: 1 step of a tiny local Qwen2."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("trl")
+    from datasets import load_dataset, load_from_disk
+    from qwen_chat import ASSISTANT_HEADER, qwen_tokenizer, tiny_qwen2
+    from trl import GRPOConfig, GRPOTrainer
+
+    from countdown_gym.integrations.trl import format_reward, sparse_reward
+
+    args = ["--format", fmt, "--preset", "tinyzero", "--split", "train", "--out", str(tmp_path / "out")]
+    assert main(args + (["--chat"] if chat else [])) == 0
+    if fmt == "hf":
+        ds = load_from_disk(str(tmp_path / "out" / "tinyzero"))
+    else:
+        ds = load_dataset(str(tmp_path / "out"), "tinyzero", cache_dir=str(tmp_path / "cache"))
+    train = ds["train"]
+    tok = qwen_tokenizer([build_prompt(p, "tinyzero") for p in load_split("tinyzero", "train")[:50]])
+    seen: dict[str, list] = {"prompts": [], "rules": []}
+
+    class Recording(GRPOTrainer):
+        def _tokenize_prompts(self, prompts):
+            out = super()._tokenize_prompts(prompts)
+            seen["prompts"] += [self.processing_class.decode(ids, skip_special_tokens=False) for ids in out[0]]
+            return out
+
+    def record(prompts, completions, **kwargs):
+        seen["rules"] += kwargs["rules"]
+        return [0.0] * len(completions)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        config = GRPOConfig(output_dir=str(tmp_path / "run"), max_steps=1, per_device_train_batch_size=2, num_generations=2,
+                            max_completion_length=8, use_cpu=True, report_to=[], logging_steps=1, save_strategy="no",
+                            shuffle_dataset=False, seed=0, disable_tqdm=True)
+        trainer = Recording(model=tiny_qwen2(tok), processing_class=tok, args=config, train_dataset=train,
+                            reward_funcs=[sparse_reward, format_reward, record])
+        trainer.train()
+    finally:
+        torch.set_num_threads(threads)
+    assert trainer.state.global_step == 1
+    logged = {k for row in trainer.state.log_history for k in row}
+    assert {"rewards/sparse_reward/mean", "rewards/format_reward/mean"} <= logged
+    first = load_split("tinyzero", "train")[0]
+    assert seen["rules"][0] == Rules.tinyzero().to_dict()  # a struct reaches the reward functions as a dict
+    if chat:
+        assert seen["prompts"][0].count("<|im_start|>assistant") == 1 and seen["prompts"][0].endswith(ASSISTANT_HEADER)
+        assert f"Using the numbers {list(first.numbers)}".replace(" ", "") in seen["prompts"][0].replace(" ", "")
+    else:
+        assert seen["prompts"][0] == build_prompt(first, "tinyzero")

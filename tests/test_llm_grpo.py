@@ -682,36 +682,6 @@ def test_resume_refuses_a_run_with_other_options_and_a_fresh_start_over_a_kept_r
     assert json.loads((tmp_path / "options.json").read_text())["rewards"] == "sparse"
 
 
-def test_tinyzero_chat_prompt_is_tinyzeros_instruct_template():
-    from tokenizers import Tokenizer, models
-    from transformers import PreTrainedTokenizerFast
-    from trl import chat_template_utils
-    from trl.data_utils import maybe_apply_chat_template
-
-    from baselines import llm_eval
-    from countdown_gym import load_split
-    from countdown_gym.text_format import format_list
-
-    tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE()), eos_token="<|im_end|>")
-    tok.chat_template = chat_template_utils.qwen2_5_chat_template
-    p = load_split("tinyzero", "test")[0]
-    numbers, target = format_list(p.numbers), p.target
-    # TinyZero's examples/data_preprocess/countdown.py, template_type 'qwen-instruct'
-    expected = (
-        "<|im_start|>system\nYou are a helpful assistant. You first thinks about the reasoning process in the mind and "
-        "then provides the user with the answer.<|im_end|>\n<|im_start|>user\n Using the numbers "
-        f"{numbers}, create an equation that equals {target}. You can use basic arithmetic operations (+, -, *, /) and "
-        "each number can only be used once. Show your work in <think> </think> tags. And return the final answer in "
-        "<answer> </answer> tags, for example <answer> (1 + 2) / 3 </answer>.<|im_end|>\n<|im_start|>assistant\n"
-        "Let me solve this step by step.\n<think>"
-    )
-    messages = llm_grpo.make_prompt(p, "tinyzero", tok)
-    assert messages[-1]["role"] == "assistant"  # the assistant turn is started, not the user's
-    assert maybe_apply_chat_template({"prompt": messages}, tok)["prompt"] == expected  # what GRPOTrainer renders
-    assert llm_eval.make_prompts([p], tok, "tinyzero") == [expected]
-    assert llm_grpo.make_prompt(p, "tinyzero", tok, chat_template=False).endswith("Assistant: Let me solve this step by step.\n<think>")
-
-
 def test_a_critic_reward_on_four_number_presets_is_accepted() -> None:
     from baselines.compat import check_critic_fits
 

@@ -77,3 +77,68 @@ def test_bad_configs_are_clear_errors() -> None:
         CountdownGymDataset(CountdownGymConfig(prompt_style="chatml"))
     with pytest.raises(IndexError):
         CountdownGymDataset(CountdownGymConfig(size=2))[2]
+
+
+# --- parity with reasoning-gym's own countdown: difficulty metadata, its config names, a curriculum --------------
+
+
+def test_difficulty_metadata_carries_the_tier_and_its_labels() -> None:
+    from countdown_gym.difficulty import split_labels, split_tiers
+
+    ds = CountdownGymDataset(CountdownGymConfig(preset="tinyzero", split="test", size=30))
+    labels, tiers = split_labels("tinyzero", "test"), split_tiers("tinyzero", "test")
+    for i, entry in enumerate(ds):
+        d = entry["metadata"]["difficulty"]
+        want = {k: v for k, v in labels[i].to_dict().items() if k != "solution"}
+        assert d == {"tier": tiers[i], "numbers": len(entry["metadata"]["numbers"]), **want}
+    assert {e["metadata"]["difficulty"]["tier"] for e in ds} == {"easy", "medium", "hard"}
+    own = CountdownGymDataset(CountdownGymConfig(), problems=[load_split("hard", "test")[0]])  # labels computed
+    assert own[0]["metadata"]["difficulty"]["tier"] == split_tiers("hard", "test")[0]
+
+
+def test_reasoning_gyms_config_names_are_accepted() -> None:
+    import dataclasses
+
+    from reasoning_gym.games.countdown import CountdownConfig
+
+    from countdown_gym.integrations.reasoning_gym import RANGE_FIELDS
+
+    theirs = {f.name for f in dataclasses.fields(CountdownConfig)}  # the installed reasoning-gym's names
+    assert set(RANGE_FIELDS) <= theirs
+    ranges = {"min_numbers": 3, "max_numbers": 3, "min_value": 5, "max_value": 90, "min_target": 10, "max_target": 60}
+    ds = reasoning_gym.create_dataset(DATASET_NAME, preset="tinyzero", split="train", size=20, seed=1, **ranges)
+    for e in ds:
+        m = e["metadata"]
+        assert len(m["numbers"]) == 3 and min(m["numbers"]) >= 5 and max(m["numbers"]) <= 90 and 10 <= m["target"] <= 60
+        assert ds.score_answer(e["answer"], e) == 1.0
+    pooled = reasoning_gym.create_dataset(DATASET_NAME, preset="all", split="test", min_numbers=5, tier="hard", size=10)
+    assert all(e["metadata"]["preset"] == "hard" and e["metadata"]["difficulty"]["tier"] == "hard" for e in pooled)
+    with pytest.raises(ValueError, match="no tinyzero/test problem matches"):
+        CountdownGymDataset(CountdownGymConfig(preset="tinyzero", min_numbers=5))
+    with pytest.raises(ValueError, match="min_target=9 is above max_target=3"):
+        CountdownGymDataset(CountdownGymConfig(min_target=9, max_target=3))
+    with pytest.raises(ValueError, match="max_value must be a positive int"):
+        CountdownGymDataset(CountdownGymConfig(max_value=0))
+    with pytest.raises(ValueError, match="unknown tier"):
+        CountdownGymDataset(CountdownGymConfig(tier="extreme"))
+
+
+def test_registered_curriculum_steps_over_tiers_and_number_counts() -> None:
+    from reasoning_gym.factory import create_curriculum
+
+    from countdown_gym.integrations.reasoning_gym import CountdownGymCurriculum
+
+    cur = create_curriculum(DATASET_NAME)
+    assert isinstance(cur, CountdownGymCurriculum) and set(cur.attributes) == {"tier", "numbers"}
+    seen = []
+    for step in range(3):
+        config = cur.generate_configuration({"size": 12, "seed": step})
+        ds = CountdownGymDataset(config)
+        counts = {len(e["metadata"]["numbers"]) for e in ds}
+        assert {e["metadata"]["difficulty"]["tier"] for e in ds} == {config.tier}
+        assert config.min_numbers <= min(counts) and max(counts) <= config.max_numbers
+        seen.append((config.tier, config.min_numbers, config.max_numbers))
+        cur.increment_attr_level("tier")
+        cur.increment_attr_level("numbers")
+    assert seen == [("easy", 3, 4), ("medium", 3, 5), ("hard", 3, 6)]
+    assert CountdownGymDataset(cur.generate_configuration({"preset": "tinyzero", "size": 4})).config.preset == "tinyzero"

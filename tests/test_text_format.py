@@ -221,7 +221,12 @@ def test_tinyzero_and_compact_prompts():
 def test_describe_rules():
     assert "a non-negative integer and less than 2000" in describe_rules(Rules.longproc())
     assert "a positive integer and less than 2000" in describe_rules(Rules.longproc_positive())
-    assert "fractions" in describe_rules(Rules.tinyzero())
+    assert describe_rules(Rules.tinyzero()).endswith(
+        "; intermediate results may be any number (negative numbers and fractions are allowed).")
+    assert "must be any number" not in describe_rules(Rules.tinyzero())
+    limited = Rules(name="x", integer_only=False, sign="any", value_limit=500)
+    assert "every intermediate result must be less than 500 (negative numbers and fractions are allowed)" in \
+        describe_rules(limited)
     assert "at most once" in describe_rules(Rules.classic())
 
 

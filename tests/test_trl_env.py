@@ -323,7 +323,9 @@ def _tiny_qwen2(tokenizer):
     return model
 
 
-def _run_grpo(tmp_path, max_steps: int, problems: list[Problem], template: str = "qwen2_5", generations: int = 2):
+def _run_grpo(tmp_path, max_steps: int, problems: list[Problem] | None, template: str = "qwen2_5", generations: int = 2,
+              factory=CountdownToolEnv, batch: int | None = None):
+    """GRPO steps through TRL's tool loop; ``problems=None``: no train_dataset (``factory`` draws the problems)."""
     import torch
     from trl import GRPOConfig, GRPOTrainer
 
@@ -350,14 +352,16 @@ def _run_grpo(tmp_path, max_steps: int, problems: list[Problem], template: str =
             return rewards
 
     args = GRPOConfig(
-        output_dir=str(tmp_path), max_steps=max_steps, per_device_train_batch_size=generations, num_generations=generations,
+        output_dir=str(tmp_path), max_steps=max_steps, per_device_train_batch_size=batch or generations,
+        num_generations=generations,
         max_completion_length=400, max_tool_calling_iterations=8, learning_rate=1e-3, logging_steps=1,
         report_to="none", save_strategy="no", use_cpu=True, shuffle_dataset=False, seed=0,
         dataloader_num_workers=0, disable_tqdm=True,
     )
     trainer = Recording(
-        model=model, args=args, processing_class=tokenizer, train_dataset=make_dataset(problems),
-        reward_funcs=[oracle_reward("perfect")], environment_factory=CountdownToolEnv,
+        model=model, args=args, processing_class=tokenizer,
+        train_dataset=None if problems is None else make_dataset(problems),
+        reward_funcs=[oracle_reward("perfect")], environment_factory=factory,
     )
     try:
         trainer.train()
@@ -431,3 +435,79 @@ def test_grpo_longer_run_larger_groups(tmp_path) -> None:
     problems = [P, Problem((21, 16, 17, 26), 46)] * 3
     trainer, tokenizer, seen = _run_grpo(tmp_path, 6, problems, "qwen2_5", generations=4)
     _check_run(trainer, tokenizer, seen, 6)
+
+
+# ---- (c) no dataset: the environment draws its own problems -------------------------------------------------
+
+
+def _solving_script(problem: Problem) -> list:
+    """Tool calls that solve ``problem`` (each move keeps the target reachable), then a final text."""
+    from countdown_gym.rules import format_number
+    from countdown_gym.solver import reachable, successors
+
+    state, calls = problem.numbers, []
+    while len(state) > 1:
+        move, state = next((m, s) for m, s in successors(state, problem.rules) if reachable(s, problem.target, problem.rules))
+        a, op, b, _ = move
+        calls.append(("move", {"a": format_number(a), "op": op, "b": format_number(b)}))
+    return [*calls, "Solved."]
+
+
+def test_problem_draw_groups_tiers_curriculum_and_errors() -> None:
+    from countdown_gym.curriculum import Curriculum
+    from countdown_gym.difficulty import tier
+    from countdown_gym.integrations.trl_env import ProblemDraw
+
+    draw = ProblemDraw(preset="tinyzero", seed=3, num_generations=4)
+    drawn = [draw.next() for _ in range(12)]
+    assert all(drawn[4 * g] == drawn[4 * g + k] for g in range(3) for k in range(4))  # one problem per group
+    assert len({drawn[0], drawn[4], drawn[8]}) == 3 and all(p.rules == Rules.tinyzero() for p in drawn)
+    again = ProblemDraw(preset="tinyzero", seed=3, num_generations=4)
+    assert [again.next() for _ in range(12)] == drawn  # seeded
+    hard = ProblemDraw(preset="longproc-0.5k", split="validation", tier="hard", seed=0)
+    assert {tier(hard.next(), "longproc-0.5k") for _ in range(20)} == {"hard"}
+    cur = Curriculum(preset="tinyzero", split="train", mode="adaptive", window=2)
+    env = CountdownToolEnv(curriculum=cur, seed=0)
+    assert "Countdown: reach the target" in env.reset(prompt=[{"role": "user", "content": ""}])  # TRL's placeholder row
+    env.give_up()
+    assert env.get_reward() == 0.0 and sum(cur.episodes.values()) == 1  # the outcome reached the curriculum
+    env.get_reward()
+    assert sum(cur.episodes.values()) == 1  # once per episode
+    assert env.reset(**ROW).startswith("Countdown: reach the target 8")  # a real row still wins
+    # environments built with the same arguments share one draw; others do not
+    a, b = CountdownToolEnv(preset="hard", seed=5, num_generations=2), CountdownToolEnv(preset="hard", seed=5, num_generations=2)
+    assert a.draw is b.draw and CountdownToolEnv(preset="hard", seed=6, num_generations=2).draw is not a.draw
+    a.reset(), b.reset()
+    assert a.problem == b.problem
+    for kwargs, match in [({"num_generations": 0}, "num_generations"), ({"seed": "x"}, "seed"),
+                          ({"tier": "extreme"}, "unknown tier"), ({"preset": "nope"}, "unknown preset"),
+                          ({"tier": "easy", "curriculum": "adaptive"}, "either tier"), ({"curriculum": 3}, "curriculum must")]:
+        with pytest.raises(ValueError, match=match):
+            CountdownToolEnv(**kwargs)
+    with pytest.raises(ValueError, match="without a dataset, build the environment"):
+        CountdownToolEnv().reset(prompt=[{"role": "user", "content": ""}])
+
+
+@pytest.mark.filterwarnings(EXPERIMENTAL)
+def test_two_grpo_steps_with_train_dataset_omitted(tmp_path, monkeypatch) -> None:
+    """GRPOTrainer(train_dataset omitted, environment_factory=partial(CountdownToolEnv, preset=..., ...)): TRL's
+    placeholder rows reach reset() without numbers, each GRPO group plays one drawn problem, the tools run on it."""
+    from functools import partial
+
+    from countdown_gym.integrations.trl_env import ProblemDraw
+
+    args = {"preset": "tinyzero", "split": "validation", "tier": "easy", "seed": 11, "num_generations": 2}
+    ahead = ProblemDraw(**args)
+    problems = [ahead.next() for _ in range(8)][::2]  # 2 steps x 2 groups: the problems the run will draw
+    for p in problems:
+        monkeypatch.setitem(SCRIPTS, (p.numbers, p.target), [_solving_script(p), GIVE_UP_B[1:]])
+    trainer, tokenizer, seen = _run_grpo(tmp_path, 2, None, factory=partial(CountdownToolEnv, **args), batch=4)
+    assert trainer.state.global_step == 2 and len(seen["rewards"]) == 2
+    played = [[e[0] for e in batch["envs"]] for batch in seen["rewards"]]
+    assert played == [[problems[0]] * 2 + [problems[1]] * 2, [problems[2]] * 2 + [problems[3]] * 2]
+    for batch in seen["rewards"]:
+        rewards = [e[2] for e in batch["envs"]]
+        assert rewards == [1.0, 0.0, 1.0, 0.0]  # each group: the solving script, then give_up
+        assert batch["per_func"][:, 1].tolist() == rewards
+        for problem, calls, _ in batch["envs"]:
+            assert calls[-1][2].endswith(("solved", "gave up [" + ",".join(map(str, problem.numbers)) + "]"))

@@ -8,6 +8,7 @@ the stop conditions, the rubric) is verifiers' code and ours. No model server is
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +23,7 @@ from verifiers.legacy.types import ResponseMessage  # noqa: E402
 
 import countdown_gym  # noqa: E402
 from countdown_gym import Problem, load_split, solution_path  # noqa: E402
-from countdown_gym.integrations.verifiers_env import CountdownTurnEnv, load_environment  # noqa: E402
+from countdown_gym.integrations.verifiers_env import CountdownToolsEnv, CountdownTurnEnv, load_environment  # noqa: E402
 from countdown_gym.rules import format_number  # noqa: E402
 
 
@@ -182,3 +183,152 @@ def test_evaluate_sync_runs_both_modes_end_to_end() -> None:
     out = single.evaluate_sync(ScriptedClient(lambda prompt: f"<answer>{answers[prompt[-1]['content']]}</answer>"),
                                model="scripted", num_examples=4)
     assert [o["reward"] for o in out["outputs"]] == [1.0] * 4
+
+
+# --- tools mode ------------------------------------------------------------------------------------------
+
+
+class ToolClient(ScriptedClient):
+    """A scripted tool-calling policy: ``messages -> [(name, arguments), ...]`` (tool calls) or a final text."""
+
+    async def from_native_response(self, response: Any) -> Any:
+        from verifiers.legacy.types import ToolCall
+
+        if isinstance(response, str):
+            return await super().from_native_response(response)
+        calls = [ToolCall(id=f"c{self.calls}-{k}", name=n, arguments=json.dumps(a)) for k, (n, a) in enumerate(response)]
+        message = ResponseMessage(content=None, tool_calls=calls, finish_reason="tool_calls", is_truncated=False)
+        return vf.Response(id=f"r{self.calls}", created=int(time.time()), model="scripted", message=message)
+
+
+def _tool_solver(problem: Problem) -> Callable[[list[Any]], Any]:
+    moves = solution_path(problem.numbers, problem.target, problem.rules)
+
+    def policy(prompt: list[Any]) -> Any:
+        done = sum(1 for m in prompt if m["role"] == "assistant")
+        if done == 0:
+            return [("numbers", {}), ("move", {"a": "nine", "op": "+", "b": 1})]  # a free look, a refused move
+        a, op, b, _ = moves[done - 1]
+        return [("move", {"a": format_number(a), "op": op, "b": format_number(b)})]
+
+    return policy
+
+
+def test_tools_mode_plays_tool_calls_with_verifiers_own_tool_definitions() -> None:
+    from countdown_gym.integrations.trl_env import tool_prompt
+
+    env = load_environment(mode="tools", preset="longproc-0.5k", num_train_examples=1, eval_split=None, max_turns=8)
+    assert isinstance(env, CountdownToolsEnv) and [t.name for t in env.tool_defs] == ["move", "undo", "give_up", "numbers"]
+    row = env.get_dataset()[0]
+    p = _problem(row)
+    assert row["prompt"] == [{"role": "user", "content": tool_prompt(p, 8)}]
+    client = ToolClient(_tool_solver(p))
+    state = _run(env, row, client)
+    n = len(p.numbers) - 1
+    assert client.calls == n + 1 and state["metrics"]["solved"] == 1.0 and state["reward"] == 1.0
+    assert state["metrics"]["invalid_turns"] == 1.0
+    replies = [m["content"] for m in state["completion"] if m["role"] == "tool"]
+    assert replies[0].endswith("turns left") and replies[1].startswith("error")
+    assert replies[-1].endswith("solved") and len(replies) == n + 2  # the game's last reply closes the rollout
+
+
+def test_tools_mode_bad_calls_are_answers_and_a_text_answer_ends_the_rollout() -> None:
+    env = load_environment(mode="tools", preset="longproc-0.5k", num_train_examples=1, eval_split=None)
+    row = env.get_dataset()[0]
+    script = iter([[("jump", {}), ("move", {"a": 1})], [("undo", {})], "I give up."])
+    state = _run(env, row, ToolClient(lambda prompt: next(script)))
+    replies = [m["content"] for m in state["completion"] if m["role"] == "tool"]
+    assert replies[0].startswith("error bad_call: unknown tool 'jump'") and replies[1].startswith("error bad_call")
+    assert replies[2].startswith("error nothing_to_undo") and state["metrics"]["solved"] == 0.0
+    with pytest.raises(ValueError, match="leave prompt_style unset"):
+        load_environment(mode="tools", prompt_style="tinyzero", num_train_examples=1, eval_split=None)
+
+
+# --- the documented client: openai.AsyncOpenAI behind vf.OpenAIChatCompletionsClient ----------------------
+
+
+class _ChatServer:
+    """A local OpenAI-compatible /v1/chat/completions endpoint on 127.0.0.1 answering with ``policy(messages)``:
+    a text, or a list of ``(name, arguments)`` tool calls."""
+
+    def __init__(self, policy: Callable[[list[dict]], Any]) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        outer = self
+        self.requests: list[dict] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append(body)
+                answer = policy(body["messages"])
+                message: dict[str, Any] = {"role": "assistant", "content": answer if isinstance(answer, str) else None}
+                if not isinstance(answer, str):
+                    message["tool_calls"] = [{"id": f"call{len(outer.requests)}-{k}", "type": "function",
+                                              "function": {"name": n, "arguments": json.dumps(a)}}
+                                             for k, (n, a) in enumerate(answer)]
+                data = json.dumps({
+                    "id": f"cmpl{len(outer.requests)}", "object": "chat.completion", "created": int(time.time()),
+                    "model": body["model"], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    "choices": [{"index": 0, "message": message,
+                                 "finish_reason": "stop" if isinstance(answer, str) else "tool_calls"}],
+                }).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_evaluate_sync_with_the_documented_openai_client() -> None:
+    """docs/integrations.md: vf.OpenAIChatCompletionsClient(AsyncOpenAI(base_url=...)) into evaluate_sync, for the
+    single-turn and the tools environment (a bare AsyncOpenAI is verifiers' 'Unsupported client type')."""
+    from openai import AsyncOpenAI
+
+    single = load_environment(train_split=None, num_eval_examples=3)
+    answers = {r["prompt"][-1]["content"]: r["answer"] for r in single.get_eval_dataset()}
+    server = _ChatServer(lambda messages: f"<answer>{answers[messages[-1]['content']]}</answer>")
+    try:
+        client = vf.OpenAIChatCompletionsClient(AsyncOpenAI(base_url=server.url, api_key="EMPTY"))
+        out = single.evaluate_sync(client, model="local", num_examples=3)
+        assert [o["reward"] for o in out["outputs"]] == [1.0] * 3 and len(server.requests) == 3
+        assert server.requests[0]["messages"][0]["role"] == "system"  # TinyZero's system prompt, then the question
+        with pytest.raises(ValueError, match="Unsupported client type"):
+            single.evaluate_sync(AsyncOpenAI(base_url=server.url, api_key="EMPTY"), model="local", num_examples=1)
+    finally:
+        server.close()
+
+    tools = load_environment(mode="tools", preset="longproc-0.5k", train_split=None, num_eval_examples=2)
+    rows = {r["prompt"][-1]["content"]: r for r in tools.get_eval_dataset()}
+
+    def solve_with_tools(messages: list[dict]) -> Any:
+        p = _problem(rows[next(m["content"] for m in messages if m["role"] == "user")])
+        done = sum(1 for m in messages if m["role"] == "assistant")
+        moves = solution_path(p.numbers, p.target, p.rules)
+        if done == len(moves):
+            return "Solved."
+        a, op, b, _ = moves[done]
+        return [("move", {"a": int(a), "op": op, "b": int(b)})]
+
+    server = _ChatServer(solve_with_tools)
+    try:
+        client = vf.OpenAIChatCompletionsClient(AsyncOpenAI(base_url=server.url, api_key="EMPTY"))
+        out = tools.evaluate_sync(client, model="local", num_examples=2)
+        assert [o["reward"] for o in out["outputs"]] == [1.0, 1.0]
+        sent = server.requests[0]["tools"]  # what the model is shown: verifiers' definitions of the typed tools
+        assert [t["function"]["name"] for t in sent] == ["move", "undo", "give_up", "numbers"]
+        assert sent[0]["function"]["parameters"]["properties"]["op"]["enum"] == ["+", "-", "*", "/"]
+    finally:
+        server.close()

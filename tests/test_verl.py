@@ -77,7 +77,7 @@ def test_ground_truth_round_trips_json_numpy_and_rules() -> None:
 
 def test_export_writes_verl_parquet_and_rows_score(tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
-    from scripts.export_verl import main
+    from countdown_gym.integrations.verl_export import main  # what scripts/export_verl.py runs
 
     main(["--preset", "longproc-0.5k", "--splits", "train,test", "--limit", "3", "--out", str(tmp_path), "--prompt-style", "longproc"])
     for split in ("train", "test"):
@@ -95,7 +95,7 @@ def test_export_writes_verl_parquet_and_rows_score(tmp_path: Path) -> None:
 
 
 def test_export_rejects_bad_splits(tmp_path: Path) -> None:
-    from scripts.export_verl import main
+    from countdown_gym.integrations.verl_export import main  # what scripts/export_verl.py runs
 
     with pytest.raises(SystemExit):
         main(["--splits", "dev", "--out", str(tmp_path)])

@@ -11,7 +11,7 @@ Importing :mod:`countdown_gym` (or this module) registers:
   multi-turn language MDP (one move per agent turn, the environment computes; its own
   ``max_turns`` budget).
 
-Both are registered with ``max_episode_steps=None``, so ``gymnasium.make`` adds no
+All three are registered with ``max_episode_steps=None``, so ``gymnasium.make`` adds no
 ``TimeLimit`` wrapper: a Countdown-v0 episode ends by itself within ``max_numbers - 1`` moves
 (its ``max_steps`` argument truncates earlier), and CountdownText-v0 enforces its own token /
 line budget. Passing ``max_episode_steps=...`` to ``gymnasium.make`` still adds a

@@ -25,6 +25,7 @@ from countdown_gym.envs.actions import (  # noqa: F401  (the action encoding, im
     slot_pairs,
 )
 from countdown_gym.envs.problem_source import ProblemLike, ProblemSource, make_problem_source
+from countdown_gym.envs.render import check_render_mode
 from countdown_gym.generator import GeneratorConfig
 from countdown_gym.problem import Problem
 from countdown_gym.rules import OPERATORS, Number, Rules, format_number
@@ -324,8 +325,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         self.invalid_action = check_invalid_action(invalid_action)
         self.invalid_penalty = check_penalty(invalid_penalty)
         self.value_scale = check_value_scale(value_scale, self.rules)
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        check_render_mode(render_mode, self.metadata, "Countdown-v0")
         self.render_mode = render_mode
 
         m = self.max_numbers

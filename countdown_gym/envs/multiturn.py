@@ -14,6 +14,7 @@ from gymnasium import spaces
 
 from countdown_gym.curriculum import Curriculum
 from countdown_gym.envs.problem_source import ProblemLike, make_problem_source
+from countdown_gym.envs.render import check_render_mode
 from countdown_gym.generator import GeneratorConfig
 from countdown_gym.problem import Problem
 from countdown_gym.rules import Rules
@@ -99,8 +100,7 @@ class CountdownMultiTurnEnv(gym.Env):
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if prompt not in TURN_PROMPT_STYLES:
             raise ValueError(f"prompt must be one of {list(TURN_PROMPT_STYLES)}, got {prompt!r}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        check_render_mode(render_mode, self.metadata, "CountdownMultiTurn-v0")
         self.source = make_problem_source(preset=preset, config=config, rules=rules, split=split, problems=problems,
                                           curriculum=curriculum)
         self.rules = self.source.rules

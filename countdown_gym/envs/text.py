@@ -23,6 +23,7 @@ from gymnasium import spaces
 
 from countdown_gym.curriculum import Curriculum
 from countdown_gym.envs.problem_source import ProblemLike, make_problem_source
+from countdown_gym.envs.render import check_render_mode
 from countdown_gym.envs.text_checker import INVALID_REASONS, LineCheck, LineChecker
 from countdown_gym.envs.text_episode import Replay, StepResult, TextEpisode, check_budget, replay_completion
 from countdown_gym.envs.text_tokenizers import Detokenizer, Tokenizer
@@ -141,8 +142,7 @@ class CountdownTextEnv(gym.Env):
             raise ValueError(f"prompt must be one of {list(PROMPT_STYLES)}, got {prompt!r}")
         if action_mode not in ACTION_MODES:
             raise ValueError(f"action_mode must be one of {list(ACTION_MODES)}, got {action_mode!r}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        check_render_mode(render_mode, self.metadata, "CountdownText-v0")
         if action_mode == "token" and tokenizer is None:
             raise ValueError("action_mode='token' needs a tokenizer (a Hugging Face tokenizer object)")
         if max_tokens is not None and action_mode == "line" and tokenizer is None:

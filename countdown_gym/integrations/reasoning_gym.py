@@ -13,6 +13,13 @@ With reasoning-gym installed (``pip install countdown-gym[bench]``) the class is
 size=100)``, composite datasets and ``reasoning_gym.get_score_answer_fn("countdown_gym")`` work. Without
 reasoning-gym the same class works on its own (the interface is duck-typed).
 
+Parity with reasoning-gym's own ``countdown``: ``metadata["difficulty"]`` carries the problem's tier and its
+solver labels (:mod:`countdown_gym.difficulty`); reasoning-gym's config names ``min_numbers``, ``max_numbers``,
+``min_value``, ``max_value``, ``min_target``, ``max_target`` are accepted and keep the split's problems inside
+those ranges; ``tier`` keeps one difficulty tier; ``preset="all"`` pools the three presets (each problem keeps
+its rules); and :class:`CountdownGymCurriculum` (registered with the dataset, so
+``reasoning_gym.create_curriculum("countdown_gym")``) steps over the tiers and the number counts.
+
 ``score_answer`` takes what reasoning-gym passes it: the text inside the model's last ``<answer>``
 block (``reasoning_gym.utils.extract_answer``), i.e. a bare expression; a whole completion with tags
 works too (the verifier's own extraction applies). Unlike reasoning-gym's countdown (0.01 for a
@@ -27,6 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from countdown_gym.difficulty import TIERS, check_tier, difficulty, split_labels, split_tiers, tier
 from countdown_gym.envs.problem_source import problem_from_columns
 from countdown_gym.generator import PRESETS
 from countdown_gym.problem import Problem
@@ -36,11 +44,18 @@ from countdown_gym.text_format import PROMPT_STYLES, chat_messages
 from countdown_gym.verifier import verify
 
 try:  # the real base class when reasoning-gym is installed, so isinstance checks and the registry accept it
+    from reasoning_gym.coaching.attributes import RangeAttributeDefinition, ScalarAttributeDefinition
+    from reasoning_gym.coaching.base_curriculum import BaseCurriculum as _CurriculumBase
     from reasoning_gym.dataset import ProceduralDataset as _Base
     from reasoning_gym.factory import DATASETS as _REGISTRY
     from reasoning_gym.factory import register_dataset as _register_dataset
 except ImportError:  # pragma: no cover - exercised only without the bench extra
-    _Base, _REGISTRY, _register_dataset = object, None, None  # type: ignore[assignment,misc]
+    _Base, _REGISTRY, _register_dataset, _CurriculumBase = object, None, None, object  # type: ignore[assignment,misc]
+
+ALL_PRESETS = "all"
+"""``preset="all"``: the chosen split of every preset, pooled (3 to 6 numbers)."""
+RANGE_FIELDS: tuple[str, ...] = ("min_numbers", "max_numbers", "min_value", "max_value", "min_target", "max_target")
+"""reasoning-gym's ``CountdownConfig`` range names, accepted here as filters of the split."""
 
 DATASET_NAME = "countdown_gym"
 """The name the dataset is registered under in reasoning-gym, and ``metadata["source_dataset"]``."""
@@ -62,11 +77,29 @@ class CountdownGymConfig:
     prompt_style: str = "tinyzero"
     size: int | None = None
     seed: int | None = None
+    tier: str | None = None
+    """Keep only problems of this difficulty tier (``easy``, ``medium``, ``hard``)."""
+    min_numbers: int | None = None
+    max_numbers: int | None = None
+    min_value: int | None = None
+    max_value: int | None = None
+    min_target: int | None = None
+    max_target: int | None = None
 
     def validate(self) -> None:
         """``ValueError`` naming the bad field."""
-        if self.preset not in PRESETS:
-            raise ValueError(f"unknown preset {self.preset!r}; choose one of {sorted(PRESETS)}")
+        if self.preset not in PRESETS and self.preset != ALL_PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; choose one of {sorted(PRESETS) + [ALL_PRESETS]}")
+        if self.tier is not None:
+            check_tier(self.tier)
+        for name in RANGE_FIELDS:
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+        for what in ("numbers", "value", "target"):
+            lo, hi = getattr(self, f"min_{what}"), getattr(self, f"max_{what}")
+            if lo is not None and hi is not None and lo > hi:
+                raise ValueError(f"min_{what}={lo} is above max_{what}={hi}")
         if self.split not in SPLITS:
             raise ValueError(f"unknown split {self.split!r}; choose one of {list(SPLITS)}")
         if self.prompt_style not in PROMPT_STYLES:
@@ -133,19 +166,30 @@ class CountdownGymDataset(_Base):  # type: ignore[misc,valid-type]
         if not isinstance(config, CountdownGymConfig):
             raise TypeError(f"config must be a CountdownGymConfig, got {type(config).__name__}")
         config.validate()
-        pool = list(problems) if problems is not None else load_split(config.preset, config.split)
-        if not pool or not all(isinstance(p, Problem) for p in pool):
-            raise ValueError("problems must be a non-empty sequence of Problem")
+        if problems is not None:
+            if not problems or not all(isinstance(p, Problem) for p in problems):
+                raise ValueError("problems must be a non-empty sequence of Problem")
+            pool = [(p, None, None) for p in problems]  # labels computed when an entry is read
+        else:
+            presets = sorted(PRESETS) if config.preset == ALL_PRESETS else [config.preset]
+            pool = [item for preset in presets for item in zip(load_split(preset, config.split),
+                                                               split_labels(preset, config.split),
+                                                               split_tiers(preset, config.split), strict=True)]
+        pool = [item for item in pool if _keep(config, item)]
+        if not pool:
+            raise ValueError(f"no {config.preset}/{config.split} problem matches {_filters(config)}")
         if config.seed is not None:
             random.Random(config.seed).shuffle(pool)
         if config.size is not None:
             if config.size > len(pool):
-                raise ValueError(f"size={config.size} but the {config.preset}/{config.split} split has {len(pool)} problems")
+                raise ValueError(f"size={config.size} but {config.preset}/{config.split} has {len(pool)} problems"
+                                 + (f" matching {_filters(config)}" if _filters(config) else ""))
             pool = pool[: config.size]
         self.config = config
         self.seed = config.seed
         self.size = len(pool)
-        self.problems = pool
+        self.problems = [p for p, _, _ in pool]
+        self._labels = [(d, t) for _, d, t in pool]
 
     @property
     def category(self) -> str:
@@ -164,6 +208,9 @@ class CountdownGymDataset(_Base):  # type: ignore[misc,valid-type]
             raise IndexError(f"index {idx} out of range for a dataset of {self.size} problems")
         idx %= self.size
         p = self.problems[idx]
+        labels, tier_name = self._labels[idx]
+        if labels is None:
+            labels, tier_name = difficulty(p), tier(p)
         solutions = solve(p, limit=1)
         metadata: dict[str, Any] = {
             "source_dataset": DATASET_NAME,
@@ -171,10 +218,11 @@ class CountdownGymDataset(_Base):  # type: ignore[misc,valid-type]
             "numbers": list(p.numbers),
             "target": p.target,
             "rules": p.rules.to_dict(),
-            "preset": self.config.preset,
+            "preset": p.preset or self.config.preset,
             "split": self.config.split,
             "id": p.id,
-            "difficulty": {k: getattr(p, k) for k in ("num_solutions", "search_nodes") if getattr(p, k) is not None},
+            "difficulty": {"tier": tier_name, "numbers": len(p.numbers),
+                           **{k: v for k, v in labels.to_dict().items() if k != "solution"}},
         }
         return {"question": question(p, self.config.prompt_style), "answer": solutions[0] if solutions else None,
                 "metadata": metadata}
@@ -184,17 +232,60 @@ class CountdownGymDataset(_Base):  # type: ignore[misc,valid-type]
         return score_answer(answer, entry)
 
 
+def _keep(config: CountdownGymConfig, item: tuple[Problem, Any, str | None]) -> bool:
+    p, _, tier_name = item
+    if config.tier is not None and (tier_name or tier(p)) != config.tier:
+        return False
+    checks = ((len(p.numbers), "numbers"), (min(p.numbers), "value"), (max(p.numbers), "value"), (p.target, "target"))
+    for value, what in checks:
+        lo, hi = getattr(config, f"min_{what}"), getattr(config, f"max_{what}")
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            return False
+    return True
+
+
+def _filters(config: CountdownGymConfig) -> dict[str, Any]:
+    return {k: getattr(config, k) for k in ("tier", *RANGE_FIELDS) if getattr(config, k) is not None}
+
+
+TIER_LEVELS: list[str] = list(TIERS)
+NUMBER_LEVELS: list[int] = [3, 4, 5, 6]
+"""The curriculum's levels: the tiers, and the number counts of the presets (tinyzero 3-4, longproc-0.5k 4,
+hard 5-6)."""
+
+
+class CountdownGymCurriculum(_CurriculumBase):  # type: ignore[misc,valid-type]
+    """reasoning-gym's curriculum for ``countdown_gym``: a ``tier`` level (easy, medium, hard) and a ``numbers``
+    range level over the number counts 3 to 6 (``min_numbers`` / ``max_numbers``), on the ``train`` split of every
+    preset pooled (``preset="all"``) unless ``defaults`` say otherwise. Needs reasoning-gym."""
+
+    def __init__(self) -> None:
+        if _register_dataset is None:
+            raise ImportError("CountdownGymCurriculum needs reasoning-gym: pip install 'countdown-gym[reasoning-gym]'")
+        super().__init__(CountdownGymCurriculum.__name__, CountdownGymConfig)
+        self._define_attributes(
+            ScalarAttributeDefinition(name="tier", field_name="tier", levels=TIER_LEVELS,
+                                      description="Difficulty tier of the problems (solver search nodes)"),
+            RangeAttributeDefinition(name="numbers", levels=NUMBER_LEVELS, description="Number of source numbers",
+                                     lower_field_name="min_numbers", upper_field_name="max_numbers",
+                                     ensure_interval=True),
+        )
+
+    def generate_configuration(self, defaults: dict[str, Any] | None = None, context: Any = None) -> CountdownGymConfig:
+        return super().generate_configuration({"preset": ALL_PRESETS, "split": "train", **(defaults or {})}, context)
+
+
 def register() -> bool:
-    """Register the dataset with reasoning-gym as :data:`DATASET_NAME` (done on import; idempotent).
-    False when reasoning-gym is not installed."""
+    """Register the dataset and its curriculum with reasoning-gym as :data:`DATASET_NAME` (done on import;
+    idempotent). False when reasoning-gym is not installed."""
     if _register_dataset is None:
         return False
     if DATASET_NAME not in _REGISTRY:
-        _register_dataset(DATASET_NAME, CountdownGymDataset, CountdownGymConfig)
+        _register_dataset(DATASET_NAME, CountdownGymDataset, CountdownGymConfig, CountdownGymCurriculum)
     return True
 
 
 register()
 
-__all__ = ["DATASET_NAME", "CountdownGymConfig", "CountdownGymDataset", "entry_problem", "question", "register",
+__all__ = ["ALL_PRESETS", "DATASET_NAME", "RANGE_FIELDS", "CountdownGymConfig", "CountdownGymCurriculum", "CountdownGymDataset", "entry_problem", "question", "register",
            "score_answer"]

@@ -3,7 +3,9 @@
 ``trl.GRPOTrainer(environment_factory=CountdownToolEnv, ...)`` makes one :class:`CountdownToolEnv`
 per rollout. Its public methods are the tools the chat template shows the model (``move``,
 ``undo``, ``give_up``, ``numbers``); TRL calls ``reset(**row)`` with the dataset row and appends
-the returned puzzle text to the row's last user message; ``get_reward()`` is read when the rollout
+the returned puzzle text to the row's last user message. Without a dataset (TRL's ``train_dataset``
+omitted), an environment built with ``preset=`` / ``split=`` / ``tier=`` / ``curriculum=`` / ``seed=`` draws
+its own problems (:class:`ProblemDraw`); ``get_reward()`` is read when the rollout
 ends (1.0 when solved, else 0.0). Every tool call goes through the multi-turn game
 (:class:`~countdown_gym.turn_game.TurnEpisode`), so each rollout leaves its transition records
 (``docs/DESIGN.md``) in ``env.transitions``; the dense reward functions below read them through the
@@ -17,10 +19,22 @@ from __future__ import annotations
 
 import json
 import math
+import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
-from countdown_gym.envs.problem_source import ProblemLike, check_playable, problem_from_columns, to_problem
+import numpy as np
+
+from countdown_gym.curriculum import Curriculum
+from countdown_gym.difficulty import check_tier, split_tiers
+from countdown_gym.envs.problem_source import (
+    ProblemLike,
+    ProblemSource,
+    check_playable,
+    make_problem_source,
+    problem_from_columns,
+    to_problem,
+)
 from countdown_gym.integrations import critic_score, oracle_score
 from countdown_gym.problem import Problem
 from countdown_gym.rules import Number
@@ -37,6 +51,8 @@ TOOL_ERRORS: dict[str, str] = {
 :data:`countdown_gym.turn_format.TURN_ERRORS`)."""
 
 TOOL_NAMES: tuple[str, ...] = ("move", "undo", "give_up", "numbers")
+Op = Literal["+", "-", "*", "/"]
+"""The operations of :meth:`CountdownToolEnv.move` (an ``enum`` in every derived JSON schema)."""
 
 
 def tool_prompt(problem: Problem, max_turns: int | None = None) -> str:
@@ -55,9 +71,12 @@ def tool_prompt(problem: Problem, max_turns: int | None = None) -> str:
     )
 
 
-def _problem_from_row(row: Mapping[str, Any]) -> Problem:
-    """The puzzle of a dataset row (``numbers``, ``target``, optional ``rules``); ``ValueError`` otherwise."""
+def _problem_from_row(row: Mapping[str, Any]) -> Problem | None:
+    """The puzzle of a dataset row (``numbers``, ``target``, optional ``rules``); ``None`` for a row with neither
+    (TRL's placeholder rows when ``train_dataset`` is omitted); ``ValueError`` for a row with only one."""
     missing = [k for k in ("numbers", "target") if k not in row or row[k] is None]
+    if len(missing) == 2:
+        return None
     if missing:
         raise ValueError(
             f"a Countdown dataset row needs 'numbers' and 'target' columns (make_dataset builds them); "
@@ -66,6 +85,72 @@ def _problem_from_row(row: Mapping[str, Any]) -> Problem:
     problem = problem_from_columns(row["numbers"], row["target"], row.get("rules"))
     check_playable(problem, len(problem.numbers))
     return problem
+
+
+class ProblemDraw:
+    """Problems for environments that draw their own (TRL's ``train_dataset`` omitted): a frozen split
+    (``preset``, ``split``, optionally one ``tier``) or a :class:`~countdown_gym.curriculum.Curriculum`, drawn with
+    ``numpy``'s generator seeded by ``seed``.
+
+    Every call of :meth:`next` hands out the same problem ``num_generations`` times in a row, then draws the next:
+    TRL resets its environments in batch order, and a GRPO group is ``num_generations`` consecutive rollouts, so each
+    group plays one problem. The environments of one trainer share one draw (:meth:`shared`). Finished episodes go
+    back to the source (:meth:`episode_end`), which an adaptive curriculum learns from.
+    """
+
+    def __init__(self, preset: str | None = None, split: str = "train", tier: str | None = None,
+                 curriculum: Curriculum | str | None = None, seed: int | None = 0, num_generations: int = 1) -> None:
+        if isinstance(num_generations, bool) or not isinstance(num_generations, int) or num_generations < 1:
+            raise ValueError(f"num_generations must be an int >= 1 (GRPOConfig.num_generations), got {num_generations!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ValueError(f"seed must be an int or None, got {seed!r}")
+        self.source = self._source(preset, split, tier, curriculum)
+        self.rng = np.random.default_rng(seed)
+        self.num_generations = num_generations
+        self.draws = 0
+        self._current: Problem | None = None
+
+    @staticmethod
+    def _source(preset: str | None, split: str, tier: str | None, curriculum: Curriculum | str | None) -> ProblemSource:
+        if curriculum is not None:
+            if tier is not None:
+                raise ValueError("pass either tier= or curriculum=, not both (a curriculum picks the tiers)")
+            if curriculum == "adaptive":
+                curriculum = Curriculum(preset=preset or "tinyzero", split=split, mode="adaptive")
+            elif not isinstance(curriculum, Curriculum):
+                raise ValueError(f"curriculum must be a countdown_gym.curriculum.Curriculum or 'adaptive', got {curriculum!r}")
+            return make_problem_source(curriculum=curriculum)
+        preset = preset or "tinyzero"
+        if tier is None:
+            return make_problem_source(preset=preset, split=split)
+        check_tier(tier)
+        whole = make_problem_source(preset=preset, split=split)
+        pool = [p for p, t in zip(whole.pool, split_tiers(preset, split), strict=True) if t == tier]
+        return make_problem_source(problems=pool)
+
+    _shared: weakref.WeakValueDictionary[tuple, ProblemDraw] = weakref.WeakValueDictionary()
+
+    @classmethod
+    def shared(cls, preset: str | None, split: str, tier: str | None, curriculum: Curriculum | str | None,
+               seed: int | None, num_generations: int) -> ProblemDraw:
+        """The draw of every live environment built with these arguments (a new one once none is left)."""
+        key = (preset, split, tier, id(curriculum) if isinstance(curriculum, Curriculum) else curriculum, seed,
+               num_generations)
+        draw = cls._shared.get(key)
+        if draw is None:
+            draw = cls(preset, split, tier, curriculum, seed, num_generations)
+            cls._shared[key] = draw
+        return draw
+
+    def next(self) -> Problem:
+        """The problem of the next rollout."""
+        if self.draws % self.num_generations == 0:
+            self._current = self.source.sample(self.rng)
+        self.draws += 1
+        return self._current
+
+    def episode_end(self, problem: Problem, success: bool) -> None:
+        self.source.episode_end(problem, success)
 
 
 def _operand_text(x: Any) -> str:
@@ -93,6 +178,14 @@ class CountdownToolEnv:
     ``transitions`` (every transition record of the episode, in order, ``docs/DESIGN.md`` shape),
     ``calls`` (``(tool, turn text or "", reply)`` per tool call).
 
+    Without a dataset: ``preset`` (default ``"tinyzero"``), ``split`` (default ``"train"``), ``tier`` (one difficulty
+    tier) or ``curriculum`` (a :class:`~countdown_gym.curriculum.Curriculum`, or ``"adaptive"``), ``seed`` and
+    ``num_generations`` (GRPOConfig's: each GRPO group plays one problem) choose the problems a row without
+    ``numbers``/``target`` gets; environments built with the same arguments share one :class:`ProblemDraw`, so
+    ``environment_factory=functools.partial(CountdownToolEnv, preset="tinyzero", num_generations=8)`` gives every
+    group of a batch its own problem. A row with ``numbers`` and ``target`` is always played as it is. One process:
+    with several (``accelerate launch``) each draws on its own.
+
     Example:
         >>> env = CountdownToolEnv()
         >>> env.reset(numbers=[6, 2, 5, 3], target=8).startswith("Countdown: reach the target 8 from the numbers [6,2,5,3].")
@@ -103,22 +196,41 @@ class CountdownToolEnv:
         1.0
     """
 
-    def __init__(self, max_turns: int = DEFAULT_MAX_TURNS, max_turn_chars: int = 200) -> None:
+    def __init__(self, max_turns: int = DEFAULT_MAX_TURNS, max_turn_chars: int = 200, *, preset: str | None = None,
+                 split: str | None = None, tier: str | None = None, curriculum: Curriculum | str | None = None,
+                 seed: int | None = None, num_generations: int | None = None) -> None:
         for name, value in (("max_turns", max_turns), ("max_turn_chars", max_turn_chars)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         self.max_turns = max_turns
         self.max_turn_chars = max_turn_chars
+        draws = (preset, split, tier, curriculum, seed, num_generations)
+        self.draw: ProblemDraw | None = None
+        if any(x is not None for x in draws):
+            self.draw = ProblemDraw.shared(preset, split or "train", tier, curriculum, 0 if seed is None else seed,
+                                           1 if num_generations is None else num_generations)
+        self._reported = True
         self.problem: Problem | None = None
         self.episode: TurnEpisode | None = None
         self.transitions: list[dict[str, Any]] = []
         self.calls: list[tuple[str, str, str]] = []
 
     def reset(self, **row: Any) -> str:
-        """Start the episode of a dataset row (``numbers``, ``target``, optional ``rules``: JSON, dict or
-        preset name; other columns such as ``prompt`` are ignored) and return the puzzle text."""
+        """Start the episode of a dataset row (``numbers``, ``target``, optional ``rules``: JSON, dict, struct or
+        preset name; other columns such as ``prompt`` are ignored), or of the next drawn problem for a row without
+        them, and return the puzzle text."""
+        self._report()
         problem = _problem_from_row(row)
+        if problem is None:
+            if self.draw is None:
+                raise ValueError(
+                    f"a Countdown dataset row needs 'numbers' and 'target' columns (make_dataset builds them), got a row "
+                    f"with columns {sorted(row)}; without a dataset, build the environment with the problems to draw: "
+                    "functools.partial(CountdownToolEnv, preset='tinyzero', num_generations=<GRPOConfig's>)"
+                )
+            problem = self.draw.next()
         self.problem = problem
+        self._reported = False
         self.episode = TurnEpisode(problem, max_turns=self.max_turns, max_turn_chars=self.max_turn_chars)
         self.transitions = []
         self.calls = []
@@ -142,12 +254,12 @@ class CountdownToolEnv:
         self.calls.append((tool, text, res.reply))
         return res.reply
 
-    def move(self, a: int | str, op: str, b: int | str) -> str:
+    def move(self, a: int | str, op: Op, b: int | str) -> str:
         """Combine two of your numbers with one operation; the game computes the result.
 
         Args:
             a: The first operand, a number you have now (e.g. 37; a fraction as a string, e.g. "3/2").
-            op: The operation. (choices: ["+", "-", "*", "/"])
+            op: The operation.
             b: The second operand, another number you have now.
 
         Returns:
@@ -198,8 +310,43 @@ class CountdownToolEnv:
         return None if self.episode is None else self.episode.state
 
     def get_reward(self) -> float:
-        """The verifier's reward of the episode: 1.0 when solved, else 0.0 (also when the model stopped early)."""
+        """The verifier's reward of the episode: 1.0 when solved, else 0.0 (also when the model stopped early).
+
+        With a :class:`ProblemDraw`, the outcome also goes back to it (an adaptive curriculum learns from it)."""
+        self._report()
         return 1.0 if self.solved else 0.0
+
+    def _report(self) -> None:
+        if self.draw is not None and not self._reported and self.problem is not None:
+            self.draw.episode_end(self.problem, self.solved)
+        self._reported = True
+
+
+# ---- the tools' one source of JSON schemas ---------------------------------------------------------------
+
+
+def tool_functions(env: CountdownToolEnv | None = None) -> dict[str, Callable[..., str]]:
+    """The typed tool functions (``env``'s bound methods, by name): the one source every adapter's schemas come from.
+
+    TRL shows the model their ``transformers.utils.get_json_schema``; verl's tool config is
+    :func:`tool_json_schema`; the verifiers tool environment hands them to verifiers' own converter.
+    """
+    env = CountdownToolEnv() if env is None else env
+    return {name: getattr(env, name) for name in TOOL_NAMES}
+
+
+def tool_json_schema(name: str) -> dict[str, Any]:
+    """The OpenAI function schema of one tool, as TRL derives it (``transformers.utils.get_json_schema`` of the typed
+    function), without the ``return`` entry an OpenAI schema has no field for. Needs ``transformers``."""
+    if name not in TOOL_NAMES:
+        raise ValueError(f"unknown Countdown tool {name!r}; choose one of {list(TOOL_NAMES)}")
+    try:
+        from transformers.utils import get_json_schema
+    except ImportError:
+        raise ImportError("the Countdown tools' JSON schemas are derived with transformers.utils.get_json_schema, as "
+                          "TRL does: pip install 'countdown-gym[llm]' (or the verl extra)") from None
+    schema = get_json_schema(tool_functions()[name])
+    return {"type": "function", "function": {k: v for k, v in schema["function"].items() if k != "return"}}
 
 
 # ---- dense reward functions (TRL reward_funcs) ------------------------------------------------------
@@ -279,6 +426,6 @@ def make_dataset(problems: Iterable[ProblemLike]) -> Any:
 
 
 __all__ = [
-    "TOOL_ERRORS", "TOOL_NAMES", "CountdownToolEnv", "critic_reward", "dataset_row", "make_dataset",
-    "oracle_reward", "tool_prompt",
+    "TOOL_ERRORS", "TOOL_NAMES", "CountdownToolEnv", "Op", "ProblemDraw", "critic_reward", "dataset_row", "make_dataset",
+    "oracle_reward", "tool_functions", "tool_json_schema", "tool_prompt",
 ]

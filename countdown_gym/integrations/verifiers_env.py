@@ -16,6 +16,11 @@ environments ``SingleTurnEnv`` / ``MultiTurnEnv`` are this interface; 0.4 droppe
   turn per message (``a op b``, ``undo``, ``give up``), the environment answers the game's reply line;
   the rollout ends when the game does. The rubric replays the turns: ``solved`` (1.0 for a win), the
   oracle terms over the game's transition records, ``invalid_turns`` (a metric).
+* ``mode="tools"``: a :class:`CountdownToolsEnv` (``verifiers.ToolEnv``) for tool-calling models: the tools
+  ``move(a, op, b)``, ``undo()``, ``give_up()``, ``numbers()`` of the TRL adapter
+  (:func:`~countdown_gym.integrations.trl_env.tool_functions`, the one source of their JSON schemas, converted by
+  verifiers itself); each call is played on the row's game and answered with its reply line. The rubric:
+  ``solved`` (weight 1), ``oracle``, ``oracle_perfect``, ``invalid_turns``.
 
 Each row's ``info`` holds the problem (``numbers``, ``target``, ``rules`` as JSON); ``answer`` a
 reference solution (:func:`~countdown_gym.solve`). Guide: ``docs/integrations.md``.
@@ -38,6 +43,7 @@ if not hasattr(vf, "MultiTurnEnv"):  # verifiers 0.4 replaced the classic enviro
 from countdown_gym.envs.problem_source import problem_from_columns
 from countdown_gym.integrations import format_score, oracle_score
 from countdown_gym.integrations.trl import replay
+from countdown_gym.integrations.trl_env import CountdownToolEnv, tool_functions, tool_prompt
 from countdown_gym.problem import Problem
 from countdown_gym.solver import solve
 from countdown_gym.splits import load_split
@@ -46,7 +52,7 @@ from countdown_gym.turn_format import TURN_PROMPT_STYLES, turn_prompt
 from countdown_gym.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnReplay, replay_turns
 from countdown_gym.verifier import message_content, message_field, verify
 
-MODES: tuple[str, ...] = ("single-turn", "multi-turn")
+MODES: tuple[str, ...] = ("single-turn", "multi-turn", "tools")
 
 
 def _problem(info: Mapping[str, Any]) -> Problem:
@@ -175,6 +181,92 @@ def multi_turn_rubric(oracle_weight: float = 0.0, oracle_perfect_weight: float =
                      weights=[1.0, float(oracle_weight), float(oracle_perfect_weight), 0.0])
 
 
+# --- tools -----------------------------------------------------------------------------------
+
+
+def _tool_calls(messages: Any) -> list[tuple[str, str, Any]]:
+    """``(id, name, arguments JSON)`` of every tool call in the assistant messages, in order."""
+    calls = []
+    for m in list(messages):
+        if message_field(m, "role") != "assistant":
+            continue
+        for c in message_field(m, "tool_calls") or []:
+            fn = message_field(c, "function")  # an OpenAI-style dict, or verifiers' ToolCall
+            name = message_field(fn, "name") if fn is not None else message_field(c, "name")
+            args = message_field(fn, "arguments") if fn is not None else message_field(c, "arguments")
+            calls.append((message_field(c, "id"), name, args))
+    return calls
+
+
+def play_tools(info: Mapping[str, Any], messages: Any, max_turns: int = DEFAULT_MAX_TURNS) -> tuple[CountdownToolEnv, list[str]]:
+    """The row's game with every tool call of ``messages`` played in order (the one source of truth of a rollout),
+    and each call's reply; a call of no known tool, or with unreadable arguments, is answered with an error."""
+    env = CountdownToolEnv(max_turns=max_turns)
+    problem = _problem(info)
+    env.reset(numbers=list(problem.numbers), target=problem.target, rules=problem.rules.to_dict())
+    tools, replies = tool_functions(env), []
+    for _, name, args in _tool_calls(messages):
+        try:
+            kwargs = json.loads(args) if isinstance(args, str) else dict(args or {})
+            if name not in tools or not isinstance(kwargs, dict):
+                raise ValueError(f"unknown tool {name!r}" if name not in tools else "arguments must be a JSON object")
+            replies.append(tools[name](**kwargs))
+        except (TypeError, ValueError) as exc:  # a bad call is an answer the model reads, never a crash
+            replies.append(f"error bad_call: {exc}")
+    return env, replies
+
+
+class CountdownToolsEnv(vf.ToolEnv):
+    """The game for tool-calling models (``verifiers.ToolEnv``): every call is played on the row's game (the calls so
+    far are replayed: one source of truth) and answered with the game's reply; the rollout ends when the game does or
+    the model answers without a tool call."""
+
+    def __init__(self, game_max_turns: int = DEFAULT_MAX_TURNS, **kwargs: Any) -> None:
+        if isinstance(game_max_turns, bool) or not isinstance(game_max_turns, int) or game_max_turns < 1:
+            raise ValueError(f"max_turns must be an int >= 1, got {game_max_turns!r}")
+        self.game_max_turns = game_max_turns
+        # verifiers converts the typed tool functions to its tool definitions itself
+        super().__init__(tools=list(tool_functions().values()), max_turns=game_max_turns + 1, **kwargs)
+
+    async def env_response(self, messages: Any, state: Any, **kwargs: Any) -> Any:
+        calls = _tool_calls(messages)
+        env, replies = play_tools(state["info"], messages, self.game_max_turns)
+        new = list(messages)[-1]
+        n = len(message_field(new, "tool_calls") or [])
+        response = [vf.ToolMessage(tool_call_id=str(cid), content=reply)
+                    for (cid, _, _), reply in zip(calls[-n:] if n else [], replies[-n:] if n else [], strict=True)]
+        if env.episode is not None and env.episode.done:
+            state["final_env_response"] = response
+        return response
+
+
+def tools_rubric(oracle_weight: float = 0.0, oracle_perfect_weight: float = 0.0,
+                 max_turns: int = DEFAULT_MAX_TURNS) -> Any:
+    """The tool game's outcome: ``solved`` (weight 1), the oracle terms over its transition records (metrics unless
+    weighted), ``invalid_turns`` (a metric)."""
+
+    def game(completion: Any, info: Mapping[str, Any]) -> CountdownToolEnv:
+        return play_tools(info, completion, max_turns)[0]
+
+    def solved(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
+        """1.0 if the tool calls reached the target, else 0.0."""
+        return game(completion, info).get_reward()
+
+    def tool_oracle(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
+        return oracle_score(game(completion, info), "reachable")
+
+    def tool_oracle_perfect(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
+        return oracle_score(game(completion, info), "perfect")
+
+    def invalid_turns(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
+        ep = game(completion, info).episode
+        return float(ep.invalid_turns) if ep is not None else 0.0
+
+    tool_oracle.__name__, tool_oracle_perfect.__name__ = "oracle", "oracle_perfect"
+    return vf.Rubric(funcs=[solved, tool_oracle, tool_oracle_perfect, invalid_turns],
+                     weights=[1.0, float(oracle_weight), float(oracle_perfect_weight), 0.0])
+
+
 # --- the entry point --------------------------------------------------------------------------
 
 
@@ -196,7 +288,7 @@ def load_environment(
     """A ``verifiers`` environment of a frozen split (``preset``; train rows from ``train_split``, eval rows
     from ``eval_split``; ``num_*_examples=-1`` = all).
 
-    ``mode``: ``"single-turn"`` or ``"multi-turn"``. ``prompt_style``: single-turn, one of
+    ``mode``: ``"single-turn"``, ``"multi-turn"`` or ``"tools"``. ``prompt_style``: single-turn, one of
     ``text_format.PROMPT_STYLES`` (default ``"tinyzero"``, whose system prompt is used unless
     ``system_prompt`` is given); multi-turn, one of ``turn_format.TURN_PROMPT_STYLES`` (default
     ``"instruct"``). ``*_weight``: the dense terms' weights next to the outcome's 1.0. Other keyword
@@ -223,6 +315,21 @@ def load_environment(
             rubric=single_turn_rubric(format_weight, oracle_weight, oracle_perfect_weight),
             **kwargs,
         )
+    if mode == "tools":
+        if prompt_style is not None:
+            raise ValueError("mode='tools' has one prompt (the tool-calling puzzle text); leave prompt_style unset")
+
+        def tools_prompt(p: Problem) -> list[dict[str, str]]:
+            return [{"role": "user", "content": tool_prompt(p, max_turns)}]
+
+        return CountdownToolsEnv(
+            game_max_turns=max_turns,
+            dataset=_dataset(train, tools_prompt) if train else None,
+            eval_dataset=_dataset(test, tools_prompt) if test else None,
+            system_prompt=system_prompt,
+            rubric=tools_rubric(oracle_weight, oracle_perfect_weight, max_turns),
+            **kwargs,
+        )
     style = prompt_style or "instruct"
     if style not in TURN_PROMPT_STYLES:
         raise ValueError(f"unknown multi-turn prompt_style {style!r}; choose one of {list(TURN_PROMPT_STYLES)}")
@@ -240,5 +347,5 @@ def load_environment(
     )
 
 
-__all__ = ["MODES", "CountdownTurnEnv", "agent_turns", "correct", "load_environment", "multi_turn_rubric", "play",
+__all__ = ["MODES", "CountdownToolsEnv", "CountdownTurnEnv", "play_tools", "tools_rubric", "agent_turns", "correct", "load_environment", "multi_turn_rubric", "play",
            "row", "single_turn_rubric"]

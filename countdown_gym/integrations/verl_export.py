@@ -6,8 +6,9 @@
 writes ``<out>/<preset>/<split>.parquet`` (train, validation, test by default). One row per problem:
 
 * ``data_source``: ``"countdown_gym/<preset>"``
-* ``prompt``: chat messages ``[{"role": "user", "content": <prompt>}]``
-  (``countdown_gym.text_format.build_prompt`` in the chosen style)
+* ``prompt``: chat messages (``countdown_gym.text_format.chat_messages`` in the chosen style: one user message
+  holding ``build_prompt``; ``tinyzero``: TinyZero's system message and question). They end with the user's turn:
+  verl renders them with ``add_generation_prompt=True``, which opens the assistant turn once
 * ``ability``: ``"math"``
 * ``reward_model``: ``{"style": "rule", "ground_truth": {"numbers": [...], "target": t, "rules": "<json>"}}``
 * ``extra_info``: ``{"split", "index", "id", "preset", "prompt_style"}``
@@ -32,7 +33,7 @@ from countdown_gym.integrations.verl import DATA_SOURCE_PREFIX, ground_truth
 from countdown_gym.integrations.verl_multiturn import dump_tool_config, tool_rows
 from countdown_gym.problem import Problem
 from countdown_gym.splits import SPLIT_SPEC, SPLITS, load_split
-from countdown_gym.text_format import PROMPT_STYLES, build_prompt
+from countdown_gym.text_format import PROMPT_STYLES, chat_messages
 from countdown_gym.turn_game import DEFAULT_MAX_TURNS
 
 TOOL_CONFIG = "countdown_tools.yaml"
@@ -43,7 +44,7 @@ def verl_rows(problems: list[Problem], preset: str, split: str, prompt_style: st
     return [
         {
             "data_source": DATA_SOURCE_PREFIX + preset,
-            "prompt": [{"role": "user", "content": build_prompt(p, prompt_style)}],
+            "prompt": chat_messages(p, prompt_style),
             "ability": "math",
             "reward_model": {"style": "rule", "ground_truth": ground_truth(p)},
             "extra_info": {"split": split, "index": i, "id": p.id or "", "preset": preset, "prompt_style": prompt_style},

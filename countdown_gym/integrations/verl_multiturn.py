@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
 
-from countdown_gym.integrations.trl_env import tool_prompt, turn_operand
+from countdown_gym.integrations.trl_env import TOOL_NAMES, tool_json_schema, tool_prompt, turn_operand
 from countdown_gym.integrations.verl import DATA_SOURCE_PREFIX, problem_from_ground_truth
 from countdown_gym.problem import Problem
 from countdown_gym.rules import format_number
@@ -59,37 +59,14 @@ except ImportError:  # verl absent: the same signatures, no verl behaviour to im
 
 TURNS_KEY = "countdown_turns"
 """The key of ``agent_data.extra_fields`` (and of the reward's ``extra_info``) holding the turns played."""
-ACTIONS: tuple[str, ...] = ("move", "undo", "give_up", "numbers")
-
-_SCHEMAS: dict[str, dict[str, Any]] = {
-    "move": {
-        "description": "Combine two of your numbers with one operation; the game computes the result and answers "
-                       "'= result [numbers now]' (ending with 'solved' or 'miss' when one number is left) or "
-                       "'error <reason> [numbers]' when the move is illegal (nothing is applied).",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "a": {"type": "string", "description": "a number you have now, e.g. 37 (a fraction as 3/2)"},
-                "op": {"type": "string", "enum": ["+", "-", "*", "/"], "description": "the operation"},
-                "b": {"type": "string", "description": "another number you have now"},
-            },
-            "required": ["a", "op", "b"],
-        },
-    },
-    "undo": {"description": "Take back your last move; the game answers 'undone [numbers now]'.",
-             "parameters": {"type": "object", "properties": {}, "required": []}},
-    "give_up": {"description": "Stop playing; the episode ends unsolved.",
-                "parameters": {"type": "object", "properties": {}, "required": []}},
-    "numbers": {"description": "Show the numbers in play, the target and the turns left (does not use a turn).",
-                "parameters": {"type": "object", "properties": {}, "required": []}},
-}  # fmt: skip
-
+ACTIONS: tuple[str, ...] = TOOL_NAMES
 
 def tool_schema(action: str) -> dict[str, Any]:
-    """The OpenAI function schema of one tool (``move``, ``undo`` or ``give_up``)."""
+    """The OpenAI function schema of one tool: derived from the typed tool functions exactly as TRL derives it
+    (:func:`~countdown_gym.integrations.trl_env.tool_json_schema`, ``transformers.utils.get_json_schema``)."""
     if action not in ACTIONS:
         raise ValueError(f"unknown Countdown tool action {action!r}; choose one of {list(ACTIONS)}")
-    return {"type": "function", "function": {"name": action, **_SCHEMAS[action]}}
+    return tool_json_schema(action)
 
 
 def tool_config(max_turns: int = DEFAULT_MAX_TURNS) -> dict[str, Any]:

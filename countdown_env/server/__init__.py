@@ -1,0 +1,1 @@
+"""countdown-gym's OpenEnv server entry point (:mod:`server.app`)."""

@@ -1,0 +1,51 @@
+"""countdown-gym's OpenEnv entry point: ``app`` (``openenv.yaml``: ``server.app:app``) and ``main()``.
+
+``app`` serves what ``countdown-gym serve`` would with the same options, read from environment variables
+``COUNTDOWN_<OPTION>`` (``COUNTDOWN_ENV=Countdown-v0``, ``COUNTDOWN_PRESET=tinyzero``, ``COUNTDOWN_MAX_TURNS=8``...;
+the flags of ``countdown-gym serve --help``), so a container is configured with ``docker run -e`` or
+``from_docker_image(..., env_vars={...})``. ``main()`` is ``countdown-gym serve`` itself (its flags).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from typing import Any
+
+from countdown_gym.dataclass_cli import parse
+from countdown_gym.integrations.openenv.server import make_app
+from countdown_gym.integrations.openenv_serve import ServeOptions
+from countdown_gym.integrations.openenv_serve import main as serve_main
+
+PREFIX = "COUNTDOWN_"
+PROG = "server.app"
+
+
+def options_from_environment(environ: dict[str, str] | None = None) -> ServeOptions:
+    """The serve options set by ``COUNTDOWN_<OPTION>`` variables (the others keep their defaults)."""
+    environ = os.environ if environ is None else environ
+    argv: list[str] = []
+    for f in dataclasses.fields(ServeOptions):
+        value = environ.get(PREFIX + f.name.upper())
+        if value is not None:
+            argv += ["--" + f.name.replace("_", "-"), value]
+    return parse(ServeOptions, argv, prog=f"{PROG} ({PREFIX}* variables)")
+
+
+def build_app(opts: ServeOptions) -> Any:
+    """The app ``countdown-gym serve`` runs for ``opts`` (a FastAPI app: openenv-core's ``create_app``)."""
+    return make_app(opts.env, max_sessions=opts.max_sessions, max_episodes=opts.max_episodes,
+                    max_body_bytes=opts.max_body_bytes, **opts.env_kwargs())
+
+
+app = build_app(options_from_environment())
+
+
+def main() -> int:
+    """``uv run --project . server [flags]``: ``countdown-gym serve`` with the same flags."""
+    return serve_main(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
