@@ -34,13 +34,17 @@ class Step:
 
     ``last[r]`` is row r's last (or only) token; ``prefix`` holds the tokens before it of the rows that feed more
     than one (``prefix_rows[i]`` names the row of ``prefix[i]``, in order, rows in increasing order);
-    ``advance[r]`` is False for a row that feeds its one token without keeping it.
+    ``advance[r]`` is False for a row that feeds its one token without keeping it. ``block_rows`` (the rows with a
+    prefix, increasing) and ``width`` (their longest prefix) are known to the caller: passing them spares a read
+    of the device.
     """
 
     last: torch.Tensor
     advance: torch.Tensor
     prefix: torch.Tensor | None = None
     prefix_rows: torch.Tensor | None = None
+    block_rows: torch.Tensor | None = None
+    width: int = 0
 
 
 class DirectDecoder:
@@ -165,8 +169,8 @@ class DirectDecoder:
         keys = torch.arange(max_len, device=device)  # attention reads the cache up to the longest row only
         last_mask = (keys[None, :] <= last_pos[:, None])[:, None, None, :]
         if n_pre:
-            s_rows = torch.nonzero(counts, as_tuple=False)[:, 0]
-            width = int(counts.max())  # a host read, one per step that feeds a block
+            s_rows = step.block_rows if step.block_rows is not None else torch.nonzero(counts, as_tuple=False)[:, 0]
+            width = step.width or int(counts.max())
             slot = torch.arange(n_pre, device=device) - start[pre_rows]
             s_index = torch.searchsorted(s_rows, pre_rows)
             q_pos = torch.full((s_rows.numel(), width), -1, dtype=torch.long, device=device)
@@ -244,7 +248,7 @@ class HFDecoder:
             width = 1
         else:
             counts = torch.bincount(step.prefix_rows, minlength=rows)
-            width = int(counts.max()) + 1
+            width = (step.width or int(counts.max())) + 1
         n = counts + 1
         ids = torch.full((rows, width), self.pad, dtype=torch.long, device=device)
         mask = (torch.arange(width, device=device)[None, :] >= (width - n)[:, None]).long()

@@ -191,6 +191,9 @@ class Engine:
             if prefix:
                 step.prefix = torch.tensor(prefix, dtype=torch.long, device=device)
                 step.prefix_rows = torch.tensor(prefix_rows, dtype=torch.long, device=device)
+                with_prefix = [r for r in fed if len(blocks[r]) > 1]
+                step.block_rows = torch.tensor(with_prefix, dtype=torch.long, device=device)
+                step.width = max(len(blocks[r]) for r in with_prefix) - 1
             logits = dec.forward(step, max(bound) + 1)  # + 1: a waiting row writes one past its end
             if blocks:
                 writing[idx] = True
