@@ -25,7 +25,15 @@ import shlex
 import sys
 from pathlib import Path
 
-from countdown_gym.leaderboard.score import Rejection, Scores, plot, render_markdown, score_directory, score_file
+from countdown_gym.leaderboard.score import (
+    Rejection,
+    Scores,
+    plain_text,
+    plot,
+    render_markdown,
+    score_directory,
+    score_file,
+)
 from countdown_gym.splits import SPLIT_SPEC, SPLITS
 from countdown_gym.turn_game import DEFAULT_MAX_TURNS
 
@@ -50,14 +58,14 @@ def _leaderboard_dir(path: str) -> Path:
 
 def _summary(r: Scores | Rejection) -> str:
     if isinstance(r, Rejection):
-        return f"REJECTED {r.path}: {r.reason}"
+        return f"REJECTED {r.path}: {plain_text(r.reason)}"
     passk = f", pass@{r.k} {r.pass_at_k:.3f}" if r.pass_at_k is not None else ""
     inv = f", invalid steps {r.invalid_step_rate:.3f}" if r.invalid_step_rate is not None else ""
     line = (
-        f"{r.path}: {r.header['agent']} on {r.header['preset']}/{r.header['split']}: pass@1 {r.pass_at_1:.3f}{passk}, "
+        f"{r.path}: {plain_text(r.header['agent'])} on {r.header['preset']}/{r.header['split']}: pass@1 {r.pass_at_1:.3f}{passk}, "
         f"per-sample {r.per_sample:.3f}{inv}, mean length {r.mean_length:.0f}"
     )
-    return line + "".join(f"\n  note: {n}" for n in r.claim_notes)
+    return line + "".join(f"\n  note: {plain_text(n)}" for n in r.claim_notes)
 
 
 def cmd_score(args: argparse.Namespace) -> int:
@@ -79,7 +87,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     d = _leaderboard_dir(args.dir)
     results = score_directory(d / SUBMISSIONS)
-    problems = [f"rejected: {r.path}: {r.reason}" for r in results if isinstance(r, Rejection)]
+    problems = [f"rejected: {r.path}: {plain_text(r.reason)}" for r in results if isinstance(r, Rejection)]
     expected = render_markdown(results, d, PNG)
     md = d / MARKDOWN
     if not md.exists():
