@@ -407,15 +407,18 @@ def write_submission(
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    with tmp.open("w", encoding="utf-8", newline="\n") as f:
-        for obj in [header, *lines]:
-            f.write(json.dumps(obj, separators=(",", ":")) + "\n")  # ASCII: any str round-trips
     try:
-        read_submission(tmp)
-    except SubmissionError as e:
-        tmp.unlink()
-        raise SubmissionError(out, e.reason) from None
-    os.replace(tmp, out)
+        with tmp.open("w", encoding="utf-8", newline="\n") as f:
+            for obj in [header, *lines]:
+                f.write(json.dumps(obj, separators=(",", ":")) + "\n")  # ASCII: any str round-trips
+        try:
+            read_submission(tmp)
+        except SubmissionError as e:
+            raise SubmissionError(out, e.reason) from None
+        os.replace(tmp, out)
+    finally:
+        if tmp.is_file():  # a failed write or check leaves nothing behind
+            tmp.unlink()
     return out
 
 
