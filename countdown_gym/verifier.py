@@ -9,7 +9,9 @@ on a completion and runs in time linear in its length. Decisions and reason code
 
 from __future__ import annotations
 
+import itertools
 import re
+import reprlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -319,17 +321,19 @@ def is_chat_messages(value: Any) -> bool:
 
 
 def message_content(message: Any) -> str:
-    """The text of one chat message: its ``content`` string, or the ``text`` of its text parts
-    (``[{"type": "text", "text": ...}, ...]``, joined); no content (a tool call alone) is ``""``."""
+    """The text of one chat message: its ``content`` string, or the ``text`` strings of its text parts
+    (``[{"type": "text", "text": ...}, ...]``, joined); no content (a tool call alone) is ``""``.
+
+    Content of any other type (a dict, a number), and a part whose ``text`` is not a string, is not text: it
+    counts as ``""`` (never ``str()``-ed, so answer tags inside a dict's repr are not read)."""
     content = message_field(message, "content")
-    if content is None:
-        return ""
     if isinstance(content, str):
         return content
     if isinstance(content, (list, tuple)):
-        return "".join(str(message_field(part, "text") or "") for part in content
-                       if not isinstance(part, str) and (message_field(part, "type") or "text") == "text")
-    return str(content)
+        texts = (message_field(part, "text") for part in content
+                 if not isinstance(part, str) and (message_field(part, "type") or "text") == "text")
+        return "".join(t for t in texts if isinstance(t, str))
+    return ""
 
 
 def completion_text(completion: str | Sequence[Any]) -> str | None:
@@ -345,6 +349,31 @@ def completion_text(completion: str | Sequence[Any]) -> str | None:
                 return message_content(message)
         return ""
     return None
+
+
+class _ShortRepr(reprlib.Repr):
+    """``reprlib``'s bounded repr (a few items, two levels deep) without sorting a dict's or set's keys first."""
+
+    def repr_dict(self, x: dict, level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{...}"
+        items = [f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}" for k, v in itertools.islice(x.items(), self.maxdict)]
+        return "{" + ", ".join(items) + (", ...}" if len(x) > self.maxdict else "}")
+
+
+_SHORT_REPR = _ShortRepr()
+_SHORT_REPR.maxlevel, _SHORT_REPR.maxstring, _SHORT_REPR.maxother, _SHORT_REPR.maxlong = 2, 40, 40, 40
+
+
+def _describe(value: Any) -> str:
+    """The type and the first few items of ``value``, in time and memory independent of its size or depth."""
+    try:
+        shown = _SHORT_REPR.repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__, an int too long to print: the type alone
+        shown = "..."
+    return f"{type(value).__name__} {shown[:80]}"
 
 
 def verify(problem: Problem, completion: str | Sequence[Any], rules: Rules | None = None) -> Verdict:
@@ -369,7 +398,7 @@ def verify(problem: Problem, completion: str | Sequence[Any], rules: Rules | Non
     text = completion_text(completion)
     if text is None:
         return Verdict(False, "invalid_input", f"the completion must be a str or a list of chat messages "
-                       f"({{'role': ..., 'content': ...}}), got {type(completion).__name__} {completion!r:.80}")
+                       f"({{'role': ..., 'content': ...}}), got {_describe(completion)}")
     if not text and not isinstance(completion, (str, bytes, bytearray)):
         return Verdict(False, "no_answer", "the conversation has no assistant message with text")
     ex = extract_answer(text)
