@@ -3,6 +3,7 @@ links or reverse, and entries of the submissions folder that are not regular fil
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -11,6 +12,8 @@ from pathlib import Path
 import cmarkgfm
 import pytest
 from cmarkgfm.cmark import Options
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from countdown_gym.leaderboard import Rejection, Scores, render_markdown, score_directory
 from countdown_gym.leaderboard.__main__ import main as lb_main
@@ -114,3 +117,69 @@ def test_links_fifos_dangling_links_and_folders_are_listed_as_rejected(board, tm
     md = render_markdown(list(score_directory(board)), board.parent, None)
     assert "etc/passwd" not in md and "`submissions/passwd.longproc-0.5k.test.jsonl`" in md
     assert md.count("\n- `submissions/") == 4
+
+
+# ---- properties (derandomised in CI: tests/conftest.py) ----------------------------------------------------------
+
+INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u202e", "\u2066", "\u180e", "\ufe0f"]
+SPACE = [" ", "\t", "\u00a0", "\u3000", "\u2003"]
+
+
+@st.composite
+def look_alike(draw, base: str) -> str:
+    """``base`` with some letters in the other case, some ASCII characters full-width, invisible characters put in
+    and spaces around it."""
+    out = []
+    for c in base:
+        if draw(st.booleans()) and c.swapcase().casefold() == c.casefold():
+            c = c.swapcase()
+        c = "".join(chr(ord(x) + 0xFEE0) if "!" <= x <= "~" and draw(st.booleans()) else x for x in c)  # full-width
+        out.append(c + "".join(draw(st.lists(st.sampled_from(INVISIBLE), max_size=2))))
+    lead, trail = (draw(st.text(st.sampled_from(SPACE), max_size=3)) for _ in range(2))
+    return lead + "".join(draw(st.lists(st.sampled_from(INVISIBLE), max_size=2))) + "".join(out) + trail
+
+
+NAME = st.text(st.characters(categories=["L", "N"], include_characters="-_. "), min_size=1, max_size=30).filter(
+    lambda s: s.strip())
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), base=NAME)
+def test_names_differing_in_case_width_invisible_characters_or_surrounding_space_collide(data, base):
+    other = data.draw(look_alike(base))
+    assert agent_key(other) == agent_key(base), (base, other)
+
+
+@pytest.fixture(scope="module")
+def two_answer_submission(tmp_path_factory) -> Path:
+    """tinyzero/validation with two answers a problem: right, wrong, malformed or moves-free, in a varied mix."""
+    from countdown_gym import load_split, solve
+    from countdown_gym.leaderboard import write_submission
+
+    answers = []
+    for i, p in enumerate(load_split("tinyzero", "validation")):
+        right = f"<answer>{solve(p, limit=1)[0]}</answer>"
+        answers.append([[right, "<answer>1+1</answer>", "no answer", f"<think>{i}</think>{right}"][i % 4],
+                        [right, "<answer>(((</answer>"][i % 3 == 0]])
+    return write_submission(tmp_path_factory.mktemp("lb") / "mix.tinyzero.validation.jsonl", preset="tinyzero",
+                            split="validation", answers=answers, sampling={"k": 2, "temperature": 1.0}, agent="mix",
+                            authors="t", model="m", model_size="0", method="m", reward_variant="none", compute="-",
+                            command="-")
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(order=st.permutations(range(200)))
+def test_reordering_a_submissions_lines_changes_neither_its_scores_nor_its_rank(two_answer_submission, tmp_path, order):
+    from countdown_gym.leaderboard import score_file
+    from countdown_gym.leaderboard.score import ranked
+
+    lines = two_answer_submission.read_text(encoding="utf-8").splitlines(keepends=True)
+    shuffled = tmp_path / "mix.tinyzero.validation.jsonl"
+    shuffled.write_text(lines[0] + "".join(lines[1 + i] for i in order), encoding="utf-8")
+    a, b = score_file(two_answer_submission), score_file(shuffled)
+    assert isinstance(a, Scores) and isinstance(b, Scores)
+    fields = ("pass_at_1", "pass_at_k", "per_sample", "invalid_step_rate", "mean_length", "num_answers", "failure_reasons")
+    assert {f: getattr(a, f) for f in fields} == {f: getattr(b, f) for f in fields}
+    rival = dataclasses.replace(a, header={**a.header, "agent": "rival"}, pass_at_1=a.pass_at_1 - 1e-12)
+    for board in ([a, rival], [b, rival]):
+        assert [(rank, s.header["agent"]) for rank, s in ranked(board)[("tinyzero", "validation")]] == [(1, "mix"), (1, "rival")]
