@@ -4,10 +4,13 @@
     text = help_text(Options)                  # what --help prints
     argv = to_argv(opts)                       # the flags that rebuild ``opts`` (its non-default fields)
     changed_options(saved, opts, allowed)      # ["--lr 0.001 (now 0.01)"]: what a --resume would change
+    code = run(Options, argv, command, prog=p) # a command's exit code: 0, 1 from command(opts), 2 usage error
+    code = dispatch(prog, commands, argv)      # a command made of commands (countdown-gym, ... leaderboard)
 
-This module is public API (``docs/DESIGN.md``): the training, evaluation and benchmark scripts of
-``baselines/``, ``critics/`` and ``benchmarks/`` and ``countdown-gym serve`` take their options
-through it, and so can a user's own script. The parsing, the help and the error messages are
+This module is public API (``docs/DESIGN.md``): every ``countdown-gym`` command and the training,
+evaluation, benchmark and export scripts of ``baselines/``, ``critics/``, ``benchmarks/`` and ``scripts/``
+take their options through it (one help layout, one usage-error form: :func:`usage_error`), and so can a
+user's own script. The parsing, the help and the error messages are
 tyro's (``tyro.cli``); this module adds what tyro does not do: the flag spellings the project's
 commands have always used, the resume check (:func:`changed_options`) and :func:`to_argv`.
 

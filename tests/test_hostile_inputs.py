@@ -19,8 +19,9 @@ from countdown_gym.verifier import REASONS
 PROBLEM = Problem((21, 16, 17, 26), 46)
 RIGHT = "<answer>21 + 16 - 17 + 26</answer>"
 VERIFY_CPU_LIMIT = 0.050
-"""The bound of the property test: CPU seconds of one verify() call on any JSON-like value up to 1 MB. Measured:
-under 5 ms on every example (`python -m pytest tests/test_hostile_inputs.py -k verify_never -s` prints the slowest)."""
+"""The bound of the property test: CPU seconds (this thread's, so other work on a shared machine does not count) of
+one verify() call on any JSON-like value up to 1 MB. Measured: the slowest of 80 examples took 16-17 ms in two random
+runs and 4 ms with the CI profile (`python -m pytest tests/test_hostile_inputs.py -k verify_never -s` prints it)."""
 
 
 def nested(depth: int, leaf=None, kind=list):
