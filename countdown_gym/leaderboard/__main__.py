@@ -134,14 +134,14 @@ class SubmitOptions:
                              f"policy's own distribution), got {self.temperature}")
 
 
-class UsageError(ValueError):
-    """The command line is wrong: exit code 2 with the command's usage."""
+class _BadCommandLine(ValueError):
+    """The command line is wrong, found while running: reported by dataclass_cli.usage_error (exit code 2)."""
 
 
 def _leaderboard_dir(path: str) -> Path:
     d = Path(path)
     if not (d / SUBMISSIONS).is_dir():
-        raise UsageError(f"{d / SUBMISSIONS} is not a directory; run from the repository root or pass --dir")
+        raise _BadCommandLine(f"{d / SUBMISSIONS} is not a directory; run from the repository root or pass --dir")
     return d
 
 
@@ -241,7 +241,7 @@ def _load(loader, *a, **kw):
     try:
         return loader(*a, **kw)
     except (ValueError, FileNotFoundError) as e:
-        raise UsageError(str(e)) from None
+        raise _BadCommandLine(str(e)) from None
 
 
 def _command(name: str, cls: type, body) -> tuple[str, object]:
@@ -255,7 +255,7 @@ def _command(name: str, cls: type, body) -> tuple[str, object]:
             try:
                 return body(options, rest, started) if name == "submit" else body(options)
             except (ValueError, FileNotFoundError, RuntimeError) as e:
-                if isinstance(e, UsageError) or (isinstance(e, ValueError) and not started[0]):
+                if isinstance(e, _BadCommandLine) or (isinstance(e, ValueError) and not started[0]):
                     usage_error(str(e), prog=prog)
                 print(f"{prog}: error: {e}", file=sys.stderr)
                 return 1
