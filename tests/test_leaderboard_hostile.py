@@ -79,6 +79,7 @@ def test_no_untrusted_text_becomes_a_live_link_or_reverses_the_table(board):
         "www.longproc-0.5k.test.jsonl": dict(agent="www.evil.example", model="WWW.evil.example/login"),
         "mail.longproc-0.5k.test.jsonl": dict(agent="mailto:boss@evil.example", authors="Eve <eve@evil.example>"),
         "rlo.longproc-0.5k.test.jsonl": dict(agent="gpt\u202e4-lmth.exe", notes="x"),
+        "entity.longproc-0.5k.test.jsonl": dict(agent="gpt&rlm;4&ZeroWidthSpace;", method="&#x202e;&#x68;ttps://evil.example"),
         "xmpp.longproc-0.5k.test.jsonl": dict(agent="xmpp:eve@evil.example", reward_variant="none"),
     }
     for name, change in hostile.items():
@@ -89,7 +90,7 @@ def test_no_untrusted_text_becomes_a_live_link_or_reverses_the_table(board):
     html = github_html(md)
     links = re.findall(r'<a href="([^"]*)"', html)
     assert links and all(not re.match(r"(?i)[a-z]+:|www\.", href) and href.startswith("submissions/") for href in links), links
-    assert "\u202e" not in md and "\u202e" not in html
+    assert not any(c in text for c in "\u202e\u200f\u200b" for text in (md, html))  # also none from an entity
     assert "https://evil.example/login" in html.replace("\\", "")  # the text is still shown, inert
     assert "eve@<!-- -->evil.example" in md
     rows = [line for line in md.splitlines() if line.startswith("| ") and "---" not in line and "rank" not in line]

@@ -340,7 +340,8 @@ def _md(text: Any, limit: int = 80, code: bool = False) -> str:
     s = plain_text(text, limit)
     if code:
         return s.replace("|", "\\|").replace("`", "'")
-    s = s.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("`", "'")
+    s = s.replace("\\", "\\\\").replace("|", "\\|").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = s.replace("`", "'")  # &: an entity such as &#x202e; would put the character back
     s = _WWW.sub(r"\1\\.", _MD_SPECIAL.sub(r"\\\1", s))
     return _EMAIL_AT.sub("@<!-- -->", s)
 
