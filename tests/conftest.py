@@ -4,7 +4,8 @@ import os
 
 from hypothesis import settings
 
-# ---- Hypothesis CI profile (derandomised: every CI run draws the same examples) ---------------------------------
-settings.register_profile("ci", derandomize=True, print_blob=True)
+# ---- Hypothesis CI profile: derandomised (every CI run draws the same examples), no example database, no
+# per-example deadline (a loaded CI machine must not turn a slow example into a failure) -------------------------
+settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
@@ -244,7 +245,7 @@ def _load(loader, *a, **kw):
         raise _BadCommandLine(str(e)) from None
 
 
-def _command(name: str, cls: type, body) -> tuple[str, object]:
+def _command(name: str, cls: type, body: Callable[..., int]) -> tuple[str, Callable[[list[str]], int]]:
     """``name``'s entry for :func:`dataclass_cli.dispatch`: its options parsed through ``cls``, then ``body``."""
     prog = f"{PROG} {name}"
 
