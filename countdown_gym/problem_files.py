@@ -215,8 +215,8 @@ def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
 
 
 DEFAULT_SOLVER_TIMEOUT = 1.0
-"""Seconds the solver may spend on one row (an unsolvable TinyZero row takes about 2 s with 7 numbers and over a
-minute with 8); past it the row is left out as ``timeout``."""
+"""Seconds the solver may spend on one row (an unsolvable TinyZero row of 7 numbers takes several seconds, see
+``docs/datasets.md``; 8 numbers far longer); past it the row is left out as ``timeout``."""
 
 
 def load_problems(source: Any, *, rules: Rules | None = None, split: str | None = None, check_solvable: bool = True,

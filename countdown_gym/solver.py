@@ -393,7 +393,7 @@ def reachable(state: Iterable[Number], target: Number, rules: Rules | None = Non
     at any point. An empty state reaches nothing. ``timeout``: seconds after which the search gives up with
     :class:`SolverTimeout` (checked between the splits of a state, so it stops within milliseconds of it; what
     was finished stays cached, so asking again resumes). Without it the search runs to the end: seconds for an
-    unsolvable 7-number problem under TinyZero's rules, minutes for 8 numbers.
+    unsolvable 7-number problem under TinyZero's rules, far longer for 8 numbers.
     """
     st = tuple(sorted(x if isinstance(x, Fraction) else operator.index(x) for x in state))  # numpy ints -> int
     if not st:
