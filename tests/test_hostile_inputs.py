@@ -4,6 +4,7 @@ properties (derandomised in CI: tests/conftest.py)."""
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 
@@ -20,8 +21,9 @@ PROBLEM = Problem((21, 16, 17, 26), 46)
 RIGHT = "<answer>21 + 16 - 17 + 26</answer>"
 VERIFY_CPU_LIMIT = 0.050
 """The bound of the property test: CPU seconds (this thread's, so other work on a shared machine does not count) of
-one verify() call on any JSON-like value up to 1 MB. Measured: the slowest of 80 examples took 16-17 ms in two random
-runs and 4 ms with the CI profile (`python -m pytest tests/test_hostile_inputs.py -k verify_never -s` prints it)."""
+one verify() call on any JSON-like value up to 1 MB, the garbage collector's pass over the test's own large values
+excluded. Measured: the slowest example of a run took 0.5-13 ms in 11 random runs and 2.9 ms with the CI profile
+(`python -m pytest tests/test_hostile_inputs.py -k verify_never -s` prints it)."""
 
 
 def nested(depth: int, leaf=None, kind=list):
@@ -93,21 +95,37 @@ JSON_SMALL = st.recursive(JSON_LEAF, lambda kids: st.one_of(st.lists(kids, max_s
 MB = 1_000_000
 
 
+SHAPES = ("small", "repeat", "wide-dict", "nest-list", "nest-dict", "long-text", "chat", "chat-parts")
+PIECES = ("(", "<answer>", "1+", "<answer>(((", "<Solution>\n", "1 + 1 = 2\n", "x", "\u00a0")
+
+
 @st.composite
-def json_like_up_to_1mb(draw):
-    """A JSON-like value of at most about 1 MB: small, repeated, nested deep, a long string, or chat messages."""
-    base = draw(JSON_SMALL)
+def recipes(draw) -> tuple[str, object, str, float]:
+    """``(shape, base, piece, fill)``: how :func:`build` makes a JSON-like value of at most about 1 MB. The test
+    draws the recipe, not the value, so that a failing example prints in a few lines (a 100,000-deep value could not
+    be printed). ``fill``: the fraction of 1 MB used, often all of it (Hypothesis favours small numbers)."""
+    fill = draw(st.one_of(st.sampled_from([1.0, 0.5]), st.floats(0.0, 1.0)))
+    return draw(st.sampled_from(SHAPES)), draw(JSON_SMALL), draw(st.sampled_from(PIECES)), fill
+
+
+def build(shape: str, base: object, piece: str, fill: float):
+    """The value of a recipe: ``base`` alone, repeated, in a wide dict, nested deep, a long string, or chat
+    messages whose content is ``base`` or a list of text parts holding it."""
     size = len(json.dumps(base)) + 2
-    shape = draw(st.sampled_from(["small", "repeat", "nest-list", "nest-dict", "long-text", "chat", "chat-parts"]))
+
+    def count(per_item: int) -> int:
+        return max(1, int(fill * MB / per_item))
+
     if shape == "repeat":
-        return [base] * draw(st.integers(1, MB // size))
+        return [base] * count(size)
+    if shape == "wide-dict":
+        return {str(i): base for i in range(count(size + 10))}
     if shape in ("nest-list", "nest-dict"):
-        return nested(draw(st.integers(1, (MB - size) // 8)), base, list if shape == "nest-list" else dict)
+        return nested(count(8), base, list if shape == "nest-list" else dict)
     if shape == "long-text":
-        piece = draw(st.sampled_from(["(", "<answer>", "1+", "<answer>(((", "<Solution>\n", "1 + 1 = 2\n", "x", "\u00a0"]))
-        return piece * draw(st.integers(1, MB // len(piece.encode())))
+        return piece * count(len(piece.encode()))
     if shape in ("chat", "chat-parts"):
-        content = base if shape == "chat" else [{"type": "text", "text": base}] * draw(st.integers(1, MB // (size + 30)))
+        content = base if shape == "chat" else [{"type": "text", "text": base}] * count(size + 30)
         return [{"role": "user", "content": "x"}, {"role": "assistant", "content": content}]
     return base
 
@@ -115,12 +133,18 @@ def json_like_up_to_1mb(draw):
 SLOWEST: list[float] = [0.0]
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(value=json_like_up_to_1mb())
-def test_verify_never_raises_and_stays_fast_on_json_like_values(value):
-    start = time.thread_time()  # this thread's CPU time: other work on a shared machine does not count
-    v = verify(PROBLEM, value)
-    took = time.thread_time() - start
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(recipe=recipes())
+def test_verify_never_raises_and_stays_fast_on_json_like_values(recipe):
+    value = build(*recipe)
+    gc.collect()  # the collector's pass over the test's own large values is not verify's time
+    gc.disable()
+    try:
+        start = time.thread_time()  # this thread's CPU time: other work on a shared machine does not count
+        v = verify(PROBLEM, value)
+        took = time.thread_time() - start
+    finally:
+        gc.enable()
     SLOWEST[0] = max(SLOWEST[0], took)
     print(f"slowest verify so far: {1000 * SLOWEST[0]:.1f} ms CPU")
     assert v.reason in REASONS and isinstance(v.message, str)
