@@ -18,7 +18,6 @@ reward is at least ``--threshold`` (default 1.0: full credit).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import multiprocessing
@@ -27,8 +26,11 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+import tyro
+
+from countdown_gym import dataclass_cli
 from countdown_gym.problem import Problem
 from countdown_gym.verifier import REASONS, verify
 
@@ -315,45 +317,55 @@ def report(spec: str, outcomes: Sequence[Outcome], threshold: float, timeout: fl
     return "\n".join(lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="countdown-gym audit",
-        description="Run a reward function over the shipped corpus of reward hacks and print, per category, "
-        "how many it accepts. Exit codes: 0 audited (with --check: and every row judged as the corpus says), "
-        "1 the function failed to import or --check found a misjudged row, 2 usage error.",
-    )
-    parser.add_argument("reward_fn", metavar="REWARD_FN",
-                        help="'module:function' or 'file.py:function', called as fn(completion, numbers, target) -> float "
-                        "(this package's verifier: countdown_gym.audit:verify_reward)")
-    parser.add_argument("--threshold", type=float, default=1.0, help="a reward at or above this accepts the completion (default 1.0)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
-                        help=f"seconds per call before it counts as hung (default {DEFAULT_TIMEOUT:g})")
-    parser.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB,
-                        help="memory in MiB the calls may add to the worker's address space once the function is loaded, "
-                        f"0 for no cap (default {DEFAULT_MEMORY_MB})")
-    parser.add_argument("--corpus", default=None, help="a corpus file of the same format (default: the shipped one)")
-    parser.add_argument("--json", default=None, metavar="PATH", help="also write every row's outcome to PATH as JSON lines")
-    parser.add_argument("--check", action="store_true", help="exit 1 if an exploit is accepted or a correct control is not")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return parser
+@dataclass
+class AuditOptions:
+    """Run a reward function over the shipped corpus of reward hacks and print, per category, how many it accepts.
+
+    Exit codes: 0 audited (with --check: and every row judged as the corpus says), 1 the function failed to import
+    or --check found a misjudged row, 2 usage error."""
+
+    reward_fn: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="REWARD_FN")]
+    """'module:function' or 'file.py:function', called as fn(completion, numbers, target) -> float (this package's
+    verifier: countdown_gym.audit:verify_reward)"""
+    threshold: float = 1.0
+    """a reward at or above this accepts the completion"""
+    timeout: float = DEFAULT_TIMEOUT
+    """seconds per call before it counts as hung (> 0)"""
+    memory_mb: int = DEFAULT_MEMORY_MB
+    """memory in MiB the calls may add to the worker's address space once the function is loaded, 0 for no cap"""
+    corpus: str | None = None
+    """a corpus file of the same format (default: the shipped one)"""
+    json: str | None = None
+    """also write every row's outcome to this path as JSON lines"""
+    check: bool = False
+    """exit 1 if an exploit is accepted or a correct control is not"""
+    progress: bool = True
+    """a progress bar"""
+
+    def __post_init__(self) -> None:
+        if not self.timeout > 0:
+            raise ValueError(f"--timeout must be > 0, got {self.timeout:g}")
+        dataclass_cli.check_min(self, 0, "memory_mb")
+        if self.json is not None:  # checked now, not after the whole audit has run
+            out = Path(self.json)
+            if out.is_dir():
+                raise ValueError(f"--json {out} is a folder; give the path of a file to write")
+            if not out.absolute().parent.is_dir():
+                raise ValueError(f"--json {out}: the folder {out.absolute().parent} does not exist")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``countdown-gym audit``: 0 audited, 1 failure (or --check found a misjudged row), 2 usage error."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    from countdown_gym.cli import usage_error
+PROG = "countdown-gym audit"
 
-    if args.timeout <= 0:
-        return usage_error(parser, f"--timeout must be > 0, got {args.timeout:g}")
+
+def _audit(args: AuditOptions) -> int:
     try:
         rows = load_exploits(args.corpus)
         outcomes = run_audit(args.reward_fn, rows, timeout=args.timeout, memory_mb=args.memory_mb,
-                             progress=not args.no_progress)
+                             progress=args.progress)
     except ValueError as e:
-        return usage_error(parser, str(e))
+        dataclass_cli.usage_error(str(e), prog=PROG)
     except AuditError as e:
-        print(f"countdown-gym audit: error: {e}", file=sys.stderr)
+        print(f"{PROG}: error: {e}", file=sys.stderr)
         return 1
     print(report(args.reward_fn, outcomes, args.threshold, args.timeout))
     if args.json:
@@ -362,6 +374,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f.write(json.dumps({"id": o.exploit.id, "category": o.exploit.category, "verdict": o.exploit.verdict,
                                     "status": o.status, "reward": o.reward, "error": o.error}) + "\n")
     return 1 if args.check and misjudged(outcomes, args.threshold) else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``countdown-gym audit``: 0 audited, 1 failure (or --check found a misjudged row), 2 usage error."""
+    return dataclass_cli.run(AuditOptions, argv, _audit, prog=PROG)
 
 
 if __name__ == "__main__":

@@ -1,71 +1,66 @@
 """The ``countdown-gym`` console script (also ``python -m countdown_gym``):
 ``countdown-gym leaderboard submit|score|check ...``, ``countdown-gym splits [--write]``,
-``countdown-gym audit REWARD_FN``. Exit codes of every command: 0 success, 1 failure, 2 usage error."""
+``countdown-gym audit REWARD_FN``. Exit codes of every command: 0 success, 1 failure, 2 usage error.
+
+Every command parses its options through :mod:`countdown_gym.dataclass_cli` (one help layout, one usage-error
+form: ``usage: ...``, ``<prog>: error: <message>``, exit code 2); this module only dispatches.
+"""
 
 from __future__ import annotations
 
-import argparse
+import importlib
 import sys
+from collections.abc import Callable
 
-USAGE = """usage: countdown-gym [--version] <command> [args]
+from countdown_gym import dataclass_cli
 
-commands:
-  leaderboard submit|score|check   leaderboard tools (see: countdown-gym leaderboard --help)
-  splits [--write]                 check that the frozen splits reproduce from their spec (--write rewrites them)
-  audit REWARD_FN                  how often a reward function accepts the shipped reward hacks
-  serve [--env ID] [--port N]      an OpenEnv server of CountdownMultiTurn-v0 / Countdown-v0 (needs the openenv extra)
-  export --format F --out DIR      the frozen splits as a Hugging Face dataset, parquet, jsonl or verl files
-  difficulty [--write]             re-measure the difficulty labels of the frozen splits (--write rewrites them)
+PROG = "countdown-gym"
+EXIT_CODES = "Every command: `countdown-gym <command> --help`; exit codes 0 success, 1 failure, 2 usage error."
 
-Every command: `countdown-gym <command> --help`; exit codes 0 success, 1 failure, 2 usage error.
-"""
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "leaderboard": ("countdown_gym.leaderboard.__main__", "submit|score|check: leaderboard tools (see: countdown-gym "
+                                                          "leaderboard --help)"),
+    "splits": ("countdown_gym.splits", "[--write]: check that the frozen splits reproduce from their spec (--write "
+                                       "rewrites them)"),
+    "audit": ("countdown_gym.audit", "REWARD_FN: how often a reward function accepts the shipped reward hacks"),
+    "serve": ("countdown_gym.integrations.openenv_serve", "[--env ID] [--port N]: an OpenEnv server of "
+                                                          "CountdownMultiTurn-v0 / Countdown-v0 (needs the openenv extra)"),
+    "export": ("countdown_gym.export", "--format F --out DIR: the frozen splits as a Hugging Face dataset, parquet, "
+                                       "jsonl or verl files"),
+    "difficulty": ("countdown_gym.difficulty", "[--write]: re-measure the difficulty labels of the frozen splits "
+                                               "(--write rewrites them)"),
+}
 
 
-def usage_error(parser: argparse.ArgumentParser, message: str) -> int:
-    """Print the command's usage and ``message`` as argparse does for a bad option, and return 2."""
-    parser.print_usage(sys.stderr)
-    print(f"{parser.prog}: error: {message}", file=sys.stderr)
-    return 2
+def _runner(module: str) -> Callable[[list[str]], int]:
+    """The command's ``main``, imported when it runs (a command's dependencies load only for that command)."""
+
+    def run(argv: list[str]) -> int:
+        try:
+            return importlib.import_module(module).main(argv)
+        except SystemExit as e:  # a command that exits rather than returns its code
+            return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+
+    return run
+
+
+COMMANDS = {name: (text, _runner(module)) for name, (module, text) in _COMMANDS.items()}
+USAGE = dataclass_cli.dispatch_help(PROG, COMMANDS, epilog=EXIT_CODES, usage="[-h] [--version] <command> [args]")
+"""What ``countdown-gym --help`` prints."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Dispatch ``countdown-gym <command> ...`` to the command's own parser."""
+    """Dispatch ``countdown-gym <command> ...`` to the command's own ``main``."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE, end="", file=sys.stdout if argv else sys.stderr)
-        return 0 if argv else 2
-    if argv[0] in ("-V", "--version"):
+    if argv[:1] in (["-V"], ["--version"]):
         from countdown_gym import __version__
 
         print(f"countdown-gym {__version__}")
         return 0
-    command, rest = argv[0], argv[1:]
-    if command == "leaderboard":
-        from countdown_gym.leaderboard.__main__ import main as leaderboard_main
-
-        return leaderboard_main(rest)
-    if command == "splits":
-        from countdown_gym.splits import main as splits_main
-
-        return splits_main(rest)
-    if command == "audit":
-        from countdown_gym.audit import main as audit_main
-
-        return audit_main(rest)
-    if command == "serve":
-        from countdown_gym.integrations.openenv_serve import main as serve_main
-
-        return serve_main(rest)
-    if command == "export":
-        from countdown_gym.export import main as export_main
-
-        return export_main(rest)
-    if command == "difficulty":
-        from countdown_gym.difficulty import main as difficulty_main
-
-        return difficulty_main(rest)
-    print(f"{USAGE}countdown-gym: error: unknown command {command!r}", file=sys.stderr)
-    return 2
+    if argv[:1] in (["-h"], ["--help"]):
+        print(USAGE, end="")
+        return 0
+    return dataclass_cli.dispatch(PROG, COMMANDS, argv, epilog=EXIT_CODES)
 
 
 if __name__ == "__main__":

@@ -4,10 +4,13 @@
     text = help_text(Options)                  # what --help prints
     argv = to_argv(opts)                       # the flags that rebuild ``opts`` (its non-default fields)
     changed_options(saved, opts, allowed)      # ["--lr 0.001 (now 0.01)"]: what a --resume would change
+    code = run(Options, argv, command, prog=p) # a command's exit code: 0, 1 from command(opts), 2 usage error
+    code = dispatch(prog, commands, argv)      # a command made of commands (countdown-gym, ... leaderboard)
 
-This module is public API (``docs/DESIGN.md``): the training, evaluation and benchmark scripts of
-``baselines/``, ``critics/`` and ``benchmarks/`` and ``countdown-gym serve`` take their options
-through it, and so can a user's own script. The parsing, the help and the error messages are
+This module is public API (``docs/DESIGN.md``): every ``countdown-gym`` command and the training,
+evaluation, benchmark and export scripts of ``baselines/``, ``critics/``, ``benchmarks/`` and ``scripts/``
+take their options through it (one help layout, one usage-error form: :func:`usage_error`), and so can a
+user's own script. The parsing, the help and the error messages are
 tyro's (``tyro.cli``); this module adds what tyro does not do: the flag spellings the project's
 commands have always used, the resume check (:func:`changed_options`) and :func:`to_argv`.
 
@@ -47,7 +50,7 @@ import textwrap
 import tokenize
 import types
 import typing
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -183,7 +186,7 @@ def flags(cls: type) -> list[Flag]:
 def _finite_float(args: list[str]) -> float:
     value = float(args[0])
     if not math.isfinite(value):
-        raise ValueError(f"not a finite number: {args[0]!r}")
+        raise ValueError(f"not a finite number: {args[0]!r} (NaN and infinity are refused)")
     return value
 
 
@@ -191,7 +194,7 @@ def _json_object(args: list[str]) -> dict[str, Any]:
     try:
         value = json.loads(args[0])
     except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON ({exc.msg}): {args[0]!r}") from None
+        raise ValueError(f"not valid JSON ({exc.msg}); expected a JSON object like '{{\"key\": 1}}', got {args[0]!r}") from None
     if not isinstance(value, dict):
         raise ValueError(f"expected a JSON object like '{{\"key\": 1}}', got {args[0]!r}")
     return value
@@ -338,16 +341,66 @@ def _first_message(box: str) -> str:
     return " ".join(body) or (lines[0] if lines else "invalid command line")
 
 
-def usage_error(message: str, *, prog: str | None = None, details: str = "") -> NoReturn:
+def usage_error(message: str, *, prog: str | None = None, details: str = "", usage: str = "[-h] [OPTIONS]") -> NoReturn:
     """Print the usage line and ``<prog>: error: <message>`` on stderr, then raise :class:`UsageError` (exit code 2).
 
-    :func:`parse` reports a dataclass's failed check this way; a script can too, for a check that can only run
-    after parsing (e.g. one that needs a library loaded).
+    The one form of a usage error of every command and script: :func:`parse` reports a bad flag or a
+    dataclass's failed check this way; a command does too, for a check that can only run after parsing
+    (e.g. one that needs a library loaded or a file read). ``usage``: what follows ``prog`` on the usage line.
     """
     prog = prog or Path(sys.argv[0]).name
-    print(f"usage: {prog} [-h] [OPTIONS]\n{details}{prog}: error: {message}\nFor full helptext, run {prog} --help",
+    print(f"usage: {prog} {usage}\n{details}{prog}: error: {message}\nFor full helptext, run {prog} --help",
           file=sys.stderr, flush=True)
     raise UsageError(message)
+
+
+def run(cls: type[T], argv: Sequence[str] | None, command: Callable[[T], int], *, prog: str,
+        description: str | None = None) -> int:
+    """The exit code of a command whose options are the dataclass ``cls``: ``command(parse(cls, argv))``.
+
+    0 after ``--help``; 2 for a usage error, from the parse or raised by ``command`` through :func:`usage_error`
+    (the message is already on stderr). ``command`` returns 0 on success, 1 on failure.
+    """
+    try:
+        options = parse(cls, argv, prog=prog, description=description)
+    except SystemExit as exc:  # --help (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else 0
+    try:
+        return command(options)
+    except UsageError:
+        return 2
+
+
+def dispatch_help(prog: str, commands: Mapping[str, tuple[str, Any]], *, description: str = "", epilog: str = "",
+                  usage: str = "[-h] <command> [args]") -> str:
+    """What ``prog --help`` prints for a command made of ``commands`` (see :func:`dispatch`)."""
+    width = max(len(name) for name in commands) + 2
+    listing = "\n".join(f"  {name:<{width}}{text}" for name, (text, _) in commands.items())
+    parts = [f"usage: {prog} {usage}", description, f"commands:\n{listing}", epilog]
+    return "\n\n".join(p.strip("\n") for p in parts if p) + "\n"
+
+
+def dispatch(prog: str, commands: Mapping[str, tuple[str, Callable[[list[str]], int]]], argv: Sequence[str] | None,
+             *, description: str = "", epilog: str = "") -> int:
+    """``prog <command> [args]``: the exit code of ``commands[command][1](args)``, for a command made of commands
+    (``countdown-gym``, ``countdown-gym leaderboard``).
+
+    ``commands`` maps each command to ``(one-line help, run)``. ``-h`` / ``--help`` prints the list (exit code 0);
+    no command or an unknown one is a usage error (exit code 2), in :func:`usage_error`'s form.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    usage = "[-h] <command> [args]"
+    if argv and argv[0] in ("-h", "--help"):
+        print(dispatch_help(prog, commands, description=description, epilog=epilog), end="")
+        return 0
+    try:
+        if not argv:
+            usage_error(f"a command is required: one of {', '.join(commands)}", prog=prog, usage=usage)
+        if argv[0] not in commands:
+            usage_error(f"unknown command {argv[0]!r}; one of {', '.join(commands)}", prog=prog, usage=usage)
+    except UsageError:
+        return 2
+    return commands[argv[0]][1](argv[1:])
 
 
 def parse(cls: type[T], argv: Sequence[str] | None = None, *, prog: str | None = None,

@@ -252,22 +252,35 @@ def _labels_bytes(problems: Sequence[Problem]) -> bytes:
     return "".join(lines).encode("utf-8")
 
 
-def main(argv: list[str] | None = None) -> int:  # pragma: no cover - maintenance command (minutes of solver time)
-    """Re-measure every frozen split: compare with the shipped labels, or ``--write`` them."""
-    import argparse
+@dataclasses.dataclass
+class DifficultyOptions:
+    """Re-measure the difficulty labels of every frozen split (several minutes) and compare them with the shipped
+    files; print each test split's tier cut points. Nothing is written unless --write is given.
 
-    parser = argparse.ArgumentParser(
-        prog="countdown-gym difficulty",
-        description="Re-measure the difficulty labels of every frozen split (several minutes) and compare them with "
-        "the shipped files; print each test split's tier cut points. Nothing is written unless --write is given.",
-    )
-    parser.add_argument("--write", action="store_true", help="rewrite the labels files and print their new hashes")
-    parser.add_argument("--presets", default=",".join(SPLIT_SPEC), help="comma-separated presets (default: all)")
-    args = parser.parse_args(argv)
-    presets = [p for p in args.presets.split(",") if p]
-    unknown = [p for p in presets if p not in SPLIT_SPEC]
-    if unknown:
-        parser.error(f"unknown presets {unknown}; choose from {sorted(SPLIT_SPEC)}")
+    Exit codes: 0 the labels reproduce (or --write wrote them); 1 some labels differ; 2 usage error."""
+
+    write: bool = False
+    """rewrite the labels files and print their new hashes"""
+    presets: tuple[str, ...] = tuple(SPLIT_SPEC)
+    """presets to measure (separate or comma-separated names; default: all)"""
+
+    def __post_init__(self) -> None:
+        if not self.presets:
+            raise ValueError(f"--presets names no preset; choose from {sorted(SPLIT_SPEC)}")
+        unknown = [p for p in self.presets if p not in SPLIT_SPEC]
+        if unknown:
+            raise ValueError(f"--presets: unknown presets {unknown}; choose from {sorted(SPLIT_SPEC)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``countdown-gym difficulty``: re-measure every frozen split; compare with the shipped labels, or ``--write`` them."""
+    from countdown_gym.dataclass_cli import run
+
+    return run(DifficultyOptions, argv, _difficulty, prog="countdown-gym difficulty")
+
+
+def _difficulty(args: DifficultyOptions) -> int:  # pragma: no cover - maintenance command (minutes of solver time)
+    presets = list(args.presets)
     hashes: dict[str, dict[str, str]] = {}
     differ = []
     for preset in presets:

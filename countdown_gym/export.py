@@ -22,13 +22,14 @@ trains on an export as it is; ``rules`` is a struct. Read any export back, or Ti
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from countdown_gym.dataclass_cli import run, usage_error
 from countdown_gym.difficulty import TIER_METRIC, TIER_THRESHOLDS, split_labels, split_tiers
 from countdown_gym.splits import SPLIT_SPEC, SPLITS, load_split, split_sha256
 from countdown_gym.text_format import PROMPT_STYLES, build_prompt, chat_messages
@@ -298,56 +299,73 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
     return paths
 
 
-def _choice(value: str, allowed: Sequence[str], what: str, parser: argparse.ArgumentParser) -> list[str] | None:
+def _choice(value: str, allowed: Sequence[str], what: str) -> list[str] | None:
+    """None for ``"all"``, else the comma-separated names; ``ValueError`` naming ``--what`` for an unknown or no name."""
     if value == "all":
         return None
     names = [v for v in value.split(",") if v]
     bad = [v for v in names if v not in allowed]
     if bad or not names:
-        parser.error(f"--{what} must be 'all' or a comma-separated subset of {list(allowed)}, got {value!r}")
+        raise ValueError(f"--{what} must be 'all' or a comma-separated subset of {list(allowed)}, got {value!r}")
     return names
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``countdown-gym export``: parse the options, export, print the paths written."""
-    parser = argparse.ArgumentParser(
-        prog="countdown-gym export",
-        description="Export the frozen splits (with difficulty labels, a reference solution and ready prompts) as a "
-        "Hugging Face dataset, parquet or JSON lines with a dataset card, or as verl prompt rows.",
-    )
-    parser.add_argument("--format", required=True, choices=FORMATS, help="hf (datasets.save_to_disk), parquet, jsonl or verl")
-    parser.add_argument("--out", required=True, help="output folder (one subfolder per preset)")
-    parser.add_argument("--preset", default="all", help=f"'all' or a comma-separated subset of {sorted(SPLIT_SPEC)}")
-    parser.add_argument("--split", default="all", help=f"'all' or a comma-separated subset of {list(SPLITS)}")
-    parser.add_argument("--prompt-style", default="tinyzero", choices=PROMPT_STYLES,
-                        help="the style of the prompt column (and of verl's prompts)")
-    parser.add_argument("--chat", action="store_true",
-                        help="hf/parquet/jsonl: the prompt column as chat messages ending with the user's turn "
-                             "(default: plain text); verl's prompts are always chat messages")
-    parser.add_argument("--interaction", default="single-pass", choices=("single-pass", "tool"),
-                        help="verl: single-pass prompts, or verl's multi-turn tool agent loop")
-    args = parser.parse_args(argv)
-    presets = _choice(args.preset, sorted(SPLIT_SPEC), "preset", parser)
-    splits = _choice(args.split, SPLITS, "split", parser)
+@dataclass
+class ExportOptions:
+    """Export the frozen splits (with difficulty labels, a reference solution and ready prompts) as a Hugging Face
+    dataset, parquet or JSON lines with a dataset card, or as verl prompt rows."""
+
+    format: Literal[FORMATS]
+    """hf (datasets.save_to_disk), parquet, jsonl or verl"""
+    out: str
+    """output folder (one subfolder per preset)"""
+    preset: str = "all"
+    """'all' or a comma-separated subset of the presets"""
+    split: str = "all"
+    """'all' or a comma-separated subset of train, validation, test"""
+    prompt_style: Literal[PROMPT_STYLES] = "tinyzero"
+    """the style of the prompt column (and of verl's prompts)"""
+    chat: bool = False
+    """hf/parquet/jsonl: the prompt column as chat messages ending with the user's turn (default: plain text);
+    verl's prompts are always chat messages"""
+    interaction: Literal["single-pass", "tool"] = "single-pass"
+    """verl: single-pass prompts, or verl's multi-turn tool agent loop"""
+
+    def __post_init__(self) -> None:
+        _choice(self.preset, sorted(SPLIT_SPEC), "preset")
+        _choice(self.split, SPLITS, "split")
+        if self.interaction != "single-pass" and self.format != "verl":
+            raise ValueError(f"--interaction {self.interaction} applies to --format verl only (verl's multi-turn tool "
+                             f"agent loop); --format {self.format} has no interaction")
+
+
+PROG = "countdown-gym export"
+
+
+def _export(args: ExportOptions) -> int:
     needs = {"hf": "datasets", "parquet": "datasets", "jsonl": "datasets", "verl": "pyarrow"}.get(args.format)  # jsonl: the card
     if needs:
         try:
             __import__(needs)
         except ImportError:
-            print(f"countdown-gym export: --format {args.format} needs {needs}: pip install 'countdown-gym[llm]'",
-                  file=sys.stderr)
-            return 2
+            usage_error(f"--format {args.format} needs {needs}: pip install 'countdown-gym[llm]'", prog=PROG)
     try:
-        paths = export(args.format, args.out, presets, splits, args.prompt_style, args.interaction, args.chat)
+        paths = export(args.format, args.out, _choice(args.preset, sorted(SPLIT_SPEC), "preset"),
+                       _choice(args.split, SPLITS, "split"), args.prompt_style, args.interaction, args.chat)
     except OSError as exc:
-        print(f"countdown-gym export: --out {args.out}: cannot write there ({exc.strerror or exc})", file=sys.stderr)
+        print(f"{PROG}: error: --out {args.out}: cannot write there ({exc.strerror or exc})", file=sys.stderr)
         return 1
     except ImportError as exc:  # --interaction tool derives the tool schemas with transformers
-        print(f"countdown-gym export: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     for path in paths:
         print(path)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``countdown-gym export``: parse the options, export, print the paths written (0; 1 failure; 2 usage error)."""
+    return run(ExportOptions, argv, _export, prog=PROG)
 
 
 if __name__ == "__main__":  # pragma: no cover

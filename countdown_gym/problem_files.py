@@ -8,8 +8,12 @@
     print(loaded.report())   # "row 17: unsolvable: ..." for every row left out
 
 Bad rows never stop the reading: each one is reported with its 0-based row number and a reason code
-(``malformed``: missing or ill-typed fields; ``unsolvable``: no solution under the rules; ``trivial``: one
-number, or the target already among the numbers where ``use_all=False``).
+(``malformed``: missing or ill-typed fields, a line that is not UTF-8 or not JSON, JSON nested too deeply;
+``unsolvable``: no solution under the rules; ``timeout``: the solver gave up after ``solver_timeout`` seconds, so
+solvability is unknown; ``trivial``: one number, or the target already among the numbers where
+``use_all=False``). A ``.json`` file that does not hold a list of rows (or an object holding one, or one row
+object) is one malformed row. Only a source that cannot be opened at all (a missing path, an unreadable parquet
+file, an unknown file type) raises.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 
 from countdown_gym.problem import Problem
 from countdown_gym.rules import Rules
-from countdown_gym.solver import is_solvable
+from countdown_gym.solver import SolverTimeout, is_solvable
 
 TINYZERO_RULES = Rules.tinyzero()
 """The rules TinyZero-style rows (``nums``) are played under unless ``rules=`` says otherwise: TinyZero scores
@@ -122,15 +126,31 @@ def _cell(text: Any) -> Any:
         return text
 
 
+class _BadRow(ValueError):
+    """A row that could not be read at all (reported as ``malformed``)."""
+
+
+def _json_file_rows(path: Path) -> list[Any]:
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return [_BadRow(f"the .json file is not UTF-8 (byte {exc.start})")]
+    except (ValueError, RecursionError) as exc:
+        return [_BadRow(f"not JSON: {str(exc)[:120] if not isinstance(exc, RecursionError) else 'nested too deeply'}")]
+    if isinstance(data, Mapping):  # one row, or {"data": [...]} (a single split)
+        is_row = bool({"numbers", "nums", "reward_model"} & set(data))
+        data = [data] if is_row else next((v for v in data.values() if isinstance(v, list)), [data])
+    if not isinstance(data, list):
+        return [_BadRow(f"the .json file holds {type(data).__name__} {str(data)[:40]!r}, not a list of rows")]
+    return data
+
+
 def _read_file(path: Path) -> Iterable[Mapping[str, Any]]:
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         return _jsonl_rows(path)
     if suffix == ".json":
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(data, Mapping):  # {"data": [...]} or a single split
-            data = next((v for v in data.values() if isinstance(v, list)), [data])
-        return data
+        return _json_file_rows(path)
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 
@@ -138,20 +158,33 @@ def _read_file(path: Path) -> Iterable[Mapping[str, Any]]:
     if suffix == ".csv":
         import csv
 
-        with path.open(newline="", encoding="utf-8") as f:  # cells as JSON where they are ("24", "[4, 6, 1]")
-            return [{k: _cell(v) for k, v in r.items()} for r in csv.DictReader(f)]
+        with path.open(newline="", encoding="utf-8", errors="surrogateescape") as f:  # a bad byte: that row only
+            return [_csv_row(r) for r in csv.DictReader(f)]
     raise ValueError(f"{path}: unknown file type {suffix!r}; read {list(FILE_SUFFIXES)} or a datasets folder")
 
 
+def _csv_row(row: Mapping[str | None, Any]) -> Any:
+    """A CSV row with its cells as JSON where they are (``"24"``, ``"[4, 6, 1]"``), or a :class:`_BadRow`."""
+    texts = [v for v in (*row.keys(), *row.values()) if isinstance(v, str)]
+    if any(not t.isascii() and any("\udc80" <= c <= "\udcff" for c in t) for t in texts):
+        return _BadRow("not UTF-8")
+    if None in row:
+        return _BadRow("more cells than columns")
+    return {k: _cell(v) for k, v in row.items()}
+
+
 def _jsonl_rows(path: Path) -> Iterable[Any]:
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
+    """One row per non-blank line; a line that is not UTF-8 or not JSON is a :class:`_BadRow` (reported, skipped)."""
+    with path.open("rb") as f:
+        for raw in f:
+            if not raw.strip():
                 continue
             try:
-                yield json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield exc  # reported as a malformed row
+                yield json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                yield _BadRow(f"not UTF-8 (byte {exc.start} of the line)")
+            except (ValueError, RecursionError) as exc:
+                yield _BadRow("not JSON: " + ("nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:120]))
 
 
 def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
@@ -181,8 +214,13 @@ def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
     return source, len(source) if hasattr(source, "__len__") else None
 
 
+DEFAULT_SOLVER_TIMEOUT = 1.0
+"""Seconds the solver may spend on one row (an unsolvable TinyZero row of 7 numbers takes several seconds, see
+``docs/datasets.md``; 8 numbers far longer); past it the row is left out as ``timeout``."""
+
+
 def load_problems(source: Any, *, rules: Rules | None = None, split: str | None = None, check_solvable: bool = True,
-                  progress: bool = True) -> LoadedProblems:
+                  progress: bool = True, solver_timeout: float | None = DEFAULT_SOLVER_TIMEOUT) -> LoadedProblems:
     """Read problems from ``source``; every bad row is reported by row number, none stops the reading.
 
     Args:
@@ -192,6 +230,8 @@ def load_problems(source: Any, *, rules: Rules | None = None, split: str | None 
         split: Which split of a ``DatasetDict`` (needed when it has several).
         check_solvable: Leave out (and report) rows without a solution; one solver call per row.
         progress: Show a progress bar.
+        solver_timeout: Seconds the solver may spend on one row before the row is left out as ``timeout``
+            (``None``: no limit).
     """
     from tqdm import tqdm
 
@@ -201,18 +241,25 @@ def load_problems(source: Any, *, rules: Rules | None = None, split: str | None 
     out = LoadedProblems()
     for k, row in enumerate(tqdm(rows, total=total, desc="rows", disable=not progress, leave=False)):
         out.total_rows += 1
-        if isinstance(row, Exception):
-            out.issues.append(RowIssue(k, "malformed", f"not JSON: {row}"))
+        if isinstance(row, _BadRow):
+            out.issues.append(RowIssue(k, "malformed", str(row)))
             continue
         try:
             p = row_problem(row, rules)
-        except (ValueError, TypeError, KeyError) as exc:
-            out.issues.append(RowIssue(k, "malformed", str(exc)[:200]))
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
+            message = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+            out.issues.append(RowIssue(k, "malformed", message))
             continue
         if len(p.numbers) < 2 or (not p.rules.use_all and p.target in p.numbers):
             out.issues.append(RowIssue(k, "trivial", f"{p.numbers} -> {p.target} needs no move"))
             continue
-        if check_solvable and not is_solvable(p.numbers, p.target, p.rules):
+        try:
+            solvable = not check_solvable or is_solvable(p.numbers, p.target, p.rules, timeout=solver_timeout)
+        except SolverTimeout:
+            out.issues.append(RowIssue(k, "timeout", f"{list(p.numbers)} -> {p.target}: no answer from the solver in "
+                                       f"{solver_timeout:g} s (solver_timeout=)"))
+            continue
+        if not solvable:
             out.issues.append(RowIssue(k, "unsolvable", f"{list(p.numbers)} -> {p.target} has no solution under rules {p.rules.name!r}"))
             continue
         out.problems.append(p)

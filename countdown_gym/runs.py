@@ -149,6 +149,29 @@ def _step_of(row: Mapping[str, Any], key: str) -> float | None:
         return None
 
 
+def read_jsonl_rows(path: str | os.PathLike[str]) -> list[Any]:
+    """The JSON values of a JSON-lines log, one per non-blank line. A last line that is cut off (no final newline,
+    not JSON: what a kill during an append leaves) is dropped; any other line that is not JSON is a ``ValueError``
+    naming the file and the line."""
+    return [value for _, value in _jsonl_lines(Path(path))]
+
+
+def _jsonl_lines(path: Path) -> list[tuple[str, Any]]:
+    """``(line, value)`` of every non-blank line of a JSON-lines file (see :func:`read_jsonl_rows`)."""
+    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+    out = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((line, json.loads(line)))
+        except ValueError as exc:
+            if number == len(lines):  # the unterminated last line: a torn append
+                break
+            raise ValueError(f"{path}: line {number} is not JSON ({exc}); fix or remove that line") from None
+    return out
+
+
 def truncate_rows(path: str | os.PathLike[str], step: float, key: str = "step") -> None:
     """Drop the rows of a CSV or JSON-lines log whose ``key`` is past ``step`` (a resume redoes them); rows
     without that column are kept. For logs written by other libraries too (SB3's ``progress.csv``)."""
@@ -156,9 +179,9 @@ def truncate_rows(path: str | os.PathLike[str], step: float, key: str = "step") 
     if not path.is_file():
         return
     if path.suffix == ".jsonl":
-        lines = [x for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
-        keep = [x for x in lines if (s := _step_of(json.loads(x), key)) is None or s <= step]
-        text = "".join(x + "\n" for x in keep)
+        keep = [line for line, r in _jsonl_lines(path)
+                if not isinstance(r, Mapping) or (s := _step_of(r, key)) is None or s <= step]
+        text = "".join(line + "\n" for line in keep)
     else:
         with path.open(newline="", encoding="utf-8") as f:
             rows = list(csv.reader(f))
@@ -208,7 +231,7 @@ class MetricsLog:
         if not self.path.is_file():
             return []
         if self.jsonl:
-            return [json.loads(x) for x in self.path.read_text(encoding="utf-8").splitlines() if x.strip()]
+            return [r for r in read_jsonl_rows(self.path) if isinstance(r, dict)]
         with self.path.open(newline="", encoding="utf-8") as f:
             return [{k: _value(v) for k, v in r.items() if k is not None} for r in csv.DictReader(f)]
 

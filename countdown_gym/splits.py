@@ -168,22 +168,31 @@ def _split_bytes(problems: list[Problem]) -> bytes:
     return "".join(json.dumps(p.to_dict(), separators=(",", ":")) + "\n" for p in problems).encode("utf-8")
 
 
-def main(argv: list[str] | None = None) -> int:  # pragma: no cover - maintenance command
-    """Rebuild every split from :data:`SPLIT_SPEC`: check it against the recorded hashes, or ``--write`` it."""
-    import argparse
+@dataclasses.dataclass
+class SplitsOptions:
+    """Regenerate the frozen splits from SPLIT_SPEC and compare them with SPLIT_SHA256. Nothing is written unless
+    --write is given.
+
+    Exit codes: 0 every split reproduces and the files on disk match (or --write wrote them); 1 a split file on disk
+    differs or a split no longer reproduces; 2 usage error."""
+
+    write: bool = False
+    """overwrite countdown_gym/data/ and print the new hashes"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``countdown-gym splits``: rebuild every split from :data:`SPLIT_SPEC`; check it against the recorded hashes,
+    or ``--write`` it."""
+    from countdown_gym.dataclass_cli import run
+
+    return run(SplitsOptions, argv, _splits, prog="countdown-gym splits")
+
+
+def _splits(args: SplitsOptions) -> int:  # pragma: no cover - maintenance command
     import sys
 
     from tqdm import tqdm
 
-    parser = argparse.ArgumentParser(
-        prog="countdown-gym splits",
-        description="Regenerate the frozen splits from SPLIT_SPEC and compare them with SPLIT_SHA256. "
-        "Nothing is written unless --write is given.",
-        epilog="Exit codes: 0 every split reproduces and the files on disk match (or --write wrote them); "
-        "1 a split file on disk differs or a split no longer reproduces; 2 usage error.",
-    )
-    parser.add_argument("--write", action="store_true", help="overwrite countdown_gym/data/ and print the new hashes")
-    args = parser.parse_args(argv)
     hashes: dict[str, dict[str, str]] = {}
     for preset in tqdm(SPLIT_SPEC, desc="presets"):
         hashes[preset] = {}

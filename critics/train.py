@@ -323,13 +323,16 @@ def _keep_previous(out: Path) -> None:
     os.replace(staging, out / PREVIOUS)
 
 
-def _save(model, optim, cfg: TrainConfig, out: Path, step: int, rng: np.random.Generator, extra: dict) -> None:
+def _save(model, optim, cfg: TrainConfig, out: Path, step: int, rng: np.random.Generator, extra: dict,
+          state: dict | None = None) -> None:
+    """The checkpoint; ``state`` (the running log averages, the time of earlier invocations) goes into
+    ``train_state.pt`` so that a resumed run logs and times as if it had never stopped."""
     _keep_previous(out)
     meta = {"train_config": cfg.to_dict(), "step": step, "parameters": count_parameters(model), **extra}
     save_checkpoint(model, cfg.model_config(), out, meta)
     torch.save(
         {"optimizer": optim.state_dict(), "step": step, "numpy_rng": rng.bit_generator.state,
-         "torch_rng": torch.get_rng_state(), "elapsed": extra.get("train_seconds", 0.0)},
+         "torch_rng": torch.get_rng_state(), "elapsed": extra.get("train_seconds", 0.0), **(state or {})},
         out / "train_state.pt.tmp",
     )
     os.replace(out / "train_state.pt.tmp", out / "train_state.pt")  # whole or not at all; its step is checked on resume
@@ -430,13 +433,16 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     if cfg.init_from and not cfg.resume:
         _init_weights(model, cfg)
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    start, elapsed = 0, 0.0
+    start, elapsed, earlier = 0, 0.0, 0.0
+    acc_loss, acc_info, acc_n = 0.0, {}, 0  # the steps since the last log row (their mean is the next row)
     if cfg.resume:
         model.load_state_dict(loaded.state_dict())
         optim.load_state_dict(st["optimizer"])
         rng.bit_generator.state = st["numpy_rng"]
         torch.set_rng_state(st["torch_rng"])
         start, elapsed = st["step"], st.get("elapsed", 0.0)
+        earlier = st.get("total_elapsed", elapsed)  # the wall time of the earlier invocations (train time: older runs)
+        acc_loss, acc_info, acc_n = st.get("log_accumulator", (0.0, {}, 0))
     log = MetricsLog(out / "log.jsonl", resume_step=start if cfg.resume else None)  # rows after the checkpoint: redone
     def loss_fn(model, _table, cfg: TrainConfig, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
         if cfg.version == "v1":
@@ -451,8 +457,11 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
 
     model.train()
     bar = tqdm(range(start, end), initial=start, total=cfg.steps, desc=f"critic {cfg.version}", disable=not progress)
-    acc_loss, acc_info, acc_n = 0.0, {}, 0
     t0 = time.perf_counter() - elapsed
+
+    def resume_state() -> dict[str, Any]:
+        return {"log_accumulator": (acc_loss, dict(acc_info), acc_n), "total_elapsed": earlier + time.perf_counter() - t_start}
+
     stats = {**(table.stats() if table is not None else {}), **(rtable.stats() if rtable is not None else {})}
     from countdown_gym.generator import get_config
 
@@ -488,25 +497,26 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                 break
             if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < end:
                 model.eval()
-                _save(model, optim, cfg, out, step + 1, rng, {**extra, "train_seconds": time.perf_counter() - t0})
+                _save(model, optim, cfg, out, step + 1, rng, {**extra, "train_seconds": time.perf_counter() - t0},
+                      resume_state())
                 model.train()
     bar.close()
     train_seconds = time.perf_counter() - t0
     model.eval()
     if end < cfg.steps and "stopped_by_time_limit_at_step" not in extra:  # interrupted on purpose: resumable checkpoint
-        _save(model, optim, cfg, out, end, rng, {**extra, "train_seconds": train_seconds})
+        _save(model, optim, cfg, out, end, rng, {**extra, "train_seconds": train_seconds}, resume_state())
         return out
     extra.update({"train_seconds": round(train_seconds, 1), "threads": cfg.threads, "steps_done": end,
                   "command": "python -m critics.train " + shlex.join(sys.argv[1:])})
-    _save(model, optim, cfg, out, end, rng, extra)
+    _save(model, optim, cfg, out, end, rng, extra, resume_state())
     if cfg.calibrate:
         from critics import load_critic
         from critics.evaluate import calibration_from_validation
 
         a, b = calibration_from_validation(load_critic(out), cfg.preset)
         extra["calibration"] = {"a": a, "b": b, "fitted_on": f"{cfg.preset}/validation[:200] trace states with 2-4 numbers (start states included)"}
-    extra["total_seconds"] = round(time.perf_counter() - t_start, 1)
-    _save(model, optim, cfg, out, end, rng, extra)
+    extra["total_seconds"] = round(earlier + time.perf_counter() - t_start, 1)  # every invocation of the run
+    _save(model, optim, cfg, out, end, rng, extra, resume_state())
     if log.rows:
         log.plot(out / "loss.png", LOSS_PANELS, title="critic training loss")
     plot_similarity(model, table if table is not None else rtable, cfg, out / "similarity.png")

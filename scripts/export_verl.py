@@ -22,4 +22,4 @@ from countdown_gym.integrations.verl_export import TOOL_CONFIG, export, main, ve
 __all__ = ["TOOL_CONFIG", "export", "main", "verl_rows"]
 
 if __name__ == "__main__":
-    main(prog="scripts/export_verl.py")
+    sys.exit(main(prog="scripts/export_verl.py"))

@@ -190,6 +190,24 @@ def test_resume_reproduces_an_uninterrupted_run(tmp_path):
         assert torch.allclose(a[k], b[k], atol=1e-6), k
 
 
+def test_a_resumed_run_logs_and_times_as_if_it_had_never_stopped(tmp_path):
+    straight = train(_cfg(tmp_path / "a", steps=40), progress=False)
+    train(_cfg(tmp_path / "b", steps=40, stop_after=25), progress=False)  # stopped between two log rows (SIGTERM)
+    with (tmp_path / "b" / "run" / "log.jsonl").open("a") as f:
+        f.write('{"step": 30, "loss": 0.')  # a kill during an append leaves a torn last line
+    resumed = train(_cfg(tmp_path / "b", steps=40, resume=True), progress=False)
+    rows = [[{k: v for k, v in json.loads(x).items() if k != "seconds"} for x in (out / "log.jsonl").read_text().splitlines()]
+            for out in (straight, resumed)]
+    assert rows[0] == rows[1] and [r["step"] for r in rows[1]] == [10, 20, 30, 40]  # row 30 averages steps 21-30
+    meta = json.loads((resumed / "config.json").read_text())
+    assert meta["train_seconds"] <= meta["total_seconds"]
+    (resumed / "log.jsonl").write_text('{"step": 10}\n{"step": 20, "lo\n{"step": 30}\n')  # not the last line: named
+    from countdown_gym.runs import MetricsLog
+
+    with pytest.raises(ValueError, match=r"log.jsonl: line 2 is not JSON"):
+        MetricsLog(resumed / "log.jsonl", resume_step=30)
+
+
 def test_resume_refuses_a_run_it_cannot_continue_exactly(tmp_path):
     out = train(_cfg(tmp_path, steps=40, stop_after=20), progress=False)
     before = (out / "model.safetensors").read_bytes()

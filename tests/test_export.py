@@ -106,12 +106,12 @@ def test_jsonl_and_verl_exports(tmp_path):
 
 
 def test_bad_arguments_exit_2(capsys):
-    with pytest.raises(SystemExit) as e:
-        main(["--format", "hf", "--split", "dev", "--out", "x"])
-    assert e.value.code == 2 and "--split" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as e:
-        main(["--format", "csv", "--out", "x"])
-    assert e.value.code == 2
+    assert main(["--format", "hf", "--split", "dev", "--out", "x"]) == 2
+    assert "--split" in capsys.readouterr().err
+    assert main(["--format", "csv", "--out", "x"]) == 2
+    # --interaction is the verl export's: another format would ignore it, so it is refused
+    assert main(["--format", "jsonl", "--interaction", "tool", "--out", "x"]) == 2
+    assert "--interaction tool applies to --format verl only" in capsys.readouterr().err
 
 
 def test_unwritable_out_is_a_clear_error(tmp_path, capsys):

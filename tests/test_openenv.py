@@ -339,9 +339,7 @@ def test_cli_serve_runs_until_stopped():
 
 @pytest.mark.parametrize("argv", [["--env", "Nope-v0"], ["--port", "0"], ["--split", "nope"], ["--max-sessions", "0"]])
 def test_cli_serve_refuses_bad_flags(argv, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        cli_main(["serve", *argv])
-    assert exit_info.value.code == 2 and "countdown-gym serve" in capsys.readouterr().err
+    assert cli_main(["serve", *argv]) == 2 and "countdown-gym serve" in capsys.readouterr().err
 
 
 def test_serve_options_name_the_served_environments():

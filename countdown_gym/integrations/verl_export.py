@@ -24,11 +24,12 @@ Countdown tool the ground truth, and ``<out>/<preset>/countdown_tools.yaml`` (th
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from countdown_gym.dataclass_cli import check_choice, check_min, run, usage_error
 from countdown_gym.integrations.verl import DATA_SOURCE_PREFIX, ground_truth
 from countdown_gym.integrations.verl_multiturn import dump_tool_config, tool_rows
 from countdown_gym.problem import Problem
@@ -78,37 +79,52 @@ def export(preset: str, splits: list[str], prompt_style: str, out: Path, limit: 
     return paths
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> None:
-    """The command line of the verl export (``scripts/export_verl.py``, ``countdown-gym export --format verl``)."""
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
-    parser.add_argument("--preset", default="longproc-0.5k", choices=sorted(SPLIT_SPEC))
-    parser.add_argument("--splits", default=",".join(SPLITS), help="comma-separated subset of train,validation,test")
-    parser.add_argument("--prompt-style", default="tinyzero", choices=list(PROMPT_STYLES))
-    parser.add_argument("--out", default="data/verl", help="output directory")
-    parser.add_argument("--limit", type=int, default=0, help="export only the first N problems of each split (0 = all)")
-    parser.add_argument("--interaction", default="single-pass", choices=("single-pass", "tool"),
-                        help="single-pass: one completion per answer; tool: verl's multi-turn tool agent loop")
-    parser.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="tool: the game's turn budget")
-    args = parser.parse_args(argv)
-    if args.max_turns < 1:
-        parser.error("--max-turns must be >= 1")
-    splits = [s for s in args.splits.split(",") if s]
-    bad = [s for s in splits if s not in SPLITS]
-    if bad or not splits:
-        parser.error(f"--splits must name some of {list(SPLITS)}, got {args.splits!r}")
-    if args.limit < 0:
-        parser.error("--limit must be >= 0")
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        sys.exit("export_verl needs pyarrow: pip install 'countdown-gym[bench]' (or pip install pyarrow)")
-    try:
-        paths = export(args.preset, splits, args.prompt_style, Path(args.out), args.limit, args.interaction, args.max_turns)
-    except OSError as exc:
-        sys.exit(f"--out {args.out}: cannot write there ({exc.strerror or exc})")
-    for path in paths:
-        print(path)
+@dataclass
+class VerlExportOptions:
+    """Export the frozen splits to verl's parquet prompt format."""
+
+    preset: str = "longproc-0.5k"
+    """frozen split preset"""
+    splits: tuple[str, ...] = SPLITS
+    """splits to export (separate or comma-separated names: train, validation, test)"""
+    prompt_style: Literal[PROMPT_STYLES] = "tinyzero"
+    """the prompt's style"""
+    out: str = "data/verl"
+    """output directory"""
+    limit: int = 0
+    """export only the first N problems of each split (0 = all)"""
+    interaction: Literal["single-pass", "tool"] = "single-pass"
+    """single-pass: one completion per answer; tool: verl's multi-turn tool agent loop"""
+    max_turns: int = DEFAULT_MAX_TURNS
+    """tool: the game's turn budget"""
+
+    def __post_init__(self) -> None:
+        check_choice(self, "preset", sorted(SPLIT_SPEC))
+        check_min(self, 1, "max_turns")
+        check_min(self, 0, "limit")
+        bad = [s for s in self.splits if s not in SPLITS]
+        if bad or not self.splits:
+            raise ValueError(f"--splits must name some of {list(SPLITS)}, got {','.join(self.splits)!r}")
 
 
-if __name__ == "__main__":
-    main()
+def main(argv: list[str] | None = None, prog: str = "scripts/export_verl.py") -> int:
+    """The command line of the verl export (``scripts/export_verl.py``; ``countdown-gym export --format verl`` writes
+    the same rows): 0 written, 1 cannot write, 2 usage error."""
+
+    def body(args: VerlExportOptions) -> int:
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            usage_error("the verl export needs pyarrow: pip install 'countdown-gym[bench]' (or pip install pyarrow)",
+                        prog=prog)
+        try:
+            paths = export(args.preset, list(args.splits), args.prompt_style, Path(args.out), args.limit,
+                           args.interaction, args.max_turns)
+        except OSError as exc:
+            print(f"{prog}: error: --out {args.out}: cannot write there ({exc.strerror or exc})", file=sys.stderr)
+            return 1
+        for path in paths:
+            print(path)
+        return 0
+
+    return run(VerlExportOptions, argv, body, prog=prog, description=__doc__.split("\n")[0])

@@ -18,15 +18,28 @@ anything is played.
 
 from __future__ import annotations
 
-import argparse
 import functools
-import json
 import shlex
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Literal
 
-from countdown_gym.leaderboard.score import Rejection, Scores, plot, render_markdown, score_directory, score_file
-from countdown_gym.splits import SPLIT_SPEC, SPLITS
+import tyro
+
+from countdown_gym import dataclass_cli
+from countdown_gym.dataclass_cli import usage_error
+from countdown_gym.leaderboard.score import (
+    Rejection,
+    Scores,
+    plain_text,
+    plot,
+    render_markdown,
+    score_directory,
+    score_file,
+)
+from countdown_gym.splits import SPLIT_SPEC
 from countdown_gym.turn_game import DEFAULT_MAX_TURNS
 
 MARKDOWN = "LEADERBOARD.md"
@@ -35,39 +48,124 @@ SUBMISSIONS = "submissions"
 
 
 PROG = "countdown-gym leaderboard"
+EXIT_CODES = __doc__.split("\n\n")[-1].strip().replace("``", "'")
 
 
-class UsageError(ValueError):
-    """The command line is wrong: exit code 2 with the command's usage."""
+@dataclass
+class ScoreOptions:
+    """Re-verify submissions; write LEADERBOARD.md and leaderboard.png."""
+
+    files: Annotated[tuple[str, ...], tyro.conf.Positional, tyro.conf.arg(metavar="[FILE ...]")] = ()
+    """score only these files and print the results (writes nothing)"""
+    dir: str = "leaderboard"
+    """leaderboard directory"""
+    progress: bool = True
+    """a progress bar"""
+
+
+@dataclass
+class CheckOptions:
+    """Exit 1 if a submission is invalid or LEADERBOARD.md is stale."""
+
+    dir: str = "leaderboard"
+    """leaderboard directory"""
+
+
+@dataclass
+class SubmitOptions:
+    """Evaluate a Countdown-v0 policy, a saved MaskablePPO model or a multi-turn text policy; write a submission."""
+
+    out: str
+    """submission file to write, e.g. leaderboard/submissions/<agent>.<preset>.<split>.jsonl"""
+    agent: str
+    """short agent name shown in the table"""
+    authors: str
+    """names and a contact"""
+    model: str
+    """model / policy description"""
+    method: str
+    """training method, e.g. 'MaskablePPO'"""
+    reward_variant: str
+    """reward used in training: sparse, oracle-perfect, critic, none, ..."""
+    policy: str | None = None
+    """'module:name' or 'file.py:name': a policy (obs, info) -> action, or a class taking seed (or --sb3)"""
+    sb3: str | None = None
+    """path of a saved sb3-contrib MaskablePPO model (.zip) (or --policy)"""
+    wrapper: str | None = None
+    """'module:name' or 'file.py:name': a Gymnasium wrapper class applied to Countdown-v0 (the observation wrapper
+    the model was trained behind)"""
+    wrapper_kwargs: dict | None = None
+    """keyword arguments of the wrapper as a JSON object, e.g. '{"lookahead": 2}'"""
+    interaction: Literal["moves", "multi-turn"] = "moves"
+    """moves: a Countdown-v0 policy (obs, info) -> action; multi-turn: a text policy (message, info) -> turn on
+    CountdownMultiTurn-v0 (shown in the table's mode column)"""
+    max_turns: int = DEFAULT_MAX_TURNS
+    """multi-turn: the turn budget of an episode"""
+    preset: str = "longproc-0.5k"
+    """frozen split preset"""
+    split: Literal["train", "validation", "test"] = "test"
+    model_size: str = "n/a"
+    """parameter count, e.g. 9.5k"""
+    k: int = 1
+    """episodes per problem (pass@k)"""
+    seed: int = 0
+    """seed of the first episode of each problem (run r plays seed + r)"""
+    temperature: float = 0.0
+    """0: deterministic actions; 1: actions sampled from the SB3 policy's distribution"""
+    compute: str | None = None
+    """compute notes (default: cores and measured wall time)"""
+    notes: str | None = None
+    progress: bool = True
+    """a progress bar"""
+
+    def __post_init__(self) -> None:
+        if (self.policy is None) == (self.sb3 is None):
+            raise ValueError("give one of --policy and --sb3")
+        dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
+        dataclass_cli.check_min(self, 1, "k", "max_turns")
+        dataclass_cli.check_min(self, 0, "seed", "temperature")
+        if self.interaction == "multi-turn" and self.sb3:
+            raise ValueError("--sb3 models play Countdown-v0; --interaction multi-turn takes a text --policy")
+        if self.interaction == "multi-turn" and self.wrapper:
+            raise ValueError("--wrapper applies to Countdown-v0 policies; a multi-turn text policy takes none")
+        if self.wrapper_kwargs is not None and self.wrapper is None:
+            raise ValueError("--wrapper-kwargs needs --wrapper")
+        if self.sb3 and self.temperature not in (0.0, 1.0):
+            raise ValueError(f"--temperature with --sb3 must be 0 (deterministic actions) or 1 (sampled from the "
+                             f"policy's own distribution), got {self.temperature}")
+
+
+class _BadCommandLine(ValueError):
+    """The command line is wrong, found while running: reported by dataclass_cli.usage_error (exit code 2)."""
 
 
 def _leaderboard_dir(path: str) -> Path:
     d = Path(path)
     if not (d / SUBMISSIONS).is_dir():
-        raise UsageError(f"{d / SUBMISSIONS} is not a directory; run from the repository root or pass --dir")
+        raise _BadCommandLine(f"{d / SUBMISSIONS} is not a directory; run from the repository root or pass --dir")
     return d
 
 
 def _summary(r: Scores | Rejection) -> str:
     if isinstance(r, Rejection):
-        return f"REJECTED {r.path}: {r.reason}"
+        return f"REJECTED {r.path}: {plain_text(r.reason)}"
     passk = f", pass@{r.k} {r.pass_at_k:.3f}" if r.pass_at_k is not None else ""
     inv = f", invalid steps {r.invalid_step_rate:.3f}" if r.invalid_step_rate is not None else ""
     line = (
-        f"{r.path}: {r.header['agent']} on {r.header['preset']}/{r.header['split']}: pass@1 {r.pass_at_1:.3f}{passk}, "
+        f"{r.path}: {plain_text(r.header['agent'])} on {r.header['preset']}/{r.header['split']}: pass@1 {r.pass_at_1:.3f}{passk}, "
         f"per-sample {r.per_sample:.3f}{inv}, mean length {r.mean_length:.0f}"
     )
-    return line + "".join(f"\n  note: {n}" for n in r.claim_notes)
+    return line + "".join(f"\n  note: {plain_text(n)}" for n in r.claim_notes)
 
 
-def cmd_score(args: argparse.Namespace) -> int:
+def cmd_score(args: ScoreOptions) -> int:
     if args.files:
-        results = [score_file(f, progress=not args.no_progress) for f in args.files]
+        results = [score_file(f, progress=args.progress) for f in args.files]
         for r in results:
             print(_summary(r))
         return 1 if any(isinstance(r, Rejection) for r in results) else 0
     d = _leaderboard_dir(args.dir)
-    results = score_directory(d / SUBMISSIONS, progress=not args.no_progress)
+    results = score_directory(d / SUBMISSIONS, progress=args.progress)
     (d / MARKDOWN).write_text(render_markdown(results, d, PNG), encoding="utf-8", newline="\n")
     png = plot(results, d / PNG)
     for r in results:
@@ -76,10 +174,10 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_check(args: argparse.Namespace) -> int:
+def cmd_check(args: CheckOptions) -> int:
     d = _leaderboard_dir(args.dir)
     results = score_directory(d / SUBMISSIONS)
-    problems = [f"rejected: {r.path}: {r.reason}" for r in results if isinstance(r, Rejection)]
+    problems = [f"rejected: {r.path}: {plain_text(r.reason)}" for r in results if isinstance(r, Rejection)]
     expected = render_markdown(results, d, PNG)
     md = d / MARKDOWN
     if not md.exists():
@@ -105,47 +203,32 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def cmd_submit(args: argparse.Namespace, argv: list[str]) -> int:
+def cmd_submit(args: SubmitOptions, argv: list[str], started: list[bool]) -> int:
+    """Play and write; ``started[0]`` turns True once the first episode starts (a ``ValueError`` before that is the
+    command line's)."""
     from countdown_gym.leaderboard.agents import load_object, load_policy, load_sb3_model, sb3_policy, submit_policy
 
-    if args.interaction == "multi-turn" and args.sb3:
-        raise UsageError("--sb3 models play Countdown-v0; --interaction multi-turn takes a text --policy")
-    if args.interaction == "multi-turn" and args.wrapper:
-        raise UsageError("--wrapper applies to Countdown-v0 policies; a multi-turn text policy takes none")
-    if args.max_turns < 1:
-        raise UsageError(f"--max-turns must be >= 1, got {args.max_turns}")
     wrapper = _load(load_object, args.wrapper, "wrapper") if args.wrapper else None
-    if args.wrapper_kwargs:
-        if wrapper is None:
-            raise UsageError("--wrapper-kwargs needs --wrapper")
-        try:
-            kwargs = json.loads(args.wrapper_kwargs)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"--wrapper-kwargs must be a JSON object: {exc}") from None
-        if not isinstance(kwargs, dict):
-            raise UsageError(f"--wrapper-kwargs must be a JSON object, got {args.wrapper_kwargs!r}")
-        wrapper = functools.partial(wrapper, **kwargs)
+    if wrapper is not None and args.wrapper_kwargs is not None:
+        wrapper = functools.partial(wrapper, **args.wrapper_kwargs)
     if args.sb3:
-        if args.temperature not in (0.0, 1.0):
-            raise UsageError(f"--temperature with --sb3 must be 0 (deterministic actions) or 1 (sampled from the "
-                             f"policy's own distribution), got {args.temperature}")
         model = _load(load_sb3_model, args.sb3)
 
         def make(seed: int):
             model.set_random_seed(seed)  # sampled actions repeat for the same --seed
-            args.started = True
+            started[0] = True
             return sb3_policy(model, deterministic=args.temperature == 0)
     else:
 
         def make(seed: int):
             policy = _load(load_policy, args.policy, seed=seed)
-            args.started = True  # from here on an error is the policy's failure, not the command line's
+            started[0] = True  # from here on an error is the policy's failure, not the command line's
             return policy
 
     path, evals = submit_policy(
         make, args.out, preset=args.preset, split=args.split, k=args.k, seed=args.seed,
-        temperature=args.temperature, progress=not args.no_progress, interaction=args.interaction,
-        max_turns=args.max_turns, command="python -m countdown_gym.leaderboard " + shlex.join(argv), compute=args.compute, wrapper=wrapper,
+        temperature=args.temperature, progress=args.progress, interaction=args.interaction,
+        max_turns=args.max_turns, command="python -m countdown_gym.leaderboard submit " + shlex.join(argv), compute=args.compute, wrapper=wrapper,
         agent=args.agent, authors=args.authors, model=args.model, model_size=args.model_size,
         method=args.method, reward_variant=args.reward_variant, notes=args.notes,
     )  # fmt: skip
@@ -159,74 +242,41 @@ def _load(loader, *a, **kw):
     try:
         return loader(*a, **kw)
     except (ValueError, FileNotFoundError) as e:
-        raise UsageError(str(e)) from None
+        raise _BadCommandLine(str(e)) from None
 
 
-def build_parser() -> argparse.ArgumentParser:
-    exit_codes = __doc__.split("\n\n")[-1].strip().replace("``", "'")
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0], epilog=exit_codes)
-    sub = parser.add_subparsers(dest="command", required=True)
+def _command(name: str, cls: type, body: Callable[..., int]) -> tuple[str, Callable[[list[str]], int]]:
+    """``name``'s entry for :func:`dataclass_cli.dispatch`: its options parsed through ``cls``, then ``body``."""
+    prog = f"{PROG} {name}"
 
-    s = sub.add_parser("score", help="re-verify submissions; write LEADERBOARD.md and leaderboard.png", epilog=exit_codes)
-    s.add_argument("files", nargs="*", help="score only these files and print the results (writes nothing)")
-    s.add_argument("--dir", default="leaderboard", help="leaderboard directory (default: leaderboard)")
-    s.add_argument("--no-progress", action="store_true")
-    s.set_defaults(subparser=s)
+    def run(rest: list[str]) -> int:
+        started = [name != "submit"]  # submit: errors before the first episode are the command line's
 
-    c = sub.add_parser("check", help="exit 1 if a submission is invalid or LEADERBOARD.md is stale", epilog=exit_codes)
-    c.add_argument("--dir", default="leaderboard", help="leaderboard directory (default: leaderboard)")
-    c.set_defaults(subparser=c)
+        def guarded(options) -> int:
+            try:
+                return body(options, rest, started) if name == "submit" else body(options)
+            except (ValueError, FileNotFoundError, RuntimeError) as e:
+                if isinstance(e, _BadCommandLine) or (isinstance(e, ValueError) and not started[0]):
+                    usage_error(str(e), prog=prog)
+                print(f"{prog}: error: {e}", file=sys.stderr)
+                return 1
 
-    m = sub.add_parser("submit", help="evaluate a Countdown-v0 policy, a saved MaskablePPO model or a multi-turn text "
-                       "policy; write a submission", epilog=exit_codes)
-    src = m.add_mutually_exclusive_group(required=True)
-    src.add_argument("--policy", help="'module:name' or 'file.py:name': a policy (obs, info) -> action, or a class taking seed")
-    src.add_argument("--sb3", help="path of a saved sb3-contrib MaskablePPO model (.zip)")
-    m.add_argument("--wrapper", help="'module:name' or 'file.py:name': a Gymnasium wrapper class applied to Countdown-v0 "
-                   "(the observation wrapper the model was trained behind)")
-    m.add_argument("--wrapper-kwargs", default="", help='keyword arguments of the wrapper as JSON, e.g. \'{"lookahead": 2}\'')
-    m.add_argument("--interaction", default="moves", choices=("moves", "multi-turn"),
-                   help="moves: a Countdown-v0 policy (obs, info) -> action; multi-turn: a text policy (message, info) -> "
-                        "turn on CountdownMultiTurn-v0 (shown in the table's mode column)")
-    m.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="multi-turn: the turn budget of an episode")
-    m.add_argument("--preset", default="longproc-0.5k", choices=sorted(SPLIT_SPEC))
-    m.add_argument("--split", default="test", choices=SPLITS)
-    m.add_argument("--out", required=True, help="submission file to write, e.g. leaderboard/submissions/<agent>.<preset>.<split>.jsonl")
-    m.add_argument("--agent", required=True, help="short agent name shown in the table")
-    m.add_argument("--authors", required=True, help="names and a contact")
-    m.add_argument("--model", required=True, help="model / policy description")
-    m.add_argument("--model-size", default="n/a", help="parameter count, e.g. 9.5k")
-    m.add_argument("--method", required=True, help="training method, e.g. 'MaskablePPO'")
-    m.add_argument("--reward-variant", required=True, help="reward used in training: sparse, oracle-perfect, critic, none, ...")
-    m.add_argument("--k", type=int, default=1, help="episodes per problem (pass@k)")
-    m.add_argument("--seed", type=int, default=0)
-    m.add_argument("--temperature", type=float, default=0.0, help="0: deterministic actions; 1: actions sampled from the SB3 policy's distribution")
-    m.add_argument("--compute", default=None, help="compute notes (default: cores and measured wall time)")
-    m.add_argument("--notes", default=None)
-    m.add_argument("--no-progress", action="store_true")
-    m.set_defaults(subparser=m)
-    return parser
+        return dataclass_cli.run(cls, rest, guarded, prog=prog, description=f"{cls.__doc__}\n\n{EXIT_CODES}")
+
+    return (cls.__doc__ or "").rstrip("."), run
+
+
+COMMANDS = {
+    "score": _command("score", ScoreOptions, cmd_score),
+    "check": _command("check", CheckOptions, cmd_check),
+    "submit": _command("submit", SubmitOptions, cmd_submit),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     """0 done, 1 failure, 2 usage error (see the module docstring)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    args.started = args.command != "submit"  # submit: errors before the first episode are the command line's
-    try:
-        if args.command == "score":
-            return cmd_score(args)
-        if args.command == "check":
-            return cmd_check(args)
-        return cmd_submit(args, argv)
-    except (ValueError, FileNotFoundError, RuntimeError) as e:
-        if isinstance(e, UsageError) or (isinstance(e, ValueError) and not args.started):
-            from countdown_gym.cli import usage_error
-
-            return usage_error(args.subparser, str(e))
-        print(f"{PROG} {args.command}: error: {e}", file=sys.stderr)
-        return 1
+    return dataclass_cli.dispatch(PROG, COMMANDS, argv, epilog=EXIT_CODES,
+                                  description="Leaderboard tools: re-score the submissions, check the table, submit a policy.")
 
 
 if __name__ == "__main__":

@@ -229,6 +229,34 @@ def evaluate_turn_policy(
     return Evaluation(out, successes, invalid, time.perf_counter() - start)
 
 
+def check_output_path(out: str | os.PathLike[str]) -> None:
+    """Raise ``ValueError`` unless a submission can be written at ``out`` (checked before any episode is played):
+    not an existing folder or other non-file, and its parent a folder or creatable."""
+    p = Path(out)
+    if p.exists() and not p.is_file():
+        raise ValueError(f"{p} exists and is not a file (a folder?); give the path of the .jsonl file to write")
+    parent = next((q for q in p.absolute().parents if q.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise ValueError(f"cannot write {p}: {parent} is not a folder")
+
+
+def check_wrapper(wrapper: Callable[[Any], Any], preset: str, split: str) -> None:
+    """Raise ``ValueError`` unless ``wrapper(env)`` wraps a Countdown-v0 env into a Gymnasium env (tried once,
+    before any episode is played: a function that is no wrapper, or keyword arguments it does not take, fail here)."""
+    import gymnasium
+
+    from countdown_gym.envs.countdown import CountdownEnv
+
+    name = getattr(wrapper, "__qualname__", None) or getattr(getattr(wrapper, "func", None), "__qualname__", repr(wrapper))
+    try:
+        wrapped = wrapper(CountdownEnv(preset=preset, split=split, invalid_action="penalty"))
+    except Exception as e:  # noqa: BLE001 - any failure to wrap is the caller's input
+        raise ValueError(f"the wrapper {name} cannot wrap Countdown-v0: {type(e).__name__}: {e}") from None
+    if not isinstance(wrapped, gymnasium.Env):
+        raise ValueError(f"the wrapper {name} returned {type(wrapped).__name__}, not a Gymnasium environment")
+    wrapped.close()
+
+
 def submit_policy(
     make_policy: Callable[[int], Policy | Any],
     out: str | Path,
@@ -263,6 +291,11 @@ def submit_policy(
         raise ValueError(f"interaction must be 'moves' (Countdown-v0) or 'multi-turn' (CountdownMultiTurn-v0), got {interaction!r}")
     if interaction == "multi-turn" and wrapper is not None:
         raise ValueError("a wrapper applies to Countdown-v0 policies, not to multi-turn text policies")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0 (Gymnasium seeds are non-negative), got {seed!r}")
+    check_output_path(out)
+    if wrapper is not None:
+        check_wrapper(wrapper, preset, split)
     sampling: dict[str, Any] = {"k": k, "temperature": temperature, "seed": seed}
     if interaction == "multi-turn":
         sampling["max_turns"] = max_turns

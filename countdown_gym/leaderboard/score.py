@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -221,11 +223,12 @@ def score_file(path: str | os.PathLike[str], progress: bool = False) -> Scores |
 
 
 def submission_files(directory: str | os.PathLike[str]) -> list[Path]:
-    """Every file in the submissions directory except hidden ones, sorted by name."""
+    """Every entry of the submissions directory except hidden ones (``.gitkeep``), sorted by name: files, and
+    also links, folders, FIFOs and the like, which :func:`name_problem` rejects (so none is skipped silently)."""
     d = Path(directory)
     if not d.is_dir():
         raise FileNotFoundError(f"submissions directory not found: {d}")
-    return sorted(p for p in d.iterdir() if p.is_file() and not p.name.startswith("."))
+    return sorted(p for p in d.iterdir() if not p.name.startswith("."))
 
 
 _FILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}\.(?P<preset>[a-z0-9][a-z0-9.-]{0,39})\.(?P<split>[a-z]+)\.jsonl")
@@ -233,9 +236,17 @@ _FILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}\.(?P<preset>[a-z0-9][a-z0-9.-
 
 
 def name_problem(path: Path) -> str | None:
-    """Why ``path`` breaks the naming rule (or is a link), else None."""
-    if path.is_symlink():
+    """Why ``path`` is not a submission file: a link, not a regular file, or a name that breaks the naming rule;
+    else None. Looks at the entry itself (``lstat``): a link is never followed, a FIFO never opened."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError as e:
+        return f"cannot be read ({e.strerror})"
+    if stat.S_ISLNK(mode):
         return "a symbolic link (submit the file itself)"
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
+        return f"{kind}, not a regular file (submit one .jsonl file per agent and split)"
     m = _FILE_NAME.fullmatch(path.name)
     if m is None or m["split"] not in SPLITS:
         return ("file name does not follow <agent>.<preset>.<split>.jsonl (lower-case letters, digits, '-', '_'; "
@@ -243,11 +254,39 @@ def name_problem(path: Path) -> str | None:
     return None
 
 
+_IGNORABLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164"
+    "\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+"""Unicode's default-ignorable code points: characters that display as nothing (zero-width spaces and joiners,
+bidirectional controls such as U+202E, variation selectors, the soft hyphen, fillers, tags)."""
+
+
+def visible_text(text: str) -> str:
+    """``text`` without invisible characters (default-ignorable code points and any other format character, Cf)."""
+    text = _IGNORABLE.sub("", text)
+    if text.isascii():
+        return text
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+
+
+def agent_key(name: str) -> str:
+    """The identity of an agent name on the board: two names with the same key are the same agent.
+
+    Invisible characters are dropped, then NFKC (full-width and other compatibility forms become the plain
+    character), case folding, NFKC again, and whitespace collapsed and stripped: ``" Ｅxhaustive\u200b-solver "``
+    and ``"exhaustive-solver"`` collide.
+    """
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", visible_text(name)).casefold())
+    return " ".join(folded.split())
+
+
 def score_directory(directory: str | os.PathLike[str], progress: bool = False) -> list[Scores | Rejection]:
-    """Score every file of ``directory``: a file breaking the naming rule, a link, or a second file of an
-    (agent, preset, split) already on the board is rejected."""
+    """Score every entry of ``directory``: a link, a folder or other non-regular file, a file breaking the naming
+    rule, or a second file of an agent (by :func:`agent_key`) on a preset and split already on the board is
+    rejected."""
     results: list[Scores | Rejection] = []
-    seen: dict[tuple[str, str, str], Path] = {}
+    seen: dict[tuple[str, str, str], tuple[Path, str]] = {}
     for p in submission_files(directory):
         problem = name_problem(p)
         if problem is not None:
@@ -256,37 +295,55 @@ def score_directory(directory: str | os.PathLike[str], progress: bool = False) -
         r = score_file(p, progress=progress)
         if isinstance(r, Scores):
             h = r.header
-            key = (str(h["agent"]).casefold(), str(h["preset"]), str(h["split"]))
+            key = (agent_key(str(h["agent"])), str(h["preset"]), str(h["split"]))
             m = _FILE_NAME.fullmatch(p.name)
             if (m["preset"], m["split"]) != (key[1], key[2]):
                 r = Rejection(p, f"the file name says {m['preset']}/{m['split']}, the header {key[1]}/{key[2]}")
             elif key in seen:
-                r = Rejection(p, f"agent {h['agent']!r} on {key[1]}/{key[2]} is already on the board ({seen[key].name}); "
-                                 "one file per agent and split")
+                first, name = seen[key]
+                same = "" if name == h["agent"] else f" (as {name!r}; names equal up to case, width, invisible " \
+                                                       "characters and spaces are one agent)"
+                r = Rejection(p, f"agent {h['agent']!r} on {key[1]}/{key[2]} is already on the board{same} "
+                                 f"({first.name}); one file per agent and split")
             else:
-                seen[key] = p
+                seen[key] = (p, h["agent"])
         results.append(r)
     return results
 
 
 # ---- output -------------------------------------------------------------------------------------
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")
 
 
-_MD_SPECIAL = re.compile(r"([\[\]()!*_#~])")
+_MD_SPECIAL = re.compile(r"([\[\]()!*_#~:])")
+_WWW = re.compile(r"(?i)(www)\.")
+_EMAIL_AT = re.compile(r"@(?=[A-Za-z0-9_.\\-]*\.)")
+"""An ``@`` that a bare e-mail address could follow (a dot in what comes next)."""
+
+
+def plain_text(text: Any, limit: int | None = None) -> str:
+    """Untrusted text for one line of a table or a terminal: control characters (ANSI escapes, line breaks) as
+    spaces, invisible ones (:func:`visible_text`) dropped, stripped, cut to ``limit`` characters with ``...``."""
+    s = visible_text(_CONTROL.sub(" ", str(text).encode("utf-8", "replace").decode("utf-8"))).strip()
+    return s if limit is None or len(s) <= limit else s[: limit - 3] + "..."
 
 
 def _md(text: Any, limit: int = 80, code: bool = False) -> str:
-    """Untrusted text made safe for one Markdown table cell: no live links, images, emphasis or HTML.
+    """Untrusted text made safe for one Markdown table cell: one line, no invisible characters (U+202E
+    and the like), no live links (``https://``, ``www.``, ``mailto:``, bare e-mail addresses), images,
+    emphasis or HTML. (GitHub's renderer links e-mail addresses even with the ``@`` escaped, so an empty
+    HTML comment after the ``@`` splits the address.)
 
     ``code=True``: for text inside a code span (where Markdown is not interpreted, so only ``|``
     and backticks need care)."""
-    s = _CONTROL.sub(" ", str(text).encode("utf-8", "replace").decode("utf-8")).strip()
-    if len(s) > limit:
-        s = s[: limit - 3] + "..."
-    s = s.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("`", "'")
-    return s if code else _MD_SPECIAL.sub(r"\\\1", s)
+    s = plain_text(text, limit)
+    if code:
+        return s.replace("|", "\\|").replace("`", "'")
+    s = s.replace("\\", "\\\\").replace("|", "\\|").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = s.replace("`", "'")  # &: an entity such as &#x202e; would put the character back
+    s = _WWW.sub(r"\1\\.", _MD_SPECIAL.sub(r"\\\1", s))
+    return _EMAIL_AT.sub("@<!-- -->", s)
 
 
 def _fmt(x: float | None, digits: int = 3) -> str:
@@ -294,7 +351,8 @@ def _fmt(x: float | None, digits: int = 3) -> str:
 
 
 def _rel(path: Path, base: Path) -> str:
-    return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
+    """``path`` relative to ``base``; a link is named by its own path, never by its target's."""
+    return Path(os.path.relpath(path.parent.resolve() / path.name, base.resolve())).as_posix()
 
 
 def _group_key(group: tuple[str, str]) -> tuple[str, int]:
@@ -403,7 +461,7 @@ def plot(results: list[Scores | Rejection], png: str | os.PathLike[str]) -> Path
     heights = [max(1.6, 0.45 * len(rows) + 1.0) for rows in groups.values()]
     fig, axes = plt.subplots(len(groups), 1, figsize=(8, sum(heights)), height_ratios=heights, squeeze=False)
     for ax, ((preset, split), rows) in zip(axes[:, 0], groups.items(), strict=True):
-        labels = [_CONTROL.sub(" ", s.header["agent"])[:30].replace("$", r"\$") for _, s in rows][::-1]
+        labels = [plain_text(s.header["agent"])[:30].replace("$", r"\$") for _, s in rows][::-1]
         p1 = [s.pass_at_1 for _, s in rows][::-1]
         pk = [s.pass_at_k if s.pass_at_k is not None else float("nan") for _, s in rows][::-1]
         y = range(len(rows))

@@ -44,6 +44,7 @@ import json
 import numbers as _numbers
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -406,15 +407,18 @@ def write_submission(
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    with tmp.open("w", encoding="utf-8", newline="\n") as f:
-        for obj in [header, *lines]:
-            f.write(json.dumps(obj, separators=(",", ":")) + "\n")  # ASCII: any str round-trips
     try:
-        read_submission(tmp)
-    except SubmissionError as e:
-        tmp.unlink()
-        raise SubmissionError(out, e.reason) from None
-    os.replace(tmp, out)
+        with tmp.open("w", encoding="utf-8", newline="\n") as f:
+            for obj in [header, *lines]:
+                f.write(json.dumps(obj, separators=(",", ":")) + "\n")  # ASCII: any str round-trips
+        try:
+            read_submission(tmp)
+        except SubmissionError as e:
+            raise SubmissionError(out, e.reason) from None
+        os.replace(tmp, out)
+    finally:
+        if tmp.is_file():  # a failed write or check leaves nothing behind
+            tmp.unlink()
     return out
 
 
@@ -563,9 +567,12 @@ def read_submission(path: str | os.PathLike[str]) -> Submission:
     """
     p = Path(path)
     try:
-        size = p.stat().st_size
+        st = p.stat()
     except OSError as e:
         raise SubmissionError(p, f"cannot read the file ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):  # a folder, or a FIFO that would block the reader
+        raise SubmissionError(p, "not a regular file")
+    size = st.st_size
     if size > MAX_FILE_BYTES:
         raise SubmissionError(p, f"file is {size / 2**20:.1f} MiB; the limit is {MAX_FILE_BYTES // 2**20} MiB")
     if size == 0:

@@ -1,0 +1,98 @@
+"""Command lines a careless or hostile user types: each is one usage-error line and exit code 2, reported before any
+work is done, never a traceback, never a silent acceptance. One parsing layer (countdown_gym.dataclass_cli) and one
+usage-error form for every command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from countdown_gym.cli import COMMANDS, main
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLVER = str(ROOT / "baselines" / "reference_agents.py") + ":SolverPolicy"
+META = ["--agent", "a", "--authors", "a", "--model", "m", "--method", "m", "--reward-variant", "none", "--no-progress",
+        "--preset", "tinyzero", "--split", "validation"]  # fmt: skip
+
+
+def usage_error(argv: list[str], capsys: pytest.CaptureFixture[str], *needles: str) -> str:
+    assert main(argv) == 2, argv
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    prog = "countdown-gym " + (" ".join(argv[:2]) if argv[0] == "leaderboard" else argv[0])
+    assert lines[0].startswith(f"usage: {prog} ") and f"\n{prog}: error: " in err, err  # the one form
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+@pytest.mark.parametrize(("flags", "needle"), [
+    (["--seed", "-1"], "--seed must be >= 0"),
+    (["--wrapper", "os:getcwd"], "cannot wrap Countdown-v0"),
+    (["--wrapper", "gymnasium.wrappers:TimeLimit", "--wrapper-kwargs", '{"nope": 1}'], "unexpected keyword argument 'nope'"),
+    (["--wrapper", "operator:truth"], "not a Gymnasium environment"),
+])  # fmt: skip
+def test_submit_refuses_a_bad_seed_or_wrapper_before_playing(tmp_path, capsys, flags, needle):
+    out = tmp_path / "x.jsonl"
+    start = time.perf_counter()
+    usage_error(["leaderboard", "submit", "--policy", SOLVER, "--out", str(out), *META, *flags], capsys, needle)
+    assert time.perf_counter() - start < 20 and not out.exists()  # nothing was played (the split takes longer)
+
+
+def test_submit_to_an_existing_folder_fails_before_playing_and_leaves_nothing(tmp_path, capsys):
+    folder = tmp_path / "taken"
+    folder.mkdir()
+    usage_error(["leaderboard", "submit", "--policy", "os:getcwd", "--out", str(folder), *META], capsys,
+                "is not a file")  # os:getcwd would fail at the first episode: exit 1, not 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]  # no taken.tmp
+    from countdown_gym.leaderboard import write_submission
+
+    with pytest.raises(IsADirectoryError):  # the writer itself never leaves its temporary file behind
+        write_submission(folder, completions=["<answer>1</answer>"] * 200, preset="tinyzero", split="validation",
+                         agent="a", authors="a", model="m", model_size="0", method="m", reward_variant="none",
+                         compute="-", command="-")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+
+
+def test_audit_refuses_bad_options_before_the_audit(tmp_path, capsys):
+    fn = "countdown_gym.audit:verify_reward"
+    usage_error(["audit", fn, "--json", str(tmp_path / "missing" / "out.jsonl")], capsys, "does not exist")
+    usage_error(["audit", fn, "--json", str(tmp_path)], capsys, "is a folder")
+    usage_error(["audit", fn, "--threshold", "nan"], capsys, "not a finite number")
+    usage_error(["audit", fn, "--threshold", "inf"], capsys, "not a finite number")
+    usage_error(["audit", fn, "--memory-mb", "-5"], capsys, "--memory-mb must be >= 0")
+    usage_error(["audit", fn, "--timeout", "0"], capsys, "--timeout must be > 0")
+
+
+def test_difficulty_and_export_refuse_what_they_would_ignore(tmp_path, capsys):
+    usage_error(["difficulty", "--presets", ""], capsys, "--presets names no preset")
+    usage_error(["difficulty", "--presets", "nope"], capsys, "unknown presets ['nope']")
+    usage_error(["export", "--format", "jsonl", "--interaction", "tool", "--out", str(tmp_path)], capsys,
+                "--interaction tool applies to --format verl only")
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_has_one_usage_error_form(command, capsys):
+    argv = [command, "submit"] if command == "leaderboard" else [command]
+    err = usage_error([*argv, "--no-such-flag"], capsys)
+    assert err.rstrip().endswith(f"For full helptext, run countdown-gym {' '.join(argv)} --help")
+
+
+def test_scripts_parse_through_dataclass_cli():
+    """No command or script builds an argparse parser of its own: one layer, one help layout, one error form."""
+    offenders = [str(p.relative_to(ROOT)) for folder in ("countdown_gym", "baselines", "critics", "benchmarks", "scripts")
+                 for p in (ROOT / folder).rglob("*.py") if "import argparse" in p.read_text(encoding="utf-8")]
+    assert offenders == []
+
+
+def test_console_script_usage_error_is_one_line_per_part_and_exit_2():
+    r = subprocess.run([sys.executable, "-m", "countdown_gym", "leaderboard", "submit", "--seed", "x"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "countdown-gym leaderboard submit: error: " in r.stderr

@@ -1,0 +1,184 @@
+"""The verifier and the problem loader under hostile input: deep nesting, huge values, content that is not text,
+files with bad bytes and bad rows mixed in, rows the solver would take minutes on. Regression tests, then Hypothesis
+properties (derandomised in CI: tests/conftest.py)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from countdown_gym import Problem, Rules, verify
+from countdown_gym.problem_files import load_problems
+from countdown_gym.solver import SolverTimeout, is_solvable
+from countdown_gym.verifier import REASONS
+
+PROBLEM = Problem((21, 16, 17, 26), 46)
+RIGHT = "<answer>21 + 16 - 17 + 26</answer>"
+VERIFY_CPU_LIMIT = 0.050
+"""The bound of the property test: CPU seconds (this thread's, so other work on a shared machine does not count) of
+one verify() call on any JSON-like value up to 1 MB, the garbage collector's pass over the test's own large values
+excluded. Measured: the slowest example of a run took 0.5-13 ms in 11 random runs and 2.9 ms with the CI profile
+(`python -m pytest tests/test_hostile_inputs.py -k verify_never -s` prints it)."""
+
+
+def nested(depth: int, leaf=None, kind=list):
+    value = leaf if leaf is not None else []
+    for _ in range(depth):
+        value = [value] if kind is list else {"k": value}
+    return value
+
+
+# ---- regressions ----------------------------------------------------------------------------------------------
+
+
+def test_verify_deeply_nested_or_huge_values_without_recursion_or_a_full_repr():
+    for value in (nested(100_000), nested(100_000, kind=dict), [nested(100_000)], 10**5000, list(range(3_000_000))):
+        start = time.thread_time()
+        v = verify(PROBLEM, value)
+        assert time.thread_time() - start < VERIFY_CPU_LIMIT
+        assert v.reason == "invalid_input" and len(v.message) < 250, v.message
+
+
+def test_message_content_that_is_not_text_is_not_read():
+    for content in ({"text": RIGHT}, {"x": RIGHT}, 46, [{"type": "text", "text": {"t": RIGHT}}]):
+        v = verify(PROBLEM, [{"role": "assistant", "content": content}])
+        assert not v.correct and v.reason == "no_answer", (content, v)
+    assert verify(PROBLEM, [{"role": "assistant", "content": [{"type": "text", "text": RIGHT}]}]).correct
+
+
+def test_load_problems_reads_past_bad_bytes_deep_nesting_and_wrong_json(tmp_path):
+    good = b'{"nums": [3, 4, 5], "target": 12}\n'
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(good + b'{"nums": [1, 2, \xff3], "target": 6}\n' + b"[" * 100_000 + b"\n" + good)
+    loaded = load_problems(path, progress=False)
+    assert loaded.rows == [0, 3] and loaded.total_rows == 4
+    assert [(i.row, i.reason) for i in loaded.issues] == [(1, "malformed"), (2, "malformed")]
+    assert "not UTF-8" in loaded.issues[0].message and "nested too deeply" in loaded.issues[1].message
+    for text, needle in (("5", "holds int"), ('"str"', "holds str"), ("[" * 100_000, "nested too deeply")):
+        (tmp_path / "one.json").write_text(text)
+        loaded = load_problems(tmp_path / "one.json", progress=False)
+        assert loaded.total_rows == 1 and not loaded.problems and needle in loaded.issues[0].message, loaded.report()
+    (tmp_path / "one.json").write_bytes(b'[{"nums": [3, 4, 5], "target": 12, "note": "\xff"}]')
+    assert "not UTF-8" in load_problems(tmp_path / "one.json", progress=False).issues[0].message
+    (tmp_path / "one.json").write_text('{"nums": [3, 4, 5], "target": 12}')  # one row object, read as one row
+    assert load_problems(tmp_path / "one.json", progress=False).rows == [0]
+    (tmp_path / "rows.csv").write_bytes(b'nums,target\n"[3, 4, 5]",12\n"[3, 4, 5]",\xff\n"[3, 4, 5]",12\n')
+    loaded = load_problems(tmp_path / "rows.csv", progress=False)
+    assert loaded.rows == [0, 2] and loaded.issues[0].row == 1 and "not UTF-8" in loaded.issues[0].message
+
+
+def test_load_problems_caps_the_solver_time_per_row(tmp_path):
+    hard = {"nums": [3, 7, 11, 13, 17, 19, 23], "target": 99991}  # TinyZero rules: seconds of search
+    rows = [{"nums": [3, 4, 5], "target": 12}, hard, {"nums": [3, 4, 5], "target": 12}]
+    start = time.perf_counter()
+    loaded = load_problems(rows, progress=False, solver_timeout=0.05)
+    assert time.perf_counter() - start < 5
+    assert loaded.rows == [0, 2] and [(i.row, i.reason) for i in loaded.issues] == [(1, "timeout")]
+    with pytest.raises(SolverTimeout):
+        is_solvable(hard["nums"], hard["target"], Rules.tinyzero(), timeout=0.01)
+    assert is_solvable([3, 4, 5], 12, timeout=0.01)  # a quick answer is unaffected
+
+
+# ---- properties -----------------------------------------------------------------------------------------------
+
+JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
+                      st.text(max_size=50), st.sampled_from([RIGHT, "<answer>", "</answer>", "<Solution>\n1 + 1 = 2\n",
+                                                             "assistant", "role", "content"]))
+JSON_SMALL = st.recursive(JSON_LEAF, lambda kids: st.one_of(st.lists(kids, max_size=5),
+                                                            st.dictionaries(st.text(max_size=10), kids, max_size=5)),
+                          max_leaves=20)
+MB = 1_000_000
+
+
+SHAPES = ("small", "repeat", "wide-dict", "nest-list", "nest-dict", "long-text", "chat", "chat-parts")
+PIECES = ("(", "<answer>", "1+", "<answer>(((", "<Solution>\n", "1 + 1 = 2\n", "x", "\u00a0")
+
+
+@st.composite
+def recipes(draw) -> tuple[str, object, str, float]:
+    """``(shape, base, piece, fill)``: how :func:`build` makes a JSON-like value of at most about 1 MB. The test
+    draws the recipe, not the value, so that a failing example prints in a few lines (a 100,000-deep value could not
+    be printed). ``fill``: the fraction of 1 MB used, often all of it (Hypothesis favours small numbers)."""
+    fill = draw(st.one_of(st.sampled_from([1.0, 0.5]), st.floats(0.0, 1.0)))
+    return draw(st.sampled_from(SHAPES)), draw(JSON_SMALL), draw(st.sampled_from(PIECES)), fill
+
+
+def build(shape: str, base: object, piece: str, fill: float):
+    """The value of a recipe: ``base`` alone, repeated, in a wide dict, nested deep, a long string, or chat
+    messages whose content is ``base`` or a list of text parts holding it."""
+    size = len(json.dumps(base)) + 2
+
+    def count(per_item: int) -> int:
+        return max(1, int(fill * MB / per_item))
+
+    if shape == "repeat":
+        return [base] * count(size)
+    if shape == "wide-dict":
+        return {str(i): base for i in range(count(size + 10))}
+    if shape in ("nest-list", "nest-dict"):
+        return nested(count(8), base, list if shape == "nest-list" else dict)
+    if shape == "long-text":
+        return piece * count(len(piece.encode()))
+    if shape in ("chat", "chat-parts"):
+        content = base if shape == "chat" else [{"type": "text", "text": base}] * count(size + 30)
+        return [{"role": "user", "content": "x"}, {"role": "assistant", "content": content}]
+    return base
+
+
+SLOWEST: list[float] = [0.0]
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(recipe=recipes())
+def test_verify_never_raises_and_stays_fast_on_json_like_values(recipe):
+    value = build(*recipe)
+    gc.collect()  # the collector's pass over the test's own large values is not verify's time
+    gc.disable()
+    try:
+        start = time.thread_time()  # this thread's CPU time: other work on a shared machine does not count
+        v = verify(PROBLEM, value)
+        took = time.thread_time() - start
+    finally:
+        gc.enable()
+    SLOWEST[0] = max(SLOWEST[0], took)
+    print(f"slowest verify so far: {1000 * SLOWEST[0]:.1f} ms CPU")
+    assert v.reason in REASONS and isinstance(v.message, str)
+    assert took < VERIFY_CPU_LIMIT, f"{took * 1000:.1f} ms"
+
+
+GOOD_ROW = st.builds(lambda nums: {"nums": nums, "target": sum(nums)}, st.lists(st.integers(1, 99), min_size=2, max_size=4))
+BAD_LINE = st.one_of(
+    st.binary(min_size=1, max_size=30).map(lambda b: b.replace(b"\n", b"") + b"\xff"),  # not UTF-8
+    st.text(min_size=1, max_size=30).filter(lambda t: "\n" not in t and "\r" not in t and t.strip())
+    .map(lambda t: ("{" + t).encode()),  # not JSON
+    st.integers(1, 200_000).map(lambda d: b"[" * d),  # nested too deeply (or unclosed)
+    JSON_SMALL.filter(lambda v: not isinstance(v, dict)).map(lambda v: json.dumps(v).encode()),  # not an object
+    st.sampled_from([b'{"nums": "abc", "target": 3}', b'{"nums": [1, 2]}', b'{"target": 3}', b'{"nums": [1.5, 2], "target": 3}',
+                     b'{"nums": [1, 2], "target": true}', b'{"nums": [1, 2], "target": "x"}']),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(lines=st.lists(st.one_of(GOOD_ROW.map(lambda r: ("good", r)), BAD_LINE.map(lambda b: ("bad", b))), max_size=30))
+def test_load_problems_reads_every_good_row_and_names_every_bad_one(tmp_path_factory, lines):
+    path = tmp_path_factory.mktemp("rows") / "rows.jsonl"
+    path.write_bytes(b"".join((json.dumps(x).encode() if kind == "good" else x) + b"\n" for kind, x in lines))
+    loaded = load_problems(path, progress=False)
+    good = [i for i, (kind, _) in enumerate(lines) if kind == "good"]
+    assert loaded.total_rows == len(lines)
+    assert loaded.rows == good
+    assert [(p.numbers, p.target) for p in loaded.problems] == [(tuple(lines[i][1]["nums"]), lines[i][1]["target"]) for i in good]
+    assert [(i.row, i.reason) for i in loaded.issues] == [(i, "malformed") for i, (kind, _) in enumerate(lines) if kind == "bad"]
+
+
+def test_the_ci_profile_is_derandomised():
+    import os
+
+    if os.environ.get("CI"):
+        assert settings().derandomize
+    assert settings.get_profile("ci").derandomize
