@@ -213,3 +213,21 @@ def test_websocket_fuzz_every_frame_gets_one_clear_answer_and_the_session_stays(
         one_frame()
         ws.send_text(json.dumps({"type": "reset", "data": {"problem": PROBLEM}}))  # the session still plays
         assert ws.receive_json()["data"]["observation"]["target"] == 46
+
+
+def test_an_idle_websocket_session_is_closed_and_frees_its_slot():
+    """A session silent for session_idle_s is closed (1000, "idle"); its slot serves the next client."""
+    with TestClient(make_app("Countdown-v0", split="test", max_sessions=1, session_idle_s=0.3)) as c:
+        with c.websocket_connect("/ws") as ws:
+            ws.send_text(json.dumps({"type": "reset", "data": {"seed": 1}}))
+            assert ws.receive_json()["type"] == "observation"
+            time.sleep(0.2)
+            ws.send_text(json.dumps({"type": "state"}))  # activity restarts the clock
+            assert ws.receive_json()["type"] == "state"
+            t0 = time.monotonic()
+            closed = ws.receive()
+            assert closed["type"] == "websocket.close" and (closed["code"], closed["reason"]) == (1000, "idle")
+            assert 0.2 < time.monotonic() - t0 < 5
+        with c.websocket_connect("/ws") as ws:
+            ws.send_text(json.dumps({"type": "reset", "data": {"seed": 2}}))
+            assert ws.receive_json()["type"] == "observation"

@@ -41,6 +41,18 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def uvicorn_server(app: Any, max_body_bytes: int, log_level: str = "warning") -> Any:
+    """The uvicorn server of ``countdown-gym serve`` (and of ``serve_in_thread``).
+
+    WebSocket messages are limited to ``max_body_bytes``, and not compressed: an answer is about a kilobyte, and
+    per-message deflate cost both ends more time than it saves on a local or private network.
+    """
+    import uvicorn
+
+    return uvicorn.Server(uvicorn.Config(app, ws_max_size=max_body_bytes, ws_per_message_deflate=False,
+                                         log_level=log_level))
+
+
 @dataclass
 class ServeOptions:
     """Serve a countdown-gym environment over HTTP and WebSocket with openenv-core (reset / step / state).
@@ -107,8 +119,6 @@ def main(argv: list[str] | None = None) -> int:
     prog = "countdown-gym serve"
     opts = parse(ServeOptions, argv, prog=prog)
     try:
-        import uvicorn
-
         from countdown_gym.integrations.openenv.server import make_app
     except ImportError as e:
         print(f"{prog}: {e}", file=sys.stderr)
@@ -128,5 +138,5 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{prog}: {opts.env} on http://{opts.host}:{opts.port} (HTTP /reset /step /state/{{episode_id}}, "
           f"WebSocket /ws, up to {opts.max_sessions} sessions); Ctrl-C stops", flush=True)
     with sock:
-        uvicorn.Server(uvicorn.Config(app, ws_max_size=opts.max_body_bytes, log_level=opts.log_level)).run(sockets=[sock])
+        uvicorn_server(app, opts.max_body_bytes, opts.log_level).run(sockets=[sock])
     return 0

@@ -73,6 +73,7 @@ from countdown_gym.integrations.openenv_serve import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_S,
     listening_socket,
+    uvicorn_server,
 )
 
 __all__ = ["ENVIRONMENTS", "EpisodeConflict", "EpisodeStore", "RequestError", "UnknownEpisode", "make_app",
@@ -383,11 +384,8 @@ def serve_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0, log_le
 
     WebSocket messages are limited to the app's ``max_body_bytes``, as ``countdown-gym serve`` does.
     """
-    import uvicorn
-
     sock = listening_socket(host, port)
-    limit = getattr(app.state, "max_body_bytes", DEFAULT_MAX_BODY_BYTES)
-    server = uvicorn.Server(uvicorn.Config(app, ws_max_size=limit, log_level=log_level))
+    server = uvicorn_server(app, getattr(app.state, "max_body_bytes", DEFAULT_MAX_BODY_BYTES), log_level)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

@@ -265,15 +265,23 @@ class Sessions:
             return
         self.active += 1
         env = self.factory()
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        last, idle = [loop.time()], [False]
+
+        def watchdog() -> None:  # one timer per session, not one per message (asyncio.timeout costs ~15 us)
+            quiet = loop.time() - last[0]
+            if quiet >= self.idle_s:
+                idle[0] = True
+                task.cancel()
+            else:
+                timer[0] = loop.call_later(self.idle_s - quiet, watchdog)
+
+        timer = [loop.call_later(self.idle_s, watchdog)]
         receive, send = websocket.receive, websocket.send
         try:
             while True:
-                try:
-                    async with asyncio.timeout(self.idle_s):
-                        message = await receive()
-                except TimeoutError:
-                    await websocket.close(1000, "idle")
-                    return
+                message = await receive()
+                last[0] = loop.time()
                 if message["type"] == "websocket.disconnect":
                     return
                 text = message.get("text")
@@ -286,6 +294,12 @@ class Sessions:
                     await websocket.close(1000)
                     return
                 await send({"type": "websocket.send", "text": reply})
+        except asyncio.CancelledError:
+            if not idle[0]:
+                raise
+            task.uncancel()
+            await websocket.close(1000, "idle")
         finally:
+            timer[0].cancel()
             self.active -= 1
             env.close()
