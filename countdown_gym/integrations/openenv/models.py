@@ -124,15 +124,20 @@ class TransitionModel(BaseModel):
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> TransitionModel:
+        return cls(**cls.fields_of(record))
+
+    @staticmethod
+    def fields_of(record: dict[str, Any]) -> dict[str, Any]:
+        """The model's fields for a record, as JSON values (what :meth:`from_record` validates)."""
         a, op, b, c = record["move"]
         nxt = record["next_state"]
-        return cls(
-            state=[to_json_number(x) for x in record["state"]],
-            move=(None if a is None else to_json_number(a), op, None if b is None else to_json_number(b),
-                  None if c is None else to_json_number(c)),
-            next_state=None if nxt is None else [to_json_number(x) for x in nxt],
-            target=record["target"], valid=record["valid"], reason=record["reason"], turn=record.get("turn"),
-        )
+        return {
+            "state": [to_json_number(x) for x in record["state"]],
+            "move": [None if a is None else to_json_number(a), op, None if b is None else to_json_number(b),
+                     None if c is None else to_json_number(c)],
+            "next_state": None if nxt is None else [to_json_number(x) for x in nxt],
+            "target": record["target"], "valid": record["valid"], "reason": record["reason"], "turn": record.get("turn"),
+        }
 
     def record(self, rules: Rules) -> dict[str, Any]:
         """The record as the Gymnasium environments emit it (tuples, exact numbers, ``rules``)."""

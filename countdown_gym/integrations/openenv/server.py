@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import gymnasium as gym
+import pydantic_core
 from fastapi import FastAPI
 from openenv.core.env_server import create_app
 from openenv.core.env_server.interfaces import Environment
@@ -80,6 +81,24 @@ __all__ = ["ENVIRONMENTS", "EpisodeConflict", "EpisodeStore", "RequestError", "U
            "serve_in_thread"]
 
 _LOCK = threading.Lock()
+
+
+@dataclass
+class Answer:
+    """A reset's or step's answer: the observation's fields (JSON values), ``reward`` and ``done``."""
+
+    fields: dict[str, Any]
+    reward: float | None
+    done: bool
+
+    def observation(self) -> dict[str, Any]:
+        """The keyword arguments of the observation model."""
+        return {**self.fields, "reward": self.reward, "done": self.done}
+
+    def answer(self) -> bytes:
+        """``{"observation": {...}, "reward": r, "done": d}``: what openenv's clients read, serialised in one call
+        (no model is built; ``tests/test_openenv.py`` checks it equals the observation model's dump)."""
+        return pydantic_core.to_json({"observation": self.fields, "reward": self.reward, "done": self.done})
 
 
 @dataclass
@@ -165,8 +184,8 @@ class _CountdownEnvironment(Environment):
     def _native_action(self, episode: Episode, action: Action) -> Any:
         raise NotImplementedError
 
-    def _observation(self, episode: Episode, obs: Any, info: dict[str, Any], reward: float | None,
-                     terminated: bool, truncated: bool) -> Observation:
+    def _fields(self, obs: Any, info: dict[str, Any], done: bool) -> dict[str, Any]:
+        """The fields of this environment's observation class besides the shared ones (JSON values)."""
         raise NotImplementedError
 
     # ---- openenv Environment --------------------------------------------------------------------
@@ -182,7 +201,14 @@ class _CountdownEnvironment(Environment):
         return self.reset_request(request)
 
     def reset_request(self, request: ResetRequest) -> Observation:
-        """:meth:`reset` with a validated request (what the routes call)."""
+        """:meth:`reset` with a validated request."""
+        return self.observation_cls(**self._reset(request).observation())
+
+    def reset_answer(self, request: ResetRequest) -> bytes:
+        """:meth:`reset_request`'s answer as the JSON that openenv's clients read (what the routes send)."""
+        return self._reset(request).answer()
+
+    def _reset(self, request: ResetRequest) -> Answer:
         options = None
         if request.problem is not None:
             options = {"problem": (request.problem.numbers, request.problem.target)}
@@ -197,10 +223,10 @@ class _CountdownEnvironment(Environment):
             except ValueError as e:  # an unplayable problem, refused by the problem source with its reason
                 raise RequestError(str(e)) from None
             episode = Episode(request.episode_id or uuid.uuid4().hex, env)
-            observation = self._observation(episode, obs, info, None, False, False)
+            answer = self._answer(episode, obs, info, None, False, False)
             self._store.add(episode)  # only once its answer exists
             self._episode = episode
-            return observation
+            return answer
 
     @staticmethod
     def _check_target(target: int, rules: Any) -> None:
@@ -215,6 +241,13 @@ class _CountdownEnvironment(Environment):
         """Play ``action`` in this session's episode, or (HTTP) in the episode named by ``episode_id``."""
         if kwargs.keys() - {"request_id"}:
             raise RequestError(f"unknown step fields {sorted(kwargs)}; /step takes action, episode_id, timeout_s, request_id")
+        return self.observation_cls(**self._step(action, episode_id).observation())
+
+    def step_answer(self, action: Action, episode_id: str | None = None) -> bytes:
+        """:meth:`step`'s answer as the JSON that openenv's clients read (what the routes send)."""
+        return self._step(action, episode_id).answer()
+
+    def _step(self, action: Action, episode_id: str | None) -> Answer:
         if not isinstance(action, self.action_cls):
             raise RequestError(f"the action must be a {self.action_cls.__name__}, got {type(action).__name__}")
         with _LOCK:
@@ -226,7 +259,7 @@ class _CountdownEnvironment(Environment):
             obs, reward, terminated, truncated, info = episode.env.step(self._native_action(episode, action))
             episode.steps += 1
             episode.done = bool(terminated or truncated)
-            return self._observation(episode, obs, info, float(reward), bool(terminated), bool(truncated))
+            return self._answer(episode, obs, info, float(reward), bool(terminated), bool(truncated))
 
     @property
     def state(self) -> CountdownState:
@@ -255,17 +288,22 @@ class _CountdownEnvironment(Environment):
         return EnvironmentMetadata(name=self.env_id, version=__version__,
                                    description=f"countdown-gym's {self.env_id}: reach the target with + - * /")
 
-    def _common(self, episode: Episode, info: dict[str, Any], reward: float | None, terminated: bool,
-                truncated: bool) -> dict[str, Any]:
+    def _answer(self, episode: Episode, obs: Any, info: dict[str, Any], reward: float | None, terminated: bool,
+                truncated: bool) -> Answer:
+        """What a reset or step answers: the observation's fields (JSON values), ``reward`` and ``done``."""
         problem = info["problem"]
         if episode.rules is None:
             episode.rules = problem.rules.to_dict()
-        return {
+        fields = {
             "episode_id": episode.episode_id, "numbers": list(problem.numbers), "target": problem.target,
             "rules": episode.rules, "state": [to_json_number(x) for x in info["state"]],
-            "transitions": [TransitionModel.from_record(t) for t in info["transitions"]],
-            "terminated": terminated, "truncated": truncated, "reward": reward, "done": terminated or truncated,
+            "transitions": [TransitionModel.fields_of(t) for t in info["transitions"]],
+            "terminated": terminated, "truncated": truncated,
         }
+        fields.update(self._fields(obs, info, terminated or truncated))
+        return Answer(fields, reward, terminated or truncated)
+
+
 
 
 class CountdownMultiTurnEnvironment(_CountdownEnvironment):
@@ -289,13 +327,11 @@ class CountdownMultiTurnEnvironment(_CountdownEnvironment):
     def _current_numbers(self, env: CountdownMultiTurnEnv) -> tuple:
         return env.episode.state
 
-    def _observation(self, episode: Episode, obs: str, info: dict[str, Any], reward: float | None,
-                     terminated: bool, truncated: bool) -> TurnObservation:
+    def _fields(self, obs: str, info: dict[str, Any], done: bool) -> dict[str, Any]:
         verdict = info.get("verdict")
-        return TurnObservation(
-            text=obs, turn=info["turn"], invalid_turns=info["invalid_turns"], turn_kind=info.get("turn_kind"),
-            valid=info.get("valid"), reason=info.get("reason"), is_success=info.get("is_success"),
-            verdict=None if verdict is None else verdict.reason, **self._common(episode, info, reward, terminated, truncated))
+        return {"is_success": info.get("is_success"), "text": obs, "turn": info["turn"],
+                "invalid_turns": info["invalid_turns"], "turn_kind": info.get("turn_kind"), "valid": info.get("valid"),
+                "reason": info.get("reason"), "verdict": None if verdict is None else verdict.reason}
 
 
 class CountdownStepEnvironment(_CountdownEnvironment):
@@ -317,12 +353,9 @@ class CountdownStepEnvironment(_CountdownEnvironment):
     def _current_numbers(self, env: CountdownEnv) -> tuple:
         return env.state
 
-    def _observation(self, episode: Episode, obs: Any, info: dict[str, Any], reward: float | None,
-                     terminated: bool, truncated: bool) -> MoveObservation:
-        return MoveObservation(
-            observation=obs.tolist(), action_mask=info["action_mask"].tolist(), dead_end=info["dead_end"],
-            is_success=info["is_success"] if terminated or truncated else None,
-            **self._common(episode, info, reward, terminated, truncated))
+    def _fields(self, obs: Any, info: dict[str, Any], done: bool) -> dict[str, Any]:
+        return {"is_success": info["is_success"] if done else None, "observation": obs.tolist(),
+                "action_mask": info["action_mask"].tolist(), "dead_end": info["dead_end"]}
 
 
 ENVIRONMENTS: dict[str, type[_CountdownEnvironment]] = {

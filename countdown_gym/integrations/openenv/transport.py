@@ -57,18 +57,8 @@ def describe(error: ValidationError) -> str:
     return "; ".join(parts)
 
 
-_NOT_IN_OBSERVATION = {"reward", "done", "metadata"}
-
-
-def answer_json(observation: Observation) -> str:
-    """``{"observation": {...}, "reward": r, "done": d}`` as openenv's clients read it, serialised once."""
-    body = observation.model_dump_json(exclude=_NOT_IN_OBSERVATION)
-    done = "true" if observation.done else "false"
-    return f'{{"observation":{body},"reward":{json.dumps(observation.reward)},"done":{done}}}'
-
-
 def answer_model(observation_cls: type[Observation]) -> type[BaseModel]:
-    """The documented shape of :func:`answer_json` (the OpenAPI schema of ``/reset`` and ``/step``)."""
+    """The documented shape of a reset's or step's answer (the OpenAPI schema of ``/reset`` and ``/step``)."""
     return create_model(f"{observation_cls.__name__}Answer", observation=(observation_cls, ...),
                         reward=(float | None, None), done=(bool, False))
 
@@ -91,12 +81,11 @@ def add_http_routes(app: FastAPI, factory: Any, action_cls: type[Action], observ
 
     async def reset(request: ResetRequest = Body(default_factory=ResetRequest)) -> Response:  # noqa: B008
         """Start an episode: a drawn problem (``seed`` seeds the draw) or ``problem``; answers its ``episode_id``."""
-        return Response(answer_json(factory().reset_request(request)), media_type="application/json")
+        return Response(factory().reset_answer(request), media_type="application/json")
 
     async def step(request: Any) -> Response:
         """Play ``action`` in the episode ``episode_id`` that /reset answered."""
-        return Response(answer_json(factory().step(request.action, episode_id=request.episode_id)),
-                        media_type="application/json")
+        return Response(factory().step_answer(request.action, request.episode_id), media_type="application/json")
 
     step.__annotations__["request"] = step_model  # built here, so FastAPI cannot resolve it by name
 
@@ -212,8 +201,11 @@ def message_adapter(action_cls: type[Action]) -> TypeAdapter:
     return TypeAdapter(Annotated[_Reset | step | _State | _Close, Field(discriminator="type")])
 
 
-def _error(message: str, code: str, status: int) -> str:
-    return json.dumps({"type": "error", "data": {"message": message, "code": code, "status": status}})
+_OBSERVATION = b'{"type":"observation","data":%s}'
+
+
+def _error(message: str, code: str, status: int) -> bytes:
+    return json.dumps({"type": "error", "data": {"message": message, "code": code, "status": status}}).encode()
 
 
 def _validation_code(error: ValidationError) -> str:
@@ -231,7 +223,7 @@ class Sessions:
         self.adapter = message_adapter(action_cls)
         self.active = 0
 
-    def answer(self, env: Environment, text: str | bytes) -> tuple[str, bool]:
+    def answer(self, env: Environment, text: str | bytes) -> tuple[bytes, bool]:
         """The reply to one message and whether the session ends."""
         try:
             message = self.adapter.validate_json(text)
@@ -241,12 +233,12 @@ class Sessions:
             return _error(f"invalid message: {describe(e)}{hint}", code, 422), False
         try:
             if message.type == "step":
-                return f'{{"type":"observation","data":{answer_json(env.step(message.data))}}}', False
+                return _OBSERVATION % env.step_answer(message.data), False
             if message.type == "reset":
-                return f'{{"type":"observation","data":{answer_json(env.reset_request(message.data))}}}', False
+                return _OBSERVATION % env.reset_answer(message.data), False
             if message.type == "state":
-                return f'{{"type":"state","data":{env.state.model_dump_json()}}}', False
-            return "", True
+                return b'{"type":"state","data":%s}' % env.state.model_dump_json().encode(), False
+            return b"", True
         except RequestError as e:
             code = "VALIDATION_ERROR" if e.status_code == 422 else "EXECUTION_ERROR"
             return _error(str(e), code, e.status_code), False
@@ -293,7 +285,7 @@ class Sessions:
                 if end:
                     await websocket.close(1000)
                     return
-                await send({"type": "websocket.send", "text": reply})
+                await send({"type": "websocket.send", "text": reply.decode()})
         except asyncio.CancelledError:
             if not idle[0]:
                 raise
