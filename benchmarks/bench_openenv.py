@@ -11,9 +11,9 @@ back to back for ``--seconds``: ``reset`` with a test problem, then the turns of
 eleven is a reset. A request is one reset or one step, answered; its latency runs from sending it to having its
 answer parsed. Every answer is checked (HTTP 200; a WebSocket ``observation``).
 
-The last column is the server process's CPU time (user + system, from ``/proc``; blank with ``--url``) per
-request: on a machine shared with other work it is the steadier figure, since requests/s then depends on the
-CPU time the other work leaves.
+The last column is the CPU time (user + system, from ``/proc``; ``nan`` for the server with ``--url``) that the
+server process and the clients' process spent per request: on a machine shared with other work it is the
+steadier figure, since requests/s then depends on the CPU time the other work leaves.
 
 Clients: HTTP clients are threads posting ``/reset`` and ``/step`` with the episode id over one keep-alive
 ``http.client`` connection each; WebSocket clients are coroutines of one asyncio loop, each a ``websockets``
@@ -163,11 +163,11 @@ def cpu_seconds(pid: int | None) -> float:
 
 
 def measure(transport: str, url: str, n: int, seconds: float, eps: list,
-            server_pid: int | None) -> tuple[float, float, float, float]:
-    """``(requests/s, steps/s, p99 latency in ms, server CPU in microseconds per request)`` of ``n`` clients over
-    ``transport`` during ``seconds``."""
+            server_pid: int | None) -> tuple[float, float, float, float, float]:
+    """``(requests/s, steps/s, p99 latency in ms, server and client CPU in microseconds per request)`` of ``n``
+    clients over ``transport`` during ``seconds``."""
     tallies = [Tally() for _ in range(n)]  # one per client (threads do not share a counter)
-    cpu0 = cpu_seconds(server_pid)
+    cpu0, mine0 = cpu_seconds(server_pid), cpu_seconds(os.getpid())
     t0 = time.perf_counter()
     if transport == "http":
         with ThreadPoolExecutor(n) as pool:
@@ -181,7 +181,8 @@ def measure(transport: str, url: str, n: int, seconds: float, eps: list,
     steps, resets = sum(t.steps for t in tallies), sum(t.resets for t in tallies)
     p99 = statistics.quantiles([x for t in tallies for x in t.latencies], n=100)[98] * 1000
     cpu_us = (cpu_seconds(server_pid) - cpu0) / (steps + resets) * 1e6
-    return (steps + resets) / elapsed, steps / elapsed, p99, cpu_us
+    client_us = (cpu_seconds(os.getpid()) - mine0) / (steps + resets) * 1e6
+    return (steps + resets) / elapsed, steps / elapsed, p99, cpu_us, client_us
 
 
 def free_port() -> int:
@@ -214,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     eps = episodes()
     proc, url = (None, opts.url) if opts.url else start_server(2 * max(opts.clients))  # room for closing sessions
     runs = [(t, n) for t in opts.transports for n in opts.clients]
-    results: dict[tuple[str, int], list[tuple[float, float, float, float]]] = {run: [] for run in runs}
+    results: dict[tuple[str, int], list[tuple[float, ...]]] = {run: [] for run in runs}
     load_before = os.getloadavg()[0]
     try:
         for r in range(opts.repeats):
@@ -231,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.cpu_count()} CPUs, load average {load_before:.1f} before and {os.getloadavg()[0]:.1f} after; "
           "server and clients on the same machine)\n")
     print("| transport | clients | requests/s median (min - max) | steps/s median | p99 latency median (ms) "
-          "| server CPU per request median (µs) |")
+          "| CPU per request median, server / clients (µs) |")
     print("| --- | --- | --- | --- | --- | --- |")
     for transport, n in runs:
         rows = results[(transport, n)]
@@ -239,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         name = "HTTP" if transport == "http" else "WebSocket"
         print(f"| {name} | {n} | {statistics.median(rates):,.0f} ({rates[0]:,.0f} - {rates[-1]:,.0f}) | "
               f"{statistics.median(r[1] for r in rows):,.0f} | {statistics.median(r[2] for r in rows):.1f} | "
-              f"{statistics.median(r[3] for r in rows):.0f} |")
+              f"{statistics.median(r[3] for r in rows):.0f} / {statistics.median(r[4] for r in rows):.0f} |")
     if ("ws", 8) in results:
         steps = statistics.median(r[1] for r in results[("ws", 8)])
         print(f"\nWebSocket steps/s with 8 clients: {steps:,.0f} (target {TARGET_WS_STEPS:,})")
