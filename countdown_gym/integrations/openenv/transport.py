@@ -50,11 +50,17 @@ class EpisodeConflict(RequestError):
 
 def describe(error: ValidationError) -> str:
     """A validation error in words, without echoing the input (which may not even be printable)."""
+    return in_words(error.errors(include_url=False, include_input=False, include_context=False))
+
+
+def in_words(errors: Any) -> str:
+    """Pydantic's error dicts as ``where: what; ...`` (their first five; the input is never quoted)."""
     parts = []
-    for e in error.errors(include_url=False, include_input=False, include_context=False)[:5]:
-        where = ".".join(str(x) for x in e["loc"] if x != "body")
-        parts.append(f"{where}: {e['msg']}" if where else e["msg"])
-    return "; ".join(parts)
+    for e in list(errors)[:5]:
+        where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
+        what = str(e.get("msg", "invalid"))
+        parts.append(f"{where}: {what}" if where else what)
+    return "; ".join(parts) or "invalid request"
 
 
 def answer_model(observation_cls: type[Observation]) -> type[BaseModel]:
@@ -98,12 +104,8 @@ def add_http_routes(app: FastAPI, factory: Any, action_cls: type[Action], observ
         return JSONResponse({"detail": str(exc)}, status_code=exc.status_code)
 
     async def malformed(request: Any, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, RequestValidationError)
-        parts = []
-        for e in exc.errors()[:5]:  # FastAPI's own answer echoes the input, which JSON may not be able to hold
-            where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
-            parts.append(f"{where}: {e.get('msg', 'invalid')}" if where else str(e.get("msg", "invalid")))
-        return JSONResponse({"detail": "; ".join(parts) or "invalid request"}, status_code=422)
+        assert isinstance(exc, RequestValidationError)  # FastAPI's own answer echoes the input: JSON may not hold it
+        return JSONResponse({"detail": in_words(exc.errors())}, status_code=422)
 
     app.add_exception_handler(RequestError, refuse)
     app.add_exception_handler(RequestValidationError, malformed)
