@@ -6,8 +6,8 @@
 (the command's flags: :mod:`countdown_gym.integrations.openenv_serve`).
 
 Sessions. Each WebSocket connection (``/ws``, what :class:`~countdown_gym.integrations.openenv.client.CountdownTurnClient`
-speaks) gets its own :class:`openenv.core.Environment` from openenv's session manager and plays its own
-episodes. openenv's HTTP ``/reset`` and ``/step`` build a fresh ``Environment`` per request, so over HTTP the
+speaks) gets its own :class:`openenv.core.Environment` (from :class:`~countdown_gym.integrations.openenv.transport.Sessions`) and plays its own
+episodes. Over HTTP each ``/reset`` and ``/step`` is served by a fresh ``Environment``, so the
 episode lives in the server's :class:`EpisodeStore`: ``/reset`` answers an ``episode_id`` and every ``/step``
 passes it back (``{"action": {...}, "episode_id": "..."}``); ``GET /state/{episode_id}`` reads it. The
 store keeps the ``max_episodes`` most recently used episodes (an older one answers 404). Episode ids
