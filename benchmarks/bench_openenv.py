@@ -1,16 +1,24 @@
-"""Steps per second of the OpenEnv server (``countdown-gym serve``) over HTTP and WebSocket, N clients at once.
+"""Requests per second and latency of the OpenEnv server (``countdown-gym serve``) over HTTP and WebSocket.
 
-    python benchmarks/bench_openenv.py                       # starts a server on a free local port, prints the table
-    python benchmarks/bench_openenv.py --url http://127.0.0.1:8000 --clients 1,16
+    python benchmarks/bench_openenv.py                       # starts a server on a free 127.0.0.1 port, prints the table
+    python benchmarks/bench_openenv.py --clients 8 --transports ws --seconds 10
+    python benchmarks/bench_openenv.py --url http://127.0.0.1:8000   # an already running server
 
-The server (``CountdownMultiTurn-v0``, the ``longproc-0.5k`` test split) runs in its own process, started
-here unless ``--url`` names one; the clients run in this process on one asyncio loop. Each client plays
-episodes back to back for ``--seconds``: ``reset`` with a test problem, then the turns of its search trace
-(:func:`countdown_gym.turn_trace.turn_trace` with backtracking) until the episode ends. HTTP clients are
-threads posting ``/reset`` and ``/step`` with the episode id over one keep-alive ``http.client`` connection
-each (httpx costs the client about 5 ms a request here, more than the server); WebSocket clients are
-:class:`~countdown_gym.integrations.openenv.CountdownTurnClient` sessions on one asyncio loop. A step is one
-turn answered; resets are counted apart. Every reply is checked (HTTP 200; WebSocket errors raise).
+The server (``CountdownMultiTurn-v0``, the ``longproc-0.5k`` test split, ``--max-turns 64``) runs in its own
+process, started here unless ``--url`` names one; the clients run in this process. Each client plays episodes
+back to back for ``--seconds``: ``reset`` with a test problem, then the turns of its search trace
+(:func:`countdown_gym.turn_trace.turn_trace`, with backtracking) until the episode ends, so about one request in
+eleven is a reset. A request is one reset or one step, answered; its latency runs from sending it to having its
+answer parsed. Every answer is checked (HTTP 200; a WebSocket ``observation``).
+
+The last column is the CPU time (user + system, from ``/proc``; ``nan`` for the server with ``--url``) that the
+server process and the clients' process spent per request: on a machine shared with other work it is the
+steadier figure, since requests/s then depends on the CPU time the other work leaves.
+
+Clients: HTTP clients are threads posting ``/reset`` and ``/step`` with the episode id over one keep-alive
+``http.client`` connection each; WebSocket clients are coroutines of one asyncio loop, each a ``websockets``
+connection to ``/ws`` speaking openenv's messages (what ``CountdownTurnClient`` sends, without its pydantic parse
+of each answer, so that the figure is the server's). Client and server share the machine's CPUs.
 """
 
 from __future__ import annotations
@@ -26,30 +34,31 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import httpx  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+from websockets.asyncio.client import connect  # noqa: E402
 
 from countdown_gym import load_split  # noqa: E402
 from countdown_gym.compact_trace import CompactTraceConfig  # noqa: E402
 from countdown_gym.dataclass_cli import check_min, parse  # noqa: E402
-from countdown_gym.integrations.openenv import CountdownTurnClient  # noqa: E402
 from countdown_gym.turn_trace import turn_trace  # noqa: E402
+
+TARGET_WS_STEPS = 5_000
+"""Target: WebSocket steps per second with 8 clients."""
 
 
 @dataclass
 class Options:
-    """Steps per second of countdown-gym serve over HTTP and WebSocket with N concurrent clients."""
+    """Requests per second and p99 latency of countdown-gym serve over HTTP and WebSocket with N clients."""
 
     clients: tuple[int, ...] = (1, 8, 64)
     """numbers of concurrent clients to measure"""
-    seconds: float = 10.0
+    seconds: float = 5.0
     """how long each measurement runs"""
     transports: tuple[str, ...] = ("http", "ws")
     repeats: int = 3
@@ -63,8 +72,17 @@ class Options:
         if not self.clients or min(self.clients) < 1:
             raise ValueError(f"--clients must be numbers >= 1, got {self.clients}")
         bad = set(self.transports) - {"http", "ws"}
-        if bad:
-            raise ValueError(f"--transports takes http and ws, got {sorted(bad)}")
+        if bad or not self.transports:
+            raise ValueError(f"--transports takes http and ws, got {sorted(bad) or 'none'}")
+
+
+@dataclass
+class Tally:
+    """What the clients of one measurement did."""
+
+    steps: int = 0
+    resets: int = 0
+    latencies: list[float] = field(default_factory=list)
 
 
 def episodes() -> list[tuple[dict, list[str]]]:
@@ -76,71 +94,95 @@ def episodes() -> list[tuple[dict, list[str]]]:
     return out
 
 
-def http_client(url: str, eps: list, start: int, stop_at: float) -> tuple[int, int]:
+def http_client(url: str, eps: list, start: int, stop_at: float, tally: Tally) -> None:
     """Episodes over plain HTTP/1.1 (the standard library's keep-alive connection; lighter than httpx)."""
     host, port = url.split("//", 1)[1].rsplit(":", 1)
     conn = http.client.HTTPConnection(host, int(port), timeout=120)
     headers = {"content-type": "application/json"}
 
     def post(path: str, body: dict) -> dict:
+        t0 = time.perf_counter()
         conn.request("POST", path, json.dumps(body), headers)
         r = conn.getresponse()
         data = r.read()
         if r.status != 200:
             raise RuntimeError(f"{path}: HTTP {r.status} {data[:200]!r}")
-        return json.loads(data)
+        answer = json.loads(data)
+        tally.latencies.append(time.perf_counter() - t0)
+        return answer
 
-    steps = resets = 0
     k = start
     try:
         while time.perf_counter() < stop_at:
             problem, turns = eps[k % len(eps)]
             k += 1
             eid = post("/reset", {"problem": problem})["observation"]["episode_id"]
-            resets += 1
+            tally.resets += 1
             for t in turns:
-                steps += 1
-                if post("/step", {"action": {"turn": t}, "episode_id": eid})["done"]:
+                done = post("/step", {"action": {"turn": t}, "episode_id": eid})["done"]
+                tally.steps += 1
+                if done:
                     break
     finally:
         conn.close()
-    return steps, resets
 
 
-async def ws_client(url: str, eps: list, start: int, stop_at: float, counts: list[int]) -> None:
-    async with CountdownTurnClient(base_url=url) as env:
+async def ws_client(url: str, eps: list, start: int, stop_at: float, tally: Tally) -> None:
+    """Episodes over one WebSocket session (openenv's messages)."""
+    async with connect(url.replace("http", "ws", 1) + "/ws", max_size=None, compression=None) as ws:
+
+        async def ask(message: dict) -> dict:
+            t0 = time.perf_counter()
+            await ws.send(json.dumps(message))
+            answer = json.loads(await ws.recv())
+            if answer["type"] != "observation":
+                raise RuntimeError(f"the server answered {answer}")
+            tally.latencies.append(time.perf_counter() - t0)
+            return answer["data"]
+
         k = start
         while time.perf_counter() < stop_at:
             problem, turns = eps[k % len(eps)]
             k += 1
-            await env.reset(problem=problem)
-            counts[1] += 1
+            await ask({"type": "reset", "data": {"problem": problem}})
+            tally.resets += 1
             for t in turns:
-                result = await env.step(t)
-                counts[0] += 1
-                if result.done:
+                done = (await ask({"type": "step", "data": {"turn": t}}))["done"]
+                tally.steps += 1
+                if done:
                     break
 
 
-async def ws_measure(url: str, n: int, seconds: float, eps: list) -> list[int]:
-    counts = [0, 0]
-    stop_at = time.perf_counter() + seconds
-    await asyncio.gather(*(ws_client(url, eps, i * 37, stop_at, counts) for i in range(n)))
-    return counts
+def cpu_seconds(pid: int | None) -> float:
+    """CPU time (user + system) the process ``pid`` has used so far (Linux ``/proc``), or NaN."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
 
 
-def measure(transport: str, url: str, n: int, seconds: float, eps: list) -> tuple[float, float]:
-    """``(steps/s, resets/s)`` of ``n`` clients over ``transport`` during ``seconds``: HTTP clients are
-    threads, WebSocket clients coroutines of one asyncio loop."""
+def measure(transport: str, url: str, n: int, seconds: float, eps: list,
+            server_pid: int | None) -> tuple[float, float, float, float, float]:
+    """``(requests/s, steps/s, p99 latency in ms, server and client CPU in microseconds per request)`` of ``n``
+    clients over ``transport`` during ``seconds``."""
+    tallies = [Tally() for _ in range(n)]  # one per client (threads do not share a counter)
+    cpu0, mine0 = cpu_seconds(server_pid), cpu_seconds(os.getpid())
     t0 = time.perf_counter()
     if transport == "http":
         with ThreadPoolExecutor(n) as pool:
-            done = list(pool.map(lambda i: http_client(url, eps, i * 37, t0 + seconds), range(n)))
-        counts = [sum(d[0] for d in done), sum(d[1] for d in done)]
+            list(pool.map(lambda i: http_client(url, eps, i * 37, t0 + seconds, tallies[i]), range(n)))
     else:
-        counts = asyncio.run(ws_measure(url, n, seconds, eps))
+        async def run() -> None:
+            await asyncio.gather(*(ws_client(url, eps, i * 37, t0 + seconds, tallies[i]) for i in range(n)))
+
+        asyncio.run(run())
     elapsed = time.perf_counter() - t0
-    return counts[0] / elapsed, counts[1] / elapsed
+    steps, resets = sum(t.steps for t in tallies), sum(t.resets for t in tallies)
+    p99 = statistics.quantiles([x for t in tallies for x in t.latencies], n=100)[98] * 1000
+    cpu_us = (cpu_seconds(server_pid) - cpu0) / (steps + resets) * 1e6
+    client_us = (cpu_seconds(os.getpid()) - mine0) / (steps + resets) * 1e6
+    return (steps + resets) / elapsed, steps / elapsed, p99, cpu_us, client_us
 
 
 def free_port() -> int:
@@ -154,16 +196,15 @@ def start_server(max_sessions: int) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "countdown_gym", "serve", "--port", str(port), "--split", "test",
            "--max-sessions", str(max_sessions), "--max-turns", "64"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
-    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise SystemExit(f"the server exited with code {proc.returncode}")
         try:
-            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
+            with socket.create_connection(("127.0.0.1", port), timeout=5):
+                return proc, f"http://127.0.0.1:{port}"
+        except OSError:
             time.sleep(0.5)
     proc.terminate()
     raise SystemExit("the server did not start within 300 s")
@@ -172,32 +213,37 @@ def start_server(max_sessions: int) -> tuple[subprocess.Popen, str]:
 def main(argv: list[str] | None = None) -> int:
     opts = parse(Options, argv, prog="python benchmarks/bench_openenv.py")
     eps = episodes()
-    proc = None
-    url = opts.url
-    if not url:
-        proc, url = start_server(2 * max(opts.clients))  # room for sessions still closing
-    rows = []
+    proc, url = (None, opts.url) if opts.url else start_server(2 * max(opts.clients))  # room for closing sessions
+    runs = [(t, n) for t in opts.transports for n in opts.clients]
+    results: dict[tuple[str, int], list[tuple[float, ...]]] = {run: [] for run in runs}
+    load_before = os.getloadavg()[0]
     try:
-        runs = [(t, n) for t in opts.transports for n in opts.clients]
-        results: dict[tuple[str, int], list[tuple[float, float]]] = {run: [] for run in runs}
-        for _, (transport, n) in tqdm([(r, run) for r in range(opts.repeats) for run in runs], desc="measurements"):
-            results[(transport, n)].append(measure(transport, url, n, opts.seconds, eps))
-        rows = [(t, n, sorted(results[(t, n)])) for t, n in runs]
+        for r in range(opts.repeats):
+            for transport, n in runs:
+                results[(transport, n)].append(measure(transport, url, n, opts.seconds, eps, proc and proc.pid))
+                print(f"repeat {r + 1}/{opts.repeats} {transport} x{n}: {results[(transport, n)][-1][0]:,.0f} requests/s",
+                      file=sys.stderr, flush=True)
     finally:
         if proc is not None:
             proc.terminate()
             proc.wait(timeout=60)
     command = " ".join(["python benchmarks/bench_openenv.py", *(argv if argv is not None else sys.argv[1:])])
     print(f"\n`{command}` ({opts.repeats} x {opts.seconds:g} s per setting, Python {platform.python_version()}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, server and clients on the same machine)\n")
-    print("| transport | clients | steps/s median (min - max) | resets/s median |")
-    print("| --- | --- | --- | --- |")
-    for transport, n, runs_ in rows:
-        steps = [r[0] for r in runs_]
-        resets = sorted(r[1] for r in runs_)
+          f"{os.cpu_count()} CPUs, load average {load_before:.1f} before and {os.getloadavg()[0]:.1f} after; "
+          "server and clients on the same machine)\n")
+    print("| transport | clients | requests/s median (min - max) | steps/s median | p99 latency median (ms) "
+          "| CPU per request median, server / clients (µs) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for transport, n in runs:
+        rows = results[(transport, n)]
+        rates = sorted(r[0] for r in rows)
         name = "HTTP" if transport == "http" else "WebSocket"
-        print(f"| {name} | {n} | {statistics.median(steps):,.0f} ({steps[0]:,.0f} - {steps[-1]:,.0f}) | "
-              f"{statistics.median(resets):,.0f} |")
+        print(f"| {name} | {n} | {statistics.median(rates):,.0f} ({rates[0]:,.0f} - {rates[-1]:,.0f}) | "
+              f"{statistics.median(r[1] for r in rows):,.0f} | {statistics.median(r[2] for r in rows):.1f} | "
+              f"{statistics.median(r[3] for r in rows):.0f} / {statistics.median(r[4] for r in rows):.0f} |")
+    if ("ws", 8) in results:
+        steps = statistics.median(r[1] for r in results[("ws", 8)])
+        print(f"\nWebSocket steps/s with 8 clients: {steps:,.0f} (target {TARGET_WS_STEPS:,})")
     return 0
 
 

@@ -1,5 +1,7 @@
 """Shared test settings."""
 
+from __future__ import annotations
+
 import os
 
 from hypothesis import settings

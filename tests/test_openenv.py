@@ -33,6 +33,7 @@ from countdown_gym.integrations.openenv import (  # noqa: E402
     TurnObservation,
     make_app,
 )
+from countdown_gym.integrations.openenv import ResetRequest as ResetRequestModel  # noqa: E402
 from countdown_gym.integrations.openenv.server import (  # noqa: E402
     Episode,
     EpisodeStore,
@@ -220,8 +221,8 @@ def test_websocket_refusals_keep_the_session(turn_server):
         assert ask({"type": "reset", "data": {"seed": "x"}})["type"] == "error"
         reply = ask({"type": "step", "data": {"turn": "21+16"}})
         assert reply["type"] == "observation" and reply["data"]["observation"]["text"] == "= 37 [17,26,37]"
-    with ws_sync.connect(url, max_size=None) as ws:  # a 10 MB message: closed with 1009, server unharmed
-        ws.send(json.dumps({"type": "step", "data": {"turn": "x" * 10_000_000}}))
+    with ws_sync.connect(url, max_size=None) as ws:  # a message above 64 KiB: closed with 1009, server unharmed
+        ws.send(json.dumps({"type": "step", "data": {"turn": "x" * 200_000}}))  # (small enough to be sent whole)
         with pytest.raises(Exception):  # noqa: B017 - ConnectionClosed (the close code is checked below)
             ws.recv(timeout=30)
         assert ws.protocol.close_rcvd is not None and ws.protocol.close_rcvd.code == 1009
@@ -344,3 +345,31 @@ def test_cli_serve_refuses_bad_flags(argv, capsys):
 
 def test_serve_options_name_the_served_environments():
     assert set(ENV_IDS) == set(ENVIRONMENTS)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_the_json_answers_equal_the_observation_models(env_id):
+    """The routes send ``step_answer``/``reset_answer`` JSON built without a model: it is the model's dump."""
+    app = make_app(env_id, split="test", rules="tinyzero")  # fractions travel as "p/q" too
+    store = app.state.episodes
+    cls = ENVIRONMENTS[env_id]
+    a, b = (cls(store=store, env_kwargs={"split": "test", "rules": "tinyzero"}) for _ in range(2))
+    problem = {"numbers": [3, 2, 4], "target": 6}
+    request = ResetRequestModel(problem=problem)
+    actions = (["3/2", "4/(3/2)", "undo", "(3/2)*4"] if env_id == "CountdownMultiTurn-v0"
+               else [0, 5, 1])
+
+    def same(fast: bytes, obs) -> dict:
+        model = {"observation": obs.model_dump(mode="json", exclude={"reward", "done", "metadata"}),
+                 "reward": obs.reward, "done": obs.done}
+        fast = json.loads(fast)
+        for answer in (fast, model):
+            answer["observation"].pop("episode_id")  # random: the only field the two sessions differ in
+        assert fast == model
+        return fast
+
+    same(a.reset_answer(request), b.reset_request(request))
+    for x in actions:
+        action = a.action_cls(**({"turn": x} if env_id == "CountdownMultiTurn-v0" else {"action": x}))
+        if same(a.step_answer(action), b.step(action))["done"]:
+            break

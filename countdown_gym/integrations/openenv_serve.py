@@ -7,6 +7,7 @@ once (and without the ``openenv`` extra installed); the server itself is
 
 from __future__ import annotations
 
+import socket
 import sys
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -18,6 +19,38 @@ ENV_IDS: tuple[str, ...] = ("CountdownMultiTurn-v0", "Countdown-v0")
 DEFAULT_MAX_SESSIONS = 64
 DEFAULT_MAX_EPISODES = 4096
 DEFAULT_MAX_BODY_BYTES = 64 * 1024
+DEFAULT_BODY_TIMEOUT_S = 10.0
+DEFAULT_SESSION_IDLE_S = 600.0
+DEFAULT_MAX_TURN_CHARS = 200
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` and listening (``port=0``: a free one); ``OSError`` if it cannot be."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                         flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def uvicorn_server(app: Any, max_body_bytes: int, log_level: str = "warning") -> Any:
+    """The uvicorn server of ``countdown-gym serve`` (and of ``serve_in_thread``).
+
+    WebSocket messages are limited to ``max_body_bytes``, and not compressed: an answer is about a kilobyte, and
+    per-message deflate cost both ends more time than it saves on a local or private network.
+    """
+    import uvicorn
+
+    return uvicorn.Server(uvicorn.Config(app, ws_max_size=max_body_bytes, ws_per_message_deflate=False,
+                                         log_level=log_level))
 
 
 @dataclass
@@ -34,11 +67,18 @@ class ServeOptions:
     """address to bind (the server has no authentication: keep it on localhost or a private network)"""
     port: int = 8000
     max_sessions: int = DEFAULT_MAX_SESSIONS
-    """most WebSocket sessions at once"""
+    """most WebSocket sessions at once (one more is answered CAPACITY_REACHED and closed)"""
+    session_idle_s: float = DEFAULT_SESSION_IDLE_S
+    """a WebSocket session that sends nothing for this long is closed (code 1000, reason 'idle')"""
     max_episodes: int = DEFAULT_MAX_EPISODES
     """most episodes reachable by id over HTTP (the least recently used go first)"""
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    """largest HTTP body or WebSocket message accepted"""
+    """largest HTTP body or WebSocket message accepted (413 / close code 1009 above it)"""
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
+    """an HTTP body not fully received within this many seconds is answered 408 and its connection closed"""
+    max_turn_chars: int = DEFAULT_MAX_TURN_CHARS
+    """CountdownMultiTurn-v0: longest turn the game reads; a longer one is answered 'error turn_too_long' and only
+    its first max_turn_chars + 1 characters are kept"""
     preset: str = "longproc-0.5k"
     """problem preset"""
     split: str = "train"
@@ -49,20 +89,28 @@ class ServeOptions:
     """CountdownMultiTurn-v0: turn budget of an episode"""
     prompt: str = "compact"
     """CountdownMultiTurn-v0: prompt style (compact or instruct)"""
-    log_level: str = "warning"
+    log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "warning"
     """uvicorn's log level"""
 
     def __post_init__(self) -> None:
         if self.env not in ENV_IDS:
             raise ValueError(f"--env must be one of {list(ENV_IDS)}, got {self.env!r}")
+        if self.log_level not in LOG_LEVELS:
+            raise ValueError(f"--log-level must be one of {list(LOG_LEVELS)}, got {self.log_level!r}")
         if not 1 <= self.port <= 65535:
             raise ValueError(f"--port must be in 1..65535, got {self.port}")
+        for name in ("session_idle_s", "body_timeout_s"):
+            value = getattr(self, name)
+            if not 0 < value < float("inf"):
+                raise ValueError(f"--{name.replace('_', '-')} must be a number of seconds > 0, got {value}")
+        if self.max_turn_chars < 1:
+            raise ValueError(f"--max-turn-chars must be >= 1, got {self.max_turn_chars}")
 
     def env_kwargs(self) -> dict[str, Any]:
         """The Gymnasium environment's arguments."""
         kwargs: dict[str, Any] = {"preset": self.preset, "split": self.split, "rules": self.rules}
         if self.env == "CountdownMultiTurn-v0":
-            kwargs.update(max_turns=self.max_turns, prompt=self.prompt)
+            kwargs.update(max_turns=self.max_turns, prompt=self.prompt, max_turn_chars=self.max_turn_chars)
         return kwargs
 
 
@@ -71,18 +119,24 @@ def main(argv: list[str] | None = None) -> int:
     prog = "countdown-gym serve"
     opts = parse(ServeOptions, argv, prog=prog)
     try:
-        import uvicorn
-
         from countdown_gym.integrations.openenv.server import make_app
     except ImportError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
     try:
         app = make_app(opts.env, max_sessions=opts.max_sessions, max_episodes=opts.max_episodes,
-                       max_body_bytes=opts.max_body_bytes, **opts.env_kwargs())
+                       max_body_bytes=opts.max_body_bytes, body_timeout_s=opts.body_timeout_s,
+                       session_idle_s=opts.session_idle_s, **opts.env_kwargs())
     except ValueError as e:
         usage_error(str(e), prog=prog)
+    try:  # bound before the banner: a port in use or a bad host is one line, exit 2
+        sock = listening_socket(opts.host, opts.port)
+    except (OSError, UnicodeError) as e:
+        print(f"{prog}: error: cannot listen on {opts.host}:{opts.port}: {e.strerror or e}"
+              if isinstance(e, OSError) else f"{prog}: error: bad --host {opts.host!r}: {e}", file=sys.stderr)
+        return 2
     print(f"{prog}: {opts.env} on http://{opts.host}:{opts.port} (HTTP /reset /step /state/{{episode_id}}, "
           f"WebSocket /ws, up to {opts.max_sessions} sessions); Ctrl-C stops", flush=True)
-    uvicorn.run(app, host=opts.host, port=opts.port, ws_max_size=opts.max_body_bytes, log_level=opts.log_level)
+    with sock:
+        uvicorn_server(app, opts.max_body_bytes, opts.log_level).run(sockets=[sock])
     return 0

@@ -3,7 +3,8 @@
 * :mod:`~countdown_gym.integrations.openenv.server`: :func:`make_app` (openenv-core's ``create_app`` over
   ``CountdownMultiTurn-v0`` or ``Countdown-v0``), run by ``countdown-gym serve``.
 * :mod:`~countdown_gym.integrations.openenv.client`: :class:`CountdownTurnClient`, :class:`CountdownStepClient`.
-* :mod:`~countdown_gym.integrations.openenv.models`: the typed actions, observations and state.
+* :mod:`~countdown_gym.integrations.openenv.models`: the typed requests, actions, observations and state.
+* :mod:`~countdown_gym.integrations.openenv.transport`: the HTTP routes, WebSocket sessions and body guard.
 
 Needs ``pip install 'countdown-gym[openenv]'`` (openenv-core). Guide: ``docs/openenv.md``.
 """
@@ -22,6 +23,7 @@ from countdown_gym.integrations.openenv.models import (
     CountdownState,
     MoveAction,
     MoveObservation,
+    ResetRequest,
     TransitionModel,
     TurnAction,
     TurnObservation,
@@ -35,6 +37,7 @@ __all__ = [
     "CountdownTurnClient",
     "MoveAction",
     "MoveObservation",
+    "ResetRequest",
     "TransitionModel",
     "TurnAction",
     "TurnObservation",

@@ -1,4 +1,4 @@
-"""The typed messages of the OpenEnv server: actions, observations, state and transition records.
+"""The typed messages of the OpenEnv server: requests, actions, observations, state and transition records.
 
 Numbers travel as JSON ints, or as ``"p/q"`` strings for the rational values of rules with
 ``integer_only=False`` (:func:`countdown_gym.rules.format_number`). :meth:`TransitionModel.record`
@@ -9,11 +9,12 @@ the package's dense-reward terms (``oracle_term``, ``critic_terms``) work on wha
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
+from typing import Annotated, Any
 
 from openenv.core.env_server.types import Action, Observation, State
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from countdown_gym.expression import MAX_NUMBER_DIGITS
 from countdown_gym.rules import Number, Rules, format_number
 
 JSONNumber = int | str
@@ -23,6 +24,23 @@ MAX_TURN_LENGTH = 4096
 """Longest turn the server reads (characters). Turns above the game's ``max_turn_chars`` (200 by
 default) but within this are played and answered ``error turn_too_long``, as the Gymnasium env does;
 longer ones are refused with HTTP 422 before they reach the game."""
+MAX_SEED = 2**64 - 1
+"""Largest ``seed`` a reset takes."""
+MAX_PROBLEM_INT = 10**MAX_NUMBER_DIGITS - 1
+"""Largest number or target (in absolute value) a ``problem`` may state: the verifier's literal limit."""
+
+
+def _utf8(text: str) -> str:
+    """Refuse a string UTF-8 cannot encode (a lone surrogate such as ``"\\ud800"``): it could not be answered."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("the string holds a lone surrogate (not valid Unicode text)") from None
+    return text
+
+
+Text = Annotated[str, AfterValidator(_utf8)]
+"""A ``str`` that is valid Unicode text (encodable as UTF-8)."""
 
 
 def to_json_number(x: Number) -> JSONNumber:
@@ -41,13 +59,54 @@ def from_json_number(x: JSONNumber) -> Number:
 class TurnAction(Action):
     """One agent turn of ``CountdownMultiTurn-v0``: ``"21+16"``, ``"21 + 16 = 37"``, ``"undo"``, ``"give up"``."""
 
-    turn: str = Field(..., strict=True, max_length=MAX_TURN_LENGTH, description="the agent's turn (one line)")
+    turn: Text = Field(..., strict=True, max_length=MAX_TURN_LENGTH, description="the agent's turn (one line)")
 
 
 class MoveAction(Action):
     """One move of ``Countdown-v0``: the action index (``CountdownEnv.encode_action(i, j, op)``)."""
 
     action: int = Field(..., strict=True, ge=0, description="action index in 0..n_actions-1")
+
+
+class ProblemSpec(BaseModel):
+    """The ``problem`` reset field: play this puzzle instead of drawing one."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    numbers: list[Annotated[int, Field(ge=0, le=MAX_PROBLEM_INT)]] = Field(..., min_length=2, max_length=64)
+    target: int = Field(..., ge=-MAX_PROBLEM_INT, le=MAX_PROBLEM_INT)
+
+
+class ResetRequest(BaseModel):
+    """The body of ``POST /reset`` and the ``data`` of a WebSocket ``reset`` message (every field optional)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    seed: int | None = Field(None, ge=0, le=MAX_SEED, description="seeds the draw of the problem")
+    episode_id: Text | None = Field(None, min_length=1, max_length=255, description="your own name for the episode")
+    problem: ProblemSpec | None = Field(None, description="play this puzzle instead of drawing one")
+
+
+class StepRequestBase(BaseModel):
+    """The body of ``POST /step`` besides its ``action`` (:func:`step_request` adds the environment's action)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    episode_id: Text | None = Field(None, min_length=1, max_length=255,
+                                    description="the episode /reset answered (over HTTP, required)")
+    timeout_s: float | None = Field(None, gt=0, allow_inf_nan=False, description="accepted for openenv; unused")
+    request_id: Text | None = Field(None, max_length=255, description="accepted for openenv; unused")
+
+
+def step_request(action_cls: type[Action]) -> type[StepRequestBase]:
+    """The ``POST /step`` body model for an environment's action class."""
+    from pydantic import create_model
+
+    return create_model(f"{action_cls.__name__}Request", __base__=StepRequestBase,
+                        action=(action_cls, Field(..., description="the action (see /schema)")))
+
+
+class ErrorAnswer(BaseModel):
+    """Every refusal over HTTP (4xx): what was wrong, in words."""
+
+    detail: str
 
 
 class TransitionModel(BaseModel):
@@ -65,15 +124,20 @@ class TransitionModel(BaseModel):
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> TransitionModel:
+        return cls(**cls.fields_of(record))
+
+    @staticmethod
+    def fields_of(record: dict[str, Any]) -> dict[str, Any]:
+        """The model's fields for a record, as JSON values (what :meth:`from_record` validates)."""
         a, op, b, c = record["move"]
         nxt = record["next_state"]
-        return cls(
-            state=[to_json_number(x) for x in record["state"]],
-            move=(None if a is None else to_json_number(a), op, None if b is None else to_json_number(b),
-                  None if c is None else to_json_number(c)),
-            next_state=None if nxt is None else [to_json_number(x) for x in nxt],
-            target=record["target"], valid=record["valid"], reason=record["reason"], turn=record.get("turn"),
-        )
+        return {
+            "state": [to_json_number(x) for x in record["state"]],
+            "move": [None if a is None else to_json_number(a), op, None if b is None else to_json_number(b),
+                     None if c is None else to_json_number(c)],
+            "next_state": None if nxt is None else [to_json_number(x) for x in nxt],
+            "target": record["target"], "valid": record["valid"], "reason": record["reason"], "turn": record.get("turn"),
+        }
 
     def record(self, rules: Rules) -> dict[str, Any]:
         """The record as the Gymnasium environments emit it (tuples, exact numbers, ``rules``)."""

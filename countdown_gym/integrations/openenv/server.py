@@ -6,22 +6,22 @@
 (the command's flags: :mod:`countdown_gym.integrations.openenv_serve`).
 
 Sessions. Each WebSocket connection (``/ws``, what :class:`~countdown_gym.integrations.openenv.client.CountdownTurnClient`
-speaks) gets its own :class:`openenv.core.Environment` from openenv's session manager and plays its own
-episodes. openenv's HTTP ``/reset`` and ``/step`` build a fresh ``Environment`` per request, so over HTTP the
+speaks) gets its own :class:`openenv.core.Environment` (from :class:`~countdown_gym.integrations.openenv.transport.Sessions`) and plays its own
+episodes. Over HTTP each ``/reset`` and ``/step`` is served by a fresh ``Environment``, so the
 episode lives in the server's :class:`EpisodeStore`: ``/reset`` answers an ``episode_id`` and every ``/step``
 passes it back (``{"action": {...}, "episode_id": "..."}``); ``GET /state/{episode_id}`` reads it. The
 store keeps the ``max_episodes`` most recently used episodes (an older one answers 404). Episode ids
 are random (uuid4), so one client cannot reach another's episode without being given its id.
 
-Errors are answers, never a crash: a malformed body, a wrong type or a turn longer than
-:data:`~countdown_gym.integrations.openenv.models.MAX_TURN_LENGTH` is 422, a step before reset or after
-the episode ended 409, an unknown episode 404, a body above ``max_body_bytes`` 413. Over WebSocket the
+The routes ``/reset``, ``/step`` and ``/ws`` are this package's (:mod:`~countdown_gym.integrations.openenv.transport`):
+requests are read strictly, and errors are answers, never a crash: a malformed body, a wrong type or a turn
+longer than :data:`~countdown_gym.integrations.openenv.models.MAX_TURN_LENGTH` is 422, a step before reset or
+after the episode ended 409, an unknown episode 404, a body above ``max_body_bytes`` 413. Over WebSocket the
 same cases are ``{"type": "error"}`` messages and the session goes on (a message above ``max_body_bytes``
-closes the connection with code 1009).
+closes the connection with code 1009). The limits: ``docs/security.md``.
 
-Game calls (about a tenth of a millisecond each) run on the server's event loop through openenv's async
-path, under one process-wide lock (the environments share their state caches), so calling an
-``Environment`` from other threads is safe too.
+Game calls (about a tenth of a millisecond each) run on the server's event loop, under one process-wide lock
+(the environments share their state caches), so calling an ``Environment`` from other threads is safe too.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import socket
 import threading
 import time
 import uuid
@@ -39,43 +38,67 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import gymnasium as gym
-from fastapi import FastAPI, Request, WebSocketDisconnect
-from fastapi.responses import JSONResponse
+import pydantic_core
+from fastapi import FastAPI
 from openenv.core.env_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation
-from pydantic import BaseModel, ConfigDict, StrictInt, ValidationError
+from pydantic import ValidationError
 
 from countdown_gym.envs.countdown import CountdownEnv
 from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
 from countdown_gym.integrations.openenv.models import (
     CountdownState,
+    ErrorAnswer,
     MoveAction,
     MoveObservation,
+    ResetRequest,
     TransitionModel,
     TurnAction,
     TurnObservation,
     to_json_number,
 )
-from countdown_gym.integrations.openenv_serve import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_EPISODES, DEFAULT_MAX_SESSIONS
+from countdown_gym.integrations.openenv.transport import (
+    BodyGuard,
+    EpisodeConflict,
+    RequestError,
+    Sessions,
+    UnknownEpisode,
+    add_http_routes,
+    describe,
+)
+from countdown_gym.integrations.openenv_serve import (
+    DEFAULT_BODY_TIMEOUT_S,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_EPISODES,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE_S,
+    listening_socket,
+    uvicorn_server,
+)
+
+__all__ = ["ENVIRONMENTS", "EpisodeConflict", "EpisodeStore", "RequestError", "UnknownEpisode", "make_app",
+           "serve_in_thread"]
 
 _LOCK = threading.Lock()
 
 
-class RequestError(Exception):
-    """A request the server refuses; ``status_code`` is the HTTP answer (the message is the detail)."""
+@dataclass
+class Answer:
+    """A reset's or step's answer: the observation's fields (JSON values), ``reward`` and ``done``."""
 
-    status_code: ClassVar[int] = 422
+    fields: dict[str, Any]
+    reward: float | None
+    done: bool
 
+    def observation(self) -> dict[str, Any]:
+        """The keyword arguments of the observation model."""
+        return {**self.fields, "reward": self.reward, "done": self.done}
 
-class UnknownEpisode(RequestError):
-    status_code = 404
-
-
-class EpisodeConflict(RequestError):
-    """A step before reset or after the episode ended, or a reset with an ``episode_id`` in use."""
-
-    status_code = 409
+    def answer(self) -> bytes:
+        """``{"observation": {...}, "reward": r, "done": d}``: what openenv's clients read, serialised in one call
+        (no model is built; ``tests/test_openenv.py`` checks it equals the observation model's dump)."""
+        return pydantic_core.to_json({"observation": self.fields, "reward": self.reward, "done": self.done})
 
 
 @dataclass
@@ -114,9 +137,13 @@ class EpisodeStore:
     def __len__(self) -> int:
         return len(self._episodes)
 
+    def check_free(self, episode_id: str) -> None:
+        """``EpisodeConflict`` if ``episode_id`` names a kept episode."""
+        if episode_id in self._episodes:
+            raise EpisodeConflict(f"episode_id {episode_id[:80]!r} is in use; reset without one to get a fresh id")
+
     def add(self, episode: Episode) -> None:
-        if episode.episode_id in self._episodes:
-            raise EpisodeConflict(f"episode_id {episode.episode_id!r} is in use; reset without one to get a fresh id")
+        self.check_free(episode.episode_id)
         self._episodes[episode.episode_id] = episode
         while len(self._episodes) > self.max_episodes:
             self._episodes.popitem(last=False)
@@ -130,24 +157,6 @@ class EpisodeStore:
                                  f"recently used beyond the last {self.max_episodes}); call /reset")
         self._episodes.move_to_end(episode_id)
         return episode
-
-
-class ProblemSpec(BaseModel):
-    """The ``problem`` reset field: play this puzzle instead of drawing one."""
-
-    model_config = ConfigDict(extra="forbid")
-    numbers: list[StrictInt]
-    target: StrictInt
-
-
-def _problem_option(problem: Any) -> dict[str, Any] | None:
-    if problem is None:
-        return None
-    try:
-        spec = ProblemSpec.model_validate(problem)
-    except ValidationError as e:
-        raise RequestError(f"problem must be {{'numbers': [int, ...], 'target': int}}: {e.errors()[0]['msg']}") from None
-    return {"problem": (spec.numbers, spec.target)}
 
 
 class _CountdownEnvironment(Environment):
@@ -175,37 +184,70 @@ class _CountdownEnvironment(Environment):
     def _native_action(self, episode: Episode, action: Action) -> Any:
         raise NotImplementedError
 
-    def _observation(self, episode: Episode, obs: Any, info: dict[str, Any], reward: float | None,
-                     terminated: bool, truncated: bool) -> Observation:
+    def _fields(self, obs: Any, info: dict[str, Any], done: bool) -> dict[str, Any]:
+        """The fields of this environment's observation class besides the shared ones (JSON values)."""
         raise NotImplementedError
 
     # ---- openenv Environment --------------------------------------------------------------------
     def reset(self, seed: int | None = None, episode_id: str | None = None, problem: Any = None,
               **kwargs: Any) -> Observation:
-        """A new episode: ``seed`` seeds the draw, ``problem`` picks the puzzle, ``episode_id`` names it."""
-        if kwargs:
-            raise RequestError(f"unknown reset fields {sorted(kwargs)}; reset takes seed, episode_id and problem")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise RequestError(f"seed must be an int >= 0 or null, got {seed!r:.80}")
-        if episode_id is not None and (not isinstance(episode_id, str) or not 0 < len(episode_id) <= 255):
-            raise RequestError("episode_id must be a string of 1 to 255 characters")
-        options = _problem_option(problem)
+        """A new episode: ``seed`` seeds the draw, ``problem`` picks the puzzle, ``episode_id`` names it
+        (the fields of :class:`~countdown_gym.integrations.openenv.models.ResetRequest`)."""
+        fields = {k: v for k, v in (("seed", seed), ("episode_id", episode_id), ("problem", problem)) if v is not None}
+        try:
+            request = ResetRequest.model_validate({**fields, **kwargs})
+        except ValidationError as e:
+            raise RequestError(f"invalid reset: {describe(e)}") from None
+        return self.reset_request(request)
+
+    def reset_request(self, request: ResetRequest) -> Observation:
+        """:meth:`reset` with a validated request."""
+        return self.observation_cls(**self._reset(request).observation())
+
+    def reset_answer(self, request: ResetRequest) -> bytes:
+        """:meth:`reset_request`'s answer as the JSON that openenv's clients read (what the routes send)."""
+        return self._reset(request).answer()
+
+    def _reset(self, request: ResetRequest) -> Answer:
+        options = None
+        if request.problem is not None:
+            options = {"problem": (request.problem.numbers, request.problem.target)}
         with _LOCK:
+            if request.episode_id is not None:
+                self._store.check_free(request.episode_id)
             env = self._store.new_env(self._make_env, self._template_key())
+            if options is not None:
+                self._check_target(request.problem.target, env.unwrapped.rules)
             try:
-                obs, info = env.reset(seed=seed, options=options)
+                obs, info = env.reset(seed=request.seed, options=options)
             except ValueError as e:  # an unplayable problem, refused by the problem source with its reason
                 raise RequestError(str(e)) from None
-            episode = Episode(episode_id or uuid.uuid4().hex, env)
-            self._store.add(episode)
+            episode = Episode(request.episode_id or uuid.uuid4().hex, env)
+            answer = self._answer(episode, obs, info, None, False, False)
+            self._store.add(episode)  # only once its answer exists
             self._episode = episode
-            return self._observation(episode, obs, info, None, False, False)
+            return answer
+
+    @staticmethod
+    def _check_target(target: int, rules: Any) -> None:
+        """A target no move can make under ``rules`` (outside ``Rules.result_range``) is refused."""
+        lo, hi = rules.result_range()
+        if not lo <= target < hi:
+            raise RequestError(f"target {target} is out of reach under rules {rules.name!r}: every result lies "
+                               f"in [{lo}, {hi})")
 
     def step(self, action: Action, timeout_s: float | None = None, episode_id: str | None = None,
-             request_id: str | None = None, **kwargs: Any) -> Observation:
+             **kwargs: Any) -> Observation:
         """Play ``action`` in this session's episode, or (HTTP) in the episode named by ``episode_id``."""
-        if kwargs:
+        if kwargs.keys() - {"request_id"}:
             raise RequestError(f"unknown step fields {sorted(kwargs)}; /step takes action, episode_id, timeout_s, request_id")
+        return self.observation_cls(**self._step(action, episode_id).observation())
+
+    def step_answer(self, action: Action, episode_id: str | None = None) -> bytes:
+        """:meth:`step`'s answer as the JSON that openenv's clients read (what the routes send)."""
+        return self._step(action, episode_id).answer()
+
+    def _step(self, action: Action, episode_id: str | None) -> Answer:
         if not isinstance(action, self.action_cls):
             raise RequestError(f"the action must be a {self.action_cls.__name__}, got {type(action).__name__}")
         with _LOCK:
@@ -217,17 +259,7 @@ class _CountdownEnvironment(Environment):
             obs, reward, terminated, truncated, info = episode.env.step(self._native_action(episode, action))
             episode.steps += 1
             episode.done = bool(terminated or truncated)
-            return self._observation(episode, obs, info, float(reward), bool(terminated), bool(truncated))
-
-    # openenv awaits these on its event loop when they are overridden, instead of sending each call to a
-    # worker thread: a game call takes about a tenth of a millisecond, far less than two thread switches.
-    async def reset_async(self, seed: int | None = None, episode_id: str | None = None, problem: Any = None,
-                          **kwargs: Any) -> Observation:
-        return self.reset(seed=seed, episode_id=episode_id, problem=problem, **kwargs)
-
-    async def step_async(self, action: Action, timeout_s: float | None = None, episode_id: str | None = None,
-                         request_id: str | None = None, **kwargs: Any) -> Observation:
-        return self.step(action, timeout_s=timeout_s, episode_id=episode_id, request_id=request_id, **kwargs)
+            return self._answer(episode, obs, info, float(reward), bool(terminated), bool(truncated))
 
     @property
     def state(self) -> CountdownState:
@@ -256,17 +288,22 @@ class _CountdownEnvironment(Environment):
         return EnvironmentMetadata(name=self.env_id, version=__version__,
                                    description=f"countdown-gym's {self.env_id}: reach the target with + - * /")
 
-    def _common(self, episode: Episode, info: dict[str, Any], reward: float | None, terminated: bool,
-                truncated: bool) -> dict[str, Any]:
+    def _answer(self, episode: Episode, obs: Any, info: dict[str, Any], reward: float | None, terminated: bool,
+                truncated: bool) -> Answer:
+        """What a reset or step answers: the observation's fields (JSON values), ``reward`` and ``done``."""
         problem = info["problem"]
         if episode.rules is None:
             episode.rules = problem.rules.to_dict()
-        return {
+        fields = {
             "episode_id": episode.episode_id, "numbers": list(problem.numbers), "target": problem.target,
             "rules": episode.rules, "state": [to_json_number(x) for x in info["state"]],
-            "transitions": [TransitionModel.from_record(t) for t in info["transitions"]],
-            "terminated": terminated, "truncated": truncated, "reward": reward, "done": terminated or truncated,
+            "transitions": [TransitionModel.fields_of(t) for t in info["transitions"]],
+            "terminated": terminated, "truncated": truncated,
         }
+        fields.update(self._fields(obs, info, terminated or truncated))
+        return Answer(fields, reward, terminated or truncated)
+
+
 
 
 class CountdownMultiTurnEnvironment(_CountdownEnvironment):
@@ -283,18 +320,18 @@ class CountdownMultiTurnEnvironment(_CountdownEnvironment):
         turn = action.turn[:-1] if action.turn.endswith("\n") else action.turn
         if "\n" in turn:
             raise RequestError("a turn must be one line (no newline inside)")
-        return turn
+        # A turn above the game's max_turn_chars is answered turn_too_long whatever follows its first
+        # max_turn_chars + 1 characters: only those are kept in the episode's conversation.
+        return turn[: episode.env.unwrapped.max_turn_chars + 1]
 
     def _current_numbers(self, env: CountdownMultiTurnEnv) -> tuple:
         return env.episode.state
 
-    def _observation(self, episode: Episode, obs: str, info: dict[str, Any], reward: float | None,
-                     terminated: bool, truncated: bool) -> TurnObservation:
+    def _fields(self, obs: str, info: dict[str, Any], done: bool) -> dict[str, Any]:
         verdict = info.get("verdict")
-        return TurnObservation(
-            text=obs, turn=info["turn"], invalid_turns=info["invalid_turns"], turn_kind=info.get("turn_kind"),
-            valid=info.get("valid"), reason=info.get("reason"), is_success=info.get("is_success"),
-            verdict=None if verdict is None else verdict.reason, **self._common(episode, info, reward, terminated, truncated))
+        return {"is_success": info.get("is_success"), "text": obs, "turn": info["turn"],
+                "invalid_turns": info["invalid_turns"], "turn_kind": info.get("turn_kind"), "valid": info.get("valid"),
+                "reason": info.get("reason"), "verdict": None if verdict is None else verdict.reason}
 
 
 class CountdownStepEnvironment(_CountdownEnvironment):
@@ -316,12 +353,9 @@ class CountdownStepEnvironment(_CountdownEnvironment):
     def _current_numbers(self, env: CountdownEnv) -> tuple:
         return env.state
 
-    def _observation(self, episode: Episode, obs: Any, info: dict[str, Any], reward: float | None,
-                     terminated: bool, truncated: bool) -> MoveObservation:
-        return MoveObservation(
-            observation=obs.tolist(), action_mask=info["action_mask"].tolist(), dead_end=info["dead_end"],
-            is_success=info["is_success"] if terminated or truncated else None,
-            **self._common(episode, info, reward, terminated, truncated))
+    def _fields(self, obs: Any, info: dict[str, Any], done: bool) -> dict[str, Any]:
+        return {"is_success": info["is_success"] if done else None, "observation": obs.tolist(),
+                "action_mask": info["action_mask"].tolist(), "dead_end": info["dead_end"]}
 
 
 ENVIRONMENTS: dict[str, type[_CountdownEnvironment]] = {
@@ -330,88 +364,49 @@ ENVIRONMENTS: dict[str, type[_CountdownEnvironment]] = {
 """The environments the server can serve, by Gymnasium id."""
 
 
-class BodyLimit:
-    """ASGI middleware: answer 413 to an HTTP request whose body is above ``limit`` bytes (read no further).
-
-    It also absorbs the ``WebSocketDisconnect`` openenv-core raises when it closes a WebSocket the client has
-    already closed (a normal end of session, which uvicorn would otherwise log as a server error).
-    """
-
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "websocket":
-            with contextlib.suppress(WebSocketDisconnect):
-                await self.app(scope, receive, send)
-            return None
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        declared = dict(scope.get("headers") or ()).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            return await self._refuse(scope, receive, send, declared)
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.limit:
-                return await self._refuse(scope, receive, send, None)
-            more = message.get("more_body", False)
-        replayed = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-
-        return await self.app(scope, replay, send)
-
-    async def _refuse(self, scope: dict[str, Any], receive: Any, send: Any, declared: bytes | None) -> None:
-        bad = declared is not None and not declared.isdigit()
-        status = 400 if bad else 413
-        detail = "bad Content-Length" if bad else f"request body above the server's limit of {self.limit} bytes"
-        response = JSONResponse({"detail": detail}, status_code=status, headers={"connection": "close"})
-        await response(scope, receive, send)
+_REPLACED_ROUTES = {"/reset", "/step", "/ws"}
+"""openenv's routes this package replaces (strict requests, sessions that survive malformed messages)."""
 
 
 def make_app(env_id: str = "CountdownMultiTurn-v0", *, max_sessions: int = DEFAULT_MAX_SESSIONS,
              max_episodes: int = DEFAULT_MAX_EPISODES, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+             body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S, session_idle_s: float = DEFAULT_SESSION_IDLE_S,
              **env_kwargs: Any) -> FastAPI:
     """The FastAPI app serving ``env_id`` (openenv's ``create_app``) with the episode store and error answers.
 
-    ``env_kwargs`` go to the Gymnasium environment (``preset``, ``split``, ``rules``, ``max_turns``, ...);
-    one environment is built here, so bad arguments fail now with the environment's own message.
+    ``env_kwargs`` go to the Gymnasium environment (``preset``, ``split``, ``rules``, ``max_turns``,
+    ``max_turn_chars``, ...); one environment is built here, so bad arguments fail now with the environment's
+    own message. The limits (``docs/security.md``): ``max_sessions`` WebSocket sessions at once, each closed
+    after ``session_idle_s`` seconds without a message; ``max_episodes`` HTTP episodes kept; bodies and
+    messages up to ``max_body_bytes``, a body fully received within ``body_timeout_s`` seconds.
     """
     if env_id not in ENVIRONMENTS:
         raise ValueError(f"unknown env_id {env_id!r}; the server serves {sorted(ENVIRONMENTS)}")
     for name, value in (("max_sessions", max_sessions), ("max_body_bytes", max_body_bytes)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    for name, value in (("body_timeout_s", body_timeout_s), ("session_idle_s", session_idle_s)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+            raise ValueError(f"{name} must be a number of seconds > 0, got {value!r}")
     cls = ENVIRONMENTS[env_id]
     store = EpisodeStore(max_episodes)
     factory = functools.partial(cls, store=store, env_kwargs=dict(env_kwargs))
     first = factory()
     store.new_env(first._make_env, first._template_key())  # builds the template env: bad env_kwargs fail here
     app = create_app(factory, cls.action_cls, cls.observation_cls, env_name=env_id, max_concurrent_envs=max_sessions)
-
-    async def refuse(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, RequestError)
-        return JSONResponse({"detail": str(exc)}, status_code=exc.status_code)
-
-    app.add_exception_handler(RequestError, refuse)
+    app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) not in _REPLACED_ROUTES]
+    add_http_routes(app, factory, cls.action_cls, cls.observation_cls)
+    sessions = Sessions(factory, cls.action_cls, max_sessions, session_idle_s)
+    app.add_api_websocket_route("/ws", sessions)
 
     @app.get("/state/{episode_id}", response_model=CountdownState, tags=["State Management"],
-             summary="The state of an episode started over HTTP")
+             summary="The state of an episode started over HTTP", responses={404: {"model": ErrorAnswer}})
     async def episode_state(episode_id: str) -> CountdownState:
         return factory().state_of(episode_id)
 
-    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(BodyGuard, limit=max_body_bytes, timeout_s=body_timeout_s)
     app.state.episodes = store
+    app.state.sessions = sessions
     app.state.max_body_bytes = max_body_bytes
     return app
 
@@ -422,13 +417,8 @@ def serve_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0, log_le
 
     WebSocket messages are limited to the app's ``max_body_bytes``, as ``countdown-gym serve`` does.
     """
-    import uvicorn
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    limit = getattr(app.state, "max_body_bytes", DEFAULT_MAX_BODY_BYTES)
-    server = uvicorn.Server(uvicorn.Config(app, ws_max_size=limit, log_level=log_level))
+    sock = listening_socket(host, port)
+    server = uvicorn_server(app, getattr(app.state, "max_body_bytes", DEFAULT_MAX_BODY_BYTES), log_level)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
@@ -441,4 +431,3 @@ def serve_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0, log_le
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
-

@@ -1,0 +1,299 @@
+"""How requests reach the served environments: the HTTP routes, the WebSocket sessions and the body guard.
+
+Every request is read strictly, by pydantic's JSON parser and the typed request models of
+:mod:`~countdown_gym.integrations.openenv.models` (no type coercion: ``"1"`` is not a seed). Anything else is
+refused with a clear answer and never ends a WebSocket session:
+
+* HTTP: 4xx with ``{"detail": "<what was wrong>"}`` (422 malformed, 409 out of order, 404 unknown episode,
+  413 body too large, 408 body not sent in time);
+* WebSocket: ``{"type": "error", "data": {"message": ..., "code": ..., "status": <the HTTP code>}}``, and the
+  session reads the next message. Only a message above the size limit closes it (code 1009), as does a session
+  idle for longer than its limit (code 1000, reason ``idle``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import Annotated, Any, Literal
+
+import pydantic_core
+from fastapi import Body, FastAPI, WebSocket, WebSocketDisconnect
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, Observation
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+
+from countdown_gym.integrations.openenv.models import ErrorAnswer, ResetRequest, step_request
+
+log = logging.getLogger(__name__)
+
+
+class RequestError(Exception):
+    """A request the server refuses; ``status_code`` is the HTTP answer (the message is the detail)."""
+
+    status_code: int = 422
+
+
+class UnknownEpisode(RequestError):
+    status_code = 404
+
+
+class EpisodeConflict(RequestError):
+    """A step before reset or after the episode ended, or a reset with an ``episode_id`` in use."""
+
+    status_code = 409
+
+
+def describe(error: ValidationError) -> str:
+    """A validation error in words, without echoing the input (which may not even be printable)."""
+    return in_words(error.errors(include_url=False, include_input=False, include_context=False))
+
+
+def in_words(errors: Any) -> str:
+    """Pydantic's error dicts as ``where: what; ...`` (their first five; the input is never quoted)."""
+    parts = []
+    for e in list(errors)[:5]:
+        where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
+        what = str(e.get("msg", "invalid"))
+        parts.append(f"{where}: {what}" if where else what)
+    return "; ".join(parts) or "invalid request"
+
+
+def answer_model(observation_cls: type[Observation]) -> type[BaseModel]:
+    """The documented shape of a reset's or step's answer (the OpenAPI schema of ``/reset`` and ``/step``)."""
+    return create_model(f"{observation_cls.__name__}Answer", observation=(observation_cls, ...),
+                        reward=(float | None, None), done=(bool, False))
+
+
+# ---- HTTP -----------------------------------------------------------------------------------------------
+_REFUSALS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorAnswer, "description": text} for status, text in (
+        (400, "bad Content-Length"), (404, "unknown episode_id"),
+        (408, "the body did not arrive within the server's time limit"),
+        (409, "a step before reset or after the episode ended; a reset with an episode_id in use"),
+        (413, "body above the server's size limit"),
+        (422, "malformed body: not JSON, a wrong type, an unknown field, a value out of range"))
+}
+
+
+def add_http_routes(app: FastAPI, factory: Any, action_cls: type[Action], observation_cls: type[Observation]) -> None:
+    """``POST /reset`` and ``POST /step`` (replacing openenv's, which coerce types) and the error answers."""
+    step_model = step_request(action_cls)
+    answer = answer_model(observation_cls)
+
+    async def reset(request: ResetRequest = Body(default_factory=ResetRequest)) -> Response:  # noqa: B008
+        """Start an episode: a drawn problem (``seed`` seeds the draw) or ``problem``; answers its ``episode_id``."""
+        return Response(factory().reset_answer(request), media_type="application/json")
+
+    async def step(request: Any) -> Response:
+        """Play ``action`` in the episode ``episode_id`` that /reset answered."""
+        return Response(factory().step_answer(request.action, request.episode_id), media_type="application/json")
+
+    step.__annotations__["request"] = step_model  # built here, so FastAPI cannot resolve it by name
+
+    for path, endpoint, summary in (("/reset", reset, "Start an episode"), ("/step", step, "Play one action")):
+        app.add_api_route(path, endpoint, methods=["POST"], response_model=answer, responses=_REFUSALS,
+                          tags=["Environment Control"], summary=summary)
+
+    async def refuse(request: Any, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestError)
+        return JSONResponse({"detail": str(exc)}, status_code=exc.status_code)
+
+    async def malformed(request: Any, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)  # FastAPI's own answer echoes the input: JSON may not hold it
+        return JSONResponse({"detail": in_words(exc.errors())}, status_code=422)
+
+    app.add_exception_handler(RequestError, refuse)
+    app.add_exception_handler(RequestValidationError, malformed)
+
+
+class BodyGuard:
+    """ASGI middleware in front of every HTTP request: a size limit, a time limit and strict JSON.
+
+    A body above ``limit`` bytes is answered 413 (read no further), one not fully received within
+    ``timeout_s`` seconds 408, one that is not strict JSON (RFC 8259: no ``NaN`` or ``Infinity``, no lone
+    surrogate, at most 200 levels of nesting) 422. It also absorbs the ``WebSocketDisconnect`` raised when a
+    WebSocket the client already closed is closed (a normal end of session, which uvicorn would log as an error).
+    """
+
+    def __init__(self, app: Any, limit: int, timeout_s: float) -> None:
+        self.app, self.limit, self.timeout_s = app, limit, timeout_s
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket":
+            with contextlib.suppress(WebSocketDisconnect):
+                await self.app(scope, receive, send)
+            return None
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or ()).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            bad = not declared.isdigit()
+            return await self._refuse(scope, receive, send, 400 if bad else 413,
+                                      "bad Content-Length" if bad else self._too_big())
+        chunks: list[bytes] = []
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                size, more = 0, True
+                while more:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return None
+                    chunks.append(message.get("body", b""))
+                    size += len(chunks[-1])
+                    if size > self.limit:
+                        return await self._refuse(scope, receive, send, 413, self._too_big())
+                    more = message.get("more_body", False)
+        except TimeoutError:
+            return await self._refuse(scope, receive, send, 408,
+                                      f"the request body did not arrive within {self.timeout_s:g} s")
+        body = b"".join(chunks)
+        if body.strip():
+            try:
+                pydantic_core.from_json(body, allow_inf_nan=False)
+            except ValueError as e:
+                return await self._refuse(scope, receive, send, 422, f"the body is not valid JSON: {e}")
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await self.app(scope, replay, send)
+
+    def _too_big(self) -> str:
+        return f"request body above the server's limit of {self.limit} bytes"
+
+    async def _refuse(self, scope: dict[str, Any], receive: Any, send: Any, status: int, detail: str) -> None:
+        close = {"connection": "close"} if status in (400, 408, 413) else None  # the rest of the body is unread
+        await JSONResponse({"detail": detail}, status_code=status, headers=close)(scope, receive, send)
+
+
+# ---- WebSocket --------------------------------------------------------------------------------------------
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class _Reset(_Message):
+    type: Literal["reset"]
+    data: ResetRequest = Field(default_factory=ResetRequest)
+
+
+class _State(_Message):
+    type: Literal["state"]
+    data: dict[str, Any] | None = None
+
+
+class _Close(_Message):
+    type: Literal["close"]
+    data: dict[str, Any] | None = None
+
+
+def message_adapter(action_cls: type[Action]) -> TypeAdapter:
+    """The WebSocket messages openenv's clients send: ``reset``, ``step`` (``data``: the action), ``state``, ``close``."""
+    step = create_model(f"{action_cls.__name__}Message", __base__=_Message,
+                        type=(Literal["step"], ...), data=(action_cls, ...))
+    return TypeAdapter(Annotated[_Reset | step | _State | _Close, Field(discriminator="type")])
+
+
+_OBSERVATION = b'{"type":"observation","data":%s}'
+
+
+def _error(message: str, code: str, status: int) -> bytes:
+    return json.dumps({"type": "error", "data": {"message": message, "code": code, "status": status}}).encode()
+
+
+def _validation_code(error: ValidationError) -> str:
+    kinds = {e["type"] for e in error.errors(include_url=False, include_input=False, include_context=False)}
+    if "json_invalid" in kinds:
+        return "INVALID_JSON"
+    return "UNKNOWN_TYPE" if kinds & {"union_tag_invalid", "union_tag_not_found", "model_type"} else "VALIDATION_ERROR"
+
+
+class Sessions:
+    """The WebSocket sessions (``/ws``): at most ``max_sessions`` at once, each closed after ``idle_s`` of silence."""
+
+    def __init__(self, factory: Any, action_cls: type[Action], max_sessions: int, idle_s: float) -> None:
+        self.factory, self.max_sessions, self.idle_s = factory, max_sessions, idle_s
+        self.adapter = message_adapter(action_cls)
+        self.active = 0
+
+    def answer(self, env: Environment, text: str | bytes) -> tuple[bytes, bool]:
+        """The reply to one message and whether the session ends."""
+        try:
+            message = self.adapter.validate_json(text)
+        except ValidationError as e:
+            code = _validation_code(e)
+            hint = " (a message is {'type': 'reset' | 'step' | 'state' | 'close', 'data': ...})" if code == "UNKNOWN_TYPE" else ""
+            return _error(f"invalid message: {describe(e)}{hint}", code, 422), False
+        try:
+            if message.type == "step":
+                return _OBSERVATION % env.step_answer(message.data), False
+            if message.type == "reset":
+                return _OBSERVATION % env.reset_answer(message.data), False
+            if message.type == "state":
+                return b'{"type":"state","data":%s}' % env.state.model_dump_json().encode(), False
+            return b"", True
+        except RequestError as e:
+            code = "VALIDATION_ERROR" if e.status_code == 422 else "EXECUTION_ERROR"
+            return _error(str(e), code, e.status_code), False
+        except Exception:  # a defect of the server: logged, answered, and the session goes on
+            log.exception("error answering a WebSocket message")
+            return _error("internal error answering this message (logged by the server)", "EXECUTION_ERROR", 500), False
+
+    async def __call__(self, websocket: WebSocket) -> None:
+        await websocket.accept()
+        if self.active >= self.max_sessions:
+            await websocket.send_text(json.dumps({"type": "error", "data": {
+                "message": f"the server holds its limit of {self.max_sessions} sessions; retry later",
+                "code": "CAPACITY_REACHED", "status": 503, "active_sessions": self.active,
+                "max_sessions": self.max_sessions}}))
+            await websocket.close(1013)
+            return
+        self.active += 1
+        env = self.factory()
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        last, idle = [loop.time()], [False]
+
+        def watchdog() -> None:  # one timer per session, not one per message (asyncio.timeout costs ~15 us)
+            quiet = loop.time() - last[0]
+            if quiet >= self.idle_s:
+                idle[0] = True
+                task.cancel()
+            else:
+                timer[0] = loop.call_later(self.idle_s - quiet, watchdog)
+
+        timer = [loop.call_later(self.idle_s, watchdog)]
+        receive, send = websocket.receive, websocket.send
+        try:
+            while True:
+                message = await receive()
+                last[0] = loop.time()
+                if message["type"] == "websocket.disconnect":
+                    return
+                text = message.get("text")
+                if text is None:
+                    reply, end = _error("binary frames are not read: send each message as JSON text",
+                                        "INVALID_JSON", 422), False
+                else:
+                    reply, end = self.answer(env, text)
+                if end:
+                    await websocket.close(1000)
+                    return
+                await send({"type": "websocket.send", "text": reply.decode()})
+        except asyncio.CancelledError:
+            if not idle[0]:
+                raise
+            task.uncancel()
+            await websocket.close(1000, "idle")
+        finally:
+            timer[0].cancel()
+            self.active -= 1
+            env.close()

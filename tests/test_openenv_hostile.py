@@ -1,0 +1,233 @@
+"""The OpenEnv server under hostile input: each case a reproduction of a defect once found, plus a WebSocket fuzzer.
+
+HTTP and WebSocket requests go to the app in process (Starlette's TestClient); the time limit on half-sent
+bodies and the ``serve`` command's own checks use a real socket.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import pytest
+
+pytest.importorskip("openenv.core")
+from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from starlette.testclient import TestClient  # noqa: E402
+
+from countdown_gym.cli import main as cli_main  # noqa: E402
+from countdown_gym.integrations.openenv import make_app  # noqa: E402
+from countdown_gym.integrations.openenv.server import serve_in_thread  # noqa: E402
+from countdown_gym.integrations.openenv_serve import main as serve_main  # noqa: E402
+from countdown_gym.problem import Problem  # noqa: E402
+from countdown_gym.turn_game import replay_turns  # noqa: E402
+
+PROBLEM = {"numbers": [21, 16, 17, 26], "target": 46}
+JSON = {"content-type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def client():
+    with TestClient(make_app("CountdownMultiTurn-v0", split="test", max_sessions=4)) as c:
+        yield c
+
+
+def _episode(client: TestClient) -> str:
+    r = client.post("/reset", json={"problem": PROBLEM})
+    assert r.status_code == 200
+    return r.json()["observation"]["episode_id"]
+
+
+def _refused(r, status: int = 422) -> str:
+    assert r.status_code == status, (r.status_code, r.text[:300])
+    detail = r.json()["detail"]
+    assert isinstance(detail, str) and detail
+    return detail
+
+
+def test_nan_infinity_and_lone_surrogates_are_422_not_500(client):
+    """Defect: FastAPI's validation answer could not serialise NaN or "\\ud800" and the server answered 500."""
+    eid = _episode(client)
+    for path, raw in [
+        ("/reset", '{"seed": NaN}'), ("/reset", '{"seed": Infinity}'), ("/reset", '{"seed": -Infinity}'),
+        ("/reset", '{"episode_id": "\\ud800"}'), ("/reset", '{"episode_id": "a\\udfff"}'),
+        ("/step", '{"action": {"turn": "1+2"}, "timeout_s": NaN, "episode_id": "EID"}'.replace("EID", eid)),
+        ("/step", '{"action": {"turn": "\\ud800"}, "episode_id": "EID"}'.replace("EID", eid)),
+        ("/step", '{"action": {"turn": "1+2", "metadata": {"x": NaN}}, "episode_id": "EID"}'.replace("EID", eid)),
+        ("/reset", "[" * 5000 + "]" * 5000), ("/reset", '{"seed": ' + "9" * 5000 + "}"),
+        ("/reset", b'{"seed": 1, "episode_id": "\xff"}'),
+    ]:
+        detail = _refused(client.post(path, content=raw, headers=JSON))
+        assert "\ud800" not in detail
+    assert client.get(f"/state/{eid}").json()["step_count"] == 0  # none of those reached the episode
+
+
+def test_websocket_lone_surrogate_reset_is_refused_and_not_stored(client):
+    """Defect: a reset with episode_id "\\ud800" was stored although its answer failed, so the id stayed "in use"."""
+    store = client.app.state.episodes
+    before = len(store)
+    with client.websocket_connect("/ws") as ws:
+        ws.send_text('{"type": "reset", "data": {"episode_id": "\\ud800"}}')
+        assert ws.receive_json()["data"]["code"] == "INVALID_JSON"
+        ws.send_text(json.dumps({"type": "reset", "data": {"episode_id": "mine", "problem": PROBLEM}}))
+        assert ws.receive_json()["data"]["observation"]["episode_id"] == "mine"
+        ws.send_text(json.dumps({"type": "reset", "data": {"episode_id": "mine"}}))
+        refused = ws.receive_json()["data"]
+        assert refused["status"] == 409 and "in use" in refused["message"]
+    assert len(store) == before + 1
+
+
+MALFORMED = ["[1]", "5", '"x"', "null", "true", "{}", "[" * 5000 + "]" * 5000, '{"type": "reset", "data": ' + "1" * 4400 + "}",
+             "{not json", "", '{"type": "nope"}', '{"type": 5}', '{"type": "step"}', '{"type": "step", "data": 5}',
+             '{"type": "step", "data": {"turn": 5}}', '{"type": "step", "data": {"turn": "1+2", "x": 1}}',
+             '{"type": "reset", "data": {"seed": "1"}}', '{"type": "reset", "data": [1]}', '{"type": "state", "data": 7}',
+             '{"type": "reset", "extra": 1}', '{"type": "reset", "data": {"seed": NaN}}']
+
+
+def test_malformed_websocket_messages_keep_the_session(client):
+    """Defect: any of these messages (and a binary frame) ended the session; each is now an error answer."""
+    with client.websocket_connect("/ws") as ws:
+        for message in MALFORMED:
+            ws.send_text(message)
+            reply = ws.receive_json()
+            assert reply["type"] == "error", message[:40]
+            assert reply["data"]["code"] in ("INVALID_JSON", "UNKNOWN_TYPE", "VALIDATION_ERROR") and reply["data"]["message"]
+        ws.send_bytes(b'{"type": "state"}')
+        assert ws.receive_json()["data"]["code"] == "INVALID_JSON"
+        ws.send_text(json.dumps({"type": "reset", "data": {"problem": PROBLEM}}))
+        assert ws.receive_json()["type"] == "observation"
+        ws.send_text(json.dumps({"type": "step", "data": {"turn": "21+16"}}))
+        assert ws.receive_json()["data"]["observation"]["text"] == "= 37 [17,26,37]"
+
+
+@pytest.mark.parametrize("body", [{"seed": "1"}, {"seed": True}, {"seed": 1.0}, {"seed": -1}, {"seed": 2**64},
+                                  {"episode_id": ""}, {"episode_id": 5}, {"problem": {"numbers": [21, "16"], "target": 46}},
+                                  {"problem": {"numbers": [21, 16], "target": 10**30}},
+                                  {"problem": {"numbers": [21, 16], "target": -5}},
+                                  {"problem": {"numbers": [21, 16], "target": 2000}},
+                                  {"problem": {"numbers": [21, 16], "target": 37.0}},
+                                  {"problem": {"numbers": [21, True], "target": 22}}])
+def test_types_are_not_coerced_and_targets_out_of_reach_are_refused(client, body):
+    """Defect: "1" and true were taken as seeds and targets of 10**30 or -5 were accepted (422 is promised)."""
+    _refused(client.post("/reset", json=body))
+    with client.websocket_connect("/ws") as ws:
+        ws.send_text(json.dumps({"type": "reset", "data": body}))
+        assert ws.receive_json()["data"]["status"] == 422
+
+
+def test_the_target_rule_is_the_rules_result_range():
+    """A negative target is refused under LongProc's rules (results >= 0) but played under TinyZero's (any sign)."""
+    with TestClient(make_app("CountdownMultiTurn-v0", split="test", rules="tinyzero")) as c:
+        r = c.post("/reset", json={"problem": {"numbers": [3, 8], "target": -5}})
+        assert r.status_code == 200
+        eid = r.json()["observation"]["episode_id"]
+        assert c.post("/step", json={"action": {"turn": "3-8"}, "episode_id": eid}).json()["reward"] == 1.0
+
+
+def test_over_long_turns_are_answered_and_kept_cut(client):
+    """Defect: a 4 KB turn was refused by the game but kept whole in the episode (4,096 episodes: +260 MB)."""
+    eid = _episode(client)
+    long_turn = "21+16" + " " * 4000
+    r = client.post("/step", json={"action": {"turn": long_turn}, "episode_id": eid})
+    local = replay_turns(Problem((21, 16, 17, 26), 46), [long_turn], max_turns=16)
+    assert r.json()["observation"]["text"] == local.replies[0] and r.json()["observation"]["reason"] == "turn_too_long"
+    env = client.app.state.episodes.get(eid).env.unwrapped
+    assert [len(text) for who, text in env.conversation if who == "agent"] == [env.max_turn_chars + 1]
+    _refused(client.post("/step", json={"action": {"turn": "x" * 4097}, "episode_id": eid}))  # above MAX_TURN_LENGTH
+
+
+def test_a_half_sent_body_is_answered_408_within_the_time_limit():
+    """Defect: a request whose body never finished arriving was held for 38 s or more."""
+    with serve_in_thread(make_app("Countdown-v0", split="test", body_timeout_s=0.5)) as url:
+        host, port = url.split("//")[1].rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(b"POST /reset HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"se")
+            t0 = time.monotonic()
+            answer = b""
+            while chunk := s.recv(4096):  # the server answers, then closes the connection
+                answer += chunk
+            assert time.monotonic() - t0 < 5
+        assert answer.startswith(b"HTTP/1.1 408") and b"did not arrive within 0.5 s" in answer
+
+
+@pytest.mark.parametrize("argv", [["--log-level", "nosuch"], ["--body-timeout-s", "0"], ["--session-idle-s", "inf"],
+                                  ["--max-turn-chars", "0"]])
+def test_serve_refuses_bad_limit_and_log_flags(argv, capsys):
+    """Defect: ``serve --log-level nosuch`` gave a KeyError traceback."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main(["serve", *argv])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "countdown-gym serve" in err and "Traceback" not in err
+
+
+def test_serve_on_a_port_in_use_or_a_bad_host_is_one_line_and_exit_2(capsys):
+    """Defect: ``serve --port <in use>`` and ``--host 999.999.1.1`` printed the banner, then exited 3."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert serve_main(["--env", "Countdown-v0", "--split", "test", "--port", str(port)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and f"cannot listen on 127.0.0.1:{port}" in err
+    assert serve_main(["--env", "Countdown-v0", "--split", "test", "--host", "999.999.1.1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "999.999.1.1" in err
+
+
+# ---- the fuzzer -------------------------------------------------------------------------------------------
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                     max_leaves=12)
+_typed = st.fixed_dictionaries({"type": st.sampled_from(["reset", "step", "state", "mcp", ""])},
+                               optional={"data": _json | st.fixed_dictionaries({}, optional={
+                                   "turn": st.text(max_size=30) | _json, "seed": _json, "episode_id": _json,
+                                   "problem": _json | st.fixed_dictionaries({"numbers": st.lists(st.integers(), max_size=5),
+                                                                            "target": st.integers()})})})
+_frames = (st.builds(json.dumps, _json | _typed) | st.text(max_size=200) | st.binary(max_size=200)
+           | st.builds(json.dumps, _typed).map(lambda s: s[: len(s) // 2]))  # cut in half
+
+
+def test_websocket_fuzz_every_frame_gets_one_clear_answer_and_the_session_stays(client):
+    """Random and malformed frames (any JSON, messages of every type with random data, text, binary, cut JSON)."""
+    with client.websocket_connect("/ws") as ws:
+
+        @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(frame=_frames)
+        def one_frame(frame):
+            if isinstance(frame, str):
+                try:
+                    value = json.loads(frame)
+                except ValueError:
+                    value = None
+                assume(not (isinstance(value, dict) and value.get("type") == "close"))
+                ws.send_text(frame)
+            else:
+                ws.send_bytes(frame)
+            reply = ws.receive_json()
+            assert reply["type"] in ("observation", "state", "error")
+            if reply["type"] == "error":
+                assert reply["data"]["message"] and reply["data"]["code"] and 400 <= reply["data"]["status"] < 500
+
+        one_frame()
+        ws.send_text(json.dumps({"type": "reset", "data": {"problem": PROBLEM}}))  # the session still plays
+        assert ws.receive_json()["data"]["observation"]["target"] == 46
+
+
+def test_an_idle_websocket_session_is_closed_and_frees_its_slot():
+    """A session silent for session_idle_s is closed (1000, "idle"); its slot serves the next client."""
+    with TestClient(make_app("Countdown-v0", split="test", max_sessions=1, session_idle_s=0.3)) as c:
+        with c.websocket_connect("/ws") as ws:
+            ws.send_text(json.dumps({"type": "reset", "data": {"seed": 1}}))
+            assert ws.receive_json()["type"] == "observation"
+            time.sleep(0.2)
+            ws.send_text(json.dumps({"type": "state"}))  # activity restarts the clock
+            assert ws.receive_json()["type"] == "state"
+            t0 = time.monotonic()
+            closed = ws.receive()
+            assert closed["type"] == "websocket.close" and (closed["code"], closed["reason"]) == (1000, "idle")
+            assert 0.2 < time.monotonic() - t0 < 5
+        with c.websocket_connect("/ws") as ws:
+            ws.send_text(json.dumps({"type": "reset", "data": {"seed": 2}}))
+            assert ws.receive_json()["type"] == "observation"
