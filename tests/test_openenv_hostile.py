@@ -156,10 +156,9 @@ def test_a_half_sent_body_is_answered_408_within_the_time_limit():
                                   ["--max-turn-chars", "0"]])
 def test_serve_refuses_bad_limit_and_log_flags(argv, capsys):
     """Defect: ``serve --log-level nosuch`` gave a KeyError traceback."""
-    with pytest.raises(SystemExit) as exit_info:
-        cli_main(["serve", *argv])
+    assert cli_main(["serve", *argv]) == 2  # the dispatcher returns the command's exit code
     err = capsys.readouterr().err
-    assert exit_info.value.code == 2 and "countdown-gym serve" in err and "Traceback" not in err
+    assert "countdown-gym serve" in err and "Traceback" not in err
 
 
 def test_serve_on_a_port_in_use_or_a_bad_host_is_one_line_and_exit_2(capsys):

@@ -35,8 +35,7 @@ def options_from_environment(environ: dict[str, str] | None = None) -> ServeOpti
 
 def build_app(opts: ServeOptions) -> Any:
     """The app ``countdown-gym serve`` runs for ``opts`` (a FastAPI app: openenv-core's ``create_app``)."""
-    return make_app(opts.env, max_sessions=opts.max_sessions, max_episodes=opts.max_episodes,
-                    max_body_bytes=opts.max_body_bytes, **opts.env_kwargs())
+    return make_app(opts.env, **opts.app_kwargs())
 
 
 app = build_app(options_from_environment())

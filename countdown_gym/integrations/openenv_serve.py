@@ -113,6 +113,12 @@ class ServeOptions:
             kwargs.update(max_turns=self.max_turns, prompt=self.prompt, max_turn_chars=self.max_turn_chars)
         return kwargs
 
+    def app_kwargs(self) -> dict[str, Any]:
+        """The arguments of ``make_app`` after the environment id: the server's limits and the environment's."""
+        return {"max_sessions": self.max_sessions, "max_episodes": self.max_episodes,
+                "max_body_bytes": self.max_body_bytes, "body_timeout_s": self.body_timeout_s,
+                "session_idle_s": self.session_idle_s, **self.env_kwargs()}
+
 
 def main(argv: list[str] | None = None) -> int:
     """``countdown-gym serve [--env ID] [--port N] ...``: build the app, then run it with uvicorn until Ctrl-C."""
@@ -124,9 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
     try:
-        app = make_app(opts.env, max_sessions=opts.max_sessions, max_episodes=opts.max_episodes,
-                       max_body_bytes=opts.max_body_bytes, body_timeout_s=opts.body_timeout_s,
-                       session_idle_s=opts.session_idle_s, **opts.env_kwargs())
+        app = make_app(opts.env, **opts.app_kwargs())
     except ValueError as e:
         usage_error(str(e), prog=prog)
     try:  # bound before the banner: a port in use or a bad host is one line, exit 2
