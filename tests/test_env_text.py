@@ -565,7 +565,7 @@ def test_out_of_charset_text_is_kept_but_masked():
         ({"max_tokens": 10}, "max_tokens"),
         ({"max_lines": 0}, "max_lines"),
         ({"max_completion_chars": -1}, "max_completion_chars"),
-        ({"render_mode": "rgb_array"}, "render_mode"),
+        ({"render_mode": "nosuch"}, "render_mode"),
         ({"prompt": "compact", "prompt_kwargs": {"current_state": True}}, "prompt_kwargs"),
         ({"prompt_kwargs": {"currentstate": True}}, "unknown prompt_kwargs"),  # not a TypeError at reset
         ({"prompt_kwargs": {"example": ((6, 2, 5, 3), 8)}}, "must be a Problem"),  # not an AttributeError
