@@ -5,6 +5,8 @@
 #   bash scripts/gpu_rollouts.sh            # on the GPU machine, from the repository root
 #   QUICK=1 bash scripts/gpu_rollouts.sh    # a smoke run: 200 problems, batch 128, 2 GRPO steps (any machine)
 #
+# BENCH_S / GRPO_S bound the two parts (default 240 s and 290 s: together under a 10-minute device call; the GRPO
+# run card is rewritten at every checkpoint, so a run cut short still reports its steps).
 # A machine without the project's dependencies installs them from wheels in .whl/ first, when that folder exists
 # (pure-Python wheels for what the image lacks: see the GPU notes in docs/benchmarks_rollouts.md).
 set -uo pipefail
@@ -22,11 +24,12 @@ if [ "${QUICK:-0}" = 1 ]; then
 else
   bench=() grpo=()
 fi
-timeout 420 python3 benchmarks/bench_rollouts.py "${bench[@]}" --json "$OUT/bench_rollouts.json" 2>&1 | tee "$OUT/bench_rollouts.log"
-timeout 600 python3 baselines/llm_grpo.py "${grpo[@]}" --output-dir "$OUT/grpo" --report-to none 2>&1 \
+timeout "${BENCH_S:-240}" python3 benchmarks/bench_rollouts.py "${bench[@]}" --json "$OUT/bench_rollouts.json" 2>&1 | tee "$OUT/bench_rollouts.log"
+RUN="${RUN:-runs/gpu_rollouts_grpo}"  # the run directory (checkpoints too); $OUT gets its card, summary and metrics
+timeout "${GRPO_S:-290}" python3 baselines/llm_grpo.py "${grpo[@]}" --output-dir "$RUN" --report-to none 2>&1 \
   | grep -v "it/s]" | tee "$OUT/grpo.log"
 for f in README.md summary.json metrics.csv; do
-  [ -f "$OUT/grpo/$f" ] && cp "$OUT/grpo/$f" "$OUT/grpo_$f"
+  [ -f "$RUN/$f" ] && cp "$RUN/$f" "$OUT/grpo_$f"
 done
 echo "--- summary"
 tail -n 4 "$OUT/bench_rollouts.log"
