@@ -146,8 +146,6 @@ class Engine:
         self.turn_budget = max_turn_tokens
         self.look_every = max(1, look_every)
         self.stop = torch.tensor(list(stop), dtype=torch.long, device=decoder.device)
-        self.steps = 0
-        self.looks = 0
 
     def run(self, episodes: Sequence[Episode]) -> None:
         dec, device = self.decoder, self.decoder.device
@@ -199,7 +197,6 @@ class Engine:
                 writing[idx] = True
                 turn_len[idx] = 0
                 blocks = {}
-            self.steps += 1
             # --- sample and record, all in tensors ------------------------------------------------------------------
             tok, lp = self.sampler.pick(logits)
             rec = writing
@@ -216,7 +213,6 @@ class Engine:
                 continue  # on the CPU a look costs nothing: look as soon as no row is writing
             # --- the look: play the turns that ended ----------------------------------------------------------------
             since_look = 0
-            self.looks += 1
             done_rows = torch.nonzero(ended, as_tuple=False)[:, 0].tolist()
             if not done_rows:
                 if not bool(writing.any()) and not blocks:

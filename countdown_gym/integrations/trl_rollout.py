@@ -121,8 +121,8 @@ def play_episodes(
             Engine(dec, texts, sampler=sampler, stop=stop, eos=eos, pad=pad, max_turn_tokens=max_turn_tokens,
                    limit=limit, look_every=every).run(episodes)
         else:
-            _play_with_generate(model, tokenizer, texts, episodes, sampler=sampler, stop=stop, pad=pad, eos=eos,
-                                max_turn_tokens=max_turn_tokens, limit=limit, batch_size=batch_size)
+            _play_with_generate(model, tokenizer, texts, episodes, sampler=sampler, stop=stop, newline_token=newline_token,
+                                pad=pad, eos=eos, max_turn_tokens=max_turn_tokens, limit=limit, batch_size=batch_size)
     finally:
         model.train(was_training)
     out = []
@@ -140,13 +140,12 @@ DECODERS = {"auto": None, "direct": True, "hf": False}
 
 
 def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: list[Episode], *, sampler: Sampler,
-                        stop: list[int], pad: int, eos: int | None, max_turn_tokens: int, limit: int,
-                        batch_size: int) -> None:
+                        stop: list[int], newline_token: bool, pad: int, eos: int | None, max_turn_tokens: int,
+                        limit: int, batch_size: int) -> None:
     """Turn by turn with ``generate()``, re-reading each conversation: for tokenizers with no newline token of its
     own (a turn then ends at the ``stop_strings`` newline) and models whose forward takes no KV cache."""
     import torch
 
-    _, newline_token = _stop_ids(tokenizer)
     gen_kwargs: dict[str, Any] = {"max_new_tokens": max_turn_tokens, "pad_token_id": pad, "eos_token_id": stop or None,
                                   "output_scores": True, "return_dict_in_generate": True}
     if not newline_token:
