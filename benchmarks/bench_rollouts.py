@@ -3,6 +3,7 @@
     python benchmarks/bench_rollouts.py                         # CPU (and CUDA when present), batches 128, 512, 2048
     python benchmarks/bench_rollouts.py --quick                 # 200 problems, batch 128: a smoke run
     python benchmarks/bench_rollouts.py --json runs/rollouts.json
+    python benchmarks/bench_rollouts.py --devices cuda --graphs on off --repeat 4   # CUDA graphs against none
 
 For each device and batch it plays one greedy ``CountdownMultiTurn-v0`` episode of each test problem with
 ``countdown_gym.integrations.trl_rollout.play_episodes`` (the engine) and reports:
@@ -14,6 +15,11 @@ For each device and batch it plays one greedy ``CountdownMultiTurn-v0`` episode 
   episodes' mean completion length, greedy; every token counts. It is the direct decoder's own forward for the
   models it runs (the fastest decode of the model here), else the model's Hugging Face forward with its KV cache;
 - ``ratio``: engine model tokens/s over bound tokens/s (and ``ratio_all``, engine all tokens/s over bound tokens/s).
+
+``--graphs`` (CUDA graphs of the direct decoder's one-token steps: auto = on CUDA), ``--peek-from`` (the engine's
+reads of whether a row still writes, on an accelerator) and ``--repeat`` (each problem played that many times, to
+fill batches above 1,000 rows) add rows to the table; ``--runs`` times each row that many times (the median
+counts). Each row also gives the engine's decode steps and the seconds its host spent playing turns.
 
 ``--json PATH`` writes ``{"device", "engine_tokens_per_s", "bound_tokens_per_s", "ratio"}`` for the best batch of
 each device, with every row under ``"rows"``. Results and commands: ``docs/benchmarks_rollouts.md``.
@@ -33,7 +39,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from countdown_gym.dataclass_cli import check_min, parse  # noqa: E402
+from countdown_gym.integrations.rollout_engine import PEEK_FROM  # noqa: E402
 
+GRAPHS = {"auto": None, "on": True, "off": False}
 DEFAULT_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns")
 
 
@@ -52,6 +60,15 @@ class Options:
     max_turns: int = 16
     decoder: str = "auto"
     """auto | direct | hf (play_episodes' decoder)."""
+    graphs: list[str] = field(default_factory=lambda: ["auto"])
+    """auto | on | off, one engine row each (CUDA graphs of the direct decoder's one-token steps; auto: on CUDA)."""
+    peek_from: list[int] = field(default_factory=lambda: [PEEK_FROM])
+    """Accelerator: steps after a look from which the engine reads whether a row still writes (0: never), one row
+    each."""
+    repeat: int = 1
+    """Play each problem this many times (greedy: the same episodes; fills batches above the problem count)."""
+    runs: int = 1
+    """Timed runs of each row (the median is reported)."""
     dtype: str = "float32"
     """float32 | bfloat16 (the model's weights and KV cache)."""
     quick: bool = False
@@ -61,7 +78,11 @@ class Options:
 
     def __post_init__(self) -> None:
         check_min(self, 0, "problems")
-        check_min(self, 1, "threads", "max_turns")
+        check_min(self, 1, "threads", "max_turns", "repeat", "runs")
+        if not self.graphs or any(g not in GRAPHS for g in self.graphs):
+            raise ValueError(f"--graphs takes auto, on or off, got {self.graphs}")
+        if not self.peek_from or min(self.peek_from) < 0:
+            raise ValueError(f"--peek-from must be steps >= 0, got {self.peek_from}")
         if not self.batches or min(self.batches) < 1:
             raise ValueError(f"--batches must be positive sizes, got {self.batches}")
         if self.decoder not in ("auto", "direct", "hf"):
@@ -79,23 +100,31 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def engine_run(model, tok, problems, batch: int, device: str, opts: Options) -> dict:
+def engine_run(model, tok, problems, batch: int, device: str, opts: Options, graphs: str, peek_from: int) -> dict:
+
     from countdown_gym.integrations.trl_rollout import play_episodes
 
-    play_episodes(model, tok, problems[: min(len(problems), 64)], greedy=True, batch_size=batch,
-                  max_turns=opts.max_turns, decoder=opts.decoder)  # warm-up
-    _sync(device)
-    t0 = time.perf_counter()
-    rollouts = play_episodes(model, tok, problems, greedy=True, batch_size=batch, max_turns=opts.max_turns,
-                             decoder=opts.decoder)
-    _sync(device)
-    dt = time.perf_counter() - t0
+    kw = dict(greedy=True, batch_size=batch, max_turns=opts.max_turns, decoder=opts.decoder, graphs=GRAPHS[graphs],
+              peek_from=peek_from)
+    play_episodes(model, tok, problems[: min(len(problems), 64)], **kw)  # warm-up
+    timed = []
+    for _ in range(opts.runs):
+        stats: dict = {}
+        _sync(device)
+        t0 = time.perf_counter()
+        rollouts = play_episodes(model, tok, problems, stats=stats, **kw)
+        _sync(device)
+        timed.append((time.perf_counter() - t0, stats))
+    dt, stats = sorted(timed, key=lambda t: t[0])[len(timed) // 2]
     model_tokens = sum(sum(r.env_mask) for r in rollouts)
     all_tokens = sum(len(r.prompt_ids) + len(r.completion_ids) for r in rollouts)
     return {"seconds": dt, "model_tokens": model_tokens, "all_tokens": all_tokens, "episodes": len(rollouts),
             "solved": sum(r.solved for r in rollouts),
             "prompt_tokens": sum(len(r.prompt_ids) for r in rollouts) / len(rollouts),
-            "completion_tokens": sum(len(r.completion_ids) for r in rollouts) / len(rollouts)}
+            "completion_tokens": sum(len(r.completion_ids) for r in rollouts) / len(rollouts),
+            "steps": stats.get("steps", 0), "looks": stats.get("looks", 0), "play_seconds": stats.get("play_s", 0.0),
+            "graphs_captured": stats.get("graphs", 0),
+            "all_seconds": [round(t[0], 4) for t in timed] if opts.runs > 1 else None}
 
 
 def bound_run(model, rows: int, prompt_len: int, steps: int, device: str, direct: bool) -> dict:
@@ -109,14 +138,21 @@ def bound_run(model, rows: int, prompt_len: int, steps: int, device: str, direct
     ids = torch.randint(10, vocab, (rows, prompt_len), generator=gen).to(device)
     every = torch.ones(rows, dtype=torch.bool, device=device)
     dec = DirectDecoder(model, rows, prompt_len + steps + 1) if direct else HFDecoder(model, rows, cache_arg(model))
+    prefix_rows = torch.arange(rows, device=device).repeat_interleave(prompt_len - 1)
+
+    def loop() -> None:
+        logits = dec.forward(Step(last=ids[:, -1], advance=every, prefix=ids[:, :-1].reshape(-1),
+                                  prefix_rows=prefix_rows), prompt_len + 1)
+        for k in range(steps):
+            tok = logits.argmax(-1)
+            logits = dec.forward(Step(last=tok, advance=every), prompt_len + k + 2)
+
+    if direct:  # a first pass captures the CUDA graphs (on CUDA); the timed pass replays them
+        loop()
+        dec.reset(torch.arange(rows, device=device))
     _sync(device)
     t0 = time.perf_counter()
-    prefix_rows = torch.arange(rows, device=device).repeat_interleave(prompt_len - 1)
-    logits = dec.forward(Step(last=ids[:, -1], advance=every, prefix=ids[:, :-1].reshape(-1), prefix_rows=prefix_rows),
-                         prompt_len + 1)
-    for k in range(steps):
-        tok = logits.argmax(-1)
-        logits = dec.forward(Step(last=tok, advance=every), prompt_len + k + 2)
+    loop()
     _sync(device)
     dt = time.perf_counter() - t0
     return {"seconds": dt, "tokens": rows * steps, "decoder": "direct" if direct else "hf"}
@@ -131,6 +167,7 @@ def measure(opts: Options) -> dict:
     torch.set_num_threads(opts.threads)
     problems = load_split("longproc-0.5k", "test")
     problems = problems[: opts.problems] if opts.problems else problems
+    problems = [p for p in problems for _ in range(opts.repeat)]
     devices = opts.devices or (["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
     out: dict = {"devices": {}, "rows": []}
     for device in devices:
@@ -140,25 +177,36 @@ def measure(opts: Options) -> dict:
         direct = DirectDecoder.supports(model) and opts.decoder != "hf"
         best = None
         for batch in opts.batches:
-            eng = engine_run(model, tok, problems, batch, device, opts)
             rows = min(batch, len(problems))
-            bnd = bound_run(model, rows, round(eng["prompt_tokens"]), round(eng["completion_tokens"]), device, direct)
-            row = {"device": name, "batch": batch, "rows": rows,
-                   "engine_tokens_per_s": eng["model_tokens"] / eng["seconds"],
-                   "engine_all_tokens_per_s": eng["all_tokens"] / eng["seconds"],
-                   "bound_tokens_per_s": bnd["tokens"] / bnd["seconds"], **{f"engine_{k}": v for k, v in eng.items()},
-                   "bound_decoder": bnd["decoder"], "bound_seconds": bnd["seconds"]}
-            row["ratio"] = row["engine_tokens_per_s"] / row["bound_tokens_per_s"]
-            row["ratio_all"] = row["engine_all_tokens_per_s"] / row["bound_tokens_per_s"]
-            out["rows"].append(row)
-            print(f"{name:>34} batch {batch:>5}: engine {row['engine_tokens_per_s']:>9,.0f} model tok/s "
-                  f"({row['engine_all_tokens_per_s']:>9,.0f} all), bound {row['bound_tokens_per_s']:>9,.0f} tok/s, "
-                  f"ratio {row['ratio']:.2f} (all {row['ratio_all']:.2f}); {eng['episodes']} episodes in "
-                  f"{eng['seconds']:.1f} s, {eng['solved']} solved", flush=True)
-            if best is None or row["engine_tokens_per_s"] > best["engine_tokens_per_s"]:
-                best = row
-        out["devices"][device] = {k: best[k] for k in ("device", "batch", "engine_tokens_per_s", "bound_tokens_per_s",
-                                                       "ratio")}
+            bnd = None
+            for graphs in opts.graphs if direct else ["off"]:
+                for peek in opts.peek_from if device != "cpu" else [1]:
+                    eng = engine_run(model, tok, problems, batch, device, opts, graphs, peek)
+                    if bnd is None:
+                        bnd = bound_run(model, rows, round(eng["prompt_tokens"]), round(eng["completion_tokens"]),
+                                        device, direct)
+                    row = {"device": name, "batch": batch, "rows": rows, "repeat": opts.repeat,
+                           "graphs": graphs, "peek_from": peek if device != "cpu" else None,
+                           "engine_tokens_per_s": eng["model_tokens"] / eng["seconds"],
+                           "engine_all_tokens_per_s": eng["all_tokens"] / eng["seconds"],
+                           "bound_tokens_per_s": bnd["tokens"] / bnd["seconds"],
+                           **{f"engine_{k}": v for k, v in eng.items()},
+                           "bound_decoder": bnd["decoder"], "bound_seconds": bnd["seconds"]}
+                    row["ratio"] = row["engine_tokens_per_s"] / row["bound_tokens_per_s"]
+                    row["ratio_all"] = row["engine_all_tokens_per_s"] / row["bound_tokens_per_s"]
+                    out["rows"].append(row)
+                    how = f"graphs {graphs}" + (f", peek {peek}" if device != "cpu" else "")
+                    print(f"{name:>34} batch {batch:>5} ({how}): engine {row['engine_tokens_per_s']:>9,.0f} model "
+                          f"tok/s ({row['engine_all_tokens_per_s']:>9,.0f} all), bound "
+                          f"{row['bound_tokens_per_s']:>9,.0f} tok/s, ratio {row['ratio']:.2f} (all "
+                          f"{row['ratio_all']:.2f}); {eng['episodes']} episodes in {eng['seconds']:.2f} s "
+                          f"({eng['steps']} steps, {eng['looks']} looks, {eng['graphs_captured']} graphs, "
+                          f"{eng['play_seconds']:.2f} s playing turns), "
+                          f"{eng['solved']} solved", flush=True)
+                    if best is None or row["engine_tokens_per_s"] > best["engine_tokens_per_s"]:
+                        best = row
+        out["devices"][device] = {k: best[k] for k in ("device", "batch", "graphs", "peek_from", "engine_tokens_per_s",
+                                                       "bound_tokens_per_s", "ratio")}
     return out
 
 

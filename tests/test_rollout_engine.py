@@ -67,6 +67,31 @@ def test_refill_compaction_and_look_interval_change_nothing(turn_model, decoder,
     _assert_golden(rollouts, golden)
 
 
+def test_graphed_steps_change_nothing(turn_model) -> None:
+    """The direct decoder's graph path (static buffers, cache lengths rounded up to GRAPH_BUCKET), run eagerly on
+    the CPU as it is on CUDA but for the capture, with the turns read once a turn as on a GPU: the same episodes,
+    and the engine counts its steps and looks."""
+    model, tok = turn_model
+    golden = json.loads(GOLDEN.read_text())[:48]
+    problems = load_split("longproc-0.5k", "test")[:48]
+    stats: dict = {}
+    rollouts = play_episodes(model, tok, problems, greedy=True, batch_size=32, decoder="direct", look_every=12,
+                             graphs=True, stats=stats)
+    _assert_golden(rollouts, golden)
+    assert 0 < stats["turns"] <= sum(len(r.turns) for r in rollouts)  # the turns the model wrote ("give up" apart)
+    assert stats["steps"] > stats["looks"] > 0 and stats["play_s"] >= 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_graphs_match_eager_steps(turn_model) -> None:
+    model, tok = turn_model
+    model = model.to("cuda")
+    problems = load_split("longproc-0.5k", "test")[:64]
+    eager = play_episodes(model, tok, problems, greedy=True, batch_size=64, graphs=False)
+    graphed = play_episodes(model, tok, problems, greedy=True, batch_size=64, graphs=True)
+    assert sum(a.turns == b.turns for a, b in zip(eager, graphed, strict=True)) >= 60  # float32 on a GPU: near-ties
+
+
 def _teacher_forced(model, rollout, sampler: Sampler) -> list[float]:
     ids = torch.tensor([rollout.prompt_ids + rollout.completion_ids])
     with torch.no_grad():

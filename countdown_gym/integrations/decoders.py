@@ -11,13 +11,17 @@ own sequence, and gets back the logits of the block's last token. A decoder hold
 - :class:`HFDecoder` runs any other Hugging Face causal LM through its own ``forward`` with a KV cache: blocks are
   left-padded to the step's widest, padding is masked out of attention and positions count real tokens only.
 
-:func:`make_decoder` picks the direct one where it applies. A row may also feed one token without keeping it
+:func:`make_decoder` picks the direct one where it applies. On CUDA the direct decoder replays its one-token steps
+as CUDA graphs (one per batch size and cache length, rounded up to :data:`GRAPH_BUCKET` positions, captured once
+a shape has been seen :data:`GRAPH_AFTER` times): a decode step of a small model is a few hundred tiny kernels,
+and launching them one by one costs more than running them. A row may also feed one token without keeping it
 (``advance=False``): its keys and values are written past the row's end and overwritten later, so a row that
 waits (its turn is over, or its episode is) costs one token of compute and changes nothing.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +30,10 @@ import torch.nn.functional as F
 
 DIRECT_MODEL_TYPES = ("llama", "qwen2")
 _CHUNK = 128  # the per-row cache grows by this many positions at a time
+GRAPH_BUCKET = 64
+"""Graphed decode steps read the cache up to a multiple of this many positions (masked beyond each row's end)."""
+GRAPH_AFTER = 2
+"""A (rows, cache length) shape is captured as a graph on its this-many-th one-token step (eager until then)."""
 
 
 @dataclass
@@ -50,7 +58,9 @@ class Step:
 class DirectDecoder:
     """A Llama-family model's decode and prefill, with a preallocated per-row KV cache (see the module docstring)."""
 
-    def __init__(self, model: Any, rows: int, capacity: int) -> None:
+    def __init__(self, model: Any, rows: int, capacity: int, graphs: bool | None = None) -> None:
+        """``graphs``: replay one-token steps through static buffers, as CUDA graphs on CUDA (default: on CUDA
+        only; ``True`` on the CPU runs the same static-buffer path eagerly, which is how it is tested here)."""
         cfg = model.config
         core = model.model
         self.device = next(model.parameters()).device
@@ -80,6 +90,11 @@ class DirectDecoder:
                 })
         self.rows = rows
         self.length = torch.zeros(rows, dtype=torch.long, device=self.device)
+        self.graphs = self.device.type == "cuda" if graphs is None else graphs
+        self._static: dict[tuple[int, int], _StaticStep] = {}
+        self._seen: dict[tuple[int, int], int] = {}
+        self.captured = 0
+        """Graphed shapes captured so far."""
         self.cap = 0
         self.k: list[torch.Tensor] = []
         self.v: list[torch.Tensor] = []
@@ -114,7 +129,7 @@ class DirectDecoder:
                     new[:, :, : self.cap] = layer_old
                 store.append(new)
         self.cap = cap
-
+        self._static.clear()  # the graphs read the old cache
     def reset(self, rows: torch.Tensor) -> None:
         """Empty these rows (a new episode starts there)."""
         self.length[rows] = 0
@@ -125,6 +140,8 @@ class DirectDecoder:
         self.v = [t.index_select(0, keep) for t in self.v]
         self.length = self.length.index_select(0, keep)
         self.rows = int(keep.numel())
+        self._static.clear()
+        self._seen.clear()
 
     # --- the forward -----------------------------------------------------------------------------------------
     def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -143,16 +160,35 @@ class DirectDecoder:
 
         ``max_len`` bounds every row's length after this step (the engine knows it without reading the device).
         """
+        if max_len > self.cap:
+            self._grow(max_len)
+        if self.graphs and (step.prefix is None or step.prefix.numel() == 0):
+            bucket = min(self.cap, -(-max_len // GRAPH_BUCKET) * GRAPH_BUCKET)
+            key = (self.rows, bucket)
+            static = self._static.get(key)
+            if static is None:
+                self._seen[key] = seen = self._seen.get(key, 0) + 1
+                if seen >= GRAPH_AFTER:
+                    try:
+                        static = self._static[key] = _StaticStep(self, bucket)
+                    except RuntimeError as exc:  # a capture the device refuses: this decoder runs eagerly
+                        warnings.warn(f"CUDA graphs off for this decoder ({exc})", RuntimeWarning, stacklevel=2)
+                        self.graphs = False
+                        return self._forward(step, max_len)
+                    self.captured += 1
+            if static is not None:
+                return static(step)
+        return self._forward(step, max_len)
+
+    def _forward(self, step: Step, max_len: int) -> torch.Tensor:
         rows = self.rows
         device = self.device
         n_pre = 0 if step.prefix is None else int(step.prefix.numel())
-        if max_len > self.cap:
-            self._grow(max_len)
         length = self.length
         ar = torch.arange(rows, device=device)
         if n_pre:
             pre_rows = step.prefix_rows
-            counts = torch.bincount(pre_rows, minlength=rows)
+            counts = _row_counts(pre_rows, rows)
             start = torch.cumsum(counts, 0) - counts  # first prefix index of each row
             pre_pos = length[pre_rows] + (torch.arange(n_pre, device=device) - start[pre_rows])
             last_pos = length + counts
@@ -209,11 +245,47 @@ class DirectDecoder:
             gate, up = (h @ layer["gu"]).chunk(2, dim=-1)
             x = x + (F.silu(gate) * up) @ layer["down"]
         if n_pre:
-            self.length = torch.where(step.advance, last_pos + 1, length + counts)
+            self.length.copy_(torch.where(step.advance, last_pos + 1, length + counts))
         else:
-            self.length = length + step.advance.long()
+            self.length.add_(step.advance.long())  # in place: a graph captured this tensor
         last = self._rms(x[n_pre:], self.norm)
         return (last @ self.lm_head.t()).float()
+
+
+class _StaticStep:
+    """A direct decoder's one-token step at one (rows, cache length) shape, fed through static input buffers and
+    replayed as a CUDA graph (on another device, run eagerly from the same buffers)."""
+
+    def __init__(self, dec: DirectDecoder, bucket: int) -> None:
+        self.dec, self.bucket = dec, bucket
+        self.last = torch.zeros(dec.rows, dtype=torch.long, device=dec.device)
+        self.advance = torch.zeros(dec.rows, dtype=torch.bool, device=dec.device)
+        self.step = Step(last=self.last, advance=self.advance)
+        self.graph = None
+        if dec.device.type == "cuda":
+            # Warm up on a side stream, as capture requires. With no row advancing, the step writes keys and values
+            # only one past each row's end, where the next real step writes its own: nothing of the rows changes.
+            side = torch.cuda.Stream(dec.device)
+            side.wait_stream(torch.cuda.current_stream(dec.device))
+            with torch.cuda.stream(side):
+                dec._forward(self.step, bucket)
+            torch.cuda.current_stream(dec.device).wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.logits = dec._forward(self.step, bucket)
+
+    def __call__(self, step: Step) -> torch.Tensor:
+        self.last.copy_(step.last)
+        self.advance.copy_(step.advance)
+        if self.graph is None:
+            return self.dec._forward(self.step, self.bucket)
+        self.graph.replay()
+        return self.logits.clone()  # the next replay overwrites the graph's own output
+
+
+def _row_counts(rows_of: torch.Tensor, rows: int) -> torch.Tensor:
+    """How many entries name each row (``torch.bincount`` with no read of the device for its size)."""
+    return torch.zeros(rows, dtype=torch.long, device=rows_of.device).scatter_add_(0, rows_of, torch.ones_like(rows_of))
 
 
 class HFDecoder:
@@ -247,7 +319,7 @@ class HFDecoder:
             counts = torch.zeros(rows, dtype=torch.long, device=device)
             width = 1
         else:
-            counts = torch.bincount(step.prefix_rows, minlength=rows)
+            counts = _row_counts(step.prefix_rows, rows)
             width = (step.width or int(counts.max())) + 1
         n = counts + 1
         ids = torch.full((rows, width), self.pad, dtype=torch.long, device=device)
@@ -278,16 +350,18 @@ def cache_arg(model: Any) -> str | None:
     return next((name for name in ("past_key_values", "cache") if name in params), None)
 
 
-def make_decoder(model: Any, rows: int, capacity: int, direct: bool | None = None) -> DirectDecoder | HFDecoder | None:
+def make_decoder(model: Any, rows: int, capacity: int, direct: bool | None = None,
+                 graphs: bool | None = None) -> DirectDecoder | HFDecoder | None:
     """The fastest decoder for ``model`` (``direct``: True forces the direct one, False the Hugging Face one);
-    ``None`` when the model's forward takes no KV cache with position ids."""
+    ``None`` when the model's forward takes no KV cache with position ids. ``graphs``: the direct decoder's CUDA
+    graphs (default: on CUDA)."""
     if direct is None:
         direct = DirectDecoder.supports(model)
     if direct:
         if not DirectDecoder.supports(model):
             raise ValueError(f"the direct decoder runs {', '.join(DIRECT_MODEL_TYPES)} models, "
                              f"not {getattr(model.config, 'model_type', type(model).__name__)!r}")
-        return DirectDecoder(model, rows, capacity)
+        return DirectDecoder(model, rows, capacity, graphs=graphs)
     name = cache_arg(model)
     return None if name is None else HFDecoder(model, rows, name)
 

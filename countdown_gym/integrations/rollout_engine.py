@@ -16,6 +16,7 @@ one replaced), and each recorded log-probability is the sampling distribution's.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,10 @@ import torch
 from countdown_gym.integrations.decoders import Step
 from countdown_gym.problem import Problem
 from countdown_gym.turn_game import TurnEpisode
+
+PEEK_FROM = 4
+"""On an accelerator, from this many steps after a look the engine reads once a step whether a row still writes,
+and looks as soon as none does (turns are often shorter than their budget)."""
 
 REPLY_MARGIN = 32
 """An episode stops before a turn when its prompt, its tokens so far, a whole turn and this many reply tokens
@@ -140,14 +145,24 @@ class Engine:
     """Plays a list of episodes to their end on one decoder (see the module docstring)."""
 
     def __init__(self, decoder: Any, texts: TextCache, *, sampler: Sampler, stop: Sequence[int], eos: int | None,
-                 pad: int, max_turn_tokens: int, limit: int, look_every: int = 1) -> None:
+                 pad: int, max_turn_tokens: int, limit: int, look_every: int = 1, peek_from: int = PEEK_FROM) -> None:
         self.decoder, self.texts, self.sampler = decoder, texts, sampler
         self.eos, self.pad, self.limit = eos, pad, limit
         self.turn_budget = max_turn_tokens
         self.look_every = max(1, look_every)
+        self.peek_from = 1 if decoder.device.type == "cpu" else peek_from  # 0: never
         self.stop = torch.tensor(list(stop), dtype=torch.long, device=decoder.device)
+        self.stats: dict[str, float] = {"steps": 0, "looks": 0, "turns": 0, "play_s": 0.0, "graphs": 0}
+        """Decode steps, looks, turns played, seconds the host spent playing them (after the device's read), and
+        the decoder's captured graphs."""
 
     def run(self, episodes: Sequence[Episode]) -> None:
+        try:
+            self._run(episodes)
+        finally:
+            self.stats["graphs"] = getattr(self.decoder, "captured", 0)
+
+    def _run(self, episodes: Sequence[Episode]) -> None:
         dec, device = self.decoder, self.decoder.device
         queue = [e for e in episodes if e.room_for_a_turn(self.turn_budget, self.limit)]
         for e in episodes:
@@ -209,8 +224,10 @@ class Engine:
             pending = torch.where(rec, tok, pending)
             ended |= stopped
             since_look += 1
-            if since_look < self.look_every and (device.type != "cpu" or bool(writing.any())):
-                continue  # on the CPU a look costs nothing: look as soon as no row is writing
+            self.stats["steps"] += 1
+            peek = 0 < self.peek_from <= since_look  # on the CPU a read costs nothing: every step
+            if since_look < self.look_every and (not peek or bool(writing.any())):
+                continue
             # --- the look: play the turns that ended ----------------------------------------------------------------
             since_look = 0
             done_rows = torch.nonzero(ended, as_tuple=False)[:, 0].tolist()
@@ -224,6 +241,9 @@ class Engine:
             lps_rows = lp_buf.index_select(0, sel).tolist()
             lens = turn_len.index_select(0, sel).tolist()
             pend = pending.index_select(0, sel).tolist()
+            played = time.perf_counter()
+            self.stats["looks"] += 1
+            self.stats["turns"] += len(done_rows)
             resets: list[int] = []
             for r, toks, lps, n, p in zip(done_rows, toks_rows, lps_rows, lens, pend, strict=True):
                 e = slots[r]
@@ -251,3 +271,4 @@ class Engine:
                 blocks = {where[r]: b for r, b in blocks.items()}
                 pending, writing, ended, turn_len = (t.index_select(0, k) for t in (pending, writing, ended, turn_len))
                 buf, lp_buf = buf.index_select(0, k), lp_buf.index_select(0, k)
+            self.stats["play_s"] += time.perf_counter() - played

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from countdown_gym.integrations.decoders import make_decoder
-from countdown_gym.integrations.rollout_engine import Engine, Episode, Sampler, TextCache, answer
+from countdown_gym.integrations.rollout_engine import PEEK_FROM, Engine, Episode, Sampler, TextCache, answer
 from countdown_gym.problem import Problem
 from countdown_gym.turn_format import turn_prompt
 from countdown_gym.turn_game import DEFAULT_MAX_TURNS, TurnReplay, replay_turns
@@ -83,6 +83,9 @@ def play_episodes(
     prompt_style: str = "compact",
     decoder: str = "auto",
     look_every: int | None = None,
+    peek_from: int = PEEK_FROM,
+    graphs: bool | None = None,
+    stats: dict[str, float] | None = None,
 ) -> list[TurnRollout]:
     """Play one multi-turn episode of each problem with ``model``, ``batch_size`` episodes at a time (the engine of
     :mod:`countdown_gym.integrations.rollout_engine`).
@@ -94,7 +97,10 @@ def play_episodes(
     ``temperature`` / ``top_p`` / ``top_k`` (``greedy=True``: argmax). ``decoder``: ``direct`` (Llama and
     Qwen2 models, computed from their weights), ``hf`` (the model's own forward) or ``auto`` (direct where
     it applies). ``look_every``: decode steps between two reads of the finished turns (default: 1 on the
-    CPU, where a read costs nothing; ``max_turn_tokens`` on an accelerator: one device-to-host copy a turn).
+    CPU, where a read costs nothing; ``max_turn_tokens`` on an accelerator: one device-to-host copy a turn);
+    ``peek_from``: on an accelerator, from this many steps after a look, read once a step whether a row still
+    writes and look as soon as none does (0: never). ``graphs``: the direct decoder replays its one-token steps as CUDA graphs (default: on CUDA). ``stats``: a dict
+    that receives the engine's counters (decode steps, looks, seconds spent playing turns on the host).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -115,11 +121,14 @@ def play_episodes(
     try:
         dec = None
         if newline_token and episodes:
-            dec = make_decoder(model, min(batch_size, len(episodes)), limit, direct=DECODERS[decoder])
+            dec = make_decoder(model, min(batch_size, len(episodes)), limit, direct=DECODERS[decoder], graphs=graphs)
         if dec is not None:
             every = look_every or (1 if dec.device.type == "cpu" else max_turn_tokens)
-            Engine(dec, texts, sampler=sampler, stop=stop, eos=eos, pad=pad, max_turn_tokens=max_turn_tokens,
-                   limit=limit, look_every=every).run(episodes)
+            engine = Engine(dec, texts, sampler=sampler, stop=stop, eos=eos, pad=pad, max_turn_tokens=max_turn_tokens,
+                            limit=limit, look_every=every, peek_from=peek_from)
+            engine.run(episodes)
+            if stats is not None:
+                stats.update(engine.stats)
         else:
             _play_with_generate(model, tokenizer, texts, episodes, sampler=sampler, stop=stop, newline_token=newline_token,
                                 pad=pad, eos=eos, max_turn_tokens=max_turn_tokens, limit=limit, batch_size=batch_size)
