@@ -75,6 +75,8 @@ class Options:
     """200 problems, batch 128 only."""
     json: str = ""
     """Also write the figures as JSON to this path."""
+    profile: str = ""
+    """Also profile one engine run of each device's best row (torch.profiler) and write its top operations here."""
 
     def __post_init__(self) -> None:
         check_min(self, 0, "problems")
@@ -205,9 +207,36 @@ def measure(opts: Options) -> dict:
                           f"{eng['solved']} solved", flush=True)
                     if best is None or row["engine_tokens_per_s"] > best["engine_tokens_per_s"]:
                         best = row
+        if opts.profile:
+            _profile(model, tok, problems, best, device, opts)
         out["devices"][device] = {k: best[k] for k in ("device", "batch", "graphs", "peek_from", "engine_tokens_per_s",
                                                        "bound_tokens_per_s", "ratio")}
     return out
+
+
+def _profile(model, tok, problems, row: dict, device: str, opts: Options) -> None:
+    """One engine run of ``row``'s configuration under ``torch.profiler``: its top operations, appended to
+    ``opts.profile``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from countdown_gym.integrations.trl_rollout import play_episodes
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    kw = dict(greedy=True, batch_size=row["batch"], max_turns=opts.max_turns, decoder=opts.decoder,
+              graphs=GRAPHS[row["graphs"]], peek_from=row["peek_from"] or PEEK_FROM)
+    with profile(activities=activities) as prof:
+        play_episodes(model, tok, problems, **kw)
+        _sync(device)
+    events = prof.key_averages()
+    tables = [f"## {row['device']}, batch {row['batch']}, graphs {row['graphs']}, peek {row['peek_from']}"]
+    for key in (["self_device_time_total"] if device.startswith("cuda") else []) + ["self_cpu_time_total"]:
+        try:
+            tables.append(f"### by {key}\n" + events.table(sort_by=key, row_limit=25))
+        except (KeyError, AttributeError, ValueError) as exc:  # a sort key this torch does not know
+            tables.append(f"### by {key}: {exc}")
+    with Path(opts.profile).open("a") as f:
+        f.write("\n\n".join(tables) + "\n\n")
+    print(f"profile appended to {opts.profile}")
 
 
 def _load(model_id: str):

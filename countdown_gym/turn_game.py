@@ -174,16 +174,20 @@ def replay_turns(problem: Problem, turns: Sequence[str], *, rules: Rules | None 
     """Play ``turns`` in order; turns after the episode ends are ignored. An episode the turns
     leave open counts as unsolved (its verdict is that of the moves on the path)."""
     ep = TurnEpisode(problem, rules, max_turns, max_turn_chars)
-    transitions: list[dict[str, Any]] = []
-    per_turn: list[list[dict[str, Any]]] = []
-    replies: list[str] = []
+    results = []
     for text in turns:
         if ep.done:
             break
-        res = ep.play(text)
-        transitions += res.transitions
-        per_turn.append(res.transitions)
-        replies.append(res.reply)
-    verdict = ep.verdict if ep.verdict is not None else verify(problem, ep.solution_text(), ep.rules)
+        results.append(ep.play(text))
+    return turn_replay(ep, results)
+
+
+def turn_replay(ep: TurnEpisode, results: Sequence[TurnResult]) -> TurnReplay:
+    """The :class:`TurnReplay` of an episode played turn by turn (``results``: what each :meth:`TurnEpisode.play`
+    returned, in order): what :func:`replay_turns` of the same turns gives, without playing them again."""
+    transitions = [t for res in results for t in res.transitions]
+    verdict = ep.verdict if ep.verdict is not None else verify(ep.problem, ep.solution_text(), ep.rules)
     solved = ep.terminated and verdict.correct
-    return TurnReplay(transitions, replies, verdict, solved, ep.turns, ep.invalid_turns, ep.done and not ep.terminated, per_turn)
+    truncated = ep.verdict is not None and not ep.terminated  # ended by the turn limit (not a stop from outside)
+    return TurnReplay(transitions, [res.reply for res in results], verdict, solved, ep.turns, ep.invalid_turns,
+                      truncated, [res.transitions for res in results])

@@ -25,6 +25,7 @@ from countdown_gym import Problem, load_split  # noqa: E402
 from countdown_gym.integrations.decoders import DirectDecoder, HFDecoder, make_decoder  # noqa: E402
 from countdown_gym.integrations.rollout_engine import Sampler  # noqa: E402
 from countdown_gym.integrations.trl_rollout import play_episodes  # noqa: E402
+from countdown_gym.turn_game import replay_turns  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TURN_MODEL = ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns"
@@ -54,6 +55,8 @@ def test_greedy_episodes_equal_the_previous_engine_on_500_test_problems(turn_mod
     rollouts = play_episodes(model, tok, problems, greedy=True, batch_size=256)
     _assert_golden(rollouts, golden)
     assert sum(r.solved for r in rollouts) == sum(g["solved"] for g in golden) == 61
+    for r in rollouts:  # each episode's replay is read off the live game: what playing its turns again gives
+        assert r.replay == replay_turns(r.problem, r.turns)
 
 
 @pytest.mark.parametrize(("decoder", "n", "batch_size", "look_every"), [("direct", 24, 5, 1), ("direct", 24, 64, 12),

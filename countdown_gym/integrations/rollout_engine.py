@@ -25,7 +25,7 @@ import torch
 
 from countdown_gym.integrations.decoders import Step
 from countdown_gym.problem import Problem
-from countdown_gym.turn_game import TurnEpisode
+from countdown_gym.turn_game import TurnEpisode, TurnResult
 
 PEEK_FROM = 4
 """On an accelerator, from this many steps after a look the engine reads once a step whether a row still writes,
@@ -86,6 +86,15 @@ class Episode:
         self.logprobs: list[float] = []
         self.turn_index: list[int] = []
         self.turns: list[str] = []
+        self.results: list[TurnResult] = []
+        """What the game returned for each turn (``turn_game.turn_replay`` builds the episode's replay from them)."""
+
+    def play(self, turn: str) -> str:
+        """Play one turn in the game; its reply line."""
+        self.turns.append(turn)
+        res = self.game.play(turn)
+        self.results.append(res)
+        return res.reply
 
     def add(self, ids: Sequence[int], model: bool, logprobs: Sequence[float] | None = None) -> None:
         self.completion += ids
@@ -113,6 +122,18 @@ class TextCache:
                 self._ids[text] = got
         return got
 
+    def ids_many(self, texts: Sequence[str]) -> list[list[int]]:
+        """:meth:`ids` of each text, the texts not seen before tokenised in one call."""
+        new = list(dict.fromkeys(t for t in texts if t not in self._ids))
+        if new:
+            got = self.tokenizer(new, add_special_tokens=False)["input_ids"]
+            for text, ids in zip(new, got, strict=True):
+                if len(self._ids) < self.limit:
+                    self._ids[text] = list(ids)
+                else:
+                    return [self.ids(t) for t in texts]
+        return [self._ids[t] for t in texts]
+
     def text(self, toks: Sequence[int]) -> str:
         key = tuple(toks)
         got = self._text.get(key)
@@ -125,20 +146,22 @@ class TextCache:
 
 def answer(e: Episode, texts: TextCache, toks: list[int], lps: list[float], eos: int | None) -> list[int]:
     """Record the model's turn ``toks``, play it, and return the environment's reply tokens (also recorded)."""
+    ids = texts.ids(play_turn(e, texts, toks, lps, eos))
+    e.add(ids, model=False)
+    return ids
+
+
+def play_turn(e: Episode, texts: TextCache, toks: list[int], lps: list[float], eos: int | None) -> str:
+    """Record the model's turn ``toks`` and play it; the environment's reply text (not yet recorded)."""
     text = texts.text(toks)
     ended_by_eos = eos is not None and bool(toks) and toks[-1] == eos
     e.add(toks, model=True, logprobs=lps)
-    turn = text.split("\n", 1)[0]
-    e.turns.append(turn)
-    reply = e.game.play(turn).reply + "\n"
+    reply = e.play(text.split("\n", 1)[0]) + "\n"
     if not text.endswith("\n") and not ended_by_eos:
         reply = "\n" + reply  # the turn ran out of tokens: the environment closes its line
     if ended_by_eos and not e.game.done:
-        e.turns.append("give up")
-        reply += e.game.play("give up").reply + "\n"
-    ids = texts.ids(reply)
-    e.add(ids, model=False)
-    return ids
+        reply += e.play("give up") + "\n"
+    return reply
 
 
 class Engine:
@@ -245,9 +268,11 @@ class Engine:
             self.stats["looks"] += 1
             self.stats["turns"] += len(done_rows)
             resets: list[int] = []
-            for r, toks, lps, n, p in zip(done_rows, toks_rows, lps_rows, lens, pend, strict=True):
+            replies = self.texts.ids_many([play_turn(slots[r], self.texts, toks[:n], lps[:n], self.eos)
+                                           for r, toks, lps, n in zip(done_rows, toks_rows, lps_rows, lens, strict=True)])
+            for r, reply, p in zip(done_rows, replies, pend, strict=True):
                 e = slots[r]
-                reply = answer(e, self.texts, toks[:n], lps[:n], self.eos)
+                e.add(reply, model=False)
                 if not e.game.done and e.room_for_a_turn(self.turn_budget, self.limit):
                     blocks[r] = [p, *reply]
                     bound[r] = len(e.prompt_ids) + len(e.completion) - 1 - len(reply)

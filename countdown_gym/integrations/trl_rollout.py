@@ -21,7 +21,7 @@ from countdown_gym.integrations.decoders import make_decoder
 from countdown_gym.integrations.rollout_engine import PEEK_FROM, Engine, Episode, Sampler, TextCache, answer
 from countdown_gym.problem import Problem
 from countdown_gym.turn_format import turn_prompt
-from countdown_gym.turn_game import DEFAULT_MAX_TURNS, TurnReplay, replay_turns
+from countdown_gym.turn_game import DEFAULT_MAX_TURNS, TurnReplay, turn_replay
 
 DEFAULT_MAX_TURN_TOKENS = 12
 """Token budget of one agent turn (``37-29`` is 3 tokens for the embedded model)."""
@@ -138,7 +138,7 @@ def play_episodes(
     for e in episodes:
         if eos is not None and (not e.completion or e.completion[-1] != eos):
             e.add([eos], model=False)
-        replay = replay_turns(e.problem, e.turns, max_turns=max_turns)
+        replay = turn_replay(e.game, e.results)
         out.append(TurnRollout(e.problem, e.prompt, e.prompt_ids, e.completion, e.mask, e.logprobs, e.turn_index,
                                e.turns, replay))
     return out
