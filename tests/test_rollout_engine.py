@@ -85,6 +85,24 @@ def test_graphed_steps_change_nothing(turn_model) -> None:
     assert stats["steps"] > stats["looks"] > 0 and stats["play_s"] >= 0
 
 
+@pytest.mark.parametrize(("heads", "kv_heads"), [(4, 4), (8, 2)])
+def test_one_query_attention_is_sdpa(heads, kv_heads) -> None:
+    """The decode attention the direct decoder runs on CUDA, computed here on the CPU against SDPA."""
+    import torch.nn.functional as F
+
+    from countdown_gym.integrations.decoders import one_query_attention
+
+    g = torch.Generator().manual_seed(0)
+    rows, length, d = 6, 40, 16
+    q = torch.randn(rows, heads, 1, d, generator=g, dtype=torch.float64)
+    cache = torch.randn(2, rows, kv_heads, 64, d, generator=g, dtype=torch.float64)
+    k, v = cache[0][:, :, :length], cache[1][:, :, :length]  # views of a longer cache, as the decoder reads it
+    ends = torch.tensor([0, 5, 17, 39, 22, 1])
+    mask = (torch.arange(length)[None, :] <= ends[:, None])[:, None, None, :]
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=heads != kv_heads)
+    assert torch.allclose(one_query_attention(q, k, v, mask), want, atol=1e-12)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_graphs_match_eager_steps(turn_model) -> None:
     model, tok = turn_model

@@ -230,7 +230,10 @@ class DirectDecoder:
             kc, vc = self.k[li][:, :, :max_len], self.v[li][:, :, :max_len]
             att = torch.empty((tokens.numel(), h_dim, d), dtype=x.dtype, device=device)
             q_last = q[n_pre:].unsqueeze(2)  # [rows, heads, 1, d]
-            att[n_pre:] = F.scaled_dot_product_attention(q_last, kc, vc, attn_mask=last_mask, enable_gqa=gqa)[:, :, 0]
+            if self.device.type == "cuda":  # one query a row: its fused kernels pad it to a tile of 64
+                att[n_pre:] = one_query_attention(q_last, kc, vc, last_mask)[:, :, 0]
+            else:
+                att[n_pre:] = F.scaled_dot_product_attention(q_last, kc, vc, attn_mask=last_mask, enable_gqa=gqa)[:, :, 0]
             if n_pre:
                 qp = torch.zeros((s_rows.numel(), width, h_dim, d), dtype=x.dtype, device=device)
                 qp[s_index, slot] = q[:n_pre]
@@ -281,6 +284,18 @@ class _StaticStep:
             return self.dec._forward(self.step, self.bucket)
         self.graph.replay()
         return self.logits.clone()  # the next replay overwrites the graph's own output
+
+
+def one_query_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Attention of one query per row (``q``: ``[rows, heads, 1, d]``; ``k``, ``v``: ``[rows, kv_heads, len, d]``, a
+    query head h reading key head ``h // (heads // kv_heads)``; ``mask``: ``[rows, 1, 1, len]``, True where a key
+    is seen) as two batched matrix products: ``scaled_dot_product_attention`` computes the same."""
+    rows, heads, _, d = q.shape
+    kv_heads = k.shape[1]
+    qg = q.reshape(rows, kv_heads, heads // kv_heads, d)  # the query heads of each key head, side by side
+    scores = torch.matmul(qg, k.transpose(-1, -2)) * d**-0.5
+    scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.matmul(scores.softmax(-1), v).reshape(rows, heads, 1, d)
 
 
 def _row_counts(rows_of: torch.Tensor, rows: int) -> torch.Tensor:
