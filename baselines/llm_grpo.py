@@ -156,7 +156,9 @@ class Options:
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, about 20% slower); TRL's own default is on."""
     threads: int = 2
-    """torch CPU threads (this machine has 2 cores; the comparison runs two jobs of one thread each)."""
+    """torch CPU threads (this machine has 2 cores; the comparison runs two jobs of one thread each). A seeded run
+    repeats bit for bit at the same thread count, whatever else loads the machine; another count gives another
+    trajectory (the kernels add floats in another order), so the run card's command states it."""
     train_problems: int = 0
     """Use only the first N training problems (0 = all; after the pass-rate filter)."""
     train_pass_rates: str = "auto"
@@ -293,6 +295,9 @@ def check_output_dir(opts: Options, out: Path, resume_from: str | None) -> None:
             before["interaction"] = interaction(dataclasses.replace(
                 opts, **{k: before[k] for k in ("model", "prompt_style") if k in before}, interaction="auto"))
         runs.check_resume(before, opts, RESUMABLE_CHANGES, where=out, start_over=start_over)
+        if before.get("threads", opts.threads) != opts.threads:
+            print(f"--resume: --threads {opts.threads}, the run so far used {before['threads']}: the steps from here on "
+                  "add floats in another order and will not repeat an uninterrupted run bit for bit", flush=True)
 
 
 def train(opts: Options) -> dict[str, Any]:

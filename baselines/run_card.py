@@ -13,10 +13,12 @@ from baselines.step_profile import PARTS
 
 
 def command_line(opts: Any) -> str:
-    """The shell command that repeats the run (every option that differs from its default)."""
+    """The shell command that repeats the run (every option that differs from its default, and ``--threads``
+    always: the thread count is part of what makes a CPU run repeat bit for bit, docs/llm_grpo.md)."""
     from countdown_gym.dataclass_cli import to_argv
 
-    return shlex.join(["python", "baselines/llm_grpo.py", *to_argv(opts, skip=("resume", "dry_run"))])
+    argv = to_argv(opts, skip=("resume", "dry_run", "threads"))
+    return shlex.join(["python", "baselines/llm_grpo.py", *argv, "--threads", str(opts.threads)])
 
 
 def _percent(value: Any) -> str:
@@ -41,6 +43,8 @@ def run_card(opts: Any, rows: list[dict[str, Any]], step: int, profile: dict[str
         f"- {opts.steps} steps of {opts.prompts_per_step} prompts x {opts.num_generations} completions, "
         f"learning rate {opts.learning_rate:g}, beta {opts.beta:g}, temperature {opts.temperature:g}, "
         f"at most {opts.max_completion_length} completion tokens, loss `{opts.loss_type}`, seed {opts.seed}",
+        f"- torch CPU threads: {opts.threads} (the same seed and thread count repeat the run bit for bit; another "
+        f"thread count adds floats in another order and takes another trajectory)",
         f"- trained steps so far: {step}",
         "",
         "Repeat it (add `--resume` to continue from the newest checkpoint in this directory):",
