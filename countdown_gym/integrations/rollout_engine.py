@@ -2,12 +2,14 @@
 
 Every episode has a row of a decoder (:mod:`countdown_gym.integrations.decoders`). The token loop is all tensors:
 each step samples the next token of every row, records it with its log-probability in per-row buffers, and ends a
-row's turn at a newline, at EOS or at the turn's token budget; nothing per row runs in Python. Every ``look_every``
-steps (1 on the CPU, where it costs nothing; the turn budget on a GPU: at most one device-to-host copy a turn) the
-host reads the turns that ended, plays them in the game, and queues the environment's reply as the row's next
-block. A finished episode's row takes the next waiting episode's prompt, and when none is left the rows of
-finished episodes are dropped, so the batch stays dense. Replies and turns are tokenised / decoded once per
-distinct text.
+row's turn at a newline, at EOS or at the turn's token budget; nothing per row runs in Python. The host reads the
+turns that ended, plays them in the game, and queues the environment's replies as the rows' next blocks at a look:
+on the CPU after every step (a read costs nothing there); on an accelerator ``look_every`` steps (the turn
+budget) after the last look at the latest, and from ``peek_from`` steps after a look as soon as one small read says
+no row is writing (a turn is often far shorter than its budget). A finished episode's row takes the next waiting
+episode's prompt, and when none is left the rows of finished episodes are dropped, so the batch stays dense.
+Replies and turns are tokenised / decoded once per distinct text, the new replies of a look in one call, and each
+episode keeps what the game returned for each turn, so its replay needs no second play.
 
 The result is what feeding the episode's tokens to the model one at a time computes: the greedy turns are the
 same token for token (``tests/test_rollout_engine.py`` checks them against the recorded output of the engine this
