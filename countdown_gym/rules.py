@@ -197,6 +197,8 @@ records (split files, saved problems) spell them. :meth:`Rules.from_dict` reads 
 
 def normalize(x: Number) -> Number:
     """An ``int`` for whole values, else the ``Fraction`` itself."""
+    if type(x) is int:  # the common case, before an isinstance check against Fraction's ABC
+        return x
     if isinstance(x, Fraction) and x.denominator == 1:
         return x.numerator
     return x
@@ -204,5 +206,7 @@ def normalize(x: Number) -> Number:
 
 def format_number(x: Number) -> str:
     """``"37"`` or ``"3/2"``: the package's text form of a number."""
+    if type(x) is int:
+        return str(x)
     x = normalize(x)
     return str(x) if isinstance(x, int) else f"{x.numerator}/{x.denominator}"
