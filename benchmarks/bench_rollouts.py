@@ -102,12 +102,17 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def _engine_kwargs(opts: Options, batch: int, graphs: str, peek_from: int | None) -> dict:
+    """``play_episodes``' arguments for one row (``peek_from`` None: a CPU row, where the engine reads every step)."""
+    return dict(greedy=True, batch_size=batch, max_turns=opts.max_turns, decoder=opts.decoder, graphs=GRAPHS[graphs],
+                peek_from=PEEK_FROM if peek_from is None else peek_from)
+
+
 def engine_run(model, tok, problems, batch: int, device: str, opts: Options, graphs: str, peek_from: int) -> dict:
 
     from countdown_gym.integrations.trl_rollout import play_episodes
 
-    kw = dict(greedy=True, batch_size=batch, max_turns=opts.max_turns, decoder=opts.decoder, graphs=GRAPHS[graphs],
-              peek_from=peek_from)
+    kw = _engine_kwargs(opts, batch, graphs, peek_from)
     play_episodes(model, tok, problems[: min(len(problems), 64)], **kw)  # warm-up
     timed = []
     for _ in range(opts.runs):
@@ -222,8 +227,7 @@ def _profile(model, tok, problems, row: dict, device: str, opts: Options) -> Non
     from countdown_gym.integrations.trl_rollout import play_episodes
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
-    kw = dict(greedy=True, batch_size=row["batch"], max_turns=opts.max_turns, decoder=opts.decoder,
-              graphs=GRAPHS[row["graphs"]], peek_from=row["peek_from"] or PEEK_FROM)
+    kw = _engine_kwargs(opts, row["batch"], row["graphs"], row["peek_from"])
     with profile(activities=activities) as prof:
         play_episodes(model, tok, problems, **kw)
         _sync(device)

@@ -83,6 +83,7 @@ def test_graphed_steps_change_nothing(turn_model) -> None:
     _assert_golden(rollouts, golden)
     assert 0 < stats["turns"] <= sum(len(r.turns) for r in rollouts)  # the turns the model wrote ("give up" apart)
     assert stats["steps"] > stats["looks"] > 0 and stats["play_s"] >= 0
+    assert stats["graphs"] > 0  # the static-buffer steps ran
 
 
 @pytest.mark.parametrize(("heads", "kv_heads"), [(4, 4), (8, 2)])

@@ -117,24 +117,19 @@ class TextCache:
         self._text: dict[tuple[int, ...], str] = {}
 
     def ids(self, text: str) -> list[int]:
-        got = self._ids.get(text)
-        if got is None:
-            got = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-            if len(self._ids) < self.limit:
-                self._ids[text] = got
-        return got
+        return self.ids_many([text])[0]
 
     def ids_many(self, texts: Sequence[str]) -> list[list[int]]:
-        """:meth:`ids` of each text, the texts not seen before tokenised in one call."""
+        """The token ids of each text, the texts not seen before tokenised in one call (and kept while the cache
+        holds fewer than ``limit``)."""
         new = list(dict.fromkeys(t for t in texts if t not in self._ids))
+        fresh: dict[str, list[int]] = {}
         if new:
             got = self.tokenizer(new, add_special_tokens=False)["input_ids"]
-            for text, ids in zip(new, got, strict=True):
-                if len(self._ids) < self.limit:
-                    self._ids[text] = list(ids)
-                else:
-                    return [self.ids(t) for t in texts]
-        return [self._ids[t] for t in texts]
+            fresh = {text: list(ids) for text, ids in zip(new, got, strict=True)}
+            for text in new[: max(0, self.limit - len(self._ids))]:
+                self._ids[text] = fresh[text]
+        return [fresh[t] if t in fresh else self._ids[t] for t in texts]
 
     def text(self, toks: Sequence[int]) -> str:
         key = tuple(toks)
@@ -177,17 +172,10 @@ class Engine:
         self.look_every = max(1, look_every)
         self.peek_from = 1 if decoder.device.type == "cpu" else peek_from  # 0: never
         self.stop = torch.tensor(list(stop), dtype=torch.long, device=decoder.device)
-        self.stats: dict[str, float] = {"steps": 0, "looks": 0, "turns": 0, "play_s": 0.0, "graphs": 0}
-        """Decode steps, looks, turns played, seconds the host spent playing them (after the device's read), and
-        the decoder's captured graphs."""
+        self.stats: dict[str, float] = {"steps": 0, "looks": 0, "turns": 0, "play_s": 0.0}
+        """Decode steps, looks, turns played, and seconds the host spent playing them (after the device's read)."""
 
     def run(self, episodes: Sequence[Episode]) -> None:
-        try:
-            self._run(episodes)
-        finally:
-            self.stats["graphs"] = getattr(self.decoder, "captured", 0)
-
-    def _run(self, episodes: Sequence[Episode]) -> None:
         dec, device = self.decoder, self.decoder.device
         queue = [e for e in episodes if e.room_for_a_turn(self.turn_budget, self.limit)]
         for e in episodes:

@@ -99,8 +99,9 @@ def play_episodes(
     it applies). ``look_every``: decode steps between two reads of the finished turns (default: 1 on the
     CPU, where a read costs nothing; ``max_turn_tokens`` on an accelerator: one device-to-host copy a turn);
     ``peek_from``: on an accelerator, from this many steps after a look, read once a step whether a row still
-    writes and look as soon as none does (0: never). ``graphs``: the direct decoder replays its one-token steps as CUDA graphs (default: on CUDA). ``stats``: a dict
-    that receives the engine's counters (decode steps, looks, seconds spent playing turns on the host).
+    writes and look as soon as none does (0: never). ``graphs``: the direct decoder replays its one-token
+    steps as CUDA graphs (default: on CUDA). ``stats``: a dict that receives the engine's counters (decode
+    steps, looks, turns, seconds spent playing turns on the host, CUDA graphs captured).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -128,7 +129,7 @@ def play_episodes(
                             limit=limit, look_every=every, peek_from=peek_from)
             engine.run(episodes)
             if stats is not None:
-                stats.update(engine.stats)
+                stats.update(engine.stats, graphs=getattr(dec, "captured", 0))
         else:
             _play_with_generate(model, tokenizer, texts, episodes, sampler=sampler, stop=stop, newline_token=newline_token,
                                 pad=pad, eos=eos, max_turn_tokens=max_turn_tokens, limit=limit, batch_size=batch_size)
