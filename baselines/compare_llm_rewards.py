@@ -31,8 +31,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 ROOT = Path(__file__).resolve().parents[1]
-if not __package__:  # `python baselines/compare_llm_rewards.py`: put the repository root, not this folder, on sys.path
-    sys.path[0] = str(ROOT)
 
 from baselines.llm_grpo import DEFAULT_MODEL, DEFAULT_TURN_MODEL  # noqa: E402
 from baselines.llm_grpo import Options as GRPOOptions  # noqa: E402
@@ -170,10 +168,10 @@ def test_eval(args: Options, model_path: str, cache: Path) -> dict[str, Any]:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
-    from baselines.generation import Sampling
-    from baselines.llm_callbacks import evaluate_policy, evaluate_turns
     from baselines.llm_grpo import load_model_and_tokenizer, make_prompt
-    from countdown_gym.splits import load_split
+    from baselines.lm.callbacks import evaluate_policy, evaluate_turns
+    from baselines.lm.generation import Sampling
+    from countdown_gym.data.splits import load_split
 
     torch.set_num_threads(1)
     model, tok = load_model_and_tokenizer(model_path)

@@ -31,9 +31,6 @@ from pathlib import Path
 
 import numpy as np
 
-if not __package__:  # `python baselines/compare_rewards.py`: put the repository root, not this folder, on sys.path
-    sys.path[0] = str(Path(__file__).resolve().parents[1])  # sb3_ppo is imported where used (it loads torch)
-
 from countdown_gym import dataclass_cli
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

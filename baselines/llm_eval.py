@@ -4,9 +4,9 @@
     python baselines/llm_eval.py --model Qwen/Qwen2.5-0.5B-Instruct --prompt-style tinyzero --limit 200
     python baselines/llm_eval.py --model path/to/checkpoint --k 8 --backend vllm
 
-Every completion is verified with ``countdown_gym.verifier.verify`` and written to a leaderboard
+Every completion is verified with ``countdown_gym.game.verifier.verify`` and written to a leaderboard
 submission (``countdown_gym.leaderboard.write_submission``) when the whole split was evaluated,
-else to a JSONL file of completions. HF generation is ``baselines.generation.generate``, the one
+else to a JSONL file of completions. HF generation is ``baselines.lm.generation.generate``, the one
 GRPO validation uses: the samples are drawn as ``Sampling(temperature=--temperature, top_p=--top-p)``
 says (no repetition penalty, no top-k cut, whatever the model's generation config says).
 ``--backend vllm`` uses vLLM when it is installed.
@@ -36,19 +36,16 @@ from typing import Any, TypeVar
 import torch
 from tqdm import tqdm
 
-if not __package__:  # `python baselines/llm_eval.py`: put the repository root, not this folder, on sys.path
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
-
-from baselines.generation import Sampling, generate, prompt_ids  # noqa: E402
-from baselines.tiny_lm import SHIPPED_CHECKPOINT, detect_interaction, load_causal_lm  # noqa: E402
+from baselines.lm.generation import Sampling, generate, prompt_ids  # noqa: E402
+from baselines.lm.tiny_lm import SHIPPED_CHECKPOINT, detect_interaction, load_causal_lm  # noqa: E402
 from countdown_gym import dataclass_cli  # noqa: E402
+from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, load_split  # noqa: E402
+from countdown_gym.game.problem import Problem  # noqa: E402
+from countdown_gym.game.text_format import PROMPT_STYLES, build_prompt, render_chat_prompt  # noqa: E402
+from countdown_gym.game.turn_format import TURN_PROMPT_STYLES  # noqa: E402
+from countdown_gym.game.verifier import verify  # noqa: E402
 from countdown_gym.leaderboard.score import pass_at_k  # noqa: E402  (one home: the leaderboard scores the same way)
-from countdown_gym.problem import Problem  # noqa: E402
-from countdown_gym.runs import run_directory  # noqa: E402
-from countdown_gym.splits import SPLIT_SPEC, SPLITS, load_split  # noqa: E402
-from countdown_gym.text_format import PROMPT_STYLES, build_prompt, render_chat_prompt  # noqa: E402
-from countdown_gym.turn_format import TURN_PROMPT_STYLES  # noqa: E402
-from countdown_gym.verifier import verify  # noqa: E402
+from countdown_gym.runkit.runs import run_directory  # noqa: E402
 
 T = TypeVar("T")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -139,7 +136,7 @@ def make_prompts(problems: list[Problem], tokenizer, style: str, chat_template: 
 
 
 def sampling_of(cfg: EvalConfig) -> Sampling:
-    """How the ``--k`` completions per problem are drawn (``baselines.generation.Sampling``, as GRPO validation)."""
+    """How the ``--k`` completions per problem are drawn (``baselines.lm.generation.Sampling``, as GRPO validation)."""
     return Sampling(temperature=cfg.temperature, top_p=cfg.top_p)
 
 
@@ -155,7 +152,7 @@ def vllm_engine(model_path: str, dtype: str, seed: int, max_model_len: int) -> A
 def generate_vllm(llm: Any, tokenizer, prompts: list[str], n: int, sampling: Sampling | None, max_new_tokens: int,
                   seed: int) -> tuple[list[list[str]], int]:
     """Completions and their token count with a vLLM engine (``sampling=None``: greedy, else drawn as
-    :func:`baselines.generation.generate` draws); prompts go in as token ids, tokenized as the HF path does."""
+    :func:`baselines.lm.generation.generate` draws); prompts go in as token ids, tokenized as the HF path does."""
     from vllm import SamplingParams
 
     knobs = sampling or Sampling()
@@ -188,9 +185,9 @@ def failure_breakdown(problems: list[Problem], completions: list[str]) -> dict:
     """
     from collections import Counter
 
+    from countdown_gym.game.solver import canonical
     from countdown_gym.integrations.trl import replay
-    from countdown_gym.solver import canonical
-    from countdown_gym.wrappers.terms import oracle_term
+    from countdown_gym.rewards.terms import oracle_term
 
     n = max(len(completions), 1)
     kinds: Counter[str] = Counter()
@@ -261,8 +258,8 @@ def interaction_of(cfg: EvalConfig) -> str:
 def evaluate_turns(cfg: EvalConfig, model, tokenizer, problems: list[Problem], progress: bool = True) -> dict:
     """The multi-turn evaluation: greedy and ``k`` sampled episodes per problem; answers are the ``<Solution>``
     blocks of the moves played (what the leaderboard re-verifies), ``conversations`` the episodes' text."""
+    from countdown_gym.game.turn_game import TurnEpisode
     from countdown_gym.integrations.trl_rollout import play_episodes
-    from countdown_gym.turn_game import TurnEpisode
 
     def answer(r) -> str:
         ep = TurnEpisode(r.problem)
@@ -489,8 +486,8 @@ def parse_config(cls: type[T], argv: list[str] | None = None) -> T:
 
 def dry_run(cfg: EvalConfig, problems: list[Problem]) -> dict:
     """What a run of ``cfg`` would do, from the model's config alone (no weights): settings, device, memory
-    (``baselines/gpu_plan.py``: weights at ``--dtype`` and the KV cache of ``--batch-size`` sequences)."""
-    from baselines import gpu_plan
+    (``baselines/lm/gpu_plan.py``: weights at ``--dtype`` and the KV cache of ``--batch-size`` sequences)."""
+    from baselines.lm import gpu_plan
 
     plan: dict[str, Any] = {"model": cfg.model, "interaction": interaction_of(cfg), "backend": cfg.backend,
                             "device": resolve_device(cfg.device), "dtype": cfg.dtype, "problems": len(problems),

@@ -18,18 +18,15 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if not __package__:  # `python baselines/llm_expert_iteration.py`: put the repository root, not this folder, on sys.path
-    sys.path[0] = str(ROOT)
 
 from countdown_gym import dataclass_cli  # noqa: E402
-from countdown_gym.runs import run_directory  # noqa: E402
-from countdown_gym.splits import SPLIT_SPEC, load_split  # noqa: E402
+from countdown_gym.data.splits import SPLIT_SPEC, load_split  # noqa: E402
+from countdown_gym.runkit.runs import run_directory  # noqa: E402
 
 DEFAULT_TURN_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns")
 SAMPLING_FIELDS = ("model", "preset", "problems", "samples", "temperature", "max_turns", "seed")

@@ -7,30 +7,27 @@
     accelerate launch baselines/llm_grpo.py --model Qwen/Qwen2.5-1.5B-Instruct --prompt-style tinyzero
 
 Every field of :class:`Options` is a command-line flag (``--field-name``). Rewards are the TRL
-reward functions of ``countdown_gym.integrations.trl`` (variants and CLIPO: ``baselines/llm_rewards.py``);
+reward functions of ``countdown_gym.integrations.trl`` (variants and CLIPO: ``baselines/lm/rewards.py``);
 validation (greedy + sampled as the rollouts sample) runs every ``--eval-interval`` steps
-(``baselines/llm_callbacks.py``) and writes ``metrics.csv`` and ``success.png`` into the output directory.
+(``baselines/lm/callbacks.py``) and writes ``metrics.csv`` and ``success.png`` into the output directory.
 This file holds the options and the flow of a run; the parts are modules named by their job:
 ``grpo_model.py`` (model, position-ids patch, prompts), ``grpo_data.py`` (pass-rate filter, curriculum),
 ``grpo_config.py`` (process layout, GRPOConfig, rewards, dry run), ``run_card.py`` (the run's README.md);
-the run directory follows ``countdown_gym.runs``. ``docs/llm_grpo.md`` has the details.
+the run directory follows ``countdown_gym.runkit.runs``. ``docs/llm_grpo.md`` has the details.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if not __package__:  # `python baselines/llm_grpo.py`: put the repository root, not this folder, on sys.path
-    sys.path[0] = str(ROOT)
 
-from baselines.grpo_config import (  # noqa: E402
+from baselines.lm.grpo_config import (  # noqa: E402
     build_grpo_config,
     build_reward_funcs,
     check_start_up,
@@ -43,8 +40,8 @@ from baselines.grpo_config import (  # noqa: E402
     run_dir,
     trainer_class_of,
 )
-from baselines.grpo_data import pass_rates_file, training_dataset, training_problems  # noqa: E402
-from baselines.grpo_model import (  # noqa: E402, F401  (DEFAULT_*: the shipped models, named here for scripts)
+from baselines.lm.grpo_data import pass_rates_file, training_dataset, training_problems  # noqa: E402
+from baselines.lm.grpo_model import (  # noqa: E402, F401  (DEFAULT_*: the shipped models, named here for scripts)
     DEFAULT_MODEL,
     DEFAULT_TURN_MODEL,
     check_model,
@@ -53,8 +50,9 @@ from baselines.grpo_model import (  # noqa: E402, F401  (DEFAULT_*: the shipped 
     make_prompt,
     model_name,
 )
-from baselines.run_card import run_card, summary_lines  # noqa: E402
-from countdown_gym import dataclass_cli, runs  # noqa: E402
+from baselines.lm.run_card import run_card, summary_lines  # noqa: E402
+from countdown_gym import dataclass_cli  # noqa: E402
+from countdown_gym.runkit import runs  # noqa: E402
 
 INTERACTIONS = ("auto", "multi-turn", "single-pass")
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")  # TRL's GRPOConfig.loss_type
@@ -107,7 +105,7 @@ class Options:
     max_tokens_per_micro_batch: int = 0
     """Memory budget of a micro-batch in tokens (completions x (--max-prompt-length + --max-completion-length));
     0 = derived: on a GPU, what its memory holds after the weights, gradients, optimizer state and the vLLM share
-    (baselines/gpu_plan.py, from the model's config); on the CPU, 32 completions."""
+    (baselines/lm/gpu_plan.py, from the model's config); on the CPU, 32 completions."""
     gpu_memory_gb: float = 0.0
     """Memory of each GPU to plan for, in GB (0 = the visible GPU's); lets --dry-run plan a GPU run on any machine."""
     dry_run: bool = False
@@ -171,7 +169,7 @@ class Options:
     max_pass_rate: float = 1.0
     curriculum: str = "none"
     """none | staged: order the training prompts by difficulty tier, easy for the first third of the run, easy and
-    medium for the second, all tiers for the last (countdown_gym.curriculum.Curriculum.staged, docs/difficulty.md)."""
+    medium for the second, all tiers for the last (countdown_gym.data.curriculum.Curriculum.staged, docs/difficulty.md)."""
     clipo_lambda: float = 0.2
     clipo_warmup_steps: int = 0
     step_credit: bool = False
@@ -189,7 +187,7 @@ class Options:
     """Additional GRPOConfig fields as JSON, e.g. --extra '{"top_p": 0.95}'."""
 
     def __post_init__(self) -> None:
-        from countdown_gym.splits import SPLIT_SPEC
+        from countdown_gym.data.splits import SPLIT_SPEC
 
         for name, allowed in (("interaction", INTERACTIONS), ("preset", sorted(SPLIT_SPEC)), ("vllm_mode", ("colocate", "server")),
                               ("model_dtype", MODEL_DTYPES), ("loss_type", LOSS_TYPES), ("scale_rewards", SCALE_REWARDS),
@@ -228,9 +226,9 @@ def parse_options(argv: list[str] | None = None) -> Options:
 
 def check_options(opts: Options) -> None:
     """Clear errors for inconsistent options (before any model is loaded)."""
-    from baselines.llm_rewards import parse_reward_spec
-    from countdown_gym.text_format import PROMPT_STYLES
-    from countdown_gym.turn_format import TURN_PROMPT_STYLES
+    from baselines.lm.rewards import parse_reward_spec
+    from countdown_gym.game.text_format import PROMPT_STYLES
+    from countdown_gym.game.turn_format import TURN_PROMPT_STYLES
 
     styles = TURN_PROMPT_STYLES if interaction(opts) == "multi-turn" else PROMPT_STYLES
     try:  # the static checks are Options.__post_init__'s; this one depends on the interaction the model implies
@@ -251,11 +249,11 @@ def check_options(opts: Options) -> None:
     except ValueError as exc:
         raise SystemExit(f"--rewards: {exc}") from None
     if "critic" in parse_reward_spec(opts.rewards):
-        from baselines.compat import check_critic_fits
+        from baselines.lm.compat import check_critic_fits
 
         check_critic_fits(opts.preset)
     if opts.step_credit:
-        from baselines.step_credit import STEP_TERMS, split_reward_spec
+        from baselines.lm.step_credit import STEP_TERMS, split_reward_spec
 
         if interaction(opts) != "multi-turn":
             raise SystemExit("--step-credit credits the turns of multi-turn rollouts: it needs --interaction multi-turn")
@@ -265,7 +263,7 @@ def check_options(opts: Options) -> None:
 
 def check_report_to(report_to: str) -> None:
     """``--report-to`` names only logging integrations transformers knows and this machine has."""
-    from countdown_gym.integrations.tracking import report_to_names
+    from countdown_gym.runkit.tracking import report_to_names
 
     try:
         report_to_names(report_to)
@@ -283,7 +281,7 @@ run's ``options.json`` is an error."""
 
 
 def check_output_dir(opts: Options, out: Path, resume_from: str | None) -> None:
-    """The run kit's checks of ``out`` (``countdown_gym.runs``): a fresh start over a kept run is refused, a resumed
+    """The run kit's checks of ``out`` (``countdown_gym.runkit.runs``): a fresh start over a kept run is refused, a resumed
     run must have the saved options (``RESUMABLE_CHANGES`` apart)."""
     start_over = "use another --output-dir"
     runs.run_directory(out, f"--output-dir {out}")
@@ -305,17 +303,17 @@ def train(opts: Options) -> dict[str, Any]:
     import torch
     from accelerate import PartialState
 
-    from baselines.generation import Sampling
-    from baselines.llm_callbacks import (
+    from baselines.lm.callbacks import (
         ClipoCheckpointCallback,
         RunCardCallback,
         StopRequestCallback,
         ValidationCallback,
         attach_reporting,
     )
-    from baselines.step_profile import StepProfile
-    from countdown_gym.runs import StopRequest
-    from countdown_gym.splits import load_split
+    from baselines.lm.generation import Sampling
+    from baselines.lm.step_profile import StepProfile
+    from countdown_gym.data.splits import load_split
+    from countdown_gym.runkit.runs import StopRequest
 
     check_options(opts)
     opts = dataclasses.replace(opts, interaction=interaction(opts))  # options.json records what ran, not "auto"
@@ -336,7 +334,7 @@ def train(opts: Options) -> dict[str, Any]:
     PartialState().wait_for_everyone()
 
     if plan.layout.on_gpu and main_process:  # the estimate --dry-run prints, as a warning (it may be pessimistic)
-        from baselines.gpu_plan import GB
+        from baselines.lm.gpu_plan import GB
 
         peak = estimate_memory(opts, plan, model_shape_or_exit(model_name(opts)))["total"]
         if peak > plan.layout.gpu_memory:

@@ -26,7 +26,6 @@ import json
 import math
 import random
 import shutil
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,12 +33,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-if not __package__:  # `python baselines/llm_sft.py`: put the repository root, not this folder, on sys.path
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
-
-from baselines.generation import generate  # noqa: E402
 from baselines.llm_eval import score  # noqa: E402
-from baselines.tiny_lm import (  # noqa: E402
+from baselines.lm.generation import generate  # noqa: E402
+from baselines.lm.tiny_lm import (  # noqa: E402
     TinyLMConfig,
     build_model,
     build_tokenizer,
@@ -48,12 +44,14 @@ from baselines.tiny_lm import (  # noqa: E402
     save_pretrained,
 )
 from countdown_gym import dataclass_cli  # noqa: E402
-from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, shuffled  # noqa: E402
-from countdown_gym.generator import iter_problems  # noqa: E402
-from countdown_gym.integrations.tracking import Tracker, report_to_names  # noqa: E402
+from countdown_gym.data.generator import iter_problems  # noqa: E402
+from countdown_gym.data.splits import SPLIT_SPEC, load_split  # noqa: E402
+from countdown_gym.game.compact_trace import CompactTraceConfig, compact_trace, shuffled  # noqa: E402
+from countdown_gym.game.problem import Problem  # noqa: E402
+from countdown_gym.game.text_format import compact_prompt  # noqa: E402
+from countdown_gym.game.turn_trace import conversation, turn_trace  # noqa: E402
 from countdown_gym.integrations.trl_rollout import conversation_ids, play_episodes  # noqa: E402
-from countdown_gym.problem import Problem  # noqa: E402
-from countdown_gym.runs import (  # noqa: E402
+from countdown_gym.runkit.runs import (  # noqa: E402
     MetricsLog,
     Panel,
     StopRequest,
@@ -63,9 +61,7 @@ from countdown_gym.runs import (  # noqa: E402
     run_directory,
     save_options,
 )
-from countdown_gym.splits import SPLIT_SPEC, load_split  # noqa: E402
-from countdown_gym.text_format import compact_prompt  # noqa: E402
-from countdown_gym.turn_trace import conversation, turn_trace  # noqa: E402
+from countdown_gym.runkit.tracking import Tracker, report_to_names  # noqa: E402
 
 INTERACTIONS = ("single-pass", "multi-turn")
 
@@ -248,7 +244,7 @@ def initial_model(cfg: SFTConfig, tokenizer):
         raise SystemExit(f"--init-from {path}: no saved model there (expected config.json and model.safetensors)") from None
     if model.get_input_embeddings().num_embeddings != len(tokenizer):
         raise SystemExit(f"--init-from {path}: its vocabulary has {model.get_input_embeddings().num_embeddings} tokens, "
-                         f"the project's tokenizer {len(tokenizer)}; only models built with baselines/tiny_lm.py can be continued")
+                         f"the project's tokenizer {len(tokenizer)}; only models built with baselines/lm/tiny_lm.py can be continued")
     if model.config.max_position_embeddings < cfg.model.max_positions:
         raise SystemExit(f"--init-from {path}: the model has {model.config.max_position_embeddings} positions, "
                          f"--max-positions is {cfg.model.max_positions}")

@@ -27,21 +27,17 @@ import math
 import shlex
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-if not __package__:  # `python baselines/reference_agents.py`: put the repository root, not this folder, on sys.path
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
-
 from countdown_gym import dataclass_cli
+from countdown_gym.data.splits import SPLIT_SPEC, SPLITS
 from countdown_gym.envs.countdown import decode_action
+from countdown_gym.game.solver import apply_move, reachable
+from countdown_gym.game.turn_format import format_move
 from countdown_gym.leaderboard.agents import submit_policy
 from countdown_gym.leaderboard.submission import MAX_ANSWERS
-from countdown_gym.solver import apply_move, reachable
-from countdown_gym.splits import SPLIT_SPEC, SPLITS
-from countdown_gym.turn_format import format_move
 
 
 def slots_of(mask: np.ndarray) -> int:
@@ -69,7 +65,7 @@ class RandomLegalPolicy:
 class SolverPolicy:
     """The first legal action (in action order) after which the target is still reachable.
 
-    Uses the package's exhaustive, memoised :func:`countdown_gym.solver.reachable`; on an
+    Uses the package's exhaustive, memoised :func:`countdown_gym.game.solver.reachable`; on an
     unsolvable state it falls back to the first legal action.
     """
 
@@ -175,7 +171,7 @@ AGENTS: dict[str, dict[str, Any]] = {
         "agent": "exhaustive-solver",
         "model": "none",
         "model_size": "0",
-        "method": "exhaustive search (countdown_gym.solver.reachable), upper bound",
+        "method": "exhaustive search (countdown_gym.game.solver.reachable), upper bound",
         "temperature": 0.0,
     },
     "critic-greedy": {

@@ -52,15 +52,12 @@ from typing import Any, Literal
 
 import gymnasium as gym
 
-if not __package__:  # `python baselines/sb3_ppo.py`: put the repository root, not this folder, on sys.path
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
-
 import countdown_gym  # noqa: F401  (registers the environments)
-from baselines.sb3_policy import LOOKAHEADS, MoveFeatures, PerActionPolicy, load_model  # noqa: E402
+from baselines.sb3.policy import LOOKAHEADS, MoveFeatures, PerActionPolicy, load_model  # noqa: E402
 from countdown_gym import Problem, dataclass_cli, load_split
-from countdown_gym.integrations.tracking import report_to_names
-from countdown_gym.reward_variants import variant_names
-from countdown_gym.runs import (
+from countdown_gym.data.splits import SPLIT_SPEC
+from countdown_gym.rewards.variants import variant_names
+from countdown_gym.runkit.runs import (
     OPTIONS_FILE,
     MetricsLog,
     StopRequest,
@@ -71,7 +68,7 @@ from countdown_gym.runs import (
     save_options,
     truncate_rows,
 )
-from countdown_gym.splits import SPLIT_SPEC
+from countdown_gym.runkit.tracking import report_to_names
 
 REWARDS = variant_names("step")  # the registry's Countdown-v0 reward variants
 NET_ARCH = [256, 256]  # the MlpPolicy's default layers
@@ -199,8 +196,8 @@ def make_vec_env(args: Args) -> Any:
         from stable_baselines3.common.vec_env import DummyVecEnv
 
         return DummyVecEnv([make_env(args, i) for i in range(args.num_envs)])
-    from baselines.sb3_vec_env import CountdownSB3VecEnv
-    from countdown_gym.wrappers.critic import CachedScorer
+    from baselines.sb3.vec_env import CountdownSB3VecEnv
+    from countdown_gym.rewards.wrappers.critic import CachedScorer
 
     if args.reward.startswith("critic"):
         from critics import load_state_critic
@@ -228,7 +225,7 @@ def evaluate(
     env = gym.make("Countdown-v0", preset=preset)
     if policy == "per-action" and env.unwrapped.rules.integer_only:
         env.close()
-        from baselines.sb3_vec_env import evaluate_batched
+        from baselines.sb3.vec_env import evaluate_batched
 
         return evaluate_batched(model, problems, preset, lookahead, log_ratios, children)
     if policy == "per-action":
@@ -339,7 +336,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
 
-    from baselines.sb3_callbacks import StopAfterUpdate, ValidationCurve, training_logger
+    from baselines.sb3.callbacks import StopAfterUpdate, ValidationCurve, training_logger
 
     torch.set_num_threads(args.threads)
     command = " ".join(["python", "baselines/sb3_ppo.py", *(argv if argv is not None else sys.argv[1:])])

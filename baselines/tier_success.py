@@ -4,7 +4,7 @@
         --out docs/results/difficulty_tiers.md --plot docs/results/difficulty_tiers.png
 
 Every answer is re-verified with ``countdown_gym.verify`` (through the leaderboard's ``score_answer``; a file's
-claimed numbers are never used) and grouped by the problem's tier (``countdown_gym.difficulty.tier``). Per file
+claimed numbers are never used) and grouped by the problem's tier (``countdown_gym.data.difficulty.tier``). Per file
 and tier: the first answer's success (greedy for ``llm_eval.py`` files) and, when the file has several answers per
 problem, the mean success of all of them (per-sample), each with its binomial standard error over problems.
 """
@@ -12,17 +12,14 @@ problem, the mean success of all of them (per-sample), each with its binomial st
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if not __package__:  # `python baselines/tier_success.py`: put the repository root, not this folder, on sys.path
-    sys.path[0] = str(ROOT)
 
 from countdown_gym import dataclass_cli  # noqa: E402
-from countdown_gym.difficulty import TIER_METRIC, TIER_THRESHOLDS, TIERS, tier  # noqa: E402
+from countdown_gym.data.difficulty import TIER_METRIC, TIER_THRESHOLDS, TIERS, tier  # noqa: E402
 
 
 @dataclass
@@ -55,7 +52,7 @@ METRICS: dict[str, Any] = {
 
 
 def _rank_thirds(problems: list[Any], metric: str) -> dict[str, str]:
-    from countdown_gym.difficulty import difficulty
+    from countdown_gym.data.difficulty import difficulty
 
     key = METRICS[metric]
     order = sorted(range(len(problems)), key=lambda k: key(difficulty(problems[k])))

@@ -40,7 +40,7 @@ from countdown_gym import (
     solve,
     verify,
 )
-from countdown_gym.solver import clear_cache
+from countdown_gym.game.solver import clear_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks_core.md"
@@ -302,7 +302,7 @@ def bench_original_solver(n_lp: int, n_tz: int) -> dict | None:
 
     try:
         src = subprocess.run(
-            ["git", "show", f"{ORIGINAL_COMMIT}:countdown_gym/solver.py"], cwd=ROOT, capture_output=True, text=True, check=True
+            ["git", "show", f"{ORIGINAL_COMMIT}:countdown_gym/game/solver.py"], cwd=ROOT, capture_output=True, text=True, check=True
         ).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
@@ -313,7 +313,7 @@ def bench_original_solver(n_lp: int, n_tz: int) -> dict | None:
         assert spec is not None and spec.loader is not None
         old = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(old)
-    from countdown_gym import solver as new
+    from countdown_gym.game import solver as new
 
     rng = random.Random(11)
     cases = {
@@ -404,7 +404,7 @@ def render(ver: dict, gen: dict, sol: dict, orig: dict | None, facts: list[str],
         "",
     ]
     if orig is None:
-        lines.append(f"(skipped: `git show {ORIGINAL_COMMIT}:countdown_gym/solver.py` is not available)")
+        lines.append(f"(skipped: `git show {ORIGINAL_COMMIT}:countdown_gym/game/solver.py` is not available)")
     else:
         lines += [
             f"`reachable(numbers, target)` on fresh random draws (cold caches), the original memoised move search from commit `{ORIGINAL_COMMIT}` vs the current solver, same process:",

@@ -2,9 +2,9 @@
 
     python benchmarks/bench_multiturn.py            # prints the table, writes docs/benchmarks_multiturn.md
 
-Episodes: the turn traces (``countdown_gym.turn_trace.turn_trace``, solver paths with enumerated
+Episodes: the turn traces (``countdown_gym.game.turn_trace.turn_trace``, solver paths with enumerated
 leaves and backtracking ``undo`` turns) of the 1,000 ``longproc-0.5k`` test problems, with
-``dead_ends=(0,)`` and ``(1, 0)``. Each is played through :func:`countdown_gym.turn_game.replay_turns`
+``dead_ends=(0,)`` and ``(1, 0)``. Each is played through :func:`countdown_gym.game.turn_game.replay_turns`
 and through ``CountdownMultiTurn-v0`` (``reset`` with the problem, then one ``step`` per turn). The
 best of ``--repeats`` timings is reported (the machine is shared).
 """
@@ -12,21 +12,18 @@ best of ``--repeats`` timings is reported (the machine is shared).
 from __future__ import annotations
 
 import platform
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from countdown_gym import load_split  # noqa: E402
-from countdown_gym.compact_trace import CompactTraceConfig  # noqa: E402
 from countdown_gym.dataclass_cli import check_min, parse  # noqa: E402
 from countdown_gym.envs.multiturn import CountdownMultiTurnEnv  # noqa: E402
-from countdown_gym.turn_game import replay_turns  # noqa: E402
-from countdown_gym.turn_trace import turn_trace  # noqa: E402
+from countdown_gym.game.compact_trace import CompactTraceConfig  # noqa: E402
+from countdown_gym.game.turn_game import replay_turns  # noqa: E402
+from countdown_gym.game.turn_trace import turn_trace  # noqa: E402
 
 TARGET = 20_000
 

@@ -7,7 +7,7 @@
 The server (``CountdownMultiTurn-v0``, the ``longproc-0.5k`` test split, ``--max-turns 64``) runs in its own
 process, started here unless ``--url`` names one; the clients run in this process. Each client plays episodes
 back to back for ``--seconds``: ``reset`` with a test problem, then the turns of its search trace
-(:func:`countdown_gym.turn_trace.turn_trace`, with backtracking) until the episode ends, so about one request in
+(:func:`countdown_gym.game.turn_trace.turn_trace`, with backtracking) until the episode ends, so about one request in
 eleven is a reset. A request is one reset or one step, answered; its latency runs from sending it to having its
 answer parsed. Every answer is checked (HTTP 200; a WebSocket ``observation``).
 
@@ -38,15 +38,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from websockets.asyncio.client import connect  # noqa: E402
 
 from countdown_gym import load_split  # noqa: E402
-from countdown_gym.compact_trace import CompactTraceConfig  # noqa: E402
 from countdown_gym.dataclass_cli import check_min, parse  # noqa: E402
-from countdown_gym.turn_trace import turn_trace  # noqa: E402
+from countdown_gym.game.compact_trace import CompactTraceConfig  # noqa: E402
+from countdown_gym.game.turn_trace import turn_trace  # noqa: E402
 
 TARGET_WS_STEPS = 5_000
 """Target: WebSocket steps per second with 8 clients."""

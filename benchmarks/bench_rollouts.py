@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from countdown_gym.dataclass_cli import check_min, parse  # noqa: E402
 from countdown_gym.integrations.rollout_engine import PEEK_FROM  # noqa: E402
@@ -252,7 +250,7 @@ def _load(model_id: str):
 def main(argv: list[str] | None = None) -> None:
     opts = parse(Options, argv, description=__doc__.split("\n")[0])
     if opts.json:
-        from countdown_gym.runs import run_directory
+        from countdown_gym.runkit.runs import run_directory
 
         run_directory(Path(opts.json).parent, f"--json {opts.json}")  # fails before the measurement, not after
     out = measure(opts)

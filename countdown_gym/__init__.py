@@ -5,11 +5,12 @@ Importing the package registers its three Gymnasium environments: ``Countdown-v0
 """
 
 import countdown_gym.envs  # noqa: F401  (registers the three environments with Gymnasium)
-from countdown_gym.expression import ExpressionError, evaluate_expression, parse_expression
-from countdown_gym.generator import PRESETS, GeneratorConfig, generate, iter_problems
-from countdown_gym.problem import Problem
-from countdown_gym.rules import OPERATORS, Rules
-from countdown_gym.solver import (
+from countdown_gym.data.generator import PRESETS, GeneratorConfig, generate, iter_problems
+from countdown_gym.data.splits import load_split, split_sha256
+from countdown_gym.game.expression import ExpressionError, evaluate_expression, parse_expression
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import OPERATORS, Rules
+from countdown_gym.game.solver import (
     count_solutions,
     is_solvable,
     legal_moves,
@@ -18,9 +19,8 @@ from countdown_gym.solver import (
     solution_path,
     solve,
 )
-from countdown_gym.splits import load_split, split_sha256
-from countdown_gym.trace import TraceStep, dfs_trace, parse_trace, search_nodes
-from countdown_gym.verifier import REASONS, Verdict, extract_answer, verify
+from countdown_gym.game.trace import TraceStep, dfs_trace, parse_trace, search_nodes
+from countdown_gym.game.verifier import REASONS, Verdict, extract_answer, verify
 
 __version__ = "0.1.0"
 
@@ -73,8 +73,8 @@ __all__ = [
 ]
 
 # difficulty labels, curriculum, reading other Countdown data (docs/difficulty.md, docs/datasets.md)
-from countdown_gym.curriculum import Curriculum  # noqa: E402
-from countdown_gym.difficulty import Difficulty, tier  # noqa: E402  (difficulty() stays in its module, not shadowing it)
-from countdown_gym.problem_files import load_problems  # noqa: E402
+from countdown_gym.data.curriculum import Curriculum  # noqa: E402
+from countdown_gym.data.difficulty import Difficulty, tier  # noqa: E402  (difficulty() stays in its module, not shadowing it)
+from countdown_gym.data.problem_files import load_problems  # noqa: E402
 
 __all__ += ["Curriculum", "Difficulty", "load_problems", "tier"]

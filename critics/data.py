@@ -32,8 +32,8 @@ from typing import TypeVar
 import numpy as np
 
 from countdown_gym import Problem, Rules, dfs_trace, generate, legal_moves, load_split, parse_trace, reachable
-from countdown_gym.generator import get_config
-from countdown_gym.solver import apply_move
+from countdown_gym.data.generator import get_config
+from countdown_gym.game.solver import apply_move
 
 T = TypeVar("T")
 

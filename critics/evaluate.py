@@ -33,7 +33,7 @@ from typing import Literal
 import numpy as np
 
 from countdown_gym import dataclass_cli
-from countdown_gym.splits import SPLIT_SPEC
+from countdown_gym.data.splits import SPLIT_SPEC
 
 # ---- options ----------------------------------------------------------------------------------
 
@@ -262,7 +262,7 @@ def lookahead_score_fn(scorer, rules=None) -> ScoreFn:
     lowest cosine. This is an optional scoring reported beside the plain critic, never in its place: it
     uses the game's move rules and scores about 20 children per 4-number state."""
     from countdown_gym import Rules
-    from countdown_gym.solver import successors
+    from countdown_gym.game.solver import successors
 
     base = as_score_fn(scorer)
     rules = rules or Rules.longproc()
@@ -369,7 +369,7 @@ def first_move(scorer, problems) -> dict:
     any such move (1.0 for solvable problems).
     """
     from countdown_gym import reachable
-    from countdown_gym.solver import successors
+    from countdown_gym.game.solver import successors
     from critics.data import LabelledStates
 
     kids: list[list[tuple[int, ...]]] = []
@@ -440,7 +440,7 @@ def evaluate(
             raise TypeError(f"score_fn must be a function of (states, targets), got {type(score_fn).__name__}")
         scorer, label, version = score_fn, name or getattr(score_fn, "__name__", "score_fn"), "score_fn"
     if lookahead:
-        from countdown_gym.generator import get_config
+        from countdown_gym.data.generator import get_config
 
         scorer = lookahead_score_fn(scorer, get_config(preset).rules)
         label, version = f"{label} + one-ply lookahead (max over the one-move children's scores)", f"{version}+lookahead"

@@ -3,7 +3,7 @@
 The trace tables of :mod:`critics.data` cover the states a DFS trace stands on, labelled from the
 trace alone. This module covers *every* state the critic is asked about: each start number set
 (4 numbers), all states one move below it (3 numbers) and all states two moves below (2 numbers),
-plus 1-number states. For each state :func:`countdown_gym.solver.reachable_values` gives every
+plus 1-number states. For each state :func:`countdown_gym.game.solver.reachable_values` gives every
 value it can make, so a state carries its exact label for *every* goal of the range
 ``[goal_min, goal_max]`` (a bit row): no hindsight guess, no negative sampling.
 
@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from countdown_gym import Rules, load_split
-from countdown_gym.generator import get_config
-from countdown_gym.solver import reachable_values, successors
+from countdown_gym.data.generator import get_config
+from countdown_gym.game.solver import reachable_values, successors
 from critics.data import cached_npz
 
 

@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from countdown_gym.trace import _options, format_list, parse_trace
+from countdown_gym.game.trace import _options, format_list, parse_trace
 from critics.models import CheckpointError, ModelConfig, SetEncoder, _mlp
 
 TEXT_FORMAT = "countdown-gym-text-critic/1"

@@ -33,9 +33,9 @@ import numpy as np
 import torch
 
 from countdown_gym import dataclass_cli
-from countdown_gym.integrations.tracking import Tracker, report_to_names
-from countdown_gym.runs import MetricsLog, Panel, StopRequest, check_fresh_start, run_directory
-from countdown_gym.splits import SPLIT_SPEC
+from countdown_gym.data.splits import SPLIT_SPEC
+from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest, check_fresh_start, run_directory
+from countdown_gym.runkit.tracking import Tracker, report_to_names
 from critics.data import TraceTable, cached_table
 from critics.models import (
     ModelConfig,
@@ -463,7 +463,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         return {"log_accumulator": (acc_loss, dict(acc_info), acc_n), "total_elapsed": earlier + time.perf_counter() - t_start}
 
     stats = {**(table.stats() if table is not None else {}), **(rtable.stats() if rtable is not None else {})}
-    from countdown_gym.generator import get_config
+    from countdown_gym.data.generator import get_config
 
     extra = {"data": stats, "data_seconds": round(data_seconds, 1), "rules": get_config(cfg.preset).rules.to_dict()}
     with StopRequest() as stop, Tracker(cfg.report_to, out, config=cfg.to_dict()) as tracker:  # Ctrl-C: stop after this step

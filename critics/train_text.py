@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 from countdown_gym import Problem, dataclass_cli, dfs_trace
-from countdown_gym.runs import MetricsLog, Panel, run_directory
-from countdown_gym.splits import SPLIT_SPEC
+from countdown_gym.data.splits import SPLIT_SPEC
+from countdown_gym.runkit.runs import MetricsLog, Panel, run_directory
 from critics.data import TraceTable, build_table, training_problems
 from critics.models import goal_infonce, ranking_infonce
 from critics.text_critic import (

@@ -14,8 +14,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from countdown_gym.integrations.verl_export import TOOL_CONFIG, export, main, verl_rows  # noqa: E402
 

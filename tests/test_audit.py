@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from countdown_gym import Problem, Rules, verify
-from countdown_gym.audit import (
+from countdown_gym.cli import main as cli_main
+from countdown_gym.cli.audit import (
     AuditError,
     load_exploits,
     main,
@@ -16,7 +17,6 @@ from countdown_gym.audit import (
     summarize,
     summarize_exploits,
 )
-from countdown_gym.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -74,7 +74,7 @@ def test_the_committed_table_matches_a_fresh_run_of_this_verifier() -> None:
     header, body = rows[0], rows[2:]  # below the --- line
     col = header.index("countdown-gym")
     committed = {r[0].split(" (")[0].strip("*"): r[col].strip("*") for r in body}
-    outcomes = run_audit("countdown_gym.audit:verify_reward")
+    outcomes = run_audit("countdown_gym.cli.audit:verify_reward")
     fresh = {r.category: r.cell() for r in summarize(outcomes)}
     fresh["all exploits"] = summarize_exploits(outcomes).cell()
     assert committed == fresh
@@ -99,14 +99,14 @@ def test_raising_and_memory_hungry_rewards_are_findings(rewards: Path) -> None:
 
 
 def test_cli_exit_codes(rewards: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_main(["audit", "countdown_gym.audit:verify_reward", "--no-progress", "--check"]) == 0
+    assert cli_main(["audit", "countdown_gym.cli.audit:verify_reward", "--no-progress", "--check"]) == 0
     out = capsys.readouterr().out
     assert "exploits accepted: 0/65" in out and "correct controls accepted: 7/7" in out and "noise" not in out
     assert main([f"{rewards}:accept_all", "--no-progress"]) == 0
     assert main([f"{rewards}:accept_all", "--no-progress", "--check"]) == 1
     assert "power-01" in capsys.readouterr().out
     for bad in (["no_such_module_xyz:fn"], [f"{rewards}:not_callable"], [f"{rewards}:missing"], ["nocolon"],
-                ["countdown_gym.audit:verify_reward", "--timeout", "0"]):
+                ["countdown_gym.cli.audit:verify_reward", "--timeout", "0"]):
         assert main(bad) == 2, bad
         assert "usage: countdown-gym audit" in capsys.readouterr().err
     assert main([]) == 2  # no REWARD_FN

@@ -94,9 +94,9 @@ def _save_policy(tmp_path: Path, module: str) -> Path:
 
 def test_sb3_models_name_the_stable_module_and_old_saves_load(tmp_path: Path) -> None:
     pytest.importorskip("sb3_contrib")
-    from baselines.sb3_policy import PerActionPolicy, load_model
+    from baselines.sb3.policy import PerActionPolicy, load_model
 
-    new = _save_policy(tmp_path / "new", "baselines.sb3_policy")
+    new = _save_policy(tmp_path / "new", "baselines.sb3.policy")
     assert type(load_model(new, device="cpu").policy) is PerActionPolicy
     # a model saved when the module was imported as a bare `sb3_policy` (before `baselines` was a package)
     old = _save_policy(tmp_path / "old", "sb3_policy")
@@ -112,4 +112,4 @@ def test_sb3_models_name_the_stable_module_and_old_saves_load(tmp_path: Path) ->
     out = subprocess.run([sys.executable, "-c", check], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
     assert out.stdout.startswith("fails"), (out.stdout, out.stderr)  # without the alias: the bare name is not importable
     model = load_model(old, device="cpu")
-    assert type(model.policy) is PerActionPolicy and sys.modules["sb3_policy"] is sys.modules["baselines.sb3_policy"]
+    assert type(model.policy) is PerActionPolicy and sys.modules["sb3_policy"] is sys.modules["baselines.sb3.policy"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from countdown_gym import load_split
-from countdown_gym.text_format import (
+from countdown_gym.game.text_format import (
     PROMPT_STYLES,
     TINYZERO_ASSISTANT_PREFIX,
     build_prompt,
@@ -112,8 +112,8 @@ def test_trl_grpo_trainer_opens_the_assistant_turn_once(style: str, trainer) -> 
 
 @pytest.mark.parametrize("style", ["longproc", "tinyzero"])
 def test_llm_grpo_prompts_under_trl_and_validation(style: str, trainer, tok) -> None:
-    from baselines.generation import prompt_ids
     from baselines.llm_grpo import make_prompt
+    from baselines.lm.generation import prompt_ids
 
     p = PROBLEMS[style]
     prompt = make_prompt(p, style, tok)

@@ -60,7 +60,7 @@ def test_submit_to_an_existing_folder_fails_before_playing_and_leaves_nothing(tm
 
 
 def test_audit_refuses_bad_options_before_the_audit(tmp_path, capsys):
-    fn = "countdown_gym.audit:verify_reward"
+    fn = "countdown_gym.cli.audit:verify_reward"
     usage_error(["audit", fn, "--json", str(tmp_path / "missing" / "out.jsonl")], capsys, "does not exist")
     usage_error(["audit", fn, "--json", str(tmp_path)], capsys, "is a folder")
     usage_error(["audit", fn, "--threshold", "nan"], capsys, "not a finite number")

@@ -202,7 +202,7 @@ def test_a_resumed_run_logs_and_times_as_if_it_had_never_stopped(tmp_path):
     meta = json.loads((resumed / "config.json").read_text())
     assert meta["train_seconds"] <= meta["total_seconds"]
     (resumed / "log.jsonl").write_text('{"step": 10}\n{"step": 20, "lo\n{"step": 30}\n')  # not the last line: named
-    from countdown_gym.runs import MetricsLog
+    from countdown_gym.runkit.runs import MetricsLog
 
     with pytest.raises(ValueError, match=r"log.jsonl: line 2 is not JSON"):
         MetricsLog(resumed / "log.jsonl", resume_step=30)
@@ -248,7 +248,7 @@ def test_cli_stop_after_then_resume(tmp_path, capsys):
 
 def test_cli_ctrl_c_saves_a_resumable_checkpoint(tmp_path, capsys, monkeypatch):
     import critics.train as train_mod
-    from countdown_gym.runs import StopRequest
+    from countdown_gym.runkit.runs import StopRequest
 
     class CtrlCAtOnce(StopRequest):
         def __enter__(self):
@@ -574,7 +574,7 @@ def test_init_from_starts_from_a_checkpoint_and_a_wider_child_pool_keeps_its_fun
 
 
 def test_one_ply_lookahead_scores_a_state_by_its_best_child():
-    from countdown_gym.solver import successors
+    from countdown_gym.game.solver import successors
     from critics.evaluate import lookahead_score_fn
 
     def oracle(states, targets):
@@ -614,7 +614,7 @@ def test_evaluate_reports_lookahead_under_its_own_name(tmp_path):
 def test_grandchild_pool_enumerates_every_two_move_descendant():
     """One more move from the pool's descendants makes exactly the values the set makes (positive rules)."""
     from countdown_gym import Rules
-    from countdown_gym.solver import reachable_values
+    from countdown_gym.game.solver import reachable_values
     from critics.models import _moves, pack_sets
 
     enc = build_model(ModelConfig(**{**TINY, "child_dim": 4, "grandchild_dim": 4})).state_tower

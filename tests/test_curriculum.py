@@ -10,10 +10,10 @@ import pytest
 
 import countdown_gym  # noqa: F401  (registers the environments)
 from countdown_gym import load_split, tier
-from countdown_gym.curriculum import Curriculum
+from countdown_gym.data.curriculum import Curriculum
 from countdown_gym.envs.problem_source import make_problem_source
 from countdown_gym.envs.vector import CountdownVectorEnv
-from countdown_gym.solver import solution_path
+from countdown_gym.game.solver import solution_path
 
 
 def _tiers(cur: Curriculum, idx) -> Counter:

@@ -254,8 +254,8 @@ def test_llm_grpo_options_that_grpo_config_takes_as_they_are(tmp_path: Path) -> 
     pytest.importorskip("trl")
     from trl import GRPOConfig
 
-    from baselines.grpo_config import grpo_config_kwargs
     from baselines.llm_grpo import Options
+    from baselines.lm.grpo_config import grpo_config_kwargs
 
     opts = Options(steps=7, learning_rate=1e-5, beta=0.02, temperature=0.9, loss_type="grpo", scale_rewards="batch", seed=3,
                    num_generations=4, max_completion_length=64, quiet=True, interaction="single-pass")

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-import countdown_gym.difficulty as difficulty_mod
+import countdown_gym.data.difficulty as difficulty_mod
 from countdown_gym import Problem, Rules, count_solutions, load_split, search_nodes, verify
-from countdown_gym.difficulty import (
+from countdown_gym.data.difficulty import (
     LABELS_SHA256,
     TIER_THRESHOLDS,
     TIERS,
@@ -22,8 +22,8 @@ from countdown_gym.difficulty import (
     tier,
     tier_thresholds,
 )
-from countdown_gym.solver import reachable
-from countdown_gym.splits import SPLIT_SPEC, SPLITS, tampered_files
+from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, tampered_files
+from countdown_gym.game.solver import reachable
 
 
 def _walk_wrong(problem: Problem) -> tuple[int | None, int]:

@@ -20,8 +20,8 @@ from countdown_gym.envs.countdown import (
     num_actions,
 )
 from countdown_gym.envs.problem_source import make_problem_source
-from countdown_gym.rules import OPERATORS
-from countdown_gym.solver import legal_moves
+from countdown_gym.game.rules import OPERATORS
+from countdown_gym.game.solver import legal_moves
 
 RULE_VARIANTS = [
     Rules.longproc(),

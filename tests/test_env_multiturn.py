@@ -8,13 +8,13 @@ from gymnasium.utils.env_checker import check_env
 
 import countdown_gym  # noqa: F401  (registers the environments)
 from countdown_gym import Problem, Rules, load_split, verify
-from countdown_gym.compact_trace import CompactTraceConfig
 from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
-from countdown_gym.turn_format import format_move, parse_turn, turn_prompt
-from countdown_gym.turn_game import UNDO_MOVE, TurnEpisode, replay_turns
-from countdown_gym.turn_trace import conversation, turn_trace
+from countdown_gym.game.compact_trace import CompactTraceConfig
+from countdown_gym.game.turn_format import format_move, parse_turn, turn_prompt
+from countdown_gym.game.turn_game import UNDO_MOVE, TurnEpisode, replay_turns
+from countdown_gym.game.turn_trace import conversation, turn_trace
+from countdown_gym.rewards.terms import oracle_term
 from countdown_gym.wrappers import OracleReward
-from countdown_gym.wrappers.terms import oracle_term
 
 P = Problem((21, 16, 17, 26), 46)
 

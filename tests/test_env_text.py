@@ -19,8 +19,8 @@ from countdown_gym.envs.text import (
     TextEpisode,
     replay_completion,
 )
-from countdown_gym.text_format import CHARSET, format_compact_line, parse_line
-from countdown_gym.trace import TraceParseError
+from countdown_gym.game.text_format import CHARSET, format_compact_line, parse_line
+from countdown_gym.game.trace import TraceParseError
 
 P = Problem((21, 16, 17, 26), 46)
 LONGPROC = generate("longproc-0.5k", 40, seed=11)
@@ -304,7 +304,7 @@ def test_compact_traces_with_backtracking_replay_clean():
 
 
 def test_shipped_compact_traces_replay_clean():
-    from countdown_gym.compact_trace import CompactTraceConfig, compact_trace
+    from countdown_gym.game.compact_trace import CompactTraceConfig, compact_trace
 
     configs = (CompactTraceConfig(), CompactTraceConfig(show_state=False, answer="answer"), CompactTraceConfig(dead_ends=(3, 2), probe=3))
     for problem in LONGPROC[:20]:

@@ -12,10 +12,10 @@ pytest.importorskip("transformers")
 
 ROOT = Path(__file__).resolve().parents[1]
 from baselines import llm_expert_iteration, llm_sft  # noqa: E402
-from baselines.tiny_lm import build_tokenizer  # noqa: E402
+from baselines.lm.tiny_lm import build_tokenizer  # noqa: E402
 from countdown_gym import Problem, dataclass_cli, load_split  # noqa: E402
-from countdown_gym.compact_trace import CompactTraceConfig  # noqa: E402
-from countdown_gym.turn_game import replay_turns  # noqa: E402
+from countdown_gym.game.compact_trace import CompactTraceConfig  # noqa: E402
+from countdown_gym.game.turn_game import replay_turns  # noqa: E402
 
 
 def test_sampled_episodes_are_solved_clean_and_trained_on(tmp_path):

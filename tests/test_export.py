@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from countdown_gym import Problem, Rules, load_split, verify
-from countdown_gym.difficulty import split_labels, split_tiers
-from countdown_gym.export import COLUMNS, main, split_rows
-from countdown_gym.text_format import PROMPT_STYLES, build_prompt, chat_messages
+from countdown_gym.cli.export import COLUMNS, main, split_rows
+from countdown_gym.data.difficulty import split_labels, split_tiers
+from countdown_gym.game.text_format import PROMPT_STYLES, build_prompt, chat_messages
 
 ROOT = Path(__file__).resolve().parents[1]
 

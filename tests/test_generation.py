@@ -1,4 +1,4 @@
-"""baselines/generation.py: the one batched generation of GRPO validation, llm_eval.py and llm_sft.py."""
+"""baselines/lm/generation.py: the one batched generation of GRPO validation, llm_eval.py and llm_sft.py."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from baselines.generation import Sampling, generate, prompt_ids, stop_ids  # noqa: E402
-from baselines.tiny_lm import TinyLMConfig, build_model, build_tokenizer  # noqa: E402
+from baselines.lm.generation import Sampling, generate, prompt_ids, stop_ids  # noqa: E402
+from baselines.lm.tiny_lm import TinyLMConfig, build_model, build_tokenizer  # noqa: E402
 from countdown_gym import Problem  # noqa: E402
-from countdown_gym.text_format import compact_prompt  # noqa: E402
+from countdown_gym.game.text_format import compact_prompt  # noqa: E402
 
 
 def _tiny():

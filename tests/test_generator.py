@@ -19,8 +19,8 @@ from countdown_gym import (
     search_nodes,
     verify,
 )
-from countdown_gym.generator import get_config
-from countdown_gym.rules import LEGACY_LONGPROC
+from countdown_gym.data.generator import get_config
+from countdown_gym.game.rules import LEGACY_LONGPROC
 
 
 def _digest(problems) -> str:

@@ -1,4 +1,4 @@
-"""GPU planning (baselines/gpu_plan.py), llm_grpo --dry-run, the start-up checks (baselines/compat.py), and every
+"""GPU planning (baselines/lm/gpu_plan.py), llm_grpo --dry-run, the start-up checks (baselines/lm/compat.py), and every
 command of the GPU section of docs/llm_grpo.md run with --dry-run. No GPU here: the layouts are planned with
 --gpu-memory-gb and the variables `accelerate launch` sets; the hub cannot be reached, so it is switched to
 offline mode (HF_HUB_OFFLINE) and hub models are read from baselines/model_configs."""
@@ -14,8 +14,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from baselines import compat, gpu_plan, grpo_config, llm_grpo  # noqa: E402
+from baselines import llm_grpo  # noqa: E402
 from baselines.llm_grpo import Options, build_grpo_config, parse_options, plan_run  # noqa: E402
+from baselines.lm import compat, gpu_plan, grpo_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "llm_grpo.md"

@@ -16,8 +16,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from baselines import llm_grpo  # noqa: E402
-from baselines.run_card import command_line  # noqa: E402
-from baselines.tiny_lm import TinyLMConfig, build_model, build_tokenizer, save_pretrained  # noqa: E402
+from baselines.lm.run_card import command_line  # noqa: E402
+from baselines.lm.tiny_lm import TinyLMConfig, build_model, build_tokenizer, save_pretrained  # noqa: E402
 from countdown_gym import load_split  # noqa: E402
 from countdown_gym.integrations.trl_rollout import play_episodes  # noqa: E402
 
@@ -54,7 +54,7 @@ def test_seeded_rollouts_repeat_and_the_seed_matters() -> None:
 
 
 def test_a_seeded_grpo_run_repeats_bit_for_bit_fresh_and_resumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from countdown_gym import runs
+    from countdown_gym.runkit import runs
 
     model, tok = _tiny()
     save_pretrained(model, tok, tmp_path / "model", meta={"sft_config": {"interaction": "multi-turn"}})

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from countdown_gym import Problem, Rules, verify
-from countdown_gym.problem_files import load_problems
-from countdown_gym.solver import SolverTimeout, is_solvable
-from countdown_gym.verifier import REASONS
+from countdown_gym.data.problem_files import load_problems
+from countdown_gym.game.solver import SolverTimeout, is_solvable
+from countdown_gym.game.verifier import REASONS
 
 PROBLEM = Problem((21, 16, 17, 26), 46)
 RIGHT = "<answer>21 + 16 - 17 + 26</answer>"

@@ -45,7 +45,7 @@ def upward_imports(source: str, filename: str = "<string>") -> list[tuple[int, s
     "source",
     [
         "import critics",
-        "import numpy, baselines.tiny_lm as t",
+        "import numpy, baselines.lm.tiny_lm as t",
         "from critics.clipo import CLIPOTrainer",
         "def f():\n    if True:\n        from baselines import sb3_policy",
         "import importlib\nimportlib.import_module('critics.models')",

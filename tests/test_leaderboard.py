@@ -15,6 +15,7 @@ import pytest
 
 from countdown_gym import load_split, solution_path, solve
 from countdown_gym.cli import main as cli_main
+from countdown_gym.game.verifier import verify
 from countdown_gym.leaderboard import (
     Rejection,
     Scores,
@@ -31,7 +32,6 @@ from countdown_gym.leaderboard import (
 from countdown_gym.leaderboard.__main__ import main as lb_main
 from countdown_gym.leaderboard.score import plot
 from countdown_gym.leaderboard.submission import MAX_COMPLETION_CHARS, _strict_problem_line
-from countdown_gym.verifier import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESET, SPLIT = "tinyzero", "validation"  # 200 problems: small and fast

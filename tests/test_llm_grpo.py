@@ -14,19 +14,20 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from baselines import grpo_config, grpo_data, grpo_model, llm_grpo  # noqa: E402
-from baselines.grpo_model import derive_position_ids  # noqa: E402
+from baselines import llm_grpo  # noqa: E402
 from baselines.llm_grpo import Options, build_grpo_config, check_vllm_available, parse_options  # noqa: E402
-from baselines.llm_rewards import (  # noqa: E402
+from baselines.lm import grpo_config, grpo_data, grpo_model  # noqa: E402
+from baselines.lm.grpo_model import derive_position_ids  # noqa: E402
+from baselines.lm.rewards import (  # noqa: E402
     VARIANTS,
     CLIPOReward,
     parse_reward_spec,
     prompt_token_ids,
 )
-from baselines.tiny_lm import TinyLMConfig, build_model, build_tokenizer  # noqa: E402
+from baselines.lm.tiny_lm import TinyLMConfig, build_model, build_tokenizer  # noqa: E402
 from countdown_gym import Problem, dataclass_cli  # noqa: E402
+from countdown_gym.game.text_format import build_prompt  # noqa: E402
 from countdown_gym.integrations.trl import REWARD_FUNCTIONS, CriticReward, replay  # noqa: E402
-from countdown_gym.text_format import build_prompt  # noqa: E402
 
 PROBLEM = Problem((21, 16, 17, 26), 46)
 PJ = json.dumps(PROBLEM.to_dict())
@@ -115,7 +116,7 @@ def test_critic_reward_means_per_move_scores() -> None:
 
 
 def test_the_baselines_critic_term_is_the_packages_critic_reward_with_the_shipped_critic() -> None:
-    from baselines.llm_rewards import shipped_critic_reward
+    from baselines.lm.rewards import shipped_critic_reward
     from critics import load_critic
 
     reward = shipped_critic_reward()
@@ -339,7 +340,7 @@ def test_clipo_reward_gathers_groups_across_processes(monkeypatch: pytest.Monkey
 
 @pytest.mark.parametrize("arch,rewards", [("llama", "oracle"), ("gpt2", "clipo")])
 def test_two_grpo_steps_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arch: str, rewards: str) -> None:
-    from baselines.tiny_lm import save_pretrained
+    from baselines.lm.tiny_lm import save_pretrained
 
     model, tok = _tiny(arch)
     save_pretrained(model, tok, tmp_path / "model")
@@ -385,7 +386,7 @@ def test_two_grpo_steps_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
 def test_policy_weights_are_float32_whatever_the_saved_dtype(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A bf16 checkpoint (most hub models) is trained in float32, as TRL loads a model id: bf16 weights
     would round away Adam updates of lr 1e-6."""
-    from baselines.tiny_lm import save_pretrained
+    from baselines.lm.tiny_lm import save_pretrained
 
     model, tok = _tiny("llama")
     save_pretrained(model.to(torch.bfloat16), tok, tmp_path / "model")
@@ -407,8 +408,8 @@ def test_policy_weights_are_float32_whatever_the_saved_dtype(tmp_path: Path, mon
 
 
 def test_ctrl_c_saves_a_checkpoint_after_the_step_and_resume_continues(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from baselines.tiny_lm import save_pretrained
-    from countdown_gym import runs
+    from baselines.lm.tiny_lm import save_pretrained
+    from countdown_gym.runkit import runs
 
     model, tok = _tiny("llama")
     save_pretrained(model, tok, tmp_path / "model")
@@ -436,7 +437,7 @@ def test_ctrl_c_saves_a_checkpoint_after_the_step_and_resume_continues(tmp_path:
 
 def test_validation_keeps_the_best_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """best/ holds the model of the highest greedy validation (earliest on ties), also across a resume."""
-    from baselines import llm_callbacks
+    from baselines.lm import callbacks as llm_callbacks
 
     scores = iter([0.2, 0.3, 0.25, 0.3, 0.1, 0.4])
     monkeypatch.setattr(llm_callbacks, "evaluate_policy", lambda *a, **k: {
@@ -482,7 +483,7 @@ def test_validation_at_the_last_step_runs_once_on_every_process(tmp_path: Path, 
     import accelerate
     import accelerate.utils
 
-    from baselines import llm_callbacks
+    from baselines.lm import callbacks as llm_callbacks
 
     calls: list[int] = []
     monkeypatch.setattr(llm_callbacks, "evaluate_policy", lambda *a, **k: calls.append(k["seed"]) or {
@@ -505,7 +506,7 @@ def test_validation_stops_at_every_eos_trl_stops_at() -> None:
     """TRL ends a completion at the tokenizer's EOS even when the generation config names another one."""
     import types
 
-    from baselines.generation import generate
+    from baselines.lm.generation import generate
 
     tok = build_tokenizer()
     answer = tok("12+3=15", add_special_tokens=False)["input_ids"]
@@ -527,7 +528,7 @@ def test_validation_stops_at_every_eos_trl_stops_at() -> None:
 
 
 def test_sampled_validation_draws_with_the_rollouts_sampling_knobs() -> None:
-    from baselines.generation import Sampling, generate
+    from baselines.lm.generation import Sampling, generate
 
     model, tok = _tiny()
     prompts = [build_prompt(PROBLEM, "compact")] * 2
@@ -578,7 +579,7 @@ def test_comparison_reuses_only_runs_and_test_results_of_the_same_settings(tmp_p
     import subprocess
 
     from baselines import compare_llm_rewards as cmp
-    from baselines import llm_callbacks
+    from baselines.lm import callbacks as llm_callbacks
 
     args = cmp.parse_args(["--runs-dir", str(tmp_path), "--steps", "60", "--test-problems", "3", "--interaction", "single-pass"])
     run = cmp.run_path(args, "sparse", 0)
@@ -683,6 +684,6 @@ def test_resume_refuses_a_run_with_other_options_and_a_fresh_start_over_a_kept_r
 
 
 def test_a_critic_reward_on_four_number_presets_is_accepted() -> None:
-    from baselines.compat import check_critic_fits
+    from baselines.lm.compat import check_critic_fits
 
     check_critic_fits("longproc-0.5k")  # 4-number problems: within the shipped critic's max_numbers

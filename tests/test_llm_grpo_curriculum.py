@@ -12,8 +12,8 @@ pytest.importorskip("trl")
 
 from baselines import llm_grpo  # noqa: E402
 from baselines.llm_grpo import Options, build_grpo_config, parse_options  # noqa: E402
-from countdown_gym.curriculum import Curriculum  # noqa: E402
-from countdown_gym.difficulty import tier  # noqa: E402
+from countdown_gym.data.curriculum import Curriculum  # noqa: E402
+from countdown_gym.data.difficulty import tier  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

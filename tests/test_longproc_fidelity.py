@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from countdown_gym import Problem, Rules, dfs_trace, is_solvable, load_split, solve, verify
-from countdown_gym.trace import parse_trace
+from countdown_gym.game.trace import parse_trace
 
 DATA = json.loads((Path(__file__).parent / "data" / "longproc" / "longproc_countdown.json").read_text(encoding="utf-8"))
 PROBLEMS = DATA["problems"]

@@ -9,7 +9,7 @@ import pytest
 
 from countdown_gym.envs.countdown import action_table, move_results
 from countdown_gym.envs.move_kernel import apply_moves, batch_moves, in_range, pair_slots
-from countdown_gym.rules import OPERATORS, Rules
+from countdown_gym.game.rules import OPERATORS, Rules
 
 RULES = [
     Rules.longproc(),

@@ -12,8 +12,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from baselines import llm_grpo  # noqa: E402
-from baselines.tiny_lm import TinyLMConfig, build_model, build_tokenizer, load_pretrained, save_pretrained  # noqa: E402
+from baselines.lm.tiny_lm import TinyLMConfig, build_model, build_tokenizer, load_pretrained, save_pretrained  # noqa: E402
 from countdown_gym import Problem, load_split  # noqa: E402
+from countdown_gym.game.turn_format import turn_prompt  # noqa: E402
+from countdown_gym.game.turn_game import replay_turns  # noqa: E402
+from countdown_gym.game.turn_trace import conversation, turn_trace  # noqa: E402
 from countdown_gym.integrations import trl_rollout  # noqa: E402
 from countdown_gym.integrations.trl import sparse_reward  # noqa: E402
 from countdown_gym.integrations.trl_rollout import (  # noqa: E402
@@ -23,9 +26,6 @@ from countdown_gym.integrations.trl_rollout import (  # noqa: E402
     rollout_dataset,
     rollout_outputs,
 )
-from countdown_gym.turn_format import turn_prompt  # noqa: E402
-from countdown_gym.turn_game import replay_turns  # noqa: E402
-from countdown_gym.turn_trace import conversation, turn_trace  # noqa: E402
 
 TURN_MODEL = Path(llm_grpo.DEFAULT_TURN_MODEL)
 
@@ -173,7 +173,7 @@ def test_llm_grpo_multi_turn_run_writes_its_files(tmp_path: Path) -> None:
     step_logs = [x for x in logs if "reward" in x]
     assert len(step_logs) == 2 and "rewards/oracle_reward/mean" in step_logs[0]
     assert "interaction: `multi-turn`" in (out / "README.md").read_text()
-    profile = summary["step_profile"]  # where a step's time goes (baselines/step_profile.py), also in the run card
+    profile = summary["step_profile"]  # where a step's time goes (baselines/lm/step_profile.py), also in the run card
     assert profile["generation"] > 0 and profile["rewards"] > 0 and profile["train_forward"] > 0
     parts = sum(v for k, v in profile.items() if k != "step")
     assert parts == pytest.approx(profile["step"], rel=1e-6)

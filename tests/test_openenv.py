@@ -24,8 +24,14 @@ ws_connect = pytest.importorskip("websockets.asyncio.client").connect
 
 from countdown_gym import load_split  # noqa: E402
 from countdown_gym.cli import main as cli_main  # noqa: E402
-from countdown_gym.compact_trace import CompactTraceConfig  # noqa: E402
 from countdown_gym.envs.countdown import CountdownEnv  # noqa: E402
+from countdown_gym.game.compact_trace import CompactTraceConfig  # noqa: E402
+from countdown_gym.game.problem import Problem  # noqa: E402
+from countdown_gym.game.rules import Rules  # noqa: E402
+from countdown_gym.game.solver import solution_path  # noqa: E402
+from countdown_gym.game.turn_format import turn_prompt  # noqa: E402
+from countdown_gym.game.turn_game import TurnEpisode, replay_turns  # noqa: E402
+from countdown_gym.game.turn_trace import turn_trace  # noqa: E402
 from countdown_gym.integrations.openenv import (  # noqa: E402
     ENVIRONMENTS,
     CountdownStepClient,
@@ -34,19 +40,13 @@ from countdown_gym.integrations.openenv import (  # noqa: E402
     make_app,
 )
 from countdown_gym.integrations.openenv import ResetRequest as ResetRequestModel  # noqa: E402
+from countdown_gym.integrations.openenv.serve import ENV_IDS  # noqa: E402
 from countdown_gym.integrations.openenv.server import (  # noqa: E402
     Episode,
     EpisodeStore,
     UnknownEpisode,
     serve_in_thread,
 )
-from countdown_gym.integrations.openenv_serve import ENV_IDS  # noqa: E402
-from countdown_gym.problem import Problem  # noqa: E402
-from countdown_gym.rules import Rules  # noqa: E402
-from countdown_gym.solver import solution_path  # noqa: E402
-from countdown_gym.turn_format import turn_prompt  # noqa: E402
-from countdown_gym.turn_game import TurnEpisode, replay_turns  # noqa: E402
-from countdown_gym.turn_trace import turn_trace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SESSIONS = 64

@@ -18,11 +18,11 @@ from hypothesis import strategies as st  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 
 from countdown_gym.cli import main as cli_main  # noqa: E402
+from countdown_gym.game.problem import Problem  # noqa: E402
+from countdown_gym.game.turn_game import replay_turns  # noqa: E402
 from countdown_gym.integrations.openenv import make_app  # noqa: E402
+from countdown_gym.integrations.openenv.serve import main as serve_main  # noqa: E402
 from countdown_gym.integrations.openenv.server import serve_in_thread  # noqa: E402
-from countdown_gym.integrations.openenv_serve import main as serve_main  # noqa: E402
-from countdown_gym.problem import Problem  # noqa: E402
-from countdown_gym.turn_game import replay_turns  # noqa: E402
 
 PROBLEM = {"numbers": [21, 16, 17, 26], "target": 46}
 JSON = {"content-type": "application/json"}

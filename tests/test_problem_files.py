@@ -7,7 +7,7 @@ import json
 import pytest
 
 from countdown_gym import Problem, Rules, load_split
-from countdown_gym.problem_files import TINYZERO_RULES, load_problems, row_problem
+from countdown_gym.data.problem_files import TINYZERO_RULES, load_problems, row_problem
 
 TINYZERO_ROWS = [
     {"target": 24, "nums": [4, 6, 1]},            # 0: ok (4 * 6 * 1)
@@ -84,7 +84,7 @@ def test_bad_sources():
 
 
 def test_exported_jsonl_reads_back(tmp_path):
-    from countdown_gym.export import export
+    from countdown_gym.cli.export import export
 
     export("jsonl", tmp_path, ["tinyzero"], ["validation"])
     loaded = load_problems(tmp_path / "tinyzero" / "validation.jsonl", progress=False)

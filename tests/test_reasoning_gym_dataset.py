@@ -83,7 +83,7 @@ def test_bad_configs_are_clear_errors() -> None:
 
 
 def test_difficulty_metadata_carries_the_tier_and_its_labels() -> None:
-    from countdown_gym.difficulty import split_labels, split_tiers
+    from countdown_gym.data.difficulty import split_labels, split_tiers
 
     ds = CountdownGymDataset(CountdownGymConfig(preset="tinyzero", split="test", size=30))
     labels, tiers = split_labels("tinyzero", "test"), split_tiers("tinyzero", "test")

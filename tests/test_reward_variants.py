@@ -9,7 +9,7 @@ import pytest
 
 from countdown_gym.integrations.verl import dense_terms
 from countdown_gym.leaderboard.submission import SubmissionError, read_submission
-from countdown_gym.reward_variants import (
+from countdown_gym.rewards.variants import (
     REWARD_VARIANTS,
     TERM_WEIGHTS,
     TEXT_TERMS,
@@ -34,7 +34,9 @@ def test_every_variant_is_described_and_supported_somewhere() -> None:
 def test_the_baselines_read_the_registry() -> None:
     pytest.importorskip("stable_baselines3")
     pytest.importorskip("sb3_contrib")
-    from baselines import llm_rewards, sb3_ppo, sb3_vec_env
+    from baselines import sb3_ppo
+    from baselines.lm import rewards as llm_rewards
+    from baselines.sb3 import vec_env as sb3_vec_env
 
     assert sb3_ppo.REWARDS == sb3_vec_env.DENSE == variant_names("step")
     assert set(llm_rewards.VARIANTS) == set(variant_names("text"))
@@ -76,8 +78,8 @@ def test_leaderboard_refuses_an_unknown_reward_variant(tmp_path: Path) -> None:
 
 def test_one_parser_for_grpo_specs_and_the_leaderboard() -> None:
     """The GRPO baseline's spec parser is the registry's: both accept and refuse the same specs."""
-    from baselines import llm_rewards
-    from countdown_gym.reward_variants import parse_reward_spec
+    from baselines.lm import rewards as llm_rewards
+    from countdown_gym.rewards.variants import parse_reward_spec
 
     assert llm_rewards.parse_reward_spec is parse_reward_spec
     assert parse_reward_spec("critic,oracle=0.2") == {"sparse": 1.0, "format": 0.1, "critic": 0.5, "oracle": 0.2}

@@ -20,12 +20,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from baselines.tiny_lm import build_tokenizer, load_pretrained  # noqa: E402
+from baselines.lm.tiny_lm import build_tokenizer, load_pretrained  # noqa: E402
 from countdown_gym import Problem, load_split  # noqa: E402
+from countdown_gym.game.turn_game import replay_turns  # noqa: E402
 from countdown_gym.integrations.decoders import DirectDecoder, HFDecoder, make_decoder  # noqa: E402
 from countdown_gym.integrations.rollout_engine import Sampler  # noqa: E402
 from countdown_gym.integrations.trl_rollout import play_episodes  # noqa: E402
-from countdown_gym.turn_game import replay_turns  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TURN_MODEL = ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns"

@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 
 from countdown_gym import OPERATORS, Rules
-from countdown_gym.rules import format_number, normalize
+from countdown_gym.game.rules import format_number, normalize
 
 
 def test_presets() -> None:
@@ -51,7 +51,7 @@ def test_value_object() -> None:
 def test_legacy_longproc_record_reads_as_the_positive_rules() -> None:
     # records written when "longproc" meant strictly positive intermediates keep that meaning
     from countdown_gym import Problem
-    from countdown_gym.rules import LEGACY_LONGPROC
+    from countdown_gym.game.rules import LEGACY_LONGPROC
 
     old = {"name": "longproc", "integer_only": True, "sign": "positive", "value_limit": 2000, "use_all": True}
     assert LEGACY_LONGPROC.to_dict() == old

@@ -1,4 +1,4 @@
-"""The run kit of the training scripts (countdown_gym/runs.py): run directory, options, metrics log, curves, stop."""
+"""The run kit of the training scripts (countdown_gym/runkit/runs.py): run directory, options, metrics log, curves, stop."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from countdown_gym import runs
-from countdown_gym.runs import MetricsLog, Panel, StopRequest, plot_curves, prepare_run, truncate_rows
+from countdown_gym.runkit import runs
+from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest, plot_curves, prepare_run, truncate_rows
 
 
 @dataclass

@@ -16,7 +16,7 @@ import gymnasium as gym  # noqa: E402
 
 import countdown_gym  # noqa: E402, F401
 from baselines import sb3_ppo  # noqa: E402
-from baselines.sb3_policy import (  # noqa: E402
+from baselines.sb3.policy import (  # noqa: E402
     MoveFeatures,
     PerActionPolicy,
     canonical_moves,
@@ -26,7 +26,7 @@ from baselines.sb3_policy import (  # noqa: E402
     move_features,
     row_size,
 )
-from baselines.sb3_vec_env import CountdownSB3VecEnv, evaluate_batched  # noqa: E402
+from baselines.sb3.vec_env import CountdownSB3VecEnv, evaluate_batched  # noqa: E402
 from countdown_gym import Problem, Rules  # noqa: E402
 from countdown_gym.envs.countdown import decode_action  # noqa: E402
 
@@ -217,7 +217,7 @@ def test_pooled_children_are_the_max_over_each_parents_legal_children(activation
 def test_segment_max_gradient_is_shared_by_tied_rows_like_scatter_amax() -> None:
     import torch
 
-    from baselines.sb3_policy import _SegmentMax
+    from baselines.sb3.policy import _SegmentMax
 
     torch.manual_seed(0)
     counts = torch.tensor([3, 0, 4, 1, 2])
@@ -263,7 +263,7 @@ def test_batched_vec_env_matches_the_single_env_wrappers(reward: str) -> None:
     args = sb3_ppo.parse_args(["--reward", reward, "--lookahead", "2"])
     critic = None
     if reward.startswith("critic"):
-        from countdown_gym.wrappers.critic import CachedScorer
+        from countdown_gym.rewards.wrappers.critic import CachedScorer
         from critics import load_state_critic
 
         critic = CachedScorer(load_state_critic())
@@ -402,7 +402,7 @@ def test_a_resumed_run_does_not_replay_the_problems_of_its_start(tmp_path: Path,
 
 
 def test_ctrl_c_stops_after_the_update_with_a_resumable_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from countdown_gym.runs import StopRequest
+    from countdown_gym.runkit.runs import StopRequest
 
     class CtrlCDuringFirstRollout(StopRequest):
         def __enter__(self):
@@ -466,7 +466,7 @@ def test_bad_reward_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_first_move_reference_agents_win_exactly_when_their_first_move_keeps_the_target_reachable() -> None:
     from baselines import reference_agents as ref
-    from countdown_gym.solver import reachable
+    from countdown_gym.game.solver import reachable
 
     env = gym.make("Countdown-v0")
     greedy = ref.CriticGreedyPolicy()

@@ -21,7 +21,7 @@ from countdown_gym import (
     solve,
     verify,
 )
-from countdown_gym.solver import apply_move, cache_info, canonical, clear_cache, successors
+from countdown_gym.game.solver import apply_move, cache_info, canonical, clear_cache, successors
 
 RULES = {
     "longproc": Rules.longproc(),

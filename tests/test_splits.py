@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from countdown_gym import PRESETS, Rules, is_solvable, load_split, split_sha256
-from countdown_gym import splits as splits_mod
-from countdown_gym.rules import LEGACY_LONGPROC
-from countdown_gym.splits import (
+from countdown_gym.data import splits as splits_mod
+from countdown_gym.data.splits import (
     SPLIT_GENERATION_RULES,
     SPLIT_RULES,
     SPLIT_SHA256,
@@ -23,6 +22,7 @@ from countdown_gym.splits import (
     file_sha256,
     split_path,
 )
+from countdown_gym.game.rules import LEGACY_LONGPROC
 
 
 @pytest.mark.parametrize("preset", sorted(SPLIT_SPEC))
@@ -134,7 +134,7 @@ def test_build_splits_reproduces_shipped_files(preset: str) -> None:
 def test_tampered_split_files_are_reported(tmp_path, monkeypatch):
     import shutil
 
-    from countdown_gym import splits
+    from countdown_gym.data import splits
 
     data = tmp_path / "data"
     shutil.copytree(splits._data_dir(), data)

@@ -1,4 +1,4 @@
-"""Per-step credit for multi-turn GRPO (baselines/step_credit.py): the estimator on hand-computed cases, and two
+"""Per-step credit for multi-turn GRPO (baselines/lm/step_credit.py): the estimator on hand-computed cases, and two
 real GRPO steps of StepCreditGRPOTrainer on the shipped tiny model's multi-turn rollouts."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from baselines.llm_rewards import MONITORED, parse_reward_spec  # noqa: E402
-from baselines.step_credit import (  # noqa: E402
+from baselines.lm.rewards import MONITORED, parse_reward_spec  # noqa: E402
+from baselines.lm.step_credit import (  # noqa: E402
     group_step_advantages,
     returns_to_go,
     split_reward_spec,
@@ -141,9 +141,9 @@ def test_token_advantages_put_each_turns_advantage_on_its_tokens() -> None:
 
 
 def test_module_import_does_not_import_trl_and_the_trainer_refuses_bad_setups() -> None:
-    code = "import sys, baselines.step_credit; assert 'trl' not in sys.modules and 'torch' not in sys.modules"
+    code = "import sys, baselines.lm.step_credit; assert 'trl' not in sys.modules and 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
-    from baselines.step_credit import StepCreditGRPOTrainer
+    from baselines.lm.step_credit import StepCreditGRPOTrainer
 
     with pytest.raises(ValueError, match="rollout_func"):
         StepCreditGRPOTrainer(model=None, step_weights={"oracle": 0.5})
@@ -172,9 +172,9 @@ def test_two_grpo_steps_credit_each_turns_dense_terms_to_its_tokens(tmp_path: Pa
 
     from trl import GRPOConfig
 
-    from baselines.grpo_model import derive_position_ids
-    from baselines.step_credit import StepCreditGRPOTrainer
-    from baselines.tiny_lm import load_pretrained
+    from baselines.lm.grpo_model import derive_position_ids
+    from baselines.lm.step_credit import StepCreditGRPOTrainer
+    from baselines.lm.tiny_lm import load_pretrained
     from countdown_gym.integrations.trl_rollout import make_rollout_func, rollout_dataset
     from critics import load_critic
 

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from countdown_gym import Problem, dfs_trace, load_split  # noqa: E402
-from countdown_gym.trace import format_list  # noqa: E402
+from countdown_gym.game.trace import format_list  # noqa: E402
 from critics.data import random_states, trace_states, trace_tree  # noqa: E402
 from critics.models import CheckpointError  # noqa: E402
 from critics.text_critic import (  # noqa: E402
@@ -182,7 +182,7 @@ def test_contrastive_critic_reward_takes_the_text_critic(tiny_run: Path) -> None
 
 def test_grpo_text_critic_reward_variant(tiny_run: Path) -> None:
     pytest.importorskip("trl")
-    from baselines.llm_rewards import VARIANTS, TextCriticReward, parse_reward_spec
+    from baselines.lm.rewards import VARIANTS, TextCriticReward, parse_reward_spec
 
     assert parse_reward_spec("text-critic") == VARIANTS["text-critic"] == {"sparse": 1.0, "format": 0.1, "text_critic": 0.5}
     problem = json.dumps(Problem((21, 16, 17, 26), 46).to_dict())
@@ -197,7 +197,7 @@ def test_grpo_text_critic_reward_variant(tiny_run: Path) -> None:
 def test_one_grpo_step_with_the_text_critic_reward(tmp_path: Path) -> None:
     pytest.importorskip("trl")
     from baselines import llm_grpo
-    from baselines.tiny_lm import TinyLMConfig, build_model, build_tokenizer, save_pretrained
+    from baselines.lm.tiny_lm import TinyLMConfig, build_model, build_tokenizer, save_pretrained
 
     torch.manual_seed(0)
     tok = build_tokenizer()

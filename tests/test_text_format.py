@@ -1,11 +1,11 @@
-"""The reasoning-line grammar and prompt templates of countdown_gym.text_format."""
+"""The reasoning-line grammar and prompt templates of countdown_gym.game.text_format."""
 
 from fractions import Fraction
 
 import pytest
 
 from countdown_gym import Problem, Rules, dfs_trace, generate
-from countdown_gym.text_format import (
+from countdown_gym.game.text_format import (
     CHARSET,
     LINE_KINDS,
     PROMPT_STYLES,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from baselines.tier_success import main, tier_scores
-from countdown_gym.difficulty import TIERS
+from countdown_gym.data.difficulty import TIERS
 
 SUBMISSIONS = Path(__file__).resolve().parents[1] / "leaderboard" / "submissions"
 

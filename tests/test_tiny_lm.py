@@ -15,12 +15,9 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 ROOT = Path(__file__).resolve().parents[1]
-from baselines import (  # noqa: E402
-    generation,  # noqa: E402
-    llm_eval,
-    llm_sft,
-)
-from baselines.tiny_lm import (  # noqa: E402
+from baselines import llm_eval, llm_sft  # noqa: E402
+from baselines.lm import generation  # noqa: E402
+from baselines.lm.tiny_lm import (  # noqa: E402
     SHIPPED_CHECKPOINT,
     TinyLMConfig,
     build_model,
@@ -30,11 +27,11 @@ from baselines.tiny_lm import (  # noqa: E402
     save_pretrained,
 )
 from countdown_gym import Problem, Rules, dataclass_cli, load_split  # noqa: E402
-from countdown_gym.compact_trace import CompactTraceConfig, compact_trace, compact_trace_stats, shuffled  # noqa: E402
+from countdown_gym.data.splits import SPLIT_SPEC  # noqa: E402
 from countdown_gym.envs.text import replay_completion  # noqa: E402
-from countdown_gym.splits import SPLIT_SPEC  # noqa: E402
-from countdown_gym.text_format import build_prompt, compact_prompt  # noqa: E402
-from countdown_gym.verifier import verify  # noqa: E402
+from countdown_gym.game.compact_trace import CompactTraceConfig, compact_trace, compact_trace_stats, shuffled  # noqa: E402
+from countdown_gym.game.text_format import build_prompt, compact_prompt  # noqa: E402
+from countdown_gym.game.verifier import verify  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -274,7 +271,7 @@ def test_sft_killed_mid_checkpoint_resumes_exactly(tmp_path, monkeypatch):
 
 
 def test_sft_ctrl_c_saves_the_step_and_resumes_exactly(tmp_path, monkeypatch):
-    from countdown_gym.runs import StopRequest
+    from countdown_gym.runkit.runs import StopRequest
 
     parse = lambda argv: dataclass_cli.parse(llm_sft.SFTConfig, argv)  # noqa: E731
     llm_sft.train(parse(_sft_argv(tmp_path / "whole", 4)))
@@ -514,7 +511,7 @@ def test_sft_curves_take_rows_read_back_from_csv(tmp_path, monkeypatch):
     monkeypatch.setattr(matplotlib.axes.Axes, "plot", lambda self, x, *a, **k: plotted.append(list(x)) or orig(self, x, *a, **k))
     rows = [{"step": "9", "loss": "0.5", "val_success": ""}, {"step": 10, "loss": 0.4, "val_success": 0.2},
             {"step": "11", "loss": "0.3", "val_success": "0.25"}]  # the first and last as a --resume reads them back
-    from countdown_gym.runs import plot_curves
+    from countdown_gym.runkit.runs import plot_curves
 
     plot_curves(rows, tmp_path / "curves.png", llm_sft.CURVES)
     assert plotted == [[9, 10, 11], [10, 11]]  # numbers, in order: the x-axis does not break into string categories

@@ -86,7 +86,7 @@ def test_without_transformers_the_schema_error_names_the_extra(monkeypatch, tmp_
     monkeypatch.setattr(builtins, "__import__", no_transformers)
     with pytest.raises(ImportError, match=r"countdown-gym\[llm\]"):
         tool_json_schema("move")
-    from countdown_gym.export import main
+    from countdown_gym.cli.export import main
 
     pytest.importorskip("pyarrow")
     args = ["--format", "verl", "--interaction", "tool", "--preset", "tinyzero", "--split", "test", "--out", str(tmp_path)]

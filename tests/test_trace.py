@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from countdown_gym import Problem, Rules, dfs_trace, generate, parse_trace, search_nodes, verify
-from countdown_gym.trace import TraceParseError
+from countdown_gym.game.trace import TraceParseError
 
 P = Problem((21, 16, 17, 26), 46)
 

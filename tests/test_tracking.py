@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from countdown_gym.integrations.tracking import Tracker, report_to_names
+from countdown_gym.runkit.tracking import Tracker, report_to_names
 
 pytest.importorskip("tensorboard")
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +102,7 @@ def test_critics_train_logs_the_loss_to_tensorboard(tmp_path: Path) -> None:
 def test_llm_grpo_logs_trl_metrics_and_validation_to_tensorboard(tmp_path: Path) -> None:
     pytest.importorskip("trl")
     from baselines import llm_grpo
-    from baselines.tiny_lm import TinyLMConfig, build_model, build_tokenizer, save_pretrained
+    from baselines.lm.tiny_lm import TinyLMConfig, build_model, build_tokenizer, save_pretrained
 
     tok = build_tokenizer()
     save_pretrained(build_model(TinyLMConfig(hidden=32, layers=1, heads=2, intermediate=64), tok), tok, tmp_path / "model")

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from countdown_gym import Problem, Rules
+from countdown_gym.game.turn_game import UNDO_MOVE, replay_turns
 from countdown_gym.integrations import critic_score, oracle_score
 from countdown_gym.integrations.trl_env import (
     TOOL_NAMES,
@@ -20,8 +21,7 @@ from countdown_gym.integrations.trl_env import (
     oracle_reward,
     tool_prompt,
 )
-from countdown_gym.turn_game import UNDO_MOVE, replay_turns
-from countdown_gym.wrappers.terms import TRANSITION_KEYS
+from countdown_gym.rewards.terms import TRANSITION_KEYS
 
 P = Problem((6, 2, 5, 3), 8)
 ROW = {"numbers": [6, 2, 5, 3], "target": 8}
@@ -442,8 +442,8 @@ def test_grpo_longer_run_larger_groups(tmp_path) -> None:
 
 def _solving_script(problem: Problem) -> list:
     """Tool calls that solve ``problem`` (each move keeps the target reachable), then a final text."""
-    from countdown_gym.rules import format_number
-    from countdown_gym.solver import reachable, successors
+    from countdown_gym.game.rules import format_number
+    from countdown_gym.game.solver import reachable, successors
 
     state, calls = problem.numbers, []
     while len(state) > 1:
@@ -454,8 +454,8 @@ def _solving_script(problem: Problem) -> list:
 
 
 def test_problem_draw_groups_tiers_curriculum_and_errors() -> None:
-    from countdown_gym.curriculum import Curriculum
-    from countdown_gym.difficulty import tier
+    from countdown_gym.data.curriculum import Curriculum
+    from countdown_gym.data.difficulty import tier
     from countdown_gym.integrations.trl_env import ProblemDraw
 
     draw = ProblemDraw(preset="tinyzero", seed=3, num_generations=4)

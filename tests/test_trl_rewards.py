@@ -145,7 +145,7 @@ def test_one_grpo_step_with_a_conversational_numbers_target_dataset(tmp_path) ->
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from baselines.tiny_lm import TinyLMConfig, build_model, build_tokenizer
+    from baselines.lm.tiny_lm import TinyLMConfig, build_model, build_tokenizer
 
     torch.manual_seed(0)
     tok = build_tokenizer()

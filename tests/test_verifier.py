@@ -23,7 +23,7 @@ from countdown_gym import (
     solve,
     verify,
 )
-from countdown_gym.expression import MAX_DEPTH, tokenize
+from countdown_gym.game.expression import MAX_DEPTH, tokenize
 
 P = Problem((21, 16, 17, 26), 46)
 GOOD = "21 + 16 - 17 + 26"

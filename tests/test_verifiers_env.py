@@ -23,8 +23,8 @@ from verifiers.legacy.types import ResponseMessage  # noqa: E402
 
 import countdown_gym  # noqa: E402
 from countdown_gym import Problem, load_split, solution_path  # noqa: E402
+from countdown_gym.game.rules import format_number  # noqa: E402
 from countdown_gym.integrations.verifiers_env import CountdownToolsEnv, CountdownTurnEnv, load_environment  # noqa: E402
-from countdown_gym.rules import format_number  # noqa: E402
 
 
 class ScriptedClient(Client):

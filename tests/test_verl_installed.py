@@ -33,9 +33,9 @@ from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token
 import countdown_gym.integrations.verl as verl_single  # noqa: E402
 import countdown_gym.integrations.verl_multiturn as verl_tools  # noqa: E402
 from countdown_gym import load_split, solution_path, solve  # noqa: E402
+from countdown_gym.game.rules import format_number  # noqa: E402
+from countdown_gym.game.text_format import build_prompt  # noqa: E402
 from countdown_gym.integrations.verl_export import TOOL_CONFIG, export  # noqa: E402
-from countdown_gym.rules import format_number  # noqa: E402
-from countdown_gym.text_format import build_prompt  # noqa: E402
 
 N = 4
 

@@ -12,9 +12,9 @@ import pytest
 from gymnasium import spaces
 
 import countdown_gym  # noqa: F401  (registers the environments)
-from countdown_gym.problem import Problem
-from countdown_gym.rules import Rules
-from countdown_gym.solver import reachable, solution_path, successors
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import Rules
+from countdown_gym.game.solver import reachable, solution_path, successors
 from countdown_gym.wrappers import (
     CLIPOGroupReward,
     ContrastiveCriticReward,

@@ -14,9 +14,9 @@ import sys
 from typing import Any
 
 from countdown_gym.dataclass_cli import parse
+from countdown_gym.integrations.openenv.serve import ServeOptions
+from countdown_gym.integrations.openenv.serve import main as serve_main
 from countdown_gym.integrations.openenv.server import make_app
-from countdown_gym.integrations.openenv_serve import ServeOptions
-from countdown_gym.integrations.openenv_serve import main as serve_main
 
 PREFIX = "COUNTDOWN_"
 PROG = "server.app"

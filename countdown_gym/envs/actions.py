@@ -12,7 +12,7 @@ from functools import cache
 
 import numpy as np
 
-from countdown_gym.rules import OPERATORS
+from countdown_gym.game.rules import OPERATORS
 
 
 def num_actions(max_numbers: int) -> int:

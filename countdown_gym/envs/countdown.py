@@ -15,7 +15,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from countdown_gym.curriculum import Curriculum
+from countdown_gym.data.curriculum import Curriculum
+from countdown_gym.data.generator import GeneratorConfig
 from countdown_gym.envs.actions import (  # noqa: F401  (the action encoding, importable from here too)
     action_table,
     decode_action,
@@ -26,9 +27,8 @@ from countdown_gym.envs.actions import (  # noqa: F401  (the action encoding, im
 )
 from countdown_gym.envs.problem_source import ProblemLike, ProblemSource, make_problem_source
 from countdown_gym.envs.render import check_render_mode
-from countdown_gym.generator import GeneratorConfig
-from countdown_gym.problem import Problem
-from countdown_gym.rules import OPERATORS, Number, Rules, format_number
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import OPERATORS, Number, Rules, format_number
 
 INVALID_ACTION_MODES = ("raise", "penalty")
 DEFAULT_VALUE_SCALE = 1000.0
@@ -201,7 +201,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
 
     The numbers live in ``M = max_numbers`` slots, packed at the front in *env order*: a move
     removes slots ``i`` and ``j`` and appends the result after the numbers left (the order of
-    :func:`countdown_gym.solver.apply_move`); empty slots are at the end.
+    :func:`countdown_gym.game.solver.apply_move`); empty slots are at the end.
 
     ## Action space
     ``Discrete(M * (M - 1) * 4)``: an ordered slot pair ``i != j`` and an operator; the move
@@ -269,7 +269,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
     * ``preset``, ``config``, ``rules``, ``split``, ``problems``: where problems come from
       (default: the ``longproc-0.5k`` train split); see
       :mod:`countdown_gym.envs.problem_source` for the resolution rules.
-    * ``curriculum``: a :class:`~countdown_gym.curriculum.Curriculum` instead (problems drawn tier by tier; each
+    * ``curriculum``: a :class:`~countdown_gym.data.curriculum.Curriculum` instead (problems drawn tier by tier; each
       finished episode is reported back to it).
     * ``max_numbers``: slot count ``M`` (default: the source's largest problem).
     * ``max_steps``: truncate after this many moves (default ``None``: no limit needed).

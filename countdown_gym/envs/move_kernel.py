@@ -9,7 +9,7 @@ Tested action by action against :func:`countdown_gym.envs.countdown.move_results
 
 Example:
     >>> import numpy as np
-    >>> from countdown_gym.rules import Rules
+    >>> from countdown_gym.game.rules import Rules
     >>> res, legal = batch_moves(np.array([[6, 2, 0]]), np.array([2]), Rules.longproc(), results=True)
     >>> res[0, :4].tolist(), legal[0, :4].tolist()  # 6+2, 6-2, 6*2, 6/2
     ([8, 4, 12, 3], [True, True, True, True])
@@ -23,7 +23,7 @@ from functools import cache
 import numpy as np
 
 from countdown_gym.envs.actions import action_table
-from countdown_gym.rules import OPERATORS, Rules
+from countdown_gym.game.rules import OPERATORS, Rules
 
 
 @cache

@@ -1,6 +1,6 @@
 """``CountdownMultiTurn-v0``: the multi-turn language MDP: the agent plans, the environment computes.
 
-The game itself (:class:`~countdown_gym.turn_game.TurnEpisode`) lives in :mod:`countdown_gym.turn_game`;
+The game itself (:class:`~countdown_gym.game.turn_game.TurnEpisode`) lives in :mod:`countdown_gym.game.turn_game`;
 this module is its Gymnasium environment.
 """
 
@@ -12,15 +12,15 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
-from countdown_gym.curriculum import Curriculum
+from countdown_gym.data.curriculum import Curriculum
+from countdown_gym.data.generator import GeneratorConfig
 from countdown_gym.envs.problem_source import ProblemLike, make_problem_source
 from countdown_gym.envs.render import check_render_mode
-from countdown_gym.generator import GeneratorConfig
-from countdown_gym.problem import Problem
-from countdown_gym.rules import Rules
-from countdown_gym.text_format import CHARSET, sanitize
-from countdown_gym.turn_format import TURN_PROMPT_STYLES, turn_prompt
-from countdown_gym.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnResult
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import Rules
+from countdown_gym.game.text_format import CHARSET, sanitize
+from countdown_gym.game.turn_format import TURN_PROMPT_STYLES, turn_prompt
+from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnResult
 
 
 class CountdownMultiTurnEnv(gym.Env):
@@ -28,7 +28,7 @@ class CountdownMultiTurnEnv(gym.Env):
 
     ## Description
     The agent plans and the environment does the arithmetic and the bookkeeping. Each step the
-    agent says one turn (grammar in :mod:`countdown_gym.turn_format`): a move ``a op b``
+    agent says one turn (grammar in :mod:`countdown_gym.game.turn_format`): a move ``a op b``
     (optionally ``= c``), ``undo`` or ``give up``. The environment applies it and answers with one
     line ending in the number set now in play: ``= 8 [14,6,8]``, ``= 46 [46] solved``,
     ``= 16 [16] miss``, ``undone [..]``, ``error <reason> [..]``. An illegal move is not applied
@@ -41,7 +41,7 @@ class CountdownMultiTurnEnv(gym.Env):
 
     ## Observation space
     ``Text(max_prompt_chars, charset=CHARSET)``: after ``reset`` the first message (the prompt,
-    :func:`~countdown_gym.turn_format.turn_prompt` in ``prompt`` style), after each step the
+    :func:`~countdown_gym.game.turn_format.turn_prompt` in ``prompt`` style), after each step the
     environment's reply line. ``render()`` gives the whole conversation, exactly as a model reads it.
 
     ## Rewards
@@ -65,7 +65,7 @@ class CountdownMultiTurnEnv(gym.Env):
     ## Arguments
     * ``preset``, ``split``, ``config``, ``problems``, ``rules``: the problem source
       (:mod:`countdown_gym.envs.problem_source`); or ``curriculum``, a
-      :class:`~countdown_gym.curriculum.Curriculum` (each finished episode is reported back to it).
+      :class:`~countdown_gym.data.curriculum.Curriculum` (each finished episode is reported back to it).
     * ``max_turns`` (16): the turn budget; ``max_turn_chars`` (200).
     * ``prompt``: ``"compact"`` (default, the embedded model's) or ``"instruct"``.
     * ``render_mode``: ``"ansi"`` (``render()`` returns :meth:`transcript`, the conversation exactly as a

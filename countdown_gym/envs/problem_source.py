@@ -21,7 +21,7 @@ How the arguments resolve (at most one of ``problems`` / ``config`` / ``preset``
   - ``"validation"`` / ``"test"``: that frozen split;
   - ``"generate"``: fresh problems from the preset's generator, as with ``config``.
 
-``curriculum=Curriculum(...)`` (:mod:`countdown_gym.curriculum`, alone, or with ``rules`` / ``max_numbers``):
+``curriculum=Curriculum(...)`` (:mod:`countdown_gym.data.curriculum`, alone, or with ``rules`` / ``max_numbers``):
 the curriculum's pool, drawn tier by tier as it decides; each environment reports every finished episode
 back through :meth:`ProblemSource.episode_end`, which an adaptive curriculum learns from.
 
@@ -48,12 +48,12 @@ from typing import Any
 
 import numpy as np
 
-from countdown_gym.curriculum import Curriculum
-from countdown_gym.generator import PRESETS, GeneratorConfig, iter_problems
-from countdown_gym.problem import Problem
-from countdown_gym.rules import Rules
-from countdown_gym.solver import legal_moves
-from countdown_gym.splits import SPLITS, load_split
+from countdown_gym.data.curriculum import Curriculum
+from countdown_gym.data.generator import PRESETS, GeneratorConfig, iter_problems
+from countdown_gym.data.splits import SPLITS, load_split
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import Rules
+from countdown_gym.game.solver import legal_moves
 
 DEFAULT_PRESET = "longproc-0.5k"
 GENERATE = "generate"
@@ -344,7 +344,7 @@ def _curriculum_source(
     max_numbers: int | None,
 ) -> ProblemSource:
     if not isinstance(curriculum, Curriculum):
-        raise ValueError(f"curriculum must be a countdown_gym.curriculum.Curriculum, got {type(curriculum).__name__}")
+        raise ValueError(f"curriculum must be a countdown_gym.data.curriculum.Curriculum, got {type(curriculum).__name__}")
     if preset is not None or config is not None or split is not None or problems is not None:
         raise ValueError("pass either curriculum=... or preset/config/split/problems, not both (the curriculum holds its problems)")
     source = _pool_source(curriculum.problems, resolve_rules(rules), max_numbers, curriculum.description)

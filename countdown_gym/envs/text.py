@@ -21,17 +21,17 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from countdown_gym.curriculum import Curriculum
+from countdown_gym.data.curriculum import Curriculum
+from countdown_gym.data.generator import GeneratorConfig
 from countdown_gym.envs.problem_source import ProblemLike, make_problem_source
 from countdown_gym.envs.render import check_render_mode
 from countdown_gym.envs.text_checker import INVALID_REASONS, LineCheck, LineChecker
 from countdown_gym.envs.text_episode import Replay, StepResult, TextEpisode, check_budget, replay_completion
 from countdown_gym.envs.text_tokenizers import Detokenizer, Tokenizer
-from countdown_gym.generator import GeneratorConfig
-from countdown_gym.problem import Problem
-from countdown_gym.rules import Rules, format_number
-from countdown_gym.text_format import CHARSET, PROMPT_STYLES, build_prompt, sanitize
-from countdown_gym.trace import format_list
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import Rules, format_number
+from countdown_gym.game.text_format import CHARSET, PROMPT_STYLES, build_prompt, sanitize
+from countdown_gym.game.trace import format_list
 
 ACTION_MODES: tuple[str, ...] = ("line", "token_str", "token")
 """How an action extends the text: a whole line, a token's text, or a token id."""
@@ -48,7 +48,7 @@ class CountdownTextEnv(gym.Env):
     ## Description
     The policy writes reasoning text after a prompt (LongProc, TinyZero or compact style). Every
     completed line that states a move (LongProc ``Try`` lines, plain ``a op b = c`` lines,
-    compact ``a+b=c [..]`` lines; grammar in :mod:`countdown_gym.text_format`) is checked
+    compact ``a+b=c [..]`` lines; grammar in :mod:`countdown_gym.game.text_format`) is checked
     against the search tree actually reachable so far: operands must be in the state the line
     branches from (LongProc indentation and compact depth may backtrack; plain lines apply in
     sequence, inside ``<Solution>`` from the initial numbers), :meth:`Rules.check` must allow the
@@ -103,7 +103,7 @@ class CountdownTextEnv(gym.Env):
 
     ## Arguments
     * ``preset``, ``split``, ``config``, ``problems``, ``rules``: the problem source; or ``curriculum``, a
-      :class:`~countdown_gym.curriculum.Curriculum` (each finished episode is reported back to it).
+      :class:`~countdown_gym.data.curriculum.Curriculum` (each finished episode is reported back to it).
     * ``prompt``: ``"longproc"`` (default), ``"tinyzero"`` or ``"compact"``;
       ``prompt_kwargs``: options of the LongProc prompt (``current_state``, ``example``).
     * ``action_mode``: ``"line"``, ``"token_str"`` or ``"token"``; ``tokenizer``: any Hugging

@@ -2,7 +2,7 @@
 
 * :class:`TextEpisode` owns one episode's text: it cuts it into lines, feeds the
   :class:`~countdown_gym.envs.text_checker.LineChecker`, and ends the episode on a final answer
-  (reward from :func:`countdown_gym.verifier.verify`) or a budget.
+  (reward from :func:`countdown_gym.game.verifier.verify`) or a budget.
 * :func:`replay_completion` drives a :class:`TextEpisode` over a whole completion, one line per
   step, and returns a :class:`Replay` (what the GRPO rewards, verl and the leaderboard read).
 """
@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from countdown_gym.envs.text_checker import LineCheck, LineChecker
-from countdown_gym.problem import Problem
-from countdown_gym.rules import Rules
-from countdown_gym.verifier import Verdict, final_answer_end, verify
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import Rules
+from countdown_gym.game.verifier import Verdict, final_answer_end, verify
 
 
 @dataclass
@@ -156,7 +156,7 @@ class Replay:
 
     ``transitions``, ``invalid_steps``, ``step_rewards`` (one per line, the verdict's reward on
     the last) and ``num_lines`` are what the environment produced in ``"line"`` mode;
-    ``verdict`` is :func:`~countdown_gym.verifier.verify` of the text the environment consumed
+    ``verdict`` is :func:`~countdown_gym.game.verifier.verify` of the text the environment consumed
     (the whole completion unless a final answer or the line budget came first).
     ``invalid_lines`` lists every invalid line (non-move lines included); ``truncated`` is True
     when ``line_budget`` cut the completion.

@@ -11,7 +11,8 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from countdown_gym.curriculum import Curriculum
+from countdown_gym.data.curriculum import Curriculum
+from countdown_gym.data.generator import GeneratorConfig
 from countdown_gym.envs.countdown import (
     InvalidActionError,
     action_table,
@@ -23,9 +24,8 @@ from countdown_gym.envs.countdown import (
 )
 from countdown_gym.envs.move_kernel import apply_moves, batch_moves, pair_slots
 from countdown_gym.envs.problem_source import ProblemLike, make_problem_source
-from countdown_gym.generator import GeneratorConfig
-from countdown_gym.problem import Problem
-from countdown_gym.rules import Rules
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import Rules
 
 _INT32_SAFE = 2**31 - 1
 _INT64_SAFE = 2**62

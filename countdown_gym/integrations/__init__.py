@@ -5,13 +5,13 @@
 * :mod:`countdown_gym.integrations.trl` -- TRL reward functions; :mod:`~countdown_gym.integrations.verifiers_env`
   -- ``verifiers`` environments (``countdown_gym.load_environment``);
   :mod:`~countdown_gym.integrations.reasoning_gym` -- a reasoning-gym dataset (``docs/integrations.md``).
-* :mod:`countdown_gym.integrations.tracking` -- experiment logging of the training scripts
+* :mod:`countdown_gym.runkit.tracking` -- experiment logging of the training scripts
   (``--report-to``: TensorBoard and every tracker of ``transformers``' ``report_to``).
 
 The functions below turn one :class:`~countdown_gym.envs.text.Replay` (a completion replayed
 through CountdownText-v0) into the per-completion terms every trainer integration uses: the TRL
 reward functions (:mod:`countdown_gym.integrations.trl`) and verl's ``compute_score``. The per-move terms
-themselves live in :mod:`countdown_gym.wrappers.terms`; here they are only averaged over the moves.
+themselves live in :mod:`countdown_gym.rewards.terms`; here they are only averaged over the moves.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from countdown_gym.wrappers.terms import Scorer, critic_terms, oracle_term
+from countdown_gym.rewards.terms import Scorer, critic_terms, oracle_term
 
 SCORE_TERMS: tuple[str, ...] = ("sparse", "format", "oracle", "oracle_perfect", "critic")
 """Per-completion terms computable from a replay alone (``critic`` also needs a critic)."""

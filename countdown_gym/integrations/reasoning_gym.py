@@ -14,7 +14,7 @@ size=100)``, composite datasets and ``reasoning_gym.get_score_answer_fn("countdo
 reasoning-gym the same class works on its own (the interface is duck-typed).
 
 Parity with reasoning-gym's own ``countdown``: ``metadata["difficulty"]`` carries the problem's tier and its
-solver labels (:mod:`countdown_gym.difficulty`); reasoning-gym's config names ``min_numbers``, ``max_numbers``,
+solver labels (:mod:`countdown_gym.data.difficulty`); reasoning-gym's config names ``min_numbers``, ``max_numbers``,
 ``min_value``, ``max_value``, ``min_target``, ``max_target`` are accepted and keep the split's problems inside
 those ranges; ``tier`` keeps one difficulty tier; ``preset="all"`` pools the three presets (each problem keeps
 its rules); and :class:`CountdownGymCurriculum` (registered with the dataset, so
@@ -34,14 +34,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from countdown_gym.difficulty import TIERS, check_tier, difficulty, split_labels, split_tiers, tier
+from countdown_gym.data.difficulty import TIERS, check_tier, difficulty, split_labels, split_tiers, tier
+from countdown_gym.data.generator import PRESETS
+from countdown_gym.data.splits import SPLITS, load_split
 from countdown_gym.envs.problem_source import problem_from_columns
-from countdown_gym.generator import PRESETS
-from countdown_gym.problem import Problem
-from countdown_gym.solver import solve
-from countdown_gym.splits import SPLITS, load_split
-from countdown_gym.text_format import PROMPT_STYLES, chat_messages
-from countdown_gym.verifier import verify
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.solver import solve
+from countdown_gym.game.text_format import PROMPT_STYLES, chat_messages
+from countdown_gym.game.verifier import verify
 
 try:  # the real base class when reasoning-gym is installed, so isinstance checks and the registry accept it
     from reasoning_gym.coaching.attributes import RangeAttributeDefinition, ScalarAttributeDefinition
@@ -67,8 +67,8 @@ class CountdownGymConfig:
 
     ``size=None`` takes the whole split; ``seed=None`` keeps the split's frozen order, an int shuffles it
     (reasoning-gym's composite datasets pass a seed; the first ``size`` of the shuffled split are used).
-    ``prompt_style`` is one of :data:`countdown_gym.text_format.PROMPT_STYLES`: the question is the user
-    message of :func:`~countdown_gym.text_format.chat_messages` (``tinyzero``: TinyZero's question, answer in
+    ``prompt_style`` is one of :data:`countdown_gym.game.text_format.PROMPT_STYLES`: the question is the user
+    message of :func:`~countdown_gym.game.text_format.chat_messages` (``tinyzero``: TinyZero's question, answer in
     ``<answer>`` tags, the convention reasoning-gym extracts).
     """
 

@@ -25,9 +25,9 @@ from typing import Any
 
 import torch
 
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.turn_game import TurnEpisode, TurnResult
 from countdown_gym.integrations.decoders import Step
-from countdown_gym.problem import Problem
-from countdown_gym.turn_game import TurnEpisode, TurnResult
 
 PEEK_FROM = 4
 """On an accelerator, from this many steps after a look the engine reads once a step whether a row still writes,

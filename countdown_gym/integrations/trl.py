@@ -5,7 +5,7 @@ list[float]`` (``trl/trainer/grpo_trainer.py``, ``_calculate_rewards``: TRL pass
 column but ``prompt`` / ``completion`` / ``completion_ids`` as a keyword list, one entry per
 completion, plus ``trainer_state``, ``log_metric`` and ``log_extra``). Completions are strings
 (standard datasets) or lists of chat messages (conversational datasets: the last assistant message
-is scored, the same text :func:`~countdown_gym.verifier.verify` judges).
+is scored, the same text :func:`~countdown_gym.game.verifier.verify` judges).
 
 The problem of each row comes from the dataset columns ``numbers`` and ``target`` (optional
 ``rules``: a preset name, a dict or its JSON), or from a ``problem`` column holding
@@ -44,10 +44,10 @@ from typing import Any
 
 from countdown_gym.envs.problem_source import problem_from_columns, to_problem
 from countdown_gym.envs.text import Replay, replay_completion
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.verifier import completion_text as _verifier_text
 from countdown_gym.integrations import critic_score, format_score, oracle_score, sparse_score
-from countdown_gym.problem import Problem
-from countdown_gym.verifier import completion_text as _verifier_text
-from countdown_gym.wrappers.terms import Scorer
+from countdown_gym.rewards.terms import Scorer
 
 
 @lru_cache(maxsize=4096)
@@ -176,7 +176,7 @@ class CriticReward:
     """Mean of a learned critic's per-move scores (``critic_terms``); 0 for a completion without moves.
 
     ``critic``: any object with ``score(states, targets) -> array`` of values in ``[-1, 1]`` (the
-    :class:`~countdown_gym.wrappers.terms.Scorer` interface), e.g. ``critics.load_critic()``.
+    :class:`~countdown_gym.rewards.terms.Scorer` interface), e.g. ``critics.load_critic()``.
     """
 
     __name__ = "critic_reward"

@@ -7,7 +7,7 @@ the returned puzzle text to the row's last user message. Without a dataset (TRL'
 omitted), an environment built with ``preset=`` / ``split=`` / ``tier=`` / ``curriculum=`` / ``seed=`` draws
 its own problems (:class:`ProblemDraw`); ``get_reward()`` is read when the rollout
 ends (1.0 when solved, else 0.0). Every tool call goes through the multi-turn game
-(:class:`~countdown_gym.turn_game.TurnEpisode`), so each rollout leaves its transition records
+(:class:`~countdown_gym.game.turn_game.TurnEpisode`), so each rollout leaves its transition records
 (``docs/DESIGN.md``) in ``env.transitions``; the dense reward functions below read them through the
 ``environments`` keyword TRL passes to reward functions. Guide: ``docs/trl_multiturn.md``.
 
@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from countdown_gym.curriculum import Curriculum
-from countdown_gym.difficulty import check_tier, split_tiers
+from countdown_gym.data.curriculum import Curriculum
+from countdown_gym.data.difficulty import check_tier, split_tiers
 from countdown_gym.envs.problem_source import (
     ProblemLike,
     ProblemSource,
@@ -35,20 +35,20 @@ from countdown_gym.envs.problem_source import (
     problem_from_columns,
     to_problem,
 )
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import Number
+from countdown_gym.game.text_format import describe_rules
+from countdown_gym.game.turn_format import format_state
+from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode
 from countdown_gym.integrations import critic_score, oracle_score
-from countdown_gym.problem import Problem
-from countdown_gym.rules import Number
-from countdown_gym.text_format import describe_rules
-from countdown_gym.turn_format import format_state
-from countdown_gym.turn_game import DEFAULT_MAX_TURNS, TurnEpisode
-from countdown_gym.wrappers.terms import ORACLE_MODES, Scorer
+from countdown_gym.rewards.terms import ORACLE_MODES, Scorer
 
 TOOL_ERRORS: dict[str, str] = {
     "no_episode": "a tool was called before reset()",
     "episode_over": "the episode has ended (solved, given up or out of turns); no call changes it",
 }
 """Reason codes of tool calls refused before they reach the game (the game's own codes are in
-:data:`countdown_gym.turn_format.TURN_ERRORS`)."""
+:data:`countdown_gym.game.turn_format.TURN_ERRORS`)."""
 
 TOOL_NAMES: tuple[str, ...] = ("move", "undo", "give_up", "numbers")
 Op = Literal["+", "-", "*", "/"]
@@ -89,7 +89,7 @@ def _problem_from_row(row: Mapping[str, Any]) -> Problem | None:
 
 class ProblemDraw:
     """Problems for environments that draw their own (TRL's ``train_dataset`` omitted): a frozen split
-    (``preset``, ``split``, optionally one ``tier``) or a :class:`~countdown_gym.curriculum.Curriculum`, drawn with
+    (``preset``, ``split``, optionally one ``tier``) or a :class:`~countdown_gym.data.curriculum.Curriculum`, drawn with
     ``numpy``'s generator seeded by ``seed``.
 
     Every call of :meth:`next` hands out the same problem ``num_generations`` times in a row, then draws the next:
@@ -118,7 +118,7 @@ class ProblemDraw:
             if curriculum == "adaptive":
                 curriculum = Curriculum(preset=preset or "tinyzero", split=split, mode="adaptive")
             elif not isinstance(curriculum, Curriculum):
-                raise ValueError(f"curriculum must be a countdown_gym.curriculum.Curriculum or 'adaptive', got {curriculum!r}")
+                raise ValueError(f"curriculum must be a countdown_gym.data.curriculum.Curriculum or 'adaptive', got {curriculum!r}")
             return make_problem_source(curriculum=curriculum)
         preset = preset or "tinyzero"
         if tier is None:
@@ -179,7 +179,7 @@ class CountdownToolEnv:
     ``calls`` (``(tool, turn text or "", reply)`` per tool call).
 
     Without a dataset: ``preset`` (default ``"tinyzero"``), ``split`` (default ``"train"``), ``tier`` (one difficulty
-    tier) or ``curriculum`` (a :class:`~countdown_gym.curriculum.Curriculum`, or ``"adaptive"``), ``seed`` and
+    tier) or ``curriculum`` (a :class:`~countdown_gym.data.curriculum.Curriculum`, or ``"adaptive"``), ``seed`` and
     ``num_generations`` (GRPOConfig's: each GRPO group plays one problem) choose the problems a row without
     ``numbers``/``target`` gets; environments built with the same arguments share one :class:`ProblemDraw`, so
     ``environment_factory=functools.partial(CountdownToolEnv, preset="tinyzero", num_generations=8)`` gives every
@@ -362,7 +362,7 @@ def _episodes(environments: Any, name: str) -> list[CountdownToolEnv | None]:
 
 
 def oracle_reward(mode: str = "perfect") -> Callable[..., list[float | None]]:
-    """A TRL reward function: the mean oracle term (:func:`~countdown_gym.wrappers.terms.oracle_term`,
+    """A TRL reward function: the mean oracle term (:func:`~countdown_gym.rewards.terms.oracle_term`,
     ``mode`` ``"perfect"`` or ``"reachable"``) over the rollout's transition records.
 
     The records are the moves and undos the rollout played (refused moves included); a rollout
@@ -380,7 +380,7 @@ def oracle_reward(mode: str = "perfect") -> Callable[..., list[float | None]]:
 
 
 def critic_reward(critic: Scorer, name: str = "critic") -> Callable[..., list[float | None]]:
-    """A TRL reward function: the mean critic term (:func:`~countdown_gym.wrappers.terms.critic_terms`)
+    """A TRL reward function: the mean critic term (:func:`~countdown_gym.rewards.terms.critic_terms`)
     over the rollout's transition records (-1 per refused move; 0.0 without records).
 
     ``critic`` is any object with ``score(states, targets)``, e.g. ``critics.load_critic()`` (this

@@ -1,7 +1,7 @@
 """Multi-turn rollouts of any Hugging Face causal LM, and TRL's ``rollout_func`` built on them.
 
 For models without a tool-calling chat template (the embedded model, base models): the model
-writes one turn (up to a newline), the environment (:class:`~countdown_gym.turn_game.TurnEpisode`)
+writes one turn (up to a newline), the environment (:class:`~countdown_gym.game.turn_game.TurnEpisode`)
 answers with its reply line, the reply is appended as tokens, and so on until the episode ends.
 Each rollout is one token stream ``prompt | turn | reply | turn | reply ... | <eos>``; the
 environment's tokens carry ``env_mask = 0`` so that TRL trains only on the model's own tokens.
@@ -17,11 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.turn_format import turn_prompt
+from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnReplay, turn_replay
 from countdown_gym.integrations.decoders import make_decoder
 from countdown_gym.integrations.rollout_engine import PEEK_FROM, Engine, Episode, Sampler, TextCache, answer
-from countdown_gym.problem import Problem
-from countdown_gym.turn_format import turn_prompt
-from countdown_gym.turn_game import DEFAULT_MAX_TURNS, TurnReplay, turn_replay
 
 DEFAULT_MAX_TURN_TOKENS = 12
 """Token budget of one agent turn (``37-29`` is 3 tokens for the embedded model)."""
@@ -197,7 +197,7 @@ def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: 
 
 def conversation_ids(tokenizer: Any, conversation: Sequence[tuple[str, str]]) -> tuple[list[int], list[int]]:
     """``(ids, model_mask)`` of a conversation (``[("env", prompt), ("agent", turn), ("env", reply), ...]``,
-    as :func:`countdown_gym.turn_trace.conversation` gives) in the token layout of :func:`play_episodes`:
+    as :func:`countdown_gym.game.turn_trace.conversation` gives) in the token layout of :func:`play_episodes`:
     the prompt with the tokenizer's special tokens, then each message and its newline; ``model_mask`` is 1
     on the agent's tokens (what supervised training learns), 0 elsewhere."""
     (role, prompt), rest = conversation[0], conversation[1:]
@@ -225,7 +225,7 @@ def make_rollout_func(
     The dataset's ``prompt`` column must hold ``turn_prompt(problem, prompt_style, max_turns)`` of
     one of ``problems`` (see :func:`rollout_dataset`). Returns TRL's ``prompt_ids``,
     ``completion_ids``, ``logprobs`` and ``env_mask``, plus ``turn_replay`` (each rollout's
-    :class:`~countdown_gym.turn_game.TurnReplay`, for the reward functions) and ``turn_index``
+    :class:`~countdown_gym.game.turn_game.TurnReplay`, for the reward functions) and ``turn_index``
     (for per-step credit). Sampling follows the trainer's ``temperature``, ``top_p`` and ``top_k``.
     """
     by_prompt = {turn_prompt(p, prompt_style, max_turns): p for p in problems}

@@ -12,7 +12,7 @@ environments ``SingleTurnEnv`` / ``MultiTurnEnv`` are this interface; 0.4 droppe
   assistant message is judged), plus the dense terms ``format``, ``oracle`` and ``oracle_perfect`` of
   :mod:`countdown_gym.integrations` (weight 0 unless given: reported as metrics).
 * ``mode="multi-turn"``: a :class:`CountdownTurnEnv` (``verifiers.MultiTurnEnv``) playing
-  ``CountdownMultiTurn-v0``'s game (:class:`~countdown_gym.turn_game.TurnEpisode`): the model writes one
+  ``CountdownMultiTurn-v0``'s game (:class:`~countdown_gym.game.turn_game.TurnEpisode`): the model writes one
   turn per message (``a op b``, ``undo``, ``give up``), the environment answers the game's reply line;
   the rollout ends when the game does. The rubric replays the turns: ``solved`` (1.0 for a win), the
   oracle terms over the game's transition records, ``invalid_turns`` (a metric).
@@ -40,17 +40,17 @@ if not hasattr(vf, "MultiTurnEnv"):  # verifiers 0.4 replaced the classic enviro
         f"verifiers {getattr(vf, '__version__', '?')} is installed"
     )
 
+from countdown_gym.data.splits import load_split
 from countdown_gym.envs.problem_source import problem_from_columns
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.solver import solve
+from countdown_gym.game.text_format import TINYZERO_SYSTEM, chat_messages
+from countdown_gym.game.turn_format import TURN_PROMPT_STYLES, turn_prompt
+from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnReplay, replay_turns
+from countdown_gym.game.verifier import message_content, message_field, verify
 from countdown_gym.integrations import format_score, oracle_score
 from countdown_gym.integrations.trl import replay
 from countdown_gym.integrations.trl_env import CountdownToolEnv, tool_functions, tool_prompt
-from countdown_gym.problem import Problem
-from countdown_gym.solver import solve
-from countdown_gym.splits import load_split
-from countdown_gym.text_format import TINYZERO_SYSTEM, chat_messages
-from countdown_gym.turn_format import TURN_PROMPT_STYLES, turn_prompt
-from countdown_gym.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnReplay, replay_turns
-from countdown_gym.verifier import message_content, message_field, verify
 
 MODES: tuple[str, ...] = ("single-turn", "multi-turn", "tools")
 

@@ -28,14 +28,14 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import Rules
 from countdown_gym.integrations import SCORE_TERMS, score_terms
-from countdown_gym.problem import Problem
-from countdown_gym.reward_variants import REWARD_VARIANTS, TERM_WEIGHTS
-from countdown_gym.rules import Rules
-from countdown_gym.wrappers.terms import Scorer
+from countdown_gym.rewards.terms import Scorer
+from countdown_gym.rewards.variants import REWARD_VARIANTS, TERM_WEIGHTS
 
 DEFAULT_WEIGHTS: dict[str, float] = dict(TERM_WEIGHTS)
-"""Weight of each term in ``score`` when it is requested (``countdown_gym.reward_variants.TERM_WEIGHTS``,
+"""Weight of each term in ``score`` when it is requested (``countdown_gym.rewards.variants.TERM_WEIGHTS``,
 what the GRPO baseline's variants use too)."""
 
 DATA_SOURCE_PREFIX = "countdown_gym/"
@@ -101,7 +101,7 @@ def dense_terms(dense: Any) -> list[str]:
     """The dense terms of verl's ``dense`` reward kwarg (a list or a comma/plus-separated string).
 
     Each entry is a term (``format``, ``oracle``, ``oracle_perfect``, ``critic``) or the name of a
-    ``text`` reward variant of :data:`countdown_gym.reward_variants.REWARD_VARIANTS` whose terms
+    ``text`` reward variant of :data:`countdown_gym.rewards.variants.REWARD_VARIANTS` whose terms
     are computed from one completion (e.g. ``oracle-perfect``; ``sparse`` adds none).
     """
     if dense is None:
@@ -123,7 +123,7 @@ def dense_terms(dense: Any) -> list[str]:
             terms = [entry.replace("-", "_")]
             if terms[0] not in allowed:
                 raise ValueError(f"unknown dense term {entry!r}; choose from the terms {allowed} or the text reward "
-                                 f"variants of countdown_gym.reward_variants")
+                                 f"variants of countdown_gym.rewards.variants")
         names += [t for t in terms if t not in names]
     return names
 
@@ -150,7 +150,7 @@ def compute_score(
             (a list or a comma-separated string).
         weights: Term weights overriding :data:`DEFAULT_WEIGHTS`.
         critic: The loaded critic the ``critic`` term scores with (any
-            :class:`~countdown_gym.wrappers.terms.Scorer`); ``critics/verl_reward.py`` passes the
+            :class:`~countdown_gym.rewards.terms.Scorer`); ``critics/verl_reward.py`` passes the
             shipped one.
         **kwargs: What else verl passes (its reward loop adds ``reward_router_address`` and
             ``reward_model_tokenizer``); not used.

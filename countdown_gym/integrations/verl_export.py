@@ -6,7 +6,7 @@
 writes ``<out>/<preset>/<split>.parquet`` (train, validation, test by default). One row per problem:
 
 * ``data_source``: ``"countdown_gym/<preset>"``
-* ``prompt``: chat messages (``countdown_gym.text_format.chat_messages`` in the chosen style: one user message
+* ``prompt``: chat messages (``countdown_gym.game.text_format.chat_messages`` in the chosen style: one user message
   holding ``build_prompt``; ``tinyzero``: TinyZero's system message and question). They end with the user's turn:
   verl renders them with ``add_generation_prompt=True``, which opens the assistant turn once
 * ``ability``: ``"math"``
@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, load_split
 from countdown_gym.dataclass_cli import check_choice, check_min, run, usage_error
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.text_format import PROMPT_STYLES, chat_messages
+from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
 from countdown_gym.integrations.verl import DATA_SOURCE_PREFIX, ground_truth
 from countdown_gym.integrations.verl_multiturn import dump_tool_config, tool_rows
-from countdown_gym.problem import Problem
-from countdown_gym.splits import SPLIT_SPEC, SPLITS, load_split
-from countdown_gym.text_format import PROMPT_STYLES, chat_messages
-from countdown_gym.turn_game import DEFAULT_MAX_TURNS
 
 TOOL_CONFIG = "countdown_tools.yaml"
 

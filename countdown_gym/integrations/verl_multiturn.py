@@ -9,7 +9,7 @@ function as ``extra_info`` at the end. This module provides:
 * :class:`CountdownTool`: one class for the tools ``move(a, op, b)``, ``undo()``, ``give_up()``
   and ``numbers()`` (``config["action"]``; ``numbers`` shows the state and uses no turn), the same
   tools as the TRL adapter (:mod:`countdown_gym.integrations.trl_env`). Each call replays the turns played so far through
-  :class:`~countdown_gym.turn_game.TurnEpisode` (the game itself), plays the new turn, appends it to
+  :class:`~countdown_gym.game.turn_game.TurnEpisode` (the game itself), plays the new turn, appends it to
   ``agent_data.extra_fields["countdown_turns"]`` and answers with the game's reply line
   (``= 8 [14,6,8]``, ``error operand_unavailable [..]``...). The step reward is the verifier's
   verdict on the call that ends the episode (1.0 solved), else 0.0. The problem comes from the
@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
 
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import format_number
+from countdown_gym.game.turn_format import format_state, reply_status
+from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, replay_turns
 from countdown_gym.integrations.trl_env import TOOL_NAMES, tool_json_schema, tool_prompt, turn_operand
 from countdown_gym.integrations.verl import DATA_SOURCE_PREFIX, problem_from_ground_truth
-from countdown_gym.problem import Problem
-from countdown_gym.rules import format_number
-from countdown_gym.turn_format import format_state, reply_status
-from countdown_gym.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, replay_turns
 
 try:  # verl's real base classes when verl is installed
     from verl.tools.base_tool import BaseTool as _Base

@@ -29,7 +29,9 @@ from typing import Annotated, Literal
 import tyro
 
 from countdown_gym import dataclass_cli
+from countdown_gym.data.splits import SPLIT_SPEC
 from countdown_gym.dataclass_cli import usage_error
+from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
 from countdown_gym.leaderboard.score import (
     Rejection,
     Scores,
@@ -39,8 +41,6 @@ from countdown_gym.leaderboard.score import (
     score_directory,
     score_file,
 )
-from countdown_gym.splits import SPLIT_SPEC
-from countdown_gym.turn_game import DEFAULT_MAX_TURNS
 
 MARKDOWN = "LEADERBOARD.md"
 PNG = "leaderboard.png"

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from countdown_gym.rules import Number, Rules
-from countdown_gym.splits import load_split
-from countdown_gym.turn_game import DEFAULT_MAX_TURNS
+from countdown_gym.data.splits import load_split
+from countdown_gym.game.rules import Number, Rules
+from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
 
 Policy = Callable[[np.ndarray, dict[str, Any]], int]
 MoveList = list[tuple[Number, str, Number, Number]]

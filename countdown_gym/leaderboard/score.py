@@ -1,6 +1,6 @@
 """Re-score leaderboard submissions and write ``LEADERBOARD.md`` and ``leaderboard.png``.
 
-Every answer is re-verified with :func:`countdown_gym.verifier.verify`; numbers a file claims
+Every answer is re-verified with :func:`countdown_gym.game.verifier.verify`; numbers a file claims
 are never used for ranking, only compared with the re-scored ones. A file that fails a
 file-level check (:func:`~countdown_gym.leaderboard.submission.read_submission`) is listed as
 rejected with its reason; each file is scored on its own, so a bad file never changes another
@@ -34,15 +34,15 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from countdown_gym.data.splits import SPLITS
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.verifier import verify
 from countdown_gym.leaderboard.submission import (
     MAX_COMPLETION_CHARS,
     Submission,
     SubmissionError,
     read_submission,
 )
-from countdown_gym.problem import Problem
-from countdown_gym.splits import SPLITS
-from countdown_gym.verifier import verify
 
 CLAIM_TOLERANCE = 0.0005
 """A claimed metric further than this from the re-scored value is reported."""

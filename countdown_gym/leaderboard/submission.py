@@ -21,7 +21,7 @@ numbers, targets; each problem exactly once), size limits, UTF-8. Any violation 
 
 Answers are either raw completions (text) or move sequences ``[a, op, b, result]`` from a
 numeric agent; :func:`moves_to_solution` turns a move sequence into a ``<Solution>`` block, so
-both kinds are scored by the same :func:`countdown_gym.verifier.verify`.
+both kinds are scored by the same :func:`countdown_gym.game.verifier.verify`.
 
 Example (what the baselines call)::
 
@@ -53,10 +53,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from countdown_gym.problem import Problem
-from countdown_gym.reward_variants import check_reward_variant
-from countdown_gym.rules import OPERATORS, format_number
-from countdown_gym.splits import SPLIT_SPEC, SplitIntegrityError, load_split, split_sha256
+from countdown_gym.data.splits import SPLIT_SPEC, SplitIntegrityError, load_split, split_sha256
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import OPERATORS, format_number
+from countdown_gym.rewards.variants import check_reward_variant
 
 FORMAT = "countdown-gym-submission"
 FORMAT_VERSION = 1

@@ -1,7 +1,7 @@
 """The typed messages of the OpenEnv server: requests, actions, observations, state and transition records.
 
 Numbers travel as JSON ints, or as ``"p/q"`` strings for the rational values of rules with
-``integer_only=False`` (:func:`countdown_gym.rules.format_number`). :meth:`TransitionModel.record`
+``integer_only=False`` (:func:`countdown_gym.game.rules.format_number`). :meth:`TransitionModel.record`
 turns a record back into the exact dict of ``docs/DESIGN.md`` (tuples, ``Fraction``, ``Rules``), so
 the package's dense-reward terms (``oracle_term``, ``critic_terms``) work on what a client receives.
 """
@@ -14,8 +14,8 @@ from typing import Annotated, Any
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from countdown_gym.expression import MAX_NUMBER_DIGITS
-from countdown_gym.rules import Number, Rules, format_number
+from countdown_gym.game.expression import MAX_NUMBER_DIGITS
+from countdown_gym.game.rules import Number, Rules, format_number
 
 JSONNumber = int | str
 """A number on the wire: an ``int``, or ``"p/q"`` for a rational value."""

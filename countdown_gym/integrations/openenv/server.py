@@ -3,7 +3,7 @@
     app = make_app("CountdownMultiTurn-v0", max_sessions=64, split="train")   # a FastAPI app
     countdown-gym serve --env CountdownMultiTurn-v0 --port 8000              # the same, run by uvicorn
 
-(the command's flags: :mod:`countdown_gym.integrations.openenv_serve`).
+(the command's flags: :mod:`countdown_gym.integrations.openenv.serve`).
 
 Sessions. Each WebSocket connection (``/ws``, what :class:`~countdown_gym.integrations.openenv.client.CountdownTurnClient`
 speaks) gets its own :class:`openenv.core.Environment` (from :class:`~countdown_gym.integrations.openenv.transport.Sessions`) and plays its own
@@ -58,6 +58,15 @@ from countdown_gym.integrations.openenv.models import (
     TurnObservation,
     to_json_number,
 )
+from countdown_gym.integrations.openenv.serve import (
+    DEFAULT_BODY_TIMEOUT_S,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_EPISODES,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE_S,
+    listening_socket,
+    uvicorn_server,
+)
 from countdown_gym.integrations.openenv.transport import (
     BodyGuard,
     EpisodeConflict,
@@ -66,15 +75,6 @@ from countdown_gym.integrations.openenv.transport import (
     UnknownEpisode,
     add_http_routes,
     describe,
-)
-from countdown_gym.integrations.openenv_serve import (
-    DEFAULT_BODY_TIMEOUT_S,
-    DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_MAX_EPISODES,
-    DEFAULT_MAX_SESSIONS,
-    DEFAULT_SESSION_IDLE_S,
-    listening_socket,
-    uvicorn_server,
 )
 
 __all__ = ["ENVIRONMENTS", "EpisodeConflict", "EpisodeStore", "RequestError", "UnknownEpisode", "make_app",

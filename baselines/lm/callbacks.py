@@ -1,0 +1,364 @@
+"""Trainer callbacks for the GRPO baseline: periodic validation, metrics CSV + PNG, CLIPO head checkpoints.
+
+:class:`ValidationCallback` evaluates the policy on a fixed slice of the frozen validation split
+at the start, every ``eval_interval`` steps and at the end: greedy success (one completion per
+problem) and, with ``samples > 0``, sampled success (mean over ``samples`` completions drawn as the
+rollouts draw) and pass@k. Completions come from ``baselines.lm.generation.generate`` (the function
+``llm_eval.py`` uses), decoded as TRL decodes them, and are judged by ``replay_completion`` (the
+same verdict as the rewards). It keeps ``metrics.csv`` (one row per evaluation), ``train_log.jsonl``
+(TRL's log dicts) and ``success.png`` in the run directory with ``countdown_gym.runkit.runs`` and times
+every optimizer step.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+from baselines.lm.generation import Sampling, generate
+from baselines.lm.tiny_lm import save_pretrained
+from countdown_gym.integrations.trl import replay
+from countdown_gym.runkit.runs import MetricsLog, Panel
+
+EVAL_FIELDS = (
+    "step",
+    "problems",
+    "greedy_success",
+    "greedy_invalid_frac",
+    "sampled_success",
+    "pass_at_k",
+    "samples",
+    "sampled_invalid_frac",
+    "mean_completion_tokens",
+    "eval_seconds",
+    "tokens_per_s",
+)
+
+
+def evaluate_policy(
+    model: Any,
+    tokenizer: Any,
+    problems: Sequence[Any],
+    prompts: Sequence[Any],
+    *,
+    max_new_tokens: int,
+    samples: int = 0,
+    sampling: Sampling | None = None,
+    batch_size: int = 64,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Greedy success, sampled success and pass@k of ``model`` on ``problems`` (no gradient, RNG untouched); the
+    ``samples`` completions per problem are drawn as ``sampling`` says (``baselines.lm.generation.generate``)."""
+    if len(problems) != len(prompts):
+        raise ValueError(f"got {len(problems)} problems but {len(prompts)} prompts")
+    was_training = model.training
+    model.eval()
+    t0 = time.perf_counter()
+    tokens = 0
+    row: dict[str, float] = {"problems": len(problems), "samples": samples}
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=devices):
+            torch.manual_seed(seed)
+            greedy, n = generate(model, tokenizer, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size)
+            tokens += n
+            replays = [replay(p, c[0]) for p, c in zip(problems, greedy, strict=True)]
+            row["greedy_success"] = _frac(r.verdict.correct for r in replays)
+            row["greedy_invalid_frac"] = _frac(r.invalid_steps > 0 for r in replays)
+            if samples:
+                sampled, n = generate(model, tokenizer, prompts, max_new_tokens=max_new_tokens, sampling=sampling or Sampling(),
+                                      num_return_sequences=samples, batch_size=batch_size)
+                tokens += n
+                per = [[replay(p, c).verdict.correct for c in cs] for p, cs in zip(problems, sampled, strict=True)]
+                row["sampled_success"] = _frac(x for xs in per for x in xs)
+                row["pass_at_k"] = _frac(any(xs) for xs in per)
+                row["sampled_invalid_frac"] = _frac(
+                    replay(p, c).invalid_steps > 0 for p, cs in zip(problems, sampled, strict=True) for c in cs
+                )
+    finally:
+        model.train(was_training)
+    return _with_timing(row, tokens, time.perf_counter() - t0, len(problems) * (1 + samples))
+
+
+def evaluate_turns(
+    model: Any,
+    tokenizer: Any,
+    problems: Sequence[Any],
+    *,
+    max_turns: int,
+    samples: int = 0,
+    sampling: Sampling | None = None,
+    batch_size: int = 256,
+    seed: int = 0,
+) -> dict[str, float]:
+    """:func:`evaluate_policy` for the multi-turn mode: each problem played as a ``CountdownMultiTurn-v0``
+    episode (``play_episodes``); success = solved; ``*_invalid_frac`` = episodes with a refused turn;
+    tokens = the model's own tokens."""
+    from countdown_gym.integrations.trl_rollout import play_episodes
+
+    t0 = time.perf_counter()
+    row: dict[str, float] = {"problems": len(problems), "samples": samples}
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        greedy = play_episodes(model, tokenizer, problems, max_turns=max_turns, greedy=True, batch_size=batch_size)
+        tokens = sum(sum(r.env_mask) for r in greedy)
+        row["greedy_success"] = _frac(r.solved for r in greedy)
+        row["greedy_invalid_frac"] = _frac(r.replay.invalid_turns > 0 for r in greedy)
+        if samples:
+            sampled = play_episodes(model, tokenizer, [p for p in problems for _ in range(samples)], max_turns=max_turns,
+                                    batch_size=batch_size, **(sampling or Sampling()).episode_kwargs())
+            tokens += sum(sum(r.env_mask) for r in sampled)
+            row["sampled_success"] = _frac(r.solved for r in sampled)
+            row["pass_at_k"] = _frac(any(r.solved for r in sampled[i * samples:(i + 1) * samples]) for i in range(len(problems)))
+            row["sampled_invalid_frac"] = _frac(r.replay.invalid_turns > 0 for r in sampled)
+    return _with_timing(row, tokens, time.perf_counter() - t0, len(problems) * (1 + samples))
+
+
+def _with_timing(row: dict[str, float], tokens: int, seconds: float, generations: int) -> dict[str, float]:
+    """``row`` with the evaluation's token and time figures."""
+    row["mean_completion_tokens"] = tokens / max(1, generations)
+    row["eval_seconds"] = seconds
+    row["tokens_per_s"] = tokens / seconds if seconds > 0 else 0.0
+    row["generated_tokens"] = tokens
+    return row
+
+
+def _frac(xs: Any) -> float:
+    xs = list(xs)
+    return sum(bool(x) for x in xs) / len(xs) if xs else 0.0
+
+
+SUCCESS_PANELS = (Panel("validation success", {"greedy_success": "greedy", "sampled_success": "sampled (mean)",
+                                                 "pass_at_k": "pass@k"}, percent=True),)
+"""``success.png``: validation success vs GRPO step (greedy, sampled, pass@k when present)."""
+
+
+class ValidationCallback(TrainerCallback):
+    """Validate at the start, every ``eval_interval`` steps and at the end; write CSV/PNG; time steps.
+
+    Whenever a validation's greedy success beats every earlier one (the start included), the model and
+    tokenizer are saved to ``output_dir/best`` with ``best/validation.json`` (its step and metrics), so a
+    run that peaks and then drifts keeps its best model whatever ``save_total_limit`` deletes.
+    """
+
+    BEST_DIR = "best"
+
+    def __init__(
+        self,
+        problems: Sequence[Any],
+        prompts: Sequence[Any],
+        tokenizer: Any,
+        output_dir: str | Path,
+        *,
+        eval_interval: int = 20,
+        samples: int = 4,
+        sampling: Sampling | None = None,
+        max_new_tokens: int = 160,
+        batch_size: int = 64,
+        seed: int = 0,
+        verbose: bool = True,
+        max_turns: int | None = None,
+        resume_step: int | None = None,
+        write: bool = True,
+    ) -> None:
+        self.problems, self.prompts, self.tokenizer = list(problems), list(prompts), tokenizer
+        self.max_turns = max_turns
+        """Multi-turn mode: validate with :func:`evaluate_turns` at this turn budget (``None``: single-pass)."""
+        self.sampling = sampling or Sampling()
+        """How the sampled validation draws (the rollouts' :class:`~baselines.lm.generation.Sampling`)."""
+        self.dir = Path(output_dir)
+        self.eval_interval, self.samples = eval_interval, samples
+        self.max_new_tokens, self.batch_size, self.seed, self.verbose = max_new_tokens, batch_size, seed, verbose
+        self.png_path = self.dir / "success.png"
+        # the run kit's logs (countdown_gym.runkit.runs): a resumed run drops the rows after its checkpoint, a fresh one starts empty
+        self.metrics = MetricsLog(self.dir / "metrics.csv", resume_step=resume_step, write=write)
+        self.train_log = MetricsLog(self.dir / "train_log.jsonl", resume_step=resume_step, write=write)
+        self.rows: list[dict[str, Any]] = self.metrics.rows
+        self.evaluated: set[int] = {int(r["step"]) for r in self.rows}
+        """Steps validated so far, on every process (only the main process keeps ``rows``)."""
+        self.step_seconds: list[float] = []
+        self.step_gen_tokens: list[float] = []
+        self._t_step: float | None = None
+        self.reporters: Sequence[Any] = ()
+        """The trainer's report_to integration callbacks: each validation row is logged to them as ``eval_*``
+        (set by :func:`attach_reporting`)."""
+
+    # -- evaluation
+    def _evaluate(self, model: Any, step: int, event: tuple[Any, Any, Any] | None = None) -> None:
+        from accelerate import PartialState
+        from accelerate.utils import gather_object
+
+        if step in self.evaluated:  # the same answer on every process, or the gather below would hang
+            return
+        self.evaluated.add(step)
+        state = PartialState()
+        idx = list(range(state.process_index, len(self.problems), state.num_processes))
+        if self.max_turns is not None:
+            part = evaluate_turns(
+                model, self.tokenizer, [self.problems[i] for i in idx], max_turns=self.max_turns, samples=self.samples,
+                sampling=self.sampling, batch_size=self.batch_size, seed=self.seed + step,
+            )
+        else:
+            part = evaluate_policy(
+                model, self.tokenizer, [self.problems[i] for i in idx], [self.prompts[i] for i in idx],
+                max_new_tokens=self.max_new_tokens, samples=self.samples, sampling=self.sampling,
+                batch_size=self.batch_size, seed=self.seed + step,
+            )
+        parts = gather_object([part]) if state.num_processes > 1 else [part]
+        if not state.is_main_process:
+            return
+        row = {"step": step, **_merge(parts)}
+        self.metrics.append({k: row[k] for k in EVAL_FIELDS if k in row})
+        self.metrics.plot(self.png_path, SUCCESS_PANELS, xlabel="GRPO step", title=f"GRPO validation ({self.dir.name})")
+        if event is not None:
+            logs = {f"eval_{k}": float(v) for k, v in row.items() if k != "step" and isinstance(v, (int, float))}
+            for cb in self.reporters:
+                cb.on_log(*event, logs=logs)
+        if self.best() is self.rows[-1]:
+            self._save_best(model, row)
+        if self.verbose:
+            extra = f", sampled {row['sampled_success']:.1%}, pass@{self.samples} {row['pass_at_k']:.1%}" if self.samples else ""
+            print(
+                f"[step {step}] validation ({row['problems']} problems): greedy {row['greedy_success']:.1%}{extra}; "
+                f"{row['tokens_per_s']:.0f} generated tokens/s",
+                flush=True,
+            )
+
+    def _save_best(self, model: Any, row: dict[str, Any]) -> None:
+        best = save_pretrained(model, self.tokenizer, self.dir / self.BEST_DIR)
+        (best / "validation.json").write_text(json.dumps(row, indent=2) + "\n")
+
+    def best(self) -> dict[str, Any] | None:
+        """The validation row of the saved best model: highest greedy success, earliest on ties (None before
+        the first validation)."""
+        if not self.rows:
+            return None
+        return max(self.rows, key=lambda r: (float(r["greedy_success"]), -int(r["step"])))
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        self._evaluate(model, state.global_step, (args, state, control))
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._t_step = time.perf_counter()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        if self._t_step is not None:
+            self.step_seconds.append(time.perf_counter() - self._t_step)
+        if self.eval_interval and state.global_step % self.eval_interval == 0:
+            self._evaluate(model, state.global_step, (args, state, control))
+
+    def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        self._evaluate(model, state.global_step, (args, state, control))
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if not logs or not state.is_world_process_zero:
+            return
+        if "completions/mean_length" in logs:
+            batch = args.per_device_train_batch_size * args.world_size * args.steps_per_generation
+            self.step_gen_tokens.append(float(logs["completions/mean_length"]) * batch / max(args.steps_per_generation, 1))
+        self.train_log.append({"step": state.global_step, **logs})
+
+    def summary(self) -> dict[str, Any]:
+        """First and last validation rows, seconds per step and generation throughput."""
+        out: dict[str, Any] = {}
+        if self.rows:
+            out["first"], out["last"] = _numeric(self.rows[0]), _numeric(self.rows[-1])
+            out["best"] = _numeric(self.best() or {})
+            out["eval_tokens_per_s"] = sum(float(r["tokens_per_s"]) for r in self.rows) / len(self.rows)
+        if self.step_seconds:
+            out["steps_timed"] = len(self.step_seconds)
+            out["seconds_per_step"] = sum(self.step_seconds) / len(self.step_seconds)
+            if self.step_gen_tokens:
+                out["rollout_tokens_per_step"] = sum(self.step_gen_tokens) / len(self.step_gen_tokens)
+                out["rollout_tokens_per_s_of_step"] = out["rollout_tokens_per_step"] / out["seconds_per_step"]
+        return out
+
+
+def _merge(parts: Sequence[dict[str, float]]) -> dict[str, Any]:
+    n = sum(p["problems"] for p in parts)
+    row: dict[str, Any] = {"problems": n, "samples": parts[0]["samples"]}
+    for key in ("greedy_success", "greedy_invalid_frac", "sampled_success", "pass_at_k", "sampled_invalid_frac", "mean_completion_tokens"):
+        if key in parts[0]:
+            row[key] = sum(p[key] * p["problems"] for p in parts) / max(n, 1)
+    row["eval_seconds"] = max(p["eval_seconds"] for p in parts)
+    row["tokens_per_s"] = sum(p["generated_tokens"] for p in parts) / max(row["eval_seconds"], 1e-9)
+    return row
+
+
+def _numeric(row: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in row.items():
+        try:
+            out[k] = int(v) if k in ("step", "problems", "samples") else float(v)
+        except (TypeError, ValueError):
+            out[k] = v
+    return out
+
+
+def attach_reporting(trainer: Any, validation: ValidationCallback, output_dir: str | Path) -> None:
+    """Log the validation rows to the trainer's report_to integrations too, and write TensorBoard's event files
+    to ``<output_dir>/tensorboard`` (as the other training scripts do) instead of ``runs/<date>_<host>``."""
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK, TensorBoardCallback
+
+    from countdown_gym.runkit.tracking import TENSORBOARD_DIR
+
+    kinds = tuple(INTEGRATION_TO_CALLBACK.values())
+    validation.reporters = [cb for cb in trainer.callback_handler.callbacks if isinstance(cb, kinds)]
+    for cb in validation.reporters:
+        if isinstance(cb, TensorBoardCallback) and cb.logging_dir is None:
+            cb.logging_dir = str(Path(output_dir) / TENSORBOARD_DIR)
+
+
+class ClipoCheckpointCallback(TrainerCallback):
+    """Save the CLIPO head (and its optimizer) into every checkpoint directory as ``clipo_head.pt``."""
+
+    FILENAME = "clipo_head.pt"
+
+    def __init__(self, clipo_trainer: Any) -> None:
+        self.clipo = clipo_trainer
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            self.clipo.save(Path(args.output_dir) / f"checkpoint-{state.global_step}" / self.FILENAME)
+
+
+class StopRequestCallback(TrainerCallback):
+    """Ctrl-C or SIGTERM (a :class:`countdown_gym.runkit.runs.StopRequest`) ends training after the current step,
+    with a checkpoint that ``--resume`` continues from."""
+
+    def __init__(self, stop: Any) -> None:
+        self.stop = stop
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.stop.requested:
+            control.should_save = True
+            control.should_training_stop = True
+
+
+class RunCardCallback(TrainerCallback):
+    """Write the run directory's ``README.md`` (``render(global_step)``) at every checkpoint and at the end.
+
+    TRL writes a generic model card there before each checkpoint; this callback runs after it and
+    replaces it with one that says what the run is, how to repeat it and what it measured so far.
+    """
+
+    def __init__(self, path: str | Path, render: Any) -> None:
+        self.path, self.render = Path(path), render
+
+    def _write(self, state: Any) -> None:
+        if state.is_world_process_zero:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(self.render(state.global_step))
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._write(state)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._write(state)

@@ -1,0 +1,81 @@
+"""Start-up compatibility checks of a GRPO run, before any model loads: one clear line per problem.
+
+* preset vs reward terms: the critic scores states of at most its ``max_numbers`` numbers, and integer states only
+  (its training tables hold integers; ``critics/data.py`` refuses rules with fractions);
+* prompt style vs chat template: the template must render the prompt, and end the assistant's turn with a token
+  the run stops at (a base model's tokenizer that ships an instruct template does not: its completions would run
+  on to the token budget);
+* tokenizer: an EOS token (TRL ends completions there; the pad token falls back to it);
+* process layout: the validation callback generates on every process on its own and saves the best model from
+  the main process, which needs the whole weights on every process (not ZeRO-3 or FSDP).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def check_critic_fits(preset: str) -> None:
+    """Exit when the shipped critic cannot score the preset's states (too many numbers, or fractions)."""
+    from countdown_gym.data.generator import PRESETS
+    from critics import load_critic
+
+    limit = load_critic().config.max_numbers
+    config = PRESETS[preset]
+    if config.max_numbers > limit:
+        raise SystemExit(f"--rewards critic: the shipped critic scores states of at most {limit} numbers, but preset "
+                         f"{preset!r} has problems of up to {config.max_numbers}; choose another reward or a critic "
+                         f"trained with max_numbers >= {config.max_numbers} (python -m critics.train --preset {preset} ...)")
+    if not config.rules.integer_only:
+        raise SystemExit(f"--rewards critic: the critic is trained on integer states, but preset {preset!r} plays "
+                         f"rules {config.rules.name!r}, whose states hold fractions; choose another reward or preset")
+
+
+def check_layout(strategy: str) -> None:
+    """Exit for a process layout whose processes do not each hold the whole model (see the module docstring)."""
+    if strategy in ("zero3", "fsdp"):
+        name = {"zero3": "DeepSpeed ZeRO-3", "fsdp": "FSDP"}[strategy]
+        raise SystemExit(f"{name} shards the weights, but validation generates on each process alone and saves the "
+                         "best model from the main one: launch with DDP or DeepSpeed ZeRO-1/2 (--zero_stage 2)")
+
+
+def stop_token_ids(tokenizer: Any, model: str) -> set[int]:
+    """The token ids TRL stops a completion at: the tokenizer's EOS and the model's generation config's."""
+    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    try:
+        from transformers import GenerationConfig
+
+        eos = GenerationConfig.from_pretrained(model).eos_token_id
+    except (OSError, ValueError):
+        eos = None
+    ids.update([eos] if isinstance(eos, int) else (eos or []))
+    return ids
+
+
+def check_tokenizer(tokenizer: Any, model: str, prompt_style: str, chat_template: bool) -> None:
+    """Exit when the tokenizer cannot end completions, or its chat template cannot carry ``prompt_style``."""
+    from countdown_gym.game.problem import Problem
+    from countdown_gym.game.text_format import render_chat_prompt
+
+    if tokenizer.eos_token is None:
+        raise SystemExit(f"--model {model}: the tokenizer has no EOS token, so no completion would end before "
+                         "--max-completion-length (TRL stops at the EOS, and pads with it when there is no pad token)")
+    if prompt_style == "compact" or not chat_template or not getattr(tokenizer, "chat_template", None):
+        return
+    try:
+        render_chat_prompt(Problem((1, 2, 3, 4), 10), tokenizer, prompt_style)
+        mark = "Countdown-answer-end"
+        turn = tokenizer.apply_chat_template([{"role": "user", "content": "?"}, {"role": "assistant", "content": mark}],
+                                             tokenize=False)
+    except Exception as exc:  # noqa: BLE001 - jinja raises its own exceptions (TemplateError, and ValueError...)
+        raise SystemExit(f"--model {model}: its chat template rejects the {prompt_style} prompt "
+                         f"({type(exc).__name__}: {str(exc).splitlines()[0][:120]}); pass --no-chat-template") from None
+    after = turn.split(mark, 1)[1].strip()
+    if not after:
+        return  # the template adds nothing after the answer: the model's EOS ends it
+    first = tokenizer(after, add_special_tokens=False)["input_ids"][:1]
+    if first and first[0] not in stop_token_ids(tokenizer, model):
+        raise SystemExit(f"--model {model}: its chat template ends the assistant's turn with "
+                         f"{tokenizer.convert_ids_to_tokens(first[0])!r}, but the run stops at "
+                         f"{tokenizer.eos_token!r}: a base model's tokenizer with an instruct template? Its completions "
+                         "would run on to --max-completion-length; use the instruct model, or --no-chat-template")

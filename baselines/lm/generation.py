@@ -1,0 +1,136 @@
+"""Batched generation with Hugging Face ``generate()``: one function for GRPO validation and ``llm_eval.py``.
+
+    from baselines.lm.generation import Sampling, generate
+    greedy, tokens = generate(model, tokenizer, prompts, max_new_tokens=192)
+    sampled, tokens = generate(model, tokenizer, prompts, max_new_tokens=192, sampling=Sampling(temperature=0.5),
+                               num_return_sequences=4)
+
+:class:`Sampling` is the one description of how completions are drawn: GRPO validation takes the rollouts' own
+(:meth:`Sampling.of_rollouts`, from the run's ``GRPOConfig``), ``llm_eval.py`` its ``--temperature`` /
+``--top-p``; every knob it leaves out is the plain distribution (a model's own default, e.g. an Instruct model's
+repetition penalty of 1.05, is overridden as TRL's rollouts override it). :func:`generate` tokenizes the prompts as
+TRL does (chat messages through the template, no second BOS after a template's text), sorts them by length,
+left-pads each batch (``generate()`` numbers the positions from the attention mask, so models with learned
+absolute positions, e.g. GPT-2, see the same positions as without padding), stops a completion at every EOS TRL stops at (the model's
+generation config and the tokenizer's) and decodes like TRL (``skip_special_tokens``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How sampled completions are drawn (``generate(sampling=None)`` is greedy)."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    """0: no top-k cut."""
+    min_p: float | None = None
+    repetition_penalty: float = 1.0
+    """Also applied to greedy completions (1.0: none, whatever the model's generation config says)."""
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    @classmethod
+    def of_rollouts(cls, config: Any) -> Sampling:
+        """The sampling of a GRPO run's rollouts: the fields of its TRL ``GRPOConfig``."""
+        return cls(temperature=config.temperature, top_p=config.top_p, top_k=config.top_k or 0, min_p=config.min_p,
+                   repetition_penalty=config.repetition_penalty)
+
+    def generate_kwargs(self, do_sample: bool) -> dict[str, Any]:
+        """``generate()`` keyword arguments of a sampled (``do_sample``) or greedy pass."""
+        kwargs: dict[str, Any] = {"do_sample": do_sample, "repetition_penalty": self.repetition_penalty}
+        if do_sample:
+            kwargs.update(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k)
+            if self.min_p is not None:
+                kwargs["min_p"] = self.min_p
+        return kwargs
+
+    def episode_kwargs(self) -> dict[str, Any]:
+        """The sampling arguments of ``countdown_gym.integrations.trl_rollout.play_episodes`` (multi-turn)."""
+        return {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k}
+
+
+GREEDY_KNOBS = Sampling()
+"""The knobs of a greedy pass (no repetition penalty)."""
+
+
+def prompt_ids(tokenizer: Any, prompts: Sequence[Any]) -> list[list[int]]:
+    """Token ids of the prompts as TRL tokenizes them: chat messages through the tokenizer's template
+    (``baselines.lm.rewards.prompt_token_ids``), text with the tokenizer's special tokens unless it already
+    starts with the BOS text a chat template wrote."""
+    if prompts and not isinstance(prompts[0], str):
+        from baselines.lm.rewards import prompt_token_ids
+
+        return prompt_token_ids(tokenizer, prompts)
+    bos = getattr(tokenizer, "bos_token", None)
+    templated = bool(getattr(tokenizer, "chat_template", None) and bos)
+    return [list(tokenizer(p, add_special_tokens=not (templated and p.startswith(bos)))["input_ids"]) for p in prompts]
+
+
+def stop_ids(model: Any, tokenizer: Any) -> list[int]:
+    """Every token id that ends a completion: the model's generation config's EOS and the tokenizer's."""
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    return sorted(ids)
+
+
+@torch.no_grad()
+def generate(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Any],
+    *,
+    max_new_tokens: int,
+    sampling: Sampling | None = None,
+    num_return_sequences: int = 1,
+    batch_size: int = 64,
+    progress: bool = False,
+    desc: str = "generate",
+) -> tuple[list[list[str]], int]:
+    """``num_return_sequences`` completions per prompt (text or chat messages) and the number of tokens generated.
+
+    ``sampling=None``: greedy; else drawn as :class:`Sampling` says. ``batch_size`` counts sequences (a batch holds
+    ``batch_size // num_return_sequences`` prompts).
+    """
+    ids = prompt_ids(tokenizer, prompts)
+    eos_ids = stop_ids(model, tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+    device = next(model.parameters()).device
+    knobs = (sampling or GREEDY_KNOBS).generate_kwargs(do_sample=sampling is not None)
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths together: less padding
+    per_batch = max(1, batch_size // max(num_return_sequences, 1))
+    out: list[list[str]] = [[] for _ in ids]
+    generated = 0
+    bar = tqdm(total=len(ids), desc=desc, disable=not progress, leave=False)
+    for start in range(0, len(order), per_batch):
+        idx = order[start : start + per_batch]
+        width = max(len(ids[i]) for i in idx)
+        input_ids = torch.full((len(idx), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(idx), width), dtype=torch.long)
+        for row, i in enumerate(idx):  # left padding, as TRL generates
+            input_ids[row, width - len(ids[i]) :] = torch.tensor(ids[i], dtype=torch.long)
+            mask[row, width - len(ids[i]) :] = 1
+        seqs = model.generate(input_ids=input_ids.to(device), attention_mask=mask.to(device), max_new_tokens=max_new_tokens,
+                              num_return_sequences=num_return_sequences, pad_token_id=pad, eos_token_id=eos_ids, **knobs)
+        for r, c in enumerate(seqs[:, width:].cpu().tolist()):
+            cut = next((k + 1 for k, t in enumerate(c) if t in eos_ids), len(c))
+            generated += cut
+            out[idx[r // num_return_sequences]].append(tokenizer.decode(c[:cut], skip_special_tokens=True))
+        bar.update(len(idx))
+    bar.close()
+    return out, generated

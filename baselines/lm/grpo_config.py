@@ -1,0 +1,321 @@
+"""How a GRPO run (``baselines/llm_grpo.py``) is set up: its directory, process layout, GRPOConfig and rewards.
+
+:func:`plan_run` decides the process layout and the micro-batches of a step (``baselines/lm/gpu_plan.py``);
+:func:`grpo_config_kwargs` / :func:`build_grpo_config` map the options onto TRL's ``GRPOConfig``;
+:func:`build_reward_funcs` gives the TRL reward functions of ``--rewards``; :func:`check_start_up` runs the
+compatibility checks of ``baselines/lm/compat.py``; :func:`dry_run` prints all of it without loading weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from baselines.lm.grpo_model import ROOT, interaction, model_name, read_tokenizer
+
+
+def run_dir(opts: Any) -> Path:
+    if opts.output_dir:
+        return Path(opts.output_dir)
+    tag = opts.rewards.replace(",", "_").replace("=", "").replace("+", "-")
+    mode = "-turns" if interaction(opts) == "multi-turn" else ""
+    credit = "-step" if opts.step_credit else ""
+    return ROOT / "runs" / "llm_grpo" / f"{opts.preset}{mode}-{tag}{credit}-s{opts.seed}"
+
+
+def check_vllm_available() -> None:
+    """Raise a clear error when ``--use-vllm`` is asked for but vLLM cannot be imported."""
+    if importlib.util.find_spec("vllm") is None:
+        raise SystemExit(
+            "--use-vllm needs vLLM, which is not installed. vLLM is CUDA-only and an optional extra: "
+            "pip install 'countdown-gym[vllm]' on a GPU machine, or drop --use-vllm to generate with transformers."
+        )
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Where and how a run computes: its process layout and the micro-batches of a step (``baselines/lm/gpu_plan.py``)."""
+
+    layout: Any
+    """A ``gpu_plan.Layout``."""
+    per_process: int
+    """Completions each process trains on per step."""
+    micro: int
+    grad_accum: int
+    sequence_tokens: int
+    """Longest sequence of a micro-batch: the prompt and completion budgets."""
+    max_tokens: int
+    """The token budget the micro-batch was chosen from (0: set by --micro-batch-size)."""
+
+
+def plan_run(opts: Any, shape: Any = None) -> RunPlan:
+    """The :class:`RunPlan` of ``opts`` on this machine (or on ``--gpu-memory-gb`` GPUs): bf16 where the GPU has it,
+    the micro-batch from ``--micro-batch-size`` or from the memory budget (the model's config is read, ``shape``,
+    only when a GPU budget has to be derived)."""
+    import torch
+
+    from baselines.lm import gpu_plan
+
+    planned = bool(opts.gpu_memory_gb) and not torch.cuda.is_available()  # a dry run for GPUs this machine lacks
+    if planned and not opts.dry_run:
+        raise SystemExit("--gpu-memory-gb without a GPU here: it plans a GPU run only with --dry-run")
+    cuda = planned or torch.cuda.is_available()
+    supported = planned or gpu_plan.bf16_supported()  # a planned GPU is taken to be an A100/H100-class one
+    bf16 = cuda and supported if opts.bf16 is None else opts.bf16
+    if bf16 and not cuda:
+        raise SystemExit("--bf16 needs a GPU; this machine has none (use --no-bf16 or leave it on auto)")
+    try:
+        processes, strategy = gpu_plan.launcher_strategy({**os.environ, "WORLD_SIZE": str(world_size())})
+    except gpu_plan.PlanError as exc:
+        raise SystemExit(f"process layout: {exc}") from None
+    layout = gpu_plan.Layout(processes=processes, strategy=strategy, bf16=bf16,
+                             gpu_memory=gpu_plan.gpu_memory(opts.gpu_memory_gb) if cuda else None)
+    completions = opts.prompts_per_step * opts.num_generations
+    if completions % processes:
+        raise SystemExit(
+            f"prompts_per_step * num_generations = {completions} completions per step must be divisible by the "
+            f"number of processes ({processes})"
+        )
+    per_process = completions // processes
+    seq = opts.max_prompt_length + opts.max_completion_length
+    budget = 0
+    if opts.micro_batch_size is not None:
+        micro = per_process if not opts.micro_batch_size else min(opts.micro_batch_size, per_process)
+        if per_process % micro:
+            raise SystemExit(f"--micro-batch-size {opts.micro_batch_size} must divide the {per_process} completions of "
+                             "a step on each process")
+    else:
+        budget = opts.max_tokens_per_micro_batch
+        if not budget:
+            if layout.on_gpu and shape is None:
+                shape = model_shape_or_exit(model_name(opts))
+            budget = gpu_plan.tokens_budget(shape, layout, **memory_args(opts, layout)) if layout.on_gpu \
+                else gpu_plan.CPU_MICRO_BATCH * seq
+        micro = gpu_plan.micro_batch(per_process, seq, budget)
+    return RunPlan(layout=layout, per_process=per_process, micro=micro, grad_accum=per_process // micro,
+                   sequence_tokens=seq, max_tokens=budget)
+
+
+def model_shape_or_exit(name: str) -> Any:
+    """``gpu_plan.model_shape(name)``, or a one-line exit when the model's config cannot be read."""
+    from baselines.lm import gpu_plan
+
+    try:
+        return gpu_plan.model_shape(name)
+    except gpu_plan.PlanError as exc:
+        raise SystemExit(f"--model: {exc}") from None
+
+
+def memory_args(opts: Any, layout: Any) -> dict[str, Any]:
+    """The arguments ``gpu_plan.training_memory`` / ``tokens_budget`` take from the options (the micro-batch apart)."""
+    colocated = opts.use_vllm and opts.vllm_mode == "colocate" and layout.on_gpu
+    return dict(weight_bytes=2 if opts.model_dtype == "bfloat16" else 4,
+                sequence_tokens=opts.max_prompt_length + opts.max_completion_length,
+                completion_tokens=opts.max_completion_length, gradient_checkpointing=opts.gradient_checkpointing,
+                reference_model=opts.beta > 0,
+                vllm_share=opts.vllm_gpu_memory_utilization * layout.gpu_memory if colocated else 0.0)
+
+
+def grpo_config_kwargs(opts: Any, output_dir: Path | None = None, plan: RunPlan | None = None) -> dict[str, Any]:
+    """The keyword arguments of the run's ``GRPOConfig``, micro-batched as ``plan`` says (default: :func:`plan_run`)."""
+    from trl import GRPOConfig
+
+    from baselines.lm.rewards import MONITORED, parse_reward_spec
+
+    plan = plan or plan_run(opts)
+    micro = plan.micro
+    bf16 = plan.layout.bf16
+    cuda = plan.layout.on_gpu
+    weights = {**MONITORED, **parse_reward_spec(opts.rewards)}
+    if opts.step_credit:  # the dense terms are credited per turn (StepCreditGRPOTrainer), not added to the scalar reward
+        from baselines.lm.step_credit import split_reward_spec
+
+        weights = split_reward_spec(weights)[0]
+    kwargs: dict[str, Any] = dict(
+        opts.grpo_fields(),  # the options GRPOConfig takes as they are (Options marks them with grpo(...))
+        output_dir=str(output_dir or run_dir(opts)),
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=plan.grad_accum,
+        lr_scheduler_type="constant",
+        reward_weights=[weights[name] for name in weights],
+        data_seed=opts.seed,
+        shuffle_dataset=opts.curriculum == "none",
+        logging_steps=1,
+        save_strategy="steps" if opts.save_steps else "no",
+        save_steps=opts.save_steps or opts.steps,
+        save_total_limit=2,
+        report_to=[n.strip() for n in opts.report_to.split(",") if n.strip()],
+        use_cpu=not cuda,
+        bf16=bf16,
+    )
+    # always stated, so TRL's default (on) does not apply unasked; newer transformers names it activation_checkpointing
+    fields = {f.name for f in dataclasses.fields(GRPOConfig)}
+    checkpointing = "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
+    kwargs[checkpointing] = opts.gradient_checkpointing
+    if opts.vllm_server_base_url:
+        kwargs["vllm_server_base_url"] = opts.vllm_server_base_url
+    if opts.use_vllm:
+        kwargs["vllm_max_model_length"] = opts.max_prompt_length + opts.max_completion_length
+    kwargs.update(opts.extra)
+    return kwargs
+
+
+def shown(key: str, value: Any) -> Any:
+    """A GRPOConfig value as a dry run prints it: enums by value, the output directory relative to the project."""
+    if key == "output_dir" and Path(value).is_relative_to(ROOT):
+        return str(Path(value).relative_to(ROOT))
+    return getattr(value, "value", value)
+
+
+def estimate_memory(opts: Any, plan: RunPlan, shape: Any) -> dict[str, float]:
+    """``gpu_plan.training_memory`` of the run: its micro-batch, and generate() holding the rollouts (without vLLM)
+    or the validation batch."""
+    from baselines.lm import gpu_plan
+
+    rows = max(opts.eval_batch_size, 0 if opts.use_vllm else plan.per_process)
+    return gpu_plan.training_memory(shape, plan.layout, micro=plan.micro, generation_rows=rows,
+                                    **memory_args(opts, plan.layout))
+
+
+def build_grpo_config(opts: Any, output_dir: Path | None = None, plan: RunPlan | None = None, *,
+                      on_this_machine: bool = True) -> Any:
+    """The TRL ``GRPOConfig`` of a run (one optimizer step per generation batch; :func:`grpo_config_kwargs`).
+
+    ``on_this_machine=False`` (a dry run planning GPUs this machine lacks): the config is built with the CPU in
+    place of the GPU, which checks every other field.
+    """
+    from trl import GRPOConfig
+
+    plan = plan or plan_run(opts)
+    kwargs = grpo_config_kwargs(opts, output_dir, plan)
+    launcher: dict[str, str] = {}
+    if not on_this_machine:  # no distributed start-up either: the launcher's variables only gave the layout
+        kwargs.update(use_cpu=True, bf16=False, generation_batch_size=plan.per_process * plan.layout.processes)
+        launcher = {k: os.environ.pop(k) for k in list(os.environ)
+                    if k in ("WORLD_SIZE", "RANK", "LOCAL_RANK") or k.startswith(("ACCELERATE_USE_", "ACCELERATE_DEEPSPEED_"))}
+    try:
+        return GRPOConfig(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise SystemExit(f"invalid GRPO configuration (check --extra and the options): {exc}") from None
+    finally:
+        os.environ.update(launcher)
+
+
+def reward_terms(opts: Any) -> dict[str, float]:
+    """Term -> weight of the run: the monitored terms (weight 0) plus the chosen variant."""
+    from baselines.lm.rewards import MONITORED, parse_reward_spec
+
+    return {**MONITORED, **parse_reward_spec(opts.rewards)}
+
+
+def build_reward_funcs(opts: Any, tokenizer: Any, hidden_size: int) -> tuple[list[Any], Any]:
+    """The TRL reward functions in the order of ``reward_terms(opts)``, and the CLIPO reward (or None)."""
+    from baselines.lm.rewards import CLIPOReward, shipped_critic_reward
+    from countdown_gym.integrations.trl import REWARD_FUNCTIONS
+
+    funcs: list[Any] = []
+    clipo = None
+    for name in reward_terms(opts):
+        if name in REWARD_FUNCTIONS:
+            funcs.append(REWARD_FUNCTIONS[name])
+        elif name == "critic":
+            funcs.append(shipped_critic_reward())
+        elif name == "text_critic":
+            from baselines.lm.rewards import TextCriticReward
+
+            funcs.append(TextCriticReward())
+        elif name == "clipo":
+            from critics.clipo import CLIPOTrainer
+
+            head = CLIPOTrainer(dim_in=hidden_size, lam=opts.clipo_lambda, warmup_steps=opts.clipo_warmup_steps, seed=opts.seed)
+            clipo = CLIPOReward(head, tokenizer, opts.num_generations)
+            funcs.append(clipo)
+        else:  # pragma: no cover - parse_reward_spec only returns known terms
+            raise ValueError(f"unknown reward term {name!r}")
+    return funcs, clipo
+
+
+def last_checkpoint(out: Path) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(out)) if out.is_dir() else None
+
+
+def check_start_up(opts: Any, plan: RunPlan, tokenizer: Any = None) -> bool:
+    """The compatibility checks of ``baselines/lm/compat.py`` that need more than the options: the process layout and
+    the tokenizer (read when not given). Returns whether the tokenizer was checked (a dry run for a hub model this
+    machine cannot reach goes on without it; a run stops when its model loads)."""
+    from baselines.lm.compat import check_layout, check_tokenizer
+
+    check_layout(plan.layout.strategy)
+    tokenizer = tokenizer or read_tokenizer(model_name(opts))
+    if tokenizer is None:
+        return False
+    single_pass = interaction(opts) == "single-pass"  # multi-turn prompts are plain text: the EOS alone matters
+    check_tokenizer(tokenizer, model_name(opts), opts.prompt_style if single_pass else "compact", opts.chat_template)
+    return True
+
+
+def dry_run(opts: Any) -> dict[str, Any]:
+    """Print what a run of ``opts`` would do and need, loading nothing heavy (the model's config, its tokenizer when
+    readable): the effective GRPOConfig, the process layout, the micro-batches and the memory per process."""
+    import torch
+
+    from baselines.lm import gpu_plan
+
+    opts = dataclasses.replace(opts, interaction=interaction(opts))
+    shape = model_shape_or_exit(model_name(opts))
+    plan = plan_run(opts, shape)
+    tokenizer_checked = check_start_up(opts, plan)
+    here = plan.layout.on_gpu == torch.cuda.is_available()
+    config = build_grpo_config(opts, run_dir(opts), plan, on_this_machine=here)  # the checks of a real run
+    fields = grpo_config_kwargs(opts, run_dir(opts), plan)
+    if here:
+        fields = {k: getattr(config, k) for k in fields}
+    fields["generation_batch_size"] = plan.micro * plan.grad_accum * plan.layout.processes
+    memory = estimate_memory(opts, plan, shape)
+    completions = opts.prompts_per_step * opts.num_generations
+    lines = [
+        "llm_grpo dry run: nothing loaded, nothing written",
+        f"model: {model_name(opts)} ({shape.parameters / 1e6:,.1f} M parameters, {shape.layers} layers, hidden "
+        f"{shape.hidden}, vocab {shape.vocab}; config from {shape.source})",
+        f"interaction: {opts.interaction}, prompt style {opts.prompt_style}, rewards {opts.rewards}, preset {opts.preset}",
+        "tokenizer: " + ("EOS and chat template checked" if tokenizer_checked else
+                         "not checked (not readable here; a run checks it before its model loads)"),
+        f"process layout: {plan.layout.describe()}",
+        "generation: " + (f"vLLM {opts.vllm_mode}" + (f", {opts.vllm_gpu_memory_utilization:.0%} of each GPU"
+                                                      if opts.vllm_mode == "colocate" else "") +
+                          f", max model length {plan.sequence_tokens}" if opts.use_vllm else "transformers generate()"),
+        f"step: {opts.prompts_per_step} prompts x {opts.num_generations} completions = {completions}; "
+        f"{plan.per_process} per process in micro-batches of {plan.micro} (gradient accumulation {plan.grad_accum}), "
+        f"sequences of at most {opts.max_prompt_length} + {opts.max_completion_length} tokens"
+        + (f"; micro-batch budget {plan.max_tokens} tokens" if plan.max_tokens else ""),
+        "GRPOConfig:",
+        *(f"  {k} = {shown(k, v)!r}" for k, v in sorted(fields.items())),
+        "memory per process (estimate, baselines/lm/gpu_plan.py):",
+        *gpu_plan.format_memory(memory, plan.layout.gpu_memory),
+    ]
+    print("\n".join(lines), flush=True)
+    return {"plan": plan, "memory": memory, "config": fields, "shape": shape, "tokenizer_checked": tokenizer_checked}
+
+
+def trainer_class_of(opts: Any, funcs: list[Any]) -> tuple[Any, dict[str, Any]]:
+    """The trainer class of the run and its extra keyword arguments: TRL's ``GRPOTrainer``, or with ``--step-credit``
+    ``baselines.lm.step_credit.StepCreditGRPOTrainer`` with the per-turn terms (``funcs``: the run's reward functions)."""
+    if not opts.step_credit:
+        from trl import GRPOTrainer
+
+        return GRPOTrainer, {}
+    from baselines.lm.step_credit import StepCreditGRPOTrainer, split_reward_spec
+    from countdown_gym.integrations.trl import CriticReward
+
+    return StepCreditGRPOTrainer, {"step_weights": split_reward_spec(reward_terms(opts))[1], "step_gamma": opts.step_credit_gamma,
+                                   "critic": next((f.critic for f in funcs if type(f) is CriticReward), None)}

@@ -1,0 +1,186 @@
+"""The GRPO baseline's reward variants and CLIPO, on top of the package's TRL reward functions.
+
+The reward functions themselves (``sparse``, ``format``, ``oracle``, ``oracle_perfect``, ``critic``)
+live in :mod:`countdown_gym.integrations.trl` (TRL's signature ``f(prompts, completions,
+completion_ids, **kwargs) -> list[float]``; the problem from the dataset columns ``numbers`` /
+``target`` or ``problem`` JSON; multi-turn rollouts' ``turn_replay`` used as it is). This module
+adds what needs the trainer or the baseline's choices:
+
+========================  =====================================================================
+``text_critic``           the ``critic`` term's per-move mean with the text critic (``critics.text_critic``, the
+                          seed paper's architecture A) as the scorer. In ``[-1, 1]``.
+``clipo``                 CLIPO: ``max(-lambda * L_CL, -0.5)`` for correct anchors in groups with
+                          ≥ 2 correct and ≥ 1 incorrect rollout, else 0 (see :class:`CLIPOReward`).
+========================  =====================================================================
+
+and the named reward variants (:data:`VARIANTS`, :func:`parse_reward_spec`); ``docs/llm_grpo.md``
+explains the choices. The ``critic`` term gets the shipped critic: :func:`shipped_critic_reward`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import MappingProxyType
+from typing import Any
+
+from countdown_gym.integrations.trl import CriticReward, completion_replays, log_metrics
+from countdown_gym.rewards.variants import TEXT_TERMS, TEXT_VARIANT_WEIGHTS, parse_reward_spec  # noqa: F401  (re-exported)
+
+TERMS: tuple[str, ...] = TEXT_TERMS
+"""Every reward term a run can weight."""
+
+MONITORED: dict[str, float] = {"sparse": 0.0, "format": 0.0, "oracle": 0.0, "oracle_perfect": 0.0}
+"""Cheap terms always computed and logged (weight 0 unless the variant weights them)."""
+
+VARIANTS: MappingProxyType[str, dict[str, float]] = TEXT_VARIANT_WEIGHTS
+"""Named reward variants (the ``text`` ones of ``countdown_gym.rewards.variants``): term -> weight."""
+
+
+def shipped_critic_reward() -> CriticReward:
+    """The ``critic`` reward term with the shipped contrastive critic (``critics.load_critic()``)."""
+    from critics import load_critic
+
+    return CriticReward(load_critic())
+
+
+class TextCriticReward(CriticReward):
+    """The ``critic`` reward with the text critic (``critics.text_critic.load_text_critic()``) as the scorer."""
+
+    __name__ = "text_critic_reward"
+
+    def __init__(self, critic: Any = None) -> None:
+        if critic is None:
+            from critics.text_critic import load_text_critic
+
+            critic = load_text_critic()
+        super().__init__(critic)
+
+
+__all__ = ["MONITORED", "TERMS", "VARIANTS", "CLIPOReward", "parse_reward_spec", "prompt_token_ids",
+           "shipped_critic_reward",
+           "TextCriticReward"]
+
+
+# --- CLIPO ------------------------------------------------------------------------------------
+
+
+def prompt_token_ids(processing_class: Any, prompts: Sequence[Any]) -> list[list[int]]:
+    """Token ids of the prompts exactly as TRL's ``GRPOTrainer`` tokenizes them for generation."""
+    if prompts and not isinstance(prompts[0], str):  # conversational: lists of chat messages
+        out = processing_class.apply_chat_template(
+            conversation=list(prompts), add_generation_prompt=True, tokenize=True, return_dict=True
+        )
+        return [list(ids) for ids in out["input_ids"]]
+    return [list(ids) for ids in processing_class(text=list(prompts))["input_ids"]]
+
+
+class CLIPOReward:
+    """The CLIPO contrastive reward as a TRL reward function.
+
+    For each completion: a no-grad forward of the policy over prompt + completion ids with
+    ``output_hidden_states=True``, the last hidden state mean-pooled over the completion tokens
+    (``critics.clipo.mean_pool``), then one :class:`critics.clipo.CLIPOTrainer` step over the whole
+    generation batch: rewards come from the loss before the head's update. Groups are
+    ``num_generations`` consecutive rows of the global batch; when the batch is spread over several
+    processes, embeddings and correctness are gathered first, the main process's rewards are
+    broadcast, and each process keeps its own slice. TRL adds the returned value to the other
+    weighted terms before the group normalisation.
+
+    Call :meth:`bind` with the trainer (its model and accelerator) before training.
+    """
+
+    __name__ = "clipo_reward"
+
+    def __init__(self, clipo_trainer: Any, processing_class: Any, num_generations: int, forward_batch_size: int = 32) -> None:
+        if num_generations < 2:
+            raise ValueError(f"CLIPO needs groups of at least 2 rollouts, got num_generations={num_generations}")
+        self.clipo = clipo_trainer
+        self.processing_class = processing_class
+        self.num_generations = num_generations
+        self.forward_batch_size = forward_batch_size
+        self.model: Any = None
+        self.accelerator: Any = None
+
+    def bind(self, trainer: Any = None, *, model: Any = None, accelerator: Any = None) -> CLIPOReward:
+        """Use ``trainer``'s policy and accelerator (or the ``model`` / ``accelerator`` given)."""
+        if trainer is not None:
+            accelerator = trainer.accelerator
+            model = accelerator.unwrap_model(trainer.model)
+        if model is None:
+            raise ValueError("CLIPOReward.bind needs a trainer or a model")
+        self.model, self.accelerator = model, accelerator
+        return self
+
+    def embed(self, prompts: Sequence[Any], completion_ids: Sequence[Sequence[int]]) -> Any:
+        """Mean-pooled last hidden states over the completion tokens: a float tensor ``[N, hidden]``."""
+        import torch
+
+        from critics.clipo import mean_pool
+
+        if self.model is None:
+            raise RuntimeError("CLIPOReward is not bound to a model: call .bind(trainer) after building the trainer")
+        prompt_ids = prompt_token_ids(self.processing_class, prompts)
+        pad = self.processing_class.pad_token_id
+        pad = 0 if pad is None else pad
+        device = next(self.model.parameters()).device
+        was_training = self.model.training
+        self.model.eval()
+        chunks = []
+        try:
+            with torch.no_grad():
+                for start in range(0, len(prompt_ids), self.forward_batch_size):
+                    rows = [
+                        (list(p), list(c))
+                        for p, c in zip(
+                            prompt_ids[start : start + self.forward_batch_size],
+                            completion_ids[start : start + self.forward_batch_size],
+                            strict=True,
+                        )
+                    ]
+                    width = max(len(p) + len(c) for p, c in rows)
+                    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+                    attn = torch.zeros((len(rows), width), dtype=torch.long)
+                    cmask = torch.zeros((len(rows), width), dtype=torch.long)
+                    for i, (p, c) in enumerate(rows):  # right padding: positions are 0..len-1
+                        ids[i, : len(p) + len(c)] = torch.tensor(p + c, dtype=torch.long)
+                        attn[i, : len(p) + len(c)] = 1
+                        cmask[i, len(p) : len(p) + len(c)] = 1
+                    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+                    out = self.model(
+                        input_ids=ids.to(device),
+                        attention_mask=attn.to(device),
+                        position_ids=pos.to(device),
+                        output_hidden_states=True,
+                    )
+                    chunks.append(mean_pool(out.hidden_states[-1].float(), cmask.to(device)))
+        finally:
+            self.model.train(was_training)
+        return torch.cat(chunks, dim=0)
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Sequence[Sequence[int]], **kwargs: Any) -> list[float]:
+        import torch
+
+        correct = torch.tensor([r.verdict.correct for r in completion_replays(completions, kwargs)], dtype=torch.bool)
+        emb = self.embed(prompts, completion_ids)
+        n_local = emb.shape[0]
+        multi = self.accelerator is not None and self.accelerator.num_processes > 1
+        if multi:
+            emb = self.accelerator.gather(emb.contiguous())
+            correct = self.accelerator.gather(correct.long().to(emb.device)).cpu().bool()  # NCCL has no bool
+        if emb.shape[0] % self.num_generations:
+            raise ValueError(
+                f"the generation batch ({emb.shape[0]} rows) is not a whole number of groups of {self.num_generations}"
+            )
+        group_ids = torch.arange(emb.shape[0]) // self.num_generations
+        rewards = self.clipo.step(emb, correct, group_ids).detach().float().reshape(-1)
+        if multi:
+            from accelerate.utils import broadcast
+
+            rewards = broadcast(rewards.to(emb.device).contiguous(), from_process=0).cpu()
+            start = self.accelerator.process_index * n_local
+            rewards = rewards[start : start + n_local]
+        rewards = rewards.cpu()
+        stats = {"clipo/active_frac": float((rewards != 0).float().mean())}
+        stats.update({f"clipo/{k}": v for k, v in getattr(self.clipo, "last_stats", {}).items()})
+        log_metrics(kwargs, stats)
+        return [float(x) for x in rewards]

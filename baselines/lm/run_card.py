@@ -1,0 +1,131 @@
+"""The run card of a GRPO run: the ``README.md`` of its directory (what ran, how to repeat it, validation so far)
+and the summary a finished run prints."""
+
+from __future__ import annotations
+
+import math
+import shlex
+from typing import Any
+
+from baselines.lm.grpo_config import reward_terms, run_dir
+from baselines.lm.grpo_model import interaction, model_name
+from baselines.lm.step_profile import PARTS
+
+
+def command_line(opts: Any) -> str:
+    """The shell command that repeats the run (every option that differs from its default, and ``--threads``
+    always: the thread count is part of what makes a CPU run repeat bit for bit, docs/llm_grpo.md)."""
+    from countdown_gym.dataclass_cli import to_argv
+
+    argv = to_argv(opts, skip=("resume", "dry_run", "threads"))
+    return shlex.join(["python", "baselines/llm_grpo.py", *argv, "--threads", str(opts.threads)])
+
+
+def _percent(value: Any) -> str:
+    return f"{value:.1%}" if isinstance(value, (int, float)) else "-"
+
+
+def run_card(opts: Any, rows: list[dict[str, Any]], step: int, profile: dict[str, float] | None = None) -> str:
+    """The run directory's README.md: what was run, how to repeat it, validation so far (``rows``:
+    :class:`ValidationCallback` rows, numbers), and where a step's time goes (``profile``:
+    :meth:`baselines.lm.step_profile.StepProfile.summary`)."""
+    weights = ", ".join(f"{k} {w:g}" for k, w in reward_terms(opts).items() if w)
+    lines = [
+        f"# GRPO run `{run_dir(opts).name}`",
+        "",
+        "Written by `baselines/llm_grpo.py` at every checkpoint and at the end of training.",
+        "",
+        f"- starting model: `{model_name(opts)}`",
+        f"- interaction: `{interaction(opts)}`" + (f" (at most {opts.max_turns} turns of {opts.max_turn_tokens} tokens)"
+                                                    if interaction(opts) == "multi-turn" else ""),
+        f"- rewards: `{opts.rewards}` (term weights: {weights}; see docs/llm_grpo.md)",
+        f"- split preset `{opts.preset}`, prompt style `{opts.prompt_style}`",
+        f"- {opts.steps} steps of {opts.prompts_per_step} prompts x {opts.num_generations} completions, "
+        f"learning rate {opts.learning_rate:g}, beta {opts.beta:g}, temperature {opts.temperature:g}, "
+        f"at most {opts.max_completion_length} completion tokens, loss `{opts.loss_type}`, seed {opts.seed}",
+        f"- torch CPU threads: {opts.threads} (the same seed and thread count repeat the run bit for bit; another "
+        f"thread count adds floats in another order and takes another trajectory)",
+        f"- trained steps so far: {step}",
+        "",
+        "Repeat it (add `--resume` to continue from the newest checkpoint in this directory):",
+        "",
+        "```bash",
+        command_line(opts),
+        "```",
+        "",
+        "## Validation",
+        "",
+    ]
+    if rows:
+        samples = rows[0].get("samples") or 0
+        lines += [
+            f"First {rows[0]['problems']} problems of the `{opts.preset}` validation split; greedy = one greedy "
+            f"completion per problem" + (f", sampled = mean success of {samples} samples at T = {opts.temperature:g}, "
+                                         f"pass@{samples} = any of them." if samples else "."),
+            "",
+            "| step | greedy | sampled | pass@k | greedy completions with an invalid step | mean completion tokens |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in rows:
+            cells = [_percent(r.get(key)) for key in ("greedy_success", "sampled_success", "pass_at_k", "greedy_invalid_frac")]
+            lines.append(f"| {r['step']} | {' | '.join(cells)} | {r['mean_completion_tokens']:.0f} |")
+        lines += ["", "![validation success vs step](success.png)", ""]
+    else:
+        lines += ["No validation yet.", ""]
+    if profile:
+        lines += [
+            "## Time per step",
+            "",
+            "Mean seconds per GRPO step (validation not counted; baselines/lm/step_profile.py):",
+            "",
+            "| " + " | ".join(p.replace("_", " ") for p in PARTS) + " | step |",
+            "| " + " | ".join("---:" for _ in range(len(PARTS) + 1)) + " |",
+            "| " + " | ".join(f"{profile[p]:.2f}" for p in (*PARTS, "step")) + " |",
+            "",
+        ]
+    lines += [
+        "## Files",
+        "",
+        "| file | content |",
+        "| --- | --- |",
+        "| `options.json` | every option of the run |",
+        "| `metrics.csv`, `success.png` | one row per validation, and the plot of success vs step |",
+        "| `train_log.jsonl` | TRL's per-step logs, one reward column per term, `replay/*` diagnostics |",
+        "| `checkpoint-N/` | model, optimizer and RNG state (the last two are kept) |",
+        "| `final/` | the trained model, loadable with `--model` (after the run ends) |",
+        "| `best/` | the model with the highest greedy validation success so far (the start included); "
+        "`best/validation.json` says at which step |",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def summary_lines(opts: Any, summary: dict[str, Any]) -> list[str]:
+    """What a finished run prints: validation success at the start, the end and its best, with standard errors."""
+    lines: list[str] = []
+    first, last = summary.get("first"), summary.get("last")
+    if first and last:
+        n = int(first["problems"])
+
+        def se(p: float) -> str:  # the binomial standard error of a success rate on n problems
+            return f"± {math.sqrt(max(p * (1 - p), 0.0) / max(n, 1)):.1%}"
+
+        lines.append(f"validation success (greedy, first {n} validation problems, {interaction(opts)}): start "
+                     f"{first['greedy_success']:.1%} {se(first['greedy_success'])} (step {first['step']}) -> final "
+                     f"{last['greedy_success']:.1%} {se(last['greedy_success'])} (step {last['step']})")
+        best = summary.get("best")
+        if best:
+            lines.append(f"best validation success (greedy): {best['greedy_success']:.1%} at step {best['step']}, "
+                         f"saved in {summary['best_dir']}")
+        if "sampled_success" in last:
+            lines.append(f"validation success (sampled, T={opts.temperature}, {opts.eval_samples}/problem): "
+                         f"start {first['sampled_success']:.1%} -> final {last['sampled_success']:.1%}; "
+                         f"pass@{opts.eval_samples} {first['pass_at_k']:.1%} -> {last['pass_at_k']:.1%}")
+    if summary.get("step_profile"):
+        prof = summary["step_profile"]
+        lines.append("seconds per GRPO step by part: " + ", ".join(f"{p.replace('_', ' ')} {prof[p]:.2f}" for p in PARTS)
+                     + f" (step {prof['step']:.2f})")
+    if summary.get("seconds_per_step"):
+        lines.append(f"seconds per GRPO step: {summary['seconds_per_step']:.2f}; "
+                     f"generated tokens/s (validation generate): {summary.get('eval_tokens_per_s', 0):.0f}")
+    return lines

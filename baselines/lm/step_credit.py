@@ -1,0 +1,268 @@
+"""Per-step credit assignment for multi-turn GRPO: dense terms credited to the turn that earned them.
+
+In the multi-turn mode (``countdown_gym.integrations.trl_rollout.make_rollout_func``) every rollout
+is ``prompt | turn 0 | reply | turn 1 | reply ...``. Plain GRPO averages each dense term over a
+completion's moves and adds it to one scalar reward per completion, so every token of the
+completion gets the same advantage. :class:`StepCreditGRPOTrainer` keeps TRL's outcome advantage
+and adds a per-turn advantage computed from the dense terms, on the tokens of the turn only.
+
+For rollout ``i`` of a group of ``G`` rollouts of one prompt, with agent turns ``k = 0 .. K_i - 1``
+and ``T_{i,k}`` the transition records of turn ``k`` (``TurnReplay.turn_transitions``)::
+
+    r_{i,k} = sum_term w_term * sum_{t in T_{i,k}} term(t)           per-turn reward
+    G_{i,k} = sum_{j=k}^{K_i-1} gamma^(j-k) * r_{i,j}                discounted return-to-go
+    S_k     = {i' in the group : K_i' > k}                           rollouts that reached turn k
+    A^step_{i,k} = G_{i,k} - 1/(|S_k|-1) * sum_{i' in S_k, i' != i} G_{i',k}   if |S_k| >= 2
+                 = 0                                                             if S_k = {i}
+    A_{i,t} = A^out_i + A^step_{i,k(t)}                              token t of turn k(t)
+
+``term`` is ``oracle_term(t, "reachable")`` (``oracle``), ``oracle_term(t, "perfect")``
+(``oracle_perfect``) or the critic's score (``critic``, :func:`countdown_gym.rewards.terms.critic_terms`),
+``w_term`` the weight the run's reward spec gives it, and ``A^out_i`` TRL's own group-normalised
+advantage of the scalar rewards (the per-step terms are taken out of the scalar reward:
+:func:`split_reward_spec`). The leave-one-out baseline uses only the *other* rollouts' returns,
+which do not depend on rollout ``i``'s actions, so it adds no bias; it is not divided by a
+standard deviation (a std over a handful of returns that includes ``G_{i,k}`` itself would make
+the advantage a nonlinear function of the rollout's own return, and blows up when returns nearly
+tie): the spec's weights set the scale of the per-step part. Environment tokens and padding carry
+``A^out_i`` only, and TRL's ``tool_mask`` (the rollout's ``env_mask``) gives them zero loss weight.
+``docs/step_credit.md`` has the details and the limits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from countdown_gym.rewards.terms import Scorer, critic_terms, oracle_term
+
+STEP_TERMS: tuple[str, ...] = ("oracle", "oracle_perfect", "critic")
+"""Reward-spec terms that per-step credit credits to turns (all others stay in the scalar reward)."""
+
+ORACLE_MODE: dict[str, str] = {"oracle": "reachable", "oracle_perfect": "perfect"}
+"""The :func:`oracle_term` mode of each oracle term (as ``baselines/lm/rewards.py`` scores them)."""
+
+
+def split_reward_spec(weights: Mapping[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+    """``(scalar, per_step)`` weights of a parsed reward spec (term -> weight, ``parse_reward_spec``).
+
+    ``scalar`` has the keys of ``weights`` in their order, with the per-step terms' weights set to 0
+    (their reward functions may keep running for logging, they no longer add to the scalar reward);
+    ``per_step`` holds the :data:`STEP_TERMS` with a non-zero weight, so each dense term counts once.
+    """
+    scalar: dict[str, float] = {}
+    per_step: dict[str, float] = {}
+    for name, w in weights.items():
+        w = float(w)
+        if not math.isfinite(w):
+            raise ValueError(f"weight of {name!r} must be a finite number, got {w}")
+        if name in STEP_TERMS:
+            scalar[name] = 0.0
+            if w != 0.0:
+                per_step[name] = w
+        else:
+            scalar[name] = w
+    return scalar, per_step
+
+
+def _check_step_weights(weights: Mapping[str, float]) -> dict[str, float]:
+    unknown = [k for k in weights if k not in STEP_TERMS]
+    if unknown:
+        raise ValueError(f"per-step credit supports the terms {list(STEP_TERMS)}, got {unknown}")
+    out = {k: float(w) for k, w in weights.items() if float(w) != 0.0}
+    if not out:
+        raise ValueError(f"per-step credit needs a dense term with a non-zero weight (one of {list(STEP_TERMS)}), "
+                         f"got {dict(weights)}")
+    if not all(math.isfinite(w) for w in out.values()):
+        raise ValueError(f"per-step weights must be finite numbers, got {dict(weights)}")
+    return out
+
+
+def turn_rewards(episodes: Sequence[Sequence[Sequence[Mapping[str, Any]]]], weights: Mapping[str, float],
+                 critic: Scorer | None = None) -> list[list[float]]:
+    """``r_{i,k}``: for each episode (its ``turn_transitions``), the weighted dense terms of each turn.
+
+    A turn without a transition record (an unreadable turn, ``give up``) earns 0. The critic, when
+    weighted, scores every valid move of the batch in one call.
+    """
+    weights = _check_step_weights(weights)
+    flat = [t for episode in episodes for turn in episode for t in turn]
+    per_transition = np.zeros(len(flat), dtype=np.float64)
+    for name, w in weights.items():
+        if name == "critic":
+            if critic is None:
+                raise ValueError("the 'critic' per-step term needs a critic (critics.load_critic())")
+            per_transition += w * np.asarray(critic_terms(critic, flat), dtype=np.float64)
+        else:
+            per_transition += w * np.array([oracle_term(t, ORACLE_MODE[name]) for t in flat], dtype=np.float64)
+    out: list[list[float]] = []
+    pos = 0
+    for episode in episodes:
+        row = []
+        for turn in episode:
+            row.append(float(per_transition[pos : pos + len(turn)].sum()))
+            pos += len(turn)
+        out.append(row)
+    return out
+
+
+def returns_to_go(rewards: Sequence[float], gamma: float = 1.0) -> np.ndarray:
+    """``G_k = sum_{j >= k} gamma^(j-k) r_j`` for each turn ``k`` of one episode."""
+    if isinstance(gamma, bool) or not 0.0 <= float(gamma) <= 1.0:
+        raise ValueError(f"gamma must be a number in [0, 1], got {gamma!r}")
+    r = np.asarray(rewards, dtype=np.float64)
+    out = np.zeros_like(r)
+    running = 0.0
+    for k in range(len(r) - 1, -1, -1):
+        running = r[k] + gamma * running
+        out[k] = running
+    return out
+
+
+def group_step_advantages(returns: Sequence[Sequence[float]], num_generations: int) -> list[np.ndarray]:
+    """``A^step_{i,k}``: each return-to-go minus the mean of the same turn index's returns of the other
+    rollouts of its group that reached it (leave-one-out); 0 where no other rollout of the group did.
+
+    ``returns`` lists the episodes of the whole batch, groups as ``num_generations`` consecutive rows
+    (TRL's order); episodes may have different numbers of turns (also none).
+    """
+    if num_generations < 1 or len(returns) % num_generations:
+        raise ValueError(f"{len(returns)} episodes are not a whole number of groups of {num_generations}")
+    out: list[np.ndarray] = []
+    for start in range(0, len(returns), num_generations):
+        group = [np.asarray(r, dtype=np.float64) for r in returns[start : start + num_generations]]
+        depth = max((len(r) for r in group), default=0)
+        table = np.full((len(group), depth), np.nan)
+        for i, r in enumerate(group):
+            table[i, : len(r)] = r
+        reached = ~np.isnan(table)
+        count = reached.sum(axis=0)  # |S_k|
+        total = np.where(reached, table, 0.0).sum(axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            others = (total[None, :] - table) / (count[None, :] - 1)
+        adv = np.where(reached & (count[None, :] >= 2), table - others, 0.0)
+        out += [adv[i, : len(r)] for i, r in enumerate(group)]
+    return out
+
+
+def step_advantages(episodes: Sequence[Sequence[Sequence[Mapping[str, Any]]]], weights: Mapping[str, float],
+                    num_generations: int, gamma: float = 1.0, critic: Scorer | None = None) -> list[np.ndarray]:
+    """The per-turn advantages of a batch of episodes (their ``turn_transitions``): rewards, returns, baseline."""
+    rewards = turn_rewards(episodes, weights, critic)
+    return group_step_advantages([returns_to_go(r, gamma) for r in rewards], num_generations)
+
+
+def token_advantages(outcome: Any, step: Sequence[Sequence[float]], turn_index: Sequence[Sequence[int]], width: int) -> Any:
+    """``(B, width)`` per-token advantages: ``outcome[i] + step[i][k]`` on the tokens of turn ``k``
+    (``turn_index[i][t] == k``), ``outcome[i]`` on environment tokens (index -1) and right padding."""
+    import torch
+
+    outcome = torch.as_tensor(outcome)
+    if outcome.dim() != 1 or not len(outcome) == len(step) == len(turn_index):
+        raise ValueError(f"need one outcome advantage, one step row and one turn index row per rollout, got "
+                         f"{tuple(outcome.shape)}, {len(step)} and {len(turn_index)}")
+    dtype = outcome.dtype if outcome.is_floating_point() else torch.float32
+    extra = torch.zeros((len(step), width), dtype=torch.float64)
+    for i, (adv, index) in enumerate(zip(step, turn_index, strict=True)):
+        if len(index) > width:
+            raise ValueError(f"rollout {i} has {len(index)} completion tokens, more than the padded width {width}")
+        idx = torch.as_tensor(list(index), dtype=torch.long)
+        if len(idx) and int(idx.max()) >= len(adv):
+            raise ValueError(f"rollout {i} has tokens of turn {int(idx.max())} but its replay played {len(adv)} turns")
+        values = torch.as_tensor(np.asarray(adv, dtype=np.float64))
+        model = idx >= 0
+        row = torch.zeros(len(idx), dtype=torch.float64)
+        row[model] = values[idx[model]]
+        extra[i, : len(idx)] = row
+    return outcome.unsqueeze(1) + extra.to(device=outcome.device, dtype=dtype)
+
+
+class StepCreditMixin:
+    """The override behind :class:`StepCreditGRPOTrainer` (a mixin, so ``trl`` is imported only on use)."""
+
+    def __init__(self, *args: Any, step_weights: Mapping[str, float], step_gamma: float = 1.0,
+                 critic: Scorer | None = None, **kwargs: Any) -> None:
+        """``step_weights``: the per-step terms and weights (``split_reward_spec(...)[1]``); ``step_gamma``: the
+        discount of the return-to-go; ``critic``: the scorer of the ``critic`` term (default: the shipped one).
+        Everything else goes to ``trl.GRPOTrainer``, which must get the multi-turn ``rollout_func``."""
+        self.step_weights = _check_step_weights(step_weights)
+        returns_to_go([], step_gamma)  # validates gamma
+        self.step_gamma = float(step_gamma)
+        if "critic" in self.step_weights and critic is None:
+            from critics import load_critic
+
+            critic = load_critic()
+        self.step_critic = critic
+        if kwargs.get("rollout_func") is None:
+            raise ValueError("per-step credit needs the multi-turn rollout_func "
+                             "(countdown_gym.integrations.trl_rollout.make_rollout_func): it returns turn_index and turn_replay")
+        super().__init__(*args, **kwargs)
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """TRL's output with ``advantages`` replaced by the ``(B, T)`` per-token advantages; also
+        ``outcome_advantages`` (TRL's own, ``(B,)``) and ``turn_index`` (``(B, T)``, -1 off the model's turns)."""
+        import torch
+        from accelerate.utils import gather_object
+
+        output = super()._generate_and_score_completions(inputs)  # type: ignore[misc]
+        missing = [k for k in ("turn_replay", "turn_index") if k not in inputs[0]]
+        if missing:
+            raise KeyError(f"per-step credit needs {missing} from the rollout_func "
+                           "(countdown_gym.integrations.trl_rollout.make_rollout_func returns them)")
+        mode = "train" if self.model.training else "eval"  # type: ignore[attr-defined]
+        groups = self.num_generations if mode == "train" else self.num_generations_eval  # type: ignore[attr-defined]
+        local = turn_rewards([x["turn_replay"].turn_transitions for x in inputs], self.step_weights, self.step_critic)
+        # TRL normalises over the rewards gathered from every process; so does this, then keeps its own slice
+        rewards: list[list[float]] = gather_object(local)
+        step = group_step_advantages([returns_to_go(r, self.step_gamma) for r in rewards], groups)
+        start = self.accelerator.process_index * len(inputs)  # type: ignore[attr-defined]
+        index = [list(x["turn_index"]) for x in inputs]
+        outcome = output["advantages"]
+        width = output["completion_ids"].shape[1]
+        output["outcome_advantages"] = outcome
+        output["advantages"] = token_advantages(outcome, step[start : start + len(inputs)], index, width)
+        turn_index = torch.full((len(index), width), -1, dtype=torch.long)
+        for i, row in enumerate(index):
+            turn_index[i, : len(row)] = torch.as_tensor(row, dtype=torch.long)
+        output["turn_index"] = turn_index.to(outcome.device)
+        flat_r = np.concatenate([np.asarray(r, dtype=np.float64) for r in rewards] or [np.zeros(0)])
+        flat_a = np.concatenate([np.asarray(a, dtype=np.float64) for a in step] or [np.zeros(0)])
+        metrics = self._metrics[mode]  # type: ignore[attr-defined]
+        metrics["step_credit/turn_reward_mean"].append(float(flat_r.mean()) if flat_r.size else 0.0)
+        metrics["step_credit/step_advantage_abs_mean"].append(float(np.abs(flat_a).mean()) if flat_a.size else 0.0)
+        return output
+
+
+if TYPE_CHECKING:  # what the lazily built class is, for type checkers
+    from trl import GRPOTrainer
+
+    class StepCreditGRPOTrainer(StepCreditMixin, GRPOTrainer):
+        """``trl.GRPOTrainer`` with per-step credit (built by the module ``__getattr__``)."""
+
+
+_TRAINER: type | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """``StepCreditGRPOTrainer`` is built on first use, so importing this module does not import ``trl``."""
+    global _TRAINER
+    if name != "StepCreditGRPOTrainer":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if _TRAINER is None:
+        from trl import GRPOTrainer
+
+        _TRAINER = type("StepCreditGRPOTrainer", (StepCreditMixin, GRPOTrainer), {
+            "__module__": __name__,
+            "__doc__": "``trl.GRPOTrainer`` with per-step credit: TRL's outcome advantage plus the per-turn advantage "
+                       "of the dense terms on each turn's tokens (module docstring; docs/step_credit.md).",
+        })
+    return _TRAINER
+
+
+__all__ = [
+    "ORACLE_MODE", "STEP_TERMS", "StepCreditGRPOTrainer", "StepCreditMixin", "group_step_advantages", "returns_to_go",
+    "split_reward_spec", "step_advantages", "token_advantages", "turn_rewards",
+]

@@ -1,0 +1,230 @@
+"""The project's own tiny causal LM for Countdown: tokenizer, model config, save / load.
+
+Tokenizer (built with the ``tokenizers`` library, wrapped as ``PreTrainedTokenizerFast``):
+every integer ``0..1999`` is ONE token (the LongProc intermediate cap is 2000), so the model
+never has to do digit-by-digit arithmetic. Longer digit runs split greedily into such numbers
+(``"2401"`` -> ``"240" "1"``), which still decode to the same text. Every printable ASCII
+character, newline and tab is a token of its own, and the answer tags (``<answer>``,
+``<Solution>``, ``<think>`` and their closing forms) are single non-special tokens. Special tokens:
+``<pad>``, ``<bos>`` (prepended to every encoded text), ``<eos>``, ``<unk>``. Decoding fuses the
+pieces with no separator, so ``decode(encode(text), skip_special_tokens=True) == text`` for any
+ASCII text.
+
+Model: a Llama-style decoder (RMSNorm, SwiGLU, rotary positions) built from a config. Rotary
+positions are relative, so left padding in batched generation or in a trainer's log-prob pass
+(which may send no ``position_ids``) cannot shift what the model sees. ``arch="gpt2"`` builds the
+GPT-2 variant instead (learned absolute positions: pass position ids derived from the attention
+mask when batching with left padding; see :func:`position_ids_from_mask`).
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+from transformers import (
+    AutoModelForCausalLM,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+)
+
+from countdown_gym import dataclass_cli
+
+MAX_NUMBER_TOKEN = 1999
+SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")
+TAG_TOKENS = ("<answer>", "</answer>", "<Solution>", "</Solution>", "<think>", "</think>")
+# Numbers 1000..1999 first (four digits starting with 1), then 1..999 without a leading zero,
+# then any single character (a lone digit such as the "0" of "07" included).
+_PIECE = r"1[0-9]{3}|[1-9][0-9]{0,2}|[\s\S]"
+
+SHIPPED_CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "countdown-tiny-lm"
+
+
+def build_tokenizer() -> PreTrainedTokenizerFast:
+    """The number-aware tokenizer (deterministic: the same vocabulary every time)."""
+    vocab: dict[str, int] = {}
+    for tok in SPECIAL_TOKENS:
+        vocab[tok] = len(vocab)
+    for n in range(MAX_NUMBER_TOKEN + 1):
+        vocab[str(n)] = len(vocab)
+    for ch in string.printable:  # digits are already numbers; \r \x0b \x0c included
+        if ch not in vocab:
+            vocab[ch] = len(vocab)
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(_PIECE), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TAG_TOKENS])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", vocab["<bos>"])]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<bos>",
+        eos_token="<eos>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        padding_side="left",
+        clean_up_tokenization_spaces=False,
+        model_max_length=1024,
+    )
+    return fast
+
+
+@dataclass
+class TinyLMConfig:
+    """Size of the tiny model (``arch``: ``"llama"`` or ``"gpt2"``); the defaults are the shipped model's."""
+
+    arch: str = "llama"
+    """``llama`` (RMSNorm, SwiGLU, rotary positions) or ``gpt2`` (learned absolute positions)."""
+    hidden: int = 128
+    """Width of the residual stream (a multiple of --heads)."""
+    layers: int = 4
+    """Decoder layers."""
+    heads: int = 4
+    """Attention heads."""
+    intermediate: int = 384
+    """Width of the feed-forward layers."""
+    max_positions: int = 512
+    """Longest sequence in tokens (prompt and completion)."""
+    dropout: float = 0.0
+    """Attention (llama) or every (gpt2) dropout probability."""
+
+    def __post_init__(self) -> None:
+        if self.arch not in ("llama", "gpt2"):
+            raise ValueError(f"unknown arch {self.arch!r}; choose 'llama' or 'gpt2'")
+        dataclass_cli.check_min(self, 1, "hidden", "layers", "heads", "intermediate", "max_positions")
+        if self.hidden % self.heads:
+            raise ValueError(f"--hidden ({self.hidden}) must be a multiple of --heads ({self.heads})")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+
+def build_model(cfg: TinyLMConfig, tokenizer: PreTrainedTokenizerFast) -> PreTrainedModel:
+    """A freshly initialised causal LM of ``cfg``'s size for ``tokenizer``'s vocabulary."""
+    common = {
+        "vocab_size": len(tokenizer),
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+        "tie_word_embeddings": True,
+    }
+    if cfg.arch == "llama":
+        config = LlamaConfig(
+            hidden_size=cfg.hidden,
+            intermediate_size=cfg.intermediate,
+            num_hidden_layers=cfg.layers,
+            num_attention_heads=cfg.heads,
+            num_key_value_heads=cfg.heads,
+            max_position_embeddings=cfg.max_positions,
+            attention_dropout=cfg.dropout,
+            rope_theta=10000.0,
+            **common,
+        )
+        return LlamaForCausalLM(config)
+    if cfg.arch == "gpt2":
+        config = GPT2Config(
+            n_embd=cfg.hidden,
+            n_layer=cfg.layers,
+            n_head=cfg.heads,
+            n_inner=cfg.intermediate,
+            n_positions=cfg.max_positions,
+            resid_pdrop=cfg.dropout,
+            embd_pdrop=cfg.dropout,
+            attn_pdrop=cfg.dropout,
+            **common,
+        )
+        return GPT2LMHeadModel(config)
+    raise ValueError(f"unknown arch {cfg.arch!r}; choose 'llama' or 'gpt2'")  # an arch changed after construction
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    """Distinct trainable parameters (tied embeddings counted once)."""
+    seen: set[int] = set()
+    total = 0
+    for p in model.parameters():
+        if id(p) not in seen:
+            seen.add(id(p))
+            total += p.numel()
+    return total
+
+
+def save_pretrained(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, path: str | Path, meta: dict | None = None) -> Path:
+    """Save model (safetensors) + config + tokenizer files, and ``meta`` as ``training.json``."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    if meta is not None:
+        (path / "training.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    return path
+
+
+def check_model_path(name: str) -> None:
+    """Exit naming ``--model`` when ``name`` is a local path that is missing or holds no saved model (a hub id passes)."""
+    if name.startswith((".", "/", "~")) and not Path(name).exists():
+        raise SystemExit(f"--model {name}: no such directory")
+    if Path(name).exists() and not (Path(name) / "config.json").is_file():
+        raise SystemExit(f"--model {name}: no config.json there (not a saved Hugging Face model directory)")
+
+
+def load_causal_lm(name: str, **kwargs: Any) -> tuple[PreTrainedModel, Any]:
+    """``(model, tokenizer)`` of any Hugging Face causal LM (local path or hub id); ``kwargs`` go to
+    ``from_pretrained``. A bad path or a model that cannot load exits with a message, not a traceback."""
+    from transformers import AutoTokenizer
+
+    check_model_path(name)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+        model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
+    except (OSError, ValueError) as exc:  # ValueError: e.g. a directory with no tokenizer files
+        raise SystemExit(f"cannot load model {name!r}: {exc}") from None
+    return model, tokenizer
+
+
+def detect_interaction(model: str) -> str:
+    """The interaction a saved model was trained for: ``llm_sft.py``'s ``training.json``, or the ``options.json`` of
+    the GRPO run a ``final`` / ``best`` / ``checkpoint-N`` folder belongs to; ``single-pass`` when neither says."""
+    path = Path(model)
+    for f, key in ((path / "training.json", "sft_config"), (path.parent / "options.json", None)):
+        if f.is_file():
+            try:
+                data = json.loads(f.read_text())
+            except ValueError:
+                continue
+            data = data.get(key, {}) if key else data
+            if isinstance(data, dict) and data.get("interaction") in ("single-pass", "multi-turn"):
+                return data["interaction"]
+    return "single-pass"
+
+
+def load_pretrained(path: str | Path | None = None, dtype: torch.dtype = torch.float32):
+    """``(model, tokenizer)`` from a saved directory (``None``: the shipped checkpoint)."""
+    from transformers import AutoTokenizer
+
+    path = Path(path) if path is not None else SHIPPED_CHECKPOINT
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(f"no model at {path} (expected config.json, model.safetensors, tokenizer files)")
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
+    model.eval()
+    return model, tokenizer
+
+
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions counted over real tokens only (left padding gets position 1, like HF generate)."""
+    pos = attention_mask.long().cumsum(-1) - 1
+    return pos.masked_fill(attention_mask == 0, 1)
+
+
+def config_dict(cfg: TinyLMConfig) -> dict:
+    return asdict(cfg)

@@ -1,0 +1,238 @@
+"""An SB3 ``VecEnv`` over the package's batched ``CountdownVectorEnv``, with move features and dense rewards.
+
+``CountdownSB3VecEnv`` steps ``num_envs`` games with numpy array operations
+(:class:`countdown_gym.envs.vector.CountdownVectorEnv`), turns each state into the per-action
+feature rows of :func:`sb3_policy.move_features` for the whole batch at once, and adds the
+chosen dense reward with the pure term functions of ``countdown_gym.rewards.terms`` (the
+same functions the single-env wrappers call, on the same transition records), so it trains the
+same MDP with the same rewards as ``DummyVecEnv`` over ``MoveFeatures(OracleReward(...))``
+while avoiding a Python loop over envs and actions per step.
+
+``evaluate_batched`` plays a list of problems greedily with a masked policy, all at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from stable_baselines3.common.vec_env import VecEnv
+
+from baselines.sb3.policy import feature_size, observation_features
+from countdown_gym import Problem
+from countdown_gym.envs.vector import CountdownVectorEnv
+from countdown_gym.game.rules import Rules
+from countdown_gym.rewards.terms import (
+    critic_potentials,
+    critic_terms,
+    oracle_potential,
+    oracle_term,
+    potential_shaping,
+)
+from countdown_gym.rewards.variants import variant_names
+
+DENSE = variant_names("step")  # the registry's Countdown-v0 reward variants (as sb3_ppo.py --reward)
+
+
+def decode_states(obs: np.ndarray, value_scale: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(values, count, target, progress)`` of a batch of Countdown-v0 observations (``obs * value_scale``, exact for integers)."""
+    m = (obs.shape[1] - 2) // 2
+    present = obs[:, m : 2 * m] > 0.5
+    vals = np.rint(obs[:, :m].astype(np.float64) * value_scale).astype(np.int64)
+    vals[~present] = 0
+    target = np.rint(obs[:, 2 * m].astype(np.float64) * value_scale).astype(np.int64)
+    return vals, present.sum(1), target, obs[:, 2 * m + 1]
+
+
+def features_of(
+    raw_obs: np.ndarray, value_scale: float, rules: Rules, lookahead: int, log_ratios: bool, children: bool = False
+) -> np.ndarray:
+    """Flat move-feature observations of raw Countdown-v0 observations (:func:`sb3_policy.observation_features`)."""
+    vals, count, target, progress = decode_states(raw_obs, value_scale)
+    return observation_features(vals, count, target, progress, rules, lookahead, log_ratios, children)
+
+
+class CountdownSB3VecEnv(VecEnv):
+    """``num_envs`` Countdown-v0 games as one SB3 ``VecEnv`` whose observations are move-feature rows.
+
+    Args:
+        num_envs: games stepped together.
+        reward: one of ``DENSE`` (as ``sb3_ppo.py --reward``).
+        scale, gamma: the dense term's size and the shaping discount (as the wrappers').
+        lookahead, log_ratios, children: the features (:func:`sb3_policy.observation_features`).
+        critic: a scorer with ``score(states, targets)`` for the critic rewards (loaded once, shared).
+        **env_kwargs: passed to ``CountdownVectorEnv`` (``preset``, ``split``, ``problems``, ...).
+    """
+
+    def __init__(
+        self,
+        num_envs: int,
+        reward: str = "sparse",
+        scale: float = 0.1,
+        gamma: float = 1.0,
+        lookahead: int = 1,
+        critic: Any = None,
+        log_ratios: bool = False,
+        children: bool = False,
+        **env_kwargs: Any,
+    ) -> None:
+        if reward not in DENSE:
+            raise ValueError(f"reward must be one of {DENSE}, got {reward!r}")
+        if reward.startswith("critic") and critic is None:
+            raise ValueError("the critic rewards need a critic (critics.load_critic())")
+        self.reward, self.scale, self.gamma, self.critic = reward, scale, gamma, critic
+        self.lookahead, self.log_ratios, self.children = lookahead, log_ratios, children
+        self.potential = reward.endswith("potential")
+        self.venv = CountdownVectorEnv(num_envs, record_transitions=reward != "sparse", **env_kwargs)
+        self.rules = self.venv.rules
+        m = self.venv.max_numbers
+        self.n_actions = self.venv.n_actions
+        size = feature_size(m, lookahead, log_ratios, children)
+        self.render_mode = None
+        obs_space = spaces.Box(-1.0, 1.0, shape=(size,), dtype=np.float32)
+        super().__init__(num_envs, obs_space, spaces.Discrete(self.n_actions))
+        self._actions: np.ndarray | None = None
+        self._phi = np.zeros(num_envs)
+        self._returns = np.zeros(num_envs)
+        self._lengths = np.zeros(num_envs, dtype=np.int64)
+
+    # ---- features and potentials ------------------------------------------------------------
+    def features(self, raw_obs: np.ndarray) -> np.ndarray:
+        return features_of(raw_obs, self.venv.value_scale, self.rules, self.lookahead, self.log_ratios, self.children)
+
+    def _potentials(self, states: Sequence[tuple], targets: Sequence[int]) -> np.ndarray:
+        if not states:
+            return np.zeros(0)
+        if self.reward == "oracle-potential":
+            return np.array([self.scale * oracle_potential(s, t, self.rules) for s, t in zip(states, targets, strict=True)])
+        return self.scale * critic_potentials(self.critic, list(states), list(targets))
+
+    def _start_potentials(self, rows: np.ndarray) -> None:
+        problems = self.venv.current_problems()
+        self._phi[rows] = self._potentials([tuple(problems[k].numbers) for k in rows], [problems[k].target for k in rows])
+
+    # ---- VecEnv API ---------------------------------------------------------------------------
+    def reset(self) -> np.ndarray:
+        seed = self._seeds[0]
+        obs, _ = self.venv.reset(seed=seed)
+        self._seeds = [None] * self.num_envs
+        self._returns[:] = 0.0
+        self._lengths[:] = 0
+        if self.potential:
+            self._start_potentials(np.arange(self.num_envs))
+        return self.features(obs)
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
+
+    def _dense(self, transitions: np.ndarray, terminated: np.ndarray, done: np.ndarray) -> np.ndarray:
+        records = [t[0] for t in transitions]
+        if self.reward in ("oracle-perfect", "oracle-reachable"):
+            mode = self.reward.split("-", 1)[1]
+            return np.array([oracle_term(t, mode, self.scale) for t in records])
+        if self.reward == "critic":
+            return np.array(critic_terms(self.critic, records, self.scale))
+        # potential-based shaping: F = gamma * Phi(s') - Phi(s), Phi = 0 once the episode terminates
+        phi_next = np.zeros(self.num_envs)
+        live = [k for k in range(self.num_envs) if not terminated[k]]
+        states = [records[k]["next_state"] if records[k]["valid"] else records[k]["state"] for k in live]
+        phi_next[live] = self._potentials(states, [records[k]["target"] for k in live])
+        term = np.array([potential_shaping(p, q, self.gamma) for p, q in zip(self._phi, phi_next, strict=True)])
+        self._phi = phi_next
+        ended = np.flatnonzero(done)
+        if len(ended):
+            self._start_potentials(ended)
+        return term
+
+    def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        assert self._actions is not None, "step_async first"
+        raw, reward, terminated, truncated, info = self.venv.step(self._actions)
+        done = terminated | truncated
+        reward = reward.astype(np.float64)
+        if self.reward != "sparse":
+            reward = reward + self._dense(info["transitions"], terminated, done)
+        obs = self.features(raw)
+        self._returns += reward
+        self._lengths += 1
+        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        ended = np.flatnonzero(done)
+        if len(ended):
+            final = self.features(np.stack([info["final_obs"][k] for k in ended]))
+            success = info["final_info"]["is_success"]
+            for n, k in enumerate(ended):
+                infos[k] = {
+                    "terminal_observation": final[n],
+                    "TimeLimit.truncated": bool(truncated[k] and not terminated[k]),
+                    "is_success": bool(success[k]),
+                    "episode": {"r": float(self._returns[k]), "l": int(self._lengths[k]), "t": 0.0},
+                }
+            self._returns[ended] = 0.0
+            self._lengths[ended] = 0
+        return obs, reward.astype(np.float32), done, infos
+
+    def action_masks(self) -> np.ndarray:
+        """Legal-action masks ``(num_envs, n_actions)`` bool."""
+        return self.venv.action_masks()
+
+    def close(self) -> None:
+        self.venv.close()
+
+    def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
+        return [getattr(self, attr_name)] * len(self._get_indices(indices))
+
+    def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+        setattr(self, attr_name, value)
+
+    def env_method(self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any) -> list[Any]:
+        idx = list(self._get_indices(indices))
+        if method_name == "action_masks":
+            masks = self.action_masks()
+            return [masks[k] for k in idx]
+        raise AttributeError(f"CountdownSB3VecEnv has no per-env method {method_name!r}")
+
+    def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
+        return [False] * len(self._get_indices(indices))
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        return [None] * self.num_envs
+
+
+def evaluate_batched(
+    model: Any,
+    problems: list[Problem],
+    preset: str,
+    lookahead: int = 1,
+    log_ratios: bool = False,
+    children: bool = False,
+    chunk: int = 500,
+) -> tuple[float, list[list[tuple]]]:
+    """Greedy, masked play of every problem, ``chunk`` at a time: (success rate, the moves of each episode)."""
+    if len(problems) > chunk:
+        won, moves = 0.0, []
+        for start in range(0, len(problems), chunk):
+            part = problems[start : start + chunk]
+            rate, part_moves = evaluate_batched(model, part, preset, lookahead, log_ratios, children, chunk)
+            won += rate * len(part)
+            moves.extend(part_moves)
+        return won / len(problems), moves
+    if not problems:
+        return 0.0, []
+    venv = CountdownVectorEnv(len(problems), preset=preset, record_transitions=True)
+    raw, info = venv.reset(options={"problems": problems})
+    moves: list[list[tuple]] = [[] for _ in problems]
+    won = np.zeros(len(problems), dtype=bool)
+    live = np.ones(len(problems), dtype=bool)
+    while live.any():
+        obs = features_of(raw, venv.value_scale, venv.rules, lookahead, log_ratios, children)
+        action, _ = model.predict(obs, deterministic=True, action_masks=venv.action_masks())
+        raw, _, terminated, truncated, info = venv.step(np.asarray(action, dtype=np.int64))
+        for k in np.flatnonzero(live):
+            moves[k].extend(t["move"] for t in info["transitions"][k])
+        done = (terminated | truncated) & live
+        if done.any():
+            won |= done & info["final_info"]["is_success"]
+        live &= ~done
+    venv.close()
+    return float(won.mean()), moves

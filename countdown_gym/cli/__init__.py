@@ -1,0 +1,67 @@
+"""The ``countdown-gym`` console script (also ``python -m countdown_gym``):
+``countdown-gym leaderboard submit|score|check ...``, ``countdown-gym splits [--write]``,
+``countdown-gym audit REWARD_FN``. Exit codes of every command: 0 success, 1 failure, 2 usage error.
+
+Every command parses its options through :mod:`countdown_gym.dataclass_cli` (one help layout, one usage-error
+form: ``usage: ...``, ``<prog>: error: <message>``, exit code 2); this module only dispatches.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+
+from countdown_gym import dataclass_cli
+
+PROG = "countdown-gym"
+EXIT_CODES = "Every command: `countdown-gym <command> --help`; exit codes 0 success, 1 failure, 2 usage error."
+
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "leaderboard": ("countdown_gym.leaderboard.__main__", "submit|score|check: leaderboard tools (see: countdown-gym "
+                                                          "leaderboard --help)"),
+    "splits": ("countdown_gym.data.splits", "[--write]: check that the frozen splits reproduce from their spec (--write "
+                                       "rewrites them)"),
+    "audit": ("countdown_gym.cli.audit", "REWARD_FN: how often a reward function accepts the shipped reward hacks"),
+    "serve": ("countdown_gym.integrations.openenv.serve", "[--env ID] [--port N]: an OpenEnv server of "
+                                                          "CountdownMultiTurn-v0 / Countdown-v0 (needs the openenv extra)"),
+    "export": ("countdown_gym.cli.export", "--format F --out DIR: the frozen splits as a Hugging Face dataset, parquet, "
+                                       "jsonl or verl files"),
+    "difficulty": ("countdown_gym.data.difficulty", "[--write]: re-measure the difficulty labels of the frozen splits "
+                                               "(--write rewrites them)"),
+}
+
+
+def _runner(module: str) -> Callable[[list[str]], int]:
+    """The command's ``main``, imported when it runs (a command's dependencies load only for that command)."""
+
+    def run(argv: list[str]) -> int:
+        try:
+            return importlib.import_module(module).main(argv)
+        except SystemExit as e:  # a command that exits rather than returns its code
+            return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+
+    return run
+
+
+COMMANDS = {name: (text, _runner(module)) for name, (module, text) in _COMMANDS.items()}
+USAGE = dataclass_cli.dispatch_help(PROG, COMMANDS, epilog=EXIT_CODES, usage="[-h] [--version] <command> [args]")
+"""What ``countdown-gym --help`` prints."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch ``countdown-gym <command> ...`` to the command's own ``main``."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] in (["-V"], ["--version"]):
+        from countdown_gym import __version__
+
+        print(f"countdown-gym {__version__}")
+        return 0
+    if argv[:1] in (["-h"], ["--help"]):
+        print(USAGE, end="")
+        return 0
+    return dataclass_cli.dispatch(PROG, COMMANDS, argv, epilog=EXIT_CODES)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,385 @@
+"""``countdown-gym audit REWARD_FN``: how often a reward function pays for a known reward hack.
+
+The corpus (``countdown_gym/data/exploits.jsonl``, :func:`load_exploits`) holds completions that
+game Countdown rewards (powers, factorials, roots, floor division, concatenated digits, reused or
+foreign numbers, unicode digits, several answers, text after the answer, huge numbers, empty
+answers, ...) and a few correct controls, each with the verdict it should get (``reject`` or
+``accept``) and the reason code this package's verifier gives it.
+
+A reward function is any ``fn(completion, numbers, target) -> float``, named ``module:function``
+or ``path/to/file.py:function``. Every call runs in a separate worker process with a time limit
+and a memory cap (after one untimed warm-up call, so lazy imports do not count), so a function that evaluates ``9**9**9**9`` is counted as hung instead of
+hanging the audit; the worker is restarted after it. A completion counts as *accepted* when its
+reward is at least ``--threshold`` (default 1.0: full credit).
+
+    countdown-gym audit countdown_gym.cli.audit:verify_reward
+    countdown-gym audit benchmarks/peer_rewards.py:tinyzero_reward --timeout 2
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import tyro
+
+from countdown_gym import dataclass_cli
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.verifier import REASONS, verify
+
+CORPUS = "exploits.jsonl"
+CONTROL = "control"
+DEFAULT_TIMEOUT = 5.0
+DEFAULT_MEMORY_MB = 2048
+LOAD_TIMEOUT = 300.0
+WARM_UP = ("<think>1 + 2 = 3</think>\n<answer>1 + 2</answer>", (1, 2), 3)
+"""A correct completion each worker passes once, untimed, before the corpus (the function's lazy set-up)."""
+
+
+class AuditError(RuntimeError):
+    """The reward function could not be loaded or the corpus is malformed."""
+
+
+@dataclass(frozen=True)
+class Exploit:
+    """One corpus row: a completion for the problem ``(numbers, target)`` and its due verdict."""
+
+    id: str
+    category: str
+    numbers: tuple[int, ...]
+    target: int
+    completion: str
+    verdict: Literal["accept", "reject"]
+    reason: str
+    note: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one reward call gave: ``status`` is ``ok`` (``reward`` set), ``hung`` or ``raised``."""
+
+    exploit: Exploit
+    status: Literal["ok", "hung", "raised"]
+    reward: float | None = None
+    error: str | None = None
+
+    def accepted(self, threshold: float) -> bool:
+        return self.status == "ok" and self.reward is not None and self.reward >= threshold
+
+
+@dataclass(frozen=True)
+class CategoryResult:
+    """Per category: rows, accepted (reward >= threshold), hung, raised, mean reward of the calls that returned."""
+
+    category: str
+    rows: int
+    accepted: int
+    hung: int
+    raised: int
+    mean_reward: float | None
+
+    def cell(self) -> str:
+        """``accepted/rows`` with the hung and raised calls named: the audit table's cell."""
+        extra = [f"{n} {what}" for n, what in ((self.hung, "hung"), (self.raised, "raised")) if n]
+        return f"{self.accepted}/{self.rows}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+def corpus_path() -> Path:
+    """The shipped corpus file."""
+    from importlib import resources
+
+    return Path(str(resources.files("countdown_gym") / "data" / CORPUS))
+
+
+def load_exploits(path: str | Path | None = None) -> list[Exploit]:
+    """The corpus rows of ``path`` (default: the shipped corpus); a malformed row raises :class:`AuditError`."""
+    path = Path(path) if path is not None else corpus_path()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise AuditError(f"cannot read the corpus {path}: {e}") from None
+    out, seen = [], set()
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            ex = Exploit(
+                id=str(row["id"]), category=str(row["category"]), numbers=tuple(row["numbers"]), target=row["target"],
+                completion=row["completion"], verdict=row["verdict"], reason=row["reason"], note=str(row.get("note", "")),
+            )  # fmt: skip
+            Problem(ex.numbers, ex.target)  # numbers and target are ints
+        except (ValueError, KeyError, TypeError) as e:
+            raise AuditError(f"{path}:{i}: not a corpus row ({type(e).__name__}: {e})") from None
+        if not isinstance(ex.completion, str) or ex.verdict not in ("accept", "reject") or ex.reason not in REASONS:
+            raise AuditError(f"{path}:{i}: completion must be a string, verdict accept|reject, reason a verifier code")
+        if ex.id in seen:
+            raise AuditError(f"{path}:{i}: duplicate id {ex.id!r}")
+        seen.add(ex.id)
+        out.append(ex)
+    if not out:
+        raise AuditError(f"{path}: no corpus rows")
+    return out
+
+
+def verify_reward(completion: str, numbers: Sequence[int], target: int) -> float:
+    """This package's verifier as a reward: ``verify(Problem(numbers, target), completion).reward``."""
+    return verify(Problem(tuple(numbers), target), completion).reward
+
+
+# ---- the worker process -----------------------------------------------------------------------------
+
+
+def _limit_memory(memory_mb: int) -> None:
+    if memory_mb <= 0:
+        return
+    try:
+        import resource
+    except ImportError:  # not on POSIX: the time limit still holds
+        return
+    try:  # the cap is what the calls may add to the address space the loaded function already has
+        with open("/proc/self/statm") as f:
+            in_use = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        in_use = 0
+    cap = in_use + memory_mb * 2**20
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (cap if hard < 0 else min(cap, hard), hard))
+
+
+def _serve(spec: str, conn: Any, memory_mb: int) -> None:
+    """Worker: load the function, then answer ``(completion, numbers, target)`` requests until None."""
+    import warnings
+
+    from countdown_gym.leaderboard.agents import load_object
+
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - a reward's prints must not mix with the table
+    warnings.simplefilter("ignore")  # e.g. Python's SyntaxWarning on an evaluated '2(3 + 4)'
+    try:
+        fn = load_object(spec, "reward function")
+        if not callable(fn):
+            raise ValueError(f"{spec} is not callable (a {type(fn).__name__})")
+    except (ValueError, FileNotFoundError) as e:
+        conn.send(("usage", str(e)))
+        return
+    except BaseException as e:  # the module itself failed to import
+        conn.send(("failed", f"{type(e).__name__}: {e}"))
+        return
+    with contextlib.suppress(Exception):  # a warm-up call, untimed: lazy imports and caches load here, not in row 1
+        fn(WARM_UP[0], list(WARM_UP[1]), WARM_UP[2])
+    _limit_memory(memory_mb)
+    conn.send(("ready", None))
+    while (item := conn.recv()) is not None:
+        completion, numbers, target = item
+        try:
+            conn.send(("ok", float(fn(completion, list(numbers), target))))
+        except BaseException as e:  # noqa: BLE001 - a raising reward is a finding, not a crash of the audit
+            conn.send(("raised", f"{type(e).__name__}: {e}"[:300]))
+
+
+class _Worker:
+    def __init__(self, spec: str, memory_mb: int, load_timeout: float) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(spec, child, memory_mb), daemon=True)
+        self.proc.start()
+        child.close()
+        if not self.conn.poll(load_timeout):
+            self.stop()
+            raise AuditError(f"loading {spec} took more than {load_timeout:.0f} s")
+        try:
+            kind, detail = self.conn.recv()
+        except EOFError:
+            self.stop()
+            raise AuditError(f"the worker loading {spec} died (exit code {self.proc.exitcode})") from None
+        if kind == "usage":
+            self.stop()
+            raise ValueError(detail)
+        if kind == "failed":
+            self.stop()
+            raise AuditError(f"importing {spec} failed: {detail}")
+
+    def call(self, item: tuple[str, tuple[int, ...], int], timeout: float) -> tuple[str, Any]:
+        self.conn.send(item)
+        if not self.conn.poll(timeout):
+            return "hung", f"no answer within {timeout:g} s"
+        try:
+            return self.conn.recv()
+        except EOFError:
+            self.proc.join(1)
+            return "raised", f"the worker process died (exit code {self.proc.exitcode})"
+
+    def close(self) -> None:
+        """Ask the worker to end, then make sure it has."""
+        with contextlib.suppress(OSError):
+            self.conn.send(None)
+            self.proc.join(2)
+        self.stop()
+
+    def stop(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join()
+        self.conn.close()
+
+
+def run_audit(
+    spec: str,
+    exploits: Sequence[Exploit] | None = None,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    load_timeout: float = LOAD_TIMEOUT,
+    progress: bool = False,
+) -> list[Outcome]:
+    """Call the reward function ``spec`` on every corpus row, each call in a worker with ``timeout`` seconds.
+
+    Raises ``ValueError`` for a spec that names no callable and :class:`AuditError` when the
+    function's module fails to import.
+    """
+    if timeout <= 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+    from tqdm import tqdm
+
+    rows = load_exploits() if exploits is None else list(exploits)
+    worker: _Worker | None = None
+    out = []
+    try:
+        for ex in tqdm(rows, desc="audit", unit="call", disable=not progress):
+            if worker is None:
+                worker = _Worker(spec, memory_mb, load_timeout)
+            status, value = worker.call((ex.completion, ex.numbers, ex.target), timeout)
+            if status == "ok":
+                out.append(Outcome(ex, "ok", reward=value))
+                continue
+            out.append(Outcome(ex, status, error=value))
+            if status == "hung" or not worker.proc.is_alive():
+                worker.stop()
+                worker = None
+    finally:
+        if worker is not None:
+            worker.close()
+    return out
+
+
+def _result(name: str, outcomes: Sequence[Outcome], threshold: float) -> CategoryResult:
+    rewards = [o.reward for o in outcomes if o.status == "ok" and o.reward is not None]
+    return CategoryResult(
+        name, len(outcomes), sum(o.accepted(threshold) for o in outcomes), sum(o.status == "hung" for o in outcomes),
+        sum(o.status == "raised" for o in outcomes), sum(rewards) / len(rewards) if rewards else None,
+    )  # fmt: skip
+
+
+def summarize(outcomes: Sequence[Outcome], threshold: float = 1.0) -> list[CategoryResult]:
+    """One :class:`CategoryResult` per category, in corpus order."""
+    by_cat: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        by_cat.setdefault(o.exploit.category, []).append(o)
+    return [_result(cat, rows, threshold) for cat, rows in by_cat.items()]
+
+
+def summarize_exploits(outcomes: Sequence[Outcome], threshold: float = 1.0) -> CategoryResult:
+    """All rows whose verdict is ``reject`` (every category but the correct controls) as one result."""
+    return _result("all exploits", [o for o in outcomes if o.exploit.verdict == "reject"], threshold)
+
+
+def misjudged(outcomes: Sequence[Outcome], threshold: float = 1.0) -> list[Outcome]:
+    """The rows judged against their verdict: accepted exploits and unrewarded correct controls."""
+    return [o for o in outcomes if o.accepted(threshold) != (o.exploit.verdict == "accept")]
+
+
+def report(spec: str, outcomes: Sequence[Outcome], threshold: float, timeout: float) -> str:
+    """The plain-text table ``countdown-gym audit`` prints."""
+    summary = summarize(outcomes, threshold)
+    lines = [f"reward function {spec}: accepted = reward >= {threshold:g}; {timeout:g} s per call", ""]
+    w = max(len("category"), *(len(r.category) for r in summary))
+    lines.append(f"{'category':<{w}}  rows  accepted  hung  raised  mean reward")
+    for r in summary:
+        mean = f"{r.mean_reward:.3f}" if r.mean_reward is not None else "-"
+        lines.append(f"{r.category:<{w}}  {r.rows:>4}  {r.accepted:>8}  {r.hung:>4}  {r.raised:>6}  {mean:>11}")
+    bad = summarize_exploits(outcomes, threshold)
+    controls = [o for o in outcomes if o.exploit.verdict == "accept"]
+    lines += ["", f"exploits accepted: {bad.accepted}/{bad.rows}" + (f" ({100 * bad.accepted / bad.rows:.1f}%)" if bad.rows else "")
+              + f"; correct controls accepted: {sum(o.accepted(threshold) for o in controls)}/{len(controls)}"]
+    wrong = misjudged(outcomes, threshold)
+    if wrong:
+        lines.append("judged against the corpus verdict:")
+        for o in wrong:
+            got = f"reward {o.reward:g}" if o.status == "ok" else f"{o.status}: {o.error}"
+            lines.append(f"  {o.exploit.id:<20} {o.exploit.verdict:>6} expected, {got}  ({o.exploit.note})")
+    return "\n".join(lines)
+
+
+@dataclass
+class AuditOptions:
+    """Run a reward function over the shipped corpus of reward hacks and print, per category, how many it accepts.
+
+    Exit codes: 0 audited (with --check: and every row judged as the corpus says), 1 the function failed to import
+    or --check found a misjudged row, 2 usage error."""
+
+    reward_fn: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="REWARD_FN")]
+    """'module:function' or 'file.py:function', called as fn(completion, numbers, target) -> float (this package's
+    verifier: countdown_gym.cli.audit:verify_reward)"""
+    threshold: float = 1.0
+    """a reward at or above this accepts the completion"""
+    timeout: float = DEFAULT_TIMEOUT
+    """seconds per call before it counts as hung (> 0)"""
+    memory_mb: int = DEFAULT_MEMORY_MB
+    """memory in MiB the calls may add to the worker's address space once the function is loaded, 0 for no cap"""
+    corpus: str | None = None
+    """a corpus file of the same format (default: the shipped one)"""
+    json: str | None = None
+    """also write every row's outcome to this path as JSON lines"""
+    check: bool = False
+    """exit 1 if an exploit is accepted or a correct control is not"""
+    progress: bool = True
+    """a progress bar"""
+
+    def __post_init__(self) -> None:
+        if not self.timeout > 0:
+            raise ValueError(f"--timeout must be > 0, got {self.timeout:g}")
+        dataclass_cli.check_min(self, 0, "memory_mb")
+        if self.json is not None:  # checked now, not after the whole audit has run
+            out = Path(self.json)
+            if out.is_dir():
+                raise ValueError(f"--json {out} is a folder; give the path of a file to write")
+            if not out.absolute().parent.is_dir():
+                raise ValueError(f"--json {out}: the folder {out.absolute().parent} does not exist")
+
+
+PROG = "countdown-gym audit"
+
+
+def _audit(args: AuditOptions) -> int:
+    try:
+        rows = load_exploits(args.corpus)
+        outcomes = run_audit(args.reward_fn, rows, timeout=args.timeout, memory_mb=args.memory_mb,
+                             progress=args.progress)
+    except ValueError as e:
+        dataclass_cli.usage_error(str(e), prog=PROG)
+    except AuditError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
+    print(report(args.reward_fn, outcomes, args.threshold, args.timeout))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            for o in outcomes:
+                f.write(json.dumps({"id": o.exploit.id, "category": o.exploit.category, "verdict": o.exploit.verdict,
+                                    "status": o.status, "reward": o.reward, "error": o.error}) + "\n")
+    return 1 if args.check and misjudged(outcomes, args.threshold) else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``countdown-gym audit``: 0 audited, 1 failure (or --check found a misjudged row), 2 usage error."""
+    return dataclass_cli.run(AuditOptions, argv, _audit, prog=PROG)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,372 @@
+"""``countdown-gym export``: the frozen splits as Hugging Face datasets, parquet, JSON lines or verl files.
+
+    countdown-gym export --format hf --out data/countdown            # every preset, every split
+    countdown-gym export --format parquet --preset tinyzero --split test --out data/countdown
+    countdown-gym export --format jsonl --prompt-style longproc --chat --out data/countdown   # prompt: chat messages
+
+Formats (one folder per preset under ``--out``; a dataset card ``README.md`` with the Hub's YAML metadata at
+the top of ``--out``, except for ``verl``):
+
+* ``hf``: ``<out>/<preset>/`` is a ``datasets.DatasetDict`` (``datasets.load_from_disk``);
+* ``parquet``: ``<out>/<preset>/<split>.parquet`` (``datasets.load_dataset("parquet", data_files=...)``, or the
+  folder itself on the Hub: the card lists one config per preset);
+* ``jsonl``: ``<out>/<preset>/<split>.jsonl``, one row per line;
+* ``verl``: verl's prompt rows (:mod:`countdown_gym.integrations.verl_export`).
+
+The columns of ``hf`` / ``parquet`` / ``jsonl`` rows are :data:`COLUMNS`. ``prompt`` is the prompt in
+``--prompt-style``, plain text, or with ``--chat`` chat messages ending with the user's turn
+(:func:`~countdown_gym.game.text_format.chat_messages`), so ``GRPOTrainer(train_dataset=load_dataset(...)["train"])``
+trains on an export as it is; ``rules`` is a struct. Read any export back, or TinyZero-style rows, with
+:func:`countdown_gym.data.problem_files.load_problems`. See ``docs/datasets.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from countdown_gym.data.difficulty import TIER_METRIC, TIER_THRESHOLDS, split_labels, split_tiers
+from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, load_split, split_sha256
+from countdown_gym.dataclass_cli import run, usage_error
+from countdown_gym.game.text_format import PROMPT_STYLES, build_prompt, chat_messages
+
+FORMATS = ("hf", "parquet", "jsonl", "verl")
+
+COLUMNS: dict[str, str] = {
+    "id": "the problem's id in the package (`<preset>/<split>/<index>`)",
+    "preset": "the generator preset of the split",
+    "split": "`train`, `validation` or `test`",
+    "numbers": "the numbers to combine (list of int)",
+    "target": "the number to reach (int)",
+    "rules": "the rules, a struct (`countdown_gym.Rules.from_dict`): name, integer_only (exact division only), sign "
+             "(positive, nonnegative or any intermediate results), value_limit (results below it; null: none), use_all",
+    "solution": "one solution expression (`countdown_gym.solve`), accepted by `countdown_gym.verify` inside `<answer>` tags",
+    "num_solutions": "distinct solution expressions (`countdown_gym.solve`)",
+    "search_nodes": "moves the reference depth-first search tries before reaching the target (LongProc trace length)",
+    "first_wrong_depth": "moves made when the reference search first enters a dead end (null: its first path is right)",
+    "wrong_moves": "moves of the reference search into dead ends before the solution",
+    "good_first_moves": "first moves after which the target is still reachable",
+    "legal_first_moves": "legal first moves",
+    "tier": "difficulty tier: easy, medium or hard (cut on search_nodes, about equal thirds of the test split)",
+    "prompt": "the prompt in the export's `--prompt-style`: plain text (`build_prompt`), or with `--chat` chat messages "
+              "ending with the user's turn (`countdown_gym.game.text_format.chat_messages`)",
+    **{f"prompt_{s}": f"the ready prompt in the `{s}` style (`countdown_gym.game.text_format.build_prompt`)" for s in PROMPT_STYLES},
+}
+"""Every column of an exported row, with its meaning (the dataset card lists them)."""
+
+
+RULES_FIELDS: tuple[str, ...] = ("name", "integer_only", "sign", "value_limit", "use_all")
+
+
+def split_rows(preset: str, split: str, prompt_style: str = "tinyzero", chat: bool = False) -> list[dict[str, Any]]:
+    """The exported rows of one frozen split, in split order (columns :data:`COLUMNS`; ``prompt`` in
+    ``prompt_style``, chat messages when ``chat``)."""
+    if prompt_style not in PROMPT_STYLES:
+        raise ValueError(f"unknown prompt style {prompt_style!r}; choose one of {list(PROMPT_STYLES)}")
+    problems = load_split(preset, split)
+    rows = []
+    for p, d, t in zip(problems, split_labels(preset, split), split_tiers(preset, split), strict=True):
+        row: dict[str, Any] = {
+            "id": p.id,
+            "preset": preset,
+            "split": split,
+            "numbers": list(p.numbers),
+            "target": p.target,
+            "rules": {k: p.rules.to_dict()[k] for k in RULES_FIELDS},
+            "prompt": chat_messages(p, prompt_style) if chat else build_prompt(p, prompt_style),
+        }
+        row.update(d.to_dict())
+        row["tier"] = t
+        for style in PROMPT_STYLES:
+            row[f"prompt_{style}"] = build_prompt(p, style)
+        rows.append({k: row[k] for k in COLUMNS})
+    return rows
+
+
+def _features(chat: bool = False) -> Any:
+    from datasets import Features, List, Value
+
+    rules = {"name": Value("string"), "integer_only": Value("bool"), "sign": Value("string"),
+             "value_limit": Value("int64"), "use_all": Value("bool")}
+    message = {"role": Value("string"), "content": Value("string")}
+    kinds = {"numbers": List(Value("int64")), "target": Value("int64"), "num_solutions": Value("int64"),
+             "search_nodes": Value("int64"), "first_wrong_depth": Value("int64"), "wrong_moves": Value("int64"),
+             "good_first_moves": Value("int64"), "legal_first_moves": Value("int64"), "rules": rules,
+             "prompt": List(message) if chat else Value("string")}
+    return Features({k: kinds.get(k, Value("string")) for k in COLUMNS})
+
+
+def _size_category(n: int) -> str:
+    for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K")):
+        if n < limit:
+            return name
+    return "100K<n<1M"
+
+
+CITATION = """@software{countdown_gym,
+  title = {countdown-gym: the Countdown game as Gymnasium environments, with an exact verifier, solver and
+           dense-reward critics for LLM reasoning research},
+  version = {VERSION},
+  year = {2026},
+  license = {MIT}
+}
+
+@misc{tinyzero,
+  author = {Jiayi Pan and Junjie Zhang and Xingyao Wang and Lifan Yuan and Hao Peng and Alane Suhr},
+  title = {TinyZero},
+  howpublished = {https://github.com/Jiayi-Pan/TinyZero},
+  year = {2025}
+}
+
+@article{ye2025longproc,
+  title = {LongProc: Benchmarking Long-Context Language Models on Long Procedural Generation},
+  author = {Xi Ye and Fangcong Yin and Yinghui He and Joie Zhang and Howard Yen and Tianyu Gao and Greg Durrett
+            and Danqi Chen},
+  journal = {arXiv preprint arXiv:2501.05414},
+  year = {2025}
+}"""
+"""The card's citation block (``VERSION``: the package version)."""
+
+
+def _usage(fmt: str, prompt_style: str, chat: bool) -> str:
+    load = {
+        "hf": 'from datasets import load_from_disk\nds = load_from_disk("<this folder>/tinyzero")   # a DatasetDict',
+        "parquet": 'from datasets import load_dataset\nds = load_dataset("<this folder>", "tinyzero")   # or the Hub repo id',
+        "jsonl": 'from datasets import load_dataset\nds = load_dataset("<this folder>", "tinyzero")   # or the Hub repo id',
+    }[fmt]
+    kind = "chat messages ending with the user's turn" if chat else "plain text"
+    return f"""## Usage
+
+`prompt` holds the `{prompt_style}` prompt as {kind} (`countdown-gym export --prompt-style {prompt_style}{" --chat" if chat else ""}`),
+so TRL's `GRPOTrainer` trains on a split as it is; the `numbers`, `target` and `rules` columns reach the reward
+functions of `countdown_gym.integrations.trl` (`pip install 'countdown-gym[llm]'`):
+
+```python
+{load}
+from trl import GRPOConfig, GRPOTrainer
+from countdown_gym.integrations.trl import format_reward, sparse_reward
+
+trainer = GRPOTrainer(model="Qwen/Qwen2.5-0.5B-Instruct", train_dataset=ds["train"],
+                      reward_funcs=[sparse_reward, format_reward], args=GRPOConfig(output_dir="runs/countdown"))
+trainer.train()
+```
+
+`sparse_reward` and `format_reward` read the final answer. `oracle_reward`, `oracle_perfect_reward` and
+`CriticReward` score the completion's move lines (`a op b = c`) and give 0.0 to a completion without them,
+however right its answer: the `longproc` and `compact` prompts ask for move lines, the `tinyzero` prompt does not.
+Score an answer with the package's verifier:
+
+```python
+from countdown_gym import Problem, Rules, verify
+row = ds["test"][0]
+problem = Problem(tuple(row["numbers"]), row["target"], Rules.from_dict(row["rules"]))
+verify(problem, "<answer>" + row["solution"] + "</answer>").correct   # True
+```
+"""
+
+
+def dataset_card(fmt: str, sizes: dict[str, dict[str, tuple[int, int]]], prompt_style: str = "tinyzero",
+                 chat: bool = False) -> str:
+    """The ``README.md`` of an export: Hub YAML metadata (configs, features, sizes), usage, what the data is,
+    citation. ``sizes[preset][split]`` is ``(rows, bytes)``."""
+    import yaml  # a dependency of datasets, which every format with a card needs
+
+    from countdown_gym import __version__
+
+    counts = {p: {s: n for s, (n, _) in splits.items()} for p, splits in sizes.items()}
+    total = sum(sum(c.values()) for c in counts.values())
+    meta: dict[str, Any] = {
+        "license": "mit", "language": ["en"], "pretty_name": "Countdown (countdown-gym frozen splits)",
+        "task_categories": ["text-generation"], "tags": ["countdown", "reasoning", "math", "reinforcement-learning"],
+        "size_categories": [_size_category(total)],
+    }
+    if fmt in ("parquet", "jsonl"):
+        meta["configs"] = [
+            {"config_name": preset, "data_files": [{"split": s, "path": f"{preset}/{s}.{fmt}"} for s in splits],
+             **({"default": True} if k == 0 else {})}
+            for k, (preset, splits) in enumerate(counts.items())
+        ]
+    features = _features(chat)._to_yaml_list()
+    meta["dataset_info"] = [
+        {"config_name": preset, "features": features,
+         "splits": [{"name": s, "num_bytes": b, "num_examples": n} for s, (n, b) in sizes[preset].items()]}
+        for preset in counts
+    ]
+    table = "\n".join(f"| `{c}` | {meaning} |" for c, meaning in COLUMNS.items())
+    size_rows = "\n".join(
+        f"| `{preset}` | " + " | ".join(str(splits.get(s, "-")) for s in SPLITS)
+        + " | a = {}, b = {} |".format(*TIER_THRESHOLDS[preset])
+        for preset, splits in counts.items()
+    )
+    hashes = "\n".join(f"- `{p}/{s}`: `{split_sha256(p, s)}`" for p, splits in counts.items() for s in splits)
+    header = "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n"
+    return header + f"""
+# Countdown: the frozen splits of countdown-gym
+
+Reach the `target` by combining all the `numbers` with `+ - * /` (each number used once; the `rules` column
+says whether fractions and negative intermediate results are allowed). These are the frozen train / validation /
+test splits of the countdown-gym package (version {__version__}), exported with
+`countdown-gym export --format {fmt}`. Test problems never share a (sorted numbers, target) pair with train or
+validation problems; every problem is solvable under its rules.
+
+{_usage(fmt, prompt_style, chat)}
+## Sizes and difficulty tiers
+
+| preset | train | validation | test | tier cut points on `{TIER_METRIC}` (easy <= a, medium <= b) |
+| --- | ---: | ---: | ---: | --- |
+{size_rows}
+
+## Columns
+
+| column | meaning |
+| --- | --- |
+{table}
+
+## Provenance
+
+Generated by `countdown_gym.data.splits.build_splits` from fixed seeds; the split files inside the package have these
+SHA-256 (leaderboard submissions quote them):
+
+{hashes}
+
+License: MIT, as the package.
+
+## Citation
+
+```bibtex
+{CITATION.replace("VERSION", __version__)}
+```
+"""
+
+
+def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, splits: Sequence[str] | None = None,
+           prompt_style: str = "tinyzero", interaction: str = "single-pass", chat: bool = False) -> list[Path]:
+    """Write the chosen splits in ``fmt`` under ``out`` (see the module docstring); returns the paths written.
+
+    ``prompt_style`` and ``chat`` choose the ``prompt`` column (verl rows are always chat messages)."""
+    from tqdm import tqdm
+
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {list(FORMATS)}")
+    if prompt_style not in PROMPT_STYLES:
+        raise ValueError(f"unknown prompt style {prompt_style!r}; choose one of {list(PROMPT_STYLES)}")
+    presets = list(presets or SPLIT_SPEC)
+    splits = list(splits or SPLITS)
+    bad = [p for p in presets if p not in SPLIT_SPEC] + [s for s in splits if s not in SPLITS]
+    if bad:
+        raise ValueError(f"unknown presets or splits {bad}; presets: {sorted(SPLIT_SPEC)}, splits: {list(SPLITS)}")
+    out = Path(out)
+    if fmt == "verl":
+        from countdown_gym.integrations.verl_export import export as verl_export
+
+        return [p for preset in presets for p in verl_export(preset, splits, prompt_style, out, interaction=interaction)]
+    paths: list[Path] = []
+    sizes: dict[str, dict[str, tuple[int, int]]] = {}
+    features = _features(chat) if fmt in ("hf", "parquet") else None
+    for preset in tqdm(presets, desc="presets", leave=False):
+        tables = {}
+        sizes[preset] = {}
+        for split in splits:
+            rows = split_rows(preset, split, prompt_style, chat)
+            (out / preset).mkdir(parents=True, exist_ok=True)
+            if fmt == "jsonl":
+                path = out / preset / f"{split}.jsonl"
+                data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode("utf-8")
+                path.write_bytes(data)
+                sizes[preset][split] = (len(rows), len(data))
+                paths.append(path)
+                continue
+            from datasets import Dataset
+
+            tables[split] = Dataset.from_list(rows, features=features, split=split)
+            sizes[preset][split] = (len(rows), tables[split].data.nbytes)
+            if fmt == "parquet":
+                path = out / preset / f"{split}.parquet"
+                tables[split].to_parquet(str(path))
+                paths.append(path)
+        if fmt == "hf":
+            from datasets import DatasetDict
+
+            DatasetDict(tables).save_to_disk(str(out / preset))
+            paths.append(out / preset)
+    card = out / "README.md"
+    card.write_text(dataset_card(fmt, sizes, prompt_style, chat), encoding="utf-8")
+    paths.append(card)
+    return paths
+
+
+def _choice(value: str, allowed: Sequence[str], what: str) -> list[str] | None:
+    """None for ``"all"``, else the comma-separated names; ``ValueError`` naming ``--what`` for an unknown or no name."""
+    if value == "all":
+        return None
+    names = [v for v in value.split(",") if v]
+    bad = [v for v in names if v not in allowed]
+    if bad or not names:
+        raise ValueError(f"--{what} must be 'all' or a comma-separated subset of {list(allowed)}, got {value!r}")
+    return names
+
+
+@dataclass
+class ExportOptions:
+    """Export the frozen splits (with difficulty labels, a reference solution and ready prompts) as a Hugging Face
+    dataset, parquet or JSON lines with a dataset card, or as verl prompt rows."""
+
+    format: Literal[FORMATS]
+    """hf (datasets.save_to_disk), parquet, jsonl or verl"""
+    out: str
+    """output folder (one subfolder per preset)"""
+    preset: str = "all"
+    """'all' or a comma-separated subset of the presets"""
+    split: str = "all"
+    """'all' or a comma-separated subset of train, validation, test"""
+    prompt_style: Literal[PROMPT_STYLES] = "tinyzero"
+    """the style of the prompt column (and of verl's prompts)"""
+    chat: bool = False
+    """hf/parquet/jsonl: the prompt column as chat messages ending with the user's turn (default: plain text);
+    verl's prompts are always chat messages"""
+    interaction: Literal["single-pass", "tool"] = "single-pass"
+    """verl: single-pass prompts, or verl's multi-turn tool agent loop"""
+
+    def __post_init__(self) -> None:
+        _choice(self.preset, sorted(SPLIT_SPEC), "preset")
+        _choice(self.split, SPLITS, "split")
+        if self.interaction != "single-pass" and self.format != "verl":
+            raise ValueError(f"--interaction {self.interaction} applies to --format verl only (verl's multi-turn tool "
+                             f"agent loop); --format {self.format} has no interaction")
+
+
+PROG = "countdown-gym export"
+
+
+def _export(args: ExportOptions) -> int:
+    needs = {"hf": "datasets", "parquet": "datasets", "jsonl": "datasets", "verl": "pyarrow"}.get(args.format)  # jsonl: the card
+    if needs:
+        try:
+            __import__(needs)
+        except ImportError:
+            usage_error(f"--format {args.format} needs {needs}: pip install 'countdown-gym[llm]'", prog=PROG)
+    try:
+        paths = export(args.format, args.out, _choice(args.preset, sorted(SPLIT_SPEC), "preset"),
+                       _choice(args.split, SPLITS, "split"), args.prompt_style, args.interaction, args.chat)
+    except OSError as exc:
+        print(f"{PROG}: error: --out {args.out}: cannot write there ({exc.strerror or exc})", file=sys.stderr)
+        return 1
+    except ImportError as exc:  # --interaction tool derives the tool schemas with transformers
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    for path in paths:
+        print(path)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``countdown-gym export``: parse the options, export, print the paths written (0; 1 failure; 2 usage error)."""
+    return run(ExportOptions, argv, _export, prog=PROG)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

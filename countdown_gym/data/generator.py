@@ -1,0 +1,210 @@
+"""Seeded generation of solvable problems: a config object plus presets.
+
+Two sampling methods, both returning only solvable problems:
+
+* ``"reject"``: draw the numbers and a target uniformly from their ranges and keep the pair if
+  the solver says it is solvable (the target set of the numbers is computed once, memoised).
+  This is the uniform distribution over solvable (numbers, target) pairs. Default for <= 4
+  numbers.
+* ``"construct"``: draw the numbers, then play random legal moves to the end and keep the final
+  value if it lies in the target range (solvable by construction, like reasoning-gym). Targets
+  are biased towards values that many move sequences make. Default for >= 5 numbers, where
+  exhaustive target sets are too costly to compute per draw.
+
+Difficulty filters (number of distinct solutions, size of the reference DFS search) let a
+curriculum run from easy to hard.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass, field
+from numbers import Integral
+from typing import Any, Literal
+
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import Rules
+from countdown_gym.game.solver import apply_move, count_solutions, legal_moves, reachable
+from countdown_gym.game.trace import search_nodes
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    """Ranges, rules and difficulty filters of a problem family (all bounds inclusive)."""
+
+    name: str = "custom"
+    min_numbers: int = 4
+    max_numbers: int = 4
+    min_value: int = 1
+    max_value: int = 49
+    min_target: int = 10
+    max_target: int = 50
+    rules: Rules = field(default_factory=Rules.longproc)
+    min_solutions: int | None = None
+    max_solutions: int | None = None
+    min_search_nodes: int | None = None
+    max_search_nodes: int | None = None
+    method: Literal["auto", "reject", "construct"] = "auto"
+    max_attempts: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        def bad(msg: str) -> None:
+            raise ValueError(f"GeneratorConfig({self.name!r}): {msg}")
+
+        def is_int(x: Any) -> bool:
+            return isinstance(x, int) and not isinstance(x, bool)
+
+        if not isinstance(self.name, str):
+            bad(f"name must be a str, got {self.name!r}")
+        for what in ("min_numbers", "max_numbers", "min_value", "max_value", "min_target", "max_target", "max_attempts"):
+            if not is_int(getattr(self, what)):
+                bad(f"{what} must be an int, got {getattr(self, what)!r}")
+        for what in ("min_solutions", "max_solutions", "min_search_nodes", "max_search_nodes"):
+            value = getattr(self, what)
+            if value is not None and (not is_int(value) or value < 0):
+                bad(f"{what} must be a non-negative int or None, got {value!r}")
+        if not isinstance(self.rules, Rules):
+            bad(f"rules must be a Rules (e.g. Rules.preset('tinyzero')), got {type(self.rules).__name__} {self.rules!r}")
+        if self.max_attempts < 1:
+            bad(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if not 2 <= self.min_numbers <= self.max_numbers:
+            bad(f"need 2 <= min_numbers <= max_numbers, got {self.min_numbers}..{self.max_numbers}")
+        if self.max_numbers > 8:
+            bad("at most 8 numbers are supported")
+        if not 0 <= self.min_value <= self.max_value:
+            bad(f"need 0 <= min_value <= max_value, got {self.min_value}..{self.max_value}")
+        if self.min_target > self.max_target:
+            bad(f"need min_target <= max_target, got {self.min_target}..{self.max_target}")
+        lowest, limit = self.rules.result_range()  # a move's result r is legal iff lowest <= r < limit
+        if (self.max_target < lowest or self.min_target >= limit) and (
+            self.rules.use_all or self.max_target < self.min_value or self.min_target > self.max_value
+        ):
+            bad(f"no target in {self.min_target}..{self.max_target} can be reached under the rules {self.rules}")
+        for lo, hi, what in (
+            (self.min_solutions, self.max_solutions, "solutions"),
+            (self.min_search_nodes, self.max_search_nodes, "search_nodes"),
+        ):
+            if lo is not None and hi is not None and lo > hi:
+                bad(f"min_{what} > max_{what}")
+        if self.method not in ("auto", "reject", "construct"):
+            bad(f"method must be 'auto', 'reject' or 'construct', got {self.method!r}")
+
+    def replace(self, **changes: Any) -> GeneratorConfig:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def resolved_method(self) -> str:
+        if self.method != "auto":
+            return self.method
+        return "reject" if self.max_numbers <= 4 else "construct"
+
+
+PRESETS: dict[str, GeneratorConfig] = {
+    "longproc-0.5k": GeneratorConfig(name="longproc-0.5k"),
+    "tinyzero": GeneratorConfig(
+        name="tinyzero", min_numbers=3, max_numbers=4, min_value=1, max_value=100,
+        min_target=1, max_target=100, rules=Rules.tinyzero(),
+    ),
+    "hard": GeneratorConfig(
+        name="hard", min_numbers=5, max_numbers=6, min_value=1, max_value=100,
+        min_target=100, max_target=999,
+    ),
+}
+"""Built-in problem families: ``longproc-0.5k`` (the seed papers' ranges), ``tinyzero``, ``hard``."""
+
+
+def get_config(preset_or_config: str | GeneratorConfig) -> GeneratorConfig:
+    """A preset by name, or the config itself."""
+    if isinstance(preset_or_config, GeneratorConfig):
+        return preset_or_config
+    if isinstance(preset_or_config, str) and preset_or_config in PRESETS:
+        return PRESETS[preset_or_config]
+    raise ValueError(f"unknown preset {preset_or_config!r}; choose one of {sorted(PRESETS)} or pass a GeneratorConfig")
+
+
+def _construct_target(numbers: list[int], rules: Rules, rng: random.Random) -> int | None:
+    state = tuple(numbers)
+    while len(state) > 1:
+        moves = list(legal_moves(state, rules))
+        if not moves:
+            return None
+        i, j, (_, _, _, r) = rng.choice(moves)
+        state = apply_move(state, i, j, r)
+        if not rules.use_all and rng.random() < 0.25:
+            break
+    value = state[-1]
+    return value if isinstance(value, int) else None
+
+
+def _passes_filters(p: Problem, cfg: GeneratorConfig) -> tuple[bool, int | None, int | None]:
+    nsol = nodes = None
+    if cfg.min_solutions is not None or cfg.max_solutions is not None:
+        cap = None if cfg.max_solutions is None else cfg.max_solutions + 1
+        nsol = count_solutions(p, cap=cap)
+        if (cfg.min_solutions is not None and nsol < cfg.min_solutions) or (
+            cfg.max_solutions is not None and nsol > cfg.max_solutions
+        ):
+            return False, nsol, nodes
+    if cfg.min_search_nodes is not None or cfg.max_search_nodes is not None:
+        nodes = search_nodes(p)
+        if (cfg.min_search_nodes is not None and nodes < cfg.min_search_nodes) or (
+            cfg.max_search_nodes is not None and nodes > cfg.max_search_nodes
+        ):
+            return False, nsol, nodes
+    return True, nsol, nodes
+
+
+def iter_problems(preset_or_config: str | GeneratorConfig, seed: int):
+    """An endless, deterministic stream of distinct solvable problems that need at least one move."""
+    cfg = get_config(preset_or_config)
+    if isinstance(seed, bool) or not isinstance(seed, Integral):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+    seed = int(seed)
+    rng = random.Random(seed)
+    method = cfg.resolved_method
+    seen: set[tuple[tuple[int, ...], int]] = set()
+    attempts = 0
+    index = 0
+    while True:
+        attempts += 1
+        if attempts > cfg.max_attempts:
+            raise RuntimeError(
+                f"preset {cfg.name!r}: no new solvable problem in {cfg.max_attempts} draws; "
+                "the ranges or filters admit too few problems"
+            )
+        k = rng.randint(cfg.min_numbers, cfg.max_numbers)
+        numbers = [rng.randint(cfg.min_value, cfg.max_value) for _ in range(k)]
+        if method == "reject":
+            target = rng.randint(cfg.min_target, cfg.max_target)
+            if not reachable(numbers, target, cfg.rules):
+                continue
+        else:
+            t = _construct_target(numbers, cfg.rules, rng)
+            if t is None or not cfg.min_target <= t <= cfg.max_target:
+                continue
+            target = t
+        if not cfg.rules.use_all and target in numbers:
+            continue  # solved before any move: nothing to play, no trace to write
+        p = Problem(tuple(numbers), target, cfg.rules, preset=cfg.name)
+        if p.key in seen:
+            continue
+        ok, nsol, nodes = _passes_filters(p, cfg)
+        if not ok:
+            continue
+        seen.add(p.key)
+        attempts = 0
+        yield dataclasses.replace(p, id=f"{cfg.name}-{seed}-{index}", num_solutions=nsol, search_nodes=nodes)
+        index += 1
+
+
+def generate(preset_or_config: str | GeneratorConfig, n: int, seed: int = 0) -> list[Problem]:
+    """``n`` distinct solvable problems, the same for the same seed.
+
+    Example:
+        >>> problems = generate("longproc-0.5k", 3, seed=0)
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"n must be a non-negative int, got {n!r}")
+    stream = iter_problems(preset_or_config, seed)
+    return [next(stream) for _ in range(n)]

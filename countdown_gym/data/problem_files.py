@@ -1,0 +1,267 @@
+"""Read Countdown problems people already have: TinyZero-style rows (``nums``, ``target``), this package's own rows
+(``numbers``, ``target``, optional ``rules``: the frozen splits, ``countdown-gym export`` output) and verl rows
+(``reward_model.ground_truth``), from a file, a folder saved by ``datasets``, a ``datasets`` dataset or a list of dicts.
+
+    from countdown_gym.data.problem_files import load_problems
+    loaded = load_problems("countdown_tasks.parquet")        # TinyZero's Countdown-Tasks-3to4, say
+    loaded.problems          # the playable, solvable problems, in row order
+    print(loaded.report())   # "row 17: unsolvable: ..." for every row left out
+
+Bad rows never stop the reading: each one is reported with its 0-based row number and a reason code
+(``malformed``: missing or ill-typed fields, a line that is not UTF-8 or not JSON, JSON nested too deeply;
+``unsolvable``: no solution under the rules; ``timeout``: the solver gave up after ``solver_timeout`` seconds, so
+solvability is unknown; ``trivial``: one number, or the target already among the numbers where
+``use_all=False``). A ``.json`` file that does not hold a list of rows (or an object holding one, or one row
+object) is one malformed row. Only a source that cannot be opened at all (a missing path, an unreadable parquet
+file, an unknown file type) raises.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import Rules
+from countdown_gym.game.solver import SolverTimeout, is_solvable
+
+TINYZERO_RULES = Rules.tinyzero()
+"""The rules TinyZero-style rows (``nums``) are played under unless ``rules=`` says otherwise: TinyZero scores
+an answer by evaluating it, so fractions and negative intermediate results are allowed."""
+
+FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
+
+
+@dataclass(frozen=True)
+class RowIssue:
+    """One row left out: its 0-based ``row``, a ``reason`` code and a readable ``message``."""
+
+    row: int
+    reason: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"row {self.row}: {self.reason}: {self.message}"
+
+
+@dataclass
+class LoadedProblems:
+    """What :func:`load_problems` read: the good problems (with their row numbers) and the rows left out."""
+
+    problems: list[Problem] = field(default_factory=list)
+    rows: list[int] = field(default_factory=list)
+    """The 0-based row of each problem in ``problems``."""
+    issues: list[RowIssue] = field(default_factory=list)
+    total_rows: int = 0
+
+    def report(self, limit: int = 20) -> str:
+        """A short text: how many rows were read and kept, then the first ``limit`` issues."""
+        head = f"{self.total_rows} rows: {len(self.problems)} problems, {len(self.issues)} left out"
+        shown = [str(i) for i in self.issues[:limit]]
+        if len(self.issues) > limit:
+            shown.append(f"... and {len(self.issues) - limit} more")
+        return "\n".join([head, *shown])
+
+
+def _int(x: Any) -> Any:
+    """numpy / pandas integers as ``int`` (anything else unchanged, for the Problem checks to refuse)."""
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
+        try:
+            return x.item()
+        except (TypeError, ValueError):
+            return x
+    return x
+
+
+def _int_list(x: Any) -> Any:
+    if hasattr(x, "tolist"):
+        x = x.tolist()
+    if isinstance(x, (str, bytes)) or not isinstance(x, Sequence):
+        return x
+    return [_int(v) for v in x]
+
+
+def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
+    """The :class:`Problem` of one row (TinyZero, this package's, or verl style); ``ValueError`` / ``TypeError`` if malformed.
+
+    ``rules`` replaces the row's rules; without it a row's ``rules`` apply (a dict, its JSON, or a rules preset
+    name), else TinyZero's for ``nums`` rows and LongProc's for ``numbers`` rows.
+    """
+    if not isinstance(row, Mapping):
+        raise TypeError(f"a row must be a mapping of column -> value, got {type(row).__name__}")
+    if "numbers" not in row and "nums" not in row and isinstance(row.get("reward_model"), Mapping):
+        row = row["reward_model"].get("ground_truth") or {}  # a verl row
+        if isinstance(row, str):
+            row = json.loads(row)
+    if "numbers" in row:
+        numbers, default = row["numbers"], Rules.longproc()
+    elif "nums" in row:
+        numbers, default = row["nums"], TINYZERO_RULES
+    else:
+        raise ValueError(f"no 'numbers' or 'nums' column (columns: {sorted(row)[:10]})")
+    if "target" not in row:
+        raise ValueError("no 'target' column")
+    row_rules = row.get("rules")
+    if rules is None and row_rules is not None:
+        if isinstance(row_rules, str) and row_rules.lstrip().startswith("{"):
+            row_rules = json.loads(row_rules)
+        rules = Rules.from_dict(dict(row_rules)) if isinstance(row_rules, Mapping) else Rules.preset(str(row_rules))
+    pid = row.get("id")
+    return Problem(
+        numbers=_int_list(numbers),
+        target=_int(row["target"]),
+        rules=rules or default,
+        id=str(pid) if pid is not None else None,
+        preset=row.get("preset") if isinstance(row.get("preset"), str) else None,
+    )
+
+
+def _cell(text: Any) -> Any:
+    try:
+        return json.loads(text)
+    except (TypeError, json.JSONDecodeError):
+        return text
+
+
+class _BadRow(ValueError):
+    """A row that could not be read at all (reported as ``malformed``)."""
+
+
+def _json_file_rows(path: Path) -> list[Any]:
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return [_BadRow(f"the .json file is not UTF-8 (byte {exc.start})")]
+    except (ValueError, RecursionError) as exc:
+        return [_BadRow(f"not JSON: {str(exc)[:120] if not isinstance(exc, RecursionError) else 'nested too deeply'}")]
+    if isinstance(data, Mapping):  # one row, or {"data": [...]} (a single split)
+        is_row = bool({"numbers", "nums", "reward_model"} & set(data))
+        data = [data] if is_row else next((v for v in data.values() if isinstance(v, list)), [data])
+    if not isinstance(data, list):
+        return [_BadRow(f"the .json file holds {type(data).__name__} {str(data)[:40]!r}, not a list of rows")]
+    return data
+
+
+def _read_file(path: Path) -> Iterable[Mapping[str, Any]]:
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        return _jsonl_rows(path)
+    if suffix == ".json":
+        return _json_file_rows(path)
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    if suffix == ".csv":
+        import csv
+
+        with path.open(newline="", encoding="utf-8", errors="surrogateescape") as f:  # a bad byte: that row only
+            return [_csv_row(r) for r in csv.DictReader(f)]
+    raise ValueError(f"{path}: unknown file type {suffix!r}; read {list(FILE_SUFFIXES)} or a datasets folder")
+
+
+def _csv_row(row: Mapping[str | None, Any]) -> Any:
+    """A CSV row with its cells as JSON where they are (``"24"``, ``"[4, 6, 1]"``), or a :class:`_BadRow`."""
+    texts = [v for v in (*row.keys(), *row.values()) if isinstance(v, str)]
+    if any(not t.isascii() and any("\udc80" <= c <= "\udcff" for c in t) for t in texts):
+        return _BadRow("not UTF-8")
+    if None in row:
+        return _BadRow("more cells than columns")
+    return {k: _cell(v) for k, v in row.items()}
+
+
+def _jsonl_rows(path: Path) -> Iterable[Any]:
+    """One row per non-blank line; a line that is not UTF-8 or not JSON is a :class:`_BadRow` (reported, skipped)."""
+    with path.open("rb") as f:
+        for raw in f:
+            if not raw.strip():
+                continue
+            try:
+                yield json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                yield _BadRow(f"not UTF-8 (byte {exc.start} of the line)")
+            except (ValueError, RecursionError) as exc:
+                yield _BadRow("not JSON: " + ("nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:120]))
+
+
+def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if path.is_dir():
+            from datasets import load_from_disk
+
+            return _rows(load_from_disk(str(path)), split)
+        if not path.is_file():
+            raise FileNotFoundError(f"no such file or folder: {path}")
+        return _read_file(path), None
+    if isinstance(source, Mapping) and source and all(hasattr(v, "column_names") for v in source.values()):  # a DatasetDict
+        names = list(source.keys())
+        if split is None:
+            if len(names) != 1:
+                raise ValueError(f"the dataset has splits {names}; pass split=...")
+            split = names[0]
+        if split not in names:
+            raise ValueError(f"no split {split!r}; the dataset has {names}")
+        source = source[split]
+    if hasattr(source, "to_dict") and hasattr(source, "iterrows"):  # a pandas DataFrame
+        return source.to_dict("records"), len(source)
+    if isinstance(source, (str, bytes, Mapping)) or not isinstance(source, Iterable):
+        raise TypeError(f"load_problems reads a path, a datasets Dataset / DatasetDict, a DataFrame or a list of rows, "
+                        f"got {type(source).__name__}")
+    return source, len(source) if hasattr(source, "__len__") else None
+
+
+DEFAULT_SOLVER_TIMEOUT = 1.0
+"""Seconds the solver may spend on one row (an unsolvable TinyZero row of 7 numbers takes several seconds, see
+``docs/datasets.md``; 8 numbers far longer); past it the row is left out as ``timeout``."""
+
+
+def load_problems(source: Any, *, rules: Rules | None = None, split: str | None = None, check_solvable: bool = True,
+                  progress: bool = True, solver_timeout: float | None = DEFAULT_SOLVER_TIMEOUT) -> LoadedProblems:
+    """Read problems from ``source``; every bad row is reported by row number, none stops the reading.
+
+    Args:
+        source: A ``.jsonl`` / ``.json`` / ``.parquet`` / ``.csv`` file, a folder saved with ``datasets``
+            (``save_to_disk``), a ``datasets.Dataset`` or ``DatasetDict``, a pandas DataFrame, or a list of dicts.
+        rules: Play every problem under these rules (default: each row's own; see :func:`row_problem`).
+        split: Which split of a ``DatasetDict`` (needed when it has several).
+        check_solvable: Leave out (and report) rows without a solution; one solver call per row.
+        progress: Show a progress bar.
+        solver_timeout: Seconds the solver may spend on one row before the row is left out as ``timeout``
+            (``None``: no limit).
+    """
+    from tqdm import tqdm
+
+    if rules is not None and not isinstance(rules, Rules):
+        raise TypeError(f"rules must be a Rules or None, got {type(rules).__name__}")
+    rows, total = _rows(source, split)
+    out = LoadedProblems()
+    for k, row in enumerate(tqdm(rows, total=total, desc="rows", disable=not progress, leave=False)):
+        out.total_rows += 1
+        if isinstance(row, _BadRow):
+            out.issues.append(RowIssue(k, "malformed", str(row)))
+            continue
+        try:
+            p = row_problem(row, rules)
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
+            message = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+            out.issues.append(RowIssue(k, "malformed", message))
+            continue
+        if len(p.numbers) < 2 or (not p.rules.use_all and p.target in p.numbers):
+            out.issues.append(RowIssue(k, "trivial", f"{p.numbers} -> {p.target} needs no move"))
+            continue
+        try:
+            solvable = not check_solvable or is_solvable(p.numbers, p.target, p.rules, timeout=solver_timeout)
+        except SolverTimeout:
+            out.issues.append(RowIssue(k, "timeout", f"{list(p.numbers)} -> {p.target}: no answer from the solver in "
+                                       f"{solver_timeout:g} s (solver_timeout=)"))
+            continue
+        if not solvable:
+            out.issues.append(RowIssue(k, "unsolvable", f"{list(p.numbers)} -> {p.target} has no solution under rules {p.rules.name!r}"))
+            continue
+        out.problems.append(p)
+        out.rows.append(k)
+    return out

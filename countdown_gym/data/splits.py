@@ -1,0 +1,224 @@
+"""Frozen train / validation / test problem sets, shipped as JSONL with recorded SHA-256.
+
+The files live in ``countdown_gym/data/<preset>/<split>.jsonl`` (one :meth:`Problem.to_dict`
+per line). ``SPLIT_SHA256`` pins their content: :func:`load_split` refuses a file whose hash
+differs. ``countdown-gym splits`` (or ``python -m countdown_gym splits``) regenerates them from :data:`SPLIT_SPEC` and checks
+them against those hashes (``--write`` rewrites the files and prints the new hashes); test
+problems never share a (sorted numbers, target) key with train or validation problems.
+
+Generation rules and play rules. The ``longproc-0.5k`` and ``hard`` files were generated under
+the strictly positive rules (:data:`~countdown_gym.game.rules.LEGACY_LONGPROC`, the record each line
+carries: ``"name":"longproc","sign":"positive"``), before the ``longproc`` rules took LongProc's
+own zero rule. Every problem solvable without a 0 stays solvable when a 0 is allowed, so the
+files are kept byte for byte and :func:`load_split` returns their problems under the rules they
+are played by, :data:`SPLIT_RULES` (``Rules.longproc()`` for both). Regenerating them still
+uses the generation rules (:data:`SPLIT_GENERATION_RULES`): with a 0 allowed more draws are
+solvable and the seeded stream would differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from countdown_gym.data.generator import get_config, iter_problems
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import LEGACY_LONGPROC, Rules
+
+SPLITS = ("train", "validation", "test")
+
+SPLIT_SPEC: dict[str, dict[str, int]] = {
+    "longproc-0.5k": {"seed": 20261122, "train": 8000, "validation": 500, "test": 1000},
+    "tinyzero": {"seed": 20261122, "train": 2000, "validation": 200, "test": 500},
+    "hard": {"seed": 20261122, "train": 4000, "validation": 200, "test": 500},
+}
+"""Generation seed and size of each split per preset."""
+
+SPLIT_GENERATION_RULES: dict[str, Rules] = {
+    "longproc-0.5k": LEGACY_LONGPROC,
+    "tinyzero": Rules.tinyzero(),
+    "hard": LEGACY_LONGPROC,
+}
+"""The rules each preset's split files were generated under (and record on every line)."""
+
+SPLIT_RULES: dict[str, Rules] = {
+    "longproc-0.5k": Rules.longproc(),
+    "tinyzero": Rules.tinyzero(),
+    "hard": Rules.longproc(),
+}
+"""The rules :func:`load_split` gives each preset's problems: the preset's own rules today. Every
+problem is solvable under them, as they allow every move the generation rules allow."""
+
+SPLIT_SHA256: dict[str, dict[str, str]] = {
+    "longproc-0.5k": {
+        "train": "ac22bdb7723670bf041d17ab66caf9b656923036befcf4052068b784a207e117",
+        "validation": "746a35cf1489a9a795fc2c54a8d2da4a65bda397c96a5eb81cb77cb78c77b52f",
+        "test": "a7c6d28c43f08133fdcb075d67afb44be560b25e2027045b95c4c792911f578b",
+    },
+    "tinyzero": {
+        "train": "8591167cded9dd09f881cc00934451e452e5ce915a01b34cc866fad38d107e5e",
+        "validation": "8ad5e74f66a2913d117d41465a79d9d7be49358e6f9f9078c26f4bc92f9e4e34",
+        "test": "904b38b810e5ae37f74ca853c717832d292b3743b90b63a0f25db84a514173d0",
+    },
+    "hard": {
+        "train": "15779b3e394dff3c095f8596a6a12eec42e70b3e1be6392f79529ad2f600fc12",
+        "validation": "385e8b7c1434ec7e73617d95959bfa61f6a881e2e7e17cc819129f650d0d2bba",
+        "test": "d96c9fd2208d67ce192aea65471fc60fab3f39775a0850d6ad52741d19aae076",
+    },
+}
+"""SHA-256 of each shipped split file (printed by ``countdown-gym splits --write``)."""
+
+
+class SplitIntegrityError(RuntimeError):
+    """A shipped split file does not match its recorded SHA-256."""
+
+
+def _data_dir() -> Path:
+    return Path(str(resources.files("countdown_gym") / "data"))
+
+
+def split_path(preset: str, split: str) -> Path:
+    if preset not in SPLIT_SPEC:
+        raise ValueError(f"no frozen splits for preset {preset!r}; available: {sorted(SPLIT_SPEC)}")
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose one of {SPLITS}")
+    return _data_dir() / preset / f"{split}.jsonl"
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def split_sha256(preset: str, split: str) -> str:
+    """The recorded SHA-256 of a shipped split (what submissions must quote)."""
+    split_path(preset, split)
+    try:
+        return SPLIT_SHA256[preset][split]
+    except KeyError:
+        raise SplitIntegrityError(f"no recorded SHA-256 for {preset}/{split}; rebuild with: python -m countdown_gym splits --write") from None
+
+
+@cache
+def _load(preset: str, split: str) -> tuple[Problem, ...]:
+    path = split_path(preset, split)
+    if not path.exists():
+        raise FileNotFoundError(f"split file missing: {path}")
+    expected = split_sha256(preset, split)
+    actual = file_sha256(path)
+    if actual != expected:
+        raise SplitIntegrityError(f"{path} has SHA-256 {actual}, expected {expected}: the file was modified")
+    rules = SPLIT_RULES[preset]
+    with path.open(encoding="utf-8") as f:
+        return tuple(dataclasses.replace(Problem.from_dict(json.loads(line)), rules=rules) for line in f if line.strip())
+
+
+def load_split(preset: str, split: str, tier: str | None = None) -> list[Problem]:
+    """The frozen ``split`` of ``preset`` (checked against its SHA-256), under :data:`SPLIT_RULES`; with ``tier``, only its problems of that
+    difficulty tier (``"easy"``, ``"medium"``, ``"hard"``: :mod:`countdown_gym.data.difficulty`), in split order.
+
+    Example:
+        >>> test = load_split("longproc-0.5k", "test")
+        >>> easy = load_split("longproc-0.5k", "test", tier="easy")
+    """
+    problems = list(_load(preset, split))
+    if tier is None:
+        return problems
+    from countdown_gym.data.difficulty import check_tier, split_tiers
+
+    check_tier(tier)
+    return [p for p, t in zip(problems, split_tiers(preset, split), strict=True) if t == tier]
+
+
+def tampered_files() -> list[str]:
+    """The shipped split files whose bytes on disk differ from their recorded SHA-256 (missing ones too)."""
+    bad = []
+    for preset, splits in SPLIT_SHA256.items():
+        for split, expected in splits.items():
+            path = split_path(preset, split)
+            if not path.is_file():
+                bad.append(f"{path} (missing)")
+            elif file_sha256(path) != expected:
+                bad.append(f"{path} (SHA-256 {file_sha256(path)[:12]}..., recorded {expected[:12]}...)")
+    return bad
+
+
+def build_splits(preset: str) -> dict[str, list[Problem]]:
+    """Generate the splits of ``preset`` from :data:`SPLIT_SPEC` (disjoint by problem key).
+
+    The problems carry :data:`SPLIT_GENERATION_RULES` (what the files record), not the play rules.
+    """
+    spec = SPLIT_SPEC[preset]
+    config = get_config(preset).replace(rules=SPLIT_GENERATION_RULES[preset])
+    stream = iter_problems(config, spec["seed"])  # distinct keys across the whole stream
+    out: dict[str, list[Problem]] = {}
+    for split in ("test", "validation", "train"):
+        out[split] = [
+            p.__class__(p.numbers, p.target, p.rules, id=f"{preset}/{split}/{k}", preset=preset)
+            for k, p in zip(range(spec[split]), stream, strict=False)
+        ]
+    return out
+
+
+def _split_bytes(problems: list[Problem]) -> bytes:
+    """A split file's exact content: one compact :meth:`Problem.to_dict` JSON object per line."""
+    return "".join(json.dumps(p.to_dict(), separators=(",", ":")) + "\n" for p in problems).encode("utf-8")
+
+
+@dataclasses.dataclass
+class SplitsOptions:
+    """Regenerate the frozen splits from SPLIT_SPEC and compare them with SPLIT_SHA256. Nothing is written unless
+    --write is given.
+
+    Exit codes: 0 every split reproduces and the files on disk match (or --write wrote them); 1 a split file on disk
+    differs or a split no longer reproduces; 2 usage error."""
+
+    write: bool = False
+    """overwrite countdown_gym/data/ and print the new hashes"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``countdown-gym splits``: rebuild every split from :data:`SPLIT_SPEC`; check it against the recorded hashes,
+    or ``--write`` it."""
+    from countdown_gym.dataclass_cli import run
+
+    return run(SplitsOptions, argv, _splits, prog="countdown-gym splits")
+
+
+def _splits(args: SplitsOptions) -> int:  # pragma: no cover - maintenance command
+    import sys
+
+    from tqdm import tqdm
+
+    hashes: dict[str, dict[str, str]] = {}
+    for preset in tqdm(SPLIT_SPEC, desc="presets"):
+        hashes[preset] = {}
+        for split, problems in build_splits(preset).items():
+            data = _split_bytes(problems)
+            hashes[preset][split] = hashlib.sha256(data).hexdigest()
+            if args.write:
+                path = split_path(preset, split)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+    if args.write:
+        print(json.dumps(hashes, indent=4))
+        return 0
+    tampered = tampered_files()
+    if tampered:
+        print("countdown-gym splits: error: these split files on disk are not the recorded ones (edited, or converted "
+              "line endings):\n  " + "\n  ".join(tampered), file=sys.stderr)
+        return 1
+    differ = [f"{pr}/{sp}" for pr in hashes for sp in hashes[pr] if SPLIT_SHA256.get(pr, {}).get(sp) != hashes[pr][sp]]
+    if differ:
+        print(f"countdown-gym splits: error: these splits no longer reproduce from SPLIT_SPEC: {', '.join(differ)}",
+              file=sys.stderr)
+        return 1
+    print(f"all {sum(map(len, hashes.values()))} split files reproduce their recorded SHA-256, and the files on disk match")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,285 @@
+"""A safe parser and exact evaluator for Countdown answer expressions.
+
+No ``eval``, no recursion: a regex tokenizer, an iterative shunting-yard parser that turns the
+expression into postfix (RPN) order, and an evaluator that applies :meth:`Rules.check` to every
+operator node, so each intermediate result obeys the rules.
+
+Accepted text: ASCII digits ``0-9``, the operators ``+ - * /``, parentheses, whitespace, and
+the aliases ``×`` (times), ``÷`` (divide) and ``−`` (U+2212 minus). An optional trailing
+``= N`` states the value; :func:`parse_expression` keeps it as ``claimed`` and the verifier
+checks it. Everything else is rejected with an :class:`ExpressionError` carrying a
+machine-readable ``reason`` code (see ``docs/verifier.md``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+from countdown_gym.game.rules import Number, Rules, format_number
+
+MAX_ANSWER_CHARS = 100_000
+"""Longer answers are rejected (``answer_too_long``) before any parsing."""
+MAX_NUMBER_DIGITS = 15
+"""Longer number literals are rejected (``number_too_large``)."""
+MAX_DEPTH = 100
+"""Deeper parenthesis nesting is rejected (``too_deep``) as soon as it is seen."""
+MAX_TOKENS = 50_000
+"""More tokens are rejected (``too_many_tokens``)."""
+
+OPERATOR_ALIASES: dict[str, str] = {"×": "*", "÷": "/", "−": "-"}
+"""Unicode operator spellings accepted as their ASCII operator."""
+
+_PREC = {"+": 1, "-": 1, "*": 2, "/": 2}
+_TOKEN = re.compile(r"([0-9]+)|(\*\*|[-+*/()=^×÷−])|([ \t\r\n]+)")
+
+Move = tuple[Number, str, Number, Number]
+
+
+class ExpressionError(ValueError):
+    """An answer that cannot be parsed or evaluated: ``reason`` code, message, position."""
+
+    def __init__(self, reason: str, message: str, position: int | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.position = position
+
+
+@dataclass(frozen=True)
+class ParsedExpression:
+    """An expression in postfix order.
+
+    ``rpn`` holds ints (number literals) and operator strings; ``numbers`` the literals in
+    reading order; ``claimed`` the value after a trailing ``=``, or ``None``.
+    """
+
+    rpn: tuple[int | str, ...]
+    numbers: tuple[int, ...]
+    claimed: Number | None = None
+
+
+def classify_character(ch: str) -> tuple[str, str]:
+    """Reason code and message for a character the grammar does not allow."""
+    if ch.isnumeric():
+        return "non_ascii_digit", f"{ch!r} (U+{ord(ch):04X}) is not an ASCII digit; write numbers with 0-9"
+    if ch == ".":
+        return "decimal_number", "decimal points are not allowed; write exact expressions with integers"
+    return "invalid_character", f"character {ch!r} (U+{ord(ch):04X}) is not allowed in an expression"
+
+
+def tokenize(text: str) -> list[tuple[str, str, int]]:
+    """``(kind, text, position)`` tokens; kind is ``num``, ``op``, ``(``, ``)`` or ``=``.
+
+    Operator aliases are mapped to ASCII. Raises :class:`ExpressionError` on anything else.
+    """
+    if len(text) > MAX_ANSWER_CHARS:
+        raise ExpressionError("answer_too_long", f"answer has {len(text)} characters; the limit is {MAX_ANSWER_CHARS}")
+    tokens: list[tuple[str, str, int]] = []
+    pos, n = 0, len(text)
+    match = _TOKEN.match
+    depth = 0
+    while pos < n:
+        m = match(text, pos)
+        if m is None:
+            ch = text[pos]
+            if ch.isspace():
+                pos += 1
+                continue
+            reason, message = classify_character(ch)
+            raise ExpressionError(reason, f"{message} (position {pos})", pos)
+        num, op = m.group(1), m.group(2)
+        if num is not None:
+            tokens.append(("num", num, pos))
+        elif op is not None:
+            if op == "**" or op == "^":
+                raise ExpressionError("power_operator", f"'{op}' (power) is not a Countdown operation (position {pos})", pos)
+            op = OPERATOR_ALIASES.get(op, op)
+            if op == "(":
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise ExpressionError("too_deep", f"parentheses nested deeper than {MAX_DEPTH} levels", pos)
+            elif op == ")":
+                depth -= 1
+            tokens.append((op if op in "()=" else "op", op, pos))
+        if len(tokens) > MAX_TOKENS:
+            raise ExpressionError("too_many_tokens", f"more than {MAX_TOKENS} tokens")
+        pos = m.end()
+    return tokens
+
+
+def parse_number_literal(digits: str, pos: int | None = None) -> int:
+    """An ASCII digit string as an int, rejecting leading zeros and over-long literals."""
+    if len(digits) > MAX_NUMBER_DIGITS:
+        raise ExpressionError("number_too_large", f"number literal with {len(digits)} digits (limit {MAX_NUMBER_DIGITS})", pos)
+    if len(digits) > 1 and digits[0] == "0":
+        raise ExpressionError("leading_zero", f"number {digits!r} has a leading zero", pos)
+    return int(digits)
+
+
+_ALLOWED = re.compile(r"[0-9+\-*/()= \t\r\n×÷−]*")
+_FAST_TOKEN = re.compile(r"[0-9]+|\*\*|[-+*/()=×÷−]")
+
+
+def _lex(text: str) -> list[str]:
+    """Token strings with aliases mapped to ASCII (fast path of :func:`tokenize`, same errors)."""
+    if len(text) > MAX_ANSWER_CHARS:
+        raise ExpressionError("answer_too_long", f"answer has {len(text)} characters; the limit is {MAX_ANSWER_CHARS}")
+    if _ALLOWED.fullmatch(text) is None:
+        return [t for _, t, _ in tokenize(text)]  # raises the precise error for the first bad character
+    if "**" in text:
+        pos = text.find("**")
+        raise ExpressionError("power_operator", f"'**' (power) is not a Countdown operation (position {pos})", pos)
+    toks = _FAST_TOKEN.findall(text)
+    if len(toks) > MAX_TOKENS:
+        raise ExpressionError("too_many_tokens", f"more than {MAX_TOKENS} tokens")
+    if "×" in text or "÷" in text or "−" in text:
+        toks = [OPERATOR_ALIASES.get(t, t) for t in toks]
+    return toks
+
+
+def _parse_claim(toks: list[str]) -> Number:
+    """The value after ``=``: ``N``, ``-N``, ``p/q`` or ``-p/q``."""
+    sign = 1
+    if toks[:1] == ["-"]:
+        sign, toks = -1, toks[1:]
+    if len(toks) == 1 and toks[0].isdigit():
+        return sign * parse_number_literal(toks[0])
+    if len(toks) == 3 and toks[0].isdigit() and toks[1] == "/" and toks[2].isdigit():
+        q = parse_number_literal(toks[2])
+        if q == 0:
+            raise ExpressionError("malformed_equation", "the stated value divides by zero")
+        v = Fraction(parse_number_literal(toks[0]), q) * sign
+        return v.numerator if v.denominator == 1 else v
+    raise ExpressionError("malformed_equation", "after '=' there must be a single number")
+
+
+class _Fail(Exception):
+    def __init__(self, index: int | None, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.index, self.reason, self.message = index, reason, message
+
+
+def parse_expression(text: str) -> ParsedExpression:
+    """Parse an infix expression (optionally ``... = N``) into postfix order, iteratively."""
+    toks = _lex(text)
+    claimed: Number | None = None
+    if "=" in toks:
+        eq = toks.index("=")
+        rhs = toks[eq + 1 :]
+        if "=" in rhs:
+            raise ExpressionError("malformed_equation", "more than one '=' in the answer")
+        if not rhs:
+            raise ExpressionError("malformed_equation", "nothing after '='")
+        claimed = _parse_claim(rhs)
+        toks = toks[:eq]
+    if not toks:
+        raise ExpressionError("empty_answer", "the answer contains no expression")
+    try:
+        rpn, numbers = _shunting_yard(toks)
+    except _Fail as f:
+        pos = None
+        if f.index is not None:
+            pos = [p for _, _, p in tokenize(text)][f.index]
+            message = f"{f.message} (position {pos})"
+        else:
+            message = f.message
+        raise ExpressionError(f.reason, message, pos) from None
+    return ParsedExpression(tuple(rpn), tuple(numbers), claimed)
+
+
+def _shunting_yard(toks: list[str]) -> tuple[list[int | str], list[int]]:
+    out: list[int | str] = []
+    numbers: list[int] = []
+    stack: list[str] = []  # operators and "("
+    expect_operand = True
+    prev = ""  # "", "num", "(", ")" or "op"
+    depth = 0
+    prec = _PREC
+    for i, tok in enumerate(toks):
+        if "0" <= tok[0] <= "9":
+            if not expect_operand:
+                if prev == ")":
+                    raise _Fail(i, "implicit_multiplication", "number after ')' without an operator")
+                raise _Fail(i, "missing_operator", "two numbers without an operator between them")
+            if len(tok) > MAX_NUMBER_DIGITS or (len(tok) > 1 and tok[0] == "0"):
+                try:
+                    parse_number_literal(tok)
+                except ExpressionError as e:
+                    raise _Fail(i, e.reason, e.message) from None
+            v = int(tok)
+            out.append(v)
+            numbers.append(v)
+            expect_operand = False
+            prev = "num"
+        elif tok == "(":
+            if not expect_operand:
+                raise _Fail(i, "implicit_multiplication", "'(' after an operand without an operator")
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise _Fail(None, "too_deep", f"parentheses nested deeper than {MAX_DEPTH} levels")
+            stack.append("(")
+            prev = "("
+        elif tok == ")":
+            if prev == "(":
+                raise _Fail(i, "empty_parentheses", "empty parentheses '()'")
+            if expect_operand:
+                raise _Fail(i, "missing_operand", "operator without a right operand before ')'")
+            while stack and stack[-1] != "(":
+                out.append(stack.pop())
+            if not stack:
+                raise _Fail(i, "unbalanced_parentheses", "')' without a matching '('")
+            stack.pop()
+            depth -= 1
+            prev = ")"
+        else:  # binary operator
+            if expect_operand:
+                if tok in "+-" and prev in ("", "(", "op"):
+                    raise _Fail(i, "unary_operator", f"unary '{tok}' is not allowed; every operator takes two numbers")
+                raise _Fail(i, "missing_operand", f"operator '{tok}' without a left operand")
+            p = prec[tok]
+            while stack and stack[-1] != "(" and prec[stack[-1]] >= p:
+                out.append(stack.pop())
+            stack.append(tok)
+            expect_operand = True
+            prev = "op"
+    if expect_operand:
+        raise _Fail(None, "missing_operand", "the expression ends with an operator")
+    while stack:
+        top = stack.pop()
+        if top == "(":
+            raise _Fail(None, "unbalanced_parentheses", "'(' without a matching ')'")
+        out.append(top)
+    return out, numbers
+
+
+def evaluate(parsed: ParsedExpression, rules: Rules | None = None) -> tuple[Number, list[Move]]:
+    """Exact value and the steps ``(a, op, b, result)`` in evaluation order.
+
+    Every operator node goes through :meth:`Rules.check`; the first illegal one raises an
+    :class:`ExpressionError` with the rule's reason code (``division_by_zero``,
+    ``non_integer_result``, ``negative_result``, ``zero_result``, ``exceeds_limit``).
+    """
+    rules = rules or Rules.longproc()
+    stack: list[Number] = []
+    steps: list[Move] = []
+    for item in parsed.rpn:
+        if isinstance(item, int):
+            stack.append(item)
+            continue
+        b = stack.pop()
+        a = stack.pop()
+        r, reason = rules.check(a, item, b)
+        if r is None:
+            raise ExpressionError(
+                reason, f"{format_number(a)} {item} {format_number(b)} is not allowed under the {rules.name} rules ({reason})"
+            )
+        steps.append((a, item, b, r))
+        stack.append(r)
+    return stack[0], steps
+
+
+def evaluate_expression(text: str, rules: Rules | None = None) -> Number:
+    """Parse and evaluate ``text`` exactly (convenience; raises :class:`ExpressionError`)."""
+    return evaluate(parse_expression(text), rules)[0]

@@ -1,0 +1,92 @@
+"""The immutable :class:`Problem` value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from countdown_gym.game.expression import MAX_NUMBER_DIGITS
+from countdown_gym.game.rules import Rules
+
+
+def _check_int(x: Any, what: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise TypeError(f"{what} must be an int, got {type(x).__name__} {x!r}")
+    return x
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A Countdown puzzle: reach ``target`` from ``numbers`` under ``rules``.
+
+    Only ``numbers``, ``target`` and ``rules`` define the puzzle (equality and hashing use them);
+    the remaining fields are metadata filled in by the generator when known.
+
+    Example:
+        >>> Problem(numbers=(21, 16, 17, 26), target=46)
+        Problem(numbers=(21, 16, 17, 26), target=46, rules=longproc)
+    """
+
+    numbers: tuple[int, ...]
+    target: int
+    rules: Rules = field(default_factory=Rules.longproc)
+    id: str | None = field(default=None, compare=False)
+    preset: str | None = field(default=None, compare=False)
+    num_solutions: int | None = field(default=None, compare=False)
+    search_nodes: int | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.numbers, (str, bytes)) or not hasattr(self.numbers, "__iter__"):
+            raise TypeError(f"Problem.numbers must be a sequence of ints, got {self.numbers!r}")
+        numbers = tuple(_check_int(x, "every number") for x in self.numbers)
+        if len(numbers) < 1:
+            raise ValueError("Problem.numbers must not be empty")
+        if any(x < 0 for x in numbers):
+            raise ValueError(f"Problem.numbers must be non-negative, got {numbers}")
+        if any(x >= 10**MAX_NUMBER_DIGITS for x in numbers):  # an answer could not write them
+            raise ValueError(f"Problem.numbers must have at most {MAX_NUMBER_DIGITS} digits (the verifier's literal limit)")
+        object.__setattr__(self, "numbers", numbers)
+        _check_int(self.target, "Problem.target")
+        if not isinstance(self.rules, Rules):
+            raise TypeError(f"Problem.rules must be a Rules, got {type(self.rules).__name__}")
+
+    def __repr__(self) -> str:
+        return f"Problem(numbers={self.numbers}, target={self.target}, rules={self.rules.name})"
+
+    @property
+    def key(self) -> tuple[tuple[int, ...], int]:
+        """Order-free identity (sorted numbers, target): used to keep splits disjoint."""
+        return (tuple(sorted(self.numbers)), self.target)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the frozen splits' line format)."""
+        d: dict[str, Any] = {"numbers": list(self.numbers), "target": self.target, "rules": self.rules.to_dict()}
+        for k in ("id", "preset", "num_solutions", "search_nodes"):
+            v = getattr(self, k)
+            if v is not None:
+                d[k] = v
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Problem:
+        """Inverse of :meth:`to_dict`; ``rules`` may be a dict, a preset name or absent."""
+        if not isinstance(d, dict) or "numbers" not in d or "target" not in d:
+            raise ValueError(f"a problem needs 'numbers' and 'target', got {d!r:.200}")
+        rules = d.get("rules")
+        if rules is None:
+            rules = Rules.longproc()
+        elif isinstance(rules, str):
+            rules = Rules.preset(rules)
+        elif isinstance(rules, dict):
+            rules = Rules.from_dict(rules)
+        else:
+            raise ValueError(f"a problem's 'rules' must be a dict, a preset name or absent, got {rules!r:.100}")
+        return cls(
+            numbers=d["numbers"],
+            target=d["target"],
+            rules=rules,
+            id=d.get("id"),
+            preset=d.get("preset"),
+            num_solutions=d.get("num_solutions"),
+            search_nodes=d.get("search_nodes"),
+        )

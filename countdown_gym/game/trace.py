@@ -1,0 +1,343 @@
+"""LongProc-format depth-first search traces, and a parser that reads them back.
+
+The writer follows LongProc's reference search: pairs ``(i < j)`` in list order, each pair
+swapped so ``a >= b``, operations tried in the order ``+ - * /``, the new number prepended to
+the numbers left. Indentation is ``" " * depth + "|- "``. Under :meth:`Rules.longproc`
+(non-negative integers below 2000, a 0 kept) the text is byte for byte what LongProc's own
+generator, ``build_countdown_demonstration``, writes (``tests/test_longproc_fidelity.py``). Rules
+that LongProc does not have add lines of their own (documented in ``docs/trace_format.md``):
+
+* ``sign="positive"`` (:meth:`Rules.longproc_positive`, :meth:`Rules.classic`) drops ``a - a = 0``
+  with ``0 is not positive``;
+* rational rules keep non-integer results (written ``p/q``) and also try ``b / a``;
+* ``sign="any"`` also tries ``b - a`` and ``b / a`` (``-21 / 7`` is whole where ``7 / -21`` is not).
+
+With ``current_state=True`` every line ends in ``### Current State: [..]``, the number set the
+search stands on after that line (the seed authors' annotation).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import Number, Rules, format_number, normalize
+
+_STEP_NAMES_FIRST = "The first step"
+
+
+def format_list(xs: list[Number] | tuple[Number, ...]) -> str:
+    """``[37, 17, 26]``: a number set as the traces write it."""
+    return "[" + ", ".join(format_number(x) for x in xs) + "]"
+
+
+def _indent(level: int) -> str:
+    return "" if level == 0 else " " * level + "|- "
+
+
+def _pairs(nums: list[Number]):
+    for i in range(len(nums)):
+        for j in range(i + 1, len(nums)):
+            yield nums[i], nums[j], [x for k, x in enumerate(nums) if k != i and k != j]
+
+
+def _options(nums: list[Number]) -> str:
+    return "[" + ", ".join(f"({format_number(a)}, {format_number(b)})" for a, b, _ in _pairs(nums)) + "]"
+
+
+def _ops(a: Number, b: Number, rules: Rules) -> list[tuple[Number, str, Number]]:
+    ops = [(a, "+", b), (a, "-", b), (a, "*", b), (a, "/", b)]
+    if rules.sign == "any" and a != b:
+        ops.append((b, "-", a))
+    if (not rules.integer_only or rules.sign == "any") and a != b:  # with negatives, b / a may be whole: -21 / 7
+        ops.append((b, "/", a))
+    return ops
+
+
+@dataclass
+class _Search:
+    target: int
+    rules: Rules
+    current_state: bool
+    lines: list[str]
+    path: list[str]
+    tries: int = 0
+
+    def emit(self, text: str, state: list[Number]) -> None:
+        if self.current_state:
+            text += f" ### Current State: {format_list(state)}"
+        self.lines.append(text)
+
+    def node(self, nums: list[Number], depth: int) -> bool:
+        """Search below ``nums`` (already announced); True when the target was found."""
+        level = depth + 1 if len(nums) > 2 else depth
+        for a, b, left in _pairs(nums):
+            if len(nums) > 2:
+                self.emit(
+                    f"{_indent(level)}Pick two numbers ({format_number(a)}, {format_number(b)}) "
+                    f"(numbers left: {format_list(left)}). Try possible operations.",
+                    nums,
+                )
+            if a < b:
+                a, b = b, a
+            for x, op, y in _ops(a, b, self.rules):
+                if self.try_move(nums, x, op, y, left, level + 1):
+                    return True
+        return False
+
+    def try_move(self, parent: list[Number], a: Number, op: str, b: Number, left: list[Number], depth: int) -> bool:
+        self.tries += 1
+        ind = _indent(depth)
+        fa, fb = format_number(a), format_number(b)
+        result, reason = self.rules.check(a, op, b)
+        if reason == "division_by_zero":
+            self.emit(f"{ind}Try {fa} / {fb} (invalid operation). drop this branch.", parent)
+            return False
+        if reason == "non_integer_result":
+            dec = f"{float(Fraction(a) / Fraction(b)):.1f}"
+            self.emit(f"{ind}Try {fa} / {fb} = {dec}. {dec} is a decimal, drop this branch.", parent)
+            return False
+        raw = normalize(Fraction(a) + b if op == "+" else Fraction(a) - b if op == "-" else Fraction(a) * b if op == "*" else Fraction(a) / b)
+        eq = f"{fa} {op} {fb} = {format_number(raw)}"
+        if reason == "exceeds_limit":
+            self.emit(f"{ind}Try {eq}. {format_number(raw)} exceeds the maximum intermediate result, drop this branch.", parent)
+            return False
+        if reason in ("zero_result", "negative_result"):
+            self.emit(f"{ind}Try {eq}. {format_number(raw)} is not positive, drop this branch.", parent)
+            return False
+        assert result is not None
+        nums = [result] + left
+        self.path.append(eq)
+        if len(nums) == 1:
+            if result == self.target:
+                self.emit(f"{ind}Try {eq}. Evaluate {format_number(result)} == {self.target}, target found!", nums)
+                return True
+            self.emit(f"{ind}Try {eq}. Evaluate {format_number(result)} != {self.target}, drop this branch.", parent)
+            self.path.pop()
+            return False
+        tail = (
+            "just two numbers left."
+            if len(nums) == 2
+            else f"Options for choosing two numbers: {_options(nums)}."
+        )
+        sep = ", " if len(nums) == 2 else ". "
+        self.emit(
+            f"{ind}Try {eq}. Add {format_number(result)} to the number set. "
+            f"Current number set: {format_list(nums)}, target: {self.target}{sep}{tail}",
+            nums,
+        )
+        if not self.rules.use_all and result == self.target:
+            return True
+        if self.node(nums, depth):
+            return True
+        self.path.pop()
+        return False
+
+
+def _solution_block(path: list[str]) -> str:
+    names = []
+    for k in range(len(path)):
+        if k == 0:
+            names.append("Final step")
+        elif k == len(path) - 1:
+            names.append(_STEP_NAMES_FIRST)
+        else:
+            names.append("The step before")
+    back = "\n".join(f"{name}: {eq}" for name, eq in zip(names, reversed(path), strict=True))
+    return (
+        "Now we have found the target, let's trace back the solution:\n"
+        f"{back}\n\nOutput the solution in the required format:\n<Solution>\n"
+        + "\n".join(path)
+        + "\n</Solution>\n"
+    )
+
+
+def _run(problem: Problem, rules: Rules | None, current_state: bool) -> _Search:
+    rules = rules or problem.rules
+    s = _Search(problem.target, rules, current_state, [], [])
+    nums: list[Number] = list(problem.numbers)
+    if len(nums) >= 3:
+        s.emit(f"Initial number set: {format_list(nums)}, target: {problem.target}. Options for choosing two numbers: {_options(nums)}.", nums)
+    else:
+        s.emit(f"Initial number set: {format_list(nums)}, target: {problem.target}, just two numbers left.", nums)
+    s.found = (not rules.use_all and problem.target in nums) or (len(nums) > 1 and s.node(nums, 0))  # type: ignore[attr-defined]
+    return s
+
+
+def dfs_trace(problem: Problem, rules: Rules | None = None, current_state: bool = False) -> str:
+    """The LongProc-style DFS search trace of ``problem``, ending in a ``<Solution>`` block.
+
+    Raises ``ValueError`` if the search finds no solution (the problem is unsolvable), or if the
+    problem needs no move (one number, or the target among the numbers under ``use_all=False``).
+    """
+    if problem.target in problem.numbers and (len(problem.numbers) == 1 or not (rules or problem.rules).use_all):
+        # solved before any move: the <Solution> block would be empty, which verify() rejects
+        raise ValueError(f"{problem!r} needs no move (the target is already one of the numbers); there is no search to write")
+    s = _run(problem, rules, current_state)
+    if not s.found:  # type: ignore[attr-defined]
+        raise ValueError(f"no solution: {problem!r} is not solvable under rules {((rules or problem.rules).name)!r}")
+    return "# Search Procedure\n" + "\n".join(s.lines) + "\n\n" + _solution_block(s.path)
+
+
+Visit = Callable[[int, list[Number], list[Number]], None]
+"""``visit(depth, state, next_state)``: called for every legal move the reference DFS makes."""
+
+
+def search_nodes(problem: Problem, rules: Rules | None = None, visit: Visit | None = None) -> int:
+    """How many moves the reference DFS tries before it finds the target (its ``Try`` lines).
+
+    ``visit(depth, state, next_state)``, when given, is called for every legal move the search makes,
+    in its order (``depth`` = moves already made on the current path; ``next_state`` = ``[result] + rest``).
+    """
+    rules = rules or problem.rules
+    nums: list[Number] = list(problem.numbers)
+    if not rules.use_all and problem.target in nums:
+        return 0
+    counter = [0]
+    if len(nums) > 1:
+        _count_tries(nums, problem.target, rules, counter, visit)
+    return counter[0]
+
+
+def _count_tries(nums: list[Number], target: int, rules: Rules, counter: list[int], visit: Visit | None = None,
+                 depth: int = 0) -> bool:
+    """The search of :class:`_Search` without writing lines: counts ``Try`` lines in ``counter``."""
+    check = rules.check
+    for a, b, left in _pairs(nums):
+        if a < b:
+            a, b = b, a
+        for x, op, y in _ops(a, b, rules):
+            counter[0] += 1
+            result, _ = check(x, op, y)
+            if result is None:
+                continue
+            if visit is not None:
+                visit(depth, nums, [result] + left)
+            if not left:
+                if result == target:
+                    return True
+                continue
+            if not rules.use_all and result == target:
+                return True
+            if _count_tries([result] + left, target, rules, counter, visit, depth + 1):
+                return True
+    return False
+
+
+# ---- parsing -----------------------------------------------------------------------------------
+
+_NUM = r"-?[0-9]+(?:/[0-9]+)?"
+_RE_INIT = re.compile(rf"^Initial number set: \[(?P<nums>[^\]]*)\], target: (?P<target>{_NUM})")
+_RE_PICK = re.compile(
+    rf"^(?P<ind>(?: +\|- )?)Pick two numbers \((?P<a>{_NUM}), (?P<b>{_NUM})\) \(numbers left: \[(?P<left>[^\]]*)\]\)"
+)
+_RE_TRY = re.compile(
+    rf"^(?P<ind>(?: +\|- )?)Try (?P<a>{_NUM}) (?P<op>[-+*/]) (?P<b>{_NUM})(?: = (?P<c>-?[0-9.]+(?:/[0-9]+)?)| \(invalid operation\))\.(?P<rest>.*)$"
+)
+_RE_STATE_SUFFIX = re.compile(r"\s*### Current State: \[[^\]]*\]\s*$")
+
+
+def _num(tok: str) -> Number:
+    tok = tok.strip()
+    if "/" in tok:
+        p, q = tok.split("/")
+        return normalize(Fraction(int(p), int(q)))
+    return int(tok)
+
+
+def _nums(text: str) -> tuple[Number, ...]:
+    text = text.strip()
+    return tuple(_num(t) for t in text.split(",")) if text else ()
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    """One ``Try`` line of a trace read back.
+
+    ``outcome`` is ``"added"`` (the search went into ``next_state``), ``"found"``, ``"missed"``
+    (last number is not the target), or ``"dropped"`` (``next_state`` is ``None``: decimal,
+    over the limit, not positive, or invalid).
+    """
+
+    line_no: int
+    state: tuple[Number, ...]
+    move: tuple[Number, str, Number, Number | None]
+    next_state: tuple[Number, ...] | None
+    outcome: str
+
+
+class TraceParseError(ValueError):
+    """A trace line that does not fit the format; ``line_no`` is 0-based within the trace."""
+
+    def __init__(self, line_no: int, line: str, why: str) -> None:
+        super().__init__(f"line {line_no}: {why}: {line[:120]!r}")
+        self.line_no = line_no
+
+
+def parse_trace(trace: str) -> tuple[tuple[Number, ...], int, list[TraceStep]]:
+    """Read a DFS trace back: ``(initial numbers, target, steps)``.
+
+    Each ``Try`` line becomes a :class:`TraceStep` whose ``state`` is the number set it was
+    tried from (rebuilt from the ``Pick`` line and the tree structure, not trusted from the
+    text) and whose ``next_state`` is ``[result] + numbers left``. Lines after the search
+    (the solution block) are ignored. Raises :class:`TraceParseError` on a malformed line.
+    """
+    init: tuple[Number, ...] | None = None
+    target: int | None = None
+    steps: list[TraceStep] = []
+    # stack of (level of this node's Try lines, state); the root's level depends on its size
+    stack: list[tuple[int, tuple[Number, ...]]] = []
+    pending: dict[int, tuple[Number, Number, tuple[Number, ...]]] = {}
+    for no, raw in enumerate(trace.splitlines()):
+        line = _RE_STATE_SUFFIX.sub("", raw.rstrip())
+        if not line.strip() or line.startswith("# Search Procedure"):
+            continue
+        if line.startswith("Now we have found the target") or line.startswith("<Solution>"):
+            break
+        if init is None:
+            m = _RE_INIT.match(line)
+            if not m:
+                raise TraceParseError(no, raw, "expected 'Initial number set: ...'")
+            init, target = _nums(m["nums"]), int(m["target"])
+            stack.append((2 if len(init) > 2 else 1, init))
+            continue
+        level = len(line) - len(line.lstrip(" "))
+        m = _RE_PICK.match(line)
+        if m:
+            pending[level + 1] = (_num(m["a"]), _num(m["b"]), _nums(m["left"]))
+            continue
+        m = _RE_TRY.match(line)
+        if not m:
+            raise TraceParseError(no, raw, "not a Pick, Try or Initial line")
+        while stack and stack[-1][0] > level:
+            stack.pop()
+        if not stack or stack[-1][0] != level:
+            raise TraceParseError(no, raw, f"indent {level} does not match the search tree")
+        state = stack[-1][1]
+        a, op, b = _num(m["a"]), m["op"], _num(m["b"])
+        if len(state) > 2:
+            if level not in pending:
+                raise TraceParseError(no, raw, "Try line without a Pick line")
+            left = pending[level][2]
+        else:
+            left = ()
+        rest = m["rest"]
+        if m["c"] is None or "drop this branch" in rest and "Evaluate" not in rest:
+            c = None if m["c"] is None or "." in m["c"] else _num(m["c"])
+            steps.append(TraceStep(no, state, (a, op, b, c), None, "dropped"))
+            continue
+        c = _num(m["c"])
+        nxt = (c,) + tuple(left)
+        if "target found" in rest:
+            steps.append(TraceStep(no, state, (a, op, b, c), nxt, "found"))
+        elif "Evaluate" in rest:
+            steps.append(TraceStep(no, state, (a, op, b, c), nxt, "missed"))
+        else:
+            steps.append(TraceStep(no, state, (a, op, b, c), nxt, "added"))
+            stack.append((level + 2 if len(nxt) > 2 else level + 1, nxt))
+    if init is None or target is None:
+        raise TraceParseError(0, trace[:120], "no 'Initial number set' line")
+    return init, target, steps

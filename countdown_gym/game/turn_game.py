@@ -1,0 +1,193 @@
+"""The multi-turn game: one agent turn in, one reply line and transition records out.
+
+:class:`TurnEpisode` is the game of ``CountdownMultiTurn-v0`` without Gymnasium (the environment,
+the TRL and verl adapters and the turn traces all play through it); :func:`replay_turns` plays a
+finished list of turns. The turn grammar and the replies are in :mod:`countdown_gym.game.turn_format`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import Number, Rules, format_number
+from countdown_gym.game.turn_format import parse_turn, reply_moved, reply_status
+from countdown_gym.game.verifier import Verdict, verify
+
+DEFAULT_MAX_TURNS = 16
+UNDO_MOVE = (None, "undo", None, None)
+"""The ``move`` of a backtrack's transition record: ``state`` -> the state before the last move."""
+
+
+@dataclass
+class TurnResult:
+    """What one turn did: the reply line, transition records, reward and episode end."""
+
+    reply: str
+    kind: str
+    valid: bool
+    reason: str
+    transitions: list[dict[str, Any]] = field(default_factory=list)
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+
+
+def _without(state: Sequence[Number], a: Number, b: Number) -> list[Number] | None:
+    rest = list(state)
+    try:
+        rest.remove(a)
+        rest.remove(b)
+    except ValueError:
+        return None
+    return rest
+
+
+class TurnEpisode:
+    """One multi-turn game of ``problem``: a stack of states, one reply per turn.
+
+    ``play(text)`` reads an agent turn and returns a :class:`TurnResult`. A legal move pushes the
+    new state; ``undo`` pops it (a transition from the current state back to the previous one,
+    ``move = UNDO_MOVE``); an illegal move changes nothing and emits a ``valid=False`` record; an
+    unreadable turn emits no record. The episode *terminates* when the target is reached (under
+    ``use_all`` rules: the last number equals the target; otherwise: a result equals it) or on
+    ``give up``; it is *truncated* after ``max_turns`` turns. The terminal reward is
+    ``verify(problem, <Solution> of the moves on the path).reward``: 1.0 for a win, else 0.0.
+    """
+
+    def __init__(self, problem: Problem, rules: Rules | None = None, max_turns: int = DEFAULT_MAX_TURNS,
+                 max_turn_chars: int = 200) -> None:
+        self.problem = problem
+        self.rules = rules or problem.rules
+        self.target = problem.target
+        self.max_turns = max_turns
+        self.max_turn_chars = max_turn_chars
+        self.states: list[tuple[Number, ...]] = [tuple(problem.numbers)]
+        self.moves: list[tuple[Number, str, Number, Number]] = []
+        self.turns = 0
+        self.invalid_turns = 0
+        self.done = False
+        self.terminated = False
+        self.verdict: Verdict | None = None
+
+    @property
+    def state(self) -> tuple[Number, ...]:
+        return self.states[-1]
+
+    def _record(self, state: tuple[Number, ...], move: tuple, nxt: tuple[Number, ...] | None, reason: str) -> dict[str, Any]:
+        return {"state": state, "move": move, "next_state": nxt, "target": self.target, "valid": reason == "ok",
+                "reason": reason, "rules": self.rules, "turn": self.turns - 1}
+
+    def solution_text(self) -> str:
+        """The moves on the current path as a ``<Solution>`` block (what the verifier judges)."""
+        body = "".join(f"{format_number(a)} {op} {format_number(b)} = {format_number(c)}\n" for a, op, b, c in self.moves)
+        return f"<Solution>\n{body}</Solution>"
+
+    def _end(self, res: TurnResult, terminated: bool) -> TurnResult:
+        self.done, self.terminated = True, terminated
+        self.verdict = verify(self.problem, self.solution_text(), self.rules)
+        res.reward = self.verdict.reward if terminated else 0.0
+        res.terminated, res.truncated = terminated, not terminated
+        return res
+
+    def play(self, text: str) -> TurnResult:
+        """Apply one agent turn. ``RuntimeError`` once the episode is over; ``TypeError`` for a non-``str``."""
+        if self.done:
+            raise RuntimeError("the episode has ended; call reset() before step()")
+        turn = parse_turn(text, self.max_turn_chars)
+        self.turns += 1
+        state = self.state
+        if turn.kind == "move":
+            res = self._move(state, turn.a, turn.op, turn.b, turn.stated)
+        elif turn.kind == "undo":
+            if len(self.states) == 1:
+                res = TurnResult(reply_status("error nothing_to_undo", state), "undo", False, "nothing_to_undo",
+                                 [self._record(state, UNDO_MOVE, None, "nothing_to_undo")])
+            else:
+                self.states.pop()
+                self.moves.pop()
+                res = TurnResult(reply_status("undone", self.state), "undo", True, "ok",
+                                 [self._record(state, UNDO_MOVE, self.state, "ok")])
+        elif turn.kind == "give_up":
+            return self._end(TurnResult(reply_status("gave up", state), "give_up", True, "ok"), terminated=True)
+        else:
+            res = TurnResult(reply_status(f"error {turn.reason}", state), "invalid", False, turn.reason)
+        if not res.valid:
+            self.invalid_turns += 1
+        if res.terminated:
+            return self._end(res, terminated=True)
+        if self.turns >= self.max_turns:
+            res.reply = res.reply.rstrip() + " turn limit"
+            return self._end(res, terminated=False)
+        return res
+
+    def _move(self, state: tuple[Number, ...], a: Number, op: str, b: Number, stated: Number | None) -> TurnResult:
+        move = (a, op, b, stated)
+        rest = _without(state, a, b)
+        if rest is None:
+            reason, result = "operand_unavailable", None
+        else:
+            result, reason = self.rules.check(a, op, b)
+            if result is not None and stated is not None and stated != result:
+                reason = "arithmetic_error"
+        if reason != "ok":
+            return TurnResult(reply_status(f"error {reason}", state), "move", False, reason,
+                              [self._record(state, move, None, reason)])
+        nxt = (*rest, result)
+        self.states.append(nxt)
+        self.moves.append((a, op, b, result))
+        record = self._record(state, (a, op, b, result), nxt, "ok")
+        if (len(nxt) == 1 or not self.rules.use_all) and result == self.target:
+            return TurnResult(reply_moved(result, nxt, "solved"), "move", True, "ok", [record], terminated=True)
+        outcome = "miss" if len(nxt) == 1 else ""
+        return TurnResult(reply_moved(result, nxt, outcome), "move", True, "ok", [record])
+
+
+@dataclass
+class TurnReplay:
+    """A finished list of turns played through :class:`TurnEpisode`."""
+
+    transitions: list[dict[str, Any]]
+    replies: list[str]
+    verdict: Verdict
+    solved: bool
+    turns_played: int
+    invalid_turns: int
+    truncated: bool
+    turn_transitions: list[list[dict[str, Any]]]
+    """The transition records of each turn played (one list per turn: the per-step view)."""
+
+    @property
+    def reward(self) -> float:
+        return 1.0 if self.solved else 0.0
+
+    @property
+    def invalid_steps(self) -> int:
+        """Refused turns (the name the single-pass replay uses for its invalid move lines)."""
+        return self.invalid_turns
+
+
+def replay_turns(problem: Problem, turns: Sequence[str], *, rules: Rules | None = None,
+                 max_turns: int = DEFAULT_MAX_TURNS, max_turn_chars: int = 200) -> TurnReplay:
+    """Play ``turns`` in order; turns after the episode ends are ignored. An episode the turns
+    leave open counts as unsolved (its verdict is that of the moves on the path)."""
+    ep = TurnEpisode(problem, rules, max_turns, max_turn_chars)
+    results = []
+    for text in turns:
+        if ep.done:
+            break
+        results.append(ep.play(text))
+    return turn_replay(ep, results)
+
+
+def turn_replay(ep: TurnEpisode, results: Sequence[TurnResult]) -> TurnReplay:
+    """The :class:`TurnReplay` of an episode played turn by turn (``results``: what each :meth:`TurnEpisode.play`
+    returned, in order): what :func:`replay_turns` of the same turns gives, without playing them again."""
+    transitions = [t for res in results for t in res.transitions]
+    verdict = ep.verdict if ep.verdict is not None else verify(ep.problem, ep.solution_text(), ep.rules)
+    solved = ep.terminated and verdict.correct
+    truncated = ep.verdict is not None and not ep.terminated  # ended by the turn limit (not a stop from outside)
+    return TurnReplay(transitions, [res.reply for res in results], verdict, solved, ep.turns, ep.invalid_turns,
+                      truncated, [res.transitions for res in results])

@@ -1,0 +1,65 @@
+"""Search traces as multi-turn conversations: the training data of the embedded multi-turn model.
+
+:func:`turn_trace` writes the package's compact search (:mod:`countdown_gym.game.compact_trace`:
+solver paths, dead ends, probes and backtracking) as agent turns: every compact line becomes a
+move turn ``a op b``, and a line that backtracks (a smaller depth than the current one) is
+preceded by the ``undo`` turns that take the search back to its depth, exactly as an agent
+playing ``CountdownMultiTurn-v0`` would. :func:`conversation` plays the turns through
+:class:`~countdown_gym.game.turn_game.TurnEpisode`, so every reply is the environment's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from countdown_gym.game.compact_trace import CompactTraceConfig, compact_trace, shuffled
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import Rules
+from countdown_gym.game.text_format import parse_line
+from countdown_gym.game.turn_format import format_move, turn_prompt
+from countdown_gym.game.turn_game import TurnEpisode
+
+
+def turns_from_compact(trace: str) -> list[str]:
+    """The agent turns of a compact trace (its search lines; the final answer block is not a turn)."""
+    turns: list[str] = []
+    depth = 0
+    for line in trace.split("\n"):
+        p = parse_line(line)
+        if p.kind != "compact":
+            continue
+        turns += ["undo"] * (depth - p.indent)
+        turns.append(format_move(p.a, p.op, p.b))
+        depth = p.indent + 1
+    return turns
+
+
+def turn_trace(problem: Problem, rules: Rules | None = None, config: CompactTraceConfig | None = None,
+               seed: int | None = None) -> list[str]:
+    """The search of :func:`~countdown_gym.game.compact_trace.compact_trace` as agent turns (ends on the winning move).
+
+    Raises ``ValueError`` as ``compact_trace`` does (no solution with non-negative integer intermediates).
+    """
+    return turns_from_compact(compact_trace(problem, rules, config, seed=seed))
+
+
+def conversation(problem: Problem, turns: Sequence[str], *, rules: Rules | None = None, max_turns: int | None = None,
+                 prompt_style: str = "compact") -> list[tuple[str, str]]:
+    """``[("env", prompt), ("agent", turn), ("env", reply), ...]``: the turns played through the environment.
+
+    ``max_turns`` defaults to ``len(turns)`` (every turn is played); turns after the episode ends are dropped.
+    """
+    ep = TurnEpisode(problem, rules, max_turns or max(len(turns), 1))
+    out = [("env", turn_prompt(problem, prompt_style, max_turns).rstrip("\n"))]
+    for t in turns:
+        if ep.done:
+            break
+        out += [("agent", t), ("env", ep.play(t).reply)]
+    return out
+
+
+def training_conversation(problem: Problem, config: CompactTraceConfig | None = None, shuffle_seed: int | None = None,
+                          seed: int | None = None) -> list[tuple[str, str]]:
+    """One supervised example: ``problem`` (numbers permuted by ``shuffle_seed``) searched and played as turns."""
+    q = problem if shuffle_seed is None else shuffled(problem, shuffle_seed)
+    return conversation(q, turn_trace(q, config=config, seed=seed))

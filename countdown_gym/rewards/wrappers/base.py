@@ -1,0 +1,133 @@
+"""The shared machinery of the per-step dense-reward wrappers.
+
+A :class:`DenseRewardWrapper` reads the transition records that Countdown-v0 and
+CountdownText-v0 put in ``info["transitions"]``, computes one dense term per step, adds it to
+the reward and records it under its own key in ``info["reward_terms"]`` (``"sparse"`` holds
+the environment's own reward). Wrappers stack: each adds its key and leaves the others alone.
+
+Two ways to turn a per-state signal into reward (``docs/rewards.md``):
+
+* additive (``potential=False``): a term per move, summed over the moves the step completed;
+* potential-based (``potential=True``): ``F = gamma * Phi(s') - Phi(s)`` once per step, where
+  ``Phi`` is evaluated on the numbers the episode currently holds: ``info["state"]`` when the
+  environment reports it (both of ours do), else the last transition's ``next_state`` (its
+  ``state`` for an invalid move); a step without a move leaves them unchanged. ``Phi(s') = 0``
+  when the step terminates the episode, so shaping never changes which policy is optimal
+  (Ng, Harada & Russell 1999).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+
+from countdown_gym.game.rules import Number, Rules
+from countdown_gym.rewards.terms import _check_gamma, _check_scale, check_transition, potential_shaping
+
+
+class TransitionsMissingError(ValueError):
+    """The wrapped environment does not report ``info["transitions"]``."""
+
+
+def env_name(env: gym.Env) -> str:
+    spec = getattr(env, "spec", None)
+    return spec.id if spec is not None and spec.id else type(env.unwrapped).__name__
+
+
+def step_transitions(info: Mapping[str, Any], who: str, env: gym.Env) -> list[Mapping[str, Any]]:
+    """``info["transitions"]`` checked, or a :class:`TransitionsMissingError` naming the problem."""
+    if "transitions" not in info:
+        raise TransitionsMissingError(
+            f"{who} needs an environment that reports info['transitions'] on every step "
+            f"(Countdown-v0 or CountdownText-v0, see docs/DESIGN.md); {env_name(env)} returned info "
+            f"keys {sorted(info)}"
+        )
+    transitions = info["transitions"]
+    if not isinstance(transitions, (list, tuple)):
+        raise TransitionsMissingError(
+            f"{who}: info['transitions'] must be a list of transition records, got {type(transitions).__name__}"
+        )
+    return [check_transition(t) for t in transitions]
+
+
+class DenseRewardWrapper(gym.Wrapper):
+    """Base class: subclasses define :meth:`step_terms` (additive) and :meth:`potential_of` (shaping)."""
+
+    default_key = "dense"
+
+    def __init__(
+        self, env: gym.Env, *, scale: float = 1.0, potential: bool = False, gamma: float = 1.0, key: str | None = None
+    ) -> None:
+        super().__init__(env)
+        self.scale = _check_scale(scale)
+        self.potential = bool(potential)
+        self.gamma = _check_gamma(gamma)
+        if key is not None and (not isinstance(key, str) or not key or key == "sparse"):
+            raise ValueError(f"key must be a non-empty string other than 'sparse', got {key!r}")
+        self.key = key or (f"{self.default_key}_shaping" if self.potential else self.default_key)
+        self._current: tuple[tuple[Number, ...], Number, Rules] | None = None  # (numbers, target, rules) now
+        self._phi: float | None = None  # potential of the current numbers
+
+    # ---- to be defined by subclasses ------------------------------------------------------
+    def step_terms(self, transitions: Sequence[Mapping[str, Any]]) -> list[float]:
+        """The additive term of each move of a step."""
+        raise NotImplementedError
+
+    def potential_of(self, state: tuple[Number, ...], target: Number, rules: Rules) -> float:
+        """``Phi(state)`` for the given target and rules."""
+        raise NotImplementedError
+
+    # ---- Gymnasium API --------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._current, self._phi = None, None
+        problem = info.get("problem")
+        if problem is not None and hasattr(problem, "numbers") and hasattr(problem, "target"):
+            numbers = tuple(info["state"]) if info.get("state") is not None else tuple(problem.numbers)
+            self._current = (numbers, problem.target, problem.rules)
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        transitions = step_transitions(info, type(self).__name__, self.env)
+        if self.potential:
+            term = self._shaping_term(info, transitions, terminated)
+        else:
+            term = float(sum(self.step_terms(transitions))) if transitions else 0.0
+        terms = dict(info.get("reward_terms") or {"sparse": float(reward)})
+        if self.key in terms:
+            raise ValueError(
+                f"info['reward_terms'] already has a {self.key!r} term (two wrappers with the same key); "
+                f"pass key='...' to tell them apart"
+            )
+        terms[self.key] = term
+        info = dict(info)
+        info["reward_terms"] = terms
+        return obs, float(reward) + term, terminated, truncated, info
+
+    def _shaping_term(
+        self, info: Mapping[str, Any], transitions: Sequence[Mapping[str, Any]], terminated: bool
+    ) -> float:
+        if self._current is None and transitions:  # env without a problem in its reset info
+            first = transitions[0]
+            self._current = (tuple(first["state"]), first["target"], first.get("rules") or Rules.longproc())
+        if self._current is None:
+            return 0.0
+        if self._phi is None:
+            self._phi = float(self.potential_of(*self._current))
+        phi_s = self._phi
+        _, target, rules = self._current
+        if info.get("state") is not None:  # the env's own record of the numbers it now holds
+            numbers = tuple(info["state"])
+        elif transitions:
+            last = transitions[-1]
+            numbers = tuple(last["next_state"] if last["valid"] else last["state"])
+        else:
+            numbers = self._current[0]
+        if numbers != self._current[0]:
+            self._current = (numbers, target, rules)
+            self._phi = float(self.potential_of(*self._current))
+        phi_next = 0.0 if terminated else self._phi
+        return potential_shaping(phi_s, phi_next, self.gamma)
