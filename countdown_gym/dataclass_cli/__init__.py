@@ -10,10 +10,10 @@
 This package is public API (``docs/DESIGN.md``): every ``countdown-gym`` command and the training,
 evaluation, benchmark and export scripts of ``baselines/``, ``critics/``, ``benchmarks/`` and ``scripts/``
 take their options through it (one help layout, one usage-error form: :func:`usage_error`), and so can a
-user's own script. The parsing, the help and the error messages are
-tyro's (``tyro.cli``, in :mod:`~countdown_gym.dataclass_cli.commands`); this package adds what tyro does not do: the flag spellings the project's
-commands have always used (:mod:`~countdown_gym.dataclass_cli.fields`), the resume check (:func:`changed_options`)
-and :func:`to_argv` (:mod:`~countdown_gym.dataclass_cli.resume`).
+user's own script. The parsing, the help and the error messages are tyro's (``tyro.cli``, called in
+:mod:`~countdown_gym.dataclass_cli.commands`); this package adds what tyro does not do: the flag spellings the
+project's commands have always used (:mod:`~countdown_gym.dataclass_cli.fields`), the resume check
+(:func:`changed_options`) and :func:`to_argv` (:mod:`~countdown_gym.dataclass_cli.resume`).
 
 The command line of an options dataclass:
 
