@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import importlib.metadata
 import threading
 import time
 import uuid
@@ -47,6 +48,15 @@ from pydantic import ValidationError
 
 from countdown_gym.envs.countdown import CountdownEnv
 from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
+from countdown_gym.integrations.openenv.listen import (
+    DEFAULT_BODY_TIMEOUT_S,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_EPISODES,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE_S,
+    listening_socket,
+    uvicorn_server,
+)
 from countdown_gym.integrations.openenv.models import (
     CountdownState,
     ErrorAnswer,
@@ -57,15 +67,6 @@ from countdown_gym.integrations.openenv.models import (
     TurnAction,
     TurnObservation,
     to_json_number,
-)
-from countdown_gym.integrations.openenv.serve import (
-    DEFAULT_BODY_TIMEOUT_S,
-    DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_MAX_EPISODES,
-    DEFAULT_MAX_SESSIONS,
-    DEFAULT_SESSION_IDLE_S,
-    listening_socket,
-    uvicorn_server,
 )
 from countdown_gym.integrations.openenv.transport import (
     BodyGuard,
@@ -81,6 +82,15 @@ __all__ = ["ENVIRONMENTS", "EpisodeConflict", "EpisodeStore", "RequestError", "U
            "serve_in_thread"]
 
 _LOCK = threading.Lock()
+
+
+def _package_version() -> str:
+    """countdown-gym's installed version (what ``pip show countdown-gym`` says); ``unknown`` from a source tree that
+    was never installed."""
+    try:
+        return importlib.metadata.version("countdown-gym")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 @dataclass
@@ -283,9 +293,7 @@ class _CountdownEnvironment(Environment):
         raise NotImplementedError
 
     def get_metadata(self) -> EnvironmentMetadata:
-        from countdown_gym import __version__
-
-        return EnvironmentMetadata(name=self.env_id, version=__version__,
+        return EnvironmentMetadata(name=self.env_id, version=_package_version(),
                                    description=f"countdown-gym's {self.env_id}: reach the target with + - * /")
 
     def _answer(self, episode: Episode, obs: Any, info: dict[str, Any], reward: float | None, terminated: bool,
