@@ -20,15 +20,15 @@ EXIT_CODES = "Every command: `countdown-gym <command> --help`; exit codes 0 succ
 _COMMANDS: dict[str, tuple[str, str]] = {
     "leaderboard": ("countdown_gym.leaderboard.__main__", "submit|score|check: leaderboard tools (see: countdown-gym "
                                                           "leaderboard --help)"),
-    "splits": ("countdown_gym.data.splits", "[--write]: check that the frozen splits reproduce from their spec (--write "
-                                       "rewrites them)"),
+    "splits": ("countdown_gym.cli.splits", "[--write]: check that the frozen splits reproduce from their spec (--write "
+                                      "rewrites them)"),
     "audit": ("countdown_gym.cli.audit", "REWARD_FN: how often a reward function accepts the shipped reward hacks"),
     "serve": ("countdown_gym.integrations.openenv.serve", "[--env ID] [--port N]: an OpenEnv server of "
                                                           "CountdownMultiTurn-v0 / Countdown-v0 (needs the openenv extra)"),
     "export": ("countdown_gym.cli.export", "--format F --out DIR: the frozen splits as a Hugging Face dataset, parquet, "
                                        "jsonl or verl files"),
-    "difficulty": ("countdown_gym.data.difficulty", "[--write]: re-measure the difficulty labels of the frozen splits "
-                                               "(--write rewrites them)"),
+    "difficulty": ("countdown_gym.cli.difficulty", "[--write]: re-measure the difficulty labels of the frozen splits "
+                                              "(--write rewrites them)"),
 }
 
 
