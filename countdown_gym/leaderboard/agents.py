@@ -283,7 +283,8 @@ def submit_policy(
     policies are text policies played on ``CountdownMultiTurn-v0`` with ``max_turns`` turns
     (:func:`evaluate_turn_policy`); ``"moves"``: Countdown-v0 policies.
     """
-    from countdown_gym.leaderboard.submission import build_header, check_header, write_submission
+    from countdown_gym.leaderboard.submission import check_header
+    from countdown_gym.leaderboard.write import build_header, write_submission
 
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
