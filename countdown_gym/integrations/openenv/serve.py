@@ -102,8 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from countdown_gym.integrations.openenv.server import make_app
     except ImportError as e:
-        print(f"{prog}: {e}", file=sys.stderr)
-        return 2
+        usage_error(str(e), prog=prog)
     try:
         app = make_app(opts.env, **opts.app_kwargs())
     except ValueError as e:
