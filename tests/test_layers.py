@@ -136,18 +136,37 @@ def test_every_folder_of_the_package_has_a_rule() -> None:
     assert parts - set(ALLOWED) == set(), "give each new folder of countdown_gym its place in ALLOWED (and DESIGN.md)"
 
 
+def layer_violations(source: str, module: str, filename: str = "<string>") -> list[tuple[int, str]]:
+    """``(line, what)`` of every import in ``source`` (the code of ``module`` of ``countdown_gym``) that
+    :data:`ALLOWED` refuses to its folder; none for the package's own ``__init__.py`` and ``__main__.py``."""
+    part = part_of(module)
+    if part == FACE:
+        return []
+    return [(line, f"{part}/ imports {name} ({target})")
+            for line, name in imported_modules(source, module, filename)
+            if (target := part_of(name)) is not None and target != part and target not in ALLOWED[part]]
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("countdown_gym.integrations.trl", "def f():\n    from countdown_gym.cli import audit"),
+        ("countdown_gym.integrations.openenv.server", "from countdown_gym import __version__"),
+        ("countdown_gym.game.rules", "import importlib\nimportlib.import_module('countdown_gym.data.splits')"),
+        ("countdown_gym.data.splits", "from ..envs import countdown"),
+        ("countdown_gym.runkit.runs", "import countdown_gym.envs"),
+    ],
+)
+def test_the_layer_check_finds_arrows_up(module: str, source: str) -> None:
+    assert layer_violations(source, module), source
+
+
 def test_each_folder_imports_only_the_folders_under_it() -> None:
     modules = _modules(PACKAGE)
     assert len(modules) > 30  # the scan sees the package
-    offenders = []
-    for path, module in modules:
-        part = part_of(module)
-        if part == FACE:  # __init__.py, __main__.py of the package: above everything
-            continue
-        for line, name in imported_modules(path.read_text(encoding="utf-8"), module, str(path)):
-            target = part_of(name)
-            if target is not None and target != part and target not in ALLOWED[part]:
-                offenders.append(f"{path.relative_to(ROOT)}:{line}: {part}/ imports {name} ({target})")
+    offenders = [f"{path.relative_to(ROOT)}:{line}: {what}"
+                 for path, module in modules
+                 for line, what in layer_violations(path.read_text(encoding="utf-8"), module, str(path))]
     assert not offenders, "imports against the layering (countdown_gym/<folder> -> what it may import):\n" + "\n".join(offenders)
 
 
