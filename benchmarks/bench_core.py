@@ -457,8 +457,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import reasoning_gym  # noqa: F401
     except ImportError:
-        print("reasoning-gym is needed for the comparison: pip install 'countdown-gym[bench]'", file=sys.stderr)
-        return 2
+        dataclass_cli.usage_error("reasoning-gym is needed for the comparison: pip install 'countdown-gym[bench]'",
+                                  prog="bench_core.py")
     q = args.quick
     facts = machine_facts()
     t0 = time.perf_counter()

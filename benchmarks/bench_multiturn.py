@@ -16,14 +16,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from countdown_gym import load_split
+from countdown_gym.dataclass_cli import check_min, parse
+from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
+from countdown_gym.game.compact_trace import CompactTraceConfig
+from countdown_gym.game.turn_game import replay_turns
+from countdown_gym.game.turn_trace import turn_trace
 
-from countdown_gym import load_split  # noqa: E402
-from countdown_gym.dataclass_cli import check_min, parse  # noqa: E402
-from countdown_gym.envs.multiturn import CountdownMultiTurnEnv  # noqa: E402
-from countdown_gym.game.compact_trace import CompactTraceConfig  # noqa: E402
-from countdown_gym.game.turn_game import replay_turns  # noqa: E402
-from countdown_gym.game.turn_trace import turn_trace  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 TARGET = 20_000
 

@@ -37,14 +37,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from websockets.asyncio.client import connect
+
+from countdown_gym import load_split
+from countdown_gym.dataclass_cli import check_min, parse
+from countdown_gym.game.compact_trace import CompactTraceConfig
+from countdown_gym.game.turn_trace import turn_trace
+
 ROOT = Path(__file__).resolve().parents[1]
-
-from websockets.asyncio.client import connect  # noqa: E402
-
-from countdown_gym import load_split  # noqa: E402
-from countdown_gym.dataclass_cli import check_min, parse  # noqa: E402
-from countdown_gym.game.compact_trace import CompactTraceConfig  # noqa: E402
-from countdown_gym.game.turn_trace import turn_trace  # noqa: E402
 
 TARGET_WS_STEPS = 5_000
 """Target: WebSocket steps per second with 8 clients."""

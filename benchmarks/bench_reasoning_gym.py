@@ -22,13 +22,11 @@ from countdown_gym.integrations.reasoning_gym import CountdownGymConfig, Countdo
 
 @dataclass
 class Options:
-    preset: str = "tinyzero"
-    split: str = "test"
-    entries: int = 500
-    """Entries of the split (5 answers each)."""
-    passes: int = 20
-    quick: bool = False
-    """50 entries, 3 passes."""
+    preset: str = "tinyzero"  # frozen-split preset the dataset is built from
+    split: str = "test"  # its split (train, validation, test)
+    entries: int = 500  # entries of the split (5 answers each)
+    passes: int = 20  # timed passes over the entries (the best and the median are reported)
+    quick: bool = False  # 50 entries, 3 passes
 
     def __post_init__(self) -> None:
         dataclass_cli.check_min(self, 1, "entries", "passes")

@@ -34,10 +34,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from countdown_gym.dataclass_cli import check_min, parse
+from countdown_gym.integrations.rollout_engine import PEEK_FROM
 
-from countdown_gym.dataclass_cli import check_min, parse  # noqa: E402
-from countdown_gym.integrations.rollout_engine import PEEK_FROM  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 GRAPHS = {"auto": None, "on": True, "off": False}
 DEFAULT_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns")

@@ -11,11 +11,8 @@ See the module's docstring for the columns.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-from countdown_gym.integrations.verl_export import TOOL_CONFIG, export, main, verl_rows  # noqa: E402
+from countdown_gym.integrations.verl_export import TOOL_CONFIG, export, main, verl_rows
 
 __all__ = ["TOOL_CONFIG", "export", "main", "verl_rows"]
 

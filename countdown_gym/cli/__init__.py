@@ -1,11 +1,12 @@
-"""The ``countdown-gym`` console script (also ``python -m countdown_gym``):
-``countdown-gym leaderboard submit|score|check ...``, ``countdown-gym splits [--write]``,
-``countdown-gym audit REWARD_FN``. Exit codes of every command: 0 success, 1 failure, 2 usage error.
+"""The ``countdown-gym`` console script (also ``python -m countdown_gym``): ``countdown-gym <command> ...`` runs the
+command's own ``main``, imported when it runs. ``splits``, ``difficulty``, ``audit`` and ``export`` live beside this
+module (``countdown_gym/cli/<command>.py``); ``leaderboard`` is :mod:`countdown_gym.leaderboard.__main__` and
+``serve`` is :mod:`countdown_gym.integrations.openenv.serve`. Exit codes of every command: 0 success, 1 failure,
+2 usage error.
 
 Every command parses its options through :mod:`countdown_gym.dataclass_cli` (one help layout, one usage-error
 form: ``usage: ...``, ``<prog>: error: <message>``, exit code 2); this module only dispatches.
 """
-
 from __future__ import annotations
 
 import importlib
@@ -20,15 +21,15 @@ EXIT_CODES = "Every command: `countdown-gym <command> --help`; exit codes 0 succ
 _COMMANDS: dict[str, tuple[str, str]] = {
     "leaderboard": ("countdown_gym.leaderboard.__main__", "submit|score|check: leaderboard tools (see: countdown-gym "
                                                           "leaderboard --help)"),
-    "splits": ("countdown_gym.data.splits", "[--write]: check that the frozen splits reproduce from their spec (--write "
-                                       "rewrites them)"),
+    "splits": ("countdown_gym.cli.splits", "[--write]: check that the frozen splits reproduce from their spec (--write "
+                                      "rewrites them)"),
     "audit": ("countdown_gym.cli.audit", "REWARD_FN: how often a reward function accepts the shipped reward hacks"),
     "serve": ("countdown_gym.integrations.openenv.serve", "[--env ID] [--port N]: an OpenEnv server of "
                                                           "CountdownMultiTurn-v0 / Countdown-v0 (needs the openenv extra)"),
     "export": ("countdown_gym.cli.export", "--format F --out DIR: the frozen splits as a Hugging Face dataset, parquet, "
                                        "jsonl or verl files"),
-    "difficulty": ("countdown_gym.data.difficulty", "[--write]: re-measure the difficulty labels of the frozen splits "
-                                               "(--write rewrites them)"),
+    "difficulty": ("countdown_gym.cli.difficulty", "[--write]: re-measure the difficulty labels of the frozen splits "
+                                              "(--write rewrites them)"),
 }
 
 

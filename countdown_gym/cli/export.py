@@ -356,8 +356,7 @@ def _export(args: ExportOptions) -> int:
         print(f"{PROG}: error: --out {args.out}: cannot write there ({exc.strerror or exc})", file=sys.stderr)
         return 1
     except ImportError as exc:  # --interaction tool derives the tool schemas with transformers
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
+        usage_error(str(exc), prog=PROG)
     for path in paths:
         print(path)
     return 0

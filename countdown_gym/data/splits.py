@@ -2,8 +2,8 @@
 
 The files live in ``countdown_gym/data/<preset>/<split>.jsonl`` (one :meth:`Problem.to_dict`
 per line). ``SPLIT_SHA256`` pins their content: :func:`load_split` refuses a file whose hash
-differs. ``countdown-gym splits`` (or ``python -m countdown_gym splits``) regenerates them from :data:`SPLIT_SPEC` and checks
-them against those hashes (``--write`` rewrites the files and prints the new hashes); test
+differs. ``countdown-gym splits`` (:mod:`countdown_gym.cli.splits`) regenerates them from :data:`SPLIT_SPEC` and
+checks them against those hashes (``--write`` rewrites the files and prints the new hashes); test
 problems never share a (sorted numbers, target) key with train or validation problems.
 
 Generation rules and play rules. The ``longproc-0.5k`` and ``hard`` files were generated under
@@ -26,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from countdown_gym.data.generator import get_config, iter_problems
+from countdown_gym.data.labels import check_tier, split_tiers
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import LEGACY_LONGPROC, Rules
 
@@ -118,7 +119,7 @@ def _load(preset: str, split: str) -> tuple[Problem, ...]:
 
 def load_split(preset: str, split: str, tier: str | None = None) -> list[Problem]:
     """The frozen ``split`` of ``preset`` (checked against its SHA-256), under :data:`SPLIT_RULES`; with ``tier``, only its problems of that
-    difficulty tier (``"easy"``, ``"medium"``, ``"hard"``: :mod:`countdown_gym.data.difficulty`), in split order.
+    difficulty tier (``"easy"``, ``"medium"``, ``"hard"``: :mod:`countdown_gym.data.labels`), in split order.
 
     Example:
         >>> test = load_split("longproc-0.5k", "test")
@@ -127,8 +128,6 @@ def load_split(preset: str, split: str, tier: str | None = None) -> list[Problem
     problems = list(_load(preset, split))
     if tier is None:
         return problems
-    from countdown_gym.data.difficulty import check_tier, split_tiers
-
     check_tier(tier)
     return [p for p, t in zip(problems, split_tiers(preset, split), strict=True) if t == tier]
 
@@ -163,62 +162,6 @@ def build_splits(preset: str) -> dict[str, list[Problem]]:
     return out
 
 
-def _split_bytes(problems: list[Problem]) -> bytes:
+def split_bytes(problems: list[Problem]) -> bytes:
     """A split file's exact content: one compact :meth:`Problem.to_dict` JSON object per line."""
     return "".join(json.dumps(p.to_dict(), separators=(",", ":")) + "\n" for p in problems).encode("utf-8")
-
-
-@dataclasses.dataclass
-class SplitsOptions:
-    """Regenerate the frozen splits from SPLIT_SPEC and compare them with SPLIT_SHA256. Nothing is written unless
-    --write is given.
-
-    Exit codes: 0 every split reproduces and the files on disk match (or --write wrote them); 1 a split file on disk
-    differs or a split no longer reproduces; 2 usage error."""
-
-    write: bool = False
-    """overwrite countdown_gym/data/ and print the new hashes"""
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``countdown-gym splits``: rebuild every split from :data:`SPLIT_SPEC`; check it against the recorded hashes,
-    or ``--write`` it."""
-    from countdown_gym.dataclass_cli import run
-
-    return run(SplitsOptions, argv, _splits, prog="countdown-gym splits")
-
-
-def _splits(args: SplitsOptions) -> int:  # pragma: no cover - maintenance command
-    import sys
-
-    from tqdm import tqdm
-
-    hashes: dict[str, dict[str, str]] = {}
-    for preset in tqdm(SPLIT_SPEC, desc="presets"):
-        hashes[preset] = {}
-        for split, problems in build_splits(preset).items():
-            data = _split_bytes(problems)
-            hashes[preset][split] = hashlib.sha256(data).hexdigest()
-            if args.write:
-                path = split_path(preset, split)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(data)
-    if args.write:
-        print(json.dumps(hashes, indent=4))
-        return 0
-    tampered = tampered_files()
-    if tampered:
-        print("countdown-gym splits: error: these split files on disk are not the recorded ones (edited, or converted "
-              "line endings):\n  " + "\n  ".join(tampered), file=sys.stderr)
-        return 1
-    differ = [f"{pr}/{sp}" for pr in hashes for sp in hashes[pr] if SPLIT_SHA256.get(pr, {}).get(sp) != hashes[pr][sp]]
-    if differ:
-        print(f"countdown-gym splits: error: these splits no longer reproduce from SPLIT_SPEC: {', '.join(differ)}",
-              file=sys.stderr)
-        return 1
-    print(f"all {sum(map(len, hashes.values()))} split files reproduce their recorded SHA-256, and the files on disk match")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

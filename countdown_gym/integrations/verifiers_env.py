@@ -308,41 +308,33 @@ def load_environment(
         def prompt(p: Problem) -> list[dict[str, str]]:  # the user turn; TinyZero's pre-started assistant turn is
             return [m for m in chat_messages(p, style) if m["role"] == "user"]  # dropped (a chat API cannot continue it)
 
-        return vf.SingleTurnEnv(
-            dataset=_dataset(train, prompt) if train else None,
-            eval_dataset=_dataset(test, prompt) if test else None,
-            system_prompt=system_prompt,
-            rubric=single_turn_rubric(format_weight, oracle_weight, oracle_perfect_weight),
-            **kwargs,
-        )
-    if mode == "tools":
+        env_cls, game = vf.SingleTurnEnv, {}
+        rubric = single_turn_rubric(format_weight, oracle_weight, oracle_perfect_weight)
+    elif mode == "tools":
         if prompt_style is not None:
             raise ValueError("mode='tools' has one prompt (the tool-calling puzzle text); leave prompt_style unset")
 
-        def tools_prompt(p: Problem) -> list[dict[str, str]]:
+        def prompt(p: Problem) -> list[dict[str, str]]:
             return [{"role": "user", "content": tool_prompt(p, max_turns)}]
 
-        return CountdownToolsEnv(
-            game_max_turns=max_turns,
-            dataset=_dataset(train, tools_prompt) if train else None,
-            eval_dataset=_dataset(test, tools_prompt) if test else None,
-            system_prompt=system_prompt,
-            rubric=tools_rubric(oracle_weight, oracle_perfect_weight, max_turns),
-            **kwargs,
-        )
-    style = prompt_style or "instruct"
-    if style not in TURN_PROMPT_STYLES:
-        raise ValueError(f"unknown multi-turn prompt_style {style!r}; choose one of {list(TURN_PROMPT_STYLES)}")
+        env_cls, game = CountdownToolsEnv, {"game_max_turns": max_turns}
+        rubric = tools_rubric(oracle_weight, oracle_perfect_weight, max_turns)
+    else:
+        style = prompt_style or "instruct"
+        if style not in TURN_PROMPT_STYLES:
+            raise ValueError(f"unknown multi-turn prompt_style {style!r}; choose one of {list(TURN_PROMPT_STYLES)}")
 
-    def turn_prompt_messages(p: Problem) -> list[dict[str, str]]:
-        return [{"role": "user", "content": turn_prompt(p, style, max_turns)}]
+        def prompt(p: Problem) -> list[dict[str, str]]:
+            return [{"role": "user", "content": turn_prompt(p, style, max_turns)}]
 
-    return CountdownTurnEnv(
-        game_max_turns=max_turns,
-        dataset=_dataset(train, turn_prompt_messages) if train else None,
-        eval_dataset=_dataset(test, turn_prompt_messages) if test else None,
+        env_cls, game = CountdownTurnEnv, {"game_max_turns": max_turns}
+        rubric = multi_turn_rubric(oracle_weight, oracle_perfect_weight, max_turns)
+    return env_cls(
+        **game,
+        dataset=_dataset(train, prompt) if train else None,
+        eval_dataset=_dataset(test, prompt) if test else None,
         system_prompt=system_prompt,
-        rubric=multi_turn_rubric(oracle_weight, oracle_perfect_weight, max_turns),
+        rubric=rubric,
         **kwargs,
     )
 

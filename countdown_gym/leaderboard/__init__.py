@@ -19,6 +19,7 @@ Command line: ``python -m countdown_gym.leaderboard submit|score|check`` (also
 ``countdown-gym leaderboard ...``). The file format and the rules are in ``leaderboard/README.md``.
 """
 
+from countdown_gym.leaderboard.moves import moves_to_solution
 from countdown_gym.leaderboard.score import (
     Rejection,
     Scores,
@@ -34,13 +35,11 @@ from countdown_gym.leaderboard.submission import (
     ProblemAnswers,
     Submission,
     SubmissionError,
-    build_header,
     check_header,
     load_schema,
-    moves_to_solution,
     read_submission,
-    write_submission,
 )
+from countdown_gym.leaderboard.write import build_header, write_submission
 
 __all__ = [
     "FORMAT",

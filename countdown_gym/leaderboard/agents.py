@@ -26,11 +26,14 @@ from typing import Any
 import numpy as np
 
 from countdown_gym.data.splits import load_split
+from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number, Rules
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
 
 Policy = Callable[[np.ndarray, dict[str, Any]], int]
 MoveList = list[tuple[Number, str, Number, Number]]
+Played = tuple[MoveList, int, dict[str, Any]]
+"""One played episode: its moves, its invalid actions and the last step's ``info``."""
 
 _UNRESTRICTED = Rules(name="unrestricted", integer_only=False, sign="any", value_limit=None, use_all=True)
 
@@ -149,23 +152,17 @@ def evaluate_policy(
     observation wrapper the model was trained behind) is applied to the env. ``limit`` plays only
     the first problems (for quick checks; a submission needs the whole split).
     """
-    from tqdm import tqdm
-
     from countdown_gym.envs.countdown import CountdownEnv
 
     if not callable(policy) and hasattr(policy, "predict"):
         policy = sb3_policy(policy)
-    problems = load_split(preset, split)[:limit]
     env = CountdownEnv(preset=preset, split=split, invalid_action="penalty")
     if wrapper is not None:
         env = wrapper(env)
-    env.reset(seed=seed)
-    out: list[MoveList] = []
-    successes = invalid = 0
-    start = time.perf_counter()
-    for problem in tqdm(problems, desc=f"{preset}/{split}", disable=not progress):
-        obs, info = env.reset(options={"problem": problem})
+
+    def episode(problem: Problem, obs: Any, info: dict[str, Any]) -> Played:
         moves: MoveList = []
+        invalid = 0
         done = not info["action_mask"].any()
         while not done:
             obs, _, terminated, truncated, info = env.step(policy(obs, info))
@@ -175,10 +172,10 @@ def evaluate_policy(
                 move = _recorded_move(t)
                 if move is not None:
                     moves.append(move)
-        successes += bool(info["is_success"])
-        out.append(moves)
-    env.close()
-    return Evaluation(out, successes, invalid, time.perf_counter() - start)
+        return moves, invalid, info
+
+    return _play(env, load_split(preset, split)[:limit], episode, seed=seed, desc=f"{preset}/{split}",
+                 progress=progress)
 
 
 TextPolicy = Callable[[str, dict[str, Any]], str]
@@ -203,18 +200,12 @@ def evaluate_turn_policy(
     turn counts as an invalid action. A policy that returns a non-``str`` stops the evaluation
     with a ``ValueError`` naming the problem.
     """
-    from tqdm import tqdm
-
     from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
 
-    problems = load_split(preset, split)[:limit]
     env = CountdownMultiTurnEnv(preset=preset, split=split, max_turns=max_turns)
-    env.reset(seed=seed)
-    out: list[MoveList] = []
-    successes = invalid = 0
-    start = time.perf_counter()
-    for problem in tqdm(problems, desc=f"{preset}/{split} multi-turn", disable=not progress):
-        obs, info = env.reset(options={"problem": problem})
+
+    def episode(problem: Problem, obs: Any, info: dict[str, Any]) -> Played:
+        invalid = 0
         done = False
         while not done:
             turn = policy(obs, info)
@@ -223,7 +214,26 @@ def evaluate_turn_policy(
             obs, _, terminated, truncated, info = env.step(turn)
             invalid += not info["valid"]
             done = terminated or truncated
-        out.append([tuple(m) for m in env.episode.moves])
+        return [tuple(m) for m in env.episode.moves], invalid, info
+
+    return _play(env, load_split(preset, split)[:limit], episode, seed=seed, desc=f"{preset}/{split} multi-turn",
+                 progress=progress)
+
+
+def _play(env: Any, problems: list[Problem], episode: Callable[[Problem, Any, dict[str, Any]], Played], *, seed: int,
+          desc: str, progress: bool) -> Evaluation:
+    """One episode of each problem on ``env`` (seeded once): ``episode(problem, obs, info)`` plays it from the reset
+    and returns its moves, its invalid actions and the last ``info``."""
+    from tqdm import tqdm
+
+    env.reset(seed=seed)
+    out: list[MoveList] = []
+    successes = invalid = 0
+    start = time.perf_counter()
+    for problem in tqdm(problems, desc=desc, disable=not progress):
+        moves, bad, info = episode(problem, *env.reset(options={"problem": problem}))
+        out.append(moves)
+        invalid += bad
         successes += bool(info["is_success"])
     env.close()
     return Evaluation(out, successes, invalid, time.perf_counter() - start)
@@ -283,7 +293,8 @@ def submit_policy(
     policies are text policies played on ``CountdownMultiTurn-v0`` with ``max_turns`` turns
     (:func:`evaluate_turn_policy`); ``"moves"``: Countdown-v0 policies.
     """
-    from countdown_gym.leaderboard.submission import build_header, check_header, write_submission
+    from countdown_gym.leaderboard.submission import check_header
+    from countdown_gym.leaderboard.write import build_header, write_submission
 
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")

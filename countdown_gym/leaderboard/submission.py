@@ -1,4 +1,4 @@
-"""Leaderboard submission files: build, write and read them (nothing in them is trusted).
+"""Leaderboard submission files: their format, and reading them (nothing in them is trusted).
 
 Format: JSON Lines (UTF-8). Line 1 is a header object (agent, authors, model, method, reward
 variant, preset, split, split SHA-256, package version, date, sampling, compute, command, and
@@ -21,7 +21,8 @@ numbers, targets; each problem exactly once), size limits, UTF-8. Any violation 
 
 Answers are either raw completions (text) or move sequences ``[a, op, b, result]`` from a
 numeric agent; :func:`moves_to_solution` turns a move sequence into a ``<Solution>`` block, so
-both kinds are scored by the same :func:`countdown_gym.game.verifier.verify`.
+both kinds are scored by the same :func:`countdown_gym.game.verifier.verify`
+(:mod:`countdown_gym.leaderboard.moves`). Writing a submission: :mod:`countdown_gym.leaderboard.write`.
 
 Example (what the baselines call)::
 
@@ -39,15 +40,10 @@ Example (what the baselines call)::
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
-import numbers as _numbers
 import os
-import re
 import stat
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -55,7 +51,8 @@ from typing import Any
 
 from countdown_gym.data.splits import SPLIT_SPEC, SplitIntegrityError, load_split, split_sha256
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import OPERATORS, format_number
+from countdown_gym.game.rules import OPERATORS
+from countdown_gym.leaderboard.moves import NUMBER_TEXT, moves_to_solution
 from countdown_gym.rewards.variants import check_reward_variant
 
 FORMAT = "countdown-gym-submission"
@@ -69,7 +66,6 @@ MAX_COMPLETION_CHARS = 200_000
 MAX_ANSWERS = 64
 """Most answers per problem (the schema's ``maxItems``)."""
 
-_NUMBER_TEXT = re.compile(r"-?[0-9]{1,15}(/[0-9]{1,15})?")
 _MAX_MESSAGE = 300
 
 
@@ -155,7 +151,7 @@ def _is_int(x: Any) -> bool:
 
 
 def _is_number(x: Any) -> bool:
-    return _is_int(x) or (isinstance(x, str) and _NUMBER_TEXT.fullmatch(x) is not None)
+    return _is_int(x) or (isinstance(x, str) and NUMBER_TEXT.fullmatch(x) is not None)
 
 
 def _is_move(m: Any) -> bool:
@@ -197,258 +193,6 @@ def _schema_error(validator: Any, obj: Any) -> str | None:
         return None
     where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
     return f"schema violation at {where}: {_short(error.message)}"
-
-
-# ---- moves -> <Solution> --------------------------------------------------------------------------
-
-
-def _move_number(x: Any) -> int | str:
-    """An exact number as JSON: an int, or ``"p/q"`` for a non-integer rational."""
-    if isinstance(x, bool):
-        raise TypeError(f"a move number must be an int or a Fraction, got bool {x!r}")
-    if isinstance(x, _numbers.Integral):
-        return int(x)
-    if isinstance(x, Fraction):
-        return x.numerator if x.denominator == 1 else format_number(x)
-    if isinstance(x, str) and _NUMBER_TEXT.fullmatch(x):
-        return x
-    raise TypeError(f"a move number must be an int, a Fraction or a 'p/q' string, got {type(x).__name__} {x!r}")
-
-
-def normalize_move(move: Sequence[Any]) -> list[int | str]:
-    """``[a, op, b, result]`` in the submission's JSON form (checks the shape, not the arithmetic)."""
-    if isinstance(move, (str, bytes)) or not isinstance(move, Sequence) or len(move) != 4:
-        raise TypeError(f"a move must be a sequence (a, op, b, result), got {move!r}")
-    a, op, b, r = move
-    if op not in OPERATORS:
-        raise TypeError(f"a move's operator must be one of {OPERATORS}, got {op!r}")
-    return [_move_number(a), op, _move_number(b), _move_number(r)]
-
-
-def moves_to_solution(moves: Sequence[Sequence[Any]]) -> str:
-    """The ``<Solution>`` block of a move sequence, e.g. ``"<Solution>\\n28 + 44 = 72\\n...</Solution>"``.
-
-    The verifier then checks every step (operands available, rules, arithmetic, target), so a
-    numeric agent is judged exactly like a language model that wrote the same block.
-    """
-    lines = []
-    for move in moves:
-        a, op, b, r = normalize_move(move)
-        lines.append(f"{a} {op} {b} = {r}")
-    return "<Solution>\n" + "".join(line + "\n" for line in lines) + "</Solution>"
-
-
-# ---- writing --------------------------------------------------------------------------------------
-
-
-def _is_move_sequence(x: Any) -> bool:
-    if isinstance(x, (str, bytes)) or not isinstance(x, Sequence):
-        return False
-    return all(
-        not isinstance(m, (str, bytes)) and isinstance(m, Sequence) and len(m) == 4 and m[1] in OPERATORS for m in x
-    )
-
-
-def _answer_list(entry: Any, where: str) -> tuple[str, list[Any]]:
-    """``(kind, answers)`` for one problem's answers."""
-    if isinstance(entry, str):
-        return "completions", [entry]
-    if isinstance(entry, (bytes, bytearray)) or not isinstance(entry, Sequence) or len(entry) == 0:
-        raise ValueError(f"{where}: answers must be a non-empty list of completions or of move sequences, got {entry!r:.100}")
-    if all(isinstance(a, str) for a in entry):
-        return "completions", list(entry)
-    if _is_move_sequence(entry):  # one move sequence given bare
-        return "moves", [[normalize_move(m) for m in entry]]
-    if all(_is_move_sequence(a) for a in entry):
-        return "moves", [[normalize_move(m) for m in a] for a in entry]
-    raise ValueError(
-        f"{where}: answers must be all completions (str) or all move sequences [[a, op, b, result], ...], got {entry!r:.100}"
-    )
-
-
-def _plain(v: Any) -> Any:
-    """A numpy scalar as the Python value (what ``json`` can write)."""
-    return v.item() if hasattr(v, "item") and not isinstance(v, (str, bytes)) else v
-
-
-def build_header(
-    *,
-    agent: str,
-    authors: str,
-    model: str,
-    model_size: str,
-    method: str,
-    reward_variant: str,
-    preset: str,
-    split: str,
-    sampling: Mapping[str, Any],
-    compute: str,
-    command: str,
-    answer_kind: str,
-    claimed: Mapping[str, float] | None = None,
-    notes: str | None = None,
-    date: str | None = None,
-    interaction: str | None = None,
-) -> dict[str, Any]:
-    """The header object of a submission (the split hash and package version filled in)."""
-    from countdown_gym import __version__
-
-    header: dict[str, Any] = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "agent": agent,
-        "authors": authors,
-        "model": model,
-        "model_size": model_size,
-        "method": method,
-        "reward_variant": reward_variant,
-        "preset": preset,
-        "split": split,
-        "split_sha256": split_sha256(preset, split),
-        "package_version": __version__,
-        "date": date or _dt.datetime.now(_dt.UTC).date().isoformat(),
-        "sampling": {str(k): _plain(v) for k, v in sampling.items()},
-        "compute": compute,
-        "command": command,
-        "answer_kind": answer_kind,
-    }
-    if claimed:
-        header["claimed"] = {str(k): float(v) for k, v in claimed.items()}
-    if notes:
-        header["notes"] = notes
-    if interaction:
-        header["interaction"] = interaction
-    return header
-
-
-def write_submission(
-    path: str | os.PathLike[str],
-    *,
-    agent: str,
-    authors: str,
-    model: str,
-    model_size: str | None,
-    method: str,
-    reward_variant: str,
-    preset: str,
-    split: str,
-    answers: Sequence[Any] | Mapping[str, Any] | None = None,
-    compute: str,
-    command: str,
-    moves: Sequence[Sequence[Sequence[Any]]] | None = None,
-    completions: Sequence[str] | None = None,
-    problems: Sequence[Problem] | None = None,
-    sampling: Mapping[str, Any] | None = None,
-    claimed: Mapping[str, float] | None = None,
-    claimed_correct: Sequence[Sequence[bool]] | Mapping[str, Sequence[bool]] | None = None,
-    notes: str | None = None,
-    date: str | None = None,
-    interaction: str | None = None,
-) -> Path:
-    """Write a submission for ``preset``/``split`` and check it by reading it back.
-
-    Args:
-        answers: One entry per problem of ``load_split(preset, split)``, in split order (or a
-            mapping problem id -> entry). An entry is a list of completions (``str``; a bare
-            ``str`` means one) or a list of move sequences ``[(a, op, b, result), ...]``; the
-            first answer is the pass@1 answer.
-        moves: Instead of ``answers``: one move sequence per problem (a numeric agent, k = 1).
-        completions: Instead of ``answers``: one completion per problem.
-        problems: The problems the entries belong to, in the entries' order (they must be the
-            whole split, by id); default: ``load_split(preset, split)`` order.
-        model_size: ``None`` is written as ``"n/a"``.
-        sampling: ``{"k": answers per problem, "temperature": ...}`` plus any other settings
-            (``top_p``, ``max_new_tokens``, ``seed``); ``k`` defaults to the fewest answers
-            given for a problem, ``temperature`` to 0.
-        claimed: Your own measured numbers (e.g. ``{"pass@1": 0.93}``); reported, never ranked.
-        claimed_correct: Optional per-answer self-assessment, same layout as ``answers``.
-        date: ``YYYY-MM-DD``; defaults to today (UTC).
-        interaction: ``"single-pass"``, ``"multi-turn"`` or ``"moves"`` (how the answers were produced; shown
-            in the table); omitted: single-pass for completions, moves for move sequences.
-
-    Returns the path written. Raises ``ValueError`` for answers that do not fit the split and
-    :class:`SubmissionError` if the written file would not pass :func:`read_submission`.
-    """
-    given = [name for name, v in (("answers", answers), ("moves", moves), ("completions", completions)) if v is not None]
-    if len(given) != 1:
-        raise ValueError(f"pass exactly one of answers=, moves=, completions= (got {given or 'none'})")
-    if moves is not None:
-        answers = [[list(seq)] for seq in moves]
-    elif completions is not None:
-        answers = [[c] for c in completions]
-    if problems is not None:
-        answers = _by_id(answers, problems, "answers")
-        if claimed_correct is not None:
-            claimed_correct = _by_id(claimed_correct, problems, "claimed_correct")
-    if model_size is None:
-        model_size = "n/a"
-    problems = load_split(preset, split)
-    entries = _align(answers, problems, "answers")
-    claims = _align(claimed_correct, problems, "claimed_correct") if claimed_correct is not None else None
-    kinds: set[str] = set()
-    lines: list[dict[str, Any]] = []
-    for i, (p, entry) in enumerate(zip(problems, entries, strict=True)):
-        kind, items = _answer_list(entry, f"answers for {p.id}")
-        kinds.add(kind)
-        line: dict[str, Any] = {"id": p.id, "numbers": list(p.numbers), "target": p.target, kind: items}
-        if claims is not None:
-            line["claimed_correct"] = [bool(c) for c in claims[i]]
-        lines.append(line)
-    if len(kinds) != 1:
-        raise ValueError("answers mix completions and move sequences; a submission holds one kind")
-    sampling = dict(sampling or {})
-    sampling.setdefault("k", min(len(line[next(iter(kinds))]) for line in lines))
-    sampling.setdefault("temperature", 0.0)
-    header = build_header(
-        agent=agent, authors=authors, model=model, model_size=model_size, method=method,
-        reward_variant=reward_variant, preset=preset, split=split, sampling=sampling, compute=compute,
-        command=command, answer_kind=kinds.pop(), claimed=claimed, notes=notes, date=date, interaction=interaction,
-    )  # fmt: skip
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    try:
-        with tmp.open("w", encoding="utf-8", newline="\n") as f:
-            for obj in [header, *lines]:
-                f.write(json.dumps(obj, separators=(",", ":")) + "\n")  # ASCII: any str round-trips
-        try:
-            read_submission(tmp)
-        except SubmissionError as e:
-            raise SubmissionError(out, e.reason) from None
-        os.replace(tmp, out)
-    finally:
-        if tmp.is_file():  # a failed write or check leaves nothing behind
-            tmp.unlink()
-    return out
-
-
-def _by_id(values: Any, problems: Sequence[Problem], what: str) -> dict[str, Any]:
-    if isinstance(values, (Mapping, str, bytes)) or not isinstance(values, Sequence):
-        raise ValueError(f"with problems=..., {what} must be a list in the same order as the problems")
-    if len(values) != len(problems):
-        raise ValueError(f"{what} has {len(values)} entries for {len(problems)} problems")
-    out: dict[str, Any] = {}
-    for p, v in zip(problems, values, strict=True):
-        if not isinstance(p, Problem) or p.id is None:
-            raise ValueError(f"problems must be Problems of the frozen split (with ids), got {p!r:.100}")
-        if p.id in out:
-            raise ValueError(f"problem {p.id} appears twice in problems")
-        out[p.id] = v
-    return out
-
-
-def _align(values: Sequence[Any] | Mapping[str, Any], problems: list[Problem], what: str) -> list[Any]:
-    if isinstance(values, Mapping):
-        missing = [p.id for p in problems if p.id not in values]
-        extra = set(values) - {p.id for p in problems}
-        if missing or extra:
-            raise ValueError(f"{what}: {len(missing)} problem ids missing (e.g. {missing[:3]}), {len(extra)} unknown ids")
-        return [values[p.id] for p in problems]
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        raise ValueError(f"{what} must be a list (one entry per problem) or a mapping id -> entry")
-    if len(values) != len(problems):
-        raise ValueError(f"{what} has {len(values)} entries; the split has {len(problems)} problems")
-    return list(values)
 
 
 # ---- reading --------------------------------------------------------------------------------------

@@ -14,10 +14,11 @@ ended, a malformed turn) raise ``RuntimeError`` with the server's message; the s
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
+from pydantic import BaseModel
 
 from countdown_gym.integrations.openenv.models import (
     CountdownState,
@@ -27,37 +28,43 @@ from countdown_gym.integrations.openenv.models import (
     TurnObservation,
 )
 
-
-def _result(payload: dict[str, Any], cls: type) -> StepResult:
-    observation = cls(**payload.get("observation", {}), reward=payload.get("reward"), done=payload.get("done", False))
-    return StepResult(observation=observation, reward=payload.get("reward"), done=payload.get("done", False))
+ActT = TypeVar("ActT", bound=BaseModel)
+ObsT = TypeVar("ObsT", bound=BaseModel)
 
 
-class CountdownTurnClient(EnvClient[TurnAction, TurnObservation, CountdownState]):
+class _CountdownClient(EnvClient[ActT, ObsT, CountdownState], Generic[ActT, ObsT]):
+    """What both clients share: an action sent as its fields, the answer read into the observation model."""
+
+    observation_cls: type[ObsT]
+
+    def _action(self, action: Any) -> ActT:
+        raise NotImplementedError
+
+    def _step_payload(self, action: Any) -> dict[str, Any]:
+        return self._action(action).model_dump(exclude={"metadata"})
+
+    def _parse_result(self, payload: dict[str, Any]) -> StepResult[ObsT]:
+        reward, done = payload.get("reward"), payload.get("done", False)
+        observation = self.observation_cls(**payload.get("observation", {}), reward=reward, done=done)
+        return StepResult(observation=observation, reward=reward, done=done)
+
+    def _parse_state(self, payload: dict[str, Any]) -> CountdownState:
+        return CountdownState(**payload)
+
+
+class CountdownTurnClient(_CountdownClient[TurnAction, TurnObservation]):
     """A session of a server started with ``countdown-gym serve`` (``--env CountdownMultiTurn-v0``)."""
 
-    def _step_payload(self, action: TurnAction | str) -> dict[str, Any]:
-        if isinstance(action, str):
-            action = TurnAction(turn=action)
-        return action.model_dump(exclude={"metadata"})
+    observation_cls = TurnObservation
 
-    def _parse_result(self, payload: dict[str, Any]) -> StepResult[TurnObservation]:
-        return _result(payload, TurnObservation)
-
-    def _parse_state(self, payload: dict[str, Any]) -> CountdownState:
-        return CountdownState(**payload)
+    def _action(self, action: TurnAction | str) -> TurnAction:
+        return TurnAction(turn=action) if isinstance(action, str) else action
 
 
-class CountdownStepClient(EnvClient[MoveAction, MoveObservation, CountdownState]):
+class CountdownStepClient(_CountdownClient[MoveAction, MoveObservation]):
     """A session of a server started with ``countdown-gym serve --env Countdown-v0``: actions are indices."""
 
-    def _step_payload(self, action: MoveAction | int) -> dict[str, Any]:
-        if not isinstance(action, MoveAction):
-            action = MoveAction(action=action)
-        return action.model_dump(exclude={"metadata"})
+    observation_cls = MoveObservation
 
-    def _parse_result(self, payload: dict[str, Any]) -> StepResult[MoveObservation]:
-        return _result(payload, MoveObservation)
-
-    def _parse_state(self, payload: dict[str, Any]) -> CountdownState:
-        return CountdownState(**payload)
+    def _action(self, action: MoveAction | int) -> MoveAction:
+        return action if isinstance(action, MoveAction) else MoveAction(action=action)

@@ -7,50 +7,25 @@ once (and without the ``openenv`` extra installed); the server itself is
 
 from __future__ import annotations
 
-import socket
 import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from countdown_gym.dataclass_cli import parse, usage_error
+from countdown_gym.integrations.openenv.listen import (
+    DEFAULT_BODY_TIMEOUT_S,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_EPISODES,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_TURN_CHARS,
+    DEFAULT_SESSION_IDLE_S,
+    listening_socket,
+    uvicorn_server,
+)
 
 ENV_IDS: tuple[str, ...] = ("CountdownMultiTurn-v0", "Countdown-v0")
 """The environments the server can serve."""
-DEFAULT_MAX_SESSIONS = 64
-DEFAULT_MAX_EPISODES = 4096
-DEFAULT_MAX_BODY_BYTES = 64 * 1024
-DEFAULT_BODY_TIMEOUT_S = 10.0
-DEFAULT_SESSION_IDLE_S = 600.0
-DEFAULT_MAX_TURN_CHARS = 200
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
-
-
-def listening_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` and listening (``port=0``: a free one); ``OSError`` if it cannot be."""
-    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                         flags=socket.AI_PASSIVE)[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(2048)
-    except OSError:
-        sock.close()
-        raise
-    sock.set_inheritable(True)
-    return sock
-
-
-def uvicorn_server(app: Any, max_body_bytes: int, log_level: str = "warning") -> Any:
-    """The uvicorn server of ``countdown-gym serve`` (and of ``serve_in_thread``).
-
-    WebSocket messages are limited to ``max_body_bytes``, and not compressed: an answer is about a kilobyte, and
-    per-message deflate cost both ends more time than it saves on a local or private network.
-    """
-    import uvicorn
-
-    return uvicorn.Server(uvicorn.Config(app, ws_max_size=max_body_bytes, ws_per_message_deflate=False,
-                                         log_level=log_level))
 
 
 @dataclass
@@ -127,8 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from countdown_gym.integrations.openenv.server import make_app
     except ImportError as e:
-        print(f"{prog}: {e}", file=sys.stderr)
-        return 2
+        usage_error(str(e), prog=prog)
     try:
         app = make_app(opts.env, **opts.app_kwargs())
     except ValueError as e:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import importlib.metadata
 import threading
 import time
 import uuid
@@ -47,18 +48,8 @@ from pydantic import ValidationError
 
 from countdown_gym.envs.countdown import CountdownEnv
 from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
-from countdown_gym.integrations.openenv.models import (
-    CountdownState,
-    ErrorAnswer,
-    MoveAction,
-    MoveObservation,
-    ResetRequest,
-    TransitionModel,
-    TurnAction,
-    TurnObservation,
-    to_json_number,
-)
-from countdown_gym.integrations.openenv.serve import (
+from countdown_gym.integrations.openenv import models
+from countdown_gym.integrations.openenv.listen import (
     DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_EPISODES,
@@ -81,6 +72,15 @@ __all__ = ["ENVIRONMENTS", "EpisodeConflict", "EpisodeStore", "RequestError", "U
            "serve_in_thread"]
 
 _LOCK = threading.Lock()
+
+
+def _package_version() -> str:
+    """countdown-gym's installed version (what ``pip show countdown-gym`` says); ``unknown`` from a source tree that
+    was never installed."""
+    try:
+        return importlib.metadata.version("countdown-gym")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 @dataclass
@@ -164,6 +164,7 @@ class _CountdownEnvironment(Environment):
 
     SUPPORTS_CONCURRENT_SESSIONS = True
     env_id: ClassVar[str]
+    env_cls: ClassVar[type[gym.Env]]
     action_cls: ClassVar[type[Action]]
     observation_cls: ClassVar[type[Observation]]
 
@@ -177,10 +178,10 @@ class _CountdownEnvironment(Environment):
         """Which template env an episode copies: one per environment and arguments."""
         return self.env_id, repr(sorted(self._env_kwargs.items()))
 
-    # ---- subclasses ---------------------------------------------------------------------------
     def _make_env(self) -> gym.Env:
-        raise NotImplementedError
+        return self.env_cls(**self._env_kwargs)
 
+    # ---- subclasses ---------------------------------------------------------------------------
     def _native_action(self, episode: Episode, action: Action) -> Any:
         raise NotImplementedError
 
@@ -195,20 +196,20 @@ class _CountdownEnvironment(Environment):
         (the fields of :class:`~countdown_gym.integrations.openenv.models.ResetRequest`)."""
         fields = {k: v for k, v in (("seed", seed), ("episode_id", episode_id), ("problem", problem)) if v is not None}
         try:
-            request = ResetRequest.model_validate({**fields, **kwargs})
+            request = models.ResetRequest.model_validate({**fields, **kwargs})
         except ValidationError as e:
             raise RequestError(f"invalid reset: {describe(e)}") from None
         return self.reset_request(request)
 
-    def reset_request(self, request: ResetRequest) -> Observation:
+    def reset_request(self, request: models.ResetRequest) -> Observation:
         """:meth:`reset` with a validated request."""
         return self.observation_cls(**self._reset(request).observation())
 
-    def reset_answer(self, request: ResetRequest) -> bytes:
+    def reset_answer(self, request: models.ResetRequest) -> bytes:
         """:meth:`reset_request`'s answer as the JSON that openenv's clients read (what the routes send)."""
         return self._reset(request).answer()
 
-    def _reset(self, request: ResetRequest) -> Answer:
+    def _reset(self, request: models.ResetRequest) -> Answer:
         options = None
         if request.problem is not None:
             options = {"problem": (request.problem.numbers, request.problem.target)}
@@ -262,30 +263,29 @@ class _CountdownEnvironment(Environment):
             return self._answer(episode, obs, info, float(reward), bool(terminated), bool(truncated))
 
     @property
-    def state(self) -> CountdownState:
+    def state(self) -> models.CountdownState:
         with _LOCK:
             return self._state_of(self._episode)
 
-    def state_of(self, episode_id: str) -> CountdownState:
+    def state_of(self, episode_id: str) -> models.CountdownState:
         """The state of the episode ``episode_id`` (``GET /state/{episode_id}``)."""
         with _LOCK:
             return self._state_of(self._store.get(episode_id))
 
-    def _state_of(self, episode: Episode | None) -> CountdownState:
+    def _state_of(self, episode: Episode | None) -> models.CountdownState:
         if episode is None:
-            return CountdownState(env_id=self.env_id)
+            return models.CountdownState(env_id=self.env_id)
         env = episode.env.unwrapped
-        return CountdownState(episode_id=episode.episode_id, step_count=episode.steps, env_id=self.env_id,
-                              numbers=list(env.problem.numbers), target=env.problem.target,
-                              state=[to_json_number(x) for x in self._current_numbers(env)], done=episode.done)
+        return models.CountdownState(episode_id=episode.episode_id, step_count=episode.steps, env_id=self.env_id,
+                                     numbers=list(env.problem.numbers), target=env.problem.target,
+                                     state=[models.to_json_number(x) for x in self._current_numbers(env)],
+                                     done=episode.done)
 
     def _current_numbers(self, env: Any) -> tuple:
         raise NotImplementedError
 
     def get_metadata(self) -> EnvironmentMetadata:
-        from countdown_gym import __version__
-
-        return EnvironmentMetadata(name=self.env_id, version=__version__,
+        return EnvironmentMetadata(name=self.env_id, version=_package_version(),
                                    description=f"countdown-gym's {self.env_id}: reach the target with + - * /")
 
     def _answer(self, episode: Episode, obs: Any, info: dict[str, Any], reward: float | None, terminated: bool,
@@ -296,27 +296,21 @@ class _CountdownEnvironment(Environment):
             episode.rules = problem.rules.to_dict()
         fields = {
             "episode_id": episode.episode_id, "numbers": list(problem.numbers), "target": problem.target,
-            "rules": episode.rules, "state": [to_json_number(x) for x in info["state"]],
-            "transitions": [TransitionModel.fields_of(t) for t in info["transitions"]],
+            "rules": episode.rules, "state": [models.to_json_number(x) for x in info["state"]],
+            "transitions": [models.TransitionModel.fields_of(t) for t in info["transitions"]],
             "terminated": terminated, "truncated": truncated,
         }
         fields.update(self._fields(obs, info, terminated or truncated))
         return Answer(fields, reward, terminated or truncated)
 
 
-
-
 class CountdownMultiTurnEnvironment(_CountdownEnvironment):
     """``CountdownMultiTurn-v0`` over OpenEnv: a :class:`TurnAction` in, a :class:`TurnObservation` out."""
 
-    env_id = "CountdownMultiTurn-v0"
-    action_cls = TurnAction
-    observation_cls = TurnObservation
+    env_id, env_cls = "CountdownMultiTurn-v0", CountdownMultiTurnEnv
+    action_cls, observation_cls = models.TurnAction, models.TurnObservation
 
-    def _make_env(self) -> gym.Env:
-        return CountdownMultiTurnEnv(**self._env_kwargs)
-
-    def _native_action(self, episode: Episode, action: TurnAction) -> str:
+    def _native_action(self, episode: Episode, action: models.TurnAction) -> str:
         turn = action.turn[:-1] if action.turn.endswith("\n") else action.turn
         if "\n" in turn:
             raise RequestError("a turn must be one line (no newline inside)")
@@ -337,14 +331,10 @@ class CountdownMultiTurnEnvironment(_CountdownEnvironment):
 class CountdownStepEnvironment(_CountdownEnvironment):
     """``Countdown-v0`` over OpenEnv: a :class:`MoveAction` (action index) in, a :class:`MoveObservation` out."""
 
-    env_id = "Countdown-v0"
-    action_cls = MoveAction
-    observation_cls = MoveObservation
+    env_id, env_cls = "Countdown-v0", CountdownEnv
+    action_cls, observation_cls = models.MoveAction, models.MoveObservation
 
-    def _make_env(self) -> gym.Env:
-        return CountdownEnv(**self._env_kwargs)
-
-    def _native_action(self, episode: Episode, action: MoveAction) -> int:
+    def _native_action(self, episode: Episode, action: models.MoveAction) -> int:
         n = episode.env.n_actions
         if action.action >= n:
             raise RequestError(f"action must be in 0..{n - 1}, got {action.action}")
@@ -399,9 +389,9 @@ def make_app(env_id: str = "CountdownMultiTurn-v0", *, max_sessions: int = DEFAU
     sessions = Sessions(factory, cls.action_cls, max_sessions, session_idle_s)
     app.add_api_websocket_route("/ws", sessions)
 
-    @app.get("/state/{episode_id}", response_model=CountdownState, tags=["State Management"],
-             summary="The state of an episode started over HTTP", responses={404: {"model": ErrorAnswer}})
-    async def episode_state(episode_id: str) -> CountdownState:
+    @app.get("/state/{episode_id}", response_model=models.CountdownState, tags=["State Management"],
+             summary="The state of an episode started over HTTP", responses={404: {"model": models.ErrorAnswer}})
+    async def episode_state(episode_id: str) -> models.CountdownState:
         return factory().state_of(episode_id)
 
     app.add_middleware(BodyGuard, limit=max_body_bytes, timeout_s=body_timeout_s)

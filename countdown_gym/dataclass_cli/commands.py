@@ -1,56 +1,21 @@
-"""Script options as dataclasses, read from the command line with tyro: one ``--flag`` per field.
+"""Reading an options dataclass from the command line with tyro, and the one usage-error form.
 
-    opts = parse(Options)                      # sys.argv[1:]; --help; bad input: usage error, exit code 2
-    text = help_text(Options)                  # what --help prints
-    argv = to_argv(opts)                       # the flags that rebuild ``opts`` (its non-default fields)
-    changed_options(saved, opts, allowed)      # ["--lr 0.001 (now 0.01)"]: what a --resume would change
-    code = run(Options, argv, command, prog=p) # a command's exit code: 0, 1 from command(opts), 2 usage error
-    code = dispatch(prog, commands, argv)      # a command made of commands (countdown-gym, ... leaderboard)
-
-This module is public API (``docs/DESIGN.md``): every ``countdown-gym`` command and the training,
-evaluation, benchmark and export scripts of ``baselines/``, ``critics/``, ``benchmarks/`` and ``scripts/``
-take their options through it (one help layout, one usage-error form: :func:`usage_error`), and so can a
-user's own script. The parsing, the help and the error messages are
-tyro's (``tyro.cli``); this module adds what tyro does not do: the flag spellings the project's
-commands have always used, the resume check (:func:`changed_options`) and :func:`to_argv`.
-
-The command line of an options dataclass:
-
-* one flag per field, ``--field-name`` (``--field_name`` works too); the help text of a flag is the
-  docstring under its field (or the comment at the end of the field's line), then its default; the
-  class docstring is the description;
-* a field whose type is a dataclass groups that class's fields: they are flags of their own, without
-  a prefix (``TrainConfig.model.hidden`` is ``--hidden``), under the nested class's docstring in the
-  help. Two fields with one flag name are an error;
-* ``bool``: ``--flag``, ``--no-flag`` or ``--flag true|false|yes|no|on|off|1|0``; ``bool | None``
-  also takes ``--flag auto`` (None);
-* ``int``, ``float`` (finite: ``nan`` / ``inf`` are usage errors), ``str``, ``X | None`` (``None``);
-* ``tuple[int, ...]``, ``list[float]``, ...: separate values (``--sizes 1 2``) or comma lists
-  (``--sizes 1,2``), or both; ``--sizes=`` is the empty sequence;
-* ``dict``: a JSON object (``--extra '{"top_p": 0.95}'``);
-* ``Literal[...]``: the choices.
-
-Checks: a dataclass checks its own values in ``__post_init__`` and raises ``ValueError`` naming the
-flag (:func:`check_min`, :func:`check_choice`); :func:`parse` turns it into a usage error (exit code
-2), like a malformed value or an unknown flag. Never a traceback.
+:func:`parse` (and :func:`parse_known`, :func:`run`, :func:`help_text`) hand the project's flag spellings to
+``tyro.cli`` with the project's type rules; :func:`usage_error` is the one form of a usage error (exit code 2);
+:func:`dispatch` runs a command made of commands. :func:`check_min` and :func:`check_choice` are the checks an
+options class's ``__post_init__`` raises as usage errors.
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
-import inspect
 import io
 import json
 import math
 import os
 import sys
-import textwrap
-import tokenize
-import types
-import typing
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -66,118 +31,9 @@ from tyro.constructors import (
 # tyro's own dataclass rule, whose help text _dataclass_help replaces
 from tyro.constructors._struct_spec_dataclass import dataclass_rule
 
+from countdown_gym.dataclass_cli.fields import field_docs, flag_kind, flags, is_optional, parse_bool
+
 T = TypeVar("T")
-
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
-_AUTO = ("auto", "none")
-
-
-def parse_bool(text: str, *, allow_auto: bool = False) -> bool | None:
-    """``true/false/yes/no/on/off/1/0`` (any case) -> bool; with ``allow_auto``, ``auto``/``none`` -> None."""
-    t = text.strip().lower()
-    if t in _TRUE:
-        return True
-    if t in _FALSE:
-        return False
-    if allow_auto and t in _AUTO:
-        return None
-    raise ValueError(f"expected {'true/false/auto' if allow_auto else 'true/false'}, got {text!r}")
-
-
-# ---- help text: the docstring under a field, else the comment at the end of its line ----------------------------
-
-
-def field_docs(cls: type) -> dict[str, str]:
-    """Field name -> help text from the class source: the docstring under the field (its lines joined), else its
-    trailing comment; a comment on a line of its own (a section heading) is no field's help.
-
-    Base dataclasses are read too (a subclass's text wins). Empty when the source is unavailable.
-    """
-    docs: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if dataclasses.is_dataclass(klass):
-            docs.update(_class_field_docs(klass))
-    return docs
-
-
-def _class_field_docs(cls: type) -> dict[str, str]:
-    try:
-        source = textwrap.dedent(inspect.getsource(cls))
-        tree = ast.parse(source)
-        comments = {
-            tok.start[0]: tok.string.lstrip("#").strip()
-            for tok in tokenize.generate_tokens(io.StringIO(source).readline)
-            if tok.type == tokenize.COMMENT and tok.line[: tok.start[1]].strip()  # trailing, not a whole-line comment
-        }
-    except (OSError, TypeError, SyntaxError, tokenize.TokenError):
-        return {}
-    body = next((n.body for n in tree.body if isinstance(n, ast.ClassDef)), [])
-    docs: dict[str, str] = {}
-    for stmt, nxt in zip(body, [*body[1:], None], strict=True):
-        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
-            continue
-        name = stmt.target.id
-        if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
-            docs[name] = " ".join(inspect.cleandoc(nxt.value.value).split())
-        elif stmt.end_lineno in comments:
-            docs[name] = comments[stmt.end_lineno]
-    return docs
-
-
-# ---- the fields of an options class, nested dataclasses flattened -------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Flag:
-    """One command-line flag: the field it sets (``path``: field names from the options class down) and its type."""
-
-    name: str  # "--field-name"
-    path: tuple[str, ...]
-    hint: Any
-    field: dataclasses.Field
-
-
-def _is_optional(hint: Any) -> tuple[bool, Any]:
-    """``(True, X)`` for ``X | None``, else ``(False, hint)``."""
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        if len(args) == 1 and len(typing.get_args(hint)) == 2:
-            return True, args[0]
-    return False, hint
-
-
-def _nested_class(hint: Any) -> type | None:
-    return hint if isinstance(hint, type) and dataclasses.is_dataclass(hint) else None
-
-
-def flags(cls: type) -> list[Flag]:
-    """Every flag of the options dataclass ``cls``, fields of nested dataclasses included (without a prefix).
-
-    Raises ``TypeError`` for a class that is not a dataclass or for two fields with one flag name.
-    """
-    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
-        raise TypeError(f"{cls!r} is not a dataclass")
-    out: dict[str, Flag] = {}
-
-    def walk(klass: type, prefix: tuple[str, ...]) -> None:
-        hints = typing.get_type_hints(klass, include_extras=False)
-        for f in dataclasses.fields(klass):
-            if not f.init:
-                continue
-            hint = hints.get(f.name, f.type)
-            nested = _nested_class(hint)
-            if nested is not None:
-                walk(nested, (*prefix, f.name))
-                continue
-            name = "--" + f.name.replace("_", "-")
-            if name in out:
-                raise TypeError(f"{cls.__name__}: {'.'.join((*prefix, f.name))} and {'.'.join(out[name].path)} "
-                                f"are both {name}")
-            out[name] = Flag(name, (*prefix, f.name), hint, f)
-
-    walk(cls, ())
-    return list(out.values())
 
 
 # ---- tyro: the types' parsers, help and errors ----------------------------------------------------------------
@@ -214,7 +70,7 @@ def _project_types(info: PrimitiveTypeInfo) -> PrimitiveConstructorSpec | None:
         return PrimitiveConstructorSpec(
             nargs=1, metavar="JSON", instance_from_str=_json_object, is_instance=lambda x: isinstance(x, dict),
             str_from_instance=lambda x: [json.dumps(x)])
-    if _is_optional(info.type) == (True, bool):
+    if is_optional(info.type) == (True, bool):
         return PrimitiveConstructorSpec(
             nargs=1, metavar="{true,false,auto}", instance_from_str=lambda a: parse_bool(a[0], allow_auto=True),
             is_instance=lambda x: x is None or isinstance(x, bool),
@@ -248,16 +104,6 @@ class _Invalid(Exception):
     """A ``ValueError`` of an options class's ``__post_init__``, carried past tyro to :func:`parse`."""
 
 
-def _kind(flag: Flag) -> str:
-    optional, hint = _is_optional(flag.hint)
-    if hint is bool:
-        return "auto-bool" if optional else "bool"
-    origin = typing.get_origin(hint)
-    if hint in (tuple, list) or origin in (tuple, list):
-        return "sequence"
-    return "value"
-
-
 def _normalize(cls: type, argv: Sequence[str], prog: str) -> list[str]:
     """The project's spellings in tyro's: ``--flag VALUE`` of a bool, comma lists, ``--no-flag`` of ``bool | None``."""
     known = {f.name: f for f in flags(cls)}
@@ -276,7 +122,7 @@ def _normalize(cls: type, argv: Sequence[str], prog: str) -> list[str]:
         if flag is None:
             out.append(arg)
             continue
-        negative, kind = name != flag.name, _kind(flag)
+        negative, kind = name != flag.name, flag_kind(flag)
         if negative and kind not in ("bool", "auto-bool"):
             out.append(arg)  # --no-x of a non-bool: tyro reports it
             continue
@@ -478,102 +324,3 @@ def check_choice(options: Any, name: str, allowed: Collection[Any]) -> None:
     value = getattr(options, name)
     if value not in allowed:
         raise ValueError(f"--{name.replace('_', '-')} must be one of {list(allowed)}, got {value!r}")
-
-
-# ---- runs: resume checks, the command line of an instance -------------------------------------------------------
-
-
-def _default(f: dataclasses.Field) -> Any:
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return dataclasses.MISSING
-
-
-def _leaves(instance: Any) -> Iterator[tuple[Flag, Any, Any]]:
-    """``(flag, value, default)`` of every flag of a dataclass instance; a nested field's default is the one its
-    enclosing default instance holds."""
-    for flag in flags(type(instance)):
-        value, default, parent_default = instance, dataclasses.MISSING, dataclasses.MISSING
-        for depth, name in enumerate(flag.path):
-            klass = type(value)
-            field = next(f for f in dataclasses.fields(klass) if f.name == name)
-            if depth == 0 or parent_default is dataclasses.MISSING:
-                default = _default(field)
-            else:
-                default = getattr(parent_default, name)
-            parent_default = default
-            value = getattr(value, name)
-        yield flag, value, default
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (tuple, list)):
-        return ",".join(_show(v) for v in value) or "(empty)"
-    if isinstance(value, dict):
-        return json.dumps(value)
-    return str(value) if value != "" else '""'
-
-
-def _lookup(saved: Mapping[str, Any], path: tuple[str, ...]) -> tuple[bool, Any]:
-    """A field's stored value: by its path (``{"model": {"hidden": 256}}``), else under its own name at the top
-    (options stored before the field moved into a nested class)."""
-    node: Any = saved
-    for name in path:
-        if not (isinstance(node, Mapping) and name in node):
-            break
-        node = node[name]
-    else:
-        return True, node
-    return (True, saved[path[-1]]) if path[-1] in saved and not isinstance(saved[path[-1]], Mapping) else (False, None)
-
-
-def changed_options(saved: Mapping[str, Any], current: Any, allowed: Collection[str] = ()) -> list[str]:
-    """``--flag <saved> (now <current>)`` for each flag of the dataclass instance ``current`` whose value
-    differs from ``saved`` (a run's stored options, JSON-decoded), fields named in ``allowed`` apart.
-
-    A field that ``saved`` lacks (added after that run was made) counts as its default. The ``--resume``
-    checks of the training scripts use this: a resume may change only what ``allowed`` names.
-    """
-    def as_json(value: Any) -> Any:
-        return json.loads(json.dumps(value, default=str))
-
-    changes = []
-    for flag, value, default in _leaves(current):
-        if flag.path[-1] in allowed:
-            continue
-        found, before = _lookup(saved, flag.path)
-        if not found:
-            before = None if default is dataclasses.MISSING else as_json(default)
-        now = as_json(value)
-        if before != now:
-            changes.append(f"{flag.name} {_show(before)} (now {_show(now)})")
-    return changes
-
-
-def to_argv(instance: Any, *, skip: Collection[str] = ()) -> list[str]:
-    """The flags that rebuild ``instance`` with :func:`parse`: one per field that differs from its default.
-
-    ``parse(type(instance), to_argv(instance)) == instance`` for every field type :func:`parse`
-    supports (fields named in ``skip`` are left out). Fields without a default are always written.
-    """
-    if not dataclasses.is_dataclass(instance) or isinstance(instance, type):
-        raise TypeError(f"to_argv needs a dataclass instance, got {type(instance).__name__}")
-    argv: list[str] = []
-    for flag, value, default in _leaves(instance):
-        if flag.path[-1] in skip or (default is not dataclasses.MISSING and value == default):
-            continue
-        if isinstance(value, bool):
-            argv.append(flag.name if value else f"--no-{flag.name[2:]}")
-        elif value is None:
-            argv += [flag.name, "auto" if _kind(flag) == "auto-bool" else "None"]
-        elif isinstance(value, (tuple, list)):
-            argv += [flag.name + "=" + ",".join(_show(v) for v in value)] if not value else [flag.name, *(_show(v) for v in value)]
-        elif isinstance(value, dict):
-            argv += [flag.name, json.dumps(value)]
-        else:
-            argv += [flag.name, str(value)]
-    return argv
