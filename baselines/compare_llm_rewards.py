@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from baselines.llm_grpo import DEFAULT_MODEL, DEFAULT_TURN_MODEL  # noqa: E402
-from baselines.llm_grpo import Options as GRPOOptions  # noqa: E402
+from baselines.lm.grpo_model import DEFAULT_MODEL, DEFAULT_TURN_MODEL  # noqa: E402
+from baselines.lm.grpo_options import Options as GRPOOptions  # noqa: E402
 from countdown_gym import dataclass_cli  # noqa: E402
 
 VARIANTS = ("sparse", "oracle", "oracle-perfect", "critic", "clipo")
@@ -168,9 +168,9 @@ def test_eval(args: Options, model_path: str, cache: Path) -> dict[str, Any]:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
-    from baselines.llm_grpo import load_model_and_tokenizer, make_prompt
     from baselines.lm.callbacks import evaluate_policy, evaluate_turns
     from baselines.lm.generation import Sampling
+    from baselines.lm.grpo_model import load_model_and_tokenizer, make_prompt
     from countdown_gym.data.splits import load_split
 
     torch.set_num_threads(1)
