@@ -36,7 +36,7 @@ from baselines.lm.grpo_config import (
     plan_run,
     trainer_class_of,
 )
-from baselines.lm.grpo_data import training_dataset, training_problems
+from baselines.lm.grpo_data import run_problems, training_dataset
 from baselines.lm.grpo_model import (  # noqa: F401  (DEFAULT_*: the shipped models, named here for scripts)
     DEFAULT_MODEL,
     DEFAULT_TURN_MODEL,
@@ -71,7 +71,6 @@ def train(opts: Options) -> dict[str, Any]:
     )
     from baselines.lm.generation import Sampling
     from baselines.lm.step_profile import StepProfile
-    from countdown_gym.data.splits import load_split
     from countdown_gym.runkit.runs import StopRequest
 
     plan = GRPOPlan.of(opts)  # checked, "auto" resolved: options.json records what runs
@@ -103,20 +102,17 @@ def train(opts: Options) -> dict[str, Any]:
     # Weights in bf16 (what from_pretrained picks for a bf16 hub config) would round away updates of lr ~1e-6.
     dtype = opts.model_dtype if opts.model_dtype == "auto" else getattr(torch, opts.model_dtype)
     model, tokenizer = load_model_and_tokenizer(plan.model, dtype)
-    train_problems = training_problems(plan)
+    train_problems, val_problems = run_problems(plan)
     if not opts.quiet:
         kept = f" with a pass rate in ({opts.min_pass_rate}, {opts.max_pass_rate}) in {plan.pass_rates}" if plan.pass_rates else ""
         print(f"training on {len(train_problems)} problems{kept}", flush=True)
-    val_problems = load_split(opts.preset, "validation")
-    if opts.eval_problems:
-        val_problems = val_problems[: opts.eval_problems]
     dataset, rollout_func = training_dataset(plan, train_problems, tokenizer)
     funcs, clipo = build_reward_funcs(plan, tokenizer, model.config.get_text_config().hidden_size)
+    sampling = Sampling.of_rollouts(config)  # the sampled validation draws as the rollouts draw
+    val_prompts = [] if plan.multi_turn else [make_prompt(p, opts.prompt_style, tokenizer, opts.chat_template) for p in val_problems]
     validation = ValidationCallback(
-        problems=val_problems,
-        prompts=[] if plan.multi_turn else [make_prompt(p, opts.prompt_style, tokenizer, opts.chat_template) for p in val_problems],
+        problems=val_problems, prompts=val_prompts, sampling=sampling,
         tokenizer=tokenizer, output_dir=out, eval_interval=opts.eval_interval, samples=opts.eval_samples,
-        sampling=Sampling.of_rollouts(config),  # the sampled validation draws as the rollouts draw
         max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size, seed=opts.seed, verbose=not opts.quiet,
         max_turns=opts.max_turns if plan.multi_turn else None, write=main_process,
         resume_step=int(Path(resume_from).name.rsplit("-", 1)[1]) if resume_from else None,  # checkpoint-N
@@ -125,12 +121,11 @@ def train(opts: Options) -> dict[str, Any]:
     callbacks: list[Any] = [profile, validation]
     if clipo is not None:
         callbacks.append(ClipoCheckpointCallback(clipo.clipo))
-    callbacks.append(RunCardCallback(out / "README.md",
-                                     lambda step: run_card(plan, validation.rows, step, profile.summary())))
     trainer_class, credit = trainer_class_of(plan, funcs)
     trainer = trainer_class(model=model, reward_funcs=funcs, args=config, train_dataset=dataset, processing_class=tokenizer,
                             callbacks=callbacks, rollout_func=rollout_func, **credit)
     attach_reporting(trainer, validation, out)
+    trainer.add_callback(RunCardCallback(out / "README.md", lambda step: run_card(plan, validation.rows, step, profile.summary())))
     profile.attach(trainer)
     if clipo is not None:
         clipo.bind(trainer)

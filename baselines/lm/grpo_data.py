@@ -1,8 +1,9 @@
-"""The training problems of a GRPO run (``baselines/llm_grpo.py``): pass-rate filter, size, curriculum order.
+"""The problems of a GRPO run (``baselines/llm_grpo.py``): pass-rate filter, size, curriculum order; its dataset.
 
 Groups whose completions all succeed or all fail give GRPO no signal; :func:`filter_by_pass_rate` keeps the
 problems whose sampled pass rate (``llm_eval.py --pass-rates``) lies strictly between two bounds (DAPO's dynamic
-sampling done once, offline); :func:`training_problems` applies it, ``--train-problems`` and ``--curriculum``.
+sampling done once, offline); :func:`run_problems` applies it, ``--train-problems`` and ``--curriculum``, and
+:func:`training_dataset` makes the trainer's dataset (and the multi-turn rollout function) of them.
 """
 
 from __future__ import annotations
@@ -42,12 +43,14 @@ def filter_by_pass_rate(problems: list[Any], path: str | Path, low: float, high:
     return kept
 
 
-def training_problems(plan: GRPOPlan) -> list[Any]:
-    """The problems a run trains on, in the order it draws them (filtered by ``plan.pass_rates``)."""
+def run_problems(plan: GRPOPlan) -> tuple[list[Any], list[Any]]:
+    """The problems of a run: the training problems in the order it draws them (filtered by ``plan.pass_rates``, cut
+    to ``--train-problems``, ordered by ``--curriculum``) and the first ``--eval-problems`` validation problems."""
     from countdown_gym.data.splits import load_split
 
     opts = plan.options
     problems = load_split(opts.preset, "train")
+    validation = load_split(opts.preset, "validation")[: opts.eval_problems or None]
     if plan.pass_rates is not None:
         problems = filter_by_pass_rate(problems, plan.pass_rates, opts.min_pass_rate, opts.max_pass_rate)
     if opts.train_problems:
@@ -60,7 +63,7 @@ def training_problems(plan: GRPOPlan) -> list[Any]:
             problems = Curriculum.staged(draws, problems).sequence(draws, seed=opts.seed)
         except ValueError as exc:
             raise SystemExit(f"--curriculum staged: {exc}") from None
-    return problems
+    return problems, validation
 
 
 def training_dataset(plan: GRPOPlan, problems: list[Any], tokenizer: Any) -> tuple[Any, Any]:
