@@ -401,8 +401,8 @@ def test_policy_weights_are_float32_whatever_the_saved_dtype(tmp_path: Path, mon
     monkeypatch.setattr(llm_grpo, "load_model_and_tokenizer", load)
     for model_dtype, expected in (("float32", torch.float32), ("bfloat16", torch.bfloat16), ("auto", torch.bfloat16)):
         with pytest.raises(KeyboardInterrupt):
-            llm_grpo.train(Options(model=str(tmp_path / "model"), output_dir=str(tmp_path / "run"), quiet=True,
-                                   model_dtype=model_dtype))
+            llm_grpo.train(Options(model=str(tmp_path / "model"), output_dir=str(tmp_path / model_dtype), quiet=True,
+                                   model_dtype=model_dtype))  # a directory each: options.json marks a kept run
         assert loaded["model"].dtype == expected, model_dtype
     with pytest.raises(SystemExit, match="--model-dtype"):
         llm_grpo.parse_options(["--model-dtype", "float16x"])
@@ -593,7 +593,7 @@ def test_comparison_reuses_only_runs_and_test_results_of_the_same_settings(tmp_p
     assert not cmp.finished(args, "sparse", 0)
 
     evaluated: list[int] = []
-    monkeypatch.setattr(llm_grpo, "load_model_and_tokenizer", lambda path: (None, build_tokenizer()))
+    monkeypatch.setattr(grpo_model, "load_model_and_tokenizer", lambda path: (None, build_tokenizer()))
     monkeypatch.setattr(llm_callbacks, "evaluate_policy", lambda model, tok, problems, *a, **k: evaluated.append(len(problems)) or {
         "problems": len(problems), "greedy_success": 0.5})
     cache = run / "test.json"
