@@ -1,6 +1,6 @@
-"""How a GRPO run (``baselines/llm_grpo.py``) is set up: its directory, process layout, GRPOConfig and rewards.
+"""How a GRPO run (``baselines/llm_grpo.py``) is set up: its process layout, GRPOConfig, rewards and trainer.
 
-:func:`plan_run` decides the process layout and the micro-batches of a step (``baselines/lm/gpu_plan.py``);
+Every function takes the run's ``grpo_options.GRPOPlan`` (the options resolved once). :func:`plan_run` decides the process layout and the micro-batches of a step (``baselines/lm/gpu_plan.py``);
 :func:`grpo_config_kwargs` / :func:`build_grpo_config` map the options onto TRL's ``GRPOConfig``;
 :func:`build_reward_funcs` gives the TRL reward functions of ``--rewards``; :func:`check_start_up` runs the
 compatibility checks of ``baselines/lm/compat.py``; :func:`dry_run` prints all of it without loading weights.
