@@ -30,11 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-ROOT = Path(__file__).resolve().parents[1]
-
-from baselines.llm_grpo import DEFAULT_MODEL, DEFAULT_TURN_MODEL  # noqa: E402
-from baselines.llm_grpo import Options as GRPOOptions  # noqa: E402
-from countdown_gym import dataclass_cli  # noqa: E402
+from baselines.lm.grpo_model import DEFAULT_MODEL, DEFAULT_TURN_MODEL, ROOT
+from baselines.lm.grpo_options import RESUMABLE_CHANGES
+from baselines.lm.grpo_options import Options as GRPOOptions
+from countdown_gym import dataclass_cli
 
 VARIANTS = ("sparse", "oracle", "oracle-perfect", "critic", "clipo")
 """The seed paper's comparison: sparse, the oracle (reachable: +/- per move), the paper's perfect-move oracle,
@@ -123,7 +122,7 @@ def run_path(args: Options, variant: str, seed: int) -> Path:
 def finished(args: Options, variant: str, seed: int) -> bool:
     """The run has its summary at ``args.steps`` and was made with this command's options (else it runs:
     ``--resume`` continues it, or refuses a run of other options)."""
-    from baselines.llm_grpo import RESUMABLE_CHANGES, parse_options
+    from baselines.llm_grpo import parse_options
 
     path = run_path(args, variant, seed)
     s, saved = path / "summary.json", path / "options.json"
@@ -168,9 +167,9 @@ def test_eval(args: Options, model_path: str, cache: Path) -> dict[str, Any]:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
-    from baselines.llm_grpo import load_model_and_tokenizer, make_prompt
     from baselines.lm.callbacks import evaluate_policy, evaluate_turns
     from baselines.lm.generation import Sampling
+    from baselines.lm.grpo_model import load_model_and_tokenizer, make_prompt
     from countdown_gym.data.splits import load_split
 
     torch.set_num_threads(1)

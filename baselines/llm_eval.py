@@ -29,94 +29,24 @@ import shlex
 import statistics
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
 from tqdm import tqdm
 
-from baselines.lm.generation import Sampling, generate, prompt_ids  # noqa: E402
-from baselines.lm.tiny_lm import SHIPPED_CHECKPOINT, detect_interaction, load_causal_lm  # noqa: E402
-from countdown_gym import dataclass_cli  # noqa: E402
-from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, load_split  # noqa: E402
-from countdown_gym.game.problem import Problem  # noqa: E402
-from countdown_gym.game.text_format import PROMPT_STYLES, build_prompt, render_chat_prompt  # noqa: E402
-from countdown_gym.game.turn_format import TURN_PROMPT_STYLES  # noqa: E402
-from countdown_gym.game.verifier import verify  # noqa: E402
-from countdown_gym.leaderboard.score import pass_at_k  # noqa: E402  (one home: the leaderboard scores the same way)
-from countdown_gym.runkit.runs import run_directory  # noqa: E402
+from baselines.lm.eval_options import DTYPES, EvalConfig
+from baselines.lm.generation import Sampling, generate, generate_vllm, vllm_engine
+from baselines.lm.tiny_lm import load_causal_lm
+from countdown_gym import dataclass_cli
+from countdown_gym.data.splits import load_split
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.text_format import build_prompt, render_chat_prompt
+from countdown_gym.game.verifier import verify
+from countdown_gym.leaderboard.score import pass_at_k  # one home: the leaderboard scores the same way
+from countdown_gym.runkit.runs import run_directory
 
 T = TypeVar("T")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-@dataclass
-class EvalConfig:
-    """Options of ``llm_eval.py`` (every field is a ``--flag``)."""
-
-    model: str = str(SHIPPED_CHECKPOINT)
-    """Local directory or hub id of any causal LM."""
-    interaction: str = "auto"
-    """``single-pass`` (one completion per answer), ``multi-turn`` (one move per turn, CountdownMultiTurn-v0 computes;
-    the answer is the ``<Solution>`` block of the moves played) or ``auto``: what the model was trained for (its
-    ``training.json`` or its GRPO run's ``options.json``), else single-pass."""
-    max_turns: int = 16
-    """Multi-turn: the turn budget of an episode."""
-    preset: str = "longproc-0.5k"
-    split: str = "test"
-    limit: int = 0
-    """Evaluate only N problems (0 = all from ``offset`` on)."""
-    offset: int = 0
-    """Skip the first N problems of the split."""
-    prompt_style: str = "compact"
-    """``compact`` (the shipped tiny model), ``longproc`` or ``tinyzero``."""
-    chat_template: str = "auto"
-    """``auto``: wrap the prompt in the tokenizer's chat template when it has one; ``on`` / ``off``."""
-    k: int = 8
-    """Sampled completions per problem for pass@k and per-sample success (0 = greedy only)."""
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 320
-    batch_size: int = 128
-    threads: int = 1
-    seed: int = 0
-    backend: str = "hf"
-    """``hf`` (transformers generate) or ``vllm``."""
-    dtype: str = "float32"
-    device: str = "auto"
-    """Where the model runs (``--backend hf``): ``auto`` (the first GPU when CUDA is available, else the CPU), ``cpu``,
-    ``cuda``, ``cuda:1``..."""
-    out: str = ""
-    """Output path: a leaderboard submission ``.jsonl`` (whole split) or completions JSONL; empty = auto (an existing
-    file of that name stops the run before generating)."""
-    agent: str = ""
-    authors: str = "countdown-gym baselines"
-    method: str = "SFT on compact search traces"
-    reward_variant: str = "none"
-    """The RL reward the model was trained with, recorded in the submission (``none`` for SFT only)."""
-    results_json: str = ""
-    """Also write the metrics to this JSON file."""
-    dry_run: bool = False
-    """Load no weights: print the generation settings, the device and an estimate of the memory, then exit 0."""
-    pass_rates: str = ""
-    """Also write each problem's sampled pass rate to this JSONL (``id``, ``samples``, ``correct``), the input of
-    ``llm_grpo.py --train-pass-rates``."""
-
-    def __post_init__(self) -> None:
-        styles = (*PROMPT_STYLES, *(s for s in TURN_PROMPT_STYLES if s not in PROMPT_STYLES))
-        for name, allowed in (("preset", sorted(SPLIT_SPEC)), ("split", SPLITS), ("prompt_style", styles),
-                              ("chat_template", ("auto", "on", "off")), ("backend", ("hf", "vllm")), ("dtype", DTYPES)):
-            dataclass_cli.check_choice(self, name, allowed)
-        dataclass_cli.check_choice(self, "interaction", ("auto", "single-pass", "multi-turn"))
-        dataclass_cli.check_min(self, 1, "max_new_tokens", "batch_size", "threads", "max_turns")
-        dataclass_cli.check_min(self, 0, "k", "offset", "limit")
-        if not self.temperature > 0:
-            raise ValueError(f"--temperature must be > 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"--top-p must be in (0, 1], got {self.top_p}")
-        if self.pass_rates and self.k < 1:
-            raise ValueError("--pass-rates needs sampled completions (--k >= 1)")
 
 
 # ---- prompts and generation -----------------------------------------------------------------------
@@ -138,30 +68,6 @@ def make_prompts(problems: list[Problem], tokenizer, style: str, chat_template: 
 def sampling_of(cfg: EvalConfig) -> Sampling:
     """How the ``--k`` completions per problem are drawn (``baselines.lm.generation.Sampling``, as GRPO validation)."""
     return Sampling(temperature=cfg.temperature, top_p=cfg.top_p)
-
-
-def vllm_engine(model_path: str, dtype: str, seed: int, max_model_len: int) -> Any:
-    """One vLLM engine for every pass of a run (a second engine in the same process would not fit in memory)."""
-    try:
-        from vllm import LLM
-    except ImportError:
-        raise SystemExit("--backend vllm needs vLLM (a CUDA machine and pip install 'countdown-gym[vllm]'); use --backend hf") from None
-    return LLM(model=model_path, dtype=dtype, seed=seed, max_model_len=max_model_len)
-
-
-def generate_vllm(llm: Any, tokenizer, prompts: list[str], n: int, sampling: Sampling | None, max_new_tokens: int,
-                  seed: int) -> tuple[list[list[str]], int]:
-    """Completions and their token count with a vLLM engine (``sampling=None``: greedy, else drawn as
-    :func:`baselines.lm.generation.generate` draws); prompts go in as token ids, tokenized as the HF path does."""
-    from vllm import SamplingParams
-
-    knobs = sampling or Sampling()
-    inputs = [{"prompt_token_ids": ids} for ids in prompt_ids(tokenizer, prompts)]
-    params = SamplingParams(n=n, temperature=knobs.temperature if sampling else 0.0, top_p=knobs.top_p,
-                            top_k=knobs.top_k or -1, min_p=knobs.min_p or 0.0, repetition_penalty=knobs.repetition_penalty,
-                            max_tokens=max_new_tokens, seed=seed)
-    results = llm.generate(inputs, params, use_tqdm=False)
-    return [[o.text for o in r.outputs] for r in results], sum(len(o.token_ids) for r in results for o in r.outputs)
 
 
 # ---- metrics ------------------------------------------------------------------------------------
@@ -226,6 +132,21 @@ def standard_error(values: list[float]) -> float | None:
     return statistics.stdev(values) / math.sqrt(len(values))
 
 
+def sampled_metrics(oks: list[list[bool]], k: int, tokens: int, seconds: float) -> dict:
+    """pass@k, per-sample success (problems are the units of the standard errors) and the speed of ``k`` sampled
+    completions per problem (``oks``: whether each one succeeded)."""
+    per_problem = [pass_at_k(len(o), sum(o), k) for o in oks]
+    return {f"pass@{k}": sum(per_problem) / max(len(oks), 1), f"pass@{k}_se": standard_error(per_problem),
+            "per_sample_success": sum(sum(o) for o in oks) / max(sum(len(o) for o in oks), 1),
+            "per_sample_success_se": standard_error([sum(o) / len(o) for o in oks if o]),
+            "sample_tokens_per_s": tokens / seconds if seconds > 0 and tokens else None, "sample_seconds": seconds}
+
+
+def parameters(model) -> str:
+    """The model's size as a submission states it (``"1.23M"``; tied weights counted once)."""
+    return f"{sum(p.numel() for p in {id(p): p for p in model.parameters()}.values()) / 1e6:.2f}M"
+
+
 def resolve_device(device: str = "auto") -> str:
     """``auto`` -> ``cuda`` when CUDA is available, else ``cpu``; anything else as given."""
     if device == "auto":
@@ -249,10 +170,6 @@ def select(problems: list[Problem], cfg: EvalConfig) -> list[Problem]:
     if not chosen:
         raise SystemExit(f"--offset {cfg.offset} --limit {cfg.limit} selects no problem of {len(problems)}")
     return chosen
-
-
-def interaction_of(cfg: EvalConfig) -> str:
-    return detect_interaction(cfg.model) if cfg.interaction == "auto" else cfg.interaction
 
 
 def evaluate_turns(cfg: EvalConfig, model, tokenizer, problems: list[Problem], progress: bool = True) -> dict:
@@ -292,16 +209,8 @@ def evaluate_turns(cfg: EvalConfig, model, tokenizer, problems: list[Problem], p
         sampled = play_episodes(model, tokenizer, [p for p in problems for _ in range(cfg.k)], max_turns=cfg.max_turns,
                                 batch_size=cfg.batch_size, prompt_style=cfg.prompt_style, **sampling_of(cfg).episode_kwargs())
         bar.update(len(problems) * cfg.k)
-        dt = time.time() - t0
         oks = [[r.solved for r in sampled[i * cfg.k:(i + 1) * cfg.k]] for i in range(len(problems))]
-        per_problem = [pass_at_k(len(o), sum(o), cfg.k) for o in oks]
-        res[f"pass@{cfg.k}"] = sum(per_problem) / max(len(oks), 1)
-        res[f"pass@{cfg.k}_se"] = standard_error(per_problem)
-        res["per_sample_success"] = sum(sum(o) for o in oks) / max(sum(len(o) for o in oks), 1)
-        res["per_sample_success_se"] = standard_error([sum(o) / len(o) for o in oks if o])
-        n_tok = sum(sum(r.env_mask) for r in sampled)
-        res["sample_tokens_per_s"] = n_tok / dt if dt > 0 else None
-        res["sample_seconds"] = dt
+        res.update(sampled_metrics(oks, cfg.k, sum(sum(r.env_mask) for r in sampled), time.time() - t0))
         res["completions_sampled"] = [[answer(r) for r in sampled[i * cfg.k:(i + 1) * cfg.k]] for i in range(len(problems))]
     bar.close()
     return res
@@ -309,20 +218,18 @@ def evaluate_turns(cfg: EvalConfig, model, tokenizer, problems: list[Problem], p
 
 def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem] | None = None, progress: bool = True) -> dict:
     """Run the evaluation of ``cfg``; returns metrics plus the completions."""
+    cfg = cfg.resolved()
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     if problems is None:
-        problems = load_split(cfg.preset, cfg.split)
-        problems = select(problems, cfg)
-    if interaction_of(cfg) == "multi-turn":
+        problems = select(load_split(cfg.preset, cfg.split), cfg)
+    if cfg.interaction == "multi-turn":
         if cfg.backend != "hf":
             raise SystemExit("--interaction multi-turn generates turn by turn with transformers (--backend hf)")
         if model is None:
             model, tokenizer = load_model(cfg.model, cfg.dtype, cfg.device)
         res = {"problems": len(problems), "model": cfg.model, "preset": cfg.preset, "split": cfg.split,
-               "prompt_style": cfg.prompt_style}
-        n = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
-        res["params"] = f"{n / 1e6:.2f}M"
+               "prompt_style": cfg.prompt_style, "params": parameters(model)}
         with torch.no_grad():
             res.update(evaluate_turns(cfg, model, tokenizer, problems, progress))
         return res
@@ -338,8 +245,7 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
         raise SystemExit(f"{cfg.model}: {exc}") from None
     res: dict = {"problems": len(problems), "model": cfg.model, "preset": cfg.preset, "split": cfg.split, "prompt_style": cfg.prompt_style}
     if model is not None:
-        n = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
-        res["params"] = f"{n / 1e6:.2f}M"
+        res["params"] = parameters(model)
     t0 = time.time()
     llm = None
     if cfg.backend == "vllm":
@@ -368,29 +274,21 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
             sampled, n_tok = generate(model, tokenizer, prompts, sampling=sampling_of(cfg), num_return_sequences=cfg.k,
                                       max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size, progress=progress,
                                       desc=f"sample k={cfg.k}")
-        dt = time.time() - t0
-        oks = score(problems, sampled)
-        per_problem = [pass_at_k(len(o), sum(o), cfg.k) for o in oks]
-        res[f"pass@{cfg.k}"] = sum(per_problem) / max(len(oks), 1)
-        res[f"pass@{cfg.k}_se"] = standard_error(per_problem)
-        res["per_sample_success"] = sum(sum(o) for o in oks) / max(sum(len(o) for o in oks), 1)
-        res["per_sample_success_se"] = standard_error([sum(o) / len(o) for o in oks if o])  # problems are the units
-        res["sample_tokens_per_s"] = n_tok / dt if dt > 0 and n_tok else None
-        res["sample_seconds"] = dt
+        res.update(sampled_metrics(score(problems, sampled), cfg.k, n_tok, time.time() - t0))
         res["completions_sampled"] = sampled
     return res
 
 
 def submission_fields(cfg: EvalConfig, command: str, params: str) -> dict:
-    """The metadata of the leaderboard submission an evaluation of the whole split writes."""
+    """The metadata of the leaderboard submission an evaluation of the whole split writes (``cfg``: resolved)."""
     n = cfg.k + 1
     return dict(
         agent=_agent_name(cfg), authors=cfg.authors, model=cfg.model, model_size=params, method=cfg.method,
         reward_variant=cfg.reward_variant, preset=cfg.preset, split=cfg.split,
         sampling={"k": n, "temperature": cfg.temperature if cfg.k else 0.0, "first_answer": "greedy"},
-        compute=f"CPU, {cfg.threads} thread(s)", command=command, interaction=interaction_of(cfg),
+        compute=f"CPU, {cfg.threads} thread(s)", command=command, interaction=cfg.interaction,
         notes=((f"multi-turn (CountdownMultiTurn-v0, at most {cfg.max_turns} turns): each answer is the <Solution> block of "
-                "the moves an episode played; " if interaction_of(cfg) == "multi-turn" else "")
+                "the moves an episode played; " if cfg.interaction == "multi-turn" else "")
                + (f"answer 1 is the greedy completion, answers 2..{n} are samples at temperature {cfg.temperature}"
                   if n > 1 else "greedy completion")),
     )
@@ -489,7 +387,7 @@ def dry_run(cfg: EvalConfig, problems: list[Problem]) -> dict:
     (``baselines/lm/gpu_plan.py``: weights at ``--dtype`` and the KV cache of ``--batch-size`` sequences)."""
     from baselines.lm import gpu_plan
 
-    plan: dict[str, Any] = {"model": cfg.model, "interaction": interaction_of(cfg), "backend": cfg.backend,
+    plan: dict[str, Any] = {"model": cfg.model, "interaction": cfg.interaction, "backend": cfg.backend,
                             "device": resolve_device(cfg.device), "dtype": cfg.dtype, "problems": len(problems),
                             "greedy": 1, "sampled_per_problem": cfg.k, "temperature": cfg.temperature, "top_p": cfg.top_p,
                             "max_new_tokens": cfg.max_new_tokens, "batch_size": cfg.batch_size}
@@ -508,9 +406,8 @@ def dry_run(cfg: EvalConfig, problems: list[Problem]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    cfg = parse_config(EvalConfig, argv)
-    problems = load_split(cfg.preset, cfg.split)
-    problems = select(problems, cfg)
+    cfg = parse_config(EvalConfig, argv).resolved()
+    problems = select(load_split(cfg.preset, cfg.split), cfg)
     if cfg.dry_run:
         plan = dry_run(cfg, problems)
         print(json.dumps(plan, indent=2))

@@ -22,13 +22,11 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from baselines.lm.grpo_model import DEFAULT_TURN_MODEL
+from countdown_gym import dataclass_cli
+from countdown_gym.data.splits import SPLIT_SPEC, load_split
+from countdown_gym.runkit.runs import run_directory
 
-from countdown_gym import dataclass_cli  # noqa: E402
-from countdown_gym.data.splits import SPLIT_SPEC, load_split  # noqa: E402
-from countdown_gym.runkit.runs import run_directory  # noqa: E402
-
-DEFAULT_TURN_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns")
 SAMPLING_FIELDS = ("model", "preset", "problems", "samples", "temperature", "max_turns", "seed")
 
 
@@ -130,7 +128,8 @@ def main(opts: Options) -> int:
     if not stats["distinct_solved_episodes"]:
         raise SystemExit("no episode was solved: nothing to fine-tune on (more --samples or a higher --temperature)")
 
-    from baselines.llm_sft import SFTConfig, train
+    from baselines.llm_sft import train
+    from baselines.lm.sft_options import SFTConfig
 
     cfg = SFTConfig(
         out=str(out / "sft"), preset=opts.preset, seed=opts.seed, init_from=opts.model, interaction="multi-turn",

@@ -27,123 +27,33 @@ import math
 import random
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
-from baselines.llm_eval import score  # noqa: E402
-from baselines.lm.generation import generate  # noqa: E402
-from baselines.lm.tiny_lm import (  # noqa: E402
-    TinyLMConfig,
+from baselines.llm_eval import score
+from baselines.lm.generation import generate
+from baselines.lm.sft_options import RESUME_MAY_CHANGE, SFTConfig
+from baselines.lm.tiny_lm import (
     build_model,
     build_tokenizer,
     count_parameters,
     load_pretrained,
     save_pretrained,
 )
-from countdown_gym import dataclass_cli  # noqa: E402
-from countdown_gym.data.generator import iter_problems  # noqa: E402
-from countdown_gym.data.splits import SPLIT_SPEC, load_split  # noqa: E402
-from countdown_gym.game.compact_trace import CompactTraceConfig, compact_trace, shuffled  # noqa: E402
-from countdown_gym.game.problem import Problem  # noqa: E402
-from countdown_gym.game.text_format import compact_prompt  # noqa: E402
-from countdown_gym.game.turn_trace import conversation, turn_trace  # noqa: E402
-from countdown_gym.integrations.trl_rollout import conversation_ids, play_episodes  # noqa: E402
-from countdown_gym.runkit.runs import (  # noqa: E402
-    MetricsLog,
-    Panel,
-    StopRequest,
-    check_fresh_start,
-    check_resume,
-    read_options,
-    run_directory,
-    save_options,
-)
-from countdown_gym.runkit.tracking import Tracker, report_to_names  # noqa: E402
-
-INTERACTIONS = ("single-pass", "multi-turn")
-
-
-@dataclass
-class SFTConfig:
-    """Options of ``llm_sft.py`` (every field is a ``--flag``)."""
-
-    out: str = "runs/llm_sft"
-    preset: str = "longproc-0.5k"
-    seed: int = 0
-    fresh_problems: int = 20000
-    """Newly generated problems added to the train split (never validation/test keys)."""
-    # model
-    init_from: str = ""
-    """Start from this saved model (a directory with config.json + model.safetensors, e.g. the
-    shipped ``baselines/checkpoints/countdown-tiny-lm``) instead of random weights."""
-    model: TinyLMConfig = field(default_factory=TinyLMConfig)
-    """The model trained from scratch (without --init-from): ``tiny_lm.TinyLMConfig``, whose defaults are the shipped model's."""
-    # trace format
-    dead_ends: tuple[int, ...] = (0,)
-    probe: int = 1
-    dead_end_rate: float = 1.0
-    """Chance that a trace writes its dead ends at a state (``CompactTraceConfig.dead_end_rate``)."""
-    answer: str = "solution"
-    leaves: str = "enumerate"
-    """``enumerate``: a two-number state's moves are tried in scan order until one hits; ``direct``: only the
-    hit is written (``CompactTraceConfig.leaves``)."""
-    interaction: str = "single-pass"
-    """single-pass: the completion is the whole compact trace; multi-turn: the trace is played as turns of
-    CountdownMultiTurn-v0 (one move per turn, the environment's replies are context, not learned)."""
-    max_turns: int = 16
-    """Multi-turn: the turn budget of the validation episodes (the environment's max_turns)."""
-    episodes: str = ""
-    """Multi-turn: a JSONL file of played episodes (``{"numbers", "target", "turns"}`` per line, e.g. the
-    solved episodes ``llm_expert_iteration.py`` samples) trained on beside the traces."""
-    episodes_share: float = 0.5
-    """Multi-turn with ``--episodes``: the share of each batch drawn from the episodes (the rest: traces)."""
-    # optimisation
-    lr: float = 2e-3
-    min_lr_ratio: float = 0.05
-    weight_decay: float = 0.01
-    warmup_steps: int = 30
-    batch_size: int = 16
-    max_steps: int = 100000
-    max_minutes: float = 36.0
-    """Stop (and save) after this much wall time; 0 = no limit."""
-    schedule: str = "time"
-    """``steps``: cosine over max_steps; ``time``: cosine over max_minutes of wall time (for a
-    fixed time budget on a shared machine, whatever the throughput)."""
-    grad_clip: float = 1.0
-    threads: int = 1
-    # evaluation and checkpoints
-    eval_every: int = 150
-    eval_problems: int = 100
-    eval_batch_size: int = 100
-    max_new_tokens: int = 200
-    checkpoint_every: int = 50
-    resume: bool = False
-    progress: bool = True
-    report_to: str = "tensorboard"
-    """Where the loss, learning rate, throughput and validation success are also logged besides ``metrics.csv`` and
-    ``curves.png``: none, all, or a comma-separated list of transformers' integrations (tensorboard: ``<out>/tensorboard``)."""
-
-    def __post_init__(self) -> None:
-        dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
-        dataclass_cli.check_choice(self, "schedule", ("steps", "time"))
-        dataclass_cli.check_choice(self, "interaction", INTERACTIONS)
-        if self.schedule == "time" and not self.max_minutes > 0:
-            raise ValueError("--schedule time needs --max-minutes > 0")
-        dataclass_cli.check_min(self, 1, "batch_size", "max_steps", "max_turns", "eval_every", "eval_problems", "eval_batch_size",
-                                "max_new_tokens", "checkpoint_every", "threads")
-        dataclass_cli.check_min(self, 0, "fresh_problems", "warmup_steps", "max_minutes", "weight_decay", "grad_clip", "lr")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError(f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}")
-        if not 0 <= self.episodes_share <= 1:
-            raise ValueError(f"--episodes-share must be in [0, 1], got {self.episodes_share}")
-        if self.episodes and self.interaction != "multi-turn":
-            raise ValueError("--episodes holds multi-turn episodes: use it with --interaction multi-turn")
-        if self.episodes and not Path(self.episodes).is_file():
-            raise ValueError(f"--episodes {self.episodes}: no such file")
-        report_to_names(self.report_to)  # a ValueError naming --report-to
+from countdown_gym import dataclass_cli
+from countdown_gym.data.generator import iter_problems
+from countdown_gym.data.splits import load_split
+from countdown_gym.game.compact_trace import CompactTraceConfig, compact_trace, shuffled
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.text_format import compact_prompt
+from countdown_gym.game.turn_trace import conversation, turn_trace
+from countdown_gym.integrations.trl_rollout import conversation_ids, play_episodes
+from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest, prepare_run
+from countdown_gym.runkit.tracking import Tracker
 
 
 def trace_config(cfg: SFTConfig) -> CompactTraceConfig:
@@ -297,37 +207,29 @@ def last_checkpoint(path: Path) -> Path | None:
     return None
 
 
-RESUME_MAY_CHANGE = ("out", "resume", "progress", "report_to", "threads", "max_steps", "max_minutes", "eval_every", "eval_problems",
-                     "eval_batch_size", "max_new_tokens", "checkpoint_every")
-"""The options a ``--resume`` may change; any other differing from the checkpoint's run is refused."""
-
-
 CURVES = (Panel("train loss (completion tokens)", {"loss": "train loss"}, log=True),
           Panel("validation greedy success", {"val_success": "greedy"}, ylim=(0, 1)))
 """The panels of ``curves.png``."""
 
 
-def saved_options(out: Path, ckpt: Path | None) -> dict | None:
-    """The options of the run in ``out`` (``options.json``; runs made before it: the checkpoint's ``training.json``)."""
+def saved_options(ckpt: Path | None, saved: dict | None) -> dict | None:
+    """The options of the run being resumed: its ``options.json`` (``saved``), or for runs made before it the
+    checkpoint's ``training.json``."""
     old = ckpt / "training.json" if ckpt is not None else None
-    return read_options(out) or (json.loads(old.read_text()).get("sft_config") if old and old.is_file() else None)
+    return saved or (json.loads(old.read_text()).get("sft_config") if old and old.is_file() else None)
 
 
 def train(cfg: SFTConfig) -> dict:
     """Run SFT; returns a summary (params, tokens/s, final validation success, paths)."""
     torch.set_num_threads(cfg.threads)
     tcfg = trace_config(cfg)
-    out = run_directory(cfg.out, f"--out {cfg.out}")
-    ckpt = out / "checkpoint"
+    ckpt = Path(cfg.out) / "checkpoint"
+    found = last_checkpoint(ckpt) if cfg.resume else None
+    out = prepare_run(cfg.out, "--out", cfg, resume=cfg.resume, resuming=found is not None, may_change=RESUME_MAY_CHANGE,
+                      markers=("checkpoint*/trainer_state.pt", "metrics.csv"), saved_as=partial(saved_options, found),
+                      start_over="start a new --out (with --init-from for a fresh optimiser)")  # before the data: fails fast
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
-
-    start_over = "start a new --out (with --init-from for a fresh optimiser)"
-    check_fresh_start(out, resume=cfg.resume, markers=("checkpoint*/trainer_state.pt", "metrics.csv"), start_over=start_over)
-    found = last_checkpoint(ckpt) if cfg.resume else None
-    if found is not None:  # before the data is built: a refused resume fails fast
-        check_resume(saved_options(out, found), cfg, RESUME_MAY_CHANGE, where=found, start_over=start_over)
-    save_options(out, cfg)
     problems = training_problems(cfg, cfg.progress)
     episodes = load_episodes(cfg.episodes, cfg.preset) if cfg.episodes else []
     val = load_split(cfg.preset, "validation")[: cfg.eval_problems]

@@ -254,21 +254,22 @@ def test_llm_grpo_options_that_grpo_config_takes_as_they_are(tmp_path: Path) -> 
     pytest.importorskip("trl")
     from trl import GRPOConfig
 
-    from baselines.llm_grpo import Options
     from baselines.lm.grpo_config import grpo_config_kwargs
+    from baselines.lm.grpo_options import GRPOPlan, Options
 
     opts = Options(steps=7, learning_rate=1e-5, beta=0.02, temperature=0.9, loss_type="grpo", scale_rewards="batch", seed=3,
                    num_generations=4, max_completion_length=64, quiet=True, interaction="single-pass")
     fields = opts.grpo_fields()
     assert set(fields) <= {f.name for f in dataclasses.fields(GRPOConfig)}
     assert {"max_steps", "learning_rate", "beta", "temperature", "loss_type", "disable_tqdm"} <= set(fields)
-    kwargs = grpo_config_kwargs(opts, tmp_path)
+    kwargs = grpo_config_kwargs(GRPOPlan.of(dataclasses.replace(opts, output_dir=str(tmp_path))))
     assert {name: kwargs[name] for name in fields} == fields
 
 
 def test_llm_sft_and_llm_eval_documented_commands() -> None:
     pytest.importorskip("transformers")
     from baselines import llm_eval, llm_sft
+    from baselines.lm.tiny_lm import TinyLMConfig
 
     cfg = llm_eval.parse_config(llm_sft.SFTConfig, shlex.split(
         "--out /tmp/runs/B --threads 1 --batch-size 16 --lr 2e-3 --warmup-steps 30 --schedule time --max-minutes 58 "
@@ -278,7 +279,7 @@ def test_llm_sft_and_llm_eval_documented_commands() -> None:
     ev = llm_eval.parse_config(llm_eval.EvalConfig, shlex.split(
         "--model runs/sft/final --split validation --k 0 --max_new_tokens 160"))
     assert (ev.model, ev.split, ev.k, ev.max_new_tokens) == ("runs/sft/final", "validation", 0, 160)
-    sft = llm_sft.SFTConfig(model=llm_sft.TinyLMConfig(hidden=64, heads=2))  # the model flags: a nested TinyLMConfig
+    sft = llm_sft.SFTConfig(model=TinyLMConfig(hidden=64, heads=2))  # the model flags: a nested TinyLMConfig
     assert llm_eval.parse_config(llm_sft.SFTConfig, ["--hidden", "64", "--heads", "2"]) == sft
     assert to_argv(sft) == ["--hidden", "64", "--heads", "2"]
 

@@ -18,6 +18,7 @@ from baselines import llm_grpo  # noqa: E402
 from baselines.llm_grpo import Options, build_grpo_config, check_vllm_available, parse_options  # noqa: E402
 from baselines.lm import grpo_config, grpo_data, grpo_model  # noqa: E402
 from baselines.lm.grpo_model import derive_position_ids  # noqa: E402
+from baselines.lm.grpo_options import GRPOPlan, pass_rates_file  # noqa: E402
 from baselines.lm.rewards import (  # noqa: E402
     VARIANTS,
     CLIPOReward,
@@ -123,7 +124,7 @@ def test_the_baselines_critic_term_is_the_packages_critic_reward_with_the_shippe
     assert isinstance(reward, CriticReward) and type(reward.critic) is type(load_critic())
     got = reward(["p"] * 4, COMPLETIONS, None, problem=[PJ] * 4)
     assert -1.0 <= got[0] <= 1.0 and got[2] == pytest.approx(-1.0)  # every move of the hallucinated completion is invalid
-    funcs, _ = llm_grpo.build_reward_funcs(Options(rewards="critic"), None, 8)
+    funcs, _ = llm_grpo.build_reward_funcs(GRPOPlan.of(Options(rewards="critic")), None, 8)
     assert any(isinstance(f, CriticReward) for f in funcs)
 
 
@@ -236,39 +237,39 @@ def test_pass_rate_file_auto_uses_the_model_directory(tmp_path: Path) -> None:
     train = load_split("longproc-0.5k", "train")[:2]
     (tmp_path / "train_pass_rates.jsonl").write_text("".join(
         json.dumps({"id": p.id, "samples": 8, "correct": 1}) + "\n" for p in train))
-    assert llm_grpo.pass_rates_file(Options(model=str(tmp_path))) == tmp_path / "train_pass_rates.jsonl"
-    assert llm_grpo.pass_rates_file(Options(model=str(tmp_path), preset="tinyzero")) is None
-    assert llm_grpo.pass_rates_file(Options(model=str(tmp_path), train_pass_rates="none")) is None
-    assert llm_grpo.pass_rates_file(Options(model=str(tmp_path / "elsewhere"))) is None
-    assert llm_grpo.pass_rates_file(Options(train_pass_rates=str(tmp_path / "r.jsonl"))) == tmp_path / "r.jsonl"
-    shipped = llm_grpo.pass_rates_file(Options(interaction="single-pass"))
+    assert pass_rates_file(Options(), str(tmp_path)) == tmp_path / "train_pass_rates.jsonl"
+    assert pass_rates_file(Options(preset="tinyzero"), str(tmp_path)) is None
+    assert pass_rates_file(Options(train_pass_rates="none"), str(tmp_path)) is None
+    assert pass_rates_file(Options(), str(tmp_path / "elsewhere")) is None
+    assert pass_rates_file(Options(train_pass_rates=str(tmp_path / "r.jsonl")), "") == tmp_path / "r.jsonl"
+    shipped = GRPOPlan.of(Options(interaction="single-pass")).pass_rates
     assert shipped is not None and len(grpo_data.filter_by_pass_rate(load_split("longproc-0.5k", "train"), shipped, 0.0, 1.0)) == 780
 
 
 def test_grpo_config_on_cpu(tmp_path: Path) -> None:
-    cfg = build_grpo_config(Options(rewards="oracle", prompts_per_step=4, num_generations=8), tmp_path)
+    cfg = build_grpo_config(GRPOPlan.of(Options(rewards="oracle", prompts_per_step=4, num_generations=8, output_dir=str(tmp_path))))
     assert cfg.use_cpu and not cfg.bf16
     assert cfg.per_device_train_batch_size == 32 and cfg.generation_batch_size == 32 and cfg.num_generations == 8
     assert cfg.reward_weights == [1.0, 0.1, 0.5, 0.0]  # sparse, format, oracle, oracle_perfect
     assert not cfg.use_vllm
     assert not cfg.gradient_checkpointing  # the option's default, not TRL's
-    assert build_grpo_config(Options(gradient_checkpointing=True), tmp_path).gradient_checkpointing
+    assert build_grpo_config(GRPOPlan.of(Options(gradient_checkpointing=True, output_dir=str(tmp_path)))).gradient_checkpointing
 
 
 def test_grpo_config_vllm_and_multi_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    opts = Options(use_vllm=True, vllm_mode="server", vllm_server_base_url="http://gpu-node:8000", prompts_per_step=8, num_generations=8)
+    opts = Options(interaction="single-pass", use_vllm=True, vllm_mode="server", vllm_server_base_url="http://gpu-node:8000", prompts_per_step=8, num_generations=8)
     monkeypatch.setattr(grpo_config, "world_size", lambda: 4)  # WORLD_SIZE as `accelerate launch --num_processes 4` sets
     from trl import GRPOConfig
 
     monkeypatch.setattr(GRPOConfig, "world_size", property(lambda self: 4))
-    cfg = build_grpo_config(opts, tmp_path)
+    cfg = build_grpo_config(GRPOPlan.of(dataclasses.replace(opts, output_dir=str(tmp_path))))
     assert cfg.use_vllm and cfg.vllm_mode == "server" and cfg.vllm_server_base_url == "http://gpu-node:8000"
     assert cfg.per_device_train_batch_size == 16 and cfg.generation_batch_size == 64
-    colocate = build_grpo_config(Options(use_vllm=True, vllm_gpu_memory_utilization=0.4), tmp_path)
+    colocate = build_grpo_config(GRPOPlan.of(Options(interaction="single-pass", use_vllm=True, vllm_gpu_memory_utilization=0.4, output_dir=str(tmp_path))))
     assert colocate.vllm_mode == "colocate" and colocate.vllm_gpu_memory_utilization == 0.4
     assert colocate.vllm_max_model_length == 512 + 192  # prompt + completion budget, not the model's whole context
     with pytest.raises(SystemExit, match="divisible"):
-        build_grpo_config(Options(prompts_per_step=3, num_generations=3), tmp_path)
+        build_grpo_config(GRPOPlan.of(Options(prompts_per_step=3, num_generations=3, output_dir=str(tmp_path))))
 
 
 def test_clear_error_without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -400,8 +401,8 @@ def test_policy_weights_are_float32_whatever_the_saved_dtype(tmp_path: Path, mon
     monkeypatch.setattr(llm_grpo, "load_model_and_tokenizer", load)
     for model_dtype, expected in (("float32", torch.float32), ("bfloat16", torch.bfloat16), ("auto", torch.bfloat16)):
         with pytest.raises(KeyboardInterrupt):
-            llm_grpo.train(Options(model=str(tmp_path / "model"), output_dir=str(tmp_path / "run"), quiet=True,
-                                   model_dtype=model_dtype))
+            llm_grpo.train(Options(model=str(tmp_path / "model"), output_dir=str(tmp_path / model_dtype), quiet=True,
+                                   model_dtype=model_dtype))  # a directory each: options.json marks a kept run
         assert loaded["model"].dtype == expected, model_dtype
     with pytest.raises(SystemExit, match="--model-dtype"):
         llm_grpo.parse_options(["--model-dtype", "float16x"])
@@ -559,7 +560,7 @@ def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> No
         # every option but the rewards, seed, steps and run bookkeeping is llm_grpo.py's default
         same = ("learning_rate", "prompts_per_step", "num_generations", "max_completion_length", "temperature", "train_pass_rates")
         assert all(getattr(opts, name) == getattr(Options(), name) for name in same)
-        assert llm_grpo.pass_rates_file(opts) is not None  # the shipped model's own train_pass_rates.jsonl
+        assert GRPOPlan.of(opts).pass_rates is not None  # the shipped model's own train_pass_rates.jsonl
     args = compare_llm_rewards.parse_args(["--runs-dir", str(tmp_path)])  # the default: the paper's 5 variants, multi-turn
     assert compare_llm_rewards.VARIANTS == ("sparse", "oracle", "oracle-perfect", "critic", "clipo")
     assert (args.seeds, args.test_problems, args.interaction) == ((0, 1, 2), 1000, "multi-turn")
@@ -592,7 +593,7 @@ def test_comparison_reuses_only_runs_and_test_results_of_the_same_settings(tmp_p
     assert not cmp.finished(args, "sparse", 0)
 
     evaluated: list[int] = []
-    monkeypatch.setattr(llm_grpo, "load_model_and_tokenizer", lambda path: (None, build_tokenizer()))
+    monkeypatch.setattr(grpo_model, "load_model_and_tokenizer", lambda path: (None, build_tokenizer()))
     monkeypatch.setattr(llm_callbacks, "evaluate_policy", lambda model, tok, problems, *a, **k: evaluated.append(len(problems)) or {
         "problems": len(problems), "greedy_success": 0.5})
     cache = run / "test.json"
@@ -665,7 +666,7 @@ def test_model_dir_without_config_and_bad_extra_are_clear_errors(tmp_path):
     with pytest.raises(SystemExit, match="no config.json there"):
         parse_options(["--model", str(tmp_path)])
     with pytest.raises(SystemExit, match="invalid GRPO configuration"):
-        build_grpo_config(Options(extra={"nosuch": 1}), tmp_path)
+        build_grpo_config(GRPOPlan.of(Options(extra={"nosuch": 1}, output_dir=str(tmp_path))))
 
 
 def test_resume_refuses_a_run_with_other_options_and_a_fresh_start_over_a_kept_run(tmp_path, monkeypatch):

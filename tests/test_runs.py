@@ -48,6 +48,20 @@ def test_prepare_run_markers_and_resume_check(tmp_path: Path) -> None:
     prepare_run(tmp_path / "r", "--out", Opts(lr=1e-2), resume=True, resuming=False)
 
 
+def test_prepare_run_reads_older_options_and_waits_for_every_process(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "options.json").write_text(json.dumps({"lr": 1e-3, "out": ""}))  # saved before --steps existed
+    with pytest.raises(SystemExit, match=r"was trained with --steps 10 \(now 20\)"):
+        prepare_run(out, "--out", Opts(steps=20), resume=True, saved_as=lambda saved: {"steps": 10, **saved})
+    calls: list[str] = []
+    prepare_run(out, "--out", Opts(), resume=True, saved_as=lambda saved: {"steps": 10, **saved},
+                barrier=lambda: calls.append("wait"), write=False)  # another process of a distributed run
+    assert calls == ["wait", "wait"] and json.loads((out / "options.json").read_text()) == {"lr": 1e-3, "out": ""}
+    prepare_run(out, "--out", Opts(), resume=True, saved_as=lambda saved: None)  # nothing to compare
+    assert json.loads((out / "options.json").read_text())["steps"] == 10
+
+
 def test_run_directory_that_cannot_be_written(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(SystemExit, match="--out .*file/run: cannot write there"):

@@ -493,12 +493,12 @@ def test_llm_eval_puts_the_model_on_the_gpu_when_there_is_one(monkeypatch):
 
     assert llm_eval.resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
     assert llm_eval.resolve_device("cuda:1") == "cuda:1"
-    model, _ = llm_eval.load_model(str(llm_eval.SHIPPED_CHECKPOINT), device="cpu")
+    model, _ = llm_eval.load_model(str(SHIPPED_CHECKPOINT), device="cpu")
     assert str(model.device) == "cpu"
     moved = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU machine, as far as the choice goes
     monkeypatch.setattr(type(model), "to", lambda self, *a, **k: moved.append(a) or self)
-    llm_eval.load_model(str(llm_eval.SHIPPED_CHECKPOINT))
+    llm_eval.load_model(str(SHIPPED_CHECKPOINT))
     assert moved == [("cuda",)]  # before the fix the model stayed on the CPU in float32
     assert llm_eval.parse_config(llm_eval.EvalConfig, ["--device", "cuda:1"]).device == "cuda:1"
 
@@ -548,7 +548,7 @@ def test_llm_eval_vllm_backend_builds_one_engine_and_passes_token_ids(monkeypatc
     assert engine["dtype"] == "bfloat16" and engine["max_model_len"] > 50
     (greedy_prompts, n1), (sampled_prompts, n2) = calls["generate"]
     assert (n1, n2) == (1, 2) and greedy_prompts == sampled_prompts
-    bos = llm_eval.load_model(str(llm_eval.SHIPPED_CHECKPOINT))[1].bos_token_id
+    bos = llm_eval.load_model(str(SHIPPED_CHECKPOINT))[1].bos_token_id
     for p in greedy_prompts:
         ids = p["prompt_token_ids"]
         assert ids[0] == bos and ids[1] != bos  # token ids, with one BOS

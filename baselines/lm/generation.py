@@ -1,4 +1,5 @@
-"""Batched generation with Hugging Face ``generate()``: one function for GRPO validation and ``llm_eval.py``.
+"""Batched generation with Hugging Face ``generate()``: one function for GRPO validation and ``llm_eval.py``
+(whose ``--backend vllm`` draws with :func:`vllm_engine` / :func:`generate_vllm` as :func:`generate` does).
 
     from baselines.lm.generation import Sampling, generate
     greedy, tokens = generate(model, tokenizer, prompts, max_new_tokens=192)
@@ -134,3 +135,27 @@ def generate(
         bar.update(len(idx))
     bar.close()
     return out, generated
+
+
+def vllm_engine(model_path: str, dtype: str, seed: int, max_model_len: int) -> Any:
+    """One vLLM engine for every pass of a run (a second engine in the same process would not fit in memory)."""
+    try:
+        from vllm import LLM
+    except ImportError:
+        raise SystemExit("--backend vllm needs vLLM (a CUDA machine and pip install 'countdown-gym[vllm]'); use --backend hf") from None
+    return LLM(model=model_path, dtype=dtype, seed=seed, max_model_len=max_model_len)
+
+
+def generate_vllm(llm: Any, tokenizer, prompts: list[str], n: int, sampling: Sampling | None, max_new_tokens: int,
+                  seed: int) -> tuple[list[list[str]], int]:
+    """Completions and their token count with a vLLM engine (``sampling=None``: greedy, else drawn as
+    :func:`generate` draws); prompts go in as token ids, tokenized as the HF path does."""
+    from vllm import SamplingParams
+
+    knobs = sampling or Sampling()
+    inputs = [{"prompt_token_ids": ids} for ids in prompt_ids(tokenizer, prompts)]
+    params = SamplingParams(n=n, temperature=knobs.temperature if sampling else 0.0, top_p=knobs.top_p,
+                            top_k=knobs.top_k or -1, min_p=knobs.min_p or 0.0, repetition_penalty=knobs.repetition_penalty,
+                            max_tokens=max_new_tokens, seed=seed)
+    results = llm.generate(inputs, params, use_tqdm=False)
+    return [[o.text for o in r.outputs] for r in results], sum(len(o.token_ids) for r in results for o in r.outputs)

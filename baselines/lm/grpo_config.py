@@ -1,6 +1,6 @@
-"""How a GRPO run (``baselines/llm_grpo.py``) is set up: its directory, process layout, GRPOConfig and rewards.
+"""How a GRPO run (``baselines/llm_grpo.py``) is set up: its process layout, GRPOConfig, rewards and trainer.
 
-:func:`plan_run` decides the process layout and the micro-batches of a step (``baselines/lm/gpu_plan.py``);
+Every function takes the run's ``grpo_options.GRPOPlan`` (the options resolved once). :func:`plan_run` decides the process layout and the micro-batches of a step (``baselines/lm/gpu_plan.py``);
 :func:`grpo_config_kwargs` / :func:`build_grpo_config` map the options onto TRL's ``GRPOConfig``;
 :func:`build_reward_funcs` gives the TRL reward functions of ``--rewards``; :func:`check_start_up` runs the
 compatibility checks of ``baselines/lm/compat.py``; :func:`dry_run` prints all of it without loading weights.
@@ -15,16 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from baselines.lm.grpo_model import ROOT, interaction, model_name, read_tokenizer
-
-
-def run_dir(opts: Any) -> Path:
-    if opts.output_dir:
-        return Path(opts.output_dir)
-    tag = opts.rewards.replace(",", "_").replace("=", "").replace("+", "-")
-    mode = "-turns" if interaction(opts) == "multi-turn" else ""
-    credit = "-step" if opts.step_credit else ""
-    return ROOT / "runs" / "llm_grpo" / f"{opts.preset}{mode}-{tag}{credit}-s{opts.seed}"
+from baselines.lm.grpo_model import ROOT, read_tokenizer
+from baselines.lm.grpo_options import GRPOPlan, Options
 
 
 def check_vllm_available() -> None:
@@ -56,14 +48,15 @@ class RunPlan:
     """The token budget the micro-batch was chosen from (0: set by --micro-batch-size)."""
 
 
-def plan_run(opts: Any, shape: Any = None) -> RunPlan:
-    """The :class:`RunPlan` of ``opts`` on this machine (or on ``--gpu-memory-gb`` GPUs): bf16 where the GPU has it,
+def plan_run(plan: GRPOPlan, shape: Any = None) -> RunPlan:
+    """The :class:`RunPlan` of ``plan`` on this machine (or on ``--gpu-memory-gb`` GPUs): bf16 where the GPU has it,
     the micro-batch from ``--micro-batch-size`` or from the memory budget (the model's config is read, ``shape``,
     only when a GPU budget has to be derived)."""
     import torch
 
     from baselines.lm import gpu_plan
 
+    opts = plan.options
     planned = bool(opts.gpu_memory_gb) and not torch.cuda.is_available()  # a dry run for GPUs this machine lacks
     if planned and not opts.dry_run:
         raise SystemExit("--gpu-memory-gb without a GPU here: it plans a GPU run only with --dry-run")
@@ -96,7 +89,7 @@ def plan_run(opts: Any, shape: Any = None) -> RunPlan:
         budget = opts.max_tokens_per_micro_batch
         if not budget:
             if layout.on_gpu and shape is None:
-                shape = model_shape_or_exit(model_name(opts))
+                shape = model_shape_or_exit(plan.model)
             budget = gpu_plan.tokens_budget(shape, layout, **memory_args(opts, layout)) if layout.on_gpu \
                 else gpu_plan.CPU_MICRO_BATCH * seq
         micro = gpu_plan.micro_batch(per_process, seq, budget)
@@ -114,7 +107,7 @@ def model_shape_or_exit(name: str) -> Any:
         raise SystemExit(f"--model: {exc}") from None
 
 
-def memory_args(opts: Any, layout: Any) -> dict[str, Any]:
+def memory_args(opts: Options, layout: Any) -> dict[str, Any]:
     """The arguments ``gpu_plan.training_memory`` / ``tokens_budget`` take from the options (the micro-batch apart)."""
     colocated = opts.use_vllm and opts.vllm_mode == "colocate" and layout.on_gpu
     return dict(weight_bytes=2 if opts.model_dtype == "bfloat16" else 4,
@@ -124,26 +117,22 @@ def memory_args(opts: Any, layout: Any) -> dict[str, Any]:
                 vllm_share=opts.vllm_gpu_memory_utilization * layout.gpu_memory if colocated else 0.0)
 
 
-def grpo_config_kwargs(opts: Any, output_dir: Path | None = None, plan: RunPlan | None = None) -> dict[str, Any]:
-    """The keyword arguments of the run's ``GRPOConfig``, micro-batched as ``plan`` says (default: :func:`plan_run`)."""
+def grpo_config_kwargs(plan: GRPOPlan, compute: RunPlan | None = None) -> dict[str, Any]:
+    """The keyword arguments of the run's ``GRPOConfig``, micro-batched as ``compute`` says (default: :func:`plan_run`)."""
     from trl import GRPOConfig
 
-    from baselines.lm.rewards import MONITORED, parse_reward_spec
-
-    plan = plan or plan_run(opts)
-    micro = plan.micro
-    bf16 = plan.layout.bf16
-    cuda = plan.layout.on_gpu
-    weights = {**MONITORED, **parse_reward_spec(opts.rewards)}
+    compute = compute or plan_run(plan)
+    opts = plan.options
+    weights = reward_terms(opts)
     if opts.step_credit:  # the dense terms are credited per turn (StepCreditGRPOTrainer), not added to the scalar reward
         from baselines.lm.step_credit import split_reward_spec
 
         weights = split_reward_spec(weights)[0]
     kwargs: dict[str, Any] = dict(
         opts.grpo_fields(),  # the options GRPOConfig takes as they are (Options marks them with grpo(...))
-        output_dir=str(output_dir or run_dir(opts)),
-        per_device_train_batch_size=micro,
-        gradient_accumulation_steps=plan.grad_accum,
+        output_dir=str(plan.run_dir),
+        per_device_train_batch_size=compute.micro,
+        gradient_accumulation_steps=compute.grad_accum,
         lr_scheduler_type="constant",
         reward_weights=[weights[name] for name in weights],
         data_seed=opts.seed,
@@ -153,8 +142,8 @@ def grpo_config_kwargs(opts: Any, output_dir: Path | None = None, plan: RunPlan 
         save_steps=opts.save_steps or opts.steps,
         save_total_limit=2,
         report_to=[n.strip() for n in opts.report_to.split(",") if n.strip()],
-        use_cpu=not cuda,
-        bf16=bf16,
+        use_cpu=not compute.layout.on_gpu,
+        bf16=compute.layout.bf16,
     )
     # always stated, so TRL's default (on) does not apply unasked; newer transformers names it activation_checkpointing
     fields = {f.name for f in dataclasses.fields(GRPOConfig)}
@@ -175,18 +164,18 @@ def shown(key: str, value: Any) -> Any:
     return getattr(value, "value", value)
 
 
-def estimate_memory(opts: Any, plan: RunPlan, shape: Any) -> dict[str, float]:
+def estimate_memory(plan: GRPOPlan, compute: RunPlan, shape: Any) -> dict[str, float]:
     """``gpu_plan.training_memory`` of the run: its micro-batch, and generate() holding the rollouts (without vLLM)
     or the validation batch."""
     from baselines.lm import gpu_plan
 
-    rows = max(opts.eval_batch_size, 0 if opts.use_vllm else plan.per_process)
-    return gpu_plan.training_memory(shape, plan.layout, micro=plan.micro, generation_rows=rows,
-                                    **memory_args(opts, plan.layout))
+    opts = plan.options
+    rows = max(opts.eval_batch_size, 0 if opts.use_vllm else compute.per_process)
+    return gpu_plan.training_memory(shape, compute.layout, micro=compute.micro, generation_rows=rows,
+                                    **memory_args(opts, compute.layout))
 
 
-def build_grpo_config(opts: Any, output_dir: Path | None = None, plan: RunPlan | None = None, *,
-                      on_this_machine: bool = True) -> Any:
+def build_grpo_config(plan: GRPOPlan, compute: RunPlan | None = None, *, on_this_machine: bool = True) -> Any:
     """The TRL ``GRPOConfig`` of a run (one optimizer step per generation batch; :func:`grpo_config_kwargs`).
 
     ``on_this_machine=False`` (a dry run planning GPUs this machine lacks): the config is built with the CPU in
@@ -194,11 +183,11 @@ def build_grpo_config(opts: Any, output_dir: Path | None = None, plan: RunPlan |
     """
     from trl import GRPOConfig
 
-    plan = plan or plan_run(opts)
-    kwargs = grpo_config_kwargs(opts, output_dir, plan)
+    compute = compute or plan_run(plan)
+    kwargs = grpo_config_kwargs(plan, compute)
     launcher: dict[str, str] = {}
     if not on_this_machine:  # no distributed start-up either: the launcher's variables only gave the layout
-        kwargs.update(use_cpu=True, bf16=False, generation_batch_size=plan.per_process * plan.layout.processes)
+        kwargs.update(use_cpu=True, bf16=False, generation_batch_size=compute.per_process * compute.layout.processes)
         launcher = {k: os.environ.pop(k) for k in list(os.environ)
                     if k in ("WORLD_SIZE", "RANK", "LOCAL_RANK") or k.startswith(("ACCELERATE_USE_", "ACCELERATE_DEEPSPEED_"))}
     try:
@@ -209,18 +198,19 @@ def build_grpo_config(opts: Any, output_dir: Path | None = None, plan: RunPlan |
         os.environ.update(launcher)
 
 
-def reward_terms(opts: Any) -> dict[str, float]:
+def reward_terms(opts: Options) -> dict[str, float]:
     """Term -> weight of the run: the monitored terms (weight 0) plus the chosen variant."""
     from baselines.lm.rewards import MONITORED, parse_reward_spec
 
     return {**MONITORED, **parse_reward_spec(opts.rewards)}
 
 
-def build_reward_funcs(opts: Any, tokenizer: Any, hidden_size: int) -> tuple[list[Any], Any]:
-    """The TRL reward functions in the order of ``reward_terms(opts)``, and the CLIPO reward (or None)."""
+def build_reward_funcs(plan: GRPOPlan, tokenizer: Any, hidden_size: int) -> tuple[list[Any], Any]:
+    """The TRL reward functions in the order of ``reward_terms(plan.options)``, and the CLIPO reward (or None)."""
     from baselines.lm.rewards import CLIPOReward, shipped_critic_reward
     from countdown_gym.integrations.trl import REWARD_FUNCTIONS
 
+    opts = plan.options
     funcs: list[Any] = []
     clipo = None
     for name in reward_terms(opts):
@@ -249,67 +239,68 @@ def last_checkpoint(out: Path) -> str | None:
     return get_last_checkpoint(str(out)) if out.is_dir() else None
 
 
-def check_start_up(opts: Any, plan: RunPlan, tokenizer: Any = None) -> bool:
+def check_start_up(plan: GRPOPlan, compute: RunPlan, tokenizer: Any = None) -> bool:
     """The compatibility checks of ``baselines/lm/compat.py`` that need more than the options: the process layout and
     the tokenizer (read when not given). Returns whether the tokenizer was checked (a dry run for a hub model this
     machine cannot reach goes on without it; a run stops when its model loads)."""
     from baselines.lm.compat import check_layout, check_tokenizer
 
-    check_layout(plan.layout.strategy)
-    tokenizer = tokenizer or read_tokenizer(model_name(opts))
+    check_layout(compute.layout.strategy)
+    tokenizer = tokenizer or read_tokenizer(plan.model)
     if tokenizer is None:
         return False
-    single_pass = interaction(opts) == "single-pass"  # multi-turn prompts are plain text: the EOS alone matters
-    check_tokenizer(tokenizer, model_name(opts), opts.prompt_style if single_pass else "compact", opts.chat_template)
+    opts = plan.options  # multi-turn prompts are plain text: the EOS alone matters
+    check_tokenizer(tokenizer, plan.model, "compact" if plan.multi_turn else opts.prompt_style, opts.chat_template)
     return True
 
 
-def dry_run(opts: Any) -> dict[str, Any]:
-    """Print what a run of ``opts`` would do and need, loading nothing heavy (the model's config, its tokenizer when
+def dry_run(plan: GRPOPlan) -> dict[str, Any]:
+    """Print what a run of ``plan`` would do and need, loading nothing heavy (the model's config, its tokenizer when
     readable): the effective GRPOConfig, the process layout, the micro-batches and the memory per process."""
     import torch
 
     from baselines.lm import gpu_plan
 
-    opts = dataclasses.replace(opts, interaction=interaction(opts))
-    shape = model_shape_or_exit(model_name(opts))
-    plan = plan_run(opts, shape)
-    tokenizer_checked = check_start_up(opts, plan)
-    here = plan.layout.on_gpu == torch.cuda.is_available()
-    config = build_grpo_config(opts, run_dir(opts), plan, on_this_machine=here)  # the checks of a real run
-    fields = grpo_config_kwargs(opts, run_dir(opts), plan)
+    opts = plan.options
+    shape = model_shape_or_exit(plan.model)
+    compute = plan_run(plan, shape)
+    tokenizer_checked = check_start_up(plan, compute)
+    here = compute.layout.on_gpu == torch.cuda.is_available()
+    config = build_grpo_config(plan, compute, on_this_machine=here)  # the checks of a real run
+    fields = grpo_config_kwargs(plan, compute)
     if here:
         fields = {k: getattr(config, k) for k in fields}
-    fields["generation_batch_size"] = plan.micro * plan.grad_accum * plan.layout.processes
-    memory = estimate_memory(opts, plan, shape)
+    fields["generation_batch_size"] = compute.micro * compute.grad_accum * compute.layout.processes
+    memory = estimate_memory(plan, compute, shape)
     completions = opts.prompts_per_step * opts.num_generations
     lines = [
         "llm_grpo dry run: nothing loaded, nothing written",
-        f"model: {model_name(opts)} ({shape.parameters / 1e6:,.1f} M parameters, {shape.layers} layers, hidden "
+        f"model: {plan.model} ({shape.parameters / 1e6:,.1f} M parameters, {shape.layers} layers, hidden "
         f"{shape.hidden}, vocab {shape.vocab}; config from {shape.source})",
         f"interaction: {opts.interaction}, prompt style {opts.prompt_style}, rewards {opts.rewards}, preset {opts.preset}",
         "tokenizer: " + ("EOS and chat template checked" if tokenizer_checked else
                          "not checked (not readable here; a run checks it before its model loads)"),
-        f"process layout: {plan.layout.describe()}",
+        f"process layout: {compute.layout.describe()}",
         "generation: " + (f"vLLM {opts.vllm_mode}" + (f", {opts.vllm_gpu_memory_utilization:.0%} of each GPU"
                                                       if opts.vllm_mode == "colocate" else "") +
-                          f", max model length {plan.sequence_tokens}" if opts.use_vllm else "transformers generate()"),
+                          f", max model length {compute.sequence_tokens}" if opts.use_vllm else "transformers generate()"),
         f"step: {opts.prompts_per_step} prompts x {opts.num_generations} completions = {completions}; "
-        f"{plan.per_process} per process in micro-batches of {plan.micro} (gradient accumulation {plan.grad_accum}), "
+        f"{compute.per_process} per process in micro-batches of {compute.micro} (gradient accumulation {compute.grad_accum}), "
         f"sequences of at most {opts.max_prompt_length} + {opts.max_completion_length} tokens"
-        + (f"; micro-batch budget {plan.max_tokens} tokens" if plan.max_tokens else ""),
+        + (f"; micro-batch budget {compute.max_tokens} tokens" if compute.max_tokens else ""),
         "GRPOConfig:",
         *(f"  {k} = {shown(k, v)!r}" for k, v in sorted(fields.items())),
         "memory per process (estimate, baselines/lm/gpu_plan.py):",
-        *gpu_plan.format_memory(memory, plan.layout.gpu_memory),
+        *gpu_plan.format_memory(memory, compute.layout.gpu_memory),
     ]
     print("\n".join(lines), flush=True)
-    return {"plan": plan, "memory": memory, "config": fields, "shape": shape, "tokenizer_checked": tokenizer_checked}
+    return {"compute": compute, "memory": memory, "config": fields, "shape": shape, "tokenizer_checked": tokenizer_checked}
 
 
-def trainer_class_of(opts: Any, funcs: list[Any]) -> tuple[Any, dict[str, Any]]:
+def trainer_class_of(plan: GRPOPlan, funcs: list[Any]) -> tuple[Any, dict[str, Any]]:
     """The trainer class of the run and its extra keyword arguments: TRL's ``GRPOTrainer``, or with ``--step-credit``
     ``baselines.lm.step_credit.StepCreditGRPOTrainer`` with the per-turn terms (``funcs``: the run's reward functions)."""
+    opts = plan.options
     if not opts.step_credit:
         from trl import GRPOTrainer
 

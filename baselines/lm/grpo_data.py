@@ -1,8 +1,9 @@
-"""The training problems of a GRPO run (``baselines/llm_grpo.py``): pass-rate filter, size, curriculum order.
+"""The problems of a GRPO run (``baselines/llm_grpo.py``): pass-rate filter, size, curriculum order; its dataset.
 
 Groups whose completions all succeed or all fail give GRPO no signal; :func:`filter_by_pass_rate` keeps the
 problems whose sampled pass rate (``llm_eval.py --pass-rates``) lies strictly between two bounds (DAPO's dynamic
-sampling done once, offline); :func:`training_problems` applies it, ``--train-problems`` and ``--curriculum``.
+sampling done once, offline); :func:`run_problems` applies it, ``--train-problems`` and ``--curriculum``, and
+:func:`training_dataset` makes the trainer's dataset (and the multi-turn rollout function) of them.
 """
 
 from __future__ import annotations
@@ -11,31 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from baselines.lm.grpo_model import model_name
-
-PASS_RATES_FILE = "train_pass_rates.jsonl"
-
-
-def pass_rates_file(opts: Any) -> Path | None:
-    """The pass-rate file a run filters its training prompts with (None: every problem).
-
-    ``auto`` looks for ``train_pass_rates.jsonl`` in a local model directory and uses it when its first row
-    names a training problem of ``opts.preset``.
-    """
-    if opts.train_pass_rates in ("none", ""):
-        return None
-    if opts.train_pass_rates != "auto":
-        return Path(opts.train_pass_rates)
-    path = Path(model_name(opts)) / PASS_RATES_FILE
-    if not path.is_file():
-        return None
-    with path.open(encoding="utf-8") as f:
-        first = f.readline()
-    try:
-        pid = str(json.loads(first)["id"])
-    except (ValueError, KeyError, TypeError):
-        return path  # malformed: filter_by_pass_rate names the line
-    return path if pid.startswith(f"{opts.preset}/train/") else None
+from baselines.lm.grpo_options import GRPOPlan
 
 
 def filter_by_pass_rate(problems: list[Any], path: str | Path, low: float, high: float) -> list[Any]:
@@ -66,14 +43,16 @@ def filter_by_pass_rate(problems: list[Any], path: str | Path, low: float, high:
     return kept
 
 
-def training_problems(opts: Any) -> tuple[list[Any], Path | None]:
-    """The problems a run trains on, in the order it draws them, and the pass-rate file that filtered them."""
+def run_problems(plan: GRPOPlan) -> tuple[list[Any], list[Any]]:
+    """The problems of a run: the training problems in the order it draws them (filtered by ``plan.pass_rates``, cut
+    to ``--train-problems``, ordered by ``--curriculum``) and the first ``--eval-problems`` validation problems."""
     from countdown_gym.data.splits import load_split
 
+    opts = plan.options
     problems = load_split(opts.preset, "train")
-    rates_file = pass_rates_file(opts)
-    if rates_file is not None:
-        problems = filter_by_pass_rate(problems, rates_file, opts.min_pass_rate, opts.max_pass_rate)
+    validation = load_split(opts.preset, "validation")[: opts.eval_problems or None]
+    if plan.pass_rates is not None:
+        problems = filter_by_pass_rate(problems, plan.pass_rates, opts.min_pass_rate, opts.max_pass_rate)
     if opts.train_problems:
         problems = problems[: opts.train_problems]
     if opts.curriculum == "staged":  # the prompts in schedule order; the GRPOConfig turns the shuffling off
@@ -84,15 +63,16 @@ def training_problems(opts: Any) -> tuple[list[Any], Path | None]:
             problems = Curriculum.staged(draws, problems).sequence(draws, seed=opts.seed)
         except ValueError as exc:
             raise SystemExit(f"--curriculum staged: {exc}") from None
-    return problems, rates_file
+    return problems, validation
 
 
-def training_dataset(opts: Any, problems: list[Any], tokenizer: Any) -> tuple[Any, Any]:
+def training_dataset(plan: GRPOPlan, problems: list[Any], tokenizer: Any) -> tuple[Any, Any]:
     """The ``train_dataset`` of the trainer and its ``rollout_func`` (multi-turn: episodes of
     ``CountdownMultiTurn-v0``; single-pass: None, TRL generates from the prompts)."""
-    from baselines.lm.grpo_model import build_dataset, interaction
+    from baselines.lm.grpo_model import build_dataset
 
-    if interaction(opts) != "multi-turn":
+    opts = plan.options
+    if not plan.multi_turn:
         return build_dataset(problems, opts.prompt_style, tokenizer, opts.chat_template), None
     from countdown_gym.integrations.trl_rollout import make_rollout_func, rollout_dataset
 

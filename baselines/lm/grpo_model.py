@@ -1,9 +1,9 @@
-"""The policy of a GRPO run (``baselines/llm_grpo.py``): which model, its position-ids patch, its prompts.
+"""The policy of a GRPO run (``baselines/llm_grpo.py``): the shipped models, its position-ids patch, its prompts.
 
-``interaction`` / ``model_name`` resolve ``--interaction auto`` and the default ``--model`` of a run's options;
-:func:`load_model_and_tokenizer` loads the policy (patched by :func:`derive_position_ids`, so TRL's
-log-probabilities see the positions ``generate()`` used); :func:`make_prompt` / :func:`build_dataset` write the
-single-pass prompts as TRL takes them.
+``DEFAULT_MODEL`` / ``DEFAULT_TURN_MODEL`` are the shipped models a run starts from without ``--model``
+(``grpo_options.GRPOPlan`` picks one); :func:`load_model_and_tokenizer` loads the policy (patched by
+:func:`derive_position_ids`, so TRL's log-probabilities see the positions ``generate()`` used);
+:func:`make_prompt` / :func:`build_dataset` write the single-pass prompts as TRL takes them.
 """
 
 from __future__ import annotations
@@ -16,26 +16,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm")
 DEFAULT_TURN_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns")
-
-
-def interaction(opts: Any) -> str:
-    """The run's interaction, ``--interaction auto`` resolved (see :class:`Options`)."""
-    if opts.interaction != "auto":
-        return opts.interaction
-    if opts.prompt_style in ("longproc", "tinyzero"):
-        return "single-pass"
-    if not opts.model:
-        return "multi-turn"
-    from baselines.lm.tiny_lm import detect_interaction
-
-    return detect_interaction(opts.model)
-
-
-def model_name(opts: Any) -> str:
-    """``--model``, or the shipped model of the run's interaction."""
-    if opts.model:
-        return opts.model
-    return DEFAULT_TURN_MODEL if interaction(opts) == "multi-turn" else DEFAULT_MODEL
 
 
 def derive_position_ids(model: Any) -> Any:

@@ -7,12 +7,12 @@ import math
 import shlex
 from typing import Any
 
-from baselines.lm.grpo_config import reward_terms, run_dir
-from baselines.lm.grpo_model import interaction, model_name
+from baselines.lm.grpo_config import reward_terms
+from baselines.lm.grpo_options import GRPOPlan, Options
 from baselines.lm.step_profile import PARTS
 
 
-def command_line(opts: Any) -> str:
+def command_line(opts: Options) -> str:
     """The shell command that repeats the run (every option that differs from its default, and ``--threads``
     always: the thread count is part of what makes a CPU run repeat bit for bit, docs/llm_grpo.md)."""
     from countdown_gym.dataclass_cli import to_argv
@@ -25,19 +25,20 @@ def _percent(value: Any) -> str:
     return f"{value:.1%}" if isinstance(value, (int, float)) else "-"
 
 
-def run_card(opts: Any, rows: list[dict[str, Any]], step: int, profile: dict[str, float] | None = None) -> str:
+def run_card(plan: GRPOPlan, rows: list[dict[str, Any]], step: int, profile: dict[str, float] | None = None) -> str:
     """The run directory's README.md: what was run, how to repeat it, validation so far (``rows``:
     :class:`ValidationCallback` rows, numbers), and where a step's time goes (``profile``:
     :meth:`baselines.lm.step_profile.StepProfile.summary`)."""
+    opts = plan.options
     weights = ", ".join(f"{k} {w:g}" for k, w in reward_terms(opts).items() if w)
     lines = [
-        f"# GRPO run `{run_dir(opts).name}`",
+        f"# GRPO run `{plan.run_dir.name}`",
         "",
         "Written by `baselines/llm_grpo.py` at every checkpoint and at the end of training.",
         "",
-        f"- starting model: `{model_name(opts)}`",
-        f"- interaction: `{interaction(opts)}`" + (f" (at most {opts.max_turns} turns of {opts.max_turn_tokens} tokens)"
-                                                    if interaction(opts) == "multi-turn" else ""),
+        f"- starting model: `{plan.model}`",
+        f"- interaction: `{opts.interaction}`" + (f" (at most {opts.max_turns} turns of {opts.max_turn_tokens} tokens)"
+                                                   if plan.multi_turn else ""),
         f"- rewards: `{opts.rewards}` (term weights: {weights}; see docs/llm_grpo.md)",
         f"- split preset `{opts.preset}`, prompt style `{opts.prompt_style}`",
         f"- {opts.steps} steps of {opts.prompts_per_step} prompts x {opts.num_generations} completions, "
@@ -100,7 +101,7 @@ def run_card(opts: Any, rows: list[dict[str, Any]], step: int, profile: dict[str
     return "\n".join(lines)
 
 
-def summary_lines(opts: Any, summary: dict[str, Any]) -> list[str]:
+def summary_lines(opts: Options, summary: dict[str, Any]) -> list[str]:
     """What a finished run prints: validation success at the start, the end and its best, with standard errors."""
     lines: list[str] = []
     first, last = summary.get("first"), summary.get("last")
@@ -110,7 +111,7 @@ def summary_lines(opts: Any, summary: dict[str, Any]) -> list[str]:
         def se(p: float) -> str:  # the binomial standard error of a success rate on n problems
             return f"± {math.sqrt(max(p * (1 - p), 0.0) / max(n, 1)):.1%}"
 
-        lines.append(f"validation success (greedy, first {n} validation problems, {interaction(opts)}): start "
+        lines.append(f"validation success (greedy, first {n} validation problems, {summary['interaction']}): start "
                      f"{first['greedy_success']:.1%} {se(first['greedy_success'])} (step {first['step']}) -> final "
                      f"{last['greedy_success']:.1%} {se(last['greedy_success'])} (step {last['step']})")
         best = summary.get("best")

@@ -35,7 +35,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -109,22 +109,32 @@ def save_options(out: str | os.PathLike[str], options: Any) -> Path:
 
 def prepare_run(path: str | os.PathLike[str], label: str, options: Any, *, resume: bool, resuming: bool | None = None,
                 may_change: Collection[str] = (), markers: Iterable[str] = (), start_over: str | None = None,
-                write: bool = True) -> Path:
+                write: bool = True, saved_as: Callable[[dict[str, Any] | None], Mapping[str, Any] | None] | None = None,
+                barrier: Callable[[], None] | None = None) -> Path:
     """The run directory of a training script, checked and with its ``options.json`` (the steps above in order).
 
     ``label``: the flag that names the directory (``"--out"``); ``resume``: the ``--resume`` flag; ``resuming``:
     whether a checkpoint will be continued (default ``resume``; a ``--resume`` that finds no checkpoint starts
     afresh and its options are not compared); ``markers``: what else shows the directory keeps a run
     (checkpoints, logs; ``options.json`` always counts); ``may_change``: the options a ``--resume`` may change;
-    ``write=False`` checks without writing (other processes of a distributed run).
+    ``saved_as``: reads the stored options (None when there is no ``options.json``) as today's fields before they
+    are compared (the defaults of runs saved by older versions, another file of older runs); ``write=False``
+    checks without writing (other processes of a distributed run); ``barrier``: called after the checks and after
+    the write (a distributed run's wait for every process, so that no process checks a directory another one
+    has already written to).
     """
     out = run_directory(path, f"{label} {path}")
     start_over = start_over or f"use another {label}"
     check_fresh_start(out, resume=resume, markers=(OPTIONS_FILE, *markers), start_over=start_over)
     if resume if resuming is None else resuming:
-        check_resume(read_options(out), options, may_change, where=out, start_over=start_over)
+        saved = read_options(out)
+        check_resume(saved_as(saved) if saved_as else saved, options, may_change, where=out, start_over=start_over)
+    if barrier is not None:
+        barrier()
     if write:
         save_options(out, options)
+    if barrier is not None:
+        barrier()
     return out
 
 

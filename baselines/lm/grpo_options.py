@@ -1,0 +1,316 @@
+"""The options of a GRPO run (``baselines/llm_grpo.py``) and the plan they resolve to.
+
+:class:`Options` holds every knob; each field is a command-line flag. :class:`GRPOPlan` is what a run acts on:
+the options with what they imply worked out once (``--interaction auto``, the default ``--model``, the
+``--train-pass-rates auto`` file, the run directory) and checked against each other, so the helpers of
+``baselines/lm`` take one typed value and resolve nothing again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from baselines.lm.grpo_model import DEFAULT_MODEL, DEFAULT_TURN_MODEL, ROOT, check_model
+from countdown_gym import dataclass_cli
+
+INTERACTIONS = ("auto", "multi-turn", "single-pass")
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")  # TRL's GRPOConfig.loss_type
+SCALE_REWARDS = ("group", "batch", "none")
+MODEL_DTYPES = ("float32", "bfloat16", "auto")  # --model-dtype, passed to from_pretrained(dtype=...)
+
+
+def grpo(default: Any, name: str = "") -> Any:
+    """A field of :class:`Options` that TRL's ``GRPOConfig`` takes as it is, under ``name`` (default: the field's own)."""
+    return field(default=default, metadata={"grpo": name})
+
+
+@dataclass
+class Options:
+    """Every knob of a run; each is a CLI flag (``--prompt-style``, ``--use-vllm`` / ``--no-use-vllm``...).
+
+    The fields made with :func:`grpo` pass to TRL's ``GRPOConfig`` unchanged (:meth:`grpo_fields`).
+    """
+
+    model: str = ""
+    """Hugging Face causal LM: local path or hub id (default: the shipped tiny Countdown model of the interaction:
+    baselines/checkpoints/countdown-tiny-lm-turns for multi-turn, countdown-tiny-lm for single-pass)."""
+    interaction: str = "auto"
+    """multi-turn: one move per model turn, CountdownMultiTurn-v0 computes and answers (environment tokens are
+    masked out of the loss); single-pass: the model writes its whole search and answer in one completion; auto:
+    single-pass for the longproc / tinyzero prompt styles, else what --model was trained for (its training.json or
+    GRPO options.json), and multi-turn for the default model."""
+    max_turns: int = 16
+    """Multi-turn: the turn budget of an episode (training rollouts and validation)."""
+    max_turn_tokens: int = 12
+    """Multi-turn: the token budget of one model turn."""
+    preset: str = "longproc-0.5k"
+    """Frozen split preset to train on (train split) and validate on (validation split)."""
+    prompt_style: str = "compact"
+    """compact (the shipped model's format) | longproc | tinyzero (single-pass); compact | instruct (multi-turn)."""
+    chat_template: bool = True
+    """Wrap longproc/tinyzero prompts as a user message when the tokenizer has a chat template."""
+    rewards: str = "sparse"
+    """Reward variant(s) / weights: sparse | oracle | oracle-perfect | critic | clipo | text-critic, '+'-joined, or term=w,..."""
+    steps: int = grpo(30, "max_steps")
+    """GRPO optimizer steps."""
+    num_generations: int = grpo(8)
+    """Group size G: completions per prompt."""
+    prompts_per_step: int = 16
+    """Prompts per step (the generation batch is prompts_per_step * num_generations completions)."""
+    micro_batch_size: int | None = None
+    """Completions per forward/backward pass on each process (gradient accumulation makes up the step's batch;
+    the step is unchanged, the peak memory smaller); 0 = the whole step's completions at once; unset: the most
+    that --max-tokens-per-micro-batch holds."""
+    max_tokens_per_micro_batch: int = 0
+    """Memory budget of a micro-batch in tokens (completions x (--max-prompt-length + --max-completion-length));
+    0 = derived: on a GPU, what its memory holds after the weights, gradients, optimizer state and the vLLM share
+    (baselines/lm/gpu_plan.py, from the model's config); on the CPU, 32 completions."""
+    gpu_memory_gb: float = 0.0
+    """Memory of each GPU to plan for, in GB (0 = the visible GPU's); lets --dry-run plan a GPU run on any machine."""
+    dry_run: bool = False
+    """Load no weights: check the options, the tokenizer and the process layout, print the effective GRPOConfig,
+    the layout and the estimated memory per process, and exit 0."""
+    max_completion_length: int = grpo(192)
+    """Token budget of a completion."""
+    max_prompt_length: int = 512
+    """Token budget of a prompt; with --use-vllm the engine's max model length is this plus --max-completion-length
+    (otherwise vLLM reserves KV cache for the model's whole context, 131,072 tokens for Llama-3.1)."""
+    learning_rate: float = grpo(5e-5)
+    beta: float = grpo(0.0)
+    """KL coefficient (TRL's default 0: no reference model)."""
+    temperature: float = grpo(0.5)
+    """Sampling temperature of the rollouts (and of the sampled validation)."""
+    loss_type: str = grpo("dapo")
+    """TRL's loss: grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo or vespo."""
+    scale_rewards: str = grpo("group")
+    """How TRL scales the advantages: group, batch or none."""
+    seed: int = grpo(0)
+    eval_interval: int = 15
+    """Validate every N steps (and at the start and the end); 0 = only start and end."""
+    eval_problems: int = 200
+    """Validation problems used (first N of the frozen split; 0 = all)."""
+    eval_samples: int = 2
+    """Sampled completions per validation problem (sampled success and pass@k); 0 = greedy only."""
+    eval_batch_size: int = 64
+    output_dir: str = ""
+    """Run directory (default: runs/llm_grpo/<preset>-<rewards>-s<seed>)."""
+    save_steps: int = 15
+    """Checkpoint every N steps (keeps the last two)."""
+    resume: bool = False
+    """Continue from the last checkpoint in output_dir."""
+    use_vllm: bool = grpo(False)
+    """Generate with vLLM (GPU only; pip install 'countdown-gym[vllm]')."""
+    vllm_mode: str = grpo("colocate")
+    """colocate (same GPUs) | server (a separate `trl vllm-serve` process)."""
+    vllm_server_base_url: str = ""
+    vllm_gpu_memory_utilization: float = grpo(0.3)
+    bf16: bool | None = None
+    """bf16 training (default: on when CUDA is available, always off on CPU)."""
+    model_dtype: str = "float32"
+    """dtype of the policy's weights and optimizer state: float32 (as TRL loads a model id; --bf16 then autocasts
+    the compute) | bfloat16 (half the memory, e.g. a 7B model on 80 GB GPUs, but Adam updates at lr ~1e-6 round
+    away) | auto (the checkpoint's own dtype)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory, about 20% slower); TRL's own default is on."""
+    threads: int = 2
+    """torch CPU threads (this machine has 2 cores; the comparison runs two jobs of one thread each). A seeded run
+    repeats bit for bit at the same thread count, whatever else loads the machine; another count gives another
+    trajectory (the kernels add floats in another order), so the run card's command states it."""
+    train_problems: int = 0
+    """Use only the first N training problems (0 = all; after the pass-rate filter)."""
+    train_pass_rates: str = "auto"
+    """JSONL of sampled pass rates of training problems (``llm_eval.py --split train --pass-rates``): train only on
+    the problems listed there whose rate lies strictly between min_pass_rate and max_pass_rate. Groups that all
+    succeed or all fail give GRPO no signal; this is DAPO's dynamic sampling done once, offline. ``auto``: the
+    model directory's ``train_pass_rates.jsonl`` when it has one for this preset (the shipped model does), else
+    every problem; ``none``: every problem."""
+    min_pass_rate: float = 0.0
+    max_pass_rate: float = 1.0
+    curriculum: str = "none"
+    """none | staged: order the training prompts by difficulty tier, easy for the first third of the run, easy and
+    medium for the second, all tiers for the last (countdown_gym.data.curriculum.Curriculum.staged, docs/difficulty.md)."""
+    clipo_lambda: float = 0.2
+    clipo_warmup_steps: int = 0
+    step_credit: bool = False
+    """Multi-turn: credit the dense terms of --rewards (oracle, oracle_perfect, critic) to the tokens of the turn that
+    earned them (TRL's outcome advantage plus a per-turn leave-one-out advantage of their discounted return-to-go,
+    docs/step_credit.md) instead of adding their mean over the moves to the scalar reward."""
+    step_credit_gamma: float = 1.0
+    """Discount of the per-turn return-to-go with --step-credit (1: a turn is credited with all the turns after it)."""
+    report_to: str = "tensorboard"
+    """Where TRL's training metrics and the validation rows are also logged: none, all, or a comma-separated list of
+    transformers' integrations such as tensorboard,wandb (tensorboard: ``<output-dir>/tensorboard``)."""
+    quiet: bool = grpo(False, "disable_tqdm")
+    """No progress bar."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Additional GRPOConfig fields as JSON, e.g. --extra '{"top_p": 0.95}'."""
+
+    def __post_init__(self) -> None:
+        from countdown_gym.data.splits import SPLIT_SPEC
+
+        for name, allowed in (("interaction", INTERACTIONS), ("preset", sorted(SPLIT_SPEC)), ("vllm_mode", ("colocate", "server")),
+                              ("model_dtype", MODEL_DTYPES), ("loss_type", LOSS_TYPES), ("scale_rewards", SCALE_REWARDS),
+                              ("curriculum", ("none", "staged"))):
+            dataclass_cli.check_choice(self, name, allowed)
+        if not self.temperature > 0:
+            raise ValueError(f"--temperature must be > 0, got {self.temperature}")
+        dataclass_cli.check_min(self, 1, "steps", "prompts_per_step", "max_completion_length", "max_prompt_length", "threads",
+                                "eval_batch_size", "max_turns", "max_turn_tokens")
+        dataclass_cli.check_min(self, 0, "learning_rate", "beta", "eval_interval", "eval_problems", "eval_samples",
+                                "save_steps", "train_problems", "max_tokens_per_micro_batch", "gpu_memory_gb")
+        if self.micro_batch_size is not None:
+            dataclass_cli.check_min(self, 0, "micro_batch_size")
+        if self.num_generations < 2:
+            raise ValueError(f"--num-generations must be >= 2 (GRPO compares completions within a group), got {self.num_generations}")
+        if not 0.0 <= self.min_pass_rate < self.max_pass_rate <= 1.0:
+            raise ValueError(f"need 0 <= --min-pass-rate < --max-pass-rate <= 1, got {self.min_pass_rate} and {self.max_pass_rate}")
+        if not 0.0 <= self.step_credit_gamma <= 1.0:
+            raise ValueError(f"--step-credit-gamma must be in [0, 1], got {self.step_credit_gamma}")
+
+    def grpo_fields(self) -> dict[str, Any]:
+        """The ``GRPOConfig`` fields this run sets as they are: name -> value (the fields made with :func:`grpo`)."""
+        return {f.metadata["grpo"] or f.name: getattr(self, f.name) for f in dataclasses.fields(self) if "grpo" in f.metadata}
+
+
+RESUMABLE_CHANGES = ("steps", "resume", "quiet", "threads", "eval_interval", "eval_batch_size", "save_steps", "report_to",
+                     "output_dir", "micro_batch_size", "max_tokens_per_micro_batch", "gpu_memory_gb", "dry_run")
+"""Options a ``--resume`` may change (micro-batches change the memory, not the step); any other difference from the
+run's ``options.json`` is an error."""
+
+PASS_RATES_FILE = "train_pass_rates.jsonl"
+"""The pass-rate file ``--train-pass-rates auto`` looks for in a model's directory."""
+
+
+# --- the plan: the options resolved once -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GRPOPlan:
+    """A run's options with what they imply resolved once and checked (:meth:`of`)."""
+
+    options: Options
+    """The options as they run: ``--interaction auto`` resolved (what ``options.json`` records)."""
+    model: str
+    """The policy to start from: ``--model``, or the shipped model of the interaction."""
+    run_dir: Path
+    """``--output-dir``, or ``runs/llm_grpo/<preset>[-turns]-<rewards>[-step]-s<seed>``."""
+    pass_rates: Path | None
+    """The pass-rate file that filters the training problems (None: every problem)."""
+
+    @property
+    def multi_turn(self) -> bool:
+        """One move per model turn (``CountdownMultiTurn-v0``), not the whole search in one completion."""
+        return self.options.interaction == "multi-turn"
+
+    @classmethod
+    def of(cls, opts: Options) -> GRPOPlan:
+        """Resolve ``opts`` and check it (a clear exit before any model is loaded)."""
+        opts = dataclasses.replace(opts, interaction=resolve_interaction(opts.interaction, opts.model, opts.prompt_style))
+        model = opts.model or (DEFAULT_TURN_MODEL if opts.interaction == "multi-turn" else DEFAULT_MODEL)
+        plan = cls(options=opts, model=model, run_dir=default_run_dir(opts), pass_rates=pass_rates_file(opts, model))
+        check_plan(plan)
+        return plan
+
+
+def resolve_interaction(interaction: str, model: str, prompt_style: str) -> str:
+    """``--interaction``, ``auto`` resolved: single-pass for the longproc / tinyzero prompt styles, else what ``model``
+    was trained for, and multi-turn for the default model (see :class:`Options`)."""
+    if interaction != "auto":
+        return interaction
+    if prompt_style in ("longproc", "tinyzero"):
+        return "single-pass"
+    if not model:
+        return "multi-turn"
+    from baselines.lm.tiny_lm import detect_interaction
+
+    return detect_interaction(model)
+
+
+def default_run_dir(opts: Options) -> Path:
+    """``--output-dir``, or the run's directory under ``runs/llm_grpo`` named by its preset, interaction, rewards and seed."""
+    if opts.output_dir:
+        return Path(opts.output_dir)
+    tag = opts.rewards.replace(",", "_").replace("=", "").replace("+", "-")
+    mode = "-turns" if opts.interaction == "multi-turn" else ""
+    credit = "-step" if opts.step_credit else ""
+    return ROOT / "runs" / "llm_grpo" / f"{opts.preset}{mode}-{tag}{credit}-s{opts.seed}"
+
+
+def pass_rates_file(opts: Options, model: str) -> Path | None:
+    """The pass-rate file a run filters its training prompts with (None: every problem).
+
+    ``auto`` looks for ``train_pass_rates.jsonl`` in the local directory of ``model`` and uses it when its first
+    row names a training problem of ``opts.preset``.
+    """
+    if opts.train_pass_rates in ("none", ""):
+        return None
+    if opts.train_pass_rates != "auto":
+        return Path(opts.train_pass_rates)
+    path = Path(model) / PASS_RATES_FILE
+    if not path.is_file():
+        return None
+    with path.open(encoding="utf-8") as f:
+        first = f.readline()
+    try:
+        pid = str(json.loads(first)["id"])
+    except (ValueError, KeyError, TypeError):
+        return path  # malformed: filter_by_pass_rate names the line
+    return path if pid.startswith(f"{opts.preset}/train/") else None
+
+
+def check_plan(plan: GRPOPlan) -> None:
+    """Clear exits for options that do not fit together (the static checks are :meth:`Options.__post_init__`'s; these
+    depend on the interaction and the model, read files or load libraries)."""
+    from baselines.lm.rewards import parse_reward_spec
+    from countdown_gym.game.text_format import PROMPT_STYLES
+    from countdown_gym.game.turn_format import TURN_PROMPT_STYLES
+    from countdown_gym.runkit.tracking import report_to_names
+
+    opts = plan.options
+    check_model(plan.model)
+    try:
+        spec = parse_reward_spec(opts.rewards)
+    except ValueError as exc:
+        raise SystemExit(f"--rewards: {exc}") from None
+    if "critic" in spec:
+        from baselines.lm.compat import check_critic_fits
+
+        check_critic_fits(opts.preset)
+    if opts.step_credit:
+        from baselines.lm.step_credit import STEP_TERMS, split_reward_spec
+
+        if not plan.multi_turn:
+            raise SystemExit("--step-credit credits the turns of multi-turn rollouts: it needs --interaction multi-turn")
+        if not split_reward_spec(spec)[1]:
+            raise SystemExit(f"--step-credit needs a dense term ({', '.join(STEP_TERMS)}) in --rewards, got {opts.rewards!r}")
+    if plan.multi_turn and opts.use_vllm:
+        raise SystemExit("--interaction multi-turn generates with transformers turn by turn; --use-vllm is for single-pass")
+    if opts.train_pass_rates not in ("auto", "none", "") and not Path(opts.train_pass_rates).is_file():
+        raise SystemExit(f"--train-pass-rates {opts.train_pass_rates}: no such file")
+    if (opts.min_pass_rate, opts.max_pass_rate) != (0.0, 1.0) and plan.pass_rates is None:
+        raise SystemExit(f"--min-pass-rate / --max-pass-rate filter by a pass-rate file, and --train-pass-rates "
+                         f"{opts.train_pass_rates} gives none for this model and preset")
+    try:  # the logging integrations transformers knows and this machine has; the prompt styles of the interaction
+        report_to_names(opts.report_to)
+        dataclass_cli.check_choice(opts, "prompt_style", TURN_PROMPT_STYLES if plan.multi_turn else PROMPT_STYLES)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+
+
+def resumed_options(opts: Options, saved: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The stored options of the run ``opts`` resumes, as today's runs record them (``runs.prepare_run``'s
+    ``saved_as``): runs saved before the multi-turn mode were single-pass, a saved ``auto`` is resolved. A changed
+    ``--threads`` is allowed, and said: the steps from here on will not repeat an uninterrupted run bit for bit."""
+    if saved is None:
+        return None
+    saved = {"interaction": "single-pass", **saved}
+    if saved["interaction"] == "auto":
+        saved["interaction"] = resolve_interaction("auto", saved.get("model", opts.model), saved.get("prompt_style", opts.prompt_style))
+    if saved.get("threads", opts.threads) != opts.threads:
+        print(f"--resume: --threads {opts.threads}, the run so far used {saved['threads']}: the steps from here on "
+              "add floats in another order and will not repeat an uninterrupted run bit for bit", flush=True)
+    return saved
