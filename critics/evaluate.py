@@ -37,6 +37,7 @@ from critics.evaluation import (
     expected_calibration_error,
     fit_logistic,
     per_size,
+    report_head,
     write_results,
 )
 
@@ -355,18 +356,13 @@ def evaluate(
 
 
 def render_report(res: dict) -> str:
-    lines = [
-        f"# Critic evaluation: {res['checkpoint']} ({res['version']})",
-        "",
-        f"States of `{res['preset']}/{res['split']}` ({res['problems']} problems), labelled by exact "
-        "reachability (`countdown_gym.reachable`), reported per state size. `trace`: every distinct state "
-        "of each problem's DFS trace, with its target; `random`: states along random legal-move rollouts; "
-        f"`start`: each problem's 4 numbers with {res.get('start_targets', '?')} random targets in 10-50 "
-        "(the problem's own target is always reachable).",
-        "",
-        "| state set | subset | n | reachable | AUROC | best acc | ECE (logistic) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
+    intro = (f"States of `{res['preset']}/{res['split']}` ({res['problems']} problems), labelled by exact "
+             "reachability (`countdown_gym.reachable`), reported per state size. `trace`: every distinct state "
+             "of each problem's DFS trace, with its target; `random`: states along random legal-move rollouts; "
+             f"`start`: each problem's 4 numbers with {res.get('start_targets', '?')} random targets in 10-50 "
+             "(the problem's own target is always reachable).")
+    lines = report_head(f"Critic evaluation: {res['checkpoint']} ({res['version']})", intro,
+                        ["state set", "subset", "n", "reachable", "AUROC", "best acc", "ECE (logistic)"], 2)
     for name, entry in res["sets"].items():
         for sub, m in entry.items():
             if sub == "all" and len(entry) == 2:

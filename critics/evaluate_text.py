@@ -31,7 +31,7 @@ import numpy as np
 from countdown_gym import Problem, dfs_trace, load_split
 from critics import evaluation
 from critics.data import LabelledStates, random_states, start_states, trace_states, trace_tree
-from critics.evaluation import EvalOptions, per_size, write_results
+from critics.evaluation import EvalOptions, per_size, report_head, write_results
 from critics.text_critic import node_lines, prefix_window
 
 
@@ -125,15 +125,10 @@ def evaluate_text(checkpoint: str | None = None, preset: str = "longproc-0.5k", 
 
 
 def render_report(res: dict) -> str:
-    lines = [
-        f"# Text critic vs V2: {res['text_checkpoint']}",
-        "",
-        f"States of `{res['preset']}/{res['split']}` (first {res['problems']} problems) with 2-4 numbers, labelled by "
-        "`countdown_gym.reachable`.",
-        "",
-        "| state set | critic | subset | n | reachable | AUROC | best acc |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
-    ]
+    intro = (f"States of `{res['preset']}/{res['split']}` (first {res['problems']} problems) with 2-4 numbers, "
+             "labelled by `countdown_gym.reachable`.")
+    lines = report_head(f"Text critic vs V2: {res['text_checkpoint']}", intro,
+                        ["state set", "critic", "subset", "n", "reachable", "AUROC", "best acc"], 3)
     for name, by_critic in res["sets"].items():
         for critic, entry in by_critic.items():
             for sub, m in entry.items():

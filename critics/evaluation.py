@@ -156,6 +156,13 @@ def write_results(res: dict, out: str | Path, render: Callable[[dict], str]) -> 
     Path(out, "results.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
 
 
+def report_head(title: str, intro: str, columns: Sequence[str], text_columns: int) -> list[str]:
+    """The first lines of a ``report.md``: ``# title``, the ``intro`` paragraph and the header of its Markdown
+    table (the first ``text_columns`` columns left-aligned, the numbers right-aligned)."""
+    align = ["---"] * text_columns + ["---:"] * (len(columns) - text_columns)
+    return [f"# {title}", "", intro, "", "| " + " | ".join(columns) + " |", "| " + " | ".join(align) + " |"]
+
+
 Options = TypeVar("Options", bound=EvalOptions)
 
 

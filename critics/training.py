@@ -36,32 +36,25 @@ from countdown_gym.runkit.runs import INTERRUPTED_EXIT_CODE, MetricsLog, StopReq
 class CommonTrainOptions:
     """The options of every critic training run (each field is a flag)."""
 
-    preset: str = "longproc-0.5k"
-    """Preset whose train split (and rules) the critic learns from."""
-    hindsight: float = 0.5
-    """Fraction of V2 rows whose goal is a value reached below the state."""
-    dead_per_row: int = 2
-    """Dead-end states (same trace) per own-target row for the goal -> state term."""
-    dead_same_size: float = 0.5
-    """Fraction of them with the row's state size (the rest: any dead-end line)."""
-    hard_weight: float = 1.0
-    """Weight of the goal -> state term (0 = plain InfoNCE)."""
+    preset: str = "longproc-0.5k"  # preset whose train split (and rules) the critic learns from
+    hindsight: float = 0.5  # fraction of V2 rows whose goal is a value reached below the state
+    dead_per_row: int = 2  # dead-end states (same trace) per own-target row for the goal -> state term
+    dead_same_size: float = 0.5  # fraction of them with the row's state size (the rest: any dead-end line)
+    hard_weight: float = 1.0  # weight of the goal -> state term (0 = plain InfoNCE)
     # optimisation
     steps: int = 6000
-    time_limit: float = 0.0
-    """Minutes of wall time for the whole invocation (data included); 0 = none."""
+    time_limit: float = 0.0  # minutes of wall time for the whole invocation (data included); 0 = none
     batch_size: int = 256
     lr: float = 2e-3
     weight_decay: float = 1e-4
-    warmup: int = 300
-    grad_clip: float = 1.0
+    warmup: int = 300  # steps of linear warm-up, then a cosine decay to 5% of --lr
+    grad_clip: float = 1.0  # gradient norm clip (0 = none)
     seed: int = 0
-    threads: int = 1
+    threads: int = 1  # torch threads
     # bookkeeping
-    out: str = "runs/critic-v2"
-    """The run directory (checkpoint, ``log.jsonl``, ``options.json``, plots)."""
+    out: str = "runs/critic-v2"  # the run directory (checkpoint, log.jsonl, options.json, plots)
     checkpoint_every: int = 1000
-    log_every: int = 50
+    log_every: int = 50  # a log.jsonl row (the means since the last row) every this many steps
 
     def __post_init__(self) -> None:
         dataclass_cli.check_min(self, 1, "steps", "batch_size", "checkpoint_every", "log_every", "threads")
