@@ -108,6 +108,7 @@ class Progress:
     """``time_limit`` or ``ctrl_c`` when the loop ended before ``end``."""
 
     def train_seconds(self) -> float:
+        """The training time of the steps done so far (earlier invocations included)."""
         return time.perf_counter() - self.t0
 
 

@@ -15,9 +15,9 @@ import pytest
 import baselines
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = sorted(m.name for m in pkgutil.iter_modules(baselines.__path__))
+MODULES = sorted(m.name for m in pkgutil.iter_modules(baselines.__path__) if not m.ispkg)  # the scripts
 # modules whose imports need an optional extra
-NEEDS = {"sb3": "sb3_contrib", "sb3_ppo": "sb3_contrib", "compare_rewards": "matplotlib",
+NEEDS = {"sb3_ppo": "sb3_contrib", "compare_rewards": "matplotlib",
          "tiny_lm": "transformers", "llm_eval": "transformers", "llm_sft": "transformers", "llm_callbacks": "transformers",
          "llm_expert_iteration": "transformers", "llm_rewards": "torch", "step_credit": "trl"}
 
@@ -121,3 +121,5 @@ def test_sb3_models_load_under_the_policys_module_of_now_and_before(module: str,
     model = load_model(saved, device="cpu")
     assert type(model.policy) is PerActionPolicy and model.policy.hidden == 8
     assert module == "baselines.sb3.policy" or module not in sys.modules  # through custom_objects, no module made
+    model.save(tmp_path / "again.zip")  # saved again, it names today's module
+    assert saved_policy_module(tmp_path / "again.zip") == "baselines.sb3.policy"
