@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from countdown_gym import dataclass_cli
-from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest
+from countdown_gym.runkit.runs import OPTIONS_FILE, MetricsLog, Panel, StopRequest, holds_run
 from countdown_gym.runkit.tracking import Tracker, report_to_names
 from critics import training
 from critics.data import TraceTable, cached_table
@@ -381,10 +381,14 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     t_start = time.perf_counter()
     end = min(cfg.steps, cfg.stop_after) if cfg.stop_after > 0 else cfg.steps
     state_path = Path(cfg.out) / "train_state.pt"
-    if cfg.resume and not state_path.exists() and not (Path(cfg.out) / PREVIOUS / "train_state.pt").exists():
-        raise SystemExit(f"error: --resume: {state_path} not found (no earlier run in {cfg.out})")
-    out, rng = start_run(cfg, markers=CHECKPOINT_FILES, resume=cfg.resume, may_change=RESUME_FREE_FIELDS)
-    if cfg.resume:  # before the data: fail fast
+    resuming = cfg.resume and (state_path.exists() or (Path(cfg.out) / PREVIOUS / "train_state.pt").exists())
+    if cfg.resume and not resuming:
+        if not holds_run(cfg.out, (OPTIONS_FILE, "log.jsonl")):
+            raise SystemExit(f"error: --resume: {state_path} not found (no earlier run in {cfg.out})")
+        print(f"--resume: no checkpoint in {cfg.out} yet, starting afresh")
+    out, rng = start_run(cfg, markers=CHECKPOINT_FILES, resume=cfg.resume, resuming=resuming,
+                         may_change=RESUME_FREE_FIELDS)
+    if resuming:  # before the data: fail fast
         loaded, st = _resume(out, cfg, end)
 
     t_data = time.perf_counter()
@@ -400,11 +404,11 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                                     cfg.cache_dir or None, progress=progress, max_train=cfg.max_train_problems)
     data_seconds = time.perf_counter() - t_data
     model = build_model(cfg.model_config())
-    if cfg.init_from and not cfg.resume:
+    if cfg.init_from and not resuming:
         _init_weights(model, cfg)
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     run, earlier = Progress(0, end, t_start, time.perf_counter()), 0.0
-    if cfg.resume:
+    if resuming:
         model.load_state_dict(loaded.state_dict())
         optim.load_state_dict(st["optimizer"])
         rng.bit_generator.state = st["numpy_rng"]
@@ -414,7 +418,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         loss_sum, sums, count = st.get("log_accumulator", (0.0, {}, 0))
         run = Progress(st["step"], end, t_start, time.perf_counter() - elapsed, {"loss": loss_sum, **sums} if count else {},
                        count)
-    log = MetricsLog(out / "log.jsonl", resume_step=run.step if cfg.resume else None)  # rows after the checkpoint: redone
+    log = MetricsLog(out / "log.jsonl", resume_step=run.step if resuming else None)  # rows after the checkpoint: redone
 
     def loss_fn() -> tuple[torch.Tensor, dict]:
         if cfg.version == "v1":

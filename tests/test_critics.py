@@ -265,6 +265,17 @@ def test_resume_without_a_run_fails_clearly(tmp_path):
         train(_cfg(tmp_path, resume=True), progress=False)
 
 
+def test_a_run_stopped_before_its_first_checkpoint_resumes_afresh(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "options.json").write_text("{}\n")  # killed while building its data: no checkpoint yet
+    with pytest.raises(SystemExit, match="holds a run already: --resume continues it"):
+        train(_cfg(tmp_path, steps=20), progress=False)
+    train(_cfg(tmp_path, steps=20, resume=True), progress=False)
+    assert "no checkpoint in" in capsys.readouterr().out and load_critic(out).version == "v2"
+    assert json.loads((out / "options.json").read_text())["steps"] == 20
+
+
 def test_cli_parses_every_field():
     cfg = parse_args(["--steps", "7", "--positives", "all", "--no-calibrate", "--temperature", "0.3"])
     assert cfg.steps == 7 and cfg.positives == "all" and cfg.calibrate is False and cfg.temperature == 0.3
