@@ -20,11 +20,11 @@ Reward variants (the dense terms come from ``countdown_gym.wrappers``, one home)
 * ``critic-potential``: potential-based shaping with Phi = critic score.
 
 Environments: ``--vec-env batched`` (default) steps ``--num-envs`` games in one
-``CountdownSB3VecEnv`` (``sb3_vec_env.py``: the package's numpy ``CountdownVectorEnv``, move
+``CountdownSB3VecEnv`` (``baselines/sb3/vec_env.py``: the package's numpy ``CountdownVectorEnv``, move
 features and dense terms computed for the whole batch); ``--vec-env dummy`` is SB3's
 ``DummyVecEnv`` over ``MoveFeatures(<reward wrapper>(gym.make("Countdown-v0")))``, one Python
 env per slot. Both train the same MDP with the same rewards; they draw training problems in a
-different order. ``--lookahead`` sets the depth of the move features (``sb3_policy.py``): 1 =
+different order. ``--lookahead`` sets the depth of the move features (``baselines/sb3/features.py``): 1 =
 each move's afterstate, 2 = also a summary of the legal moves from that afterstate;
 ``--children`` gives those next moves raw, pooled by a learned network. The policy never
 consults the solver, reachability, the oracle or any search beyond that depth.
@@ -53,21 +53,12 @@ from typing import Any, Literal
 import gymnasium as gym
 
 import countdown_gym  # noqa: F401  (registers the environments)
-from baselines.sb3.policy import LOOKAHEADS, MoveFeatures, PerActionPolicy, load_model  # noqa: E402
+from baselines.sb3.features import LOOKAHEADS
+from baselines.sb3.policy import MoveFeatures, PerActionPolicy, load_model
 from countdown_gym import Problem, dataclass_cli, load_split
 from countdown_gym.data.splits import SPLIT_SPEC
 from countdown_gym.rewards.variants import variant_names
-from countdown_gym.runkit.runs import (
-    OPTIONS_FILE,
-    MetricsLog,
-    StopRequest,
-    check_fresh_start,
-    check_resume,
-    read_options,
-    run_directory,
-    save_options,
-    truncate_rows,
-)
+from countdown_gym.runkit.runs import MetricsLog, StopRequest, check_resume, prepare_run, read_options, truncate_rows
 from countdown_gym.runkit.tracking import report_to_names
 
 REWARDS = variant_names("step")  # the registry's Countdown-v0 reward variants
@@ -79,52 +70,66 @@ HIDDEN = 64  # the per-action policy's default width
 class Args:
     """Every field is a command-line flag (``--total-timesteps 100000``)."""
 
+    # the task and its reward
     preset: str = "longproc-0.5k"
+    """Preset whose train split the agent plays (and whose validation / test split evaluates it)."""
     reward: str = "sparse"
+    """Reward variant: ``sparse``, ``oracle-perfect``, ``oracle-reachable``, ``oracle-potential``, ``critic``,
+    ``critic-potential`` (see above)."""
     scale: float = 0.1
     """Size of the dense term per step (the sparse reward is 1)."""
     gamma: float = 1.0
+    """PPO's discount, also the potential-based shaping's."""
+    # environments and features
     total_timesteps: int = 100_000
+    """Environment steps of the whole run (a --resume may raise it)."""
     vec_env: Literal["batched", "dummy"] = "batched"
     """``batched`` (CountdownSB3VecEnv, fast) or ``dummy`` (DummyVecEnv of single envs, the original)."""
     num_envs: int = 64
+    """Games played side by side."""
     lookahead: int = 2
-    """Depth of the move features: 1 = each move's afterstate, 2 = also the moves after it (sb3_policy.py)."""
+    """Depth of the move features: 1 = each move's afterstate, 2 = also the moves after it (baselines/sb3/features.py)."""
     log_ratios: bool = True
-    """Also encode each afterstate's numbers as log(x / target) (sb3_policy.py)."""
+    """Also encode each afterstate's numbers as log(x / target) (baselines/sb3/features.py)."""
     children: bool = False
-    """With lookahead 2: give the moves after each move raw, pooled by a learned network (sb3_policy.py)."""
+    """With lookahead 2: give the moves after each move raw, pooled by a learned network (baselines/sb3/features.py)."""
+    # PPO
     seed: int = 0
+    """Seed of the model, the environments' problem order and the run's default name."""
     learning_rate: float = 2e-3
     anneal_lr: bool = False
     """Decay the learning rate linearly from --learning-rate to 0 over --total-timesteps."""
     n_steps: int = 32
+    """Steps per environment in each rollout."""
     batch_size: int = 256
+    """Minibatch size of the PPO update."""
     n_epochs: int = 4
+    """Passes over each rollout."""
     ent_coef: float = 0.01
+    """Entropy bonus."""
+    # the policy
     net_arch: list[int] = field(default_factory=lambda: list(NET_ARCH))
     """Layer widths of the MlpPolicy (--policy mlp)."""
     policy: Literal["per-action", "mlp"] = "per-action"
-    """``per-action`` (MoveFeatures + PerActionPolicy, see sb3_policy.py) or ``mlp`` (MlpPolicy on the raw observation)."""
+    """``per-action`` (MoveFeatures + PerActionPolicy, see baselines/sb3/policy.py) or ``mlp`` (MlpPolicy on the raw observation)."""
     hidden: int = HIDDEN
     """Width of the per-action policy's networks."""
     child_hidden: int = 0
     """With --children: width of the network that embeds each next move (0 = ``hidden``)."""
     activation: Literal["tanh", "relu"] = "relu"
     """Activation of the per-action policy's networks: ``tanh`` or ``relu``."""
-    eval_split: Literal["validation", "test"] = "test"
-    eval_limit: int = 0
-    """Evaluate on the first N problems of the split (0 = all)."""
-    eval_every: int = 5_000
-    """Validation success is logged every this many steps (0 = never)."""
-    eval_problems: int = 200
-    """Validation problems (the first N of the split) behind each point of the curve."""
-    checkpoint_every: int = 50_000
-    output_dir: str = "runs/sb3"
-    run_name: str = ""
-    resume: bool = False
-    threads: int = 1
-    progress: bool = True
+    # evaluation
+    eval_split: Literal["validation", "test"] = "test"  # the split of the final greedy evaluation
+    eval_limit: int = 0  # evaluate on the first N problems of the split (0 = all)
+    eval_every: int = 5_000  # validation success is logged every this many steps (0 = never)
+    eval_problems: int = 200  # validation problems (the first N of the split) behind each point of the curve
+    # the run (docs/runs.md)
+    output_dir: str = "runs/sb3"  # the folder of the run directories
+    run_name: str = ""  # the run directory in --output-dir (default: <preset>-<reward>-s<seed>)
+    resume: bool = False  # continue the run from its newest checkpoint
+    checkpoint_every: int = 50_000  # environment steps between checkpoints (checkpoints/model_N_steps.zip)
+    threads: int = 1  # torch threads
+    progress: bool = True  # show a progress bar
     report_to: str = "tensorboard"
     """Where the training metrics and the validation curve are also logged besides ``logs/progress.csv`` and
     ``curve.csv``: none, all, or a comma-separated list of transformers' integrations (tensorboard: ``logs/``)."""
@@ -254,6 +259,7 @@ FEATURE_FLAGS = ("preset", "reward", "seed", "policy", "lookahead", "log_ratios"
 RESUME_MAY_CHANGE = ("total_timesteps", "resume", "progress", "threads", "eval_split", "eval_limit", "eval_every",
                      "eval_problems", "checkpoint_every", "output_dir", "run_name", "submit", "evaluate_model", "report_to")
 """The flags a ``--resume`` may change; the saved model keeps its own hyperparameters, so any other change is refused."""
+START_OVER = "use another --run-name"
 
 
 def evaluate_saved(args: Args, command: str) -> dict[str, Any]:
@@ -343,14 +349,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.evaluate_model:
         return evaluate_saved(args, command)
     name = args.run_name or f"{args.preset}-{args.reward}-s{args.seed}"
-    out = run_directory(Path(args.output_dir) / name, f"--output-dir {args.output_dir}")
+    out = Path(args.output_dir) / name
     checkpoints = sorted(out.glob("checkpoints/model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[1]))
-    start_over = "use another --run-name"
-    check_fresh_start(out, resume=args.resume, markers=(OPTIONS_FILE, "args.json", "checkpoints/model_*_steps.zip"),
-                      start_over=start_over)
-    if args.resume and checkpoints:
-        check_resume(saved_options(out), args, RESUME_MAY_CHANGE, where=out, start_over=start_over)
-    save_options(out, args)
+    if args.resume and checkpoints and read_options(out) is None:  # a run made before options.json: its args.json
+        check_resume(saved_options(out), args, RESUME_MAY_CHANGE, where=out, start_over=START_OVER)
+    out = prepare_run(out, "--output-dir", args, resume=args.resume, resuming=args.resume and bool(checkpoints),
+                      may_change=RESUME_MAY_CHANGE, markers=("args.json", "checkpoints/model_*_steps.zip"),
+                      start_over=START_OVER)
 
     vec = make_vec_env(args)
     policy_class, policy_kwargs = policy_setup(args)

@@ -342,16 +342,9 @@ def training_problems(preset: str = "longproc-0.5k", extra: int = 0, seed: int =
     return problems
 
 
-def cached_table(
-    preset: str = "longproc-0.5k",
-    extra: int = 0,
-    seed: int = 0,
-    max_numbers: int = 4,
-    goal_range: tuple[int, int] = (10, 50),
-    cache_dir: str | Path | None = None,
-    progress: bool = True,
-    max_train: int = 0,
-) -> TraceTable:
+def cached_table(preset: str = "longproc-0.5k", extra: int = 0, seed: int = 0, max_numbers: int = 4,
+                 goal_range: tuple[int, int] = (10, 50), cache_dir: str | Path | None = None, progress: bool = True,
+                 max_train: int = 0) -> TraceTable:
     """:func:`build_table` over :func:`training_problems`, cached as ``.npz`` in ``cache_dir``."""
     key = [preset, extra, seed, max_numbers, list(goal_range), 1] + ([max_train] if max_train else [])
     return cached_npz(cache_dir, "traces", key, get_config(preset).rules, TraceTable.load,

@@ -4,7 +4,7 @@ The state sets are V2's (:mod:`critics.evaluate`): the distinct states of each p
 (:func:`critics.data.trace_states`) and of random legal-move rollouts
 (:func:`critics.data.random_states`), labelled by :func:`countdown_gym.reachable`, plus 4-number
 sets: each problem's numbers with ``--start-targets`` random targets in 10..50. The metrics are
-:func:`critics.evaluate.metrics`, per state size. States with 2 to 4 numbers are scored
+:func:`critics.evaluation.metrics`, per state size. States with 2 to 4 numbers are scored
 (one-number states are an equality test).
 
 The text critic is scored two ways:
@@ -28,9 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from countdown_gym import Problem, dataclass_cli, dfs_trace, load_split
+from countdown_gym import Problem, dfs_trace, load_split
+from critics import evaluation
 from critics.data import LabelledStates, random_states, start_states, trace_states, trace_tree
-from critics.evaluate import EvalOptions, per_size, write_results
+from critics.evaluation import EvalOptions, per_size, report_head, write_results
 from critics.text_critic import node_lines, prefix_window
 
 
@@ -124,15 +125,10 @@ def evaluate_text(checkpoint: str | None = None, preset: str = "longproc-0.5k", 
 
 
 def render_report(res: dict) -> str:
-    lines = [
-        f"# Text critic vs V2: {res['text_checkpoint']}",
-        "",
-        f"States of `{res['preset']}/{res['split']}` (first {res['problems']} problems) with 2-4 numbers, labelled by "
-        "`countdown_gym.reachable`.",
-        "",
-        "| state set | critic | subset | n | reachable | AUROC | best acc |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
-    ]
+    intro = (f"States of `{res['preset']}/{res['split']}` (first {res['problems']} problems) with 2-4 numbers, "
+             "labelled by `countdown_gym.reachable`.")
+    lines = report_head(f"Text critic vs V2: {res['text_checkpoint']}", intro,
+                        ["state set", "critic", "subset", "n", "reachable", "AUROC", "best acc"], 3)
     for name, by_critic in res["sets"].items():
         for critic, entry in by_critic.items():
             for sub, m in entry.items():
@@ -145,20 +141,9 @@ def render_report(res: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    opts = dataclass_cli.parse(TextEvalOptions, argv, prog="python -m critics.evaluate_text",
-                               description=__doc__.split("\n")[0])
-    import torch
-
-    from critics.models import CheckpointError
-
-    torch.set_num_threads(opts.threads)
-    try:
-        res = evaluate_text(opts.checkpoint, opts.preset, opts.split, opts.max_problems, opts.rollouts, opts.seed,
-                            opts.start_targets, opts.out)
-    except (CheckpointError, ValueError, OSError) as e:
-        raise SystemExit(f"error: {e}") from None
-    print(render_report(res))
-    print(f"wrote {opts.out}/report.md")
+    evaluation.main(TextEvalOptions, lambda o: evaluate_text(o.checkpoint, o.preset, o.split, o.max_problems, o.rollouts,
+                                                             o.seed, o.start_targets, o.out),
+                    render_report, argv, prog="critics.evaluate_text", description=__doc__.split("\n")[0])
 
 
 if __name__ == "__main__":

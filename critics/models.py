@@ -217,12 +217,8 @@ class SetEncoder(nn.Module):
             rest = torch.einsum("ps,nsd->npd", self.pair_rest, e)
             n_rest = (mask @ self.pair_rest.T).unsqueeze(-1)  # [N, P, 1]
             present = (mask[:, self.pair_i] * mask[:, self.pair_j]).unsqueeze(-1)  # [N, P, 1]
-            h = self.pair_mlp(torch.cat([ei, ej, rest, n_rest], dim=-1)) * present
-            count = present.sum(1).clamp_min(1.0)
-            mean = h.sum(1) / count
-            mx = torch.where(present.bool(), h, torch.full_like(h, -1e4)).max(1).values
-            mx = torch.where(present.sum(1) > 0, mx, torch.zeros_like(mx))
-            x = torch.cat([x, mean, mx], dim=-1)
+            h = self.pair_mlp(torch.cat([ei, ej, rest, n_rest], dim=-1))
+            x = torch.cat([x, *_pool(h, present.squeeze(-1) > 0)], dim=-1)
         if self.child_dim:
             x = torch.cat([x, *self._children(values, mask, e)], dim=-1)
         if self.grandchild_dim:
@@ -318,17 +314,28 @@ def _pool(h: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
     return mean, mx
 
 
-class NumericalCriticV2(nn.Module):
+class _TwoTowers(nn.Module):
+    """A critic of ``VERSION``: a state tower over ``state_slots`` numbers (with the config's pools) and a goal
+    tower over ``goal_slots``."""
+
+    VERSION = ""
+
+    def __init__(self, cfg: ModelConfig, state_slots: int, goal_slots: int, child_dim: int = 0, grandchild_dim: int = 0) -> None:
+        super().__init__()
+        if cfg.version != self.VERSION:
+            raise ValueError(f"{type(self).__name__} needs ModelConfig(version={self.VERSION!r})")
+        self.cfg = cfg
+        self.state_tower = SetEncoder(cfg, state_slots, cfg.hidden, cfg.depth, cfg.pair_dim, child_dim, grandchild_dim)
+        self.goal_tower = SetEncoder(cfg, goal_slots, cfg.goal_hidden, min(cfg.depth, 2))
+
+
+class NumericalCriticV2(_TwoTowers):
     """Intermediate state vs the fixed final target (the seed paper's final architecture)."""
 
+    VERSION = "v2"
+
     def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__()
-        if cfg.version != "v2":
-            raise ValueError("NumericalCriticV2 needs ModelConfig(version='v2')")
-        self.cfg = cfg
-        self.state_tower = SetEncoder(cfg, cfg.max_numbers, cfg.hidden, cfg.depth, cfg.pair_dim, cfg.child_dim,
-                                      cfg.grandchild_dim)
-        self.goal_tower = SetEncoder(cfg, 1, cfg.goal_hidden, min(cfg.depth, 2))
+        super().__init__(cfg, cfg.max_numbers, 1, cfg.child_dim, cfg.grandchild_dim)
         if cfg.logit_bias:
             self.logit_bias = nn.Parameter(torch.tensor(-2.0))
 
@@ -341,16 +348,13 @@ class NumericalCriticV2(nn.Module):
         return self.goal_tower(t, torch.ones_like(t, dtype=torch.float32))
 
 
-class NumericalCriticV1(nn.Module):
+class NumericalCriticV1(_TwoTowers):
     """Initial numbers + intermediate state vs a sampled future state (the paper's first critic)."""
 
+    VERSION = "v1"
+
     def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__()
-        if cfg.version != "v1":
-            raise ValueError("NumericalCriticV1 needs ModelConfig(version='v1')")
-        self.cfg = cfg
-        self.state_tower = SetEncoder(cfg, 2 * cfg.max_numbers, cfg.hidden, cfg.depth, cfg.pair_dim)
-        self.goal_tower = SetEncoder(cfg, cfg.max_numbers, cfg.goal_hidden, min(cfg.depth, 2))
+        super().__init__(cfg, 2 * cfg.max_numbers, cfg.max_numbers)
 
     def embed_state_actions(
         self, init_values: torch.Tensor, init_mask: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
@@ -361,134 +365,12 @@ class NumericalCriticV1(nn.Module):
         return self.goal_tower(values, mask)
 
 
-@torch.no_grad()
-def widen_child_pool(model: NumericalCriticV2, old: NumericalCriticV2) -> None:
-    """Load ``old``'s weights into ``model``, whose child pool is wider (``child_dim``) and which is otherwise
-    the same architecture, so that ``model`` computes exactly what ``old`` computes (a function-preserving
-    widening): the old units keep their weights, new units get their fresh initialisation, weights from new
-    units into old ones and the state MLP's columns of the new pooled features start at 0.
-    """
-    a, b = old.cfg, model.cfg
-    if not (a.child_dim > 0 and b.child_dim > a.child_dim and dataclasses.replace(b, child_dim=a.child_dim) == a
-            and a.grandchild_dim == 0):
-        raise ValueError(f"widen_child_pool: the new model must differ only by a larger child_dim (old {a}, new {b})")
-    src, dst = old.state_dict(), model.state_dict()
-    ca, cb = a.child_dim, b.child_dim
-    for name, w in src.items():
-        t = dst[name]
-        if t.shape == w.shape:
-            t.copy_(w)
-        elif name.startswith("state_tower.child_mlp."):
-            if w.dim() == 1:
-                t[: w.shape[0]] = w
-            else:
-                t[: w.shape[0], : w.shape[1]] = w
-                if t.shape[1] > w.shape[1]:  # inputs from new units (the first layer's inputs do not change)
-                    t[: w.shape[0], w.shape[1] :] = 0.0
-        elif name == "state_tower.mlp.0.weight":  # columns: [slots, pair pool, child mean (ca -> cb), child max]
-            base = w.shape[1] - 2 * ca
-            t.zero_()
-            t[:, :base] = w[:, :base]
-            t[:, base : base + ca] = w[:, base : base + ca]
-            t[:, base + cb : base + cb + ca] = w[:, base + ca :]
-            new_cols = torch.cat([torch.arange(base + ca, base + cb), torch.arange(base + cb + ca, base + 2 * cb)])
-            t[:, new_cols] = 0.0
-        else:
-            raise ValueError(f"widen_child_pool: unexpected shape change of {name}: {tuple(w.shape)} -> {tuple(t.shape)}")
-    model.load_state_dict(dst)
-
-
-@torch.no_grad()
-def add_grandchild_pool(model: NumericalCriticV2, old: NumericalCriticV2) -> None:
-    """Load ``old``'s weights into ``model``, which is the same architecture plus a grandchild pool
-    (``grandchild_dim``), so that ``model`` computes exactly what ``old`` computes: the state MLP's
-    columns of the new pooled features start at 0 and the grandchild MLP keeps its fresh initialisation.
-    """
-    a, b = old.cfg, model.cfg
-    if not (a.grandchild_dim == 0 and b.grandchild_dim > 0 and dataclasses.replace(b, grandchild_dim=0) == a):
-        raise ValueError(f"add_grandchild_pool: the new model must differ only by a grandchild_dim > 0 (old {a}, new {b})")
-    dst = model.state_dict()
-    for name, w in old.state_dict().items():
-        t = dst[name]
-        if t.shape == w.shape:
-            t.copy_(w)
-        elif name == "state_tower.mlp.0.weight":  # the grandchild pool's columns come last
-            t.zero_()
-            t[:, : w.shape[1]] = w
-        else:
-            raise ValueError(f"add_grandchild_pool: unexpected shape change of {name}: {tuple(w.shape)} -> {tuple(t.shape)}")
-    model.load_state_dict(dst)
-
-
-def load_grown(model: NumericalCriticV1 | NumericalCriticV2, old: NumericalCriticV1 | NumericalCriticV2) -> None:
-    """Load ``old``'s weights into ``model`` so that it computes what ``old`` computes: the same architecture, a
-    wider child pool (:func:`widen_child_pool`) or an added grandchild pool (:func:`add_grandchild_pool`).
-
-    Raises ``ValueError`` if the architectures differ otherwise.
-    """
-    a, b = old.cfg, model.cfg
-    if a == b:
-        model.load_state_dict(old.state_dict())
-    elif b.child_dim > a.child_dim:
-        widen_child_pool(model, old)
-    elif b.grandchild_dim and not a.grandchild_dim:
-        add_grandchild_pool(model, old)
-    else:
-        raise ValueError(f"the models differ by more than a wider child pool or an added grandchild pool (old {a}, new {b})")
-
-
 def build_model(cfg: ModelConfig) -> NumericalCriticV1 | NumericalCriticV2:
     return NumericalCriticV2(cfg) if cfg.version == "v2" else NumericalCriticV1(cfg)
 
 
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
-
-
-# ---- losses -----------------------------------------------------------------------------------
-
-
-def info_nce(anchors: torch.Tensor, candidates: torch.Tensor, labels: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Mean InfoNCE: row ``i`` of ``anchors`` must pick column ``labels[i]`` of ``candidates``.
-
-    Both inputs are L2-normalised, so the logits are cosines divided by ``temperature``.
-    """
-    logits = anchors @ candidates.T / temperature
-    return F.cross_entropy(logits, labels)
-
-
-def goal_infonce(states: torch.Tensor, goal_ids: torch.Tensor, goals: torch.Tensor, temperature: float) -> torch.Tensor:
-    """State -> goal InfoNCE over the *distinct* goals of the batch.
-
-    ``goals`` holds one embedding per distinct goal and ``goal_ids[i]`` is row ``i``'s goal, so
-    two rows that share a goal never serve as each other's negatives.
-    """
-    return info_nce(states, goals, goal_ids, temperature)
-
-
-def ranking_infonce(goals: torch.Tensor, positives: torch.Tensor, negatives: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Goal -> state InfoNCE with known negatives.
-
-    Row ``i``: goal ``goals[i]`` must pick its positive state ``positives[i]`` among it and the
-    ``k`` states ``negatives[i]`` (``[R, k, D]``), e.g. dead ends of the same trace, from which
-    the goal is known to be unreachable.
-    """
-    pos = (goals * positives).sum(-1, keepdim=True)
-    neg = torch.einsum("rd,rkd->rk", goals, negatives)
-    logits = torch.cat([pos, neg], dim=1) / temperature
-    return F.cross_entropy(logits, torch.zeros(len(goals), dtype=torch.long, device=goals.device))
-
-
-def reach_sigmoid_loss(states: torch.Tensor, goals: torch.Tensor, labels: torch.Tensor, temperature: float,
-                       bias: torch.Tensor | float = 0.0) -> torch.Tensor:
-    """Pairwise sigmoid contrastive loss with exact labels (SigLIP-style).
-
-    Every state of the batch is paired with every goal of the range: ``labels[i, g]`` says whether
-    goal ``g`` is reachable from state ``i``, and the logit is ``cos / temperature + bias``. Unlike
-    InfoNCE, one threshold then separates reachable from unreachable pairs across states of any size.
-    """
-    logits = states @ goals.T / temperature + bias
-    return F.binary_cross_entropy_with_logits(logits, labels.float())
 
 
 # ---- checkpoints ------------------------------------------------------------------------------

@@ -176,15 +176,9 @@ def build_reach_table(
     return ReachTable(max_numbers, (lo, hi), states, sizes, labels)
 
 
-def cached_reach_table(
-    preset: str = "longproc-0.5k",
-    extra: int = 0,
-    seed: int = 0,
-    goal_range: tuple[int, int] = (10, 50),
-    cache_dir: str | Path | None = None,
-    progress: bool = True,
-    max_train: int = 0,
-) -> ReachTable:
+def cached_reach_table(preset: str = "longproc-0.5k", extra: int = 0, seed: int = 0,
+                       goal_range: tuple[int, int] = (10, 50), cache_dir: str | Path | None = None,
+                       progress: bool = True, max_train: int = 0) -> ReachTable:
     """:func:`build_reach_table` over :func:`start_sets`, cached as ``.npz`` in ``cache_dir``."""
     rules = get_config(preset).rules
 

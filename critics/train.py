@@ -17,13 +17,8 @@ plus (``hard_weight``) a goal -> state InfoNCE in which each own-target positive
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import os
-import random
-import shlex
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,28 +28,28 @@ import numpy as np
 import torch
 
 from countdown_gym import dataclass_cli
-from countdown_gym.data.splits import SPLIT_SPEC
-from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest, check_fresh_start, run_directory
+from countdown_gym.runkit.runs import OPTIONS_FILE, MetricsLog, Panel, StopRequest, holds_run
 from countdown_gym.runkit.tracking import Tracker, report_to_names
+from critics import training
 from critics.data import TraceTable, cached_table
+from critics.growth import load_grown
+from critics.losses import goal_infonce, info_nce, ranking_infonce, reach_sigmoid_loss
 from critics.models import (
+    CheckpointError,
     ModelConfig,
     NumericalCriticV1,
     NumericalCriticV2,
     build_model,
     count_parameters,
-    goal_infonce,
-    info_nce,
-    load_grown,
-    ranking_infonce,
-    reach_sigmoid_loss,
+    load_checkpoint,
     save_checkpoint,
 )
 from critics.reach_data import ReachTable, cached_reach_table
+from critics.training import CommonTrainOptions, Progress, command_line, run_steps, start_run
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(CommonTrainOptions):
     """Everything a training run depends on (each field is a CLI flag)."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -67,42 +62,25 @@ class TrainConfig:
     reach_extra: int = 8000  # random start sets added to the train split's for the reach table
     reach_sizes: tuple[float, ...] = (0.1, 0.3, 0.3, 0.3)  # reach rows: relative chance of a 1/2/3/4-number state
     # data
-    preset: str = "longproc-0.5k"
     max_train_problems: int = 0  # use only the first N train-split problems (0 = all; for quick runs and tests)
     extra_problems: int = 8000  # generated problems added to the train split (never test/validation keys)
     data_seed: int = 1
     goal_min: int = 10  # hindsight goals are reached values in [goal_min, goal_max]
     goal_max: int = 50
     positives: str = "reachable"  # "reachable" (states on the path to the target) or "all" (every trace state)
-    hindsight: float = 0.5  # fraction of V2 rows whose goal is a value reached below the state
     size_small: float = 0.1  # hindsight rows: relative chance of a 1-number state
     size_mid: float = 0.3  # ... of a 2-number state
     size_large: float = 0.6  # ... of a 3-number state
-    dead_per_row: int = 2  # dead-end states (same trace) per own-target row for the goal -> state term
-    dead_same_size: float = 0.5  # fraction of them with the row's state size (the rest: any dead-end line)
-    hard_weight: float = 1.0  # weight of the goal -> state term (0 = plain InfoNCE)
     cache_dir: str = "runs/cache"  # trace tables are cached here ("" = no cache)
-    # optimisation
-    steps: int = 6000
-    stop_after: int = 0  # end this invocation after this many total steps (0 = at --steps); continue with --resume
-    time_limit: float = 0.0  # minutes of wall time for the whole invocation (data included); 0 = none
-    batch_size: int = 256
-    lr: float = 2e-3
-    weight_decay: float = 1e-4
-    warmup: int = 300
-    grad_clip: float = 1.0
-    seed: int = 0
-    threads: int = 1
     # bookkeeping
-    out: str = "runs/critic-v2"
-    checkpoint_every: int = 1000
-    log_every: int = 50
+    stop_after: int = 0  # end this invocation after this many total steps (0 = at --steps); continue with --resume
     resume: bool = False
     init_from: str = ""  # start from this checkpoint's weights (same model flags, a wider --child-dim, or an added --grandchild-dim: the same function to start; fresh optimizer and schedule); "" = random init
     calibrate: bool = True  # fit the score -> probability map on validation states at the end
     report_to: str = "tensorboard"  # also log to: none, all, or a comma-separated list of transformers' integrations
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         dataclass_cli.check_choice(self, "objective", ["trace", "reach", "both"])
         if self.objective != "trace" and self.version != "v2":
             raise ValueError(f"--objective {self.objective} trains a V2 critic (state vs target); V1 takes --objective trace")
@@ -110,14 +88,9 @@ class TrainConfig:
             raise ValueError(f"--reach-sizes takes 4 non-negative weights (1..4 numbers), got {self.reach_sizes}")
         if self.positives not in ("reachable", "all"):
             raise ValueError(f"--positives must be 'reachable' or 'all', got {self.positives!r}")
-        if not 0.0 <= self.hindsight <= 1.0:
-            raise ValueError(f"--hindsight must be in [0, 1], got {self.hindsight}")
-        dataclass_cli.check_min(self, 1, "steps", "batch_size", "checkpoint_every", "log_every", "threads")
         if self.goal_min > self.goal_max:
             raise ValueError("--goal-min must be <= --goal-max")
-        dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
-        dataclass_cli.check_min(self, 0, "max_train_problems", "extra_problems", "warmup", "stop_after", "time_limit",
-                                "weight_decay", "dead_per_row", "lr")
+        dataclass_cli.check_min(self, 0, "max_train_problems", "extra_problems", "stop_after")
         report_to_names(self.report_to)  # a ValueError naming --report-to
 
     @property
@@ -138,9 +111,12 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
+DESCRIPTION = "Train a numerical contrastive critic."
+
+
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
     """A :class:`TrainConfig` from command-line flags (one per field, ``countdown_gym.dataclass_cli``)."""
-    return dataclass_cli.parse(TrainConfig, argv, prog="python -m critics.train", description="Train a numerical contrastive critic.")
+    return dataclass_cli.parse(TrainConfig, argv, prog="python -m critics.train", description=DESCRIPTION)
 
 
 # ---- batches ----------------------------------------------------------------------------------
@@ -292,14 +268,7 @@ def _draw_similarity(sim: np.ndarray, ylabels: list[str], xlabels: list[str], cf
     plt.close(fig)
 
 
-# ---- the loop ---------------------------------------------------------------------------------
-
-
-def _lr(cfg: TrainConfig, step: int) -> float:
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    t = (step - cfg.warmup) / max(cfg.steps - cfg.warmup, 1)
-    return cfg.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0))))
+# ---- checkpoints and resume ---------------------------------------------------------------------
 
 
 CHECKPOINT_FILES = ("model.safetensors", "config.json", "train_state.pt")
@@ -323,16 +292,19 @@ def _keep_previous(out: Path) -> None:
     os.replace(staging, out / PREVIOUS)
 
 
-def _save(model, optim, cfg: TrainConfig, out: Path, step: int, rng: np.random.Generator, extra: dict,
-          state: dict | None = None) -> None:
-    """The checkpoint; ``state`` (the running log averages, the time of earlier invocations) goes into
-    ``train_state.pt`` so that a resumed run logs and times as if it had never stopped."""
+def _save(model, optim, cfg: TrainConfig, out: Path, run: Progress, rng: np.random.Generator, extra: dict,
+          earlier: float) -> None:
+    """The checkpoint at ``run.step``; ``train_state.pt`` also keeps the running log sums and the wall time of
+    this and the ``earlier`` invocations, so that a resumed run logs and times as if it had never stopped."""
     _keep_previous(out)
-    meta = {"train_config": cfg.to_dict(), "step": step, "parameters": count_parameters(model), **extra}
+    meta = {"train_config": cfg.to_dict(), "step": run.step, "parameters": count_parameters(model), **extra}
     save_checkpoint(model, cfg.model_config(), out, meta)
+    sums = dict(run.sums)
     torch.save(
-        {"optimizer": optim.state_dict(), "step": step, "numpy_rng": rng.bit_generator.state,
-         "torch_rng": torch.get_rng_state(), "elapsed": extra.get("train_seconds", 0.0), **(state or {})},
+        {"optimizer": optim.state_dict(), "step": run.step, "numpy_rng": rng.bit_generator.state,
+         "torch_rng": torch.get_rng_state(), "elapsed": extra.get("train_seconds", 0.0),
+         "log_accumulator": (sums.pop("loss", 0.0), sums, run.count),
+         "total_elapsed": earlier + time.perf_counter() - run.t_start},
         out / "train_state.pt.tmp",
     )
     os.replace(out / "train_state.pt.tmp", out / "train_state.pt")  # whole or not at all; its step is checked on resume
@@ -351,14 +323,12 @@ class TornCheckpoint(SystemExit):
 
 def _resume_from(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCriticV1 | NumericalCriticV2, dict[str, Any]]:
     """The checkpoint and ``train_state.pt`` of the run in ``out``; exits if ``cfg`` cannot continue it."""
-    from critics.models import CheckpointError, load_checkpoint
-
     try:
         loaded, meta = load_checkpoint(out)
     except CheckpointError as e:
         raise TornCheckpoint(f"error: --resume: {e}") from None
     changed = dataclass_cli.changed_options(meta.get("train_config", {}), cfg, RESUME_FREE_FIELDS)
-    if changed:
+    if changed:  # the checkpoint's own record (runs made before options.json was written have only this one)
         raise SystemExit(
             f"error: --resume: {out} was trained with {'; '.join(changed)}; resume with the same flags or use a new --out"
         )
@@ -376,10 +346,22 @@ def _resume_from(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCritic
     return loaded, st
 
 
+def _resume(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCriticV1 | NumericalCriticV2, dict[str, Any]]:
+    """:func:`_resume_from` the last checkpoint, or from the one before when the last save was interrupted."""
+    try:
+        return _resume_from(out, cfg, end)
+    except TornCheckpoint as exc:
+        if not (out / PREVIOUS / "config.json").is_file():
+            raise
+        loaded, st = _resume_from(out / PREVIOUS, cfg, end)
+        for f in CHECKPOINT_FILES:
+            shutil.copy2(out / PREVIOUS / f, out / f)
+        print(f"--resume: the last checkpoint is unusable ({exc}); continuing from the one before, step {st['step']}")
+        return loaded, st
+
+
 def _init_weights(model: NumericalCriticV1 | NumericalCriticV2, cfg: TrainConfig) -> None:
     """Copy the weights of the checkpoint ``cfg.init_from`` into ``model`` (its architecture must be ``cfg``'s)."""
-    from critics.models import CheckpointError, load_checkpoint
-
     try:
         loaded, _ = load_checkpoint(cfg.init_from)
     except CheckpointError as e:
@@ -391,31 +373,23 @@ def _init_weights(model: NumericalCriticV1 | NumericalCriticV2, cfg: TrainConfig
         raise SystemExit(f"error: --init-from {cfg.init_from}: its model differs from these flags (flag, checkpoint): {diff}") from None
 
 
+# ---- the run ----------------------------------------------------------------------------------
+
+
 def train(cfg: TrainConfig, progress: bool = True) -> Path:
     """Run (or resume) training; returns the run directory."""
-    from tqdm import tqdm
-
     t_start = time.perf_counter()
-    torch.set_num_threads(cfg.threads)
-    random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
-    rng = np.random.default_rng(cfg.seed)
-    out = run_directory(cfg.out, f"error: --out {cfg.out}")
-    check_fresh_start(out, resume=cfg.resume, markers=CHECKPOINT_FILES)
-    state_path = out / "train_state.pt"
     end = min(cfg.steps, cfg.stop_after) if cfg.stop_after > 0 else cfg.steps
-    if cfg.resume:  # before the data: fail fast
-        if not state_path.exists() and not (out / PREVIOUS / "train_state.pt").exists():
-            raise SystemExit(f"error: --resume: {state_path} not found (no earlier run in {out})")
-        try:
-            loaded, st = _resume_from(out, cfg, end)
-        except TornCheckpoint as exc:  # the last save was interrupted: continue from the one before
-            if not (out / PREVIOUS / "config.json").is_file():
-                raise
-            loaded, st = _resume_from(out / PREVIOUS, cfg, end)
-            for f in CHECKPOINT_FILES:
-                shutil.copy2(out / PREVIOUS / f, out / f)
-            print(f"--resume: the last checkpoint is unusable ({exc}); continuing from the one before, step {st['step']}")
+    state_path = Path(cfg.out) / "train_state.pt"
+    resuming = cfg.resume and (state_path.exists() or (Path(cfg.out) / PREVIOUS / "train_state.pt").exists())
+    if cfg.resume and not resuming:
+        if not holds_run(cfg.out, (OPTIONS_FILE, "log.jsonl")):
+            raise SystemExit(f"error: --resume: {state_path} not found (no earlier run in {cfg.out})")
+        print(f"--resume: no checkpoint in {cfg.out} yet, starting afresh")
+    out, rng = start_run(cfg, markers=CHECKPOINT_FILES, resume=cfg.resume, resuming=resuming,
+                         may_change=RESUME_FREE_FIELDS)
+    if resuming:  # before the data: fail fast
+        loaded, st = _resume(out, cfg, end)
 
     t_data = time.perf_counter()
     table: TraceTable | None = None
@@ -430,21 +404,23 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                                     cfg.cache_dir or None, progress=progress, max_train=cfg.max_train_problems)
     data_seconds = time.perf_counter() - t_data
     model = build_model(cfg.model_config())
-    if cfg.init_from and not cfg.resume:
+    if cfg.init_from and not resuming:
         _init_weights(model, cfg)
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    start, elapsed, earlier = 0, 0.0, 0.0
-    acc_loss, acc_info, acc_n = 0.0, {}, 0  # the steps since the last log row (their mean is the next row)
-    if cfg.resume:
+    run, earlier = Progress(0, end, t_start, time.perf_counter()), 0.0
+    if resuming:
         model.load_state_dict(loaded.state_dict())
         optim.load_state_dict(st["optimizer"])
         rng.bit_generator.state = st["numpy_rng"]
         torch.set_rng_state(st["torch_rng"])
-        start, elapsed = st["step"], st.get("elapsed", 0.0)
+        elapsed = st.get("elapsed", 0.0)
         earlier = st.get("total_elapsed", elapsed)  # the wall time of the earlier invocations (train time: older runs)
-        acc_loss, acc_info, acc_n = st.get("log_accumulator", (0.0, {}, 0))
-    log = MetricsLog(out / "log.jsonl", resume_step=start if cfg.resume else None)  # rows after the checkpoint: redone
-    def loss_fn(model, _table, cfg: TrainConfig, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
+        loss_sum, sums, count = st.get("log_accumulator", (0.0, {}, 0))
+        run = Progress(st["step"], end, t_start, time.perf_counter() - elapsed, {"loss": loss_sum, **sums} if count else {},
+                       count)
+    log = MetricsLog(out / "log.jsonl", resume_step=run.step if resuming else None)  # rows after the checkpoint: redone
+
+    def loss_fn() -> tuple[torch.Tensor, dict]:
         if cfg.version == "v1":
             return v1_loss(model, table, cfg, rng)
         if cfg.objective == "trace":
@@ -455,60 +431,25 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         r, rinfo = reach_loss(model, rtable, cfg, rng)
         return loss + cfg.reach_weight * r, {**info, **rinfo}
 
-    model.train()
-    bar = tqdm(range(start, end), initial=start, total=cfg.steps, desc=f"critic {cfg.version}", disable=not progress)
-    t0 = time.perf_counter() - elapsed
-
-    def resume_state() -> dict[str, Any]:
-        return {"log_accumulator": (acc_loss, dict(acc_info), acc_n), "total_elapsed": earlier + time.perf_counter() - t_start}
-
-    stats = {**(table.stats() if table is not None else {}), **(rtable.stats() if rtable is not None else {})}
     from countdown_gym.data.generator import get_config
 
+    stats = {**(table.stats() if table is not None else {}), **(rtable.stats() if rtable is not None else {})}
     extra = {"data": stats, "data_seconds": round(data_seconds, 1), "rules": get_config(cfg.preset).rules.to_dict()}
+
+    def save(r: Progress) -> None:
+        _save(model, optim, cfg, out, r, rng, {**extra, "train_seconds": r.train_seconds()}, earlier)
+
     with StopRequest() as stop, Tracker(cfg.report_to, out, config=cfg.to_dict()) as tracker:  # Ctrl-C: stop after this step
-        for step in bar:
-            for group in optim.param_groups:
-                group["lr"] = _lr(cfg, step)
-            loss, info = loss_fn(model, table, cfg, rng)
-            optim.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            optim.step()
-            acc_loss += loss.item()
-            acc_n += 1
-            for k, v in info.items():
-                acc_info[k] = acc_info.get(k, 0.0) + v
-            if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
-                rec = {"step": step + 1, "loss": acc_loss / acc_n, **{k: v / acc_n for k, v in acc_info.items()},
-                       "lr": _lr(cfg, step), "seconds": round(time.perf_counter() - t0, 1)}
-                log.append(rec)  # MetricsLog: appended to log.jsonl
-                tracker.log({k: v for k, v in rec.items() if k not in ("step", "seconds")}, rec["step"])
-                bar.set_postfix(loss=f"{rec['loss']:.3f}", **({"acc": f"{rec['acc']:.2f}"} if "acc" in rec else {}))
-                acc_loss, acc_info, acc_n = 0.0, {}, 0
-            if cfg.time_limit > 0 and time.perf_counter() - t_start > 60 * cfg.time_limit and step + 1 < end:
-                extra["stopped_by_time_limit_at_step"] = step + 1
-                end = step + 1
-                break
-            if stop.requested and step + 1 < end:  # Ctrl-C: a resumable checkpoint at this step
-                extra["stopped_by_ctrl_c_at_step"] = step + 1
-                end = step + 1
-                break
-            if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < end:
-                model.eval()
-                _save(model, optim, cfg, out, step + 1, rng, {**extra, "train_seconds": time.perf_counter() - t0},
-                      resume_state())
-                model.train()
-    bar.close()
-    train_seconds = time.perf_counter() - t0
-    model.eval()
-    if end < cfg.steps and "stopped_by_time_limit_at_step" not in extra:  # interrupted on purpose: resumable checkpoint
-        _save(model, optim, cfg, out, end, rng, {**extra, "train_seconds": train_seconds}, resume_state())
+        run_steps(cfg, model, optim, loss_fn, run, log, save, base_lrs=[cfg.lr], stop=stop, tracker=tracker,
+                  desc=f"critic {cfg.version}", progress=progress)
+    if run.stopped:
+        extra[f"stopped_by_{run.stopped}_at_step"] = run.end
+    if run.end < cfg.steps and run.stopped != "time_limit":  # --stop-after or Ctrl-C: a resumable checkpoint
+        save(run)
         return out
-    extra.update({"train_seconds": round(train_seconds, 1), "threads": cfg.threads, "steps_done": end,
-                  "command": "python -m critics.train " + shlex.join(sys.argv[1:])})
-    _save(model, optim, cfg, out, end, rng, extra, resume_state())
+    extra.update({"train_seconds": round(run.train_seconds(), 1), "threads": cfg.threads, "steps_done": run.end,
+                  "command": command_line("critics.train")})
+    _save(model, optim, cfg, out, run, rng, extra, earlier)
     if cfg.calibrate:
         from critics import load_critic
         from critics.evaluate import calibration_from_validation
@@ -516,7 +457,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         a, b = calibration_from_validation(load_critic(out), cfg.preset)
         extra["calibration"] = {"a": a, "b": b, "fitted_on": f"{cfg.preset}/validation[:200] trace states with 2-4 numbers (start states included)"}
     extra["total_seconds"] = round(earlier + time.perf_counter() - t_start, 1)  # every invocation of the run
-    _save(model, optim, cfg, out, end, rng, extra, resume_state())
+    _save(model, optim, cfg, out, run, rng, extra, earlier)
     if log.rows:
         log.plot(out / "loss.png", LOSS_PANELS, title="critic training loss")
     plot_similarity(model, table if table is not None else rtable, cfg, out / "similarity.png")
@@ -524,18 +465,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    cfg = parse_args(argv)
-    try:
-        out = train(cfg)
-    except ValueError as e:  # e.g. a preset whose problems hold more numbers than the critic takes
-        raise SystemExit(f"error: {e}") from None
-    meta = json.loads((out / "config.json").read_text())
-    if "stopped_by_ctrl_c_at_step" in meta:
-        print(f"stopped by Ctrl-C at step {meta['step']}; the checkpoint in {out} continues with --resume")
-        raise SystemExit(130)
-    print(f"done: {meta['step']} steps x batch {cfg.batch_size}: {meta['train_seconds']} s of training, "
-          f"{meta.get('total_seconds', '?')} s in all (data {meta['data_seconds']} s) "
-          f"({meta['parameters']:,} parameters); checkpoint in {out}")
+    training.main(TrainConfig, train, argv, prog="critics.train", description=DESCRIPTION, resumable=True)
 
 
 if __name__ == "__main__":

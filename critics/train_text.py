@@ -16,11 +16,6 @@ checkpoint (loadable with ``critics.text_critic.load_text_critic(out)``) every
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
-import random
-import shlex
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,10 +25,10 @@ import numpy as np
 import torch
 
 from countdown_gym import Problem, dataclass_cli, dfs_trace
-from countdown_gym.data.splits import SPLIT_SPEC
-from countdown_gym.runkit.runs import MetricsLog, Panel, run_directory
+from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest
+from critics import training
 from critics.data import TraceTable, build_table, training_problems
-from critics.models import goal_infonce, ranking_infonce
+from critics.losses import goal_infonce, ranking_infonce
 from critics.text_critic import (
     DEFAULT_LM,
     TextCritic,
@@ -45,10 +40,11 @@ from critics.text_critic import (
     render_state,
     save_text_critic,
 )
+from critics.training import CommonTrainOptions, Progress, command_line, run_steps, start_run
 
 
 @dataclass
-class TextTrainConfig:
+class TextTrainConfig(CommonTrainOptions):
     """Everything a text-critic training run depends on (each field is a CLI flag)."""
 
     # model
@@ -56,36 +52,24 @@ class TextTrainConfig:
     model: TextCriticConfig = field(default_factory=TextCriticConfig)
     """The text critic's architecture (critics.text_critic.TextCriticConfig)."""
     # data
-    preset: str = "longproc-0.5k"
     train_problems: int = 2000  # first N problems of the train split (the table holds every node of their traces)
     render: float = 0.25  # fraction of rows whose states are written as bare states (render_state) instead of trace text
-    hindsight: float = 0.5
-    dead_per_row: int = 2
-    dead_same_size: float = 0.5
-    hard_weight: float = 1.0
-    # optimisation
+    # optimisation (the shared options' defaults are the numerical critic's)
     steps: int = 600
-    time_limit: float = 0.0  # minutes of wall time for the whole run (data included); 0 = none
     batch_size: int = 32
-    lr: float = 2e-3  # head and goal tower
-    lm_lr: float = 3e-4  # the LM when fine-tuned
-    weight_decay: float = 1e-4
+    lm_lr: float = 3e-4  # the LM when fine-tuned (--lr: the head and the goal tower)
     warmup: int = 30
-    grad_clip: float = 1.0
-    seed: int = 0
-    threads: int = 1
     # bookkeeping
     out: str = "runs/critic-text"
     checkpoint_every: int = 200
     log_every: int = 10
 
     def __post_init__(self) -> None:
-        dataclass_cli.check_min(self, 1, "steps", "batch_size", "checkpoint_every", "log_every", "threads", "train_problems")
-        dataclass_cli.check_min(self, 0, "warmup", "time_limit", "weight_decay", "dead_per_row", "lr", "lm_lr")
-        dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
-        for name in ("render", "hindsight", "dead_same_size"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}")
+        super().__post_init__()
+        dataclass_cli.check_min(self, 1, "train_problems")
+        dataclass_cli.check_min(self, 0, "lm_lr")
+        if not 0.0 <= self.render <= 1.0:
+            raise ValueError(f"--render must be in [0, 1], got {self.render}")
 
     def model_config(self) -> TextCriticConfig:
         return self.model
@@ -164,37 +148,26 @@ def text_loss(model: TextCriticModel, critic: TextCritic, data: TextTraces, cfg:
     return loss, info
 
 
-# ---- the loop -----------------------------------------------------------------------------------
-
-
-def _lr_factor(cfg: TextTrainConfig, step: int) -> float:
-    if step < cfg.warmup:
-        return (step + 1) / cfg.warmup
-    t = (step - cfg.warmup) / max(cfg.steps - cfg.warmup, 1)
-    return 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(t, 1.0)))
+# ---- the run -----------------------------------------------------------------------------------
 
 
 LOSS_PANELS = (Panel("contrastive loss", {"loss": "loss"}),)
 """``loss.png``: the logged loss."""
+CHECKPOINT_FILES = ("model.safetensors", "config.json")
 
 
 def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
     """Run training; returns the run directory (a loadable text-critic checkpoint)."""
-    from tqdm import tqdm
-
     t_start = time.perf_counter()
-    torch.set_num_threads(cfg.threads)
-    random.seed(cfg.seed)
-    rng = np.random.default_rng(cfg.seed)
-    out = run_directory(cfg.out, f"error: --out {cfg.out}")
+    out, rng = start_run(cfg, markers=CHECKPOINT_FILES)
     model, tok = build_text_critic(cfg.model_config(), cfg.lm, seed=cfg.seed)
     critic = TextCritic(model, tok)  # shares the model: tokenizes the way scoring will
     t_data = time.perf_counter()
     data = build_text_traces(training_problems(cfg.preset, max_train=cfg.train_problems), progress=progress)
     data_seconds = time.perf_counter() - t_data
-    groups = [{"params": [p for n, p in model.named_parameters() if not n.startswith("lm.")], "lr": cfg.lr, "base": cfg.lr}]
+    groups = [{"params": [p for n, p in model.named_parameters() if not n.startswith("lm.")], "lr": cfg.lr}]
     if cfg.model.finetune:
-        groups.append({"params": list(model.lm.parameters()), "lr": cfg.lm_lr, "base": cfg.lm_lr})
+        groups.append({"params": list(model.lm.parameters()), "lr": cfg.lm_lr})
     optim = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
     recorded = cfg.to_dict()
     if Path(cfg.lm).resolve().is_relative_to(DEFAULT_LM.parents[2]):  # inside the repository: no machine's paths
@@ -203,56 +176,27 @@ def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
                              "parameters": sum(p.numel() for p in model.parameters()),
                              "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
     log = MetricsLog(out / "log.jsonl")  # appended as it comes
-    model.train()
-    acc: dict[str, float] = {}
-    n_acc, end = 0, cfg.steps
-    t0 = time.perf_counter()
-    bar = tqdm(range(cfg.steps), desc="text critic", disable=not progress)
-    for step in bar:
-        for gr in optim.param_groups:
-            gr["lr"] = gr["base"] * _lr_factor(cfg, step)
-        loss, info = text_loss(model, critic, data, cfg, rng)
-        optim.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], cfg.grad_clip)
-        optim.step()
-        for k, v in {"loss": loss.item(), **info}.items():
-            acc[k] = acc.get(k, 0.0) + v
-        n_acc += 1
-        if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
-            rec = {"step": step + 1, **{k: v / n_acc for k, v in acc.items()}, "seconds": round(time.perf_counter() - t0, 1)}
-            log.append(rec)
-            bar.set_postfix(loss=f"{rec['loss']:.3f}", hard_acc=f"{rec.get('hard_acc', 0):.2f}")
-            acc, n_acc = {}, 0
-        if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
-            model.eval()
-            save_text_critic(model, tok, out, {**extra, "step": step + 1, "train_seconds": round(time.perf_counter() - t0, 1)})
-            model.train()
-        if cfg.time_limit > 0 and time.perf_counter() - t_start > 60 * cfg.time_limit and step + 1 < cfg.steps:
-            extra["stopped_by_time_limit_at_step"] = end = step + 1
-            break
-    bar.close()
-    model.eval()
-    extra.update({"step": end, "train_seconds": round(time.perf_counter() - t0, 1), "threads": cfg.threads,
-                  "total_seconds": round(time.perf_counter() - t_start, 1),
-                  "command": "python -m critics.train_text " + shlex.join(sys.argv[1:])})
-    save_text_critic(model, tok, out, extra)
+
+    def save(r: Progress) -> None:
+        save_text_critic(model, tok, out, {**extra, "step": r.step, "train_seconds": round(r.train_seconds(), 1)})
+
+    run = Progress(0, cfg.steps, t_start, time.perf_counter())
+    with StopRequest() as stop:  # Ctrl-C: stop after this step and save it
+        run_steps(cfg, model, optim, lambda: text_loss(model, critic, data, cfg, rng), run, log, save,
+                  base_lrs=[g["lr"] for g in groups], stop=stop, desc="text critic", progress=progress)
+    if run.stopped:
+        extra[f"stopped_by_{run.stopped}_at_step"] = run.end
+    extra.update({"train_seconds": round(run.train_seconds(), 1), "threads": cfg.threads,
+                  "total_seconds": round(time.perf_counter() - t_start, 1), "command": command_line("critics.train_text")})
+    save(run)
     if log.rows:
         log.plot(out / "loss.png", LOSS_PANELS, title="text critic training loss")
     return out
 
 
 def main(argv: list[str] | None = None) -> None:
-    cfg = dataclass_cli.parse(TextTrainConfig, argv, prog="python -m critics.train_text",
-                              description="Train the text critic (the seed paper's architecture A).")
-    try:
-        out = train(cfg)
-    except ValueError as e:
-        raise SystemExit(f"error: {e}") from None
-    meta = json.loads((out / "config.json").read_text())
-    print(f"done: {meta['step']} steps x batch {cfg.batch_size}: {meta['train_seconds']} s of training, "
-          f"{meta['total_seconds']} s in all (data {meta['data_seconds']} s); checkpoint in {out}")
+    training.main(TextTrainConfig, train, argv, prog="critics.train_text", resumable=False,
+                  description="Train the text critic (the seed paper's architecture A).")
 
 
 if __name__ == "__main__":

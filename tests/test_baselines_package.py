@@ -15,9 +15,9 @@ import pytest
 import baselines
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = sorted(m.name for m in pkgutil.iter_modules(baselines.__path__))
+MODULES = sorted(m.name for m in pkgutil.iter_modules(baselines.__path__) if not m.ispkg)  # the scripts
 # modules whose imports need an optional extra
-NEEDS = {"sb3_policy": "sb3_contrib", "sb3_ppo": "sb3_contrib", "sb3_vec_env": "sb3_contrib", "compare_rewards": "matplotlib",
+NEEDS = {"sb3_ppo": "sb3_contrib", "compare_rewards": "matplotlib",
          "tiny_lm": "transformers", "llm_eval": "transformers", "llm_sft": "transformers", "llm_callbacks": "transformers",
          "llm_expert_iteration": "transformers", "llm_rewards": "torch", "step_credit": "trl"}
 
@@ -72,44 +72,54 @@ def test_scripts_run_by_path_and_as_module(how: str, tmp_path: Path) -> None:
 
 
 def _save_policy(tmp_path: Path, module: str) -> Path:
-    """Save an untrained MaskablePPO with the per-action policy imported as ``module`` (in a fresh interpreter)."""
+    """Save an untrained MaskablePPO whose per-action policy class lives in a module named ``module`` (in a fresh
+    interpreter): ``baselines.sb3.policy``, or a name the policy had before (the same source loaded under it)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    sys_path = [str(ROOT / "baselines"), str(ROOT)] if module == "sb3_policy" else [str(ROOT)]  # the old scripts' sys.path
     code = textwrap.dedent(f"""
-        import sys
-        sys.path[:0] = {sys_path!r}
+        import importlib, importlib.util, sys
+        if {module!r} == "baselines.sb3.policy":
+            policy = importlib.import_module({module!r})
+        else:
+            spec = importlib.util.spec_from_file_location({module!r}, {str(ROOT / "baselines" / "sb3" / "policy.py")!r})
+            policy = sys.modules[{module!r}] = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(policy)
         import gymnasium as gym
         import countdown_gym
         from sb3_contrib import MaskablePPO
-        from {module} import MoveFeatures, PerActionPolicy
-        env = MoveFeatures(gym.make("Countdown-v0"), lookahead=1)
-        MaskablePPO(PerActionPolicy, env, n_steps=8, batch_size=8, policy_kwargs={{"hidden": 8}}, device="cpu").save({str(tmp_path / "m.zip")!r})
-        print(PerActionPolicy.__module__)
+        env = policy.MoveFeatures(gym.make("Countdown-v0"), lookahead=1)
+        MaskablePPO(policy.PerActionPolicy, env, n_steps=8, batch_size=8, policy_kwargs={{"hidden": 8}},
+                    device="cpu").save({str(tmp_path / "m.zip")!r})
+        print(policy.PerActionPolicy.__module__)
     """)
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == module
     return tmp_path / "m.zip"
 
 
-def test_sb3_models_name_the_stable_module_and_old_saves_load(tmp_path: Path) -> None:
+@pytest.mark.parametrize("module", ["baselines.sb3.policy", "sb3_policy", "baselines.sb3_policy"])
+def test_sb3_models_load_under_the_policys_module_of_now_and_before(module: str, tmp_path: Path) -> None:
+    """``sb3_policy``: saved before ``baselines`` was a package; ``baselines.sb3_policy``: before ``baselines/sb3/``."""
     pytest.importorskip("sb3_contrib")
-    from baselines.sb3.policy import PerActionPolicy, load_model
+    from baselines.sb3.policy import PerActionPolicy, load_model, saved_policy_module
 
-    new = _save_policy(tmp_path / "new", "baselines.sb3.policy")
-    assert type(load_model(new, device="cpu").policy) is PerActionPolicy
-    # a model saved when the module was imported as a bare `sb3_policy` (before `baselines` was a package)
-    old = _save_policy(tmp_path / "old", "sb3_policy")
-    check = textwrap.dedent(f"""
-        import warnings
-        from sb3_contrib import MaskablePPO
-        warnings.simplefilter("ignore")
-        try:
-            MaskablePPO.load({str(old)!r}, device="cpu")
-        except Exception as e:
-            print("fails", type(e).__name__)
-    """)
-    out = subprocess.run([sys.executable, "-c", check], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
-    assert out.stdout.startswith("fails"), (out.stdout, out.stderr)  # without the alias: the bare name is not importable
-    model = load_model(old, device="cpu")
-    assert type(model.policy) is PerActionPolicy and sys.modules["sb3_policy"] is sys.modules["baselines.sb3.policy"]
+    saved = _save_policy(tmp_path, module)
+    assert saved_policy_module(saved) == module
+    if module != "baselines.sb3.policy":  # plain SB3 cannot resolve the old module
+        check = textwrap.dedent(f"""
+            import warnings
+            from sb3_contrib import MaskablePPO
+            warnings.simplefilter("ignore")
+            try:
+                MaskablePPO.load({str(saved)!r}, device="cpu")
+            except Exception as e:
+                print("fails", type(e).__name__)
+        """)
+        out = subprocess.run([sys.executable, "-c", check], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                             timeout=300)
+        assert out.stdout.startswith("fails"), (out.stdout, out.stderr)
+    model = load_model(saved, device="cpu")
+    assert type(model.policy) is PerActionPolicy and model.policy.hidden == 8
+    assert module == "baselines.sb3.policy" or module not in sys.modules  # through custom_objects, no module made
+    model.save(tmp_path / "again.zip")  # saved again, it names today's module
+    assert saved_policy_module(tmp_path / "again.zip") == "baselines.sb3.policy"

@@ -11,16 +11,9 @@ import torch
 from countdown_gym import load_split, reachable
 from critics import CheckpointError, Critic, load_critic
 from critics.data import build_table, random_states, trace_states, trace_tree
-from critics.evaluate import auroc, best_threshold_accuracy, expected_calibration_error, fit_logistic
-from critics.models import (
-    ModelConfig,
-    build_model,
-    count_parameters,
-    goal_infonce,
-    pack_sets,
-    ranking_infonce,
-    save_checkpoint,
-)
+from critics.evaluation import auroc, best_threshold_accuracy, expected_calibration_error, fit_logistic
+from critics.losses import goal_infonce, ranking_infonce
+from critics.models import ModelConfig, build_model, count_parameters, pack_sets, save_checkpoint
 from critics.train import TrainConfig, parse_args, train
 
 TINY = dict(value_dim=8, fourier=4, hidden=32, depth=2, goal_hidden=32, out_dim=16, pair_dim=8)
@@ -270,6 +263,17 @@ def test_cli_ctrl_c_saves_a_resumable_checkpoint(tmp_path, capsys, monkeypatch):
 def test_resume_without_a_run_fails_clearly(tmp_path):
     with pytest.raises(SystemExit, match="train_state.pt not found"):
         train(_cfg(tmp_path, resume=True), progress=False)
+
+
+def test_a_run_stopped_before_its_first_checkpoint_resumes_afresh(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "options.json").write_text("{}\n")  # killed while building its data: no checkpoint yet
+    with pytest.raises(SystemExit, match="holds a run already: --resume continues it"):
+        train(_cfg(tmp_path, steps=20), progress=False)
+    train(_cfg(tmp_path, steps=20, resume=True), progress=False)
+    assert "no checkpoint in" in capsys.readouterr().out and load_critic(out).version == "v2"
+    assert json.loads((out / "options.json").read_text())["steps"] == 20
 
 
 def test_cli_parses_every_field():
@@ -554,7 +558,7 @@ def test_data_cache_is_keyed_by_the_rules_it_was_built_under(tmp_path):
 
 
 def test_init_from_starts_from_a_checkpoint_and_a_wider_child_pool_keeps_its_function(tmp_path):
-    from critics.models import widen_child_pool
+    from critics.growth import widen_child_pool
 
     src = train(_cfg(tmp_path / "src", objective="reach", child_dim=8, steps=20), progress=False)
     # lr 0: the warm-started run keeps the checkpoint's weights exactly
@@ -636,7 +640,8 @@ def test_grandchild_pool_enumerates_every_two_move_descendant():
 
 
 def test_grandchild_pool_is_added_without_changing_the_function(tmp_path):
-    from critics.models import add_grandchild_pool, pack_sets
+    from critics.growth import add_grandchild_pool
+    from critics.models import pack_sets
 
     src = train(_cfg(tmp_path / "src", objective="reach", child_dim=8, steps=20), progress=False)
     grown = train(_cfg(tmp_path / "grown", objective="reach", child_dim=8, grandchild_dim=6, steps=5, lr=0.0,

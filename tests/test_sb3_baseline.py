@@ -16,9 +16,7 @@ import gymnasium as gym  # noqa: E402
 
 import countdown_gym  # noqa: E402, F401
 from baselines import sb3_ppo  # noqa: E402
-from baselines.sb3.policy import (  # noqa: E402
-    MoveFeatures,
-    PerActionPolicy,
+from baselines.sb3.features import (  # noqa: E402
     canonical_moves,
     child_features,
     child_shape,
@@ -26,6 +24,7 @@ from baselines.sb3.policy import (  # noqa: E402
     move_features,
     row_size,
 )
+from baselines.sb3.policy import MoveFeatures, PerActionPolicy  # noqa: E402
 from baselines.sb3.vec_env import CountdownSB3VecEnv, evaluate_batched  # noqa: E402
 from countdown_gym import Problem, Rules  # noqa: E402
 from countdown_gym.envs.countdown import decode_action  # noqa: E402
@@ -483,14 +482,17 @@ def test_first_move_reference_agents_win_exactly_when_their_first_move_keeps_the
             assert (reward >= 1.0) == keeps
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--eval-limit", "-5"], "--eval-limit must be >= 0"),
-    (["--checkpoint-every", "0"], "--checkpoint-every must be >= 1"),
-    (["--gamma", "2"], "--gamma must be in (0, 1]"),
-    (["--preset", "nosuch"], "--preset must be one of"),
-    (["--n-steps", "0"], "--n-steps must be >= 1"),
-])
+BAD_ARGUMENTS = {  # command line -> the usage error's message
+    "--eval-limit -5": "--eval-limit must be >= 0",
+    "--checkpoint-every 0": "--checkpoint-every must be >= 1",
+    "--gamma 2": "--gamma must be in (0, 1]",
+    "--preset nosuch": "--preset must be one of",
+    "--n-steps 0": "--n-steps must be >= 1",
+}
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD_ARGUMENTS.items())
 def test_bad_arguments_are_usage_errors(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
-        sb3_ppo.parse_args(argv)
+        sb3_ppo.parse_args(argv.split())
     assert exc.value.code == 2 and message in capsys.readouterr().err

@@ -2,7 +2,7 @@
 
 ``CountdownSB3VecEnv`` steps ``num_envs`` games with numpy array operations
 (:class:`countdown_gym.envs.vector.CountdownVectorEnv`), turns each state into the per-action
-feature rows of :func:`sb3_policy.move_features` for the whole batch at once, and adds the
+feature rows of :func:`baselines.sb3.features.move_features` for the whole batch at once, and adds the
 chosen dense reward with the pure term functions of ``countdown_gym.rewards.terms`` (the
 same functions the single-env wrappers call, on the same transition records), so it trains the
 same MDP with the same rewards as ``DummyVecEnv`` over ``MoveFeatures(OracleReward(...))``
@@ -20,7 +20,7 @@ import numpy as np
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnv
 
-from baselines.sb3.policy import feature_size, observation_features
+from baselines.sb3.features import feature_size, observation_features
 from countdown_gym import Problem
 from countdown_gym.envs.vector import CountdownVectorEnv
 from countdown_gym.game.rules import Rules
@@ -49,7 +49,7 @@ def decode_states(obs: np.ndarray, value_scale: float) -> tuple[np.ndarray, np.n
 def features_of(
     raw_obs: np.ndarray, value_scale: float, rules: Rules, lookahead: int, log_ratios: bool, children: bool = False
 ) -> np.ndarray:
-    """Flat move-feature observations of raw Countdown-v0 observations (:func:`sb3_policy.observation_features`)."""
+    """Flat move-feature observations of raw Countdown-v0 observations (:func:`baselines.sb3.features.observation_features`)."""
     vals, count, target, progress = decode_states(raw_obs, value_scale)
     return observation_features(vals, count, target, progress, rules, lookahead, log_ratios, children)
 
@@ -61,7 +61,7 @@ class CountdownSB3VecEnv(VecEnv):
         num_envs: games stepped together.
         reward: one of ``DENSE`` (as ``sb3_ppo.py --reward``).
         scale, gamma: the dense term's size and the shaping discount (as the wrappers').
-        lookahead, log_ratios, children: the features (:func:`sb3_policy.observation_features`).
+        lookahead, log_ratios, children: the features (:func:`baselines.sb3.features.observation_features`).
         critic: a scorer with ``score(states, targets)`` for the critic rewards (loaded once, shared).
         **env_kwargs: passed to ``CountdownVectorEnv`` (``preset``, ``split``, ``problems``, ...).
     """
