@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from countdown_gym.game.problem import Problem
+from countdown_gym.game.reachability import SolverTimeout
 from countdown_gym.game.rules import Rules
-from countdown_gym.game.solver import SolverTimeout, is_solvable
+from countdown_gym.game.solver import is_solvable
 
 TINYZERO_RULES = Rules.tinyzero()
 """The rules TinyZero-style rows (``nums``) are played under unless ``rules=`` says otherwise: TinyZero scores

@@ -271,7 +271,7 @@ class LineChecker:
                 return "target_mismatch"
             if p.evaluated != c or (c == self.target) != (p.outcome == "found"):
                 return "wrong_evaluation"
-            if len(nxt) > 1 and (p.outcome == "missed" or self.rules.use_all):
+            if len(nxt) > 1 and (p.outcome == "missed" or not self.rules.wins(c, len(nxt), self.target)):
                 return "numbers_left"
         return "ok"
 
