@@ -11,12 +11,12 @@ from gymnasium.utils.env_checker import check_env
 
 import countdown_gym  # noqa: F401  (registers the envs)
 from countdown_gym import GeneratorConfig, Problem, Rules, solution_path
+from countdown_gym.envs.actions import move_results
 from countdown_gym.envs.countdown import (
     CountdownEnv,
     InvalidActionError,
     decode_action,
     encode_action,
-    move_results,
     num_actions,
 )
 from countdown_gym.envs.problem_source import make_problem_source

@@ -43,7 +43,7 @@ import torch
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from torch import nn
 
-from countdown_gym.envs.countdown import action_table, move_results, num_actions
+from countdown_gym.envs.actions import action_table, move_results, num_actions
 from countdown_gym.envs.move_kernel import batch_moves, pair_slots
 from countdown_gym.game.rules import OPERATORS, Rules
 
