@@ -46,7 +46,7 @@ class CountdownTextEnv(gym.Env):
     ## Description
     The policy writes reasoning text after a prompt (LongProc, TinyZero or compact style). Every
     completed line that states a move (LongProc ``Try`` lines, plain ``a op b = c`` lines,
-    compact ``a+b=c [..]`` lines; grammar in :mod:`countdown_gym.game.text_format`) is checked
+    compact ``a+b=c [..]`` lines; grammar in :mod:`countdown_gym.game.line_grammar`) is checked
     against the search tree actually reachable so far: operands must be in the state the line
     branches from (LongProc indentation and compact depth may backtrack; plain lines apply in
     sequence, inside ``<Solution>`` from the initial numbers), :meth:`Rules.check` must allow the

@@ -116,6 +116,9 @@ class Reachability:
                     c.append(b // a)
                 elif not self.integer_only:
                     c.append(_mk(b, a))
+            if self.integer_only and not self.free:  # only ints: the rules' check, with no conversion
+                within = self.within
+                return [r for r in c if within(r)]
         else:  # a non-integer operand (tuples are never zero)
             c = [_add(a, b), _mul(a, b), _sub(a, b), _sub(b, a)]
             for x, y in ((a, b), (b, a)):

@@ -194,7 +194,7 @@ def solve(problem: Problem, rules: Rules | None = None, limit: int | None = None
             return False
         left = len(items)
         for v, e in items:
-            if wins(v, left, target):
+            if v == target and wins(v, left, target):  # the cheap half of Rules.wins first: this runs per node
                 found.setdefault(e[0])
         if limit is not None and len(found) >= limit:
             return True
