@@ -87,7 +87,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
     with ``integer_only=False``) are encoded as floats. ``info["state"]`` has the exact numbers.
 
     ## Rewards
-    Sparse, from the rules: ``1.0`` on the step that wins, else ``0.0``. Under ``use_all``
+    Sparse, from the rules: ``1.0`` on the step that wins (:meth:`Rules.wins`), else ``0.0``. Under ``use_all``
     rules (the default) a win is the last number left equal to the target; under
     ``use_all=False`` a win is the target appearing as a move's result. With
     ``invalid_action="penalty"`` a masked action gives ``invalid_penalty`` (default -1.0).
@@ -284,7 +284,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         lo, hi = (i, j) if i < j else (j, i)
         nxt = state[:lo] + state[lo + 1 : hi] + state[hi + 1 :] + (result,)
         steps = self._steps = self._steps + 1
-        won = self._wins(result, len(nxt), target)
+        won = result == target and self._wins(result, len(nxt), target)  # Rules.wins, its cheap half first
         terminated = won or len(nxt) == 1
         self.state = nxt
         info = self._states.get(nxt) or self._cache.add(nxt)

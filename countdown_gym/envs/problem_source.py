@@ -367,13 +367,7 @@ def _cached_source(spec: ProblemSpec) -> ProblemSource:
 
 
 def make_problem_source(**arguments: Any) -> ProblemSource:
-    """Resolve an environment's problem arguments, given as keywords: ``ProblemSpec(**arguments).resolve()``.
-
-    Example:
-        >>> src = make_problem_source(preset="longproc-0.5k", split="test")
-        >>> src.max_numbers, len(src.pool)
-        (4, 1000)
-    """
+    """Resolve an environment's problem arguments given as keywords: ``ProblemSpec(**arguments).resolve()``."""
     return ProblemSpec(**arguments).resolve()
 
 
