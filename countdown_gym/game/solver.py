@@ -29,7 +29,7 @@ def canonical(state: Iterable[Number]) -> tuple[Number, ...]:
 def legal_moves(state: Sequence[Number], rules: Rules) -> Iterator[tuple[int, int, Move]]:
     """Every legal move from ``state``: ``(i, j, (a, op, b, result))`` with ``a = state[i]``.
 
-    Legality is :meth:`Rules.legal_results`'. Per pair ``i < j``: ``x + y``, ``x * y``, ``x - y``,
+    Legality is :meth:`Rules.legal_results`'s. Per pair ``i < j``: ``x + y``, ``x * y``, ``x - y``,
     ``y - x``, ``x / y``, ``y / x`` (``+`` and ``*`` once per pair, the reversed ``-`` and ``/``
     only when ``x != y``), those the rules allow.
     """
