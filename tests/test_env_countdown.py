@@ -11,15 +11,15 @@ from gymnasium.utils.env_checker import check_env
 
 import countdown_gym  # noqa: F401  (registers the envs)
 from countdown_gym import GeneratorConfig, Problem, Rules, solution_path
+from countdown_gym.envs.actions import move_results
 from countdown_gym.envs.countdown import (
     CountdownEnv,
     InvalidActionError,
     decode_action,
     encode_action,
-    move_results,
     num_actions,
 )
-from countdown_gym.envs.problem_source import make_problem_source
+from countdown_gym.envs.problem_source import ProblemSpec, make_problem_source
 from countdown_gym.game.rules import OPERATORS
 from countdown_gym.game.solver import legal_moves
 
@@ -328,6 +328,26 @@ def test_reset_option_problem_makes_groups_play_the_same_puzzle():
     obs = [e.reset(seed=k, options={"problem": p})[0] for k, e in enumerate(envs)]
     assert all(np.array_equal(o, obs[0]) for o in obs)
     assert envs[0].reset(options={"problem": ([21, 16, 17, 26], 46)})[1]["problem"] == p
+
+
+def test_problem_spec_is_the_one_value_of_the_problem_arguments():
+    import gymnasium as gym
+
+    from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
+    from countdown_gym.envs.text import CountdownTextEnv
+    from countdown_gym.envs.vector import CountdownVectorEnv
+
+    spec = ProblemSpec(split="test", rules="longproc")
+    assert spec.resolve() is make_problem_source(split="test", rules="longproc")  # resolved once per process
+    for env in (CountdownEnv(problem_spec=spec), CountdownVectorEnv(2, spec), CountdownTextEnv(spec),
+                CountdownMultiTurnEnv(problem_spec=spec), gym.make("Countdown-v0", split="test", rules="longproc").unwrapped):
+        assert env.source.description == "longproc-0.5k/test"
+    with pytest.raises(ValueError, match="not both"):
+        CountdownEnv(problem_spec=spec, split="train")
+    with pytest.raises(TypeError, match="Countdown-v0 got unexpected keyword arguments \\['colour'\\]"):
+        CountdownEnv(colour="red")
+    with pytest.raises(ValueError, match="problem_spec must be a ProblemSpec"):
+        CountdownEnv("longproc-0.5k")  # type: ignore[arg-type]
 
 
 def test_problem_sources():

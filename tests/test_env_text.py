@@ -19,7 +19,8 @@ from countdown_gym.envs.text import (
     TextEpisode,
     replay_completion,
 )
-from countdown_gym.game.text_format import CHARSET, format_compact_line, parse_line
+from countdown_gym.game.line_grammar import parse_line
+from countdown_gym.game.text_format import CHARSET, format_compact_line
 from countdown_gym.game.trace import TraceParseError
 
 P = Problem((21, 16, 17, 26), 46)

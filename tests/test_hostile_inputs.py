@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from countdown_gym import Problem, Rules, verify
 from countdown_gym.data.problem_files import load_problems
-from countdown_gym.game.solver import SolverTimeout, is_solvable
+from countdown_gym.game.reachability import SolverTimeout
+from countdown_gym.game.solver import is_solvable
 from countdown_gym.game.verifier import REASONS
 
 PROBLEM = Problem((21, 16, 17, 26), 46)

@@ -7,7 +7,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from countdown_gym.envs.countdown import action_table, move_results
+from countdown_gym.envs.actions import action_table, move_results
 from countdown_gym.envs.move_kernel import apply_moves, batch_moves, in_range, pair_slots
 from countdown_gym.game.rules import OPERATORS, Rules
 

@@ -1,16 +1,15 @@
-"""The reasoning-line grammar and prompt templates of countdown_gym.game.text_format."""
+"""The reasoning-line grammar (countdown_gym.game.line_grammar) and the text forms and prompts of countdown_gym.game.text_format."""
 
 from fractions import Fraction
 
 import pytest
 
 from countdown_gym import Problem, Rules, dfs_trace, generate
+from countdown_gym.game.line_grammar import LINE_KINDS, TRY_OUTCOMES, parse_line, parse_number, parse_number_list
 from countdown_gym.game.text_format import (
     CHARSET,
-    LINE_KINDS,
     PROMPT_STYLES,
     REPLACEMENT_CHAR,
-    TRY_OUTCOMES,
     build_prompt,
     compact_prompt,
     default_example,
@@ -19,9 +18,6 @@ from countdown_gym.game.text_format import (
     format_equation,
     format_state_annotation,
     longproc_prompt,
-    parse_line,
-    parse_number,
-    parse_number_list,
     sanitize,
     tinyzero_prompt,
 )

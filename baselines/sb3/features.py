@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from countdown_gym.envs.countdown import action_table, num_actions
+from countdown_gym.envs.actions import action_table, num_actions
 from countdown_gym.envs.move_kernel import batch_moves, pair_slots
 from countdown_gym.game.rules import OPERATORS, Rules
 

@@ -28,7 +28,7 @@ from baselines.sb3.features import (
     pair_slots_and_rest,
     row_size,
 )
-from countdown_gym.envs.countdown import move_results, num_actions
+from countdown_gym.envs.actions import move_results, num_actions
 from countdown_gym.game.rules import OPERATORS, Rules
 
 

@@ -131,7 +131,7 @@ def _construct_target(numbers: list[int], rules: Rules, rng: random.Random) -> i
             return None
         i, j, (_, _, _, r) = rng.choice(moves)
         state = apply_move(state, i, j, r)
-        if not rules.use_all and rng.random() < 0.25:
+        if rules.may_leave(1) and rng.random() < 0.25:  # numbers may go unused: stop early at times
             break
     value = state[-1]
     return value if isinstance(value, int) else None
@@ -184,7 +184,7 @@ def iter_problems(preset_or_config: str | GeneratorConfig, seed: int):
             if t is None or not cfg.min_target <= t <= cfg.max_target:
                 continue
             target = t
-        if not cfg.rules.use_all and target in numbers:
+        if cfg.rules.is_won(numbers, target):
             continue  # solved before any move: nothing to play, no trace to write
         p = Problem(tuple(numbers), target, cfg.rules, preset=cfg.name)
         if p.key in seen:

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from countdown_gym.game.problem import Problem
+from countdown_gym.game.reachability import SolverTimeout
 from countdown_gym.game.rules import Rules
-from countdown_gym.game.solver import SolverTimeout, is_solvable
+from countdown_gym.game.solver import is_solvable
 
 TINYZERO_RULES = Rules.tinyzero()
 """The rules TinyZero-style rows (``nums``) are played under unless ``rules=`` says otherwise: TinyZero scores
@@ -250,7 +251,7 @@ def load_problems(source: Any, *, rules: Rules | None = None, split: str | None 
             message = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
             out.issues.append(RowIssue(k, "malformed", message))
             continue
-        if len(p.numbers) < 2 or (not p.rules.use_all and p.target in p.numbers):
+        if len(p.numbers) < 2 or p.rules.is_won(p.numbers, p.target):
             out.issues.append(RowIssue(k, "trivial", f"{p.numbers} -> {p.target} needs no move"))
             continue
         try:

@@ -60,6 +60,7 @@ _LAZY = {
     "CountdownVectorEnv": "countdown_gym.envs.vector",
     "CountdownTextEnv": "countdown_gym.envs.text",
     "CountdownMultiTurnEnv": "countdown_gym.envs.multiturn",
+    "ProblemSpec": "countdown_gym.envs.problem_source",
     "make_problem_source": "countdown_gym.envs.problem_source",
 }
 
@@ -71,4 +72,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ENV_IDS", "CountdownEnv", "CountdownMultiTurnEnv", "CountdownTextEnv", "CountdownVectorEnv", "make_problem_source", "register_envs"]
+__all__ = ["ENV_IDS", "CountdownEnv", "CountdownMultiTurnEnv", "CountdownTextEnv", "CountdownVectorEnv", "ProblemSpec", "make_problem_source",
+           "register_envs"]

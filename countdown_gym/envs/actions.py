@@ -1,4 +1,5 @@
-"""The action encoding of ``Countdown-v0`` (and its vector env): ``slot[i] op slot[j]`` <-> one integer.
+"""The action encoding of ``Countdown-v0`` (and its vector env): ``slot[i] op slot[j]`` <-> one integer,
+and the result of every action of a state (:func:`move_results`, legality from :meth:`Rules.legal_results`).
 
 Action ``a = 4 * pair_index(i, j) + op_index``: ordered pairs of slots sorted by their larger slot,
 then the operators ``+ - * /``. With ``k`` numbers left exactly the first ``4 * k * (k - 1)``
@@ -12,7 +13,7 @@ from functools import cache
 
 import numpy as np
 
-from countdown_gym.game.rules import OPERATORS
+from countdown_gym.game.rules import OPERATORS, Number, Rules
 
 
 def num_actions(max_numbers: int) -> int:
@@ -82,3 +83,16 @@ def slot_pairs(k: int, max_numbers: int) -> tuple[tuple[int, int, int, int], ...
         for i in range(k)
         for j in range(i + 1, k)
     )
+
+
+def move_results(state: tuple[Number, ...], rules: Rules, max_numbers: int) -> list[Number | None]:
+    """The result of every action from ``state`` (``None`` = masked), indexed by action.
+
+    A masked action is exactly one that uses an empty slot or that :meth:`Rules.check` rejects
+    (:meth:`Rules.legal_results` of each ordered pair of slots).
+    """
+    results: list[Number | None] = [None] * num_actions(max_numbers)
+    for i, j, bij, bji in slot_pairs(len(state), max_numbers):
+        results[bij : bij + 4] = rules.legal_results(state[i], state[j])
+        results[bji : bji + 4] = rules.legal_results(state[j], state[i])
+    return results

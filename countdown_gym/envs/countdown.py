@@ -1,22 +1,21 @@
 """``Countdown-v0``: the Countdown game as a step-level MDP, one arithmetic move per step.
 
 :class:`CountdownEnv`'s docstring states the spaces, rewards, termination and arguments. The action
-encoding lives in :mod:`countdown_gym.envs.actions` (importable from here too).
+encoding lives in :mod:`countdown_gym.envs.actions` (importable from here too), the memo of what a
+state gives (mask, observation) in :mod:`countdown_gym.envs.state_cache`, the option checks shared with
+the vector env in :mod:`countdown_gym.envs.options`; legality and the win are the rules'
+(:meth:`Rules.legal_results`, :meth:`Rules.wins`).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from functools import cache
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from countdown_gym.data.curriculum import Curriculum
-from countdown_gym.data.generator import GeneratorConfig
 from countdown_gym.envs.actions import (  # noqa: F401  (the action encoding, importable from here too)
     action_table,
     decode_action,
@@ -25,168 +24,18 @@ from countdown_gym.envs.actions import (  # noqa: F401  (the action encoding, im
     pair_index,
     slot_pairs,
 )
-from countdown_gym.envs.problem_source import ProblemLike, ProblemSource, make_problem_source
+from countdown_gym.envs.options import (
+    InvalidActionError,
+    check_invalid_action,
+    check_max_steps,
+    check_penalty,
+    check_value_scale,
+)
+from countdown_gym.envs.problem_source import ProblemSource, ProblemSpec
 from countdown_gym.envs.render import check_render_mode
+from countdown_gym.envs.state_cache import StateCache, StateInfo
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import OPERATORS, Number, Rules, format_number
-
-INVALID_ACTION_MODES = ("raise", "penalty")
-DEFAULT_VALUE_SCALE = 1000.0
-"""Value normalisation when the rules have no ``value_limit``."""
-
-
-class InvalidActionError(ValueError):
-    """A masked action was taken with ``invalid_action="raise"``."""
-
-
-# ---- legality (one home for the env's masks; Rules.check is the reference) --------------------
-
-
-_bounds = cache(Rules.result_range)
-"""``rules.result_range()``, memoised per rules value (looked up once per pair of numbers)."""
-
-
-def pair_results(x: Number, y: Number, rules: Rules) -> tuple[Number | None, ...]:
-    """``(x + y, x - y, x * y, x / y)`` where legal under ``rules``, ``None`` where not.
-
-    Integer-only rules on ``int`` operands take an inlined path (tested equal to
-    :meth:`Rules.check`); anything else asks :meth:`Rules.check` itself.
-    """
-    if not (rules.integer_only and type(x) is int and type(y) is int):
-        return tuple(rules.check(x, op, y)[0] for op in OPERATORS)
-    lo, hi = _bounds(rules)
-    s, d, p = x + y, x - y, x * y
-    q = x // y if y != 0 and x % y == 0 else None
-    return (
-        s if lo <= s < hi else None,
-        d if lo <= d < hi else None,
-        p if lo <= p < hi else None,
-        q if q is not None and lo <= q < hi else None,
-    )
-
-
-def move_results(state: tuple[Number, ...], rules: Rules, max_numbers: int) -> list[Number | None]:
-    """The result of every action from ``state`` (``None`` = masked), indexed by action.
-
-    A masked action is exactly one that uses an empty slot or that :meth:`Rules.check` rejects.
-    """
-    results: list[Number | None] = [None] * num_actions(max_numbers)
-    for i, j, bij, bji in slot_pairs(len(state), max_numbers):
-        results[bij : bij + 4] = pair_results(state[i], state[j], rules)
-        results[bji : bji + 4] = pair_results(state[j], state[i], rules)
-    return results
-
-
-class _StateInfo:
-    """Everything the env derives from one state, computed once and cached."""
-
-    __slots__ = ("legal", "mask", "base_obs", "has_legal_move")
-
-    def __init__(self, legal: bytes, mask: np.ndarray, base_obs: np.ndarray, has_legal_move: bool):
-        self.legal = legal  # one byte per action: 1 = legal
-        self.mask = mask  # int8 view of ``legal`` (read-only)
-        self.base_obs = base_obs  # float32 slot values + presence (never handed out: copied per step)
-        self.has_legal_move = has_legal_move
-
-
-_CACHE_LIMIT = 1 << 18
-
-
-class _PairTable(dict):
-    """``(x, y) -> 4 legality bytes`` of ``x op y``, filled on demand."""
-
-    def __init__(self, rules: Rules) -> None:
-        super().__init__()
-        self.rules = rules
-        self.results: dict[tuple[Number, Number], tuple[Number | None, ...]] = {}
-
-    def __missing__(self, key: tuple[Number, Number]) -> bytes:
-        res = self.results[key] = pair_results(key[0], key[1], self.rules)
-        bits = self[key] = bytes((res[0] is not None, res[1] is not None, res[2] is not None, res[3] is not None))
-        return bits
-
-
-class _ValueTable(dict):
-    """``x -> clip(x / value_scale, -1, 1)``, filled on demand."""
-
-    def __init__(self, value_scale: float) -> None:
-        super().__init__()
-        self.value_scale = value_scale
-
-    def __missing__(self, x: Number) -> float:
-        v = self[x] = encode_values([x], self.value_scale)[0]
-        return v
-
-
-class _StateCache:
-    """Memo of :class:`_StateInfo` per state (and of pair legality and value encodings).
-
-    One cache per (rules, max_numbers, value_scale), shared by every env with those settings.
-    The state memo keeps at most ``_CACHE_LIMIT`` states (about 0.5 kB each at 4 numbers), dropping
-    the oldest half when full; the pair and value memos are cleared when they reach that size.
-    """
-
-    _shared: dict[tuple[Rules, int, float], _StateCache] = {}
-
-    def __init__(self, rules: Rules, max_numbers: int, value_scale: float) -> None:
-        self.rules, self.max_numbers, self.value_scale = rules, max_numbers, value_scale
-        self.data: dict[tuple[Number, ...], _StateInfo] = {}
-        self.pairs = _PairTable(rules)
-        self.values = _ValueTable(value_scale)
-        m = max_numbers
-        first, second, _ = action_table(m)
-        n_ops = len(OPERATORS)
-        # with k numbers left, the pairs inside the first k slots are the first k * (k - 1)
-        self._pairs_of = [[(first[n_ops * p], second[n_ops * p]) for p in range(k * (k - 1))] for k in range(m + 1)]
-        self._zeros = [bytes(num_actions(m) - n_ops * k * (k - 1)) for k in range(m + 1)]
-        self._tails = [[0.0] * (m - k) + [1.0] * k + [0.0] * (m - k) + [0.0, 0.0] for k in range(m + 1)]
-
-    @classmethod
-    def get(cls, rules: Rules, max_numbers: int, value_scale: float) -> _StateCache:
-        key = (rules, max_numbers, value_scale)
-        if key not in cls._shared:
-            cls._shared[key] = cls(rules, max_numbers, value_scale)
-        return cls._shared[key]
-
-    def lookup(self, state: tuple[Number, ...]) -> _StateInfo:
-        info = self.data.get(state)
-        if info is None:
-            info = self.add(state)
-        return info
-
-    def add(self, state: tuple[Number, ...]) -> _StateInfo:
-        """Compute and memoise ``state`` (the oldest half of the memo goes when it is full)."""
-        data = self.data
-        if len(data) >= _CACHE_LIMIT:
-            for key in list(itertools.islice(data, len(data) // 2)):
-                del data[key]
-        info = data[state] = self._compute(state)
-        return info
-
-    def _compute(self, state: tuple[Number, ...]) -> _StateInfo:
-        k = len(state)
-        pairs = self.pairs
-        if len(pairs) >= _CACHE_LIMIT:
-            pairs.clear()
-            pairs.results.clear()
-            self.values.clear()
-        legal = b"".join([pairs[(state[i], state[j])] for i, j in self._pairs_of[k]]) + self._zeros[k]
-        mask = np.frombuffer(legal, dtype=np.int8)  # a read-only view of immutable bytes
-        values = self.values
-        obs = np.array([values[x] for x in state] + self._tails[k], dtype=np.float32)
-        return _StateInfo(legal, mask, obs, 1 in legal)
-
-
-def encode_values(values: tuple[Number, ...] | list[Number], value_scale: float) -> list[float]:
-    """The observation's normalisation: ``clip(x / value_scale, -1, 1)`` (computed in float64).
-
-    Values beyond ``+-value_scale`` are clipped before any float conversion, so an int too large
-    for a float (e.g. a target of ``10**400``) encodes as ``+-1`` instead of overflowing.
-    """
-    return [1.0 if x >= value_scale else -1.0 if x <= -value_scale else float(x) / value_scale for x in values]
-
-
-# ---- the environment ------------------------------------------------------------------------
+from countdown_gym.game.rules import Number, Rules, format_number
 
 
 class CountdownEnv(gym.Env[np.ndarray, np.int64]):
@@ -238,7 +87,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
     with ``integer_only=False``) are encoded as floats. ``info["state"]`` has the exact numbers.
 
     ## Rewards
-    Sparse, from the rules: ``1.0`` on the step that wins, else ``0.0``. Under ``use_all``
+    Sparse, from the rules: ``1.0`` on the step that wins (:meth:`Rules.wins`), else ``0.0``. Under ``use_all``
     rules (the default) a win is the last number left equal to the target; under
     ``use_all=False`` a win is the target appearing as a move's result. With
     ``invalid_action="penalty"`` a masked action gives ``invalid_penalty`` (default -1.0).
@@ -272,6 +121,8 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
     * ``curriculum``: a :class:`~countdown_gym.data.curriculum.Curriculum` instead (problems drawn tier by tier; each
       finished episode is reported back to it).
     * ``max_numbers``: slot count ``M`` (default: the source's largest problem).
+    * ``problem_spec``: the seven arguments above as one value,
+      :class:`~countdown_gym.envs.problem_source.ProblemSpec` (instead of them, not beside them).
     * ``max_steps``: truncate after this many moves (default ``None``: no limit needed).
     * ``invalid_action``: ``"penalty"`` (default: a masked action terminates the episode with
       reward ``invalid_penalty``, ``info["transitions"]`` saying why; Gymnasium's ``check_env`` and
@@ -301,24 +152,16 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
 
     def __init__(
         self,
-        preset: str | None = None,
-        config: GeneratorConfig | None = None,
-        rules: Rules | str | None = None,
-        split: str | None = None,
-        problems: list[ProblemLike] | None = None,
+        problem_spec: ProblemSpec | None = None,
         *,
-        curriculum: Curriculum | None = None,
-        max_numbers: int | None = None,
         max_steps: int | None = None,
         invalid_action: str = "penalty",
         invalid_penalty: float = -1.0,
         value_scale: float | None = None,
         render_mode: str | None = None,
+        **problem_args: Any,
     ) -> None:
-        self.source: ProblemSource = make_problem_source(
-            preset=preset, config=config, rules=rules, split=split, problems=problems, max_numbers=max_numbers,
-            curriculum=curriculum,
-        )
+        self.source: ProblemSource = ProblemSpec.of(problem_spec, problem_args, "Countdown-v0").resolve()
         self.rules: Rules = self.source.rules
         self.max_numbers: int = self.source.max_numbers
         self.max_steps = check_max_steps(max_steps)
@@ -336,17 +179,17 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         self._moves = [(first[a], second[a], ops[a]) for a in range(self.n_actions)]
         self._uniforms: list[float] = []
         self._uniforms_rng: np.random.Generator | None = None  # the generator ``_uniforms`` came from
-        self._cache = _StateCache.get(self.rules, m, self.value_scale)
+        self._cache = StateCache.get(self.rules, m, self.value_scale)
         self._pair_results = self._cache.pairs.results
         self._states = self._cache.data
         self._step_scale = 1.0 / (m - 1)
-        self._use_all = self.rules.use_all
+        self._wins = self.rules.wins
         self._step_cap = self.max_steps if self.max_steps is not None else math.inf
         self._human = render_mode == "human"
 
         self.problem: Problem | None = None
         self.state: tuple[Number, ...] = ()
-        self._info: _StateInfo | None = None
+        self._info: StateInfo | None = None
         self._target_obs = 0.0
         self._steps = 0
         self._done = True
@@ -435,13 +278,13 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         x, y = state[i], state[j]
         res = self._pair_results.get((x, y))
         if res is None:
-            res = self._pair_results[(x, y)] = pair_results(x, y, self.rules)
+            res = self._pair_results[(x, y)] = self.rules.legal_results(x, y)
         result = res[a & 3]
         target = self.problem.target
         lo, hi = (i, j) if i < j else (j, i)
         nxt = state[:lo] + state[lo + 1 : hi] + state[hi + 1 :] + (result,)
         steps = self._steps = self._steps + 1
-        won = result == target and (len(nxt) == 1 or not self._use_all)
+        won = result == target and self._wins(result, len(nxt), target)  # Rules.wins, its cheap half first
         terminated = won or len(nxt) == 1
         self.state = nxt
         info = self._states.get(nxt) or self._cache.add(nxt)
@@ -563,39 +406,3 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         now = "[" + ", ".join(num(x) for x in self.state) + "]"
         lines.append(f"  now {now}, step {self._steps}, reward {self._last_reward:g}, {status}")
         return "\n".join(lines)
-
-
-# ---- argument checks shared with the batched env --------------------------------------------
-
-
-def check_max_steps(max_steps: Any) -> int | None:
-    if max_steps is None:
-        return None
-    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
-        raise ValueError(f"max_steps must be a positive int or None, got {max_steps!r}")
-    return int(max_steps)
-
-
-def check_invalid_action(mode: Any) -> str:
-    if mode not in INVALID_ACTION_MODES:
-        raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {mode!r}")
-    return mode
-
-
-def check_penalty(penalty: Any) -> float:
-    if isinstance(penalty, bool) or not isinstance(penalty, (int, float, np.number)) or not math.isfinite(penalty):
-        raise ValueError(f"invalid_penalty must be a finite number, got {penalty!r}")
-    return float(penalty)
-
-
-def check_value_scale(value_scale: Any, rules: Rules) -> float:
-    if value_scale is None:
-        return float(rules.value_limit) if rules.value_limit is not None else DEFAULT_VALUE_SCALE
-    if (
-        isinstance(value_scale, bool)
-        or not isinstance(value_scale, (int, float, np.number))
-        or not math.isfinite(value_scale)
-        or value_scale <= 0
-    ):
-        raise ValueError(f"value_scale must be a positive finite number or None, got {value_scale!r}")
-    return float(value_scale)

@@ -3,9 +3,9 @@
 One home for the array form of :meth:`Rules.check` under ``integer_only`` rules: the vector
 environment (``CountdownVectorEnv``) builds its masks with it and the SB3 baseline its move
 features. States are ``vals`` ``(..., M)`` integer arrays (slot values, the first ``count``
-present); actions are numbered as in ``Countdown-v0`` (:func:`~countdown_gym.envs.countdown.action_table`:
+present); actions are numbered as in ``Countdown-v0`` (:func:`~countdown_gym.envs.actions.action_table`:
 four consecutive actions ``vals[i] + - * / vals[j]`` per ordered pair of slots ``(i, j)``).
-Tested action by action against :func:`countdown_gym.envs.countdown.move_results`.
+Tested action by action against :func:`countdown_gym.envs.actions.move_results` (:meth:`Rules.legal_results`).
 
 Example:
     >>> import numpy as np

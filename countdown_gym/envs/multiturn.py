@@ -6,18 +6,14 @@ this module is its Gymnasium environment.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 from gymnasium import spaces
 
-from countdown_gym.data.curriculum import Curriculum
-from countdown_gym.data.generator import GeneratorConfig
-from countdown_gym.envs.problem_source import ProblemLike, make_problem_source
+from countdown_gym.envs.problem_source import ProblemSpec
 from countdown_gym.envs.render import check_render_mode
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Rules
 from countdown_gym.game.text_format import CHARSET, sanitize
 from countdown_gym.game.turn_format import TURN_PROMPT_STYLES, turn_prompt
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnResult
@@ -50,7 +46,7 @@ class CountdownMultiTurnEnv(gym.Env):
     reached). Dense terms come from the wrappers in :mod:`countdown_gym.wrappers`.
 
     ## Episode end
-    *Terminated* when the target is reached (``use_all`` rules: the last number equals the target;
+    *Terminated* when the target is reached (:meth:`Rules.wins`; ``use_all`` rules: the last number equals the target;
     a last number that misses is a dead end to ``undo`` out of) or on ``give up`` (reward 0).
     *Truncated* (reward 0) after ``max_turns`` turns, whatever they were. Stepping an ended
     episode raises ``RuntimeError`` (call ``reset``).
@@ -63,9 +59,10 @@ class CountdownMultiTurnEnv(gym.Env):
     ``verdict`` and ``is_success``.
 
     ## Arguments
-    * ``preset``, ``split``, ``config``, ``problems``, ``rules``: the problem source
+    * ``preset``, ``split``, ``config``, ``problems``, ``rules``, ``max_numbers``: the problem source
       (:mod:`countdown_gym.envs.problem_source`); or ``curriculum``, a
-      :class:`~countdown_gym.data.curriculum.Curriculum` (each finished episode is reported back to it).
+      :class:`~countdown_gym.data.curriculum.Curriculum` (each finished episode is reported back to it); or
+      ``problem_spec``, these arguments as one :class:`~countdown_gym.envs.problem_source.ProblemSpec`.
     * ``max_turns`` (16): the turn budget; ``max_turn_chars`` (200).
     * ``prompt``: ``"compact"`` (default, the embedded model's) or ``"instruct"``.
     * ``render_mode``: ``"ansi"`` (``render()`` returns :meth:`transcript`, the conversation exactly as a
@@ -82,18 +79,14 @@ class CountdownMultiTurnEnv(gym.Env):
 
     def __init__(
         self,
-        preset: str | None = None,
+        problem_spec: ProblemSpec | None = None,
         *,
-        split: str | None = None,
-        config: GeneratorConfig | None = None,
-        problems: Sequence[ProblemLike] | None = None,
-        rules: Rules | str | None = None,
-        curriculum: Curriculum | None = None,
         max_turns: int = DEFAULT_MAX_TURNS,
         max_turn_chars: int = 200,
         max_prompt_chars: int = 4096,
         prompt: str = "compact",
         render_mode: str | None = None,
+        **problem_args: Any,
     ) -> None:
         for name, value in (("max_turns", max_turns), ("max_turn_chars", max_turn_chars), ("max_prompt_chars", max_prompt_chars)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -101,8 +94,7 @@ class CountdownMultiTurnEnv(gym.Env):
         if prompt not in TURN_PROMPT_STYLES:
             raise ValueError(f"prompt must be one of {list(TURN_PROMPT_STYLES)}, got {prompt!r}")
         check_render_mode(render_mode, self.metadata, "CountdownMultiTurn-v0")
-        self.source = make_problem_source(preset=preset, config=config, rules=rules, split=split, problems=problems,
-                                          curriculum=curriculum)
+        self.source = ProblemSpec.of(problem_spec, problem_args, "CountdownMultiTurn-v0").resolve()
         self.rules = self.source.rules
         self.max_turns, self.max_turn_chars, self.max_prompt_chars = max_turns, max_turn_chars, max_prompt_chars
         self.prompt_style = prompt

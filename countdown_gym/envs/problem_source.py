@@ -1,9 +1,11 @@
 """Where an environment's problems come from: one small API shared by every environment.
 
-Both ``Countdown-v0`` and ``CountdownText-v0`` (and the batched :class:`CountdownVectorEnv`)
-take the same problem arguments and resolve them here::
+Every environment (``Countdown-v0``, ``CountdownText-v0``, ``CountdownMultiTurn-v0`` and the batched
+:class:`CountdownVectorEnv`) takes the same problem arguments, one typed value :class:`ProblemSpec`
+(``problem_spec=ProblemSpec(split="test")``, or its fields as keyword arguments: ``split="test"``), and
+resolves them here::
 
-    source = make_problem_source(preset=None, config=None, rules=None, split=None, problems=None)
+    source = ProblemSpec(preset=None, config=None, rules=None, split=None, problems=None).resolve()
     problem = source.sample(env.np_random)          # one Problem, seeded by the env's generator
     problem = source.coerce((numbers, target))      # for reset(options={"problem": ...})
 
@@ -132,8 +134,9 @@ def check_playable(problem: Problem, max_numbers: int) -> None:
         raise ValueError(f"{problem}: an episode needs at least 2 numbers, got {n}")
     if n > max_numbers:
         raise ValueError(f"{problem}: {n} numbers, but the environment has only {max_numbers} slots (max_numbers)")
-    if not problem.rules.use_all and problem.target in problem.numbers:
-        raise ValueError(f"{problem}: under use_all=False rules the target is already one of the numbers (solved at reset)")
+    if problem.rules.is_won(problem.numbers, problem.target):
+        raise ValueError(f"{problem}: the game is won before a move (the target is already one of the numbers under "
+                         f"rules {problem.rules.name!r}, which may leave numbers unused)")
     nums, rules = problem.numbers, problem.rules
     if rules.apply(nums[0], "+", nums[1]) is None and next(legal_moves(nums, rules), None) is None:  # cheap case first
         raise ValueError(
@@ -232,8 +235,8 @@ def _pool_source(
         rules = pool[0].rules
     else:
         pool = tuple(p if p.rules == rules else dataclasses.replace(p, rules=rules) for p in pool)
-        if drop_solved and not rules.use_all:
-            pool = tuple(p for p in pool if p.target not in p.numbers)
+        if drop_solved:
+            pool = tuple(p for p in pool if not rules.is_won(p.numbers, p.target))
             if not pool:
                 raise ValueError(f"{description}: every problem is already solved under rules {rules.name!r}")
     longest = max(len(p.numbers) for p in pool)
@@ -261,94 +264,111 @@ def _slots(max_numbers: int | None, needed: int) -> int:
     return int(max_numbers)
 
 
-def make_problem_source(
-    *,
-    preset: str | None = None,
-    config: GeneratorConfig | None = None,
-    rules: Rules | str | None = None,
-    split: str | None = None,
-    problems: Iterable[ProblemLike] | None = None,
-    max_numbers: int | None = None,
-    curriculum: Curriculum | None = None,
-) -> ProblemSource:
-    """Resolve an environment's problem arguments (see the module docstring).
+@dataclasses.dataclass(frozen=True)
+class ProblemSpec:
+    """Where an environment's problems come from, as the caller states it: the one typed value of the problem
+    arguments every environment takes (``problem_spec=ProblemSpec(...)``, or the same fields as keyword
+    arguments, as ``gymnasium.make("Countdown-v0", preset=..., split=...)`` passes them).
 
-    ``max_numbers`` overrides the slot count (it must fit the largest problem of the source).
+    Attributes (resolved as the module docstring says; at most one of ``problems`` / ``config`` /
+    ``preset`` + ``split`` / ``curriculum``):
+        preset: A preset name (default ``"longproc-0.5k"``).
+        config: A :class:`~countdown_gym.data.generator.GeneratorConfig`: fresh problems.
+        rules: A :class:`~countdown_gym.Rules` or a rules preset name; ``None``: the problems' own.
+        split: ``"train"`` (default), ``"validation"``, ``"test"`` or ``"generate"``.
+        problems: A fixed list of problems (Problems, ``(numbers, target)`` pairs or dicts).
+        curriculum: A :class:`~countdown_gym.data.curriculum.Curriculum` that picks the problems.
+        max_numbers: The slot count (default: the source's largest problem).
 
     Example:
-        >>> src = make_problem_source(preset="longproc-0.5k", split="test")
+        >>> src = ProblemSpec(preset="longproc-0.5k", split="test").resolve()
         >>> src.max_numbers, len(src.pool)
         (4, 1000)
     """
-    if curriculum is not None:
-        return _curriculum_source(curriculum, preset, config, rules, split, problems, max_numbers)
-    if problems is None:
-        try:
-            return _cached_source(preset, config, rules, split, max_numbers)
-        except TypeError:  # an unhashable argument: resolve without the memo (and report it)
-            pass
-    return _resolve(preset, config, rules, split, problems, max_numbers)
+
+    preset: str | None = None
+    config: GeneratorConfig | None = None
+    rules: Rules | str | None = None
+    split: str | None = None
+    problems: Iterable[ProblemLike] | None = None
+    curriculum: Curriculum | None = None
+    max_numbers: int | None = None
+
+    @classmethod
+    def of(cls, spec: ProblemSpec | None, arguments: Mapping[str, Any], owner: str) -> ProblemSpec:
+        """An environment's spec: ``spec`` itself, or one built from its keyword ``arguments``, not both.
+
+        ``owner`` names the environment in the ``TypeError`` raised for an unknown keyword argument.
+        """
+        unknown = set(arguments) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise TypeError(f"{owner} got unexpected keyword arguments {sorted(unknown)}")
+        if spec is None:
+            return cls(**arguments)
+        if not isinstance(spec, cls):
+            raise ValueError(f"problem_spec must be a ProblemSpec, got {type(spec).__name__} {spec!r:.100}")
+        if arguments:
+            raise ValueError(f"pass problem_spec=... or the problem arguments {sorted(arguments)}, not both")
+        return spec
+
+    def resolve(self) -> ProblemSource:
+        """The :class:`ProblemSource` these arguments name (``ValueError`` naming a bad argument)."""
+        if self.curriculum is not None:
+            return self._curriculum_source()
+        if self.problems is None:
+            try:
+                return _cached_source(self)
+            except TypeError:  # an unhashable argument: resolve without the memo (and report it)
+                pass
+        return self._resolve()
+
+    def _resolve(self) -> ProblemSource:
+        preset, config, split, problems, max_numbers = self.preset, self.config, self.split, self.problems, self.max_numbers
+        rules_value = resolve_rules(self.rules)
+        if problems is not None:
+            if preset is not None or config is not None or split is not None:
+                raise ValueError("pass either problems=[...] or preset/config/split, not both")
+            if isinstance(problems, (str, bytes, Problem)) or not isinstance(problems, Iterable):
+                raise ValueError(f"problems must be a list of problems, got {type(problems).__name__}")
+            pool = [to_problem(p, rules_value) for p in problems]
+            return _pool_source(pool, rules_value, max_numbers, f"fixed list of {len(pool)} problems")
+        if config is not None:
+            if preset is not None:
+                raise ValueError("pass either preset or config, not both")
+            if split not in (None, GENERATE):
+                raise ValueError(f"split={split!r} needs a preset; a config always generates fresh problems")
+            if not isinstance(config, GeneratorConfig):
+                raise ValueError(f"config must be a GeneratorConfig, got {type(config).__name__}")
+            return _generated_source(config, rules_value, max_numbers)
+        preset = DEFAULT_PRESET if preset is None else preset
+        if not isinstance(preset, str) or preset not in PRESETS:
+            raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)} or pass config=GeneratorConfig(...)")
+        split = "train" if split is None else split
+        if split == GENERATE:
+            return _generated_source(PRESETS[preset], rules_value, max_numbers)
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; choose one of {SPLITS + (GENERATE,)}")
+        return _pool_source(load_split(preset, split), rules_value, max_numbers, f"{preset}/{split}", drop_solved=True)
+
+    def _curriculum_source(self) -> ProblemSource:
+        curriculum = self.curriculum
+        if not isinstance(curriculum, Curriculum):
+            raise ValueError(f"curriculum must be a countdown_gym.data.curriculum.Curriculum, got {type(curriculum).__name__}")
+        if self.preset is not None or self.config is not None or self.split is not None or self.problems is not None:
+            raise ValueError("pass either curriculum=... or preset/config/split/problems, not both (the curriculum holds its problems)")
+        source = _pool_source(curriculum.problems, resolve_rules(self.rules), self.max_numbers, curriculum.description)
+        return dataclasses.replace(source, curriculum=curriculum)
 
 
 @lru_cache(maxsize=64)
-def _cached_source(
-    preset: str | None, config: GeneratorConfig | None, rules: Rules | str | None, split: str | None, max_numbers: int | None
-) -> ProblemSource:
+def _cached_source(spec: ProblemSpec) -> ProblemSource:
     """Sources without a fixed list are immutable values: resolve each one once per process."""
-    return _resolve(preset, config, rules, split, None, max_numbers)
+    return spec._resolve()
 
 
-def _resolve(
-    preset: str | None,
-    config: GeneratorConfig | None,
-    rules: Rules | str | None,
-    split: str | None,
-    problems: Iterable[ProblemLike] | None,
-    max_numbers: int | None,
-) -> ProblemSource:
-    rules_value = resolve_rules(rules)
-    if problems is not None:
-        if preset is not None or config is not None or split is not None:
-            raise ValueError("pass either problems=[...] or preset/config/split, not both")
-        if isinstance(problems, (str, bytes, Problem)) or not isinstance(problems, Iterable):
-            raise ValueError(f"problems must be a list of problems, got {type(problems).__name__}")
-        items = list(problems)
-        pool = [to_problem(p, rules_value) for p in items]
-        return _pool_source(pool, rules_value, max_numbers, f"fixed list of {len(pool)} problems")
-    if config is not None:
-        if preset is not None:
-            raise ValueError("pass either preset or config, not both")
-        if split not in (None, GENERATE):
-            raise ValueError(f"split={split!r} needs a preset; a config always generates fresh problems")
-        if not isinstance(config, GeneratorConfig):
-            raise ValueError(f"config must be a GeneratorConfig, got {type(config).__name__}")
-        return _generated_source(config, rules_value, max_numbers)
-    preset = DEFAULT_PRESET if preset is None else preset
-    if not isinstance(preset, str) or preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)} or pass config=GeneratorConfig(...)")
-    split = "train" if split is None else split
-    if split == GENERATE:
-        return _generated_source(PRESETS[preset], rules_value, max_numbers)
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; choose one of {SPLITS + (GENERATE,)}")
-    return _pool_source(load_split(preset, split), rules_value, max_numbers, f"{preset}/{split}", drop_solved=True)
-
-
-def _curriculum_source(
-    curriculum: Curriculum,
-    preset: str | None,
-    config: GeneratorConfig | None,
-    rules: Rules | str | None,
-    split: str | None,
-    problems: Iterable[ProblemLike] | None,
-    max_numbers: int | None,
-) -> ProblemSource:
-    if not isinstance(curriculum, Curriculum):
-        raise ValueError(f"curriculum must be a countdown_gym.data.curriculum.Curriculum, got {type(curriculum).__name__}")
-    if preset is not None or config is not None or split is not None or problems is not None:
-        raise ValueError("pass either curriculum=... or preset/config/split/problems, not both (the curriculum holds its problems)")
-    source = _pool_source(curriculum.problems, resolve_rules(rules), max_numbers, curriculum.description)
-    return dataclasses.replace(source, curriculum=curriculum)
+def make_problem_source(**arguments: Any) -> ProblemSource:
+    """Resolve an environment's problem arguments given as keywords: ``ProblemSpec(**arguments).resolve()``."""
+    return ProblemSpec(**arguments).resolve()
 
 
 def _generated_source(config: GeneratorConfig, rules: Rules | None, max_numbers: int | None) -> ProblemSource:

@@ -21,15 +21,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from countdown_gym.data.curriculum import Curriculum
-from countdown_gym.data.generator import GeneratorConfig
-from countdown_gym.envs.problem_source import ProblemLike, make_problem_source
+from countdown_gym.envs.problem_source import ProblemSpec
 from countdown_gym.envs.render import check_render_mode
 from countdown_gym.envs.text_checker import INVALID_REASONS, LineCheck, LineChecker
 from countdown_gym.envs.text_episode import Replay, StepResult, TextEpisode, check_budget, replay_completion
 from countdown_gym.envs.text_tokenizers import Detokenizer, Tokenizer
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Rules, format_number
+from countdown_gym.game.rules import format_number
 from countdown_gym.game.text_format import CHARSET, PROMPT_STYLES, build_prompt, sanitize
 from countdown_gym.game.trace import format_list
 
@@ -48,7 +46,7 @@ class CountdownTextEnv(gym.Env):
     ## Description
     The policy writes reasoning text after a prompt (LongProc, TinyZero or compact style). Every
     completed line that states a move (LongProc ``Try`` lines, plain ``a op b = c`` lines,
-    compact ``a+b=c [..]`` lines; grammar in :mod:`countdown_gym.game.text_format`) is checked
+    compact ``a+b=c [..]`` lines; grammar in :mod:`countdown_gym.game.line_grammar`) is checked
     against the search tree actually reachable so far: operands must be in the state the line
     branches from (LongProc indentation and compact depth may backtrack; plain lines apply in
     sequence, inside ``<Solution>`` from the initial numbers), :meth:`Rules.check` must allow the
@@ -102,8 +100,10 @@ class CountdownTextEnv(gym.Env):
     tracked number set), ``problem``, ``prompt_style``; at the end ``verdict`` and ``is_success``.
 
     ## Arguments
-    * ``preset``, ``split``, ``config``, ``problems``, ``rules``: the problem source; or ``curriculum``, a
-      :class:`~countdown_gym.data.curriculum.Curriculum` (each finished episode is reported back to it).
+    * ``preset``, ``split``, ``config``, ``problems``, ``rules``, ``max_numbers``: the problem source
+      (:mod:`countdown_gym.envs.problem_source`); or ``curriculum``, a
+      :class:`~countdown_gym.data.curriculum.Curriculum` (each finished episode is reported back to it); or
+      ``problem_spec``, these arguments as one :class:`~countdown_gym.envs.problem_source.ProblemSpec`.
     * ``prompt``: ``"longproc"`` (default), ``"tinyzero"`` or ``"compact"``;
       ``prompt_kwargs``: options of the LongProc prompt (``current_state``, ``example``).
     * ``action_mode``: ``"line"``, ``"token_str"`` or ``"token"``; ``tokenizer``: any Hugging
@@ -118,13 +118,8 @@ class CountdownTextEnv(gym.Env):
 
     def __init__(
         self,
-        preset: str | None = None,
+        problem_spec: ProblemSpec | None = None,
         *,
-        split: str | None = None,
-        config: GeneratorConfig | None = None,
-        problems: Sequence[ProblemLike] | None = None,
-        rules: Rules | str | None = None,
-        curriculum: Curriculum | None = None,
         prompt: str = "longproc",
         prompt_kwargs: dict[str, Any] | None = None,
         action_mode: str = "line",
@@ -137,6 +132,7 @@ class CountdownTextEnv(gym.Env):
         max_line_chars: int = 4096,
         max_token_chars: int = 64,
         render_mode: str | None = None,
+        **problem_args: Any,
     ) -> None:
         if prompt not in PROMPT_STYLES:
             raise ValueError(f"prompt must be one of {list(PROMPT_STYLES)}, got {prompt!r}")
@@ -164,8 +160,7 @@ class CountdownTextEnv(gym.Env):
         example = (prompt_kwargs or {}).get("example")
         if example is not None and not isinstance(example, Problem):
             raise ValueError(f"prompt_kwargs['example'] must be a Problem, got {type(example).__name__} {example!r:.80}")
-        self.source = make_problem_source(preset=preset, config=config, rules=rules, split=split, problems=problems,
-                                          curriculum=curriculum)
+        self.source = ProblemSpec.of(problem_spec, problem_args, "CountdownText-v0").resolve()
         self.rules = self.source.rules
         self.prompt_style = prompt
         self.prompt_kwargs = dict(prompt_kwargs or {})

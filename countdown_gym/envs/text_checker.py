@@ -1,6 +1,6 @@
 """The line checker of CountdownText-v0: every completed reasoning line checked against the real search tree.
 
-:class:`LineChecker` reads completed lines (grammar in :mod:`countdown_gym.game.text_format`) and checks
+:class:`LineChecker` reads completed lines (grammar in :mod:`countdown_gym.game.line_grammar`) and checks
 each against the search tree actually reachable so far, emitting transition records
 (``docs/DESIGN.md``); :class:`LineCheck` is its verdict on one line and :data:`INVALID_REASONS`
 the reason codes of invalid lines. :class:`~countdown_gym.envs.text_episode.TextEpisode` feeds it.
@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Number, Rules, normalize
-from countdown_gym.game.text_format import (
+from countdown_gym.game.line_grammar import (
     DROP_OUTCOMES,
     ParsedLine,
     parse_line,
 )
+from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import Number, Rules, normalize
 
 INVALID_REASONS: dict[str, str] = {
     "operand_unavailable": "an operand is not in the number set the line branches from",
@@ -271,7 +271,7 @@ class LineChecker:
                 return "target_mismatch"
             if p.evaluated != c or (c == self.target) != (p.outcome == "found"):
                 return "wrong_evaluation"
-            if len(nxt) > 1 and (p.outcome == "missed" or self.rules.use_all):
+            if len(nxt) > 1 and (p.outcome == "missed" or not self.rules.wins(c, len(nxt), self.target)):
                 return "numbers_left"
         return "ok"
 

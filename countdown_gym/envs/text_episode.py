@@ -96,11 +96,21 @@ class TextEpisode:
         res.terminated, res.truncated = self.terminated, self.truncated
         res.reward = self.verdict.reward if terminated else 0.0
 
-    def feed(self, text: str) -> StepResult:
-        """Append ``text`` and check the lines it completes."""
+    def _new_result(self) -> StepResult:
+        """An empty step result; ``RuntimeError`` once the episode has ended."""
         if self.done:
             raise RuntimeError("the episode has ended; start a new one (reset)")
-        res = StepResult()
+        return StepResult()
+
+    def _last_line(self, tail: str, res: StepResult) -> bool:
+        """Take ``tail`` (text without a newline) as a complete line; ``True`` if that ended the episode."""
+        self._parts.append(tail)
+        self._complete_chars += len(tail)
+        return self._line(tail, res)
+
+    def feed(self, text: str) -> StepResult:
+        """Append ``text`` and check the lines it completes."""
+        res = self._new_result()
         cut = self.max_chars is not None and self.num_chars + len(text) >= self.max_chars
         if cut:
             text = text[: self.max_chars - self.num_chars]
@@ -114,9 +124,7 @@ class TextEpisode:
                 return res
         tail = buf[pos:]
         if final_answer_end(tail) >= 0:  # a final answer closed mid-line: that line is complete
-            self._parts.append(tail)
-            self._complete_chars += len(tail)
-            if not self._line(tail, res):
+            if not self._last_line(tail, res):
                 self._end(res, terminated=True)
             return res
         self._partial = tail
@@ -126,22 +134,16 @@ class TextEpisode:
 
     def truncate(self) -> StepResult:
         """End the episode by a budget kept outside (e.g. a token budget): reward 0."""
-        if self.done:
-            raise RuntimeError("the episode has ended; start a new one (reset)")
-        res = StepResult()
+        res = self._new_result()
         self._end(res, terminated=False)
         return res
 
     def finish(self) -> StepResult:
         """The completion ended (EOS): check the last partial line and verify the whole text."""
-        if self.done:
-            raise RuntimeError("the episode has ended; start a new one (reset)")
-        res = StepResult()
+        res = self._new_result()
         if self._partial:
             tail, self._partial = self._partial, ""
-            self._parts.append(tail)
-            self._complete_chars += len(tail)
-            if self._line(tail, res):
+            if self._last_line(tail, res):
                 return res
         self._end(res, terminated=True)
         return res

@@ -11,19 +11,16 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from countdown_gym.data.curriculum import Curriculum
-from countdown_gym.data.generator import GeneratorConfig
-from countdown_gym.envs.countdown import (
+from countdown_gym.envs.actions import action_table, num_actions
+from countdown_gym.envs.move_kernel import apply_moves, batch_moves, pair_slots
+from countdown_gym.envs.options import (
     InvalidActionError,
-    action_table,
     check_invalid_action,
     check_max_steps,
     check_penalty,
     check_value_scale,
-    num_actions,
 )
-from countdown_gym.envs.move_kernel import apply_moves, batch_moves, pair_slots
-from countdown_gym.envs.problem_source import ProblemLike, make_problem_source
+from countdown_gym.envs.problem_source import ProblemSpec
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules
 
@@ -96,8 +93,8 @@ class CountdownVectorEnv(VectorEnv):
 
     ## Arguments
     ``num_envs`` plus the keyword arguments of ``Countdown-v0`` (``preset``, ``config``,
-    ``rules``, ``split``, ``problems``, ``max_numbers``, ``max_steps``, ``invalid_action``,
-    ``invalid_penalty``, ``value_scale``); ``max_episode_steps`` is accepted as a synonym of
+    ``rules``, ``split``, ``problems``, ``curriculum``, ``max_numbers`` or ``problem_spec``, ``max_steps``,
+    ``invalid_action``, ``invalid_penalty``, ``value_scale``); ``max_episode_steps`` is accepted as a synonym of
     ``max_steps`` (``gymnasium.make_vec`` may pass it); ``render_mode="ansi"`` makes
     :meth:`render` return one line of text per env; ``record_transitions`` (see Info).
     With ``invalid_action="raise"`` a masked action in any env raises
@@ -122,14 +119,8 @@ class CountdownVectorEnv(VectorEnv):
     def __init__(
         self,
         num_envs: int = 1,
-        preset: str | None = None,
-        config: GeneratorConfig | None = None,
-        rules: Rules | str | None = None,
-        split: str | None = None,
-        problems: list[ProblemLike] | None = None,
+        problem_spec: ProblemSpec | None = None,
         *,
-        curriculum: Curriculum | None = None,
-        max_numbers: int | None = None,
         max_steps: int | None = None,
         max_episode_steps: int | None = None,
         invalid_action: str = "penalty",
@@ -137,14 +128,12 @@ class CountdownVectorEnv(VectorEnv):
         value_scale: float | None = None,
         render_mode: str | None = None,
         record_transitions: bool = False,
+        **problem_args: Any,
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
         self.num_envs = int(num_envs)
-        self.source = make_problem_source(
-            preset=preset, config=config, rules=rules, split=split, problems=problems, max_numbers=max_numbers,
-            curriculum=curriculum,
-        )
+        self.source = ProblemSpec.of(problem_spec, problem_args, "CountdownVectorEnv").resolve()
         self.rules: Rules = self.source.rules
         if not self.rules.integer_only:
             raise ValueError(
@@ -364,9 +353,7 @@ class CountdownVectorEnv(VectorEnv):
         self._vals, self._count = moved, new_count
         self._steps += valid
 
-        won = valid & (result == self._target)
-        if self.rules.use_all:
-            won &= new_count == 1
+        won = valid & self.rules.wins(result, new_count, self._target)
         over = won | (new_count == 1) | invalid  # known before legality: reset these first
         reward = won.astype(np.float64)
         if any_invalid:

@@ -1,14 +1,26 @@
-"""The rules of a Countdown game: the one home of every rule variant.
+"""The rules of a Countdown game: the one home of every rule variant, of move legality and of the win.
 
 Implementations of Countdown silently disagree on what an intermediate result may be. A
-:class:`Rules` value makes each choice explicit; every part of the package (solver, generator,
-verifier, environments, wrappers, leaderboard) takes its arithmetic from here.
+:class:`Rules` value makes each choice explicit, and its methods are the one implementation of
+the rules every part of the package (solver, generator, verifier, traces, environments, wrappers,
+leaderboard) calls:
+
+* legality of a move: :meth:`Rules.check` (with a reason code), :meth:`Rules.apply`,
+  :meth:`Rules.legal_results` (the four results of an ordered pair) and
+  :meth:`Rules.within_bounds` (the sign and limit rules on a result);
+* the win: :meth:`Rules.wins` (a value in a state of ``left`` numbers), :meth:`Rules.is_won`
+  (a whole state), :meth:`Rules.may_leave` (numbers left unused) and :meth:`Rules.answer_parts`
+  (which sub-multisets of the numbers an answer may be built from).
+
+The batched numpy kernel of the vector env (``countdown_gym.envs.move_kernel``) is the one
+other form of legality, kept for speed and tested against :meth:`Rules.legal_results` move by move.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
@@ -60,6 +72,9 @@ class Rules:
             not isinstance(self.value_limit, int) or isinstance(self.value_limit, bool) or self.value_limit < 1
         ):
             raise ValueError(f"Rules.value_limit must be a positive int or None, got {self.value_limit!r}")
+        lo, hi = self.result_range()
+        object.__setattr__(self, "_lo", lo)  # not fields: read by the hot legality checks below
+        object.__setattr__(self, "_hi", hi)
 
     # ---- presets -------------------------------------------------------------------------
     @classmethod
@@ -179,14 +194,94 @@ class Rules:
             return None, "unknown_operator"
         if isinstance(r, Fraction) and r.denominator == 1:
             r = r.numerator
-        if self.sign != "any":
-            if r < 0:
-                return None, "negative_result"
-            if r == 0 and self.sign == "positive":
-                return None, "zero_result"
-        if self.value_limit is not None and r >= self.value_limit:
-            return None, "exceeds_limit"
-        return r, "ok"
+        if self.within_bounds(r):
+            return r, "ok"
+        if r < 0 and self.sign != "any":
+            return None, "negative_result"
+        if r == 0:
+            return None, "zero_result"
+        return None, "exceeds_limit"
+
+    def within_bounds(self, r: Number) -> bool:
+        """Whether a move's result ``r`` passes the sign and limit rules (:meth:`result_range`).
+
+        Integrality is a rule of division alone (:meth:`check`); this is the rest of a move's legality.
+        """
+        if type(r) is int:
+            return self._lo <= r < self._hi  # type: ignore[attr-defined]
+        r = Fraction(r)
+        if r.denominator == 1:
+            return self._lo <= r.numerator < self._hi  # type: ignore[attr-defined]
+        return self._lo <= r.numerator and r < self._hi  # type: ignore[attr-defined]  # p / q > 0 iff p > 0
+
+    def legal_results(self, x: Number, y: Number) -> tuple[Number | None, Number | None, Number | None, Number | None]:
+        """``(x + y, x - y, x * y, x / y)``: each the move's result where :meth:`check` allows it, else ``None``.
+
+        Integer operands under ``integer_only`` rules take an inlined path (tested equal to :meth:`check`);
+        anything else asks :meth:`check` itself.
+
+        Example:
+            >>> Rules.longproc().legal_results(6, 4)
+            (10, 2, 24, None)
+        """
+        if not (self.integer_only and type(x) is int and type(y) is int):
+            return tuple(self.check(x, op, y)[0] for op in OPERATORS)  # type: ignore[return-value]
+        lo, hi = self._lo, self._hi  # type: ignore[attr-defined]
+        s, d, p = x + y, x - y, x * y
+        q = x // y if y != 0 and x % y == 0 else None
+        return (
+            s if lo <= s < hi else None,
+            d if lo <= d < hi else None,
+            p if lo <= p < hi else None,
+            q if q is not None and lo <= q < hi else None,
+        )
+
+    # ---- the win -------------------------------------------------------------------------
+    def may_leave(self, unused: Any) -> Any:
+        """Whether a won game may leave ``unused`` numbers unused: only none under ``use_all``.
+
+        Works elementwise on numpy arrays (returns a bool array there).
+        """
+        return (unused == 0) | (not self.use_all)
+
+    def wins(self, value: Any, left: Any, target: Any) -> Any:
+        """Whether ``value``, one of the ``left`` numbers of a state, wins the game: it equals the
+        target and the other ``left - 1`` numbers may stay unused (:meth:`may_leave`).
+
+        A move wins iff its result wins in the state it makes. Works elementwise on numpy arrays
+        (the vector env's batch), else returns a ``bool``.
+
+        Example:
+            >>> Rules.longproc().wins(24, 2, 24), Rules.classic().wins(24, 2, 24)
+            (False, True)
+        """
+        return (value == target) & self.may_leave(left - 1)
+
+    def is_won(self, values: Sequence[Number], target: Number) -> bool:
+        """Whether the state ``values`` is won: one of its numbers wins (:meth:`wins`).
+
+        Under ``use_all`` rules: the last number left equals the target; otherwise the target is
+        among the numbers.
+        """
+        left = len(values)
+        return any(self.wins(v, left, target) for v in values)
+
+    def answer_parts(self, numbers: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
+        """The sub-multisets of ``numbers`` a winning answer may use all of: ``numbers`` itself under
+        ``use_all``, else every distinct non-empty sub-multiset (in order of the bit masks of its positions).
+
+        The solver searches these parts; the items may be any hashable values.
+        """
+        numbers = tuple(numbers)
+        if self.use_all:
+            yield numbers
+            return
+        seen: set[tuple[Any, ...]] = set()
+        for mask in range(1, 1 << len(numbers)):
+            part = tuple(x for i, x in enumerate(numbers) if mask >> i & 1)
+            if part not in seen and self.may_leave(len(numbers) - len(part)):
+                seen.add(part)
+                yield part
 
 
 LEGACY_LONGPROC = Rules(name="longproc", sign="positive")

@@ -112,7 +112,7 @@ class _Search:
         nums = [result] + left
         self.path.append(eq)
         if len(nums) == 1:
-            if result == self.target:
+            if self.rules.wins(result, 1, self.target):
                 self.emit(f"{ind}Try {eq}. Evaluate {format_number(result)} == {self.target}, target found!", nums)
                 return True
             self.emit(f"{ind}Try {eq}. Evaluate {format_number(result)} != {self.target}, drop this branch.", parent)
@@ -129,7 +129,7 @@ class _Search:
             f"Current number set: {format_list(nums)}, target: {self.target}{sep}{tail}",
             nums,
         )
-        if not self.rules.use_all and result == self.target:
+        if self.rules.wins(result, len(nums), self.target):
             return True
         if self.node(nums, depth):
             return True
@@ -163,7 +163,7 @@ def _run(problem: Problem, rules: Rules | None, current_state: bool) -> _Search:
         s.emit(f"Initial number set: {format_list(nums)}, target: {problem.target}. Options for choosing two numbers: {_options(nums)}.", nums)
     else:
         s.emit(f"Initial number set: {format_list(nums)}, target: {problem.target}, just two numbers left.", nums)
-    s.found = (not rules.use_all and problem.target in nums) or (len(nums) > 1 and s.node(nums, 0))  # type: ignore[attr-defined]
+    s.found = rules.is_won(nums, problem.target) or (len(nums) > 1 and s.node(nums, 0))  # type: ignore[attr-defined]
     return s
 
 
@@ -173,7 +173,7 @@ def dfs_trace(problem: Problem, rules: Rules | None = None, current_state: bool 
     Raises ``ValueError`` if the search finds no solution (the problem is unsolvable), or if the
     problem needs no move (one number, or the target among the numbers under ``use_all=False``).
     """
-    if problem.target in problem.numbers and (len(problem.numbers) == 1 or not (rules or problem.rules).use_all):
+    if (rules or problem.rules).is_won(problem.numbers, problem.target):
         # solved before any move: the <Solution> block would be empty, which verify() rejects
         raise ValueError(f"{problem!r} needs no move (the target is already one of the numbers); there is no search to write")
     s = _run(problem, rules, current_state)
@@ -194,7 +194,7 @@ def search_nodes(problem: Problem, rules: Rules | None = None, visit: Visit | No
     """
     rules = rules or problem.rules
     nums: list[Number] = list(problem.numbers)
-    if not rules.use_all and problem.target in nums:
+    if rules.is_won(nums, problem.target):
         return 0
     counter = [0]
     if len(nums) > 1:
@@ -216,12 +216,10 @@ def _count_tries(nums: list[Number], target: int, rules: Rules, counter: list[in
                 continue
             if visit is not None:
                 visit(depth, nums, [result] + left)
-            if not left:
-                if result == target:
-                    return True
-                continue
-            if not rules.use_all and result == target:
+            if rules.wins(result, len(left) + 1, target):
                 return True
+            if not left:
+                continue
             if _count_tries([result] + left, target, rules, counter, visit, depth + 1):
                 return True
     return False

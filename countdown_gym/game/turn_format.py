@@ -35,9 +35,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from countdown_gym.game.line_grammar import parse_number
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import OPERATORS, Number, format_number, normalize
-from countdown_gym.game.text_format import compact_prompt, describe_rules, parse_number
+from countdown_gym.game.text_format import compact_prompt, describe_rules
 
 TURN_KINDS: tuple[str, ...] = ("move", "undo", "give_up", "invalid")
 

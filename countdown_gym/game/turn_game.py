@@ -139,7 +139,7 @@ class TurnEpisode:
         self.states.append(nxt)
         self.moves.append((a, op, b, result))
         record = self._record(state, (a, op, b, result), nxt, "ok")
-        if (len(nxt) == 1 or not self.rules.use_all) and result == self.target:
+        if self.rules.wins(result, len(nxt), self.target):
             return TurnResult(reply_moved(result, nxt, "solved"), "move", True, "ok", [record], terminated=True)
         outcome = "miss" if len(nxt) == 1 else ""
         return TurnResult(reply_moved(result, nxt, outcome), "move", True, "ok", [record])

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from countdown_gym.game.compact_trace import CompactTraceConfig, compact_trace, shuffled
+from countdown_gym.game.line_grammar import parse_line
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules
-from countdown_gym.game.text_format import parse_line
 from countdown_gym.game.turn_format import format_move, turn_prompt
 from countdown_gym.game.turn_game import TurnEpisode
 

@@ -213,9 +213,10 @@ def _final(
 
     if claimed is not None and claimed != value:
         return no("arithmetic_error", f"the answer states {format_number(claimed)} but evaluates to {format_number(value)}")
-    if rules.use_all and left and sum(left.values()) > 0:
-        return no("unused_numbers", f"numbers not used: {sorted(left.elements())}; every number must be used once")
-    if value != problem.target:
+    unused = sum(left.values()) if left else 0
+    if not rules.wins(value, 1 + unused, problem.target):  # the answer's value, beside the numbers it left unused
+        if not rules.may_leave(unused):
+            return no("unused_numbers", f"numbers not used: {sorted(left.elements())}; every number must be used once")
         return no("wrong_value", f"the answer evaluates to {format_number(value)}, not the target {problem.target}")
     return Verdict(True, "ok", f"reaches {problem.target}", steps, fmt, value, numbers_used)
 

@@ -1,0 +1,265 @@
+"""The solver's reachability search: memoised, target-directed, on exact internal rationals.
+
+The machinery behind :func:`countdown_gym.game.solver.reachable`; legality comes from
+:class:`~countdown_gym.game.rules.Rules` (:meth:`Rules.within_bounds`, :meth:`Rules.answer_parts`).
+
+A sequence of moves that ends in one number is an expression tree over the whole multiset whose
+every node is a legal move, and every such tree can be played as moves. So ``t`` is reachable
+from ``S`` (all numbers used) iff ``S`` splits into two non-empty parts ``A | B`` with values
+``a`` of ``A`` and ``b`` of ``B`` such that ``a op b = t`` (either operand order) is legal. We
+enumerate the value set of the *smaller* part (memoised per sub-multiset) and, for each ``a``,
+solve ``a op b = t`` for ``b`` (at most six candidates) and ask whether the larger part can make
+``b``: a set lookup for parts of up to three numbers, else the same search recursively.
+Without ``use_all``, ``t`` is reachable iff some part the rules allow (:meth:`Rules.answer_parts`) makes it.
+
+Internally a rational is an ``int`` or a reduced pair ``(p, q)`` with ``q > 1`` (hashing and
+arithmetic on pairs is several times faster than on ``Fraction``); the public functions
+convert at the boundary. Results equal :meth:`Rules.check`'s exactly (tested against a
+brute-force move search).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from fractions import Fraction
+from functools import lru_cache
+from math import gcd
+
+from countdown_gym.game.rules import Number, Rules
+
+Q = int | tuple[int, int]
+CACHE_CAP = 1 << 20
+"""Entries per cache (per Rules) before it is emptied: (state, target) answers and exact-split
+answers; the value-set and split caches hold ``CACHE_CAP // 32`` sub-multisets."""
+
+
+def to_q(x: Number) -> Q:
+    if type(x) is int:
+        return x
+    x = Fraction(x)
+    return x.numerator if x.denominator == 1 else (x.numerator, x.denominator)
+
+
+def from_q(x: Q) -> Number:
+    return x if type(x) is int else Fraction(*x)
+
+
+def _mk(p: int, q: int) -> Q:
+    if q < 0:
+        p, q = -p, -q
+    g = gcd(p, q)
+    if g != 1:
+        p //= g
+        q //= g
+    return p if q == 1 else (p, q)
+
+
+def _pq(x: Q) -> tuple[int, int]:
+    return (x, 1) if type(x) is int else x
+
+
+def _add(a: Q, b: Q) -> Q:
+    (ap, aq), (bp, bq) = _pq(a), _pq(b)
+    return _mk(ap * bq + bp * aq, aq * bq)
+
+
+def _sub(a: Q, b: Q) -> Q:
+    (ap, aq), (bp, bq) = _pq(a), _pq(b)
+    return _mk(ap * bq - bp * aq, aq * bq)
+
+
+def _mul(a: Q, b: Q) -> Q:
+    (ap, aq), (bp, bq) = _pq(a), _pq(b)
+    return _mk(ap * bp, aq * bq)
+
+
+def _div(a: Q, b: Q) -> Q:
+    (ap, aq), (bp, bq) = _pq(a), _pq(b)
+    return _mk(ap * bq, aq * bp)
+
+
+class Reachability:
+    """Memoised reachability under one :class:`Rules` value (internal rationals: :data:`Q`); one per rules value."""
+
+    def __init__(self, rules: Rules) -> None:
+        self.rules = rules
+        self.integer_only = rules.integer_only
+        self.within = rules.within_bounds
+        low, high = rules.result_range()
+        self.free = low == -math.inf and high == math.inf
+        self.values: dict[tuple[Q, ...], frozenset[Q]] = {}
+        self.exact: dict[tuple[tuple[Q, ...], Q], bool] = {}
+        self.splits: dict[tuple[Q, ...], list[tuple[tuple[Q, ...], tuple[Q, ...]]]] = {}
+        self.reach: dict[tuple[tuple[Number, ...], Number], bool] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def ok(self, r: Q) -> bool:
+        """Whether ``r`` may be a move's result (:meth:`Rules.within_bounds`; integrality is the caller's)."""
+        if self.free:
+            return True
+        return self.within(r if type(r) is int else Fraction(*r))
+
+    def pair(self, a: Q, b: Q) -> list[Q]:
+        """Every legal ``a op b`` and ``b op a``."""
+        if type(a) is int and type(b) is int:
+            c = [a + b, a * b, a - b, b - a]
+            if b:
+                if a % b == 0:
+                    c.append(a // b)
+                elif not self.integer_only:
+                    c.append(_mk(a, b))
+            if a:
+                if b % a == 0:
+                    c.append(b // a)
+                elif not self.integer_only:
+                    c.append(_mk(b, a))
+            if self.integer_only and not self.free:  # only ints: the rules' check, with no conversion
+                within = self.within
+                return [r for r in c if within(r)]
+        else:  # a non-integer operand (tuples are never zero)
+            c = [_add(a, b), _mul(a, b), _sub(a, b), _sub(b, a)]
+            for x, y in ((a, b), (b, a)):
+                if y != 0:
+                    r = _div(x, y)
+                    if type(r) is int or not self.integer_only:
+                        c.append(r)
+        if self.free:
+            return c
+        ok = self.ok
+        return [r for r in c if ok(r)]
+
+    def split(self, state: tuple[Q, ...]) -> list[tuple[tuple[Q, ...], tuple[Q, ...]]]:
+        """Distinct ``(A, B)`` splits into non-empty parts with ``len(A) <= len(B)``."""
+        out = self.splits.get(state)
+        if out is None:
+            seen: set[tuple[Q, ...]] = set()
+            out = []
+            for ia, ib in _split_indices(len(state)):
+                a = tuple(state[i] for i in ia)
+                if a not in seen:
+                    seen.add(a)
+                    out.append((a, tuple(state[i] for i in ib)))
+            if len(self.splits) >= CACHE_CAP // 32:
+                self.splits.clear()
+            self.splits[state] = out
+        return out
+
+    def values_of(self, state: tuple[Q, ...]) -> frozenset[Q]:
+        """Every value an expression over *all* of ``state`` can take."""
+        out = self.values.get(state)
+        if out is None:
+            if len(state) == 1:
+                out = frozenset(state)
+            else:
+                acc: set[Q] = set()
+                pair = self.pair
+                for a_part, b_part in self.split(state):
+                    vb = self.values_of(b_part)
+                    for a in self.values_of(a_part):
+                        for b in vb:
+                            acc.update(pair(a, b))
+                out = frozenset(acc)
+            if len(self.values) >= CACHE_CAP // 32:
+                self.values.clear()
+            self.values[state] = out
+        return out
+
+    def makes(self, part: tuple[Q, ...], value: Q) -> bool:
+        """Whether an expression over all of ``part`` can equal ``value``."""
+        if len(part) == 1:
+            return part[0] == value
+        if len(part) <= 3:
+            return value in self.values_of(part)
+        return self.exact_of(part, value)
+
+    def exact_of(self, state: tuple[Q, ...], t: Q) -> bool:
+        """Whether an expression over all of ``state`` (>= 2 numbers) equals ``t``."""
+        key = (state, t)
+        res = self.exact.get(key)
+        if res is None:
+            res = self._exact(state, t)
+            if len(self.exact) >= CACHE_CAP:
+                self.exact.clear()
+            self.exact[key] = res
+        return res
+
+    def _exact(self, state: tuple[Q, ...], t: Q) -> bool:
+        if not self.ok(t):
+            return False
+        deadline = getattr(DEADLINE, "at", None)
+        ints = all(type(x) is int for x in state)
+        if ints and self.integer_only and type(t) is not int:
+            return False  # integer moves on integers never make a fraction
+        whole_t = type(t) is int
+        fast = ints and whole_t
+        div_ok = whole_t or not self.integer_only  # a division may result in t
+        makes = self.makes
+        for a_part, b_part in self.split(state):
+            if deadline is not None and time.monotonic() > deadline:
+                raise SolverTimeout("the solver ran out of time")  # nothing half-done is cached
+            for a in self.values_of(a_part):
+                if fast and type(a) is int:
+                    cands = {t - a, a - t, a + t}  # a + b = t, a - b = t, b - a = t
+                    if a:
+                        if t % a == 0:
+                            cands.add(t // a)  # a * b = t
+                        elif not self.integer_only:
+                            cands.add(_mk(t, a))
+                        cands.add(t * a)  # b / a = t
+                        if t:
+                            if a % t == 0:
+                                cands.add(a // t)  # a / b = t
+                            elif not self.integer_only:
+                                cands.add(_mk(a, t))
+                else:
+                    cands = {_sub(t, a), _sub(a, t), _add(a, t)}
+                    if a != 0:
+                        cands.add(_div(t, a))
+                        if div_ok:
+                            cands.add(_mul(t, a))
+                            if t != 0:
+                                cands.add(_div(a, t))
+                if a == 0 and t == 0 and self.values_of(b_part):
+                    return True  # 0 * b = 0 for any b
+                for b in cands:
+                    if makes(b_part, b):
+                        return True
+        return False
+
+    def reachable(self, state: tuple[Number, ...], target: Number) -> bool:
+        """Reachability from a sorted, non-empty state (memoised on ``(state, target)``)."""
+        key = (state, target)
+        res = self.reach.get(key)
+        if res is not None:
+            self.hits += 1
+            return res
+        self.misses += 1
+        st = tuple(to_q(x) for x in state)
+        t = to_q(target)
+        res = any(part[0] == t if len(part) == 1 else self.exact_of(part, t) for part in self.rules.answer_parts(st))
+        if len(self.reach) >= CACHE_CAP:
+            self.reach.clear()
+        self.reach[key] = res
+        return res
+
+
+@lru_cache(maxsize=16)
+def _split_indices(n: int) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
+    out = []
+    for mask in range(1, (1 << n) - 1):
+        k = bin(mask).count("1")
+        if 2 * k > n or (2 * k == n and not mask & 1):
+            continue
+        out.append((tuple(i for i in range(n) if mask >> i & 1), tuple(i for i in range(n) if not mask >> i & 1)))
+    return tuple(out)
+
+
+class SolverTimeout(TimeoutError):
+    """:func:`~countdown_gym.game.solver.reachable` / :func:`~countdown_gym.game.solver.is_solvable` ran past their ``timeout`` (the answer is unknown)."""
+
+
+DEADLINE = threading.local()
+"""``at``: the ``time.monotonic()`` past which this thread's current solver call gives up (unset: never)."""
