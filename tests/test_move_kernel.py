@@ -6,19 +6,13 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from rule_variants import RULE_VARIANTS
 
 from countdown_gym.envs.actions import action_table, move_results
 from countdown_gym.envs.move_kernel import apply_moves, batch_moves, in_range, pair_slots
 from countdown_gym.game.rules import OPERATORS, Rules
 
-RULES = [
-    Rules.longproc(),
-    Rules.longproc_positive(),
-    Rules.classic(),
-    Rules(name="any_limited", sign="any", value_limit=50),
-    Rules(name="free_ints", sign="any", value_limit=None),
-    Rules(name="positive_limited", sign="positive", value_limit=30),
-]
+RULES = RULE_VARIANTS
 
 
 RATIONAL = [

@@ -8,20 +8,21 @@ from functools import cache
 
 import pytest
 
-from countdown_gym import (
-    Problem,
-    Rules,
+from countdown_gym import Problem, Rules, generate, verify
+from countdown_gym.game.solver import (
+    apply_move,
+    cache_info,
+    canonical,
+    clear_cache,
     count_solutions,
-    generate,
     is_solvable,
     legal_moves,
     reachable,
     reachable_values,
     solution_path,
     solve,
-    verify,
+    successors,
 )
-from countdown_gym.game.solver import apply_move, cache_info, canonical, clear_cache, successors
 
 RULES = {
     "longproc": Rules.longproc(),
