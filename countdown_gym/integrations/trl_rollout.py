@@ -57,6 +57,12 @@ class TurnRollout:
         return "".join(f"{t}\n{r}\n" for t, r in zip(self.turns, self.replay.replies, strict=False))
 
 
+def turn_prompts(problems: Sequence[Problem], style: str, max_turns: int) -> list[str]:
+    """The first message of each problem's episode: the dataset's ``prompt`` column, the keys by which the
+    rollout function finds a prompt's problem, and what :func:`play_episodes` tokenises."""
+    return [turn_prompt(p, style, max_turns) for p in problems]
+
+
 def _stop_ids(tokenizer: Any) -> tuple[list[int], bool]:
     """Token ids that end a turn, and whether a newline is one token of its own (else ``stop_strings`` is used)."""
     eos = tokenizer.eos_token_id
@@ -112,10 +118,9 @@ def play_episodes(
     eos = tokenizer.eos_token_id if isinstance(tokenizer.eos_token_id, int) else None
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos or 0)
     limit = max_length or getattr(model.config, "max_position_embeddings", None) or 4096
-    episodes = []
-    for p in problems:
-        prompt = turn_prompt(p, prompt_style, max_turns)
-        episodes.append(Episode(p, prompt, list(tokenizer(prompt)["input_ids"]), max_turns))
+    prompts = turn_prompts(problems, prompt_style, max_turns)
+    episodes = [Episode(p, prompt, list(tokenizer(prompt)["input_ids"]), max_turns)
+                for p, prompt in zip(problems, prompts, strict=True)]
     texts = TextCache(tokenizer)
     was_training = model.training
     model.eval()
@@ -228,7 +233,7 @@ def make_rollout_func(
     :class:`~countdown_gym.game.turn_game.TurnReplay`, for the reward functions) and ``turn_index``
     (for per-step credit). Sampling follows the trainer's ``temperature``, ``top_p`` and ``top_k``.
     """
-    by_prompt = {turn_prompt(p, prompt_style, max_turns): p for p in problems}
+    by_prompt = dict(zip(turn_prompts(problems, prompt_style, max_turns), problems, strict=True))
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         chosen = []
@@ -268,7 +273,7 @@ def rollout_dataset(problems: Sequence[Problem], *, max_turns: int = DEFAULT_MAX
     from datasets import Dataset
 
     return Dataset.from_dict({
-        "prompt": [turn_prompt(p, prompt_style, max_turns) for p in problems],
+        "prompt": turn_prompts(problems, prompt_style, max_turns),
         "numbers": [[int(x) for x in p.numbers] for p in problems],
         "target": [int(p.target) for p in problems],
     })
