@@ -128,13 +128,11 @@ def grpo_config_kwargs(opts: Any, output_dir: Path | None = None, plan: RunPlan 
     """The keyword arguments of the run's ``GRPOConfig``, micro-batched as ``plan`` says (default: :func:`plan_run`)."""
     from trl import GRPOConfig
 
-    from baselines.lm.rewards import MONITORED, parse_reward_spec
-
     plan = plan or plan_run(opts)
     micro = plan.micro
     bf16 = plan.layout.bf16
     cuda = plan.layout.on_gpu
-    weights = {**MONITORED, **parse_reward_spec(opts.rewards)}
+    weights = reward_terms(opts)
     if opts.step_credit:  # the dense terms are credited per turn (StepCreditGRPOTrainer), not added to the scalar reward
         from baselines.lm.step_credit import split_reward_spec
 
@@ -211,36 +209,29 @@ def build_grpo_config(opts: Any, output_dir: Path | None = None, plan: RunPlan |
 
 def reward_terms(opts: Any) -> dict[str, float]:
     """Term -> weight of the run: the monitored terms (weight 0) plus the chosen variant."""
-    from baselines.lm.rewards import MONITORED, parse_reward_spec
+    from baselines.lm.rewards import monitored, parse_reward_spec
 
-    return {**MONITORED, **parse_reward_spec(opts.rewards)}
+    return {**monitored(), **parse_reward_spec(opts.rewards)}
 
 
 def build_reward_funcs(opts: Any, tokenizer: Any, hidden_size: int) -> tuple[list[Any], Any]:
-    """The TRL reward functions in the order of ``reward_terms(opts)``, and the CLIPO reward (or None)."""
-    from baselines.lm.rewards import CLIPOReward, shipped_critic_reward
-    from countdown_gym.integrations.trl import REWARD_FUNCTIONS
+    """The TRL reward functions in the order of ``reward_terms(opts)``, and the CLIPO reward (or None).
 
-    funcs: list[Any] = []
+    Each comes from the registry (``countdown_gym.integrations.trl.reward_function``); the critics a variant
+    needs are loaded here and the CLIPO head is built on the policy's hidden size."""
+    from baselines.lm.rewards import CLIPOReward, load_needs
+    from countdown_gym.integrations.trl import reward_function
+    from countdown_gym.rewards.variants import get_variant
+
+    names = list(reward_terms(opts))
     clipo = None
-    for name in reward_terms(opts):
-        if name in REWARD_FUNCTIONS:
-            funcs.append(REWARD_FUNCTIONS[name])
-        elif name == "critic":
-            funcs.append(shipped_critic_reward())
-        elif name == "text_critic":
-            from baselines.lm.rewards import TextCriticReward
+    if any(get_variant(name).needs == "clipo" for name in names):
+        from critics.clipo import CLIPOTrainer
 
-            funcs.append(TextCriticReward())
-        elif name == "clipo":
-            from critics.clipo import CLIPOTrainer
-
-            head = CLIPOTrainer(dim_in=hidden_size, lam=opts.clipo_lambda, warmup_steps=opts.clipo_warmup_steps, seed=opts.seed)
-            clipo = CLIPOReward(head, tokenizer, opts.num_generations)
-            funcs.append(clipo)
-        else:  # pragma: no cover - parse_reward_spec only returns known terms
-            raise ValueError(f"unknown reward term {name!r}")
-    return funcs, clipo
+        head = CLIPOTrainer(dim_in=hidden_size, lam=opts.clipo_lambda, warmup_steps=opts.clipo_warmup_steps, seed=opts.seed)
+        clipo = CLIPOReward(head, tokenizer, opts.num_generations)
+    given = load_needs(names, {"clipo": clipo})
+    return [reward_function(name, given) for name in names], clipo
 
 
 def last_checkpoint(out: Path) -> str | None:
@@ -314,8 +305,7 @@ def trainer_class_of(opts: Any, funcs: list[Any]) -> tuple[Any, dict[str, Any]]:
         from trl import GRPOTrainer
 
         return GRPOTrainer, {}
-    from baselines.lm.step_credit import StepCreditGRPOTrainer, split_reward_spec
-    from countdown_gym.integrations.trl import CriticReward
+    from baselines.lm.step_credit import StepCreditGRPOTrainer, reward_scorers, split_reward_spec
 
     return StepCreditGRPOTrainer, {"step_weights": split_reward_spec(reward_terms(opts))[1], "step_gamma": opts.step_credit_gamma,
-                                   "critic": next((f.critic for f in funcs if type(f) is CriticReward), None)}
+                                   "scorers": reward_scorers(funcs)}
