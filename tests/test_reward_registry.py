@@ -81,7 +81,6 @@ def test_sb3_vector_env_adds_the_same_term(even: RewardVariant) -> None:
     import numpy as np
 
     from baselines.sb3.vec_env import CountdownSB3VecEnv
-
     from countdown_gym.game.problem import Problem
 
     vec = CountdownSB3VecEnv(1, "even-results", 0.5, problems=[Problem((6, 2, 5, 3), 8)])

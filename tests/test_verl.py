@@ -14,15 +14,7 @@ from countdown_gym.integrations.verl import DEFAULT_WEIGHTS, compute_score, grou
 P = Problem((21, 16, 17, 26), 46)
 GT = ground_truth(P)
 SOURCE = "countdown_gym/longproc-0.5k"
-SEARCH = """21+16=37 [17,26,37]
- 26+17=43 [37,43]
- 26-17=9 [37,9]
-  37+9=46 [46]
-<Solution>
-21 + 16 = 37
-26 - 17 = 9
-37 + 9 = 46
-</Solution>"""
+SEARCH = "21+16=37 [17,26,37]\n 26+17=43 [37,43]\n 26-17=9 [37,9]\n  37+9=46 [46]\n<answer>(21 + 16) + (26 - 17)</answer>"
 
 
 def test_sparse_score_is_a_float() -> None:
