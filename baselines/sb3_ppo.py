@@ -9,7 +9,8 @@ final model and its evaluation as JSON, and can write a leaderboard submission.
 ``--evaluate-model runs/sb3/<run>/final_model.zip --eval-split validation`` evaluates a saved
 model without training (its run's ``options.json`` supplies the feature flags).
 
-Reward variants (the dense terms come from ``countdown_gym.wrappers``, one home):
+Reward variants (``--reward``: the ``step`` variants of the registry, ``countdown_gym.rewards.variants``,
+which also builds each one's wrapper):
 
 * ``sparse``: the verifier's 1 on reaching the target, else 0;
 * ``oracle-perfect``: + ``scale`` for every move that keeps the target reachable (the seed paper's
@@ -57,11 +58,10 @@ from baselines.sb3.features import LOOKAHEADS
 from baselines.sb3.policy import MoveFeatures, PerActionPolicy, load_model
 from countdown_gym import Problem, dataclass_cli, load_split
 from countdown_gym.data.splits import SPLIT_SPEC
-from countdown_gym.rewards.variants import variant_names
+from countdown_gym.rewards.variants import get_variant, variant_names
 from countdown_gym.runkit.runs import MetricsLog, StopRequest, check_resume, prepare_run, read_options, truncate_rows
 from countdown_gym.runkit.tracking import report_to_names
 
-REWARDS = variant_names("step")  # the registry's Countdown-v0 reward variants
 NET_ARCH = [256, 256]  # the MlpPolicy's default layers
 HIDDEN = 64  # the per-action policy's default width
 
@@ -139,7 +139,7 @@ class Args:
     """Skip training: evaluate this saved model (a run's ``final_model.zip`` or a checkpoint) on --eval-split."""
 
     def __post_init__(self) -> None:
-        for name, allowed in (("reward", REWARDS), ("lookahead", LOOKAHEADS), ("preset", sorted(SPLIT_SPEC))):
+        for name, allowed in (("reward", variant_names("step")), ("lookahead", LOOKAHEADS), ("preset", sorted(SPLIT_SPEC))):
             dataclass_cli.check_choice(self, name, allowed)
         report_to_names(self.report_to)  # a ValueError naming --report-to
         if self.vec_env == "batched" and self.policy != "per-action":
@@ -166,27 +166,25 @@ def parse_args(argv: list[str] | None = None) -> Args:
     return dataclass_cli.parse(Args, argv, description=__doc__.split("\n\n")[0])
 
 
-def wrap_reward(env: gym.Env, args: Args) -> gym.Env:
-    """Add the chosen dense term (the wrappers report it in ``info["reward_terms"]``)."""
-    from countdown_gym.wrappers import ContrastiveCriticReward, OracleReward
+def reward_scorer(args: Args) -> Any:
+    """What the ``--reward`` variant needs passed in: the shipped state critic for ``needs="critic"``, else None."""
+    if get_variant(args.reward).needs != "critic":
+        return None
+    from critics import load_state_critic
 
-    if args.reward.startswith("oracle"):
-        mode = args.reward.split("-", 1)[1]
-        if mode == "potential":
-            return OracleReward(env, mode="reachable", scale=args.scale, potential=True, gamma=args.gamma)
-        return OracleReward(env, mode=mode, scale=args.scale)
-    if args.reward.startswith("critic"):
-        from critics import load_state_critic
-
-        return ContrastiveCriticReward(env, load_state_critic(), scale=args.scale,
-                                       potential=args.reward.endswith("potential"), gamma=args.gamma)
-    return env
+    return load_state_critic()
 
 
-def make_env(args: Args, rank: int):
+def wrap_reward(env: gym.Env, args: Args, scorer: Any = None) -> gym.Env:
+    """Add the ``--reward`` variant's term (the registry's wrapper, reported in ``info["reward_terms"]``)."""
+    scorer = scorer if scorer is not None else reward_scorer(args)
+    return get_variant(args.reward, "step").wrap(env, scale=args.scale, gamma=args.gamma, scorer=scorer)
+
+
+def make_env(args: Args, rank: int, scorer: Any = None):
     def thunk() -> gym.Env:
         env = gym.make("Countdown-v0", preset=args.preset, split="train")
-        env = wrap_reward(env, args)
+        env = wrap_reward(env, args, scorer)
         if args.policy == "per-action":
             env = MoveFeatures(env, lookahead=args.lookahead, log_ratios=args.log_ratios, children=args.children)
         env.reset(seed=args.seed * 1000 + rank)
@@ -200,18 +198,15 @@ def make_vec_env(args: Args) -> Any:
     if args.vec_env == "dummy":
         from stable_baselines3.common.vec_env import DummyVecEnv
 
-        return DummyVecEnv([make_env(args, i) for i in range(args.num_envs)])
+        scorer = reward_scorer(args)  # loaded once, shared by the envs
+        return DummyVecEnv([make_env(args, i, scorer) for i in range(args.num_envs)])
     from baselines.sb3.vec_env import CountdownSB3VecEnv
     from countdown_gym.rewards.wrappers.critic import CachedScorer
 
-    if args.reward.startswith("critic"):
-        from critics import load_state_critic
-
-        critic = CachedScorer(load_state_critic())
-    else:
-        critic = None
-    return CountdownSB3VecEnv(args.num_envs, args.reward, args.scale, args.gamma, args.lookahead, critic,
-                              args.log_ratios, args.children, preset=args.preset, split="train")
+    scorer = reward_scorer(args)
+    return CountdownSB3VecEnv(args.num_envs, args.reward, args.scale, args.gamma, args.lookahead,
+                              None if scorer is None else CachedScorer(scorer), args.log_ratios, args.children,
+                              preset=args.preset, split="train")
 
 
 def evaluate(

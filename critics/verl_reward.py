@@ -9,15 +9,19 @@ the ``critic`` dense term point verl at this file instead::
     # optional, another V2 checkpoint directory (default: the shipped one):
     +custom_reward_function.reward_kwargs.critic_checkpoint=/path/to/checkpoint
 
-Everything else (``dense``, ``weights``, the returned dict) is the package's ``compute_score``.
+Everything else (``dense``, ``weights``, the returned dict) is the package's ``compute_score``; this
+file only supplies the critic (:func:`countdown_gym.integrations.verl.with_scorers`).
+
+Example:
+    >>> gt = {"numbers": [6, 2, 5, 3], "target": 8}
+    >>> out = compute_score("countdown_gym/longproc-0.5k", "<answer>(6 - 2) * (5 - 3)</answer>", gt, dense=["critic"])
+    >>> out["sparse"], -1.0 <= out["critic"] <= 1.0
+    (1.0, True)
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
-from countdown_gym.integrations import verl
+from countdown_gym.integrations.verl import with_scorers
 from critics import Critic, load_state_critic
 
 _CRITICS: dict[str | None, Critic] = {}
@@ -31,26 +35,7 @@ def critic_for(checkpoint: str | None = None) -> Critic:
     return _CRITICS[key]
 
 
-def compute_score(
-    data_source: str,
-    solution_str: str,
-    ground_truth: Any,
-    extra_info: Mapping[str, Any] | None = None,
-    *,
-    dense: Sequence[str] | str | None = None,
-    critic_checkpoint: str | None = None,
-    **kwargs: Any,
-) -> float | dict[str, float]:
-    """:func:`countdown_gym.integrations.verl.compute_score` with the critic loaded when ``dense`` asks for it.
-
-    Example:
-        >>> gt = {"numbers": [6, 2, 5, 3], "target": 8}
-        >>> out = compute_score("countdown_gym/longproc-0.5k", "<answer>(6 - 2) * (5 - 3)</answer>", gt, dense=["critic"])
-        >>> out["sparse"], -1.0 <= out["critic"] <= 1.0
-        (1.0, True)
-    """
-    critic = critic_for(critic_checkpoint) if "critic" in verl.dense_terms(dense) else None
-    return verl.compute_score(data_source, solution_str, ground_truth, extra_info, dense=dense, critic=critic, **kwargs)
-
+compute_score = with_scorers({"critic": critic_for})
+"""verl's reward function: the package's ``compute_score`` with the critic loaded when ``dense`` asks for it."""
 
 __all__ = ["compute_score", "critic_for"]

@@ -82,8 +82,8 @@ def test_format_reward() -> None:
 
 
 def test_oracle_rewards() -> None:
-    reach = _rewards("oracle")
-    perfect = _rewards("oracle_perfect")
+    reach = _rewards("oracle-reachable")
+    perfect = _rewards("oracle-perfect")
     # correct: dead-end 26+17 and 43+37 lines cost reachability; the rest keep the target reachable
     assert 0 < reach[0] < 1 and 0 < perfect[0] < 1
     assert reach[1] < reach[0] and perfect[1] < perfect[0]
@@ -130,9 +130,9 @@ def test_the_baselines_critic_term_is_the_packages_critic_reward_with_the_shippe
 
 def test_reward_spec_parsing() -> None:
     assert parse_reward_spec("sparse") == VARIANTS["sparse"]
-    assert parse_reward_spec("oracle+clipo") == {"sparse": 1.0, "format": 0.1, "oracle": 0.5, "clipo": 1.0}
+    assert parse_reward_spec("oracle-reachable+clipo") == {"sparse": 1.0, "format": 0.1, "oracle-reachable": 0.5, "clipo": 1.0}
     assert parse_reward_spec("critic,critic=0.2,format=0") == {"sparse": 1.0, "format": 0.0, "critic": 0.2}
-    assert parse_reward_spec("format=0,oracle") == {"sparse": 1.0, "format": 0.0, "oracle": 0.5}  # an override before a variant
+    assert parse_reward_spec("format=0,oracle-reachable") == {"sparse": 1.0, "format": 0.0, "oracle-reachable": 0.5}  # an override before a variant
     for bad in ("", "dense", "oracle=abc", "sparse=0"):
         with pytest.raises(ValueError):
             parse_reward_spec(bad)
@@ -250,7 +250,7 @@ def test_grpo_config_on_cpu(tmp_path: Path) -> None:
     cfg = build_grpo_config(GRPOPlan.of(Options(rewards="oracle", prompts_per_step=4, num_generations=8, output_dir=str(tmp_path))))
     assert cfg.use_cpu and not cfg.bf16
     assert cfg.per_device_train_batch_size == 32 and cfg.generation_batch_size == 32 and cfg.num_generations == 8
-    assert cfg.reward_weights == [1.0, 0.1, 0.5, 0.0]  # sparse, format, oracle, oracle_perfect
+    assert cfg.reward_weights == [1.0, 0.1, 0.0, 0.5]  # sparse, format, oracle-perfect, oracle-reachable
     assert not cfg.use_vllm
     assert not cfg.gradient_checkpointing  # the option's default, not TRL's
     assert build_grpo_config(GRPOPlan.of(Options(gradient_checkpointing=True, output_dir=str(tmp_path)))).gradient_checkpointing
@@ -360,7 +360,7 @@ def test_two_grpo_steps_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     logs = [json.loads(line) for line in (out / "train_log.jsonl").open()]
     step_logs = [x for x in logs if "reward" in x]
     assert len(step_logs) == 2
-    for key in ("rewards/sparse_reward/mean", "rewards/oracle_reward/mean", "rewards/format_reward/mean", "replay/invalid_frac"):
+    for key in ("rewards/sparse_reward/mean", "rewards/oracle_reachable_reward/mean", "rewards/format_reward/mean", "replay/invalid_frac"):
         assert key in step_logs[0], key
     if rewards == "clipo":
         assert "rewards/clipo_reward/mean" in step_logs[0] and (out / "checkpoint-2" / "clipo_head.pt").exists()

@@ -28,6 +28,7 @@ from baselines.sb3.policy import MoveFeatures, PerActionPolicy  # noqa: E402
 from baselines.sb3.vec_env import CountdownSB3VecEnv, evaluate_batched  # noqa: E402
 from countdown_gym import Problem, Rules  # noqa: E402
 from countdown_gym.envs.countdown import decode_action  # noqa: E402
+from countdown_gym.rewards.variants import variant_names  # noqa: E402
 
 
 def _next_results(state: tuple[int, ...], rules: Rules) -> list[int]:
@@ -257,18 +258,16 @@ def test_children_need_lookahead_two(capsys: pytest.CaptureFixture[str]) -> None
     assert "--child-hidden must be a positive width and needs --children" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("reward", sb3_ppo.REWARDS)
+@pytest.mark.parametrize("reward", variant_names("step"))
 def test_batched_vec_env_matches_the_single_env_wrappers(reward: str) -> None:
     args = sb3_ppo.parse_args(["--reward", reward, "--lookahead", "2"])
-    critic = None
-    if reward.startswith("critic"):
-        from countdown_gym.rewards.wrappers.critic import CachedScorer
-        from critics import load_state_critic
+    from countdown_gym.rewards.wrappers.critic import CachedScorer
 
-        critic = CachedScorer(load_state_critic())
+    scorer = sb3_ppo.reward_scorer(args)  # the shipped critic for the critic rewards, else None
+    critic = None if scorer is None else CachedScorer(scorer)
     rng = np.random.default_rng(1)
     for p in countdown_gym.load_split("longproc-0.5k", "validation")[:4]:
-        single = MoveFeatures(sb3_ppo.wrap_reward(gym.make("Countdown-v0", problems=[p]), args), lookahead=2)
+        single = MoveFeatures(sb3_ppo.wrap_reward(gym.make("Countdown-v0", problems=[p]), args, scorer), lookahead=2)
         vec = CountdownSB3VecEnv(1, reward, args.scale, args.gamma, 2, critic, problems=[p])
         vec.seed(0)
         batched = vec.reset()

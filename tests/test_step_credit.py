@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from baselines.lm.rewards import MONITORED, parse_reward_spec  # noqa: E402
+from baselines.lm.rewards import monitored, parse_reward_spec  # noqa: E402
 from baselines.lm.step_credit import (  # noqa: E402
     group_step_advantages,
     returns_to_go,
@@ -56,30 +56,30 @@ class LastNumberCritic:
 
 
 def test_split_reward_spec_moves_the_dense_terms_out_of_the_scalar_reward() -> None:
-    weights = {**MONITORED, **parse_reward_spec("critic")}  # what llm_grpo's reward_terms gives
+    weights = {**monitored(), **parse_reward_spec("critic")}  # what llm_grpo's reward_terms gives
     scalar, per_step = split_reward_spec(weights)
     assert list(scalar) == list(weights)  # same terms, same order: reward_weights line up with the reward functions
-    assert scalar == {"sparse": 1.0, "format": 0.1, "oracle": 0.0, "oracle_perfect": 0.0, "critic": 0.0}
+    assert scalar == {"sparse": 1.0, "format": 0.1, "oracle-perfect": 0.0, "oracle-reachable": 0.0, "critic": 0.0}
     assert per_step == {"critic": 0.5}
-    scalar, per_step = split_reward_spec(parse_reward_spec("sparse=1,oracle=0.25,oracle_perfect=0.5,clipo=1"))
-    assert scalar == {"sparse": 1.0, "oracle": 0.0, "oracle_perfect": 0.0, "clipo": 1.0}
-    assert per_step == {"oracle": 0.25, "oracle_perfect": 0.5}
+    scalar, per_step = split_reward_spec(parse_reward_spec("sparse=1,oracle-reachable=0.25,oracle-perfect=0.5,clipo=1"))
+    assert scalar == {"sparse": 1.0, "oracle-reachable": 0.0, "oracle-perfect": 0.0, "clipo": 1.0}
+    assert per_step == {"oracle-reachable": 0.25, "oracle-perfect": 0.5}
     assert split_reward_spec(parse_reward_spec("sparse"))[1] == {}
 
 
 def test_turn_rewards_weight_and_sum_each_turns_terms() -> None:
     critic = LastNumberCritic()
     episodes = [[[GOOD], [], [BAD, INVALID]], [[INVALID]], []]
-    got = turn_rewards(episodes, {"oracle": 0.5, "oracle_perfect": 0.25, "critic": 2.0}, critic)
+    got = turn_rewards(episodes, {"oracle-reachable": 0.5, "oracle-perfect": 0.25, "critic": 2.0}, critic)
     # GOOD: 0.5*1 + 0.25*1 + 2*0.08; BAD: 0.5*(-1) + 0 + 2*0.15; INVALID: 0.5*(-1) + 0 + 2*(-1)
     expected = [[0.91, 0.0, -0.2 - 2.5], [-2.5], []]
     assert [len(r) for r in got] == [3, 1, 0]
     for row, want in zip(got, expected, strict=True):
         np.testing.assert_allclose(row, want, atol=1e-12)
     assert critic.calls == 1  # the whole batch in one critic call
-    assert turn_rewards(episodes, {"oracle": 1.0}) == [[1.0, 0.0, -2.0], [-1.0], []]
+    assert turn_rewards(episodes, {"oracle-reachable": 1.0}) == [[1.0, 0.0, -2.0], [-1.0], []]
     with pytest.raises(ValueError, match="non-zero weight"):
-        turn_rewards(episodes, {"oracle": 0.0})
+        turn_rewards(episodes, {"oracle-reachable": 0.0})
     with pytest.raises(ValueError, match="supports the terms"):
         turn_rewards(episodes, {"sparse": 1.0})
     with pytest.raises(ValueError, match="needs a critic"):
@@ -119,7 +119,7 @@ def test_step_advantages_two_groups_unequal_turns_gamma_below_one() -> None:
         [[GOOD], [BAD]], [[INVALID]],                 # group 1: r = [1, -1] and [-1]
         [[], [GOOD]], [[GOOD], [GOOD], [GOOD]],      # group 2: r = [0, 1] and [1, 1, 1]
     ]
-    got = step_advantages(episodes, {"oracle": 1.0}, num_generations=2, gamma=0.5)
+    got = step_advantages(episodes, {"oracle-reachable": 1.0}, num_generations=2, gamma=0.5)
     # returns-to-go (gamma 0.5): [0.5, -1], [-1]; [0.5, 1], [1.75, 1.5, 1]
     expected = [[0.5 - (-1), 0.0], [-1 - 0.5], [0.5 - 1.75, 1 - 1.5], [1.75 - 0.5, 1.5 - 1, 0.0]]
     for a, want in zip(got, expected, strict=True):
@@ -146,11 +146,11 @@ def test_module_import_does_not_import_trl_and_the_trainer_refuses_bad_setups() 
     from baselines.lm.step_credit import StepCreditGRPOTrainer
 
     with pytest.raises(ValueError, match="rollout_func"):
-        StepCreditGRPOTrainer(model=None, step_weights={"oracle": 0.5})
+        StepCreditGRPOTrainer(model=None, step_weights={"oracle-reachable": 0.5})
     with pytest.raises(ValueError, match="non-zero weight"):
         StepCreditGRPOTrainer(model=None, step_weights={}, rollout_func=lambda p, t: {})
     with pytest.raises(ValueError, match="gamma"):
-        StepCreditGRPOTrainer(model=None, step_weights={"oracle": 0.5}, step_gamma=2.0, rollout_func=lambda p, t: {})
+        StepCreditGRPOTrainer(model=None, step_weights={"oracle-reachable": 0.5}, step_gamma=2.0, rollout_func=lambda p, t: {})
 
 
 # --- two real GRPO steps ---------------------------------------------------------------------------
@@ -185,10 +185,11 @@ def test_two_grpo_steps_credit_each_turns_dense_terms_to_its_tokens(tmp_path: Pa
     tok.padding_side = "left"
     critic = load_critic()
     problems = load_split("longproc-0.5k", "train")[:8]
-    weights = parse_reward_spec("oracle+critic")  # sparse 1, format 0.1, oracle 0.5, critic 0.5
+    weights = parse_reward_spec("oracle-reachable+critic")  # sparse 1, format 0.1, oracle-reachable 0.5, critic 0.5
     scalar, per_step = split_reward_spec(weights)
-    assert per_step == {"oracle": 0.5, "critic": 0.5} and scalar["sparse"] == 1.0 and scalar["format"] == 0.1
-    funcs = {"sparse": sparse_reward, "format": format_reward, "oracle": oracle_reward, "critic": CriticReward(critic)}
+    assert per_step == {"oracle-reachable": 0.5, "critic": 0.5} and scalar["sparse"] == 1.0 and scalar["format"] == 0.1
+    funcs = {"sparse": sparse_reward, "format": format_reward, "oracle-reachable": oracle_reward,
+             "critic": CriticReward(critic)}
     gamma, groups = 0.9, 4
     generated: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
     seen: list[dict[str, Any]] = []

@@ -184,7 +184,7 @@ def test_grpo_text_critic_reward_variant(tiny_run: Path) -> None:
     pytest.importorskip("trl")
     from baselines.lm.rewards import VARIANTS, TextCriticReward, parse_reward_spec
 
-    assert parse_reward_spec("text-critic") == VARIANTS["text-critic"] == {"sparse": 1.0, "format": 0.1, "text_critic": 0.5}
+    assert parse_reward_spec("text-critic") == VARIANTS["text-critic"] == {"sparse": 1.0, "format": 0.1, "text-critic": 0.5}
     problem = json.dumps(Problem((21, 16, 17, 26), 46).to_dict())
     completions = ["21+16=37 [17,26,37]\n 26-17=9 [37,9]\n  37+9=46 [46]", "21+16=38 [17,26,38]"]
     critic = load_text_critic(tiny_run)

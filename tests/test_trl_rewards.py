@@ -173,5 +173,5 @@ def test_one_grpo_step_with_a_conversational_numbers_target_dataset(tmp_path) ->
     assert isinstance(completions, list) and completions[0][0]["role"] == "assistant"  # conversational
     assert {tuple(n) for n in seen["numbers"]} <= {tuple(p.numbers) for p in problems}
     logged = {k for row in trainer.state.log_history for k in row}
-    for name in ("sparse_reward", "format_reward", "oracle_reward", "oracle_perfect_reward", "critic_reward"):
+    for name in ("sparse_reward", "format_reward", "oracle_reachable_reward", "oracle_perfect_reward", "critic_reward"):
         assert f"rewards/{name}/mean" in logged, name

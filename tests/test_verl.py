@@ -14,15 +14,7 @@ from countdown_gym.integrations.verl import DEFAULT_WEIGHTS, compute_score, grou
 P = Problem((21, 16, 17, 26), 46)
 GT = ground_truth(P)
 SOURCE = "countdown_gym/longproc-0.5k"
-SEARCH = """21+16=37 [17,26,37]
- 26+17=43 [37,43]
- 26-17=9 [37,9]
-  37+9=46 [46]
-<Solution>
-21 + 16 = 37
-26 - 17 = 9
-37 + 9 = 46
-</Solution>"""
+SEARCH = "21+16=37 [17,26,37]\n 26+17=43 [37,43]\n 26-17=9 [37,9]\n  37+9=46 [46]\n<answer>(21 + 16) + (26 - 17)</answer>"
 
 
 def test_sparse_score_is_a_float() -> None:
@@ -35,22 +27,23 @@ def test_sparse_score_is_a_float() -> None:
 
 
 def test_dense_terms_return_a_dict_with_score() -> None:
-    out = compute_score(SOURCE, SEARCH, GT, dense="oracle,format")
-    assert set(out) >= {"score", "sparse", "oracle", "format", "invalid_steps", "moves"}
-    assert out["sparse"] == 1.0 and out["format"] == 1.0 and -1.0 <= out["oracle"] <= 1.0
-    assert out["score"] == pytest.approx(1.0 + DEFAULT_WEIGHTS["format"] + DEFAULT_WEIGHTS["oracle"] * out["oracle"])
+    out = compute_score(SOURCE, SEARCH, GT, dense="oracle-reachable,format")
+    assert set(out) >= {"score", "sparse", "oracle-reachable", "format", "invalid_steps", "moves"}
+    assert out["sparse"] == 1.0 and out["format"] == 1.0 and -1.0 <= out["oracle-reachable"] <= 1.0
+    assert out["score"] == pytest.approx(1.0 + DEFAULT_WEIGHTS["format"]
+                                         + DEFAULT_WEIGHTS["oracle-reachable"] * out["oracle-reachable"])
     assert all(isinstance(v, float) for v in out.values())  # verl aggregates every key as a metric
-    custom = compute_score(SOURCE, SEARCH, GT, dense=["oracle_perfect"], weights={"oracle_perfect": 2.0})
-    assert custom["score"] == pytest.approx(1.0 + 2.0 * custom["oracle_perfect"])
-    hallucinated = compute_score(SOURCE, "21+16=38 [17,26,38]\n<answer>38+8</answer>", GT, dense=["oracle"])
-    assert hallucinated["invalid_steps"] >= 1 and hallucinated["oracle"] == -1.0
+    custom = compute_score(SOURCE, SEARCH, GT, dense=["oracle-perfect"], weights={"oracle-perfect": 2.0})
+    assert custom["score"] == pytest.approx(1.0 + 2.0 * custom["oracle-perfect"])
+    hallucinated = compute_score(SOURCE, "21+16=38 [17,26,38]\n<answer>38+8</answer>", GT, dense=["oracle-reachable"])
+    assert hallucinated["invalid_steps"] >= 1 and hallucinated["oracle-reachable"] == -1.0
 
 
 def test_same_terms_as_the_trl_rewards() -> None:
     from countdown_gym.envs.text import replay_completion
 
-    out = compute_score(SOURCE, SEARCH, GT, dense="format,oracle,oracle_perfect")
-    ref = score_terms(replay_completion(P, SEARCH), ["sparse", "format", "oracle", "oracle_perfect"])
+    out = compute_score(SOURCE, SEARCH, GT, dense="format,oracle-reachable,oracle-perfect")
+    ref = score_terms(replay_completion(P, SEARCH), ["sparse", "format", "oracle-reachable", "oracle-perfect"])
     assert {k: out[k] for k in ref} == ref
 
 

@@ -200,37 +200,30 @@ def build_grpo_config(plan: GRPOPlan, compute: RunPlan | None = None, *, on_this
 
 def reward_terms(opts: Options) -> dict[str, float]:
     """Term -> weight of the run: the monitored terms (weight 0) plus the chosen variant."""
-    from baselines.lm.rewards import MONITORED, parse_reward_spec
+    from baselines.lm.rewards import monitored, parse_reward_spec
 
-    return {**MONITORED, **parse_reward_spec(opts.rewards)}
+    return {**monitored(), **parse_reward_spec(opts.rewards)}
 
 
 def build_reward_funcs(plan: GRPOPlan, tokenizer: Any, hidden_size: int) -> tuple[list[Any], Any]:
-    """The TRL reward functions in the order of ``reward_terms(plan.options)``, and the CLIPO reward (or None)."""
-    from baselines.lm.rewards import CLIPOReward, shipped_critic_reward
-    from countdown_gym.integrations.trl import REWARD_FUNCTIONS
+    """The TRL reward functions in the order of ``reward_terms(plan.options)``, and the CLIPO reward (or None).
+
+    Each comes from the registry (``countdown_gym.integrations.trl.reward_function``); the critics a variant
+    needs are loaded here and the CLIPO head is built on the policy's hidden size."""
+    from baselines.lm.rewards import CLIPOReward, load_needs
+    from countdown_gym.integrations.trl import reward_function
+    from countdown_gym.rewards.variants import get_variant
 
     opts = plan.options
-    funcs: list[Any] = []
+    names = list(reward_terms(opts))
     clipo = None
-    for name in reward_terms(opts):
-        if name in REWARD_FUNCTIONS:
-            funcs.append(REWARD_FUNCTIONS[name])
-        elif name == "critic":
-            funcs.append(shipped_critic_reward())
-        elif name == "text_critic":
-            from baselines.lm.rewards import TextCriticReward
+    if any(get_variant(name).needs == "clipo" for name in names):
+        from critics.clipo import CLIPOTrainer
 
-            funcs.append(TextCriticReward())
-        elif name == "clipo":
-            from critics.clipo import CLIPOTrainer
-
-            head = CLIPOTrainer(dim_in=hidden_size, lam=opts.clipo_lambda, warmup_steps=opts.clipo_warmup_steps, seed=opts.seed)
-            clipo = CLIPOReward(head, tokenizer, opts.num_generations)
-            funcs.append(clipo)
-        else:  # pragma: no cover - parse_reward_spec only returns known terms
-            raise ValueError(f"unknown reward term {name!r}")
-    return funcs, clipo
+        head = CLIPOTrainer(dim_in=hidden_size, lam=opts.clipo_lambda, warmup_steps=opts.clipo_warmup_steps, seed=opts.seed)
+        clipo = CLIPOReward(head, tokenizer, opts.num_generations)
+    given = load_needs(names, {"clipo": clipo})
+    return [reward_function(name, given) for name in names], clipo
 
 
 def last_checkpoint(out: Path) -> str | None:
@@ -305,8 +298,7 @@ def trainer_class_of(plan: GRPOPlan, funcs: list[Any]) -> tuple[Any, dict[str, A
         from trl import GRPOTrainer
 
         return GRPOTrainer, {}
-    from baselines.lm.step_credit import StepCreditGRPOTrainer, split_reward_spec
-    from countdown_gym.integrations.trl import CriticReward
+    from baselines.lm.step_credit import StepCreditGRPOTrainer, reward_scorers, split_reward_spec
 
     return StepCreditGRPOTrainer, {"step_weights": split_reward_spec(reward_terms(opts))[1], "step_gamma": opts.step_credit_gamma,
-                                   "critic": next((f.critic for f in funcs if type(f) is CriticReward), None)}
+                                   "scorers": reward_scorers(funcs)}

@@ -1,64 +1,78 @@
-"""The GRPO baseline's reward variants and CLIPO, on top of the package's TRL reward functions.
+"""The GRPO baseline's rewards: the objects its reward variants need, and CLIPO's TRL reward function.
 
-The reward functions themselves (``sparse``, ``format``, ``oracle``, ``oracle_perfect``, ``critic``)
-live in :mod:`countdown_gym.integrations.trl` (TRL's signature ``f(prompts, completions,
-completion_ids, **kwargs) -> list[float]``; the problem from the dataset columns ``numbers`` /
-``target`` or ``problem`` JSON; multi-turn rollouts' ``turn_replay`` used as it is). This module
-adds what needs the trainer or the baseline's choices:
+Which terms a run has and how each is computed is the registry's (:mod:`countdown_gym.rewards.variants`;
+the TRL reward functions: :func:`countdown_gym.integrations.trl.reward_function`). This module adds what
+needs the trainer or the baseline's checkpoints:
 
 ========================  =====================================================================
-``text_critic``           the ``critic`` term's per-move mean with the text critic (``critics.text_critic``, the
-                          seed paper's architecture A) as the scorer. In ``[-1, 1]``.
+``LOADERS``               the critics a ``needs`` kind loads: ``critic`` (the shipped contrastive
+                          critic) and ``text_critic`` (the text critic, the seed paper's architecture A)
 ``clipo``                 CLIPO: ``max(-lambda * L_CL, -0.5)`` for correct anchors in groups with
                           ≥ 2 correct and ≥ 1 incorrect rollout, else 0 (see :class:`CLIPOReward`).
 ========================  =====================================================================
 
-and the named reward variants (:data:`VARIANTS`, :func:`parse_reward_spec`); ``docs/llm_grpo.md``
-explains the choices. The ``critic`` term gets the shipped critic: :func:`shipped_critic_reward`.
+``docs/llm_grpo.md`` explains the choices.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from types import MappingProxyType
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from countdown_gym.integrations.trl import CriticReward, completion_replays, log_metrics
-from countdown_gym.rewards.variants import TEXT_TERMS, TEXT_VARIANT_WEIGHTS, parse_reward_spec  # noqa: F401  (re-exported)
+from countdown_gym.rewards.variants import (  # noqa: F401  (re-exported)
+    TEXT_VARIANT_WEIGHTS,
+    get_variant,
+    monitored,
+    parse_reward_spec,
+)
 
-TERMS: tuple[str, ...] = TEXT_TERMS
-"""Every reward term a run can weight."""
-
-MONITORED: dict[str, float] = {"sparse": 0.0, "format": 0.0, "oracle": 0.0, "oracle_perfect": 0.0}
-"""Cheap terms always computed and logged (weight 0 unless the variant weights them)."""
-
-VARIANTS: MappingProxyType[str, dict[str, float]] = TEXT_VARIANT_WEIGHTS
+VARIANTS = TEXT_VARIANT_WEIGHTS
 """Named reward variants (the ``text`` ones of ``countdown_gym.rewards.variants``): term -> weight."""
+
+
+def load_critic() -> Any:
+    """The shipped contrastive critic (``critics.load_critic()``)."""
+    from critics import load_critic as load
+
+    return load()
+
+
+def load_text_critic() -> Any:
+    """The shipped text critic (``critics.text_critic.load_text_critic()``)."""
+    from critics.text_critic import load_text_critic as load
+
+    return load()
+
+
+LOADERS: dict[str, Callable[[], Any]] = {"critic": load_critic, "text_critic": load_text_critic}
+"""How the baseline loads what a reward variant ``needs``, by kind (CLIPO is built by the run: ``build_reward_funcs``)."""
+
+
+def load_needs(names: Iterable[str], given: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``given`` plus, loaded, every scorer the variants ``names`` need that it lacks."""
+    out = dict(given or {})
+    for name in names:
+        need = get_variant(name, "text").needs
+        if need in LOADERS and out.get(need) is None:
+            out[need] = LOADERS[need]()
+    return out
 
 
 def shipped_critic_reward() -> CriticReward:
     """The ``critic`` reward term with the shipped contrastive critic (``critics.load_critic()``)."""
-    from critics import load_critic
-
     return CriticReward(load_critic())
 
 
 class TextCriticReward(CriticReward):
-    """The ``critic`` reward with the text critic (``critics.text_critic.load_text_critic()``) as the scorer."""
-
-    __name__ = "text_critic_reward"
+    """The ``text-critic`` reward: the critic term with the text critic as the scorer (default: the shipped one)."""
 
     def __init__(self, critic: Any = None) -> None:
-        if critic is None:
-            from critics.text_critic import load_text_critic
-
-            critic = load_text_critic()
-        super().__init__(critic)
+        super().__init__(load_text_critic() if critic is None else critic, "text-critic")
 
 
-__all__ = ["MONITORED", "TERMS", "VARIANTS", "CLIPOReward", "parse_reward_spec", "prompt_token_ids",
-           "shipped_critic_reward",
-           "TextCriticReward"]
+__all__ = ["LOADERS", "VARIANTS", "CLIPOReward", "load_needs", "monitored", "parse_reward_spec", "prompt_token_ids",
+           "shipped_critic_reward", "TextCriticReward"]
 
 
 # --- CLIPO ------------------------------------------------------------------------------------

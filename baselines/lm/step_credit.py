@@ -16,8 +16,9 @@ and ``T_{i,k}`` the transition records of turn ``k`` (``TurnReplay.turn_transiti
                  = 0                                                             if S_k = {i}
     A_{i,t} = A^out_i + A^step_{i,k(t)}                              token t of turn k(t)
 
-``term`` is ``oracle_term(t, "reachable")`` (``oracle``), ``oracle_term(t, "perfect")``
-(``oracle_perfect``) or the critic's score (``critic``, :func:`countdown_gym.rewards.terms.critic_terms`),
+``term`` is the per-move term of a ``text`` reward variant of the registry
+(:meth:`countdown_gym.rewards.variants.RewardVariant.move_values`: ``oracle-reachable``,
+``oracle-perfect``, ``critic``, ``text-critic`` or any variant registered with a ``move_term``),
 ``w_term`` the weight the run's reward spec gives it, and ``A^out_i`` TRL's own group-normalised
 advantage of the scalar rewards (the per-step terms are taken out of the scalar reward:
 :func:`split_reward_spec`). The leave-one-out baseline uses only the *other* rollouts' returns,
@@ -37,13 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from countdown_gym.rewards.terms import Scorer, critic_terms, oracle_term
-
-STEP_TERMS: tuple[str, ...] = ("oracle", "oracle_perfect", "critic")
-"""Reward-spec terms that per-step credit credits to turns (all others stay in the scalar reward)."""
-
-ORACLE_MODE: dict[str, str] = {"oracle": "reachable", "oracle_perfect": "perfect"}
-"""The :func:`oracle_term` mode of each oracle term (as ``baselines/lm/rewards.py`` scores them)."""
+from baselines.lm.rewards import load_needs
+from countdown_gym.rewards.terms import Scorer
+from countdown_gym.rewards.variants import get_variant, step_credit_names
 
 
 def split_reward_spec(weights: Mapping[str, float]) -> tuple[dict[str, float], dict[str, float]]:
@@ -51,15 +48,17 @@ def split_reward_spec(weights: Mapping[str, float]) -> tuple[dict[str, float], d
 
     ``scalar`` has the keys of ``weights`` in their order, with the per-step terms' weights set to 0
     (their reward functions may keep running for logging, they no longer add to the scalar reward);
-    ``per_step`` holds the :data:`STEP_TERMS` with a non-zero weight, so each dense term counts once.
+    ``per_step`` holds the variants with a per-move term (:func:`~countdown_gym.rewards.variants.step_credit_names`)
+    with a non-zero weight, so each dense term counts once.
     """
     scalar: dict[str, float] = {}
     per_step: dict[str, float] = {}
+    stepped = step_credit_names()
     for name, w in weights.items():
         w = float(w)
         if not math.isfinite(w):
             raise ValueError(f"weight of {name!r} must be a finite number, got {w}")
-        if name in STEP_TERMS:
+        if name in stepped:
             scalar[name] = 0.0
             if w != 0.0:
                 per_step[name] = w
@@ -68,36 +67,48 @@ def split_reward_spec(weights: Mapping[str, float]) -> tuple[dict[str, float], d
     return scalar, per_step
 
 
+def _variant_name(name: str) -> str:
+    try:
+        return get_variant(name).name
+    except ValueError:
+        return name
+
+
 def _check_step_weights(weights: Mapping[str, float]) -> dict[str, float]:
-    unknown = [k for k in weights if k not in STEP_TERMS]
+    stepped = step_credit_names()
+    unknown = [k for k in weights if _variant_name(k) not in stepped]
     if unknown:
-        raise ValueError(f"per-step credit supports the terms {list(STEP_TERMS)}, got {unknown}")
-    out = {k: float(w) for k, w in weights.items() if float(w) != 0.0}
+        raise ValueError(f"per-step credit supports the terms {list(stepped)}, got {unknown}")
+    out = {_variant_name(k): float(w) for k, w in weights.items() if float(w) != 0.0}
     if not out:
-        raise ValueError(f"per-step credit needs a dense term with a non-zero weight (one of {list(STEP_TERMS)}), "
+        raise ValueError(f"per-step credit needs a dense term with a non-zero weight (one of {list(stepped)}), "
                          f"got {dict(weights)}")
     if not all(math.isfinite(w) for w in out.values()):
         raise ValueError(f"per-step weights must be finite numbers, got {dict(weights)}")
     return out
 
 
+def reward_scorers(funcs: Sequence[Any]) -> dict[str, Scorer]:
+    """The scorers the run's TRL reward functions hold, by the kind their variant needs (``critic``, ``text_critic``)."""
+    return {f.variant.needs: f.scorer for f in funcs
+            if getattr(f, "scorer", None) is not None and getattr(f.variant, "needs", None)}
+
+
 def turn_rewards(episodes: Sequence[Sequence[Sequence[Mapping[str, Any]]]], weights: Mapping[str, float],
-                 critic: Scorer | None = None) -> list[list[float]]:
+                 critic: Scorer | None = None, scorers: Mapping[str, Scorer] | None = None) -> list[list[float]]:
     """``r_{i,k}``: for each episode (its ``turn_transitions``), the weighted dense terms of each turn.
 
-    A turn without a transition record (an unreadable turn, ``give up``) earns 0. The critic, when
-    weighted, scores every valid move of the batch in one call.
+    A turn without a transition record (an unreadable turn, ``give up``) earns 0. ``scorers`` holds what the
+    variants need by kind (``critic`` is short for ``scorers={"critic": critic}``); a critic scores every
+    valid move of the batch in one call.
     """
     weights = _check_step_weights(weights)
+    given = {**({"critic": critic} if critic is not None else {}), **(scorers or {})}
     flat = [t for episode in episodes for turn in episode for t in turn]
     per_transition = np.zeros(len(flat), dtype=np.float64)
     for name, w in weights.items():
-        if name == "critic":
-            if critic is None:
-                raise ValueError("the 'critic' per-step term needs a critic (critics.load_critic())")
-            per_transition += w * np.asarray(critic_terms(critic, flat), dtype=np.float64)
-        else:
-            per_transition += w * np.array([oracle_term(t, ORACLE_MODE[name]) for t in flat], dtype=np.float64)
+        variant = get_variant(name)
+        per_transition += w * variant.move_values(flat, given.get(variant.needs) if variant.needs else None)
     out: list[list[float]] = []
     pos = 0
     for episode in episodes:
@@ -149,9 +160,10 @@ def group_step_advantages(returns: Sequence[Sequence[float]], num_generations: i
 
 
 def step_advantages(episodes: Sequence[Sequence[Sequence[Mapping[str, Any]]]], weights: Mapping[str, float],
-                    num_generations: int, gamma: float = 1.0, critic: Scorer | None = None) -> list[np.ndarray]:
+                    num_generations: int, gamma: float = 1.0, critic: Scorer | None = None,
+                    scorers: Mapping[str, Scorer] | None = None) -> list[np.ndarray]:
     """The per-turn advantages of a batch of episodes (their ``turn_transitions``): rewards, returns, baseline."""
-    rewards = turn_rewards(episodes, weights, critic)
+    rewards = turn_rewards(episodes, weights, critic, scorers)
     return group_step_advantages([returns_to_go(r, gamma) for r in rewards], num_generations)
 
 
@@ -184,18 +196,16 @@ class StepCreditMixin:
     """The override behind :class:`StepCreditGRPOTrainer` (a mixin, so ``trl`` is imported only on use)."""
 
     def __init__(self, *args: Any, step_weights: Mapping[str, float], step_gamma: float = 1.0,
-                 critic: Scorer | None = None, **kwargs: Any) -> None:
+                 critic: Scorer | None = None, scorers: Mapping[str, Scorer] | None = None, **kwargs: Any) -> None:
         """``step_weights``: the per-step terms and weights (``split_reward_spec(...)[1]``); ``step_gamma``: the
-        discount of the return-to-go; ``critic``: the scorer of the ``critic`` term (default: the shipped one).
+        discount of the return-to-go; ``scorers``: what the terms need, by kind (``critic`` is short for
+        ``scorers={"critic": critic}``; missing ones are loaded: the shipped critics).
         Everything else goes to ``trl.GRPOTrainer``, which must get the multi-turn ``rollout_func``."""
         self.step_weights = _check_step_weights(step_weights)
         returns_to_go([], step_gamma)  # validates gamma
         self.step_gamma = float(step_gamma)
-        if "critic" in self.step_weights and critic is None:
-            from critics import load_critic
-
-            critic = load_critic()
-        self.step_critic = critic
+        given = {**({"critic": critic} if critic is not None else {}), **(scorers or {})}
+        self.step_scorers = load_needs(self.step_weights, given)
         if kwargs.get("rollout_func") is None:
             raise ValueError("per-step credit needs the multi-turn rollout_func "
                              "(countdown_gym.integrations.trl_rollout.make_rollout_func): it returns turn_index and turn_replay")
@@ -214,7 +224,7 @@ class StepCreditMixin:
                            "(countdown_gym.integrations.trl_rollout.make_rollout_func returns them)")
         mode = "train" if self.model.training else "eval"  # type: ignore[attr-defined]
         groups = self.num_generations if mode == "train" else self.num_generations_eval  # type: ignore[attr-defined]
-        local = turn_rewards([x["turn_replay"].turn_transitions for x in inputs], self.step_weights, self.step_critic)
+        local = turn_rewards([x["turn_replay"].turn_transitions for x in inputs], self.step_weights, scorers=self.step_scorers)
         # TRL normalises over the rewards gathered from every process; so does this, then keeps its own slice
         rewards: list[list[float]] = gather_object(local)
         step = group_step_advantages([returns_to_go(r, self.step_gamma) for r in rewards], groups)
@@ -247,8 +257,11 @@ _TRAINER: type | None = None
 
 
 def __getattr__(name: str) -> Any:
-    """``StepCreditGRPOTrainer`` is built on first use, so importing this module does not import ``trl``."""
+    """``StepCreditGRPOTrainer`` is built on first use, so importing this module does not import ``trl``;
+    ``STEP_TERMS`` (the terms per-step credit credits to turns) is read from the registry."""
     global _TRAINER
+    if name == "STEP_TERMS":  # the registry's variants with a per-move term, read when asked
+        return step_credit_names()
     if name != "StepCreditGRPOTrainer":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if _TRAINER is None:
@@ -263,6 +276,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "ORACLE_MODE", "STEP_TERMS", "StepCreditGRPOTrainer", "StepCreditMixin", "group_step_advantages", "returns_to_go",
-    "split_reward_spec", "step_advantages", "token_advantages", "turn_rewards",
+    "StepCreditGRPOTrainer", "StepCreditMixin", "group_step_advantages", "returns_to_go",
+    "reward_scorers", "split_reward_spec", "step_advantages", "token_advantages", "turn_rewards",
 ]

@@ -3,9 +3,10 @@
 ``CountdownSB3VecEnv`` steps ``num_envs`` games with numpy array operations
 (:class:`countdown_gym.envs.vector.CountdownVectorEnv`), turns each state into the per-action
 feature rows of :func:`baselines.sb3.features.move_features` for the whole batch at once, and adds the
-chosen dense reward with the pure term functions of ``countdown_gym.rewards.terms`` (the
-same functions the single-env wrappers call, on the same transition records), so it trains the
-same MDP with the same rewards as ``DummyVecEnv`` over ``MoveFeatures(OracleReward(...))``
+chosen reward variant's per-move terms or potentials from the registry
+(``countdown_gym.rewards.variants``: the same functions its single-env wrapper calls, on the same
+transition records), so it trains the same MDP with the same rewards as ``DummyVecEnv`` over
+``MoveFeatures(variant.wrap(...))``
 while avoiding a Python loop over envs and actions per step.
 
 ``evaluate_batched`` plays a list of problems greedily with a masked policy, all at once.
@@ -24,16 +25,8 @@ from baselines.sb3.features import feature_size, observation_features
 from countdown_gym import Problem
 from countdown_gym.envs.vector import CountdownVectorEnv
 from countdown_gym.game.rules import Rules
-from countdown_gym.rewards.terms import (
-    critic_potentials,
-    critic_terms,
-    oracle_potential,
-    oracle_term,
-    potential_shaping,
-)
-from countdown_gym.rewards.variants import variant_names
-
-DENSE = variant_names("step")  # the registry's Countdown-v0 reward variants (as sb3_ppo.py --reward)
+from countdown_gym.rewards.terms import potential_shaping
+from countdown_gym.rewards.variants import get_variant
 
 
 def decode_states(obs: np.ndarray, value_scale: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -59,10 +52,11 @@ class CountdownSB3VecEnv(VecEnv):
 
     Args:
         num_envs: games stepped together.
-        reward: one of ``DENSE`` (as ``sb3_ppo.py --reward``).
+        reward: a ``step`` reward variant of the registry (as ``sb3_ppo.py --reward``).
         scale, gamma: the dense term's size and the shaping discount (as the wrappers').
         lookahead, log_ratios, children: the features (:func:`baselines.sb3.features.observation_features`).
-        critic: a scorer with ``score(states, targets)`` for the critic rewards (loaded once, shared).
+        critic: what the variant needs passed in (a scorer with ``score(states, targets)`` for the critic
+            rewards; loaded once, shared).
         **env_kwargs: passed to ``CountdownVectorEnv`` (``preset``, ``split``, ``problems``, ...).
     """
 
@@ -78,14 +72,12 @@ class CountdownSB3VecEnv(VecEnv):
         children: bool = False,
         **env_kwargs: Any,
     ) -> None:
-        if reward not in DENSE:
-            raise ValueError(f"reward must be one of {DENSE}, got {reward!r}")
-        if reward.startswith("critic") and critic is None:
-            raise ValueError("the critic rewards need a critic (critics.load_critic())")
-        self.reward, self.scale, self.gamma, self.critic = reward, scale, gamma, critic
+        self.variant = get_variant(reward, "step")
+        self.reward, self.scale, self.gamma, self.critic = reward, scale, gamma, self.variant.need(critic)
         self.lookahead, self.log_ratios, self.children = lookahead, log_ratios, children
-        self.potential = reward.endswith("potential")
-        self.venv = CountdownVectorEnv(num_envs, record_transitions=reward != "sparse", **env_kwargs)
+        self.potential = self.variant.potential is not None
+        self.dense = self.potential or self.variant.move_term is not None
+        self.venv = CountdownVectorEnv(num_envs, record_transitions=self.dense, **env_kwargs)
         self.rules = self.venv.rules
         m = self.venv.max_numbers
         self.n_actions = self.venv.n_actions
@@ -103,11 +95,7 @@ class CountdownSB3VecEnv(VecEnv):
         return features_of(raw_obs, self.venv.value_scale, self.rules, self.lookahead, self.log_ratios, self.children)
 
     def _potentials(self, states: Sequence[tuple], targets: Sequence[int]) -> np.ndarray:
-        if not states:
-            return np.zeros(0)
-        if self.reward == "oracle-potential":
-            return np.array([self.scale * oracle_potential(s, t, self.rules) for s, t in zip(states, targets, strict=True)])
-        return self.scale * critic_potentials(self.critic, list(states), list(targets))
+        return self.variant.potentials(list(states), list(targets), self.rules, self.critic, self.scale)
 
     def _start_potentials(self, rows: np.ndarray) -> None:
         problems = self.venv.current_problems()
@@ -129,11 +117,8 @@ class CountdownSB3VecEnv(VecEnv):
 
     def _dense(self, transitions: np.ndarray, terminated: np.ndarray, done: np.ndarray) -> np.ndarray:
         records = [t[0] for t in transitions]
-        if self.reward in ("oracle-perfect", "oracle-reachable"):
-            mode = self.reward.split("-", 1)[1]
-            return np.array([oracle_term(t, mode, self.scale) for t in records])
-        if self.reward == "critic":
-            return np.array(critic_terms(self.critic, records, self.scale))
+        if not self.potential:
+            return self.variant.move_values(records, self.critic, self.scale)
         # potential-based shaping: F = gamma * Phi(s') - Phi(s), Phi = 0 once the episode terminates
         phi_next = np.zeros(self.num_envs)
         live = [k for k in range(self.num_envs) if not terminated[k]]
@@ -151,7 +136,7 @@ class CountdownSB3VecEnv(VecEnv):
         raw, reward, terminated, truncated, info = self.venv.step(self._actions)
         done = terminated | truncated
         reward = reward.astype(np.float64)
-        if self.reward != "sparse":
+        if self.dense:
             reward = reward + self._dense(info["transitions"], terminated, done)
         obs = self.features(raw)
         self._returns += reward

@@ -15,22 +15,24 @@ function returns a ``turn_replay`` per completion
 
 Each completion is replayed once through CountdownText-v0's
 :func:`~countdown_gym.envs.text.replay_completion` (cached per ``(problem, text)``), so the verdict,
-the transition records and the invalid-step count have one source of truth across the terms:
+the transition records and the invalid-step count have one source of truth across the terms.
+Every ``text`` reward variant of the registry (:mod:`countdown_gym.rewards.variants`) has a TRL
+reward function, :func:`reward_function` (a :class:`VariantReward`, named ``<variant>_reward``
+with ``_`` for ``-``); the built-in ones:
 
-========================  =====================================================================
-``sparse_reward``         1 if the final answer is correct (``verify``), else 0
-``format_reward``         1 if the final answer is in an <answer> tag or <Solution> block and parses
-                          (right or wrong), else 0
-``oracle_reward``         mean over the completion's moves of ``oracle_term(t, "reachable")``:
-                          +1 for a valid move that keeps the target reachable, -1 otherwise;
-                          0 when the completion states no move. In ``[-1, 1]``.
-``oracle_perfect_reward`` the perfect-move oracle: mean of ``oracle_term(t, "perfect")``
-                          (1 for a valid move on a solution path, else 0). In ``[0, 1]``.
-``CriticReward(critic)``  mean over moves of ``critic_terms(critic, transitions)``: the critic's
-                          score of each new state vs the target, -1 for an invalid move; 0 without
-                          moves. ``critic`` is any object with ``score(states, targets)`` (e.g.
-                          ``critics.load_critic()``).
-========================  =====================================================================
+=============================  =====================================================================
+``sparse_reward``              1 if the final answer is correct (``verify``), else 0
+``format_reward``              1 if the final answer is in an <answer> tag or <Solution> block and
+                               parses (right or wrong), else 0
+``oracle_reward``              variant ``oracle-reachable``: mean over the completion's moves of
+                               ``oracle_term(t, "reachable")``: +1 for a valid move that keeps the
+                               target reachable, -1 otherwise; 0 without moves. In ``[-1, 1]``.
+``oracle_perfect_reward``      variant ``oracle-perfect``: mean of ``oracle_term(t, "perfect")``
+                               (1 for a valid move on a solution path, else 0). In ``[0, 1]``.
+``CriticReward(critic)``       variant ``critic``: mean over moves of ``critic_terms(critic, ...)``,
+                               -1 for an invalid move; 0 without moves. ``critic`` is any object
+                               with ``score(states, targets)`` (e.g. ``critics.load_critic()``).
+=============================  =====================================================================
 
 Nothing here imports ``torch``, ``transformers`` or ``trl``. Guide: ``docs/integrations.md``.
 """
@@ -46,8 +48,9 @@ from countdown_gym.envs.problem_source import problem_from_columns, to_problem
 from countdown_gym.envs.text import Replay, replay_completion
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.verifier import completion_text as _verifier_text
-from countdown_gym.integrations import critic_score, format_score, oracle_score, sparse_score
+from countdown_gym.rewards.scores import format_score
 from countdown_gym.rewards.terms import Scorer
+from countdown_gym.rewards.variants import get_variant
 
 
 @lru_cache(maxsize=4096)
@@ -150,60 +153,81 @@ def log_metrics(kwargs: Mapping[str, Any], stats: Mapping[str, float]) -> None:
 # --- the terms --------------------------------------------------------------------------------
 
 
-def sparse_reward(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any) -> list[float]:
-    """1.0 if the replayed final answer is correct, else 0.0; also logs the batch's replay stats."""
-    replays = completion_replays(completions, kwargs)
-    log_metrics(kwargs, replay_stats(replays))
-    return [sparse_score(r) for r in replays]
+def function_name(variant: str) -> str:
+    """The ``__name__`` of a variant's TRL reward function (what TRL logs as ``rewards/<name>/mean``)."""
+    return variant.replace("-", "_") + "_reward"
 
 
-def format_reward(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any) -> list[float]:
-    """1.0 if the final answer is tagged (``<answer>`` / ``<Solution>``) and parses, else 0.0."""
-    return [format_score(r) for r in completion_replays(completions, kwargs)]
+class VariantReward:
+    """The TRL reward function of one ``text`` reward variant of the registry: its per-completion term.
+
+    ``scorer``: the critic the variant scores with when it ``needs`` one (any
+    :class:`~countdown_gym.rewards.terms.Scorer`, e.g. ``critics.load_critic()``). The outcome variant
+    (``sparse``) also logs the batch's replay stats (:func:`replay_stats`).
+    """
+
+    def __init__(self, variant: str, scorer: Scorer | None = None) -> None:
+        self.variant = get_variant(variant, "text")
+        if not self.variant.per_completion:
+            raise ValueError(f"the reward {self.variant.name!r} is computed by its trainer object ({self.variant.needs}); "
+                             "pass that object as the reward function")
+        if self.variant.needs is not None and not callable(getattr(scorer, "score", None)):
+            raise TypeError(f"the reward {self.variant.name!r} needs a {self.variant.needs} with a score(states, targets) "
+                            f"method (e.g. critics.load_critic()), got {type(scorer).__name__}")
+        self.scorer = scorer
+        self.__name__ = function_name(self.variant.name)
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any) -> list[float]:
+        replays = completion_replays(completions, kwargs)
+        if self.variant.name == "sparse":
+            log_metrics(kwargs, replay_stats(replays))
+        return [self.variant.completion_score(r, self.scorer) for r in replays]
 
 
-def oracle_reward(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any) -> list[float]:
-    """Mean per-move reachability reward (+1 valid and target still reachable, -1 otherwise)."""
-    return [oracle_score(r, "reachable") for r in completion_replays(completions, kwargs)]
+sparse_reward = VariantReward("sparse")
+"""1.0 if the replayed final answer is correct, else 0.0; also logs the batch's replay stats."""
+format_reward = VariantReward("format")
+"""1.0 if the final answer is tagged (``<answer>`` / ``<Solution>``) and parses, else 0.0."""
+oracle_reward = VariantReward("oracle-reachable")
+"""Mean per-move reachability reward (+1 valid and target still reachable, -1 otherwise)."""
+oracle_perfect_reward = VariantReward("oracle-perfect")
+"""The perfect-move oracle: mean over moves of 1 for a perfect move (valid, on a solution path), else 0."""
 
 
-def oracle_perfect_reward(prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any) -> list[float]:
-    """The perfect-move oracle: mean over moves of 1 for a perfect move (valid, on a solution path), else 0."""
-    return [oracle_score(r, "perfect") for r in completion_replays(completions, kwargs)]
-
-
-class CriticReward:
+class CriticReward(VariantReward):
     """Mean of a learned critic's per-move scores (``critic_terms``); 0 for a completion without moves.
 
     ``critic``: any object with ``score(states, targets) -> array`` of values in ``[-1, 1]`` (the
     :class:`~countdown_gym.rewards.terms.Scorer` interface), e.g. ``critics.load_critic()``.
     """
 
-    __name__ = "critic_reward"
-
-    def __init__(self, critic: Scorer) -> None:
-        if not callable(getattr(critic, "score", None)):
-            raise TypeError(
-                f"CriticReward needs a critic with a score(states, targets) method (e.g. critics.load_critic()), "
-                f"got {type(critic).__name__}"
-            )
+    def __init__(self, critic: Scorer, variant: str = "critic") -> None:
+        super().__init__(variant, critic)
         self.critic = critic
 
-    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any) -> list[float]:
-        return [critic_score(r, self.critic) for r in completion_replays(completions, kwargs)]
+
+def reward_function(variant: str, given: Mapping[str, Any] | None = None) -> Callable[..., list[float]]:
+    """The TRL reward function of the ``text`` variant ``variant``.
+
+    ``given`` holds the objects variants need, by kind (``{"critic": ..., "text_critic": ..., "clipo": ...}``):
+    a scorer for a variant scored per completion, or for one that is not (CLIPO) the trainer's reward
+    function itself, which is returned as it is.
+    """
+    v = get_variant(variant, "text")
+    obj = v.need((given or {}).get(v.needs)) if v.needs else None
+    if not v.per_completion:
+        return obj
+    return CriticReward(obj, v.name) if obj is not None else VariantReward(v.name)
 
 
 REWARD_FUNCTIONS: dict[str, Callable[..., list[float]]] = {
-    "sparse": sparse_reward,
-    "format": format_reward,
-    "oracle": oracle_reward,
-    "oracle_perfect": oracle_perfect_reward,
+    f.variant.name: f for f in (sparse_reward, format_reward, oracle_reward, oracle_perfect_reward)
 }
-"""The stateless reward functions by term name (``critic`` needs a critic: :class:`CriticReward`)."""
+"""The built-in reward functions that need nothing passed in, by variant name (any variant: :func:`reward_function`)."""
 
 
 __all__ = [
-    "REWARD_FUNCTIONS", "CriticReward", "completion_replays", "completion_text", "format_reward", "log_metrics",
-    "oracle_perfect_reward", "oracle_reward", "problem_from_json", "replay", "replay_stats", "row_problems",
-    "sparse_reward",
+    "REWARD_FUNCTIONS", "CriticReward", "VariantReward", "completion_replays", "completion_text", "format_reward",
+    "function_name", "log_metrics", "oracle_perfect_reward", "oracle_reward", "problem_from_json", "replay",
+    "replay_stats", "reward_function", "row_problems", "sparse_reward",
 ]

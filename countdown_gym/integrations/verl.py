@@ -6,12 +6,12 @@ Point verl at this file::
 
     custom_reward_function.path=<site-packages>/countdown_gym/integrations/verl.py
     custom_reward_function.name=compute_score
-    # optional dense terms, passed through verl's reward_kwargs:
-    +custom_reward_function.reward_kwargs.dense=[oracle]
+    # optional dense terms (text reward variants), passed through verl's reward_kwargs:
+    +custom_reward_function.reward_kwargs.dense=[oracle-reachable]
 
 The ``critic`` term needs a loaded critic, which this package does not load: for it point verl at
-``critics/verl_reward.py`` instead (same ``compute_score``, plus the shipped critic or
-``reward_kwargs.critic_checkpoint=<dir>``), or call :func:`compute_score` with ``critic=``.
+``critics/verl_reward.py`` instead (this ``compute_score`` through :func:`with_scorers`, with the
+shipped critic or ``reward_kwargs.critic_checkpoint=<dir>``), or call :func:`compute_score` with ``critic=``.
 
 and train on the parquet files written by ``scripts/export_verl.py`` (``reward_model.ground_truth``
 holds :func:`ground_truth`). The completion is replayed through CountdownText-v0
@@ -24,19 +24,18 @@ invalid steps, which verl logs as extra metrics.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules
-from countdown_gym.integrations import SCORE_TERMS, score_terms
-from countdown_gym.rewards.terms import Scorer
-from countdown_gym.rewards.variants import REWARD_VARIANTS, TERM_WEIGHTS
+from countdown_gym.rewards.terms import Scorer, check_scorer_fits
+from countdown_gym.rewards.variants import REWARD_VARIANTS, TERM_WEIGHTS, get_variant, score_terms
 
-DEFAULT_WEIGHTS: dict[str, float] = dict(TERM_WEIGHTS)
-"""Weight of each term in ``score`` when it is requested (``countdown_gym.rewards.variants.TERM_WEIGHTS``,
-what the GRPO baseline's variants use too)."""
+DEFAULT_WEIGHTS: Mapping[str, float] = TERM_WEIGHTS
+"""Weight of each term in ``score`` when it is requested: each variant's registry weight
+(``countdown_gym.rewards.variants.TERM_WEIGHTS``, what the GRPO baseline's variants use too)."""
 
 DATA_SOURCE_PREFIX = "countdown_gym/"
 
@@ -98,11 +97,11 @@ def _problem(numbers: tuple[int, ...], target: int, rules: Rules) -> Problem:
 
 
 def dense_terms(dense: Any) -> list[str]:
-    """The dense terms of verl's ``dense`` reward kwarg (a list or a comma/plus-separated string).
+    """The reward variants of verl's ``dense`` reward kwarg (a list or a comma/plus-separated string).
 
-    Each entry is a term (``format``, ``oracle``, ``oracle_perfect``, ``critic``) or the name of a
-    ``text`` reward variant of :data:`countdown_gym.rewards.variants.REWARD_VARIANTS` whose terms
-    are computed from one completion (e.g. ``oracle-perfect``; ``sparse`` adds none).
+    Each entry names a ``text`` reward variant of the registry (:mod:`countdown_gym.rewards.variants`)
+    scored from one completion: ``format``, ``oracle-reachable``, ``oracle-perfect``, ``critic``, ...
+    (``sparse`` is always there and adds nothing).
     """
     if dense is None:
         return []
@@ -110,21 +109,18 @@ def dense_terms(dense: Any) -> list[str]:
         dense = [d for d in dense.replace("+", ",").split(",") if d.strip()]
     if hasattr(dense, "tolist"):
         dense = dense.tolist()
-    allowed = [t for t in SCORE_TERMS if t != "sparse"]
     names: list[str] = []
     for entry in (str(d).strip() for d in dense):
-        variant = REWARD_VARIANTS.get(entry)
-        if variant is not None and "text" in variant.kinds:
-            terms = list(variant.text_terms)
-            if any(t not in allowed for t in terms):
-                raise ValueError(f"reward variant {entry!r} is not a per-completion score (it needs the trainer); "
-                                 f"verl's dense terms: {allowed}")
-        else:
-            terms = [entry.replace("-", "_")]
-            if terms[0] not in allowed:
-                raise ValueError(f"unknown dense term {entry!r}; choose from the terms {allowed} or the text reward "
-                                 f"variants of countdown_gym.rewards.variants")
-        names += [t for t in terms if t not in names]
+        allowed = [n for n, v in REWARD_VARIANTS.items() if "text" in v.kinds and v.per_completion and n != "sparse"]
+        try:
+            variant = get_variant(entry, "text")
+        except ValueError:
+            raise ValueError(f"unknown dense term {entry!r}; verl's dense terms: {allowed}") from None
+        if not variant.per_completion:
+            raise ValueError(f"reward variant {entry!r} is not a per-completion score (it needs the trainer); "
+                             f"verl's dense terms: {allowed}")
+        if variant.name != "sparse" and variant.name not in names:
+            names.append(variant.name)
     return names
 
 
@@ -137,6 +133,7 @@ def compute_score(
     dense: Sequence[str] | str | None = None,
     weights: Mapping[str, float] | None = None,
     critic: Scorer | None = None,
+    scorers: Mapping[str, Scorer] | None = None,
     **kwargs: Any,
 ) -> float | dict[str, float]:
     """verl reward: the sparse verifier reward, or a dict with ``score`` and the dense terms.
@@ -146,12 +143,12 @@ def compute_score(
         solution_str: The decoded response (no prompt).
         ground_truth: :func:`ground_truth` of the problem (dict or JSON string).
         extra_info: verl's ``extra_info`` column (not used for scoring).
-        dense: Extra terms: any of ``format``, ``oracle``, ``oracle_perfect``, ``critic``
-            (a list or a comma-separated string).
+        dense: Extra terms, ``text`` reward variants (:func:`dense_terms`), e.g. ``"format,oracle-reachable"``.
         weights: Term weights overriding :data:`DEFAULT_WEIGHTS`.
         critic: The loaded critic the ``critic`` term scores with (any
-            :class:`~countdown_gym.rewards.terms.Scorer`); ``critics/verl_reward.py`` passes the
-            shipped one.
+            :class:`~countdown_gym.rewards.terms.Scorer`); short for ``scorers={"critic": critic}``.
+        scorers: What the dense variants need, by kind (``critic``, ``text_critic``); ``critics/verl_reward.py``
+            passes the shipped critic.
         **kwargs: What else verl passes (its reward loop adds ``reward_router_address`` and
             ``reward_model_tokenizer``); not used.
 
@@ -166,21 +163,19 @@ def compute_score(
     if not isinstance(solution_str, str):
         raise ValueError(f"solution_str must be a string, got {type(solution_str).__name__}")
     terms = dense_terms(dense)
-    if "critic" not in terms:
-        critic = None
-    elif critic is None:
-        raise ValueError("dense=critic needs a loaded critic: point verl's custom_reward_function.path at "
-                         "critics/verl_reward.py (it loads the shipped critic), or pass critic=...")
-    limit = getattr(getattr(critic, "config", None), "max_numbers", None)
-    if limit is not None and len(problem.numbers) > limit:
-        raise ValueError(f"dense=critic: the critic scores states of at most {limit} numbers, but this problem has "
-                         f"{len(problem.numbers)} {list(problem.numbers)}; drop the critic term or use a critic trained "
-                         f"with max_numbers >= {len(problem.numbers)}")
+    given = {**({"critic": critic} if critic is not None else {}), **(scorers or {})}
+    for name in terms:
+        need = REWARD_VARIANTS[name].needs
+        if need is not None and given.get(need) is None:
+            raise ValueError(f"dense={name} needs a loaded {need}: point verl's custom_reward_function.path at "
+                             "critics/verl_reward.py (it loads the shipped critic), or pass critic=... / scorers=...")
+        if need is not None:
+            check_scorer_fits(given[need], problem.numbers, f"dense={name}", "this problem has")
     replay = replay_completion(problem, solution_str)
-    scores = score_terms(replay, ["sparse", *terms], critic=critic)
+    scores = score_terms(replay, ["sparse", *terms], scorers=given)
     if not terms:
         return scores["sparse"]
-    w = {**DEFAULT_WEIGHTS, **(weights or {})}
+    w = {**DEFAULT_WEIGHTS, **{get_variant(k).name: v for k, v in (weights or {}).items()}}
     out: dict[str, float] = {"score": float(sum(w[name] * value for name, value in scores.items()))}
     out.update(scores)
     out["invalid_steps"] = float(replay.invalid_steps)
@@ -188,4 +183,23 @@ def compute_score(
     return out
 
 
-__all__ = ["DATA_SOURCE_PREFIX", "DEFAULT_WEIGHTS", "compute_score", "dense_terms", "ground_truth", "problem_from_ground_truth"]
+def with_scorers(load: Mapping[str, Callable[[str | None], Scorer]]) -> Callable[..., float | dict[str, float]]:
+    """:func:`compute_score` that loads what the dense terms need with ``load[kind](checkpoint)`` (verl's
+    ``reward_kwargs.critic_checkpoint``, ``None`` = the default one); ``critics/verl_reward.py`` is this with the
+    shipped critics."""
+
+    def compute_score_with_scorers(data_source: str, solution_str: str, ground_truth: Any,
+                                   extra_info: Mapping[str, Any] | None = None, *, dense: Sequence[str] | str | None = None,
+                                   critic_checkpoint: str | None = None, **kwargs: Any) -> float | dict[str, float]:
+        needs = {REWARD_VARIANTS[name].needs for name in dense_terms(dense)} & set(load)
+        scorers = {need: load[need](critic_checkpoint) for need in sorted(needs)}
+        return compute_score(data_source, solution_str, ground_truth, extra_info, dense=dense,
+                             scorers={**scorers, **kwargs.pop("scorers", {})}, **kwargs)
+
+    compute_score_with_scorers.__doc__ = (f":func:`countdown_gym.integrations.verl.compute_score` with "
+                                          f"{sorted(load)} loaded when ``dense`` asks for them.")
+    return compute_score_with_scorers
+
+
+__all__ = ["DATA_SOURCE_PREFIX", "DEFAULT_WEIGHTS", "compute_score", "dense_terms", "ground_truth", "problem_from_ground_truth",
+           "with_scorers"]

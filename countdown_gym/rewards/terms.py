@@ -8,12 +8,17 @@ records that Countdown-v0 and CountdownText-v0 put in ``info["transitions"]`` (s
 * :func:`critic_terms` -- additive reward from a learned critic's score of the new state.
 * :func:`potential_shaping` -- ``gamma * Phi(s') - Phi(s)`` (Ng et al. 1999).
 * :func:`oracle_potential`, :func:`critic_potentials` -- the potentials used for shaping.
+
+The registry of reward variants (:mod:`countdown_gym.rewards.variants`) takes its terms in two
+shapes: a :data:`MoveTerm` ``(transitions, scorer) -> one value per move`` and a :data:`Potential`
+``(states, targets, rules, scorer) -> one value per state``; the last section adapts the functions
+above to them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -159,3 +164,47 @@ def critic_terms(critic: Scorer, transitions: Sequence[Mapping[str, Any]], scale
     for i, s in zip(valid, scores, strict=True):
         out[i] = scale * float(s)
     return out
+
+
+def check_scorer_fits(scorer: Any, numbers: Sequence[Number], who: str, where: str = "this episode starts from") -> None:
+    """A ``ValueError`` when ``scorer`` (a critic with ``config.max_numbers``) cannot score a state of ``numbers``."""
+    limit = getattr(getattr(scorer, "config", None), "max_numbers", None)
+    if limit is not None and len(numbers) > limit:
+        raise ValueError(f"{who}: the critic ({getattr(scorer, 'path', None)}) scores states of at most {limit} numbers, "
+                         f"but {where} {len(numbers)} numbers {list(numbers)}; use a critic trained with max_numbers >= "
+                         f"{len(numbers)} or drop the critic term")
+
+
+# --- the shapes the registry takes ----------------------------------------------------------
+
+MoveTerm = Callable[[Sequence[Mapping[str, Any]], Any], Sequence[float]]
+"""A per-move term: ``(transitions, scorer) -> one unscaled value per move`` (``scorer`` is ``None`` unless
+the variant ``needs`` one)."""
+
+Potential = Callable[[Sequence[Sequence[Number]], Sequence[Number], Rules, Any], Sequence[float]]
+"""A shaping potential: ``(states, targets, rules, scorer) -> Phi of each state``, unscaled."""
+
+
+def perfect_moves(transitions: Sequence[Mapping[str, Any]], scorer: Any = None) -> list[float]:
+    """:func:`oracle_term` ``"perfect"`` of each move (a :data:`MoveTerm`)."""
+    return [oracle_term(t, "perfect") for t in transitions]
+
+
+def reachable_moves(transitions: Sequence[Mapping[str, Any]], scorer: Any = None) -> list[float]:
+    """:func:`oracle_term` ``"reachable"`` of each move (a :data:`MoveTerm`)."""
+    return [oracle_term(t, "reachable") for t in transitions]
+
+
+def scored_moves(transitions: Sequence[Mapping[str, Any]], scorer: Scorer) -> list[float]:
+    """:func:`critic_terms` of each move with ``scorer`` as the critic (a :data:`MoveTerm`)."""
+    return critic_terms(scorer, transitions)
+
+
+def reachability(states: Sequence[Sequence[Number]], targets: Sequence[Number], rules: Rules, scorer: Any = None) -> list[float]:
+    """:func:`oracle_potential` of each state (a :data:`Potential`)."""
+    return [oracle_potential(s, t, rules) for s, t in zip(states, targets, strict=True)]
+
+
+def critic_scores(states: Sequence[Sequence[Number]], targets: Sequence[Number], rules: Rules, scorer: Scorer) -> np.ndarray:
+    """:func:`critic_potentials` of each state with ``scorer`` as the critic (a :data:`Potential`)."""
+    return critic_potentials(scorer, states, targets)

@@ -1,128 +1,289 @@
-"""The registry of reward variants: one name per reward, shared by every trainer and the leaderboard.
+"""The registry of reward variants: one entry per reward, read by every trainer and the leaderboard.
 
 A reward variant is what a run was trained with: the SB3 baseline's ``--reward`` (on Countdown-v0,
-kind ``"step"``), the GRPO baseline's ``--rewards`` spec and verl's ``dense`` terms (on completions,
-kind ``"text"``), and a leaderboard submission's ``reward_variant`` field. Formulas and scales of
-the terms: ``docs/rewards.md``.
+kind ``"step"``), the GRPO baseline's ``--rewards`` spec, ``--step-credit`` and verl's ``dense``
+terms (on completions, kind ``"text"``), and a leaderboard submission's ``reward_variant`` field.
+Each entry knows how to compute itself everywhere:
+
+* :meth:`RewardVariant.wrap` -- its Gymnasium wrapper for Countdown-v0 / CountdownText-v0;
+* :meth:`RewardVariant.move_values` / :meth:`RewardVariant.potentials` -- its per-step terms, batched
+  (the SB3 vector env, per-step credit);
+* :meth:`RewardVariant.completion_score` -- its per-completion term (TRL reward functions, verl).
+
+A variant's one name is also its key everywhere a term is named: in a GRPO spec's weights, in
+``info["reward_terms"]`` of the wrapper it builds, in verl's returned dict and TRL's reward logs.
+Critics and CLIPO trainers are passed in (``needs`` names the one a variant takes); this package
+never loads them. Formulas and scales: ``docs/rewards.md``, which also shows how to add a variant.
 
 Example:
-    >>> from countdown_gym.rewards.variants import REWARD_VARIANTS, variant_names
+    >>> from countdown_gym.rewards.variants import get_variant, variant_names
     >>> variant_names("step")
     ('sparse', 'oracle-perfect', 'oracle-reachable', 'oracle-potential', 'critic', 'critic-potential')
-    >>> REWARD_VARIANTS["oracle-perfect"].text_terms
-    {'oracle_perfect': 0.5}
+    >>> parse_reward_spec("oracle-perfect")
+    {'sparse': 1.0, 'format': 0.1, 'oracle-perfect': 0.5}
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import re
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal
+from typing import Any
 
-Kind = Literal["step", "text"]
+import gymnasium as gym
+import numpy as np
+
+from countdown_gym.game.rules import Number, Rules
+from countdown_gym.rewards.scores import format_score, mean_over_moves, sparse_score
+from countdown_gym.rewards.terms import (
+    MoveTerm,
+    Potential,
+    critic_scores,
+    perfect_moves,
+    reachability,
+    reachable_moves,
+    scored_moves,
+)
+from countdown_gym.rewards.wrappers.variant import TermReward
+
 KINDS: tuple[str, ...] = ("step", "text")
 """``step``: Countdown-v0 and its vector envs (the SB3 baseline); ``text``: completions (GRPO, verl)."""
 
-TERM_WEIGHTS: MappingProxyType[str, float] = MappingProxyType(
-    {"sparse": 1.0, "format": 0.1, "oracle": 0.5, "oracle_perfect": 0.5, "critic": 0.5}
-)
-"""Default weight of each per-completion reward term (GRPO variants and verl's ``score``)."""
+OUTCOME: tuple[str, ...] = ("sparse", "format")
+"""The outcome reward every ``text`` variant adds its term to (at their registry weights: 1 and 0.1)."""
 
-TEXT_TERMS: tuple[str, ...] = ("sparse", "format", "oracle", "oracle_perfect", "critic", "clipo", "text_critic")
-"""Every reward term a run on completions can weight (``term=weight`` in a GRPO spec)."""
+NO_REWARD = "none"
+"""The leaderboard's ``reward_variant`` of an agent not trained with a reward (a solver, SFT only)."""
+
+_NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 
 @dataclass(frozen=True)
 class RewardVariant:
-    """One reward variant: its name, a one-line description and the env kinds that support it.
+    """One reward variant: its name, what it computes, and where it applies.
 
-    ``text_terms`` are the dense terms (term -> weight) a ``text`` run adds to the outcome
-    reward (``sparse`` at weight 1 plus ``format`` at 0.1); empty for ``step``-only variants.
+    A ``step`` variant is additive (``move_term``), shaping (``potential``) or the outcome alone
+    (neither). A ``text`` variant scores a completion with ``score`` (from the replay alone), else
+    with the mean of ``move_term`` over its moves, else it is computed by the trainer object passed
+    in for ``needs`` (CLIPO), which is then the reward function itself.
     """
 
     name: str
+    """The one spelling: lowercase words joined by ``-``."""
     description: str
     kinds: tuple[str, ...]
-    text_terms: dict[str, float] = field(default_factory=dict)
+    weight: float = 0.5
+    """Default weight of its term in a ``text`` run (and in verl's ``score``)."""
+    move_term: MoveTerm | None = None
+    """Per-move term, unscaled: ``(transitions, scorer) -> values`` (:data:`~countdown_gym.rewards.terms.MoveTerm`)."""
+    potential: Potential | None = None
+    """Shaping potential, unscaled: ``(states, targets, rules, scorer) -> Phi`` (``step`` only)."""
+    score: Callable[[Any], float] | None = None
+    """Per-completion score from a replay alone (the outcome terms)."""
+    needs: str | None = None
+    """The object a trainer passes in: ``"critic"`` (``critics.load_critic()``), ``"text_critic"``, ``"clipo"``."""
+    monitor: bool = False
+    """Cheap: GRPO computes and logs it in every run (weight 0 unless the spec weights it)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise ValueError(f"a reward variant's name is lowercase words joined by '-', got {self.name!r}")
+        if not self.kinds or not set(self.kinds) <= set(KINDS):
+            raise ValueError(f"reward variant {self.name!r}: kinds must be some of {list(KINDS)}, got {self.kinds!r}")
+        if self.move_term is not None and self.potential is not None:
+            raise ValueError(f"reward variant {self.name!r}: a per-move term or a potential, not both")
+        if "text" in self.kinds and self.potential is not None:
+            raise ValueError(f"reward variant {self.name!r}: a shaping potential has no per-completion form; kinds ('step',)")
+        if not math.isfinite(self.weight):
+            raise ValueError(f"reward variant {self.name!r}: weight must be finite, got {self.weight}")
+
+    @property
+    def per_completion(self) -> bool:
+        """Whether a completion's replay gives its term (else the trainer's object computes it)."""
+        return self.score is not None or self.move_term is not None
+
+    def need(self, obj: Any) -> Any:
+        """``obj`` when the variant needs one and it is given (or needs none); else a clear ``ValueError``."""
+        if self.needs is not None and obj is None:
+            raise ValueError(f"the reward {self.name!r} needs a {self.needs} passed in (critics.load_critic() for "
+                             f"'critic', critics.text_critic.load_text_critic() for 'text_critic')")
+        return obj if self.needs is not None else None
+
+    def move_values(self, transitions: Sequence[Mapping[str, Any]], scorer: Any = None, scale: float = 1.0) -> np.ndarray:
+        """``scale`` times the per-move term of each transition (0 for each when the variant has none)."""
+        if self.move_term is None:
+            return np.zeros(len(transitions))
+        return scale * np.asarray(self.move_term(transitions, self.need(scorer)), dtype=np.float64).reshape(len(transitions))
+
+    def potentials(self, states: Sequence[Sequence[Number]], targets: Sequence[Number], rules: Rules,
+                   scorer: Any = None, scale: float = 1.0) -> np.ndarray:
+        """``scale * Phi`` of each state (a shaping variant)."""
+        if self.potential is None:
+            raise ValueError(f"the reward {self.name!r} is not a shaping variant")
+        if not len(states):
+            return np.zeros(0)
+        return scale * np.asarray(self.potential(states, targets, rules, self.need(scorer)), dtype=np.float64)
+
+    def completion_score(self, replay: Any, scorer: Any = None) -> float:
+        """The per-completion term of a replayed completion (``score``, or the mean per-move term)."""
+        if self.score is not None:
+            return float(self.score(replay))
+        if self.move_term is None:
+            raise ValueError(f"the reward {self.name!r} is computed by the trainer ({self.needs}), not from one completion")
+        return mean_over_moves(self.move_values(replay.transitions, scorer)) if replay.transitions else 0.0
+
+    def wrap(self, env: gym.Env, *, scale: float = 1.0, gamma: float = 1.0, scorer: Any = None) -> gym.Env:
+        """``env`` with this variant's term added (reported under the variant's name); ``env`` itself for the outcome."""
+        if "step" not in self.kinds:
+            raise ValueError(f"the reward {self.name!r} applies to completions only (kinds {self.kinds})")
+        if self.move_term is None and self.potential is None:
+            return env
+        return TermReward(env, self.name, self.move_term, self.potential, self.need(scorer), scale=scale, gamma=gamma)
 
 
-def _w(term: str) -> dict[str, float]:
-    return {term: TERM_WEIGHTS[term]}
+_REGISTRY: dict[str, RewardVariant] = {}
+REWARD_VARIANTS: Mapping[str, RewardVariant] = MappingProxyType(_REGISTRY)
+"""Every registered reward variant by name, in registration order (a live, read-only view)."""
+
+ALIASES: Mapping[str, str] = MappingProxyType({
+    "oracle": "oracle-reachable", "oracle_reachable": "oracle-reachable", "oracle_perfect": "oracle-perfect",
+    "text_critic": "text-critic",
+})
+"""Earlier spellings of GRPO ``--rewards`` specs and verl's ``dense`` terms, read as today's names (with a
+``FutureWarning`` once per process); no saved leaderboard submission uses them."""
+
+_WARNED: set[str] = set()
 
 
-_VARIANTS = (
-    RewardVariant("sparse", "the outcome reward only: 1 for a correct final answer / reaching the target", ("step", "text")),
-    RewardVariant("oracle-perfect", "the oracle rewards each move that keeps the target reachable (the seed paper's)",
-                  ("step", "text"), _w("oracle_perfect")),
-    RewardVariant("oracle-reachable", "the oracle's +1 / -1 per move: the target still reachable or not",
-                  ("step", "text"), _w("oracle")),
-    RewardVariant("oracle-potential", "potential-based shaping with the oracle's reachability as the potential", ("step",)),
-    RewardVariant("critic", "the learned contrastive critic's score of each move's new state",
-                  ("step", "text"), _w("critic")),
-    RewardVariant("critic-potential", "potential-based shaping with the learned critic's score as the potential", ("step",)),
-    RewardVariant("oracle", "the text name of oracle-reachable: the mean oracle term over a completion's moves",
-                  ("text",), _w("oracle")),
-    RewardVariant("clipo", "CLIPO: a contrastive reward over a group of rollouts of one puzzle", ("text",), {"clipo": 1.0}),
-    RewardVariant("text-critic", "the critic term scored by the text critic (the seed paper's architecture A)",
-                  ("text",), {"text_critic": TERM_WEIGHTS["critic"]}),
-)
-REWARD_VARIANTS: MappingProxyType[str, RewardVariant] = MappingProxyType({v.name: v for v in _VARIANTS})
-"""Every reward variant by name, in a fixed order."""
+def register_variant(variant: RewardVariant, *, replace: bool = False) -> RewardVariant:
+    """Add ``variant`` to the registry (``replace=True`` to redefine a name); returns it."""
+    if not isinstance(variant, RewardVariant):
+        raise TypeError(f"register_variant takes a RewardVariant, got {type(variant).__name__}")
+    if variant.name in ALIASES or variant.name == NO_REWARD or (variant.name in _REGISTRY and not replace):
+        raise ValueError(f"reward variant {variant.name!r} is already a name; pass replace=True to redefine a variant")
+    _REGISTRY[variant.name] = variant
+    return variant
 
-NO_REWARD = "none"
-"""The leaderboard's ``reward_variant`` of an agent not trained with a reward (a solver, SFT only)."""
+
+def unregister_variant(name: str) -> None:
+    """Remove a variant registered at run time (the built-in ones stay)."""
+    if name in _BUILT_IN_NAMES:
+        raise ValueError(f"{name!r} is a built-in reward variant")
+    _REGISTRY.pop(name, None)
+
+
+def get_variant(name: str, kind: str | None = None) -> RewardVariant:
+    """The variant called ``name`` (an earlier spelling of :data:`ALIASES` too), optionally one of ``kind``."""
+    if name in ALIASES:
+        if name not in _WARNED:
+            _WARNED.add(name)
+            warnings.warn(f"reward name {name!r} is the earlier spelling of {ALIASES[name]!r}; it is read as "
+                          f"{ALIASES[name]!r}", FutureWarning, stacklevel=2)
+        name = ALIASES[name]
+    variant = _REGISTRY.get(name)
+    if variant is None:
+        raise ValueError(f"unknown reward variant {name!r}; variants: {list(variant_names(kind) if kind else _REGISTRY)}")
+    if kind is not None and kind not in variant.kinds:
+        raise ValueError(f"reward variant {name!r} has no {kind!r} form (kinds {list(variant.kinds)}); {kind} variants: "
+                         f"{list(variant_names(kind))}")
+    return variant
 
 
 def variant_names(kind: str) -> tuple[str, ...]:
     """The names of the variants that support env kind ``kind`` (``"step"`` or ``"text"``), in registry order."""
     if kind not in KINDS:
         raise ValueError(f"unknown env kind {kind!r}; kinds: {list(KINDS)}")
-    return tuple(v.name for v in _VARIANTS if kind in v.kinds)
+    return tuple(v.name for v in _REGISTRY.values() if kind in v.kinds)
 
 
-TEXT_VARIANT_WEIGHTS: MappingProxyType[str, dict[str, float]] = MappingProxyType({
-    v.name: {"sparse": TERM_WEIGHTS["sparse"], "format": TERM_WEIGHTS["format"], **v.text_terms}
-    for v in _VARIANTS if "text" in v.kinds
-})
-"""The ``text`` variants as term weights: the outcome reward (``sparse`` 1, ``format`` 0.1) plus the dense terms."""
+def monitored() -> dict[str, float]:
+    """The cheap terms a GRPO run always computes and logs, at weight 0."""
+    return {v.name: 0.0 for v in _REGISTRY.values() if v.monitor}
+
+
+def step_credit_names() -> tuple[str, ...]:
+    """The ``text`` variants with a per-move term: what per-step credit credits to the turns."""
+    return tuple(v.name for v in _REGISTRY.values() if "text" in v.kinds and v.move_term is not None)
+
+
+def text_weights(name: str) -> dict[str, float]:
+    """Term weights of the ``text`` variant ``name``: the outcome (``sparse`` 1, ``format`` 0.1) plus its own term."""
+    variant = get_variant(name, "text")
+    return {o: _REGISTRY[o].weight for o in (*OUTCOME, variant.name)}
+
+
+class _TextWeights(Mapping[str, dict[str, float]]):
+    """The ``text`` variants as term weights (:func:`text_weights`), a live view of the registry."""
+
+    def __getitem__(self, name: str) -> dict[str, float]:
+        if name not in variant_names("text"):
+            raise KeyError(name)
+        return text_weights(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(variant_names("text"))
+
+    def __len__(self) -> int:
+        return len(variant_names("text"))
+
+
+TEXT_VARIANT_WEIGHTS: Mapping[str, dict[str, float]] = _TextWeights()
+
+
+class _TermWeights(Mapping[str, float]):
+    """Default weight of each ``text`` variant's term (a live view of the registry)."""
+
+    def __getitem__(self, name: str) -> float:
+        try:
+            return get_variant(name, "text").weight
+        except ValueError:
+            raise KeyError(name) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(variant_names("text"))
+
+    def __len__(self) -> int:
+        return len(variant_names("text"))
+
+
+TERM_WEIGHTS: Mapping[str, float] = _TermWeights()
+"""Default weight of each per-completion term (GRPO variants and verl's ``score``)."""
 
 
 def parse_reward_spec(spec: str) -> dict[str, float]:
     """Term weights of a run on completions, from a ``text`` variant name, ``+``-joined variants and/or
-    explicit ``term=weight`` parts (which override the variants wherever they stand).
+    explicit ``name=weight`` parts (which override the variants wherever they stand).
 
-    Examples: ``"sparse"``, ``"oracle+clipo"``, ``"sparse=1,oracle=0.25,format=0"``, ``"critic,oracle=0.2"``.
-    A ``ValueError`` names the unknown variant or term, a weight that is not a finite number, or a spec
-    whose weights are all 0.
+    Examples: ``"sparse"``, ``"oracle-reachable+clipo"``, ``"sparse=1,oracle-reachable=0.25,format=0"``,
+    ``"critic,oracle-reachable=0.2"``. A ``ValueError`` names the unknown variant, a weight that is not a
+    finite number, or a spec whose weights are all 0.
     """
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"reward spec must be a non-empty string, got {spec!r}; variants: {sorted(TEXT_VARIANT_WEIGHTS)}")
+        raise ValueError(f"reward spec must be a non-empty string, got {spec!r}; variants: {list(variant_names('text'))}")
     weights: dict[str, float] = {}
     explicit: dict[str, float] = {}
     for part in spec.replace(" ", "").split(","):
         if not part:
             continue
-        if "=" in part:
-            name, _, value = part.partition("=")
-            name = name.replace("-", "_")
-            if name not in TEXT_TERMS:
-                raise ValueError(f"unknown reward term {name!r} in {spec!r}; terms: {list(TEXT_TERMS)}")
-            try:
-                explicit[name] = float(value)
-            except ValueError:
-                explicit[name] = math.nan
-            if not math.isfinite(explicit[name]):
-                raise ValueError(f"weight of {name!r} must be a finite number, got {value!r} in {spec!r}")
-            continue
-        for variant in part.split("+"):
-            if variant not in TEXT_VARIANT_WEIGHTS:
-                raise ValueError(
-                    f"unknown reward variant {variant!r} in {spec!r}; variants: {sorted(TEXT_VARIANT_WEIGHTS)} "
-                    f"(or term=weight with terms {list(TEXT_TERMS)})"
-                )
-            for name, w in TEXT_VARIANT_WEIGHTS[variant].items():
-                weights[name] = max(weights.get(name, 0.0), w)
+        try:
+            if "=" in part:
+                name, _, value = part.partition("=")
+                name = get_variant(name, "text").name
+                try:
+                    explicit[name] = float(value)
+                except ValueError:
+                    explicit[name] = math.nan
+                if not math.isfinite(explicit[name]):
+                    raise ValueError(f"weight of {name!r} must be a finite number, got {value!r} in {spec!r}")
+                continue
+            for variant in part.split("+"):
+                for name, w in text_weights(variant).items():
+                    weights[name] = max(weights.get(name, 0.0), w)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (in the reward spec {spec!r})") from None
     weights.update(explicit)
     if not any(w != 0 for w in weights.values()):
         raise ValueError(f"reward spec {spec!r} gives every term weight 0: nothing to learn from")
@@ -133,15 +294,63 @@ def check_reward_variant(value: str) -> str:
     """``value`` if it names a reward, else a ``ValueError`` listing the registered names.
 
     Accepted: ``"none"``, a variant name, or a GRPO spec (:func:`parse_reward_spec`), e.g.
-    ``"oracle+clipo"`` or ``"critic,oracle=0.2"``.
+    ``"oracle-reachable+clipo"`` or ``"critic,oracle-reachable=0.2"``.
     """
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"reward_variant must be a non-empty string, got {value!r}")
-    if value == NO_REWARD or value in REWARD_VARIANTS:
+    if value == NO_REWARD or value in _REGISTRY:
         return value
     try:
         parse_reward_spec(value)
     except ValueError as exc:
         raise ValueError(f"{exc}; a reward_variant is {NO_REWARD!r}, one of the registered variants "
-                         f"{list(REWARD_VARIANTS)} (countdown_gym.rewards.variants), or a GRPO spec over them") from None
+                         "(countdown_gym.rewards.variants), or a GRPO spec over them") from None
     return value
+
+
+def score_terms(replay: Any, names: Sequence[str], scorers: Mapping[str, Any] | None = None,
+                critic: Any = None) -> dict[str, float]:
+    """The per-completion term of each variant in ``names`` for one replayed completion, by name.
+
+    ``scorers`` holds what variants need by kind (``{"critic": ..., "text_critic": ...}``); ``critic``
+    is short for ``scorers={"critic": critic}``.
+    """
+    given = {**({"critic": critic} if critic is not None else {}), **(scorers or {})}
+    out: dict[str, float] = {}
+    for name in names:
+        variant = get_variant(name, "text")
+        out[variant.name] = variant.completion_score(replay, given.get(variant.needs) if variant.needs else None)
+    return out
+
+
+_BUILT_IN = (
+    RewardVariant("sparse", "the outcome reward only: 1 for a correct final answer / reaching the target",
+                  ("step", "text"), weight=1.0, score=sparse_score, monitor=True),
+    RewardVariant("format", "1 when the final answer is in an <answer> tag or <Solution> block and parses "
+                  "(right or wrong); part of every text run's outcome reward", ("text",), weight=0.1,
+                  score=format_score, monitor=True),
+    RewardVariant("oracle-perfect", "the oracle rewards each move that keeps the target reachable (the seed paper's)",
+                  ("step", "text"), move_term=perfect_moves, monitor=True),
+    RewardVariant("oracle-reachable", "the oracle's +1 / -1 per move: the target still reachable or not",
+                  ("step", "text"), move_term=reachable_moves, monitor=True),
+    RewardVariant("oracle-potential", "potential-based shaping with the oracle's reachability as the potential",
+                  ("step",), potential=reachability),
+    RewardVariant("critic", "the learned contrastive critic's score of each move's new state",
+                  ("step", "text"), move_term=scored_moves, needs="critic"),
+    RewardVariant("critic-potential", "potential-based shaping with the learned critic's score as the potential",
+                  ("step",), potential=critic_scores, needs="critic"),
+    RewardVariant("clipo", "CLIPO: a contrastive reward over a group of rollouts of one puzzle", ("text",),
+                  weight=1.0, needs="clipo"),
+    RewardVariant("text-critic", "the critic term scored by the text critic (the seed paper's architecture A)",
+                  ("text",), move_term=scored_moves, needs="text_critic"),
+)
+for _variant in _BUILT_IN:
+    register_variant(_variant)
+_BUILT_IN_NAMES = frozenset(v.name for v in _BUILT_IN)
+
+
+__all__ = [
+    "ALIASES", "KINDS", "NO_REWARD", "OUTCOME", "REWARD_VARIANTS", "TERM_WEIGHTS", "TEXT_VARIANT_WEIGHTS",
+    "RewardVariant", "check_reward_variant", "get_variant", "monitored", "parse_reward_spec", "register_variant",
+    "score_terms", "step_credit_names", "text_weights", "unregister_variant", "variant_names",
+]

@@ -7,6 +7,9 @@
   CLIPO reward at the end of each episode (pass the trainer: any :class:`GroupTrainer`, e.g.
   ``critics.clipo.CLIPOTrainer``).
 
+* :class:`TermReward` -- any registered reward variant's term (what ``RewardVariant.wrap`` builds,
+  :mod:`countdown_gym.rewards.variants`).
+
 Each adds its term to the reward and reports it in ``info["reward_terms"]`` next to ``"sparse"``;
 ``potential=True`` turns the per-step wrappers into potential-based shaping. Formulas, signs
 and scales: ``docs/rewards.md``.
@@ -24,6 +27,7 @@ from countdown_gym.rewards.wrappers.base import DenseRewardWrapper, TransitionsM
 from countdown_gym.rewards.wrappers.clipo import CLIPOGroupReward, GroupTrainer, Trajectory
 from countdown_gym.rewards.wrappers.critic import ContrastiveCriticReward
 from countdown_gym.rewards.wrappers.oracle import OracleReward
+from countdown_gym.rewards.wrappers.variant import TermReward
 
 __all__ = [
     "CLIPOGroupReward",
@@ -32,6 +36,7 @@ __all__ = [
     "GroupTrainer",
     "OracleReward",
     "Scorer",
+    "TermReward",
     "Trajectory",
     "TransitionsMissingError",
     "critic_potentials",

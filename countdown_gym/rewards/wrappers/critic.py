@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 from countdown_gym.game.rules import Number, Rules
-from countdown_gym.rewards.terms import Scorer, critic_potentials, critic_terms
+from countdown_gym.rewards.terms import Scorer, check_scorer_fits, critic_potentials, critic_terms
 from countdown_gym.rewards.wrappers.base import DenseRewardWrapper
 
 
@@ -94,14 +94,8 @@ class ContrastiveCriticReward(DenseRewardWrapper, gym.utils.RecordConstructorArg
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         obs, info = super().reset(seed=seed, options=options)
-        limit = getattr(getattr(self.critic, "config", None), "max_numbers", None)
-        state = info.get("state")
-        if limit is not None and state is not None and len(state) > limit:
-            raise ValueError(
-                f"ContrastiveCriticReward: the critic ({getattr(self.critic, 'path', None)}) scores states of at most "
-                f"{limit} numbers, but this episode starts from {len(state)} numbers {list(state)}; "
-                f"use a critic trained with max_numbers >= {len(state)}"
-            )
+        if info.get("state") is not None:
+            check_scorer_fits(self.critic, info["state"], type(self).__name__)
         return obs, info
 
     def step_terms(self, transitions: Sequence[Mapping[str, Any]]) -> list[float]:

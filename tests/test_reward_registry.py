@@ -1,0 +1,130 @@
+"""A reward variant defined here, outside the package, works unchanged everywhere the package's own do.
+
+Adding a variant is one registry entry and its term function (``EVEN`` and ``even_results`` below):
+nothing else is edited, yet Countdown-v0's wrapper, the SB3 vector env, the GRPO reward functions,
+per-step credit, verl's ``compute_score`` and the leaderboard take it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+import countdown_gym  # noqa: F401  (registers the environments)
+from countdown_gym.rewards.variants import (
+    RewardVariant,
+    check_reward_variant,
+    get_variant,
+    register_variant,
+    unregister_variant,
+    variant_names,
+)
+
+
+def even_results(transitions: Sequence[Mapping[str, Any]], scorer: Any = None) -> list[float]:
+    """1 for a valid move whose result is even, else 0: the term function."""
+    return [1.0 if t["valid"] and t["move"][3] % 2 == 0 else 0.0 for t in transitions]
+
+
+EVEN = RewardVariant("even-results", "1 per valid move whose result is even", ("step", "text"), weight=0.3,
+                     move_term=even_results)
+"""The registry entry."""
+
+PROBLEM = {"numbers": [6, 2, 5, 3], "target": 8}
+SOLUTION = "6-2=4 [5,3,4]\n 5-3=2 [4,2]\n  4*2=8 [8]\n<answer>(6-2)*(5-3)</answer>"  # results 4, 2, 8: all even
+ODD = "6-2=4 [5,3,4]\n 5-4=1 [3,1]\n<answer>3+1</answer>"  # results 4, 1: one of two even
+
+
+@pytest.fixture
+def even() -> Iterator[RewardVariant]:
+    register_variant(EVEN)
+    try:
+        yield EVEN
+    finally:
+        unregister_variant(EVEN.name)
+
+
+def test_registered_by_name_and_gone_when_removed(even: RewardVariant) -> None:
+    assert get_variant("even-results") is even
+    assert "even-results" in variant_names("step") and "even-results" in variant_names("text")
+    assert check_reward_variant("even-results") == "even-results"  # a leaderboard submission may name it
+    assert check_reward_variant("sparse+even-results") == "sparse+even-results"
+    with pytest.raises(ValueError, match="already a name"):
+        register_variant(even)
+    unregister_variant(even.name)
+    with pytest.raises(ValueError, match="unknown reward variant 'even-results'"):
+        get_variant("even-results")
+    register_variant(even)
+
+
+def test_countdown_wrapper_and_the_sb3_flag(even: RewardVariant) -> None:
+    env = even.wrap(gym.make("Countdown-v0", problems=[((6, 2, 5, 3), 8)]), scale=0.5)
+    env.reset(seed=0)
+    u = env.unwrapped
+    _, reward, *_, info = env.step(u.encode_action(0, 1, "-"))  # 6 - 2 = 4
+    assert info["reward_terms"] == {"sparse": 0.0, "even-results": 0.5} and reward == 0.5
+    pytest.importorskip("sb3_contrib")
+    from baselines import sb3_ppo
+
+    args = sb3_ppo.parse_args(["--reward", "even-results", "--scale", "0.5"])
+    wrapped = sb3_ppo.wrap_reward(gym.make("Countdown-v0", problems=[((6, 2, 5, 3), 8)]), args)
+    wrapped.reset(seed=0)
+    assert wrapped.step(u.encode_action(0, 1, "-"))[4]["reward_terms"]["even-results"] == 0.5
+
+
+def test_sb3_vector_env_adds_the_same_term(even: RewardVariant) -> None:
+    pytest.importorskip("sb3_contrib")
+    import numpy as np
+
+    from baselines.sb3.vec_env import CountdownSB3VecEnv
+    from countdown_gym.game.problem import Problem
+
+    vec = CountdownSB3VecEnv(1, "even-results", 0.5, problems=[Problem((6, 2, 5, 3), 8)])
+    vec.seed(0)
+    vec.reset()
+    action = gym.make("Countdown-v0").unwrapped.encode_action(0, 1, "-")  # 6 - 2 = 4, the same action table
+    vec.step_async(np.array([action]))
+    _, reward, _, _ = vec.step_wait()
+    assert reward[0] == pytest.approx(0.5)
+
+
+def test_grpo_reward_functions(even: RewardVariant) -> None:
+    from baselines.lm.grpo_config import build_reward_funcs, reward_terms
+
+    opts = SimpleNamespace(rewards="even-results")
+    weights = reward_terms(opts)
+    assert weights["even-results"] == 0.3 and weights["sparse"] == 1.0 and weights["format"] == 0.1
+    funcs, clipo = build_reward_funcs(opts, None, 0)
+    assert clipo is None and len(funcs) == len(weights)
+    fn = funcs[list(weights).index("even-results")]
+    assert fn.__name__ == "even_results_reward"
+    got = fn(["p", "p"], [SOLUTION, ODD], None, numbers=[PROBLEM["numbers"]] * 2, target=[8, 8])
+    assert got == [1.0, 0.5]
+
+
+def test_step_credit(even: RewardVariant) -> None:
+    from baselines.lm.grpo_config import reward_terms
+    from baselines.lm.step_credit import split_reward_spec, turn_rewards
+    from countdown_gym.envs.text import replay_completion
+    from countdown_gym.game.problem import Problem
+
+    scalar, per_step = split_reward_spec(reward_terms(SimpleNamespace(rewards="even-results")))
+    assert per_step == {"even-results": 0.3} and scalar["even-results"] == 0.0
+    moves = replay_completion(Problem((6, 2, 5, 3), 8), ODD).transitions  # results 4 (even), 1 (odd)
+    assert turn_rewards([[moves[:1], moves[1:]], [moves]], per_step) == [[0.3, 0.0], [0.3]]
+
+
+def test_verl_compute_score(even: RewardVariant) -> None:
+    from countdown_gym.integrations.verl import compute_score
+
+    out = compute_score("countdown_gym/longproc-0.5k", ODD, PROBLEM, dense="even-results")
+    assert out["even-results"] == 0.5 and out["score"] == pytest.approx(out["sparse"] + 0.3 * 0.5)
+    assert compute_score("x", SOLUTION, PROBLEM, dense=["even-results"], weights={"even-results": 2.0})["score"] == 3.0
+    pytest.importorskip("torch")
+    from critics.verl_reward import compute_score as with_critic  # the same compute_score, the critic loaded on demand
+
+    assert with_critic("x", ODD, PROBLEM, dense="even-results") == out
