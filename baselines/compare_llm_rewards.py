@@ -35,13 +35,13 @@ from baselines.lm.grpo_options import RESUMABLE_CHANGES
 from baselines.lm.grpo_options import Options as GRPOOptions
 from countdown_gym import dataclass_cli
 
-VARIANTS = ("sparse", "oracle", "oracle-perfect", "critic", "clipo")
+VARIANTS = ("sparse", "oracle-reachable", "oracle-perfect", "critic", "clipo")
 """The seed paper's comparison: sparse, the oracle (reachable: +/- per move), the paper's perfect-move oracle,
 the learned contrastive critic, and CLIPO (dense terms summed into the outcome reward)."""
 STEP_SUFFIX = "@step"
-"""A variant ending in ``@step`` (``oracle@step``) runs ``--rewards oracle --step-credit``: the same dense terms credited
+"""A variant ending in ``@step`` (``oracle-reachable@step``) runs ``--rewards oracle-reachable --step-credit``: the same dense terms credited
 per turn (docs/step_credit.md) instead of summed into the outcome reward."""
-DEFAULT_VARIANTS = (*VARIANTS, "oracle" + STEP_SUFFIX)
+DEFAULT_VARIANTS = (*VARIANTS, "oracle-reachable" + STEP_SUFFIX)
 
 
 _GRPO = GRPOOptions()  # llm_grpo.py's defaults, except the number of steps and the validation samples

@@ -1,7 +1,7 @@
 """GRPO on Countdown with TRL: sparse, oracle, critic and CLIPO rewards (CleanRL style: the options and the flow of a run).
 
     python baselines/llm_grpo.py                                  # shipped tiny model, CPU, < 10 min
-    python baselines/llm_grpo.py --rewards oracle --steps 200
+    python baselines/llm_grpo.py --rewards oracle-reachable --steps 200
     python baselines/llm_grpo.py --model Qwen/Qwen2.5-1.5B-Instruct --prompt-style tinyzero \\
         --max-completion-length 1024 --use-vllm --vllm-mode colocate
     accelerate launch baselines/llm_grpo.py --model Qwen/Qwen2.5-1.5B-Instruct --prompt-style tinyzero

@@ -136,7 +136,7 @@ class Options:
     clipo_lambda: float = 0.2
     clipo_warmup_steps: int = 0
     step_credit: bool = False
-    """Multi-turn: credit the dense terms of --rewards (oracle, oracle_perfect, critic) to the tokens of the turn that
+    """Multi-turn: credit the dense terms of --rewards (oracle-reachable, oracle-perfect, critic) to the tokens of the turn that
     earned them (TRL's outcome advantage plus a per-turn leave-one-out advantage of their discounted return-to-go,
     docs/step_credit.md) instead of adding their mean over the moves to the scalar reward."""
     step_credit_gamma: float = 1.0
