@@ -159,7 +159,7 @@ CHECKPOINT_FILES = ("model.safetensors", "config.json")
 def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
     """Run training; returns the run directory (a loadable text-critic checkpoint)."""
     t_start = time.perf_counter()
-    out, rng = start_run(cfg, markers=CHECKPOINT_FILES)
+    out, rng = start_run(cfg, markers=CHECKPOINT_FILES, resumable=False)  # the text critic trains in one go
     model, tok = build_text_critic(cfg.model_config(), cfg.lm, seed=cfg.seed)
     critic = TextCritic(model, tok)  # shares the model: tokenizes the way scoring will
     t_data = time.perf_counter()

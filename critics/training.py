@@ -66,17 +66,17 @@ class CommonTrainOptions:
 
 
 def start_run(cfg: CommonTrainOptions, *, markers: Collection[str], resume: bool = False, resuming: bool = False,
-              may_change: Collection[str] = ()) -> tuple[Path, np.random.Generator]:
+              may_change: Collection[str] = (), resumable: bool = True) -> tuple[Path, np.random.Generator]:
     """Seed ``random``, torch and the returned numpy generator with ``cfg.seed``, set torch's threads, and
     prepare the run directory ``cfg.out`` (``markers``: the files that show it keeps a run; ``resume``: the
     ``--resume`` flag; ``resuming``: a checkpoint there is continued, and the options may differ from its
-    ``options.json`` only in ``may_change``)."""
+    ``options.json`` only in ``may_change``; ``resumable``: the script has a ``--resume``)."""
     torch.set_num_threads(cfg.threads)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     out = prepare_run(cfg.out, "--out", cfg, resume=resume, resuming=resuming, may_change=may_change,
-                      markers=("log.jsonl", *markers))
+                      markers=("log.jsonl", *markers), resumable=resumable)
     return out, rng
 
 

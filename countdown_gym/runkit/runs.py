@@ -73,12 +73,12 @@ def holds_run(out: str | os.PathLike[str], markers: Iterable[str] = (OPTIONS_FIL
 
 
 def check_fresh_start(out: str | os.PathLike[str], *, resume: bool, markers: Iterable[str] = (OPTIONS_FILE,),
-                      start_over: str = "use another --out") -> None:
+                      start_over: str = "use another --out", resumable: bool = True) -> None:
     """Refuse to start afresh (``resume`` false) in a directory that :func:`holds_run`: its checkpoints, logs and
-    options would be mixed with the new run's or lost."""
+    options would be mixed with the new run's or lost (``resumable``: the script has a ``--resume`` to offer)."""
     if not resume and holds_run(out, markers):
-        raise SystemExit(f"{out} holds a run already: --resume continues it; to start over {start_over} "
-                         "or delete that directory")
+        continues = "--resume continues it; " if resumable else ""
+        raise SystemExit(f"{out} holds a run already: {continues}to start over {start_over} or delete that directory")
 
 
 def read_options(out: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -110,7 +110,7 @@ def save_options(out: str | os.PathLike[str], options: Any) -> Path:
 def prepare_run(path: str | os.PathLike[str], label: str, options: Any, *, resume: bool, resuming: bool | None = None,
                 may_change: Collection[str] = (), markers: Iterable[str] = (), start_over: str | None = None,
                 write: bool = True, saved_as: Callable[[dict[str, Any] | None], Mapping[str, Any] | None] | None = None,
-                barrier: Callable[[], None] | None = None) -> Path:
+                barrier: Callable[[], None] | None = None, resumable: bool = True) -> Path:
     """The run directory of a training script, checked and with its ``options.json`` (the steps above in order).
 
     ``label``: the flag that names the directory (``"--out"``); ``resume``: the ``--resume`` flag; ``resuming``:
@@ -121,11 +121,11 @@ def prepare_run(path: str | os.PathLike[str], label: str, options: Any, *, resum
     are compared (the defaults of runs saved by older versions, another file of older runs); ``write=False``
     checks without writing (other processes of a distributed run); ``barrier``: called after the checks and after
     the write (a distributed run's wait for every process, so that no process checks a directory another one
-    has already written to).
+    has already written to); ``resumable=False``: the script has no ``--resume`` (its refusal does not offer one).
     """
     out = run_directory(path, f"{label} {path}")
     start_over = start_over or f"use another {label}"
-    check_fresh_start(out, resume=resume, markers=(OPTIONS_FILE, *markers), start_over=start_over)
+    check_fresh_start(out, resume=resume, markers=(OPTIONS_FILE, *markers), start_over=start_over, resumable=resumable)
     if resume if resuming is None else resuming:
         saved = read_options(out)
         check_resume(saved_as(saved) if saved_as else saved, options, may_change, where=out, start_over=start_over)
