@@ -551,8 +551,8 @@ def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> No
     from baselines import compare_llm_rewards
 
     args = compare_llm_rewards.parse_args(["--runs-dir", str(tmp_path), "--extra-args", "--beta 0.01", "--interaction",
-                                           "single-pass", "--variants", "sparse,oracle,critic,clipo"])
-    for variant in ("sparse", "oracle", "critic", "clipo"):
+                                           "single-pass", "--variants", "sparse,oracle-reachable,critic,clipo"])
+    for variant in ("sparse", "oracle-reachable", "critic", "clipo"):
         cmd = compare_llm_rewards.run_command(args, variant, 3)
         opts = parse_options(cmd[2:])
         assert (opts.rewards, opts.seed, opts.beta, opts.train_pass_rates) == (variant, 3, 0.01, "auto")
@@ -562,9 +562,9 @@ def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> No
         assert all(getattr(opts, name) == getattr(Options(), name) for name in same)
         assert GRPOPlan.of(opts).pass_rates is not None  # the shipped model's own train_pass_rates.jsonl
     args = compare_llm_rewards.parse_args(["--runs-dir", str(tmp_path)])  # the default: the paper's 5 variants, multi-turn
-    assert compare_llm_rewards.VARIANTS == ("sparse", "oracle", "oracle-perfect", "critic", "clipo")
+    assert compare_llm_rewards.VARIANTS == ("sparse", "oracle-reachable", "oracle-perfect", "critic", "clipo")
     assert (args.seeds, args.test_problems, args.interaction) == ((0, 1, 2), 1000, "multi-turn")
-    assert list(args.variants) == [*compare_llm_rewards.VARIANTS, "oracle@step"]
+    assert list(args.variants) == [*compare_llm_rewards.VARIANTS, "oracle-reachable@step"]
     for variant in args.variants:
         opts = parse_options(compare_llm_rewards.run_command(args, variant, 1)[2:])
         rewards = variant.removesuffix("@step")
@@ -572,7 +572,7 @@ def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> No
             "multi-turn", llm_grpo.DEFAULT_TURN_MODEL, rewards, variant.endswith("@step"))
         assert all(getattr(opts, name) == getattr(Options(), name) for name in ("learning_rate", "max_turns"))
         assert opts.steps == 20  # the comparison's own budget: 18 runs fit its 90 minutes
-    assert compare_llm_rewards.run_path(args, "oracle@step", 2).name == "oracle-step-s2"
+    assert compare_llm_rewards.run_path(args, "oracle-reachable@step", 2).name == "oracle-reachable-step-s2"
 
 
 def test_comparison_reuses_only_runs_and_test_results_of_the_same_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

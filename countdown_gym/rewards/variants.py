@@ -153,9 +153,8 @@ ALIASES: Mapping[str, str] = MappingProxyType({
     "text_critic": "text-critic",
 })
 """Earlier spellings of GRPO ``--rewards`` specs and verl's ``dense`` terms, read as today's names (with a
-``FutureWarning`` once per process); no saved leaderboard submission uses them."""
-
-_WARNED: set[str] = set()
+``FutureWarning``, shown once per place that reads it, as Python shows warnings); no saved leaderboard submission
+uses them."""
 
 
 def register_variant(variant: RewardVariant, *, replace: bool = False) -> RewardVariant:
@@ -178,10 +177,8 @@ def unregister_variant(name: str) -> None:
 def get_variant(name: str, kind: str | None = None) -> RewardVariant:
     """The variant called ``name`` (an earlier spelling of :data:`ALIASES` too), optionally one of ``kind``."""
     if name in ALIASES:
-        if name not in _WARNED:
-            _WARNED.add(name)
-            warnings.warn(f"reward name {name!r} is the earlier spelling of {ALIASES[name]!r}; it is read as "
-                          f"{ALIASES[name]!r}", FutureWarning, stacklevel=2)
+        warnings.warn(f"reward name {name!r} is the earlier spelling of {ALIASES[name]!r}; it is read as "
+                      f"{ALIASES[name]!r}", FutureWarning, stacklevel=2)
         name = ALIASES[name]
     variant = _REGISTRY.get(name)
     if variant is None:
