@@ -117,10 +117,11 @@ def test_critic_reward_means_per_move_scores() -> None:
 
 
 def test_the_baselines_critic_term_is_the_packages_critic_reward_with_the_shipped_critic() -> None:
-    from baselines.lm.rewards import shipped_critic_reward
+    from baselines.lm.rewards import load_needs
+    from countdown_gym.integrations.trl import reward_function
     from critics import load_critic
 
-    reward = shipped_critic_reward()
+    reward = reward_function("critic", load_needs(["critic"]))  # what build_reward_funcs builds for the critic term
     assert isinstance(reward, CriticReward) and type(reward.critic) is type(load_critic())
     got = reward(["p"] * 4, COMPLETIONS, None, problem=[PJ] * 4)
     assert -1.0 <= got[0] <= 1.0 and got[2] == pytest.approx(-1.0)  # every move of the hallucinated completion is invalid

@@ -182,13 +182,14 @@ def test_contrastive_critic_reward_takes_the_text_critic(tiny_run: Path) -> None
 
 def test_grpo_text_critic_reward_variant(tiny_run: Path) -> None:
     pytest.importorskip("trl")
-    from baselines.lm.rewards import VARIANTS, TextCriticReward, parse_reward_spec
+    from baselines.lm.rewards import VARIANTS, parse_reward_spec
+    from countdown_gym.integrations.trl import reward_function
 
     assert parse_reward_spec("text-critic") == VARIANTS["text-critic"] == {"sparse": 1.0, "format": 0.1, "text-critic": 0.5}
     problem = json.dumps(Problem((21, 16, 17, 26), 46).to_dict())
     completions = ["21+16=37 [17,26,37]\n 26-17=9 [37,9]\n  37+9=46 [46]", "21+16=38 [17,26,38]"]
     critic = load_text_critic(tiny_run)
-    r = TextCriticReward(critic)(["p", "p"], completions, None, problem=[problem] * 2)
+    r = reward_function("text-critic", {"text_critic": critic})(["p", "p"], completions, None, problem=[problem] * 2)
     expected = float(np.mean(critic.score([(17, 26, 37), (37, 9), (46,)], [46, 46, 46])))
     assert r[0] == pytest.approx(expected, abs=1e-6) and r[1] == -1.0  # an invalid move scores -1
 

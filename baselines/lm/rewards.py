@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from countdown_gym.integrations.trl import CriticReward, completion_replays, log_metrics
+from countdown_gym.integrations.trl import completion_replays, log_metrics
 from countdown_gym.rewards.variants import (  # noqa: F401  (re-exported)
     TEXT_VARIANT_WEIGHTS,
     get_variant,
@@ -59,20 +59,7 @@ def load_needs(names: Iterable[str], given: dict[str, Any] | None = None) -> dic
     return out
 
 
-def shipped_critic_reward() -> CriticReward:
-    """The ``critic`` reward term with the shipped contrastive critic (``critics.load_critic()``)."""
-    return CriticReward(load_critic())
-
-
-class TextCriticReward(CriticReward):
-    """The ``text-critic`` reward: the critic term with the text critic as the scorer (default: the shipped one)."""
-
-    def __init__(self, critic: Any = None) -> None:
-        super().__init__(load_text_critic() if critic is None else critic, "text-critic")
-
-
-__all__ = ["LOADERS", "VARIANTS", "CLIPOReward", "load_needs", "monitored", "parse_reward_spec", "prompt_token_ids",
-           "shipped_critic_reward", "TextCriticReward"]
+__all__ = ["LOADERS", "VARIANTS", "CLIPOReward", "load_needs", "monitored", "parse_reward_spec", "prompt_token_ids"]
 
 
 # --- CLIPO ------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ import numpy as np
 
 from baselines.lm.rewards import load_needs
 from countdown_gym.rewards.terms import Scorer
-from countdown_gym.rewards.variants import get_variant, step_credit_names
+from countdown_gym.rewards.variants import get_variant, given_scorers, step_credit_names
 
 
 def split_reward_spec(weights: Mapping[str, float]) -> tuple[dict[str, float], dict[str, float]]:
@@ -103,12 +103,12 @@ def turn_rewards(episodes: Sequence[Sequence[Sequence[Mapping[str, Any]]]], weig
     valid move of the batch in one call.
     """
     weights = _check_step_weights(weights)
-    given = {**({"critic": critic} if critic is not None else {}), **(scorers or {})}
+    given = given_scorers(critic, scorers)
     flat = [t for episode in episodes for turn in episode for t in turn]
     per_transition = np.zeros(len(flat), dtype=np.float64)
     for name, w in weights.items():
         variant = get_variant(name)
-        per_transition += w * variant.move_values(flat, given.get(variant.needs) if variant.needs else None)
+        per_transition += w * variant.move_values(flat, variant.scorer_in(given))
     out: list[list[float]] = []
     pos = 0
     for episode in episodes:

@@ -214,7 +214,7 @@ def reward_function(variant: str, given: Mapping[str, Any] | None = None) -> Cal
     function itself, which is returned as it is.
     """
     v = get_variant(variant, "text")
-    obj = v.need((given or {}).get(v.needs)) if v.needs else None
+    obj = v.need(v.scorer_in(given))
     if not v.per_completion:
         return obj
     return CriticReward(obj, v.name) if obj is not None else VariantReward(v.name)

@@ -31,7 +31,7 @@ from typing import Any
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules
 from countdown_gym.rewards.terms import Scorer, check_scorer_fits
-from countdown_gym.rewards.variants import REWARD_VARIANTS, TERM_WEIGHTS, get_variant, score_terms
+from countdown_gym.rewards.variants import REWARD_VARIANTS, TERM_WEIGHTS, get_variant, given_scorers, score_terms
 
 DEFAULT_WEIGHTS: Mapping[str, float] = TERM_WEIGHTS
 """Weight of each term in ``score`` when it is requested: each variant's registry weight
@@ -96,6 +96,11 @@ def _problem(numbers: tuple[int, ...], target: int, rules: Rules) -> Problem:
     return Problem(numbers=numbers, target=target, rules=rules)
 
 
+def _dense_names() -> list[str]:
+    """The variants verl's ``dense`` may name (for error messages)."""
+    return [n for n, v in REWARD_VARIANTS.items() if "text" in v.kinds and v.per_completion and n != "sparse"]
+
+
 def dense_terms(dense: Any) -> list[str]:
     """The reward variants of verl's ``dense`` reward kwarg (a list or a comma/plus-separated string).
 
@@ -111,14 +116,13 @@ def dense_terms(dense: Any) -> list[str]:
         dense = dense.tolist()
     names: list[str] = []
     for entry in (str(d).strip() for d in dense):
-        allowed = [n for n, v in REWARD_VARIANTS.items() if "text" in v.kinds and v.per_completion and n != "sparse"]
         try:
             variant = get_variant(entry, "text")
         except ValueError:
-            raise ValueError(f"unknown dense term {entry!r}; verl's dense terms: {allowed}") from None
+            raise ValueError(f"unknown dense term {entry!r}; verl's dense terms: {_dense_names()}") from None
         if not variant.per_completion:
             raise ValueError(f"reward variant {entry!r} is not a per-completion score (it needs the trainer); "
-                             f"verl's dense terms: {allowed}")
+                             f"verl's dense terms: {_dense_names()}")
         if variant.name != "sparse" and variant.name not in names:
             names.append(variant.name)
     return names
@@ -163,7 +167,7 @@ def compute_score(
     if not isinstance(solution_str, str):
         raise ValueError(f"solution_str must be a string, got {type(solution_str).__name__}")
     terms = dense_terms(dense)
-    given = {**({"critic": critic} if critic is not None else {}), **(scorers or {})}
+    given = given_scorers(critic, scorers)
     for name in terms:
         need = REWARD_VARIANTS[name].needs
         if need is not None and given.get(need) is None:

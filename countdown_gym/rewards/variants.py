@@ -112,6 +112,10 @@ class RewardVariant:
                              f"'critic', critics.text_critic.load_text_critic() for 'text_critic')")
         return obj if self.needs is not None else None
 
+    def scorer_in(self, given: Mapping[str, Any] | None) -> Any:
+        """What this variant needs, taken from ``given`` (objects by kind); None when it needs nothing."""
+        return (given or {}).get(self.needs) if self.needs else None
+
     def move_values(self, transitions: Sequence[Mapping[str, Any]], scorer: Any = None, scale: float = 1.0) -> np.ndarray:
         """``scale`` times the per-move term of each transition (0 for each when the variant has none)."""
         if self.move_term is None:
@@ -230,20 +234,14 @@ class _TextWeights(Mapping[str, dict[str, float]]):
 TEXT_VARIANT_WEIGHTS: Mapping[str, dict[str, float]] = _TextWeights()
 
 
-class _TermWeights(Mapping[str, float]):
-    """Default weight of each ``text`` variant's term (a live view of the registry)."""
+class _TermWeights(_TextWeights):
+    """Default weight of each ``text`` variant's term (a live view of the registry; earlier spellings read too)."""
 
-    def __getitem__(self, name: str) -> float:
+    def __getitem__(self, name: str) -> float:  # type: ignore[override]
         try:
             return get_variant(name, "text").weight
         except ValueError:
             raise KeyError(name) from None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(variant_names("text"))
-
-    def __len__(self) -> int:
-        return len(variant_names("text"))
 
 
 TERM_WEIGHTS: Mapping[str, float] = _TermWeights()
@@ -305,18 +303,21 @@ def check_reward_variant(value: str) -> str:
     return value
 
 
+def given_scorers(critic: Any = None, scorers: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What variants need, by kind: ``scorers`` (``{"critic": ..., "text_critic": ...}``), with ``critic`` short for
+    ``scorers={"critic": critic}``."""
+    return {**({"critic": critic} if critic is not None else {}), **(scorers or {})}
+
+
 def score_terms(replay: Any, names: Sequence[str], scorers: Mapping[str, Any] | None = None,
                 critic: Any = None) -> dict[str, float]:
-    """The per-completion term of each variant in ``names`` for one replayed completion, by name.
-
-    ``scorers`` holds what variants need by kind (``{"critic": ..., "text_critic": ...}``); ``critic``
-    is short for ``scorers={"critic": critic}``.
-    """
-    given = {**({"critic": critic} if critic is not None else {}), **(scorers or {})}
+    """The per-completion term of each variant in ``names`` for one replayed completion, by name
+    (``scorers`` and ``critic``: :func:`given_scorers`)."""
+    given = given_scorers(critic, scorers)
     out: dict[str, float] = {}
     for name in names:
         variant = get_variant(name, "text")
-        out[variant.name] = variant.completion_score(replay, given.get(variant.needs) if variant.needs else None)
+        out[variant.name] = variant.completion_score(replay, variant.scorer_in(given))
     return out
 
 
@@ -349,5 +350,5 @@ _BUILT_IN_NAMES = frozenset(v.name for v in _BUILT_IN)
 __all__ = [
     "ALIASES", "KINDS", "NO_REWARD", "OUTCOME", "REWARD_VARIANTS", "TERM_WEIGHTS", "TEXT_VARIANT_WEIGHTS",
     "RewardVariant", "check_reward_variant", "get_variant", "monitored", "parse_reward_spec", "register_variant",
-    "score_terms", "step_credit_names", "text_weights", "unregister_variant", "variant_names",
+    "given_scorers", "score_terms", "step_credit_names", "text_weights", "unregister_variant", "variant_names",
 ]
