@@ -59,7 +59,7 @@ from baselines.sb3.policy import MoveFeatures, PerActionPolicy, load_model
 from countdown_gym import Problem, dataclass_cli, load_split
 from countdown_gym.data.splits import SPLIT_SPEC
 from countdown_gym.rewards.variants import get_variant, variant_names
-from countdown_gym.runkit.runs import MetricsLog, StopRequest, check_resume, prepare_run, read_options, truncate_rows
+from countdown_gym.runkit.runs import MetricsLog, StopRequest, prepare_run, read_options, truncate_rows
 from countdown_gym.runkit.tracking import report_to_names
 
 NET_ARCH = [256, 256]  # the MlpPolicy's default layers
@@ -346,11 +346,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     name = args.run_name or f"{args.preset}-{args.reward}-s{args.seed}"
     out = Path(args.output_dir) / name
     checkpoints = sorted(out.glob("checkpoints/model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[1]))
-    if args.resume and checkpoints and read_options(out) is None:  # a run made before options.json: its args.json
-        check_resume(saved_options(out), args, RESUME_MAY_CHANGE, where=out, start_over=START_OVER)
     out = prepare_run(out, "--output-dir", args, resume=args.resume, resuming=args.resume and bool(checkpoints),
                       may_change=RESUME_MAY_CHANGE, markers=("args.json", "checkpoints/model_*_steps.zip"),
-                      start_over=START_OVER)
+                      start_over=START_OVER,  # a run made before options.json is compared with its args.json
+                      saved_as=lambda saved, run=out: saved if saved is not None else saved_options(run))
 
     vec = make_vec_env(args)
     policy_class, policy_kwargs = policy_setup(args)
