@@ -24,7 +24,7 @@ from baselines.lm.tiny_lm import build_tokenizer, load_pretrained  # noqa: E402
 from countdown_gym import Problem, load_split  # noqa: E402
 from countdown_gym.game.turn_game import replay_turns  # noqa: E402
 from countdown_gym.integrations.decoders import DirectDecoder, HFDecoder, make_decoder  # noqa: E402
-from countdown_gym.integrations.rollout_engine import Sampler  # noqa: E402
+from countdown_gym.integrations.rollout_engine import Sampler, draw  # noqa: E402
 from countdown_gym.integrations.trl_rollout import play_episodes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,6 +159,27 @@ def test_sampled_first_moves_follow_the_models_distribution(turn_model) -> None:
     from scipy.stats import chi2 as chi2_dist
 
     assert chi2_dist.sf(chi2, dof) > 1e-3, (chi2, dof)
+
+
+def test_draw_follows_each_rows_probabilities_and_never_draws_a_zero() -> None:
+    """200,000 draws of three rows (one with zeros at both ends and inside, one certain, one unnormalised by a
+    float32 rounding): each index's frequency against its probability (a chi-square test)."""
+    from scipy.stats import chi2 as chi2_dist
+
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.3, 0.2, 0.0],
+                          [0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
+                          [0.1, 0.1, 0.1, 0.1, 0.1, 0.5 - 1e-6]])
+    torch.manual_seed(0)
+    n = 200_000
+    got = torch.cat([draw(probs.repeat(1000, 1)).view(1000, 3) for _ in range(n // 1000)])  # [n, 3]
+    for row in range(3):
+        counts = torch.bincount(got[:, row], minlength=6).double()
+        p = probs[row].double() / probs[row].double().sum()
+        assert (counts[p == 0] == 0).all()
+        live = p > 0
+        if live.sum() > 1:
+            chi2 = float(((counts[live] - n * p[live]) ** 2 / (n * p[live])).sum())
+            assert chi2_dist.sf(chi2, int(live.sum()) - 1) > 1e-3, (row, chi2)
 
 
 def _tiny(config_cls, model_cls, **kw):

@@ -291,13 +291,14 @@ def dry_run(plan: GRPOPlan) -> dict[str, Any]:
 
 
 def trainer_class_of(plan: GRPOPlan, funcs: list[Any]) -> tuple[Any, dict[str, Any]]:
-    """The trainer class of the run and its extra keyword arguments: TRL's ``GRPOTrainer``, or with ``--step-credit``
+    """The trainer class of the run and its extra keyword arguments: ``baselines.lm.grpo_trainer.CountdownGRPOTrainer``
+    (TRL's ``GRPOTrainer``, its loss on the model's own tokens), or with ``--step-credit``
     ``baselines.lm.step_credit.StepCreditGRPOTrainer`` with the per-turn terms (``funcs``: the run's reward functions)."""
     opts = plan.options
     if not opts.step_credit:
-        from trl import GRPOTrainer
+        from baselines.lm.grpo_trainer import CountdownGRPOTrainer
 
-        return GRPOTrainer, {}
+        return CountdownGRPOTrainer, {}
     from baselines.lm.step_credit import StepCreditGRPOTrainer, reward_scorers, split_reward_spec
 
     return StepCreditGRPOTrainer, {"step_weights": split_reward_spec(reward_terms(opts))[1], "step_gamma": opts.step_credit_gamma,

@@ -249,7 +249,9 @@ class StepCreditMixin:
 if TYPE_CHECKING:  # what the lazily built class is, for type checkers
     from trl import GRPOTrainer
 
-    class StepCreditGRPOTrainer(StepCreditMixin, GRPOTrainer):
+    from baselines.lm.grpo_trainer import ModelTokenLossMixin
+
+    class StepCreditGRPOTrainer(StepCreditMixin, ModelTokenLossMixin, GRPOTrainer):
         """``trl.GRPOTrainer`` with per-step credit (built by the module ``__getattr__``)."""
 
 
@@ -267,10 +269,13 @@ def __getattr__(name: str) -> Any:
     if _TRAINER is None:
         from trl import GRPOTrainer
 
-        _TRAINER = type("StepCreditGRPOTrainer", (StepCreditMixin, GRPOTrainer), {
+        from baselines.lm.grpo_trainer import ModelTokenLossMixin
+
+        _TRAINER = type("StepCreditGRPOTrainer", (StepCreditMixin, ModelTokenLossMixin, GRPOTrainer), {
             "__module__": __name__,
             "__doc__": "``trl.GRPOTrainer`` with per-step credit: TRL's outcome advantage plus the per-turn advantage "
-                       "of the dense terms on each turn's tokens (module docstring; docs/step_credit.md).",
+                       "of the dense terms on each turn's tokens (module docstring; docs/step_credit.md); its loss "
+                       "is computed on the model's own tokens (baselines/lm/grpo_trainer.py).",
         })
     return _TRAINER
 

@@ -1,0 +1,201 @@
+"""The GRPO trainer of a run: TRL's ``GRPOTrainer`` with its loss computed on the model's own tokens only.
+
+A multi-turn episode is mostly the environment's words: of about 350 completion tokens, the model wrote about 60
+(``env_mask``, TRL's ``tool_mask``); the rest are the environment's replies, which the loss masks out. TRL still
+pays for them: on a device without Triton (the CPU) its fused LM head scores every position of the padded batch,
+and every micro-batch is padded to the longest completion of the whole step. :class:`ModelTokenLossMixin`
+removes that waste without changing the loss:
+
+- **only the tokens the loss counts are scored**: the backbone runs on the whole sequence (the model must read the
+  replies), and the LM head, log-softmax and entropy run on the positions where ``completion_mask * tool_mask``
+  is 1 (:meth:`ModelTokenLossMixin._get_per_token_logps_and_entropies`); elsewhere the log-probabilities and
+  entropies are 0, which the loss multiplies by the mask anyway;
+- **micro-batches of similar lengths**: after TRL splits a step's completions into micro-batches, rows are
+  regrouped longest first (``regroup_by_length``), where the loss does not depend on how rows are grouped (the
+  loss types whose normaliser is per sequence or per step, one optimizer step per generation, no entropy mask
+  or bonus); each micro-batch then drops the columns that are padding in all its rows (``trim_padding``).
+
+Where a condition does not hold (a PEFT, multimodal or distributed-wrapped model, a model whose LM head scales or
+caps its logits, TRL's log-probability passes without gradients) the mixin leaves TRL's own path in place.
+``tests/test_grpo_trainer.py`` checks the log-probabilities, entropies, loss and gradients against TRL's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+GROUPING_FREE_LOSSES = ("grpo", "sapo", "dr_grpo", "dapo", "cispo")
+"""TRL loss types whose step loss is the same however the step's rows are split into micro-batches (each normalises
+per sequence, by the whole step's token count or by a constant; ``bnpo`` normalises per micro-batch)."""
+
+MULTIMODAL_KEYS = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "image_sizes",
+                   "num_images", "num_tiles", "token_type_ids", "mm_token_type_ids", "image_position_ids")
+LOGIT_SCALES = ("logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
+
+
+def trim_padding(batch: dict[str, Any]) -> dict[str, Any]:
+    """``batch`` without the trailing completion columns that are padding in every row (``completion_mask`` 0):
+    no row attends to them and the loss does not count them. Every per-token tensor (``(B, T)`` with the width of
+    ``completion_ids``; not the prompt's) is cut to the same width."""
+    mask = batch.get("completion_mask")
+    if mask is None or mask.ndim != 2 or any(batch.get(k) is not None for k in MULTIMODAL_KEYS):
+        return batch
+    width = mask.size(1)
+    used = mask.any(dim=0).nonzero()
+    keep = int(used.max()) + 1 if used.numel() else 1
+    if keep >= width:
+        return batch
+    import torch
+
+    return {k: v[:, :keep] if isinstance(v, torch.Tensor) and v.ndim >= 2 and v.size(1) == width
+            and not k.startswith("prompt") else v for k, v in batch.items()}
+
+
+def regroup_by_length(batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of ``batches`` (TRL's micro-batches of one step, equal in size) regrouped longest first into as many
+    micro-batches of the same size: one sort by completion length (stable), so similar lengths share padding."""
+    import torch
+
+    keys = list(batches[0])
+    merged: dict[str, Any] = {}
+    for key in keys:
+        values = [b[key] for b in batches]
+        first = values[0]
+        if first is None or (isinstance(first, torch.Tensor) and first.ndim == 0):
+            merged[key] = first  # a step-wide scalar (num_items_in_batch) or an absent field
+        elif isinstance(first, torch.Tensor):
+            merged[key] = torch.cat(values, dim=0)
+        else:
+            merged[key] = [x for v in values for x in v]
+    lengths = merged["completion_mask"].sum(dim=1)
+    order = torch.sort(lengths, descending=True, stable=True).indices
+    size = len(lengths) // len(batches)
+    out = []
+    for i in range(len(batches)):
+        rows = order[i * size:(i + 1) * size]
+        picked = rows.tolist()
+        out.append({k: v if v is None or (isinstance(v, torch.Tensor) and v.ndim == 0)
+                    else v[rows.to(v.device)] if isinstance(v, torch.Tensor) else [v[j] for j in picked]
+                    for k, v in merged.items()})
+    return out
+
+
+class ModelTokenLossMixin:
+    """Put before ``trl.GRPOTrainer`` in a class's bases (see the module docstring)."""
+
+    _scored_tokens: Any = None
+    """While the loss's forward runs: ``completion_mask * tool_mask`` of its micro-batch, the positions scored."""
+
+    def _prepare_inputs(self, generation_batch: Any) -> dict[str, Any]:
+        training = self.model.training  # type: ignore[attr-defined]
+        every = self.args.steps_per_generation * self.num_iterations  # type: ignore[attr-defined]
+        fresh = training and (self._step % every == 0 or self._buffered_inputs is None)  # type: ignore[attr-defined]
+        inputs = super()._prepare_inputs(generation_batch)  # type: ignore[misc]
+        if not training:
+            return trim_padding(inputs)
+        if fresh:
+            batches = self._buffered_inputs  # type: ignore[attr-defined]
+            if self._grouping_free() and len(batches) > 1 and all("completion_mask" in b for b in batches):
+                batches = regroup_by_length(batches)
+            self._buffered_inputs = [trim_padding(b) for b in batches]
+            inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]  # type: ignore[attr-defined]
+        return inputs
+
+    def _grouping_free(self) -> bool:
+        """Whether the step's loss and gradient are the same however its rows are grouped into micro-batches."""
+        args = self.args  # type: ignore[attr-defined]
+        return (self.loss_type in GROUPING_FREE_LOSSES and self.num_iterations == 1  # type: ignore[attr-defined]
+                and args.steps_per_generation == args.gradient_accumulation_steps
+                and getattr(self, "top_entropy_quantile", 1.0) >= 1.0
+                and not getattr(self, "_entropy_bonus_enabled", False))
+
+    def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
+        mask = inputs["completion_mask"]
+        if inputs.get("tool_mask") is not None:
+            mask = mask * inputs["tool_mask"]
+        self._scored_tokens = mask
+        try:
+            return super()._compute_loss(model, inputs)  # type: ignore[misc]
+        finally:
+            self._scored_tokens = None
+
+    def _plain_head(self, model: Any) -> Any:
+        """The model's LM head when this mixin can score it by itself (a plain ``nn.Linear`` on a text model, no
+        logit scaling or soft-capping, not wrapped by PEFT or a distributed wrapper); else None."""
+        from torch import nn
+
+        try:
+            from peft import PeftModel
+        except ImportError:
+            PeftModel = ()  # noqa: N806
+        if isinstance(model, PeftModel) or self.accelerator.unwrap_model(model) is not model:  # type: ignore[attr-defined]
+            return None
+        config = getattr(model, "config", None)
+        if config is None or config.get_text_config() is not config or getattr(config, "final_logit_softcapping", None):
+            return None
+        if any(getattr(config, name, None) not in (None, 1, 1.0) for name in LOGIT_SCALES):
+            return None
+        head = model.get_output_embeddings()
+        return head if isinstance(head, nn.Linear) and hasattr(model, "base_model") else None
+
+    def _get_per_token_logps_and_entropies(self, model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int,
+                                           batch_size: int | None = None, compute_entropy: bool = False,
+                                           compute_aux_loss: bool = False, **extra: Any) -> tuple[Any, Any, Any]:
+        scored = self._scored_tokens
+        head = None
+        if scored is not None and not compute_aux_loss and all(v is None for v in extra.values()):
+            head = self._plain_head(model)
+        if head is None:
+            return super()._get_per_token_logps_and_entropies(  # type: ignore[misc]
+                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, **extra)
+        import torch
+        import torch.nn.functional as F  # noqa: N812
+
+        with self.accelerator.autocast():  # type: ignore[attr-defined]
+            hidden = model.base_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+        keep = scored.bool()
+        states = hidden[:, -logits_to_keep - 1:-1][keep]  # the position before each scored token predicts it
+        labels = input_ids[:, -logits_to_keep:][keep]
+        if self.args.cast_lm_head_to_fp32:  # type: ignore[attr-defined]  # as TRL's fused head: outside autocast
+            bias = None if head.bias is None else head.bias.float()
+            with torch.autocast(states.device.type, enabled=False):
+                logits = F.linear(states.float(), head.weight.float(), bias)
+        else:
+            with self.accelerator.autocast():  # type: ignore[attr-defined]
+                logits = F.linear(states, head.weight, head.bias)
+        log_probs = (logits.float() / self.temperature).log_softmax(dim=-1)  # type: ignore[attr-defined]
+        per_token = log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+        logps = per_token.new_zeros(keep.shape).masked_scatter(keep, per_token)
+        entropies = None
+        if compute_entropy:
+            entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
+            entropies = entropy.new_zeros(keep.shape).masked_scatter(keep, entropy)
+        return logps, entropies, None
+
+
+if TYPE_CHECKING:  # what the lazily built class is, for type checkers
+    from trl import GRPOTrainer
+
+    class CountdownGRPOTrainer(ModelTokenLossMixin, GRPOTrainer):
+        """``trl.GRPOTrainer`` with its loss on the model's own tokens (built by the module ``__getattr__``)."""
+
+
+_TRAINER: type | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """``CountdownGRPOTrainer`` is built on first use, so importing this module does not import ``trl``."""
+    global _TRAINER
+    if name != "CountdownGRPOTrainer":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if _TRAINER is None:
+        from trl import GRPOTrainer
+
+        _TRAINER = type("CountdownGRPOTrainer", (ModelTokenLossMixin, GRPOTrainer), {
+            "__module__": __name__,
+            "__doc__": "``trl.GRPOTrainer`` with its loss computed on the model's own tokens only (module docstring).",
+        })
+    return _TRAINER
+
+
+__all__ = ["CountdownGRPOTrainer", "ModelTokenLossMixin", "regroup_by_length", "trim_padding"]
