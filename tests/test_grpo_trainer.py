@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TURN_MODEL = ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns"
 
 
-def _trainer(tmp_path: Path, loss_type: str = "dapo", micro: int = 4, accumulation: int = 4) -> Any:
+def _trainer(tmp_path: Path, loss_type: str = "dapo", micro: int = 4, accumulation: int = 4, fp32_head: bool = False) -> Any:
     from datasets import Dataset
     from trl import GRPOConfig
 
@@ -31,7 +31,8 @@ def _trainer(tmp_path: Path, loss_type: str = "dapo", micro: int = 4, accumulati
     tok.padding_side = "left"
     config = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=micro, gradient_accumulation_steps=accumulation,
                         num_generations=4, max_completion_length=48, use_cpu=True, bf16=False, report_to=[],
-                        loss_type=loss_type, temperature=0.7, seed=0, save_strategy="no")
+                        loss_type=loss_type, temperature=0.7, seed=0, save_strategy="no",
+                        cast_lm_head_to_fp32=fp32_head)
     data = Dataset.from_list([{"prompt": "Numbers: [1,2] Target: 3\n"}] * 16)
     trainer = CountdownGRPOTrainer(model=derive_position_ids(model), reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
                                    args=config, train_dataset=data, processing_class=tok)
@@ -71,12 +72,13 @@ def _assert_same_gradients(got: list[Any], want: list[Any]) -> None:
         assert float((g - w).norm()) <= 1e-5 * max(float(w.norm()), 1e-3), (float((g - w).norm()), float(w.norm()))
 
 
-def test_model_tokens_are_scored_as_trl_scores_them(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fp32_head", [False, True])
+def test_model_tokens_are_scored_as_trl_scores_them(tmp_path: Path, fp32_head: bool) -> None:
     """Log-probabilities and entropies on the positions the loss counts equal TRL's fused LM head (and their
-    gradients); every other position is 0."""
+    gradients), with the head under autocast or cast to float32; every other position is 0."""
     from trl import GRPOTrainer
 
-    trainer = _trainer(tmp_path)
+    trainer = _trainer(tmp_path, fp32_head=fp32_head)
     model = trainer.model
     b = _batch(6, model.config.vocab_size)
     ids = torch.cat([b["prompt_ids"], b["completion_ids"]], 1)

@@ -122,13 +122,10 @@ class ModelTokenLossMixin:
     def _plain_head(self, model: Any) -> Any:
         """The model's LM head when this mixin can score it by itself (a plain ``nn.Linear`` on a text model, no
         logit scaling or soft-capping, not wrapped by PEFT or a distributed wrapper); else None."""
+        from accelerate.utils import is_peft_model
         from torch import nn
 
-        try:
-            from peft import PeftModel
-        except ImportError:
-            PeftModel = ()  # noqa: N806
-        if isinstance(model, PeftModel) or self.accelerator.unwrap_model(model) is not model:  # type: ignore[attr-defined]
+        if is_peft_model(model) or self.accelerator.unwrap_model(model) is not model:  # type: ignore[attr-defined]
             return None
         config = getattr(model, "config", None)
         if config is None or config.get_text_config() is not config or getattr(config, "final_logit_softcapping", None):
