@@ -72,12 +72,21 @@ def _assert_same_gradients(got: list[Any], want: list[Any]) -> None:
         assert float((g - w).norm()) <= 1e-5 * max(float(w.norm()), 1e-3), (float((g - w).norm()), float(w.norm()))
 
 
-@pytest.mark.parametrize("fp32_head", [False, True])
-def test_model_tokens_are_scored_as_trl_scores_them(tmp_path: Path, fp32_head: bool) -> None:
+@pytest.mark.parametrize(("fp32_head", "chunked"), [(False, False), (True, False), (False, True), (True, True)])
+def test_model_tokens_are_scored_as_trl_scores_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fp32_head: bool,
+                                                     chunked: bool) -> None:
     """Log-probabilities and entropies on the positions the loss counts equal TRL's fused LM head (and their
-    gradients), with the head under autocast or cast to float32; every other position is 0."""
+    gradients), with the head under autocast or cast to float32, its logits whole or through TRL's chunked kernel
+    (as for a large vocabulary); every other position is 0."""
     from trl import GRPOTrainer
 
+    from baselines.lm import grpo_trainer
+
+    if chunked:
+        monkeypatch.setattr(grpo_trainer, "SMALL_LOGITS", 0)
+        calls = []
+        kernel = grpo_trainer.chunked_kernel()
+        monkeypatch.setattr(grpo_trainer, "chunked_kernel", lambda: calls.append(1) or kernel)
     trainer = _trainer(tmp_path, fp32_head=fp32_head)
     model = trainer.model
     b = _batch(6, model.config.vocab_size)
@@ -104,6 +113,7 @@ def test_model_tokens_are_scored_as_trl_scores_them(tmp_path: Path, fp32_head: b
     torch.testing.assert_close(entropy[on], trl_entropy[on], atol=1e-5, rtol=1e-5)
     assert (logps[~on] == 0).all() and (entropy[~on] == 0).all()
     _assert_same_gradients(_grads(model), trl_grads)
+    assert not chunked or calls
 
 
 @pytest.mark.parametrize("loss_type", ["dapo", "grpo"])

@@ -8,8 +8,9 @@ removes that waste without changing the loss:
 
 - **only the tokens the loss counts are scored**: the backbone runs on the whole sequence (the model must read the
   replies), and the LM head, log-softmax and entropy run on the positions where ``completion_mask * tool_mask``
-  is 1 (:meth:`ModelTokenLossMixin._get_per_token_logps_and_entropies`); elsewhere the log-probabilities and
-  entropies are 0, which the loss multiplies by the mask anyway;
+  is 1 (:meth:`ModelTokenLossMixin._get_per_token_logps_and_entropies`; through TRL's chunked kernel where their
+  logits would be large, :data:`SMALL_LOGITS`); elsewhere the log-probabilities and entropies are 0, which the
+  loss multiplies by the mask anyway;
 - **micro-batches of similar lengths**: after TRL splits a step's completions into micro-batches, rows are
   regrouped longest first (``regroup_by_length``), where the loss does not depend on how rows are grouped (the
   loss types whose normaliser is per sequence or per step, one optimizer step per generation, no entropy mask
@@ -31,6 +32,12 @@ per sequence, by the whole step's token count or by a constant; ``bnpo`` normali
 MULTIMODAL_KEYS = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "image_sizes",
                    "num_images", "num_tiles", "token_type_ids", "mm_token_type_ids", "image_position_ids")
 LOGIT_SCALES = ("logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
+SMALL_LOGITS = 2**25
+"""Scored tokens x vocabulary up to which the LM head's logits are computed whole (128 MB in float32; 4.6M for a
+default micro-batch of the embedded model); above it, TRL's chunked kernel scores the same tokens (it is about
+twice as slow on the CPU for the embedded model, and never holds the logits of a large vocabulary)."""
+KERNEL_CHUNK = 32768
+"""Vocabulary entries per tile of TRL's chunked kernel (TRL's own choice for its fused LM head)."""
 
 
 def trim_padding(batch: dict[str, Any]) -> dict[str, Any]:
@@ -139,9 +146,12 @@ class ModelTokenLossMixin:
                                            batch_size: int | None = None, compute_entropy: bool = False,
                                            compute_aux_loss: bool = False, **extra: Any) -> tuple[Any, Any, Any]:
         scored = self._scored_tokens
-        head = None
+        head = kernel = None
         if scored is not None and not compute_aux_loss and all(v is None for v in extra.values()):
             head = self._plain_head(model)
+        if head is not None and int(scored.sum()) * head.weight.shape[0] > SMALL_LOGITS:
+            kernel = chunked_kernel()  # large logits: TRL's kernel, which never holds them all
+            head = head if kernel is not None else None
         if head is None:
             return super()._get_per_token_logps_and_entropies(  # type: ignore[misc]
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, **extra)
@@ -153,21 +163,37 @@ class ModelTokenLossMixin:
         keep = scored.bool()
         states = hidden[:, -logits_to_keep - 1:-1][keep]  # the position before each scored token predicts it
         labels = input_ids[:, -logits_to_keep:][keep]
+        weight, bias = head.weight, head.bias
+        context = self.accelerator.autocast()  # type: ignore[attr-defined]
         if self.args.cast_lm_head_to_fp32:  # type: ignore[attr-defined]  # as TRL's fused head: outside autocast
-            bias = None if head.bias is None else head.bias.float()
-            with torch.autocast(states.device.type, enabled=False):
-                logits = F.linear(states.float(), head.weight.float(), bias)
-        else:
-            with self.accelerator.autocast():  # type: ignore[attr-defined]
-                logits = F.linear(states, head.weight, head.bias)
-        log_probs = (logits.float() / self.temperature).log_softmax(dim=-1)  # type: ignore[attr-defined]
-        per_token = log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+            states, weight, bias = states.float(), weight.float(), None if bias is None else bias.float()
+            context = torch.autocast(states.device.type, enabled=False)
+        entropy = None
+        with context:
+            if kernel is not None:
+                outputs = ("log_probs", "entropy") if compute_entropy else ("log_probs",)
+                per_token, entropy = kernel.apply(states, weight, bias, labels, self.temperature,  # type: ignore[attr-defined]
+                                                  KERNEL_CHUNK, None, 1.0, outputs)[:2]
+            else:
+                logits = F.linear(states, weight, bias)
+        if kernel is None:
+            log_probs = (logits.float() / self.temperature).log_softmax(dim=-1)  # type: ignore[attr-defined]
+            per_token = log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+            if compute_entropy:
+                entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
         logps = per_token.new_zeros(keep.shape).masked_scatter(keep, per_token)
-        entropies = None
-        if compute_entropy:
-            entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
-            entropies = entropy.new_zeros(keep.shape).masked_scatter(keep, entropy)
+        entropies = None if entropy is None else entropy.new_zeros(keep.shape).masked_scatter(keep, entropy)
         return logps, entropies, None
+
+
+def chunked_kernel() -> Any:
+    """TRL's chunked log-probability kernel (``trl.kernels.chunked_logprob.ChunkedLogProbFunction``: log-probabilities
+    and entropies without the ``[N, vocab]`` logits, Triton where it runs), or None in a TRL without it."""
+    try:
+        from trl.kernels.chunked_logprob import ChunkedLogProbFunction
+    except ImportError:
+        return None
+    return ChunkedLogProbFunction
 
 
 if TYPE_CHECKING:  # what the lazily built class is, for type checkers
