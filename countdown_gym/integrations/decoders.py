@@ -237,8 +237,11 @@ class DirectDecoder:
             if n_pre:
                 qp = torch.zeros((s_rows.numel(), width, h_dim, d), dtype=x.dtype, device=device)
                 qp[s_index, slot] = q[:n_pre]
-                out = F.scaled_dot_product_attention(qp.transpose(1, 2), kc.index_select(0, s_rows),
-                                                     vc.index_select(0, s_rows), attn_mask=pre_mask, enable_gqa=gqa)
+                # the rows' whole cache, then its first max_len positions: index_select copies a contiguous
+                # tensor about twice as fast as the strided view kc (measured on the CPU), though it copies more
+                kb = self.k[li].index_select(0, s_rows)[:, :, :max_len]
+                vb = self.v[li].index_select(0, s_rows)[:, :, :max_len]
+                out = F.scaled_dot_product_attention(qp.transpose(1, 2), kb, vb, attn_mask=pre_mask, enable_gqa=gqa)
                 att[:n_pre] = out.transpose(1, 2)[s_index, slot]
             o = att.reshape(-1, nq) @ layer["o"]
             if layer["o_b"] is not None:
