@@ -179,3 +179,44 @@ def test_trls_own_path_where_the_head_is_not_plain(tmp_path: Path) -> None:
     with torch.no_grad():  # TRL's log-probability pass: no scored positions set, every completion token scored
         logps, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, attn, b["completion_ids"].size(1))
     assert (logps[b["completion_mask"].bool()] != 0).all()
+
+
+def test_the_policy_trained_is_the_policy_that_sampled(tmp_path: Path) -> None:
+    """A real GRPO step on multi-turn rollouts (two micro-batches, regrouped): the loss's log-probabilities of the
+    model's tokens are the ones the rollout engine sampled them with (``sampling_per_token_logps``)."""
+    from trl import GRPOConfig
+
+    from baselines.lm.grpo_model import derive_position_ids
+    from baselines.lm.grpo_trainer import CountdownGRPOTrainer
+    from baselines.lm.tiny_lm import load_pretrained
+    from countdown_gym import load_split
+    from countdown_gym.integrations.trl import sparse_reward
+    from countdown_gym.integrations.trl_rollout import make_rollout_func, rollout_dataset
+
+    if not (TURN_MODEL / "model.safetensors").exists():
+        pytest.skip("the shipped multi-turn model is missing")
+    model, tok = load_pretrained(TURN_MODEL)
+    tok.padding_side = "left"
+    problems = load_split("longproc-0.5k", "train")[:4]
+    compared: list[float] = []
+
+    class Checking(CountdownGRPOTrainer):
+        def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any) -> Any:
+            out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+            self._last = out[0].detach()
+            return out
+
+        def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
+            loss = super()._compute_loss(model, inputs)
+            scored = (inputs["completion_mask"] * inputs["tool_mask"]).bool()
+            compared.append(float((self._last[scored] - inputs["sampling_per_token_logps"][scored]).abs().max()))
+            return loss
+
+    config = GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=8, gradient_accumulation_steps=2,
+                        num_generations=4, max_completion_length=256, learning_rate=1e-5, use_cpu=True, bf16=False,
+                        report_to=[], save_strategy="no", temperature=0.5, seed=0)
+    trainer = Checking(model=derive_position_ids(model), reward_funcs=[sparse_reward], args=config,
+                       train_dataset=rollout_dataset(problems), processing_class=tok,
+                       rollout_func=make_rollout_func(problems, max_turns=6))
+    trainer.train()
+    assert len(compared) == 2 and max(compared) < 1e-4, compared
