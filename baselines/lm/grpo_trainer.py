@@ -60,31 +60,26 @@ def trim_padding(batch: dict[str, Any]) -> dict[str, Any]:
 
 def regroup_by_length(batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows of ``batches`` (TRL's micro-batches of one step, equal in size) regrouped longest first into as many
-    micro-batches of the same size: one sort by completion length (stable), so similar lengths share padding."""
+    micro-batches of the same size: one sort by completion length (stable), so similar lengths share padding; the
+    split is TRL's own (``split_tensor_dict``)."""
     import torch
+    from trl.trainer.utils import split_tensor_dict
 
-    keys = list(batches[0])
     merged: dict[str, Any] = {}
-    for key in keys:
+    for key, first in batches[0].items():
         values = [b[key] for b in batches]
-        first = values[0]
         if first is None or (isinstance(first, torch.Tensor) and first.ndim == 0):
             merged[key] = first  # a step-wide scalar (num_items_in_batch) or an absent field
         elif isinstance(first, torch.Tensor):
             merged[key] = torch.cat(values, dim=0)
         else:
             merged[key] = [x for v in values for x in v]
-    lengths = merged["completion_mask"].sum(dim=1)
-    order = torch.sort(lengths, descending=True, stable=True).indices
-    size = len(lengths) // len(batches)
-    out = []
-    for i in range(len(batches)):
-        rows = order[i * size:(i + 1) * size]
-        picked = rows.tolist()
-        out.append({k: v if v is None or (isinstance(v, torch.Tensor) and v.ndim == 0)
-                    else v[rows.to(v.device)] if isinstance(v, torch.Tensor) else [v[j] for j in picked]
-                    for k, v in merged.items()})
-    return out
+    order = torch.sort(merged["completion_mask"].sum(dim=1), descending=True, stable=True).indices
+    picked = order.tolist()
+    ordered = {k: v if v is None or (isinstance(v, torch.Tensor) and v.ndim == 0)
+               else v[order.to(v.device)] if isinstance(v, torch.Tensor) else [v[j] for j in picked]
+               for k, v in merged.items()}
+    return split_tensor_dict(ordered, len(batches))
 
 
 class ModelTokenLossMixin:
@@ -151,7 +146,8 @@ class ModelTokenLossMixin:
             head = self._plain_head(model)
         if head is not None and int(scored.sum()) * head.weight.shape[0] > SMALL_LOGITS:
             kernel = chunked_kernel()  # large logits: TRL's kernel, which never holds them all
-            head = head if kernel is not None else None
+            if kernel is None:
+                head = None  # a TRL without it: its own path
         if head is None:
             return super()._get_per_token_logps_and_entropies(  # type: ignore[misc]
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, **extra)

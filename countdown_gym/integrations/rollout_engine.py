@@ -80,11 +80,16 @@ class Sampler:
 def draw(probs: torch.Tensor) -> torch.Tensor:
     """One index per row of ``probs`` (``[rows, n]``, each row summing to about 1), index i with probability
     ``probs[i]``: a uniform draw placed on the row's cumulative sum (in float64). It draws what
-    ``torch.multinomial(probs, 1)`` draws, a zero-probability index never, at a tenth of its cost on the CPU
-    (``multinomial`` draws an exponential variate for every entry of the row)."""
+    ``torch.multinomial(probs, 1)`` draws, a zero-probability index never, at a fraction of its cost: for 128 rows of
+    2,100 on the 2-core CPU, 0.4-3.5 ms against 7.5-9 ms in repeated timings (``multinomial`` draws an exponential
+    variate for every entry of the row)."""
     cdf = probs.double().cumsum(-1)
-    u = torch.rand((probs.shape[0], 1), dtype=torch.float64, device=probs.device) * cdf[:, -1:]
-    return torch.searchsorted(cdf, u, right=True)[:, 0].clamp_(max=probs.shape[-1] - 1)
+    total = cdf[:, -1:].contiguous()
+    u = torch.rand((probs.shape[0], 1), dtype=torch.float64, device=probs.device) * total
+    # a draw rounded up to the row's total finds no index: it takes the row's last index of positive probability,
+    # the first where the cumulative sum reaches the total
+    last = torch.searchsorted(cdf, total)
+    return torch.minimum(torch.searchsorted(cdf, u, right=True), last)[:, 0]
 
 
 class Episode:
