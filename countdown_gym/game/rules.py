@@ -279,7 +279,7 @@ class Rules:
         seen: set[tuple[Any, ...]] = set()
         for mask in range(1, 1 << len(numbers)):
             part = tuple(x for i, x in enumerate(numbers) if mask >> i & 1)
-            if part not in seen and self.may_leave(len(numbers) - len(part)):
+            if part not in seen:  # without use_all, any numbers may stay unused
                 seen.add(part)
                 yield part
 
