@@ -169,8 +169,9 @@ def test_eval(args: Options, model_path: str, cache: Path) -> dict[str, Any]:
 
     from baselines.lm.callbacks import evaluate_policy, evaluate_turns
     from baselines.lm.generation import Sampling
-    from baselines.lm.grpo_model import load_model_and_tokenizer, make_prompt
+    from baselines.lm.grpo_model import load_model_and_tokenizer
     from countdown_gym.data.splits import load_split
+    from countdown_gym.game.text_format import trainer_prompt
 
     torch.set_num_threads(1)
     model, tok = load_model_and_tokenizer(model_path)
@@ -183,7 +184,7 @@ def test_eval(args: Options, model_path: str, cache: Path) -> dict[str, Any]:
                                  sampling=Sampling(temperature=args.temperature), batch_size=256, seed=12345)
         else:
             row = evaluate_policy(
-                model, tok, problems, [make_prompt(p, args.prompt_style, tok) for p in problems],
+                model, tok, problems, [trainer_prompt(p, args.prompt_style, tok) for p in problems],
                 max_new_tokens=args.max_completion_length, samples=args.test_samples, sampling=Sampling(temperature=args.temperature),
                 batch_size=64, seed=12345,
             )

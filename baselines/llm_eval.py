@@ -39,6 +39,7 @@ from baselines.lm.eval_options import DTYPES, EvalConfig
 from baselines.lm.generation import Sampling, generate, generate_vllm, vllm_engine
 from baselines.lm.tiny_lm import load_causal_lm
 from countdown_gym import dataclass_cli
+from countdown_gym.data.pass_rates import write_pass_rates
 from countdown_gym.data.splits import load_split
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import build_prompt, render_chat_prompt
@@ -362,16 +363,6 @@ def write_outputs(cfg: EvalConfig, res: dict, problems: list[Problem], command: 
         for p, a in zip(problems, answers, strict=True):
             f.write(json.dumps({"id": p.id, "numbers": list(p.numbers), "target": p.target, "completions": a}) + "\n")
     return out
-
-
-def write_pass_rates(path: str | Path, problems: list[Problem], correct: list[list[bool]]) -> int:
-    """One JSONL row per problem: ``{"id", "samples", "correct"}`` (sampled completions only)."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as f:
-        for p, ok in zip(problems, correct, strict=True):
-            f.write(json.dumps({"id": p.id, "samples": len(ok), "correct": sum(ok)}) + "\n")
-    return len(problems)
 
 
 # ---- command line -------------------------------------------------------------------------------

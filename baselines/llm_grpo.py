@@ -36,12 +36,11 @@ from baselines.lm.grpo_config import (
     plan_run,
     trainer_class_of,
 )
-from baselines.lm.grpo_data import run_problems, training_dataset
+from baselines.lm.grpo_data import run_inputs, run_problems
 from baselines.lm.grpo_model import (  # noqa: F401  (DEFAULT_*: the shipped models, named here for scripts)
     DEFAULT_MODEL,
     DEFAULT_TURN_MODEL,
     load_model_and_tokenizer,
-    make_prompt,
 )
 from baselines.lm.grpo_options import RESUMABLE_CHANGES, GRPOPlan, Options, resumed_options
 from baselines.lm.run_card import run_card, summary_lines
@@ -106,12 +105,11 @@ def train(opts: Options) -> dict[str, Any]:
     if not opts.quiet:
         kept = f" with a pass rate in ({opts.min_pass_rate}, {opts.max_pass_rate}) in {plan.pass_rates}" if plan.pass_rates else ""
         print(f"training on {len(train_problems)} problems{kept}", flush=True)
-    dataset, rollout_func = training_dataset(plan, train_problems, tokenizer)
+    inputs = run_inputs(plan, train_problems, val_problems, tokenizer)
     funcs, clipo = build_reward_funcs(plan, tokenizer, model.config.get_text_config().hidden_size)
     sampling = Sampling.of_rollouts(config)  # the sampled validation draws as the rollouts draw
-    val_prompts = [] if plan.multi_turn else [make_prompt(p, opts.prompt_style, tokenizer, opts.chat_template) for p in val_problems]
     validation = ValidationCallback(
-        problems=val_problems, prompts=val_prompts, sampling=sampling,
+        problems=val_problems, prompts=inputs.val_prompts, sampling=sampling,
         tokenizer=tokenizer, output_dir=out, eval_interval=opts.eval_interval, samples=opts.eval_samples,
         max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size, seed=opts.seed, verbose=not opts.quiet,
         max_turns=opts.max_turns if plan.multi_turn else None, write=main_process,
@@ -122,8 +120,8 @@ def train(opts: Options) -> dict[str, Any]:
     if clipo is not None:
         callbacks.append(ClipoCheckpointCallback(clipo.clipo))
     trainer_class, credit = trainer_class_of(plan, funcs)
-    trainer = trainer_class(model=model, reward_funcs=funcs, args=config, train_dataset=dataset, processing_class=tokenizer,
-                            callbacks=callbacks, rollout_func=rollout_func, **credit)
+    trainer = trainer_class(model=model, reward_funcs=funcs, args=config, train_dataset=inputs.dataset, processing_class=tokenizer,
+                            callbacks=callbacks, rollout_func=inputs.rollout_func, **credit)
     attach_reporting(trainer, validation, out)
     trainer.add_callback(RunCardCallback(out / "README.md", lambda step: run_card(plan, validation.rows, step, profile.summary())))
     profile.attach(trainer)

@@ -112,11 +112,11 @@ def test_trl_grpo_trainer_opens_the_assistant_turn_once(style: str, trainer) -> 
 
 @pytest.mark.parametrize("style", ["longproc", "tinyzero"])
 def test_llm_grpo_prompts_under_trl_and_validation(style: str, trainer, tok) -> None:
-    from baselines.llm_grpo import make_prompt
     from baselines.lm.generation import prompt_ids
+    from countdown_gym.game.text_format import trainer_prompt
 
     p = PROBLEMS[style]
-    prompt = make_prompt(p, style, tok)
+    prompt = trainer_prompt(p, style, tok)
     (seen,) = trl_sees(trainer, [prompt])
     assert opened_once(seen)
     if style == "tinyzero":
@@ -125,7 +125,7 @@ def test_llm_grpo_prompts_under_trl_and_validation(style: str, trainer, tok) -> 
         assert seen.endswith(ASSISTANT_HEADER)
     (val,) = prompt_ids(tok, [prompt])  # the validation pass tokenizes as TRL does
     assert tok.decode(val, skip_special_tokens=False) == seen
-    raw = make_prompt(p, style, tok, chat_template=False)  # --no-chat-template: the base-model text
+    raw = trainer_prompt(p, style, tok, chat_template=False)  # --no-chat-template: the base-model text
     assert raw == build_prompt(p, style) and "<|im_start|>" not in trl_sees(trainer, [raw])[0]
 
 

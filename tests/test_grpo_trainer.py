@@ -191,7 +191,7 @@ def test_the_policy_trained_is_the_policy_that_sampled(tmp_path: Path) -> None:
     from baselines.lm.tiny_lm import load_pretrained
     from countdown_gym import load_split
     from countdown_gym.integrations.trl import sparse_reward
-    from countdown_gym.integrations.trl_rollout import make_rollout_func, rollout_dataset
+    from countdown_gym.integrations.trl_rollout import rollout_task
 
     if not (TURN_MODEL / "model.safetensors").exists():
         pytest.skip("the shipped multi-turn model is missing")
@@ -215,8 +215,8 @@ def test_the_policy_trained_is_the_policy_that_sampled(tmp_path: Path) -> None:
     config = GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=8, gradient_accumulation_steps=2,
                         num_generations=4, max_completion_length=256, learning_rate=1e-5, use_cpu=True, bf16=False,
                         report_to=[], save_strategy="no", temperature=0.5, seed=0)
+    dataset, rollout_func = rollout_task(problems, max_turns=6)
     trainer = Checking(model=derive_position_ids(model), reward_funcs=[sparse_reward], args=config,
-                       train_dataset=rollout_dataset(problems), processing_class=tok,
-                       rollout_func=make_rollout_func(problems, max_turns=6))
+                       train_dataset=dataset, processing_class=tok, rollout_func=rollout_func)
     trainer.train()
     assert len(compared) == 2 and max(compared) < 1e-4, compared

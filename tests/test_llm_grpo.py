@@ -16,7 +16,7 @@ pytest.importorskip("trl")
 
 from baselines import llm_grpo  # noqa: E402
 from baselines.llm_grpo import Options, build_grpo_config, check_vllm_available, parse_options  # noqa: E402
-from baselines.lm import grpo_config, grpo_data, grpo_model  # noqa: E402
+from baselines.lm import grpo_config, grpo_model  # noqa: E402
 from baselines.lm.grpo_model import derive_position_ids  # noqa: E402
 from baselines.lm.grpo_options import GRPOPlan, pass_rates_file  # noqa: E402
 from baselines.lm.rewards import (  # noqa: E402
@@ -187,8 +187,8 @@ def test_every_option_is_a_flag() -> None:
 
 
 def test_pass_rate_filter_keeps_problems_with_group_signal(tmp_path: Path) -> None:
-    from baselines.llm_eval import write_pass_rates
     from countdown_gym import load_split
+    from countdown_gym.data.pass_rates import filter_by_pass_rate, write_pass_rates
 
     train = load_split("longproc-0.5k", "train")[:5]
     path = tmp_path / "rates.jsonl"
@@ -196,19 +196,19 @@ def test_pass_rate_filter_keeps_problems_with_group_signal(tmp_path: Path) -> No
     assert write_pass_rates(path, train, correct) == 5
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert rows[1] == {"id": train[1].id, "samples": 4, "correct": 1}
-    assert grpo_data.filter_by_pass_rate(train, path, 0.0, 1.0) == [train[1], train[3], train[4]]
-    assert grpo_data.filter_by_pass_rate(train, path, 0.3, 1.0) == [train[3], train[4]]
-    assert grpo_data.filter_by_pass_rate(train + load_split("longproc-0.5k", "train")[5:9], path, 0.0, 1.0) == [train[1], train[3], train[4]]
+    assert filter_by_pass_rate(train, path, 0.0, 1.0) == [train[1], train[3], train[4]]
+    assert filter_by_pass_rate(train, path, 0.3, 1.0) == [train[3], train[4]]
+    assert filter_by_pass_rate(train + load_split("longproc-0.5k", "train")[5:9], path, 0.0, 1.0) == [train[1], train[3], train[4]]
     with pytest.raises(SystemExit, match="no problem"):
-        grpo_data.filter_by_pass_rate(train, path, 0.8, 1.0)
+        filter_by_pass_rate(train, path, 0.8, 1.0)
     with pytest.raises(SystemExit, match="not in the training split"):
-        grpo_data.filter_by_pass_rate(train[:2], path, 0.0, 1.0)
+        filter_by_pass_rate(train[:2], path, 0.0, 1.0)
     path.write_text(json.dumps({"id": train[0].id, "samples": 0, "correct": 0}) + "\n")
     with pytest.raises(SystemExit, match="samples >= 1"):
-        grpo_data.filter_by_pass_rate(train, path, 0.0, 1.0)
+        filter_by_pass_rate(train, path, 0.0, 1.0)
     path.write_text("not json\n")
     with pytest.raises(SystemExit, match=":1: expected"):
-        grpo_data.filter_by_pass_rate(train, path, 0.0, 1.0)
+        filter_by_pass_rate(train, path, 0.0, 1.0)
     for bad in (["--min-pass-rate", "0.5", "--max-pass-rate", "0.5"], ["--train-pass-rates", str(tmp_path / "missing.jsonl")]):
         with pytest.raises(SystemExit):
             parse_options(bad)
@@ -243,8 +243,10 @@ def test_pass_rate_file_auto_uses_the_model_directory(tmp_path: Path) -> None:
     assert pass_rates_file(Options(train_pass_rates="none"), str(tmp_path)) is None
     assert pass_rates_file(Options(), str(tmp_path / "elsewhere")) is None
     assert pass_rates_file(Options(train_pass_rates=str(tmp_path / "r.jsonl")), "") == tmp_path / "r.jsonl"
+    from countdown_gym.data.pass_rates import filter_by_pass_rate
+
     shipped = GRPOPlan.of(Options(interaction="single-pass")).pass_rates
-    assert shipped is not None and len(grpo_data.filter_by_pass_rate(load_split("longproc-0.5k", "train"), shipped, 0.0, 1.0)) == 780
+    assert shipped is not None and len(filter_by_pass_rate(load_split("longproc-0.5k", "train"), shipped, 0.0, 1.0)) == 780
 
 
 def test_grpo_config_on_cpu(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from countdown_gym.integrations.trl_rollout import (  # noqa: E402
     play_episodes,
     rollout_dataset,
     rollout_outputs,
+    rollout_task,
 )
 
 TURN_MODEL = Path(llm_grpo.DEFAULT_TURN_MODEL)
@@ -106,6 +107,15 @@ def test_rollout_func_refuses_unknown_and_chat_prompts() -> None:
         func([[{"role": "user", "content": "hi"}]], None)
     ds = rollout_dataset(problems)
     assert ds.column_names == ["prompt", "numbers", "target"] and ds[0]["numbers"] == list(problems[0].numbers)
+
+
+def test_rollout_task_pairs_the_dataset_with_its_rollout_function() -> None:
+    problems = load_split("longproc-0.5k", "train")[:3]
+    dataset, func = rollout_task(problems, max_turns=6, prompt_style="instruct")
+    assert dataset["prompt"] == [turn_prompt(p, "instruct", 6) for p in problems]
+    assert dataset["prompt"] != rollout_dataset(problems, prompt_style="instruct")["prompt"]  # the budget is in the prompt
+    with pytest.raises(KeyError, match="not the turn prompt"):  # the prompt of another budget is refused
+        func([turn_prompt(problems[0], "instruct", 16)], None)
 
 
 def test_grpo_on_multi_turn_rollouts_masks_the_environment_and_rewards_the_verdict() -> None:

@@ -1,49 +1,21 @@
-"""The problems of a GRPO run (``baselines/llm_grpo.py``): pass-rate filter, size, curriculum order; its dataset.
+"""The problems and prompts of a GRPO run (``baselines/llm_grpo.py``).
 
-Groups whose completions all succeed or all fail give GRPO no signal; :func:`filter_by_pass_rate` keeps the
-problems whose sampled pass rate (``llm_eval.py --pass-rates``) lies strictly between two bounds (DAPO's dynamic
-sampling done once, offline); :func:`run_problems` applies it, ``--train-problems`` and ``--curriculum``, and
-:func:`training_dataset` makes the trainer's dataset (and the multi-turn rollout function) of them.
+:func:`run_problems` applies the pass-rate filter (``countdown_gym.data.pass_rates``), ``--train-problems`` and
+``--curriculum`` to the training split; :func:`run_inputs` makes the trainer's dataset of them (and the multi-turn
+rollout function), and the single-pass validation prompts (``text_format.trainer_prompt``, as TRL takes them).
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from baselines.lm.grpo_options import GRPOPlan
+from countdown_gym.game.problem import Problem
 
 
-def filter_by_pass_rate(problems: list[Any], path: str | Path, low: float, high: float) -> list[Any]:
-    """The problems whose sampled pass rate in ``path`` lies strictly between ``low`` and ``high``, in split order.
-
-    ``path`` holds one JSON object per line with ``id``, ``samples`` and ``correct`` (``llm_eval.py --pass-rates``).
-    Rows naming a problem outside ``problems`` are an error (a file made for another preset or split).
-    """
-    ids = {p.id for p in problems}
-    rates: dict[str, float] = {}
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                pid, samples, correct = str(row["id"]), int(row["samples"]), int(row["correct"])
-            except (ValueError, KeyError, TypeError) as exc:
-                raise SystemExit(f"{path}:{n}: expected {{'id', 'samples', 'correct'}}, got {line.strip()[:80]!r} ({exc})") from None
-            if pid not in ids:
-                raise SystemExit(f"{path}:{n}: problem {pid!r} is not in the training split of this preset")
-            if samples < 1 or not 0 <= correct <= samples:
-                raise SystemExit(f"{path}:{n}: need 0 <= correct <= samples and samples >= 1, got {correct}/{samples}")
-            rates[pid] = correct / samples
-    kept = [p for p in problems if p.id in rates and low < rates[p.id] < high]
-    if not kept:
-        raise SystemExit(f"{path}: no problem has a pass rate strictly between {low} and {high}")
-    return kept
-
-
-def run_problems(plan: GRPOPlan) -> tuple[list[Any], list[Any]]:
+def run_problems(plan: GRPOPlan) -> tuple[list[Problem], list[Problem]]:
     """The problems of a run: the training problems in the order it draws them (filtered by ``plan.pass_rates``, cut
     to ``--train-problems``, ordered by ``--curriculum``) and the first ``--eval-problems`` validation problems."""
     from countdown_gym.data.splits import load_split
@@ -52,6 +24,8 @@ def run_problems(plan: GRPOPlan) -> tuple[list[Any], list[Any]]:
     problems = load_split(opts.preset, "train")
     validation = load_split(opts.preset, "validation")[: opts.eval_problems or None]
     if plan.pass_rates is not None:
+        from countdown_gym.data.pass_rates import filter_by_pass_rate
+
         problems = filter_by_pass_rate(problems, plan.pass_rates, opts.min_pass_rate, opts.max_pass_rate)
     if opts.train_problems:
         problems = problems[: opts.train_problems]
@@ -66,16 +40,32 @@ def run_problems(plan: GRPOPlan) -> tuple[list[Any], list[Any]]:
     return problems, validation
 
 
-def training_dataset(plan: GRPOPlan, problems: list[Any], tokenizer: Any) -> tuple[Any, Any]:
-    """The ``train_dataset`` of the trainer and its ``rollout_func`` (multi-turn: episodes of
-    ``CountdownMultiTurn-v0``; single-pass: None, TRL generates from the prompts)."""
-    from baselines.lm.grpo_model import build_dataset
+@dataclass(frozen=True)
+class RunInputs:
+    """What the trainer and the validation are given: the ``train_dataset`` (single-pass: ``prompt`` and ``problem``,
+    Problem.to_dict JSON, columns), its ``rollout_func`` (multi-turn: episodes of ``CountdownMultiTurn-v0``;
+    single-pass: None, TRL generates from the prompts) and the validation prompts (single-pass; multi-turn
+    validation plays episodes from the problems)."""
 
+    dataset: Any
+    rollout_func: Any
+    val_prompts: list[Any]
+
+
+def run_inputs(plan: GRPOPlan, problems: list[Problem], validation: list[Problem], tokenizer: Any) -> RunInputs:
+    """The :class:`RunInputs` of a run's training and validation problems."""
     opts = plan.options
-    if not plan.multi_turn:
-        return build_dataset(problems, opts.prompt_style, tokenizer, opts.chat_template), None
-    from countdown_gym.integrations.trl_rollout import make_rollout_func, rollout_dataset
+    if plan.multi_turn:
+        from countdown_gym.integrations.trl_rollout import rollout_task
 
-    dataset = rollout_dataset(problems, max_turns=opts.max_turns, prompt_style=opts.prompt_style)
-    return dataset, make_rollout_func(problems, max_turns=opts.max_turns, max_turn_tokens=opts.max_turn_tokens,
-                                      prompt_style=opts.prompt_style)
+        dataset, rollout_func = rollout_task(problems, max_turns=opts.max_turns, max_turn_tokens=opts.max_turn_tokens,
+                                             prompt_style=opts.prompt_style)
+        return RunInputs(dataset, rollout_func, [])
+    from datasets import Dataset
+
+    from countdown_gym.game.text_format import trainer_prompt
+
+    style, chat = opts.prompt_style, opts.chat_template
+    rows = [{"prompt": trainer_prompt(p, style, tokenizer, chat), "problem": json.dumps(p.to_dict(), separators=(",", ":"))}
+            for p in problems]
+    return RunInputs(Dataset.from_list(rows), None, [trainer_prompt(p, style, tokenizer, chat) for p in validation])

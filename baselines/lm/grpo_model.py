@@ -1,14 +1,12 @@
-"""The policy of a GRPO run (``baselines/llm_grpo.py``): the shipped models, its position-ids patch, its prompts.
+"""The policy of a GRPO run (``baselines/llm_grpo.py``): the shipped models, its position-ids patch, its tokenizer.
 
 ``DEFAULT_MODEL`` / ``DEFAULT_TURN_MODEL`` are the shipped models a run starts from without ``--model``
 (``grpo_options.GRPOPlan`` picks one); :func:`load_model_and_tokenizer` loads the policy (patched by
-:func:`derive_position_ids`, so TRL's log-probabilities see the positions ``generate()`` used);
-:func:`make_prompt` / :func:`build_dataset` write the single-pass prompts as TRL takes them.
+:func:`derive_position_ids`, so TRL's log-probabilities see the positions ``generate()`` used).
 """
 
 from __future__ import annotations
 
-import json
 import types
 from pathlib import Path
 from typing import Any
@@ -67,30 +65,6 @@ def load_model_and_tokenizer(name: str, dtype: Any = None) -> tuple[Any, Any]:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     return derive_position_ids(model), tokenizer
-
-
-def make_prompt(problem: Any, style: str, tokenizer: Any, chat_template: bool = True) -> str | list[dict[str, str]]:
-    """The prompt of ``problem`` in ``style`` (``text_format.build_prompt``): a string, or chat messages
-    (``text_format.chat_messages``, ending with the user's turn: TRL opens the assistant turn) when the tokenizer
-    has a chat template (and ``chat_template``); compact stays plain text. ``tinyzero`` with a chat template is
-    the rendered text of TinyZero's instruct template (``text_format.render_chat_prompt``): TRL renders chat
-    messages with ``add_generation_prompt=True`` and cannot continue its pre-filled assistant turn."""
-    from countdown_gym.game.text_format import build_prompt, chat_messages, render_chat_prompt
-
-    if style != "compact" and chat_template and getattr(tokenizer, "chat_template", None):
-        return render_chat_prompt(problem, tokenizer, style) if style == "tinyzero" else chat_messages(problem, style)
-    return build_prompt(problem, style)
-
-
-def build_dataset(problems: list[Any], style: str, tokenizer: Any, chat_template: bool = True) -> Any:
-    """A ``datasets.Dataset`` with ``prompt`` and ``problem`` (Problem.to_dict JSON) columns."""
-    from datasets import Dataset
-
-    rows = [
-        {"prompt": make_prompt(p, style, tokenizer, chat_template), "problem": json.dumps(p.to_dict(), separators=(",", ":"))}
-        for p in problems
-    ]
-    return Dataset.from_list(rows)
 
 
 def read_tokenizer(name: str) -> Any:

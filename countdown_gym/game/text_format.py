@@ -221,6 +221,19 @@ def render_chat_prompt(problem: Problem, tokenizer: Any, style: str = "tinyzero"
     return text
 
 
+def trainer_prompt(problem: Problem, style: str, tokenizer: Any, chat_template: bool = True) -> str | list[dict[str, str]]:
+    """The prompt of ``problem`` as a trainer that renders chat messages itself takes it (TRL's ``GRPOTrainer``).
+
+    With ``chat_template`` and a tokenizer that has one: :func:`chat_messages` (ending with the user's turn: the
+    trainer opens the assistant turn), except ``tinyzero``, the text of :func:`render_chat_prompt` (the trainer
+    cannot continue TinyZero's pre-filled assistant turn). Otherwise, and always for ``compact``, the plain text of
+    :func:`build_prompt`.
+    """
+    if style != "compact" and chat_template and getattr(tokenizer, "chat_template", None):
+        return render_chat_prompt(problem, tokenizer, style) if style == "tinyzero" else chat_messages(problem, style)
+    return build_prompt(problem, style)
+
+
 def compact_prompt(problem: Problem) -> str:
     """The one-line prompt for small models: ``"Numbers: [37,14,29,6] Target: 46\\n"``."""
     return "Numbers: [" + ",".join(format_number(x) for x in problem.numbers) + f"] Target: {problem.target}\n"

@@ -277,3 +277,19 @@ def rollout_dataset(problems: Sequence[Problem], *, max_turns: int = DEFAULT_MAX
         "numbers": [[int(x) for x in p.numbers] for p in problems],
         "target": [int(p.target) for p in problems],
     })
+
+
+def rollout_task(
+    problems: Sequence[Problem],
+    *,
+    max_turns: int = DEFAULT_MAX_TURNS,
+    max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS,
+    prompt_style: str = "compact",
+    batch_size: int = 256,
+) -> tuple[Any, Callable[[list[Any], Any], dict[str, list[Any]]]]:
+    """The ``train_dataset`` and the ``rollout_func`` of a multi-turn ``GRPOTrainer`` on ``problems``
+    (:func:`rollout_dataset` and :func:`make_rollout_func`), made with the same turn budget and prompt style, so
+    that the rollout function finds each of the dataset's prompts."""
+    dataset = rollout_dataset(problems, max_turns=max_turns, prompt_style=prompt_style)
+    return dataset, make_rollout_func(problems, max_turns=max_turns, max_turn_tokens=max_turn_tokens,
+                                      prompt_style=prompt_style, batch_size=batch_size)

@@ -1,0 +1,54 @@
+"""Pass-rate files: how often a model solved each problem, one JSON object per line (``{"id", "samples", "correct"}``).
+
+``python baselines/llm_eval.py --split train --pass-rates FILE`` writes one (:func:`write_pass_rates`);
+``python baselines/llm_grpo.py --train-pass-rates FILE`` trains only on the problems whose rate lies strictly between
+two bounds (:func:`filter_by_pass_rate`): groups whose completions all succeed or all fail give GRPO no signal, so
+this is DAPO's dynamic sampling done once, offline.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from countdown_gym.game.problem import Problem
+
+
+def write_pass_rates(path: str | Path, problems: Sequence[Problem], correct: Sequence[Sequence[bool]]) -> int:
+    """Write one row per problem (``correct[i]``: whether each sampled completion of ``problems[i]`` solved it);
+    returns the number of rows."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as f:
+        for p, ok in zip(problems, correct, strict=True):
+            f.write(json.dumps({"id": p.id, "samples": len(ok), "correct": sum(ok)}) + "\n")
+    return len(problems)
+
+
+def filter_by_pass_rate(problems: Sequence[Problem], path: str | Path, low: float, high: float) -> list[Problem]:
+    """The problems whose pass rate in ``path`` lies strictly between ``low`` and ``high``, in their given order.
+
+    A malformed row, or one naming a problem outside ``problems`` (a file made for another preset or split), is an
+    error that names the line (``SystemExit``, as a bad command-line file is).
+    """
+    ids = {p.id for p in problems}
+    rates: dict[str, float] = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                pid, samples, correct = str(row["id"]), int(row["samples"]), int(row["correct"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise SystemExit(f"{path}:{n}: expected {{'id', 'samples', 'correct'}}, got {line.strip()[:80]!r} ({exc})") from None
+            if pid not in ids:
+                raise SystemExit(f"{path}:{n}: problem {pid!r} is not in the training split of this preset")
+            if samples < 1 or not 0 <= correct <= samples:
+                raise SystemExit(f"{path}:{n}: need 0 <= correct <= samples and samples >= 1, got {correct}/{samples}")
+            rates[pid] = correct / samples
+    kept = [p for p in problems if p.id in rates and low < rates[p.id] < high]
+    if not kept:
+        raise SystemExit(f"{path}: no problem has a pass rate strictly between {low} and {high}")
+    return kept
