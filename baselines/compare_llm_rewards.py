@@ -110,7 +110,8 @@ def run_command(args: Options, variant: str, seed: int) -> list[str]:
         "--max-completion-length", str(args.max_completion_length), "--learning-rate", str(args.learning_rate),
         "--temperature", str(args.temperature), "--eval-interval", str(args.eval_interval),
         "--eval-problems", str(args.eval_problems), "--eval-samples", str(args.eval_samples),
-        "--train-pass-rates", args.train_pass_rates, "--output-dir", str(run_path(args, variant, seed)), "--threads", "1", "--resume", "--quiet",
+        "--train-pass-rates", args.train_pass_rates, "--test-eval", "false",  # the test evaluation below, cached per model
+        "--output-dir", str(run_path(args, variant, seed)), "--threads", "1", "--resume", "--quiet",
         *shlex.split(args.extra_args),
     ]
 

@@ -36,7 +36,7 @@ from baselines.lm.grpo_config import (
     plan_run,
     trainer_class_of,
 )
-from baselines.lm.grpo_data import run_inputs, run_problems
+from baselines.lm.grpo_data import held_out_problems, run_inputs, run_problems, single_pass_prompts
 from baselines.lm.grpo_model import (  # noqa: F401  (DEFAULT_*: the shipped models, named here for scripts)
     DEFAULT_MODEL,
     DEFAULT_TURN_MODEL,
@@ -57,7 +57,7 @@ def parse_options(argv: list[str] | None = None) -> Options:
 
 
 def train(opts: Options) -> dict[str, Any]:
-    """Run GRPO; returns the first and last validation rows and timing figures."""
+    """Run GRPO; returns the first and last validation rows, the held-out test figures and timing figures."""
     import torch
     from accelerate import PartialState
 
@@ -133,6 +133,17 @@ def train(opts: Options) -> dict[str, Any]:
                              f"reward mid-run: delete {resume_from} to resume from the checkpoint before it")
         if resume_from:
             clipo.clipo.load_state_dict(torch.load(head_state, map_location="cpu", weights_only=True))
+    test = None
+    if opts.test_eval:  # the start on held-out problems (a resumed run reads it back from held_out.json)
+        from baselines.lm.held_out import HeldOutTest
+
+        held_out = held_out_problems(plan)
+        test = HeldOutTest(held_out, tokenizer=tokenizer, path=out / "held_out.json", max_turns=opts.max_turns if plan.multi_turn else None,
+                           prompts=None if plan.multi_turn else single_pass_prompts(plan, held_out, tokenizer),
+                           max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size,
+                           settings={"model": plan.model, "prompt_style": opts.prompt_style, "chat_template": opts.chat_template},
+                           write=main_process, verbose=not opts.quiet)
+        test.start(model)
     start = time.perf_counter()
     with StopRequest() as stop:  # the first Ctrl-C / SIGTERM: finish the step, save a checkpoint, stop
         trainer.add_callback(StopRequestCallback(stop))
@@ -146,10 +157,15 @@ def train(opts: Options) -> dict[str, Any]:
     if clipo is not None and main_process:
         clipo.clipo.save(out / "final" / ClipoCheckpointCallback.FILENAME)
     summary = validation.summary()
+    if test is not None:
+        summary["test"] = test.end(trainer.model)
     summary.update(interaction=opts.interaction, step_profile=profile.summary(), train_seconds=seconds, output_dir=str(out), best_dir=str(out / validation.BEST_DIR),
                    train_problems=len(train_problems), train_pass_rates=str(plan.pass_rates) if plan.pass_rates else None)
     if main_process:  # the other processes hold no validation rows
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        if test is not None:
+            runs.write_text_atomic(out / "README.md", run_card(plan, validation.rows, trainer.state.global_step,
+                                                               profile.summary(), summary["test"]))
     return summary
 
 

@@ -60,7 +60,7 @@ def test_a_seeded_grpo_run_repeats_bit_for_bit_fresh_and_resumed(tmp_path: Path,
     save_pretrained(model, tok, tmp_path / "model", meta={"sft_config": {"interaction": "multi-turn"}})
 
     def options(name: str, **kw) -> llm_grpo.Options:
-        return llm_grpo.Options(model=str(tmp_path / "model"), steps=2, prompts_per_step=2, num_generations=4,
+        return llm_grpo.Options(model=str(tmp_path / "model"), test_eval=False, steps=2, prompts_per_step=2, num_generations=4,
                                 max_turns=4, eval_interval=0, eval_problems=4, eval_samples=2, output_dir=str(tmp_path / name),
                                 save_steps=0, train_problems=16, quiet=True, report_to="none", threads=1, **kw)
 

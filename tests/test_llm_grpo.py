@@ -352,7 +352,7 @@ def test_two_grpo_steps_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     opts = Options(
         model=str(tmp_path / "model"), rewards=rewards, steps=2, prompts_per_step=2, num_generations=4,
         max_completion_length=24, eval_interval=1, eval_problems=4, eval_samples=2, output_dir=str(out),
-        save_steps=1, train_problems=16, quiet=True,
+        save_steps=1, train_problems=16, quiet=True, test_problems=6,
     )
     summary = llm_grpo.train(opts)
     assert summary["first"]["step"] == 0 and summary["last"]["step"] == 2
@@ -371,9 +371,16 @@ def test_two_grpo_steps_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     best = json.loads((out / "best" / "validation.json").read_text())
     assert best["step"] == summary["best"]["step"] and (out / "best" / "model.safetensors").exists()
     # resume: continue to step 3 from checkpoint-2 and keep the metrics history
+    from baselines.lm import held_out
+
+    played: list[int] = []
+    real = held_out.greedy_solved
+    monkeypatch.setattr(held_out, "greedy_solved", lambda *a, **k: played.append(1) or real(*a, **k))
     opts.steps, opts.resume = 3, True
     summary = llm_grpo.train(opts)
     assert summary["last"]["step"] == 3
+    saved = json.loads((out / "held_out.json").read_text())  # the resumed run compares its end with the first start
+    assert summary["test"]["problems"] == 6 and saved["result"] == summary["test"] and len(played) == 1  # the end only
     assert [int(r["step"]) for r in csv.DictReader((out / "metrics.csv").open())] == [0, 1, 2, 3]
     card = (out / "README.md").read_text()  # ours, not TRL's generic model card
     assert card.startswith("# GRPO run `run`") and "trained steps so far: 3" in card and "| 3 |" in card
@@ -421,7 +428,7 @@ def test_ctrl_c_saves_a_checkpoint_after_the_step_and_resume_continues(tmp_path:
     opts = Options(
         model=str(tmp_path / "model"), rewards="sparse", steps=3, prompts_per_step=2, num_generations=2,
         max_completion_length=8, eval_interval=0, eval_problems=2, eval_samples=0, output_dir=str(out),
-        save_steps=100, train_problems=8, quiet=True,
+        save_steps=100, train_problems=8, quiet=True, test_eval=False,
     )
 
     class CtrlCAtOnce(runs.StopRequest):

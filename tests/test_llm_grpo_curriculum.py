@@ -42,7 +42,7 @@ def test_one_step_with_the_staged_curriculum(tmp_path: Path, monkeypatch: pytest
     opts = Options(model=str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm"), interaction="single-pass",
                    curriculum="staged", steps=1, prompts_per_step=3, num_generations=2, max_completion_length=16,
                    eval_interval=0, eval_problems=2, eval_samples=0, save_steps=0, output_dir=str(tmp_path / "run"),
-                   threads=1, quiet=True)
+                   threads=1, quiet=True, test_eval=False)
     summary = llm_grpo.train(opts)
     assert summary["last"]["step"] == 1
     assert len(seen[0]) == 3 and tier(seen[0][0]) == "easy"  # the first third of the draws is easy

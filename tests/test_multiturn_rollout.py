@@ -174,11 +174,15 @@ def test_llm_grpo_multi_turn_run_writes_its_files(tmp_path: Path) -> None:
     out = tmp_path / "run"
     opts = llm_grpo.Options(model=str(tmp_path / "model"), steps=2, prompts_per_step=2, num_generations=4, max_turns=4,
                             eval_interval=1, eval_problems=4, eval_samples=2, output_dir=str(out), save_steps=1,
-                            train_problems=16, quiet=True, rewards="oracle")
+                            train_problems=16, quiet=True, rewards="oracle", test_problems=6)
     assert llm_grpo.GRPOPlan.of(opts).multi_turn  # from the model's training.json
     summary = llm_grpo.train(opts)
     assert summary["first"]["step"] == 0 and summary["last"]["step"] == 2
     assert json.loads((out / "options.json").read_text())["interaction"] == "multi-turn"
+    held_out = json.loads((out / "held_out.json").read_text())  # the first 6 test problems, played at the start and the end
+    assert held_out["ids"] == [str(p.id) for p in load_split("longproc-0.5k", "test")[:6]]
+    assert len(held_out["start"]) == len(held_out["end"]) == 6 and held_out["result"] == summary["test"]
+    assert summary["test"]["problems"] == 6 and "## Test" in (out / "README.md").read_text()
     logs = [json.loads(line) for line in (out / "train_log.jsonl").open()]
     step_logs = [x for x in logs if "reward" in x]
     assert len(step_logs) == 2 and "rewards/oracle_reachable_reward/mean" in step_logs[0]

@@ -204,7 +204,7 @@ def test_one_grpo_step_with_the_text_critic_reward(tmp_path: Path) -> None:
     tok = build_tokenizer()
     save_pretrained(build_model(TinyLMConfig(hidden=32, layers=2, heads=2, intermediate=64, max_positions=256), tok), tok,
                     tmp_path / "model")
-    opts = llm_grpo.Options(model=str(tmp_path / "model"), rewards="text-critic", steps=1, prompts_per_step=2, num_generations=2,
+    opts = llm_grpo.Options(model=str(tmp_path / "model"), test_eval=False, rewards="text-critic", steps=1, prompts_per_step=2, num_generations=2,
                             max_completion_length=24, eval_interval=0, eval_problems=0, output_dir=str(tmp_path / "run"),
                             train_problems=8, quiet=True)
     summary = llm_grpo.train(opts)

@@ -108,6 +108,7 @@ def test_llm_grpo_logs_trl_metrics_and_validation_to_tensorboard(tmp_path: Path)
     save_pretrained(build_model(TinyLMConfig(hidden=32, layers=1, heads=2, intermediate=64), tok), tok, tmp_path / "model")
     out = tmp_path / "run"
     llm_grpo.train(llm_grpo.Options(
+        test_eval=False,
         model=str(tmp_path / "model"), rewards="sparse", steps=1, prompts_per_step=2, num_generations=2,
         max_completion_length=8, eval_interval=1, eval_problems=2, eval_samples=0, output_dir=str(out),
         train_problems=4, train_pass_rates="none", quiet=True))  # fmt: skip

@@ -1,7 +1,8 @@
 """The problems and prompts of a GRPO run (``baselines/llm_grpo.py``).
 
 :func:`run_problems` applies the pass-rate filter (``countdown_gym.data.pass_rates``), ``--train-problems`` and
-``--curriculum`` to the training split; :func:`run_inputs` makes the trainer's dataset of them (and the multi-turn
+``--curriculum`` to the training split (:func:`held_out_problems`: the test problems of ``--test-eval``);
+:func:`run_inputs` makes the trainer's dataset of them (and the multi-turn
 rollout function), and the single-pass validation prompts (``text_format.trainer_prompt``, as TRL takes them).
 """
 
@@ -40,6 +41,22 @@ def run_problems(plan: GRPOPlan) -> tuple[list[Problem], list[Problem]]:
     return problems, validation
 
 
+def held_out_problems(plan: GRPOPlan) -> list[Problem]:
+    """The first ``--test-problems`` problems of the preset's test split, which ``--test-eval`` plays at the start and
+    the end (none without ``--test-eval``)."""
+    from countdown_gym.data.splits import load_split
+
+    opts = plan.options
+    return load_split(opts.preset, "test")[: opts.test_problems or None] if opts.test_eval else []
+
+
+def single_pass_prompts(plan: GRPOPlan, problems: list[Problem], tokenizer: Any) -> list[Any]:
+    """The prompts of ``problems`` as TRL takes them (``text_format.trainer_prompt``, the run's style and template)."""
+    from countdown_gym.game.text_format import trainer_prompt
+
+    return [trainer_prompt(p, plan.options.prompt_style, tokenizer, plan.options.chat_template) for p in problems]
+
+
 @dataclass(frozen=True)
 class RunInputs:
     """What the trainer and the validation are given: the ``train_dataset`` (single-pass: ``prompt`` and ``problem``,
@@ -63,9 +80,6 @@ def run_inputs(plan: GRPOPlan, problems: list[Problem], validation: list[Problem
         return RunInputs(dataset, rollout_func, [])
     from datasets import Dataset
 
-    from countdown_gym.game.text_format import trainer_prompt
-
-    style, chat = opts.prompt_style, opts.chat_template
-    rows = [{"prompt": trainer_prompt(p, style, tokenizer, chat), "problem": json.dumps(p.to_dict(), separators=(",", ":"))}
-            for p in problems]
-    return RunInputs(Dataset.from_list(rows), None, [trainer_prompt(p, style, tokenizer, chat) for p in validation])
+    prompts = single_pass_prompts(plan, problems, tokenizer)
+    rows = [{"prompt": prompt, "problem": json.dumps(p.to_dict(), separators=(",", ":"))} for p, prompt in zip(problems, prompts, strict=True)]
+    return RunInputs(Dataset.from_list(rows), None, single_pass_prompts(plan, validation, tokenizer))

@@ -96,6 +96,12 @@ class Options:
     eval_samples: int = 2
     """Sampled completions per validation problem (sampled success and pass@k); 0 = greedy only."""
     eval_batch_size: int = 64
+    test_eval: bool = True
+    """At the start and the end, greedy success on the preset's test split, which no step, checkpoint or shipped model
+    was chosen on; the run prints both with their standard errors and the paired difference's
+    (``baselines/lm/held_out.py``). About 45 s each on 2 CPU threads for the 1,000 test problems."""
+    test_problems: int = 0
+    """Test problems played by --test-eval (first N of the frozen split; 0 = all)."""
     output_dir: str = ""
     """Run directory (default: runs/llm_grpo/<preset>-<rewards>-s<seed>)."""
     save_steps: int = 15
@@ -161,7 +167,7 @@ class Options:
         dataclass_cli.check_min(self, 1, "steps", "prompts_per_step", "max_completion_length", "max_prompt_length", "threads",
                                 "eval_batch_size", "max_turns", "max_turn_tokens")
         dataclass_cli.check_min(self, 0, "learning_rate", "beta", "eval_interval", "eval_problems", "eval_samples",
-                                "save_steps", "train_problems", "max_tokens_per_micro_batch", "gpu_memory_gb")
+                                "save_steps", "train_problems", "test_problems", "max_tokens_per_micro_batch", "gpu_memory_gb")
         if self.micro_batch_size is not None:
             dataclass_cli.check_min(self, 0, "micro_batch_size")
         if self.num_generations < 2:

@@ -25,8 +25,10 @@ def _percent(value: Any) -> str:
     return f"{value:.1%}" if isinstance(value, (int, float)) else "-"
 
 
-def run_card(plan: GRPOPlan, rows: list[dict[str, Any]], step: int, profile: dict[str, float] | None = None) -> str:
-    """The run directory's README.md: what was run, how to repeat it, validation so far (``rows``:
+def run_card(plan: GRPOPlan, rows: list[dict[str, Any]], step: int, profile: dict[str, float] | None = None,
+             test: dict[str, Any] | None = None) -> str:
+    """The run directory's README.md: what was run, how to repeat it, held-out test success (``test``:
+    :func:`baselines.lm.held_out.paired_difference`, once the run has ended), validation so far (``rows``:
     :class:`ValidationCallback` rows, numbers), and where a step's time goes (``profile``:
     :meth:`baselines.lm.step_profile.StepProfile.summary`)."""
     opts = plan.options
@@ -54,6 +56,13 @@ def run_card(plan: GRPOPlan, rows: list[dict[str, Any]], step: int, profile: dic
         command_line(opts),
         "```",
         "",
+    ]
+    if test:
+        lines += ["## Test", "", test_line(test, opts.interaction) + ".", "",
+                  f"The first {test['problems']} problems of the `{opts.preset}` test split, played greedily by the starting "
+                  "and the final model (`held_out.json` holds each problem's outcome). No step, checkpoint or shipped model was "
+                  "chosen on them.", ""]
+    lines += [
         "## Validation",
         "",
     ]
@@ -90,6 +99,7 @@ def run_card(plan: GRPOPlan, rows: list[dict[str, Any]], step: int, profile: dic
         "| file | content |",
         "| --- | --- |",
         "| `options.json` | every option of the run |",
+        "| `held_out.json` | each held-out test problem's greedy outcome at the start and the end, and their comparison |",
         "| `metrics.csv`, `success.png` | one row per validation, and the plot of success vs step |",
         "| `train_log.jsonl` | TRL's per-step logs, one reward column per term, `replay/*` diagnostics |",
         "| `checkpoint-N/` | model, optimizer and RNG state (the last two are kept) |",
@@ -101,9 +111,21 @@ def run_card(plan: GRPOPlan, rows: list[dict[str, Any]], step: int, profile: dic
     return "\n".join(lines)
 
 
+def test_line(test: dict[str, Any], interaction: str) -> str:
+    """The held-out test figures (``baselines.lm.held_out.paired_difference``) in one line."""
+    p = test["p_value"]
+    return (f"test success (greedy, {test['problems']} held-out test problems, {interaction}): start {test['start']:.1%} "
+            f"± {test['start_se']:.1%} -> final {test['end']:.1%} ± {test['end_se']:.1%}; difference "
+            f"{100 * test['difference']:+.1f} points ± {100 * test['difference_se']:.1f} (paired SE), "
+            f"{test['gained']} problems gained, {test['lost']} lost, McNemar p {'< 0.001' if p < 0.001 else f'= {p:.3f}'}")
+
+
 def summary_lines(opts: Options, summary: dict[str, Any]) -> list[str]:
-    """What a finished run prints: validation success at the start, the end and its best, with standard errors."""
+    """What a finished run prints: held-out test success at the start and the end with the paired difference, and
+    validation success at the start, the end and its best, with standard errors."""
     lines: list[str] = []
+    if summary.get("test"):
+        lines.append(test_line(summary["test"], summary["interaction"]))
     first, last = summary.get("first"), summary.get("last")
     if first and last:
         n = int(first["problems"])

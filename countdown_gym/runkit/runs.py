@@ -97,14 +97,19 @@ def check_resume(saved: Mapping[str, Any] | None, options: Any, may_change: Coll
                          f"{start_over}")
 
 
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` whole or not at all (a temporary file beside it, then a rename)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
 def save_options(out: str | os.PathLike[str], options: Any) -> Path:
     """Write ``options`` (a dataclass instance or a mapping) to ``<out>/options.json`` (whole or not at all)."""
     data = dataclasses.asdict(options) if dataclasses.is_dataclass(options) else dict(options)
-    path = Path(out) / OPTIONS_FILE
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(Path(out) / OPTIONS_FILE, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def prepare_run(path: str | os.PathLike[str], label: str, options: Any, *, resume: bool, resuming: bool | None = None,
@@ -205,9 +210,7 @@ def truncate_rows(path: str | os.PathLike[str], step: float, key: str = "step") 
             csv.writer(f).writerows(keep_rows)
         os.replace(tmp, path)
         return
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, text)
 
 
 class MetricsLog:

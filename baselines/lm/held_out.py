@@ -1,0 +1,148 @@
+"""Greedy success on problems no part of a GRPO run saw: the preset's test split, before and after training.
+
+The run's validation (:class:`baselines.lm.callbacks.ValidationCallback`) plays validation problems, the split that
+chose the shipped model and that picks the run's ``best/``; its start figure is the starting model's best side
+(docs/llm_grpo.md). :class:`HeldOutTest` plays the first ``--test-problems`` problems of the test split greedily
+with the starting model and with the final one, and :func:`paired_difference` reports each success rate with its
+standard error, the difference with the standard error of the per-problem differences, and McNemar's exact p.
+
+    test = HeldOutTest(problems, tokenizer=tok, path=run_dir / "held_out.json", max_turns=16)
+    test.start(model)          # before training (a resumed run reads the start back from held_out.json)
+    ...                        # train
+    result = test.end(model)   # {"start": 0.122, "end": 0.168, "difference": 0.046, "difference_se": 0.009, ...}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from countdown_gym.game.problem import Problem
+
+
+def greedy_solved(
+    model: Any,
+    tokenizer: Any,
+    problems: Sequence[Problem],
+    *,
+    max_turns: int | None = None,
+    prompts: Sequence[Any] | None = None,
+    max_new_tokens: int = 192,
+    batch_size: int = 128,
+) -> list[bool]:
+    """Whether ``model`` solves each problem with greedy play: a ``CountdownMultiTurn-v0`` episode of at most
+    ``max_turns`` turns, or (``max_turns=None``) one completion of each of ``prompts``, replayed through the text
+    environment. With several processes, each plays its share and every process gets the whole list."""
+    from accelerate import PartialState
+    from accelerate.utils import gather_object
+
+    state = PartialState()
+    idx = list(range(state.process_index, len(problems), state.num_processes))
+    mine = [problems[i] for i in idx]
+    was_training = model.training
+    model.eval()
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    try:  # the RNG forked: a run draws the same numbers with or without this evaluation
+        with torch.no_grad(), torch.random.fork_rng(devices=devices):
+            if max_turns is not None:
+                from countdown_gym.integrations.trl_rollout import play_episodes
+
+                episodes = play_episodes(model, tokenizer, mine, max_turns=max_turns, greedy=True, batch_size=batch_size)
+                solved = [bool(e.solved) for e in episodes]
+            else:
+                from baselines.lm.generation import generate
+                from countdown_gym.integrations.trl import replay
+
+                if prompts is None or len(prompts) != len(problems):
+                    raise ValueError("single-pass play needs one prompt per problem")
+                completions, _ = generate(model, tokenizer, [prompts[i] for i in idx], max_new_tokens=max_new_tokens,
+                                          batch_size=batch_size)
+                solved = [replay(p, c[0]).verdict.correct for p, c in zip(mine, completions, strict=True)]
+    finally:
+        model.train(was_training)
+    if state.num_processes == 1:
+        return solved
+    out = [False] * len(problems)
+    for rank, part in enumerate(gather_object([solved])):
+        for i, ok in zip(range(rank, len(problems), state.num_processes), part, strict=True):
+            out[i] = ok
+    return out
+
+
+def paired_difference(start: Sequence[bool], end: Sequence[bool]) -> dict[str, float]:
+    """Success before and after on the same problems: each rate with its binomial standard error, the difference with
+    the standard error of the per-problem differences (the paired SE), the problems gained and lost, and McNemar's
+    exact two-sided p (a binomial test of gained against lost)."""
+    from scipy.stats import binomtest
+
+    if len(start) != len(end) or not start:
+        raise ValueError(f"need the same problems before and after, got {len(start)} and {len(end)} outcomes")
+    n = len(start)
+    d = [int(b) - int(a) for a, b in zip(start, end, strict=True)]
+    mean = sum(d) / n
+    var = sum((x - mean) ** 2 for x in d) / (n - 1) if n > 1 else 0.0
+    p0, p1 = sum(map(bool, start)) / n, sum(map(bool, end)) / n
+    gained, lost = d.count(1), d.count(-1)
+    return {
+        "problems": n,
+        "start": p0, "start_se": math.sqrt(p0 * (1 - p0) / n),
+        "end": p1, "end_se": math.sqrt(p1 * (1 - p1) / n),
+        "difference": mean, "difference_se": math.sqrt(var / n),
+        "gained": gained, "lost": lost,
+        "p_value": binomtest(gained, gained + lost, 0.5).pvalue if gained + lost else 1.0,
+    }
+
+
+class HeldOutTest:
+    """Greedy success of a run's starting and final models on held-out problems; the outcomes per problem are kept
+    in ``path`` (JSON), so that a resumed run compares its end with the start of the run it continues (read back only
+    for the same problems and ``settings``: the starting model and how it plays)."""
+
+    def __init__(self, problems: Sequence[Problem], *, tokenizer: Any, path: str | Path, max_turns: int | None = None,
+                 prompts: Sequence[Any] | None = None, max_new_tokens: int = 192, batch_size: int = 128,
+                 settings: dict[str, Any] | None = None, write: bool = True, verbose: bool = True) -> None:
+        self.problems, self.tokenizer, self.path = list(problems), tokenizer, Path(path)
+        self.settings = {"max_turns": max_turns, "max_new_tokens": max_new_tokens, **(settings or {})}
+        self.play = {"max_turns": max_turns, "prompts": prompts, "max_new_tokens": max_new_tokens, "batch_size": batch_size}
+        self.write, self.verbose = write, verbose
+        self.outcomes: dict[str, list[bool]] = {}
+
+    def _ids(self) -> list[str]:
+        return [str(p.id) for p in self.problems]
+
+    def _play(self, model: Any, label: str) -> list[bool]:
+        if self.verbose:
+            print(f"test: greedy play of {len(self.problems)} held-out test problems ({label} model)", flush=True)
+        return greedy_solved(model, self.tokenizer, self.problems, **self.play)
+
+    def start(self, model: Any) -> None:
+        """Play the starting model, or read its outcomes back from ``path`` (a resumed run)."""
+        if self.path.is_file():
+            saved = json.loads(self.path.read_text(encoding="utf-8"))
+            if saved.get("ids") == self._ids() and saved.get("settings") == self.settings and "start" in saved:
+                self.outcomes = {"start": saved["start"]}
+                return
+        self.outcomes = {"start": self._play(model, "starting")}
+        self._save()
+
+    def end(self, model: Any) -> dict[str, float]:
+        """Play the final model; :func:`paired_difference` of the start and the end."""
+        if "start" not in self.outcomes:
+            raise RuntimeError("HeldOutTest.end before HeldOutTest.start")
+        self.outcomes["end"] = self._play(model, "final")
+        result = paired_difference(self.outcomes["start"], self.outcomes["end"])
+        self._save(result)
+        return result
+
+    def _save(self, result: dict[str, float] | None = None) -> None:
+        if not self.write:
+            return
+        from countdown_gym.runkit.runs import write_text_atomic
+
+        body = {"ids": self._ids(), "settings": self.settings, **self.outcomes, **({"result": result} if result else {})}
+        write_text_atomic(self.path, json.dumps(body) + "\n")
