@@ -599,7 +599,7 @@ def test_comparison_reuses_only_runs_and_test_results_of_the_same_settings(tmp_p
     opts = dataclasses.asdict(parse_options(cmp.run_command(args, "sparse", 0)[2:]))
     (run / "options.json").write_text(json.dumps(opts))
     assert cmp.finished(args, "sparse", 0)
-    (run / "options.json").write_text(json.dumps({**opts, "learning_rate": 1e-4}))  # made with another --learning-rate
+    (run / "options.json").write_text(json.dumps({**opts, "learning_rate": 3e-4}))  # made with another --learning-rate
     assert not cmp.finished(args, "sparse", 0)
 
     evaluated: list[int] = []
