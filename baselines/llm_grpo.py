@@ -11,8 +11,9 @@ reward functions of ``countdown_gym.integrations.trl`` (variants and CLIPO: ``ba
 validation (greedy + sampled as the rollouts sample) runs every ``--eval-interval`` steps
 (``baselines/lm/callbacks.py``) and writes ``metrics.csv`` and ``success.png`` into the output directory.
 This file holds the flow of a run; the parts are modules named by their job: ``grpo_options.py`` (the options and
-the plan they resolve to), ``grpo_model.py`` (model, position-ids patch, prompts), ``grpo_data.py`` (pass-rate filter, curriculum),
-``grpo_config.py`` (process layout, GRPOConfig, rewards, dry run), ``run_card.py`` (the run's README.md);
+the plan they resolve to), ``grpo_model.py`` (model, position-ids patch), ``grpo_data.py`` (problems, pass-rate filter, curriculum, trainer inputs),
+``grpo_config.py`` (process layout, GRPOConfig, rewards, dry run), ``held_out.py`` (the test split before and after),
+``run_card.py`` (the run's README.md);
 the run directory follows ``countdown_gym.runkit.runs``. ``docs/llm_grpo.md`` has the details.
 """
 
