@@ -58,7 +58,7 @@ def run_card(plan: GRPOPlan, rows: list[dict[str, Any]], step: int, profile: dic
         "",
     ]
     if test:
-        lines += ["## Test", "", test_line(test, opts.interaction) + ".", "",
+        lines += ["## Test", "", held_out_line(test, opts.interaction) + ".", "",
                   f"The first {test['problems']} problems of the `{opts.preset}` test split, played greedily by the starting "
                   "and the final model (`held_out.json` holds each problem's outcome). No step, checkpoint or shipped model was "
                   "chosen on them.", ""]
@@ -111,7 +111,7 @@ def run_card(plan: GRPOPlan, rows: list[dict[str, Any]], step: int, profile: dic
     return "\n".join(lines)
 
 
-def test_line(test: dict[str, Any], interaction: str) -> str:
+def held_out_line(test: dict[str, Any], interaction: str) -> str:
     """The held-out test figures (``baselines.lm.held_out.paired_difference``) in one line."""
     p = test["p_value"]
     return (f"test success (greedy, {test['problems']} held-out test problems, {interaction}): start {test['start']:.1%} "
@@ -125,7 +125,7 @@ def summary_lines(opts: Options, summary: dict[str, Any]) -> list[str]:
     validation success at the start, the end and its best, with standard errors."""
     lines: list[str] = []
     if summary.get("test"):
-        lines.append(test_line(summary["test"], summary["interaction"]))
+        lines.append(held_out_line(summary["test"], summary["interaction"]))
     first, last = summary.get("first"), summary.get("last")
     if first and last:
         n = int(first["problems"])
