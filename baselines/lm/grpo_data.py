@@ -43,11 +43,10 @@ def run_problems(plan: GRPOPlan) -> tuple[list[Problem], list[Problem]]:
 
 def held_out_problems(plan: GRPOPlan) -> list[Problem]:
     """The first ``--test-problems`` problems of the preset's test split, which ``--test-eval`` plays at the start and
-    the end (none without ``--test-eval``)."""
+    the end."""
     from countdown_gym.data.splits import load_split
 
-    opts = plan.options
-    return load_split(opts.preset, "test")[: opts.test_problems or None] if opts.test_eval else []
+    return load_split(plan.options.preset, "test")[: plan.options.test_problems or None]
 
 
 def single_pass_prompts(plan: GRPOPlan, problems: list[Problem], tokenizer: Any) -> list[Any]:

@@ -99,7 +99,8 @@ def run_card(plan: GRPOPlan, rows: list[dict[str, Any]], step: int, profile: dic
         "| file | content |",
         "| --- | --- |",
         "| `options.json` | every option of the run |",
-        "| `held_out.json` | each held-out test problem's greedy outcome at the start and the end, and their comparison |",
+        "| `held_out.json` | with `--test-eval`: each held-out test problem's greedy outcome at the start and the end, and their "
+        "comparison |",
         "| `metrics.csv`, `success.png` | one row per validation, and the plot of success vs step |",
         "| `train_log.jsonl` | TRL's per-step logs, one reward column per term, `replay/*` diagnostics |",
         "| `checkpoint-N/` | model, optimizer and RNG state (the last two are kept) |",
