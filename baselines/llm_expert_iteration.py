@@ -25,7 +25,7 @@ from pathlib import Path
 from baselines.lm.grpo_model import DEFAULT_TURN_MODEL
 from countdown_gym import dataclass_cli
 from countdown_gym.data.splits import SPLIT_SPEC, load_split
-from countdown_gym.runkit.runs import run_directory
+from countdown_gym.runkit.runs import run_directory, write_text_atomic
 
 SAMPLING_FIELDS = ("model", "preset", "problems", "samples", "temperature", "max_turns", "seed")
 
@@ -120,9 +120,7 @@ def main(opts: Options) -> int:
         print(f"reusing {episodes}: {stats['distinct_solved_episodes']} episodes")
     else:
         rows, stats = solved_episodes(opts)
-        tmp = episodes.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows), encoding="utf-8")
-        os.replace(tmp, episodes)
+        write_text_atomic(episodes, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
         record.write_text(json.dumps({"sampling": sampling, "stats": stats}, indent=2) + "\n")
     print(json.dumps(stats, indent=2))
     if not stats["distinct_solved_episodes"]:
