@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from baselines.lm.grpo_trainer import regroup_by_length, trim_padding  # noqa: E402
+from baselines.lm.grpo_trainer import regroup_by_length, trim_padding, without_flat_rows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TURN_MODEL = ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns"
@@ -66,10 +66,10 @@ def _grads(model: Any) -> list[Any]:
     return [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in model.parameters()]
 
 
-def _assert_same_gradients(got: list[Any], want: list[Any]) -> None:
-    """Equal up to float32 summation order: each parameter's gradient within 1e-5 of its norm."""
+def _assert_same_gradients(got: list[Any], want: list[Any], within: float = 1e-5) -> None:
+    """Equal up to float32 summation order: each parameter's gradient within ``within`` (1e-5) of its norm."""
     for g, w in zip(got, want, strict=True):
-        assert float((g - w).norm()) <= 1e-5 * max(float(w.norm()), 1e-3), (float((g - w).norm()), float(w.norm()))
+        assert float((g - w).norm()) <= within * max(float(w.norm()), 1e-3), (float((g - w).norm()), float(w.norm()))
 
 
 @pytest.mark.parametrize(("fp32_head", "chunked"), [(False, False), (True, False), (False, True), (True, True)])
@@ -142,6 +142,59 @@ def test_a_steps_loss_and_gradient_are_trls_with_rows_regrouped_and_trimmed(tmp_
 
     torch.testing.assert_close(loss, trl_loss, atol=1e-5, rtol=1e-5)
     _assert_same_gradients(_grads(model), trl_grads)
+
+
+@pytest.mark.parametrize(("loss_type", "rounding"), [("dapo", 0.0), ("cispo", 0.0), ("dapo", 7e-5)])
+def test_rows_without_advantage_are_left_out_and_the_step_is_trls(tmp_path: Path, loss_type: str, rounding: float) -> None:
+    """A step with two groups of equal rewards, whose advantages are 0 or of rounding size (TRL's: the rounding error
+    of the group's mean over std + 1e-4): those rows are left out of the micro-batches, which stay four. The summed
+    loss and the gradient are TRL's over every row: the same up to float32 summation order where the advantages are
+    0, and within FLAT_ADVANTAGE (1e-3) of the gradient's norm where they are of rounding size."""
+    from trl import GRPOTrainer
+    from trl.trainer.utils import split_tensor_dict
+
+    trainer = _trainer(tmp_path, loss_type)
+    assert trainer._flat_rows_add_nothing()
+    model = trainer.model
+    step = _batch(16, model.config.vocab_size, seed=3)
+    flat = torch.tensor([0, 1, 2, 3, 8, 9, 10, 11])  # two groups of four whose rewards were all equal
+    step["advantages"][flat] = rounding * torch.tensor([1.0, 1.0, 1.0, 1.0, -0.5, -0.5, -0.5, -0.5])
+    as_trl = split_tensor_dict(step, 4)
+
+    model.zero_grad()
+    trl_loss = sum(GRPOTrainer._compute_loss(trainer, model, mb) for mb in as_trl)
+    trl_loss.backward()
+    trl_grads = _grads(model)
+
+    ours = [trim_padding(mb) for mb in regroup_by_length(as_trl, drop_flat=True)]
+    assert [len(mb["advantages"]) for mb in ours] == [2, 2, 2, 2]
+    assert all(float(a.abs().min()) > 1e-3 for a in (mb["advantages"] for mb in ours))
+    model.zero_grad()
+    loss = sum(trainer._compute_loss(model, mb) for mb in ours)
+    loss.backward()
+
+    within = 1e-3 if rounding else 1e-5
+    torch.testing.assert_close(loss, trl_loss, atol=within, rtol=within)
+    _assert_same_gradients(_grads(model), trl_grads, within=within)
+
+
+def test_flat_rows_stay_where_the_loss_counts_them(tmp_path: Path) -> None:
+    """grpo's per-micro-batch mean and a KL term count every row: no row is left out there; nor when too few rows
+    would be left for the step's micro-batches (or none is flat)."""
+    assert not _trainer(tmp_path / "grpo", "grpo")._flat_rows_add_nothing()
+    kl = _trainer(tmp_path / "kl", "dapo")
+    kl.beta = 0.04
+    assert not kl._flat_rows_add_nothing()
+    step = _batch(8, 50)
+    step["advantages"][:6] = 0.0
+    assert without_flat_rows(step, min_rows=4) is step
+    assert len(without_flat_rows(step, min_rows=2)["advantages"]) == 2
+    step["advantages"] = torch.ones(8)
+    assert without_flat_rows(step, min_rows=1) is step
+    per_token = _batch(4, 50)
+    per_token["advantages"] = torch.zeros(4, 40)
+    per_token["advantages"][1, 5] = 0.5  # a row with one credited token keeps its place
+    assert without_flat_rows(per_token, min_rows=1)["advantages"].shape == (1, 40)
 
 
 def test_regrouping_keeps_every_row_whole_and_trimming_keeps_every_counted_token() -> None:

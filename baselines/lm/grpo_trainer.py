@@ -14,7 +14,14 @@ removes that waste without changing the loss:
 - **micro-batches of similar lengths**: after TRL splits a step's completions into micro-batches, rows are
   regrouped longest first (``regroup_by_length``), where the loss does not depend on how rows are grouped (the
   loss types whose normaliser is per sequence or per step, one optimizer step per generation, no entropy mask
-  or bonus); each micro-batch then drops the columns that are padding in all its rows (``trim_padding``).
+  or bonus); each micro-batch then drops the columns that are padding in all its rows (``trim_padding``);
+- **no pass over rows that carry no signal**: where the loss is normalised by the whole step's token count and has
+  no KL term (``dapo``, ``cispo`` with ``beta`` 0), a row's loss is its advantage times its ratio terms, so a group
+  whose rewards are all equal adds nothing but the rounding error of its mean (TRL's advantage there is that error
+  over ``std + 1e-4``, about 1e-4 to 1e-3). Rows whose every advantage is under :data:`FLAT_ADVANTAGE` of the
+  step's largest are left out of the micro-batches (``without_flat_rows``; on one process, where micro-batches may
+  differ in size): the step's update changes by less than that fraction of one row's, and its forward and backward
+  passes skip the 15-20% of rows of a default step.
 
 Where a condition does not hold (a PEFT, multimodal or distributed-wrapped model, a model whose LM head scales or
 caps its logits, TRL's log-probability passes without gradients) the mixin leaves TRL's own path in place.
@@ -38,6 +45,11 @@ default micro-batch of the embedded model); above it, TRL's chunked kernel score
 twice as slow on the CPU for the embedded model, and never holds the logits of a large vocabulary)."""
 KERNEL_CHUNK = 32768
 """Vocabulary entries per tile of TRL's chunked kernel (TRL's own choice for its fused LM head)."""
+FLAT_LOSSES = ("dapo", "cispo")
+"""TRL loss types whose loss is a sum over tokens of advantage x ratio terms over the whole step's token count: a
+row with a zero advantage adds exactly nothing to them (without a KL term)."""
+FLAT_ADVANTAGE = 1e-3
+"""A row whose every advantage is under this fraction of the step's largest is left out of the loss's passes."""
 
 
 def trim_padding(batch: dict[str, Any]) -> dict[str, Any]:
@@ -58,28 +70,63 @@ def trim_padding(batch: dict[str, Any]) -> dict[str, Any]:
             and not k.startswith("prompt") else v for k, v in batch.items()}
 
 
-def regroup_by_length(batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows of ``batches`` (TRL's micro-batches of one step, equal in size) regrouped longest first into as many
-    micro-batches of the same size: one sort by completion length (stable), so similar lengths share padding; the
-    split is TRL's own (``split_tensor_dict``)."""
+def _is_row_field(value: Any) -> bool:
+    """Whether a field of TRL's batch has one entry per row (not a step-wide scalar such as ``num_items_in_batch``,
+    nor an absent field)."""
     import torch
-    from trl.trainer.utils import split_tensor_dict
+
+    return value is not None and not (isinstance(value, torch.Tensor) and value.ndim == 0)
+
+
+def _take_rows(batch: dict[str, Any], rows: Any) -> dict[str, Any]:
+    """``batch`` with only ``rows`` (a 1-D index tensor), in that order; step-wide fields as they are."""
+    picked = rows.tolist()
+    return {k: v if not _is_row_field(v) else v[rows.to(v.device)] if hasattr(v, "device") else [v[j] for j in picked]
+            for k, v in batch.items()}
+
+
+def _split_rows(batch: dict[str, Any], parts: int) -> list[dict[str, Any]]:
+    """``batch`` cut into ``parts`` consecutive micro-batches whose sizes differ by at most one row (TRL's
+    ``split_tensor_dict`` when the rows divide evenly)."""
+    import torch
+
+    rows = len(next(v for v in batch.values() if _is_row_field(v)))
+    bounds = [rows * i // parts for i in range(parts + 1)]
+    return [_take_rows(batch, torch.arange(a, b)) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def without_flat_rows(batch: dict[str, Any], min_rows: int) -> dict[str, Any]:
+    """``batch`` without the rows whose every advantage is under :data:`FLAT_ADVANTAGE` of the batch's largest (a
+    group whose rewards are all equal); as it is when fewer than ``min_rows`` rows would be left."""
+    import torch
+
+    adv = batch["advantages"].abs()
+    size = adv if adv.ndim == 1 else adv.amax(dim=1)
+    keep = (size > FLAT_ADVANTAGE * size.max()).nonzero().flatten()
+    if len(keep) < min_rows or len(keep) == len(size):
+        return batch
+    return _take_rows(batch, keep.to(torch.long))
+
+
+def regroup_by_length(batches: list[dict[str, Any]], drop_flat: bool = False) -> list[dict[str, Any]]:
+    """The rows of ``batches`` (TRL's micro-batches of one step, equal in size) regrouped longest first into as many
+    micro-batches: one sort by completion length (stable), so similar lengths share padding. ``drop_flat``: first
+    leave out the rows that carry no advantage (:func:`without_flat_rows`), so the micro-batches are smaller."""
+    import torch
 
     merged: dict[str, Any] = {}
     for key, first in batches[0].items():
         values = [b[key] for b in batches]
-        if first is None or (isinstance(first, torch.Tensor) and first.ndim == 0):
+        if not _is_row_field(first):
             merged[key] = first  # a step-wide scalar (num_items_in_batch) or an absent field
         elif isinstance(first, torch.Tensor):
             merged[key] = torch.cat(values, dim=0)
         else:
             merged[key] = [x for v in values for x in v]
+    if drop_flat:
+        merged = without_flat_rows(merged, min_rows=len(batches))
     order = torch.sort(merged["completion_mask"].sum(dim=1), descending=True, stable=True).indices
-    picked = order.tolist()
-    ordered = {k: v if v is None or (isinstance(v, torch.Tensor) and v.ndim == 0)
-               else v[order.to(v.device)] if isinstance(v, torch.Tensor) else [v[j] for j in picked]
-               for k, v in merged.items()}
-    return split_tensor_dict(ordered, len(batches))
+    return _split_rows(_take_rows(merged, order), len(batches))
 
 
 class ModelTokenLossMixin:
@@ -98,7 +145,7 @@ class ModelTokenLossMixin:
         if fresh:
             batches = self._buffered_inputs  # type: ignore[attr-defined]
             if self._grouping_free() and len(batches) > 1 and all("completion_mask" in b for b in batches):
-                batches = regroup_by_length(batches)
+                batches = regroup_by_length(batches, drop_flat=self._flat_rows_add_nothing())
             self._buffered_inputs = [trim_padding(b) for b in batches]
             inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]  # type: ignore[attr-defined]
         return inputs
@@ -110,6 +157,12 @@ class ModelTokenLossMixin:
                 and args.steps_per_generation == args.gradient_accumulation_steps
                 and getattr(self, "top_entropy_quantile", 1.0) >= 1.0
                 and not getattr(self, "_entropy_bonus_enabled", False))
+
+    def _flat_rows_add_nothing(self) -> bool:
+        """Whether a row with a zero advantage adds nothing to the step's loss (see :data:`FLAT_LOSSES`), and the
+        micro-batches may differ in size (one process: TRL gathers per-row clip metrics across processes)."""
+        return (self.loss_type in FLAT_LOSSES and self.beta == 0.0  # type: ignore[attr-defined]
+                and self.accelerator.num_processes == 1)  # type: ignore[attr-defined]
 
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
         mask = inputs["completion_mask"]
@@ -217,4 +270,4 @@ def __getattr__(name: str) -> Any:
     return _TRAINER
 
 
-__all__ = ["CountdownGRPOTrainer", "ModelTokenLossMixin", "regroup_by_length", "trim_padding"]
+__all__ = ["CountdownGRPOTrainer", "ModelTokenLossMixin", "regroup_by_length", "trim_padding", "without_flat_rows"]
