@@ -21,7 +21,7 @@ removes that waste without changing the loss:
   over ``std + 1e-4``, about 1e-4 to 1e-3). Rows whose every advantage is under :data:`FLAT_ADVANTAGE` of the
   step's largest are left out of the micro-batches (``without_flat_rows``; on one process, where micro-batches may
   differ in size): the step's update changes by less than that fraction of one row's, and its forward and backward
-  passes skip the 15-20% of rows of a default step.
+  passes skip the 16-22% of rows of a default step.
 
 Where a condition does not hold (a PEFT, multimodal or distributed-wrapped model, a model whose LM head scales or
 caps its logits, TRL's log-probability passes without gradients) the mixin leaves TRL's own path in place.
