@@ -11,7 +11,7 @@ from countdown_gym import Problem, Rules, load_split, verify
 from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
 from countdown_gym.game.compact_trace import CompactTraceConfig
 from countdown_gym.game.turn_format import format_move, parse_turn, turn_prompt
-from countdown_gym.game.turn_game import UNDO_MOVE, TurnEpisode, replay_turns
+from countdown_gym.game.turn_game import UNDO_MOVE, TurnEpisode, replay_turns, turn_replay
 from countdown_gym.game.turn_trace import conversation, turn_trace
 from countdown_gym.rewards.terms import oracle_term
 from countdown_gym.wrappers import OracleReward
@@ -51,6 +51,24 @@ def test_give_up_and_turn_limit() -> None:
     env.step("21+16")
     obs, reward, terminated, truncated, _ = env.step("hello")
     assert obs == "error malformed [17,26,37] turn limit" and (reward, terminated, truncated) == (0.0, False, True)
+
+
+def test_a_dead_end_stops_the_episode_only_when_asked() -> None:
+    """stop_at_dead_end: the legal move that loses the target ends the episode (truncated, reward 0, the reply says
+    so); a refused move or a move that keeps the target reachable does not, and a win is a win."""
+    ep = TurnEpisode(P, stop_at_dead_end=True)
+    results = [ep.play("21+16"), ep.play("99+1")]  # 37 [17,26,37]: 26-17 = 9, 37+9 = 46 still; then a refused move
+    assert [r.reply for r in results] == ["= 37 [17,26,37]", "error operand_unavailable [17,26,37]"] and not ep.done
+    results.append(ep.play("26+17"))  # [37,43]: 46 is out of reach
+    assert results[-1].reply == "= 43 [37,43] dead end"
+    assert (results[-1].reward, results[-1].terminated, results[-1].truncated, ep.done, ep.dead_end) == (0.0, False, True, True, True)
+    replay = turn_replay(ep, results)
+    assert (replay.dead_end, replay.truncated, replay.solved, replay.turns_played, replay.invalid_turns) == (True, True, False, 3, 1)
+    plain = replay_turns(P, ["21+16", "99+1", "26+17", "undo"])  # without the option the game goes on
+    assert not plain.dead_end and plain.replies[2] == "= 43 [37,43]" and plain.replies[3] == "undone [17,26,37]"
+    win = TurnEpisode(P, stop_at_dead_end=True)
+    assert [win.play(t).reply for t in ("21+16", "26-17", "37+9")][-1] == "= 46 [46] solved" and win.verdict.correct
+    assert not win.dead_end
 
 
 @pytest.mark.parametrize(("turn", "reason"), [

@@ -184,6 +184,9 @@ def test_every_option_is_a_flag() -> None:
     with pytest.raises(SystemExit, match="must name an integration"):
         parse_options(["--report-to", ","])
     assert parse_options(["--report-to", "none"]).report_to == "none"
+    with pytest.raises(SystemExit, match="stop-at-dead-end stops multi-turn episodes"):
+        parse_options(["--stop-at-dead-end", "true", "--interaction", "single-pass"])
+    assert parse_options(["--stop-at-dead-end", "true"]).stop_at_dead_end
 
 
 def test_pass_rate_filter_keeps_problems_with_group_signal(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ pytest.importorskip("trl")
 from baselines import llm_grpo  # noqa: E402
 from baselines.lm.tiny_lm import TinyLMConfig, build_model, build_tokenizer, load_pretrained, save_pretrained  # noqa: E402
 from countdown_gym import Problem, load_split  # noqa: E402
+from countdown_gym.game.solver import reachable  # noqa: E402
 from countdown_gym.game.turn_format import turn_prompt  # noqa: E402
 from countdown_gym.game.turn_game import replay_turns  # noqa: E402
 from countdown_gym.game.turn_trace import conversation, turn_trace  # noqa: E402
@@ -96,6 +97,27 @@ def test_rollout_layout_env_tokens_and_replay() -> None:
         assert (again.solved, again.replies) == (r.replay.solved, r.replay.replies)
     out = rollout_outputs(rollouts)
     assert set(out) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "turn_index", "turn_replay"}
+
+
+def test_rollouts_stop_at_a_dead_end_when_asked() -> None:
+    """play_episodes(stop_at_dead_end=True): the shipped model's sampled episodes that lose the target end on the
+    move that lost it (its reply ends "dead end", then EOS), and the replay says so; the same draws without the
+    option play on past it."""
+    model, tok = _turn_model()
+    problems = load_split("longproc-0.5k", "train")[:16]
+    torch.manual_seed(0)
+    stopped = play_episodes(model, tok, problems, temperature=0.5, max_turns=16, stop_at_dead_end=True)
+    ends = [r for r in stopped if r.replay.dead_end]
+    assert ends and all(r.replay.replies[-1].endswith(" dead end") and not r.solved and r.replay.truncated for r in ends)
+    for r in ends:
+        assert r.completion_ids[-1] == tok.eos_token_id and r.replay.turns_played == len(r.turns)
+        last = r.replay.transitions[-1]
+        assert last["valid"] and not reachable(last["next_state"], r.problem.target, r.problem.rules)
+        again = replay_turns(r.problem, r.turns, max_turns=17)  # the same turns without the option: the game goes on
+        assert not again.dead_end and not again.truncated and again.replies[-1] == r.replay.replies[-1].removesuffix(" dead end")
+    torch.manual_seed(0)
+    whole = play_episodes(model, tok, problems, temperature=0.5, max_turns=16)
+    assert sum(len(r.completion_ids) for r in stopped) < sum(len(r.completion_ids) for r in whole)
 
 
 def test_rollout_func_refuses_unknown_and_chat_prompts() -> None:

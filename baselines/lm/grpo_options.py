@@ -47,6 +47,10 @@ class Options:
     """Multi-turn: the turn budget of an episode (training rollouts and validation)."""
     max_turn_tokens: int = 12
     """Multi-turn: the token budget of one model turn."""
+    stop_at_dead_end: bool = False
+    """Multi-turn: a training episode stops after a legal move from which the exact solver finds the target out of
+    reach (the reply ends ``dead end``; reward as any unsolved episode). Spares the turns a model that never undoes
+    spends in a lost game; validation and --test-eval play whole episodes."""
     preset: str = "longproc-0.5k"
     """Frozen split preset to train on (train split) and validate on (validation split)."""
     prompt_style: str = "compact"
@@ -293,6 +297,8 @@ def check_plan(plan: GRPOPlan) -> None:
             raise SystemExit("--step-credit credits the turns of multi-turn rollouts: it needs --interaction multi-turn")
         if not split_reward_spec(spec)[1]:
             raise SystemExit(f"--step-credit needs a dense term ({', '.join(STEP_TERMS)}) in --rewards, got {opts.rewards!r}")
+    if opts.stop_at_dead_end and not plan.multi_turn:
+        raise SystemExit("--stop-at-dead-end stops multi-turn episodes: it needs --interaction multi-turn")
     if plan.multi_turn and opts.use_vllm:
         raise SystemExit("--interaction multi-turn generates with transformers turn by turn; --use-vllm is for single-pass")
     if opts.train_pass_rates not in ("auto", "none", "") and not Path(opts.train_pass_rates).is_file():

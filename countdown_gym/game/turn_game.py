@@ -13,12 +13,15 @@ from typing import Any
 
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number, Rules, format_number
+from countdown_gym.game.solver import reachable
 from countdown_gym.game.turn_format import parse_turn, reply_moved, reply_status
 from countdown_gym.game.verifier import Verdict, verify
 
 DEFAULT_MAX_TURNS = 16
 UNDO_MOVE = (None, "undo", None, None)
 """The ``move`` of a backtrack's transition record: ``state`` -> the state before the last move."""
+DEAD_END = "dead end"
+"""What the reply of a move that loses the target ends with when the episode stops there (``stop_at_dead_end``)."""
 
 
 @dataclass
@@ -53,13 +56,18 @@ class TurnEpisode:
     ``move = UNDO_MOVE``); an illegal move changes nothing and emits a ``valid=False`` record; an
     unreadable turn emits no record. The episode *terminates* when the target is reached (under
     ``use_all`` rules: the last number equals the target; otherwise: a result equals it) or on
-    ``give up``; it is *truncated* after ``max_turns`` turns. The terminal reward is
+    ``give up``; it is *truncated* after ``max_turns`` turns, and, with ``stop_at_dead_end``, after a legal move
+    from which the exact solver finds the target out of reach (its reply ends with ``dead end``: a training
+    option that spares the turns an agent that never undoes would spend in a lost game). The terminal reward is
     ``verify(problem, <Solution> of the moves on the path).reward``: 1.0 for a win, else 0.0.
     """
 
     def __init__(self, problem: Problem, rules: Rules | None = None, max_turns: int = DEFAULT_MAX_TURNS,
-                 max_turn_chars: int = 200) -> None:
+                 max_turn_chars: int = 200, *, stop_at_dead_end: bool = False) -> None:
         self.problem = problem
+        self.stop_at_dead_end = stop_at_dead_end
+        self.dead_end = False
+        """Whether the episode stopped at a dead end (``stop_at_dead_end``)."""
         self.rules = rules or problem.rules
         self.target = problem.target
         self.max_turns = max_turns
@@ -118,6 +126,10 @@ class TurnEpisode:
             self.invalid_turns += 1
         if res.terminated:
             return self._end(res, terminated=True)
+        if self.stop_at_dead_end and turn.kind == "move" and res.valid and not reachable(self.state, self.target, self.rules):
+            self.dead_end = True
+            res.reply = f"{res.reply.rstrip()} {DEAD_END}"
+            return self._end(res, terminated=False)
         if self.turns >= self.max_turns:
             res.reply = res.reply.rstrip() + " turn limit"
             return self._end(res, terminated=False)
@@ -158,6 +170,8 @@ class TurnReplay:
     truncated: bool
     turn_transitions: list[list[dict[str, Any]]]
     """The transition records of each turn played (one list per turn: the per-step view)."""
+    dead_end: bool = False
+    """Stopped after a move that lost the target (``TurnEpisode(stop_at_dead_end=True)``; then ``truncated`` too)."""
 
     @property
     def reward(self) -> float:
@@ -188,6 +202,6 @@ def turn_replay(ep: TurnEpisode, results: Sequence[TurnResult]) -> TurnReplay:
     transitions = [t for res in results for t in res.transitions]
     verdict = ep.verdict if ep.verdict is not None else verify(ep.problem, ep.solution_text(), ep.rules)
     solved = ep.terminated and verdict.correct
-    truncated = ep.verdict is not None and not ep.terminated  # ended by the turn limit (not a stop from outside)
+    truncated = ep.verdict is not None and not ep.terminated  # the turn limit or a dead end (not a stop from outside)
     return TurnReplay(transitions, [res.reply for res in results], verdict, solved, ep.turns, ep.invalid_turns,
-                      truncated, [res.transitions for res in results])
+                      truncated, [res.transitions for res in results], ep.dead_end)

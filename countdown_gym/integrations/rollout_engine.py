@@ -95,9 +95,10 @@ def draw(probs: torch.Tensor) -> torch.Tensor:
 class Episode:
     """Book-keeping of one episode while it is generated: its tokens, which are the model's, and its turns."""
 
-    def __init__(self, problem: Problem, prompt: str, prompt_ids: list[int], max_turns: int) -> None:
+    def __init__(self, problem: Problem, prompt: str, prompt_ids: list[int], max_turns: int, *,
+                 stop_at_dead_end: bool = False) -> None:
         self.problem, self.prompt, self.prompt_ids = problem, prompt, prompt_ids
-        self.game = TurnEpisode(problem, max_turns=max_turns)
+        self.game = TurnEpisode(problem, max_turns=max_turns, stop_at_dead_end=stop_at_dead_end)
         self.completion: list[int] = []
         self.mask: list[int] = []
         self.logprobs: list[float] = []

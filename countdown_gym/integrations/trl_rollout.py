@@ -92,6 +92,7 @@ def play_episodes(
     peek_from: int = PEEK_FROM,
     graphs: bool | None = None,
     stats: dict[str, float] | None = None,
+    stop_at_dead_end: bool = False,
 ) -> list[TurnRollout]:
     """Play one multi-turn episode of each problem with ``model``, ``batch_size`` episodes at a time (the engine of
     :mod:`countdown_gym.integrations.rollout_engine`).
@@ -107,7 +108,8 @@ def play_episodes(
     ``peek_from``: on an accelerator, from this many steps after a look, read once a step whether a row still
     writes and look as soon as none does (0: never). ``graphs``: the direct decoder replays its one-token
     steps as CUDA graphs (default: on CUDA). ``stats``: a dict that receives the engine's counters (decode
-    steps, looks, turns, seconds spent playing turns on the host, CUDA graphs captured).
+    steps, looks, turns, seconds spent playing turns on the host, CUDA graphs captured). ``stop_at_dead_end``: an
+    episode stops after a legal move from which the target is out of reach (``TurnEpisode``; for training).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -119,7 +121,7 @@ def play_episodes(
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos or 0)
     limit = max_length or getattr(model.config, "max_position_embeddings", None) or 4096
     prompts = turn_prompts(problems, prompt_style, max_turns)
-    episodes = [Episode(p, prompt, list(tokenizer(prompt)["input_ids"]), max_turns)
+    episodes = [Episode(p, prompt, list(tokenizer(prompt)["input_ids"]), max_turns, stop_at_dead_end=stop_at_dead_end)
                 for p, prompt in zip(problems, prompts, strict=True)]
     texts = TextCache(tokenizer)
     was_training = model.training
@@ -224,8 +226,10 @@ def make_rollout_func(
     max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS,
     prompt_style: str = "compact",
     batch_size: int = 256,
+    stop_at_dead_end: bool = False,
 ) -> Callable[[list[Any], Any], dict[str, list[Any]]]:
-    """A ``rollout_func`` for ``trl.GRPOTrainer``: plays each prompt's problem as a multi-turn episode.
+    """A ``rollout_func`` for ``trl.GRPOTrainer``: plays each prompt's problem as a multi-turn episode
+    (``stop_at_dead_end``: each stops after a move that loses the target, :func:`play_episodes`).
 
     The dataset's ``prompt`` column must hold ``turn_prompt(problem, prompt_style, max_turns)`` of
     one of ``problems`` (see :func:`rollout_dataset`). Returns TRL's ``prompt_ids``,
@@ -249,7 +253,7 @@ def make_rollout_func(
         rollouts = play_episodes(
             model, trainer.processing_class, chosen, max_turns=max_turns, max_turn_tokens=max_turn_tokens,
             temperature=args.temperature, top_p=args.top_p, top_k=args.top_k or 0, batch_size=batch_size,
-            prompt_style=prompt_style,
+            prompt_style=prompt_style, stop_at_dead_end=stop_at_dead_end,
         )
         return rollout_outputs(rollouts)
 
@@ -286,10 +290,11 @@ def rollout_task(
     max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS,
     prompt_style: str = "compact",
     batch_size: int = 256,
+    stop_at_dead_end: bool = False,
 ) -> tuple[Any, Callable[[list[Any], Any], dict[str, list[Any]]]]:
     """The ``train_dataset`` and the ``rollout_func`` of a multi-turn ``GRPOTrainer`` on ``problems``
     (:func:`rollout_dataset` and :func:`make_rollout_func`), made with the same turn budget and prompt style, so
     that the rollout function finds each of the dataset's prompts."""
     dataset = rollout_dataset(problems, max_turns=max_turns, prompt_style=prompt_style)
     return dataset, make_rollout_func(problems, max_turns=max_turns, max_turn_tokens=max_turn_tokens,
-                                      prompt_style=prompt_style, batch_size=batch_size)
+                                      prompt_style=prompt_style, batch_size=batch_size, stop_at_dead_end=stop_at_dead_end)
