@@ -50,7 +50,8 @@ class Options:
     stop_at_dead_end: bool = False
     """Multi-turn: a training episode stops after a legal move from which the exact solver finds the target out of
     reach (the reply ends ``dead end``; reward as any unsolved episode). Spares the turns a model that never undoes
-    spends in a lost game; validation and --test-eval play whole episodes."""
+    spends in a lost game; validation and --test-eval play whole episodes. The shipped model undoes out of dead
+    states in most of its sampled successes, and learns less with it (docs/results/llm_grpo_dead_ends.md)."""
     preset: str = "longproc-0.5k"
     """Frozen split preset to train on (train split) and validate on (validation split)."""
     prompt_style: str = "compact"
