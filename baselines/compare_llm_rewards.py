@@ -9,7 +9,7 @@ every final model are evaluated on the frozen *test* split (greedy success; with
 also sampled success and pass@k at the rollout temperature). Writes ``<results>/llm_grpo_rewards_multiturn.md`` (``llm_grpo_rewards.md`` for
 single-pass: a table of mean ± SE over seeds, the command, and a plain reading of the differences
 against their standard errors), the ``.png`` beside it (validation success vs step per variant, mean ± SE
-over seeds as error bars) and its points in ``<stem>_curves.csv`` (``--replot`` redraws the figure from them). Finished runs of the
+over seeds as a shaded band) and its points in ``<stem>_curves.csv`` (``--replot`` redraws the figure from them). Finished runs of the
 same options are reused and interrupted ones resume from their last checkpoint, so re-running is
 cheap; a test result is reused only for the same model and test settings.
 """
@@ -63,7 +63,10 @@ class Options:
     seeds: tuple[int, ...] = (0, 1, 2)
     """Comma-separated seeds."""
     steps: int = 20
-    """GRPO steps of every run."""
+    """GRPO steps of every run (with --max-minutes: the most)."""
+    max_minutes: float = 0.0
+    """Equal wall-clock instead of equal steps: every run trains for this many minutes (llm_grpo.py --max-minutes), at
+    most --steps steps; run the variants side by side (--jobs) so that they share the machine alike. 0 = equal steps."""
     prompts_per_step: int = _GRPO.prompts_per_step
     num_generations: int = _GRPO.num_generations
     max_completion_length: int = _GRPO.max_completion_length
@@ -106,6 +109,7 @@ def run_command(args: Options, variant: str, seed: int) -> list[str]:
         "--model", args.model, "--interaction", args.interaction, "--max-turns", str(args.max_turns),
         "--preset", args.preset, "--prompt-style", args.prompt_style, "--rewards", variant.removesuffix(STEP_SUFFIX),
         *(["--step-credit"] if variant.endswith(STEP_SUFFIX) else []), "--seed", str(seed), "--steps", str(args.steps),
+        *(["--max-minutes", f"{args.max_minutes:g}"] if args.max_minutes else []),
         "--prompts-per-step", str(args.prompts_per_step), "--num-generations", str(args.num_generations),
         "--max-completion-length", str(args.max_completion_length), "--learning-rate", str(args.learning_rate),
         "--temperature", str(args.temperature), "--eval-interval", str(args.eval_interval),
@@ -121,13 +125,16 @@ def run_path(args: Options, variant: str, seed: int) -> Path:
 
 
 def finished(args: Options, variant: str, seed: int) -> bool:
-    """The run has its summary at ``args.steps`` and was made with this command's options (else it runs:
-    ``--resume`` continues it, or refuses a run of other options)."""
+    """The run has its summary at ``args.steps`` (or stopped by ``--max-minutes``) and was made with this command's
+    options (else it runs: ``--resume`` continues it, or refuses a run of other options)."""
     from baselines.llm_grpo import parse_options
 
     path = run_path(args, variant, seed)
     s, saved = path / "summary.json", path / "options.json"
-    if not (s.exists() and saved.exists() and json.loads(s.read_text()).get("last", {}).get("step") == args.steps):
+    if not (s.exists() and saved.exists()):
+        return False
+    summary = json.loads(s.read_text())
+    if not (summary.get("last", {}).get("step") == args.steps or (args.max_minutes and summary.get("stopped_by_time_limit"))):
         return False
     return not dataclass_cli.changed_options(
         json.loads(saved.read_text()), parse_options(run_command(args, variant, seed)[2:]), RESUMABLE_CHANGES
@@ -176,6 +183,8 @@ def test_eval(args: Options, model_path: str, cache: Path) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     model, tok = load_model_and_tokenizer(model_path)
+    if torch.cuda.is_available():
+        model.to("cuda")
     problems = load_split(args.preset, "test")
     if args.test_problems:
         problems = problems[: args.test_problems]
@@ -196,8 +205,15 @@ def test_eval(args: Options, model_path: str, cache: Path) -> dict[str, Any]:
 def test_settings(args: Options) -> dict[str, Any]:
     """What a test evaluation depends on besides the model."""
     names = ("preset", "prompt_style", "test_problems", "test_samples", "temperature", "max_completion_length",
-             "interaction", "max_turns")
-    return {name: getattr(args, name) for name in names}
+             "interaction", "max_turns")  # and the device (float sums in another order)
+    return {**{name: getattr(args, name) for name in names}, "device": device_name()}
+
+
+def device_name() -> str:
+    """Where the runs and the test evaluations ran: the GPU's name, or ``CPU``."""
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
 
 
 def cached_test_eval(args: Options, cache: Path) -> dict[str, Any] | None:
@@ -219,7 +235,7 @@ def summarise(variant: str, per_seed: list[dict[str, Any]]) -> dict[str, Any]:
     n = int(per_seed[0]["problems"])
     se = (math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) / math.sqrt(len(xs))) if len(xs) > 1 else _se(mean, n)
     row: dict[str, Any] = {"variant": variant, "mean": mean, "se": se, "per_seed": xs}
-    for key in ("val_first", "val_last", "s_per_step"):
+    for key in ("val_first", "val_last", "s_per_step", "steps"):
         row[key] = sum(float(x[key]) for x in per_seed) / len(per_seed)
     return row
 
@@ -267,8 +283,44 @@ def reading(rows: list[dict[str, Any]], start: dict[str, Any], n: int) -> list[s
     return out
 
 
+def paired_across_seeds(rows: list[dict[str, Any]], seeds: list[int]) -> list[str]:
+    """Every pair of variants, paired by seed (a seed draws the same first prompts and the same start in every variant):
+    the mean of the per-seed differences in test greedy success with its SE, Student's paired t test (two-sided), and
+    Holm's step-down adjustment of the p values over all the pairs. Needs two seeds or more."""
+    from itertools import combinations
+
+    from scipy.stats import ttest_rel
+
+    if len(seeds) < 2:
+        return []
+    tests = []
+    for a, b in combinations(rows, 2):
+        d = [x - y for x, y in zip(a["per_seed"], b["per_seed"], strict=True)]
+        mean = sum(d) / len(d)
+        se = math.sqrt(sum((x - mean) ** 2 for x in d) / (len(d) - 1) / len(d))
+        p = float(ttest_rel(a["per_seed"], b["per_seed"]).pvalue) if se > 0 else (1.0 if mean == 0 else 0.0)
+        tests.append([a["variant"], b["variant"], mean, se, p])
+    order = sorted(range(len(tests)), key=lambda i: tests[i][4])
+    running = 0.0
+    for rank, i in enumerate(order):  # Holm: the k-th smallest p times (m - k), kept monotone
+        running = max(running, min(1.0, tests[i][4] * (len(tests) - rank)))
+        tests[i].append(running)
+    lines = [
+        f"Paired across seeds ({', '.join(map(str, seeds))}): for each pair, the per-seed differences of test greedy "
+        "success, Student's paired t test (two-sided) and the p value after Holm's adjustment for the "
+        f"{len(tests)} comparison{'s' if len(tests) > 1 else ''}.",
+        "",
+        "| A | B | A - B (points), mean ± SE | p | p (Holm) | at 0.05 |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for a, b, mean, se, p, holm in tests:
+        verdict = "**significant**" if holm < 0.05 else "significant before adjustment" if p < 0.05 else "no"
+        lines.append(f"| `{a}` | `{b}` | {100 * mean:+.1f} ± {100 * se:.1f} | {p:.3f} | {holm:.3f} | {verdict} |")
+    return lines
+
+
 def plot(args: Options, runs: list[tuple[str, int]], path: Path) -> Path:
-    """Validation greedy success vs GRPO step: each variant's mean over seeds, error bars = SE over seeds; the
+    """Validation greedy success vs GRPO step: each variant's mean over seeds, a band of the SE over seeds; the
     points go to ``<stem>_curves.csv`` beside the PNG (``--replot`` redraws from them)."""
     import csv
 
@@ -324,7 +376,8 @@ def main(argv: list[str] | None = None) -> None:
             res = test_eval(args, str(path / "final"), path / "test.json")
             summ = json.loads((path / "summary.json").read_text())
             per_seed.append({**res, "val_first": summ["first"]["greedy_success"], "val_last": summ["last"]["greedy_success"],
-                             "s_per_step": summ.get("seconds_per_step", float("nan"))})
+                             "s_per_step": summ.get("seconds_per_step", float("nan")),
+                             "steps": summ.get("steps", summ["last"]["step"])})
         rows.append(summarise(v, per_seed))
     n = int(start["problems"])
     results = Path(args.results_dir)
@@ -337,13 +390,15 @@ def main(argv: list[str] | None = None) -> None:
     mode = (f"multi-turn (CountdownMultiTurn-v0, at most {args.max_turns} turns)" if args.interaction == "multi-turn"
             else f"single-pass, prompt style `{args.prompt_style}`, max {args.max_completion_length} completion tokens")
     lines = [
-        f"# GRPO reward variants on Countdown ({Path(args.model).name}, {args.interaction}, CPU)",
+        f"# GRPO reward variants on Countdown ({Path(args.model).name}, {args.interaction}, {device_name()})",
         "",
-        f"Command: `{cmd.strip()}` ({train_minutes:.0f} min of training wall time on this machine, "
-        f"{args.jobs} run(s) in parallel, one thread each). Starting weights: `model.safetensors` SHA-256 `{sha}`.",
+        f"Command: `{cmd.strip()}` ({train_minutes:.0f} min of training wall time on {device_name()}, "
+        f"{args.jobs} run(s) in parallel, one CPU thread each). Starting weights: `model.safetensors` SHA-256 `{sha}`.",
         "",
         f"Every run starts from `{Path(args.model).name}` with the same options and seeds ({', '.join(map(str, seeds))}): "
-        f"{args.steps} GRPO steps of {args.prompts_per_step} prompts x {args.num_generations} rollouts, "
+        + (f"{args.max_minutes:g} minutes of training each (equal wall-clock; at most {args.steps} steps) "
+           if args.max_minutes else f"{args.steps} GRPO steps ")
+        + f"of {args.prompts_per_step} prompts x {args.num_generations} rollouts, "
         f"lr {args.learning_rate}, temperature {args.temperature}, {mode}, preset `{args.preset}`, training prompts: "
         f"{'every training problem' if args.train_pass_rates == 'none' else 'filtered by pass rate (' + args.train_pass_rates + ')'}. "
         f"Test = the first {n} problems of the frozen test split, greedy (one greedy episode per problem). "
@@ -351,15 +406,15 @@ def main(argv: list[str] | None = None) -> None:
         "Weights: sparse 1.0 (+ format 0.1, constant in multi-turn) in every variant; oracle / oracle-perfect / critic add "
         "0.5 x their mean per-move term; clipo adds the CLIPO reward (lambda 0.2, floor -0.5). See docs/llm_grpo.md.",
         "",
-        "| model | test greedy, mean ± SE over seeds | per seed | val greedy start -> end | s/step |",
-        "| --- | --- | --- | --- | --- |",
-        f"| starting model | {100 * start['greedy_success']:.1f}% ± {100 * _se(start['greedy_success'], n):.1f} (binomial) | | | |",
+        "| model | test greedy, mean ± SE over seeds | per seed | val greedy start -> end | steps (mean) | s/step |",
+        "| --- | --- | --- | --- | --- | --- |",
+        f"| starting model | {100 * start['greedy_success']:.1f}% ± {100 * _se(start['greedy_success'], n):.1f} (binomial) | | | | |",
     ]
     for r in rows:
         lines.append(
             f"| GRPO `{r['variant']}` | **{100 * r['mean']:.1f}% ± {100 * r['se']:.1f}** | "
             f"{', '.join(f'{100 * x:.1f}%' for x in r['per_seed'])} | {100 * r['val_first']:.1f}% -> {100 * r['val_last']:.1f}% | "
-            f"{r['s_per_step']:.1f} |"
+            f"{r['steps']:.0f} | {r['s_per_step']:.2f} |"
         )
     lines += [
         "",
@@ -369,6 +424,8 @@ def main(argv: list[str] | None = None) -> None:
         "once, so one call at the edge of its threshold is weak evidence.",
         "",
         *reading(rows, start, n),
+        "",
+        *paired_across_seeds(rows, seeds),
         "",
         f"![validation success vs step]({stem}.png)",
         "",

@@ -66,6 +66,7 @@ def train(opts: Options) -> dict[str, Any]:
         ClipoCheckpointCallback,
         RunCardCallback,
         StopRequestCallback,
+        TimeLimitCallback,
         ValidationCallback,
         attach_reporting,
     )
@@ -145,6 +146,9 @@ def train(opts: Options) -> dict[str, Any]:
                            settings={"model": plan.model, "prompt_style": opts.prompt_style, "chat_template": opts.chat_template},
                            write=main_process, verbose=not opts.quiet)
         test.start(model)
+    time_limit = TimeLimitCallback(opts.max_minutes) if opts.max_minutes > 0 else None
+    if time_limit is not None:
+        trainer.add_callback(time_limit)
     start = time.perf_counter()
     with StopRequest() as stop:  # the first Ctrl-C / SIGTERM: finish the step, save a checkpoint, stop
         trainer.add_callback(StopRequestCallback(stop))
@@ -158,6 +162,10 @@ def train(opts: Options) -> dict[str, Any]:
     if clipo is not None and main_process:
         clipo.clipo.save(out / "final" / ClipoCheckpointCallback.FILENAME)
     summary = validation.summary()
+    summary["steps"] = trainer.state.global_step
+    if time_limit is not None and time_limit.stopped_at is not None:
+        summary["stopped_by_time_limit"] = True
+        print(f"stopped at step {trainer.state.global_step} of {opts.steps}: --max-minutes {opts.max_minutes:g} reached", flush=True)
     if test is not None:
         summary["test"] = test.end(trainer.model)
     summary.update(interaction=opts.interaction, step_profile=profile.summary(), train_seconds=seconds, output_dir=str(out), best_dir=str(out / validation.BEST_DIR),

@@ -1,8 +1,9 @@
 """The reward-comparison figures of ``compare_rewards.py`` and ``compare_llm_rewards.py``.
 
 Validation success against training progress, one line per reward variant: the mean over seeds at
-each evaluation, with error bars (the seeds' standard deviation or standard error), a title and
-labelled axes. The plotted points are written to a CSV beside the PNG (one row per variant, seed
+each evaluation, with a shaded band (the seeds' standard deviation or standard error), a title and
+labelled axes. A variant's line keeps the evaluations that every one of its seeds reached (runs bounded by
+wall-clock stop at different steps). The plotted points are written to a CSV beside the PNG (one row per variant, seed
 and evaluation), so a figure is redrawn from that file alone (each script's ``--replot``), without
 re-running anything.
 """
@@ -50,7 +51,7 @@ def _spread(xs: Sequence[float], kind: str) -> float:
 
 
 def figure(rows: Sequence[Row], *, title: str, xlabel: str, ylabel: str, spread: Literal["std", "se"] = "se") -> Any:
-    """The matplotlib figure: per variant, the mean over seeds at each step with ``spread`` error bars."""
+    """The matplotlib figure: per variant, the mean over seeds at each step every seed reached, with a ``spread`` band."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -64,10 +65,13 @@ def figure(rows: Sequence[Row], *, title: str, xlabel: str, ylabel: str, spread:
         for v, _seed, step, x in rows:
             if v == variant:
                 by_step.setdefault(step, []).append(x)
-        steps = sorted(by_step)
         seeds = len({s for v, s, *_ in rows if v == variant})
-        ax.errorbar(steps, [sum(by_step[k]) / len(by_step[k]) for k in steps], yerr=[_spread(by_step[k], spread) for k in steps],
-                    marker="o", markersize=3, capsize=3, label=f"{variant} ({seeds} seed{'s' if seeds > 1 else ''})")
+        steps = sorted(k for k in by_step if len(by_step[k]) == seeds)
+        mean = [sum(by_step[k]) / len(by_step[k]) for k in steps]
+        band = [_spread(by_step[k], spread) for k in steps]
+        (line,) = ax.plot(steps, mean, marker="o", markersize=3, label=f"{variant} ({seeds} seed{'s' if seeds > 1 else ''})")
+        ax.fill_between(steps, [m - b for m, b in zip(mean, band, strict=True)], [m + b for m, b in zip(mean, band, strict=True)],
+                        color=line.get_color(), alpha=0.2, linewidth=0)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(f"{ylabel}\nmean ± {'std' if spread == 'std' else 'SE'} over seeds")

@@ -449,6 +449,29 @@ def test_ctrl_c_saves_a_checkpoint_after_the_step_and_resume_continues(tmp_path:
     assert llm_grpo.train(opts)["last"]["step"] == 3 and (out / "final" / "model.safetensors").exists()
 
 
+def test_max_minutes_ends_training_after_the_step_then_saves_and_evaluates(tmp_path: Path) -> None:
+    """--max-minutes: the step that ends past the limit is the last; the run saves final/, validates at that step and
+    says it stopped early; --steps stays the upper bound, a negative limit is a usage error."""
+    from baselines.lm.tiny_lm import save_pretrained
+
+    model, tok = _tiny("llama")
+    save_pretrained(model, tok, tmp_path / "model")
+    out = tmp_path / "run"
+    opts = Options(
+        model=str(tmp_path / "model"), rewards="sparse", steps=3, prompts_per_step=2, num_generations=2,
+        max_completion_length=8, eval_interval=0, eval_problems=2, eval_samples=0, output_dir=str(out),
+        save_steps=100, train_problems=8, quiet=True, test_eval=False, max_minutes=1e-9,
+    )
+    summary = llm_grpo.train(opts)
+    assert summary["steps"] == 1 and summary["last"]["step"] == 1 and summary["stopped_by_time_limit"]
+    assert (out / "final" / "model.safetensors").exists()
+    assert "at most 3 steps (or 1e-09 minutes of training)" in (out / "README.md").read_text()
+    roomy = llm_grpo.train(Options(**{**vars(opts), "output_dir": str(tmp_path / "roomy"), "max_minutes": 60.0}))
+    assert roomy["steps"] == 3 and "stopped_by_time_limit" not in roomy
+    with pytest.raises(SystemExit, match="max-minutes"):
+        llm_grpo.parse_options(["--max-minutes", "-1"])
+
+
 def test_validation_keeps_the_best_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """best/ holds the model of the highest greedy validation (earliest on ties), also across a resume."""
     from baselines.lm import callbacks as llm_callbacks
@@ -634,7 +657,7 @@ def test_comparison_reading_uses_students_t_for_few_seeds_and_keeps_the_training
     from baselines import compare_llm_rewards as cmp
 
     start = {"greedy_success": 0.12, "problems": 1000}
-    rows = [cmp.summarise(v, [{"greedy_success": x, "problems": 1000, "val_first": 0, "val_last": 0, "s_per_step": 1}
+    rows = [cmp.summarise(v, [{"greedy_success": x, "problems": 1000, "val_first": 0, "val_last": 0, "s_per_step": 1, "steps": 20}
                               for x in xs]) for v, xs in (("sparse", (0.130, 0.127, 0.132)), ("critic", (0.138, 0.140, 0.136)))]
     text = "\n".join(cmp.reading(rows, start, 1000))
     assert "(2.78 SE = " in text  # t with 4 degrees of freedom, not 2 x SE
@@ -645,6 +668,47 @@ def test_comparison_reading_uses_students_t_for_few_seeds_and_keeps_the_training
     assert cmp.training_minutes(tmp_path, 40.0) == 40.0
     assert cmp.training_minutes(tmp_path, 0.01) == 40.0  # a re-run that only reuses runs keeps the recorded time
     assert cmp.training_minutes(tmp_path, 5.0) == 45.0
+
+
+def test_comparison_at_equal_wall_clock_passes_the_limit_and_counts_time_stopped_runs_as_finished(tmp_path: Path) -> None:
+    from baselines import compare_llm_rewards as cmp
+
+    args = cmp.parse_args(["--runs-dir", str(tmp_path), "--steps", "1000", "--max-minutes", "5"])
+    opts = parse_options(cmp.run_command(args, "oracle-perfect@step", 4)[2:])
+    assert (opts.steps, opts.max_minutes, opts.step_credit) == (1000, 5.0, True)
+    run = cmp.run_path(args, "sparse", 0)
+    run.mkdir(parents=True)
+    (run / "options.json").write_text(json.dumps(dataclasses.asdict(parse_options(cmp.run_command(args, "sparse", 0)[2:]))))
+    (run / "summary.json").write_text(json.dumps({"last": {"step": 212}, "steps": 212}))
+    assert not cmp.finished(args, "sparse", 0)  # cut short some other way: it resumes
+    (run / "summary.json").write_text(json.dumps({"last": {"step": 212}, "steps": 212, "stopped_by_time_limit": True}))
+    assert cmp.finished(args, "sparse", 0)
+    assert "--max-minutes" not in cmp.run_command(cmp.parse_args(["--runs-dir", str(tmp_path)]), "sparse", 0)
+
+
+def test_comparison_pairs_the_variants_by_seed_with_holms_adjustment() -> None:
+    from baselines import compare_llm_rewards as cmp
+
+    def row(variant: str, xs: tuple[float, ...]) -> dict[str, Any]:
+        return cmp.summarise(variant, [{"greedy_success": x, "problems": 1000, "val_first": 0, "val_last": 0,
+                                        "s_per_step": 1, "steps": 10} for x in xs])
+
+    rows = [row("sparse", (0.13, 0.14, 0.12, 0.15, 0.13)), row("oracle", (0.16, 0.17, 0.15, 0.18, 0.16)),
+            row("critic", (0.14, 0.13, 0.13, 0.14, 0.14))]
+    text = "\n".join(cmp.paired_across_seeds(rows, [0, 1, 2, 3, 4]))
+    # oracle - sparse is +3 points on every seed: no spread, p = 0
+    assert "| `sparse` | `oracle` | -3.0 ± 0.0 | 0.000 | 0.000 | **significant** |" in text
+    assert "3 comparisons" in text
+    from scipy.stats import ttest_rel
+
+    def p_values(a: str, b: str) -> str:
+        return next(x for x in text.splitlines() if x.startswith(f"| `{a}` | `{b}`")).split("|")[4:6]
+
+    p = ttest_rel(rows[1]["per_seed"], rows[2]["per_seed"]).pvalue
+    assert [float(x) for x in p_values("oracle", "critic")] == pytest.approx([p, 2 * p], abs=6e-4)  # Holm: 2nd smallest x 2
+    p = ttest_rel(rows[0]["per_seed"], rows[2]["per_seed"]).pvalue
+    assert [float(x) for x in p_values("sparse", "critic")] == pytest.approx([p, p], abs=6e-4)  # the largest as it is
+    assert cmp.paired_across_seeds(rows, [0]) == []
 
 
 def test_a_critic_reward_that_cannot_score_the_presets_states_is_refused_up_front():

@@ -1,4 +1,4 @@
-"""The reward-comparison figures: title, labelled axes, error bars over seeds, and a redraw from their CSV alone."""
+"""The reward-comparison figures: title, labelled axes, a band over seeds, and a redraw from their CSV alone."""
 
 from __future__ import annotations
 
@@ -15,20 +15,25 @@ ROWS = [("sparse", 0, 0, 10.0), ("sparse", 1, 0, 12.0), ("sparse", 0, 10, 20.0),
         ("oracle", 0, 0, 10.0), ("oracle", 0, 10, 15.0)]  # fmt: skip
 
 
-def test_figure_has_title_labels_and_error_bars_over_seeds() -> None:
+def test_figure_has_title_labels_and_bands_over_seeds() -> None:
     fig = figure(ROWS, title="T", xlabel="step", ylabel="success (%)", spread="se")
     ax = fig.axes[0]
     assert ax.get_title() == "T" and ax.get_xlabel() == "step" and "mean ± SE over seeds" in ax.get_ylabel()
-    bars = ax.containers
-    assert [c.get_label() for c in bars] == ["sparse (2 seeds)", "oracle (1 seed)"]
-    line, _caps, (segments,) = bars[0].lines
-    assert list(line.get_ydata()) == [11.0, 22.0]
+    assert [line.get_label() for line in ax.lines] == ["sparse (2 seeds)", "oracle (1 seed)"]
+    assert list(ax.lines[0].get_ydata()) == [11.0, 22.0]
     se = [math.sqrt(2) / math.sqrt(2), math.sqrt(8) / math.sqrt(2)]  # sample std / sqrt(seeds)
-    assert [s[1][1] - s[0][1] for s in segments.get_segments()] == pytest.approx([2 * x for x in se])
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert max(band) - 22.0 == pytest.approx(se[1]) and 11.0 - min(band) == pytest.approx(se[0])
     std = figure(ROWS, title="T", xlabel="x", ylabel="y", spread="std").axes[0]
     assert "mean ± std over seeds" in std.get_ylabel()
     with pytest.raises(ValueError, match="spread"):
         figure(ROWS, title="T", xlabel="x", ylabel="y", spread="iqr")  # type: ignore[arg-type]
+
+
+def test_a_line_keeps_the_evaluations_every_seed_reached() -> None:
+    """Runs bounded by wall-clock end at different steps: a step only one seed reached is not a mean over seeds."""
+    rows = [*ROWS[:4], ("sparse", 0, 17, 30.0), ("sparse", 1, 19, 26.0)]
+    assert list(figure(rows, title="T", xlabel="x", ylabel="y").axes[0].lines[0].get_xdata()) == [0, 10]
 
 
 def test_a_figure_is_redrawn_from_its_csv_alone(tmp_path: Path) -> None:

@@ -342,6 +342,24 @@ class StopRequestCallback(TrainerCallback):
             control.should_training_stop = True
 
 
+class TimeLimitCallback(TrainerCallback):
+    """End training after the first step that ends past ``minutes`` of training wall time (``--max-minutes``); the
+    run then saves and evaluates as at its last step. ``stopped_at`` is the step it stopped at (None: not stopped)."""
+
+    def __init__(self, minutes: float) -> None:
+        self.seconds = 60.0 * minutes
+        self.stopped_at: int | None = None
+        self._start: float | None = None
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._start = time.perf_counter()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._start is not None and time.perf_counter() - self._start >= self.seconds and state.global_step < state.max_steps:
+            self.stopped_at = state.global_step
+            control.should_training_stop = True
+
+
 class RunCardCallback(TrainerCallback):
     """Write the run directory's ``README.md`` (``render(global_step)``) at every checkpoint and at the end.
 

@@ -62,6 +62,11 @@ class Options:
     """Reward variant(s) / weights: sparse | oracle | oracle-perfect | critic | clipo | text-critic, '+'-joined, or term=w,..."""
     steps: int = grpo(30, "max_steps")
     """GRPO optimizer steps."""
+    max_minutes: float = 0.0
+    """Stop training after the first step that ends past this much training wall time (then the final save and the
+    end-of-run evaluations, as at --steps); 0 = no limit. With it, --steps is an upper bound and the steps reached
+    depend on the machine: equal wall-clock for runs side by side (compare_llm_rewards.py --max-minutes). A resumed
+    run counts its own training time again."""
     num_generations: int = grpo(8)
     """Group size G: completions per prompt."""
     prompts_per_step: int = 16
@@ -172,7 +177,8 @@ class Options:
         dataclass_cli.check_min(self, 1, "steps", "prompts_per_step", "max_completion_length", "max_prompt_length", "threads",
                                 "eval_batch_size", "max_turns", "max_turn_tokens")
         dataclass_cli.check_min(self, 0, "learning_rate", "beta", "eval_interval", "eval_problems", "eval_samples",
-                                "save_steps", "train_problems", "test_problems", "max_tokens_per_micro_batch", "gpu_memory_gb")
+                                "save_steps", "train_problems", "test_problems", "max_tokens_per_micro_batch", "gpu_memory_gb",
+                                "max_minutes")
         if self.micro_batch_size is not None:
             dataclass_cli.check_min(self, 0, "micro_batch_size")
         if self.num_generations < 2:
@@ -187,7 +193,7 @@ class Options:
         return {f.metadata["grpo"] or f.name: getattr(self, f.name) for f in dataclasses.fields(self) if "grpo" in f.metadata}
 
 
-RESUMABLE_CHANGES = ("steps", "resume", "quiet", "threads", "eval_interval", "eval_batch_size", "save_steps", "report_to",
+RESUMABLE_CHANGES = ("steps", "max_minutes", "resume", "quiet", "threads", "eval_interval", "eval_batch_size", "save_steps", "report_to",
                      "output_dir", "micro_batch_size", "max_tokens_per_micro_batch", "gpu_memory_gb", "dry_run")
 """Options a ``--resume`` may change (micro-batches change the memory, not the step); any other difference from the
 run's ``options.json`` is an error."""

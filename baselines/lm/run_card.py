@@ -43,7 +43,8 @@ def run_card(plan: GRPOPlan, rows: list[dict[str, Any]], step: int, profile: dic
                                                    if plan.multi_turn else ""),
         f"- rewards: `{opts.rewards}` (term weights: {weights}; see docs/llm_grpo.md)",
         f"- split preset `{opts.preset}`, prompt style `{opts.prompt_style}`",
-        f"- {opts.steps} steps of {opts.prompts_per_step} prompts x {opts.num_generations} completions, "
+        f"- {'at most ' if opts.max_minutes else ''}{opts.steps} steps"
+        f"{f' (or {opts.max_minutes:g} minutes of training)' if opts.max_minutes else ''} of {opts.prompts_per_step} prompts x {opts.num_generations} completions, "
         f"learning rate {opts.learning_rate:g}, beta {opts.beta:g}, temperature {opts.temperature:g}, "
         f"at most {opts.max_completion_length} completion tokens, loss `{opts.loss_type}`, seed {opts.seed}",
         f"- torch CPU threads: {opts.threads} (the same seed and thread count repeat the run bit for bit; another "
