@@ -2,8 +2,8 @@
 
 Validation success against training progress, one line per reward variant: the mean over seeds at
 each evaluation, with a shaded band (the seeds' standard deviation or standard error), a title and
-labelled axes. A variant's line keeps the evaluations that every one of its seeds reached (runs bounded by
-wall-clock stop at different steps). The plotted points are written to a CSV beside the PNG (one row per variant, seed
+labelled axes. A variant's line keeps the evaluations that every one of its seeds reached; runs bounded by
+wall-clock end at different steps, so their last evaluations make one more point, at the mean of their steps. The plotted points are written to a CSV beside the PNG (one row per variant, seed
 and evaluation), so a figure is redrawn from that file alone (each script's ``--replot``), without
 re-running anything.
 """
@@ -50,8 +50,22 @@ def _spread(xs: Sequence[float], kind: str) -> float:
     return sd if kind == "std" else sd / math.sqrt(len(xs))
 
 
+def mean_curve(points: Sequence[tuple[int, int, float]], spread: str = "se") -> tuple[list[float], list[float], list[float]]:
+    """Steps, means over seeds and ``spread`` of ``(seed, step, value)`` points: the steps every seed reached, then,
+    when the seeds' last steps differ, their last values at the mean of their last steps."""
+    by_seed: dict[int, dict[int, float]] = {}
+    for seed, step, x in points:
+        by_seed.setdefault(seed, {})[step] = x
+    common = sorted(set.intersection(*(set(d) for d in by_seed.values()))) if by_seed else []
+    cols: list[tuple[float, list[float]]] = [(float(k), [d[k] for d in by_seed.values()]) for k in common]
+    lasts = [max(d) for d in by_seed.values()]
+    if len(set(lasts)) > 1:
+        cols.append((sum(lasts) / len(lasts), [d[max(d)] for d in by_seed.values()]))
+    return [k for k, _ in cols], [sum(xs) / len(xs) for _, xs in cols], [_spread(xs, spread) for _, xs in cols]
+
+
 def figure(rows: Sequence[Row], *, title: str, xlabel: str, ylabel: str, spread: Literal["std", "se"] = "se") -> Any:
-    """The matplotlib figure: per variant, the mean over seeds at each step every seed reached, with a ``spread`` band."""
+    """The matplotlib figure: per variant, :func:`mean_curve` of its seeds, with a ``spread`` band."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -61,14 +75,8 @@ def figure(rows: Sequence[Row], *, title: str, xlabel: str, ylabel: str, spread:
         raise ValueError(f"spread must be 'std' or 'se', got {spread!r}")
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     for variant in dict.fromkeys(v for v, *_ in rows):
-        by_step: dict[int, list[float]] = {}
-        for v, _seed, step, x in rows:
-            if v == variant:
-                by_step.setdefault(step, []).append(x)
         seeds = len({s for v, s, *_ in rows if v == variant})
-        steps = sorted(k for k in by_step if len(by_step[k]) == seeds)
-        mean = [sum(by_step[k]) / len(by_step[k]) for k in steps]
-        band = [_spread(by_step[k], spread) for k in steps]
+        steps, mean, band = mean_curve([(s, step, x) for v, s, step, x in rows if v == variant], spread)
         (line,) = ax.plot(steps, mean, marker="o", markersize=3, label=f"{variant} ({seeds} seed{'s' if seeds > 1 else ''})")
         ax.fill_between(steps, [m - b for m, b in zip(mean, band, strict=True)], [m + b for m, b in zip(mean, band, strict=True)],
                         color=line.get_color(), alpha=0.2, linewidth=0)

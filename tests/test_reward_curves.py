@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 ROOT = Path(__file__).resolve().parents[1]
-from baselines.reward_curves import curves_path, figure, plot_curves, read_curves  # noqa: E402
+from baselines.reward_curves import curves_path, figure, mean_curve, plot_curves, read_curves  # noqa: E402
 
 ROWS = [("sparse", 0, 0, 10.0), ("sparse", 1, 0, 12.0), ("sparse", 0, 10, 20.0), ("sparse", 1, 10, 24.0),
         ("oracle", 0, 0, 10.0), ("oracle", 0, 10, 15.0)]  # fmt: skip
@@ -30,10 +30,13 @@ def test_figure_has_title_labels_and_bands_over_seeds() -> None:
         figure(ROWS, title="T", xlabel="x", ylabel="y", spread="iqr")  # type: ignore[arg-type]
 
 
-def test_a_line_keeps_the_evaluations_every_seed_reached() -> None:
-    """Runs bounded by wall-clock end at different steps: a step only one seed reached is not a mean over seeds."""
+def test_seeds_that_end_at_different_steps_end_in_one_point_at_their_mean_step() -> None:
+    """Runs bounded by wall-clock end at different steps: the steps every seed reached, then their last values."""
     rows = [*ROWS[:4], ("sparse", 0, 17, 30.0), ("sparse", 1, 19, 26.0)]
-    assert list(figure(rows, title="T", xlabel="x", ylabel="y").axes[0].lines[0].get_xdata()) == [0, 10]
+    line = figure(rows, title="T", xlabel="x", ylabel="y").axes[0].lines[0]
+    assert list(line.get_xdata()) == [0, 10, 18] and list(line.get_ydata()) == [11.0, 22.0, 28.0]
+    assert mean_curve([(0, 0, 1.0), (1, 0, 3.0), (0, 5, 2.0)]) == ([0.0, 2.5], [2.0, 2.5], [1.0, 0.5])
+    assert mean_curve([]) == ([], [], [])
 
 
 def test_a_figure_is_redrawn_from_its_csv_alone(tmp_path: Path) -> None:
