@@ -1,14 +1,16 @@
-"""Compare GRPO reward variants from the same starting model at equal steps and seeds.
+"""Compare GRPO reward variants from the same starting model at equal steps (or equal wall-clock) and seeds.
 
     python baselines/compare_llm_rewards.py          # the seed paper's comparison, multi-turn, 5 variants x 3 seeds
     python baselines/compare_llm_rewards.py --interaction single-pass --variants sparse,oracle,critic,clipo --seeds 0
+    python baselines/compare_llm_rewards.py --variants sparse,critic --seeds 0,1,2,3,4 --steps 1000 --max-minutes 4.5 --jobs 10
 
 Each (variant, seed) is one ``baselines/llm_grpo.py`` run (a subprocess; ``--jobs`` at a time, one
-CPU thread each) with identical options except ``--rewards``. Afterwards the starting model and
+CPU thread each) with identical options except ``--rewards``; with ``--max-minutes`` each trains for that long
+(run them all at once, so that they share the machine alike: scripts/gpu_compare.sh does so on a GPU). Afterwards the starting model and
 every final model are evaluated on the frozen *test* split (greedy success; with ``--test-samples``
 also sampled success and pass@k at the rollout temperature). Writes ``<results>/llm_grpo_rewards_multiturn.md`` (``llm_grpo_rewards.md`` for
-single-pass: a table of mean ± SE over seeds, the command, and a plain reading of the differences
-against their standard errors), the ``.png`` beside it (validation success vs step per variant, mean ± SE
+single-pass: a table of mean ± SE over seeds, the command, a plain reading of the differences
+against their standard errors, and every pair of variants tested paired by seed), the ``.png`` beside it (validation success vs step per variant, mean ± SE
 over seeds as a shaded band) and its points in ``<stem>_curves.csv`` (``--replot`` redraws the figure from them). Finished runs of the
 same options are reused and interrupted ones resume from their last checkpoint, so re-running is
 cheap; a test result is reused only for the same model and test settings.

@@ -208,6 +208,22 @@ def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
     assert exc.value.code in (0, None) and "--dead-ends" in capsys.readouterr().out
 
 
+def test_help_into_a_pipe_closed_early_exits_quietly() -> None:
+    """``script --help | head -1``: no BrokenPipeError traceback, exit code 0."""
+    import subprocess
+    import sys
+
+    code = ("import dataclasses; from countdown_gym.dataclass_cli import parse\n"
+            "@dataclasses.dataclass\nclass O:\n" + "".join(f"    option_{i}: int = {i}\n" for i in range(2000))
+            + "parse(O, ['--help'], prog='demo')")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**__import__("os").environ, "COLUMNS": "80"})
+    assert proc.stdout is not None and proc.stdout.readline().startswith(b"usage: demo")
+    proc.stdout.close()  # as head does after its line
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and b"Traceback" not in err, err.decode()
+
+
 @pytest.mark.parametrize(
     "demo",
     [

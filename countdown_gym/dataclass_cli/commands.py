@@ -279,6 +279,9 @@ def _cli(cls: type[T], argv: Sequence[str] | None, prog: str | None, description
                             config=(tyro.conf.OmitArgPrefixes,), registry=_REGISTRY)
     except _Invalid as exc:
         usage_error(str(exc), prog=prog)
+    except BrokenPipeError:  # `--help | head` closed the pipe: exit quietly, as a Unix tool does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes at exit
+        raise SystemExit(0) from None
     except SystemExit as exc:
         if exc.code != 2:
             raise
