@@ -71,6 +71,20 @@ def test_a_dead_end_stops_the_episode_only_when_asked() -> None:
     assert not win.dead_end
 
 
+def test_a_dead_end_patience_lets_an_undo_within_it_play_on() -> None:
+    """stop_at_dead_end=k: the episode stops after k turns in a row that end in a lost state; an undo back to a
+    state that reaches the target starts the count again."""
+    ep = TurnEpisode(P, stop_at_dead_end=3)
+    replies = [ep.play(t).reply for t in ("21+16", "26+17", "hello", "undo")]  # lost for 2 turns, then undone
+    assert replies[-1] == "undone [17,26,37]" and not ep.done
+    replies = [ep.play(t).reply for t in ("26+17", "43+37", "undo")]  # lost for 3 turns: the undo to [37,43] ends it
+    assert replies == ["= 43 [37,43]", "= 80 [80] miss", "undone [37,43] dead end"] and ep.done and ep.dead_end
+    assert TurnEpisode(P, stop_at_dead_end=1).stop_at_dead_end == TurnEpisode(P, stop_at_dead_end=True).stop_at_dead_end == 1
+    for bad in (-1, 1.5):
+        with pytest.raises(ValueError, match="stop_at_dead_end"):
+            TurnEpisode(P, stop_at_dead_end=bad)
+
+
 @pytest.mark.parametrize(("turn", "reason"), [
     ("hello", "malformed"),
     ("", "empty_turn"),

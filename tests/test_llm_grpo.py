@@ -187,6 +187,10 @@ def test_every_option_is_a_flag() -> None:
     with pytest.raises(SystemExit, match="stop-at-dead-end stops multi-turn episodes"):
         parse_options(["--stop-at-dead-end", "true", "--interaction", "single-pass"])
     assert parse_options(["--stop-at-dead-end", "true"]).stop_at_dead_end
+    with pytest.raises(SystemExit, match="--dead-end-patience is the wait of --stop-at-dead-end"):
+        parse_options(["--dead-end-patience", "3"])
+    with pytest.raises(SystemExit, match="--dead-end-patience must be >= 1"):
+        parse_options(["--stop-at-dead-end", "true", "--dead-end-patience", "0"])
 
 
 def test_pass_rate_filter_keeps_problems_with_group_signal(tmp_path: Path) -> None:

@@ -117,7 +117,24 @@ def test_rollouts_stop_at_a_dead_end_when_asked() -> None:
         assert not again.dead_end and not again.truncated and again.replies[-1] == r.replay.replies[-1].removesuffix(" dead end")
     torch.manual_seed(0)
     whole = play_episodes(model, tok, problems, temperature=0.5, max_turns=16)
-    assert sum(len(r.completion_ids) for r in stopped) < sum(len(r.completion_ids) for r in whole)
+    torch.manual_seed(0)
+    patient = play_episodes(model, tok, problems, temperature=0.5, max_turns=16, stop_at_dead_end=4)
+    for r in (r for r in patient if r.replay.dead_end):  # four turns in a row ended in lost states
+        lost = [not reachable(s, r.problem.target, r.problem.rules) for s in _states_after_turns(r)]
+        assert lost[-4:] == [True] * 4 and (len(lost) == 4 or not lost[-5])
+    tokens = [sum(len(r.completion_ids) for r in rs) for rs in (stopped, patient, whole)]
+    assert tokens[0] < tokens[1] < tokens[2]
+
+
+def _states_after_turns(r: Any) -> list[tuple]:
+    """The state each turn of a rollout ended in (a refused or unreadable turn leaves it as it was)."""
+    state, states = tuple(r.problem.numbers), []
+    by_turn = {t["turn"]: t for t in r.replay.transitions if t["valid"]}
+    for i in range(r.replay.turns_played):
+        if i in by_turn:
+            state = by_turn[i]["next_state"]
+        states.append(state)
+    return states
 
 
 def test_rollout_func_refuses_unknown_and_chat_prompts() -> None:

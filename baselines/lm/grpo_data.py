@@ -75,7 +75,8 @@ def run_inputs(plan: GRPOPlan, problems: list[Problem], validation: list[Problem
         from countdown_gym.integrations.trl_rollout import rollout_task
 
         dataset, rollout_func = rollout_task(problems, max_turns=opts.max_turns, max_turn_tokens=opts.max_turn_tokens,
-                                             prompt_style=opts.prompt_style, stop_at_dead_end=opts.stop_at_dead_end)
+                                             prompt_style=opts.prompt_style,
+                                             stop_at_dead_end=opts.dead_end_patience if opts.stop_at_dead_end else 0)
         return RunInputs(dataset, rollout_func, [])
     from datasets import Dataset
 

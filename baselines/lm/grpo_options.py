@@ -52,6 +52,9 @@ class Options:
     reach (the reply ends ``dead end``; reward as any unsolved episode). Spares the turns a model that never undoes
     spends in a lost game; validation and --test-eval play whole episodes. The shipped model undoes out of dead
     states in most of its sampled successes, and learns less with it (docs/results/llm_grpo_dead_ends.md)."""
+    dead_end_patience: int = 1
+    """With --stop-at-dead-end: the turns in a row an episode may end in a lost state before it stops (1: at the move
+    that loses the target; k: an undo within k - 1 turns plays on)."""
     preset: str = "longproc-0.5k"
     """Frozen split preset to train on (train split) and validate on (validation split)."""
     prompt_style: str = "compact"
@@ -175,12 +178,14 @@ class Options:
         if not self.temperature > 0:
             raise ValueError(f"--temperature must be > 0, got {self.temperature}")
         dataclass_cli.check_min(self, 1, "steps", "prompts_per_step", "max_completion_length", "max_prompt_length", "threads",
-                                "eval_batch_size", "max_turns", "max_turn_tokens")
+                                "eval_batch_size", "max_turns", "max_turn_tokens", "dead_end_patience")
         dataclass_cli.check_min(self, 0, "learning_rate", "beta", "eval_interval", "eval_problems", "eval_samples",
                                 "save_steps", "train_problems", "test_problems", "max_tokens_per_micro_batch", "gpu_memory_gb",
                                 "max_minutes")
         if self.micro_batch_size is not None:
             dataclass_cli.check_min(self, 0, "micro_batch_size")
+        if self.dead_end_patience != 1 and not self.stop_at_dead_end:
+            raise ValueError("--dead-end-patience is the wait of --stop-at-dead-end: add --stop-at-dead-end true")
         if self.num_generations < 2:
             raise ValueError(f"--num-generations must be >= 2 (GRPO compares completions within a group), got {self.num_generations}")
         if not 0.0 <= self.min_pass_rate < self.max_pass_rate <= 1.0:

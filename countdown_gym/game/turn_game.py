@@ -58,14 +58,20 @@ class TurnEpisode:
     ``use_all`` rules: the last number equals the target; otherwise: a result equals it) or on
     ``give up``; it is *truncated* after ``max_turns`` turns, and, with ``stop_at_dead_end``, after a legal move
     from which the exact solver finds the target out of reach (its reply ends with ``dead end``: a training
-    option that spares the turns an agent that never undoes would spend in a lost game). The terminal reward is
+    option that spares the turns an agent that never undoes would spend in a lost game). An int ``k`` > 1 waits:
+    the episode stops after ``k`` turns in a row that end in a lost state, so an agent that undoes within ``k - 1``
+    turns of losing the target plays on (``True`` is 1, ``False`` 0). The terminal reward is
     ``verify(problem, <Solution> of the moves on the path).reward``: 1.0 for a win, else 0.0.
     """
 
     def __init__(self, problem: Problem, rules: Rules | None = None, max_turns: int = DEFAULT_MAX_TURNS,
-                 max_turn_chars: int = 200, *, stop_at_dead_end: bool = False) -> None:
+                 max_turn_chars: int = 200, *, stop_at_dead_end: bool | int = False) -> None:
+        if isinstance(stop_at_dead_end, float) or int(stop_at_dead_end) < 0:
+            raise ValueError(f"stop_at_dead_end must be a bool or an int >= 0, got {stop_at_dead_end!r}")
         self.problem = problem
-        self.stop_at_dead_end = stop_at_dead_end
+        self.stop_at_dead_end = int(stop_at_dead_end)
+        self._lost = False  # the current state cannot reach the target (tracked with stop_at_dead_end)
+        self._lost_turns = 0
         self.dead_end = False
         """Whether the episode stopped at a dead end (``stop_at_dead_end``)."""
         self.rules = rules or problem.rules
@@ -126,7 +132,7 @@ class TurnEpisode:
             self.invalid_turns += 1
         if res.terminated:
             return self._end(res, terminated=True)
-        if self.stop_at_dead_end and turn.kind == "move" and res.valid and not reachable(self.state, self.target, self.rules):
+        if self.stop_at_dead_end and self._lost_for_long(turn.kind, res.valid):
             self.dead_end = True
             res.reply = f"{res.reply.rstrip()} {DEAD_END}"
             return self._end(res, terminated=False)
@@ -134,6 +140,14 @@ class TurnEpisode:
             res.reply = res.reply.rstrip() + " turn limit"
             return self._end(res, terminated=False)
         return res
+
+    def _lost_for_long(self, kind: str, valid: bool) -> bool:
+        """Whether this turn ends the ``stop_at_dead_end``-th turn in a row in a lost state (the solver runs only when
+        a legal move or an undo changed the state)."""
+        if valid and kind in ("move", "undo"):
+            self._lost = not reachable(self.state, self.target, self.rules)
+        self._lost_turns = self._lost_turns + 1 if self._lost else 0
+        return self._lost_turns >= self.stop_at_dead_end
 
     def _move(self, state: tuple[Number, ...], a: Number, op: str, b: Number, stated: Number | None) -> TurnResult:
         move = (a, op, b, stated)

@@ -96,7 +96,7 @@ class Episode:
     """Book-keeping of one episode while it is generated: its tokens, which are the model's, and its turns."""
 
     def __init__(self, problem: Problem, prompt: str, prompt_ids: list[int], max_turns: int, *,
-                 stop_at_dead_end: bool = False) -> None:
+                 stop_at_dead_end: bool | int = False) -> None:
         self.problem, self.prompt, self.prompt_ids = problem, prompt, prompt_ids
         self.game = TurnEpisode(problem, max_turns=max_turns, stop_at_dead_end=stop_at_dead_end)
         self.completion: list[int] = []

@@ -92,7 +92,7 @@ def play_episodes(
     peek_from: int = PEEK_FROM,
     graphs: bool | None = None,
     stats: dict[str, float] | None = None,
-    stop_at_dead_end: bool = False,
+    stop_at_dead_end: bool | int = False,
 ) -> list[TurnRollout]:
     """Play one multi-turn episode of each problem with ``model``, ``batch_size`` episodes at a time (the engine of
     :mod:`countdown_gym.integrations.rollout_engine`).
@@ -109,7 +109,8 @@ def play_episodes(
     writes and look as soon as none does (0: never). ``graphs``: the direct decoder replays its one-token
     steps as CUDA graphs (default: on CUDA). ``stats``: a dict that receives the engine's counters (decode
     steps, looks, turns, seconds spent playing turns on the host, CUDA graphs captured). ``stop_at_dead_end``: an
-    episode stops after a legal move from which the target is out of reach (``TurnEpisode``; for training).
+    episode stops after a legal move from which the target is out of reach, or with an int k after k turns in a
+    row in such states (``TurnEpisode``; for training).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -226,7 +227,7 @@ def make_rollout_func(
     max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS,
     prompt_style: str = "compact",
     batch_size: int = 256,
-    stop_at_dead_end: bool = False,
+    stop_at_dead_end: bool | int = False,
 ) -> Callable[[list[Any], Any], dict[str, list[Any]]]:
     """A ``rollout_func`` for ``trl.GRPOTrainer``: plays each prompt's problem as a multi-turn episode
     (``stop_at_dead_end``: each stops after a move that loses the target, :func:`play_episodes`).
@@ -290,7 +291,7 @@ def rollout_task(
     max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS,
     prompt_style: str = "compact",
     batch_size: int = 256,
-    stop_at_dead_end: bool = False,
+    stop_at_dead_end: bool | int = False,
 ) -> tuple[Any, Callable[[list[Any], Any], dict[str, list[Any]]]]:
     """The ``train_dataset`` and the ``rollout_func`` of a multi-turn ``GRPOTrainer`` on ``problems``
     (:func:`rollout_dataset` and :func:`make_rollout_func`), made with the same turn budget and prompt style, so
