@@ -425,18 +425,24 @@ def test_policy_weights_are_float32_whatever_the_saved_dtype(tmp_path: Path, mon
         llm_grpo.parse_options(["--model-dtype", "float16x"])
 
 
-def test_ctrl_c_saves_a_checkpoint_after_the_step_and_resume_continues(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _three_tiny_steps(tmp_path: Path, **kw: Any) -> Options:
+    """A 3-step sparse run of a tiny saved Llama in ``tmp_path / "run"``, no validation between, no test."""
     from baselines.lm.tiny_lm import save_pretrained
-    from countdown_gym.runkit import runs
 
     model, tok = _tiny("llama")
     save_pretrained(model, tok, tmp_path / "model")
-    out = tmp_path / "run"
-    opts = Options(
+    return Options(
         model=str(tmp_path / "model"), rewards="sparse", steps=3, prompts_per_step=2, num_generations=2,
-        max_completion_length=8, eval_interval=0, eval_problems=2, eval_samples=0, output_dir=str(out),
-        save_steps=100, train_problems=8, quiet=True, test_eval=False,
+        max_completion_length=8, eval_interval=0, eval_problems=2, eval_samples=0, output_dir=str(tmp_path / "run"),
+        save_steps=100, train_problems=8, quiet=True, test_eval=False, **kw,
     )
+
+
+def test_ctrl_c_saves_a_checkpoint_after_the_step_and_resume_continues(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from countdown_gym.runkit import runs
+
+    opts = _three_tiny_steps(tmp_path)
+    out = Path(opts.output_dir)
 
     class CtrlCAtOnce(runs.StopRequest):
         def __enter__(self):
@@ -456,16 +462,8 @@ def test_ctrl_c_saves_a_checkpoint_after_the_step_and_resume_continues(tmp_path:
 def test_max_minutes_ends_training_after_the_step_then_saves_and_evaluates(tmp_path: Path) -> None:
     """--max-minutes: the step that ends past the limit is the last; the run saves final/, validates at that step and
     says it stopped early; --steps stays the upper bound, a negative limit is a usage error."""
-    from baselines.lm.tiny_lm import save_pretrained
-
-    model, tok = _tiny("llama")
-    save_pretrained(model, tok, tmp_path / "model")
-    out = tmp_path / "run"
-    opts = Options(
-        model=str(tmp_path / "model"), rewards="sparse", steps=3, prompts_per_step=2, num_generations=2,
-        max_completion_length=8, eval_interval=0, eval_problems=2, eval_samples=0, output_dir=str(out),
-        save_steps=100, train_problems=8, quiet=True, test_eval=False, max_minutes=1e-9,
-    )
+    opts = _three_tiny_steps(tmp_path, max_minutes=1e-9)
+    out = Path(opts.output_dir)
     summary = llm_grpo.train(opts)
     assert summary["steps"] == 1 and summary["last"]["step"] == 1 and summary["stopped_by_time_limit"]
     assert (out / "final" / "model.safetensors").exists()
