@@ -446,15 +446,17 @@ def test_render_ansi_and_human(capsys):
     assert "21 + 16 = 37" in capsys.readouterr().out
 
 
-def test_maskable_ppo_trains_on_the_registered_env():
+def test_maskable_ppo_trains_on_the_registered_env(tmp_path):
     pytest.importorskip("sb3_contrib")
     import torch
     from sb3_contrib import MaskablePPO
     from sb3_contrib.common.maskable.utils import get_action_masks
+    from stable_baselines3.common.logger import configure
 
     torch.set_num_threads(1)
     env = gym.make("Countdown-v0")
     model = MaskablePPO("MlpPolicy", env, n_steps=32, batch_size=16, n_epochs=1, seed=0, device="cpu")
+    model.set_logger(configure(str(tmp_path), []))  # SB3's default logger makes a /tmp/SB3-<date> folder per run
     model.learn(64)
     assert get_action_masks(model.get_env()).shape == (1, 48)
 

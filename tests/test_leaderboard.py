@@ -576,6 +576,9 @@ def test_submit_a_saved_maskable_ppo_model_behind_a_wrapper(tmp_path, capsys):
     flip = load_object(f"{tmp_path / 'cg_flip_wrapper.py'}:Flip", "wrapper")
     env = flip(CountdownEnv(preset=PRESET, split="train"), sign=-1.0)
     model = sb3_contrib.MaskablePPO("MlpPolicy", env, n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    from stable_baselines3.common.logger import configure
+
+    model.set_logger(configure(str(tmp_path / "sb3_logs"), []))  # not SB3's default /tmp/SB3-<date> folder
     model.learn(32)
     model.save(tmp_path / "model.zip")
     out = tmp_path / "ppo.jsonl"
