@@ -37,6 +37,7 @@ from baselines.lm.grpo_model import DEFAULT_MODEL, DEFAULT_TURN_MODEL, ROOT
 from baselines.lm.grpo_options import RESUMABLE_CHANGES
 from baselines.lm.grpo_options import Options as GRPOOptions
 from countdown_gym import dataclass_cli
+from countdown_gym.runkit.runs import write_text_atomic
 
 VARIANTS = ("sparse", "oracle-reachable", "oracle-perfect", "critic", "clipo")
 """The seed paper's comparison: sparse, the oracle (reachable: +/- per move), the paper's perfect-move oracle,
@@ -201,7 +202,7 @@ def test_eval(args: Options, model_path: str, cache: Path) -> dict[str, Any]:
                 max_new_tokens=args.max_completion_length, samples=args.test_samples, sampling=Sampling(temperature=args.temperature),
                 batch_size=64, seed=12345,
             )
-    cache.write_text(json.dumps({**row, "settings": test_settings(args)}, indent=2) + "\n")
+    write_text_atomic(cache, json.dumps({**row, "settings": test_settings(args)}, indent=2) + "\n")
     return row
 
 
@@ -255,7 +256,7 @@ def training_minutes(runs_dir: Path, this_call: float) -> float:
     total = json.loads(path.read_text())["train_minutes"] if path.exists() else 0.0
     if this_call > 0.5:  # this call trained
         total += this_call
-        path.write_text(json.dumps({"train_minutes": round(total, 1)}) + "\n")
+        write_text_atomic(path, json.dumps({"train_minutes": round(total, 1)}) + "\n")
     return total
 
 

@@ -45,7 +45,7 @@ from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import build_prompt, render_chat_prompt
 from countdown_gym.game.verifier import verify
 from countdown_gym.leaderboard.score import pass_at_k  # one home: the leaderboard scores the same way
-from countdown_gym.runkit.runs import run_directory
+from countdown_gym.runkit.runs import run_directory, write_text_atomic
 
 T = TypeVar("T")
 
@@ -417,7 +417,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(json.dumps(metrics, indent=2))
     print(f"completions written to {out}")
     if cfg.results_json:
-        Path(cfg.results_json).write_text(json.dumps(metrics, indent=2) + "\n")
+        write_text_atomic(cfg.results_json, json.dumps(metrics, indent=2) + "\n")
     if cfg.pass_rates:
         n = write_pass_rates(cfg.pass_rates, problems, score(problems, res["completions_sampled"]))
         print(f"pass rates of {n} problems written to {cfg.pass_rates}")

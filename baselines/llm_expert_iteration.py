@@ -121,7 +121,7 @@ def main(opts: Options) -> int:
     else:
         rows, stats = solved_episodes(opts)
         write_text_atomic(episodes, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
-        record.write_text(json.dumps({"sampling": sampling, "stats": stats}, indent=2) + "\n")
+        write_text_atomic(record, json.dumps({"sampling": sampling, "stats": stats}, indent=2) + "\n")
     print(json.dumps(stats, indent=2))
     if not stats["distinct_solved_episodes"]:
         raise SystemExit("no episode was solved: nothing to fine-tune on (more --samples or a higher --temperature)")
@@ -137,7 +137,7 @@ def main(opts: Options) -> int:
         threads=opts.threads, resume=opts.resume, progress=opts.progress,
     )  # fmt: skip
     summary = train(cfg)
-    (out / "summary.json").write_text(json.dumps({"options": asdict(opts), "episodes": stats, "sft": summary}, indent=2) + "\n")
+    write_text_atomic(out / "summary.json", json.dumps({"options": asdict(opts), "episodes": stats, "sft": summary}, indent=2) + "\n")
     return 130 if summary.get("interrupted") else 0
 
 

@@ -171,7 +171,7 @@ def train(opts: Options) -> dict[str, Any]:
     summary.update(interaction=opts.interaction, step_profile=profile.summary(), train_seconds=seconds, output_dir=str(out), best_dir=str(out / validation.BEST_DIR),
                    train_problems=len(train_problems), train_pass_rates=str(plan.pass_rates) if plan.pass_rates else None)
     if main_process:  # the other processes hold no validation rows
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        runs.write_text_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
         if test is not None:
             runs.write_text_atomic(out / "README.md", run_card(plan, validation.rows, trainer.state.global_step,
                                                                profile.summary(), summary["test"]))

@@ -59,7 +59,14 @@ from baselines.sb3.policy import MoveFeatures, PerActionPolicy, load_model
 from countdown_gym import Problem, dataclass_cli, load_split
 from countdown_gym.data.splits import SPLIT_SPEC
 from countdown_gym.rewards.variants import get_variant, variant_names
-from countdown_gym.runkit.runs import MetricsLog, StopRequest, prepare_run, read_options, truncate_rows
+from countdown_gym.runkit.runs import (
+    MetricsLog,
+    StopRequest,
+    prepare_run,
+    read_options,
+    truncate_rows,
+    write_text_atomic,
+)
 from countdown_gym.runkit.tracking import report_to_names
 
 NET_ARCH = [256, 256]  # the MlpPolicy's default layers
@@ -406,7 +413,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "validation_seconds": round(curve.eval_seconds, 1), "eval_seconds": round(eval_seconds, 1),
         "vec_env": args.vec_env, "lookahead": args.lookahead, "log_ratios": args.log_ratios, "children": args.children,
     }
-    (out / "result.json").write_text(json.dumps(result, indent=2))
+    write_text_atomic(out / "result.json", json.dumps(result, indent=2) + "\n")
     print(json.dumps(result))
     if args.submit:
         write_submission(args, problems, moves, result, command)

@@ -24,7 +24,7 @@ from transformers import TrainerCallback
 from baselines.lm.generation import Sampling, generate
 from baselines.lm.tiny_lm import save_pretrained
 from countdown_gym.integrations.trl import replay
-from countdown_gym.runkit.runs import MetricsLog, Panel
+from countdown_gym.runkit.runs import MetricsLog, Panel, write_text_atomic
 
 EVAL_FIELDS = (
     "step",
@@ -233,7 +233,7 @@ class ValidationCallback(TrainerCallback):
 
     def _save_best(self, model: Any, row: dict[str, Any]) -> None:
         best = save_pretrained(model, self.tokenizer, self.dir / self.BEST_DIR)
-        (best / "validation.json").write_text(json.dumps(row, indent=2) + "\n")
+        write_text_atomic(best / "validation.json", json.dumps(row, indent=2) + "\n")
 
     def best(self) -> dict[str, Any] | None:
         """The validation row of the saved best model: highest greedy success, earliest on ties (None before
