@@ -24,7 +24,6 @@ import math
 import multiprocessing
 import os
 import shlex
-import statistics
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from typing import Any, Literal
 from baselines.lm.grpo_model import DEFAULT_MODEL, DEFAULT_TURN_MODEL, ROOT
 from baselines.lm.grpo_options import RESUMABLE_CHANGES
 from baselines.lm.grpo_options import Options as GRPOOptions
+from baselines.reward_curves import seed_spread
 from countdown_gym import dataclass_cli
 from countdown_gym.runkit.runs import write_text_atomic
 
@@ -232,17 +232,12 @@ def _se(p: float, n: int) -> float:
     return math.sqrt(max(p * (1 - p), 1e-12) / max(n, 1))
 
 
-def _seed_se(xs: list[float]) -> float:
-    """The standard error of the mean of per-seed values (at least two)."""
-    return statistics.stdev(xs) / math.sqrt(len(xs))
-
-
 def summarise(variant: str, per_seed: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean and SE over seeds of the test greedy success, and the seeds' mean of the other figures."""
     xs = [float(x["greedy_success"]) for x in per_seed]
     mean = sum(xs) / len(xs)
     n = int(per_seed[0]["problems"])
-    se = _seed_se(xs) if len(xs) > 1 else _se(mean, n)
+    se = seed_spread(xs) if len(xs) > 1 else _se(mean, n)
     row: dict[str, Any] = {"variant": variant, "mean": mean, "se": se, "per_seed": xs}
     for key in ("val_first", "val_last", "s_per_step", "steps"):
         row[key] = sum(float(x[key]) for x in per_seed) / len(per_seed)
@@ -305,7 +300,7 @@ def paired_across_seeds(rows: list[dict[str, Any]], seeds: list[int]) -> list[st
     tests = []
     for a, b in combinations(rows, 2):
         d = [x - y for x, y in zip(a["per_seed"], b["per_seed"], strict=True)]
-        mean, se = sum(d) / len(d), _seed_se(d)
+        mean, se = sum(d) / len(d), seed_spread(d)
         p = float(ttest_rel(a["per_seed"], b["per_seed"]).pvalue) if se > 0 else (1.0 if mean == 0 else 0.0)
         tests.append([a["variant"], b["variant"], mean, se, p])
     order = sorted(range(len(tests)), key=lambda i: tests[i][4])

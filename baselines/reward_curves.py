@@ -42,7 +42,9 @@ def read_curves(path: str | Path) -> list[Row]:
         return [(r["variant"], int(r["seed"]), int(r["step"]), float(r["success"])) for r in reader]
 
 
-def _spread(xs: Sequence[float], kind: str) -> float:
+def seed_spread(xs: Sequence[float], kind: Literal["std", "se"] = "se") -> float:
+    """The standard deviation (``std``) or the standard error of the mean (``se``) of per-seed values; 0 for fewer
+    than two."""
     if len(xs) < 2:
         return 0.0
     m = sum(xs) / len(xs)
@@ -50,7 +52,7 @@ def _spread(xs: Sequence[float], kind: str) -> float:
     return sd if kind == "std" else sd / math.sqrt(len(xs))
 
 
-def mean_curve(points: Sequence[tuple[int, int, float]], spread: str = "se") -> tuple[list[float], list[float], list[float]]:
+def mean_curve(points: Sequence[tuple[int, int, float]], spread: Literal["std", "se"] = "se") -> tuple[list[float], list[float], list[float]]:
     """Steps, means over seeds and ``spread`` of ``(seed, step, value)`` points: the steps every seed reached, then,
     when the seeds' last steps differ, their last values at the mean of their last steps."""
     by_seed: dict[int, dict[int, float]] = {}
@@ -61,7 +63,7 @@ def mean_curve(points: Sequence[tuple[int, int, float]], spread: str = "se") -> 
     lasts = [max(d) for d in by_seed.values()]
     if len(set(lasts)) > 1:
         cols.append((sum(lasts) / len(lasts), [d[max(d)] for d in by_seed.values()]))
-    return [k for k, _ in cols], [sum(xs) / len(xs) for _, xs in cols], [_spread(xs, spread) for _, xs in cols]
+    return [k for k, _ in cols], [sum(xs) / len(xs) for _, xs in cols], [seed_spread(xs, spread) for _, xs in cols]
 
 
 def figure(rows: Sequence[Row], *, title: str, xlabel: str, ylabel: str, spread: Literal["std", "se"] = "se") -> Any:
