@@ -125,7 +125,10 @@ def train(opts: Options) -> dict[str, Any]:
     trainer = trainer_class(model=model, reward_funcs=funcs, args=config, train_dataset=inputs.dataset, processing_class=tokenizer,
                             callbacks=callbacks, rollout_func=inputs.rollout_func, **credit)
     attach_reporting(trainer, validation, out)
-    trainer.add_callback(RunCardCallback(out / "README.md", lambda step: run_card(plan, validation.rows, step, profile.summary())))
+    test_result: dict[str, Any] = {}  # the held-out comparison, on the card once the run has it
+    card = RunCardCallback(out / "README.md", lambda step: run_card(plan, validation.rows, step, profile.summary(),
+                                                                    test_result or None))
+    trainer.add_callback(card)
     profile.attach(trainer)
     if clipo is not None:
         clipo.bind(trainer)
@@ -167,14 +170,14 @@ def train(opts: Options) -> dict[str, Any]:
         summary["stopped_by_time_limit"] = True
         print(f"stopped at step {trainer.state.global_step} of {opts.steps}: --max-minutes {opts.max_minutes:g} reached", flush=True)
     if test is not None:
-        summary["test"] = test.end(trainer.model)
+        test_result.update(test.end(trainer.model))
+        summary["test"] = test_result
     summary.update(interaction=opts.interaction, step_profile=profile.summary(), train_seconds=seconds, output_dir=str(out), best_dir=str(out / validation.BEST_DIR),
                    train_problems=len(train_problems), train_pass_rates=str(plan.pass_rates) if plan.pass_rates else None)
     if main_process:  # the other processes hold no validation rows
         runs.write_text_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
-        if test is not None:
-            runs.write_text_atomic(out / "README.md", run_card(plan, validation.rows, trainer.state.global_step,
-                                                               profile.summary(), summary["test"]))
+        if test is not None:  # the card of the end (written at on_train_end) with the held-out comparison added
+            card.write(trainer.state.global_step)
     return summary
 
 

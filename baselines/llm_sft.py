@@ -36,6 +36,7 @@ from tqdm import tqdm
 
 from baselines.llm_eval import score
 from baselines.lm.generation import generate
+from baselines.lm.held_out import greedy_solved
 from baselines.lm.sft_options import RESUME_MAY_CHANGE, SFTConfig
 from baselines.lm.tiny_lm import (
     build_model,
@@ -51,7 +52,7 @@ from countdown_gym.game.compact_trace import CompactTraceConfig, compact_trace, 
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import compact_prompt
 from countdown_gym.game.turn_trace import conversation, turn_trace
-from countdown_gym.integrations.trl_rollout import conversation_ids, play_episodes
+from countdown_gym.integrations.trl_rollout import conversation_ids
 from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest, prepare_run
 from countdown_gym.runkit.tracking import Tracker
 
@@ -176,8 +177,8 @@ def lr_at(step: int, cfg: SFTConfig, elapsed: float = 0.0) -> float:
 def validation_success(model, tokenizer, problems: list[Problem], cfg: SFTConfig) -> float:
     """Greedy success rate on ``problems`` under the real verifier (multi-turn: episodes solved)."""
     if cfg.interaction == "multi-turn":
-        rollouts = play_episodes(model, tokenizer, problems, max_turns=cfg.max_turns, greedy=True, batch_size=cfg.eval_batch_size)
-        return sum(r.solved for r in rollouts) / max(len(rollouts), 1)
+        solved = greedy_solved(model, tokenizer, problems, max_turns=cfg.max_turns, batch_size=cfg.eval_batch_size)
+        return sum(solved) / max(len(solved), 1)
     model.eval()
     prompts = [compact_prompt(p) for p in problems]
     outs, _ = generate(model, tokenizer, prompts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.eval_batch_size)

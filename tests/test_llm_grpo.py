@@ -391,6 +391,7 @@ def test_two_grpo_steps_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     assert [int(r["step"]) for r in csv.DictReader((out / "metrics.csv").open())] == [0, 1, 2, 3]
     card = (out / "README.md").read_text()  # ours, not TRL's generic model card
     assert card.startswith("# GRPO run `run`") and "trained steps so far: 3" in card and "| 3 |" in card
+    assert "test success (greedy, 6 held-out test problems" in card  # the end's card holds the held-out comparison
     command = card.split("```bash\n")[1].split("\n```")[0]
     # the card records what ran: --interaction auto resolved (a model without training.json: single-pass)
     assert llm_grpo.parse_options(shlex.split(command)[2:]) == dataclasses.replace(opts, resume=False, interaction="single-pass")

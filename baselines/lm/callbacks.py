@@ -370,13 +370,17 @@ class RunCardCallback(TrainerCallback):
     def __init__(self, path: str | Path, render: Any) -> None:
         self.path, self.render = Path(path), render
 
-    def _write(self, state: Any) -> None:
-        if state.is_world_process_zero:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text(self.render(state.global_step))
+    def write(self, step: int) -> None:
+        """Render the card at ``step`` and replace the file whole (a kill mid-write leaves the previous card)."""
+        from countdown_gym.runkit.runs import write_text_atomic
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(self.path, self.render(step))
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._write(state)
+        if state.is_world_process_zero:
+            self.write(state.global_step)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._write(state)
+        if state.is_world_process_zero:
+            self.write(state.global_step)
