@@ -372,8 +372,6 @@ class RunCardCallback(TrainerCallback):
 
     def write(self, step: int) -> None:
         """Render the card at ``step`` and replace the file whole (a kill mid-write leaves the previous card)."""
-        from countdown_gym.runkit.runs import write_text_atomic
-
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.path, self.render(step))
 
