@@ -35,7 +35,7 @@ from typing import Any, Literal
 from baselines.lm.grpo_model import DEFAULT_MODEL, DEFAULT_TURN_MODEL, ROOT
 from baselines.lm.grpo_options import RESUMABLE_CHANGES
 from baselines.lm.grpo_options import Options as GRPOOptions
-from baselines.reward_curves import seed_spread
+from baselines.uncertainty import binomial_se, seed_spread
 from countdown_gym import dataclass_cli
 from countdown_gym.runkit.runs import write_text_atomic
 
@@ -228,16 +228,12 @@ def cached_test_eval(args: Options, cache: Path) -> dict[str, Any] | None:
     return row if row.pop("settings", None) == test_settings(args) else None
 
 
-def _se(p: float, n: int) -> float:
-    return math.sqrt(max(p * (1 - p), 1e-12) / max(n, 1))
-
-
 def summarise(variant: str, per_seed: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean and SE over seeds of the test greedy success, and the seeds' mean of the other figures."""
     xs = [float(x["greedy_success"]) for x in per_seed]
     mean = sum(xs) / len(xs)
     n = int(per_seed[0]["problems"])
-    se = seed_spread(xs) if len(xs) > 1 else _se(mean, n)
+    se = seed_spread(xs) if len(xs) > 1 else binomial_se(mean, n)
     row: dict[str, Any] = {"variant": variant, "mean": mean, "se": se, "per_seed": xs}
     for key in ("val_first", "val_last", "s_per_step", "steps"):
         row[key] = sum(float(x[key]) for x in per_seed) / len(per_seed)
@@ -274,7 +270,7 @@ def reading(rows: list[dict[str, Any]], start: dict[str, Any], n: int) -> list[s
     by = {r["variant"]: r for r in rows}
     for r in rows:
         d = r["mean"] - start["greedy_success"]
-        se = math.hypot(r["se"], _se(start["greedy_success"], n))
+        se = math.hypot(r["se"], binomial_se(start["greedy_success"], n))
         verdict = "a real gain" if d > 1.96 * se else "a real drop" if d < -1.96 * se else "within noise"
         out.append(f"- `{r['variant']}` vs the starting model: {100 * d:+.1f} points (1.96 SE = {196 * se:.1f}): {verdict}.")
         if r["variant"] != "sparse" and "sparse" in by:
@@ -411,7 +407,7 @@ def main(argv: list[str] | None = None) -> None:
         "",
         "| model | test greedy, mean ± SE over seeds | per seed | val greedy start -> end | steps (mean) | s/step |",
         "| --- | --- | --- | --- | --- | --- |",
-        f"| starting model | {100 * start['greedy_success']:.1f}% ± {100 * _se(start['greedy_success'], n):.1f} (binomial) | | | | |",
+        f"| starting model | {100 * start['greedy_success']:.1f}% ± {100 * binomial_se(start['greedy_success'], n):.1f} (binomial) | | | | |",
     ]
     for r in rows:
         lines.append(

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from baselines.uncertainty import seed_spread
 from countdown_gym import dataclass_cli
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -93,7 +94,7 @@ def versus(rates: list[float], sparse: list[float] | None) -> str:
     diff = round(statistics.mean(rates) - statistics.mean(sparse), 3) + 0.0  # + 0.0: no "-0.000"
     if min(len(rates), len(sparse)) < 2:
         return f"{diff:+.3f} (one seed: noise unknown)"
-    se = math.sqrt(sum(statistics.variance(x) / len(x) for x in (rates, sparse)))
+    se = math.hypot(seed_spread(rates), seed_spread(sparse))
     if abs(diff) <= 2 * se:
         return f"{diff:+.3f} (within seed noise)"
     return f"{diff:+.3f} ({'better' if diff > 0 else 'worse'})"
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     for variant in args.variants:
         rs = [r for r in results if r["reward"] == variant]
         rates = by_variant[variant]
-        sd = statistics.stdev(rates) if len(rates) > 1 else 0.0
+        sd = seed_spread(rates, "std")
         speed = statistics.mean(r["env_steps_per_second"] for r in rs)
         lines.append(f"| {variant} | {statistics.mean(rates):.3f} ± {sd:.3f} | "
                      + ", ".join(f"{x:.3f}" for x in rates) + f" | {versus(rates, by_variant.get('sparse'))} | {speed:.0f} |")

@@ -24,9 +24,7 @@ backtracks to the starting numbers.
 from __future__ import annotations
 
 import json
-import math
 import shlex
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -38,6 +36,7 @@ from tqdm import tqdm
 from baselines.lm.eval_options import DTYPES, EvalConfig
 from baselines.lm.generation import Sampling, generate, generate_vllm, vllm_engine
 from baselines.lm.tiny_lm import load_causal_lm
+from baselines.uncertainty import mean_se
 from countdown_gym import dataclass_cli
 from countdown_gym.data.pass_rates import write_pass_rates
 from countdown_gym.data.splits import load_split
@@ -126,20 +125,13 @@ def failure_breakdown(problems: list[Problem], completions: list[str]) -> dict:
     return out
 
 
-def standard_error(values: list[float]) -> float | None:
-    """The standard error of the mean of ``values`` (one per problem); None for fewer than two."""
-    if len(values) < 2:
-        return None
-    return statistics.stdev(values) / math.sqrt(len(values))
-
-
 def sampled_metrics(oks: list[list[bool]], k: int, tokens: int, seconds: float) -> dict:
     """pass@k, per-sample success (problems are the units of the standard errors) and the speed of ``k`` sampled
     completions per problem (``oks``: whether each one succeeded)."""
     per_problem = [pass_at_k(len(o), sum(o), k) for o in oks]
-    return {f"pass@{k}": sum(per_problem) / max(len(oks), 1), f"pass@{k}_se": standard_error(per_problem),
+    return {f"pass@{k}": sum(per_problem) / max(len(oks), 1), f"pass@{k}_se": mean_se(per_problem),
             "per_sample_success": sum(sum(o) for o in oks) / max(sum(len(o) for o in oks), 1),
-            "per_sample_success_se": standard_error([sum(o) / len(o) for o in oks if o]),
+            "per_sample_success_se": mean_se([sum(o) / len(o) for o in oks if o]),
             "sample_tokens_per_s": tokens / seconds if seconds > 0 and tokens else None, "sample_seconds": seconds}
 
 
@@ -196,7 +188,7 @@ def evaluate_turns(cfg: EvalConfig, model, tokenizer, problems: list[Problem], p
     dt = time.time() - t0
     ok = [r.solved for r in greedy]
     res["pass@1_greedy"] = sum(ok) / max(len(ok), 1)
-    res["pass@1_greedy_se"] = standard_error([float(o) for o in ok])
+    res["pass@1_greedy_se"] = mean_se([float(o) for o in ok])
     n_tok = sum(sum(r.env_mask) for r in greedy)
     res["greedy_tokens_per_s"] = n_tok / dt if dt > 0 else None
     res["greedy_seconds"] = dt
@@ -261,7 +253,7 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
     dt = time.time() - t0
     ok = score(problems, greedy)
     res["pass@1_greedy"] = sum(o[0] for o in ok) / max(len(ok), 1)
-    res["pass@1_greedy_se"] = standard_error([float(o[0]) for o in ok])
+    res["pass@1_greedy_se"] = mean_se([float(o[0]) for o in ok])
     res["greedy_tokens_per_s"] = n_greedy_tokens / dt if dt > 0 and n_greedy_tokens else None
     res["greedy_seconds"] = dt
     res["greedy_mean_tokens"] = n_greedy_tokens / max(len(problems), 1)

@@ -11,10 +11,11 @@ re-running anything.
 from __future__ import annotations
 
 import csv
-import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
+
+from baselines.uncertainty import seed_spread
 
 FIELDS = ("variant", "seed", "step", "success")
 Row = tuple[str, int, int, float]
@@ -40,16 +41,6 @@ def read_curves(path: str | Path) -> list[Row]:
         if tuple(reader.fieldnames or ()) != FIELDS:
             raise ValueError(f"{path}: expected the columns {', '.join(FIELDS)}, got {reader.fieldnames}")
         return [(r["variant"], int(r["seed"]), int(r["step"]), float(r["success"])) for r in reader]
-
-
-def seed_spread(xs: Sequence[float], kind: Literal["std", "se"] = "se") -> float:
-    """The standard deviation (``std``) or the standard error of the mean (``se``) of per-seed values; 0 for fewer
-    than two."""
-    if len(xs) < 2:
-        return 0.0
-    m = sum(xs) / len(xs)
-    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
-    return sd if kind == "std" else sd / math.sqrt(len(xs))
 
 
 def mean_curve(points: Sequence[tuple[int, int, float]], spread: Literal["std", "se"] = "se") -> tuple[list[float], list[float], list[float]]:

@@ -11,13 +11,13 @@ problem, the mean success of all of them (per-sample), each with its binomial st
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
+from baselines.uncertainty import binomial_se  # noqa: E402
 from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.data.difficulty import TIER_METRIC, TIER_THRESHOLDS, TIERS, tier  # noqa: E402
 
@@ -90,7 +90,7 @@ def _cell(successes: float, n: int) -> str:
     if not n:
         return "-"
     p = successes / n
-    return f"{p:.1%} ± {math.sqrt(p * (1 - p) / n):.1%}"
+    return f"{p:.1%} ± {binomial_se(p, n):.1%}"
 
 
 def markdown(results: list[dict[str, Any]]) -> str:
@@ -138,7 +138,7 @@ def plot(results: list[dict[str, Any]], path: str | Path) -> None:
     for k, t in enumerate(TIERS):
         n = np.array([r["tiers"][t]["problems"] for r in results])
         p = np.array([r["tiers"][t]["first"] for r in results]) / np.maximum(n, 1)
-        ax.bar(x + (k - 1) * width, p, width, yerr=np.sqrt(p * (1 - p) / np.maximum(n, 1)), capsize=2, label=t)
+        ax.bar(x + (k - 1) * width, p, width, yerr=[binomial_se(q, m) for q, m in zip(p, n, strict=True)], capsize=2, label=t)
     ax.set_xticks(x, [r["agent"] for r in results], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("success of the first answer")
     ax.set_xlabel("agent (re-verified submission)")

@@ -367,10 +367,16 @@ def test_agent_name_of_a_run_folder():
     assert name("baselines/checkpoints/countdown-tiny-lm") == "countdown-tiny-lm" and name("Qwen/Qwen2.5-0.5B") == "Qwen2.5-0.5B"
 
 
-def test_standard_error_of_a_rate():
-    assert llm_eval.standard_error([1.0]) is None
+def test_standard_errors():
+    from baselines.uncertainty import binomial_se, mean_se, seed_spread
+
+    assert mean_se([1.0]) is None
     # 3 of 10 problems right: sample std sqrt(0.3 * 0.7 * 10 / 9), over sqrt(10)
-    assert llm_eval.standard_error([1.0] * 3 + [0.0] * 7) == pytest.approx((0.21 * 10 / 9) ** 0.5 / 10**0.5)
+    assert mean_se([1.0] * 3 + [0.0] * 7) == pytest.approx((0.21 * 10 / 9) ** 0.5 / 10**0.5)
+    assert binomial_se(0.3, 10) == pytest.approx((0.21 / 10) ** 0.5)
+    assert binomial_se(0.0, 1000) == 0.0 and binomial_se(0.5, 0) == 0.0
+    assert seed_spread([0.1]) == 0.0 and seed_spread([0.1, 0.3], "std") == pytest.approx(2**0.5 / 10)
+    assert seed_spread([0.1, 0.3]) == pytest.approx(0.1)
 
 
 def test_eval_offset_and_pass_rates(tmp_path):

@@ -15,13 +15,13 @@ standard error, the difference with the standard error of the per-problem differ
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from baselines.uncertainty import binomial_se, mean_se
 from countdown_gym.game.problem import Problem
 
 
@@ -85,14 +85,13 @@ def paired_difference(start: Sequence[bool], end: Sequence[bool]) -> dict[str, f
     n = len(start)
     d = [int(b) - int(a) for a, b in zip(start, end, strict=True)]
     mean = sum(d) / n
-    var = sum((x - mean) ** 2 for x in d) / (n - 1) if n > 1 else 0.0
     p0, p1 = sum(map(bool, start)) / n, sum(map(bool, end)) / n
     gained, lost = d.count(1), d.count(-1)
     return {
         "problems": n,
-        "start": p0, "start_se": math.sqrt(p0 * (1 - p0) / n),
-        "end": p1, "end_se": math.sqrt(p1 * (1 - p1) / n),
-        "difference": mean, "difference_se": math.sqrt(var / n),
+        "start": p0, "start_se": binomial_se(p0, n),
+        "end": p1, "end_se": binomial_se(p1, n),
+        "difference": mean, "difference_se": mean_se(d) or 0.0,
         "gained": gained, "lost": lost,
         "p_value": binomtest(gained, gained + lost, 0.5).pvalue if gained + lost else 1.0,
     }

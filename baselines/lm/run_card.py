@@ -3,13 +3,13 @@ and the summary a finished run prints."""
 
 from __future__ import annotations
 
-import math
 import shlex
 from typing import Any
 
 from baselines.lm.grpo_config import reward_terms
 from baselines.lm.grpo_options import GRPOPlan, Options
 from baselines.lm.step_profile import PARTS
+from baselines.uncertainty import binomial_se
 
 
 def command_line(opts: Options) -> str:
@@ -133,7 +133,7 @@ def summary_lines(opts: Options, summary: dict[str, Any]) -> list[str]:
         n = int(first["problems"])
 
         def se(p: float) -> str:  # the binomial standard error of a success rate on n problems
-            return f"± {math.sqrt(max(p * (1 - p), 0.0) / max(n, 1)):.1%}"
+            return f"± {binomial_se(p, n):.1%}"
 
         lines.append(f"validation success (greedy, first {n} validation problems, {summary['interaction']}): start "
                      f"{first['greedy_success']:.1%} {se(first['greedy_success'])} (step {first['step']}) -> final "
