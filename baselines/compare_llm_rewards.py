@@ -145,6 +145,21 @@ def finished(args: Options, variant: str, seed: int) -> bool:
     )
 
 
+def check_run_options(args: Options) -> None:
+    """Every variant's ``llm_grpo.py`` command parsed and checked as its runs will check it, before any run starts: a
+    bad variant or flag stops here with one message instead of one failed run per seed."""
+    from baselines.llm_grpo import parse_options
+
+    for v in args.variants:
+        try:
+            parse_options(run_command(args, v, args.seeds[0])[2:])
+        except SystemExit as exc:
+            if exc.code in (0, None):
+                raise
+            why = exc.code if isinstance(exc.code, str) else "the error above"
+            raise SystemExit(f"compare_llm_rewards.py: the runs of variant {v!r} would be refused: {why}") from None
+
+
 def launch_all(args: Options, runs: list[tuple[str, int]]) -> None:
     """Run every unfinished (variant, seed), ``args.jobs`` at a time; logs in ``<run>/stdout.log``."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -354,6 +369,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     variants, seeds = list(args.variants), list(args.seeds)
     runs = [(v, s) for s in seeds for v in variants]
+    check_run_options(args)
     Path(args.runs_dir).mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     launch_all(args, runs)

@@ -386,6 +386,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         if not holds_run(cfg.out, (OPTIONS_FILE, "log.jsonl")):
             raise SystemExit(f"error: --resume: {state_path} not found (no earlier run in {cfg.out})")
         print(f"--resume: no checkpoint in {cfg.out} yet, starting afresh")
+    if cfg.init_from and not resuming:  # a bad --init-from fails before --out is written to (start_run seeds after it)
+        _init_weights(build_model(cfg.model_config()), cfg)
     out, rng = start_run(cfg, markers=CHECKPOINT_FILES, resume=cfg.resume, resuming=resuming,
                          may_change=RESUME_FREE_FIELDS)
     if resuming:  # before the data: fail fast

@@ -573,6 +573,7 @@ def test_init_from_starts_from_a_checkpoint_and_a_wider_child_pool_keeps_its_fun
         train(_cfg(tmp_path / "bad", objective="reach", child_dim=8, hidden=48, steps=5, init_from=str(src)), progress=False)
     with pytest.raises(SystemExit, match="--init-from: critic checkpoint not found"):
         train(_cfg(tmp_path / "none", objective="reach", child_dim=8, steps=5, init_from=str(tmp_path / "nope")), progress=False)
+    assert not (tmp_path / "bad").exists() and not (tmp_path / "none").exists()  # nothing written: a fixed re-run starts
     with pytest.raises(ValueError, match="only by a larger child_dim"):
         widen_child_pool(load_critic(src).model, load_critic(wide).model)
 

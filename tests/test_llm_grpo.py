@@ -614,6 +614,17 @@ def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> No
     assert compare_llm_rewards.run_path(args, "oracle-reachable@step", 2).name == "oracle-reachable-step-s2"
 
 
+def test_comparison_refuses_a_bad_variant_or_flag_before_any_run_starts(tmp_path: Path) -> None:
+    from baselines import compare_llm_rewards
+
+    runs = tmp_path / "runs"
+    with pytest.raises(SystemExit, match="variant 'nope' would be refused: --rewards: unknown reward variant 'nope'"):
+        compare_llm_rewards.main(["--runs-dir", str(runs), "--variants", "sparse,nope"])
+    with pytest.raises(SystemExit, match="variant 'sparse' would be refused"):
+        compare_llm_rewards.main(["--runs-dir", str(runs), "--extra-args", "--beta -1"])
+    assert not runs.exists()
+
+
 def test_comparison_reuses_only_runs_and_test_results_of_the_same_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A re-run with other options retrains (or resumes) the runs and re-evaluates what changed."""
     import subprocess

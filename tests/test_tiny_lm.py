@@ -135,6 +135,12 @@ def test_sft_rejects_a_bad_trace_format_clearly(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_sft_rejects_a_missing_init_from_before_writing_its_run(tmp_path):
+    with pytest.raises(SystemExit, match="--init-from .*nope: no saved model there"):
+        dataclass_cli.parse(llm_sft.SFTConfig, ["--init-from", str(tmp_path / "nope"), "--out", str(tmp_path / "run")])
+    assert not (tmp_path / "run").exists()  # so the corrected command is not refused as "holds a run already"
+
+
 def test_compact_trace_under_rational_rules_stays_integer():
     p = Problem((3, 5, 2, 6), 8, Rules.tinyzero())
     t = compact_trace(p)

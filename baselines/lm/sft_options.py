@@ -91,6 +91,9 @@ class SFTConfig:
             raise ValueError("--episodes holds multi-turn episodes: use it with --interaction multi-turn")
         if self.episodes and not Path(self.episodes).is_file():
             raise ValueError(f"--episodes {self.episodes}: no such file")
+        if self.init_from and not (Path(self.init_from) / "config.json").is_file():  # before --out is written to
+            raise ValueError(f"--init-from {self.init_from}: no saved model there (expected config.json and "
+                             "model.safetensors)")
         report_to_names(self.report_to)  # a ValueError naming --report-to
 
 
