@@ -18,7 +18,7 @@ def binomial_se(p: float, n: int) -> float:
     """The standard error of a success rate ``p`` measured on ``n`` problems; 0 for no problems."""
     if n <= 0:
         return 0.0
-    return math.sqrt(min(max(p * (1 - p), 0.0), 0.25) / n)
+    return math.sqrt(max(p * (1 - p), 0.0) / n)
 
 
 def mean_se(values: Sequence[float]) -> float | None:

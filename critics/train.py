@@ -360,12 +360,20 @@ def _resume(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCriticV1 | 
         return loaded, st
 
 
-def _init_weights(model: NumericalCriticV1 | NumericalCriticV2, cfg: TrainConfig) -> None:
-    """Copy the weights of the checkpoint ``cfg.init_from`` into ``model`` (its architecture must be ``cfg``'s)."""
+def _init_checkpoint(cfg: TrainConfig) -> NumericalCriticV1 | NumericalCriticV2:
+    """The critic of ``cfg.init_from``, loaded and checked against ``cfg``'s model flags (grown into a throwaway model
+    built from them), so that a bad ``--init-from`` fails before the run directory is written."""
     try:
         loaded, _ = load_checkpoint(cfg.init_from)
     except CheckpointError as e:
         raise SystemExit(f"error: --init-from: {e}") from None
+    _init_weights(build_model(cfg.model_config()), loaded, cfg)
+    return loaded
+
+
+def _init_weights(model: NumericalCriticV1 | NumericalCriticV2, loaded: NumericalCriticV1 | NumericalCriticV2,
+                  cfg: TrainConfig) -> None:
+    """Copy the weights of ``loaded`` (the ``--init-from`` critic) into ``model`` (its architecture must be ``cfg``'s)."""
     try:
         load_grown(model, loaded)  # the checkpoint's function, possibly with a wider or an added pool to train
     except ValueError:
@@ -386,8 +394,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         if not holds_run(cfg.out, (OPTIONS_FILE, "log.jsonl")):
             raise SystemExit(f"error: --resume: {state_path} not found (no earlier run in {cfg.out})")
         print(f"--resume: no checkpoint in {cfg.out} yet, starting afresh")
-    if cfg.init_from and not resuming:  # a bad --init-from fails before --out is written to (start_run seeds after it)
-        _init_weights(build_model(cfg.model_config()), cfg)
+    init = _init_checkpoint(cfg) if cfg.init_from and not resuming else None  # before --out is written; start_run seeds after it
     out, rng = start_run(cfg, markers=CHECKPOINT_FILES, resume=cfg.resume, resuming=resuming,
                          may_change=RESUME_FREE_FIELDS)
     if resuming:  # before the data: fail fast
@@ -406,8 +413,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                                     cfg.cache_dir or None, progress=progress, max_train=cfg.max_train_problems)
     data_seconds = time.perf_counter() - t_data
     model = build_model(cfg.model_config())
-    if cfg.init_from and not resuming:
-        _init_weights(model, cfg)
+    if init is not None:
+        _init_weights(model, init, cfg)
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     run, earlier = Progress(0, end, t_start, time.perf_counter()), 0.0
     if resuming:
