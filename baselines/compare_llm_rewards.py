@@ -196,6 +196,7 @@ def test_eval(args: Options, model_path: str, cache: Path) -> dict[str, Any]:
 
     from baselines.lm.callbacks import evaluate_policy, evaluate_turns
     from baselines.lm.generation import Sampling
+    from baselines.lm.grpo_data import first_problems
     from baselines.lm.grpo_model import load_model_and_tokenizer
     from countdown_gym.data.splits import load_split
     from countdown_gym.game.text_format import trainer_prompt
@@ -204,9 +205,8 @@ def test_eval(args: Options, model_path: str, cache: Path) -> dict[str, Any]:
     model, tok = load_model_and_tokenizer(model_path)
     if torch.cuda.is_available():
         model.to("cuda")
-    problems = load_split(args.preset, "test")
-    if args.test_problems:
-        problems = problems[: args.test_problems]
+    problems = first_problems(load_split(args.preset, "test"), args.test_problems, "--test-problems",
+                              f"test problems of {args.preset}")
     with torch.no_grad():
         if args.interaction == "multi-turn":
             row = evaluate_turns(model, tok, problems, max_turns=args.max_turns, samples=args.test_samples,

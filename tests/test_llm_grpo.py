@@ -221,6 +221,21 @@ def test_pass_rate_filter_keeps_problems_with_group_signal(tmp_path: Path) -> No
             parse_options(bad)
 
 
+def test_more_problems_than_a_split_holds_are_all_used_with_a_note(capsys: pytest.CaptureFixture[str]) -> None:
+    from baselines.lm.grpo_data import held_out_problems, run_problems
+
+    plan = GRPOPlan.of(Options(train_pass_rates="none", train_problems=10**6, eval_problems=10**6, test_problems=10**6))
+    train, validation = run_problems(plan)
+    test = held_out_problems(plan)
+    out = capsys.readouterr().out
+    for flag, problems in (("--train-problems", train), ("--eval-problems", validation), ("--test-problems", test)):
+        assert f"note: {flag} 1000000 is more than the {len(problems)} " in out
+    assert (len(test), len(validation)) == (1000, 500)  # the frozen longproc-0.5k splits
+    plan = GRPOPlan.of(Options(train_pass_rates="none", train_problems=7, eval_problems=5, test_problems=3))
+    assert [len(x) for x in run_problems(plan)] == [7, 5] and len(held_out_problems(plan)) == 3
+    assert "note:" not in capsys.readouterr().out
+
+
 def test_failure_breakdown_of_hand_written_completions() -> None:
     from baselines.llm_eval import failure_breakdown
 

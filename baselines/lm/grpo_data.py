@@ -16,6 +16,13 @@ from baselines.lm.grpo_options import GRPOPlan
 from countdown_gym.game.problem import Problem
 
 
+def first_problems(problems: list[Problem], n: int, flag: str, what: str) -> list[Problem]:
+    """The first ``n`` of ``problems`` (0: all); asking for more than there are prints a note that all are used."""
+    if n > len(problems):
+        print(f"note: {flag} {n} is more than the {len(problems)} {what}; all {len(problems)} are used")
+    return problems[: n or None]
+
+
 def run_problems(plan: GRPOPlan) -> tuple[list[Problem], list[Problem]]:
     """The problems of a run: the training problems in the order it draws them (filtered by ``plan.pass_rates``, cut
     to ``--train-problems``, ordered by ``--curriculum``) and the first ``--eval-problems`` validation problems."""
@@ -23,13 +30,14 @@ def run_problems(plan: GRPOPlan) -> tuple[list[Problem], list[Problem]]:
 
     opts = plan.options
     problems = load_split(opts.preset, "train")
-    validation = load_split(opts.preset, "validation")[: opts.eval_problems or None]
+    validation = first_problems(load_split(opts.preset, "validation"), opts.eval_problems, "--eval-problems",
+                                f"validation problems of {opts.preset}")
     if plan.pass_rates is not None:
         from countdown_gym.data.pass_rates import filter_by_pass_rate
 
         problems = filter_by_pass_rate(problems, plan.pass_rates, opts.min_pass_rate, opts.max_pass_rate)
-    if opts.train_problems:
-        problems = problems[: opts.train_problems]
+    problems = first_problems(problems, opts.train_problems, "--train-problems",
+                              "training problems" + (" that pass the pass-rate filter" if plan.pass_rates is not None else ""))
     if opts.curriculum == "staged":  # the prompts in schedule order; the GRPOConfig turns the shuffling off
         from countdown_gym.data.curriculum import Curriculum
 
@@ -46,7 +54,8 @@ def held_out_problems(plan: GRPOPlan) -> list[Problem]:
     the end."""
     from countdown_gym.data.splits import load_split
 
-    return load_split(plan.options.preset, "test")[: plan.options.test_problems or None]
+    return first_problems(load_split(plan.options.preset, "test"), plan.options.test_problems, "--test-problems",
+                          f"test problems of {plan.options.preset}")
 
 
 def single_pass_prompts(plan: GRPOPlan, problems: list[Problem], tokenizer: Any) -> list[Any]:
