@@ -19,7 +19,7 @@ MODULES = sorted(m.name for m in pkgutil.iter_modules(baselines.__path__) if not
 # modules whose imports need an optional extra
 NEEDS = {"sb3_ppo": "sb3_contrib", "compare_rewards": "matplotlib",
          "tiny_lm": "transformers", "llm_eval": "transformers", "llm_sft": "transformers", "llm_callbacks": "transformers",
-         "llm_expert_iteration": "transformers", "llm_rewards": "torch", "step_credit": "trl"}
+         "llm_expert_iteration": "transformers", "llm_grow": "transformers", "llm_rewards": "torch", "step_credit": "trl"}
 
 
 def _env() -> dict[str, str]:

@@ -1,0 +1,122 @@
+"""Grow a saved Llama-style model deeper without changing what it computes (block expansion).
+
+    python baselines/llm_grow.py --model baselines/checkpoints/countdown-tiny-lm-turns --out runs/turns_deep8
+
+writes a model with twice the decoder layers: after each layer of ``--model`` comes a copy of it whose
+attention output projection (``o_proj``) and MLP down projection (``down_proj``) are zero. A zeroed copy adds
+nothing to the residual stream, so the grown model's logits are the original's (up to float rounding) and it
+plays every problem as the original does; its copied layers start learning from the first gradient step,
+because their output projections see non-zero inputs. This is the block expansion of LLaMA Pro (Wu et al.,
+2024), used here to ask whether more capacity lets GRPO or SFT take the embedded model further.
+
+The tokenizer, ``generation_config.json``, ``train_pass_rates.jsonl`` (valid: the grown model plays as the
+original) and ``training.json`` (with a ``grown_from`` entry) are copied, so ``llm_grpo.py``, ``llm_sft.py
+--init-from`` and ``llm_eval.py`` take the grown model as they take the original.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch
+
+from baselines.lm.tiny_lm import count_parameters, load_pretrained
+from countdown_gym import dataclass_cli
+
+COPIED_FILES = ("generation_config.json", "train_pass_rates.jsonl")
+
+
+@dataclass
+class GrowOptions:
+    """Grow a saved Llama-style model deeper, computing the same function (block expansion)."""
+
+    model: str = "baselines/checkpoints/countdown-tiny-lm-turns"
+    """The saved model to grow (a directory with config.json, model.safetensors and tokenizer files)."""
+    out: str = "runs/grown"
+    """Where the grown model is written (must not exist yet)."""
+    every: int = 1
+    """Insert a zeroed copy after every ``every``-th layer (1: twice the layers; 2: one and a half times)."""
+
+    def __post_init__(self) -> None:
+        dataclass_cli.check_min(self, 1, "every")
+
+
+def expand_blocks(model: torch.nn.Module, every: int = 1) -> torch.nn.Module:
+    """A deeper copy of a Llama-style causal LM: after every ``every``-th decoder layer, a copy of that layer
+    with ``o_proj`` and ``down_proj`` zeroed, so the new model computes what ``model`` computes."""
+    if every < 1:
+        raise ValueError(f"every must be >= 1, got {every}")
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None)
+    if layers is None or not all(hasattr(lay, "self_attn") and hasattr(lay, "mlp") for lay in layers):
+        raise ValueError(f"block expansion needs a Llama-style model (model.layers of attention + MLP blocks); "
+                         f"got {type(model).__name__}")
+    grown = copy.deepcopy(model)
+    new_layers = []
+    for i, layer in enumerate(grown.model.layers):
+        new_layers.append(layer)
+        if (i + 1) % every == 0:
+            extra = copy.deepcopy(layer)
+            torch.nn.init.zeros_(extra.self_attn.o_proj.weight)
+            torch.nn.init.zeros_(extra.mlp.down_proj.weight)
+            for proj in (extra.self_attn.o_proj, extra.mlp.down_proj):
+                if proj.bias is not None:
+                    torch.nn.init.zeros_(proj.bias)
+            new_layers.append(extra)
+    for idx, layer in enumerate(new_layers):
+        layer.self_attn.layer_idx = idx  # the KV cache slot of each layer
+    grown.model.layers = torch.nn.ModuleList(new_layers)
+    grown.config.num_hidden_layers = len(new_layers)
+    if getattr(grown.config, "layer_types", None) is not None:
+        grown.config.layer_types = [grown.config.layer_types[0]] * len(new_layers)
+    return grown
+
+
+def grow(opts: GrowOptions) -> Path:
+    """Write the grown model of ``opts.model`` to ``opts.out``; returns ``opts.out``."""
+    src, out = Path(opts.model), Path(opts.out)
+    if out.exists():
+        raise SystemExit(f"--out {out} exists; choose a new directory")
+    try:
+        model, tokenizer = load_pretrained(src)
+    except FileNotFoundError:
+        raise SystemExit(f"--model {src}: no saved model there (expected config.json and model.safetensors)") from None
+    try:
+        grown = expand_blocks(model, opts.every)
+    except ValueError as exc:
+        raise SystemExit(f"--model {src}: {exc}") from None
+    meta_path = src / "training.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    meta["grown_from"] = {"model": str(src), "every": opts.every, "layers": model.config.num_hidden_layers,
+                          "params": count_parameters(model), "method": "block expansion (zeroed o_proj and down_proj)"}
+    meta["model_config"] = grown.config.to_diff_dict()
+    meta["params"] = count_parameters(grown)
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    grown.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "training.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    for name in COPIED_FILES:
+        if (src / name).is_file():
+            shutil.copy2(src / name, tmp / name)
+    (tmp / "README.md").write_text(
+        f"# Grown from {src}\n\n{model.config.num_hidden_layers} -> {grown.config.num_hidden_layers} decoder layers, "
+        f"{count_parameters(model) / 1e6:.2f}M -> {count_parameters(grown) / 1e6:.2f}M parameters, by block expansion "
+        f"(a copy after every {opts.every} layer(s), its o_proj and down_proj zeroed): it plays as the original.\n\n"
+        f"```bash\npython baselines/llm_grow.py --model {src} --out {out} --every {opts.every}\n```\n")
+    tmp.rename(out)  # all or nothing: an interrupted run leaves only the .partial directory
+    print(f"{src}: {model.config.num_hidden_layers} -> {grown.config.num_hidden_layers} layers, "
+          f"{count_parameters(model) / 1e6:.2f}M -> {count_parameters(grown) / 1e6:.2f}M parameters; written to {out}")
+    return out
+
+
+if __name__ == "__main__":
+    grow(dataclass_cli.parse(GrowOptions))

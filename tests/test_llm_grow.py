@@ -1,0 +1,72 @@
+"""baselines/llm_grow.py: block expansion keeps what the model computes and plays, and refuses bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from baselines import llm_grow  # noqa: E402
+from baselines.lm.tiny_lm import TinyLMConfig, build_model, build_tokenizer, load_pretrained  # noqa: E402
+from countdown_gym import load_split  # noqa: E402
+from countdown_gym.integrations.trl_rollout import play_episodes  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TURNS = ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns"
+
+
+def test_grown_model_computes_and_plays_as_the_original(tmp_path):
+    out = llm_grow.grow(llm_grow.GrowOptions(model=str(TURNS), out=str(tmp_path / "deep")))
+    base, tok = load_pretrained(TURNS)
+    grown, _ = load_pretrained(out)
+    assert grown.config.num_hidden_layers == 2 * base.config.num_hidden_layers
+    assert [layer.self_attn.layer_idx for layer in grown.model.layers] == list(range(grown.config.num_hidden_layers))
+    ids = tok(["Numbers: [37,14,29,6] Target: 46\n37-14\n= 23 [29,6,23]\n"], return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        torch.testing.assert_close(grown(ids).logits, base(ids).logits, rtol=0, atol=1e-5)
+    problems = load_split("longproc-0.5k", "test")[:12]
+    played = [play_episodes(m, tok, problems, greedy=True) for m in (base, grown)]
+    assert [r.turns for r in played[0]] == [r.turns for r in played[1]]
+
+    meta = json.loads((out / "training.json").read_text())
+    assert meta["grown_from"]["layers"] == 4 and meta["model_config"]["num_hidden_layers"] == 8
+    assert meta["sft_config"]["interaction"] == "multi-turn"  # llm_grpo's --interaction auto reads it
+    assert (out / "train_pass_rates.jsonl").read_bytes() == (TURNS / "train_pass_rates.jsonl").read_bytes()
+    assert not (tmp_path / "deep.partial").exists()
+
+    # the zeroed projections learn from the first gradient: the copies are not dead weight
+    grown.train()
+    grown(ids, labels=ids).loss.backward()
+    extra = grown.model.layers[1]
+    assert extra.self_attn.o_proj.weight.grad.abs().sum() > 0 and extra.mlp.down_proj.weight.grad.abs().sum() > 0
+
+
+def test_every_second_layer(tmp_path):
+    tok = build_tokenizer()
+    model = build_model(TinyLMConfig(hidden=32, layers=4, heads=2, intermediate=64), tok)
+    grown = llm_grow.expand_blocks(model, every=2)
+    assert grown.config.num_hidden_layers == 6 and model.config.num_hidden_layers == 4
+    ids = tok(["Numbers: [1,2,3,4] Target: 10\n"], return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        torch.testing.assert_close(grown(ids).logits, model(ids).logits, rtol=0, atol=1e-5)
+
+
+def test_bad_input_is_refused_with_a_message(tmp_path):
+    tok = build_tokenizer()
+    gpt2 = build_model(TinyLMConfig(arch="gpt2", hidden=32, layers=1, heads=2, intermediate=64), tok)
+    with pytest.raises(ValueError, match="Llama-style"):
+        llm_grow.expand_blocks(gpt2)
+    with pytest.raises(SystemExit, match="no saved model there"):
+        llm_grow.grow(llm_grow.GrowOptions(model=str(tmp_path / "missing"), out=str(tmp_path / "o")))
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(SystemExit, match="exists"):
+        llm_grow.grow(llm_grow.GrowOptions(model=str(TURNS), out=str(tmp_path / "taken")))
+    proc = subprocess.run([sys.executable, str(ROOT / "baselines" / "llm_grow.py"), "--every", "0"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2 and "--every must be >= 1" in proc.stderr and "Traceback" not in proc.stderr
