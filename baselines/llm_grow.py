@@ -28,6 +28,7 @@ if __package__ in (None, ""):
 
 import torch
 
+from baselines.lm.grpo_model import DEFAULT_TURN_MODEL
 from baselines.lm.tiny_lm import count_parameters, load_pretrained
 from countdown_gym import dataclass_cli
 
@@ -38,7 +39,7 @@ COPIED_FILES = ("generation_config.json", "train_pass_rates.jsonl")
 class GrowOptions:
     """Grow a saved Llama-style model deeper, computing the same function (block expansion)."""
 
-    model: str = "baselines/checkpoints/countdown-tiny-lm-turns"
+    model: str = DEFAULT_TURN_MODEL
     """The saved model to grow (a directory with config.json, model.safetensors and tokenizer files)."""
     out: str = "runs/grown"
     """Where the grown model is written (must not exist yet)."""
