@@ -61,9 +61,10 @@ def expand_blocks(model: torch.nn.Module, every: int = 1) -> torch.nn.Module:
         raise ValueError(f"block expansion needs a Llama-style model (model.layers of attention + MLP blocks); "
                          f"got {type(model).__name__}")
     grown = copy.deepcopy(model)
-    new_layers = []
+    new_layers, sources = [], []
     for i, layer in enumerate(grown.model.layers):
         new_layers.append(layer)
+        sources.append(i)
         if (i + 1) % every == 0:
             extra = copy.deepcopy(layer)
             torch.nn.init.zeros_(extra.self_attn.o_proj.weight)
@@ -72,12 +73,13 @@ def expand_blocks(model: torch.nn.Module, every: int = 1) -> torch.nn.Module:
                 if proj.bias is not None:
                     torch.nn.init.zeros_(proj.bias)
             new_layers.append(extra)
+            sources.append(i)
     for idx, layer in enumerate(new_layers):
         layer.self_attn.layer_idx = idx  # the KV cache slot of each layer
     grown.model.layers = torch.nn.ModuleList(new_layers)
     grown.config.num_hidden_layers = len(new_layers)
     if getattr(grown.config, "layer_types", None) is not None:
-        grown.config.layer_types = [grown.config.layer_types[0]] * len(new_layers)
+        grown.config.layer_types = [grown.config.layer_types[i] for i in sources]  # a copy attends as its source
     return grown
 
 

@@ -57,6 +57,22 @@ def test_every_second_layer(tmp_path):
         torch.testing.assert_close(grown(ids).logits, model(ids).logits, rtol=0, atol=1e-5)
 
 
+def test_a_qwen2_model_with_sliding_layers_grows_too():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=2,
+                      num_key_value_heads=1, max_position_embeddings=64, use_sliding_window=True, sliding_window=4,
+                      max_window_layers=1)
+    model = Qwen2ForCausalLM(cfg).eval()
+    grown = llm_grow.expand_blocks(model)
+    assert grown.config.num_hidden_layers == 6
+    assert grown.config.layer_types == [t for t in model.config.layer_types for _ in range(2)]
+    ids = torch.randint(0, 64, (2, 12))
+    with torch.no_grad():
+        torch.testing.assert_close(grown(ids).logits, model(ids).logits, rtol=0, atol=1e-5)
+
+
 def test_bad_input_is_refused_with_a_message(tmp_path):
     tok = build_tokenizer()
     gpt2 = build_model(TinyLMConfig(arch="gpt2", hidden=32, layers=1, heads=2, intermediate=64), tok)
