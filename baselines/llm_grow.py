@@ -29,7 +29,7 @@ if __package__ in (None, ""):
 import torch
 
 from baselines.lm.grpo_model import DEFAULT_TURN_MODEL
-from baselines.lm.tiny_lm import count_parameters, load_pretrained
+from baselines.lm.tiny_lm import count_parameters, load_pretrained, save_pretrained
 from countdown_gym import dataclass_cli
 
 COPIED_FILES = ("generation_config.json", "train_pass_rates.jsonl")
@@ -96,28 +96,27 @@ def grow(opts: GrowOptions) -> Path:
         grown = expand_blocks(model, opts.every)
     except ValueError as exc:
         raise SystemExit(f"--model {src}: {exc}") from None
+    layers, params, grown_params = model.config.num_hidden_layers, count_parameters(model), count_parameters(grown)
+    summary = (f"{layers} -> {grown.config.num_hidden_layers} layers, "
+               f"{params / 1e6:.2f}M -> {grown_params / 1e6:.2f}M parameters")
     meta_path = src / "training.json"
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-    meta["grown_from"] = {"model": str(src), "every": opts.every, "layers": model.config.num_hidden_layers,
-                          "params": count_parameters(model), "method": "block expansion (zeroed o_proj and down_proj)"}
+    meta["grown_from"] = {"model": str(src), "every": opts.every, "layers": layers, "params": params,
+                          "method": "block expansion (zeroed o_proj and down_proj)"}
     meta["model_config"] = grown.config.to_diff_dict()
-    meta["params"] = count_parameters(grown)
+    meta["params"] = grown_params
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    grown.save_pretrained(tmp, safe_serialization=True)
-    tokenizer.save_pretrained(tmp)
-    (tmp / "training.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    save_pretrained(grown, tokenizer, tmp, meta)
     for name in COPIED_FILES:
         if (src / name).is_file():
             shutil.copy2(src / name, tmp / name)
     (tmp / "README.md").write_text(
-        f"# Grown from {src}\n\n{model.config.num_hidden_layers} -> {grown.config.num_hidden_layers} decoder layers, "
-        f"{count_parameters(model) / 1e6:.2f}M -> {count_parameters(grown) / 1e6:.2f}M parameters, by block expansion "
+        f"# Grown from {src}\n\n{summary}, by block expansion "
         f"(a copy after every {opts.every} layer(s), its o_proj and down_proj zeroed): it plays as the original.\n\n"
         f"```bash\npython baselines/llm_grow.py --model {src} --out {out} --every {opts.every}\n```\n")
     tmp.rename(out)  # all or nothing: an interrupted run leaves only the .partial directory
-    print(f"{src}: {model.config.num_hidden_layers} -> {grown.config.num_hidden_layers} layers, "
-          f"{count_parameters(model) / 1e6:.2f}M -> {count_parameters(grown) / 1e6:.2f}M parameters; written to {out}")
+    print(f"{src}: {summary}; written to {out}")
     return out
 
 
