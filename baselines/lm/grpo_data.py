@@ -23,15 +23,34 @@ def first_problems(problems: list[Problem], n: int, flag: str, what: str) -> lis
     return problems[: n or None]
 
 
+VALIDATION_SEED = 20261129
+"""The seed of the run's validation subset (:func:`validation_subset`): fixed, the same in every run and every seed, so
+that runs are validated, tuned and their ``best/`` chosen on the same problems."""
+
+
+def validation_subset(problems: list[Problem], n: int, seed: int = VALIDATION_SEED) -> list[Problem]:
+    """``n`` problems drawn at random (without replacement, ``seed``) from a validation split, in split order; all of
+    them for ``n`` = 0 or ``n`` >= the split (the split's first problems are the shipped model's best part:
+    docs/results/llm_grpo_settings.md, so a run is not validated on the first ``n``)."""
+    import random
+
+    if n == 0 or n >= len(problems):
+        if n > len(problems):
+            print(f"note: --eval-problems {n} is more than the {len(problems)} validation problems; all are used")
+        return list(problems)
+    keep = sorted(random.Random(seed).sample(range(len(problems)), n))
+    return [problems[i] for i in keep]
+
+
 def run_problems(plan: GRPOPlan) -> tuple[list[Problem], list[Problem]]:
     """The problems of a run: the training problems in the order it draws them (filtered by ``plan.pass_rates``, cut
-    to ``--train-problems``, ordered by ``--curriculum``) and the first ``--eval-problems`` validation problems."""
+    to ``--train-problems``, ordered by ``--curriculum``) and ``--eval-problems`` validation problems drawn at random
+    with the fixed :data:`VALIDATION_SEED` (:func:`validation_subset`)."""
     from countdown_gym.data.splits import load_split
 
     opts = plan.options
     problems = load_split(opts.preset, "train")
-    validation = first_problems(load_split(opts.preset, "validation"), opts.eval_problems, "--eval-problems",
-                                f"validation problems of {opts.preset}")
+    validation = validation_subset(load_split(opts.preset, "validation"), opts.eval_problems)
     if plan.pass_rates is not None:
         from countdown_gym.data.pass_rates import filter_by_pass_rate
 

@@ -105,7 +105,8 @@ class Options:
     eval_interval: int = 15
     """Validate every N steps (and at the start and the end); 0 = only start and end."""
     eval_problems: int = 200
-    """Validation problems used (first N of the frozen split; 0 = all)."""
+    """Validation problems used: N drawn at random from the frozen validation split with a fixed seed, the same in every
+    run (``grpo_data.validation_subset``); they alone choose ``best/``; 0 = all."""
     eval_samples: int = 2
     """Sampled completions per validation problem (sampled success and pass@k); 0 = greedy only."""
     eval_batch_size: int = 64
