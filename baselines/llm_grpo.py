@@ -37,7 +37,7 @@ from baselines.lm.grpo_config import (
     plan_run,
     trainer_class_of,
 )
-from baselines.lm.grpo_data import held_out_problems, run_inputs, run_problems, single_pass_prompts
+from baselines.lm.grpo_data import held_out_test, run_inputs, run_problems
 from baselines.lm.grpo_model import (  # noqa: F401  (DEFAULT_*: the shipped models, named here for scripts)
     DEFAULT_MODEL,
     DEFAULT_TURN_MODEL,
@@ -139,15 +139,8 @@ def train(opts: Options) -> dict[str, Any]:
         if resume_from:
             clipo.clipo.load_state_dict(torch.load(head_state, map_location="cpu", weights_only=True))
     test = None
-    if opts.test_eval:  # the start on held-out problems (a resumed run reads it back from held_out.json)
-        from baselines.lm.held_out import HeldOutTest
-
-        held_out = held_out_problems(plan)
-        test = HeldOutTest(held_out, tokenizer=tokenizer, path=out / "held_out.json", max_turns=opts.max_turns if plan.multi_turn else None,
-                           prompts=None if plan.multi_turn else single_pass_prompts(plan, held_out, tokenizer),
-                           max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size,
-                           settings={"model": plan.model, "prompt_style": opts.prompt_style, "chat_template": opts.chat_template},
-                           write=main_process, verbose=not opts.quiet)
+    if opts.test_eval:  # the start on held-out problems (a resumed run, or a comparison's, reads it from held_out.json)
+        test = held_out_test(plan, tokenizer, out / "held_out.json", write=main_process, verbose=not opts.quiet)
         test.start(model)
     time_limit = TimeLimitCallback(opts.max_minutes) if opts.max_minutes > 0 else None
     if time_limit is not None:

@@ -77,6 +77,20 @@ def held_out_problems(plan: GRPOPlan) -> list[Problem]:
                           f"test problems of {plan.options.preset}")
 
 
+def held_out_test(plan: GRPOPlan, tokenizer: Any, path: Any, *, write: bool = True, verbose: bool = True) -> Any:
+    """The run's :class:`~baselines.lm.held_out.HeldOutTest` (its held-out problems, played as the run plays), keeping
+    its outcomes in ``path``; the reward comparison builds the same one to play the start once for all its runs."""
+    from baselines.lm.held_out import HeldOutTest
+
+    opts = plan.options
+    problems = held_out_problems(plan)
+    return HeldOutTest(problems, tokenizer=tokenizer, path=path, max_turns=opts.max_turns if plan.multi_turn else None,
+                       prompts=None if plan.multi_turn else single_pass_prompts(plan, problems, tokenizer),
+                       max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size,
+                       settings={"model": plan.model, "prompt_style": opts.prompt_style, "chat_template": opts.chat_template},
+                       write=write, verbose=verbose)
+
+
 def single_pass_prompts(plan: GRPOPlan, problems: list[Problem], tokenizer: Any) -> list[Any]:
     """The prompts of ``problems`` as TRL takes them (``text_format.trainer_prompt``, the run's style and template)."""
     from countdown_gym.game.text_format import trainer_prompt
