@@ -266,7 +266,7 @@ def run_record(path: Path) -> dict[str, Any]:
         validation = [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
     record: dict[str, Any] = {
         "arm": options["rewards"] + (STEP_SUFFIX if options.get("step_credit") else ""), "seed": int(options["seed"]),
-        "options": options, "commit": git_commit(), "device": device_name(),
+        "options": options, "commit": summary.get("commit") or git_commit(), "device": device_name(),
         "steps": summary.get("steps", summary["last"]["step"]), "seconds_per_step": summary.get("seconds_per_step"),
         "train_seconds": summary.get("train_seconds"), "stopped_by_time_limit": bool(summary.get("stopped_by_time_limit")),
         "frac_reward_zero_std": zero, "validation": validation,

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from baselines.lm.grpo_model import ROOT
-from baselines.uncertainty import seed_spread
+from baselines.uncertainty import binomial_se, seed_spread
 from countdown_gym import dataclass_cli
 from countdown_gym.runkit.runs import write_text_atomic
 
@@ -201,7 +201,8 @@ def analyse(records: list[dict[str, Any]], base: str = "sparse") -> dict[str, An
             "seconds_per_step": float(np.mean([r["seconds_per_step"] for r in recs])),
             "steps": float(np.mean([r["steps"] for r in recs])),
             "zero_spread": float(np.mean(zero)) if zero else float("nan"),
-            "validation": validation_means(recs),
+            "validation": validation_means(recs), "problems": int(x.shape[1]),
+            "validation_problems": int(recs[0]["validation"][0].get("problems", 0)) if recs[0].get("validation") else 0,
         }
     out: dict[str, Any] = {"arms": arms, "comparisons": {}}
     if base in arms and len(arms[base]["rates"]) >= 2:
@@ -247,8 +248,12 @@ def tuning_lines(folder: Path) -> list[str]:
         xs = [v for _, v in sorted(by_lr[lr])]
         per = ", ".join(f"s{s} {100 * v:.1f}%" for s, v in sorted(by_lr[lr]))
         mark = " (chosen)" if lr == best else ""
-        lines.append(f"| {lr:g}{mark} | {per} | {100 * np.mean(xs):.1f}% ± {100 * seed_spread(xs):.1f} |")
-    return [*lines, ""]
+        lines.append(f"| {f'{lr:.0e}'.replace('e-0', 'e-')}{mark} | {per} | {100 * np.mean(xs):.1f}% ± {100 * seed_spread(xs):.1f} |")
+    ranked = sorted(by_lr, key=lambda lr: -np.mean([v for _, v in by_lr[lr]]))
+    gap = np.mean([v for _, v in by_lr[ranked[0]]]) - np.mean([v for _, v in by_lr[ranked[1]]])
+    one = binomial_se(float(np.mean([v for _, v in by_lr[best]])), n)
+    return [*lines, "", f"The highest mean is {100 * gap:.1f} points above the next; one run's binomial SE on {n} problems is "
+            f"{100 * one:.1f} points, so the pick is the protocol's rule applied, not a settled ranking.", ""]
 
 
 def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]:
@@ -263,8 +268,9 @@ def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]
         lines += [f"Written by `python baselines/reward_analysis.py` from {sum(counts.values())} records "
                   f"({', '.join(f'{a}: {n}' for a, n in counts.items())} seeds)."
                   + (f" **Interim**: the protocol's answer needs {PROTOCOL_SEEDS} seeds in every arm." if fewest < PROTOCOL_SEEDS else ""), ""]
-        start = next(iter(arms.values()))["start"]
-        lines += [f"Test greedy success, final models, 1,000 test problems (the starting model: {100 * start:.1f}%):", "",
+        first = next(iter(arms.values()))
+        lines += [f"Test greedy success, final models, {first['problems']:,} test problems (the starting model: "
+                  f"{100 * first['start']:.1f}%):", "",
                   "| arm | seeds | mean ± SE over seeds | SD over seeds | s / step | steps | groups without reward spread |",
                   "| --- | --- | --- | --- | --- | --- | --- |"]
         for a, v in arms.items():
@@ -282,7 +288,7 @@ def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]
             lines += ["", f"![differences against sparse]({page.stem}_forest.png)", ""]
         steps = sorted(set.intersection(*(set(v["validation"]) for v in arms.values())))
         if steps:
-            lines += ["Validation greedy success (the 200 validation problems), mean over seeds:", "",
+            lines += [f"Validation greedy success ({first['validation_problems']} validation problems), mean over seeds:", "",
                       "| arm | " + " | ".join(f"step {s}" for s in steps) + " |", "| --- |" + " --- |" * len(steps)]
             for a, v in arms.items():
                 lines.append(f"| `{a}` | " + " | ".join(f"{100 * v['validation'][s]:.1f}%" for s in steps) + " |")
@@ -323,7 +329,7 @@ def forest_plot(result: dict[str, Any], path: Path) -> Path | None:
     ax.set_yticks(range(len(names)), [f"{a} (n={len(result['arms'][a]['rates'])})" for a in names])
     ax.set_xlabel("test greedy success, arm - sparse (points)")
     n_base = len(result["arms"]["sparse"]["rates"])
-    ax.set_title(f"Dense rewards against sparse (n={n_base}), 1,000 test problems", fontsize=10)
+    ax.set_title(f"Dense rewards against sparse (n={n_base}), {result['arms']['sparse']['problems']:,} test problems", fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -107,8 +107,7 @@ def run_card(plan: GRPOPlan, rows: list[dict[str, Any]], step: int, profile: dic
         "| `checkpoint-N/` | model, optimizer and RNG state (the last two are kept) |",
         "| `final/` | the trained model, loadable with `--model` (after the run ends) |",
         "| `best/` | the model with the highest greedy validation success so far (the start included), chosen on the "
-        "validation problems above alone, never on test; `best/validation.json` says at which step. Validation of 200 "
-        "problems cannot rank checkpoints a few points apart (docs/results/reward_comparison.md): `final/` is the pick |",
+        "validation problems above alone, never on test; `best/validation.json` says at which step |",
         "",
     ]
     return "\n".join(lines)
