@@ -6,7 +6,8 @@ A GRPO run validates on 200 problems drawn at random from the validation split (
 and saves the checkpoint that scores best there as ``best/``. This script plays the starting model, each run's
 ``checkpoint-15`` and its ``final/`` greedily on all 500 validation problems, and compares the pick made on the 200
 with the ranking on the 300 others, which chose nothing: if the 200 ranked checkpoints reliably, their pick would
-also score best on the 300. No test problem is played. Prints a Markdown table and writes ``--out`` (JSON).
+also score best on the 300. No test problem is played. Prints a Markdown table and writes ``--out`` (JSON: each
+model's 500 outcomes in split order as a 0/1 string).
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ def play(path: str, problems: list[Any]) -> list[bool]:
     return greedy_solved(model, tok, problems, max_turns=16, batch_size=256)
 
 
+def bits(xs: list[bool]) -> str:
+    """Per-problem outcomes in split order as a ``"0110..."`` string."""
+    return "".join("1" if x else "0" for x in xs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("runs", nargs="+", help="GRPO run directories (each with options.json, checkpoint-15 and final/)")
@@ -45,10 +51,10 @@ def main() -> None:
     inside = [i for i, p in enumerate(problems) if p.id in chosen]
     outside = [i for i, p in enumerate(problems) if p.id not in chosen]
     start = play(DEFAULT_TURN_MODEL, problems)
-    rows, record = [], {"start": start}
+    rows, record = [], {"start": bits(start)}
     for run in map(Path, args.runs):
         models = {0: start, 15: play(str(run / "checkpoint-15"), problems), 30: play(str(run / "final"), problems)}
-        record[run.name] = {str(k): v for k, v in models.items() if k}
+        record[run.name] = {str(k): bits(v) for k, v in models.items() if k}
         sub = {k: sum(v[i] for i in inside) / len(inside) for k, v in models.items()}
         rest = {k: sum(v[i] for i in outside) / len(outside) for k, v in models.items()}
         pick = max(sub, key=lambda k: (sub[k], -k))  # as best/ picks: highest, earliest on ties
@@ -56,7 +62,7 @@ def main() -> None:
         mean = sum(diff) / len(diff)
         se = math.sqrt(sum((d - mean) ** 2 for d in diff) / (len(diff) - 1) / len(diff))
         rows.append((run.name, sub, rest, pick, max(rest, key=lambda k: (rest[k], -k)), mean, se))
-    Path(args.out).write_text(json.dumps(record) + "\n")
+    Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
     print("| run | 200 chosen: step 0 / 15 / 30 | 300 others: step 0 / 15 / 30 | best/ (200) | best on the 300 | best/ - final on the 200 (paired SE) |")
     print("| --- | --- | --- | --- | --- | --- |")
     for name, sub, rest, pick, rest_best, mean, se in rows:

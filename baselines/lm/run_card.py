@@ -107,7 +107,8 @@ def run_card(plan: GRPOPlan, rows: list[dict[str, Any]], step: int, profile: dic
         "| `checkpoint-N/` | model, optimizer and RNG state (the last two are kept) |",
         "| `final/` | the trained model, loadable with `--model` (after the run ends) |",
         "| `best/` | the model with the highest greedy validation success so far (the start included), chosen on the "
-        "validation problems above alone, never on test; `best/validation.json` says at which step |",
+        "validation problems above alone, never on test; `best/validation.json` says at which step. 200 problems do not "
+        "rank checkpoints reliably (docs/results/checkpoint_ranking.md): `final/` is the run's model |",
         "",
     ]
     return "\n".join(lines)
@@ -151,7 +152,8 @@ def summary_lines(opts: Options, summary: dict[str, Any]) -> list[str]:
         best = summary.get("best")
         if best:
             lines.append(f"best validation success (greedy): {best['greedy_success']:.1%} at step {best['step']}, "
-                         f"saved in {summary['best_dir']}")
+                         f"saved in {summary['best_dir']} (200 validation problems do not rank checkpoints reliably: the "
+                         "run's model is final/, docs/results/checkpoint_ranking.md)")
         if "sampled_success" in last:
             lines.append(f"validation success (sampled, T={opts.temperature}, {opts.eval_samples}/problem): "
                          f"start {first['sampled_success']:.1%} -> final {last['sampled_success']:.1%}; "
