@@ -230,6 +230,20 @@ def verdict(t: dict[str, float]) -> str:
     return "no difference found"
 
 
+def answer_line(result: dict[str, Any]) -> str:
+    """The comparison's answer in one line (the README quotes it as this prints it)."""
+    arms, tests = result["arms"], result["comparisons"]
+    if not tests:
+        return "Dense rewards against sparse: no comparison yet (each arm needs two seeds)."
+    fewest = min(len(v["rates"]) for v in arms.values())
+    status = f"interim, {fewest} of {PROTOCOL_SEEDS} seeds an arm" if fewest < PROTOCOL_SEEDS else f"{fewest} seeds an arm"
+    parts = ", ".join(f"{a} {100 * t['difference']:+.1f} [{100 * t['low']:+.1f}, {100 * t['high']:+.1f}]" for a, t in tests.items())
+    found = [f"{a} {verdict(t).strip('*')}" for a, t in tests.items() if t["p_holm"] < 0.05]
+    reading = "; ".join(found) if found else "no dense arm differs from sparse at Holm-adjusted p < 0.05"
+    return (f"Dense rewards against sparse ({status}): {parts} points of test greedy success (95% CI, Welch); "
+            f"{reading}.")
+
+
 def tuning_lines(folder: Path) -> list[str]:
     """The learning-rate tuning table from ``<records>/tuning`` (final validation greedy success per seed)."""
     recs = read_records(folder) if folder.is_dir() else []
@@ -267,7 +281,8 @@ def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]
         fewest = min(counts.values())
         lines += [f"Written by `python baselines/reward_analysis.py` from {sum(counts.values())} records "
                   f"({', '.join(f'{a}: {n}' for a, n in counts.items())} seeds)."
-                  + (f" **Interim**: the protocol's answer needs {PROTOCOL_SEEDS} seeds in every arm." if fewest < PROTOCOL_SEEDS else ""), ""]
+                  + (f" **Interim**: the protocol's answer needs {PROTOCOL_SEEDS} seeds in every arm." if fewest < PROTOCOL_SEEDS else ""), "",
+                  f"**{answer_line(result)}**", ""]
         first = next(iter(arms.values()))
         lines += [f"Test greedy success, final models, {first['problems']:,} test problems (the starting model: "
                   f"{100 * first['start']:.1f}%):", "",
@@ -374,6 +389,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{page}: matches the {len(read_records(folder))} records in {folder}")
         return
     print(write_page(page, folder))
+    print(answer_line(analyse(read_records(folder))))
 
 
 if __name__ == "__main__":

@@ -67,6 +67,9 @@ def test_the_page_is_recomputed_from_the_records_and_checked(tmp_path: Path, cap
     assert "| `oracle-perfect` | +" in text and "**helps**" in text  # 15 points on every seed
     assert (tmp_path / "page_forest.png").stat().st_size > 1000
     result = ra.analyse(ra.read_records(folder))
+    line = ra.answer_line(result)
+    assert line.startswith("Dense rewards against sparse (interim, 3 of 11 seeds an arm): oracle-perfect +")
+    assert line.endswith("; oracle-perfect helps.") and f"**{line}**" in text
     assert result["arms"]["sparse"]["zero_spread"] == pytest.approx(0.65)
     assert set(result["comparisons"]) == {"oracle-perfect", "critic"}
     ra.main(["--page", str(page), "--check"])
