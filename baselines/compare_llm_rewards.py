@@ -20,6 +20,7 @@ the same options are reused and interrupted ones resume from their last checkpoi
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import os
 import shlex
@@ -156,8 +157,36 @@ def run_path(args: Options, variant: str, seed: int) -> Path:
 
 
 def finished(args: Options, variant: str, seed: int) -> bool:
-    """The run has its summary at ``args.steps`` (or stopped by ``--max-minutes``) and was made with this command's
-    options (else it runs: ``--resume`` continues it, or refuses a run of other options)."""
+    """The run is done: its record is in the records' folder (``recorded``: committed by another sitting or
+    machine), or its directory has its summary at ``args.steps`` (or stopped by ``--max-minutes``); either made with
+    this command's options (else it runs: ``--resume`` continues it, or refuses a run of other options)."""
+    return recorded(args, variant, seed) or trained(args, variant, seed)
+
+
+def recorded(args: Options, variant: str, seed: int) -> bool:
+    """A record of this run, made with this command's options (the starting model compared by its path inside its
+    checkout, so that a record made in another clone counts), is in the records' folder."""
+    from baselines.llm_grpo import parse_options
+
+    path = record_path(args, variant, seed)
+    if not path.is_file():
+        return False
+    saved = json.loads(gzip.decompress(path.read_bytes()))["options"]
+    now = parse_options(run_command(args, variant, seed)[2:])
+    same_budget = (saved.get("steps"), saved.get("max_minutes", 0.0)) == (now.steps, now.max_minutes)
+    same_model = portable(saved.get("model", "")) == portable(now.model)
+    return same_budget and same_model and not dataclass_cli.changed_options(saved, now, (*RESUMABLE_CHANGES, "model"))
+
+
+def portable(path: str) -> str:
+    """A model path with the checkout's own location taken off (a shipped model is ``baselines/checkpoints/<name>`` in
+    every clone)."""
+    marker = os.sep + os.path.join("baselines", "checkpoints") + os.sep
+    return "baselines/checkpoints/" + path.split(marker, 1)[1] if marker in path else path
+
+
+def trained(args: Options, variant: str, seed: int) -> bool:
+    """The run's directory holds a finished run of this command's options."""
     from baselines.llm_grpo import parse_options
 
     path = run_path(args, variant, seed)
@@ -338,9 +367,10 @@ def main(argv: list[str] | None = None) -> None:
     runs = [(v, s) for s in args.seed_list for v in args.variants]
     check_run_options(args)
     Path(args.runs_dir).mkdir(parents=True, exist_ok=True)
-    play_start(args)
+    if not all(finished(args, v, s) for v, s in runs):
+        play_start(args)
     for v, s in runs:  # runs finished by an earlier call whose record is missing
-        if finished(args, v, s) and not record_path(args, v, s).is_file():
+        if not record_path(args, v, s).is_file() and trained(args, v, s):
             write_run_record(args, v, s)
     launch_all(args, runs)
     plot(args, runs, results_png(args))

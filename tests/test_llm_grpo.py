@@ -697,6 +697,17 @@ def test_comparison_reuses_only_runs_of_the_same_options_and_records_each_finish
     cmp.launch_all(args, [("sparse", 0), ("critic", 1)])
     assert len(launched) == 1 and "--test-eval" in launched[0]  # sparse seed 0 was finished already
     (rec,) = read_records(args.records)
+    assert cmp.recorded(args, "critic", 1) and not cmp.recorded(args, "sparse", 0)
+    rec_path = cmp.record_path(args, "critic", 1)
+    from baselines.reward_analysis import write_record
+
+    moved = {**rec, "options": {**rec["options"], "model": "/elsewhere/clone/baselines/checkpoints/countdown-tiny-lm-turns",
+                                "output_dir": "/elsewhere/runs/critic-s1"}}
+    write_record(rec_path, moved)  # a record committed from another clone counts as the same run
+    assert cmp.recorded(args, "critic", 1)
+    write_record(rec_path, {**moved, "options": {**moved["options"], "learning_rate": 1.0}})
+    assert not cmp.recorded(args, "critic", 1)  # not with other options
+    write_record(rec_path, rec)
     assert (rec["arm"], rec["seed"], rec["test_outcomes"], rec["start_outcomes"], rec["steps"]) == ("critic", 1, "001", "000", 2)
     assert rec["frac_reward_zero_std"] == [0.5, 0.25] and rec["validation"][-1] == {"step": 2.0, "problems": 4.0, "greedy_success": 0.5}
     assert rec["options"]["rewards"] == "critic" and rec["commit"] == "0123abc" and list(outcomes(rec["test_outcomes"])) == [0, 0, 1]
@@ -705,7 +716,7 @@ def test_comparison_reuses_only_runs_of_the_same_options_and_records_each_finish
 def test_comparison_at_equal_wall_clock_passes_the_limit_and_counts_time_stopped_runs_as_finished(tmp_path: Path) -> None:
     from baselines import compare_llm_rewards as cmp
 
-    args = cmp.parse_args(["--runs-dir", str(tmp_path), "--steps", "1000", "--max-minutes", "5"])
+    args = cmp.parse_args(["--runs-dir", str(tmp_path), "--results-dir", str(tmp_path), "--steps", "1000", "--max-minutes", "5"])
     opts = parse_options(cmp.run_command(args, "oracle-perfect@step", 4)[2:])
     assert (opts.steps, opts.max_minutes, opts.step_credit) == (1000, 5.0, True)
     run = cmp.run_path(args, "sparse", 0)
