@@ -294,7 +294,8 @@ def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]
         lines.append("")
         if tests:
             lines += ["Against `sparse` (points; Welch's t, Holm over the "
-                      f"{len(tests)} comparison{'s' if len(tests) > 1 else ''}; bootstrap: seeds and problems resampled):", "",
+                      f"{len(tests)} comparison{'s' if len(tests) > 1 else ''}; the bootstrap resamples the test problems too, so it also "
+                      "counts which problems the split holds and is wider):", "",
                       "| arm - sparse | difference | 95% CI (Welch) | p | p (Holm) | 95% CI (bootstrap) | reading |",
                       "| --- | --- | --- | --- | --- | --- | --- |"]
             for a, t in tests.items():
@@ -332,20 +333,22 @@ def forest_plot(result: dict[str, Any], path: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     names = list(tests)[::-1]
-    fig, ax = plt.subplots(figsize=(6.4, 0.7 * len(names) + 1.4))
+    fig, ax = plt.subplots(figsize=(6.8, 0.7 * len(names) + 1.8))
     for i, a in enumerate(names):
         t = tests[a]
         ax.plot([100 * t["boot_low"], 100 * t["boot_high"]], [i - 0.12] * 2, color="0.6", lw=1.5,
                 label="bootstrap 95%" if i == 0 else None)
         ax.errorbar(100 * t["difference"], i, xerr=[[100 * (t["difference"] - t["low"])], [100 * (t["high"] - t["difference"])]],
                     fmt="o", color="C0", capsize=4, label="Welch 95% CI" if i == 0 else None)
-        ax.annotate(f"p(Holm) {t['p_holm']:.2f}", (100 * t["high"], i), xytext=(6, 0), textcoords="offset points", va="center", fontsize=8)
+        ax.annotate(f"p(Holm) {t['p_holm']:.2f}", (100 * max(t["high"], t["boot_high"]), i), xytext=(6, 0),
+                    textcoords="offset points", va="center", fontsize=8)
     ax.axvline(0, color="k", lw=0.8)
     ax.set_yticks(range(len(names)), [f"{a} (n={len(result['arms'][a]['rates'])})" for a in names])
     ax.set_xlabel("test greedy success, arm - sparse (points)")
     n_base = len(result["arms"]["sparse"]["rates"])
     ax.set_title(f"Dense rewards against sparse (n={n_base}), {result['arms']['sparse']['problems']:,} test problems", fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.margins(x=0.25)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
