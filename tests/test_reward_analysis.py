@@ -62,7 +62,7 @@ def test_the_page_is_recomputed_from_the_records_and_checked(tmp_path: Path, cap
     page.write_text("# Title\n\n## Protocol\n\nWritten first.\n\n## Results\n\nold\n")
     ra.main(["--page", str(page)])
     text = page.read_text()
-    assert text.startswith("# Title\n\n## Protocol\n\nWritten first.\n\n## Results\n") and "old" not in text
+    assert text.startswith("# Title\n\n## Protocol\n\nWritten first.\n\n## Results\n") and "\nold\n" not in text
     assert "**Interim**" in text and "sparse: 3, oracle-perfect: 3, critic: 3 seeds" in text
     assert "| `oracle-perfect` | +" in text and "**helps**" in text  # 15 points on every seed
     assert (tmp_path / "page_forest.png").stat().st_size > 1000
