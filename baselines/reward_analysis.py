@@ -1,6 +1,7 @@
 """The reward comparison's answer, recomputed from its committed records alone.
 
     python baselines/reward_analysis.py                     # rewrite the results of docs/results/reward_comparison.md
+                                                            # (and the README's answer line)
     python baselines/reward_analysis.py --check             # recompute and fail if the page differs
     python baselines/reward_analysis.py --auroc             # play the starting model's episodes for the AUROC table
 
@@ -363,12 +364,27 @@ def render(page: Path, folder: Path) -> str:
     return head + "\n\n" + "\n".join(results_lines(result, folder, page)).rstrip("\n") + "\n"
 
 
-def write_page(page: str | Path, folder: str | Path) -> str:
-    """Rewrite ``page``'s results and its forest plot from the records in ``folder``; returns the results text."""
+README = ROOT / "README.md"
+ANSWER_MARK = "<!-- reward comparison answer: baselines/reward_analysis.py writes the next line -->"
+
+
+def with_answer(readme: str, line: str) -> str:
+    """``readme`` with the line after :data:`ANSWER_MARK` replaced by ``line`` (unchanged without the mark)."""
+    head, mark, tail = readme.partition(ANSWER_MARK + "\n")
+    return head + mark + line + "\n" + tail.split("\n", 1)[1] if mark else readme
+
+
+def write_page(page: str | Path, folder: str | Path, readme: Path | None = None) -> str:
+    """Rewrite ``page``'s results and its forest plot from the records in ``folder``, and the answer line of
+    ``readme`` (the project's README for the project's page); returns the results text."""
     page, folder = Path(page), Path(folder)
     text = render(page, folder)
-    forest_plot(analyse(read_records(folder)), page.with_name(f"{page.stem}_forest.png"))
+    result = analyse(read_records(folder))
+    forest_plot(result, page.with_name(f"{page.stem}_forest.png"))
     write_text_atomic(page, text)
+    readme = readme or (README if page.resolve() == PAGE.resolve() else None)
+    if readme is not None and readme.is_file():
+        write_text_atomic(readme, with_answer(readme.read_text(encoding="utf-8"), answer_line(result)))
     return text.split(f"\n{RESULTS_HEADING}\n", 1)[-1]
 
 
@@ -389,6 +405,11 @@ def main(argv: list[str] | None = None) -> None:
         if page.read_text(encoding="utf-8") != want:
             print(f"{page}: its results differ from what the records in {folder} give; run without --check to rewrite them")
             sys.exit(1)
+        if page.resolve() == PAGE.resolve():
+            readme = README.read_text(encoding="utf-8")
+            if with_answer(readme, answer_line(analyse(read_records(folder)))) != readme:
+                print(f"{README}: its answer line differs from what the records give; run without --check to rewrite it")
+                sys.exit(1)
         print(f"{page}: matches the {len(read_records(folder))} records in {folder}")
         return
     print(write_page(page, folder))

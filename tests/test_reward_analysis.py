@@ -88,3 +88,12 @@ def test_records_of_other_problems_or_without_arm_are_refused(tmp_path: Path) ->
     (folder / "bad.json").write_text("[1]")
     with pytest.raises(SystemExit, match="needs at least 'arm' and 'seed'"):
         ra.read_records(folder)
+
+
+def test_the_committed_page_and_readme_answer_match_the_committed_records(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/results/reward_comparison.md and the README's answer line are what the committed records give (commit
+    them together: ``python baselines/reward_analysis.py`` rewrites both)."""
+    ra.main(["--check"])
+    assert "matches the" in capsys.readouterr().out
+    readme = ra.README.read_text(encoding="utf-8")
+    assert ra.ANSWER_MARK in readme and ra.answer_line(ra.analyse(ra.read_records(ra.PAGE.with_suffix("")))) in readme
