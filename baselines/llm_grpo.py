@@ -67,7 +67,6 @@ def train(opts: Options) -> dict[str, Any]:
         RunCardCallback,
         StopRequestCallback,
         TimeLimitCallback,
-        ValidationCallback,
         attach_reporting,
     )
     from baselines.lm.generation import Sampling
@@ -110,11 +109,16 @@ def train(opts: Options) -> dict[str, Any]:
     inputs = run_inputs(plan, train_problems, val_problems, tokenizer)
     funcs, clipo = build_reward_funcs(plan, tokenizer, model.config.get_text_config().hidden_size)
     sampling = Sampling.of_rollouts(config)  # the sampled validation draws as the rollouts draw
+    turns = opts.max_turns if plan.multi_turn or plan.tools else None  # an episode's turn budget (single-pass: none)
+    if plan.tools:  # validation played through tool calls, as TRL's tool loop plays them
+        from baselines.lm.tool_play import ToolValidationCallback as ValidationCallback
+    else:
+        from baselines.lm.callbacks import ValidationCallback
     validation = ValidationCallback(
         problems=val_problems, prompts=inputs.val_prompts, sampling=sampling,
         tokenizer=tokenizer, output_dir=out, eval_interval=opts.eval_interval, samples=opts.eval_samples,
         max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size, seed=opts.seed, verbose=not opts.quiet,
-        max_turns=opts.max_turns if plan.multi_turn else None, write=main_process,
+        max_turns=turns, write=main_process,
         resume_step=int(Path(resume_from).name.rsplit("-", 1)[1]) if resume_from else None,  # checkpoint-N
     )
     profile = StepProfile()  # first, so that its step ends before the validation callback evaluates
