@@ -275,7 +275,8 @@ def dry_run(plan: GRPOPlan) -> dict[str, Any]:
         "llm_grpo dry run: nothing loaded, nothing written",
         f"model: {plan.model} ({shape.parameters / 1e6:,.1f} M parameters, {shape.layers} layers, hidden "
         f"{shape.hidden}, vocab {shape.vocab}; config from {shape.source})",
-        f"interaction: {opts.interaction}, prompt style {opts.prompt_style}, rewards {opts.rewards}, preset {opts.preset}",
+        f"interaction: {opts.interaction}, " + ("TRL's tool loop" if plan.tools else f"prompt style {opts.prompt_style}")
+        + f", rewards {opts.rewards}, preset {opts.preset}",
         "tokenizer: " + ("EOS and chat template checked" if tokenizer_checked else
                          "not checked (not readable here; a run checks it before its model loads)"),
         f"process layout: {compute.layout.describe()}",
