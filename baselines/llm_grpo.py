@@ -5,6 +5,7 @@
     python baselines/llm_grpo.py --model Qwen/Qwen2.5-1.5B-Instruct --prompt-style tinyzero \\
         --max-completion-length 1024 --use-vllm --vllm-mode colocate
     accelerate launch baselines/llm_grpo.py --model Qwen/Qwen2.5-1.5B-Instruct --prompt-style tinyzero
+    python baselines/llm_grpo.py --interaction tools --model Qwen/Qwen2.5-1.5B-Instruct --use-vllm  # TRL's tool loop
 
 Every field of :class:`Options` (``baselines/lm/grpo_options.py``) is a command-line flag (``--field-name``). Rewards are the TRL
 reward functions of ``countdown_gym.integrations.trl`` (variants and CLIPO: ``baselines/lm/rewards.py``);
@@ -13,6 +14,7 @@ validation (greedy + sampled as the rollouts sample) runs every ``--eval-interva
 This file holds the flow of a run; the parts are modules named by their job: ``grpo_options.py`` (the options and
 the plan they resolve to), ``grpo_model.py`` (model, position-ids patch), ``grpo_data.py`` (problems, pass-rate filter, curriculum, trainer inputs),
 ``grpo_config.py`` (process layout, GRPOConfig, rewards, dry run), ``held_out.py`` (the test split before and after),
+``tool_play.py`` (``--interaction tools``: validation and the test played through tool calls),
 ``run_card.py`` (the run's README.md);
 the run directory follows ``countdown_gym.runkit.runs``. ``docs/llm_grpo.md`` has the details.
 """

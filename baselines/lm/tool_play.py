@@ -13,7 +13,8 @@ calling tools, the episode ends, ``max_tool_calls`` calls were made or the compl
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -89,6 +90,22 @@ def play_tool_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], 
     return envs, generated
 
 
+@contextmanager
+def evaluating(model: Any, seed: int | None = None) -> Iterator[None]:
+    """Play without gradients, in eval mode, on a forked RNG (seeded with ``seed`` when given): a run draws the same
+    numbers with or without this play."""
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=devices):
+            if seed is not None:
+                torch.manual_seed(seed)
+            yield
+    finally:
+        model.train(was_training)
+
+
 def evaluate_tools(model: Any, tokenizer: Any, problems: Sequence[Problem], *, max_turns: int, max_new_tokens: int,
                    samples: int = 0, sampling: Sampling | None = None, batch_size: int = 64,
                    seed: int = 0) -> dict[str, float]:
@@ -97,25 +114,18 @@ def evaluate_tools(model: Any, tokenizer: Any, problems: Sequence[Problem], *, m
     t0 = time.perf_counter()
     row: dict[str, float] = {"problems": len(problems), "samples": samples}
     play = {"max_turns": max_turns, "max_new_tokens": max_new_tokens, "batch_size": batch_size}
-    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad(), torch.random.fork_rng(devices=devices):
-            torch.manual_seed(seed)
-            greedy, tokens = play_tool_episodes(model, tokenizer, problems, **play)
-            row["greedy_success"] = _frac(e.solved for e in greedy)
-            row["greedy_invalid_frac"] = _frac(e.episode.invalid_turns > 0 for e in greedy)
-            if samples:
-                sampled, n = play_tool_episodes(model, tokenizer, [p for p in problems for _ in range(samples)],
-                                                sampling=sampling or Sampling(), **play)
-                tokens += n
-                row["sampled_success"] = _frac(e.solved for e in sampled)
-                row["pass_at_k"] = _frac(any(e.solved for e in sampled[i * samples:(i + 1) * samples])
-                                         for i in range(len(problems)))
-                row["sampled_invalid_frac"] = _frac(e.episode.invalid_turns > 0 for e in sampled)
-    finally:
-        model.train(was_training)
+    with evaluating(model, seed):
+        greedy, tokens = play_tool_episodes(model, tokenizer, problems, **play)
+        row["greedy_success"] = _frac(e.solved for e in greedy)
+        row["greedy_invalid_frac"] = _frac(e.episode.invalid_turns > 0 for e in greedy)
+        if samples:
+            sampled, n = play_tool_episodes(model, tokenizer, [p for p in problems for _ in range(samples)],
+                                            sampling=sampling or Sampling(), **play)
+            tokens += n
+            row["sampled_success"] = _frac(e.solved for e in sampled)
+            row["pass_at_k"] = _frac(any(e.solved for e in sampled[i * samples:(i + 1) * samples])
+                                     for i in range(len(problems)))
+            row["sampled_invalid_frac"] = _frac(e.episode.invalid_turns > 0 for e in sampled)
     return _with_timing(row, tokens, time.perf_counter() - t0, len(problems) * (1 + samples))
 
 
@@ -163,16 +173,10 @@ class ToolHeldOutTest(HeldOutTest):
             print(f"test: greedy play of {len(self.problems)} held-out test problems through tool calls ({label} model)",
                   flush=True)
         state = PartialState()
-        was_training = model.training
-        model.eval()
-        devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
-        try:
-            with torch.no_grad(), torch.random.fork_rng(devices=devices):
-                envs, _ = play_tool_episodes(model, self.tokenizer, self.problems[state.process_index::state.num_processes],
-                                             max_turns=self.play["max_turns"], max_new_tokens=self.play["max_new_tokens"],
-                                             batch_size=self.play["batch_size"])
-        finally:
-            model.train(was_training)
+        with evaluating(model):
+            envs, _ = play_tool_episodes(model, self.tokenizer, self.problems[state.process_index::state.num_processes],
+                                         max_turns=self.play["max_turns"], max_new_tokens=self.play["max_new_tokens"],
+                                         batch_size=self.play["batch_size"])
         solved = [e.solved for e in envs]
         if state.num_processes == 1:
             return solved
