@@ -226,7 +226,7 @@ class GRPOPlan:
     model: str
     """The policy to start from: ``--model``, or the shipped model of the interaction."""
     run_dir: Path
-    """``--output-dir``, or ``runs/llm_grpo/<preset>[-turns]-<rewards>[-step]-s<seed>``."""
+    """``--output-dir``, or ``runs/llm_grpo/<preset>[-turns|-tools]-<rewards>[-step]-s<seed>``."""
     pass_rates: Path | None
     """The pass-rate file that filters the training problems (None: every problem)."""
 
