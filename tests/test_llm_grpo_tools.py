@@ -166,6 +166,13 @@ def test_every_reward_variant_scores_the_environments_and_get_reward_weighs_noth
                     "oracle-perfect": [oracle_score(e.replay, "perfect") for e in envs],
                     "oracle-reachable": [oracle_score(e.replay, "reachable") for e in envs]}[name]
         assert scores == pytest.approx(expected), name
+    from baselines.lm.rewards import load_needs
+    from countdown_gym.integrations import critic_score
+    from countdown_gym.integrations.trl import reward_function
+
+    critic = load_needs(["critic"])["critic"]  # the shipped critic, scoring each episode's moves
+    scores = reward_function("critic", {"critic": critic})([None] * n, [[]] * n, environments=envs)
+    assert scores == pytest.approx([critic_score(e.replay, critic) for e in envs]) and len(set(scores)) > 1
     trainer = ToolGRPOTrainer(
         model=model, processing_class=tokenizer, reward_funcs=list(REWARD_FUNCTIONS.values()),
         train_dataset=make_dataset([P, Q]), environment_factory=CountdownToolEnv,
