@@ -80,12 +80,16 @@ def held_out_problems(plan: GRPOPlan) -> list[Problem]:
 def held_out_test(plan: GRPOPlan, tokenizer: Any, path: Any, *, write: bool = True, verbose: bool = True) -> Any:
     """The run's :class:`~baselines.lm.held_out.HeldOutTest` (its held-out problems, played as the run plays), keeping
     its outcomes in ``path``; the reward comparison builds the same one to play the start once for all its runs."""
-    from baselines.lm.held_out import HeldOutTest
+    if plan.tools:  # played through tool calls, as TRL's tool loop plays them
+        from baselines.lm.tool_play import ToolHeldOutTest as HeldOutTest
+    else:
+        from baselines.lm.held_out import HeldOutTest
 
     opts = plan.options
     problems = held_out_problems(plan)
-    return HeldOutTest(problems, tokenizer=tokenizer, path=path, max_turns=opts.max_turns if plan.multi_turn else None,
-                       prompts=None if plan.multi_turn else single_pass_prompts(plan, problems, tokenizer),
+    turns = opts.max_turns if plan.multi_turn or plan.tools else None  # an episode's turn budget (single-pass: none)
+    return HeldOutTest(problems, tokenizer=tokenizer, path=path, max_turns=turns,
+                       prompts=None if turns else single_pass_prompts(plan, problems, tokenizer),
                        max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size,
                        settings={"model": plan.model, "prompt_style": opts.prompt_style, "chat_template": opts.chat_template},
                        write=write, verbose=verbose)
@@ -101,7 +105,7 @@ def single_pass_prompts(plan: GRPOPlan, problems: list[Problem], tokenizer: Any)
 @dataclass(frozen=True)
 class RunInputs:
     """What the trainer and the validation are given: the ``train_dataset`` (single-pass: ``prompt`` and ``problem``,
-    Problem.to_dict JSON, columns), its ``rollout_func`` (multi-turn: episodes of ``CountdownMultiTurn-v0``;
+    Problem.to_dict JSON, columns; tools: ``trl_env.make_dataset`` rows), its ``rollout_func`` (multi-turn: episodes of ``CountdownMultiTurn-v0``;
     single-pass: None, TRL generates from the prompts) and the validation prompts (single-pass; multi-turn
     validation plays episodes from the problems)."""
 
@@ -120,6 +124,10 @@ def run_inputs(plan: GRPOPlan, problems: list[Problem], validation: list[Problem
                                              prompt_style=opts.prompt_style,
                                              stop_at_dead_end=opts.dead_end_patience if opts.stop_at_dead_end else 0)
         return RunInputs(dataset, rollout_func, [])
+    if plan.tools:  # TRL's tool loop resets a CountdownToolEnv with each row (the trainer's environment_factory)
+        from countdown_gym.integrations.trl_env import make_dataset
+
+        return RunInputs(make_dataset(problems), None, [])
     from datasets import Dataset
 
     prompts = single_pass_prompts(plan, problems, tokenizer)

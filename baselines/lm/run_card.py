@@ -40,9 +40,11 @@ def run_card(plan: GRPOPlan, rows: list[dict[str, Any]], step: int, profile: dic
         "",
         f"- starting model: `{plan.model}`",
         f"- interaction: `{opts.interaction}`" + (f" (at most {opts.max_turns} turns of {opts.max_turn_tokens} tokens)"
-                                                   if plan.multi_turn else ""),
+                                                   if plan.multi_turn else f" (TRL's tool loop, at most {opts.max_turns} "
+                                                   "turns)" if plan.tools else ""),
         f"- rewards: `{opts.rewards}` (term weights: {weights}; see docs/llm_grpo.md)",
-        f"- split preset `{opts.preset}`, prompt style `{opts.prompt_style}`",
+        f"- split preset `{opts.preset}`, " + ("prompt: the puzzle text of `CountdownToolEnv.reset`" if plan.tools
+                                              else f"prompt style `{opts.prompt_style}`"),
         f"- {'at most ' if opts.max_minutes else ''}{opts.steps} steps"
         f"{f' (or {opts.max_minutes:g} minutes of training)' if opts.max_minutes else ''} of {opts.prompts_per_step} prompts x {opts.num_generations} completions, "
         f"learning rate {opts.learning_rate:g}, beta {opts.beta:g}, temperature {opts.temperature:g}, "
