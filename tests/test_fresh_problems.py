@@ -13,6 +13,7 @@ from countdown_gym.data.difficulty import TIERS, measure, tier
 from countdown_gym.data.fresh import fresh_config, generate_fresh, held_out_keys
 from countdown_gym.data.generator import iter_problems
 from countdown_gym.data.splits import SPLIT_RULES, SPLIT_SPEC
+from countdown_gym.integrations.reasoning_gym import DATASET_NAME, CountdownGymConfig, CountdownGymDataset
 
 
 def test_held_out_keys_are_every_validation_and_test_problem():
@@ -93,15 +94,8 @@ def test_verl_export_size_generates_the_train_split(tmp_path):
     assert len(validation) == len(load_split("tinyzero", "validation"))
 
 
-rg = pytest.importorskip("reasoning_gym")
-from countdown_gym.integrations.reasoning_gym import (  # noqa: E402
-    DATASET_NAME,
-    CountdownGymConfig,
-    CountdownGymDataset,
-)
-
-
 def test_reasoning_gym_size_beyond_the_test_split_generates():
+    rg = pytest.importorskip("reasoning_gym")
     ds = rg.create_dataset(DATASET_NAME, size=20000)
     assert len(ds) == 20000 and ds.split == "generated"
     entries = [ds[i] for i in range(60)] + [ds[-19800]]  # problems are drawn when first read
