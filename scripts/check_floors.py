@@ -23,12 +23,24 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.requirements import Requirement
-
 from countdown_gym.dataclass_cli import run
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK_TOOLS = ("pytest>=8", "hypothesis>=6.100")
+_REQUIREMENT = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?")
+
+
+def _name(requirement: str) -> str:
+    """A requirement's normalised distribution name (PEP 503)."""
+    match = _REQUIREMENT.match(requirement)
+    if match is None:
+        raise ValueError(f"not a requirement: {requirement!r}")
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower()
+
+
+def _extras(requirement: str) -> set[str]:
+    match = _REQUIREMENT.match(requirement)
+    return {e.strip() for e in (match.group(2) or "").split(",") if e.strip()} if match else set()
 
 
 def requirements(extras: list[str], pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
@@ -40,9 +52,8 @@ def requirements(extras: list[str], pyproject: Path = ROOT / "pyproject.toml") -
 
     def add(reqs: list[str]) -> None:
         for text in reqs:
-            req = Requirement(text)
-            if re.sub(r"[-_.]+", "-", req.name).lower() == project["name"]:
-                for extra in sorted(req.extras - seen):
+            if _name(text) == project["name"]:
+                for extra in sorted(_extras(text) - seen):
                     seen.add(extra)
                     add(optional[extra])
             elif text not in out:
@@ -77,14 +88,14 @@ def _floors(args: FloorOptions) -> int:
     out = Path(args.out).resolve()
     venv = out / "venv"
     reqs = requirements(list(args.extras))
-    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True)
+    subprocess.run([uv, "venv", "-q", "--clear", "--python", sys.executable, str(venv)], check=True)
     python = venv / "bin" / "python"
     subprocess.run([uv, "pip", "install", "-q", "--python", str(python), "--resolution", "lowest-direct",
                     *reqs, *CHECK_TOOLS, *args.uv_args], check=True, cwd=ROOT)
     frozen = subprocess.run([uv, "pip", "freeze", "--python", str(python)], check=True, capture_output=True,
                             text=True).stdout.splitlines()
-    names = {re.sub(r"[-_.]+", "-", Requirement(r).name).lower() for r in reqs}
-    direct = [line for line in frozen if re.sub(r"[-_.]+", "-", line.split("==")[0]).lower() in names]
+    names = {_name(r) for r in reqs}
+    direct = [line for line in frozen if _name(line) in names]
     (out / "versions.txt").write_text("\n".join(direct) + "\n", encoding="utf-8")
     print("\n".join(direct))
     env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", "VIRTUAL_ENV": str(venv),
