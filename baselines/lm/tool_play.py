@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from baselines.lm.callbacks import EVAL_FIELDS, SUCCESS_PANELS, ValidationCallback, _frac, _merge, _with_timing
+from baselines.lm.callbacks import ValidationCallback, _frac, _with_timing
 from baselines.lm.generation import Sampling, generate
 from baselines.lm.held_out import HeldOutTest
 from countdown_gym.game.problem import Problem
@@ -133,32 +133,10 @@ class ToolValidationCallback(ValidationCallback):
     """The run's validation (:class:`~baselines.lm.callbacks.ValidationCallback`: ``metrics.csv``, ``success.png``,
     ``best/``, the logs) with each problem played through tool calls (:func:`evaluate_tools`)."""
 
-    def _evaluate(self, model: Any, step: int, event: tuple[Any, Any, Any] | None = None) -> None:
-        from accelerate import PartialState
-        from accelerate.utils import gather_object
-
-        if step in self.evaluated:  # the same answer on every process, or the gather below would hang
-            return
-        self.evaluated.add(step)
-        state = PartialState()
-        part = evaluate_tools(model, self.tokenizer, self.problems[state.process_index::state.num_processes],
-                              max_turns=self.max_turns, max_new_tokens=self.max_new_tokens, samples=self.samples,
-                              sampling=self.sampling, batch_size=self.batch_size, seed=self.seed + step)
-        parts = gather_object([part]) if state.num_processes > 1 else [part]
-        if not state.is_main_process:
-            return
-        row = {"step": step, **_merge(parts)}
-        self.metrics.append({k: row[k] for k in EVAL_FIELDS if k in row})
-        self.metrics.plot(self.png_path, SUCCESS_PANELS, xlabel="GRPO step", title=f"GRPO validation ({self.dir.name})")
-        if event is not None:
-            logs = {f"eval_{k}": float(v) for k, v in row.items() if k != "step" and isinstance(v, (int, float))}
-            for cb in self.reporters:
-                cb.on_log(*event, logs=logs)
-        if self.best() is self.rows[-1]:
-            self._save_best(model, row)
-        if self.verbose:
-            print(f"[step {step}] validation ({row['problems']} problems, tool calls): greedy {row['greedy_success']:.1%}"
-                  + (f", sampled {row['sampled_success']:.1%}" if self.samples else ""), flush=True)
+    def _play(self, model: Any, idx: list[int], step: int) -> dict[str, float]:
+        return evaluate_tools(model, self.tokenizer, [self.problems[i] for i in idx], max_turns=self.max_turns,
+                              max_new_tokens=self.max_new_tokens, samples=self.samples, sampling=self.sampling,
+                              batch_size=self.batch_size, seed=self.seed + step)
 
 
 class ToolHeldOutTest(HeldOutTest):
