@@ -394,10 +394,10 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         if not holds_run(cfg.out, (OPTIONS_FILE, "log.jsonl")):
             raise SystemExit(f"error: --resume: {state_path} not found (no earlier run in {cfg.out})")
         if (Path(cfg.out) / "model.safetensors").exists():  # weights without the optimizer, step and random states
-            raise SystemExit(f"error: --resume: {cfg.out} has model.safetensors but no train_state.pt (nor previous/), "
-                             "so the run cannot be continued exactly; delete model.safetensors and config.json to "
-                             "start afresh there, or use a new --out")
-        print(f"--resume: no checkpoint in {cfg.out} yet, starting afresh")
+            print(f"--resume: {cfg.out} has model.safetensors but no train_state.pt (nor previous/): not a checkpoint "
+                  "that can be continued (a first save cut short?); discarding those weights and starting afresh")
+        else:
+            print(f"--resume: no checkpoint in {cfg.out} yet, starting afresh")
     init = _init_checkpoint(cfg) if cfg.init_from and not resuming else None  # before --out is written; start_run seeds after it
     out, rng = start_run(cfg, markers=CHECKPOINT_FILES, resume=cfg.resume, resuming=resuming,
                          may_change=RESUME_FREE_FIELDS)

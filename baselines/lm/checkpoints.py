@@ -101,7 +101,7 @@ def checkpoints(out: Path) -> list[Path]:
 
 def last_complete_checkpoint(out: Path, extra: tuple[str, ...] = (), say: Any = print) -> str | None:
     """The newest checkpoint of ``out`` that :func:`checkpoint_problem` passes (None when ``out`` has none); each
-    newer one passed over is reported through ``say``. Exits when checkpoints exist but none is complete."""
+    newer one passed over is reported through ``say`` (a run killed during its first save starts afresh)."""
     found = checkpoints(out)
     marked = any((p / MARKER).is_file() for p in found)  # a run saved before the marker existed has none
     for path in found:
@@ -110,5 +110,5 @@ def last_complete_checkpoint(out: Path, extra: tuple[str, ...] = (), say: Any = 
             return str(path)
         say(f"--resume: {path} is incomplete ({problem}); trying the checkpoint before it")
     if found:
-        raise SystemExit(f"--resume: no complete checkpoint in {out}; delete the checkpoint-* folders to start over")
+        say(f"--resume: no complete checkpoint in {out}")
     return None
