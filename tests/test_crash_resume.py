@@ -1,0 +1,123 @@
+"""Crash anywhere, resume: each training script is killed with SIGKILL at random moments (some of them while a
+checkpoint is being written), then started again with ``--resume``, until it finishes. Every resume must continue
+from the last complete checkpoint (never a torn one), and where the script promises it (the critic, SFT with a
+step schedule: one thread, every random state in the checkpoint) the run must end with exactly the weights of an
+uninterrupted run. GRPO and MaskablePPO promise only to finish from the last complete checkpoint: TRL draws
+generations with the random state of the moment, and SB3 keeps no random state in its checkpoints
+(``docs/security.md``).
+
+Slow (a script's start-up is seconds of imports): ``python -m pytest -m slow tests/test_crash_resume.py``. Other
+random kill points: ``CRASH_SEED=7 CRASH_KILLS=6 python -m pytest -m slow tests/test_crash_resume.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = int(os.environ.get("CRASH_SEED", "0"))
+KILLS = int(os.environ.get("CRASH_KILLS", "4"))
+RUN_LIMIT_S = 900
+
+
+@dataclass
+class Script:
+    """How to run one training script in a run directory, and how to tell that it is writing a checkpoint."""
+
+    name: str
+    argv: Callable[[Path], list[str]]
+    saving: Callable[[Path], bool]
+    """Whether a checkpoint is being written now (a temporary or unmarked checkpoint file is there)."""
+    weights: Callable[[Path], dict[str, torch.Tensor]] | None
+    """The final weights (None: the script does not promise the uninterrupted run's)."""
+
+
+def _safetensors(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
+
+
+def _critic_argv(out: Path) -> list[str]:
+    return ["-m", "critics.train", "--max-train-problems", "30", "--extra-problems", "0", "--reach-extra", "300",
+            "--cache-dir", "", "--steps", "60", "--batch-size", "32", "--lr", "3e-3", "--warmup", "5",
+            "--value-dim", "8", "--fourier", "4", "--hidden", "32", "--depth", "2", "--goal-hidden", "32",
+            "--out-dim", "16", "--pair-dim", "8", "--temperature", "0.2", "--checkpoint-every", "4", "--log-every", "10",
+            "--no-calibrate", "--threads", "1", "--out", str(out)]
+
+
+def _sft_argv(out: Path) -> list[str]:
+    return [str(ROOT / "baselines" / "llm_sft.py"), "--out", str(out), "--fresh-problems", "20", "--max-steps", "12",
+            "--batch-size", "4", "--hidden", "32", "--intermediate", "64", "--layers", "1", "--heads", "2",
+            "--eval-every", "100", "--eval-problems", "2", "--max-new-tokens", "4", "--checkpoint-every", "2",
+            "--progress", "false", "--schedule", "steps", "--warmup-steps", "1", "--threads", "1"]
+
+
+SCRIPTS = {
+    "critic": Script("critic", _critic_argv,
+                     lambda out: any(out.glob("*.tmp")) or (out / "previous.new").exists(),
+                     lambda out: _safetensors(out / "model.safetensors")),
+    "sft": Script("sft", _sft_argv, lambda out: (out / "checkpoint.tmp").exists() or (out / "checkpoint.old").exists(),
+                  lambda out: _safetensors(out / "final" / "model.safetensors")),
+}
+
+
+def _start(script: Script, out: Path, resume: bool) -> subprocess.Popen:
+    argv = [sys.executable, *script.argv(out), *(["--resume"] if resume else [])]
+    return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def run_with_kills(script: Script, out: Path, rng: random.Random, typical_s: float, kills: int) -> list[str]:
+    """Run ``script`` in ``out`` until it exits 0, killing it ``kills`` times: at a random moment of its typical run
+    time, or (every other kill on average) the moment it is seen writing a checkpoint. Returns each run's output."""
+    outputs: list[str] = []
+    for attempt in range(kills + 1):
+        p = _start(script, out, resume=(out / "options.json").exists())  # a run killed before it began starts anew
+        if attempt < kills:
+            mid_save = rng.random() < 0.5
+            at = time.monotonic() + rng.uniform(0.05, 1.0) * typical_s
+            while p.poll() is None and time.monotonic() < at + (typical_s if mid_save else 0):
+                if (script.saving(out) if mid_save else time.monotonic() >= at):
+                    break
+                time.sleep(0.002)
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+        text = p.communicate(timeout=RUN_LIMIT_S)[0]
+        outputs.append(text)
+        if p.returncode == 0:
+            return outputs
+        assert p.returncode == -signal.SIGKILL, f"run {attempt} of {script.name} failed:\n{text[-3000:]}"
+        assert "Traceback" not in text
+    raise AssertionError(f"{script.name} did not finish after {kills} kills:\n{outputs[-1][-3000:]}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(SCRIPTS))
+def test_killed_anywhere_the_run_resumes_and_ends_as_an_uninterrupted_one(name: str, tmp_path: Path) -> None:
+    script = SCRIPTS[name]
+    t0 = time.monotonic()
+    straight = _start(script, tmp_path / "straight", resume=False)
+    text = straight.communicate(timeout=RUN_LIMIT_S)[0]
+    assert straight.returncode == 0, text[-3000:]
+    typical = time.monotonic() - t0
+    rng = random.Random(f"{SEED}-{name}")
+    outputs = run_with_kills(script, tmp_path / "killed", rng, typical, KILLS)
+    assert len(outputs) >= 2 and all("Traceback" not in o for o in outputs)  # at least one kill landed
+    if script.weights is not None:
+        a, b = script.weights(tmp_path / "straight"), script.weights(tmp_path / "killed")
+        assert a.keys() == b.keys()
+        for k in a:
+            assert torch.equal(a[k], b[k]), (name, k, outputs)
