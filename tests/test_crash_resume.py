@@ -2,9 +2,8 @@
 checkpoint is being written), then started again with ``--resume``, until it finishes. Every resume must continue
 from the last complete checkpoint (never a torn one), and where the script promises it (the critic, SFT with a
 step schedule: one thread, every random state in the checkpoint) the run must end with exactly the weights of an
-uninterrupted run. GRPO and MaskablePPO promise only to finish from the last complete checkpoint: TRL draws
-generations with the random state of the moment, and SB3 keeps no random state in its checkpoints
-(``docs/security.md``).
+uninterrupted run. GRPO and MaskablePPO are not here yet; they promise only to continue from the last complete
+checkpoint (``docs/security.md``).
 
 Slow (a script's start-up is seconds of imports): ``python -m pytest -m slow tests/test_crash_resume.py``. Other
 random kill points: ``CRASH_SEED=7 CRASH_KILLS=6 python -m pytest -m slow tests/test_crash_resume.py``.
