@@ -121,7 +121,8 @@ def _interrupt_when_working(argv: list[str], tmp_path: Path) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("argv", [["leaderboard", "score", "--dir", "{tmp}/lb"], ["splits"],
-                                  ["export", "--format", "jsonl", "--out", "{tmp}/export"]])
+                                  ["export", "--format", "jsonl", "--out", "{tmp}/export"],
+                                  ["audit", "countdown_gym.cli.audit:verify_reward"]])
 def test_ctrl_c_is_one_line_and_exit_code_130(argv, tmp_path):
     import shutil
 

@@ -225,7 +225,7 @@ def test_resume_names_a_broken_options_file_or_log_and_never_silently_restarts(t
     out = train(_cfg(tmp_path, steps=40, stop_after=20), progress=False)
     good = (out / "options.json").read_bytes()
     for text, needle in ((b"", "is empty"), (b'{"steps": 4', "is not JSON"), (b"\xff\xfe", "is not UTF-8"),
-                         (b"[]", "holds a JSON list"), (b"7", "holds a JSON int")):
+                         (b"[]", "holds a JSON list"), (b"7", "holds a JSON int"), (b"{}", "holds none of")):
         (out / "options.json").write_bytes(text)
         with pytest.raises(SystemExit, match="options.json " + needle) as e:
             train(_cfg(tmp_path, steps=40, resume=True), progress=False)

@@ -23,7 +23,7 @@ import json
 import multiprocessing
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -182,9 +182,12 @@ def _limit_memory(memory_mb: int) -> None:
 
 
 def _serve(spec: str, conn: Any, memory_mb: int) -> None:
-    """Worker: load the function, then answer ``(completion, numbers, target)`` requests until None."""
+    """Worker: load the function, then answer ``(completion, numbers, target)`` requests until None. Ctrl-C is the
+    parent's to handle (it stops the worker): the worker ignores SIGINT, so it prints no traceback of its own."""
+    import signal
     import warnings
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from countdown_gym.leaderboard.agents import load_object
 
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - a reward's prints must not mix with the table
@@ -211,12 +214,29 @@ def _serve(spec: str, conn: Any, memory_mb: int) -> None:
             conn.send(("raised", f"{type(e).__name__}: {e}"[:300]))
 
 
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored inside (in the main thread; elsewhere signal handlers cannot be set, and nothing changes)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class _Worker:
     def __init__(self, spec: str, memory_mb: int, load_timeout: float) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve, args=(spec, child, memory_mb), daemon=True)
-        self.proc.start()
+        with _sigint_ignored():  # inherited by the new process from its first instruction: Ctrl-C is the parent's
+            self.proc.start()
         child.close()
         if not self.conn.poll(load_timeout):
             self.stop()

@@ -108,6 +108,10 @@ def check_resume(saved: Mapping[str, Any] | None, options: Any, may_change: Coll
                  start_over: str = "use another --out") -> None:
     """Exit naming every option of the dataclass ``options`` that differs from ``saved`` (the run's stored
     options; None: nothing to compare) apart from ``may_change``: a resumed run continues the same run."""
+    if saved is not None and dataclasses.is_dataclass(options) and saved.keys().isdisjoint(
+            f.name for f in dataclasses.fields(options)):  # {} or another program's file: nothing to compare with
+        raise SystemExit(f"--resume: {Path(where) / OPTIONS_FILE} holds none of this script's options; fix or delete "
+                         "it (the checkpoint keeps its own record), or use another directory")
     changed = changed_options(saved, options, may_change) if saved is not None else []
     if changed:
         raise SystemExit(f"--resume: {where} was trained with {', '.join(changed)}; resume with the same flags or "
