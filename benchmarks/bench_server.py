@@ -34,8 +34,8 @@ from pathlib import Path
 
 from countdown_gym.dataclass_cli import check_min, parse
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_openenv import ROOT, Tally, cpu_seconds, episodes, free_port, start_server, ws_client  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: benchmarks/ as a package
+from benchmarks.bench_openenv import ROOT, Tally, cpu_seconds, episodes, free_port, start_server, ws_client  # noqa: E402
 
 TARGET_STEPS = 5_000
 TARGET_CPU_US = 100.0
