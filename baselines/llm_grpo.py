@@ -5,6 +5,7 @@
     python baselines/llm_grpo.py --model Qwen/Qwen2.5-1.5B-Instruct --prompt-style tinyzero \\
         --max-completion-length 1024 --use-vllm --vllm-mode colocate
     accelerate launch baselines/llm_grpo.py --model Qwen/Qwen2.5-1.5B-Instruct --prompt-style tinyzero
+    python baselines/llm_grpo.py --interaction tools --model Qwen/Qwen2.5-1.5B-Instruct --use-vllm  # TRL's tool loop
 
 Every field of :class:`Options` (``baselines/lm/grpo_options.py``) is a command-line flag (``--field-name``). Rewards are the TRL
 reward functions of ``countdown_gym.integrations.trl`` (variants and CLIPO: ``baselines/lm/rewards.py``);
@@ -13,6 +14,7 @@ validation (greedy + sampled as the rollouts sample) runs every ``--eval-interva
 This file holds the flow of a run; the parts are modules named by their job: ``grpo_options.py`` (the options and
 the plan they resolve to), ``grpo_model.py`` (model, position-ids patch), ``grpo_data.py`` (problems, pass-rate filter, curriculum, trainer inputs),
 ``grpo_config.py`` (process layout, GRPOConfig, rewards, dry run), ``held_out.py`` (the test split before and after),
+``tool_play.py`` (``--interaction tools``: validation and the test played through tool calls),
 ``run_card.py`` (the run's README.md);
 the run directory follows ``countdown_gym.runkit.runs``. ``docs/llm_grpo.md`` has the details.
 """
@@ -37,7 +39,7 @@ from baselines.lm.grpo_config import (
     plan_run,
     trainer_class_of,
 )
-from baselines.lm.grpo_data import held_out_problems, run_inputs, run_problems, single_pass_prompts
+from baselines.lm.grpo_data import held_out_test, run_inputs, run_problems
 from baselines.lm.grpo_model import (  # noqa: F401  (DEFAULT_*: the shipped models, named here for scripts)
     DEFAULT_MODEL,
     DEFAULT_TURN_MODEL,
@@ -67,7 +69,6 @@ def train(opts: Options) -> dict[str, Any]:
         RunCardCallback,
         StopRequestCallback,
         TimeLimitCallback,
-        ValidationCallback,
         attach_reporting,
     )
     from baselines.lm.generation import Sampling
@@ -110,11 +111,16 @@ def train(opts: Options) -> dict[str, Any]:
     inputs = run_inputs(plan, train_problems, val_problems, tokenizer)
     funcs, clipo = build_reward_funcs(plan, tokenizer, model.config.get_text_config().hidden_size)
     sampling = Sampling.of_rollouts(config)  # the sampled validation draws as the rollouts draw
+    turns = opts.max_turns if plan.multi_turn or plan.tools else None  # an episode's turn budget (single-pass: none)
+    if plan.tools:  # validation played through tool calls, as TRL's tool loop plays them
+        from baselines.lm.tool_play import ToolValidationCallback as ValidationCallback
+    else:
+        from baselines.lm.callbacks import ValidationCallback
     validation = ValidationCallback(
         problems=val_problems, prompts=inputs.val_prompts, sampling=sampling,
         tokenizer=tokenizer, output_dir=out, eval_interval=opts.eval_interval, samples=opts.eval_samples,
         max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size, seed=opts.seed, verbose=not opts.quiet,
-        max_turns=opts.max_turns if plan.multi_turn else None, write=main_process,
+        max_turns=turns, write=main_process,
         resume_step=int(Path(resume_from).name.rsplit("-", 1)[1]) if resume_from else None,  # checkpoint-N
     )
     profile = StepProfile()  # first, so that its step ends before the validation callback evaluates
@@ -139,15 +145,8 @@ def train(opts: Options) -> dict[str, Any]:
         if resume_from:
             clipo.clipo.load_state_dict(torch.load(head_state, map_location="cpu", weights_only=True))
     test = None
-    if opts.test_eval:  # the start on held-out problems (a resumed run reads it back from held_out.json)
-        from baselines.lm.held_out import HeldOutTest
-
-        held_out = held_out_problems(plan)
-        test = HeldOutTest(held_out, tokenizer=tokenizer, path=out / "held_out.json", max_turns=opts.max_turns if plan.multi_turn else None,
-                           prompts=None if plan.multi_turn else single_pass_prompts(plan, held_out, tokenizer),
-                           max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size,
-                           settings={"model": plan.model, "prompt_style": opts.prompt_style, "chat_template": opts.chat_template},
-                           write=main_process, verbose=not opts.quiet)
+    if opts.test_eval:  # the start on held-out problems (a resumed run, or a comparison's, reads it from held_out.json)
+        test = held_out_test(plan, tokenizer, out / "held_out.json", write=main_process, verbose=not opts.quiet)
         test.start(model)
     time_limit = TimeLimitCallback(opts.max_minutes) if opts.max_minutes > 0 else None
     if time_limit is not None:

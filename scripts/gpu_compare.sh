@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The seed paper's reward comparison at equal wall-clock on one GPU machine, as one prepared run; the write-up
-# (table, paired tests, curves), the runs' small files and the best variant's model land in $OUT (default: runs/gpu_compare_out):
+# (reward_comparison.md and its per-run records: Welch's t against sparse, Holm, bootstrap, curves), the runs' small files and the best variant's model land in $OUT (default: runs/gpu_compare_out):
 #   every (variant, seed) is one baselines/llm_grpo.py run of MINUTES minutes of training, all side by side, then
-#   the starting model and every final model play the 1,000 test problems greedily (baselines/compare_llm_rewards.py).
+#   every run plays the 1,000 test problems greedily at its end (baselines/compare_llm_rewards.py).
 #
 #   bash scripts/gpu_compare.sh            # on the GPU machine, from the repository root
 #   QUICK=1 bash scripts/gpu_compare.sh    # a smoke run: 2 variants x 2 seeds, 2 steps, 10 test problems (any machine)
@@ -43,10 +43,12 @@ python3 - "$RUNS" "$OUT" <<'PY'
 import json, pathlib, shutil, statistics, sys
 runs, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 by = {}
-for t in runs.glob("*/test.json"):
-    summary = json.loads((t.parent / "summary.json").read_text())
+for t in runs.glob("*/held_out.json"):
+    held, summary = json.loads(t.read_text()), t.parent / "summary.json"
+    if "result" not in held or not summary.is_file():
+        continue
     by.setdefault(t.parent.name.rsplit("-s", 1)[0], []).append(
-        (summary["last"]["greedy_success"], json.loads(t.read_text())["greedy_success"], t.parent))
+        (json.loads(summary.read_text())["last"]["greedy_success"], held["result"]["end"], t.parent))
 if by:
     variant = max(by, key=lambda v: statistics.mean(x[1] for x in by[v]))
     run = max(by[variant], key=lambda x: x[0])[2]

@@ -406,11 +406,9 @@ def test_cli_usage(capsys):
 
 
 def test_shipped_leaderboard_is_valid_and_up_to_date(capsys):
-    start = time.perf_counter()
     code = lb_main(["check", "--dir", str(ROOT / "leaderboard")])
     err = capsys.readouterr().err
     assert code == 0, err
-    assert time.perf_counter() - start < 30
 
 
 def test_shipped_reference_entries_record_their_commands():

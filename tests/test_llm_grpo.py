@@ -650,22 +650,27 @@ def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> No
         opts = parse_options(cmd[2:])
         assert (opts.rewards, opts.seed, opts.beta, opts.train_pass_rates) == (variant, 3, 0.01, "auto")
         assert (opts.learning_rate, opts.prompts_per_step, opts.steps) == (args.learning_rate, args.prompts_per_step, args.steps)
-        # every option but the rewards, seed, steps and run bookkeeping is llm_grpo.py's default
-        same = ("learning_rate", "prompts_per_step", "num_generations", "max_completion_length", "temperature", "train_pass_rates")
+        # every option but the rewards, seed and run bookkeeping is llm_grpo.py's default
+        same = ("learning_rate", "prompts_per_step", "num_generations", "max_completion_length", "temperature", "train_pass_rates",
+                "steps", "eval_interval", "eval_problems")
         assert all(getattr(opts, name) == getattr(Options(), name) for name in same)
         assert GRPOPlan.of(opts).pass_rates is not None  # the shipped model's own train_pass_rates.jsonl
-    args = compare_llm_rewards.parse_args(["--runs-dir", str(tmp_path)])  # the default: the paper's 5 variants, multi-turn
-    assert compare_llm_rewards.VARIANTS == ("sparse", "oracle-reachable", "oracle-perfect", "critic", "clipo")
-    assert (args.seeds, args.test_problems, args.interaction) == ((0, 1, 2), 1000, "multi-turn")
-    assert list(args.variants) == [*compare_llm_rewards.VARIANTS, "oracle-reachable@step"]
+    args = compare_llm_rewards.parse_args(["--runs-dir", str(tmp_path)])  # the default: the protocol's 4 arms x 11 seeds
+    assert compare_llm_rewards.VARIANTS == ("sparse", "oracle-perfect", "critic", "clipo") == args.variants
+    assert (args.seed_list, args.test_problems, args.interaction) == (list(range(11)), 1000, "multi-turn")
+    assert args.page.name == "reward_comparison.md" and args.records.name == "reward_comparison"
     for variant in args.variants:
         opts = parse_options(compare_llm_rewards.run_command(args, variant, 1)[2:])
-        rewards = variant.removesuffix("@step")
         assert (opts.interaction, opts.model, opts.rewards, opts.step_credit) == (
-            "multi-turn", llm_grpo.DEFAULT_TURN_MODEL, rewards, variant.endswith("@step"))
-        assert all(getattr(opts, name) == getattr(Options(), name) for name in ("learning_rate", "max_turns"))
-        assert opts.steps == 20  # the comparison's own budget: 18 runs fit its 90 minutes
+            "multi-turn", llm_grpo.DEFAULT_TURN_MODEL, variant, False)
+        assert (opts.test_eval, opts.test_problems, opts.steps, opts.threads) == (True, 1000, Options().steps, 1)
     assert compare_llm_rewards.run_path(args, "oracle-reachable@step", 2).name == "oracle-reachable-step-s2"
+    quick = compare_llm_rewards.parse_args(["--runs-dir", str(tmp_path), "--quick"])
+    assert (quick.variants, quick.seed_list, quick.page.parent) == (("sparse", "oracle-perfect"), list(range(8)), tmp_path)
+    assert compare_llm_rewards.parse_args(["--seeds", "3,0-2,2"]).seed_list == [3, 0, 1, 2]
+    for bad in ("a", "5-2"):
+        with pytest.raises(SystemExit):
+            compare_llm_rewards.parse_args(["--seeds", bad])
 
 
 def test_comparison_refuses_a_bad_variant_or_flag_before_any_run_starts(tmp_path: Path) -> None:
@@ -679,69 +684,78 @@ def test_comparison_refuses_a_bad_variant_or_flag_before_any_run_starts(tmp_path
     assert not runs.exists()
 
 
-def test_comparison_reuses_only_runs_and_test_results_of_the_same_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A re-run with other options retrains (or resumes) the runs and re-evaluates what changed."""
+def fake_finished_run(cmp: Any, args: Any, variant: str, seed: int, end: list[bool]) -> Path:
+    """The files a finished llm_grpo.py run of ``args`` leaves, with the test outcomes ``end``."""
+    run = cmp.run_path(args, variant, seed)
+    run.mkdir(parents=True, exist_ok=True)
+    ids = [f"longproc-0.5k/test/{i}" for i in range(len(end))]
+    (run / "held_out.json").write_text(json.dumps({"ids": ids, "settings": {}, "start": [False] * len(end), "end": end}))
+    (run / "summary.json").write_text(json.dumps({"last": {"step": args.steps}, "steps": args.steps, "seconds_per_step": 2.5}))
+    (run / "train_log.jsonl").write_text('{"step": 1, "frac_reward_zero_std": 0.5}\n{"step": 2, "frac_reward_zero_std": 0.25}\n')
+    (run / "metrics.csv").write_text("step,problems,greedy_success\n0,4,0.25\n2,4,0.5\n")
+    (run / "options.json").write_text(json.dumps(dataclasses.asdict(parse_options(cmp.run_command(args, variant, seed)[2:]))))
+    return run
+
+
+def test_comparison_reuses_only_runs_of_the_same_options_and_records_each_finished_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A re-run with other options retrains (or resumes); a finished run leaves its record, and a run about to start
+    gets the start's test outcomes played once for all."""
     import subprocess
 
     from baselines import compare_llm_rewards as cmp
-    from baselines.lm import callbacks as llm_callbacks
+    from baselines.reward_analysis import outcomes, read_records
 
-    args = cmp.parse_args(["--runs-dir", str(tmp_path), "--steps", "60", "--test-problems", "3", "--interaction", "single-pass"])
-    run = cmp.run_path(args, "sparse", 0)
-    run.mkdir(parents=True)
-    (run / "summary.json").write_text(json.dumps({"last": {"step": 60}}))
-    opts = dataclasses.asdict(parse_options(cmp.run_command(args, "sparse", 0)[2:]))
-    (run / "options.json").write_text(json.dumps(opts))
+    args = cmp.parse_args(["--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"), "--steps", "2",
+                           "--test-problems", "3"])
+    run = fake_finished_run(cmp, args, "sparse", 0, [True, False, True])
     assert cmp.finished(args, "sparse", 0)
+    opts = json.loads((run / "options.json").read_text())
     (run / "options.json").write_text(json.dumps({**opts, "learning_rate": 3e-4}))  # made with another --learning-rate
     assert not cmp.finished(args, "sparse", 0)
+    (run / "options.json").write_text(json.dumps(opts))
 
-    evaluated: list[int] = []
-    monkeypatch.setattr(grpo_model, "load_model_and_tokenizer", lambda path: (None, build_tokenizer()))
-    monkeypatch.setattr(llm_callbacks, "evaluate_policy", lambda model, tok, problems, *a, **k: evaluated.append(len(problems)) or {
-        "problems": len(problems), "greedy_success": 0.5})
-    cache = run / "test.json"
-    for n in (3, 3, 2):
-        args.test_problems = n
-        assert cmp.test_eval(args, "m", cache) == {"problems": n, "greedy_success": 0.5}
-    assert evaluated == [3, 2]  # the second call is cached; --test-problems 2 is not the cached result
+    start = {"ids": ["x"], "settings": {}, "start": [True]}
+    (Path(args.runs_dir) / cmp.START_FILE).write_text(json.dumps(start))
+    launched: list[list[str]] = []
 
-    class Done:  # a run that finishes at once
+    class Done:  # a run that finishes at once, leaving its files
         returncode = 0
 
-        def __init__(self, *a: Any, **k: Any) -> None:
-            pass
+        def __init__(self, cmd: list[str], *a: Any, **k: Any) -> None:
+            launched.append(cmd)
+            assert json.loads((cmp.run_path(args, "critic", 1) / "held_out.json").read_text()) == start
+            fake_finished_run(cmp, args, "critic", 1, [False, False, True])
 
         def poll(self) -> int:
             return 0
 
     monkeypatch.setattr(subprocess, "Popen", Done)
+    monkeypatch.setattr(cmp, "git_commit", lambda: "0123abc")  # git runs through Popen too
     monkeypatch.setattr(cmp.time, "sleep", lambda s: None)
-    cmp.launch_all(args, [("sparse", 0)])
-    assert not cache.exists()  # the run trained on: its old test result is gone
+    cmp.launch_all(args, [("sparse", 0), ("critic", 1)])
+    assert len(launched) == 1 and "--test-eval" in launched[0]  # sparse seed 0 was finished already
+    (rec,) = read_records(args.records)
+    assert cmp.recorded(args, "critic", 1) and not cmp.recorded(args, "sparse", 0)
+    rec_path = cmp.record_path(args, "critic", 1)
+    from baselines.reward_analysis import write_record
 
-
-def test_comparison_reading_uses_students_t_for_few_seeds_and_keeps_the_training_time(tmp_path: Path) -> None:
-    from baselines import compare_llm_rewards as cmp
-
-    start = {"greedy_success": 0.12, "problems": 1000}
-    rows = [cmp.summarise(v, [{"greedy_success": x, "problems": 1000, "val_first": 0, "val_last": 0, "s_per_step": 1, "steps": 20}
-                              for x in xs]) for v, xs in (("sparse", (0.130, 0.127, 0.132)), ("critic", (0.138, 0.140, 0.136)))]
-    text = "\n".join(cmp.reading(rows, start, 1000))
-    assert "(2.78 SE = " in text  # t with 4 degrees of freedom, not 2 x SE
-    assert "`critic` vs `sparse`: +0.8 points" in text and "better" in text
-    rows[1]["per_seed"] = [0.131, 0.150, 0.123]  # same mean, noisier seeds
-    rows[1]["se"] = 0.008
-    assert "no significant difference" in "\n".join(cmp.reading(rows, start, 1000))
-    assert cmp.training_minutes(tmp_path, 40.0) == 40.0
-    assert cmp.training_minutes(tmp_path, 0.01) == 40.0  # a re-run that only reuses runs keeps the recorded time
-    assert cmp.training_minutes(tmp_path, 5.0) == 45.0
+    moved = {**rec, "options": {**rec["options"], "model": "/elsewhere/clone/baselines/checkpoints/countdown-tiny-lm-turns",
+                                "output_dir": "/elsewhere/runs/critic-s1"}}
+    write_record(rec_path, moved)  # a record committed from another clone counts as the same run
+    assert cmp.recorded(args, "critic", 1)
+    write_record(rec_path, {**moved, "options": {**moved["options"], "learning_rate": 1.0}})
+    assert not cmp.recorded(args, "critic", 1)  # not with other options
+    write_record(rec_path, rec)
+    assert (rec["arm"], rec["seed"], rec["test_outcomes"], rec["start_outcomes"], rec["steps"]) == ("critic", 1, "001", "000", 2)
+    assert rec["frac_reward_zero_std"] == [0.5, 0.25] and rec["validation"][-1] == {"step": 2.0, "problems": 4.0, "greedy_success": 0.5}
+    assert rec["options"]["rewards"] == "critic" and rec["commit"] == "0123abc" and list(outcomes(rec["test_outcomes"])) == [0, 0, 1]
 
 
 def test_comparison_at_equal_wall_clock_passes_the_limit_and_counts_time_stopped_runs_as_finished(tmp_path: Path) -> None:
     from baselines import compare_llm_rewards as cmp
 
-    args = cmp.parse_args(["--runs-dir", str(tmp_path), "--steps", "1000", "--max-minutes", "5"])
+    args = cmp.parse_args(["--runs-dir", str(tmp_path), "--results-dir", str(tmp_path), "--steps", "1000", "--max-minutes", "5"])
     opts = parse_options(cmp.run_command(args, "oracle-perfect@step", 4)[2:])
     assert (opts.steps, opts.max_minutes, opts.step_credit) == (1000, 5.0, True)
     run = cmp.run_path(args, "sparse", 0)
@@ -752,31 +766,6 @@ def test_comparison_at_equal_wall_clock_passes_the_limit_and_counts_time_stopped
     (run / "summary.json").write_text(json.dumps({"last": {"step": 212}, "steps": 212, "stopped_by_time_limit": True}))
     assert cmp.finished(args, "sparse", 0)
     assert "--max-minutes" not in cmp.run_command(cmp.parse_args(["--runs-dir", str(tmp_path)]), "sparse", 0)
-
-
-def test_comparison_pairs_the_variants_by_seed_with_holms_adjustment() -> None:
-    from baselines import compare_llm_rewards as cmp
-
-    def row(variant: str, xs: tuple[float, ...]) -> dict[str, Any]:
-        return cmp.summarise(variant, [{"greedy_success": x, "problems": 1000, "val_first": 0, "val_last": 0,
-                                        "s_per_step": 1, "steps": 10} for x in xs])
-
-    rows = [row("sparse", (0.13, 0.14, 0.12, 0.15, 0.13)), row("oracle", (0.16, 0.17, 0.15, 0.18, 0.16)),
-            row("critic", (0.14, 0.13, 0.13, 0.14, 0.14))]
-    text = "\n".join(cmp.paired_across_seeds(rows, [0, 1, 2, 3, 4]))
-    # oracle - sparse is +3 points on every seed: no spread, p = 0
-    assert "| `sparse` | `oracle` | -3.0 ± 0.0 | 0.000 | 0.000 | **significant** |" in text
-    assert "3 comparisons" in text
-    from scipy.stats import ttest_rel
-
-    def p_values(a: str, b: str) -> str:
-        return next(x for x in text.splitlines() if x.startswith(f"| `{a}` | `{b}`")).split("|")[4:6]
-
-    p = ttest_rel(rows[1]["per_seed"], rows[2]["per_seed"]).pvalue
-    assert [float(x) for x in p_values("oracle", "critic")] == pytest.approx([p, 2 * p], abs=6e-4)  # Holm: 2nd smallest x 2
-    p = ttest_rel(rows[0]["per_seed"], rows[2]["per_seed"]).pvalue
-    assert [float(x) for x in p_values("sparse", "critic")] == pytest.approx([p, p], abs=6e-4)  # the largest as it is
-    assert cmp.paired_across_seeds(rows, [0]) == []
 
 
 def test_a_critic_reward_that_cannot_score_the_presets_states_is_refused_up_front():

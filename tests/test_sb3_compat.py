@@ -47,17 +47,60 @@ def test_make_vec_env_countdown_renders_frames_and_masks_reach_maskable_ppo() ->
     vec.close()
 
 
+def _turn(env_id: str) -> str:
+    return "undo" if env_id == "CountdownMultiTurn-v0" else "1 + 1 = 2"
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_make_vec_env_default_vec_env_holds_every_environment(env_id: str) -> None:
+    """SB3's default DummyVecEnv preallocates one numpy buffer per observation from the space's shape and dtype: the
+    text spaces give ``()`` and ``object``, so whole strings come back, equal to a single environment's."""
+    vec = make_vec_env(env_id, n_envs=2, seed=7)
+    try:
+        assert isinstance(vec, DummyVecEnv)
+        obs = vec.reset()
+        singles = [gym.make(env_id) for _ in range(2)]
+        first = [env.reset(seed=7 + i)[0] for i, env in enumerate(singles)]
+        if env_id == "Countdown-v0":
+            assert obs.shape == (2, *vec.observation_space.shape) and np.array_equal(obs, np.stack(first))
+            return
+        assert obs.shape == (2,) and obs.dtype == object and obs.tolist() == first and all(len(o) > 20 for o in first)  # whole strings
+        obs, reward, done, info = vec.step([_turn(env_id)] * 2)
+        for i, env in enumerate(singles):
+            o, r, terminated, truncated, inf = env.step(_turn(env_id))
+            assert (obs[i], reward[i], done[i]) == (o, r, terminated or truncated)
+            assert info[i]["transitions"] == inf["transitions"]
+    finally:
+        vec.close()
+
+
+def test_make_vec_env_text_environment_with_token_ids() -> None:
+    """The tokenizer mode's Dict observation (text and a variable-length token-id array) fits DummyVecEnv too."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {w: i for i, w in enumerate(["<unk>", "<eos>", *"0123456789+-*/=()\n ", "Try", "give", "up"])}
+    raw = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    raw.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    vec = make_vec_env("CountdownText-v0", n_envs=2, env_kwargs={"action_mode": "token", "tokenizer": raw,
+                                                                "eos_token_id": 1})
+    try:
+        obs = vec.reset()
+        assert obs["text"].dtype == object and all(isinstance(t, str) and t for t in obs["text"])
+        assert all(isinstance(ids, np.ndarray) and len(ids) > 10 for ids in obs["token_ids"])
+        obs, *_ = vec.step(np.array([vocab["1"], vocab["2"]]))
+        assert [t[-1] for t in obs["text"]] == ["1", "2"] and len(obs["token_ids"][0]) == len(obs["token_ids"][1])
+    finally:
+        vec.close()
+
+
 @pytest.mark.parametrize("env_id", ENV_IDS[1:])
-def test_make_vec_env_text_environments(env_id: str) -> None:
-    with pytest.raises(TypeError):  # SB3's limit: DummyVecEnv preallocates numeric buffers, a Text space has no shape
-        make_vec_env(env_id, n_envs=1)
+def test_make_vec_env_text_environments_in_subprocesses(env_id: str) -> None:
     vec = make_vec_env(env_id, n_envs=2, vec_env_cls=SubprocVecEnv, vec_env_kwargs={"start_method": "fork"})
     try:
         assert vec.render_mode is None  # created again without the rgb_array request
         obs = vec.reset()
         assert obs.shape == (2,) and all(isinstance(o, str) and o for o in obs.tolist())
-        turn = "undo" if env_id == "CountdownMultiTurn-v0" else "1 + 1 = 2"
-        obs, reward, done, info = vec.step([turn, turn])
+        obs, reward, done, info = vec.step([_turn(env_id)] * 2)
         assert len(info) == 2 and "transitions" in info[0]
     finally:
         vec.close()

@@ -115,3 +115,15 @@ def test_llm_grpo_logs_trl_metrics_and_validation_to_tensorboard(tmp_path: Path)
     got = scalars(out / "tensorboard")
     assert [s for s, _ in got["eval/greedy_success"]] == [0, 1]
     assert "train/loss" in got and "train/reward" in got
+
+
+def test_report_to_wandb_without_wandb_names_the_extra() -> None:
+    import importlib.util
+
+    pytest.importorskip("transformers")
+    if importlib.util.find_spec("wandb") is not None:
+        pytest.skip("wandb is installed here")
+    from countdown_gym.runkit.tracking import report_to_names
+
+    with pytest.raises(ValueError, match=r"--report-to wandb: the wandb package is not installed \(pip install 'countdown-gym\[wandb\]'\)"):
+        report_to_names("wandb")

@@ -199,18 +199,7 @@ class ValidationCallback(TrainerCallback):
             return
         self.evaluated.add(step)
         state = PartialState()
-        idx = list(range(state.process_index, len(self.problems), state.num_processes))
-        if self.max_turns is not None:
-            part = evaluate_turns(
-                model, self.tokenizer, [self.problems[i] for i in idx], max_turns=self.max_turns, samples=self.samples,
-                sampling=self.sampling, batch_size=self.batch_size, seed=self.seed + step,
-            )
-        else:
-            part = evaluate_policy(
-                model, self.tokenizer, [self.problems[i] for i in idx], [self.prompts[i] for i in idx],
-                max_new_tokens=self.max_new_tokens, samples=self.samples, sampling=self.sampling,
-                batch_size=self.batch_size, seed=self.seed + step,
-            )
+        part = self._play(model, list(range(state.process_index, len(self.problems), state.num_processes)), step)
         parts = gather_object([part]) if state.num_processes > 1 else [part]
         if not state.is_main_process:
             return
@@ -230,6 +219,20 @@ class ValidationCallback(TrainerCallback):
                 f"{row['tokens_per_s']:.0f} generated tokens/s",
                 flush=True,
             )
+
+    def _play(self, model: Any, idx: list[int], step: int) -> dict[str, float]:
+        """This process's share of a validation: the problems ``idx`` played, their figures (``evaluate_turns`` in the
+        multi-turn mode, ``evaluate_policy`` in the single-pass one)."""
+        if self.max_turns is not None:
+            return evaluate_turns(
+                model, self.tokenizer, [self.problems[i] for i in idx], max_turns=self.max_turns, samples=self.samples,
+                sampling=self.sampling, batch_size=self.batch_size, seed=self.seed + step,
+            )
+        return evaluate_policy(
+            model, self.tokenizer, [self.problems[i] for i in idx], [self.prompts[i] for i in idx],
+            max_new_tokens=self.max_new_tokens, samples=self.samples, sampling=self.sampling,
+            batch_size=self.batch_size, seed=self.seed + step,
+        )
 
     def _save_best(self, model: Any, row: dict[str, Any]) -> None:
         best = save_pretrained(model, self.tokenizer, self.dir / self.BEST_DIR)

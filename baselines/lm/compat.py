@@ -79,3 +79,22 @@ def check_tokenizer(tokenizer: Any, model: str, prompt_style: str, chat_template
                          f"{tokenizer.convert_ids_to_tokens(first[0])!r}, but the run stops at "
                          f"{tokenizer.eos_token!r}: a base model's tokenizer with an instruct template? Its completions "
                          "would run on to --max-completion-length; use the instruct model, or --no-chat-template")
+
+
+def check_tool_tokenizer(tokenizer: Any, model: str) -> None:
+    """Exit when TRL's tool loop (``--interaction tools``) cannot run with the tokenizer: no EOS, no chat template
+    that renders tool calls, or none whose tool calls TRL can parse (it knows the templates of Qwen2.5, Qwen3, Llama
+    3.1/3.2 and a few more, or a tokenizer's own ``response_template``)."""
+    from trl.chat_template_utils import add_response_schema, supports_tool_calling
+
+    check_tokenizer(tokenizer, model, "compact", False)
+    if not getattr(tokenizer, "chat_template", None) or not supports_tool_calling(tokenizer):
+        raise SystemExit(f"--model {model}: --interaction tools needs a chat template that renders tool calls and "
+                         "their results (an instruct model such as Qwen2.5-Instruct); this tokenizer has none")
+    if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
+        try:
+            add_response_schema(tokenizer)
+        except ValueError:
+            raise SystemExit(f"--model {model}: TRL cannot parse tool calls written in this chat template (it parses "
+                             "the templates it ships: Qwen2.5, Qwen3, Llama 3.1/3.2, ...); set the tokenizer's "
+                             "response_template, or use a model with one of those templates") from None

@@ -149,6 +149,8 @@ def grpo_config_kwargs(plan: GRPOPlan, compute: RunPlan | None = None) -> dict[s
     fields = {f.name for f in dataclasses.fields(GRPOConfig)}
     checkpointing = "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
     kwargs[checkpointing] = opts.gradient_checkpointing
+    if plan.tools:  # the game's turn budget, and room for a few free numbers() calls
+        kwargs["max_tool_calling_iterations"] = opts.max_turns + 4
     if opts.vllm_server_base_url:
         kwargs["vllm_server_base_url"] = opts.vllm_server_base_url
     if opts.use_vllm:
@@ -230,12 +232,15 @@ def check_start_up(plan: GRPOPlan, compute: RunPlan, tokenizer: Any = None) -> b
     """The compatibility checks of ``baselines/lm/compat.py`` that need more than the options: the process layout and
     the tokenizer (read when not given). Returns whether the tokenizer was checked (a dry run for a hub model this
     machine cannot reach goes on without it; a run stops when its model loads)."""
-    from baselines.lm.compat import check_layout, check_tokenizer
+    from baselines.lm.compat import check_layout, check_tokenizer, check_tool_tokenizer
 
     check_layout(compute.layout.strategy)
     tokenizer = tokenizer or read_tokenizer(plan.model)
     if tokenizer is None:
         return False
+    if plan.tools:
+        check_tool_tokenizer(tokenizer, plan.model)
+        return True
     opts = plan.options  # multi-turn prompts are plain text: the EOS alone matters
     check_tokenizer(tokenizer, plan.model, "compact" if plan.multi_turn else opts.prompt_style, opts.chat_template)
     return True
@@ -264,7 +269,8 @@ def dry_run(plan: GRPOPlan) -> dict[str, Any]:
         "llm_grpo dry run: nothing loaded, nothing written",
         f"model: {plan.model} ({shape.parameters / 1e6:,.1f} M parameters, {shape.layers} layers, hidden "
         f"{shape.hidden}, vocab {shape.vocab}; config from {shape.source})",
-        f"interaction: {opts.interaction}, prompt style {opts.prompt_style}, rewards {opts.rewards}, preset {opts.preset}",
+        f"interaction: {opts.interaction}, " + ("TRL's tool loop" if plan.tools else f"prompt style {opts.prompt_style}")
+        + f", rewards {opts.rewards}, preset {opts.preset}",
         "tokenizer: " + ("EOS and chat template checked" if tokenizer_checked else
                          "not checked (not readable here; a run checks it before its model loads)"),
         f"process layout: {compute.layout.describe()}",
@@ -286,9 +292,17 @@ def dry_run(plan: GRPOPlan) -> dict[str, Any]:
 
 def trainer_class_of(plan: GRPOPlan, funcs: list[Any]) -> tuple[Any, dict[str, Any]]:
     """The trainer class of the run and its extra keyword arguments: ``baselines.lm.grpo_trainer.CountdownGRPOTrainer``
-    (TRL's ``GRPOTrainer``, its loss on the model's own tokens), or with ``--step-credit``
+    (TRL's ``GRPOTrainer``, its loss on the model's own tokens), with ``--interaction tools`` its ``ToolGRPOTrainer``
+    and the environment factory of TRL's tool loop (``CountdownToolEnv``), or with ``--step-credit``
     ``baselines.lm.step_credit.StepCreditGRPOTrainer`` with the per-turn terms (``funcs``: the run's reward functions)."""
     opts = plan.options
+    if plan.tools:
+        from functools import partial
+
+        from baselines.lm.grpo_trainer import ToolGRPOTrainer
+        from countdown_gym.integrations.trl_env import CountdownToolEnv
+
+        return ToolGRPOTrainer, {"environment_factory": partial(CountdownToolEnv, max_turns=opts.max_turns)}
     if not opts.step_credit:
         from baselines.lm.grpo_trainer import CountdownGRPOTrainer
 

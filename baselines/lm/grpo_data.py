@@ -23,15 +23,34 @@ def first_problems(problems: list[Problem], n: int, flag: str, what: str) -> lis
     return problems[: n or None]
 
 
+VALIDATION_SEED = 20261129
+"""The seed of the run's validation subset (:func:`validation_subset`): fixed, the same in every run and every seed, so
+that runs are validated, tuned and their ``best/`` chosen on the same problems."""
+
+
+def validation_subset(problems: list[Problem], n: int, seed: int = VALIDATION_SEED) -> list[Problem]:
+    """``n`` problems drawn at random (without replacement, ``seed``) from a validation split, in split order; all of
+    them for ``n`` = 0 or ``n`` >= the split (the split's first problems are the shipped model's best part:
+    docs/results/llm_grpo_settings.md, so a run is not validated on the first ``n``)."""
+    import random
+
+    if n == 0 or n >= len(problems):
+        if n > len(problems):
+            print(f"note: --eval-problems {n} is more than the {len(problems)} validation problems; all are used")
+        return list(problems)
+    keep = sorted(random.Random(seed).sample(range(len(problems)), n))
+    return [problems[i] for i in keep]
+
+
 def run_problems(plan: GRPOPlan) -> tuple[list[Problem], list[Problem]]:
     """The problems of a run: the training problems in the order it draws them (filtered by ``plan.pass_rates``, cut
-    to ``--train-problems``, ordered by ``--curriculum``) and the first ``--eval-problems`` validation problems."""
+    to ``--train-problems``, ordered by ``--curriculum``) and ``--eval-problems`` validation problems drawn at random
+    with the fixed :data:`VALIDATION_SEED` (:func:`validation_subset`)."""
     from countdown_gym.data.splits import load_split
 
     opts = plan.options
     problems = load_split(opts.preset, "train")
-    validation = first_problems(load_split(opts.preset, "validation"), opts.eval_problems, "--eval-problems",
-                                f"validation problems of {opts.preset}")
+    validation = validation_subset(load_split(opts.preset, "validation"), opts.eval_problems)
     if plan.pass_rates is not None:
         from countdown_gym.data.pass_rates import filter_by_pass_rate
 
@@ -58,6 +77,24 @@ def held_out_problems(plan: GRPOPlan) -> list[Problem]:
                           f"test problems of {plan.options.preset}")
 
 
+def held_out_test(plan: GRPOPlan, tokenizer: Any, path: Any, *, write: bool = True, verbose: bool = True) -> Any:
+    """The run's :class:`~baselines.lm.held_out.HeldOutTest` (its held-out problems, played as the run plays), keeping
+    its outcomes in ``path``; the reward comparison builds the same one to play the start once for all its runs."""
+    if plan.tools:  # played through tool calls, as TRL's tool loop plays them
+        from baselines.lm.tool_play import ToolHeldOutTest as HeldOutTest
+    else:
+        from baselines.lm.held_out import HeldOutTest
+
+    opts = plan.options
+    problems = held_out_problems(plan)
+    turns = opts.max_turns if plan.multi_turn or plan.tools else None  # an episode's turn budget (single-pass: none)
+    return HeldOutTest(problems, tokenizer=tokenizer, path=path, max_turns=turns,
+                       prompts=None if turns else single_pass_prompts(plan, problems, tokenizer),
+                       max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size,
+                       settings={"model": plan.model, "prompt_style": opts.prompt_style, "chat_template": opts.chat_template},
+                       write=write, verbose=verbose)
+
+
 def single_pass_prompts(plan: GRPOPlan, problems: list[Problem], tokenizer: Any) -> list[Any]:
     """The prompts of ``problems`` as TRL takes them (``text_format.trainer_prompt``, the run's style and template)."""
     from countdown_gym.game.text_format import trainer_prompt
@@ -68,7 +105,7 @@ def single_pass_prompts(plan: GRPOPlan, problems: list[Problem], tokenizer: Any)
 @dataclass(frozen=True)
 class RunInputs:
     """What the trainer and the validation are given: the ``train_dataset`` (single-pass: ``prompt`` and ``problem``,
-    Problem.to_dict JSON, columns), its ``rollout_func`` (multi-turn: episodes of ``CountdownMultiTurn-v0``;
+    Problem.to_dict JSON, columns; tools: ``trl_env.make_dataset`` rows), its ``rollout_func`` (multi-turn: episodes of ``CountdownMultiTurn-v0``;
     single-pass: None, TRL generates from the prompts) and the validation prompts (single-pass; multi-turn
     validation plays episodes from the problems)."""
 
@@ -87,6 +124,10 @@ def run_inputs(plan: GRPOPlan, problems: list[Problem], validation: list[Problem
                                              prompt_style=opts.prompt_style,
                                              stop_at_dead_end=opts.dead_end_patience if opts.stop_at_dead_end else 0)
         return RunInputs(dataset, rollout_func, [])
+    if plan.tools:  # TRL's tool loop resets a CountdownToolEnv with each row (the trainer's environment_factory)
+        from countdown_gym.integrations.trl_env import make_dataset
+
+        return RunInputs(make_dataset(problems), None, [])
     from datasets import Dataset
 
     prompts = single_pass_prompts(plan, problems, tokenizer)

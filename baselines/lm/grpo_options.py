@@ -17,7 +17,7 @@ from typing import Any
 from baselines.lm.grpo_model import DEFAULT_MODEL, DEFAULT_TURN_MODEL, ROOT, check_model
 from countdown_gym import dataclass_cli
 
-INTERACTIONS = ("auto", "multi-turn", "single-pass")
+INTERACTIONS = ("auto", "multi-turn", "single-pass", "tools")
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")  # TRL's GRPOConfig.loss_type
 SCALE_REWARDS = ("group", "batch", "none")
 MODEL_DTYPES = ("float32", "bfloat16", "auto")  # --model-dtype, passed to from_pretrained(dtype=...)
@@ -40,11 +40,15 @@ class Options:
     baselines/checkpoints/countdown-tiny-lm-turns for multi-turn, countdown-tiny-lm for single-pass)."""
     interaction: str = "auto"
     """multi-turn: one move per model turn, CountdownMultiTurn-v0 computes and answers (environment tokens are
-    masked out of the loss); single-pass: the model writes its whole search and answer in one completion; auto:
+    masked out of the loss); single-pass: the model writes its whole search and answer in one completion; tools: a
+    chat model with a tool-calling template plays the multi-turn game through TRL's own tool loop
+    (environment_factory with countdown_gym.integrations.trl_env.CountdownToolEnv; with --use-vllm TRL generates
+    with vLLM); auto:
     single-pass for the longproc / tinyzero prompt styles, else what --model was trained for (its training.json or
     GRPO options.json), and multi-turn for the default model."""
     max_turns: int = 16
-    """Multi-turn: the turn budget of an episode (training rollouts and validation)."""
+    """Multi-turn and tools: the turn budget of an episode (training rollouts and validation); with tools, TRL's
+    max_tool_calling_iterations is this plus 4 (numbers() calls are free)."""
     max_turn_tokens: int = 12
     """Multi-turn: the token budget of one model turn."""
     stop_at_dead_end: bool = False
@@ -92,7 +96,9 @@ class Options:
     max_prompt_length: int = 512
     """Token budget of a prompt; with --use-vllm the engine's max model length is this plus --max-completion-length
     (otherwise vLLM reserves KV cache for the model's whole context, 131,072 tokens for Llama-3.1)."""
-    learning_rate: float = grpo(1e-4)
+    learning_rate: float = grpo(5e-5)
+    """Adam's learning rate: 5e-5, chosen from 5e-5, 1e-4, 2e-4, 4e-4 on validation problems alone
+    (docs/results/reward_comparison.md#tuning-validation-only)."""
     beta: float = grpo(0.0)
     """KL coefficient (TRL's default 0: no reference model)."""
     temperature: float = grpo(0.5)
@@ -105,7 +111,8 @@ class Options:
     eval_interval: int = 15
     """Validate every N steps (and at the start and the end); 0 = only start and end."""
     eval_problems: int = 200
-    """Validation problems used (first N of the frozen split; 0 = all)."""
+    """Validation problems used: N drawn at random from the frozen validation split with a fixed seed, the same in every
+    run (``grpo_data.validation_subset``); they alone choose ``best/``; 0 = all."""
     eval_samples: int = 2
     """Sampled completions per validation problem (sampled success and pass@k); 0 = greedy only."""
     eval_batch_size: int = 64
@@ -219,7 +226,7 @@ class GRPOPlan:
     model: str
     """The policy to start from: ``--model``, or the shipped model of the interaction."""
     run_dir: Path
-    """``--output-dir``, or ``runs/llm_grpo/<preset>[-turns]-<rewards>[-step]-s<seed>``."""
+    """``--output-dir``, or ``runs/llm_grpo/<preset>[-turns|-tools]-<rewards>[-step]-s<seed>``."""
     pass_rates: Path | None
     """The pass-rate file that filters the training problems (None: every problem)."""
 
@@ -227,6 +234,11 @@ class GRPOPlan:
     def multi_turn(self) -> bool:
         """One move per model turn (``CountdownMultiTurn-v0``), not the whole search in one completion."""
         return self.options.interaction == "multi-turn"
+
+    @property
+    def tools(self) -> bool:
+        """One move per tool call of a chat model, through TRL's tool loop (``CountdownToolEnv``)."""
+        return self.options.interaction == "tools"
 
     @classmethod
     def of(cls, opts: Options) -> GRPOPlan:
@@ -257,7 +269,7 @@ def default_run_dir(opts: Options) -> Path:
     if opts.output_dir:
         return Path(opts.output_dir)
     tag = opts.rewards.replace(",", "_").replace("=", "").replace("+", "-")
-    mode = "-turns" if opts.interaction == "multi-turn" else ""
+    mode = {"multi-turn": "-turns", "tools": "-tools"}.get(opts.interaction, "")
     credit = "-step" if opts.step_credit else ""
     return ROOT / "runs" / "llm_grpo" / f"{opts.preset}{mode}-{tag}{credit}-s{opts.seed}"
 
@@ -312,7 +324,11 @@ def check_plan(plan: GRPOPlan) -> None:
     if opts.stop_at_dead_end and not plan.multi_turn:
         raise SystemExit("--stop-at-dead-end stops multi-turn episodes: it needs --interaction multi-turn")
     if plan.multi_turn and opts.use_vllm:
-        raise SystemExit("--interaction multi-turn generates with transformers turn by turn; --use-vllm is for single-pass")
+        raise SystemExit("--interaction multi-turn generates with transformers turn by turn; for multi-turn with vLLM "
+                         "use --interaction tools (a chat model with a tool-calling template, through TRL's tool loop)")
+    if plan.tools and plan.model in (DEFAULT_MODEL, DEFAULT_TURN_MODEL):
+        raise SystemExit("--interaction tools needs --model: a chat model with a tool-calling template (Qwen2.5, Qwen3, "
+                         "Llama 3.1 Instruct...); the shipped tiny models have none")
     if opts.train_pass_rates not in ("auto", "none", "") and not Path(opts.train_pass_rates).is_file():
         raise SystemExit(f"--train-pass-rates {opts.train_pass_rates}: no such file")
     if (opts.min_pass_rate, opts.max_pass_rate) != (0.0, 1.0) and plan.pass_rates is None:
@@ -320,7 +336,8 @@ def check_plan(plan: GRPOPlan) -> None:
                          f"{opts.train_pass_rates} gives none for this model and preset")
     try:  # the logging integrations transformers knows and this machine has; the prompt styles of the interaction
         report_to_names(opts.report_to)
-        dataclass_cli.check_choice(opts, "prompt_style", TURN_PROMPT_STYLES if plan.multi_turn else PROMPT_STYLES)
+        if not plan.tools:  # a tool episode's prompt is the environment's puzzle text (trl_env.tool_prompt)
+            dataclass_cli.check_choice(opts, "prompt_style", TURN_PROMPT_STYLES if plan.multi_turn else PROMPT_STYLES)
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
 

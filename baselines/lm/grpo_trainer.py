@@ -243,29 +243,50 @@ def chunked_kernel() -> Any:
     return ChunkedLogProbFunction
 
 
-if TYPE_CHECKING:  # what the lazily built class is, for type checkers
+class EnvironmentRewardAtZeroMixin:
+    """Put before the trainer in a class's bases: TRL's tool loop adds each environment's ``get_reward()`` as a reward
+    column of weight 1 (named after its class); the run's ``--rewards`` terms carry the weights (their ``sparse`` is
+    the same verdict), so that column is kept in the logs at weight 0."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
+        factory = kwargs.get("environment_factory")
+        if factory is not None:
+            env_column = self.reward_func_names.index(type(factory()).__name__)  # type: ignore[attr-defined]
+            self.reward_weights[env_column] = 0.0  # type: ignore[attr-defined]
+
+
+if TYPE_CHECKING:  # what the lazily built classes are, for type checkers
     from trl import GRPOTrainer
 
     class CountdownGRPOTrainer(ModelTokenLossMixin, GRPOTrainer):
         """``trl.GRPOTrainer`` with its loss on the model's own tokens (built by the module ``__getattr__``)."""
 
+    class ToolGRPOTrainer(EnvironmentRewardAtZeroMixin, CountdownGRPOTrainer):
+        """:class:`CountdownGRPOTrainer` for TRL's tool loop (built by the module ``__getattr__``)."""
 
-_TRAINER: type | None = None
+
+_TRAINERS: dict[str, type] = {}
 
 
 def __getattr__(name: str) -> Any:
-    """``CountdownGRPOTrainer`` is built on first use, so importing this module does not import ``trl``."""
-    global _TRAINER
-    if name != "CountdownGRPOTrainer":
+    """``CountdownGRPOTrainer`` and ``ToolGRPOTrainer`` are built on first use, so importing this module does not
+    import ``trl``."""
+    if name not in ("CountdownGRPOTrainer", "ToolGRPOTrainer"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if _TRAINER is None:
+    if name not in _TRAINERS:
         from trl import GRPOTrainer
 
-        _TRAINER = type("CountdownGRPOTrainer", (ModelTokenLossMixin, GRPOTrainer), {
+        _TRAINERS["CountdownGRPOTrainer"] = type("CountdownGRPOTrainer", (ModelTokenLossMixin, GRPOTrainer), {
             "__module__": __name__,
             "__doc__": "``trl.GRPOTrainer`` with its loss computed on the model's own tokens only (module docstring).",
         })
-    return _TRAINER
+        _TRAINERS["ToolGRPOTrainer"] = type("ToolGRPOTrainer", (EnvironmentRewardAtZeroMixin, _TRAINERS["CountdownGRPOTrainer"]), {
+            "__module__": __name__,
+            "__doc__": "``CountdownGRPOTrainer`` for TRL's tool loop: the environment's own reward column at weight 0.",
+        })
+    return _TRAINERS[name]
 
 
-__all__ = ["CountdownGRPOTrainer", "ModelTokenLossMixin", "regroup_by_length", "trim_padding", "without_flat_rows"]
+__all__ = ["CountdownGRPOTrainer", "EnvironmentRewardAtZeroMixin", "ModelTokenLossMixin", "ToolGRPOTrainer",
+           "regroup_by_length", "trim_padding", "without_flat_rows"]

@@ -40,9 +40,11 @@ def run_card(plan: GRPOPlan, rows: list[dict[str, Any]], step: int, profile: dic
         "",
         f"- starting model: `{plan.model}`",
         f"- interaction: `{opts.interaction}`" + (f" (at most {opts.max_turns} turns of {opts.max_turn_tokens} tokens)"
-                                                   if plan.multi_turn else ""),
+                                                   if plan.multi_turn else f" (TRL's tool loop, at most {opts.max_turns} "
+                                                   "turns)" if plan.tools else ""),
         f"- rewards: `{opts.rewards}` (term weights: {weights}; see docs/llm_grpo.md)",
-        f"- split preset `{opts.preset}`, prompt style `{opts.prompt_style}`",
+        f"- split preset `{opts.preset}`, " + ("prompt: the puzzle text of `CountdownToolEnv.reset`" if plan.tools
+                                              else f"prompt style `{opts.prompt_style}`"),
         f"- {'at most ' if opts.max_minutes else ''}{opts.steps} steps"
         f"{f' (or {opts.max_minutes:g} minutes of training)' if opts.max_minutes else ''} of {opts.prompts_per_step} prompts x {opts.num_generations} completions, "
         f"learning rate {opts.learning_rate:g}, beta {opts.beta:g}, temperature {opts.temperature:g}, "
@@ -70,8 +72,8 @@ def run_card(plan: GRPOPlan, rows: list[dict[str, Any]], step: int, profile: dic
     if rows:
         samples = rows[0].get("samples") or 0
         lines += [
-            f"First {rows[0]['problems']} problems of the `{opts.preset}` validation split; greedy = one greedy "
-            f"completion per problem" + (f", sampled = mean success of {samples} samples at T = {opts.temperature:g}, "
+            f"{rows[0]['problems']} problems of the `{opts.preset}` validation split, {validation_words(opts)}; greedy = one "
+            f"greedy completion per problem" + (f", sampled = mean success of {samples} samples at T = {opts.temperature:g}, "
                                          f"pass@{samples} = any of them." if samples else "."),
             "",
             "| step | greedy | sampled | pass@k | greedy completions with an invalid step | mean completion tokens |",
@@ -106,11 +108,22 @@ def run_card(plan: GRPOPlan, rows: list[dict[str, Any]], step: int, profile: dic
         "| `train_log.jsonl` | TRL's per-step logs, one reward column per term, `replay/*` diagnostics |",
         "| `checkpoint-N/` | model, optimizer and RNG state (the last two are kept) |",
         "| `final/` | the trained model, loadable with `--model` (after the run ends) |",
-        "| `best/` | the model with the highest greedy validation success so far (the start included); "
-        "`best/validation.json` says at which step |",
+        "| `best/` | the model with the highest greedy validation success so far (the start included), chosen on the "
+        "validation problems above alone, never on test; `best/validation.json` says at which step. 200 problems do not "
+        "rank checkpoints reliably (docs/results/checkpoint_ranking.md): `final/` is the run's model |",
         "",
     ]
     return "\n".join(lines)
+
+
+def validation_words(opts: Options) -> str:
+    """Which validation problems a run plays, in words (``grpo_data.validation_subset``)."""
+    from baselines.lm.grpo_data import VALIDATION_SEED
+
+    if not opts.eval_problems:
+        return "all of it"
+    return (f"drawn at random with the fixed seed {VALIDATION_SEED} (`baselines/lm/grpo_data.py: validation_subset`, the "
+            "same problems in every run); they alone chose `best/`, and no choice looked at the test split")
 
 
 def held_out_line(test: dict[str, Any], interaction: str) -> str:
@@ -135,13 +148,14 @@ def summary_lines(opts: Options, summary: dict[str, Any]) -> list[str]:
         def se(p: float) -> str:  # the binomial standard error of a success rate on n problems
             return f"± {binomial_se(p, n):.1%}"
 
-        lines.append(f"validation success (greedy, first {n} validation problems, {summary['interaction']}): start "
+        lines.append(f"validation success (greedy, {n} validation problems drawn at random, {summary['interaction']}): start "
                      f"{first['greedy_success']:.1%} {se(first['greedy_success'])} (step {first['step']}) -> final "
                      f"{last['greedy_success']:.1%} {se(last['greedy_success'])} (step {last['step']})")
         best = summary.get("best")
         if best:
             lines.append(f"best validation success (greedy): {best['greedy_success']:.1%} at step {best['step']}, "
-                         f"saved in {summary['best_dir']}")
+                         f"saved in {summary['best_dir']} (200 validation problems do not rank checkpoints reliably: the "
+                         "run's model is final/, docs/results/checkpoint_ranking.md)")
         if "sampled_success" in last:
             lines.append(f"validation success (sampled, T={opts.temperature}, {opts.eval_samples}/problem): "
                          f"start {first['sampled_success']:.1%} -> final {last['sampled_success']:.1%}; "

@@ -1,6 +1,7 @@
 """``countdown-gym export``: the frozen splits as Hugging Face datasets, parquet, JSON lines or verl files.
 
     countdown-gym export --format hf --out data/countdown            # every preset, every split
+    countdown-gym export --format parquet --preset longproc-0.5k --split train --size 20000 --seed 1 --out data/big
     countdown-gym export --format parquet --preset tinyzero --split test --out data/countdown
     countdown-gym export --format jsonl --prompt-style longproc --chat --out data/countdown   # prompt: chat messages
 
@@ -16,7 +17,9 @@ the top of ``--out``, except for ``verl``):
 The columns of ``hf`` / ``parquet`` / ``jsonl`` rows are :data:`COLUMNS`. ``prompt`` is the prompt in
 ``--prompt-style``, plain text, or with ``--chat`` chat messages ending with the user's turn
 (:func:`~countdown_gym.game.text_format.chat_messages`), so ``GRPOTrainer(train_dataset=load_dataset(...)["train"])``
-trains on an export as it is; ``rules`` is a struct. Read any export back, or TinyZero-style rows, with
+trains on an export as it is; ``rules`` is a struct. ``--size N`` makes each preset's ``train`` split ``N`` problems
+generated beyond the frozen splits (:mod:`countdown_gym.data.fresh`: deterministic by ``--seed``, none a frozen
+validation or test problem, tiers measured); without it the frozen splits are exported. Read any export back, or TinyZero-style rows, with
 :func:`countdown_gym.data.problem_files.load_problems`. See ``docs/datasets.md``.
 """
 
@@ -29,9 +32,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from countdown_gym.data.difficulty import TIER_METRIC, TIER_THRESHOLDS, split_labels, split_tiers
+from countdown_gym.data.difficulty import (
+    TIER_METRIC,
+    TIER_THRESHOLDS,
+    Difficulty,
+    difficulty,
+    split_labels,
+    split_tiers,
+    tier,
+)
+from countdown_gym.data.fresh import GENERATED, generate_fresh
 from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, load_split, split_sha256
 from countdown_gym.dataclass_cli import run, usage_error
+from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import PROMPT_STYLES, build_prompt, chat_messages
 
 FORMATS = ("hf", "parquet", "jsonl", "verl")
@@ -65,11 +78,34 @@ RULES_FIELDS: tuple[str, ...] = ("name", "integer_only", "sign", "value_limit", 
 def split_rows(preset: str, split: str, prompt_style: str = "tinyzero", chat: bool = False) -> list[dict[str, Any]]:
     """The exported rows of one frozen split, in split order (columns :data:`COLUMNS`; ``prompt`` in
     ``prompt_style``, chat messages when ``chat``)."""
+    _check_style(prompt_style)
+    return _rows(load_split(preset, split), split_labels(preset, split), split_tiers(preset, split), preset, split,
+                 prompt_style, chat)
+
+
+def generated_rows(preset: str, size: int, seed: int = 0, prompt_style: str = "tinyzero", chat: bool = False,
+                   progress: bool = False) -> list[dict[str, Any]]:
+    """``size`` exported rows of problems generated beyond the frozen splits (:func:`~countdown_gym.data.fresh.
+    generate_fresh`: deterministic by ``seed``, none a frozen validation or test problem), as a ``train`` split, each
+    with its measured difficulty labels and tier (the preset's cut points)."""
+    from tqdm import tqdm
+
+    _check_style(prompt_style)
+    problems = generate_fresh(preset, size, seed)
+    labels = [difficulty(p) for p in tqdm(problems, desc=f"{preset}: difficulty", leave=False, disable=not progress)]
+    tiers = [tier(d, preset) for d in labels]
+    return _rows(problems, labels, tiers, preset, "train", prompt_style, chat)
+
+
+def _check_style(prompt_style: str) -> None:
     if prompt_style not in PROMPT_STYLES:
         raise ValueError(f"unknown prompt style {prompt_style!r}; choose one of {list(PROMPT_STYLES)}")
-    problems = load_split(preset, split)
+
+
+def _rows(problems: Sequence[Problem], labels: Sequence[Difficulty], tiers: Sequence[str], preset: str, split: str,
+          prompt_style: str, chat: bool) -> list[dict[str, Any]]:
     rows = []
-    for p, d, t in zip(problems, split_labels(preset, split), split_tiers(preset, split), strict=True):
+    for p, d, t in zip(problems, labels, tiers, strict=True):
         row: dict[str, Any] = {
             "id": p.id,
             "preset": preset,
@@ -170,9 +206,10 @@ verify(problem, "<answer>" + row["solution"] + "</answer>").correct   # True
 
 
 def dataset_card(fmt: str, sizes: dict[str, dict[str, tuple[int, int]]], prompt_style: str = "tinyzero",
-                 chat: bool = False) -> str:
+                 chat: bool = False, seed: int | None = None) -> str:
     """The ``README.md`` of an export: Hub YAML metadata (configs, features, sizes), usage, what the data is,
-    citation. ``sizes[preset][split]`` is ``(rows, bytes)``."""
+    citation. ``sizes[preset][split]`` is ``(rows, bytes)``; ``seed``: the ``train`` splits were generated beyond
+    the frozen splits with this seed (``--size``)."""
     import yaml  # a dependency of datasets, which every format with a card needs
 
     from countdown_gym import __version__
@@ -202,7 +239,16 @@ def dataset_card(fmt: str, sizes: dict[str, dict[str, tuple[int, int]]], prompt_
         + " | a = {}, b = {} |".format(*TIER_THRESHOLDS[preset])
         for preset, splits in counts.items()
     )
-    hashes = "\n".join(f"- `{p}/{s}`: `{split_sha256(p, s)}`" for p, splits in counts.items() for s in splits)
+    generated = seed is not None and any("train" in splits for splits in counts.values())
+    hashes = "\n".join(f"- `{p}/{s}`: `{split_sha256(p, s)}`" for p, splits in counts.items() for s in splits
+                       if not (generated and s == "train"))
+    fresh = (f"""
+
+The `train` split of each preset here is not the frozen one: its problems were generated beyond the frozen splits
+(`countdown-gym export --size N --seed {seed}`, `countdown_gym.data.fresh.generate_fresh(preset, N, seed={seed})`, the
+same for the same seed), under the preset's rules, and none shares a (sorted numbers, target) pair with a frozen
+validation or test problem of any preset; their difficulty labels and tiers were measured by the solver and their
+ids read `<preset>/{GENERATED}-{seed}/<index>`.""" if generated else "")
     header = "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n"
     return header + f"""
 # Countdown: the frozen splits of countdown-gym
@@ -211,7 +257,7 @@ Reach the `target` by combining all the `numbers` with `+ - * /` (each number us
 says whether fractions and negative intermediate results are allowed). These are the frozen train / validation /
 test splits of the countdown-gym package (version {__version__}), exported with
 `countdown-gym export --format {fmt}`. Test problems never share a (sorted numbers, target) pair with train or
-validation problems; every problem is solvable under its rules.
+validation problems; every problem is solvable under its rules.{fresh}
 
 {_usage(fmt, prompt_style, chat)}
 ## Sizes and difficulty tiers
@@ -229,7 +275,7 @@ validation problems; every problem is solvable under its rules.
 ## Provenance
 
 Generated by `countdown_gym.data.splits.build_splits` from fixed seeds; the split files inside the package have these
-SHA-256 (leaderboard submissions quote them):
+SHA-256 (leaderboard submissions quote them){" (the generated train splits have none)" if generated else ""}:
 
 {hashes}
 
@@ -244,10 +290,13 @@ License: MIT, as the package.
 
 
 def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, splits: Sequence[str] | None = None,
-           prompt_style: str = "tinyzero", interaction: str = "single-pass", chat: bool = False) -> list[Path]:
+           prompt_style: str = "tinyzero", interaction: str = "single-pass", chat: bool = False,
+           size: int | None = None, seed: int = 0, progress: bool = False) -> list[Path]:
     """Write the chosen splits in ``fmt`` under ``out`` (see the module docstring); returns the paths written.
 
-    ``prompt_style`` and ``chat`` choose the ``prompt`` column (verl rows are always chat messages)."""
+    ``prompt_style`` and ``chat`` choose the ``prompt`` column (verl rows are always chat messages). ``size``: the
+    ``train`` split of each preset is ``size`` problems generated beyond the frozen splits with ``seed``
+    (:func:`generated_rows`) instead of the frozen one."""
     from tqdm import tqdm
 
     if fmt not in FORMATS:
@@ -259,11 +308,15 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
     bad = [p for p in presets if p not in SPLIT_SPEC] + [s for s in splits if s not in SPLITS]
     if bad:
         raise ValueError(f"unknown presets or splits {bad}; presets: {sorted(SPLIT_SPEC)}, splits: {list(SPLITS)}")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1 or "train" not in splits):
+        raise ValueError(f"size must be a positive int and the splits must include train (it replaces the frozen "
+                         f"train split), got size={size!r}, splits={splits}")
     out = Path(out)
     if fmt == "verl":
         from countdown_gym.integrations.verl_export import export as verl_export
 
-        return [p for preset in presets for p in verl_export(preset, splits, prompt_style, out, interaction=interaction)]
+        return [p for preset in presets for p in verl_export(preset, splits, prompt_style, out, interaction=interaction,
+                                                             size=size, seed=seed)]
     paths: list[Path] = []
     sizes: dict[str, dict[str, tuple[int, int]]] = {}
     features = _features(chat) if fmt in ("hf", "parquet") else None
@@ -271,7 +324,8 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
         tables = {}
         sizes[preset] = {}
         for split in splits:
-            rows = split_rows(preset, split, prompt_style, chat)
+            rows = (generated_rows(preset, size, seed, prompt_style, chat, progress) if size is not None and split == "train"
+                    else split_rows(preset, split, prompt_style, chat))
             (out / preset).mkdir(parents=True, exist_ok=True)
             if fmt == "jsonl":
                 path = out / preset / f"{split}.jsonl"
@@ -294,7 +348,7 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
             DatasetDict(tables).save_to_disk(str(out / preset))
             paths.append(out / preset)
     card = out / "README.md"
-    card.write_text(dataset_card(fmt, sizes, prompt_style, chat), encoding="utf-8")
+    card.write_text(dataset_card(fmt, sizes, prompt_style, chat, None if size is None else seed), encoding="utf-8")
     paths.append(card)
     return paths
 
@@ -330,10 +384,21 @@ class ExportOptions:
     verl's prompts are always chat messages"""
     interaction: Literal["single-pass", "tool"] = "single-pass"
     """verl: single-pass prompts, or verl's multi-turn tool agent loop"""
+    size: int | None = None
+    """the train split of each preset: this many problems generated beyond the frozen splits (none a frozen
+    validation or test problem, difficulty measured) instead of the frozen train split (default)"""
+    seed: int = 0
+    """with --size: the generator's seed (the same seed, the same problems)"""
 
     def __post_init__(self) -> None:
         _choice(self.preset, sorted(SPLIT_SPEC), "preset")
-        _choice(self.split, SPLITS, "split")
+        splits = _choice(self.split, SPLITS, "split")
+        if self.size is not None and self.size < 1:
+            raise ValueError(f"--size must be a positive number of problems, got {self.size}")
+        if self.size is not None and splits is not None and "train" not in splits:
+            raise ValueError(f"--size makes the train split; --split {self.split} has no train")
+        if self.seed < 0:
+            raise ValueError(f"--seed must be non-negative, got {self.seed}")
         if self.interaction != "single-pass" and self.format != "verl":
             raise ValueError(f"--interaction {self.interaction} applies to --format verl only (verl's multi-turn tool "
                              f"agent loop); --format {self.format} has no interaction")
@@ -351,7 +416,8 @@ def _export(args: ExportOptions) -> int:
             usage_error(f"--format {args.format} needs {needs}: pip install 'countdown-gym[llm]'", prog=PROG)
     try:
         paths = export(args.format, args.out, _choice(args.preset, sorted(SPLIT_SPEC), "preset"),
-                       _choice(args.split, SPLITS, "split"), args.prompt_style, args.interaction, args.chat)
+                       _choice(args.split, SPLITS, "split"), args.prompt_style, args.interaction, args.chat,
+                       args.size, args.seed, progress=True)
     except OSError as exc:
         print(f"{PROG}: error: --out {args.out}: cannot write there ({exc.strerror or exc})", file=sys.stderr)
         return 1

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
-from gymnasium import spaces
 
 from countdown_gym.envs.problem_source import ProblemSpec
 from countdown_gym.envs.render import check_render_mode
+from countdown_gym.envs.text_spaces import TextSpace
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import CHARSET, sanitize
 from countdown_gym.game.turn_format import TURN_PROMPT_STYLES, turn_prompt
@@ -99,8 +99,8 @@ class CountdownMultiTurnEnv(gym.Env):
         self.max_turns, self.max_turn_chars, self.max_prompt_chars = max_turns, max_turn_chars, max_prompt_chars
         self.prompt_style = prompt
         self.render_mode = render_mode
-        self.observation_space = spaces.Text(max_length=max_prompt_chars, charset=CHARSET)
-        self.action_space = spaces.Text(max_length=max_turn_chars, min_length=0, charset=CHARSET.replace("\n", ""))
+        self.observation_space = TextSpace(max_length=max_prompt_chars, charset=CHARSET)
+        self.action_space = TextSpace(max_length=max_turn_chars, min_length=0, charset=CHARSET.replace("\n", ""))
         self.problem: Problem | None = None
         self.episode: TurnEpisode | None = None
         self.conversation: list[tuple[str, str]] = []

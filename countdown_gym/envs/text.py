@@ -25,6 +25,7 @@ from countdown_gym.envs.problem_source import ProblemSpec
 from countdown_gym.envs.render import check_render_mode
 from countdown_gym.envs.text_checker import INVALID_REASONS, LineCheck, LineChecker
 from countdown_gym.envs.text_episode import Replay, StepResult, TextEpisode, check_budget, replay_completion
+from countdown_gym.envs.text_spaces import TextSpace, TokenIdsSpace
 from countdown_gym.envs.text_tokenizers import Detokenizer, Tokenizer
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import format_number
@@ -175,16 +176,16 @@ class CountdownTextEnv(gym.Env):
         self.max_completion_chars, self.max_prompt_chars = max_completion_chars, max_prompt_chars
         self.render_mode = render_mode
 
-        text_space = spaces.Text(max_length=max_prompt_chars + max_completion_chars, charset=CHARSET)
+        text_space = TextSpace(max_length=max_prompt_chars + max_completion_chars, charset=CHARSET)
         if self.tokenizer is None:
             self.observation_space = text_space
         else:
-            ids = spaces.Sequence(spaces.Discrete(self.tokenizer.vocab_size), stack=True)
+            ids = TokenIdsSpace(spaces.Discrete(self.tokenizer.vocab_size), stack=True)
             self.observation_space = spaces.Dict({"text": text_space, "token_ids": ids})
         if action_mode == "line":
-            self.action_space = spaces.Text(max_length=max_line_chars, min_length=0, charset=CHARSET.replace("\n", ""))
+            self.action_space = TextSpace(max_length=max_line_chars, min_length=0, charset=CHARSET.replace("\n", ""))
         elif action_mode == "token_str":
-            self.action_space = spaces.Text(max_length=max_token_chars, min_length=1, charset=CHARSET)
+            self.action_space = TextSpace(max_length=max_token_chars, min_length=1, charset=CHARSET)
         else:
             self.action_space = spaces.Discrete(self.tokenizer.vocab_size)
 

@@ -1,11 +1,18 @@
-"""The frozen splits as a reasoning-gym dataset: ``question`` / ``answer`` / ``metadata`` items and
-``score_answer(answer, entry)`` judged by :func:`countdown_gym.verify`.
+"""The frozen splits, or problems of any number beyond them, as a reasoning-gym dataset: ``question`` /
+``answer`` / ``metadata`` items and ``score_answer(answer, entry)`` judged by :func:`countdown_gym.verify`.
 
     from countdown_gym.integrations.reasoning_gym import CountdownGymConfig, CountdownGymDataset
 
     ds = CountdownGymDataset(CountdownGymConfig(preset="tinyzero", split="test", size=100))
     entry = ds[0]                       # {"question": ..., "answer": "<a reference solution>", "metadata": {...}}
     ds.score_answer("(29-6)+(37-14)", entry)   # 1.0 or 0.0: the verifier's verdict
+    big = CountdownGymDataset(CountdownGymConfig(split="generated", size=20_000, seed=1))   # beyond the splits
+
+``split="generated"`` draws ``size`` problems from the seeded generator (:mod:`countdown_gym.data.fresh`: the
+same for the same ``seed``, ``seed=None`` meaning 0; none a frozen validation or test problem of any preset),
+each generated when first read. Left unset, ``split`` is the frozen ``test`` split, or ``generated`` when ``size``
+is larger than the test split (so ``reasoning_gym.create_dataset("countdown_gym", size=20000)`` works); an explicit
+frozen split never grows.
 
 With reasoning-gym installed (``pip install countdown-gym[bench]``) the class is a
 ``reasoning_gym.dataset.ProceduralDataset`` and importing this module registers it as
@@ -35,7 +42,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from countdown_gym.data.difficulty import TIERS, check_tier, difficulty, split_labels, split_tiers, tier
-from countdown_gym.data.generator import PRESETS
+from countdown_gym.data.fresh import GENERATED, fresh_config, fresh_problems
+from countdown_gym.data.generator import PRESETS, GeneratorConfig
 from countdown_gym.data.splits import SPLITS, load_split
 from countdown_gym.envs.problem_source import problem_from_columns
 from countdown_gym.game.problem import Problem
@@ -67,13 +75,16 @@ class CountdownGymConfig:
 
     ``size=None`` takes the whole split; ``seed=None`` keeps the split's frozen order, an int shuffles it
     (reasoning-gym's composite datasets pass a seed; the first ``size`` of the shuffled split are used).
+    ``split``: ``train``, ``validation``, ``test``, or ``generated`` (``size`` problems generated beyond the frozen
+    splits with ``seed``; the range fields narrow the generator's ranges); ``None``: ``test``, or ``generated`` when
+    ``size`` exceeds what the test split holds.
     ``prompt_style`` is one of :data:`countdown_gym.game.text_format.PROMPT_STYLES`: the question is the user
     message of :func:`~countdown_gym.game.text_format.chat_messages` (``tinyzero``: TinyZero's question, answer in
     ``<answer>`` tags, the convention reasoning-gym extracts).
     """
 
     preset: str = "tinyzero"
-    split: str = "test"
+    split: str | None = None
     prompt_style: str = "tinyzero"
     size: int | None = None
     seed: int | None = None
@@ -100,8 +111,10 @@ class CountdownGymConfig:
             lo, hi = getattr(self, f"min_{what}"), getattr(self, f"max_{what}")
             if lo is not None and hi is not None and lo > hi:
                 raise ValueError(f"min_{what}={lo} is above max_{what}={hi}")
-        if self.split not in SPLITS:
-            raise ValueError(f"unknown split {self.split!r}; choose one of {list(SPLITS)}")
+        if self.split is not None and self.split not in (*SPLITS, GENERATED):
+            raise ValueError(f"unknown split {self.split!r}; choose one of {[*SPLITS, GENERATED]} or None")
+        if self.split == GENERATED and self.size is None:
+            raise ValueError("split='generated' needs a size (the number of problems to generate)")
         if self.prompt_style not in PROMPT_STYLES:
             raise ValueError(f"unknown prompt_style {self.prompt_style!r}; choose one of {list(PROMPT_STYLES)}")
         for name in ("size", "seed"):
@@ -166,27 +179,37 @@ class CountdownGymDataset(_Base):  # type: ignore[misc,valid-type]
         if not isinstance(config, CountdownGymConfig):
             raise TypeError(f"config must be a CountdownGymConfig, got {type(config).__name__}")
         config.validate()
+        self.config = config
+        self.seed = config.seed
+        self._labels: list[tuple[Any, str | None]] = []
+        self.split = config.split or "test"
         if problems is not None:
             if not problems or not all(isinstance(p, Problem) for p in problems):
                 raise ValueError("problems must be a non-empty sequence of Problem")
             pool = [(p, None, None) for p in problems]  # labels computed when an entry is read
         else:
             presets = sorted(PRESETS) if config.preset == ALL_PRESETS else [config.preset]
-            pool = [item for preset in presets for item in zip(load_split(preset, config.split),
-                                                               split_labels(preset, config.split),
-                                                               split_tiers(preset, config.split), strict=True)]
+            if config.split is None and config.size is not None and config.size > sum(
+                    len(load_split(p, "test")) for p in presets):
+                self.split = GENERATED
+            if self.split == GENERATED:
+                self.problems: Sequence[Problem] = _GeneratedProblems(config, presets)
+                self.size = len(self.problems)
+                return
+            pool = [item for preset in presets for item in zip(load_split(preset, self.split),
+                                                               split_labels(preset, self.split),
+                                                               split_tiers(preset, self.split), strict=True)]
         pool = [item for item in pool if _keep(config, item)]
         if not pool:
-            raise ValueError(f"no {config.preset}/{config.split} problem matches {_filters(config)}")
+            raise ValueError(f"no {config.preset}/{self.split} problem matches {_filters(config)}")
         if config.seed is not None:
             random.Random(config.seed).shuffle(pool)
         if config.size is not None:
             if config.size > len(pool):
-                raise ValueError(f"size={config.size} but {config.preset}/{config.split} has {len(pool)} problems"
-                                 + (f" matching {_filters(config)}" if _filters(config) else ""))
+                raise ValueError(f"size={config.size} but {config.preset}/{self.split} has {len(pool)} problems"
+                                 + (f" matching {_filters(config)}" if _filters(config) else "")
+                                 + f"; split={GENERATED!r} generates any number beyond the frozen splits")
             pool = pool[: config.size]
-        self.config = config
-        self.seed = config.seed
         self.size = len(pool)
         self.problems = [p for p, _, _ in pool]
         self._labels = [(d, t) for _, d, t in pool]
@@ -208,7 +231,7 @@ class CountdownGymDataset(_Base):  # type: ignore[misc,valid-type]
             raise IndexError(f"index {idx} out of range for a dataset of {self.size} problems")
         idx %= self.size
         p = self.problems[idx]
-        labels, tier_name = self._labels[idx]
+        labels, tier_name = self._labels[idx] if self._labels else (None, None)
         if labels is None:
             labels, tier_name = difficulty(p), tier(p)
         solutions = solve(p, limit=1)
@@ -219,7 +242,7 @@ class CountdownGymDataset(_Base):  # type: ignore[misc,valid-type]
             "target": p.target,
             "rules": p.rules.to_dict(),
             "preset": p.preset or self.config.preset,
-            "split": self.config.split,
+            "split": self.split,
             "id": p.id,
             "difficulty": {"tier": tier_name, "numbers": len(p.numbers),
                            **{k: v for k, v in labels.to_dict().items() if k != "solution"}},
@@ -230,6 +253,52 @@ class CountdownGymDataset(_Base):  # type: ignore[misc,valid-type]
     def score_answer(self, answer: str | None, entry: dict[str, Any]) -> float:
         """1.0 if ``answer`` solves the entry's problem (:func:`countdown_gym.verify`), else 0.0."""
         return score_answer(answer, entry)
+
+
+class _GeneratedProblems(Sequence[Problem]):
+    """``config.size`` problems generated beyond the frozen splits, each drawn when first read: the presets' streams
+    (:func:`~countdown_gym.data.fresh.fresh_problems` with ``config.seed``, 0 when None) taken in turn, inside the
+    config's ranges, of its tier when it names one."""
+
+    def __init__(self, config: CountdownGymConfig, presets: list[str]) -> None:
+        seed = config.seed or 0
+        streams = {}
+        for preset in presets:
+            generator = _narrowed(fresh_config(preset), config)
+            if generator is not None:
+                streams[preset] = (p for p in fresh_problems(preset, seed, generator) if _keep(config, (p, None, None)))
+        if not streams:
+            raise ValueError(f"no {config.preset} problem can be generated within {_filters(config)}")
+        self._streams = list(streams.values())
+        self._size = config.size or 0
+        self._drawn: list[Problem] = []
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, idx: Any) -> Any:
+        if isinstance(idx, slice):
+            return [self[i] for i in range(*idx.indices(self._size))]
+        if not -self._size <= idx < self._size:
+            raise IndexError(f"index {idx} out of range for {self._size} generated problems")
+        idx %= self._size
+        while len(self._drawn) <= idx:
+            self._drawn.append(next(self._streams[len(self._drawn) % len(self._streams)]))
+        return self._drawn[idx]
+
+
+def _narrowed(generator: GeneratorConfig, config: CountdownGymConfig) -> GeneratorConfig | None:
+    """``generator`` with its ranges narrowed by the config's range fields; None when nothing is left."""
+    changes = {}
+    for name in RANGE_FIELDS:
+        value = getattr(config, name)
+        if value is not None:
+            own = getattr(generator, name)
+            changes[name] = max(own, value) if name.startswith("min_") else min(own, value)
+    try:
+        return generator.replace(**changes)
+    except ValueError:  # empty ranges, or no target the rules can reach
+        return None
 
 
 def _keep(config: CountdownGymConfig, item: tuple[Problem, Any, str | None]) -> bool:

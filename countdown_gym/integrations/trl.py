@@ -11,7 +11,8 @@ The problem of each row comes from the dataset columns ``numbers`` and ``target`
 ``rules``: a preset name, a dict or its JSON), or from a ``problem`` column holding
 :meth:`Problem.to_dict` JSON (it wins when both are there). In the multi-turn mode the rollout
 function returns a ``turn_replay`` per completion
-(:func:`countdown_gym.integrations.trl_rollout.make_rollout_func`), which is used as it is.
+(:func:`countdown_gym.integrations.trl_rollout.make_rollout_func`), which is used as it is; in TRL's tool loop
+(``environment_factory=CountdownToolEnv``) each rollout's environment holds its replay (``environments``).
 
 Each completion is replayed once through CountdownText-v0's
 :func:`~countdown_gym.envs.text.replay_completion` (cached per ``(problem, text)``), so the verdict,
@@ -120,8 +121,14 @@ def row_problems(n: int, kwargs: Mapping[str, Any]) -> list[Problem]:
 
 
 def completion_replays(completions: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
-    """The replay of each completion: a multi-turn rollout's own ``turn_replay`` (the environment played it
-    already), else the completion's text replayed through CountdownText-v0 against its row's problem."""
+    """The replay of each completion: a multi-turn rollout's own ``turn_replay`` or, for TRL's tool loop, the
+    ``replay`` of each rollout's environment (``environments``; the environment played it already), else the completion's text replayed through CountdownText-v0 against its row's problem."""
+    if kwargs.get("turn_replay") is None and kwargs.get("environments") is not None:  # TRL's tool loop played them
+        replays = [getattr(e, "replay", None) for e in kwargs["environments"]]
+        if any(r is None for r in replays):
+            raise ValueError("the Countdown reward functions score tool rollouts through their environments' replay: use "
+                             "environment_factory=CountdownToolEnv (countdown_gym.integrations.trl_env)")
+        kwargs = {**kwargs, "turn_replay": replays}
     if kwargs.get("turn_replay") is not None:
         replays = kwargs["turn_replay"]
         if len(replays) != len(completions):

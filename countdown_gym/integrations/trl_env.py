@@ -39,7 +39,7 @@ from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number
 from countdown_gym.game.text_format import describe_rules
 from countdown_gym.game.turn_format import format_state
-from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode
+from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnReplay, TurnResult, turn_replay
 from countdown_gym.integrations import critic_score, oracle_score
 from countdown_gym.rewards.terms import ORACLE_MODES, Scorer
 
@@ -87,27 +87,66 @@ def _problem_from_row(row: Mapping[str, Any]) -> Problem | None:
     return problem
 
 
+def process_rank(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
+    """``(rank, world_size)`` of this process: the arguments, else the launcher's ``RANK`` and ``WORLD_SIZE``
+    (``torchrun``, ``accelerate launch`` and DeepSpeed set both; ``(0, 1)`` without a launcher).
+
+    ``ValueError`` for a rank outside ``[0, world_size)``, e.g. ``RANK=1`` without ``WORLD_SIZE``.
+    """
+    import os
+
+    def read(value: int | None, name: str, default: int) -> int:
+        if value is None:
+            text = os.environ.get(name, "").strip()
+            try:
+                return int(text) if text else default
+            except ValueError:
+                raise ValueError(f"the environment variable {name} must be an int, got {text!r}") from None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{name.lower()} must be an int, got {value!r}")
+        return value
+
+    r, w = read(rank, "RANK", 0), read(world_size, "WORLD_SIZE", 1)
+    if w < 1 or not 0 <= r < w:
+        raise ValueError(f"need 0 <= rank < world_size, got rank {r} and world_size {w} (RANK and WORLD_SIZE: a "
+                         "launcher sets both; set WORLD_SIZE to the number of processes)")
+    return r, w
+
+
 class ProblemDraw:
     """Problems for environments that draw their own (TRL's ``train_dataset`` omitted): a frozen split
-    (``preset``, ``split``, optionally one ``tier``) or a :class:`~countdown_gym.data.curriculum.Curriculum`, drawn with
-    ``numpy``'s generator seeded by ``seed``.
+    (``preset``, ``split``, optionally one ``tier``) or a :class:`~countdown_gym.data.curriculum.Curriculum`.
 
     Every call of :meth:`next` hands out the same problem ``num_generations`` times in a row, then draws the next:
     TRL resets its environments in batch order, and a GRPO group is ``num_generations`` consecutive rollouts, so each
     group plays one problem. The environments of one trainer share one draw (:meth:`shared`). Finished episodes go
     back to the source (:meth:`episode_end`), which an adaptive curriculum learns from.
+
+    Each process draws its own problems (``rank`` of ``world_size``, by default the launcher's ``RANK`` and
+    ``WORLD_SIZE``: :func:`process_rank`): a split is walked in epochs, each a permutation of its problems seeded by
+    ``(seed, epoch)`` that every process computes alike and of which process ``rank`` takes every ``world_size``-th
+    problem from position ``rank``; so within an epoch no two processes draw the same problem, and no process draws
+    one twice. A curriculum draws from a generator seeded by ``(seed, rank)``. ``seed=None``: unseeded (and the
+    processes' draws may overlap).
     """
 
     def __init__(self, preset: str | None = None, split: str = "train", tier: str | None = None,
-                 curriculum: Curriculum | str | None = None, seed: int | None = 0, num_generations: int = 1) -> None:
+                 curriculum: Curriculum | str | None = None, seed: int | None = 0, num_generations: int = 1,
+                 rank: int | None = None, world_size: int | None = None) -> None:
         if isinstance(num_generations, bool) or not isinstance(num_generations, int) or num_generations < 1:
             raise ValueError(f"num_generations must be an int >= 1 (GRPOConfig.num_generations), got {num_generations!r}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise ValueError(f"seed must be an int or None, got {seed!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise ValueError(f"seed must be an int >= 0 or None, got {seed!r}")
+        self.rank, self.world_size = process_rank(rank, world_size)
         self.source = self._source(preset, split, tier, curriculum)
-        self.rng = np.random.default_rng(seed)
+        self.seed = int(np.random.SeedSequence().entropy) if seed is None else seed
+        self.rng = np.random.default_rng([self.seed, self.rank])
+        if self.source.curriculum is None and len(self.source.pool) < self.world_size:
+            raise ValueError(f"{len(self.source.pool)} problems cannot give each of {self.world_size} processes its own")
         self.num_generations = num_generations
         self.draws = 0
+        self.epoch = 0
+        self._order: list[int] = []
         self._current: Problem | None = None
 
     @staticmethod
@@ -132,20 +171,30 @@ class ProblemDraw:
 
     @classmethod
     def shared(cls, preset: str | None, split: str, tier: str | None, curriculum: Curriculum | str | None,
-               seed: int | None, num_generations: int) -> ProblemDraw:
+               seed: int | None, num_generations: int, rank: int | None = None, world_size: int | None = None) -> ProblemDraw:
         """The draw of every live environment built with these arguments (a new one once none is left)."""
         key = (preset, split, tier, id(curriculum) if isinstance(curriculum, Curriculum) else curriculum, seed,
-               num_generations)
+               num_generations, *process_rank(rank, world_size))
         draw = cls._shared.get(key)
         if draw is None:
-            draw = cls(preset, split, tier, curriculum, seed, num_generations)
+            draw = cls(preset, split, tier, curriculum, seed, num_generations, rank, world_size)
             cls._shared[key] = draw
         return draw
+
+    def _draw(self) -> Problem:
+        """The next problem of this process: its share of the epoch's permutation, or the curriculum's pick."""
+        if self.source.curriculum is not None:
+            return self.source.sample(self.rng)
+        if not self._order:
+            permutation = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.source.pool))
+            self._order = permutation[self.rank::self.world_size].tolist()[::-1]  # popped from the end
+            self.epoch += 1
+        return self.source.pool[self._order.pop()]
 
     def next(self) -> Problem:
         """The problem of the next rollout."""
         if self.draws % self.num_generations == 0:
-            self._current = self.source.sample(self.rng)
+            self._current = self._draw()
         self.draws += 1
         return self._current
 
@@ -183,8 +232,9 @@ class CountdownToolEnv:
     ``num_generations`` (GRPOConfig's: each GRPO group plays one problem) choose the problems a row without
     ``numbers``/``target`` gets; environments built with the same arguments share one :class:`ProblemDraw`, so
     ``environment_factory=functools.partial(CountdownToolEnv, preset="tinyzero", num_generations=8)`` gives every
-    group of a batch its own problem. A row with ``numbers`` and ``target`` is always played as it is. One process:
-    with several (``accelerate launch``) each draws on its own.
+    group of a batch its own problem. A row with ``numbers`` and ``target`` is always played as it is. With several
+    processes (``accelerate launch``, ``torchrun``) each draws its own problems, derived from ``seed`` and its
+    ``rank`` (default: the launcher's ``RANK`` / ``WORLD_SIZE``; :class:`ProblemDraw`).
 
     Example:
         >>> env = CountdownToolEnv()
@@ -198,7 +248,8 @@ class CountdownToolEnv:
 
     def __init__(self, max_turns: int = DEFAULT_MAX_TURNS, max_turn_chars: int = 200, *, preset: str | None = None,
                  split: str | None = None, tier: str | None = None, curriculum: Curriculum | str | None = None,
-                 seed: int | None = None, num_generations: int | None = None) -> None:
+                 seed: int | None = None, num_generations: int | None = None, rank: int | None = None,
+                 world_size: int | None = None) -> None:
         for name, value in (("max_turns", max_turns), ("max_turn_chars", max_turn_chars)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
@@ -208,12 +259,13 @@ class CountdownToolEnv:
         self.draw: ProblemDraw | None = None
         if any(x is not None for x in draws):
             self.draw = ProblemDraw.shared(preset, split or "train", tier, curriculum, 0 if seed is None else seed,
-                                           1 if num_generations is None else num_generations)
+                                           1 if num_generations is None else num_generations, rank, world_size)
         self._reported = True
         self.problem: Problem | None = None
         self.episode: TurnEpisode | None = None
         self.transitions: list[dict[str, Any]] = []
         self.calls: list[tuple[str, str, str]] = []
+        self._results: list[TurnResult] = []
 
     def reset(self, **row: Any) -> str:
         """Start the episode of a dataset row (``numbers``, ``target``, optional ``rules``: JSON, dict, struct or
@@ -234,6 +286,7 @@ class CountdownToolEnv:
         self.episode = TurnEpisode(problem, max_turns=self.max_turns, max_turn_chars=self.max_turn_chars)
         self.transitions = []
         self.calls = []
+        self._results = []
         return tool_prompt(problem, self.max_turns)
 
     def _refusal(self) -> str | None:
@@ -250,6 +303,7 @@ class CountdownToolEnv:
             self.calls.append((tool, text, refusal))
             return refusal
         res = self.episode.play(text)
+        self._results.append(res)
         self.transitions += res.transitions
         self.calls.append((tool, text, res.reply))
         return res.reply
@@ -303,6 +357,12 @@ class CountdownToolEnv:
         """Whether the episode ended with the target reached (the verifier's verdict of the moves played)."""
         ep = self.episode
         return ep is not None and ep.terminated and ep.verdict is not None and ep.verdict.correct
+
+    @property
+    def replay(self) -> TurnReplay | None:
+        """The episode as the game's :class:`~countdown_gym.game.turn_game.TurnReplay` (verdict, transitions, refused
+        turns): what every reward variant of the registry scores (``None`` before :meth:`reset`)."""
+        return None if self.episode is None else turn_replay(self.episode, self._results)
 
     @property
     def state(self) -> tuple[Number, ...] | None:
@@ -427,5 +487,5 @@ def make_dataset(problems: Iterable[ProblemLike]) -> Any:
 
 __all__ = [
     "TOOL_ERRORS", "TOOL_NAMES", "CountdownToolEnv", "Op", "ProblemDraw", "critic_reward", "dataset_row", "make_dataset",
-    "oracle_reward", "tool_functions", "tool_json_schema", "tool_prompt",
+    "oracle_reward", "process_rank", "tool_functions", "tool_json_schema", "tool_prompt",
 ]

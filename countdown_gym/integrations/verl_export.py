@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from countdown_gym.data.fresh import generate_fresh
 from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, load_split
 from countdown_gym.dataclass_cli import check_choice, check_min, run, usage_error
 from countdown_gym.game.problem import Problem
@@ -55,14 +56,18 @@ def verl_rows(problems: list[Problem], preset: str, split: str, prompt_style: st
 
 
 def export(preset: str, splits: list[str], prompt_style: str, out: Path, limit: int = 0,
-           interaction: str = "single-pass", max_turns: int = DEFAULT_MAX_TURNS) -> list[Path]:
-    """Write one parquet file per split (and, for ``interaction="tool"``, the tool config); returns their paths."""
+           interaction: str = "single-pass", max_turns: int = DEFAULT_MAX_TURNS, size: int | None = None,
+           seed: int = 0) -> list[Path]:
+    """Write one parquet file per split (and, for ``interaction="tool"``, the tool config); returns their paths.
+
+    ``size``: the ``train`` split is ``size`` problems generated beyond the frozen splits with ``seed``
+    (:func:`~countdown_gym.data.fresh.generate_fresh`) instead of the frozen one."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     paths = []
     for split in splits:
-        problems = load_split(preset, split)
+        problems = generate_fresh(preset, size, seed) if size is not None and split == "train" else load_split(preset, split)
         if limit:
             problems = problems[:limit]
         rows = (tool_rows(problems, preset, split, max_turns) if interaction == "tool"

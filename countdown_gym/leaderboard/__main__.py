@@ -5,10 +5,11 @@
   ``--interaction multi-turn`` the policy is a text policy ``(message, info) -> turn`` played on
   CountdownMultiTurn-v0.
   Language models write their submissions with ``baselines/llm_eval.py`` (same file format).
-* ``score``: re-verify every file in ``<dir>/submissions/`` and write ``<dir>/LEADERBOARD.md``
-  and ``<dir>/leaderboard.png``; with file arguments, score just those and print the results.
-* ``check``: exit 1 if any submission is rejected or ``LEADERBOARD.md`` is not what ``score``
-  would write now (CI runs it through the test suite).
+* ``score``: re-verify every file in ``<dir>/submissions/`` and write ``<dir>/LEADERBOARD.md``,
+  ``<dir>/leaderboard.png`` and the page ``<dir>/leaderboard.html`` (:mod:`countdown_gym.leaderboard.html`);
+  with file arguments, score just those and print the results.
+* ``check``: exit 1 if any submission is rejected or ``LEADERBOARD.md``, the chart or the page is not what
+  ``score`` would write now (CI runs it through the test suite).
 
 Exit codes: 0 done; 1 a failure (a rejected submission, a stale leaderboard, a policy that fails
 while it plays); 2 a usage error (a malformed or contradictory option, a ``--policy``, ``--sb3``
@@ -32,6 +33,7 @@ from countdown_gym import dataclass_cli
 from countdown_gym.data.splits import SPLIT_SPEC
 from countdown_gym.dataclass_cli import usage_error
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
+from countdown_gym.leaderboard.html import render_html
 from countdown_gym.leaderboard.names import display_name, plain_text
 from countdown_gym.leaderboard.score import (
     Rejection,
@@ -44,6 +46,7 @@ from countdown_gym.leaderboard.score import (
 
 MARKDOWN = "LEADERBOARD.md"
 PNG = "leaderboard.png"
+HTML = "leaderboard.html"
 SUBMISSIONS = "submissions"
 
 
@@ -53,7 +56,7 @@ EXIT_CODES = __doc__.split("\n\n")[-1].strip().replace("``", "'")
 
 @dataclass
 class ScoreOptions:
-    """Re-verify submissions; write LEADERBOARD.md and leaderboard.png."""
+    """Re-verify submissions; write LEADERBOARD.md, leaderboard.png and leaderboard.html."""
 
     files: Annotated[tuple[str, ...], tyro.conf.Positional, tyro.conf.arg(metavar="[FILE ...]")] = ()
     """score only these files and print the results (writes nothing)"""
@@ -168,9 +171,10 @@ def cmd_score(args: ScoreOptions) -> int:
     results = score_directory(d / SUBMISSIONS, progress=args.progress)
     (d / MARKDOWN).write_text(render_markdown(results, d, PNG), encoding="utf-8", newline="\n")
     png = plot(results, d / PNG)
+    (d / HTML).write_text(render_html(results, d, png.read_bytes() if png else None), encoding="utf-8", newline="\n")
     for r in results:
         print(_summary(r), file=sys.stderr if isinstance(r, Rejection) else sys.stdout)
-    print(f"wrote {d / MARKDOWN}" + (f" and {png}" if png else ""))
+    print(f"wrote {d / MARKDOWN}" + (f", {png}" if png else "") + f" and {d / HTML}")
     return 0
 
 
@@ -195,6 +199,12 @@ def cmd_check(args: CheckOptions) -> int:
                 if fresh is not None and fresh.read_bytes() != (d / PNG).read_bytes():
                     problems.append(f"{d / PNG} is stale (it is not the chart of the re-scored submissions); "
                                     "run countdown-gym leaderboard score")
+    page = d / HTML
+    has_chart = any(isinstance(r, Scores) for r in results) and (d / PNG).is_file()
+    if not page.is_file():
+        problems.append(f"{page} is missing; run countdown-gym leaderboard score")
+    elif page.read_text(encoding="utf-8") != render_html(results, d, (d / PNG).read_bytes() if has_chart else None):
+        problems.append(f"{page} is stale (it differs from the re-scored submissions); run countdown-gym leaderboard score")
     for p in problems:
         print(p, file=sys.stderr)
     n = sum(isinstance(r, Scores) for r in results)

@@ -1,0 +1,64 @@
+"""How well each dense reward term predicts an episode's eventual success (the reward comparison's "why").
+
+The shipped multi-turn model plays ``samples`` episodes of each of the run's validation problems (the 200 drawn
+at random by ``grpo_data.validation_subset``), sampled as GRPO's rollouts sample (T = 0.5). Each move of an
+episode gets each dense term as the GRPO reward computes it (``RewardVariant.move_values``), and is labelled with
+its episode's outcome; the AUROC says how often a move of a solved episode scores above a move of a failed one
+(0.5: no information). The episode's mean term, the quantity the reward adds, is scored the same way.
+``python baselines/reward_analysis.py --auroc`` writes the result next to the comparison's records.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+TERMS = ("oracle-perfect", "critic")
+TEMPERATURE = 0.5
+CLIPO_NOTE = ("its reward is given to the correct episodes of a group (0 to every failed one), so it is a function "
+              "of the outcome rather than a prediction of it.")
+
+
+def write_auroc(path: str | Path, *, samples: int = 4, seed: int = 0) -> dict[str, Any]:
+    """Play the episodes, score every move with each term of :data:`TERMS`, write the AUROCs to ``path`` (JSON)."""
+    import numpy as np
+    import torch
+
+    from baselines.lm.grpo_data import validation_subset
+    from baselines.lm.grpo_model import DEFAULT_TURN_MODEL, load_model_and_tokenizer
+    from baselines.lm.rewards import load_needs
+    from baselines.reward_analysis import auroc
+    from countdown_gym.data.splits import load_split
+    from countdown_gym.integrations.trl_rollout import play_episodes
+    from countdown_gym.rewards.variants import get_variant
+    from countdown_gym.runkit.runs import write_text_atomic
+
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    model, tok = load_model_and_tokenizer(DEFAULT_TURN_MODEL)
+    model.eval()
+    problems = validation_subset(load_split("longproc-0.5k", "validation"), 200)
+    with torch.no_grad():
+        episodes = play_episodes(model, tok, [p for p in problems for _ in range(samples)], max_turns=16,
+                                 temperature=TEMPERATURE, batch_size=256)
+    given = load_needs(TERMS)
+    terms: dict[str, Any] = {}
+    moves = 0
+    for name in TERMS:
+        variant = get_variant(name, "text")
+        scorer = variant.scorer_in(given)
+        per_move, move_labels, per_episode = [], [], []
+        for e in episodes:
+            values = variant.move_values(e.replay.transitions, scorer) if e.replay.transitions else np.zeros(0)
+            per_move += values.tolist()
+            move_labels += [e.solved] * len(values)
+            per_episode.append(float(values.mean()) if len(values) else 0.0)
+        moves = len(per_move)
+        terms[name] = {"per_move": auroc(per_move, move_labels), "per_episode": auroc(per_episode, [e.solved for e in episodes])}
+    result = {"model": Path(DEFAULT_TURN_MODEL).name, "problems": len(problems), "episodes": len(episodes), "moves": moves,
+              "temperature": TEMPERATURE, "seed": seed, "solved": float(np.mean([e.solved for e in episodes])),
+              "terms": terms, "clipo_note": CLIPO_NOTE}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(result, indent=2) + "\n")
+    return result

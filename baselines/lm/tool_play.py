@@ -1,0 +1,164 @@
+"""Countdown played through tool calls by a chat model, as TRL's tool loop plays it: ``--interaction tools``.
+
+TRL's ``GRPOTrainer(environment_factory=CountdownToolEnv)`` plays the training rollouts; this module plays the
+validation and the held-out test of such a run the same way: each problem's puzzle text (``CountdownToolEnv.reset``)
+as the user message, the tools' schemas in the chat template, the model's reply parsed by TRL's ``parse_response``,
+each tool call run on the episode's environment and its reply appended as a ``tool`` message, until the model stops
+calling tools, the episode ends, ``max_tool_calls`` calls were made or the completion budget is spent.
+
+:func:`play_tool_episodes` plays them (greedy, or sampled as :class:`~baselines.lm.generation.Sampling` says);
+:class:`ToolValidationCallback` and :class:`ToolHeldOutTest` are the run's validation and held-out test with it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from baselines.lm.callbacks import ValidationCallback, _frac, _with_timing
+from baselines.lm.generation import Sampling, generate
+from baselines.lm.held_out import HeldOutTest
+from countdown_gym.game.problem import Problem
+from countdown_gym.integrations.trl_env import CountdownToolEnv, dataset_row, tool_functions
+
+
+def parse_reply(tokenizer: Any, text: str, prompt_ids: list[int], tools: list[Any]) -> dict[str, Any]:
+    """The assistant message of a generated ``text`` (its tool calls parsed), as TRL parses a completion."""
+    from trl.chat_template_utils import add_response_schema, parse_response
+
+    if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
+        add_response_schema(tokenizer)
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    return parse_response(tokenizer, ids, prefix=prompt_ids, tools=tools)
+
+
+def call_tools(env: CountdownToolEnv, message: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run the tool calls of an assistant ``message`` on ``env``; their ``tool`` messages (a failed call is answered
+    ``{'error': ...}``, as TRL answers it)."""
+    tools = tool_functions(env)
+    replies = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function", {})
+        name = function.get("name", "unknown")
+        try:
+            result: Any = tools[name](**function.get("arguments", {}))
+        except Exception as exc:  # noqa: BLE001 - a bad call is an answer the model reads, as in TRL's loop
+            result = {"error": str(exc) if name in tools else f"Tool {name} not found."}
+        replies.append({"role": "tool", "name": name, "content": str(result)})
+    return replies
+
+
+def play_tool_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, max_turns: int, max_new_tokens: int,
+                       max_tool_calls: int | None = None, sampling: Sampling | None = None,
+                       batch_size: int = 64) -> tuple[list[CountdownToolEnv], int]:
+    """Play each problem as one tool-calling episode; returns the episodes' environments (``solved``, ``replay``) and
+    the number of tokens the model generated. ``max_new_tokens`` bounds each episode's completion (the model's turns
+    and the tool replies together, as TRL's ``max_completion_length``); ``max_tool_calls`` defaults to
+    ``max_turns + 4``, what the run gives TRL."""
+    envs = [CountdownToolEnv(max_turns=max_turns) for _ in problems]
+    chats = [[{"role": "user", "content": env.reset(**dataset_row(p))}] for env, p in zip(envs, problems, strict=True)]
+    schemas = list(tool_functions(envs[0]).values()) if envs else []
+
+    def render(chat: list[dict[str, Any]]) -> str:
+        return tokenizer.apply_chat_template(chat, tools=schemas, add_generation_prompt=True, tokenize=False)
+
+    start = [len(tokenizer(render(c), add_special_tokens=False)["input_ids"]) for c in chats]
+    active, generated = list(range(len(problems))), 0
+    for _ in range((max_turns + 4 if max_tool_calls is None else max_tool_calls) + 1):
+        texts = [render(chats[i]) for i in active]
+        ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        left = [max_new_tokens - (len(x) - start[i]) for i, x in zip(active, ids, strict=True)]
+        keep = [k for k, room in enumerate(left) if room > 0]  # a tool reply that filled the budget ends its episode
+        if not keep:
+            break
+        outs, n = generate(model, tokenizer, [texts[k] for k in keep], max_new_tokens=max(left[k] for k in keep),
+                           sampling=sampling, batch_size=batch_size)
+        generated += n
+        still = []
+        for k, (reply,) in zip(keep, outs, strict=True):
+            i = active[k]
+            message = parse_reply(tokenizer, reply, ids[k], schemas)
+            chats[i].append(message)
+            if message.get("tool_calls") and not envs[i].episode.done:
+                chats[i] += call_tools(envs[i], message)
+                still.append(i)
+        active = still
+    return envs, generated
+
+
+@contextmanager
+def evaluating(model: Any, seed: int | None = None) -> Iterator[None]:
+    """Play without gradients, in eval mode, on a forked RNG (seeded with ``seed`` when given): a run draws the same
+    numbers with or without this play."""
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=devices):
+            if seed is not None:
+                torch.manual_seed(seed)
+            yield
+    finally:
+        model.train(was_training)
+
+
+def evaluate_tools(model: Any, tokenizer: Any, problems: Sequence[Problem], *, max_turns: int, max_new_tokens: int,
+                   samples: int = 0, sampling: Sampling | None = None, batch_size: int = 64,
+                   seed: int = 0) -> dict[str, float]:
+    """The validation row of ``problems`` played through tool calls (``callbacks.evaluate_turns``'s fields): greedy
+    success and episodes with a refused move, and with ``samples`` the sampled ones and pass@k."""
+    t0 = time.perf_counter()
+    row: dict[str, float] = {"problems": len(problems), "samples": samples}
+    play = {"max_turns": max_turns, "max_new_tokens": max_new_tokens, "batch_size": batch_size}
+    with evaluating(model, seed):
+        greedy, tokens = play_tool_episodes(model, tokenizer, problems, **play)
+        row["greedy_success"] = _frac(e.solved for e in greedy)
+        row["greedy_invalid_frac"] = _frac(e.episode.invalid_turns > 0 for e in greedy)
+        if samples:
+            sampled, n = play_tool_episodes(model, tokenizer, [p for p in problems for _ in range(samples)],
+                                            sampling=sampling or Sampling(), **play)
+            tokens += n
+            row["sampled_success"] = _frac(e.solved for e in sampled)
+            row["pass_at_k"] = _frac(any(e.solved for e in sampled[i * samples:(i + 1) * samples])
+                                     for i in range(len(problems)))
+            row["sampled_invalid_frac"] = _frac(e.episode.invalid_turns > 0 for e in sampled)
+    return _with_timing(row, tokens, time.perf_counter() - t0, len(problems) * (1 + samples))
+
+
+class ToolValidationCallback(ValidationCallback):
+    """The run's validation (:class:`~baselines.lm.callbacks.ValidationCallback`: ``metrics.csv``, ``success.png``,
+    ``best/``, the logs) with each problem played through tool calls (:func:`evaluate_tools`)."""
+
+    def _play(self, model: Any, idx: list[int], step: int) -> dict[str, float]:
+        return evaluate_tools(model, self.tokenizer, [self.problems[i] for i in idx], max_turns=self.max_turns,
+                              max_new_tokens=self.max_new_tokens, samples=self.samples, sampling=self.sampling,
+                              batch_size=self.batch_size, seed=self.seed + step)
+
+
+class ToolHeldOutTest(HeldOutTest):
+    """The held-out test (:class:`~baselines.lm.held_out.HeldOutTest`: ``held_out.json``, the paired comparison) with
+    each test problem played greedily through tool calls (``max_turns`` and ``max_new_tokens`` as it was given)."""
+
+    def _play(self, model: Any, label: str) -> list[bool]:
+        from accelerate import PartialState
+        from accelerate.utils import gather_object
+
+        if self.verbose:
+            print(f"test: greedy play of {len(self.problems)} held-out test problems through tool calls ({label} model)",
+                  flush=True)
+        state = PartialState()
+        with evaluating(model):
+            envs, _ = play_tool_episodes(model, self.tokenizer, self.problems[state.process_index::state.num_processes],
+                                         max_turns=self.play["max_turns"], max_new_tokens=self.play["max_new_tokens"],
+                                         batch_size=self.play["batch_size"])
+        solved = [e.solved for e in envs]
+        if state.num_processes == 1:
+            return solved
+        out = [False] * len(self.problems)
+        for rank, part in enumerate(gather_object([solved])):
+            out[rank::state.num_processes] = part
+        return out

@@ -1,0 +1,420 @@
+"""The reward comparison's answer, recomputed from its committed records alone.
+
+    python baselines/reward_analysis.py                     # rewrite the results of docs/results/reward_comparison.md
+                                                            # (and the README's answer line)
+    python baselines/reward_analysis.py --check             # recompute and fail if the page differs
+    python baselines/reward_analysis.py --auroc             # play the starting model's episodes for the AUROC table
+
+Every finished run of ``compare_llm_rewards.py`` leaves one record, ``<records>/<arm>-s<seed>.json.gz`` (the
+protocol at the top of the page lists its fields); learning-rate tuning runs leave theirs under
+``<records>/tuning/``. From them this script writes the page's ``## Results`` section (everything above it, the
+protocol, is kept as written) and ``<page stem>_forest.png``:
+
+- each arm's mean test greedy success over seeds with its SE;
+- each other arm against ``sparse``: the difference with Welch's t test and its 95% confidence interval (runs of
+  different arms share no random numbers, so they are not paired), Holm's adjustment over those comparisons, and a
+  two-level bootstrap interval (seeds within arms, test problems jointly) from the per-problem outcomes;
+- the seconds a step, the share of GRPO groups without reward spread, validation at each evaluated step, and the
+  AUROC of each dense term for an episode's eventual success (``--auroc`` writes ``dense_term_auroc.json``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from baselines.lm.grpo_model import ROOT
+from baselines.uncertainty import binomial_se, seed_spread
+from countdown_gym import dataclass_cli
+from countdown_gym.runkit.runs import write_text_atomic
+
+PAGE = ROOT / "docs" / "results" / "reward_comparison.md"
+RESULTS_HEADING = "## Results"
+PROTOCOL_SEEDS = 11
+"""Seeds a arm the protocol asks for: a page with fewer says it is interim."""
+ARM_ORDER = ("sparse", "oracle-perfect", "critic", "clipo")
+AUROC_FILE = "dense_term_auroc.json"
+BOOTSTRAP_RESAMPLES = 10_000
+
+
+@dataclass
+class Options:
+    """Recompute the reward comparison's results from its records."""
+
+    page: str = str(PAGE)
+    """The Markdown page: its ``## Results`` section is rewritten; its records are in the folder of the same stem."""
+    records: str = ""
+    """The records' folder (default: the page's path without ``.md``)."""
+    check: bool = False
+    """Recompute and exit 1 if the page's results differ from what the records give (nothing is written)."""
+    auroc: bool = False
+    """Play the starting model's sampled episodes on the validation problems and write the dense terms' AUROC
+    (``dense_term_auroc.json`` in the records' folder), then rewrite the page."""
+    auroc_samples: int = 4
+    """--auroc: sampled episodes per validation problem."""
+    tuning_runs: str = ""
+    """A folder of finished tuning runs (llm_grpo.py run directories): write their records to ``<records>/tuning/``
+    first."""
+
+    def __post_init__(self) -> None:
+        dataclass_cli.check_min(self, 1, "auroc_samples")
+        if not self.records:
+            self.records = str(Path(self.page).with_suffix(""))
+
+
+# --- records -------------------------------------------------------------------------------------
+
+
+def write_record(path: str | Path, record: dict[str, Any]) -> Path:
+    """``record`` as gzip-compressed JSON, whole or not at all (mtime 0: the same record gives the same bytes)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
+        f.write((json.dumps(record, sort_keys=True) + "\n").encode())
+    tmp.replace(path)
+    return path
+
+
+def read_records(folder: str | Path) -> list[dict[str, Any]]:
+    """Every ``*.json.gz`` / ``*.json`` record directly in ``folder``, sorted by arm and seed."""
+    out = []
+    for p in sorted(Path(folder).glob("*.json*")):
+        if p.name == AUROC_FILE or not (p.name.endswith(".json") or p.name.endswith(".json.gz")):
+            continue
+        raw = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
+        try:
+            rec = json.loads(raw)
+        except ValueError as exc:
+            raise SystemExit(f"{p}: not a JSON record ({exc})") from None
+        if not isinstance(rec, dict) or "arm" not in rec or "seed" not in rec:
+            raise SystemExit(f"{p}: a record needs at least 'arm' and 'seed'")
+        out.append(rec)
+    return sorted(out, key=lambda r: (arm_rank(r["arm"]), int(r["seed"])))
+
+
+def arm_rank(arm: str) -> tuple[int, str]:
+    return (ARM_ORDER.index(arm) if arm in ARM_ORDER else len(ARM_ORDER), arm)
+
+
+def outcomes(text: str | Sequence[Any]) -> np.ndarray:
+    """Per-problem outcomes as a 0/1 array, from a ``"0110..."`` string or a list of booleans / 0 and 1."""
+    if isinstance(text, str):
+        return np.frombuffer(text.encode(), dtype=np.uint8) - ord("0")
+    return np.asarray([int(bool(x)) for x in text], dtype=np.uint8)
+
+
+def ids_digest(ids: Sequence[str]) -> str:
+    """The SHA-256 of a list of problem ids (one per line): records of the same test problems share it."""
+    return hashlib.sha256("\n".join(ids).encode()).hexdigest()
+
+
+# --- statistics ----------------------------------------------------------------------------------
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
+    """``mean(a) - mean(b)`` with Welch's t test (two-sided) and its 95% confidence interval (Welch-Satterthwaite
+    degrees of freedom). Needs two values on each side."""
+    from scipy.stats import t
+
+    va, vb = seed_spread(a, "se") ** 2, seed_spread(b, "se") ** 2
+    diff = float(np.mean(a) - np.mean(b))
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return {"difference": diff, "se": 0.0, "df": float("nan"), "p": 1.0 if diff == 0 else 0.0, "low": diff, "high": diff}
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    p = float(2 * t.sf(abs(diff) / se, df))
+    half = float(t.ppf(0.975, df)) * se
+    return {"difference": diff, "se": se, "df": df, "p": p, "low": diff - half, "high": diff + half}
+
+
+def holm(ps: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p values, in the order given."""
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    out, running = [0.0] * len(ps), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, ps[i] * (len(ps) - rank)))
+        out[i] = running
+    return out
+
+
+def bootstrap_differences(arms: dict[str, np.ndarray], base: str, resamples: int = BOOTSTRAP_RESAMPLES,
+                          seed: int = 0) -> dict[str, tuple[float, float]]:
+    """The percentile 95% interval of ``mean(arm) - mean(base)`` for every arm but ``base``, by a two-level
+    bootstrap: the test problems resampled jointly for all arms (multinomial weights), then the seeds resampled
+    within each arm. ``arms``: arm -> a 0/1 array of shape (seeds, problems)."""
+    rng = np.random.default_rng(seed)
+    n = next(iter(arms.values())).shape[1]
+    draws: dict[str, list[np.ndarray]] = {a: [] for a in arms}
+    for start in range(0, resamples, 1000):
+        b = min(1000, resamples - start)
+        w = rng.multinomial(n, np.full(n, 1.0 / n), size=b).T / n  # (problems, b)
+        for arm, x in arms.items():
+            per_run = x.astype(np.float64) @ w  # (seeds, b): each run's success on the resampled problems
+            pick = rng.integers(0, x.shape[0], size=(x.shape[0], b))
+            draws[arm].append(np.take_along_axis(per_run, pick, axis=0).mean(axis=0))
+    joined = {a: np.concatenate(d) for a, d in draws.items()}
+    return {a: (float(np.percentile(joined[a] - joined[base], 2.5)), float(np.percentile(joined[a] - joined[base], 97.5)))
+            for a in arms if a != base}
+
+
+def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float:
+    """The probability that a random positive scores above a random negative (ties count half); nan for one class."""
+    from scipy.stats import rankdata
+
+    s, y = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
+    pos, neg = int(y.sum()), int((~y).sum())
+    if not pos or not neg:
+        return float("nan")
+    r = rankdata(s)
+    return float((r[y].sum() - pos * (pos + 1) / 2) / (pos * neg))
+
+
+# --- the analysis --------------------------------------------------------------------------------
+
+
+def analyse(records: list[dict[str, Any]], base: str = "sparse") -> dict[str, Any]:
+    """Per-arm figures and every arm against ``base`` (see the module docstring); percentages as fractions."""
+    digests = {r.get("problem_ids_sha256") for r in records}
+    if len(digests) > 1:
+        raise SystemExit("the records were tested on different problems (problem_ids_sha256 differ)")
+    by_arm: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by_arm.setdefault(r["arm"], []).append(r)
+    arms = {}
+    for arm, recs in by_arm.items():
+        x = np.stack([outcomes(r["test_outcomes"]) for r in recs])
+        rates = x.mean(axis=1)
+        zero = [float(np.mean(r["frac_reward_zero_std"])) for r in recs if r.get("frac_reward_zero_std")]
+        arms[arm] = {
+            "seeds": [int(r["seed"]) for r in recs], "outcomes": x, "rates": rates.tolist(),
+            "mean": float(rates.mean()), "se": seed_spread(rates.tolist(), "se"), "sd": seed_spread(rates.tolist(), "std"),
+            "start": float(np.mean([outcomes(r["start_outcomes"]).mean() for r in recs if r.get("start_outcomes")] or [np.nan])),
+            "seconds_per_step": float(np.mean([r["seconds_per_step"] for r in recs])),
+            "steps": float(np.mean([r["steps"] for r in recs])),
+            "zero_spread": float(np.mean(zero)) if zero else float("nan"),
+            "validation": validation_means(recs), "problems": int(x.shape[1]),
+            "validation_problems": int(recs[0]["validation"][0].get("problems", 0)) if recs[0].get("validation") else 0,
+        }
+    out: dict[str, Any] = {"arms": arms, "comparisons": {}}
+    if base in arms and len(arms[base]["rates"]) >= 2:
+        others = [a for a in arms if a != base and len(arms[a]["rates"]) >= 2]
+        tests = {a: welch(arms[a]["rates"], arms[base]["rates"]) for a in others}
+        for a, p in zip(others, holm([tests[a]["p"] for a in others]), strict=True):
+            tests[a]["p_holm"] = p
+        boot = bootstrap_differences({a: arms[a]["outcomes"] for a in [base, *others]}, base) if others else {}
+        for a in others:
+            tests[a]["boot_low"], tests[a]["boot_high"] = boot[a]
+        out["comparisons"] = tests
+    return out
+
+
+def validation_means(recs: list[dict[str, Any]]) -> dict[int, float]:
+    """Mean greedy validation success over the runs at every step all of them evaluated."""
+    per = [{int(float(row["step"])): float(row["greedy_success"]) for row in r.get("validation", [])} for r in recs]
+    common = set.intersection(*(set(d) for d in per)) if per else set()
+    return {s: float(np.mean([d[s] for d in per])) for s in sorted(common)}
+
+
+def verdict(t: dict[str, float]) -> str:
+    if t["p_holm"] < 0.05:
+        return "**helps**" if t["difference"] > 0 else "**hurts**"
+    return "no difference found"
+
+
+def answer_line(result: dict[str, Any]) -> str:
+    """The comparison's answer in one line (the README quotes it as this prints it)."""
+    arms, tests = result["arms"], result["comparisons"]
+    if not tests:
+        return "Dense rewards against sparse: no comparison yet (each arm needs two seeds)."
+    fewest = min(len(v["rates"]) for v in arms.values())
+    status = f"interim, {fewest} of {PROTOCOL_SEEDS} seeds an arm" if fewest < PROTOCOL_SEEDS else f"{fewest} seeds an arm"
+    parts = ", ".join(f"{a} {100 * t['difference']:+.1f} [{100 * t['low']:+.1f}, {100 * t['high']:+.1f}]" for a, t in tests.items())
+    found = [f"{a} {verdict(t).strip('*')}" for a, t in tests.items() if t["p_holm"] < 0.05]
+    reading = "; ".join(found) if found else "no dense arm differs from sparse at Holm-adjusted p < 0.05"
+    return (f"Dense rewards against sparse ({status}): {parts} points of test greedy success (95% CI, Welch); "
+            f"{reading}.")
+
+
+def tuning_lines(folder: Path) -> list[str]:
+    """The learning-rate tuning table from ``<records>/tuning`` (final validation greedy success per seed)."""
+    recs = read_records(folder) if folder.is_dir() else []
+    if not recs:
+        return []
+    by_lr: dict[float, list[tuple[int, float]]] = {}
+    for r in recs:
+        by_lr.setdefault(float(r["options"]["learning_rate"]), []).append((int(r["seed"]), float(r["validation"][-1]["greedy_success"])))
+    best = max(by_lr, key=lambda lr: np.mean([v for _, v in by_lr[lr]]))
+    n = int(recs[0]["validation"][-1]["problems"])
+    lines = ["### Tuning (validation only)", "",
+             f"`sparse`, 30 steps, final greedy success on the {n} validation problems of every run (records in "
+             "`tuning/`); no run looked at the test split.", "",
+             "| learning rate | per seed | mean ± SE over seeds |", "| --- | --- | --- |"]
+    for lr in sorted(by_lr):
+        xs = [v for _, v in sorted(by_lr[lr])]
+        per = ", ".join(f"s{s} {100 * v:.1f}%" for s, v in sorted(by_lr[lr]))
+        mark = " (chosen)" if lr == best else ""
+        lines.append(f"| {f'{lr:.0e}'.replace('e-0', 'e-')}{mark} | {per} | {100 * np.mean(xs):.1f}% ± {100 * seed_spread(xs):.1f} |")
+    ranked = sorted(by_lr, key=lambda lr: -np.mean([v for _, v in by_lr[lr]]))
+    gap = np.mean([v for _, v in by_lr[ranked[0]]]) - np.mean([v for _, v in by_lr[ranked[1]]])
+    one = binomial_se(float(np.mean([v for _, v in by_lr[best]])), n)
+    return [*lines, "", f"The highest mean is {100 * gap:.1f} points above the next; one run's binomial SE on {n} problems is "
+            f"{100 * one:.1f} points, so the pick is the protocol's rule applied, not a settled ranking.", ""]
+
+
+def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]:
+    """The page's ``## Results`` section."""
+    arms, tests = result["arms"], result["comparisons"]
+    counts = {a: len(v["rates"]) for a, v in arms.items()}
+    lines = [RESULTS_HEADING, ""]
+    if not arms:
+        lines += ["No run has finished yet.", ""]
+    else:
+        fewest = min(counts.values())
+        lines += [f"Written by `python baselines/reward_analysis.py` from {sum(counts.values())} records "
+                  f"({', '.join(f'{a}: {n}' for a, n in counts.items())} seeds)."
+                  + (f" **Interim**: the protocol's answer needs {PROTOCOL_SEEDS} seeds in every arm." if fewest < PROTOCOL_SEEDS else ""), "",
+                  f"**{answer_line(result)}**", ""]
+        first = next(iter(arms.values()))
+        lines += [f"Test greedy success, final models, {first['problems']:,} test problems (the starting model: "
+                  f"{100 * first['start']:.1f}%):", "",
+                  "| arm | seeds | mean ± SE over seeds | SD over seeds | s / step | steps | groups without reward spread |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        for a, v in arms.items():
+            lines.append(f"| `{a}` | {len(v['rates'])} | {100 * v['mean']:.1f}% ± {100 * v['se']:.1f} | {100 * v['sd']:.1f} | "
+                         f"{v['seconds_per_step']:.2f} | {v['steps']:.0f} | {100 * v['zero_spread']:.0f}% |")
+        lines.append("")
+        if tests:
+            lines += ["Against `sparse` (points; Welch's t, Holm over the "
+                      f"{len(tests)} comparison{'s' if len(tests) > 1 else ''}; the bootstrap resamples the test problems too, so it also "
+                      "counts which problems the split holds and is wider):", "",
+                      "| arm - sparse | difference | 95% CI (Welch) | p | p (Holm) | 95% CI (bootstrap) | reading |",
+                      "| --- | --- | --- | --- | --- | --- | --- |"]
+            for a, t in tests.items():
+                lines.append(f"| `{a}` | {100 * t['difference']:+.1f} | [{100 * t['low']:+.1f}, {100 * t['high']:+.1f}] | "
+                             f"{t['p']:.3f} | {t['p_holm']:.3f} | [{100 * t['boot_low']:+.1f}, {100 * t['boot_high']:+.1f}] | {verdict(t)} |")
+            lines += ["", f"![differences against sparse]({page.stem}_forest.png)", ""]
+        steps = sorted(set.intersection(*(set(v["validation"]) for v in arms.values())))
+        if steps:
+            lines += [f"Validation greedy success ({first['validation_problems']} validation problems), mean over seeds:", "",
+                      "| arm | " + " | ".join(f"step {s}" for s in steps) + " |", "| --- |" + " --- |" * len(steps)]
+            for a, v in arms.items():
+                lines.append(f"| `{a}` | " + " | ".join(f"{100 * v['validation'][s]:.1f}%" for s in steps) + " |")
+            lines.append("")
+    auroc_path = folder / AUROC_FILE
+    if auroc_path.is_file():
+        au = json.loads(auroc_path.read_text())
+        lines += [f"Dense terms as predictors of an episode's success: AUROC of each move's term against the episode's "
+                  f"outcome, {au['episodes']} episodes of the starting model sampled at T = {au['temperature']:g} on the "
+                  f"{au['problems']} validation problems ({au['moves']} moves; {100 * au['solved']:.1f}% of episodes solved):", "",
+                  "| term | AUROC, per move | AUROC, the episode's mean term |", "| --- | --- | --- |"]
+        for term, v in au["terms"].items():
+            lines.append(f"| `{term}` | {v['per_move']:.3f} | {v['per_episode']:.3f} |")
+        lines += ["", f"`clipo` has no per-move term: {au['clipo_note']}", ""]
+    return [*lines, *tuning_lines(folder / "tuning")]
+
+
+def forest_plot(result: dict[str, Any], path: Path) -> Path | None:
+    """Each arm's difference from sparse with its Welch and bootstrap 95% intervals."""
+    tests = result["comparisons"]
+    if not tests:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(tests)[::-1]
+    fig, ax = plt.subplots(figsize=(6.8, 0.7 * len(names) + 1.8))
+    for i, a in enumerate(names):
+        t = tests[a]
+        ax.plot([100 * t["boot_low"], 100 * t["boot_high"]], [i - 0.12] * 2, color="0.6", lw=1.5,
+                label="bootstrap 95%" if i == 0 else None)
+        ax.errorbar(100 * t["difference"], i, xerr=[[100 * (t["difference"] - t["low"])], [100 * (t["high"] - t["difference"])]],
+                    fmt="o", color="C0", capsize=4, label="Welch 95% CI" if i == 0 else None)
+        ax.annotate(f"p(Holm) {t['p_holm']:.2f}", (100 * max(t["high"], t["boot_high"]), i), xytext=(6, 0),
+                    textcoords="offset points", va="center", fontsize=8)
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_yticks(range(len(names)), [f"{a} (n={len(result['arms'][a]['rates'])})" for a in names])
+    ax.set_xlabel("test greedy success, arm - sparse (points)")
+    n_base = len(result["arms"]["sparse"]["rates"])
+    ax.set_title(f"Dense rewards against sparse (n={n_base}), {result['arms']['sparse']['problems']:,} test problems", fontsize=10)
+    ax.margins(x=0.25)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def render(page: Path, folder: Path) -> str:
+    """The page's text with its results recomputed from the records in ``folder``."""
+    text = page.read_text(encoding="utf-8") if page.is_file() else ""
+    head = text.split(f"\n{RESULTS_HEADING}\n")[0].rstrip("\n") if text else f"# {page.stem}"
+    result = analyse(read_records(folder))
+    return head + "\n\n" + "\n".join(results_lines(result, folder, page)).rstrip("\n") + "\n"
+
+
+README = ROOT / "README.md"
+ANSWER_MARK = "<!-- reward comparison answer: baselines/reward_analysis.py writes the next line -->"
+
+
+def with_answer(readme: str, line: str) -> str:
+    """``readme`` with the line after :data:`ANSWER_MARK` replaced by ``line`` (unchanged without the mark)."""
+    head, mark, tail = readme.partition(ANSWER_MARK + "\n")
+    return head + mark + line + "\n" + tail.split("\n", 1)[1] if mark else readme
+
+
+def write_page(page: str | Path, folder: str | Path, readme: Path | None = None) -> str:
+    """Rewrite ``page``'s results and its forest plot from the records in ``folder``, and the answer line of
+    ``readme`` (the project's README for the project's page); returns the results text."""
+    page, folder = Path(page), Path(folder)
+    text = render(page, folder)
+    result = analyse(read_records(folder))
+    forest_plot(result, page.with_name(f"{page.stem}_forest.png"))
+    write_text_atomic(page, text)
+    readme = readme or (README if page.resolve() == PAGE.resolve() else None)
+    if readme is not None and readme.is_file():
+        write_text_atomic(readme, with_answer(readme.read_text(encoding="utf-8"), answer_line(result)))
+    return text.split(f"\n{RESULTS_HEADING}\n", 1)[-1]
+
+
+def main(argv: list[str] | None = None) -> None:
+    opts = dataclass_cli.parse(Options, argv, prog="reward_analysis.py", description=__doc__.split("\n")[0])
+    page, folder = Path(opts.page), Path(opts.records)
+    if opts.tuning_runs:
+        from baselines.compare_llm_rewards import run_record
+
+        for run in sorted(p for p in Path(opts.tuning_runs).iterdir() if (p / "summary.json").is_file()):
+            print(f"record: {write_record(folder / 'tuning' / f'{run.name}.json.gz', run_record(run))}")
+    if opts.auroc:
+        from baselines.dense_term_auroc import write_auroc
+
+        write_auroc(folder / AUROC_FILE, samples=opts.auroc_samples)
+    if opts.check:
+        want = render(page, folder)
+        if page.read_text(encoding="utf-8") != want:
+            print(f"{page}: its results differ from what the records in {folder} give; run without --check to rewrite them")
+            sys.exit(1)
+        if page.resolve() == PAGE.resolve():
+            readme = README.read_text(encoding="utf-8")
+            if with_answer(readme, answer_line(analyse(read_records(folder)))) != readme:
+                print(f"{README}: its answer line differs from what the records give; run without --check to rewrite it")
+                sys.exit(1)
+        print(f"{page}: matches the {len(read_records(folder))} records in {folder}")
+        return
+    print(write_page(page, folder))
+    print(answer_line(analyse(read_records(folder))))
+
+
+if __name__ == "__main__":
+    main()

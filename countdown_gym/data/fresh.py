@@ -1,0 +1,65 @@
+"""Problems of any number beyond the frozen splits: the seeded generator, minus every held-out problem.
+
+:func:`fresh_problems` is an endless, deterministic stream of distinct solvable problems of a preset, under the
+rules its frozen splits are played by (:data:`~countdown_gym.data.splits.SPLIT_RULES`), that never shares a
+(sorted numbers, target) key with a problem of any preset's frozen ``validation`` or ``test`` split
+(:func:`held_out_keys`). Frozen ``train`` problems may appear: they are training data too. Each problem's id is
+``<preset>/generated-<seed>/<index>`` (the index counts the problems emitted). ``countdown-gym export --size N``
+and the reasoning-gym adapter's ``split="generated"`` draw from it; see ``docs/datasets.md``.
+
+    >>> from countdown_gym.data.fresh import generate_fresh
+    >>> problems = generate_fresh("longproc-0.5k", 3, seed=0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterator
+from functools import cache
+
+from countdown_gym.data.generator import GeneratorConfig, get_config, iter_problems
+from countdown_gym.data.splits import SPLIT_RULES, SPLIT_SPEC, load_split
+from countdown_gym.game.problem import Problem
+
+GENERATED = "generated"
+"""The split name of generated problems (their ids read ``<preset>/generated-<seed>/<index>``)."""
+
+HELD_OUT_SPLITS: tuple[str, ...] = ("validation", "test")
+"""The frozen splits whose problems the generated stream never emits."""
+
+
+@cache
+def held_out_keys() -> frozenset[tuple[tuple[int, ...], int]]:
+    """The (sorted numbers, target) keys of every preset's frozen validation and test problems."""
+    return frozenset(p.key for preset in SPLIT_SPEC for split in HELD_OUT_SPLITS for p in load_split(preset, split))
+
+
+def fresh_config(preset: str) -> GeneratorConfig:
+    """The generator config of ``preset`` under the rules its frozen splits are played by."""
+    if preset not in SPLIT_SPEC:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(SPLIT_SPEC)}")
+    return get_config(preset).replace(rules=SPLIT_RULES[preset])
+
+
+def fresh_problems(preset: str, seed: int = 0, config: GeneratorConfig | None = None) -> Iterator[Problem]:
+    """An endless, deterministic stream (the same for the same ``preset``, ``seed`` and ``config``) of distinct
+    solvable problems of ``preset``, none of them a frozen validation or test problem of any preset.
+
+    ``config`` replaces the preset's generator config (e.g. narrower ranges, :meth:`GeneratorConfig.replace` of
+    :func:`fresh_config`); the problems keep ``preset`` as their preset (its difficulty-tier cut points apply).
+    """
+    cfg = fresh_config(preset) if config is None else config
+    if not isinstance(cfg, GeneratorConfig):
+        raise TypeError(f"config must be a GeneratorConfig, got {type(cfg).__name__}")
+    excluded = held_out_keys()
+    stream = (p for p in iter_problems(cfg, seed) if p.key not in excluded)
+    for index, p in enumerate(stream):
+        yield dataclasses.replace(p, id=f"{preset}/{GENERATED}-{seed}/{index}", preset=preset)
+
+
+def generate_fresh(preset: str, n: int, seed: int = 0, config: GeneratorConfig | None = None) -> list[Problem]:
+    """The first ``n`` problems of :func:`fresh_problems` (``ValueError`` for a negative ``n``)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"n must be a non-negative int, got {n!r}")
+    return list(itertools.islice(fresh_problems(preset, seed, config), n))

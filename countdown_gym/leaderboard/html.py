@@ -1,0 +1,209 @@
+"""The leaderboard as one static HTML page (``leaderboard/leaderboard.html``, written by ``leaderboard score``).
+
+The same ranked rows as ``LEADERBOARD.md`` (:func:`~countdown_gym.leaderboard.score.ranked`), one table per preset
+and split, sortable by any column (click a header; ``#sort=<column>:<asc|desc>`` in the address sorts on load) and
+filtered by a search box; each row links its submission file, shows its full command, and links the model card when
+the submission's ``model`` names a folder of the repository with a ``README.md`` (or that file). The pass@1 chart
+is embedded as a ``data:`` image, the style and script are inline, and a Content-Security-Policy allows nothing
+else: nothing is fetched at view time, and no script runs but the page's own (its hash is in the policy).
+
+Every submitted string is made plain (:func:`~countdown_gym.leaderboard.score.plain_text`: control and invisible
+characters dropped) and HTML-escaped before it reaches the page; links are only the scorer's own relative paths.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from countdown_gym.leaderboard.names import display_name, plain_text
+from countdown_gym.leaderboard.score import Rejection, Scores, _fmt, _rel, interaction, ranked
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("rank", "num"), ("agent", "text"), ("method", "text"), ("mode", "text"), ("model (size)", "text"),
+    ("reward", "text"), ("pass@1", "num"), ("pass@k", "num"), ("per-sample", "num"), ("invalid steps", "num"),
+    ("length", "num"), ("answers", "num"), ("authors", "text"), ("command", "text"), ("file", "text"),
+)
+"""The table's columns (the same as ``LEADERBOARD.md``'s) and how each sorts."""
+
+STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em; color: #1b1f23; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.2em; margin-top: 1.6em; }
+table { border-collapse: collapse; font-size: 12.5px; }
+th, td { border: 1px solid #d0d7de; padding: 3px 6px; vertical-align: top; }
+th { background: #f6f8fa; cursor: pointer; user-select: none; white-space: nowrap; }
+th[aria-sort="ascending"]::after { content: " \\25B2"; } th[aria-sort="descending"]::after { content: " \\25BC"; }
+td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+td.agent { font-weight: 600; } tr:nth-child(even) td { background: #fafbfc; }
+code { font-size: 11.5px; white-space: pre-wrap; overflow-wrap: anywhere; }
+td.method { min-width: 14em; } td.command { min-width: 22em; max-width: 44em; } td.file { min-width: 16em; overflow-wrap: anywhere; }
+details summary { cursor: pointer; } figure { margin: 1em 0; } img { max-width: 100%; }
+#filter { width: 24em; padding: 3px; } .note { color: #57606a; }
+"""
+
+SCRIPT = """
+(function () {
+  function key(cell, type) {
+    var v = cell.getAttribute("data-sort");
+    if (v === null) { v = cell.textContent.trim(); }
+    if (type === "num") { var x = parseFloat(v); return isNaN(x) ? -Infinity : x; }
+    return v.toLowerCase();
+  }
+  function sortTable(table, col, dir) {
+    var heads = table.tHead.rows[0].cells, type = heads[col].getAttribute("data-type");
+    var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+    rows.sort(function (a, b) {
+      var x = key(a.cells[col], type), y = key(b.cells[col], type);
+      var c = x < y ? -1 : x > y ? 1 : 0;
+      return dir === "asc" ? c : -c;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+    for (var i = 0; i < heads.length; i++) { heads[i].removeAttribute("aria-sort"); }
+    heads[col].setAttribute("aria-sort", dir === "asc" ? "ascending" : "descending");
+  }
+  var tables = document.querySelectorAll("table.board");
+  tables.forEach(function (table) {
+    var heads = table.tHead.rows[0].cells;
+    Array.prototype.forEach.call(heads, function (th, col) {
+      th.addEventListener("click", function () {
+        var now = th.getAttribute("aria-sort");
+        sortTable(table, col, now === "ascending" ? "desc" : "asc");
+      });
+    });
+  });
+  var m = /^#sort=([^:]+):(asc|desc)$/.exec(decodeURIComponent(location.hash));
+  if (m) {
+    tables.forEach(function (table) {
+      var heads = table.tHead.rows[0].cells;
+      for (var i = 0; i < heads.length; i++) {
+        if (heads[i].getAttribute("data-column") === m[1]) { sortTable(table, i, m[2]); }
+      }
+    });
+  }
+  var box = document.getElementById("filter");
+  box.addEventListener("input", function () {
+    var q = box.value.toLowerCase();
+    tables.forEach(function (table) {
+      Array.prototype.forEach.call(table.tBodies[0].rows, function (r) {
+        r.hidden = q !== "" && r.textContent.toLowerCase().indexOf(q) < 0;
+      });
+    });
+  });
+})();
+"""
+
+
+def _csp_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+CSP = (f"default-src 'none'; img-src data:; style-src {_csp_hash(STYLE)}; script-src {_csp_hash(SCRIPT)}; "
+       "base-uri 'none'; form-action 'none'")
+"""The page's Content-Security-Policy: its own style and script (by hash) and ``data:`` images, nothing else."""
+
+
+def _text(value: Any, limit: int | None = None) -> str:
+    """Untrusted text as inert HTML: one plain line (:func:`plain_text`), then escaped (quotes included)."""
+    return html.escape(plain_text(value, limit), quote=True)
+
+
+def _href(rel: str) -> str:
+    """A relative link the scorer computed, percent-encoded and escaped for an attribute."""
+    return html.escape(quote(rel, safe="/"), quote=True)
+
+
+def model_card(model: Any, root: Path, base: Path) -> str | None:
+    """The link (relative to ``base``) to the model card of a submission's ``model``: ``<root>/<model>/README.md``
+    or ``<root>/<model>`` when it is a ``README.md``, inside ``root`` once links are resolved; else ``None``."""
+    if not isinstance(model, str) or not model.strip() or "\x00" in model or len(model) > 400:
+        return None
+    try:
+        top = root.resolve()
+        path = (top / model).resolve()
+        if not path.is_relative_to(top):
+            return None
+        card = path / "README.md" if path.is_dir() else path
+        if card.name != "README.md" or not card.is_file():
+            return None
+        return Path(os.path.relpath(card, base.resolve())).as_posix()
+    except (OSError, ValueError, RuntimeError):
+        return None
+
+
+def _row(rank: int, s: Scores, root: Path, base: Path) -> str:
+    h = s.header
+    rel = _rel(s.path, base)
+    card = model_card(h.get("model"), root, base)
+    model = f"{_text(h['model'], 80)} ({_text(h['model_size'], 20)})"
+    if card is not None:
+        model += f' <a class="card" href="{_href(card)}">model card</a>'
+    command = plain_text(h["command"])
+    short = command if len(command) <= 60 else command[:57] + "..."
+    cells = [
+        f'<td class="num">{rank}</td>',
+        f'<td class="agent">{_text(display_name(h["agent"]), 100)}</td>',  # the board's one rule for names
+        f'<td class="method">{_text(h["method"], 200)}</td>',
+        f"<td>{_text(interaction(h))}</td>",
+        f"<td>{model}</td>",
+        f"<td>{_text(h['reward_variant'], 40)}</td>",
+        f'<td class="num">{s.pass_at_1:.3f}</td>',
+        ('<td class="num" data-sort="">-</td>' if s.pass_at_k is None
+         else f'<td class="num" data-sort="{s.pass_at_k:.6f}">{s.pass_at_k:.3f} (k={s.k})</td>'),
+        f'<td class="num">{s.per_sample:.3f}</td>',
+        f'<td class="num">{_fmt(s.invalid_step_rate)}</td>',
+        f'<td class="num">{s.mean_length:.0f}</td>',
+        f'<td class="num">{s.num_answers}</td>',
+        f"<td>{_text(h['authors'], 120)}</td>",
+        f'<td class="command" data-sort="{html.escape(command, quote=True)}"><details><summary><code>{html.escape(short)}</code>'
+        f"</summary><code>{html.escape(command)}</code></details></td>",
+        f'<td class="file"><a href="{_href(rel)}">{_text(Path(rel).name)}</a></td>',
+    ]
+    return "<tr>" + "".join(cells) + "</tr>"
+
+
+def render_html(results: list[Scores | Rejection], base: Path, png: bytes | None = None) -> str:
+    """The text of ``leaderboard.html`` (deterministic: no timestamps); links relative to ``base``, model cards
+    looked up in ``base``'s parent (the repository); ``png``: the chart's bytes, embedded."""
+    scores = [r for r in results if isinstance(r, Scores)]
+    rejected = [r for r in results if isinstance(r, Rejection)]
+    root = base.parent
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<title>countdown-gym leaderboard</title>",
+        f"<style>{STYLE}</style></head><body>",
+        "<h1>countdown-gym leaderboard</h1>",
+        '<p class="note">Written by <code>python -m countdown_gym.leaderboard score</code> from '
+        '<a href="submissions/">submissions/</a>, as <a href="LEADERBOARD.md">LEADERBOARD.md</a>; every answer '
+        "re-verified with <code>countdown_gym.verify</code>. Click a column header to sort; pass@k is the unbiased "
+        "estimator with the submission's k; invalid steps are illegal or miscomputed move lines of the first answers; "
+        "length is mean characters per answer. How to submit: <a href=\"README.md\">README.md</a>.</p>",
+        '<p><label>Filter rows: <input id="filter" type="search" placeholder="agent, method, model, reward..."></label></p>',
+    ]
+    if png and scores:
+        data = base64.b64encode(png).decode("ascii")
+        out.append(f'<figure><img alt="pass@1 per agent" src="data:image/png;base64,{data}"></figure>')
+    head = "".join(f'<th data-column="{html.escape(name)}" data-type="{kind}">{html.escape(name)}</th>'
+                   for name, kind in COLUMNS)
+    for (preset, split), rows in ranked(scores).items():
+        out += [
+            f"<section><h2>{_text(preset)} / {_text(split)} ({rows[0][1].num_problems} problems)</h2>",
+            f'<table class="board"><thead><tr>{head}</tr></thead><tbody>',
+            *(_row(rank, s, root, base) for rank, s in rows),
+            "</tbody></table></section>",
+        ]
+    out.append("<h2>Rejected submissions</h2>")
+    if rejected:
+        out.append("<ul>" + "".join(f"<li><code>{_text(_rel(r.path, base), 100)}</code>: {_text(r.reason, 400)}</li>"
+                                    for r in rejected) + "</ul>")
+    else:
+        out.append("<p>None.</p>")
+    out += [f"<script>{SCRIPT}</script>", "</body></html>"]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,99 @@
+"""The reward comparison's analysis (baselines/reward_analysis.py): its statistics against scipy's, and the page it
+recomputes from records alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from baselines import reward_analysis as ra
+
+
+def test_welch_matches_scipy_and_holm_steps_down() -> None:
+    from scipy.stats import ttest_ind
+
+    a, b = [0.17, 0.19, 0.16, 0.18, 0.2], [0.15, 0.14, 0.17, 0.13]
+    w = ra.welch(a, b)
+    ref = ttest_ind(a, b, equal_var=False)
+    assert w["p"] == pytest.approx(ref.pvalue) and w["difference"] == pytest.approx(np.mean(a) - np.mean(b))
+    ci = ref.confidence_interval(0.95)
+    assert (w["low"], w["high"]) == pytest.approx((ci.low, ci.high))
+    assert ra.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert ra.holm([0.5, 0.001]) == pytest.approx([0.5, 0.002])
+    assert ra.welch([0.1, 0.1], [0.1, 0.1])["p"] == 1.0
+
+
+def test_bootstrap_interval_covers_the_difference_and_repeats() -> None:
+    rng = np.random.default_rng(1)
+    base = (rng.random((6, 400)) < 0.15).astype(np.uint8)
+    better = (rng.random((6, 400)) < 0.25).astype(np.uint8)
+    ci = ra.bootstrap_differences({"sparse": base, "x": better}, "sparse", resamples=2000)
+    diff = better.mean() - base.mean()
+    assert ci["x"][0] < diff < ci["x"][1] and ci["x"][0] > 0
+    assert ra.bootstrap_differences({"sparse": base, "x": better}, "sparse", resamples=2000) == ci
+
+
+def test_auroc() -> None:
+    assert ra.auroc([0.1, 0.4, 0.35, 0.8], [False, False, True, True]) == pytest.approx(0.75)
+    assert ra.auroc([1, 1], [True, False]) == 0.5
+    assert np.isnan(ra.auroc([1, 2], [True, True]))
+
+
+def records(tmp_path: Path, arms: dict[str, list[float]], n: int = 200) -> Path:
+    folder = tmp_path / "page"
+    rng = np.random.default_rng(0)
+    ids = [f"p/{i}" for i in range(n)]
+    for arm, rates in arms.items():
+        for seed, p in enumerate(rates):
+            bits = "".join("1" if x else "0" for x in rng.random(n) < p)
+            ra.write_record(folder / f"{arm}-s{seed}.json.gz", {
+                "arm": arm, "seed": seed, "test_outcomes": bits, "start_outcomes": "0" * n,
+                "problem_ids_sha256": ra.ids_digest(ids), "seconds_per_step": 8.0, "steps": 30,
+                "frac_reward_zero_std": [0.6, 0.7], "validation": [{"step": 0, "greedy_success": 0.1}, {"step": 30, "greedy_success": 0.2}],
+                "options": {"learning_rate": 1e-4}})
+    return folder
+
+
+def test_the_page_is_recomputed_from_the_records_and_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = records(tmp_path, {"sparse": [0.15, 0.16, 0.14], "oracle-perfect": [0.3, 0.32, 0.31], "critic": [0.15, 0.17, 0.16]})
+    page = tmp_path / "page.md"
+    page.write_text("# Title\n\n## Protocol\n\nWritten first.\n\n## Results\n\nold\n")
+    ra.main(["--page", str(page)])
+    text = page.read_text()
+    assert text.startswith("# Title\n\n## Protocol\n\nWritten first.\n\n## Results\n") and "\nold\n" not in text
+    assert "**Interim**" in text and "sparse: 3, oracle-perfect: 3, critic: 3 seeds" in text
+    assert "| `oracle-perfect` | +" in text and "**helps**" in text  # 15 points on every seed
+    assert (tmp_path / "page_forest.png").stat().st_size > 1000
+    result = ra.analyse(ra.read_records(folder))
+    line = ra.answer_line(result)
+    assert line.startswith("Dense rewards against sparse (interim, 3 of 11 seeds an arm): oracle-perfect +")
+    assert line.endswith("; oracle-perfect helps.") and f"**{line}**" in text
+    assert result["arms"]["sparse"]["zero_spread"] == pytest.approx(0.65)
+    assert set(result["comparisons"]) == {"oracle-perfect", "critic"}
+    ra.main(["--page", str(page), "--check"])
+    assert "matches the 9 records" in capsys.readouterr().out
+    page.write_text(text.replace("**helps**", "no difference found"))
+    with pytest.raises(SystemExit) as exc:
+        ra.main(["--page", str(page), "--check"])
+    assert exc.value.code == 1
+
+
+def test_records_of_other_problems_or_without_arm_are_refused(tmp_path: Path) -> None:
+    folder = records(tmp_path, {"sparse": [0.1, 0.2]})
+    ra.write_record(folder / "x-s0.json.gz", {"arm": "x", "seed": 0, "test_outcomes": "1", "problem_ids_sha256": "other"})
+    with pytest.raises(SystemExit, match="different problems"):
+        ra.analyse(ra.read_records(folder))
+    (folder / "bad.json").write_text("[1]")
+    with pytest.raises(SystemExit, match="needs at least 'arm' and 'seed'"):
+        ra.read_records(folder)
+
+
+def test_the_committed_page_and_readme_answer_match_the_committed_records(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/results/reward_comparison.md and the README's answer line are what the committed records give (commit
+    them together: ``python baselines/reward_analysis.py`` rewrites both)."""
+    ra.main(["--check"])
+    assert "matches the" in capsys.readouterr().out
+    readme = ra.README.read_text(encoding="utf-8")
+    assert ra.ANSWER_MARK in readme and ra.answer_line(ra.analyse(ra.read_records(ra.PAGE.with_suffix("")))) in readme
