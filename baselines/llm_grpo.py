@@ -27,6 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from baselines.lm.checkpoints import CompletionMarker, last_complete_checkpoint
 from baselines.lm.grpo_config import (
     build_grpo_config,
     build_reward_funcs,
@@ -34,7 +35,6 @@ from baselines.lm.grpo_config import (
     check_vllm_available,
     dry_run,
     estimate_memory,
-    last_checkpoint,
     model_shape_or_exit,
     plan_run,
     trainer_class_of,
@@ -83,7 +83,7 @@ def train(opts: Options) -> dict[str, Any]:
     check_start_up(plan, compute)  # before anything is written or loaded
     torch.set_num_threads(opts.threads)
     out = plan.run_dir
-    resume_from = last_checkpoint(out) if opts.resume else None
+    resume_from = last_complete_checkpoint(out) if opts.resume else None  # a save cut short is passed over
     if opts.resume and resume_from is None:
         print(f"--resume: no checkpoint in {out}; starting from scratch", flush=True)
     state = PartialState()
@@ -154,6 +154,7 @@ def train(opts: Options) -> dict[str, Any]:
     start = time.perf_counter()
     with StopRequest() as stop:  # the first Ctrl-C / SIGTERM: finish the step, save a checkpoint, stop
         trainer.add_callback(StopRequestCallback(stop))
+        trainer.add_callback(CompletionMarker())  # last: a checkpoint is marked complete once every file is written
         trainer.train(resume_from_checkpoint=resume_from)
     seconds = time.perf_counter() - start
     if stop.requested:

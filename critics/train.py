@@ -393,7 +393,11 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     if cfg.resume and not resuming:
         if not holds_run(cfg.out, (OPTIONS_FILE, "log.jsonl")):
             raise SystemExit(f"error: --resume: {state_path} not found (no earlier run in {cfg.out})")
-        print(f"--resume: no checkpoint in {cfg.out} yet, starting afresh")
+        if (Path(cfg.out) / "model.safetensors").exists():  # weights without the optimizer, step and random states
+            print(f"--resume: {cfg.out} has model.safetensors but no train_state.pt (nor previous/): not a checkpoint "
+                  "that can be continued (a first save cut short?); discarding those weights and starting afresh")
+        else:
+            print(f"--resume: no checkpoint in {cfg.out} yet, starting afresh")
     init = _init_checkpoint(cfg) if cfg.init_from and not resuming else None  # before --out is written; start_run seeds after it
     out, rng = start_run(cfg, markers=CHECKPOINT_FILES, resume=cfg.resume, resuming=resuming,
                          may_change=RESUME_FREE_FIELDS)

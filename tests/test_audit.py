@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from countdown_gym import Problem, Rules, verify
 from countdown_gym.cli import main as cli_main
 from countdown_gym.cli.audit import (
     AuditError,
+    corpus_path,
     load_exploits,
     main,
     run_audit,
@@ -115,6 +117,44 @@ def test_cli_exit_codes(rewards: Path, capsys: pytest.CaptureFixture[str]) -> No
     broken.write_text("import no_such_dependency_xyz\n")
     assert main([f"{broken}:fn", "--no-progress"]) == 1
     assert "No module named 'no_such_dependency_xyz'" in capsys.readouterr().err
+
+
+def test_out_of_range_limits_are_usage_errors_not_tracebacks(capsys: pytest.CaptureFixture[str]) -> None:
+    for bad in (["--timeout", "3e6"], ["--timeout", "1e308"], ["--memory-mb", "99999999999999"]):
+        assert main(["countdown_gym.cli.audit:verify_reward", "--no-progress", *bad]) == 2, bad
+        err = capsys.readouterr().err
+        assert "usage: countdown-gym audit" in err and "Traceback" not in err, err
+    with pytest.raises(ValueError, match="at most"):
+        run_audit("countdown_gym.cli.audit:verify_reward", load_exploits()[:1], timeout=1e308)
+
+
+def test_a_huge_memory_cap_is_no_cap(rewards: Path) -> None:
+    out = run_audit(f"{rewards}:accept_all", load_exploits()[:1], timeout=30, memory_mb=2**30)
+    assert out[0].status == "ok" and out[0].reward == 1.0
+
+
+def test_an_unwritable_json_path_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("\n".join(corpus_path().read_text().splitlines()[:2]) + "\n")
+    for path in ("/dev/full", str(tmp_path / "ro" / "x.json")):
+        if path != "/dev/full":
+            (tmp_path / "ro").mkdir()
+            (tmp_path / "ro" / "x.json").mkdir()  # a folder where the file should be, checked before the audit
+        code = main(["countdown_gym.cli.audit:verify_reward", "--no-progress", "--corpus", str(corpus), "--json", path])
+        err = capsys.readouterr().err
+        assert code in (1, 2) and "Traceback" not in err and "--json" in err, err
+        assert err.strip().count("\n") <= 2
+
+
+def test_a_fifo_corpus_is_refused_without_opening_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fifo = tmp_path / "corpus.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(AuditError, match="a FIFO, not a regular file"):
+        load_exploits(fifo)
+    assert main(["countdown_gym.cli.audit:verify_reward", "--no-progress", "--corpus", str(fifo)]) == 1
+    assert "FIFO" in capsys.readouterr().err
+    with pytest.raises(AuditError, match="a folder"):
+        load_exploits(tmp_path)
 
 
 def test_a_malformed_corpus_is_refused_by_line(tmp_path: Path) -> None:

@@ -96,3 +96,50 @@ def test_console_script_usage_error_is_one_line_per_part_and_exit_2():
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "countdown-gym leaderboard submit: error: " in r.stderr
+
+
+# ---- Ctrl-C ------------------------------------------------------------------------------------------------------
+
+
+def _interrupt_when_working(argv: list[str], tmp_path: Path) -> tuple[int, str]:
+    """Run ``python -m countdown_gym *argv``, send SIGINT to its process group (as Ctrl-C in a terminal does) once
+    it has written its first progress output, and return its exit code and stderr."""
+    import os
+    import signal
+
+    err_path = tmp_path / "stderr.txt"
+    with err_path.open("w") as err:
+        p = subprocess.Popen([sys.executable, "-m", "countdown_gym", *argv], stdout=subprocess.DEVNULL, stderr=err,
+                             cwd=ROOT, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while p.poll() is None and not err_path.stat().st_size and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        os.killpg(p.pid, signal.SIGINT)
+        code = p.wait(60)
+    return code, err_path.read_text()
+
+
+@pytest.mark.parametrize("argv", [["leaderboard", "score", "--dir", "{tmp}/lb"], ["splits"],
+                                  ["export", "--format", "jsonl", "--out", "{tmp}/export"],
+                                  ["audit", "countdown_gym.cli.audit:verify_reward"]])
+def test_ctrl_c_is_one_line_and_exit_code_130(argv, tmp_path):
+    import shutil
+
+    shutil.copytree(ROOT / "leaderboard", tmp_path / "lb")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    code, err = _interrupt_when_working(argv, tmp_path)
+    assert code == 130 and "Traceback" not in err, err
+    assert err.rstrip().endswith(f"countdown-gym {' '.join(argv[:2]) if argv[0] == 'leaderboard' else argv[0]}: interrupted")
+
+
+def test_ctrl_c_during_check_is_one_line(monkeypatch, capsys):
+    import countdown_gym.leaderboard.__main__ as lb
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lb, "score_directory", interrupted)
+    assert main(["leaderboard", "check", "--dir", str(ROOT / "leaderboard")]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "countdown-gym leaderboard check: interrupted"

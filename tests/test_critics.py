@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -218,6 +219,28 @@ def test_resume_refuses_a_run_it_cannot_continue_exactly(tmp_path):
     (out / "train_state.pt").write_bytes(b"truncated")
     with pytest.raises(SystemExit, match="train_state.pt is not readable"):
         train(_cfg(tmp_path, steps=40, resume=True), progress=False)
+
+
+def test_resume_names_a_broken_options_file_or_log_and_never_silently_restarts(tmp_path, capsys):
+    out = train(_cfg(tmp_path, steps=40, stop_after=20), progress=False)
+    good = (out / "options.json").read_bytes()
+    for text, needle in ((b"", "is empty"), (b'{"steps": 4', "is not JSON"), (b"\xff\xfe", "is not UTF-8"),
+                         (b"[]", "holds a JSON list"), (b"7", "holds a JSON int"), (b"{}", "holds none of")):
+        (out / "options.json").write_bytes(text)
+        with pytest.raises(SystemExit, match="options.json " + needle) as e:
+            train(_cfg(tmp_path, steps=40, resume=True), progress=False)
+        assert "trained with" not in str(e.value)  # [] once claimed "was trained with --steps 6000"
+    (out / "options.json").write_bytes(good)
+    (out / "log.jsonl").unlink()
+    (out / "log.jsonl").mkdir()  # was an IsADirectoryError traceback
+    with pytest.raises(SystemExit, match="log.jsonl is not a file"):
+        train(_cfg(tmp_path, steps=40, resume=True), progress=False)
+    (out / "log.jsonl").rmdir()
+    (out / "train_state.pt").unlink()
+    shutil.rmtree(out / "previous", ignore_errors=True)
+    train(_cfg(tmp_path, steps=40, resume=True), progress=False)  # was a silent restart
+    assert "has model.safetensors but no train_state.pt" in capsys.readouterr().out
+    assert json.loads((out / "config.json").read_text())["steps_done"] == 40
 
 
 def test_cli_reports_a_preset_the_critic_cannot_hold(tmp_path):

@@ -85,6 +85,37 @@ def test_load_problems_caps_the_solver_time_per_row(tmp_path):
     assert is_solvable([3, 4, 5], 12, timeout=0.01)  # a quick answer is unaffected
 
 
+def test_the_solver_time_cap_holds_on_rows_of_many_numbers():
+    """A 22-number row took 11 s and 1.35 GiB, a 199-number one never ended: every split was built before the
+    deadline was looked at."""
+    for n in (22, 60, 199):
+        start = time.perf_counter()
+        loaded = load_problems([{"nums": list(range(1, n + 1)), "target": 10**9 + 7}], progress=False, solver_timeout=0.3)
+        assert time.perf_counter() - start < 3, n
+        assert [i.reason for i in loaded.issues] == ["timeout"], loaded.report()
+        assert len(loaded.issues[0].message) < 200 and f"({n} numbers)" in loaded.issues[0].message
+
+
+def test_one_bad_csv_cell_leaves_out_its_row_only(tmp_path):
+    good = '"[3, 4, 5]",12\n'
+    path = tmp_path / "rows.csv"
+    path.write_text("nums,target\n" + good + '"[3, 4, 5]",' + "7" * 5000 + "\n" + good
+                    + '"' + "1" * 140_000 + '",12\n' + good + '"[3, 4, 5]",' + "[" * 5000 + "\n" + good)
+    loaded = load_problems(path, progress=False)
+    assert loaded.rows == [0, 2, 4, 6] and loaded.total_rows == 7, loaded.report()
+    assert [(i.row, i.reason) for i in loaded.issues] == [(1, "malformed"), (3, "malformed"), (5, "malformed")]
+    assert "digits" in loaded.issues[0].message and "field limit" in loaded.issues[1].message
+    assert "nested too deeply" in loaded.issues[2].message
+
+
+def test_a_csv_with_a_byte_order_mark_keeps_its_rows(tmp_path):
+    path = tmp_path / "rows.csv"
+    path.write_bytes(b"\xef\xbb\xbfnums,target\r\n\"[3, 4, 5]\",12\r\n\"[1, 2, 3]\",6\r\n")
+    loaded = load_problems(path, progress=False)
+    assert loaded.rows == [0, 1] and not loaded.issues, loaded.report()
+    assert loaded.problems[0].numbers == (3, 4, 5)
+
+
 # ---- properties -----------------------------------------------------------------------------------------------
 
 JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from countdown_gym.leaderboard import Rejection, Scores, render_markdown, score_directory
 from countdown_gym.leaderboard.__main__ import main as lb_main
-from countdown_gym.leaderboard.score import agent_key
+from countdown_gym.leaderboard.names import agent_key, display_name
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "leaderboard" / "submissions" / "exhaustive-solver.longproc-0.5k.test.jsonl"
@@ -51,12 +51,52 @@ LOOK_ALIKES = [
     "\uff45xhaustive-solver",  # full-width e
     "EXHAUSTIVE-SOLVER\u202e",  # case and a right-to-left override
     "exhaustive-solver\ufeff",  # byte-order mark
+    "exhaustive-solver\x01",  # control characters
+    "exhaustive-solver\x7f",
+    "exhaustive-solver\x00",
+    "exhaustive\x1b-solver",
+    "\u0435xhaustive-s\u043elver",  # Cyrillic e and o
+    "exhaustive-\u0455olver",  # Cyrillic dze
+    "exhaustive-s\u03bflver",  # Greek omicron
+    "exhaustive\u2011solver",  # non-breaking hyphen
+    "exhaustive-solver\u2800",  # Braille blank
+    "exhaustive-so1ver",  # digit one for l
 ]
 
 
 @pytest.mark.parametrize("name", LOOK_ALIKES)
 def test_agent_key_folds_case_width_invisible_characters_and_space(name):
     assert agent_key(name) == agent_key("exhaustive-solver") == "exhaustive-solver"
+
+
+def test_control_and_confusable_names_are_one_agent_and_render_as_one(board):
+    """U+0001 and U+007F once gave a second ranked row, byte-identical in the table; Cyrillic, Greek, U+2011 and
+    U+2800 look-alikes gave keys of their own."""
+    put(board, "a.longproc-0.5k.test.jsonl", agent="exhaustive-solver")
+    tricky = ["exhaustive-solver\x01", "exhaustive-solver\x7f", "\u0435xhaustive-s\u043elver", "exhaustive\u2011solver",
+              "exhaustive-solver\u2800", "exhaustive-s\u03bflver"]
+    for i, name in enumerate(tricky):
+        put(board, f"b{i}.longproc-0.5k.test.jsonl", agent=name)
+    put(board, "c.longproc-0.5k.test.jsonl", agent="\u200b\x01\u2800")  # shows as nothing
+    results = score_directory(board)
+    ranked_names = [r.header["agent"] for r in results if isinstance(r, Scores)]
+    assert ranked_names == ["exhaustive-solver"], ranked_names
+    reasons = {r.path.name: r.reason for r in results if isinstance(r, Rejection)}
+    assert all("already on the board" in reasons[f"b{i}.longproc-0.5k.test.jsonl"] for i in range(len(tricky)))
+    assert "shows as nothing" in reasons["c.longproc-0.5k.test.jsonl"]
+    md = render_markdown(results, board.parent, None)
+    assert md.count("| exhaustive-solver |") == 1 and "\x01" not in md and "\x7f" not in md
+
+
+@pytest.mark.parametrize("name", ["exhaustive-solver\x01", "exhaustive\x7fsolver", " exhaustive\u2028solver "])
+def test_one_function_decides_duplicates_and_renders_names(name):
+    shown = display_name(name)
+    assert shown.isprintable() and shown == shown.strip() and agent_key(shown) == agent_key(name)
+
+
+def test_distinct_names_keep_distinct_keys():
+    names = ["exhaustive-solver", "exhaustive-solver-2", "random-agent", "sb3-ppo", "sb3-ppo-oracle", "grpo 7b"]
+    assert len({agent_key(n) for n in names}) == len(names)
 
 
 def test_look_alike_agent_names_are_one_agent_on_the_board(board, capsys):

@@ -447,11 +447,10 @@ def _three_tiny_steps(tmp_path: Path, **kw: Any) -> Options:
 
     model, tok = _tiny("llama")
     save_pretrained(model, tok, tmp_path / "model")
-    return Options(
+    return Options(**{**dict(
         model=str(tmp_path / "model"), rewards="sparse", steps=3, prompts_per_step=2, num_generations=2,
         max_completion_length=8, eval_interval=0, eval_problems=2, eval_samples=0, output_dir=str(tmp_path / "run"),
-        save_steps=100, train_problems=8, quiet=True, test_eval=False, **kw,
-    )
+        save_steps=100, train_problems=8, quiet=True, test_eval=False), **kw})
 
 
 def test_ctrl_c_saves_a_checkpoint_after_the_step_and_resume_continues(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -473,6 +472,46 @@ def test_ctrl_c_saves_a_checkpoint_after_the_step_and_resume_continues(tmp_path:
     monkeypatch.undo()
     opts.resume = True
     assert llm_grpo.train(opts)["last"]["step"] == 3 and (out / "final" / "model.safetensors").exists()
+
+
+def test_resume_passes_over_a_torn_newest_checkpoint_to_the_complete_one_before(tmp_path: Path, capsys) -> None:
+    """Defect: a kill during a save left checkpoint-N without trainer_state.json / optimizer.pt, and --resume died
+    with a FileNotFoundError traceback instead of continuing from checkpoint-(N-1)."""
+    import shutil
+
+    from baselines.lm.checkpoints import MARKER, checkpoint_problem, last_complete_checkpoint
+
+    opts = _three_tiny_steps(tmp_path, save_steps=1, steps=2)
+    out = Path(opts.output_dir)
+    llm_grpo.train(opts)
+    assert (out / "checkpoint-1" / MARKER).is_file() and (out / "checkpoint-2" / MARKER).is_file()
+    whole = tmp_path / "whole"
+    shutil.copytree(out / "checkpoint-2", whole)
+    tears = {  # what a kill during the save of checkpoint-2 (or a cut-off copy) leaves
+        "trainer_state.json": lambda p: p.unlink(), "optimizer.pt": lambda p: p.write_bytes(p.read_bytes()[:100]),
+        "model.safetensors": lambda p: p.unlink(), MARKER: lambda p: p.unlink(),
+        "rng_state.pth": lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]),
+    }
+    for name, tear in tears.items():
+        shutil.rmtree(out / "checkpoint-2")
+        shutil.copytree(whole, out / "checkpoint-2")
+        tear(out / "checkpoint-2" / name)
+        assert checkpoint_problem(out / "checkpoint-2") is not None, name
+        assert last_complete_checkpoint(out, say=lambda m: None) == str(out / "checkpoint-1"), name
+    (out / "checkpoint-2" / "trainer_state.json").write_text('{"global_step": 2, "log_hist')  # cut off mid-write
+    assert "not readable JSON" in checkpoint_problem(out / "checkpoint-2")
+    (out / "final").rename(tmp_path / "final-before")
+    opts.resume, opts.steps = True, 3
+    summary = llm_grpo.train(opts)
+    assert "checkpoint-2 is incomplete" in capsys.readouterr().out
+    assert summary["steps"] == 3 and (out / "final" / "model.safetensors").exists()
+    assert checkpoint_problem(out / "checkpoint-2") is None  # saved again, whole, on the way to step 3
+    for d in out.glob("checkpoint-*"):
+        shutil.rmtree(d)
+    (out / "checkpoint-4").mkdir()  # the first save of a run, killed at once
+    said: list[str] = []
+    assert last_complete_checkpoint(out, say=said.append) is None  # --resume then starts from scratch
+    assert said[-1].endswith(f"no complete checkpoint in {out}")
 
 
 def test_max_minutes_ends_training_after_the_step_then_saves_and_evaluates(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ bodies and the ``serve`` command's own checks use a real socket.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -153,7 +154,7 @@ def test_a_half_sent_body_is_answered_408_within_the_time_limit():
 
 
 @pytest.mark.parametrize("argv", [["--log-level", "nosuch"], ["--body-timeout-s", "0"], ["--session-idle-s", "inf"],
-                                  ["--max-turn-chars", "0"]])
+                                  ["--max-turn-chars", "0"], ["--head-timeout-s", "0"], ["--max-connections", "-1"]])
 def test_serve_refuses_bad_limit_and_log_flags(argv, capsys):
     """Defect: ``serve --log-level nosuch`` gave a KeyError traceback."""
     assert cli_main(["serve", *argv]) == 2  # the dispatcher returns the command's exit code
@@ -173,6 +174,98 @@ def test_serve_on_a_port_in_use_or_a_bad_host_is_one_line_and_exit_2(capsys):
     assert serve_main(["--env", "Countdown-v0", "--split", "test", "--host", "999.999.1.1"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "999.999.1.1" in err
+
+
+def test_websocket_frames_with_nan_or_infinity_are_refused_and_not_played(client):
+    """Defect: a step whose action held ``{"x": NaN}`` was played, where HTTP answers 422."""
+    with client.websocket_connect("/ws") as ws:
+        ws.send_text(json.dumps({"type": "reset", "data": {"problem": PROBLEM}}))
+        assert ws.receive_json()["type"] == "observation"
+        for literal in ("NaN", "Infinity", "-Infinity"):
+            ws.send_text('{"type": "step", "data": {"turn": "21+16", "metadata": {"x": ' + literal + "}}}")
+            reply = ws.receive_json()
+            assert reply["type"] == "error" and reply["data"]["code"] == "INVALID_JSON", reply
+            assert "NaN" in reply["data"]["message"]
+        ws.send_text(json.dumps({"type": "state"}))
+        assert ws.receive_json()["data"]["step_count"] == 0  # none was played
+        ws.send_text(json.dumps({"type": "step", "data": {"turn": "NaN Infinity"}}))  # inside a string: a turn
+        assert ws.receive_json()["type"] == "observation"
+
+
+def test_the_mcp_route_is_strict_bounded_and_opens_no_session(client):
+    """Defect: ``/mcp`` bypassed every limit: an object as params.session_id was a 500, its WebSockets ignored
+    --max-sessions and --session-idle-s, sessions from openenv/session/create were never freed, a 5,000-deep array
+    ended the session. This environment has no MCP tools: POST /mcp answers JSON-RPC and opens nothing, and the
+    /mcp WebSocket is gone."""
+    def rpc(body) -> dict:
+        r = client.post("/mcp", json=body)
+        assert r.status_code == 200 and r.json()["jsonrpc"] == "2.0", r.text
+        return r.json()
+
+    assert rpc({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})["result"] == {"tools": []}
+    for method in ("openenv/session/create", "openenv/session/close", "tools/call", "nope"):
+        answer = rpc({"jsonrpc": "2.0", "id": 2, "method": method, "params": {"session_id": {"a": 1}}})
+        assert answer["error"]["code"] == -32601 and answer["id"] == 2
+    for bad in ({}, {"jsonrpc": "2.0", "method": 5}, {"jsonrpc": "2.0", "method": "tools/list", "params": [1]}):
+        assert rpc(bad)["error"]["code"] == -32600
+    for not_an_object in ("[1]", "5", ""):
+        _refused(client.post("/mcp", content=not_an_object, headers=JSON))
+    _refused(client.post("/mcp", content="[" * 5000 + "]" * 5000, headers=JSON))
+    _refused(client.post("/mcp", content='{"jsonrpc": "2.0", "method": "tools/list", "id": NaN}', headers=JSON))
+    _refused(client.post("/mcp", content=b"x" * 70_000, headers=JSON), 413)
+    from starlette.websockets import WebSocketDisconnect
+
+    with pytest.raises(WebSocketDisconnect), client.websocket_connect("/mcp") as ws:
+        ws.receive_json()
+
+
+def _read_all(s: socket.socket) -> bytes:
+    out = b""
+    while chunk := s.recv(4096):
+        out += chunk
+    return out
+
+
+def test_half_sent_request_heads_are_answered_408_and_closed():
+    """Defect: a connection with part of a request head, or none, was held forever despite --body-timeout-s."""
+    with serve_in_thread(make_app("Countdown-v0", split="test"), head_timeout_s=0.5) as url:
+        host, port = url.split("//")[1].rsplit(":", 1)
+        for sent in (b"", b"GET /hea", b"POST /reset HTTP/1.1\r\nhost: x\r\ncontent-le"):
+            with socket.create_connection((host, int(port)), timeout=10) as s:
+                s.sendall(sent)
+                t0 = time.monotonic()
+                time.sleep(0.2)
+                s.sendall(b"x")  # a byte now and then does not renew the time limit
+                answer = _read_all(s)
+                assert time.monotonic() - t0 < 5, sent
+            assert answer.startswith(b"HTTP/1.1 408"), (sent, answer[:80])
+        with socket.create_connection((host, int(port)), timeout=10) as s:  # a complete request is unaffected
+            s.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            assert _read_all(s).startswith(b"HTTP/1.1 200")
+
+
+def test_many_half_sent_requests_cannot_crowd_out_a_complete_one():
+    """Defect: 150 half-sent requests under ``ulimit -n 128`` made /health fail; beyond the connection cap the
+    oldest connection still sending its head is closed."""
+    with serve_in_thread(make_app("Countdown-v0", split="test"), head_timeout_s=60, max_connections=8) as url:
+        host, port = url.split("//")[1].rsplit(":", 1)
+        hogs = [socket.create_connection((host, int(port)), timeout=10) for _ in range(30)]
+        try:
+            for h in hogs:
+                h.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\n")  # never finished
+            for _ in range(3):
+                with socket.create_connection((host, int(port)), timeout=10) as s:
+                    s.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+                    assert _read_all(s).startswith(b"HTTP/1.1 200")
+            closed = 0
+            for h in hogs:
+                h.settimeout(2)
+                with contextlib.suppress(TimeoutError, ConnectionResetError):
+                    closed += h.recv(1) == b""
+            assert closed >= 30 - 8  # the oldest ones made room
+        finally:
+            for h in hogs:
+                h.close()
 
 
 # ---- the fuzzer -------------------------------------------------------------------------------------------

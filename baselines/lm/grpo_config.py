@@ -228,12 +228,6 @@ def build_reward_funcs(plan: GRPOPlan, tokenizer: Any, hidden_size: int) -> tupl
     return [reward_function(name, given) for name in names], clipo
 
 
-def last_checkpoint(out: Path) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
-
-    return get_last_checkpoint(str(out)) if out.is_dir() else None
-
-
 def check_start_up(plan: GRPOPlan, compute: RunPlan, tokenizer: Any = None) -> bool:
     """The compatibility checks of ``baselines/lm/compat.py`` that need more than the options: the process layout and
     the tokenizer (read when not given). Returns whether the tokenizer was checked (a dry run for a hub model this

@@ -33,7 +33,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _runner(module: str) -> Callable[[list[str]], int]:
+def _runner(name: str, module: str) -> Callable[[list[str]], int]:
     """The command's ``main``, imported when it runs (a command's dependencies load only for that command)."""
 
     def run(argv: list[str]) -> int:
@@ -41,11 +41,13 @@ def _runner(module: str) -> Callable[[list[str]], int]:
             return importlib.import_module(module).main(argv)
         except SystemExit as e:  # a command that exits rather than returns its code
             return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except KeyboardInterrupt:  # while the command's module loads
+            return dataclass_cli.interrupted(f"{PROG} {name}")
 
     return run
 
 
-COMMANDS = {name: (text, _runner(module)) for name, (module, text) in _COMMANDS.items()}
+COMMANDS = {name: (text, _runner(name, module)) for name, (module, text) in _COMMANDS.items()}
 USAGE = dataclass_cli.dispatch_help(PROG, COMMANDS, epilog=EXIT_CODES, usage="[-h] [--version] <command> [args]")
 """What ``countdown-gym --help`` prints."""
 

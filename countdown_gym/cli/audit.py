@@ -23,7 +23,7 @@ import json
 import multiprocessing
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -38,6 +38,11 @@ CORPUS = "exploits.jsonl"
 CONTROL = "control"
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_MEMORY_MB = 2048
+MAX_TIMEOUT = 86_400.0
+"""The longest ``--timeout`` (a day): the worker's answer is waited for with ``select``, which refuses longer."""
+MAX_MEMORY_MB = 1 << 30
+"""The largest ``--memory-mb`` (1 PiB); more is no cap at all (``--memory-mb 0``)."""
+MAX_CORPUS_BYTES = 64 * 2**20
 LOAD_TIMEOUT = 300.0
 WARM_UP = ("<think>1 + 2 = 3</think>\n<answer>1 + 2</answer>", (1, 2), 3)
 """A correct completion each worker passes once, untimed, before the corpus (the function's lazy set-up)."""
@@ -102,9 +107,14 @@ def load_exploits(path: str | Path | None = None) -> list[Exploit]:
     """The corpus rows of ``path`` (default: the shipped corpus); a malformed row raises :class:`AuditError`."""
     path = Path(path) if path is not None else corpus_path()
     try:
+        size = _regular_file_size(path)
+        if size > MAX_CORPUS_BYTES:
+            raise AuditError(f"the corpus {path} has {size:,} bytes, more than {MAX_CORPUS_BYTES:,}")
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as e:
-        raise AuditError(f"cannot read the corpus {path}: {e}") from None
+        raise AuditError(f"cannot read the corpus {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise AuditError(f"the corpus {path} is not UTF-8 (byte {e.start})") from None
     out, seen = [], set()
     for i, line in enumerate(lines, 1):
         if not line.strip():
@@ -129,6 +139,18 @@ def load_exploits(path: str | Path | None = None) -> list[Exploit]:
     return out
 
 
+def _regular_file_size(path: Path) -> int:
+    """The size of ``path``, which must be a regular file: a FIFO, a device or a folder is refused before it is
+    opened (opening a FIFO blocks until someone writes to it)."""
+    import stat
+
+    st = path.stat()
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a special file"
+        raise AuditError(f"the corpus {path} is {kind}, not a regular file")
+    return st.st_size
+
+
 def verify_reward(completion: str, numbers: Sequence[int], target: int) -> float:
     """This package's verifier as a reward: ``verify(Problem(numbers, target), completion).reward``."""
     return verify(Problem(tuple(numbers), target), completion).reward
@@ -151,13 +173,21 @@ def _limit_memory(memory_mb: int) -> None:
         in_use = 0
     cap = in_use + memory_mb * 2**20
     _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    resource.setrlimit(resource.RLIMIT_AS, (cap if hard < 0 else min(cap, hard), hard))
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if cap >= 2**63 - 1:  # beyond what the kernel can hold: no cap
+        return
+    with contextlib.suppress(ValueError, OSError):  # a cap the system refuses: the time limit still holds
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
 
 
 def _serve(spec: str, conn: Any, memory_mb: int) -> None:
-    """Worker: load the function, then answer ``(completion, numbers, target)`` requests until None."""
+    """Worker: load the function, then answer ``(completion, numbers, target)`` requests until None. Ctrl-C is the
+    parent's to handle (it stops the worker): the worker ignores SIGINT, so it prints no traceback of its own."""
+    import signal
     import warnings
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from countdown_gym.leaderboard.agents import load_object
 
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - a reward's prints must not mix with the table
@@ -184,12 +214,29 @@ def _serve(spec: str, conn: Any, memory_mb: int) -> None:
             conn.send(("raised", f"{type(e).__name__}: {e}"[:300]))
 
 
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored inside (in the main thread; elsewhere signal handlers cannot be set, and nothing changes)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class _Worker:
     def __init__(self, spec: str, memory_mb: int, load_timeout: float) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve, args=(spec, child, memory_mb), daemon=True)
-        self.proc.start()
+        with _sigint_ignored():  # inherited by the new process from its first instruction: Ctrl-C is the parent's
+            self.proc.start()
         child.close()
         if not self.conn.poll(load_timeout):
             self.stop()
@@ -244,8 +291,8 @@ def run_audit(
     Raises ``ValueError`` for a spec that names no callable and :class:`AuditError` when the
     function's module fails to import.
     """
-    if timeout <= 0:
-        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+    if not 0 < timeout <= MAX_TIMEOUT:
+        raise ValueError(f"timeout must be > 0 and at most {MAX_TIMEOUT:g} seconds, got {timeout}")
     from tqdm import tqdm
 
     rows = load_exploits() if exploits is None else list(exploits)
@@ -343,9 +390,11 @@ class AuditOptions:
     """a progress bar"""
 
     def __post_init__(self) -> None:
-        if not self.timeout > 0:
-            raise ValueError(f"--timeout must be > 0, got {self.timeout:g}")
+        if not 0 < self.timeout <= MAX_TIMEOUT:
+            raise ValueError(f"--timeout must be > 0 and at most {MAX_TIMEOUT:g} seconds, got {self.timeout:g}")
         dataclass_cli.check_min(self, 0, "memory_mb")
+        if self.memory_mb > MAX_MEMORY_MB:
+            raise ValueError(f"--memory-mb must be at most {MAX_MEMORY_MB} (1 PiB; 0: no cap), got {self.memory_mb}")
         if self.json is not None:  # checked now, not after the whole audit has run
             out = Path(self.json)
             if out.is_dir():
@@ -358,22 +407,37 @@ PROG = "countdown-gym audit"
 
 
 def _audit(args: AuditOptions) -> int:
+    out = None
     try:
         rows = load_exploits(args.corpus)
+        # opened before the audit runs: a path that cannot be written fails now, not after every call
+        out = open(args.json, "w", encoding="utf-8") if args.json else None  # noqa: SIM115 - closed below
         outcomes = run_audit(args.reward_fn, rows, timeout=args.timeout, memory_mb=args.memory_mb,
                              progress=args.progress)
+        print(report(args.reward_fn, outcomes, args.threshold, args.timeout))
+        if out is not None:
+            _write_outcomes(out, outcomes)
     except ValueError as e:
         dataclass_cli.usage_error(str(e), prog=PROG)
+    except OSError as e:
+        print(f"{PROG}: error: cannot write --json {args.json}: {e.strerror or e}", file=sys.stderr)
+        return 1
     except AuditError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 1
-    print(report(args.reward_fn, outcomes, args.threshold, args.timeout))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            for o in outcomes:
-                f.write(json.dumps({"id": o.exploit.id, "category": o.exploit.category, "verdict": o.exploit.verdict,
-                                    "status": o.status, "reward": o.reward, "error": o.error}) + "\n")
+    finally:
+        if out is not None:
+            with contextlib.suppress(OSError):  # reported above; a failed flush must not raise twice
+                out.close()
     return 1 if args.check and misjudged(outcomes, args.threshold) else 0
+
+
+def _write_outcomes(out: Any, outcomes: Sequence[Outcome]) -> None:
+    """Write every outcome to the open ``--json`` file as JSON lines (``OSError`` when the write fails)."""
+    for o in outcomes:
+        out.write(json.dumps({"id": o.exploit.id, "category": o.exploit.category, "verdict": o.exploit.verdict,
+                              "status": o.status, "reward": o.reward, "error": o.error}) + "\n")
+    out.flush()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,7 +19,7 @@ file, an unknown file type) raises.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,15 +120,21 @@ def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
     )
 
 
+class _BadRow(ValueError):
+    """A row that could not be read at all (reported as ``malformed``)."""
+
+
 def _cell(text: Any) -> Any:
+    """A CSV cell as the JSON value it spells, else the text; :class:`_BadRow` for JSON that Python refuses to
+    build (an integer of more digits than ``sys.get_int_max_str_digits()``, nesting deeper than the parser's)."""
     try:
         return json.loads(text)
     except (TypeError, json.JSONDecodeError):
         return text
-
-
-class _BadRow(ValueError):
-    """A row that could not be read at all (reported as ``malformed``)."""
+    except RecursionError:
+        raise _BadRow("a cell is JSON nested too deeply") from None
+    except ValueError as exc:
+        raise _BadRow(f"a cell holds a value Python refuses: {str(exc)[:120]}") from None
 
 
 def _json_file_rows(path: Path) -> list[Any]:
@@ -157,11 +163,27 @@ def _read_file(path: Path) -> Iterable[Mapping[str, Any]]:
 
         return pq.read_table(path).to_pylist()
     if suffix == ".csv":
-        import csv
-
-        with path.open(newline="", encoding="utf-8", errors="surrogateescape") as f:  # a bad byte: that row only
-            return [_csv_row(r) for r in csv.DictReader(f)]
+        return _csv_rows(path)
     raise ValueError(f"{path}: unknown file type {suffix!r}; read {list(FILE_SUFFIXES)} or a datasets folder")
+
+
+def _csv_rows(path: Path) -> Iterator[Any]:
+    """One row per CSV record; a record the reader refuses (a cell over ``csv.field_size_limit()`` characters, a NUL
+    byte) is a :class:`_BadRow` and the reading goes on. A UTF-8 byte-order mark before the header is dropped."""
+    import csv
+
+    # utf-8-sig: a leading byte-order mark is not part of the first column's name; a bad byte: that row only
+    with path.open(newline="", encoding="utf-8-sig", errors="surrogateescape") as f:
+        reader = csv.DictReader(f)
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                yield _BadRow(f"not a CSV record: {str(exc)[:120]}")
+                continue
+            yield _csv_row(row)
 
 
 def _csv_row(row: Mapping[str | None, Any]) -> Any:
@@ -171,7 +193,10 @@ def _csv_row(row: Mapping[str | None, Any]) -> Any:
         return _BadRow("not UTF-8")
     if None in row:
         return _BadRow("more cells than columns")
-    return {k: _cell(v) for k, v in row.items()}
+    try:
+        return {k: _cell(v) for k, v in row.items()}
+    except _BadRow as bad:
+        return bad
 
 
 def _jsonl_rows(path: Path) -> Iterable[Any]:
@@ -215,6 +240,13 @@ def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
     return source, len(source) if hasattr(source, "__len__") else None
 
 
+def _puzzle_text(p: Problem, shown: int = 12) -> str:
+    """``[numbers] -> target`` for a report line, the numbers cut after ``shown`` of them."""
+    nums = ", ".join(str(x) for x in p.numbers[:shown])
+    more = f", ... ({len(p.numbers)} numbers)" if len(p.numbers) > shown else ""
+    return f"[{nums}{more}] -> {p.target}"
+
+
 DEFAULT_SOLVER_TIMEOUT = 1.0
 """Seconds the solver may spend on one row (an unsolvable TinyZero row of 7 numbers takes several seconds, see
 ``docs/datasets.md``; 8 numbers far longer); past it the row is left out as ``timeout``."""
@@ -252,16 +284,16 @@ def load_problems(source: Any, *, rules: Rules | None = None, split: str | None 
             out.issues.append(RowIssue(k, "malformed", message))
             continue
         if len(p.numbers) < 2 or p.rules.is_won(p.numbers, p.target):
-            out.issues.append(RowIssue(k, "trivial", f"{p.numbers} -> {p.target} needs no move"))
+            out.issues.append(RowIssue(k, "trivial", f"{_puzzle_text(p)} needs no move"))
             continue
         try:
             solvable = not check_solvable or is_solvable(p.numbers, p.target, p.rules, timeout=solver_timeout)
         except SolverTimeout:
-            out.issues.append(RowIssue(k, "timeout", f"{list(p.numbers)} -> {p.target}: no answer from the solver in "
+            out.issues.append(RowIssue(k, "timeout", f"{_puzzle_text(p)}: no answer from the solver in "
                                        f"{solver_timeout:g} s (solver_timeout=)"))
             continue
         if not solvable:
-            out.issues.append(RowIssue(k, "unsolvable", f"{list(p.numbers)} -> {p.target} has no solution under rules {p.rules.name!r}"))
+            out.issues.append(RowIssue(k, "unsolvable", f"{_puzzle_text(p)} has no solution under rules {p.rules.name!r}"))
             continue
         out.problems.append(p)
         out.rows.append(k)

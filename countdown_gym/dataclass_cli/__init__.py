@@ -37,12 +37,14 @@ flag (:func:`check_min`, :func:`check_choice`); :func:`parse` turns it into a us
 """
 
 from countdown_gym.dataclass_cli.commands import (
+    EXIT_INTERRUPTED,
     UsageError,
     check_choice,
     check_min,
     dispatch,
     dispatch_help,
     help_text,
+    interrupted,
     parse,
     parse_known,
     run,
@@ -52,6 +54,7 @@ from countdown_gym.dataclass_cli.fields import Flag, field_docs, flags, parse_bo
 from countdown_gym.dataclass_cli.resume import changed_options, to_argv
 
 __all__ = [
+    "EXIT_INTERRUPTED",
     "Flag",
     "UsageError",
     "changed_options",
@@ -62,6 +65,7 @@ __all__ = [
     "field_docs",
     "flags",
     "help_text",
+    "interrupted",
     "parse",
     "parse_bool",
     "parse_known",

@@ -200,21 +200,36 @@ def usage_error(message: str, *, prog: str | None = None, details: str = "", usa
     raise UsageError(message)
 
 
+EXIT_INTERRUPTED = 130
+"""The exit code of a command stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it."""
+
+
+def interrupted(prog: str) -> int:
+    """Say on stderr that ``prog`` was stopped by Ctrl-C (one line, no traceback); :data:`EXIT_INTERRUPTED`."""
+    print(f"\n{prog}: interrupted", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
 def run(cls: type[T], argv: Sequence[str] | None, command: Callable[[T], int], *, prog: str,
         description: str | None = None) -> int:
     """The exit code of a command whose options are the dataclass ``cls``: ``command(parse(cls, argv))``.
 
     0 after ``--help``; 2 for a usage error, from the parse or raised by ``command`` through :func:`usage_error`
-    (the message is already on stderr). ``command`` returns 0 on success, 1 on failure.
+    (the message is already on stderr). ``command`` returns 0 on success, 1 on failure. Ctrl-C while it runs is
+    one line on stderr and :data:`EXIT_INTERRUPTED` (130), never a traceback.
     """
     try:
         options = parse(cls, argv, prog=prog, description=description)
     except SystemExit as exc:  # --help (0) or a usage error (2)
         return exc.code if isinstance(exc.code, int) else 0
+    except KeyboardInterrupt:
+        return interrupted(prog)
     try:
         return command(options)
     except UsageError:
         return 2
+    except KeyboardInterrupt:
+        return interrupted(prog)
 
 
 def dispatch_help(prog: str, commands: Mapping[str, tuple[str, Any]], *, description: str = "", epilog: str = "",

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from fractions import Fraction
 from functools import lru_cache
 from math import gcd
@@ -132,12 +133,16 @@ class Reachability:
         return [r for r in c if ok(r)]
 
     def split(self, state: tuple[Q, ...]) -> list[tuple[tuple[Q, ...], tuple[Q, ...]]]:
-        """Distinct ``(A, B)`` splits into non-empty parts with ``len(A) <= len(B)``."""
+        """Distinct ``(A, B)`` splits into non-empty parts with ``len(A) <= len(B)``.
+
+        The deadline is looked at while the splits are built (a state of n numbers has about 2^(n-1) of them)."""
         out = self.splits.get(state)
         if out is None:
             seen: set[tuple[Q, ...]] = set()
             out = []
-            for ia, ib in _split_indices(len(state)):
+            for k, (ia, ib) in enumerate(_split_indices(len(state))):
+                if not k & 1023:
+                    check_deadline()
                 a = tuple(state[i] for i in ia)
                 if a not in seen:
                     seen.add(a)
@@ -157,6 +162,7 @@ class Reachability:
                 acc: set[Q] = set()
                 pair = self.pair
                 for a_part, b_part in self.split(state):
+                    check_deadline()
                     vb = self.values_of(b_part)
                     for a in self.values_of(a_part):
                         for b in vb:
@@ -189,7 +195,6 @@ class Reachability:
     def _exact(self, state: tuple[Q, ...], t: Q) -> bool:
         if not self.ok(t):
             return False
-        deadline = getattr(DEADLINE, "at", None)
         ints = all(type(x) is int for x in state)
         if ints and self.integer_only and type(t) is not int:
             return False  # integer moves on integers never make a fraction
@@ -198,8 +203,7 @@ class Reachability:
         div_ok = whole_t or not self.integer_only  # a division may result in t
         makes = self.makes
         for a_part, b_part in self.split(state):
-            if deadline is not None and time.monotonic() > deadline:
-                raise SolverTimeout("the solver ran out of time")  # nothing half-done is cached
+            check_deadline()  # nothing half-done is cached
             for a in self.values_of(a_part):
                 if fast and type(a) is int:
                     cands = {t - a, a - t, a + t}  # a + b = t, a - b = t, b - a = t
@@ -246,15 +250,27 @@ class Reachability:
         return res
 
 
-@lru_cache(maxsize=16)
-def _split_indices(n: int) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
-    out = []
+SPLIT_TABLE_MAX = 16
+"""States of at most this many numbers keep their index splits in a table; longer ones enumerate them lazily (a
+table for n numbers holds about 2^(n-1) splits: gigabytes at 22 numbers, never finished at 199)."""
+
+
+def _split_indices(n: int) -> Iterable[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """The index splits ``(A, B)`` of ``range(n)`` with ``len(A) <= len(B)`` (half-and-half splits once)."""
+    return _split_table(n) if n <= SPLIT_TABLE_MAX else _iter_splits(n)
+
+
+@lru_cache(maxsize=SPLIT_TABLE_MAX + 1)
+def _split_table(n: int) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
+    return tuple(_iter_splits(n))
+
+
+def _iter_splits(n: int) -> Iterator[tuple[tuple[int, ...], tuple[int, ...]]]:
     for mask in range(1, (1 << n) - 1):
-        k = bin(mask).count("1")
+        k = mask.bit_count()
         if 2 * k > n or (2 * k == n and not mask & 1):
             continue
-        out.append((tuple(i for i in range(n) if mask >> i & 1), tuple(i for i in range(n) if not mask >> i & 1)))
-    return tuple(out)
+        yield tuple(i for i in range(n) if mask >> i & 1), tuple(i for i in range(n) if not mask >> i & 1)
 
 
 class SolverTimeout(TimeoutError):
@@ -263,3 +279,10 @@ class SolverTimeout(TimeoutError):
 
 DEADLINE = threading.local()
 """``at``: the ``time.monotonic()`` past which this thread's current solver call gives up (unset: never)."""
+
+
+def check_deadline() -> None:
+    """Raise :class:`SolverTimeout` when this thread's solver call is past its deadline (:data:`DEADLINE`)."""
+    at = getattr(DEADLINE, "at", None)
+    if at is not None and time.monotonic() > at:
+        raise SolverTimeout("the solver ran out of time")

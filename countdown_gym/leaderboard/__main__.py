@@ -34,10 +34,10 @@ from countdown_gym.data.splits import SPLIT_SPEC
 from countdown_gym.dataclass_cli import usage_error
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
 from countdown_gym.leaderboard.html import render_html
+from countdown_gym.leaderboard.names import display_name, plain_text
 from countdown_gym.leaderboard.score import (
     Rejection,
     Scores,
-    plain_text,
     plot,
     render_markdown,
     score_directory,
@@ -155,7 +155,7 @@ def _summary(r: Scores | Rejection) -> str:
     passk = f", pass@{r.k} {r.pass_at_k:.3f}" if r.pass_at_k is not None else ""
     inv = f", invalid steps {r.invalid_step_rate:.3f}" if r.invalid_step_rate is not None else ""
     line = (
-        f"{r.path}: {plain_text(r.header['agent'])} on {r.header['preset']}/{r.header['split']}: pass@1 {r.pass_at_1:.3f}{passk}, "
+        f"{r.path}: {display_name(r.header['agent'])} on {r.header['preset']}/{r.header['split']}: pass@1 {r.pass_at_1:.3f}{passk}, "
         f"per-sample {r.per_sample:.3f}{inv}, mean length {r.mean_length:.0f}"
     )
     return line + "".join(f"\n  note: {plain_text(n)}" for n in r.claim_notes)

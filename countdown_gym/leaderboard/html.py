@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from countdown_gym.leaderboard.score import Rejection, Scores, _fmt, _rel, interaction, plain_text, ranked
+from countdown_gym.leaderboard.names import display_name, plain_text
+from countdown_gym.leaderboard.score import Rejection, Scores, _fmt, _rel, interaction, ranked
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("rank", "num"), ("agent", "text"), ("method", "text"), ("mode", "text"), ("model (size)", "text"),
@@ -145,7 +146,7 @@ def _row(rank: int, s: Scores, root: Path, base: Path) -> str:
     short = command if len(command) <= 60 else command[:57] + "..."
     cells = [
         f'<td class="num">{rank}</td>',
-        f'<td class="agent">{_text(h["agent"], 100)}</td>',
+        f'<td class="agent">{_text(display_name(h["agent"]), 100)}</td>',  # the board's one rule for names
         f'<td class="method">{_text(h["method"], 200)}</td>',
         f"<td>{_text(interaction(h))}</td>",
         f"<td>{model}</td>",

@@ -26,7 +26,6 @@ import math
 import os
 import re
 import stat
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from typing import Any
 from countdown_gym.data.splits import SPLITS
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.verifier import verify
+from countdown_gym.leaderboard.names import agent_key, display_name, plain_text
 from countdown_gym.leaderboard.submission import (
     MAX_COMPLETION_CHARS,
     Submission,
@@ -254,33 +254,6 @@ def name_problem(path: Path) -> str | None:
     return None
 
 
-_IGNORABLE = re.compile(
-    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164"
-    "\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
-)
-"""Unicode's default-ignorable code points: characters that display as nothing (zero-width spaces and joiners,
-bidirectional controls such as U+202E, variation selectors, the soft hyphen, fillers, tags)."""
-
-
-def visible_text(text: str) -> str:
-    """``text`` without invisible characters (default-ignorable code points and any other format character, Cf)."""
-    text = _IGNORABLE.sub("", text)
-    if text.isascii():
-        return text
-    return "".join(c for c in text if unicodedata.category(c) != "Cf")
-
-
-def agent_key(name: str) -> str:
-    """The identity of an agent name on the board: two names with the same key are the same agent.
-
-    Invisible characters are dropped, then NFKC (full-width and other compatibility forms become the plain
-    character), case folding, NFKC again, and whitespace collapsed and stripped: ``" Ｅxhaustive\u200b-solver "``
-    and ``"exhaustive-solver"`` collide.
-    """
-    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", visible_text(name)).casefold())
-    return " ".join(folded.split())
-
-
 def score_directory(directory: str | os.PathLike[str], progress: bool = False) -> list[Scores | Rejection]:
     """Score every entry of ``directory``: a link, a folder or other non-regular file, a file breaking the naming
     rule, or a second file of an agent (by :func:`agent_key`) on a preset and split already on the board is
@@ -295,14 +268,16 @@ def score_directory(directory: str | os.PathLike[str], progress: bool = False) -
         r = score_file(p, progress=progress)
         if isinstance(r, Scores):
             h = r.header
-            key = (agent_key(str(h["agent"])), str(h["preset"]), str(h["split"]))
+            key = (agent_key(h["agent"]), str(h["preset"]), str(h["split"]))
             m = _FILE_NAME.fullmatch(p.name)
-            if (m["preset"], m["split"]) != (key[1], key[2]):
+            if not key[0]:
+                r = Rejection(p, f"agent name {h['agent']!r} shows as nothing (only control or invisible characters)")
+            elif (m["preset"], m["split"]) != (key[1], key[2]):
                 r = Rejection(p, f"the file name says {m['preset']}/{m['split']}, the header {key[1]}/{key[2]}")
             elif key in seen:
                 first, name = seen[key]
-                same = "" if name == h["agent"] else f" (as {name!r}; names equal up to case, width, invisible " \
-                                                       "characters and spaces are one agent)"
+                same = "" if name == h["agent"] else f" (as {name!r}; names equal up to case, width, look-alike " \
+                                                       "letters, control or invisible characters and spaces are one agent)"
                 r = Rejection(p, f"agent {h['agent']!r} on {key[1]}/{key[2]} is already on the board{same} "
                                  f"({first.name}); one file per agent and split")
             else:
@@ -313,20 +288,11 @@ def score_directory(directory: str | os.PathLike[str], progress: bool = False) -
 
 # ---- output -------------------------------------------------------------------------------------
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")
-
 
 _MD_SPECIAL = re.compile(r"([\[\]()!*_#~:])")
 _WWW = re.compile(r"(?i)(www)\.")
 _EMAIL_AT = re.compile(r"@(?=[A-Za-z0-9_.\\-]*\.)")
 """An ``@`` that a bare e-mail address could follow (a dot in what comes next)."""
-
-
-def plain_text(text: Any, limit: int | None = None) -> str:
-    """Untrusted text for one line of a table or a terminal: control characters (ANSI escapes, line breaks) as
-    spaces, invisible ones (:func:`visible_text`) dropped, stripped, cut to ``limit`` characters with ``...``."""
-    s = visible_text(_CONTROL.sub(" ", str(text).encode("utf-8", "replace").decode("utf-8"))).strip()
-    return s if limit is None or len(s) <= limit else s[: limit - 3] + "..."
 
 
 def _md(text: Any, limit: int = 80, code: bool = False) -> str:
@@ -420,7 +386,7 @@ def render_markdown(results: list[Scores | Rejection], base: Path, png_name: str
             passk = "-" if s.pass_at_k is None else f"{s.pass_at_k:.3f} (k={s.k})"
             rel = _rel(s.path, base)
             out.append(
-                f"| {rank} | {_md(h['agent'], 40)} | {_md(h['method'], 60)} | {interaction(h)} "
+                f"| {rank} | {_md(display_name(h['agent']), 40)} | {_md(h['method'], 60)} | {interaction(h)} "
                 f"| {_md(h['model'], 40)} ({_md(h['model_size'], 20)}) "
                 f"| {_md(h['reward_variant'], 30)} | {s.pass_at_1:.3f} | {passk} | {s.per_sample:.3f} "
                 f"| {_fmt(s.invalid_step_rate)} | {s.mean_length:.0f} | {s.num_answers} | {_md(h['authors'], 60)} "

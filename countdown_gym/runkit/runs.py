@@ -82,15 +82,36 @@ def check_fresh_start(out: str | os.PathLike[str], *, resume: bool, markers: Ite
 
 
 def read_options(out: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The ``options.json`` of the run in ``out`` (None when there is none)."""
+    """The ``options.json`` of the run in ``out`` (None when there is none); exits naming the file when it is not a
+    JSON object (empty, cut off, not UTF-8, a list, a folder), never compares against something else."""
     path = Path(out) / OPTIONS_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    if not path.exists():
+        return None
+    fix = "fix or delete it (the checkpoint keeps its own record), or use another directory"
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except IsADirectoryError:
+        raise SystemExit(f"{path} is a folder, not the run's options; {fix}") from None
+    except OSError as exc:
+        raise SystemExit(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise SystemExit(f"{path} is not UTF-8 text (byte {exc.start}); {fix}") from None
+    except (ValueError, RecursionError) as exc:
+        what = "empty" if not path.stat().st_size else f"not JSON ({str(exc)[:80] or 'nested too deeply'})"
+        raise SystemExit(f"{path} is {what}; {fix}") from None
+    if not isinstance(data, dict):
+        raise SystemExit(f"{path} holds a JSON {type(data).__name__}, not the object of a run's options; {fix}")
+    return data
 
 
 def check_resume(saved: Mapping[str, Any] | None, options: Any, may_change: Collection[str], *, where: str | Path,
                  start_over: str = "use another --out") -> None:
     """Exit naming every option of the dataclass ``options`` that differs from ``saved`` (the run's stored
     options; None: nothing to compare) apart from ``may_change``: a resumed run continues the same run."""
+    if saved is not None and dataclasses.is_dataclass(options) and saved.keys().isdisjoint(
+            f.name for f in dataclasses.fields(options)):  # {} or another program's file: nothing to compare with
+        raise SystemExit(f"--resume: {Path(where) / OPTIONS_FILE} holds none of this script's options; fix or delete "
+                         "it (the checkpoint keeps its own record), or use another directory")
     changed = changed_options(saved, options, may_change) if saved is not None else []
     if changed:
         raise SystemExit(f"--resume: {where} was trained with {', '.join(changed)}; resume with the same flags or "
@@ -227,6 +248,9 @@ class MetricsLog:
     def __init__(self, path: str | os.PathLike[str], *, step: str = "step", resume_step: float | None = None,
                  write: bool = True) -> None:
         self.path, self.step, self.write = Path(path), step, write
+        if self.path.exists() and not self.path.is_file():
+            raise SystemExit(f"{self.path} is not a file (a folder?); the run's log is written there: remove it or "
+                             "use another directory")
         self.jsonl = self.path.suffix == ".jsonl"
         self.rows: list[dict[str, Any]] = []
         self._columns: list[str] = []

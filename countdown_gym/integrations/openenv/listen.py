@@ -16,6 +16,7 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024
 DEFAULT_BODY_TIMEOUT_S = 10.0
 DEFAULT_SESSION_IDLE_S = 600.0
 DEFAULT_MAX_TURN_CHARS = 200
+DEFAULT_HEAD_TIMEOUT_S = 10.0
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -34,13 +35,19 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def uvicorn_server(app: Any, max_body_bytes: int, log_level: str = "warning") -> Any:
+def uvicorn_server(app: Any, max_body_bytes: int, log_level: str = "warning", *,
+                   head_timeout_s: float = DEFAULT_HEAD_TIMEOUT_S, max_connections: int | None = None) -> Any:
     """The uvicorn server of ``countdown-gym serve`` (and of ``serve_in_thread``).
 
     WebSocket messages are limited to ``max_body_bytes``, and not compressed: an answer is about a kilobyte, and
-    per-message deflate cost both ends more time than it saves on a local or private network.
+    per-message deflate cost both ends more time than it saves on a local or private network. A request head must
+    arrive within ``head_timeout_s`` seconds, and at most ``max_connections`` connections are held (default: what
+    the file-descriptor limit allows; :mod:`~countdown_gym.integrations.openenv.head_guard`).
     """
     import uvicorn
 
-    return uvicorn.Server(uvicorn.Config(app, ws_max_size=max_body_bytes, ws_per_message_deflate=False,
+    from countdown_gym.integrations.openenv.head_guard import default_max_connections, guarded_protocol
+
+    protocol = guarded_protocol(head_timeout_s, max_connections or default_max_connections())
+    return uvicorn.Server(uvicorn.Config(app, http=protocol, ws_max_size=max_body_bytes, ws_per_message_deflate=False,
                                          log_level=log_level))

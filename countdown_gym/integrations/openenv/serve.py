@@ -14,6 +14,7 @@ from typing import Any, Literal
 from countdown_gym.dataclass_cli import parse, usage_error
 from countdown_gym.integrations.openenv.listen import (
     DEFAULT_BODY_TIMEOUT_S,
+    DEFAULT_HEAD_TIMEOUT_S,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_EPISODES,
     DEFAULT_MAX_SESSIONS,
@@ -51,6 +52,11 @@ class ServeOptions:
     """largest HTTP body or WebSocket message accepted (413 / close code 1009 above it)"""
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
     """an HTTP body not fully received within this many seconds is answered 408 and its connection closed"""
+    head_timeout_s: float = DEFAULT_HEAD_TIMEOUT_S
+    """a connection that has not sent a whole request head within this many seconds is answered 408 and closed"""
+    max_connections: int = 0
+    """most connections held at once (HTTP and WebSocket; one more closes the oldest still sending its request head);
+    0: the file-descriptor limit less 32, at most 4096"""
     max_turn_chars: int = DEFAULT_MAX_TURN_CHARS
     """CountdownMultiTurn-v0: longest turn the game reads; a longer one is answered 'error turn_too_long' and only
     its first max_turn_chars + 1 characters are kept"""
@@ -74,7 +80,9 @@ class ServeOptions:
             raise ValueError(f"--log-level must be one of {list(LOG_LEVELS)}, got {self.log_level!r}")
         if not 1 <= self.port <= 65535:
             raise ValueError(f"--port must be in 1..65535, got {self.port}")
-        for name in ("session_idle_s", "body_timeout_s"):
+        if self.max_connections < 0:
+            raise ValueError(f"--max-connections must be >= 0, got {self.max_connections}")
+        for name in ("session_idle_s", "body_timeout_s", "head_timeout_s"):
             value = getattr(self, name)
             if not 0 < value < float("inf"):
                 raise ValueError(f"--{name.replace('_', '-')} must be a number of seconds > 0, got {value}")
@@ -116,5 +124,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{prog}: {opts.env} on http://{opts.host}:{opts.port} (HTTP /reset /step /state/{{episode_id}}, "
           f"WebSocket /ws, up to {opts.max_sessions} sessions); Ctrl-C stops", flush=True)
     with sock:
-        uvicorn_server(app, opts.max_body_bytes, opts.log_level).run(sockets=[sock])
+        uvicorn_server(app, opts.max_body_bytes, opts.log_level, head_timeout_s=opts.head_timeout_s,
+                       max_connections=opts.max_connections or None).run(sockets=[sock])
     return 0

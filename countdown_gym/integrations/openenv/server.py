@@ -51,6 +51,7 @@ from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
 from countdown_gym.integrations.openenv import models
 from countdown_gym.integrations.openenv.listen import (
     DEFAULT_BODY_TIMEOUT_S,
+    DEFAULT_HEAD_TIMEOUT_S,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_EPISODES,
     DEFAULT_MAX_SESSIONS,
@@ -65,6 +66,7 @@ from countdown_gym.integrations.openenv.transport import (
     Sessions,
     UnknownEpisode,
     add_http_routes,
+    add_mcp_route,
     describe,
 )
 
@@ -354,8 +356,11 @@ ENVIRONMENTS: dict[str, type[_CountdownEnvironment]] = {
 """The environments the server can serve, by Gymnasium id."""
 
 
-_REPLACED_ROUTES = {"/reset", "/step", "/ws"}
-"""openenv's routes this package replaces (strict requests, sessions that survive malformed messages)."""
+_REPLACED_ROUTES = {"/reset", "/step", "/ws", "/mcp"}
+"""openenv's routes this package replaces (strict requests, sessions that survive malformed messages). ``/mcp``
+serves an environment's MCP tools, and these environments have none: its WebSocket is dropped, and ``POST /mcp``
+is this package's (:func:`~countdown_gym.integrations.openenv.transport.add_mcp_route`), since openenv's opened
+sessions and parsed JSON outside every limit of the server."""
 
 
 def make_app(env_id: str = "CountdownMultiTurn-v0", *, max_sessions: int = DEFAULT_MAX_SESSIONS,
@@ -386,6 +391,7 @@ def make_app(env_id: str = "CountdownMultiTurn-v0", *, max_sessions: int = DEFAU
     app = create_app(factory, cls.action_cls, cls.observation_cls, env_name=env_id, max_concurrent_envs=max_sessions)
     app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) not in _REPLACED_ROUTES]
     add_http_routes(app, factory, cls.action_cls, cls.observation_cls)
+    add_mcp_route(app)
     sessions = Sessions(factory, cls.action_cls, max_sessions, session_idle_s)
     app.add_api_websocket_route("/ws", sessions)
 
@@ -402,13 +408,16 @@ def make_app(env_id: str = "CountdownMultiTurn-v0", *, max_sessions: int = DEFAU
 
 
 @contextlib.contextmanager
-def serve_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning") -> Iterator[str]:
+def serve_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning", *,
+                    head_timeout_s: float = DEFAULT_HEAD_TIMEOUT_S, max_connections: int | None = None) -> Iterator[str]:
     """Run ``app`` with uvicorn in a background thread of this process; yields its base URL (``port=0``: a free one).
 
-    WebSocket messages are limited to the app's ``max_body_bytes``, as ``countdown-gym serve`` does.
+    WebSocket messages are limited to the app's ``max_body_bytes``, request heads and connections as
+    ``countdown-gym serve`` limits them (:func:`~countdown_gym.integrations.openenv.listen.uvicorn_server`).
     """
     sock = listening_socket(host, port)
-    server = uvicorn_server(app, getattr(app.state, "max_body_bytes", DEFAULT_MAX_BODY_BYTES), log_level)
+    server = uvicorn_server(app, getattr(app.state, "max_body_bytes", DEFAULT_MAX_BODY_BYTES), log_level,
+                            head_timeout_s=head_timeout_s, max_connections=max_connections)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

@@ -20,7 +20,7 @@ import logging
 from typing import Annotated, Any, Literal
 
 import pydantic_core
-from fastapi import Body, FastAPI, WebSocket, WebSocketDisconnect
+from fastapi import Body, FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from openenv.core.env_server.interfaces import Environment
@@ -69,6 +69,21 @@ def answer_model(observation_cls: type[Observation]) -> type[BaseModel]:
                         reward=(float | None, None), done=(bool, False))
 
 
+def json_error(text: str | bytes) -> str | None:
+    """Why ``text`` is not strict JSON (RFC 8259: no ``NaN`` or ``Infinity``, no lone surrogate, at most 200 levels
+    of nesting, integers of at most 4,300 digits), or None when it is."""
+    try:
+        pydantic_core.from_json(text, allow_inf_nan=False)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def strict_json(text: str | bytes) -> bool:
+    """Whether ``text`` is strict JSON (:func:`json_error`)."""
+    return json_error(text) is None
+
+
 # ---- HTTP -----------------------------------------------------------------------------------------------
 _REFUSALS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorAnswer, "description": text} for status, text in (
@@ -109,6 +124,46 @@ def add_http_routes(app: FastAPI, factory: Any, action_cls: type[Action], observ
 
     app.add_exception_handler(RequestError, refuse)
     app.add_exception_handler(RequestValidationError, malformed)
+
+
+def add_mcp_route(app: FastAPI) -> None:
+    """``POST /mcp``: OpenEnv's JSON-RPC 2.0 endpoint for an environment's MCP tools, answered strictly and within
+    the server's limits. These environments have no tools and keep no MCP sessions: ``tools/list`` answers an
+    empty list; ``tools/call`` and ``openenv/session/create|close`` answer a JSON-RPC error and create nothing
+    (play over ``/reset`` and ``/step`` or a ``/ws`` session). A body that is not a JSON-RPC request (``{}``, a
+    wrong type, an object as ``params.session_id``) is an ``INVALID_REQUEST`` answer, never a 500."""
+    from openenv.core.env_server.mcp_types import JsonRpcErrorCode, JsonRpcRequest, JsonRpcResponse
+
+    no_sessions = ("this environment has no MCP tools and keeps no MCP sessions; play over /reset and /step or a "
+                   "/ws session")
+
+    async def mcp(request: Request) -> JSONResponse:
+        """JSON-RPC 2.0: ``tools/list`` (no tools); every other method is an error answer."""
+        body = await request.body()  # strict JSON within the size and time limits: BodyGuard has read it
+        if not body.strip() or not body.lstrip().startswith(b"{"):
+            raise RequestError("the body must be a JSON object: a JSON-RPC 2.0 request")
+        try:
+            call = JsonRpcRequest.model_validate_json(body, strict=True)
+        except ValidationError as e:
+            answer = JsonRpcResponse.error_response(JsonRpcErrorCode.INVALID_REQUEST,
+                                                    f"not a JSON-RPC 2.0 request: {describe(e)}")
+        else:
+            if call.method == "tools/list":
+                answer = JsonRpcResponse.success(result={"tools": []}, request_id=call.id)
+            elif call.method in ("tools/call", "openenv/session/create", "openenv/session/close"):
+                answer = JsonRpcResponse.error_response(JsonRpcErrorCode.METHOD_NOT_FOUND, no_sessions,
+                                                        request_id=call.id)
+            else:
+                answer = JsonRpcResponse.error_response(JsonRpcErrorCode.METHOD_NOT_FOUND,
+                                                        f"unknown method {call.method[:80]!r}", request_id=call.id)
+        return JSONResponse(answer.model_dump(exclude_none=True))
+
+    body_schema = {"type": "object", "description": "a JSON-RPC 2.0 request (jsonrpc, method, params, id); any "
+                                                    "other object is answered with a JSON-RPC error"}
+    app.add_api_route("/mcp", mcp, methods=["POST"], tags=["MCP"], summary="MCP tools (JSON-RPC 2.0): none here",
+                      response_model=None, responses={200: {"model": JsonRpcResponse}, **_REFUSALS},
+                      openapi_extra={"requestBody": {"required": True,
+                                                     "content": {"application/json": {"schema": body_schema}}}})
 
 
 class BodyGuard:
@@ -152,11 +207,8 @@ class BodyGuard:
             return await self._refuse(scope, receive, send, 408,
                                       f"the request body did not arrive within {self.timeout_s:g} s")
         body = b"".join(chunks)
-        if body.strip():
-            try:
-                pydantic_core.from_json(body, allow_inf_nan=False)
-            except ValueError as e:
-                return await self._refuse(scope, receive, send, 422, f"the body is not valid JSON: {e}")
+        if body.strip() and (error := json_error(body)) is not None:
+            return await self._refuse(scope, receive, send, 422, f"the body is not valid JSON: {error}")
         replayed = False
 
         async def replay() -> dict[str, Any]:
@@ -225,10 +277,12 @@ class Sessions:
         self.adapter = message_adapter(action_cls)
         self.active = 0
 
-    def answer(self, env: Environment, text: str | bytes) -> tuple[bytes, bool]:
+    def answer(self, env: Environment, text: str) -> tuple[bytes, bool]:
         """The reply to one message and whether the session ends."""
         try:
             message = self.adapter.validate_json(text)
+            if ("NaN" in text or "Infinity" in text) and not strict_json(text):  # the parser's extension, not JSON
+                return _error("invalid message: NaN and Infinity are not JSON (RFC 8259)", "INVALID_JSON", 422), False
         except ValidationError as e:
             code = _validation_code(e)
             hint = " (a message is {'type': 'reset' | 'step' | 'state' | 'close', 'data': ...})" if code == "UNKNOWN_TYPE" else ""

@@ -1,0 +1,114 @@
+"""Which checkpoint a resumed GRPO run continues from: the newest *complete* one.
+
+transformers' ``Trainer`` writes ``checkpoint-N/`` file by file, in place, and the run's callbacks add their files
+after it (the CLIPO head), so a kill during a save leaves a checkpoint without ``trainer_state.json``,
+``optimizer.pt`` or the weights, or with one of them cut off. :class:`CompletionMarker` (the run's last callback)
+writes ``checkpoint-N/checkpoint_complete.json`` once every file of the save is written; :func:`last_complete_checkpoint`
+takes the newest checkpoint that has the marker and whose files read back (a run saved before the marker existed:
+whose files read back), and says which newer ones it passed over and why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+MARKER = "checkpoint_complete.json"
+"""Written last into a checkpoint directory: the save is complete."""
+WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "adapter_model.safetensors")
+ZIPPED = ("optimizer.pt", "scheduler.pt", "rng_state.pth")
+"""``torch.save`` files (zip archives): a cut-off one has no central directory at its end."""
+_NAME = re.compile(r"checkpoint-(\d+)")
+
+
+class CompletionMarker(TrainerCallback):
+    """Write :data:`MARKER` into each checkpoint once the save is complete (add it after every other callback that
+    writes into checkpoints)."""
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:
+            path = Path(args.output_dir) / f"checkpoint-{state.global_step}" / MARKER
+            tmp = path.with_name(MARKER + ".tmp")
+            tmp.write_text(json.dumps({"global_step": state.global_step}) + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+
+
+def checkpoint_problem(path: Path, require_marker: bool = True, extra: tuple[str, ...] = ()) -> str | None:
+    """Why the checkpoint ``path`` cannot be resumed from (None: it can): no marker (``require_marker``), a missing
+    or unreadable ``trainer_state.json``, no weights, a cut-off optimizer, scheduler or random state, or a missing
+    ``extra`` file."""
+    if require_marker and not (path / MARKER).is_file():
+        return f"no {MARKER} (the save did not finish)"
+    try:
+        state = json.loads((path / "trainer_state.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "no trainer_state.json"
+    except (OSError, ValueError) as exc:
+        return f"trainer_state.json is not readable JSON ({str(exc)[:80]})"
+    if not isinstance(state, dict) or not isinstance(state.get("global_step"), int):
+        return "trainer_state.json has no global_step"
+    if not any((path / w).is_file() and (path / w).stat().st_size for w in WEIGHTS):
+        return "no model weights"
+    if (path / "model.safetensors").is_file() and (error := _safetensors_error(path / "model.safetensors")):
+        return f"model.safetensors is not readable ({error})"
+    for name in ZIPPED:
+        f = path / name
+        if name == "optimizer.pt" and not f.is_file():
+            return "no optimizer.pt"
+        if f.is_file() and not _whole_zip(f):
+            return f"{name} is cut off"
+    missing = [name for name in extra if not (path / name).is_file()]
+    return f"no {', '.join(missing)}" if missing else None
+
+
+def _whole_zip(path: Path) -> bool:
+    try:
+        with zipfile.ZipFile(path) as z:
+            return bool(z.namelist())
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
+def _safetensors_error(path: Path) -> str | None:
+    """Why a safetensors file does not read back (its header and the byte length it announces), or None."""
+    try:
+        with path.open("rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(n)) if 0 < n < 100_000_000 else None
+    except (OSError, ValueError) as exc:
+        return str(exc)[:80]
+    if not isinstance(header, dict):
+        return "no header"
+    end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+    if path.stat().st_size < 8 + n + end:
+        return "cut off"
+    return None
+
+
+def checkpoints(out: Path) -> list[Path]:
+    """The ``checkpoint-N`` folders of ``out``, newest (highest N) first."""
+    if not out.is_dir():
+        return []
+    found = [(int(m[1]), p) for p in out.iterdir() if p.is_dir() and (m := _NAME.fullmatch(p.name))]
+    return [p for _, p in sorted(found, reverse=True)]
+
+
+def last_complete_checkpoint(out: Path, extra: tuple[str, ...] = (), say: Any = print) -> str | None:
+    """The newest checkpoint of ``out`` that :func:`checkpoint_problem` passes (None when ``out`` has none); each
+    newer one passed over is reported through ``say`` (a run killed during its first save starts afresh)."""
+    found = checkpoints(out)
+    marked = any((p / MARKER).is_file() for p in found)  # a run saved before the marker existed has none
+    for path in found:
+        problem = checkpoint_problem(path, require_marker=marked, extra=extra)
+        if problem is None:
+            return str(path)
+        say(f"--resume: {path} is incomplete ({problem}); trying the checkpoint before it")
+    if found:
+        say(f"--resume: no complete checkpoint in {out}")
+    return None

@@ -1,0 +1,63 @@
+"""One rule for agent names on the leaderboard: what a name shows as, and when two names are one agent.
+
+:func:`display_name` is what the table and the terminal show: control characters dropped (those that are whitespace,
+such as a line break, count as a space), invisible characters dropped (Unicode's default-ignorable code points, every other format
+character, the Braille blank U+2800), whitespace collapsed and stripped. :func:`agent_key` is built on it: the
+displayed name, NFKC-case-folded (so a capital ``I`` is ``i`` before anything else), then its confusable skeleton
+(UTS #39: the confusables table of Unicode's security data with NFKC and case folding, to a fixed point;
+``disarm.skeleton_key`` with the ``tr39`` digit policy, so ``1``/``l`` and ``0``/``o`` fold too).
+Two names whose keys are equal are the same agent: ``"exhaustive-solver"``, ``"Exhaustive-Solver "``,
+``"exhaustive-solver\\x01"``, ``"ｅxhaustive-solver"``, Cyrillic ``"еxhaustive-sоlver"`` and
+``"exhaustive\\u2011solver"`` (a non-breaking hyphen) all have the key ``exhaustive-solver``. A name that shows as
+nothing has an empty key and is refused.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+from disarm import skeleton_key
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+"""Control characters: C0 (line breaks, ANSI escapes), DEL, C1 (U+0085 ...), the line and paragraph separators."""
+
+INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164"
+    "\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+"""Characters that display as nothing: Unicode's default-ignorable code points (zero-width spaces and joiners,
+bidirectional controls such as U+202E, variation selectors, the soft hyphen, fillers, tags) and the Braille blank."""
+
+
+def visible_text(text: str) -> str:
+    """``text`` without invisible characters (:data:`INVISIBLE` and any other format character, Cf)."""
+    text = INVISIBLE.sub("", text)
+    if text.isascii():
+        return text
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+
+
+def plain_text(text: Any, limit: int | None = None) -> str:
+    """Untrusted text for one line of a table or a terminal: control characters (:data:`CONTROL`) as spaces,
+    invisible ones (:func:`visible_text`) dropped, stripped, cut to ``limit`` characters with ``...``."""
+    s = visible_text(CONTROL.sub(" ", str(text).encode("utf-8", "replace").decode("utf-8"))).strip()
+    return s if limit is None or len(s) <= limit else s[: limit - 3] + "..."
+
+
+SILENT_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]+")
+"""The control characters that are not whitespace (NUL, ESC, DEL, most of C1): dropped from a name."""
+
+
+def display_name(name: Any) -> str:
+    """An agent name as the board shows it: control characters that are not whitespace dropped, then
+    :func:`plain_text`, runs of whitespace as one space."""
+    return " ".join(plain_text(SILENT_CONTROL.sub("", str(name))).split())
+
+
+def agent_key(name: Any) -> str:
+    """The identity of an agent name: the UTS #39 skeleton of its case-folded :func:`display_name` (module docstring); two
+    names with the same key are the same agent, and an empty key is a name that shows as nothing."""
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", display_name(name)).casefold())
+    return skeleton_key(folded, digit_policy="tr39")
