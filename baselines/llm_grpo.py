@@ -88,7 +88,9 @@ def train(opts: Options) -> dict[str, Any]:
         print(f"--resume: no checkpoint in {out}; starting from scratch", flush=True)
     state = PartialState()
     main_process = state.is_main_process  # with several processes, one writes the run's files
-    runs.prepare_run(out, "--output-dir", opts, resume=opts.resume, resuming=resume_from is not None,
+    # a --resume over any checkpoint, torn ones too, compares the options: a fresh start never overwrites another run
+    resuming = resume_from is not None or (opts.resume and any(Path(out).glob("checkpoint-*")))
+    runs.prepare_run(out, "--output-dir", opts, resume=opts.resume, resuming=resuming,
                      may_change=RESUMABLE_CHANGES, markers=("checkpoint-*", "metrics.csv"),
                      saved_as=partial(resumed_options, opts), write=main_process, barrier=state.wait_for_everyone)
 

@@ -1,6 +1,6 @@
 """Can the run's validation problems rank its checkpoints? The check behind ``best/`` against ``final/``.
 
-    python scripts/checkpoint_ranking.py runs/tune/*-s10[01]        # GRPO run directories with checkpoint-15 and final/
+    python scripts/checkpoint_ranking.py --runs runs/tune/*-s10[01]   # GRPO run directories with checkpoint-15 and final/
 
 A GRPO run validates on 200 problems drawn at random from the validation split (``grpo_data.validation_subset``)
 and saves the checkpoint that scores best there as ``best/``. This script plays the starting model, each run's
@@ -12,12 +12,28 @@ model's 500 outcomes in split order as a 0/1 string).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from countdown_gym import dataclass_cli
+
+
+@dataclass
+class Options:
+    """Can the run's validation problems rank its checkpoints?"""
+
+    runs: tuple[str, ...] = ()
+    """GRPO run directories (each with options.json, checkpoint-15 and final/)."""
+    out: str = "checkpoint_ranking.json"
+    """Where the per-model outcomes go (JSON)."""
+
+    def __post_init__(self) -> None:
+        if not self.runs:
+            raise ValueError("--runs: name at least one GRPO run directory")
 
 
 def play(path: str, problems: list[Any]) -> list[bool]:
@@ -34,10 +50,7 @@ def bits(xs: list[bool]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("runs", nargs="+", help="GRPO run directories (each with options.json, checkpoint-15 and final/)")
-    parser.add_argument("--out", default="checkpoint_ranking.json", help="where the per-model outcomes go (JSON)")
-    args = parser.parse_args()
+    args = dataclass_cli.parse(Options, prog="checkpoint_ranking.py", description=__doc__.split("\n")[0])
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 

@@ -122,11 +122,13 @@ def _interrupt_when_working(argv: list[str], tmp_path: Path) -> tuple[int, str]:
 
 @pytest.mark.parametrize("argv", [["leaderboard", "score", "--dir", "{tmp}/lb"], ["splits"],
                                   ["export", "--format", "jsonl", "--out", "{tmp}/export"],
-                                  ["audit", "countdown_gym.cli.audit:verify_reward"]])
+                                  ["audit", "{tmp}/slow.py:reward"]])
 def test_ctrl_c_is_one_line_and_exit_code_130(argv, tmp_path):
     import shutil
 
     shutil.copytree(ROOT / "leaderboard", tmp_path / "lb")
+    # a reward function slow enough that Ctrl-C lands while the audit works (the shipped verifier ends in under a second)
+    (tmp_path / "slow.py").write_text("import time\n\ndef reward(completion, numbers, target):\n    time.sleep(0.2)\n    return 0.0\n")
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     code, err = _interrupt_when_working(argv, tmp_path)
     assert code == 130 and "Traceback" not in err, err

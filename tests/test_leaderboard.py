@@ -668,8 +668,11 @@ def test_random_corruption_never_crashes_the_scorer(good, tmp_path_factory):
 def test_check_redraws_the_chart_and_refuses_a_made_up_one(tmp_path, capsys):
     import shutil
 
-    lb = tmp_path / "lb"
+    lb = tmp_path / "leaderboard"  # a copy of the board in a copy of the repository's model cards (the page links them)
     shutil.copytree(ROOT / "leaderboard", lb)
+    for card in (ROOT / "baselines").rglob("README.md"):
+        (tmp_path / card.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(card, tmp_path / card.relative_to(ROOT))
     assert lb_main(["check", "--dir", str(lb)]) == 0
     (lb / "leaderboard.png").write_bytes(b"\x89PNG\r\n\x1a\n a made-up chart")
     assert lb_main(["check", "--dir", str(lb)]) == 1

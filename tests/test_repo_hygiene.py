@@ -18,8 +18,9 @@ def test_ruff_clean() -> None:
 def test_core_install_is_light_and_runs_the_leaderboard() -> None:
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
     deps = [d.split(">")[0].split("=")[0].split("<")[0].strip() for d in meta["project"]["dependencies"]]
-    # no torch: jsonschema and tqdm for the leaderboard, tyro (pure Python) for the script options (dataclass_cli)
-    assert sorted(deps) == ["gymnasium", "jsonschema", "numpy", "tqdm", "tyro"]
+    # no torch: jsonschema, tqdm and disarm (Unicode's confusables, one compiled wheel without dependencies) for the
+    # leaderboard, tyro (pure Python) for the script options (dataclass_cli)
+    assert sorted(deps) == ["disarm", "gymnasium", "jsonschema", "numpy", "tqdm", "tyro"]
 
 
 def test_ci_runs_the_readme_test_command_in_a_fresh_virtual_environment() -> None:

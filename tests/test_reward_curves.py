@@ -56,5 +56,6 @@ def test_compare_llm_rewards_replot_draws_without_running(tmp_path: Path) -> Non
     from baselines.reward_curves import write_curves
 
     write_curves(tmp_path / "llm_grpo_rewards_curves.csv", ROWS)
-    cmp.main(["--results-dir", str(tmp_path), "--interaction", "single-pass", "--replot", "--runs-dir", str(tmp_path / "none")])
+    cmp.main(["--results-dir", str(tmp_path), "--interaction", "single-pass", "--name", "llm_grpo_rewards", "--replot",
+              "--runs-dir", str(tmp_path / "none")])
     assert (tmp_path / "llm_grpo_rewards.png").stat().st_size > 0 and not (tmp_path / "none").exists()
