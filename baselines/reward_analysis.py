@@ -356,11 +356,10 @@ def forest_plot(result: dict[str, Any], path: Path) -> Path | None:
     return path
 
 
-def render(page: Path, folder: Path) -> str:
-    """The page's text with its results recomputed from the records in ``folder``."""
+def render(page: Path, folder: Path, result: dict[str, Any]) -> str:
+    """The page's text with its results section made from ``result`` (:func:`analyse` of the records in ``folder``)."""
     text = page.read_text(encoding="utf-8") if page.is_file() else ""
     head = text.split(f"\n{RESULTS_HEADING}\n")[0].rstrip("\n") if text else f"# {page.stem}"
-    result = analyse(read_records(folder))
     return head + "\n\n" + "\n".join(results_lines(result, folder, page)).rstrip("\n") + "\n"
 
 
@@ -378,14 +377,14 @@ def write_page(page: str | Path, folder: str | Path, readme: Path | None = None)
     """Rewrite ``page``'s results and its forest plot from the records in ``folder``, and the answer line of
     ``readme`` (the project's README for the project's page); returns the results text."""
     page, folder = Path(page), Path(folder)
-    text = render(page, folder)
-    result = analyse(read_records(folder))
+    result = analyse(read_records(folder))  # once: the bootstrap is its costly part
+    text = render(page, folder, result)
     forest_plot(result, page.with_name(f"{page.stem}_forest.png"))
     write_text_atomic(page, text)
     readme = readme or (README if page.resolve() == PAGE.resolve() else None)
     if readme is not None and readme.is_file():
         write_text_atomic(readme, with_answer(readme.read_text(encoding="utf-8"), answer_line(result)))
-    return text.split(f"\n{RESULTS_HEADING}\n", 1)[-1]
+    return text.split(f"\n{RESULTS_HEADING}\n", 1)[-1] + "\n" + answer_line(result)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -401,19 +400,20 @@ def main(argv: list[str] | None = None) -> None:
 
         write_auroc(folder / AUROC_FILE, samples=opts.auroc_samples)
     if opts.check:
-        want = render(page, folder)
+        records = read_records(folder)
+        result = analyse(records)
+        want = render(page, folder, result)
         if page.read_text(encoding="utf-8") != want:
             print(f"{page}: its results differ from what the records in {folder} give; run without --check to rewrite them")
             sys.exit(1)
         if page.resolve() == PAGE.resolve():
             readme = README.read_text(encoding="utf-8")
-            if with_answer(readme, answer_line(analyse(read_records(folder)))) != readme:
+            if with_answer(readme, answer_line(result)) != readme:
                 print(f"{README}: its answer line differs from what the records give; run without --check to rewrite it")
                 sys.exit(1)
-        print(f"{page}: matches the {len(read_records(folder))} records in {folder}")
+        print(f"{page}: matches the {len(records)} records in {folder}")
         return
     print(write_page(page, folder))
-    print(answer_line(analyse(read_records(folder))))
 
 
 if __name__ == "__main__":

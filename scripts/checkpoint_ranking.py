@@ -44,16 +44,12 @@ def play(path: str, problems: list[Any]) -> list[bool]:
     return greedy_solved(model, tok, problems, max_turns=16, batch_size=256)
 
 
-def bits(xs: list[bool]) -> str:
-    """Per-problem outcomes in split order as a ``"0110..."`` string."""
-    return "".join("1" if x else "0" for x in xs)
-
-
 def main() -> None:
     args = dataclass_cli.parse(Options, prog="checkpoint_ranking.py", description=__doc__.split("\n")[0])
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
+    from baselines.compare_llm_rewards import bits
     from baselines.lm.grpo_data import validation_subset
     from baselines.lm.grpo_model import DEFAULT_TURN_MODEL
     from countdown_gym.data.splits import load_split
