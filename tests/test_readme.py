@@ -194,9 +194,12 @@ def test_the_default_run_figure_is_its_committed_record() -> None:
     test comparison) is committed with the reward comparison."""
     import gzip
 
-    test = json.loads(gzip.open(ROOT / "docs/results/reward_comparison/sparse-s0.json.gz").read())["test"]
+    with gzip.open(ROOT / "docs/results/reward_comparison/sparse-s0.json.gz") as f:
+        test = json.load(f)["test"]
     p = test["p_value"]
-    printed = (f"start {test['start']:.1%} ± {test['start_se']:.1%} -> final {test['end']:.1%} ± {test['end_se']:.1%}; "
-               f"difference {100 * test['difference']:+.1f} points ± {100 * test['difference_se']:.1f} (paired SE), "
-               f"{test['gained']} problems gained, {test['lost']} lost, McNemar p {'< 0.001' if p < 0.001 else f'= {p:.3f}'}")
+    printed = (
+        f"start {test['start']:.1%} ± {test['start_se']:.1%} -> final {test['end']:.1%} ± {test['end_se']:.1%}; "
+        f"difference {100 * test['difference']:+.1f} points ± {100 * test['difference_se']:.1f} (paired SE), "
+        f"{test['gained']} problems gained, {test['lost']} lost, McNemar p {'< 0.001' if p < 0.001 else f'= {p:.3f}'}"
+    )
     assert printed in " ".join(README_TEXT.split())
