@@ -165,3 +165,41 @@ def test_documented_commands_exist_with_their_flags(tmp_path: Path) -> None:
             if missing:
                 problems.append(f"{page}: `{shown}` does not list {missing}")
     assert not problems, "\n".join(problems)
+
+
+def results_rows(text: str) -> list[tuple[str, str]]:
+    """``(result, where)`` for every row of the README's results table."""
+    section = text.split("\n## Results", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip().strip("|").split(" | ") for line in section.splitlines() if line.startswith("| ")]
+    return [(cells[1], cells[2]) for cells in rows[2:]]  # below the header and its --- line
+
+
+def test_every_figure_of_the_results_table_is_in_the_file_it_links() -> None:
+    """Each decimal (and each thousands-grouped count) of a result cell appears in the files its row links to, so
+    the table quotes what its command or log printed rather than a number written from memory."""
+    rows = results_rows(README_TEXT)
+    assert len(rows) >= 5
+    problems = []
+    for result, where in rows:
+        targets = [ROOT / link for link in re.findall(r"\]\(([^)#]+)", where)]
+        text = "".join(p.read_text(encoding="utf-8") for p in targets if p.is_file())
+        assert text, f"a results row links to no readable file: {where}"
+        figures = re.findall(r"\d{1,3}(?:,\d{3})+|\d+\.\d+%?", result)
+        problems += [f"{figure} ({where})" for figure in figures if figure not in text]
+    assert not problems, f"figures of the README's results table not in the files they cite: {problems}"
+
+
+def test_the_default_run_figure_is_its_committed_record() -> None:
+    """The README quotes seed 0 of the default GRPO run as the run printed it; the record of that run (its held-out
+    test comparison) is committed with the reward comparison."""
+    import gzip
+
+    with gzip.open(ROOT / "docs/results/reward_comparison/sparse-s0.json.gz") as f:
+        test = json.load(f)["test"]
+    p = test["p_value"]
+    printed = (
+        f"start {test['start']:.1%} ± {test['start_se']:.1%} -> final {test['end']:.1%} ± {test['end_se']:.1%}; "
+        f"difference {100 * test['difference']:+.1f} points ± {100 * test['difference_se']:.1f} (paired SE), "
+        f"{test['gained']} problems gained, {test['lost']} lost, McNemar p {'< 0.001' if p < 0.001 else f'= {p:.3f}'}"
+    )
+    assert printed in " ".join(README_TEXT.split())
