@@ -26,7 +26,7 @@ import torch
 
 from countdown_gym import Problem, dataclass_cli, dfs_trace
 from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest
-from critics import training
+from critics import train_loop
 from critics.data import TraceTable, build_table, training_problems
 from critics.losses import goal_infonce, ranking_infonce
 from critics.text_critic import (
@@ -40,7 +40,7 @@ from critics.text_critic import (
     render_state,
     save_text_critic,
 )
-from critics.training import CommonTrainOptions, Progress, command_line, run_steps, start_run
+from critics.train_loop import CommonTrainOptions, Progress, command_line, run_steps, start_run
 
 
 @dataclass
@@ -195,7 +195,7 @@ def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    training.main(TextTrainConfig, train, argv, prog="critics.train_text", resumable=False,
+    train_loop.main(TextTrainConfig, train, argv, prog="critics.train_text", resumable=False,
                   description="Train the text critic (the seed paper's architecture A).")
 
 

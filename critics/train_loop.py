@@ -1,4 +1,4 @@
-"""What the critics' training scripts share (``python -m critics.train``, ``python -m critics.train_text``).
+"""The training loop and options both critic training scripts share (``python -m critics.train``, ``python -m critics.train_text``).
 
 * :class:`CommonTrainOptions`: the options every critic run has (V2's pair sampling, the optimisation, the
   run directory), each a flag; a script's options subclass it (and may change its defaults).
