@@ -107,9 +107,6 @@ class TrainConfig(CommonTrainOptions):
         """The architecture trained: ``model``, with the logit bias the reach objective's sigmoid loss needs."""
         return dataclasses.replace(self.model, logit_bias=self.model.logit_bias or (self.version == "v2" and self.objective != "trace"))
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 DESCRIPTION = "Train a numerical contrastive critic."
 

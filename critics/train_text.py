@@ -15,7 +15,6 @@ checkpoint (loadable with ``critics.text_critic.load_text_critic(out)``) every
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,9 +72,6 @@ class TextTrainConfig(CommonTrainOptions):
 
     def model_config(self) -> TextCriticConfig:
         return self.model
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 # ---- the texts of the table's nodes -------------------------------------------------------------
