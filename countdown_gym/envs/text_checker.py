@@ -19,7 +19,7 @@ from countdown_gym.game.line_grammar import (
     parse_line,
 )
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Number, Rules, normalize
+from countdown_gym.game.rules import Number, Rules, normalize, transition_record
 from countdown_gym.game.solver import without_pair
 
 INVALID_REASONS: dict[str, str] = {
@@ -128,18 +128,8 @@ class LineChecker:
 
     # -- helpers --
     def _record(self, state, p: ParsedLine, next_state, reason: str) -> dict[str, Any]:
-        valid = reason == "ok"
-        return {
-            "state": state,
-            "move": (p.a, p.op, p.b, p.c),
-            "next_state": next_state if valid else None,
-            "target": self.target,
-            "valid": valid,
-            "reason": reason,
-            "rules": self.rules,
-            "line_no": self.line_no,
-            "in_solution": self.in_solution,
-        }
+        return transition_record(state, (p.a, p.op, p.b, p.c), next_state, self.target, reason, self.rules,
+                                 line_no=self.line_no, in_solution=self.in_solution)
 
     def _move(self, state, p: ParsedLine, prepend: bool) -> tuple[tuple[Number, ...] | None, str]:
         """``(next_state, "ok")`` if ``p``'s move is legal from ``state`` and exact, else ``(None, reason)``."""
