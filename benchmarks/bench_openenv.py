@@ -189,23 +189,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(max_sessions: int) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "countdown_gym", "serve", "--port", str(port), "--split", "test",
-           "--max-sessions", str(max_sessions), "--max-turns", "64"]
+def launch(cmd: list[str], port: int, env: dict[str, str], what: str, seconds: float) -> tuple[subprocess.Popen, str]:
+    """Start ``cmd`` (a server that listens on ``port``) and wait until it accepts a connection: its process and URL."""
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"the server exited with code {proc.returncode}")
+            raise SystemExit(f"the {what} exited with code {proc.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=5):
                 return proc, f"http://127.0.0.1:{port}"
         except OSError:
-            time.sleep(0.5)
+            time.sleep(0.2)
     proc.terminate()
-    raise SystemExit("the server did not start within 300 s")
+    raise SystemExit(f"the {what} did not start within {seconds:g} s")
+
+
+def start_server(max_sessions: int) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "countdown_gym", "serve", "--port", str(port), "--split", "test",
+           "--max-sessions", str(max_sessions), "--max-turns", "64"]
+    return launch(cmd, port, {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}, "server", 300)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,7 +35,7 @@ from pathlib import Path
 from countdown_gym.dataclass_cli import check_min, parse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: benchmarks/ as a package
-from benchmarks.bench_openenv import ROOT, Tally, cpu_seconds, episodes, free_port, start_server, ws_client  # noqa: E402
+from benchmarks.bench_openenv import Tally, cpu_seconds, episodes, free_port, launch, start_server, ws_client  # noqa: E402
 
 TARGET_STEPS = 5_000
 TARGET_CPU_US = 100.0
@@ -97,20 +97,7 @@ def start_echo_server() -> tuple[subprocess.Popen, str]:
     port = free_port()
     cmd = [sys.executable, "-m", "uvicorn", "bench_server:echo_app", "--app-dir", str(Path(__file__).parent),
            "--port", str(port), "--ws-max-size", "65536", "--ws-per-message-deflate", "false", "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL)
-    import socket
-
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=5):
-                return proc, f"http://127.0.0.1:{port}"
-        except OSError:
-            if proc.poll() is not None:
-                raise SystemExit(f"the echo server exited with code {proc.returncode}") from None
-            time.sleep(0.2)
-    proc.terminate()
-    raise SystemExit("the echo server did not start within 120 s")
+    return launch(cmd, port, {**os.environ, "OMP_NUM_THREADS": "1"}, "echo server", 120)
 
 
 def client_process(url: str, index: int, start_at: float, stop_at: float, cpus: set[int] | None,

@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from countdown_gym import dataclass_cli
-from critics import evaluation
-from critics.evaluation import (
+from critics import metrics
+from critics.metrics import (
     EvalOptions,
     expected_calibration_error,
     fit_logistic,
@@ -401,7 +401,7 @@ def render_report(res: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    evaluation.main(Options, lambda o: evaluate(o.checkpoint, o.preset, o.split, o.max_problems, o.rollouts, o.seed, o.out,
+    metrics.main(Options, lambda o: evaluate(o.checkpoint, o.preset, o.split, o.max_problems, o.rollouts, o.seed, o.out,
                                                 o.val_problems, start_targets=o.start_targets, lookahead=o.lookahead),
                     render_report, argv, prog="critics.evaluate", description=__doc__.split("\n")[0])
 

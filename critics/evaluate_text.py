@@ -4,7 +4,7 @@ The state sets are V2's (:mod:`critics.evaluate`): the distinct states of each p
 (:func:`critics.data.trace_states`) and of random legal-move rollouts
 (:func:`critics.data.random_states`), labelled by :func:`countdown_gym.reachable`, plus 4-number
 sets: each problem's numbers with ``--start-targets`` random targets in 10..50. The metrics are
-:func:`critics.evaluation.metrics`, per state size. States with 2 to 4 numbers are scored
+:func:`critics.metrics.separation`, per state size. States with 2 to 4 numbers are scored
 (one-number states are an equality test).
 
 The text critic is scored two ways:
@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from countdown_gym import Problem, dfs_trace, load_split
-from critics import evaluation
+from critics import metrics
 from critics.data import LabelledStates, random_states, start_states, trace_states, trace_tree
-from critics.evaluation import EvalOptions, per_size, report_head, write_results
+from critics.metrics import EvalOptions, per_size, report_head, write_results
 from critics.text_critic import node_lines, prefix_window
 
 
@@ -141,7 +141,7 @@ def render_report(res: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    evaluation.main(TextEvalOptions, lambda o: evaluate_text(o.checkpoint, o.preset, o.split, o.max_problems, o.rollouts,
+    metrics.main(TextEvalOptions, lambda o: evaluate_text(o.checkpoint, o.preset, o.split, o.max_problems, o.rollouts,
                                                              o.seed, o.start_targets, o.out),
                     render_report, argv, prog="critics.evaluate_text", description=__doc__.split("\n")[0])
 

@@ -380,22 +380,52 @@ class CheckpointError(ValueError):
     """A critic checkpoint that is missing, unreadable or does not fit its config."""
 
 
-def save_checkpoint(model: nn.Module, cfg: ModelConfig, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
-    """Write ``model.safetensors`` and ``config.json`` into ``directory`` (created)."""
+def write_files(directory: str | Path, model: nn.Module, meta: dict[str, Any],
+                weights_metadata: dict[str, str] | None = None) -> Path:
+    """Write ``model.safetensors`` (with ``weights_metadata``) and ``config.json`` (``meta``) into ``directory``
+    (created): each file written whole under a temporary name and moved into place, never half-written."""
     from safetensors.torch import save_file
 
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    meta = {"format": CONFIG_FORMAT, "model": cfg.to_dict(), **(extra or {})}
-    # each file is written whole under a temporary name and moved into place (never half-written);
-    # the weights carry the step of their config, so a set mixed by an interruption is detected on load
-    tag = {"step": str(meta["step"])} if "step" in meta else None
-    save_file(tensors, str(d / "model.safetensors.tmp"), metadata=tag)
-    (d / "config.json.tmp").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    save_file(tensors, str(d / "model.safetensors.tmp"), metadata=weights_metadata)
+    (d / "config.json.tmp").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
     os.replace(d / "model.safetensors.tmp", d / "model.safetensors")
     os.replace(d / "config.json.tmp", d / "config.json")
     return d
+
+
+def save_checkpoint(model: nn.Module, cfg: ModelConfig, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
+    """Write ``model.safetensors`` and ``config.json`` into ``directory`` (created).
+
+    The weights carry the step of their config, so a pair mixed by an interrupted save is detected on load."""
+    meta = {"format": CONFIG_FORMAT, "model": cfg.to_dict(), **(extra or {})}
+    return write_files(directory, model, meta, {"step": str(meta["step"])} if "step" in meta else None)
+
+
+def read_config(path: Path, fmt: str, kind: str) -> dict[str, Any]:
+    """The ``config.json`` at ``path`` of a checkpoint whose ``format`` must be ``fmt``; :class:`CheckpointError`
+    naming the file (``kind``: what the checkpoint holds, for the message)."""
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{path} is not valid JSON: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != fmt:
+        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise CheckpointError(f"{path}: format {got!r} is not {fmt!r}; not a {kind} checkpoint")
+    return meta
+
+
+def read_weights(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of the safetensors file at ``path``; :class:`CheckpointError` when it does not read."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError) as e:
+        raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
 
 
 def weights_step(path: str | Path) -> str | None:
@@ -411,9 +441,6 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
 
     Raises :class:`CheckpointError` naming the file and the problem.
     """
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     d = Path(directory)
     if not d.exists():
         raise CheckpointError(f"critic checkpoint not found: {d} does not exist")
@@ -423,22 +450,13 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
     for p in (cfg_path, weights_path):
         if not p.is_file():
             raise CheckpointError(f"critic checkpoint incomplete: {p} is missing")
-    try:
-        meta = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{cfg_path} is not valid JSON: {e}") from None
-    if not isinstance(meta, dict) or meta.get("format") != CONFIG_FORMAT:
-        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise CheckpointError(f"{cfg_path}: format {got!r} is not {CONFIG_FORMAT!r}; not a countdown-gym critic checkpoint")
+    meta = read_config(cfg_path, CONFIG_FORMAT, "countdown-gym critic")
     try:
         cfg = ModelConfig.from_dict(meta.get("model", {}))
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{cfg_path}: bad model config: {e}") from None
     model = build_model(cfg)
-    try:
-        state = load_file(str(weights_path))
-    except (SafetensorError, OSError) as e:
-        raise CheckpointError(f"{weights_path} is not a readable safetensors file: {e}") from None
+    state = read_weights(weights_path)
     recorded = weights_step(weights_path)
     if recorded is not None and "step" in meta and recorded != str(meta["step"]):
         raise CheckpointError(f"{weights_path} is from step {recorded} but {cfg_path} from step {meta['step']} "

@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from countdown_gym.game.trace import _options, format_list, parse_trace
-from critics.models import CheckpointError, ModelConfig, SetEncoder, _mlp
+from critics.models import CheckpointError, ModelConfig, SetEncoder, _mlp, read_config, read_weights, write_files
 
 TEXT_FORMAT = "countdown-gym-text-critic/1"
 """Tag stored in every text-critic checkpoint's ``config.json``; a different tag is refused."""
@@ -211,20 +211,12 @@ def _prepare_tokenizer(tok: Any) -> Any:
 def save_text_critic(model: TextCriticModel, tokenizer: Any, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
     """``config.json`` (+ ``extra``), ``model.safetensors`` (LM included: the checkpoint stands alone),
     ``lm_config.json`` and ``tokenizer/``; every file written under a temporary name and moved into place."""
-    from safetensors.torch import save_file
-
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(str(d / "tokenizer"))
     (d / "lm_config.json.tmp").write_text(model.lm.config.to_json_string(), encoding="utf-8")
     os.replace(d / "lm_config.json.tmp", d / "lm_config.json")
-    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    save_file(tensors, str(d / "model.safetensors.tmp"))
-    meta = {"format": TEXT_FORMAT, "model": model.cfg.to_dict(), **(extra or {})}
-    (d / "config.json.tmp").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
-    os.replace(d / "model.safetensors.tmp", d / "model.safetensors")
-    os.replace(d / "config.json.tmp", d / "config.json")
-    return d
+    return write_files(d, model, {"format": TEXT_FORMAT, "model": model.cfg.to_dict(), **(extra or {})})
 
 
 def load_text_critic(path: str | Path | None = None) -> TextCritic:
@@ -232,8 +224,6 @@ def load_text_critic(path: str | Path | None = None) -> TextCritic:
 
     A missing or incompatible checkpoint raises :class:`critics.CheckpointError` naming the file.
     """
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
     from transformers import AutoConfig, AutoTokenizer
 
     d = SHIPPED_TEXT_CHECKPOINT if path is None else Path(path)
@@ -241,13 +231,7 @@ def load_text_critic(path: str | Path | None = None) -> TextCritic:
         raise CheckpointError(f"text critic checkpoint not found: {d} is not a directory")
     if not (d / "config.json").is_file():
         raise CheckpointError(f"text critic checkpoint incomplete: {d / 'config.json'} is missing")
-    try:
-        meta = json.loads((d / "config.json").read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{d / 'config.json'} is not valid JSON: {e}") from None
-    if not isinstance(meta, dict) or meta.get("format") != TEXT_FORMAT:
-        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise CheckpointError(f"{d / 'config.json'}: format {got!r}: not a text critic checkpoint ({TEXT_FORMAT!r})")
+    meta = read_config(d / "config.json", TEXT_FORMAT, "text critic")
     for name in ("model.safetensors", "lm_config.json", "tokenizer"):
         if not (d / name).exists():
             raise CheckpointError(f"text critic checkpoint incomplete: {d / name} is missing")
@@ -258,10 +242,7 @@ def load_text_critic(path: str | Path | None = None) -> TextCritic:
     lm_cfg_dict = json.loads((d / "lm_config.json").read_text(encoding="utf-8"))
     lm_config = AutoConfig.for_model(**lm_cfg_dict)
     model = TextCriticModel(cfg, lm_config)
-    try:
-        state = load_file(str(d / "model.safetensors"))
-    except (SafetensorError, OSError) as e:
-        raise CheckpointError(f"{d / 'model.safetensors'} is not a readable safetensors file: {e}") from None
+    state = read_weights(d / "model.safetensors")
     try:
         model.load_state_dict(state)
     except RuntimeError as e:

@@ -30,7 +30,7 @@ import torch
 from countdown_gym import dataclass_cli
 from countdown_gym.runkit.runs import OPTIONS_FILE, MetricsLog, Panel, StopRequest, holds_run
 from countdown_gym.runkit.tracking import Tracker, report_to_names
-from critics import training
+from critics import train_loop
 from critics.data import TraceTable, cached_table
 from critics.growth import load_grown
 from critics.losses import goal_infonce, info_nce, ranking_infonce, reach_sigmoid_loss
@@ -45,7 +45,7 @@ from critics.models import (
     save_checkpoint,
 )
 from critics.reach_data import ReachTable, cached_reach_table
-from critics.training import CommonTrainOptions, Progress, command_line, run_steps, start_run
+from critics.train_loop import CommonTrainOptions, Progress, command_line, run_steps, start_run
 
 
 @dataclass
@@ -106,9 +106,6 @@ class TrainConfig(CommonTrainOptions):
     def model_config(self) -> ModelConfig:
         """The architecture trained: ``model``, with the logit bias the reach objective's sigmoid loss needs."""
         return dataclasses.replace(self.model, logit_bias=self.model.logit_bias or (self.version == "v2" and self.objective != "trace"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 DESCRIPTION = "Train a numerical contrastive critic."
@@ -478,7 +475,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    training.main(TrainConfig, train, argv, prog="critics.train", description=DESCRIPTION, resumable=True)
+    train_loop.main(TrainConfig, train, argv, prog="critics.train", description=DESCRIPTION, resumable=True)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ checkpoint (loadable with ``critics.text_critic.load_text_critic(out)``) every
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,7 @@ import torch
 
 from countdown_gym import Problem, dataclass_cli, dfs_trace
 from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest
-from critics import training
+from critics import train_loop
 from critics.data import TraceTable, build_table, training_problems
 from critics.losses import goal_infonce, ranking_infonce
 from critics.text_critic import (
@@ -40,7 +39,7 @@ from critics.text_critic import (
     render_state,
     save_text_critic,
 )
-from critics.training import CommonTrainOptions, Progress, command_line, run_steps, start_run
+from critics.train_loop import CommonTrainOptions, Progress, command_line, run_steps, start_run
 
 
 @dataclass
@@ -73,9 +72,6 @@ class TextTrainConfig(CommonTrainOptions):
 
     def model_config(self) -> TextCriticConfig:
         return self.model
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 # ---- the texts of the table's nodes -------------------------------------------------------------
@@ -195,7 +191,7 @@ def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    training.main(TextTrainConfig, train, argv, prog="critics.train_text", resumable=False,
+    train_loop.main(TextTrainConfig, train, argv, prog="critics.train_text", resumable=False,
                   description="Train the text critic (the seed paper's architecture A).")
 
 

@@ -12,8 +12,8 @@ import torch
 from countdown_gym import load_split, reachable
 from critics import CheckpointError, Critic, load_critic
 from critics.data import build_table, random_states, trace_states, trace_tree
-from critics.evaluation import auroc, best_threshold_accuracy, expected_calibration_error, fit_logistic
 from critics.losses import goal_infonce, ranking_infonce
+from critics.metrics import auroc, best_threshold_accuracy, expected_calibration_error, fit_logistic
 from critics.models import ModelConfig, build_model, count_parameters, pack_sets, save_checkpoint
 from critics.train import TrainConfig, parse_args, train
 

@@ -27,31 +27,22 @@ from typing import Any
 
 import gymnasium
 
-ENV_IDS = ("Countdown-v0", "CountdownText-v0", "CountdownMultiTurn-v0")
+_ENTRY_POINTS = {
+    "Countdown-v0": ("countdown_gym.envs.countdown:CountdownEnv", "countdown_gym.envs.vector:CountdownVectorEnv"),
+    "CountdownText-v0": ("countdown_gym.envs.text:CountdownTextEnv", None),
+    "CountdownMultiTurn-v0": ("countdown_gym.envs.multiturn:CountdownMultiTurnEnv", None),
+}
 
 
 def register_envs() -> None:
     """Register the environments (idempotent)."""
-    if "Countdown-v0" not in gymnasium.registry:
-        gymnasium.register(
-            id="Countdown-v0",
-            entry_point="countdown_gym.envs.countdown:CountdownEnv",
-            vector_entry_point="countdown_gym.envs.vector:CountdownVectorEnv",
-            max_episode_steps=None,
-        )
-    if "CountdownText-v0" not in gymnasium.registry:
-        gymnasium.register(
-            id="CountdownText-v0",
-            entry_point="countdown_gym.envs.text:CountdownTextEnv",
-            max_episode_steps=None,
-        )
-    if "CountdownMultiTurn-v0" not in gymnasium.registry:
-        gymnasium.register(
-            id="CountdownMultiTurn-v0",
-            entry_point="countdown_gym.envs.multiturn:CountdownMultiTurnEnv",
-            max_episode_steps=None,
-        )
+    for env_id, (entry_point, vector_entry_point) in _ENTRY_POINTS.items():
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point=entry_point, vector_entry_point=vector_entry_point,
+                               max_episode_steps=None)
 
+
+ENV_IDS = tuple(_ENTRY_POINTS)
 
 register_envs()
 

@@ -35,7 +35,7 @@ from countdown_gym.envs.problem_source import ProblemSource, ProblemSpec
 from countdown_gym.envs.render import check_render_mode
 from countdown_gym.envs.state_cache import StateCache, StateInfo
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Number, Rules, format_number
+from countdown_gym.game.rules import Number, Rules, format_number, transition_record
 
 
 class CountdownEnv(gym.Env[np.ndarray, np.int64]):
@@ -299,24 +299,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         obs = info.base_obs.copy()
         obs[-2] = self._target_obs
         obs[-1] = steps * self._step_scale
-        step_info = {
-            "action_mask": info.mask.copy(),
-            "transitions": [
-                {
-                    "state": state,
-                    "move": move,
-                    "next_state": nxt,
-                    "target": target,
-                    "valid": True,
-                    "reason": "ok",
-                    "rules": self.rules,
-                }
-            ],
-            "problem": self.problem,
-            "state": nxt,
-            "is_success": won,
-            "dead_end": dead_end,
-        }
+        step_info = self._make_info([transition_record(state, move, nxt, target, "ok", self.rules)], won, dead_end)
         if self._done:
             self.source.episode_end(self.problem, won)
         if self._human:
@@ -346,15 +329,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         self.source.episode_end(self.problem, False)
         self._history.append((x, op, y, None))
         self._last_reward = self.invalid_penalty
-        transition = {
-            "state": state,
-            "move": (x, op, y, None),
-            "next_state": None,
-            "target": self.problem.target,
-            "valid": False,
-            "reason": reason,
-            "rules": self.rules,
-        }
+        transition = transition_record(state, (x, op, y, None), None, self.problem.target, reason, self.rules)
         if self.render_mode == "human":
             self.render()
         return self._obs(), self.invalid_penalty, True, False, self._make_info([transition], False, False)

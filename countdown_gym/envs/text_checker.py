@@ -19,7 +19,8 @@ from countdown_gym.game.line_grammar import (
     parse_line,
 )
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Number, Rules, normalize
+from countdown_gym.game.rules import Number, Rules, normalize, transition_record
+from countdown_gym.game.solver import without_pair
 
 INVALID_REASONS: dict[str, str] = {
     "operand_unavailable": "an operand is not in the number set the line branches from",
@@ -87,17 +88,6 @@ def _level_below(parent_level: int, child_size: int) -> int:
     return parent_level + (2 if child_size > 2 else 1)
 
 
-def _without(state: Sequence[Number], a: Number, b: Number) -> tuple[Number, ...] | None:
-    """``state`` minus one ``a`` and one ``b`` (multiset), or ``None`` if either is missing."""
-    rest = list(state)
-    for x in (a, b):
-        try:
-            rest.remove(x)
-        except ValueError:
-            return None
-    return tuple(rest)
-
-
 def _same(xs: Sequence[Number], ys: Sequence[Number]) -> bool:
     return len(xs) == len(ys) and sorted(xs) == sorted(ys)
 
@@ -138,22 +128,12 @@ class LineChecker:
 
     # -- helpers --
     def _record(self, state, p: ParsedLine, next_state, reason: str) -> dict[str, Any]:
-        valid = reason == "ok"
-        return {
-            "state": state,
-            "move": (p.a, p.op, p.b, p.c),
-            "next_state": next_state if valid else None,
-            "target": self.target,
-            "valid": valid,
-            "reason": reason,
-            "rules": self.rules,
-            "line_no": self.line_no,
-            "in_solution": self.in_solution,
-        }
+        return transition_record(state, (p.a, p.op, p.b, p.c), next_state, self.target, reason, self.rules,
+                                 line_no=self.line_no, in_solution=self.in_solution)
 
     def _move(self, state, p: ParsedLine, prepend: bool) -> tuple[tuple[Number, ...] | None, str]:
         """``(next_state, "ok")`` if ``p``'s move is legal from ``state`` and exact, else ``(None, reason)``."""
-        rest = _without(state, p.a, p.b)
+        rest = without_pair(state, p.a, p.b)
         if rest is None:
             return None, "operand_unavailable"
         result, reason = self.rules.check(p.a, p.op, p.b)
@@ -238,7 +218,7 @@ class LineChecker:
             return "parent_invalid"
         if p.malformed is not None:
             return "malformed"
-        rest = _without(node.state, p.a, p.b)
+        rest = without_pair(node.state, p.a, p.b)
         if rest is None:
             return "operand_unavailable"
         if (p.numbers is not None and not _same(p.numbers, rest)) or not self._annotation_ok(p, node.state):
@@ -312,7 +292,7 @@ class LineChecker:
 
     def _drop(self, p: ParsedLine, state: tuple[Number, ...]) -> str:
         """Whether a pruning claim holds: operands available, the move really breaks that rule."""
-        if _without(state, p.a, p.b) is None:
+        if without_pair(state, p.a, p.b) is None:
             return "operand_unavailable"
         if not self._annotation_ok(p, state):
             return "state_mismatch"

@@ -18,19 +18,18 @@ import numpy as np
 from gymnasium import spaces
 
 
-class TextSpace(spaces.Text):
+class _ObjectShaped:
+    """Observations that fit an object array: ``shape == ()``, ``dtype == object``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._shape = ()
+        self.dtype = np.dtype(object)
+
+
+class TextSpace(_ObjectShaped, spaces.Text):
     """``gymnasium.spaces.Text`` whose observations fit an object array (``shape == ()``, ``dtype == object``)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._shape = ()
-        self.dtype = np.dtype(object)
 
-
-class TokenIdsSpace(spaces.Sequence):
+class TokenIdsSpace(_ObjectShaped, spaces.Sequence):
     """``gymnasium.spaces.Sequence`` whose observations fit an object array (``shape == ()``, ``dtype == object``)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._shape = ()
-        self.dtype = np.dtype(object)

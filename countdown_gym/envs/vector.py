@@ -22,7 +22,7 @@ from countdown_gym.envs.options import (
 )
 from countdown_gym.envs.problem_source import ProblemSpec
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Rules
+from countdown_gym.game.rules import Rules, transition_record
 
 _INT32_SAFE = 2**31 - 1
 _INT64_SAFE = 2**62
@@ -430,19 +430,7 @@ class CountdownVectorEnv(VectorEnv):
                 nxt = None
                 reason = "empty_slot" if x is None or y is None else self.rules.check(x, op, y)[1]
                 move = (x, op, y, None)
-            records.append(
-                [
-                    {
-                        "state": state,
-                        "move": move,
-                        "next_state": nxt,
-                        "target": int(self._target[k]),
-                        "valid": bool(valid[k]),
-                        "reason": reason,
-                        "rules": self.rules,
-                    }
-                ]
-            )
+            records.append([transition_record(state, move, nxt, int(self._target[k]), reason, self.rules)])
         return self._object_array(records)
 
     def render(self) -> tuple[str, ...] | None:

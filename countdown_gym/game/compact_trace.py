@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number, Rules, format_number
 from countdown_gym.game.solver import reachable
-from countdown_gym.game.text_format import compact_prompt
 
 CompactMove = tuple[int, str, int, int]
 
@@ -244,11 +243,6 @@ def shuffled(problem: Problem, seed: int) -> Problem:
     nums = list(problem.numbers)
     random.Random(seed).shuffle(nums)
     return Problem(tuple(nums), problem.target, problem.rules, id=problem.id, preset=problem.preset)
-
-
-def compact_example(problem: Problem, config: CompactTraceConfig | None = None) -> tuple[str, str]:
-    """``(prompt, completion)`` for supervised training (the prompt is the text env's compact one)."""
-    return compact_prompt(problem), compact_trace(problem, config=config)
 
 
 def compact_trace_stats(problems: Sequence[Problem], config: CompactTraceConfig | None = None) -> dict[str, float]:

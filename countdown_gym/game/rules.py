@@ -305,3 +305,12 @@ def format_number(x: Number) -> str:
         return str(x)
     x = normalize(x)
     return str(x) if isinstance(x, int) else f"{x.numerator}/{x.denominator}"
+
+
+def transition_record(state: Sequence[Number], move: tuple[Any, ...], next_state: Sequence[Number] | None,
+                      target: Number, reason: str, rules: Rules, **extra: Any) -> dict[str, Any]:
+    """One entry of ``info["transitions"]`` (the record every environment emits, ``docs/DESIGN.md``): ``valid`` is
+    ``reason == "ok"``, and an invalid move has no ``next_state``; ``extra`` keys (``line_no``, ...) come last."""
+    valid = reason == "ok"
+    return {"state": state, "move": move, "next_state": next_state if valid else None, "target": target,
+            "valid": valid, "reason": reason, "rules": rules, **extra}

@@ -62,6 +62,17 @@ def apply_move(state: Sequence[Number], i: int, j: int, result: Number) -> tuple
     return tuple(x for k, x in enumerate(state) if k != i and k != j) + (result,)
 
 
+def without_pair(state: Sequence[Number], a: Number, b: Number) -> tuple[Number, ...] | None:
+    """``state`` minus one ``a`` and one ``b`` (a multiset difference), or ``None`` if either is missing."""
+    rest = list(state)
+    for x in (a, b):
+        try:
+            rest.remove(x)
+        except ValueError:
+            return None
+    return tuple(rest)
+
+
 def successors(state: Sequence[Number], rules: Rules) -> Iterator[tuple[Move, tuple[Number, ...]]]:
     """``(move, next_state)`` for every legal move."""
     for i, j, move in legal_moves(state, rules):

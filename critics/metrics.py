@@ -1,6 +1,8 @@
-"""What the critics' evaluations share (``python -m critics.evaluate``, ``python -m critics.evaluate_text``): the
-options of the state sets, the metrics of a scorer against the exact oracle (AUROC, best-threshold accuracy,
-logistic calibration and its ECE, per state size), the report files and the command line.
+"""The metrics of a critic against the exact oracle, and what the two evaluations share.
+
+The evaluations are ``python -m critics.evaluate`` (numerical critics) and ``python -m critics.evaluate_text``
+(the text critic); both use the options of the state sets (:class:`EvalOptions`), the metrics of a scorer (AUROC,
+best-threshold accuracy, logistic calibration and its ECE, per state size), the report files and :func:`main`.
 """
 
 from __future__ import annotations
@@ -119,7 +121,8 @@ def expected_calibration_error(probs: np.ndarray, labels: np.ndarray, bins: int 
     return float(ece), table
 
 
-def metrics(scores: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+def separation(scores: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """How well ``scores`` separate reachable from unreachable states: count, reachable fraction, AUROC, best accuracy."""
     acc, thr = best_threshold_accuracy(scores, labels)
     return {
         "n": len(labels),
@@ -131,15 +134,15 @@ def metrics(scores: np.ndarray, labels: np.ndarray) -> dict[str, float]:
 
 
 def per_size(scores: np.ndarray, ls, overall: bool = True) -> dict[str, dict]:
-    """:func:`metrics` of the labelled states ``ls`` by state size (``size_<k>``), of the 2-3 number states
+    """:func:`separation` of the labelled states ``ls`` by state size (``size_<k>``), of the 2-3 number states
     (``sizes_2_3``, when the set holds other sizes too) and, with ``overall``, of all of them (``all``)."""
     sizes = np.array([len(s) for s in ls.states])
-    entry = {"all": metrics(scores, ls.labels)} if overall else {}
+    entry = {"all": separation(scores, ls.labels)} if overall else {}
     for k in sorted(set(sizes.tolist())):
-        entry[f"size_{k}"] = metrics(scores[sizes == k], ls.labels[sizes == k])
+        entry[f"size_{k}"] = separation(scores[sizes == k], ls.labels[sizes == k])
     mid = (sizes >= 2) & (sizes <= 3)
     if mid.any() and len(set(sizes.tolist())) > 1:
-        entry["sizes_2_3"] = metrics(scores[mid], ls.labels[mid])
+        entry["sizes_2_3"] = separation(scores[mid], ls.labels[mid])
     return entry
 
 

@@ -1,4 +1,4 @@
-"""What the critics' training scripts share (``python -m critics.train``, ``python -m critics.train_text``).
+"""The training loop and options both critic training scripts share (``python -m critics.train``, ``python -m critics.train_text``).
 
 * :class:`CommonTrainOptions`: the options every critic run has (V2's pair sampling, the optimisation, the
   run directory), each a flag; a script's options subclass it (and may change its defaults).
@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -63,6 +64,10 @@ class CommonTrainOptions:
         for name in ("hindsight", "dead_same_size"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every option, nested dataclasses as dicts (what a checkpoint records)."""
+        return dataclasses.asdict(self)
 
 
 def start_run(cfg: CommonTrainOptions, *, markers: Collection[str], resume: bool = False, resuming: bool = False,
