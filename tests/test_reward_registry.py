@@ -94,9 +94,9 @@ def test_sb3_vector_env_adds_the_same_term(even: RewardVariant) -> None:
 
 def test_grpo_reward_functions(even: RewardVariant) -> None:
     from baselines.lm.grpo_config import build_reward_funcs, reward_terms
-    from baselines.lm.grpo_options import GRPOPlan, Options
+    from baselines.lm.grpo_options import GRPORun, Options
 
-    plan = GRPOPlan.of(Options(rewards="even-results"))
+    plan = GRPORun.of(Options(rewards="even-results"))
     weights = reward_terms(plan.options)
     assert weights["even-results"] == 0.3 and weights["sparse"] == 1.0 and weights["format"] == 0.1
     funcs, clipo = build_reward_funcs(plan, None, 0)
