@@ -12,11 +12,11 @@ reward functions of ``countdown_gym.integrations.trl`` (variants and CLIPO: ``ba
 validation (greedy + sampled as the rollouts sample) runs every ``--eval-interval`` steps
 (``baselines/lm/callbacks.py``) and writes ``metrics.csv`` and ``success.png`` into the output directory.
 This file holds the flow of a run: :func:`train` resolves the options once into the run's parts (its GRPOConfig,
-model, inputs, rewards and callbacks) and hands them to ``baselines/lm/grpo_trainer.py``'s ``CountdownGRPOTrainer``,
+model, rewards, inputs and callbacks) and hands them to ``baselines/lm/grpo_trainer.py``'s ``CountdownGRPOTrainer``,
 whose docstring says what one step does. The parts are made by modules named by their job: ``grpo_options.py`` (the
 options and the run they resolve to), ``grpo_config.py`` (compute plan, GRPOConfig, rewards, dry run),
-``grpo_model.py`` (model, position-ids patch), ``grpo_data.py`` (problems, pass-rate filter, curriculum, trainer
-inputs), ``held_out.py`` (the test split before and after), ``tool_play.py`` (``--interaction tools``: validation and
+``grpo_model.py`` (model, position-ids patch), ``grpo_data.py`` (the problems: pass-rate filter, curriculum,
+validation subset, test problems), ``held_out.py`` (the test split before and after), ``tool_play.py`` (``--interaction tools``: validation and
 the test played through tool calls), ``run_card.py`` (the run's README.md);
 the run directory follows ``countdown_gym.runkit.runs``. ``docs/llm_grpo.md`` has the details.
 """
@@ -64,9 +64,11 @@ def train(opts: Options) -> dict[str, Any]:
     """Run GRPO; returns the first and last validation rows, the held-out test figures and timing figures.
 
     The options are resolved once (:class:`GRPORun`) into the run's parts, in this order: the compute plan and
-    GRPOConfig, the run directory, the model and tokenizer, the inputs (problems, dataset, rollout function or tool
-    environments, validation prompts), the rewards (and per-turn credit), the callbacks; then the trainer trains
-    and the run's end (final model, held-out test, summary) is written."""
+    GRPOConfig, the checkpoint to resume from, the model and tokenizer, the rewards (and per-turn credit), the
+    problems, the run directory (a fresh start, or the same options as the run resumed), the trainer's inputs
+    (multi-turn episodes, the tool loop's environments or single-pass prompts), the callbacks and the held-out
+    test; then :class:`~baselines.lm.grpo_trainer.CountdownGRPOTrainer` trains and the run's end (final model,
+    held-out comparison, summary) is written."""
     import torch
     from accelerate import PartialState
 
@@ -143,7 +145,7 @@ def train(opts: Options) -> dict[str, Any]:
         dataset = Dataset.from_list([{"prompt": prompt, "problem": json.dumps(p.to_dict(), separators=(",", ":"))}
                                      for p, prompt in zip(problems.train, train_prompts, strict=True)])
 
-    # the callbacks: step timing, validation, CLIPO head checkpoints, time limit, run card
+    # the callbacks: step timing, validation, CLIPO head checkpoints, time limit, run card; the held-out test
     if run.tools:  # validation played through tool calls, as TRL's tool loop plays them
         from baselines.lm.tool_play import ToolValidationCallback as ValidationCallback
     else:
@@ -163,6 +165,10 @@ def train(opts: Options) -> dict[str, Any]:
     time_limit = TimeLimitCallback(opts.max_minutes) if opts.max_minutes > 0 else None
     test_result: dict[str, Any] = {}  # the held-out comparison, on the card once the run has it
     card = RunCardCallback(out / "README.md", lambda step: run_card(run, validation.rows, step, profile.summary(), test_result or None))
+    test = None  # the start and the end on held-out problems (a resumed run, or a comparison's, reads the start back)
+    if opts.test_eval:
+        test = held_out_test(run, tokenizer, out / "held_out.json", problems.test, test_prompts, write=main_process,
+                             verbose=not opts.quiet)
 
     trainer = CountdownGRPOTrainer(model=model, reward_funcs=rewards.funcs, args=config, train_dataset=dataset,
                                    processing_class=tokenizer, callbacks=callbacks, rollout_func=rollout_func,
@@ -178,10 +184,7 @@ def train(opts: Options) -> dict[str, Any]:
                              f"reward mid-run: delete {resume_from} to resume from the checkpoint before it")
         if resume_from:
             rewards.clipo.clipo.load_state_dict(torch.load(head_state, map_location="cpu", weights_only=True))
-    test = None
-    if opts.test_eval:  # the start on held-out problems (a resumed run, or a comparison's, reads it from held_out.json)
-        test = held_out_test(run, tokenizer, out / "held_out.json", problems.test, test_prompts, write=main_process,
-                             verbose=not opts.quiet)
+    if test is not None:
         test.start(model)
     if time_limit is not None:
         trainer.add_callback(time_limit)

@@ -121,12 +121,12 @@ def test_the_baselines_critic_term_is_the_packages_critic_reward_with_the_shippe
     from countdown_gym.integrations.trl import reward_function
     from critics import load_critic
 
-    reward = reward_function("critic", load_needs(["critic"]))  # what build_reward_funcs builds for the critic term
+    reward = reward_function("critic", load_needs(["critic"]))  # what run_rewards builds for the critic term
     assert isinstance(reward, CriticReward) and type(reward.critic) is type(load_critic())
     got = reward(["p"] * 4, COMPLETIONS, None, problem=[PJ] * 4)
     assert -1.0 <= got[0] <= 1.0 and got[2] == pytest.approx(-1.0)  # every move of the hallucinated completion is invalid
-    funcs, _ = llm_grpo.build_reward_funcs(GRPORun.of(Options(rewards="critic")), None, 8)
-    assert any(isinstance(f, CriticReward) for f in funcs)
+    rewards = llm_grpo.run_rewards(GRPORun.of(Options(rewards="critic")), None, 8)
+    assert any(isinstance(f, CriticReward) for f in rewards.funcs)
 
 
 def test_reward_spec_parsing() -> None:
@@ -811,7 +811,9 @@ def test_resume_refuses_a_run_with_other_options_and_a_fresh_start_over_a_kept_r
         llm_grpo.train(Options(output_dir=str(tmp_path), train_pass_rates="none"))
     (tmp_path / "checkpoint-1").rmdir()
     (tmp_path / "metrics.csv").write_text("step\n0\n")
-    monkeypatch.setattr(llm_grpo, "load_model_and_tokenizer", lambda *a: pytest.fail("stop here"))  # past the directory set-up
+    from countdown_gym.integrations import trl_rollout
+
+    monkeypatch.setattr(trl_rollout, "rollout_task", lambda *a, **k: pytest.fail("stop here"))  # past the directory set-up
     with pytest.raises(pytest.fail.Exception, match="stop here"):  # --resume without a checkpoint: a fresh start
         llm_grpo.train(Options(output_dir=str(tmp_path), resume=True, train_pass_rates="none"))
     assert json.loads((tmp_path / "options.json").read_text())["rewards"] == "sparse"
