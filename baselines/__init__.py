@@ -14,7 +14,7 @@ Scripts (this folder): ``sb3_ppo``, ``compare_rewards`` (MaskablePPO reward comp
 ``tier_success``, ``reference_agents``, and ``reward_curves`` (their shared plotting). The two families'
 modules: ``baselines.sb3`` (``features``: the move features;
 ``policy``: the per-action policy, ``load_model``; ``vec_env``; ``callbacks``) and ``baselines.lm`` (``tiny_lm``,
-``generation``, the scripts' typed options (``grpo_options`` with the resolved ``GRPOPlan``, ``sft_options``,
-``eval_options``), GRPO's ``grpo_config``, ``grpo_data``, ``grpo_model`` and ``rewards``, ``step_credit``,
+``generation``, the scripts' typed options (``grpo_options`` with the resolved ``GRPORun``, ``sft_options``,
+``eval_options``), GRPO's ``grpo_config``, ``grpo_data``, ``grpo_model``, ``rewards``, the trainer ``grpo_trainer`` and ``step_credit``,
 ``callbacks``, ``run_card``, ``gpu_plan``, ``compat``, ...). Map of the code: ``docs/DESIGN.md``.
 """

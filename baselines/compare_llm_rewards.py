@@ -252,7 +252,7 @@ def play_start(args: Options) -> None:
     """Play the starting model on the test problems once, as every run would at its start, and keep the outcomes in
     ``<runs-dir>/start_held_out.json`` (each run reads them back: ``HeldOutTest.start``)."""
     from baselines.llm_grpo import parse_options
-    from baselines.lm.grpo_options import GRPOPlan
+    from baselines.lm.grpo_options import GRPORun
 
     path = Path(args.runs_dir) / START_FILE
     if path.is_file():
@@ -260,14 +260,15 @@ def play_start(args: Options) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
-    from baselines.lm.grpo_data import held_out_test
+    from baselines.lm.grpo_data import held_out_test, run_problems, trainer_prompts
     from baselines.lm.grpo_model import load_model_and_tokenizer
 
     torch.set_num_threads(1)  # as the runs play it
-    plan = GRPOPlan.of(parse_options(run_command(args, args.variants[0], args.seed_list[0])[2:]))
+    plan = GRPORun.of(parse_options(run_command(args, args.variants[0], args.seed_list[0])[2:]))
     model, tok = load_model_and_tokenizer(plan.model)
     print(f"test: the starting model plays {args.test_problems or 'all'} test problems once for every run", flush=True)
-    held_out_test(plan, tok, path).start(model)
+    problems = run_problems(plan).test
+    held_out_test(plan, tok, path, problems, None if plan.turns else trainer_prompts(plan, problems, tok)).start(model)
 
 
 def git_commit() -> str:

@@ -271,14 +271,14 @@ def test_llm_grpo_options_that_grpo_config_takes_as_they_are(tmp_path: Path) -> 
     from trl import GRPOConfig
 
     from baselines.lm.grpo_config import grpo_config_kwargs
-    from baselines.lm.grpo_options import GRPOPlan, Options
+    from baselines.lm.grpo_options import GRPORun, Options
 
     opts = Options(steps=7, learning_rate=1e-5, beta=0.02, temperature=0.9, loss_type="grpo", scale_rewards="batch", seed=3,
                    num_generations=4, max_completion_length=64, quiet=True, interaction="single-pass")
     fields = opts.grpo_fields()
     assert set(fields) <= {f.name for f in dataclasses.fields(GRPOConfig)}
     assert {"max_steps", "learning_rate", "beta", "temperature", "loss_type", "disable_tqdm"} <= set(fields)
-    kwargs = grpo_config_kwargs(GRPOPlan.of(dataclasses.replace(opts, output_dir=str(tmp_path))))
+    kwargs = grpo_config_kwargs(GRPORun.of(dataclasses.replace(opts, output_dir=str(tmp_path))))
     assert {name: kwargs[name] for name in fields} == fields
 
 

@@ -15,9 +15,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from baselines import llm_grpo  # noqa: E402
-from baselines.llm_grpo import Options, build_grpo_config, parse_options, plan_run  # noqa: E402
+from baselines.llm_grpo import Options, build_grpo_config, parse_options, plan_compute  # noqa: E402
 from baselines.lm import compat, gpu_plan, grpo_config  # noqa: E402
-from baselines.lm.grpo_options import GRPOPlan  # noqa: E402
+from baselines.lm.grpo_options import GRPORun  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "llm_grpo.md"
@@ -133,29 +133,29 @@ def test_training_memory_shards_as_the_layout_says(tmp_path):
 def test_default_micro_batches_keep_the_step_on_cpu(tmp_path, monkeypatch):
     """Regression (issue 26, no micro-batching by default): the step's completions are split into micro-batches whose
     gradients accumulate, so per_device_train_batch_size x gradient_accumulation_steps x processes = the step."""
-    cfg = build_grpo_config(GRPOPlan.of(Options(output_dir=str(tmp_path))))  # 16 prompts x 8 completions, the defaults
+    cfg = build_grpo_config(GRPORun.of(Options(output_dir=str(tmp_path))))  # 16 prompts x 8 completions, the defaults
     assert (cfg.per_device_train_batch_size, cfg.gradient_accumulation_steps) == (32, 4)  # as before this plan
     assert cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps == 128
     monkeypatch.setattr(grpo_config, "world_size", lambda: 4)
-    plan = plan_run(GRPOPlan.of(Options()))
+    plan = plan_compute(GRPORun.of(Options()))
     assert (plan.per_process, plan.micro, plan.grad_accum) == (32, 32, 1)
-    plan = plan_run(GRPOPlan.of(Options(prompts_per_step=6)))  # 48 completions: a divisor, where 32 used to be refused
+    plan = plan_compute(GRPORun.of(Options(prompts_per_step=6)))  # 48 completions: a divisor, where 32 used to be refused
     assert (plan.micro, plan.grad_accum) == (12, 1)
     monkeypatch.setattr(grpo_config, "world_size", lambda: 1)
-    assert plan_run(GRPOPlan.of(Options(micro_batch_size=0))).micro == 128  # the whole step at once, as before
-    assert plan_run(GRPOPlan.of(Options(max_tokens_per_micro_batch=8 * 704))).micro == 8
+    assert plan_compute(GRPORun.of(Options(micro_batch_size=0))).micro == 128  # the whole step at once, as before
+    assert plan_compute(GRPORun.of(Options(max_tokens_per_micro_batch=8 * 704))).micro == 8
     with pytest.raises(SystemExit, match="must divide"):
-        plan_run(GRPOPlan.of(Options(micro_batch_size=48)))
+        plan_compute(GRPORun.of(Options(micro_batch_size=48)))
 
 
 def test_a_gpu_plan_derives_the_micro_batch_from_the_memory(tmp_path, monkeypatch):
     model = str(tiny_qwen(tmp_path / "m", hidden_size=256, intermediate_size=1024, num_hidden_layers=4))
-    small = plan_run(GRPOPlan.of(Options(model=model, interaction="single-pass", gpu_memory_gb=1.1, dry_run=True)))
-    big = plan_run(GRPOPlan.of(Options(model=model, interaction="single-pass", gpu_memory_gb=3, dry_run=True)))
+    small = plan_compute(GRPORun.of(Options(model=model, interaction="single-pass", gpu_memory_gb=1.1, dry_run=True)))
+    big = plan_compute(GRPORun.of(Options(model=model, interaction="single-pass", gpu_memory_gb=3, dry_run=True)))
     assert small.layout.bf16 and small.layout.on_gpu and 1 <= small.micro < big.micro
     assert small.micro * small.grad_accum == big.micro * big.grad_accum == 128
     with pytest.raises(SystemExit, match="only with --dry-run"):
-        plan_run(GRPOPlan.of(Options(model=model, gpu_memory_gb=80)))
+        plan_compute(GRPORun.of(Options(model=model, gpu_memory_gb=80)))
 
 
 # --- the dry run --------------------------------------------------------------------------------------------
@@ -176,7 +176,7 @@ def test_dry_run_loads_no_weights_and_prints_the_plan(tmp_path, monkeypatch, cap
     assert "per_device_train_batch_size = 64" in out and "fits:" in out and "vLLM (colocated engine)" in out
     assert not (tmp_path / "run").exists()  # nothing written
     monkeypatch.delenv("WORLD_SIZE")
-    plan = llm_grpo.dry_run(GRPOPlan.of(parse_options([])))  # the default run, on this CPU: what it trains with
+    plan = llm_grpo.dry_run(GRPORun.of(parse_options([])))  # the default run, on this CPU: what it trains with
     assert plan["config"]["per_device_train_batch_size"] == 32 and plan["config"]["use_cpu"]
     assert plan["tokenizer_checked"]
 

@@ -18,7 +18,7 @@ from baselines import llm_grpo  # noqa: E402
 from baselines.llm_grpo import Options, build_grpo_config, check_vllm_available, parse_options  # noqa: E402
 from baselines.lm import grpo_config, grpo_model  # noqa: E402
 from baselines.lm.grpo_model import derive_position_ids  # noqa: E402
-from baselines.lm.grpo_options import GRPOPlan, pass_rates_file  # noqa: E402
+from baselines.lm.grpo_options import GRPORun, pass_rates_file  # noqa: E402
 from baselines.lm.rewards import (  # noqa: E402
     VARIANTS,
     CLIPOReward,
@@ -121,12 +121,12 @@ def test_the_baselines_critic_term_is_the_packages_critic_reward_with_the_shippe
     from countdown_gym.integrations.trl import reward_function
     from critics import load_critic
 
-    reward = reward_function("critic", load_needs(["critic"]))  # what build_reward_funcs builds for the critic term
+    reward = reward_function("critic", load_needs(["critic"]))  # what run_rewards builds for the critic term
     assert isinstance(reward, CriticReward) and type(reward.critic) is type(load_critic())
     got = reward(["p"] * 4, COMPLETIONS, None, problem=[PJ] * 4)
     assert -1.0 <= got[0] <= 1.0 and got[2] == pytest.approx(-1.0)  # every move of the hallucinated completion is invalid
-    funcs, _ = llm_grpo.build_reward_funcs(GRPOPlan.of(Options(rewards="critic")), None, 8)
-    assert any(isinstance(f, CriticReward) for f in funcs)
+    rewards = llm_grpo.run_rewards(GRPORun.of(Options(rewards="critic")), None, 8)
+    assert any(isinstance(f, CriticReward) for f in rewards.funcs)
 
 
 def test_reward_spec_parsing() -> None:
@@ -222,17 +222,16 @@ def test_pass_rate_filter_keeps_problems_with_group_signal(tmp_path: Path) -> No
 
 
 def test_more_problems_than_a_split_holds_are_all_used_with_a_note(capsys: pytest.CaptureFixture[str]) -> None:
-    from baselines.lm.grpo_data import held_out_problems, run_problems
+    from baselines.lm.grpo_data import run_problems
 
-    plan = GRPOPlan.of(Options(train_pass_rates="none", train_problems=10**6, eval_problems=10**6, test_problems=10**6))
-    train, validation = run_problems(plan)
-    test = held_out_problems(plan)
+    problems = run_problems(GRPORun.of(Options(train_pass_rates="none", train_problems=10**6, eval_problems=10**6, test_problems=10**6)))
+    train, validation, test = problems.train, problems.validation, problems.test
     out = capsys.readouterr().out
     for flag, problems in (("--train-problems", train), ("--eval-problems", validation), ("--test-problems", test)):
         assert f"note: {flag} 1000000 is more than the {len(problems)} " in out
     assert (len(test), len(validation)) == (1000, 500)  # the frozen longproc-0.5k splits
-    plan = GRPOPlan.of(Options(train_pass_rates="none", train_problems=7, eval_problems=5, test_problems=3))
-    assert [len(x) for x in run_problems(plan)] == [7, 5] and len(held_out_problems(plan)) == 3
+    problems = run_problems(GRPORun.of(Options(train_pass_rates="none", train_problems=7, eval_problems=5, test_problems=3)))
+    assert [len(x) for x in (problems.train, problems.validation, problems.test)] == [7, 5, 3]
     assert "note:" not in capsys.readouterr().out
 
 
@@ -267,18 +266,18 @@ def test_pass_rate_file_auto_uses_the_model_directory(tmp_path: Path) -> None:
     assert pass_rates_file(Options(train_pass_rates=str(tmp_path / "r.jsonl")), "") == tmp_path / "r.jsonl"
     from countdown_gym.data.pass_rates import filter_by_pass_rate
 
-    shipped = GRPOPlan.of(Options(interaction="single-pass")).pass_rates
+    shipped = GRPORun.of(Options(interaction="single-pass")).pass_rates
     assert shipped is not None and len(filter_by_pass_rate(load_split("longproc-0.5k", "train"), shipped, 0.0, 1.0)) == 780
 
 
 def test_grpo_config_on_cpu(tmp_path: Path) -> None:
-    cfg = build_grpo_config(GRPOPlan.of(Options(rewards="oracle", prompts_per_step=4, num_generations=8, output_dir=str(tmp_path))))
+    cfg = build_grpo_config(GRPORun.of(Options(rewards="oracle", prompts_per_step=4, num_generations=8, output_dir=str(tmp_path))))
     assert cfg.use_cpu and not cfg.bf16
     assert cfg.per_device_train_batch_size == 32 and cfg.generation_batch_size == 32 and cfg.num_generations == 8
     assert cfg.reward_weights == [1.0, 0.1, 0.0, 0.5]  # sparse, format, oracle-perfect, oracle-reachable
     assert not cfg.use_vllm
     assert not cfg.gradient_checkpointing  # the option's default, not TRL's
-    assert build_grpo_config(GRPOPlan.of(Options(gradient_checkpointing=True, output_dir=str(tmp_path)))).gradient_checkpointing
+    assert build_grpo_config(GRPORun.of(Options(gradient_checkpointing=True, output_dir=str(tmp_path)))).gradient_checkpointing
 
 
 def test_grpo_config_vllm_and_multi_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -287,14 +286,14 @@ def test_grpo_config_vllm_and_multi_process(tmp_path: Path, monkeypatch: pytest.
     from trl import GRPOConfig
 
     monkeypatch.setattr(GRPOConfig, "world_size", property(lambda self: 4))
-    cfg = build_grpo_config(GRPOPlan.of(dataclasses.replace(opts, output_dir=str(tmp_path))))
+    cfg = build_grpo_config(GRPORun.of(dataclasses.replace(opts, output_dir=str(tmp_path))))
     assert cfg.use_vllm and cfg.vllm_mode == "server" and cfg.vllm_server_base_url == "http://gpu-node:8000"
     assert cfg.per_device_train_batch_size == 16 and cfg.generation_batch_size == 64
-    colocate = build_grpo_config(GRPOPlan.of(Options(interaction="single-pass", use_vllm=True, vllm_gpu_memory_utilization=0.4, output_dir=str(tmp_path))))
+    colocate = build_grpo_config(GRPORun.of(Options(interaction="single-pass", use_vllm=True, vllm_gpu_memory_utilization=0.4, output_dir=str(tmp_path))))
     assert colocate.vllm_mode == "colocate" and colocate.vllm_gpu_memory_utilization == 0.4
     assert colocate.vllm_max_model_length == 512 + 192  # prompt + completion budget, not the model's whole context
     with pytest.raises(SystemExit, match="divisible"):
-        build_grpo_config(GRPOPlan.of(Options(prompts_per_step=3, num_generations=3, output_dir=str(tmp_path))))
+        build_grpo_config(GRPORun.of(Options(prompts_per_step=3, num_generations=3, output_dir=str(tmp_path))))
 
 
 def test_clear_error_without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -654,7 +653,7 @@ def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> No
         same = ("learning_rate", "prompts_per_step", "num_generations", "max_completion_length", "temperature", "train_pass_rates",
                 "steps", "eval_interval", "eval_problems")
         assert all(getattr(opts, name) == getattr(Options(), name) for name in same)
-        assert GRPOPlan.of(opts).pass_rates is not None  # the shipped model's own train_pass_rates.jsonl
+        assert GRPORun.of(opts).pass_rates is not None  # the shipped model's own train_pass_rates.jsonl
     args = compare_llm_rewards.parse_args(["--runs-dir", str(tmp_path)])  # the default: the protocol's 4 arms x 11 seeds
     assert compare_llm_rewards.VARIANTS == ("sparse", "oracle-perfect", "critic", "clipo") == args.variants
     assert (args.seed_list, args.test_problems, args.interaction) == (list(range(11)), 1000, "multi-turn")
@@ -800,7 +799,7 @@ def test_model_dir_without_config_and_bad_extra_are_clear_errors(tmp_path):
     with pytest.raises(SystemExit, match="no config.json there"):
         parse_options(["--model", str(tmp_path)])
     with pytest.raises(SystemExit, match="invalid GRPO configuration"):
-        build_grpo_config(GRPOPlan.of(Options(extra={"nosuch": 1}, output_dir=str(tmp_path))))
+        build_grpo_config(GRPORun.of(Options(extra={"nosuch": 1}, output_dir=str(tmp_path))))
 
 
 def test_resume_refuses_a_run_with_other_options_and_a_fresh_start_over_a_kept_run(tmp_path, monkeypatch):
@@ -812,7 +811,9 @@ def test_resume_refuses_a_run_with_other_options_and_a_fresh_start_over_a_kept_r
         llm_grpo.train(Options(output_dir=str(tmp_path), train_pass_rates="none"))
     (tmp_path / "checkpoint-1").rmdir()
     (tmp_path / "metrics.csv").write_text("step\n0\n")
-    monkeypatch.setattr(llm_grpo, "build_grpo_config", lambda *a: pytest.fail("stop here"))  # past the directory set-up
+    from countdown_gym.integrations import trl_rollout
+
+    monkeypatch.setattr(trl_rollout, "rollout_task", lambda *a, **k: pytest.fail("stop here"))  # past the directory set-up
     with pytest.raises(pytest.fail.Exception, match="stop here"):  # --resume without a checkpoint: a fresh start
         llm_grpo.train(Options(output_dir=str(tmp_path), resume=True, train_pass_rates="none"))
     assert json.loads((tmp_path / "options.json").read_text())["rewards"] == "sparse"

@@ -12,7 +12,7 @@ pytest.importorskip("trl")
 
 from baselines import llm_grpo  # noqa: E402
 from baselines.llm_grpo import Options, build_grpo_config, parse_options  # noqa: E402
-from baselines.lm.grpo_options import GRPOPlan  # noqa: E402
+from baselines.lm.grpo_options import GRPORun  # noqa: E402
 from countdown_gym.data.curriculum import Curriculum  # noqa: E402
 from countdown_gym.data.difficulty import tier  # noqa: E402
 
@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_option_and_config(tmp_path: Path) -> None:
     assert parse_options([]).curriculum == "none"
-    assert build_grpo_config(GRPOPlan.of(Options(output_dir=str(tmp_path)))).shuffle_dataset
-    assert not build_grpo_config(GRPOPlan.of(Options(curriculum="staged", output_dir=str(tmp_path)))).shuffle_dataset
+    assert build_grpo_config(GRPORun.of(Options(output_dir=str(tmp_path)))).shuffle_dataset
+    assert not build_grpo_config(GRPORun.of(Options(curriculum="staged", output_dir=str(tmp_path)))).shuffle_dataset
     with pytest.raises(ValueError, match="curriculum"):
         Options(curriculum="adaptive")
     with pytest.raises(SystemExit, match="--curriculum must be one of"):

@@ -23,7 +23,7 @@ from test_trl_env import EXPERIMENTAL, SOLVE_A, SOLVE_B, _build_tokenizer, _scri
 
 from baselines import llm_grpo  # noqa: E402
 from baselines.lm.grpo_config import build_grpo_config  # noqa: E402
-from baselines.lm.grpo_options import GRPOPlan, Options  # noqa: E402
+from baselines.lm.grpo_options import GRPORun, Options  # noqa: E402
 
 P, Q = Problem((6, 2, 5, 3), 8), Problem((21, 16, 17, 26), 46)
 
@@ -94,7 +94,7 @@ def test_tools_options_are_checked_before_any_model_loads(tool_model: Path) -> N
     with pytest.raises(SystemExit, match="--step-credit"):
         llm_grpo.parse_options(["--interaction", "tools", "--model", str(tool_model), "--step-credit",
                                 "--rewards", "oracle-perfect"])
-    plan = GRPOPlan.of(Options(interaction="tools", model=str(tool_model)))
+    plan = GRPORun.of(Options(interaction="tools", model=str(tool_model)))
     assert plan.run_dir.name == "longproc-0.5k-tools-sparse-s0"
 
 
@@ -120,7 +120,7 @@ def test_a_tokenizer_without_a_tool_template_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("mode", ["colocate", "server"])
 def test_tools_with_vllm_configure_trls_own_generation(tool_model: Path, tmp_path: Path, mode: str) -> None:
     url = {"vllm_server_base_url": "http://gpu-node:8000"} if mode == "server" else {}
-    plan = GRPOPlan.of(Options(interaction="tools", model=str(tool_model), use_vllm=True, vllm_mode=mode,
+    plan = GRPORun.of(Options(interaction="tools", model=str(tool_model), use_vllm=True, vllm_mode=mode,
                                max_prompt_length=1024, max_completion_length=2048, max_turns=12,
                                output_dir=str(tmp_path), **url))
     config = build_grpo_config(plan)
@@ -141,7 +141,7 @@ def test_tools_with_vllm_configure_trls_own_generation(tool_model: Path, tmp_pat
 def test_every_reward_variant_scores_the_environments_and_get_reward_weighs_nothing(tmp_path: Path) -> None:
     from trl import GRPOConfig
 
-    from baselines.lm.grpo_trainer import ToolGRPOTrainer
+    from baselines.lm.grpo_trainer import CountdownGRPOTrainer
     from baselines.lm.tool_play import play_tool_episodes
     from countdown_gym.game.turn_game import replay_turns
     from countdown_gym.integrations import oracle_score
@@ -173,7 +173,7 @@ def test_every_reward_variant_scores_the_environments_and_get_reward_weighs_noth
     critic = load_needs(["critic"])["critic"]  # the shipped critic, scoring each episode's moves
     scores = reward_function("critic", {"critic": critic})([None] * n, [[]] * n, environments=envs)
     assert scores == pytest.approx([critic_score(e.replay, critic) for e in envs]) and len(set(scores)) > 1
-    trainer = ToolGRPOTrainer(
+    trainer = CountdownGRPOTrainer(
         model=model, processing_class=tokenizer, reward_funcs=list(REWARD_FUNCTIONS.values()),
         train_dataset=make_dataset([P, Q]), environment_factory=CountdownToolEnv,
         args=GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=2, num_generations=2,

@@ -214,7 +214,7 @@ def test_llm_grpo_multi_turn_run_writes_its_files(tmp_path: Path) -> None:
     opts = llm_grpo.Options(model=str(tmp_path / "model"), steps=2, prompts_per_step=2, num_generations=4, max_turns=4,
                             eval_interval=1, eval_problems=4, eval_samples=2, output_dir=str(out), save_steps=1,
                             train_problems=16, quiet=True, rewards="oracle", test_problems=6)
-    assert llm_grpo.GRPOPlan.of(opts).multi_turn  # from the model's training.json
+    assert llm_grpo.GRPORun.of(opts).multi_turn  # from the model's training.json
     summary = llm_grpo.train(opts)
     assert summary["first"]["step"] == 0 and summary["last"]["step"] == 2
     assert json.loads((out / "options.json").read_text())["interaction"] == "multi-turn"

@@ -93,14 +93,15 @@ def test_sb3_vector_env_adds_the_same_term(even: RewardVariant) -> None:
 
 
 def test_grpo_reward_functions(even: RewardVariant) -> None:
-    from baselines.lm.grpo_config import build_reward_funcs, reward_terms
-    from baselines.lm.grpo_options import GRPOPlan, Options
+    from baselines.lm.grpo_config import reward_terms, run_rewards
+    from baselines.lm.grpo_options import GRPORun, Options
 
-    plan = GRPOPlan.of(Options(rewards="even-results"))
+    plan = GRPORun.of(Options(rewards="even-results"))
     weights = reward_terms(plan.options)
     assert weights["even-results"] == 0.3 and weights["sparse"] == 1.0 and weights["format"] == 0.1
-    funcs, clipo = build_reward_funcs(plan, None, 0)
-    assert clipo is None and len(funcs) == len(weights)
+    rewards = run_rewards(plan, None, 0)
+    funcs = rewards.funcs
+    assert rewards.clipo is None and rewards.step_credit is None and len(funcs) == len(weights)
     fn = funcs[list(weights).index("even-results")]
     assert fn.__name__ == "even_results_reward"
     got = fn(["p", "p"], [SOLUTION, ODD], None, numbers=[PROBLEM["numbers"]] * 2, target=[8, 8])

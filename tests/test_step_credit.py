@@ -1,5 +1,5 @@
 """Per-step credit for multi-turn GRPO (baselines/lm/step_credit.py): the estimator on hand-computed cases, and two
-real GRPO steps of StepCreditGRPOTrainer on the shipped tiny model's multi-turn rollouts."""
+real GRPO steps of CountdownGRPOTrainer(step_credit=...) on the shipped tiny model's multi-turn rollouts."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ pytest.importorskip("trl")
 
 from baselines.lm.rewards import monitored, parse_reward_spec  # noqa: E402
 from baselines.lm.step_credit import (  # noqa: E402
+    StepCredit,
     group_step_advantages,
     returns_to_go,
     split_reward_spec,
@@ -166,14 +167,14 @@ def one_thread() -> Any:
 
 
 def test_two_grpo_steps_credit_each_turns_dense_terms_to_its_tokens(tmp_path: Path, one_thread: None) -> None:
-    """StepCreditGRPOTrainer with the multi-turn rollout_func: the loss sees (B, T) advantages equal to TRL's
+    """CountdownGRPOTrainer with StepCredit and the multi-turn rollout_func: the loss sees (B, T) advantages equal to TRL's
     group-normalised outcome advantage plus each turn's leave-one-out advantage on that turn's tokens."""
     import dataclasses
 
     from trl import GRPOConfig
 
     from baselines.lm.grpo_model import derive_position_ids
-    from baselines.lm.step_credit import StepCreditGRPOTrainer
+    from baselines.lm.grpo_trainer import CountdownGRPOTrainer
     from baselines.lm.tiny_lm import load_pretrained
     from countdown_gym.integrations.trl_rollout import make_rollout_func, rollout_dataset
     from critics import load_critic
@@ -197,7 +198,7 @@ def test_two_grpo_steps_credit_each_turns_dense_terms_to_its_tokens(tmp_path: Pa
     def _copy(d: dict[str, Any]) -> dict[str, Any]:
         return {k: v.detach().clone() if torch.is_tensor(v) else v for k, v in d.items()}
 
-    class Recording(StepCreditGRPOTrainer):
+    class Recording(CountdownGRPOTrainer):
         def _generate_and_score_completions(self, inputs):
             out = super()._generate_and_score_completions(inputs)
             generated.append(([dict(x) for x in inputs], _copy(out)))
@@ -217,7 +218,7 @@ def test_two_grpo_steps_credit_each_turns_dense_terms_to_its_tokens(tmp_path: Pa
     trainer = Recording(model=model, reward_funcs=[funcs[name] for name in weights], args=config,
                         train_dataset=rollout_dataset(problems, max_turns=6), processing_class=tok,
                         rollout_func=make_rollout_func(problems, max_turns=6, max_turn_tokens=3),
-                        step_weights=per_step, step_gamma=gamma, critic=critic)
+                        step_credit=StepCredit.of(per_step, gamma, critic))
     trainer.train()
     assert len(generated) == 2 and len(seen) == 2
 

@@ -1,8 +1,8 @@
-"""How a GRPO run (``baselines/llm_grpo.py``) is set up: its process layout, GRPOConfig, rewards and trainer.
+"""How a GRPO run (``baselines/llm_grpo.py``) is set up: its compute plan, GRPOConfig and rewards.
 
-Every function takes the run's ``grpo_options.GRPOPlan`` (the options resolved once). :func:`plan_run` decides the process layout and the micro-batches of a step (``baselines/lm/gpu_plan.py``);
+Every function takes the run's ``grpo_options.GRPORun`` (the options resolved once). :func:`plan_compute` decides the process layout and the micro-batches of a step (``baselines/lm/gpu_plan.py``);
 :func:`grpo_config_kwargs` / :func:`build_grpo_config` map the options onto TRL's ``GRPOConfig``;
-:func:`build_reward_funcs` gives the TRL reward functions of ``--rewards``; :func:`check_start_up` runs the
+:func:`run_rewards` gives the TRL reward functions of ``--rewards`` (and the per-turn credit); :func:`check_start_up` runs the
 compatibility checks of ``baselines/lm/compat.py``; :func:`dry_run` prints all of it without loading weights.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from baselines.lm.grpo_model import ROOT, read_tokenizer
-from baselines.lm.grpo_options import GRPOPlan, Options
+from baselines.lm.grpo_options import GRPORun, Options
 
 
 def check_vllm_available() -> None:
@@ -33,7 +33,7 @@ def world_size() -> int:
 
 
 @dataclass(frozen=True)
-class RunPlan:
+class ComputePlan:
     """Where and how a run computes: its process layout and the micro-batches of a step (``baselines/lm/gpu_plan.py``)."""
 
     layout: Any
@@ -48,15 +48,15 @@ class RunPlan:
     """The token budget the micro-batch was chosen from (0: set by --micro-batch-size)."""
 
 
-def plan_run(plan: GRPOPlan, shape: Any = None) -> RunPlan:
-    """The :class:`RunPlan` of ``plan`` on this machine (or on ``--gpu-memory-gb`` GPUs): bf16 where the GPU has it,
+def plan_compute(run: GRPORun, shape: Any = None) -> ComputePlan:
+    """The :class:`ComputePlan` of ``run`` on this machine (or on ``--gpu-memory-gb`` GPUs): bf16 where the GPU has it,
     the micro-batch from ``--micro-batch-size`` or from the memory budget (the model's config is read, ``shape``,
     only when a GPU budget has to be derived)."""
     import torch
 
     from baselines.lm import gpu_plan
 
-    opts = plan.options
+    opts = run.options
     planned = bool(opts.gpu_memory_gb) and not torch.cuda.is_available()  # a dry run for GPUs this machine lacks
     if planned and not opts.dry_run:
         raise SystemExit("--gpu-memory-gb without a GPU here: it plans a GPU run only with --dry-run")
@@ -89,11 +89,11 @@ def plan_run(plan: GRPOPlan, shape: Any = None) -> RunPlan:
         budget = opts.max_tokens_per_micro_batch
         if not budget:
             if layout.on_gpu and shape is None:
-                shape = model_shape_or_exit(plan.model)
+                shape = model_shape_or_exit(run.model)
             budget = gpu_plan.tokens_budget(shape, layout, **memory_args(opts, layout)) if layout.on_gpu \
                 else gpu_plan.CPU_MICRO_BATCH * seq
         micro = gpu_plan.micro_batch(per_process, seq, budget)
-    return RunPlan(layout=layout, per_process=per_process, micro=micro, grad_accum=per_process // micro,
+    return ComputePlan(layout=layout, per_process=per_process, micro=micro, grad_accum=per_process // micro,
                    sequence_tokens=seq, max_tokens=budget)
 
 
@@ -117,20 +117,20 @@ def memory_args(opts: Options, layout: Any) -> dict[str, Any]:
                 vllm_share=opts.vllm_gpu_memory_utilization * layout.gpu_memory if colocated else 0.0)
 
 
-def grpo_config_kwargs(plan: GRPOPlan, compute: RunPlan | None = None) -> dict[str, Any]:
-    """The keyword arguments of the run's ``GRPOConfig``, micro-batched as ``compute`` says (default: :func:`plan_run`)."""
+def grpo_config_kwargs(run: GRPORun, compute: ComputePlan | None = None) -> dict[str, Any]:
+    """The keyword arguments of the run's ``GRPOConfig``, micro-batched as ``compute`` says (default: :func:`plan_compute`)."""
     from trl import GRPOConfig
 
-    compute = compute or plan_run(plan)
-    opts = plan.options
+    compute = compute or plan_compute(run)
+    opts = run.options
     weights = reward_terms(opts)
-    if opts.step_credit:  # the dense terms are credited per turn (StepCreditGRPOTrainer), not added to the scalar reward
+    if opts.step_credit:  # the dense terms are credited per turn (baselines/lm/step_credit.py), not added to the scalar reward
         from baselines.lm.step_credit import split_reward_spec
 
         weights = split_reward_spec(weights)[0]
     kwargs: dict[str, Any] = dict(
         opts.grpo_fields(),  # the options GRPOConfig takes as they are (Options marks them with grpo(...))
-        output_dir=str(plan.run_dir),
+        output_dir=str(run.run_dir),
         per_device_train_batch_size=compute.micro,
         gradient_accumulation_steps=compute.grad_accum,
         lr_scheduler_type="constant",
@@ -149,7 +149,7 @@ def grpo_config_kwargs(plan: GRPOPlan, compute: RunPlan | None = None) -> dict[s
     fields = {f.name for f in dataclasses.fields(GRPOConfig)}
     checkpointing = "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
     kwargs[checkpointing] = opts.gradient_checkpointing
-    if plan.tools:  # the game's turn budget, and room for a few free numbers() calls
+    if run.tools:  # the game's turn budget, and room for a few free numbers() calls
         kwargs["max_tool_calling_iterations"] = opts.max_turns + 4
     if opts.vllm_server_base_url:
         kwargs["vllm_server_base_url"] = opts.vllm_server_base_url
@@ -166,18 +166,18 @@ def shown(key: str, value: Any) -> Any:
     return getattr(value, "value", value)
 
 
-def estimate_memory(plan: GRPOPlan, compute: RunPlan, shape: Any) -> dict[str, float]:
+def estimate_memory(run: GRPORun, compute: ComputePlan, shape: Any) -> dict[str, float]:
     """``gpu_plan.training_memory`` of the run: its micro-batch, and generate() holding the rollouts (without vLLM)
     or the validation batch."""
     from baselines.lm import gpu_plan
 
-    opts = plan.options
+    opts = run.options
     rows = max(opts.eval_batch_size, 0 if opts.use_vllm else compute.per_process)
     return gpu_plan.training_memory(shape, compute.layout, micro=compute.micro, generation_rows=rows,
                                     **memory_args(opts, compute.layout))
 
 
-def build_grpo_config(plan: GRPOPlan, compute: RunPlan | None = None, *, on_this_machine: bool = True) -> Any:
+def build_grpo_config(run: GRPORun, compute: ComputePlan | None = None, *, on_this_machine: bool = True) -> Any:
     """The TRL ``GRPOConfig`` of a run (one optimizer step per generation batch; :func:`grpo_config_kwargs`).
 
     ``on_this_machine=False`` (a dry run planning GPUs this machine lacks): the config is built with the CPU in
@@ -185,8 +185,8 @@ def build_grpo_config(plan: GRPOPlan, compute: RunPlan | None = None, *, on_this
     """
     from trl import GRPOConfig
 
-    compute = compute or plan_run(plan)
-    kwargs = grpo_config_kwargs(plan, compute)
+    compute = compute or plan_compute(run)
+    kwargs = grpo_config_kwargs(run, compute)
     launcher: dict[str, str] = {}
     if not on_this_machine:  # no distributed start-up either: the launcher's variables only gave the layout
         kwargs.update(use_cpu=True, bf16=False, generation_batch_size=compute.per_process * compute.layout.processes)
@@ -207,69 +207,85 @@ def reward_terms(opts: Options) -> dict[str, float]:
     return {**monitored(), **parse_reward_spec(opts.rewards)}
 
 
-def build_reward_funcs(plan: GRPOPlan, tokenizer: Any, hidden_size: int) -> tuple[list[Any], Any]:
-    """The TRL reward functions in the order of ``reward_terms(plan.options)``, and the CLIPO reward (or None).
+@dataclass(frozen=True)
+class RunRewards:
+    """The rewards of a run: TRL's reward functions in the order of :func:`reward_terms`, the CLIPO reward whose head
+    trains beside the policy (or None), and the per-turn credit of ``--step-credit`` (or None)."""
 
-    Each comes from the registry (``countdown_gym.integrations.trl.reward_function``); the critics a variant
-    needs are loaded here and the CLIPO head is built on the policy's hidden size."""
+    funcs: list[Any]
+    clipo: Any
+    step_credit: Any
+
+
+def run_rewards(run: GRPORun, tokenizer: Any, hidden_size: int) -> RunRewards:
+    """The :class:`RunRewards` of ``--rewards`` (and ``--step-credit``).
+
+    Each function comes from the registry (``countdown_gym.integrations.trl.reward_function``); the critics a
+    variant needs are loaded here and the CLIPO head is built on the policy's hidden size (``hidden_size``)."""
     from baselines.lm.rewards import CLIPOReward, load_needs
     from countdown_gym.integrations.trl import reward_function
     from countdown_gym.rewards.variants import get_variant
 
-    opts = plan.options
-    names = list(reward_terms(opts))
+    opts = run.options
+    weights = reward_terms(opts)
     clipo = None
-    if any(get_variant(name).needs == "clipo" for name in names):
+    if any(get_variant(name).needs == "clipo" for name in weights):
         from critics.clipo import CLIPOTrainer
 
         head = CLIPOTrainer(dim_in=hidden_size, lam=opts.clipo_lambda, warmup_steps=opts.clipo_warmup_steps, seed=opts.seed)
         clipo = CLIPOReward(head, tokenizer, opts.num_generations)
-    given = load_needs(names, {"clipo": clipo})
-    return [reward_function(name, given) for name in names], clipo
+    given = load_needs(list(weights), {"clipo": clipo})
+    funcs = [reward_function(name, given) for name in weights]
+    credit = None
+    if opts.step_credit:  # the dense terms credited to the turns that earned them, out of the scalar reward
+        from baselines.lm.step_credit import StepCredit, reward_scorers, split_reward_spec
+
+        credit = StepCredit.of(split_reward_spec(weights)[1], opts.step_credit_gamma, scorers=reward_scorers(funcs))
+    return RunRewards(funcs, clipo, credit)
 
 
-def check_start_up(plan: GRPOPlan, compute: RunPlan, tokenizer: Any = None) -> bool:
+def check_start_up(run: GRPORun, compute: ComputePlan, tokenizer: Any = None) -> bool:
     """The compatibility checks of ``baselines/lm/compat.py`` that need more than the options: the process layout and
     the tokenizer (read when not given). Returns whether the tokenizer was checked (a dry run for a hub model this
     machine cannot reach goes on without it; a run stops when its model loads)."""
     from baselines.lm.compat import check_layout, check_tokenizer, check_tool_tokenizer
 
     check_layout(compute.layout.strategy)
-    tokenizer = tokenizer or read_tokenizer(plan.model)
+    tokenizer = tokenizer or read_tokenizer(run.model)
     if tokenizer is None:
         return False
-    if plan.tools:
-        check_tool_tokenizer(tokenizer, plan.model)
+    if run.tools:
+        check_tool_tokenizer(tokenizer, run.model)
         return True
-    opts = plan.options  # multi-turn prompts are plain text: the EOS alone matters
-    check_tokenizer(tokenizer, plan.model, "compact" if plan.multi_turn else opts.prompt_style, opts.chat_template)
+    opts = run.options  # multi-turn prompts are plain text: the EOS alone matters
+    check_tokenizer(tokenizer, run.model, "compact" if run.multi_turn else opts.prompt_style, opts.chat_template)
     return True
 
 
-def dry_run(plan: GRPOPlan) -> dict[str, Any]:
-    """Print what a run of ``plan`` would do and need, loading nothing heavy (the model's config, its tokenizer when
+def dry_run(run: GRPORun) -> dict[str, Any]:
+    """Print what a run of ``run`` would do and need, loading nothing heavy (the model's config, its tokenizer when
     readable): the effective GRPOConfig, the process layout, the micro-batches and the memory per process."""
     import torch
 
     from baselines.lm import gpu_plan
 
-    opts = plan.options
-    shape = model_shape_or_exit(plan.model)
-    compute = plan_run(plan, shape)
-    tokenizer_checked = check_start_up(plan, compute)
+    opts = run.options
+    shape = model_shape_or_exit(run.model)
+    compute = plan_compute(run, shape)
+    tokenizer_checked = check_start_up(run, compute)
     here = compute.layout.on_gpu == torch.cuda.is_available()
-    config = build_grpo_config(plan, compute, on_this_machine=here)  # the checks of a real run
-    fields = grpo_config_kwargs(plan, compute)
+    config = build_grpo_config(run, compute, on_this_machine=here)  # the checks of a real run
+    fields = grpo_config_kwargs(run, compute)
     if here:
         fields = {k: getattr(config, k) for k in fields}
     fields["generation_batch_size"] = compute.micro * compute.grad_accum * compute.layout.processes
-    memory = estimate_memory(plan, compute, shape)
+    memory = estimate_memory(run, compute, shape)
     completions = opts.prompts_per_step * opts.num_generations
     lines = [
         "llm_grpo dry run: nothing loaded, nothing written",
-        f"model: {plan.model} ({shape.parameters / 1e6:,.1f} M parameters, {shape.layers} layers, hidden "
+        f"model: {run.model} ({shape.parameters / 1e6:,.1f} M parameters, {shape.layers} layers, hidden "
         f"{shape.hidden}, vocab {shape.vocab}; config from {shape.source})",
-        f"interaction: {opts.interaction}, " + ("TRL's tool loop" if plan.tools else f"prompt style {opts.prompt_style}")
+        f"interaction: {opts.interaction}, " + ("TRL's tool loop" if run.tools else f"prompt style {opts.prompt_style}")
         + f", rewards {opts.rewards}, preset {opts.preset}",
         "tokenizer: " + ("EOS and chat template checked" if tokenizer_checked else
                          "not checked (not readable here; a run checks it before its model loads)"),
@@ -288,26 +304,3 @@ def dry_run(plan: GRPOPlan) -> dict[str, Any]:
     ]
     print("\n".join(lines), flush=True)
     return {"compute": compute, "memory": memory, "config": fields, "shape": shape, "tokenizer_checked": tokenizer_checked}
-
-
-def trainer_class_of(plan: GRPOPlan, funcs: list[Any]) -> tuple[Any, dict[str, Any]]:
-    """The trainer class of the run and its extra keyword arguments: ``baselines.lm.grpo_trainer.CountdownGRPOTrainer``
-    (TRL's ``GRPOTrainer``, its loss on the model's own tokens), with ``--interaction tools`` its ``ToolGRPOTrainer``
-    and the environment factory of TRL's tool loop (``CountdownToolEnv``), or with ``--step-credit``
-    ``baselines.lm.step_credit.StepCreditGRPOTrainer`` with the per-turn terms (``funcs``: the run's reward functions)."""
-    opts = plan.options
-    if plan.tools:
-        from functools import partial
-
-        from baselines.lm.grpo_trainer import ToolGRPOTrainer
-        from countdown_gym.integrations.trl_env import CountdownToolEnv
-
-        return ToolGRPOTrainer, {"environment_factory": partial(CountdownToolEnv, max_turns=opts.max_turns)}
-    if not opts.step_credit:
-        from baselines.lm.grpo_trainer import CountdownGRPOTrainer
-
-        return CountdownGRPOTrainer, {}
-    from baselines.lm.step_credit import StepCreditGRPOTrainer, reward_scorers, split_reward_spec
-
-    return StepCreditGRPOTrainer, {"step_weights": split_reward_spec(reward_terms(opts))[1], "step_gamma": opts.step_credit_gamma,
-                                   "scorers": reward_scorers(funcs)}

@@ -1,27 +1,17 @@
-"""The problems and prompts of a GRPO run (``baselines/llm_grpo.py``).
-
-:func:`run_problems` applies the pass-rate filter (``countdown_gym.data.pass_rates``), ``--train-problems`` and
-``--curriculum`` to the training split (:func:`held_out_problems`: the test problems of ``--test-eval``);
-:func:`run_inputs` makes the trainer's dataset of them (and the multi-turn
-rollout function), and the single-pass validation prompts (``text_format.trainer_prompt``, as TRL takes them).
+"""The problems of a GRPO run (``baselines/llm_grpo.py``): :func:`run_problems` loads the preset's training,
+validation and test splits once and applies the pass-rate filter (``countdown_gym.data.pass_rates``),
+``--train-problems``, ``--curriculum``, ``--eval-problems`` (:func:`validation_subset`) and ``--test-problems``.
+:func:`held_out_test` is the run's test of its start and end, for scripts that play the start once for many runs.
 """
 
 from __future__ import annotations
 
-import json
+import random
 from dataclasses import dataclass
 from typing import Any
 
-from baselines.lm.grpo_options import GRPOPlan
+from baselines.lm.grpo_options import GRPORun
 from countdown_gym.game.problem import Problem
-
-
-def first_problems(problems: list[Problem], n: int, flag: str, what: str) -> list[Problem]:
-    """The first ``n`` of ``problems`` (0: all); asking for more than there are prints a note that all are used."""
-    if n > len(problems):
-        print(f"note: {flag} {n} is more than the {len(problems)} {what}; all {len(problems)} are used")
-    return problems[: n or None]
-
 
 VALIDATION_SEED = 20261129
 """The seed of the run's validation subset (:func:`validation_subset`): fixed, the same in every run and every seed, so
@@ -32,104 +22,74 @@ def validation_subset(problems: list[Problem], n: int, seed: int = VALIDATION_SE
     """``n`` problems drawn at random (without replacement, ``seed``) from a validation split, in split order; all of
     them for ``n`` = 0 or ``n`` >= the split (the split's first problems are the shipped model's best part:
     docs/results/llm_grpo_settings.md, so a run is not validated on the first ``n``)."""
-    import random
-
     if n == 0 or n >= len(problems):
-        if n > len(problems):
-            print(f"note: --eval-problems {n} is more than the {len(problems)} validation problems; all are used")
         return list(problems)
-    keep = sorted(random.Random(seed).sample(range(len(problems)), n))
-    return [problems[i] for i in keep]
+    return [problems[i] for i in sorted(random.Random(seed).sample(range(len(problems)), n))]
 
 
-def run_problems(plan: GRPOPlan) -> tuple[list[Problem], list[Problem]]:
-    """The problems of a run: the training problems in the order it draws them (filtered by ``plan.pass_rates``, cut
-    to ``--train-problems``, ordered by ``--curriculum``) and ``--eval-problems`` validation problems drawn at random
-    with the fixed :data:`VALIDATION_SEED` (:func:`validation_subset`)."""
+@dataclass(frozen=True)
+class RunProblems:
+    """The problems of a run: ``train`` in the order it draws them, ``validation`` (what ``best/`` is chosen on) and
+    ``test`` (``--test-eval``: the held-out problems played at the start and the end)."""
+
+    train: list[Problem]
+    validation: list[Problem]
+    test: list[Problem]
+
+
+def run_problems(run: GRPORun) -> RunProblems:
+    """The :class:`RunProblems` of a run: the training split filtered by ``run.pass_rates``, cut to
+    ``--train-problems`` and ordered by ``--curriculum``; ``--eval-problems`` validation problems drawn at random with
+    the fixed :data:`VALIDATION_SEED`; the first ``--test-problems`` of the test split. Asking for more problems than
+    a split holds prints a note that all are used."""
     from countdown_gym.data.splits import load_split
 
-    opts = plan.options
-    problems = load_split(opts.preset, "train")
-    validation = validation_subset(load_split(opts.preset, "validation"), opts.eval_problems)
-    if plan.pass_rates is not None:
+    opts = run.options
+    train, validation, test = (load_split(opts.preset, split) for split in ("train", "validation", "test"))
+    if run.pass_rates is not None:
         from countdown_gym.data.pass_rates import filter_by_pass_rate
 
-        problems = filter_by_pass_rate(problems, plan.pass_rates, opts.min_pass_rate, opts.max_pass_rate)
-    problems = first_problems(problems, opts.train_problems, "--train-problems",
-                              "training problems" + (" that pass the pass-rate filter" if plan.pass_rates is not None else ""))
+        train = filter_by_pass_rate(train, run.pass_rates, opts.min_pass_rate, opts.max_pass_rate)
+    filtered = " that pass the pass-rate filter" if run.pass_rates is not None else ""
+    for flag, n, problems, what in (("--train-problems", opts.train_problems, train, f"training problems{filtered}"),
+                                    ("--eval-problems", opts.eval_problems, validation, "validation problems"),
+                                    ("--test-problems", opts.test_problems, test, f"test problems of {opts.preset}")):
+        if n > len(problems):
+            print(f"note: {flag} {n} is more than the {len(problems)} {what}; all {len(problems)} are used")
+    train, test = train[: opts.train_problems or None], test[: opts.test_problems or None]
+    if 0 < opts.eval_problems < len(validation):  # validation_subset, drawn here
+        validation = [validation[i] for i in sorted(random.Random(VALIDATION_SEED).sample(range(len(validation)), opts.eval_problems))]
     if opts.curriculum == "staged":  # the prompts in schedule order; the GRPOConfig turns the shuffling off
         from countdown_gym.data.curriculum import Curriculum
 
         draws = opts.steps * opts.prompts_per_step
         try:
-            problems = Curriculum.staged(draws, problems).sequence(draws, seed=opts.seed)
+            train = Curriculum.staged(draws, train).sequence(draws, seed=opts.seed)
         except ValueError as exc:
             raise SystemExit(f"--curriculum staged: {exc}") from None
-    return problems, validation
+    return RunProblems(train, validation, test)
 
 
-def held_out_problems(plan: GRPOPlan) -> list[Problem]:
-    """The first ``--test-problems`` problems of the preset's test split, which ``--test-eval`` plays at the start and
-    the end."""
-    from countdown_gym.data.splits import load_split
+def trainer_prompts(run: GRPORun, problems: list[Problem], tokenizer: Any) -> list[Any]:
+    """Single-pass: the prompts of ``problems`` as TRL takes them (``text_format.trainer_prompt``, the run's style and
+    chat template)."""
+    from countdown_gym.game.text_format import trainer_prompt
 
-    return first_problems(load_split(plan.options.preset, "test"), plan.options.test_problems, "--test-problems",
-                          f"test problems of {plan.options.preset}")
+    return [trainer_prompt(p, run.options.prompt_style, tokenizer, run.options.chat_template) for p in problems]
 
 
-def held_out_test(plan: GRPOPlan, tokenizer: Any, path: Any, *, write: bool = True, verbose: bool = True) -> Any:
-    """The run's :class:`~baselines.lm.held_out.HeldOutTest` (its held-out problems, played as the run plays), keeping
-    its outcomes in ``path``; the reward comparison builds the same one to play the start once for all its runs."""
-    if plan.tools:  # played through tool calls, as TRL's tool loop plays them
+def held_out_test(run: GRPORun, tokenizer: Any, path: Any, problems: list[Problem], prompts: list[Any] | None, *,
+                  write: bool = True, verbose: bool = True) -> Any:
+    """The run's :class:`~baselines.lm.held_out.HeldOutTest` of ``problems`` (``RunProblems.test``), played as the run
+    plays (single-pass: from ``prompts``, :func:`trainer_prompts`), keeping its outcomes in ``path``; the reward
+    comparison builds the same one to play the start once for all its runs."""
+    if run.tools:  # played through tool calls, as TRL's tool loop plays them
         from baselines.lm.tool_play import ToolHeldOutTest as HeldOutTest
     else:
         from baselines.lm.held_out import HeldOutTest
 
-    opts = plan.options
-    problems = held_out_problems(plan)
-    turns = opts.max_turns if plan.multi_turn or plan.tools else None  # an episode's turn budget (single-pass: none)
-    return HeldOutTest(problems, tokenizer=tokenizer, path=path, max_turns=turns,
-                       prompts=None if turns else single_pass_prompts(plan, problems, tokenizer),
+    opts = run.options
+    return HeldOutTest(problems, tokenizer=tokenizer, path=path, max_turns=run.turns, prompts=prompts,
                        max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size,
-                       settings={"model": plan.model, "prompt_style": opts.prompt_style, "chat_template": opts.chat_template},
+                       settings={"model": run.model, "prompt_style": opts.prompt_style, "chat_template": opts.chat_template},
                        write=write, verbose=verbose)
-
-
-def single_pass_prompts(plan: GRPOPlan, problems: list[Problem], tokenizer: Any) -> list[Any]:
-    """The prompts of ``problems`` as TRL takes them (``text_format.trainer_prompt``, the run's style and template)."""
-    from countdown_gym.game.text_format import trainer_prompt
-
-    return [trainer_prompt(p, plan.options.prompt_style, tokenizer, plan.options.chat_template) for p in problems]
-
-
-@dataclass(frozen=True)
-class RunInputs:
-    """What the trainer and the validation are given: the ``train_dataset`` (single-pass: ``prompt`` and ``problem``,
-    Problem.to_dict JSON, columns; tools: ``trl_env.make_dataset`` rows), its ``rollout_func`` (multi-turn: episodes of ``CountdownMultiTurn-v0``;
-    single-pass: None, TRL generates from the prompts) and the validation prompts (single-pass; multi-turn
-    validation plays episodes from the problems)."""
-
-    dataset: Any
-    rollout_func: Any
-    val_prompts: list[Any]
-
-
-def run_inputs(plan: GRPOPlan, problems: list[Problem], validation: list[Problem], tokenizer: Any) -> RunInputs:
-    """The :class:`RunInputs` of a run's training and validation problems."""
-    opts = plan.options
-    if plan.multi_turn:
-        from countdown_gym.integrations.trl_rollout import rollout_task
-
-        dataset, rollout_func = rollout_task(problems, max_turns=opts.max_turns, max_turn_tokens=opts.max_turn_tokens,
-                                             prompt_style=opts.prompt_style,
-                                             stop_at_dead_end=opts.dead_end_patience if opts.stop_at_dead_end else 0)
-        return RunInputs(dataset, rollout_func, [])
-    if plan.tools:  # TRL's tool loop resets a CountdownToolEnv with each row (the trainer's environment_factory)
-        from countdown_gym.integrations.trl_env import make_dataset
-
-        return RunInputs(make_dataset(problems), None, [])
-    from datasets import Dataset
-
-    prompts = single_pass_prompts(plan, problems, tokenizer)
-    rows = [{"prompt": prompt, "problem": json.dumps(p.to_dict(), separators=(",", ":"))} for p, prompt in zip(problems, prompts, strict=True)]
-    return RunInputs(Dataset.from_list(rows), None, single_pass_prompts(plan, validation, tokenizer))

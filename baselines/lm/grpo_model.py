@@ -1,7 +1,7 @@
 """The policy of a GRPO run (``baselines/llm_grpo.py``): the shipped models, its position-ids patch, its tokenizer.
 
 ``DEFAULT_MODEL`` / ``DEFAULT_TURN_MODEL`` are the shipped models a run starts from without ``--model``
-(``grpo_options.GRPOPlan`` picks one); :func:`load_model_and_tokenizer` loads the policy (patched by
+(``grpo_options.GRPORun`` picks one); :func:`load_model_and_tokenizer` loads the policy (patched by
 :func:`derive_position_ids`, so TRL's log-probabilities see the positions ``generate()`` used).
 """
 

@@ -1,9 +1,8 @@
-"""The options of a GRPO run (``baselines/llm_grpo.py``) and the plan they resolve to.
+"""The options of a GRPO run (``baselines/llm_grpo.py``) and the run they resolve to.
 
-:class:`Options` holds every knob; each field is a command-line flag. :class:`GRPOPlan` is what a run acts on:
+:class:`Options` holds every knob; each field is a command-line flag. :class:`GRPORun` is what a run acts on:
 the options with what they imply worked out once (``--interaction auto``, the default ``--model``, the
-``--train-pass-rates auto`` file, the run directory) and checked against each other, so the helpers of
-``baselines/lm`` take one typed value and resolve nothing again.
+``--train-pass-rates auto`` file, the run directory) and checked against each other.
 """
 
 from __future__ import annotations
@@ -214,11 +213,11 @@ PASS_RATES_FILE = "train_pass_rates.jsonl"
 """The pass-rate file ``--train-pass-rates auto`` looks for in a model's directory."""
 
 
-# --- the plan: the options resolved once -------------------------------------------------------
+# --- the run: the options resolved once --------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class GRPOPlan:
+class GRPORun:
     """A run's options with what they imply resolved once and checked (:meth:`of`)."""
 
     options: Options
@@ -240,14 +239,19 @@ class GRPOPlan:
         """One move per tool call of a chat model, through TRL's tool loop (``CountdownToolEnv``)."""
         return self.options.interaction == "tools"
 
+    @property
+    def turns(self) -> int | None:
+        """An episode's turn budget (multi-turn and tools); None for single-pass."""
+        return self.options.max_turns if self.multi_turn or self.tools else None
+
     @classmethod
-    def of(cls, opts: Options) -> GRPOPlan:
+    def of(cls, opts: Options) -> GRPORun:
         """Resolve ``opts`` and check it (a clear exit before any model is loaded)."""
         opts = dataclasses.replace(opts, interaction=resolve_interaction(opts.interaction, opts.model, opts.prompt_style))
         model = opts.model or (DEFAULT_TURN_MODEL if opts.interaction == "multi-turn" else DEFAULT_MODEL)
-        plan = cls(options=opts, model=model, run_dir=default_run_dir(opts), pass_rates=pass_rates_file(opts, model))
-        check_plan(plan)
-        return plan
+        run = cls(options=opts, model=model, run_dir=default_run_dir(opts), pass_rates=pass_rates_file(opts, model))
+        check_run(run)
+        return run
 
 
 def resolve_interaction(interaction: str, model: str, prompt_style: str) -> str:
@@ -296,7 +300,7 @@ def pass_rates_file(opts: Options, model: str) -> Path | None:
     return path if pid.startswith(f"{opts.preset}/train/") else None
 
 
-def check_plan(plan: GRPOPlan) -> None:
+def check_run(run: GRPORun) -> None:
     """Clear exits for options that do not fit together (the static checks are :meth:`Options.__post_init__`'s; these
     depend on the interaction and the model, read files or load libraries)."""
     from baselines.lm.rewards import parse_reward_spec
@@ -304,8 +308,8 @@ def check_plan(plan: GRPOPlan) -> None:
     from countdown_gym.game.turn_format import TURN_PROMPT_STYLES
     from countdown_gym.runkit.tracking import report_to_names
 
-    opts = plan.options
-    check_model(plan.model)
+    opts = run.options
+    check_model(run.model)
     try:
         spec = parse_reward_spec(opts.rewards)
     except ValueError as exc:
@@ -315,29 +319,30 @@ def check_plan(plan: GRPOPlan) -> None:
 
         check_critic_fits(opts.preset)
     if opts.step_credit:
-        from baselines.lm.step_credit import STEP_TERMS, split_reward_spec
+        from baselines.lm.step_credit import split_reward_spec
+        from countdown_gym.rewards.variants import step_credit_names
 
-        if not plan.multi_turn:
+        if not run.multi_turn:
             raise SystemExit("--step-credit credits the turns of multi-turn rollouts: it needs --interaction multi-turn")
         if not split_reward_spec(spec)[1]:
-            raise SystemExit(f"--step-credit needs a dense term ({', '.join(STEP_TERMS)}) in --rewards, got {opts.rewards!r}")
-    if opts.stop_at_dead_end and not plan.multi_turn:
+            raise SystemExit(f"--step-credit needs a dense term ({', '.join(step_credit_names())}) in --rewards, got {opts.rewards!r}")
+    if opts.stop_at_dead_end and not run.multi_turn:
         raise SystemExit("--stop-at-dead-end stops multi-turn episodes: it needs --interaction multi-turn")
-    if plan.multi_turn and opts.use_vllm:
+    if run.multi_turn and opts.use_vllm:
         raise SystemExit("--interaction multi-turn generates with transformers turn by turn; for multi-turn with vLLM "
                          "use --interaction tools (a chat model with a tool-calling template, through TRL's tool loop)")
-    if plan.tools and plan.model in (DEFAULT_MODEL, DEFAULT_TURN_MODEL):
+    if run.tools and run.model in (DEFAULT_MODEL, DEFAULT_TURN_MODEL):
         raise SystemExit("--interaction tools needs --model: a chat model with a tool-calling template (Qwen2.5, Qwen3, "
                          "Llama 3.1 Instruct...); the shipped tiny models have none")
     if opts.train_pass_rates not in ("auto", "none", "") and not Path(opts.train_pass_rates).is_file():
         raise SystemExit(f"--train-pass-rates {opts.train_pass_rates}: no such file")
-    if (opts.min_pass_rate, opts.max_pass_rate) != (0.0, 1.0) and plan.pass_rates is None:
+    if (opts.min_pass_rate, opts.max_pass_rate) != (0.0, 1.0) and run.pass_rates is None:
         raise SystemExit(f"--min-pass-rate / --max-pass-rate filter by a pass-rate file, and --train-pass-rates "
                          f"{opts.train_pass_rates} gives none for this model and preset")
     try:  # the logging integrations transformers knows and this machine has; the prompt styles of the interaction
         report_to_names(opts.report_to)
-        if not plan.tools:  # a tool episode's prompt is the environment's puzzle text (trl_env.tool_prompt)
-            dataclass_cli.check_choice(opts, "prompt_style", TURN_PROMPT_STYLES if plan.multi_turn else PROMPT_STYLES)
+        if not run.tools:  # a tool episode's prompt is the environment's puzzle text (trl_env.tool_prompt)
+            dataclass_cli.check_choice(opts, "prompt_style", TURN_PROMPT_STYLES if run.multi_turn else PROMPT_STYLES)
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
 

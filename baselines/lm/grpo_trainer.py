@@ -1,36 +1,18 @@
-"""The GRPO trainer of a run: TRL's ``GRPOTrainer`` with its loss computed on the model's own tokens only.
+"""The GRPO trainer of a run (``baselines/llm_grpo.py``): :class:`CountdownGRPOTrainer`, one GRPO step in one class.
 
-A multi-turn episode is mostly the environment's words: of about 350 completion tokens, the model wrote about 60
-(``env_mask``, TRL's ``tool_mask``); the rest are the environment's replies, which the loss masks out. TRL still
-pays for them: on a device without Triton (the CPU) its fused LM head scores every position of the padded batch,
-and every micro-batch is padded to the longest completion of the whole step. :class:`ModelTokenLossMixin`
-removes that waste without changing the loss:
-
-- **only the tokens the loss counts are scored**: the backbone runs on the whole sequence (the model must read the
-  replies), and the LM head, log-softmax and entropy run on the positions where ``completion_mask * tool_mask``
-  is 1 (:meth:`ModelTokenLossMixin._get_per_token_logps_and_entropies`; through TRL's chunked kernel where their
-  logits would be large, :data:`SMALL_LOGITS`); elsewhere the log-probabilities and entropies are 0, which the
-  loss multiplies by the mask anyway;
-- **micro-batches of similar lengths**: after TRL splits a step's completions into micro-batches, rows are
-  regrouped longest first (``regroup_by_length``), where the loss does not depend on how rows are grouped (the
-  loss types whose normaliser is per sequence or per step, one optimizer step per generation, no entropy mask
-  or bonus); each micro-batch then drops the columns that are padding in all its rows (``trim_padding``);
-- **no pass over rows that carry no signal**: where the loss is normalised by the whole step's token count and has
-  no KL term (``dapo``, ``cispo`` with ``beta`` 0), a row's loss is its advantage times its ratio terms, so a group
-  whose rewards are all equal adds nothing but the rounding error of its mean (TRL's advantage there is that error
-  over ``std + 1e-4``, about 1e-4 to 1e-3). Rows whose every advantage is under :data:`FLAT_ADVANTAGE` of the
-  step's largest are left out of the micro-batches (``without_flat_rows``; on one process, where micro-batches may
-  differ in size): the step's update changes by less than that fraction of one row's, and its forward and backward
-  passes skip the 16-22% of rows of a default step.
-
-Where a condition does not hold (a PEFT, multimodal or distributed-wrapped model, a model whose LM head scales or
-caps its logits, TRL's log-probability passes without gradients) the mixin leaves TRL's own path in place.
-``tests/test_grpo_trainer.py`` checks the log-probabilities, entropies, loss and gradients against TRL's.
+Its docstring lists what a step does, in order; the rest of this file is the bookkeeping that step 4 (the loss) uses
+to score only the model's own tokens and to skip padding and rows that carry no signal. The per-turn advantages of
+``--step-credit`` are computed by ``baselines/lm/step_credit.py`` (:class:`~baselines.lm.step_credit.StepCredit`).
+``tests/test_grpo_trainer.py`` checks the log-probabilities, entropies, loss and gradients against TRL's own path.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from trl import GRPOTrainer
+
+from baselines.lm.step_credit import StepCredit
 
 GROUPING_FREE_LOSSES = ("grpo", "sapo", "dr_grpo", "dapo", "cispo")
 """TRL loss types whose step loss is the same however the step's rows are split into micro-batches (each normalises
@@ -95,7 +77,12 @@ def _split_rows(batch: dict[str, Any], parts: int) -> list[dict[str, Any]]:
 
 def without_flat_rows(batch: dict[str, Any], min_rows: int) -> dict[str, Any]:
     """``batch`` without the rows whose every advantage is under :data:`FLAT_ADVANTAGE` of the batch's largest (a
-    group whose rewards are all equal); as it is when fewer than ``min_rows`` rows would be left."""
+    group whose rewards are all equal); as it is when fewer than ``min_rows`` rows would be left.
+
+    Under :data:`FLAT_LOSSES` without a KL term a row's loss is its advantage times its ratio terms, and a flat
+    group's advantage is only the rounding error of its mean over ``std + 1e-4`` (about 1e-4 to 1e-3): the step's
+    update changes by less than that fraction of one row's, and its passes skip the 16-22% of rows of a default step.
+    """
     import torch
 
     adv = batch["advantages"].abs()
@@ -127,31 +114,90 @@ def regroup_by_length(batches: list[dict[str, Any]], drop_flat: bool = False) ->
     return _split_rows(_take_rows(merged, order), len(batches))
 
 
-class ModelTokenLossMixin:
-    """Put before ``trl.GRPOTrainer`` in a class's bases (see the module docstring)."""
+class CountdownGRPOTrainer(GRPOTrainer):
+    """TRL's ``GRPOTrainer`` as a Countdown run uses it. One optimizer step, in this order:
+
+    1. **generate** (TRL's ``_generate_and_score_completions``): ``prompts_per_step`` prompts x ``num_generations``
+       completions: multi-turn episodes of ``CountdownMultiTurn-v0`` (``rollout_func``; the environment's tokens
+       carry ``tool_mask`` 0), TRL's tool loop (``environment_factory``), or ``generate()`` from the prompts
+       (single-pass).
+    2. **reward**: each reward function of ``--rewards`` scores every completion; the weighted sum
+       (``reward_weights``) is its scalar reward. In a tool loop TRL adds the environment's own ``get_reward()`` as a
+       column, which this class keeps in the logs at weight 0 (``sparse`` is the same verdict).
+    3. **advantage**: TRL's group-normalised advantage of the scalar reward; with ``step_credit`` (a
+       :class:`~baselines.lm.step_credit.StepCredit`), plus each turn's leave-one-out advantage of the dense terms
+       on that turn's tokens (:meth:`_generate_and_score_completions`).
+    4. **loss** (TRL's ``compute_loss``, per micro-batch): :meth:`_prepare_inputs` regroups the step's micro-batches
+       longest first where the loss does not depend on the grouping (:func:`regroup_by_length`), leaves out rows
+       whose advantage is flat where they add nothing (:func:`without_flat_rows`), and cuts the padding columns
+       (:func:`trim_padding`); :meth:`_get_per_token_logps_and_entropies` scores only the positions the loss counts
+       (``completion_mask * tool_mask``): the backbone reads the whole sequence, the LM head, log-softmax and
+       entropy run on the model's own tokens (through TRL's chunked kernel where their logits would be large,
+       :data:`SMALL_LOGITS`).
+    5. **update**: transformers' ``Trainer`` sums the micro-batches' gradients and takes one optimizer step per
+       generation batch (``lr_scheduler_type`` constant).
+
+    A multi-turn episode is mostly the environment's words (of about 350 completion tokens the model wrote about
+    60), so step 4 skips most of TRL's work without changing the loss. Where a condition does not hold (a PEFT,
+    multimodal or distributed-wrapped model, an LM head that scales or caps its logits, TRL's passes without
+    gradients) TRL's own path runs.
+    """
 
     _scored_tokens: Any = None
     """While the loss's forward runs: ``completion_mask * tool_mask`` of its micro-batch, the positions scored."""
 
+    def __init__(self, *args: Any, step_credit: StepCredit | None = None, **kwargs: Any) -> None:
+        """TRL's arguments, and ``step_credit``: the per-turn credit of ``--step-credit`` (it needs the multi-turn
+        ``rollout_func``, whose rollouts carry ``turn_index`` and ``turn_replay``)."""
+        if step_credit is not None and kwargs.get("rollout_func") is None:
+            raise ValueError("per-step credit needs the multi-turn rollout_func "
+                             "(countdown_gym.integrations.trl_rollout.make_rollout_func): it returns turn_index and turn_replay")
+        self.step_credit = step_credit
+        super().__init__(*args, **kwargs)
+        factory = kwargs.get("environment_factory")
+        if factory is not None:  # step 2: the environment's own reward column, logged at weight 0
+            self.reward_weights[self.reward_func_names.index(type(factory()).__name__)] = 0.0
+
+    # --- steps 1-3: generate, reward, advantage ---------------------------------------------------
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """TRL's rollouts, rewards and advantages; with ``step_credit``, ``advantages`` becomes the ``(B, T)``
+        per-token advantages (TRL's own kept as ``outcome_advantages``, and ``turn_index``)."""
+        output = super()._generate_and_score_completions(inputs)
+        if self.step_credit is not None:
+            from accelerate.utils import gather_object
+
+            mode = "train" if self.model.training else "eval"
+            groups = self.num_generations if mode == "train" else self.num_generations_eval
+            metrics = self.step_credit.add_turn_advantages(output, inputs, groups, gather_object,
+                                                           self.accelerator.process_index)
+            for name, value in metrics.items():
+                self._metrics[mode][name].append(value)
+        return output
+
+    # --- step 4: the loss on the model's own tokens -----------------------------------------------
+
     def _prepare_inputs(self, generation_batch: Any) -> dict[str, Any]:
-        training = self.model.training  # type: ignore[attr-defined]
-        every = self.args.steps_per_generation * self.num_iterations  # type: ignore[attr-defined]
-        fresh = training and (self._step % every == 0 or self._buffered_inputs is None)  # type: ignore[attr-defined]
-        inputs = super()._prepare_inputs(generation_batch)  # type: ignore[misc]
+        """TRL's micro-batch of the step; at a fresh generation batch, its micro-batches regrouped by length (flat
+        rows left out where they add nothing) and each cut to its longest completion."""
+        training = self.model.training
+        every = self.args.steps_per_generation * self.num_iterations
+        fresh = training and (self._step % every == 0 or self._buffered_inputs is None)
+        inputs = super()._prepare_inputs(generation_batch)
         if not training:
             return trim_padding(inputs)
         if fresh:
-            batches = self._buffered_inputs  # type: ignore[attr-defined]
+            batches = self._buffered_inputs
             if self._grouping_free() and len(batches) > 1 and all("completion_mask" in b for b in batches):
                 batches = regroup_by_length(batches, drop_flat=self._flat_rows_add_nothing())
             self._buffered_inputs = [trim_padding(b) for b in batches]
-            inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]  # type: ignore[attr-defined]
+            inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]
         return inputs
 
     def _grouping_free(self) -> bool:
         """Whether the step's loss and gradient are the same however its rows are grouped into micro-batches."""
-        args = self.args  # type: ignore[attr-defined]
-        return (self.loss_type in GROUPING_FREE_LOSSES and self.num_iterations == 1  # type: ignore[attr-defined]
+        args = self.args
+        return (self.loss_type in GROUPING_FREE_LOSSES and self.num_iterations == 1
                 and args.steps_per_generation == args.gradient_accumulation_steps
                 and getattr(self, "top_entropy_quantile", 1.0) >= 1.0
                 and not getattr(self, "_entropy_bonus_enabled", False))
@@ -159,26 +205,26 @@ class ModelTokenLossMixin:
     def _flat_rows_add_nothing(self) -> bool:
         """Whether a row with a zero advantage adds nothing to the step's loss (see :data:`FLAT_LOSSES`), and the
         micro-batches may differ in size (one process: TRL gathers per-row clip metrics across processes)."""
-        return (self.loss_type in FLAT_LOSSES and self.beta == 0.0  # type: ignore[attr-defined]
-                and self.accelerator.num_processes == 1)  # type: ignore[attr-defined]
+        return self.loss_type in FLAT_LOSSES and self.beta == 0.0 and self.accelerator.num_processes == 1
 
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
+        """TRL's loss, with the positions it counts held for :meth:`_get_per_token_logps_and_entropies`."""
         mask = inputs["completion_mask"]
         if inputs.get("tool_mask") is not None:
             mask = mask * inputs["tool_mask"]
         self._scored_tokens = mask
         try:
-            return super()._compute_loss(model, inputs)  # type: ignore[misc]
+            return super()._compute_loss(model, inputs)
         finally:
             self._scored_tokens = None
 
     def _plain_head(self, model: Any) -> Any:
-        """The model's LM head when this mixin can score it by itself (a plain ``nn.Linear`` on a text model, no
+        """The model's LM head when this class can score it by itself (a plain ``nn.Linear`` on a text model, no
         logit scaling or soft-capping, not wrapped by PEFT or a distributed wrapper); else None."""
         from accelerate.utils import is_peft_model
         from torch import nn
 
-        if is_peft_model(model) or self.accelerator.unwrap_model(model) is not model:  # type: ignore[attr-defined]
+        if is_peft_model(model) or self.accelerator.unwrap_model(model) is not model:
             return None
         config = getattr(model, "config", None)
         if config is None or config.get_text_config() is not config or getattr(config, "final_logit_softcapping", None):
@@ -200,31 +246,31 @@ class ModelTokenLossMixin:
             if kernel is None:
                 head = None  # a TRL without it: its own path
         if head is None:
-            return super()._get_per_token_logps_and_entropies(  # type: ignore[misc]
+            return super()._get_per_token_logps_and_entropies(
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, **extra)
         import torch
         import torch.nn.functional as F  # noqa: N812
 
-        with self.accelerator.autocast():  # type: ignore[attr-defined]
+        with self.accelerator.autocast():
             hidden = model.base_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
         keep = scored.bool()
         states = hidden[:, -logits_to_keep - 1:-1][keep]  # the position before each scored token predicts it
         labels = input_ids[:, -logits_to_keep:][keep]
         weight, bias = head.weight, head.bias
-        context = self.accelerator.autocast()  # type: ignore[attr-defined]
-        if self.args.cast_lm_head_to_fp32:  # type: ignore[attr-defined]  # as TRL's fused head: outside autocast
+        context = self.accelerator.autocast()
+        if self.args.cast_lm_head_to_fp32:  # as TRL's fused head: outside autocast
             states, weight, bias = states.float(), weight.float(), None if bias is None else bias.float()
             context = torch.autocast(states.device.type, enabled=False)
         entropy = None
         with context:
             if kernel is not None:
                 outputs = ("log_probs", "entropy") if compute_entropy else ("log_probs",)
-                per_token, entropy = kernel.apply(states, weight, bias, labels, self.temperature,  # type: ignore[attr-defined]
+                per_token, entropy = kernel.apply(states, weight, bias, labels, self.temperature,
                                                   KERNEL_CHUNK, None, 1.0, outputs)[:2]
             else:
                 logits = F.linear(states, weight, bias)
         if kernel is None:
-            log_probs = (logits.float() / self.temperature).log_softmax(dim=-1)  # type: ignore[attr-defined]
+            log_probs = (logits.float() / self.temperature).log_softmax(dim=-1)
             per_token = log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
             if compute_entropy:
                 entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
@@ -243,50 +289,4 @@ def chunked_kernel() -> Any:
     return ChunkedLogProbFunction
 
 
-class EnvironmentRewardAtZeroMixin:
-    """Put before the trainer in a class's bases: TRL's tool loop adds each environment's ``get_reward()`` as a reward
-    column of weight 1 (named after its class); the run's ``--rewards`` terms carry the weights (their ``sparse`` is
-    the same verdict), so that column is kept in the logs at weight 0."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
-        factory = kwargs.get("environment_factory")
-        if factory is not None:
-            env_column = self.reward_func_names.index(type(factory()).__name__)  # type: ignore[attr-defined]
-            self.reward_weights[env_column] = 0.0  # type: ignore[attr-defined]
-
-
-if TYPE_CHECKING:  # what the lazily built classes are, for type checkers
-    from trl import GRPOTrainer
-
-    class CountdownGRPOTrainer(ModelTokenLossMixin, GRPOTrainer):
-        """``trl.GRPOTrainer`` with its loss on the model's own tokens (built by the module ``__getattr__``)."""
-
-    class ToolGRPOTrainer(EnvironmentRewardAtZeroMixin, CountdownGRPOTrainer):
-        """:class:`CountdownGRPOTrainer` for TRL's tool loop (built by the module ``__getattr__``)."""
-
-
-_TRAINERS: dict[str, type] = {}
-
-
-def __getattr__(name: str) -> Any:
-    """``CountdownGRPOTrainer`` and ``ToolGRPOTrainer`` are built on first use, so importing this module does not
-    import ``trl``."""
-    if name not in ("CountdownGRPOTrainer", "ToolGRPOTrainer"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if name not in _TRAINERS:
-        from trl import GRPOTrainer
-
-        _TRAINERS["CountdownGRPOTrainer"] = type("CountdownGRPOTrainer", (ModelTokenLossMixin, GRPOTrainer), {
-            "__module__": __name__,
-            "__doc__": "``trl.GRPOTrainer`` with its loss computed on the model's own tokens only (module docstring).",
-        })
-        _TRAINERS["ToolGRPOTrainer"] = type("ToolGRPOTrainer", (EnvironmentRewardAtZeroMixin, _TRAINERS["CountdownGRPOTrainer"]), {
-            "__module__": __name__,
-            "__doc__": "``CountdownGRPOTrainer`` for TRL's tool loop: the environment's own reward column at weight 0.",
-        })
-    return _TRAINERS[name]
-
-
-__all__ = ["CountdownGRPOTrainer", "EnvironmentRewardAtZeroMixin", "ModelTokenLossMixin", "ToolGRPOTrainer",
-           "regroup_by_length", "trim_padding", "without_flat_rows"]
+__all__ = ["CountdownGRPOTrainer", "regroup_by_length", "trim_padding", "without_flat_rows"]

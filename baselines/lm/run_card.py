@@ -7,7 +7,7 @@ import shlex
 from typing import Any
 
 from baselines.lm.grpo_config import reward_terms
-from baselines.lm.grpo_options import GRPOPlan, Options
+from baselines.lm.grpo_options import GRPORun, Options
 from baselines.lm.step_profile import PARTS
 from baselines.uncertainty import binomial_se
 
@@ -25,25 +25,25 @@ def _percent(value: Any) -> str:
     return f"{value:.1%}" if isinstance(value, (int, float)) else "-"
 
 
-def run_card(plan: GRPOPlan, rows: list[dict[str, Any]], step: int, profile: dict[str, float] | None = None,
+def run_card(run: GRPORun, rows: list[dict[str, Any]], step: int, profile: dict[str, float] | None = None,
              test: dict[str, Any] | None = None) -> str:
     """The run directory's README.md: what was run, how to repeat it, held-out test success (``test``:
     :func:`baselines.lm.held_out.paired_difference`, once the run has ended), validation so far (``rows``:
     :class:`ValidationCallback` rows, numbers), and where a step's time goes (``profile``:
     :meth:`baselines.lm.step_profile.StepProfile.summary`)."""
-    opts = plan.options
+    opts = run.options
     weights = ", ".join(f"{k} {w:g}" for k, w in reward_terms(opts).items() if w)
     lines = [
-        f"# GRPO run `{plan.run_dir.name}`",
+        f"# GRPO run `{run.run_dir.name}`",
         "",
         "Written by `baselines/llm_grpo.py` at every checkpoint and at the end of training.",
         "",
-        f"- starting model: `{plan.model}`",
+        f"- starting model: `{run.model}`",
         f"- interaction: `{opts.interaction}`" + (f" (at most {opts.max_turns} turns of {opts.max_turn_tokens} tokens)"
-                                                   if plan.multi_turn else f" (TRL's tool loop, at most {opts.max_turns} "
-                                                   "turns)" if plan.tools else ""),
+                                                   if run.multi_turn else f" (TRL's tool loop, at most {opts.max_turns} "
+                                                   "turns)" if run.tools else ""),
         f"- rewards: `{opts.rewards}` (term weights: {weights}; see docs/llm_grpo.md)",
-        f"- split preset `{opts.preset}`, " + ("prompt: the puzzle text of `CountdownToolEnv.reset`" if plan.tools
+        f"- split preset `{opts.preset}`, " + ("prompt: the puzzle text of `CountdownToolEnv.reset`" if run.tools
                                               else f"prompt style `{opts.prompt_style}`"),
         f"- {'at most ' if opts.max_minutes else ''}{opts.steps} steps"
         f"{f' (or {opts.max_minutes:g} minutes of training)' if opts.max_minutes else ''} of {opts.prompts_per_step} prompts x {opts.num_generations} completions, "

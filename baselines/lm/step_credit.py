@@ -3,7 +3,7 @@
 In the multi-turn mode (``countdown_gym.integrations.trl_rollout.make_rollout_func``) every rollout
 is ``prompt | turn 0 | reply | turn 1 | reply ...``. Plain GRPO averages each dense term over a
 completion's moves and adds it to one scalar reward per completion, so every token of the
-completion gets the same advantage. :class:`StepCreditGRPOTrainer` keeps TRL's outcome advantage
+completion gets the same advantage. :class:`StepCredit` (``CountdownGRPOTrainer(step_credit=...)``) keeps TRL's outcome advantage
 and adds a per-turn advantage computed from the dense terms, on the tokens of the turn only.
 
 For rollout ``i`` of a group of ``G`` rollouts of one prompt, with agent turns ``k = 0 .. K_i - 1``
@@ -33,8 +33,9 @@ tie): the spec's weights set the scale of the per-step part. Environment tokens 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -192,43 +193,42 @@ def token_advantages(outcome: Any, step: Sequence[Sequence[float]], turn_index: 
     return outcome.unsqueeze(1) + extra.to(device=outcome.device, dtype=dtype)
 
 
-class StepCreditMixin:
-    """The override behind :class:`StepCreditGRPOTrainer` (a mixin, so ``trl`` is imported only on use)."""
+@dataclass(frozen=True)
+class StepCredit:
+    """The per-turn credit of a run (``--step-credit``): the dense terms and their weights, the discount of the
+    return-to-go and the scorers the terms need. ``CountdownGRPOTrainer(step_credit=...)`` adds its advantages."""
 
-    def __init__(self, *args: Any, step_weights: Mapping[str, float], step_gamma: float = 1.0,
-                 critic: Scorer | None = None, scorers: Mapping[str, Scorer] | None = None, **kwargs: Any) -> None:
-        """``step_weights``: the per-step terms and weights (``split_reward_spec(...)[1]``); ``step_gamma``: the
-        discount of the return-to-go; ``scorers``: what the terms need, by kind (``critic`` is short for
-        ``scorers={"critic": critic}``; missing ones are loaded: the shipped critics).
-        Everything else goes to ``trl.GRPOTrainer``, which must get the multi-turn ``rollout_func``."""
-        self.step_weights = _check_step_weights(step_weights)
-        returns_to_go([], step_gamma)  # validates gamma
-        self.step_gamma = float(step_gamma)
+    weights: dict[str, float]
+    """The per-step terms and weights (``split_reward_spec(...)[1]``)."""
+    gamma: float = 1.0
+    scorers: dict[str, Scorer] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, weights: Mapping[str, float], gamma: float = 1.0, critic: Scorer | None = None,
+           scorers: Mapping[str, Scorer] | None = None) -> StepCredit:
+        """Checked ``weights`` and ``gamma``; ``scorers``: what the terms need, by kind (``critic`` is short for
+        ``scorers={"critic": critic}``; missing ones are loaded: the shipped critics)."""
+        weights = _check_step_weights(weights)
+        returns_to_go([], gamma)  # validates gamma
         given = {**({"critic": critic} if critic is not None else {}), **(scorers or {})}
-        self.step_scorers = load_needs(self.step_weights, given)
-        if kwargs.get("rollout_func") is None:
-            raise ValueError("per-step credit needs the multi-turn rollout_func "
-                             "(countdown_gym.integrations.trl_rollout.make_rollout_func): it returns turn_index and turn_replay")
-        super().__init__(*args, **kwargs)
+        return cls(weights, float(gamma), load_needs(weights, given))
 
-    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        """TRL's output with ``advantages`` replaced by the ``(B, T)`` per-token advantages; also
-        ``outcome_advantages`` (TRL's own, ``(B,)``) and ``turn_index`` (``(B, T)``, -1 off the model's turns)."""
+    def add_turn_advantages(self, output: dict[str, Any], inputs: Sequence[Mapping[str, Any]], groups: int,
+                            gather: Callable[[Any], Any], process_index: int) -> dict[str, float]:
+        """Replace TRL's ``advantages`` in ``output`` (its ``_generate_and_score_completions``) by the ``(B, T)``
+        per-token advantages; also ``outcome_advantages`` (TRL's own, ``(B,)``) and ``turn_index`` (``(B, T)``, -1
+        off the model's turns). ``gather`` collects every process's rewards (TRL normalises over all of them; this
+        keeps its own slice, ``process_index``). Returns the step's ``step_credit/...`` metrics."""
         import torch
-        from accelerate.utils import gather_object
 
-        output = super()._generate_and_score_completions(inputs)  # type: ignore[misc]
         missing = [k for k in ("turn_replay", "turn_index") if k not in inputs[0]]
         if missing:
             raise KeyError(f"per-step credit needs {missing} from the rollout_func "
                            "(countdown_gym.integrations.trl_rollout.make_rollout_func returns them)")
-        mode = "train" if self.model.training else "eval"  # type: ignore[attr-defined]
-        groups = self.num_generations if mode == "train" else self.num_generations_eval  # type: ignore[attr-defined]
-        local = turn_rewards([x["turn_replay"].turn_transitions for x in inputs], self.step_weights, scorers=self.step_scorers)
-        # TRL normalises over the rewards gathered from every process; so does this, then keeps its own slice
-        rewards: list[list[float]] = gather_object(local)
-        step = group_step_advantages([returns_to_go(r, self.step_gamma) for r in rewards], groups)
-        start = self.accelerator.process_index * len(inputs)  # type: ignore[attr-defined]
+        local = turn_rewards([x["turn_replay"].turn_transitions for x in inputs], self.weights, scorers=self.scorers)
+        rewards: list[list[float]] = gather(local)
+        step = group_step_advantages([returns_to_go(r, self.gamma) for r in rewards], groups)
+        start = process_index * len(inputs)
         index = [list(x["turn_index"]) for x in inputs]
         outcome = output["advantages"]
         width = output["completion_ids"].shape[1]
@@ -240,47 +240,22 @@ class StepCreditMixin:
         output["turn_index"] = turn_index.to(outcome.device)
         flat_r = np.concatenate([np.asarray(r, dtype=np.float64) for r in rewards] or [np.zeros(0)])
         flat_a = np.concatenate([np.asarray(a, dtype=np.float64) for a in step] or [np.zeros(0)])
-        metrics = self._metrics[mode]  # type: ignore[attr-defined]
-        metrics["step_credit/turn_reward_mean"].append(float(flat_r.mean()) if flat_r.size else 0.0)
-        metrics["step_credit/step_advantage_abs_mean"].append(float(np.abs(flat_a).mean()) if flat_a.size else 0.0)
-        return output
+        return {"step_credit/turn_reward_mean": float(flat_r.mean()) if flat_r.size else 0.0,
+                "step_credit/step_advantage_abs_mean": float(np.abs(flat_a).mean()) if flat_a.size else 0.0}
 
 
-if TYPE_CHECKING:  # what the lazily built class is, for type checkers
-    from trl import GRPOTrainer
+def StepCreditGRPOTrainer(*args: Any, step_weights: Mapping[str, float], step_gamma: float = 1.0,  # noqa: N802
+                          critic: Scorer | None = None, scorers: Mapping[str, Scorer] | None = None, **kwargs: Any) -> Any:
+    """``baselines.lm.grpo_trainer.CountdownGRPOTrainer`` with per-step credit: TRL's outcome advantage plus the
+    per-turn advantage of the dense terms on each turn's tokens (``step_weights``, ``step_gamma``, ``scorers``: see
+    :meth:`StepCredit.of`). Everything else goes to the trainer, which must get the multi-turn ``rollout_func``."""
+    from baselines.lm.grpo_trainer import CountdownGRPOTrainer
 
-    from baselines.lm.grpo_trainer import ModelTokenLossMixin
-
-    class StepCreditGRPOTrainer(StepCreditMixin, ModelTokenLossMixin, GRPOTrainer):
-        """``trl.GRPOTrainer`` with per-step credit (built by the module ``__getattr__``)."""
-
-
-_TRAINER: type | None = None
-
-
-def __getattr__(name: str) -> Any:
-    """``StepCreditGRPOTrainer`` is built on first use, so importing this module does not import ``trl``;
-    ``STEP_TERMS`` (the terms per-step credit credits to turns) is read from the registry."""
-    global _TRAINER
-    if name == "STEP_TERMS":  # the registry's variants with a per-move term, read when asked
-        return step_credit_names()
-    if name != "StepCreditGRPOTrainer":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if _TRAINER is None:
-        from trl import GRPOTrainer
-
-        from baselines.lm.grpo_trainer import ModelTokenLossMixin
-
-        _TRAINER = type("StepCreditGRPOTrainer", (StepCreditMixin, ModelTokenLossMixin, GRPOTrainer), {
-            "__module__": __name__,
-            "__doc__": "``trl.GRPOTrainer`` with per-step credit: TRL's outcome advantage plus the per-turn advantage "
-                       "of the dense terms on each turn's tokens (module docstring; docs/step_credit.md); its loss "
-                       "is computed on the model's own tokens (baselines/lm/grpo_trainer.py).",
-        })
-    return _TRAINER
+    credit = StepCredit.of(step_weights, step_gamma, critic, scorers)
+    return CountdownGRPOTrainer(*args, step_credit=credit, **kwargs)
 
 
 __all__ = [
-    "StepCreditGRPOTrainer", "StepCreditMixin", "group_step_advantages", "returns_to_go",
+    "StepCredit", "StepCreditGRPOTrainer", "group_step_advantages", "returns_to_go",
     "reward_scorers", "split_reward_spec", "step_advantages", "token_advantages", "turn_rewards",
 ]
