@@ -97,7 +97,7 @@ def test_single_turn_rollouts_are_scored_by_the_verifier() -> None:
         assert state["metrics"]["correct"] == (1.0 if i == 0 else 0.0)
         assert state["metrics"]["format"] == (1.0 if i == 0 else 0.0)  # 2**3 is tagged but does not parse
         assert state["reward"] == state["metrics"]["correct"]  # dense terms are metrics at weight 0
-        assert len(state["trajectory"]) == 1 and set(state["metrics"]) >= {"oracle", "oracle_perfect", "num_turns"}
+        assert len(state["trajectory"]) == 1 and set(state["metrics"]) >= {"oracle_reachable", "oracle_perfect", "num_turns"}
 
 
 def test_single_turn_dense_weights_enter_the_reward() -> None:

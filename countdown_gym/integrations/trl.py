@@ -26,13 +26,13 @@ with ``_`` for ``-``); the built-in ones:
 ``format_reward``              1 if the final answer is in an <answer> tag or <Solution> block and
                                parses (right or wrong), else 0
 ``oracle_reward``              variant ``oracle-reachable``: mean over the completion's moves of
-                               ``oracle_term(t, "reachable")``: +1 for a valid move that keeps the
-                               target reachable, -1 otherwise; 0 without moves. In ``[-1, 1]``.
-``oracle_perfect_reward``      variant ``oracle-perfect``: mean of ``oracle_term(t, "perfect")``
-                               (1 for a valid move on a solution path, else 0). In ``[0, 1]``.
-``CriticReward(critic)``       variant ``critic``: mean over moves of ``critic_terms(critic, ...)``,
-                               -1 for an invalid move; 0 without moves. ``critic`` is any object
-                               with ``score(states, targets)`` (e.g. ``critics.load_critic()``).
+                               ``reachable_moves``: +1 for a valid move that keeps the target
+                               reachable, -1 otherwise; 0 without moves. In ``[-1, 1]``.
+``oracle_perfect_reward``      variant ``oracle-perfect``: mean of ``perfect_moves`` (1 for a valid
+                               move on a solution path, else 0). In ``[0, 1]``.
+``CriticReward(critic)``       variant ``critic``: mean over moves of ``scored_moves`` (the critic's
+                               score), -1 for an invalid move; 0 without moves. ``critic`` is any
+                               object with ``score(states, targets)`` (e.g. ``critics.load_critic()``).
 =============================  =====================================================================
 
 Nothing here imports ``torch``, ``transformers`` or ``trl``. Guide: ``docs/integrations.md``.
@@ -49,8 +49,7 @@ from countdown_gym.envs.problem_source import problem_from_columns, to_problem
 from countdown_gym.envs.text import Replay, replay_completion
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.verifier import completion_text as _verifier_text
-from countdown_gym.rewards.scores import format_score
-from countdown_gym.rewards.terms import Scorer
+from countdown_gym.rewards.terms import Scorer, format_score
 from countdown_gym.rewards.variants import get_variant
 
 
@@ -204,7 +203,7 @@ oracle_perfect_reward = VariantReward("oracle-perfect")
 
 
 class CriticReward(VariantReward):
-    """Mean of a learned critic's per-move scores (``critic_terms``); 0 for a completion without moves.
+    """Mean of a learned critic's per-move scores (``scored_moves``); 0 for a completion without moves.
 
     ``critic``: any object with ``score(states, targets) -> array`` of values in ``[-1, 1]`` (the
     :class:`~countdown_gym.rewards.terms.Scorer` interface), e.g. ``critics.load_critic()``.

@@ -37,17 +37,19 @@ import gymnasium as gym
 import numpy as np
 
 from countdown_gym.game.rules import Number, Rules
-from countdown_gym.rewards.scores import format_score, mean_over_moves, sparse_score
 from countdown_gym.rewards.terms import (
     MoveTerm,
     Potential,
     critic_scores,
+    format_score,
+    mean_over_moves,
     perfect_moves,
     reachability,
     reachable_moves,
     scored_moves,
+    sparse_score,
 )
-from countdown_gym.rewards.wrappers.variant import TermReward
+from countdown_gym.rewards.wrapper import TermReward
 
 KINDS: tuple[str, ...] = ("step", "text")
 """``step``: Countdown-v0 and its vector envs (the SB3 baseline); ``text``: completions (GRPO, verl)."""
@@ -145,7 +147,7 @@ class RewardVariant:
             raise ValueError(f"the reward {self.name!r} applies to completions only (kinds {self.kinds})")
         if self.move_term is None and self.potential is None:
             return env
-        return TermReward(env, self.name, self.move_term, self.potential, self.need(scorer), scale=scale, gamma=gamma)
+        return TermReward(env, self, scorer, scale=scale, gamma=gamma)
 
 
 _REGISTRY: dict[str, RewardVariant] = {}
