@@ -176,7 +176,7 @@ def test_every_reward_variant_scores_the_environments_and_get_reward_weighs_noth
         model=model, processing_class=tokenizer, reward_funcs=list(REWARD_FUNCTIONS.values()),
         train_dataset=make_dataset([P, Q]), environment_factory=CountdownToolEnv,
         args=GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=2, num_generations=2,
-                        reward_weights=[1.0, 0.1, 0.5, 0.0], use_cpu=True, report_to="none", save_strategy="no"),
+                        reward_weights=[1.0, 0.1, 0.0, 0.5], use_cpu=True, report_to="none", save_strategy="no"),
     )
     assert trainer.reward_func_names[-1] == "CountdownToolEnv"  # logged, but the sparse term is already its verdict
     assert trainer.reward_weights.tolist() == [1.0, pytest.approx(0.1), 0.5, 0.0, 0.0]

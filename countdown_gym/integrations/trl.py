@@ -50,7 +50,7 @@ from countdown_gym.envs.text import Replay, replay_completion
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.verifier import completion_text as _verifier_text
 from countdown_gym.rewards.terms import Scorer, format_score
-from countdown_gym.rewards.variants import get_variant
+from countdown_gym.rewards.variants import REWARD_VARIANTS, get_variant
 
 
 @lru_cache(maxsize=4096)
@@ -192,13 +192,18 @@ class VariantReward:
         return [self.variant.completion_score(r, self.scorer) for r in replays]
 
 
-sparse_reward = VariantReward("sparse")
+REWARD_FUNCTIONS: dict[str, Callable[..., list[float]]] = {
+    n: VariantReward(n) for n, v in REWARD_VARIANTS.items() if "text" in v.kinds and v.per_completion and v.needs is None
+}
+"""The reward function of every built-in ``text`` variant that needs nothing passed in, by variant name, in registry
+order (any variant: :func:`reward_function`)."""
+sparse_reward = REWARD_FUNCTIONS["sparse"]
 """1.0 if the replayed final answer is correct, else 0.0; also logs the batch's replay stats."""
-format_reward = VariantReward("format")
+format_reward = REWARD_FUNCTIONS["format"]
 """1.0 if the final answer is tagged (``<answer>`` / ``<Solution>``) and parses, else 0.0."""
-oracle_reward = VariantReward("oracle-reachable")
+oracle_reward = REWARD_FUNCTIONS["oracle-reachable"]
 """Mean per-move reachability reward (+1 valid and target still reachable, -1 otherwise)."""
-oracle_perfect_reward = VariantReward("oracle-perfect")
+oracle_perfect_reward = REWARD_FUNCTIONS["oracle-perfect"]
 """The perfect-move oracle: mean over moves of 1 for a perfect move (valid, on a solution path), else 0."""
 
 
@@ -227,11 +232,6 @@ def reward_function(variant: str, given: Mapping[str, Any] | None = None) -> Cal
         return obj
     return CriticReward(obj, v.name) if obj is not None else VariantReward(v.name)
 
-
-REWARD_FUNCTIONS: dict[str, Callable[..., list[float]]] = {
-    f.variant.name: f for f in (sparse_reward, format_reward, oracle_reward, oracle_perfect_reward)
-}
-"""The built-in reward functions that need nothing passed in, by variant name (any variant: :func:`reward_function`)."""
 
 
 __all__ = [
