@@ -179,7 +179,7 @@ def test_every_reward_variant_scores_the_environments_and_get_reward_weighs_noth
                         reward_weights=[1.0, 0.1, 0.0, 0.5], use_cpu=True, report_to="none", save_strategy="no"),
     )
     assert trainer.reward_func_names[-1] == "CountdownToolEnv"  # logged, but the sparse term is already its verdict
-    assert trainer.reward_weights.tolist() == [1.0, pytest.approx(0.1), 0.5, 0.0, 0.0]
+    assert trainer.reward_weights.tolist() == [1.0, pytest.approx(0.1), 0.0, 0.5, 0.0]
 
 
 def test_play_stops_at_the_completion_budget() -> None:
