@@ -101,50 +101,35 @@ def dense_terms(outcome: Sequence[str], scorers: Mapping[str, Any] | None = None
             and (v.needs is None or (scorers or {}).get(v.needs) is not None)]
 
 
-def term_funcs(names: Sequence[str], game: Callable[[Any, Mapping[str, Any]], Any],
-               scorers: Mapping[str, Any] | None = None) -> list[Callable[..., float]]:
-    """One rubric function per variant of ``names``: its per-completion term of ``game(completion, info)`` (the
-    rollout's replay), named like the variant with ``_`` for ``-`` (``oracle_perfect``: the metric's name)."""
-
-    def func(name: str) -> Callable[..., float]:
-        variant = get_variant(name, "text")
-        scorer = variant.scorer_in(scorers)
-
-        def term(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
-            return variant.completion_score(game(completion, info), scorer)
-
-        term.__name__ = term.__qualname__ = variant.name.replace("-", "_")
-        return term
-
-    return [func(n) for n in names]
-
-
 def rubric(outcome: Callable[..., float], outcome_names: Sequence[str], game: Callable[[Any, Mapping[str, Any]], Any],
            weights: Mapping[str, float] | None = None, scorers: Mapping[str, Any] | None = None,
            extra: Sequence[Callable[..., float]] = ()) -> Any:
-    """``outcome`` (weight 1), the registry's dense terms of :func:`dense_terms` (metrics unless ``weights``, by
-    variant name, weights them) and ``extra`` metrics, as a ``verifiers`` rubric."""
+    """A ``verifiers`` rubric: ``outcome`` (weight 1), each dense term of :func:`dense_terms` of the rollout's replay
+    ``game(completion, info)`` (a metric named like the variant with ``_`` for ``-``, weight 0 unless ``weights``, by
+    variant name, gives one) and the ``extra`` metrics."""
     weights = {get_variant(k, "text").name: float(w) for k, w in (weights or {}).items()}
     names = dense_terms(outcome_names, scorers)
-    unknown = sorted(set(weights) - set(names))
-    if unknown:
-        raise ValueError(f"weights name {unknown}, which this rubric does not report; its terms: {names}")
-    funcs = [outcome, *term_funcs(names, game, scorers), *extra]
-    return vf.Rubric(funcs=funcs, weights=[1.0, *(weights.get(n, 0.0) for n in names), *(0.0 for _ in extra)])
+    if set(weights) - set(names):
+        raise ValueError(f"weights name {sorted(set(weights) - set(names))}, which this rubric does not report; "
+                         f"its terms: {names}")
+
+    def term(name: str) -> Callable[..., float]:
+        variant = get_variant(name, "text")
+        scorer = variant.scorer_in(scorers)
+
+        def score(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
+            return variant.completion_score(game(completion, info), scorer)
+
+        score.__name__ = score.__qualname__ = name.replace("-", "_")
+        return score
+
+    return vf.Rubric(funcs=[outcome, *map(term, names), *extra],
+                     weights=[1.0, *(weights.get(n, 0.0) for n in names), *(0.0 for _ in extra)])
 
 
-def _weights(weights: Mapping[str, float] | None, **named: float) -> dict[str, float]:
-    """``weights`` with the earlier keyword arguments (``format_weight``, ``oracle_weight``, ``oracle_perfect_weight``)
-    added where they are non-zero."""
-    out = {k: float(w) for k, w in named.items() if w}
-    return {**out, **(weights or {})}
-
-
-def single_turn_rubric(format_weight: float = 0.0, oracle_weight: float = 0.0, oracle_perfect_weight: float = 0.0,
-                       weights: Mapping[str, float] | None = None, scorers: Mapping[str, Any] | None = None) -> Any:
-    """The verifier as a rubric: ``correct`` (weight 1) and the registry's dense terms (metrics unless weighted)."""
-    w = _weights(weights, format=format_weight, **{"oracle-reachable": oracle_weight, "oracle-perfect": oracle_perfect_weight})
-    return rubric(correct, ("sparse",), lambda completion, info: replay(_problem(info), completion), w, scorers)
+def single_turn_rubric(weights: Mapping[str, float] | None = None, scorers: Mapping[str, Any] | None = None) -> Any:
+    """The verifier as a rubric: ``correct`` (weight 1) and the registry's dense terms (:func:`rubric`)."""
+    return rubric(correct, ("sparse",), lambda completion, info: replay(_problem(info), completion), weights, scorers)
 
 
 # --- multi turn -------------------------------------------------------------------------------
@@ -187,8 +172,7 @@ class CountdownTurnEnv(vf.MultiTurnEnv):
         return response
 
 
-def multi_turn_rubric(oracle_weight: float = 0.0, oracle_perfect_weight: float = 0.0,
-                      max_turns: int = DEFAULT_MAX_TURNS, weights: Mapping[str, float] | None = None,
+def multi_turn_rubric(max_turns: int = DEFAULT_MAX_TURNS, weights: Mapping[str, float] | None = None,
                       scorers: Mapping[str, Any] | None = None) -> Any:
     """The game's outcome as a rubric: ``solved`` (weight 1), the registry's dense terms over the game's transition
     records (metrics unless weighted), ``invalid_turns`` (a metric)."""
@@ -200,8 +184,8 @@ def multi_turn_rubric(oracle_weight: float = 0.0, oracle_perfect_weight: float =
     def invalid_turns(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
         return float(play(info, completion, max_turns).invalid_turns)
 
-    w = _weights(weights, **{"oracle-reachable": oracle_weight, "oracle-perfect": oracle_perfect_weight})
-    return rubric(solved, OUTCOME, lambda completion, info: play(info, completion, max_turns), w, scorers, [invalid_turns])
+    return rubric(solved, OUTCOME, lambda completion, info: play(info, completion, max_turns), weights, scorers,
+                  [invalid_turns])
 
 
 # --- tools -----------------------------------------------------------------------------------
@@ -263,8 +247,7 @@ class CountdownToolsEnv(vf.ToolEnv):
         return response
 
 
-def tools_rubric(oracle_weight: float = 0.0, oracle_perfect_weight: float = 0.0,
-                 max_turns: int = DEFAULT_MAX_TURNS, weights: Mapping[str, float] | None = None,
+def tools_rubric(max_turns: int = DEFAULT_MAX_TURNS, weights: Mapping[str, float] | None = None,
                  scorers: Mapping[str, Any] | None = None) -> Any:
     """The tool game's outcome: ``solved`` (weight 1), the registry's dense terms over its transition records
     (metrics unless weighted), ``invalid_turns`` (a metric)."""
@@ -280,8 +263,8 @@ def tools_rubric(oracle_weight: float = 0.0, oracle_perfect_weight: float = 0.0,
         ep = game(completion, info).episode
         return float(ep.invalid_turns) if ep is not None else 0.0
 
-    w = _weights(weights, **{"oracle-reachable": oracle_weight, "oracle-perfect": oracle_perfect_weight})
-    return rubric(solved, OUTCOME, lambda completion, info: game(completion, info).replay, w, scorers, [invalid_turns])
+    return rubric(solved, OUTCOME, lambda completion, info: game(completion, info).replay, weights, scorers,
+                  [invalid_turns])
 
 
 # --- the entry point --------------------------------------------------------------------------
@@ -320,6 +303,9 @@ def load_environment(
         raise ValueError(f"unknown mode {mode!r}; choose one of {list(MODES)}")
     if train_split is None and eval_split is None:
         raise ValueError("train_split and eval_split cannot both be None")
+    named = {"format": format_weight if mode == "single-turn" else 0.0, "oracle-reachable": oracle_weight,
+             "oracle-perfect": oracle_perfect_weight}
+    weights = {**{k: float(w) for k, w in named.items() if w}, **(weights or {})}
     train = _problems(preset, train_split, num_train_examples)
     test = _problems(preset, eval_split, num_eval_examples)
     if mode == "single-turn":
@@ -331,7 +317,7 @@ def load_environment(
             return [m for m in chat_messages(p, style) if m["role"] == "user"]  # dropped (a chat API cannot continue it)
 
         env_cls, game = vf.SingleTurnEnv, {}
-        rubric = single_turn_rubric(format_weight, oracle_weight, oracle_perfect_weight, weights, scorers)
+        rubric = single_turn_rubric(weights, scorers)
     elif mode == "tools":
         if prompt_style is not None:
             raise ValueError("mode='tools' has one prompt (the tool-calling puzzle text); leave prompt_style unset")
@@ -340,7 +326,7 @@ def load_environment(
             return [{"role": "user", "content": tool_prompt(p, max_turns)}]
 
         env_cls, game = CountdownToolsEnv, {"game_max_turns": max_turns}
-        rubric = tools_rubric(oracle_weight, oracle_perfect_weight, max_turns, weights, scorers)
+        rubric = tools_rubric(max_turns, weights, scorers)
     else:
         style = prompt_style or "instruct"
         if style not in TURN_PROMPT_STYLES:
@@ -350,7 +336,7 @@ def load_environment(
             return [{"role": "user", "content": turn_prompt(p, style, max_turns)}]
 
         env_cls, game = CountdownTurnEnv, {"game_max_turns": max_turns}
-        rubric = multi_turn_rubric(oracle_weight, oracle_perfect_weight, max_turns, weights, scorers)
+        rubric = multi_turn_rubric(max_turns, weights, scorers)
     return env_cls(
         **game,
         dataset=_dataset(train, prompt) if train else None,
@@ -362,5 +348,4 @@ def load_environment(
 
 
 __all__ = ["MODES", "CountdownToolsEnv", "CountdownTurnEnv", "play_tools", "tools_rubric", "agent_turns", "correct",
-           "dense_terms", "load_environment", "multi_turn_rubric", "play", "row", "rubric", "single_turn_rubric",
-           "term_funcs"]
+           "dense_terms", "load_environment", "multi_turn_rubric", "play", "row", "rubric", "single_turn_rubric"]
