@@ -236,20 +236,6 @@ class _TextWeights(Mapping[str, dict[str, float]]):
 TEXT_VARIANT_WEIGHTS: Mapping[str, dict[str, float]] = _TextWeights()
 
 
-class _TermWeights(_TextWeights):
-    """Default weight of each ``text`` variant's term (a live view of the registry; earlier spellings read too)."""
-
-    def __getitem__(self, name: str) -> float:  # type: ignore[override]
-        try:
-            return get_variant(name, "text").weight
-        except ValueError:
-            raise KeyError(name) from None
-
-
-TERM_WEIGHTS: Mapping[str, float] = _TermWeights()
-"""Default weight of each per-completion term (GRPO variants and verl's ``score``)."""
-
-
 def parse_reward_spec(spec: str) -> dict[str, float]:
     """Term weights of a run on completions, from a ``text`` variant name, ``+``-joined variants and/or
     explicit ``name=weight`` parts (which override the variants wherever they stand).
@@ -350,7 +336,7 @@ _BUILT_IN_NAMES = frozenset(v.name for v in _BUILT_IN)
 
 
 __all__ = [
-    "ALIASES", "KINDS", "NO_REWARD", "OUTCOME", "REWARD_VARIANTS", "TERM_WEIGHTS", "TEXT_VARIANT_WEIGHTS",
+    "ALIASES", "KINDS", "NO_REWARD", "OUTCOME", "REWARD_VARIANTS", "TEXT_VARIANT_WEIGHTS",
     "RewardVariant", "check_reward_variant", "get_variant", "monitored", "parse_reward_spec", "register_variant",
     "given_scorers", "score_terms", "step_credit_names", "text_weights", "unregister_variant", "variant_names",
 ]
