@@ -33,9 +33,9 @@ import numpy as np
 
 from baselines.uncertainty import seed_spread
 from countdown_gym import dataclass_cli
+from countdown_gym.rewards.variants import variant_names
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-DEFAULT_VARIANTS = ["sparse", "oracle-perfect", "oracle-reachable", "oracle-potential", "critic"]
 
 
 def run_one(variant: str, seed: int, steps: int, out: str, extra: list[str]) -> dict:
@@ -104,8 +104,9 @@ def versus(rates: list[float], sparse: list[float] | None) -> str:
 class Options:
     """Train MaskablePPO once per reward variant and seed, and tabulate the results; other flags go to sb3_ppo."""
 
-    variants: list[str] = field(default_factory=lambda: list(DEFAULT_VARIANTS))
-    """Reward variants of ``baselines/sb3_ppo.py --reward`` to compare."""
+    variants: list[str] = field(default_factory=lambda: list(variant_names("step")))
+    """Reward variants of ``baselines/sb3_ppo.py --reward`` to compare (default: every ``step`` variant of the
+    registry, ``countdown_gym.rewards.variants``)."""
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     """Seeds per variant."""
     total_timesteps: int = 80_000

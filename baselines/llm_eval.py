@@ -93,7 +93,7 @@ def failure_breakdown(problems: list[Problem], completions: list[str]) -> dict:
 
     from countdown_gym.game.solver import canonical
     from countdown_gym.integrations.trl import replay
-    from countdown_gym.rewards.terms import oracle_term
+    from countdown_gym.rewards.terms import perfect_moves
 
     n = max(len(completions), 1)
     kinds: Counter[str] = Counter()
@@ -105,7 +105,7 @@ def failure_breakdown(problems: list[Problem], completions: list[str]) -> dict:
         start = canonical(problem.numbers)
         if moves and moves[0]["valid"]:
             with_first += 1
-            on_path += oracle_term(moves[0], "perfect") > 0  # the oracle reward's own rule
+            on_path += perfect_moves(moves[:1])[0] > 0  # the oracle reward's own rule
         backtracked += sum(1 for t in moves if t["valid"] and not t["in_solution"] and canonical(t["state"]) == start) > 1
         bad = [t for t in moves if not t["valid"]]
         if bad:

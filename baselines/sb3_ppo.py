@@ -208,7 +208,7 @@ def make_vec_env(args: Args) -> Any:
         scorer = reward_scorer(args)  # loaded once, shared by the envs
         return DummyVecEnv([make_env(args, i, scorer) for i in range(args.num_envs)])
     from baselines.sb3.vec_env import CountdownSB3VecEnv
-    from countdown_gym.rewards.wrappers.critic import CachedScorer
+    from countdown_gym.rewards.terms import CachedScorer
 
     scorer = reward_scorer(args)
     return CountdownSB3VecEnv(args.num_envs, args.reward, args.scale, args.gamma, args.lookahead,

@@ -13,7 +13,7 @@ from countdown_gym.game.compact_trace import CompactTraceConfig
 from countdown_gym.game.turn_format import format_move, parse_turn, turn_prompt
 from countdown_gym.game.turn_game import UNDO_MOVE, TurnEpisode, replay_turns, turn_replay
 from countdown_gym.game.turn_trace import conversation, turn_trace
-from countdown_gym.rewards.terms import oracle_term
+from countdown_gym.rewards.terms import perfect_moves, reachable_moves
 from countdown_gym.wrappers import OracleReward
 
 P = Problem((21, 16, 17, 26), 46)
@@ -135,7 +135,7 @@ def test_transition_records_keep_the_contract_and_undo_is_a_transition() -> None
     back = ep.play("undo").transitions[0]
     assert back["move"] == UNDO_MOVE and back["state"] == (17, 26, 37) and back["next_state"] == (21, 16, 17, 26)
     assert ep.play("what").transitions == []  # an unreadable turn states no move
-    assert oracle_term(move, "perfect") == 1.0 and oracle_term(back, "reachable") == 1.0
+    assert perfect_moves([move]) == [1.0] and reachable_moves([back]) == [1.0]
 
 
 def test_check_env_seeding_and_vector_env() -> None:

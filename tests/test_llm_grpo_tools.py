@@ -144,10 +144,10 @@ def test_every_reward_variant_scores_the_environments_and_get_reward_weighs_noth
     from baselines.lm.grpo_trainer import CountdownGRPOTrainer
     from baselines.lm.tool_play import play_tool_episodes
     from countdown_gym.game.turn_game import replay_turns
-    from countdown_gym.integrations import oracle_score
     from countdown_gym.integrations.trl import REWARD_FUNCTIONS
     from countdown_gym.integrations.trl_env import make_dataset
-    from countdown_gym.rewards.scores import format_score
+    from countdown_gym.rewards.terms import format_score
+    from countdown_gym.rewards.variants import get_variant
 
     tokenizer = _build_tokenizer()
     model = _tiny_qwen2(tokenizer)  # writes the scripted tool calls of test_trl_env (a solving and a failing one)
@@ -163,24 +163,23 @@ def test_every_reward_variant_scores_the_environments_and_get_reward_weighs_noth
     for name, func in REWARD_FUNCTIONS.items():  # TRL passes the rollouts' environments to every reward function
         scores = func([None] * n, [[{"role": "assistant", "content": ""}]] * n, environments=envs)
         expected = {"sparse": [float(e.solved) for e in envs], "format": [format_score(e.replay) for e in envs],
-                    "oracle-perfect": [oracle_score(e.replay, "perfect") for e in envs],
-                    "oracle-reachable": [oracle_score(e.replay, "reachable") for e in envs]}[name]
+                    "oracle-perfect": [get_variant("oracle-perfect").completion_score(e.replay) for e in envs],
+                    "oracle-reachable": [get_variant("oracle-reachable").completion_score(e.replay) for e in envs]}[name]
         assert scores == pytest.approx(expected), name
     from baselines.lm.rewards import load_needs
-    from countdown_gym.integrations import critic_score
     from countdown_gym.integrations.trl import reward_function
 
     critic = load_needs(["critic"])["critic"]  # the shipped critic, scoring each episode's moves
     scores = reward_function("critic", {"critic": critic})([None] * n, [[]] * n, environments=envs)
-    assert scores == pytest.approx([critic_score(e.replay, critic) for e in envs]) and len(set(scores)) > 1
+    assert scores == pytest.approx([get_variant("critic").completion_score(e.replay, critic) for e in envs]) and len(set(scores)) > 1
     trainer = CountdownGRPOTrainer(
         model=model, processing_class=tokenizer, reward_funcs=list(REWARD_FUNCTIONS.values()),
         train_dataset=make_dataset([P, Q]), environment_factory=CountdownToolEnv,
         args=GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=2, num_generations=2,
-                        reward_weights=[1.0, 0.1, 0.5, 0.0], use_cpu=True, report_to="none", save_strategy="no"),
+                        reward_weights=[1.0, 0.1, 0.0, 0.5], use_cpu=True, report_to="none", save_strategy="no"),
     )
     assert trainer.reward_func_names[-1] == "CountdownToolEnv"  # logged, but the sparse term is already its verdict
-    assert trainer.reward_weights.tolist() == [1.0, pytest.approx(0.1), 0.5, 0.0, 0.0]
+    assert trainer.reward_weights.tolist() == [1.0, pytest.approx(0.1), 0.0, 0.5, 0.0]
 
 
 def test_play_stops_at_the_completion_budget() -> None:

@@ -1,8 +1,8 @@
 """A reward variant defined here, outside the package, works unchanged everywhere the package's own do.
 
 Adding a variant is one registry entry and its term function (``EVEN`` and ``even_results`` below):
-nothing else is edited, yet Countdown-v0's wrapper, the SB3 vector env, the GRPO reward functions,
-per-step credit, verl's ``compute_score`` and the leaderboard take it.
+nothing else is edited, yet Countdown-v0's wrapper, the SB3 vector env and comparison, the GRPO reward functions,
+per-step credit, verl's ``compute_score``, the TRL tool env, the verifiers rubrics and the leaderboard take it.
 """
 
 from __future__ import annotations
@@ -130,3 +130,26 @@ def test_verl_compute_score(even: RewardVariant) -> None:
     from critics.verl_reward import compute_score as with_critic  # the same compute_score, the critic loaded on demand
 
     assert with_critic("x", ODD, PROBLEM, dense="even-results") == out
+
+
+def test_trl_tool_env_and_verifiers_rubrics(even: RewardVariant) -> None:
+    from countdown_gym.integrations.trl_env import CountdownToolEnv, variant_reward
+
+    env = CountdownToolEnv()
+    env.reset(**PROBLEM)
+    env.move(6, "-", 2)  # 4: even
+    env.move(5, "-", 4)  # 1: odd
+    reward = variant_reward("even-results")
+    assert reward.__name__ == "even_results" and reward([None], environments=[env]) == [0.5]
+    pytest.importorskip("verifiers")
+    from countdown_gym.integrations.verifiers_env import dense_terms, rubric
+
+    assert "even-results" in dense_terms(("sparse",)) and "even-results" in dense_terms(("sparse", "format"))
+    funcs = {f.__name__: f for f in rubric(lambda **kw: 0.0, ("sparse",), lambda c, i: env.replay).funcs}
+    assert funcs["even_results"](None, {}) == 0.5
+
+
+def test_the_sb3_comparison_runs_every_step_variant(even: RewardVariant) -> None:
+    from baselines.compare_rewards import Options
+
+    assert Options().variants == list(variant_names("step")) and "even-results" in Options().variants

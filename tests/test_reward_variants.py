@@ -11,7 +11,6 @@ from countdown_gym.integrations.verl import dense_terms
 from countdown_gym.leaderboard.submission import SubmissionError, read_submission
 from countdown_gym.rewards.variants import (
     REWARD_VARIANTS,
-    TERM_WEIGHTS,
     check_reward_variant,
     get_variant,
     parse_reward_spec,
@@ -70,7 +69,7 @@ def test_verl_dense_takes_text_variant_names() -> None:
     assert dense_terms("oracle-perfect,format") == ["oracle-perfect", "format"]
     assert dense_terms(["oracle-reachable", "oracle"]) == ["oracle-reachable"]
     assert dense_terms(["sparse"]) == []
-    assert TERM_WEIGHTS["oracle-reachable"] == 0.5
+    assert get_variant("oracle-reachable").weight == 0.5
     with pytest.raises(ValueError, match="needs the trainer"):
         dense_terms(["clipo"])
     with pytest.raises(ValueError, match="unknown dense term 'oracle-potential'"):

@@ -261,7 +261,7 @@ def test_children_need_lookahead_two(capsys: pytest.CaptureFixture[str]) -> None
 @pytest.mark.parametrize("reward", variant_names("step"))
 def test_batched_vec_env_matches_the_single_env_wrappers(reward: str) -> None:
     args = sb3_ppo.parse_args(["--reward", reward, "--lookahead", "2"])
-    from countdown_gym.rewards.wrappers.critic import CachedScorer
+    from countdown_gym.rewards.terms import CachedScorer
 
     scorer = sb3_ppo.reward_scorer(args)  # the shipped critic for the critic rewards, else None
     critic = None if scorer is None else CachedScorer(scorer)

@@ -11,7 +11,6 @@ import pytest
 
 from countdown_gym import Problem, Rules
 from countdown_gym.game.turn_game import UNDO_MOVE, replay_turns
-from countdown_gym.integrations import critic_score, oracle_score
 from countdown_gym.integrations.trl_env import (
     TOOL_NAMES,
     CountdownToolEnv,
@@ -22,6 +21,7 @@ from countdown_gym.integrations.trl_env import (
     tool_prompt,
 )
 from countdown_gym.rewards.terms import TRANSITION_KEYS
+from countdown_gym.rewards.variants import get_variant
 
 P = Problem((6, 2, 5, 3), 8)
 ROW = {"numbers": [6, 2, 5, 3], "target": 8}
@@ -177,7 +177,7 @@ def test_dense_reward_functions_read_the_environments() -> None:
     assert perfect([None] * 3, environments=envs, trainer_state=None) == [1.0, pytest.approx(1 / 3), None]
     assert reachable([None] * 3, environments=envs) == [1.0, pytest.approx(-1 / 3), None]
     replay = replay_turns(P, ["6+2", "undo", "9*1"])
-    assert perfect([None], environments=[wandered]) == [oracle_score(replay, "perfect")]
+    assert perfect([None], environments=[wandered]) == [get_variant("oracle-perfect").completion_score(replay)]
 
     class Half:
         def score(self, states, targets):
@@ -188,10 +188,10 @@ def test_dense_reward_functions_read_the_environments() -> None:
     critic = critic_reward(Half())
     assert critic.__name__ == "critic"
     assert critic([None] * 3, environments=envs) == [0.5, pytest.approx((0.5 + 0.5 - 1.0) / 3), None]
-    assert critic([None], environments=[wandered]) == [critic_score(replay, Half())]
+    assert critic([None], environments=[wandered]) == [get_variant("critic").completion_score(replay, Half())]
     with pytest.raises(ValueError, match="environment_factory"):
         perfect([None], environments=None)
-    with pytest.raises(ValueError, match="oracle mode"):
+    with pytest.raises(ValueError, match="unknown reward variant 'oracle-dense'"):
         oracle_reward("dense")
     with pytest.raises(ValueError, match="score"):
         critic_reward(object())  # type: ignore[arg-type]
@@ -391,7 +391,7 @@ def _check_run(trainer, tokenizer, seen, steps: int) -> None:
             assert [r for name, _, r in calls if name != "numbers"] == replay.replies
             assert batch["per_func"][row, 1].item() == env_reward == replay.reward
             assert env_reward == (1.0 if script in (SOLVE_A, SOLVE_B) else 0.0)
-            assert batch["per_func"][row, 0].item() == pytest.approx(oracle_score(replay, "perfect"))
+            assert batch["per_func"][row, 0].item() == pytest.approx(get_variant("oracle-perfect").completion_score(replay))
             # TRL parsed every tool call, ran it on this environment, and ended on the final text turn
             messages = batch["completions"][row]
             assert [m["tool_calls"][0]["function"]["name"] for m in messages if m.get("tool_calls")] == \

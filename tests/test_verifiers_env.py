@@ -24,7 +24,12 @@ from verifiers.legacy.types import ResponseMessage  # noqa: E402
 import countdown_gym  # noqa: E402
 from countdown_gym import Problem, load_split, solution_path  # noqa: E402
 from countdown_gym.game.rules import format_number  # noqa: E402
-from countdown_gym.integrations.verifiers_env import CountdownToolsEnv, CountdownTurnEnv, load_environment  # noqa: E402
+from countdown_gym.integrations.verifiers_env import (  # noqa: E402
+    CountdownToolsEnv,
+    CountdownTurnEnv,
+    dense_terms,
+    load_environment,
+)
 
 
 class ScriptedClient(Client):
@@ -97,7 +102,7 @@ def test_single_turn_rollouts_are_scored_by_the_verifier() -> None:
         assert state["metrics"]["correct"] == (1.0 if i == 0 else 0.0)
         assert state["metrics"]["format"] == (1.0 if i == 0 else 0.0)  # 2**3 is tagged but does not parse
         assert state["reward"] == state["metrics"]["correct"]  # dense terms are metrics at weight 0
-        assert len(state["trajectory"]) == 1 and set(state["metrics"]) >= {"oracle", "oracle_perfect", "num_turns"}
+        assert len(state["trajectory"]) == 1 and set(state["metrics"]) >= {"oracle_reachable", "oracle_perfect", "num_turns"}
 
 
 def test_single_turn_dense_weights_enter_the_reward() -> None:
@@ -134,6 +139,22 @@ def test_multi_turn_rollout_plays_the_game_to_the_end() -> None:
     assert state["metrics"]["oracle_perfect"] == 1.0 and state["metrics"]["invalid_turns"] == 0.0
     replies = [m["content"] for m in state["completion"] if m["role"] == "user"]
     assert len(replies) == n and replies[-1].endswith("solved")  # the game's last reply closes the rollout
+
+
+def test_the_rubric_reports_the_registrys_variants_by_name_and_weights_them() -> None:
+    class Half:
+        def score(self, states: Any, targets: Any) -> Any:
+            return [0.5] * len(states)
+
+    env = load_environment(mode="multi-turn", preset="longproc-0.5k", num_train_examples=1, eval_split=None,
+                           weights={"critic": 2.0, "oracle-reachable": 1.0}, scorers={"critic": Half()})
+    row = env.get_dataset()[0]
+    state = _run(env, row, ScriptedClient(_solver_policy(_problem(row))))
+    assert state["metrics"]["critic"] == 0.5 and state["metrics"]["oracle_reachable"] == 1.0
+    assert state["reward"] == pytest.approx(1.0 + 2.0 * 0.5 + 1.0)
+    assert dense_terms(("sparse",)) == ["format", "oracle-perfect", "oracle-reachable"]  # no critic given: no critic
+    with pytest.raises(ValueError, match="does not report"):
+        load_environment(mode="tools", num_train_examples=1, eval_split=None, weights={"format": 1.0})
 
 
 def test_multi_turn_env_response_refuses_bad_turns_and_stops_at_the_turn_limit() -> None:

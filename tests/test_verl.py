@@ -9,7 +9,8 @@ import pytest
 
 from countdown_gym import Problem, load_split, solve
 from countdown_gym.integrations import score_terms
-from countdown_gym.integrations.verl import DEFAULT_WEIGHTS, compute_score, ground_truth, problem_from_ground_truth
+from countdown_gym.integrations.verl import compute_score, ground_truth, problem_from_ground_truth
+from countdown_gym.rewards.variants import REWARD_VARIANTS
 
 P = Problem((21, 16, 17, 26), 46)
 GT = ground_truth(P)
@@ -30,8 +31,8 @@ def test_dense_terms_return_a_dict_with_score() -> None:
     out = compute_score(SOURCE, SEARCH, GT, dense="oracle-reachable,format")
     assert set(out) >= {"score", "sparse", "oracle-reachable", "format", "invalid_steps", "moves"}
     assert out["sparse"] == 1.0 and out["format"] == 1.0 and -1.0 <= out["oracle-reachable"] <= 1.0
-    assert out["score"] == pytest.approx(1.0 + DEFAULT_WEIGHTS["format"]
-                                         + DEFAULT_WEIGHTS["oracle-reachable"] * out["oracle-reachable"])
+    assert out["score"] == pytest.approx(1.0 + REWARD_VARIANTS["format"].weight
+                                         + REWARD_VARIANTS["oracle-reachable"].weight * out["oracle-reachable"])
     assert all(isinstance(v, float) for v in out.values())  # verl aggregates every key as a metric
     custom = compute_score(SOURCE, SEARCH, GT, dense=["oracle-perfect"], weights={"oracle-perfect": 2.0})
     assert custom["score"] == pytest.approx(1.0 + 2.0 * custom["oracle-perfect"])

@@ -15,16 +15,14 @@ import countdown_gym  # noqa: F401  (registers the environments)
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules
 from countdown_gym.game.solver import reachable, solution_path, successors
+from countdown_gym.rewards.terms import perfect_moves, potential_shaping, reachability, reachable_moves, scored_moves
+from countdown_gym.rewards.variants import get_variant
 from countdown_gym.wrappers import (
     CLIPOGroupReward,
     ContrastiveCriticReward,
     OracleReward,
     Trajectory,
     TransitionsMissingError,
-    critic_terms,
-    oracle_potential,
-    oracle_term,
-    potential_shaping,
 )
 
 LONGPROC = Rules.longproc()
@@ -130,39 +128,36 @@ def act(env, a, op, b) -> int:
 # ---- pure terms ---------------------------------------------------------------------------------
 
 
-def test_oracle_term_modes_on_known_states():
+def test_oracle_terms_on_known_states():
     good = record((6, 2, 5, 3), (6, "-", 2, 4), (5, 3, 4))
     dead = record((6, 2, 5, 3), (6, "+", 2, 8), (5, 3, 8))
     bad = record((6, 2, 5, 3), (6, "-", 2, 5), None, valid=False, reason="arithmetic_error")
     last = record((4, 2), (4, "*", 2, 8), (8,))
-    assert [oracle_term(t) for t in (good, dead, bad, last)] == [1.0, 0.0, 0.0, 1.0]
-    assert [oracle_term(t, "reachable") for t in (good, dead, bad, last)] == [1.0, -1.0, -1.0, 1.0]
-    assert oracle_term(good, "perfect", scale=0.25) == 0.25
-    assert oracle_term(dead, "reachable", scale=0.25) == -0.25
-    assert oracle_potential((5, 3, 4), 8, LONGPROC) == 1.0 and oracle_potential((5, 3, 8), 8, LONGPROC) == 0.0
-    assert oracle_potential(None, 8) == 0.0
+    assert perfect_moves([good, dead, bad, last]) == [1.0, 0.0, 0.0, 1.0]
+    assert reachable_moves([good, dead, bad, last]) == [1.0, -1.0, -1.0, 1.0]
+    assert get_variant("oracle-perfect").move_values([good], scale=0.25).tolist() == [0.25]
+    assert get_variant("oracle-reachable").move_values([dead], scale=0.25).tolist() == [-0.25]
+    assert reachability([(5, 3, 4), (5, 3, 8), None], [8, 8, 8], LONGPROC) == [1.0, 0.0, 0.0]
 
 
-def test_oracle_term_uses_the_transition_rules():
+def test_oracle_terms_use_the_transition_rules():
     # 7 / 2 is illegal under LongProc rules but fine under TinyZero's: (7/2)*2 = 7
     t = {**record((7, 2, 2), (7, "/", 2, 3.5), None, target=7), "rules": Rules.tinyzero()}
     from fractions import Fraction
 
     t["next_state"], t["move"] = (2, Fraction(7, 2)), (7, "/", 2, Fraction(7, 2))
-    assert oracle_term(t) == 1.0
+    assert perfect_moves([t]) == [1.0]
 
 
 def test_term_argument_errors():
-    with pytest.raises(ValueError, match="mode"):
-        oracle_term(record((4, 2), (4, "*", 2, 8), (8,)), mode="exact")
     with pytest.raises(ValueError, match="missing key"):
-        oracle_term({"state": (1, 2)})
+        perfect_moves([{"state": (1, 2)}])
     with pytest.raises(ValueError, match="dict"):
-        oracle_term([1, 2])
+        reachable_moves([[1, 2]])
     with pytest.raises(ValueError, match="gamma"):
         potential_shaping(0.0, 1.0, gamma=1.5)
     with pytest.raises(ValueError, match="scale"):
-        oracle_term(record((4, 2), (4, "*", 2, 8), (8,)), scale=float("nan"))
+        OracleReward(make_countdown(), scale=float("nan"))
 
 
 def test_potential_shaping_formula():
@@ -171,13 +166,13 @@ def test_potential_shaping_formula():
     assert potential_shaping(0.0, 1.0, 1.0) == 1.0
 
 
-def test_critic_terms_batch_and_invalid_moves():
+def test_critic_term_batches_and_scores_invalid_moves_lowest():
     critic = FakeCritic()
     ts = [record((6, 2, 5, 3), (6, "-", 2, 4), (5, 3, 4)), record((6, 2, 5, 3), (6, "+", 2, 8), (5, 3, 8)),
           record((6, 2, 5, 3), (6, "-", 2, 5), None, valid=False)]
-    assert critic_terms(critic, ts, scale=2.0) == [2.0, -1.0, -2.0]
+    assert get_variant("critic").move_values(ts, critic, scale=2.0).tolist() == [2.0, -1.0, -2.0]
     assert critic.calls == 1
-    assert critic_terms(critic, []) == []
+    assert scored_moves([], critic) == []
 
 
 # ---- OracleReward on both envs ------------------------------------------------------------------
@@ -241,7 +236,7 @@ def test_oracle_shaping_telescopes_on_countdown(gamma):
     rng = np.random.default_rng(0)
     for episode in range(20):
         _, info = env.reset(seed=episode)
-        phi0 = 2.0 * oracle_potential(info["state"], info["problem"].target, info["problem"].rules)
+        phi0 = 2.0 * reachability([info["state"]], [info["problem"].target], info["problem"].rules)[0]
         shaped, done = [], False
         while not done:
             a = int(rng.choice(np.flatnonzero(info["action_mask"])))
@@ -274,7 +269,7 @@ def test_shaping_on_text_env_with_idle_and_invalid_lines():
     for line in lines:
         _, _, terminated, _, info = env.step(line)
         shaped.append(info["reward_terms"]["oracle_shaping"])
-        phis.append(oracle_potential(info["state"], 8, LONGPROC))
+        phis.append(reachability([info["state"]], [8], LONGPROC)[0])
     assert terminated
     assert shaped[0] == pytest.approx(gamma - 1.0)  # no move: F = (gamma - 1) * Phi(s)
     assert shaped[1] == pytest.approx(-1.0)  # into the dead end [5, 3, 8]
@@ -453,7 +448,7 @@ def test_numpy_scale_and_gamma_are_accepted():
     env = OracleReward(make_countdown(), scale=np.float32(0.5), potential=True, gamma=np.float32(0.75))
     assert (env.scale, env.gamma) == (0.5, 0.75) and type(env.scale) is float
     assert OracleReward(make_countdown(), scale=np.int64(2)).scale == 2.0
-    assert oracle_term(record((4, 2), (4, "*", 2, 8), (8,)), scale=np.float32(0.5)) == 0.5
+    assert get_variant("oracle-perfect").move_values([record((4, 2), (4, "*", 2, 8), (8,))], scale=np.float32(0.5))[0] == 0.5
     with pytest.raises(ValueError, match="gamma"):
         OracleReward(make_countdown(), potential=True, gamma=np.float64(1.5))
     with pytest.raises(ValueError, match="scale"):

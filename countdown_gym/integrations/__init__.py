@@ -8,23 +8,16 @@
 * :mod:`countdown_gym.runkit.tracking` -- experiment logging of the training scripts
   (``--report-to``: TensorBoard and every tracker of ``transformers``' ``report_to``).
 
-The per-completion scores they share live with the other rewards, in
-:mod:`countdown_gym.rewards.scores` (and :func:`~countdown_gym.rewards.variants.score_terms`, by
-variant name); they are re-exported here under their earlier home.
+Every reward they compute is a variant of the registry, asked for by name
+(:func:`~countdown_gym.rewards.variants.score_terms`, ``get_variant(name).completion_score``); the outcome scores
+are also here under their earlier home.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from countdown_gym.rewards.scores import (
-    TAGGED_FORMATS,
-    WELL_FORMED_REASONS,
-    critic_score,
-    format_score,
-    oracle_score,
-    sparse_score,
-)
+from countdown_gym.rewards.terms import TAGGED_FORMATS, WELL_FORMED_REASONS, format_score, sparse_score
 from countdown_gym.rewards.variants import REWARD_VARIANTS, score_terms
 
 
@@ -35,7 +28,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = [
-    "SCORE_TERMS",
-    "TAGGED_FORMATS",
-    "WELL_FORMED_REASONS", "critic_score", "format_score", "oracle_score", "score_terms", "sparse_score"]
+__all__ = ["SCORE_TERMS", "TAGGED_FORMATS", "WELL_FORMED_REASONS", "format_score", "score_terms", "sparse_score"]

@@ -26,13 +26,13 @@ with ``_`` for ``-``); the built-in ones:
 ``format_reward``              1 if the final answer is in an <answer> tag or <Solution> block and
                                parses (right or wrong), else 0
 ``oracle_reward``              variant ``oracle-reachable``: mean over the completion's moves of
-                               ``oracle_term(t, "reachable")``: +1 for a valid move that keeps the
-                               target reachable, -1 otherwise; 0 without moves. In ``[-1, 1]``.
-``oracle_perfect_reward``      variant ``oracle-perfect``: mean of ``oracle_term(t, "perfect")``
-                               (1 for a valid move on a solution path, else 0). In ``[0, 1]``.
-``CriticReward(critic)``       variant ``critic``: mean over moves of ``critic_terms(critic, ...)``,
-                               -1 for an invalid move; 0 without moves. ``critic`` is any object
-                               with ``score(states, targets)`` (e.g. ``critics.load_critic()``).
+                               ``reachable_moves``: +1 for a valid move that keeps the target
+                               reachable, -1 otherwise; 0 without moves. In ``[-1, 1]``.
+``oracle_perfect_reward``      variant ``oracle-perfect``: mean of ``perfect_moves`` (1 for a valid
+                               move on a solution path, else 0). In ``[0, 1]``.
+``CriticReward(critic)``       variant ``critic``: mean over moves of ``scored_moves`` (the critic's
+                               score), -1 for an invalid move; 0 without moves. ``critic`` is any
+                               object with ``score(states, targets)`` (e.g. ``critics.load_critic()``).
 =============================  =====================================================================
 
 Nothing here imports ``torch``, ``transformers`` or ``trl``. Guide: ``docs/integrations.md``.
@@ -49,9 +49,8 @@ from countdown_gym.envs.problem_source import problem_from_columns, to_problem
 from countdown_gym.envs.text import Replay, replay_completion
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.verifier import completion_text as _verifier_text
-from countdown_gym.rewards.scores import format_score
-from countdown_gym.rewards.terms import Scorer
-from countdown_gym.rewards.variants import get_variant
+from countdown_gym.rewards.terms import Scorer, format_score
+from countdown_gym.rewards.variants import REWARD_VARIANTS, get_variant
 
 
 @lru_cache(maxsize=4096)
@@ -193,18 +192,23 @@ class VariantReward:
         return [self.variant.completion_score(r, self.scorer) for r in replays]
 
 
-sparse_reward = VariantReward("sparse")
+REWARD_FUNCTIONS: dict[str, Callable[..., list[float]]] = {
+    n: VariantReward(n) for n, v in REWARD_VARIANTS.items() if "text" in v.kinds and v.per_completion and v.needs is None
+}
+"""The reward function of every built-in ``text`` variant that needs nothing passed in, by variant name, in registry
+order (any variant: :func:`reward_function`)."""
+sparse_reward = REWARD_FUNCTIONS["sparse"]
 """1.0 if the replayed final answer is correct, else 0.0; also logs the batch's replay stats."""
-format_reward = VariantReward("format")
+format_reward = REWARD_FUNCTIONS["format"]
 """1.0 if the final answer is tagged (``<answer>`` / ``<Solution>``) and parses, else 0.0."""
-oracle_reward = VariantReward("oracle-reachable")
+oracle_reward = REWARD_FUNCTIONS["oracle-reachable"]
 """Mean per-move reachability reward (+1 valid and target still reachable, -1 otherwise)."""
-oracle_perfect_reward = VariantReward("oracle-perfect")
+oracle_perfect_reward = REWARD_FUNCTIONS["oracle-perfect"]
 """The perfect-move oracle: mean over moves of 1 for a perfect move (valid, on a solution path), else 0."""
 
 
 class CriticReward(VariantReward):
-    """Mean of a learned critic's per-move scores (``critic_terms``); 0 for a completion without moves.
+    """Mean of a learned critic's per-move scores (``scored_moves``); 0 for a completion without moves.
 
     ``critic``: any object with ``score(states, targets) -> array`` of values in ``[-1, 1]`` (the
     :class:`~countdown_gym.rewards.terms.Scorer` interface), e.g. ``critics.load_critic()``.
@@ -228,11 +232,6 @@ def reward_function(variant: str, given: Mapping[str, Any] | None = None) -> Cal
         return obj
     return CriticReward(obj, v.name) if obj is not None else VariantReward(v.name)
 
-
-REWARD_FUNCTIONS: dict[str, Callable[..., list[float]]] = {
-    f.variant.name: f for f in (sparse_reward, format_reward, oracle_reward, oracle_perfect_reward)
-}
-"""The built-in reward functions that need nothing passed in, by variant name (any variant: :func:`reward_function`)."""
 
 
 __all__ = [

@@ -40,8 +40,8 @@ from countdown_gym.game.rules import Number
 from countdown_gym.game.text_format import describe_rules
 from countdown_gym.game.turn_format import format_state
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnReplay, TurnResult, turn_replay
-from countdown_gym.integrations import critic_score, oracle_score
-from countdown_gym.rewards.terms import ORACLE_MODES, Scorer
+from countdown_gym.rewards.terms import Scorer
+from countdown_gym.rewards.variants import get_variant
 
 TOOL_ERRORS: dict[str, str] = {
     "no_episode": "a tool was called before reset()",
@@ -421,37 +421,39 @@ def _episodes(environments: Any, name: str) -> list[CountdownToolEnv | None]:
     return [e if isinstance(e, CountdownToolEnv) and e.episode is not None else None for e in environments]
 
 
-def oracle_reward(mode: str = "perfect") -> Callable[..., list[float | None]]:
-    """A TRL reward function: the mean oracle term (:func:`~countdown_gym.rewards.terms.oracle_term`,
-    ``mode`` ``"perfect"`` or ``"reachable"``) over the rollout's transition records.
+def variant_reward(variant: str, scorer: Scorer | None = None) -> Callable[..., list[float | None]]:
+    """A TRL reward function: the registry's ``text`` reward variant ``variant`` (:mod:`countdown_gym.rewards.variants`)
+    of each rollout's episode (:attr:`CountdownToolEnv.replay`: its verdict and the moves and undos it played,
+    refused moves included; a rollout without moves scores 0.0 on a per-move term).
 
-    The records are the moves and undos the rollout played (refused moves included); a rollout
-    without records scores 0.0. Rollouts of other environments (a dict ``environment_factory``) get
-    ``None`` (TRL leaves them out of this term). The function is named ``oracle_<mode>`` in TRL's logs.
+    ``scorer``: what the variant needs (e.g. ``critics.load_critic()`` for ``critic``; this package never imports
+    ``critics``). Rollouts of other environments (a dict ``environment_factory``) get ``None`` (TRL leaves them out of
+    this term). The function is named like the variant with ``_`` for ``-`` (``oracle_perfect``) in TRL's logs.
     """
-    if mode not in ORACLE_MODES:
-        raise ValueError(f"oracle mode must be one of {ORACLE_MODES}, got {mode!r}")
+    v = get_variant(variant, "text")
+    if not v.per_completion:
+        raise ValueError(f"the reward {v.name!r} is computed by its trainer object ({v.needs}), not per rollout")
+    scorer = v.need(scorer)
+    if scorer is not None and not callable(getattr(scorer, "score", None)):
+        raise ValueError(f"the reward {v.name!r} needs a {v.needs} with a score(states, targets) method, "
+                         f"got {type(scorer).__name__}")
 
     def reward(completions: list[Any], environments: list[Any] | None = None, **kwargs: Any) -> list[float | None]:
-        return [None if e is None else oracle_score(e, mode) for e in _episodes(environments, reward.__name__)]
+        episodes = _episodes(environments, reward.__name__)
+        return [None if e is None else v.completion_score(e.replay, scorer) for e in episodes]
 
-    reward.__name__ = reward.__qualname__ = f"oracle_{mode}"
+    reward.__name__ = reward.__qualname__ = v.name.replace("-", "_")
     return reward
 
 
+def oracle_reward(mode: str = "perfect") -> Callable[..., list[float | None]]:
+    """:func:`variant_reward` of ``oracle-<mode>`` (``"perfect"`` or ``"reachable"``), named ``oracle_<mode>``."""
+    return variant_reward(f"oracle-{mode}")
+
+
 def critic_reward(critic: Scorer, name: str = "critic") -> Callable[..., list[float | None]]:
-    """A TRL reward function: the mean critic term (:func:`~countdown_gym.rewards.terms.critic_terms`)
-    over the rollout's transition records (-1 per refused move; 0.0 without records).
-
-    ``critic`` is any object with ``score(states, targets)``, e.g. ``critics.load_critic()`` (this
-    package never imports ``critics``; pass the loaded critic in).
-    """
-    if not callable(getattr(critic, "score", None)):
-        raise ValueError(f"critic must have a score(states, targets) method, got {type(critic).__name__}")
-
-    def reward(completions: list[Any], environments: list[Any] | None = None, **kwargs: Any) -> list[float | None]:
-        return [None if e is None else critic_score(e, critic) for e in _episodes(environments, reward.__name__)]
-
+    """:func:`variant_reward` of ``critic`` with ``critic`` as the scorer, named ``name``."""
+    reward = variant_reward("critic", critic)
     reward.__name__ = reward.__qualname__ = name
     return reward
 
@@ -487,5 +489,5 @@ def make_dataset(problems: Iterable[ProblemLike]) -> Any:
 
 __all__ = [
     "TOOL_ERRORS", "TOOL_NAMES", "CountdownToolEnv", "Op", "ProblemDraw", "critic_reward", "dataset_row", "make_dataset",
-    "oracle_reward", "process_rank", "tool_functions", "tool_json_schema", "tool_prompt",
+    "oracle_reward", "process_rank", "tool_functions", "tool_json_schema", "tool_prompt", "variant_reward",
 ]

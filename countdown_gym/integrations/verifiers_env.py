@@ -9,18 +9,18 @@ environments ``SingleTurnEnv`` / ``MultiTurnEnv`` are this interface; 0.4 droppe
 * ``mode="single-turn"`` (default): a :class:`verifiers.SingleTurnEnv`. Each row's prompt is the
   puzzle as a user message (``prompt_style``, TinyZero's question by default, with its system
   prompt); the rubric is the verifier: ``correct`` = ``verify(problem, completion).reward`` (the last
-  assistant message is judged), plus the dense terms ``format``, ``oracle`` and ``oracle_perfect`` of
-  :mod:`countdown_gym.integrations` (weight 0 unless given: reported as metrics).
+  assistant message is judged), plus the registry's dense terms by name (``format``, ``oracle_reachable``,
+  ``oracle_perfect``, ...; weight 0 unless given: reported as metrics).
 * ``mode="multi-turn"``: a :class:`CountdownTurnEnv` (``verifiers.MultiTurnEnv``) playing
   ``CountdownMultiTurn-v0``'s game (:class:`~countdown_gym.game.turn_game.TurnEpisode`): the model writes one
   turn per message (``a op b``, ``undo``, ``give up``), the environment answers the game's reply line;
   the rollout ends when the game does. The rubric replays the turns: ``solved`` (1.0 for a win), the
-  oracle terms over the game's transition records, ``invalid_turns`` (a metric).
+  registry's dense terms over the game's transition records, ``invalid_turns`` (a metric).
 * ``mode="tools"``: a :class:`CountdownToolsEnv` (``verifiers.ToolEnv``) for tool-calling models: the tools
   ``move(a, op, b)``, ``undo()``, ``give_up()``, ``numbers()`` of the TRL adapter
   (:func:`~countdown_gym.integrations.trl_env.tool_functions`, the one source of their JSON schemas, converted by
   verifiers itself); each call is played on the row's game and answered with its reply line. The rubric:
-  ``solved`` (weight 1), ``oracle``, ``oracle_perfect``, ``invalid_turns``.
+  ``solved`` (weight 1), the dense terms (``oracle_reachable``, ``oracle_perfect``, ...), ``invalid_turns``.
 
 Each row's ``info`` holds the problem (``numbers``, ``target``, ``rules`` as JSON); ``answer`` a
 reference solution (:func:`~countdown_gym.solve`). Guide: ``docs/integrations.md``.
@@ -29,7 +29,7 @@ reference solution (:func:`~countdown_gym.solve`). Guide: ``docs/integrations.md
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import verifiers as vf
@@ -48,9 +48,9 @@ from countdown_gym.game.text_format import TINYZERO_SYSTEM, chat_messages
 from countdown_gym.game.turn_format import TURN_PROMPT_STYLES, turn_prompt
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnReplay, replay_turns
 from countdown_gym.game.verifier import message_content, message_field, verify
-from countdown_gym.integrations import format_score, oracle_score
 from countdown_gym.integrations.trl import replay
 from countdown_gym.integrations.trl_env import CountdownToolEnv, tool_functions, tool_prompt
+from countdown_gym.rewards.variants import OUTCOME, REWARD_VARIANTS, get_variant
 
 MODES: tuple[str, ...] = ("single-turn", "multi-turn", "tools")
 
@@ -94,28 +94,42 @@ def correct(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
     return verify(_problem(info), completion).reward
 
 
-def answer_format(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
-    """1.0 if the final answer is in an ``<answer>`` tag or ``<Solution>`` block and parses, else 0.0."""
-    return format_score(replay(_problem(info), completion))
+def dense_terms(outcome: Sequence[str], scorers: Mapping[str, Any] | None = None) -> list[str]:
+    """The registry's ``text`` variants a rubric reports next to its outcome: every one scored from a replay alone,
+    or with a scorer given in ``scorers`` (by kind, e.g. ``{"critic": critics.load_critic()}``), but ``outcome``."""
+    return [n for n, v in REWARD_VARIANTS.items() if "text" in v.kinds and v.per_completion and n not in outcome
+            and (v.needs is None or (scorers or {}).get(v.needs) is not None)]
 
 
-def oracle(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
-    """Mean reachability oracle term over the completion's moves (in ``[-1, 1]``; 0.0 without moves)."""
-    return oracle_score(replay(_problem(info), completion), "reachable")
+def rubric(outcome: Callable[..., float], outcome_names: Sequence[str], game: Callable[[Any, Mapping[str, Any]], Any],
+           weights: Mapping[str, float] | None = None, scorers: Mapping[str, Any] | None = None,
+           extra: Sequence[Callable[..., float]] = ()) -> Any:
+    """A ``verifiers`` rubric: ``outcome`` (weight 1), each dense term of :func:`dense_terms` of the rollout's replay
+    ``game(completion, info)`` (a metric named like the variant with ``_`` for ``-``, weight 0 unless ``weights``, by
+    variant name, gives one) and the ``extra`` metrics."""
+    weights = {get_variant(k, "text").name: float(w) for k, w in (weights or {}).items()}
+    names = dense_terms(outcome_names, scorers)
+    if set(weights) - set(names):
+        raise ValueError(f"weights name {sorted(set(weights) - set(names))}, which this rubric does not report; "
+                         f"its terms: {names}")
+
+    def term(name: str) -> Callable[..., float]:
+        variant = get_variant(name, "text")
+        scorer = variant.scorer_in(scorers)
+
+        def score(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
+            return variant.completion_score(game(completion, info), scorer)
+
+        score.__name__ = score.__qualname__ = name.replace("-", "_")
+        return score
+
+    return vf.Rubric(funcs=[outcome, *map(term, names), *extra],
+                     weights=[1.0, *(weights.get(n, 0.0) for n in names), *(0.0 for _ in extra)])
 
 
-def oracle_perfect(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
-    """Fraction of the completion's moves that are perfect (valid, on a solution path); 0.0 without moves."""
-    return oracle_score(replay(_problem(info), completion), "perfect")
-
-
-answer_format.__name__ = "format"
-
-
-def single_turn_rubric(format_weight: float = 0.0, oracle_weight: float = 0.0, oracle_perfect_weight: float = 0.0) -> Any:
-    """The verifier as a rubric: ``correct`` (weight 1) and the dense terms (metrics unless weighted)."""
-    return vf.Rubric(funcs=[correct, answer_format, oracle, oracle_perfect],
-                     weights=[1.0, float(format_weight), float(oracle_weight), float(oracle_perfect_weight)])
+def single_turn_rubric(weights: Mapping[str, float] | None = None, scorers: Mapping[str, Any] | None = None) -> Any:
+    """The verifier as a rubric: ``correct`` (weight 1) and the registry's dense terms (:func:`rubric`)."""
+    return rubric(correct, ("sparse",), lambda completion, info: replay(_problem(info), completion), weights, scorers)
 
 
 # --- multi turn -------------------------------------------------------------------------------
@@ -158,27 +172,20 @@ class CountdownTurnEnv(vf.MultiTurnEnv):
         return response
 
 
-def multi_turn_rubric(oracle_weight: float = 0.0, oracle_perfect_weight: float = 0.0,
-                      max_turns: int = DEFAULT_MAX_TURNS) -> Any:
-    """The game's outcome as a rubric: ``solved`` (weight 1), oracle terms over the game's transition
+def multi_turn_rubric(max_turns: int = DEFAULT_MAX_TURNS, weights: Mapping[str, float] | None = None,
+                      scorers: Mapping[str, Any] | None = None) -> Any:
+    """The game's outcome as a rubric: ``solved`` (weight 1), the registry's dense terms over the game's transition
     records (metrics unless weighted), ``invalid_turns`` (a metric)."""
 
     def solved(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
         """1.0 if the agent reached the target, else 0.0."""
         return play(info, completion, max_turns).reward
 
-    def turn_oracle(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
-        return oracle_score(play(info, completion, max_turns), "reachable")
-
-    def turn_oracle_perfect(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
-        return oracle_score(play(info, completion, max_turns), "perfect")
-
     def invalid_turns(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
         return float(play(info, completion, max_turns).invalid_turns)
 
-    turn_oracle.__name__, turn_oracle_perfect.__name__ = "oracle", "oracle_perfect"
-    return vf.Rubric(funcs=[solved, turn_oracle, turn_oracle_perfect, invalid_turns],
-                     weights=[1.0, float(oracle_weight), float(oracle_perfect_weight), 0.0])
+    return rubric(solved, OUTCOME, lambda completion, info: play(info, completion, max_turns), weights, scorers,
+                  [invalid_turns])
 
 
 # --- tools -----------------------------------------------------------------------------------
@@ -240,10 +247,10 @@ class CountdownToolsEnv(vf.ToolEnv):
         return response
 
 
-def tools_rubric(oracle_weight: float = 0.0, oracle_perfect_weight: float = 0.0,
-                 max_turns: int = DEFAULT_MAX_TURNS) -> Any:
-    """The tool game's outcome: ``solved`` (weight 1), the oracle terms over its transition records (metrics unless
-    weighted), ``invalid_turns`` (a metric)."""
+def tools_rubric(max_turns: int = DEFAULT_MAX_TURNS, weights: Mapping[str, float] | None = None,
+                 scorers: Mapping[str, Any] | None = None) -> Any:
+    """The tool game's outcome: ``solved`` (weight 1), the registry's dense terms over its transition records
+    (metrics unless weighted), ``invalid_turns`` (a metric)."""
 
     def game(completion: Any, info: Mapping[str, Any]) -> CountdownToolEnv:
         return play_tools(info, completion, max_turns)[0]
@@ -252,19 +259,12 @@ def tools_rubric(oracle_weight: float = 0.0, oracle_perfect_weight: float = 0.0,
         """1.0 if the tool calls reached the target, else 0.0."""
         return game(completion, info).get_reward()
 
-    def tool_oracle(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
-        return oracle_score(game(completion, info), "reachable")
-
-    def tool_oracle_perfect(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
-        return oracle_score(game(completion, info), "perfect")
-
     def invalid_turns(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
         ep = game(completion, info).episode
         return float(ep.invalid_turns) if ep is not None else 0.0
 
-    tool_oracle.__name__, tool_oracle_perfect.__name__ = "oracle", "oracle_perfect"
-    return vf.Rubric(funcs=[solved, tool_oracle, tool_oracle_perfect, invalid_turns],
-                     weights=[1.0, float(oracle_weight), float(oracle_perfect_weight), 0.0])
+    return rubric(solved, OUTCOME, lambda completion, info: game(completion, info).replay, weights, scorers,
+                  [invalid_turns])
 
 
 # --- the entry point --------------------------------------------------------------------------
@@ -283,6 +283,8 @@ def load_environment(
     format_weight: float = 0.0,
     oracle_weight: float = 0.0,
     oracle_perfect_weight: float = 0.0,
+    weights: Mapping[str, float] | None = None,
+    scorers: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Any:
     """A ``verifiers`` environment of a frozen split (``preset``; train rows from ``train_split``, eval rows
@@ -291,13 +293,19 @@ def load_environment(
     ``mode``: ``"single-turn"``, ``"multi-turn"`` or ``"tools"``. ``prompt_style``: single-turn, one of
     ``text_format.PROMPT_STYLES`` (default ``"tinyzero"``, whose system prompt is used unless
     ``system_prompt`` is given); multi-turn, one of ``turn_format.TURN_PROMPT_STYLES`` (default
-    ``"instruct"``). ``*_weight``: the dense terms' weights next to the outcome's 1.0. Other keyword
-    arguments go to the ``verifiers`` environment.
+    ``"instruct"``). The rubric reports the registry's ``text`` reward variants (``oracle_reachable``,
+    ``oracle_perfect``, single-turn also ``format``; those needing a critic when ``scorers`` gives one, e.g.
+    ``{"critic": critics.load_critic()}``) as metrics; ``weights`` (by variant name) weights them next to the
+    outcome's 1.0 (``format_weight``, ``oracle_weight``, ``oracle_perfect_weight``: the same for ``format``,
+    ``oracle-reachable``, ``oracle-perfect``). Other keyword arguments go to the ``verifiers`` environment.
     """
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {list(MODES)}")
     if train_split is None and eval_split is None:
         raise ValueError("train_split and eval_split cannot both be None")
+    named = {"format": format_weight if mode == "single-turn" else 0.0, "oracle-reachable": oracle_weight,
+             "oracle-perfect": oracle_perfect_weight}
+    weights = {**{k: float(w) for k, w in named.items() if w}, **(weights or {})}
     train = _problems(preset, train_split, num_train_examples)
     test = _problems(preset, eval_split, num_eval_examples)
     if mode == "single-turn":
@@ -309,7 +317,7 @@ def load_environment(
             return [m for m in chat_messages(p, style) if m["role"] == "user"]  # dropped (a chat API cannot continue it)
 
         env_cls, game = vf.SingleTurnEnv, {}
-        rubric = single_turn_rubric(format_weight, oracle_weight, oracle_perfect_weight)
+        rubric = single_turn_rubric(weights, scorers)
     elif mode == "tools":
         if prompt_style is not None:
             raise ValueError("mode='tools' has one prompt (the tool-calling puzzle text); leave prompt_style unset")
@@ -318,7 +326,7 @@ def load_environment(
             return [{"role": "user", "content": tool_prompt(p, max_turns)}]
 
         env_cls, game = CountdownToolsEnv, {"game_max_turns": max_turns}
-        rubric = tools_rubric(oracle_weight, oracle_perfect_weight, max_turns)
+        rubric = tools_rubric(max_turns, weights, scorers)
     else:
         style = prompt_style or "instruct"
         if style not in TURN_PROMPT_STYLES:
@@ -328,7 +336,7 @@ def load_environment(
             return [{"role": "user", "content": turn_prompt(p, style, max_turns)}]
 
         env_cls, game = CountdownTurnEnv, {"game_max_turns": max_turns}
-        rubric = multi_turn_rubric(oracle_weight, oracle_perfect_weight, max_turns)
+        rubric = multi_turn_rubric(max_turns, weights, scorers)
     return env_cls(
         **game,
         dataset=_dataset(train, prompt) if train else None,
@@ -339,5 +347,5 @@ def load_environment(
     )
 
 
-__all__ = ["MODES", "CountdownToolsEnv", "CountdownTurnEnv", "play_tools", "tools_rubric", "agent_turns", "correct", "load_environment", "multi_turn_rubric", "play",
-           "row", "single_turn_rubric"]
+__all__ = ["MODES", "CountdownToolsEnv", "CountdownTurnEnv", "play_tools", "tools_rubric", "agent_turns", "correct",
+           "dense_terms", "load_environment", "multi_turn_rubric", "play", "row", "rubric", "single_turn_rubric"]

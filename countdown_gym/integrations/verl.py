@@ -31,11 +31,7 @@ from typing import Any
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules
 from countdown_gym.rewards.terms import Scorer, check_scorer_fits
-from countdown_gym.rewards.variants import REWARD_VARIANTS, TERM_WEIGHTS, get_variant, given_scorers, score_terms
-
-DEFAULT_WEIGHTS: Mapping[str, float] = TERM_WEIGHTS
-"""Weight of each term in ``score`` when it is requested: each variant's registry weight
-(``countdown_gym.rewards.variants.TERM_WEIGHTS``, what the GRPO baseline's variants use too)."""
+from countdown_gym.rewards.variants import REWARD_VARIANTS, get_variant, given_scorers, score_terms
 
 DATA_SOURCE_PREFIX = "countdown_gym/"
 
@@ -148,7 +144,7 @@ def compute_score(
         ground_truth: :func:`ground_truth` of the problem (dict or JSON string).
         extra_info: verl's ``extra_info`` column (not used for scoring).
         dense: Extra terms, ``text`` reward variants (:func:`dense_terms`), e.g. ``"format,oracle-reachable"``.
-        weights: Term weights overriding :data:`DEFAULT_WEIGHTS`.
+        weights: Term weights overriding the registry's (each variant's ``weight``, what the GRPO baseline uses too).
         critic: The loaded critic the ``critic`` term scores with (any
             :class:`~countdown_gym.rewards.terms.Scorer`); short for ``scorers={"critic": critic}``.
         scorers: What the dense variants need, by kind (``critic``, ``text_critic``); ``critics/verl_reward.py``
@@ -179,7 +175,7 @@ def compute_score(
     scores = score_terms(replay, ["sparse", *terms], scorers=given)
     if not terms:
         return scores["sparse"]
-    w = {**DEFAULT_WEIGHTS, **{get_variant(k).name: v for k, v in (weights or {}).items()}}
+    w = {**{name: REWARD_VARIANTS[name].weight for name in scores}, **{get_variant(k).name: v for k, v in (weights or {}).items()}}
     out: dict[str, float] = {"score": float(sum(w[name] * value for name, value in scores.items()))}
     out.update(scores)
     out["invalid_steps"] = float(replay.invalid_steps)
@@ -205,5 +201,5 @@ def with_scorers(load: Mapping[str, Callable[[str | None], Scorer]]) -> Callable
     return compute_score_with_scorers
 
 
-__all__ = ["DATA_SOURCE_PREFIX", "DEFAULT_WEIGHTS", "compute_score", "dense_terms", "ground_truth", "problem_from_ground_truth",
+__all__ = ["DATA_SOURCE_PREFIX", "compute_score", "dense_terms", "ground_truth", "problem_from_ground_truth",
            "with_scorers"]

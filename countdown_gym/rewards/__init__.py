@@ -1,2 +1,2 @@
-"""Rewards: the per-step terms, the trajectory scores, the registry of reward variants, and the Gymnasium
-wrappers that add a term to an environment's reward (``docs/rewards.md``)."""
+"""Rewards: the registry of reward variants (``variants.py``, the one reward API), their terms (``terms.py``)
+and the Gymnasium wrapper a variant builds (``wrapper.py``); ``docs/rewards.md``."""

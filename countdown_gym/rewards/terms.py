@@ -1,18 +1,17 @@
-"""Pure dense-reward functions: the one home of every per-step dense term.
+"""The reward terms: pure functions, the one home of every term a reward variant computes.
 
-The wrappers in this package and the GRPO baseline both call these functions on the transition
-records that Countdown-v0 and CountdownText-v0 put in ``info["transitions"]`` (shape in
-``docs/DESIGN.md``). Formulas, signs and scales are documented in ``docs/rewards.md``.
+A term has one of three shapes, each the field of a registry entry (:mod:`countdown_gym.rewards.variants`)
+that takes it:
 
-* :func:`oracle_term` -- additive oracle reward from exact reachability (the solver).
-* :func:`critic_terms` -- additive reward from a learned critic's score of the new state.
-* :func:`potential_shaping` -- ``gamma * Phi(s') - Phi(s)`` (Ng et al. 1999).
-* :func:`oracle_potential`, :func:`critic_potentials` -- the potentials used for shaping.
+* :data:`MoveTerm` ``(transitions, scorer) -> one value per move`` (``move_term``): :func:`perfect_moves`,
+  :func:`reachable_moves` (the oracle, exact reachability from the solver), :func:`scored_moves` (a learned critic);
+* :data:`Potential` ``(states, targets, rules, scorer) -> Phi of each state`` (``potential``): :func:`reachability`,
+  :func:`critic_scores`;
+* a per-completion score of a replayed completion (``score``): :func:`sparse_score`, :func:`format_score`.
 
-The registry of reward variants (:mod:`countdown_gym.rewards.variants`) takes its terms in two
-shapes: a :data:`MoveTerm` ``(transitions, scorer) -> one value per move`` and a :data:`Potential`
-``(states, targets, rules, scorer) -> one value per state``; the last section adapts the functions
-above to them.
+The moves are the transition records Countdown-v0, CountdownText-v0 and the multi-turn game put in
+``info["transitions"]`` (shape in ``docs/DESIGN.md``). Every value is unscaled; the registry scales it.
+Formulas, signs and scales: ``docs/rewards.md``.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ import numpy as np
 from countdown_gym.game.rules import Number, Rules
 from countdown_gym.game.solver import reachable
 
-ORACLE_MODES: tuple[str, ...] = ("perfect", "reachable")
 TRANSITION_KEYS: tuple[str, ...] = ("state", "move", "next_state", "target", "valid")
 
 
@@ -35,9 +33,9 @@ class Scorer(Protocol):
 
     ``score(states, targets)`` returns one float per ``(state, target)`` pair, batched, higher =
     more likely that the target is still reachable (the shipped critics: a cosine in ``[-1, 1]``).
-    :func:`critic_terms`, ``ContrastiveCriticReward`` and the TRL / verl critic rewards call only
-    this method. A critic may also have ``config.max_numbers`` (the most numbers a state may
-    hold); ``ContrastiveCriticReward`` and verl check episodes against it.
+    :func:`scored_moves` and :func:`critic_scores` call only this method. A critic may also have
+    ``config.max_numbers`` (the most numbers a state may hold); the wrappers and verl check episodes
+    against it (:func:`check_scorer_fits`).
     """
 
     def score(self, states: Sequence[Sequence[int]], targets: Sequence[int]) -> np.ndarray: ...
@@ -86,41 +84,6 @@ def _rules(transition: Mapping[str, Any]) -> Rules:
     return rules
 
 
-def oracle_potential(state: Sequence[Number] | None, target: Number, rules: Rules | None = None) -> float:
-    """The oracle potential: ``1.0`` if ``target`` is reachable from ``state`` under ``rules``, else ``0.0``.
-
-    ``state=None`` (no state, e.g. after an invalid move) has potential ``0.0``.
-    """
-    if state is None:
-        return 0.0
-    return 1.0 if reachable(state, target, rules or Rules.longproc()) else 0.0
-
-
-def oracle_term(transition: Mapping[str, Any], mode: str = "perfect", scale: float = 1.0) -> float:
-    """The oracle's additive reward for one move.
-
-    * ``"perfect"``: ``scale`` if the move is valid and the target is still reachable from the new
-      state (the move lies on a solution path), else ``0``.
-    * ``"reachable"``: ``+scale`` if valid and the target is still reachable, ``-scale`` otherwise
-      (an invalid move, or a valid move into a dead end).
-
-    Example:
-        >>> from countdown_gym.game.rules import Rules
-        >>> t = {"state": (6, 2, 5, 3), "move": (6, "-", 2, 4), "next_state": (5, 3, 4),
-        ...      "target": 8, "valid": True, "reason": "ok", "rules": Rules.longproc()}
-        >>> oracle_term(t), oracle_term(t, "reachable", 0.5)
-        (1.0, 0.5)
-    """
-    if mode not in ORACLE_MODES:
-        raise ValueError(f"oracle mode must be one of {ORACLE_MODES}, got {mode!r}")
-    scale = _check_scale(scale)
-    check_transition(transition)
-    good = bool(transition["valid"]) and reachable(transition["next_state"], transition["target"], _rules(transition))
-    if mode == "perfect":
-        return scale if good else 0.0
-    return scale if good else -scale
-
-
 def potential_shaping(phi_s: float, phi_next: float, gamma: float) -> float:
     """Potential-based shaping ``F = gamma * phi_next - phi_s`` (Ng, Harada & Russell 1999).
 
@@ -129,41 +92,6 @@ def potential_shaping(phi_s: float, phi_next: float, gamma: float) -> float:
     """
     gamma = _check_gamma(gamma)
     return gamma * float(phi_next) - float(phi_s)
-
-
-def critic_potentials(
-    critic: Scorer, states: Sequence[Sequence[Number]], targets: Sequence[Number]
-) -> np.ndarray:
-    """The critic potential of each ``(state, target)``: the critic's score (cosine in ``[-1, 1]``), batched."""
-    if len(states) != len(targets):
-        raise ValueError(f"got {len(states)} states but {len(targets)} targets")
-    if not states:
-        return np.zeros(0, dtype=np.float64)
-    scores = np.asarray(critic.score([tuple(s) for s in states], list(targets)), dtype=np.float64)
-    if scores.shape != (len(states),):
-        raise ValueError(
-            f"critic.score returned shape {scores.shape} for {len(states)} states; expected ({len(states)},)"
-        )
-    return scores
-
-
-def critic_terms(critic: Scorer, transitions: Sequence[Mapping[str, Any]], scale: float = 1.0) -> list[float]:
-    """The critic's additive reward for each move: ``scale * score(next_state, target)``.
-
-    Valid moves are scored in one batched call; an invalid move (no new state) gets ``-scale``,
-    the lowest value a cosine score can give.
-    """
-    scale = _check_scale(scale)
-    for t in transitions:
-        check_transition(t)
-    valid = [i for i, t in enumerate(transitions) if t["valid"]]
-    scores = critic_potentials(
-        critic, [transitions[i]["next_state"] for i in valid], [transitions[i]["target"] for i in valid]
-    )
-    out = [-scale] * len(transitions)
-    for i, s in zip(valid, scores, strict=True):
-        out[i] = scale * float(s)
-    return out
 
 
 def check_scorer_fits(scorer: Any, numbers: Sequence[Number], who: str, where: str = "this episode starts from") -> None:
@@ -175,7 +103,33 @@ def check_scorer_fits(scorer: Any, numbers: Sequence[Number], who: str, where: s
                          f"{len(numbers)} or drop the critic term")
 
 
-# --- the shapes the registry takes ----------------------------------------------------------
+class CachedScorer:
+    """A critic's ``score`` memoised per ``(state, target)`` (the critic is deterministic, so this is exact).
+
+    States repeat a lot across episodes; one batched critic call scores only the pairs not seen
+    before. The cache is cleared when it holds ``max_size`` entries.
+    """
+
+    def __init__(self, critic: Scorer, max_size: int = 1 << 17) -> None:
+        self.critic = critic
+        self.max_size = max_size
+        self._cache: dict[tuple[tuple[Number, ...], Number], float] = {}
+
+    def score(self, states: Sequence[Sequence[Number]], targets: Sequence[Number]) -> np.ndarray:
+        keys = [(tuple(s), t) for s, t in zip(states, targets, strict=True)]
+        todo = list(dict.fromkeys(k for k in keys if k not in self._cache))
+        if todo:
+            if len(self._cache) + len(todo) > self.max_size:
+                self._cache.clear()
+                todo = list(dict.fromkeys(keys))  # the pairs cached before are gone too
+            scores = np.asarray(self.critic.score([k[0] for k in todo], [k[1] for k in todo]), dtype=np.float64)
+            if scores.shape != (len(todo),):
+                raise ValueError(f"critic.score returned shape {scores.shape} for {len(todo)} states")
+            self._cache.update(zip(todo, scores.tolist(), strict=True))
+        return np.array([self._cache[k] for k in keys], dtype=np.float64)
+
+
+# --- the terms ------------------------------------------------------------------------------
 
 MoveTerm = Callable[[Sequence[Mapping[str, Any]], Any], Sequence[float]]
 """A per-move term: ``(transitions, scorer) -> one unscaled value per move`` (``scorer`` is ``None`` unless
@@ -185,26 +139,91 @@ Potential = Callable[[Sequence[Sequence[Number]], Sequence[Number], Rules, Any],
 """A shaping potential: ``(states, targets, rules, scorer) -> Phi of each state``, unscaled."""
 
 
+def _keeps_reachable(transition: Mapping[str, Any]) -> bool:
+    """Whether the move is valid and the target still reachable from its new state (it lies on a solution path)."""
+    t = check_transition(transition)
+    return bool(t["valid"]) and reachable(t["next_state"], t["target"], _rules(t))
+
+
 def perfect_moves(transitions: Sequence[Mapping[str, Any]], scorer: Any = None) -> list[float]:
-    """:func:`oracle_term` ``"perfect"`` of each move (a :data:`MoveTerm`)."""
-    return [oracle_term(t, "perfect") for t in transitions]
+    """The seed paper's oracle, per move: 1 for a valid move after which the target is still reachable, else 0.
+
+    Example:
+        >>> t = {"state": (6, 2, 5, 3), "move": (6, "-", 2, 4), "next_state": (5, 3, 4),
+        ...      "target": 8, "valid": True, "reason": "ok"}
+        >>> perfect_moves([t]), reachable_moves([t, {**t, "next_state": (5, 3, 8), "move": (6, "+", 2, 8)}])
+        ([1.0], [1.0, -1.0])
+    """
+    return [1.0 if _keeps_reachable(t) else 0.0 for t in transitions]
 
 
 def reachable_moves(transitions: Sequence[Mapping[str, Any]], scorer: Any = None) -> list[float]:
-    """:func:`oracle_term` ``"reachable"`` of each move (a :data:`MoveTerm`)."""
-    return [oracle_term(t, "reachable") for t in transitions]
+    """The oracle's +1 / -1 per move: +1 for a valid move that keeps the target reachable, -1 for an invalid
+    move or a move into a dead end."""
+    return [1.0 if _keeps_reachable(t) else -1.0 for t in transitions]
+
+
+def critic_scores(states: Sequence[Sequence[Number]], targets: Sequence[Number], rules: Rules | None,
+                  scorer: Scorer) -> np.ndarray:
+    """The critic's score of each ``(state, target)`` (a cosine in ``[-1, 1]``), in one batched call: the critic
+    potential."""
+    if len(states) != len(targets):
+        raise ValueError(f"got {len(states)} states but {len(targets)} targets")
+    if not len(states):
+        return np.zeros(0, dtype=np.float64)
+    scores = np.asarray(scorer.score([tuple(s) for s in states], list(targets)), dtype=np.float64)
+    if scores.shape != (len(states),):
+        raise ValueError(f"critic.score returned shape {scores.shape} for {len(states)} states; expected ({len(states)},)")
+    return scores
 
 
 def scored_moves(transitions: Sequence[Mapping[str, Any]], scorer: Scorer) -> list[float]:
-    """:func:`critic_terms` of each move with ``scorer`` as the critic (a :data:`MoveTerm`)."""
-    return critic_terms(scorer, transitions)
+    """The critic's score of each move's new state against the target; -1 (the lowest cosine) for an invalid
+    move. The valid moves are scored in one batched call."""
+    for t in transitions:
+        check_transition(t)
+    valid = [i for i, t in enumerate(transitions) if t["valid"]]
+    scores = critic_scores([transitions[i]["next_state"] for i in valid], [transitions[i]["target"] for i in valid],
+                           None, scorer)
+    out = [-1.0] * len(transitions)
+    for i, s in zip(valid, scores, strict=True):
+        out[i] = float(s)
+    return out
 
 
-def reachability(states: Sequence[Sequence[Number]], targets: Sequence[Number], rules: Rules, scorer: Any = None) -> list[float]:
-    """:func:`oracle_potential` of each state (a :data:`Potential`)."""
-    return [oracle_potential(s, t, rules) for s, t in zip(states, targets, strict=True)]
+def reachability(states: Sequence[Sequence[Number] | None], targets: Sequence[Number], rules: Rules | None,
+                 scorer: Any = None) -> list[float]:
+    """The oracle potential of each state: 1 if the target is reachable from it, else 0 (also for no state)."""
+    rules = rules or Rules.longproc()
+    return [0.0 if s is None else 1.0 if reachable(s, t, rules) else 0.0 for s, t in zip(states, targets, strict=True)]
 
 
-def critic_scores(states: Sequence[Sequence[Number]], targets: Sequence[Number], rules: Rules, scorer: Scorer) -> np.ndarray:
-    """:func:`critic_potentials` of each state with ``scorer`` as the critic (a :data:`Potential`)."""
-    return critic_potentials(scorer, states, targets)
+def mean_over_moves(values: Sequence[float]) -> float:
+    """The mean of a completion's per-move values; 0.0 for a completion without moves."""
+    return float(sum(values) / len(values)) if len(values) else 0.0
+
+
+def sparse_score(replay: Any) -> float:
+    """1.0 if the final answer is correct, else 0.0."""
+    return 1.0 if replay.verdict.correct else 0.0
+
+
+WELL_FORMED_REASONS: frozenset[str] = frozenset(
+    {
+        "ok", "foreign_number", "number_reused", "division_by_zero", "non_integer_result", "negative_result",
+        "zero_result", "exceeds_limit", "arithmetic_error", "unused_numbers", "wrong_value",
+    }
+)
+"""Verdict reasons of an answer that parsed (right or wrong); every other reason is a syntax failure."""
+
+TAGGED_FORMATS: frozenset[str] = frozenset({"answer_tag", "solution_block"})
+
+
+def format_score(replay: Any) -> float:
+    """1.0 if the final answer is in an ``<answer>`` tag or a ``<Solution>`` block and parses, else 0.0.
+
+    A parsed answer may still be wrong (wrong value, reused number...): that is the sparse term's job.
+    An untagged last line does not count, so a completion cannot earn the format term by accident.
+    """
+    v = replay.verdict
+    return 1.0 if v.answer_format in TAGGED_FORMATS and v.reason in WELL_FORMED_REASONS else 0.0

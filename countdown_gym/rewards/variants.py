@@ -37,17 +37,19 @@ import gymnasium as gym
 import numpy as np
 
 from countdown_gym.game.rules import Number, Rules
-from countdown_gym.rewards.scores import format_score, mean_over_moves, sparse_score
 from countdown_gym.rewards.terms import (
     MoveTerm,
     Potential,
     critic_scores,
+    format_score,
+    mean_over_moves,
     perfect_moves,
     reachability,
     reachable_moves,
     scored_moves,
+    sparse_score,
 )
-from countdown_gym.rewards.wrappers.variant import TermReward
+from countdown_gym.rewards.wrapper import TermReward
 
 KINDS: tuple[str, ...] = ("step", "text")
 """``step``: Countdown-v0 and its vector envs (the SB3 baseline); ``text``: completions (GRPO, verl)."""
@@ -145,7 +147,7 @@ class RewardVariant:
             raise ValueError(f"the reward {self.name!r} applies to completions only (kinds {self.kinds})")
         if self.move_term is None and self.potential is None:
             return env
-        return TermReward(env, self.name, self.move_term, self.potential, self.need(scorer), scale=scale, gamma=gamma)
+        return TermReward(env, self, scorer, scale=scale, gamma=gamma)
 
 
 _REGISTRY: dict[str, RewardVariant] = {}
@@ -232,20 +234,6 @@ class _TextWeights(Mapping[str, dict[str, float]]):
 
 
 TEXT_VARIANT_WEIGHTS: Mapping[str, dict[str, float]] = _TextWeights()
-
-
-class _TermWeights(_TextWeights):
-    """Default weight of each ``text`` variant's term (a live view of the registry; earlier spellings read too)."""
-
-    def __getitem__(self, name: str) -> float:  # type: ignore[override]
-        try:
-            return get_variant(name, "text").weight
-        except ValueError:
-            raise KeyError(name) from None
-
-
-TERM_WEIGHTS: Mapping[str, float] = _TermWeights()
-"""Default weight of each per-completion term (GRPO variants and verl's ``score``)."""
 
 
 def parse_reward_spec(spec: str) -> dict[str, float]:
@@ -348,7 +336,7 @@ _BUILT_IN_NAMES = frozenset(v.name for v in _BUILT_IN)
 
 
 __all__ = [
-    "ALIASES", "KINDS", "NO_REWARD", "OUTCOME", "REWARD_VARIANTS", "TERM_WEIGHTS", "TEXT_VARIANT_WEIGHTS",
+    "ALIASES", "KINDS", "NO_REWARD", "OUTCOME", "REWARD_VARIANTS", "TEXT_VARIANT_WEIGHTS",
     "RewardVariant", "check_reward_variant", "get_variant", "monitored", "parse_reward_spec", "register_variant",
     "given_scorers", "score_terms", "step_credit_names", "text_weights", "unregister_variant", "variant_names",
 ]

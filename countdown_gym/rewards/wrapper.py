@@ -1,30 +1,43 @@
-"""The shared machinery of the per-step dense-reward wrappers.
+"""``TermReward``: a reward variant's term added to Countdown-v0 or CountdownText-v0 (what ``RewardVariant.wrap``
+builds, and what the named wrappers of :mod:`countdown_gym.wrappers` are).
 
-A :class:`DenseRewardWrapper` reads the transition records that Countdown-v0 and
-CountdownText-v0 put in ``info["transitions"]``, computes one dense term per step, adds it to
-the reward and records it under its own key in ``info["reward_terms"]`` (``"sparse"`` holds
-the environment's own reward). Wrappers stack: each adds its key and leaves the others alone.
+The wrapper reads the transition records the environment puts in ``info["transitions"]``, computes the variant's
+term for the step, adds it to the reward and records it under its own key in ``info["reward_terms"]``
+(``"sparse"`` holds the environment's own reward). Wrappers stack: each adds its key and leaves the others alone.
 
 Two ways to turn a per-state signal into reward (``docs/rewards.md``):
 
-* additive (``potential=False``): a term per move, summed over the moves the step completed;
-* potential-based (``potential=True``): ``F = gamma * Phi(s') - Phi(s)`` once per step, where
-  ``Phi`` is evaluated on the numbers the episode currently holds: ``info["state"]`` when the
-  environment reports it (both of ours do), else the last transition's ``next_state`` (its
-  ``state`` for an invalid move); a step without a move leaves them unchanged. ``Phi(s') = 0``
-  when the step terminates the episode, so shaping never changes which policy is optimal
-  (Ng, Harada & Russell 1999).
+* additive (the variant's ``move_term``): ``scale`` times the term of each move, summed over the moves the step
+  completed;
+* potential-based (the variant's ``potential``): ``F = gamma * Phi(s') - Phi(s)`` once per step with ``Phi = scale *
+  potential``, evaluated on the numbers the episode currently holds: ``info["state"]`` when the environment reports
+  it (both of ours do), else the last transition's ``next_state`` (its ``state`` for an invalid move); a step without
+  a move leaves them unchanged. ``Phi(s') = 0`` when the step terminates the episode (a truncated step keeps it), so
+  shaping never changes which policy is optimal (Ng, Harada & Russell 1999).
+
+A scorer (critic) the variant needs is passed in, memoised per ``(state, target)``
+(:class:`~countdown_gym.rewards.terms.CachedScorer`), and checked against the episode's size at ``reset``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, SupportsFloat
+from typing import TYPE_CHECKING, Any, SupportsFloat
 
 import gymnasium as gym
 
 from countdown_gym.game.rules import Number, Rules
-from countdown_gym.rewards.terms import _check_gamma, _check_scale, check_transition, potential_shaping
+from countdown_gym.rewards.terms import (
+    CachedScorer,
+    _check_gamma,
+    _check_scale,
+    check_scorer_fits,
+    check_transition,
+    potential_shaping,
+)
+
+if TYPE_CHECKING:
+    from countdown_gym.rewards.variants import RewardVariant
 
 
 class TransitionsMissingError(ValueError):
@@ -32,6 +45,7 @@ class TransitionsMissingError(ValueError):
 
 
 def env_name(env: gym.Env) -> str:
+    """The environment's registered id, else its class name (for error messages)."""
     spec = getattr(env, "spec", None)
     return spec.id if spec is not None and spec.id else type(env.unwrapped).__name__
 
@@ -52,32 +66,46 @@ def step_transitions(info: Mapping[str, Any], who: str, env: gym.Env) -> list[Ma
     return [check_transition(t) for t in transitions]
 
 
-class DenseRewardWrapper(gym.Wrapper):
-    """Base class: subclasses define :meth:`step_terms` (additive) and :meth:`potential_of` (shaping)."""
+class TermReward(gym.Wrapper):
+    """Adds one reward variant's term to Countdown-v0 or CountdownText-v0: additive or shaping (see the module).
 
-    default_key = "dense"
+    Args:
+        env: the environment to wrap.
+        variant: the registry entry (:class:`~countdown_gym.rewards.variants.RewardVariant`) with a ``move_term``
+            (additive) or a ``potential`` (shaping).
+        scorer: the critic the term scores with, when the variant needs one.
+        scale: multiplies the term (or the potential).
+        gamma: the shaping discount (``F = gamma * Phi(s') - Phi(s)``): set it to the agent's.
+        key: the term's key in ``info["reward_terms"]`` (default: the variant's name).
+    """
 
-    def __init__(
-        self, env: gym.Env, *, scale: float = 1.0, potential: bool = False, gamma: float = 1.0, key: str | None = None
-    ) -> None:
+    def __init__(self, env: gym.Env, variant: RewardVariant, scorer: Any = None, scale: float = 1.0,
+                 gamma: float = 1.0, key: str | None = None) -> None:
+        if (variant.move_term is None) == (variant.potential is None):
+            raise ValueError(f"TermReward needs a variant with exactly one of a move_term (additive) or a potential "
+                             f"(shaping); {variant.name!r} has {'both' if variant.move_term else 'neither'}")
         super().__init__(env)
+        self.variant = variant
         self.scale = _check_scale(scale)
-        self.potential = bool(potential)
+        self.potential = variant.potential is not None
         self.gamma = _check_gamma(gamma)
         if key is not None and (not isinstance(key, str) or not key or key == "sparse"):
             raise ValueError(f"key must be a non-empty string other than 'sparse', got {key!r}")
-        self.key = key or (f"{self.default_key}_shaping" if self.potential else self.default_key)
+        self.key = key or variant.name
+        self.critic = variant.need(scorer)
+        self.scorer = None if self.critic is None else CachedScorer(self.critic)
         self._current: tuple[tuple[Number, ...], Number, Rules] | None = None  # (numbers, target, rules) now
         self._phi: float | None = None  # potential of the current numbers
 
-    # ---- to be defined by subclasses ------------------------------------------------------
     def step_terms(self, transitions: Sequence[Mapping[str, Any]]) -> list[float]:
         """The additive term of each move of a step."""
-        raise NotImplementedError
+        assert self.variant.move_term is not None
+        return [self.scale * float(x) for x in self.variant.move_term(transitions, self.scorer)]
 
     def potential_of(self, state: tuple[Number, ...], target: Number, rules: Rules) -> float:
         """``Phi(state)`` for the given target and rules."""
-        raise NotImplementedError
+        assert self.variant.potential is not None
+        return self.scale * float(self.variant.potential([state], [target], rules, self.scorer)[0])
 
     # ---- Gymnasium API --------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
@@ -87,6 +115,8 @@ class DenseRewardWrapper(gym.Wrapper):
         if problem is not None and hasattr(problem, "numbers") and hasattr(problem, "target"):
             numbers = tuple(info["state"]) if info.get("state") is not None else tuple(problem.numbers)
             self._current = (numbers, problem.target, problem.rules)
+        if self.critic is not None and info.get("state") is not None:
+            check_scorer_fits(self.critic, info["state"], type(self).__name__)
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:

@@ -40,7 +40,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
-from countdown_gym.rewards.wrappers.base import env_name
+from countdown_gym.rewards.wrapper import env_name
 
 
 @dataclass
