@@ -18,12 +18,14 @@ numbers with or without it.
 
 The starting model's figure. ``countdown-tiny-lm-turns`` solves 122 of the 1,000 ``longproc-0.5k`` test problems
 greedily (12.2%) under today's rules, and so does every path here: ``llm_eval.py``, the held-out test of
-``llm_grpo.py`` (its ``start``) and the reward comparison's start. Figures of 12.1% (121 of 1,000) quoted beside it
-(the model card's table, the multi-turn reward comparison of 6 variants x 3 seeds, the expert-iteration round)
-were measured on 2026-11-24, before ``Rules.longproc()`` took LongProc's own zero rule (a move to 0 allowed; the
-strictly positive rules are now ``Rules.longproc_positive()``). The model was trained under the positive rules; it
-writes one move to 0 that was refused then and is played now, and one more problem is solved: the same play under
-``Rules.longproc_positive()`` gives 121 again. The difference is the rules, not the evaluator.
+``llm_grpo.py`` (its ``start``) and the reward comparison's start. The 12.1% (121 of 1,000) quoted beside it (the
+model card's table, the multi-turn reward comparison of 6 variants x 3 seeds, the expert-iteration round) was
+measured on 2026-11-24, before ``Rules.longproc()`` took LongProc's own zero rule (a move to 0 allowed; the strictly
+positive rules are now ``Rules.longproc_positive()``). The model was trained under the positive rules. In 32 of its
+1,000 greedy episodes it writes a move to 0, refused then and played now; one of them (``longproc-0.5k/test/16``,
+``[8, 8, 8, 16]`` -> 32, opened with ``8-8``) goes on to a solution. Played under ``Rules.longproc_positive()`` the
+same model gives 121 again, the 968 episodes without a move to 0 word for word the same: the difference is the
+rules, not the evaluator.
 """
 
 from __future__ import annotations
