@@ -35,7 +35,8 @@ def test_rates_and_their_standard_errors() -> None:
     rates = ev.rates()
     assert rates["problems"] == 4 and rates["samples"] == ev.samples == 2
     assert rates["greedy_success"] == 0.5 and rates["greedy_invalid_frac"] == 0.25
-    assert rates["greedy_success_se"] == pytest.approx(math.sqrt(1 / 3 / 4))  # sample SD of 1,0,0,1 over sqrt(4)
+    assert rates["greedy_success_se"] == pytest.approx(math.sqrt(0.5 * 0.5 / 4))  # the binomial SE, as the held-out test's
+    assert rates["sampled_success_se"] == pytest.approx(math.sqrt(0.6875 / 3 / 4))  # shares .5, 0, 0, 1
     assert rates["sampled_success"] == pytest.approx(0.375) and rates["pass_at_k"] == 0.5
     assert rates["sampled_invalid_frac"] == 0.25
     row = ev.row()

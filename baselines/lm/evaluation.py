@@ -40,7 +40,7 @@ import torch
 from tqdm import tqdm
 
 from baselines.lm.generation import Sampling, generate, generate_vllm
-from baselines.uncertainty import mean_se
+from baselines.uncertainty import binomial_se, mean_se
 from countdown_gym.game.problem import Problem
 
 T = TypeVar("T")
@@ -93,19 +93,20 @@ class Evaluation:
         return len(self.sampled[0]) if self.sampled else 0
 
     def rates(self) -> dict[str, Any]:
-        """The rates, each with its standard error over problems (``baselines.uncertainty.mean_se``; None for fewer
-        than two problems): ``greedy_success``, ``greedy_invalid_frac`` and, with samples, ``sampled_success`` (all
-        samples), ``pass_at_k`` (a problem counts when one of its samples solved it) and ``sampled_invalid_frac``."""
+        """The rates, each with its standard error over problems (``baselines.uncertainty``: ``binomial_se`` of a
+        rate of problems solved or not, as the held-out test quotes it; ``mean_se`` of the problems' shares of samples
+        solved): ``greedy_success``, ``greedy_invalid_frac`` and, with samples, ``sampled_success`` (all samples),
+        ``pass_at_k`` (a problem counts when one of its samples solved it) and ``sampled_invalid_frac``."""
         n = len(self.greedy)
-        ok = [float(r.solved) for r in self.greedy]
-        out: dict[str, Any] = {"problems": n, "samples": self.samples, "greedy_success": _mean(ok),
-                               "greedy_success_se": mean_se(ok),
+        greedy = _mean([float(r.solved) for r in self.greedy])
+        out: dict[str, Any] = {"problems": n, "samples": self.samples, "greedy_success": greedy,
+                               "greedy_success_se": binomial_se(greedy, n),
                                "greedy_invalid_frac": _mean([float(r.invalid) for r in self.greedy])}
         if self.samples:
             shares = [sum(r.solved for r in rs) / len(rs) for rs in self.sampled]
-            hit = [float(any(r.solved for r in rs)) for rs in self.sampled]  # pass@k of k samples (unbiased: the same)
-            out.update(sampled_success=_mean(shares), sampled_success_se=mean_se(shares), pass_at_k=_mean(hit),
-                       pass_at_k_se=mean_se(hit),
+            hit = _mean([float(any(r.solved for r in rs)) for rs in self.sampled])  # pass@k of k samples (unbiased: the same)
+            out.update(sampled_success=_mean(shares), sampled_success_se=mean_se(shares), pass_at_k=hit,
+                       pass_at_k_se=binomial_se(hit, n),
                        sampled_invalid_frac=_mean([float(r.invalid) for rs in self.sampled for r in rs]))
         return out
 
