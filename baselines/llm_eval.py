@@ -6,10 +6,10 @@
 
 Every completion is verified with ``countdown_gym.game.verifier.verify`` and written to a leaderboard
 submission (``countdown_gym.leaderboard.write_submission``) when the whole split was evaluated,
-else to a JSONL file of completions. HF generation is ``baselines.lm.generation.generate``, the one
-GRPO validation uses: the samples are drawn as ``Sampling(temperature=--temperature, top_p=--top-p)``
-says (no repetition penalty, no top-k cut, whatever the model's generation config says).
-``--backend vllm`` uses vLLM when it is installed.
+else to a JSONL file of completions. The play and its records are ``baselines.lm.evaluation.evaluate``, the
+evaluator of GRPO validation and the held-out test too: the samples are drawn as
+``Sampling(temperature=--temperature, top_p=--top-p)`` says (no repetition penalty, no top-k cut, whatever the
+model's generation config says). ``--backend vllm`` uses vLLM when it is installed.
 
 Every rate comes with its standard error over problems (``pass@1_greedy_se``, ``pass@k_se``,
 ``per_sample_success_se``). Here pass@k uses the k samples only; the leaderboard scores the greedy
@@ -26,24 +26,22 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-import time
 from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
-from tqdm import tqdm
 
 from baselines.lm.eval_options import DTYPES, EvalConfig
-from baselines.lm.generation import Sampling, generate, generate_vllm, vllm_engine
+from baselines.lm.evaluation import Evaluation, Play
+from baselines.lm.evaluation import evaluate as play_and_score
+from baselines.lm.generation import Sampling, vllm_engine
 from baselines.lm.tiny_lm import load_causal_lm
-from baselines.uncertainty import mean_se
 from countdown_gym import dataclass_cli
 from countdown_gym.data.pass_rates import write_pass_rates
 from countdown_gym.data.splits import load_split
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import build_prompt, render_chat_prompt
 from countdown_gym.game.verifier import verify
-from countdown_gym.leaderboard.score import pass_at_k  # one home: the leaderboard scores the same way
 from countdown_gym.runkit.runs import run_directory, write_text_atomic
 
 T = TypeVar("T")
@@ -125,16 +123,6 @@ def failure_breakdown(problems: list[Problem], completions: list[str]) -> dict:
     return out
 
 
-def sampled_metrics(oks: list[list[bool]], k: int, tokens: int, seconds: float) -> dict:
-    """pass@k, per-sample success (problems are the units of the standard errors) and the speed of ``k`` sampled
-    completions per problem (``oks``: whether each one succeeded)."""
-    per_problem = [pass_at_k(len(o), sum(o), k) for o in oks]
-    return {f"pass@{k}": sum(per_problem) / max(len(oks), 1), f"pass@{k}_se": mean_se(per_problem),
-            "per_sample_success": sum(sum(o) for o in oks) / max(sum(len(o) for o in oks), 1),
-            "per_sample_success_se": mean_se([sum(o) / len(o) for o in oks if o]),
-            "sample_tokens_per_s": tokens / seconds if seconds > 0 and tokens else None, "sample_seconds": seconds}
-
-
 def parameters(model) -> str:
     """The model's size as a submission states it (``"1.23M"``; tied weights counted once)."""
     return f"{sum(p.numel() for p in {id(p): p for p in model.parameters()}.values()) / 1e6:.2f}M"
@@ -165,110 +153,67 @@ def select(problems: list[Problem], cfg: EvalConfig) -> list[Problem]:
     return chosen
 
 
-def evaluate_turns(cfg: EvalConfig, model, tokenizer, problems: list[Problem], progress: bool = True) -> dict:
-    """The multi-turn evaluation: greedy and ``k`` sampled episodes per problem; answers are the ``<Solution>``
-    blocks of the moves played (what the leaderboard re-verifies), ``conversations`` the episodes' text."""
-    from countdown_gym.game.turn_game import TurnEpisode
-    from countdown_gym.integrations.trl_rollout import play_episodes
-
-    def answer(r) -> str:
-        ep = TurnEpisode(r.problem)
-        for t in r.turns:
-            if ep.done:
-                break
-            ep.play(t)
-        return ep.solution_text()
-
-    res: dict = {"interaction": "multi-turn", "max_turns": cfg.max_turns}
-    bar = tqdm(total=len(problems) * (1 + cfg.k), desc="episodes", disable=not progress)
-    t0 = time.time()
-    greedy = play_episodes(model, tokenizer, problems, max_turns=cfg.max_turns, greedy=True, batch_size=cfg.batch_size,
-                           prompt_style=cfg.prompt_style)
-    bar.update(len(problems))
-    dt = time.time() - t0
-    ok = [r.solved for r in greedy]
-    res["pass@1_greedy"] = sum(ok) / max(len(ok), 1)
-    res["pass@1_greedy_se"] = mean_se([float(o) for o in ok])
-    n_tok = sum(sum(r.env_mask) for r in greedy)
-    res["greedy_tokens_per_s"] = n_tok / dt if dt > 0 else None
-    res["greedy_seconds"] = dt
-    res["greedy_mean_tokens"] = n_tok / max(len(problems), 1)
-    res["greedy_mean_turns"] = sum(len(r.turns) for r in greedy) / max(len(problems), 1)
-    res["greedy_invalid_turn_frac"] = sum(r.replay.invalid_turns > 0 for r in greedy) / max(len(problems), 1)
-    res["completions_greedy"] = [answer(r) for r in greedy]
-    res["conversations_greedy"] = [r.text for r in greedy]
-    if cfg.k > 0:
-        t0 = time.time()
-        sampled = play_episodes(model, tokenizer, [p for p in problems for _ in range(cfg.k)], max_turns=cfg.max_turns,
-                                batch_size=cfg.batch_size, prompt_style=cfg.prompt_style, **sampling_of(cfg).episode_kwargs())
-        bar.update(len(problems) * cfg.k)
-        oks = [[r.solved for r in sampled[i * cfg.k:(i + 1) * cfg.k]] for i in range(len(problems))]
-        res.update(sampled_metrics(oks, cfg.k, sum(sum(r.env_mask) for r in sampled), time.time() - t0))
-        res["completions_sampled"] = [[answer(r) for r in sampled[i * cfg.k:(i + 1) * cfg.k]] for i in range(len(problems))]
-    bar.close()
-    return res
-
-
 def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem] | None = None, progress: bool = True) -> dict:
-    """Run the evaluation of ``cfg``; returns metrics plus the completions."""
+    """Run the evaluation of ``cfg`` (``baselines.lm.evaluation.evaluate``); returns metrics plus the completions."""
     cfg = cfg.resolved()
     torch.set_num_threads(cfg.threads)
-    torch.manual_seed(cfg.seed)
     if problems is None:
         problems = select(load_split(cfg.preset, cfg.split), cfg)
-    if cfg.interaction == "multi-turn":
-        if cfg.backend != "hf":
-            raise SystemExit("--interaction multi-turn generates turn by turn with transformers (--backend hf)")
-        if model is None:
-            model, tokenizer = load_model(cfg.model, cfg.dtype, cfg.device)
-        res = {"problems": len(problems), "model": cfg.model, "preset": cfg.preset, "split": cfg.split,
-               "prompt_style": cfg.prompt_style, "params": parameters(model)}
-        with torch.no_grad():
-            res.update(evaluate_turns(cfg, model, tokenizer, problems, progress))
-        return res
+    turns = cfg.interaction == "multi-turn"
+    if turns and cfg.backend != "hf":
+        raise SystemExit("--interaction multi-turn generates turn by turn with transformers (--backend hf)")
     if model is None and cfg.backend == "hf":
         model, tokenizer = load_model(cfg.model, cfg.dtype, cfg.device)
     if tokenizer is None:
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(cfg.model)
-    try:
-        prompts = make_prompts(problems, tokenizer, cfg.prompt_style, cfg.chat_template)
-    except ValueError as exc:  # --chat-template on with a tokenizer that has none
-        raise SystemExit(f"{cfg.model}: {exc}") from None
+    prompts = None
+    if not turns:
+        try:
+            prompts = make_prompts(problems, tokenizer, cfg.prompt_style, cfg.chat_template)
+        except ValueError as exc:  # --chat-template on with a tokenizer that has none
+            raise SystemExit(f"{cfg.model}: {exc}") from None
     res: dict = {"problems": len(problems), "model": cfg.model, "preset": cfg.preset, "split": cfg.split, "prompt_style": cfg.prompt_style}
     if model is not None:
         res["params"] = parameters(model)
-    t0 = time.time()
-    llm = None
-    if cfg.backend == "vllm":
-        longest = max(len(tokenizer(p)["input_ids"]) for p in prompts)
-        llm = vllm_engine(cfg.model, cfg.dtype, cfg.seed, longest + cfg.max_new_tokens)
-        greedy, n_greedy_tokens = generate_vllm(llm, tokenizer, prompts, 1, None, cfg.max_new_tokens, cfg.seed)
-    elif cfg.backend == "hf":
-        greedy, n_greedy_tokens = generate(model, tokenizer, prompts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
-                                           progress=progress, desc="greedy")
+    if turns:
+        res.update(interaction="multi-turn", max_turns=cfg.max_turns)
+    engine = None
+    if cfg.backend == "vllm":  # one engine for the greedy and the sampled pass
+        longest = max(len(tokenizer(p)["input_ids"]) for p in prompts or [""])
+        engine = vllm_engine(cfg.model, cfg.dtype, cfg.seed, longest + cfg.max_new_tokens)
+    how = Play(max_turns=cfg.max_turns if turns else None, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
+               prompt_style=cfg.prompt_style, engine=engine)
+    ev = play_and_score(model, tokenizer, problems, how, prompts=prompts, samples=cfg.k, sampling=sampling_of(cfg),
+                        seed=cfg.seed, progress=progress)
+    res.update(metrics(ev, problems))
+    return res
+
+
+def metrics(ev: Evaluation, problems: list[Problem]) -> dict:
+    """The printed metrics of an evaluation (every rate with its ``_se``) and its answers: ``completions_greedy``
+    and, with samples, ``completions_sampled``; multi-turn: the episodes' turns and ``conversations_greedy``,
+    single-pass: ``greedy_failures``."""
+    rates, n, k = ev.rates(), max(len(ev.greedy), 1), ev.samples
+    turns = bool(ev.greedy) and ev.greedy[0].turns is not None
+    res: dict = {"pass@1_greedy": rates["greedy_success"], "pass@1_greedy_se": rates["greedy_success_se"],
+                 "greedy_tokens_per_s": ev.greedy_tokens / ev.greedy_seconds if ev.greedy_seconds > 0 and ev.greedy_tokens else None,
+                 "greedy_seconds": ev.greedy_seconds, "greedy_mean_tokens": ev.greedy_tokens / n}
+    if turns:
+        res["greedy_mean_turns"] = sum(r.turns or 0 for r in ev.greedy) / n
+        res["greedy_invalid_turn_frac"] = rates["greedy_invalid_frac"]
+    res["completions_greedy"] = [r.answer for r in ev.greedy]
+    if turns:
+        res["conversations_greedy"] = [r.text for r in ev.greedy]
     else:
-        raise SystemExit(f"--backend must be hf or vllm, got {cfg.backend!r}")
-    dt = time.time() - t0
-    ok = score(problems, greedy)
-    res["pass@1_greedy"] = sum(o[0] for o in ok) / max(len(ok), 1)
-    res["pass@1_greedy_se"] = mean_se([float(o[0]) for o in ok])
-    res["greedy_tokens_per_s"] = n_greedy_tokens / dt if dt > 0 and n_greedy_tokens else None
-    res["greedy_seconds"] = dt
-    res["greedy_mean_tokens"] = n_greedy_tokens / max(len(problems), 1)
-    res["completions_greedy"] = [g[0] for g in greedy]
-    res["greedy_failures"] = failure_breakdown(problems, res["completions_greedy"])
-    if cfg.k > 0:
-        t0 = time.time()
-        if llm is not None:  # the same engine as the greedy pass
-            sampled, n_tok = generate_vllm(llm, tokenizer, prompts, cfg.k, sampling_of(cfg), cfg.max_new_tokens, cfg.seed)
-        else:
-            sampled, n_tok = generate(model, tokenizer, prompts, sampling=sampling_of(cfg), num_return_sequences=cfg.k,
-                                      max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size, progress=progress,
-                                      desc=f"sample k={cfg.k}")
-        res.update(sampled_metrics(score(problems, sampled), cfg.k, n_tok, time.time() - t0))
-        res["completions_sampled"] = sampled
+        res["greedy_failures"] = failure_breakdown(problems, res["completions_greedy"])
+    if k:
+        res.update({f"pass@{k}": rates["pass_at_k"], f"pass@{k}_se": rates["pass_at_k_se"],
+                    "per_sample_success": rates["sampled_success"], "per_sample_success_se": rates["sampled_success_se"],
+                    "sample_tokens_per_s": ev.sampled_tokens / ev.sampled_seconds if ev.sampled_seconds > 0 and ev.sampled_tokens else None,
+                    "sample_seconds": ev.sampled_seconds,
+                    "completions_sampled": [[r.answer for r in rs] for rs in ev.sampled]})
     return res
 
 

@@ -34,9 +34,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from baselines.llm_eval import score
-from baselines.lm.generation import generate
-from baselines.lm.held_out import greedy_solved
+from baselines.lm.evaluation import greedy_solved
 from baselines.lm.sft_options import RESUME_MAY_CHANGE, SFTConfig
 from baselines.lm.tiny_lm import (
     build_model,
@@ -175,16 +173,12 @@ def lr_at(step: int, cfg: SFTConfig, elapsed: float = 0.0) -> float:
 
 
 def validation_success(model, tokenizer, problems: list[Problem], cfg: SFTConfig) -> float:
-    """Greedy success rate on ``problems`` under the real verifier (multi-turn: episodes solved)."""
-    if cfg.interaction == "multi-turn":
-        solved = greedy_solved(model, tokenizer, problems, max_turns=cfg.max_turns, batch_size=cfg.eval_batch_size)
-        return sum(solved) / max(len(solved), 1)
-    model.eval()
-    prompts = [compact_prompt(p) for p in problems]
-    outs, _ = generate(model, tokenizer, prompts, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.eval_batch_size)
-    model.train()
-    ok = score(problems, outs)
-    return sum(o[0] for o in ok) / max(len(ok), 1)
+    """Greedy success rate on ``problems`` (``baselines.lm.evaluation.greedy_solved``; multi-turn: episodes solved)."""
+    turns = cfg.interaction == "multi-turn"
+    solved = greedy_solved(model, tokenizer, problems, max_turns=cfg.max_turns if turns else None,
+                           prompts=None if turns else [compact_prompt(p) for p in problems],
+                           max_new_tokens=cfg.max_new_tokens, batch_size=cfg.eval_batch_size)
+    return sum(solved) / max(len(solved), 1)
 
 
 def save_checkpoint(path: Path, model, tokenizer, opt, step: int, rng: random.Random, meta: dict) -> None:

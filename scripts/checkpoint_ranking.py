@@ -37,8 +37,8 @@ class Options:
 
 
 def play(path: str, problems: list[Any]) -> list[bool]:
+    from baselines.lm.evaluation import greedy_solved
     from baselines.lm.grpo_model import load_model_and_tokenizer
-    from baselines.lm.held_out import greedy_solved
 
     model, tok = load_model_and_tokenizer(path)
     return greedy_solved(model, tok, problems, max_turns=16, batch_size=256)

@@ -530,13 +530,15 @@ def test_max_minutes_ends_training_after_the_step_then_saves_and_evaluates(tmp_p
 
 def test_validation_keeps_the_best_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """best/ holds the model of the highest greedy validation (earliest on ties), also across a resume."""
+    import types
+
     from baselines.lm import callbacks as llm_callbacks
 
     scores = iter([0.2, 0.3, 0.25, 0.3, 0.1, 0.4])
-    monkeypatch.setattr(llm_callbacks, "evaluate_policy", lambda *a, **k: {
+    monkeypatch.setattr(llm_callbacks, "evaluate", lambda *a, **k: types.SimpleNamespace(row=lambda: {
         "problems": 4, "samples": 0, "greedy_success": next(scores), "greedy_invalid_frac": 0.0,
         "mean_completion_tokens": 1.0, "eval_seconds": 1.0, "generated_tokens": 4,
-    })
+    }))
 
     class Recorder:
         def __init__(self) -> None:
@@ -579,10 +581,10 @@ def test_validation_at_the_last_step_runs_once_on_every_process(tmp_path: Path, 
     from baselines.lm import callbacks as llm_callbacks
 
     calls: list[int] = []
-    monkeypatch.setattr(llm_callbacks, "evaluate_policy", lambda *a, **k: calls.append(k["seed"]) or {
+    monkeypatch.setattr(llm_callbacks, "evaluate", lambda *a, **k: calls.append(k["seed"]) or types.SimpleNamespace(row=lambda: {
         "problems": 2, "samples": 0, "greedy_success": 0.5, "greedy_invalid_frac": 0.0,
         "mean_completion_tokens": 1.0, "eval_seconds": 1.0, "generated_tokens": 2,
-    })
+    }))
     monkeypatch.setattr(accelerate, "PartialState", lambda: types.SimpleNamespace(process_index=1, num_processes=2, is_main_process=False))
     monkeypatch.setattr(accelerate.utils, "gather_object", lambda parts: parts * 2)
     cb = llm_callbacks.ValidationCallback([PROBLEM] * 4, ["p"] * 4, None, tmp_path, eval_interval=2, seed=0, verbose=False)

@@ -446,9 +446,11 @@ def test_left_padding_does_not_change_greedy_output(tmp_path):
 
 
 def test_pass_at_k():
-    assert llm_eval.pass_at_k(8, 0, 8) == 0.0
-    assert llm_eval.pass_at_k(8, 1, 8) == 1.0
-    assert abs(llm_eval.pass_at_k(8, 2, 1) - 0.25) < 1e-12
+    from countdown_gym.leaderboard.score import pass_at_k
+
+    assert pass_at_k(8, 0, 8) == 0.0
+    assert pass_at_k(8, 1, 8) == 1.0
+    assert abs(pass_at_k(8, 2, 1) - 0.25) < 1e-12
 
 
 # ---- the shipped checkpoint -----------------------------------------------------------------------

@@ -3,9 +3,9 @@
 :class:`ValidationCallback` evaluates the policy on a fixed slice of the frozen validation split
 at the start, every ``eval_interval`` steps and at the end: greedy success (one completion per
 problem) and, with ``samples > 0``, sampled success (mean over ``samples`` completions drawn as the
-rollouts draw) and pass@k. Completions come from ``baselines.lm.generation.generate`` (the function
-``llm_eval.py`` uses), decoded as TRL decodes them, and are judged by ``replay_completion`` (the
-same verdict as the rewards). It keeps ``metrics.csv`` (one row per evaluation), ``train_log.jsonl``
+rollouts draw) and pass@k, played by ``baselines.lm.evaluation.evaluate`` (the evaluator ``llm_eval.py``
+and the held-out test use: completions decoded as TRL decodes them and judged with the rewards' verdict,
+or multi-turn episodes). It keeps ``metrics.csv`` (one row per evaluation), ``train_log.jsonl``
 (TRL's log dicts) and ``success.png`` in the run directory with ``countdown_gym.runkit.runs`` and times
 every optimizer step.
 """
@@ -18,12 +18,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
 from transformers import TrainerCallback
 
-from baselines.lm.generation import Sampling, generate
+from baselines.lm.evaluation import Play, evaluate
+from baselines.lm.generation import Sampling
 from baselines.lm.tiny_lm import save_pretrained
-from countdown_gym.integrations.trl import replay
 from countdown_gym.runkit.runs import MetricsLog, Panel, write_text_atomic
 
 EVAL_FIELDS = (
@@ -39,100 +38,6 @@ EVAL_FIELDS = (
     "eval_seconds",
     "tokens_per_s",
 )
-
-
-def evaluate_policy(
-    model: Any,
-    tokenizer: Any,
-    problems: Sequence[Any],
-    prompts: Sequence[Any],
-    *,
-    max_new_tokens: int,
-    samples: int = 0,
-    sampling: Sampling | None = None,
-    batch_size: int = 64,
-    seed: int = 0,
-) -> dict[str, float]:
-    """Greedy success, sampled success and pass@k of ``model`` on ``problems`` (no gradient, RNG untouched); the
-    ``samples`` completions per problem are drawn as ``sampling`` says (``baselines.lm.generation.generate``)."""
-    if len(problems) != len(prompts):
-        raise ValueError(f"got {len(problems)} problems but {len(prompts)} prompts")
-    was_training = model.training
-    model.eval()
-    t0 = time.perf_counter()
-    tokens = 0
-    row: dict[str, float] = {"problems": len(problems), "samples": samples}
-    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
-    try:
-        with torch.no_grad(), torch.random.fork_rng(devices=devices):
-            torch.manual_seed(seed)
-            greedy, n = generate(model, tokenizer, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size)
-            tokens += n
-            replays = [replay(p, c[0]) for p, c in zip(problems, greedy, strict=True)]
-            row["greedy_success"] = _frac(r.verdict.correct for r in replays)
-            row["greedy_invalid_frac"] = _frac(r.invalid_steps > 0 for r in replays)
-            if samples:
-                sampled, n = generate(model, tokenizer, prompts, max_new_tokens=max_new_tokens, sampling=sampling or Sampling(),
-                                      num_return_sequences=samples, batch_size=batch_size)
-                tokens += n
-                per = [[replay(p, c).verdict.correct for c in cs] for p, cs in zip(problems, sampled, strict=True)]
-                row["sampled_success"] = _frac(x for xs in per for x in xs)
-                row["pass_at_k"] = _frac(any(xs) for xs in per)
-                row["sampled_invalid_frac"] = _frac(
-                    replay(p, c).invalid_steps > 0 for p, cs in zip(problems, sampled, strict=True) for c in cs
-                )
-    finally:
-        model.train(was_training)
-    return _with_timing(row, tokens, time.perf_counter() - t0, len(problems) * (1 + samples))
-
-
-def evaluate_turns(
-    model: Any,
-    tokenizer: Any,
-    problems: Sequence[Any],
-    *,
-    max_turns: int,
-    samples: int = 0,
-    sampling: Sampling | None = None,
-    batch_size: int = 256,
-    seed: int = 0,
-) -> dict[str, float]:
-    """:func:`evaluate_policy` for the multi-turn mode: each problem played as a ``CountdownMultiTurn-v0``
-    episode (``play_episodes``); success = solved; ``*_invalid_frac`` = episodes with a refused turn;
-    tokens = the model's own tokens."""
-    from countdown_gym.integrations.trl_rollout import play_episodes
-
-    t0 = time.perf_counter()
-    row: dict[str, float] = {"problems": len(problems), "samples": samples}
-    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        greedy = play_episodes(model, tokenizer, problems, max_turns=max_turns, greedy=True, batch_size=batch_size)
-        tokens = sum(sum(r.env_mask) for r in greedy)
-        row["greedy_success"] = _frac(r.solved for r in greedy)
-        row["greedy_invalid_frac"] = _frac(r.replay.invalid_turns > 0 for r in greedy)
-        if samples:
-            sampled = play_episodes(model, tokenizer, [p for p in problems for _ in range(samples)], max_turns=max_turns,
-                                    batch_size=batch_size, **(sampling or Sampling()).episode_kwargs())
-            tokens += sum(sum(r.env_mask) for r in sampled)
-            row["sampled_success"] = _frac(r.solved for r in sampled)
-            row["pass_at_k"] = _frac(any(r.solved for r in sampled[i * samples:(i + 1) * samples]) for i in range(len(problems)))
-            row["sampled_invalid_frac"] = _frac(r.replay.invalid_turns > 0 for r in sampled)
-    return _with_timing(row, tokens, time.perf_counter() - t0, len(problems) * (1 + samples))
-
-
-def _with_timing(row: dict[str, float], tokens: int, seconds: float, generations: int) -> dict[str, float]:
-    """``row`` with the evaluation's token and time figures."""
-    row["mean_completion_tokens"] = tokens / max(1, generations)
-    row["eval_seconds"] = seconds
-    row["tokens_per_s"] = tokens / seconds if seconds > 0 else 0.0
-    row["generated_tokens"] = tokens
-    return row
-
-
-def _frac(xs: Any) -> float:
-    xs = list(xs)
-    return sum(bool(x) for x in xs) / len(xs) if xs else 0.0
 
 
 SUCCESS_PANELS = (Panel("validation success", {"greedy_success": "greedy", "sampled_success": "sampled (mean)",
@@ -170,7 +75,7 @@ class ValidationCallback(TrainerCallback):
     ) -> None:
         self.problems, self.prompts, self.tokenizer = list(problems), list(prompts), tokenizer
         self.max_turns = max_turns
-        """Multi-turn mode: validate with :func:`evaluate_turns` at this turn budget (``None``: single-pass)."""
+        """Multi-turn mode: validate with episodes of this turn budget (``None``: single-pass)."""
         self.sampling = sampling or Sampling()
         """How the sampled validation draws (the rollouts' :class:`~baselines.lm.generation.Sampling`)."""
         self.dir = Path(output_dir)
@@ -221,18 +126,11 @@ class ValidationCallback(TrainerCallback):
             )
 
     def _play(self, model: Any, idx: list[int], step: int) -> dict[str, float]:
-        """This process's share of a validation: the problems ``idx`` played, their figures (``evaluate_turns`` in the
-        multi-turn mode, ``evaluate_policy`` in the single-pass one)."""
-        if self.max_turns is not None:
-            return evaluate_turns(
-                model, self.tokenizer, [self.problems[i] for i in idx], max_turns=self.max_turns, samples=self.samples,
-                sampling=self.sampling, batch_size=self.batch_size, seed=self.seed + step,
-            )
-        return evaluate_policy(
-            model, self.tokenizer, [self.problems[i] for i in idx], [self.prompts[i] for i in idx],
-            max_new_tokens=self.max_new_tokens, samples=self.samples, sampling=self.sampling,
-            batch_size=self.batch_size, seed=self.seed + step,
-        )
+        """This process's share of a validation: the problems ``idx`` played (``baselines.lm.evaluation``), their row."""
+        prompts = None if self.max_turns is not None else [self.prompts[i] for i in idx]
+        how = Play(max_turns=self.max_turns, max_new_tokens=self.max_new_tokens, batch_size=self.batch_size)
+        return evaluate(model, self.tokenizer, [self.problems[i] for i in idx], how, prompts=prompts,
+                        samples=self.samples, sampling=self.sampling, seed=self.seed + step).row()
 
     def _save_best(self, model: Any, row: dict[str, Any]) -> None:
         best = save_pretrained(model, self.tokenizer, self.dir / self.BEST_DIR)

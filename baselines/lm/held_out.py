@@ -3,7 +3,8 @@
 The run's validation (:class:`baselines.lm.callbacks.ValidationCallback`) plays validation problems, the split that
 chose the shipped model and that picks the run's ``best/``; its start figure is the starting model's best side
 (docs/llm_grpo.md). :class:`HeldOutTest` plays the first ``--test-problems`` problems of the test split greedily
-with the starting model and with the final one, and :func:`paired_difference` reports each success rate with its
+with the starting model and with the final one (:func:`baselines.lm.evaluation.greedy_solved`, the evaluator of every
+language-model figure), and :func:`paired_difference` reports each success rate with its
 standard error, the difference with the standard error of the per-problem differences, and McNemar's exact p.
 
     test = HeldOutTest(problems, tokenizer=tok, path=run_dir / "held_out.json", max_turns=16)
@@ -19,59 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
+from baselines.lm.evaluation import greedy_solved
 from baselines.uncertainty import binomial_se, mean_se
 from countdown_gym.game.problem import Problem
-
-
-def greedy_solved(
-    model: Any,
-    tokenizer: Any,
-    problems: Sequence[Problem],
-    *,
-    max_turns: int | None = None,
-    prompts: Sequence[Any] | None = None,
-    max_new_tokens: int = 192,
-    batch_size: int = 128,
-) -> list[bool]:
-    """Whether ``model`` solves each problem with greedy play: a ``CountdownMultiTurn-v0`` episode of at most
-    ``max_turns`` turns, or (``max_turns=None``) one completion of each of ``prompts``, replayed through the text
-    environment. With several processes, each plays its share and every process gets the whole list."""
-    from accelerate import PartialState
-    from accelerate.utils import gather_object
-
-    state = PartialState()
-    idx = list(range(state.process_index, len(problems), state.num_processes))
-    mine = [problems[i] for i in idx]
-    was_training = model.training
-    model.eval()
-    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
-    try:  # the RNG forked: a run draws the same numbers with or without this evaluation
-        with torch.no_grad(), torch.random.fork_rng(devices=devices):
-            if max_turns is not None:
-                from countdown_gym.integrations.trl_rollout import play_episodes
-
-                episodes = play_episodes(model, tokenizer, mine, max_turns=max_turns, greedy=True, batch_size=batch_size)
-                solved = [bool(e.solved) for e in episodes]
-            else:
-                from baselines.lm.generation import generate
-                from countdown_gym.integrations.trl import replay
-
-                if prompts is None or len(prompts) != len(problems):
-                    raise ValueError("single-pass play needs one prompt per problem")
-                completions, _ = generate(model, tokenizer, [prompts[i] for i in idx], max_new_tokens=max_new_tokens,
-                                          batch_size=batch_size)
-                solved = [replay(p, c[0]).verdict.correct for p, c in zip(mine, completions, strict=True)]
-    finally:
-        model.train(was_training)
-    if state.num_processes == 1:
-        return solved
-    out = [False] * len(problems)
-    for rank, part in enumerate(gather_object([solved])):
-        for i, ok in zip(range(rank, len(problems), state.num_processes), part, strict=True):
-            out[i] = ok
-    return out
 
 
 def paired_difference(start: Sequence[bool], end: Sequence[bool]) -> dict[str, float]:

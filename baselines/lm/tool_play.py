@@ -13,13 +13,11 @@ calling tools, the episode ends, ``max_tool_calls`` calls were made or the compl
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
-import torch
-
-from baselines.lm.callbacks import ValidationCallback, _frac, _with_timing
+from baselines.lm.callbacks import ValidationCallback
+from baselines.lm.evaluation import Evaluation, Record, evaluating, shared
 from baselines.lm.generation import Sampling, generate
 from baselines.lm.held_out import HeldOutTest
 from countdown_gym.game.problem import Problem
@@ -90,43 +88,30 @@ def play_tool_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], 
     return envs, generated
 
 
-@contextmanager
-def evaluating(model: Any, seed: int | None = None) -> Iterator[None]:
-    """Play without gradients, in eval mode, on a forked RNG (seeded with ``seed`` when given): a run draws the same
-    numbers with or without this play."""
-    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad(), torch.random.fork_rng(devices=devices):
-            if seed is not None:
-                torch.manual_seed(seed)
-            yield
-    finally:
-        model.train(was_training)
+def tool_records(envs: Sequence[CountdownToolEnv]) -> list[Record]:
+    """The evaluation records of played tool episodes (answer and text: the moves' ``<Solution>`` block)."""
+    return [Record(e.solved, e.episode.invalid_turns > 0, e.episode.solution_text(), e.episode.solution_text())
+            for e in envs]
 
 
 def evaluate_tools(model: Any, tokenizer: Any, problems: Sequence[Problem], *, max_turns: int, max_new_tokens: int,
                    samples: int = 0, sampling: Sampling | None = None, batch_size: int = 64,
                    seed: int = 0) -> dict[str, float]:
-    """The validation row of ``problems`` played through tool calls (``callbacks.evaluate_turns``'s fields): greedy
-    success and episodes with a refused move, and with ``samples`` the sampled ones and pass@k."""
-    t0 = time.perf_counter()
-    row: dict[str, float] = {"problems": len(problems), "samples": samples}
+    """The validation row (:meth:`baselines.lm.evaluation.Evaluation.row`) of ``problems`` played through tool calls:
+    greedy success and episodes with a refused move, and with ``samples`` the sampled ones and pass@k."""
     play = {"max_turns": max_turns, "max_new_tokens": max_new_tokens, "batch_size": batch_size}
     with evaluating(model, seed):
+        t0 = time.perf_counter()
         greedy, tokens = play_tool_episodes(model, tokenizer, problems, **play)
-        row["greedy_success"] = _frac(e.solved for e in greedy)
-        row["greedy_invalid_frac"] = _frac(e.episode.invalid_turns > 0 for e in greedy)
+        ev = Evaluation(tool_records(greedy), greedy_tokens=tokens, greedy_seconds=time.perf_counter() - t0)
         if samples:
-            sampled, n = play_tool_episodes(model, tokenizer, [p for p in problems for _ in range(samples)],
-                                            sampling=sampling or Sampling(), **play)
-            tokens += n
-            row["sampled_success"] = _frac(e.solved for e in sampled)
-            row["pass_at_k"] = _frac(any(e.solved for e in sampled[i * samples:(i + 1) * samples])
-                                     for i in range(len(problems)))
-            row["sampled_invalid_frac"] = _frac(e.episode.invalid_turns > 0 for e in sampled)
-    return _with_timing(row, tokens, time.perf_counter() - t0, len(problems) * (1 + samples))
+            t0 = time.perf_counter()
+            sampled, ev.sampled_tokens = play_tool_episodes(model, tokenizer, [p for p in problems for _ in range(samples)],
+                                                            sampling=sampling or Sampling(), **play)
+            records = tool_records(sampled)
+            ev.sampled = [records[i * samples:(i + 1) * samples] for i in range(len(problems))]
+            ev.sampled_seconds = time.perf_counter() - t0
+    return ev.row()
 
 
 class ToolValidationCallback(ValidationCallback):
@@ -144,21 +129,14 @@ class ToolHeldOutTest(HeldOutTest):
     each test problem played greedily through tool calls (``max_turns`` and ``max_new_tokens`` as it was given)."""
 
     def _play(self, model: Any, label: str) -> list[bool]:
-        from accelerate import PartialState
-        from accelerate.utils import gather_object
-
         if self.verbose:
             print(f"test: greedy play of {len(self.problems)} held-out test problems through tool calls ({label} model)",
                   flush=True)
-        state = PartialState()
-        with evaluating(model):
-            envs, _ = play_tool_episodes(model, self.tokenizer, self.problems[state.process_index::state.num_processes],
-                                         max_turns=self.play["max_turns"], max_new_tokens=self.play["max_new_tokens"],
-                                         batch_size=self.play["batch_size"])
-        solved = [e.solved for e in envs]
-        if state.num_processes == 1:
-            return solved
-        out = [False] * len(self.problems)
-        for rank, part in enumerate(gather_object([solved])):
-            out[rank::state.num_processes] = part
-        return out
+
+        def work(problems: list[Problem]) -> list[bool]:
+            with evaluating(model):
+                envs, _ = play_tool_episodes(model, self.tokenizer, problems, max_turns=self.play["max_turns"],
+                                             max_new_tokens=self.play["max_new_tokens"], batch_size=self.play["batch_size"])
+            return [e.solved for e in envs]
+
+        return shared(self.problems, work)

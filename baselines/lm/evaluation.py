@@ -1,0 +1,258 @@
+"""The one evaluator of language models: play a list of problems greedily and with samples, keep a record per
+problem, report the rates with their standard errors.
+
+    from baselines.lm.evaluation import Play, evaluate
+    ev = evaluate(model, tokenizer, problems, Play(max_turns=16), samples=8, sampling=Sampling(temperature=0.5), seed=0)
+    ev.greedy[0].solved, ev.greedy[0].answer     # the per-problem records
+    ev.rates()                                   # greedy_success, pass_at_k, ... each with its ``_se``
+
+Every figure of a language model in the project comes from here: ``baselines/llm_eval.py`` (its metrics and
+leaderboard submissions), the GRPO run's validation (:meth:`Evaluation.row`, ``metrics.csv``), its held-out test
+(:func:`greedy_solved`, ``held_out.json``), the reward comparison's starting model, SFT's validation and
+``scripts/checkpoint_ranking.py``. A :class:`Play` says how a model plays: single-pass (one completion per problem,
+replayed through the text environment, whose verdict is ``verify``'s) or multi-turn (``max_turns``: a
+``CountdownMultiTurn-v0`` episode per problem, ``countdown_gym.integrations.trl_rollout.play_episodes``). Greedy
+play is argmax decoding; samples are drawn as :class:`~baselines.lm.generation.Sampling` says. The play runs
+without gradients, in eval mode, on a forked RNG (seeded with ``seed`` when given): a training run draws the same
+numbers with or without it.
+
+The starting model's figure. ``countdown-tiny-lm-turns`` solves 122 of the 1,000 ``longproc-0.5k`` test problems
+greedily (12.2%) under today's rules, and so does every path here: ``llm_eval.py``, the held-out test of
+``llm_grpo.py`` (its ``start``) and the reward comparison's start. The 12.1% (121 of 1,000) quoted beside it (the
+model card's table, the multi-turn reward comparison of 6 variants x 3 seeds, the expert-iteration round) was
+measured on 2026-11-24, before ``Rules.longproc()`` took LongProc's own zero rule (a move to 0 allowed; the strictly
+positive rules are now ``Rules.longproc_positive()``). The model was trained under the positive rules. In 32 of its
+1,000 greedy episodes it writes a move to 0, refused then and played now; one of them (``longproc-0.5k/test/16``,
+``[8, 8, 8, 16]`` -> 32, opened with ``8-8``) goes on to a solution. Played under ``Rules.longproc_positive()`` the
+same model gives 121 again, the 968 episodes without a move to 0 word for word the same: the difference is the
+rules, not the evaluator.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import torch
+from tqdm import tqdm
+
+from baselines.lm.generation import Sampling, generate, generate_vllm
+from baselines.uncertainty import binomial_se, mean_se
+from countdown_gym.game.problem import Problem
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Record:
+    """What one play of one problem came to."""
+
+    solved: bool
+    invalid: bool
+    """Single-pass: the completion holds an invalid move; multi-turn: the episode holds a refused turn."""
+    answer: str
+    """What a leaderboard submission carries: the completion, or the ``<Solution>`` block of the moves an episode
+    played (what the leaderboard re-verifies)."""
+    text: str
+    """The completion, or the episode's conversation after the prompt."""
+    turns: int | None = None
+    """Multi-turn: the turns the episode took."""
+
+
+@dataclass(frozen=True)
+class Play:
+    """How a model plays: single-pass (``max_turns=None``; one completion of at most ``max_new_tokens`` tokens for
+    each prompt) or multi-turn (an episode of at most ``max_turns`` turns, opened by ``prompt_style``'s prompt)."""
+
+    max_turns: int | None = None
+    max_new_tokens: int = 192
+    batch_size: int = 64
+    prompt_style: str = "compact"
+    engine: Any = None
+    """Single-pass: a vLLM engine (``baselines.lm.generation.vllm_engine``) that generates instead of ``model``."""
+
+
+@dataclass
+class Evaluation:
+    """The records of one evaluation: ``greedy`` (one per problem), ``sampled`` (per problem, its samples; empty
+    without samples), and the tokens and seconds each pass took (tokens: the model's own)."""
+
+    greedy: list[Record]
+    sampled: list[list[Record]] = field(default_factory=list)
+    greedy_tokens: int = 0
+    greedy_seconds: float = 0.0
+    sampled_tokens: int = 0
+    sampled_seconds: float = 0.0
+
+    @property
+    def samples(self) -> int:
+        """Sampled plays per problem (0: greedy only)."""
+        return len(self.sampled[0]) if self.sampled else 0
+
+    def rates(self) -> dict[str, Any]:
+        """The rates, each with its standard error over problems (``baselines.uncertainty``: ``binomial_se`` of a
+        rate of problems solved or not, as the held-out test quotes it; ``mean_se`` of the problems' shares of samples
+        solved): ``greedy_success``, ``greedy_invalid_frac`` and, with samples, ``sampled_success`` (all samples),
+        ``pass_at_k`` (a problem counts when one of its samples solved it) and ``sampled_invalid_frac``."""
+        n = len(self.greedy)
+        greedy = _mean([float(r.solved) for r in self.greedy])
+        out: dict[str, Any] = {"problems": n, "samples": self.samples, "greedy_success": greedy,
+                               "greedy_success_se": binomial_se(greedy, n),
+                               "greedy_invalid_frac": _mean([float(r.invalid) for r in self.greedy])}
+        if self.samples:
+            shares = [sum(r.solved for r in rs) / len(rs) for rs in self.sampled]
+            hit = _mean([float(any(r.solved for r in rs)) for rs in self.sampled])  # pass@k of k samples (unbiased: the same)
+            out.update(sampled_success=_mean(shares), sampled_success_se=mean_se(shares), pass_at_k=hit,
+                       pass_at_k_se=binomial_se(hit, n),
+                       sampled_invalid_frac=_mean([float(r.invalid) for rs in self.sampled for r in rs]))
+        return out
+
+    def row(self) -> dict[str, float]:
+        """The GRPO validation's row (``baselines.lm.callbacks.EVAL_FIELDS``): the rates, the mean tokens of a play,
+        the seconds and the generation speed."""
+        rates = self.rates()
+        row = {k: v for k, v in rates.items() if not k.endswith("_se")}
+        if not self.samples:
+            row = {k: v for k, v in row.items() if not k.startswith(("sampled", "pass"))}
+        tokens, seconds = self.greedy_tokens + self.sampled_tokens, self.greedy_seconds + self.sampled_seconds
+        row["mean_completion_tokens"] = tokens / max(1, len(self.greedy) * (1 + self.samples))
+        row["eval_seconds"] = seconds
+        row["tokens_per_s"] = tokens / seconds if seconds > 0 else 0.0
+        row["generated_tokens"] = tokens
+        return row
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+# ---- playing ------------------------------------------------------------------------------------
+
+
+def completion_records(problems: Sequence[Problem], completions: Sequence[Sequence[str]]) -> list[list[Record]]:
+    """The records of single-pass completions (each problem's list of them), replayed through the text environment:
+    solved = its verdict (``verify``'s), invalid = a move it refused."""
+    from countdown_gym.integrations.trl import replay
+
+    out = []
+    for p, cs in zip(problems, completions, strict=True):
+        replays = [replay(p, c) for c in cs]
+        out.append([Record(r.verdict.correct, r.invalid_steps > 0, c, c) for r, c in zip(replays, cs, strict=True)])
+    return out
+
+
+def episode_record(rollout: Any) -> Record:
+    """The record of one multi-turn episode (a ``TurnRollout``); its answer is the ``<Solution>`` block of the moves
+    it played."""
+    from countdown_gym.game.turn_game import TurnEpisode
+
+    ep = TurnEpisode(rollout.problem)
+    for t in rollout.turns:
+        if ep.done:
+            break
+        ep.play(t)
+    return Record(bool(rollout.solved), rollout.replay.invalid_turns > 0, ep.solution_text(), rollout.text,
+                  len(rollout.turns))
+
+
+def play(model: Any, tokenizer: Any, problems: Sequence[Problem], how: Play, *, prompts: Sequence[Any] | None = None,
+         sampling: Sampling | None = None, n: int = 1, seed: int = 0, progress: bool = False,
+         desc: str = "generate") -> tuple[list[list[Record]], int]:
+    """``n`` plays of each problem (``sampling=None``: greedy, ``n`` 1) and the tokens the model wrote; single-pass
+    play needs one prompt per problem (``prompts``)."""
+    if how.max_turns is not None:
+        from countdown_gym.integrations.trl_rollout import play_episodes
+
+        knobs = {"greedy": True} if sampling is None else sampling.episode_kwargs()
+        rollouts = play_episodes(model, tokenizer, [p for p in problems for _ in range(n)], max_turns=how.max_turns,
+                                 batch_size=how.batch_size, prompt_style=how.prompt_style, **knobs)
+        records = [episode_record(r) for r in rollouts]
+        return [records[i * n:(i + 1) * n] for i in range(len(problems))], sum(sum(r.env_mask) for r in rollouts)
+    if prompts is None or len(prompts) != len(problems):
+        raise ValueError(f"single-pass play needs one prompt per problem, got {len(problems)} problems and "
+                         f"{0 if prompts is None else len(prompts)} prompts")
+    if how.engine is not None:
+        completions, tokens = generate_vllm(how.engine, tokenizer, list(prompts), n, sampling, how.max_new_tokens, seed)
+    else:
+        completions, tokens = generate(model, tokenizer, prompts, max_new_tokens=how.max_new_tokens, sampling=sampling,
+                                       num_return_sequences=n, batch_size=how.batch_size, progress=progress, desc=desc)
+    return completion_records(problems, completions), tokens
+
+
+@contextmanager
+def evaluating(model: Any, seed: int | None = None) -> Iterator[None]:
+    """Play without gradients, in eval mode, on a forked RNG (seeded with ``seed`` when given): a run draws the same
+    numbers with or without this play."""
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    was_training = getattr(model, "training", False)
+    if model is not None:
+        model.eval()
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=devices):
+            if seed is not None:
+                torch.manual_seed(seed)
+            yield
+    finally:
+        if model is not None:
+            model.train(was_training)
+
+
+def evaluate(model: Any, tokenizer: Any, problems: Sequence[Problem], how: Play, *,
+             prompts: Sequence[Any] | None = None, samples: int = 0, sampling: Sampling | None = None,
+             seed: int | None = None, progress: bool = False) -> Evaluation:
+    """Greedy play of every problem, then ``samples`` sampled plays of each (drawn as ``sampling`` says, default
+    :class:`Sampling`'s); see :class:`Evaluation`."""
+    bar = tqdm(total=len(problems) * (1 + samples), desc="plays", disable=not progress or how.max_turns is None)
+    with evaluating(model, seed):
+        t0 = time.perf_counter()
+        greedy, tokens = play(model, tokenizer, problems, how, prompts=prompts, seed=seed or 0, progress=progress,
+                              desc="greedy")
+        ev = Evaluation([rs[0] for rs in greedy], greedy_tokens=tokens, greedy_seconds=time.perf_counter() - t0)
+        bar.update(len(problems))
+        if samples:
+            t0 = time.perf_counter()
+            ev.sampled, ev.sampled_tokens = play(model, tokenizer, problems, how, prompts=prompts,
+                                                 sampling=sampling or Sampling(), n=samples, seed=seed or 0,
+                                                 progress=progress, desc=f"sample k={samples}")
+            ev.sampled_seconds = time.perf_counter() - t0
+            bar.update(len(problems) * samples)
+    bar.close()
+    return ev
+
+
+# ---- several processes --------------------------------------------------------------------------
+
+
+def shared(items: Sequence[Any], work: Callable[[list[Any]], list[T]]) -> list[T]:
+    """``work`` on every item, each process doing its share (items ``rank``, ``rank + processes``, ...); every
+    process gets the whole list back, in order."""
+    from accelerate import PartialState
+    from accelerate.utils import gather_object
+
+    state = PartialState()
+    mine = work(list(items[state.process_index::state.num_processes]))
+    if state.num_processes == 1:
+        return mine
+    out: list[Any] = [None] * len(items)
+    for rank, part in enumerate(gather_object([mine])):
+        out[rank::state.num_processes] = part
+    return out
+
+
+def greedy_solved(model: Any, tokenizer: Any, problems: Sequence[Problem], *, max_turns: int | None = None,
+                  prompts: Sequence[Any] | None = None, max_new_tokens: int = 192, batch_size: int = 128) -> list[bool]:
+    """Whether ``model`` solves each problem with greedy play (a :class:`Play` of these settings; single-pass needs
+    ``prompts``); with several processes each plays its share and every process gets the whole list."""
+    if max_turns is None and (prompts is None or len(prompts) != len(problems)):
+        raise ValueError("single-pass play needs one prompt per problem")
+    how = Play(max_turns=max_turns, max_new_tokens=max_new_tokens, batch_size=batch_size)
+    index = list(range(len(problems)))
+
+    def work(idx: list[int]) -> list[bool]:
+        chosen = None if prompts is None or max_turns is not None else [prompts[i] for i in idx]
+        return [r.solved for r in evaluate(model, tokenizer, [problems[i] for i in idx], how, prompts=chosen).greedy]
+
+    return shared(index, work)
