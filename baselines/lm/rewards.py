@@ -46,7 +46,7 @@ def load_text_critic() -> Any:
 
 
 LOADERS: dict[str, Callable[[], Any]] = {"critic": load_critic, "text_critic": load_text_critic}
-"""How the baseline loads what a reward variant ``needs``, by kind (CLIPO is built by the run: ``build_reward_funcs``)."""
+"""How the baseline loads what a reward variant ``needs``, by kind (CLIPO is built by the run: ``run_rewards``)."""
 
 
 def load_needs(names: Iterable[str], given: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 Numbers travel as JSON ints, or as ``"p/q"`` strings for the rational values of rules with
 ``integer_only=False`` (:func:`countdown_gym.game.rules.format_number`). :meth:`TransitionModel.record`
 turns a record back into the exact dict of ``docs/DESIGN.md`` (tuples, ``Fraction``, ``Rules``), so
-the package's dense-reward terms (``oracle_term``, ``critic_terms``) work on what a client receives.
+the package's dense-reward terms (``perfect_moves``, ``scored_moves``) work on what a client receives.
 """
 
 from __future__ import annotations
