@@ -396,7 +396,7 @@ def main(argv: list[str] | None = None) -> None:
         for run in sorted(p for p in Path(opts.tuning_runs).iterdir() if (p / "summary.json").is_file()):
             print(f"record: {write_record(folder / 'tuning' / f'{run.name}.json.gz', run_record(run))}")
     if opts.auroc:
-        from baselines.dense_term_auroc import write_auroc
+        from baselines.lm.dense_term_auroc import write_auroc
 
         write_auroc(folder / AUROC_FILE, samples=opts.auroc_samples)
     if opts.check:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from countdown_gym.dataclass_cli import check_min, parse
-from countdown_gym.integrations.rollout_engine import PEEK_FROM
+from countdown_gym.inference.engine import PEEK_FROM
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,7 +136,7 @@ def bound_run(model, rows: int, prompt_len: int, steps: int, device: str, direct
     """A bare greedy decode loop: ``rows`` x ``prompt_len`` prefill, then ``steps`` one-token steps."""
     import torch
 
-    from countdown_gym.integrations.decoders import DirectDecoder, HFDecoder, Step, cache_arg
+    from countdown_gym.inference.decoders import DirectDecoder, HFDecoder, Step, cache_arg
 
     vocab = model.config.vocab_size
     gen = torch.Generator().manual_seed(0)
@@ -167,7 +167,7 @@ def measure(opts: Options) -> dict:
     import torch
 
     from countdown_gym import load_split
-    from countdown_gym.integrations.decoders import DirectDecoder
+    from countdown_gym.inference.decoders import DirectDecoder
 
     torch.set_num_threads(opts.threads)
     problems = load_split("longproc-0.5k", "test")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The rollout engine on a GPU machine, as one prepared run; figures land in $OUT (default: runs/gpu_rollouts):
-#   1. the CUDA-graph check (tests/test_rollout_engine.py's CUDA test: graphed steps against eager ones);
+#   1. the CUDA-graph check (tests/test_inference_engine.py's CUDA test: graphed steps against eager ones);
 #   2. the rollout benchmark on CUDA: CUDA graphs off / on, the engine's reads of the writing rows off / on, batches
 #      128, 512 and 2,048 of the 1,000 test problems; then each problem played 4 times (batches 2,048 and 4,096);
 #   3. GRPO runs of the default configuration side by side (seeds 0, 1, 2), each bounded in time, with validation
@@ -33,7 +33,7 @@ fi
 
 echo "--- 1. CUDA graphs against eager steps"
 timeout "${CHECK_S:-90}" python3 -m pytest -q -p no:cacheprovider --noconftest -o addopts="" \
-  tests/test_rollout_engine.py -k cuda_graphs 2>&1 | tail -n 5 | tee "$OUT/check_graphs.log"
+  tests/test_inference_engine.py -k cuda_graphs 2>&1 | tail -n 5 | tee "$OUT/check_graphs.log"
 
 echo "--- 2. the rollout benchmark"
 devices=(--devices cuda)

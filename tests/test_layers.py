@@ -35,9 +35,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "rewards": frozenset({"game", "data", "envs"}),
     "wrappers": frozenset({"rewards"}),
     "runkit": frozenset({"dataclass_cli"}),
-    "integrations": frozenset({"game", "data", "envs", "rewards", "dataclass_cli"}),
+    "inference": frozenset({"game"}),
+    "integrations": frozenset({"game", "data", "envs", "rewards", "inference", "dataclass_cli"}),
     "leaderboard": frozenset({"game", "data", "envs", "rewards", "dataclass_cli", FACE}),
-    "cli": frozenset({"game", "data", "envs", "rewards", "wrappers", "integrations", "runkit", "dataclass_cli",
+    "cli": frozenset({"game", "data", "envs", "rewards", "wrappers", "inference", "integrations", "runkit", "dataclass_cli",
                       "leaderboard", FACE}),
 }
 """Folder (or foundation module) of ``countdown_gym`` -> what in the package it may import. The package's

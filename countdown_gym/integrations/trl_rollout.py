@@ -20,8 +20,8 @@ from typing import Any
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.turn_format import turn_prompt
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnReplay, turn_replay
-from countdown_gym.integrations.decoders import make_decoder
-from countdown_gym.integrations.rollout_engine import PEEK_FROM, Engine, Episode, Sampler, TextCache, answer
+from countdown_gym.inference.decoders import make_decoder
+from countdown_gym.inference.engine import PEEK_FROM, Engine, Episode, Sampler, TextCache, answer
 
 DEFAULT_MAX_TURN_TOKENS = 12
 """Token budget of one agent turn (``37-29`` is 3 tokens for the embedded model)."""
@@ -95,7 +95,7 @@ def play_episodes(
     stop_at_dead_end: bool | int = False,
 ) -> list[TurnRollout]:
     """Play one multi-turn episode of each problem with ``model``, ``batch_size`` episodes at a time (the engine of
-    :mod:`countdown_gym.integrations.rollout_engine`).
+    :mod:`countdown_gym.inference.engine`).
 
     A turn ends at a newline (or at ``max_turn_tokens`` tokens; the environment then writes the
     newline). The model's EOS ends its conversation: what it wrote before is played, then ``give
@@ -154,7 +154,7 @@ def play_episodes(
 
 
 DECODERS = {"auto": None, "direct": True, "hf": False}
-"""``play_episodes(decoder=...)``: the value passed to :func:`~countdown_gym.integrations.decoders.make_decoder`."""
+"""``play_episodes(decoder=...)``: the value passed to :func:`~countdown_gym.inference.decoders.make_decoder`."""
 
 
 def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: list[Episode], *, sampler: Sampler,

@@ -1,4 +1,4 @@
-"""The multi-turn rollout engine (countdown_gym.integrations.rollout_engine) and its decoders.
+"""The multi-turn rollout engine (countdown_gym.inference.engine) and its decoders.
 
 - Greedy episodes are token for token those of the engine it replaced: ``data/turn_model_greedy_test500.json``
   holds, for the first 500 test problems, the turns and a hash of the completion ids that the previous engine
@@ -23,8 +23,8 @@ pytest.importorskip("transformers")
 from baselines.lm.tiny_lm import build_tokenizer, load_pretrained  # noqa: E402
 from countdown_gym import Problem, load_split  # noqa: E402
 from countdown_gym.game.turn_game import replay_turns  # noqa: E402
-from countdown_gym.integrations.decoders import DirectDecoder, HFDecoder, make_decoder  # noqa: E402
-from countdown_gym.integrations.rollout_engine import Sampler, draw  # noqa: E402
+from countdown_gym.inference.decoders import DirectDecoder, HFDecoder, make_decoder  # noqa: E402
+from countdown_gym.inference.engine import Sampler, draw  # noqa: E402
 from countdown_gym.integrations.trl_rollout import play_episodes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,7 +91,7 @@ def test_one_query_attention_is_sdpa(heads, kv_heads) -> None:
     """The decode attention the direct decoder runs on CUDA, computed here on the CPU against SDPA."""
     import torch.nn.functional as F
 
-    from countdown_gym.integrations.decoders import one_query_attention
+    from countdown_gym.inference.decoders import one_query_attention
 
     g = torch.Generator().manual_seed(0)
     rows, length, d = 6, 40, 16

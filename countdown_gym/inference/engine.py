@@ -1,6 +1,6 @@
 """The multi-turn rollout engine: many episodes of a causal LM against ``CountdownMultiTurn-v0``'s game at once.
 
-Every episode has a row of a decoder (:mod:`countdown_gym.integrations.decoders`). The token loop is all tensors:
+Every episode has a row of a decoder (:mod:`countdown_gym.inference.decoders`). The token loop is all tensors:
 each step samples the next token of every row, records it with its log-probability in per-row buffers, and ends a
 row's turn at a newline, at EOS or at the turn's token budget; nothing per row runs in Python. The host reads the
 turns that ended, plays them in the game, and queues the environment's replies as the rows' next blocks at a look:
@@ -12,7 +12,7 @@ Replies and turns are tokenised / decoded once per distinct text, the new replie
 episode keeps what the game returned for each turn, so its replay needs no second play.
 
 The result is what feeding the episode's tokens to the model one at a time computes: the greedy turns are the
-same token for token (``tests/test_rollout_engine.py`` checks them against the recorded output of the engine this
+same token for token (``tests/test_inference_engine.py`` checks them against the recorded output of the engine this
 one replaced), and each recorded log-probability is the sampling distribution's.
 """
 
@@ -27,7 +27,7 @@ import torch
 
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.turn_game import TurnEpisode, TurnResult
-from countdown_gym.integrations.decoders import Step
+from countdown_gym.inference.decoders import Step
 
 PEEK_FROM = 4
 """On an accelerator, from this many steps after a look the engine reads once a step whether a row still writes,

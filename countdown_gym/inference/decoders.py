@@ -1,6 +1,6 @@
 """Incremental decoders for the multi-turn rollout engine: a model's forward pass over ragged token blocks.
 
-The engine (:mod:`countdown_gym.integrations.rollout_engine`) keeps one row per episode. At every step each row
+The engine (:mod:`countdown_gym.inference.engine`) keeps one row per episode. At every step each row
 feeds a block of one or more tokens (a sampled token, or the environment's reply, or a prompt) that continues its
 own sequence, and gets back the logits of the block's last token. A decoder holds the rows' KV cache:
 
