@@ -20,6 +20,7 @@ from countdown_gym.game.line_grammar import (
 )
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number, Rules, normalize
+from countdown_gym.game.turn_game import without
 
 INVALID_REASONS: dict[str, str] = {
     "operand_unavailable": "an operand is not in the number set the line branches from",
@@ -87,17 +88,6 @@ def _level_below(parent_level: int, child_size: int) -> int:
     return parent_level + (2 if child_size > 2 else 1)
 
 
-def _without(state: Sequence[Number], a: Number, b: Number) -> tuple[Number, ...] | None:
-    """``state`` minus one ``a`` and one ``b`` (multiset), or ``None`` if either is missing."""
-    rest = list(state)
-    for x in (a, b):
-        try:
-            rest.remove(x)
-        except ValueError:
-            return None
-    return tuple(rest)
-
-
 def _same(xs: Sequence[Number], ys: Sequence[Number]) -> bool:
     return len(xs) == len(ys) and sorted(xs) == sorted(ys)
 
@@ -153,7 +143,7 @@ class LineChecker:
 
     def _move(self, state, p: ParsedLine, prepend: bool) -> tuple[tuple[Number, ...] | None, str]:
         """``(next_state, "ok")`` if ``p``'s move is legal from ``state`` and exact, else ``(None, reason)``."""
-        rest = _without(state, p.a, p.b)
+        rest = without(state, p.a, p.b)
         if rest is None:
             return None, "operand_unavailable"
         result, reason = self.rules.check(p.a, p.op, p.b)
@@ -238,7 +228,7 @@ class LineChecker:
             return "parent_invalid"
         if p.malformed is not None:
             return "malformed"
-        rest = _without(node.state, p.a, p.b)
+        rest = without(node.state, p.a, p.b)
         if rest is None:
             return "operand_unavailable"
         if (p.numbers is not None and not _same(p.numbers, rest)) or not self._annotation_ok(p, node.state):
@@ -312,7 +302,7 @@ class LineChecker:
 
     def _drop(self, p: ParsedLine, state: tuple[Number, ...]) -> str:
         """Whether a pruning claim holds: operands available, the move really breaks that rule."""
-        if _without(state, p.a, p.b) is None:
+        if without(state, p.a, p.b) is None:
             return "operand_unavailable"
         if not self._annotation_ok(p, state):
             return "state_mismatch"

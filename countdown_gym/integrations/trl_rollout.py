@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.turn_format import turn_prompt
+from countdown_gym.game.turn_format import line, transcript, turn_prompt
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnReplay, turn_replay
 from countdown_gym.integrations.decoders import make_decoder
 from countdown_gym.integrations.rollout_engine import PEEK_FROM, Engine, Episode, Sampler, TextCache, answer
@@ -54,7 +54,7 @@ class TurnRollout:
     @property
     def text(self) -> str:
         """The conversation after the prompt: each turn and reply on its own line."""
-        return "".join(f"{t}\n{r}\n" for t, r in zip(self.turns, self.replay.replies, strict=False))
+        return transcript(text for pair in zip(self.turns, self.replay.replies, strict=False) for text in pair)
 
 
 def turn_prompts(problems: Sequence[Problem], style: str, max_turns: int) -> list[str]:
@@ -211,10 +211,10 @@ def conversation_ids(tokenizer: Any, conversation: Sequence[tuple[str, str]]) ->
     (role, prompt), rest = conversation[0], conversation[1:]
     if role != "env":
         raise ValueError(f"a conversation starts with the environment's prompt, got a {role!r} message")
-    ids = list(tokenizer(prompt + "\n")["input_ids"])
+    ids = list(tokenizer(line(prompt))["input_ids"])
     mask = [0] * len(ids)
     for role, text in rest:
-        piece = tokenizer(text + "\n", add_special_tokens=False)["input_ids"]
+        piece = tokenizer(line(text), add_special_tokens=False)["input_ids"]
         ids += piece
         mask += [1 if role == "agent" else 0] * len(piece)
     return ids, mask
