@@ -15,7 +15,7 @@ from countdown_gym.envs.render import check_render_mode
 from countdown_gym.envs.text_spaces import TextSpace
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import CHARSET, sanitize
-from countdown_gym.game.turn_format import TURN_PROMPT_STYLES, prompt_message, transcript
+from countdown_gym.game.turn_format import TURN_END, TURN_PROMPT_STYLES, prompt_message, transcript
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnResult
 
 
@@ -124,9 +124,8 @@ class CountdownMultiTurnEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         if not isinstance(action, str):
             raise ValueError(f"an action must be a str (one turn), got {type(action).__name__} {action!r:.80}")
-        if action.endswith("\n"):
-            action = action[:-1]
-        if "\n" in action:
+        action = action.removesuffix(TURN_END)
+        if TURN_END in action:
             raise ValueError(f"an action must be one line (no newline inside), got {action!r:.80}")
         res = self.episode.play(action)
         self.conversation += [("agent", action), ("env", res.reply)]

@@ -182,7 +182,7 @@ def turn_prompt(problem: Problem, style: str = "compact", max_turns: int | None 
 
 def prompt_message(problem: Problem, style: str = "compact", max_turns: int | None = None) -> str:
     """The first message of an episode as a conversation holds it: :func:`turn_prompt` without its line end."""
-    return turn_prompt(problem, style, max_turns).rstrip("\n")
+    return turn_prompt(problem, style, max_turns).rstrip(TURN_END)
 
 
 def tool_prompt(problem: Problem, max_turns: int | None = None) -> str:
@@ -321,9 +321,13 @@ def trl_call_error(tool: str, error: Any, known: bool) -> str:
 # ---- the layout: a conversation as one text --------------------------------------------------------------------
 
 
+TURN_END = "\n"
+"""What ends an agent turn and every message of a conversation (a model's turn stops at it)."""
+
+
 def line(text: str) -> str:
     """One message of a conversation as text: the message and its newline."""
-    return text + "\n"
+    return text + TURN_END
 
 
 def transcript(messages: Iterable[str]) -> str:
@@ -333,10 +337,10 @@ def transcript(messages: Iterable[str]) -> str:
 
 def turn_line(generated: str) -> str:
     """The agent turn in a model's generated text: its first line (a turn ends at a newline)."""
-    return generated.split("\n", 1)[0]
+    return generated.split(TURN_END, 1)[0]
 
 
 def reply_lines(replies: Sequence[str], turn_closed: bool) -> str:
     """The environment's text after an agent turn: each reply on its own line, opened by a newline when the turn's
     line was left open (the turn ran out of tokens: the environment closes it)."""
-    return ("" if turn_closed else "\n") + transcript(replies)
+    return ("" if turn_closed else TURN_END) + transcript(replies)

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.turn_format import GIVE_UP, reply_lines, turn_line
+from countdown_gym.game.turn_format import GIVE_UP, TURN_END, reply_lines, turn_line
 from countdown_gym.game.turn_game import TurnEpisode, TurnResult
 from countdown_gym.integrations.decoders import Step
 
@@ -173,7 +173,7 @@ def play_turn(e: Episode, texts: TextCache, toks: list[int], lps: list[float], e
     replies = [e.play(turn_line(text))]
     if ended_by_eos and not e.game.done:
         replies.append(e.play(GIVE_UP))
-    return reply_lines(replies, turn_closed=text.endswith("\n") or ended_by_eos)
+    return reply_lines(replies, turn_closed=text.endswith(TURN_END) or ended_by_eos)
 
 
 class Engine:
