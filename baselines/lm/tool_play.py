@@ -21,6 +21,7 @@ from baselines.lm.evaluation import Evaluation, Record, evaluating, shared
 from baselines.lm.generation import Sampling, generate
 from baselines.lm.held_out import HeldOutTest
 from countdown_gym.game.problem import Problem
+from countdown_gym.game.turn_format import trl_call_error
 from countdown_gym.integrations.trl_env import CountdownToolEnv, dataset_row, tool_functions
 
 
@@ -43,10 +44,10 @@ def call_tools(env: CountdownToolEnv, message: dict[str, Any]) -> list[dict[str,
         function = call.get("function", {})
         name = function.get("name", "unknown")
         try:
-            result: Any = tools[name](**function.get("arguments", {}))
+            result = str(tools[name](**function.get("arguments", {})))
         except Exception as exc:  # noqa: BLE001 - a bad call is an answer the model reads, as in TRL's loop
-            result = {"error": str(exc) if name in tools else f"Tool {name} not found."}
-        replies.append({"role": "tool", "name": name, "content": str(result)})
+            result = trl_call_error(name, exc, known=name in tools)
+        replies.append({"role": "tool", "name": name, "content": result})
     return replies
 
 

@@ -15,7 +15,7 @@ from countdown_gym.envs.render import check_render_mode
 from countdown_gym.envs.text_spaces import TextSpace
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import CHARSET, sanitize
-from countdown_gym.game.turn_format import TURN_PROMPT_STYLES, turn_prompt
+from countdown_gym.game.turn_format import TURN_END, TURN_PROMPT_STYLES, prompt_message, transcript
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnResult
 
 
@@ -109,7 +109,7 @@ class CountdownMultiTurnEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         problem = self.source.reset_option(options) or self.source.sample(self.np_random)
-        prompt = turn_prompt(problem, self.prompt_style, self.max_turns).rstrip("\n")
+        prompt = prompt_message(problem, self.prompt_style, self.max_turns)
         if len(prompt) > self.max_prompt_chars:
             raise ValueError(f"the prompt of {problem} has {len(prompt)} characters, more than max_prompt_chars={self.max_prompt_chars}")
         self.problem = problem
@@ -124,9 +124,8 @@ class CountdownMultiTurnEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         if not isinstance(action, str):
             raise ValueError(f"an action must be a str (one turn), got {type(action).__name__} {action!r:.80}")
-        if action.endswith("\n"):
-            action = action[:-1]
-        if "\n" in action:
+        action = action.removesuffix(TURN_END)
+        if TURN_END in action:
             raise ValueError(f"an action must be one line (no newline inside), got {action!r:.80}")
         res = self.episode.play(action)
         self.conversation += [("agent", action), ("env", res.reply)]
@@ -155,7 +154,7 @@ class CountdownMultiTurnEnv(gym.Env):
 
     def transcript(self) -> str:
         """The conversation as one text: the prompt, then each agent turn and reply on their own lines."""
-        return "".join(text + "\n" for _, text in self.conversation)
+        return transcript(text for _, text in self.conversation)
 
     def render(self) -> str | None:
         """The conversation exactly as a model reads it (:meth:`transcript`; ``"ansi"``: returned, ``"human"``: printed)."""

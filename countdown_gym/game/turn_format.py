@@ -1,7 +1,11 @@
-"""The turn grammar of the multi-turn game: what an agent may say, what the environment answers.
+"""The multi-turn protocol: every text of ``CountdownMultiTurn-v0`` and its tool adapters, in one place.
 
-The one home of the multi-turn text forms (``CountdownMultiTurn-v0``, the TRL and verl
-adapters and the embedded model's turn traces all read and write them through this module).
+What an agent may say (the turn grammar, :func:`parse_turn`), the prompts (:func:`turn_prompt`, the tool-calling
+:func:`tool_prompt`), the environment's replies rendered from the game's outcomes (:func:`render_reply`; the game,
+:mod:`countdown_gym.game.turn_game`, returns outcomes and writes no text), the tool adapters' own replies
+(:func:`numbers_reply`, :func:`episode_over_reply`, ...) and the layout of a conversation as one text (where the
+newlines go: :func:`transcript`, :func:`reply_lines`). ``CountdownMultiTurn-v0``, the rollout engine, the TRL,
+verifiers and verl adapters and the embedded model's turn traces all read and write through this module.
 
 An **agent turn** is one line (surrounding white space and one trailing newline ignored,
 keywords in any case):
@@ -25,20 +29,25 @@ the order the compact traces use (the numbers not used, in their order, then the
 ``error operand_unavailable [..]``  nothing applied; a reason code (:data:`TURN_ERRORS`,
                                     or a :meth:`Rules.check` code)
 ``gave up [..]``                    the episode ends unsolved
-``turn limit [..]``                 the turn budget is spent: the episode is truncated
+``... turn limit``                  the turn budget is spent: the episode is truncated
+``... dead end``                    a training option stopped the episode in a lost state
 ==================================  ===================================================
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from countdown_gym.game.line_grammar import parse_number
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import OPERATORS, Number, format_number, normalize
 from countdown_gym.game.text_format import compact_prompt, describe_rules
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 TURN_KINDS: tuple[str, ...] = ("move", "undo", "give_up", "invalid")
 
@@ -116,18 +125,43 @@ def _operand(x: Number) -> str:
     return format_number(x) if isinstance(x, int) else f"({format_number(x)})"
 
 
-def reply_moved(result: Number, state: Sequence[Number], outcome: str = "") -> str:
-    """``= 8 [14,6,8]``, with `` solved`` or `` miss`` when ``outcome`` says so."""
-    return f"= {format_number(result)} {format_state(state)}" + (f" {outcome}" if outcome else "")
+UNDO, GIVE_UP = "undo", "give up"
+"""The turns that take back the last move and that end the episode (as tools: ``undo()``, ``give_up()``)."""
 
 
-def reply_status(word: str, state: Sequence[Number]) -> str:
-    """``undone [..]``, ``gave up [..]``, ``turn limit [..]`` or ``error <reason> [..]``."""
-    return f"{word} {format_state(state)}"
+# ---- the environment's replies: the game's outcomes as text -----------------------------------------------
+
+REPLY_WORDS: dict[str, str] = {
+    "undone": "undone",
+    "gave_up": "gave up",
+    "solved": "solved",
+    "miss": "miss",
+    "turn_limit": "turn limit",
+    "dead_end": "dead end",
+}
+"""The words of the replies, by outcome code: the head of an undo's and a give-up's reply, and the marks that end a
+reply (``solved``, ``miss``: what a move left; ``turn_limit``, ``dead_end``: why the episode stopped there)."""
+
+
+def render_reply(kind: str, valid: bool, reason: str, state: Sequence[Number], result: Number | None = None,
+                 marks: Sequence[str] = ()) -> str:
+    """The reply line of one turn's outcome: ``= 8 [14,6,8]`` (a legal move and its ``result``), ``undone [..]``,
+    ``gave up [..]`` or ``error <reason> [..]`` (refused), then the :data:`REPLY_WORDS` of ``marks`` in order
+    (``= 16 [16] miss turn limit``). ``state`` is the number set in play after the turn."""
+    if not valid:
+        head = f"error {reason}"
+    elif kind == "move":
+        head = f"= {format_number(result)}"
+    else:
+        head = REPLY_WORDS["undone" if kind == "undo" else "gave_up"]
+    return " ".join((head, format_state(state), *(REPLY_WORDS[m] for m in marks)))
+
+
+# ---- the prompts ----------------------------------------------------------------------------------------------
 
 
 def turn_prompt(problem: Problem, style: str = "compact", max_turns: int | None = None) -> str:
-    """The first message of a multi-turn episode.
+    """The first message of a multi-turn episode, with its line end (what the rollout engine tokenises).
 
     ``"compact"`` is the embedded model's one line (``Numbers: [37,14,29,6] Target: 46``);
     ``"instruct"`` explains the rules and the turn grammar to an instruction-following model.
@@ -138,16 +172,175 @@ def turn_prompt(problem: Problem, style: str = "compact", max_turns: int | None 
         raise ValueError(f"unknown turn prompt style {style!r}; choose one of {list(TURN_PROMPT_STYLES)}")
     budget = f" You have at most {max_turns} turns." if max_turns is not None else ""
     return (
-        f"Countdown: reach the target {problem.target} from the numbers {format_state(problem.numbers)}. "
-        f"Rules: {describe_rules(problem.rules)}\n"
+        _puzzle(problem) +
         "Play one move per turn: write only 'a op b' with two numbers you have and op one of + - * /, e.g. "
         f"'{format_move(*_example_move(problem))}'. The game computes the result and answers '= result [numbers now]'. "
         "It answers 'solved' when the last number is the target, and 'miss' when the last number is not "
-        "the target. Write 'undo' to take back your last move, 'give up' to stop. An illegal move is "
-        f"answered 'error <reason> [numbers]' and changes nothing.{budget}\n"
+        f"the target. Write 'undo' to take back your last move, 'give up' to stop. {_ILLEGAL}{budget}\n"
     )
+
+
+def prompt_message(problem: Problem, style: str = "compact", max_turns: int | None = None) -> str:
+    """The first message of an episode as a conversation holds it: :func:`turn_prompt` without its line end."""
+    return turn_prompt(problem, style, max_turns).rstrip(TURN_END)
+
+
+def tool_prompt(problem: Problem, max_turns: int | None = None) -> str:
+    """The puzzle as the first user message of a tool-calling episode (TRL's, verifiers' and verl's tool adapters)."""
+    budget = (f" You have at most {max_turns} calls of move, undo and give_up; after that the game ends unsolved."
+              if max_turns is not None else "")
+    a, _, b = _example_move(problem)
+    return (
+        _puzzle(problem) +
+        "Play with the tools, one move per call: move(a, op, b) combines two numbers you have, with op one of "
+        f"+ - * / (e.g. move({a}, \"+\", {b})). The game computes the result and answers "
+        "'= result [numbers now]', ending with 'solved' when the last number is the target and 'miss' when "
+        "the last number is not. undo() takes back your last move, give_up() stops, numbers() shows the numbers "
+        f"in play. {_ILLEGAL}{budget}"
+    )
+
+
+_ILLEGAL = "An illegal move is answered 'error <reason> [numbers]' and changes nothing."
+
+
+def _puzzle(problem: Problem) -> str:
+    return (f"Countdown: reach the target {problem.target} from the numbers {format_state(problem.numbers)}. "
+            f"Rules: {describe_rules(problem.rules)}\n")
 
 
 def _example_move(problem: Problem) -> tuple[Number, str, Number]:
     a, b = sorted(problem.numbers[:2], reverse=True)
     return a, "+", b
+
+
+# ---- the tools: calls as turns, and the adapters' own replies --------------------------------------------------
+
+TOOL_NAMES: tuple[str, ...] = ("move", "undo", "give_up", "numbers")
+"""The tools of the tool-calling adapters (``numbers`` shows the state and uses no turn)."""
+
+TOOL_ERRORS: dict[str, str] = {
+    "no_episode": "a tool was called before reset()",
+    "episode_over": "the episode has ended (solved, given up or out of turns); no call changes it",
+    "bad_call": "a call of no known tool, or with arguments that are not a JSON object of the tool's parameters",
+}
+"""Reason codes of tool calls refused before they reach the game (the game's own codes are in :data:`TURN_ERRORS`)."""
+
+TOOL_DOCS: dict[str, str] = {
+    "move": """Combine two of your numbers with one operation; the game computes the result.
+
+Args:
+    a: The first operand, a number you have now (e.g. 37; a fraction as a string, e.g. "3/2").
+    op: The operation.
+    b: The second operand, another number you have now.
+
+Returns:
+    The game's reply: '= result [numbers now]' (ending with 'solved' or 'miss' when one number is left), or 'error <reason> [numbers]' when the move is illegal.""",
+    "undo": """Take back your last move.
+
+Returns:
+    The game's reply: 'undone [numbers now]', or 'error nothing_to_undo [numbers]'.""",
+    "give_up": """Stop playing; the episode ends unsolved.
+
+Returns:
+    The game's reply: 'gave up [numbers]'.""",
+    "numbers": """Show the numbers in play and the target (does not use a turn).
+
+Returns:
+    '[numbers now] target T, K turns left'.""",
+}
+"""What each tool tells the model: its description, arguments and replies (Google style; every adapter's JSON
+schema is derived from it, through :func:`tool_doc`)."""
+
+
+def tool_doc(tool: str) -> Callable[[F], F]:
+    """A decorator that gives a tool method its :data:`TOOL_DOCS` entry as its docstring (indented as a method's)."""
+    first, *rest = TOOL_DOCS[tool].split("\n")
+    doc = "\n".join([first, *(f"        {x}" if x else "" for x in rest)]) + "\n        "
+
+    def give(method: F) -> F:
+        method.__doc__ = doc
+        return method
+
+    return give
+
+
+def tool_turn(tool: str, a: Any = None, op: Any = None, b: Any = None) -> str:
+    """The game turn a tool call states: ``move(37, "-", 29)`` -> ``37-29``, ``undo()`` -> ``undo``, ``give_up()``
+    -> ``give up``; ``""`` (refused as ``empty_turn``) for a tool that is no turn."""
+    if tool != "move":
+        return {"undo": UNDO, "give_up": GIVE_UP}.get(tool, "")
+    return f"{turn_operand(a)}{_operand_text(op)}{turn_operand(b)}"
+
+
+def _operand_text(x: Any) -> str:
+    """An operand as turn text: integral floats (``6.0`` from a JSON parser) as ints, anything else as ``str``."""
+    if isinstance(x, float) and math.isfinite(x) and x.is_integer():
+        return str(int(x))
+    return str(x).strip()
+
+
+def turn_operand(x: Any) -> str:
+    """An operand as turn text, a fraction in parentheses (``"5/2"`` -> ``(5/2)``: the grammar's one reading)."""
+    t = _operand_text(x)
+    return f"({t})" if "/" in t and not t.startswith("(") else t
+
+
+def numbers_reply(state: Sequence[Number], target: Number, turns_left: int) -> str:
+    """The reply of the free ``numbers()`` tool: ``[5,3,4] target 8, 15 turns left``."""
+    return f"{format_state(state)} target {format_number(target)}, {turns_left} turns left"
+
+
+def no_episode_reply() -> str:
+    """The reply of a tool called before the episode started."""
+    return f"error no_episode: {TOOL_ERRORS['no_episode']}"
+
+
+def episode_over_reply(state: Sequence[Number], ending: str | None = None) -> str:
+    """The reply of a tool called after the episode ended: ``error episode_over [8,8] turn limit`` (``ending``: a
+    :data:`REPLY_WORDS` code saying how it ended, or ``None`` to leave it out)."""
+    return " ".join(("error episode_over", format_state(state), *([REPLY_WORDS[ending]] if ending else [])))
+
+
+def bad_call(tool: str, arguments: Any, tools: Collection[str]) -> str | None:
+    """Why a tool call cannot be made (``None`` when it can): no such tool, or arguments that are no JSON object."""
+    if tool not in tools:
+        return f"unknown tool {tool!r}"
+    return None if isinstance(arguments, dict) else "arguments must be a JSON object"
+
+
+def bad_call_reply(error: Any) -> str:
+    """The reply of a call the tool loop could not make (no such tool, unreadable arguments): ``error bad_call: ..``."""
+    return f"error bad_call: {error}"
+
+
+def trl_call_error(tool: str, error: Any, known: bool) -> str:
+    """A failed tool call's message as TRL's tool loop writes it (``{'error': ...}``), for play outside TRL."""
+    return str({"error": str(error) if known else f"Tool {tool} not found."})
+
+
+# ---- the layout: a conversation as one text --------------------------------------------------------------------
+
+
+TURN_END = "\n"
+"""What ends an agent turn and every message of a conversation (a model's turn stops at it)."""
+
+
+def line(text: str) -> str:
+    """One message of a conversation as text: the message and its newline."""
+    return text + TURN_END
+
+
+def transcript(messages: Iterable[str]) -> str:
+    """A conversation as one text: every message (prompt, turn, reply...) on its own line."""
+    return "".join(line(m) for m in messages)
+
+
+def turn_line(generated: str) -> str:
+    """The agent turn in a model's generated text: its first line (a turn ends at a newline)."""
+    return generated.split(TURN_END, 1)[0]
+
+
+def reply_lines(replies: Sequence[str], turn_closed: bool) -> str:
+    """The environment's text after an agent turn: each reply on its own line, opened by a newline when the turn's
+    line was left open (the turn ran out of tokens: the environment closes it)."""
+    return ("" if turn_closed else TURN_END) + transcript(replies)

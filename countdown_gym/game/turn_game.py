@@ -1,8 +1,10 @@
-"""The multi-turn game: one agent turn in, one reply line and transition records out.
+"""The multi-turn game: one agent turn in, its outcome and transition records out.
 
 :class:`TurnEpisode` is the game of ``CountdownMultiTurn-v0`` without Gymnasium (the environment,
 the TRL and verl adapters and the turn traces all play through it); :func:`replay_turns` plays a
-finished list of turns. The turn grammar and the replies are in :mod:`countdown_gym.game.turn_format`.
+finished list of turns. The game writes no text: a :class:`TurnResult` is an outcome (kind, validity, reason,
+the numbers now, the result, the marks), and its ``reply`` is that outcome rendered by the protocol,
+:mod:`countdown_gym.game.turn_format` (the turn grammar, the prompts, the replies).
 """
 
 from __future__ import annotations
@@ -13,39 +15,36 @@ from typing import Any
 
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number, Rules, format_number
-from countdown_gym.game.solver import reachable
-from countdown_gym.game.turn_format import parse_turn, reply_moved, reply_status
+from countdown_gym.game.solver import reachable, without_pair
+from countdown_gym.game.turn_format import parse_turn, render_reply
 from countdown_gym.game.verifier import Verdict, verify
 
 DEFAULT_MAX_TURNS = 16
 UNDO_MOVE = (None, "undo", None, None)
 """The ``move`` of a backtrack's transition record: ``state`` -> the state before the last move."""
-DEAD_END = "dead end"
-"""What the reply of a move that loses the target ends with when the episode stops there (``stop_at_dead_end``)."""
 
 
 @dataclass
 class TurnResult:
-    """What one turn did: the reply line, transition records, reward and episode end."""
+    """What one turn did: its outcome (``kind``, ``valid``, ``reason``, ``state`` the numbers in play after it,
+    ``result`` a legal move's result, ``marks`` the :data:`~countdown_gym.game.turn_format.REPLY_WORDS` codes that
+    end its reply), transition records, reward and episode end; ``reply`` is the outcome as the protocol writes it."""
 
-    reply: str
     kind: str
     valid: bool
     reason: str
+    state: tuple[Number, ...]
+    result: Number | None = None
+    marks: tuple[str, ...] = ()
     transitions: list[dict[str, Any]] = field(default_factory=list)
     reward: float = 0.0
     terminated: bool = False
     truncated: bool = False
 
-
-def _without(state: Sequence[Number], a: Number, b: Number) -> list[Number] | None:
-    rest = list(state)
-    try:
-        rest.remove(a)
-        rest.remove(b)
-    except ValueError:
-        return None
-    return rest
+    @property
+    def reply(self) -> str:
+        """The environment's reply line (:func:`~countdown_gym.game.turn_format.render_reply` of the outcome)."""
+        return render_reply(self.kind, self.valid, self.reason, self.state, self.result, self.marks)
 
 
 class TurnEpisode:
@@ -117,27 +116,26 @@ class TurnEpisode:
             res = self._move(state, turn.a, turn.op, turn.b, turn.stated)
         elif turn.kind == "undo":
             if len(self.states) == 1:
-                res = TurnResult(reply_status("error nothing_to_undo", state), "undo", False, "nothing_to_undo",
-                                 [self._record(state, UNDO_MOVE, None, "nothing_to_undo")])
+                res = TurnResult("undo", False, "nothing_to_undo", state,
+                                 transitions=[self._record(state, UNDO_MOVE, None, "nothing_to_undo")])
             else:
                 self.states.pop()
                 self.moves.pop()
-                res = TurnResult(reply_status("undone", self.state), "undo", True, "ok",
-                                 [self._record(state, UNDO_MOVE, self.state, "ok")])
+                res = TurnResult("undo", True, "ok", self.state, transitions=[self._record(state, UNDO_MOVE, self.state, "ok")])
         elif turn.kind == "give_up":
-            return self._end(TurnResult(reply_status("gave up", state), "give_up", True, "ok"), terminated=True)
+            return self._end(TurnResult("give_up", True, "ok", state), terminated=True)
         else:
-            res = TurnResult(reply_status(f"error {turn.reason}", state), "invalid", False, turn.reason)
+            res = TurnResult("invalid", False, turn.reason, state)
         if not res.valid:
             self.invalid_turns += 1
         if res.terminated:
             return self._end(res, terminated=True)
         if self.stop_at_dead_end and self._lost_for_long(turn.kind, res.valid):
             self.dead_end = True
-            res.reply = f"{res.reply.rstrip()} {DEAD_END}"
+            res.marks += ("dead_end",)
             return self._end(res, terminated=False)
         if self.turns >= self.max_turns:
-            res.reply = res.reply.rstrip() + " turn limit"
+            res.marks += ("turn_limit",)
             return self._end(res, terminated=False)
         return res
 
@@ -151,7 +149,7 @@ class TurnEpisode:
 
     def _move(self, state: tuple[Number, ...], a: Number, op: str, b: Number, stated: Number | None) -> TurnResult:
         move = (a, op, b, stated)
-        rest = _without(state, a, b)
+        rest = without_pair(state, a, b)
         if rest is None:
             reason, result = "operand_unavailable", None
         else:
@@ -159,16 +157,14 @@ class TurnEpisode:
             if result is not None and stated is not None and stated != result:
                 reason = "arithmetic_error"
         if reason != "ok":
-            return TurnResult(reply_status(f"error {reason}", state), "move", False, reason,
-                              [self._record(state, move, None, reason)])
+            return TurnResult("move", False, reason, state, transitions=[self._record(state, move, None, reason)])
         nxt = (*rest, result)
         self.states.append(nxt)
         self.moves.append((a, op, b, result))
         record = self._record(state, (a, op, b, result), nxt, "ok")
         if self.rules.wins(result, len(nxt), self.target):
-            return TurnResult(reply_moved(result, nxt, "solved"), "move", True, "ok", [record], terminated=True)
-        outcome = "miss" if len(nxt) == 1 else ""
-        return TurnResult(reply_moved(result, nxt, outcome), "move", True, "ok", [record])
+            return TurnResult("move", True, "ok", nxt, result, ("solved",), [record], terminated=True)
+        return TurnResult("move", True, "ok", nxt, result, ("miss",) if len(nxt) == 1 else (), [record])
 
 
 @dataclass

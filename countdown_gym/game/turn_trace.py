@@ -16,7 +16,7 @@ from countdown_gym.game.compact_trace import CompactTraceConfig, compact_trace, 
 from countdown_gym.game.line_grammar import parse_line
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules
-from countdown_gym.game.turn_format import format_move, turn_prompt
+from countdown_gym.game.turn_format import UNDO, format_move, prompt_message
 from countdown_gym.game.turn_game import TurnEpisode
 
 
@@ -28,7 +28,7 @@ def turns_from_compact(trace: str) -> list[str]:
         p = parse_line(line)
         if p.kind != "compact":
             continue
-        turns += ["undo"] * (depth - p.indent)
+        turns += [UNDO] * (depth - p.indent)
         turns.append(format_move(p.a, p.op, p.b))
         depth = p.indent + 1
     return turns
@@ -50,7 +50,7 @@ def conversation(problem: Problem, turns: Sequence[str], *, rules: Rules | None 
     ``max_turns`` defaults to ``len(turns)`` (every turn is played); turns after the episode ends are dropped.
     """
     ep = TurnEpisode(problem, rules, max_turns or max(len(turns), 1))
-    out = [("env", turn_prompt(problem, prompt_style, max_turns).rstrip("\n"))]
+    out = [("env", prompt_message(problem, prompt_style, max_turns))]
     for t in turns:
         if ep.done:
             break

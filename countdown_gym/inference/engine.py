@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from countdown_gym.game.problem import Problem
+from countdown_gym.game.turn_format import GIVE_UP, TURN_END, reply_lines, turn_line
 from countdown_gym.game.turn_game import TurnEpisode, TurnResult
 from countdown_gym.inference.decoders import Step
 
@@ -169,12 +170,10 @@ def play_turn(e: Episode, texts: TextCache, toks: list[int], lps: list[float], e
     text = texts.text(toks)
     ended_by_eos = eos is not None and bool(toks) and toks[-1] == eos
     e.add(toks, model=True, logprobs=lps)
-    reply = e.play(text.split("\n", 1)[0]) + "\n"
-    if not text.endswith("\n") and not ended_by_eos:
-        reply = "\n" + reply  # the turn ran out of tokens: the environment closes its line
+    replies = [e.play(turn_line(text))]
     if ended_by_eos and not e.game.done:
-        reply += e.play("give up") + "\n"
-    return reply
+        replies.append(e.play(GIVE_UP))
+    return reply_lines(replies, turn_closed=text.endswith(TURN_END) or ended_by_eos)
 
 
 class Engine:

@@ -18,7 +18,6 @@ Nothing here imports ``torch``, ``transformers`` or ``trl``; :func:`make_dataset
 from __future__ import annotations
 
 import json
-import math
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
@@ -37,38 +36,24 @@ from countdown_gym.envs.problem_source import (
 )
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number
-from countdown_gym.game.text_format import describe_rules
-from countdown_gym.game.turn_format import format_state
+from countdown_gym.game.turn_format import (
+    GIVE_UP,
+    TOOL_ERRORS,
+    TOOL_NAMES,
+    UNDO,
+    episode_over_reply,
+    no_episode_reply,
+    numbers_reply,
+    tool_doc,
+    tool_prompt,
+    tool_turn,
+)
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnReplay, TurnResult, turn_replay
 from countdown_gym.rewards.terms import Scorer
 from countdown_gym.rewards.variants import get_variant
 
-TOOL_ERRORS: dict[str, str] = {
-    "no_episode": "a tool was called before reset()",
-    "episode_over": "the episode has ended (solved, given up or out of turns); no call changes it",
-}
-"""Reason codes of tool calls refused before they reach the game (the game's own codes are in
-:data:`countdown_gym.game.turn_format.TURN_ERRORS`)."""
-
-TOOL_NAMES: tuple[str, ...] = ("move", "undo", "give_up", "numbers")
 Op = Literal["+", "-", "*", "/"]
 """The operations of :meth:`CountdownToolEnv.move` (an ``enum`` in every derived JSON schema)."""
-
-
-def tool_prompt(problem: Problem, max_turns: int | None = None) -> str:
-    """The puzzle as the first user message of a tool-calling episode (what :meth:`CountdownToolEnv.reset` returns)."""
-    budget = (f" You have at most {max_turns} calls of move, undo and give_up; after that the game ends unsolved."
-              if max_turns is not None else "")
-    a, b = sorted(problem.numbers[:2], reverse=True)
-    return (
-        f"Countdown: reach the target {problem.target} from the numbers {format_state(problem.numbers)}. "
-        f"Rules: {describe_rules(problem.rules)}\n"
-        "Play with the tools, one move per call: move(a, op, b) combines two numbers you have, with op one of "
-        f"+ - * / (e.g. move({a}, \"+\", {b})). The game computes the result and answers "
-        "'= result [numbers now]', ending with 'solved' when the last number is the target and 'miss' when "
-        "the last number is not. undo() takes back your last move, give_up() stops, numbers() shows the numbers "
-        f"in play. An illegal move is answered 'error <reason> [numbers]' and changes nothing.{budget}"
-    )
 
 
 def _problem_from_row(row: Mapping[str, Any]) -> Problem | None:
@@ -202,24 +187,12 @@ class ProblemDraw:
         self.source.episode_end(problem, success)
 
 
-def _operand_text(x: Any) -> str:
-    """An operand as turn text: integral floats (``6.0`` from a JSON parser) as ints, anything else as ``str``."""
-    if isinstance(x, float) and math.isfinite(x) and x.is_integer():
-        return str(int(x))
-    return str(x).strip()
-
-
-def turn_operand(x: Any) -> str:
-    """An operand as turn text, a fraction in parentheses (``"5/2"`` -> ``(5/2)``: the grammar's one reading)."""
-    t = _operand_text(x)
-    return f"({t})" if "/" in t and not t.startswith("(") else t
-
-
 class CountdownToolEnv:
     """One Countdown episode per rollout, played through tool calls (TRL ``environment_factory``).
 
     The public methods are the tools (TRL builds their JSON schemas from the type hints and the
-    docstrings); each returns the game's reply line as a string and never raises, so a bad call
+    docstrings, which :func:`~countdown_gym.game.turn_format.tool_doc` gives them from the protocol's
+    ``TOOL_DOCS``); each returns the game's reply line as a string and never raises, so a bad call
     is an answer the model reads, not a crash of TRL's tool loop. ``move``, ``undo`` and
     ``give_up`` each count as one turn of the game's ``max_turns`` budget; ``numbers`` is free.
 
@@ -291,10 +264,10 @@ class CountdownToolEnv:
 
     def _refusal(self) -> str | None:
         if self.episode is None:
-            return f"error no_episode: {TOOL_ERRORS['no_episode']}"
+            return no_episode_reply()
         if self.episode.done:
-            ending = "solved" if self.solved else ("gave up" if self.episode.terminated else "turn limit")
-            return f"error episode_over {format_state(self.episode.state)} {ending}"
+            ending = "solved" if self.solved else ("gave_up" if self.episode.terminated else "turn_limit")
+            return episode_over_reply(self.episode.state, ending)
         return None
 
     def _play(self, tool: str, text: str) -> str:
@@ -308,45 +281,23 @@ class CountdownToolEnv:
         self.calls.append((tool, text, res.reply))
         return res.reply
 
+    @tool_doc("move")
     def move(self, a: int | str, op: Op, b: int | str) -> str:
-        """Combine two of your numbers with one operation; the game computes the result.
+        return self._play("move", tool_turn("move", a, op, b))
 
-        Args:
-            a: The first operand, a number you have now (e.g. 37; a fraction as a string, e.g. "3/2").
-            op: The operation.
-            b: The second operand, another number you have now.
-
-        Returns:
-            The game's reply: '= result [numbers now]' (ending with 'solved' or 'miss' when one number is left), or 'error <reason> [numbers]' when the move is illegal.
-        """
-        return self._play("move", f"{turn_operand(a)}{_operand_text(op)}{turn_operand(b)}")
-
+    @tool_doc("undo")
     def undo(self) -> str:
-        """Take back your last move.
+        return self._play("undo", UNDO)
 
-        Returns:
-            The game's reply: 'undone [numbers now]', or 'error nothing_to_undo [numbers]'.
-        """
-        return self._play("undo", "undo")
-
+    @tool_doc("give_up")
     def give_up(self) -> str:
-        """Stop playing; the episode ends unsolved.
+        return self._play("give_up", GIVE_UP)
 
-        Returns:
-            The game's reply: 'gave up [numbers]'.
-        """
-        return self._play("give_up", "give up")
-
+    @tool_doc("numbers")
     def numbers(self) -> str:
-        """Show the numbers in play and the target (does not use a turn).
-
-        Returns:
-            '[numbers now] target T, K turns left'.
-        """
         refusal = self._refusal()
         if refusal is None:
-            left = self.max_turns - self.episode.turns
-            refusal_or_reply = f"{format_state(self.episode.state)} target {self.problem.target}, {left} turns left"
+            refusal_or_reply = numbers_reply(self.episode.state, self.problem.target, self.max_turns - self.episode.turns)
         else:
             refusal_or_reply = refusal
         self.calls.append(("numbers", "", refusal_or_reply))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.turn_format import turn_prompt
+from countdown_gym.game.turn_format import TURN_END, line, transcript, turn_prompt
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnReplay, turn_replay
 from countdown_gym.inference.decoders import make_decoder
 from countdown_gym.inference.engine import PEEK_FROM, Engine, Episode, Sampler, TextCache, answer
@@ -54,7 +54,7 @@ class TurnRollout:
     @property
     def text(self) -> str:
         """The conversation after the prompt: each turn and reply on its own line."""
-        return "".join(f"{t}\n{r}\n" for t, r in zip(self.turns, self.replay.replies, strict=False))
+        return transcript(text for pair in zip(self.turns, self.replay.replies, strict=False) for text in pair)
 
 
 def turn_prompts(problems: Sequence[Problem], style: str, max_turns: int) -> list[str]:
@@ -67,8 +67,8 @@ def _stop_ids(tokenizer: Any) -> tuple[list[int], bool]:
     """Token ids that end a turn, and whether a newline is one token of its own (else ``stop_strings`` is used)."""
     eos = tokenizer.eos_token_id
     eos_ids = [] if eos is None else ([eos] if isinstance(eos, int) else list(eos))
-    nl = tokenizer("\n", add_special_tokens=False)["input_ids"]
-    if len(nl) == 1 and tokenizer.decode(nl) == "\n":
+    nl = tokenizer(TURN_END, add_special_tokens=False)["input_ids"]
+    if len(nl) == 1 and tokenizer.decode(nl) == TURN_END:
         return [nl[0], *eos_ids], True
     return eos_ids, False
 
@@ -167,7 +167,7 @@ def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: 
     gen_kwargs: dict[str, Any] = {"max_new_tokens": max_turn_tokens, "pad_token_id": pad, "eos_token_id": stop or None,
                                   "output_scores": True, "return_dict_in_generate": True}
     if not newline_token:
-        gen_kwargs.update(stop_strings=["\n"], tokenizer=tokenizer)
+        gen_kwargs.update(stop_strings=[TURN_END], tokenizer=tokenizer)
     if sampler.greedy:
         gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
     else:
@@ -197,7 +197,7 @@ def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: 
                 toks = new[i]
                 end = next((k + 1 for k, t in enumerate(toks) if t in stop), None)
                 if end is None and not newline_token:  # a multi-character token holding the newline
-                    end = next((k + 1 for k in range(len(toks)) if "\n" in tokenizer.decode(toks[: k + 1])), None)
+                    end = next((k + 1 for k in range(len(toks)) if TURN_END in tokenizer.decode(toks[: k + 1])), None)
                 toks = toks[:end] if end is not None else [t for t in toks if t != pad] or toks[:1]
                 lp = [float(logps[i, k, t]) for k, t in enumerate(toks)] if logps is not None else [0.0] * len(toks)
                 answer(e, texts, toks, lp, eos)
@@ -211,10 +211,10 @@ def conversation_ids(tokenizer: Any, conversation: Sequence[tuple[str, str]]) ->
     (role, prompt), rest = conversation[0], conversation[1:]
     if role != "env":
         raise ValueError(f"a conversation starts with the environment's prompt, got a {role!r} message")
-    ids = list(tokenizer(prompt + "\n")["input_ids"])
+    ids = list(tokenizer(line(prompt))["input_ids"])
     mask = [0] * len(ids)
     for role, text in rest:
-        piece = tokenizer(text + "\n", add_special_tokens=False)["input_ids"]
+        piece = tokenizer(line(text), add_special_tokens=False)["input_ids"]
         ids += piece
         mask += [1 if role == "agent" else 0] * len(piece)
     return ids, mask

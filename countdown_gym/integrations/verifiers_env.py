@@ -45,11 +45,11 @@ from countdown_gym.envs.problem_source import problem_from_columns
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.solver import solve
 from countdown_gym.game.text_format import TINYZERO_SYSTEM, chat_messages
-from countdown_gym.game.turn_format import TURN_PROMPT_STYLES, turn_prompt
+from countdown_gym.game.turn_format import TURN_PROMPT_STYLES, bad_call, bad_call_reply, tool_prompt, turn_prompt
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnReplay, replay_turns
 from countdown_gym.game.verifier import message_content, message_field, verify
 from countdown_gym.integrations.trl import replay
-from countdown_gym.integrations.trl_env import CountdownToolEnv, tool_functions, tool_prompt
+from countdown_gym.integrations.trl_env import CountdownToolEnv, tool_functions
 from countdown_gym.rewards.variants import OUTCOME, REWARD_VARIANTS, get_variant
 
 MODES: tuple[str, ...] = ("single-turn", "multi-turn", "tools")
@@ -215,11 +215,12 @@ def play_tools(info: Mapping[str, Any], messages: Any, max_turns: int = DEFAULT_
     for _, name, args in _tool_calls(messages):
         try:
             kwargs = json.loads(args) if isinstance(args, str) else dict(args or {})
-            if name not in tools or not isinstance(kwargs, dict):
-                raise ValueError(f"unknown tool {name!r}" if name not in tools else "arguments must be a JSON object")
+            problem = bad_call(name, kwargs, tools)
+            if problem is not None:
+                raise ValueError(problem)
             replies.append(tools[name](**kwargs))
         except (TypeError, ValueError) as exc:  # a bad call is an answer the model reads, never a crash
-            replies.append(f"error bad_call: {exc}")
+            replies.append(bad_call_reply(exc))
     return env, replies
 
 

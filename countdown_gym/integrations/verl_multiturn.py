@@ -34,10 +34,9 @@ from typing import Any
 from uuid import uuid4
 
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import format_number
-from countdown_gym.game.turn_format import format_state, reply_status
+from countdown_gym.game.turn_format import TOOL_NAMES, episode_over_reply, numbers_reply, tool_prompt, tool_turn
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, replay_turns
-from countdown_gym.integrations.trl_env import TOOL_NAMES, tool_json_schema, tool_prompt, turn_operand
+from countdown_gym.integrations.trl_env import tool_json_schema
 from countdown_gym.integrations.verl import DATA_SOURCE_PREFIX, problem_from_ground_truth
 
 try:  # verl's real base classes when verl is installed
@@ -87,13 +86,13 @@ def tools_kwargs(problem: Problem) -> dict[str, Any]:
 def turn_text(action: str, parameters: Any) -> str:
     """The game turn a tool call states (``move`` -> ``"37-29"``); a malformed call gives text the game refuses."""
     if action != "move":
-        return {"undo": "undo", "give_up": "give up"}.get(action, "")
+        return tool_turn(action)
     if not isinstance(parameters, Mapping):
         return ""
     a, op, b = (parameters.get(k) for k in ("a", "op", "b"))
     if a is None or op is None or b is None or isinstance(a, (dict, list)) or isinstance(b, (dict, list)):
         return ""  # answered "error empty_turn": the move names no numbers
-    return f"{turn_operand(a)}{str(op).strip()}{turn_operand(b)}"
+    return tool_turn(action, a, op, b)
 
 
 class CountdownTool(_Base):  # type: ignore[misc, valid-type]
@@ -131,11 +130,10 @@ class CountdownTool(_Base):  # type: ignore[misc, valid-type]
         turns: list[str] = store.setdefault(TURNS_KEY, [])
         episode = _replayed(problem, turns, self.max_turns)
         if episode.done:
-            reply = reply_status("error episode_over", episode.state)
+            reply = episode_over_reply(episode.state)
             return ToolResponse(text=reply), 0.0, {"turn_kind": "refused", "valid": False, "reason": "episode_over"}
         if self.action == "numbers":  # free: no turn of the game
-            left = self.max_turns - episode.turns
-            reply = f"{format_state(episode.state)} target {format_number(problem.target)}, {left} turns left"
+            reply = numbers_reply(episode.state, problem.target, self.max_turns - episode.turns)
             return ToolResponse(text=reply), 0.0, {"turn_kind": "numbers", "valid": True, "reason": "ok"}
         text = turn_text(self.action, parameters)
         res = episode.play(text)
