@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import string
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -225,6 +225,3 @@ def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     pos = attention_mask.long().cumsum(-1) - 1
     return pos.masked_fill(attention_mask == 0, 1)
 
-
-def config_dict(cfg: TinyLMConfig) -> dict:
-    return asdict(cfg)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from countdown_gym.game.compact_trace import CompactTraceConfig, compact_trace, shuffled
+from countdown_gym.game.compact_trace import CompactTraceConfig, compact_trace
 from countdown_gym.game.line_grammar import parse_line
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules
@@ -57,9 +57,3 @@ def conversation(problem: Problem, turns: Sequence[str], *, rules: Rules | None 
         out += [("agent", t), ("env", ep.play(t).reply)]
     return out
 
-
-def training_conversation(problem: Problem, config: CompactTraceConfig | None = None, shuffle_seed: int | None = None,
-                          seed: int | None = None) -> list[tuple[str, str]]:
-    """One supervised example: ``problem`` (numbers permuted by ``shuffle_seed``) searched and played as turns."""
-    q = problem if shuffle_seed is None else shuffled(problem, shuffle_seed)
-    return conversation(q, turn_trace(q, config=config, seed=seed))
