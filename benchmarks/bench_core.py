@@ -3,87 +3,84 @@
     python benchmarks/bench_core.py            # prints the tables, writes docs/benchmarks_core.md
     python benchmarks/bench_core.py --quick    # smaller sizes, for a smoke test (does not write)
 
-Measures:
-* verifier completions/s on a mix of correct, wrong and malformed TinyZero-style completions,
-  against reasoning-gym's ``extract_answer`` + ``CountdownDataset.score_answer`` on the same
-  completions, and every completion on which the two disagree (with the reason);
-* generator problems/s for ``hard``-like ranges against reasoning-gym's countdown generator;
-* ``is_solvable`` on fresh 4-number problems/s and cached reachability queries/s.
-
-reasoning-gym is used here only, as a peer (``pip install countdown-gym[bench]``).
+Measures the verifier and the generator against reasoning-gym's (``pip install countdown-gym[bench]``), and
+``is_solvable`` and cached reachability; the written report says how.
 """
 
 from __future__ import annotations
 
-import os
-import platform
 import random
 import re
 import subprocess
 import sys
 import time
+import types
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
-from countdown_gym import (
-    Problem,
-    Rules,
-    dataclass_cli,
-    dfs_trace,
-    generate,
-    is_solvable,
-    load_split,
-    parse_trace,
-    reachable,
-    solve,
-    verify,
-)
-from countdown_gym.game.solver import clear_cache
+from _common import ROOT, best_time, machine
 
-ROOT = Path(__file__).resolve().parents[1]
+from countdown_gym import Problem, Rules, dataclass_cli, generate, load_split, verify
+from countdown_gym.game.solver import clear_cache, is_solvable, reachable, solve
+from countdown_gym.game.trace import dfs_trace, parse_trace
+
 DOC = ROOT / "docs" / "benchmarks_core.md"
 ORIGINAL_COMMIT = "36d2d68"
 """The commit whose ``solver.py`` had the original memoised move search (for the speed-up table)."""
-
-
-def _rate(n: int, seconds: float) -> float:
-    return n / seconds if seconds > 0 else float("inf")
-
-
-def _best_time(fn: Callable[[], object], repeats: int) -> float:
-    """The fastest of ``repeats`` runs (the machine is shared; the minimum is the least disturbed)."""
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 # ---- the completion mix ------------------------------------------------------------------------------
 
 _NUM = re.compile(r"\d+")
 
-WEIGHTS = {
-    "correct": 30,
-    "correct_spaced": 8,
-    "correct_with_equals": 4,
-    "earlier_wrong_last_right": 3,
-    "wrong_operator": 15,
-    "wrong_number_reused": 6,
-    "wrong_foreign_number": 5,
-    "wrong_number_missing": 5,
-    "malformed_unbalanced": 4,
-    "malformed_prose": 4,
-    "no_answer_tag": 4,
-    "truncated_unclosed": 3,
-    "hedged_unclosed_after_correct": 2,
-    "power_operator": 2,
-    "unicode_times_sign": 2,
-    "fullwidth_digit": 2,
-    "unary_minus": 1,
+
+def _op(expr: str, rng: random.Random) -> str:
+    """``expr`` with one operator changed."""
+    i = rng.choice([i for i, ch in enumerate(expr) if ch in "+-*/"])
+    return expr[:i] + rng.choice([o for o in "+-*/" if o != expr[i]]) + expr[i + 1 :]
+
+
+def _num(expr: str, rng: random.Random, other: int | None) -> str:
+    """``expr`` with one number replaced by ``other`` (None: that number plus one)."""
+    m = rng.choice(list(_NUM.finditer(expr)))
+    return expr[: m.start()] + str(int(m.group()) + 1 if other is None else other) + expr[m.end() :]
+
+
+def _fullwidth(expr: str) -> str:
+    d = next(_NUM.finditer(expr)).start()
+    return f"{expr[:d]}{chr(ord(expr[d]) + 0xFEE0)}{expr[d + 1 :]}"
+
+
+def _spaced(expr: str) -> str:
+    return re.sub(r"([-+*/()])", r" \1 ", expr).replace("  ", " ").strip()
+
+
+def _tag(text: str) -> str:
+    return f"<answer>{text}</answer>"
+
+
+_Make = Callable[[Problem, str, random.Random], str]
+KINDS: dict[str, tuple[int, _Make]] = {  # kind: (weight in the mix, the completion after its reasoning)
+    "correct": (30, lambda p, s, rng: _tag(s)),
+    "correct_spaced": (8, lambda p, s, rng: _tag(f" {_spaced(s)} ")),
+    "correct_with_equals": (4, lambda p, s, rng: _tag(f"{s} = {p.target}")),
+    "earlier_wrong_last_right": (3, lambda p, s, rng: f"{_tag(_op(s, rng))}\nWait, that is wrong.\n{_tag(s)}"),
+    "wrong_operator": (15, lambda p, s, rng: _tag(_op(s, rng))),
+    "wrong_number_reused": (6, lambda p, s, rng: _tag(_num(s, rng, rng.choice(p.numbers)))),
+    "wrong_foreign_number": (5, lambda p, s, rng: _tag(_num(s, rng, None))),
+    "wrong_number_missing": (5, lambda p, s, rng: _tag(s[: s.rfind(max("+-*/", key=s.rfind))])),
+    "malformed_unbalanced": (4, lambda p, s, rng: _tag(f"({s}")),
+    "malformed_prose": (4, lambda p, s, rng: _tag(f"The answer is {s}")),
+    "no_answer_tag": (4, lambda p, s, rng: f"So the final answer is {s}."),
+    "truncated_unclosed": (3, lambda p, s, rng: f"<answer>{s[: max(1, len(s) // 2)]}"),
+    "hedged_unclosed_after_correct": (2, lambda p, s, rng: f"{_tag(s)}\nActually, maybe <answer>{_op(s, rng)}"),
+    "power_operator": (2, lambda p, s, rng: _tag(s.replace("*", "**", 1) if "*" in s else s + "**1")),
+    "unicode_times_sign": (2, lambda p, s, rng: _tag(s.replace("*", "×") if "*" in s else s + "×1")),
+    "fullwidth_digit": (2, lambda p, s, rng: _tag(_fullwidth(s))),
+    "unary_minus": (1, lambda p, s, rng: _tag(f"-({s})")),
 }
 
 EXPLANATIONS = {
@@ -109,67 +106,14 @@ def _think(rng: random.Random, p: Problem) -> str:
     return "<think>\n" + "\n".join(lines[: rng.randint(2, 5)]) + "\n</think>\n"
 
 
-def _mutate_operator(expr: str, rng: random.Random) -> str:
-    idx = [i for i, ch in enumerate(expr) if ch in "+-*/"]
-    i = rng.choice(idx)
-    new = rng.choice([o for o in "+-*/" if o != expr[i]])
-    return expr[:i] + new + expr[i + 1 :]
-
-
-def _replace_number(expr: str, rng: random.Random, new: Callable[[int], int]) -> str:
-    ms = list(_NUM.finditer(expr))
-    m = rng.choice(ms)
-    return expr[: m.start()] + str(new(int(m.group()))) + expr[m.end() :]
-
-
 def make_completion(kind: str, p: Problem, sol: str, rng: random.Random) -> str:
-    think = _think(rng, p)
-    spaced = re.sub(r"([-+*/()])", r" \1 ", sol).replace("  ", " ").strip()
-    if kind == "correct":
-        return f"{think}<answer>{sol}</answer>"
-    if kind == "correct_spaced":
-        return f"{think}<answer> {spaced} </answer>"
-    if kind == "correct_with_equals":
-        return f"{think}<answer>{sol} = {p.target}</answer>"
-    if kind == "earlier_wrong_last_right":
-        return f"{think}<answer>{_mutate_operator(sol, rng)}</answer>\nWait, that is wrong.\n<answer>{sol}</answer>"
-    if kind == "wrong_operator":
-        return f"{think}<answer>{_mutate_operator(sol, rng)}</answer>"
-    if kind == "wrong_number_reused":
-        other = rng.choice(p.numbers)
-        return f"{think}<answer>{_replace_number(sol, rng, lambda x: other)}</answer>"
-    if kind == "wrong_foreign_number":
-        return f"{think}<answer>{_replace_number(sol, rng, lambda x: x + 1)}</answer>"
-    if kind == "wrong_number_missing":
-        return f"{think}<answer>{sol[: sol.rfind(max('+-*/', key=sol.rfind))]}</answer>"
-    if kind == "malformed_unbalanced":
-        return f"{think}<answer>({sol}</answer>"
-    if kind == "malformed_prose":
-        return f"{think}<answer>The answer is {sol}</answer>"
-    if kind == "no_answer_tag":
-        return f"{think}So the final answer is {sol}."
-    if kind == "truncated_unclosed":
-        return f"{think}<answer>{sol[: max(1, len(sol) // 2)]}"
-    if kind == "hedged_unclosed_after_correct":
-        return f"{think}<answer>{sol}</answer>\nActually, maybe <answer>{_mutate_operator(sol, rng)}"
-    if kind == "power_operator":
-        return f"{think}<answer>{sol.replace('*', '**', 1) if '*' in sol else sol + '**1'}</answer>"
-    if kind == "unicode_times_sign":
-        return f"{think}<answer>{sol.replace('*', '×')}</answer>" if "*" in sol else f"{think}<answer>{sol}×1</answer>"
-    if kind == "fullwidth_digit":
-        m = _NUM.search(sol)
-        assert m is not None
-        d = m.start()
-        return f"{think}<answer>{sol[:d]}{chr(ord(sol[d]) + 0xFEE0)}{sol[d + 1 :]}</answer>"
-    if kind == "unary_minus":
-        return f"{think}<answer>-({sol})</answer>"
-    raise ValueError(kind)
+    return _think(rng, p) + KINDS[kind][1](p, sol, rng)
 
 
 def completion_mix(problems: list[Problem], n: int, seed: int = 0) -> list[tuple[str, Problem, str]]:
     rng = random.Random(seed)
-    kinds = list(WEIGHTS)
-    weights = [WEIGHTS[k] for k in kinds]
+    kinds = list(KINDS)
+    weights = [w for w, _ in KINDS.values()]
     sols = {p: solve(p, limit=8) for p in problems}
     out = []
     for _ in range(n):
@@ -197,166 +141,103 @@ def bench_verifier(n: int, repeats: int) -> dict:
     def theirs() -> list:
         return [ds.score_answer(extract_answer(c), entries[p]) for _, p, c in mix]
 
-    verdicts = ours()
-    scores = theirs()
-    t_ours = _best_time(ours, repeats)
-    t_theirs = _best_time(theirs, 1)
+    verdicts, scores = ours(), theirs()
     disagree: dict[str, list] = defaultdict(list)
     for (kind, _p, c), v, s in zip(mix, verdicts, scores, strict=True):
         if v.correct != (s == 1.0):
             disagree[kind].append((c, v.reason, s))
-    return {
-        "n": len(mix),
-        "kinds": Counter(k for k, _, _ in mix),
-        "ours": _rate(len(mix), t_ours),
-        "theirs": _rate(len(mix), t_theirs),
-        "ours_correct": sum(v.correct for v in verdicts),
-        "theirs_correct": sum(s == 1.0 for s in scores),
-        "disagree": disagree,
-    }
+    return {"n": len(mix), "kinds": Counter(k for k, _, _ in mix), "disagree": disagree,
+            "ours": len(mix) / best_time(ours, repeats), "theirs": len(mix) / best_time(theirs, 1),
+            "ours_correct": sum(v.correct for v in verdicts), "theirs_correct": sum(s == 1.0 for s in scores)}
 
 
 def bench_generator(n_ours: int, n_theirs: int, repeats: int) -> dict:
     from reasoning_gym.games.countdown import CountdownConfig, CountdownDataset
 
     cfg = dict(min_numbers=5, max_numbers=6, min_value=1, max_value=100, min_target=100, max_target=999)
+    items: list = []
 
-    def ours() -> list:
-        return generate("hard", n_ours, seed=1)
-
-    def theirs() -> list:
+    def theirs() -> None:
         ds = CountdownDataset(CountdownConfig(**cfg, size=n_theirs, seed=1))
-        return [ds[i] for i in range(n_theirs)]
+        items.extend(ds[i] for i in range(n_theirs))
 
-    t_ours = _best_time(ours, repeats)
-    t0 = time.perf_counter()
-    items = theirs()
-    t_theirs = time.perf_counter() - t0
-    rules = Rules.longproc()
+    t_ours = best_time(lambda: generate("hard", n_ours, seed=1), repeats)
+    t_theirs = best_time(theirs, 1)
     sample = items[:40]
-    ok = sum(is_solvable(it["metadata"]["numbers"], it["metadata"]["target"], rules) for it in sample)
-    tinyzero_t = _best_time(lambda: generate("tinyzero", n_ours // 5, seed=1), 1)
-    longproc_t = _best_time(lambda: generate("longproc-0.5k", n_ours, seed=1), 1)
-    return {
-        "ours": _rate(n_ours, t_ours),
-        "theirs": _rate(n_theirs, t_theirs),
-        "n_ours": n_ours,
-        "n_theirs": n_theirs,
-        "theirs_solvable_longproc": (ok, len(sample)),
-        "tinyzero": _rate(n_ours // 5, tinyzero_t),
-        "longproc": _rate(n_ours, longproc_t),
-    }
+    ok = sum(is_solvable(it["metadata"]["numbers"], it["metadata"]["target"], Rules.longproc()) for it in sample)
+    return {"ours": n_ours / t_ours, "theirs": n_theirs / t_theirs, "n_ours": n_ours, "n_theirs": n_theirs,
+            "theirs_solvable_longproc": (ok, len(sample)),
+            "tinyzero": n_ours // 5 / best_time(lambda: generate("tinyzero", n_ours // 5, seed=1), 1),
+            "longproc": n_ours / best_time(lambda: generate("longproc-0.5k", n_ours, seed=1), 1)}
+
+
+def _cold_solvable(draws: list[tuple[tuple[int, ...], int]], rules: Rules | None = None) -> tuple[float, int]:
+    """Draws/s of ``is_solvable`` from an empty cache, and how many were solvable."""
+    clear_cache()
+    t0 = time.perf_counter()
+    solvable = sum(is_solvable(nums, t, rules) for nums, t in draws)
+    return len(draws) / (time.perf_counter() - t0), solvable
 
 
 def bench_solver(n_fresh: int, n_states: int, repeats: int) -> dict:
     rng = random.Random(7)
     draws = [(tuple(rng.randint(1, 49) for _ in range(4)), rng.randint(10, 50)) for _ in range(n_fresh)]
-    tz_rules = Rules.tinyzero()
     tz_draws = [(tuple(rng.randint(1, 100) for _ in range(4)), rng.randint(1, 100)) for _ in range(n_fresh // 10)]
-
-    clear_cache()
-    t0 = time.perf_counter()
-    solvable = sum(is_solvable(nums, t) for nums, t in draws)
-    t_fresh = time.perf_counter() - t0
-    clear_cache()
-    t0 = time.perf_counter()
-    tz_solvable = sum(is_solvable(nums, t, tz_rules) for nums, t in tz_draws)
-    t_tz = time.perf_counter() - t0
-
+    fresh, solvable = _cold_solvable(draws)
+    tinyzero, tz_solvable = _cold_solvable(tz_draws, Rules.tinyzero())
     # every state the reference DFS visits on test problems: what the oracle critic asks about
     queries: list[tuple[tuple[int, ...], int]] = []
     for p in load_split("longproc-0.5k", "test"):
         _, target, steps = parse_trace(dfs_trace(p))
-        for s in steps:
-            queries.append((s.state, target))
-            if s.next_state is not None:
-                queries.append((s.next_state, target))
+        queries += [(st, target) for s in steps for st in (s.state, s.next_state) if st is not None]
         if len(queries) >= n_states:
             break
     queries = queries[:n_states]
-    for st, t in queries:
-        reachable(st, t)
 
     def cached() -> None:
         for st, t in queries:
             reachable(st, t)
 
-    t_cached = _best_time(cached, repeats)
-    return {
-        "fresh": _rate(len(draws), t_fresh),
-        "fresh_n": len(draws),
-        "fresh_solvable": solvable,
-        "tinyzero": _rate(len(tz_draws), t_tz),
-        "tinyzero_n": len(tz_draws),
-        "tinyzero_solvable": tz_solvable,
-        "cached": _rate(len(queries), t_cached),
-        "cached_n": len(queries),
-        "cached_distinct": len(set(queries)),
-    }
+    cached()
+    return {"fresh": fresh, "fresh_n": len(draws), "fresh_solvable": solvable, "tinyzero": tinyzero,
+            "tinyzero_n": len(tz_draws), "tinyzero_solvable": tz_solvable, "cached_n": len(queries),
+            "cached": len(queries) / best_time(cached, repeats), "cached_distinct": len(set(queries))}
+
+
+def _git(*args: str) -> str:
+    """The output of ``git <args>`` in the repository ("" without git or the object)."""
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return ""
 
 
 def bench_original_solver(n_lp: int, n_tz: int) -> dict | None:
     """Reachability draws/s of the original memoised move search (``solver.py`` at ORIGINAL_COMMIT)."""
-    import importlib.util
-    import tempfile
-
-    try:
-        src = subprocess.run(
-            ["git", "show", f"{ORIGINAL_COMMIT}:countdown_gym/game/solver.py"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
+    src = _git("show", f"{ORIGINAL_COMMIT}:countdown_gym/solver.py")
+    if not src:
         return None
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "original_solver.py"
-        path.write_text(src, encoding="utf-8")
-        spec = importlib.util.spec_from_file_location("original_solver", path)
-        assert spec is not None and spec.loader is not None
-        old = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(old)
+    old = types.ModuleType("original_solver")  # its modules have since moved into countdown_gym.game
+    exec(src.replace("countdown_gym.problem", "countdown_gym.game.problem")  # noqa: S102 - this repository's own code
+         .replace("countdown_gym.rules", "countdown_gym.game.rules"), old.__dict__)
     from countdown_gym.game import solver as new
 
     rng = random.Random(11)
-    cases = {
-        "longproc": (Rules.longproc(), [(tuple(rng.randint(1, 49) for _ in range(4)), rng.randint(10, 50)) for _ in range(n_lp)]),
-        "tinyzero": (Rules.tinyzero(), [(tuple(rng.randint(1, 100) for _ in range(rng.randint(3, 4))), rng.randint(1, 100)) for _ in range(n_tz)]),
-    }
+    lp = [(tuple(rng.randint(1, 49) for _ in range(4)), rng.randint(10, 50)) for _ in range(n_lp)]
+    tz = [(tuple(rng.randint(1, 100) for _ in range(rng.randint(3, 4))), rng.randint(1, 100)) for _ in range(n_tz)]
     out = {}
-    for name, (rules, draws) in cases.items():
+    for name, rules, draws in (("longproc", Rules.longproc(), lp), ("tinyzero", Rules.tinyzero(), tz)):
         rates, answers = [], []
         for mod in (old, new):
             mod.clear_cache()
             t0 = time.perf_counter()
             answers.append([mod.reachable(nums, t, rules) for nums, t in draws])
-            rates.append(_rate(len(draws), time.perf_counter() - t0))
+            rates.append(len(draws) / (time.perf_counter() - t0))
         out[name] = {"old": rates[0], "new": rates[1], "n": len(draws), "same": answers[0] == answers[1]}
     return out
 
 
 # ---- report -----------------------------------------------------------------------------------------
-
-
-def machine_facts() -> list[str]:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
-    except OSError:
-        rev = "unknown"
-    import reasoning_gym
-
-    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    return [
-        f"- CPU: {cpu}, {os.cpu_count()} logical cores (shared with other jobs: load average {load[0]:.1f} at the start)",
-        f"- Python {platform.python_version()} on {platform.system()} {platform.release()}",
-        f"- countdown-gym commit {rev or 'unknown'}; reasoning-gym {getattr(reasoning_gym, '__version__', '?')}",
-        f"- run at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, single process, one thread",
-    ]
 
 
 def _ok(x: bool) -> str:
@@ -404,43 +285,33 @@ def render(ver: dict, gen: dict, sol: dict, orig: dict | None, facts: list[str],
         "",
     ]
     if orig is None:
-        lines.append(f"(skipped: `git show {ORIGINAL_COMMIT}:countdown_gym/game/solver.py` is not available)")
+        lines.append(f"(skipped: `git show {ORIGINAL_COMMIT}:countdown_gym/solver.py` is not available)")
     else:
         lines += [
             f"`reachable(numbers, target)` on fresh random draws (cold caches), the original memoised move search from commit `{ORIGINAL_COMMIT}` vs the current solver, same process:",
             "",
             "| draws | original, draws/s | current, draws/s | speed-up | same answers |",
             "| --- | ---: | ---: | ---: | --- |",
-            *[
-                f"| {name} ranges ({r['n']} draws) | {r['old']:,.0f} | {r['new']:,.0f} | {r['new'] / r['old']:,.1f}x | {_ok(r['same'])} |"
-                for name, r in orig.items()
-            ],
+            *[f"| {name} ranges ({r['n']} draws) | {r['old']:,.0f} | {r['new']:,.0f} | {r['new'] / r['old']:,.1f}x | {_ok(r['same'])} |"
+              for name, r in orig.items()],
             "",
             "The generator's accept/reject decisions are these answers, so `generate()` returns the same problems",
             "for a seed (pinned in `tests/test_generator.py`; the frozen splits rebuild byte-for-byte in",
             "`tests/test_splits.py -m slow`).",
         ]
-    lines += [
-        "",
-        "## Completion mix",
-        "",
-        "| kind | count |",
-        "| --- | ---: |",
-        *[f"| {k} | {ver['kinds'][k]} |" for k in WEIGHTS],
-        "",
-        "## Disagreements",
-        "",
-    ]
+    lines += ["", "## Completion mix", "", "| kind | count |", "| --- | ---: |",
+              *[f"| {k} | {ver['kinds'][k]} |" for k in KINDS], "", "## Disagreements", ""]
     if not ver["disagree"]:
         lines.append("None.")
     else:
-        lines += ["| kind | completions | our reason | reasoning-gym score | why | example (completion from its first `<answer>`) |", "| --- | ---: | --- | --- | --- | --- |"]
+        lines += ["| kind | completions | our reason | reasoning-gym score | why | example (completion from its first "
+                  "`<answer>`) |", "| --- | ---: | --- | --- | --- | --- |"]
         for kind, rows in sorted(ver["disagree"].items(), key=lambda kv: -len(kv[1])):
             reasons = ", ".join(sorted({r for _, r, _ in rows}))
             scores = ", ".join(sorted({f"{s:g}" for _, _, s in rows}))
-            example = rows[0][0]
-            tail = example[example.find("<answer>") :].replace("\n", " ").replace("|", "\\|")
-            lines.append(f"| {kind} | {len(rows)} | {reasons} | {scores} | {EXPLANATIONS.get(kind, 'see reasons')} | `{tail[-110:]}` |")
+            tail = rows[0][0][rows[0][0].find("<answer>") :].replace("\n", " ").replace("|", "\\|")
+            lines.append(f"| {kind} | {len(rows)} | {reasons} | {scores} | {EXPLANATIONS.get(kind, 'see reasons')} "
+                         f"| `{tail[-110:]}` |")
     return "\n".join(lines) + "\n"
 
 
@@ -460,7 +331,10 @@ def main(argv: list[str] | None = None) -> int:
         dataclass_cli.usage_error("reasoning-gym is needed for the comparison: pip install 'countdown-gym[bench]'",
                                   prog="bench_core.py")
     q = args.quick
-    facts = machine_facts()
+    facts = [f"- {machine()} at the start",
+             f"- countdown-gym commit {_git('rev-parse', '--short', 'HEAD').strip() or 'unknown'}; "
+             f"reasoning-gym {version('reasoning-gym')}",
+             f"- run at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, single process, one thread"]
     t0 = time.perf_counter()
     print("verifier ...", flush=True)
     ver = bench_verifier(300 if q else 3000, 1 if q else 3)
@@ -470,8 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     sol = bench_solver(300 if q else 5000, 2000 if q else 50_000, 1 if q else 5)
     print("original solver ...", flush=True)
     orig = bench_original_solver(200 if q else 2000, 30 if q else 300)
-    command = "python benchmarks/bench_core.py" + (" --quick" if q else "")
-    text = render(ver, gen, sol, orig, facts, command)
+    text = render(ver, gen, sol, orig, facts, "python benchmarks/bench_core.py" + (" --quick" if q else ""))
     print(text)
     print(f"(benchmark took {time.perf_counter() - t0:.0f} s)")
     if not q:

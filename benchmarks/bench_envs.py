@@ -1,21 +1,7 @@
 """Environment throughput: Countdown-v0 vs CartPole-v1, the batched env vs SyncVectorEnv, text replay.
 
 Run ``python benchmarks/bench_envs.py`` (about a minute; ``--quick`` for a smoke run). It prints a
-table and writes ``docs/benchmarks_envs.md``. Sections:
-
-1. Single env: ``gymnasium.make("Countdown-v0")`` (default source: the ``longproc-0.5k`` train
-   split) playing uniformly random *legal* actions, next to ``gymnasium.make("CartPole-v1")``
-   playing random actions, in alternating rounds of the same process.
-2. Batched: ``CountdownVectorEnv`` with ``--num-envs`` (1,024) envs next to Gymnasium's
-   ``SyncVectorEnv`` of the same env (``make_vec(..., vectorization_mode="sync")`` with the same
-   SAME_STEP autoreset), random legal actions, alternating rounds.
-3. Text: ``CountdownText-v0`` lines/s when replaying ``dfs_trace`` outputs through
-   ``countdown_gym.envs.text.replay_completion`` ("not available" if that module is missing).
-
-Timing counts only the time spent inside the environments (``reset`` / ``step`` /
-``replay_completion``); the random agent's action choice is drawn outside the timed calls.
-Each figure is the median over rounds; ratios are medians of per-round ratios, which cancels
-most of the drift of a shared machine.
+table and writes ``docs/benchmarks_envs.md``, whose Method section says what is timed.
 """
 
 from __future__ import annotations
@@ -24,9 +10,7 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import platform  # noqa: E402
 import statistics  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
@@ -34,68 +18,38 @@ from pathlib import Path  # noqa: E402
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
+from _common import ROOT, command, machine  # noqa: E402
 from gymnasium.vector import AutoresetMode  # noqa: E402
 
 import countdown_gym  # noqa: E402
 from countdown_gym import dfs_trace, load_split  # noqa: E402
 from countdown_gym.dataclass_cli import check_min, parse  # noqa: E402
+from countdown_gym.envs.text import replay_completion  # noqa: E402
 from countdown_gym.envs.vector import CountdownVectorEnv  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 clock = time.perf_counter
+med = statistics.median
 
 
-# ---- section 1: single env ---------------------------------------------------------------------
-
-
-def run_countdown(seconds: float, seed: int) -> float:
-    """Steps/s of Countdown-v0 under random legal play (resets included in the env time)."""
-    env = gym.make("Countdown-v0")
-    rng = np.random.default_rng(seed)
-    uniforms = rng.random(1 << 20).tolist()
-    k = 0
+def run_single(env_id: str, seconds: float, seed: int) -> float:
+    """Steps/s of ``gym.make(env_id)`` under random play (legal actions where ``info`` has an action mask);
+    only ``reset`` and ``step`` are timed."""
+    env = gym.make(env_id)
+    uniforms = np.random.default_rng(seed).random(1 << 20).tolist()
     t0 = clock()
     _, info = env.reset(seed=seed)
-    spent = clock() - t0
-    steps = 0
+    spent, steps = clock() - t0, 0
     while spent < seconds:
-        legal = info["action_mask"].nonzero()[0]
-        action = int(legal[int(uniforms[k] * len(legal))])
-        k = (k + 1) & ((1 << 20) - 1)
+        u = uniforms[steps & ((1 << 20) - 1)]
+        legal = info["action_mask"].nonzero()[0] if "action_mask" in info else range(env.action_space.n)
         t0 = clock()
-        _, _, terminated, truncated, info = env.step(action)
+        _, _, terminated, truncated, info = env.step(int(legal[int(u * len(legal))]))
         if terminated or truncated:
             _, info = env.reset()
         spent += clock() - t0
         steps += 1
     env.close()
     return steps / spent
-
-
-def run_cartpole(seconds: float, seed: int) -> float:
-    """Steps/s of CartPole-v1 under random play (resets included in the env time)."""
-    env = gym.make("CartPole-v1")
-    rng = np.random.default_rng(seed)
-    actions = (rng.random(1 << 20) < 0.5).astype(int).tolist()
-    k = 0
-    t0 = clock()
-    env.reset(seed=seed)
-    spent = clock() - t0
-    steps = 0
-    while spent < seconds:
-        action = actions[k]
-        k = (k + 1) & ((1 << 20) - 1)
-        t0 = clock()
-        _, _, terminated, truncated, _ = env.step(action)
-        if terminated or truncated:
-            env.reset()
-        spent += clock() - t0
-        steps += 1
-    env.close()
-    return steps / spent
-
-
-# ---- section 2: batched ----------------------------------------------------------------------
 
 
 def run_vector(make: Callable[[], gym.vector.VectorEnv], seconds: float, seed: int) -> float:
@@ -105,8 +59,7 @@ def run_vector(make: Callable[[], gym.vector.VectorEnv], seconds: float, seed: i
     _, info = envs.reset(seed=seed)
     spent, batches = 0.0, 0
     while spent < seconds or batches < 3:
-        mask = info["action_mask"]
-        actions = (rng.random(mask.shape) * mask).argmax(axis=1)
+        actions = (rng.random(info["action_mask"].shape) * info["action_mask"]).argmax(axis=1)
         t0 = clock()
         _, _, _, _, info = envs.step(actions)
         spent += clock() - t0
@@ -115,37 +68,23 @@ def run_vector(make: Callable[[], gym.vector.VectorEnv], seconds: float, seed: i
     return batches * envs.num_envs / spent
 
 
-# ---- section 3: CountdownText-v0 replay (hook) -------------------------------------------------
-
-
-def run_text_replay(seconds: float, n_problems: int) -> tuple[float | None, str]:
-    """Lines/s of ``replay_completion`` over DFS traces, or ``(None, reason)`` without text.py."""
-    try:
-        from countdown_gym.envs.text import replay_completion
-    except ImportError as e:  # the text env has not landed
-        return None, f"not available ({e})"
+def run_text_replay(seconds: float, n_problems: int) -> tuple[float, str]:
+    """Lines/s of ``replay_completion`` over DFS traces of test problems, and a note on what was replayed."""
     problems = load_split("longproc-0.5k", "test")[:n_problems]
     traces = [dfs_trace(p) for p in problems]
-    lines = 0
-    spent = 0.0
-    k = 0
+    lines, spent, k = 0, 0.0, 0
     while spent < seconds or k < len(problems):
-        p, trace = problems[k % len(problems)], traces[k % len(problems)]
         t0 = clock()
-        replay = replay_completion(p, trace)
+        replay = replay_completion(problems[k % len(problems)], traces[k % len(problems)])
         spent += clock() - t0
         lines += replay.num_lines
         k += 1
-    mean_lines = lines / k
-    return lines / spent, f"{k} replays of {len(problems)} longproc-0.5k test traces, {mean_lines:.0f} lines each on average"
+    note = f"{k} replays of {len(problems)} longproc-0.5k test traces, {lines / k:.0f} lines each on average"
+    return lines / spent, note
 
 
-# ---- driver ------------------------------------------------------------------------------------
-
-
-def alternate(
-    rounds: int, first: Callable[[int], float], second: Callable[[int], float], label: str
-) -> tuple[list[float], list[float]]:
+def alternate(rounds: int, first: Callable[[int], float], second: Callable[[int], float],
+              label: str) -> tuple[list[float], list[float]]:
     """``rounds`` alternating measurements ``first(r)``, ``second(r)`` (``r`` = round, for seeds)."""
     a, b = [], []
     for r in range(rounds):
@@ -178,89 +117,52 @@ def main(argv: list[str] | None = None) -> None:
     args = parse(Options, argv, description=__doc__.split("\n")[0])
     if args.quick:
         args.seconds, args.rounds, args.num_envs, args.warmup = 0.3, 1, 64, 0.3
-    load_start = os.getloadavg()
-    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    started, at_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine()
 
     print("1. single env: a cold round, a warm-up, then alternating rounds", flush=True)
-    cold_cd = run_countdown(args.seconds, args.seed + 1000)
-    cold_cp = run_cartpole(args.seconds, args.seed + 1000)
+    cold_cd = run_single("Countdown-v0", args.seconds, args.seed + 1000)
+    cold_cp = run_single("CartPole-v1", args.seconds, args.seed + 1000)
     print(f"  cold: {cold_cd:,.0f} vs {cold_cp:,.0f} steps/s", flush=True)
-    run_countdown(args.warmup, args.seed + 2000)
-    cd, cp = alternate(
-        args.rounds,
-        lambda r: run_countdown(args.seconds, args.seed + r),
-        lambda r: run_cartpole(args.seconds, args.seed + r),
-        "Countdown-v0 vs CartPole-v1",
-    )
-    single_ratio = statistics.median(x / y for x, y in zip(cd, cp, strict=True))
+    run_single("Countdown-v0", args.warmup, args.seed + 2000)
+    cd, cp = alternate(args.rounds, lambda r: run_single("Countdown-v0", args.seconds, args.seed + r),
+                       lambda r: run_single("CartPole-v1", args.seconds, args.seed + r), "Countdown-v0 vs CartPole-v1")
+    single_ratio = med(x / y for x, y in zip(cd, cp, strict=True))
 
     n = args.num_envs
     print(f"2. batched, {n} envs", flush=True)
-
-    def native() -> gym.vector.VectorEnv:
-        return CountdownVectorEnv(n)
-
-    def sync() -> gym.vector.VectorEnv:
-        return gym.make_vec(
-            "Countdown-v0", num_envs=n, vectorization_mode="sync", vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}
-        )
-
-    nat, syn = alternate(
-        args.rounds,
-        lambda r: run_vector(native, args.seconds, args.seed + r),
-        lambda r: run_vector(sync, args.seconds, args.seed + r),
-        "CountdownVectorEnv vs SyncVectorEnv",
-    )
-    vec_ratio = statistics.median(x / y for x, y in zip(nat, syn, strict=True))
+    sync = {"vectorization_mode": "sync", "vector_kwargs": {"autoreset_mode": AutoresetMode.SAME_STEP}}
+    nat, syn = alternate(args.rounds, lambda r: run_vector(lambda: CountdownVectorEnv(n), args.seconds, args.seed + r),
+                         lambda r: run_vector(lambda: gym.make_vec("Countdown-v0", num_envs=n, **sync), args.seconds,
+                                              args.seed + r), "CountdownVectorEnv vs SyncVectorEnv")
+    vec_ratio = med(x / y for x, y in zip(nat, syn, strict=True))
 
     print("3. CountdownText-v0 replay", flush=True)
-    text_rate, text_note = run_text_replay(args.seconds * args.rounds, n_problems=50 if not args.quick else 5)
-
-    load_end = os.getloadavg()
-    med = statistics.median
+    text_rate, text_note = run_text_replay(args.seconds * args.rounds, n_problems=5 if args.quick else 50)
     rows = [
         ("Countdown-v0 (random legal actions)", f"{med(cd):,.0f} steps/s", f"{single_ratio:.2f}x CartPole-v1"),
         ("CartPole-v1 (random actions)", f"{med(cp):,.0f} steps/s", "1.00x"),
-        (
-            "Countdown-v0, first round (cold memo)",
-            f"{cold_cd:,.0f} steps/s",
-            f"{cold_cd / cold_cp:.2f}x CartPole-v1 ({cold_cp:,.0f} steps/s)",
-        ),
+        ("Countdown-v0, first round (cold memo)", f"{cold_cd:,.0f} steps/s",
+         f"{cold_cd / cold_cp:.2f}x CartPole-v1 ({cold_cp:,.0f} steps/s)"),
         (f"CountdownVectorEnv, {n} envs", f"{med(nat):,.0f} steps/s", f"{vec_ratio:.1f}x SyncVectorEnv"),
         (f"SyncVectorEnv(Countdown-v0), {n} envs", f"{med(syn):,.0f} steps/s", "1.0x"),
-        (
-            "CountdownText-v0 replay of DFS traces",
-            f"{text_rate:,.0f} lines/s" if text_rate is not None else "not available",
-            text_note,
-        ),
+        ("CountdownText-v0 replay of DFS traces", f"{text_rate:,.0f} lines/s", text_note),
     ]
     width = max(len(r[0]) for r in rows)
     print()
     for name, value, note in rows:
         print(f"{name:<{width}}  {value:>18}  {note}")
-    targets = (
-        f"single env >= CartPole: {'met' if single_ratio >= 1 else 'NOT met'}; "
-        f"batched >= 20x sync: {'met' if vec_ratio >= 20 else 'NOT met'}"
-    )
+    targets = (f"single env >= CartPole: {'met' if single_ratio >= 1 else 'NOT met'}; "
+               f"batched >= 20x sync: {'met' if vec_ratio >= 20 else 'NOT met'}")
     print(targets)
     if args.quick:
         return
-
-    cmd = " ".join(["python benchmarks/bench_envs.py", *(sys.argv[1:] if argv is None else argv)])
     table = "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
-    per_round = "\n".join(
-        [
-            f"- Countdown-v0 steps/s per round: {', '.join(f'{x:,.0f}' for x in cd)}",
-            f"- CartPole-v1 steps/s per round: {', '.join(f'{x:,.0f}' for x in cp)}",
-            f"- CountdownVectorEnv steps/s per round: {', '.join(f'{x:,.0f}' for x in nat)}",
-            f"- SyncVectorEnv steps/s per round: {', '.join(f'{x:,.0f}' for x in syn)}",
-        ]
-    )
+    named = {"Countdown-v0": cd, "CartPole-v1": cp, "CountdownVectorEnv": nat, "SyncVectorEnv": syn}
+    per_round = "\n".join(f"- {k} steps/s per round: {', '.join(f'{x:,.0f}' for x in xs)}" for k, xs in named.items())
     report = f"""# Environment throughput
 
-Measured by `{cmd}` on {started}
-({platform.machine()}, {os.cpu_count()} CPU cores shared with other jobs; load average
-{load_start[0]:.1f} at the start and {load_end[0]:.1f} at the end; Python {platform.python_version()},
+Measured by `{command("bench_envs.py", argv)}` on {started}
+({at_start} at the start and {os.getloadavg()[0]:.1f} at the end;
 numpy {np.__version__}, gymnasium {gym.__version__}, countdown-gym {countdown_gym.__version__};
 `OMP_NUM_THREADS=1`). {args.rounds} alternating rounds of {args.seconds:g} s per measurement after a
 {args.warmup:g} s warm-up; medians shown.
@@ -294,7 +196,7 @@ stepping each env it batches every env's info dict).
   {text_note}.
 
 The machine is shared, so absolute numbers drift by tens of percent between runs; the
-alternating rounds make the ratios the figures to compare.
+alternating rounds make the ratios the figures to compare; each ratio is the median of per-round ratios.
 """
     Path(args.out).write_text(report, encoding="utf-8")
     print(f"wrote {args.out}")

@@ -1,24 +1,15 @@
 """Requests per second and latency of the OpenEnv server (``countdown-gym serve``) over HTTP and WebSocket.
 
-    python benchmarks/bench_openenv.py                       # starts a server on a free 127.0.0.1 port, prints the table
+    python benchmarks/bench_openenv.py                       # starts a server on a free 127.0.0.1 port
     python benchmarks/bench_openenv.py --clients 8 --transports ws --seconds 10
     python benchmarks/bench_openenv.py --url http://127.0.0.1:8000   # an already running server
 
 The server (``CountdownMultiTurn-v0``, the ``longproc-0.5k`` test split, ``--max-turns 64``) runs in its own
-process, started here unless ``--url`` names one; the clients run in this process. Each client plays episodes
-back to back for ``--seconds``: ``reset`` with a test problem, then the turns of its search trace
-(:func:`countdown_gym.game.turn_trace.turn_trace`, with backtracking) until the episode ends, so about one request in
-eleven is a reset. A request is one reset or one step, answered; its latency runs from sending it to having its
-answer parsed. Every answer is checked (HTTP 200; a WebSocket ``observation``).
-
-The last column is the CPU time (user + system, from ``/proc``; ``nan`` for the server with ``--url``) that the
-server process and the clients' process spent per request: on a machine shared with other work it is the
-steadier figure, since requests/s then depends on the CPU time the other work leaves.
-
-Clients: HTTP clients are threads posting ``/reset`` and ``/step`` with the episode id over one keep-alive
-``http.client`` connection each; WebSocket clients are coroutines of one asyncio loop, each a ``websockets``
-connection to ``/ws`` speaking openenv's messages (what ``CountdownTurnClient`` sends, without its pydantic parse
-of each answer, so that the figure is the server's). Client and server share the machine's CPUs.
+process; the clients (HTTP: threads with one keep-alive connection each; WebSocket: coroutines of one asyncio loop
+speaking openenv's messages) run in this one, on the same CPUs. Each client plays episodes back to back: ``reset``
+with a test problem, then the turns of its search trace (with backtracking). A request is one reset or step,
+answered (and checked); its latency runs from sending it to having its answer parsed. The last column is the CPU
+time (``/proc``; ``nan`` for a ``--url`` server) per request: on a shared machine, the steadier figure.
 """
 
 from __future__ import annotations
@@ -27,24 +18,23 @@ import asyncio
 import http.client
 import json
 import os
-import platform
 import socket
-import statistics
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median, quantiles
+from typing import Literal
 
+from _common import ROOT, command, machine
 from websockets.asyncio.client import connect
 
 from countdown_gym import load_split
 from countdown_gym.dataclass_cli import check_min, parse
 from countdown_gym.game.compact_trace import CompactTraceConfig
 from countdown_gym.game.turn_trace import turn_trace
-
-ROOT = Path(__file__).resolve().parents[1]
 
 TARGET_WS_STEPS = 5_000
 """Target: WebSocket steps per second with 8 clients."""
@@ -58,7 +48,7 @@ class Options:
     """numbers of concurrent clients to measure"""
     seconds: float = 5.0
     """how long each measurement runs"""
-    transports: tuple[str, ...] = ("http", "ws")
+    transports: tuple[Literal["http", "ws"], ...] = ("http", "ws")
     repeats: int = 3
     """measurements of each setting (the table shows the median and the range: a shared machine is noisy)"""
     url: str = ""
@@ -69,9 +59,8 @@ class Options:
         check_min(self, 1, "repeats")
         if not self.clients or min(self.clients) < 1:
             raise ValueError(f"--clients must be numbers >= 1, got {self.clients}")
-        bad = set(self.transports) - {"http", "ws"}
-        if bad or not self.transports:
-            raise ValueError(f"--transports takes http and ws, got {sorted(bad) or 'none'}")
+        if not self.transports:
+            raise ValueError("--transports takes http and ws, got none")
 
 
 @dataclass
@@ -85,22 +74,19 @@ class Tally:
 
 def episodes() -> list[tuple[dict, list[str]]]:
     """The test problems with the turns of their search traces (with backtracking)."""
-    out = []
-    for i, p in enumerate(load_split("longproc-0.5k", "test")):
-        turns = turn_trace(p, config=CompactTraceConfig(dead_ends=(1, 0)), seed=i)
-        out.append(({"numbers": list(p.numbers), "target": p.target}, turns))
-    return out
+    config = CompactTraceConfig(dead_ends=(1, 0))
+    return [({"numbers": list(p.numbers), "target": p.target}, turn_trace(p, config=config, seed=i))
+            for i, p in enumerate(load_split("longproc-0.5k", "test"))]
 
 
 def http_client(url: str, eps: list, start: int, stop_at: float, tally: Tally) -> None:
     """Episodes over plain HTTP/1.1 (the standard library's keep-alive connection; lighter than httpx)."""
     host, port = url.split("//", 1)[1].rsplit(":", 1)
     conn = http.client.HTTPConnection(host, int(port), timeout=120)
-    headers = {"content-type": "application/json"}
 
     def post(path: str, body: dict) -> dict:
         t0 = time.perf_counter()
-        conn.request("POST", path, json.dumps(body), headers)
+        conn.request("POST", path, json.dumps(body), {"content-type": "application/json"})
         r = conn.getresponse()
         data = r.read()
         if r.status != 200:
@@ -176,11 +162,10 @@ def measure(transport: str, url: str, n: int, seconds: float, eps: list,
 
         asyncio.run(run())
     elapsed = time.perf_counter() - t0
-    steps, resets = sum(t.steps for t in tallies), sum(t.resets for t in tallies)
-    p99 = statistics.quantiles([x for t in tallies for x in t.latencies], n=100)[98] * 1000
-    cpu_us = (cpu_seconds(server_pid) - cpu0) / (steps + resets) * 1e6
-    client_us = (cpu_seconds(os.getpid()) - mine0) / (steps + resets) * 1e6
-    return (steps + resets) / elapsed, steps / elapsed, p99, cpu_us, client_us
+    steps, requests = sum(t.steps for t in tallies), sum(t.steps + t.resets for t in tallies)
+    p99 = quantiles([x for t in tallies for x in t.latencies], n=100)[98] * 1000
+    server_us = (cpu_seconds(server_pid) - cpu0) / requests * 1e6
+    return requests / elapsed, steps / elapsed, p99, server_us, (cpu_seconds(os.getpid()) - mine0) / requests * 1e6
 
 
 def free_port() -> int:
@@ -218,33 +203,29 @@ def main(argv: list[str] | None = None) -> int:
     proc, url = (None, opts.url) if opts.url else start_server(2 * max(opts.clients))  # room for closing sessions
     runs = [(t, n) for t in opts.transports for n in opts.clients]
     results: dict[tuple[str, int], list[tuple[float, ...]]] = {run: [] for run in runs}
-    load_before = os.getloadavg()[0]
+    before = machine()
     try:
         for r in range(opts.repeats):
             for transport, n in runs:
                 results[(transport, n)].append(measure(transport, url, n, opts.seconds, eps, proc and proc.pid))
-                print(f"repeat {r + 1}/{opts.repeats} {transport} x{n}: {results[(transport, n)][-1][0]:,.0f} requests/s",
-                      file=sys.stderr, flush=True)
+                print(f"repeat {r + 1}/{opts.repeats} {transport} x{n}: {results[(transport, n)][-1][0]:,.0f} "
+                      "requests/s", file=sys.stderr, flush=True)
     finally:
         if proc is not None:
             proc.terminate()
             proc.wait(timeout=60)
-    command = " ".join(["python benchmarks/bench_openenv.py", *(argv if argv is not None else sys.argv[1:])])
-    print(f"\n`{command}` ({opts.repeats} x {opts.seconds:g} s per setting, Python {platform.python_version()}, "
-          f"{os.cpu_count()} CPUs, load average {load_before:.1f} before and {os.getloadavg()[0]:.1f} after; "
-          "server and clients on the same machine)\n")
+    print(f"\n`{command('bench_openenv.py', argv)}` ({opts.repeats} x {opts.seconds:g} s per setting, {before} before "
+          f"and {os.getloadavg()[0]:.1f} after; server and clients on the same machine)\n")
     print("| transport | clients | requests/s median (min - max) | steps/s median | p99 latency median (ms) "
           "| CPU per request median, server / clients (µs) |")
     print("| --- | --- | --- | --- | --- | --- |")
-    for transport, n in runs:
-        rows = results[(transport, n)]
-        rates = sorted(r[0] for r in rows)
-        name = "HTTP" if transport == "http" else "WebSocket"
-        print(f"| {name} | {n} | {statistics.median(rates):,.0f} ({rates[0]:,.0f} - {rates[-1]:,.0f}) | "
-              f"{statistics.median(r[1] for r in rows):,.0f} | {statistics.median(r[2] for r in rows):.1f} | "
-              f"{statistics.median(r[3] for r in rows):.0f} / {statistics.median(r[4] for r in rows):.0f} |")
+    for (transport, n), rows in results.items():
+        rate, steps, p99, server, client = (sorted(col) for col in zip(*rows, strict=True))
+        print(f"| {'HTTP' if transport == 'http' else 'WebSocket'} | {n} | {median(rate):,.0f} ({rate[0]:,.0f} - "
+              f"{rate[-1]:,.0f}) | {median(steps):,.0f} | {median(p99):.1f} | {median(server):.0f} / "
+              f"{median(client):.0f} |")
     if ("ws", 8) in results:
-        steps = statistics.median(r[1] for r in results[("ws", 8)])
+        steps = median(r[1] for r in results[("ws", 8)])
         print(f"\nWebSocket steps/s with 8 clients: {steps:,.0f} (target {TARGET_WS_STEPS:,})")
     return 0
 

@@ -5,47 +5,35 @@
     python benchmarks/bench_rollouts.py --json runs/rollouts.json
     python benchmarks/bench_rollouts.py --devices cuda --graphs on off --repeat 4   # CUDA graphs against none
 
-For each device and batch it plays one greedy ``CountdownMultiTurn-v0`` episode of each test problem with
-``countdown_gym.integrations.trl_rollout.play_episodes`` (the engine) and reports:
-
-- ``engine``: model tokens (the tokens the model wrote, ``env_mask == 1``) per second, and all tokens (the model's,
-  the environment's replies and the prompts, each of which passes through the model) per second;
-- ``bound``: a bare decode loop of the same model with no engine at the same batch (as many rows as the engine
-  had): one prefill of the episodes' mean prompt length, then one token per row per step for as many steps as the
-  episodes' mean completion length, greedy; every token counts. It is the direct decoder's own forward for the
-  models it runs (the fastest decode of the model here), else the model's Hugging Face forward with its KV cache;
-- ``ratio``: engine model tokens/s over bound tokens/s (and ``ratio_all``, engine all tokens/s over bound tokens/s).
-
-``--graphs`` (CUDA graphs of the direct decoder's one-token steps: auto = on CUDA), ``--peek-from`` (the engine's
-reads of whether a row still writes, on an accelerator) and ``--repeat`` (each problem played that many times, to
-fill batches above 1,000 rows) add rows to the table; ``--runs`` times each row that many times (the median
-counts). Each row also gives the engine's decode steps and the seconds its host spent playing turns.
-
-``--json PATH`` writes ``{"device", "engine_tokens_per_s", "bound_tokens_per_s", "ratio"}`` for the best batch of
-each device, with every row under ``"rows"``. Results and commands: ``docs/benchmarks_rollouts.md``.
+Per device and batch, one greedy ``CountdownMultiTurn-v0`` episode of each test problem through
+``countdown_gym.integrations.trl_rollout.play_episodes`` (the engine): its model tokens (``env_mask == 1``) and all
+tokens per second; ``bound``: a bare greedy decode loop of the same model (the direct decoder where it runs, else
+the Hugging Face forward with its KV cache) at the same batch, one prefill of the episodes' mean prompt length
+then their mean completion length of one-token steps; ``ratio``: engine model tokens/s over bound tokens/s
+(``ratio_all``: all tokens). ``--json PATH`` writes the best batch of each device, with every row under
+``"rows"``. Results and commands: ``docs/benchmarks_rollouts.md``.
 """
 
 from __future__ import annotations
 
 import json
 import platform
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
+
+from _common import ROOT, command
 
 from countdown_gym.dataclass_cli import check_min, parse
 from countdown_gym.inference.engine import PEEK_FROM
 
-ROOT = Path(__file__).resolve().parents[1]
-
 GRAPHS = {"auto": None, "on": True, "off": False}
-DEFAULT_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns")
 
 
 @dataclass
 class Options:
-    model: str = DEFAULT_MODEL
+    model: str = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns")
     """Hugging Face causal LM directory or hub id (default: the shipped multi-turn model)."""
     problems: int = 1000
     """First N problems of the longproc-0.5k test split (0 = all 1,000)."""
@@ -56,10 +44,10 @@ class Options:
     threads: int = 2
     """torch CPU threads."""
     max_turns: int = 16
-    decoder: str = "auto"
-    """auto | direct | hf (play_episodes' decoder)."""
-    graphs: list[str] = field(default_factory=lambda: ["auto"])
-    """auto | on | off, one engine row each (CUDA graphs of the direct decoder's one-token steps; auto: on CUDA)."""
+    decoder: Literal["auto", "direct", "hf"] = "auto"
+    """play_episodes' decoder."""
+    graphs: list[Literal["auto", "on", "off"]] = field(default_factory=lambda: ["auto"])
+    """One engine row each: CUDA graphs of the direct decoder's one-token steps (auto: on CUDA)."""
     peek_from: list[int] = field(default_factory=lambda: [PEEK_FROM])
     """Accelerator: steps after a look from which the engine reads whether a row still writes (0: never), one row
     each."""
@@ -67,8 +55,8 @@ class Options:
     """Play each problem this many times (greedy: the same episodes; fills batches above the problem count)."""
     runs: int = 1
     """Timed runs of each row (the median is reported)."""
-    dtype: str = "float32"
-    """float32 | bfloat16 (the model's weights and KV cache)."""
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    """The model's weights and KV cache."""
     quick: bool = False
     """200 problems, batch 128 only."""
     json: str = ""
@@ -79,16 +67,13 @@ class Options:
     def __post_init__(self) -> None:
         check_min(self, 0, "problems")
         check_min(self, 1, "threads", "max_turns", "repeat", "runs")
-        if not self.graphs or any(g not in GRAPHS for g in self.graphs):
-            raise ValueError(f"--graphs takes auto, on or off, got {self.graphs}")
-        if not self.peek_from or min(self.peek_from) < 0:
+        for name in ("graphs", "peek_from", "batches"):
+            if not getattr(self, name):
+                raise ValueError(f"--{name.replace('_', '-')} needs at least one value")
+        if min(self.peek_from) < 0:
             raise ValueError(f"--peek-from must be steps >= 0, got {self.peek_from}")
-        if not self.batches or min(self.batches) < 1:
+        if min(self.batches) < 1:
             raise ValueError(f"--batches must be positive sizes, got {self.batches}")
-        if self.decoder not in ("auto", "direct", "hf"):
-            raise ValueError(f"--decoder must be auto, direct or hf, got {self.decoder!r}")
-        if self.dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"--dtype must be float32 or bfloat16, got {self.dtype!r}")
         if self.quick:
             self.problems, self.batches = 200, [128]
 
@@ -107,11 +92,10 @@ def _engine_kwargs(opts: Options, batch: int, graphs: str, peek_from: int | None
 
 
 def engine_run(model, tok, problems, batch: int, device: str, opts: Options, graphs: str, peek_from: int) -> dict:
-
     from countdown_gym.integrations.trl_rollout import play_episodes
 
     kw = _engine_kwargs(opts, batch, graphs, peek_from)
-    play_episodes(model, tok, problems[: min(len(problems), 64)], **kw)  # warm-up
+    play_episodes(model, tok, problems[:64], **kw)  # warm-up
     timed = []
     for _ in range(opts.runs):
         stats: dict = {}
@@ -121,12 +105,10 @@ def engine_run(model, tok, problems, batch: int, device: str, opts: Options, gra
         _sync(device)
         timed.append((time.perf_counter() - t0, stats))
     dt, stats = sorted(timed, key=lambda t: t[0])[len(timed) // 2]
-    model_tokens = sum(sum(r.env_mask) for r in rollouts)
-    all_tokens = sum(len(r.prompt_ids) + len(r.completion_ids) for r in rollouts)
-    return {"seconds": dt, "model_tokens": model_tokens, "all_tokens": all_tokens, "episodes": len(rollouts),
-            "solved": sum(r.solved for r in rollouts),
-            "prompt_tokens": sum(len(r.prompt_ids) for r in rollouts) / len(rollouts),
-            "completion_tokens": sum(len(r.completion_ids) for r in rollouts) / len(rollouts),
+    prompts, completions = (sum(len(getattr(r, k)) for r in rollouts) for k in ("prompt_ids", "completion_ids"))
+    return {"seconds": dt, "model_tokens": sum(sum(r.env_mask) for r in rollouts), "all_tokens": prompts + completions,
+            "episodes": len(rollouts), "solved": sum(r.solved for r in rollouts),
+            "prompt_tokens": prompts / len(rollouts), "completion_tokens": completions / len(rollouts),
             "steps": stats.get("steps", 0), "looks": stats.get("looks", 0), "play_seconds": stats.get("play_s", 0.0),
             "graphs_captured": stats.get("graphs", 0),
             "all_seconds": [round(t[0], 4) for t in timed] if opts.runs > 1 else None}
@@ -138,9 +120,8 @@ def bound_run(model, rows: int, prompt_len: int, steps: int, device: str, direct
 
     from countdown_gym.inference.decoders import DirectDecoder, HFDecoder, Step, cache_arg
 
-    vocab = model.config.vocab_size
     gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(10, vocab, (rows, prompt_len), generator=gen).to(device)
+    ids = torch.randint(10, model.config.vocab_size, (rows, prompt_len), generator=gen).to(device)
     every = torch.ones(rows, dtype=torch.bool, device=device)
     dec = DirectDecoder(model, rows, prompt_len + steps + 1) if direct else HFDecoder(model, rows, cache_arg(model))
     prefix_rows = torch.arange(rows, device=device).repeat_interleave(prompt_len - 1)
@@ -149,8 +130,7 @@ def bound_run(model, rows: int, prompt_len: int, steps: int, device: str, direct
         logits = dec.forward(Step(last=ids[:, -1], advance=every, prefix=ids[:, :-1].reshape(-1),
                                   prefix_rows=prefix_rows), prompt_len + 1)
         for k in range(steps):
-            tok = logits.argmax(-1)
-            logits = dec.forward(Step(last=tok, advance=every), prompt_len + k + 2)
+            logits = dec.forward(Step(last=logits.argmax(-1), advance=every), prompt_len + k + 2)
 
     if direct:  # a first pass captures the CUDA graphs (on CUDA); the timed pass replays them
         loop()
@@ -159,39 +139,39 @@ def bound_run(model, rows: int, prompt_len: int, steps: int, device: str, direct
     t0 = time.perf_counter()
     loop()
     _sync(device)
-    dt = time.perf_counter() - t0
-    return {"seconds": dt, "tokens": rows * steps, "decoder": "direct" if direct else "hf"}
+    return {"seconds": time.perf_counter() - t0, "tokens": rows * steps, "decoder": "direct" if direct else "hf"}
 
 
 def measure(opts: Options) -> dict:
     import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from countdown_gym import load_split
     from countdown_gym.inference.decoders import DirectDecoder
 
     torch.set_num_threads(opts.threads)
-    problems = load_split("longproc-0.5k", "test")
-    problems = problems[: opts.problems] if opts.problems else problems
+    problems = load_split("longproc-0.5k", "test")[: opts.problems or None]
     problems = [p for p in problems for _ in range(opts.repeat)]
-    devices = opts.devices or (["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
     out: dict = {"devices": {}, "rows": []}
-    for device in devices:
-        model, tok = _load(opts.model)
-        model = model.to(device=device, dtype=getattr(torch, opts.dtype)).eval()
-        name = torch.cuda.get_device_name(0) if device.startswith("cuda") else f"CPU ({platform.processor() or platform.machine()}, {opts.threads} threads)"
+    for device in opts.devices or (["cpu"] + (["cuda"] if torch.cuda.is_available() else [])):
+        tok = AutoTokenizer.from_pretrained(opts.model)
+        model = AutoModelForCausalLM.from_pretrained(opts.model).to(device=device, dtype=getattr(torch, opts.dtype))
+        model.eval()
+        cpu = device == "cpu"
+        name = (torch.cuda.get_device_name(0) if device.startswith("cuda")
+                else f"CPU ({platform.processor() or platform.machine()}, {opts.threads} threads)")
         direct = DirectDecoder.supports(model) and opts.decoder != "hf"
         best = None
         for batch in opts.batches:
-            rows = min(batch, len(problems))
             bnd = None
             for graphs in opts.graphs if direct else ["off"]:
-                for peek in opts.peek_from if device != "cpu" else [1]:
+                for peek in [1] if cpu else opts.peek_from:
                     eng = engine_run(model, tok, problems, batch, device, opts, graphs, peek)
-                    if bnd is None:
-                        bnd = bound_run(model, rows, round(eng["prompt_tokens"]), round(eng["completion_tokens"]),
-                                        device, direct)
-                    row = {"device": name, "batch": batch, "rows": rows, "repeat": opts.repeat,
-                           "graphs": graphs, "peek_from": peek if device != "cpu" else None,
+                    rows = min(batch, len(problems))
+                    bnd = bnd or bound_run(model, rows, round(eng["prompt_tokens"]), round(eng["completion_tokens"]),
+                                           device, direct)
+                    row = {"device": name, "batch": batch, "rows": rows, "repeat": opts.repeat, "graphs": graphs,
+                           "peek_from": None if cpu else peek,
                            "engine_tokens_per_s": eng["model_tokens"] / eng["seconds"],
                            "engine_all_tokens_per_s": eng["all_tokens"] / eng["seconds"],
                            "bound_tokens_per_s": bnd["tokens"] / bnd["seconds"],
@@ -200,51 +180,42 @@ def measure(opts: Options) -> dict:
                     row["ratio"] = row["engine_tokens_per_s"] / row["bound_tokens_per_s"]
                     row["ratio_all"] = row["engine_all_tokens_per_s"] / row["bound_tokens_per_s"]
                     out["rows"].append(row)
-                    how = f"graphs {graphs}" + (f", peek {peek}" if device != "cpu" else "")
+                    how = f"graphs {graphs}" + ("" if cpu else f", peek {peek}")
                     print(f"{name:>34} batch {batch:>5} ({how}): engine {row['engine_tokens_per_s']:>9,.0f} model "
                           f"tok/s ({row['engine_all_tokens_per_s']:>9,.0f} all), bound "
                           f"{row['bound_tokens_per_s']:>9,.0f} tok/s, ratio {row['ratio']:.2f} (all "
                           f"{row['ratio_all']:.2f}); {eng['episodes']} episodes in {eng['seconds']:.2f} s "
                           f"({eng['steps']} steps, {eng['looks']} looks, {eng['graphs_captured']} graphs, "
-                          f"{eng['play_seconds']:.2f} s playing turns), "
-                          f"{eng['solved']} solved", flush=True)
+                          f"{eng['play_seconds']:.2f} s playing turns), {eng['solved']} solved", flush=True)
                     if best is None or row["engine_tokens_per_s"] > best["engine_tokens_per_s"]:
                         best = row
         if opts.profile:
             _profile(model, tok, problems, best, device, opts)
-        out["devices"][device] = {k: best[k] for k in ("device", "batch", "graphs", "peek_from", "engine_tokens_per_s",
-                                                       "bound_tokens_per_s", "ratio")}
+        keys = ("device", "batch", "graphs", "peek_from", "engine_tokens_per_s", "bound_tokens_per_s", "ratio")
+        out["devices"][device] = {k: best[k] for k in keys}
     return out
 
 
 def _profile(model, tok, problems, row: dict, device: str, opts: Options) -> None:
-    """One engine run of ``row``'s configuration under ``torch.profiler``: its top operations, appended to
+    """Append the top operations of one engine run of ``row``'s configuration (``torch.profiler``) to
     ``opts.profile``."""
     from torch.profiler import ProfilerActivity, profile
 
     from countdown_gym.integrations.trl_rollout import play_episodes
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
-    kw = _engine_kwargs(opts, row["batch"], row["graphs"], row["peek_from"])
-    with profile(activities=activities) as prof:
-        play_episodes(model, tok, problems, **kw)
+    cuda = device.startswith("cuda")
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        play_episodes(model, tok, problems, **_engine_kwargs(opts, row["batch"], row["graphs"], row["peek_from"]))
         _sync(device)
-    events = prof.key_averages()
     tables = [f"## {row['device']}, batch {row['batch']}, graphs {row['graphs']}, peek {row['peek_from']}"]
-    for key in (["self_device_time_total"] if device.startswith("cuda") else []) + ["self_cpu_time_total"]:
+    for key in (["self_device_time_total"] if cuda else []) + ["self_cpu_time_total"]:
         try:
-            tables.append(f"### by {key}\n" + events.table(sort_by=key, row_limit=25))
+            tables.append(f"### by {key}\n" + prof.key_averages().table(sort_by=key, row_limit=25))
         except (KeyError, AttributeError, ValueError) as exc:  # a sort key this torch does not know
             tables.append(f"### by {key}: {exc}")
     with Path(opts.profile).open("a") as f:
         f.write("\n\n".join(tables) + "\n\n")
     print(f"profile appended to {opts.profile}")
-
-
-def _load(model_id: str):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    return AutoModelForCausalLM.from_pretrained(model_id), AutoTokenizer.from_pretrained(model_id)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -254,11 +225,10 @@ def main(argv: list[str] | None = None) -> None:
 
         run_directory(Path(opts.json).parent, f"--json {opts.json}")  # fails before the measurement, not after
     out = measure(opts)
-    first = next(iter(out["devices"].values()))
-    summary = {"device": first["device"], "engine_tokens_per_s": first["engine_tokens_per_s"],
-               "bound_tokens_per_s": first["bound_tokens_per_s"], "ratio": first["ratio"], "per_device": out["devices"],
-               "rows": out["rows"], "command": " ".join(["python benchmarks/bench_rollouts.py", *(argv or sys.argv[1:])])}
     if opts.json:
+        first = next(iter(out["devices"].values()))
+        summary = {k: first[k] for k in ("device", "engine_tokens_per_s", "bound_tokens_per_s", "ratio")}
+        summary.update(per_device=out["devices"], rows=out["rows"], command=command("bench_rollouts.py", argv))
         Path(opts.json).write_text(json.dumps(summary, indent=2) + "\n")
         print(f"wrote {opts.json}")
 
