@@ -106,10 +106,6 @@ def _think(rng: random.Random, p: Problem) -> str:
     return "<think>\n" + "\n".join(lines[: rng.randint(2, 5)]) + "\n</think>\n"
 
 
-def make_completion(kind: str, p: Problem, sol: str, rng: random.Random) -> str:
-    return _think(rng, p) + KINDS[kind][1](p, sol, rng)
-
-
 def completion_mix(problems: list[Problem], n: int, seed: int = 0) -> list[tuple[str, Problem, str]]:
     rng = random.Random(seed)
     kinds = list(KINDS)
@@ -119,7 +115,8 @@ def completion_mix(problems: list[Problem], n: int, seed: int = 0) -> list[tuple
     for _ in range(n):
         p = rng.choice(problems)
         kind = rng.choices(kinds, weights)[0]
-        out.append((kind, p, make_completion(kind, p, rng.choice(sols[p]), rng)))
+        sol = rng.choice(sols[p])
+        out.append((kind, p, _think(rng, p) + KINDS[kind][1](p, sol, rng)))
     return out
 
 
@@ -317,10 +314,8 @@ def render(ver: dict, gen: dict, sol: dict, orig: dict | None, facts: list[str],
 
 @dataclass
 class Options:
-    quick: bool = False
-    """Small sizes; print only, do not write the doc."""
-    out: str = str(DOC)
-    """Markdown file to write."""
+    quick: bool = False  # small sizes; print only, do not write the doc
+    out: str = str(DOC)  # Markdown file to write
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -96,17 +96,13 @@ def alternate(rounds: int, first: Callable[[int], float], second: Callable[[int]
 
 @dataclass
 class Options:
-    seconds: float = 3.0
-    """Timed seconds per measurement."""
-    rounds: int = 3
-    """Alternating rounds per comparison."""
-    warmup: float = 10.0
-    """Seconds of Countdown-v0 play before the rounds."""
+    seconds: float = 3.0  # timed seconds per measurement
+    rounds: int = 3  # alternating rounds per comparison
+    warmup: float = 10.0  # seconds of Countdown-v0 play before the rounds
     num_envs: int = 1024
     seed: int = 0
     out: str = str(ROOT / "docs" / "benchmarks_envs.md")
-    quick: bool = False
-    """A smoke run (short, small batch, no report file)."""
+    quick: bool = False  # a smoke run (short, small batch, no report file)
 
     def __post_init__(self) -> None:
         check_min(self, 1, "rounds", "num_envs")

@@ -44,15 +44,12 @@ TARGET_WS_STEPS = 5_000
 class Options:
     """Requests per second and p99 latency of countdown-gym serve over HTTP and WebSocket with N clients."""
 
-    clients: tuple[int, ...] = (1, 8, 64)
-    """numbers of concurrent clients to measure"""
-    seconds: float = 5.0
-    """how long each measurement runs"""
+    clients: tuple[int, ...] = (1, 8, 64)  # numbers of concurrent clients to measure
+    seconds: float = 5.0  # how long each measurement runs
     transports: tuple[Literal["http", "ws"], ...] = ("http", "ws")
     repeats: int = 3
     """measurements of each setting (the table shows the median and the range: a shared machine is noisy)"""
-    url: str = ""
-    """an already running server (default: start one on a free 127.0.0.1 port)"""
+    url: str = ""  # an already running server (default: start one on a free 127.0.0.1 port)
 
     def __post_init__(self) -> None:
         check_min(self, 0.1, "seconds")

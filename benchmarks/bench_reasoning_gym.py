@@ -1,13 +1,11 @@
 """``score_answer`` calls per second through the reasoning-gym dataset interface (target: >= 10,000/s).
 
-    python benchmarks/bench_reasoning_gym.py             # the 500 problems of the tinyzero test split x 5 answers, best of 20 passes
+    python benchmarks/bench_reasoning_gym.py             # tinyzero test split, 500 entries x 5 answers, best of 20
     python benchmarks/bench_reasoning_gym.py --quick     # a smoke test
 
-The answers are a mix like the core benchmark's: the reference solution, a wrong expression, a
-reused number, a power (a hack), and text that is not an expression. Each pass scores every
-(answer, entry) pair through ``CountdownGymDataset.score_answer`` (entries built beforehand, as a
-trainer holds them). The machine may be shared: the fastest pass is reported (the least disturbed),
-with the median and the CPU-time rate next to it.
+Each pass scores five answers per entry (the reference solution, a wrong expression, a reused number, a power
+and prose) through ``CountdownGymDataset.score_answer``, entries built beforehand as a trainer holds them. The
+fastest pass is reported (the least disturbed on a shared machine), with the median and the CPU-time rate.
 """
 
 from __future__ import annotations
@@ -30,18 +28,17 @@ class Options:
 
     def __post_init__(self) -> None:
         dataclass_cli.check_min(self, 1, "entries", "passes")
+        if self.quick:
+            self.entries, self.passes = 50, 3
 
 
 def answers_for(entry: dict) -> list[str]:
-    """Five answers of different kinds for one entry."""
     a, b, *_ = entry["metadata"]["numbers"]
     return [entry["answer"], f"{a} + {b}", f"{a} + {a}", f"{a}**2", "I think the answer is 42"]
 
 
 def main(argv: list[str] | None = None) -> None:
     args = dataclass_cli.parse(Options, argv, description=__doc__.splitlines()[0])
-    if args.quick:
-        args.entries, args.passes = 50, 3
     ds = CountdownGymDataset(CountdownGymConfig(preset=args.preset, split=args.split, size=args.entries))
     pairs = [(ans, e) for e in ds for ans in answers_for(e)]
     score = ds.score_answer

@@ -33,19 +33,13 @@ GRAPHS = {"auto": None, "on": True, "off": False}
 
 @dataclass
 class Options:
-    model: str = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns")
-    """Hugging Face causal LM directory or hub id (default: the shipped multi-turn model)."""
-    problems: int = 1000
-    """First N problems of the longproc-0.5k test split (0 = all 1,000)."""
-    batches: list[int] = field(default_factory=lambda: [128, 512, 2048])
-    """Engine batch sizes (episodes played at once)."""
-    devices: list[str] = field(default_factory=list)
-    """Devices to measure (default: cpu, and cuda when present)."""
-    threads: int = 2
-    """torch CPU threads."""
+    model: str = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns")  # HF causal LM dir or hub id
+    problems: int = 1000  # first N problems of the longproc-0.5k test split (0 = all 1,000)
+    batches: list[int] = field(default_factory=lambda: [128, 512, 2048])  # engine batch sizes (episodes at once)
+    devices: list[str] = field(default_factory=list)  # devices to measure (default: cpu, and cuda when present)
+    threads: int = 2  # torch CPU threads
     max_turns: int = 16
-    decoder: Literal["auto", "direct", "hf"] = "auto"
-    """play_episodes' decoder."""
+    decoder: Literal["auto", "direct", "hf"] = "auto"  # play_episodes' decoder
     graphs: list[Literal["auto", "on", "off"]] = field(default_factory=lambda: ["auto"])
     """One engine row each: CUDA graphs of the direct decoder's one-token steps (auto: on CUDA)."""
     peek_from: list[int] = field(default_factory=lambda: [PEEK_FROM])
@@ -53,14 +47,10 @@ class Options:
     each."""
     repeat: int = 1
     """Play each problem this many times (greedy: the same episodes; fills batches above the problem count)."""
-    runs: int = 1
-    """Timed runs of each row (the median is reported)."""
-    dtype: Literal["float32", "bfloat16"] = "float32"
-    """The model's weights and KV cache."""
-    quick: bool = False
-    """200 problems, batch 128 only."""
-    json: str = ""
-    """Also write the figures as JSON to this path."""
+    runs: int = 1  # timed runs of each row (the median is reported)
+    dtype: Literal["float32", "bfloat16"] = "float32"  # the model's weights and KV cache
+    quick: bool = False  # 200 problems, batch 128 only
+    json: str = ""  # also write the figures as JSON to this path
     profile: str = ""
     """Also profile one engine run of each device's best row (torch.profiler) and write its top operations here."""
 

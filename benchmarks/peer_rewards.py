@@ -1,12 +1,5 @@
 """Other projects' Countdown rewards as ``(completion, numbers, target) -> float`` functions, for
-``countdown-gym audit`` (``benchmarks/exploit_table.py`` runs them all).
-
-* :func:`reasoning_gym_reward`: reasoning-gym's own code (``pip install countdown-gym[bench]``):
-  ``extract_answer`` (the last complete ``<answer>`` block) then ``CountdownDataset.score_answer``
-  (1.0 correct, 0.05 wrong value or numbers, 0.01 unparsable or empty).
-* :func:`tinyzero_reward`: TinyZero's rule (``verl/utils/reward_score/countdown.py``,
-  ``compute_score``), re-stated here from its published code because TinyZero is not a package:
-  1.0 correct, 0.1 an answer that is wrong or does not evaluate, 0 no answer.
+``countdown-gym audit`` (``benchmarks/exploit_table.py`` runs them all), e.g.
 
     countdown-gym audit benchmarks/peer_rewards.py:tinyzero_reward
 """
@@ -19,19 +12,17 @@ from functools import cache
 from typing import Any
 
 # ---- TinyZero ---------------------------------------------------------------------------------------
-# What compute_score(solution_str, {"target", "numbers"}) does, step by step:
-# 1. solution_str is the prompt and the response; the response starts after the prompt's first
-#    "Assistant:" (or "<|im_start|>assistant"). Here the completion *is* the response.
-# 2. Only the response's last line (text after its last "\n") is read; the answer is the text of the
-#    last <answer>...</answer> on that line (the regex does not cross lines), stripped. None: 0.
-# 3. Every run of digits (\d+, which in Python also matches non-ASCII digits, read by int()) is a
-#    number; sorted, they must equal the sorted puzzle numbers: otherwise the format score, 0.1.
-# 4. The answer must consist of digits, + - * / ( ) . and whitespace (so ** and // pass), and is
-#    evaluated as Python with no builtins; an exception gives 0.1.
-# 5. |value - target| < 1e-5: 1.0; otherwise 0.1.
-# Step 4 runs Python's own arithmetic on the answer, which is the behaviour being audited (it is
-# what lets 2**3 and 7//2 through, and what never returns on 9**9**9**9); `countdown-gym audit`
-# runs every call in a separate process with a time limit.
+# TinyZero is not a package: this re-states compute_score(solution_str, {"target", "numbers"}) of its
+# verl/utils/reward_score/countdown.py. solution_str is the prompt and the response (after the prompt's first
+# "Assistant:"); here the completion *is* the response. Step by step:
+# 1. Only the response's last line is read; the answer is the text of the last <answer>...</answer> on it,
+#    stripped. None: 0.
+# 2. Every run of digits (\d+, which in Python also matches non-ASCII digits, read by int()) is a number;
+#    sorted, they must equal the sorted puzzle numbers: otherwise the format score, 0.1.
+# 3. The answer must consist of digits, + - * / ( ) . and whitespace (so ** and // pass), and is evaluated
+#    as Python with no builtins (which lets 2**3 and 7//2 through, and never returns on 9**9**9**9: `countdown-gym
+#    audit` runs every call in a separate process with a time limit); an exception gives 0.1.
+# 4. |value - target| < 1e-5: 1.0; otherwise 0.1.
 
 _TZ_ANSWER = re.compile(r"<answer>(.*?)</answer>")
 _TZ_DIGITS = re.compile(r"\d+")
@@ -72,7 +63,8 @@ def _reasoning_gym_dataset() -> Any:
 
 
 def reasoning_gym_reward(completion: str, numbers: Sequence[int], target: int) -> float:
-    """reasoning-gym's countdown: ``score_answer(extract_answer(completion), entry)``."""
+    """reasoning-gym's own ``score_answer(extract_answer(completion), entry)``: ``extract_answer`` takes the last
+    complete ``<answer>`` block; 1.0 correct, 0.05 wrong value or numbers, 0.01 unparsable or empty."""
     from reasoning_gym.utils import extract_answer
 
     entry = {"metadata": {"numbers": list(numbers), "target": target}}
