@@ -41,9 +41,7 @@ def tinyzero_reward(completion: str, numbers: Sequence[int], target: int) -> flo
         used = sorted(int(run) for run in _TZ_DIGITS.findall(answer))
     except ValueError:
         return TINYZERO_FORMAT_SCORE
-    if used != sorted(numbers):
-        return TINYZERO_FORMAT_SCORE
-    if not _TZ_CHARSET.match(answer):
+    if used != sorted(numbers) or not _TZ_CHARSET.match(answer):
         return TINYZERO_FORMAT_SCORE
     try:
         value = eval(answer, {"__builtins__": None}, {})  # noqa: S307 - the peer's own evaluation, audited
