@@ -5,13 +5,9 @@
     python benchmarks/bench_rollouts.py --json runs/rollouts.json
     python benchmarks/bench_rollouts.py --devices cuda --graphs on off --repeat 4   # CUDA graphs against none
 
-Per device and batch, one greedy ``CountdownMultiTurn-v0`` episode of each test problem through
-``countdown_gym.integrations.trl_rollout.play_episodes`` (the engine): its model tokens (``env_mask == 1``) and all
-tokens per second; ``bound``: a bare greedy decode loop of the same model (the direct decoder where it runs, else
-the Hugging Face forward with its KV cache) at the same batch, one prefill of the episodes' mean prompt length
-then their mean completion length of one-token steps; ``ratio``: engine model tokens/s over bound tokens/s
-(``ratio_all``: all tokens). ``--json PATH`` writes the best batch of each device, with every row under
-``"rows"``. Results and commands: ``docs/benchmarks_rollouts.md``.
+What it measures and the results: ``docs/benchmarks_rollouts.md``. The bound is a bare greedy decode loop of the
+same model at the same batch (the direct decoder where it runs, else the Hugging Face forward with its KV cache):
+one prefill of the episodes' mean prompt length, then their mean completion length of one-token steps.
 """
 
 from __future__ import annotations
