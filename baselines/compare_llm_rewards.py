@@ -344,7 +344,7 @@ def plot(args: Options, runs: list[tuple[str, int]], path: Path) -> Path:
 
 
 def draw(args: Options, rows: list, path: Path) -> Path:
-    from baselines.reward_curves import plot_curves
+    from baselines.analysis.reward_curves import plot_curves
 
     return plot_curves(rows, path, title=f"GRPO on Countdown ({args.interaction}): validation success by reward",
                        xlabel="GRPO step", ylabel=f"greedy success (%), {args.eval_problems} validation problems",
@@ -358,7 +358,7 @@ def results_png(args: Options) -> Path:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.replot:
-        from baselines.reward_curves import curves_path, read_curves
+        from baselines.analysis.reward_curves import curves_path, read_curves
 
         png = results_png(args)
         print(f"wrote {draw(args, read_curves(curves_path(png)), png)}")

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from baselines.uncertainty import seed_spread
+from baselines.analysis.uncertainty import seed_spread
 from countdown_gym import dataclass_cli
 from countdown_gym.rewards.variants import variant_names
 
@@ -80,7 +80,7 @@ def plot(results: list[dict], out: Path, variants: list[str], val_problems: int 
 
 
 def draw(rows: list, png: Path, val_problems: int, preset: str) -> Path:
-    from baselines.reward_curves import plot_curves
+    from baselines.analysis.reward_curves import plot_curves
 
     return plot_curves(rows, png, title=f"MaskablePPO on Countdown-v0 ({preset}): validation success by reward",
                        xlabel="environment steps", ylabel=f"validation success ({val_problems} problems, greedy)", spread="std")
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     run_args = sb3_ppo.parse_args(extra)
     if args.replot:
-        from baselines.reward_curves import curves_path, read_curves
+        from baselines.analysis.reward_curves import curves_path, read_curves
 
         png = out / "sb3_rewards.png"
         print(f"wrote {draw(read_curves(curves_path(png)), png, run_args.eval_problems, run_args.preset)}")

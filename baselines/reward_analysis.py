@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from baselines.lm.grpo_model import ROOT
-from baselines.uncertainty import binomial_se, seed_spread
+from baselines.analysis.uncertainty import binomial_se, seed_spread
 from countdown_gym import dataclass_cli
 from countdown_gym.runkit.runs import write_text_atomic
 

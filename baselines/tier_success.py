@@ -17,7 +17,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from baselines.uncertainty import binomial_se  # noqa: E402
+from baselines.analysis.uncertainty import binomial_se  # noqa: E402
 from countdown_gym import dataclass_cli  # noqa: E402
 from countdown_gym.data.difficulty import TIER_METRIC, TIER_THRESHOLDS, TIERS, tier  # noqa: E402
 

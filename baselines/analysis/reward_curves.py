@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from baselines.uncertainty import seed_spread
+from baselines.analysis.uncertainty import seed_spread
 
 FIELDS = ("variant", "seed", "step", "success")
 Row = tuple[str, int, int, float]
