@@ -1,12 +1,6 @@
-"""The reward-comparison figures of ``compare_rewards.py`` and ``compare_llm_rewards.py``.
-
-Validation success against training progress, one line per reward variant: the mean over seeds at
-each evaluation, with a shaded band (the seeds' standard deviation or standard error), a title and
-labelled axes. A variant's line keeps the evaluations that every one of its seeds reached; runs bounded by
-wall-clock end at different steps, so their last evaluations make one more point, at the mean of their steps. The plotted points are written to a CSV beside the PNG (one row per variant, seed
-and evaluation), so a figure is redrawn from that file alone (each script's ``--replot``), without
-re-running anything.
-"""
+"""The validation-curve figures of ``compare_rewards.py`` and ``compare_llm_rewards.py``: per reward variant, the
+mean over seeds at each evaluation with a band (the seeds' std or SE). Their points go to a CSV beside the PNG, from
+which a figure is redrawn alone (each script's ``--replot``)."""
 
 from __future__ import annotations
 

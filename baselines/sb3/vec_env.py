@@ -1,16 +1,10 @@
 """An SB3 ``VecEnv`` over the package's batched ``CountdownVectorEnv``, with move features and dense rewards.
 
-``CountdownSB3VecEnv`` steps ``num_envs`` games with numpy array operations
-(:class:`countdown_gym.envs.vector.CountdownVectorEnv`), turns each state into the per-action
-feature rows of :func:`baselines.sb3.features.move_features` for the whole batch at once, and adds the
-chosen reward variant's per-move terms or potentials from the registry
-(``countdown_gym.rewards.variants``: the same functions its single-env wrapper calls, on the same
-transition records), so it trains the same MDP with the same rewards as ``DummyVecEnv`` over
-``MoveFeatures(variant.wrap(...))``
-while avoiding a Python loop over envs and actions per step.
-
-``evaluate_batched`` plays a list of problems greedily with a masked policy, all at once.
-"""
+``CountdownSB3VecEnv`` steps ``num_envs`` games with numpy (:class:`countdown_gym.envs.vector.CountdownVectorEnv`),
+computes :func:`baselines.sb3.features.observation_features` for the whole batch, and adds the reward variant's
+per-move terms or potentials (``countdown_gym.rewards.variants``: the functions its single-env wrapper calls, on the
+same transition records): the MDP and rewards of ``DummyVecEnv`` over ``MoveFeatures(variant.wrap(...))`` without a
+Python loop over envs. ``evaluate_batched`` plays a list of problems greedily with a masked policy, all at once."""
 
 from __future__ import annotations
 
@@ -39,9 +33,8 @@ def decode_states(obs: np.ndarray, value_scale: float) -> tuple[np.ndarray, np.n
     return vals, present.sum(1), target, obs[:, 2 * m + 1]
 
 
-def features_of(
-    raw_obs: np.ndarray, value_scale: float, rules: Rules, lookahead: int, log_ratios: bool, children: bool = False
-) -> np.ndarray:
+def features_of(raw_obs: np.ndarray, value_scale: float, rules: Rules, lookahead: int, log_ratios: bool,
+                children: bool = False) -> np.ndarray:
     """Flat move-feature observations of raw Countdown-v0 observations (:func:`baselines.sb3.features.observation_features`)."""
     vals, count, target, progress = decode_states(raw_obs, value_scale)
     return observation_features(vals, count, target, progress, rules, lookahead, log_ratios, children)
@@ -50,41 +43,23 @@ def features_of(
 class CountdownSB3VecEnv(VecEnv):
     """``num_envs`` Countdown-v0 games as one SB3 ``VecEnv`` whose observations are move-feature rows.
 
-    Args:
-        num_envs: games stepped together.
-        reward: a ``step`` reward variant of the registry (as ``sb3_ppo.py --reward``).
-        scale, gamma: the dense term's size and the shaping discount (as the wrappers').
-        lookahead, log_ratios, children: the features (:func:`baselines.sb3.features.observation_features`).
-        critic: what the variant needs passed in (a scorer with ``score(states, targets)`` for the critic
-            rewards; loaded once, shared).
-        **env_kwargs: passed to ``CountdownVectorEnv`` (``preset``, ``split``, ``problems``, ...).
+    ``reward``: a ``step`` variant of the registry (as ``sb3_ppo.py --reward``); ``scale``, ``gamma``: its dense
+    term's size and the shaping discount; ``lookahead``, ``log_ratios``, ``children``: the features; ``critic``: what
+    the variant needs passed in (a scorer with ``score(states, targets)`` for the critic rewards); ``env_kwargs`` go
+    to ``CountdownVectorEnv`` (``preset``, ``split``, ``problems``, ...).
     """
 
-    def __init__(
-        self,
-        num_envs: int,
-        reward: str = "sparse",
-        scale: float = 0.1,
-        gamma: float = 1.0,
-        lookahead: int = 1,
-        critic: Any = None,
-        log_ratios: bool = False,
-        children: bool = False,
-        **env_kwargs: Any,
-    ) -> None:
+    def __init__(self, num_envs: int, reward: str = "sparse", scale: float = 0.1, gamma: float = 1.0, lookahead: int = 1,
+                 critic: Any = None, log_ratios: bool = False, children: bool = False, **env_kwargs: Any) -> None:
         self.variant = get_variant(reward, "step")
         self.reward, self.scale, self.gamma, self.critic = reward, scale, gamma, self.variant.need(critic)
         self.lookahead, self.log_ratios, self.children = lookahead, log_ratios, children
         self.potential = self.variant.potential is not None
         self.dense = self.potential or self.variant.move_term is not None
         self.venv = CountdownVectorEnv(num_envs, record_transitions=self.dense, **env_kwargs)
-        self.rules = self.venv.rules
-        m = self.venv.max_numbers
-        self.n_actions = self.venv.n_actions
-        size = feature_size(m, lookahead, log_ratios, children)
-        self.render_mode = None
-        obs_space = spaces.Box(-1.0, 1.0, shape=(size,), dtype=np.float32)
-        super().__init__(num_envs, obs_space, spaces.Discrete(self.n_actions))
+        self.rules, self.n_actions, self.render_mode = self.venv.rules, self.venv.n_actions, None
+        size = feature_size(self.venv.max_numbers, lookahead, log_ratios, children)
+        super().__init__(num_envs, spaces.Box(-1.0, 1.0, shape=(size,), dtype=np.float32), spaces.Discrete(self.n_actions))
         self._actions: np.ndarray | None = None
         self._phi = np.zeros(num_envs)
         self._returns = np.zeros(num_envs)
@@ -184,15 +159,8 @@ class CountdownSB3VecEnv(VecEnv):
         return [None] * self.num_envs
 
 
-def evaluate_batched(
-    model: Any,
-    problems: list[Problem],
-    preset: str,
-    lookahead: int = 1,
-    log_ratios: bool = False,
-    children: bool = False,
-    chunk: int = 500,
-) -> tuple[float, list[list[tuple]]]:
+def evaluate_batched(model: Any, problems: list[Problem], preset: str, lookahead: int = 1, log_ratios: bool = False,
+                     children: bool = False, chunk: int = 500) -> tuple[float, list[list[tuple]]]:
     """Greedy, masked play of every problem, ``chunk`` at a time: (success rate, the moves of each episode)."""
     if len(problems) > chunk:
         won, moves = 0.0, []
