@@ -34,12 +34,9 @@ from baselines.lm.grpo_options import RESUMABLE_CHANGES
 from baselines.lm.grpo_options import Options as GRPOOptions
 from countdown_gym import dataclass_cli
 
-VARIANTS = ("sparse", "oracle-perfect", "critic", "clipo")
-"""The protocol's arms: sparse, the exact oracle's perfect-move term, the learned contrastive critic (the seed paper's
-method), and CLIPO (each dense term added to the verifier's outcome reward)."""
+VARIANTS = ("sparse", "oracle-perfect", "critic", "clipo")  # the protocol's arms (dense terms added to the outcome)
 STEP_SUFFIX = "@step"
-"""An arm ending in ``@step`` (``oracle-reachable@step``) runs ``--rewards oracle-reachable --step-credit``: the same
-dense terms credited per turn (docs/step_credit.md) instead of summed into the outcome reward."""
+"""``oracle-reachable@step`` runs ``--rewards oracle-reachable --step-credit`` (the terms credited per turn)."""
 QUICK = {"variants": ("sparse", "oracle-perfect"), "seeds": ("0-7",), "name": "reward_comparison_quick"}
 """``--quick``: two arms, 8 seeds, the default budget; its page and records go to ``--runs-dir``."""
 
@@ -50,22 +47,15 @@ _GRPO = GRPOOptions()  # llm_grpo.py's defaults
 class Options:
     """Compare GRPO reward arms from the same starting model at equal steps and many seeds."""
 
-    model: str = ""
-    """Starting model (default: the shipped model of --interaction)."""
+    model: str = ""  # Starting model (default: the shipped model of --interaction).
     interaction: Literal["multi-turn", "single-pass"] = "multi-turn"
-    max_turns: int = _GRPO.max_turns
-    """Multi-turn: the turn budget."""
+    max_turns: int = _GRPO.max_turns  # Multi-turn: the turn budget.
     preset: str = _GRPO.preset
     prompt_style: str = _GRPO.prompt_style
-    variants: tuple[str, ...] = VARIANTS
-    """Comma-separated --rewards values (the arms); a '@step' suffix adds --step-credit (multi-turn)."""
-    seeds: tuple[str, ...] = ("0-10",)
-    """Seeds: comma-separated integers and ranges (0-10 is 0, 1, ..., 10)."""
-    quick: bool = False
-    """sparse against oracle-perfect, seeds 0-7, the page and records under --runs-dir (the variants, seeds and name
-    given are replaced)."""
-    steps: int = _GRPO.steps
-    """GRPO steps of every run (with --max-minutes: the most)."""
+    variants: tuple[str, ...] = VARIANTS  # Comma-separated --rewards values (the arms); '@step' adds --step-credit.
+    seeds: tuple[str, ...] = ("0-10",)  # Seeds: comma-separated integers and ranges (0-10 is 0, 1, ..., 10).
+    quick: bool = False  # Sparse against oracle-perfect, seeds 0-7, page and records in --runs-dir (QUICK).
+    steps: int = _GRPO.steps  # GRPO steps of every run (with --max-minutes: the most).
     max_minutes: float = 0.0
     """Equal wall-clock instead of equal steps: every run trains for this many minutes (llm_grpo.py --max-minutes), at
     most --steps steps; run the arms side by side (--jobs) so that they share the machine alike. 0 = equal steps."""
@@ -75,23 +65,16 @@ class Options:
     learning_rate: float = _GRPO.learning_rate
     temperature: float = _GRPO.temperature
     eval_interval: int = _GRPO.eval_interval
-    eval_problems: int = _GRPO.eval_problems
-    """Validation problems during training (drawn at random with a fixed seed, as llm_grpo.py draws them)."""
+    eval_problems: int = _GRPO.eval_problems  # Validation problems during training (as llm_grpo.py draws them).
     eval_samples: int = 0
-    test_problems: int = 1000
-    """Test problems every run plays greedily at its end (0 = all)."""
-    jobs: int = 2
-    """Runs in parallel (one thread each)."""
+    test_problems: int = 1000  # Test problems every run plays greedily at its end (0 = all).
+    jobs: int = 2  # Runs in parallel (one thread each).
     runs_dir: str = str(ROOT / "runs" / "compare_llm")
     results_dir: str = str(ROOT / "docs" / "results")
-    name: str = "reward_comparison"
-    """The page (<results-dir>/<name>.md, its results rewritten) and the records' folder (<results-dir>/<name>/)."""
-    train_pass_rates: str = _GRPO.train_pass_rates
-    """llm_grpo.py --train-pass-rates for every run: auto (the model's own file), none (every training problem), or a file."""
-    extra_args: str = ""
-    """More llm_grpo.py flags for every run, e.g. '--beta 0.01'."""
-    replot: bool = False
-    """Redraw the validation figure from <name>_curves.csv in --results-dir (no run, no evaluation)."""
+    name: str = "reward_comparison"  # The page <results-dir>/<name>.md and the records' folder <results-dir>/<name>/.
+    train_pass_rates: str = _GRPO.train_pass_rates  # llm_grpo.py --train-pass-rates of every run: auto, none or a file.
+    extra_args: str = ""  # More llm_grpo.py flags for every run, e.g. '--beta 0.01'.
+    replot: bool = False  # Redraw the figure from <name>_curves.csv in --results-dir (no run, no evaluation).
 
     def __post_init__(self) -> None:
         if not self.model:

@@ -86,16 +86,11 @@ class Options:
     variants: list[str] = field(default_factory=lambda: list(variant_names("step")))
     """Reward variants of ``baselines/sb3_ppo.py --reward`` to compare (default: every ``step`` variant of the
     registry, ``countdown_gym.rewards.variants``)."""
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    """Seeds per variant."""
-    total_timesteps: int = 80_000
-    """Environment steps per run."""
-    workers: int = 2
-    """Runs at a time."""
-    out: str = "docs/results"
-    """Directory of the runs, sb3_rewards.md and the curves."""
-    reference: str = ""
-    """JSON file {name: {"rate": x, "command": "..."}} of reference agents to list in the table."""
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # Seeds per variant.
+    total_timesteps: int = 80_000  # Environment steps per run.
+    workers: int = 2  # Runs at a time.
+    out: str = "docs/results"  # Directory of the runs, sb3_rewards.md and the curves.
+    reference: str = ""  # JSON file {name: {"rate": x, "command": "..."}} of reference agents to list in the table.
     replot: bool = False
     """Redraw sb3_rewards.png from the sb3_rewards_curves.csv in --out (no run; the same other flags)."""
 

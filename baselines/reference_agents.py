@@ -172,8 +172,7 @@ class Options:
     """Submission file to write (.jsonl)."""
     preset: str = "longproc-0.5k"
     split: str = "test"
-    k: int = 1
-    """Episodes per problem (seeds seed..seed+k-1); pass@k uses them."""
+    k: int = 1  # Episodes per problem (seeds seed..seed+k-1); pass@k uses them.
     seed: int = 0
     authors: str = "countdown-gym maintainers (reference agents)"
     progress: bool = True

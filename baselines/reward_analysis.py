@@ -45,15 +45,13 @@ class Options:
 
     page: str = str(PAGE)
     """The Markdown page: its ``## Results`` section is rewritten; its records are in the folder of the same stem."""
-    records: str = ""
-    """The records' folder (default: the page's path without ``.md``)."""
+    records: str = ""  # The records' folder (default: the page's path without ``.md``).
     check: bool = False
     """Recompute and exit 1 if the page's results differ from what the records give (nothing is written)."""
     auroc: bool = False
     """Play the starting model's sampled episodes on the validation problems and write the dense terms' AUROC
     (``dense_term_auroc.json`` in the records' folder), then rewrite the page."""
-    auroc_samples: int = 4
-    """--auroc: sampled episodes per validation problem."""
+    auroc_samples: int = 4  # --auroc: sampled episodes per validation problem.
     tuning_runs: str = ""
     """A folder of finished tuning runs (llm_grpo.py run directories): write their records to ``<records>/tuning/``
     first."""

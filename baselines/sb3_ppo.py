@@ -57,46 +57,32 @@ class Args:
     reward: str = "sparse"
     """Reward variant: ``sparse``, ``oracle-perfect``, ``oracle-reachable``, ``oracle-potential``, ``critic``,
     ``critic-potential`` (see above)."""
-    scale: float = 0.1
-    """Size of the dense term per step (the sparse reward is 1)."""
-    gamma: float = 1.0
-    """PPO's discount, also the potential-based shaping's."""
+    scale: float = 0.1  # Size of the dense term per step (the sparse reward is 1).
+    gamma: float = 1.0  # PPO's discount, also the potential-based shaping's.
     # environments and features
-    total_timesteps: int = 100_000
-    """Environment steps of the whole run (a --resume may raise it)."""
+    total_timesteps: int = 100_000  # Environment steps of the whole run (a --resume may raise it).
     vec_env: Literal["batched", "dummy"] = "batched"
     """``batched`` (CountdownSB3VecEnv, fast) or ``dummy`` (DummyVecEnv of single envs, the original)."""
-    num_envs: int = 64
-    """Games played side by side."""
+    num_envs: int = 64  # Games played side by side.
     lookahead: int = 2
     """Depth of the move features: 1 = each move's afterstate, 2 = also the moves after it (baselines/sb3/features.py)."""
-    log_ratios: bool = True
-    """Also encode each afterstate's numbers as log(x / target) (baselines/sb3/features.py)."""
+    log_ratios: bool = True  # Also encode each afterstate's numbers as log(x / target) (baselines/sb3/features.py).
     children: bool = False
     """With lookahead 2: give the moves after each move raw, pooled by a learned network (baselines/sb3/features.py)."""
     # PPO
-    seed: int = 0
-    """Seed of the model, the environments' problem order and the run's default name."""
+    seed: int = 0  # Seed of the model, the environments' problem order and the run's default name.
     learning_rate: float = 2e-3
-    anneal_lr: bool = False
-    """Decay the learning rate linearly from --learning-rate to 0 over --total-timesteps."""
-    n_steps: int = 32
-    """Steps per environment in each rollout."""
-    batch_size: int = 256
-    """Minibatch size of the PPO update."""
-    n_epochs: int = 4
-    """Passes over each rollout."""
-    ent_coef: float = 0.01
-    """Entropy bonus."""
+    anneal_lr: bool = False  # Decay the learning rate linearly from --learning-rate to 0 over --total-timesteps.
+    n_steps: int = 32  # Steps per environment in each rollout.
+    batch_size: int = 256  # Minibatch size of the PPO update.
+    n_epochs: int = 4  # Passes over each rollout.
+    ent_coef: float = 0.01  # Entropy bonus.
     # the policy
-    net_arch: list[int] = field(default_factory=lambda: list(NET_ARCH))
-    """Layer widths of the MlpPolicy (--policy mlp)."""
+    net_arch: list[int] = field(default_factory=lambda: list(NET_ARCH))  # Layer widths of the MlpPolicy (--policy mlp).
     policy: Literal["per-action", "mlp"] = "per-action"
     """``per-action`` (MoveFeatures + PerActionPolicy, see baselines/sb3/policy.py) or ``mlp`` (MlpPolicy on the raw observation)."""
-    hidden: int = HIDDEN
-    """Width of the per-action policy's networks."""
-    child_hidden: int = 0
-    """With --children: width of the network that embeds each next move (0 = ``hidden``)."""
+    hidden: int = HIDDEN  # Width of the per-action policy's networks.
+    child_hidden: int = 0  # With --children: width of the network that embeds each next move (0 = ``hidden``).
     activation: Literal["tanh", "relu"] = "relu"
     """Activation of the per-action policy's networks: ``tanh`` or ``relu``."""
     # evaluation
@@ -114,8 +100,7 @@ class Args:
     report_to: str = "tensorboard"
     """Where the training metrics and the validation curve are also logged besides ``logs/progress.csv`` and
     ``curve.csv``: none, all, or a comma-separated list of transformers' integrations (tensorboard: ``logs/``)."""
-    submit: str = ""
-    """Write a leaderboard submission of the evaluation to this path."""
+    submit: str = ""  # Write a leaderboard submission of the evaluation to this path.
     evaluate_model: str = ""
     """Skip training: evaluate this saved model (a run's ``final_model.zip`` or a checkpoint) on --eval-split."""
 

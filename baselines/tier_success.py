@@ -26,10 +26,8 @@ class Options:
 
     submissions: list[str] = field(default_factory=list)
     """Submission / completion JSONL files (``countdown-gym-submission`` format), separate or comma-separated."""
-    out: str = ""
-    """Also write the Markdown table here."""
-    plot: str = ""
-    """Also draw a bar chart (first-answer success per tier and file) here (PNG)."""
+    out: str = ""  # Also write the Markdown table here.
+    plot: str = ""  # Also draw a bar chart (first-answer success per tier and file) here (PNG).
     metric: str = "tier"
     """``tier``: the package's tiers; or one label (search_nodes, num_solutions, wrong_moves, first_wrong_depth,
     good_first_share) to cut the file's problems into thirds by rank on it instead (harder third last), to compare
