@@ -267,6 +267,8 @@ def run_record(path: Path) -> dict[str, Any]:
     """What a finished run in ``path`` leaves for the analysis (the protocol's record; docs/results/reward_comparison.md):
     its arm (``--rewards``, with ``@step`` for ``--step-credit``) and seed, options, timing, the share of groups without
     reward spread, validation rows and, with ``--test-eval``, the per-problem test outcomes at the start and the end."""
+    import torch
+
     from baselines.reward_analysis import ids_digest
 
     options = json.loads((path / "options.json").read_text())
@@ -277,7 +279,8 @@ def run_record(path: Path) -> dict[str, Any]:
         validation = [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
     record: dict[str, Any] = {
         "arm": options["rewards"] + (STEP_SUFFIX if options.get("step_credit") else ""), "seed": int(options["seed"]),
-        "options": options, "commit": summary.get("commit") or git_commit(), "device": device_name(),
+        "options": options, "commit": summary.get("commit") or git_commit(),
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU",
         "steps": summary.get("steps", summary["last"]["step"]), "seconds_per_step": summary.get("seconds_per_step"),
         "train_seconds": summary.get("train_seconds"), "stopped_by_time_limit": bool(summary.get("stopped_by_time_limit")),
         "frac_reward_zero_std": zero, "validation": validation,
@@ -299,13 +302,6 @@ def write_run_record(args: Options, variant: str, seed: int) -> Path:
     from baselines.reward_analysis import write_record
 
     return write_record(record_path(args, variant, seed), run_record(run_path(args, variant, seed)))
-
-
-def device_name() -> str:
-    """Where the runs ran: the GPU's name, or ``CPU``."""
-    import torch
-
-    return torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
 
 
 def plot(args: Options, runs: list[tuple[str, int]] | None = None) -> Path:

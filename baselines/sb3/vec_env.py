@@ -23,21 +23,15 @@ from countdown_gym.rewards.terms import potential_shaping
 from countdown_gym.rewards.variants import get_variant
 
 
-def decode_states(obs: np.ndarray, value_scale: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(values, count, target, progress)`` of a batch of Countdown-v0 observations (``obs * value_scale``, exact for integers)."""
-    m = (obs.shape[1] - 2) // 2
-    present = obs[:, m : 2 * m] > 0.5
-    vals = np.rint(obs[:, :m].astype(np.float64) * value_scale).astype(np.int64)
-    vals[~present] = 0
-    target = np.rint(obs[:, 2 * m].astype(np.float64) * value_scale).astype(np.int64)
-    return vals, present.sum(1), target, obs[:, 2 * m + 1]
-
-
 def features_of(raw_obs: np.ndarray, value_scale: float, rules: Rules, lookahead: int, log_ratios: bool,
                 children: bool = False) -> np.ndarray:
-    """Flat move-feature observations of raw Countdown-v0 observations (:func:`baselines.sb3.features.observation_features`)."""
-    vals, count, target, progress = decode_states(raw_obs, value_scale)
-    return observation_features(vals, count, target, progress, rules, lookahead, log_ratios, children)
+    """Flat move-feature observations (:func:`baselines.sb3.features.observation_features`) of raw Countdown-v0
+    observations (their values times ``value_scale``, exact for integers)."""
+    m = (raw_obs.shape[1] - 2) // 2
+    present = raw_obs[:, m : 2 * m] > 0.5
+    vals = np.where(present, np.rint(raw_obs[:, :m].astype(np.float64) * value_scale), 0).astype(np.int64)
+    target = np.rint(raw_obs[:, 2 * m].astype(np.float64) * value_scale).astype(np.int64)
+    return observation_features(vals, present.sum(1), target, raw_obs[:, 2 * m + 1], rules, lookahead, log_ratios, children)
 
 
 class CountdownSB3VecEnv(VecEnv):
@@ -61,9 +55,7 @@ class CountdownSB3VecEnv(VecEnv):
         size = feature_size(self.venv.max_numbers, lookahead, log_ratios, children)
         super().__init__(num_envs, spaces.Box(-1.0, 1.0, shape=(size,), dtype=np.float32), spaces.Discrete(self.n_actions))
         self._actions: np.ndarray | None = None
-        self._phi = np.zeros(num_envs)
-        self._returns = np.zeros(num_envs)
-        self._lengths = np.zeros(num_envs, dtype=np.int64)
+        self._phi, self._returns, self._lengths = np.zeros(num_envs), np.zeros(num_envs), np.zeros(num_envs, dtype=np.int64)
 
     # ---- features and potentials ------------------------------------------------------------
     def features(self, raw_obs: np.ndarray) -> np.ndarray:
@@ -78,8 +70,7 @@ class CountdownSB3VecEnv(VecEnv):
 
     # ---- VecEnv API ---------------------------------------------------------------------------
     def reset(self) -> np.ndarray:
-        seed = self._seeds[0]
-        obs, _ = self.venv.reset(seed=seed)
+        obs, _ = self.venv.reset(seed=self._seeds[0])
         self._seeds = [None] * self.num_envs
         self._returns[:] = 0.0
         self._lengths[:] = 0
@@ -122,12 +113,9 @@ class CountdownSB3VecEnv(VecEnv):
             final = self.features(np.stack([info["final_obs"][k] for k in ended]))
             success = info["final_info"]["is_success"]
             for n, k in enumerate(ended):
-                infos[k] = {
-                    "terminal_observation": final[n],
-                    "TimeLimit.truncated": bool(truncated[k] and not terminated[k]),
-                    "is_success": bool(success[k]),
-                    "episode": {"r": float(self._returns[k]), "l": int(self._lengths[k]), "t": 0.0},
-                }
+                infos[k] = {"terminal_observation": final[n], "TimeLimit.truncated": bool(truncated[k] and not terminated[k]),
+                            "is_success": bool(success[k]),
+                            "episode": {"r": float(self._returns[k]), "l": int(self._lengths[k]), "t": 0.0}}
             self._returns[ended] = 0.0
             self._lengths[ended] = 0
         return obs, reward.astype(np.float32), done, infos
