@@ -241,8 +241,9 @@ def tuning_lines(folder: Path) -> list[str]:
     by_lr: dict[float, list[tuple[int, float]]] = {}
     for r in recs:
         by_lr.setdefault(float(r["options"]["learning_rate"]), []).append((int(r["seed"]), float(r["validation"][-1]["greedy_success"])))
-    best = max(by_lr, key=lambda lr: np.mean([v for _, v in by_lr[lr]]))
-    n = int(recs[0]["validation"][-1]["problems"])
+    mean = {lr: np.mean([v for _, v in runs]) for lr, runs in by_lr.items()}
+    ranked = sorted(mean, key=lambda lr: -mean[lr])  # stable: of equal means, the first seen, as max() picks
+    best, n = ranked[0], int(recs[0]["validation"][-1]["problems"])
     lines = ["### Tuning (validation only)", "",
              f"`sparse`, 30 steps, final greedy success on the {n} validation problems of every run (records in "
              "`tuning/`); no run looked at the test split.", "",
@@ -252,11 +253,9 @@ def tuning_lines(folder: Path) -> list[str]:
         per = ", ".join(f"s{s} {100 * v:.1f}%" for s, v in sorted(by_lr[lr]))
         mark = " (chosen)" if lr == best else ""
         lines.append(f"| {f'{lr:.0e}'.replace('e-0', 'e-')}{mark} | {per} | {100 * np.mean(xs):.1f}% ± {100 * seed_spread(xs):.1f} |")
-    ranked = sorted(by_lr, key=lambda lr: -np.mean([v for _, v in by_lr[lr]]))
-    gap = np.mean([v for _, v in by_lr[ranked[0]]]) - np.mean([v for _, v in by_lr[ranked[1]]])
-    one = binomial_se(float(np.mean([v for _, v in by_lr[best]])), n)
-    return [*lines, "", f"The highest mean is {100 * gap:.1f} points above the next; one run's binomial SE on {n} problems is "
-            f"{100 * one:.1f} points, so the pick is the protocol's rule applied, not a settled ranking.", ""]
+    return [*lines, "", f"The highest mean is {100 * (mean[best] - mean[ranked[1]]):.1f} points above the next; one run's "
+            f"binomial SE on {n} problems is {100 * binomial_se(float(mean[best]), n):.1f} points, so the pick is the "
+            "protocol's rule applied, not a settled ranking.", ""]
 
 
 def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]:
