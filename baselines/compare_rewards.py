@@ -83,16 +83,13 @@ def versus(rates: list[float], sparse: list[float] | None) -> str:
 class Options:
     """Train MaskablePPO once per reward variant and seed, and tabulate the results; other flags go to sb3_ppo."""
 
-    variants: list[str] = field(default_factory=lambda: list(variant_names("step")))
-    """Reward variants of ``baselines/sb3_ppo.py --reward`` to compare (default: every ``step`` variant of the
-    registry, ``countdown_gym.rewards.variants``)."""
+    variants: list[str] = field(default_factory=lambda: list(variant_names("step")))  # sb3_ppo.py --reward values.
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # Seeds per variant.
     total_timesteps: int = 80_000  # Environment steps per run.
     workers: int = 2  # Runs at a time.
     out: str = "docs/results"  # Directory of the runs, sb3_rewards.md and the curves.
     reference: str = ""  # JSON file {name: {"rate": x, "command": "..."}} of reference agents to list in the table.
-    replot: bool = False
-    """Redraw sb3_rewards.png from the sb3_rewards_curves.csv in --out (no run; the same other flags)."""
+    replot: bool = False  # Redraw sb3_rewards.png from the sb3_rewards_curves.csv in --out (no run).
 
     def __post_init__(self) -> None:
         dataclass_cli.check_min(self, 1, "total_timesteps", "workers")

@@ -166,10 +166,8 @@ AGENTS: dict[str, dict[str, Any]] = {  # name -> the policy and its submission's
 class Options:
     """Evaluate a reference agent on a frozen split and write a leaderboard submission."""
 
-    agent: str
-    """One of the agents of the module doc: critic-first, critic-greedy, random, random-first, solver."""
-    out: str
-    """Submission file to write (.jsonl)."""
+    agent: str  # One of the agents of the module doc: critic-first, critic-greedy, random, random-first, solver.
+    out: str  # Submission file to write (.jsonl).
     preset: str = "longproc-0.5k"
     split: str = "test"
     k: int = 1  # Episodes per problem (seeds seed..seed+k-1); pass@k uses them.

@@ -48,13 +48,9 @@ class Options:
     records: str = ""  # The records' folder (default: the page's path without ``.md``).
     check: bool = False
     """Recompute and exit 1 if the page's results differ from what the records give (nothing is written)."""
-    auroc: bool = False
-    """Play the starting model's sampled episodes on the validation problems and write the dense terms' AUROC
-    (``dense_term_auroc.json`` in the records' folder), then rewrite the page."""
+    auroc: bool = False  # Play the starting model's episodes for the dense terms' AUROC (dense_term_auroc.json) first.
     auroc_samples: int = 4  # --auroc: sampled episodes per validation problem.
-    tuning_runs: str = ""
-    """A folder of finished tuning runs (llm_grpo.py run directories): write their records to ``<records>/tuning/``
-    first."""
+    tuning_runs: str = ""  # A folder of finished llm_grpo.py tuning runs: their records go to <records>/tuning/ first.
 
     def __post_init__(self) -> None:
         dataclass_cli.check_min(self, 1, "auroc_samples")

@@ -52,23 +52,17 @@ class Args:
     """Every field is a command-line flag (``--total-timesteps 100000``)."""
 
     # the task and its reward
-    preset: str = "longproc-0.5k"
-    """Preset whose train split the agent plays (and whose validation / test split evaluates it)."""
-    reward: str = "sparse"
-    """Reward variant: ``sparse``, ``oracle-perfect``, ``oracle-reachable``, ``oracle-potential``, ``critic``,
-    ``critic-potential`` (see above)."""
+    preset: str = "longproc-0.5k"  # Preset whose train split the agent plays (its validation / test split evaluate it).
+    reward: str = "sparse"  # Reward variant: a ``step`` variant of the registry (see above).
     scale: float = 0.1  # Size of the dense term per step (the sparse reward is 1).
     gamma: float = 1.0  # PPO's discount, also the potential-based shaping's.
     # environments and features
     total_timesteps: int = 100_000  # Environment steps of the whole run (a --resume may raise it).
-    vec_env: Literal["batched", "dummy"] = "batched"
-    """``batched`` (CountdownSB3VecEnv, fast) or ``dummy`` (DummyVecEnv of single envs, the original)."""
+    vec_env: Literal["batched", "dummy"] = "batched"  # CountdownSB3VecEnv (fast) or DummyVecEnv of single envs.
     num_envs: int = 64  # Games played side by side.
-    lookahead: int = 2
-    """Depth of the move features: 1 = each move's afterstate, 2 = also the moves after it (baselines/sb3/features.py)."""
+    lookahead: int = 2  # Depth of the move features: 1 = each move's afterstate, 2 = also the moves after it.
     log_ratios: bool = True  # Also encode each afterstate's numbers as log(x / target) (baselines/sb3/features.py).
-    children: bool = False
-    """With lookahead 2: give the moves after each move raw, pooled by a learned network (baselines/sb3/features.py)."""
+    children: bool = False  # With lookahead 2: the moves after each move raw, pooled by a learned network.
     # PPO
     seed: int = 0  # Seed of the model, the environments' problem order and the run's default name.
     learning_rate: float = 2e-3
@@ -79,12 +73,10 @@ class Args:
     ent_coef: float = 0.01  # Entropy bonus.
     # the policy
     net_arch: list[int] = field(default_factory=lambda: list(NET_ARCH))  # Layer widths of the MlpPolicy (--policy mlp).
-    policy: Literal["per-action", "mlp"] = "per-action"
-    """``per-action`` (MoveFeatures + PerActionPolicy, see baselines/sb3/policy.py) or ``mlp`` (MlpPolicy on the raw observation)."""
+    policy: Literal["per-action", "mlp"] = "per-action"  # MoveFeatures + PerActionPolicy, or MlpPolicy on the raw obs.
     hidden: int = HIDDEN  # Width of the per-action policy's networks.
     child_hidden: int = 0  # With --children: width of the network that embeds each next move (0 = ``hidden``).
-    activation: Literal["tanh", "relu"] = "relu"
-    """Activation of the per-action policy's networks: ``tanh`` or ``relu``."""
+    activation: Literal["tanh", "relu"] = "relu"  # Activation of the per-action policy's networks.
     # evaluation
     eval_split: Literal["validation", "test"] = "test"  # the split of the final greedy evaluation
     eval_limit: int = 0  # evaluate on the first N problems of the split (0 = all)
@@ -101,8 +93,7 @@ class Args:
     """Where the training metrics and the validation curve are also logged besides ``logs/progress.csv`` and
     ``curve.csv``: none, all, or a comma-separated list of transformers' integrations (tensorboard: ``logs/``)."""
     submit: str = ""  # Write a leaderboard submission of the evaluation to this path.
-    evaluate_model: str = ""
-    """Skip training: evaluate this saved model (a run's ``final_model.zip`` or a checkpoint) on --eval-split."""
+    evaluate_model: str = ""  # Skip training: evaluate this saved model (final_model.zip or a checkpoint).
 
     def __post_init__(self) -> None:
         for name, allowed in (("reward", variant_names("step")), ("lookahead", LOOKAHEADS), ("preset", sorted(SPLIT_SPEC))):
