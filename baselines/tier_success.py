@@ -126,10 +126,8 @@ def plot(results: list[dict[str, Any]], path: str | Path) -> None:
         p = np.array([r["tiers"][t]["first"] for r in results]) / np.maximum(n, 1)
         ax.bar(x + (k - 1) * width, p, width, yerr=[binomial_se(q, m) for q, m in zip(p, n, strict=True)], capsize=2, label=t)
     ax.set_xticks(x, [r["agent"] for r in results], rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("success of the first answer")
-    ax.set_xlabel("agent (re-verified submission)")
-    ax.set_title(f"Success per difficulty tier (tiers cut on {TIER_METRIC})")
-    ax.set_ylim(0, 1)
+    ax.set(ylabel="success of the first answer", xlabel="agent (re-verified submission)", ylim=(0, 1),
+           title=f"Success per difficulty tier (tiers cut on {TIER_METRIC})")
     ax.legend(title="tier")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

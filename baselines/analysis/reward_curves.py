@@ -67,9 +67,7 @@ def figure(rows: Sequence[Row], *, title: str, xlabel: str, ylabel: str, spread:
         (line,) = ax.plot(steps, mean, marker="o", markersize=3, label=f"{variant} ({seeds} seed{'s' if seeds > 1 else ''})")
         ax.fill_between(steps, [m - b for m, b in zip(mean, band, strict=True)], [m + b for m, b in zip(mean, band, strict=True)],
                         color=line.get_color(), alpha=0.2, linewidth=0)
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(f"{ylabel}\nmean ± {'std' if spread == 'std' else 'SE'} over seeds")
+    ax.set(title=title, xlabel=xlabel, ylabel=f"{ylabel}\nmean ± {'std' if spread == 'std' else 'SE'} over seeds")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

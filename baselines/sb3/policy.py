@@ -150,21 +150,17 @@ class _PerActionExtractor(nn.Module):
     def _rows(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         b = features.shape[0]
         rows = features[:, : self.n_actions * self.row].reshape(b, self.n_actions, self.row)
-        x = rows
-        if self.child_dims:
-            x = torch.cat([rows, self.pooled_children(features)[:, self.twin]], dim=-1)
+        x = torch.cat([rows, self.pooled_children(features)[:, self.twin]], dim=-1) if self.child_dims else rows
         return self.trunk(x), rows[..., :1]
 
     def _pool(self, h: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
         return (h * legal).sum(1) / legal.sum(1).clamp(min=1.0)
 
     def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
-        h, _ = self._rows(features)
-        return self.score(h).squeeze(-1)
+        return self.score(self._rows(features)[0]).squeeze(-1)
 
     def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
-        h, legal = self._rows(features)
-        return self._pool(h, legal)
+        return self._pool(*self._rows(features))
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h, legal = self._rows(features)
@@ -190,9 +186,9 @@ class PerActionPolicy(MaskableActorCriticPolicy):
         return data
 
     def _build_mlp_extractor(self) -> None:
-        n = int(self.action_space.n)
         dim = int(np.prod(self.observation_space.shape))
-        self.mlp_extractor = _PerActionExtractor(n, dim, self.hidden, self.activation, self.with_children, self.child_hidden)
+        self.mlp_extractor = _PerActionExtractor(int(self.action_space.n), dim, self.hidden, self.activation,
+                                                 self.with_children, self.child_hidden)
 
     def _build(self, lr_schedule) -> None:
         super()._build(lr_schedule)
