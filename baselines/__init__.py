@@ -11,8 +11,8 @@ nothing; the modules need the ``sb3`` or ``llm`` extra.
 Scripts (this folder): ``sb3_ppo``, ``compare_rewards`` (MaskablePPO reward comparison), ``llm_sft``
 (pre-train the tiny LM), ``llm_grpo``, ``compare_llm_rewards`` (GRPO reward comparison), ``llm_eval``
 (pass@k), ``llm_expert_iteration``, ``llm_grow`` (a deeper model that plays as the original),
-``tier_success``, ``reference_agents``, and ``reward_curves`` (their shared plotting). The two families'
-modules: ``baselines.sb3`` (``features``: the move features;
+``tier_success`` and ``reference_agents``. The comparisons' helpers: ``baselines.analysis`` (``uncertainty``,
+``reward_curves``). The two families' modules: ``baselines.sb3`` (``features``: the move features;
 ``policy``: the per-action policy, ``load_model``; ``vec_env``; ``callbacks``) and ``baselines.lm`` (``tiny_lm``,
 ``generation``, the scripts' typed options (``grpo_options`` with the resolved ``GRPORun``, ``sft_options``,
 ``eval_options``), GRPO's ``grpo_config``, ``grpo_data``, ``grpo_model``, ``rewards``, the trainer ``grpo_trainer`` and ``step_credit``,

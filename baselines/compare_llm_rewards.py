@@ -5,16 +5,13 @@
     python baselines/compare_llm_rewards.py --quick          # sparse against oracle-perfect, 8 seeds, < 90 min on 2 cores
     python baselines/compare_llm_rewards.py --variants sparse,critic --seeds 0-4 --steps 1000 --max-minutes 4.5 --jobs 10
 
-Each (arm, seed) is one ``baselines/llm_grpo.py`` run (a subprocess; ``--jobs`` at a time, one CPU thread each)
-with identical options except ``--rewards`` and ``--seed``; runs are launched seed by seed across the arms, so a
-comparison cut short stays balanced. Every run plays the frozen test split greedily at its end (``--test-eval``;
-the starting model's outcomes are played once and given to every run). As each run finishes, its record (arm,
-seed, the per-problem test outcomes, options, code commit, timing, the share of groups without reward spread,
-validation rows) is written to ``<results-dir>/<name>/<arm>-s<seed>.json.gz``, and the page
-``<results-dir>/<name>.md`` gets its results recomputed from all the records there
-(``baselines/reward_analysis.py``: Welch's t against ``sparse``, Holm, a bootstrap, the forest plot), with the
-validation curves in ``<name>.png`` (points in ``<name>_curves.csv``; ``--replot`` redraws them). Finished runs of
-the same options are reused and interrupted ones resume from their last checkpoint, so re-running is cheap.
+Each (arm, seed) is one ``baselines/llm_grpo.py`` run (a subprocess, ``--jobs`` at a time, one thread each) with
+the same options but ``--rewards`` and ``--seed``, launched seed by seed across the arms (a comparison cut short
+stays balanced); each plays the test split greedily at its end (the start's outcomes are played once for all). A
+finished run's record (:func:`run_record`) goes to ``<results-dir>/<name>/<arm>-s<seed>.json.gz`` and the page
+``<results-dir>/<name>.md`` is recomputed from the records (``baselines/reward_analysis.py``), the validation
+curves drawn in ``<name>.png`` (points in ``<name>_curves.csv``; ``--replot`` redraws them). Finished runs of the
+same options are reused and interrupted ones resume from their last checkpoint.
 """
 
 from __future__ import annotations
@@ -37,12 +34,9 @@ from baselines.lm.grpo_options import RESUMABLE_CHANGES
 from baselines.lm.grpo_options import Options as GRPOOptions
 from countdown_gym import dataclass_cli
 
-VARIANTS = ("sparse", "oracle-perfect", "critic", "clipo")
-"""The protocol's arms: sparse, the exact oracle's perfect-move term, the learned contrastive critic (the seed paper's
-method), and CLIPO (each dense term added to the verifier's outcome reward)."""
+VARIANTS = ("sparse", "oracle-perfect", "critic", "clipo")  # the protocol's arms (dense terms added to the outcome)
 STEP_SUFFIX = "@step"
-"""An arm ending in ``@step`` (``oracle-reachable@step``) runs ``--rewards oracle-reachable --step-credit``: the same
-dense terms credited per turn (docs/step_credit.md) instead of summed into the outcome reward."""
+"""``oracle-reachable@step`` runs ``--rewards oracle-reachable --step-credit`` (the terms credited per turn)."""
 QUICK = {"variants": ("sparse", "oracle-perfect"), "seeds": ("0-7",), "name": "reward_comparison_quick"}
 """``--quick``: two arms, 8 seeds, the default budget; its page and records go to ``--runs-dir``."""
 
@@ -53,22 +47,15 @@ _GRPO = GRPOOptions()  # llm_grpo.py's defaults
 class Options:
     """Compare GRPO reward arms from the same starting model at equal steps and many seeds."""
 
-    model: str = ""
-    """Starting model (default: the shipped model of --interaction)."""
+    model: str = ""  # Starting model (default: the shipped model of --interaction).
     interaction: Literal["multi-turn", "single-pass"] = "multi-turn"
-    max_turns: int = _GRPO.max_turns
-    """Multi-turn: the turn budget."""
+    max_turns: int = _GRPO.max_turns  # Multi-turn: the turn budget.
     preset: str = _GRPO.preset
     prompt_style: str = _GRPO.prompt_style
-    variants: tuple[str, ...] = VARIANTS
-    """Comma-separated --rewards values (the arms); a '@step' suffix adds --step-credit (multi-turn)."""
-    seeds: tuple[str, ...] = ("0-10",)
-    """Seeds: comma-separated integers and ranges (0-10 is 0, 1, ..., 10)."""
-    quick: bool = False
-    """sparse against oracle-perfect, seeds 0-7, the page and records under --runs-dir (the variants, seeds and name
-    given are replaced)."""
-    steps: int = _GRPO.steps
-    """GRPO steps of every run (with --max-minutes: the most)."""
+    variants: tuple[str, ...] = VARIANTS  # Comma-separated --rewards values (the arms); '@step' adds --step-credit.
+    seeds: tuple[str, ...] = ("0-10",)  # Seeds: comma-separated integers and ranges (0-10 is 0, 1, ..., 10).
+    quick: bool = False  # Sparse against oracle-perfect, seeds 0-7, page and records in --runs-dir (QUICK).
+    steps: int = _GRPO.steps  # GRPO steps of every run (with --max-minutes: the most).
     max_minutes: float = 0.0
     """Equal wall-clock instead of equal steps: every run trains for this many minutes (llm_grpo.py --max-minutes), at
     most --steps steps; run the arms side by side (--jobs) so that they share the machine alike. 0 = equal steps."""
@@ -78,23 +65,16 @@ class Options:
     learning_rate: float = _GRPO.learning_rate
     temperature: float = _GRPO.temperature
     eval_interval: int = _GRPO.eval_interval
-    eval_problems: int = _GRPO.eval_problems
-    """Validation problems during training (drawn at random with a fixed seed, as llm_grpo.py draws them)."""
+    eval_problems: int = _GRPO.eval_problems  # Validation problems during training (as llm_grpo.py draws them).
     eval_samples: int = 0
-    test_problems: int = 1000
-    """Test problems every run plays greedily at its end (0 = all)."""
-    jobs: int = 2
-    """Runs in parallel (one thread each)."""
+    test_problems: int = 1000  # Test problems every run plays greedily at its end (0 = all).
+    jobs: int = 2  # Runs in parallel (one thread each).
     runs_dir: str = str(ROOT / "runs" / "compare_llm")
     results_dir: str = str(ROOT / "docs" / "results")
-    name: str = "reward_comparison"
-    """The page (<results-dir>/<name>.md, its results rewritten) and the records' folder (<results-dir>/<name>/)."""
-    train_pass_rates: str = _GRPO.train_pass_rates
-    """llm_grpo.py --train-pass-rates for every run: auto (the model's own file), none (every training problem), or a file."""
-    extra_args: str = ""
-    """More llm_grpo.py flags for every run, e.g. '--beta 0.01'."""
-    replot: bool = False
-    """Redraw the validation figure from <name>_curves.csv in --results-dir (no run, no evaluation)."""
+    name: str = "reward_comparison"  # The page <results-dir>/<name>.md and the records' folder <results-dir>/<name>/.
+    train_pass_rates: str = _GRPO.train_pass_rates  # llm_grpo.py --train-pass-rates of every run: auto, none or a file.
+    extra_args: str = ""  # More llm_grpo.py flags for every run, e.g. '--beta 0.01'.
+    replot: bool = False  # Redraw the figure from <name>_curves.csv in --results-dir (no run, no evaluation).
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -152,27 +132,35 @@ def run_command(args: Options, variant: str, seed: int) -> list[str]:
     ]
 
 
+def run_options(args: Options, variant: str, seed: int) -> GRPOOptions:
+    """``llm_grpo.py``'s parsed options of one run (a bad flag exits as that script would)."""
+    from baselines.llm_grpo import parse_options
+
+    return parse_options(run_command(args, variant, seed)[2:])
+
+
 def run_path(args: Options, variant: str, seed: int) -> Path:
     return Path(args.runs_dir) / f"{variant.replace('+', '-').replace(STEP_SUFFIX, '-step')}-s{seed}"
 
 
+def record_path(args: Options, variant: str, seed: int) -> Path:
+    return args.records / f"{run_path(args, variant, seed).name}.json.gz"
+
+
 def finished(args: Options, variant: str, seed: int) -> bool:
-    """The run is done: its record is in the records' folder (``recorded``: committed by another sitting or
-    machine), or its directory has its summary at ``args.steps`` (or stopped by ``--max-minutes``); either made with
-    this command's options (else it runs: ``--resume`` continues it, or refuses a run of other options)."""
+    """The run is done, :func:`recorded` (by another sitting or machine too) or :func:`trained`, with this command's
+    options (else it runs: ``--resume`` continues it, or refuses a run of other options)."""
     return recorded(args, variant, seed) or trained(args, variant, seed)
 
 
 def recorded(args: Options, variant: str, seed: int) -> bool:
     """A record of this run, made with this command's options (the starting model compared by its path inside its
     checkout, so that a record made in another clone counts), is in the records' folder."""
-    from baselines.llm_grpo import parse_options
-
     path = record_path(args, variant, seed)
     if not path.is_file():
         return False
     saved = json.loads(gzip.decompress(path.read_bytes()))["options"]
-    now = parse_options(run_command(args, variant, seed)[2:])
+    now = run_options(args, variant, seed)
     same_budget = (saved.get("steps"), saved.get("max_minutes", 0.0)) == (now.steps, now.max_minutes)
     same_model = portable(saved.get("model", "")) == portable(now.model)
     return same_budget and same_model and not dataclass_cli.changed_options(saved, now, (*RESUMABLE_CHANGES, "model"))
@@ -186,9 +174,7 @@ def portable(path: str) -> str:
 
 
 def trained(args: Options, variant: str, seed: int) -> bool:
-    """The run's directory holds a finished run of this command's options."""
-    from baselines.llm_grpo import parse_options
-
+    """The run's directory holds a run of this command's options finished at ``args.steps`` (or by the time limit)."""
     path = run_path(args, variant, seed)
     s, saved = path / "summary.json", path / "options.json"
     if not (s.exists() and saved.exists()):
@@ -196,19 +182,15 @@ def trained(args: Options, variant: str, seed: int) -> bool:
     summary = json.loads(s.read_text())
     if not (summary.get("last", {}).get("step") == args.steps or (args.max_minutes and summary.get("stopped_by_time_limit"))):
         return False
-    return not dataclass_cli.changed_options(
-        json.loads(saved.read_text()), parse_options(run_command(args, variant, seed)[2:]), RESUMABLE_CHANGES
-    )
+    return not dataclass_cli.changed_options(json.loads(saved.read_text()), run_options(args, variant, seed), RESUMABLE_CHANGES)
 
 
 def check_run_options(args: Options) -> None:
     """Every variant's ``llm_grpo.py`` command parsed and checked as its runs will check it, before any run starts: a
     bad variant or flag stops here with one message instead of one failed run per seed."""
-    from baselines.llm_grpo import parse_options
-
     for v in args.variants:
         try:
-            parse_options(run_command(args, v, args.seed_list[0])[2:])
+            run_options(args, v, args.seed_list[0])
         except SystemExit as exc:
             if exc.code in (0, None):
                 raise
@@ -251,7 +233,6 @@ START_FILE = "start_held_out.json"
 def play_start(args: Options) -> None:
     """Play the starting model on the test problems once, as every run would at its start, and keep the outcomes in
     ``<runs-dir>/start_held_out.json`` (each run reads them back: ``HeldOutTest.start``)."""
-    from baselines.llm_grpo import parse_options
     from baselines.lm.grpo_options import GRPORun
 
     path = Path(args.runs_dir) / START_FILE
@@ -264,7 +245,7 @@ def play_start(args: Options) -> None:
     from baselines.lm.grpo_model import load_model_and_tokenizer
 
     torch.set_num_threads(1)  # as the runs play it
-    plan = GRPORun.of(parse_options(run_command(args, args.variants[0], args.seed_list[0])[2:]))
+    plan = GRPORun.of(run_options(args, args.variants[0], args.seed_list[0]))
     model, tok = load_model_and_tokenizer(plan.model)
     print(f"test: the starting model plays {args.test_problems or 'all'} test problems once for every run", flush=True)
     problems = run_problems(plan).test
@@ -286,6 +267,8 @@ def run_record(path: Path) -> dict[str, Any]:
     """What a finished run in ``path`` leaves for the analysis (the protocol's record; docs/results/reward_comparison.md):
     its arm (``--rewards``, with ``@step`` for ``--step-credit``) and seed, options, timing, the share of groups without
     reward spread, validation rows and, with ``--test-eval``, the per-problem test outcomes at the start and the end."""
+    import torch
+
     from baselines.reward_analysis import ids_digest
 
     options = json.loads((path / "options.json").read_text())
@@ -296,7 +279,8 @@ def run_record(path: Path) -> dict[str, Any]:
         validation = [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
     record: dict[str, Any] = {
         "arm": options["rewards"] + (STEP_SUFFIX if options.get("step_credit") else ""), "seed": int(options["seed"]),
-        "options": options, "commit": summary.get("commit") or git_commit(), "device": device_name(),
+        "options": options, "commit": summary.get("commit") or git_commit(),
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU",
         "steps": summary.get("steps", summary["last"]["step"]), "seconds_per_step": summary.get("seconds_per_step"),
         "train_seconds": summary.get("train_seconds"), "stopped_by_time_limit": bool(summary.get("stopped_by_time_limit")),
         "frac_reward_zero_std": zero, "validation": validation,
@@ -320,48 +304,25 @@ def write_run_record(args: Options, variant: str, seed: int) -> Path:
     return write_record(record_path(args, variant, seed), run_record(run_path(args, variant, seed)))
 
 
-def record_path(args: Options, variant: str, seed: int) -> Path:
-    return args.records / f"{run_path(args, variant, seed).name}.json.gz"
+def plot(args: Options, runs: list[tuple[str, int]] | None = None) -> Path:
+    """``<name>.png``: validation greedy success vs GRPO step, each arm's mean over seeds with an SE band, from the
+    runs' ``metrics.csv`` into ``<name>_curves.csv`` beside it (``runs`` None: redrawn from that file alone)."""
+    from baselines.analysis.reward_curves import curves_path, plot_curves, read_curves
 
-
-def device_name() -> str:
-    """Where the runs ran: the GPU's name, or ``CPU``."""
-    import torch
-
-    return torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
-
-def plot(args: Options, runs: list[tuple[str, int]], path: Path) -> Path:
-    """Validation greedy success vs GRPO step: each variant's mean over seeds, a band of the SE over seeds; the
-    points go to ``<stem>_curves.csv`` beside the PNG (``--replot`` redraws from them)."""
-    import csv
-
-    rows = []
-    for v, s in runs:
-        csv_path = run_path(args, v, s) / "metrics.csv"
-        if csv_path.exists():
-            rows += [(v, s, int(r["step"]), 100 * float(r["greedy_success"])) for r in csv.DictReader(csv_path.open())]
-    return draw(args, rows, path)
-
-
-def draw(args: Options, rows: list, path: Path) -> Path:
-    from baselines.reward_curves import plot_curves
-
-    return plot_curves(rows, path, title=f"GRPO on Countdown ({args.interaction}): validation success by reward",
+    png = Path(args.results_dir) / f"{args.name}.png"
+    rows = read_curves(curves_path(png)) if runs is None else [
+        (v, s, int(r["step"]), 100 * float(r["greedy_success"]))
+        for v, s in runs if (run_path(args, v, s) / "metrics.csv").exists()
+        for r in csv.DictReader((run_path(args, v, s) / "metrics.csv").open())]
+    return plot_curves(rows, png, title=f"GRPO on Countdown ({args.interaction}): validation success by reward",
                        xlabel="GRPO step", ylabel=f"greedy success (%), {args.eval_problems} validation problems",
                        spread="se")
-
-
-def results_png(args: Options) -> Path:
-    return Path(args.results_dir) / f"{args.name}.png"
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.replot:
-        from baselines.reward_curves import curves_path, read_curves
-
-        png = results_png(args)
-        print(f"wrote {draw(args, read_curves(curves_path(png)), png)}")
+        print(f"wrote {plot(args)}")
         return
     from baselines.reward_analysis import write_page
 
@@ -374,7 +335,7 @@ def main(argv: list[str] | None = None) -> None:
         if not record_path(args, v, s).is_file() and trained(args, v, s):
             write_run_record(args, v, s)
     launch_all(args, runs)
-    plot(args, runs, results_png(args))
+    plot(args, runs)
     print(write_page(args.page, args.records))
     print(f"records in {args.records}; page {args.page}")
 

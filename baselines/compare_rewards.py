@@ -2,18 +2,11 @@
 
     python baselines/compare_rewards.py --total-timesteps 80000 --seeds 0 1 2 --workers 2
 
-Runs ``baselines/sb3_ppo.py`` for every (reward variant, seed) pair, each in its own process
-(``--workers`` at a time, each with ``--threads`` torch threads, 1 unless given; unknown flags are
-passed on to every run),
-then writes into ``--out``:
-
-* ``sb3_rewards.md``: success on the evaluation split (``--eval-split``, default test) per variant (mean ± std over seeds, each seed's value), each
-  variant against sparse, the reference agents (``--reference``), the command, the budget, the
-  wall-clock time and the machine's load average;
-* ``sb3_rewards.png``: validation success vs environment steps per variant, mean ± std over seeds as error
-  bars, and its points in ``sb3_rewards_curves.csv`` (``--replot`` redraws the figure from them alone).
-
-Finished runs are reused (their ``result.json`` is kept), so an interrupted comparison resumes.
+Runs ``baselines/sb3_ppo.py`` for every (reward variant, seed), each in its own process (``--workers`` at a time;
+other flags go to every run), then writes into ``--out`` ``sb3_rewards.md`` (success on ``--eval-split`` per variant,
+mean ± std over seeds and each seed's, against sparse, the ``--reference`` agents, the command, budget, wall-clock
+time and load average) and ``sb3_rewards.png`` (validation success vs environment steps, mean ± std over seeds; its
+points in ``sb3_rewards_curves.csv``, which ``--replot`` redraws alone). Finished runs (``result.json``) are reused.
 """
 
 from __future__ import annotations
@@ -29,9 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from baselines.uncertainty import seed_spread
+from baselines.analysis.uncertainty import seed_spread
 from countdown_gym import dataclass_cli
 from countdown_gym.rewards.variants import variant_names
 
@@ -61,27 +52,15 @@ def run_one(variant: str, seed: int, steps: int, out: str, extra: list[str]) -> 
     return sb3_ppo.main(argv)
 
 
-def read_curve(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    with path.open() as f:
-        rows = list(csv.DictReader(f))
-    return np.array([int(r["steps"]) for r in rows]), np.array([float(r["validation_success"]) for r in rows])
+def plot(out: Path, val_problems: int, preset: str, results: list[dict] | None = None) -> Path:
+    """``sb3_rewards.png``: validation success vs environment steps per variant (mean ± std over seeds), from the
+    runs' ``curve.csv`` into ``sb3_rewards_curves.csv`` (``results`` None: redrawn from that file alone)."""
+    from baselines.analysis.reward_curves import curves_path, plot_curves, read_curves
 
-
-def plot(results: list[dict], out: Path, variants: list[str], val_problems: int = 200, preset: str = "longproc-0.5k") -> Path:
-    """``sb3_rewards.png``: validation success vs environment steps per variant (mean ± std over seeds), its points
-    in ``sb3_rewards_curves.csv``."""
-    rows = []
-    for variant in variants:
-        for r in results:
-            if r["reward"] == variant:
-                steps, values = read_curve(out / "runs" / r["run"] / "curve.csv")
-                rows += [(variant, int(r["seed"]), int(k), float(x)) for k, x in zip(steps, values, strict=True)]
-    return draw(rows, out / "sb3_rewards.png", val_problems, preset)
-
-
-def draw(rows: list, png: Path, val_problems: int, preset: str) -> Path:
-    from baselines.reward_curves import plot_curves
-
+    png = out / "sb3_rewards.png"
+    rows = read_curves(curves_path(png)) if results is None else [
+        (r["reward"], int(r["seed"]), int(c["steps"]), float(c["validation_success"]))
+        for r in results for c in csv.DictReader((out / "runs" / r["run"] / "curve.csv").open())]
     return plot_curves(rows, png, title=f"MaskablePPO on Countdown-v0 ({preset}): validation success by reward",
                        xlabel="environment steps", ylabel=f"validation success ({val_problems} problems, greedy)", spread="std")
 
@@ -104,21 +83,13 @@ def versus(rates: list[float], sparse: list[float] | None) -> str:
 class Options:
     """Train MaskablePPO once per reward variant and seed, and tabulate the results; other flags go to sb3_ppo."""
 
-    variants: list[str] = field(default_factory=lambda: list(variant_names("step")))
-    """Reward variants of ``baselines/sb3_ppo.py --reward`` to compare (default: every ``step`` variant of the
-    registry, ``countdown_gym.rewards.variants``)."""
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    """Seeds per variant."""
-    total_timesteps: int = 80_000
-    """Environment steps per run."""
-    workers: int = 2
-    """Runs at a time."""
-    out: str = "docs/results"
-    """Directory of the runs, sb3_rewards.md and the curves."""
-    reference: str = ""
-    """JSON file {name: {"rate": x, "command": "..."}} of reference agents to list in the table."""
-    replot: bool = False
-    """Redraw sb3_rewards.png from the sb3_rewards_curves.csv in --out (no run; the same other flags)."""
+    variants: list[str] = field(default_factory=lambda: list(variant_names("step")))  # sb3_ppo.py --reward values.
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # Seeds per variant.
+    total_timesteps: int = 80_000  # Environment steps per run.
+    workers: int = 2  # Runs at a time.
+    out: str = "docs/results"  # Directory of the runs, sb3_rewards.md and the curves.
+    reference: str = ""  # JSON file {name: {"rate": x, "command": "..."}} of reference agents to list in the table.
+    replot: bool = False  # Redraw sb3_rewards.png from the sb3_rewards_curves.csv in --out (no run).
 
     def __post_init__(self) -> None:
         dataclass_cli.check_min(self, 1, "total_timesteps", "workers")
@@ -134,10 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     run_args = sb3_ppo.parse_args(extra)
     if args.replot:
-        from baselines.reward_curves import curves_path, read_curves
-
-        png = out / "sb3_rewards.png"
-        print(f"wrote {draw(read_curves(curves_path(png)), png, run_args.eval_problems, run_args.preset)}")
+        print(f"wrote {plot(out, run_args.eval_problems, run_args.preset)}")
         return
     for variant in args.variants:  # every run's command line is checked before any run starts
         sb3_ppo.parse_args([*extra, "--reward", variant])
@@ -150,13 +118,13 @@ def main(argv: list[str] | None = None) -> None:
         results = [f.result() for f in futures]
     wall = time.time() - t0
     load_after = os.getloadavg()
-    plot(results, out, args.variants, run_args.eval_problems, run_args.preset)
+    plot(out, run_args.eval_problems, run_args.preset, results)
 
     command = "python baselines/compare_rewards.py " + " ".join(argv if argv is not None else sys.argv[1:])
     first = results[0]
     per_run = statistics.mean(r["train_seconds"] for r in results)
     longest = max(r["train_seconds"] for r in results)
-    threads = run_args.threads
+    threads = run_args.threads  # of every run
     lines = [
         "# MaskablePPO on Countdown-v0: reward variants",
         "",
@@ -177,18 +145,14 @@ def main(argv: list[str] | None = None) -> None:
         "| --- | --- | --- | --- | --- |",
     ]
     by_variant = {v: [r["success_rate"] for r in results if r["reward"] == v] for v in args.variants}
-    for variant in args.variants:
-        rs = [r for r in results if r["reward"] == variant]
-        rates = by_variant[variant]
-        sd = seed_spread(rates, "std")
-        speed = statistics.mean(r["env_steps_per_second"] for r in rs)
-        lines.append(f"| {variant} | {statistics.mean(rates):.3f} ± {sd:.3f} | "
+    for variant, rates in by_variant.items():
+        speed = statistics.mean(r["env_steps_per_second"] for r in results if r["reward"] == variant)
+        lines.append(f"| {variant} | {statistics.mean(rates):.3f} ± {seed_spread(rates, 'std'):.3f} | "
                      + ", ".join(f"{x:.3f}" for x in rates) + f" | {versus(rates, by_variant.get('sparse'))} | {speed:.0f} |")
-    if args.reference:
-        for name, ref in json.loads(Path(args.reference).read_text()).items():
-            lines.append(f"| reference: {name} | {ref['rate']:.3f} | | | |")
-        lines += ["", "Reference rows, each measured by:", ""]
-        lines += [f"* {name}: `{ref['command']}`" for name, ref in json.loads(Path(args.reference).read_text()).items()]
+    refs = json.loads(Path(args.reference).read_text()) if args.reference else {}
+    lines += [f"| reference: {name} | {ref['rate']:.3f} | | | |" for name, ref in refs.items()]
+    if refs:
+        lines += ["", "Reference rows, each measured by:", "", *(f"* {name}: `{ref['command']}`" for name, ref in refs.items())]
     lines += ["", "\"vs sparse\": the difference of the means, called a difference only when it exceeds twice its "
               "standard error (sqrt(s1²/n1 + s2²/n2)) over seeds."]
     lines += ["", "![learning curves](sb3_rewards.png)", "",

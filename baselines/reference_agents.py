@@ -1,14 +1,10 @@
 """Reference agents for Countdown-v0: random legal moves, the exhaustive solver, and the shipped critic.
 
-All are policies ``policy(obs, info) -> action`` over ``Countdown-v0`` (they read the action
-mask, the exact state and the problem from ``info``). The random agent is the floor every
-learned agent must beat; the solver is the upper bound (100% on the frozen splits, which hold
-only solvable problems). Two agents measure how far the shipped contrastive critic
-(``critics.load_critic()``) alone can guide play: ``critic-greedy`` takes, at every move, the
-legal move whose new state the critic scores highest; ``critic-first`` does so for the first
-move only and then plays the solver's moves, i.e. the success rate of a policy whose first move
-is as good as the critic's judgement and whose later moves are perfect; ``random-first`` plays a
-random legal first move and then the solver's moves (the same with no judgement at all).
+Each is a policy ``policy(obs, info) -> action`` over ``Countdown-v0`` (reading the action mask, the state and the
+problem from ``info``). ``random`` is the floor, ``solver`` the upper bound (the frozen splits hold only solvable
+problems); ``critic-greedy`` plays the legal move whose new state the shipped critic (``critics.load_critic()``)
+scores highest, ``critic-first`` only its first move that way and then the solver's, ``random-first`` a random first
+move and then the solver's (how good a first move the critic picks, against none).
 
 Evaluate one on a split and write a leaderboard submission::
 
@@ -62,29 +58,31 @@ class RandomLegalPolicy:
         return int(legal[self.rng.integers(legal.size)])
 
 
-class SolverPolicy:
-    """The first legal action (in action order) after which the target is still reachable.
+def legal_moves(info: dict[str, Any]) -> list[tuple[int, tuple | None]]:
+    """Every legal action of ``info``'s state with its new state (None where the rules refuse the result)."""
+    legal = np.flatnonzero(info["action_mask"])
+    if legal.size == 0:
+        raise ValueError("no legal action in this state (the env ends such episodes itself)")
+    state, rules, m = info["state"], info["problem"].rules, slots_of(info["action_mask"])
+    out = []
+    for a in legal:
+        i, j, op = decode_action(int(a), m)
+        r = rules.apply(state[i], op, state[j])
+        out.append((int(a), None if r is None else apply_move(state, i, j, r)))
+    return out
 
-    Uses the package's exhaustive, memoised :func:`countdown_gym.game.solver.reachable`; on an
-    unsolvable state it falls back to the first legal action.
-    """
+
+class SolverPolicy:
+    """The first legal action (in action order) after which the target is still reachable (the package's exhaustive,
+    memoised :func:`countdown_gym.game.solver.reachable`); on an unsolvable state, the first legal action."""
 
     def __init__(self, seed: int = 0) -> None:
         del seed  # deterministic
 
     def __call__(self, obs: np.ndarray, info: dict[str, Any]) -> int:
-        mask = info["action_mask"]
-        legal = np.flatnonzero(mask)
-        if legal.size == 0:
-            raise ValueError("no legal action in this state (the env ends such episodes itself)")
-        state, problem = info["state"], info["problem"]
-        rules, m = problem.rules, slots_of(mask)
-        for a in legal:
-            i, j, op = decode_action(int(a), m)
-            r = rules.apply(state[i], op, state[j])
-            if r is not None and reachable(apply_move(state, i, j, r), problem.target, rules):
-                return int(a)
-        return int(legal[0])
+        moves, problem = legal_moves(info), info["problem"]
+        return next((a for a, after in moves if after is not None and reachable(after, problem.target, problem.rules)),
+                    moves[0][0])
 
 
 class TurnSolverPolicy:
@@ -124,19 +122,10 @@ class CriticGreedyPolicy:
         self.solver = SolverPolicy()
 
     def __call__(self, obs: np.ndarray, info: dict[str, Any]) -> int:
-        state, problem, mask = info["state"], info["problem"], info["action_mask"]
-        if self.first_only and len(state) < len(problem.numbers):
+        if self.first_only and len(info["state"]) < len(info["problem"].numbers):
             return self.solver(obs, info)
-        legal = np.flatnonzero(mask)
-        if legal.size == 0:
-            raise ValueError("no legal action in this state (the env ends such episodes itself)")
-        m = slots_of(mask)
-        after = []
-        for a in legal:
-            i, j, op = decode_action(int(a), m)
-            after.append(apply_move(state, i, j, problem.rules.apply(state[i], op, state[j])))
-        scores = np.asarray(self.critic.score(after, [problem.target] * len(after)))
-        return int(legal[int(np.argmax(scores))])
+        actions, after = zip(*legal_moves(info), strict=True)
+        return actions[int(np.argmax(self.critic.score(list(after), [info["problem"].target] * len(after))))]
 
 
 class RandomFirstPolicy:
@@ -157,47 +146,19 @@ class CriticFirstPolicy(CriticGreedyPolicy):
         super().__init__(seed, first_only=True)
 
 
-AGENTS: dict[str, dict[str, Any]] = {
-    "random": {
-        "factory": RandomLegalPolicy,
-        "agent": "random-legal",
-        "model": "none",
-        "model_size": "0",
-        "method": "uniform random over legal moves (Countdown-v0 action mask)",
-        "temperature": 1.0,
-    },
-    "solver": {
-        "factory": SolverPolicy,
-        "agent": "exhaustive-solver",
-        "model": "none",
-        "model_size": "0",
-        "method": "exhaustive search (countdown_gym.game.solver.reachable), upper bound",
-        "temperature": 0.0,
-    },
-    "critic-greedy": {
-        "factory": CriticGreedyPolicy,
-        "agent": "critic-greedy",
-        "model": "shipped contrastive critic (critics/checkpoints/v5)",
-        "model_size": "critic",
-        "method": "at every move, the legal move whose new state the critic scores highest",
-        "temperature": 0.0,
-    },
-    "random-first": {
-        "factory": RandomFirstPolicy,
-        "agent": "random-first-then-solver",
-        "model": "none",
-        "model_size": "0",
-        "method": "random legal first move, later moves by the solver (a measurement, not an agent to rank)",
-        "temperature": 1.0,
-    },
-    "critic-first": {
-        "factory": CriticFirstPolicy,
-        "agent": "critic-first-then-solver",
-        "model": "shipped contrastive critic (critics/checkpoints/v5) + exhaustive solver",
-        "model_size": "critic",
-        "method": "first move by the critic's score, later moves by the solver (a measurement, not an agent to rank)",
-        "temperature": 0.0,
-    },
+CRITIC = "shipped contrastive critic (critics/checkpoints/v5)"
+LATER_BY_SOLVER = "later moves by the solver (a measurement, not an agent to rank)"
+AGENTS: dict[str, dict[str, Any]] = {  # name -> the policy and its submission's header
+    "random": dict(factory=RandomLegalPolicy, agent="random-legal", model="none", model_size="0", temperature=1.0,
+                   method="uniform random over legal moves (Countdown-v0 action mask)"),
+    "solver": dict(factory=SolverPolicy, agent="exhaustive-solver", model="none", model_size="0", temperature=0.0,
+                   method="exhaustive search (countdown_gym.game.solver.reachable), upper bound"),
+    "critic-greedy": dict(factory=CriticGreedyPolicy, agent="critic-greedy", model=CRITIC, model_size="critic",
+                          temperature=0.0, method="at every move, the legal move whose new state the critic scores highest"),
+    "random-first": dict(factory=RandomFirstPolicy, agent="random-first-then-solver", model="none", model_size="0",
+                         temperature=1.0, method=f"random legal first move, {LATER_BY_SOLVER}"),
+    "critic-first": dict(factory=CriticFirstPolicy, agent="critic-first-then-solver", model=f"{CRITIC} + exhaustive solver",
+                         model_size="critic", temperature=0.0, method=f"first move by the critic's score, {LATER_BY_SOLVER}"),
 }
 
 
@@ -205,14 +166,11 @@ AGENTS: dict[str, dict[str, Any]] = {
 class Options:
     """Evaluate a reference agent on a frozen split and write a leaderboard submission."""
 
-    agent: str
-    """One of the agents of the module doc: critic-first, critic-greedy, random, random-first, solver."""
-    out: str
-    """Submission file to write (.jsonl)."""
+    agent: str  # One of the agents of the module doc: critic-first, critic-greedy, random, random-first, solver.
+    out: str  # Submission file to write (.jsonl).
     preset: str = "longproc-0.5k"
     split: str = "test"
-    k: int = 1
-    """Episodes per problem (seeds seed..seed+k-1); pass@k uses them."""
+    k: int = 1  # Episodes per problem (seeds seed..seed+k-1); pass@k uses them.
     seed: int = 0
     authors: str = "countdown-gym maintainers (reference agents)"
     progress: bool = True

@@ -5,17 +5,11 @@
     python baselines/reward_analysis.py --check             # recompute and fail if the page differs
     python baselines/reward_analysis.py --auroc             # play the starting model's episodes for the AUROC table
 
-Every finished run of ``compare_llm_rewards.py`` leaves one record, ``<records>/<arm>-s<seed>.json.gz`` (the
-protocol at the top of the page lists its fields); learning-rate tuning runs leave theirs under
-``<records>/tuning/``. From them this script writes the page's ``## Results`` section (everything above it, the
-protocol, is kept as written) and ``<page stem>_forest.png``:
-
-- each arm's mean test greedy success over seeds with its SE;
-- each other arm against ``sparse``: the difference with Welch's t test and its 95% confidence interval (runs of
-  different arms share no random numbers, so they are not paired), Holm's adjustment over those comparisons, and a
-  two-level bootstrap interval (seeds within arms, test problems jointly) from the per-problem outcomes;
-- the seconds a step, the share of GRPO groups without reward spread, validation at each evaluated step, and the
-  AUROC of each dense term for an episode's eventual success (``--auroc`` writes ``dense_term_auroc.json``).
+From the records of ``compare_llm_rewards.py`` (``<records>/<arm>-s<seed>.json.gz``; tuning runs' under
+``<records>/tuning/``) this writes the page's ``## Results`` section (the protocol above it is kept) and
+``<page stem>_forest.png``: each arm's mean test greedy success over seeds with its SE; each other arm against
+``sparse`` by Welch's t (runs share no random numbers: not paired), Holm's adjustment and a two-level bootstrap;
+seconds a step, groups without reward spread, validation per step, and each dense term's AUROC for success.
 """
 
 from __future__ import annotations
@@ -32,16 +26,15 @@ from typing import Any
 
 import numpy as np
 
+from baselines.analysis.uncertainty import binomial_se, seed_spread
+from baselines.compare_llm_rewards import QUICK, VARIANTS
+from baselines.compare_llm_rewards import Options as Comparison
 from baselines.lm.grpo_model import ROOT
-from baselines.uncertainty import binomial_se, seed_spread
 from countdown_gym import dataclass_cli
 from countdown_gym.runkit.runs import write_text_atomic
 
 PAGE = ROOT / "docs" / "results" / "reward_comparison.md"
 RESULTS_HEADING = "## Results"
-PROTOCOL_SEEDS = 11
-"""Seeds a arm the protocol asks for: a page with fewer says it is interim."""
-ARM_ORDER = ("sparse", "oracle-perfect", "critic", "clipo")
 AUROC_FILE = "dense_term_auroc.json"
 BOOTSTRAP_RESAMPLES = 10_000
 
@@ -52,26 +45,17 @@ class Options:
 
     page: str = str(PAGE)
     """The Markdown page: its ``## Results`` section is rewritten; its records are in the folder of the same stem."""
-    records: str = ""
-    """The records' folder (default: the page's path without ``.md``)."""
+    records: str = ""  # The records' folder (default: the page's path without ``.md``).
     check: bool = False
     """Recompute and exit 1 if the page's results differ from what the records give (nothing is written)."""
-    auroc: bool = False
-    """Play the starting model's sampled episodes on the validation problems and write the dense terms' AUROC
-    (``dense_term_auroc.json`` in the records' folder), then rewrite the page."""
-    auroc_samples: int = 4
-    """--auroc: sampled episodes per validation problem."""
-    tuning_runs: str = ""
-    """A folder of finished tuning runs (llm_grpo.py run directories): write their records to ``<records>/tuning/``
-    first."""
+    auroc: bool = False  # Play the starting model's episodes for the dense terms' AUROC (dense_term_auroc.json) first.
+    auroc_samples: int = 4  # --auroc: sampled episodes per validation problem.
+    tuning_runs: str = ""  # A folder of finished llm_grpo.py tuning runs: their records go to <records>/tuning/ first.
 
     def __post_init__(self) -> None:
         dataclass_cli.check_min(self, 1, "auroc_samples")
         if not self.records:
             self.records = str(Path(self.page).with_suffix(""))
-
-
-# --- records -------------------------------------------------------------------------------------
 
 
 def write_record(path: str | Path, record: dict[str, Any]) -> Path:
@@ -99,11 +83,8 @@ def read_records(folder: str | Path) -> list[dict[str, Any]]:
         if not isinstance(rec, dict) or "arm" not in rec or "seed" not in rec:
             raise SystemExit(f"{p}: a record needs at least 'arm' and 'seed'")
         out.append(rec)
-    return sorted(out, key=lambda r: (arm_rank(r["arm"]), int(r["seed"])))
-
-
-def arm_rank(arm: str) -> tuple[int, str]:
-    return (ARM_ORDER.index(arm) if arm in ARM_ORDER else len(ARM_ORDER), arm)
+    rank = {a: i for i, a in enumerate(VARIANTS)}  # the protocol's arms first, in its order
+    return sorted(out, key=lambda r: (rank.get(r["arm"], len(VARIANTS)), r["arm"], int(r["seed"])))
 
 
 def outcomes(text: str | Sequence[Any]) -> np.ndarray:
@@ -116,9 +97,6 @@ def outcomes(text: str | Sequence[Any]) -> np.ndarray:
 def ids_digest(ids: Sequence[str]) -> str:
     """The SHA-256 of a list of problem ids (one per line): records of the same test problems share it."""
     return hashlib.sha256("\n".join(ids).encode()).hexdigest()
-
-
-# --- statistics ----------------------------------------------------------------------------------
 
 
 def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
@@ -179,11 +157,15 @@ def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float:
     return float((r[y].sum() - pos * (pos + 1) / 2) / (pos * neg))
 
 
-# --- the analysis --------------------------------------------------------------------------------
+def protocol(page: Path) -> tuple[int, bool]:
+    """Seeds an arm the page's comparison expects, and whether it is ``compare_llm_rewards.py --quick``'s page."""
+    quick = page.stem == QUICK["name"]
+    return len(Comparison(quick=quick).seed_list), quick
 
 
-def analyse(records: list[dict[str, Any]], base: str = "sparse") -> dict[str, Any]:
-    """Per-arm figures and every arm against ``base`` (see the module docstring); percentages as fractions."""
+def analyse(records: list[dict[str, Any]], base: str = "sparse", page: Path = PAGE) -> dict[str, Any]:
+    """Per-arm figures, every arm against ``base`` (see the module docstring; fractions, not percentages) and the
+    seeds an arm that ``page``'s comparison expects."""
     digests = {r.get("problem_ids_sha256") for r in records}
     if len(digests) > 1:
         raise SystemExit("the records were tested on different problems (problem_ids_sha256 differ)")
@@ -205,7 +187,8 @@ def analyse(records: list[dict[str, Any]], base: str = "sparse") -> dict[str, An
             "validation": validation_means(recs), "problems": int(x.shape[1]),
             "validation_problems": int(recs[0]["validation"][0].get("problems", 0)) if recs[0].get("validation") else 0,
         }
-    out: dict[str, Any] = {"arms": arms, "comparisons": {}}
+    seeds, quick = protocol(Path(page))
+    out: dict[str, Any] = {"arms": arms, "comparisons": {}, "protocol_seeds": seeds, "quick": quick}
     if base in arms and len(arms[base]["rates"]) >= 2:
         others = [a for a in arms if a != base and len(arms[a]["rates"]) >= 2]
         tests = {a: welch(arms[a]["rates"], arms[base]["rates"]) for a in others}
@@ -236,8 +219,9 @@ def answer_line(result: dict[str, Any]) -> str:
     arms, tests = result["arms"], result["comparisons"]
     if not tests:
         return "Dense rewards against sparse: no comparison yet (each arm needs two seeds)."
-    fewest = min(len(v["rates"]) for v in arms.values())
-    status = f"interim, {fewest} of {PROTOCOL_SEEDS} seeds an arm" if fewest < PROTOCOL_SEEDS else f"{fewest} seeds an arm"
+    fewest, want = min(len(v["rates"]) for v in arms.values()), result["protocol_seeds"]
+    status = ("quick version, " if result["quick"] else "") + (
+        f"interim, {fewest} of {want} seeds an arm" if fewest < want else f"{fewest} seeds an arm")
     parts = ", ".join(f"{a} {100 * t['difference']:+.1f} [{100 * t['low']:+.1f}, {100 * t['high']:+.1f}]" for a, t in tests.items())
     found = [f"{a} {verdict(t).strip('*')}" for a, t in tests.items() if t["p_holm"] < 0.05]
     reading = "; ".join(found) if found else "no dense arm differs from sparse at Holm-adjusted p < 0.05"
@@ -253,8 +237,9 @@ def tuning_lines(folder: Path) -> list[str]:
     by_lr: dict[float, list[tuple[int, float]]] = {}
     for r in recs:
         by_lr.setdefault(float(r["options"]["learning_rate"]), []).append((int(r["seed"]), float(r["validation"][-1]["greedy_success"])))
-    best = max(by_lr, key=lambda lr: np.mean([v for _, v in by_lr[lr]]))
-    n = int(recs[0]["validation"][-1]["problems"])
+    mean = {lr: np.mean([v for _, v in runs]) for lr, runs in by_lr.items()}
+    ranked = sorted(mean, key=lambda lr: -mean[lr])  # stable: of equal means, the first seen, as max() picks
+    best, n = ranked[0], int(recs[0]["validation"][-1]["problems"])
     lines = ["### Tuning (validation only)", "",
              f"`sparse`, 30 steps, final greedy success on the {n} validation problems of every run (records in "
              "`tuning/`); no run looked at the test split.", "",
@@ -264,11 +249,9 @@ def tuning_lines(folder: Path) -> list[str]:
         per = ", ".join(f"s{s} {100 * v:.1f}%" for s, v in sorted(by_lr[lr]))
         mark = " (chosen)" if lr == best else ""
         lines.append(f"| {f'{lr:.0e}'.replace('e-0', 'e-')}{mark} | {per} | {100 * np.mean(xs):.1f}% ± {100 * seed_spread(xs):.1f} |")
-    ranked = sorted(by_lr, key=lambda lr: -np.mean([v for _, v in by_lr[lr]]))
-    gap = np.mean([v for _, v in by_lr[ranked[0]]]) - np.mean([v for _, v in by_lr[ranked[1]]])
-    one = binomial_se(float(np.mean([v for _, v in by_lr[best]])), n)
-    return [*lines, "", f"The highest mean is {100 * gap:.1f} points above the next; one run's binomial SE on {n} problems is "
-            f"{100 * one:.1f} points, so the pick is the protocol's rule applied, not a settled ranking.", ""]
+    return [*lines, "", f"The highest mean is {100 * (mean[best] - mean[ranked[1]]):.1f} points above the next; one run's "
+            f"binomial SE on {n} problems is {100 * binomial_se(float(mean[best]), n):.1f} points, so the pick is the "
+            "protocol's rule applied, not a settled ranking.", ""]
 
 
 def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]:
@@ -279,10 +262,10 @@ def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]
     if not arms:
         lines += ["No run has finished yet.", ""]
     else:
-        fewest = min(counts.values())
+        want, whose = result["protocol_seeds"], "the quick version's" if result["quick"] else "the protocol's"
         lines += [f"Written by `python baselines/reward_analysis.py` from {sum(counts.values())} records "
                   f"({', '.join(f'{a}: {n}' for a, n in counts.items())} seeds)."
-                  + (f" **Interim**: the protocol's answer needs {PROTOCOL_SEEDS} seeds in every arm." if fewest < PROTOCOL_SEEDS else ""), "",
+                  + (f" **Interim**: {whose} answer needs {want} seeds in every arm." if min(counts.values()) < want else ""), "",
                   f"**{answer_line(result)}**", ""]
         first = next(iter(arms.values()))
         lines += [f"Test greedy success, final models, {first['problems']:,} test problems (the starting model: "
@@ -356,11 +339,13 @@ def forest_plot(result: dict[str, Any], path: Path) -> Path | None:
     return path
 
 
-def render(page: Path, folder: Path, result: dict[str, Any]) -> str:
-    """The page's text with its results section made from ``result`` (:func:`analyse` of the records in ``folder``)."""
+def render(page: Path, folder: Path) -> tuple[str, dict[str, Any]]:
+    """The page's text with its results section made from the records in ``folder``, and :func:`analyse`'s result
+    (computed once: the bootstrap is its costly part)."""
+    result = analyse(read_records(folder), page=page)
     text = page.read_text(encoding="utf-8") if page.is_file() else ""
     head = text.split(f"\n{RESULTS_HEADING}\n")[0].rstrip("\n") if text else f"# {page.stem}"
-    return head + "\n\n" + "\n".join(results_lines(result, folder, page)).rstrip("\n") + "\n"
+    return head + "\n\n" + "\n".join(results_lines(result, folder, page)).rstrip("\n") + "\n", result
 
 
 README = ROOT / "README.md"
@@ -373,17 +358,15 @@ def with_answer(readme: str, line: str) -> str:
     return head + mark + line + "\n" + tail.split("\n", 1)[1] if mark else readme
 
 
-def write_page(page: str | Path, folder: str | Path, readme: Path | None = None) -> str:
-    """Rewrite ``page``'s results and its forest plot from the records in ``folder``, and the answer line of
-    ``readme`` (the project's README for the project's page); returns the results text."""
+def write_page(page: str | Path, folder: str | Path) -> str:
+    """Rewrite ``page``'s results and its forest plot from the records in ``folder`` (and, for the project's page,
+    the README's answer line); returns the results text."""
     page, folder = Path(page), Path(folder)
-    result = analyse(read_records(folder))  # once: the bootstrap is its costly part
-    text = render(page, folder, result)
+    text, result = render(page, folder)
     forest_plot(result, page.with_name(f"{page.stem}_forest.png"))
     write_text_atomic(page, text)
-    readme = readme or (README if page.resolve() == PAGE.resolve() else None)
-    if readme is not None and readme.is_file():
-        write_text_atomic(readme, with_answer(readme.read_text(encoding="utf-8"), answer_line(result)))
+    if page.resolve() == PAGE.resolve() and README.is_file():
+        write_text_atomic(README, with_answer(README.read_text(encoding="utf-8"), answer_line(result)))
     return text.split(f"\n{RESULTS_HEADING}\n", 1)[-1] + "\n" + answer_line(result)
 
 
@@ -400,9 +383,7 @@ def main(argv: list[str] | None = None) -> None:
 
         write_auroc(folder / AUROC_FILE, samples=opts.auroc_samples)
     if opts.check:
-        records = read_records(folder)
-        result = analyse(records)
-        want = render(page, folder, result)
+        want, result = render(page, folder)
         if page.read_text(encoding="utf-8") != want:
             print(f"{page}: its results differ from what the records in {folder} give; run without --check to rewrite them")
             sys.exit(1)
@@ -411,7 +392,7 @@ def main(argv: list[str] | None = None) -> None:
             if with_answer(readme, answer_line(result)) != readme:
                 print(f"{README}: its answer line differs from what the records give; run without --check to rewrite it")
                 sys.exit(1)
-        print(f"{page}: matches the {len(records)} records in {folder}")
+        print(f"{page}: matches the {sum(len(a['rates']) for a in result['arms'].values())} records in {folder}")
         return
     print(write_page(page, folder))
 

@@ -2,43 +2,17 @@
 
     python baselines/sb3_ppo.py --reward oracle-perfect --total-timesteps 100000 --seed 1
 
-Trains sb3-contrib's MaskablePPO on the train split of a preset (action masks during training
-and at inference), evaluates greedily on the frozen validation or test split, logs to CSV and
-TensorBoard, checkpoints periodically (``--resume`` continues from the last one), saves the
-final model and its evaluation as JSON, and can write a leaderboard submission.
-``--evaluate-model runs/sb3/<run>/final_model.zip --eval-split validation`` evaluates a saved
-model without training (its run's ``options.json`` supplies the feature flags).
+Trains sb3-contrib's MaskablePPO with action masks on a preset's train split, evaluates it greedily on the frozen
+validation or test split, logs to CSV and TensorBoard, checkpoints (``--resume`` continues from the newest readable
+one), saves the final model and its evaluation as JSON, and can write a leaderboard submission;
+``--evaluate-model <run>/final_model.zip`` evaluates a saved model without training (with its run's feature flags).
 
-Reward variants (``--reward``: the ``step`` variants of the registry, ``countdown_gym.rewards.variants``,
-which also builds each one's wrapper):
-
-* ``sparse``: the verifier's 1 on reaching the target, else 0;
-* ``oracle-perfect``: + ``scale`` for every move that keeps the target reachable (the seed paper's
-  perfect-move oracle);
-* ``oracle-reachable``: + ``scale`` for a move that keeps the target reachable, - ``scale`` otherwise;
-* ``oracle-potential``: potential-based shaping with Phi = exact reachability (policy-invariant);
-* ``critic``: the shipped contrastive critic's score of each new state, times ``scale``;
-* ``critic-potential``: potential-based shaping with Phi = critic score.
-
-Environments: ``--vec-env batched`` (default) steps ``--num-envs`` games in one
-``CountdownSB3VecEnv`` (``baselines/sb3/vec_env.py``: the package's numpy ``CountdownVectorEnv``, move
-features and dense terms computed for the whole batch); ``--vec-env dummy`` is SB3's
-``DummyVecEnv`` over ``MoveFeatures(<reward wrapper>(gym.make("Countdown-v0")))``, one Python
-env per slot. Both train the same MDP with the same rewards; they draw training problems in a
-different order. ``--lookahead`` sets the depth of the move features (``baselines/sb3/features.py``): 1 =
-each move's afterstate, 2 = also a summary of the legal moves from that afterstate;
-``--children`` gives those next moves raw, pooled by a learned network. The policy never
-consults the solver, reachability, the oracle or any search beyond that depth.
-
-The best setting measured is ``--children --n-epochs 20``: with ``--reward oracle-perfect
---threads 2``, one run alone on a 2-core CPU, test success 0.80 at ``--total-timesteps 249856``
-(mean of 3 seeds, about 12 minutes per run) and 0.82 at 320000 (13-15.5 minutes); at 200000
-steps, two runs at a time, 0.76 (sparse) to 0.79 (oracle-perfect) (``docs/sb3_baseline.md``).
-
-The original setting (the 40k-step results first committed in ``docs/results/sb3_rewards.md``)
-is ``--vec-env dummy --lookahead 1 --no-log-ratios --activation tanh --num-envs 8 --n-steps 64
---batch-size 128 --n-epochs 10``; the defaults were chosen on the validation split
-(``docs/sb3_baseline.md``).
+``--reward``: a ``step`` variant of ``countdown_gym.rewards.variants`` (``sparse``; the exact oracle's
+``oracle-perfect``, ``oracle-reachable``, ``oracle-potential``; the shipped critic's ``critic``,
+``critic-potential``). ``--vec-env batched`` (default) steps every game in one ``baselines/sb3/vec_env.py`` env,
+``dummy`` in SB3's ``DummyVecEnv`` of single envs: the same MDP and rewards. The policy reads move features
+(``baselines/sb3/features.py``: ``--lookahead``, ``--log-ratios``, ``--children``) and never consults the solver, the
+oracle or any search beyond them. Settings, speed and results: ``docs/sb3_baseline.md``.
 """
 
 from __future__ import annotations
@@ -78,53 +52,31 @@ class Args:
     """Every field is a command-line flag (``--total-timesteps 100000``)."""
 
     # the task and its reward
-    preset: str = "longproc-0.5k"
-    """Preset whose train split the agent plays (and whose validation / test split evaluates it)."""
-    reward: str = "sparse"
-    """Reward variant: ``sparse``, ``oracle-perfect``, ``oracle-reachable``, ``oracle-potential``, ``critic``,
-    ``critic-potential`` (see above)."""
-    scale: float = 0.1
-    """Size of the dense term per step (the sparse reward is 1)."""
-    gamma: float = 1.0
-    """PPO's discount, also the potential-based shaping's."""
+    preset: str = "longproc-0.5k"  # Preset whose train split the agent plays (its validation / test split evaluate it).
+    reward: str = "sparse"  # Reward variant: a ``step`` variant of the registry (see above).
+    scale: float = 0.1  # Size of the dense term per step (the sparse reward is 1).
+    gamma: float = 1.0  # PPO's discount, also the potential-based shaping's.
     # environments and features
-    total_timesteps: int = 100_000
-    """Environment steps of the whole run (a --resume may raise it)."""
-    vec_env: Literal["batched", "dummy"] = "batched"
-    """``batched`` (CountdownSB3VecEnv, fast) or ``dummy`` (DummyVecEnv of single envs, the original)."""
-    num_envs: int = 64
-    """Games played side by side."""
-    lookahead: int = 2
-    """Depth of the move features: 1 = each move's afterstate, 2 = also the moves after it (baselines/sb3/features.py)."""
-    log_ratios: bool = True
-    """Also encode each afterstate's numbers as log(x / target) (baselines/sb3/features.py)."""
-    children: bool = False
-    """With lookahead 2: give the moves after each move raw, pooled by a learned network (baselines/sb3/features.py)."""
+    total_timesteps: int = 100_000  # Environment steps of the whole run (a --resume may raise it).
+    vec_env: Literal["batched", "dummy"] = "batched"  # CountdownSB3VecEnv (fast) or DummyVecEnv of single envs.
+    num_envs: int = 64  # Games played side by side.
+    lookahead: int = 2  # Depth of the move features: 1 = each move's afterstate, 2 = also the moves after it.
+    log_ratios: bool = True  # Also encode each afterstate's numbers as log(x / target) (baselines/sb3/features.py).
+    children: bool = False  # With lookahead 2: the moves after each move raw, pooled by a learned network.
     # PPO
-    seed: int = 0
-    """Seed of the model, the environments' problem order and the run's default name."""
+    seed: int = 0  # Seed of the model, the environments' problem order and the run's default name.
     learning_rate: float = 2e-3
-    anneal_lr: bool = False
-    """Decay the learning rate linearly from --learning-rate to 0 over --total-timesteps."""
-    n_steps: int = 32
-    """Steps per environment in each rollout."""
-    batch_size: int = 256
-    """Minibatch size of the PPO update."""
-    n_epochs: int = 4
-    """Passes over each rollout."""
-    ent_coef: float = 0.01
-    """Entropy bonus."""
+    anneal_lr: bool = False  # Decay the learning rate linearly from --learning-rate to 0 over --total-timesteps.
+    n_steps: int = 32  # Steps per environment in each rollout.
+    batch_size: int = 256  # Minibatch size of the PPO update.
+    n_epochs: int = 4  # Passes over each rollout.
+    ent_coef: float = 0.01  # Entropy bonus.
     # the policy
-    net_arch: list[int] = field(default_factory=lambda: list(NET_ARCH))
-    """Layer widths of the MlpPolicy (--policy mlp)."""
-    policy: Literal["per-action", "mlp"] = "per-action"
-    """``per-action`` (MoveFeatures + PerActionPolicy, see baselines/sb3/policy.py) or ``mlp`` (MlpPolicy on the raw observation)."""
-    hidden: int = HIDDEN
-    """Width of the per-action policy's networks."""
-    child_hidden: int = 0
-    """With --children: width of the network that embeds each next move (0 = ``hidden``)."""
-    activation: Literal["tanh", "relu"] = "relu"
-    """Activation of the per-action policy's networks: ``tanh`` or ``relu``."""
+    net_arch: list[int] = field(default_factory=lambda: list(NET_ARCH))  # Layer widths of the MlpPolicy (--policy mlp).
+    policy: Literal["per-action", "mlp"] = "per-action"  # MoveFeatures + PerActionPolicy, or MlpPolicy on the raw obs.
+    hidden: int = HIDDEN  # Width of the per-action policy's networks.
+    child_hidden: int = 0  # With --children: width of the network that embeds each next move (0 = ``hidden``).
+    activation: Literal["tanh", "relu"] = "relu"  # Activation of the per-action policy's networks.
     # evaluation
     eval_split: Literal["validation", "test"] = "test"  # the split of the final greedy evaluation
     eval_limit: int = 0  # evaluate on the first N problems of the split (0 = all)
@@ -140,10 +92,8 @@ class Args:
     report_to: str = "tensorboard"
     """Where the training metrics and the validation curve are also logged besides ``logs/progress.csv`` and
     ``curve.csv``: none, all, or a comma-separated list of transformers' integrations (tensorboard: ``logs/``)."""
-    submit: str = ""
-    """Write a leaderboard submission of the evaluation to this path."""
-    evaluate_model: str = ""
-    """Skip training: evaluate this saved model (a run's ``final_model.zip`` or a checkpoint) on --eval-split."""
+    submit: str = ""  # Write a leaderboard submission of the evaluation to this path.
+    evaluate_model: str = ""  # Skip training: evaluate this saved model (final_model.zip or a checkpoint).
 
     def __post_init__(self) -> None:
         for name, allowed in (("reward", variant_names("step")), ("lookahead", LOOKAHEADS), ("preset", sorted(SPLIT_SPEC))):
@@ -188,12 +138,16 @@ def wrap_reward(env: gym.Env, args: Args, scorer: Any = None) -> gym.Env:
     return get_variant(args.reward, "step").wrap(env, scale=args.scale, gamma=args.gamma, scorer=scorer)
 
 
+def with_features(env: gym.Env, args: Args) -> gym.Env:
+    """``env`` with the per-action policy's move features (``--policy per-action``), else as it is."""
+    if args.policy != "per-action":
+        return env
+    return MoveFeatures(env, lookahead=args.lookahead, log_ratios=args.log_ratios, children=args.children)
+
+
 def make_env(args: Args, rank: int, scorer: Any = None):
     def thunk() -> gym.Env:
-        env = gym.make("Countdown-v0", preset=args.preset, split="train")
-        env = wrap_reward(env, args, scorer)
-        if args.policy == "per-action":
-            env = MoveFeatures(env, lookahead=args.lookahead, log_ratios=args.log_ratios, children=args.children)
+        env = with_features(wrap_reward(gym.make("Countdown-v0", preset=args.preset, split="train"), args, scorer), args)
         env.reset(seed=args.seed * 1000 + rank)
         return env
 
@@ -201,42 +155,30 @@ def make_env(args: Args, rank: int, scorer: Any = None):
 
 
 def make_vec_env(args: Args) -> Any:
-    """The training VecEnv (``--vec-env``)."""
+    """The training VecEnv (``--vec-env``); the variant's scorer is loaded once, shared by the envs."""
+    scorer = reward_scorer(args)
     if args.vec_env == "dummy":
         from stable_baselines3.common.vec_env import DummyVecEnv
 
-        scorer = reward_scorer(args)  # loaded once, shared by the envs
         return DummyVecEnv([make_env(args, i, scorer) for i in range(args.num_envs)])
     from baselines.sb3.vec_env import CountdownSB3VecEnv
     from countdown_gym.rewards.terms import CachedScorer
 
-    scorer = reward_scorer(args)
     return CountdownSB3VecEnv(args.num_envs, args.reward, args.scale, args.gamma, args.lookahead,
                               None if scorer is None else CachedScorer(scorer), args.log_ratios, args.children,
                               preset=args.preset, split="train")
 
 
-def evaluate(
-    model: Any,
-    problems: list[Problem],
-    preset: str,
-    policy: str,
-    lookahead: int = 1,
-    log_ratios: bool = False,
-    children: bool = False,
-) -> tuple[float, list[list[tuple]]]:
-    """Greedy, masked play of every problem: (success rate, the moves of each episode).
-
-    All problems at once on the batched env when the rules allow (integer-only), else one by one.
-    """
-    env = gym.make("Countdown-v0", preset=preset)
-    if policy == "per-action" and env.unwrapped.rules.integer_only:
+def evaluate(model: Any, problems: list[Problem], args: Args) -> tuple[float, list[list[tuple]]]:
+    """Greedy, masked play of every problem with ``args``' features: (success rate, the moves of each episode).
+    All problems at once on the batched env when the rules allow (integer-only), else one by one."""
+    env = gym.make("Countdown-v0", preset=args.preset)
+    if args.policy == "per-action" and env.unwrapped.rules.integer_only:
         env.close()
         from baselines.sb3.vec_env import evaluate_batched
 
-        return evaluate_batched(model, problems, preset, lookahead, log_ratios, children)
-    if policy == "per-action":
-        env = MoveFeatures(env, lookahead=lookahead, log_ratios=log_ratios, children=children)
+        return evaluate_batched(model, problems, args.preset, args.lookahead, args.log_ratios, args.children)
+    env = with_features(env, args)
     wins = 0
     all_moves: list[list[tuple]] = []
     for p in problems:
@@ -253,6 +195,23 @@ def evaluate(
         all_moves.append(moves)
     env.close()
     return wins / max(len(problems), 1), all_moves
+
+
+def final_evaluation(model: Any, args: Args, command: str, result: dict[str, Any], save: Path | None = None) -> dict[str, Any]:
+    """``result`` with the greedy evaluation on the first ``--eval-limit`` problems of ``--eval-split``, written to
+    ``save`` (if given), printed, and with ``--submit`` written as a leaderboard submission."""
+    problems = load_split(args.preset, args.eval_split)[: args.eval_limit or None]
+    t1 = time.time()
+    rate, moves = evaluate(model, problems, args)
+    result = {**result, "total_timesteps": model.num_timesteps, "eval_split": args.eval_split,
+              "eval_problems": len(problems), "success_rate": rate, "eval_seconds": round(time.time() - t1, 1),
+              "lookahead": args.lookahead, "log_ratios": args.log_ratios, "children": args.children}
+    if save is not None:
+        write_text_atomic(save, json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result))
+    if args.submit:
+        write_submission(args, problems, moves, result, command)
+    return result
 
 
 FEATURE_FLAGS = ("preset", "reward", "seed", "policy", "lookahead", "log_ratios", "children", "hidden", "net_arch")
@@ -279,9 +238,7 @@ def evaluate_saved(args: Args, command: str) -> dict[str, Any]:
         model = load_model(path, device="cpu", custom_objects=custom)
     except Exception as e:  # not a zip, or not a MaskablePPO save
         raise SystemExit(f"--evaluate-model: {path} is not a saved MaskablePPO model ({type(e).__name__}: {e})") from None
-    env = gym.make("Countdown-v0", preset=args.preset)
-    if args.policy == "per-action":
-        env = MoveFeatures(env, lookahead=args.lookahead, log_ratios=args.log_ratios, children=args.children)
+    env = with_features(gym.make("Countdown-v0", preset=args.preset), args)
     if model.observation_space.shape != env.observation_space.shape:
         raise SystemExit(
             f"--evaluate-model: the model reads observations of shape {model.observation_space.shape}, but --preset "
@@ -289,21 +246,8 @@ def evaluate_saved(args: Args, command: str) -> dict[str, Any]:
             f"--children {args.children} give {env.observation_space.shape}; pass the flags the model was trained with"
         )
     env.close()
-    problems = load_split(args.preset, args.eval_split)
-    if args.eval_limit:
-        problems = problems[: args.eval_limit]
-    t1 = time.time()
-    rate, moves = evaluate(model, problems, args.preset, args.policy, args.lookahead, args.log_ratios, args.children)
-    result = {
-        "model": str(path), "preset": args.preset, "reward": args.reward, "seed": args.seed,
-        "total_timesteps": model.num_timesteps, "eval_split": args.eval_split, "eval_problems": len(problems),
-        "success_rate": rate, "train_seconds": None, "eval_seconds": round(time.time() - t1, 1),
-        "lookahead": args.lookahead, "log_ratios": args.log_ratios, "children": args.children,
-    }
-    print(json.dumps(result))
-    if args.submit:
-        write_submission(args, problems, moves, result, command)
-    return result
+    return final_evaluation(model, args, command, {"model": str(path), "preset": args.preset, "reward": args.reward,
+                                                   "seed": args.seed, "train_seconds": None})
 
 
 def saved_options(run: Path) -> dict[str, Any] | None:
@@ -379,7 +323,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                      config=dataclasses.asdict(args)))
     validation = load_split(args.preset, "validation")[: args.eval_problems]
     curve = ValidationCurve(
-        lambda m: evaluate(m, validation, args.preset, args.policy, args.lookahead, args.log_ratios, args.children)[0],
+        lambda m: evaluate(m, validation, args)[0],
         MetricsLog(out / "curve.csv", step="steps", resume_step=model.num_timesteps if resumed else None),
         args.eval_every, model.num_timesteps)
     t0 = time.time()
@@ -398,25 +342,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"stopped at {model.num_timesteps} steps; --resume continues from {path}")
         return {"interrupted": True, "total_timesteps": model.num_timesteps, "checkpoint": str(path)}
     model.save(out / "final_model")
-
-    problems = load_split(args.preset, args.eval_split)
-    if args.eval_limit:
-        problems = problems[: args.eval_limit]
-    t1 = time.time()
-    rate, moves = evaluate(model, problems, args.preset, args.policy, args.lookahead, args.log_ratios, args.children)
-    eval_seconds = time.time() - t1
-    result = {
-        "run": name, "preset": args.preset, "reward": args.reward, "seed": args.seed,
-        "total_timesteps": model.num_timesteps, "eval_split": args.eval_split, "eval_problems": len(problems),
-        "success_rate": rate, "train_seconds": round(train_seconds, 1),
-        "env_steps_per_second": round((model.num_timesteps - steps_before) / max(train_seconds, 1e-9), 1),
-        "validation_seconds": round(curve.eval_seconds, 1), "eval_seconds": round(eval_seconds, 1),
-        "vec_env": args.vec_env, "lookahead": args.lookahead, "log_ratios": args.log_ratios, "children": args.children,
-    }
-    write_text_atomic(out / "result.json", json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result))
-    if args.submit:
-        write_submission(args, problems, moves, result, command)
+    result = {"run": name, "preset": args.preset, "reward": args.reward, "seed": args.seed,
+              "train_seconds": round(train_seconds, 1),
+              "env_steps_per_second": round((model.num_timesteps - steps_before) / max(train_seconds, 1e-9), 1),
+              "validation_seconds": round(curve.eval_seconds, 1), "vec_env": args.vec_env}
+    result = final_evaluation(model, args, command, result, save=out / "result.json")
     vec.close()
     return result
 
@@ -425,23 +355,12 @@ def write_submission(args: Args, problems: list[Problem], moves: list[list[tuple
     """The evaluation as a leaderboard submission (re-verified by the leaderboard)."""
     from countdown_gym.leaderboard import write_submission as write
 
-    write(
-        args.submit,
-        agent=f"MaskablePPO ({args.reward})",
-        authors="countdown-gym baselines",
-        model="MaskablePPO " + (f"PerActionPolicy hidden {args.hidden}" if args.policy == "per-action" else "MlpPolicy " + "x".join(map(str, args.net_arch))),
-        model_size=None,
-        method="PPO with action masks",
-        reward_variant=args.reward,
-        preset=args.preset,
-        split=args.eval_split,
-        problems=problems,
-        moves=[[list(m) for m in ms] for ms in moves],
-        sampling={"k": 1, "temperature": 0.0},
-        compute=f"{result['total_timesteps']} env steps"
-        + (f", {result['train_seconds']} s on CPU" if result.get("train_seconds") is not None else ""),
-        command=command,
-    )
+    net = f"PerActionPolicy hidden {args.hidden}" if args.policy == "per-action" else "MlpPolicy " + "x".join(map(str, args.net_arch))
+    seconds = f", {result['train_seconds']} s on CPU" if result.get("train_seconds") is not None else ""
+    write(args.submit, agent=f"MaskablePPO ({args.reward})", authors="countdown-gym baselines", model=f"MaskablePPO {net}",
+          model_size=None, method="PPO with action masks", reward_variant=args.reward, preset=args.preset,
+          split=args.eval_split, problems=problems, moves=[[list(m) for m in ms] for ms in moves],
+          sampling={"k": 1, "temperature": 0.0}, compute=f"{result['total_timesteps']} env steps{seconds}", command=command)
 
 
 if __name__ == "__main__":

@@ -15,11 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-
-from baselines.uncertainty import binomial_se  # noqa: E402
-from countdown_gym import dataclass_cli  # noqa: E402
-from countdown_gym.data.difficulty import TIER_METRIC, TIER_THRESHOLDS, TIERS, tier  # noqa: E402
+from baselines.analysis.uncertainty import binomial_se
+from countdown_gym import dataclass_cli
+from countdown_gym.data.difficulty import TIER_METRIC, TIER_THRESHOLDS, TIERS, tier
 
 
 @dataclass
@@ -28,10 +26,8 @@ class Options:
 
     submissions: list[str] = field(default_factory=list)
     """Submission / completion JSONL files (``countdown-gym-submission`` format), separate or comma-separated."""
-    out: str = ""
-    """Also write the Markdown table here."""
-    plot: str = ""
-    """Also draw a bar chart (first-answer success per tier and file) here (PNG)."""
+    out: str = ""  # Also write the Markdown table here.
+    plot: str = ""  # Also draw a bar chart (first-answer success per tier and file) here (PNG).
     metric: str = "tier"
     """``tier``: the package's tiers; or one label (search_nodes, num_solutions, wrong_moves, first_wrong_depth,
     good_first_share) to cut the file's problems into thirds by rank on it instead (harder third last), to compare
@@ -54,10 +50,8 @@ METRICS: dict[str, Any] = {
 def _rank_thirds(problems: list[Any], metric: str) -> dict[str, str]:
     from countdown_gym.data.difficulty import difficulty
 
-    key = METRICS[metric]
-    order = sorted(range(len(problems)), key=lambda k: key(difficulty(problems[k])))
-    n = len(order)
-    return {problems[k].id: TIERS[min(3 * r // n, 2)] for r, k in enumerate(order)}
+    order = sorted(problems, key=lambda p: METRICS[metric](difficulty(p)))
+    return {p.id: TIERS[min(3 * r // len(order), 2)] for r, p in enumerate(order)}
 
 
 def tier_scores(path: str | Path, metric: str = "tier") -> dict[str, Any]:
@@ -68,17 +62,12 @@ def tier_scores(path: str | Path, metric: str = "tier") -> dict[str, Any]:
 
     sub = read_submission(path)
     out: dict[str, Any] = {"agent": sub.header.get("agent", Path(path).stem), "preset": sub.preset, "split": sub.split,
-                           "k": max(len(pa.texts) for pa in sub.answers), "tiers": {}}
-    for t in TIERS:
-        out["tiers"][t] = {"problems": 0, "first": 0, "per_sample": 0.0}
+                           "k": max(len(pa.texts) for pa in sub.answers),
+                           "tiers": {t: {"problems": 0, "first": 0, "per_sample": 0.0} for t in TIERS}}
     thirds = None if metric == "tier" else _rank_thirds([pa.problem for pa in sub.answers], metric)
     for pa in sub.answers:
-        seen: dict[str, bool] = {}
-        results = []
-        for text in pa.texts:
-            if text not in seen:
-                seen[text] = score_answer(pa.problem, text).correct
-            results.append(seen[text])
+        seen = {text: score_answer(pa.problem, text).correct for text in dict.fromkeys(pa.texts)}  # each text once
+        results = [seen[text] for text in pa.texts]
         row = out["tiers"][tier(pa.problem, sub.preset) if thirds is None else thirds[pa.problem.id]]
         row["problems"] += 1
         row["first"] += results[0]
@@ -87,10 +76,13 @@ def tier_scores(path: str | Path, metric: str = "tier") -> dict[str, Any]:
 
 
 def _cell(successes: float, n: int) -> str:
-    if not n:
-        return "-"
-    p = successes / n
-    return f"{p:.1%} ± {binomial_se(p, n):.1%}"
+    return f"{successes / n:.1%} ± {binomial_se(successes / n, n):.1%}" if n else "-"
+
+
+def _falls(r: dict[str, Any], key: str) -> str:
+    """``yes`` when the success ``key`` (as shown, to 0.1%) falls strictly from easy to hard, ``flat``, or ``no``."""
+    rates = [round(r["tiers"][t][key] / max(r["tiers"][t]["problems"], 1), 3) for t in TIERS]
+    return "flat" if len(set(rates)) == 1 else "yes" if all(a > b for a, b in zip(rates, rates[1:], strict=False)) else "no"
 
 
 def markdown(results: list[dict[str, Any]]) -> str:
@@ -100,12 +92,9 @@ def markdown(results: list[dict[str, Any]]) -> str:
     for r in results:
         kinds = [("first answer", "first")] + ([("per-sample", "per_sample")] if r["k"] > 1 else [])
         for label, key in kinds:
-            rates = [round(r["tiers"][t][key] / max(r["tiers"][t]["problems"], 1), 3) for t in TIERS]  # as shown
-            falls = ("flat" if len(set(rates)) == 1 else
-                     "yes" if all(a > b for a, b in zip(rates, rates[1:], strict=False)) else "no")
             cells = [_cell(r["tiers"][t][key], r["tiers"][t]["problems"]) for t in TIERS]
             lines.append(f"| {r['agent']} | {r['preset']} / {r['split']} | {r['k']} | {label} | " + " | ".join(cells)
-                         + f" | {falls} |")
+                         + f" | {_falls(r, key)} |")
     sizes = {(r["preset"], r["split"]): [r["tiers"][t]["problems"] for t in TIERS] for r in results}
     notes = [f"Problems per tier ({', '.join(TIERS)}): " + "; ".join(f"{p}/{s} {n}" for (p, s), n in sizes.items()) + "."]
     notes += [f"Tier cut points on `{TIER_METRIC}` for {p}: easy <= {TIER_THRESHOLDS[p][0]} < medium <= {TIER_THRESHOLDS[p][1]} < hard."
@@ -115,11 +104,8 @@ def markdown(results: list[dict[str, Any]]) -> str:
 
 def summary(results: list[dict[str, Any]], metric: str) -> str:
     """One line: the files whose first-answer success falls strictly across the thirds (and those that do not)."""
-    falls, other = [], []
-    for r in results:
-        rates = [round(r["tiers"][t]["first"] / max(r["tiers"][t]["problems"], 1), 3) for t in TIERS]  # to 0.1%
-        if len(set(rates)) > 1:
-            (falls if all(a > b for a, b in zip(rates, rates[1:], strict=False)) else other).append(r["agent"])
+    falls = [r["agent"] for r in results if _falls(r, "first") == "yes"]
+    other = [r["agent"] for r in results if _falls(r, "first") == "no"]
     return (f"{metric}: first-answer success falls across the thirds for {len(falls)} of {len(falls) + len(other)} "
             f"files" + (f" (not for: {', '.join(other)})" if other else "") + "\n")
 
@@ -140,10 +126,8 @@ def plot(results: list[dict[str, Any]], path: str | Path) -> None:
         p = np.array([r["tiers"][t]["first"] for r in results]) / np.maximum(n, 1)
         ax.bar(x + (k - 1) * width, p, width, yerr=[binomial_se(q, m) for q, m in zip(p, n, strict=True)], capsize=2, label=t)
     ax.set_xticks(x, [r["agent"] for r in results], rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("success of the first answer")
-    ax.set_xlabel("agent (re-verified submission)")
-    ax.set_title(f"Success per difficulty tier (tiers cut on {TIER_METRIC})")
-    ax.set_ylim(0, 1)
+    ax.set(ylabel="success of the first answer", xlabel="agent (re-verified submission)", ylim=(0, 1),
+           title=f"Success per difficulty tier (tiers cut on {TIER_METRIC})")
     ax.legend(title="tier")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -169,9 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(tier_scores(path, opts.metric))
         except SubmissionError as exc:
             raise SystemExit(f"{path}: not a valid submission: {exc.reason}") from None
-    table = markdown(results)
-    if opts.summary:
-        table = summary(results, opts.metric)
+    table = summary(results, opts.metric) if opts.summary else markdown(results)
     print(table)
     if opts.out:
         Path(opts.out).parent.mkdir(parents=True, exist_ok=True)

@@ -97,3 +97,23 @@ def test_the_committed_page_and_readme_answer_match_the_committed_records(capsys
     assert "matches the" in capsys.readouterr().out
     readme = ra.README.read_text(encoding="utf-8")
     assert ra.ANSWER_MARK in readme and ra.answer_line(ra.analyse(ra.read_records(ra.PAGE.with_suffix("")))) in readme
+
+
+def test_the_quick_comparisons_page_expects_its_own_eight_seeds(tmp_path: Path) -> None:
+    """``compare_llm_rewards.py --quick`` writes ``reward_comparison_quick.md``: its protocol (QUICK) has 8 seeds an
+    arm, not the full comparison's 11, and its page says it is the quick version."""
+    from baselines.compare_llm_rewards import QUICK
+
+    folder = records(tmp_path, {"sparse": [0.15] * 3, "oracle-perfect": [0.3] * 3})
+    page = tmp_path / f"{QUICK['name']}.md"
+    folder.rename(page.with_suffix(""))
+    ra.write_page(page, page.with_suffix(""))
+    text = page.read_text()
+    assert "**Dense rewards against sparse (quick version, interim, 3 of 8 seeds an arm): " in text
+    assert "**Interim**: the quick version's answer needs 8 seeds in every arm." in text and "of 11" not in text
+    full = records(tmp_path / "full", {"sparse": [0.15] * 8, "oracle-perfect": [0.3] * 8})
+    for rec in full.iterdir():
+        rec.rename(page.with_suffix("") / rec.name)
+    ra.write_page(page, page.with_suffix(""))
+    assert "(quick version, 8 seeds an arm)" in page.read_text() and "Interim" not in page.read_text()
+    ra.main(["--page", str(page), "--check"])

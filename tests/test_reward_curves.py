@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 ROOT = Path(__file__).resolve().parents[1]
-from baselines.reward_curves import curves_path, figure, mean_curve, plot_curves, read_curves  # noqa: E402
+from baselines.analysis.reward_curves import curves_path, figure, mean_curve, plot_curves, read_curves  # noqa: E402
 
 ROWS = [("sparse", 0, 0, 10.0), ("sparse", 1, 0, 12.0), ("sparse", 0, 10, 20.0), ("sparse", 1, 10, 24.0),
         ("oracle", 0, 0, 10.0), ("oracle", 0, 10, 15.0)]  # fmt: skip
@@ -53,7 +53,7 @@ def test_a_figure_is_redrawn_from_its_csv_alone(tmp_path: Path) -> None:
 def test_compare_llm_rewards_replot_draws_without_running(tmp_path: Path) -> None:
     pytest.importorskip("trl")
     from baselines import compare_llm_rewards as cmp
-    from baselines.reward_curves import write_curves
+    from baselines.analysis.reward_curves import write_curves
 
     write_curves(tmp_path / "llm_grpo_rewards_curves.csv", ROWS)
     cmp.main(["--results-dir", str(tmp_path), "--interaction", "single-pass", "--name", "llm_grpo_rewards", "--replot",

@@ -374,7 +374,7 @@ def test_agent_name_of_a_run_folder():
 
 
 def test_standard_errors():
-    from baselines.uncertainty import binomial_se, mean_se, seed_spread
+    from baselines.analysis.uncertainty import binomial_se, mean_se, seed_spread
 
     assert mean_se([1.0]) is None
     # 3 of 10 problems right: sample std sqrt(0.3 * 0.7 * 10 / 9), over sqrt(10)

@@ -39,8 +39,8 @@ from typing import Any, TypeVar
 import torch
 from tqdm import tqdm
 
+from baselines.analysis.uncertainty import binomial_se, mean_se
 from baselines.lm.generation import Sampling, generate, generate_vllm
-from baselines.uncertainty import binomial_se, mean_se
 from countdown_gym.game.problem import Problem
 
 T = TypeVar("T")
@@ -93,7 +93,7 @@ class Evaluation:
         return len(self.sampled[0]) if self.sampled else 0
 
     def rates(self) -> dict[str, Any]:
-        """The rates, each with its standard error over problems (``baselines.uncertainty``: ``binomial_se`` of a
+        """The rates, each with its standard error over problems (``baselines.analysis.uncertainty``: ``binomial_se`` of a
         rate of problems solved or not, as the held-out test quotes it; ``mean_se`` of the problems' shares of samples
         solved): ``greedy_success``, ``greedy_invalid_frac`` and, with samples, ``sampled_success`` (all samples),
         ``pass_at_k`` (a problem counts when one of its samples solved it) and ``sampled_invalid_frac``."""

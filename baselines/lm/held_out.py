@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from baselines.analysis.uncertainty import binomial_se, mean_se
 from baselines.lm.evaluation import greedy_solved
-from baselines.uncertainty import binomial_se, mean_se
 from countdown_gym.game.problem import Problem
 
 

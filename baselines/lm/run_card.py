@@ -6,10 +6,10 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from baselines.analysis.uncertainty import binomial_se
 from baselines.lm.grpo_config import reward_terms
 from baselines.lm.grpo_options import GRPORun, Options
 from baselines.lm.step_profile import PARTS
-from baselines.uncertainty import binomial_se
 
 
 def command_line(opts: Options) -> str:

@@ -1,11 +1,5 @@
-"""The SB3 side of ``sb3_ppo.py``'s runs: its logger, the validation curve and the Ctrl-C stop.
-
-* :func:`training_logger`: SB3's logger writing ``logs/progress.csv`` (continued on ``--resume``) and the
-  ``--report-to`` integrations;
-* :class:`ValidationCurve`: every ``eval_every`` environment steps, greedy validation success appended to
-  ``curve.csv`` (a :class:`countdown_gym.runkit.runs.MetricsLog`) and drawn in ``curve.png``;
-* :class:`StopAfterUpdate`: a :class:`countdown_gym.runkit.runs.StopRequest` ends training before the next rollout.
-"""
+"""The SB3 side of ``sb3_ppo.py``'s runs: its logger (:func:`training_logger`), the validation curve
+(:class:`ValidationCurve`) and the Ctrl-C stop (:class:`StopAfterUpdate`)."""
 
 from __future__ import annotations
 

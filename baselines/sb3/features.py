@@ -1,32 +1,14 @@
-"""The numeric baseline's observation features for MaskablePPO, computed with numpy for a batch of states.
+"""The numeric baseline's observation features for MaskablePPO: one row per action, numpy over a batch of states.
 
-:func:`move_features` turns a batch of Countdown-v0 states into one feature row per action,
-describing what that move would make, computed with numpy over the whole batch.
-``lookahead`` fixes how far the features look, and nothing looks further (no solver, no
-reachability, no search):
-
-* ``lookahead=1`` (the original features): the move's result relative to the target and the
-  numbers it leaves, i.e. the afterstate one rules-checked move ahead, as the action mask is;
-* ``lookahead=2``: also, over every legal next move from that afterstate (two moves ahead):
-  whether one of them makes the target exactly, how close the closest next result gets to the
-  target, and whether the afterstate has a legal move at all. With three numbers left this makes
-  the rest of the game exact; from four numbers it does not decide whether the target can still
-  be reached (that needs a third move).
-
-``log_ratios=True`` adds one more encoding of the same afterstate: ``log(x / T) / 4`` for its
-result and each number left, under which the sums and products that make the target lie on
-simple planes (a re-encoding, no further look ahead).
-
-``children=True`` (with ``lookahead=2``) gives the same two-moves-ahead view raw instead of
-summarised: after the action rows comes one small row per legal next move from each move's
-afterstate, describing the numbers that next move would leave (:func:`child_features`). The
-policy pools over them with a learned network (``PerActionPolicy(children=True)``), so it has to
-learn the last move's arithmetic itself; the features still look no further than two moves.
-Swapped ``+`` and ``*`` moves make the same afterstate, so children are listed once per
-:func:`canonical_moves` move (36 parents x 18 children for four numbers).
-
-:class:`baselines.sb3.policy.MoveFeatures` is the single-env observation wrapper over the same functions;
-``baselines/sb3/vec_env.py`` computes them for a whole vector of games.
+Each row describes what its move would make, and nothing looks further than ``lookahead`` moves (no solver, no
+reachability, no search): ``lookahead=1`` the move's result and the numbers it leaves (the afterstate, as the action
+mask sees it); ``lookahead=2`` also, over the legal next moves from that afterstate, whether one makes the target,
+how close the closest gets, and whether one exists (exact with three numbers left, not from four).
+``log_ratios=True`` re-encodes the afterstate as ``log(x / T) / 4`` (sums and products that make the target lie on
+planes). ``children=True`` (lookahead 2) gives those next moves raw instead, one small row each
+(:func:`child_features`, once per :func:`canonical_moves` parent: 36 x 18 for four numbers), for the policy to pool
+with a learned network. :class:`baselines.sb3.policy.MoveFeatures` wraps one env with them;
+``baselines/sb3/vec_env.py`` computes them for a vector of games.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The numeric baseline's policy for MaskablePPO and its single-env observation wrapper.
-
-``MoveFeatures`` turns a Countdown-v0 observation into one feature row per action
-(:mod:`baselines.sb3.features`). ``PerActionPolicy`` scores every row with one shared network, so what is
-learned about a move carries over to the same move in any slot pair. :func:`load_model` loads a saved
-model, also one saved when this module had another name.
-"""
+"""The numeric baseline's policy for MaskablePPO (``PerActionPolicy``: one network shared by every action's feature
+row, so what is learned about a move carries over to any slot pair), its single-env observation wrapper
+(``MoveFeatures``) and :func:`load_model` (also for a model saved when this module had another name)."""
 
 from __future__ import annotations
 
@@ -33,11 +29,8 @@ from countdown_gym.game.rules import OPERATORS, Rules
 
 
 class MoveFeatures(gym.ObservationWrapper):
-    """Observation: ``(n_actions * F,)`` float32, row ``a`` describing action ``a`` (see :func:`move_features`).
-
-    Integer-only rules use :func:`move_features`; rational rules (``tinyzero``) use a per-move
-    Python loop with the same lookahead-1 layout.
-    """
+    """Observation: ``(n_actions * F,)`` float32, row ``a`` describing action ``a`` (see :func:`move_features`);
+    rational rules (``tinyzero``) get the lookahead-1 layout from a per-move Python loop."""
 
     def __init__(self, env: gym.Env, lookahead: int = 1, log_ratios: bool = False, children: bool = False) -> None:
         super().__init__(env)
@@ -91,11 +84,8 @@ class MoveFeatures(gym.ObservationWrapper):
 
 
 class _SegmentMax(torch.autograd.Function):
-    """Max over consecutive segments of rows (0 for an empty segment); tied maxima share the gradient.
-
-    The same values and gradients as ``scatter_reduce(..., "amax")``, in about 80% of its time on CPU.
-    ``torch.segment_reduce`` alone is faster still but gives every tied row the full gradient.
-    """
+    """Max over consecutive segments of rows (0 for an empty segment); tied maxima share the gradient, as with
+    ``scatter_reduce(..., "amax")`` (in 80% of its time on CPU; ``torch.segment_reduce`` alone gives each the whole)."""
 
     @staticmethod
     def forward(ctx, rows: torch.Tensor, owner: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
@@ -113,17 +103,12 @@ class _SegmentMax(torch.autograd.Function):
 
 
 class _PerActionExtractor(nn.Module):
-    """One trunk over every action's row; logits from each row, the value from their mean.
+    """One trunk over every action's row; logits from each row, the value from their mean. With ``children`` a shared
+    network embeds each legal child of the :func:`child_features` block, max-pooled per parent move, and the trunk
+    reads each action's row with the pooled vector of its canonical twin."""
 
-    With ``children`` the observation ends in the :func:`child_features` block: a shared network
-    embeds each legal child, the embeddings are max-pooled per parent move, and the trunk reads
-    each action's row with the pooled vector of its canonical twin.
-    """
-
-    def __init__(
-        self, n_actions: int, dim: int, hidden: int, activation: str = "tanh", children: bool = False,
-        child_hidden: int | None = None,
-    ) -> None:
+    def __init__(self, n_actions: int, dim: int, hidden: int, activation: str = "tanh", children: bool = False,
+                 child_hidden: int | None = None) -> None:
         super().__init__()
         self.n_actions = n_actions
         self.latent_dim_pi = n_actions
@@ -165,21 +150,17 @@ class _PerActionExtractor(nn.Module):
     def _rows(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         b = features.shape[0]
         rows = features[:, : self.n_actions * self.row].reshape(b, self.n_actions, self.row)
-        x = rows
-        if self.child_dims:
-            x = torch.cat([rows, self.pooled_children(features)[:, self.twin]], dim=-1)
+        x = torch.cat([rows, self.pooled_children(features)[:, self.twin]], dim=-1) if self.child_dims else rows
         return self.trunk(x), rows[..., :1]
 
     def _pool(self, h: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
         return (h * legal).sum(1) / legal.sum(1).clamp(min=1.0)
 
     def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
-        h, _ = self._rows(features)
-        return self.score(h).squeeze(-1)
+        return self.score(self._rows(features)[0]).squeeze(-1)
 
     def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
-        h, legal = self._rows(features)
-        return self._pool(h, legal)
+        return self._pool(*self._rows(features))
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h, legal = self._rows(features)
@@ -187,18 +168,13 @@ class _PerActionExtractor(nn.Module):
 
 
 class PerActionPolicy(MaskableActorCriticPolicy):
-    """Masked actor-critic whose logits come from one network shared by all actions.
+    """Masked actor-critic whose logits come from one network shared by all actions, on :class:`MoveFeatures`
+    observations. Policy kwargs: ``hidden`` sizes both networks, ``activation`` (``"tanh"`` or ``"relu"``),
+    ``children`` (for ``children=True`` features) adds the pooled child network, ``child_hidden`` its width
+    (``None``: ``hidden``)."""
 
-    Needs :class:`MoveFeatures` observations. ``hidden`` (policy kwarg) sizes both networks,
-    ``activation`` (``"tanh"`` or ``"relu"``) is their non-linearity, ``children``
-    (for ``children=True`` features) adds the pooled child network, ``child_hidden`` its width
-    (``None``: ``hidden``).
-    """
-
-    def __init__(
-        self, *args, hidden: int = 128, activation: str = "tanh", children: bool = False,
-        child_hidden: int | None = None, **kwargs
-    ) -> None:
+    def __init__(self, *args, hidden: int = 128, activation: str = "tanh", children: bool = False,
+                 child_hidden: int | None = None, **kwargs) -> None:
         self.hidden, self.activation, self.with_children = hidden, activation, bool(children)
         self.child_hidden = child_hidden
         super().__init__(*args, **kwargs)
@@ -210,11 +186,9 @@ class PerActionPolicy(MaskableActorCriticPolicy):
         return data
 
     def _build_mlp_extractor(self) -> None:
-        n = int(self.action_space.n)
         dim = int(np.prod(self.observation_space.shape))
-        self.mlp_extractor = _PerActionExtractor(
-            n, dim, self.hidden, self.activation, self.with_children, self.child_hidden
-        )
+        self.mlp_extractor = _PerActionExtractor(int(self.action_space.n), dim, self.hidden, self.activation,
+                                                 self.with_children, self.child_hidden)
 
     def _build(self, lr_schedule) -> None:
         super()._build(lr_schedule)
@@ -239,12 +213,9 @@ def saved_policy_module(path: str | Path) -> str | None:
 
 
 def load_model(path: str | Path, **kwargs: Any) -> Any:
-    """``MaskablePPO.load(path, **kwargs)``, also for a model saved before the policy moved here.
-
-    New saves name ``baselines.sb3.policy.PerActionPolicy``; a save that names one of :data:`LEGACY_MODULES`
-    gets this :class:`PerActionPolicy` through SB3's ``custom_objects`` (unless the caller passes a
-    ``policy_class`` there), so its pickled class is never looked up.
-    """
+    """``MaskablePPO.load(path, **kwargs)``; a save whose policy class one of :data:`LEGACY_MODULES` names gets this
+    :class:`PerActionPolicy` through SB3's ``custom_objects`` (unless the caller passes a ``policy_class`` there), so
+    its pickled class is never looked up."""
     from sb3_contrib import MaskablePPO
 
     custom = dict(kwargs.pop("custom_objects", None) or {})

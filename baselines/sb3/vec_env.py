@@ -1,16 +1,10 @@
 """An SB3 ``VecEnv`` over the package's batched ``CountdownVectorEnv``, with move features and dense rewards.
 
-``CountdownSB3VecEnv`` steps ``num_envs`` games with numpy array operations
-(:class:`countdown_gym.envs.vector.CountdownVectorEnv`), turns each state into the per-action
-feature rows of :func:`baselines.sb3.features.move_features` for the whole batch at once, and adds the
-chosen reward variant's per-move terms or potentials from the registry
-(``countdown_gym.rewards.variants``: the same functions its single-env wrapper calls, on the same
-transition records), so it trains the same MDP with the same rewards as ``DummyVecEnv`` over
-``MoveFeatures(variant.wrap(...))``
-while avoiding a Python loop over envs and actions per step.
-
-``evaluate_batched`` plays a list of problems greedily with a masked policy, all at once.
-"""
+``CountdownSB3VecEnv`` steps ``num_envs`` games with numpy (:class:`countdown_gym.envs.vector.CountdownVectorEnv`),
+computes :func:`baselines.sb3.features.observation_features` for the whole batch, and adds the reward variant's
+per-move terms or potentials (``countdown_gym.rewards.variants``: the functions its single-env wrapper calls, on the
+same transition records): the MDP and rewards of ``DummyVecEnv`` over ``MoveFeatures(variant.wrap(...))`` without a
+Python loop over envs. ``evaluate_batched`` plays a list of problems greedily with a masked policy, all at once."""
 
 from __future__ import annotations
 
@@ -29,66 +23,39 @@ from countdown_gym.rewards.terms import potential_shaping
 from countdown_gym.rewards.variants import get_variant
 
 
-def decode_states(obs: np.ndarray, value_scale: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(values, count, target, progress)`` of a batch of Countdown-v0 observations (``obs * value_scale``, exact for integers)."""
-    m = (obs.shape[1] - 2) // 2
-    present = obs[:, m : 2 * m] > 0.5
-    vals = np.rint(obs[:, :m].astype(np.float64) * value_scale).astype(np.int64)
-    vals[~present] = 0
-    target = np.rint(obs[:, 2 * m].astype(np.float64) * value_scale).astype(np.int64)
-    return vals, present.sum(1), target, obs[:, 2 * m + 1]
-
-
-def features_of(
-    raw_obs: np.ndarray, value_scale: float, rules: Rules, lookahead: int, log_ratios: bool, children: bool = False
-) -> np.ndarray:
-    """Flat move-feature observations of raw Countdown-v0 observations (:func:`baselines.sb3.features.observation_features`)."""
-    vals, count, target, progress = decode_states(raw_obs, value_scale)
-    return observation_features(vals, count, target, progress, rules, lookahead, log_ratios, children)
+def features_of(raw_obs: np.ndarray, value_scale: float, rules: Rules, lookahead: int, log_ratios: bool,
+                children: bool = False) -> np.ndarray:
+    """Flat move-feature observations (:func:`baselines.sb3.features.observation_features`) of raw Countdown-v0
+    observations (their values times ``value_scale``, exact for integers)."""
+    m = (raw_obs.shape[1] - 2) // 2
+    present = raw_obs[:, m : 2 * m] > 0.5
+    vals = np.where(present, np.rint(raw_obs[:, :m].astype(np.float64) * value_scale), 0).astype(np.int64)
+    target = np.rint(raw_obs[:, 2 * m].astype(np.float64) * value_scale).astype(np.int64)
+    return observation_features(vals, present.sum(1), target, raw_obs[:, 2 * m + 1], rules, lookahead, log_ratios, children)
 
 
 class CountdownSB3VecEnv(VecEnv):
     """``num_envs`` Countdown-v0 games as one SB3 ``VecEnv`` whose observations are move-feature rows.
 
-    Args:
-        num_envs: games stepped together.
-        reward: a ``step`` reward variant of the registry (as ``sb3_ppo.py --reward``).
-        scale, gamma: the dense term's size and the shaping discount (as the wrappers').
-        lookahead, log_ratios, children: the features (:func:`baselines.sb3.features.observation_features`).
-        critic: what the variant needs passed in (a scorer with ``score(states, targets)`` for the critic
-            rewards; loaded once, shared).
-        **env_kwargs: passed to ``CountdownVectorEnv`` (``preset``, ``split``, ``problems``, ...).
+    ``reward``: a ``step`` variant of the registry (as ``sb3_ppo.py --reward``); ``scale``, ``gamma``: its dense
+    term's size and the shaping discount; ``lookahead``, ``log_ratios``, ``children``: the features; ``critic``: what
+    the variant needs passed in (a scorer with ``score(states, targets)`` for the critic rewards); ``env_kwargs`` go
+    to ``CountdownVectorEnv`` (``preset``, ``split``, ``problems``, ...).
     """
 
-    def __init__(
-        self,
-        num_envs: int,
-        reward: str = "sparse",
-        scale: float = 0.1,
-        gamma: float = 1.0,
-        lookahead: int = 1,
-        critic: Any = None,
-        log_ratios: bool = False,
-        children: bool = False,
-        **env_kwargs: Any,
-    ) -> None:
+    def __init__(self, num_envs: int, reward: str = "sparse", scale: float = 0.1, gamma: float = 1.0, lookahead: int = 1,
+                 critic: Any = None, log_ratios: bool = False, children: bool = False, **env_kwargs: Any) -> None:
         self.variant = get_variant(reward, "step")
         self.reward, self.scale, self.gamma, self.critic = reward, scale, gamma, self.variant.need(critic)
         self.lookahead, self.log_ratios, self.children = lookahead, log_ratios, children
         self.potential = self.variant.potential is not None
         self.dense = self.potential or self.variant.move_term is not None
         self.venv = CountdownVectorEnv(num_envs, record_transitions=self.dense, **env_kwargs)
-        self.rules = self.venv.rules
-        m = self.venv.max_numbers
-        self.n_actions = self.venv.n_actions
-        size = feature_size(m, lookahead, log_ratios, children)
-        self.render_mode = None
-        obs_space = spaces.Box(-1.0, 1.0, shape=(size,), dtype=np.float32)
-        super().__init__(num_envs, obs_space, spaces.Discrete(self.n_actions))
+        self.rules, self.n_actions, self.render_mode = self.venv.rules, self.venv.n_actions, None
+        size = feature_size(self.venv.max_numbers, lookahead, log_ratios, children)
+        super().__init__(num_envs, spaces.Box(-1.0, 1.0, shape=(size,), dtype=np.float32), spaces.Discrete(self.n_actions))
         self._actions: np.ndarray | None = None
-        self._phi = np.zeros(num_envs)
-        self._returns = np.zeros(num_envs)
-        self._lengths = np.zeros(num_envs, dtype=np.int64)
+        self._phi, self._returns, self._lengths = np.zeros(num_envs), np.zeros(num_envs), np.zeros(num_envs, dtype=np.int64)
 
     # ---- features and potentials ------------------------------------------------------------
     def features(self, raw_obs: np.ndarray) -> np.ndarray:
@@ -103,8 +70,7 @@ class CountdownSB3VecEnv(VecEnv):
 
     # ---- VecEnv API ---------------------------------------------------------------------------
     def reset(self) -> np.ndarray:
-        seed = self._seeds[0]
-        obs, _ = self.venv.reset(seed=seed)
+        obs, _ = self.venv.reset(seed=self._seeds[0])
         self._seeds = [None] * self.num_envs
         self._returns[:] = 0.0
         self._lengths[:] = 0
@@ -147,12 +113,9 @@ class CountdownSB3VecEnv(VecEnv):
             final = self.features(np.stack([info["final_obs"][k] for k in ended]))
             success = info["final_info"]["is_success"]
             for n, k in enumerate(ended):
-                infos[k] = {
-                    "terminal_observation": final[n],
-                    "TimeLimit.truncated": bool(truncated[k] and not terminated[k]),
-                    "is_success": bool(success[k]),
-                    "episode": {"r": float(self._returns[k]), "l": int(self._lengths[k]), "t": 0.0},
-                }
+                infos[k] = {"terminal_observation": final[n], "TimeLimit.truncated": bool(truncated[k] and not terminated[k]),
+                            "is_success": bool(success[k]),
+                            "episode": {"r": float(self._returns[k]), "l": int(self._lengths[k]), "t": 0.0}}
             self._returns[ended] = 0.0
             self._lengths[ended] = 0
         return obs, reward.astype(np.float32), done, infos
@@ -184,15 +147,8 @@ class CountdownSB3VecEnv(VecEnv):
         return [None] * self.num_envs
 
 
-def evaluate_batched(
-    model: Any,
-    problems: list[Problem],
-    preset: str,
-    lookahead: int = 1,
-    log_ratios: bool = False,
-    children: bool = False,
-    chunk: int = 500,
-) -> tuple[float, list[list[tuple]]]:
+def evaluate_batched(model: Any, problems: list[Problem], preset: str, lookahead: int = 1, log_ratios: bool = False,
+                     children: bool = False, chunk: int = 500) -> tuple[float, list[list[tuple]]]:
     """Greedy, masked play of every problem, ``chunk`` at a time: (success rate, the moves of each episode)."""
     if len(problems) > chunk:
         won, moves = 0.0, []

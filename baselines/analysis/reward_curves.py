@@ -1,12 +1,6 @@
-"""The reward-comparison figures of ``compare_rewards.py`` and ``compare_llm_rewards.py``.
-
-Validation success against training progress, one line per reward variant: the mean over seeds at
-each evaluation, with a shaded band (the seeds' standard deviation or standard error), a title and
-labelled axes. A variant's line keeps the evaluations that every one of its seeds reached; runs bounded by
-wall-clock end at different steps, so their last evaluations make one more point, at the mean of their steps. The plotted points are written to a CSV beside the PNG (one row per variant, seed
-and evaluation), so a figure is redrawn from that file alone (each script's ``--replot``), without
-re-running anything.
-"""
+"""The validation-curve figures of ``compare_rewards.py`` and ``compare_llm_rewards.py``: per reward variant, the
+mean over seeds at each evaluation with a band (the seeds' std or SE). Their points go to a CSV beside the PNG, from
+which a figure is redrawn alone (each script's ``--replot``)."""
 
 from __future__ import annotations
 
@@ -15,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from baselines.uncertainty import seed_spread
+from baselines.analysis.uncertainty import seed_spread
 
 FIELDS = ("variant", "seed", "step", "success")
 Row = tuple[str, int, int, float]
@@ -73,9 +67,7 @@ def figure(rows: Sequence[Row], *, title: str, xlabel: str, ylabel: str, spread:
         (line,) = ax.plot(steps, mean, marker="o", markersize=3, label=f"{variant} ({seeds} seed{'s' if seeds > 1 else ''})")
         ax.fill_between(steps, [m - b for m, b in zip(mean, band, strict=True)], [m + b for m, b in zip(mean, band, strict=True)],
                         color=line.get_color(), alpha=0.2, linewidth=0)
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(f"{ylabel}\nmean ± {'std' if spread == 'std' else 'SE'} over seeds")
+    ax.set(title=title, xlabel=xlabel, ylabel=f"{ylabel}\nmean ± {'std' if spread == 'std' else 'SE'} over seeds")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
