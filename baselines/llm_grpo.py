@@ -104,6 +104,8 @@ def train(opts: Options) -> dict[str, Any]:
     resume_from = last_complete_checkpoint(out) if opts.resume else None  # a save cut short is passed over
     if opts.resume and resume_from is None:
         print(f"--resume: no checkpoint in {out}; starting from scratch", flush=True)
+    elif resume_from is not None:
+        print(f"resumed from {resume_from} at step {Path(resume_from).name.removeprefix('checkpoint-')}", flush=True)
     torch.set_num_threads(opts.threads)
     # float32 weights and optimizer state by default, as TRL loads a model id; --bf16 autocasts the compute.
     # Weights in bf16 (what from_pretrained picks for a bf16 hub config) would round away updates of lr ~1e-6.

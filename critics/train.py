@@ -346,14 +346,16 @@ def _resume_from(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCritic
 def _resume(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCriticV1 | NumericalCriticV2, dict[str, Any]]:
     """:func:`_resume_from` the last checkpoint, or from the one before when the last save was interrupted."""
     try:
-        return _resume_from(out, cfg, end)
+        loaded, st = _resume_from(out, cfg, end)
+        print(f"resumed from {out} at step {st['step']}")
+        return loaded, st
     except TornCheckpoint as exc:
         if not (out / PREVIOUS / "config.json").is_file():
             raise
         loaded, st = _resume_from(out / PREVIOUS, cfg, end)
         for f in CHECKPOINT_FILES:
             shutil.copy2(out / PREVIOUS / f, out / f)
-        print(f"--resume: the last checkpoint is unusable ({exc}); continuing from the one before, step {st['step']}")
+        print(f"--resume: the last checkpoint is unusable ({exc}); resumed from {out / PREVIOUS} at step {st['step']}")
         return loaded, st
 
 
