@@ -286,9 +286,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     import torch
     from sb3_contrib import MaskablePPO
-    from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
+    from stable_baselines3.common.callbacks import CallbackList
 
-    from baselines.sb3.callbacks import StopAfterUpdate, ValidationCurve, training_logger
+    from baselines.sb3.callbacks import (
+        AtomicCheckpoints,
+        StopAfterUpdate,
+        ValidationCurve,
+        save_atomic,
+        training_logger,
+    )
 
     torch.set_num_threads(args.threads)
     command = " ".join(["python", "baselines/sb3_ppo.py", *(argv if argv is not None else sys.argv[1:])])
@@ -330,18 +336,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     steps_before = model.num_timesteps
     remaining = max(args.total_timesteps - model.num_timesteps, 0)
     with StopRequest("stopping after this rollout's update and saving a checkpoint (Ctrl-C again to stop at once)") as stop:
-        checkpointing = CheckpointCallback(max(args.checkpoint_every // args.num_envs, 1), str(out / "checkpoints"),
-                                           name_prefix="model")
+        checkpointing = AtomicCheckpoints(max(args.checkpoint_every // args.num_envs, 1), str(out / "checkpoints"),
+                                          name_prefix="model")
         model.learn(remaining, callback=CallbackList([checkpointing, curve, StopAfterUpdate(stop)]),
                     progress_bar=args.progress, reset_num_timesteps=False)
     train_seconds = time.time() - t0
     if stop.requested and model.num_timesteps < args.total_timesteps:
         path = out / "checkpoints" / f"model_{model.num_timesteps}_steps.zip"
-        model.save(path)
+        save_atomic(model, path)
         vec.close()
         print(f"stopped at {model.num_timesteps} steps; --resume continues from {path}")
         return {"interrupted": True, "total_timesteps": model.num_timesteps, "checkpoint": str(path)}
-    model.save(out / "final_model")
+    save_atomic(model, out / "final_model.zip")
     result = {"run": name, "preset": args.preset, "reward": args.reward, "seed": args.seed,
               "train_seconds": round(train_seconds, 1),
               "env_steps_per_second": round((model.num_timesteps - steps_before) / max(train_seconds, 1e-9), 1),

@@ -1,16 +1,38 @@
 """The SB3 side of ``sb3_ppo.py``'s runs: its logger (:func:`training_logger`), the validation curve
-(:class:`ValidationCurve`) and the Ctrl-C stop (:class:`StopAfterUpdate`)."""
+(:class:`ValidationCurve`), the Ctrl-C stop (:class:`StopAfterUpdate`) and whole checkpoints (:func:`save_atomic`)."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
 
 from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest
+
+
+def save_atomic(model: Any, path: Path) -> Path:
+    """``model.save`` to ``<path>.tmp``, then renamed to ``path``: a kill mid-save never leaves a torn zip."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        model.save(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+class AtomicCheckpoints(CheckpointCallback):
+    """SB3's ``CheckpointCallback`` with each ``model_N_steps.zip`` written by :func:`save_atomic`."""
+
+    def _on_step(self) -> bool:
+        if self.n_calls % self.save_freq == 0:
+            save_atomic(self.model, Path(self._checkpoint_path(extension="zip")))
+        return True
+
 
 CURVE_PANELS = (Panel("validation success", {"validation_success": "greedy"}, percent=True, ylim=(0, 100)),)
 
