@@ -1,22 +1,10 @@
 """Score the text critic against the exact oracle, beside V2: ``python -m critics.evaluate_text``.
 
-The state sets are V2's (:mod:`critics.evaluate`): the distinct states of each problem's DFS trace
-(:func:`critics.data.trace_states`) and of random legal-move rollouts
-(:func:`critics.data.random_states`), labelled by :func:`countdown_gym.reachable`, plus 4-number
-sets: each problem's numbers with ``--start-targets`` random targets in 10..50. The metrics are
-:func:`critics.metrics.separation`, per state size. States with 2 to 4 numbers are scored
-(one-number states are an equality test).
-
-The text critic is scored two ways:
-
-* ``text (trace prefix)``: trace states read as the trace text up to the line that creates them
-  (the seed paper's input), :meth:`TextCritic.score_texts`;
-* ``text (state only)``: every set read through :meth:`TextCritic.score` (a bare state written
-  by :func:`critics.text_critic.render_state`: what the reward wrappers call).
-
-Throughput: states per second of one ``score`` / ``score_texts`` call on the trace states (one
-thread by default), and of V2's ``score`` on the same states. Writes ``results.json`` and
-``report.md`` into ``--out``.
+The state sets of :mod:`critics.evaluate` with 2-4 numbers (start sets: ``--start-targets`` distinct targets), the
+metrics of :func:`critics.metrics.per_size`. The text critic reads trace states two ways: ``text (trace prefix)``
+(the trace text up to the line that creates them, :meth:`TextCritic.score_texts`) and ``text (state only)`` (every
+set as a bare state, :meth:`TextCritic.score`: what the reward wrappers call). Throughput: states per second of one
+call on the trace states, V2's beside it. Writes ``results.json`` and ``report.md`` into ``--out``.
 """
 
 from __future__ import annotations
@@ -30,7 +18,7 @@ import numpy as np
 
 from countdown_gym import Problem, dfs_trace, load_split
 from critics import metrics
-from critics.data import LabelledStates, random_states, start_states, trace_states, trace_tree
+from critics.data import LabelledStates, distinct_states, random_states, start_states, trace_states, trace_tree
 from critics.metrics import EvalOptions, per_size, report_head, write_results
 from critics.text_critic import node_lines, prefix_window
 
@@ -54,14 +42,10 @@ def trace_prefixes(problems: Sequence[Problem], min_size: int = 1) -> tuple[Labe
     texts: list[str] = []
     for p in problems:
         text = dfs_trace(p)
-        lines, where = text.split("\n"), node_lines(text)
-        seen: set[tuple[int, ...]] = set()
-        for s, line in zip(trace_tree(p).states, where, strict=True):
-            key = tuple(sorted(s))
-            if len(key) < min_size or key in seen:
-                continue
-            seen.add(key)
-            texts.append(prefix_window(lines, line))
+        lines, first_line = text.split("\n"), {}
+        for s, line in zip(trace_tree(p).states, node_lines(text), strict=True):
+            first_line.setdefault(tuple(sorted(s)), line)
+        texts += [prefix_window(lines, first_line[k]) for k in distinct_states(first_line, min_size)]
     if len(texts) != len(ls):
         raise AssertionError(f"{len(texts)} prefixes for {len(ls)} trace states")
     return ls, texts

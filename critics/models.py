@@ -1,17 +1,10 @@
-"""Numerical contrastive critics (the seed paper's V1 and V2) and their InfoNCE losses.
+"""Numerical contrastive critics (the seed paper's V1 and V2), their checkpoints and what both critics' scoring shares.
 
-A *number set* (a Countdown state) is encoded order-free: its numbers are sorted ascending,
-padded to ``max_numbers`` slots, and each slot is a *number embedding* (a learned value-table
-embedding plus fixed Fourier features of the value and of its logarithm, so sums and products
-are easy to express) followed by a presence mask. An MLP maps the flattened slots to an
-L2-normalised embedding.
-
-* :class:`NumericalCriticV2` (the paper's final critic): state embedding ``phi(state)`` versus a
-  separate goal embedding ``psi(target)`` of the fixed final target; the score is their cosine.
-* :class:`NumericalCriticV1` (the ablation): ``phi(initial numbers, intermediate state)`` versus
-  ``psi(future state)``, a later number set of the same trace. With the initial numbers in its
-  input it can learn which goals the *puzzle* reaches and ignore the intermediate state, the
-  failure mode the paper reports (a parity split of the goal space).
+A number set is encoded order-free: sorted, padded to ``max_numbers`` slots, each slot a *number embedding* (a
+learned value-table row plus fixed Fourier features of the value and its logarithm) and a presence mask; an MLP
+(optionally with pools over pairs, one-move children and two-move descendants) maps them to an L2-normalised vector.
+:class:`NumericalCriticV2` (the paper's final critic) scores a state against its target; :class:`NumericalCriticV1`
+(the ablation) scores (initial numbers, state) against a later state of the trace.
 """
 
 from __future__ import annotations
@@ -24,19 +17,35 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, Self, TypeVar
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+ConfigT = TypeVar("ConfigT", bound="ConfigDict")
 CONFIG_FORMAT = "countdown-gym-critic/1"
 """Tag stored in every checkpoint's config JSON; a different tag is refused."""
 
 
+class ConfigDict:
+    """``to_dict`` / ``from_dict`` of a dataclass config saved beside the weights."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Self:
+        """The config of a checkpoint's ``config.json``; ``ValueError`` for a field this class does not have."""
+        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
+        return cls(**d)
+
+
 @dataclass
-class ModelConfig:
+class ModelConfig(ConfigDict):
     """Architecture of a numerical critic (saved beside the weights); the defaults are v2's (v3-v5 set the pools: their config.json)."""
 
     version: str = "v2"  # "v2" (state vs target) or "v1" (initial + state vs future state)
@@ -67,46 +76,72 @@ class ModelConfig:
         if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
             raise ValueError(f"ModelConfig.temperature must be > 0, got {self.temperature!r}")
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - names
-        if unknown:
-            raise ValueError(f"unknown model config fields: {sorted(unknown)}")
-        return cls(**d)
+# ---- the inputs of both critics ----------------------------------------------------------------
 
 
-# ---- turning number sets into tensors ----------------------------------------------------------
+def check_state(i: int, s: Any) -> tuple:
+    """State ``i`` as a tuple: ``TypeError`` unless a sequence of ints (or Fractions), ``ValueError`` if empty."""
+    if isinstance(s, (str, bytes)) or not hasattr(s, "__len__"):
+        raise TypeError(f"state {i} must be a sequence of numbers, got {s!r}")
+    if len(s) == 0:
+        raise ValueError(f"state {i} is empty")
+    for x in s:
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer, Fraction)):
+            raise TypeError(f"state {i} holds ints (or Fractions), got {type(x).__name__} {x!r}")
+    return tuple(s)
 
 
-def _as_float(x: Any) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, Fraction, np.integer)):
-        raise TypeError(f"a state holds ints (or Fractions), got {type(x).__name__} {x!r}")
-    return float(x)
+def check_target(i: int, t: Any) -> int:
+    if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+        raise TypeError(f"target {i} must be an int, got {type(t).__name__} {t!r}")
+    return int(t)
 
 
 def pack_sets(sets: Sequence[Sequence[Any]], max_numbers: int) -> tuple[np.ndarray, np.ndarray]:
     """Sorted, padded number sets: ``(values float64 [N, max_numbers], mask float32 [N, max_numbers])``.
 
-    Raises ``ValueError`` for an empty set or one with more than ``max_numbers`` numbers.
+    Raises :func:`check_state`'s errors and ``ValueError`` for a set of more than ``max_numbers`` numbers.
     """
-    n = len(sets)
-    values = np.zeros((n, max_numbers), dtype=np.float64)
-    mask = np.zeros((n, max_numbers), dtype=np.float32)
+    values = np.zeros((len(sets), max_numbers), dtype=np.float64)
+    mask = np.zeros((len(sets), max_numbers), dtype=np.float32)
     for i, s in enumerate(sets):
-        if isinstance(s, (str, bytes)) or not hasattr(s, "__len__"):
-            raise TypeError(f"state {i} must be a sequence of numbers, got {s!r}")
-        k = len(s)
-        if k == 0:
-            raise ValueError(f"state {i} is empty")
+        k = len(check_state(i, s))
         if k > max_numbers:
             raise ValueError(f"state {i} has {k} numbers; this critic takes at most {max_numbers}")
-        values[i, :k] = sorted(_as_float(x) for x in s)
+        values[i, :k] = sorted(float(x) for x in s)
         mask[i, :k] = 1.0
     return values, mask
+
+
+class GoalScorer:
+    """What both loaded critics share: goal embeddings of target values, cached per value, and the checks of
+    ``score``. A subclass sets ``config`` (with ``out_dim``) and ``_goal_cache`` and embeds goal values."""
+
+    config: Any
+    _goal_cache: dict[int, np.ndarray]
+
+    def _embed_goal_values(self, values: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def embed_targets(self, targets: Sequence[int]) -> np.ndarray:
+        """L2-normalised goal embeddings ``[N, out_dim]`` of single target values (cached)."""
+        keys = [check_target(i, t) for i, t in enumerate(targets)]
+        todo = sorted({k for k in keys if k not in self._goal_cache})
+        if todo:
+            emb = self._embed_goal_values(torch.tensor(todo, dtype=torch.float64)).numpy()
+            self._goal_cache.update(zip(todo, emb, strict=True))
+        if not keys:
+            return np.zeros((0, self.config.out_dim), dtype=np.float32)
+        return np.stack([self._goal_cache[k] for k in keys])
+
+    @staticmethod
+    def _check_pairs(states: Any, targets: Any) -> None:
+        if isinstance(states, (str, bytes)) or isinstance(targets, (str, bytes)):
+            raise TypeError("states must be a sequence of number sets and targets a sequence of ints")
+        if len(states) != len(targets):
+            raise ValueError(f"got {len(states)} states but {len(targets)} targets")
 
 
 class NumberEmbedding(nn.Module):
@@ -436,25 +471,30 @@ def weights_step(path: str | Path) -> str | None:
         return (f.metadata() or {}).get("step")
 
 
-def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | NumericalCriticV2, dict[str, Any]]:
-    """Rebuild a critic from ``directory`` (``config.json`` + ``model.safetensors``).
-
-    Raises :class:`CheckpointError` naming the file and the problem.
-    """
+def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[ConfigT],
+                    files: Sequence[str]) -> tuple[Path, dict[str, Any], ConfigT]:
+    """``(directory, its config.json, the model config in it)`` of a checkpoint directory whose ``format`` is ``fmt``
+    and which holds ``files``; :class:`CheckpointError` naming the file and the problem otherwise."""
     d = Path(directory)
-    if not d.exists():
-        raise CheckpointError(f"critic checkpoint not found: {d} does not exist")
     if not d.is_dir():
-        raise CheckpointError(f"critic checkpoint {d} must be a directory holding config.json and model.safetensors")
-    cfg_path, weights_path = d / "config.json", d / "model.safetensors"
-    for p in (cfg_path, weights_path):
-        if not p.is_file():
-            raise CheckpointError(f"critic checkpoint incomplete: {p} is missing")
-    meta = read_config(cfg_path, CONFIG_FORMAT, "countdown-gym critic")
+        raise CheckpointError(f"{kind} checkpoint not found: {d} is not a directory")
+    if not (d / "config.json").is_file():
+        raise CheckpointError(f"{kind} checkpoint incomplete: {d / 'config.json'} is missing")
+    meta = read_config(d / "config.json", fmt, kind)  # the format first: another kind of checkpoint lacks these files
+    for name in files:
+        if not (d / name).exists():
+            raise CheckpointError(f"{kind} checkpoint incomplete: {d / name} is missing")
     try:
-        cfg = ModelConfig.from_dict(meta.get("model", {}))
+        return d, meta, config.from_dict(meta.get("model", {}))
     except (TypeError, ValueError) as e:
-        raise CheckpointError(f"{cfg_path}: bad model config: {e}") from None
+        raise CheckpointError(f"{d / 'config.json'}: bad model config: {e}") from None
+
+
+def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | NumericalCriticV2, dict[str, Any]]:
+    """Rebuild a critic from ``directory`` (``config.json`` + ``model.safetensors``); :class:`CheckpointError` naming
+    the file and the problem."""
+    d, meta, cfg = read_checkpoint(directory, CONFIG_FORMAT, "countdown-gym critic", ModelConfig, ["model.safetensors"])
+    cfg_path, weights_path = d / "config.json", d / "model.safetensors"
     model = build_model(cfg)
     state = read_weights(weights_path)
     recorded = weights_step(weights_path)

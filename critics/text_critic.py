@@ -1,22 +1,11 @@
 """The seed paper's text critic (its architecture A): a language model embeds the reasoning text.
 
-The state tower reads the *trace prefix up to a state* (the search text a model has written so
-far, cut at the end of the line that puts the search on that state) with the hidden states of
-the project's embedded causal LM (``baselines/checkpoints/countdown-tiny-lm``); the goal tower is
-a separate network that embeds the target value (the V2 goal tower of :mod:`critics.models`).
-Both give L2-normalised vectors; the score is their cosine, trained with the same InfoNCE
-objective as V2 (``python -m critics.train_text``).
-
-Only the last ``window`` tokens of a prefix are read (the full LongProc DFS prefix of a
-longproc-0.5k problem is 8.5k tokens at the median and up to 73k in this tokenizer; the line
-that creates a state always names the state and the target). The embedding is the final hidden
-state of the window's last token concatenated with the mean over the window, mapped by an MLP.
-
-:class:`TextCritic` scores either texts (:meth:`TextCritic.score_texts`, the paper's input) or
-bare number sets (:meth:`TextCritic.score`, the ``score(states, targets)`` interface that
-:class:`countdown_gym.wrappers.ContrastiveCriticReward` and the GRPO critic reward call): a bare
-state is written as the first line of its own search, ``Initial number set: [..], target: T. ...``
-(:func:`render_state`).
+The state tower reads the last ``window`` tokens of the *trace prefix up to a state* (the search text written so far,
+cut after the line that puts the search on it) with the project's embedded causal LM
+(``baselines/checkpoints/countdown-tiny-lm``): the last token's final hidden state and the window's mean, through an
+MLP. The goal tower is V2's; the score is the cosine, trained with V2's objective (``python -m critics.train_text``).
+:class:`TextCritic` scores texts (:meth:`~TextCritic.score_texts`) or bare number sets (:meth:`~TextCritic.score`,
+the interface of the reward wrappers), a set written as the first line of its own search (:func:`render_state`).
 
 Example:
     >>> from critics.text_critic import load_text_critic
@@ -27,12 +16,10 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +29,19 @@ import torch.nn.functional as F
 from torch import nn
 
 from countdown_gym.game.trace import _options, format_list, parse_trace
-from critics.models import CheckpointError, ModelConfig, SetEncoder, _mlp, read_config, read_weights, write_files
+from critics.models import (
+    CheckpointError,
+    ConfigDict,
+    GoalScorer,
+    ModelConfig,
+    SetEncoder,
+    _mlp,
+    check_state,
+    check_target,
+    read_checkpoint,
+    read_weights,
+    write_files,
+)
 
 TEXT_FORMAT = "countdown-gym-text-critic/1"
 """Tag stored in every text-critic checkpoint's ``config.json``; a different tag is refused."""
@@ -55,7 +54,7 @@ DEFAULT_LM = ROOT.parent / "baselines" / "checkpoints" / "countdown-tiny-lm"
 
 
 @dataclass
-class TextCriticConfig:
+class TextCriticConfig(ConfigDict):
     """Architecture of a text critic (saved beside the weights)."""
 
     window: int = 112  # tokens of the prefix read (the last ones); the 3-number lines are ~146 tokens, 2-number ~108
@@ -79,16 +78,6 @@ class TextCriticConfig:
     def goal_config(self) -> ModelConfig:
         return ModelConfig(version="v2", max_numbers=1, value_dim=self.value_dim, fourier=self.fourier,
                            goal_hidden=self.goal_hidden, out_dim=self.out_dim, temperature=self.temperature)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TextCriticConfig:
-        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown text critic config fields: {sorted(unknown)}")
-        return cls(**d)
 
 
 # ---- text ---------------------------------------------------------------------------------------
@@ -122,23 +111,6 @@ def node_lines(text: str) -> list[int]:
     root = next(i for i, line in enumerate(lines) if line.startswith("Initial number set:"))
     _, _, steps = parse_trace(text)
     return [root] + [st.line_no for st in steps if st.next_state is not None]
-
-
-def _check_state(i: int, s: Any) -> tuple:
-    if isinstance(s, (str, bytes)) or not hasattr(s, "__len__"):
-        raise TypeError(f"state {i} must be a sequence of numbers, got {s!r}")
-    if len(s) == 0:
-        raise ValueError(f"state {i} is empty")
-    for x in s:
-        if isinstance(x, bool) or not isinstance(x, (int, np.integer, Fraction)):
-            raise TypeError(f"state {i} holds ints (or Fractions), got {type(x).__name__} {x!r}")
-    return tuple(s)
-
-
-def _check_target(i: int, t: Any) -> int:
-    if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
-        raise TypeError(f"target {i} must be an int, got {type(t).__name__} {t!r}")
-    return int(t)
 
 
 # ---- the model ----------------------------------------------------------------------------------
@@ -226,25 +198,12 @@ def load_text_critic(path: str | Path | None = None) -> TextCritic:
     """
     from transformers import AutoConfig, AutoTokenizer
 
-    d = SHIPPED_TEXT_CHECKPOINT if path is None else Path(path)
-    if not d.is_dir():
-        raise CheckpointError(f"text critic checkpoint not found: {d} is not a directory")
-    if not (d / "config.json").is_file():
-        raise CheckpointError(f"text critic checkpoint incomplete: {d / 'config.json'} is missing")
-    meta = read_config(d / "config.json", TEXT_FORMAT, "text critic")
-    for name in ("model.safetensors", "lm_config.json", "tokenizer"):
-        if not (d / name).exists():
-            raise CheckpointError(f"text critic checkpoint incomplete: {d / name} is missing")
+    files = ("model.safetensors", "lm_config.json", "tokenizer")
+    d, meta, cfg = read_checkpoint(SHIPPED_TEXT_CHECKPOINT if path is None else path, TEXT_FORMAT, "text critic",
+                                   TextCriticConfig, files)
+    model = TextCriticModel(cfg, AutoConfig.for_model(**json.loads((d / "lm_config.json").read_text(encoding="utf-8"))))
     try:
-        cfg = TextCriticConfig.from_dict(meta.get("model", {}))
-    except (TypeError, ValueError) as e:
-        raise CheckpointError(f"{d / 'config.json'}: bad model config: {e}") from None
-    lm_cfg_dict = json.loads((d / "lm_config.json").read_text(encoding="utf-8"))
-    lm_config = AutoConfig.for_model(**lm_cfg_dict)
-    model = TextCriticModel(cfg, lm_config)
-    state = read_weights(d / "model.safetensors")
-    try:
-        model.load_state_dict(state)
+        model.load_state_dict(read_weights(d / "model.safetensors"))
     except RuntimeError as e:
         raise CheckpointError(f"{d / 'model.safetensors'} does not fit {d / 'config.json'}: {str(e)[:300]}") from None
     tok = _prepare_tokenizer(AutoTokenizer.from_pretrained(str(d / "tokenizer")))
@@ -254,12 +213,9 @@ def load_text_critic(path: str | Path | None = None) -> TextCritic:
 # ---- scoring ------------------------------------------------------------------------------------
 
 
-class TextCritic:
-    """A loaded text critic: batched, gradient-free scoring of texts or number sets on CPU.
-
-    Deterministic: the same inputs give the same scores, whatever the batch they come in (each
-    window is padded on the left and masked; rotary positions are relative).
-    """
+class TextCritic(GoalScorer):
+    """A loaded text critic: batched, gradient-free scoring of texts or number sets on CPU; the same inputs give the
+    same scores in any batch (each window is padded on the left and masked; rotary positions are relative)."""
 
     version = "text"
 
@@ -291,17 +247,8 @@ class TextCritic:
             out[lo : lo + len(chunk)] = self.model.embed_tokens(ids, mask).numpy()
         return out
 
-    @torch.no_grad()
-    def embed_targets(self, targets: Sequence[int]) -> np.ndarray:
-        """L2-normalised goal embeddings ``[N, out_dim]`` (cached per value)."""
-        keys = [_check_target(i, t) for i, t in enumerate(targets)]
-        todo = sorted({k for k in keys if k not in self._goal_cache})
-        if todo:
-            emb = self.model.embed_goals(torch.tensor(todo, dtype=torch.float64)).numpy()
-            self._goal_cache.update(zip(todo, emb, strict=True))
-        if not keys:
-            return np.zeros((0, self.config.out_dim), dtype=np.float32)
-        return np.stack([self._goal_cache[k] for k in keys])
+    def _embed_goal_values(self, values: torch.Tensor) -> torch.Tensor:
+        return self.model.embed_goals(values)
 
     def score_texts(self, texts: Sequence[str], targets: Sequence[int], batch_size: int = 256) -> np.ndarray:
         """Cosine of each text prefix and its target, ``float32 [N]`` in ``[-1, 1]`` (the paper's text critic)."""
@@ -319,16 +266,10 @@ class TextCritic:
         return np.clip((s * g).sum(1), -1.0, 1.0).astype(np.float32)
 
     def score(self, states: Sequence[Sequence[int]], targets: Sequence[int], initial: Any = None, batch_size: int = 256) -> np.ndarray:
-        """Cosine of each number set (written by :func:`render_state`) and its target, ``float32 [N]``.
-
-        The ``score(states, targets)`` interface of the numerical critics (``initial`` is accepted
-        and ignored, as V2 does), so ``ContrastiveCriticReward(critic=text_critic)`` works.
-        """
-        if isinstance(states, (str, bytes)) or isinstance(targets, (str, bytes)):
-            raise TypeError("states must be a sequence of number sets and targets a sequence of ints")
-        if len(states) != len(targets):
-            raise ValueError(f"got {len(states)} states but {len(targets)} targets")
-        texts = [render_state(_check_state(i, s), _check_target(i, t)) for i, (s, t) in enumerate(zip(states, targets, strict=True))]
+        """Cosine of each number set (written by :func:`render_state`) and its target, ``float32 [N]``: the numerical
+        critics' ``score(states, targets)`` (``initial`` ignored, as V2 does), for the reward wrappers."""
+        self._check_pairs(states, targets)
+        texts = [render_state(check_state(i, s), check_target(i, t)) for i, (s, t) in enumerate(zip(states, targets, strict=True))]
         return self.score_texts(texts, list(targets), batch_size)
 
 
