@@ -129,17 +129,7 @@ def load_state_critic(path: str | Path | None = None) -> Critic:
 
 
 __all__ = [
-    "SHIPPED_CHECKPOINT",
-    "V2_CHECKPOINT",
-    "V3_CHECKPOINT",
-    "V4_CHECKPOINT",
-    "CheckpointError",
-    "Critic",
-    "ModelConfig",
-    "NumericalCriticV1",
-    "NumericalCriticV2",
-    "load_checkpoint",
-    "load_critic",
-    "load_state_critic",
-    "save_checkpoint",
+    "SHIPPED_CHECKPOINT", "V2_CHECKPOINT", "V3_CHECKPOINT", "V4_CHECKPOINT", "CheckpointError", "Critic",
+    "ModelConfig", "NumericalCriticV1", "NumericalCriticV2", "load_checkpoint", "load_critic", "load_state_critic",
+    "save_checkpoint"
 ]

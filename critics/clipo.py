@@ -1,24 +1,11 @@
-"""CLIPO: a contrastive head and loss over the rollouts of a group, turned into a dense reward.
+"""CLIPO: a contrastive head and loss over the rollouts of a group, turned into a dense reward (``docs/rewards.md``).
 
-CLIPO ("Contrastive Learning in Policy Optimization") embeds each rollout of a GRPO group (the
-mean-pooled last hidden states of its response, detached), projects it with a small head to an
-L2-normalised vector, and computes a contrastive loss inside each group with the *correct*
-rollouts as anchors and positives and all other rollouts as negatives. The loss of an anchor
-becomes its reward ``max(-lam * L, floor)``; the head alone is trained on the same loss.
-
-Semantics (see ``docs/rewards.md``):
-
-* similarity ``s_ij = cos(z_i, z_j) / temperature`` (temperature 0.05 by default);
-* an anchor is a correct rollout of a *non-degenerate* group: one with at least two correct and
-  at least one incorrect rollout. Every other rollout gets loss 0 and reward 0;
-* the denominator of every loss runs over all *other* rollouts of the anchor's group;
-* ``"infonce"``: one positive sampled uniformly among the other correct rollouts of the group,
-  ``L_i = -(s_ip - logsumexp_{j != i} s_ij)``;
-* ``"supcon"``: the mean over all positives of that log-ratio (mean of logs);
-* ``"softnn"``: ``L_i = -(logsumexp_{p in P_i} s_ip - logsumexp_{j != i} s_ij)`` (log of the sum);
-* :class:`CLIPOTrainer` computes the rewards from the loss *before* its one head update per call
-  (AdamW, lr 1e-3, weight decay 0.01), can warm up the head (head updates, zero rewards) and can
-  freeze it (the paper's fixed-head ablation).
+Each rollout's (detached) embedding goes through a small head to a unit vector; inside each group the *correct*
+rollouts are anchors and positives, all others negatives, similarity ``cos / temperature``. An anchor is a correct
+rollout of a group with >= 2 correct and >= 1 incorrect rollouts; its loss ``L`` gives the reward
+``max(-lam * L, floor)``, every other rollout 0. Losses: ``infonce`` (one positive sampled uniformly), ``supcon``
+(mean of log-ratios over positives), ``softnn`` (log of the summed positives); the denominator runs over the other
+rollouts of the group. :class:`CLIPOTrainer` rewards from the loss before its one head update per call.
 """
 
 from __future__ import annotations
@@ -37,28 +24,14 @@ DEFAULT_LAMBDA: dict[str, float] = {"infonce": 0.2, "supcon": 0.2, "softnn": 1.0
 """The paper's reward weight per loss kind (lambda = 1 for SoftNN, 0.2 otherwise)."""
 
 __all__ = [
-    "DEFAULT_LAMBDA",
-    "LOSS_KINDS",
-    "CLIPOConfig",
-    "CLIPOHead",
-    "CLIPOTrainer",
-    "clipo_loss",
-    "clipo_rewards",
-    "mean_pool",
-    "valid_anchors",
+    "DEFAULT_LAMBDA", "LOSS_KINDS", "CLIPOConfig", "CLIPOHead", "CLIPOTrainer", "clipo_loss", "clipo_rewards",
+    "mean_pool", "valid_anchors"
 ]
 
 
-# ---- head ------------------------------------------------------------------------------------
-
-
 class CLIPOHead(nn.Module):
-    """Projection of pooled trajectory embeddings to an L2-normalised vector.
-
-    ``mlp=False`` (the paper's default): one ``Linear(dim_in, dim_out, bias=False)``.
-    ``mlp=True``: ``Linear(dim_in, hidden) -> GELU -> Linear(hidden, dim_out)``, both bias-free,
-    ``hidden`` defaulting to ``dim_in``.
-    """
+    """Pooled trajectory embeddings -> L2-normalised vectors: a bias-free ``Linear(dim_in, dim_out)`` (the paper's),
+    or with ``mlp`` ``Linear(dim_in, hidden) -> GELU -> Linear(hidden, dim_out)`` (``hidden``: ``dim_in`` by default)."""
 
     def __init__(self, dim_in: int, dim_out: int = 512, mlp: bool = False, hidden: int | None = None) -> None:
         super().__init__()
@@ -80,9 +53,6 @@ class CLIPOHead(nn.Module):
                 f"CLIPOHead expects embeddings of shape [N, {self.dim_in}] (N rollouts x dim_in), got {tuple(x.shape)}"
             )
         return F.normalize(self.proj(x), dim=-1)
-
-
-# ---- input checks ----------------------------------------------------------------------------
 
 
 def _as_bool(correct: Any, n: int, device: torch.device) -> Tensor:
@@ -118,11 +88,7 @@ def _check_z(z: Any) -> Tensor:
 
 
 def valid_anchors(correct: Any, group_ids: Any) -> Tensor:
-    """Boolean mask of the rollouts that get a CLIPO loss/reward.
-
-    A rollout is an anchor iff it is correct and its group has at least two correct rollouts and
-    at least one incorrect rollout.
-    """
+    """Boolean mask of the anchors: correct rollouts of groups with >= 2 correct and >= 1 incorrect rollouts."""
     n = len(correct)
     c = _as_bool(correct, n, torch.device("cpu"))
     g = _as_groups(group_ids, n, torch.device("cpu"))
@@ -130,9 +96,6 @@ def valid_anchors(correct: Any, group_ids: Any) -> Tensor:
     n_correct = (same & c[None, :]).sum(1)
     n_wrong = (same & ~c[None, :]).sum(1)
     return c & (n_correct >= 2) & (n_wrong >= 1)
-
-
-# ---- loss and reward -------------------------------------------------------------------------
 
 
 def clipo_loss(
@@ -143,17 +106,8 @@ def clipo_loss(
     temperature: float = 0.05,
     generator: torch.Generator | None = None,
 ) -> Tensor:
-    """Per-rollout CLIPO loss, shape ``[N]``; 0 for rollouts that are not anchors.
-
-    Args:
-        z: ``[N, d]`` embeddings (the head's output; normalised again here, so cosine similarity).
-        correct: ``[N]`` booleans (outcome reward of each rollout).
-        group_ids: ``[N]`` group labels (rollouts of the same prompt share one).
-        kind: ``"infonce"`` (one sampled positive), ``"supcon"`` (mean of logs over positives) or
-            ``"softnn"`` (log of the sum over positives).
-        temperature: similarity scale, ``> 0``.
-        generator: the random source for InfoNCE's positive sampling (reproducible runs).
-    """
+    """Per-rollout CLIPO loss ``[N]`` (0 for non-anchors) of embeddings ``z`` ``[N, d]`` (normalised here), outcomes
+    ``correct`` ``[N]`` and ``group_ids`` ``[N]`` (one per prompt); ``generator``: InfoNCE's positive sampling."""
     z = _check_z(z)
     if kind not in LOSS_KINDS:
         raise ValueError(f"kind must be one of {LOSS_KINDS}, got {kind!r}")
@@ -188,11 +142,7 @@ def clipo_loss(
 
 
 def clipo_rewards(loss: Tensor, correct: Any, group_ids: Any, lam: float = 0.2, floor: float = -0.5) -> Tensor:
-    """CLIPO reward per rollout: ``max(-lam * loss, floor)`` for anchors, ``0`` for every other rollout.
-
-    Anchors are defined by :func:`valid_anchors` (correct rollouts of groups with >= 2 correct and
-    >= 1 incorrect). The result is detached; with the default ``lam`` and ``floor`` it lies in ``[-0.5, 0]``.
-    """
+    """Detached reward per rollout: ``max(-lam * loss, floor)`` for :func:`valid_anchors`, 0 for the others."""
     if not isinstance(loss, Tensor) or loss.ndim != 1:
         raise ValueError(f"loss must be a 1-D tensor (one value per rollout), got {getattr(loss, 'shape', loss)!r}")
     if isinstance(lam, bool) or not isinstance(lam, (int, float)) or lam < 0:
@@ -206,16 +156,9 @@ def clipo_rewards(loss: Tensor, correct: Any, group_ids: Any, lam: float = 0.2, 
     return torch.where(anchors, r, torch.zeros_like(r))
 
 
-# ---- pooling (LLM side) ----------------------------------------------------------------------
-
-
 def mean_pool(hidden_states: Tensor, mask: Tensor) -> Tensor:
-    """Mean of ``hidden_states [B, T, D]`` over the positions where ``mask [B, T]`` is set -> ``[B, D]``.
-
-    CLIPO pools the last layer's hidden states over the *response* tokens only: pass a mask that
-    is 1 on completion tokens and 0 on prompt and padding tokens. A row with an empty mask pools to
-    zeros. The result is not detached; :class:`CLIPOTrainer` detaches what it receives.
-    """
+    """Mean of ``hidden_states [B, T, D]`` where ``mask [B, T]`` is set (CLIPO: the response tokens) -> ``[B, D]``;
+    an empty row pools to zeros. Not detached (:class:`CLIPOTrainer` detaches what it receives)."""
     if not isinstance(hidden_states, Tensor) or hidden_states.ndim != 3:
         raise ValueError(f"hidden_states must be a [B, T, D] tensor, got {getattr(hidden_states, 'shape', hidden_states)!r}")
     if not isinstance(mask, Tensor) or mask.shape != hidden_states.shape[:2]:
@@ -227,19 +170,16 @@ def mean_pool(hidden_states: Tensor, mask: Tensor) -> Tensor:
     return (hidden_states * m).sum(1) / m.sum(1).clamp(min=1.0)
 
 
-# ---- trainer ---------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class CLIPOConfig:
-    """Everything that defines a :class:`CLIPOTrainer` (saved with its state)."""
+    """Everything that defines a :class:`CLIPOTrainer` (saved with its state); ``lam`` None: ``DEFAULT_LAMBDA``."""
 
     dim_in: int
     dim_out: int = 512
     mlp: bool = False
     kind: str = "infonce"
     temperature: float = 0.05
-    lam: float | None = None  # None: the paper's value for ``kind`` (DEFAULT_LAMBDA)
+    lam: float | None = None
     floor: float = -0.5
     lr: float = 1e-3
     weight_decay: float = 0.01
@@ -261,14 +201,9 @@ class CLIPOConfig:
 
 
 class CLIPOTrainer:
-    """Owns a :class:`CLIPOHead` and its AdamW optimizer; turns group embeddings into CLIPO rewards.
-
-    Each :meth:`step` call (one per policy batch):
-
-    1. projects the (detached) embeddings with the current head and computes the per-rollout loss;
-    2. takes the rewards from that loss, i.e. from *before* the head update (zero during warm-up);
-    3. makes one AdamW step on the mean loss over the anchors (skipped when ``freeze=True`` or
-       when the batch has no anchor).
+    """A :class:`CLIPOHead` and its AdamW optimizer. Each :meth:`step` (one per policy batch) computes the loss under
+    the current head, takes the rewards from it (0 during warm-up), then makes one AdamW step on the anchors' mean
+    loss (none when ``freeze`` or without anchors).
 
     Example:
         >>> trainer = CLIPOTrainer(dim_in=8, dim_out=4)
@@ -325,7 +260,7 @@ class CLIPOTrainer:
         )
 
     def step(self, embeddings: Any, correct: Any, group_ids: Any) -> Tensor:
-        """Rewards ``[N]`` from the pre-update loss, then one head update. See the class docstring."""
+        """Rewards ``[N]`` from the pre-update loss, then one head update."""
         loss = self.loss(embeddings, correct, group_ids)
         anchors = valid_anchors(correct, group_ids).to(loss.device)
         if self.in_warmup:
@@ -350,7 +285,6 @@ class CLIPOTrainer:
         self.steps_done += 1
         return rewards.detach().cpu()
 
-    # ---- persistence ---------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return {
             "config": asdict(self.config),

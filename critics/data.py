@@ -162,7 +162,6 @@ class TraceTable(NpzTable):
             "hindsight_pairs": len(self.goal_vals),
         }
 
-    # ---- sampling --------------------------------------------------------------------------
     def _pick(self, groups: tuple[np.ndarray, np.ndarray], traces: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         ptr, lines = groups
         lo, n = ptr[traces], ptr[traces + 1] - ptr[traces]
@@ -237,7 +236,6 @@ class TraceTable(NpzTable):
         i = (rng.random(batch) * (n - 1)).astype(np.int64)
         j = i + 1 + (rng.random(batch) * (n - 1 - i)).astype(np.int64)
         return {"trace": traces, "state": self.line_node[lo + i], "goal_node": self.line_node[lo + j]}
-
 
 
 def _group(ptr: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -373,9 +371,6 @@ def cached_npz(cache_dir: str | Path | None, prefix: str, key: list, rules: Rule
     path.parent.mkdir(parents=True, exist_ok=True)
     table.save(path)
     return table
-
-
-# ---- evaluation states (labelled by the exact oracle) ------------------------------------------
 
 
 @dataclass

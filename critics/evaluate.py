@@ -40,9 +40,6 @@ class Options(EvalOptions):
         dataclass_cli.check_min(self, 1, "val_problems")
 
 
-# ---- plots ------------------------------------------------------------------------------------
-
-
 def plot_reliability(table: list[dict], ece: float, path: Path, title: str) -> None:
     with figure(path, (4.5, 4.5)) as ax:
         ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect")
@@ -90,8 +87,6 @@ def plot_goal_pca(critic, values: Sequence[int], path: Path, title: str) -> None
         ax.set(xlabel="PC 1", ylabel="PC 2", title=title)
         ax.legend(fontsize=8)
 
-
-# ---- the evaluation ---------------------------------------------------------------------------
 
 ScoreFn = Callable[[Sequence[tuple[int, ...]], Sequence[int]], np.ndarray]
 """Any scorer: a batch of states (number sets) and their targets -> one score each (higher = more

@@ -15,8 +15,6 @@ import numpy as np
 from countdown_gym import dataclass_cli
 from countdown_gym.data.splits import SPLIT_SPEC
 
-# ---- options ----------------------------------------------------------------------------------
-
 
 @dataclass
 class EvalOptions:
@@ -45,9 +43,6 @@ class EvalOptions:
         if self.max_problems is not None and self.max_problems < 1:
             raise ValueError(f"--max-problems must be >= 1 (or left out for all), got {self.max_problems}")
         dataclass_cli.check_min(self, 1, "rollouts", "start_targets", "threads")
-
-
-# ---- metrics ----------------------------------------------------------------------------------
 
 
 def auroc(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -135,9 +130,6 @@ def per_size(scores: np.ndarray, ls, overall: bool = True) -> dict[str, dict]:
     if mid.any() and len(set(sizes.tolist())) > 1:
         entry["sizes_2_3"] = separation(scores[mid], ls.labels[mid])
     return entry
-
-
-# ---- reports, plots and the command line ------------------------------------------------------
 
 
 @contextmanager

@@ -77,9 +77,6 @@ class ModelConfig(ConfigDict):
             raise ValueError(f"ModelConfig.temperature must be > 0, got {self.temperature!r}")
 
 
-# ---- the inputs of both critics ----------------------------------------------------------------
-
-
 def check_state(i: int, s: Any) -> tuple:
     """State ``i`` as a tuple: ``TypeError`` unless a sequence of ints (or Fractions), ``ValueError`` if empty."""
     if isinstance(s, (str, bytes)) or not hasattr(s, "__len__"):
@@ -406,9 +403,6 @@ def build_model(cfg: ModelConfig) -> NumericalCriticV1 | NumericalCriticV2:
 
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
-
-
-# ---- checkpoints ------------------------------------------------------------------------------
 
 
 class CheckpointError(ValueError):

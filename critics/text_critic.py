@@ -80,9 +80,6 @@ class TextCriticConfig(ConfigDict):
                            goal_hidden=self.goal_hidden, out_dim=self.out_dim, temperature=self.temperature)
 
 
-# ---- text ---------------------------------------------------------------------------------------
-
-
 def render_state(state: Sequence[Any], target: Any) -> str:
     """A bare number set as the first line of its own LongProc search (what :meth:`TextCritic.score` reads).
 
@@ -111,9 +108,6 @@ def node_lines(text: str) -> list[int]:
     root = next(i for i, line in enumerate(lines) if line.startswith("Initial number set:"))
     _, _, steps = parse_trace(text)
     return [root] + [st.line_no for st in steps if st.next_state is not None]
-
-
-# ---- the model ----------------------------------------------------------------------------------
 
 
 class TextCriticModel(nn.Module):
@@ -177,9 +171,6 @@ def _prepare_tokenizer(tok: Any) -> Any:
     return tok
 
 
-# ---- checkpoints --------------------------------------------------------------------------------
-
-
 def save_text_critic(model: TextCriticModel, tokenizer: Any, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
     """``config.json`` (+ ``extra``), ``model.safetensors`` (LM included: the checkpoint stands alone),
     ``lm_config.json`` and ``tokenizer/``; every file written under a temporary name and moved into place."""
@@ -208,9 +199,6 @@ def load_text_critic(path: str | Path | None = None) -> TextCritic:
         raise CheckpointError(f"{d / 'model.safetensors'} does not fit {d / 'config.json'}: {str(e)[:300]}") from None
     tok = _prepare_tokenizer(AutoTokenizer.from_pretrained(str(d / "tokenizer")))
     return TextCritic(model, tok, meta, d)
-
-
-# ---- scoring ------------------------------------------------------------------------------------
 
 
 class TextCritic(GoalScorer):
@@ -274,15 +262,6 @@ class TextCritic(GoalScorer):
 
 
 __all__ = [
-    "DEFAULT_LM",
-    "SHIPPED_TEXT_CHECKPOINT",
-    "TextCritic",
-    "TextCriticConfig",
-    "TextCriticModel",
-    "build_text_critic",
-    "load_text_critic",
-    "node_lines",
-    "prefix_window",
-    "render_state",
-    "save_text_critic",
+    "DEFAULT_LM", "SHIPPED_TEXT_CHECKPOINT", "TextCritic", "TextCriticConfig", "TextCriticModel",
+    "build_text_critic", "load_text_critic", "node_lines", "prefix_window", "render_state", "save_text_critic"
 ]

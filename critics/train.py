@@ -108,9 +108,6 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     return dataclass_cli.parse(TrainConfig, argv, prog="python -m critics.train", description=DESCRIPTION)
 
 
-# ---- batches ----------------------------------------------------------------------------------
-
-
 def _sets(states: np.ndarray, sizes: np.ndarray, max_numbers: int) -> tuple[torch.Tensor, torch.Tensor]:
     """0-padded number-set rows and their sizes -> ``(values float64, mask float32)``."""
     mask = (torch.arange(max_numbers)[None, :] < torch.from_numpy(sizes)[:, None]).float()
@@ -153,9 +150,6 @@ def v1_loss(model: NumericalCriticV1, table: TraceTable, cfg: TrainConfig, rng: 
     inv_t = torch.from_numpy(inv.reshape(-1))
     loss = info_nce(sa, g, inv_t, cfg.temperature)
     return loss, {"nce": loss.item(), "acc": float(((sa @ g.T).argmax(1) == inv_t).float().mean())}
-
-
-# ---- plots ------------------------------------------------------------------------------------
 
 
 LOSS_PANELS = (Panel("contrastive loss", {"loss": "loss"}, smooth=True),)
@@ -211,9 +205,6 @@ def plot_similarity(model, table: TraceTable | ReachTable, cfg: TrainConfig, pat
         ax.set_yticks(range(len(states)), [str(list(x)) for x in states], fontsize=7)
         ax.set(xlabel="goal", ylabel="state", title=f"cosine similarity, one batch of {len(states)} (critic {cfg.version})")
         ax.figure.colorbar(im, ax=ax)
-
-
-# ---- checkpoints and resume ---------------------------------------------------------------------
 
 
 CHECKPOINT_FILES = ("model.safetensors", "config.json", "train_state.pt")
@@ -324,9 +315,6 @@ def _init_weights(model: NumericalCriticV1 | NumericalCriticV2, loaded: Numerica
     except ValueError:
         diff = {k: (v, getattr(loaded.cfg, k)) for k, v in cfg.model_config().to_dict().items() if getattr(loaded.cfg, k) != v}
         raise SystemExit(f"error: --init-from {cfg.init_from}: its model differs from these flags (flag, checkpoint): {diff}") from None
-
-
-# ---- the run ----------------------------------------------------------------------------------
 
 
 def train(cfg: TrainConfig, progress: bool = True) -> Path:

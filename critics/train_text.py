@@ -68,9 +68,6 @@ class TextTrainConfig(CommonTrainOptions):
         return self.model
 
 
-# ---- the texts of the table's nodes -------------------------------------------------------------
-
-
 @dataclass
 class TextTraces:
     """A :class:`TraceTable` plus the trace text of every trace and the line that creates every node."""
@@ -102,9 +99,6 @@ def build_text_traces(problems: list[Problem], progress: bool = True) -> TextTra
     return TextTraces(table, lines, np.array(node_line, dtype=np.int64))
 
 
-# ---- the loss -----------------------------------------------------------------------------------
-
-
 def text_loss(model: TextCriticModel, critic: TextCritic, data: TextTraces, cfg: TextTrainConfig,
               rng: np.random.Generator) -> tuple[torch.Tensor, dict[str, float]]:
     """V2's loss (:func:`critics.losses.v2_loss`) on text states."""
@@ -118,9 +112,6 @@ def text_loss(model: TextCriticModel, critic: TextCritic, data: TextTraces, cfg:
     emb = model.embed_tokens(*critic.tokenize(texts))
     d = emb[cfg.batch_size :].reshape(len(rows), cfg.dead_per_row, -1) if len(rows) else None
     return v2_loss(emb[: cfg.batch_size], b["goal"], model.embed_goals, rows, d, cfg.model.temperature, cfg.hard_weight)
-
-
-# ---- the run -----------------------------------------------------------------------------------
 
 
 LOSS_PANELS = (Panel("contrastive loss", {"loss": "loss"}),)
