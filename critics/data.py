@@ -10,6 +10,7 @@ refuses test-split problems.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import random
@@ -41,11 +42,8 @@ class TraceTree:
 
 
 def trace_tree(problem: Problem, rules: Rules | None = None) -> TraceTree:
-    """Parse ``problem``'s DFS trace back into a :class:`TraceTree`.
-
-    Raises ``ValueError`` for rules without ``use_all`` (the trace's stopping rule then differs)
-    or for an unsolvable problem.
-    """
+    """Parse ``problem``'s DFS trace back into a :class:`TraceTree`; ``ValueError`` for rules without ``use_all``
+    (the trace's stopping rule then differs) or an unsolvable problem."""
     rules = rules or problem.rules
     if not rules.use_all:
         raise ValueError(f"critic training data needs use_all rules; {rules.name!r} lets numbers go unused")
@@ -153,14 +151,9 @@ class TraceTable(NpzTable):
         self._dead_key, self._dead_sorted = key[order], dead[order]
 
     def stats(self) -> dict[str, int]:
-        return {
-            "traces": len(self.target),
-            "lines": len(self.line_node),
-            "nodes": len(self.node_trace),
-            "on_path_nodes": int(self.node_on_path.sum()),
-            "dead_end_nodes": int((~self.node_on_path).sum()),
-            "hindsight_pairs": len(self.goal_vals),
-        }
+        return {"traces": len(self.target), "lines": len(self.line_node), "nodes": len(self.node_trace),
+                "on_path_nodes": int(self.node_on_path.sum()), "dead_end_nodes": int((~self.node_on_path).sum()),
+                "hindsight_pairs": len(self.goal_vals)}
 
     def _pick(self, groups: tuple[np.ndarray, np.ndarray], traces: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         ptr, lines = groups
@@ -177,16 +170,9 @@ class TraceTable(NpzTable):
         out[ok] = self._dead_sorted[lo[ok] + (rng.random(int(ok.sum())) * (hi - lo)[ok]).astype(np.int64)]
         return out
 
-    def sample_v2(
-        self,
-        batch: int,
-        rng: np.random.Generator,
-        positives: str = "reachable",
-        hindsight: float = 0.5,
-        dead_per_row: int = 4,
-        size_mix: tuple[float, ...] = (0.1, 0.3, 0.6),
-        dead_same_size: float = 1.0,
-    ) -> dict[str, np.ndarray]:
+    def sample_v2(self, batch: int, rng: np.random.Generator, positives: str = "reachable", hindsight: float = 0.5,
+                  dead_per_row: int = 4, size_mix: tuple[float, ...] = (0.1, 0.3, 0.6),
+                  dead_same_size: float = 1.0) -> dict[str, np.ndarray]:
         """A V2 batch: ``state`` nodes, their ``goal`` values, ``dead`` nodes ``[B, k]`` and ``dead_valid``.
 
         ``positives="all"``: a random line of a random trace, goal = its target (the paper's sampling).
@@ -198,24 +184,17 @@ class TraceTable(NpzTable):
         if positives not in ("all", "reachable"):
             raise ValueError(f"positives must be 'all' or 'reachable', got {positives!r}")
         traces = rng.integers(0, len(self.target), batch)
-        if positives == "all":
-            ptr = self.line_ptr
-            n = ptr[traces + 1] - ptr[traces]
-            nodes = self.line_node[ptr[traces] + (rng.random(batch) * n).astype(np.int64)]
-            goals = self.target[traces].copy()
-            hind = np.zeros(batch, dtype=bool)
+        all_lines = (self.line_ptr, np.arange(len(self.line_node)))
+        nodes = self._pick(self._path_lines if positives == "reachable" else all_lines, traces, rng)
+        goals = self.target[traces].copy()
+        hind = rng.random(batch) < hindsight if positives == "reachable" else np.zeros(batch, dtype=bool)
+        if hind.any() and _size_weights(self._goal_nodes_by_size, size_mix).sum() > 0:
+            hn = draw_by_size(self._goal_nodes_by_size, size_mix, int(hind.sum()), rng)
+            traces[hind], nodes[hind] = self.node_trace[hn], hn
+            lo, n = self.goal_ptr[hn], self.goal_ptr[hn + 1] - self.goal_ptr[hn]
+            goals[hind] = self.goal_vals[lo + (rng.random(len(hn)) * n).astype(np.int64)]
         else:
-            nodes = self._pick(self._path_lines, traces, rng)
-            goals = self.target[traces].copy()
-            hind = rng.random(batch) < hindsight
-            if hind.any() and _size_weights(self._goal_nodes_by_size, size_mix).sum() > 0:
-                hn = draw_by_size(self._goal_nodes_by_size, size_mix, int(hind.sum()), rng)
-                traces[hind] = self.node_trace[hn]
-                nodes[hind] = hn
-                lo, n = self.goal_ptr[hn], self.goal_ptr[hn + 1] - self.goal_ptr[hn]
-                goals[hind] = self.goal_vals[lo + (rng.random(len(hn)) * n).astype(np.int64)]
-            else:
-                hind[:] = False
+            hind[:] = False
         dead_valid = ~hind & self._has_dead[traces]
         dead = np.zeros((batch, dead_per_row), dtype=np.int64)
         if dead_valid.any() and dead_per_row > 0:
@@ -267,30 +246,18 @@ def train_split(preset: str, max_train: int = 0) -> list[Problem]:
     return problems[:max_train] if max_train > 0 else problems
 
 
-def build_table(
-    problems: Iterable[Problem],
-    max_numbers: int = 4,
-    goal_range: tuple[int, int] = (10, 50),
-    forbidden: set[tuple[tuple[int, ...], int]] | None = None,
-    progress: bool = False,
-) -> TraceTable:
-    """Trace every problem and flatten the trees into a :class:`TraceTable`.
+def build_table(problems: Iterable[Problem], max_numbers: int = 4, goal_range: tuple[int, int] = (10, 50),
+                forbidden: set[tuple[tuple[int, ...], int]] | None = None, progress: bool = False) -> TraceTable:
+    """Trace every problem and flatten the trees into a :class:`TraceTable`; ``ValueError`` for a ``forbidden`` key
+    (default: longproc-0.5k's test split: test problems never reach training)."""
+    from tqdm import tqdm
 
-    ``forbidden`` keys (by default the longproc-0.5k test split) raise ``ValueError``: test
-    problems must never reach training.
-    """
     forbidden = heldout_keys() if forbidden is None else forbidden
-    problems = list(problems)
-    it = problems
-    if progress:
-        from tqdm import tqdm
-
-        it = tqdm(problems, desc="tracing", unit="trace")
     init_rows, targets = [], []
     st_rows, sizes, node_trace, on_path, goal_counts, goal_vals = [], [], [], [], [], []
     line_ptr, line_node = [0], []
     lo_g, hi_g = goal_range
-    for t, p in enumerate(it):
+    for t, p in enumerate(tqdm(list(problems), desc="tracing", unit="trace", disable=not progress)):
         if p.key in forbidden:
             raise ValueError(f"{p!r} belongs to the test split; it must not be used for training")
         if len(p.numbers) > max_numbers:
@@ -311,20 +278,13 @@ def build_table(
             goal_vals.extend(g)
         line_node.extend(base + k for k in tree.line_node)
         line_ptr.append(len(line_node))
+    i64 = functools.partial(np.array, dtype=np.int64)
     return TraceTable(
-        max_numbers=max_numbers,
-        goal_range=(lo_g, hi_g),
-        initial=np.array(init_rows, dtype=np.int64).reshape(-1, max_numbers),
-        target=np.array(targets, dtype=np.int64),
-        node_states=np.array(st_rows, dtype=np.int64).reshape(-1, max_numbers),
-        node_sizes=np.array(sizes, dtype=np.int64),
-        node_trace=np.array(node_trace, dtype=np.int64),
-        node_on_path=np.array(on_path, dtype=bool),
-        goal_ptr=np.concatenate([[0], np.cumsum(goal_counts)]).astype(np.int64),
-        goal_vals=np.array(goal_vals, dtype=np.int64),
-        line_ptr=np.array(line_ptr, dtype=np.int64),
-        line_node=np.array(line_node, dtype=np.int64),
-    )
+        max_numbers=max_numbers, goal_range=(lo_g, hi_g), initial=i64(init_rows).reshape(-1, max_numbers),
+        target=i64(targets), node_states=i64(st_rows).reshape(-1, max_numbers), node_sizes=i64(sizes),
+        node_trace=i64(node_trace), node_on_path=np.array(on_path, dtype=bool),
+        goal_ptr=np.concatenate([[0], np.cumsum(goal_counts)]).astype(np.int64), goal_vals=i64(goal_vals),
+        line_ptr=i64(line_ptr), line_node=i64(line_node))
 
 
 def training_problems(preset: str = "longproc-0.5k", extra: int = 0, seed: int = 0, max_train: int = 0) -> list[Problem]:
@@ -355,12 +315,8 @@ def cached_table(preset: str = "longproc-0.5k", extra: int = 0, seed: int = 0, m
 
 def cached_npz(cache_dir: str | Path | None, prefix: str, key: list, rules: Rules, load: Callable[[Path], T],
                build: Callable[[], T]) -> T:
-    """``build()``'s table, saved as ``<cache_dir>/<prefix>-<hash>.npz`` and loaded from there next time.
-
-    The hash covers ``key`` and the ``rules`` the table's labels and traces were made under, so a change
-    of the preset's rules builds a new table instead of reading one made under the old rules.
-    ``cache_dir=None`` always builds and saves nothing.
-    """
+    """``build()``'s table, saved as ``<cache_dir>/<prefix>-<hash>.npz`` and loaded from there next time (the hash
+    covers ``key`` and the ``rules`` of the labels, so new rules build a new table); ``cache_dir=None``: no cache."""
     if cache_dir is None:
         return build()
     digest = hashlib.sha256(json.dumps([*key, rules.to_dict()], sort_keys=True).encode()).hexdigest()[:16]

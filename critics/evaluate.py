@@ -147,10 +147,11 @@ def throughput(scorer, ls, repeats: int = 3, n: int = 50_000) -> float:
     return len(big.states) / best
 
 
-def calibration_from_validation(scorer, preset: str = "longproc-0.5k", problems: int = 200) -> tuple[float, float]:
-    """Fit the logistic score -> P(reachable) map on trace states of validation problems."""
+def calibration(scorer, preset: str = "longproc-0.5k", problems: int = 200) -> dict:
+    """The logistic score -> P(reachable) map ``{"a", "b", "fitted_on"}`` fitted on validation trace states."""
     val = trace_states(load_split(preset, "validation")[:problems], min_size=2)
-    return fit_logistic(score_states(scorer, val), val.labels)
+    a, b = fit_logistic(score_states(scorer, val), val.labels)
+    return {"a": a, "b": b, "fitted_on": f"{preset}/validation[:{problems}] trace states with 2-4 numbers (start states included)"}
 
 
 def state_sets(problems, rollouts: int = 4, seed: int = 0, start_targets: int = 4) -> dict:
@@ -205,21 +206,10 @@ def first_move(scorer, problems) -> dict:
             "random_move_keeps_reachable": float(np.mean(rand)), "best_possible": float(np.mean(best))}
 
 
-def evaluate(
-    checkpoint: str | None = None,
-    preset: str = "longproc-0.5k",
-    split: str = "test",
-    max_problems: int | None = None,
-    rollouts: int = 4,
-    seed: int = 0,
-    out: str | Path = "runs/critic-eval",
-    val_problems: int = 200,
-    progress: bool = True,
-    score_fn: ScoreFn | None = None,
-    name: str | None = None,
-    start_targets: int = 4,
-    lookahead: bool = False,
-) -> dict:
+def evaluate(checkpoint: str | None = None, preset: str = "longproc-0.5k", split: str = "test",
+             max_problems: int | None = None, rollouts: int = 4, seed: int = 0, out: str | Path = "runs/critic-eval",
+             val_problems: int = 200, progress: bool = True, score_fn: ScoreFn | None = None, name: str | None = None,
+             start_targets: int = 4, lookahead: bool = False) -> dict:
     """Run the whole evaluation; returns the results dict and writes report + PNGs into ``out``.
 
     ``score_fn`` (``name``: its label) is scored instead of ``checkpoint`` (no goal-embedding plot and parity probe
@@ -249,15 +239,11 @@ def evaluate(
     sets = state_sets(problems, rollouts, seed, start_targets)
     label_time = time.perf_counter() - t0
     stages.update(1)
-    res: dict = {
-        "checkpoint": label, "version": version, "preset": preset, "split": split,
-        "problems": len(problems), "rollouts": rollouts, "start_targets": start_targets, "seed": seed,
-        "labelling_seconds": round(label_time, 1),
-    }
-    cal = calibration_from_validation(scorer, preset, val_problems)
+    res: dict = {"checkpoint": label, "version": version, "preset": preset, "split": split, "problems": len(problems),
+                 "rollouts": rollouts, "start_targets": start_targets, "seed": seed,
+                 "labelling_seconds": round(label_time, 1), "calibration": calibration(scorer, preset, val_problems)}
     stages.update(1)
-    res["calibration"] = {"a": cal[0], "b": cal[1], "fitted_on": f"{preset}/validation[:{val_problems}] trace states with 2-4 numbers (start states included)"}
-    res["sets"] = set_metrics(scorer, sets, cal, out, split)
+    res["sets"] = set_metrics(scorer, sets, (res["calibration"]["a"], res["calibration"]["b"]), out, split)
     stages.update(1)
     res["first_move"] = first_move(scorer, problems)
     stages.update(1)
@@ -291,17 +277,11 @@ def render_report(res: dict) -> str:
             lines.append(f"| {name} | {what} | {m['n']} | {m['reachable_frac']:.3f} | {auc} | {m['best_acc']:.4f} | {ece} |")
     fm = res.get("first_move")
     if fm:
-        lines += [
-            "",
-            f"Best first move by the score keeps the target reachable in **{fm['critic_best_move_keeps_reachable']:.3f}** "
-            f"of {fm['problems']} problems (a uniformly random legal move: {fm['random_move_keeps_reachable']:.3f}; "
-            f"possible: {fm['best_possible']:.3f}).",
-        ]
+        lines += ["", f"Best first move by the score keeps the target reachable in "
+                  f"**{fm['critic_best_move_keeps_reachable']:.3f}** of {fm['problems']} problems (a uniformly random "
+                  f"legal move: {fm['random_move_keeps_reachable']:.3f}; possible: {fm['best_possible']:.3f})."]
     cal = res["calibration"]
-    lines += [
-        "",
-        f"Calibration map P = sigmoid({cal['a']:.3f} * score + {cal['b']:.3f}), fitted on {cal['fitted_on']}.",
-    ]
+    lines += ["", f"Calibration map P = sigmoid({cal['a']:.3f} * score + {cal['b']:.3f}), fitted on {cal['fitted_on']}."]
     if "parity_probe_loo_acc" in res:
         lines.append(f"Parity in the goal-embedding PCA plane (targets 1-100, leave-one-out linear probe on PC1-2; "
                      f"0.5 = none): {res['parity_probe_loo_acc']:.3f}.")

@@ -142,11 +142,8 @@ class GoalScorer:
 
 
 class NumberEmbedding(nn.Module):
-    """One number -> a vector: learned value-table row plus fixed Fourier features.
-
-    Integers ``0 <= v < vocab - 1`` have their own row; anything else (large, negative,
-    fractional) shares the last row and is told apart by the Fourier features alone.
-    """
+    """One number -> a learned value-table row (integers ``0 <= v < vocab - 1``; any other value shares the last)
+    plus fixed Fourier features of the value and its logarithm."""
 
     def __init__(self, vocab: int, value_dim: int, fourier: int) -> None:
         super().__init__()
@@ -189,13 +186,9 @@ def _mlp(dim_in: int, hidden: int, depth: int, dim_out: int) -> nn.Sequential:
 
 
 class SetEncoder(nn.Module):
-    """A sorted, padded number set -> L2-normalised embedding (number embeddings + mask -> MLP).
-
-    With ``pair_dim > 0`` the MLP input also holds a *pair pool*: for every pair of present
-    numbers, a small MLP of (both numbers, the sum of the others' embeddings) - one search
-    step - is computed, and the mean and max over pairs are appended. Reachability is an OR
-    over moves; the max-pool lets the network express it directly.
-    """
+    """A sorted, padded number set -> L2-normalised embedding (number embeddings + mask -> MLP), the MLP input
+    optionally holding the mean and max (reachability is an OR over moves) of learned features of every pair of
+    numbers (``pair_dim``), one-move child (``child_dim``) or two-move descendant (``grandchild_dim``)."""
 
     def __init__(self, cfg: ModelConfig, slots: int, hidden: int, depth: int, pair_dim: int = 0, child_dim: int = 0,
                  grandchild_dim: int = 0) -> None:
@@ -258,13 +251,8 @@ class SetEncoder(nn.Module):
         return F.normalize(self.mlp(x), dim=-1)
 
     def _children(self, values: torch.Tensor, mask: torch.Tensor, e: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean and max of a learned feature of every one-move child: ``(a op b, the other numbers)``.
-
-        For each pair of present numbers and each op of :data:`CHILD_OPS` (``a + b``, ``a * b``,
-        ``|a - b|`` if not 0, ``max / min`` if it divides), the result's number embedding, the
-        other slots' embeddings and masks, and the op go through a small MLP. These are features,
-        not rules: the critic's labels still come from the exact oracle.
-        """
+        """Mean and max of a learned feature of every one-move child ``(a op b, the other numbers)`` (features, not
+        rules: the labels still come from the exact oracle)."""
         present = mask[:, self.child_i] * mask[:, self.child_j]
         results, valid = _moves(values[:, self.child_i], values[:, self.child_j], present > 0)  # [N, P, 4]
         # the first layer is linear in (result, rest, op): apply its three blocks separately, so the
@@ -282,13 +270,8 @@ class SetEncoder(nn.Module):
         return _pool(h, valid)
 
     def _grandchildren(self, values: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean and max of a learned feature of every two-move descendant of a state of 3+ numbers.
-
-        The one-move children are made as in :meth:`_children`; each child's own moves give the
-        descendants ``(c op d, the other numbers)``: a final value for a 3-number state, a 2-number
-        state for a 4-number one. Their result's embedding, the other numbers and the op go through
-        a small MLP. Rows with fewer than 3 numbers get zeros. Features, not rules, as above.
-        """
+        """Mean and max of a learned feature of every two-move descendant ``(c op d, the other numbers)`` of a state of
+        3+ numbers (zeros for smaller ones)."""
         n, g = values.shape[0], self.grandchild_dim
         mean, mx = values.new_zeros(n, g, dtype=torch.float32), values.new_zeros(n, g, dtype=torch.float32)
         rows = (mask.sum(1) >= 3).nonzero().squeeze(1)
@@ -307,11 +290,8 @@ class SetEncoder(nn.Module):
         return mean, mx
 
     def two_moves(self, v: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Every two-move descendant of the sets ``v`` (float64 ``[M, slots]``, present ``m`` bool).
-
-        Returns the second move's result and whether it is made (``[M, P, 4, Q, 4]``: first pair, op,
-        second pair, op) and the numbers left beside it with their presence (``[M, P, 4, Q, slots-3]``).
-        """
+        """Every two-move descendant of the sets ``v`` (float64 ``[M, slots]``, present ``m``): the second move's result
+        and whether it is made (``[M, P, 4, Q, 4]``: pair, op, pair, op), the other numbers and their presence."""
         r1, ok1 = _moves(v[:, self.child_i], v[:, self.child_j], m[:, self.child_i] & m[:, self.child_j])  # [M, P, 4]
         rest_v, rest_m = v[:, self.child_rest].unsqueeze(2), m[:, self.child_rest].unsqueeze(2)  # [M, P, 1, slots-2]
         cv = torch.cat([r1.unsqueeze(-1), rest_v.expand(-1, -1, len(CHILD_OPS), -1)], -1)  # the children: [M, P, 4, slots-1]
@@ -322,10 +302,8 @@ class SetEncoder(nn.Module):
 
 
 def _moves(a: torch.Tensor, b: torch.Tensor, present: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The results of :data:`CHILD_OPS` on pairs ``(a, b)`` and whether each is made: ``[..., 4]`` each.
-
-    ``a + b`` and ``a * b`` always, ``|a - b|`` if not 0, ``max / min`` if it divides (``present`` false: none).
-    """
+    """The results of :data:`CHILD_OPS` on pairs ``(a, b)`` and whether each is made (``[..., 4]``): ``a + b``, ``a * b``,
+    ``|a - b|`` if not 0, ``max / min`` if it divides (none where ``present`` is false)."""
     hi, lo = torch.maximum(a, b), torch.minimum(a, b)
     safe_lo = torch.where(lo > 0, lo, torch.ones_like(lo))
     div_ok = (lo > 0) & (torch.remainder(hi, safe_lo) == 0)
@@ -411,8 +389,8 @@ class CheckpointError(ValueError):
 
 def write_files(directory: str | Path, model: nn.Module, meta: dict[str, Any],
                 weights_metadata: dict[str, str] | None = None) -> Path:
-    """Write ``model.safetensors`` (with ``weights_metadata``) and ``config.json`` (``meta``) into ``directory``
-    (created): each file written whole under a temporary name and moved into place, never half-written."""
+    """Write ``model.safetensors`` (with ``weights_metadata``) and ``config.json`` (``meta``) into ``directory``, each
+    under a temporary name moved into place."""
     from safetensors.torch import save_file
 
     d = Path(directory)
@@ -426,16 +404,13 @@ def write_files(directory: str | Path, model: nn.Module, meta: dict[str, Any],
 
 
 def save_checkpoint(model: nn.Module, cfg: ModelConfig, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
-    """Write ``model.safetensors`` and ``config.json`` into ``directory`` (created).
-
-    The weights carry the step of their config, so a pair mixed by an interrupted save is detected on load."""
+    """Write ``model.safetensors`` and ``config.json``; the weights carry the config's step (a mixed pair is refused)."""
     meta = {"format": CONFIG_FORMAT, "model": cfg.to_dict(), **(extra or {})}
     return write_files(directory, model, meta, {"step": str(meta["step"])} if "step" in meta else None)
 
 
 def read_config(path: Path, fmt: str, kind: str) -> dict[str, Any]:
-    """The ``config.json`` at ``path`` of a checkpoint whose ``format`` must be ``fmt``; :class:`CheckpointError`
-    naming the file (``kind``: what the checkpoint holds, for the message)."""
+    """The ``config.json`` at ``path``, whose ``format`` must be ``fmt``; :class:`CheckpointError` naming the file."""
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:

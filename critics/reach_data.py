@@ -64,21 +64,17 @@ def start_sets(preset: str = "longproc-0.5k", extra: int = 0, seed: int = 0, max
     return list(seen)
 
 
-def build_reach_table(
-    starts: Iterable[Sequence[int]],
-    rules: Rules | None = None,
-    max_numbers: int = 4,
-    goal_range: tuple[int, int] = (10, 50),
-    forbidden: set[tuple[int, ...]] | None = None,
-    singles: int = 2000,
-    progress: bool = False,
-) -> ReachTable:
+def build_reach_table(starts: Iterable[Sequence[int]], rules: Rules | None = None, max_numbers: int = 4,
+                      goal_range: tuple[int, int] = (10, 50), forbidden: set[tuple[int, ...]] | None = None,
+                      singles: int = 2000, progress: bool = False) -> ReachTable:
     """Every distinct state within two moves of each start set, plus the 1-number states ``1..singles``,
     each with its reachable goals in ``goal_range`` (exact, :func:`reachable_values`).
 
     ``ValueError`` for a ``forbidden`` number set (default: those of longproc-0.5k's validation and test
     splits), a set longer than ``max_numbers`` and rules with fractions (the table holds integers).
     """
+    from tqdm import tqdm
+
     rules = rules or Rules.longproc()
     if not rules.integer_only:
         raise ValueError(f"critic training tables hold integer states; rules {rules.name!r} allow fractions")
@@ -87,11 +83,6 @@ def build_reach_table(
     forbidden = heldout_sets() if forbidden is None else forbidden
     lo, hi = goal_range
     starts = [tuple(sorted(int(x) for x in s)) for s in starts]
-    it: Iterable[tuple[int, ...]] = starts
-    if progress:
-        from tqdm import tqdm
-
-        it = tqdm(starts, desc="labelling states", unit="start")
     rows: dict[tuple[int, ...], None] = {}  # every state once, in order of discovery
 
     def add(state: tuple[int, ...]) -> bool:
@@ -99,7 +90,7 @@ def build_reach_table(
         rows.setdefault(state)
         return new
 
-    for s in it:
+    for s in tqdm(starts, desc="labelling states", unit="start", disable=not progress):
         if s in forbidden:
             raise ValueError(f"start set {list(s)} belongs to a held-out split; it must not be used for training")
         if not 2 <= len(s) <= max_numbers:

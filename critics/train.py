@@ -398,10 +398,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     _save(model, optim, cfg, out, run, rng, extra, earlier)
     if cfg.calibrate:
         from critics import load_critic
-        from critics.evaluate import calibration_from_validation
+        from critics.evaluate import calibration
 
-        a, b = calibration_from_validation(load_critic(out), cfg.preset)
-        extra["calibration"] = {"a": a, "b": b, "fitted_on": f"{cfg.preset}/validation[:200] trace states with 2-4 numbers (start states included)"}
+        extra["calibration"] = calibration(load_critic(out), cfg.preset)
     extra["total_seconds"] = round(earlier + time.perf_counter() - t_start, 1)  # every invocation of the run
     _save(model, optim, cfg, out, run, rng, extra, earlier)
     if log.rows:
