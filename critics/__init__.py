@@ -32,15 +32,10 @@ from critics.models import (
     save_checkpoint,
 )
 
-SHIPPED_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "v5"
-"""What ``load_critic()`` loads: V2 with one- and two-move pools, trained on states of 1-4 numbers under today's
-``Rules.longproc()``."""
-V4_CHECKPOINT = SHIPPED_CHECKPOINT.parent / "v4"
-"""The previous default (the same data, no two-move pool; faster per state), kept for reproductions."""
-V3_CHECKPOINT = SHIPPED_CHECKPOINT.parent / "v3"
-"""Trained when ``longproc`` meant strictly positive intermediates, kept for reproductions."""
+SHIPPED_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "v5"  # load_critic()'s default (docs/critics.md)
+V4_CHECKPOINT = SHIPPED_CHECKPOINT.parent / "v4"  # earlier defaults (v4: no two-move pool, faster), kept
+V3_CHECKPOINT = SHIPPED_CHECKPOINT.parent / "v3"  # for the results that name them
 V2_CHECKPOINT = SHIPPED_CHECKPOINT.parent / "v2"
-"""The first shipped checkpoint (DFS-trace states of 1-3 numbers), kept for reproductions."""
 
 
 class Critic(GoalScorer):
@@ -105,20 +100,15 @@ class Critic(GoalScorer):
 
 
 def load_critic(path: str | Path | None = None) -> Critic:
-    """Load a critic checkpoint directory (``config.json`` + ``model.safetensors``; ``None``: the shipped one).
-
-    :class:`CheckpointError` naming the file and the problem for a missing or incompatible checkpoint.
-    """
+    """Load a critic checkpoint directory (``None``: the shipped one); :class:`CheckpointError` naming the file and
+    the problem for a missing or incompatible one."""
     d = SHIPPED_CHECKPOINT if path is None else Path(path)
     model, meta = load_checkpoint(d)
     return Critic(model, meta, d)
 
 
 def load_state_critic(path: str | Path | None = None) -> Critic:
-    """:func:`load_critic` for the dense rewards, which score ``(state, target)`` pairs: a V2 critic only.
-
-    :class:`CheckpointError` for a missing or broken checkpoint, or one of another version.
-    """
+    """:func:`load_critic` for the dense rewards, which score ``(state, target)`` pairs: a V2 critic only."""
     critic = load_critic(path)
     if critic.version != "v2":
         raise CheckpointError(

@@ -1,11 +1,8 @@
 """CLIPO: a contrastive head and loss over the rollouts of a group, turned into a dense reward (``docs/rewards.md``).
 
-Each rollout's (detached) embedding goes through a small head to a unit vector; inside each group the *correct*
-rollouts are anchors and positives, all others negatives, similarity ``cos / temperature``. An anchor is a correct
-rollout of a group with >= 2 correct and >= 1 incorrect rollouts; its loss ``L`` gives the reward
-``max(-lam * L, floor)``, every other rollout 0. Losses: ``infonce`` (one positive sampled uniformly), ``supcon``
-(mean of log-ratios over positives), ``softnn`` (log of the summed positives); the denominator runs over the other
-rollouts of the group. :class:`CLIPOTrainer` rewards from the loss before its one head update per call.
+Anchors are the correct rollouts of groups with >= 2 correct and >= 1 incorrect; an anchor's loss ``L`` (``infonce``,
+``supcon`` or ``softnn`` over ``cos / temperature``, against the other rollouts of its group) gives the reward
+``max(-lam * L, floor)``, every other rollout 0. :class:`CLIPOTrainer` rewards from the loss before its head update.
 """
 
 from __future__ import annotations
@@ -203,14 +200,7 @@ class CLIPOConfig:
 class CLIPOTrainer:
     """A :class:`CLIPOHead` and its AdamW optimizer. Each :meth:`step` (one per policy batch) computes the loss under
     the current head, takes the rewards from it (0 during warm-up), then makes one AdamW step on the anchors' mean
-    loss (none when ``freeze`` or without anchors).
-
-    Example:
-        >>> trainer = CLIPOTrainer(dim_in=8, dim_out=4)
-        >>> emb = torch.randn(4, 8)
-        >>> trainer.step(emb, correct=[1, 1, 0, 0], group_ids=[0, 0, 0, 0]).shape
-        torch.Size([4])
-    """
+    loss (none when ``freeze`` or without anchors), e.g. ``CLIPOTrainer(dim_in=8).step(emb, correct, group_ids)``."""
 
     def __init__(self, dim_in: int | None = None, *, config: CLIPOConfig | None = None, **kwargs: Any) -> None:
         if config is None:

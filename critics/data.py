@@ -1,10 +1,7 @@
 """Training pairs for the numerical critics, read off the package's own DFS traces, and the evaluation states.
 
-Each problem's trace (:func:`countdown_gym.dfs_trace`) is parsed back (:func:`countdown_gym.parse_trace`) into a
-search tree whose nodes are labelled from the trace alone: ``on_path`` (the target is reachable), otherwise a dead
-end (the exhaustive search came back: unreachable), and ``reached`` (values evaluated below it: hindsight goals).
-:class:`TraceTable` holds the nodes of many traces as flat arrays and samples batches; :func:`build_table`
-refuses test-split problems.
+Each trace is parsed back into a search tree labelled from the trace alone: nodes on the path to the target
+(reachable), dead ends (the exhaustive search came back: unreachable) and hindsight goals (values reached below).
 """
 
 from __future__ import annotations
@@ -173,14 +170,9 @@ class TraceTable(NpzTable):
     def sample_v2(self, batch: int, rng: np.random.Generator, positives: str = "reachable", hindsight: float = 0.5,
                   dead_per_row: int = 4, size_mix: tuple[float, ...] = (0.1, 0.3, 0.6),
                   dead_same_size: float = 1.0) -> dict[str, np.ndarray]:
-        """A V2 batch: ``state`` nodes, their ``goal`` values, ``dead`` nodes ``[B, k]`` and ``dead_valid``.
-
-        ``positives="all"``: a random line of a random trace, goal = its target (the paper's sampling).
-        ``"reachable"``: a line on the path to the target; a ``hindsight`` fraction of rows instead takes a node
-        (``size_mix[k-1]``: the chance of a ``k``-number node) with a value reached below it as goal. ``dead``: per
-        own-target row, ``dead_per_row`` dead ends of its trace, a ``dead_same_size`` fraction of the row's state
-        size when there are, the rest from random lines (``dead_valid``: rows that have them).
-        """
+        """A V2 batch: ``state`` nodes (``positives``: ``"all"`` lines, the paper's, or ``"reachable"`` ones), their
+        ``goal`` (the target; for a ``hindsight`` fraction a value reached below a node drawn by ``size_mix``), and per
+        own-target row (``dead_valid``) ``dead_per_row`` ``dead`` ends of its trace (``dead_same_size``: same size)."""
         if positives not in ("all", "reachable"):
             raise ValueError(f"positives must be 'all' or 'reachable', got {positives!r}")
         traces = rng.integers(0, len(self.target), batch)

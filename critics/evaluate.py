@@ -1,12 +1,10 @@
 """Score a critic against the exact oracle: ``python -m critics.evaluate``.
 
-States of a frozen split's problems (default: longproc-0.5k *test*, held out by problem) are labelled with
-:func:`countdown_gym.reachable` and scored: ``trace`` (every distinct state of each problem's DFS trace), ``random``
-(states along random legal-move rollouts) and ``start`` (each problem's numbers with random targets in 10-50), per
-state size, plus the *first move* rate (how often the best-scored first move keeps the target reachable). Reported:
-AUROC, best-threshold accuracy, ECE after a logistic map fitted on the *validation* split, a goal-embedding PCA and
-CPU throughput, in ``report.md`` and PNGs in ``--out``. Any scorer of ``(states, targets)`` works the same way:
-``evaluate(score_fn=...)``, or :func:`state_sets` + :func:`set_metrics` + :func:`first_move`.
+``trace``, ``random`` and ``start`` states of a frozen split's problems (default: longproc-0.5k *test*), labelled by
+:func:`countdown_gym.reachable`, per state size: AUROC, best-threshold accuracy, ECE after a logistic map fitted on
+the validation split, the first-move rate, a goal-embedding PCA and CPU throughput (``report.md`` and PNGs in
+``--out``). Any scorer of ``(states, targets)`` works too: ``evaluate(score_fn=...)``, or :func:`state_sets` +
+:func:`set_metrics` + :func:`first_move`.
 """
 
 from __future__ import annotations

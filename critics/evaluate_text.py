@@ -1,10 +1,8 @@
 """Score the text critic against the exact oracle, beside V2: ``python -m critics.evaluate_text``.
 
-The state sets of :mod:`critics.evaluate` with 2-4 numbers (start sets: ``--start-targets`` distinct targets), the
-metrics of :func:`critics.metrics.per_size`. The text critic reads trace states two ways: ``text (trace prefix)``
-(the trace text up to the line that creates them, :meth:`TextCritic.score_texts`) and ``text (state only)`` (every
-set as a bare state, :meth:`TextCritic.score`: what the reward wrappers call). Throughput: states per second of one
-call on the trace states, V2's beside it. Writes ``results.json`` and ``report.md`` into ``--out``.
+:mod:`critics.evaluate`'s state sets with 2-4 numbers; trace states read as trace prefixes (``score_texts``) and
+every set as bare states (``score``, what the reward wrappers call), with the throughput of each call. Writes
+``results.json`` and ``report.md`` into ``--out``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Numerical contrastive critics (the seed paper's V1 and V2), their checkpoints and what both critics' scoring shares.
 
-A number set is encoded order-free: sorted, padded to ``max_numbers`` slots, each slot a *number embedding* (a
-learned value-table row plus fixed Fourier features of the value and its logarithm) and a presence mask; an MLP
-(optionally with pools over pairs, one-move children and two-move descendants) maps them to an L2-normalised vector.
-:class:`NumericalCriticV2` (the paper's final critic) scores a state against its target; :class:`NumericalCriticV1`
-(the ablation) scores (initial numbers, state) against a later state of the trace.
+A number set is encoded order-free (sorted, padded, each number a learned row plus Fourier features), optionally with
+pools over pairs, one-move children and two-move descendants. V2 scores a state against its target; V1 (the ablation)
+scores (initial numbers, state) against a later state of the trace.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Exactly labelled states of every size for the critic (``--objective reach``): ``(state, goal)`` pairs.
-
-Each start number set (the train split's plus random ones; validation and test sets are refused), every state one
-and two moves below it, and 1-number states, each with its exact label for every goal of ``[goal_min, goal_max]``
-(a bit row from :func:`countdown_gym.game.solver.reachable_values`): no hindsight guess, no negative sampling.
-"""
+"""Exactly labelled states of every size for ``--objective reach``: each start number set (validation and test sets
+refused), every state one and two moves below it and 1-number states, each with a bit row of the goals it reaches
+(:func:`countdown_gym.game.solver.reachable_values`)."""
 
 from __future__ import annotations
 

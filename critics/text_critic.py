@@ -1,17 +1,10 @@
 """The seed paper's text critic (its architecture A): a language model embeds the reasoning text.
 
-The state tower reads the last ``window`` tokens of the *trace prefix up to a state* (the search text written so far,
-cut after the line that puts the search on it) with the project's embedded causal LM
-(``baselines/checkpoints/countdown-tiny-lm``): the last token's final hidden state and the window's mean, through an
-MLP. The goal tower is V2's; the score is the cosine, trained with V2's objective (``python -m critics.train_text``).
-:class:`TextCritic` scores texts (:meth:`~TextCritic.score_texts`) or bare number sets (:meth:`~TextCritic.score`,
-the interface of the reward wrappers), a set written as the first line of its own search (:func:`render_state`).
-
-Example:
-    >>> from critics.text_critic import load_text_critic
-    >>> critic = load_text_critic()                      # critics/checkpoints/text
-    >>> critic.score([(20, 26), (80,)], [46, 46]).shape
-    (2,)
+The state tower reads the last ``window`` tokens of the trace prefix up to a state with the project's embedded LM
+(``baselines/checkpoints/countdown-tiny-lm``; the last token's hidden state and the window's mean, then an MLP); the
+goal tower and the objective are V2's (``python -m critics.train_text``). :class:`TextCritic` scores texts or bare
+number sets (written by :func:`render_state`: what the reward wrappers call), e.g.
+``load_text_critic().score([(20, 26), (80,)], [46, 46])``.
 """
 
 from __future__ import annotations
@@ -29,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from countdown_gym.game.trace import _options, format_list, parse_trace
+from critics.clipo import mean_pool
 from critics.models import (
     CheckpointError,
     ConfigDict,
@@ -43,14 +37,11 @@ from critics.models import (
     write_files,
 )
 
-TEXT_FORMAT = "countdown-gym-text-critic/1"
-"""Tag stored in every text-critic checkpoint's ``config.json``; a different tag is refused."""
+TEXT_FORMAT = "countdown-gym-text-critic/1"  # the tag of every text-critic config.json; another is refused
 
 ROOT = Path(__file__).resolve().parent
-SHIPPED_TEXT_CHECKPOINT = ROOT / "checkpoints" / "text"
-"""Directory of the checkpoint that ``load_text_critic()`` loads by default."""
-DEFAULT_LM = ROOT.parent / "baselines" / "checkpoints" / "countdown-tiny-lm"
-"""The embedded LM whose weights initialise the state tower (a saved Hugging Face model directory)."""
+SHIPPED_TEXT_CHECKPOINT = ROOT / "checkpoints" / "text"  # what load_text_critic() loads by default
+DEFAULT_LM = ROOT.parent / "baselines" / "checkpoints" / "countdown-tiny-lm"  # the LM that starts the state tower
 
 
 @dataclass
@@ -129,9 +120,7 @@ class TextCriticModel(nn.Module):
         pos = (attention_mask.long().cumsum(-1) - 1).clamp_min(0)
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.cfg.finetune):
             hs = self.lm(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos).last_hidden_state
-        m = attention_mask.unsqueeze(-1).to(hs.dtype)
-        mean = (hs * m).sum(1) / m.sum(1).clamp_min(1.0)
-        return F.normalize(self.head(torch.cat([hs[:, -1], mean], dim=-1)), dim=-1)
+        return F.normalize(self.head(torch.cat([hs[:, -1], mean_pool(hs, attention_mask)], dim=-1)), dim=-1)
 
     def embed_goals(self, targets: torch.Tensor) -> torch.Tensor:
         """``targets`` float64 ``[N]`` -> ``[N, out_dim]``."""
@@ -172,8 +161,7 @@ def _prepare_tokenizer(tok: Any) -> Any:
 
 
 def save_text_critic(model: TextCriticModel, tokenizer: Any, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
-    """``config.json`` (+ ``extra``), ``model.safetensors`` (LM included: the checkpoint stands alone),
-    ``lm_config.json`` and ``tokenizer/``; every file written under a temporary name and moved into place."""
+    """Write ``config.json`` (+ ``extra``), ``model.safetensors`` (LM included), ``lm_config.json`` and ``tokenizer/``."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(str(d / "tokenizer"))
@@ -183,10 +171,8 @@ def save_text_critic(model: TextCriticModel, tokenizer: Any, directory: str | Pa
 
 
 def load_text_critic(path: str | Path | None = None) -> TextCritic:
-    """Load a text-critic checkpoint directory (``None``: the shipped one, ``critics/checkpoints/text``).
-
-    A missing or incompatible checkpoint raises :class:`critics.CheckpointError` naming the file.
-    """
+    """Load a text-critic checkpoint directory (``None``: the shipped one); :class:`~critics.CheckpointError` naming
+    the file for a missing or incompatible one."""
     from transformers import AutoConfig, AutoTokenizer
 
     files = ("model.safetensors", "lm_config.json", "tokenizer")

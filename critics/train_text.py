@@ -1,10 +1,8 @@
 """Train the text critic: ``python -m critics.train_text`` (every field of :class:`TextTrainConfig` is a flag).
 
-V2's pairs (:meth:`critics.data.TraceTable.sample_v2`) and loss (:func:`critics.losses.v2_loss`); only the state
-tower differs: a node is read as the trace text up to the line that creates it (:func:`~critics.text_critic.prefix_window`),
-or, for a ``render`` fraction of the rows, as the bare state of :func:`~critics.text_critic.render_state`. ``--out``
-receives the checkpoint (``load_text_critic(out)``) every ``checkpoint_every`` steps and at the end, ``log.jsonl``
-and ``loss.png``.
+V2's pairs and loss on text states: a node read as the trace text up to the line that creates it, or (``--render``)
+as the bare state of :func:`~critics.text_critic.render_state`. ``--out`` receives the checkpoint, ``log.jsonl`` and
+``loss.png``.
 """
 
 from __future__ import annotations
