@@ -77,8 +77,8 @@ class Critic(GoalScorer):
         sets[:, 0] = values
         return self.model.embed_goals(sets, mask)
 
-    def score(self, states: Sequence[Sequence[int]], targets: Sequence[int], initial: Sequence[Sequence[int]] | None = None,
-              batch_size: int = 8192) -> np.ndarray:
+    def score(self, states: Sequence[Sequence[int]], targets: Sequence[int],
+              initial: Sequence[Sequence[int]] | None = None, batch_size: int = 8192) -> np.ndarray:
         """Cosine of each number set ``states[i]`` (any order) and its target, ``float32 [N]`` in ``[-1, 1]``; a V1
         critic also needs ``initial[i]``, the puzzle's starting numbers."""
         self._check_pairs(states, targets)
@@ -111,10 +111,8 @@ def load_state_critic(path: str | Path | None = None) -> Critic:
     """:func:`load_critic` for the dense rewards, which score ``(state, target)`` pairs: a V2 critic only."""
     critic = load_critic(path)
     if critic.version != "v2":
-        raise CheckpointError(
-            f"the dense critic rewards score (state, target) pairs and need a V2 critic checkpoint; "
-            f"{critic.path} holds a {critic.version} critic"
-        )
+        raise CheckpointError(f"the dense critic rewards score (state, target) pairs and need a V2 critic checkpoint; "
+                              f"{critic.path} holds a {critic.version} critic")
     return critic
 
 

@@ -28,7 +28,7 @@ __all__ = [
 
 class CLIPOHead(nn.Module):
     """Pooled trajectory embeddings -> L2-normalised vectors: a bias-free ``Linear(dim_in, dim_out)`` (the paper's),
-    or with ``mlp`` ``Linear(dim_in, hidden) -> GELU -> Linear(hidden, dim_out)`` (``hidden``: ``dim_in`` by default)."""
+    or with ``mlp`` ``Linear(dim_in, hidden) -> GELU -> Linear(hidden, dim_out)`` (``hidden``: ``dim_in`` if None)."""
 
     def __init__(self, dim_in: int, dim_out: int = 512, mlp: bool = False, hidden: int | None = None) -> None:
         super().__init__()
@@ -38,17 +38,15 @@ class CLIPOHead(nn.Module):
         self.dim_in, self.dim_out, self.mlp = dim_in, dim_out, mlp
         if mlp:
             h = hidden or dim_in
-            self.proj: nn.Module = nn.Sequential(
-                nn.Linear(dim_in, h, bias=False), nn.GELU(), nn.Linear(h, dim_out, bias=False)
-            )
+            self.proj: nn.Module = nn.Sequential(nn.Linear(dim_in, h, bias=False), nn.GELU(),
+                                                 nn.Linear(h, dim_out, bias=False))
         else:
             self.proj = nn.Linear(dim_in, dim_out, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim != 2 or x.shape[1] != self.dim_in:
-            raise ValueError(
-                f"CLIPOHead expects embeddings of shape [N, {self.dim_in}] (N rollouts x dim_in), got {tuple(x.shape)}"
-            )
+            raise ValueError(f"CLIPOHead expects embeddings of shape [N, {self.dim_in}] (N rollouts x dim_in), "
+                             f"got {tuple(x.shape)}")
         return F.normalize(self.proj(x), dim=-1)
 
 
@@ -95,14 +93,8 @@ def valid_anchors(correct: Any, group_ids: Any) -> Tensor:
     return c & (n_correct >= 2) & (n_wrong >= 1)
 
 
-def clipo_loss(
-    z: Tensor,
-    correct: Any,
-    group_ids: Any,
-    kind: str = "infonce",
-    temperature: float = 0.05,
-    generator: torch.Generator | None = None,
-) -> Tensor:
+def clipo_loss(z: Tensor, correct: Any, group_ids: Any, kind: str = "infonce", temperature: float = 0.05,
+               generator: torch.Generator | None = None) -> Tensor:
     """Per-rollout CLIPO loss ``[N]`` (0 for non-anchors) of embeddings ``z`` ``[N, d]`` (normalised here), outcomes
     ``correct`` ``[N]`` and ``group_ids`` ``[N]`` (one per prompt); ``generator``: InfoNCE's positive sampling."""
     z = _check_z(z)
@@ -159,10 +151,8 @@ def mean_pool(hidden_states: Tensor, mask: Tensor) -> Tensor:
     if not isinstance(hidden_states, Tensor) or hidden_states.ndim != 3:
         raise ValueError(f"hidden_states must be a [B, T, D] tensor, got {getattr(hidden_states, 'shape', hidden_states)!r}")
     if not isinstance(mask, Tensor) or mask.shape != hidden_states.shape[:2]:
-        raise ValueError(
-            f"mask must be a [B, T] tensor matching hidden_states {tuple(hidden_states.shape[:2])}, "
-            f"got {getattr(mask, 'shape', mask)!r}"
-        )
+        raise ValueError(f"mask must be a [B, T] tensor matching hidden_states {tuple(hidden_states.shape[:2])}, "
+                         f"got {getattr(mask, 'shape', mask)!r}")
     m = mask.to(hidden_states.dtype).unsqueeze(-1)
     return (hidden_states * m).sum(1) / m.sum(1).clamp(min=1.0)
 
@@ -231,10 +221,8 @@ class CLIPOTrainer:
         except (TypeError, ValueError) as e:
             raise ValueError(f"embeddings must be a numeric [N, {self.config.dim_in}] array or tensor: {e}") from e
         if x.ndim != 2 or x.shape[1] != self.config.dim_in or x.shape[0] == 0:
-            raise ValueError(
-                f"embeddings must have shape [N, {self.config.dim_in}] (N rollouts x the head's dim_in), "
-                f"got {tuple(x.shape)}"
-            )
+            raise ValueError(f"embeddings must have shape [N, {self.config.dim_in}] (N rollouts x the head's dim_in), "
+                             f"got {tuple(x.shape)}")
         if not (x.is_floating_point() or x.dtype in (torch.int32, torch.int64)):
             raise ValueError(f"embeddings must be numeric, got dtype {x.dtype}")
         x = x.detach().to(dtype=torch.float32, device=next(self.head.parameters()).device)
@@ -245,9 +233,7 @@ class CLIPOTrainer:
     def loss(self, embeddings: Any, correct: Any, group_ids: Any) -> Tensor:
         """Per-rollout loss under the current head (with gradient to the head)."""
         x = self._embeddings(embeddings)
-        return clipo_loss(
-            self.head(x), correct, group_ids, self.config.kind, self.config.temperature, self.generator
-        )
+        return clipo_loss(self.head(x), correct, group_ids, self.config.kind, self.config.temperature, self.generator)
 
     def step(self, embeddings: Any, correct: Any, group_ids: Any) -> Tensor:
         """Rewards ``[N]`` from the pre-update loss, then one head update."""
@@ -265,34 +251,25 @@ class CLIPOTrainer:
             mean_loss.backward()
             self.optimizer.step()
             updated = True
-        self.last_stats = {
-            "loss": float(mean_loss.detach()) if mean_loss is not None else 0.0,
-            "anchors": float(n_anchor),
-            "reward_mean": float(rewards[anchors].mean()) if n_anchor else 0.0,
-            "warmup": float(self.in_warmup),
-            "updated": float(updated),
-        }
+        mean_reward = float(rewards[anchors].mean()) if n_anchor else 0.0
+        mean_loss_value = float(mean_loss.detach()) if mean_loss is not None else 0.0
+        self.last_stats = {"loss": mean_loss_value, "anchors": float(n_anchor), "reward_mean": mean_reward,
+                           "warmup": float(self.in_warmup), "updated": float(updated)}
         self.steps_done += 1
         return rewards.detach().cpu()
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "config": asdict(self.config),
-            "head": self.head.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "generator": self.generator.get_state(),
-            "steps_done": self.steps_done,
-        }
+        return {"config": asdict(self.config), "head": self.head.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "generator": self.generator.get_state(), "steps_done": self.steps_done}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a :meth:`state_dict`; the configs must describe the same head."""
         try:
             saved = CLIPOConfig(**state["config"])
             if (saved.dim_in, saved.dim_out, saved.mlp) != (self.config.dim_in, self.config.dim_out, self.config.mlp):
-                raise ValueError(
-                    f"CLIPO state is for a head dim_in={saved.dim_in}, dim_out={saved.dim_out}, mlp={saved.mlp}; "
-                    f"this trainer has dim_in={self.config.dim_in}, dim_out={self.config.dim_out}, mlp={self.config.mlp}"
-                )
+                raise ValueError(f"CLIPO state is for a head dim_in={saved.dim_in}, dim_out={saved.dim_out}, "
+                                 f"mlp={saved.mlp}; this trainer has dim_in={self.config.dim_in}, "
+                                 f"dim_out={self.config.dim_out}, mlp={self.config.mlp}")
             self.head.load_state_dict(state["head"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.generator.set_state(state["generator"])

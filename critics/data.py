@@ -89,7 +89,7 @@ class NpzTable:
     goal_range: tuple[int, int]
 
     def save(self, path: str | Path) -> None:
-        arrays = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("max_numbers", "goal_range")}
+        arrays = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)[2:]}  # after max_numbers, goal_range
         meta = np.array(json.dumps({"max_numbers": self.max_numbers, "goal_range": list(self.goal_range)}))
         np.savez_compressed(path, meta=meta, **arrays)
 
@@ -101,11 +101,12 @@ class NpzTable:
         return cls(max_numbers=meta["max_numbers"], goal_range=tuple(meta["goal_range"]), **arrays)
 
 
-def _size_weights(pools: Sequence[np.ndarray], size_mix: Sequence[float]) -> np.ndarray:
-    return np.array([w if k + 1 < len(pools) and len(pools[k + 1]) else 0.0 for k, w in enumerate(size_mix)], dtype=np.float64)
+def _size_weights(pools: list[np.ndarray], size_mix: Sequence[float]) -> np.ndarray:
+    weights = [w if k + 1 < len(pools) and len(pools[k + 1]) else 0.0 for k, w in enumerate(size_mix)]
+    return np.array(weights, dtype=np.float64)
 
 
-def draw_by_size(pools: Sequence[np.ndarray], size_mix: Sequence[float], n: int, rng: np.random.Generator) -> np.ndarray:
+def draw_by_size(pools: list[np.ndarray], size_mix: Sequence[float], n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` entries of ``pools[k]`` (the candidates of size ``k``), ``size_mix[k-1]`` the relative chance of size ``k``
     (empty pools skipped); ``ValueError`` if no weighted size has a candidate."""
     mix = _size_weights(pools, size_mix)
@@ -340,7 +341,7 @@ class LabelledStates:
 
     @classmethod
     def label(cls, rows: Iterable[tuple[tuple[int, ...], int, Problem]]) -> LabelledStates:
-        """``(state, target, problem)`` rows, each labelled by :func:`countdown_gym.reachable` under its problem's rules."""
+        """``(state, target, problem)`` rows, labelled by :func:`countdown_gym.reachable` under the problem's rules."""
         rows = list(rows)
         labels = np.array([reachable(s, t, p.rules) for s, t, p in rows], dtype=bool)
         return cls([s for s, _, _ in rows], [t for _, t, _ in rows], labels, [p.numbers for _, _, p in rows])
@@ -353,7 +354,8 @@ def distinct_states(states: Iterable[Sequence[int]], min_size: int = 1) -> list[
 
 def trace_states(problems: Iterable[Problem], min_size: int = 1) -> LabelledStates:
     """Every distinct state the DFS trace of each problem stands on (with its own target)."""
-    return LabelledStates.label((k, p.target, p) for p in problems for k in distinct_states(trace_tree(p).states, min_size))
+    rows = ((s, p.target, p) for p in problems for s in distinct_states(trace_tree(p).states, min_size))
+    return LabelledStates.label(rows)
 
 
 def random_states(problems: Iterable[Problem], rollouts: int = 4, seed: int = 0) -> LabelledStates:

@@ -92,7 +92,7 @@ likely reachable). A loaded :class:`critics.Critic` is turned into one by :func:
 
 
 def as_score_fn(scorer) -> ScoreFn:
-    """A :data:`ScoreFn` from a V2 critic, or a callable as it is (V1 needs the initial numbers: :func:`score_states`)."""
+    """A :data:`ScoreFn` from a V2 critic, or a callable as it is (V1 needs initial numbers: :func:`score_states`)."""
     if callable(scorer):
         return scorer
     if getattr(scorer, "version", "v2") == "v1":
@@ -149,16 +149,14 @@ def calibration(scorer, preset: str = "longproc-0.5k", problems: int = 200) -> d
     """The logistic score -> P(reachable) map ``{"a", "b", "fitted_on"}`` fitted on validation trace states."""
     val = trace_states(load_split(preset, "validation")[:problems], min_size=2)
     a, b = fit_logistic(score_states(scorer, val), val.labels)
-    return {"a": a, "b": b, "fitted_on": f"{preset}/validation[:{problems}] trace states with 2-4 numbers (start states included)"}
+    fitted_on = f"{preset}/validation[:{problems}] trace states with 2-4 numbers (start states included)"
+    return {"a": a, "b": b, "fitted_on": fitted_on}
 
 
 def state_sets(problems, rollouts: int = 4, seed: int = 0, start_targets: int = 4) -> dict:
     """The labelled state sets of the evaluation: ``trace``, ``random`` and ``start`` (see the module doc)."""
-    return {
-        "trace": trace_states(problems),
-        "random": random_states(problems, rollouts=rollouts, seed=seed),
-        "start": start_states(problems, targets=start_targets, seed=seed),
-    }
+    return {"trace": trace_states(problems), "random": random_states(problems, rollouts=rollouts, seed=seed),
+            "start": start_states(problems, targets=start_targets, seed=seed)}
 
 
 def set_metrics(scorer, sets: dict, calibration: tuple[float, float] | None = None, out: Path | None = None,
@@ -279,7 +277,8 @@ def render_report(res: dict) -> str:
                   f"**{fm['critic_best_move_keeps_reachable']:.3f}** of {fm['problems']} problems (a uniformly random "
                   f"legal move: {fm['random_move_keeps_reachable']:.3f}; possible: {fm['best_possible']:.3f})."]
     cal = res["calibration"]
-    lines += ["", f"Calibration map P = sigmoid({cal['a']:.3f} * score + {cal['b']:.3f}), fitted on {cal['fitted_on']}."]
+    lines += ["", f"Calibration map P = sigmoid({cal['a']:.3f} * score + {cal['b']:.3f}), fitted on "
+                  f"{cal['fitted_on']}."]
     if "parity_probe_loo_acc" in res:
         lines.append(f"Parity in the goal-embedding PCA plane (targets 1-100, leave-one-out linear probe on PC1-2; "
                      f"0.5 = none): {res['parity_probe_loo_acc']:.3f}.")

@@ -49,15 +49,12 @@ def trace_prefixes(problems: Sequence[Problem], min_size: int = 1) -> tuple[Labe
     return ls, texts
 
 
-def _timed(fn, *args) -> tuple[np.ndarray, float, float]:
-    """``(result, wall seconds, CPU seconds of this process)``: on a loaded machine the second is the fair cost."""
+def _timed(fn, items: Sequence, targets: Sequence[int]) -> tuple[np.ndarray, dict[str, float]]:
+    """``fn(items, targets)`` and its states per wall and per CPU second (on a loaded machine: the fair cost)."""
     t, c = time.perf_counter(), time.process_time()
-    out = fn(*args)
-    return out, time.perf_counter() - t, time.process_time() - c
-
-
-def _rates(n: int, wall: float, cpu: float) -> dict[str, float]:
-    return {"states": n, "per_wall_second": n / wall, "per_cpu_second": n / max(cpu, 1e-9)}
+    out = fn(items, targets)
+    wall, cpu, n = time.perf_counter() - t, time.process_time() - c, len(items)
+    return out, {"states": n, "per_wall_second": n / wall, "per_cpu_second": n / max(cpu, 1e-9)}
 
 
 def evaluate_text(checkpoint: str | None = None, preset: str = "longproc-0.5k", split: str = "test", max_problems: int | None = 300,
@@ -83,23 +80,21 @@ def evaluate_text(checkpoint: str | None = None, preset: str = "longproc-0.5k", 
     bar.update(1)
     res: dict = {"text_checkpoint": str(text.path), "preset": preset, "split": split, "problems": len(problems),
                  "rollouts": rollouts, "seed": seed, "start_targets": start_targets, "sets": {}, "throughput_states_per_s": {}}
-    s, dt, cpu = _timed(text.score_texts, prefixes, trace.targets)
+    s, rates = _timed(text.score_texts, prefixes, trace.targets)
     res["sets"]["trace"] = {"text (trace prefix)": per_size(s, trace, overall=False)}
-    res["throughput_states_per_s"]["text, score_texts (trace prefixes)"] = _rates(len(prefixes), dt, cpu)
+    res["throughput_states_per_s"]["text, score_texts (trace prefixes)"] = rates
     bar.update(1)
     for name, ls in sets.items():
-        s, dt, cpu = _timed(text.score, ls.states, ls.targets)
+        s, rates = _timed(text.score, ls.states, ls.targets)
         res["sets"].setdefault(name, {})["text (state only)"] = per_size(s, ls, overall=False)
         if name == "trace":
-            res["throughput_states_per_s"]["text, score (bare states)"] = _rates(len(ls), dt, cpu)
+            res["throughput_states_per_s"]["text, score (bare states)"] = rates
         bar.update(1)
     for name, ls in sets.items():
-        s, *_ = _timed(v2.score, ls.states, ls.targets)
-        res["sets"][name]["V2 (shipped)"] = per_size(s, ls, overall=False)
+        res["sets"][name]["V2 (shipped)"] = per_size(v2.score(ls.states, ls.targets), ls, overall=False)
         if name == "trace":
             v2._goal_cache.clear()
-            _, dt, cpu = _timed(v2.score, ls.states, ls.targets)
-            res["throughput_states_per_s"]["V2, score"] = _rates(len(ls), dt, cpu)
+            res["throughput_states_per_s"]["V2, score"] = _timed(v2.score, ls.states, ls.targets)[1]
     bar.update(1)
     bar.close()
     write_results(res, out, render_report)

@@ -24,15 +24,9 @@ def ranking_infonce(goals: torch.Tensor, positives: torch.Tensor, negatives: tor
     return F.cross_entropy(logits, torch.zeros(len(goals), dtype=torch.long, device=goals.device))
 
 
-def v2_loss(
-    states: torch.Tensor,
-    goal_values: np.ndarray,
-    embed_goals: Callable[[torch.Tensor], torch.Tensor],
-    rows: np.ndarray,
-    dead: torch.Tensor,
-    temperature: float,
-    hard_weight: float,
-) -> tuple[torch.Tensor, dict[str, float]]:
+def v2_loss(states: torch.Tensor, goal_values: np.ndarray, embed_goals: Callable[[torch.Tensor], torch.Tensor],
+            rows: np.ndarray, dead: torch.Tensor | None, temperature: float,
+            hard_weight: float) -> tuple[torch.Tensor, dict[str, float]]:
     """V2's objective and the values it logs: state -> goal InfoNCE over the *distinct* goals of the batch (rows
     sharing a goal are never each other's negatives), plus ``hard_weight`` x :func:`ranking_infonce` of the rows
     ``rows`` against their dead ends ``dead`` (``[len(rows), k, D]``; no term when ``rows`` is empty)."""
@@ -52,9 +46,8 @@ def v2_loss(
     return loss, info
 
 
-def reach_sigmoid_loss(
-    states: torch.Tensor, goals: torch.Tensor, labels: torch.Tensor, temperature: float, bias: torch.Tensor | float = 0.0
-) -> torch.Tensor:
+def reach_sigmoid_loss(states: torch.Tensor, goals: torch.Tensor, labels: torch.Tensor, temperature: float,
+                       bias: torch.Tensor | float = 0.0) -> torch.Tensor:
     """Pairwise sigmoid contrastive loss with exact labels (SigLIP-style): ``labels[i, g]`` says whether goal ``g`` is
     reachable from state ``i``; the logit is ``cos / temperature + bias``, so one threshold serves every state size."""
     logits = states @ goals.T / temperature + bias

@@ -110,13 +110,8 @@ def expected_calibration_error(probs: np.ndarray, labels: np.ndarray, bins: int 
 def separation(scores: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """How well ``scores`` separate reachable from unreachable states: count, reachable fraction, AUROC, best accuracy."""
     acc, thr = best_threshold_accuracy(scores, labels)
-    return {
-        "n": len(labels),
-        "reachable_frac": float(np.mean(labels)) if len(labels) else float("nan"),
-        "auroc": auroc(scores, labels),
-        "best_acc": acc,
-        "threshold": thr,
-    }
+    return {"n": len(labels), "reachable_frac": float(np.mean(labels)) if len(labels) else float("nan"),
+            "auroc": auroc(scores, labels), "best_acc": acc, "threshold": thr}
 
 
 def per_size(scores: np.ndarray, ls, overall: bool = True) -> dict[str, dict]:
@@ -150,7 +145,7 @@ def figure(path: str | Path, size: tuple[float, float]) -> Iterator[Any]:
 
 
 def write_results(res: dict, out: str | Path, render: Callable[[dict], str]) -> None:
-    """Add the torch threads to ``res``, then write ``results.json`` and ``report.md`` (``render(res)``) into ``out``."""
+    """Add the torch threads to ``res``, then write ``results.json`` and ``report.md`` (``render(res)``) in ``out``."""
     import torch
 
     res["threads"] = torch.get_num_threads()

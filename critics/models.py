@@ -150,10 +150,8 @@ class NumberEmbedding(nn.Module):
         nn.init.normal_(self.table.weight, std=0.1)
         periods = 2.0 * (2000.0 ** (torch.arange(fourier, dtype=torch.float64) / max(fourier - 1, 1)))
         self.register_buffer("lin_freq", (2 * math.pi / periods).float(), persistent=False)
-        self.register_buffer(
-            "log_freq", (0.5 * (400.0 ** (torch.arange(fourier, dtype=torch.float64) / max(fourier - 1, 1)))).float(),
-            persistent=False,
-        )
+        log_freq = 0.5 * (400.0 ** (torch.arange(fourier, dtype=torch.float64) / max(fourier - 1, 1)))
+        self.register_buffer("log_freq", log_freq.float(), persistent=False)
         self.dim = value_dim + 4 * fourier
 
     def forward(self, values: torch.Tensor) -> torch.Tensor:
@@ -226,9 +224,8 @@ class SetEncoder(nn.Module):
             for k, (i, j) in enumerate(pairs):
                 rest[k, i] = rest[k, j] = 0.0
             self.register_buffer("pair_rest", rest, persistent=False)
-            self.pair_mlp = nn.Sequential(
-                nn.Linear(3 * d + 1, 2 * pair_dim), nn.GELU(), nn.Linear(2 * pair_dim, pair_dim), nn.GELU()
-            )
+            self.pair_mlp = nn.Sequential(nn.Linear(3 * d + 1, 2 * pair_dim), nn.GELU(),
+                                          nn.Linear(2 * pair_dim, pair_dim), nn.GELU())
             extra += 2 * pair_dim
         self.mlp = _mlp(slots * (d + 1) + extra, hidden, depth, cfg.out_dim)
 
@@ -300,8 +297,8 @@ class SetEncoder(nn.Module):
 
 
 def _moves(a: torch.Tensor, b: torch.Tensor, present: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The results of :data:`CHILD_OPS` on pairs ``(a, b)`` and whether each is made (``[..., 4]``): ``a + b``, ``a * b``,
-    ``|a - b|`` if not 0, ``max / min`` if it divides (none where ``present`` is false)."""
+    """The results of :data:`CHILD_OPS` on pairs ``(a, b)`` and whether each is made (``[..., 4]``): ``a + b``,
+    ``a * b``, ``|a - b|`` if not 0, ``max / min`` if it divides (none where ``present`` is false)."""
     hi, lo = torch.maximum(a, b), torch.minimum(a, b)
     safe_lo = torch.where(lo > 0, lo, torch.ones_like(lo))
     div_ok = (lo > 0) & (torch.remainder(hi, safe_lo) == 0)
@@ -364,9 +361,8 @@ class NumericalCriticV1(_TwoTowers):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg, 2 * cfg.max_numbers, cfg.max_numbers)
 
-    def embed_state_actions(
-        self, init_values: torch.Tensor, init_mask: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
-    ) -> torch.Tensor:
+    def embed_state_actions(self, init_values: torch.Tensor, init_mask: torch.Tensor, values: torch.Tensor,
+                            mask: torch.Tensor) -> torch.Tensor:
         return self.state_tower(torch.cat([init_values, values], 1), torch.cat([init_mask, mask], 1))
 
     def embed_goals(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -402,7 +398,7 @@ def write_files(directory: str | Path, model: nn.Module, meta: dict[str, Any],
 
 
 def save_checkpoint(model: nn.Module, cfg: ModelConfig, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
-    """Write ``model.safetensors`` and ``config.json``; the weights carry the config's step (a mixed pair is refused)."""
+    """Write ``model.safetensors`` and ``config.json``; the weights carry the config's step (a mixed pair fails)."""
     meta = {"format": CONFIG_FORMAT, "model": cfg.to_dict(), **(extra or {})}
     return write_files(directory, model, meta, {"step": str(meta["step"])} if "step" in meta else None)
 
@@ -444,7 +440,8 @@ def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[Con
     and which holds ``files``; :class:`CheckpointError` naming the file and the problem otherwise."""
     d = Path(directory)
     if not d.is_dir():
-        raise CheckpointError(f"{kind} checkpoint not found: {d} is not a directory")
+        gone = "" if d.exists() else " (it does not exist)"
+        raise CheckpointError(f"{kind} checkpoint not found: {d} is not a directory{gone}")
     if not (d / "config.json").is_file():
         raise CheckpointError(f"{kind} checkpoint incomplete: {d / 'config.json'} is missing")
     meta = read_config(d / "config.json", fmt, kind)  # the format first: another kind of checkpoint lacks these files
@@ -473,17 +470,14 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
     unexpected = sorted(set(state) - set(expected))
     wrong = sorted(k for k in set(state) & set(expected) if state[k].shape != expected[k].shape)
     if missing or unexpected or wrong:
-        raise CheckpointError(
-            f"{weights_path} does not fit the config in {cfg_path}: "
-            f"missing {missing[:5]}, unexpected {unexpected[:5]}, wrong shapes {wrong[:5]}"
-        )
+        raise CheckpointError(f"{weights_path} does not fit the config in {cfg_path}: "
+                              f"missing {missing[:5]}, unexpected {unexpected[:5]}, wrong shapes {wrong[:5]}")
     bad = sorted(k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
     if bad:
         raise CheckpointError(f"{weights_path} holds NaN or infinite weights in {bad[:5]}")
     cal = meta.get("calibration")
-    if cal is not None and not (
-        isinstance(cal, dict) and all(isinstance(cal.get(k), (int, float)) and math.isfinite(cal[k]) for k in ("a", "b"))
-    ):
+    numbers = isinstance(cal, dict) and all(isinstance(cal.get(k), int | float) and math.isfinite(cal[k]) for k in "ab")
+    if cal is not None and not numbers:
         raise CheckpointError(f"{cfg_path}: 'calibration' must be {{\"a\": number, \"b\": number, ...}}, got {cal!r:.120}")
     model.load_state_dict(state)
     model.eval()

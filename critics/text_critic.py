@@ -161,7 +161,7 @@ def _prepare_tokenizer(tok: Any) -> Any:
 
 
 def save_text_critic(model: TextCriticModel, tokenizer: Any, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
-    """Write ``config.json`` (+ ``extra``), ``model.safetensors`` (LM included), ``lm_config.json`` and ``tokenizer/``."""
+    """Write ``config.json`` (+ ``extra``), ``model.safetensors`` (LM included), ``lm_config.json``, ``tokenizer/``."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(str(d / "tokenizer"))
@@ -243,7 +243,8 @@ class TextCritic(GoalScorer):
         """Cosine of each number set (written by :func:`render_state`) and its target, ``float32 [N]``: the numerical
         critics' ``score(states, targets)`` (``initial`` ignored, as V2 does), for the reward wrappers."""
         self._check_pairs(states, targets)
-        texts = [render_state(check_state(i, s), check_target(i, t)) for i, (s, t) in enumerate(zip(states, targets, strict=True))]
+        pairs = enumerate(zip(states, targets, strict=True))
+        texts = [render_state(check_state(i, s), check_target(i, t)) for i, (s, t) in pairs]
         return self.score_texts(texts, list(targets), batch_size)
 
 

@@ -118,12 +118,11 @@ def _nodes(table: TraceTable, nodes: np.ndarray) -> tuple[torch.Tensor, torch.Te
     return _sets(table.node_states[nodes], table.node_sizes[nodes], table.max_numbers)
 
 
-def trace_loss(model: NumericalCriticV2, table: TraceTable, cfg: TrainConfig, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
+def trace_loss(model: NumericalCriticV2, table: TraceTable, cfg: TrainConfig,
+               rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
     """V2's loss (:func:`critics.losses.v2_loss`) on a batch of DFS-trace states."""
-    b = table.sample_v2(
-        cfg.batch_size, rng, cfg.positives, cfg.hindsight, cfg.dead_per_row, (cfg.size_small, cfg.size_mid, cfg.size_large),
-        cfg.dead_same_size,
-    )
+    sizes = (cfg.size_small, cfg.size_mid, cfg.size_large)
+    b = table.sample_v2(cfg.batch_size, rng, cfg.positives, cfg.hindsight, cfg.dead_per_row, sizes, cfg.dead_same_size)
     s = model.embed_states(*_nodes(table, b["state"]))
     rows = np.flatnonzero(b["dead_valid"]) if cfg.hard_weight > 0 and cfg.dead_per_row > 0 else np.zeros(0, np.int64)
     d = None
@@ -160,7 +159,7 @@ def _state(table: TraceTable, node: int) -> tuple[int, ...]:
     return tuple(int(x) for x in table.node_states[node][: table.node_sizes[node]])
 
 
-def _similarity_rows(table: TraceTable | ReachTable, cfg: TrainConfig, rng: np.random.Generator) -> list[tuple[Any, Any]]:
+def _similarity_rows(table: TraceTable | ReachTable, cfg: TrainConfig, rng: np.random.Generator) -> list[tuple]:
     """Up to 16 ``(state, goal)`` rows with distinct goals: a state and a goal value (V2), or two trace nodes (V1)."""
     rows: dict[Any, tuple[Any, Any]] = {}  # by goal
     for _ in range(200):  # bounded: a tiny training set may hold fewer than 16 distinct goals
@@ -203,7 +202,8 @@ def plot_similarity(model, table: TraceTable | ReachTable, cfg: TrainConfig, pat
         im = ax.imshow((s @ g.T).numpy(), cmap="viridis", vmin=-1, vmax=1)
         ax.set_xticks(range(len(goals)), [str(x) for x in goals], rotation=90, fontsize=7)
         ax.set_yticks(range(len(states)), [str(list(x)) for x in states], fontsize=7)
-        ax.set(xlabel="goal", ylabel="state", title=f"cosine similarity, one batch of {len(states)} (critic {cfg.version})")
+        title = f"cosine similarity, one batch of {len(states)} (critic {cfg.version})"
+        ax.set(xlabel="goal", ylabel="state", title=title)
         ax.figure.colorbar(im, ax=ax)
 
 
@@ -246,10 +246,8 @@ def _save(model, optim, cfg: TrainConfig, out: Path, run: Progress, rng: np.rand
     os.replace(out / "train_state.pt.tmp", out / "train_state.pt")  # whole or not at all; its step is checked on resume
 
 
-RESUME_FREE_FIELDS = frozenset(
-    {"out", "resume", "stop_after", "time_limit", "threads", "checkpoint_every", "log_every", "calibrate", "cache_dir",
-     "report_to"}
-)
+RESUME_FREE_FIELDS = frozenset({"out", "resume", "stop_after", "time_limit", "threads", "checkpoint_every", "log_every",
+                                "calibrate", "cache_dir", "report_to"})
 """``TrainConfig`` fields a resumed run may change: they do not change the weights."""
 
 
@@ -265,18 +263,16 @@ def _resume_from(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCritic
         raise TornCheckpoint(f"error: --resume: {e}") from None
     changed = dataclass_cli.changed_options(meta.get("train_config", {}), cfg, RESUME_FREE_FIELDS)
     if changed:  # the checkpoint's own record (runs made before options.json was written have only this one)
-        raise SystemExit(
-            f"error: --resume: {out} was trained with {'; '.join(changed)}; resume with the same flags or use a new --out"
-        )
+        raise SystemExit(f"error: --resume: {out} was trained with {'; '.join(changed)}; resume with the same flags or "
+                         "use a new --out")
     try:
         st = torch.load(out / "train_state.pt", weights_only=False)
     except Exception as e:  # noqa: BLE001 - a truncated or foreign file: say which one
         raise TornCheckpoint(f"error: --resume: {out / 'train_state.pt'} is not readable ({type(e).__name__}: {e})") from None
     if st.get("step") != meta.get("step"):
-        raise TornCheckpoint(
-            f"error: --resume: {out / 'model.safetensors'} is from step {meta.get('step')} but train_state.pt from step "
-            f"{st.get('step')} (interrupted while saving?); the run cannot be continued exactly"
-        )
+        raise TornCheckpoint(f"error: --resume: {out / 'model.safetensors'} is from step {meta.get('step')} but "
+                             f"train_state.pt from step {st.get('step')} (interrupted while saving?); the run "
+                             "cannot be continued exactly")
     if st["step"] > end:
         raise SystemExit(f"error: --resume: {out} is already at step {st['step']}, past --stop-after {cfg.stop_after}")
     return loaded, st
@@ -338,16 +334,13 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         loaded, st = _resume(out, cfg, end)
 
     t_data = time.perf_counter()
+    goals, cache, max_train = (cfg.goal_min, cfg.goal_max), cfg.cache_dir or None, cfg.max_train_problems
     table: TraceTable | None = None
     rtable: ReachTable | None = None
     if cfg.objective != "reach" or cfg.version == "v1":
-        table = cached_table(
-            cfg.preset, cfg.extra_problems, cfg.data_seed, 4, (cfg.goal_min, cfg.goal_max),
-            cfg.cache_dir or None, progress=progress, max_train=cfg.max_train_problems,
-        )
+        table = cached_table(cfg.preset, cfg.extra_problems, cfg.data_seed, 4, goals, cache, progress, max_train)
     if cfg.objective != "trace" and cfg.version == "v2":
-        rtable = cached_reach_table(cfg.preset, cfg.reach_extra, cfg.data_seed, (cfg.goal_min, cfg.goal_max),
-                                    cfg.cache_dir or None, progress=progress, max_train=cfg.max_train_problems)
+        rtable = cached_reach_table(cfg.preset, cfg.reach_extra, cfg.data_seed, goals, cache, progress, max_train)
     data_seconds = time.perf_counter() - t_data
     model = build_model(cfg.model_config())
     if init is not None:
