@@ -196,14 +196,14 @@ class SetEncoder(nn.Module):
         self.child_dim = child_dim if slots >= 2 else 0
         self.grandchild_dim = grandchild_dim if slots >= 3 else 0
         extra = 0
-        if self.child_dim or self.grandchild_dim:
+        if self.pair_dim or self.child_dim or self.grandchild_dim:
             for prefix, n in (("child", slots), ("grand", slots - 1)):  # pairs of a state, and of a one-move child
                 pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
                 rest = [[k for k in range(n) if k not in p] for p in pairs]
                 self.register_buffer(f"{prefix}_i", torch.tensor([p[0] for p in pairs], dtype=torch.long), persistent=False)
                 self.register_buffer(f"{prefix}_j", torch.tensor([p[1] for p in pairs], dtype=torch.long), persistent=False)
-                self.register_buffer(f"{prefix}_rest", torch.tensor(rest, dtype=torch.long).reshape(len(pairs), n - 2),
-                                     persistent=False)
+                rest_t = torch.tensor(rest, dtype=torch.long).reshape(len(pairs), max(n - 2, 0))
+                self.register_buffer(f"{prefix}_rest", rest_t, persistent=False)
         if self.child_dim:
             self.child_mlp = nn.Sequential(
                 nn.Linear(d + (slots - 2) * (d + 1) + len(CHILD_OPS), 2 * child_dim), nn.GELU(),
@@ -217,13 +217,8 @@ class SetEncoder(nn.Module):
             )
             extra += 2 * g
         if self.pair_dim:
-            pairs = [(i, j) for i in range(slots) for j in range(i + 1, slots)]
-            self.register_buffer("pair_i", torch.tensor([p[0] for p in pairs]), persistent=False)
-            self.register_buffer("pair_j", torch.tensor([p[1] for p in pairs]), persistent=False)
-            rest = torch.ones(len(pairs), slots)
-            for k, (i, j) in enumerate(pairs):
-                rest[k, i] = rest[k, j] = 0.0
-            self.register_buffer("pair_rest", rest, persistent=False)
+            rest = torch.ones(len(self.child_i), slots).scatter_(1, torch.stack([self.child_i, self.child_j], 1), 0.0)
+            self.register_buffer("pair_rest", rest, persistent=False)  # 1 for the slots beside each pair
             self.pair_mlp = nn.Sequential(nn.Linear(3 * d + 1, 2 * pair_dim), nn.GELU(),
                                           nn.Linear(2 * pair_dim, pair_dim), nn.GELU())
             extra += 2 * pair_dim
@@ -233,10 +228,10 @@ class SetEncoder(nn.Module):
         e = self.numbers(values) * mask.unsqueeze(-1)
         x = torch.cat([e, mask.unsqueeze(-1)], dim=-1).flatten(1)
         if self.pair_dim:
-            ei, ej = e[:, self.pair_i], e[:, self.pair_j]  # [N, P, d]
+            ei, ej = e[:, self.child_i], e[:, self.child_j]  # [N, P, d]
             rest = torch.einsum("ps,nsd->npd", self.pair_rest, e)
             n_rest = (mask @ self.pair_rest.T).unsqueeze(-1)  # [N, P, 1]
-            present = (mask[:, self.pair_i] * mask[:, self.pair_j]).unsqueeze(-1)  # [N, P, 1]
+            present = (mask[:, self.child_i] * mask[:, self.child_j]).unsqueeze(-1)  # [N, P, 1]
             h = self.pair_mlp(torch.cat([ei, ej, rest, n_rest], dim=-1))
             x = torch.cat([x, *_pool(h, present.squeeze(-1) > 0)], dim=-1)
         if self.child_dim:
