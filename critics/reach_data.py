@@ -92,29 +92,17 @@ def build_reach_table(starts: Iterable[Sequence[int]], rules: Rules | None = Non
             raise ValueError(f"start set {list(s)} belongs to a held-out split; it must not be used for training")
         if not 2 <= len(s) <= max_numbers:
             raise ValueError(f"start set {list(s)} has {len(s)} numbers; the critic takes 2..{max_numbers}")
-        frontier = [s] if add(s) else []
-        while frontier:
-            nxt = []
-            for state in frontier:
-                if len(state) <= 2:
-                    continue
-                for _, child in successors(state, rules):
-                    c = tuple(sorted(child))
-                    if add(c):
-                        nxt.append(c)
-            frontier = nxt
+        level = [s] if add(s) else []
+        while level:  # one move deeper each round, down to two numbers
+            children = (tuple(sorted(c)) for st in level if len(st) > 2 for _, c in successors(st, rules))
+            level = [c for c in children if add(c)]
     rows.update(dict.fromkeys((v,) for v in range(1, singles + 1)))
-    goals = np.arange(lo, hi + 1)
     states = np.zeros((len(rows), max_numbers), dtype=np.int64)
-    sizes = np.zeros(len(rows), dtype=np.int64)
-    labels = np.zeros((len(rows), len(goals)), dtype=bool)
+    labels = np.zeros((len(rows), hi - lo + 1), dtype=bool)
     for i, st in enumerate(rows):
         states[i, : len(st)] = st
-        sizes[i] = len(st)
-        for v in reachable_values(st, rules):
-            if type(v) is int and lo <= v <= hi:
-                labels[i, v - lo] = True
-    return ReachTable(max_numbers, (lo, hi), states, sizes, labels)
+        labels[i, [v - lo for v in reachable_values(st, rules) if type(v) is int and lo <= v <= hi]] = True
+    return ReachTable(max_numbers, (lo, hi), states, np.array([len(st) for st in rows], dtype=np.int64), labels)
 
 
 def cached_reach_table(preset: str = "longproc-0.5k", extra: int = 0, seed: int = 0,
