@@ -170,12 +170,10 @@ def main(options: type[Options], evaluate: Callable[[Options], dict], render: Ca
     opts = dataclass_cli.parse(options, argv, prog=f"python -m {prog}", description=description)
     import torch
 
-    from critics.models import CheckpointError
-
     torch.set_num_threads(opts.threads)
     try:
         res = evaluate(opts)
-    except (CheckpointError, ValueError, OSError) as e:
+    except (ValueError, OSError) as e:  # a CheckpointError is a ValueError
         raise SystemExit(f"error: {e}") from None
     print(render(res))
     print(f"wrote {opts.out}/report.md")

@@ -429,17 +429,17 @@ def weights_step(path: str | Path) -> str | None:
         return (f.metadata() or {}).get("step")
 
 
-def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[ConfigT],
-                    files: Sequence[str]) -> tuple[Path, dict[str, Any], ConfigT]:
+def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[ConfigT], files: Sequence[str],
+                    fmt_kind: str = "") -> tuple[Path, dict[str, Any], ConfigT]:
     """``(directory, its config.json, the model config in it)`` of a checkpoint directory whose ``format`` is ``fmt``
-    and which holds ``files``; :class:`CheckpointError` naming the file and the problem otherwise."""
+    (``fmt_kind``: its name, default ``kind``) and which holds ``files``; :class:`CheckpointError` otherwise."""
     d = Path(directory)
     if not d.is_dir():
         gone = "" if d.exists() else " (it does not exist)"
         raise CheckpointError(f"{kind} checkpoint not found: {d} is not a directory{gone}")
     if not (d / "config.json").is_file():
         raise CheckpointError(f"{kind} checkpoint incomplete: {d / 'config.json'} is missing")
-    meta = read_config(d / "config.json", fmt, kind)  # the format first: another kind of checkpoint lacks these files
+    meta = read_config(d / "config.json", fmt, fmt_kind or kind)  # the format first: another kind of checkpoint lacks these files
     for name in files:
         if not (d / name).exists():
             raise CheckpointError(f"{kind} checkpoint incomplete: {d / name} is missing")
@@ -452,7 +452,8 @@ def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[Con
 def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | NumericalCriticV2, dict[str, Any]]:
     """Rebuild a critic from ``directory`` (``config.json`` + ``model.safetensors``); :class:`CheckpointError` naming
     the file and the problem."""
-    d, meta, cfg = read_checkpoint(directory, CONFIG_FORMAT, "countdown-gym critic", ModelConfig, ["model.safetensors"])
+    d, meta, cfg = read_checkpoint(directory, CONFIG_FORMAT, "critic", ModelConfig, ["model.safetensors"],
+                                   "countdown-gym critic")
     cfg_path, weights_path = d / "config.json", d / "model.safetensors"
     model = build_model(cfg)
     state = read_weights(weights_path)

@@ -20,6 +20,7 @@ from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest
 from critics import train_loop
 from critics.data import TraceTable, build_table, training_problems
 from critics.losses import v2_loss
+from critics.models import count_parameters
 from critics.text_critic import (
     DEFAULT_LM,
     TextCritic,
@@ -61,9 +62,6 @@ class TextTrainConfig(CommonTrainOptions):
         dataclass_cli.check_min(self, 0, "lm_lr")
         if not 0.0 <= self.render <= 1.0:
             raise ValueError(f"--render must be in [0, 1], got {self.render}")
-
-    def model_config(self) -> TextCriticConfig:
-        return self.model
 
 
 @dataclass
@@ -121,7 +119,7 @@ def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
     """Run training; returns the run directory (a loadable text-critic checkpoint)."""
     t_start = time.perf_counter()
     out, rng = start_run(cfg, markers=CHECKPOINT_FILES, resumable=False)  # the text critic trains in one go
-    model, tok = build_text_critic(cfg.model_config(), cfg.lm, seed=cfg.seed)
+    model, tok = build_text_critic(cfg.model, cfg.lm, seed=cfg.seed)
     critic = TextCritic(model, tok)  # shares the model: tokenizes the way scoring will
     t_data = time.perf_counter()
     data = build_text_traces(training_problems(cfg.preset, max_train=cfg.train_problems), progress=progress)
@@ -134,7 +132,7 @@ def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
     if Path(cfg.lm).resolve().is_relative_to(DEFAULT_LM.parents[2]):  # inside the repository: no machine's paths
         recorded["lm"] = Path(cfg.lm).resolve().relative_to(DEFAULT_LM.parents[2]).as_posix()
     extra: dict[str, Any] = {"train_config": recorded, "data": data.table.stats(), "data_seconds": round(data_seconds, 1),
-                             "parameters": sum(p.numel() for p in model.parameters()),
+                             "parameters": count_parameters(model),
                              "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
     log = MetricsLog(out / "log.jsonl")  # appended as it comes
 
