@@ -410,23 +410,15 @@ def read_config(path: Path, fmt: str, kind: str) -> dict[str, Any]:
     return meta
 
 
-def read_weights(path: Path) -> dict[str, torch.Tensor]:
-    """The tensors of the safetensors file at ``path``; :class:`CheckpointError` when it does not read."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
+def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """The tensors and the metadata of the safetensors file at ``path``; :class:`CheckpointError` if it does not read."""
+    from safetensors import SafetensorError, safe_open
 
     try:
-        return load_file(str(path))
+        with safe_open(str(path), framework="pt") as f:
+            return {k: f.get_tensor(k) for k in f.keys()}, f.metadata() or {}  # noqa: SIM118 (not a dict)
     except (SafetensorError, OSError) as e:
         raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
-
-
-def weights_step(path: str | Path) -> str | None:
-    """The training step recorded in a checkpoint's ``model.safetensors`` metadata (None if not recorded)."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as f:
-        return (f.metadata() or {}).get("step")
 
 
 def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[ConfigT], files: Sequence[str],
@@ -456,8 +448,8 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
                                    "countdown-gym critic")
     cfg_path, weights_path = d / "config.json", d / "model.safetensors"
     model = build_model(cfg)
-    state = read_weights(weights_path)
-    recorded = weights_step(weights_path)
+    state, metadata = read_weights(weights_path)
+    recorded = metadata.get("step")
     if recorded is not None and "step" in meta and recorded != str(meta["step"]):
         raise CheckpointError(f"{weights_path} is from step {recorded} but {cfg_path} from step {meta['step']} "
                               "(interrupted while saving?)")

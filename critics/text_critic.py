@@ -128,30 +128,22 @@ class TextCriticModel(nn.Module):
         return self.goal_tower(t, torch.ones_like(t, dtype=torch.float32))
 
 
-def load_lm_parts(lm_dir: str | Path) -> tuple[Any, Any, dict[str, torch.Tensor]]:
-    """``(tokenizer, lm config, base-model weights)`` of a saved causal LM directory (the state tower's start)."""
+def build_text_critic(cfg: TextCriticConfig, lm_dir: str | Path = DEFAULT_LM, seed: int = 0) -> tuple[TextCriticModel, Any]:
+    """A new text critic whose state tower starts from the saved causal LM in ``lm_dir``: ``(model, tokenizer)``."""
     from safetensors.torch import load_file
     from transformers import AutoConfig, AutoTokenizer
 
     d = Path(lm_dir)
     if not (d / "config.json").is_file() or not (d / "model.safetensors").is_file():
         raise CheckpointError(f"no language model at {d} (expected config.json, model.safetensors and tokenizer files)")
-    tok = AutoTokenizer.from_pretrained(str(d))
-    config = AutoConfig.from_pretrained(str(d))
     prefix = "model."  # a *ForCausalLM stores its base model under "model."; the LM head is not used
     state = {k[len(prefix):]: v for k, v in load_file(str(d / "model.safetensors")).items() if k.startswith(prefix)}
-    return tok, config, state
-
-
-def build_text_critic(cfg: TextCriticConfig, lm_dir: str | Path = DEFAULT_LM, seed: int = 0) -> tuple[TextCriticModel, Any]:
-    """A new text critic whose state tower starts from the LM in ``lm_dir``; returns ``(model, tokenizer)``."""
-    tok, lm_config, state = load_lm_parts(lm_dir)
     torch.manual_seed(seed)
-    model = TextCriticModel(cfg, lm_config)
+    model = TextCriticModel(cfg, AutoConfig.from_pretrained(str(d)))
     missing, unexpected = model.lm.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise CheckpointError(f"{lm_dir}: the LM weights do not fit its config (missing {missing[:3]}, unexpected {unexpected[:3]})")
-    return model, _prepare_tokenizer(tok)
+    return model, _prepare_tokenizer(AutoTokenizer.from_pretrained(str(d)))
 
 
 def _prepare_tokenizer(tok: Any) -> Any:
@@ -180,7 +172,7 @@ def load_text_critic(path: str | Path | None = None) -> TextCritic:
                                    TextCriticConfig, files)
     model = TextCriticModel(cfg, AutoConfig.for_model(**json.loads((d / "lm_config.json").read_text(encoding="utf-8"))))
     try:
-        model.load_state_dict(read_weights(d / "model.safetensors"))
+        model.load_state_dict(read_weights(d / "model.safetensors")[0])
     except RuntimeError as e:
         raise CheckpointError(f"{d / 'model.safetensors'} does not fit {d / 'config.json'}: {str(e)[:300]}") from None
     tok = _prepare_tokenizer(AutoTokenizer.from_pretrained(str(d / "tokenizer")))
