@@ -411,7 +411,7 @@ def read_config(path: Path, fmt: str, kind: str) -> dict[str, Any]:
 
 
 def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """The tensors and the metadata of the safetensors file at ``path``; :class:`CheckpointError` if it does not read."""
+    """The tensors and metadata of the safetensors file at ``path``; :class:`CheckpointError` if it does not read."""
     from safetensors import SafetensorError, safe_open
 
     try:
@@ -431,7 +431,7 @@ def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[Con
         raise CheckpointError(f"{kind} checkpoint not found: {d} is not a directory{gone}")
     if not (d / "config.json").is_file():
         raise CheckpointError(f"{kind} checkpoint incomplete: {d / 'config.json'} is missing")
-    meta = read_config(d / "config.json", fmt, fmt_kind or kind)  # the format first: another kind of checkpoint lacks these files
+    meta = read_config(d / "config.json", fmt, fmt_kind or kind)  # the format first: another kind lacks these files
     for name in files:
         if not (d / name).exists():
             raise CheckpointError(f"{kind} checkpoint incomplete: {d / name} is missing")
