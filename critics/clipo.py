@@ -1,24 +1,8 @@
-"""CLIPO: a contrastive head and loss over the rollouts of a group, turned into a dense reward.
+"""CLIPO: a contrastive head and loss over the rollouts of a group, turned into a dense reward (``docs/rewards.md``).
 
-CLIPO ("Contrastive Learning in Policy Optimization") embeds each rollout of a GRPO group (the
-mean-pooled last hidden states of its response, detached), projects it with a small head to an
-L2-normalised vector, and computes a contrastive loss inside each group with the *correct*
-rollouts as anchors and positives and all other rollouts as negatives. The loss of an anchor
-becomes its reward ``max(-lam * L, floor)``; the head alone is trained on the same loss.
-
-Semantics (see ``docs/rewards.md``):
-
-* similarity ``s_ij = cos(z_i, z_j) / temperature`` (temperature 0.05 by default);
-* an anchor is a correct rollout of a *non-degenerate* group: one with at least two correct and
-  at least one incorrect rollout. Every other rollout gets loss 0 and reward 0;
-* the denominator of every loss runs over all *other* rollouts of the anchor's group;
-* ``"infonce"``: one positive sampled uniformly among the other correct rollouts of the group,
-  ``L_i = -(s_ip - logsumexp_{j != i} s_ij)``;
-* ``"supcon"``: the mean over all positives of that log-ratio (mean of logs);
-* ``"softnn"``: ``L_i = -(logsumexp_{p in P_i} s_ip - logsumexp_{j != i} s_ij)`` (log of the sum);
-* :class:`CLIPOTrainer` computes the rewards from the loss *before* its one head update per call
-  (AdamW, lr 1e-3, weight decay 0.01), can warm up the head (head updates, zero rewards) and can
-  freeze it (the paper's fixed-head ablation).
+Anchors are the correct rollouts of groups with >= 2 correct and >= 1 incorrect; an anchor's loss ``L`` (``infonce``,
+``supcon`` or ``softnn`` over ``cos / temperature``, against the other rollouts of its group) gives the reward
+``max(-lam * L, floor)``, every other rollout 0. :class:`CLIPOTrainer` rewards from the loss before its head update.
 """
 
 from __future__ import annotations
@@ -37,28 +21,14 @@ DEFAULT_LAMBDA: dict[str, float] = {"infonce": 0.2, "supcon": 0.2, "softnn": 1.0
 """The paper's reward weight per loss kind (lambda = 1 for SoftNN, 0.2 otherwise)."""
 
 __all__ = [
-    "DEFAULT_LAMBDA",
-    "LOSS_KINDS",
-    "CLIPOConfig",
-    "CLIPOHead",
-    "CLIPOTrainer",
-    "clipo_loss",
-    "clipo_rewards",
-    "mean_pool",
-    "valid_anchors",
+    "DEFAULT_LAMBDA", "LOSS_KINDS", "CLIPOConfig", "CLIPOHead", "CLIPOTrainer", "clipo_loss", "clipo_rewards",
+    "mean_pool", "valid_anchors"
 ]
 
 
-# ---- head ------------------------------------------------------------------------------------
-
-
 class CLIPOHead(nn.Module):
-    """Projection of pooled trajectory embeddings to an L2-normalised vector.
-
-    ``mlp=False`` (the paper's default): one ``Linear(dim_in, dim_out, bias=False)``.
-    ``mlp=True``: ``Linear(dim_in, hidden) -> GELU -> Linear(hidden, dim_out)``, both bias-free,
-    ``hidden`` defaulting to ``dim_in``.
-    """
+    """Pooled trajectory embeddings -> L2-normalised vectors: a bias-free ``Linear(dim_in, dim_out)`` (the paper's),
+    or with ``mlp`` ``Linear(dim_in, hidden) -> GELU -> Linear(hidden, dim_out)`` (``hidden``: ``dim_in`` if None)."""
 
     def __init__(self, dim_in: int, dim_out: int = 512, mlp: bool = False, hidden: int | None = None) -> None:
         super().__init__()
@@ -68,21 +38,16 @@ class CLIPOHead(nn.Module):
         self.dim_in, self.dim_out, self.mlp = dim_in, dim_out, mlp
         if mlp:
             h = hidden or dim_in
-            self.proj: nn.Module = nn.Sequential(
-                nn.Linear(dim_in, h, bias=False), nn.GELU(), nn.Linear(h, dim_out, bias=False)
-            )
+            self.proj: nn.Module = nn.Sequential(nn.Linear(dim_in, h, bias=False), nn.GELU(),
+                                                 nn.Linear(h, dim_out, bias=False))
         else:
             self.proj = nn.Linear(dim_in, dim_out, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim != 2 or x.shape[1] != self.dim_in:
-            raise ValueError(
-                f"CLIPOHead expects embeddings of shape [N, {self.dim_in}] (N rollouts x dim_in), got {tuple(x.shape)}"
-            )
+            raise ValueError(f"CLIPOHead expects embeddings of shape [N, {self.dim_in}] (N rollouts x dim_in), "
+                             f"got {tuple(x.shape)}")
         return F.normalize(self.proj(x), dim=-1)
-
-
-# ---- input checks ----------------------------------------------------------------------------
 
 
 def _as_bool(correct: Any, n: int, device: torch.device) -> Tensor:
@@ -118,11 +83,7 @@ def _check_z(z: Any) -> Tensor:
 
 
 def valid_anchors(correct: Any, group_ids: Any) -> Tensor:
-    """Boolean mask of the rollouts that get a CLIPO loss/reward.
-
-    A rollout is an anchor iff it is correct and its group has at least two correct rollouts and
-    at least one incorrect rollout.
-    """
+    """Boolean mask of the anchors: correct rollouts of groups with >= 2 correct and >= 1 incorrect rollouts."""
     n = len(correct)
     c = _as_bool(correct, n, torch.device("cpu"))
     g = _as_groups(group_ids, n, torch.device("cpu"))
@@ -132,28 +93,10 @@ def valid_anchors(correct: Any, group_ids: Any) -> Tensor:
     return c & (n_correct >= 2) & (n_wrong >= 1)
 
 
-# ---- loss and reward -------------------------------------------------------------------------
-
-
-def clipo_loss(
-    z: Tensor,
-    correct: Any,
-    group_ids: Any,
-    kind: str = "infonce",
-    temperature: float = 0.05,
-    generator: torch.Generator | None = None,
-) -> Tensor:
-    """Per-rollout CLIPO loss, shape ``[N]``; 0 for rollouts that are not anchors.
-
-    Args:
-        z: ``[N, d]`` embeddings (the head's output; normalised again here, so cosine similarity).
-        correct: ``[N]`` booleans (outcome reward of each rollout).
-        group_ids: ``[N]`` group labels (rollouts of the same prompt share one).
-        kind: ``"infonce"`` (one sampled positive), ``"supcon"`` (mean of logs over positives) or
-            ``"softnn"`` (log of the sum over positives).
-        temperature: similarity scale, ``> 0``.
-        generator: the random source for InfoNCE's positive sampling (reproducible runs).
-    """
+def clipo_loss(z: Tensor, correct: Any, group_ids: Any, kind: str = "infonce", temperature: float = 0.05,
+               generator: torch.Generator | None = None) -> Tensor:
+    """Per-rollout CLIPO loss ``[N]`` (0 for non-anchors) of embeddings ``z`` ``[N, d]`` (normalised here), outcomes
+    ``correct`` ``[N]`` and ``group_ids`` ``[N]`` (one per prompt); ``generator``: InfoNCE's positive sampling."""
     z = _check_z(z)
     if kind not in LOSS_KINDS:
         raise ValueError(f"kind must be one of {LOSS_KINDS}, got {kind!r}")
@@ -188,11 +131,7 @@ def clipo_loss(
 
 
 def clipo_rewards(loss: Tensor, correct: Any, group_ids: Any, lam: float = 0.2, floor: float = -0.5) -> Tensor:
-    """CLIPO reward per rollout: ``max(-lam * loss, floor)`` for anchors, ``0`` for every other rollout.
-
-    Anchors are defined by :func:`valid_anchors` (correct rollouts of groups with >= 2 correct and
-    >= 1 incorrect). The result is detached; with the default ``lam`` and ``floor`` it lies in ``[-0.5, 0]``.
-    """
+    """Detached reward per rollout: ``max(-lam * loss, floor)`` for :func:`valid_anchors`, 0 for the others."""
     if not isinstance(loss, Tensor) or loss.ndim != 1:
         raise ValueError(f"loss must be a 1-D tensor (one value per rollout), got {getattr(loss, 'shape', loss)!r}")
     if isinstance(lam, bool) or not isinstance(lam, (int, float)) or lam < 0:
@@ -206,40 +145,28 @@ def clipo_rewards(loss: Tensor, correct: Any, group_ids: Any, lam: float = 0.2, 
     return torch.where(anchors, r, torch.zeros_like(r))
 
 
-# ---- pooling (LLM side) ----------------------------------------------------------------------
-
-
 def mean_pool(hidden_states: Tensor, mask: Tensor) -> Tensor:
-    """Mean of ``hidden_states [B, T, D]`` over the positions where ``mask [B, T]`` is set -> ``[B, D]``.
-
-    CLIPO pools the last layer's hidden states over the *response* tokens only: pass a mask that
-    is 1 on completion tokens and 0 on prompt and padding tokens. A row with an empty mask pools to
-    zeros. The result is not detached; :class:`CLIPOTrainer` detaches what it receives.
-    """
+    """Mean of ``hidden_states [B, T, D]`` where ``mask [B, T]`` is set (CLIPO: the response tokens) -> ``[B, D]``;
+    an empty row pools to zeros. Not detached (:class:`CLIPOTrainer` detaches what it receives)."""
     if not isinstance(hidden_states, Tensor) or hidden_states.ndim != 3:
         raise ValueError(f"hidden_states must be a [B, T, D] tensor, got {getattr(hidden_states, 'shape', hidden_states)!r}")
     if not isinstance(mask, Tensor) or mask.shape != hidden_states.shape[:2]:
-        raise ValueError(
-            f"mask must be a [B, T] tensor matching hidden_states {tuple(hidden_states.shape[:2])}, "
-            f"got {getattr(mask, 'shape', mask)!r}"
-        )
+        raise ValueError(f"mask must be a [B, T] tensor matching hidden_states {tuple(hidden_states.shape[:2])}, "
+                         f"got {getattr(mask, 'shape', mask)!r}")
     m = mask.to(hidden_states.dtype).unsqueeze(-1)
     return (hidden_states * m).sum(1) / m.sum(1).clamp(min=1.0)
 
 
-# ---- trainer ---------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class CLIPOConfig:
-    """Everything that defines a :class:`CLIPOTrainer` (saved with its state)."""
+    """Everything that defines a :class:`CLIPOTrainer` (saved with its state); ``lam`` None: ``DEFAULT_LAMBDA``."""
 
     dim_in: int
     dim_out: int = 512
     mlp: bool = False
     kind: str = "infonce"
     temperature: float = 0.05
-    lam: float | None = None  # None: the paper's value for ``kind`` (DEFAULT_LAMBDA)
+    lam: float | None = None
     floor: float = -0.5
     lr: float = 1e-3
     weight_decay: float = 0.01
@@ -261,21 +188,9 @@ class CLIPOConfig:
 
 
 class CLIPOTrainer:
-    """Owns a :class:`CLIPOHead` and its AdamW optimizer; turns group embeddings into CLIPO rewards.
-
-    Each :meth:`step` call (one per policy batch):
-
-    1. projects the (detached) embeddings with the current head and computes the per-rollout loss;
-    2. takes the rewards from that loss, i.e. from *before* the head update (zero during warm-up);
-    3. makes one AdamW step on the mean loss over the anchors (skipped when ``freeze=True`` or
-       when the batch has no anchor).
-
-    Example:
-        >>> trainer = CLIPOTrainer(dim_in=8, dim_out=4)
-        >>> emb = torch.randn(4, 8)
-        >>> trainer.step(emb, correct=[1, 1, 0, 0], group_ids=[0, 0, 0, 0]).shape
-        torch.Size([4])
-    """
+    """A :class:`CLIPOHead` and its AdamW optimizer. Each :meth:`step` (one per policy batch) computes the loss under
+    the current head, takes the rewards from it (0 during warm-up), then makes one AdamW step on the anchors' mean
+    loss (none when ``freeze`` or without anchors), e.g. ``CLIPOTrainer(dim_in=8).step(emb, correct, group_ids)``."""
 
     def __init__(self, dim_in: int | None = None, *, config: CLIPOConfig | None = None, **kwargs: Any) -> None:
         if config is None:
@@ -306,10 +221,8 @@ class CLIPOTrainer:
         except (TypeError, ValueError) as e:
             raise ValueError(f"embeddings must be a numeric [N, {self.config.dim_in}] array or tensor: {e}") from e
         if x.ndim != 2 or x.shape[1] != self.config.dim_in or x.shape[0] == 0:
-            raise ValueError(
-                f"embeddings must have shape [N, {self.config.dim_in}] (N rollouts x the head's dim_in), "
-                f"got {tuple(x.shape)}"
-            )
+            raise ValueError(f"embeddings must have shape [N, {self.config.dim_in}] (N rollouts x the head's dim_in), "
+                             f"got {tuple(x.shape)}")
         if not (x.is_floating_point() or x.dtype in (torch.int32, torch.int64)):
             raise ValueError(f"embeddings must be numeric, got dtype {x.dtype}")
         x = x.detach().to(dtype=torch.float32, device=next(self.head.parameters()).device)
@@ -320,12 +233,10 @@ class CLIPOTrainer:
     def loss(self, embeddings: Any, correct: Any, group_ids: Any) -> Tensor:
         """Per-rollout loss under the current head (with gradient to the head)."""
         x = self._embeddings(embeddings)
-        return clipo_loss(
-            self.head(x), correct, group_ids, self.config.kind, self.config.temperature, self.generator
-        )
+        return clipo_loss(self.head(x), correct, group_ids, self.config.kind, self.config.temperature, self.generator)
 
     def step(self, embeddings: Any, correct: Any, group_ids: Any) -> Tensor:
-        """Rewards ``[N]`` from the pre-update loss, then one head update. See the class docstring."""
+        """Rewards ``[N]`` from the pre-update loss, then one head update."""
         loss = self.loss(embeddings, correct, group_ids)
         anchors = valid_anchors(correct, group_ids).to(loss.device)
         if self.in_warmup:
@@ -340,35 +251,25 @@ class CLIPOTrainer:
             mean_loss.backward()
             self.optimizer.step()
             updated = True
-        self.last_stats = {
-            "loss": float(mean_loss.detach()) if mean_loss is not None else 0.0,
-            "anchors": float(n_anchor),
-            "reward_mean": float(rewards[anchors].mean()) if n_anchor else 0.0,
-            "warmup": float(self.in_warmup),
-            "updated": float(updated),
-        }
+        mean_reward = float(rewards[anchors].mean()) if n_anchor else 0.0
+        mean_loss_value = float(mean_loss.detach()) if mean_loss is not None else 0.0
+        self.last_stats = {"loss": mean_loss_value, "anchors": float(n_anchor), "reward_mean": mean_reward,
+                           "warmup": float(self.in_warmup), "updated": float(updated)}
         self.steps_done += 1
         return rewards.detach().cpu()
 
-    # ---- persistence ---------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "config": asdict(self.config),
-            "head": self.head.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "generator": self.generator.get_state(),
-            "steps_done": self.steps_done,
-        }
+        return {"config": asdict(self.config), "head": self.head.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "generator": self.generator.get_state(), "steps_done": self.steps_done}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a :meth:`state_dict`; the configs must describe the same head."""
         try:
             saved = CLIPOConfig(**state["config"])
             if (saved.dim_in, saved.dim_out, saved.mlp) != (self.config.dim_in, self.config.dim_out, self.config.mlp):
-                raise ValueError(
-                    f"CLIPO state is for a head dim_in={saved.dim_in}, dim_out={saved.dim_out}, mlp={saved.mlp}; "
-                    f"this trainer has dim_in={self.config.dim_in}, dim_out={self.config.dim_out}, mlp={self.config.mlp}"
-                )
+                raise ValueError(f"CLIPO state is for a head dim_in={saved.dim_in}, dim_out={saved.dim_out}, "
+                                 f"mlp={saved.mlp}; this trainer has dim_in={self.config.dim_in}, "
+                                 f"dim_out={self.config.dim_out}, mlp={self.config.mlp}")
             self.head.load_state_dict(state["head"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.generator.set_state(state["generator"])

@@ -1,33 +1,20 @@
-"""Training pairs for the numerical critics, read off the package's own DFS traces.
+"""Training pairs for the numerical critics, read off the package's own DFS traces, and the evaluation states.
 
-Every problem's LongProc trace (:func:`countdown_gym.dfs_trace`) is parsed back with
-:func:`countdown_gym.parse_trace` and rebuilt as a search tree. Each ``Try`` line is a *prefix
-cut*: the search stands on a state (the line's ``Current State``): the new number set after an
-``added`` line, the one-number set after ``Evaluate`` lines, the parent set after a dropped
-move. Every tree node carries labels that come from the trace alone (no solver call):
-
-* ``on_path``: the node lies on the path the search took to the target, so the target is
-  reachable from it;
-* a node off that path is a *dead end*: the depth-first search went below it, tried every move
-  and came back, so the target is unreachable from it (the reference search is exhaustive
-  under the rules it is run with);
-* ``reached``: the final values the search evaluated below the node (for a dead end, every
-  value it can make: hindsight goals).
-
-:class:`TraceTable` stores all nodes of many traces as flat numpy arrays and samples batches.
-Test-split problems are never used: :func:`build_table` refuses them.
+Each trace is parsed back into a search tree labelled from the trace alone: nodes on the path to the target
+(reachable), dead ends (the exhaustive search came back: unreachable) and hindsight goals (values reached below).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Self, TypeVar
 
 import numpy as np
 
@@ -52,11 +39,8 @@ class TraceTree:
 
 
 def trace_tree(problem: Problem, rules: Rules | None = None) -> TraceTree:
-    """Parse ``problem``'s DFS trace back into a :class:`TraceTree`.
-
-    Raises ``ValueError`` for rules without ``use_all`` (the trace's stopping rule then differs)
-    or for an unsolvable problem.
-    """
+    """Parse ``problem``'s DFS trace back into a :class:`TraceTree`; ``ValueError`` for rules without ``use_all``
+    (the trace's stopping rule then differs) or an unsolvable problem."""
     rules = rules or problem.rules
     if not rules.use_all:
         raise ValueError(f"critic training data needs use_all rules; {rules.name!r} lets numbers go unused")
@@ -98,11 +82,48 @@ def trace_tree(problem: Problem, rules: Rules | None = None) -> TraceTree:
 
 
 @dataclass
-class TraceTable:
-    """All nodes of many traces as flat arrays, plus CSR indexes for fast batch sampling."""
+class NpzTable:
+    """A dataclass table of numpy arrays plus ``max_numbers`` and ``goal_range``, saved as one ``.npz``."""
 
     max_numbers: int
     goal_range: tuple[int, int]
+
+    def save(self, path: str | Path) -> None:
+        arrays = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)[2:]}  # after max_numbers, goal_range
+        meta = np.array(json.dumps({"max_numbers": self.max_numbers, "goal_range": list(self.goal_range)}))
+        np.savez_compressed(path, meta=meta, **arrays)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Self:
+        with np.load(path) as z:
+            meta = json.loads(str(z["meta"]))
+            arrays = {k: z[k] for k in z.files if k != "meta"}
+        return cls(max_numbers=meta["max_numbers"], goal_range=tuple(meta["goal_range"]), **arrays)
+
+
+def _size_weights(pools: list[np.ndarray], size_mix: Sequence[float]) -> np.ndarray:
+    weights = [w if k + 1 < len(pools) and len(pools[k + 1]) else 0.0 for k, w in enumerate(size_mix)]
+    return np.array(weights, dtype=np.float64)
+
+
+def draw_by_size(pools: list[np.ndarray], size_mix: Sequence[float], n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` entries of ``pools[k]`` (the candidates of size ``k``), ``size_mix[k-1]`` the relative chance of size ``k``
+    (empty pools skipped); ``ValueError`` if no weighted size has a candidate."""
+    mix = _size_weights(pools, size_mix)
+    if mix.sum() <= 0:
+        raise ValueError(f"no states of the sizes weighted by {list(size_mix)}")
+    sizes = rng.choice(len(mix), size=n, p=mix / mix.sum()) + 1
+    out = np.empty(n, dtype=np.int64)
+    for k in np.unique(sizes):
+        m = sizes == k
+        out[m] = pools[k][rng.integers(0, len(pools[k]), int(m.sum()))]
+    return out
+
+
+@dataclass
+class TraceTable(NpzTable):
+    """All nodes of many traces as flat arrays, plus CSR indexes for fast batch sampling."""
+
     initial: np.ndarray  # int64 [T, max_numbers], sorted, 0-padded
     target: np.ndarray  # int64 [T]
     node_states: np.ndarray  # int64 [N, max_numbers], sorted, 0-padded
@@ -127,25 +148,11 @@ class TraceTable:
         order = np.argsort(key, kind="stable")
         self._dead_key, self._dead_sorted = key[order], dead[order]
 
-    @property
-    def num_traces(self) -> int:
-        return len(self.target)
-
-    @property
-    def num_nodes(self) -> int:
-        return len(self.node_trace)
-
     def stats(self) -> dict[str, int]:
-        return {
-            "traces": self.num_traces,
-            "lines": len(self.line_node),
-            "nodes": self.num_nodes,
-            "on_path_nodes": int(self.node_on_path.sum()),
-            "dead_end_nodes": int((~self.node_on_path).sum()),
-            "hindsight_pairs": len(self.goal_vals),
-        }
+        return {"traces": len(self.target), "lines": len(self.line_node), "nodes": len(self.node_trace),
+                "on_path_nodes": int(self.node_on_path.sum()), "dead_end_nodes": int((~self.node_on_path).sum()),
+                "hindsight_pairs": len(self.goal_vals)}
 
-    # ---- sampling --------------------------------------------------------------------------
     def _pick(self, groups: tuple[np.ndarray, np.ndarray], traces: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         ptr, lines = groups
         lo, n = ptr[traces], ptr[traces + 1] - ptr[traces]
@@ -161,56 +168,26 @@ class TraceTable:
         out[ok] = self._dead_sorted[lo[ok] + (rng.random(int(ok.sum())) * (hi - lo)[ok]).astype(np.int64)]
         return out
 
-    def sample_v2(
-        self,
-        batch: int,
-        rng: np.random.Generator,
-        positives: str = "reachable",
-        hindsight: float = 0.5,
-        dead_per_row: int = 4,
-        size_mix: tuple[float, ...] = (0.1, 0.3, 0.6),
-        dead_same_size: float = 1.0,
-    ) -> dict[str, np.ndarray]:
-        """A V2 batch: ``state`` nodes, their ``goal`` values, and ``dead`` nodes ``[B, k]``.
-
-        ``positives="all"``: a random line of a random trace, goal = the trace's target (the
-        paper's sampling: dead ends are positives too). ``"reachable"``: the line's state must be
-        on the path to the target; a ``hindsight`` fraction of rows instead takes a node with
-        ``size_mix[k-1]`` the chance of a ``k``-number node, and as goal a value the search
-        reached below it. ``dead``: for each own-target row, ``dead_per_row`` dead-end nodes of
-        the same trace (the target is unreachable from them), the first ``dead_same_size``
-        fraction of the same size as the row's state when there are, the rest from a random
-        line of the trace (any size: it ties the score scales of different sizes together);
-        ``dead_valid`` says which rows have them (hindsight rows and traces without dead ends
-        have none).
-        """
+    def sample_v2(self, batch: int, rng: np.random.Generator, positives: str = "reachable", hindsight: float = 0.5,
+                  dead_per_row: int = 4, size_mix: tuple[float, ...] = (0.1, 0.3, 0.6),
+                  dead_same_size: float = 1.0) -> dict[str, np.ndarray]:
+        """A V2 batch: ``state`` nodes (``positives``: ``"all"`` lines, the paper's, or ``"reachable"`` ones), their
+        ``goal`` (the target; for a ``hindsight`` fraction a value reached below a node drawn by ``size_mix``), and per
+        own-target row (``dead_valid``) ``dead_per_row`` ``dead`` ends of its trace (``dead_same_size``: same size)."""
         if positives not in ("all", "reachable"):
             raise ValueError(f"positives must be 'all' or 'reachable', got {positives!r}")
-        traces = rng.integers(0, self.num_traces, batch)
-        if positives == "all":
-            ptr = self.line_ptr
-            n = ptr[traces + 1] - ptr[traces]
-            nodes = self.line_node[ptr[traces] + (rng.random(batch) * n).astype(np.int64)]
-            goals = self.target[traces].copy()
-            hind = np.zeros(batch, dtype=bool)
+        traces = rng.integers(0, len(self.target), batch)
+        all_lines = (self.line_ptr, np.arange(len(self.line_node)))
+        nodes = self._pick(self._path_lines if positives == "reachable" else all_lines, traces, rng)
+        goals = self.target[traces].copy()
+        hind = rng.random(batch) < hindsight if positives == "reachable" else np.zeros(batch, dtype=bool)
+        if hind.any() and _size_weights(self._goal_nodes_by_size, size_mix).sum() > 0:
+            hn = draw_by_size(self._goal_nodes_by_size, size_mix, int(hind.sum()), rng)
+            traces[hind], nodes[hind] = self.node_trace[hn], hn
+            lo, n = self.goal_ptr[hn], self.goal_ptr[hn + 1] - self.goal_ptr[hn]
+            goals[hind] = self.goal_vals[lo + (rng.random(len(hn)) * n).astype(np.int64)]
         else:
-            nodes = self._pick(self._path_lines, traces, rng)
-            goals = self.target[traces].copy()
-            hind = rng.random(batch) < hindsight
-            pools = [self._goal_nodes_by_size[k + 1] if k + 1 <= self.max_numbers else np.zeros(0, np.int64) for k in range(len(size_mix))]
-            mix = np.array([w if len(pool) else 0.0 for w, pool in zip(size_mix, pools, strict=True)], dtype=np.float64)
-            if hind.any() and mix.sum() > 0:
-                sizes = rng.choice(len(mix), size=int(hind.sum()), p=mix / mix.sum())
-                hn = np.empty(len(sizes), dtype=np.int64)
-                for k in np.unique(sizes):
-                    m = sizes == k
-                    hn[m] = pools[k][rng.integers(0, len(pools[k]), int(m.sum()))]
-                traces[hind] = self.node_trace[hn]
-                nodes[hind] = hn
-                lo, n = self.goal_ptr[hn], self.goal_ptr[hn + 1] - self.goal_ptr[hn]
-                goals[hind] = self.goal_vals[lo + (rng.random(len(hn)) * n).astype(np.int64)]
-            else:
-                hind[:] = False
+            hind[:] = False
         dead_valid = ~hind & self._has_dead[traces]
         dead = np.zeros((batch, dead_per_row), dtype=np.int64)
         if dead_valid.any() and dead_per_row > 0:
@@ -232,19 +209,6 @@ class TraceTable:
         j = i + 1 + (rng.random(batch) * (n - 1 - i)).astype(np.int64)
         return {"trace": traces, "state": self.line_node[lo + i], "goal_node": self.line_node[lo + j]}
 
-    # ---- persistence -----------------------------------------------------------------------
-    def save(self, path: str | Path) -> None:
-        arrays = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if isinstance(getattr(self, f.name), np.ndarray)}
-        meta = np.array(json.dumps({"max_numbers": self.max_numbers, "goal_range": list(self.goal_range)}))
-        np.savez_compressed(path, meta=meta, **arrays)
-
-    @classmethod
-    def load(cls, path: str | Path) -> TraceTable:
-        with np.load(path) as z:
-            meta = json.loads(str(z["meta"]))
-            arrays = {k: z[k] for k in z.files if k != "meta"}
-        return cls(max_numbers=meta["max_numbers"], goal_range=tuple(meta["goal_range"]), **arrays)
-
 
 def _group(ptr: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """CSR of the line indexes with ``keep`` per trace: ``(new_ptr, line_indexes)``."""
@@ -264,30 +228,29 @@ def heldout_keys(preset: str = "longproc-0.5k") -> set[tuple[tuple[int, ...], in
     return {p.key for p in load_split(preset, "test")}
 
 
-def build_table(
-    problems: Iterable[Problem],
-    max_numbers: int = 4,
-    goal_range: tuple[int, int] = (10, 50),
-    forbidden: set[tuple[tuple[int, ...], int]] | None = None,
-    progress: bool = False,
-) -> TraceTable:
-    """Trace every problem and flatten the trees into a :class:`TraceTable`.
+def heldout_sets(preset: str = "longproc-0.5k") -> set[tuple[int, ...]]:
+    """The sorted number sets of the preset's validation and test splits: never trained on."""
+    return {tuple(sorted(p.numbers)) for s in ("validation", "test") for p in load_split(preset, s)}
 
-    ``forbidden`` keys (by default the longproc-0.5k test split) raise ``ValueError``: test
-    problems must never reach training.
-    """
+
+def train_split(preset: str, max_train: int = 0) -> list[Problem]:
+    """The preset's train split, its first ``max_train`` problems if > 0."""
+    problems = load_split(preset, "train")
+    return problems[:max_train] if max_train > 0 else problems
+
+
+def build_table(problems: Iterable[Problem], max_numbers: int = 4, goal_range: tuple[int, int] = (10, 50),
+                forbidden: set[tuple[tuple[int, ...], int]] | None = None, progress: bool = False) -> TraceTable:
+    """Trace every problem and flatten the trees into a :class:`TraceTable`; ``ValueError`` for a ``forbidden`` key
+    (default: longproc-0.5k's test split: test problems never reach training)."""
+    from tqdm import tqdm
+
     forbidden = heldout_keys() if forbidden is None else forbidden
-    problems = list(problems)
-    it = problems
-    if progress:
-        from tqdm import tqdm
-
-        it = tqdm(problems, desc="tracing", unit="trace")
     init_rows, targets = [], []
     st_rows, sizes, node_trace, on_path, goal_counts, goal_vals = [], [], [], [], [], []
     line_ptr, line_node = [0], []
     lo_g, hi_g = goal_range
-    for t, p in enumerate(it):
+    for t, p in enumerate(tqdm(list(problems), desc="tracing", unit="trace", disable=not progress)):
         if p.key in forbidden:
             raise ValueError(f"{p!r} belongs to the test split; it must not be used for training")
         if len(p.numbers) > max_numbers:
@@ -308,28 +271,19 @@ def build_table(
             goal_vals.extend(g)
         line_node.extend(base + k for k in tree.line_node)
         line_ptr.append(len(line_node))
+    i64 = functools.partial(np.array, dtype=np.int64)
     return TraceTable(
-        max_numbers=max_numbers,
-        goal_range=(lo_g, hi_g),
-        initial=np.array(init_rows, dtype=np.int64).reshape(-1, max_numbers),
-        target=np.array(targets, dtype=np.int64),
-        node_states=np.array(st_rows, dtype=np.int64).reshape(-1, max_numbers),
-        node_sizes=np.array(sizes, dtype=np.int64),
-        node_trace=np.array(node_trace, dtype=np.int64),
-        node_on_path=np.array(on_path, dtype=bool),
-        goal_ptr=np.concatenate([[0], np.cumsum(goal_counts)]).astype(np.int64),
-        goal_vals=np.array(goal_vals, dtype=np.int64),
-        line_ptr=np.array(line_ptr, dtype=np.int64),
-        line_node=np.array(line_node, dtype=np.int64),
-    )
+        max_numbers=max_numbers, goal_range=(lo_g, hi_g), initial=i64(init_rows).reshape(-1, max_numbers),
+        target=i64(targets), node_states=i64(st_rows).reshape(-1, max_numbers), node_sizes=i64(sizes),
+        node_trace=i64(node_trace), node_on_path=np.array(on_path, dtype=bool),
+        goal_ptr=np.concatenate([[0], np.cumsum(goal_counts)]).astype(np.int64), goal_vals=i64(goal_vals),
+        line_ptr=i64(line_ptr), line_node=i64(line_node))
 
 
 def training_problems(preset: str = "longproc-0.5k", extra: int = 0, seed: int = 0, max_train: int = 0) -> list[Problem]:
     """The preset's train split (its first ``max_train`` if > 0) plus ``extra`` generated problems
     not in any frozen split."""
-    problems = load_split(preset, "train")
-    if max_train > 0:
-        problems = problems[:max_train]
+    problems = train_split(preset, max_train)
     if extra > 0:
         taken = {p.key for s in ("train", "validation", "test") for p in load_split(preset, s)}
         for p in generate(preset, extra + len(taken), seed=seed):
@@ -354,12 +308,8 @@ def cached_table(preset: str = "longproc-0.5k", extra: int = 0, seed: int = 0, m
 
 def cached_npz(cache_dir: str | Path | None, prefix: str, key: list, rules: Rules, load: Callable[[Path], T],
                build: Callable[[], T]) -> T:
-    """``build()``'s table, saved as ``<cache_dir>/<prefix>-<hash>.npz`` and loaded from there next time.
-
-    The hash covers ``key`` and the ``rules`` the table's labels and traces were made under, so a change
-    of the preset's rules builds a new table instead of reading one made under the old rules.
-    ``cache_dir=None`` always builds and saves nothing.
-    """
+    """``build()``'s table, saved as ``<cache_dir>/<prefix>-<hash>.npz`` and loaded from there next time (the hash
+    covers ``key`` and the ``rules`` of the labels, so new rules build a new table); ``cache_dir=None``: no cache."""
     if cache_dir is None:
         return build()
     digest = hashlib.sha256(json.dumps([*key, rules.to_dict()], sort_keys=True).encode()).hexdigest()[:16]
@@ -370,9 +320,6 @@ def cached_npz(cache_dir: str | Path | None, prefix: str, key: list, rules: Rule
     path.parent.mkdir(parents=True, exist_ok=True)
     table.save(path)
     return table
-
-
-# ---- evaluation states (labelled by the exact oracle) ------------------------------------------
 
 
 @dataclass
@@ -389,77 +336,53 @@ class LabelledStates:
 
     def select(self, keep: np.ndarray) -> LabelledStates:
         idx = np.flatnonzero(keep)
-        return LabelledStates(
-            [self.states[i] for i in idx], [self.targets[i] for i in idx], self.labels[idx], [self.initial[i] for i in idx]
-        )
+        return LabelledStates([self.states[i] for i in idx], [self.targets[i] for i in idx], self.labels[idx],
+                              [self.initial[i] for i in idx])
+
+    @classmethod
+    def label(cls, rows: Iterable[tuple[tuple[int, ...], int, Problem]]) -> LabelledStates:
+        """``(state, target, problem)`` rows, labelled by :func:`countdown_gym.reachable` under the problem's rules."""
+        rows = list(rows)
+        labels = np.array([reachable(s, t, p.rules) for s, t, p in rows], dtype=bool)
+        return cls([s for s, _, _ in rows], [t for _, t, _ in rows], labels, [p.numbers for _, _, p in rows])
+
+
+def distinct_states(states: Iterable[Sequence[int]], min_size: int = 1) -> list[tuple[int, ...]]:
+    """The distinct sorted ``states`` of at least ``min_size`` numbers, in order of first occurrence."""
+    return list(dict.fromkeys(k for k in (tuple(sorted(s)) for s in states) if len(k) >= min_size))
 
 
 def trace_states(problems: Iterable[Problem], min_size: int = 1) -> LabelledStates:
     """Every distinct state the DFS trace of each problem stands on (with its own target)."""
-    out = LabelledStates([], [], np.zeros(0, bool), [])
-    labels: list[bool] = []
-    for p in problems:
-        seen: set[tuple[int, ...]] = set()
-        tree = trace_tree(p)
-        for s in tree.states:
-            key = tuple(sorted(s))
-            if len(key) < min_size or key in seen:
-                continue
-            seen.add(key)
-            _add_labelled(out, labels, key, p)
-    out.labels = np.array(labels, dtype=bool)
-    return out
-
-
-def _add_labelled(out: LabelledStates, labels: list[bool], key: tuple[int, ...], p: Problem) -> None:
-    """Append one state of ``p`` with its exact reachability label."""
-    out.states.append(key)
-    out.targets.append(p.target)
-    out.initial.append(p.numbers)
-    labels.append(reachable(key, p.target, p.rules))
+    rows = ((s, p.target, p) for p in problems for s in distinct_states(trace_tree(p).states, min_size))
+    return LabelledStates.label(rows)
 
 
 def random_states(problems: Iterable[Problem], rollouts: int = 4, seed: int = 0) -> LabelledStates:
     """States along uniformly random legal-move rollouts from each problem's numbers."""
     rng = random.Random(seed)
-    out = LabelledStates([], [], np.zeros(0, bool), [])
-    labels: list[bool] = []
-    for p in problems:
-        seen: set[tuple[int, ...]] = set()
+
+    def visited(p: Problem) -> list[tuple[int, ...]]:
+        out = []
         for _ in range(rollouts):
             state = tuple(p.numbers)
-            while len(state) > 1:
-                moves = list(legal_moves(state, p.rules))
-                if not moves:
-                    break
+            while len(state) > 1 and (moves := list(legal_moves(state, p.rules))):
                 i, j, move = rng.choice(moves)
                 state = apply_move(state, i, j, move[3])
-                key = tuple(sorted(state))
-                if key in seen:
-                    continue
-                seen.add(key)
-                _add_labelled(out, labels, key, p)
-    out.labels = np.array(labels, dtype=bool)
-    return out
+                out.append(state)
+        return distinct_states(out)
+
+    return LabelledStates.label((k, p.target, p) for p in problems for k in visited(p))
 
 
-def start_states(
-    problems: Iterable[Problem], targets: int = 4, seed: int = 0, goal_range: tuple[int, int] = (10, 50),
-    distinct: bool = False,
-) -> LabelledStates:
-    """Each problem's full number set with ``targets`` uniformly random targets in ``goal_range``
-    (not the problem's own target: that one is always reachable); ``distinct`` draws a problem's
-    targets without repeats."""
+def start_states(problems: Iterable[Problem], targets: int = 4, seed: int = 0, goal_range: tuple[int, int] = (10, 50),
+                 distinct: bool = False) -> LabelledStates:
+    """Each problem's full number set with ``targets`` random targets in ``goal_range`` (not its own target: that one
+    is always reachable); ``distinct`` draws a problem's targets without repeats."""
     rng = random.Random(seed)
     lo, hi = goal_range
-    out = LabelledStates([], [], np.zeros(0, bool), [])
-    labels: list[bool] = []
-    for p in problems:
-        draws = rng.sample(range(lo, hi + 1), targets) if distinct else [rng.randint(lo, hi) for _ in range(targets)]
-        for t in draws:
-            out.states.append(tuple(sorted(p.numbers)))
-            out.targets.append(t)
-            out.initial.append(p.numbers)
-            labels.append(reachable(p.numbers, t, p.rules))
-    out.labels = np.array(labels, dtype=bool)
-    return out
+
+    def draws() -> list[int]:
+        return rng.sample(range(lo, hi + 1), targets) if distinct else [rng.randint(lo, hi) for _ in range(targets)]
+
+    return LabelledStates.label((tuple(sorted(p.numbers)), t, p) for p in problems for t in draws())

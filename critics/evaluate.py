@@ -1,24 +1,10 @@
 """Score a critic against the exact oracle: ``python -m critics.evaluate``.
 
-States of a frozen split's problems (default: the longproc-0.5k *test* split, held out by problem,
-not by state: a small state can recur in a training problem's trace) are labelled with
-:func:`countdown_gym.reachable` and scored with :meth:`critics.Critic.score`. Two state sets:
-
-* ``trace``: every distinct state the reference DFS trace of each problem stands on (what a
-  model writing LongProc-style search visits; reachable and dead-end states both occur);
-* ``random``: states along uniformly random legal-move rollouts (what an untrained step-MDP
-  agent visits);
-* ``start``: each problem's full number set with random targets in 10-50 (4-number states; the
-  problem's own target is always reachable, so it would tell nothing).
-
-Every set is reported per state size, and the *first move* figure says how often the scorer's
-best-scored first move keeps the target reachable (against a random legal move). Any scorer of
-``(states, targets)`` can be evaluated the same way: ``evaluate(score_fn=...)``, or
-:func:`state_sets` + :func:`set_metrics` + :func:`first_move`.
-
-Reported: AUROC, accuracy at the best threshold, calibration after a logistic map of the score
-fitted on the *validation* split (ECE + reliability diagram), a PCA plot of goal embeddings,
-and batched CPU throughput. Writes ``report.md`` and PNGs into ``--out``.
+``trace``, ``random`` and ``start`` states of a frozen split's problems (default: longproc-0.5k *test*), labelled by
+:func:`countdown_gym.reachable`, per state size: AUROC, best-threshold accuracy, ECE after a logistic map fitted on
+the validation split, the first-move rate, a goal-embedding PCA and CPU throughput (``report.md`` and PNGs in
+``--out``). Any scorer of ``(states, targets)`` works too: ``evaluate(score_fn=...)``, or :func:`state_sets` +
+:func:`set_metrics` + :func:`first_move`.
 """
 
 from __future__ import annotations
@@ -30,16 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from countdown_gym import dataclass_cli
+from countdown_gym import Rules, dataclass_cli, load_split
+from countdown_gym.data.generator import get_config
+from countdown_gym.game.solver import successors
 from critics import metrics
-from critics.metrics import (
-    EvalOptions,
-    expected_calibration_error,
-    fit_logistic,
-    per_size,
-    report_head,
-    write_results,
-)
+from critics.data import LabelledStates, random_states, start_states, trace_states
+from critics.metrics import EvalOptions, expected_calibration_error, figure, fit_logistic, per_size, report_head
 
 
 @dataclass
@@ -56,27 +38,14 @@ class Options(EvalOptions):
         dataclass_cli.check_min(self, 1, "val_problems")
 
 
-# ---- plots ------------------------------------------------------------------------------------
-
-
 def plot_reliability(table: list[dict], ece: float, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(4.5, 4.5))
-    ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect")
-    mids = [(r["lo"] + r["hi"]) / 2 for r in table]
-    ax.bar(mids, [r["accuracy"] for r in table], width=0.09, alpha=0.7, label="fraction reachable")
-    ax.plot([r["confidence"] for r in table], [r["accuracy"] for r in table], "o-", color="C3", label="bin mean")
-    ax.set_xlabel("predicted P(reachable)")
-    ax.set_ylabel("observed fraction reachable")
-    ax.set_title(f"{title}\nECE = {ece:.3f}")
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure(path, (4.5, 4.5)) as ax:
+        ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect")
+        mids = [(r["lo"] + r["hi"]) / 2 for r in table]
+        ax.bar(mids, [r["accuracy"] for r in table], width=0.09, alpha=0.7, label="fraction reachable")
+        ax.plot([r["confidence"] for r in table], [r["accuracy"] for r in table], "o-", color="C3", label="bin mean")
+        ax.set(xlabel="predicted P(reachable)", ylabel="observed fraction reachable", title=f"{title}\nECE = {ece:.3f}")
+        ax.legend(loc="upper left", fontsize=8)
 
 
 def goal_embedding_pca(critic, values: Sequence[int]) -> np.ndarray:
@@ -88,11 +57,8 @@ def goal_embedding_pca(critic, values: Sequence[int]) -> np.ndarray:
 
 
 def parity_probe(critic, values: Sequence[int]) -> float:
-    """How well the top-2 PCA plane of the goal embeddings splits odd from even values.
-
-    Leave-one-out accuracy of a least-squares linear classifier on the 2-D PCA coordinates
-    (0.5 = no parity structure; near 1 = the paper's V1 failure, a parity partition).
-    """
+    """Leave-one-out accuracy of a least-squares linear odd/even classifier on the goal embeddings' top-2 PCA plane
+    (0.5 = no parity structure; near 1 = the paper's V1 failure, a parity partition)."""
     xy = goal_embedding_pca(critic, values)
     X = np.concatenate([xy, np.ones((len(xy), 1))], 1)
     y = np.array([1.0 if v % 2 else -1.0 for v in values])
@@ -105,32 +71,20 @@ def parity_probe(critic, values: Sequence[int]) -> float:
 
 
 def plot_goal_pca(critic, values: Sequence[int], path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     xy = goal_embedding_pca(critic, values)
     vals = np.array(values)
-    fig, ax = plt.subplots(figsize=(5.5, 4.5))
-    for parity, marker in ((0, "o"), (1, "^")):
-        m = vals % 2 == parity
-        sc = ax.scatter(xy[m, 0], xy[m, 1], c=vals[m], cmap="viridis", marker=marker, s=28,
-                        vmin=vals.min(), vmax=vals.max(), label="even" if parity == 0 else "odd")
-    for v, (x, y) in zip(vals, xy, strict=True):
-        if v % 5 == 0:
-            ax.annotate(str(v), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    fig.colorbar(sc, ax=ax, label="goal value")
-    ax.set_xlabel("PC 1")
-    ax.set_ylabel("PC 2")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure(path, (5.5, 4.5)) as ax:
+        for parity, marker in ((0, "o"), (1, "^")):
+            m = vals % 2 == parity
+            sc = ax.scatter(xy[m, 0], xy[m, 1], c=vals[m], cmap="viridis", marker=marker, s=28,
+                            vmin=vals.min(), vmax=vals.max(), label="even" if parity == 0 else "odd")
+        for v, (x, y) in zip(vals, xy, strict=True):
+            if v % 5 == 0:
+                ax.annotate(str(v), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.figure.colorbar(sc, ax=ax, label="goal value")
+        ax.set(xlabel="PC 1", ylabel="PC 2", title=title)
+        ax.legend(fontsize=8)
 
-
-# ---- the evaluation ---------------------------------------------------------------------------
 
 ScoreFn = Callable[[Sequence[tuple[int, ...]], Sequence[int]], np.ndarray]
 """Any scorer: a batch of states (number sets) and their targets -> one score each (higher = more
@@ -138,8 +92,7 @@ likely reachable). A loaded :class:`critics.Critic` is turned into one by :func:
 
 
 def as_score_fn(scorer) -> ScoreFn:
-    """A :data:`ScoreFn` from a V2 critic, or a callable returned as it is. (A V1 critic also needs
-    the puzzle's initial numbers: :func:`score_states` passes them.)"""
+    """A :data:`ScoreFn` from a V2 critic, or a callable as it is (V1 needs initial numbers: :func:`score_states`)."""
     if callable(scorer):
         return scorer
     if getattr(scorer, "version", "v2") == "v1":
@@ -148,15 +101,9 @@ def as_score_fn(scorer) -> ScoreFn:
 
 
 def lookahead_score_fn(scorer, rules=None) -> ScoreFn:
-    """One-ply lookahead over a V2 critic or a :data:`ScoreFn`: a state's score is the *max of the scorer's
-    scores of its one-move children* (every legal move of ``rules``, default ``Rules.longproc()``), the way
-    :func:`first_move` scores the children of a start. A 1-number state has no children and keeps its own
-    score; a state of 2+ numbers without a legal move (a dead end: the target is unreachable) scores -1, the
-    lowest cosine. This is an optional scoring reported beside the plain critic, never in its place: it
-    uses the game's move rules and scores about 20 children per 4-number state."""
-    from countdown_gym import Rules
-    from countdown_gym.game.solver import successors
-
+    """One-ply lookahead over a V2 critic or a :data:`ScoreFn`: a state scores the *max of its one-move children's
+    scores* (legal moves of ``rules``, default ``Rules.longproc()``); a 1-number state keeps its own score, a state
+    without a legal move scores -1. Reported beside the plain critic, never in its place (it uses the move rules)."""
     base = as_score_fn(scorer)
     rules = rules or Rules.longproc()
 
@@ -186,8 +133,6 @@ def score_states(scorer, ls) -> np.ndarray:
 
 def throughput(scorer, ls, repeats: int = 3, n: int = 50_000) -> float:
     """States per second of the scorer on up to ``n`` states (best of ``repeats``; a critic's target cache cold)."""
-    from critics.data import LabelledStates
-
     k = n // max(len(ls.states), 1) + 1
     big = LabelledStates((ls.states * k)[:n], (ls.targets * k)[:n], np.tile(ls.labels, k)[:n], (ls.initial * k)[:n])
     best = float("inf")
@@ -200,24 +145,18 @@ def throughput(scorer, ls, repeats: int = 3, n: int = 50_000) -> float:
     return len(big.states) / best
 
 
-def calibration_from_validation(scorer, preset: str = "longproc-0.5k", problems: int = 200) -> tuple[float, float]:
-    """Fit the logistic score -> P(reachable) map on trace states of validation problems."""
-    from countdown_gym import load_split
-    from critics.data import trace_states
-
+def calibration(scorer, preset: str = "longproc-0.5k", problems: int = 200) -> dict:
+    """The logistic score -> P(reachable) map ``{"a", "b", "fitted_on"}`` fitted on validation trace states."""
     val = trace_states(load_split(preset, "validation")[:problems], min_size=2)
-    return fit_logistic(score_states(scorer, val), val.labels)
+    a, b = fit_logistic(score_states(scorer, val), val.labels)
+    fitted_on = f"{preset}/validation[:{problems}] trace states with 2-4 numbers (start states included)"
+    return {"a": a, "b": b, "fitted_on": fitted_on}
 
 
 def state_sets(problems, rollouts: int = 4, seed: int = 0, start_targets: int = 4) -> dict:
     """The labelled state sets of the evaluation: ``trace``, ``random`` and ``start`` (see the module doc)."""
-    from critics.data import random_states, start_states, trace_states
-
-    return {
-        "trace": trace_states(problems),
-        "random": random_states(problems, rollouts=rollouts, seed=seed),
-        "start": start_states(problems, targets=start_targets, seed=seed),
-    }
+    return {"trace": trace_states(problems), "random": random_states(problems, rollouts=rollouts, seed=seed),
+            "start": start_states(problems, targets=start_targets, seed=seed)}
 
 
 def set_metrics(scorer, sets: dict, calibration: tuple[float, float] | None = None, out: Path | None = None,
@@ -242,70 +181,36 @@ def set_metrics(scorer, sets: dict, calibration: tuple[float, float] | None = No
 def first_move(scorer, problems) -> dict:
     """How often the scorer's best first move keeps the target reachable.
 
-    For each problem, every distinct state one legal move from the start is scored against the
-    target and the highest is taken (ties: the first in :func:`countdown_gym.legal_moves` order).
-    ``random`` is the same rate for a uniformly random legal move (the mean over problems of the
-    fraction of legal moves that keep the target reachable); ``best_possible`` counts problems with
-    any such move (1.0 for solvable problems).
+    Every distinct state one legal move from each start is scored and the highest taken (ties: the first in
+    :func:`countdown_gym.legal_moves` order). ``random``: the mean rate of a uniformly random legal move;
+    ``best_possible``: the fraction of problems with any such move.
     """
-    from countdown_gym import reachable
-    from countdown_gym.game.solver import successors
-    from critics.data import LabelledStates
-
-    kids: list[list[tuple[int, ...]]] = []
-    flat = LabelledStates([], [], np.zeros(0, bool), [])
-    labels, rand = [], []
-    for p in problems:
-        moves = [tuple(sorted(c)) for _, c in successors(p.numbers, p.rules)]
-        ok = {c: reachable(c, p.target, p.rules) for c in dict.fromkeys(moves)}
-        rand.append(float(np.mean([ok[c] for c in moves])) if moves else 0.0)
-        kids.append(list(ok))
-        for c, y in ok.items():
-            flat.states.append(c)
-            flat.targets.append(p.target)
-            flat.initial.append(p.numbers)
-            labels.append(y)
-    flat.labels = np.array(labels, dtype=bool)
+    problems = list(problems)
+    moves = [[tuple(sorted(c)) for _, c in successors(p.numbers, p.rules)] for p in problems]
+    kids = [list(dict.fromkeys(m)) for m in moves]
+    flat = LabelledStates.label((c, p.target, p) for p, ks in zip(problems, kids, strict=True) for c in ks)
     scores = score_states(scorer, flat)
-    hits, best, k = [], [], 0
-    for ks in kids:
-        if not ks:
-            hits.append(False)
-            best.append(False)
-            continue
-        s = scores[k : k + len(ks)]
+    hits, best, rand, k = [], [], [], 0
+    for m, ks in zip(moves, kids, strict=True):
         y = flat.labels[k : k + len(ks)]
-        hits.append(bool(y[int(np.argmax(s))]))
+        ok = dict(zip(ks, y, strict=True))
+        rand.append(float(np.mean([ok[c] for c in m])) if m else 0.0)
+        hits.append(bool(ks) and bool(y[int(np.argmax(scores[k : k + len(ks)]))]))
         best.append(bool(y.any()))
         k += len(ks)
     return {"problems": len(kids), "critic_best_move_keeps_reachable": float(np.mean(hits)),
             "random_move_keeps_reachable": float(np.mean(rand)), "best_possible": float(np.mean(best))}
 
 
-def evaluate(
-    checkpoint: str | None = None,
-    preset: str = "longproc-0.5k",
-    split: str = "test",
-    max_problems: int | None = None,
-    rollouts: int = 4,
-    seed: int = 0,
-    out: str | Path = "runs/critic-eval",
-    val_problems: int = 200,
-    progress: bool = True,
-    score_fn: ScoreFn | None = None,
-    name: str | None = None,
-    start_targets: int = 4,
-    lookahead: bool = False,
-) -> dict:
+def evaluate(checkpoint: str | None = None, preset: str = "longproc-0.5k", split: str = "test",
+             max_problems: int | None = None, rollouts: int = 4, seed: int = 0, out: str | Path = "runs/critic-eval",
+             val_problems: int = 200, progress: bool = True, score_fn: ScoreFn | None = None, name: str | None = None,
+             start_targets: int = 4, lookahead: bool = False) -> dict:
     """Run the whole evaluation; returns the results dict and writes report + PNGs into ``out``.
 
-    ``score_fn`` evaluates any scorer (a batch of (state, target) -> scores; ``name`` labels it in
-    the report) on the same state sets instead of loading ``checkpoint``; the goal-embedding plot and
-    parity probe then need a scorer with ``embed_targets`` and are left out otherwise. ``lookahead``
-    scores every state by :func:`lookahead_score_fn` over the scorer (one-ply lookahead, reported as such).
+    ``score_fn`` (``name``: its label) is scored instead of ``checkpoint`` (no goal-embedding plot and parity probe
+    without ``embed_targets``); ``lookahead`` scores through :func:`lookahead_score_fn`.
     """
-    from countdown_gym import load_split
-
     Options(checkpoint=checkpoint, preset=preset, split=split, max_problems=max_problems, rollouts=rollouts,  # its checks
             start_targets=start_targets, seed=seed, val_problems=val_problems, lookahead=lookahead)
     out = Path(out)
@@ -320,8 +225,6 @@ def evaluate(
             raise TypeError(f"score_fn must be a function of (states, targets), got {type(score_fn).__name__}")
         scorer, label, version = score_fn, name or getattr(score_fn, "__name__", "score_fn"), "score_fn"
     if lookahead:
-        from countdown_gym.data.generator import get_config
-
         scorer = lookahead_score_fn(scorer, get_config(preset).rules)
         label, version = f"{label} + one-ply lookahead (max over the one-move children's scores)", f"{version}+lookahead"
     problems = load_split(preset, split)[:max_problems]
@@ -332,15 +235,11 @@ def evaluate(
     sets = state_sets(problems, rollouts, seed, start_targets)
     label_time = time.perf_counter() - t0
     stages.update(1)
-    res: dict = {
-        "checkpoint": label, "version": version, "preset": preset, "split": split,
-        "problems": len(problems), "rollouts": rollouts, "start_targets": start_targets, "seed": seed,
-        "labelling_seconds": round(label_time, 1),
-    }
-    cal = calibration_from_validation(scorer, preset, val_problems)
+    res: dict = {"checkpoint": label, "version": version, "preset": preset, "split": split, "problems": len(problems),
+                 "rollouts": rollouts, "start_targets": start_targets, "seed": seed,
+                 "labelling_seconds": round(label_time, 1), "calibration": calibration(scorer, preset, val_problems)}
     stages.update(1)
-    res["calibration"] = {"a": cal[0], "b": cal[1], "fitted_on": f"{preset}/validation[:{val_problems}] trace states with 2-4 numbers (start states included)"}
-    res["sets"] = set_metrics(scorer, sets, cal, out, split)
+    res["sets"] = set_metrics(scorer, sets, (res["calibration"]["a"], res["calibration"]["b"]), out, split)
     stages.update(1)
     res["first_move"] = first_move(scorer, problems)
     stages.update(1)
@@ -351,7 +250,7 @@ def evaluate(
         res["parity_probe_loo_acc"] = parity_probe(scorer, values)
     res["throughput_states_per_s"] = throughput(scorer, sets["trace"])
     res["throughput_start_states_per_s"] = throughput(scorer, sets["start"], n=10_000)
-    write_results(res, out, render_report)
+    metrics.write_results(res, out, render_report)
     return res
 
 
@@ -374,17 +273,12 @@ def render_report(res: dict) -> str:
             lines.append(f"| {name} | {what} | {m['n']} | {m['reachable_frac']:.3f} | {auc} | {m['best_acc']:.4f} | {ece} |")
     fm = res.get("first_move")
     if fm:
-        lines += [
-            "",
-            f"Best first move by the score keeps the target reachable in **{fm['critic_best_move_keeps_reachable']:.3f}** "
-            f"of {fm['problems']} problems (a uniformly random legal move: {fm['random_move_keeps_reachable']:.3f}; "
-            f"possible: {fm['best_possible']:.3f}).",
-        ]
+        lines += ["", f"Best first move by the score keeps the target reachable in "
+                  f"**{fm['critic_best_move_keeps_reachable']:.3f}** of {fm['problems']} problems (a uniformly random "
+                  f"legal move: {fm['random_move_keeps_reachable']:.3f}; possible: {fm['best_possible']:.3f})."]
     cal = res["calibration"]
-    lines += [
-        "",
-        f"Calibration map P = sigmoid({cal['a']:.3f} * score + {cal['b']:.3f}), fitted on {cal['fitted_on']}.",
-    ]
+    lines += ["", f"Calibration map P = sigmoid({cal['a']:.3f} * score + {cal['b']:.3f}), fitted on "
+                  f"{cal['fitted_on']}."]
     if "parity_probe_loo_acc" in res:
         lines.append(f"Parity in the goal-embedding PCA plane (targets 1-100, leave-one-out linear probe on PC1-2; "
                      f"0.5 = none): {res['parity_probe_loo_acc']:.3f}.")

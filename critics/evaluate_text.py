@@ -1,22 +1,8 @@
 """Score the text critic against the exact oracle, beside V2: ``python -m critics.evaluate_text``.
 
-The state sets are V2's (:mod:`critics.evaluate`): the distinct states of each problem's DFS trace
-(:func:`critics.data.trace_states`) and of random legal-move rollouts
-(:func:`critics.data.random_states`), labelled by :func:`countdown_gym.reachable`, plus 4-number
-sets: each problem's numbers with ``--start-targets`` random targets in 10..50. The metrics are
-:func:`critics.metrics.separation`, per state size. States with 2 to 4 numbers are scored
-(one-number states are an equality test).
-
-The text critic is scored two ways:
-
-* ``text (trace prefix)``: trace states read as the trace text up to the line that creates them
-  (the seed paper's input), :meth:`TextCritic.score_texts`;
-* ``text (state only)``: every set read through :meth:`TextCritic.score` (a bare state written
-  by :func:`critics.text_critic.render_state`: what the reward wrappers call).
-
-Throughput: states per second of one ``score`` / ``score_texts`` call on the trace states (one
-thread by default), and of V2's ``score`` on the same states. Writes ``results.json`` and
-``report.md`` into ``--out``.
+:mod:`critics.evaluate`'s state sets with 2-4 numbers; trace states read as trace prefixes (``score_texts``) and
+every set as bare states (``score``, what the reward wrappers call), with the throughput of each call. Writes
+``results.json`` and ``report.md`` into ``--out``.
 """
 
 from __future__ import annotations
@@ -30,7 +16,7 @@ import numpy as np
 
 from countdown_gym import Problem, dfs_trace, load_split
 from critics import metrics
-from critics.data import LabelledStates, random_states, start_states, trace_states, trace_tree
+from critics.data import LabelledStates, distinct_states, random_states, start_states, trace_states, trace_tree
 from critics.metrics import EvalOptions, per_size, report_head, write_results
 from critics.text_critic import node_lines, prefix_window
 
@@ -54,28 +40,21 @@ def trace_prefixes(problems: Sequence[Problem], min_size: int = 1) -> tuple[Labe
     texts: list[str] = []
     for p in problems:
         text = dfs_trace(p)
-        lines, where = text.split("\n"), node_lines(text)
-        seen: set[tuple[int, ...]] = set()
-        for s, line in zip(trace_tree(p).states, where, strict=True):
-            key = tuple(sorted(s))
-            if len(key) < min_size or key in seen:
-                continue
-            seen.add(key)
-            texts.append(prefix_window(lines, line))
+        lines, first_line = text.split("\n"), {}
+        for s, line in zip(trace_tree(p).states, node_lines(text), strict=True):
+            first_line.setdefault(tuple(sorted(s)), line)
+        texts += [prefix_window(lines, first_line[k]) for k in distinct_states(first_line, min_size)]
     if len(texts) != len(ls):
         raise AssertionError(f"{len(texts)} prefixes for {len(ls)} trace states")
     return ls, texts
 
 
-def _timed(fn, *args) -> tuple[np.ndarray, float, float]:
-    """``(result, wall seconds, CPU seconds of this process)``: on a loaded machine the second is the fair cost."""
+def _timed(fn, items: Sequence, targets: Sequence[int]) -> tuple[np.ndarray, dict[str, float]]:
+    """``fn(items, targets)`` and its states per wall and per CPU second (on a loaded machine: the fair cost)."""
     t, c = time.perf_counter(), time.process_time()
-    out = fn(*args)
-    return out, time.perf_counter() - t, time.process_time() - c
-
-
-def _rates(n: int, wall: float, cpu: float) -> dict[str, float]:
-    return {"states": n, "per_wall_second": n / wall, "per_cpu_second": n / max(cpu, 1e-9)}
+    out = fn(items, targets)
+    wall, cpu, n = time.perf_counter() - t, time.process_time() - c, len(items)
+    return out, {"states": n, "per_wall_second": n / wall, "per_cpu_second": n / max(cpu, 1e-9)}
 
 
 def evaluate_text(checkpoint: str | None = None, preset: str = "longproc-0.5k", split: str = "test", max_problems: int | None = 300,
@@ -101,23 +80,21 @@ def evaluate_text(checkpoint: str | None = None, preset: str = "longproc-0.5k", 
     bar.update(1)
     res: dict = {"text_checkpoint": str(text.path), "preset": preset, "split": split, "problems": len(problems),
                  "rollouts": rollouts, "seed": seed, "start_targets": start_targets, "sets": {}, "throughput_states_per_s": {}}
-    s, dt, cpu = _timed(text.score_texts, prefixes, trace.targets)
+    s, rates = _timed(text.score_texts, prefixes, trace.targets)
     res["sets"]["trace"] = {"text (trace prefix)": per_size(s, trace, overall=False)}
-    res["throughput_states_per_s"]["text, score_texts (trace prefixes)"] = _rates(len(prefixes), dt, cpu)
+    res["throughput_states_per_s"]["text, score_texts (trace prefixes)"] = rates
     bar.update(1)
     for name, ls in sets.items():
-        s, dt, cpu = _timed(text.score, ls.states, ls.targets)
+        s, rates = _timed(text.score, ls.states, ls.targets)
         res["sets"].setdefault(name, {})["text (state only)"] = per_size(s, ls, overall=False)
         if name == "trace":
-            res["throughput_states_per_s"]["text, score (bare states)"] = _rates(len(ls), dt, cpu)
+            res["throughput_states_per_s"]["text, score (bare states)"] = rates
         bar.update(1)
     for name, ls in sets.items():
-        s, *_ = _timed(v2.score, ls.states, ls.targets)
-        res["sets"][name]["V2 (shipped)"] = per_size(s, ls, overall=False)
+        res["sets"][name]["V2 (shipped)"] = per_size(v2.score(ls.states, ls.targets), ls, overall=False)
         if name == "trace":
             v2._goal_cache.clear()
-            _, dt, cpu = _timed(v2.score, ls.states, ls.targets)
-            res["throughput_states_per_s"]["V2, score"] = _rates(len(ls), dt, cpu)
+            res["throughput_states_per_s"]["V2, score"] = _timed(v2.score, ls.states, ls.targets)[1]
     bar.update(1)
     bar.close()
     write_results(res, out, render_report)

@@ -1,24 +1,19 @@
-"""The metrics of a critic against the exact oracle, and what the two evaluations share.
-
-The evaluations are ``python -m critics.evaluate`` (numerical critics) and ``python -m critics.evaluate_text``
-(the text critic); both use the options of the state sets (:class:`EvalOptions`), the metrics of a scorer (AUROC,
-best-threshold accuracy, logistic calibration and its ECE, per state size), the report files and :func:`main`.
-"""
+"""The metrics of a critic against the exact oracle (AUROC, best-threshold accuracy, logistic calibration and its
+ECE, per state size) and what ``critics.evaluate`` and ``critics.evaluate_text`` share: options, reports, plots."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
 from countdown_gym import dataclass_cli
 from countdown_gym.data.splits import SPLIT_SPEC
-
-# ---- options ----------------------------------------------------------------------------------
 
 
 @dataclass
@@ -50,9 +45,6 @@ class EvalOptions:
         dataclass_cli.check_min(self, 1, "rollouts", "start_targets", "threads")
 
 
-# ---- metrics ----------------------------------------------------------------------------------
-
-
 def auroc(scores: np.ndarray, labels: np.ndarray) -> float:
     """Area under the ROC curve (ties count one half); ``nan`` if only one class is present."""
     scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
@@ -61,17 +53,11 @@ def auroc(scores: np.ndarray, labels: np.ndarray) -> float:
         return float("nan")
     order = np.argsort(scores, kind="mergesort")
     s = scores[order]
-    ranks = np.empty(len(s), dtype=np.float64)
-    i = 0
-    while i < len(s):  # average ranks over ties
-        j = i
-        while j + 1 < len(s) and s[j + 1] == s[i]:
-            j += 1
-        ranks[i : j + 1] = (i + j) / 2 + 1
-        i = j + 1
-    r = np.empty_like(ranks)
-    r[order] = ranks
-    return float((r[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    first = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])  # the start of each run of tied scores
+    last = np.r_[first[1:], len(s)] - 1
+    ranks = np.empty(len(s))
+    ranks[order] = np.repeat((first + last) / 2 + 1, last - first + 1)  # 1-based, ties averaged
+    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def best_threshold_accuracy(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
@@ -124,13 +110,8 @@ def expected_calibration_error(probs: np.ndarray, labels: np.ndarray, bins: int 
 def separation(scores: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """How well ``scores`` separate reachable from unreachable states: count, reachable fraction, AUROC, best accuracy."""
     acc, thr = best_threshold_accuracy(scores, labels)
-    return {
-        "n": len(labels),
-        "reachable_frac": float(np.mean(labels)) if len(labels) else float("nan"),
-        "auroc": auroc(scores, labels),
-        "best_acc": acc,
-        "threshold": thr,
-    }
+    return {"n": len(labels), "reachable_frac": float(np.mean(labels)) if len(labels) else float("nan"),
+            "auroc": auroc(scores, labels), "best_acc": acc, "threshold": thr}
 
 
 def per_size(scores: np.ndarray, ls, overall: bool = True) -> dict[str, dict]:
@@ -146,12 +127,25 @@ def per_size(scores: np.ndarray, ls, overall: bool = True) -> dict[str, dict]:
     return entry
 
 
-# ---- reports and the command line -------------------------------------------------------------
+@contextmanager
+def figure(path: str | Path, size: tuple[float, float]) -> Iterator[Any]:
+    """Matplotlib axes (Agg backend) whose figure is saved to ``path`` (dpi 120) and closed on exit."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=size)
+    try:
+        yield ax
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+    finally:
+        plt.close(fig)
 
 
 def write_results(res: dict, out: str | Path, render: Callable[[dict], str]) -> None:
-    """Add the torch threads to ``res``, then write ``results.json`` and ``report.md`` (``render(res)``) into ``out``:
-    once, at the end of an evaluation."""
+    """Add the torch threads to ``res``, then write ``results.json`` and ``report.md`` (``render(res)``) in ``out``."""
     import torch
 
     res["threads"] = torch.get_num_threads()
@@ -176,12 +170,10 @@ def main(options: type[Options], evaluate: Callable[[Options], dict], render: Ca
     opts = dataclass_cli.parse(options, argv, prog=f"python -m {prog}", description=description)
     import torch
 
-    from critics.models import CheckpointError
-
     torch.set_num_threads(opts.threads)
     try:
         res = evaluate(opts)
-    except (CheckpointError, ValueError, OSError) as e:
+    except (ValueError, OSError) as e:  # a CheckpointError is a ValueError
         raise SystemExit(f"error: {e}") from None
     print(render(res))
     print(f"wrote {opts.out}/report.md")

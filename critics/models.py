@@ -1,17 +1,8 @@
-"""Numerical contrastive critics (the seed paper's V1 and V2) and their InfoNCE losses.
+"""Numerical contrastive critics (the seed paper's V1 and V2), their checkpoints and what both critics' scoring shares.
 
-A *number set* (a Countdown state) is encoded order-free: its numbers are sorted ascending,
-padded to ``max_numbers`` slots, and each slot is a *number embedding* (a learned value-table
-embedding plus fixed Fourier features of the value and of its logarithm, so sums and products
-are easy to express) followed by a presence mask. An MLP maps the flattened slots to an
-L2-normalised embedding.
-
-* :class:`NumericalCriticV2` (the paper's final critic): state embedding ``phi(state)`` versus a
-  separate goal embedding ``psi(target)`` of the fixed final target; the score is their cosine.
-* :class:`NumericalCriticV1` (the ablation): ``phi(initial numbers, intermediate state)`` versus
-  ``psi(future state)``, a later number set of the same trace. With the initial numbers in its
-  input it can learn which goals the *puzzle* reaches and ignore the intermediate state, the
-  failure mode the paper reports (a parity split of the goal space).
+A number set is encoded order-free (sorted, padded, each number a learned row plus Fourier features), optionally with
+pools over pairs, one-move children and two-move descendants. V2 scores a state against its target; V1 (the ablation)
+scores (initial numbers, state) against a later state of the trace.
 """
 
 from __future__ import annotations
@@ -24,19 +15,35 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, Self, TypeVar
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+ConfigT = TypeVar("ConfigT", bound="ConfigDict")
 CONFIG_FORMAT = "countdown-gym-critic/1"
 """Tag stored in every checkpoint's config JSON; a different tag is refused."""
 
 
+class ConfigDict:
+    """``to_dict`` / ``from_dict`` of a dataclass config saved beside the weights."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Self:
+        """The config of a checkpoint's ``config.json``; ``ValueError`` for a field this class does not have."""
+        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
+        return cls(**d)
+
+
 @dataclass
-class ModelConfig:
+class ModelConfig(ConfigDict):
     """Architecture of a numerical critic (saved beside the weights); the defaults are v2's (v3-v5 set the pools: their config.json)."""
 
     version: str = "v2"  # "v2" (state vs target) or "v1" (initial + state vs future state)
@@ -67,54 +74,74 @@ class ModelConfig:
         if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
             raise ValueError(f"ModelConfig.temperature must be > 0, got {self.temperature!r}")
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - names
-        if unknown:
-            raise ValueError(f"unknown model config fields: {sorted(unknown)}")
-        return cls(**d)
-
-
-# ---- turning number sets into tensors ----------------------------------------------------------
+def check_state(i: int, s: Any) -> tuple:
+    """State ``i`` as a tuple: ``TypeError`` unless a sequence of ints (or Fractions), ``ValueError`` if empty."""
+    if isinstance(s, (str, bytes)) or not hasattr(s, "__len__"):
+        raise TypeError(f"state {i} must be a sequence of numbers, got {s!r}")
+    if len(s) == 0:
+        raise ValueError(f"state {i} is empty")
+    for x in s:
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer, Fraction)):
+            raise TypeError(f"state {i} holds ints (or Fractions), got {type(x).__name__} {x!r}")
+    return tuple(s)
 
 
-def _as_float(x: Any) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, Fraction, np.integer)):
-        raise TypeError(f"a state holds ints (or Fractions), got {type(x).__name__} {x!r}")
-    return float(x)
+def check_target(i: int, t: Any) -> int:
+    if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+        raise TypeError(f"target {i} must be an int, got {type(t).__name__} {t!r}")
+    return int(t)
 
 
 def pack_sets(sets: Sequence[Sequence[Any]], max_numbers: int) -> tuple[np.ndarray, np.ndarray]:
     """Sorted, padded number sets: ``(values float64 [N, max_numbers], mask float32 [N, max_numbers])``.
 
-    Raises ``ValueError`` for an empty set or one with more than ``max_numbers`` numbers.
+    Raises :func:`check_state`'s errors and ``ValueError`` for a set of more than ``max_numbers`` numbers.
     """
-    n = len(sets)
-    values = np.zeros((n, max_numbers), dtype=np.float64)
-    mask = np.zeros((n, max_numbers), dtype=np.float32)
+    values = np.zeros((len(sets), max_numbers), dtype=np.float64)
+    mask = np.zeros((len(sets), max_numbers), dtype=np.float32)
     for i, s in enumerate(sets):
-        if isinstance(s, (str, bytes)) or not hasattr(s, "__len__"):
-            raise TypeError(f"state {i} must be a sequence of numbers, got {s!r}")
-        k = len(s)
-        if k == 0:
-            raise ValueError(f"state {i} is empty")
+        k = len(check_state(i, s))
         if k > max_numbers:
             raise ValueError(f"state {i} has {k} numbers; this critic takes at most {max_numbers}")
-        values[i, :k] = sorted(_as_float(x) for x in s)
+        values[i, :k] = sorted(float(x) for x in s)
         mask[i, :k] = 1.0
     return values, mask
 
 
-class NumberEmbedding(nn.Module):
-    """One number -> a vector: learned value-table row plus fixed Fourier features.
+class GoalScorer:
+    """What both loaded critics share: goal embeddings of target values, cached per value, and the checks of
+    ``score``. A subclass sets ``config`` (with ``out_dim``) and ``_goal_cache`` and embeds goal values."""
 
-    Integers ``0 <= v < vocab - 1`` have their own row; anything else (large, negative,
-    fractional) shares the last row and is told apart by the Fourier features alone.
-    """
+    config: Any
+    _goal_cache: dict[int, np.ndarray]
+
+    def _embed_goal_values(self, values: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def embed_targets(self, targets: Sequence[int]) -> np.ndarray:
+        """L2-normalised goal embeddings ``[N, out_dim]`` of single target values (cached)."""
+        keys = [check_target(i, t) for i, t in enumerate(targets)]
+        todo = sorted({k for k in keys if k not in self._goal_cache})
+        if todo:
+            emb = self._embed_goal_values(torch.tensor(todo, dtype=torch.float64)).numpy()
+            self._goal_cache.update(zip(todo, emb, strict=True))
+        if not keys:
+            return np.zeros((0, self.config.out_dim), dtype=np.float32)
+        return np.stack([self._goal_cache[k] for k in keys])
+
+    @staticmethod
+    def _check_pairs(states: Any, targets: Any) -> None:
+        if isinstance(states, (str, bytes)) or isinstance(targets, (str, bytes)):
+            raise TypeError("states must be a sequence of number sets and targets a sequence of ints")
+        if len(states) != len(targets):
+            raise ValueError(f"got {len(states)} states but {len(targets)} targets")
+
+
+class NumberEmbedding(nn.Module):
+    """One number -> a learned value-table row (integers ``0 <= v < vocab - 1``; any other value shares the last)
+    plus fixed Fourier features of the value and its logarithm."""
 
     def __init__(self, vocab: int, value_dim: int, fourier: int) -> None:
         super().__init__()
@@ -123,10 +150,8 @@ class NumberEmbedding(nn.Module):
         nn.init.normal_(self.table.weight, std=0.1)
         periods = 2.0 * (2000.0 ** (torch.arange(fourier, dtype=torch.float64) / max(fourier - 1, 1)))
         self.register_buffer("lin_freq", (2 * math.pi / periods).float(), persistent=False)
-        self.register_buffer(
-            "log_freq", (0.5 * (400.0 ** (torch.arange(fourier, dtype=torch.float64) / max(fourier - 1, 1)))).float(),
-            persistent=False,
-        )
+        log_freq = 0.5 * (400.0 ** (torch.arange(fourier, dtype=torch.float64) / max(fourier - 1, 1)))
+        self.register_buffer("log_freq", log_freq.float(), persistent=False)
         self.dim = value_dim + 4 * fourier
 
     def forward(self, values: torch.Tensor) -> torch.Tensor:
@@ -157,13 +182,9 @@ def _mlp(dim_in: int, hidden: int, depth: int, dim_out: int) -> nn.Sequential:
 
 
 class SetEncoder(nn.Module):
-    """A sorted, padded number set -> L2-normalised embedding (number embeddings + mask -> MLP).
-
-    With ``pair_dim > 0`` the MLP input also holds a *pair pool*: for every pair of present
-    numbers, a small MLP of (both numbers, the sum of the others' embeddings) - one search
-    step - is computed, and the mean and max over pairs are appended. Reachability is an OR
-    over moves; the max-pool lets the network express it directly.
-    """
+    """A sorted, padded number set -> L2-normalised embedding (number embeddings + mask -> MLP), the MLP input
+    optionally holding the mean and max (reachability is an OR over moves) of learned features of every pair of
+    numbers (``pair_dim``), one-move child (``child_dim``) or two-move descendant (``grandchild_dim``)."""
 
     def __init__(self, cfg: ModelConfig, slots: int, hidden: int, depth: int, pair_dim: int = 0, child_dim: int = 0,
                  grandchild_dim: int = 0) -> None:
@@ -175,14 +196,14 @@ class SetEncoder(nn.Module):
         self.child_dim = child_dim if slots >= 2 else 0
         self.grandchild_dim = grandchild_dim if slots >= 3 else 0
         extra = 0
-        if self.child_dim or self.grandchild_dim:
+        if self.pair_dim or self.child_dim or self.grandchild_dim:
             for prefix, n in (("child", slots), ("grand", slots - 1)):  # pairs of a state, and of a one-move child
                 pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
                 rest = [[k for k in range(n) if k not in p] for p in pairs]
                 self.register_buffer(f"{prefix}_i", torch.tensor([p[0] for p in pairs], dtype=torch.long), persistent=False)
                 self.register_buffer(f"{prefix}_j", torch.tensor([p[1] for p in pairs], dtype=torch.long), persistent=False)
-                self.register_buffer(f"{prefix}_rest", torch.tensor(rest, dtype=torch.long).reshape(len(pairs), n - 2),
-                                     persistent=False)
+                rest_t = torch.tensor(rest, dtype=torch.long).reshape(len(pairs), max(n - 2, 0))
+                self.register_buffer(f"{prefix}_rest", rest_t, persistent=False)
         if self.child_dim:
             self.child_mlp = nn.Sequential(
                 nn.Linear(d + (slots - 2) * (d + 1) + len(CHILD_OPS), 2 * child_dim), nn.GELU(),
@@ -196,16 +217,10 @@ class SetEncoder(nn.Module):
             )
             extra += 2 * g
         if self.pair_dim:
-            pairs = [(i, j) for i in range(slots) for j in range(i + 1, slots)]
-            self.register_buffer("pair_i", torch.tensor([p[0] for p in pairs]), persistent=False)
-            self.register_buffer("pair_j", torch.tensor([p[1] for p in pairs]), persistent=False)
-            rest = torch.ones(len(pairs), slots)
-            for k, (i, j) in enumerate(pairs):
-                rest[k, i] = rest[k, j] = 0.0
-            self.register_buffer("pair_rest", rest, persistent=False)
-            self.pair_mlp = nn.Sequential(
-                nn.Linear(3 * d + 1, 2 * pair_dim), nn.GELU(), nn.Linear(2 * pair_dim, pair_dim), nn.GELU()
-            )
+            rest = torch.ones(len(self.child_i), slots).scatter_(1, torch.stack([self.child_i, self.child_j], 1), 0.0)
+            self.register_buffer("pair_rest", rest, persistent=False)  # 1 for the slots beside each pair
+            self.pair_mlp = nn.Sequential(nn.Linear(3 * d + 1, 2 * pair_dim), nn.GELU(),
+                                          nn.Linear(2 * pair_dim, pair_dim), nn.GELU())
             extra += 2 * pair_dim
         self.mlp = _mlp(slots * (d + 1) + extra, hidden, depth, cfg.out_dim)
 
@@ -213,10 +228,10 @@ class SetEncoder(nn.Module):
         e = self.numbers(values) * mask.unsqueeze(-1)
         x = torch.cat([e, mask.unsqueeze(-1)], dim=-1).flatten(1)
         if self.pair_dim:
-            ei, ej = e[:, self.pair_i], e[:, self.pair_j]  # [N, P, d]
+            ei, ej = e[:, self.child_i], e[:, self.child_j]  # [N, P, d]
             rest = torch.einsum("ps,nsd->npd", self.pair_rest, e)
             n_rest = (mask @ self.pair_rest.T).unsqueeze(-1)  # [N, P, 1]
-            present = (mask[:, self.pair_i] * mask[:, self.pair_j]).unsqueeze(-1)  # [N, P, 1]
+            present = (mask[:, self.child_i] * mask[:, self.child_j]).unsqueeze(-1)  # [N, P, 1]
             h = self.pair_mlp(torch.cat([ei, ej, rest, n_rest], dim=-1))
             x = torch.cat([x, *_pool(h, present.squeeze(-1) > 0)], dim=-1)
         if self.child_dim:
@@ -226,13 +241,8 @@ class SetEncoder(nn.Module):
         return F.normalize(self.mlp(x), dim=-1)
 
     def _children(self, values: torch.Tensor, mask: torch.Tensor, e: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean and max of a learned feature of every one-move child: ``(a op b, the other numbers)``.
-
-        For each pair of present numbers and each op of :data:`CHILD_OPS` (``a + b``, ``a * b``,
-        ``|a - b|`` if not 0, ``max / min`` if it divides), the result's number embedding, the
-        other slots' embeddings and masks, and the op go through a small MLP. These are features,
-        not rules: the critic's labels still come from the exact oracle.
-        """
+        """Mean and max of a learned feature of every one-move child ``(a op b, the other numbers)`` (features, not
+        rules: the labels still come from the exact oracle)."""
         present = mask[:, self.child_i] * mask[:, self.child_j]
         results, valid = _moves(values[:, self.child_i], values[:, self.child_j], present > 0)  # [N, P, 4]
         # the first layer is linear in (result, rest, op): apply its three blocks separately, so the
@@ -250,13 +260,8 @@ class SetEncoder(nn.Module):
         return _pool(h, valid)
 
     def _grandchildren(self, values: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean and max of a learned feature of every two-move descendant of a state of 3+ numbers.
-
-        The one-move children are made as in :meth:`_children`; each child's own moves give the
-        descendants ``(c op d, the other numbers)``: a final value for a 3-number state, a 2-number
-        state for a 4-number one. Their result's embedding, the other numbers and the op go through
-        a small MLP. Rows with fewer than 3 numbers get zeros. Features, not rules, as above.
-        """
+        """Mean and max of a learned feature of every two-move descendant ``(c op d, the other numbers)`` of a state of
+        3+ numbers (zeros for smaller ones)."""
         n, g = values.shape[0], self.grandchild_dim
         mean, mx = values.new_zeros(n, g, dtype=torch.float32), values.new_zeros(n, g, dtype=torch.float32)
         rows = (mask.sum(1) >= 3).nonzero().squeeze(1)
@@ -275,11 +280,8 @@ class SetEncoder(nn.Module):
         return mean, mx
 
     def two_moves(self, v: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Every two-move descendant of the sets ``v`` (float64 ``[M, slots]``, present ``m`` bool).
-
-        Returns the second move's result and whether it is made (``[M, P, 4, Q, 4]``: first pair, op,
-        second pair, op) and the numbers left beside it with their presence (``[M, P, 4, Q, slots-3]``).
-        """
+        """Every two-move descendant of the sets ``v`` (float64 ``[M, slots]``, present ``m``): the second move's result
+        and whether it is made (``[M, P, 4, Q, 4]``: pair, op, pair, op), the other numbers and their presence."""
         r1, ok1 = _moves(v[:, self.child_i], v[:, self.child_j], m[:, self.child_i] & m[:, self.child_j])  # [M, P, 4]
         rest_v, rest_m = v[:, self.child_rest].unsqueeze(2), m[:, self.child_rest].unsqueeze(2)  # [M, P, 1, slots-2]
         cv = torch.cat([r1.unsqueeze(-1), rest_v.expand(-1, -1, len(CHILD_OPS), -1)], -1)  # the children: [M, P, 4, slots-1]
@@ -290,10 +292,8 @@ class SetEncoder(nn.Module):
 
 
 def _moves(a: torch.Tensor, b: torch.Tensor, present: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The results of :data:`CHILD_OPS` on pairs ``(a, b)`` and whether each is made: ``[..., 4]`` each.
-
-    ``a + b`` and ``a * b`` always, ``|a - b|`` if not 0, ``max / min`` if it divides (``present`` false: none).
-    """
+    """The results of :data:`CHILD_OPS` on pairs ``(a, b)`` and whether each is made (``[..., 4]``): ``a + b``,
+    ``a * b``, ``|a - b|`` if not 0, ``max / min`` if it divides (none where ``present`` is false)."""
     hi, lo = torch.maximum(a, b), torch.minimum(a, b)
     safe_lo = torch.where(lo > 0, lo, torch.ones_like(lo))
     div_ok = (lo > 0) & (torch.remainder(hi, safe_lo) == 0)
@@ -356,9 +356,8 @@ class NumericalCriticV1(_TwoTowers):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg, 2 * cfg.max_numbers, cfg.max_numbers)
 
-    def embed_state_actions(
-        self, init_values: torch.Tensor, init_mask: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
-    ) -> torch.Tensor:
+    def embed_state_actions(self, init_values: torch.Tensor, init_mask: torch.Tensor, values: torch.Tensor,
+                            mask: torch.Tensor) -> torch.Tensor:
         return self.state_tower(torch.cat([init_values, values], 1), torch.cat([init_mask, mask], 1))
 
     def embed_goals(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -373,17 +372,14 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-# ---- checkpoints ------------------------------------------------------------------------------
-
-
 class CheckpointError(ValueError):
     """A critic checkpoint that is missing, unreadable or does not fit its config."""
 
 
 def write_files(directory: str | Path, model: nn.Module, meta: dict[str, Any],
                 weights_metadata: dict[str, str] | None = None) -> Path:
-    """Write ``model.safetensors`` (with ``weights_metadata``) and ``config.json`` (``meta``) into ``directory``
-    (created): each file written whole under a temporary name and moved into place, never half-written."""
+    """Write ``model.safetensors`` (with ``weights_metadata``) and ``config.json`` (``meta``) into ``directory``, each
+    under a temporary name moved into place."""
     from safetensors.torch import save_file
 
     d = Path(directory)
@@ -397,16 +393,13 @@ def write_files(directory: str | Path, model: nn.Module, meta: dict[str, Any],
 
 
 def save_checkpoint(model: nn.Module, cfg: ModelConfig, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
-    """Write ``model.safetensors`` and ``config.json`` into ``directory`` (created).
-
-    The weights carry the step of their config, so a pair mixed by an interrupted save is detected on load."""
+    """Write ``model.safetensors`` and ``config.json``; the weights carry the config's step (a mixed pair fails)."""
     meta = {"format": CONFIG_FORMAT, "model": cfg.to_dict(), **(extra or {})}
     return write_files(directory, model, meta, {"step": str(meta["step"])} if "step" in meta else None)
 
 
 def read_config(path: Path, fmt: str, kind: str) -> dict[str, Any]:
-    """The ``config.json`` at ``path`` of a checkpoint whose ``format`` must be ``fmt``; :class:`CheckpointError`
-    naming the file (``kind``: what the checkpoint holds, for the message)."""
+    """The ``config.json`` at ``path``, whose ``format`` must be ``fmt``; :class:`CheckpointError` naming the file."""
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -417,47 +410,46 @@ def read_config(path: Path, fmt: str, kind: str) -> dict[str, Any]:
     return meta
 
 
-def read_weights(path: Path) -> dict[str, torch.Tensor]:
-    """The tensors of the safetensors file at ``path``; :class:`CheckpointError` when it does not read."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
+def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """The tensors and metadata of the safetensors file at ``path``; :class:`CheckpointError` if it does not read."""
+    from safetensors import SafetensorError, safe_open
 
     try:
-        return load_file(str(path))
+        with safe_open(str(path), framework="pt") as f:
+            return {k: f.get_tensor(k) for k in f.keys()}, f.metadata() or {}  # noqa: SIM118 (not a dict)
     except (SafetensorError, OSError) as e:
         raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
 
 
-def weights_step(path: str | Path) -> str | None:
-    """The training step recorded in a checkpoint's ``model.safetensors`` metadata (None if not recorded)."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as f:
-        return (f.metadata() or {}).get("step")
+def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[ConfigT], files: Sequence[str],
+                    fmt_kind: str = "") -> tuple[Path, dict[str, Any], ConfigT]:
+    """``(directory, its config.json, the model config in it)`` of a checkpoint directory whose ``format`` is ``fmt``
+    (``fmt_kind``: its name, default ``kind``) and which holds ``files``; :class:`CheckpointError` otherwise."""
+    d = Path(directory)
+    if not d.is_dir():
+        gone = "" if d.exists() else " (it does not exist)"
+        raise CheckpointError(f"{kind} checkpoint not found: {d} is not a directory{gone}")
+    if not (d / "config.json").is_file():
+        raise CheckpointError(f"{kind} checkpoint incomplete: {d / 'config.json'} is missing")
+    meta = read_config(d / "config.json", fmt, fmt_kind or kind)  # the format first: another kind lacks these files
+    for name in files:
+        if not (d / name).exists():
+            raise CheckpointError(f"{kind} checkpoint incomplete: {d / name} is missing")
+    try:
+        return d, meta, config.from_dict(meta.get("model", {}))
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{d / 'config.json'}: bad model config: {e}") from None
 
 
 def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | NumericalCriticV2, dict[str, Any]]:
-    """Rebuild a critic from ``directory`` (``config.json`` + ``model.safetensors``).
-
-    Raises :class:`CheckpointError` naming the file and the problem.
-    """
-    d = Path(directory)
-    if not d.exists():
-        raise CheckpointError(f"critic checkpoint not found: {d} does not exist")
-    if not d.is_dir():
-        raise CheckpointError(f"critic checkpoint {d} must be a directory holding config.json and model.safetensors")
+    """Rebuild a critic from ``directory`` (``config.json`` + ``model.safetensors``); :class:`CheckpointError` naming
+    the file and the problem."""
+    d, meta, cfg = read_checkpoint(directory, CONFIG_FORMAT, "critic", ModelConfig, ["model.safetensors"],
+                                   "countdown-gym critic")
     cfg_path, weights_path = d / "config.json", d / "model.safetensors"
-    for p in (cfg_path, weights_path):
-        if not p.is_file():
-            raise CheckpointError(f"critic checkpoint incomplete: {p} is missing")
-    meta = read_config(cfg_path, CONFIG_FORMAT, "countdown-gym critic")
-    try:
-        cfg = ModelConfig.from_dict(meta.get("model", {}))
-    except (TypeError, ValueError) as e:
-        raise CheckpointError(f"{cfg_path}: bad model config: {e}") from None
     model = build_model(cfg)
-    state = read_weights(weights_path)
-    recorded = weights_step(weights_path)
+    state, metadata = read_weights(weights_path)
+    recorded = metadata.get("step")
     if recorded is not None and "step" in meta and recorded != str(meta["step"]):
         raise CheckpointError(f"{weights_path} is from step {recorded} but {cfg_path} from step {meta['step']} "
                               "(interrupted while saving?)")
@@ -466,17 +458,14 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
     unexpected = sorted(set(state) - set(expected))
     wrong = sorted(k for k in set(state) & set(expected) if state[k].shape != expected[k].shape)
     if missing or unexpected or wrong:
-        raise CheckpointError(
-            f"{weights_path} does not fit the config in {cfg_path}: "
-            f"missing {missing[:5]}, unexpected {unexpected[:5]}, wrong shapes {wrong[:5]}"
-        )
+        raise CheckpointError(f"{weights_path} does not fit the config in {cfg_path}: "
+                              f"missing {missing[:5]}, unexpected {unexpected[:5]}, wrong shapes {wrong[:5]}")
     bad = sorted(k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
     if bad:
         raise CheckpointError(f"{weights_path} holds NaN or infinite weights in {bad[:5]}")
     cal = meta.get("calibration")
-    if cal is not None and not (
-        isinstance(cal, dict) and all(isinstance(cal.get(k), (int, float)) and math.isfinite(cal[k]) for k in ("a", "b"))
-    ):
+    numbers = isinstance(cal, dict) and all(isinstance(cal.get(k), int | float) and math.isfinite(cal[k]) for k in "ab")
+    if cal is not None and not numbers:
         raise CheckpointError(f"{cfg_path}: 'calibration' must be {{\"a\": number, \"b\": number, ...}}, got {cal!r:.120}")
     model.load_state_dict(state)
     model.eval()

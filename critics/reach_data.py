@@ -1,19 +1,9 @@
-"""Exactly labelled states of every size for the critic: ``(state, goal)`` pairs over a goal range.
-
-The trace tables of :mod:`critics.data` cover the states a DFS trace stands on, labelled from the
-trace alone. This module covers *every* state the critic is asked about: each start number set
-(4 numbers), all states one move below it (3 numbers) and all states two moves below (2 numbers),
-plus 1-number states. For each state :func:`countdown_gym.game.solver.reachable_values` gives every
-value it can make, so a state carries its exact label for *every* goal of the range
-``[goal_min, goal_max]`` (a bit row): no hindsight guess, no negative sampling.
-
-Start sets are the train split's numbers plus random number sets of the preset's value range;
-number sets of the validation and test splits are refused (:func:`build_reach_table` raises).
-"""
+"""Exactly labelled states of every size for ``--objective reach``: each start number set (validation and test sets
+refused), every state one and two moves below it and 1-number states, each with a bit row of the goals it reaches
+(:func:`countdown_gym.game.solver.reachable_values`)."""
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -21,18 +11,16 @@ from pathlib import Path
 
 import numpy as np
 
-from countdown_gym import Rules, load_split
+from countdown_gym import Rules
 from countdown_gym.data.generator import get_config
 from countdown_gym.game.solver import reachable_values, successors
-from critics.data import cached_npz
+from critics.data import NpzTable, cached_npz, draw_by_size, heldout_sets, train_split
 
 
 @dataclass
-class ReachTable:
+class ReachTable(NpzTable):
     """States of sizes 1..max_numbers (sorted, 0-padded) and their reachable goals as a bool matrix."""
 
-    max_numbers: int
-    goal_range: tuple[int, int]
     states: np.ndarray  # int64 [N, max_numbers]
     sizes: np.ndarray  # int64 [N]
     labels: np.ndarray  # bool [N, G]: labels[i, g] = goal_min + g is reachable from states[i]
@@ -54,126 +42,67 @@ class ReachTable:
 
     def sample(self, batch: int, rng: np.random.Generator, size_mix: Sequence[float]) -> np.ndarray:
         """``batch`` state indexes; ``size_mix[k-1]`` is the relative chance of a ``k``-number state."""
-        mix = np.array([w if k + 1 < len(self._by_size) and len(self._by_size[k + 1]) else 0.0
-                        for k, w in enumerate(size_mix)], dtype=np.float64)
-        if mix.sum() <= 0:
-            raise ValueError(f"no states of the sizes weighted by {list(size_mix)}")
-        sizes = rng.choice(len(mix), size=batch, p=mix / mix.sum()) + 1
-        out = np.empty(batch, dtype=np.int64)
-        for k in np.unique(sizes):
-            m = sizes == k
-            pool = self._by_size[k]
-            out[m] = pool[rng.integers(0, len(pool), int(m.sum()))]
-        return out
-
-    def save(self, path: str | Path) -> None:
-        meta = np.array(json.dumps({"max_numbers": self.max_numbers, "goal_range": list(self.goal_range)}))
-        np.savez_compressed(path, meta=meta, states=self.states, sizes=self.sizes, labels=self.labels)
-
-    @classmethod
-    def load(cls, path: str | Path) -> ReachTable:
-        with np.load(path) as z:
-            meta = json.loads(str(z["meta"]))
-            return cls(meta["max_numbers"], tuple(meta["goal_range"]), z["states"], z["sizes"], z["labels"])
+        return draw_by_size(self._by_size, size_mix, batch, rng)
 
 
 def start_sets(preset: str = "longproc-0.5k", extra: int = 0, seed: int = 0, max_train: int = 0) -> list[tuple[int, ...]]:
     """The train split's number sets (its first ``max_train`` if > 0) plus ``extra`` random number sets
     of the preset's size and value range that no validation or test problem uses."""
     cfg = get_config(preset)
-    train = load_split(preset, "train")
-    if max_train > 0:
-        train = train[:max_train]
-    held = {tuple(sorted(p.numbers)) for s in ("validation", "test") for p in load_split(preset, s)}
-    out, seen = [], set()
-    for p in train:
-        key = tuple(sorted(p.numbers))
-        if key not in seen and key not in held:
-            seen.add(key)
-            out.append(key)
+    held = heldout_sets(preset)
+    seen = dict.fromkeys(k for k in (tuple(sorted(p.numbers)) for p in train_split(preset, max_train)) if k not in held)
     rng = random.Random(seed)
-    added = 0
-    while added < extra:
+    target = len(seen) + extra
+    while len(seen) < target:
         n = rng.randint(cfg.min_numbers, cfg.max_numbers)
         key = tuple(sorted(rng.randint(cfg.min_value, cfg.max_value) for _ in range(n)))
-        if key in seen or key in held:
-            continue
-        seen.add(key)
-        out.append(key)
-        added += 1
-    return out
+        if key not in held:
+            seen.setdefault(key)
+    return list(seen)
 
 
-def build_reach_table(
-    starts: Iterable[Sequence[int]],
-    rules: Rules | None = None,
-    max_numbers: int = 4,
-    goal_range: tuple[int, int] = (10, 50),
-    forbidden: set[tuple[int, ...]] | None = None,
-    singles: int = 2000,
-    progress: bool = False,
-) -> ReachTable:
+def build_reach_table(starts: Iterable[Sequence[int]], rules: Rules | None = None, max_numbers: int = 4,
+                      goal_range: tuple[int, int] = (10, 50), forbidden: set[tuple[int, ...]] | None = None,
+                      singles: int = 2000, progress: bool = False) -> ReachTable:
     """Every distinct state within two moves of each start set, plus the 1-number states ``1..singles``,
     each with its reachable goals in ``goal_range`` (exact, :func:`reachable_values`).
 
-    ``forbidden`` number sets (sorted tuples; by default those of the longproc-0.5k validation and
-    test splits) raise ``ValueError``, and so do sets longer than ``max_numbers`` and rules with
-    fractions (the table holds integer states).
+    ``ValueError`` for a ``forbidden`` number set (default: those of longproc-0.5k's validation and test
+    splits), a set longer than ``max_numbers`` and rules with fractions (the table holds integers).
     """
+    from tqdm import tqdm
+
     rules = rules or Rules.longproc()
     if not rules.integer_only:
         raise ValueError(f"critic training tables hold integer states; rules {rules.name!r} allow fractions")
     if not rules.use_all:
         raise ValueError(f"critic training data needs use_all rules; {rules.name!r} lets numbers go unused")
-    if forbidden is None:
-        forbidden = {tuple(sorted(p.numbers)) for s in ("validation", "test") for p in load_split("longproc-0.5k", s)}
+    forbidden = heldout_sets() if forbidden is None else forbidden
     lo, hi = goal_range
     starts = [tuple(sorted(int(x) for x in s)) for s in starts]
-    it: Iterable[tuple[int, ...]] = starts
-    if progress:
-        from tqdm import tqdm
-
-        it = tqdm(starts, desc="labelling states", unit="start")
-    seen: set[tuple[int, ...]] = set()
-    rows: list[tuple[int, ...]] = []
+    rows: dict[tuple[int, ...], None] = {}  # every state once, in order of discovery
 
     def add(state: tuple[int, ...]) -> bool:
-        if state in seen:
-            return False
-        seen.add(state)
-        rows.append(state)
-        return True
+        new = state not in rows
+        rows.setdefault(state)
+        return new
 
-    for s in it:
+    for s in tqdm(starts, desc="labelling states", unit="start", disable=not progress):
         if s in forbidden:
             raise ValueError(f"start set {list(s)} belongs to a held-out split; it must not be used for training")
         if not 2 <= len(s) <= max_numbers:
             raise ValueError(f"start set {list(s)} has {len(s)} numbers; the critic takes 2..{max_numbers}")
-        frontier = [s] if add(s) else []
-        while frontier:
-            nxt = []
-            for state in frontier:
-                if len(state) <= 2:
-                    continue
-                for _, child in successors(state, rules):
-                    c = tuple(sorted(child))
-                    if add(c):
-                        nxt.append(c)
-            frontier = nxt
-    for v in range(1, singles + 1):
-        add((v,))
-    goals = np.arange(lo, hi + 1)
+        level = [s] if add(s) else []
+        while level:  # one move deeper each round, down to two numbers
+            children = (tuple(sorted(c)) for st in level if len(st) > 2 for _, c in successors(st, rules))
+            level = [c for c in children if add(c)]
+    rows.update(dict.fromkeys((v,) for v in range(1, singles + 1)))
     states = np.zeros((len(rows), max_numbers), dtype=np.int64)
-    sizes = np.zeros(len(rows), dtype=np.int64)
-    labels = np.zeros((len(rows), len(goals)), dtype=bool)
+    labels = np.zeros((len(rows), hi - lo + 1), dtype=bool)
     for i, st in enumerate(rows):
         states[i, : len(st)] = st
-        sizes[i] = len(st)
-        vals = reachable_values(st, rules)
-        for v in vals:
-            if type(v) is int and lo <= v <= hi:
-                labels[i, v - lo] = True
-    return ReachTable(max_numbers, (lo, hi), states, sizes, labels)
+        labels[i, [v - lo for v in reachable_values(st, rules) if type(v) is int and lo <= v <= hi]] = True
+    return ReachTable(max_numbers, (lo, hi), states, np.array([len(st) for st in rows], dtype=np.int64), labels)
 
 
 def cached_reach_table(preset: str = "longproc-0.5k", extra: int = 0, seed: int = 0,
@@ -183,8 +112,8 @@ def cached_reach_table(preset: str = "longproc-0.5k", extra: int = 0, seed: int 
     rules = get_config(preset).rules
 
     def build() -> ReachTable:
-        held = {tuple(sorted(p.numbers)) for s in ("validation", "test") for p in load_split(preset, s)}
-        return build_reach_table(start_sets(preset, extra, seed, max_train), rules, 4, goal_range, held, progress=progress)
+        starts = start_sets(preset, extra, seed, max_train)
+        return build_reach_table(starts, rules, 4, goal_range, heldout_sets(preset), progress=progress)
 
     key = ["reach", preset, extra, seed, list(goal_range), max_train, 1]
     return cached_npz(cache_dir, "reach", key, rules, ReachTable.load, build)

@@ -1,38 +1,18 @@
 """The seed paper's text critic (its architecture A): a language model embeds the reasoning text.
 
-The state tower reads the *trace prefix up to a state* (the search text a model has written so
-far, cut at the end of the line that puts the search on that state) with the hidden states of
-the project's embedded causal LM (``baselines/checkpoints/countdown-tiny-lm``); the goal tower is
-a separate network that embeds the target value (the V2 goal tower of :mod:`critics.models`).
-Both give L2-normalised vectors; the score is their cosine, trained with the same InfoNCE
-objective as V2 (``python -m critics.train_text``).
-
-Only the last ``window`` tokens of a prefix are read (the full LongProc DFS prefix of a
-longproc-0.5k problem is 8.5k tokens at the median and up to 73k in this tokenizer; the line
-that creates a state always names the state and the target). The embedding is the final hidden
-state of the window's last token concatenated with the mean over the window, mapped by an MLP.
-
-:class:`TextCritic` scores either texts (:meth:`TextCritic.score_texts`, the paper's input) or
-bare number sets (:meth:`TextCritic.score`, the ``score(states, targets)`` interface that
-:class:`countdown_gym.wrappers.ContrastiveCriticReward` and the GRPO critic reward call): a bare
-state is written as the first line of its own search, ``Initial number set: [..], target: T. ...``
-(:func:`render_state`).
-
-Example:
-    >>> from critics.text_critic import load_text_critic
-    >>> critic = load_text_critic()                      # critics/checkpoints/text
-    >>> critic.score([(20, 26), (80,)], [46, 46]).shape
-    (2,)
+The state tower reads the last ``window`` tokens of the trace prefix up to a state with the project's embedded LM
+(``baselines/checkpoints/countdown-tiny-lm``; the last token's hidden state and the window's mean, then an MLP); the
+goal tower and the objective are V2's (``python -m critics.train_text``). :class:`TextCritic` scores texts or bare
+number sets (written by :func:`render_state`: what the reward wrappers call), e.g.
+``load_text_critic().score([(20, 26), (80,)], [46, 46])``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -42,20 +22,30 @@ import torch.nn.functional as F
 from torch import nn
 
 from countdown_gym.game.trace import _options, format_list, parse_trace
-from critics.models import CheckpointError, ModelConfig, SetEncoder, _mlp, read_config, read_weights, write_files
+from critics.clipo import mean_pool
+from critics.models import (
+    CheckpointError,
+    ConfigDict,
+    GoalScorer,
+    ModelConfig,
+    SetEncoder,
+    _mlp,
+    check_state,
+    check_target,
+    read_checkpoint,
+    read_weights,
+    write_files,
+)
 
-TEXT_FORMAT = "countdown-gym-text-critic/1"
-"""Tag stored in every text-critic checkpoint's ``config.json``; a different tag is refused."""
+TEXT_FORMAT = "countdown-gym-text-critic/1"  # the tag of every text-critic config.json; another is refused
 
 ROOT = Path(__file__).resolve().parent
-SHIPPED_TEXT_CHECKPOINT = ROOT / "checkpoints" / "text"
-"""Directory of the checkpoint that ``load_text_critic()`` loads by default."""
-DEFAULT_LM = ROOT.parent / "baselines" / "checkpoints" / "countdown-tiny-lm"
-"""The embedded LM whose weights initialise the state tower (a saved Hugging Face model directory)."""
+SHIPPED_TEXT_CHECKPOINT = ROOT / "checkpoints" / "text"  # what load_text_critic() loads by default
+DEFAULT_LM = ROOT.parent / "baselines" / "checkpoints" / "countdown-tiny-lm"  # the LM that starts the state tower
 
 
 @dataclass
-class TextCriticConfig:
+class TextCriticConfig(ConfigDict):
     """Architecture of a text critic (saved beside the weights)."""
 
     window: int = 112  # tokens of the prefix read (the last ones); the 3-number lines are ~146 tokens, 2-number ~108
@@ -79,19 +69,6 @@ class TextCriticConfig:
     def goal_config(self) -> ModelConfig:
         return ModelConfig(version="v2", max_numbers=1, value_dim=self.value_dim, fourier=self.fourier,
                            goal_hidden=self.goal_hidden, out_dim=self.out_dim, temperature=self.temperature)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TextCriticConfig:
-        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown text critic config fields: {sorted(unknown)}")
-        return cls(**d)
-
-
-# ---- text ---------------------------------------------------------------------------------------
 
 
 def render_state(state: Sequence[Any], target: Any) -> str:
@@ -124,26 +101,6 @@ def node_lines(text: str) -> list[int]:
     return [root] + [st.line_no for st in steps if st.next_state is not None]
 
 
-def _check_state(i: int, s: Any) -> tuple:
-    if isinstance(s, (str, bytes)) or not hasattr(s, "__len__"):
-        raise TypeError(f"state {i} must be a sequence of numbers, got {s!r}")
-    if len(s) == 0:
-        raise ValueError(f"state {i} is empty")
-    for x in s:
-        if isinstance(x, bool) or not isinstance(x, (int, np.integer, Fraction)):
-            raise TypeError(f"state {i} holds ints (or Fractions), got {type(x).__name__} {x!r}")
-    return tuple(s)
-
-
-def _check_target(i: int, t: Any) -> int:
-    if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
-        raise TypeError(f"target {i} must be an int, got {type(t).__name__} {t!r}")
-    return int(t)
-
-
-# ---- the model ----------------------------------------------------------------------------------
-
-
 class TextCriticModel(nn.Module):
     """LM state tower (+ pooled-feature MLP head) and a separate goal tower over target values."""
 
@@ -163,9 +120,7 @@ class TextCriticModel(nn.Module):
         pos = (attention_mask.long().cumsum(-1) - 1).clamp_min(0)
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.cfg.finetune):
             hs = self.lm(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos).last_hidden_state
-        m = attention_mask.unsqueeze(-1).to(hs.dtype)
-        mean = (hs * m).sum(1) / m.sum(1).clamp_min(1.0)
-        return F.normalize(self.head(torch.cat([hs[:, -1], mean], dim=-1)), dim=-1)
+        return F.normalize(self.head(torch.cat([hs[:, -1], mean_pool(hs, attention_mask)], dim=-1)), dim=-1)
 
     def embed_goals(self, targets: torch.Tensor) -> torch.Tensor:
         """``targets`` float64 ``[N]`` -> ``[N, out_dim]``."""
@@ -173,30 +128,22 @@ class TextCriticModel(nn.Module):
         return self.goal_tower(t, torch.ones_like(t, dtype=torch.float32))
 
 
-def load_lm_parts(lm_dir: str | Path) -> tuple[Any, Any, dict[str, torch.Tensor]]:
-    """``(tokenizer, lm config, base-model weights)`` of a saved causal LM directory (the state tower's start)."""
+def build_text_critic(cfg: TextCriticConfig, lm_dir: str | Path = DEFAULT_LM, seed: int = 0) -> tuple[TextCriticModel, Any]:
+    """A new text critic whose state tower starts from the saved causal LM in ``lm_dir``: ``(model, tokenizer)``."""
     from safetensors.torch import load_file
     from transformers import AutoConfig, AutoTokenizer
 
     d = Path(lm_dir)
     if not (d / "config.json").is_file() or not (d / "model.safetensors").is_file():
         raise CheckpointError(f"no language model at {d} (expected config.json, model.safetensors and tokenizer files)")
-    tok = AutoTokenizer.from_pretrained(str(d))
-    config = AutoConfig.from_pretrained(str(d))
     prefix = "model."  # a *ForCausalLM stores its base model under "model."; the LM head is not used
     state = {k[len(prefix):]: v for k, v in load_file(str(d / "model.safetensors")).items() if k.startswith(prefix)}
-    return tok, config, state
-
-
-def build_text_critic(cfg: TextCriticConfig, lm_dir: str | Path = DEFAULT_LM, seed: int = 0) -> tuple[TextCriticModel, Any]:
-    """A new text critic whose state tower starts from the LM in ``lm_dir``; returns ``(model, tokenizer)``."""
-    tok, lm_config, state = load_lm_parts(lm_dir)
     torch.manual_seed(seed)
-    model = TextCriticModel(cfg, lm_config)
+    model = TextCriticModel(cfg, AutoConfig.from_pretrained(str(d)))
     missing, unexpected = model.lm.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise CheckpointError(f"{lm_dir}: the LM weights do not fit its config (missing {missing[:3]}, unexpected {unexpected[:3]})")
-    return model, _prepare_tokenizer(tok)
+    return model, _prepare_tokenizer(AutoTokenizer.from_pretrained(str(d)))
 
 
 def _prepare_tokenizer(tok: Any) -> Any:
@@ -205,12 +152,8 @@ def _prepare_tokenizer(tok: Any) -> Any:
     return tok
 
 
-# ---- checkpoints --------------------------------------------------------------------------------
-
-
 def save_text_critic(model: TextCriticModel, tokenizer: Any, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
-    """``config.json`` (+ ``extra``), ``model.safetensors`` (LM included: the checkpoint stands alone),
-    ``lm_config.json`` and ``tokenizer/``; every file written under a temporary name and moved into place."""
+    """Write ``config.json`` (+ ``extra``), ``model.safetensors`` (LM included), ``lm_config.json``, ``tokenizer/``."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(str(d / "tokenizer"))
@@ -220,46 +163,25 @@ def save_text_critic(model: TextCriticModel, tokenizer: Any, directory: str | Pa
 
 
 def load_text_critic(path: str | Path | None = None) -> TextCritic:
-    """Load a text-critic checkpoint directory (``None``: the shipped one, ``critics/checkpoints/text``).
-
-    A missing or incompatible checkpoint raises :class:`critics.CheckpointError` naming the file.
-    """
+    """Load a text-critic checkpoint directory (``None``: the shipped one); :class:`~critics.CheckpointError` naming
+    the file for a missing or incompatible one."""
     from transformers import AutoConfig, AutoTokenizer
 
-    d = SHIPPED_TEXT_CHECKPOINT if path is None else Path(path)
-    if not d.is_dir():
-        raise CheckpointError(f"text critic checkpoint not found: {d} is not a directory")
-    if not (d / "config.json").is_file():
-        raise CheckpointError(f"text critic checkpoint incomplete: {d / 'config.json'} is missing")
-    meta = read_config(d / "config.json", TEXT_FORMAT, "text critic")
-    for name in ("model.safetensors", "lm_config.json", "tokenizer"):
-        if not (d / name).exists():
-            raise CheckpointError(f"text critic checkpoint incomplete: {d / name} is missing")
+    files = ("model.safetensors", "lm_config.json", "tokenizer")
+    d, meta, cfg = read_checkpoint(SHIPPED_TEXT_CHECKPOINT if path is None else path, TEXT_FORMAT, "text critic",
+                                   TextCriticConfig, files)
+    model = TextCriticModel(cfg, AutoConfig.for_model(**json.loads((d / "lm_config.json").read_text(encoding="utf-8"))))
     try:
-        cfg = TextCriticConfig.from_dict(meta.get("model", {}))
-    except (TypeError, ValueError) as e:
-        raise CheckpointError(f"{d / 'config.json'}: bad model config: {e}") from None
-    lm_cfg_dict = json.loads((d / "lm_config.json").read_text(encoding="utf-8"))
-    lm_config = AutoConfig.for_model(**lm_cfg_dict)
-    model = TextCriticModel(cfg, lm_config)
-    state = read_weights(d / "model.safetensors")
-    try:
-        model.load_state_dict(state)
+        model.load_state_dict(read_weights(d / "model.safetensors")[0])
     except RuntimeError as e:
         raise CheckpointError(f"{d / 'model.safetensors'} does not fit {d / 'config.json'}: {str(e)[:300]}") from None
     tok = _prepare_tokenizer(AutoTokenizer.from_pretrained(str(d / "tokenizer")))
     return TextCritic(model, tok, meta, d)
 
 
-# ---- scoring ------------------------------------------------------------------------------------
-
-
-class TextCritic:
-    """A loaded text critic: batched, gradient-free scoring of texts or number sets on CPU.
-
-    Deterministic: the same inputs give the same scores, whatever the batch they come in (each
-    window is padded on the left and masked; rotary positions are relative).
-    """
+class TextCritic(GoalScorer):
+    """A loaded text critic: batched, gradient-free scoring of texts or number sets on CPU; the same inputs give the
+    same scores in any batch (each window is padded on the left and masked; rotary positions are relative)."""
 
     version = "text"
 
@@ -291,17 +213,8 @@ class TextCritic:
             out[lo : lo + len(chunk)] = self.model.embed_tokens(ids, mask).numpy()
         return out
 
-    @torch.no_grad()
-    def embed_targets(self, targets: Sequence[int]) -> np.ndarray:
-        """L2-normalised goal embeddings ``[N, out_dim]`` (cached per value)."""
-        keys = [_check_target(i, t) for i, t in enumerate(targets)]
-        todo = sorted({k for k in keys if k not in self._goal_cache})
-        if todo:
-            emb = self.model.embed_goals(torch.tensor(todo, dtype=torch.float64)).numpy()
-            self._goal_cache.update(zip(todo, emb, strict=True))
-        if not keys:
-            return np.zeros((0, self.config.out_dim), dtype=np.float32)
-        return np.stack([self._goal_cache[k] for k in keys])
+    def _embed_goal_values(self, values: torch.Tensor) -> torch.Tensor:
+        return self.model.embed_goals(values)
 
     def score_texts(self, texts: Sequence[str], targets: Sequence[int], batch_size: int = 256) -> np.ndarray:
         """Cosine of each text prefix and its target, ``float32 [N]`` in ``[-1, 1]`` (the paper's text critic)."""
@@ -319,29 +232,15 @@ class TextCritic:
         return np.clip((s * g).sum(1), -1.0, 1.0).astype(np.float32)
 
     def score(self, states: Sequence[Sequence[int]], targets: Sequence[int], initial: Any = None, batch_size: int = 256) -> np.ndarray:
-        """Cosine of each number set (written by :func:`render_state`) and its target, ``float32 [N]``.
-
-        The ``score(states, targets)`` interface of the numerical critics (``initial`` is accepted
-        and ignored, as V2 does), so ``ContrastiveCriticReward(critic=text_critic)`` works.
-        """
-        if isinstance(states, (str, bytes)) or isinstance(targets, (str, bytes)):
-            raise TypeError("states must be a sequence of number sets and targets a sequence of ints")
-        if len(states) != len(targets):
-            raise ValueError(f"got {len(states)} states but {len(targets)} targets")
-        texts = [render_state(_check_state(i, s), _check_target(i, t)) for i, (s, t) in enumerate(zip(states, targets, strict=True))]
+        """Cosine of each number set (written by :func:`render_state`) and its target, ``float32 [N]``: the numerical
+        critics' ``score(states, targets)`` (``initial`` ignored, as V2 does), for the reward wrappers."""
+        self._check_pairs(states, targets)
+        pairs = enumerate(zip(states, targets, strict=True))
+        texts = [render_state(check_state(i, s), check_target(i, t)) for i, (s, t) in pairs]
         return self.score_texts(texts, list(targets), batch_size)
 
 
 __all__ = [
-    "DEFAULT_LM",
-    "SHIPPED_TEXT_CHECKPOINT",
-    "TextCritic",
-    "TextCriticConfig",
-    "TextCriticModel",
-    "build_text_critic",
-    "load_text_critic",
-    "node_lines",
-    "prefix_window",
-    "render_state",
-    "save_text_critic",
+    "DEFAULT_LM", "SHIPPED_TEXT_CHECKPOINT", "TextCritic", "TextCriticConfig", "TextCriticModel",
+    "build_text_critic", "load_text_critic", "node_lines", "prefix_window", "render_state", "save_text_critic"
 ]

@@ -1,17 +1,9 @@
-"""Train a numerical critic on the package's DFS traces: ``python -m critics.train``.
+"""Train a numerical critic: ``python -m critics.train`` (every field of :class:`TrainConfig` is a flag).
 
-Every field of :class:`TrainConfig` is a command-line flag (``--steps 2000``,
-``--positives all``, ...). The run directory (``--out``) receives, every
-``checkpoint_every`` steps and at the end: ``model.safetensors`` + ``config.json`` (loadable
-with ``critics.load_critic(out)``), ``train_state.pt`` (optimizer, step, random states: for
-``--resume``), ``log.jsonl``, ``loss.png`` (the paper's figure 4) and ``similarity.png`` (the
-paper's figure 5: cosine similarities of 16 states against 16 goals of one batch). The logged
-loss, accuracy and learning rate also go to ``--report-to`` (TensorBoard in ``<out>/tensorboard``
-by default; any tracker of transformers' ``report_to``).
-
-V2 loss (see ``docs/critics.md``): state -> goal InfoNCE over the distinct goals of the batch,
-plus (``hard_weight``) a goal -> state InfoNCE in which each own-target positive competes with
-``dead_per_row`` dead-end states of the same trace.
+The run directory (``--out``) receives, every ``checkpoint_every`` steps and at the end, ``model.safetensors`` +
+``config.json`` (``critics.load_critic(out)``), ``train_state.pt`` (for ``--resume``), ``log.jsonl``, ``loss.png``
+(the paper's figure 4) and ``similarity.png`` (figure 5: 16 states against 16 goals); the logged values also go to
+``--report-to`` (TensorBoard in ``<out>/tensorboard`` by default). The losses: ``docs/critics.md``.
 """
 
 from __future__ import annotations
@@ -33,7 +25,8 @@ from countdown_gym.runkit.tracking import Tracker, report_to_names
 from critics import train_loop
 from critics.data import TraceTable, cached_table
 from critics.growth import load_grown
-from critics.losses import goal_infonce, info_nce, ranking_infonce, reach_sigmoid_loss
+from critics.losses import info_nce, reach_sigmoid_loss, v2_loss
+from critics.metrics import figure
 from critics.models import (
     CheckpointError,
     ModelConfig,
@@ -42,6 +35,7 @@ from critics.models import (
     build_model,
     count_parameters,
     load_checkpoint,
+    pack_sets,
     save_checkpoint,
 )
 from critics.reach_data import ReachTable, cached_reach_table
@@ -95,12 +89,10 @@ class TrainConfig(CommonTrainOptions):
 
     @property
     def version(self) -> str:
-        """The critic's version (``model.version``)."""
         return self.model.version
 
     @property
     def temperature(self) -> float:
-        """The InfoNCE temperature (``model.temperature``)."""
         return self.model.temperature
 
     def model_config(self) -> ModelConfig:
@@ -116,156 +108,103 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     return dataclass_cli.parse(TrainConfig, argv, prog="python -m critics.train", description=DESCRIPTION)
 
 
-# ---- batches ----------------------------------------------------------------------------------
+def _sets(states: np.ndarray, sizes: np.ndarray, max_numbers: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """0-padded number-set rows and their sizes -> ``(values float64, mask float32)``."""
+    mask = (torch.arange(max_numbers)[None, :] < torch.from_numpy(sizes)[:, None]).float()
+    return torch.from_numpy(states.astype(np.float64)), mask
 
 
-def _sets(table: TraceTable, nodes: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-    values = torch.from_numpy(table.node_states[nodes].astype(np.float64))
-    sizes = torch.from_numpy(table.node_sizes[nodes])
-    mask = (torch.arange(table.max_numbers)[None, :] < sizes[:, None]).float()
-    return values, mask
+def _nodes(table: TraceTable, nodes: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    return _sets(table.node_states[nodes], table.node_sizes[nodes], table.max_numbers)
 
 
-def v2_loss(model: NumericalCriticV2, table: TraceTable, cfg: TrainConfig, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
-    b = table.sample_v2(
-        cfg.batch_size, rng, cfg.positives, cfg.hindsight, cfg.dead_per_row, (cfg.size_small, cfg.size_mid, cfg.size_large),
-        cfg.dead_same_size,
-    )
-    s = model.embed_states(*_sets(table, b["state"]))
-    uniq, inv = np.unique(b["goal"], return_inverse=True)
-    g = model.embed_goals(torch.from_numpy(uniq.astype(np.float64)))
-    inv_t = torch.from_numpy(inv)
-    loss = goal_infonce(s, inv_t, g, cfg.temperature)
-    info = {"nce": loss.item(), "acc": float(((s @ g.T).argmax(1) == inv_t).float().mean())}
-    rows = np.flatnonzero(b["dead_valid"])
-    if cfg.hard_weight > 0 and cfg.dead_per_row > 0 and len(rows):
-        dv, dm = _sets(table, b["dead"][rows].reshape(-1))
-        d = model.embed_states(dv, dm).reshape(len(rows), cfg.dead_per_row, -1)
-        r = torch.from_numpy(rows)
-        hard = ranking_infonce(g[inv_t[r]], s[r], d, cfg.temperature)
-        loss = loss + cfg.hard_weight * hard
-        info["hard"] = hard.item()
-    return loss, info
+def trace_loss(model: NumericalCriticV2, table: TraceTable, cfg: TrainConfig,
+               rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
+    """V2's loss (:func:`critics.losses.v2_loss`) on a batch of DFS-trace states."""
+    sizes = (cfg.size_small, cfg.size_mid, cfg.size_large)
+    b = table.sample_v2(cfg.batch_size, rng, cfg.positives, cfg.hindsight, cfg.dead_per_row, sizes, cfg.dead_same_size)
+    s = model.embed_states(*_nodes(table, b["state"]))
+    rows = np.flatnonzero(b["dead_valid"]) if cfg.hard_weight > 0 and cfg.dead_per_row > 0 else np.zeros(0, np.int64)
+    d = None
+    if len(rows):
+        d = model.embed_states(*_nodes(table, b["dead"][rows].reshape(-1))).reshape(len(rows), cfg.dead_per_row, -1)
+    return v2_loss(s, b["goal"], model.embed_goals, rows, d, cfg.temperature, cfg.hard_weight)
 
 
 def reach_loss(model: NumericalCriticV2, table: ReachTable, cfg: TrainConfig, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
     """Sigmoid loss of a batch of exactly labelled states (sizes drawn by ``reach_sizes``) against every goal."""
     idx = table.sample(cfg.batch_size, rng, cfg.reach_sizes)
-    values = torch.from_numpy(table.states[idx].astype(np.float64))
-    sizes = torch.from_numpy(table.sizes[idx])
-    mask = (torch.arange(table.max_numbers)[None, :] < sizes[:, None]).float()
-    s = model.embed_states(values, mask)
+    s = model.embed_states(*_sets(table.states[idx], table.sizes[idx], table.max_numbers))
     g = model.embed_goals(torch.from_numpy(table.goals.astype(np.float64)))
-    labels = torch.from_numpy(table.labels[idx])
-    loss = reach_sigmoid_loss(s, g, labels, cfg.temperature, model.logit_bias)
+    loss = reach_sigmoid_loss(s, g, torch.from_numpy(table.labels[idx]), cfg.temperature, model.logit_bias)
     return loss, {"reach": loss.item()}
 
 
 def v1_loss(model: NumericalCriticV1, table: TraceTable, cfg: TrainConfig, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
     b = table.sample_v1(cfg.batch_size, rng)
-    init = table.initial[b["trace"]]
-    iv = torch.from_numpy(init.astype(np.float64))
-    im = (iv > 0).float()
-    sa = model.embed_state_actions(iv, im, *_sets(table, b["state"]))
-    goal_rows = table.node_states[b["goal_node"]]
-    uniq, first, inv = np.unique(goal_rows, axis=0, return_index=True, return_inverse=True)
-    g = model.embed_goals(*_sets(table, b["goal_node"][first]))
+    iv = torch.from_numpy(table.initial[b["trace"]].astype(np.float64))
+    sa = model.embed_state_actions(iv, (iv > 0).float(), *_nodes(table, b["state"]))
+    _, first, inv = np.unique(table.node_states[b["goal_node"]], axis=0, return_index=True, return_inverse=True)
+    g = model.embed_goals(*_nodes(table, b["goal_node"][first]))
     inv_t = torch.from_numpy(inv.reshape(-1))
     loss = info_nce(sa, g, inv_t, cfg.temperature)
     return loss, {"nce": loss.item(), "acc": float(((sa @ g.T).argmax(1) == inv_t).float().mean())}
-
-
-# ---- plots ------------------------------------------------------------------------------------
 
 
 LOSS_PANELS = (Panel("contrastive loss", {"loss": "loss"}, smooth=True),)
 """``loss.png`` (the paper's figure 4): the logged loss and its moving mean."""
 
 
-def _fmt(table: TraceTable, node: int) -> str:
-    return "[" + ", ".join(str(int(x)) for x in table.node_states[node][: table.node_sizes[node]]) + "]"
+def _state(table: TraceTable, node: int) -> tuple[int, ...]:
+    return tuple(int(x) for x in table.node_states[node][: table.node_sizes[node]])
 
 
-def _reach_rows(table: ReachTable, cfg: TrainConfig, rng: np.random.Generator) -> tuple[list[tuple[int, ...]], list[int]]:
-    """16 states of the reach table, each with a distinct goal reachable from it."""
-    states: list[tuple[int, ...]] = []
-    goals: list[int] = []
-    for _ in range(200):
-        for i in table.sample(64, rng, cfg.reach_sizes):
-            free = [int(g) for g in table.goals[table.labels[i]] if int(g) not in goals]
-            if free and len(goals) < 16:
-                states.append(tuple(int(x) for x in table.states[i][: table.sizes[i]]))
-                goals.append(free[int(rng.integers(len(free)))])
-        if len(goals) == 16:
+def _similarity_rows(table: TraceTable | ReachTable, cfg: TrainConfig, rng: np.random.Generator) -> list[tuple]:
+    """Up to 16 ``(state, goal)`` rows with distinct goals: a state and a goal value (V2), or two trace nodes (V1)."""
+    rows: dict[Any, tuple[Any, Any]] = {}  # by goal
+    for _ in range(200):  # bounded: a tiny training set may hold fewer than 16 distinct goals
+        if isinstance(table, ReachTable):
+            for i in table.sample(64, rng, cfg.reach_sizes):
+                free = [int(g) for g in table.goals[table.labels[i]] if int(g) not in rows]
+                if free and len(rows) < 16:
+                    goal = free[int(rng.integers(len(free)))]
+                    rows[goal] = (tuple(int(x) for x in table.states[i][: table.sizes[i]]), goal)
+        elif cfg.version == "v2":
+            b = table.sample_v2(64, rng, "reachable", 0.0, 0)
+            for node, goal in zip(b["state"], b["goal"], strict=True):
+                if len(rows) < 16:
+                    rows.setdefault(int(goal), (_state(table, node), int(goal)))
+        else:
+            b = table.sample_v1(64, rng)
+            for node, goal in zip(b["state"], b["goal_node"], strict=True):
+                if len(rows) < 16:
+                    rows.setdefault(_state(table, goal), (int(node), int(goal)))
+        if len(rows) == 16:
             break
-    return states, goals
+    return list(rows.values())
 
 
 @torch.no_grad()
 def plot_similarity(model, table: TraceTable | ReachTable, cfg: TrainConfig, path: Path, seed: int = 12345) -> None:
-    """Cosine similarity of 16 states vs the goals of the same 16 rows (distinct goals)."""
-    from critics.models import pack_sets
-
-    rng = np.random.default_rng(seed)
-    if isinstance(table, ReachTable):
-        states, goal_values = _reach_rows(table, cfg, rng)
+    """The paper's figure 5: cosine similarity of 16 states vs the distinct goals of the same 16 rows."""
+    rows = _similarity_rows(table, cfg, np.random.default_rng(seed))
+    states, goals = [r[0] for r in rows], [r[1] for r in rows]
+    if cfg.version == "v1":
+        init = torch.from_numpy(table.initial[table.node_trace[states]].astype(np.float64))
+        s = model.embed_state_actions(init, (init > 0).float(), *_nodes(table, np.array(states)))
+        g = model.embed_goals(*_nodes(table, np.array(goals)))
+        states, goals = [_state(table, n) for n in states], [list(_state(table, n)) for n in goals]
+    else:
         v, m = pack_sets(states, table.max_numbers)
         s = model.embed_states(torch.from_numpy(v), torch.from_numpy(m))
-        g = model.embed_goals(torch.tensor(goal_values, dtype=torch.float64))
-        _draw_similarity((s @ g.T).numpy(), [str(list(x)) for x in states], [str(x) for x in goal_values], cfg, path)
-        return
-    rows: list[tuple[int, int]] = []
-    seen: set[int] = set()
-    for _ in range(200):  # bounded: a tiny training set may hold fewer than 16 distinct goals
-        if len(rows) == 16:
-            break
-        if cfg.version == "v2":
-            b = table.sample_v2(64, rng, "reachable", 0.0, 0)
-            pairs = zip(b["state"], b["goal"], strict=True)
-        else:
-            b = table.sample_v1(64, rng)
-            pairs = zip(b["state"], b["goal_node"], strict=True)
-        for node, goal in pairs:
-            key = int(goal) if cfg.version == "v2" else hash(tuple(table.node_states[goal]))
-            if key not in seen and len(rows) < 16:
-                seen.add(key)
-                rows.append((int(node), int(goal)))
-    nodes = np.array([r[0] for r in rows])
-    goals = np.array([r[1] for r in rows])
-    if cfg.version == "v2":
-        s = model.embed_states(*_sets(table, nodes))
-        g = model.embed_goals(torch.from_numpy(goals.astype(np.float64)))
-        ylabels = [_fmt(table, n) for n in nodes]
-        xlabels = [str(int(v)) for v in goals]
-    else:
-        init = torch.from_numpy(table.initial[table.node_trace[nodes]].astype(np.float64))
-        s = model.embed_state_actions(init, (init > 0).float(), *_sets(table, nodes))
-        g = model.embed_goals(*_sets(table, goals))
-        ylabels = [_fmt(table, n) for n in nodes]
-        xlabels = [_fmt(table, n) for n in goals]
-    _draw_similarity((s @ g.T).numpy(), ylabels, xlabels, cfg, path)
-
-
-def _draw_similarity(sim: np.ndarray, ylabels: list[str], xlabels: list[str], cfg: TrainConfig, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 6))
-    im = ax.imshow(sim, cmap="viridis", vmin=-1, vmax=1)
-    ax.set_xticks(range(len(xlabels)), xlabels, rotation=90, fontsize=7)
-    ax.set_yticks(range(len(ylabels)), ylabels, fontsize=7)
-    ax.set_xlabel("goal")
-    ax.set_ylabel("state")
-    ax.set_title(f"cosine similarity, one batch of {len(ylabels)} (critic {cfg.version})")
-    fig.colorbar(im, ax=ax)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-# ---- checkpoints and resume ---------------------------------------------------------------------
+        g = model.embed_goals(torch.tensor(goals, dtype=torch.float64))
+    with figure(path, (7, 6)) as ax:
+        im = ax.imshow((s @ g.T).numpy(), cmap="viridis", vmin=-1, vmax=1)
+        ax.set_xticks(range(len(goals)), [str(x) for x in goals], rotation=90, fontsize=7)
+        ax.set_yticks(range(len(states)), [str(list(x)) for x in states], fontsize=7)
+        title = f"cosine similarity, one batch of {len(states)} (critic {cfg.version})"
+        ax.set(xlabel="goal", ylabel="state", title=title)
+        ax.figure.colorbar(im, ax=ax)
 
 
 CHECKPOINT_FILES = ("model.safetensors", "config.json", "train_state.pt")
@@ -307,10 +246,8 @@ def _save(model, optim, cfg: TrainConfig, out: Path, run: Progress, rng: np.rand
     os.replace(out / "train_state.pt.tmp", out / "train_state.pt")  # whole or not at all; its step is checked on resume
 
 
-RESUME_FREE_FIELDS = frozenset(
-    {"out", "resume", "stop_after", "time_limit", "threads", "checkpoint_every", "log_every", "calibrate", "cache_dir",
-     "report_to"}
-)
+RESUME_FREE_FIELDS = frozenset({"out", "resume", "stop_after", "time_limit", "threads", "checkpoint_every", "log_every",
+                                "calibrate", "cache_dir", "report_to"})
 """``TrainConfig`` fields a resumed run may change: they do not change the weights."""
 
 
@@ -326,18 +263,16 @@ def _resume_from(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCritic
         raise TornCheckpoint(f"error: --resume: {e}") from None
     changed = dataclass_cli.changed_options(meta.get("train_config", {}), cfg, RESUME_FREE_FIELDS)
     if changed:  # the checkpoint's own record (runs made before options.json was written have only this one)
-        raise SystemExit(
-            f"error: --resume: {out} was trained with {'; '.join(changed)}; resume with the same flags or use a new --out"
-        )
+        raise SystemExit(f"error: --resume: {out} was trained with {'; '.join(changed)}; resume with the same flags or "
+                         "use a new --out")
     try:
         st = torch.load(out / "train_state.pt", weights_only=False)
     except Exception as e:  # noqa: BLE001 - a truncated or foreign file: say which one
         raise TornCheckpoint(f"error: --resume: {out / 'train_state.pt'} is not readable ({type(e).__name__}: {e})") from None
     if st.get("step") != meta.get("step"):
-        raise TornCheckpoint(
-            f"error: --resume: {out / 'model.safetensors'} is from step {meta.get('step')} but train_state.pt from step "
-            f"{st.get('step')} (interrupted while saving?); the run cannot be continued exactly"
-        )
+        raise TornCheckpoint(f"error: --resume: {out / 'model.safetensors'} is from step {meta.get('step')} but "
+                             f"train_state.pt from step {st.get('step')} (interrupted while saving?); the run "
+                             "cannot be continued exactly")
     if st["step"] > end:
         raise SystemExit(f"error: --resume: {out} is already at step {st['step']}, past --stop-after {cfg.stop_after}")
     return loaded, st
@@ -380,9 +315,6 @@ def _init_weights(model: NumericalCriticV1 | NumericalCriticV2, loaded: Numerica
         raise SystemExit(f"error: --init-from {cfg.init_from}: its model differs from these flags (flag, checkpoint): {diff}") from None
 
 
-# ---- the run ----------------------------------------------------------------------------------
-
-
 def train(cfg: TrainConfig, progress: bool = True) -> Path:
     """Run (or resume) training; returns the run directory."""
     t_start = time.perf_counter()
@@ -404,16 +336,13 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         loaded, st = _resume(out, cfg, end)
 
     t_data = time.perf_counter()
+    goals, cache, max_train = (cfg.goal_min, cfg.goal_max), cfg.cache_dir or None, cfg.max_train_problems
     table: TraceTable | None = None
     rtable: ReachTable | None = None
     if cfg.objective != "reach" or cfg.version == "v1":
-        table = cached_table(
-            cfg.preset, cfg.extra_problems, cfg.data_seed, 4, (cfg.goal_min, cfg.goal_max),
-            cfg.cache_dir or None, progress=progress, max_train=cfg.max_train_problems,
-        )
+        table = cached_table(cfg.preset, cfg.extra_problems, cfg.data_seed, 4, goals, cache, progress, max_train)
     if cfg.objective != "trace" and cfg.version == "v2":
-        rtable = cached_reach_table(cfg.preset, cfg.reach_extra, cfg.data_seed, (cfg.goal_min, cfg.goal_max),
-                                    cfg.cache_dir or None, progress=progress, max_train=cfg.max_train_problems)
+        rtable = cached_reach_table(cfg.preset, cfg.reach_extra, cfg.data_seed, goals, cache, progress, max_train)
     data_seconds = time.perf_counter() - t_data
     model = build_model(cfg.model_config())
     if init is not None:
@@ -436,10 +365,10 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         if cfg.version == "v1":
             return v1_loss(model, table, cfg, rng)
         if cfg.objective == "trace":
-            return v2_loss(model, table, cfg, rng)
+            return trace_loss(model, table, cfg, rng)
         if cfg.objective == "reach":
             return reach_loss(model, rtable, cfg, rng)
-        loss, info = v2_loss(model, table, cfg, rng)
+        loss, info = trace_loss(model, table, cfg, rng)
         r, rinfo = reach_loss(model, rtable, cfg, rng)
         return loss + cfg.reach_weight * r, {**info, **rinfo}
 
@@ -464,10 +393,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     _save(model, optim, cfg, out, run, rng, extra, earlier)
     if cfg.calibrate:
         from critics import load_critic
-        from critics.evaluate import calibration_from_validation
+        from critics.evaluate import calibration
 
-        a, b = calibration_from_validation(load_critic(out), cfg.preset)
-        extra["calibration"] = {"a": a, "b": b, "fitted_on": f"{cfg.preset}/validation[:200] trace states with 2-4 numbers (start states included)"}
+        extra["calibration"] = calibration(load_critic(out), cfg.preset)
     extra["total_seconds"] = round(earlier + time.perf_counter() - t_start, 1)  # every invocation of the run
     _save(model, optim, cfg, out, run, rng, extra, earlier)
     if log.rows:

@@ -1,15 +1,6 @@
-"""The training loop and options both critic training scripts share (``python -m critics.train``, ``python -m critics.train_text``).
-
-* :class:`CommonTrainOptions`: the options every critic run has (V2's pair sampling, the optimisation, the
-  run directory), each a flag; a script's options subclass it (and may change its defaults).
-* :func:`start_run`: seeds, torch threads and the run directory (:func:`countdown_gym.runkit.runs.prepare_run`:
-  a directory that holds a run is refused without ``--resume``, ``options.json`` is written).
-* :func:`lr_factor`: warm-up, then a cosine decay to 5% of the base learning rate.
-* :func:`run_steps`: the training loop over a script's loss: learning rates, the step with gradient
-  clipping, the running means logged every ``log_every`` steps, the periodic checkpoints, ``--time-limit``
-  and Ctrl-C (the loop stops after the step; the script saves and exits with 130).
-* :func:`main`: a script's command line: parse, train, report (``error: ...`` for a bad option or data).
-"""
+"""What both critic training scripts share (``critics.train``, ``critics.train_text``): the common options, the run
+directory, the learning-rate schedule, the training loop (logging, checkpoints, ``--time-limit``, Ctrl-C) and
+the command line."""
 
 from __future__ import annotations
 
@@ -66,16 +57,13 @@ class CommonTrainOptions:
                 raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}")
 
     def to_dict(self) -> dict[str, Any]:
-        """Every option, nested dataclasses as dicts (what a checkpoint records)."""
         return dataclasses.asdict(self)
 
 
 def start_run(cfg: CommonTrainOptions, *, markers: Collection[str], resume: bool = False, resuming: bool = False,
               may_change: Collection[str] = (), resumable: bool = True) -> tuple[Path, np.random.Generator]:
-    """Seed ``random``, torch and the returned numpy generator with ``cfg.seed``, set torch's threads, and
-    prepare the run directory ``cfg.out`` (``markers``: the files that show it keeps a run; ``resume``: the
-    ``--resume`` flag; ``resuming``: a checkpoint there is continued, and the options may differ from its
-    ``options.json`` only in ``may_change``; ``resumable``: the script has a ``--resume``)."""
+    """Seed ``random``, torch and the returned numpy generator, set torch's threads and prepare ``cfg.out``
+    (:func:`~countdown_gym.runkit.runs.prepare_run`; ``markers``: the files that show it keeps a run)."""
     torch.set_num_threads(cfg.threads)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
@@ -86,8 +74,7 @@ def start_run(cfg: CommonTrainOptions, *, markers: Collection[str], resume: bool
 
 
 def lr_factor(step: int, warmup: int, steps: int) -> float:
-    """The learning rate of ``step`` as a fraction of the base: linear warm-up over ``warmup`` steps, then a
-    cosine decay to 0.05 at ``steps``."""
+    """The learning rate of ``step`` as a fraction of the base: linear warm-up, then a cosine decay to 0.05."""
     if step < warmup:
         return (step + 1) / warmup
     t = (step - warmup) / max(steps - warmup, 1)
@@ -98,38 +85,27 @@ def lr_factor(step: int, warmup: int, steps: int) -> float:
 class Progress:
     """Where a run stands; a checkpoint keeps it, so that a resumed run logs and times as if it never stopped."""
 
-    step: int
-    """Steps done."""
-    end: int
-    """The step this invocation stops at (``--steps``, or earlier: ``--stop-after``, the time limit, Ctrl-C)."""
-    t_start: float
-    """``time.perf_counter()`` when this invocation started (``--time-limit`` counts from it)."""
-    t0: float
-    """``time.perf_counter()`` minus the training time of the steps done."""
-    sums: dict[str, float] = field(default_factory=dict)
-    """The loss and its terms summed over the steps since the last log row (their mean is the next row)."""
-    count: int = 0
-    """Steps since the last log row."""
-    stopped: str = ""
-    """``time_limit`` or ``ctrl_c`` when the loop ended before ``end``."""
+    step: int  # steps done
+    end: int  # where this invocation stops (--steps, or earlier: --stop-after, the time limit, Ctrl-C)
+    t_start: float  # time.perf_counter() when this invocation started (--time-limit counts from it)
+    t0: float  # time.perf_counter() minus the training time of the steps done
+    sums: dict[str, float] = field(default_factory=dict)  # the logged values summed since the last log row
+    count: int = 0  # steps since the last log row
+    stopped: str = ""  # "time_limit" or "ctrl_c" when the loop ended before `end`
 
-    def train_seconds(self) -> float:
-        """The training time of the steps done so far (earlier invocations included)."""
+    def train_seconds(self) -> float:  # of the steps done, earlier invocations included
         return time.perf_counter() - self.t0
 
 
-LossFn = Callable[[], tuple[torch.Tensor, dict[str, float]]]
-"""One batch's loss and the values it logs (``acc``, ``hard``, ...)."""
+LossFn = Callable[[], tuple[torch.Tensor, dict[str, float]]]  # one batch's loss and the values it logs
 
 
 def run_steps(cfg: CommonTrainOptions, model: torch.nn.Module, optim: torch.optim.Optimizer, loss_fn: LossFn,
               run: Progress, log: MetricsLog, save: Callable[[Progress], None], *, base_lrs: Sequence[float],
               stop: StopRequest, tracker: Any = None, desc: str = "critic", progress: bool = True) -> None:
-    """Train from ``run.step`` to ``run.end``: one ``loss_fn()`` batch per step, the learning rate of each
-    parameter group ``base_lrs[i] * lr_factor(step)``, a log row every ``log_every`` steps (also to ``tracker``),
-    ``save(run)`` every ``checkpoint_every`` steps before the end. The time limit or a Ctrl-C (``stop``) ends the
-    loop after the current step, with ``run.end`` set to it and ``run.stopped`` naming why; the model is left
-    in eval mode."""
+    """Train from ``run.step`` to ``run.end`` (group ``i``'s learning rate ``base_lrs[i] * lr_factor(step)``), logging
+    every ``log_every`` steps and calling ``save(run)`` every ``checkpoint_every``; the time limit or Ctrl-C ends the
+    loop after the step (``run.end`` set to it, ``run.stopped`` saying why). The model is left in eval mode."""
     from tqdm import tqdm
 
     params = [p for p in model.parameters() if p.requires_grad]
@@ -184,8 +160,7 @@ Options = TypeVar("Options", bound=CommonTrainOptions)
 
 def main(options: type[Options], train: Callable[[Options], Path], argv: Sequence[str] | None, *, prog: str,
          description: str, resumable: bool) -> None:
-    """Parse ``argv`` into ``options``, ``train`` them and print a summary of the checkpoint's ``config.json``;
-    a run stopped by Ctrl-C exits with 130 (``resumable``: its checkpoint continues with ``--resume``)."""
+    """Parse ``argv``, ``train`` and print a summary; a run stopped by Ctrl-C exits with 130."""
     cfg = dataclass_cli.parse(options, argv, prog=f"python -m {prog}", description=description)
     try:
         out = train(cfg)

@@ -1,16 +1,8 @@
-"""Train the text critic on the package's DFS traces: ``python -m critics.train_text``.
+"""Train the text critic: ``python -m critics.train_text`` (every field of :class:`TextTrainConfig` is a flag).
 
-The pairs are V2's (:meth:`critics.data.TraceTable.sample_v2`: states on the path to the target
-with their target, hindsight goals, dead ends of the same trace as the goal -> state negatives)
-and so is the loss (:func:`critics.models.goal_infonce` + :func:`critics.models.ranking_infonce`);
-only the state tower differs: a node of the search tree is read as the trace text up to the line
-that creates it (:func:`critics.text_critic.prefix_window`, its last ``window`` tokens), or, for a
-``render`` fraction of the rows, as the bare state written by
-:func:`critics.text_critic.render_state` (what :meth:`TextCritic.score` reads).
-
-Every field of :class:`TextTrainConfig` is a flag. The run directory (``--out``) receives the
-checkpoint (loadable with ``critics.text_critic.load_text_critic(out)``) every
-``checkpoint_every`` steps and at the end, ``log.jsonl`` and ``loss.png``.
+V2's pairs and loss on text states: a node read as the trace text up to the line that creates it, or (``--render``)
+as the bare state of :func:`~critics.text_critic.render_state`. ``--out`` receives the checkpoint, ``log.jsonl`` and
+``loss.png``.
 """
 
 from __future__ import annotations
@@ -27,7 +19,8 @@ from countdown_gym import Problem, dataclass_cli, dfs_trace
 from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest
 from critics import train_loop
 from critics.data import TraceTable, build_table, training_problems
-from critics.losses import goal_infonce, ranking_infonce
+from critics.losses import v2_loss
+from critics.models import count_parameters
 from critics.text_critic import (
     DEFAULT_LM,
     TextCritic,
@@ -70,12 +63,6 @@ class TextTrainConfig(CommonTrainOptions):
         if not 0.0 <= self.render <= 1.0:
             raise ValueError(f"--render must be in [0, 1], got {self.render}")
 
-    def model_config(self) -> TextCriticConfig:
-        return self.model
-
-
-# ---- the texts of the table's nodes -------------------------------------------------------------
-
 
 @dataclass
 class TextTraces:
@@ -108,43 +95,19 @@ def build_text_traces(problems: list[Problem], progress: bool = True) -> TextTra
     return TextTraces(table, lines, np.array(node_line, dtype=np.int64))
 
 
-# ---- the loss -----------------------------------------------------------------------------------
-
-
-def _embed(model: TextCriticModel, critic: TextCritic, texts: list[str]) -> torch.Tensor:
-    ids, mask = critic.tokenize(texts)
-    return model.embed_tokens(ids, mask)
-
-
 def text_loss(model: TextCriticModel, critic: TextCritic, data: TextTraces, cfg: TextTrainConfig,
               rng: np.random.Generator) -> tuple[torch.Tensor, dict[str, float]]:
-    """V2's loss (state -> goal InfoNCE + goal -> state ranking against dead ends) on text states."""
-    table = data.table
-    b = table.sample_v2(cfg.batch_size, rng, "reachable", cfg.hindsight, cfg.dead_per_row, (0.1, 0.3, 0.6), cfg.dead_same_size)
+    """V2's loss (:func:`critics.losses.v2_loss`) on text states."""
+    b = data.table.sample_v2(cfg.batch_size, rng, "reachable", cfg.hindsight, cfg.dead_per_row, (0.1, 0.3, 0.6),
+                             cfg.dead_same_size)
     rendered = rng.random(cfg.batch_size) < cfg.render  # a row's state and its dead ends are written the same way
     texts = [data.node_text(int(n), bool(r)) for n, r in zip(b["state"], rendered, strict=True)]
     rows = np.flatnonzero(b["dead_valid"]) if cfg.hard_weight > 0 and cfg.dead_per_row > 0 else np.zeros(0, np.int64)
     for r in rows:
         texts += [data.node_text(int(n), bool(rendered[r])) for n in b["dead"][r]]
-    emb = _embed(model, critic, texts)
-    s = emb[: cfg.batch_size]
-    uniq, inv = np.unique(b["goal"], return_inverse=True)
-    g = model.embed_goals(torch.from_numpy(uniq.astype(np.float64)))
-    inv_t = torch.from_numpy(inv.reshape(-1))
-    loss = goal_infonce(s, inv_t, g, cfg.model.temperature)
-    info = {"nce": loss.item(), "acc": float(((s @ g.T).argmax(1) == inv_t).float().mean())}
-    if len(rows):
-        d = emb[cfg.batch_size :].reshape(len(rows), cfg.dead_per_row, -1)
-        r = torch.from_numpy(rows)
-        hard = ranking_infonce(g[inv_t[r]], s[r], d, cfg.model.temperature)
-        loss = loss + cfg.hard_weight * hard
-        info["hard"] = hard.item()
-        with torch.no_grad():
-            info["hard_acc"] = float(((g[inv_t[r]] * s[r]).sum(-1, keepdim=True) > torch.einsum("rd,rkd->rk", g[inv_t[r]], d)).all(1).float().mean())
-    return loss, info
-
-
-# ---- the run -----------------------------------------------------------------------------------
+    emb = model.embed_tokens(*critic.tokenize(texts))
+    d = emb[cfg.batch_size :].reshape(len(rows), cfg.dead_per_row, -1) if len(rows) else None
+    return v2_loss(emb[: cfg.batch_size], b["goal"], model.embed_goals, rows, d, cfg.model.temperature, cfg.hard_weight)
 
 
 LOSS_PANELS = (Panel("contrastive loss", {"loss": "loss"}),)
@@ -156,7 +119,7 @@ def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
     """Run training; returns the run directory (a loadable text-critic checkpoint)."""
     t_start = time.perf_counter()
     out, rng = start_run(cfg, markers=CHECKPOINT_FILES, resumable=False)  # the text critic trains in one go
-    model, tok = build_text_critic(cfg.model_config(), cfg.lm, seed=cfg.seed)
+    model, tok = build_text_critic(cfg.model, cfg.lm, seed=cfg.seed)
     critic = TextCritic(model, tok)  # shares the model: tokenizes the way scoring will
     t_data = time.perf_counter()
     data = build_text_traces(training_problems(cfg.preset, max_train=cfg.train_problems), progress=progress)
@@ -169,7 +132,7 @@ def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
     if Path(cfg.lm).resolve().is_relative_to(DEFAULT_LM.parents[2]):  # inside the repository: no machine's paths
         recorded["lm"] = Path(cfg.lm).resolve().relative_to(DEFAULT_LM.parents[2]).as_posix()
     extra: dict[str, Any] = {"train_config": recorded, "data": data.table.stats(), "data_seconds": round(data_seconds, 1),
-                             "parameters": sum(p.numel() for p in model.parameters()),
+                             "parameters": count_parameters(model),
                              "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
     log = MetricsLog(out / "log.jsonl")  # appended as it comes
 

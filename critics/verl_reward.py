@@ -1,22 +1,11 @@
-"""verl reward with the learned critic: ``countdown_gym.integrations.verl.compute_score`` plus a loaded critic.
-
-The package's verl reward does not load critics (``countdown_gym`` never imports ``critics``); for
-the ``critic`` dense term point verl at this file instead::
+"""verl reward with the learned critic: ``countdown_gym.integrations.verl.compute_score`` plus a loaded critic
+(``countdown_gym`` never imports ``critics``). For the ``critic`` dense term point verl at this file::
 
     custom_reward_function.path=$(python -c "import critics.verl_reward as m; print(m.__file__)")
     custom_reward_function.name=compute_score
     +custom_reward_function.reward_kwargs.dense=[critic]
     # optional, another V2 checkpoint directory (default: the shipped one):
     +custom_reward_function.reward_kwargs.critic_checkpoint=/path/to/checkpoint
-
-Everything else (``dense``, ``weights``, the returned dict) is the package's ``compute_score``; this
-file only supplies the critic (:func:`countdown_gym.integrations.verl.with_scorers`).
-
-Example:
-    >>> gt = {"numbers": [6, 2, 5, 3], "target": 8}
-    >>> out = compute_score("countdown_gym/longproc-0.5k", "<answer>(6 - 2) * (5 - 3)</answer>", gt, dense=["critic"])
-    >>> out["sparse"], -1.0 <= out["critic"] <= 1.0
-    (1.0, True)
 """
 
 from __future__ import annotations

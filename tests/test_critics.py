@@ -12,7 +12,7 @@ import torch
 from countdown_gym import load_split, reachable
 from critics import CheckpointError, Critic, load_critic
 from critics.data import build_table, random_states, trace_states, trace_tree
-from critics.losses import goal_infonce, ranking_infonce
+from critics.losses import info_nce, ranking_infonce
 from critics.metrics import auroc, best_threshold_accuracy, expected_calibration_error, fit_logistic
 from critics.models import ModelConfig, build_model, count_parameters, pack_sets, save_checkpoint
 from critics.train import TrainConfig, parse_args, train
@@ -75,8 +75,8 @@ def test_pack_sets_rejects_bad_states():
 
 def test_losses_are_minimal_for_matching_embeddings():
     e = torch.nn.functional.normalize(torch.eye(4), dim=1)
-    low = goal_infonce(e, torch.arange(4), e, 0.1)
-    high = goal_infonce(e, torch.tensor([1, 2, 3, 0]), e, 0.1)
+    low = info_nce(e, e, torch.arange(4), 0.1)
+    high = info_nce(e, e, torch.tensor([1, 2, 3, 0]), 0.1)
     assert low < 0.01 < high
     neg = e[[1, 2, 3, 0]].unsqueeze(1)
     assert ranking_infonce(e, e, neg, 0.1) < 0.01
