@@ -459,7 +459,7 @@ def test_an_interrupted_save_resumes_from_the_checkpoint_before(tmp_path, capsys
     st = torch.load(out / "train_state.pt", weights_only=False)
     torch.save({**st, "step": 31}, out / "train_state.pt")  # a save torn between its files
     resumed = train(_cfg(tmp_path / "b", steps=40, checkpoint_every=10, resume=True), progress=False)
-    assert "continuing from the one before, step 20" in capsys.readouterr().out
+    assert "previous at step 20" in capsys.readouterr().out
     a, b = load_critic(straight).model.state_dict(), load_critic(resumed).model.state_dict()
     for k in a:  # continuing from step 20 repeats the run exactly
         assert torch.allclose(a[k], b[k], atol=1e-6), k
