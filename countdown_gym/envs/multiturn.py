@@ -1,25 +1,19 @@
-"""``CountdownMultiTurn-v0``: the multi-turn language MDP: the agent plans, the environment computes.
-
-The game itself (:class:`~countdown_gym.game.turn_game.TurnEpisode`) lives in :mod:`countdown_gym.game.turn_game`;
-this module is its Gymnasium environment.
-"""
+"""``CountdownMultiTurn-v0``: the multi-turn language MDP (the agent plans, the environment computes): the Gymnasium
+environment of :class:`~countdown_gym.game.turn_game.TurnEpisode`."""
 
 from __future__ import annotations
 
 from typing import Any, SupportsFloat
 
-import gymnasium as gym
-
-from countdown_gym.envs.problem_source import ProblemSpec
-from countdown_gym.envs.render import check_render_mode
-from countdown_gym.envs.text_spaces import TextSpace
+from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
+from countdown_gym.envs.text import TextSpace
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import CHARSET, sanitize
 from countdown_gym.game.turn_format import TURN_END, TURN_PROMPT_STYLES, prompt_message, transcript
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnResult
 
 
-class CountdownMultiTurnEnv(gym.Env):
+class CountdownMultiTurnEnv(SourcedEnv):
     """Countdown as a conversation: each agent turn is one move; the environment computes it.
 
     ## Description
@@ -77,28 +71,17 @@ class CountdownMultiTurnEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
 
-    def __init__(
-        self,
-        problem_spec: ProblemSpec | None = None,
-        *,
-        max_turns: int = DEFAULT_MAX_TURNS,
-        max_turn_chars: int = 200,
-        max_prompt_chars: int = 4096,
-        prompt: str = "compact",
-        render_mode: str | None = None,
-        **problem_args: Any,
-    ) -> None:
+    def __init__(self, problem_spec: ProblemSpec | None = None, *, max_turns: int = DEFAULT_MAX_TURNS,
+                 max_turn_chars: int = 200, max_prompt_chars: int = 4096, prompt: str = "compact",
+                 render_mode: str | None = None, **problem_args: Any) -> None:
         for name, value in (("max_turns", max_turns), ("max_turn_chars", max_turn_chars), ("max_prompt_chars", max_prompt_chars)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if prompt not in TURN_PROMPT_STYLES:
             raise ValueError(f"prompt must be one of {list(TURN_PROMPT_STYLES)}, got {prompt!r}")
-        check_render_mode(render_mode, self.metadata, "CountdownMultiTurn-v0")
-        self.source = ProblemSpec.of(problem_spec, problem_args, "CountdownMultiTurn-v0").resolve()
-        self.rules = self.source.rules
+        self._set_source(problem_spec, problem_args, render_mode, "CountdownMultiTurn-v0")
         self.max_turns, self.max_turn_chars, self.max_prompt_chars = max_turns, max_turn_chars, max_prompt_chars
         self.prompt_style = prompt
-        self.render_mode = render_mode
         self.observation_space = TextSpace(max_length=max_prompt_chars, charset=CHARSET)
         self.action_space = TextSpace(max_length=max_turn_chars, min_length=0, charset=CHARSET.replace("\n", ""))
         self.problem: Problem | None = None
@@ -108,10 +91,8 @@ class CountdownMultiTurnEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        problem = self.source.reset_option(options) or self.source.sample(self.np_random)
-        prompt = prompt_message(problem, self.prompt_style, self.max_turns)
-        if len(prompt) > self.max_prompt_chars:
-            raise ValueError(f"the prompt of {problem} has {len(prompt)} characters, more than max_prompt_chars={self.max_prompt_chars}")
+        problem = self._problem(options)
+        prompt = self._check_prompt(prompt_message(problem, self.prompt_style, self.max_turns), problem)
         self.problem = problem
         self.episode = TurnEpisode(problem, self.rules, self.max_turns, self.max_turn_chars)
         self.conversation = [("env", prompt)]
@@ -156,13 +137,5 @@ class CountdownMultiTurnEnv(gym.Env):
         """The conversation as one text: the prompt, then each agent turn and reply on their own lines."""
         return transcript(text for _, text in self.conversation)
 
-    def render(self) -> str | None:
-        """The conversation exactly as a model reads it (:meth:`transcript`; ``"ansi"``: returned, ``"human"``: printed)."""
-        if self.render_mode is None:
-            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'human'")
-            return None
-        text = "(call reset() first)" if self.episode is None else self.transcript()
-        if self.render_mode == "ansi":
-            return text
-        print(text, end="")
-        return None
+    def _render_text(self) -> str:
+        return "(call reset() first)" if self.episode is None else self.transcript()

@@ -1,15 +1,12 @@
-"""``CountdownText-v0``: reasoning text as an MDP, with every move line checked.
+"""``CountdownText-v0``: reasoning text as an MDP, with every move line checked (:class:`CountdownTextEnv`).
 
-:class:`CountdownTextEnv` is the environment; its docstring states the spaces, rewards,
-termination and arguments. It drives the same code path as :func:`replay_completion`, split by job:
+It drives the same code path as :func:`replay_completion`: :mod:`~countdown_gym.envs.text_checker` checks each line
+(:class:`LineChecker`), :mod:`~countdown_gym.envs.text_episode` holds one episode's text (:class:`TextEpisode`) and
+the replay, :mod:`~countdown_gym.envs.text_tokenizers` the tokenizer adapters; their names are importable from here.
 
-* :mod:`countdown_gym.envs.text_checker` -- :class:`LineChecker`: every completed line checked
-  against the search tree actually reachable so far, emitting transition records.
-* :mod:`countdown_gym.envs.text_episode` -- :class:`TextEpisode` (one episode's text: lines to the
-  checker, the end to the verifier) and :func:`replay_completion` (a finished completion replayed).
-* :mod:`countdown_gym.envs.text_tokenizers` -- the tokenizer adapters of the token modes.
-
-Every name above is importable from this module too (the public import paths stay).
+The text spaces (:class:`TextSpace`, :class:`TokenIdsSpace`) are Gymnasium's ``Text`` and ``Sequence`` with
+``shape = ()`` and ``dtype = object``: Stable-Baselines3's ``DummyVecEnv`` allocates a numpy buffer from
+``space.shape`` and ``space.dtype``, which ``None`` shape crashes and a ``'<U'`` dtype cuts to one character.
 """
 
 from __future__ import annotations
@@ -17,15 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from countdown_gym.envs.problem_source import ProblemSpec
-from countdown_gym.envs.render import check_render_mode
+from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
 from countdown_gym.envs.text_checker import INVALID_REASONS, LineCheck, LineChecker
 from countdown_gym.envs.text_episode import Replay, StepResult, TextEpisode, check_budget, replay_completion
-from countdown_gym.envs.text_spaces import TextSpace, TokenIdsSpace
 from countdown_gym.envs.text_tokenizers import Detokenizer, Tokenizer
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import format_number
@@ -36,12 +30,29 @@ ACTION_MODES: tuple[str, ...] = ("line", "token_str", "token")
 """How an action extends the text: a whole line, a token's text, or a token id."""
 
 
+class _ObjectShaped:
+    """Observations that fit an object array: ``shape == ()``, ``dtype == object``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._shape = ()
+        self.dtype = np.dtype(object)
+
+
+class TextSpace(_ObjectShaped, spaces.Text):
+    """``gymnasium.spaces.Text`` whose observations fit an object array (``shape == ()``, ``dtype == object``)."""
+
+
+class TokenIdsSpace(_ObjectShaped, spaces.Sequence):
+    """``gymnasium.spaces.Sequence`` whose observations fit an object array (``shape == ()``, ``dtype == object``)."""
+
+
 def _render_line(line_no: int, text: str, invalid_reason: str | None) -> str:
     mark = "" if invalid_reason is None else f"   <-- invalid: {invalid_reason}"
     return f"{line_no:4d} | {text}{mark}"
 
 
-class CountdownTextEnv(gym.Env):
+class CountdownTextEnv(SourcedEnv):
     """Countdown as text generation: one puzzle per episode, the action extends the completion.
 
     ## Description
@@ -117,42 +128,24 @@ class CountdownTextEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
 
-    def __init__(
-        self,
-        problem_spec: ProblemSpec | None = None,
-        *,
-        prompt: str = "longproc",
-        prompt_kwargs: dict[str, Any] | None = None,
-        action_mode: str = "line",
-        tokenizer: Any = None,
-        eos_token_id: int | None = None,
-        max_lines: int | None = 2048,
-        max_tokens: int | None = None,
-        max_completion_chars: int = 131072,
-        max_prompt_chars: int = 16384,
-        max_line_chars: int = 4096,
-        max_token_chars: int = 64,
-        render_mode: str | None = None,
-        **problem_args: Any,
-    ) -> None:
+    def __init__(self, problem_spec: ProblemSpec | None = None, *, prompt: str = "longproc",
+                 prompt_kwargs: dict[str, Any] | None = None, action_mode: str = "line", tokenizer: Any = None,
+                 eos_token_id: int | None = None, max_lines: int | None = 2048, max_tokens: int | None = None,
+                 max_completion_chars: int = 131072, max_prompt_chars: int = 16384, max_line_chars: int = 4096,
+                 max_token_chars: int = 64, render_mode: str | None = None, **problem_args: Any) -> None:
         if prompt not in PROMPT_STYLES:
             raise ValueError(f"prompt must be one of {list(PROMPT_STYLES)}, got {prompt!r}")
         if action_mode not in ACTION_MODES:
             raise ValueError(f"action_mode must be one of {list(ACTION_MODES)}, got {action_mode!r}")
-        check_render_mode(render_mode, self.metadata, "CountdownText-v0")
         if action_mode == "token" and tokenizer is None:
             raise ValueError("action_mode='token' needs a tokenizer (a Hugging Face tokenizer object)")
         if max_tokens is not None and action_mode == "line" and tokenizer is None:
             raise ValueError("max_tokens in action_mode='line' needs a tokenizer to count tokens; use max_lines")
-        for name, value, allow_none in (
-            ("max_lines", max_lines, True),
-            ("max_tokens", max_tokens, True),
-            ("max_completion_chars", max_completion_chars, False),
-            ("max_prompt_chars", max_prompt_chars, False),
-            ("max_line_chars", max_line_chars, False),
-            ("max_token_chars", max_token_chars, False),
-        ):
-            check_budget(name, value, allow_none)
+        check_budget("max_lines", max_lines)
+        check_budget("max_tokens", max_tokens)
+        for name, value in (("max_completion_chars", max_completion_chars), ("max_prompt_chars", max_prompt_chars),
+                            ("max_line_chars", max_line_chars), ("max_token_chars", max_token_chars)):
+            check_budget(name, value, allow_none=False)
         if prompt_kwargs is not None and (prompt != "longproc" or not isinstance(prompt_kwargs, dict)):
             raise ValueError("prompt_kwargs (a dict) is only for prompt='longproc'")
         unknown = set(prompt_kwargs or {}) - {"current_state", "example"}
@@ -161,8 +154,7 @@ class CountdownTextEnv(gym.Env):
         example = (prompt_kwargs or {}).get("example")
         if example is not None and not isinstance(example, Problem):
             raise ValueError(f"prompt_kwargs['example'] must be a Problem, got {type(example).__name__} {example!r:.80}")
-        self.source = ProblemSpec.of(problem_spec, problem_args, "CountdownText-v0").resolve()
-        self.rules = self.source.rules
+        self._set_source(problem_spec, problem_args, render_mode, "CountdownText-v0")
         self.prompt_style = prompt
         self.prompt_kwargs = dict(prompt_kwargs or {})
         self.action_mode = action_mode
@@ -174,7 +166,6 @@ class CountdownTextEnv(gym.Env):
             raise ValueError(f"eos_token_id must be an int in 0..{self.tokenizer.vocab_size - 1}, got {eos!r}")
         self.max_lines, self.max_tokens = max_lines, max_tokens
         self.max_completion_chars, self.max_prompt_chars = max_completion_chars, max_prompt_chars
-        self.render_mode = render_mode
 
         text_space = TextSpace(max_length=max_prompt_chars + max_completion_chars, charset=CHARSET)
         if self.tokenizer is None:
@@ -202,12 +193,8 @@ class CountdownTextEnv(gym.Env):
     # -- gymnasium API --
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
-        problem = self.source.reset_option(options) or self.source.sample(self.np_random)
-        prompt = build_prompt(problem, self.prompt_style, **self.prompt_kwargs)
-        if len(prompt) > self.max_prompt_chars:  # refused before any state changes
-            raise ValueError(
-                f"the prompt of {problem} has {len(prompt)} characters, more than max_prompt_chars={self.max_prompt_chars}"
-            )
+        problem = self._problem(options)
+        prompt = self._check_prompt(build_prompt(problem, self.prompt_style, **self.prompt_kwargs), problem)
         self.problem, self.prompt = problem, prompt
         self.episode = TextEpisode(self.problem, self.rules, max_lines=self.max_lines, max_chars=self.max_completion_chars)
         self._obs_prompt = sanitize(prompt)
@@ -230,10 +217,7 @@ class CountdownTextEnv(gym.Env):
         res = self.episode.feed(text) if text else StepResult()
         if not self.episode.done:
             if eos:
-                more = self.episode.finish()
-                res.lines += more.lines
-                res.transitions += more.transitions
-                res.reward, res.terminated, res.truncated = more.reward, more.terminated, more.truncated
+                res.extend(self.episode.finish())
             elif self.max_tokens is not None and self.num_tokens >= self.max_tokens:
                 res.truncated = self.episode.truncate().truncated
         if self.episode.done:  # the episode may have ignored text after its final answer
@@ -342,16 +326,6 @@ class CountdownTextEnv(gym.Env):
         body = [_render_line(k, line, bad.get(k)) for k, line in enumerate(lines)]
         return "\n".join([head, *body, self._status()])
 
-    def render(self) -> str | None:
-        """The prompt and the checked lines as text (``"ansi"``), or print them (``"human"``)."""
-        if self.render_mode is None:
-            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'human'")
-            return None
-        if self.render_mode == "ansi":
-            return self._render_text()
-        print(self._render_text())
-        return None
-
 
 __all__ = [
     "ACTION_MODES",
@@ -362,5 +336,7 @@ __all__ = [
     "Replay",
     "StepResult",
     "TextEpisode",
+    "TextSpace",
+    "TokenIdsSpace",
     "replay_completion",
 ]
