@@ -1,8 +1,4 @@
-"""What ``Countdown-v0`` derives from a state (legal-action mask, observation), computed once and memoised.
-
-One :class:`StateCache` per (rules, max_numbers, value_scale), shared by every env with those settings;
-legality comes from :meth:`Rules.legal_results`.
-"""
+"""What ``Countdown-v0`` derives from a state (legal-action mask, observation), computed once and memoised."""
 
 from __future__ import annotations
 
@@ -56,12 +52,9 @@ class ValueTable(dict):
 
 
 class StateCache:
-    """Memo of :class:`StateInfo` per state (and of pair legality and value encodings).
-
-    One cache per (rules, max_numbers, value_scale), shared by every env with those settings.
-    The state memo keeps at most ``CACHE_LIMIT`` states (about 0.5 kB each at 4 numbers), dropping
-    the oldest half when full; the pair and value memos are cleared when they reach that size.
-    """
+    """Memo of :class:`StateInfo` per state, and of pair legality and value encodings; one per (rules, max_numbers,
+    value_scale), shared. At most ``CACHE_LIMIT`` states (the oldest half dropped when full); the pair and value
+    memos are cleared at that size."""
 
     _shared: dict[tuple[Rules, int, float], StateCache] = {}
 
@@ -86,10 +79,7 @@ class StateCache:
         return cls._shared[key]
 
     def lookup(self, state: tuple[Number, ...]) -> StateInfo:
-        info = self.data.get(state)
-        if info is None:
-            info = self.add(state)
-        return info
+        return self.data.get(state) or self.add(state)
 
     def add(self, state: tuple[Number, ...]) -> StateInfo:
         """Compute and memoise ``state`` (the oldest half of the memo goes when it is full)."""
@@ -115,9 +105,6 @@ class StateCache:
 
 
 def encode_values(values: tuple[Number, ...] | list[Number], value_scale: float) -> list[float]:
-    """The observation's normalisation: ``clip(x / value_scale, -1, 1)`` (computed in float64).
-
-    Values beyond ``+-value_scale`` are clipped before any float conversion, so an int too large
-    for a float (e.g. a target of ``10**400``) encodes as ``+-1`` instead of overflowing.
-    """
+    """The observation's normalisation ``clip(x / value_scale, -1, 1)``, clipped before any float conversion (so a
+    target of ``10**400`` encodes as 1 instead of overflowing)."""
     return [1.0 if x >= value_scale else -1.0 if x <= -value_scale else float(x) / value_scale for x in values]

@@ -8,30 +8,16 @@
     ds.score_answer("(29-6)+(37-14)", entry)   # 1.0 or 0.0: the verifier's verdict
     big = CountdownGymDataset(CountdownGymConfig(split="generated", size=20_000, seed=1))   # beyond the splits
 
-``split="generated"`` draws ``size`` problems from the seeded generator (:mod:`countdown_gym.data.fresh`: the
-same for the same ``seed``, ``seed=None`` meaning 0; none a frozen validation or test problem of any preset),
-each generated when first read. Left unset, ``split`` is the frozen ``test`` split, or ``generated`` when ``size``
-is larger than the test split (so ``reasoning_gym.create_dataset("countdown_gym", size=20000)`` works); an explicit
-frozen split never grows.
+``split="generated"`` draws ``size`` problems from the seeded generator (:mod:`countdown_gym.data.fresh`; none a
+frozen validation or test problem), each when first read; an unset ``split`` is ``test``, or ``generated`` when
+``size`` exceeds the test split. With reasoning-gym installed the class is a ``ProceduralDataset`` registered as
+``"countdown_gym"`` (``reasoning_gym.create_dataset("countdown_gym", ...)``, composite datasets,
+``get_score_answer_fn``); without it the same class works on its own.
 
-With reasoning-gym installed (``pip install countdown-gym[bench]``) the class is a
-``reasoning_gym.dataset.ProceduralDataset`` and importing this module registers it as
-``"countdown_gym"``, so ``reasoning_gym.create_dataset("countdown_gym", preset="tinyzero", split="test",
-size=100)``, composite datasets and ``reasoning_gym.get_score_answer_fn("countdown_gym")`` work. Without
-reasoning-gym the same class works on its own (the interface is duck-typed).
-
-Parity with reasoning-gym's own ``countdown``: ``metadata["difficulty"]`` carries the problem's tier and its
-solver labels (:mod:`countdown_gym.data.difficulty`); reasoning-gym's config names ``min_numbers``, ``max_numbers``,
-``min_value``, ``max_value``, ``min_target``, ``max_target`` are accepted and keep the split's problems inside
-those ranges; ``tier`` keeps one difficulty tier; ``preset="all"`` pools the three presets (each problem keeps
-its rules); and :class:`CountdownGymCurriculum` (registered with the dataset, so
-``reasoning_gym.create_curriculum("countdown_gym")``) steps over the tiers and the number counts.
-
-``score_answer`` takes what reasoning-gym passes it: the text inside the model's last ``<answer>``
-block (``reasoning_gym.utils.extract_answer``), i.e. a bare expression; a whole completion with tags
-works too (the verifier's own extraction applies). Unlike reasoning-gym's countdown (0.01 for a
-malformed answer, 0.05 for a wrong one), a wrong or malformed answer scores 0.0: the verifier's
-reward, with none of the hacks its parser accepts (``docs/verifier.md``).
+Parity with reasoning-gym's ``countdown``: ``metadata["difficulty"]`` has the tier and solver labels; its range
+names (``min_numbers`` ... ``max_target``) filter the problems; ``tier`` keeps one tier; ``preset="all"`` pools the
+presets; :class:`CountdownGymCurriculum` steps over tiers and number counts. ``score_answer`` takes a bare
+expression (what reasoning-gym extracts) or a tagged completion; a wrong or malformed answer scores 0.0.
 """
 
 from __future__ import annotations

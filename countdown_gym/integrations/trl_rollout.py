@@ -21,7 +21,7 @@ from countdown_gym.game.problem import Problem
 from countdown_gym.game.turn_format import TURN_END, line, transcript, turn_prompt
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnReplay, turn_replay
 from countdown_gym.inference.decoders import make_decoder
-from countdown_gym.inference.engine import PEEK_FROM, Engine, Episode, Sampler, TextCache, answer
+from countdown_gym.inference.engine import PEEK_FROM, Engine, Episode, Sampler, TextCache, play_turn
 
 DEFAULT_MAX_TURN_TOKENS = 12
 """Token budget of one agent turn (``37-29`` is 3 tokens for the embedded model)."""
@@ -200,7 +200,7 @@ def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: 
                     end = next((k + 1 for k in range(len(toks)) if TURN_END in tokenizer.decode(toks[: k + 1])), None)
                 toks = toks[:end] if end is not None else [t for t in toks if t != pad] or toks[:1]
                 lp = [float(logps[i, k, t]) for k, t in enumerate(toks)] if logps is not None else [0.0] * len(toks)
-                answer(e, texts, toks, lp, eos)
+                e.add(texts.ids_many([play_turn(e, texts, toks, lp, eos)])[0], model=False)
 
 
 def conversation_ids(tokenizer: Any, conversation: Sequence[tuple[str, str]]) -> tuple[list[int], list[int]]:

@@ -1,29 +1,19 @@
 """Countdown as a ``verifiers`` environment: ``verifiers.load_environment("countdown-gym", ...)``.
 
-``verifiers`` resolves an environment id by importing the module named like it with underscores
-(``countdown-gym`` -> ``countdown_gym``) and calling its ``load_environment(**kwargs)``:
-:func:`countdown_gym.load_environment` calls :func:`load_environment` here (this module imports
-``verifiers``: ``pip install 'countdown-gym[verifiers]'``; tested with verifiers 0.3.1, whose classic
-environments ``SingleTurnEnv`` / ``MultiTurnEnv`` are this interface; 0.4 dropped them).
+``verifiers`` imports the module named like the id (``countdown_gym``) and calls its ``load_environment(**kwargs)``,
+which calls :func:`load_environment` here (``pip install 'countdown-gym[verifiers]'``; verifiers 0.3.x's classic
+environments).
 
-* ``mode="single-turn"`` (default): a :class:`verifiers.SingleTurnEnv`. Each row's prompt is the
-  puzzle as a user message (``prompt_style``, TinyZero's question by default, with its system
-  prompt); the rubric is the verifier: ``correct`` = ``verify(problem, completion).reward`` (the last
-  assistant message is judged), plus the registry's dense terms by name (``format``, ``oracle_reachable``,
-  ``oracle_perfect``, ...; weight 0 unless given: reported as metrics).
-* ``mode="multi-turn"``: a :class:`CountdownTurnEnv` (``verifiers.MultiTurnEnv``) playing
-  ``CountdownMultiTurn-v0``'s game (:class:`~countdown_gym.game.turn_game.TurnEpisode`): the model writes one
-  turn per message (``a op b``, ``undo``, ``give up``), the environment answers the game's reply line;
-  the rollout ends when the game does. The rubric replays the turns: ``solved`` (1.0 for a win), the
-  registry's dense terms over the game's transition records, ``invalid_turns`` (a metric).
-* ``mode="tools"``: a :class:`CountdownToolsEnv` (``verifiers.ToolEnv``) for tool-calling models: the tools
-  ``move(a, op, b)``, ``undo()``, ``give_up()``, ``numbers()`` of the TRL adapter
-  (:func:`~countdown_gym.integrations.trl_env.tool_functions`, the one source of their JSON schemas, converted by
-  verifiers itself); each call is played on the row's game and answered with its reply line. The rubric:
-  ``solved`` (weight 1), the dense terms (``oracle_reachable``, ``oracle_perfect``, ...), ``invalid_turns``.
+* ``mode="single-turn"`` (default): a ``verifiers.SingleTurnEnv``; the prompt is the puzzle as a user message
+  (``prompt_style``, TinyZero's by default); the rubric is ``correct`` (``verify(problem, completion).reward``).
+* ``mode="multi-turn"``: :class:`CountdownTurnEnv` plays ``CountdownMultiTurn-v0``'s game, one turn per message,
+  the game's reply line as the answer, until the game ends; the rubric: ``solved``.
+* ``mode="tools"``: :class:`CountdownToolsEnv` (``verifiers.ToolEnv``) with the TRL adapter's tools
+  (:func:`~countdown_gym.integrations.trl_env.tool_functions`), each call played on the row's game; ``solved``.
 
-Each row's ``info`` holds the problem (``numbers``, ``target``, ``rules`` as JSON); ``answer`` a
-reference solution (:func:`~countdown_gym.solve`). Guide: ``docs/integrations.md``.
+Every rubric also reports the registry's dense terms by name (``format``, ``oracle_reachable``, ...; weight 0
+unless given) and, in the game modes, ``invalid_turns``. Each row's ``info`` holds the problem; ``answer`` a
+reference solution. Guide: ``docs/integrations.md``.
 """
 
 from __future__ import annotations
@@ -104,9 +94,8 @@ def dense_terms(outcome: Sequence[str], scorers: Mapping[str, Any] | None = None
 def rubric(outcome: Callable[..., float], outcome_names: Sequence[str], game: Callable[[Any, Mapping[str, Any]], Any],
            weights: Mapping[str, float] | None = None, scorers: Mapping[str, Any] | None = None,
            extra: Sequence[Callable[..., float]] = ()) -> Any:
-    """A ``verifiers`` rubric: ``outcome`` (weight 1), each dense term of :func:`dense_terms` of the rollout's replay
-    ``game(completion, info)`` (a metric named like the variant with ``_`` for ``-``, weight 0 unless ``weights``, by
-    variant name, gives one) and the ``extra`` metrics."""
+    """A ``verifiers`` rubric: ``outcome`` (weight 1), each of :func:`dense_terms` of the replay ``game(completion,
+    info)`` (named like the variant, ``_`` for ``-``; weight 0 unless ``weights`` gives one) and ``extra`` metrics."""
     weights = {get_variant(k, "text").name: float(w) for k, w in (weights or {}).items()}
     names = dense_terms(outcome_names, scorers)
     if set(weights) - set(names):
