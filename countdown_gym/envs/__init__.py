@@ -36,14 +36,9 @@ ENV_IDS = tuple(_ENTRY_POINTS)
 
 register_envs()
 
-_LAZY = {
-    "CountdownEnv": "countdown_gym.envs.countdown",
-    "CountdownVectorEnv": "countdown_gym.envs.vector",
-    "CountdownTextEnv": "countdown_gym.envs.text",
-    "CountdownMultiTurnEnv": "countdown_gym.envs.multiturn",
-    "ProblemSpec": "countdown_gym.envs.problem_source",
-    "make_problem_source": "countdown_gym.envs.problem_source",
-}
+_LAZY = {"CountdownEnv": "countdown_gym.envs.countdown", "CountdownVectorEnv": "countdown_gym.envs.vector",
+         "CountdownTextEnv": "countdown_gym.envs.text", "CountdownMultiTurnEnv": "countdown_gym.envs.multiturn",
+         "ProblemSpec": "countdown_gym.envs.problem_source", "make_problem_source": "countdown_gym.envs.problem_source"}
 
 
 def __getattr__(name: str) -> Any:

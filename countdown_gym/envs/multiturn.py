@@ -17,50 +17,42 @@ class CountdownMultiTurnEnv(SourcedEnv):
     """Countdown as a conversation: each agent turn is one move; the environment computes it.
 
     ## Description
-    The agent plans and the environment does the arithmetic and the bookkeeping. Each step the
-    agent says one turn (grammar in :mod:`countdown_gym.game.turn_format`): a move ``a op b``
-    (optionally ``= c``), ``undo`` or ``give up``. The environment applies it and answers with one
-    line ending in the number set now in play: ``= 8 [14,6,8]``, ``= 46 [46] solved``,
-    ``= 16 [16] miss``, ``undone [..]``, ``error <reason> [..]``. An illegal move is not applied
-    and the episode goes on; ``undo`` takes back the last move, so an agent can search and
-    backtrack as the seed traces do.
+    The agent plans; the environment does the arithmetic and the bookkeeping. Each turn (grammar in
+    :mod:`countdown_gym.game.turn_format`) is a move ``a op b`` (optionally ``= c``), ``undo`` or ``give up``; the
+    reply is one line ending in the number set in play: ``= 8 [14,6,8]``, ``= 46 [46] solved``, ``= 16 [16] miss``,
+    ``undone [..]``, ``error <reason> [..]``. An illegal move is not applied and the episode goes on; ``undo`` takes
+    back the last move, so an agent can search and backtrack.
 
     ## Action space
-    ``Text(max_turn_chars, charset=CHARSET)``: the agent's turn (one line; a trailing newline is
-    dropped). A turn longer than ``max_turn_chars`` is answered ``error turn_too_long``.
+    ``Text(max_turn_chars, charset=CHARSET)``: one line (a trailing newline is dropped); a longer turn is answered
+    ``error turn_too_long``.
 
     ## Observation space
-    ``Text(max_prompt_chars, charset=CHARSET)``: after ``reset`` the first message (the prompt,
-    :func:`~countdown_gym.game.turn_format.turn_prompt` in ``prompt`` style), after each step the
-    environment's reply line. ``render()`` gives the whole conversation, exactly as a model reads it.
+    ``Text(max_prompt_chars, charset=CHARSET)``: after ``reset`` the prompt
+    (:func:`~countdown_gym.game.turn_format.turn_prompt` in ``prompt`` style), after each step the reply line.
 
     ## Rewards
-    Sparse: 0 on every step, and on the terminating step the verifier's verdict of the moves
-    played (``verify(problem, <Solution> block of the path).reward``: 1.0 when the target is
-    reached). Dense terms come from the wrappers in :mod:`countdown_gym.wrappers`.
+    Sparse: 0, and on the terminating step ``verify(problem, <Solution> block of the path).reward`` (1.0 when the
+    target is reached). Dense terms: the wrappers of :mod:`countdown_gym.wrappers`.
 
     ## Episode end
-    *Terminated* when the target is reached (:meth:`Rules.wins`; ``use_all`` rules: the last number equals the target;
-    a last number that misses is a dead end to ``undo`` out of) or on ``give up`` (reward 0).
-    *Truncated* (reward 0) after ``max_turns`` turns, whatever they were. Stepping an ended
-    episode raises ``RuntimeError`` (call ``reset``).
+    *Terminated* when the target is reached (:meth:`Rules.wins`; under ``use_all`` rules a last number that misses
+    is a dead end to ``undo`` out of) or on ``give up`` (reward 0). *Truncated* (reward 0) after ``max_turns``
+    turns. Stepping an ended episode raises ``RuntimeError``.
 
     ## Info
-    ``transitions``: the records of ``docs/DESIGN.md`` (plus ``turn``): one per move turn (valid or
-    not; ``next_state=None`` when refused) and one per ``undo`` (``move = (None, "undo", None,
-    None)``, ``next_state`` the state taken back to); none for an unreadable turn. Also ``state``,
-    ``turn``, ``turn_kind``, ``valid``, ``reason``, ``invalid_turns``, ``problem``, and at the end
-    ``verdict`` and ``is_success``.
+    ``transitions``: ``docs/DESIGN.md`` records (plus ``turn``), one per move turn (``next_state=None`` when
+    refused) and per ``undo`` (``move = (None, "undo", None, None)``, ``next_state`` the state taken back to); none
+    for an unreadable turn. Also ``state``, ``turn``, ``turn_kind``, ``valid``, ``reason``, ``invalid_turns``,
+    ``problem``, and at the end ``verdict`` and ``is_success``.
 
     ## Arguments
-    * ``preset``, ``split``, ``config``, ``problems``, ``rules``, ``max_numbers``: the problem source
-      (:mod:`countdown_gym.envs.problem_source`); or ``curriculum``, a
-      :class:`~countdown_gym.data.curriculum.Curriculum` (each finished episode is reported back to it); or
-      ``problem_spec``, these arguments as one :class:`~countdown_gym.envs.problem_source.ProblemSpec`.
-    * ``max_turns`` (16): the turn budget; ``max_turn_chars`` (200).
+    * ``preset``, ``split``, ``config``, ``problems``, ``rules``, ``max_numbers``, ``curriculum`` or
+      ``problem_spec``: the problem source (:mod:`countdown_gym.envs.problem_source`).
+    * ``max_turns`` (16): the turn budget; ``max_turn_chars`` (200); ``max_prompt_chars`` (4096).
     * ``prompt``: ``"compact"`` (default, the embedded model's) or ``"instruct"``.
-    * ``render_mode``: ``"ansi"`` (``render()`` returns :meth:`transcript`, the conversation exactly as a
-      model reads it) or ``"human"`` (each message printed as it comes).
+    * ``render_mode``: ``"ansi"`` (``render()`` returns :meth:`transcript`, the conversation as a model reads it)
+      or ``"human"`` (each message printed as it comes).
 
     Example:
         >>> env = CountdownMultiTurnEnv(problems=[((21, 16, 17, 26), 46)])
@@ -119,13 +111,8 @@ class CountdownMultiTurnEnv(SourcedEnv):
 
     def _info(self, res: TurnResult | None) -> dict[str, Any]:
         ep = self.episode
-        info: dict[str, Any] = {
-            "transitions": [] if res is None else res.transitions,
-            "state": ep.state,
-            "turn": ep.turns,
-            "invalid_turns": ep.invalid_turns,
-            "problem": self.problem,
-        }
+        info: dict[str, Any] = {"transitions": [] if res is None else res.transitions, "state": ep.state,
+                                "turn": ep.turns, "invalid_turns": ep.invalid_turns, "problem": self.problem}
         if res is not None:
             info.update(turn_kind=res.kind, valid=res.valid, reason=res.reason)
         if ep.done:

@@ -181,13 +181,8 @@ class ProblemSource:
         return p
 
 
-def _pool_source(
-    problems: Iterable[Problem],
-    rules: Rules | None,
-    max_numbers: int | None,
-    description: str,
-    drop_solved: bool = False,
-) -> ProblemSource:
+def _pool_source(problems: Iterable[Problem], rules: Rules | None, max_numbers: int | None, description: str,
+                 drop_solved: bool = False) -> ProblemSource:
     pool = tuple(problems)
     if not pool:
         raise ValueError(f"{description}: the problem list is empty")
@@ -326,12 +321,8 @@ def make_problem_source(**arguments: Any) -> ProblemSource:
 def _generated_source(config: GeneratorConfig, rules: Rules | None, max_numbers: int | None) -> ProblemSource:
     if rules is not None and rules != config.rules:
         config = config.replace(rules=rules)
-    return ProblemSource(
-        rules=config.rules,
-        max_numbers=_slots(max_numbers, config.max_numbers),
-        config=config,
-        description=f"generated from {config.name!r}",
-    )
+    return ProblemSource(rules=config.rules, max_numbers=_slots(max_numbers, config.max_numbers), config=config,
+                         description=f"generated from {config.name!r}")
 
 
 class SourcedEnv(gym.Env[ObsType, ActType]):

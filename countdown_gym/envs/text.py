@@ -56,74 +56,54 @@ class CountdownTextEnv(SourcedEnv):
     """Countdown as text generation: one puzzle per episode, the action extends the completion.
 
     ## Description
-    The policy writes reasoning text after a prompt (LongProc, TinyZero or compact style). Every
-    completed line that states a move (LongProc ``Try`` lines, plain ``a op b = c`` lines,
-    compact ``a+b=c [..]`` lines; grammar in :mod:`countdown_gym.game.line_grammar`) is checked
-    against the search tree actually reachable so far: operands must be in the state the line
-    branches from (LongProc indentation and compact depth may backtrack; plain lines apply in
-    sequence, inside ``<Solution>`` from the initial numbers), :meth:`Rules.check` must allow the
-    move, the written result must be exact, and every claim on the line (current number set,
-    numbers left, target, ``Evaluate``, ``### Current State``) must be true. A wrong or
-    hallucinated line is flagged, never trusted: the tracked state does not advance, and lines
-    continuing below it are invalid too (``parent_invalid``).
+    The policy writes reasoning text after a prompt (LongProc, TinyZero or compact style). Every completed line
+    stating a move (LongProc ``Try`` lines, plain ``a op b = c``, compact ``a+b=c [..]``; grammar in
+    :mod:`countdown_gym.game.line_grammar`) is checked against the search tree reachable so far: the operands must
+    be in the state it branches from (LongProc indentation and compact depth may backtrack; plain lines apply in
+    sequence, inside ``<Solution>`` from the initial numbers), :meth:`Rules.check` must allow the move, the result
+    must be exact, and every claim on the line (number sets, target, ``Evaluate``, ``### Current State``) true. A
+    wrong line is flagged, never trusted: the state does not advance, and lines below it are ``parent_invalid``.
 
     ## Action space
-    Chosen by ``action_mode``:
-
-    * ``"line"`` (default): ``Text(max_line_chars)`` without newlines; the env appends ``"\\n"``
-      (one trailing ``"\\n"`` in the action is accepted and dropped).
-    * ``"token_str"``: ``Text(max_token_chars, min_length=1)``: a piece of text (one token's
-      text) appended verbatim.
-    * ``"token"``: ``Discrete(vocab_size)`` token ids; needs ``tokenizer``. Ids are decoded
-      append-only (see ``docs/text_env.md``); the tokenizer's EOS id ends the episode.
-
-    Any ``str`` action is accepted in the text modes; characters outside :data:`CHARSET` are
-    kept in the completion and shown as U+FFFD in the observation.
+    By ``action_mode``: ``"line"`` (default), ``Text(max_line_chars)`` without newlines (the env appends ``"\n"``;
+    one trailing ``"\n"`` is dropped); ``"token_str"``, ``Text(max_token_chars, min_length=1)`` appended verbatim;
+    ``"token"``, ``Discrete(vocab_size)`` token ids (needs ``tokenizer``; decoded append-only, see
+    ``docs/text_env.md``; the EOS id ends the episode). Any ``str`` is accepted in the text modes; characters
+    outside :data:`CHARSET` are kept in the completion and shown as U+FFFD in the observation.
 
     ## Observation space
-    Without a tokenizer: ``Text(max_prompt_chars + max_completion_chars, charset=CHARSET)``
-    holding prompt + generated text. With a tokenizer: ``Dict({"text": <that Text>,
-    "token_ids": Sequence(Discrete(vocab_size), stack=True)})``; ``token_ids`` is the prompt's
-    encoding followed by the generated ids (in ``"token"`` mode the actions themselves, in the
-    text modes each action's encoding, appended chunk by chunk).
+    ``Text(max_prompt_chars + max_completion_chars, charset=CHARSET)``: prompt + generated text. With a tokenizer
+    ``Dict({"text": <that Text>, "token_ids": Sequence(Discrete(vocab_size), stack=True)})``: the prompt's encoding
+    then the generated ids (the actions in ``"token"`` mode, else each action's encoding).
 
     ## Rewards
-    Sparse: 0 on every step, and on the terminating step
-    ``verify(problem, completion, rules).reward`` (1.0 for a correct final answer, else 0.0).
-    Dense terms come from the wrappers in :mod:`countdown_gym.wrappers`, which read
-    ``info["transitions"]``.
+    Sparse: 0, and on the terminating step ``verify(problem, completion, rules).reward`` (1.0 for a correct final
+    answer). Dense terms: the wrappers of :mod:`countdown_gym.wrappers`, reading ``info["transitions"]``.
 
     ## Starting state
-    A problem from the problem source (``preset`` / ``split`` / ``config`` / ``problems``, see
-    :mod:`countdown_gym.envs.problem_source`), or ``reset(options={"problem": ...})``; the
-    observation is its prompt.
+    A problem from the problem source, or ``reset(options={"problem": ...})``; the observation is its prompt.
 
     ## Episode end
-    *Terminated* when a completed line holds ``</answer>`` or ``</Solution>`` (any case variant
-    the verifier accepts), or on the EOS token in ``"token"`` mode. *Truncated* (reward 0) when
-    ``max_lines`` lines are complete, ``max_tokens`` tokens were generated (token ids with a
-    tokenizer, else ``token_str`` actions), or the completion reaches ``max_completion_chars``.
+    *Terminated* when a completed line holds ``</answer>`` or ``</Solution>`` (any case the verifier accepts), or
+    on EOS in ``"token"`` mode. *Truncated* (reward 0) at ``max_lines`` complete lines, ``max_tokens`` tokens (ids
+    with a tokenizer, else ``token_str`` actions) or ``max_completion_chars``.
 
     ## Info
-    ``transitions`` (one record per move line completed this step, shape in
-    ``docs/DESIGN.md`` plus ``line_no``), ``lines`` (every line completed this step: ``line_no``,
-    ``text``, ``kind``, ``valid``, ``reason``), ``invalid_lines`` (the invalid ones),
-    ``num_lines``, ``num_invalid_lines``, ``invalid_steps``, ``num_tokens``, ``state`` (the
+    ``transitions`` (one record per move line completed this step, ``docs/DESIGN.md`` shape plus ``line_no``),
+    ``lines`` (every line completed this step: ``line_no``, ``text``, ``kind``, ``valid``, ``reason``),
+    ``invalid_lines``, ``num_lines``, ``num_invalid_lines``, ``invalid_steps``, ``num_tokens``, ``state`` (the
     tracked number set), ``problem``, ``prompt_style``; at the end ``verdict`` and ``is_success``.
 
     ## Arguments
-    * ``preset``, ``split``, ``config``, ``problems``, ``rules``, ``max_numbers``: the problem source
-      (:mod:`countdown_gym.envs.problem_source`); or ``curriculum``, a
-      :class:`~countdown_gym.data.curriculum.Curriculum` (each finished episode is reported back to it); or
-      ``problem_spec``, these arguments as one :class:`~countdown_gym.envs.problem_source.ProblemSpec`.
-    * ``prompt``: ``"longproc"`` (default), ``"tinyzero"`` or ``"compact"``;
-      ``prompt_kwargs``: options of the LongProc prompt (``current_state``, ``example``).
-    * ``action_mode``: ``"line"``, ``"token_str"`` or ``"token"``; ``tokenizer``: any Hugging
-      Face tokenizer (``transformers`` or ``tokenizers``); ``eos_token_id`` overrides its EOS.
+    * ``preset``, ``split``, ``config``, ``problems``, ``rules``, ``max_numbers``, ``curriculum`` or
+      ``problem_spec``: the problem source (:mod:`countdown_gym.envs.problem_source`).
+    * ``prompt``: ``"longproc"`` (default), ``"tinyzero"`` or ``"compact"``; ``prompt_kwargs``: the LongProc
+      prompt's ``current_state`` and ``example``.
+    * ``action_mode``; ``tokenizer``: any Hugging Face tokenizer; ``eos_token_id`` overrides its EOS.
     * ``max_lines`` (2048), ``max_tokens`` (None), ``max_completion_chars`` (131072),
       ``max_prompt_chars`` (16384), ``max_line_chars`` (4096), ``max_token_chars`` (64).
-    * ``render_mode``: ``"ansi"`` (``render()`` returns the numbered completion, invalid lines
-      marked) or ``"human"`` (each step prints the lines it completed).
+    * ``render_mode``: ``"ansi"`` (``render()`` returns the numbered completion, invalid lines marked) or
+      ``"human"`` (each step prints the lines it completed).
     """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
@@ -190,7 +170,6 @@ class CountdownTextEnv(SourcedEnv):
         self._detok: Detokenizer | None = None
         self.num_tokens = 0
 
-    # -- gymnasium API --
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         problem = self._problem(options)
@@ -283,18 +262,11 @@ class CountdownTextEnv(SourcedEnv):
 
     def _info(self, res: StepResult) -> dict[str, Any]:
         ep = self.episode
-        info: dict[str, Any] = {
-            "transitions": res.transitions,
-            "lines": [c.to_dict() for c in res.lines],
-            "invalid_lines": [c.to_dict() for c in res.lines if not c.valid],
-            "num_lines": ep.num_lines,
-            "num_invalid_lines": len(ep.invalid_lines),
-            "invalid_steps": ep.invalid_steps,
-            "num_tokens": self.num_tokens,
-            "state": ep.checker.state,
-            "problem": self.problem,
-            "prompt_style": self.prompt_style,
-        }
+        info: dict[str, Any] = {"transitions": res.transitions, "lines": [c.to_dict() for c in res.lines],
+                                "invalid_lines": [c.to_dict() for c in res.lines if not c.valid],
+                                "num_lines": ep.num_lines, "num_invalid_lines": len(ep.invalid_lines),
+                                "invalid_steps": ep.invalid_steps, "num_tokens": self.num_tokens,
+                                "state": ep.checker.state, "problem": self.problem, "prompt_style": self.prompt_style}
         if ep.done:
             info["verdict"] = ep.verdict
             info["is_success"] = bool(ep.verdict is not None and ep.verdict.correct and ep.terminated)
@@ -327,16 +299,5 @@ class CountdownTextEnv(SourcedEnv):
         return "\n".join([head, *body, self._status()])
 
 
-__all__ = [
-    "ACTION_MODES",
-    "INVALID_REASONS",
-    "CountdownTextEnv",
-    "LineCheck",
-    "LineChecker",
-    "Replay",
-    "StepResult",
-    "TextEpisode",
-    "TextSpace",
-    "TokenIdsSpace",
-    "replay_completion",
-]
+__all__ = ["ACTION_MODES", "INVALID_REASONS", "CountdownTextEnv", "LineCheck", "LineChecker", "Replay", "StepResult",
+           "TextEpisode", "TextSpace", "TokenIdsSpace", "replay_completion"]

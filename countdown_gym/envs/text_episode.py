@@ -147,9 +147,6 @@ class TextEpisode:
         return res
 
 
-# ---- replay ------------------------------------------------------------------------------------
-
-
 @dataclass
 class Replay:
     """A finished completion replayed line by line: ``transitions``, ``invalid_steps``, ``step_rewards`` (one per

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import torch
@@ -115,7 +116,6 @@ class DirectDecoder:
         layer = core.layers[0]
         return not any(hasattr(layer.self_attn, name) for name in ("q_norm", "k_norm"))
 
-    # --- the cache -------------------------------------------------------------------------------------------
     def _grow(self, need: int) -> None:
         cap = -(-max(need, self.cap + _CHUNK) // _CHUNK) * _CHUNK
         shape = (self.rows, self.kv_heads, cap, self.head_dim)
@@ -142,7 +142,6 @@ class DirectDecoder:
         self._static.clear()
         self._seen.clear()
 
-    # --- the forward -----------------------------------------------------------------------------------------
     def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -374,12 +373,10 @@ def make_decoder(model: Any, rows: int, capacity: int, direct: bool | None = Non
     return None if name is None else HFDecoder(model, rows, name)
 
 
+@cache
 def _growing_layer_class() -> type:
     """A KV-cache layer that writes into a buffer doubled when full (``transformers``' ``DynamicLayer`` concatenates
     on every token: quadratic copying over a long multi-turn episode), and can keep a subset of its rows."""
-    global _GROWING
-    if _GROWING is not None:
-        return _GROWING
     from transformers.cache_utils import DynamicLayer
 
     class GrowingLayer(DynamicLayer):
@@ -413,11 +410,7 @@ def _growing_layer_class() -> type:
             self._vbuf = self._vbuf.index_select(0, keep)
             self.keys, self.values = self._kbuf[..., : self._len, :], self._vbuf[..., : self._len, :]
 
-    _GROWING = GrowingLayer
     return GrowingLayer
-
-
-_GROWING: type | None = None
 
 
 def _growing_cache() -> Any:

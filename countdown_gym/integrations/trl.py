@@ -115,13 +115,11 @@ def replay_stats(replays: Sequence[Any]) -> dict[str, float]:
     """Batch diagnostics: success, answer rate, fraction of completions with an invalid step, moves, fraction of
     multi-turn episodes stopped at a dead end (``stop_at_dead_end``; 0 otherwise)."""
     n = max(len(replays), 1)
-    return {
-        "replay/correct_frac": sum(r.verdict.correct for r in replays) / n,
-        "replay/format_frac": sum(format_score(r) for r in replays) / n,
-        "replay/invalid_frac": sum(r.invalid_steps > 0 for r in replays) / n,
-        "replay/mean_moves": sum(len(r.transitions) for r in replays) / n,
-        "replay/dead_end_frac": sum(getattr(r, "dead_end", False) for r in replays) / n,
-    }
+    return {"replay/correct_frac": sum(r.verdict.correct for r in replays) / n,
+            "replay/format_frac": sum(format_score(r) for r in replays) / n,
+            "replay/invalid_frac": sum(r.invalid_steps > 0 for r in replays) / n,
+            "replay/mean_moves": sum(len(r.transitions) for r in replays) / n,
+            "replay/dead_end_frac": sum(getattr(r, "dead_end", False) for r in replays) / n}
 
 
 def log_metrics(kwargs: Mapping[str, Any], stats: Mapping[str, float]) -> None:
@@ -130,9 +128,6 @@ def log_metrics(kwargs: Mapping[str, Any], stats: Mapping[str, float]) -> None:
     if callable(log_metric):
         for k, v in stats.items():
             log_metric(k, v)
-
-
-# --- the terms --------------------------------------------------------------------------------
 
 
 def function_name(variant: str) -> str:

@@ -305,9 +305,6 @@ class CountdownToolEnv:
         self._reported = True
 
 
-# ---- the tools' one source of JSON schemas ---------------------------------------------------------------
-
-
 def tool_functions(env: CountdownToolEnv | None = None) -> dict[str, Callable[..., str]]:
     """The typed tool functions (``env``'s bound methods, by name): the one source of every adapter's tool schemas."""
     env = CountdownToolEnv() if env is None else env
@@ -326,9 +323,6 @@ def tool_json_schema(name: str) -> dict[str, Any]:
                           "TRL does: pip install 'countdown-gym[llm]' (or the verl extra)") from None
     schema = get_json_schema(tool_functions()[name])
     return {"type": "function", "function": {k: v for k, v in schema["function"].items() if k != "return"}}
-
-
-# ---- dense reward functions (TRL reward_funcs) ------------------------------------------------------
 
 
 def _episodes(environments: Any, name: str) -> list[CountdownToolEnv | None]:
@@ -371,9 +365,6 @@ def critic_reward(critic: Scorer, name: str = "critic") -> Callable[..., list[fl
     reward = variant_reward("critic", critic)
     reward.__name__ = reward.__qualname__ = name
     return reward
-
-
-# ---- dataset -----------------------------------------------------------------------------------------
 
 
 def dataset_row(problem: ProblemLike) -> dict[str, Any]:

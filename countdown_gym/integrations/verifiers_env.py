@@ -45,6 +45,12 @@ from countdown_gym.rewards.variants import OUTCOME, REWARD_VARIANTS, get_variant
 MODES: tuple[str, ...] = ("single-turn", "multi-turn", "tools")
 
 
+def _check_turns(max_turns: Any) -> int:
+    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+        raise ValueError(f"max_turns must be an int >= 1, got {max_turns!r}")
+    return max_turns
+
+
 def _problem(info: Mapping[str, Any]) -> Problem:
     if not isinstance(info, Mapping):
         raise ValueError(f"a countdown-gym row's info must be a dict with 'numbers' and 'target', got {info!r:.120}")
@@ -74,9 +80,6 @@ def _problems(preset: str, split: str | None, n: int) -> list[Problem]:
     if isinstance(n, bool) or not isinstance(n, int):
         raise ValueError(f"the number of examples must be an int (-1 = all), got {n!r}")
     return problems if n < 0 else problems[:n]
-
-
-# --- single turn ------------------------------------------------------------------------------
 
 
 def correct(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
@@ -121,9 +124,6 @@ def single_turn_rubric(weights: Mapping[str, float] | None = None, scorers: Mapp
     return rubric(correct, ("sparse",), lambda completion, info: replay(_problem(info), completion), weights, scorers)
 
 
-# --- multi turn -------------------------------------------------------------------------------
-
-
 def agent_turns(messages: Any, prompt_len: int = 0) -> list[str]:
     """The texts of the assistant messages after the first ``prompt_len`` messages: the agent's turns."""
     return [message_content(m) for m in list(messages)[prompt_len:] if message_field(m, "role") == "assistant"]
@@ -139,9 +139,7 @@ class CountdownTurnEnv(vf.MultiTurnEnv):
     the game's reply as the next user message, the rollout over when the game is."""
 
     def __init__(self, game_max_turns: int = DEFAULT_MAX_TURNS, **kwargs: Any) -> None:
-        if isinstance(game_max_turns, bool) or not isinstance(game_max_turns, int) or game_max_turns < 1:
-            raise ValueError(f"max_turns must be an int >= 1, got {game_max_turns!r}")
-        self.game_max_turns = game_max_turns
+        self.game_max_turns = _check_turns(game_max_turns)
         # one model turn more than the game allows: the game itself ends the rollout (its reply to the last
         # turn, "... turn limit", is the final message); verifiers' own limit is only a safety net
         super().__init__(max_turns=game_max_turns + 1, **kwargs)
@@ -161,23 +159,25 @@ class CountdownTurnEnv(vf.MultiTurnEnv):
         return response
 
 
-def multi_turn_rubric(max_turns: int = DEFAULT_MAX_TURNS, weights: Mapping[str, float] | None = None,
-                      scorers: Mapping[str, Any] | None = None) -> Any:
-    """The game's outcome as a rubric: ``solved`` (weight 1), the registry's dense terms over the game's transition
-    records (metrics unless weighted), ``invalid_turns`` (a metric)."""
+def game_rubric(game: Callable[[Any, Mapping[str, Any]], TurnReplay], weights: Mapping[str, float] | None = None,
+                scorers: Mapping[str, Any] | None = None) -> Any:
+    """A game's outcome as a rubric: ``solved`` (weight 1), the registry's dense terms over the game's transition
+    records (metrics unless weighted), ``invalid_turns`` (a metric); ``game(completion, info)``: the rollout's game."""
 
     def solved(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
         """1.0 if the agent reached the target, else 0.0."""
-        return play(info, completion, max_turns).reward
+        return game(completion, info).reward
 
     def invalid_turns(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
-        return float(play(info, completion, max_turns).invalid_turns)
+        return float(game(completion, info).invalid_turns)
 
-    return rubric(solved, OUTCOME, lambda completion, info: play(info, completion, max_turns), weights, scorers,
-                  [invalid_turns])
+    return rubric(solved, OUTCOME, game, weights, scorers, [invalid_turns])
 
 
-# --- tools -----------------------------------------------------------------------------------
+def multi_turn_rubric(max_turns: int = DEFAULT_MAX_TURNS, weights: Mapping[str, float] | None = None,
+                      scorers: Mapping[str, Any] | None = None) -> Any:
+    """:func:`game_rubric` of the multi-turn game."""
+    return game_rubric(lambda completion, info: play(info, completion, max_turns), weights, scorers)
 
 
 def _tool_calls(messages: Any) -> list[tuple[str, str, Any]]:
@@ -219,9 +219,7 @@ class CountdownToolsEnv(vf.ToolEnv):
     the model answers without a tool call."""
 
     def __init__(self, game_max_turns: int = DEFAULT_MAX_TURNS, **kwargs: Any) -> None:
-        if isinstance(game_max_turns, bool) or not isinstance(game_max_turns, int) or game_max_turns < 1:
-            raise ValueError(f"max_turns must be an int >= 1, got {game_max_turns!r}")
-        self.game_max_turns = game_max_turns
+        self.game_max_turns = _check_turns(game_max_turns)
         # verifiers converts the typed tool functions to its tool definitions itself
         super().__init__(tools=list(tool_functions().values()), max_turns=game_max_turns + 1, **kwargs)
 
@@ -239,44 +237,16 @@ class CountdownToolsEnv(vf.ToolEnv):
 
 def tools_rubric(max_turns: int = DEFAULT_MAX_TURNS, weights: Mapping[str, float] | None = None,
                  scorers: Mapping[str, Any] | None = None) -> Any:
-    """The tool game's outcome: ``solved`` (weight 1), the registry's dense terms over its transition records
-    (metrics unless weighted), ``invalid_turns`` (a metric)."""
-
-    def game(completion: Any, info: Mapping[str, Any]) -> CountdownToolEnv:
-        return play_tools(info, completion, max_turns)[0]
-
-    def solved(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
-        """1.0 if the tool calls reached the target, else 0.0."""
-        return game(completion, info).get_reward()
-
-    def invalid_turns(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
-        ep = game(completion, info).episode
-        return float(ep.invalid_turns) if ep is not None else 0.0
-
-    return rubric(solved, OUTCOME, lambda completion, info: game(completion, info).replay, weights, scorers,
-                  [invalid_turns])
+    """:func:`game_rubric` of the tool game."""
+    return game_rubric(lambda completion, info: play_tools(info, completion, max_turns)[0].replay, weights, scorers)
 
 
-# --- the entry point --------------------------------------------------------------------------
-
-
-def load_environment(
-    mode: str = "single-turn",
-    preset: str = "tinyzero",
-    train_split: str | None = "train",
-    eval_split: str | None = "test",
-    num_train_examples: int = -1,
-    num_eval_examples: int = -1,
-    prompt_style: str | None = None,
-    system_prompt: str | None = None,
-    max_turns: int = DEFAULT_MAX_TURNS,
-    format_weight: float = 0.0,
-    oracle_weight: float = 0.0,
-    oracle_perfect_weight: float = 0.0,
-    weights: Mapping[str, float] | None = None,
-    scorers: Mapping[str, Any] | None = None,
-    **kwargs: Any,
-) -> Any:
+def load_environment(mode: str = "single-turn", preset: str = "tinyzero", train_split: str | None = "train",
+                     eval_split: str | None = "test", num_train_examples: int = -1, num_eval_examples: int = -1,
+                     prompt_style: str | None = None, system_prompt: str | None = None,
+                     max_turns: int = DEFAULT_MAX_TURNS, format_weight: float = 0.0, oracle_weight: float = 0.0,
+                     oracle_perfect_weight: float = 0.0, weights: Mapping[str, float] | None = None,
+                     scorers: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
     """A ``verifiers`` environment of a frozen split (``preset``; train rows from ``train_split``, eval rows
     from ``eval_split``; ``num_*_examples=-1`` = all).
 
@@ -327,15 +297,11 @@ def load_environment(
 
         env_cls, game = CountdownTurnEnv, {"game_max_turns": max_turns}
         rubric = multi_turn_rubric(max_turns, weights, scorers)
-    return env_cls(
-        **game,
-        dataset=_dataset(train, prompt) if train else None,
-        eval_dataset=_dataset(test, prompt) if test else None,
-        system_prompt=system_prompt,
-        rubric=rubric,
-        **kwargs,
-    )
+    return env_cls(**game, dataset=_dataset(train, prompt) if train else None,
+                   eval_dataset=_dataset(test, prompt) if test else None, system_prompt=system_prompt, rubric=rubric,
+                   **kwargs)
 
 
 __all__ = ["MODES", "CountdownToolsEnv", "CountdownTurnEnv", "play_tools", "tools_rubric", "agent_turns", "correct",
-           "dense_terms", "load_environment", "multi_turn_rubric", "play", "row", "rubric", "single_turn_rubric"]
+           "dense_terms", "game_rubric", "load_environment", "multi_turn_rubric", "play", "row", "rubric",
+           "single_turn_rubric"]

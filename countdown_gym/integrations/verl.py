@@ -31,11 +31,8 @@ DATA_SOURCE_PREFIX = "countdown_gym/"
 
 def ground_truth(problem: Problem) -> dict[str, Any]:
     """The ``reward_model.ground_truth`` of ``problem``: numbers, target and its rules (JSON)."""
-    return {
-        "numbers": [int(x) for x in problem.numbers],
-        "target": int(problem.target),
-        "rules": json.dumps(problem.rules.to_dict(), separators=(",", ":"), sort_keys=True),
-    }
+    return {"numbers": [int(x) for x in problem.numbers], "target": int(problem.target),
+            "rules": json.dumps(problem.rules.to_dict(), separators=(",", ":"), sort_keys=True)}
 
 
 def problem_from_ground_truth(gt: Any) -> Problem:
@@ -80,18 +77,10 @@ def dense_terms(dense: Any) -> list[str]:
     return names
 
 
-def compute_score(
-    data_source: str,
-    solution_str: str,
-    ground_truth: Any,
-    extra_info: Mapping[str, Any] | None = None,
-    *,
-    dense: Sequence[str] | str | None = None,
-    weights: Mapping[str, float] | None = None,
-    critic: Scorer | None = None,
-    scorers: Mapping[str, Scorer] | None = None,
-    **kwargs: Any,
-) -> float | dict[str, float]:
+def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
+                  *, dense: Sequence[str] | str | None = None, weights: Mapping[str, float] | None = None,
+                  critic: Scorer | None = None, scorers: Mapping[str, Scorer] | None = None,
+                  **kwargs: Any) -> float | dict[str, float]:
     """verl reward: the sparse verifier reward, or a dict with ``score`` and the dense terms.
 
     Args:
