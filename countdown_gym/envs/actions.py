@@ -73,6 +73,15 @@ def slot_pairs(k: int, max_numbers: int) -> tuple[tuple[int, int, int, int], ...
     )
 
 
+def masked_move(state: tuple[Number, ...], i: int, j: int, op: str,
+                rules: Rules) -> tuple[Number | None, Number | None, str]:
+    """The operands ``(x, y)`` (``None`` for an empty slot) of a masked action and why it is masked: ``"empty_slot"``
+    or :meth:`Rules.check`'s code."""
+    x = state[i] if i < len(state) else None
+    y = state[j] if j < len(state) else None
+    return x, y, "empty_slot" if x is None or y is None else rules.check(x, op, y)[1]
+
+
 def move_results(state: tuple[Number, ...], rules: Rules, max_numbers: int) -> list[Number | None]:
     """The result of every action from ``state``, indexed by action; ``None`` for a masked one (an empty slot, or
     :meth:`Rules.check` rejects it)."""

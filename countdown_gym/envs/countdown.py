@@ -16,6 +16,7 @@ from countdown_gym.envs.actions import (  # noqa: F401  (the action encoding, im
     action_table,
     decode_action,
     encode_action,
+    masked_move,
     num_actions,
     pair_index,
     slot_pairs,
@@ -249,10 +250,7 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
 
     def _masked_step(self, a: int, i: int, j: int, op: str) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         state = self.state
-        n = len(state)
-        x = state[i] if i < n else None
-        y = state[j] if j < n else None
-        reason = "empty_slot" if x is None or y is None else self.rules.check(x, op, y)[1]
+        x, y, reason = masked_move(state, i, j, op, self.rules)
         if self.invalid_action == "raise":
             shown = f"{format_number(x) if x is not None else '_'} {op} {format_number(y) if y is not None else '_'}"
             raise InvalidActionError(

@@ -171,10 +171,8 @@ class ProblemSource:
         explicit = isinstance(obj, Problem) or (isinstance(obj, Mapping) and "rules" in obj)
         p = to_problem(obj)
         if explicit and p.rules != self.rules:
-            raise ValueError(
-                f"{p} has rules {p.rules}, but this environment plays under {self.rules}; "
-                "pass (numbers, target) or a Problem with the environment's rules"
-            )
+            raise ValueError(f"{p} has rules {p.rules}, but this environment plays under {self.rules}; "
+                             "pass (numbers, target) or a Problem with the environment's rules")
         if p.rules != self.rules:
             p = dataclasses.replace(p, rules=self.rules)
         check_playable(p, self.max_numbers)

@@ -11,7 +11,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from countdown_gym.envs.actions import action_table, num_actions
+from countdown_gym.envs.actions import action_table, masked_move, num_actions
 from countdown_gym.envs.move_kernel import apply_moves, batch_moves, pair_slots
 from countdown_gym.envs.options import InvalidActionError, set_step_options
 from countdown_gym.envs.problem_source import ProblemSpec
@@ -264,11 +264,9 @@ class CountdownVectorEnv(VectorEnv):
         any_invalid = bool(invalid.any())
         if any_invalid and self.invalid_action == "raise":
             bad = np.flatnonzero(invalid)
-            raise InvalidActionError(
-                f"masked actions in envs {bad[:10].tolist()}{' ...' if len(bad) > 10 else ''} "
-                f"(actions {a[bad[:10]].tolist()}); take actions whose action_mask entry is 1, "
-                "or create the env with invalid_action='penalty'"
-            )
+            raise InvalidActionError(f"masked actions in envs {bad[:10].tolist()}{' ...' if len(bad) > 10 else ''} "
+                                     f"(actions {a[bad[:10]].tolist()}); take actions whose action_mask entry is 1, "
+                                     "or create the env with invalid_action='penalty'")
         m = self.max_numbers
         pair = a >> 2
         i, j = self._pair_i[pair], self._pair_j[pair]
@@ -347,15 +345,12 @@ class CountdownVectorEnv(VectorEnv):
         records = []
         for k, (state, act) in enumerate(zip(before, actions.tolist(), strict=True)):
             i, j, op = first[act], second[act], ops[act]
-            x = state[i] if i < len(state) else None
-            y = state[j] if j < len(state) else None
             if valid[k]:
                 nxt = tuple(vals[k, : count[k]].tolist())
-                move, reason = (x, op, y, int(result[k])), "ok"
+                move, reason = (state[i], op, state[j], int(result[k])), "ok"
             else:
-                nxt = None
-                reason = "empty_slot" if x is None or y is None else self.rules.check(x, op, y)[1]
-                move = (x, op, y, None)
+                x, y, reason = masked_move(state, i, j, op, self.rules)
+                nxt, move = None, (x, op, y, None)
             records.append([transition_record(state, move, nxt, int(self._target[k]), reason, self.rules)])
         return self._object_array(records)
 

@@ -129,6 +129,7 @@ class DirectDecoder:
                 store.append(new)
         self.cap = cap
         self._static.clear()  # the graphs read the old cache
+
     def reset(self, rows: torch.Tensor) -> None:
         """Empty these rows (a new episode starts there)."""
         self.length[rows] = 0

@@ -46,10 +46,8 @@ def completion_text(completion: Any) -> str:
     anything else (a malformed batch must not score 0)."""
     text = _verifier_text(completion)
     if text is None:
-        raise TypeError(
-            f"a completion must be a string or a list of chat messages ({{'role': ..., 'content': ...}}), "
-            f"got {type(completion).__name__} {completion!r:.80}"
-        )
+        raise TypeError(f"a completion must be a string or a list of chat messages ({{'role': ..., 'content': ...}}), "
+                        f"got {type(completion).__name__} {completion!r:.80}")
     return text
 
 

@@ -57,10 +57,8 @@ def _problem_from_row(row: Mapping[str, Any]) -> Problem | None:
     if len(missing) == 2:
         return None
     if missing:
-        raise ValueError(
-            f"a Countdown dataset row needs 'numbers' and 'target' columns (make_dataset builds them); "
-            f"missing {missing} in a row with columns {sorted(row)}"
-        )
+        raise ValueError(f"a Countdown dataset row needs 'numbers' and 'target' columns (make_dataset builds them); "
+                         f"missing {missing} in a row with columns {sorted(row)}")
     problem = problem_from_columns(row["numbers"], row["target"], row.get("rules"))
     check_playable(problem, len(problem.numbers))
     return problem
@@ -327,10 +325,8 @@ def tool_json_schema(name: str) -> dict[str, Any]:
 
 def _episodes(environments: Any, name: str) -> list[CountdownToolEnv | None]:
     if environments is None:
-        raise ValueError(
-            f"the reward function {name!r} reads the rollouts' environments: use it with "
-            "GRPOTrainer(environment_factory=CountdownToolEnv, ...), which passes them as `environments`"
-        )
+        raise ValueError(f"the reward function {name!r} reads the rollouts' environments: use it with "
+                         "GRPOTrainer(environment_factory=CountdownToolEnv, ...), which passes them as `environments`")
     return [e if isinstance(e, CountdownToolEnv) and e.episode is not None else None for e in environments]
 
 

@@ -247,17 +247,14 @@ def load_environment(mode: str = "single-turn", preset: str = "tinyzero", train_
                      max_turns: int = DEFAULT_MAX_TURNS, format_weight: float = 0.0, oracle_weight: float = 0.0,
                      oracle_perfect_weight: float = 0.0, weights: Mapping[str, float] | None = None,
                      scorers: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
-    """A ``verifiers`` environment of a frozen split (``preset``; train rows from ``train_split``, eval rows
-    from ``eval_split``; ``num_*_examples=-1`` = all).
+    """A ``verifiers`` environment of a frozen split (``preset``; rows from ``train_split`` and ``eval_split``;
+    ``num_*_examples=-1`` = all) in ``mode`` ``"single-turn"``, ``"multi-turn"`` or ``"tools"``.
 
-    ``mode``: ``"single-turn"``, ``"multi-turn"`` or ``"tools"``. ``prompt_style``: single-turn, one of
-    ``text_format.PROMPT_STYLES`` (default ``"tinyzero"``, whose system prompt is used unless
-    ``system_prompt`` is given); multi-turn, one of ``turn_format.TURN_PROMPT_STYLES`` (default
-    ``"instruct"``). The rubric reports the registry's ``text`` reward variants (``oracle_reachable``,
-    ``oracle_perfect``, single-turn also ``format``; those needing a critic when ``scorers`` gives one, e.g.
-    ``{"critic": critics.load_critic()}``) as metrics; ``weights`` (by variant name) weights them next to the
-    outcome's 1.0 (``format_weight``, ``oracle_weight``, ``oracle_perfect_weight``: the same for ``format``,
-    ``oracle-reachable``, ``oracle-perfect``). Other keyword arguments go to the ``verifiers`` environment.
+    ``prompt_style``: single-turn, one of ``text_format.PROMPT_STYLES`` (default ``"tinyzero"``, with its system
+    prompt unless ``system_prompt`` is given); multi-turn, one of ``turn_format.TURN_PROMPT_STYLES`` (default
+    ``"instruct"``). The rubric's dense terms (those needing a critic when ``scorers`` gives one) are metrics unless
+    ``weights`` (by variant name; ``format_weight``, ``oracle_weight``, ``oracle_perfect_weight`` for ``format``,
+    ``oracle-reachable``, ``oracle-perfect``) weights them. Other keyword arguments go to the environment.
     """
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {list(MODES)}")

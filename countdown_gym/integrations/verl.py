@@ -1,18 +1,14 @@
 """verl adapter: a ``compute_score`` reward function and the problem encoding of the exported data.
 
-verl calls a custom reward function as ``compute_score(data_source, solution_str, ground_truth, extra_info=None,
-**reward_kwargs)``. Point it at this file::
+verl calls ``compute_score(data_source, solution_str, ground_truth, extra_info=None, **reward_kwargs)``::
 
     custom_reward_function.path=<site-packages>/countdown_gym/integrations/verl.py
     custom_reward_function.name=compute_score
-    # optional dense terms (text reward variants), passed through verl's reward_kwargs:
-    +custom_reward_function.reward_kwargs.dense=[oracle-reachable]
+    +custom_reward_function.reward_kwargs.dense=[oracle-reachable]   # optional dense terms
 
-and train on the parquet files of ``scripts/export_verl.py`` (``reward_model.ground_truth`` holds
-:func:`ground_truth`). The ``critic`` term needs a loaded critic: point verl at ``critics/verl_reward.py`` instead
-(:func:`with_scorers` with the shipped critic), or pass ``critic=``. The completion is replayed through
-CountdownText-v0, so the score is the TRL baseline's verdict and dense terms: without ``dense`` the sparse reward (a
-float), else a dict of ``score`` (the weighted sum), every term and the invalid-step and move counts.
+on the parquet files of ``scripts/export_verl.py`` (``reward_model.ground_truth`` is :func:`ground_truth`). The
+``critic`` term needs a loaded critic: point verl at ``critics/verl_reward.py`` (:func:`with_scorers`). The
+completion is replayed through CountdownText-v0, so the score is the TRL baseline's.
 """
 
 from __future__ import annotations
@@ -84,18 +80,14 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     """verl reward: the sparse verifier reward, or a dict with ``score`` and the dense terms.
 
     Args:
-        data_source: verl's ``data_source`` column (not used for scoring; any value is accepted).
         solution_str: The decoded response (no prompt).
         ground_truth: :func:`ground_truth` of the problem (dict or JSON string).
-        extra_info: verl's ``extra_info`` column (not used for scoring).
         dense: Extra terms, ``text`` reward variants (:func:`dense_terms`), e.g. ``"format,oracle-reachable"``.
-        weights: Term weights overriding the registry's (each variant's ``weight``, what the GRPO baseline uses too).
-        critic: The loaded critic the ``critic`` term scores with (any
-            :class:`~countdown_gym.rewards.terms.Scorer`); short for ``scorers={"critic": critic}``.
-        scorers: What the dense variants need, by kind (``critic``, ``text_critic``); ``critics/verl_reward.py``
-            passes the shipped critic.
-        **kwargs: What else verl passes (its reward loop adds ``reward_router_address`` and
-            ``reward_model_tokenizer``); not used.
+        weights: Term weights overriding the registry's (each variant's ``weight``).
+        critic: The loaded critic (a :class:`~countdown_gym.rewards.terms.Scorer`) of the ``critic`` term; short for
+            ``scorers={"critic": critic}``.
+        scorers: What the dense variants need, by kind (``critic``, ``text_critic``).
+        data_source, extra_info, **kwargs: What else verl passes; not used.
 
     Example:
         >>> gt = {"numbers": [6, 2, 5, 3], "target": 8}

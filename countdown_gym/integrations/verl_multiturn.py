@@ -1,20 +1,14 @@
 """verl multi-turn adapter: the game as stateful verl tools, and the reward of the moves they played.
 
-verl's tool agent loop (``actor_rollout_ref.rollout.multi_turn``) runs ``create`` -> ``execute(instance_id,
-arguments, agent_data=...)`` -> ``release`` for every tool call; a trajectory's state lives in
-``agent_data.extra_fields``, handed to the reward function as ``extra_info``.
-
-* :class:`CountdownTool`: the tools ``move(a, op, b)``, ``undo()``, ``give_up()`` and ``numbers()`` (free) of the
-  TRL adapter, one class (``config["action"]``). Each call replays the turns so far through
-  :class:`~countdown_gym.game.turn_game.TurnEpisode`, plays the new one, appends it to
-  ``extra_fields["countdown_turns"]`` and answers the game's reply line; the step reward is the verdict on the
-  call that ends the episode. The problem comes from ``extra_info.tools_kwargs.<tool>.create_kwargs.ground_truth``
-  (``scripts/export_verl.py --interaction tool``).
-* :func:`compute_score`: replays ``extra_info["countdown_turns"]`` on the row's ground truth: the verdict and counts.
-* :func:`tool_config`: the YAML (as a dict) of ``multi_turn.tool_config_path``.
-
-With verl importable, :class:`CountdownTool` subclasses verl's ``BaseTool`` and answers verl's ``ToolResponse``;
-without it (verl pins ``transformers<5.11``) the same signatures answer a local ``ToolResponse`` with its ``text``.
+verl's tool agent loop runs ``create`` -> ``execute(instance_id, arguments, agent_data=...)`` -> ``release`` for
+every tool call; a trajectory's state lives in ``agent_data.extra_fields``, handed to the reward as ``extra_info``.
+:class:`CountdownTool` is the TRL adapter's tools (``move``, ``undo``, ``give_up``, ``numbers``) in one class: each
+call replays the turns so far (``extra_fields["countdown_turns"]``) through
+:class:`~countdown_gym.game.turn_game.TurnEpisode`, plays and appends its own, and answers the game's reply line.
+The problem is the row's ``extra_info.tools_kwargs.<tool>.create_kwargs.ground_truth``
+(``scripts/export_verl.py --interaction tool``). :func:`compute_score` replays the turns on the ground truth;
+:func:`tool_config` is the YAML of ``multi_turn.tool_config_path``. Without verl (it pins ``transformers<5.11``)
+the class keeps its signatures and answers a local ``ToolResponse`` with verl's ``text`` field.
 """
 
 from __future__ import annotations
