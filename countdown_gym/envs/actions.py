@@ -73,8 +73,9 @@ def slot_pairs(k: int, max_numbers: int) -> tuple[tuple[int, int, int, int], ...
     )
 
 
-def masked_move(state: tuple[Number, ...], i: int, j: int, op: str,
-                rules: Rules) -> tuple[Number | None, Number | None, str]:
+def masked_move(
+    state: tuple[Number, ...], i: int, j: int, op: str, rules: Rules
+) -> tuple[Number | None, Number | None, str]:
     """The operands ``(x, y)`` (``None`` for an empty slot) of a masked action and why it is masked: ``"empty_slot"``
     or :meth:`Rules.check`'s code."""
     x = state[i] if i < len(state) else None

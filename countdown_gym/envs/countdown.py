@@ -1,11 +1,12 @@
 """``Countdown-v0``: the Countdown game as a step-level MDP, one arithmetic move per step (:class:`CountdownEnv`).
 
-The action encoding is in :mod:`countdown_gym.envs.actions` (importable from here too), the per-state memo in
-:mod:`countdown_gym.envs.state_cache`; legality and the win are the rules'.
+The action encoding is in :mod:`countdown_gym.envs.actions` (importable from here too); :class:`StateCache` memoises
+what a state gives (mask, observation); legality and the win are the rules'.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any, SupportsFloat
 
@@ -23,9 +24,108 @@ from countdown_gym.envs.actions import (  # noqa: F401  (the action encoding, im
 )
 from countdown_gym.envs.options import InvalidActionError, set_step_options
 from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
-from countdown_gym.envs.state_cache import StateCache, StateInfo
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Number, format_number, transition_record
+from countdown_gym.game.rules import OPERATORS, Number, Rules, format_number, transition_record
+
+
+class StateInfo:
+    """Everything the env derives from one state, computed once and cached."""
+
+    __slots__ = ("legal", "mask", "base_obs", "has_legal_move")
+
+    def __init__(self, legal: bytes, mask: np.ndarray, base_obs: np.ndarray, has_legal_move: bool):
+        self.legal = legal  # one byte per action: 1 = legal
+        self.mask = mask  # int8 view of ``legal`` (read-only)
+        self.base_obs = base_obs  # float32 slot values + presence (never handed out: copied per step)
+        self.has_legal_move = has_legal_move
+
+
+CACHE_LIMIT = 1 << 18
+
+
+class PairTable(dict):
+    """``(x, y) -> 4 legality bytes`` of ``x op y``, filled on demand."""
+
+    def __init__(self, rules: Rules) -> None:
+        super().__init__()
+        self.rules = rules
+        self.results: dict[tuple[Number, Number], tuple[Number | None, ...]] = {}
+
+    def __missing__(self, key: tuple[Number, Number]) -> bytes:
+        res = self.results[key] = self.rules.legal_results(key[0], key[1])
+        bits = self[key] = bytes((res[0] is not None, res[1] is not None, res[2] is not None, res[3] is not None))
+        return bits
+
+
+class ValueTable(dict):
+    """``x -> clip(x / value_scale, -1, 1)``, filled on demand."""
+
+    def __init__(self, value_scale: float) -> None:
+        super().__init__()
+        self.value_scale = value_scale
+
+    def __missing__(self, x: Number) -> float:
+        v = self[x] = encode_values([x], self.value_scale)[0]
+        return v
+
+
+class StateCache:
+    """Memo of :class:`StateInfo` per state, and of pair legality and value encodings; one per (rules, max_numbers,
+    value_scale), shared. At most ``CACHE_LIMIT`` states (the oldest half dropped when full); the pair and value
+    memos are cleared at that size."""
+
+    _shared: dict[tuple[Rules, int, float], StateCache] = {}
+
+    def __init__(self, rules: Rules, max_numbers: int, value_scale: float) -> None:
+        self.rules, self.max_numbers, self.value_scale = rules, max_numbers, value_scale
+        self.data: dict[tuple[Number, ...], StateInfo] = {}
+        self.pairs = PairTable(rules)
+        self.values = ValueTable(value_scale)
+        m = max_numbers
+        first, second, _ = action_table(m)
+        n_ops = len(OPERATORS)
+        # with k numbers left, the pairs inside the first k slots are the first k * (k - 1)
+        self._pairs_of = [[(first[n_ops * p], second[n_ops * p]) for p in range(k * (k - 1))] for k in range(m + 1)]
+        self._zeros = [bytes(num_actions(m) - n_ops * k * (k - 1)) for k in range(m + 1)]
+        self._tails = [[0.0] * (m - k) + [1.0] * k + [0.0] * (m - k) + [0.0, 0.0] for k in range(m + 1)]
+
+    @classmethod
+    def get(cls, rules: Rules, max_numbers: int, value_scale: float) -> StateCache:
+        key = (rules, max_numbers, value_scale)
+        if key not in cls._shared:
+            cls._shared[key] = cls(rules, max_numbers, value_scale)
+        return cls._shared[key]
+
+    def lookup(self, state: tuple[Number, ...]) -> StateInfo:
+        return self.data.get(state) or self.add(state)
+
+    def add(self, state: tuple[Number, ...]) -> StateInfo:
+        """Compute and memoise ``state`` (the oldest half of the memo goes when it is full)."""
+        data = self.data
+        if len(data) >= CACHE_LIMIT:
+            for key in list(itertools.islice(data, len(data) // 2)):
+                del data[key]
+        info = data[state] = self._compute(state)
+        return info
+
+    def _compute(self, state: tuple[Number, ...]) -> StateInfo:
+        k = len(state)
+        pairs = self.pairs
+        if len(pairs) >= CACHE_LIMIT:
+            pairs.clear()
+            pairs.results.clear()
+            self.values.clear()
+        legal = b"".join([pairs[(state[i], state[j])] for i, j in self._pairs_of[k]]) + self._zeros[k]
+        mask = np.frombuffer(legal, dtype=np.int8)  # a read-only view of immutable bytes
+        values = self.values
+        obs = np.array([values[x] for x in state] + self._tails[k], dtype=np.float32)
+        return StateInfo(legal, mask, obs, 1 in legal)
+
+
+def encode_values(values: tuple[Number, ...] | list[Number], value_scale: float) -> list[float]:
+    """The observation's normalisation ``clip(x / value_scale, -1, 1)``, clipped before any float conversion (so a
+    target of ``10**400`` encodes as 1 instead of overflowing)."""
+    return [1.0 if x >= value_scale else -1.0 if x <= -value_scale else float(x) / value_scale for x in values]
 
 
 class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
@@ -39,12 +139,10 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
     appends the result after the numbers left (:func:`countdown_gym.game.solver.apply_move`'s order).
 
     ## Action space
-    ``Discrete(M * (M - 1) * 4)``: the move ``slot[i] op slot[j]`` (``i != j``) is ``a = 4 * p + op_index``,
-    ``op_index`` the position in ``("+", "-", "*", "/")`` and ``p = h * (h - 1) + 2 * min(i, j) + (1 if i > j else
-    0)``, ``h = max(i, j)``: pairs ordered by their larger slot, ``(0,1) (1,0) (0,2) (2,0) (1,2) ...``, so with
-    ``k`` numbers left exactly the first ``4 * k * (k - 1)`` actions use occupied slots, whatever ``M`` is.
-    :func:`encode_action` / :func:`decode_action` (and the methods) convert. ``M = 4`` gives 48 actions, ``M = 6``
-    120. The ``+`` and ``*`` of ``(i, j)`` and ``(j, i)`` are the same move; both legal or both masked.
+    ``Discrete(M * (M - 1) * 4)`` (48 for ``M = 4``): the move ``slot[i] op slot[j]`` is ``a = 4 * p + op_index``,
+    ``op_index`` the position in ``("+", "-", "*", "/")``, ``p = h * (h - 1) + 2 * min(i, j) + (i > j)``,
+    ``h = max(i, j)``: with ``k`` numbers left exactly the first ``4 * k * (k - 1)`` actions use occupied slots,
+    whatever ``M`` is. :func:`encode_action` / :func:`decode_action` (and the methods) convert.
 
     ## Action masks
     ``info["action_mask"]`` (``int8``, shape ``(n_actions,)``) and :meth:`action_masks` (``bool``, for
@@ -78,11 +176,9 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
     ``M - 1`` steps, so no ``TimeLimit`` is needed. Stepping an ended episode raises ``RuntimeError``.
 
     ## Info
-    Every ``step`` returns ``action_mask``, ``transitions`` (one record per step, ``docs/DESIGN.md`` shape:
-    ``state``, ``move = (a, op, b, result)``, ``next_state``, ``target``, ``valid``, ``reason``, ``rules``; a masked
-    action gives ``valid=False``, ``next_state=None``, ``result=None`` and reason ``"empty_slot"`` or the
-    :meth:`Rules.check` code), ``problem``, ``state`` (the numbers now, exact, env order), ``is_success`` and
-    ``dead_end``. ``reset`` returns the same keys with ``transitions=[]``.
+    ``action_mask``, ``transitions`` (one ``docs/DESIGN.md`` record per step; a masked action's has
+    ``valid=False``, ``next_state=None``, ``result=None`` and reason ``"empty_slot"`` or the :meth:`Rules.check`
+    code), ``problem``, ``state`` (the numbers now, exact), ``is_success`` and ``dead_end``; ``reset``: the same keys.
 
     ## Arguments
     ``gymnasium.make("Countdown-v0", ...)`` or ``CountdownEnv(...)``:

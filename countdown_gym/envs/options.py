@@ -73,6 +73,8 @@ def check_render_mode(render_mode: str | None, metadata: Mapping[str, Any], env_
     if render_mode is None or render_mode in modes:
         return render_mode
     if render_mode in IMAGE_MODES:
-        raise TypeError(f"{env_name} draws no images: render_mode must be one of {modes} or None, got {render_mode!r} "
-                        "(Countdown-v0 has render_mode='rgb_array')")
+        raise TypeError(
+            f"{env_name} draws no images: render_mode must be one of {modes} or None, got {render_mode!r} "
+            "(Countdown-v0 has render_mode='rgb_array')"
+        )
     raise ValueError(f"render_mode must be one of {modes} or None, got {render_mode!r}")

@@ -308,12 +308,8 @@ class CountdownVectorEnv(VectorEnv):
         self._legal = batch_moves(self._vals, self._count, self.rules)
         dead_end = ~over & ~self._legal.any(axis=1)
         terminated = over | dead_end
-        if self.max_steps is not None:
-            truncated = ~terminated & (self._steps >= self.max_steps)
-            second = np.flatnonzero(dead_end | truncated)
-        else:
-            truncated = np.zeros(self.num_envs, dtype=bool)
-            second = np.flatnonzero(dead_end)
+        truncated = ~terminated & (self._steps >= (self.max_steps if self.max_steps is not None else np.inf))
+        second = np.flatnonzero(dead_end | truncated)
         if len(second):
             self._report(second, won)
             self._draw(second)

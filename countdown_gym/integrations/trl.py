@@ -1,20 +1,16 @@
 """TRL reward functions for Countdown: ``GRPOTrainer(reward_funcs=[sparse_reward, format_reward, ...])``.
 
-Every function has TRL's reward signature ``f(prompts, completions, completion_ids, **kwargs) -> list[float]`` (TRL
-passes the other dataset columns as keyword lists). Completions are strings or lists of chat messages (the last
-assistant message is scored). Each row's problem comes from the columns ``numbers`` and ``target`` (optional
-``rules``: a preset name, a dict or its JSON), or a ``problem`` column of :meth:`Problem.to_dict` JSON (it wins).
-A multi-turn rollout's own ``turn_replay`` (:func:`~countdown_gym.integrations.trl_rollout.make_rollout_func`), or in
-TRL's tool loop each environment's replay (``environments``), is scored as it is; a completion otherwise is replayed
-once through CountdownText-v0's :func:`~countdown_gym.envs.text.replay_completion` (cached per ``(problem, text)``).
+Each has TRL's signature ``f(prompts, completions, completion_ids, **kwargs) -> list[float]`` (the other dataset
+columns come as keyword lists). A completion (a string, or chat messages: the last assistant message) is replayed
+once through :func:`~countdown_gym.envs.text.replay_completion` against its row's problem: columns ``numbers`` and
+``target`` (optional ``rules``: a preset name, a dict or its JSON), or ``problem`` (:meth:`Problem.to_dict` JSON;
+it wins). A multi-turn rollout's ``turn_replay``, or in TRL's tool loop each environment's replay, is scored as it is.
 
-Every ``text`` reward variant of the registry has a TRL reward function, :func:`reward_function` (a
-:class:`VariantReward` named ``<variant>_reward``, ``_`` for ``-``): ``sparse_reward`` (1 for a correct answer),
-``format_reward`` (1 for a tagged answer that parses), ``oracle_reward`` (``oracle-reachable``: mean over moves of
-+1 for a valid move keeping the target reachable, else -1), ``oracle_perfect_reward`` (mean of 1 per move on a
-solution path), ``CriticReward(critic)`` (mean of a critic's per-move scores, -1 per invalid move).
-
-Nothing here imports ``torch``, ``transformers`` or ``trl``. Guide: ``docs/integrations.md``.
+Every ``text`` reward variant of the registry has one, :func:`reward_function` (named ``<variant>_reward``):
+``sparse_reward`` (a correct answer), ``format_reward`` (a tagged answer that parses), ``oracle_reward`` (mean over
+moves of +1 for a valid move keeping the target reachable, else -1), ``oracle_perfect_reward`` (mean of 1 per move
+on a solution path), ``CriticReward(critic)`` (mean of a critic's per-move scores). Nothing here imports ``torch``,
+``transformers`` or ``trl``; guide: ``docs/integrations.md``.
 """
 
 from __future__ import annotations
