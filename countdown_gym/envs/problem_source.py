@@ -53,6 +53,11 @@ def resolve_rules(rules: Rules | str | None) -> Rules | None:
     raise ValueError(f"rules must be a Rules, a rules preset name or None, got {type(rules).__name__} {rules!r}")
 
 
+def _plain(x: Any) -> Any:
+    """A numpy int (a pandas / parquet value) as a Python int; anything else as it is."""
+    return int(x) if isinstance(x, np.integer) else x
+
+
 def to_problem(obj: ProblemLike, rules: Rules | None = None) -> Problem:
     """A :class:`Problem` from a Problem, ``(numbers, target)`` pair or dict; ``rules`` (when given) replaces its
     rules (a pair without rules gets LongProc's)."""
@@ -61,9 +66,9 @@ def to_problem(obj: ProblemLike, rules: Rules | None = None) -> Problem:
     elif isinstance(obj, Mapping):
         d = dict(obj)  # numpy ints (a pandas / parquet row) count as ints, as in (numbers, target) pairs
         if isinstance(d.get("numbers"), (Sequence, np.ndarray)) and not isinstance(d["numbers"], (str, bytes)):
-            d["numbers"] = [int(x) if isinstance(x, np.integer) else x for x in d["numbers"]]
-        if isinstance(d.get("target"), np.integer):
-            d["target"] = int(d["target"])
+            d["numbers"] = [_plain(x) for x in d["numbers"]]
+        if "target" in d:
+            d["target"] = _plain(d["target"])
         try:
             p = Problem.from_dict(d)
         except TypeError as e:
@@ -71,8 +76,7 @@ def to_problem(obj: ProblemLike, rules: Rules | None = None) -> Problem:
     elif isinstance(obj, (tuple, list)) and len(obj) == 2 and not isinstance(obj[0], (int, np.integer)):
         numbers, target = obj
         try:
-            p = Problem(tuple(int(x) if isinstance(x, np.integer) else x for x in numbers),
-                        int(target) if isinstance(target, np.integer) else target)
+            p = Problem(tuple(_plain(x) for x in numbers), _plain(target))
         except TypeError as e:
             raise ValueError(f"bad problem {obj!r}: {e}") from None
     else:

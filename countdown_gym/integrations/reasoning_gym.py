@@ -83,7 +83,8 @@ class CountdownGymConfig:
         for name, least in [*((name, 1) for name in RANGE_FIELDS), ("size", 1), ("seed", 0)]:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
-                raise ValueError(f"{name} must be {'a positive' if least else 'a non-negative'} int or None, got {value!r}")
+                kind = "a positive" if least else "a non-negative"
+                raise ValueError(f"{name} must be {kind} int or None, got {value!r}")
         for what in ("numbers", "value", "target"):
             lo, hi = getattr(self, f"min_{what}"), getattr(self, f"max_{what}")
             if lo is not None and hi is not None and lo > hi:
