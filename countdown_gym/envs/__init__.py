@@ -1,23 +1,13 @@
-"""Gymnasium registration of the package's environments.
+"""Gymnasium registration of the package's environments (done on import):
 
-Importing :mod:`countdown_gym` (or this module) registers:
+* ``Countdown-v0`` -> :class:`~countdown_gym.envs.countdown.CountdownEnv` (one arithmetic move per step), with the
+  batched :class:`~countdown_gym.envs.vector.CountdownVectorEnv` as its ``vector_entry_point``;
+* ``CountdownText-v0`` -> :class:`~countdown_gym.envs.text.CountdownTextEnv` (reasoning text as an MDP);
+* ``CountdownMultiTurn-v0`` -> :class:`~countdown_gym.envs.multiturn.CountdownMultiTurnEnv` (one move per agent turn).
 
-* ``Countdown-v0`` -> :class:`countdown_gym.envs.countdown.CountdownEnv`, the step-level MDP
-  (one arithmetic move per step), with the batched
-  :class:`countdown_gym.envs.vector.CountdownVectorEnv` as its ``vector_entry_point``;
-* ``CountdownText-v0`` -> :class:`countdown_gym.envs.text.CountdownTextEnv`, reasoning text as
-  an MDP;
-* ``CountdownMultiTurn-v0`` -> :class:`countdown_gym.envs.multiturn.CountdownMultiTurnEnv`, the
-  multi-turn language MDP (one move per agent turn, the environment computes; its own
-  ``max_turns`` budget).
-
-All three are registered with ``max_episode_steps=None``, so ``gymnasium.make`` adds no
-``TimeLimit`` wrapper: a Countdown-v0 episode ends by itself within ``max_numbers - 1`` moves
-(its ``max_steps`` argument truncates earlier), and CountdownText-v0 enforces its own token /
-line budget. Passing ``max_episode_steps=...`` to ``gymnasium.make`` still adds a
-``TimeLimit`` if wanted. ``gymnasium.make_vec("Countdown-v0", num_envs=...)`` defaults to the
-native batched env; ``vectorization_mode="sync"`` or ``"async"`` gives Gymnasium's wrappers
-around single envs. ``gymnasium.make("countdown_gym:Countdown-v0")`` imports the package first.
+All with ``max_episode_steps=None``: each episode ends by itself or by its own budget, so ``gymnasium.make`` adds no
+``TimeLimit`` unless given ``max_episode_steps``. ``gymnasium.make_vec("Countdown-v0", num_envs=...)`` defaults to
+the native batched env (``vectorization_mode="sync"`` / ``"async"``: Gymnasium's wrappers).
 """
 
 from __future__ import annotations
@@ -46,14 +36,9 @@ ENV_IDS = tuple(_ENTRY_POINTS)
 
 register_envs()
 
-_LAZY = {
-    "CountdownEnv": "countdown_gym.envs.countdown",
-    "CountdownVectorEnv": "countdown_gym.envs.vector",
-    "CountdownTextEnv": "countdown_gym.envs.text",
-    "CountdownMultiTurnEnv": "countdown_gym.envs.multiturn",
-    "ProblemSpec": "countdown_gym.envs.problem_source",
-    "make_problem_source": "countdown_gym.envs.problem_source",
-}
+_LAZY = {"CountdownEnv": "countdown_gym.envs.countdown", "CountdownVectorEnv": "countdown_gym.envs.vector",
+         "CountdownTextEnv": "countdown_gym.envs.text", "CountdownMultiTurnEnv": "countdown_gym.envs.multiturn",
+         "ProblemSpec": "countdown_gym.envs.problem_source", "make_problem_source": "countdown_gym.envs.problem_source"}
 
 
 def __getattr__(name: str) -> Any:
@@ -63,5 +48,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ENV_IDS", "CountdownEnv", "CountdownMultiTurnEnv", "CountdownTextEnv", "CountdownVectorEnv", "ProblemSpec", "make_problem_source",
-           "register_envs"]
+__all__ = ["ENV_IDS", "CountdownEnv", "CountdownMultiTurnEnv", "CountdownTextEnv", "CountdownVectorEnv", "ProblemSpec",
+           "make_problem_source", "register_envs"]

@@ -1,10 +1,5 @@
-"""The action encoding of ``Countdown-v0`` (and its vector env): ``slot[i] op slot[j]`` <-> one integer,
-and the result of every action of a state (:func:`move_results`, legality from :meth:`Rules.legal_results`).
-
-Action ``a = 4 * pair_index(i, j) + op_index``: ordered pairs of slots sorted by their larger slot,
-then the operators ``+ - * /``. With ``k`` numbers left exactly the first ``4 * k * (k - 1)``
-actions use occupied slots.
-"""
+"""The action encoding of ``Countdown-v0`` and its vector env, ``slot[i] op slot[j]`` <-> ``4 * pair_index(i, j) +
+op_index``, and the result of every action of a state (:func:`move_results`)."""
 
 from __future__ import annotations
 
@@ -32,22 +27,15 @@ def _op_index(op: str | int) -> int:
 
 
 def pair_index(i: int, j: int) -> int:
-    """The index of the ordered slot pair ``(i, j)``: ``h * (h - 1) + 2 * l + (i > j)``.
-
-    ``h = max(i, j)``, ``l = min(i, j)``: pairs are ordered by their larger slot, so the
-    ``k * (k - 1)`` pairs within the first ``k`` slots come first, whatever ``max_numbers`` is.
-    """
+    """The index of the ordered slot pair ``(i, j)``: ``h * (h - 1) + 2 * min(i, j) + (i > j)``, ``h = max(i, j)``
+    (the ``k * (k - 1)`` pairs within the first ``k`` slots come first, whatever ``max_numbers`` is)."""
     h, lo = (i, j) if i > j else (j, i)
     return h * (h - 1) + 2 * lo + (1 if i > j else 0)
 
 
 def encode_action(i: int, j: int, op: str | int, max_numbers: int) -> int:
-    """The action index of ``slot[i] op slot[j]``: ``4 * pair_index(i, j) + op_index``.
-
-    ``pair_index(i, j) = h * (h - 1) + 2 * min(i, j) + (1 if i > j else 0)`` with
-    ``h = max(i, j)``, and ``op_index`` the position of ``op`` in ``("+", "-", "*", "/")``.
-    With ``k`` numbers left, exactly the first ``4 * k * (k - 1)`` actions use occupied slots.
-    """
+    """The action index of ``slot[i] op slot[j]``: ``4 * pair_index(i, j) + op_index``, ``op_index`` the position of
+    ``op`` (or an index) in ``("+", "-", "*", "/")``; ``ValueError`` for bad slots or operators."""
     for name, k in (("i", i), ("j", j)):
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < max_numbers:
             raise ValueError(f"slot {name} must be an int in 0..{max_numbers - 1}, got {k!r}")
@@ -85,12 +73,19 @@ def slot_pairs(k: int, max_numbers: int) -> tuple[tuple[int, int, int, int], ...
     )
 
 
-def move_results(state: tuple[Number, ...], rules: Rules, max_numbers: int) -> list[Number | None]:
-    """The result of every action from ``state`` (``None`` = masked), indexed by action.
+def masked_move(
+    state: tuple[Number, ...], i: int, j: int, op: str, rules: Rules
+) -> tuple[Number | None, Number | None, str]:
+    """The operands ``(x, y)`` (``None`` for an empty slot) of a masked action and why it is masked: ``"empty_slot"``
+    or :meth:`Rules.check`'s code."""
+    x = state[i] if i < len(state) else None
+    y = state[j] if j < len(state) else None
+    return x, y, "empty_slot" if x is None or y is None else rules.check(x, op, y)[1]
 
-    A masked action is exactly one that uses an empty slot or that :meth:`Rules.check` rejects
-    (:meth:`Rules.legal_results` of each ordered pair of slots).
-    """
+
+def move_results(state: tuple[Number, ...], rules: Rules, max_numbers: int) -> list[Number | None]:
+    """The result of every action from ``state``, indexed by action; ``None`` for a masked one (an empty slot, or
+    :meth:`Rules.check` rejects it)."""
     results: list[Number | None] = [None] * num_actions(max_numbers)
     for i, j, bij, bji in slot_pairs(len(state), max_numbers):
         results[bij : bij + 4] = rules.legal_results(state[i], state[j])

@@ -1,18 +1,15 @@
-"""``Countdown-v0``: the Countdown game as a step-level MDP, one arithmetic move per step.
+"""``Countdown-v0``: the Countdown game as a step-level MDP, one arithmetic move per step (:class:`CountdownEnv`).
 
-:class:`CountdownEnv`'s docstring states the spaces, rewards, termination and arguments. The action
-encoding lives in :mod:`countdown_gym.envs.actions` (importable from here too), the memo of what a
-state gives (mask, observation) in :mod:`countdown_gym.envs.state_cache`, the option checks shared with
-the vector env in :mod:`countdown_gym.envs.options`; legality and the win are the rules'
-(:meth:`Rules.legal_results`, :meth:`Rules.wins`).
+The action encoding is in :mod:`countdown_gym.envs.actions` (importable from here too); :class:`StateCache` memoises
+what a state gives (mask, observation); legality and the win are the rules'.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any, SupportsFloat
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
@@ -20,56 +17,138 @@ from countdown_gym.envs.actions import (  # noqa: F401  (the action encoding, im
     action_table,
     decode_action,
     encode_action,
+    masked_move,
     num_actions,
     pair_index,
     slot_pairs,
 )
-from countdown_gym.envs.options import (
-    InvalidActionError,
-    check_invalid_action,
-    check_max_steps,
-    check_penalty,
-    check_value_scale,
-)
-from countdown_gym.envs.problem_source import ProblemSource, ProblemSpec
-from countdown_gym.envs.render import check_render_mode
-from countdown_gym.envs.state_cache import StateCache, StateInfo
+from countdown_gym.envs.options import InvalidActionError, set_step_options
+from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Number, Rules, format_number, transition_record
+from countdown_gym.game.rules import OPERATORS, Number, Rules, format_number, transition_record
 
 
-class CountdownEnv(gym.Env[np.ndarray, np.int64]):
+class StateInfo:
+    """Everything the env derives from one state, computed once and cached."""
+
+    __slots__ = ("legal", "mask", "base_obs", "has_legal_move")
+
+    def __init__(self, legal: bytes, mask: np.ndarray, base_obs: np.ndarray, has_legal_move: bool):
+        self.legal = legal  # one byte per action: 1 = legal
+        self.mask = mask  # int8 view of ``legal`` (read-only)
+        self.base_obs = base_obs  # float32 slot values + presence (never handed out: copied per step)
+        self.has_legal_move = has_legal_move
+
+
+CACHE_LIMIT = 1 << 18
+
+
+class PairTable(dict):
+    """``(x, y) -> 4 legality bytes`` of ``x op y``, filled on demand."""
+
+    def __init__(self, rules: Rules) -> None:
+        super().__init__()
+        self.rules = rules
+        self.results: dict[tuple[Number, Number], tuple[Number | None, ...]] = {}
+
+    def __missing__(self, key: tuple[Number, Number]) -> bytes:
+        res = self.results[key] = self.rules.legal_results(key[0], key[1])
+        bits = self[key] = bytes((res[0] is not None, res[1] is not None, res[2] is not None, res[3] is not None))
+        return bits
+
+
+class ValueTable(dict):
+    """``x -> clip(x / value_scale, -1, 1)``, filled on demand."""
+
+    def __init__(self, value_scale: float) -> None:
+        super().__init__()
+        self.value_scale = value_scale
+
+    def __missing__(self, x: Number) -> float:
+        v = self[x] = encode_values([x], self.value_scale)[0]
+        return v
+
+
+class StateCache:
+    """Memo of :class:`StateInfo` per state, and of pair legality and value encodings; one per (rules, max_numbers,
+    value_scale), shared. At most ``CACHE_LIMIT`` states (the oldest half dropped when full); the pair and value
+    memos are cleared at that size."""
+
+    _shared: dict[tuple[Rules, int, float], StateCache] = {}
+
+    def __init__(self, rules: Rules, max_numbers: int, value_scale: float) -> None:
+        self.rules, self.max_numbers, self.value_scale = rules, max_numbers, value_scale
+        self.data: dict[tuple[Number, ...], StateInfo] = {}
+        self.pairs = PairTable(rules)
+        self.values = ValueTable(value_scale)
+        m = max_numbers
+        first, second, _ = action_table(m)
+        n_ops = len(OPERATORS)
+        # with k numbers left, the pairs inside the first k slots are the first k * (k - 1)
+        self._pairs_of = [[(first[n_ops * p], second[n_ops * p]) for p in range(k * (k - 1))] for k in range(m + 1)]
+        self._zeros = [bytes(num_actions(m) - n_ops * k * (k - 1)) for k in range(m + 1)]
+        self._tails = [[0.0] * (m - k) + [1.0] * k + [0.0] * (m - k) + [0.0, 0.0] for k in range(m + 1)]
+
+    @classmethod
+    def get(cls, rules: Rules, max_numbers: int, value_scale: float) -> StateCache:
+        key = (rules, max_numbers, value_scale)
+        if key not in cls._shared:
+            cls._shared[key] = cls(rules, max_numbers, value_scale)
+        return cls._shared[key]
+
+    def lookup(self, state: tuple[Number, ...]) -> StateInfo:
+        return self.data.get(state) or self.add(state)
+
+    def add(self, state: tuple[Number, ...]) -> StateInfo:
+        """Compute and memoise ``state`` (the oldest half of the memo goes when it is full)."""
+        data = self.data
+        if len(data) >= CACHE_LIMIT:
+            for key in list(itertools.islice(data, len(data) // 2)):
+                del data[key]
+        info = data[state] = self._compute(state)
+        return info
+
+    def _compute(self, state: tuple[Number, ...]) -> StateInfo:
+        k = len(state)
+        pairs = self.pairs
+        if len(pairs) >= CACHE_LIMIT:
+            pairs.clear()
+            pairs.results.clear()
+            self.values.clear()
+        legal = b"".join([pairs[(state[i], state[j])] for i, j in self._pairs_of[k]]) + self._zeros[k]
+        mask = np.frombuffer(legal, dtype=np.int8)  # a read-only view of immutable bytes
+        values = self.values
+        obs = np.array([values[x] for x in state] + self._tails[k], dtype=np.float32)
+        return StateInfo(legal, mask, obs, 1 in legal)
+
+
+def encode_values(values: tuple[Number, ...] | list[Number], value_scale: float) -> list[float]:
+    """The observation's normalisation ``clip(x / value_scale, -1, 1)``, clipped before any float conversion (so a
+    target of ``10**400`` encodes as 1 instead of overflowing)."""
+    return [1.0 if x >= value_scale else -1.0 if x <= -value_scale else float(x) / value_scale for x in values]
+
+
+class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
     """Reach the target by combining numbers with ``+ - * /``, one move per step.
 
     ## Description
-    A problem gives a multiset of numbers and a target (e.g. ``[21, 16, 17, 26] -> 46``). Each
-    step picks two of the numbers left and an operator; both numbers are replaced by the result
-    (``21 + 16 = 37`` leaves ``[17, 26, 37]``). Which results are allowed (integers only,
-    non-negative, below 2000, ...) and when the game is won is decided by the problem's
-    :class:`~countdown_gym.Rules` (LongProc's by default).
-
-    The numbers live in ``M = max_numbers`` slots, packed at the front in *env order*: a move
-    removes slots ``i`` and ``j`` and appends the result after the numbers left (the order of
-    :func:`countdown_gym.game.solver.apply_move`); empty slots are at the end.
+    A problem gives a multiset of numbers and a target (e.g. ``[21, 16, 17, 26] -> 46``). Each step picks two of the
+    numbers left and an operator; both are replaced by the result (``21 + 16 = 37`` leaves ``[17, 26, 37]``). The
+    problem's :class:`~countdown_gym.Rules` (LongProc's by default) decide which results are allowed and the win.
+    The numbers live in ``M = max_numbers`` slots, packed at the front: a move removes slots ``i`` and ``j`` and
+    appends the result after the numbers left (:func:`countdown_gym.game.solver.apply_move`'s order).
 
     ## Action space
-    ``Discrete(M * (M - 1) * 4)``: an ordered slot pair ``i != j`` and an operator; the move
-    is ``slot[i] op slot[j]``. The index is ``a = 4 * p + op_index`` with ``op_index`` the
-    position in ``("+", "-", "*", "/")`` and the pair index
-    ``p = h * (h - 1) + 2 * min(i, j) + (1 if i > j else 0)``, ``h = max(i, j)``: pairs are
-    ordered by their larger slot, ``(0,1) (1,0) (0,2) (2,0) (1,2) (2,1) (0,3) ...``, so with
-    ``k`` numbers left exactly the first ``4 * k * (k - 1)`` actions use occupied slots, and
-    an action means the same move whatever ``M`` is. :func:`encode_action` /
-    :func:`decode_action` (and the methods of the same names) convert. ``M = 4`` gives 48
-    actions, ``M = 6`` gives 120. The ``+`` and ``*`` of ``(i, j)`` and ``(j, i)`` are the
-    same move reached by two actions; both are legal or both masked.
+    ``Discrete(M * (M - 1) * 4)`` (48 for ``M = 4``): the move ``slot[i] op slot[j]`` is ``a = 4 * p + op_index``,
+    ``op_index`` the position in ``("+", "-", "*", "/")``, ``p = h * (h - 1) + 2 * min(i, j) + (i > j)``,
+    ``h = max(i, j)``: with ``k`` numbers left exactly the first ``4 * k * (k - 1)`` actions use occupied slots,
+    whatever ``M`` is. :func:`encode_action` / :func:`decode_action` (and the methods) convert.
 
     ## Action masks
-    ``info["action_mask"]`` (``int8``, shape ``(n_actions,)``, Gymnasium's convention) and
-    :meth:`action_masks` (``bool``, what sb3-contrib's ``MaskablePPO`` calls). An action is
-    masked exactly when it uses an empty slot or :meth:`Rules.check` rejects the move
-    (division by zero, non-integer quotient under integer rules, negative / zero result under
-    the sign rule, result at or above ``value_limit``).
+    ``info["action_mask"]`` (``int8``, shape ``(n_actions,)``) and :meth:`action_masks` (``bool``, for
+    sb3-contrib's ``MaskablePPO``). An action is masked exactly when it uses an empty slot or :meth:`Rules.check`
+    rejects the move (division by zero, inexact quotient, a result the sign rule forbids, or at or above
+    ``value_limit``).
 
     ## Observation space
     ``Box(-1, 1, shape=(2 * M + 2,), float32)``:
@@ -81,64 +160,44 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
     ``obs[2M + 1]``       moves made so far ``/ (M - 1)`` (in ``[0, 1]``)
     ====================  =====================================================================
 
-    ``value_scale`` defaults to the rules' ``value_limit`` (2000 for LongProc, so every legal
-    value maps into ``(0, 1)`` exactly) and to 1000 for rules without a limit (larger values
-    saturate at +-1 in the observation; the game itself stays exact). Rational values (rules
-    with ``integer_only=False``) are encoded as floats. ``info["state"]`` has the exact numbers.
+    ``value_scale`` defaults to the rules' ``value_limit`` (2000 for LongProc), else 1000 (larger values saturate
+    at +-1; the game stays exact). ``info["state"]`` has the exact numbers.
 
     ## Rewards
-    Sparse, from the rules: ``1.0`` on the step that wins (:meth:`Rules.wins`), else ``0.0``. Under ``use_all``
-    rules (the default) a win is the last number left equal to the target; under
-    ``use_all=False`` a win is the target appearing as a move's result. With
+    Sparse: ``1.0`` on the step that wins (:meth:`Rules.wins`: under ``use_all`` rules, the default, the last number
+    left equals the target; under ``use_all=False`` a move's result does), else ``0.0``. With
     ``invalid_action="penalty"`` a masked action gives ``invalid_penalty`` (default -1.0).
 
     ## Episode end
-    ``terminated`` when the game is over: a win, one number left, a masked action in penalty
-    mode, or a *dead end* (two or more numbers left but no legal move, e.g. ``[4001, 2]``
-    under LongProc rules, where every result is a fraction or above the value limit 2000: reward 0,
-    ``info["dead_end"] = True``; a problem that starts in such a state is refused with a
-    ``ValueError`` when it is given, as the vector env refuses it). Under ``use_all`` rules, making
-    the target early with numbers still unused neither wins nor ends the episode: all numbers must be used. ``truncated`` only
-    when ``max_steps`` moves have been made without the game ending.
-    Every move removes one number, so an episode lasts at most ``M - 1`` steps and the env needs
-    no ``TimeLimit``. Stepping an ended episode raises ``RuntimeError`` (call ``reset``).
+    ``terminated`` on a win, one number left, a masked action in penalty mode, or a *dead end* (two or more numbers
+    but no legal move, e.g. ``[4001, 2]`` under LongProc rules: reward 0, ``info["dead_end"] = True``; a problem
+    starting in one is refused with ``ValueError``). Under ``use_all`` rules, making the target early with numbers
+    unused neither wins nor ends the episode. ``truncated`` only after ``max_steps`` moves. An episode lasts at most
+    ``M - 1`` steps, so no ``TimeLimit`` is needed. Stepping an ended episode raises ``RuntimeError``.
 
     ## Info
-    Every ``step`` returns ``action_mask``, ``transitions`` (exactly one record per step, in the
-    shape of ``docs/DESIGN.md``: ``state``, ``move = (a, op, b, result)``, ``next_state``,
-    ``target``, ``valid``, ``reason``, ``rules``; a masked action gives ``valid=False``,
-    ``next_state=None``, ``result=None`` and reason ``"empty_slot"`` or the
-    :meth:`Rules.check` code), ``problem`` (the :class:`~countdown_gym.Problem`), ``state`` (the
-    numbers now, exact, env order), ``is_success`` and ``dead_end``. ``reset`` returns the same
-    keys with ``transitions=[]``.
+    ``action_mask``, ``transitions`` (one ``docs/DESIGN.md`` record per step; a masked action's has
+    ``valid=False``, ``next_state=None``, ``result=None`` and reason ``"empty_slot"`` or the :meth:`Rules.check`
+    code), ``problem``, ``state`` (the numbers now, exact), ``is_success`` and ``dead_end``; ``reset``: the same keys.
 
     ## Arguments
     ``gymnasium.make("Countdown-v0", ...)`` or ``CountdownEnv(...)``:
 
-    * ``preset``, ``config``, ``rules``, ``split``, ``problems``: where problems come from
-      (default: the ``longproc-0.5k`` train split); see
-      :mod:`countdown_gym.envs.problem_source` for the resolution rules.
-    * ``curriculum``: a :class:`~countdown_gym.data.curriculum.Curriculum` instead (problems drawn tier by tier; each
-      finished episode is reported back to it).
-    * ``max_numbers``: slot count ``M`` (default: the source's largest problem).
-    * ``problem_spec``: the seven arguments above as one value,
-      :class:`~countdown_gym.envs.problem_source.ProblemSpec` (instead of them, not beside them).
-    * ``max_steps``: truncate after this many moves (default ``None``: no limit needed).
-    * ``invalid_action``: ``"penalty"`` (default: a masked action terminates the episode with
-      reward ``invalid_penalty``, ``info["transitions"]`` saying why; Gymnasium's ``check_env`` and
-      any algorithm without masks take such actions) or ``"raise"`` (a masked action raises
-      :class:`InvalidActionError`, a ``ValueError``, and changes nothing: for agents that must
-      never take one).
+    * ``preset``, ``config``, ``rules``, ``split``, ``problems``, ``curriculum``, ``max_numbers`` (slot count ``M``;
+      default: the largest problem), or ``problem_spec`` (them as one
+      :class:`~countdown_gym.envs.problem_source.ProblemSpec`): where problems come from (default: the
+      ``longproc-0.5k`` train split; :mod:`countdown_gym.envs.problem_source`). A curriculum hears every episode end.
+    * ``max_steps``: truncate after this many moves (default ``None``).
+    * ``invalid_action``: ``"penalty"`` (default: a masked action ends the episode with reward ``invalid_penalty``;
+      ``check_env`` and algorithms without masks take such actions) or ``"raise"`` (:class:`InvalidActionError`, a
+      ``ValueError``, and nothing changes).
     * ``invalid_penalty``: reward of a masked action in penalty mode (default ``-1.0``).
     * ``value_scale``: the observation's normalisation constant (see above).
-    * ``render_mode``: ``"rgb_array"`` (``render()`` returns a 96 x 128 x 3 ``uint8`` frame: one bar per
-      slot, its height the number over ``value_scale`` on a log scale, green when the target is reached,
-      and a red line at the target; what video recorders and ``make_vec_env`` ask for), ``"ansi"``
-      (``render()`` returns the text) or ``"human"`` (printed on
-      every reset / step).
+    * ``render_mode``: ``"rgb_array"`` (a 96 x 128 x 3 ``uint8`` frame: one bar per slot, log-scaled, green once the
+      target is reached, a red target line), ``"ansi"`` (the text) or ``"human"`` (printed every reset / step).
 
-    ``reset(seed=..., options={"problem": p})`` plays ``p`` (a Problem with the env's rules or
-    ``(numbers, target)``) instead of drawing one, so a group of envs can play the same puzzle.
+    ``reset(seed=..., options={"problem": p})`` plays ``p`` (a Problem with the env's rules or ``(numbers,
+    target)``) instead of drawing one, so a group of envs can play the same puzzle.
 
     Example:
         >>> env = CountdownEnv(problems=[((21, 16, 17, 26), 46)])
@@ -150,26 +209,12 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
 
     metadata = {"render_modes": ["ansi", "human", "rgb_array"], "render_fps": 4}
 
-    def __init__(
-        self,
-        problem_spec: ProblemSpec | None = None,
-        *,
-        max_steps: int | None = None,
-        invalid_action: str = "penalty",
-        invalid_penalty: float = -1.0,
-        value_scale: float | None = None,
-        render_mode: str | None = None,
-        **problem_args: Any,
-    ) -> None:
-        self.source: ProblemSource = ProblemSpec.of(problem_spec, problem_args, "Countdown-v0").resolve()
-        self.rules: Rules = self.source.rules
+    def __init__(self, problem_spec: ProblemSpec | None = None, *, max_steps: int | None = None,
+                 invalid_action: str = "penalty", invalid_penalty: float = -1.0, value_scale: float | None = None,
+                 render_mode: str | None = None, **problem_args: Any) -> None:
+        self._set_source(problem_spec, problem_args, render_mode, "Countdown-v0")
         self.max_numbers: int = self.source.max_numbers
-        self.max_steps = check_max_steps(max_steps)
-        self.invalid_action = check_invalid_action(invalid_action)
-        self.invalid_penalty = check_penalty(invalid_penalty)
-        self.value_scale = check_value_scale(value_scale, self.rules)
-        check_render_mode(render_mode, self.metadata, "Countdown-v0")
-        self.render_mode = render_mode
+        set_step_options(self, max_steps, invalid_action, invalid_penalty, value_scale)
 
         m = self.max_numbers
         self.n_actions = num_actions(m)
@@ -196,7 +241,6 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         self._history: list[tuple[Number, str, Number, Number | None]] = []
         self._last_reward = 0.0
 
-    # ---- helpers ----------------------------------------------------------------------------
     def encode_action(self, i: int, j: int, op: str | int) -> int:
         """The action index of ``slot[i] op slot[j]`` (see the class docstring)."""
         return encode_action(i, j, op, self.max_numbers)
@@ -218,16 +262,9 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         return obs
 
     def _make_info(self, transitions: list[dict[str, Any]], success: bool, dead_end: bool) -> dict[str, Any]:
-        return {
-            "action_mask": self._info.mask.copy(),
-            "transitions": transitions,
-            "problem": self.problem,
-            "state": self.state,
-            "is_success": success,
-            "dead_end": dead_end,
-        }
+        return {"action_mask": self._info.mask.copy(), "transitions": transitions, "problem": self.problem,
+                "state": self.state, "is_success": success, "dead_end": dead_end}
 
-    # ---- Gymnasium API ----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         problem = self.source.reset_option(options)
@@ -244,17 +281,13 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         self._history = []
         self._last_reward = 0.0
         dead_end = not self._info.has_legal_move  # no legal first move: every action is masked
-        if self.render_mode == "human":
+        if self._human:
             self.render()
         return self._obs(), self._make_info([], False, dead_end)
 
     def _draw_problem(self) -> Problem:
-        """The next problem from the source, seeded by ``np_random``.
-
-        Pools are indexed with uniforms drawn from ``np_random`` 64 at a time (one generator call
-        per 64 resets instead of one per reset), refilled at once when ``np_random`` is replaced;
-        generated sources draw directly.
-        """
+        """The next problem from the source, seeded by ``np_random``: a pool is indexed with uniforms drawn 64 at a
+        time (refilled at once when ``np_random`` is replaced)."""
         pool = self.source.pool
         if pool is None or self.source.curriculum is not None:
             return self.source.sample(self.np_random)
@@ -296,9 +329,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         move = (x, op, y, result)
         self._history.append(move)
         reward = self._last_reward = 1.0 if won else 0.0
-        obs = info.base_obs.copy()
-        obs[-2] = self._target_obs
-        obs[-1] = steps * self._step_scale
+        obs = self._obs()
         step_info = self._make_info([transition_record(state, move, nxt, target, "ok", self.rules)], won, dead_end)
         if self._done:
             self.source.episode_end(self.problem, won)
@@ -315,10 +346,7 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
 
     def _masked_step(self, a: int, i: int, j: int, op: str) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         state = self.state
-        n = len(state)
-        x = state[i] if i < n else None
-        y = state[j] if j < n else None
-        reason = "empty_slot" if x is None or y is None else self.rules.check(x, op, y)[1]
+        x, y, reason = masked_move(state, i, j, op, self.rules)
         if self.invalid_action == "raise":
             shown = f"{format_number(x) if x is not None else '_'} {op} {format_number(y) if y is not None else '_'}"
             raise InvalidActionError(
@@ -330,22 +358,9 @@ class CountdownEnv(gym.Env[np.ndarray, np.int64]):
         self._history.append((x, op, y, None))
         self._last_reward = self.invalid_penalty
         transition = transition_record(state, (x, op, y, None), None, self.problem.target, reason, self.rules)
-        if self.render_mode == "human":
+        if self._human:
             self.render()
         return self._obs(), self.invalid_penalty, True, False, self._make_info([transition], False, False)
-
-    def render(self) -> str | np.ndarray | None:
-        """The state and move history as text (``"ansi"``), printed (``"human"``), or a frame (``"rgb_array"``)."""
-        if self.render_mode is None:
-            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi', 'human' or 'rgb_array'")
-            return None
-        if self.render_mode == "rgb_array":
-            return self._render_frame()
-        text = self._render_text()
-        if self.render_mode == "human":
-            print(text)
-            return None
-        return text
 
     def _render_frame(self, height: int = 96, width: int = 128) -> np.ndarray:
         """One bar per slot (log-scaled value), a red target line, green bars once the target is reached."""

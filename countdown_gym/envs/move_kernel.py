@@ -1,11 +1,8 @@
-"""The batched move kernel: results and legality of every Countdown-v0 action of many states, in numpy.
+"""The batched move kernel: the array form of :meth:`Rules.check` under ``integer_only`` rules, the results and
+legality of every Countdown-v0 action of many states (the vector env's masks, the SB3 baseline's move features).
 
-One home for the array form of :meth:`Rules.check` under ``integer_only`` rules: the vector
-environment (``CountdownVectorEnv``) builds its masks with it and the SB3 baseline its move
-features. States are ``vals`` ``(..., M)`` integer arrays (slot values, the first ``count``
-present); actions are numbered as in ``Countdown-v0`` (:func:`~countdown_gym.envs.actions.action_table`:
-four consecutive actions ``vals[i] + - * / vals[j]`` per ordered pair of slots ``(i, j)``).
-Tested action by action against :func:`countdown_gym.envs.actions.move_results` (:meth:`Rules.legal_results`).
+States are ``vals`` ``(..., M)`` integer arrays (slot values, the first ``count`` present); actions are numbered as
+in ``Countdown-v0``. Tested action by action against :func:`countdown_gym.envs.actions.move_results`.
 
 Example:
     >>> import numpy as np
@@ -72,13 +69,9 @@ def in_range(r: np.ndarray, rules: Rules) -> np.ndarray:
 def batch_moves(
     vals: np.ndarray, count: np.ndarray, rules: Rules, *, results: bool = False
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-    """The legal-action mask ``(..., n_actions)`` of every state, and with ``results=True`` also each action's result.
-
-    ``vals`` is ``(..., M)`` (int32 or int64, values that cannot overflow it under ``+ - *``);
-    ``count`` has ``vals``' leading shape. Returns ``legal`` (bool), or ``(results, legal)``:
-    the result of a move on two present slots is ``x op y`` (``x // y`` for ``/``, ``x`` where
-    ``y == 0``), whether legal or not; a move using an empty slot is illegal. Only
-    ``integer_only`` rules (``ValueError`` otherwise).
+    """The legal-action mask ``(..., n_actions)`` of every state (``vals``: int32 or int64 that ``+ - *`` cannot
+    overflow; ``count``: its leading shape), or with ``results=True`` ``(results, legal)``: ``x op y`` (``x // y``
+    for ``/``, ``x`` where ``y == 0``), legal or not. ``ValueError`` unless the rules are ``integer_only``.
     """
     if not rules.integer_only:
         raise ValueError(f"the batched move kernel needs integer_only rules, got {rules.name!r}")

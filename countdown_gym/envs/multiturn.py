@@ -1,72 +1,58 @@
-"""``CountdownMultiTurn-v0``: the multi-turn language MDP: the agent plans, the environment computes.
-
-The game itself (:class:`~countdown_gym.game.turn_game.TurnEpisode`) lives in :mod:`countdown_gym.game.turn_game`;
-this module is its Gymnasium environment.
-"""
+"""``CountdownMultiTurn-v0``: the multi-turn language MDP (the agent plans, the environment computes): the Gymnasium
+environment of :class:`~countdown_gym.game.turn_game.TurnEpisode`."""
 
 from __future__ import annotations
 
 from typing import Any, SupportsFloat
 
-import gymnasium as gym
-
-from countdown_gym.envs.problem_source import ProblemSpec
-from countdown_gym.envs.render import check_render_mode
-from countdown_gym.envs.text_spaces import TextSpace
+from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
+from countdown_gym.envs.text import TextSpace
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import CHARSET, sanitize
 from countdown_gym.game.turn_format import TURN_END, TURN_PROMPT_STYLES, prompt_message, transcript
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnResult
 
 
-class CountdownMultiTurnEnv(gym.Env):
+class CountdownMultiTurnEnv(SourcedEnv):
     """Countdown as a conversation: each agent turn is one move; the environment computes it.
 
     ## Description
-    The agent plans and the environment does the arithmetic and the bookkeeping. Each step the
-    agent says one turn (grammar in :mod:`countdown_gym.game.turn_format`): a move ``a op b``
-    (optionally ``= c``), ``undo`` or ``give up``. The environment applies it and answers with one
-    line ending in the number set now in play: ``= 8 [14,6,8]``, ``= 46 [46] solved``,
-    ``= 16 [16] miss``, ``undone [..]``, ``error <reason> [..]``. An illegal move is not applied
-    and the episode goes on; ``undo`` takes back the last move, so an agent can search and
-    backtrack as the seed traces do.
+    The agent plans; the environment does the arithmetic and the bookkeeping. Each turn (grammar in
+    :mod:`countdown_gym.game.turn_format`) is a move ``a op b`` (optionally ``= c``), ``undo`` or ``give up``; the
+    reply is one line ending in the number set in play: ``= 8 [14,6,8]``, ``= 46 [46] solved``, ``= 16 [16] miss``,
+    ``undone [..]``, ``error <reason> [..]``. An illegal move is not applied and the episode goes on; ``undo`` takes
+    back the last move, so an agent can search and backtrack.
 
     ## Action space
-    ``Text(max_turn_chars, charset=CHARSET)``: the agent's turn (one line; a trailing newline is
-    dropped). A turn longer than ``max_turn_chars`` is answered ``error turn_too_long``.
+    ``Text(max_turn_chars, charset=CHARSET)``: one line (a trailing newline is dropped); a longer turn is answered
+    ``error turn_too_long``.
 
     ## Observation space
-    ``Text(max_prompt_chars, charset=CHARSET)``: after ``reset`` the first message (the prompt,
-    :func:`~countdown_gym.game.turn_format.turn_prompt` in ``prompt`` style), after each step the
-    environment's reply line. ``render()`` gives the whole conversation, exactly as a model reads it.
+    ``Text(max_prompt_chars, charset=CHARSET)``: after ``reset`` the prompt
+    (:func:`~countdown_gym.game.turn_format.turn_prompt` in ``prompt`` style), after each step the reply line.
 
     ## Rewards
-    Sparse: 0 on every step, and on the terminating step the verifier's verdict of the moves
-    played (``verify(problem, <Solution> block of the path).reward``: 1.0 when the target is
-    reached). Dense terms come from the wrappers in :mod:`countdown_gym.wrappers`.
+    Sparse: 0, and on the terminating step ``verify(problem, <Solution> block of the path).reward`` (1.0 when the
+    target is reached). Dense terms: the wrappers of :mod:`countdown_gym.wrappers`.
 
     ## Episode end
-    *Terminated* when the target is reached (:meth:`Rules.wins`; ``use_all`` rules: the last number equals the target;
-    a last number that misses is a dead end to ``undo`` out of) or on ``give up`` (reward 0).
-    *Truncated* (reward 0) after ``max_turns`` turns, whatever they were. Stepping an ended
-    episode raises ``RuntimeError`` (call ``reset``).
+    *Terminated* when the target is reached (:meth:`Rules.wins`; under ``use_all`` rules a last number that misses
+    is a dead end to ``undo`` out of) or on ``give up`` (reward 0). *Truncated* (reward 0) after ``max_turns``
+    turns. Stepping an ended episode raises ``RuntimeError``.
 
     ## Info
-    ``transitions``: the records of ``docs/DESIGN.md`` (plus ``turn``): one per move turn (valid or
-    not; ``next_state=None`` when refused) and one per ``undo`` (``move = (None, "undo", None,
-    None)``, ``next_state`` the state taken back to); none for an unreadable turn. Also ``state``,
-    ``turn``, ``turn_kind``, ``valid``, ``reason``, ``invalid_turns``, ``problem``, and at the end
-    ``verdict`` and ``is_success``.
+    ``transitions``: ``docs/DESIGN.md`` records (plus ``turn``), one per move turn (``next_state=None`` when
+    refused) and per ``undo`` (``move = (None, "undo", None, None)``, ``next_state`` the state taken back to); none
+    for an unreadable turn. Also ``state``, ``turn``, ``turn_kind``, ``valid``, ``reason``, ``invalid_turns``,
+    ``problem``, and at the end ``verdict`` and ``is_success``.
 
     ## Arguments
-    * ``preset``, ``split``, ``config``, ``problems``, ``rules``, ``max_numbers``: the problem source
-      (:mod:`countdown_gym.envs.problem_source`); or ``curriculum``, a
-      :class:`~countdown_gym.data.curriculum.Curriculum` (each finished episode is reported back to it); or
-      ``problem_spec``, these arguments as one :class:`~countdown_gym.envs.problem_source.ProblemSpec`.
-    * ``max_turns`` (16): the turn budget; ``max_turn_chars`` (200).
+    * ``preset``, ``split``, ``config``, ``problems``, ``rules``, ``max_numbers``, ``curriculum`` or
+      ``problem_spec``: the problem source (:mod:`countdown_gym.envs.problem_source`).
+    * ``max_turns`` (16): the turn budget; ``max_turn_chars`` (200); ``max_prompt_chars`` (4096).
     * ``prompt``: ``"compact"`` (default, the embedded model's) or ``"instruct"``.
-    * ``render_mode``: ``"ansi"`` (``render()`` returns :meth:`transcript`, the conversation exactly as a
-      model reads it) or ``"human"`` (each message printed as it comes).
+    * ``render_mode``: ``"ansi"`` (``render()`` returns :meth:`transcript`, the conversation as a model reads it)
+      or ``"human"`` (each message printed as it comes).
 
     Example:
         >>> env = CountdownMultiTurnEnv(problems=[((21, 16, 17, 26), 46)])
@@ -77,28 +63,17 @@ class CountdownMultiTurnEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
 
-    def __init__(
-        self,
-        problem_spec: ProblemSpec | None = None,
-        *,
-        max_turns: int = DEFAULT_MAX_TURNS,
-        max_turn_chars: int = 200,
-        max_prompt_chars: int = 4096,
-        prompt: str = "compact",
-        render_mode: str | None = None,
-        **problem_args: Any,
-    ) -> None:
+    def __init__(self, problem_spec: ProblemSpec | None = None, *, max_turns: int = DEFAULT_MAX_TURNS,
+                 max_turn_chars: int = 200, max_prompt_chars: int = 4096, prompt: str = "compact",
+                 render_mode: str | None = None, **problem_args: Any) -> None:
         for name, value in (("max_turns", max_turns), ("max_turn_chars", max_turn_chars), ("max_prompt_chars", max_prompt_chars)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if prompt not in TURN_PROMPT_STYLES:
             raise ValueError(f"prompt must be one of {list(TURN_PROMPT_STYLES)}, got {prompt!r}")
-        check_render_mode(render_mode, self.metadata, "CountdownMultiTurn-v0")
-        self.source = ProblemSpec.of(problem_spec, problem_args, "CountdownMultiTurn-v0").resolve()
-        self.rules = self.source.rules
+        self._set_source(problem_spec, problem_args, render_mode, "CountdownMultiTurn-v0")
         self.max_turns, self.max_turn_chars, self.max_prompt_chars = max_turns, max_turn_chars, max_prompt_chars
         self.prompt_style = prompt
-        self.render_mode = render_mode
         self.observation_space = TextSpace(max_length=max_prompt_chars, charset=CHARSET)
         self.action_space = TextSpace(max_length=max_turn_chars, min_length=0, charset=CHARSET.replace("\n", ""))
         self.problem: Problem | None = None
@@ -108,10 +83,8 @@ class CountdownMultiTurnEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        problem = self.source.reset_option(options) or self.source.sample(self.np_random)
-        prompt = prompt_message(problem, self.prompt_style, self.max_turns)
-        if len(prompt) > self.max_prompt_chars:
-            raise ValueError(f"the prompt of {problem} has {len(prompt)} characters, more than max_prompt_chars={self.max_prompt_chars}")
+        problem = self._problem(options)
+        prompt = self._check_prompt(prompt_message(problem, self.prompt_style, self.max_turns), problem)
         self.problem = problem
         self.episode = TurnEpisode(problem, self.rules, self.max_turns, self.max_turn_chars)
         self.conversation = [("env", prompt)]
@@ -138,13 +111,8 @@ class CountdownMultiTurnEnv(gym.Env):
 
     def _info(self, res: TurnResult | None) -> dict[str, Any]:
         ep = self.episode
-        info: dict[str, Any] = {
-            "transitions": [] if res is None else res.transitions,
-            "state": ep.state,
-            "turn": ep.turns,
-            "invalid_turns": ep.invalid_turns,
-            "problem": self.problem,
-        }
+        info: dict[str, Any] = {"transitions": [] if res is None else res.transitions, "state": ep.state,
+                                "turn": ep.turns, "invalid_turns": ep.invalid_turns, "problem": self.problem}
         if res is not None:
             info.update(turn_kind=res.kind, valid=res.valid, reason=res.reason)
         if ep.done:
@@ -156,13 +124,5 @@ class CountdownMultiTurnEnv(gym.Env):
         """The conversation as one text: the prompt, then each agent turn and reply on their own lines."""
         return transcript(text for _, text in self.conversation)
 
-    def render(self) -> str | None:
-        """The conversation exactly as a model reads it (:meth:`transcript`; ``"ansi"``: returned, ``"human"``: printed)."""
-        if self.render_mode is None:
-            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'human'")
-            return None
-        text = "(call reset() first)" if self.episode is None else self.transcript()
-        if self.render_mode == "ansi":
-            return text
-        print(text, end="")
-        return None
+    def _render_text(self) -> str:
+        return "(call reset() first)" if self.episode is None else self.transcript()

@@ -1,43 +1,21 @@
 """Where an environment's problems come from: one small API shared by every environment.
 
-Every environment (``Countdown-v0``, ``CountdownText-v0``, ``CountdownMultiTurn-v0`` and the batched
-:class:`CountdownVectorEnv`) takes the same problem arguments, one typed value :class:`ProblemSpec`
-(``problem_spec=ProblemSpec(split="test")``, or its fields as keyword arguments: ``split="test"``), and
-resolves them here::
+Every environment takes the same problem arguments, one :class:`ProblemSpec` (``problem_spec=ProblemSpec(split=
+"test")``, or its fields as keyword arguments), resolved here into a :class:`ProblemSource` (``source.sample(rng)``
+draws one, ``source.coerce((numbers, target))`` takes a caller's). At most one of these:
 
-    source = ProblemSpec(preset=None, config=None, rules=None, split=None, problems=None).resolve()
-    problem = source.sample(env.np_random)          # one Problem, seeded by the env's generator
-    problem = source.coerce((numbers, target))      # for reset(options={"problem": ...})
+* ``problems=[...]``: a fixed list (:class:`~countdown_gym.Problem`, ``(numbers, target)`` pairs or
+  :meth:`Problem.to_dict` dicts), drawn uniformly;
+* ``config=GeneratorConfig(...)``: fresh problems, each from a 63-bit seed drawn from the env's ``np_random``;
+* ``preset="longproc-0.5k"`` (default) with ``split``: ``"train"`` (default), ``"validation"`` or ``"test"`` (the
+  frozen split), or ``"generate"`` (fresh problems from the preset's generator);
+* ``curriculum=Curriculum(...)``: its pool, drawn tier by tier; every finished episode is reported back
+  (:meth:`ProblemSource.episode_end`).
 
-How the arguments resolve (at most one of ``problems`` / ``config`` / ``preset``+``split``):
-
-* ``problems=[...]``: a fixed list. Items are :class:`~countdown_gym.Problem`, ``(numbers,
-  target)`` pairs or :meth:`Problem.to_dict` dicts. Each reset draws one uniformly.
-* ``config=GeneratorConfig(...)``: fresh problems from the generator (solvable under the
-  config's rules). Each reset draws a 63-bit seed from the env's ``np_random`` and takes the
-  first problem of ``iter_problems(config, seed)``. Slower (a solver call per draw).
-* ``preset="longproc-0.5k"`` (the default) with ``split``:
-
-  - ``split=None`` or ``"train"``: the preset's frozen train split (the default: fast resets,
-    and the validation / test splits stay held out);
-  - ``"validation"`` / ``"test"``: that frozen split;
-  - ``"generate"``: fresh problems from the preset's generator, as with ``config``.
-
-``curriculum=Curriculum(...)`` (:mod:`countdown_gym.data.curriculum`, alone, or with ``rules`` / ``max_numbers``):
-the curriculum's pool, drawn tier by tier as it decides; each environment reports every finished episode
-back through :meth:`ProblemSource.episode_end`, which an adaptive curriculum learns from.
-
-``rules`` (a :class:`~countdown_gym.Rules` or a preset name) sets the rules of the game. With
-``None`` the problems' own rules apply (a fixed list must then agree on one rules value; plain
-``(numbers, target)`` pairs get LongProc's rules). Given explicitly, it replaces the rules of
-every problem; generated problems are then generated (hence solvable) under it, while split and
-fixed-list problems are used as they are and may be unsolvable under the new rules (a split's
-problems whose target is already one of the numbers are left out under ``use_all=False``
-rules, where they would be solved before the first move).
-
-Every problem must be *playable*: between 2 and ``max_numbers`` numbers and, under
-``use_all=False`` rules, a target that is not already one of the numbers. Bad arguments raise
-``ValueError`` with a message naming the argument.
+``rules`` (a :class:`~countdown_gym.Rules` or preset name) replaces every problem's rules (generated problems are then
+generated under it; a split's problems already won under ``use_all=False`` rules are left out); ``None`` keeps the
+problems' own (a fixed list must agree on one; plain pairs get LongProc's). Every problem must be *playable*: 2 to
+``max_numbers`` numbers, not won before a move, a legal first move. Bad arguments raise ``ValueError`` naming them.
 """
 
 from __future__ import annotations
@@ -48,11 +26,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
+from gymnasium.core import ActType, ObsType
 
 from countdown_gym.data.curriculum import Curriculum
 from countdown_gym.data.generator import PRESETS, GeneratorConfig, iter_problems
 from countdown_gym.data.splits import SPLITS, load_split
+from countdown_gym.envs.options import check_render_mode
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules
 from countdown_gym.game.solver import legal_moves
@@ -72,19 +53,22 @@ def resolve_rules(rules: Rules | str | None) -> Rules | None:
     raise ValueError(f"rules must be a Rules, a rules preset name or None, got {type(rules).__name__} {rules!r}")
 
 
-def to_problem(obj: ProblemLike, rules: Rules | None = None) -> Problem:
-    """A :class:`Problem` from a Problem, ``(numbers, target)`` pair or dict.
+def _plain(x: Any) -> Any:
+    """A numpy int (a pandas / parquet value) as a Python int; anything else as it is."""
+    return int(x) if isinstance(x, np.integer) else x
 
-    ``rules`` (when given) replaces the problem's rules; a pair without rules gets LongProc's.
-    """
+
+def to_problem(obj: ProblemLike, rules: Rules | None = None) -> Problem:
+    """A :class:`Problem` from a Problem, ``(numbers, target)`` pair or dict; ``rules`` (when given) replaces its
+    rules (a pair without rules gets LongProc's)."""
     if isinstance(obj, Problem):
         p = obj
     elif isinstance(obj, Mapping):
         d = dict(obj)  # numpy ints (a pandas / parquet row) count as ints, as in (numbers, target) pairs
         if isinstance(d.get("numbers"), (Sequence, np.ndarray)) and not isinstance(d["numbers"], (str, bytes)):
-            d["numbers"] = [int(x) if isinstance(x, np.integer) else x for x in d["numbers"]]
-        if isinstance(d.get("target"), np.integer):
-            d["target"] = int(d["target"])
+            d["numbers"] = [_plain(x) for x in d["numbers"]]
+        if "target" in d:
+            d["target"] = _plain(d["target"])
         try:
             p = Problem.from_dict(d)
         except TypeError as e:
@@ -92,8 +76,7 @@ def to_problem(obj: ProblemLike, rules: Rules | None = None) -> Problem:
     elif isinstance(obj, (tuple, list)) and len(obj) == 2 and not isinstance(obj[0], (int, np.integer)):
         numbers, target = obj
         try:
-            p = Problem(tuple(int(x) if isinstance(x, np.integer) else x for x in numbers),
-                        int(target) if isinstance(target, np.integer) else target)
+            p = Problem(tuple(_plain(x) for x in numbers), _plain(target))
         except TypeError as e:
             raise ValueError(f"bad problem {obj!r}: {e}") from None
     else:
@@ -104,11 +87,8 @@ def to_problem(obj: ProblemLike, rules: Rules | None = None) -> Problem:
 
 
 def problem_from_columns(numbers: Any, target: Any, rules: Any = None) -> Problem:
-    """The :class:`Problem` of a dataset row's ``numbers``, ``target`` and optional ``rules`` columns.
-
-    ``rules`` may be a :class:`Rules`, a dict, a preset name, JSON of a dict, or ``None`` (LongProc's).
-    ``ValueError`` naming the bad value otherwise.
-    """
+    """The :class:`Problem` of a dataset row's ``numbers``, ``target`` and optional ``rules`` (a :class:`Rules`, a
+    dict, its JSON, a preset name or ``None``: LongProc's); ``ValueError`` naming a bad value."""
     if numbers is None or target is None:
         raise ValueError(f"a Countdown row needs 'numbers' and 'target', got numbers={numbers!r:.80}, target={target!r:.80}")
     if isinstance(rules, str) and rules.lstrip().startswith("{"):
@@ -147,16 +127,9 @@ def check_playable(problem: Problem, max_numbers: int) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class ProblemSource:
-    """A resolved problem source: a fixed pool of problems, or a generator config.
-
-    Attributes:
-        rules: The rules every problem of this source is played under.
-        max_numbers: The most numbers a problem may have (the environments' slot count).
-        pool: The problems to draw from uniformly (fixed list or frozen split), else ``None``.
-        config: The generator config when problems are generated, else ``None``.
-        description: A short human-readable label (``"longproc-0.5k/train"``, ...).
-        curriculum: The curriculum that picks from ``pool`` (its problems in its order), else ``None``.
-    """
+    """A resolved problem source: a ``pool`` of problems (fixed list or frozen split; a ``curriculum`` picks from it
+    when given) or a generator ``config``; every problem is played under ``rules`` with at most ``max_numbers``
+    numbers (the environments' slot count). ``description``: a label such as ``"longproc-0.5k/train"``."""
 
     rules: Rules
     max_numbers: int
@@ -166,7 +139,7 @@ class ProblemSource:
     curriculum: Curriculum | None = None
 
     def sample(self, rng: np.random.Generator) -> Problem:
-        """One problem, drawn with the caller's generator (deterministic given its state)."""
+        """One problem, drawn with the caller's generator."""
         if self.curriculum is not None:
             return self.pool[self.curriculum.sample_index(rng)]
         if self.pool is not None:
@@ -189,8 +162,7 @@ class ProblemSource:
             self.curriculum.update(problem, success)
 
     def reset_option(self, options: Mapping[str, Any] | None) -> Problem | None:
-        """The problem ``reset(options=...)`` asks for (coerced), or ``None`` to draw one; a ``ValueError`` for
-        any option but ``problem`` (the one home of the single-env environments' reset options)."""
+        """The problem ``reset(options=...)`` asks for (coerced), or ``None``; ``ValueError`` for any other option."""
         options = options or {}
         unknown = set(options) - {"problem"}
         if unknown:
@@ -198,32 +170,21 @@ class ProblemSource:
         return self.coerce(options["problem"]) if options.get("problem") is not None else None
 
     def coerce(self, obj: ProblemLike) -> Problem:
-        """A caller's problem (``reset(options={"problem": ...})``) as a playable Problem.
-
-        ``(numbers, target)`` pairs and dicts without rules get this source's rules; a
-        :class:`Problem` (or dict) with different rules is refused, since the environment's
-        spaces and legality are built for one rules value.
-        """
+        """A caller's problem as a playable Problem with this source's rules (pairs and dicts without rules get
+        them; a Problem or dict with other rules is refused: the spaces and legality are built for one)."""
         explicit = isinstance(obj, Problem) or (isinstance(obj, Mapping) and "rules" in obj)
         p = to_problem(obj)
         if explicit and p.rules != self.rules:
-            raise ValueError(
-                f"{p} has rules {p.rules}, but this environment plays under {self.rules}; "
-                "pass (numbers, target) or a Problem with the environment's rules"
-            )
+            raise ValueError(f"{p} has rules {p.rules}, but this environment plays under {self.rules}; "
+                             "pass (numbers, target) or a Problem with the environment's rules")
         if p.rules != self.rules:
             p = dataclasses.replace(p, rules=self.rules)
         check_playable(p, self.max_numbers)
         return p
 
 
-def _pool_source(
-    problems: Iterable[Problem],
-    rules: Rules | None,
-    max_numbers: int | None,
-    description: str,
-    drop_solved: bool = False,
-) -> ProblemSource:
+def _pool_source(problems: Iterable[Problem], rules: Rules | None, max_numbers: int | None, description: str,
+                 drop_solved: bool = False) -> ProblemSource:
     pool = tuple(problems)
     if not pool:
         raise ValueError(f"{description}: the problem list is empty")
@@ -266,19 +227,9 @@ def _slots(max_numbers: int | None, needed: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class ProblemSpec:
-    """Where an environment's problems come from, as the caller states it: the one typed value of the problem
-    arguments every environment takes (``problem_spec=ProblemSpec(...)``, or the same fields as keyword
-    arguments, as ``gymnasium.make("Countdown-v0", preset=..., split=...)`` passes them).
-
-    Attributes (resolved as the module docstring says; at most one of ``problems`` / ``config`` /
-    ``preset`` + ``split`` / ``curriculum``):
-        preset: A preset name (default ``"longproc-0.5k"``).
-        config: A :class:`~countdown_gym.data.generator.GeneratorConfig`: fresh problems.
-        rules: A :class:`~countdown_gym.Rules` or a rules preset name; ``None``: the problems' own.
-        split: ``"train"`` (default), ``"validation"``, ``"test"`` or ``"generate"``.
-        problems: A fixed list of problems (Problems, ``(numbers, target)`` pairs or dicts).
-        curriculum: A :class:`~countdown_gym.data.curriculum.Curriculum` that picks the problems.
-        max_numbers: The slot count (default: the source's largest problem).
+    """Where an environment's problems come from, as the caller states it (``problem_spec=ProblemSpec(...)``, or
+    the same fields as keyword arguments); resolved as the module docstring says. ``max_numbers``: the slot
+    count (default: the source's largest problem).
 
     Example:
         >>> src = ProblemSpec(preset="longproc-0.5k", split="test").resolve()
@@ -296,10 +247,8 @@ class ProblemSpec:
 
     @classmethod
     def of(cls, spec: ProblemSpec | None, arguments: Mapping[str, Any], owner: str) -> ProblemSpec:
-        """An environment's spec: ``spec`` itself, or one built from its keyword ``arguments``, not both.
-
-        ``owner`` names the environment in the ``TypeError`` raised for an unknown keyword argument.
-        """
+        """``spec`` itself, or one built from the keyword ``arguments``, not both (``owner`` names the environment in
+        the ``TypeError`` for an unknown keyword)."""
         unknown = set(arguments) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise TypeError(f"{owner} got unexpected keyword arguments {sorted(unknown)}")
@@ -374,9 +323,43 @@ def make_problem_source(**arguments: Any) -> ProblemSource:
 def _generated_source(config: GeneratorConfig, rules: Rules | None, max_numbers: int | None) -> ProblemSource:
     if rules is not None and rules != config.rules:
         config = config.replace(rules=rules)
-    return ProblemSource(
-        rules=config.rules,
-        max_numbers=_slots(max_numbers, config.max_numbers),
-        config=config,
-        description=f"generated from {config.name!r}",
-    )
+    return ProblemSource(rules=config.rules, max_numbers=_slots(max_numbers, config.max_numbers), config=config,
+                         description=f"generated from {config.name!r}")
+
+
+class SourcedEnv(gym.Env[ObsType, ActType]):
+    """What the single environments share: the problem source, ``render_mode`` and ``render()``."""
+
+    def _set_source(self, problem_spec: ProblemSpec | None, problem_args: Mapping[str, Any], render_mode: str | None,
+                    name: str) -> None:
+        self.source: ProblemSource = ProblemSpec.of(problem_spec, problem_args, name).resolve()
+        self.rules: Rules = self.source.rules
+        self.render_mode = check_render_mode(render_mode, self.metadata, name)
+
+    def _problem(self, options: Mapping[str, Any] | None) -> Problem:
+        """The problem a reset plays: the ``problem`` option, else one drawn from the source."""
+        return self.source.reset_option(options) or self.source.sample(self.np_random)
+
+    def _check_prompt(self, prompt: str, problem: Problem) -> str:
+        """``prompt``; ``ValueError`` (before any state changes) when it is longer than ``max_prompt_chars``."""
+        if len(prompt) > self.max_prompt_chars:
+            raise ValueError(f"the prompt of {problem} has {len(prompt)} characters, more than "
+                             f"max_prompt_chars={self.max_prompt_chars}")
+        return prompt
+
+    def _render_text(self) -> str:
+        raise NotImplementedError
+
+    def render(self) -> Any:
+        """The episode as text (``"ansi"``), printed (``"human"``), or a frame (``"rgb_array"``, where drawn)."""
+        if self.render_mode is None:
+            modes = ", ".join(repr(m) for m in self.metadata["render_modes"])
+            gym.logger.warn(f"render() called without a render_mode; pass render_mode= one of {modes}")
+            return None
+        if self.render_mode == "rgb_array":
+            return self._render_frame()
+        text = self._render_text()
+        if self.render_mode == "ansi":
+            return text
+        print(text, end="" if text.endswith("\n") else "\n")
+        return None

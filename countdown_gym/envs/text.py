@@ -1,15 +1,12 @@
-"""``CountdownText-v0``: reasoning text as an MDP, with every move line checked.
+"""``CountdownText-v0``: reasoning text as an MDP, with every move line checked (:class:`CountdownTextEnv`).
 
-:class:`CountdownTextEnv` is the environment; its docstring states the spaces, rewards,
-termination and arguments. It drives the same code path as :func:`replay_completion`, split by job:
+It drives the same code path as :func:`replay_completion`: :mod:`~countdown_gym.envs.text_checker` checks each line
+(:class:`LineChecker`), :mod:`~countdown_gym.envs.text_episode` holds one episode's text (:class:`TextEpisode`) and
+the replay; their names are importable from here. :class:`Tokenizer` and :class:`Detokenizer` serve the token modes.
 
-* :mod:`countdown_gym.envs.text_checker` -- :class:`LineChecker`: every completed line checked
-  against the search tree actually reachable so far, emitting transition records.
-* :mod:`countdown_gym.envs.text_episode` -- :class:`TextEpisode` (one episode's text: lines to the
-  checker, the end to the verifier) and :func:`replay_completion` (a finished completion replayed).
-* :mod:`countdown_gym.envs.text_tokenizers` -- the tokenizer adapters of the token modes.
-
-Every name above is importable from this module too (the public import paths stay).
+The text spaces (:class:`TextSpace`, :class:`TokenIdsSpace`) are Gymnasium's ``Text`` and ``Sequence`` with
+``shape = ()`` and ``dtype = object``: Stable-Baselines3's ``DummyVecEnv`` allocates a numpy buffer from
+``space.shape`` and ``space.dtype``, which ``None`` shape crashes and a ``'<U'`` dtype cuts to one character.
 """
 
 from __future__ import annotations
@@ -17,16 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from countdown_gym.envs.problem_source import ProblemSpec
-from countdown_gym.envs.render import check_render_mode
+from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
 from countdown_gym.envs.text_checker import INVALID_REASONS, LineCheck, LineChecker
 from countdown_gym.envs.text_episode import Replay, StepResult, TextEpisode, check_budget, replay_completion
-from countdown_gym.envs.text_spaces import TextSpace, TokenIdsSpace
-from countdown_gym.envs.text_tokenizers import Detokenizer, Tokenizer
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import format_number
 from countdown_gym.game.text_format import CHARSET, PROMPT_STYLES, build_prompt, sanitize
@@ -36,123 +29,179 @@ ACTION_MODES: tuple[str, ...] = ("line", "token_str", "token")
 """How an action extends the text: a whole line, a token's text, or a token id."""
 
 
+class _ObjectShaped:
+    """Observations that fit an object array: ``shape == ()``, ``dtype == object``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._shape = ()
+        self.dtype = np.dtype(object)
+
+
+class TextSpace(_ObjectShaped, spaces.Text):
+    """``gymnasium.spaces.Text`` whose observations fit an object array (``shape == ()``, ``dtype == object``)."""
+
+
+class TokenIdsSpace(_ObjectShaped, spaces.Sequence):
+    """``gymnasium.spaces.Sequence`` whose observations fit an object array (``shape == ()``, ``dtype == object``)."""
+
+
+class Tokenizer:
+    """One interface over a ``transformers`` tokenizer and a raw ``tokenizers.Tokenizer``."""
+
+    def __init__(self, tok: Any, eos_token_id: int | None) -> None:
+        if not (hasattr(tok, "encode") and hasattr(tok, "decode")):
+            raise ValueError(f"tokenizer must be a Hugging Face tokenizer (with encode/decode), got {type(tok).__name__}")
+        self.tok = tok
+        self.raw = hasattr(tok, "get_vocab_size") and not hasattr(tok, "convert_ids_to_tokens")
+        self.vocab_size = int(tok.get_vocab_size(with_added_tokens=True) if self.raw else len(tok))
+        if eos_token_id is None and not self.raw:
+            eos_token_id = getattr(tok, "eos_token_id", None)
+        self.eos_token_id = eos_token_id
+        # transformers' decode may end with ``clean_up_tokenization`` (" ." -> ".", " 's" -> "'s", ...)
+        # on the whole text; it is applied to the stream separately (see Detokenizer)
+        self.cleanup = None
+        if not self.raw and getattr(tok, "clean_up_tokenization_spaces", False):
+            self.cleanup = tok.clean_up_tokenization
+            probe = self.encode("a . b ' s")
+            plain = self.decode(probe, cleanup=False)
+            if " ." in plain and tok.decode(probe, skip_special_tokens=True) == plain:  # e.g. skipped for BPE models
+                self.cleanup = None
+
+    def encode(self, text: str) -> list[int]:
+        if self.raw:
+            return list(self.tok.encode(text, add_special_tokens=False).ids)
+        return list(self.tok.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Sequence[int], cleanup: bool = True) -> str:
+        if self.raw or cleanup:
+            return self.tok.decode(list(ids), skip_special_tokens=True)
+        return self.tok.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+
+class Detokenizer:
+    """Append-only decoding of a token stream (the incremental scheme of common LLM servers).
+
+    Each new token is decoded together with a few tokens before it (so byte-level BPE pieces
+    and SentencePiece spaces come out as in a full decode); text ending in U+FFFD (an
+    incomplete UTF-8 character) is held back until a later token completes it. The tokenizer's
+    ``clean_up_tokenization`` (if its decode applies it) runs on the decoded stream; it only
+    drops a space before punctuation or a contraction (at most 4 characters, never across a
+    newline), so text within 3 characters after a space is held back until it can no longer change.
+    """
+
+    def __init__(self, tok: Tokenizer) -> None:
+        self.tok = tok
+        self.ids: list[int] = []
+        self.prefix = 0  # decode window start
+        self.read = 0  # tokens before this index are released
+        self.pending = ""  # decoded text held back from the clean-up
+
+    def push(self, token_id: int) -> str:
+        self.ids.append(token_id)
+        return self._clean(self._release(final=False), final=False)
+
+    def flush(self) -> str:
+        return self._clean(self._release(final=True), final=True)
+
+    def _release(self, final: bool) -> str:
+        before = self.tok.decode(self.ids[self.prefix : self.read], cleanup=False)
+        text = self.tok.decode(self.ids[self.prefix :], cleanup=False)
+        if len(text) <= len(before) or (text.endswith("\ufffd") and not final) or not text.startswith(before):
+            return ""
+        self.prefix, self.read = self.read, len(self.ids)
+        return text[len(before) :]
+
+    def _clean(self, text: str, final: bool) -> str:
+        if self.tok.cleanup is None:
+            return text
+        text = self.pending + text
+        cut = len(text)
+        while not final and text[cut - 1 : cut] != "\n" and " " in text[max(cut - 3, 0) : cut]:
+            cut = text.rindex(" ", 0, cut)
+        self.pending = text[cut:]
+        return self.tok.cleanup(text[:cut])
+
+
 def _render_line(line_no: int, text: str, invalid_reason: str | None) -> str:
     mark = "" if invalid_reason is None else f"   <-- invalid: {invalid_reason}"
     return f"{line_no:4d} | {text}{mark}"
 
 
-class CountdownTextEnv(gym.Env):
+class CountdownTextEnv(SourcedEnv):
     """Countdown as text generation: one puzzle per episode, the action extends the completion.
 
     ## Description
-    The policy writes reasoning text after a prompt (LongProc, TinyZero or compact style). Every
-    completed line that states a move (LongProc ``Try`` lines, plain ``a op b = c`` lines,
-    compact ``a+b=c [..]`` lines; grammar in :mod:`countdown_gym.game.line_grammar`) is checked
-    against the search tree actually reachable so far: operands must be in the state the line
-    branches from (LongProc indentation and compact depth may backtrack; plain lines apply in
-    sequence, inside ``<Solution>`` from the initial numbers), :meth:`Rules.check` must allow the
-    move, the written result must be exact, and every claim on the line (current number set,
-    numbers left, target, ``Evaluate``, ``### Current State``) must be true. A wrong or
-    hallucinated line is flagged, never trusted: the tracked state does not advance, and lines
-    continuing below it are invalid too (``parent_invalid``).
+    The policy writes reasoning text after a prompt (LongProc, TinyZero or compact style). Every completed line
+    stating a move (LongProc ``Try`` lines, plain ``a op b = c``, compact ``a+b=c [..]``; grammar in
+    :mod:`countdown_gym.game.line_grammar`) is checked against the search tree reachable so far: the operands must
+    be in the state it branches from (LongProc indentation and compact depth may backtrack; plain lines apply in
+    sequence, inside ``<Solution>`` from the initial numbers), :meth:`Rules.check` must allow the move, the result
+    must be exact, and every claim on the line (number sets, target, ``Evaluate``, ``### Current State``) true. A
+    wrong line is flagged, never trusted: the state does not advance, and lines below it are ``parent_invalid``.
 
     ## Action space
-    Chosen by ``action_mode``:
-
-    * ``"line"`` (default): ``Text(max_line_chars)`` without newlines; the env appends ``"\\n"``
-      (one trailing ``"\\n"`` in the action is accepted and dropped).
-    * ``"token_str"``: ``Text(max_token_chars, min_length=1)``: a piece of text (one token's
-      text) appended verbatim.
-    * ``"token"``: ``Discrete(vocab_size)`` token ids; needs ``tokenizer``. Ids are decoded
-      append-only (see ``docs/text_env.md``); the tokenizer's EOS id ends the episode.
-
-    Any ``str`` action is accepted in the text modes; characters outside :data:`CHARSET` are
-    kept in the completion and shown as U+FFFD in the observation.
+    By ``action_mode``: ``"line"`` (default), ``Text(max_line_chars)`` without newlines (the env appends ``"\n"``;
+    one trailing ``"\n"`` is dropped); ``"token_str"``, ``Text(max_token_chars, min_length=1)`` appended verbatim;
+    ``"token"``, ``Discrete(vocab_size)`` token ids (needs ``tokenizer``; decoded append-only, see
+    ``docs/text_env.md``; the EOS id ends the episode). Any ``str`` is accepted in the text modes; characters
+    outside :data:`CHARSET` are kept in the completion and shown as U+FFFD in the observation.
 
     ## Observation space
-    Without a tokenizer: ``Text(max_prompt_chars + max_completion_chars, charset=CHARSET)``
-    holding prompt + generated text. With a tokenizer: ``Dict({"text": <that Text>,
-    "token_ids": Sequence(Discrete(vocab_size), stack=True)})``; ``token_ids`` is the prompt's
-    encoding followed by the generated ids (in ``"token"`` mode the actions themselves, in the
-    text modes each action's encoding, appended chunk by chunk).
+    ``Text(max_prompt_chars + max_completion_chars, charset=CHARSET)``: prompt + generated text. With a tokenizer
+    ``Dict({"text": <that Text>, "token_ids": Sequence(Discrete(vocab_size), stack=True)})``: the prompt's encoding
+    then the generated ids (the actions in ``"token"`` mode, else each action's encoding).
 
     ## Rewards
-    Sparse: 0 on every step, and on the terminating step
-    ``verify(problem, completion, rules).reward`` (1.0 for a correct final answer, else 0.0).
-    Dense terms come from the wrappers in :mod:`countdown_gym.wrappers`, which read
-    ``info["transitions"]``.
+    Sparse: 0, and on the terminating step ``verify(problem, completion, rules).reward`` (1.0 for a correct final
+    answer). Dense terms: the wrappers of :mod:`countdown_gym.wrappers`, reading ``info["transitions"]``.
 
     ## Starting state
-    A problem from the problem source (``preset`` / ``split`` / ``config`` / ``problems``, see
-    :mod:`countdown_gym.envs.problem_source`), or ``reset(options={"problem": ...})``; the
-    observation is its prompt.
+    A problem from the problem source, or ``reset(options={"problem": ...})``; the observation is its prompt.
 
     ## Episode end
-    *Terminated* when a completed line holds ``</answer>`` or ``</Solution>`` (any case variant
-    the verifier accepts), or on the EOS token in ``"token"`` mode. *Truncated* (reward 0) when
-    ``max_lines`` lines are complete, ``max_tokens`` tokens were generated (token ids with a
-    tokenizer, else ``token_str`` actions), or the completion reaches ``max_completion_chars``.
+    *Terminated* when a completed line holds ``</answer>`` or ``</Solution>`` (any case the verifier accepts), or
+    on EOS in ``"token"`` mode. *Truncated* (reward 0) at ``max_lines`` complete lines, ``max_tokens`` tokens (ids
+    with a tokenizer, else ``token_str`` actions) or ``max_completion_chars``.
 
     ## Info
-    ``transitions`` (one record per move line completed this step, shape in
-    ``docs/DESIGN.md`` plus ``line_no``), ``lines`` (every line completed this step: ``line_no``,
-    ``text``, ``kind``, ``valid``, ``reason``), ``invalid_lines`` (the invalid ones),
-    ``num_lines``, ``num_invalid_lines``, ``invalid_steps``, ``num_tokens``, ``state`` (the
+    ``transitions`` (one record per move line completed this step, ``docs/DESIGN.md`` shape plus ``line_no``),
+    ``lines`` (every line completed this step: ``line_no``, ``text``, ``kind``, ``valid``, ``reason``),
+    ``invalid_lines``, ``num_lines``, ``num_invalid_lines``, ``invalid_steps``, ``num_tokens``, ``state`` (the
     tracked number set), ``problem``, ``prompt_style``; at the end ``verdict`` and ``is_success``.
 
     ## Arguments
-    * ``preset``, ``split``, ``config``, ``problems``, ``rules``, ``max_numbers``: the problem source
-      (:mod:`countdown_gym.envs.problem_source`); or ``curriculum``, a
-      :class:`~countdown_gym.data.curriculum.Curriculum` (each finished episode is reported back to it); or
-      ``problem_spec``, these arguments as one :class:`~countdown_gym.envs.problem_source.ProblemSpec`.
-    * ``prompt``: ``"longproc"`` (default), ``"tinyzero"`` or ``"compact"``;
-      ``prompt_kwargs``: options of the LongProc prompt (``current_state``, ``example``).
-    * ``action_mode``: ``"line"``, ``"token_str"`` or ``"token"``; ``tokenizer``: any Hugging
-      Face tokenizer (``transformers`` or ``tokenizers``); ``eos_token_id`` overrides its EOS.
+    * ``preset``, ``split``, ``config``, ``problems``, ``rules``, ``max_numbers``, ``curriculum`` or
+      ``problem_spec``: the problem source (:mod:`countdown_gym.envs.problem_source`).
+    * ``prompt``: ``"longproc"`` (default), ``"tinyzero"`` or ``"compact"``; ``prompt_kwargs``: the LongProc
+      prompt's ``current_state`` and ``example``.
+    * ``action_mode``; ``tokenizer``: any Hugging Face tokenizer; ``eos_token_id`` overrides its EOS.
     * ``max_lines`` (2048), ``max_tokens`` (None), ``max_completion_chars`` (131072),
       ``max_prompt_chars`` (16384), ``max_line_chars`` (4096), ``max_token_chars`` (64).
-    * ``render_mode``: ``"ansi"`` (``render()`` returns the numbered completion, invalid lines
-      marked) or ``"human"`` (each step prints the lines it completed).
+    * ``render_mode``: ``"ansi"`` (``render()`` returns the numbered completion, invalid lines marked) or
+      ``"human"`` (each step prints the lines it completed).
     """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
 
-    def __init__(
-        self,
-        problem_spec: ProblemSpec | None = None,
-        *,
-        prompt: str = "longproc",
-        prompt_kwargs: dict[str, Any] | None = None,
-        action_mode: str = "line",
-        tokenizer: Any = None,
-        eos_token_id: int | None = None,
-        max_lines: int | None = 2048,
-        max_tokens: int | None = None,
-        max_completion_chars: int = 131072,
-        max_prompt_chars: int = 16384,
-        max_line_chars: int = 4096,
-        max_token_chars: int = 64,
-        render_mode: str | None = None,
-        **problem_args: Any,
-    ) -> None:
+    def __init__(self, problem_spec: ProblemSpec | None = None, *, prompt: str = "longproc",
+                 prompt_kwargs: dict[str, Any] | None = None, action_mode: str = "line", tokenizer: Any = None,
+                 eos_token_id: int | None = None, max_lines: int | None = 2048, max_tokens: int | None = None,
+                 max_completion_chars: int = 131072, max_prompt_chars: int = 16384, max_line_chars: int = 4096,
+                 max_token_chars: int = 64, render_mode: str | None = None, **problem_args: Any) -> None:
         if prompt not in PROMPT_STYLES:
             raise ValueError(f"prompt must be one of {list(PROMPT_STYLES)}, got {prompt!r}")
         if action_mode not in ACTION_MODES:
             raise ValueError(f"action_mode must be one of {list(ACTION_MODES)}, got {action_mode!r}")
-        check_render_mode(render_mode, self.metadata, "CountdownText-v0")
         if action_mode == "token" and tokenizer is None:
             raise ValueError("action_mode='token' needs a tokenizer (a Hugging Face tokenizer object)")
         if max_tokens is not None and action_mode == "line" and tokenizer is None:
             raise ValueError("max_tokens in action_mode='line' needs a tokenizer to count tokens; use max_lines")
-        for name, value, allow_none in (
-            ("max_lines", max_lines, True),
-            ("max_tokens", max_tokens, True),
-            ("max_completion_chars", max_completion_chars, False),
-            ("max_prompt_chars", max_prompt_chars, False),
-            ("max_line_chars", max_line_chars, False),
-            ("max_token_chars", max_token_chars, False),
-        ):
-            check_budget(name, value, allow_none)
+        check_budget("max_lines", max_lines)
+        check_budget("max_tokens", max_tokens)
+        for name, value in (("max_completion_chars", max_completion_chars), ("max_prompt_chars", max_prompt_chars),
+                            ("max_line_chars", max_line_chars), ("max_token_chars", max_token_chars)):
+            check_budget(name, value, allow_none=False)
         if prompt_kwargs is not None and (prompt != "longproc" or not isinstance(prompt_kwargs, dict)):
             raise ValueError("prompt_kwargs (a dict) is only for prompt='longproc'")
         unknown = set(prompt_kwargs or {}) - {"current_state", "example"}
@@ -161,8 +210,7 @@ class CountdownTextEnv(gym.Env):
         example = (prompt_kwargs or {}).get("example")
         if example is not None and not isinstance(example, Problem):
             raise ValueError(f"prompt_kwargs['example'] must be a Problem, got {type(example).__name__} {example!r:.80}")
-        self.source = ProblemSpec.of(problem_spec, problem_args, "CountdownText-v0").resolve()
-        self.rules = self.source.rules
+        self._set_source(problem_spec, problem_args, render_mode, "CountdownText-v0")
         self.prompt_style = prompt
         self.prompt_kwargs = dict(prompt_kwargs or {})
         self.action_mode = action_mode
@@ -174,7 +222,6 @@ class CountdownTextEnv(gym.Env):
             raise ValueError(f"eos_token_id must be an int in 0..{self.tokenizer.vocab_size - 1}, got {eos!r}")
         self.max_lines, self.max_tokens = max_lines, max_tokens
         self.max_completion_chars, self.max_prompt_chars = max_completion_chars, max_prompt_chars
-        self.render_mode = render_mode
 
         text_space = TextSpace(max_length=max_prompt_chars + max_completion_chars, charset=CHARSET)
         if self.tokenizer is None:
@@ -199,15 +246,10 @@ class CountdownTextEnv(gym.Env):
         self._detok: Detokenizer | None = None
         self.num_tokens = 0
 
-    # -- gymnasium API --
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
-        problem = self.source.reset_option(options) or self.source.sample(self.np_random)
-        prompt = build_prompt(problem, self.prompt_style, **self.prompt_kwargs)
-        if len(prompt) > self.max_prompt_chars:  # refused before any state changes
-            raise ValueError(
-                f"the prompt of {problem} has {len(prompt)} characters, more than max_prompt_chars={self.max_prompt_chars}"
-            )
+        problem = self._problem(options)
+        prompt = self._check_prompt(build_prompt(problem, self.prompt_style, **self.prompt_kwargs), problem)
         self.problem, self.prompt = problem, prompt
         self.episode = TextEpisode(self.problem, self.rules, max_lines=self.max_lines, max_chars=self.max_completion_chars)
         self._obs_prompt = sanitize(prompt)
@@ -230,10 +272,7 @@ class CountdownTextEnv(gym.Env):
         res = self.episode.feed(text) if text else StepResult()
         if not self.episode.done:
             if eos:
-                more = self.episode.finish()
-                res.lines += more.lines
-                res.transitions += more.transitions
-                res.reward, res.terminated, res.truncated = more.reward, more.terminated, more.truncated
+                res.extend(self.episode.finish())
             elif self.max_tokens is not None and self.num_tokens >= self.max_tokens:
                 res.truncated = self.episode.truncate().truncated
         if self.episode.done:  # the episode may have ignored text after its final answer
@@ -299,18 +338,11 @@ class CountdownTextEnv(gym.Env):
 
     def _info(self, res: StepResult) -> dict[str, Any]:
         ep = self.episode
-        info: dict[str, Any] = {
-            "transitions": res.transitions,
-            "lines": [c.to_dict() for c in res.lines],
-            "invalid_lines": [c.to_dict() for c in res.lines if not c.valid],
-            "num_lines": ep.num_lines,
-            "num_invalid_lines": len(ep.invalid_lines),
-            "invalid_steps": ep.invalid_steps,
-            "num_tokens": self.num_tokens,
-            "state": ep.checker.state,
-            "problem": self.problem,
-            "prompt_style": self.prompt_style,
-        }
+        info: dict[str, Any] = {"transitions": res.transitions, "lines": [c.to_dict() for c in res.lines],
+                                "invalid_lines": [c.to_dict() for c in res.lines if not c.valid],
+                                "num_lines": ep.num_lines, "num_invalid_lines": len(ep.invalid_lines),
+                                "invalid_steps": ep.invalid_steps, "num_tokens": self.num_tokens,
+                                "state": ep.checker.state, "problem": self.problem, "prompt_style": self.prompt_style}
         if ep.done:
             info["verdict"] = ep.verdict
             info["is_success"] = bool(ep.verdict is not None and ep.verdict.correct and ep.terminated)
@@ -342,25 +374,6 @@ class CountdownTextEnv(gym.Env):
         body = [_render_line(k, line, bad.get(k)) for k, line in enumerate(lines)]
         return "\n".join([head, *body, self._status()])
 
-    def render(self) -> str | None:
-        """The prompt and the checked lines as text (``"ansi"``), or print them (``"human"``)."""
-        if self.render_mode is None:
-            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'human'")
-            return None
-        if self.render_mode == "ansi":
-            return self._render_text()
-        print(self._render_text())
-        return None
 
-
-__all__ = [
-    "ACTION_MODES",
-    "INVALID_REASONS",
-    "CountdownTextEnv",
-    "LineCheck",
-    "LineChecker",
-    "Replay",
-    "StepResult",
-    "TextEpisode",
-    "replay_completion",
-]
+__all__ = ["ACTION_MODES", "INVALID_REASONS", "CountdownTextEnv", "LineCheck", "LineChecker", "Replay", "StepResult",
+           "TextEpisode", "TextSpace", "TokenIdsSpace", "replay_completion"]

@@ -1,10 +1,6 @@
-"""The line checker of CountdownText-v0: every completed reasoning line checked against the real search tree.
-
-:class:`LineChecker` reads completed lines (grammar in :mod:`countdown_gym.game.line_grammar`) and checks
-each against the search tree actually reachable so far, emitting transition records
-(``docs/DESIGN.md``); :class:`LineCheck` is its verdict on one line and :data:`INVALID_REASONS`
-the reason codes of invalid lines. :class:`~countdown_gym.envs.text_episode.TextEpisode` feeds it.
-"""
+"""The line checker of CountdownText-v0 (:class:`LineChecker`): every completed reasoning line checked against the
+search tree actually reachable so far, with transition records (``docs/DESIGN.md``), a :class:`LineCheck` verdict
+and the reason codes of :data:`INVALID_REASONS`."""
 
 from __future__ import annotations
 
@@ -13,11 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from countdown_gym.game.line_grammar import (
-    DROP_OUTCOMES,
-    ParsedLine,
-    parse_line,
-)
+from countdown_gym.game.line_grammar import DROP_OUTCOMES, ParsedLine, parse_line
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number, Rules, normalize, transition_record
 from countdown_gym.game.solver import without_pair
@@ -47,9 +39,6 @@ INVALID_REASONS: dict[str, str] = {
 
 _RE_SOLUTION_TAG = re.compile(r"(</?(?:Solution|solution|SOLUTION)>)")
 _PERMISSIVE = Rules(name="exact", integer_only=False, sign="any", value_limit=None, use_all=True)
-
-
-# ---- the checker -----------------------------------------------------------------------------
 
 
 @dataclass
@@ -92,23 +81,20 @@ def _same(xs: Sequence[Number], ys: Sequence[Number]) -> bool:
     return len(xs) == len(ys) and sorted(xs) == sorted(ys)
 
 
-def _pairs_of(state: Sequence[Number]) -> list[tuple[Number, Number]]:
-    return sorted(
-        tuple(sorted((state[i], state[j]))) for i in range(len(state)) for j in range(i + 1, len(state))
-    )
+def _options_ok(p: ParsedLine, state: Sequence[Number]) -> bool:
+    """Whether the line's listed options (if any) are the pairs of ``state``."""
+    pairs = sorted(tuple(sorted((state[i], state[j]))) for i in range(len(state)) for j in range(i + 1, len(state)))
+    return p.options is None or sorted(tuple(sorted(x)) for x in p.options) == pairs
 
 
 class LineChecker:
     """Checks reasoning lines against the search tree reachable from the problem's numbers.
 
-    The checker keeps the current search path (a stack of states from the initial numbers).
-    LongProc ``Try`` / ``Pick`` lines find their node by indentation, compact lines by depth;
-    plain equations apply to the deepest state in sequence (inside ``<Solution>`` from the
-    initial numbers). A move line is valid when its operands are in the state it branches from,
-    :meth:`Rules.check` allows it, the written result is exact, and every claim on the line
-    (number sets, target, evaluation, annotation) is true. An invalid line never advances the
-    state; below an invalid LongProc / compact line the search path holds an untrusted node, so
-    the lines that continue from it are invalid with reason ``parent_invalid``.
+    It keeps the current search path (a stack of states): LongProc ``Try`` / ``Pick`` lines find their node by
+    indentation, compact lines by depth; plain equations apply to the deepest state (inside ``<Solution>`` from the
+    initial numbers). A move line is valid when its operands are in that state, :meth:`Rules.check` allows it, the
+    result is exact and every claim on the line is true. An invalid line never advances the state; below an invalid
+    LongProc / compact line the path holds an untrusted node, so the lines continuing from it are ``parent_invalid``.
     """
 
     def __init__(self, problem: Problem, rules: Rules | None = None) -> None:
@@ -126,7 +112,6 @@ class LineChecker:
         """The number set the search stands on (the deepest trusted state of the path)."""
         return self.stack[-1].state
 
-    # -- helpers --
     def _record(self, state, p: ParsedLine, next_state, reason: str) -> dict[str, Any]:
         return transition_record(state, (p.a, p.op, p.b, p.c), next_state, self.target, reason, self.rules,
                                  line_no=self.line_no, in_solution=self.in_solution)
@@ -152,7 +137,6 @@ class LineChecker:
     def _annotation_ok(self, p: ParsedLine, after: Sequence[Number]) -> bool:
         return p.annotation is None or _same(p.annotation, after)
 
-    # -- the entry point --
     def check(self, line: str) -> tuple[LineCheck, list[dict[str, Any]]]:
         """Check one completed line (without its newline): its :class:`LineCheck` and transitions."""
         transitions: list[dict[str, Any]] = []
@@ -191,9 +175,7 @@ class LineChecker:
             return self._traceback(p)
         if kind == "try":
             return self._try(p, out)
-        if kind == "compact" and not self.in_solution:
-            return self._compact(p, out)
-        return self._sequential(p, out)  # equation, or a compact-shaped line inside <Solution>
+        return self._equation(p, out, compact=kind == "compact" and not self.in_solution)  # or a plain equation
 
     def _initial(self, p: ParsedLine) -> str:
         if p.malformed is not None:
@@ -202,7 +184,7 @@ class LineChecker:
             return "wrong_problem"
         if p.target != self.target:
             return "target_mismatch"
-        if p.options is not None and sorted(tuple(sorted(x)) for x in p.options) != _pairs_of(self.initial):
+        if not _options_ok(p, self.initial):
             return "options_mismatch"
         if not self._annotation_ok(p, self.initial):
             return "state_mismatch"
@@ -244,7 +226,7 @@ class LineChecker:
                 return "state_mismatch"
             if p.target is not None and p.target != self.target:
                 return "target_mismatch"
-            if p.options is not None and sorted(tuple(sorted(x)) for x in p.options) != _pairs_of(nxt):
+            if not _options_ok(p, nxt):
                 return "options_mismatch"
         elif p.outcome in ("found", "missed"):
             if p.target != self.target:
@@ -297,12 +279,8 @@ class LineChecker:
         if not self._annotation_ok(p, state):
             return "state_mismatch"
         _, reason = self.rules.check(p.a, p.op, p.b)
-        expected = {
-            "decimal": ("non_integer_result",),
-            "exceeds": ("exceeds_limit",),
-            "not_positive": ("zero_result", "negative_result"),
-            "invalid_op": ("division_by_zero",),
-        }[p.outcome]
+        expected = {"decimal": ("non_integer_result",), "exceeds": ("exceeds_limit",),
+                    "not_positive": ("zero_result", "negative_result"), "invalid_op": ("division_by_zero",)}[p.outcome]
         if reason not in expected:
             return "wrong_drop"
         if p.c is not None:
@@ -312,39 +290,25 @@ class LineChecker:
                 return "arithmetic_error"
         return "ok"
 
-    def _compact(self, p: ParsedLine, out: list[dict[str, Any]]) -> str:
-        d = p.indent
-        if d >= len(self.stack):
+    def _equation(self, p: ParsedLine, out: list[dict[str, Any]], compact: bool) -> str:
+        """A compact line (its node found by depth; its listed numbers must be the new state) or a plain equation (on
+        the deepest state). A made state is pushed; a compact line that fails leaves an untrusted node."""
+        if compact and p.indent >= len(self.stack):
             out.append(self._record(self.state, p, None, "bad_depth"))
             return "bad_depth"
-        node = self.stack[d]
-        del self.stack[d + 1 :]
-        nxt, reason = self._checked_move(node, p, listed=True)
-        if nxt is None:
+        k = p.indent if compact else len(self.stack) - 1
+        node = self.stack[k]
+        del self.stack[k + 1 :]
+        nxt, reason = None, "parent_invalid" if not node.trusted else "malformed"
+        if node.trusted and p.malformed is None:
+            nxt, reason = self._move(node.state, p, prepend=False)
+        if nxt is not None and ((compact and p.numbers is not None and not _same(p.numbers, nxt))
+                                or not self._annotation_ok(p, nxt)):
+            nxt, reason = None, "state_mismatch"
+        if nxt is not None:
+            self.stack.append(_Node(_level_below(node.level, len(nxt)), nxt))
+            self.moves_made.add((p.a, p.op, p.b, p.c))
+        elif compact:
             self.stack.append(node.untrusted_child())
         out.append(self._record(node.state, p, nxt, reason))
         return reason
-
-    def _sequential(self, p: ParsedLine, out: list[dict[str, Any]]) -> str:
-        node = self.stack[-1]
-        nxt, reason = self._checked_move(node, p, listed=False)
-        out.append(self._record(node.state, p, nxt, reason))
-        return reason
-
-    def _checked_move(self, node: _Node, p: ParsedLine, *, listed: bool) -> tuple[tuple[Number, ...] | None, str]:
-        """The state line ``p`` makes from ``node`` and its reason code; a made state is pushed as the new top.
-
-        ``listed``: the line's listed numbers (compact traces) must be the new state as well.
-        """
-        if not node.trusted:
-            return None, "parent_invalid"
-        if p.malformed is not None:
-            return None, "malformed"
-        nxt, reason = self._move(node.state, p, prepend=False)
-        if nxt is None:
-            return None, reason
-        if (listed and p.numbers is not None and not _same(p.numbers, nxt)) or not self._annotation_ok(p, nxt):
-            return None, "state_mismatch"
-        self.stack.append(_Node(_level_below(node.level, len(nxt)), nxt))
-        self.moves_made.add((p.a, p.op, p.b, p.c))
-        return nxt, reason

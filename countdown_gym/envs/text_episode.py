@@ -1,11 +1,6 @@
-"""One episode of CountdownText-v0's text, and the replay of a finished completion through it.
-
-* :class:`TextEpisode` owns one episode's text: it cuts it into lines, feeds the
-  :class:`~countdown_gym.envs.text_checker.LineChecker`, and ends the episode on a final answer
-  (reward from :func:`countdown_gym.game.verifier.verify`) or a budget.
-* :func:`replay_completion` drives a :class:`TextEpisode` over a whole completion, one line per
-  step, and returns a :class:`Replay` (what the GRPO rewards, verl and the leaderboard read).
-"""
+"""One episode of CountdownText-v0's text (:class:`TextEpisode`: lines to the
+:class:`~countdown_gym.envs.text_checker.LineChecker`, the end to the verifier), and :func:`replay_completion`, a
+finished completion replayed through it line by line (what the GRPO rewards, verl and the leaderboard read)."""
 
 from __future__ import annotations
 
@@ -30,21 +25,24 @@ class StepResult:
     terminated: bool = False
     truncated: bool = False
 
+    def extend(self, more: StepResult) -> None:
+        """Add what ``more`` (later text of the same step) did."""
+        self.lines += more.lines
+        self.transitions += more.transitions
+        self.reward += more.reward
+        self.terminated, self.truncated = more.terminated, more.truncated
+
 
 class TextEpisode:
-    """One episode's generated text: lines go to a :class:`LineChecker`, the end goes to the verifier.
+    """One episode's generated text: ``feed(text)`` appends any chunk and checks every line it completes.
 
-    ``feed(text)`` appends text (any chunk: a token, a line, several lines) and checks every
-    line it completes. The episode *terminates* when a line holds a final-answer closing tag
-    (``</answer>``, ``</Solution>``; the rest of that chunk is ignored) or when :meth:`finish`
-    is called (end of the completion, e.g. an EOS token); the reward is then
-    ``verify(problem, text).reward``. It is *truncated* (reward 0) when ``max_lines`` lines are
-    complete or the text reaches ``max_chars`` characters without a final answer.
+    The episode *terminates* when a line holds a final-answer closing tag (``</answer>``, ``</Solution>``; the rest
+    of that chunk is ignored) or on :meth:`finish` (e.g. an EOS token), with reward ``verify(problem, text).reward``;
+    it is *truncated* (reward 0) at ``max_lines`` complete lines or ``max_chars`` characters.
     """
 
-    def __init__(
-        self, problem: Problem, rules: Rules | None = None, *, max_lines: int | None = None, max_chars: int | None = None
-    ) -> None:
+    def __init__(self, problem: Problem, rules: Rules | None = None, *, max_lines: int | None = None,
+                 max_chars: int | None = None) -> None:
         self.problem = problem
         self.rules = rules or problem.rules
         self.checker = LineChecker(problem, self.rules)
@@ -149,20 +147,12 @@ class TextEpisode:
         return res
 
 
-# ---- replay ------------------------------------------------------------------------------------
-
-
 @dataclass
 class Replay:
-    """A finished completion replayed line by line through the text environment's checks.
-
-    ``transitions``, ``invalid_steps``, ``step_rewards`` (one per line, the verdict's reward on
-    the last) and ``num_lines`` are what the environment produced in ``"line"`` mode;
-    ``verdict`` is :func:`~countdown_gym.game.verifier.verify` of the text the environment consumed
-    (the whole completion unless a final answer or the line budget came first).
-    ``invalid_lines`` lists every invalid line (non-move lines included); ``truncated`` is True
-    when ``line_budget`` cut the completion.
-    """
+    """A finished completion replayed line by line: ``transitions``, ``invalid_steps``, ``step_rewards`` (one per
+    line, the verdict's reward on the last) and ``num_lines`` as the environment gives them in ``"line"`` mode;
+    ``verdict`` of the text it consumed (all of it unless a final answer or the line budget came first);
+    ``invalid_lines`` (non-move lines included); ``truncated`` when ``line_budget`` cut the completion."""
 
     transitions: list[dict[str, Any]]
     verdict: Verdict
@@ -178,13 +168,11 @@ class Replay:
         return float(sum(self.step_rewards))
 
 
-def replay_completion(
-    problem: Problem, completion: str, *, rules: Rules | None = None, line_budget: int | None = None
-) -> Replay:
-    """Replay ``completion`` (the text after the prompt) through the environment's line checks.
-
-    Each line is one ``"line"``-mode step; the completion's end counts as EOS (so a completion
-    without a closing tag is still verified). ``line_budget`` truncates after that many lines.
+def replay_completion(problem: Problem, completion: str, *, rules: Rules | None = None,
+                      line_budget: int | None = None) -> Replay:
+    """Replay ``completion`` (the text after the prompt) through the environment's line checks: each line is one
+    ``"line"``-mode step, the end counts as EOS (so it is verified without a closing tag); ``line_budget``
+    truncates after that many lines.
 
     Example:
         >>> from countdown_gym import Problem, dfs_trace
@@ -214,9 +202,7 @@ def replay_completion(
     if not ep.done:  # the last line (if unterminated) and the end of the completion: one step
         res = ep.feed(tail) if tail else StepResult()
         if not ep.done:
-            more = ep.finish()
-            res.transitions += more.transitions
-            res.reward += more.reward
+            res.extend(ep.finish())
         transitions.extend(res.transitions)
         if tail or not rewards:
             rewards.append(res.reward)

@@ -11,15 +11,9 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from countdown_gym.envs.actions import action_table, num_actions
+from countdown_gym.envs.actions import action_table, masked_move, num_actions
 from countdown_gym.envs.move_kernel import apply_moves, batch_moves, pair_slots
-from countdown_gym.envs.options import (
-    InvalidActionError,
-    check_invalid_action,
-    check_max_steps,
-    check_penalty,
-    check_value_scale,
-)
+from countdown_gym.envs.options import InvalidActionError, set_step_options
 from countdown_gym.envs.problem_source import ProblemSpec
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules, transition_record
@@ -29,13 +23,8 @@ _INT64_SAFE = 2**62
 
 
 def arithmetic_bound(numbers: Sequence[int], rules: Rules) -> int:
-    """A bound on ``|x op y|`` for any two values of any state reachable from ``numbers``.
-
-    Every reachable value is at most ``prod(max(|x|, 2))`` in magnitude (+, -, * and exact / of
-    disjoint sub-multisets), and so is every pair's result. With a value limit and a sign
-    rule (:meth:`Rules.result_range` bounded on both sides), values stay in
-    ``[0, max(limit, numbers))``, so pair results stay below its square.
-    """
+    """A bound on ``|x op y|`` for any two values of any state reachable from ``numbers``: ``prod(max(|x|, 2))``,
+    or, when :meth:`Rules.result_range` is bounded on both sides, the square of ``max(limit, numbers)``."""
     bound = 1
     for x in numbers:
         bound *= max(abs(int(x)), 2)
@@ -56,56 +45,42 @@ class CountdownVectorEnv(VectorEnv):
     """``num_envs`` copies of ``Countdown-v0`` stepped together with numpy array operations.
 
     Same single-env spaces, actions, masks, rewards and episode ends as
-    :class:`~countdown_gym.envs.countdown.CountdownEnv` (tested step by step against it), with
-    the batch held in arrays of shape ``(num_envs, max_numbers)`` and the legality of all
-    ``num_envs * n_actions`` moves computed by a handful of vectorised operations per step.
+    :class:`~countdown_gym.envs.countdown.CountdownEnv` (tested step by step against it), the batch held in
+    ``(num_envs, max_numbers)`` arrays.
 
     ## Spaces
-    ``single_observation_space`` / ``single_action_space`` are those of ``Countdown-v0``;
-    ``observation_space`` is the batched ``Box`` of shape ``(num_envs, 2 * M + 2)`` and
-    ``action_space`` the batched ``MultiDiscrete([n_actions] * num_envs)``.
+    ``single_observation_space`` / ``single_action_space`` are ``Countdown-v0``'s; ``observation_space`` is the
+    batched ``Box`` ``(num_envs, 2 * M + 2)``, ``action_space`` ``MultiDiscrete([n_actions] * num_envs)``.
 
     ## Autoreset
-    ``metadata["autoreset_mode"] = AutoresetMode.SAME_STEP``: an env whose episode ends is reset
-    in the same ``step`` call. That step returns the finished episode's reward / terminated /
-    truncated, the *new* episode's first observation and action mask, and the last observation
-    of the finished episode in ``info["final_obs"]`` (object array, ``None`` for envs that did
-    not finish; mask ``info["_final_obs"]``) with ``info["final_info"]`` holding its
-    ``is_success`` and ``dead_end`` flags. SAME_STEP (rather than NEXT_STEP) means every
-    returned mask has a legal move, so a masked policy never sees an all-zero mask.
-    ``gymnasium.make_vec("Countdown-v0", vectorization_mode="sync", vector_kwargs={
-    "autoreset_mode": AutoresetMode.SAME_STEP})`` behaves the same way.
+    ``AutoresetMode.SAME_STEP``: an env whose episode ends is reset in the same ``step``, which returns the finished
+    episode's reward / terminated / truncated, the *new* episode's first observation and mask, and the finished
+    episode's last observation in ``info["final_obs"]`` (object array, ``None`` elsewhere; mask
+    ``info["_final_obs"]``) with its ``is_success`` and ``dead_end`` in ``info["final_info"]``. So every returned
+    mask has a legal move. ``gymnasium.make_vec(..., vectorization_mode="sync", vector_kwargs={"autoreset_mode":
+    AutoresetMode.SAME_STEP})`` behaves the same way.
 
     ## Info
-    Every ``reset`` / ``step`` returns ``info["action_mask"]`` (``int8``, ``(num_envs,
-    n_actions)``) with ``info["_action_mask"]``; :meth:`action_masks` returns the ``bool``
-    mask. The per-move transition records of the single env cost a Python dict per env and
-    step; they are returned in ``info["transitions"]`` (object array of one-element lists) only
-    with ``record_transitions=True``. :meth:`current_problems` lists the problems being played.
+    Every ``reset`` / ``step`` returns ``info["action_mask"]`` (``int8``, ``(num_envs, n_actions)``) with
+    ``info["_action_mask"]``; :meth:`action_masks` gives the ``bool`` mask. Transition records (object array of
+    one-element lists in ``info["transitions"]``) only with ``record_transitions=True``. :meth:`current_problems`
+    lists the problems being played.
 
     ## Rules
-    Only ``integer_only`` rules are batched; rational rules raise ``ValueError`` (use
-    ``vectorization_mode="sync"`` for them). The arithmetic runs on ``int32`` when
-    :func:`arithmetic_bound` of every problem of the source fits (LongProc's presets), else on
-    ``int64``; a source or problem whose bound reaches ``2**62`` is refused with ``ValueError``.
-    No operation can overflow, so legality agrees exactly with :meth:`Rules.check` (tested on
-    random states, zeros and negatives included, for every sign / limit variant).
+    Only ``integer_only`` rules (else ``ValueError``; use ``vectorization_mode="sync"``). The arithmetic runs on
+    ``int32`` when :func:`arithmetic_bound` of every problem fits, else ``int64``; a bound reaching ``2**62`` is
+    refused with ``ValueError``. Nothing can overflow, so legality agrees exactly with :meth:`Rules.check`.
 
     ## Arguments
-    ``num_envs`` plus the keyword arguments of ``Countdown-v0`` (``preset``, ``config``,
-    ``rules``, ``split``, ``problems``, ``curriculum``, ``max_numbers`` or ``problem_spec``, ``max_steps``,
-    ``invalid_action``, ``invalid_penalty``, ``value_scale``); ``max_episode_steps`` is accepted as a synonym of
-    ``max_steps`` (``gymnasium.make_vec`` may pass it); ``render_mode="ansi"`` makes
-    :meth:`render` return one line of text per env; ``record_transitions`` (see Info).
-    With ``invalid_action="raise"`` a masked action in any env raises
+    ``num_envs`` plus ``Countdown-v0``'s keyword arguments (the problem arguments or ``problem_spec``,
+    ``max_steps``, ``invalid_action``, ``invalid_penalty``, ``value_scale``); ``max_episode_steps`` is a synonym of
+    ``max_steps``; ``render_mode="ansi"``: :meth:`render` gives one line per env; ``record_transitions`` (see
+    Info). With ``invalid_action="raise"`` a masked action in any env raises
     :class:`~countdown_gym.envs.countdown.InvalidActionError` before any env moves.
 
-    ``reset(seed=..., options=...)`` takes one ``int`` seed for the batch's generator, and
-    options ``{"problem": p}`` (every env plays ``p``: a GRPO-style group) or
-    ``{"problems": [p_0, ..., p_{n-1}]}`` (one per env). Later autoresets draw from the source
-    (pool sources with one vectorised draw per step; generated sources one problem at a time).
-    Problems given by ``problems=`` or these options must have a legal first move (``ValueError``
-    otherwise): a dead end at the start would return an all-zero mask.
+    ``reset(seed=..., options=...)`` takes one ``int`` seed and options ``{"problem": p}`` (every env plays ``p``:
+    a GRPO-style group) or ``{"problems": [p_0, ..., p_{n-1}]}``. Autoresets draw from the source. Given problems
+    must have a legal first move (``ValueError``).
 
     Example:
         >>> envs = CountdownVectorEnv(1024, split="train")
@@ -116,37 +91,23 @@ class CountdownVectorEnv(VectorEnv):
 
     metadata = {"render_modes": ["ansi"], "autoreset_mode": AutoresetMode.SAME_STEP}
 
-    def __init__(
-        self,
-        num_envs: int = 1,
-        problem_spec: ProblemSpec | None = None,
-        *,
-        max_steps: int | None = None,
-        max_episode_steps: int | None = None,
-        invalid_action: str = "penalty",
-        invalid_penalty: float = -1.0,
-        value_scale: float | None = None,
-        render_mode: str | None = None,
-        record_transitions: bool = False,
-        **problem_args: Any,
-    ) -> None:
+    def __init__(self, num_envs: int = 1, problem_spec: ProblemSpec | None = None, *, max_steps: int | None = None,
+                 max_episode_steps: int | None = None, invalid_action: str = "penalty", invalid_penalty: float = -1.0,
+                 value_scale: float | None = None, render_mode: str | None = None, record_transitions: bool = False,
+                 **problem_args: Any) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
         self.num_envs = int(num_envs)
         self.source = ProblemSpec.of(problem_spec, problem_args, "CountdownVectorEnv").resolve()
         self.rules: Rules = self.source.rules
         if not self.rules.integer_only:
-            raise ValueError(
-                f"CountdownVectorEnv supports integer_only rules only (got rules {self.rules.name!r} with "
-                "integer_only=False); use gymnasium.make_vec('Countdown-v0', vectorization_mode='sync') "
-                "for rational rules"
-            )
+            raise ValueError(f"CountdownVectorEnv supports integer_only rules only (got rules {self.rules.name!r} with "
+                             "integer_only=False); use gymnasium.make_vec('Countdown-v0', vectorization_mode='sync') "
+                             "for rational rules")
         if max_steps is not None and max_episode_steps is not None and max_steps != max_episode_steps:
             raise ValueError(f"max_steps={max_steps} and max_episode_steps={max_episode_steps} disagree; pass one")
-        self.max_steps = check_max_steps(max_steps if max_steps is not None else max_episode_steps)
-        self.invalid_action = check_invalid_action(invalid_action)
-        self.invalid_penalty = check_penalty(invalid_penalty)
-        self.value_scale = check_value_scale(value_scale, self.rules)
+        set_step_options(self, max_steps if max_steps is not None else max_episode_steps, invalid_action,
+                         invalid_penalty, value_scale)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.render_mode = render_mode
@@ -176,20 +137,11 @@ class CountdownVectorEnv(VectorEnv):
             biggest = max(abs(cfg.max_value), abs(cfg.min_value))
             bound = arithmetic_bound([biggest] * cfg.max_numbers, self.rules)
         if bound >= _INT64_SAFE:
-            raise ValueError(
-                f"{self.source.description}: values reachable from these numbers may overflow int64 in the batched env"
-            )
+            raise ValueError(f"{self.source.description}: values reachable from these numbers may overflow int64 in "
+                             "the batched env")
         self._dtype = np.int32 if bound <= _INT32_SAFE else np.int64
         if self.source.pool is not None:
-            pool = self.source.pool
-            vals = np.zeros((len(pool), m), dtype=self._dtype)
-            for k, p in enumerate(pool):
-                vals[k, : len(p.numbers)] = p.numbers
-            refs = np.empty(len(pool), dtype=object)
-            refs[:] = pool
-            counts = np.array([len(p.numbers) for p in pool], dtype=np.int64)
-            targets = np.array([p.target for p in pool], dtype=np.int64)
-            self._pool_arrays = (vals, counts, targets, refs)
+            self._pool_arrays = self._arrays(self.source.pool)
 
         self._vals = np.zeros((n, m), dtype=self._dtype)
         self._count = np.zeros(n, dtype=np.int64)
@@ -199,38 +151,34 @@ class CountdownVectorEnv(VectorEnv):
         self._legal = np.zeros((n, self.n_actions), dtype=bool)
         self._started = False
 
-    # ---- problems ---------------------------------------------------------------------------
     def _check_bound(self, p: Problem) -> None:
         _check_target(p)
         limit = _INT32_SAFE if self._dtype == np.int32 else _INT64_SAFE - 1
         if arithmetic_bound(p.numbers, self.rules) > limit:
-            raise ValueError(
-                f"{p}: values reachable from these numbers may overflow this batched env's "
-                f"{np.dtype(self._dtype).name} arithmetic (chosen from its problem source)"
-            )
+            raise ValueError(f"{p}: values reachable from these numbers may overflow this batched env's "
+                             f"{np.dtype(self._dtype).name} arithmetic (chosen from its problem source)")
+
+    def _arrays(self, problems: Sequence[Problem]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(values, counts, targets, problems)`` of ``problems`` as arrays."""
+        vals = np.zeros((len(problems), self.max_numbers), dtype=self._dtype)
+        for k, p in enumerate(problems):
+            vals[k, : len(p.numbers)] = p.numbers
+        counts = np.array([len(p.numbers) for p in problems], dtype=np.int64)
+        return vals, counts, np.array([p.target for p in problems], dtype=np.int64), self._object_array(list(problems))
+
+    def _set_rows(self, rows: np.ndarray, arrays: tuple[np.ndarray, ...]) -> None:
+        self._vals[rows], self._count[rows], self._target[rows], self._problems[rows] = arrays
 
     def _load(self, rows: np.ndarray, problems: Sequence[Problem]) -> None:
-        m = self.max_numbers
-        vals = np.zeros((len(rows), m), dtype=self._dtype)
-        for k, p in enumerate(problems):
+        for p in problems:
             self._check_bound(p)
-            vals[k, : len(p.numbers)] = p.numbers
-        self._vals[rows] = vals
-        self._count[rows] = [len(p.numbers) for p in problems]
-        self._target[rows] = [p.target for p in problems]
-        refs = np.empty(len(problems), dtype=object)
-        refs[:] = list(problems)
-        self._problems[rows] = refs
+        self._set_rows(rows, self._arrays(problems))
 
     def _draw(self, rows: np.ndarray) -> None:
         """New problems from the source for ``rows``."""
         if self._pool_arrays is not None:
             idx = self.source.sample_indices(self.np_random, len(rows))
-            vals, counts, targets, refs = self._pool_arrays
-            self._vals[rows] = vals[idx]
-            self._count[rows] = counts[idx]
-            self._target[rows] = targets[idx]
-            self._problems[rows] = refs[idx]
+            self._set_rows(rows, tuple(a[idx] for a in self._pool_arrays))
         else:
             self._load(rows, [self.source.sample(self.np_random) for _ in rows])
         self._steps[rows] = 0
@@ -246,11 +194,6 @@ class CountdownVectorEnv(VectorEnv):
         if not self._started:
             raise RuntimeError("call reset() first")
         return list(self._problems)
-
-    # ---- legality and observations ----------------------------------------------------------
-    def _legality(self, vals: np.ndarray, count: np.ndarray) -> np.ndarray:
-        """The legal-action mask ``(rows, n_actions)`` of the states ``vals`` (the batched move kernel)."""
-        return batch_moves(vals, count, self.rules)
 
     def _observe(self, rows: np.ndarray | None = None) -> np.ndarray:
         """Observations of all envs (or of ``rows``), encoded as in ``Countdown-v0``."""
@@ -275,10 +218,8 @@ class CountdownVectorEnv(VectorEnv):
             raise RuntimeError("call reset() before action_masks()")
         return self._legal.copy()
 
-    # ---- VectorEnv API ------------------------------------------------------------------------
-    def reset(
-        self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(self, *, seed: int | list[int] | None = None,
+              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         if isinstance(seed, (list, tuple)):
             raise ValueError("CountdownVectorEnv draws every env's problems from one generator: pass one int seed")
         super().reset(seed=seed)
@@ -300,12 +241,10 @@ class CountdownVectorEnv(VectorEnv):
         else:
             self._draw(rows)
         self._steps[:] = 0
-        self._legal = self._legality(self._vals, self._count)
+        self._legal = batch_moves(self._vals, self._count, self.rules)
         self._started = True
-        info: dict[str, Any] = {
-            "action_mask": self._legal.astype(np.int8),
-            "_action_mask": np.ones(self.num_envs, dtype=bool),
-        }
+        info: dict[str, Any] = {"action_mask": self._legal.astype(np.int8),
+                                "_action_mask": np.ones(self.num_envs, dtype=bool)}
         if self.record_transitions:
             info["transitions"] = self._object_array([[] for _ in rows])
             info["_transitions"] = np.ones(self.num_envs, dtype=bool)
@@ -325,11 +264,9 @@ class CountdownVectorEnv(VectorEnv):
         any_invalid = bool(invalid.any())
         if any_invalid and self.invalid_action == "raise":
             bad = np.flatnonzero(invalid)
-            raise InvalidActionError(
-                f"masked actions in envs {bad[:10].tolist()}{' ...' if len(bad) > 10 else ''} "
-                f"(actions {a[bad[:10]].tolist()}); take actions whose action_mask entry is 1, "
-                "or create the env with invalid_action='penalty'"
-            )
+            raise InvalidActionError(f"masked actions in envs {bad[:10].tolist()}{' ...' if len(bad) > 10 else ''} "
+                                     f"(actions {a[bad[:10]].tolist()}); take actions whose action_mask entry is 1, "
+                                     "or create the env with invalid_action='penalty'")
         m = self.max_numbers
         pair = a >> 2
         i, j = self._pair_i[pair], self._pair_j[pair]
@@ -368,19 +305,15 @@ class CountdownVectorEnv(VectorEnv):
         if len(first):
             self._report(first, won)
             self._draw(first)
-        self._legal = self._legality(self._vals, self._count)
+        self._legal = batch_moves(self._vals, self._count, self.rules)
         dead_end = ~over & ~self._legal.any(axis=1)
         terminated = over | dead_end
-        if self.max_steps is not None:
-            truncated = ~terminated & (self._steps >= self.max_steps)
-            second = np.flatnonzero(dead_end | truncated)
-        else:
-            truncated = np.zeros(self.num_envs, dtype=bool)
-            second = np.flatnonzero(dead_end)
+        truncated = ~terminated & (self._steps >= (self.max_steps if self.max_steps is not None else np.inf))
+        second = np.flatnonzero(dead_end | truncated)
         if len(second):
             self._report(second, won)
             self._draw(second)
-            self._legal[second] = self._legality(self._vals[second], self._count[second])
+            self._legal[second] = batch_moves(self._vals[second], self._count[second], self.rules)
         done = terminated | truncated
         if len(first) or len(second):
             ended = np.flatnonzero(done)
@@ -389,47 +322,31 @@ class CountdownVectorEnv(VectorEnv):
             for k, row in zip(ended.tolist(), last, strict=True):
                 final_obs[k] = row
             info["final_obs"], info["_final_obs"] = final_obs, done
-            info["final_info"] = {
-                "is_success": won,
-                "_is_success": done,
-                "dead_end": dead_end,
-                "_dead_end": done,
-            }
+            info["final_info"] = {"is_success": won, "_is_success": done, "dead_end": dead_end, "_dead_end": done}
             info["_final_info"] = done
             obs[ended] = self._observe(ended)
         info["action_mask"] = self._legal.astype(np.int8)
         info["_action_mask"] = np.ones(self.num_envs, dtype=bool)
         return obs, reward, terminated, truncated, info
 
-    # ---- helpers --------------------------------------------------------------------------------
     @staticmethod
     def _object_array(items: list[Any]) -> np.ndarray:
         out = np.empty(len(items), dtype=object)
         out[:] = items
         return out
 
-    def _transitions(
-        self,
-        before: list[tuple[int, ...]],
-        actions: np.ndarray,
-        result: np.ndarray,
-        valid: np.ndarray,
-        vals: np.ndarray,
-        count: np.ndarray,
-    ) -> np.ndarray:
+    def _transitions(self, before: list[tuple[int, ...]], actions: np.ndarray, result: np.ndarray, valid: np.ndarray,
+                     vals: np.ndarray, count: np.ndarray) -> np.ndarray:
         first, second, ops = action_table(self.max_numbers)
         records = []
         for k, (state, act) in enumerate(zip(before, actions.tolist(), strict=True)):
             i, j, op = first[act], second[act], ops[act]
-            x = state[i] if i < len(state) else None
-            y = state[j] if j < len(state) else None
             if valid[k]:
                 nxt = tuple(vals[k, : count[k]].tolist())
-                move, reason = (x, op, y, int(result[k])), "ok"
+                move, reason = (state[i], op, state[j], int(result[k])), "ok"
             else:
-                nxt = None
-                reason = "empty_slot" if x is None or y is None else self.rules.check(x, op, y)[1]
-                move = (x, op, y, None)
+                x, y, reason = masked_move(state, i, j, op, self.rules)
+                nxt, move = None, (x, op, y, None)
             records.append([transition_record(state, move, nxt, int(self._target[k]), reason, self.rules)])
         return self._object_array(records)
 

@@ -1,28 +1,24 @@
 """Incremental decoders for the multi-turn rollout engine: a model's forward pass over ragged token blocks.
 
-The engine (:mod:`countdown_gym.inference.engine`) keeps one row per episode. At every step each row
-feeds a block of one or more tokens (a sampled token, or the environment's reply, or a prompt) that continues its
-own sequence, and gets back the logits of the block's last token. A decoder holds the rows' KV cache:
+The engine keeps one row per episode; at every step each row feeds a block of one or more tokens continuing its own
+sequence (a sampled token, a reply, a prompt) and gets back the logits of the block's last token.
 
-- :class:`DirectDecoder` runs Llama-family models (``LlamaForCausalLM``, ``Qwen2ForCausalLM``: RMSNorm, rotary
-  positions, SwiGLU, grouped-query attention) with their own weights in a few plain torch operations: fused QKV
-  and gate/up matrices, a preallocated per-row KV cache written in place, the projections on the real tokens only
-  (no padding), and ``scaled_dot_product_attention``. It computes what the Hugging Face forward computes.
-- :class:`HFDecoder` runs any other Hugging Face causal LM through its own ``forward`` with a KV cache: blocks are
-  left-padded to the step's widest, padding is masked out of attention and positions count real tokens only.
+- :class:`DirectDecoder` runs Llama-family models (``llama``, ``qwen2``) from their own weights in a few torch
+  operations (fused QKV and gate/up matrices, a preallocated per-row KV cache written in place, no padding,
+  ``scaled_dot_product_attention``), computing what the Hugging Face forward computes. On CUDA it replays one-token
+  steps as CUDA graphs (one per batch size and cache length rounded up to :data:`GRAPH_BUCKET`, captured on the
+  :data:`GRAPH_AFTER`-th sighting).
+- :class:`HFDecoder` runs any other causal LM through its own ``forward`` and KV cache, blocks left-padded.
 
-:func:`make_decoder` picks the direct one where it applies. On CUDA the direct decoder replays its one-token steps
-as CUDA graphs (one per batch size and cache length, rounded up to :data:`GRAPH_BUCKET` positions, captured once
-a shape has been seen :data:`GRAPH_AFTER` times): a decode step of a small model is a few hundred tiny kernels,
-and launching them one by one costs more than running them. A row may also feed one token without keeping it
-(``advance=False``): its keys and values are written past the row's end and overwritten later, so a row that
-waits (its turn is over, or its episode is) costs one token of compute and changes nothing.
+A row may feed one token without keeping it (``advance=False``): written past the row's end and overwritten later,
+so a waiting row costs one token of compute and changes nothing. :func:`make_decoder` picks the decoder.
 """
 
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import torch
@@ -38,13 +34,10 @@ GRAPH_AFTER = 2
 
 @dataclass
 class Step:
-    """One step's input, one block per row.
-
-    ``last[r]`` is row r's last (or only) token; ``prefix`` holds the tokens before it of the rows that feed more
-    than one (``prefix_rows[i]`` names the row of ``prefix[i]``, in order, rows in increasing order);
-    ``advance[r]`` is False for a row that feeds its one token without keeping it. ``block_rows`` (the rows with a
-    prefix, increasing) and ``width`` (their longest prefix) are known to the caller: passing them spares a read
-    of the device.
+    """One step's input, one block per row: ``last[r]``, row r's last (or only) token; ``prefix``, the tokens before
+    it of the rows feeding more than one (``prefix_rows[i]`` names the row of ``prefix[i]``, rows increasing);
+    ``advance[r]`` False for a row feeding its token without keeping it. ``block_rows`` (the rows with a prefix)
+    and ``width`` (their longest prefix), when the caller knows them, spare a read of the device.
     """
 
     last: torch.Tensor
@@ -53,6 +46,13 @@ class Step:
     prefix_rows: torch.Tensor | None = None
     block_rows: torch.Tensor | None = None
     width: int = 0
+
+    def layout(self, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(counts, slot)``: each row's prefix length, and each prefix token's place in its row's prefix."""
+        counts = torch.zeros(rows, dtype=torch.long, device=self.last.device)
+        counts.scatter_add_(0, self.prefix_rows, torch.ones_like(self.prefix_rows))  # bincount without a device read
+        start = torch.cumsum(counts, 0) - counts
+        return counts, torch.arange(self.prefix.numel(), device=counts.device) - start[self.prefix_rows]
 
 
 class DirectDecoder:
@@ -116,7 +116,6 @@ class DirectDecoder:
         layer = core.layers[0]
         return not any(hasattr(layer.self_attn, name) for name in ("q_norm", "k_norm"))
 
-    # --- the cache -------------------------------------------------------------------------------------------
     def _grow(self, need: int) -> None:
         cap = -(-max(need, self.cap + _CHUNK) // _CHUNK) * _CHUNK
         shape = (self.rows, self.kv_heads, cap, self.head_dim)
@@ -130,6 +129,7 @@ class DirectDecoder:
                 store.append(new)
         self.cap = cap
         self._static.clear()  # the graphs read the old cache
+
     def reset(self, rows: torch.Tensor) -> None:
         """Empty these rows (a new episode starts there)."""
         self.length[rows] = 0
@@ -143,7 +143,6 @@ class DirectDecoder:
         self._static.clear()
         self._seen.clear()
 
-    # --- the forward -----------------------------------------------------------------------------------------
     def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -188,9 +187,8 @@ class DirectDecoder:
         ar = torch.arange(rows, device=device)
         if n_pre:
             pre_rows = step.prefix_rows
-            counts = _row_counts(pre_rows, rows)
-            start = torch.cumsum(counts, 0) - counts  # first prefix index of each row
-            pre_pos = length[pre_rows] + (torch.arange(n_pre, device=device) - start[pre_rows])
+            counts, slot = step.layout(rows)
+            pre_pos = length[pre_rows] + slot
             last_pos = length + counts
             tokens = torch.cat([step.prefix, step.last])
             tok_rows = torch.cat([pre_rows, ar])
@@ -207,7 +205,6 @@ class DirectDecoder:
         if n_pre:
             s_rows = step.block_rows if step.block_rows is not None else torch.nonzero(counts, as_tuple=False)[:, 0]
             width = step.width or int(counts.max())
-            slot = torch.arange(n_pre, device=device) - start[pre_rows]
             s_index = torch.searchsorted(s_rows, pre_rows)
             q_pos = torch.full((s_rows.numel(), width), -1, dtype=torch.long, device=device)
             q_pos[s_index, slot] = pre_pos
@@ -301,11 +298,6 @@ def one_query_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask:
     return torch.matmul(scores.softmax(-1), v).reshape(rows, heads, 1, d)
 
 
-def _row_counts(rows_of: torch.Tensor, rows: int) -> torch.Tensor:
-    """How many entries name each row (``torch.bincount`` with no read of the device for its size)."""
-    return torch.zeros(rows, dtype=torch.long, device=rows_of.device).scatter_add_(0, rows_of, torch.ones_like(rows_of))
-
-
 class HFDecoder:
     """Any Hugging Face causal LM through its own ``forward`` and KV cache (see the module docstring)."""
 
@@ -337,15 +329,13 @@ class HFDecoder:
             counts = torch.zeros(rows, dtype=torch.long, device=device)
             width = 1
         else:
-            counts = _row_counts(step.prefix_rows, rows)
+            counts, slot = step.layout(rows)
             width = (step.width or int(counts.max())) + 1
         n = counts + 1
         ids = torch.full((rows, width), self.pad, dtype=torch.long, device=device)
         mask = (torch.arange(width, device=device)[None, :] >= (width - n)[:, None]).long()
         ids[:, -1] = step.last
         if width > 1:
-            start = torch.cumsum(counts, 0) - counts
-            slot = torch.arange(step.prefix.numel(), device=device) - start[step.prefix_rows]
             ids[step.prefix_rows, width - 1 - counts[step.prefix_rows] + slot] = step.prefix
         pos = (self.position[:, None] + mask.cumsum(-1) - 1).clamp(min=0)
         self.attn = torch.cat([self.attn, mask], dim=1)
@@ -384,12 +374,10 @@ def make_decoder(model: Any, rows: int, capacity: int, direct: bool | None = Non
     return None if name is None else HFDecoder(model, rows, name)
 
 
+@cache
 def _growing_layer_class() -> type:
     """A KV-cache layer that writes into a buffer doubled when full (``transformers``' ``DynamicLayer`` concatenates
     on every token: quadratic copying over a long multi-turn episode), and can keep a subset of its rows."""
-    global _GROWING
-    if _GROWING is not None:
-        return _GROWING
     from transformers.cache_utils import DynamicLayer
 
     class GrowingLayer(DynamicLayer):
@@ -423,11 +411,7 @@ def _growing_layer_class() -> type:
             self._vbuf = self._vbuf.index_select(0, keep)
             self.keys, self.values = self._kbuf[..., : self._len, :], self._vbuf[..., : self._len, :]
 
-    _GROWING = GrowingLayer
     return GrowingLayer
-
-
-_GROWING: type | None = None
 
 
 def _growing_cache() -> Any:

@@ -1,19 +1,15 @@
 """The multi-turn rollout engine: many episodes of a causal LM against ``CountdownMultiTurn-v0``'s game at once.
 
-Every episode has a row of a decoder (:mod:`countdown_gym.inference.decoders`). The token loop is all tensors:
-each step samples the next token of every row, records it with its log-probability in per-row buffers, and ends a
-row's turn at a newline, at EOS or at the turn's token budget; nothing per row runs in Python. The host reads the
-turns that ended, plays them in the game, and queues the environment's replies as the rows' next blocks at a look:
-on the CPU after every step (a read costs nothing there); on an accelerator ``look_every`` steps (the turn
-budget) after the last look at the latest, and from ``peek_from`` steps after a look as soon as one small read says
-no row is writing (a turn is often far shorter than its budget). A finished episode's row takes the next waiting
-episode's prompt, and when none is left the rows of finished episodes are dropped, so the batch stays dense.
-Replies and turns are tokenised / decoded once per distinct text, the new replies of a look in one call, and each
-episode keeps what the game returned for each turn, so its replay needs no second play.
+Every episode has a row of a decoder (:mod:`countdown_gym.inference.decoders`). The token loop is all tensors: each
+step samples every row's next token into per-row buffers and ends a row's turn at a newline, at EOS or at the turn's
+token budget. At a *look* the host plays the turns that ended and queues the replies as the rows' next blocks: on
+the CPU every step; on an accelerator ``look_every`` steps after the last look at the latest, and from ``peek_from``
+steps on as soon as one small read says no row is writing. A finished episode's row takes the next waiting prompt;
+when none is left the finished rows are dropped, so the batch stays dense. Texts are tokenised / decoded once each.
 
-The result is what feeding the episode's tokens to the model one at a time computes: the greedy turns are the
-same token for token (``tests/test_inference_engine.py`` checks them against the recorded output of the engine this
-one replaced), and each recorded log-probability is the sampling distribution's.
+The greedy turns are what feeding the tokens one at a time computes, token for token
+(``tests/test_inference_engine.py`` checks them against recorded output); each log-probability is the sampling
+distribution's.
 """
 
 from __future__ import annotations
@@ -79,11 +75,9 @@ class Sampler:
 
 
 def draw(probs: torch.Tensor) -> torch.Tensor:
-    """One index per row of ``probs`` (``[rows, n]``, each row summing to about 1), index i with probability
-    ``probs[i]``: a uniform draw placed on the row's cumulative sum (in float64). It draws what
-    ``torch.multinomial(probs, 1)`` draws, a zero-probability index never, at a fraction of its cost: for 128 rows of
-    2,100 on the 2-core CPU, 0.4-3.5 ms against 7.5-9 ms in repeated timings (``multinomial`` draws an exponential
-    variate for every entry of the row)."""
+    """One index per row of ``probs`` (``[rows, n]``, rows summing to about 1), index i with probability ``probs[i]``
+    (never a zero-probability one): a uniform draw placed on the row's float64 cumulative sum, what
+    ``torch.multinomial(probs, 1)`` draws at a fraction of its cost."""
     cdf = probs.double().cumsum(-1)
     total = cdf[:, -1:].contiguous()
     u = torch.rand((probs.shape[0], 1), dtype=torch.float64, device=probs.device) * total
@@ -105,8 +99,7 @@ class Episode:
         self.logprobs: list[float] = []
         self.turn_index: list[int] = []
         self.turns: list[str] = []
-        self.results: list[TurnResult] = []
-        """What the game returned for each turn (``turn_game.turn_replay`` builds the episode's replay from them)."""
+        self.results: list[TurnResult] = []  # the game's answer to each turn (turn_replay's input)
 
     def play(self, turn: str) -> str:
         """Play one turn in the game; its reply line."""
@@ -133,12 +126,9 @@ class TextCache:
         self._ids: dict[str, list[int]] = {}
         self._text: dict[tuple[int, ...], str] = {}
 
-    def ids(self, text: str) -> list[int]:
-        return self.ids_many([text])[0]
-
     def ids_many(self, texts: Sequence[str]) -> list[list[int]]:
-        """The token ids of each text, the texts not seen before tokenised in one call (and kept while the cache
-        holds fewer than ``limit``)."""
+        """The token ids of each text, the new ones tokenised in one call (kept while the cache holds fewer than
+        ``limit``)."""
         new = list(dict.fromkeys(t for t in texts if t not in self._ids))
         fresh: dict[str, list[int]] = {}
         if new:
@@ -156,13 +146,6 @@ class TextCache:
             if len(self._text) < self.limit:
                 self._text[key] = got
         return got
-
-
-def answer(e: Episode, texts: TextCache, toks: list[int], lps: list[float], eos: int | None) -> list[int]:
-    """Record the model's turn ``toks``, play it, and return the environment's reply tokens (also recorded)."""
-    ids = texts.ids(play_turn(e, texts, toks, lps, eos))
-    e.add(ids, model=False)
-    return ids
 
 
 def play_turn(e: Episode, texts: TextCache, toks: list[int], lps: list[float], eos: int | None) -> str:

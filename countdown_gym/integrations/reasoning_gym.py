@@ -1,37 +1,16 @@
 """The frozen splits, or problems of any number beyond them, as a reasoning-gym dataset: ``question`` /
 ``answer`` / ``metadata`` items and ``score_answer(answer, entry)`` judged by :func:`countdown_gym.verify`.
 
-    from countdown_gym.integrations.reasoning_gym import CountdownGymConfig, CountdownGymDataset
-
     ds = CountdownGymDataset(CountdownGymConfig(preset="tinyzero", split="test", size=100))
-    entry = ds[0]                       # {"question": ..., "answer": "<a reference solution>", "metadata": {...}}
-    ds.score_answer("(29-6)+(37-14)", entry)   # 1.0 or 0.0: the verifier's verdict
+    ds.score_answer("(29-6)+(37-14)", ds[0])   # 1.0 or 0.0: the verifier's verdict
     big = CountdownGymDataset(CountdownGymConfig(split="generated", size=20_000, seed=1))   # beyond the splits
 
-``split="generated"`` draws ``size`` problems from the seeded generator (:mod:`countdown_gym.data.fresh`: the
-same for the same ``seed``, ``seed=None`` meaning 0; none a frozen validation or test problem of any preset),
-each generated when first read. Left unset, ``split`` is the frozen ``test`` split, or ``generated`` when ``size``
-is larger than the test split (so ``reasoning_gym.create_dataset("countdown_gym", size=20000)`` works); an explicit
-frozen split never grows.
-
-With reasoning-gym installed (``pip install countdown-gym[bench]``) the class is a
-``reasoning_gym.dataset.ProceduralDataset`` and importing this module registers it as
-``"countdown_gym"``, so ``reasoning_gym.create_dataset("countdown_gym", preset="tinyzero", split="test",
-size=100)``, composite datasets and ``reasoning_gym.get_score_answer_fn("countdown_gym")`` work. Without
-reasoning-gym the same class works on its own (the interface is duck-typed).
-
-Parity with reasoning-gym's own ``countdown``: ``metadata["difficulty"]`` carries the problem's tier and its
-solver labels (:mod:`countdown_gym.data.difficulty`); reasoning-gym's config names ``min_numbers``, ``max_numbers``,
-``min_value``, ``max_value``, ``min_target``, ``max_target`` are accepted and keep the split's problems inside
-those ranges; ``tier`` keeps one difficulty tier; ``preset="all"`` pools the three presets (each problem keeps
-its rules); and :class:`CountdownGymCurriculum` (registered with the dataset, so
-``reasoning_gym.create_curriculum("countdown_gym")``) steps over the tiers and the number counts.
-
-``score_answer`` takes what reasoning-gym passes it: the text inside the model's last ``<answer>``
-block (``reasoning_gym.utils.extract_answer``), i.e. a bare expression; a whole completion with tags
-works too (the verifier's own extraction applies). Unlike reasoning-gym's countdown (0.01 for a
-malformed answer, 0.05 for a wrong one), a wrong or malformed answer scores 0.0: the verifier's
-reward, with none of the hacks its parser accepts (``docs/verifier.md``).
+``split="generated"`` draws from the seeded generator (:mod:`countdown_gym.data.fresh`: no frozen validation or test
+problem), each problem when first read. With reasoning-gym installed the class is a ``ProceduralDataset`` registered
+as ``"countdown_gym"`` (``create_dataset``, composite datasets, ``get_score_answer_fn``); without it the class works
+alone. As reasoning-gym's ``countdown``: ``metadata["difficulty"]``, its range fields (``min_numbers`` ...
+``max_target``), a ``tier`` filter, ``preset="all"`` and a curriculum (:class:`CountdownGymCurriculum`);
+``score_answer`` takes a bare expression or a tagged completion, and a wrong or malformed answer scores 0.0.
 """
 
 from __future__ import annotations
@@ -39,6 +18,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from countdown_gym.data.difficulty import TIERS, check_tier, difficulty, split_labels, split_tiers, tier
@@ -73,14 +53,11 @@ DATASET_NAME = "countdown_gym"
 class CountdownGymConfig:
     """Which frozen split, how many problems, and the question's wording.
 
-    ``size=None`` takes the whole split; ``seed=None`` keeps the split's frozen order, an int shuffles it
-    (reasoning-gym's composite datasets pass a seed; the first ``size`` of the shuffled split are used).
-    ``split``: ``train``, ``validation``, ``test``, or ``generated`` (``size`` problems generated beyond the frozen
-    splits with ``seed``; the range fields narrow the generator's ranges); ``None``: ``test``, or ``generated`` when
-    ``size`` exceeds what the test split holds.
-    ``prompt_style`` is one of :data:`countdown_gym.game.text_format.PROMPT_STYLES`: the question is the user
-    message of :func:`~countdown_gym.game.text_format.chat_messages` (``tinyzero``: TinyZero's question, answer in
-    ``<answer>`` tags, the convention reasoning-gym extracts).
+    ``size=None`` takes the whole split; ``seed=None`` keeps its frozen order, an int shuffles it (the first
+    ``size`` are used). ``split``: ``train``, ``validation``, ``test``, or ``generated`` (``size`` problems beyond the
+    frozen splits, from ``seed``, inside the range fields); ``None``: ``test``, or ``generated`` when ``size`` exceeds
+    it. The question is the user message of :func:`~countdown_gym.game.text_format.chat_messages` in
+    ``prompt_style`` (``tinyzero``: the answer in ``<answer>`` tags, as reasoning-gym extracts).
     """
 
     preset: str = "tinyzero"
@@ -103,10 +80,11 @@ class CountdownGymConfig:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {sorted(PRESETS) + [ALL_PRESETS]}")
         if self.tier is not None:
             check_tier(self.tier)
-        for name in RANGE_FIELDS:
+        for name, least in [*((name, 1) for name in RANGE_FIELDS), ("size", 1), ("seed", 0)]:
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+                kind = "a positive" if least else "a non-negative"
+                raise ValueError(f"{name} must be {kind} int or None, got {value!r}")
         for what in ("numbers", "value", "target"):
             lo, hi = getattr(self, f"min_{what}"), getattr(self, f"max_{what}")
             if lo is not None and hi is not None and lo > hi:
@@ -117,10 +95,6 @@ class CountdownGymConfig:
             raise ValueError("split='generated' needs a size (the number of problems to generate)")
         if self.prompt_style not in PROMPT_STYLES:
             raise ValueError(f"unknown prompt_style {self.prompt_style!r}; choose one of {list(PROMPT_STYLES)}")
-        for name in ("size", "seed"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "size" else 0)):
-                raise ValueError(f"{name} must be {'a positive' if name == 'size' else 'a non-negative'} int or None, got {value!r}")
 
 
 def question(problem: Problem, prompt_style: str = "tinyzero") -> str:
@@ -128,33 +102,22 @@ def question(problem: Problem, prompt_style: str = "tinyzero") -> str:
     return next(m["content"] for m in chat_messages(problem, prompt_style) if m["role"] == "user").strip()
 
 
-def _rules_key(rules: Any) -> Any:
-    return tuple(sorted(rules.items())) if isinstance(rules, Mapping) else rules
-
-
-_PROBLEMS: dict[tuple[Any, ...], Problem] = {}
+@lru_cache(maxsize=100_000)
+def _problem(numbers: tuple[Any, ...], target: Any, rules: Any) -> Problem:
+    return problem_from_columns(numbers, target, dict(rules) if isinstance(rules, frozenset) else rules)
 
 
 def entry_problem(entry: Mapping[str, Any]) -> Problem:
     """The :class:`Problem` an entry's ``metadata`` describes (``numbers``, ``target``, ``rules``); cached.
-
-    ``ValueError`` for an entry without them (an entry of another dataset, or a hand-made dict).
-    """
+    ``ValueError`` for an entry without them (an entry of another dataset, or a hand-made dict)."""
     meta = entry.get("metadata") if isinstance(entry, Mapping) else None
     if not isinstance(meta, Mapping) or "numbers" not in meta or "target" not in meta:
         raise ValueError(f"a countdown_gym entry needs metadata with 'numbers' and 'target', got {entry!r:.160}")
     numbers, target, rules = meta["numbers"], meta["target"], meta.get("rules")
     try:
-        key = (tuple(numbers), target, _rules_key(rules))
-        hash(key)
-    except TypeError:
+        return _problem(tuple(numbers), target, frozenset(rules.items()) if isinstance(rules, Mapping) else rules)
+    except TypeError:  # unhashable: not cached
         return problem_from_columns(numbers, target, rules)
-    problem = _PROBLEMS.get(key)
-    if problem is None:
-        if len(_PROBLEMS) > 100_000:
-            _PROBLEMS.clear()
-        problem = _PROBLEMS[key] = problem_from_columns(numbers, target, rules)
-    return problem
 
 
 def score_answer(answer: str | None, entry: Mapping[str, Any]) -> float:

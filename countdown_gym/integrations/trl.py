@@ -1,41 +1,16 @@
 """TRL reward functions for Countdown: ``GRPOTrainer(reward_funcs=[sparse_reward, format_reward, ...])``.
 
-Every function has TRL's reward signature ``f(prompts, completions, completion_ids, **kwargs) ->
-list[float]`` (``trl/trainer/grpo_trainer.py``, ``_calculate_rewards``: TRL passes every dataset
-column but ``prompt`` / ``completion`` / ``completion_ids`` as a keyword list, one entry per
-completion, plus ``trainer_state``, ``log_metric`` and ``log_extra``). Completions are strings
-(standard datasets) or lists of chat messages (conversational datasets: the last assistant message
-is scored, the same text :func:`~countdown_gym.game.verifier.verify` judges).
+Each has TRL's signature ``f(prompts, completions, completion_ids, **kwargs) -> list[float]`` (the other dataset
+columns come as keyword lists). A completion (a string, or chat messages: the last assistant message) is replayed
+once through :func:`~countdown_gym.envs.text.replay_completion` against its row's problem: columns ``numbers`` and
+``target`` (optional ``rules``: a preset name, a dict or its JSON), or ``problem`` (:meth:`Problem.to_dict` JSON;
+it wins). A multi-turn rollout's ``turn_replay``, or in TRL's tool loop each environment's replay, is scored as it is.
 
-The problem of each row comes from the dataset columns ``numbers`` and ``target`` (optional
-``rules``: a preset name, a dict or its JSON), or from a ``problem`` column holding
-:meth:`Problem.to_dict` JSON (it wins when both are there). In the multi-turn mode the rollout
-function returns a ``turn_replay`` per completion
-(:func:`countdown_gym.integrations.trl_rollout.make_rollout_func`), which is used as it is; in TRL's tool loop
-(``environment_factory=CountdownToolEnv``) each rollout's environment holds its replay (``environments``).
-
-Each completion is replayed once through CountdownText-v0's
-:func:`~countdown_gym.envs.text.replay_completion` (cached per ``(problem, text)``), so the verdict,
-the transition records and the invalid-step count have one source of truth across the terms.
-Every ``text`` reward variant of the registry (:mod:`countdown_gym.rewards.variants`) has a TRL
-reward function, :func:`reward_function` (a :class:`VariantReward`, named ``<variant>_reward``
-with ``_`` for ``-``); the built-in ones:
-
-=============================  =====================================================================
-``sparse_reward``              1 if the final answer is correct (``verify``), else 0
-``format_reward``              1 if the final answer is in an <answer> tag or <Solution> block and
-                               parses (right or wrong), else 0
-``oracle_reward``              variant ``oracle-reachable``: mean over the completion's moves of
-                               ``reachable_moves``: +1 for a valid move that keeps the target
-                               reachable, -1 otherwise; 0 without moves. In ``[-1, 1]``.
-``oracle_perfect_reward``      variant ``oracle-perfect``: mean of ``perfect_moves`` (1 for a valid
-                               move on a solution path, else 0). In ``[0, 1]``.
-``CriticReward(critic)``       variant ``critic``: mean over moves of ``scored_moves`` (the critic's
-                               score), -1 for an invalid move; 0 without moves. ``critic`` is any
-                               object with ``score(states, targets)`` (e.g. ``critics.load_critic()``).
-=============================  =====================================================================
-
-Nothing here imports ``torch``, ``transformers`` or ``trl``. Guide: ``docs/integrations.md``.
+Every ``text`` reward variant of the registry has one, :func:`reward_function` (named ``<variant>_reward``):
+``sparse_reward`` (a correct answer), ``format_reward`` (a tagged answer that parses), ``oracle_reward`` (mean over
+moves of +1 for a valid move keeping the target reachable, else -1), ``oracle_perfect_reward`` (mean of 1 per move
+on a solution path), ``CriticReward(critic)`` (mean of a critic's per-move scores). Nothing here imports ``torch``,
+``transformers`` or ``trl``; guide: ``docs/integrations.md``.
 """
 
 from __future__ import annotations
@@ -63,16 +38,12 @@ def problem_from_json(text: str) -> Problem:
 
 
 def completion_text(completion: Any) -> str:
-    """The text of a TRL completion: a string, or the last assistant message of a list of chat messages.
-
-    ``TypeError`` for anything else (a reward function must not score a malformed batch as 0).
-    """
+    """The text of a TRL completion (a string, or the last assistant message of chat messages); ``TypeError`` for
+    anything else (a malformed batch must not score 0)."""
     text = _verifier_text(completion)
     if text is None:
-        raise TypeError(
-            f"a completion must be a string or a list of chat messages ({{'role': ..., 'content': ...}}), "
-            f"got {type(completion).__name__} {completion!r:.80}"
-        )
+        raise TypeError(f"a completion must be a string or a list of chat messages ({{'role': ..., 'content': ...}}), "
+                        f"got {type(completion).__name__} {completion!r:.80}")
     return text
 
 
@@ -82,10 +53,7 @@ def _replay(problem: Problem, text: str) -> Replay:
 
 
 def replay(problem: Problem | str | Mapping[str, Any], completion: Any) -> Replay:
-    """Replay one completion (cached: the reward functions of one batch share the work).
-
-    ``problem``: a :class:`Problem`, its ``to_dict()`` JSON, or a dict (``numbers``, ``target``, ``rules``).
-    """
+    """Replay one completion (cached); ``problem``: a :class:`Problem`, its ``to_dict()`` JSON, or a dict."""
     if isinstance(problem, str):
         problem = problem_from_json(problem)
     elif not isinstance(problem, Problem):
@@ -120,8 +88,8 @@ def row_problems(n: int, kwargs: Mapping[str, Any]) -> list[Problem]:
 
 
 def completion_replays(completions: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
-    """The replay of each completion: a multi-turn rollout's own ``turn_replay`` or, for TRL's tool loop, the
-    ``replay`` of each rollout's environment (``environments``; the environment played it already), else the completion's text replayed through CountdownText-v0 against its row's problem."""
+    """The replay of each completion: its ``turn_replay``, its environment's ``replay`` (TRL's tool loop), else its
+    text replayed through CountdownText-v0 against its row's problem."""
     if kwargs.get("turn_replay") is None and kwargs.get("environments") is not None:  # TRL's tool loop played them
         replays = [getattr(e, "replay", None) for e in kwargs["environments"]]
         if any(r is None for r in replays):
@@ -141,13 +109,11 @@ def replay_stats(replays: Sequence[Any]) -> dict[str, float]:
     """Batch diagnostics: success, answer rate, fraction of completions with an invalid step, moves, fraction of
     multi-turn episodes stopped at a dead end (``stop_at_dead_end``; 0 otherwise)."""
     n = max(len(replays), 1)
-    return {
-        "replay/correct_frac": sum(r.verdict.correct for r in replays) / n,
-        "replay/format_frac": sum(format_score(r) for r in replays) / n,
-        "replay/invalid_frac": sum(r.invalid_steps > 0 for r in replays) / n,
-        "replay/mean_moves": sum(len(r.transitions) for r in replays) / n,
-        "replay/dead_end_frac": sum(getattr(r, "dead_end", False) for r in replays) / n,
-    }
+    return {"replay/correct_frac": sum(r.verdict.correct for r in replays) / n,
+            "replay/format_frac": sum(format_score(r) for r in replays) / n,
+            "replay/invalid_frac": sum(r.invalid_steps > 0 for r in replays) / n,
+            "replay/mean_moves": sum(len(r.transitions) for r in replays) / n,
+            "replay/dead_end_frac": sum(getattr(r, "dead_end", False) for r in replays) / n}
 
 
 def log_metrics(kwargs: Mapping[str, Any], stats: Mapping[str, float]) -> None:
@@ -158,21 +124,14 @@ def log_metrics(kwargs: Mapping[str, Any], stats: Mapping[str, float]) -> None:
             log_metric(k, v)
 
 
-# --- the terms --------------------------------------------------------------------------------
-
-
 def function_name(variant: str) -> str:
     """The ``__name__`` of a variant's TRL reward function (what TRL logs as ``rewards/<name>/mean``)."""
     return variant.replace("-", "_") + "_reward"
 
 
 class VariantReward:
-    """The TRL reward function of one ``text`` reward variant of the registry: its per-completion term.
-
-    ``scorer``: the critic the variant scores with when it ``needs`` one (any
-    :class:`~countdown_gym.rewards.terms.Scorer`, e.g. ``critics.load_critic()``). The outcome variant
-    (``sparse``) also logs the batch's replay stats (:func:`replay_stats`).
-    """
+    """The TRL reward function of one per-completion ``text`` variant of the registry; ``scorer``: what it
+    ``needs`` (a :class:`~countdown_gym.rewards.terms.Scorer`). ``sparse`` also logs :func:`replay_stats`."""
 
     def __init__(self, variant: str, scorer: Scorer | None = None) -> None:
         self.variant = get_variant(variant, "text")
@@ -195,8 +154,7 @@ class VariantReward:
 REWARD_FUNCTIONS: dict[str, Callable[..., list[float]]] = {
     n: VariantReward(n) for n, v in REWARD_VARIANTS.items() if "text" in v.kinds and v.per_completion and v.needs is None
 }
-"""The reward function of every built-in ``text`` variant that needs nothing passed in, by variant name, in registry
-order (any variant: :func:`reward_function`)."""
+"""The reward function of every ``text`` variant needing nothing passed in, by name (any: :func:`reward_function`)."""
 sparse_reward = REWARD_FUNCTIONS["sparse"]
 """1.0 if the replayed final answer is correct, else 0.0; also logs the batch's replay stats."""
 format_reward = REWARD_FUNCTIONS["format"]
@@ -208,11 +166,8 @@ oracle_perfect_reward = REWARD_FUNCTIONS["oracle-perfect"]
 
 
 class CriticReward(VariantReward):
-    """Mean of a learned critic's per-move scores (``scored_moves``); 0 for a completion without moves.
-
-    ``critic``: any object with ``score(states, targets) -> array`` of values in ``[-1, 1]`` (the
-    :class:`~countdown_gym.rewards.terms.Scorer` interface), e.g. ``critics.load_critic()``.
-    """
+    """Mean of a critic's per-move scores (0 without moves); ``critic``: a
+    :class:`~countdown_gym.rewards.terms.Scorer` (``score(states, targets)`` in ``[-1, 1]``)."""
 
     def __init__(self, critic: Scorer, variant: str = "critic") -> None:
         super().__init__(variant, critic)
@@ -220,18 +175,13 @@ class CriticReward(VariantReward):
 
 
 def reward_function(variant: str, given: Mapping[str, Any] | None = None) -> Callable[..., list[float]]:
-    """The TRL reward function of the ``text`` variant ``variant``.
-
-    ``given`` holds the objects variants need, by kind (``{"critic": ..., "text_critic": ..., "clipo": ...}``):
-    a scorer for a variant scored per completion, or for one that is not (CLIPO) the trainer's reward
-    function itself, which is returned as it is.
-    """
+    """The TRL reward function of the ``text`` variant ``variant``; ``given``: what variants need, by kind
+    (``{"critic": ..., "clipo": ...}``): a scorer, or (CLIPO) the trainer's reward function, returned as it is."""
     v = get_variant(variant, "text")
     obj = v.need(v.scorer_in(given))
     if not v.per_completion:
         return obj
     return CriticReward(obj, v.name) if obj is not None else VariantReward(v.name)
-
 
 
 __all__ = [

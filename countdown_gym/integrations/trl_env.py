@@ -1,23 +1,16 @@
 """TRL ``environment_factory`` integration: Countdown as tools for tool-calling chat models.
 
-``trl.GRPOTrainer(environment_factory=CountdownToolEnv, ...)`` makes one :class:`CountdownToolEnv`
-per rollout. Its public methods are the tools the chat template shows the model (``move``,
-``undo``, ``give_up``, ``numbers``); TRL calls ``reset(**row)`` with the dataset row and appends
-the returned puzzle text to the row's last user message. Without a dataset (TRL's ``train_dataset``
-omitted), an environment built with ``preset=`` / ``split=`` / ``tier=`` / ``curriculum=`` / ``seed=`` draws
-its own problems (:class:`ProblemDraw`); ``get_reward()`` is read when the rollout
-ends (1.0 when solved, else 0.0). Every tool call goes through the multi-turn game
-(:class:`~countdown_gym.game.turn_game.TurnEpisode`), so each rollout leaves its transition records
-(``docs/DESIGN.md``) in ``env.transitions``; the dense reward functions below read them through the
-``environments`` keyword TRL passes to reward functions. Guide: ``docs/trl_multiturn.md``.
-
-Nothing here imports ``torch``, ``transformers`` or ``trl``; :func:`make_dataset` imports
-``datasets`` when called.
+``trl.GRPOTrainer(environment_factory=CountdownToolEnv, ...)`` makes one :class:`CountdownToolEnv` per rollout: its
+public methods are the tools the chat template shows (``move``, ``undo``, ``give_up``, ``numbers``); TRL calls
+``reset(**row)`` with the dataset row (or, without a dataset, the environment draws its own problems:
+:class:`ProblemDraw`) and reads ``get_reward()`` at the end. Every call goes through the multi-turn game
+(:class:`~countdown_gym.game.turn_game.TurnEpisode`), so each rollout leaves its transition records in
+``env.transitions`` for the dense reward functions below (TRL passes them ``environments``). Guide:
+``docs/trl_multiturn.md``. Nothing here imports ``torch``, ``transformers`` or ``trl``.
 """
 
 from __future__ import annotations
 
-import json
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
@@ -49,6 +42,7 @@ from countdown_gym.game.turn_format import (
     tool_turn,
 )
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnReplay, TurnResult, turn_replay
+from countdown_gym.integrations.verl import ground_truth
 from countdown_gym.rewards.terms import Scorer
 from countdown_gym.rewards.variants import get_variant
 
@@ -63,21 +57,16 @@ def _problem_from_row(row: Mapping[str, Any]) -> Problem | None:
     if len(missing) == 2:
         return None
     if missing:
-        raise ValueError(
-            f"a Countdown dataset row needs 'numbers' and 'target' columns (make_dataset builds them); "
-            f"missing {missing} in a row with columns {sorted(row)}"
-        )
+        raise ValueError(f"a Countdown dataset row needs 'numbers' and 'target' columns (make_dataset builds them); "
+                         f"missing {missing} in a row with columns {sorted(row)}")
     problem = problem_from_columns(row["numbers"], row["target"], row.get("rules"))
     check_playable(problem, len(problem.numbers))
     return problem
 
 
 def process_rank(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
-    """``(rank, world_size)`` of this process: the arguments, else the launcher's ``RANK`` and ``WORLD_SIZE``
-    (``torchrun``, ``accelerate launch`` and DeepSpeed set both; ``(0, 1)`` without a launcher).
-
-    ``ValueError`` for a rank outside ``[0, world_size)``, e.g. ``RANK=1`` without ``WORLD_SIZE``.
-    """
+    """``(rank, world_size)`` of this process: the arguments, else the launcher's ``RANK`` and ``WORLD_SIZE`` (``(0,
+    1)`` without a launcher); ``ValueError`` for a rank outside ``[0, world_size)``."""
     import os
 
     def read(value: int | None, name: str, default: int) -> int:
@@ -99,20 +88,14 @@ def process_rank(rank: int | None = None, world_size: int | None = None) -> tupl
 
 
 class ProblemDraw:
-    """Problems for environments that draw their own (TRL's ``train_dataset`` omitted): a frozen split
-    (``preset``, ``split``, optionally one ``tier``) or a :class:`~countdown_gym.data.curriculum.Curriculum`.
+    """Problems for environments that draw their own (no ``train_dataset``): a frozen split (``preset``, ``split``,
+    optionally one ``tier``) or a :class:`~countdown_gym.data.curriculum.Curriculum` (``"adaptive"``: a new one).
 
-    Every call of :meth:`next` hands out the same problem ``num_generations`` times in a row, then draws the next:
-    TRL resets its environments in batch order, and a GRPO group is ``num_generations`` consecutive rollouts, so each
-    group plays one problem. The environments of one trainer share one draw (:meth:`shared`). Finished episodes go
-    back to the source (:meth:`episode_end`), which an adaptive curriculum learns from.
-
-    Each process draws its own problems (``rank`` of ``world_size``, by default the launcher's ``RANK`` and
-    ``WORLD_SIZE``: :func:`process_rank`): a split is walked in epochs, each a permutation of its problems seeded by
-    ``(seed, epoch)`` that every process computes alike and of which process ``rank`` takes every ``world_size``-th
-    problem from position ``rank``; so within an epoch no two processes draw the same problem, and no process draws
-    one twice. A curriculum draws from a generator seeded by ``(seed, rank)``. ``seed=None``: unseeded (and the
-    processes' draws may overlap).
+    :meth:`next` hands out each problem ``num_generations`` times in a row (one per GRPO group); environments built
+    alike share one draw (:meth:`shared`); :meth:`episode_end` reports back to the source. Each process (``rank`` of
+    ``world_size``, :func:`process_rank`) walks the split in epochs, each a permutation seeded by ``(seed, epoch)``
+    of which it takes every ``world_size``-th problem from ``rank``: no two processes, and no process twice, draw
+    one problem within an epoch. A curriculum draws with ``(seed, rank)``; ``seed=None``: unseeded.
     """
 
     def __init__(self, preset: str | None = None, split: str = "train", tier: str | None = None,
@@ -190,24 +173,16 @@ class ProblemDraw:
 class CountdownToolEnv:
     """One Countdown episode per rollout, played through tool calls (TRL ``environment_factory``).
 
-    The public methods are the tools (TRL builds their JSON schemas from the type hints and the
-    docstrings, which :func:`~countdown_gym.game.turn_format.tool_doc` gives them from the protocol's
-    ``TOOL_DOCS``); each returns the game's reply line as a string and never raises, so a bad call
-    is an answer the model reads, not a crash of TRL's tool loop. ``move``, ``undo`` and
-    ``give_up`` each count as one turn of the game's ``max_turns`` budget; ``numbers`` is free.
+    The public methods are the tools (schemas from their type hints and docstrings,
+    :func:`~countdown_gym.game.turn_format.tool_doc`); each returns the game's reply line and never raises: a bad
+    call is an answer the model reads. ``move``, ``undo`` and ``give_up`` each use one of ``max_turns`` turns;
+    ``numbers`` is free. After :meth:`reset`: ``problem``, ``episode`` (the :class:`TurnEpisode`), ``transitions``
+    (every record, ``docs/DESIGN.md`` shape), ``calls`` (``(tool, turn text or "", reply)`` per call).
 
-    Attributes after :meth:`reset`: ``problem``, ``episode`` (the :class:`TurnEpisode`),
-    ``transitions`` (every transition record of the episode, in order, ``docs/DESIGN.md`` shape),
-    ``calls`` (``(tool, turn text or "", reply)`` per tool call).
-
-    Without a dataset: ``preset`` (default ``"tinyzero"``), ``split`` (default ``"train"``), ``tier`` (one difficulty
-    tier) or ``curriculum`` (a :class:`~countdown_gym.data.curriculum.Curriculum`, or ``"adaptive"``), ``seed`` and
-    ``num_generations`` (GRPOConfig's: each GRPO group plays one problem) choose the problems a row without
-    ``numbers``/``target`` gets; environments built with the same arguments share one :class:`ProblemDraw`, so
-    ``environment_factory=functools.partial(CountdownToolEnv, preset="tinyzero", num_generations=8)`` gives every
-    group of a batch its own problem. A row with ``numbers`` and ``target`` is always played as it is. With several
-    processes (``accelerate launch``, ``torchrun``) each draws its own problems, derived from ``seed`` and its
-    ``rank`` (default: the launcher's ``RANK`` / ``WORLD_SIZE``; :class:`ProblemDraw`).
+    A row with ``numbers`` and ``target`` is played as it is; for rows without them, ``preset`` (default
+    ``"tinyzero"``), ``split`` (``"train"``), ``tier`` or ``curriculum``, ``seed``, ``num_generations``
+    (GRPOConfig's), ``rank`` and ``world_size`` choose the problems (a shared :class:`ProblemDraw`), e.g.
+    ``environment_factory=functools.partial(CountdownToolEnv, preset="tinyzero", num_generations=8)``.
 
     Example:
         >>> env = CountdownToolEnv()
@@ -295,13 +270,10 @@ class CountdownToolEnv:
 
     @tool_doc("numbers")
     def numbers(self) -> str:
-        refusal = self._refusal()
-        if refusal is None:
-            refusal_or_reply = numbers_reply(self.episode.state, self.problem.target, self.max_turns - self.episode.turns)
-        else:
-            refusal_or_reply = refusal
-        self.calls.append(("numbers", "", refusal_or_reply))
-        return refusal_or_reply
+        reply = self._refusal() or numbers_reply(self.episode.state, self.problem.target,
+                                                 self.max_turns - self.episode.turns)
+        self.calls.append(("numbers", "", reply))
+        return reply
 
     @property
     def solved(self) -> bool:
@@ -321,9 +293,7 @@ class CountdownToolEnv:
         return None if self.episode is None else self.episode.state
 
     def get_reward(self) -> float:
-        """The verifier's reward of the episode: 1.0 when solved, else 0.0 (also when the model stopped early).
-
-        With a :class:`ProblemDraw`, the outcome also goes back to it (an adaptive curriculum learns from it)."""
+        """The verifier's reward of the episode: 1.0 when solved, else 0.0 (also reported to a :class:`ProblemDraw`)."""
         self._report()
         return 1.0 if self.solved else 0.0
 
@@ -333,15 +303,8 @@ class CountdownToolEnv:
         self._reported = True
 
 
-# ---- the tools' one source of JSON schemas ---------------------------------------------------------------
-
-
 def tool_functions(env: CountdownToolEnv | None = None) -> dict[str, Callable[..., str]]:
-    """The typed tool functions (``env``'s bound methods, by name): the one source every adapter's schemas come from.
-
-    TRL shows the model their ``transformers.utils.get_json_schema``; verl's tool config is
-    :func:`tool_json_schema`; the verifiers tool environment hands them to verifiers' own converter.
-    """
+    """The typed tool functions (``env``'s bound methods, by name): the one source of every adapter's tool schemas."""
     env = CountdownToolEnv() if env is None else env
     return {name: getattr(env, name) for name in TOOL_NAMES}
 
@@ -360,26 +323,17 @@ def tool_json_schema(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {k: v for k, v in schema["function"].items() if k != "return"}}
 
 
-# ---- dense reward functions (TRL reward_funcs) ------------------------------------------------------
-
-
 def _episodes(environments: Any, name: str) -> list[CountdownToolEnv | None]:
     if environments is None:
-        raise ValueError(
-            f"the reward function {name!r} reads the rollouts' environments: use it with "
-            "GRPOTrainer(environment_factory=CountdownToolEnv, ...), which passes them as `environments`"
-        )
+        raise ValueError(f"the reward function {name!r} reads the rollouts' environments: use it with "
+                         "GRPOTrainer(environment_factory=CountdownToolEnv, ...), which passes them as `environments`")
     return [e if isinstance(e, CountdownToolEnv) and e.episode is not None else None for e in environments]
 
 
 def variant_reward(variant: str, scorer: Scorer | None = None) -> Callable[..., list[float | None]]:
-    """A TRL reward function: the registry's ``text`` reward variant ``variant`` (:mod:`countdown_gym.rewards.variants`)
-    of each rollout's episode (:attr:`CountdownToolEnv.replay`: its verdict and the moves and undos it played,
-    refused moves included; a rollout without moves scores 0.0 on a per-move term).
-
-    ``scorer``: what the variant needs (e.g. ``critics.load_critic()`` for ``critic``; this package never imports
-    ``critics``). Rollouts of other environments (a dict ``environment_factory``) get ``None`` (TRL leaves them out of
-    this term). The function is named like the variant with ``_`` for ``-`` (``oracle_perfect``) in TRL's logs.
+    """A TRL reward function: the registry's ``text`` variant ``variant`` of each rollout's
+    :attr:`CountdownToolEnv.replay` (``scorer``: what the variant needs, e.g. ``critics.load_critic()``). Rollouts
+    of other environments get ``None``. Named like the variant with ``_`` for ``-`` in TRL's logs.
     """
     v = get_variant(variant, "text")
     if not v.per_completion:
@@ -409,27 +363,16 @@ def critic_reward(critic: Scorer, name: str = "critic") -> Callable[..., list[fl
     return reward
 
 
-# ---- dataset -----------------------------------------------------------------------------------------
-
-
 def dataset_row(problem: ProblemLike) -> dict[str, Any]:
     """One dataset row: an empty-content user ``prompt`` (``reset`` appends the puzzle), ``numbers``,
     ``target`` and ``rules`` (JSON)."""
     p = to_problem(problem)
     check_playable(p, len(p.numbers))
-    return {
-        "prompt": [{"role": "user", "content": ""}],
-        "numbers": [int(x) for x in p.numbers],
-        "target": int(p.target),
-        "rules": json.dumps(p.rules.to_dict(), separators=(",", ":"), sort_keys=True),
-    }
+    return {"prompt": [{"role": "user", "content": ""}], **ground_truth(p)}
 
 
 def make_dataset(problems: Iterable[ProblemLike]) -> Any:
-    """A ``datasets.Dataset`` of :func:`dataset_row` rows for ``GRPOTrainer(train_dataset=...)``.
-
-    ``problems``: :class:`Problem` objects, ``(numbers, target)`` pairs or dicts (e.g. ``load_split(...)``).
-    """
+    """A ``datasets.Dataset`` of :func:`dataset_row` rows of ``problems`` (Problems, pairs or dicts)."""
     from datasets import Dataset
 
     rows = [dataset_row(p) for p in problems]

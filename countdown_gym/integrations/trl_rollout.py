@@ -1,27 +1,23 @@
 """Multi-turn rollouts of any Hugging Face causal LM, and TRL's ``rollout_func`` built on them.
 
-For models without a tool-calling chat template (the embedded model, base models): the model
-writes one turn (up to a newline), the environment (:class:`~countdown_gym.game.turn_game.TurnEpisode`)
-answers with its reply line, the reply is appended as tokens, and so on until the episode ends.
-Each rollout is one token stream ``prompt | turn | reply | turn | reply ... | <eos>``; the
-environment's tokens carry ``env_mask = 0`` so that TRL trains only on the model's own tokens.
-
-:func:`play_episodes` is the engine (used by the GRPO baseline, its validation and evaluation);
-:func:`make_rollout_func` wraps it for ``trl.GRPOTrainer(rollout_func=...)``. ``torch`` is
-imported inside the functions, so ``import countdown_gym`` stays light.
+For models without a tool-calling chat template: the model writes one turn (up to a newline), the game
+(:class:`~countdown_gym.game.turn_game.TurnEpisode`) answers its reply line, appended as tokens, until the episode
+ends. A rollout is one token stream ``prompt | turn | reply | ... | <eos>``; the environment's tokens have
+``env_mask = 0``, so TRL trains only on the model's. :func:`play_episodes` plays them (the GRPO baseline, its
+validation and evaluation); :func:`make_rollout_func` wraps it for ``trl.GRPOTrainer(rollout_func=...)``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.turn_format import TURN_END, line, transcript, turn_prompt
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnReplay, turn_replay
 from countdown_gym.inference.decoders import make_decoder
-from countdown_gym.inference.engine import PEEK_FROM, Engine, Episode, Sampler, TextCache, answer
+from countdown_gym.inference.engine import PEEK_FROM, Engine, Episode, Sampler, TextCache, play_turn
 
 DEFAULT_MAX_TURN_TOKENS = 12
 """Token budget of one agent turn (``37-29`` is 3 tokens for the embedded model)."""
@@ -29,12 +25,9 @@ DEFAULT_MAX_TURN_TOKENS = 12
 
 @dataclass
 class TurnRollout:
-    """One multi-turn episode as tokens, with what the environment made of it.
-
-    ``completion_ids`` holds the model's and the environment's tokens after the prompt;
-    ``env_mask[i]`` is 1 for a model token, 0 for an environment token; ``logprobs[i]`` is the
-    sampling log-probability of a model token (0.0 for environment tokens); ``turn_index[i]`` is
-    the agent turn a model token belongs to (-1 for environment tokens).
+    """One multi-turn episode as tokens: ``completion_ids`` (the model's and the environment's tokens after the
+    prompt), and per token ``env_mask`` (1: the model's), ``logprobs`` (the sampling log-probability; 0.0 for the
+    environment's) and ``turn_index`` (the model token's agent turn; -1 for the environment's); ``replay``: the game.
     """
 
     problem: Problem
@@ -58,8 +51,7 @@ class TurnRollout:
 
 
 def turn_prompts(problems: Sequence[Problem], style: str, max_turns: int) -> list[str]:
-    """The first message of each problem's episode: the dataset's ``prompt`` column, the keys by which the
-    rollout function finds a prompt's problem, and what :func:`play_episodes` tokenises."""
+    """The first message of each problem's episode (the dataset's ``prompt`` column, the rollout function's keys)."""
     return [turn_prompt(p, style, max_turns) for p in problems]
 
 
@@ -73,44 +65,23 @@ def _stop_ids(tokenizer: Any) -> tuple[list[int], bool]:
     return eos_ids, False
 
 
-def play_episodes(
-    model: Any,
-    tokenizer: Any,
-    problems: Sequence[Problem],
-    *,
-    max_turns: int = DEFAULT_MAX_TURNS,
-    max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS,
-    max_length: int | None = None,
-    greedy: bool = False,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    batch_size: int = 256,
-    prompt_style: str = "compact",
-    decoder: str = "auto",
-    look_every: int | None = None,
-    peek_from: int = PEEK_FROM,
-    graphs: bool | None = None,
-    stats: dict[str, float] | None = None,
-    stop_at_dead_end: bool | int = False,
-) -> list[TurnRollout]:
-    """Play one multi-turn episode of each problem with ``model``, ``batch_size`` episodes at a time (the engine of
+def play_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, max_turns: int = DEFAULT_MAX_TURNS,
+                  max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS, max_length: int | None = None, greedy: bool = False,
+                  temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, batch_size: int = 256,
+                  prompt_style: str = "compact", decoder: str = "auto", look_every: int | None = None,
+                  peek_from: int = PEEK_FROM, graphs: bool | None = None, stats: dict[str, float] | None = None,
+                  stop_at_dead_end: bool | int = False) -> list[TurnRollout]:
+    """Play one multi-turn episode of each problem with ``model``, ``batch_size`` at a time (the engine of
     :mod:`countdown_gym.inference.engine`).
 
-    A turn ends at a newline (or at ``max_turn_tokens`` tokens; the environment then writes the
-    newline). The model's EOS ends its conversation: what it wrote before is played, then ``give
-    up`` if the episode is still open. ``max_length`` (default: the model's position limit) bounds
-    prompt plus completion; an episode about to pass it is truncated. Sampling follows
-    ``temperature`` / ``top_p`` / ``top_k`` (``greedy=True``: argmax). ``decoder``: ``direct`` (Llama and
-    Qwen2 models, computed from their weights), ``hf`` (the model's own forward) or ``auto`` (direct where
-    it applies). ``look_every``: decode steps between two reads of the finished turns (default: 1 on the
-    CPU, where a read costs nothing; ``max_turn_tokens`` on an accelerator: one device-to-host copy a turn);
-    ``peek_from``: on an accelerator, from this many steps after a look, read once a step whether a row still
-    writes and look as soon as none does (0: never). ``graphs``: the direct decoder replays its one-token
-    steps as CUDA graphs (default: on CUDA). ``stats``: a dict that receives the engine's counters (decode
-    steps, looks, turns, seconds spent playing turns on the host, CUDA graphs captured). ``stop_at_dead_end``: an
-    episode stops after a legal move from which the target is out of reach, or with an int k after k turns in a
-    row in such states (``TurnEpisode``; for training).
+    A turn ends at a newline (or after ``max_turn_tokens`` tokens); the model's EOS plays what it wrote, then ``give
+    up``. ``max_length`` (default: the model's position limit) bounds prompt plus completion (an episode about to
+    pass it is truncated). Sampling: ``temperature`` / ``top_p`` / ``top_k``, or ``greedy``. ``decoder``:
+    ``direct`` (Llama / Qwen2 from their weights), ``hf`` (the model's forward) or ``auto``. ``look_every``: decode
+    steps between reads of the finished turns (default: 1 on the CPU, ``max_turn_tokens`` on an accelerator);
+    ``peek_from``: from this many steps after a look, look as soon as no row writes (0: never). ``graphs``: CUDA
+    graphs of the direct decoder (default: on CUDA). ``stats`` receives the engine's counters. ``stop_at_dead_end``:
+    stop after a move that loses the target (an int k: after k such turns in a row; ``TurnEpisode``).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -200,7 +171,7 @@ def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: 
                     end = next((k + 1 for k in range(len(toks)) if TURN_END in tokenizer.decode(toks[: k + 1])), None)
                 toks = toks[:end] if end is not None else [t for t in toks if t != pad] or toks[:1]
                 lp = [float(logps[i, k, t]) for k, t in enumerate(toks)] if logps is not None else [0.0] * len(toks)
-                answer(e, texts, toks, lp, eos)
+                e.add(texts.ids_many([play_turn(e, texts, toks, lp, eos)])[0], model=False)
 
 
 def conversation_ids(tokenizer: Any, conversation: Sequence[tuple[str, str]]) -> tuple[list[int], list[int]]:
@@ -220,23 +191,16 @@ def conversation_ids(tokenizer: Any, conversation: Sequence[tuple[str, str]]) ->
     return ids, mask
 
 
-def make_rollout_func(
-    problems: Sequence[Problem],
-    *,
-    max_turns: int = DEFAULT_MAX_TURNS,
-    max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS,
-    prompt_style: str = "compact",
-    batch_size: int = 256,
-    stop_at_dead_end: bool | int = False,
-) -> Callable[[list[Any], Any], dict[str, list[Any]]]:
+def make_rollout_func(problems: Sequence[Problem], *, max_turns: int = DEFAULT_MAX_TURNS,
+                      max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS, prompt_style: str = "compact",
+                      batch_size: int = 256,
+                      stop_at_dead_end: bool | int = False) -> Callable[[list[Any], Any], dict[str, list[Any]]]:
     """A ``rollout_func`` for ``trl.GRPOTrainer``: plays each prompt's problem as a multi-turn episode
-    (``stop_at_dead_end``: each stops after a move that loses the target, :func:`play_episodes`).
+    (:func:`play_episodes`, sampling with the trainer's ``temperature``, ``top_p`` and ``top_k``).
 
-    The dataset's ``prompt`` column must hold ``turn_prompt(problem, prompt_style, max_turns)`` of
-    one of ``problems`` (see :func:`rollout_dataset`). Returns TRL's ``prompt_ids``,
-    ``completion_ids``, ``logprobs`` and ``env_mask``, plus ``turn_replay`` (each rollout's
-    :class:`~countdown_gym.game.turn_game.TurnReplay`, for the reward functions) and ``turn_index``
-    (for per-step credit). Sampling follows the trainer's ``temperature``, ``top_p`` and ``top_k``.
+    Each prompt must be ``turn_prompt(problem, prompt_style, max_turns)`` of one of ``problems``
+    (:func:`rollout_dataset`). Returns TRL's ``prompt_ids``, ``completion_ids``, ``logprobs`` and ``env_mask``, plus
+    ``turn_replay`` (each rollout's :class:`~countdown_gym.game.turn_game.TurnReplay`) and ``turn_index``.
     """
     by_prompt = dict(zip(turn_prompts(problems, prompt_style, max_turns), problems, strict=True))
 
@@ -263,39 +227,36 @@ def make_rollout_func(
 
 def rollout_outputs(rollouts: Sequence[TurnRollout]) -> dict[str, list[Any]]:
     """The dict a TRL ``rollout_func`` returns for ``rollouts``."""
-    return {
-        "prompt_ids": [r.prompt_ids for r in rollouts],
-        "completion_ids": [r.completion_ids for r in rollouts],
-        "logprobs": [r.logprobs for r in rollouts],
-        "env_mask": [r.env_mask for r in rollouts],
-        "turn_index": [r.turn_index for r in rollouts],
-        "turn_replay": [r.replay for r in rollouts],
-    }
+    return {"prompt_ids": [r.prompt_ids for r in rollouts], "completion_ids": [r.completion_ids for r in rollouts],
+            "logprobs": [r.logprobs for r in rollouts], "env_mask": [r.env_mask for r in rollouts],
+            "turn_index": [r.turn_index for r in rollouts], "turn_replay": [r.replay for r in rollouts]}
 
 
 def rollout_dataset(problems: Sequence[Problem], *, max_turns: int = DEFAULT_MAX_TURNS, prompt_style: str = "compact") -> Any:
     """A ``datasets.Dataset`` with the ``prompt`` column :func:`make_rollout_func` expects, plus ``numbers`` and ``target``."""
     from datasets import Dataset
 
-    return Dataset.from_dict({
-        "prompt": turn_prompts(problems, prompt_style, max_turns),
-        "numbers": [[int(x) for x in p.numbers] for p in problems],
-        "target": [int(p.target) for p in problems],
-    })
+    return Dataset.from_dict({"prompt": turn_prompts(problems, prompt_style, max_turns),
+                              "numbers": [[int(x) for x in p.numbers] for p in problems],
+                              "target": [int(p.target) for p in problems]})
 
 
-def rollout_task(
-    problems: Sequence[Problem],
-    *,
-    max_turns: int = DEFAULT_MAX_TURNS,
-    max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS,
-    prompt_style: str = "compact",
-    batch_size: int = 256,
-    stop_at_dead_end: bool | int = False,
-) -> tuple[Any, Callable[[list[Any], Any], dict[str, list[Any]]]]:
-    """The ``train_dataset`` and the ``rollout_func`` of a multi-turn ``GRPOTrainer`` on ``problems``
-    (:func:`rollout_dataset` and :func:`make_rollout_func`), made with the same turn budget and prompt style, so
-    that the rollout function finds each of the dataset's prompts."""
-    dataset = rollout_dataset(problems, max_turns=max_turns, prompt_style=prompt_style)
-    return dataset, make_rollout_func(problems, max_turns=max_turns, max_turn_tokens=max_turn_tokens,
-                                      prompt_style=prompt_style, batch_size=batch_size, stop_at_dead_end=stop_at_dead_end)
+class RolloutOptions(TypedDict, total=False):
+    """:func:`make_rollout_func`'s keywords, as :func:`rollout_task` takes them."""
+
+    max_turns: int
+    max_turn_tokens: int
+    prompt_style: str
+    batch_size: int
+    stop_at_dead_end: bool | int
+
+
+def rollout_task(problems: Sequence[Problem],
+                 **options: Unpack[RolloutOptions]) -> tuple[Any, Callable[[list[Any], Any], dict[str, list[Any]]]]:
+    """The ``train_dataset`` and the ``rollout_func`` of a multi-turn ``GRPOTrainer`` on ``problems``:
+    :func:`rollout_dataset` and :func:`make_rollout_func`, with one turn budget and prompt style, so that the
+    rollout function finds each of the dataset's prompts."""
+    rollout_func = make_rollout_func(problems, **options)
+    dataset = rollout_dataset(problems, max_turns=options.get("max_turns", DEFAULT_MAX_TURNS),
+                              prompt_style=options.get("prompt_style", "compact"))
+    return dataset, rollout_func

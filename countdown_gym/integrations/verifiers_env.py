@@ -1,29 +1,19 @@
 """Countdown as a ``verifiers`` environment: ``verifiers.load_environment("countdown-gym", ...)``.
 
-``verifiers`` resolves an environment id by importing the module named like it with underscores
-(``countdown-gym`` -> ``countdown_gym``) and calling its ``load_environment(**kwargs)``:
-:func:`countdown_gym.load_environment` calls :func:`load_environment` here (this module imports
-``verifiers``: ``pip install 'countdown-gym[verifiers]'``; tested with verifiers 0.3.1, whose classic
-environments ``SingleTurnEnv`` / ``MultiTurnEnv`` are this interface; 0.4 dropped them).
+``verifiers`` imports the module named like the id (``countdown_gym``) and calls its ``load_environment(**kwargs)``,
+which calls :func:`load_environment` here (``pip install 'countdown-gym[verifiers]'``; verifiers 0.3.x's classic
+environments).
 
-* ``mode="single-turn"`` (default): a :class:`verifiers.SingleTurnEnv`. Each row's prompt is the
-  puzzle as a user message (``prompt_style``, TinyZero's question by default, with its system
-  prompt); the rubric is the verifier: ``correct`` = ``verify(problem, completion).reward`` (the last
-  assistant message is judged), plus the registry's dense terms by name (``format``, ``oracle_reachable``,
-  ``oracle_perfect``, ...; weight 0 unless given: reported as metrics).
-* ``mode="multi-turn"``: a :class:`CountdownTurnEnv` (``verifiers.MultiTurnEnv``) playing
-  ``CountdownMultiTurn-v0``'s game (:class:`~countdown_gym.game.turn_game.TurnEpisode`): the model writes one
-  turn per message (``a op b``, ``undo``, ``give up``), the environment answers the game's reply line;
-  the rollout ends when the game does. The rubric replays the turns: ``solved`` (1.0 for a win), the
-  registry's dense terms over the game's transition records, ``invalid_turns`` (a metric).
-* ``mode="tools"``: a :class:`CountdownToolsEnv` (``verifiers.ToolEnv``) for tool-calling models: the tools
-  ``move(a, op, b)``, ``undo()``, ``give_up()``, ``numbers()`` of the TRL adapter
-  (:func:`~countdown_gym.integrations.trl_env.tool_functions`, the one source of their JSON schemas, converted by
-  verifiers itself); each call is played on the row's game and answered with its reply line. The rubric:
-  ``solved`` (weight 1), the dense terms (``oracle_reachable``, ``oracle_perfect``, ...), ``invalid_turns``.
+* ``mode="single-turn"`` (default): a ``verifiers.SingleTurnEnv``; the prompt is the puzzle as a user message
+  (``prompt_style``, TinyZero's by default); the rubric is ``correct`` (``verify(problem, completion).reward``).
+* ``mode="multi-turn"``: :class:`CountdownTurnEnv` plays ``CountdownMultiTurn-v0``'s game, one turn per message,
+  the game's reply line as the answer, until the game ends; the rubric: ``solved``.
+* ``mode="tools"``: :class:`CountdownToolsEnv` (``verifiers.ToolEnv``) with the TRL adapter's tools
+  (:func:`~countdown_gym.integrations.trl_env.tool_functions`), each call played on the row's game; ``solved``.
 
-Each row's ``info`` holds the problem (``numbers``, ``target``, ``rules`` as JSON); ``answer`` a
-reference solution (:func:`~countdown_gym.solve`). Guide: ``docs/integrations.md``.
+Every rubric also reports the registry's dense terms by name (``format``, ``oracle_reachable``, ...; weight 0
+unless given) and, in the game modes, ``invalid_turns``. Each row's ``info`` holds the problem; ``answer`` a
+reference solution. Guide: ``docs/integrations.md``.
 """
 
 from __future__ import annotations
@@ -53,6 +43,12 @@ from countdown_gym.integrations.trl_env import CountdownToolEnv, tool_functions
 from countdown_gym.rewards.variants import OUTCOME, REWARD_VARIANTS, get_variant
 
 MODES: tuple[str, ...] = ("single-turn", "multi-turn", "tools")
+
+
+def _check_turns(max_turns: Any) -> int:
+    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+        raise ValueError(f"max_turns must be an int >= 1, got {max_turns!r}")
+    return max_turns
 
 
 def _problem(info: Mapping[str, Any]) -> Problem:
@@ -86,9 +82,6 @@ def _problems(preset: str, split: str | None, n: int) -> list[Problem]:
     return problems if n < 0 else problems[:n]
 
 
-# --- single turn ------------------------------------------------------------------------------
-
-
 def correct(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
     """1.0 if the completion's final answer solves the row's problem (:func:`countdown_gym.verify`), else 0.0."""
     return verify(_problem(info), completion).reward
@@ -104,9 +97,8 @@ def dense_terms(outcome: Sequence[str], scorers: Mapping[str, Any] | None = None
 def rubric(outcome: Callable[..., float], outcome_names: Sequence[str], game: Callable[[Any, Mapping[str, Any]], Any],
            weights: Mapping[str, float] | None = None, scorers: Mapping[str, Any] | None = None,
            extra: Sequence[Callable[..., float]] = ()) -> Any:
-    """A ``verifiers`` rubric: ``outcome`` (weight 1), each dense term of :func:`dense_terms` of the rollout's replay
-    ``game(completion, info)`` (a metric named like the variant with ``_`` for ``-``, weight 0 unless ``weights``, by
-    variant name, gives one) and the ``extra`` metrics."""
+    """A ``verifiers`` rubric: ``outcome`` (weight 1), each of :func:`dense_terms` of the replay ``game(completion,
+    info)`` (named like the variant, ``_`` for ``-``; weight 0 unless ``weights`` gives one) and ``extra`` metrics."""
     weights = {get_variant(k, "text").name: float(w) for k, w in (weights or {}).items()}
     names = dense_terms(outcome_names, scorers)
     if set(weights) - set(names):
@@ -132,9 +124,6 @@ def single_turn_rubric(weights: Mapping[str, float] | None = None, scorers: Mapp
     return rubric(correct, ("sparse",), lambda completion, info: replay(_problem(info), completion), weights, scorers)
 
 
-# --- multi turn -------------------------------------------------------------------------------
-
-
 def agent_turns(messages: Any, prompt_len: int = 0) -> list[str]:
     """The texts of the assistant messages after the first ``prompt_len`` messages: the agent's turns."""
     return [message_content(m) for m in list(messages)[prompt_len:] if message_field(m, "role") == "assistant"]
@@ -150,9 +139,7 @@ class CountdownTurnEnv(vf.MultiTurnEnv):
     the game's reply as the next user message, the rollout over when the game is."""
 
     def __init__(self, game_max_turns: int = DEFAULT_MAX_TURNS, **kwargs: Any) -> None:
-        if isinstance(game_max_turns, bool) or not isinstance(game_max_turns, int) or game_max_turns < 1:
-            raise ValueError(f"max_turns must be an int >= 1, got {game_max_turns!r}")
-        self.game_max_turns = game_max_turns
+        self.game_max_turns = _check_turns(game_max_turns)
         # one model turn more than the game allows: the game itself ends the rollout (its reply to the last
         # turn, "... turn limit", is the final message); verifiers' own limit is only a safety net
         super().__init__(max_turns=game_max_turns + 1, **kwargs)
@@ -172,23 +159,25 @@ class CountdownTurnEnv(vf.MultiTurnEnv):
         return response
 
 
-def multi_turn_rubric(max_turns: int = DEFAULT_MAX_TURNS, weights: Mapping[str, float] | None = None,
-                      scorers: Mapping[str, Any] | None = None) -> Any:
-    """The game's outcome as a rubric: ``solved`` (weight 1), the registry's dense terms over the game's transition
-    records (metrics unless weighted), ``invalid_turns`` (a metric)."""
+def game_rubric(game: Callable[[Any, Mapping[str, Any]], TurnReplay], weights: Mapping[str, float] | None = None,
+                scorers: Mapping[str, Any] | None = None) -> Any:
+    """A game's outcome as a rubric: ``solved`` (weight 1), the registry's dense terms over the game's transition
+    records (metrics unless weighted), ``invalid_turns`` (a metric); ``game(completion, info)``: the rollout's game."""
 
     def solved(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
         """1.0 if the agent reached the target, else 0.0."""
-        return play(info, completion, max_turns).reward
+        return game(completion, info).reward
 
     def invalid_turns(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
-        return float(play(info, completion, max_turns).invalid_turns)
+        return float(game(completion, info).invalid_turns)
 
-    return rubric(solved, OUTCOME, lambda completion, info: play(info, completion, max_turns), weights, scorers,
-                  [invalid_turns])
+    return rubric(solved, OUTCOME, game, weights, scorers, [invalid_turns])
 
 
-# --- tools -----------------------------------------------------------------------------------
+def multi_turn_rubric(max_turns: int = DEFAULT_MAX_TURNS, weights: Mapping[str, float] | None = None,
+                      scorers: Mapping[str, Any] | None = None) -> Any:
+    """:func:`game_rubric` of the multi-turn game."""
+    return game_rubric(lambda completion, info: play(info, completion, max_turns), weights, scorers)
 
 
 def _tool_calls(messages: Any) -> list[tuple[str, str, Any]]:
@@ -230,9 +219,7 @@ class CountdownToolsEnv(vf.ToolEnv):
     the model answers without a tool call."""
 
     def __init__(self, game_max_turns: int = DEFAULT_MAX_TURNS, **kwargs: Any) -> None:
-        if isinstance(game_max_turns, bool) or not isinstance(game_max_turns, int) or game_max_turns < 1:
-            raise ValueError(f"max_turns must be an int >= 1, got {game_max_turns!r}")
-        self.game_max_turns = game_max_turns
+        self.game_max_turns = _check_turns(game_max_turns)
         # verifiers converts the typed tool functions to its tool definitions itself
         super().__init__(tools=list(tool_functions().values()), max_turns=game_max_turns + 1, **kwargs)
 
@@ -250,55 +237,24 @@ class CountdownToolsEnv(vf.ToolEnv):
 
 def tools_rubric(max_turns: int = DEFAULT_MAX_TURNS, weights: Mapping[str, float] | None = None,
                  scorers: Mapping[str, Any] | None = None) -> Any:
-    """The tool game's outcome: ``solved`` (weight 1), the registry's dense terms over its transition records
-    (metrics unless weighted), ``invalid_turns`` (a metric)."""
-
-    def game(completion: Any, info: Mapping[str, Any]) -> CountdownToolEnv:
-        return play_tools(info, completion, max_turns)[0]
-
-    def solved(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
-        """1.0 if the tool calls reached the target, else 0.0."""
-        return game(completion, info).get_reward()
-
-    def invalid_turns(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
-        ep = game(completion, info).episode
-        return float(ep.invalid_turns) if ep is not None else 0.0
-
-    return rubric(solved, OUTCOME, lambda completion, info: game(completion, info).replay, weights, scorers,
-                  [invalid_turns])
+    """:func:`game_rubric` of the tool game."""
+    return game_rubric(lambda completion, info: play_tools(info, completion, max_turns)[0].replay, weights, scorers)
 
 
-# --- the entry point --------------------------------------------------------------------------
+def load_environment(mode: str = "single-turn", preset: str = "tinyzero", train_split: str | None = "train",
+                     eval_split: str | None = "test", num_train_examples: int = -1, num_eval_examples: int = -1,
+                     prompt_style: str | None = None, system_prompt: str | None = None,
+                     max_turns: int = DEFAULT_MAX_TURNS, format_weight: float = 0.0, oracle_weight: float = 0.0,
+                     oracle_perfect_weight: float = 0.0, weights: Mapping[str, float] | None = None,
+                     scorers: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+    """A ``verifiers`` environment of a frozen split (``preset``; rows from ``train_split`` and ``eval_split``;
+    ``num_*_examples=-1`` = all) in ``mode`` ``"single-turn"``, ``"multi-turn"`` or ``"tools"``.
 
-
-def load_environment(
-    mode: str = "single-turn",
-    preset: str = "tinyzero",
-    train_split: str | None = "train",
-    eval_split: str | None = "test",
-    num_train_examples: int = -1,
-    num_eval_examples: int = -1,
-    prompt_style: str | None = None,
-    system_prompt: str | None = None,
-    max_turns: int = DEFAULT_MAX_TURNS,
-    format_weight: float = 0.0,
-    oracle_weight: float = 0.0,
-    oracle_perfect_weight: float = 0.0,
-    weights: Mapping[str, float] | None = None,
-    scorers: Mapping[str, Any] | None = None,
-    **kwargs: Any,
-) -> Any:
-    """A ``verifiers`` environment of a frozen split (``preset``; train rows from ``train_split``, eval rows
-    from ``eval_split``; ``num_*_examples=-1`` = all).
-
-    ``mode``: ``"single-turn"``, ``"multi-turn"`` or ``"tools"``. ``prompt_style``: single-turn, one of
-    ``text_format.PROMPT_STYLES`` (default ``"tinyzero"``, whose system prompt is used unless
-    ``system_prompt`` is given); multi-turn, one of ``turn_format.TURN_PROMPT_STYLES`` (default
-    ``"instruct"``). The rubric reports the registry's ``text`` reward variants (``oracle_reachable``,
-    ``oracle_perfect``, single-turn also ``format``; those needing a critic when ``scorers`` gives one, e.g.
-    ``{"critic": critics.load_critic()}``) as metrics; ``weights`` (by variant name) weights them next to the
-    outcome's 1.0 (``format_weight``, ``oracle_weight``, ``oracle_perfect_weight``: the same for ``format``,
-    ``oracle-reachable``, ``oracle-perfect``). Other keyword arguments go to the ``verifiers`` environment.
+    ``prompt_style``: single-turn, one of ``text_format.PROMPT_STYLES`` (default ``"tinyzero"``, with its system
+    prompt unless ``system_prompt`` is given); multi-turn, one of ``turn_format.TURN_PROMPT_STYLES`` (default
+    ``"instruct"``). The rubric's dense terms (those needing a critic when ``scorers`` gives one) are metrics unless
+    ``weights`` (by variant name; ``format_weight``, ``oracle_weight``, ``oracle_perfect_weight`` for ``format``,
+    ``oracle-reachable``, ``oracle-perfect``) weights them. Other keyword arguments go to the environment.
     """
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {list(MODES)}")
@@ -338,15 +294,11 @@ def load_environment(
 
         env_cls, game = CountdownTurnEnv, {"game_max_turns": max_turns}
         rubric = multi_turn_rubric(max_turns, weights, scorers)
-    return env_cls(
-        **game,
-        dataset=_dataset(train, prompt) if train else None,
-        eval_dataset=_dataset(test, prompt) if test else None,
-        system_prompt=system_prompt,
-        rubric=rubric,
-        **kwargs,
-    )
+    return env_cls(**game, dataset=_dataset(train, prompt) if train else None,
+                   eval_dataset=_dataset(test, prompt) if test else None, system_prompt=system_prompt, rubric=rubric,
+                   **kwargs)
 
 
 __all__ = ["MODES", "CountdownToolsEnv", "CountdownTurnEnv", "play_tools", "tools_rubric", "agent_turns", "correct",
-           "dense_terms", "load_environment", "multi_turn_rubric", "play", "row", "rubric", "single_turn_rubric"]
+           "dense_terms", "game_rubric", "load_environment", "multi_turn_rubric", "play", "row", "rubric",
+           "single_turn_rubric"]

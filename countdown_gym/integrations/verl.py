@@ -1,35 +1,24 @@
 """verl adapter: a ``compute_score`` reward function and the problem encoding of the exported data.
 
-verl (and OpenRLHF-style trainers that accept the same signature) call a custom reward function as
-``compute_score(data_source, solution_str, ground_truth, extra_info=None, **reward_kwargs)``.
-Point verl at this file::
+verl calls ``compute_score(data_source, solution_str, ground_truth, extra_info=None, **reward_kwargs)``::
 
     custom_reward_function.path=<site-packages>/countdown_gym/integrations/verl.py
     custom_reward_function.name=compute_score
-    # optional dense terms (text reward variants), passed through verl's reward_kwargs:
-    +custom_reward_function.reward_kwargs.dense=[oracle-reachable]
+    +custom_reward_function.reward_kwargs.dense=[oracle-reachable]   # optional dense terms
 
-The ``critic`` term needs a loaded critic, which this package does not load: for it point verl at
-``critics/verl_reward.py`` instead (this ``compute_score`` through :func:`with_scorers`, with the
-shipped critic or ``reward_kwargs.critic_checkpoint=<dir>``), or call :func:`compute_score` with ``critic=``.
-
-and train on the parquet files written by ``scripts/export_verl.py`` (``reward_model.ground_truth``
-holds :func:`ground_truth`). The completion is replayed through CountdownText-v0
-(``replay_completion``), so the score is the same verdict and the same dense terms as the TRL
-baseline's rewards. Without ``dense`` the score is the sparse verifier reward (a float, 1.0 or
-0.0); with dense terms it is a dict: ``score`` (the weighted sum) plus every term and the number of
-invalid steps, which verl logs as extra metrics.
+on the parquet files of ``scripts/export_verl.py`` (``reward_model.ground_truth`` is :func:`ground_truth`). The
+``critic`` term needs a loaded critic: point verl at ``critics/verl_reward.py`` (:func:`with_scorers`). The
+completion is replayed through CountdownText-v0, so the score is the TRL baseline's.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
+from countdown_gym.envs.problem_source import problem_from_columns
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Rules
 from countdown_gym.rewards.terms import Scorer, check_scorer_fits
 from countdown_gym.rewards.variants import REWARD_VARIANTS, get_variant, given_scorers, score_terms
 
@@ -38,26 +27,8 @@ DATA_SOURCE_PREFIX = "countdown_gym/"
 
 def ground_truth(problem: Problem) -> dict[str, Any]:
     """The ``reward_model.ground_truth`` of ``problem``: numbers, target and its rules (JSON)."""
-    return {
-        "numbers": [int(x) for x in problem.numbers],
-        "target": int(problem.target),
-        "rules": json.dumps(problem.rules.to_dict(), separators=(",", ":"), sort_keys=True),
-    }
-
-
-def _as_int_list(xs: Any) -> list[int]:
-    if hasattr(xs, "tolist"):  # numpy arrays, as pandas/pyarrow hand back list columns
-        xs = xs.tolist()
-    if isinstance(xs, (str, bytes)) or not isinstance(xs, Sequence):
-        raise ValueError(f"ground_truth numbers must be a list of ints, got {xs!r:.80}")
-    out = []
-    for x in xs:
-        if hasattr(x, "item"):
-            x = x.item()
-        if isinstance(x, bool) or not isinstance(x, int):
-            raise ValueError(f"ground_truth numbers must be ints, got {x!r}")
-        out.append(x)
-    return out
+    return {"numbers": [int(x) for x in problem.numbers], "target": int(problem.target),
+            "rules": json.dumps(problem.rules.to_dict(), separators=(",", ":"), sort_keys=True)}
 
 
 def problem_from_ground_truth(gt: Any) -> Problem:
@@ -69,27 +40,9 @@ def problem_from_ground_truth(gt: Any) -> Problem:
             raise ValueError(f"ground_truth is not JSON: {gt!r:.80}") from exc
     if not isinstance(gt, Mapping) or "numbers" not in gt or "target" not in gt:
         raise ValueError(f"ground_truth must have 'numbers' and 'target' (see scripts/export_verl.py), got {gt!r:.120}")
-    target = gt["target"]
-    target = target.item() if hasattr(target, "item") else target
-    if isinstance(target, bool) or not isinstance(target, int):
-        raise ValueError(f"ground_truth target must be an int, got {target!r}")
     rules = gt.get("rules")
-    if rules is None:
-        rules_obj = Rules.longproc()
-    elif isinstance(rules, Mapping):
-        rules_obj = Rules.from_dict(dict(rules))
-    elif isinstance(rules, str) and rules.lstrip().startswith("{"):
-        rules_obj = Rules.from_dict(json.loads(rules))
-    elif isinstance(rules, str):
-        rules_obj = Rules.preset(rules)
-    else:
-        raise ValueError(f"ground_truth rules must be a preset name, a dict or its JSON, got {rules!r:.80}")
-    return _problem(tuple(_as_int_list(gt["numbers"])), target, rules_obj)
-
-
-@lru_cache(maxsize=4096)
-def _problem(numbers: tuple[int, ...], target: int, rules: Rules) -> Problem:
-    return Problem(numbers=numbers, target=target, rules=rules)
+    numbers = gt["numbers"].tolist() if hasattr(gt["numbers"], "tolist") else gt["numbers"]
+    return problem_from_columns(numbers, gt["target"], dict(rules) if isinstance(rules, Mapping) else rules)
 
 
 def _dense_names() -> list[str]:
@@ -98,12 +51,8 @@ def _dense_names() -> list[str]:
 
 
 def dense_terms(dense: Any) -> list[str]:
-    """The reward variants of verl's ``dense`` reward kwarg (a list or a comma/plus-separated string).
-
-    Each entry names a ``text`` reward variant of the registry (:mod:`countdown_gym.rewards.variants`)
-    scored from one completion: ``format``, ``oracle-reachable``, ``oracle-perfect``, ``critic``, ...
-    (``sparse`` is always there and adds nothing).
-    """
+    """The reward variants of verl's ``dense`` kwarg (a list or a comma/plus-separated string): per-completion
+    ``text`` variants of the registry (``format``, ``oracle-reachable``, ...; ``sparse`` is always there)."""
     if dense is None:
         return []
     if isinstance(dense, str):
@@ -124,33 +73,21 @@ def dense_terms(dense: Any) -> list[str]:
     return names
 
 
-def compute_score(
-    data_source: str,
-    solution_str: str,
-    ground_truth: Any,
-    extra_info: Mapping[str, Any] | None = None,
-    *,
-    dense: Sequence[str] | str | None = None,
-    weights: Mapping[str, float] | None = None,
-    critic: Scorer | None = None,
-    scorers: Mapping[str, Scorer] | None = None,
-    **kwargs: Any,
-) -> float | dict[str, float]:
+def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
+                  *, dense: Sequence[str] | str | None = None, weights: Mapping[str, float] | None = None,
+                  critic: Scorer | None = None, scorers: Mapping[str, Scorer] | None = None,
+                  **kwargs: Any) -> float | dict[str, float]:
     """verl reward: the sparse verifier reward, or a dict with ``score`` and the dense terms.
 
     Args:
-        data_source: verl's ``data_source`` column (not used for scoring; any value is accepted).
         solution_str: The decoded response (no prompt).
         ground_truth: :func:`ground_truth` of the problem (dict or JSON string).
-        extra_info: verl's ``extra_info`` column (not used for scoring).
         dense: Extra terms, ``text`` reward variants (:func:`dense_terms`), e.g. ``"format,oracle-reachable"``.
-        weights: Term weights overriding the registry's (each variant's ``weight``, what the GRPO baseline uses too).
-        critic: The loaded critic the ``critic`` term scores with (any
-            :class:`~countdown_gym.rewards.terms.Scorer`); short for ``scorers={"critic": critic}``.
-        scorers: What the dense variants need, by kind (``critic``, ``text_critic``); ``critics/verl_reward.py``
-            passes the shipped critic.
-        **kwargs: What else verl passes (its reward loop adds ``reward_router_address`` and
-            ``reward_model_tokenizer``); not used.
+        weights: Term weights overriding the registry's (each variant's ``weight``).
+        critic: The loaded critic (a :class:`~countdown_gym.rewards.terms.Scorer`) of the ``critic`` term; short for
+            ``scorers={"critic": critic}``.
+        scorers: What the dense variants need, by kind (``critic``, ``text_critic``).
+        data_source, extra_info, **kwargs: What else verl passes; not used.
 
     Example:
         >>> gt = {"numbers": [6, 2, 5, 3], "target": 8}

@@ -3,23 +3,14 @@
     countdown-gym export --format verl --preset longproc-0.5k --prompt-style tinyzero --out data/verl
     python scripts/export_verl.py --preset longproc-0.5k --prompt-style tinyzero --out data/verl   # the same
 
-writes ``<out>/<preset>/<split>.parquet`` (train, validation, test by default). One row per problem:
-
-* ``data_source``: ``"countdown_gym/<preset>"``
-* ``prompt``: chat messages (``countdown_gym.game.text_format.chat_messages`` in the chosen style: one user message
-  holding ``build_prompt``; ``tinyzero``: TinyZero's system message and question). They end with the user's turn:
-  verl renders them with ``add_generation_prompt=True``, which opens the assistant turn once
-* ``ability``: ``"math"``
-* ``reward_model``: ``{"style": "rule", "ground_truth": {"numbers": [...], "target": t, "rules": "<json>"}}``
-* ``extra_info``: ``{"split", "index", "id", "preset", "prompt_style"}``
-
-Score with ``countdown_gym/integrations/verl.py::compute_score`` (see ``docs/llm_grpo.md``).
-
-``--interaction tool`` exports for verl's multi-turn tool agent loop instead: the prompt is the
-tool-calling puzzle text, ``agent_name`` is ``"tool_agent"``, ``extra_info.tools_kwargs`` gives every
-Countdown tool the ground truth, and ``<out>/<preset>/countdown_tools.yaml`` (the
-``multi_turn.tool_config_path``) is written beside the parquet files; score with
-``countdown_gym/integrations/verl_multiturn.py::compute_score`` (see ``docs/multiturn.md``).
+writes ``<out>/<preset>/<split>.parquet``, one row per problem: ``data_source`` (``"countdown_gym/<preset>"``),
+``prompt`` (:func:`~countdown_gym.game.text_format.chat_messages` in the chosen style, ending with the user's turn:
+verl opens the assistant turn), ``ability`` (``"math"``), ``reward_model`` (``{"style": "rule", "ground_truth":
+...}``) and ``extra_info`` (``split``, ``index``, ``id``, ``preset``, ``prompt_style``); score with
+``countdown_gym/integrations/verl.py::compute_score``. ``--interaction tool`` exports for verl's tool agent loop:
+the tool-calling puzzle text, ``agent_name="tool_agent"``, every tool's ground truth in ``extra_info.tools_kwargs``,
+and ``<out>/<preset>/countdown_tools.yaml`` (``multi_turn.tool_config_path``); score with
+``countdown_gym/integrations/verl_multiturn.py::compute_score`` (``docs/multiturn.md``).
 """
 
 from __future__ import annotations

@@ -1,28 +1,14 @@
 """verl multi-turn adapter: the game as stateful verl tools, and the reward of the moves they played.
 
-verl's tool agent loop (``actor_rollout_ref.rollout.multi_turn``, verl 0.9) lets a tool-calling model
-call ``BaseTool`` subclasses declared in a YAML file. For every tool call the loop runs
-``create(create_kwargs=...)`` -> ``execute(instance_id, arguments, agent_data=...)`` -> ``release``,
-so the state of a trajectory lives in ``agent_data.extra_fields``, which verl hands to the reward
-function as ``extra_info`` at the end. This module provides:
-
-* :class:`CountdownTool`: one class for the tools ``move(a, op, b)``, ``undo()``, ``give_up()``
-  and ``numbers()`` (``config["action"]``; ``numbers`` shows the state and uses no turn), the same
-  tools as the TRL adapter (:mod:`countdown_gym.integrations.trl_env`). Each call replays the turns played so far through
-  :class:`~countdown_gym.game.turn_game.TurnEpisode` (the game itself), plays the new turn, appends it to
-  ``agent_data.extra_fields["countdown_turns"]`` and answers with the game's reply line
-  (``= 8 [14,6,8]``, ``error operand_unavailable [..]``...). The step reward is the verifier's
-  verdict on the call that ends the episode (1.0 solved), else 0.0. The problem comes from the
-  row's ``extra_info.tools_kwargs.<tool>.create_kwargs.ground_truth`` (written by
-  ``scripts/export_verl.py --interaction tool``).
-* :func:`compute_score`: verl's custom reward function; it replays ``extra_info["countdown_turns"]``
-  on the row's ground truth and returns the verdict (1.0 / 0.0) and the counts of turns.
-* :func:`tool_config`: the YAML (as a dict) of ``multi_turn.tool_config_path``.
-
-With verl importable, :class:`CountdownTool` subclasses ``verl.tools.base_tool.BaseTool`` and answers
-with ``verl.tools.schemas.ToolResponse``; without it (verl pins ``transformers<5.11``, so it cannot
-share an environment with this package's ``llm`` extra), the module still imports and the class
-keeps the same signatures, answering with a small local ``ToolResponse`` that has verl's ``text`` field.
+verl's tool agent loop runs ``create`` -> ``execute(instance_id, arguments, agent_data=...)`` -> ``release`` for
+every tool call; a trajectory's state lives in ``agent_data.extra_fields``, handed to the reward as ``extra_info``.
+:class:`CountdownTool` is the TRL adapter's tools (``move``, ``undo``, ``give_up``, ``numbers``) in one class: each
+call replays the turns so far (``extra_fields["countdown_turns"]``) through
+:class:`~countdown_gym.game.turn_game.TurnEpisode`, plays and appends its own, and answers the game's reply line.
+The problem is the row's ``extra_info.tools_kwargs.<tool>.create_kwargs.ground_truth``
+(``scripts/export_verl.py --interaction tool``). :func:`compute_score` replays the turns on the ground truth;
+:func:`tool_config` is the YAML of ``multi_turn.tool_config_path``. Without verl (it pins ``transformers<5.11``)
+the class keeps its signatures and answers a local ``ToolResponse`` with verl's ``text`` field.
 """
 
 from __future__ import annotations
@@ -37,7 +23,7 @@ from countdown_gym.game.problem import Problem
 from countdown_gym.game.turn_format import TOOL_NAMES, episode_over_reply, numbers_reply, tool_prompt, tool_turn
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, replay_turns
 from countdown_gym.integrations.trl_env import tool_json_schema
-from countdown_gym.integrations.verl import DATA_SOURCE_PREFIX, problem_from_ground_truth
+from countdown_gym.integrations.verl import DATA_SOURCE_PREFIX, ground_truth, problem_from_ground_truth
 
 try:  # verl's real base classes when verl is installed
     from verl.tools.base_tool import BaseTool as _Base
@@ -61,8 +47,8 @@ TURNS_KEY = "countdown_turns"
 ACTIONS: tuple[str, ...] = TOOL_NAMES
 
 def tool_schema(action: str) -> dict[str, Any]:
-    """The OpenAI function schema of one tool: derived from the typed tool functions exactly as TRL derives it
-    (:func:`~countdown_gym.integrations.trl_env.tool_json_schema`, ``transformers.utils.get_json_schema``)."""
+    """The OpenAI function schema of one tool, as TRL derives it
+    (:func:`~countdown_gym.integrations.trl_env.tool_json_schema`)."""
     if action not in ACTIONS:
         raise ValueError(f"unknown Countdown tool action {action!r}; choose one of {list(ACTIONS)}")
     return tool_json_schema(action)
@@ -77,8 +63,6 @@ def tool_config(max_turns: int = DEFAULT_MAX_TURNS) -> dict[str, Any]:
 
 def tools_kwargs(problem: Problem) -> dict[str, Any]:
     """The row's ``extra_info.tools_kwargs``: every tool's ``create_kwargs`` carries the ground truth."""
-    from countdown_gym.integrations.verl import ground_truth
-
     gt = ground_truth(problem)
     return {a: {"create_kwargs": {"ground_truth": gt}} for a in ACTIONS}
 
@@ -96,11 +80,8 @@ def turn_text(action: str, parameters: Any) -> str:
 
 
 class CountdownTool(_Base):  # type: ignore[misc, valid-type]
-    """One Countdown tool for verl's tool agent loop (``config["action"]``: ``move``, ``undo`` or ``give_up``).
-
-    ``config["max_turns"]`` (default 16) is the game's turn budget over all tool calls of a
-    trajectory. Never raises on a model's call: a bad call is a reply the model reads.
-    """
+    """One Countdown tool for verl's tool agent loop (``config["action"]``: a tool name; ``config["max_turns"]``: the
+    game's turn budget over the trajectory, default 16). A bad call is a reply the model reads, never an error."""
 
     def __init__(self, config: dict, tool_schema: Any = None) -> None:
         config = dict(config or {})
@@ -173,12 +154,8 @@ def _replayed(problem: Problem, turns: list[str], max_turns: int) -> TurnEpisode
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
                   **kwargs: Any) -> dict[str, Any]:
-    """verl's reward function for tool trajectories: the verdict of the turns the tools played.
-
-    ``extra_info[TURNS_KEY]`` (from ``agent_data.extra_fields``) holds them; a trajectory that made
-    no tool call scores 0. ``solution_str`` (the decoded text) is not read: the tools already
-    parsed every call. Returns ``score`` plus ``turns``, ``invalid_turns`` and ``solved``.
-    """
+    """verl's reward for tool trajectories: the verdict of the turns in ``extra_info[TURNS_KEY]`` (none: 0;
+    ``solution_str`` is not read), with ``turns``, ``invalid_turns`` and ``solved``."""
     del data_source, solution_str, kwargs
     problem = problem_from_ground_truth(ground_truth)
     turns = list((extra_info or {}).get(TURNS_KEY) or [])
@@ -190,8 +167,6 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
 
 def tool_rows(problems: list[Problem], preset: str, split: str, max_turns: int = DEFAULT_MAX_TURNS) -> list[dict[str, Any]]:
     """verl parquet rows for the tool agent loop: the puzzle as the user message, the tools' kwargs, the ground truth."""
-    from countdown_gym.integrations.verl import ground_truth
-
     return [
         {
             "data_source": DATA_SOURCE_PREFIX + preset,
