@@ -4,21 +4,11 @@
     python baselines/llm_eval.py --model Qwen/Qwen2.5-0.5B-Instruct --prompt-style tinyzero --limit 200
     python baselines/llm_eval.py --model path/to/checkpoint --k 8 --backend vllm
 
-Every completion is verified with ``countdown_gym.game.verifier.verify`` and written to a leaderboard
-submission (``countdown_gym.leaderboard.write_submission``) when the whole split was evaluated,
-else to a JSONL file of completions. The play and its records are ``baselines.lm.evaluation.evaluate``, the
-evaluator of GRPO validation and the held-out test too: the samples are drawn as
-``Sampling(temperature=--temperature, top_p=--top-p)`` says (no repetition penalty, no top-k cut, whatever the
-model's generation config says). ``--backend vllm`` uses vLLM when it is installed.
-
-Every rate comes with its standard error over problems (``pass@1_greedy_se``, ``pass@k_se``,
-``per_sample_success_se``). Here pass@k uses the k samples only; the leaderboard scores the greedy
-answer plus the k samples, so its pass@k can differ.
-
-The printed metrics include ``greedy_failures`` (:func:`failure_breakdown`): how the greedy
-completions fail (a claim of the target with an invalid move, another invalid move, a valid but
-wrong answer), how often the first move keeps the target reachable, and how often the search
-backtracks to the starting numbers.
+The play and its records are ``baselines.lm.evaluation.evaluate`` (samples drawn as ``Sampling(temperature=--temperature,
+top_p=--top-p)``); every completion is verified with ``verify`` and written to a leaderboard submission when the
+whole split was evaluated, else to a JSONL of completions. Every rate comes with its standard error over problems
+(``_se``); pass@k here uses the k samples only (the leaderboard adds the greedy answer). ``greedy_failures``
+(:func:`failure_breakdown`) says how the greedy completions fail.
 """
 
 from __future__ import annotations
@@ -27,7 +17,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 
@@ -43,11 +33,6 @@ from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import build_prompt, render_chat_prompt
 from countdown_gym.game.verifier import verify
 from countdown_gym.runkit.runs import run_directory, write_text_atomic
-
-T = TypeVar("T")
-
-
-# ---- prompts and generation -----------------------------------------------------------------------
 
 
 def make_prompts(problems: list[Problem], tokenizer, style: str, chat_template: str = "auto") -> list[str]:
@@ -68,25 +53,16 @@ def sampling_of(cfg: EvalConfig) -> Sampling:
     return Sampling(temperature=cfg.temperature, top_p=cfg.top_p)
 
 
-# ---- metrics ------------------------------------------------------------------------------------
-
-
 def score(problems: list[Problem], completions: list[list[str]]) -> list[list[bool]]:
     """``verify`` on every completion."""
     return [[verify(p, c).correct for c in cs] for p, cs in zip(problems, completions, strict=True)]
 
 
 def failure_breakdown(problems: list[Problem], completions: list[str]) -> dict:
-    """Where the completions go wrong, from their replay through the text environment.
-
-    Fractions of all completions: ``correct``; ``hallucinated_target`` (wrong, with an invalid
-    move that claims the target); ``invalid_step`` (wrong, another invalid move);
-    ``valid_but_wrong`` (wrong with no invalid move: a bad or missing answer). Then
-    ``first_move_on_path`` (of completions with a valid first move: it keeps the target
-    reachable), ``backtracked`` (the search, outside the ``<Solution>`` block, makes a second
-    move from the starting numbers) and ``first_invalid_reason`` (the reason codes of the first invalid move, as fractions of all
-    completions).
-    """
+    """Where the completions go wrong, from their replay through the text environment: the fractions ``correct``,
+    ``hallucinated_target`` (an invalid move claims the target), ``invalid_step``, ``valid_but_wrong``, ``backtracked``
+    (a second move from the starting numbers outside the ``<Solution>`` block) and by ``first_invalid_reason``;
+    ``first_move_on_path``: of valid first moves, those that keep the target reachable."""
     from collections import Counter
 
     from countdown_gym.game.solver import canonical
@@ -243,18 +219,12 @@ def _agent_name(cfg: EvalConfig) -> str:
     return path.name
 
 
-def _whole_split(cfg: EvalConfig, problems: list[Problem]) -> bool:
-    return len(problems) == len(load_split(cfg.preset, cfg.split))
-
-
 def check_submission_fields(cfg: EvalConfig, problems: list[Problem], command: str) -> None:
     """Fail before any generation when the submission this run would write breaks the leaderboard schema."""
-    if not _whole_split(cfg, problems):
+    if not _submits(cfg, problems):
         return
-    try:
-        from countdown_gym.leaderboard import SubmissionError, build_header, check_header
-    except ImportError:
-        return
+    from countdown_gym.leaderboard import SubmissionError, build_header, check_header
+
     try:
         check_header(build_header(**submission_fields(cfg, command, "unknown"), answer_kind="completions"))
     except SubmissionError as exc:
@@ -263,7 +233,7 @@ def check_submission_fields(cfg: EvalConfig, problems: list[Problem], command: s
 
 def _submits(cfg: EvalConfig, problems: list[Problem]) -> bool:
     """Whether this run writes a leaderboard submission (the whole split, the leaderboard package present)."""
-    if not _whole_split(cfg, problems):
+    if len(problems) != len(load_split(cfg.preset, cfg.split)):
         return False
     try:
         from countdown_gym.leaderboard import write_submission  # noqa: F401
@@ -288,26 +258,17 @@ def write_outputs(cfg: EvalConfig, res: dict, problems: list[Problem], command: 
     if "completions_sampled" in res:
         answers = [[g, *s] for g, s in zip(res["completions_greedy"], res["completions_sampled"], strict=True)]
     out = output_path(cfg, problems)
+    out.parent.mkdir(parents=True, exist_ok=True)
     if _submits(cfg, problems):
         from countdown_gym.leaderboard import write_submission
 
-        out.parent.mkdir(parents=True, exist_ok=True)
         write_submission(str(out), answers=answers, claimed={"pass@1": res["pass@1_greedy"]},
                          **submission_fields(cfg, command, str(res.get("params", "unknown"))))
         return out
-    out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as f:
         for p, a in zip(problems, answers, strict=True):
             f.write(json.dumps({"id": p.id, "numbers": list(p.numbers), "target": p.target, "completions": a}) + "\n")
     return out
-
-
-# ---- command line -------------------------------------------------------------------------------
-
-
-def parse_config(cls: type[T], argv: list[str] | None = None) -> T:
-    """A dataclass instance from ``--field-name value`` flags (``countdown_gym.dataclass_cli``)."""
-    return dataclass_cli.parse(cls, argv)
 
 
 def dry_run(cfg: EvalConfig, problems: list[Problem]) -> dict:
@@ -334,7 +295,7 @@ def dry_run(cfg: EvalConfig, problems: list[Problem]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    cfg = parse_config(EvalConfig, argv).resolved()
+    cfg = dataclass_cli.parse(EvalConfig, argv).resolved()
     problems = select(load_split(cfg.preset, cfg.split), cfg)
     if cfg.dry_run:
         plan = dry_run(cfg, problems)

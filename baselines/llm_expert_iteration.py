@@ -23,30 +23,28 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from baselines.lm.grpo_model import DEFAULT_TURN_MODEL
+from baselines.lm.tiny_lm import SplitRun
 from countdown_gym import dataclass_cli
-from countdown_gym.data.splits import SPLIT_SPEC, load_split
+from countdown_gym.data.splits import load_split
 from countdown_gym.runkit.runs import run_directory, write_text_atomic
 
 SAMPLING_FIELDS = ("model", "preset", "problems", "samples", "temperature", "max_turns", "seed")
 
 
 @dataclass
-class Options:
+class Options(SplitRun):
     """Every field is a ``--flag``."""
 
     model: str = DEFAULT_TURN_MODEL
     """The multi-turn model to improve (a local directory)."""
     out: str = "runs/expert_iteration"
-    preset: str = "longproc-0.5k"
     problems: int = 2000
     """The first this many problems of the train split (none shares a key with validation or test) are played."""
     samples: int = 8
     """Episodes per problem."""
     temperature: float = 0.5
-    max_turns: int = 16
     batch_size: int = 256
     """Episodes generated together."""
-    seed: int = 0
     sft_minutes: float = 20.0
     """Wall-time budget of the fine-tuning step (cosine schedule over it)."""
     lr: float = 5e-4
@@ -62,8 +60,8 @@ class Options:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
-        dataclass_cli.check_min(self, 1, "problems", "samples", "max_turns", "batch_size", "threads", "eval_problems")
+        super().__post_init__()
+        dataclass_cli.check_min(self, 1, "problems", "samples", "batch_size", "eval_problems")
         if not self.temperature > 0:
             raise ValueError(f"--temperature must be > 0 (episodes are sampled), got {self.temperature}")
         if not 0 < self.episodes_share <= 1:

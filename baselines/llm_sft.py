@@ -5,19 +5,12 @@
     python baselines/llm_sft.py --out runs/sft --resume true   # continue from runs/sft/checkpoint
     python baselines/llm_sft.py --out runs/sft-more --init-from baselines/checkpoints/countdown-tiny-lm
 
-``--init-from`` starts from a saved model's weights (fresh optimiser and schedule; the architecture
-is the saved model's, the ``--arch/--hidden/...`` flags are ignored); ``--resume`` continues a run
-of this script exactly (optimiser, step, RNG; only the budget, evaluation, checkpoint and display
-options may differ from the saved run's, see ``RESUME_MAY_CHANGE``).
-
-Data: the train split of ``--preset`` plus ``--fresh-problems`` newly generated problems (any
-problem whose key is in the validation or test split is dropped). Each example is
-``compact_prompt(p)`` + ``compact_trace(p)`` with the numbers in a fresh random order every time
-(an augmentation: a different order gives a different trace). The loss covers completion
-tokens only. Every ``--eval-every`` steps the model's greedy completions on ``--eval-problems``
-validation problems are checked with the real verifier. Writes to ``--out``: ``metrics.csv``,
-``curves.png`` (loss and validation success), ``checkpoint/`` (model, tokenizer, optimiser,
-step, RNG state; for ``--resume``) and ``final/`` (the model alone, ready for ``llm_eval.py``).
+``--init-from`` starts from a saved model's weights (fresh optimiser; its own architecture); ``--resume``
+continues a run exactly (only ``RESUME_MAY_CHANGE`` may differ). Data: the train split of ``--preset`` plus
+``--fresh-problems`` new ones (none sharing a key with validation or test), each example ``compact_prompt(p)`` +
+``compact_trace(p)`` with the numbers freshly shuffled; the loss covers completion tokens only. Every
+``--eval-every`` steps greedy completions on ``--eval-problems`` validation problems are verified. Writes to
+``--out``: ``metrics.csv``, ``curves.png``, ``checkpoint/`` (for ``--resume``) and ``final/`` (the model).
 """
 
 from __future__ import annotations
@@ -36,13 +29,7 @@ from tqdm import tqdm
 
 from baselines.lm.evaluation import greedy_solved
 from baselines.lm.sft_options import RESUME_MAY_CHANGE, SFTConfig
-from baselines.lm.tiny_lm import (
-    build_model,
-    build_tokenizer,
-    count_parameters,
-    load_pretrained,
-    save_pretrained,
-)
+from baselines.lm.tiny_lm import build_model, build_tokenizer, count_parameters, load_pretrained, save_pretrained
 from countdown_gym import dataclass_cli
 from countdown_gym.data.generator import iter_problems
 from countdown_gym.data.splits import load_split
@@ -103,11 +90,8 @@ def load_episodes(path: str | Path, preset: str) -> list[tuple[Problem, list[str
 
 def make_batch(problems: list[Problem | tuple[Problem, list[str]]], tokenizer, tcfg: CompactTraceConfig,
                rng: random.Random, max_len: int, interaction: str = "single-pass"):
-    """Token ids, attention mask and labels (prompt and padding masked with -100), right-padded.
-
-    Multi-turn: the labels cover the agent's turns only (prompt, environment replies and padding are -100);
-    an item ``(problem, turns)`` is a played episode (its turns replayed, the numbers permuted), a problem
-    alone is searched into turns."""
+    """Token ids, attention mask and labels (-100 off the completion; multi-turn: off the agent's turns), right-padded.
+    Multi-turn: an item ``(problem, turns)`` is a played episode replayed, a problem alone is searched into turns."""
     rows = []
     for p in problems:
         played = None
@@ -161,8 +145,7 @@ def initial_model(cfg: SFTConfig, tokenizer):
 
 
 def lr_at(step: int, cfg: SFTConfig, elapsed: float = 0.0) -> float:
-    """Linear warm-up, then cosine decay to ``min_lr_ratio * lr`` at ``max_steps`` (or at
-    ``max_minutes`` of wall time with ``schedule="time"``)."""
+    """Linear warm-up, then cosine decay to ``min_lr_ratio * lr`` at ``max_steps`` (``schedule="time"``: ``max_minutes``)."""
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
     if cfg.schedule == "time":
@@ -173,7 +156,7 @@ def lr_at(step: int, cfg: SFTConfig, elapsed: float = 0.0) -> float:
 
 
 def validation_success(model, tokenizer, problems: list[Problem], cfg: SFTConfig) -> float:
-    """Greedy success rate on ``problems`` (``baselines.lm.evaluation.greedy_solved``; multi-turn: episodes solved)."""
+    """Greedy success rate on ``problems`` (multi-turn: episodes solved)."""
     turns = cfg.interaction == "multi-turn"
     solved = greedy_solved(model, tokenizer, problems, max_turns=cfg.max_turns if turns else None,
                            prompts=None if turns else [compact_prompt(p) for p in problems],
@@ -203,13 +186,11 @@ def last_checkpoint(path: Path) -> Path | None:
 
 
 CURVES = (Panel("train loss (completion tokens)", {"loss": "train loss"}, log=True),
-          Panel("validation greedy success", {"val_success": "greedy"}, ylim=(0, 1)))
-"""The panels of ``curves.png``."""
+          Panel("validation greedy success", {"val_success": "greedy"}, ylim=(0, 1)))  # curves.png
 
 
 def saved_options(ckpt: Path | None, saved: dict | None) -> dict | None:
-    """The options of the run being resumed: its ``options.json`` (``saved``), or for runs made before it the
-    checkpoint's ``training.json``."""
+    """The options of the run being resumed: ``saved`` (its ``options.json``), else the checkpoint's ``training.json``."""
     old = ckpt / "training.json" if ckpt is not None else None
     return saved or (json.loads(old.read_text()).get("sft_config") if old and old.is_file() else None)
 
@@ -230,22 +211,17 @@ def train(cfg: SFTConfig) -> dict:
     val = load_split(cfg.preset, "validation")[: cfg.eval_problems]
     tokenizer = build_tokenizer()
     step = 0
+    if found is None and cfg.resume:
+        print(f"--resume: no checkpoint in {ckpt}, starting from scratch")
+    model = initial_model(cfg, tokenizer) if found is None else load_pretrained(found)[0]
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     if found is not None:
-        from transformers import AutoModelForCausalLM
-
-        model = AutoModelForCausalLM.from_pretrained(str(found))
-        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
         state = torch.load(found / "trainer_state.pt", weights_only=False)
         opt.load_state_dict(state["optimizer"])
         step = state["step"]
         rng.setstate(state["rng"])
         torch.set_rng_state(state["torch_rng"])
         print(f"resumed from {found} at step {step}")
-    else:
-        if cfg.resume:
-            print(f"--resume: no checkpoint in {ckpt}, starting from scratch")
-        model = initial_model(cfg, tokenizer)
-        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     n_params = count_parameters(model)
     meta = {"sft_config": asdict(cfg), "model_config": model.config.to_diff_dict() if cfg.init_from else asdict(cfg.model),
             "params": n_params,
@@ -338,7 +314,7 @@ def train(cfg: SFTConfig) -> dict:
 
 
 def projected_steps(cfg: SFTConfig, step: int, steps_per_s: float, elapsed: float) -> int:
-    """The step the run stops at (the progress bar's total): ``max_steps``, or where ``max_minutes`` runs out at this pace."""
+    """The step the run stops at (the progress bar's total) at this pace."""
     if not (cfg.max_minutes > 0 and steps_per_s > 0):
         return cfg.max_steps
     return min(cfg.max_steps, step + math.ceil(max(cfg.max_minutes * 60 - elapsed, 0.0) * steps_per_s))

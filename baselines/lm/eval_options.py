@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import torch
 
-from baselines.lm.tiny_lm import SHIPPED_CHECKPOINT, detect_interaction
+from baselines.lm.tiny_lm import SHIPPED_CHECKPOINT, SplitRun, detect_interaction
 from countdown_gym import dataclass_cli
-from countdown_gym.data.splits import SPLIT_SPEC, SPLITS
+from countdown_gym.data.splits import SPLITS
 from countdown_gym.game.text_format import PROMPT_STYLES
 from countdown_gym.game.turn_format import TURN_PROMPT_STYLES
 
@@ -18,7 +18,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 @dataclass
-class EvalConfig:
+class EvalConfig(SplitRun):
     """Options of ``llm_eval.py`` (every field is a ``--flag``)."""
 
     model: str = str(SHIPPED_CHECKPOINT)
@@ -27,9 +27,6 @@ class EvalConfig:
     """``single-pass`` (one completion per answer), ``multi-turn`` (one move per turn, CountdownMultiTurn-v0 computes;
     the answer is the ``<Solution>`` block of the moves played) or ``auto``: what the model was trained for (its
     ``training.json`` or its GRPO run's ``options.json``), else single-pass."""
-    max_turns: int = 16
-    """Multi-turn: the turn budget of an episode."""
-    preset: str = "longproc-0.5k"
     split: str = "test"
     limit: int = 0
     """Evaluate only N problems (0 = all from ``offset`` on)."""
@@ -45,8 +42,6 @@ class EvalConfig:
     top_p: float = 1.0
     max_new_tokens: int = 320
     batch_size: int = 128
-    threads: int = 1
-    seed: int = 0
     backend: str = "hf"
     """``hf`` (transformers generate) or ``vllm``."""
     dtype: str = "float32"
@@ -70,12 +65,13 @@ class EvalConfig:
     ``llm_grpo.py --train-pass-rates``."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         styles = (*PROMPT_STYLES, *(s for s in TURN_PROMPT_STYLES if s not in PROMPT_STYLES))
-        for name, allowed in (("preset", sorted(SPLIT_SPEC)), ("split", SPLITS), ("prompt_style", styles),
+        for name, allowed in (("split", SPLITS), ("prompt_style", styles),
                               ("chat_template", ("auto", "on", "off")), ("backend", ("hf", "vllm")), ("dtype", DTYPES)):
             dataclass_cli.check_choice(self, name, allowed)
         dataclass_cli.check_choice(self, "interaction", ("auto", "single-pass", "multi-turn"))
-        dataclass_cli.check_min(self, 1, "max_new_tokens", "batch_size", "threads", "max_turns")
+        dataclass_cli.check_min(self, 1, "max_new_tokens", "batch_size")
         dataclass_cli.check_min(self, 0, "k", "offset", "limit")
         if not self.temperature > 0:
             raise ValueError(f"--temperature must be > 0, got {self.temperature}")

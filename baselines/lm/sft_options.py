@@ -6,21 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from baselines.lm.tiny_lm import TinyLMConfig
+from baselines.lm.tiny_lm import SplitRun, TinyLMConfig
 from countdown_gym import dataclass_cli
-from countdown_gym.data.splits import SPLIT_SPEC
 from countdown_gym.runkit.tracking import report_to_names
 
 INTERACTIONS = ("single-pass", "multi-turn")
 
 
 @dataclass
-class SFTConfig:
+class SFTConfig(SplitRun):
     """Options of ``llm_sft.py`` (every field is a ``--flag``)."""
 
     out: str = "runs/llm_sft"
-    preset: str = "longproc-0.5k"
-    seed: int = 0
     fresh_problems: int = 20000
     """Newly generated problems added to the train split (never validation/test keys)."""
     # model
@@ -41,8 +38,6 @@ class SFTConfig:
     interaction: str = "single-pass"
     """single-pass: the completion is the whole compact trace; multi-turn: the trace is played as turns of
     CountdownMultiTurn-v0 (one move per turn, the environment's replies are context, not learned)."""
-    max_turns: int = 16
-    """Multi-turn: the turn budget of the validation episodes (the environment's max_turns)."""
     episodes: str = ""
     """Multi-turn: a JSONL file of played episodes (``{"numbers", "target", "turns"}`` per line, e.g. the
     solved episodes ``llm_expert_iteration.py`` samples) trained on beside the traces."""
@@ -61,7 +56,6 @@ class SFTConfig:
     """``steps``: cosine over max_steps; ``time``: cosine over max_minutes of wall time (for a
     fixed time budget on a shared machine, whatever the throughput)."""
     grad_clip: float = 1.0
-    threads: int = 1
     # evaluation and checkpoints
     eval_every: int = 150
     eval_problems: int = 100
@@ -75,13 +69,13 @@ class SFTConfig:
     ``curves.png``: none, all, or a comma-separated list of transformers' integrations (tensorboard: ``<out>/tensorboard``)."""
 
     def __post_init__(self) -> None:
-        dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
+        super().__post_init__()
         dataclass_cli.check_choice(self, "schedule", ("steps", "time"))
         dataclass_cli.check_choice(self, "interaction", INTERACTIONS)
         if self.schedule == "time" and not self.max_minutes > 0:
             raise ValueError("--schedule time needs --max-minutes > 0")
-        dataclass_cli.check_min(self, 1, "batch_size", "max_steps", "max_turns", "eval_every", "eval_problems", "eval_batch_size",
-                                "max_new_tokens", "checkpoint_every", "threads")
+        dataclass_cli.check_min(self, 1, "batch_size", "max_steps", "eval_every", "eval_problems", "eval_batch_size",
+                                "max_new_tokens", "checkpoint_every")
         dataclass_cli.check_min(self, 0, "fresh_problems", "warmup_steps", "max_minutes", "weight_decay", "grad_clip", "lr")
         if not 0 <= self.min_lr_ratio <= 1:
             raise ValueError(f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}")
