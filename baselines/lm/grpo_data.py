@@ -1,7 +1,6 @@
 """The problems of a GRPO run (``baselines/llm_grpo.py``): :func:`run_problems` loads the preset's training,
 validation and test splits once and applies the pass-rate filter (``countdown_gym.data.pass_rates``),
 ``--train-problems``, ``--curriculum``, ``--eval-problems`` (:func:`validation_subset`) and ``--test-problems``.
-:func:`held_out_test` is the run's test of its start and end, for scripts that play the start once for many runs.
 """
 
 from __future__ import annotations
@@ -76,20 +75,3 @@ def trainer_prompts(run: GRPORun, problems: list[Problem], tokenizer: Any) -> li
     from countdown_gym.game.text_format import trainer_prompt
 
     return [trainer_prompt(p, run.options.prompt_style, tokenizer, run.options.chat_template) for p in problems]
-
-
-def held_out_test(run: GRPORun, tokenizer: Any, path: Any, problems: list[Problem], prompts: list[Any] | None, *,
-                  write: bool = True, verbose: bool = True) -> Any:
-    """The run's :class:`~baselines.lm.held_out.HeldOutTest` of ``problems`` (``RunProblems.test``), played as the run
-    plays (single-pass: from ``prompts``, :func:`trainer_prompts`), keeping its outcomes in ``path``; the reward
-    comparison builds the same one to play the start once for all its runs."""
-    if run.tools:  # played through tool calls, as TRL's tool loop plays them
-        from baselines.lm.tool_play import ToolHeldOutTest as HeldOutTest
-    else:
-        from baselines.lm.held_out import HeldOutTest
-
-    opts = run.options
-    return HeldOutTest(problems, tokenizer=tokenizer, path=path, max_turns=run.turns, prompts=prompts,
-                       max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size,
-                       settings={"model": run.model, "prompt_style": opts.prompt_style, "chat_template": opts.chat_template},
-                       write=write, verbose=verbose)

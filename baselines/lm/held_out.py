@@ -18,11 +18,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from baselines.lm.evaluation import greedy_solved
 from baselines.uncertainty import binomial_se, mean_se
 from countdown_gym.game.problem import Problem
+
+if TYPE_CHECKING:
+    from baselines.lm.grpo_options import GRPORun
 
 
 def paired_difference(start: Sequence[bool], end: Sequence[bool]) -> dict[str, float]:
@@ -96,3 +99,18 @@ class HeldOutTest:
 
         body = {"ids": self._ids(), "settings": self.settings, **self.outcomes, **({"result": result} if result else {})}
         write_text_atomic(self.path, json.dumps(body) + "\n")
+
+
+def held_out_test(run: GRPORun, tokenizer: Any, path: Any, problems: list[Problem], prompts: list[Any] | None, *,
+                  write: bool = True, verbose: bool = True) -> HeldOutTest:
+    """The GRPO run's :class:`HeldOutTest` of ``problems``, played as the run plays (single-pass: from ``prompts``;
+    tools: through tool calls), keeping its outcomes in ``path``; the reward comparison builds the same one."""
+    test_class = HeldOutTest
+    if run.tools:
+        from baselines.lm.tool_play import ToolHeldOutTest as test_class
+
+    opts = run.options
+    return test_class(problems, tokenizer=tokenizer, path=path, max_turns=run.turns, prompts=prompts,
+                      max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size,
+                      settings={"model": run.model, "prompt_style": opts.prompt_style, "chat_template": opts.chat_template},
+                      write=write, verbose=verbose)

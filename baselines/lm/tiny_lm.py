@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import string
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -192,3 +193,29 @@ def load_pretrained(path: str | Path | None = None, dtype: torch.dtype = torch.f
     model.eval()
     return model, tokenizer
 
+
+def derive_position_ids(model: Any) -> Any:
+    """Make the backbone derive ``position_ids`` from the attention mask when none are given.
+
+    ``generate()`` numbers left-padded prompts from their first real token, but TRL's
+    log-probability pass calls the model without ``position_ids``; with absolute position
+    embeddings (GPT-2) the two passes would disagree. After this patch a full-sequence call
+    without ``position_ids`` uses ``cumsum(attention_mask) - 1``, exactly what ``generate()`` uses.
+    """
+    backbone = model.base_model
+    if getattr(backbone, "_countdown_position_fix", False):
+        return model
+    original = backbone.forward
+
+    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        mask = kwargs.get("attention_mask")
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        past = kwargs.get("past_key_values")
+        fresh = past is None or (hasattr(past, "get_seq_length") and past.get_seq_length() == 0)
+        if kwargs.get("position_ids") is None and mask is not None and ids is not None and mask.dim() == 2 and fresh and mask.shape[1] == ids.shape[1]:
+            kwargs["position_ids"] = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
+        return original(*args, **kwargs)
+
+    backbone.forward = types.MethodType(forward, backbone)
+    backbone._countdown_position_fix = True
+    return model
