@@ -3,15 +3,11 @@
     python baselines/llm_expert_iteration.py                       # the shipped multi-turn model, CPU
     python baselines/llm_expert_iteration.py --problems 4000 --samples 8 --sft-minutes 30
 
-One round of rejection-sampling fine-tuning (expert iteration, STaR): the model plays ``--samples``
-episodes of each of the first ``--problems`` training problems at ``--temperature`` (at most
-``--max-turns`` turns); the solved episodes, with their refused turns taken out (a refused turn
-changes nothing, so the rest of the episode stays the same game), are written to
-``<out>/episodes.jsonl``; then ``llm_sft.py --interaction multi-turn --init-from <model> --episodes
-<out>/episodes.jsonl`` trains on them beside the package's search traces (``--episodes-share`` of
-each batch), and its model lands in ``<out>/sft/final``. The sampling is skipped when
-``episodes.jsonl`` exists with the same sampling options (``episodes.json`` records them), so an
-interrupted run re-runs cheaply; the SFT step resumes from its checkpoint with ``--resume``.
+One round of rejection-sampling fine-tuning (STaR): ``--samples`` episodes of each of the first ``--problems``
+training problems at ``--temperature``; the solved ones, without their refused turns, go to ``<out>/episodes.jsonl``
+(reused when ``episodes.json`` records the same sampling options); then ``llm_sft.py --interaction multi-turn
+--init-from <model> --episodes <out>/episodes.jsonl`` trains on them beside the search traces into ``<out>/sft/final``
+(``--resume`` continues it).
 """
 
 from __future__ import annotations
@@ -39,7 +35,7 @@ class Options(SplitRun):
     """The multi-turn model to improve (a local directory)."""
     out: str = "runs/expert_iteration"
     problems: int = 2000
-    """The first this many problems of the train split (none shares a key with validation or test) are played."""
+    """The first this many problems of the train split (none in validation or test) are played."""
     samples: int = 8
     """Episodes per problem."""
     temperature: float = 0.5
@@ -71,7 +67,7 @@ class Options(SplitRun):
 
 
 def solved_episodes(opts: Options) -> tuple[list[dict], dict]:
-    """Play ``samples`` episodes of each training problem; the solved ones without their refused turns, and counts."""
+    """The solved episodes of ``samples`` per training problem, without their refused turns, and counts."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -106,8 +102,7 @@ def solved_episodes(opts: Options) -> tuple[list[dict], dict]:
 
 def main(opts: Options) -> int:
     out = run_directory(opts.out, f"--out {opts.out}")
-    torch_threads = str(opts.threads)
-    os.environ.setdefault("OMP_NUM_THREADS", torch_threads)
+    os.environ.setdefault("OMP_NUM_THREADS", str(opts.threads))
     import torch
 
     torch.set_num_threads(opts.threads)

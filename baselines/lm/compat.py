@@ -1,14 +1,5 @@
-"""Start-up compatibility checks of a GRPO run, before any model loads: one clear line per problem.
-
-* preset vs reward terms: the critic scores states of at most its ``max_numbers`` numbers, and integer states only
-  (its training tables hold integers; ``critics/data.py`` refuses rules with fractions);
-* prompt style vs chat template: the template must render the prompt, and end the assistant's turn with a token
-  the run stops at (a base model's tokenizer that ships an instruct template does not: its completions would run
-  on to the token budget);
-* tokenizer: an EOS token (TRL ends completions there; the pad token falls back to it);
-* process layout: the validation callback generates on every process on its own and saves the best model from
-  the main process, which needs the whole weights on every process (not ZeRO-3 or FSDP).
-"""
+"""Start-up compatibility checks of a GRPO run, before any model loads: one clear line per problem (the critic vs
+the preset, the chat template vs the prompt style and the stop tokens, the tokenizer's EOS, the process layout)."""
 
 from __future__ import annotations
 
@@ -32,7 +23,7 @@ def check_critic_fits(preset: str) -> None:
 
 
 def check_layout(strategy: str) -> None:
-    """Exit for a process layout whose processes do not each hold the whole model (see the module docstring)."""
+    """Exit for a process layout whose processes do not each hold the whole model (validation needs it)."""
     if strategy in ("zero3", "fsdp"):
         name = {"zero3": "DeepSpeed ZeRO-3", "fsdp": "FSDP"}[strategy]
         raise SystemExit(f"{name} shards the weights, but validation generates on each process alone and saves the "
@@ -82,9 +73,8 @@ def check_tokenizer(tokenizer: Any, model: str, prompt_style: str, chat_template
 
 
 def check_tool_tokenizer(tokenizer: Any, model: str) -> None:
-    """Exit when TRL's tool loop (``--interaction tools``) cannot run with the tokenizer: no EOS, no chat template
-    that renders tool calls, or none whose tool calls TRL can parse (it knows the templates of Qwen2.5, Qwen3, Llama
-    3.1/3.2 and a few more, or a tokenizer's own ``response_template``)."""
+    """Exit when TRL's tool loop cannot run with the tokenizer: no EOS, or no chat template whose tool calls TRL can
+    render and parse."""
     from trl.chat_template_utils import add_response_schema, supports_tool_calling
 
     check_tokenizer(tokenizer, model, "compact", False)

@@ -1,5 +1,4 @@
-"""The problems of a GRPO run (``baselines/llm_grpo.py``): :func:`run_problems` loads the preset's training,
-validation and test splits once and applies the pass-rate filter (``countdown_gym.data.pass_rates``),
+"""The problems of a GRPO run: :func:`run_problems` loads the preset's splits once and applies the pass-rate filter,
 ``--train-problems``, ``--curriculum``, ``--eval-problems`` (:func:`validation_subset`) and ``--test-problems``.
 """
 
@@ -13,14 +12,12 @@ from baselines.lm.grpo_options import GRPORun
 from countdown_gym.game.problem import Problem
 
 VALIDATION_SEED = 20261129
-"""The seed of the run's validation subset (:func:`validation_subset`): fixed, the same in every run and every seed, so
-that runs are validated, tuned and their ``best/`` chosen on the same problems."""
+"""The seed of :func:`validation_subset`: every run is validated on the same problems."""
 
 
 def validation_subset(problems: list[Problem], n: int, seed: int = VALIDATION_SEED) -> list[Problem]:
-    """``n`` problems drawn at random (without replacement, ``seed``) from a validation split, in split order; all of
-    them for ``n`` = 0 or ``n`` >= the split (the split's first problems are the shipped model's best part:
-    docs/results/llm_grpo_settings.md, so a run is not validated on the first ``n``)."""
+    """``n`` problems drawn at random (``seed``) from a validation split, in split order; all for ``n`` = 0 or more than
+    it holds (its first problems are the shipped model's best part: docs/results/llm_grpo_settings.md)."""
     if n == 0 or n >= len(problems):
         return list(problems)
     return [problems[i] for i in sorted(random.Random(seed).sample(range(len(problems)), n))]
@@ -28,8 +25,7 @@ def validation_subset(problems: list[Problem], n: int, seed: int = VALIDATION_SE
 
 @dataclass(frozen=True)
 class RunProblems:
-    """The problems of a run: ``train`` in the order it draws them, ``validation`` (what ``best/`` is chosen on) and
-    ``test`` (``--test-eval``: the held-out problems played at the start and the end)."""
+    """The problems of a run: ``train`` in the order it draws them, ``validation`` and ``test``."""
 
     train: list[Problem]
     validation: list[Problem]
@@ -37,10 +33,7 @@ class RunProblems:
 
 
 def run_problems(run: GRPORun) -> RunProblems:
-    """The :class:`RunProblems` of a run: the training split filtered by ``run.pass_rates``, cut to
-    ``--train-problems`` and ordered by ``--curriculum``; ``--eval-problems`` validation problems drawn at random with
-    the fixed :data:`VALIDATION_SEED`; the first ``--test-problems`` of the test split. Asking for more problems than
-    a split holds prints a note that all are used."""
+    """The :class:`RunProblems` of a run (asking for more problems than a split holds prints a note)."""
     from countdown_gym.data.splits import load_split
 
     opts = run.options
@@ -56,8 +49,7 @@ def run_problems(run: GRPORun) -> RunProblems:
         if n > len(problems):
             print(f"note: {flag} {n} is more than the {len(problems)} {what}; all {len(problems)} are used")
     train, test = train[: opts.train_problems or None], test[: opts.test_problems or None]
-    if 0 < opts.eval_problems < len(validation):  # validation_subset, drawn here
-        validation = [validation[i] for i in sorted(random.Random(VALIDATION_SEED).sample(range(len(validation)), opts.eval_problems))]
+    validation = validation_subset(validation, opts.eval_problems)
     if opts.curriculum == "staged":  # the prompts in schedule order; the GRPOConfig turns the shuffling off
         from countdown_gym.data.curriculum import Curriculum
 
@@ -70,8 +62,7 @@ def run_problems(run: GRPORun) -> RunProblems:
 
 
 def trainer_prompts(run: GRPORun, problems: list[Problem], tokenizer: Any) -> list[Any]:
-    """Single-pass: the prompts of ``problems`` as TRL takes them (``text_format.trainer_prompt``, the run's style and
-    chat template)."""
+    """Single-pass: the prompts of ``problems`` as TRL takes them."""
     from countdown_gym.game.text_format import trainer_prompt
 
     return [trainer_prompt(p, run.options.prompt_style, tokenizer, run.options.chat_template) for p in problems]

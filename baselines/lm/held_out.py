@@ -1,15 +1,11 @@
 """Greedy success on problems no part of a GRPO run saw: the preset's test split, before and after training.
 
-The run's validation (:class:`baselines.lm.callbacks.ValidationCallback`) plays validation problems, the split that
-chose the shipped model and that picks the run's ``best/``; its start figure is the starting model's best side
-(docs/llm_grpo.md). :class:`HeldOutTest` plays the first ``--test-problems`` problems of the test split greedily
-with the starting model and with the final one (:func:`baselines.lm.evaluation.greedy_solved`, the evaluator of every
-language-model figure), and :func:`paired_difference` reports each success rate with its
-standard error, the difference with the standard error of the per-problem differences, and McNemar's exact p.
+Validation problems chose the shipped model and pick the run's ``best/``; :class:`HeldOutTest` plays the first
+``--test-problems`` test problems greedily with the starting and the final model, and :func:`paired_difference`
+reports each rate with its standard error, the paired difference with its own, and McNemar's exact p.
 
-    test = HeldOutTest(problems, tokenizer=tok, path=run_dir / "held_out.json", max_turns=16)
+    test = held_out_test(run, tok, run_dir / "held_out.json", problems.test, prompts)
     test.start(model)          # before training (a resumed run reads the start back from held_out.json)
-    ...                        # train
     result = test.end(model)   # {"start": 0.122, "end": 0.168, "difference": 0.046, "difference_se": 0.009, ...}
 """
 
@@ -29,9 +25,8 @@ if TYPE_CHECKING:
 
 
 def paired_difference(start: Sequence[bool], end: Sequence[bool]) -> dict[str, float]:
-    """Success before and after on the same problems: each rate with its binomial standard error, the difference with
-    the standard error of the per-problem differences (the paired SE), the problems gained and lost, and McNemar's
-    exact two-sided p (a binomial test of gained against lost)."""
+    """Success before and after on the same problems: each rate with its binomial SE, the difference with the paired
+    SE, the problems gained and lost, and McNemar's exact two-sided p."""
     from scipy.stats import binomtest
 
     if len(start) != len(end) or not start:
@@ -52,9 +47,8 @@ def paired_difference(start: Sequence[bool], end: Sequence[bool]) -> dict[str, f
 
 
 class HeldOutTest:
-    """Greedy success of a run's starting and final models on held-out problems; the outcomes per problem are kept
-    in ``path`` (JSON), so that a resumed run compares its end with the start of the run it continues (read back only
-    for the same problems and ``settings``: the starting model and how it plays)."""
+    """Greedy success of a run's starting and final models on held-out problems, kept per problem in ``path`` (JSON):
+    a resumed run reads the start back (for the same problems and ``settings``)."""
 
     def __init__(self, problems: Sequence[Problem], *, tokenizer: Any, path: str | Path, max_turns: int | None = None,
                  prompts: Sequence[Any] | None = None, max_new_tokens: int = 192, batch_size: int = 128,

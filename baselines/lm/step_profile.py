@@ -1,15 +1,8 @@
-"""Where a GRPO step's time goes: generation, rewards, TRL's log-prob passes, the training forward, and the rest.
+"""Where a GRPO step's time goes (:class:`StepProfile`): generation, rewards, TRL's log-prob passes, the training
+forward, and the rest (backward pass, optimizer update, TRL's book-keeping; validation is not counted).
 
-    profile = StepProfile()
-    trainer.add_callback(profile); profile.attach(trainer)   # before trainer.train()
-    profile.summary()   # {"generation": s, "rewards": s, ...} per step, and the step's total
-
-:meth:`StepProfile.attach` times the trainer's own methods on the instance (nothing in TRL is changed):
-``_generate`` (the rollouts: the multi-turn engine, or TRL's generation), ``_calculate_rewards`` (the replay of every
-completion and every reward function), and ``_get_per_token_logps_and_entropies``, split by whether gradients are
-on: without, it is TRL's log-prob pass (the old policy's or the reference model's log-probabilities); with, it is
-the forward of the loss. The rest of the step (from ``on_step_begin`` to ``on_step_end``) is the backward pass, the
-optimizer update and TRL's book-keeping. Validation runs after ``on_step_end`` and is not counted.
+:meth:`StepProfile.attach` times the trainer's own methods on the instance: ``_generate``, ``_calculate_rewards`` and
+``_get_per_token_logps_and_entropies`` (without gradients: the log-prob pass; with: the loss's forward).
 """
 
 from __future__ import annotations
@@ -26,7 +19,7 @@ PARTS = ("generation", "rewards", "logprob_pass", "train_forward", "backward_upd
 
 
 class StepProfile(TrainerCallback):
-    """Seconds per GRPO step, by part (see the module docstring)."""
+    """Seconds per GRPO step, by part."""
 
     def __init__(self) -> None:
         self.totals: dict[str, float] = defaultdict(float)
@@ -80,11 +73,3 @@ class StepProfile(TrainerCallback):
         if not self.steps:
             return {}
         return {part: self.totals.get(part, 0.0) / self.steps for part in (*PARTS, "step")}
-
-    def line(self) -> str:
-        """One line for the run card and the console."""
-        s = self.summary()
-        if not s:
-            return ""
-        parts = ", ".join(f"{p.replace('_', ' ')} {s[p]:.2f} s" for p in PARTS)
-        return f"GRPO step {s['step']:.2f} s over {self.steps} steps: {parts}"

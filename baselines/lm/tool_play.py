@@ -1,13 +1,7 @@
-"""Countdown played through tool calls by a chat model, as TRL's tool loop plays it: ``--interaction tools``.
-
-TRL's ``GRPOTrainer(environment_factory=CountdownToolEnv)`` plays the training rollouts; this module plays the
-validation and the held-out test of such a run the same way: each problem's puzzle text (``CountdownToolEnv.reset``)
-as the user message, the tools' schemas in the chat template, the model's reply parsed by TRL's ``parse_response``,
-each tool call run on the episode's environment and its reply appended as a ``tool`` message, until the model stops
-calling tools, the episode ends, ``max_tool_calls`` calls were made or the completion budget is spent.
-
-:func:`play_tool_episodes` plays them (greedy, or sampled as :class:`~baselines.lm.generation.Sampling` says);
-:class:`ToolValidationCallback` and :class:`ToolHeldOutTest` are the run's validation and held-out test with it.
+"""Countdown played through tool calls by a chat model, as TRL's tool loop plays it (``--interaction tools``): the
+validation and held-out test of such a run. Each problem's puzzle text is the user message; the model's reply is
+parsed by TRL's ``parse_response``, each tool call runs on the episode's environment and its reply is appended, until
+the model stops calling tools, the episode ends, or the call or token budget is spent.
 """
 
 from __future__ import annotations
@@ -36,8 +30,7 @@ def parse_reply(tokenizer: Any, text: str, prompt_ids: list[int], tools: list[An
 
 
 def call_tools(env: CountdownToolEnv, message: dict[str, Any]) -> list[dict[str, Any]]:
-    """Run the tool calls of an assistant ``message`` on ``env``; their ``tool`` messages (a failed call is answered
-    ``{'error': ...}``, as TRL answers it)."""
+    """Run the tool calls of an assistant ``message`` on ``env``; their ``tool`` messages (errors answered as TRL does)."""
     tools = tool_functions(env)
     replies = []
     for call in message.get("tool_calls") or []:
@@ -54,10 +47,9 @@ def call_tools(env: CountdownToolEnv, message: dict[str, Any]) -> list[dict[str,
 def play_tool_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, max_turns: int, max_new_tokens: int,
                        max_tool_calls: int | None = None, sampling: Sampling | None = None,
                        batch_size: int = 64) -> tuple[list[CountdownToolEnv], int]:
-    """Play each problem as one tool-calling episode; returns the episodes' environments (``solved``, ``replay``) and
-    the number of tokens the model generated. ``max_new_tokens`` bounds each episode's completion (the model's turns
-    and the tool replies together, as TRL's ``max_completion_length``); ``max_tool_calls`` defaults to
-    ``max_turns + 4``, what the run gives TRL."""
+    """Play each problem as one tool-calling episode; returns the episodes' environments and the tokens generated.
+    ``max_new_tokens`` bounds each episode's completion (turns and tool replies, as TRL's); ``max_tool_calls``
+    defaults to ``max_turns + 4``, what the run gives TRL."""
     envs = [CountdownToolEnv(max_turns=max_turns) for _ in problems]
     chats = [[{"role": "user", "content": env.reset(**dataset_row(p))}] for env, p in zip(envs, problems, strict=True)]
     schemas = list(tool_functions(envs[0]).values()) if envs else []
@@ -98,8 +90,7 @@ def tool_records(envs: Sequence[CountdownToolEnv]) -> list[Record]:
 def evaluate_tools(model: Any, tokenizer: Any, problems: Sequence[Problem], *, max_turns: int, max_new_tokens: int,
                    samples: int = 0, sampling: Sampling | None = None, batch_size: int = 64,
                    seed: int = 0) -> dict[str, float]:
-    """The validation row (:meth:`baselines.lm.evaluation.Evaluation.row`) of ``problems`` played through tool calls:
-    greedy success and episodes with a refused move, and with ``samples`` the sampled ones and pass@k."""
+    """The validation row (``Evaluation.row``) of ``problems`` played through tool calls."""
     play = {"max_turns": max_turns, "max_new_tokens": max_new_tokens, "batch_size": batch_size}
     with evaluating(model, seed):
         t0 = time.perf_counter()
@@ -116,8 +107,7 @@ def evaluate_tools(model: Any, tokenizer: Any, problems: Sequence[Problem], *, m
 
 
 class ToolValidationCallback(ValidationCallback):
-    """The run's validation (:class:`~baselines.lm.callbacks.ValidationCallback`: ``metrics.csv``, ``success.png``,
-    ``best/``, the logs) with each problem played through tool calls (:func:`evaluate_tools`)."""
+    """The run's validation with each problem played through tool calls (:func:`evaluate_tools`)."""
 
     def _play(self, model: Any, idx: list[int], step: int) -> dict[str, float]:
         return evaluate_tools(model, self.tokenizer, [self.problems[i] for i in idx], max_turns=self.max_turns,
@@ -126,8 +116,7 @@ class ToolValidationCallback(ValidationCallback):
 
 
 class ToolHeldOutTest(HeldOutTest):
-    """The held-out test (:class:`~baselines.lm.held_out.HeldOutTest`: ``held_out.json``, the paired comparison) with
-    each test problem played greedily through tool calls (``max_turns`` and ``max_new_tokens`` as it was given)."""
+    """The held-out test with each test problem played greedily through tool calls."""
 
     def _play(self, model: Any, label: str) -> list[bool]:
         if self.verbose:
