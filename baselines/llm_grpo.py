@@ -67,6 +67,7 @@ def train(opts: Options) -> dict[str, Any]:
         RunCardCallback,
         StopRequestCallback,
         TimeLimitCallback,
+        ValidationCallback,
         attach_reporting,
     )
     from baselines.lm.generation import Sampling
@@ -140,15 +141,11 @@ def train(opts: Options) -> dict[str, Any]:
                              verbose=not opts.quiet)
 
     # the callbacks: step timing, validation, CLIPO head checkpoints, time limit, run card; the trainer
-    if run.tools:  # validation played through tool calls, as TRL's tool loop plays them
-        from baselines.lm.tool_play import ToolValidationCallback as ValidationCallback
-    else:
-        from baselines.lm.callbacks import ValidationCallback
     validation = ValidationCallback(
         problems=problems.validation, prompts=val_prompts, sampling=sampling,
         tokenizer=tokenizer, output_dir=out, eval_interval=opts.eval_interval, samples=opts.eval_samples,
         max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size, seed=opts.seed, verbose=not opts.quiet,
-        max_turns=run.turns, write=main_process,
+        max_turns=run.turns, write=main_process, tools=run.tools,
         resume_step=int(Path(resume_from).name.rsplit("-", 1)[1]) if resume_from else None,  # checkpoint-N
     )
     profile = StepProfile()  # first, so that its step ends before the validation callback evaluates

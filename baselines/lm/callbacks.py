@@ -34,11 +34,11 @@ class ValidationCallback(TrainerCallback):
     def __init__(self, problems: Sequence[Any], prompts: Sequence[Any], tokenizer: Any, output_dir: str | Path, *,
                  eval_interval: int = 20, samples: int = 4, sampling: Sampling | None = None, max_new_tokens: int = 160,
                  batch_size: int = 64, seed: int = 0, verbose: bool = True, max_turns: int | None = None,
-                 resume_step: int | None = None, write: bool = True) -> None:
-        """``max_turns``: validate with multi-turn episodes (None: single-pass, from ``prompts``); ``resume_step``: the
-        logs drop their rows after it; ``write``: this process writes the files."""
+                 resume_step: int | None = None, write: bool = True, tools: bool = False) -> None:
+        """``max_turns``: validate with multi-turn episodes (None: single-pass, from ``prompts``; ``tools``: through tool
+        calls); ``resume_step``: the logs drop their rows after it; ``write``: this process writes the files."""
         self.problems, self.prompts, self.tokenizer = list(problems), list(prompts), tokenizer
-        self.max_turns, self.sampling = max_turns, sampling or Sampling()
+        self.max_turns, self.sampling, self.tools = max_turns, sampling or Sampling(), tools
         self.dir = Path(output_dir)
         self.eval_interval, self.samples = eval_interval, samples
         self.max_new_tokens, self.batch_size, self.seed, self.verbose = max_new_tokens, batch_size, seed, verbose
@@ -86,7 +86,7 @@ class ValidationCallback(TrainerCallback):
     def _play(self, model: Any, idx: list[int], step: int) -> dict[str, float]:
         """This process's share of a validation: the problems ``idx`` played, their row."""
         prompts = None if self.max_turns is not None else [self.prompts[i] for i in idx]
-        how = Play(max_turns=self.max_turns, max_new_tokens=self.max_new_tokens, batch_size=self.batch_size)
+        how = Play(max_turns=self.max_turns, max_new_tokens=self.max_new_tokens, batch_size=self.batch_size, tools=self.tools)
         return evaluate(model, self.tokenizer, [self.problems[i] for i in idx], how, prompts=prompts,
                         samples=self.samples, sampling=self.sampling, seed=self.seed + step).row()
 

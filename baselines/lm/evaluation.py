@@ -47,7 +47,8 @@ class Record:
 
 @dataclass(frozen=True)
 class Play:
-    """How a model plays: single-pass (``max_turns=None``, one completion per prompt) or multi-turn episodes."""
+    """How a model plays: single-pass (``max_turns=None``, one completion per prompt), multi-turn episodes, or with
+    ``tools`` multi-turn through tool calls (``baselines.lm.tool_play``)."""
 
     max_turns: int | None = None
     max_new_tokens: int = 192
@@ -55,6 +56,7 @@ class Play:
     prompt_style: str = "compact"
     engine: Any = None
     """Single-pass: a vLLM engine (``baselines.lm.generation.vllm_engine``) that generates instead of ``model``."""
+    tools: bool = False
 
 
 @dataclass
@@ -137,6 +139,13 @@ def play(model: Any, tokenizer: Any, problems: Sequence[Problem], how: Play, *, 
          desc: str = "generate") -> tuple[list[list[Record]], int]:
     """``n`` plays of each problem (``sampling=None``: greedy, ``n`` 1) and the tokens the model wrote; single-pass
     play needs one prompt per problem (``prompts``)."""
+    if how.tools:
+        from baselines.lm.tool_play import play_tool_episodes, tool_records
+
+        envs, tokens = play_tool_episodes(model, tokenizer, [p for p in problems for _ in range(n)], max_turns=how.max_turns,
+                                          max_new_tokens=how.max_new_tokens, sampling=sampling, batch_size=how.batch_size)
+        records = tool_records(envs)
+        return [records[i * n:(i + 1) * n] for i in range(len(problems))], tokens
     if how.max_turns is not None:
         from countdown_gym.integrations.trl_rollout import play_episodes
 
@@ -212,11 +221,12 @@ def shared(items: Sequence[Any], work: Callable[[list[Any]], list[T]]) -> list[T
 
 
 def greedy_solved(model: Any, tokenizer: Any, problems: Sequence[Problem], *, max_turns: int | None = None,
-                  prompts: Sequence[Any] | None = None, max_new_tokens: int = 192, batch_size: int = 128) -> list[bool]:
+                  prompts: Sequence[Any] | None = None, max_new_tokens: int = 192, batch_size: int = 128,
+                  tools: bool = False) -> list[bool]:
     """Whether ``model`` solves each problem with greedy play (single-pass needs ``prompts``), shared over processes."""
     if max_turns is None and (prompts is None or len(prompts) != len(problems)):
         raise ValueError("single-pass play needs one prompt per problem")
-    how = Play(max_turns=max_turns, max_new_tokens=max_new_tokens, batch_size=batch_size)
+    how = Play(max_turns=max_turns, max_new_tokens=max_new_tokens, batch_size=batch_size, tools=tools)
 
     def work(idx: list[int]) -> list[bool]:
         chosen = None if prompts is None or max_turns is not None else [prompts[i] for i in idx]

@@ -52,10 +52,12 @@ class HeldOutTest:
 
     def __init__(self, problems: Sequence[Problem], *, tokenizer: Any, path: str | Path, max_turns: int | None = None,
                  prompts: Sequence[Any] | None = None, max_new_tokens: int = 192, batch_size: int = 128,
-                 settings: dict[str, Any] | None = None, write: bool = True, verbose: bool = True) -> None:
+                 settings: dict[str, Any] | None = None, write: bool = True, verbose: bool = True,
+                 tools: bool = False) -> None:
         self.problems, self.tokenizer, self.path = list(problems), tokenizer, Path(path)
         self.settings = {"max_turns": max_turns, "max_new_tokens": max_new_tokens, **(settings or {})}
-        self.play = {"max_turns": max_turns, "prompts": prompts, "max_new_tokens": max_new_tokens, "batch_size": batch_size}
+        self.play = {"max_turns": max_turns, "prompts": prompts, "max_new_tokens": max_new_tokens, "batch_size": batch_size,
+                     "tools": tools}
         self.write, self.verbose = write, verbose
         self.outcomes: dict[str, list[bool]] = {}
 
@@ -64,7 +66,8 @@ class HeldOutTest:
 
     def _play(self, model: Any, label: str) -> list[bool]:
         if self.verbose:
-            print(f"test: greedy play of {len(self.problems)} held-out test problems ({label} model)", flush=True)
+            how = " through tool calls" if self.play["tools"] else ""
+            print(f"test: greedy play of {len(self.problems)} held-out test problems{how} ({label} model)", flush=True)
         return greedy_solved(model, self.tokenizer, self.problems, **self.play)
 
     def start(self, model: Any) -> None:
@@ -99,12 +102,8 @@ def held_out_test(run: GRPORun, tokenizer: Any, path: Any, problems: list[Proble
                   write: bool = True, verbose: bool = True) -> HeldOutTest:
     """The GRPO run's :class:`HeldOutTest` of ``problems``, played as the run plays (single-pass: from ``prompts``;
     tools: through tool calls), keeping its outcomes in ``path``; the reward comparison builds the same one."""
-    test_class = HeldOutTest
-    if run.tools:
-        from baselines.lm.tool_play import ToolHeldOutTest as test_class
-
     opts = run.options
-    return test_class(problems, tokenizer=tokenizer, path=path, max_turns=run.turns, prompts=prompts,
-                      max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size,
-                      settings={"model": run.model, "prompt_style": opts.prompt_style, "chat_template": opts.chat_template},
-                      write=write, verbose=verbose)
+    return HeldOutTest(problems, tokenizer=tokenizer, path=path, max_turns=run.turns, prompts=prompts,
+                       max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size,
+                       settings={"model": run.model, "prompt_style": opts.prompt_style, "chat_template": opts.chat_template},
+                       write=write, verbose=verbose, tools=run.tools)
