@@ -119,8 +119,7 @@ def main(opts: Options) -> int:
     if not stats["distinct_solved_episodes"]:
         raise SystemExit("no episode was solved: nothing to fine-tune on (more --samples or a higher --temperature)")
 
-    from baselines.llm_sft import train
-    from baselines.lm.sft_options import SFTConfig
+    from baselines.llm_sft import SFTConfig, train
 
     cfg = SFTConfig(
         out=str(out / "sft"), preset=opts.preset, seed=opts.seed, init_from=opts.model, interaction="multi-turn",

@@ -65,6 +65,7 @@ def train(opts: Options) -> dict[str, Any]:
     from baselines.lm.callbacks import (
         ClipoCheckpointCallback,
         RunCardCallback,
+        StepProfile,
         StopRequestCallback,
         TimeLimitCallback,
         ValidationCallback,
@@ -73,7 +74,6 @@ def train(opts: Options) -> dict[str, Any]:
     from baselines.lm.generation import Sampling
     from baselines.lm.grpo_trainer import CountdownGRPOTrainer
     from baselines.lm.held_out import held_out_test
-    from baselines.lm.step_profile import StepProfile
     from countdown_gym.runkit.runs import StopRequest
 
     run = GRPORun.of(opts)  # checked, "auto" resolved: options.json records what runs

@@ -1,10 +1,13 @@
 """Trainer callbacks of a GRPO run: validation (``metrics.csv``, ``train_log.jsonl``, ``success.png``, ``best/``),
-CLIPO head checkpoints, stop requests, the time limit and the run card."""
+CLIPO head checkpoints, stop requests, the time limit, the run card, and :class:`StepProfile`: where a step's time
+goes (generation, rewards, TRL's log-prob pass, the loss's forward, and the rest: backward, update, book-keeping)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import time
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -234,3 +237,65 @@ class RunCardCallback(TrainerCallback):
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
             self.write(state.global_step)
+
+
+PARTS = ("generation", "rewards", "logprob_pass", "train_forward", "backward_update_other")
+"""The parts of a step, in the order they happen."""
+
+
+class StepProfile(TrainerCallback):
+    """Seconds per GRPO step, by part; :meth:`attach` times the trainer's own methods on the instance (validation, after
+    ``on_step_end``, is not counted)."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = defaultdict(float)
+        self.steps = 0
+        self._current: dict[str, float] = defaultdict(float)
+        self._t0: float | None = None
+
+    def attach(self, trainer: Any) -> None:
+        """Time ``trainer``'s generation, rewards and log-prob passes (bound on the instance)."""
+        self._wrap(trainer, "_generate", lambda: "generation")
+        self._wrap(trainer, "_calculate_rewards", lambda: "rewards")
+        import torch
+
+        self._wrap(trainer, "_get_per_token_logps_and_entropies",
+                   lambda: "train_forward" if torch.is_grad_enabled() else "logprob_pass")
+
+    def _wrap(self, trainer: Any, name: str, part_of: Any) -> None:
+        method = getattr(trainer, name, None)
+        if method is None:
+            return  # an older or newer TRL without this method: that part is counted in the rest
+
+        @functools.wraps(method)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            part = part_of()
+            t0 = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self._current[part] += time.perf_counter() - t0
+
+        setattr(trainer, name, timed)
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._t0 = time.perf_counter()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._t0 is None:
+            return
+        total = time.perf_counter() - self._t0
+        timed = sum(self._current.values())
+        self._current["backward_update_other"] = max(total - timed, 0.0)
+        for part, seconds in self._current.items():
+            self.totals[part] += seconds
+        self.totals["step"] += total
+        self.steps += 1
+        self._current = defaultdict(float)
+        self._t0 = None
+
+    def summary(self) -> dict[str, float]:
+        """Mean seconds per step of each part and of the whole step (empty before the first step)."""
+        if not self.steps:
+            return {}
+        return {part: self.totals.get(part, 0.0) / self.steps for part in (*PARTS, "step")}

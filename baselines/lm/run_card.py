@@ -6,9 +6,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from baselines.lm.callbacks import PARTS
 from baselines.lm.grpo_config import reward_terms
 from baselines.lm.grpo_options import GRPORun, Options
-from baselines.lm.step_profile import PARTS
 from baselines.uncertainty import binomial_se
 
 
@@ -30,7 +30,7 @@ def run_card(run: GRPORun, rows: list[dict[str, Any]], step: int, profile: dict[
     """The run directory's README.md: what was run, how to repeat it, held-out test success (``test``:
     :func:`baselines.lm.held_out.paired_difference`, once the run has ended), validation so far (``rows``:
     :class:`ValidationCallback` rows, numbers), and where a step's time goes (``profile``:
-    :meth:`baselines.lm.step_profile.StepProfile.summary`)."""
+    :meth:`baselines.lm.callbacks.StepProfile.summary`)."""
     opts = run.options
     weights = ", ".join(f"{k} {w:g}" for k, w in reward_terms(opts).items() if w)
     lines = [
@@ -89,7 +89,7 @@ def run_card(run: GRPORun, rows: list[dict[str, Any]], step: int, profile: dict[
         lines += [
             "## Time per step",
             "",
-            "Mean seconds per GRPO step (validation not counted; baselines/lm/step_profile.py):",
+            "Mean seconds per GRPO step (validation not counted; baselines/lm/callbacks.py):",
             "",
             "| " + " | ".join(p.replace("_", " ") for p in PARTS) + " | step |",
             "| " + " | ".join("---:" for _ in range(len(PARTS) + 1)) + " |",
