@@ -21,7 +21,6 @@ from pathlib import Path
 from baselines.lm.grpo_model import DEFAULT_TURN_MODEL
 from baselines.lm.tiny_lm import SplitRun
 from countdown_gym import dataclass_cli
-from countdown_gym.data.splits import load_split
 from countdown_gym.runkit.runs import run_directory, write_text_atomic
 
 SAMPLING_FIELDS = ("model", "preset", "problems", "samples", "temperature", "max_turns", "seed")
@@ -69,15 +68,14 @@ class Options(SplitRun):
 def solved_episodes(opts: Options) -> tuple[list[dict], dict]:
     """The solved episodes of ``samples`` per training problem, without their refused turns, and counts."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from baselines.llm_sft import training_problems
+    from baselines.lm.tiny_lm import load_pretrained
     from countdown_gym.integrations.trl_rollout import play_episodes
 
     torch.manual_seed(opts.seed)
-    held_out = {p.key for s in ("validation", "test") for p in load_split(opts.preset, s)}
-    problems = [p for p in load_split(opts.preset, "train") if p.key not in held_out][: opts.problems]
-    model = AutoModelForCausalLM.from_pretrained(opts.model).eval()
-    tok = AutoTokenizer.from_pretrained(opts.model)
+    problems = training_problems(opts.preset, progress=False)[: opts.problems]
+    model, tok = load_pretrained(opts.model)
     start = time.perf_counter()
     with torch.no_grad():
         rollouts = play_episodes(model, tok, [p for p in problems for _ in range(opts.samples)], max_turns=opts.max_turns,

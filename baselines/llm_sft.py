@@ -143,15 +143,15 @@ def trace_config(cfg: SFTConfig) -> CompactTraceConfig:
         raise SystemExit(f"trace format (--dead-ends, --probe, --dead-end-rate, --answer, --leaves): {exc}") from None
 
 
-def training_problems(cfg: SFTConfig, progress: bool = True) -> list[Problem]:
-    """The train split plus ``fresh_problems`` new ones, none sharing a key with validation/test."""
-    held_out = {p.key for s in ("validation", "test") for p in load_split(cfg.preset, s)}
-    train = [p for p in load_split(cfg.preset, "train") if p.key not in held_out]
+def training_problems(preset: str, fresh_problems: int = 0, seed: int = 0, progress: bool = True) -> list[Problem]:
+    """The train split plus ``fresh_problems`` new ones (drawn with ``seed``), none sharing a key with validation/test."""
+    held_out = {p.key for s in ("validation", "test") for p in load_split(preset, s)}
+    train = [p for p in load_split(preset, "train") if p.key not in held_out]
     seen = held_out | {p.key for p in train}
     fresh: list[Problem] = []
-    stream = iter_problems(cfg.preset, seed=10_000 + cfg.seed)
-    bar = tqdm(total=cfg.fresh_problems, desc="fresh problems", disable=not progress, leave=False)
-    while len(fresh) < cfg.fresh_problems:
+    stream = iter_problems(preset, seed=10_000 + seed)
+    bar = tqdm(total=fresh_problems, desc="fresh problems", disable=not progress, leave=False)
+    while len(fresh) < fresh_problems:
         p = next(stream)
         if p.key in seen:
             continue
@@ -206,16 +206,10 @@ def make_batch(problems: list[Problem | tuple[Problem, list[str]]], tokenizer, t
         ids = (ids_p + ids_c)[:max_len]
         labels = ([-100] * len(ids_p) + ids_c)[:max_len]
         rows.append((ids, labels))
-    width = max(len(r[0]) for r in rows)
-    pad = tokenizer.pad_token_id
-    input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    labels = torch.full((len(rows), width), -100, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, (ids, lab) in enumerate(rows):
-        input_ids[i, : len(ids)] = torch.tensor(ids)
-        labels[i, : len(lab)] = torch.tensor(lab)
-        mask[i, : len(ids)] = 1
-    return input_ids, mask, labels
+    pad = partial(torch.nn.utils.rnn.pad_sequence, batch_first=True)  # right padding
+    return (pad([torch.tensor(ids) for ids, _ in rows], padding_value=tokenizer.pad_token_id),
+            pad([torch.ones(len(ids), dtype=torch.long) for ids, _ in rows]),
+            pad([torch.tensor(lab) for _, lab in rows], padding_value=-100))
 
 
 def initial_model(cfg: SFTConfig, tokenizer):
@@ -298,7 +292,7 @@ def train(cfg: SFTConfig) -> dict:
                       start_over="start a new --out (with --init-from for a fresh optimiser)")  # before the data: fails fast
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
-    problems = training_problems(cfg, cfg.progress)
+    problems = training_problems(cfg.preset, cfg.fresh_problems, cfg.seed, cfg.progress)
     episodes = load_episodes(cfg.episodes, cfg.preset) if cfg.episodes else []
     val = load_split(cfg.preset, "validation")[: cfg.eval_problems]
     tokenizer = build_tokenizer()

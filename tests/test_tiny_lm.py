@@ -337,7 +337,7 @@ def test_sft_progress_total_is_where_the_time_budget_ends():
 
 def test_training_problems_exclude_held_out():
     cfg = llm_sft.SFTConfig(fresh_problems=300)
-    probs = llm_sft.training_problems(cfg, progress=False)
+    probs = llm_sft.training_problems(cfg.preset, cfg.fresh_problems, cfg.seed, progress=False)
     held = {p.key for s in ("validation", "test") for p in load_split("longproc-0.5k", s)}
     assert len(probs) == 8000 + 300
     assert not any(p.key in held for p in probs)
