@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -93,36 +94,27 @@ class CLIPOReward:
         """Mean-pooled last hidden states over the completion tokens: a float tensor ``[N, hidden]``."""
         import torch
 
+        from baselines.lm.evaluation import evaluating
         from critics.clipo import mean_pool
 
         if self.model is None:
             raise RuntimeError("CLIPOReward is not bound to a model: call .bind(trainer) after building the trainer")
         prompt_ids = prompt_token_ids(self.processing_class, prompts)
-        pad = self.processing_class.pad_token_id
-        pad = 0 if pad is None else pad
+        pad = self.processing_class.pad_token_id or 0
         device = next(self.model.parameters()).device
-        was_training = self.model.training
-        self.model.eval()
+        padded = functools.partial(torch.nn.utils.rnn.pad_sequence, batch_first=True)  # right padding: positions 0..len-1
         chunks = []
-        try:
-            with torch.no_grad():
-                for start in range(0, len(prompt_ids), self.forward_batch_size):
-                    end = start + self.forward_batch_size
-                    rows = [(list(p), list(c)) for p, c in zip(prompt_ids[start:end], completion_ids[start:end], strict=True)]
-                    width = max(len(p) + len(c) for p, c in rows)
-                    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-                    attn = torch.zeros((len(rows), width), dtype=torch.long)
-                    cmask = torch.zeros((len(rows), width), dtype=torch.long)
-                    for i, (p, c) in enumerate(rows):  # right padding: positions are 0..len-1
-                        ids[i, : len(p) + len(c)] = torch.tensor(p + c, dtype=torch.long)
-                        attn[i, : len(p) + len(c)] = 1
-                        cmask[i, len(p) : len(p) + len(c)] = 1
-                    pos = (attn.cumsum(-1) - 1).clamp(min=0)
-                    out = self.model(input_ids=ids.to(device), attention_mask=attn.to(device), position_ids=pos.to(device),
-                                     output_hidden_states=True)
-                    chunks.append(mean_pool(out.hidden_states[-1].float(), cmask.to(device)))
-        finally:
-            self.model.train(was_training)
+        with evaluating(self.model):
+            for start in range(0, len(prompt_ids), self.forward_batch_size):
+                end = start + self.forward_batch_size
+                rows = list(zip(prompt_ids[start:end], completion_ids[start:end], strict=True))
+                ids = padded([torch.tensor([*p, *c], dtype=torch.long) for p, c in rows], padding_value=pad)
+                attn = padded([torch.ones(len(p) + len(c), dtype=torch.long) for p, c in rows])
+                cmask = padded([torch.tensor([0] * len(p) + [1] * len(c), dtype=torch.long) for p, c in rows])
+                pos = (attn.cumsum(-1) - 1).clamp(min=0)
+                out = self.model(input_ids=ids.to(device), attention_mask=attn.to(device), position_ids=pos.to(device),
+                                 output_hidden_states=True)
+                chunks.append(mean_pool(out.hidden_states[-1].float(), cmask.to(device)))
         return torch.cat(chunks, dim=0)
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Sequence[Sequence[int]], **kwargs: Any) -> list[float]:
