@@ -95,10 +95,7 @@ class EvalConfig(SplitRun):
         dataclass_cli.check_choice(self, "interaction", ("auto", "single-pass", "multi-turn"))
         dataclass_cli.check_min(self, 1, "max_new_tokens", "batch_size")
         dataclass_cli.check_min(self, 0, "k", "offset", "limit")
-        if not self.temperature > 0:
-            raise ValueError(f"--temperature must be > 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"--top-p must be in (0, 1], got {self.top_p}")
+        Sampling(temperature=self.temperature, top_p=self.top_p)  # --temperature > 0, --top-p in (0, 1]
         if self.pass_rates and self.k < 1:
             raise ValueError("--pass-rates needs sampled completions (--k >= 1)")
 
@@ -120,16 +117,6 @@ def make_prompts(problems: list[Problem], tokenizer, style: str, chat_template: 
     if chat_template == "on" or (chat_template == "auto" and has_template):
         prompts = [render_chat_prompt(p, tokenizer, style) for p in problems]  # tinyzero: the assistant turn continued
     return prompts
-
-
-def sampling_of(cfg: EvalConfig) -> Sampling:
-    """How the ``--k`` completions per problem are drawn (``baselines.lm.generation.Sampling``, as GRPO validation)."""
-    return Sampling(temperature=cfg.temperature, top_p=cfg.top_p)
-
-
-def score(problems: list[Problem], completions: list[list[str]]) -> list[list[bool]]:
-    """``verify`` on every completion."""
-    return [[verify(p, c).correct for c in cs] for p, cs in zip(problems, completions, strict=True)]
 
 
 def failure_breakdown(problems: list[Problem], completions: list[str]) -> dict:
@@ -235,8 +222,8 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
         engine = vllm_engine(cfg.model, cfg.dtype, cfg.seed, longest + cfg.max_new_tokens)
     how = Play(max_turns=cfg.max_turns if turns else None, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
                prompt_style=cfg.prompt_style, engine=engine)
-    ev = play_and_score(model, tokenizer, problems, how, prompts=prompts, samples=cfg.k, sampling=sampling_of(cfg),
-                        seed=cfg.seed, progress=progress)
+    ev = play_and_score(model, tokenizer, problems, how, prompts=prompts, samples=cfg.k, seed=cfg.seed, progress=progress,
+                        sampling=Sampling(temperature=cfg.temperature, top_p=cfg.top_p))
     res.update(metrics(ev, problems))
     return res
 
@@ -391,7 +378,8 @@ def main(argv: list[str] | None = None) -> dict:
     if cfg.results_json:
         write_text_atomic(cfg.results_json, json.dumps(metrics, indent=2) + "\n")
     if cfg.pass_rates:
-        n = write_pass_rates(cfg.pass_rates, problems, score(problems, res["completions_sampled"]))
+        solved = [[verify(p, c).correct for c in cs] for p, cs in zip(problems, res["completions_sampled"], strict=True)]
+        n = write_pass_rates(cfg.pass_rates, problems, solved)
         print(f"pass rates of {n} problems written to {cfg.pass_rates}")
     return res
 
