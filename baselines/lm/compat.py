@@ -30,21 +30,10 @@ def check_layout(strategy: str) -> None:
                          "best model from the main one: launch with DDP or DeepSpeed ZeRO-1/2 (--zero_stage 2)")
 
 
-def stop_token_ids(tokenizer: Any, model: str) -> set[int]:
-    """The token ids TRL stops a completion at: the tokenizer's EOS and the model's generation config's."""
-    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-    try:
-        from transformers import GenerationConfig
-
-        eos = GenerationConfig.from_pretrained(model).eos_token_id
-    except (OSError, ValueError):
-        eos = None
-    ids.update([eos] if isinstance(eos, int) else (eos or []))
-    return ids
-
-
 def check_tokenizer(tokenizer: Any, model: str, prompt_style: str, chat_template: bool) -> None:
     """Exit when the tokenizer cannot end completions, or its chat template cannot carry ``prompt_style``."""
+    from transformers import GenerationConfig
+
     from countdown_gym.game.problem import Problem
     from countdown_gym.game.text_format import render_chat_prompt
 
@@ -64,8 +53,13 @@ def check_tokenizer(tokenizer: Any, model: str, prompt_style: str, chat_template
     after = turn.split(mark, 1)[1].strip()
     if not after:
         return  # the template adds nothing after the answer: the model's EOS ends it
+    try:  # TRL stops at the tokenizer's EOS and the model's generation config's
+        eos = GenerationConfig.from_pretrained(model).eos_token_id
+    except (OSError, ValueError):
+        eos = None
+    stops = {tokenizer.eos_token_id, *([eos] if isinstance(eos, int) else (eos or []))} - {None}
     first = tokenizer(after, add_special_tokens=False)["input_ids"][:1]
-    if first and first[0] not in stop_token_ids(tokenizer, model):
+    if first and first[0] not in stops:
         raise SystemExit(f"--model {model}: its chat template ends the assistant's turn with "
                          f"{tokenizer.convert_ids_to_tokens(first[0])!r}, but the run stops at "
                          f"{tokenizer.eos_token!r}: a base model's tokenizer with an instruct template? Its completions "

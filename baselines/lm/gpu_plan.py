@@ -15,7 +15,6 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_CONFIGS = ROOT / "baselines" / "model_configs"
@@ -62,39 +61,25 @@ class ModelShape:
         return 2 * self.layers * self.kv_dim * width
 
 
-def shipped_config_dir(name: str) -> Path | None:
-    """``baselines/model_configs/<name>`` when it holds a config for the hub id ``name``."""
-    if not name or name.startswith((".", "/", "~")):
-        return None
-    path = MODEL_CONFIGS / name
-    return path if (path / "config.json").is_file() else None
+@functools.lru_cache(maxsize=16)
+def model_shape(name: str) -> ModelShape:
+    """The :class:`ModelShape` of a local model directory or hub id, from its config alone (parameters counted on
+    ``meta``); :class:`PlanError` when no config can be read."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
 
-
-def read_model_config(name: str) -> tuple[Any, str]:
-    """``(transformers config, where it was read)``; :class:`PlanError` when none can be read."""
-    from transformers import AutoConfig
-
-    local: Path | None = Path(name).expanduser()
+    local, shipped = Path(name).expanduser(), MODEL_CONFIGS / name
     if local.is_dir():
-        where = str(local)
-    elif (local := shipped_config_dir(name)) is not None:
-        where = str(local.relative_to(ROOT))
+        source = where = str(local)
+    elif name and not name.startswith((".", "/", "~")) and (shipped / "config.json").is_file():
+        source, where = str(shipped), str(shipped.relative_to(ROOT))
     else:
-        where = f"hub: {name}"
+        source, where = name, f"hub: {name}"
     try:
-        return AutoConfig.from_pretrained(str(local) if local is not None else name), where
+        config = AutoConfig.from_pretrained(source)
     except (OSError, ValueError) as exc:
         raise PlanError(f"the config of {name!r} could not be read here ({type(exc).__name__}); pass a local model "
                         f"directory, or add baselines/model_configs/{name}/config.json") from None
-
-
-@functools.lru_cache(maxsize=16)
-def model_shape(name: str) -> ModelShape:
-    """The :class:`ModelShape` of a local model directory or hub id (config only, parameters counted on ``meta``)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    config, where = read_model_config(name)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())

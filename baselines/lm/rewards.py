@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Sequence
+from importlib import import_module
 from typing import Any
 
 from countdown_gym.integrations.trl import completion_replays, log_metrics
@@ -19,19 +20,8 @@ VARIANTS = TEXT_VARIANT_WEIGHTS
 """Named reward variants (the ``text`` ones of ``countdown_gym.rewards.variants``): term -> weight."""
 
 
-def _load_critic() -> Any:
-    from critics import load_critic
-
-    return load_critic()
-
-
-def _load_text_critic() -> Any:
-    from critics.text_critic import load_text_critic
-
-    return load_text_critic()
-
-
-LOADERS: dict[str, Callable[[], Any]] = {"critic": _load_critic, "text_critic": _load_text_critic}
+LOADERS: dict[str, Callable[[], Any]] = {"critic": lambda: import_module("critics").load_critic(),
+                                         "text_critic": lambda: import_module("critics.text_critic").load_text_critic()}
 """The shipped critics a reward variant ``needs``, by kind (CLIPO is built by the run: ``run_rewards``)."""
 
 

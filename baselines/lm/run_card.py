@@ -21,10 +21,6 @@ def command_line(opts: Options) -> str:
     return shlex.join(["python", "baselines/llm_grpo.py", *argv, "--threads", str(opts.threads)])
 
 
-def _percent(value: Any) -> str:
-    return f"{value:.1%}" if isinstance(value, (int, float)) else "-"
-
-
 def run_card(run: GRPORun, rows: list[dict[str, Any]], step: int, profile: dict[str, float] | None = None,
              test: dict[str, Any] | None = None) -> str:
     """The run directory's README.md: what was run, how to repeat it, held-out test success (``test``:
@@ -80,7 +76,8 @@ def run_card(run: GRPORun, rows: list[dict[str, Any]], step: int, profile: dict[
             "| --- | --- | --- | --- | --- | --- |",
         ]
         for r in rows:
-            cells = [_percent(r.get(key)) for key in ("greedy_success", "sampled_success", "pass_at_k", "greedy_invalid_frac")]
+            cells = [f"{v:.1%}" if isinstance(v := r.get(key), (int, float)) else "-"
+                     for key in ("greedy_success", "sampled_success", "pass_at_k", "greedy_invalid_frac")]
             lines.append(f"| {r['step']} | {' | '.join(cells)} | {r['mean_completion_tokens']:.0f} |")
         lines += ["", "![validation success vs step](success.png)", ""]
     else:
