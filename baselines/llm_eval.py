@@ -43,29 +43,23 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 class EvalConfig(SplitRun):
     """Options of ``llm_eval.py`` (every field is a ``--flag``)."""
 
-    model: str = str(SHIPPED_CHECKPOINT)
-    """Local directory or hub id of any causal LM."""
+    model: str = str(SHIPPED_CHECKPOINT)  # local directory or hub id of any causal LM
     interaction: str = "auto"
     """``single-pass`` (one completion per answer), ``multi-turn`` (one move per turn, CountdownMultiTurn-v0 computes;
     the answer is the ``<Solution>`` block of the moves played) or ``auto``: what the model was trained for (its
     ``training.json`` or its GRPO run's ``options.json``), else single-pass."""
     split: str = "test"
-    limit: int = 0
-    """Evaluate only N problems (0 = all from ``offset`` on)."""
-    offset: int = 0
-    """Skip the first N problems of the split."""
-    prompt_style: str = "compact"
-    """``compact`` (the shipped tiny model), ``longproc`` or ``tinyzero``."""
+    limit: int = 0  # evaluate only N problems (0 = all from ``offset`` on)
+    offset: int = 0  # skip the first N problems of the split
+    prompt_style: str = "compact"  # ``compact`` (the shipped tiny model), ``longproc`` or ``tinyzero``
     chat_template: str = "auto"
     """``auto``: wrap the prompt in the tokenizer's chat template when it has one; ``on`` / ``off``."""
-    k: int = 8
-    """Sampled completions per problem for pass@k and per-sample success (0 = greedy only)."""
+    k: int = 8  # sampled completions per problem for pass@k and per-sample success (0 = greedy only)
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 320
     batch_size: int = 128
-    backend: str = "hf"
-    """``hf`` (transformers generate) or ``vllm``."""
+    backend: str = "hf"  # ``hf`` (transformers generate) or ``vllm``
     dtype: str = "float32"
     device: str = "auto"
     """Where the model runs (``--backend hf``): ``auto`` (the first GPU when CUDA is available, else the CPU), ``cpu``,
@@ -78,8 +72,7 @@ class EvalConfig(SplitRun):
     method: str = "SFT on compact search traces"
     reward_variant: str = "none"
     """The RL reward the model was trained with, recorded in the submission (``none`` for SFT only)."""
-    results_json: str = ""
-    """Also write the metrics to this JSON file."""
+    results_json: str = ""  # also write the metrics to this JSON file
     dry_run: bool = False
     """Load no weights: print the generation settings, the device and an estimate of the memory, then exit 0."""
     pass_rates: str = ""

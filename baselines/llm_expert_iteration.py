@@ -30,28 +30,20 @@ SAMPLING_FIELDS = ("model", "preset", "problems", "samples", "temperature", "max
 class Options(SplitRun):
     """Every field is a ``--flag``."""
 
-    model: str = DEFAULT_TURN_MODEL
-    """The multi-turn model to improve (a local directory)."""
+    model: str = DEFAULT_TURN_MODEL  # the multi-turn model to improve (a local directory)
     out: str = "runs/expert_iteration"
-    problems: int = 2000
-    """The first this many problems of the train split (none in validation or test) are played."""
-    samples: int = 8
-    """Episodes per problem."""
+    problems: int = 2000  # the first this many problems of the train split (none in validation or test) are played
+    samples: int = 8  # episodes per problem
     temperature: float = 0.5
-    batch_size: int = 256
-    """Episodes generated together."""
-    sft_minutes: float = 20.0
-    """Wall-time budget of the fine-tuning step (cosine schedule over it)."""
+    batch_size: int = 256  # episodes generated together
+    sft_minutes: float = 20.0  # wall-time budget of the fine-tuning step (cosine schedule over it)
     lr: float = 5e-4
     episodes_share: float = 0.5
     """Share of each fine-tuning batch drawn from the solved episodes (the rest: search traces)."""
-    dead_end_rate: float = 0.2
-    """The traces' dead-end rate (as the shipped model was trained)."""
-    eval_problems: int = 300
-    """Validation problems of the fine-tuning step's greedy checks."""
+    dead_end_rate: float = 0.2  # the traces' dead-end rate (as the shipped model was trained)
+    eval_problems: int = 300  # validation problems of the fine-tuning step's greedy checks
     threads: int = 2
-    resume: bool = False
-    """Continue the fine-tuning step from its checkpoint."""
+    resume: bool = False  # continue the fine-tuning step from its checkpoint
     progress: bool = True
 
     def __post_init__(self) -> None:

@@ -32,10 +32,8 @@ class GrowOptions:
 
     model: str = DEFAULT_TURN_MODEL
     """The saved model to grow (a directory with config.json, model.safetensors and tokenizer files)."""
-    out: str = "runs/grown"
-    """Where the grown model is written (must not exist yet)."""
-    every: int = 1
-    """Insert a zeroed copy after every ``every``-th layer (1: twice the layers)."""
+    out: str = "runs/grown"  # where the grown model is written (must not exist yet)
+    every: int = 1  # insert a zeroed copy after every ``every``-th layer (1: twice the layers)
 
     def __post_init__(self) -> None:
         dataclass_cli.check_min(self, 1, "every")

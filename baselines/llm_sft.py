@@ -56,8 +56,7 @@ class SFTConfig(SplitRun):
     """Options of ``llm_sft.py`` (every field is a ``--flag``)."""
 
     out: str = "runs/llm_sft"
-    fresh_problems: int = 20000
-    """Newly generated problems added to the train split (never validation/test keys)."""
+    fresh_problems: int = 20000  # newly generated problems added to the train split (never validation/test keys)
     # model
     init_from: str = ""
     """Start from this saved model (a directory with config.json + model.safetensors, e.g. the
@@ -88,8 +87,7 @@ class SFTConfig(SplitRun):
     warmup_steps: int = 30
     batch_size: int = 16
     max_steps: int = 100000
-    max_minutes: float = 36.0
-    """Stop (and save) after this much wall time; 0 = no limit."""
+    max_minutes: float = 36.0  # stop (and save) after this much wall time; 0 = no limit
     schedule: str = "time"
     """``steps``: cosine over max_steps; ``time``: cosine over max_minutes of wall time (for a
     fixed time budget on a shared machine, whatever the throughput)."""

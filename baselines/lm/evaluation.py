@@ -35,14 +35,10 @@ class Record:
     """What one play of one problem came to."""
 
     solved: bool
-    invalid: bool
-    """Single-pass: the completion holds an invalid move; multi-turn: the episode holds a refused turn."""
-    answer: str
-    """The completion, or the ``<Solution>`` block of the moves an episode played."""
-    text: str
-    """The completion, or the episode's conversation after the prompt."""
-    turns: int | None = None
-    """Multi-turn: the turns the episode took."""
+    invalid: bool  # single-pass: the completion holds an invalid move; multi-turn: the episode holds a refused turn
+    answer: str  # the completion, or the ``<Solution>`` block of the moves an episode played
+    text: str  # the completion, or the episode's conversation after the prompt
+    turns: int | None = None  # multi-turn: the turns the episode took
 
 
 @dataclass(frozen=True)

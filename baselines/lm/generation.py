@@ -23,8 +23,7 @@ class Sampling:
 
     temperature: float = 1.0
     top_p: float = 1.0
-    top_k: int = 0
-    """0: no top-k cut."""
+    top_k: int = 0  # 0: no top-k cut
     min_p: float | None = None
     repetition_penalty: float = 1.0
     """Also applied to greedy completions (1.0: none, whatever the model's generation config says)."""

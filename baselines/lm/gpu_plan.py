@@ -39,8 +39,7 @@ class ModelShape:
     """What the estimates need of a causal LM, read from its config."""
 
     name: str
-    source: str
-    """Where the config was read: a local directory, the shipped copy, or the hub."""
+    source: str  # where the config was read: a local directory, the shipped copy, or the hub
     parameters: int
     layers: int
     hidden: int
@@ -99,10 +98,8 @@ class Layout:
     """How a run is spread: processes (one GPU each), the sharding of the training state, each GPU's memory."""
 
     processes: int
-    strategy: str
-    """single | ddp | zero1 | zero2 | zero3 (DeepSpeed ZeRO stages) | fsdp."""
-    gpu_memory: float | None
-    """Bytes of each GPU (None: the plan is for the CPU)."""
+    strategy: str  # single | ddp | zero1 | zero2 | zero3 (DeepSpeed ZeRO stages) | fsdp
+    gpu_memory: float | None  # bytes of each GPU (None: the plan is for the CPU)
     bf16: bool
 
     @property

@@ -33,15 +33,12 @@ def world_size() -> int:
 class ComputePlan:
     """Where and how a run computes: its process layout and the micro-batches of a step (``baselines/lm/gpu_plan.py``)."""
 
-    layout: Any
-    """A ``gpu_plan.Layout``."""
-    per_process: int
-    """Completions each process trains on per step."""
+    layout: Any  # A ``gpu_plan.Layout``
+    per_process: int  # completions each process trains on per step
     micro: int
     grad_accum: int
     sequence_tokens: int
-    max_tokens: int
-    """The token budget the micro-batch was chosen from (0: set by --micro-batch-size)."""
+    max_tokens: int  # the token budget the micro-batch was chosen from (0: set by --micro-batch-size)
 
 
 def plan_compute(run: GRPORun, shape: Any = None) -> ComputePlan:

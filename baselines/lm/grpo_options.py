@@ -27,8 +27,7 @@ def grpo(default: Any, name: str = "") -> Any:
 class Options:
     """Every knob of a run; each is a CLI flag. Fields made with :func:`grpo` pass to TRL's ``GRPOConfig`` unchanged."""
 
-    model: str = ""
-    """Causal LM, local path or hub id (default: the shipped tiny model of the interaction)."""
+    model: str = ""  # causal LM, local path or hub id (default: the shipped tiny model of the interaction)
     interaction: str = "auto"
     """multi-turn: one move per model turn, CountdownMultiTurn-v0 answers (its tokens masked out of the loss);
     single-pass: the whole search and answer in one completion; tools: a chat model plays through TRL's tool loop
@@ -36,28 +35,22 @@ class Options:
     for, multi-turn for the default model."""
     max_turns: int = 16
     """Multi-turn and tools: an episode's turn budget (tools: TRL's max_tool_calling_iterations is this plus 4)."""
-    max_turn_tokens: int = 12
-    """Multi-turn: the token budget of one model turn."""
+    max_turn_tokens: int = 12  # multi-turn: the token budget of one model turn
     stop_at_dead_end: bool = False
     """Multi-turn: a training episode stops after a legal move that puts the target out of reach
     (docs/results/llm_grpo_dead_ends.md); validation and --test-eval play whole episodes."""
-    dead_end_patience: int = 1
-    """With --stop-at-dead-end: the turns in a row an episode may stay lost before it stops."""
-    preset: str = "longproc-0.5k"
-    """Frozen split preset: trains on its train split, validates on its validation split."""
-    prompt_style: str = "compact"
-    """compact | longproc | tinyzero (single-pass); compact | instruct (multi-turn)."""
+    dead_end_patience: int = 1  # with --stop-at-dead-end: the turns in a row an episode may stay lost before it stops
+    preset: str = "longproc-0.5k"  # frozen split preset: trains on its train split, validates on its validation split
+    prompt_style: str = "compact"  # compact | longproc | tinyzero (single-pass); compact | instruct (multi-turn)
     chat_template: bool = True
     """Wrap longproc/tinyzero prompts as a user message when the tokenizer has a chat template."""
     rewards: str = "sparse"
     """Reward variant(s) / weights: sparse | oracle | oracle-perfect | critic | clipo | text-critic, '+'-joined, or term=w,..."""
-    steps: int = grpo(30, "max_steps")
-    """GRPO optimizer steps."""
+    steps: int = grpo(30, "max_steps")  # GRPO optimizer steps
     max_minutes: float = 0.0
     """Stop after the first step that ends past this much training wall time (then the end of run as at --steps);
     0 = no limit. A resumed run counts its own time again."""
-    num_generations: int = grpo(8)
-    """Group size G: completions per prompt."""
+    num_generations: int = grpo(8)  # group size G: completions per prompt
     prompts_per_step: int = 16
     """Prompts per step (the generation batch is prompts_per_step * num_generations completions)."""
     micro_batch_size: int | None = None
@@ -71,57 +64,40 @@ class Options:
     dry_run: bool = False
     """Load no weights: check the options, tokenizer and process layout, print the GRPOConfig, layout and memory
     estimate, exit 0."""
-    max_completion_length: int = grpo(192)
-    """Token budget of a completion."""
+    max_completion_length: int = grpo(192)  # token budget of a completion
     max_prompt_length: int = 512
     """Token budget of a prompt; with --use-vllm the engine's max model length is this plus --max-completion-length."""
     learning_rate: float = grpo(5e-5)
     """Adam's learning rate (tuned on validation problems: docs/results/reward_comparison.md#tuning-validation-only)."""
-    beta: float = grpo(0.0)
-    """KL coefficient (0: no reference model)."""
-    temperature: float = grpo(0.5)
-    """Sampling temperature of the rollouts (and of the sampled validation)."""
-    loss_type: str = grpo("dapo")
-    """TRL's loss: grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo or vespo."""
-    scale_rewards: str = grpo("group")
-    """How TRL scales the advantages: group, batch or none."""
+    beta: float = grpo(0.0)  # KL coefficient (0: no reference model)
+    temperature: float = grpo(0.5)  # sampling temperature of the rollouts (and of the sampled validation)
+    loss_type: str = grpo("dapo")  # TRL's loss: grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo or vespo
+    scale_rewards: str = grpo("group")  # how TRL scales the advantages: group, batch or none
     seed: int = grpo(0)
-    eval_interval: int = 15
-    """Validate every N steps (and at the start and the end); 0 = only start and end."""
+    eval_interval: int = 15  # validate every N steps (and at the start and the end); 0 = only start and end
     eval_problems: int = 200
     """Validation problems: N drawn with a fixed seed, the same in every run (grpo_data.validation_subset); they alone
     choose best/; 0 = all."""
-    eval_samples: int = 2
-    """Sampled completions per validation problem (sampled success and pass@k); 0 = greedy only."""
+    eval_samples: int = 2  # sampled completions per validation problem (sampled success and pass@k); 0 = greedy only
     eval_batch_size: int = 64
     test_eval: bool = True
     """Greedy success on the preset's test split at the start and the end, with standard errors and the paired
     difference (baselines/lm/held_out.py)."""
-    test_problems: int = 0
-    """Test problems played by --test-eval (first N of the frozen split; 0 = all)."""
-    output_dir: str = ""
-    """Run directory (default: runs/llm_grpo/<preset>-<rewards>-s<seed>)."""
-    save_steps: int = 15
-    """Checkpoint every N steps (keeps the last two)."""
-    resume: bool = False
-    """Continue from the last checkpoint in output_dir."""
-    use_vllm: bool = grpo(False)
-    """Generate with vLLM (GPU only; pip install 'countdown-gym[vllm]')."""
-    vllm_mode: str = grpo("colocate")
-    """colocate (same GPUs) | server (a separate `trl vllm-serve` process)."""
+    test_problems: int = 0  # test problems played by --test-eval (first N of the frozen split; 0 = all)
+    output_dir: str = ""  # run directory (default: runs/llm_grpo/<preset>-<rewards>-s<seed>)
+    save_steps: int = 15  # checkpoint every N steps (keeps the last two)
+    resume: bool = False  # continue from the last checkpoint in output_dir
+    use_vllm: bool = grpo(False)  # generate with vLLM (GPU only; pip install 'countdown-gym[vllm]')
+    vllm_mode: str = grpo("colocate")  # colocate (same GPUs) | server (a separate `trl vllm-serve` process)
     vllm_server_base_url: str = ""
     vllm_gpu_memory_utilization: float = grpo(0.3)
-    bf16: bool | None = None
-    """bf16 training (default: on when CUDA is available, always off on CPU)."""
+    bf16: bool | None = None  # bf16 training (default: on when CUDA is available, always off on CPU)
     model_dtype: str = "float32"
     """dtype of the weights and optimizer state: float32 (--bf16 autocasts) | bfloat16 (half the memory; Adam updates
     at lr ~1e-6 round away) | auto (the checkpoint's)."""
-    gradient_checkpointing: bool = False
-    """Recompute activations in the backward pass (less memory, about 20% slower)."""
-    threads: int = 2
-    """torch CPU threads; a seeded run repeats bit for bit at the same thread count only."""
-    train_problems: int = 0
-    """Use only the first N training problems (0 = all; after the pass-rate filter)."""
+    gradient_checkpointing: bool = False  # recompute activations in the backward pass (less memory, about 20% slower)
+    threads: int = 2  # torch CPU threads; a seeded run repeats bit for bit at the same thread count only
+    train_problems: int = 0  # use only the first N training problems (0 = all; after the pass-rate filter)
     train_pass_rates: str = "auto"
     """JSONL of sampled pass rates (llm_eval.py --pass-rates): train only on problems whose rate lies strictly
     between min_pass_rate and max_pass_rate; auto: the model directory's train_pass_rates.jsonl for this preset;
@@ -135,13 +111,11 @@ class Options:
     step_credit: bool = False
     """Multi-turn: credit the dense terms of --rewards to the turn that earned them (docs/step_credit.md) instead of
     adding their mean to the scalar reward."""
-    step_credit_gamma: float = 1.0
-    """Discount of the per-turn return-to-go with --step-credit."""
+    step_credit_gamma: float = 1.0  # discount of the per-turn return-to-go with --step-credit
     report_to: str = "tensorboard"
     """Where TRL's metrics and the validation rows are also logged: none, all, or a comma-separated list of
     transformers' integrations (tensorboard: <output-dir>/tensorboard)."""
-    quiet: bool = grpo(False, "disable_tqdm")
-    """No progress bar."""
+    quiet: bool = grpo(False, "disable_tqdm")  # no progress bar
     extra: dict[str, Any] = field(default_factory=dict)
     """Additional GRPOConfig fields as JSON, e.g. --extra '{"top_p": 0.95}'."""
 
@@ -186,13 +160,10 @@ PASS_RATES_FILE = "train_pass_rates.jsonl"
 class GRPORun:
     """A run's options with what they imply resolved once and checked (:meth:`of`)."""
 
-    options: Options
-    """The options as they run: ``--interaction auto`` resolved (what ``options.json`` records)."""
-    model: str
-    """``--model``, or the shipped model of the interaction."""
+    options: Options  # the options as they run: ``--interaction auto`` resolved (what ``options.json`` records)
+    model: str  # ``--model``, or the shipped model of the interaction
     run_dir: Path
-    pass_rates: Path | None
-    """The pass-rate file that filters the training problems (None: every problem)."""
+    pass_rates: Path | None  # the pass-rate file that filters the training problems (None: every problem)
 
     @property
     def multi_turn(self) -> bool:

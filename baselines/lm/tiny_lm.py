@@ -69,13 +69,10 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
 class SplitRun:
     """The options every language-model script shares (``llm_sft.py``, ``llm_eval.py``, ``llm_expert_iteration.py``)."""
 
-    preset: str = "longproc-0.5k"
-    """Frozen split preset."""
+    preset: str = "longproc-0.5k"  # frozen split preset
     seed: int = 0
-    threads: int = 1
-    """torch CPU threads."""
-    max_turns: int = 16
-    """Multi-turn: the turn budget of an episode."""
+    threads: int = 1  # torch CPU threads
+    max_turns: int = 16  # multi-turn: the turn budget of an episode
 
     def __post_init__(self) -> None:
         dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
@@ -86,20 +83,13 @@ class SplitRun:
 class TinyLMConfig:
     """Size of the tiny model (``arch``: ``"llama"`` or ``"gpt2"``); the defaults are the shipped model's."""
 
-    arch: str = "llama"
-    """``llama`` (RMSNorm, SwiGLU, rotary positions) or ``gpt2`` (learned absolute positions)."""
-    hidden: int = 128
-    """Width of the residual stream (a multiple of --heads)."""
-    layers: int = 4
-    """Decoder layers."""
-    heads: int = 4
-    """Attention heads."""
-    intermediate: int = 384
-    """Width of the feed-forward layers."""
-    max_positions: int = 512
-    """Longest sequence in tokens (prompt and completion)."""
-    dropout: float = 0.0
-    """Attention (llama) or every (gpt2) dropout probability."""
+    arch: str = "llama"  # ``llama`` (RMSNorm, SwiGLU, rotary positions) or ``gpt2`` (learned absolute positions)
+    hidden: int = 128  # width of the residual stream (a multiple of --heads)
+    layers: int = 4  # decoder layers
+    heads: int = 4  # attention heads
+    intermediate: int = 384  # width of the feed-forward layers
+    max_positions: int = 512  # longest sequence in tokens (prompt and completion)
+    dropout: float = 0.0  # attention (llama) or every (gpt2) dropout probability
 
     def __post_init__(self) -> None:
         if self.arch not in ("llama", "gpt2"):
