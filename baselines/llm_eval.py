@@ -52,8 +52,7 @@ class EvalConfig(SplitRun):
     limit: int = 0  # evaluate only N problems (0 = all from ``offset`` on)
     offset: int = 0  # skip the first N problems of the split
     prompt_style: str = "compact"  # ``compact`` (the shipped tiny model), ``longproc`` or ``tinyzero``
-    chat_template: str = "auto"
-    """``auto``: wrap the prompt in the tokenizer's chat template when it has one; ``on`` / ``off``."""
+    chat_template: str = "auto"  # ``auto``: the tokenizer's chat template when it has one; ``on`` / ``off``
     k: int = 8  # sampled completions per problem for pass@k and per-sample success (0 = greedy only)
     temperature: float = 1.0
     top_p: float = 1.0
@@ -70,11 +69,9 @@ class EvalConfig(SplitRun):
     agent: str = ""
     authors: str = "countdown-gym baselines"
     method: str = "SFT on compact search traces"
-    reward_variant: str = "none"
-    """The RL reward the model was trained with, recorded in the submission (``none`` for SFT only)."""
+    reward_variant: str = "none"  # the RL reward the model was trained with, for the submission (``none``: SFT only)
     results_json: str = ""  # also write the metrics to this JSON file
-    dry_run: bool = False
-    """Load no weights: print the generation settings, the device and an estimate of the memory, then exit 0."""
+    dry_run: bool = False  # load no weights: print the generation settings, device and memory estimate, exit 0
     pass_rates: str = ""
     """Also write each problem's sampled pass rate to this JSONL (``id``, ``samples``, ``correct``), the input of
     ``llm_grpo.py --train-pass-rates``."""

@@ -38,8 +38,7 @@ class Options(SplitRun):
     batch_size: int = 256  # episodes generated together
     sft_minutes: float = 20.0  # wall-time budget of the fine-tuning step (cosine schedule over it)
     lr: float = 5e-4
-    episodes_share: float = 0.5
-    """Share of each fine-tuning batch drawn from the solved episodes (the rest: search traces)."""
+    episodes_share: float = 0.5  # share of each fine-tuning batch from the solved episodes (the rest: search traces)
     dead_end_rate: float = 0.2  # the traces' dead-end rate (as the shipped model was trained)
     eval_problems: int = 300  # validation problems of the fine-tuning step's greedy checks
     threads: int = 2

@@ -30,8 +30,7 @@ COPIED_FILES = ("generation_config.json", "train_pass_rates.jsonl")
 class GrowOptions:
     """Grow a saved Llama-style model deeper, computing the same function (block expansion)."""
 
-    model: str = DEFAULT_TURN_MODEL
-    """The saved model to grow (a directory with config.json, model.safetensors and tokenizer files)."""
+    model: str = DEFAULT_TURN_MODEL  # the saved model to grow (config.json, model.safetensors and tokenizer files)
     out: str = "runs/grown"  # where the grown model is written (must not exist yet)
     every: int = 1  # insert a zeroed copy after every ``every``-th layer (1: twice the layers)
 

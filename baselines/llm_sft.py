@@ -67,7 +67,7 @@ class SFTConfig(SplitRun):
     dead_ends: tuple[int, ...] = (0,)
     probe: int = 1
     dead_end_rate: float = 1.0
-    """Chance that a trace writes its dead ends at a state (``CompactTraceConfig.dead_end_rate``)."""
+    """Chance that a trace writes its dead ends at a state (CompactTraceConfig.dead_end_rate)."""
     answer: str = "solution"
     leaves: str = "enumerate"
     """``enumerate``: a two-number state's moves are tried in scan order until one hits; ``direct``: only the
@@ -78,8 +78,7 @@ class SFTConfig(SplitRun):
     episodes: str = ""
     """Multi-turn: a JSONL file of played episodes (``{"numbers", "target", "turns"}`` per line, e.g. the
     solved episodes ``llm_expert_iteration.py`` samples) trained on beside the traces."""
-    episodes_share: float = 0.5
-    """Multi-turn with ``--episodes``: the share of each batch drawn from the episodes (the rest: traces)."""
+    episodes_share: float = 0.5  # multi-turn with ``--episodes``: the share of each batch drawn from the episodes
     # optimisation
     lr: float = 2e-3
     min_lr_ratio: float = 0.05

@@ -50,8 +50,7 @@ class Play:
     max_new_tokens: int = 192
     batch_size: int = 64
     prompt_style: str = "compact"
-    engine: Any = None
-    """Single-pass: a vLLM engine (``baselines.lm.generation.vllm_engine``) that generates instead of ``model``."""
+    engine: Any = None  # single-pass: a vLLM engine (``generation.vllm_engine``) generating instead of the model
     tools: bool = False
 
 

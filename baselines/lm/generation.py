@@ -25,8 +25,7 @@ class Sampling:
     top_p: float = 1.0
     top_k: int = 0  # 0: no top-k cut
     min_p: float | None = None
-    repetition_penalty: float = 1.0
-    """Also applied to greedy completions (1.0: none, whatever the model's generation config says)."""
+    repetition_penalty: float = 1.0  # also greedy (1.0: none, whatever the model's generation config says)
 
     def __post_init__(self) -> None:  # the messages name the flags of llm_eval.py and llm_grpo.py
         if not self.temperature > 0:

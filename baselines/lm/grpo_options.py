@@ -33,8 +33,7 @@ class Options:
     single-pass: the whole search and answer in one completion; tools: a chat model plays through TRL's tool loop
     (CountdownToolEnv); auto: single-pass for the longproc / tinyzero prompt styles, else what --model was trained
     for, multi-turn for the default model."""
-    max_turns: int = 16
-    """Multi-turn and tools: an episode's turn budget (tools: TRL's max_tool_calling_iterations is this plus 4)."""
+    max_turns: int = 16  # turn budget of an episode (multi-turn, tools; TRL's max_tool_calling_iterations is this + 4)
     max_turn_tokens: int = 12  # multi-turn: the token budget of one model turn
     stop_at_dead_end: bool = False
     """Multi-turn: a training episode stops after a legal move that puts the target out of reach
@@ -45,14 +44,13 @@ class Options:
     chat_template: bool = True
     """Wrap longproc/tinyzero prompts as a user message when the tokenizer has a chat template."""
     rewards: str = "sparse"
-    """Reward variant(s) / weights: sparse | oracle | oracle-perfect | critic | clipo | text-critic, '+'-joined, or term=w,..."""
+    """sparse | oracle | oracle-perfect | critic | clipo | text-critic, '+'-joined, or term=w,..."""
     steps: int = grpo(30, "max_steps")  # GRPO optimizer steps
     max_minutes: float = 0.0
     """Stop after the first step that ends past this much training wall time (then the end of run as at --steps);
     0 = no limit. A resumed run counts its own time again."""
     num_generations: int = grpo(8)  # group size G: completions per prompt
-    prompts_per_step: int = 16
-    """Prompts per step (the generation batch is prompts_per_step * num_generations completions)."""
+    prompts_per_step: int = 16  # prompts per step (a step generates prompts_per_step * num_generations completions)
     micro_batch_size: int | None = None
     """Completions per forward/backward pass on each process (gradient accumulation keeps the step); 0 = the whole
     step at once; unset: the most --max-tokens-per-micro-batch holds."""
@@ -60,13 +58,11 @@ class Options:
     """Token budget of a micro-batch; 0 = derived: on a GPU from its memory (baselines/lm/gpu_plan.py), on the CPU
     32 completions."""
     gpu_memory_gb: float = 0.0
-    """Memory of each GPU to plan for, in GB (0 = the visible GPU's); lets --dry-run plan a GPU run on any machine."""
+    """GB of each GPU to plan for (0: the visible GPU's); lets --dry-run plan a GPU run anywhere."""
     dry_run: bool = False
-    """Load no weights: check the options, tokenizer and process layout, print the GRPOConfig, layout and memory
-    estimate, exit 0."""
+    """Check the options, print the GRPOConfig, layout and memory estimate, load no weights, exit 0."""
     max_completion_length: int = grpo(192)  # token budget of a completion
-    max_prompt_length: int = 512
-    """Token budget of a prompt; with --use-vllm the engine's max model length is this plus --max-completion-length."""
+    max_prompt_length: int = 512  # prompt token budget (vLLM's max model length: this + --max-completion-length)
     learning_rate: float = grpo(5e-5)
     """Adam's learning rate (tuned on validation problems: docs/results/reward_comparison.md#tuning-validation-only)."""
     beta: float = grpo(0.0)  # KL coefficient (0: no reference model)
@@ -104,8 +100,7 @@ class Options:
     none: every problem."""
     min_pass_rate: float = 0.0
     max_pass_rate: float = 1.0
-    curriculum: str = "none"
-    """none | staged: easy tiers first, all tiers for the last third (countdown_gym.data.curriculum, docs/difficulty.md)."""
+    curriculum: str = "none"  # none | staged: easy tiers first, all tiers for the last third (docs/difficulty.md)
     clipo_lambda: float = 0.2
     clipo_warmup_steps: int = 0
     step_credit: bool = False
@@ -116,8 +111,7 @@ class Options:
     """Where TRL's metrics and the validation rows are also logged: none, all, or a comma-separated list of
     transformers' integrations (tensorboard: <output-dir>/tensorboard)."""
     quiet: bool = grpo(False, "disable_tqdm")  # no progress bar
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Additional GRPOConfig fields as JSON, e.g. --extra '{"top_p": 0.95}'."""
+    extra: dict[str, Any] = field(default_factory=dict)  # more GRPOConfig fields as JSON: --extra '{"top_p": 0.95}'
 
     def __post_init__(self) -> None:
         from countdown_gym.data.splits import SPLIT_SPEC
