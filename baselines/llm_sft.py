@@ -28,15 +28,7 @@ import torch
 from tqdm import tqdm
 
 from baselines.lm.evaluation import greedy_solved
-from baselines.lm.tiny_lm import (
-    SplitRun,
-    TinyLMConfig,
-    build_model,
-    build_tokenizer,
-    count_parameters,
-    load_pretrained,
-    save_pretrained,
-)
+from baselines.lm.tiny_lm import SplitRun, TinyLMConfig, build_model, build_tokenizer, load_pretrained, save_pretrained
 from countdown_gym import dataclass_cli
 from countdown_gym.data.generator import iter_problems
 from countdown_gym.data.splits import load_split
@@ -92,11 +84,11 @@ class SFTConfig(SplitRun):
     fixed time budget on a shared machine, whatever the throughput)."""
     grad_clip: float = 1.0
     # evaluation and checkpoints
-    eval_every: int = 150
-    eval_problems: int = 100
+    eval_every: int = 150  # validate every N steps
+    eval_problems: int = 100  # validation problems (the first N of the split)
     eval_batch_size: int = 100
-    max_new_tokens: int = 200
-    checkpoint_every: int = 50
+    max_new_tokens: int = 200  # token budget of a validation completion
+    checkpoint_every: int = 50  # save checkpoint/ every N steps
     resume: bool = False
     progress: bool = True
     report_to: str = "tensorboard"
@@ -305,7 +297,7 @@ def train(cfg: SFTConfig) -> dict:
         rng.setstate(state["rng"])
         torch.set_rng_state(state["torch_rng"])
         print(f"resumed from {found} at step {step}")
-    n_params = count_parameters(model)
+    n_params = model.num_parameters()  # tied embeddings counted once
     meta = {"sft_config": asdict(cfg), "model_config": model.config.to_diff_dict() if cfg.init_from else asdict(cfg.model),
             "params": n_params,
             "train_problems": len(problems), "episodes": len(episodes), "trace_config": asdict(tcfg)}
