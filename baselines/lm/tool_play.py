@@ -1,7 +1,8 @@
 """Countdown played through tool calls by a chat model, as TRL's tool loop plays it (``--interaction tools``): the
-validation and held-out test of such a run (``Play(tools=True)`` of ``baselines.lm.evaluation``). Each problem's puzzle text is the user message; the model's reply is
-parsed by TRL's ``parse_response``, each tool call runs on the episode's environment and its reply is appended, until
-the model stops calling tools, the episode ends, or the call or token budget is spent.
+validation and held-out test of such a run (``Play(tools=True)`` of ``baselines.lm.evaluation``). Each problem's
+puzzle text is the user message; the model's reply is parsed by TRL's ``parse_response``, each tool call runs on the
+episode's environment and its reply is appended, until the model stops calling tools, the episode ends, or the call
+or token budget is spent.
 """
 
 from __future__ import annotations
