@@ -241,8 +241,9 @@ def play_start(args: Options) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
-    from baselines.lm.grpo_data import held_out_test, run_problems, trainer_prompts
+    from baselines.lm.grpo_data import run_problems, trainer_prompts
     from baselines.lm.grpo_model import load_model_and_tokenizer
+    from baselines.lm.held_out import held_out_test
 
     torch.set_num_threads(1)  # as the runs play it
     plan = GRPORun.of(run_options(args, args.variants[0], args.seed_list[0]))

@@ -4,50 +4,96 @@
     python baselines/llm_eval.py --model Qwen/Qwen2.5-0.5B-Instruct --prompt-style tinyzero --limit 200
     python baselines/llm_eval.py --model path/to/checkpoint --k 8 --backend vllm
 
-Every completion is verified with ``countdown_gym.game.verifier.verify`` and written to a leaderboard
-submission (``countdown_gym.leaderboard.write_submission``) when the whole split was evaluated,
-else to a JSONL file of completions. The play and its records are ``baselines.lm.evaluation.evaluate``, the
-evaluator of GRPO validation and the held-out test too: the samples are drawn as
-``Sampling(temperature=--temperature, top_p=--top-p)`` says (no repetition penalty, no top-k cut, whatever the
-model's generation config says). ``--backend vllm`` uses vLLM when it is installed.
-
-Every rate comes with its standard error over problems (``pass@1_greedy_se``, ``pass@k_se``,
-``per_sample_success_se``). Here pass@k uses the k samples only; the leaderboard scores the greedy
-answer plus the k samples, so its pass@k can differ.
-
-The printed metrics include ``greedy_failures`` (:func:`failure_breakdown`): how the greedy
-completions fail (a claim of the target with an invalid move, another invalid move, a valid but
-wrong answer), how often the first move keeps the target reachable, and how often the search
-backtracks to the starting numbers.
+The play and its records are ``baselines.lm.evaluation.evaluate`` (samples drawn as ``Sampling(temperature=--temperature,
+top_p=--top-p)``); every completion is verified with ``verify`` and written to a leaderboard submission when the
+whole split was evaluated, else to a JSONL of completions. Every rate comes with its standard error over problems
+(``_se``); pass@k here uses the k samples only (the leaderboard adds the greedy answer). ``greedy_failures``
+(:func:`failure_breakdown`) says how the greedy completions fail.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 
-from baselines.lm.eval_options import DTYPES, EvalConfig
 from baselines.lm.evaluation import Evaluation, Play
 from baselines.lm.evaluation import evaluate as play_and_score
 from baselines.lm.generation import Sampling, vllm_engine
-from baselines.lm.tiny_lm import load_causal_lm
+from baselines.lm.tiny_lm import SHIPPED_CHECKPOINT, SplitRun, count_parameters, detect_interaction, load_causal_lm
 from countdown_gym import dataclass_cli
 from countdown_gym.data.pass_rates import write_pass_rates
-from countdown_gym.data.splits import load_split
+from countdown_gym.data.splits import SPLITS, load_split
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.text_format import build_prompt, render_chat_prompt
+from countdown_gym.game.text_format import PROMPT_STYLES, build_prompt, render_chat_prompt
+from countdown_gym.game.turn_format import TURN_PROMPT_STYLES
 from countdown_gym.game.verifier import verify
 from countdown_gym.runkit.runs import run_directory, write_text_atomic
 
-T = TypeVar("T")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-# ---- prompts and generation -----------------------------------------------------------------------
+@dataclass
+class EvalConfig(SplitRun):
+    """Options of ``llm_eval.py`` (every field is a ``--flag``)."""
+
+    model: str = str(SHIPPED_CHECKPOINT)  # local directory or hub id of any causal LM
+    interaction: str = "auto"
+    """``single-pass`` (one completion per answer), ``multi-turn`` (one move per turn, CountdownMultiTurn-v0 computes;
+    the answer is the ``<Solution>`` block of the moves played) or ``auto``: what the model was trained for (its
+    ``training.json`` or its GRPO run's ``options.json``), else single-pass."""
+    split: str = "test"
+    limit: int = 0  # evaluate only N problems (0 = all from ``offset`` on)
+    offset: int = 0  # skip the first N problems of the split
+    prompt_style: str = "compact"  # ``compact`` (the shipped tiny model), ``longproc`` or ``tinyzero``
+    chat_template: str = "auto"  # ``auto``: the tokenizer's chat template when it has one; ``on`` / ``off``
+    k: int = 8  # sampled completions per problem for pass@k and per-sample success (0 = greedy only)
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 320
+    batch_size: int = 128
+    backend: str = "hf"  # ``hf`` (transformers generate) or ``vllm``
+    dtype: str = "float32"
+    device: str = "auto"
+    """Where the model runs (``--backend hf``): ``auto`` (the first GPU when CUDA is available, else the CPU), ``cpu``,
+    ``cuda``, ``cuda:1``..."""
+    out: str = ""
+    """Output path: a leaderboard submission ``.jsonl`` (whole split) or completions JSONL; empty = auto (an existing
+    file of that name stops the run before generating)."""
+    agent: str = ""
+    authors: str = "countdown-gym baselines"
+    method: str = "SFT on compact search traces"
+    reward_variant: str = "none"  # the RL reward the model was trained with, for the submission (``none``: SFT only)
+    results_json: str = ""  # also write the metrics to this JSON file
+    dry_run: bool = False  # load no weights: print the generation settings, device and memory estimate, exit 0
+    pass_rates: str = ""
+    """Also write each problem's sampled pass rate to this JSONL (``id``, ``samples``, ``correct``), the input of
+    ``llm_grpo.py --train-pass-rates``."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        styles = (*PROMPT_STYLES, *(s for s in TURN_PROMPT_STYLES if s not in PROMPT_STYLES))
+        for name, allowed in (("split", SPLITS), ("prompt_style", styles),
+                              ("chat_template", ("auto", "on", "off")), ("backend", ("hf", "vllm")), ("dtype", DTYPES)):
+            dataclass_cli.check_choice(self, name, allowed)
+        dataclass_cli.check_choice(self, "interaction", ("auto", "single-pass", "multi-turn"))
+        dataclass_cli.check_min(self, 1, "max_new_tokens", "batch_size")
+        dataclass_cli.check_min(self, 0, "k", "offset", "limit")
+        Sampling(temperature=self.temperature, top_p=self.top_p)  # --temperature > 0, --top-p in (0, 1]
+        if self.pass_rates and self.k < 1:
+            raise ValueError("--pass-rates needs sampled completions (--k >= 1)")
+
+    def resolved(self) -> EvalConfig:
+        """This configuration with ``--interaction auto`` resolved: what the model was trained for."""
+        if self.interaction != "auto":
+            return self
+        return dataclasses.replace(self, interaction=detect_interaction(self.model))
 
 
 def make_prompts(problems: list[Problem], tokenizer, style: str, chat_template: str = "auto") -> list[str]:
@@ -63,30 +109,11 @@ def make_prompts(problems: list[Problem], tokenizer, style: str, chat_template: 
     return prompts
 
 
-def sampling_of(cfg: EvalConfig) -> Sampling:
-    """How the ``--k`` completions per problem are drawn (``baselines.lm.generation.Sampling``, as GRPO validation)."""
-    return Sampling(temperature=cfg.temperature, top_p=cfg.top_p)
-
-
-# ---- metrics ------------------------------------------------------------------------------------
-
-
-def score(problems: list[Problem], completions: list[list[str]]) -> list[list[bool]]:
-    """``verify`` on every completion."""
-    return [[verify(p, c).correct for c in cs] for p, cs in zip(problems, completions, strict=True)]
-
-
 def failure_breakdown(problems: list[Problem], completions: list[str]) -> dict:
-    """Where the completions go wrong, from their replay through the text environment.
-
-    Fractions of all completions: ``correct``; ``hallucinated_target`` (wrong, with an invalid
-    move that claims the target); ``invalid_step`` (wrong, another invalid move);
-    ``valid_but_wrong`` (wrong with no invalid move: a bad or missing answer). Then
-    ``first_move_on_path`` (of completions with a valid first move: it keeps the target
-    reachable), ``backtracked`` (the search, outside the ``<Solution>`` block, makes a second
-    move from the starting numbers) and ``first_invalid_reason`` (the reason codes of the first invalid move, as fractions of all
-    completions).
-    """
+    """Where the completions go wrong, from their replay through the text environment: the fractions ``correct``,
+    ``hallucinated_target`` (an invalid move claims the target), ``invalid_step``, ``valid_but_wrong``, ``backtracked``
+    (a second move from the starting numbers outside the ``<Solution>`` block) and by ``first_invalid_reason``;
+    ``first_move_on_path``: of valid first moves, those that keep the target reachable."""
     from collections import Counter
 
     from countdown_gym.game.solver import canonical
@@ -125,7 +152,7 @@ def failure_breakdown(problems: list[Problem], completions: list[str]) -> dict:
 
 def parameters(model) -> str:
     """The model's size as a submission states it (``"1.23M"``; tied weights counted once)."""
-    return f"{sum(p.numel() for p in {id(p): p for p in model.parameters()}.values()) / 1e6:.2f}M"
+    return f"{count_parameters(model) / 1e6:.2f}M"
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -185,8 +212,8 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
         engine = vllm_engine(cfg.model, cfg.dtype, cfg.seed, longest + cfg.max_new_tokens)
     how = Play(max_turns=cfg.max_turns if turns else None, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
                prompt_style=cfg.prompt_style, engine=engine)
-    ev = play_and_score(model, tokenizer, problems, how, prompts=prompts, samples=cfg.k, sampling=sampling_of(cfg),
-                        seed=cfg.seed, progress=progress)
+    ev = play_and_score(model, tokenizer, problems, how, prompts=prompts, samples=cfg.k, seed=cfg.seed, progress=progress,
+                        sampling=Sampling(temperature=cfg.temperature, top_p=cfg.top_p))
     res.update(metrics(ev, problems))
     return res
 
@@ -243,18 +270,12 @@ def _agent_name(cfg: EvalConfig) -> str:
     return path.name
 
 
-def _whole_split(cfg: EvalConfig, problems: list[Problem]) -> bool:
-    return len(problems) == len(load_split(cfg.preset, cfg.split))
-
-
 def check_submission_fields(cfg: EvalConfig, problems: list[Problem], command: str) -> None:
     """Fail before any generation when the submission this run would write breaks the leaderboard schema."""
-    if not _whole_split(cfg, problems):
+    if not _submits(cfg, problems):
         return
-    try:
-        from countdown_gym.leaderboard import SubmissionError, build_header, check_header
-    except ImportError:
-        return
+    from countdown_gym.leaderboard import SubmissionError, build_header, check_header
+
     try:
         check_header(build_header(**submission_fields(cfg, command, "unknown"), answer_kind="completions"))
     except SubmissionError as exc:
@@ -263,7 +284,7 @@ def check_submission_fields(cfg: EvalConfig, problems: list[Problem], command: s
 
 def _submits(cfg: EvalConfig, problems: list[Problem]) -> bool:
     """Whether this run writes a leaderboard submission (the whole split, the leaderboard package present)."""
-    if not _whole_split(cfg, problems):
+    if len(problems) != len(load_split(cfg.preset, cfg.split)):
         return False
     try:
         from countdown_gym.leaderboard import write_submission  # noqa: F401
@@ -288,26 +309,17 @@ def write_outputs(cfg: EvalConfig, res: dict, problems: list[Problem], command: 
     if "completions_sampled" in res:
         answers = [[g, *s] for g, s in zip(res["completions_greedy"], res["completions_sampled"], strict=True)]
     out = output_path(cfg, problems)
+    out.parent.mkdir(parents=True, exist_ok=True)
     if _submits(cfg, problems):
         from countdown_gym.leaderboard import write_submission
 
-        out.parent.mkdir(parents=True, exist_ok=True)
         write_submission(str(out), answers=answers, claimed={"pass@1": res["pass@1_greedy"]},
                          **submission_fields(cfg, command, str(res.get("params", "unknown"))))
         return out
-    out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as f:
         for p, a in zip(problems, answers, strict=True):
             f.write(json.dumps({"id": p.id, "numbers": list(p.numbers), "target": p.target, "completions": a}) + "\n")
     return out
-
-
-# ---- command line -------------------------------------------------------------------------------
-
-
-def parse_config(cls: type[T], argv: list[str] | None = None) -> T:
-    """A dataclass instance from ``--field-name value`` flags (``countdown_gym.dataclass_cli``)."""
-    return dataclass_cli.parse(cls, argv)
 
 
 def dry_run(cfg: EvalConfig, problems: list[Problem]) -> dict:
@@ -334,7 +346,7 @@ def dry_run(cfg: EvalConfig, problems: list[Problem]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    cfg = parse_config(EvalConfig, argv).resolved()
+    cfg = dataclass_cli.parse(EvalConfig, argv).resolved()
     problems = select(load_split(cfg.preset, cfg.split), cfg)
     if cfg.dry_run:
         plan = dry_run(cfg, problems)
@@ -356,7 +368,8 @@ def main(argv: list[str] | None = None) -> dict:
     if cfg.results_json:
         write_text_atomic(cfg.results_json, json.dumps(metrics, indent=2) + "\n")
     if cfg.pass_rates:
-        n = write_pass_rates(cfg.pass_rates, problems, score(problems, res["completions_sampled"]))
+        solved = [[verify(p, c).correct for c in cs] for p, cs in zip(problems, res["completions_sampled"], strict=True)]
+        n = write_pass_rates(cfg.pass_rates, problems, solved)
         print(f"pass rates of {n} problems written to {cfg.pass_rates}")
     return res
 

@@ -3,15 +3,11 @@
     python baselines/llm_expert_iteration.py                       # the shipped multi-turn model, CPU
     python baselines/llm_expert_iteration.py --problems 4000 --samples 8 --sft-minutes 30
 
-One round of rejection-sampling fine-tuning (expert iteration, STaR): the model plays ``--samples``
-episodes of each of the first ``--problems`` training problems at ``--temperature`` (at most
-``--max-turns`` turns); the solved episodes, with their refused turns taken out (a refused turn
-changes nothing, so the rest of the episode stays the same game), are written to
-``<out>/episodes.jsonl``; then ``llm_sft.py --interaction multi-turn --init-from <model> --episodes
-<out>/episodes.jsonl`` trains on them beside the package's search traces (``--episodes-share`` of
-each batch), and its model lands in ``<out>/sft/final``. The sampling is skipped when
-``episodes.jsonl`` exists with the same sampling options (``episodes.json`` records them), so an
-interrupted run re-runs cheaply; the SFT step resumes from its checkpoint with ``--resume``.
+One round of rejection-sampling fine-tuning (STaR): ``--samples`` episodes of each of the first ``--problems``
+training problems at ``--temperature``; the solved ones, without their refused turns, go to ``<out>/episodes.jsonl``
+(reused when ``episodes.json`` records the same sampling options); then ``llm_sft.py --interaction multi-turn
+--init-from <model> --episodes <out>/episodes.jsonl`` trains on them beside the search traces into ``<out>/sft/final``
+(``--resume`` continues it).
 """
 
 from __future__ import annotations
@@ -23,47 +19,35 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from baselines.lm.grpo_model import DEFAULT_TURN_MODEL
+from baselines.lm.tiny_lm import SplitRun
 from countdown_gym import dataclass_cli
-from countdown_gym.data.splits import SPLIT_SPEC, load_split
 from countdown_gym.runkit.runs import run_directory, write_text_atomic
 
 SAMPLING_FIELDS = ("model", "preset", "problems", "samples", "temperature", "max_turns", "seed")
 
 
 @dataclass
-class Options:
+class Options(SplitRun):
     """Every field is a ``--flag``."""
 
-    model: str = DEFAULT_TURN_MODEL
-    """The multi-turn model to improve (a local directory)."""
+    model: str = DEFAULT_TURN_MODEL  # the multi-turn model to improve (a local directory)
     out: str = "runs/expert_iteration"
-    preset: str = "longproc-0.5k"
-    problems: int = 2000
-    """The first this many problems of the train split (none shares a key with validation or test) are played."""
-    samples: int = 8
-    """Episodes per problem."""
+    problems: int = 2000  # the first this many problems of the train split (none in validation or test) are played
+    samples: int = 8  # episodes per problem
     temperature: float = 0.5
-    max_turns: int = 16
-    batch_size: int = 256
-    """Episodes generated together."""
-    seed: int = 0
-    sft_minutes: float = 20.0
-    """Wall-time budget of the fine-tuning step (cosine schedule over it)."""
+    batch_size: int = 256  # episodes generated together
+    sft_minutes: float = 20.0  # wall-time budget of the fine-tuning step (cosine schedule over it)
     lr: float = 5e-4
-    episodes_share: float = 0.5
-    """Share of each fine-tuning batch drawn from the solved episodes (the rest: search traces)."""
-    dead_end_rate: float = 0.2
-    """The traces' dead-end rate (as the shipped model was trained)."""
-    eval_problems: int = 300
-    """Validation problems of the fine-tuning step's greedy checks."""
+    episodes_share: float = 0.5  # share of each fine-tuning batch from the solved episodes (the rest: search traces)
+    dead_end_rate: float = 0.2  # the traces' dead-end rate (as the shipped model was trained)
+    eval_problems: int = 300  # validation problems of the fine-tuning step's greedy checks
     threads: int = 2
-    resume: bool = False
-    """Continue the fine-tuning step from its checkpoint."""
+    resume: bool = False  # continue the fine-tuning step from its checkpoint
     progress: bool = True
 
     def __post_init__(self) -> None:
-        dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
-        dataclass_cli.check_min(self, 1, "problems", "samples", "max_turns", "batch_size", "threads", "eval_problems")
+        super().__post_init__()
+        dataclass_cli.check_min(self, 1, "problems", "samples", "batch_size", "eval_problems")
         if not self.temperature > 0:
             raise ValueError(f"--temperature must be > 0 (episodes are sampled), got {self.temperature}")
         if not 0 < self.episodes_share <= 1:
@@ -73,17 +57,16 @@ class Options:
 
 
 def solved_episodes(opts: Options) -> tuple[list[dict], dict]:
-    """Play ``samples`` episodes of each training problem; the solved ones without their refused turns, and counts."""
+    """The solved episodes of ``samples`` per training problem, without their refused turns, and counts."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from baselines.llm_sft import training_problems
+    from baselines.lm.tiny_lm import load_pretrained
     from countdown_gym.integrations.trl_rollout import play_episodes
 
     torch.manual_seed(opts.seed)
-    held_out = {p.key for s in ("validation", "test") for p in load_split(opts.preset, s)}
-    problems = [p for p in load_split(opts.preset, "train") if p.key not in held_out][: opts.problems]
-    model = AutoModelForCausalLM.from_pretrained(opts.model).eval()
-    tok = AutoTokenizer.from_pretrained(opts.model)
+    problems = training_problems(opts.preset, progress=False)[: opts.problems]
+    model, tok = load_pretrained(opts.model)
     start = time.perf_counter()
     with torch.no_grad():
         rollouts = play_episodes(model, tok, [p for p in problems for _ in range(opts.samples)], max_turns=opts.max_turns,
@@ -108,8 +91,7 @@ def solved_episodes(opts: Options) -> tuple[list[dict], dict]:
 
 def main(opts: Options) -> int:
     out = run_directory(opts.out, f"--out {opts.out}")
-    torch_threads = str(opts.threads)
-    os.environ.setdefault("OMP_NUM_THREADS", torch_threads)
+    os.environ.setdefault("OMP_NUM_THREADS", str(opts.threads))
     import torch
 
     torch.set_num_threads(opts.threads)
@@ -126,8 +108,7 @@ def main(opts: Options) -> int:
     if not stats["distinct_solved_episodes"]:
         raise SystemExit("no episode was solved: nothing to fine-tune on (more --samples or a higher --temperature)")
 
-    from baselines.llm_sft import train
-    from baselines.lm.sft_options import SFTConfig
+    from baselines.llm_sft import SFTConfig, train
 
     cfg = SFTConfig(
         out=str(out / "sft"), preset=opts.preset, seed=opts.seed, init_from=opts.model, interaction="multi-turn",

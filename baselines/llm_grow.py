@@ -1,17 +1,12 @@
-"""Grow a saved Llama-style model deeper without changing what it computes (block expansion).
+"""Grow a saved Llama-style model deeper without changing what it computes (block expansion, LLaMA Pro).
 
     python baselines/llm_grow.py --model baselines/checkpoints/countdown-tiny-lm-turns --out runs/turns_deep8
 
-writes a model with twice the decoder layers: after each layer of ``--model`` comes a copy of it whose
-attention output projection (``o_proj``) and MLP down projection (``down_proj``) are zero. A zeroed copy adds
-nothing to the residual stream, so the grown model's logits are the original's (up to float rounding) and it
-plays every problem as the original does; its copied layers start learning from the first gradient step,
-because their output projections see non-zero inputs. This is the block expansion of LLaMA Pro (Wu et al.,
-2024), used here to ask whether more capacity lets GRPO or SFT take the embedded model further.
-
-The tokenizer, ``generation_config.json``, ``train_pass_rates.jsonl`` (valid: the grown model plays as the
-original) and ``training.json`` (with a ``grown_from`` entry) are copied, so ``llm_grpo.py``, ``llm_sft.py
---init-from`` and ``llm_eval.py`` take the grown model as they take the original.
+After each layer of ``--model`` comes a copy of it with its attention ``o_proj`` and MLP ``down_proj`` zeroed: a
+zeroed copy adds nothing to the residual stream, so the grown model plays as the original, and its copies learn from
+the first gradient step. The tokenizer, ``generation_config.json``, ``train_pass_rates.jsonl`` and ``training.json``
+(with ``grown_from``) are copied, so ``llm_grpo.py``, ``llm_sft.py --init-from`` and ``llm_eval.py`` take it as the
+original.
 """
 
 from __future__ import annotations
@@ -19,12 +14,8 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
@@ -39,12 +30,9 @@ COPIED_FILES = ("generation_config.json", "train_pass_rates.jsonl")
 class GrowOptions:
     """Grow a saved Llama-style model deeper, computing the same function (block expansion)."""
 
-    model: str = DEFAULT_TURN_MODEL
-    """The saved model to grow (a directory with config.json, model.safetensors and tokenizer files)."""
-    out: str = "runs/grown"
-    """Where the grown model is written (must not exist yet)."""
-    every: int = 1
-    """Insert a zeroed copy after every ``every``-th layer (1: twice the layers; 2: one and a half times)."""
+    model: str = DEFAULT_TURN_MODEL  # the saved model to grow (config.json, model.safetensors and tokenizer files)
+    out: str = "runs/grown"  # where the grown model is written (must not exist yet)
+    every: int = 1  # insert a zeroed copy after every ``every``-th layer (1: twice the layers)
 
     def __post_init__(self) -> None:
         dataclass_cli.check_min(self, 1, "every")
@@ -67,11 +55,10 @@ def expand_blocks(model: torch.nn.Module, every: int = 1) -> torch.nn.Module:
         sources.append(i)
         if (i + 1) % every == 0:
             extra = copy.deepcopy(layer)
-            torch.nn.init.zeros_(extra.self_attn.o_proj.weight)
-            torch.nn.init.zeros_(extra.mlp.down_proj.weight)
             for proj in (extra.self_attn.o_proj, extra.mlp.down_proj):
-                if proj.bias is not None:
-                    torch.nn.init.zeros_(proj.bias)
+                for tensor in (proj.weight, proj.bias):
+                    if tensor is not None:
+                        torch.nn.init.zeros_(tensor)
             new_layers.append(extra)
             sources.append(i)
     for idx, layer in enumerate(new_layers):

@@ -7,18 +7,12 @@
     accelerate launch baselines/llm_grpo.py --model Qwen/Qwen2.5-1.5B-Instruct --prompt-style tinyzero
     python baselines/llm_grpo.py --interaction tools --model Qwen/Qwen2.5-1.5B-Instruct --use-vllm  # TRL's tool loop
 
-Every field of :class:`Options` (``baselines/lm/grpo_options.py``) is a command-line flag (``--field-name``). Rewards are the TRL
-reward functions of ``countdown_gym.integrations.trl`` (variants and CLIPO: ``baselines/lm/rewards.py``);
-validation (greedy + sampled as the rollouts sample) runs every ``--eval-interval`` steps
-(``baselines/lm/callbacks.py``) and writes ``metrics.csv`` and ``success.png`` into the output directory.
-This file holds the flow of a run: :func:`train` resolves the options once into the run's parts (its GRPOConfig,
-model, rewards, inputs and callbacks) and hands them to ``baselines/lm/grpo_trainer.py``'s ``CountdownGRPOTrainer``,
-whose docstring says what one step does. The parts are made by modules named by their job: ``grpo_options.py`` (the
-options and the run they resolve to), ``grpo_config.py`` (compute plan, GRPOConfig, rewards, dry run),
-``grpo_model.py`` (model, position-ids patch), ``grpo_data.py`` (the problems: pass-rate filter, curriculum,
-validation subset, test problems), ``held_out.py`` (the test split before and after), ``tool_play.py`` (``--interaction tools``: validation and
-the test played through tool calls), ``run_card.py`` (the run's README.md);
-the run directory follows ``countdown_gym.runkit.runs``. ``docs/llm_grpo.md`` has the details.
+Every field of :class:`Options` (``baselines/lm/grpo_options.py``) is a flag (``--field-name``). :func:`train` holds
+the flow of a run: it resolves the options once into the run's parts, made by modules named by their job
+(``grpo_options``, ``grpo_config``, ``grpo_model``, ``grpo_data``, ``held_out``, ``tool_play``, ``callbacks``,
+``run_card`` in ``baselines/lm/``), and hands them to ``grpo_trainer.CountdownGRPOTrainer``, whose docstring says what
+one step does. Validation writes ``metrics.csv`` and ``success.png`` into the run directory; ``docs/llm_grpo.md``
+has the details.
 """
 
 from __future__ import annotations
@@ -40,7 +34,7 @@ from baselines.lm.grpo_config import (
     plan_compute,
     run_rewards,
 )
-from baselines.lm.grpo_data import held_out_test, run_problems
+from baselines.lm.grpo_data import run_problems
 from baselines.lm.grpo_model import (  # noqa: F401  (DEFAULT_*: the shipped models, named here for scripts)
     DEFAULT_MODEL,
     DEFAULT_TURN_MODEL,
@@ -53,8 +47,7 @@ from countdown_gym.runkit import runs
 
 
 def parse_options(argv: list[str] | None = None) -> Options:
-    """:class:`Options` from the command line (``countdown_gym.dataclass_cli``: a bad value is a usage error), checked
-    as a run checks them (:meth:`GRPORun.of`: the checks that read files or load libraries)."""
+    """:class:`Options` from the command line (a bad value is a usage error), checked as a run checks them."""
     opts = dataclass_cli.parse(Options, argv, description=__doc__.split("\n")[0])
     GRPORun.of(opts)
     return opts
@@ -63,25 +56,24 @@ def parse_options(argv: list[str] | None = None) -> Options:
 def train(opts: Options) -> dict[str, Any]:
     """Run GRPO; returns the first and last validation rows, the held-out test figures and timing figures.
 
-    The options are resolved once (:class:`GRPORun`) into the run's parts, in this order: the compute plan and
-    GRPOConfig, the checkpoint to resume from, the model and tokenizer, the rewards (and per-turn credit), the
-    problems, the run directory (a fresh start, or the same options as the run resumed), the trainer's inputs
-    (multi-turn episodes, the tool loop's environments or single-pass prompts), the callbacks and the held-out
-    test; then :class:`~baselines.lm.grpo_trainer.CountdownGRPOTrainer` trains and the run's end (final model,
-    held-out comparison, summary) is written."""
+    The options resolve once (:class:`GRPORun`) into the run's parts: compute plan, GRPOConfig and sampling, the
+    checkpoint to resume from, model and tokenizer, rewards, problems, run directory, the trainer's inputs, the
+    held-out test, the callbacks and the trainer; then it trains and the run's end is written."""
     import torch
     from accelerate import PartialState
 
     from baselines.lm.callbacks import (
         ClipoCheckpointCallback,
         RunCardCallback,
+        StepProfile,
         StopRequestCallback,
         TimeLimitCallback,
+        ValidationCallback,
         attach_reporting,
     )
     from baselines.lm.generation import Sampling
     from baselines.lm.grpo_trainer import CountdownGRPOTrainer
-    from baselines.lm.step_profile import StepProfile
+    from baselines.lm.held_out import held_out_test
     from countdown_gym.runkit.runs import StopRequest
 
     run = GRPORun.of(opts)  # checked, "auto" resolved: options.json records what runs
@@ -100,6 +92,7 @@ def train(opts: Options) -> dict[str, Any]:
         if peak > compute.layout.gpu_memory:
             print(f"warning: the estimated peak memory per process, {peak / GB:.1f} GB, exceeds the GPU's "
                   f"{compute.layout.gpu_memory / GB:.1f} GB (--dry-run shows the parts)", flush=True)
+    sampling = Sampling.of_rollouts(config)  # the sampled validation draws as the rollouts draw
     out = run.run_dir
     resume_from = last_complete_checkpoint(out) if opts.resume else None  # a save cut short is passed over
     if opts.resume and resume_from is None:
@@ -115,9 +108,7 @@ def train(opts: Options) -> dict[str, Any]:
     if not opts.quiet:
         kept = f" with a pass rate in ({opts.min_pass_rate}, {opts.max_pass_rate}) in {run.pass_rates}" if run.pass_rates else ""
         print(f"training on {len(problems.train)} problems{kept}", flush=True)
-
-    # the run directory: a fresh start, or a --resume; a --resume over any checkpoint, torn ones too, compares the
-    # options, so that a fresh start never overwrites another run
+    # a --resume over any checkpoint, torn ones too, compares the options, so a fresh start never overwrites a run
     resuming = resume_from is not None or (opts.resume and any(Path(out).glob("checkpoint-*")))
     runs.prepare_run(out, "--output-dir", opts, resume=opts.resume, resuming=resuming,
                      may_change=RESUMABLE_CHANGES, markers=("checkpoint-*", "metrics.csv"),
@@ -146,18 +137,17 @@ def train(opts: Options) -> dict[str, Any]:
                                                     for ps in (problems.train, problems.validation, problems.test))
         dataset = Dataset.from_list([{"prompt": prompt, "problem": json.dumps(p.to_dict(), separators=(",", ":"))}
                                      for p, prompt in zip(problems.train, train_prompts, strict=True)])
+    test = None  # the start and the end on held-out problems (a resumed run, or a comparison's, reads the start back)
+    if opts.test_eval:
+        test = held_out_test(run, tokenizer, out / "held_out.json", problems.test, test_prompts, write=main_process,
+                             verbose=not opts.quiet)
 
-    # the callbacks: step timing, validation, CLIPO head checkpoints, time limit, run card; the held-out test
-    if run.tools:  # validation played through tool calls, as TRL's tool loop plays them
-        from baselines.lm.tool_play import ToolValidationCallback as ValidationCallback
-    else:
-        from baselines.lm.callbacks import ValidationCallback
-    sampling = Sampling.of_rollouts(config)  # the sampled validation draws as the rollouts draw
+    # the callbacks: step timing, validation, CLIPO head checkpoints, time limit, run card; the trainer
     validation = ValidationCallback(
         problems=problems.validation, prompts=val_prompts, sampling=sampling,
         tokenizer=tokenizer, output_dir=out, eval_interval=opts.eval_interval, samples=opts.eval_samples,
         max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size, seed=opts.seed, verbose=not opts.quiet,
-        max_turns=run.turns, write=main_process,
+        max_turns=run.turns, write=main_process, tools=run.tools,
         resume_step=int(Path(resume_from).name.rsplit("-", 1)[1]) if resume_from else None,  # checkpoint-N
     )
     profile = StepProfile()  # first, so that its step ends before the validation callback evaluates
@@ -167,11 +157,6 @@ def train(opts: Options) -> dict[str, Any]:
     time_limit = TimeLimitCallback(opts.max_minutes) if opts.max_minutes > 0 else None
     test_result: dict[str, Any] = {}  # the held-out comparison, on the card once the run has it
     card = RunCardCallback(out / "README.md", lambda step: run_card(run, validation.rows, step, profile.summary(), test_result or None))
-    test = None  # the start and the end on held-out problems (a resumed run, or a comparison's, reads the start back)
-    if opts.test_eval:
-        test = held_out_test(run, tokenizer, out / "held_out.json", problems.test, test_prompts, write=main_process,
-                             verbose=not opts.quiet)
-
     trainer = CountdownGRPOTrainer(model=model, reward_funcs=rewards.funcs, args=config, train_dataset=dataset,
                                    processing_class=tokenizer, callbacks=callbacks, rollout_func=rollout_func,
                                    environment_factory=environment_factory, step_credit=rewards.step_credit)
@@ -197,28 +182,29 @@ def train(opts: Options) -> dict[str, Any]:
         trainer.add_callback(CompletionMarker())  # last: a checkpoint is marked complete once every file is written
         trainer.train(resume_from_checkpoint=resume_from)
     seconds = time.perf_counter() - start
+    step = trainer.state.global_step
     if stop.requested:
-        print(f"stopped at step {trainer.state.global_step}; --resume continues from "
-              f"{out / f'checkpoint-{trainer.state.global_step}'}")
-        return {"interrupted": True, "step": trainer.state.global_step, "output_dir": str(out)}
+        print(f"stopped at step {step}; --resume continues from {out / f'checkpoint-{step}'}")
+        return {"interrupted": True, "step": step, "output_dir": str(out)}
 
     # the run's end: the final model, the held-out comparison, the summary
     trainer.save_model(str(out / "final"))
     if rewards.clipo is not None and main_process:
         rewards.clipo.clipo.save(out / "final" / ClipoCheckpointCallback.FILENAME)
     summary = validation.summary()
-    summary["steps"] = trainer.state.global_step
+    summary["steps"] = step
     if time_limit is not None and time_limit.stopped_at is not None:
         summary["stopped_by_time_limit"] = True
-        print(f"stopped at step {trainer.state.global_step} of {opts.steps}: --max-minutes {opts.max_minutes:g} reached", flush=True)
+        print(f"stopped at step {step} of {opts.steps}: --max-minutes {opts.max_minutes:g} reached", flush=True)
     if test is not None:
         test_result.update(test.end(trainer.model))
         summary["test"] = test_result
-    summary.update(interaction=opts.interaction, step_profile=profile.summary(), train_seconds=seconds, output_dir=str(out), best_dir=str(out / validation.BEST_DIR),
-                   train_problems=len(problems.train), train_pass_rates=str(run.pass_rates) if run.pass_rates else None)
+    summary.update(interaction=opts.interaction, step_profile=profile.summary(), train_seconds=seconds, output_dir=str(out),
+                   best_dir=str(out / validation.BEST_DIR), train_problems=len(problems.train),
+                   train_pass_rates=str(run.pass_rates) if run.pass_rates else None)
     if main_process:  # the other processes hold no validation rows
         if test is not None:  # the card of the end (written at on_train_end) with the held-out comparison added
-            card.write(trainer.state.global_step)
+            card.write(step)
         runs.write_text_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary
 

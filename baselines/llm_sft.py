@@ -5,19 +5,12 @@
     python baselines/llm_sft.py --out runs/sft --resume true   # continue from runs/sft/checkpoint
     python baselines/llm_sft.py --out runs/sft-more --init-from baselines/checkpoints/countdown-tiny-lm
 
-``--init-from`` starts from a saved model's weights (fresh optimiser and schedule; the architecture
-is the saved model's, the ``--arch/--hidden/...`` flags are ignored); ``--resume`` continues a run
-of this script exactly (optimiser, step, RNG; only the budget, evaluation, checkpoint and display
-options may differ from the saved run's, see ``RESUME_MAY_CHANGE``).
-
-Data: the train split of ``--preset`` plus ``--fresh-problems`` newly generated problems (any
-problem whose key is in the validation or test split is dropped). Each example is
-``compact_prompt(p)`` + ``compact_trace(p)`` with the numbers in a fresh random order every time
-(an augmentation: a different order gives a different trace). The loss covers completion
-tokens only. Every ``--eval-every`` steps the model's greedy completions on ``--eval-problems``
-validation problems are checked with the real verifier. Writes to ``--out``: ``metrics.csv``,
-``curves.png`` (loss and validation success), ``checkpoint/`` (model, tokenizer, optimiser,
-step, RNG state; for ``--resume``) and ``final/`` (the model alone, ready for ``llm_eval.py``).
+``--init-from`` starts from a saved model's weights (fresh optimiser; its own architecture); ``--resume``
+continues a run exactly (only ``RESUME_MAY_CHANGE`` may differ). Data: the train split of ``--preset`` plus
+``--fresh-problems`` new ones (none sharing a key with validation or test), each example ``compact_prompt(p)`` +
+``compact_trace(p)`` with the numbers freshly shuffled; the loss covers completion tokens only. Every
+``--eval-every`` steps greedy completions on ``--eval-problems`` validation problems are verified. Writes to
+``--out``: ``metrics.csv``, ``curves.png``, ``checkpoint/`` (for ``--resume``) and ``final/`` (the model).
 """
 
 from __future__ import annotations
@@ -27,7 +20,7 @@ import math
 import random
 import shutil
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -35,14 +28,7 @@ import torch
 from tqdm import tqdm
 
 from baselines.lm.evaluation import greedy_solved
-from baselines.lm.sft_options import RESUME_MAY_CHANGE, SFTConfig
-from baselines.lm.tiny_lm import (
-    build_model,
-    build_tokenizer,
-    count_parameters,
-    load_pretrained,
-    save_pretrained,
-)
+from baselines.lm.tiny_lm import SplitRun, TinyLMConfig, build_model, build_tokenizer, load_pretrained, save_pretrained
 from countdown_gym import dataclass_cli
 from countdown_gym.data.generator import iter_problems
 from countdown_gym.data.splits import load_split
@@ -52,7 +38,89 @@ from countdown_gym.game.text_format import compact_prompt
 from countdown_gym.game.turn_trace import conversation, turn_trace
 from countdown_gym.integrations.trl_rollout import conversation_ids
 from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest, prepare_run
-from countdown_gym.runkit.tracking import Tracker
+from countdown_gym.runkit.tracking import Tracker, report_to_names
+
+INTERACTIONS = ("single-pass", "multi-turn")
+
+
+@dataclass
+class SFTConfig(SplitRun):
+    """Options of ``llm_sft.py`` (every field is a ``--flag``)."""
+
+    out: str = "runs/llm_sft"
+    fresh_problems: int = 20000  # newly generated problems added to the train split (never validation/test keys)
+    # model
+    init_from: str = ""
+    """Start from this saved model (a directory with config.json + model.safetensors, e.g. the
+    shipped ``baselines/checkpoints/countdown-tiny-lm``) instead of random weights."""
+    model: TinyLMConfig = field(default_factory=TinyLMConfig)
+    """The model trained from scratch (without --init-from): ``tiny_lm.TinyLMConfig``, whose defaults are the shipped model's."""
+    # trace format
+    dead_ends: tuple[int, ...] = (0,)
+    probe: int = 1
+    dead_end_rate: float = 1.0
+    """Chance that a trace writes its dead ends at a state (CompactTraceConfig.dead_end_rate)."""
+    answer: str = "solution"
+    leaves: str = "enumerate"
+    """``enumerate``: a two-number state's moves are tried in scan order until one hits; ``direct``: only the
+    hit is written (``CompactTraceConfig.leaves``)."""
+    interaction: str = "single-pass"
+    """single-pass: the completion is the whole compact trace; multi-turn: the trace is played as turns of
+    CountdownMultiTurn-v0 (one move per turn, the environment's replies are context, not learned)."""
+    episodes: str = ""
+    """Multi-turn: a JSONL file of played episodes (``{"numbers", "target", "turns"}`` per line, e.g. the
+    solved episodes ``llm_expert_iteration.py`` samples) trained on beside the traces."""
+    episodes_share: float = 0.5  # multi-turn with ``--episodes``: the share of each batch drawn from the episodes
+    # optimisation
+    lr: float = 2e-3
+    min_lr_ratio: float = 0.05
+    weight_decay: float = 0.01
+    warmup_steps: int = 30
+    batch_size: int = 16
+    max_steps: int = 100000
+    max_minutes: float = 36.0  # stop (and save) after this much wall time; 0 = no limit
+    schedule: str = "time"
+    """``steps``: cosine over max_steps; ``time``: cosine over max_minutes of wall time (for a
+    fixed time budget on a shared machine, whatever the throughput)."""
+    grad_clip: float = 1.0
+    # evaluation and checkpoints
+    eval_every: int = 150  # validate every N steps
+    eval_problems: int = 100  # validation problems (the first N of the split)
+    eval_batch_size: int = 100
+    max_new_tokens: int = 200  # token budget of a validation completion
+    checkpoint_every: int = 50  # save checkpoint/ every N steps
+    resume: bool = False
+    progress: bool = True
+    report_to: str = "tensorboard"
+    """Where the loss, learning rate, throughput and validation success are also logged besides ``metrics.csv`` and
+    ``curves.png``: none, all, or a comma-separated list of transformers' integrations (tensorboard: ``<out>/tensorboard``)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        dataclass_cli.check_choice(self, "schedule", ("steps", "time"))
+        dataclass_cli.check_choice(self, "interaction", INTERACTIONS)
+        if self.schedule == "time" and not self.max_minutes > 0:
+            raise ValueError("--schedule time needs --max-minutes > 0")
+        dataclass_cli.check_min(self, 1, "batch_size", "max_steps", "eval_every", "eval_problems", "eval_batch_size",
+                                "max_new_tokens", "checkpoint_every")
+        dataclass_cli.check_min(self, 0, "fresh_problems", "warmup_steps", "max_minutes", "weight_decay", "grad_clip", "lr")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"--min-lr-ratio must be in [0, 1], got {self.min_lr_ratio}")
+        if not 0 <= self.episodes_share <= 1:
+            raise ValueError(f"--episodes-share must be in [0, 1], got {self.episodes_share}")
+        if self.episodes and self.interaction != "multi-turn":
+            raise ValueError("--episodes holds multi-turn episodes: use it with --interaction multi-turn")
+        if self.episodes and not Path(self.episodes).is_file():
+            raise ValueError(f"--episodes {self.episodes}: no such file")
+        if self.init_from and not (Path(self.init_from) / "config.json").is_file():  # before --out is written to
+            raise ValueError(f"--init-from {self.init_from}: no saved model there (expected config.json and "
+                             "model.safetensors)")
+        report_to_names(self.report_to)  # a ValueError naming --report-to
+
+
+RESUME_MAY_CHANGE = ("out", "resume", "progress", "report_to", "threads", "max_steps", "max_minutes", "eval_every", "eval_problems",
+                     "eval_batch_size", "max_new_tokens", "checkpoint_every")
+"""The options a ``--resume`` may change; any other differing from the checkpoint's run is refused."""
 
 
 def trace_config(cfg: SFTConfig) -> CompactTraceConfig:
@@ -64,15 +132,15 @@ def trace_config(cfg: SFTConfig) -> CompactTraceConfig:
         raise SystemExit(f"trace format (--dead-ends, --probe, --dead-end-rate, --answer, --leaves): {exc}") from None
 
 
-def training_problems(cfg: SFTConfig, progress: bool = True) -> list[Problem]:
-    """The train split plus ``fresh_problems`` new ones, none sharing a key with validation/test."""
-    held_out = {p.key for s in ("validation", "test") for p in load_split(cfg.preset, s)}
-    train = [p for p in load_split(cfg.preset, "train") if p.key not in held_out]
+def training_problems(preset: str, fresh_problems: int = 0, seed: int = 0, progress: bool = True) -> list[Problem]:
+    """The train split plus ``fresh_problems`` new ones (drawn with ``seed``), none sharing a key with validation/test."""
+    held_out = {p.key for s in ("validation", "test") for p in load_split(preset, s)}
+    train = [p for p in load_split(preset, "train") if p.key not in held_out]
     seen = held_out | {p.key for p in train}
     fresh: list[Problem] = []
-    stream = iter_problems(cfg.preset, seed=10_000 + cfg.seed)
-    bar = tqdm(total=cfg.fresh_problems, desc="fresh problems", disable=not progress, leave=False)
-    while len(fresh) < cfg.fresh_problems:
+    stream = iter_problems(preset, seed=10_000 + seed)
+    bar = tqdm(total=fresh_problems, desc="fresh problems", disable=not progress, leave=False)
+    while len(fresh) < fresh_problems:
         p = next(stream)
         if p.key in seen:
             continue
@@ -103,11 +171,8 @@ def load_episodes(path: str | Path, preset: str) -> list[tuple[Problem, list[str
 
 def make_batch(problems: list[Problem | tuple[Problem, list[str]]], tokenizer, tcfg: CompactTraceConfig,
                rng: random.Random, max_len: int, interaction: str = "single-pass"):
-    """Token ids, attention mask and labels (prompt and padding masked with -100), right-padded.
-
-    Multi-turn: the labels cover the agent's turns only (prompt, environment replies and padding are -100);
-    an item ``(problem, turns)`` is a played episode (its turns replayed, the numbers permuted), a problem
-    alone is searched into turns."""
+    """Token ids, attention mask and labels (-100 off the completion; multi-turn: off the agent's turns), right-padded.
+    Multi-turn: an item ``(problem, turns)`` is a played episode replayed, a problem alone is searched into turns."""
     rows = []
     for p in problems:
         played = None
@@ -130,16 +195,10 @@ def make_batch(problems: list[Problem | tuple[Problem, list[str]]], tokenizer, t
         ids = (ids_p + ids_c)[:max_len]
         labels = ([-100] * len(ids_p) + ids_c)[:max_len]
         rows.append((ids, labels))
-    width = max(len(r[0]) for r in rows)
-    pad = tokenizer.pad_token_id
-    input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    labels = torch.full((len(rows), width), -100, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, (ids, lab) in enumerate(rows):
-        input_ids[i, : len(ids)] = torch.tensor(ids)
-        labels[i, : len(lab)] = torch.tensor(lab)
-        mask[i, : len(ids)] = 1
-    return input_ids, mask, labels
+    pad = partial(torch.nn.utils.rnn.pad_sequence, batch_first=True)  # right padding
+    return (pad([torch.tensor(ids) for ids, _ in rows], padding_value=tokenizer.pad_token_id),
+            pad([torch.ones(len(ids), dtype=torch.long) for ids, _ in rows]),
+            pad([torch.tensor(lab) for _, lab in rows], padding_value=-100))
 
 
 def initial_model(cfg: SFTConfig, tokenizer):
@@ -161,8 +220,7 @@ def initial_model(cfg: SFTConfig, tokenizer):
 
 
 def lr_at(step: int, cfg: SFTConfig, elapsed: float = 0.0) -> float:
-    """Linear warm-up, then cosine decay to ``min_lr_ratio * lr`` at ``max_steps`` (or at
-    ``max_minutes`` of wall time with ``schedule="time"``)."""
+    """Linear warm-up, then cosine decay to ``min_lr_ratio * lr`` at ``max_steps`` (``schedule="time"``: ``max_minutes``)."""
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
     if cfg.schedule == "time":
@@ -173,7 +231,7 @@ def lr_at(step: int, cfg: SFTConfig, elapsed: float = 0.0) -> float:
 
 
 def validation_success(model, tokenizer, problems: list[Problem], cfg: SFTConfig) -> float:
-    """Greedy success rate on ``problems`` (``baselines.lm.evaluation.greedy_solved``; multi-turn: episodes solved)."""
+    """Greedy success rate on ``problems`` (multi-turn: episodes solved)."""
     turns = cfg.interaction == "multi-turn"
     solved = greedy_solved(model, tokenizer, problems, max_turns=cfg.max_turns if turns else None,
                            prompts=None if turns else [compact_prompt(p) for p in problems],
@@ -203,13 +261,11 @@ def last_checkpoint(path: Path) -> Path | None:
 
 
 CURVES = (Panel("train loss (completion tokens)", {"loss": "train loss"}, log=True),
-          Panel("validation greedy success", {"val_success": "greedy"}, ylim=(0, 1)))
-"""The panels of ``curves.png``."""
+          Panel("validation greedy success", {"val_success": "greedy"}, ylim=(0, 1)))  # curves.png
 
 
 def saved_options(ckpt: Path | None, saved: dict | None) -> dict | None:
-    """The options of the run being resumed: its ``options.json`` (``saved``), or for runs made before it the
-    checkpoint's ``training.json``."""
+    """The options of the run being resumed: ``saved`` (its ``options.json``), else the checkpoint's ``training.json``."""
     old = ckpt / "training.json" if ckpt is not None else None
     return saved or (json.loads(old.read_text()).get("sft_config") if old and old.is_file() else None)
 
@@ -225,28 +281,23 @@ def train(cfg: SFTConfig) -> dict:
                       start_over="start a new --out (with --init-from for a fresh optimiser)")  # before the data: fails fast
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
-    problems = training_problems(cfg, cfg.progress)
+    problems = training_problems(cfg.preset, cfg.fresh_problems, cfg.seed, cfg.progress)
     episodes = load_episodes(cfg.episodes, cfg.preset) if cfg.episodes else []
     val = load_split(cfg.preset, "validation")[: cfg.eval_problems]
     tokenizer = build_tokenizer()
     step = 0
+    if found is None and cfg.resume:
+        print(f"--resume: no checkpoint in {ckpt}, starting from scratch")
+    model = initial_model(cfg, tokenizer) if found is None else load_pretrained(found)[0]
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     if found is not None:
-        from transformers import AutoModelForCausalLM
-
-        model = AutoModelForCausalLM.from_pretrained(str(found))
-        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
         state = torch.load(found / "trainer_state.pt", weights_only=False)
         opt.load_state_dict(state["optimizer"])
         step = state["step"]
         rng.setstate(state["rng"])
         torch.set_rng_state(state["torch_rng"])
         print(f"resumed from {found} at step {step}")
-    else:
-        if cfg.resume:
-            print(f"--resume: no checkpoint in {ckpt}, starting from scratch")
-        model = initial_model(cfg, tokenizer)
-        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
-    n_params = count_parameters(model)
+    n_params = model.num_parameters()  # tied embeddings counted once
     meta = {"sft_config": asdict(cfg), "model_config": model.config.to_diff_dict() if cfg.init_from else asdict(cfg.model),
             "params": n_params,
             "train_problems": len(problems), "episodes": len(episodes), "trace_config": asdict(tcfg)}
@@ -338,7 +389,7 @@ def train(cfg: SFTConfig) -> dict:
 
 
 def projected_steps(cfg: SFTConfig, step: int, steps_per_s: float, elapsed: float) -> int:
-    """The step the run stops at (the progress bar's total): ``max_steps``, or where ``max_minutes`` runs out at this pace."""
+    """The step the run stops at (the progress bar's total) at this pace."""
     if not (cfg.max_minutes > 0 and steps_per_s > 0):
         return cfg.max_steps
     return min(cfg.max_steps, step + math.ceil(max(cfg.max_minutes * 60 - elapsed, 0.0) * steps_per_s))

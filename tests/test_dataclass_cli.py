@@ -287,16 +287,16 @@ def test_llm_sft_and_llm_eval_documented_commands() -> None:
     from baselines import llm_eval, llm_sft
     from baselines.lm.tiny_lm import TinyLMConfig
 
-    cfg = llm_eval.parse_config(llm_sft.SFTConfig, shlex.split(
+    cfg = parse(llm_sft.SFTConfig, shlex.split(
         "--out /tmp/runs/B --threads 1 --batch-size 16 --lr 2e-3 --warmup-steps 30 --schedule time --max-minutes 58 "
         "--max-steps 100000 --eval-every 150 --eval-problems 100 --max-new-tokens 200 --checkpoint-every 50 "
         "--fresh-problems 20000 --dead-ends 0 --resume true"))
     assert (cfg.out, cfg.lr, cfg.max_minutes, cfg.dead_ends, cfg.resume) == ("/tmp/runs/B", 2e-3, 58.0, (0,), True)
-    ev = llm_eval.parse_config(llm_eval.EvalConfig, shlex.split(
+    ev = parse(llm_eval.EvalConfig, shlex.split(
         "--model runs/sft/final --split validation --k 0 --max_new_tokens 160"))
     assert (ev.model, ev.split, ev.k, ev.max_new_tokens) == ("runs/sft/final", "validation", 0, 160)
     sft = llm_sft.SFTConfig(model=TinyLMConfig(hidden=64, heads=2))  # the model flags: a nested TinyLMConfig
-    assert llm_eval.parse_config(llm_sft.SFTConfig, ["--hidden", "64", "--heads", "2"]) == sft
+    assert parse(llm_sft.SFTConfig, ["--hidden", "64", "--heads", "2"]) == sft
     assert to_argv(sft) == ["--hidden", "64", "--heads", "2"]
 
 

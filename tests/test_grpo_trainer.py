@@ -21,9 +21,8 @@ def _trainer(tmp_path: Path, loss_type: str = "dapo", micro: int = 4, accumulati
     from datasets import Dataset
     from trl import GRPOConfig
 
-    from baselines.lm.grpo_model import derive_position_ids
     from baselines.lm.grpo_trainer import CountdownGRPOTrainer
-    from baselines.lm.tiny_lm import load_pretrained
+    from baselines.lm.tiny_lm import derive_position_ids, load_pretrained
 
     if not (TURN_MODEL / "model.safetensors").exists():
         pytest.skip("the shipped multi-turn model is missing")
@@ -239,9 +238,8 @@ def test_the_policy_trained_is_the_policy_that_sampled(tmp_path: Path) -> None:
     model's tokens are the ones the rollout engine sampled them with (``sampling_per_token_logps``)."""
     from trl import GRPOConfig
 
-    from baselines.lm.grpo_model import derive_position_ids
     from baselines.lm.grpo_trainer import CountdownGRPOTrainer
-    from baselines.lm.tiny_lm import load_pretrained
+    from baselines.lm.tiny_lm import derive_position_ids, load_pretrained
     from countdown_gym import load_split
     from countdown_gym.integrations.trl import sparse_reward
     from countdown_gym.integrations.trl_rollout import rollout_task

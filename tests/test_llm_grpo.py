@@ -17,15 +17,9 @@ pytest.importorskip("trl")
 from baselines import llm_grpo  # noqa: E402
 from baselines.llm_grpo import Options, build_grpo_config, check_vllm_available, parse_options  # noqa: E402
 from baselines.lm import grpo_config, grpo_model  # noqa: E402
-from baselines.lm.grpo_model import derive_position_ids  # noqa: E402
 from baselines.lm.grpo_options import GRPORun, pass_rates_file  # noqa: E402
-from baselines.lm.rewards import (  # noqa: E402
-    VARIANTS,
-    CLIPOReward,
-    parse_reward_spec,
-    prompt_token_ids,
-)
-from baselines.lm.tiny_lm import TinyLMConfig, build_model, build_tokenizer  # noqa: E402
+from baselines.lm.rewards import VARIANTS, CLIPOReward, parse_reward_spec, prompt_token_ids  # noqa: E402
+from baselines.lm.tiny_lm import TinyLMConfig, build_model, build_tokenizer, derive_position_ids  # noqa: E402
 from countdown_gym import Problem, dataclass_cli  # noqa: E402
 from countdown_gym.game.text_format import build_prompt  # noqa: E402
 from countdown_gym.integrations.trl import REWARD_FUNCTIONS, CriticReward, replay  # noqa: E402

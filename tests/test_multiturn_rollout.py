@@ -226,7 +226,7 @@ def test_llm_grpo_multi_turn_run_writes_its_files(tmp_path: Path) -> None:
     step_logs = [x for x in logs if "reward" in x]
     assert len(step_logs) == 2 and "rewards/oracle_reachable_reward/mean" in step_logs[0]
     assert "interaction: `multi-turn`" in (out / "README.md").read_text()
-    profile = summary["step_profile"]  # where a step's time goes (baselines/lm/step_profile.py), also in the run card
+    profile = summary["step_profile"]  # where a step's time goes (baselines/lm/callbacks.py), also in the run card
     assert profile["generation"] > 0 and profile["rewards"] > 0 and profile["train_forward"] > 0
     parts = sum(v for k, v in profile.items() if k != "step")
     assert parts == pytest.approx(profile["step"], rel=1e-6)

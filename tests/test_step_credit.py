@@ -173,9 +173,8 @@ def test_two_grpo_steps_credit_each_turns_dense_terms_to_its_tokens(tmp_path: Pa
 
     from trl import GRPOConfig
 
-    from baselines.lm.grpo_model import derive_position_ids
     from baselines.lm.grpo_trainer import CountdownGRPOTrainer
-    from baselines.lm.tiny_lm import load_pretrained
+    from baselines.lm.tiny_lm import derive_position_ids, load_pretrained
     from countdown_gym.integrations.trl_rollout import make_rollout_func, rollout_dataset
     from critics import load_critic
 

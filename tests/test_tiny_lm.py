@@ -218,7 +218,7 @@ def test_sft_steps_checkpoint_resume(tmp_path):
     argv = ["--out", str(tmp_path / "run"), "--fresh-problems", "20", "--max-steps", "3", "--batch-size", "4",
             "--hidden", "32", "--intermediate", "64", "--layers", "1", "--heads", "2", "--eval-every", "3",
             "--eval-problems", "3", "--max-new-tokens", "8", "--checkpoint-every", "2", "--progress", "false"]
-    cfg = llm_eval.parse_config(llm_sft.SFTConfig, argv)
+    cfg = dataclass_cli.parse(llm_sft.SFTConfig, argv)
     assert cfg.dead_ends == (0,) and cfg.progress is False
     summary = llm_sft.train(cfg)
     assert summary["steps"] == 3 and summary["final_val_success"] is not None
@@ -226,7 +226,7 @@ def test_sft_steps_checkpoint_resume(tmp_path):
     assert (run / "final" / "model.safetensors").exists() and (run / "curves.png").exists()
     rows = (run / "metrics.csv").read_text().splitlines()
     assert len(rows) == 4
-    cfg2 = llm_eval.parse_config(llm_sft.SFTConfig, [*argv[:4], "--max-steps", "4", *argv[6:], "--resume", "true"])
+    cfg2 = dataclass_cli.parse(llm_sft.SFTConfig, [*argv[:4], "--max-steps", "4", *argv[6:], "--resume", "true"])
     assert llm_sft.train(cfg2)["steps"] == 4
     with pytest.raises(SystemExit, match="holds a run already: --resume continues it"):  # a fresh start over it: refused
         llm_sft.train(cfg)
@@ -235,14 +235,14 @@ def test_sft_steps_checkpoint_resume(tmp_path):
     # --init-from starts from the saved weights (architecture flags ignored); lr 0 keeps them as they are
     argv3 = ["--out", str(tmp_path / "more"), "--init-from", str(run / "final"), "--lr", "0", "--hidden", "64",
              *argv[2:4], "--max-steps", "1", *argv[6:8], *argv[16:]]
-    assert llm_sft.train(llm_eval.parse_config(llm_sft.SFTConfig, argv3))["steps"] == 1
+    assert llm_sft.train(dataclass_cli.parse(llm_sft.SFTConfig, argv3))["steps"] == 1
     before, _ = load_pretrained(run / "final")
     after, _ = load_pretrained(tmp_path / "more" / "final")
     assert after.config.hidden_size == 32
     for (name, a), (_, b) in zip(before.state_dict().items(), after.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
     with pytest.raises(SystemExit, match="no saved model"):
-        llm_sft.train(llm_eval.parse_config(llm_sft.SFTConfig, ["--out", str(tmp_path / "other"), "--init-from", str(tmp_path / "none"),
+        llm_sft.train(dataclass_cli.parse(llm_sft.SFTConfig, ["--out", str(tmp_path / "other"), "--init-from", str(tmp_path / "none"),
                                                                   *argv3[4:]]))
 
 
@@ -337,7 +337,7 @@ def test_sft_progress_total_is_where_the_time_budget_ends():
 
 def test_training_problems_exclude_held_out():
     cfg = llm_sft.SFTConfig(fresh_problems=300)
-    probs = llm_sft.training_problems(cfg, progress=False)
+    probs = llm_sft.training_problems(cfg.preset, cfg.fresh_problems, cfg.seed, progress=False)
     held = {p.key for s in ("validation", "test") for p in load_split("longproc-0.5k", s)}
     assert len(probs) == 8000 + 300
     assert not any(p.key in held for p in probs)
@@ -514,7 +514,7 @@ def test_llm_eval_puts_the_model_on_the_gpu_when_there_is_one(monkeypatch):
     monkeypatch.setattr(type(model), "to", lambda self, *a, **k: moved.append(a) or self)
     llm_eval.load_model(str(SHIPPED_CHECKPOINT))
     assert moved == [("cuda",)]  # before the fix the model stayed on the CPU in float32
-    assert llm_eval.parse_config(llm_eval.EvalConfig, ["--device", "cuda:1"]).device == "cuda:1"
+    assert dataclass_cli.parse(llm_eval.EvalConfig, ["--device", "cuda:1"]).device == "cuda:1"
 
 
 def test_sft_curves_take_rows_read_back_from_csv(tmp_path, monkeypatch):
@@ -553,7 +553,7 @@ def test_llm_eval_vllm_backend_builds_one_engine_and_passes_token_ids(monkeypatc
             return [types.SimpleNamespace(outputs=[out] * sampling_params.n) for _ in prompts]
 
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
-    cfg = llm_eval.parse_config(llm_eval.EvalConfig, ["--backend", "vllm", "--interaction", "single-pass", "--preset",
+    cfg = dataclass_cli.parse(llm_eval.EvalConfig, ["--backend", "vllm", "--interaction", "single-pass", "--preset",
                                                       "tinyzero", "--split", "validation", "--limit", "3", "--k", "2",
                                                       "--dtype", "bfloat16", "--max-new-tokens", "50"])
     res = llm_eval.evaluate(cfg, progress=False)

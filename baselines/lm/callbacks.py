@@ -1,19 +1,13 @@
-"""Trainer callbacks for the GRPO baseline: periodic validation, metrics CSV + PNG, CLIPO head checkpoints.
-
-:class:`ValidationCallback` evaluates the policy on a fixed slice of the frozen validation split
-at the start, every ``eval_interval`` steps and at the end: greedy success (one completion per
-problem) and, with ``samples > 0``, sampled success (mean over ``samples`` completions drawn as the
-rollouts draw) and pass@k, played by ``baselines.lm.evaluation.evaluate`` (the evaluator ``llm_eval.py``
-and the held-out test use: completions decoded as TRL decodes them and judged with the rewards' verdict,
-or multi-turn episodes). It keeps ``metrics.csv`` (one row per evaluation), ``train_log.jsonl``
-(TRL's log dicts) and ``success.png`` in the run directory with ``countdown_gym.runkit.runs`` and times
-every optimizer step.
-"""
+"""Trainer callbacks of a GRPO run: validation (``metrics.csv``, ``train_log.jsonl``, ``success.png``, ``best/``),
+CLIPO head checkpoints, stop requests, the time limit, the run card, and :class:`StepProfile`: where a step's time
+goes (generation, rewards, TRL's log-prob pass, the loss's forward, and the rest: backward, update, book-keeping)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import time
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,20 +19,8 @@ from baselines.lm.generation import Sampling
 from baselines.lm.tiny_lm import save_pretrained
 from countdown_gym.runkit.runs import MetricsLog, Panel, write_text_atomic
 
-EVAL_FIELDS = (
-    "step",
-    "problems",
-    "greedy_success",
-    "greedy_invalid_frac",
-    "sampled_success",
-    "pass_at_k",
-    "samples",
-    "sampled_invalid_frac",
-    "mean_completion_tokens",
-    "eval_seconds",
-    "tokens_per_s",
-)
-
+EVAL_FIELDS = ("step", "problems", "greedy_success", "greedy_invalid_frac", "sampled_success", "pass_at_k", "samples",
+               "sampled_invalid_frac", "mean_completion_tokens", "eval_seconds", "tokens_per_s")
 
 SUCCESS_PANELS = (Panel("validation success", {"greedy_success": "greedy", "sampled_success": "sampled (mean)",
                                                  "pass_at_k": "pass@k"}, percent=True),)
@@ -46,43 +28,24 @@ SUCCESS_PANELS = (Panel("validation success", {"greedy_success": "greedy", "samp
 
 
 class ValidationCallback(TrainerCallback):
-    """Validate at the start, every ``eval_interval`` steps and at the end; write CSV/PNG; time steps.
-
-    Whenever a validation's greedy success beats every earlier one (the start included), the model and
-    tokenizer are saved to ``output_dir/best`` with ``best/validation.json`` (its step and metrics), so a
-    run that peaks and then drifts keeps its best model whatever ``save_total_limit`` deletes.
-    """
+    """Validate at the start, every ``eval_interval`` steps and at the end (``baselines.lm.evaluation``: greedy, and
+    ``samples`` drawn as ``sampling`` says); write CSV/PNG; time steps. A validation whose greedy success beats every
+    earlier one saves the model to ``output_dir/best`` with ``best/validation.json``."""
 
     BEST_DIR = "best"
 
-    def __init__(
-        self,
-        problems: Sequence[Any],
-        prompts: Sequence[Any],
-        tokenizer: Any,
-        output_dir: str | Path,
-        *,
-        eval_interval: int = 20,
-        samples: int = 4,
-        sampling: Sampling | None = None,
-        max_new_tokens: int = 160,
-        batch_size: int = 64,
-        seed: int = 0,
-        verbose: bool = True,
-        max_turns: int | None = None,
-        resume_step: int | None = None,
-        write: bool = True,
-    ) -> None:
+    def __init__(self, problems: Sequence[Any], prompts: Sequence[Any], tokenizer: Any, output_dir: str | Path, *,
+                 eval_interval: int = 20, samples: int = 4, sampling: Sampling | None = None, max_new_tokens: int = 160,
+                 batch_size: int = 64, seed: int = 0, verbose: bool = True, max_turns: int | None = None,
+                 resume_step: int | None = None, write: bool = True, tools: bool = False) -> None:
+        """``max_turns``: validate with multi-turn episodes (None: single-pass, from ``prompts``; ``tools``: through tool
+        calls); ``resume_step``: the logs drop their rows after it; ``write``: this process writes the files."""
         self.problems, self.prompts, self.tokenizer = list(problems), list(prompts), tokenizer
-        self.max_turns = max_turns
-        """Multi-turn mode: validate with episodes of this turn budget (``None``: single-pass)."""
-        self.sampling = sampling or Sampling()
-        """How the sampled validation draws (the rollouts' :class:`~baselines.lm.generation.Sampling`)."""
+        self.max_turns, self.sampling, self.tools = max_turns, sampling or Sampling(), tools
         self.dir = Path(output_dir)
         self.eval_interval, self.samples = eval_interval, samples
         self.max_new_tokens, self.batch_size, self.seed, self.verbose = max_new_tokens, batch_size, seed, verbose
         self.png_path = self.dir / "success.png"
-        # the run kit's logs (countdown_gym.runkit.runs): a resumed run drops the rows after its checkpoint, a fresh one starts empty
         self.metrics = MetricsLog(self.dir / "metrics.csv", resume_step=resume_step, write=write)
         self.train_log = MetricsLog(self.dir / "train_log.jsonl", resume_step=resume_step, write=write)
         self.rows: list[dict[str, Any]] = self.metrics.rows
@@ -92,10 +55,8 @@ class ValidationCallback(TrainerCallback):
         self.step_gen_tokens: list[float] = []
         self._t_step: float | None = None
         self.reporters: Sequence[Any] = ()
-        """The trainer's report_to integration callbacks: each validation row is logged to them as ``eval_*``
-        (set by :func:`attach_reporting`)."""
+        """The report_to integration callbacks each validation row is logged to (:func:`attach_reporting`)."""
 
-    # -- evaluation
     def _evaluate(self, model: Any, step: int, event: tuple[Any, Any, Any] | None = None) -> None:
         from accelerate import PartialState
         from accelerate.utils import gather_object
@@ -126,9 +87,9 @@ class ValidationCallback(TrainerCallback):
             )
 
     def _play(self, model: Any, idx: list[int], step: int) -> dict[str, float]:
-        """This process's share of a validation: the problems ``idx`` played (``baselines.lm.evaluation``), their row."""
+        """This process's share of a validation: the problems ``idx`` played, their row."""
         prompts = None if self.max_turns is not None else [self.prompts[i] for i in idx]
-        how = Play(max_turns=self.max_turns, max_new_tokens=self.max_new_tokens, batch_size=self.batch_size)
+        how = Play(max_turns=self.max_turns, max_new_tokens=self.max_new_tokens, batch_size=self.batch_size, tools=self.tools)
         return evaluate(model, self.tokenizer, [self.problems[i] for i in idx], how, prompts=prompts,
                         samples=self.samples, sampling=self.sampling, seed=self.seed + step).row()
 
@@ -137,8 +98,7 @@ class ValidationCallback(TrainerCallback):
         write_text_atomic(best / "validation.json", json.dumps(row, indent=2) + "\n")
 
     def best(self) -> dict[str, Any] | None:
-        """The validation row of the saved best model: highest greedy success, earliest on ties (None before
-        the first validation)."""
+        """The row of the saved best model: highest greedy success, earliest on ties (None before any validation)."""
         if not self.rows:
             return None
         return max(self.rows, key=lambda r: (float(r["greedy_success"]), -int(r["step"])))
@@ -204,8 +164,8 @@ def _numeric(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def attach_reporting(trainer: Any, validation: ValidationCallback, output_dir: str | Path) -> None:
-    """Log the validation rows to the trainer's report_to integrations too, and write TensorBoard's event files
-    to ``<output_dir>/tensorboard`` (as the other training scripts do) instead of ``runs/<date>_<host>``."""
+    """Log the validation rows to the trainer's report_to integrations too; TensorBoard writes to
+    ``<output_dir>/tensorboard``."""
     from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK, TensorBoardCallback
 
     from countdown_gym.runkit.tracking import TENSORBOARD_DIR
@@ -231,8 +191,7 @@ class ClipoCheckpointCallback(TrainerCallback):
 
 
 class StopRequestCallback(TrainerCallback):
-    """Ctrl-C or SIGTERM (a :class:`countdown_gym.runkit.runs.StopRequest`) ends training after the current step,
-    with a checkpoint that ``--resume`` continues from."""
+    """Ctrl-C or SIGTERM (a ``runs.StopRequest``) ends training after the current step, with a checkpoint."""
 
     def __init__(self, stop: Any) -> None:
         self.stop = stop
@@ -244,8 +203,7 @@ class StopRequestCallback(TrainerCallback):
 
 
 class TimeLimitCallback(TrainerCallback):
-    """End training after the first step that ends past ``minutes`` of training wall time (``--max-minutes``); the
-    run then saves and evaluates as at its last step. ``stopped_at`` is the step it stopped at (None: not stopped)."""
+    """End training after the first step that ends past ``minutes`` of wall time; ``stopped_at``: that step (or None)."""
 
     def __init__(self, minutes: float) -> None:
         self.seconds = 60.0 * minutes
@@ -262,17 +220,13 @@ class TimeLimitCallback(TrainerCallback):
 
 
 class RunCardCallback(TrainerCallback):
-    """Write the run directory's ``README.md`` (``render(global_step)``) at every checkpoint and at the end.
-
-    TRL writes a generic model card there before each checkpoint; this callback runs after it and
-    replaces it with one that says what the run is, how to repeat it and what it measured so far.
-    """
+    """Write the run directory's ``README.md`` (``render(global_step)``) at every checkpoint, after TRL's generic
+    model card, and at the end."""
 
     def __init__(self, path: str | Path, render: Any) -> None:
         self.path, self.render = Path(path), render
 
     def write(self, step: int) -> None:
-        """Render the card at ``step`` and replace the file whole (a kill mid-write leaves the previous card)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.path, self.render(step))
 
@@ -283,3 +237,65 @@ class RunCardCallback(TrainerCallback):
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
             self.write(state.global_step)
+
+
+PARTS = ("generation", "rewards", "logprob_pass", "train_forward", "backward_update_other")
+"""The parts of a step, in the order they happen."""
+
+
+class StepProfile(TrainerCallback):
+    """Seconds per GRPO step, by part; :meth:`attach` times the trainer's own methods on the instance (validation, after
+    ``on_step_end``, is not counted)."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = defaultdict(float)
+        self.steps = 0
+        self._current: dict[str, float] = defaultdict(float)
+        self._t0: float | None = None
+
+    def attach(self, trainer: Any) -> None:
+        """Time ``trainer``'s generation, rewards and log-prob passes (bound on the instance)."""
+        self._wrap(trainer, "_generate", lambda: "generation")
+        self._wrap(trainer, "_calculate_rewards", lambda: "rewards")
+        import torch
+
+        self._wrap(trainer, "_get_per_token_logps_and_entropies",
+                   lambda: "train_forward" if torch.is_grad_enabled() else "logprob_pass")
+
+    def _wrap(self, trainer: Any, name: str, part_of: Any) -> None:
+        method = getattr(trainer, name, None)
+        if method is None:
+            return  # an older or newer TRL without this method: that part is counted in the rest
+
+        @functools.wraps(method)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            part = part_of()
+            t0 = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self._current[part] += time.perf_counter() - t0
+
+        setattr(trainer, name, timed)
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._t0 = time.perf_counter()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._t0 is None:
+            return
+        total = time.perf_counter() - self._t0
+        timed = sum(self._current.values())
+        self._current["backward_update_other"] = max(total - timed, 0.0)
+        for part, seconds in self._current.items():
+            self.totals[part] += seconds
+        self.totals["step"] += total
+        self.steps += 1
+        self._current = defaultdict(float)
+        self._t0 = None
+
+    def summary(self) -> dict[str, float]:
+        """Mean seconds per step of each part and of the whole step (empty before the first step)."""
+        if not self.steps:
+            return {}
+        return {part: self.totals.get(part, 0.0) / self.steps for part in (*PARTS, "step")}

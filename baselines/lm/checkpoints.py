@@ -1,11 +1,9 @@
 """Which checkpoint a resumed GRPO run continues from: the newest *complete* one.
 
-transformers' ``Trainer`` writes ``checkpoint-N/`` file by file, in place, and the run's callbacks add their files
-after it (the CLIPO head), so a kill during a save leaves a checkpoint without ``trainer_state.json``,
-``optimizer.pt`` or the weights, or with one of them cut off. :class:`CompletionMarker` (the run's last callback)
-writes ``checkpoint-N/checkpoint_complete.json`` once every file of the save is written; :func:`last_complete_checkpoint`
-takes the newest checkpoint that has the marker and whose files read back (a run saved before the marker existed:
-whose files read back), and says which newer ones it passed over and why.
+A kill during a save leaves ``checkpoint-N/`` without some file, or with one cut off. :class:`CompletionMarker` (the
+run's last callback) writes ``checkpoint_complete.json`` once every file of the save is written;
+:func:`last_complete_checkpoint` takes the newest checkpoint with the marker whose files read back (runs saved before
+the marker: whose files read back), and says which newer ones it passed over and why.
 """
 
 from __future__ import annotations
@@ -28,8 +26,7 @@ _NAME = re.compile(r"checkpoint-(\d+)")
 
 
 class CompletionMarker(TrainerCallback):
-    """Write :data:`MARKER` into each checkpoint once the save is complete (add it after every other callback that
-    writes into checkpoints)."""
+    """Write :data:`MARKER` into each checkpoint once the save is complete (the last callback)."""
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
@@ -40,9 +37,8 @@ class CompletionMarker(TrainerCallback):
 
 
 def checkpoint_problem(path: Path, require_marker: bool = True, extra: tuple[str, ...] = ()) -> str | None:
-    """Why the checkpoint ``path`` cannot be resumed from (None: it can): no marker (``require_marker``), a missing
-    or unreadable ``trainer_state.json``, no weights, a cut-off optimizer, scheduler or random state, or a missing
-    ``extra`` file."""
+    """Why the checkpoint ``path`` cannot be resumed from (None: it can): no marker (``require_marker``), no readable
+    ``trainer_state.json``, no weights, a cut-off ``torch.save`` file, or a missing ``extra`` file."""
     if require_marker and not (path / MARKER).is_file():
         return f"no {MARKER} (the save did not finish)"
     try:
@@ -76,7 +72,7 @@ def _whole_zip(path: Path) -> bool:
 
 
 def _safetensors_error(path: Path) -> str | None:
-    """Why a safetensors file does not read back (its header and the byte length it announces), or None."""
+    """Why a safetensors file does not read back (header, announced length), or None."""
     try:
         with path.open("rb") as f:
             n = int.from_bytes(f.read(8), "little")
@@ -100,8 +96,8 @@ def checkpoints(out: Path) -> list[Path]:
 
 
 def last_complete_checkpoint(out: Path, extra: tuple[str, ...] = (), say: Any = print) -> str | None:
-    """The newest checkpoint of ``out`` that :func:`checkpoint_problem` passes (None when ``out`` has none); each
-    newer one passed over is reported through ``say`` (a run killed during its first save starts afresh)."""
+    """The newest checkpoint of ``out`` that :func:`checkpoint_problem` passes (None: none); each newer one passed
+    over is reported through ``say``."""
     found = checkpoints(out)
     marked = any((p / MARKER).is_file() for p in found)  # a run saved before the marker existed has none
     for path in found:

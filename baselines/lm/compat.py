@@ -1,14 +1,5 @@
-"""Start-up compatibility checks of a GRPO run, before any model loads: one clear line per problem.
-
-* preset vs reward terms: the critic scores states of at most its ``max_numbers`` numbers, and integer states only
-  (its training tables hold integers; ``critics/data.py`` refuses rules with fractions);
-* prompt style vs chat template: the template must render the prompt, and end the assistant's turn with a token
-  the run stops at (a base model's tokenizer that ships an instruct template does not: its completions would run
-  on to the token budget);
-* tokenizer: an EOS token (TRL ends completions there; the pad token falls back to it);
-* process layout: the validation callback generates on every process on its own and saves the best model from
-  the main process, which needs the whole weights on every process (not ZeRO-3 or FSDP).
-"""
+"""Start-up compatibility checks of a GRPO run, before any model loads: one clear line per problem (the critic vs
+the preset, the chat template vs the prompt style and the stop tokens, the tokenizer's EOS, the process layout)."""
 
 from __future__ import annotations
 
@@ -32,28 +23,17 @@ def check_critic_fits(preset: str) -> None:
 
 
 def check_layout(strategy: str) -> None:
-    """Exit for a process layout whose processes do not each hold the whole model (see the module docstring)."""
+    """Exit for a process layout whose processes do not each hold the whole model (validation needs it)."""
     if strategy in ("zero3", "fsdp"):
         name = {"zero3": "DeepSpeed ZeRO-3", "fsdp": "FSDP"}[strategy]
         raise SystemExit(f"{name} shards the weights, but validation generates on each process alone and saves the "
                          "best model from the main one: launch with DDP or DeepSpeed ZeRO-1/2 (--zero_stage 2)")
 
 
-def stop_token_ids(tokenizer: Any, model: str) -> set[int]:
-    """The token ids TRL stops a completion at: the tokenizer's EOS and the model's generation config's."""
-    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-    try:
-        from transformers import GenerationConfig
-
-        eos = GenerationConfig.from_pretrained(model).eos_token_id
-    except (OSError, ValueError):
-        eos = None
-    ids.update([eos] if isinstance(eos, int) else (eos or []))
-    return ids
-
-
 def check_tokenizer(tokenizer: Any, model: str, prompt_style: str, chat_template: bool) -> None:
     """Exit when the tokenizer cannot end completions, or its chat template cannot carry ``prompt_style``."""
+    from transformers import GenerationConfig
+
     from countdown_gym.game.problem import Problem
     from countdown_gym.game.text_format import render_chat_prompt
 
@@ -73,8 +53,13 @@ def check_tokenizer(tokenizer: Any, model: str, prompt_style: str, chat_template
     after = turn.split(mark, 1)[1].strip()
     if not after:
         return  # the template adds nothing after the answer: the model's EOS ends it
+    try:  # TRL stops at the tokenizer's EOS and the model's generation config's
+        eos = GenerationConfig.from_pretrained(model).eos_token_id
+    except (OSError, ValueError):
+        eos = None
+    stops = {tokenizer.eos_token_id, *([eos] if isinstance(eos, int) else (eos or []))} - {None}
     first = tokenizer(after, add_special_tokens=False)["input_ids"][:1]
-    if first and first[0] not in stop_token_ids(tokenizer, model):
+    if first and first[0] not in stops:
         raise SystemExit(f"--model {model}: its chat template ends the assistant's turn with "
                          f"{tokenizer.convert_ids_to_tokens(first[0])!r}, but the run stops at "
                          f"{tokenizer.eos_token!r}: a base model's tokenizer with an instruct template? Its completions "
@@ -82,9 +67,8 @@ def check_tokenizer(tokenizer: Any, model: str, prompt_style: str, chat_template
 
 
 def check_tool_tokenizer(tokenizer: Any, model: str) -> None:
-    """Exit when TRL's tool loop (``--interaction tools``) cannot run with the tokenizer: no EOS, no chat template
-    that renders tool calls, or none whose tool calls TRL can parse (it knows the templates of Qwen2.5, Qwen3, Llama
-    3.1/3.2 and a few more, or a tokenizer's own ``response_template``)."""
+    """Exit when TRL's tool loop cannot run with the tokenizer: no EOS, or no chat template whose tool calls TRL can
+    render and parse."""
     from trl.chat_template_utils import add_response_schema, supports_tool_calling
 
     check_tokenizer(tokenizer, model, "compact", False)

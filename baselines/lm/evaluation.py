@@ -1,31 +1,15 @@
-"""The one evaluator of language models: play a list of problems greedily and with samples, keep a record per
-problem, report the rates with their standard errors.
+"""The one evaluator of language models: play problems greedily and with samples, keep a record per problem, report
+the rates with their standard errors.
 
-    from baselines.lm.evaluation import Play, evaluate
     ev = evaluate(model, tokenizer, problems, Play(max_turns=16), samples=8, sampling=Sampling(temperature=0.5), seed=0)
-    ev.greedy[0].solved, ev.greedy[0].answer     # the per-problem records
-    ev.rates()                                   # greedy_success, pass_at_k, ... each with its ``_se``
+    ev.greedy[0].solved, ev.rates()              # per-problem records; greedy_success, pass_at_k, ... with ``_se``
 
-Every figure of a language model in the project comes from here: ``baselines/llm_eval.py`` (its metrics and
-leaderboard submissions), the GRPO run's validation (:meth:`Evaluation.row`, ``metrics.csv``), its held-out test
-(:func:`greedy_solved`, ``held_out.json``), the reward comparison's starting model, SFT's validation and
-``scripts/checkpoint_ranking.py``. A :class:`Play` says how a model plays: single-pass (one completion per problem,
-replayed through the text environment, whose verdict is ``verify``'s) or multi-turn (``max_turns``: a
-``CountdownMultiTurn-v0`` episode per problem, ``countdown_gym.integrations.trl_rollout.play_episodes``). Greedy
-play is argmax decoding; samples are drawn as :class:`~baselines.lm.generation.Sampling` says. The play runs
-without gradients, in eval mode, on a forked RNG (seeded with ``seed`` when given): a training run draws the same
-numbers with or without it.
-
-The starting model's figure. ``countdown-tiny-lm-turns`` solves 122 of the 1,000 ``longproc-0.5k`` test problems
-greedily (12.2%) under today's rules, and so does every path here: ``llm_eval.py``, the held-out test of
-``llm_grpo.py`` (its ``start``) and the reward comparison's start. The 12.1% (121 of 1,000) quoted beside it (the
-model card's table, the multi-turn reward comparison of 6 variants x 3 seeds, the expert-iteration round) was
-measured on 2026-11-24, before ``Rules.longproc()`` took LongProc's own zero rule (a move to 0 allowed; the strictly
-positive rules are now ``Rules.longproc_positive()``). The model was trained under the positive rules. In 32 of its
-1,000 greedy episodes it writes a move to 0, refused then and played now; one of them (``longproc-0.5k/test/16``,
-``[8, 8, 8, 16]`` -> 32, opened with ``8-8``) goes on to a solution. Played under ``Rules.longproc_positive()`` the
-same model gives 121 again, the 968 episodes without a move to 0 word for word the same: the difference is the
-rules, not the evaluator.
+Every language-model figure comes from here (``llm_eval.py``, GRPO validation and held-out test, SFT validation,
+``scripts/checkpoint_ranking.py``). Single-pass play replays one completion per problem through the text
+environment (``verify``'s verdict); multi-turn play (``max_turns``) runs ``CountdownMultiTurn-v0`` episodes. Play runs
+without gradients, in eval mode, on a forked RNG. ``countdown-tiny-lm-turns`` solves 122 of the 1,000
+``longproc-0.5k`` test problems greedily under today's rules (121 under ``Rules.longproc_positive()``, the rules it
+was trained and first measured under: the difference is 32 episodes that write a move to 0).
 """
 
 from __future__ import annotations
@@ -51,34 +35,29 @@ class Record:
     """What one play of one problem came to."""
 
     solved: bool
-    invalid: bool
-    """Single-pass: the completion holds an invalid move; multi-turn: the episode holds a refused turn."""
-    answer: str
-    """What a leaderboard submission carries: the completion, or the ``<Solution>`` block of the moves an episode
-    played (what the leaderboard re-verifies)."""
-    text: str
-    """The completion, or the episode's conversation after the prompt."""
-    turns: int | None = None
-    """Multi-turn: the turns the episode took."""
+    invalid: bool  # single-pass: the completion holds an invalid move; multi-turn: the episode holds a refused turn
+    answer: str  # the completion, or the ``<Solution>`` block of the moves an episode played
+    text: str  # the completion, or the episode's conversation after the prompt
+    turns: int | None = None  # multi-turn: the turns the episode took
 
 
 @dataclass(frozen=True)
 class Play:
-    """How a model plays: single-pass (``max_turns=None``; one completion of at most ``max_new_tokens`` tokens for
-    each prompt) or multi-turn (an episode of at most ``max_turns`` turns, opened by ``prompt_style``'s prompt)."""
+    """How a model plays: single-pass (``max_turns=None``, one completion per prompt), multi-turn episodes, or with
+    ``tools`` multi-turn through tool calls (``baselines.lm.tool_play``)."""
 
     max_turns: int | None = None
     max_new_tokens: int = 192
     batch_size: int = 64
     prompt_style: str = "compact"
-    engine: Any = None
-    """Single-pass: a vLLM engine (``baselines.lm.generation.vllm_engine``) that generates instead of ``model``."""
+    engine: Any = None  # single-pass: a vLLM engine (``generation.vllm_engine``) generating instead of the model
+    tools: bool = False
 
 
 @dataclass
 class Evaluation:
-    """The records of one evaluation: ``greedy`` (one per problem), ``sampled`` (per problem, its samples; empty
-    without samples), and the tokens and seconds each pass took (tokens: the model's own)."""
+    """The records of one evaluation (``greedy``: one per problem; ``sampled``: per problem, its samples) and the
+    model's tokens and seconds of each pass."""
 
     greedy: list[Record]
     sampled: list[list[Record]] = field(default_factory=list)
@@ -93,10 +72,8 @@ class Evaluation:
         return len(self.sampled[0]) if self.sampled else 0
 
     def rates(self) -> dict[str, Any]:
-        """The rates, each with its standard error over problems (``baselines.analysis.uncertainty``: ``binomial_se`` of a
-        rate of problems solved or not, as the held-out test quotes it; ``mean_se`` of the problems' shares of samples
-        solved): ``greedy_success``, ``greedy_invalid_frac`` and, with samples, ``sampled_success`` (all samples),
-        ``pass_at_k`` (a problem counts when one of its samples solved it) and ``sampled_invalid_frac``."""
+        """``greedy_success``, ``greedy_invalid_frac`` and, with samples, ``sampled_success``, ``pass_at_k`` and
+        ``sampled_invalid_frac``; the success rates with their standard error over problems (``_se``)."""
         n = len(self.greedy)
         greedy = _mean([float(r.solved) for r in self.greedy])
         out: dict[str, Any] = {"problems": n, "samples": self.samples, "greedy_success": greedy,
@@ -111,8 +88,7 @@ class Evaluation:
         return out
 
     def row(self) -> dict[str, float]:
-        """The GRPO validation's row (``baselines.lm.callbacks.EVAL_FIELDS``): the rates, the mean tokens of a play,
-        the seconds and the generation speed."""
+        """The GRPO validation's row (``baselines.lm.callbacks.EVAL_FIELDS``)."""
         rates = self.rates()
         row = {k: v for k, v in rates.items() if not k.endswith("_se")}
         if not self.samples:
@@ -129,12 +105,8 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-# ---- playing ------------------------------------------------------------------------------------
-
-
 def completion_records(problems: Sequence[Problem], completions: Sequence[Sequence[str]]) -> list[list[Record]]:
-    """The records of single-pass completions (each problem's list of them), replayed through the text environment:
-    solved = its verdict (``verify``'s), invalid = a move it refused."""
+    """The records of single-pass completions (each problem's list), replayed through the text environment."""
     from countdown_gym.integrations.trl import replay
 
     out = []
@@ -145,8 +117,7 @@ def completion_records(problems: Sequence[Problem], completions: Sequence[Sequen
 
 
 def episode_record(rollout: Any) -> Record:
-    """The record of one multi-turn episode (a ``TurnRollout``); its answer is the ``<Solution>`` block of the moves
-    it played."""
+    """The record of one multi-turn episode (a ``TurnRollout``)."""
     from countdown_gym.game.turn_game import TurnEpisode
 
     ep = TurnEpisode(rollout.problem)
@@ -163,6 +134,13 @@ def play(model: Any, tokenizer: Any, problems: Sequence[Problem], how: Play, *, 
          desc: str = "generate") -> tuple[list[list[Record]], int]:
     """``n`` plays of each problem (``sampling=None``: greedy, ``n`` 1) and the tokens the model wrote; single-pass
     play needs one prompt per problem (``prompts``)."""
+    if how.tools:
+        from baselines.lm.tool_play import play_tool_episodes, tool_records
+
+        envs, tokens = play_tool_episodes(model, tokenizer, [p for p in problems for _ in range(n)], max_turns=how.max_turns,
+                                          max_new_tokens=how.max_new_tokens, sampling=sampling, batch_size=how.batch_size)
+        records = tool_records(envs)
+        return [records[i * n:(i + 1) * n] for i in range(len(problems))], tokens
     if how.max_turns is not None:
         from countdown_gym.integrations.trl_rollout import play_episodes
 
@@ -184,8 +162,7 @@ def play(model: Any, tokenizer: Any, problems: Sequence[Problem], how: Play, *, 
 
 @contextmanager
 def evaluating(model: Any, seed: int | None = None) -> Iterator[None]:
-    """Play without gradients, in eval mode, on a forked RNG (seeded with ``seed`` when given): a run draws the same
-    numbers with or without this play."""
+    """Play without gradients, in eval mode, on a forked RNG (seeded with ``seed`` when given)."""
     devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
     was_training = getattr(model, "training", False)
     if model is not None:
@@ -223,12 +200,8 @@ def evaluate(model: Any, tokenizer: Any, problems: Sequence[Problem], how: Play,
     return ev
 
 
-# ---- several processes --------------------------------------------------------------------------
-
-
 def shared(items: Sequence[Any], work: Callable[[list[Any]], list[T]]) -> list[T]:
-    """``work`` on every item, each process doing its share (items ``rank``, ``rank + processes``, ...); every
-    process gets the whole list back, in order."""
+    """``work`` on every item, each process doing its share; every process gets the whole list back, in order."""
     from accelerate import PartialState
     from accelerate.utils import gather_object
 
@@ -243,16 +216,15 @@ def shared(items: Sequence[Any], work: Callable[[list[Any]], list[T]]) -> list[T
 
 
 def greedy_solved(model: Any, tokenizer: Any, problems: Sequence[Problem], *, max_turns: int | None = None,
-                  prompts: Sequence[Any] | None = None, max_new_tokens: int = 192, batch_size: int = 128) -> list[bool]:
-    """Whether ``model`` solves each problem with greedy play (a :class:`Play` of these settings; single-pass needs
-    ``prompts``); with several processes each plays its share and every process gets the whole list."""
+                  prompts: Sequence[Any] | None = None, max_new_tokens: int = 192, batch_size: int = 128,
+                  tools: bool = False) -> list[bool]:
+    """Whether ``model`` solves each problem with greedy play (single-pass needs ``prompts``), shared over processes."""
     if max_turns is None and (prompts is None or len(prompts) != len(problems)):
         raise ValueError("single-pass play needs one prompt per problem")
-    how = Play(max_turns=max_turns, max_new_tokens=max_new_tokens, batch_size=batch_size)
-    index = list(range(len(problems)))
+    how = Play(max_turns=max_turns, max_new_tokens=max_new_tokens, batch_size=batch_size, tools=tools)
 
     def work(idx: list[int]) -> list[bool]:
         chosen = None if prompts is None or max_turns is not None else [prompts[i] for i in idx]
         return [r.solved for r in evaluate(model, tokenizer, [problems[i] for i in idx], how, prompts=chosen).greedy]
 
-    return shared(index, work)
+    return shared(list(range(len(problems))), work)

@@ -1,19 +1,10 @@
-"""Batched generation with Hugging Face ``generate()``: one function for GRPO validation and ``llm_eval.py``
-(whose ``--backend vllm`` draws with :func:`vllm_engine` / :func:`generate_vllm` as :func:`generate` does).
+"""Batched generation with Hugging Face ``generate()`` (GRPO validation, ``llm_eval.py``; its ``--backend vllm``:
+:func:`vllm_engine` / :func:`generate_vllm`).
 
-    from baselines.lm.generation import Sampling, generate
-    greedy, tokens = generate(model, tokenizer, prompts, max_new_tokens=192)
-    sampled, tokens = generate(model, tokenizer, prompts, max_new_tokens=192, sampling=Sampling(temperature=0.5),
-                               num_return_sequences=4)
-
-:class:`Sampling` is the one description of how completions are drawn: GRPO validation takes the rollouts' own
-(:meth:`Sampling.of_rollouts`, from the run's ``GRPOConfig``), ``llm_eval.py`` its ``--temperature`` /
-``--top-p``; every knob it leaves out is the plain distribution (a model's own default, e.g. an Instruct model's
-repetition penalty of 1.05, is overridden as TRL's rollouts override it). :func:`generate` tokenizes the prompts as
-TRL does (chat messages through the template, no second BOS after a template's text), sorts them by length,
-left-pads each batch (``generate()`` numbers the positions from the attention mask, so models with learned
-absolute positions, e.g. GPT-2, see the same positions as without padding), stops a completion at every EOS TRL stops at (the model's
-generation config and the tokenizer's) and decodes like TRL (``skip_special_tokens``).
+:class:`Sampling` is the one description of how completions are drawn (GRPO validation: the rollouts' own,
+:meth:`Sampling.of_rollouts`; ``llm_eval.py``: ``--temperature`` / ``--top-p``); a knob it leaves out is the plain
+distribution, whatever the model's generation config says. :func:`generate` tokenizes as TRL does, left-pads batches
+of similar lengths, stops at every EOS TRL stops at and decodes like TRL (``skip_special_tokens``).
 """
 
 from __future__ import annotations
@@ -32,17 +23,15 @@ class Sampling:
 
     temperature: float = 1.0
     top_p: float = 1.0
-    top_k: int = 0
-    """0: no top-k cut."""
+    top_k: int = 0  # 0: no top-k cut
     min_p: float | None = None
-    repetition_penalty: float = 1.0
-    """Also applied to greedy completions (1.0: none, whatever the model's generation config says)."""
+    repetition_penalty: float = 1.0  # also greedy (1.0: none, whatever the model's generation config says)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # the messages name the flags of llm_eval.py and llm_grpo.py
         if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+            raise ValueError(f"--temperature must be > 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+            raise ValueError(f"--top-p must be in (0, 1], got {self.top_p}")
 
     @classmethod
     def of_rollouts(cls, config: Any) -> Sampling:
@@ -64,14 +53,8 @@ class Sampling:
         return {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k}
 
 
-GREEDY_KNOBS = Sampling()
-"""The knobs of a greedy pass (no repetition penalty)."""
-
-
 def prompt_ids(tokenizer: Any, prompts: Sequence[Any]) -> list[list[int]]:
-    """Token ids of the prompts as TRL tokenizes them: chat messages through the tokenizer's template
-    (``baselines.lm.rewards.prompt_token_ids``), text with the tokenizer's special tokens unless it already
-    starts with the BOS text a chat template wrote."""
+    """Token ids of the prompts as TRL tokenizes them (no second BOS after a chat template's text)."""
     if prompts and not isinstance(prompts[0], str):
         from baselines.lm.rewards import prompt_token_ids
 
@@ -91,28 +74,16 @@ def stop_ids(model: Any, tokenizer: Any) -> list[int]:
 
 
 @torch.no_grad()
-def generate(
-    model: Any,
-    tokenizer: Any,
-    prompts: Sequence[Any],
-    *,
-    max_new_tokens: int,
-    sampling: Sampling | None = None,
-    num_return_sequences: int = 1,
-    batch_size: int = 64,
-    progress: bool = False,
-    desc: str = "generate",
-) -> tuple[list[list[str]], int]:
-    """``num_return_sequences`` completions per prompt (text or chat messages) and the number of tokens generated.
-
-    ``sampling=None``: greedy; else drawn as :class:`Sampling` says. ``batch_size`` counts sequences (a batch holds
-    ``batch_size // num_return_sequences`` prompts).
-    """
+def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], *, max_new_tokens: int, sampling: Sampling | None = None,
+             num_return_sequences: int = 1, batch_size: int = 64, progress: bool = False,
+             desc: str = "generate") -> tuple[list[list[str]], int]:
+    """``num_return_sequences`` completions per prompt (text or chat messages) and the number of tokens generated;
+    ``sampling=None``: greedy. ``batch_size`` counts sequences."""
     ids = prompt_ids(tokenizer, prompts)
     eos_ids = stop_ids(model, tokenizer)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
     device = next(model.parameters()).device
-    knobs = (sampling or GREEDY_KNOBS).generate_kwargs(do_sample=sampling is not None)
+    knobs = (sampling or Sampling()).generate_kwargs(do_sample=sampling is not None)
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths together: less padding
     per_batch = max(1, batch_size // max(num_return_sequences, 1))
     out: list[list[str]] = [[] for _ in ids]
@@ -148,8 +119,7 @@ def vllm_engine(model_path: str, dtype: str, seed: int, max_model_len: int) -> A
 
 def generate_vllm(llm: Any, tokenizer, prompts: list[str], n: int, sampling: Sampling | None, max_new_tokens: int,
                   seed: int) -> tuple[list[list[str]], int]:
-    """Completions and their token count with a vLLM engine (``sampling=None``: greedy, else drawn as
-    :func:`generate` draws); prompts go in as token ids, tokenized as the HF path does."""
+    """Completions and their token count with a vLLM engine, as :func:`generate` draws them."""
     from vllm import SamplingParams
 
     knobs = sampling or Sampling()

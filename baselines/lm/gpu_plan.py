@@ -1,19 +1,11 @@
-"""GPU planning from a model's config alone: its shape, the process layout, micro-batches, memory per process.
+"""GPU planning from a model's config alone: its shape, the process layout, micro-batches, memory per process (the
+estimates of ``llm_grpo.py --dry-run`` and ``llm_eval.py --dry-run``, and ``llm_grpo.py``'s micro-batch); no weights load.
 
-The one home of the memory estimates of ``llm_grpo.py --dry-run`` (training) and ``llm_eval.py --dry-run``
-(generation), and of the micro-batch size ``llm_grpo.py`` derives from a memory budget. Nothing here loads
-weights: the parameter count comes from the model built on PyTorch's ``meta`` device.
-
-Where the config comes from (:func:`read_model_config`): a local model directory; else the copy shipped in
-``baselines/model_configs/<hub id>/config.json`` (the architecture numbers of the hub model, for the models the
-docs name, so a dry run needs no network); else the hub (``config.json`` only).
-
-Activation memory per token and per decoder layer (:func:`activation_bytes_per_token`) is the size of the tensors
-autograd saves for the backward pass, measured with ``torch.autograd.graph.saved_tensors_hooks`` on Qwen2 decoder
-layers of several widths (SDPA attention, which saves no attention matrix; ``tests/test_gpu_plan.py`` repeats the
-measurement): float32 ``32h + 16i + 8kv``, bfloat16 ``20h + 8i + 4kv``, float32 weights under bfloat16 autocast
-``30h + 8i + 4kv`` bytes, plus 40 (``h`` hidden size, ``i`` MLP width, ``kv`` key/value width). The logits TRL
-keeps for the completion tokens cost 4, 2 and 6 bytes per vocabulary entry in the same three cases.
+The config comes from a local directory, else ``baselines/model_configs/<hub id>/config.json``, else the hub.
+Activation bytes per token and decoder layer (measured with ``saved_tensors_hooks`` on Qwen2 layers, SDPA;
+``tests/test_gpu_plan.py`` repeats it): float32 ``32h + 16i + 8kv``, bfloat16 ``20h + 8i + 4kv``, float32 weights
+under bf16 autocast ``30h + 8i + 4kv``, plus 40 (``h`` hidden, ``i`` MLP width, ``kv`` key/value width); TRL's
+completion-token logits cost 4, 2 and 6 bytes per vocabulary entry.
 """
 
 from __future__ import annotations
@@ -23,7 +15,6 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_CONFIGS = ROOT / "baselines" / "model_configs"
@@ -43,16 +34,12 @@ class PlanError(ValueError):
     """A plan that cannot be made (no readable config, an unsupported layout)."""
 
 
-# --- the model's shape --------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class ModelShape:
     """What the estimates need of a causal LM, read from its config."""
 
     name: str
-    source: str
-    """Where the config was read: a local directory, the shipped copy, or the hub."""
+    source: str  # where the config was read: a local directory, the shipped copy, or the hub
     parameters: int
     layers: int
     hidden: int
@@ -73,40 +60,25 @@ class ModelShape:
         return 2 * self.layers * self.kv_dim * width
 
 
-def shipped_config_dir(name: str) -> Path | None:
-    """``baselines/model_configs/<name>`` when it holds a config for the hub id ``name``."""
-    if not name or name.startswith((".", "/", "~")):
-        return None
-    path = MODEL_CONFIGS / name
-    return path if (path / "config.json").is_file() else None
+@functools.lru_cache(maxsize=16)
+def model_shape(name: str) -> ModelShape:
+    """The :class:`ModelShape` of a local model directory or hub id, from its config alone (parameters counted on
+    ``meta``); :class:`PlanError` when no config can be read."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
 
-
-def read_model_config(name: str) -> tuple[Any, str]:
-    """``(transformers config, where it was read)`` of ``name``; :class:`PlanError` when no config can be read."""
-    from transformers import AutoConfig
-
-    local = Path(name).expanduser()
+    local, shipped = Path(name).expanduser(), MODEL_CONFIGS / name
     if local.is_dir():
-        where = str(local)
-    elif shipped_config_dir(name) is not None:
-        where = str(shipped_config_dir(name).relative_to(ROOT))
-        local = shipped_config_dir(name)
+        source = where = str(local)
+    elif name and not name.startswith((".", "/", "~")) and (shipped / "config.json").is_file():
+        source, where = str(shipped), str(shipped.relative_to(ROOT))
     else:
-        local, where = None, f"hub: {name}"
+        source, where = name, f"hub: {name}"
     try:
-        return AutoConfig.from_pretrained(str(local) if local is not None else name), where
+        config = AutoConfig.from_pretrained(source)
     except (OSError, ValueError) as exc:
         raise PlanError(f"the config of {name!r} could not be read here ({type(exc).__name__}); pass a local model "
                         f"directory, or add baselines/model_configs/{name}/config.json") from None
-
-
-@functools.lru_cache(maxsize=16)
-def model_shape(name: str) -> ModelShape:
-    """The :class:`ModelShape` of a local model directory or hub id (config only, parameters counted on ``meta``)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    config, where = read_model_config(name)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
@@ -121,18 +93,13 @@ def model_shape(name: str) -> ModelShape:
     )
 
 
-# --- process layout ---------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Layout:
     """How a run is spread: processes (one GPU each), the sharding of the training state, each GPU's memory."""
 
     processes: int
-    strategy: str
-    """single | ddp | zero1 | zero2 | zero3 (DeepSpeed ZeRO stages) | fsdp."""
-    gpu_memory: float | None
-    """Bytes of each GPU (None: the plan is for the CPU)."""
+    strategy: str  # single | ddp | zero1 | zero2 | zero3 (DeepSpeed ZeRO stages) | fsdp
+    gpu_memory: float | None  # bytes of each GPU (None: the plan is for the CPU)
     bf16: bool
 
     @property
@@ -169,7 +136,7 @@ def launcher_strategy(env: dict[str, str] | None = None) -> tuple[int, str]:
 
 
 def gpu_memory(override_gb: float = 0.0) -> float | None:
-    """Bytes of the GPU this process would use: ``override_gb`` when given, else the first visible GPU's, else None."""
+    """Bytes of this process's GPU: ``override_gb``, else the first visible GPU's, else None."""
     if override_gb:
         return override_gb * GB
     import torch
@@ -186,26 +153,15 @@ def bf16_supported() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
-# --- micro-batches ----------------------------------------------------------------------------------
-
-
 def micro_batch(per_process: int, sequence_tokens: int, max_tokens: int) -> int:
-    """The largest divisor of ``per_process`` whose micro-batch of ``sequence_tokens``-token sequences holds at most
-    ``max_tokens`` tokens (at least 1): gradient accumulation then keeps the step's batch."""
+    """The largest divisor of ``per_process`` (at least 1) whose micro-batch holds at most ``max_tokens`` tokens."""
     fit = max(1, max_tokens // max(sequence_tokens, 1))
     return max(d for d in range(1, per_process + 1) if per_process % d == 0 and d <= fit)
 
 
-# --- memory ---------------------------------------------------------------------------------------
-
-
 def activation_bytes_per_token(shape: ModelShape, compute: str, *, gradient_checkpointing: bool = False) -> float:
-    """Bytes autograd keeps per token of a micro-batch for the backward pass, all layers (see the module docstring).
-
-    ``compute``: ``float32``, ``bfloat16`` (bf16 weights) or ``autocast`` (float32 weights, bf16 compute). With
-    gradient checkpointing only each layer's input is kept (the layers are recomputed one at a time, see
-    :func:`training_memory`).
-    """
+    """Bytes autograd keeps per token for the backward pass, all layers; ``compute``: ``float32``, ``bfloat16`` or
+    ``autocast`` (float32 weights, bf16 compute). With gradient checkpointing only each layer's input is kept."""
     h, i, kv = shape.hidden, shape.intermediate, shape.kv_dim
     per_layer = {"float32": 32 * h + 16 * i + 8 * kv, "bfloat16": 20 * h + 8 * i + 4 * kv,
                  "autocast": 30 * h + 8 * i + 4 * kv}[compute] + 40
@@ -215,7 +171,7 @@ def activation_bytes_per_token(shape: ModelShape, compute: str, *, gradient_chec
 
 
 def logits_bytes_per_token(shape: ModelShape, compute: str) -> float:
-    """The completion-token logits of TRL's log-probability pass (measured like the activations) and their gradient."""
+    """Bytes per token of the completion logits of TRL's log-probability pass and their gradient."""
     return shape.vocab * {"float32": 4, "bfloat16": 2, "autocast": 6}[compute] * 2
 
 
@@ -224,11 +180,9 @@ def training_memory(shape: ModelShape, layout: Layout, *, weight_bytes: int, mic
                     vllm_share: float = 0.0, generation_rows: int = 0) -> dict[str, float]:
     """Estimated bytes per process of a GRPO run, by part; ``total`` is the peak.
 
-    ``weight_bytes``: 4 (float32 weights) or 2 (bfloat16). AdamW keeps two moments in the weights' dtype; DeepSpeed
-    keeps bf16 weights and gradients with float32 master weights and moments (12 bytes a parameter), sharded as its
-    stage says. DDP adds a second copy of the gradients (its all-reduce buckets). ``vllm_share``: bytes a colocated
-    vLLM engine takes. ``generation_rows``: sequences ``generate()`` holds at once (the rollouts without vLLM, the
-    validation batch); their KV cache is freed before the backward pass, so the peak takes the larger of the two.
+    ``weight_bytes``: 4 (float32) or 2 (bfloat16); DeepSpeed keeps bf16 weights and gradients with float32 master
+    weights and moments, sharded by stage. ``vllm_share``: bytes of a colocated vLLM engine. ``generation_rows``:
+    sequences ``generate()`` holds at once; their KV cache is freed before the backward pass (the peak takes the larger).
     """
     n, p = layout.processes, shape.parameters
     out: dict[str, float] = {}
@@ -273,8 +227,7 @@ def training_memory(shape: ModelShape, layout: Layout, *, weight_bytes: int, mic
 def tokens_budget(shape: ModelShape, layout: Layout, *, weight_bytes: int, sequence_tokens: int,
                   completion_tokens: int, gradient_checkpointing: bool, reference_model: bool,
                   vllm_share: float = 0.0) -> int:
-    """Tokens a micro-batch may hold: what :data:`HEADROOM` of the GPU leaves after the static parts of
-    :func:`training_memory`, over the activation bytes of a token (0 when the static parts alone do not fit)."""
+    """Tokens a micro-batch may hold in :data:`HEADROOM` of the GPU after the static parts of :func:`training_memory`."""
     if not layout.on_gpu:
         return CPU_MICRO_BATCH * sequence_tokens
     one = training_memory(shape, layout, weight_bytes=weight_bytes, micro=1, sequence_tokens=sequence_tokens,
@@ -287,7 +240,7 @@ def tokens_budget(shape: ModelShape, layout: Layout, *, weight_bytes: int, seque
 
 
 def generation_memory(shape: ModelShape, width: int, rows: int, sequence_tokens: int) -> dict[str, float]:
-    """Bytes of generation with ``generate()``: the weights at ``width`` bytes and the KV cache of ``rows`` sequences."""
+    """Bytes of ``generate()``: the weights at ``width`` bytes and the KV cache of ``rows`` sequences."""
     weights = shape.parameters * width
     kv = rows * sequence_tokens * shape.kv_bytes_per_token(width)
     return {"weights": weights, "kv_cache": kv, "total": weights + kv}

@@ -1,9 +1,6 @@
-"""How a GRPO run (``baselines/llm_grpo.py``) is set up: its compute plan, GRPOConfig and rewards.
-
-Every function takes the run's ``grpo_options.GRPORun`` (the options resolved once). :func:`plan_compute` decides the process layout and the micro-batches of a step (``baselines/lm/gpu_plan.py``);
-:func:`grpo_config_kwargs` / :func:`build_grpo_config` map the options onto TRL's ``GRPOConfig``;
-:func:`run_rewards` gives the TRL reward functions of ``--rewards`` (and the per-turn credit); :func:`check_start_up` runs the
-compatibility checks of ``baselines/lm/compat.py``; :func:`dry_run` prints all of it without loading weights.
+"""How a GRPO run (``baselines/llm_grpo.py``) is set up from its ``GRPORun``: the compute plan (:func:`plan_compute`,
+``gpu_plan.py``), TRL's ``GRPOConfig`` (:func:`build_grpo_config`), the reward functions (:func:`run_rewards`), the
+compatibility checks (:func:`check_start_up`, ``compat.py``) and :func:`dry_run`, which prints it all loading no weights.
 """
 
 from __future__ import annotations
@@ -36,22 +33,17 @@ def world_size() -> int:
 class ComputePlan:
     """Where and how a run computes: its process layout and the micro-batches of a step (``baselines/lm/gpu_plan.py``)."""
 
-    layout: Any
-    """A ``gpu_plan.Layout``."""
-    per_process: int
-    """Completions each process trains on per step."""
+    layout: Any  # A ``gpu_plan.Layout``
+    per_process: int  # completions each process trains on per step
     micro: int
     grad_accum: int
     sequence_tokens: int
-    """Longest sequence of a micro-batch: the prompt and completion budgets."""
-    max_tokens: int
-    """The token budget the micro-batch was chosen from (0: set by --micro-batch-size)."""
+    max_tokens: int  # the token budget the micro-batch was chosen from (0: set by --micro-batch-size)
 
 
 def plan_compute(run: GRPORun, shape: Any = None) -> ComputePlan:
-    """The :class:`ComputePlan` of ``run`` on this machine (or on ``--gpu-memory-gb`` GPUs): bf16 where the GPU has it,
-    the micro-batch from ``--micro-batch-size`` or from the memory budget (the model's config is read, ``shape``,
-    only when a GPU budget has to be derived)."""
+    """The :class:`ComputePlan` of ``run`` on this machine (or on ``--gpu-memory-gb`` GPUs); ``shape``: the model's
+    (read when a GPU budget has to be derived and it is None)."""
     import torch
 
     from baselines.lm import gpu_plan
@@ -73,10 +65,8 @@ def plan_compute(run: GRPORun, shape: Any = None) -> ComputePlan:
                              gpu_memory=gpu_plan.gpu_memory(opts.gpu_memory_gb) if cuda else None)
     completions = opts.prompts_per_step * opts.num_generations
     if completions % processes:
-        raise SystemExit(
-            f"prompts_per_step * num_generations = {completions} completions per step must be divisible by the "
-            f"number of processes ({processes})"
-        )
+        raise SystemExit(f"prompts_per_step * num_generations = {completions} completions per step must be divisible by "
+                         f"the number of processes ({processes})")
     per_process = completions // processes
     seq = opts.max_prompt_length + opts.max_completion_length
     budget = 0
@@ -108,7 +98,7 @@ def model_shape_or_exit(name: str) -> Any:
 
 
 def memory_args(opts: Options, layout: Any) -> dict[str, Any]:
-    """The arguments ``gpu_plan.training_memory`` / ``tokens_budget`` take from the options (the micro-batch apart)."""
+    """The arguments ``gpu_plan.training_memory`` / ``tokens_budget`` take from the options."""
     colocated = opts.use_vllm and opts.vllm_mode == "colocate" and layout.on_gpu
     return dict(weight_bytes=2 if opts.model_dtype == "bfloat16" else 4,
                 sequence_tokens=opts.max_prompt_length + opts.max_completion_length,
@@ -118,7 +108,7 @@ def memory_args(opts: Options, layout: Any) -> dict[str, Any]:
 
 
 def grpo_config_kwargs(run: GRPORun, compute: ComputePlan | None = None) -> dict[str, Any]:
-    """The keyword arguments of the run's ``GRPOConfig``, micro-batched as ``compute`` says (default: :func:`plan_compute`)."""
+    """The keyword arguments of the run's ``GRPOConfig``, micro-batched as ``compute`` (default: :func:`plan_compute`) says."""
     from trl import GRPOConfig
 
     compute = compute or plan_compute(run)
@@ -167,8 +157,7 @@ def shown(key: str, value: Any) -> Any:
 
 
 def estimate_memory(run: GRPORun, compute: ComputePlan, shape: Any) -> dict[str, float]:
-    """``gpu_plan.training_memory`` of the run: its micro-batch, and generate() holding the rollouts (without vLLM)
-    or the validation batch."""
+    """``gpu_plan.training_memory`` of the run (generate() holds the rollouts without vLLM, or the validation batch)."""
     from baselines.lm import gpu_plan
 
     opts = run.options
@@ -178,11 +167,8 @@ def estimate_memory(run: GRPORun, compute: ComputePlan, shape: Any) -> dict[str,
 
 
 def build_grpo_config(run: GRPORun, compute: ComputePlan | None = None, *, on_this_machine: bool = True) -> Any:
-    """The TRL ``GRPOConfig`` of a run (one optimizer step per generation batch; :func:`grpo_config_kwargs`).
-
-    ``on_this_machine=False`` (a dry run planning GPUs this machine lacks): the config is built with the CPU in
-    place of the GPU, which checks every other field.
-    """
+    """The TRL ``GRPOConfig`` of a run (:func:`grpo_config_kwargs`); ``on_this_machine=False`` (a dry run planning GPUs
+    this machine lacks) builds it for the CPU, which checks every other field."""
     from trl import GRPOConfig
 
     compute = compute or plan_compute(run)
@@ -209,8 +195,8 @@ def reward_terms(opts: Options) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class RunRewards:
-    """The rewards of a run: TRL's reward functions in the order of :func:`reward_terms`, the CLIPO reward whose head
-    trains beside the policy (or None), and the per-turn credit of ``--step-credit`` (or None)."""
+    """TRL's reward functions in the order of :func:`reward_terms`, the CLIPO reward (or None) and the per-turn credit
+    of ``--step-credit`` (or None)."""
 
     funcs: list[Any]
     clipo: Any
@@ -218,10 +204,8 @@ class RunRewards:
 
 
 def run_rewards(run: GRPORun, tokenizer: Any, hidden_size: int) -> RunRewards:
-    """The :class:`RunRewards` of ``--rewards`` (and ``--step-credit``).
-
-    Each function comes from the registry (``countdown_gym.integrations.trl.reward_function``); the critics a
-    variant needs are loaded here and the CLIPO head is built on the policy's hidden size (``hidden_size``)."""
+    """The :class:`RunRewards` of ``--rewards`` and ``--step-credit`` (the registry's functions; the critics loaded, the
+    CLIPO head built on the policy's ``hidden_size``)."""
     from baselines.lm.rewards import CLIPOReward, load_needs
     from countdown_gym.integrations.trl import reward_function
     from countdown_gym.rewards.variants import get_variant
@@ -245,9 +229,8 @@ def run_rewards(run: GRPORun, tokenizer: Any, hidden_size: int) -> RunRewards:
 
 
 def check_start_up(run: GRPORun, compute: ComputePlan, tokenizer: Any = None) -> bool:
-    """The compatibility checks of ``baselines/lm/compat.py`` that need more than the options: the process layout and
-    the tokenizer (read when not given). Returns whether the tokenizer was checked (a dry run for a hub model this
-    machine cannot reach goes on without it; a run stops when its model loads)."""
+    """The checks of ``compat.py`` on the process layout and the tokenizer (read when not given); returns whether the
+    tokenizer was checked (one this machine cannot read is checked when the model loads)."""
     from baselines.lm.compat import check_layout, check_tokenizer, check_tool_tokenizer
 
     check_layout(compute.layout.strategy)
@@ -263,8 +246,8 @@ def check_start_up(run: GRPORun, compute: ComputePlan, tokenizer: Any = None) ->
 
 
 def dry_run(run: GRPORun) -> dict[str, Any]:
-    """Print what a run of ``run`` would do and need, loading nothing heavy (the model's config, its tokenizer when
-    readable): the effective GRPOConfig, the process layout, the micro-batches and the memory per process."""
+    """Print the effective GRPOConfig, process layout, micro-batches and memory per process of ``run`` (the model's
+    config and tokenizer only)."""
     import torch
 
     from baselines.lm import gpu_plan

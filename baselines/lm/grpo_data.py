@@ -1,7 +1,5 @@
-"""The problems of a GRPO run (``baselines/llm_grpo.py``): :func:`run_problems` loads the preset's training,
-validation and test splits once and applies the pass-rate filter (``countdown_gym.data.pass_rates``),
+"""The problems of a GRPO run: :func:`run_problems` loads the preset's splits once and applies the pass-rate filter,
 ``--train-problems``, ``--curriculum``, ``--eval-problems`` (:func:`validation_subset`) and ``--test-problems``.
-:func:`held_out_test` is the run's test of its start and end, for scripts that play the start once for many runs.
 """
 
 from __future__ import annotations
@@ -14,14 +12,12 @@ from baselines.lm.grpo_options import GRPORun
 from countdown_gym.game.problem import Problem
 
 VALIDATION_SEED = 20261129
-"""The seed of the run's validation subset (:func:`validation_subset`): fixed, the same in every run and every seed, so
-that runs are validated, tuned and their ``best/`` chosen on the same problems."""
+"""The seed of :func:`validation_subset`: every run is validated on the same problems."""
 
 
 def validation_subset(problems: list[Problem], n: int, seed: int = VALIDATION_SEED) -> list[Problem]:
-    """``n`` problems drawn at random (without replacement, ``seed``) from a validation split, in split order; all of
-    them for ``n`` = 0 or ``n`` >= the split (the split's first problems are the shipped model's best part:
-    docs/results/llm_grpo_settings.md, so a run is not validated on the first ``n``)."""
+    """``n`` problems drawn at random (``seed``) from a validation split, in split order; all for ``n`` = 0 or more than
+    it holds (its first problems are the shipped model's best part: docs/results/llm_grpo_settings.md)."""
     if n == 0 or n >= len(problems):
         return list(problems)
     return [problems[i] for i in sorted(random.Random(seed).sample(range(len(problems)), n))]
@@ -29,8 +25,7 @@ def validation_subset(problems: list[Problem], n: int, seed: int = VALIDATION_SE
 
 @dataclass(frozen=True)
 class RunProblems:
-    """The problems of a run: ``train`` in the order it draws them, ``validation`` (what ``best/`` is chosen on) and
-    ``test`` (``--test-eval``: the held-out problems played at the start and the end)."""
+    """The problems of a run: ``train`` in the order it draws them, ``validation`` and ``test``."""
 
     train: list[Problem]
     validation: list[Problem]
@@ -38,10 +33,7 @@ class RunProblems:
 
 
 def run_problems(run: GRPORun) -> RunProblems:
-    """The :class:`RunProblems` of a run: the training split filtered by ``run.pass_rates``, cut to
-    ``--train-problems`` and ordered by ``--curriculum``; ``--eval-problems`` validation problems drawn at random with
-    the fixed :data:`VALIDATION_SEED`; the first ``--test-problems`` of the test split. Asking for more problems than
-    a split holds prints a note that all are used."""
+    """The :class:`RunProblems` of a run (asking for more problems than a split holds prints a note)."""
     from countdown_gym.data.splits import load_split
 
     opts = run.options
@@ -71,25 +63,7 @@ def run_problems(run: GRPORun) -> RunProblems:
 
 
 def trainer_prompts(run: GRPORun, problems: list[Problem], tokenizer: Any) -> list[Any]:
-    """Single-pass: the prompts of ``problems`` as TRL takes them (``text_format.trainer_prompt``, the run's style and
-    chat template)."""
+    """Single-pass: the prompts of ``problems`` as TRL takes them."""
     from countdown_gym.game.text_format import trainer_prompt
 
     return [trainer_prompt(p, run.options.prompt_style, tokenizer, run.options.chat_template) for p in problems]
-
-
-def held_out_test(run: GRPORun, tokenizer: Any, path: Any, problems: list[Problem], prompts: list[Any] | None, *,
-                  write: bool = True, verbose: bool = True) -> Any:
-    """The run's :class:`~baselines.lm.held_out.HeldOutTest` of ``problems`` (``RunProblems.test``), played as the run
-    plays (single-pass: from ``prompts``, :func:`trainer_prompts`), keeping its outcomes in ``path``; the reward
-    comparison builds the same one to play the start once for all its runs."""
-    if run.tools:  # played through tool calls, as TRL's tool loop plays them
-        from baselines.lm.tool_play import ToolHeldOutTest as HeldOutTest
-    else:
-        from baselines.lm.held_out import HeldOutTest
-
-    opts = run.options
-    return HeldOutTest(problems, tokenizer=tokenizer, path=path, max_turns=run.turns, prompts=prompts,
-                       max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size,
-                       settings={"model": run.model, "prompt_style": opts.prompt_style, "chat_template": opts.chat_template},
-                       write=write, verbose=verbose)

@@ -1,46 +1,14 @@
-"""The policy of a GRPO run (``baselines/llm_grpo.py``): the shipped models, its position-ids patch, its tokenizer.
-
-``DEFAULT_MODEL`` / ``DEFAULT_TURN_MODEL`` are the shipped models a run starts from without ``--model``
-(``grpo_options.GRPORun`` picks one); :func:`load_model_and_tokenizer` loads the policy (patched by
-:func:`derive_position_ids`, so TRL's log-probabilities see the positions ``generate()`` used).
-"""
+"""The policy of a GRPO run: the shipped models a run starts from without ``--model``, and
+:func:`load_model_and_tokenizer` (patched by ``tiny_lm.derive_position_ids``)."""
 
 from __future__ import annotations
 
-import types
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm")
 DEFAULT_TURN_MODEL = str(ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm-turns")
-
-
-def derive_position_ids(model: Any) -> Any:
-    """Make the backbone derive ``position_ids`` from the attention mask when none are given.
-
-    ``generate()`` numbers left-padded prompts from their first real token, but TRL's
-    log-probability pass calls the model without ``position_ids``; with absolute position
-    embeddings (GPT-2) the two passes would disagree. After this patch a full-sequence call
-    without ``position_ids`` uses ``cumsum(attention_mask) - 1``, exactly what ``generate()`` uses.
-    """
-    backbone = model.base_model
-    if getattr(backbone, "_countdown_position_fix", False):
-        return model
-    original = backbone.forward
-
-    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
-        mask = kwargs.get("attention_mask")
-        ids = kwargs.get("input_ids", args[0] if args else None)
-        past = kwargs.get("past_key_values")
-        fresh = past is None or (hasattr(past, "get_seq_length") and past.get_seq_length() == 0)
-        if kwargs.get("position_ids") is None and mask is not None and ids is not None and mask.dim() == 2 and fresh and mask.shape[1] == ids.shape[1]:
-            kwargs["position_ids"] = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
-        return original(*args, **kwargs)
-
-    backbone.forward = types.MethodType(forward, backbone)
-    backbone._countdown_position_fix = True
-    return model
 
 
 def check_model(name: str) -> None:
@@ -57,7 +25,7 @@ def check_model(name: str) -> None:
 
 def load_model_and_tokenizer(name: str, dtype: Any = None) -> tuple[Any, Any]:
     """A causal LM and its tokenizer (pad token set, left padding), from a local path or hub id."""
-    from baselines.lm.tiny_lm import load_causal_lm
+    from baselines.lm.tiny_lm import derive_position_ids, load_causal_lm
 
     check_model(name)
     model, tokenizer = load_causal_lm(name, **({"dtype": dtype} if dtype is not None else {}))

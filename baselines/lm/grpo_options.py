@@ -1,9 +1,5 @@
-"""The options of a GRPO run (``baselines/llm_grpo.py``) and the run they resolve to.
-
-:class:`Options` holds every knob; each field is a command-line flag. :class:`GRPORun` is what a run acts on:
-the options with what they imply worked out once (``--interaction auto``, the default ``--model``, the
-``--train-pass-rates auto`` file, the run directory) and checked against each other.
-"""
+"""The options of a GRPO run (``baselines/llm_grpo.py``, :class:`Options`) and the run they resolve to
+(:class:`GRPORun`)."""
 
 from __future__ import annotations
 
@@ -23,156 +19,99 @@ MODEL_DTYPES = ("float32", "bfloat16", "auto")  # --model-dtype, passed to from_
 
 
 def grpo(default: Any, name: str = "") -> Any:
-    """A field of :class:`Options` that TRL's ``GRPOConfig`` takes as it is, under ``name`` (default: the field's own)."""
+    """A field that TRL's ``GRPOConfig`` takes as it is, under ``name`` (default: the field's own)."""
     return field(default=default, metadata={"grpo": name})
 
 
 @dataclass
 class Options:
-    """Every knob of a run; each is a CLI flag (``--prompt-style``, ``--use-vllm`` / ``--no-use-vllm``...).
+    """Every knob of a run; each is a CLI flag. Fields made with :func:`grpo` pass to TRL's ``GRPOConfig`` unchanged."""
 
-    The fields made with :func:`grpo` pass to TRL's ``GRPOConfig`` unchanged (:meth:`grpo_fields`).
-    """
-
-    model: str = ""
-    """Hugging Face causal LM: local path or hub id (default: the shipped tiny Countdown model of the interaction:
-    baselines/checkpoints/countdown-tiny-lm-turns for multi-turn, countdown-tiny-lm for single-pass)."""
+    model: str = ""  # causal LM, local path or hub id (default: the shipped tiny model of the interaction)
     interaction: str = "auto"
-    """multi-turn: one move per model turn, CountdownMultiTurn-v0 computes and answers (environment tokens are
-    masked out of the loss); single-pass: the model writes its whole search and answer in one completion; tools: a
-    chat model with a tool-calling template plays the multi-turn game through TRL's own tool loop
-    (environment_factory with countdown_gym.integrations.trl_env.CountdownToolEnv; with --use-vllm TRL generates
-    with vLLM); auto:
-    single-pass for the longproc / tinyzero prompt styles, else what --model was trained for (its training.json or
-    GRPO options.json), and multi-turn for the default model."""
-    max_turns: int = 16
-    """Multi-turn and tools: the turn budget of an episode (training rollouts and validation); with tools, TRL's
-    max_tool_calling_iterations is this plus 4 (numbers() calls are free)."""
-    max_turn_tokens: int = 12
-    """Multi-turn: the token budget of one model turn."""
+    """multi-turn: one move per model turn, CountdownMultiTurn-v0 answers (its tokens masked out of the loss);
+    single-pass: the whole search and answer in one completion; tools: a chat model plays through TRL's tool loop
+    (CountdownToolEnv); auto: single-pass for the longproc / tinyzero prompt styles, else what --model was trained
+    for, multi-turn for the default model."""
+    max_turns: int = 16  # turn budget of an episode (multi-turn, tools; TRL's max_tool_calling_iterations is this + 4)
+    max_turn_tokens: int = 12  # multi-turn: the token budget of one model turn
     stop_at_dead_end: bool = False
-    """Multi-turn: a training episode stops after a legal move from which the exact solver finds the target out of
-    reach (the reply ends ``dead end``; reward as any unsolved episode). Spares the turns a model that never undoes
-    spends in a lost game; validation and --test-eval play whole episodes. The shipped model undoes out of dead
-    states in most of its sampled successes, and learns less with it (docs/results/llm_grpo_dead_ends.md)."""
-    dead_end_patience: int = 1
-    """With --stop-at-dead-end: the turns in a row an episode may end in a lost state before it stops (1: at the move
-    that loses the target; k: an undo within k - 1 turns plays on)."""
-    preset: str = "longproc-0.5k"
-    """Frozen split preset to train on (train split) and validate on (validation split)."""
-    prompt_style: str = "compact"
-    """compact (the shipped model's format) | longproc | tinyzero (single-pass); compact | instruct (multi-turn)."""
+    """Multi-turn: a training episode stops after a legal move that puts the target out of reach
+    (docs/results/llm_grpo_dead_ends.md); validation and --test-eval play whole episodes."""
+    dead_end_patience: int = 1  # with --stop-at-dead-end: the turns in a row an episode may stay lost before it stops
+    preset: str = "longproc-0.5k"  # frozen split preset: trains on its train split, validates on its validation split
+    prompt_style: str = "compact"  # compact | longproc | tinyzero (single-pass); compact | instruct (multi-turn)
     chat_template: bool = True
     """Wrap longproc/tinyzero prompts as a user message when the tokenizer has a chat template."""
     rewards: str = "sparse"
-    """Reward variant(s) / weights: sparse | oracle | oracle-perfect | critic | clipo | text-critic, '+'-joined, or term=w,..."""
-    steps: int = grpo(30, "max_steps")
-    """GRPO optimizer steps."""
+    """sparse | oracle | oracle-perfect | critic | clipo | text-critic, '+'-joined, or term=w,..."""
+    steps: int = grpo(30, "max_steps")  # GRPO optimizer steps
     max_minutes: float = 0.0
-    """Stop training after the first step that ends past this much training wall time (then the final save and the
-    end-of-run evaluations, as at --steps); 0 = no limit. With it, --steps is an upper bound and the steps reached
-    depend on the machine: equal wall-clock for runs side by side (compare_llm_rewards.py --max-minutes). A resumed
-    run counts its own training time again."""
-    num_generations: int = grpo(8)
-    """Group size G: completions per prompt."""
-    prompts_per_step: int = 16
-    """Prompts per step (the generation batch is prompts_per_step * num_generations completions)."""
+    """Stop after the first step that ends past this much training wall time (then the end of run as at --steps);
+    0 = no limit. A resumed run counts its own time again."""
+    num_generations: int = grpo(8)  # group size G: completions per prompt
+    prompts_per_step: int = 16  # prompts per step (a step generates prompts_per_step * num_generations completions)
     micro_batch_size: int | None = None
-    """Completions per forward/backward pass on each process (gradient accumulation makes up the step's batch;
-    the step is unchanged, the peak memory smaller); 0 = the whole step's completions at once; unset: the most
-    that --max-tokens-per-micro-batch holds."""
+    """Completions per forward/backward pass on each process (gradient accumulation keeps the step); 0 = the whole
+    step at once; unset: the most --max-tokens-per-micro-batch holds."""
     max_tokens_per_micro_batch: int = 0
-    """Memory budget of a micro-batch in tokens (completions x (--max-prompt-length + --max-completion-length));
-    0 = derived: on a GPU, what its memory holds after the weights, gradients, optimizer state and the vLLM share
-    (baselines/lm/gpu_plan.py, from the model's config); on the CPU, 32 completions."""
+    """Token budget of a micro-batch; 0 = derived: on a GPU from its memory (baselines/lm/gpu_plan.py), on the CPU
+    32 completions."""
     gpu_memory_gb: float = 0.0
-    """Memory of each GPU to plan for, in GB (0 = the visible GPU's); lets --dry-run plan a GPU run on any machine."""
+    """GB of each GPU to plan for (0: the visible GPU's); lets --dry-run plan a GPU run anywhere."""
     dry_run: bool = False
-    """Load no weights: check the options, the tokenizer and the process layout, print the effective GRPOConfig,
-    the layout and the estimated memory per process, and exit 0."""
-    max_completion_length: int = grpo(192)
-    """Token budget of a completion."""
-    max_prompt_length: int = 512
-    """Token budget of a prompt; with --use-vllm the engine's max model length is this plus --max-completion-length
-    (otherwise vLLM reserves KV cache for the model's whole context, 131,072 tokens for Llama-3.1)."""
+    """Check the options, print the GRPOConfig, layout and memory estimate, load no weights, exit 0."""
+    max_completion_length: int = grpo(192)  # token budget of a completion
+    max_prompt_length: int = 512  # prompt token budget (vLLM's max model length: this + --max-completion-length)
     learning_rate: float = grpo(5e-5)
-    """Adam's learning rate: 5e-5, chosen from 5e-5, 1e-4, 2e-4, 4e-4 on validation problems alone
-    (docs/results/reward_comparison.md#tuning-validation-only)."""
-    beta: float = grpo(0.0)
-    """KL coefficient (TRL's default 0: no reference model)."""
-    temperature: float = grpo(0.5)
-    """Sampling temperature of the rollouts (and of the sampled validation)."""
-    loss_type: str = grpo("dapo")
-    """TRL's loss: grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo or vespo."""
-    scale_rewards: str = grpo("group")
-    """How TRL scales the advantages: group, batch or none."""
+    """Adam's learning rate (tuned on validation problems: docs/results/reward_comparison.md#tuning-validation-only)."""
+    beta: float = grpo(0.0)  # KL coefficient (0: no reference model)
+    temperature: float = grpo(0.5)  # sampling temperature of the rollouts (and of the sampled validation)
+    loss_type: str = grpo("dapo")  # TRL's loss: grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo or vespo
+    scale_rewards: str = grpo("group")  # how TRL scales the advantages: group, batch or none
     seed: int = grpo(0)
-    eval_interval: int = 15
-    """Validate every N steps (and at the start and the end); 0 = only start and end."""
+    eval_interval: int = 15  # validate every N steps (and at the start and the end); 0 = only start and end
     eval_problems: int = 200
-    """Validation problems used: N drawn at random from the frozen validation split with a fixed seed, the same in every
-    run (``grpo_data.validation_subset``); they alone choose ``best/``; 0 = all."""
-    eval_samples: int = 2
-    """Sampled completions per validation problem (sampled success and pass@k); 0 = greedy only."""
+    """Validation problems: N drawn with a fixed seed, the same in every run (grpo_data.validation_subset); they alone
+    choose best/; 0 = all."""
+    eval_samples: int = 2  # sampled completions per validation problem (sampled success and pass@k); 0 = greedy only
     eval_batch_size: int = 64
     test_eval: bool = True
-    """At the start and the end, greedy success on the preset's test split, which no step, checkpoint or shipped model
-    was chosen on; the run prints both with their standard errors and the paired difference's
-    (``baselines/lm/held_out.py``). About 45 s each on 2 CPU threads for the 1,000 test problems."""
-    test_problems: int = 0
-    """Test problems played by --test-eval (first N of the frozen split; 0 = all)."""
-    output_dir: str = ""
-    """Run directory (default: runs/llm_grpo/<preset>-<rewards>-s<seed>)."""
-    save_steps: int = 15
-    """Checkpoint every N steps (keeps the last two)."""
-    resume: bool = False
-    """Continue from the last checkpoint in output_dir."""
-    use_vllm: bool = grpo(False)
-    """Generate with vLLM (GPU only; pip install 'countdown-gym[vllm]')."""
-    vllm_mode: str = grpo("colocate")
-    """colocate (same GPUs) | server (a separate `trl vllm-serve` process)."""
+    """Greedy success on the preset's test split at the start and the end, with standard errors and the paired
+    difference (baselines/lm/held_out.py)."""
+    test_problems: int = 0  # test problems played by --test-eval (first N of the frozen split; 0 = all)
+    output_dir: str = ""  # run directory (default: runs/llm_grpo/<preset>-<rewards>-s<seed>)
+    save_steps: int = 15  # checkpoint every N steps (keeps the last two)
+    resume: bool = False  # continue from the last checkpoint in output_dir
+    use_vllm: bool = grpo(False)  # generate with vLLM (GPU only; pip install 'countdown-gym[vllm]')
+    vllm_mode: str = grpo("colocate")  # colocate (same GPUs) | server (a separate `trl vllm-serve` process)
     vllm_server_base_url: str = ""
     vllm_gpu_memory_utilization: float = grpo(0.3)
-    bf16: bool | None = None
-    """bf16 training (default: on when CUDA is available, always off on CPU)."""
+    bf16: bool | None = None  # bf16 training (default: on when CUDA is available, always off on CPU)
     model_dtype: str = "float32"
-    """dtype of the policy's weights and optimizer state: float32 (as TRL loads a model id; --bf16 then autocasts
-    the compute) | bfloat16 (half the memory, e.g. a 7B model on 80 GB GPUs, but Adam updates at lr ~1e-6 round
-    away) | auto (the checkpoint's own dtype)."""
-    gradient_checkpointing: bool = False
-    """Recompute activations in the backward pass (less memory, about 20% slower); TRL's own default is on."""
-    threads: int = 2
-    """torch CPU threads (this machine has 2 cores; the comparison runs two jobs of one thread each). A seeded run
-    repeats bit for bit at the same thread count, whatever else loads the machine; another count gives another
-    trajectory (the kernels add floats in another order), so the run card's command states it."""
-    train_problems: int = 0
-    """Use only the first N training problems (0 = all; after the pass-rate filter)."""
+    """dtype of the weights and optimizer state: float32 (--bf16 autocasts) | bfloat16 (half the memory; Adam updates
+    at lr ~1e-6 round away) | auto (the checkpoint's)."""
+    gradient_checkpointing: bool = False  # recompute activations in the backward pass (less memory, about 20% slower)
+    threads: int = 2  # torch CPU threads; a seeded run repeats bit for bit at the same thread count only
+    train_problems: int = 0  # use only the first N training problems (0 = all; after the pass-rate filter)
     train_pass_rates: str = "auto"
-    """JSONL of sampled pass rates of training problems (``llm_eval.py --split train --pass-rates``): train only on
-    the problems listed there whose rate lies strictly between min_pass_rate and max_pass_rate. Groups that all
-    succeed or all fail give GRPO no signal; this is DAPO's dynamic sampling done once, offline. ``auto``: the
-    model directory's ``train_pass_rates.jsonl`` when it has one for this preset (the shipped model does), else
-    every problem; ``none``: every problem."""
+    """JSONL of sampled pass rates (llm_eval.py --pass-rates): train only on problems whose rate lies strictly
+    between min_pass_rate and max_pass_rate; auto: the model directory's train_pass_rates.jsonl for this preset;
+    none: every problem."""
     min_pass_rate: float = 0.0
     max_pass_rate: float = 1.0
-    curriculum: str = "none"
-    """none | staged: order the training prompts by difficulty tier, easy for the first third of the run, easy and
-    medium for the second, all tiers for the last (countdown_gym.data.curriculum.Curriculum.staged, docs/difficulty.md)."""
+    curriculum: str = "none"  # none | staged: easy tiers first, all tiers for the last third (docs/difficulty.md)
     clipo_lambda: float = 0.2
     clipo_warmup_steps: int = 0
     step_credit: bool = False
-    """Multi-turn: credit the dense terms of --rewards (oracle-reachable, oracle-perfect, critic) to the tokens of the turn that
-    earned them (TRL's outcome advantage plus a per-turn leave-one-out advantage of their discounted return-to-go,
-    docs/step_credit.md) instead of adding their mean over the moves to the scalar reward."""
-    step_credit_gamma: float = 1.0
-    """Discount of the per-turn return-to-go with --step-credit (1: a turn is credited with all the turns after it)."""
+    """Multi-turn: credit the dense terms of --rewards to the turn that earned them (docs/step_credit.md) instead of
+    adding their mean to the scalar reward."""
+    step_credit_gamma: float = 1.0  # discount of the per-turn return-to-go with --step-credit
     report_to: str = "tensorboard"
-    """Where TRL's training metrics and the validation rows are also logged: none, all, or a comma-separated list of
-    transformers' integrations such as tensorboard,wandb (tensorboard: ``<output-dir>/tensorboard``)."""
-    quiet: bool = grpo(False, "disable_tqdm")
-    """No progress bar."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Additional GRPOConfig fields as JSON, e.g. --extra '{"top_p": 0.95}'."""
+    """Where TRL's metrics and the validation rows are also logged: none, all, or a comma-separated list of
+    transformers' integrations (tensorboard: <output-dir>/tensorboard)."""
+    quiet: bool = grpo(False, "disable_tqdm")  # no progress bar
+    extra: dict[str, Any] = field(default_factory=dict)  # more GRPOConfig fields as JSON: --extra '{"top_p": 0.95}'
 
     def __post_init__(self) -> None:
         from countdown_gym.data.splits import SPLIT_SPEC
@@ -200,43 +139,32 @@ class Options:
             raise ValueError(f"--step-credit-gamma must be in [0, 1], got {self.step_credit_gamma}")
 
     def grpo_fields(self) -> dict[str, Any]:
-        """The ``GRPOConfig`` fields this run sets as they are: name -> value (the fields made with :func:`grpo`)."""
+        """GRPOConfig field -> value of the fields made with :func:`grpo`."""
         return {f.metadata["grpo"] or f.name: getattr(self, f.name) for f in dataclasses.fields(self) if "grpo" in f.metadata}
 
 
 RESUMABLE_CHANGES = ("steps", "max_minutes", "resume", "quiet", "threads", "eval_interval", "eval_batch_size", "save_steps", "report_to",
                      "output_dir", "micro_batch_size", "max_tokens_per_micro_batch", "gpu_memory_gb", "dry_run")
-"""Options a ``--resume`` may change (micro-batches change the memory, not the step); any other difference from the
-run's ``options.json`` is an error."""
-
+"""Options a ``--resume`` may change; any other difference from the run's ``options.json`` is an error."""
 PASS_RATES_FILE = "train_pass_rates.jsonl"
 """The pass-rate file ``--train-pass-rates auto`` looks for in a model's directory."""
-
-
-# --- the run: the options resolved once --------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class GRPORun:
     """A run's options with what they imply resolved once and checked (:meth:`of`)."""
 
-    options: Options
-    """The options as they run: ``--interaction auto`` resolved (what ``options.json`` records)."""
-    model: str
-    """The policy to start from: ``--model``, or the shipped model of the interaction."""
+    options: Options  # the options as they run: ``--interaction auto`` resolved (what ``options.json`` records)
+    model: str  # ``--model``, or the shipped model of the interaction
     run_dir: Path
-    """``--output-dir``, or ``runs/llm_grpo/<preset>[-turns|-tools]-<rewards>[-step]-s<seed>``."""
-    pass_rates: Path | None
-    """The pass-rate file that filters the training problems (None: every problem)."""
+    pass_rates: Path | None  # the pass-rate file that filters the training problems (None: every problem)
 
     @property
     def multi_turn(self) -> bool:
-        """One move per model turn (``CountdownMultiTurn-v0``), not the whole search in one completion."""
         return self.options.interaction == "multi-turn"
 
     @property
     def tools(self) -> bool:
-        """One move per tool call of a chat model, through TRL's tool loop (``CountdownToolEnv``)."""
         return self.options.interaction == "tools"
 
     @property
@@ -255,8 +183,7 @@ class GRPORun:
 
 
 def resolve_interaction(interaction: str, model: str, prompt_style: str) -> str:
-    """``--interaction``, ``auto`` resolved: single-pass for the longproc / tinyzero prompt styles, else what ``model``
-    was trained for, and multi-turn for the default model (see :class:`Options`)."""
+    """``--interaction`` with ``auto`` resolved (see :class:`Options`)."""
     if interaction != "auto":
         return interaction
     if prompt_style in ("longproc", "tinyzero"):
@@ -269,7 +196,7 @@ def resolve_interaction(interaction: str, model: str, prompt_style: str) -> str:
 
 
 def default_run_dir(opts: Options) -> Path:
-    """``--output-dir``, or the run's directory under ``runs/llm_grpo`` named by its preset, interaction, rewards and seed."""
+    """``--output-dir``, or ``runs/llm_grpo/<preset>[-turns|-tools]-<rewards>[-step]-s<seed>``."""
     if opts.output_dir:
         return Path(opts.output_dir)
     tag = opts.rewards.replace(",", "_").replace("=", "").replace("+", "-")
@@ -279,11 +206,8 @@ def default_run_dir(opts: Options) -> Path:
 
 
 def pass_rates_file(opts: Options, model: str) -> Path | None:
-    """The pass-rate file a run filters its training prompts with (None: every problem).
-
-    ``auto`` looks for ``train_pass_rates.jsonl`` in the local directory of ``model`` and uses it when its first
-    row names a training problem of ``opts.preset``.
-    """
+    """The pass-rate file of the run (None: every problem); ``auto``: ``model``'s own when its first row names a
+    training problem of ``opts.preset``."""
     if opts.train_pass_rates in ("none", ""):
         return None
     if opts.train_pass_rates != "auto":
@@ -301,8 +225,7 @@ def pass_rates_file(opts: Options, model: str) -> Path | None:
 
 
 def check_run(run: GRPORun) -> None:
-    """Clear exits for options that do not fit together (the static checks are :meth:`Options.__post_init__`'s; these
-    depend on the interaction and the model, read files or load libraries)."""
+    """Clear exits for options that do not fit together (the checks that need the interaction, files or libraries)."""
     from baselines.lm.rewards import parse_reward_spec
     from countdown_gym.game.text_format import PROMPT_STYLES
     from countdown_gym.game.turn_format import TURN_PROMPT_STYLES
@@ -349,8 +272,7 @@ def check_run(run: GRPORun) -> None:
 
 def resumed_options(opts: Options, saved: dict[str, Any] | None) -> dict[str, Any] | None:
     """The stored options of the run ``opts`` resumes, as today's runs record them (``runs.prepare_run``'s
-    ``saved_as``): runs saved before the multi-turn mode were single-pass, a saved ``auto`` is resolved. A changed
-    ``--threads`` is allowed, and said: the steps from here on will not repeat an uninterrupted run bit for bit."""
+    ``saved_as``: older runs were single-pass, a saved ``auto`` is resolved); a changed ``--threads`` is said."""
     if saved is None:
         return None
     saved = {"interaction": "single-pass", **saved}

@@ -1,10 +1,6 @@
-"""The GRPO trainer of a run (``baselines/llm_grpo.py``): :class:`CountdownGRPOTrainer`, one GRPO step in one class.
-
-Its docstring lists what a step does, in order; the rest of this file is the bookkeeping that step 4 (the loss) uses
-to score only the model's own tokens and to skip padding and rows that carry no signal. The per-turn advantages of
-``--step-credit`` are computed by ``baselines/lm/step_credit.py`` (:class:`~baselines.lm.step_credit.StepCredit`).
-``tests/test_grpo_trainer.py`` checks the log-probabilities, entropies, loss and gradients against TRL's own path.
-"""
+"""The GRPO trainer of a run: :class:`CountdownGRPOTrainer` (its docstring lists a step), and the bookkeeping its loss
+uses to score only the model's own tokens and skip padding and rows without signal (``tests/test_grpo_trainer.py``
+checks them against TRL's own path)."""
 
 from __future__ import annotations
 
@@ -15,29 +11,25 @@ from trl import GRPOTrainer
 from baselines.lm.step_credit import StepCredit
 
 GROUPING_FREE_LOSSES = ("grpo", "sapo", "dr_grpo", "dapo", "cispo")
-"""TRL loss types whose step loss is the same however the step's rows are split into micro-batches (each normalises
-per sequence, by the whole step's token count or by a constant; ``bnpo`` normalises per micro-batch)."""
+"""TRL loss types whose step loss does not depend on how the rows are split into micro-batches (not ``bnpo``)."""
 
 MULTIMODAL_KEYS = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "image_sizes",
                    "num_images", "num_tiles", "token_type_ids", "mm_token_type_ids", "image_position_ids")
 LOGIT_SCALES = ("logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
 SMALL_LOGITS = 2**25
-"""Scored tokens x vocabulary up to which the LM head's logits are computed whole (128 MB in float32; 4.6M for a
-default micro-batch of the embedded model); above it, TRL's chunked kernel scores the same tokens (it is about
-twice as slow on the CPU for the embedded model, and never holds the logits of a large vocabulary)."""
+"""Scored tokens x vocabulary up to which the LM head's logits are computed whole (128 MB in float32); above it,
+TRL's chunked kernel scores the same tokens without holding the logits."""
 KERNEL_CHUNK = 32768
 """Vocabulary entries per tile of TRL's chunked kernel (TRL's own choice for its fused LM head)."""
 FLAT_LOSSES = ("dapo", "cispo")
-"""TRL loss types whose loss is a sum over tokens of advantage x ratio terms over the whole step's token count: a
-row with a zero advantage adds exactly nothing to them (without a KL term)."""
+"""TRL loss types to which a row with a zero advantage adds nothing (without a KL term)."""
 FLAT_ADVANTAGE = 1e-3
 """A row whose every advantage is under this fraction of the step's largest is left out of the loss's passes."""
 
 
 def trim_padding(batch: dict[str, Any]) -> dict[str, Any]:
-    """``batch`` without the trailing completion columns that are padding in every row (``completion_mask`` 0):
-    no row attends to them and the loss does not count them. Every per-token tensor (``(B, T)`` with the width of
-    ``completion_ids``; not the prompt's) is cut to the same width."""
+    """``batch`` without the trailing completion columns that are padding in every row; every per-token tensor of
+    the completion's width is cut alike."""
     mask = batch.get("completion_mask")
     if mask is None or mask.ndim != 2 or any(batch.get(k) is not None for k in MULTIMODAL_KEYS):
         return batch
@@ -53,8 +45,7 @@ def trim_padding(batch: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_row_field(value: Any) -> bool:
-    """Whether a field of TRL's batch has one entry per row (not a step-wide scalar such as ``num_items_in_batch``,
-    nor an absent field)."""
+    """Whether a field of TRL's batch has one entry per row (not absent, not a step-wide scalar)."""
     import torch
 
     return value is not None and not (isinstance(value, torch.Tensor) and value.ndim == 0)
@@ -68,21 +59,15 @@ def _take_rows(batch: dict[str, Any], rows: Any) -> dict[str, Any]:
 
 
 def _split_rows(batch: dict[str, Any], parts: int) -> list[dict[str, Any]]:
-    """``batch`` cut into ``parts`` consecutive micro-batches whose sizes differ by at most one row (TRL's
-    ``split_tensor_dict`` when the rows divide evenly: slices, not copies)."""
+    """``batch`` cut into ``parts`` consecutive micro-batches whose sizes differ by at most one row (slices)."""
     rows = len(next(v for v in batch.values() if _is_row_field(v)))
     bounds = [rows * i // parts for i in range(parts + 1)]
     return [{k: v[a:b] if _is_row_field(v) else v for k, v in batch.items()} for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 def without_flat_rows(batch: dict[str, Any], min_rows: int) -> dict[str, Any]:
-    """``batch`` without the rows whose every advantage is under :data:`FLAT_ADVANTAGE` of the batch's largest (a
-    group whose rewards are all equal); as it is when fewer than ``min_rows`` rows would be left.
-
-    Under :data:`FLAT_LOSSES` without a KL term a row's loss is its advantage times its ratio terms, and a flat
-    group's advantage is only the rounding error of its mean over ``std + 1e-4`` (about 1e-4 to 1e-3): the step's
-    update changes by less than that fraction of one row's, and its passes skip the 16-22% of rows of a default step.
-    """
+    """``batch`` without the rows whose every advantage is under :data:`FLAT_ADVANTAGE` of the largest (a group
+    whose rewards are all equal: its advantage is rounding error); as it is when fewer than ``min_rows`` would be left."""
     import torch
 
     adv = batch["advantages"].abs()
@@ -94,9 +79,8 @@ def without_flat_rows(batch: dict[str, Any], min_rows: int) -> dict[str, Any]:
 
 
 def regroup_by_length(batches: list[dict[str, Any]], drop_flat: bool = False) -> list[dict[str, Any]]:
-    """The rows of ``batches`` (TRL's micro-batches of one step, equal in size) regrouped longest first into as many
-    micro-batches: one sort by completion length (stable), so similar lengths share padding. ``drop_flat``: first
-    leave out the rows that carry no advantage (:func:`without_flat_rows`), so the micro-batches are smaller."""
+    """The rows of one step's micro-batches regrouped longest first (stable) into as many micro-batches; ``drop_flat``:
+    first leave out the rows without advantage (:func:`without_flat_rows`)."""
     import torch
 
     merged: dict[str, Any] = {}
@@ -117,38 +101,25 @@ def regroup_by_length(batches: list[dict[str, Any]], drop_flat: bool = False) ->
 class CountdownGRPOTrainer(GRPOTrainer):
     """TRL's ``GRPOTrainer`` as a Countdown run uses it. One optimizer step, in this order:
 
-    1. **generate** (TRL's ``_generate_and_score_completions``): ``prompts_per_step`` prompts x ``num_generations``
-       completions: multi-turn episodes of ``CountdownMultiTurn-v0`` (``rollout_func``; the environment's tokens
-       carry ``tool_mask`` 0), TRL's tool loop (``environment_factory``), or ``generate()`` from the prompts
-       (single-pass).
-    2. **reward**: each reward function of ``--rewards`` scores every completion; the weighted sum
-       (``reward_weights``) is its scalar reward. In a tool loop TRL adds the environment's own ``get_reward()`` as a
-       column, which this class keeps in the logs at weight 0 (``sparse`` is the same verdict).
-    3. **advantage**: TRL's group-normalised advantage of the scalar reward; with ``step_credit`` (a
-       :class:`~baselines.lm.step_credit.StepCredit`), plus each turn's leave-one-out advantage of the dense terms
-       on that turn's tokens (:meth:`_generate_and_score_completions`).
-    4. **loss** (TRL's ``compute_loss``, per micro-batch): :meth:`_prepare_inputs` regroups the step's micro-batches
-       longest first where the loss does not depend on the grouping (:func:`regroup_by_length`), leaves out rows
-       whose advantage is flat where they add nothing (:func:`without_flat_rows`), and cuts the padding columns
-       (:func:`trim_padding`); :meth:`_get_per_token_logps_and_entropies` scores only the positions the loss counts
-       (``completion_mask * tool_mask``): the backbone reads the whole sequence, the LM head, log-softmax and
-       entropy run on the model's own tokens (through TRL's chunked kernel where their logits would be large,
-       :data:`SMALL_LOGITS`).
-    5. **update**: transformers' ``Trainer`` sums the micro-batches' gradients and takes one optimizer step per
-       generation batch (``lr_scheduler_type`` constant).
+    1. **generate**: multi-turn episodes (``rollout_func``; environment tokens carry ``tool_mask`` 0), TRL's tool loop
+       (``environment_factory``) or single-pass ``generate()``.
+    2. **reward**: the weighted sum of the ``--rewards`` functions (a tool loop's own ``get_reward()`` column is
+       logged at weight 0).
+    3. **advantage**: TRL's group-normalised one, plus with ``step_credit`` each turn's advantage on its tokens.
+    4. **loss** per micro-batch: :meth:`_prepare_inputs` regroups rows by length where the loss allows, drops flat
+       rows where they add nothing and trims padding; :meth:`_get_per_token_logps_and_entropies` runs the LM head on
+       the model's own tokens only (``completion_mask * tool_mask``).
+    5. **update**: one optimizer step per generation batch (constant learning rate).
 
-    A multi-turn episode is mostly the environment's words (of about 350 completion tokens the model wrote about
-    60), so step 4 skips most of TRL's work without changing the loss. Where a condition does not hold (a PEFT,
-    multimodal or distributed-wrapped model, an LM head that scales or caps its logits, TRL's passes without
-    gradients) TRL's own path runs.
+    Where a condition does not hold (PEFT, multimodal or wrapped models, scaled logits, passes without gradients)
+    TRL's own path runs.
     """
 
     _scored_tokens: Any = None
     """While the loss's forward runs: ``completion_mask * tool_mask`` of its micro-batch, the positions scored."""
 
     def __init__(self, *args: Any, step_credit: StepCredit | None = None, **kwargs: Any) -> None:
-        """TRL's arguments, and ``step_credit``: the per-turn credit of ``--step-credit`` (it needs the multi-turn
-        ``rollout_func``, whose rollouts carry ``turn_index`` and ``turn_replay``)."""
+        """TRL's arguments, and ``step_credit`` (it needs the multi-turn ``rollout_func``)."""
         if step_credit is not None and kwargs.get("rollout_func") is None:
             raise ValueError("per-step credit needs the multi-turn rollout_func "
                              "(countdown_gym.integrations.trl_rollout.make_rollout_func): it returns turn_index and turn_replay")
@@ -158,11 +129,8 @@ class CountdownGRPOTrainer(GRPOTrainer):
         if factory is not None:  # step 2: the environment's own reward column, logged at weight 0
             self.reward_weights[self.reward_func_names.index(type(factory()).__name__)] = 0.0
 
-    # --- steps 1-3: generate, reward, advantage ---------------------------------------------------
-
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        """TRL's rollouts, rewards and advantages; with ``step_credit``, ``advantages`` becomes the ``(B, T)``
-        per-token advantages (TRL's own kept as ``outcome_advantages``, and ``turn_index``)."""
+        """TRL's rollouts, rewards and advantages; with ``step_credit``, per-token advantages."""
         output = super()._generate_and_score_completions(inputs)
         if self.step_credit is not None:
             from accelerate.utils import gather_object
@@ -175,11 +143,8 @@ class CountdownGRPOTrainer(GRPOTrainer):
                 self._metrics[mode][name].append(value)
         return output
 
-    # --- step 4: the loss on the model's own tokens -----------------------------------------------
-
     def _prepare_inputs(self, generation_batch: Any) -> dict[str, Any]:
-        """TRL's micro-batch of the step; at a fresh generation batch, its micro-batches regrouped by length (flat
-        rows left out where they add nothing) and each cut to its longest completion."""
+        """TRL's micro-batch; at a fresh generation batch, the micro-batches regrouped and trimmed."""
         training = self.model.training
         every = self.args.steps_per_generation * self.num_iterations
         fresh = training and (self._step % every == 0 or self._buffered_inputs is None)
@@ -203,8 +168,7 @@ class CountdownGRPOTrainer(GRPOTrainer):
                 and not getattr(self, "_entropy_bonus_enabled", False))
 
     def _flat_rows_add_nothing(self) -> bool:
-        """Whether a row with a zero advantage adds nothing to the step's loss (see :data:`FLAT_LOSSES`), and the
-        micro-batches may differ in size (one process: TRL gathers per-row clip metrics across processes)."""
+        """Whether flat rows add nothing (:data:`FLAT_LOSSES`) and micro-batches may differ in size (one process)."""
         return self.loss_type in FLAT_LOSSES and self.beta == 0.0 and self.accelerator.num_processes == 1
 
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
@@ -219,8 +183,7 @@ class CountdownGRPOTrainer(GRPOTrainer):
             self._scored_tokens = None
 
     def _plain_head(self, model: Any) -> Any:
-        """The model's LM head when this class can score it by itself (a plain ``nn.Linear`` on a text model, no
-        logit scaling or soft-capping, not wrapped by PEFT or a distributed wrapper); else None."""
+        """The model's LM head when this class can score it itself (a plain, unscaled ``nn.Linear``); else None."""
         from accelerate.utils import is_peft_model
         from torch import nn
 
@@ -280,8 +243,7 @@ class CountdownGRPOTrainer(GRPOTrainer):
 
 
 def chunked_kernel() -> Any:
-    """TRL's chunked log-probability kernel (``trl.kernels.chunked_logprob.ChunkedLogProbFunction``: log-probabilities
-    and entropies without the ``[N, vocab]`` logits, Triton where it runs), or None in a TRL without it."""
+    """TRL's chunked log-probability kernel, or None in a TRL without it."""
     try:
         from trl.kernels.chunked_logprob import ChunkedLogProbFunction
     except ImportError:

@@ -1,15 +1,11 @@
 """Greedy success on problems no part of a GRPO run saw: the preset's test split, before and after training.
 
-The run's validation (:class:`baselines.lm.callbacks.ValidationCallback`) plays validation problems, the split that
-chose the shipped model and that picks the run's ``best/``; its start figure is the starting model's best side
-(docs/llm_grpo.md). :class:`HeldOutTest` plays the first ``--test-problems`` problems of the test split greedily
-with the starting model and with the final one (:func:`baselines.lm.evaluation.greedy_solved`, the evaluator of every
-language-model figure), and :func:`paired_difference` reports each success rate with its
-standard error, the difference with the standard error of the per-problem differences, and McNemar's exact p.
+Validation problems chose the shipped model and pick the run's ``best/``; :class:`HeldOutTest` plays the first
+``--test-problems`` test problems greedily with the starting and the final model, and :func:`paired_difference`
+reports each rate with its standard error, the paired difference with its own, and McNemar's exact p.
 
-    test = HeldOutTest(problems, tokenizer=tok, path=run_dir / "held_out.json", max_turns=16)
+    test = held_out_test(run, tok, run_dir / "held_out.json", problems.test, prompts)
     test.start(model)          # before training (a resumed run reads the start back from held_out.json)
-    ...                        # train
     result = test.end(model)   # {"start": 0.122, "end": 0.168, "difference": 0.046, "difference_se": 0.009, ...}
 """
 
@@ -18,17 +14,19 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from baselines.analysis.uncertainty import binomial_se, mean_se
 from baselines.lm.evaluation import greedy_solved
 from countdown_gym.game.problem import Problem
 
+if TYPE_CHECKING:
+    from baselines.lm.grpo_options import GRPORun
+
 
 def paired_difference(start: Sequence[bool], end: Sequence[bool]) -> dict[str, float]:
-    """Success before and after on the same problems: each rate with its binomial standard error, the difference with
-    the standard error of the per-problem differences (the paired SE), the problems gained and lost, and McNemar's
-    exact two-sided p (a binomial test of gained against lost)."""
+    """Success before and after on the same problems: each rate with its binomial SE, the difference with the paired
+    SE, the problems gained and lost, and McNemar's exact two-sided p."""
     from scipy.stats import binomtest
 
     if len(start) != len(end) or not start:
@@ -49,16 +47,17 @@ def paired_difference(start: Sequence[bool], end: Sequence[bool]) -> dict[str, f
 
 
 class HeldOutTest:
-    """Greedy success of a run's starting and final models on held-out problems; the outcomes per problem are kept
-    in ``path`` (JSON), so that a resumed run compares its end with the start of the run it continues (read back only
-    for the same problems and ``settings``: the starting model and how it plays)."""
+    """Greedy success of a run's starting and final models on held-out problems, kept per problem in ``path`` (JSON):
+    a resumed run reads the start back (for the same problems and ``settings``)."""
 
     def __init__(self, problems: Sequence[Problem], *, tokenizer: Any, path: str | Path, max_turns: int | None = None,
                  prompts: Sequence[Any] | None = None, max_new_tokens: int = 192, batch_size: int = 128,
-                 settings: dict[str, Any] | None = None, write: bool = True, verbose: bool = True) -> None:
+                 settings: dict[str, Any] | None = None, write: bool = True, verbose: bool = True,
+                 tools: bool = False) -> None:
         self.problems, self.tokenizer, self.path = list(problems), tokenizer, Path(path)
         self.settings = {"max_turns": max_turns, "max_new_tokens": max_new_tokens, **(settings or {})}
-        self.play = {"max_turns": max_turns, "prompts": prompts, "max_new_tokens": max_new_tokens, "batch_size": batch_size}
+        self.play = {"max_turns": max_turns, "prompts": prompts, "max_new_tokens": max_new_tokens, "batch_size": batch_size,
+                     "tools": tools}
         self.write, self.verbose = write, verbose
         self.outcomes: dict[str, list[bool]] = {}
 
@@ -67,7 +66,8 @@ class HeldOutTest:
 
     def _play(self, model: Any, label: str) -> list[bool]:
         if self.verbose:
-            print(f"test: greedy play of {len(self.problems)} held-out test problems ({label} model)", flush=True)
+            how = " through tool calls" if self.play["tools"] else ""
+            print(f"test: greedy play of {len(self.problems)} held-out test problems{how} ({label} model)", flush=True)
         return greedy_solved(model, self.tokenizer, self.problems, **self.play)
 
     def start(self, model: Any) -> None:
@@ -96,3 +96,14 @@ class HeldOutTest:
 
         body = {"ids": self._ids(), "settings": self.settings, **self.outcomes, **({"result": result} if result else {})}
         write_text_atomic(self.path, json.dumps(body) + "\n")
+
+
+def held_out_test(run: GRPORun, tokenizer: Any, path: Any, problems: list[Problem], prompts: list[Any] | None, *,
+                  write: bool = True, verbose: bool = True) -> HeldOutTest:
+    """The GRPO run's :class:`HeldOutTest` of ``problems``, played as the run plays (single-pass: from ``prompts``;
+    tools: through tool calls), keeping its outcomes in ``path``; the reward comparison builds the same one."""
+    opts = run.options
+    return HeldOutTest(problems, tokenizer=tokenizer, path=path, max_turns=run.turns, prompts=prompts,
+                       max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size,
+                       settings={"model": run.model, "prompt_style": opts.prompt_style, "chat_template": opts.chat_template},
+                       write=write, verbose=verbose, tools=run.tools)

@@ -1,22 +1,11 @@
-"""The GRPO baseline's rewards: the objects its reward variants need, and CLIPO's TRL reward function.
-
-Which terms a run has and how each is computed is the registry's (:mod:`countdown_gym.rewards.variants`;
-the TRL reward functions: :func:`countdown_gym.integrations.trl.reward_function`). This module adds what
-needs the trainer or the baseline's checkpoints:
-
-========================  =====================================================================
-``LOADERS``               the critics a ``needs`` kind loads: ``critic`` (the shipped contrastive
-                          critic) and ``text_critic`` (the text critic, the seed paper's architecture A)
-``clipo``                 CLIPO: ``max(-lambda * L_CL, -0.5)`` for correct anchors in groups with
-                          ≥ 2 correct and ≥ 1 incorrect rollout, else 0 (see :class:`CLIPOReward`).
-========================  =====================================================================
-
-``docs/llm_grpo.md`` explains the choices.
-"""
+"""The GRPO baseline's rewards beyond the registry (:mod:`countdown_gym.rewards.variants`): the critics a variant
+``needs`` (:data:`LOADERS`) and CLIPO's TRL reward function (:class:`CLIPOReward`); ``docs/llm_grpo.md`` explains them."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
+from importlib import import_module
 from typing import Any
 
 from countdown_gym.integrations.trl import completion_replays, log_metrics
@@ -31,22 +20,9 @@ VARIANTS = TEXT_VARIANT_WEIGHTS
 """Named reward variants (the ``text`` ones of ``countdown_gym.rewards.variants``): term -> weight."""
 
 
-def load_critic() -> Any:
-    """The shipped contrastive critic (``critics.load_critic()``)."""
-    from critics import load_critic as load
-
-    return load()
-
-
-def load_text_critic() -> Any:
-    """The shipped text critic (``critics.text_critic.load_text_critic()``)."""
-    from critics.text_critic import load_text_critic as load
-
-    return load()
-
-
-LOADERS: dict[str, Callable[[], Any]] = {"critic": load_critic, "text_critic": load_text_critic}
-"""How the baseline loads what a reward variant ``needs``, by kind (CLIPO is built by the run: ``run_rewards``)."""
+LOADERS: dict[str, Callable[[], Any]] = {"critic": lambda: import_module("critics").load_critic(),
+                                         "text_critic": lambda: import_module("critics.text_critic").load_text_critic()}
+"""The shipped critics a reward variant ``needs``, by kind (CLIPO is built by the run: ``run_rewards``)."""
 
 
 def load_needs(names: Iterable[str], given: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -62,9 +38,6 @@ def load_needs(names: Iterable[str], given: dict[str, Any] | None = None) -> dic
 __all__ = ["LOADERS", "VARIANTS", "CLIPOReward", "load_needs", "monitored", "parse_reward_spec", "prompt_token_ids"]
 
 
-# --- CLIPO ------------------------------------------------------------------------------------
-
-
 def prompt_token_ids(processing_class: Any, prompts: Sequence[Any]) -> list[list[int]]:
     """Token ids of the prompts exactly as TRL's ``GRPOTrainer`` tokenizes them for generation."""
     if prompts and not isinstance(prompts[0], str):  # conversational: lists of chat messages
@@ -76,18 +49,13 @@ def prompt_token_ids(processing_class: Any, prompts: Sequence[Any]) -> list[list
 
 
 class CLIPOReward:
-    """The CLIPO contrastive reward as a TRL reward function.
+    """The CLIPO contrastive reward as a TRL reward function: ``max(-lambda * L_CL, -0.5)`` for correct anchors in groups
+    with >= 2 correct and >= 1 incorrect rollout, else 0.
 
-    For each completion: a no-grad forward of the policy over prompt + completion ids with
-    ``output_hidden_states=True``, the last hidden state mean-pooled over the completion tokens
-    (``critics.clipo.mean_pool``), then one :class:`critics.clipo.CLIPOTrainer` step over the whole
-    generation batch: rewards come from the loss before the head's update. Groups are
-    ``num_generations`` consecutive rows of the global batch; when the batch is spread over several
-    processes, embeddings and correctness are gathered first, the main process's rewards are
-    broadcast, and each process keeps its own slice. TRL adds the returned value to the other
-    weighted terms before the group normalisation.
-
-    Call :meth:`bind` with the trainer (its model and accelerator) before training.
+    Each completion's last hidden state (a no-grad forward of the policy) is mean-pooled over its tokens, then one
+    ``critics.clipo.CLIPOTrainer`` step over the whole generation batch gives the rewards (from the loss before the
+    head's update); groups are ``num_generations`` consecutive rows, gathered over processes. Call :meth:`bind` with
+    the trainer before training.
     """
 
     __name__ = "clipo_reward"
@@ -116,46 +84,27 @@ class CLIPOReward:
         """Mean-pooled last hidden states over the completion tokens: a float tensor ``[N, hidden]``."""
         import torch
 
+        from baselines.lm.evaluation import evaluating
         from critics.clipo import mean_pool
 
         if self.model is None:
             raise RuntimeError("CLIPOReward is not bound to a model: call .bind(trainer) after building the trainer")
         prompt_ids = prompt_token_ids(self.processing_class, prompts)
-        pad = self.processing_class.pad_token_id
-        pad = 0 if pad is None else pad
+        pad = self.processing_class.pad_token_id or 0
         device = next(self.model.parameters()).device
-        was_training = self.model.training
-        self.model.eval()
+        padded = functools.partial(torch.nn.utils.rnn.pad_sequence, batch_first=True)  # right padding: positions 0..len-1
         chunks = []
-        try:
-            with torch.no_grad():
-                for start in range(0, len(prompt_ids), self.forward_batch_size):
-                    rows = [
-                        (list(p), list(c))
-                        for p, c in zip(
-                            prompt_ids[start : start + self.forward_batch_size],
-                            completion_ids[start : start + self.forward_batch_size],
-                            strict=True,
-                        )
-                    ]
-                    width = max(len(p) + len(c) for p, c in rows)
-                    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-                    attn = torch.zeros((len(rows), width), dtype=torch.long)
-                    cmask = torch.zeros((len(rows), width), dtype=torch.long)
-                    for i, (p, c) in enumerate(rows):  # right padding: positions are 0..len-1
-                        ids[i, : len(p) + len(c)] = torch.tensor(p + c, dtype=torch.long)
-                        attn[i, : len(p) + len(c)] = 1
-                        cmask[i, len(p) : len(p) + len(c)] = 1
-                    pos = (attn.cumsum(-1) - 1).clamp(min=0)
-                    out = self.model(
-                        input_ids=ids.to(device),
-                        attention_mask=attn.to(device),
-                        position_ids=pos.to(device),
-                        output_hidden_states=True,
-                    )
-                    chunks.append(mean_pool(out.hidden_states[-1].float(), cmask.to(device)))
-        finally:
-            self.model.train(was_training)
+        with evaluating(self.model):
+            for start in range(0, len(prompt_ids), self.forward_batch_size):
+                end = start + self.forward_batch_size
+                rows = list(zip(prompt_ids[start:end], completion_ids[start:end], strict=True))
+                ids = padded([torch.tensor([*p, *c], dtype=torch.long) for p, c in rows], padding_value=pad)
+                attn = padded([torch.ones(len(p) + len(c), dtype=torch.long) for p, c in rows])
+                cmask = padded([torch.tensor([0] * len(p) + [1] * len(c), dtype=torch.long) for p, c in rows])
+                pos = (attn.cumsum(-1) - 1).clamp(min=0)
+                out = self.model(input_ids=ids.to(device), attention_mask=attn.to(device), position_ids=pos.to(device),
+                                 output_hidden_states=True)
+                chunks.append(mean_pool(out.hidden_states[-1].float(), cmask.to(device)))
         return torch.cat(chunks, dim=0)
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Sequence[Sequence[int]], **kwargs: Any) -> list[float]:
@@ -169,9 +118,7 @@ class CLIPOReward:
             emb = self.accelerator.gather(emb.contiguous())
             correct = self.accelerator.gather(correct.long().to(emb.device)).cpu().bool()  # NCCL has no bool
         if emb.shape[0] % self.num_generations:
-            raise ValueError(
-                f"the generation batch ({emb.shape[0]} rows) is not a whole number of groups of {self.num_generations}"
-            )
+            raise ValueError(f"the generation batch ({emb.shape[0]} rows) is not a whole number of groups of {self.num_generations}")
         group_ids = torch.arange(emb.shape[0]) // self.num_generations
         rewards = self.clipo.step(emb, correct, group_ids).detach().float().reshape(-1)
         if multi:

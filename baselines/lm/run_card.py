@@ -7,9 +7,9 @@ import shlex
 from typing import Any
 
 from baselines.analysis.uncertainty import binomial_se
+from baselines.lm.callbacks import PARTS
 from baselines.lm.grpo_config import reward_terms
 from baselines.lm.grpo_options import GRPORun, Options
-from baselines.lm.step_profile import PARTS
 
 
 def command_line(opts: Options) -> str:
@@ -21,16 +21,12 @@ def command_line(opts: Options) -> str:
     return shlex.join(["python", "baselines/llm_grpo.py", *argv, "--threads", str(opts.threads)])
 
 
-def _percent(value: Any) -> str:
-    return f"{value:.1%}" if isinstance(value, (int, float)) else "-"
-
-
 def run_card(run: GRPORun, rows: list[dict[str, Any]], step: int, profile: dict[str, float] | None = None,
              test: dict[str, Any] | None = None) -> str:
     """The run directory's README.md: what was run, how to repeat it, held-out test success (``test``:
     :func:`baselines.lm.held_out.paired_difference`, once the run has ended), validation so far (``rows``:
     :class:`ValidationCallback` rows, numbers), and where a step's time goes (``profile``:
-    :meth:`baselines.lm.step_profile.StepProfile.summary`)."""
+    :meth:`baselines.lm.callbacks.StepProfile.summary`)."""
     opts = run.options
     weights = ", ".join(f"{k} {w:g}" for k, w in reward_terms(opts).items() if w)
     lines = [
@@ -80,7 +76,8 @@ def run_card(run: GRPORun, rows: list[dict[str, Any]], step: int, profile: dict[
             "| --- | --- | --- | --- | --- | --- |",
         ]
         for r in rows:
-            cells = [_percent(r.get(key)) for key in ("greedy_success", "sampled_success", "pass_at_k", "greedy_invalid_frac")]
+            cells = [f"{v:.1%}" if isinstance(v := r.get(key), (int, float)) else "-"
+                     for key in ("greedy_success", "sampled_success", "pass_at_k", "greedy_invalid_frac")]
             lines.append(f"| {r['step']} | {' | '.join(cells)} | {r['mean_completion_tokens']:.0f} |")
         lines += ["", "![validation success vs step](success.png)", ""]
     else:
@@ -89,7 +86,7 @@ def run_card(run: GRPORun, rows: list[dict[str, Any]], step: int, profile: dict[
         lines += [
             "## Time per step",
             "",
-            "Mean seconds per GRPO step (validation not counted; baselines/lm/step_profile.py):",
+            "Mean seconds per GRPO step (validation not counted; baselines/lm/callbacks.py):",
             "",
             "| " + " | ".join(p.replace("_", " ") for p in PARTS) + " | step |",
             "| " + " | ".join("---:" for _ in range(len(PARTS) + 1)) + " |",

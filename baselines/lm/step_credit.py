@@ -1,33 +1,16 @@
-"""Per-step credit assignment for multi-turn GRPO: dense terms credited to the turn that earned them.
+"""Per-step credit for multi-turn GRPO: dense terms credited to the turn that earned them (docs/step_credit.md).
 
-In the multi-turn mode (``countdown_gym.integrations.trl_rollout.make_rollout_func``) every rollout
-is ``prompt | turn 0 | reply | turn 1 | reply ...``. Plain GRPO averages each dense term over a
-completion's moves and adds it to one scalar reward per completion, so every token of the
-completion gets the same advantage. :class:`StepCredit` (``CountdownGRPOTrainer(step_credit=...)``) keeps TRL's outcome advantage
-and adds a per-turn advantage computed from the dense terms, on the tokens of the turn only.
+:class:`StepCredit` keeps TRL's outcome advantage ``A^out_i`` and adds, on the tokens of turn ``k`` only, the
+leave-one-out advantage of the discounted return-to-go of the dense terms, within a group of ``G`` rollouts::
 
-For rollout ``i`` of a group of ``G`` rollouts of one prompt, with agent turns ``k = 0 .. K_i - 1``
-and ``T_{i,k}`` the transition records of turn ``k`` (``TurnReplay.turn_transitions``)::
+    r_{i,k} = sum_term w_term * sum_{t in T_{i,k}} term(t)           (T_{i,k}: turn k's transitions)
+    G_{i,k} = sum_{j>=k} gamma^(j-k) * r_{i,j}
+    A^step_{i,k} = G_{i,k} - mean_{i' != i, K_i' > k} G_{i',k}       (0 when no other rollout reached turn k)
+    A_{i,t} = A^out_i + A^step_{i,k(t)}
 
-    r_{i,k} = sum_term w_term * sum_{t in T_{i,k}} term(t)           per-turn reward
-    G_{i,k} = sum_{j=k}^{K_i-1} gamma^(j-k) * r_{i,j}                discounted return-to-go
-    S_k     = {i' in the group : K_i' > k}                           rollouts that reached turn k
-    A^step_{i,k} = G_{i,k} - 1/(|S_k|-1) * sum_{i' in S_k, i' != i} G_{i',k}   if |S_k| >= 2
-                 = 0                                                             if S_k = {i}
-    A_{i,t} = A^out_i + A^step_{i,k(t)}                              token t of turn k(t)
-
-``term`` is the per-move term of a ``text`` reward variant of the registry
-(:meth:`countdown_gym.rewards.variants.RewardVariant.move_values`: ``oracle-reachable``,
-``oracle-perfect``, ``critic``, ``text-critic`` or any variant registered with a ``move_term``),
-``w_term`` the weight the run's reward spec gives it, and ``A^out_i`` TRL's own group-normalised
-advantage of the scalar rewards (the per-step terms are taken out of the scalar reward:
-:func:`split_reward_spec`). The leave-one-out baseline uses only the *other* rollouts' returns,
-which do not depend on rollout ``i``'s actions, so it adds no bias; it is not divided by a
-standard deviation (a std over a handful of returns that includes ``G_{i,k}`` itself would make
-the advantage a nonlinear function of the rollout's own return, and blows up when returns nearly
-tie): the spec's weights set the scale of the per-step part. Environment tokens and padding carry
-``A^out_i`` only, and TRL's ``tool_mask`` (the rollout's ``env_mask``) gives them zero loss weight.
-``docs/step_credit.md`` has the details and the limits.
+``term`` is a registry variant's per-move term (``RewardVariant.move_values``); the per-step terms leave the scalar
+reward (:func:`split_reward_spec`). The baseline uses only the other rollouts' returns (no bias) and is not divided
+by a standard deviation; environment tokens carry ``A^out_i`` only (and zero loss weight).
 """
 
 from __future__ import annotations
@@ -45,13 +28,8 @@ from countdown_gym.rewards.variants import get_variant, given_scorers, step_cred
 
 
 def split_reward_spec(weights: Mapping[str, float]) -> tuple[dict[str, float], dict[str, float]]:
-    """``(scalar, per_step)`` weights of a parsed reward spec (term -> weight, ``parse_reward_spec``).
-
-    ``scalar`` has the keys of ``weights`` in their order, with the per-step terms' weights set to 0
-    (their reward functions may keep running for logging, they no longer add to the scalar reward);
-    ``per_step`` holds the variants with a per-move term (:func:`~countdown_gym.rewards.variants.step_credit_names`)
-    with a non-zero weight, so each dense term counts once.
-    """
+    """``(scalar, per_step)`` weights of a parsed reward spec: ``scalar`` keeps every key in order with the per-step
+    terms at 0 (still logged); ``per_step`` holds the terms with a per-move term and a non-zero weight."""
     scalar: dict[str, float] = {}
     per_step: dict[str, float] = {}
     stepped = step_credit_names()
@@ -97,12 +75,8 @@ def reward_scorers(funcs: Sequence[Any]) -> dict[str, Scorer]:
 
 def turn_rewards(episodes: Sequence[Sequence[Sequence[Mapping[str, Any]]]], weights: Mapping[str, float],
                  critic: Scorer | None = None, scorers: Mapping[str, Scorer] | None = None) -> list[list[float]]:
-    """``r_{i,k}``: for each episode (its ``turn_transitions``), the weighted dense terms of each turn.
-
-    A turn without a transition record (an unreadable turn, ``give up``) earns 0. ``scorers`` holds what the
-    variants need by kind (``critic`` is short for ``scorers={"critic": critic}``); a critic scores every
-    valid move of the batch in one call.
-    """
+    """``r_{i,k}``: for each episode (its ``turn_transitions``), the weighted dense terms of each turn (0 for a turn
+    without a transition). ``scorers``: what the variants need, by kind (``critic``: short for ``{"critic": critic}``)."""
     weights = _check_step_weights(weights)
     given = given_scorers(critic, scorers)
     flat = [t for episode in episodes for turn in episode for t in turn]
@@ -135,12 +109,8 @@ def returns_to_go(rewards: Sequence[float], gamma: float = 1.0) -> np.ndarray:
 
 
 def group_step_advantages(returns: Sequence[Sequence[float]], num_generations: int) -> list[np.ndarray]:
-    """``A^step_{i,k}``: each return-to-go minus the mean of the same turn index's returns of the other
-    rollouts of its group that reached it (leave-one-out); 0 where no other rollout of the group did.
-
-    ``returns`` lists the episodes of the whole batch, groups as ``num_generations`` consecutive rows
-    (TRL's order); episodes may have different numbers of turns (also none).
-    """
+    """``A^step_{i,k}`` (leave-one-out) of the batch's episodes, groups of ``num_generations`` consecutive rows;
+    episodes may have different numbers of turns (also none)."""
     if num_generations < 1 or len(returns) % num_generations:
         raise ValueError(f"{len(returns)} episodes are not a whole number of groups of {num_generations}")
     out: list[np.ndarray] = []
@@ -195,19 +165,16 @@ def token_advantages(outcome: Any, step: Sequence[Sequence[float]], turn_index: 
 
 @dataclass(frozen=True)
 class StepCredit:
-    """The per-turn credit of a run (``--step-credit``): the dense terms and their weights, the discount of the
-    return-to-go and the scorers the terms need. ``CountdownGRPOTrainer(step_credit=...)`` adds its advantages."""
+    """The per-turn credit of ``--step-credit``: dense terms and weights, discount, and the scorers the terms need."""
 
     weights: dict[str, float]
-    """The per-step terms and weights (``split_reward_spec(...)[1]``)."""
     gamma: float = 1.0
     scorers: dict[str, Scorer] = field(default_factory=dict)
 
     @classmethod
     def of(cls, weights: Mapping[str, float], gamma: float = 1.0, critic: Scorer | None = None,
            scorers: Mapping[str, Scorer] | None = None) -> StepCredit:
-        """Checked ``weights`` and ``gamma``; ``scorers``: what the terms need, by kind (``critic`` is short for
-        ``scorers={"critic": critic}``; missing ones are loaded: the shipped critics)."""
+        """Checked ``weights`` and ``gamma``; missing scorers are loaded (the shipped critics)."""
         weights = _check_step_weights(weights)
         returns_to_go([], gamma)  # validates gamma
         given = {**({"critic": critic} if critic is not None else {}), **(scorers or {})}
@@ -215,10 +182,9 @@ class StepCredit:
 
     def add_turn_advantages(self, output: dict[str, Any], inputs: Sequence[Mapping[str, Any]], groups: int,
                             gather: Callable[[Any], Any], process_index: int) -> dict[str, float]:
-        """Replace TRL's ``advantages`` in ``output`` (its ``_generate_and_score_completions``) by the ``(B, T)``
-        per-token advantages; also ``outcome_advantages`` (TRL's own, ``(B,)``) and ``turn_index`` (``(B, T)``, -1
-        off the model's turns). ``gather`` collects every process's rewards (TRL normalises over all of them; this
-        keeps its own slice, ``process_index``). Returns the step's ``step_credit/...`` metrics."""
+        """Replace TRL's ``advantages`` in ``output`` by the ``(B, T)`` per-token advantages (TRL's own kept as
+        ``outcome_advantages``; ``turn_index``: -1 off the model's turns). ``gather`` collects every process's rewards;
+        this process keeps its slice. Returns the step's ``step_credit/...`` metrics."""
         import torch
 
         missing = [k for k in ("turn_replay", "turn_index") if k not in inputs[0]]
@@ -246,9 +212,7 @@ class StepCredit:
 
 def StepCreditGRPOTrainer(*args: Any, step_weights: Mapping[str, float], step_gamma: float = 1.0,  # noqa: N802
                           critic: Scorer | None = None, scorers: Mapping[str, Scorer] | None = None, **kwargs: Any) -> Any:
-    """``baselines.lm.grpo_trainer.CountdownGRPOTrainer`` with per-step credit: TRL's outcome advantage plus the
-    per-turn advantage of the dense terms on each turn's tokens (``step_weights``, ``step_gamma``, ``scorers``: see
-    :meth:`StepCredit.of`). Everything else goes to the trainer, which must get the multi-turn ``rollout_func``."""
+    """``CountdownGRPOTrainer`` with per-step credit (:meth:`StepCredit.of`); it needs the multi-turn ``rollout_func``."""
     from baselines.lm.grpo_trainer import CountdownGRPOTrainer
 
     credit = StepCredit.of(step_weights, step_gamma, critic, scorers)

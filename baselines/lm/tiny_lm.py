@@ -1,26 +1,18 @@
 """The project's own tiny causal LM for Countdown: tokenizer, model config, save / load.
 
-Tokenizer (built with the ``tokenizers`` library, wrapped as ``PreTrainedTokenizerFast``):
-every integer ``0..1999`` is ONE token (the LongProc intermediate cap is 2000), so the model
-never has to do digit-by-digit arithmetic. Longer digit runs split greedily into such numbers
-(``"2401"`` -> ``"240" "1"``), which still decode to the same text. Every printable ASCII
-character, newline and tab is a token of its own, and the answer tags (``<answer>``,
-``<Solution>``, ``<think>`` and their closing forms) are single non-special tokens. Special tokens:
-``<pad>``, ``<bos>`` (prepended to every encoded text), ``<eos>``, ``<unk>``. Decoding fuses the
-pieces with no separator, so ``decode(encode(text), skip_special_tokens=True) == text`` for any
-ASCII text.
-
-Model: a Llama-style decoder (RMSNorm, SwiGLU, rotary positions) built from a config. Rotary
-positions are relative, so left padding in batched generation or in a trainer's log-prob pass
-(which may send no ``position_ids``) cannot shift what the model sees. ``arch="gpt2"`` builds the
-GPT-2 variant instead (learned absolute positions: pass position ids derived from the attention
-mask when batching with left padding; see :func:`position_ids_from_mask`).
+Tokenizer: every integer ``0..1999`` is one token (longer digit runs split greedily: ``"2401"`` -> ``"240" "1"``),
+as are every printable ASCII character and the answer tags (``<answer>``, ``<Solution>``, ``<think>`` and their
+closing forms); special tokens ``<pad> <bos> <eos> <unk>``, ``<bos>`` prepended to every text;
+``decode(encode(text), skip_special_tokens=True) == text`` for any ASCII text.
+Model: a Llama-style decoder (rotary positions: left padding cannot shift them), or ``arch="gpt2"`` (learned
+absolute positions).
 """
 
 from __future__ import annotations
 
 import json
 import string
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +30,7 @@ from transformers import (
 )
 
 from countdown_gym import dataclass_cli
+from countdown_gym.data.splits import SPLIT_SPEC
 
 MAX_NUMBER_TOKEN = 1999
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")
@@ -67,37 +60,36 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     tok.post_processor = processors.TemplateProcessing(
         single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", vocab["<bos>"])]
     )
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token="<bos>",
-        eos_token="<eos>",
-        pad_token="<pad>",
-        unk_token="<unk>",
-        padding_side="left",
-        clean_up_tokenization_spaces=False,
-        model_max_length=1024,
-    )
-    return fast
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
+                                   unk_token="<unk>", padding_side="left", clean_up_tokenization_spaces=False,
+                                   model_max_length=1024)
+
+
+@dataclass
+class SplitRun:
+    """The options every language-model script shares (``llm_sft.py``, ``llm_eval.py``, ``llm_expert_iteration.py``)."""
+
+    preset: str = "longproc-0.5k"  # frozen split preset
+    seed: int = 0
+    threads: int = 1  # torch CPU threads
+    max_turns: int = 16  # multi-turn: the turn budget of an episode
+
+    def __post_init__(self) -> None:
+        dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
+        dataclass_cli.check_min(self, 1, "threads", "max_turns")
 
 
 @dataclass
 class TinyLMConfig:
     """Size of the tiny model (``arch``: ``"llama"`` or ``"gpt2"``); the defaults are the shipped model's."""
 
-    arch: str = "llama"
-    """``llama`` (RMSNorm, SwiGLU, rotary positions) or ``gpt2`` (learned absolute positions)."""
-    hidden: int = 128
-    """Width of the residual stream (a multiple of --heads)."""
-    layers: int = 4
-    """Decoder layers."""
-    heads: int = 4
-    """Attention heads."""
-    intermediate: int = 384
-    """Width of the feed-forward layers."""
-    max_positions: int = 512
-    """Longest sequence in tokens (prompt and completion)."""
-    dropout: float = 0.0
-    """Attention (llama) or every (gpt2) dropout probability."""
+    arch: str = "llama"  # ``llama`` (RMSNorm, SwiGLU, rotary positions) or ``gpt2`` (learned absolute positions)
+    hidden: int = 128  # width of the residual stream (a multiple of --heads)
+    layers: int = 4  # decoder layers
+    heads: int = 4  # attention heads
+    intermediate: int = 384  # width of the feed-forward layers
+    max_positions: int = 512  # longest sequence in tokens (prompt and completion)
+    dropout: float = 0.0  # attention (llama) or every (gpt2) dropout probability
 
     def __post_init__(self) -> None:
         if self.arch not in ("llama", "gpt2"):
@@ -111,51 +103,23 @@ class TinyLMConfig:
 
 def build_model(cfg: TinyLMConfig, tokenizer: PreTrainedTokenizerFast) -> PreTrainedModel:
     """A freshly initialised causal LM of ``cfg``'s size for ``tokenizer``'s vocabulary."""
-    common = {
-        "vocab_size": len(tokenizer),
-        "bos_token_id": tokenizer.bos_token_id,
-        "eos_token_id": tokenizer.eos_token_id,
-        "pad_token_id": tokenizer.pad_token_id,
-        "tie_word_embeddings": True,
-    }
+    common = {"vocab_size": len(tokenizer), "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
+              "pad_token_id": tokenizer.pad_token_id, "tie_word_embeddings": True}
     if cfg.arch == "llama":
-        config = LlamaConfig(
-            hidden_size=cfg.hidden,
-            intermediate_size=cfg.intermediate,
-            num_hidden_layers=cfg.layers,
-            num_attention_heads=cfg.heads,
-            num_key_value_heads=cfg.heads,
-            max_position_embeddings=cfg.max_positions,
-            attention_dropout=cfg.dropout,
-            rope_theta=10000.0,
-            **common,
-        )
-        return LlamaForCausalLM(config)
+        return LlamaForCausalLM(LlamaConfig(
+            hidden_size=cfg.hidden, intermediate_size=cfg.intermediate, num_hidden_layers=cfg.layers,
+            num_attention_heads=cfg.heads, num_key_value_heads=cfg.heads, max_position_embeddings=cfg.max_positions,
+            attention_dropout=cfg.dropout, rope_theta=10000.0, **common))
     if cfg.arch == "gpt2":
-        config = GPT2Config(
-            n_embd=cfg.hidden,
-            n_layer=cfg.layers,
-            n_head=cfg.heads,
-            n_inner=cfg.intermediate,
-            n_positions=cfg.max_positions,
-            resid_pdrop=cfg.dropout,
-            embd_pdrop=cfg.dropout,
-            attn_pdrop=cfg.dropout,
-            **common,
-        )
-        return GPT2LMHeadModel(config)
+        return GPT2LMHeadModel(GPT2Config(
+            n_embd=cfg.hidden, n_layer=cfg.layers, n_head=cfg.heads, n_inner=cfg.intermediate, n_positions=cfg.max_positions,
+            resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout, attn_pdrop=cfg.dropout, **common))
     raise ValueError(f"unknown arch {cfg.arch!r}; choose 'llama' or 'gpt2'")  # an arch changed after construction
 
 
 def count_parameters(model: torch.nn.Module) -> int:
     """Distinct trainable parameters (tied embeddings counted once)."""
-    seen: set[int] = set()
-    total = 0
-    for p in model.parameters():
-        if id(p) not in seen:
-            seen.add(id(p))
-            total += p.numel()
-    return total
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
 
 
 def save_pretrained(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, path: str | Path, meta: dict | None = None) -> Path:
@@ -220,8 +184,28 @@ def load_pretrained(path: str | Path | None = None, dtype: torch.dtype = torch.f
     return model, tokenizer
 
 
-def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Positions counted over real tokens only (left padding gets position 1, like HF generate)."""
-    pos = attention_mask.long().cumsum(-1) - 1
-    return pos.masked_fill(attention_mask == 0, 1)
+def derive_position_ids(model: Any) -> Any:
+    """Make the backbone derive ``position_ids`` from the attention mask when none are given.
 
+    ``generate()`` numbers left-padded prompts from their first real token, but TRL's
+    log-probability pass calls the model without ``position_ids``; with absolute position
+    embeddings (GPT-2) the two passes would disagree. After this patch a full-sequence call
+    without ``position_ids`` uses ``cumsum(attention_mask) - 1``, exactly what ``generate()`` uses.
+    """
+    backbone = model.base_model
+    if getattr(backbone, "_countdown_position_fix", False):
+        return model
+    original = backbone.forward
+
+    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        mask = kwargs.get("attention_mask")
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        past = kwargs.get("past_key_values")
+        fresh = past is None or (hasattr(past, "get_seq_length") and past.get_seq_length() == 0)
+        if kwargs.get("position_ids") is None and mask is not None and ids is not None and mask.dim() == 2 and fresh and mask.shape[1] == ids.shape[1]:
+            kwargs["position_ids"] = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
+        return original(*args, **kwargs)
+
+    backbone.forward = types.MethodType(forward, backbone)
+    backbone._countdown_position_fix = True
+    return model

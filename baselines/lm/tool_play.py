@@ -1,25 +1,17 @@
-"""Countdown played through tool calls by a chat model, as TRL's tool loop plays it: ``--interaction tools``.
-
-TRL's ``GRPOTrainer(environment_factory=CountdownToolEnv)`` plays the training rollouts; this module plays the
-validation and the held-out test of such a run the same way: each problem's puzzle text (``CountdownToolEnv.reset``)
-as the user message, the tools' schemas in the chat template, the model's reply parsed by TRL's ``parse_response``,
-each tool call run on the episode's environment and its reply appended as a ``tool`` message, until the model stops
-calling tools, the episode ends, ``max_tool_calls`` calls were made or the completion budget is spent.
-
-:func:`play_tool_episodes` plays them (greedy, or sampled as :class:`~baselines.lm.generation.Sampling` says);
-:class:`ToolValidationCallback` and :class:`ToolHeldOutTest` are the run's validation and held-out test with it.
+"""Countdown played through tool calls by a chat model, as TRL's tool loop plays it (``--interaction tools``): the
+validation and held-out test of such a run (``Play(tools=True)`` of ``baselines.lm.evaluation``). Each problem's
+puzzle text is the user message; the model's reply is parsed by TRL's ``parse_response``, each tool call runs on the
+episode's environment and its reply is appended, until the model stops calling tools, the episode ends, or the call
+or token budget is spent.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
-from baselines.lm.callbacks import ValidationCallback
-from baselines.lm.evaluation import Evaluation, Record, evaluating, shared
+from baselines.lm.evaluation import Record
 from baselines.lm.generation import Sampling, generate
-from baselines.lm.held_out import HeldOutTest
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.turn_format import trl_call_error
 from countdown_gym.integrations.trl_env import CountdownToolEnv, dataset_row, tool_functions
@@ -36,8 +28,7 @@ def parse_reply(tokenizer: Any, text: str, prompt_ids: list[int], tools: list[An
 
 
 def call_tools(env: CountdownToolEnv, message: dict[str, Any]) -> list[dict[str, Any]]:
-    """Run the tool calls of an assistant ``message`` on ``env``; their ``tool`` messages (a failed call is answered
-    ``{'error': ...}``, as TRL answers it)."""
+    """Run the tool calls of an assistant ``message`` on ``env``; their ``tool`` messages (errors answered as TRL does)."""
     tools = tool_functions(env)
     replies = []
     for call in message.get("tool_calls") or []:
@@ -54,10 +45,9 @@ def call_tools(env: CountdownToolEnv, message: dict[str, Any]) -> list[dict[str,
 def play_tool_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, max_turns: int, max_new_tokens: int,
                        max_tool_calls: int | None = None, sampling: Sampling | None = None,
                        batch_size: int = 64) -> tuple[list[CountdownToolEnv], int]:
-    """Play each problem as one tool-calling episode; returns the episodes' environments (``solved``, ``replay``) and
-    the number of tokens the model generated. ``max_new_tokens`` bounds each episode's completion (the model's turns
-    and the tool replies together, as TRL's ``max_completion_length``); ``max_tool_calls`` defaults to
-    ``max_turns + 4``, what the run gives TRL."""
+    """Play each problem as one tool-calling episode; returns the episodes' environments and the tokens generated.
+    ``max_new_tokens`` bounds each episode's completion (turns and tool replies, as TRL's); ``max_tool_calls``
+    defaults to ``max_turns + 4``, what the run gives TRL."""
     envs = [CountdownToolEnv(max_turns=max_turns) for _ in problems]
     chats = [[{"role": "user", "content": env.reset(**dataset_row(p))}] for env, p in zip(envs, problems, strict=True)]
     schemas = list(tool_functions(envs[0]).values()) if envs else []
@@ -93,51 +83,3 @@ def tool_records(envs: Sequence[CountdownToolEnv]) -> list[Record]:
     """The evaluation records of played tool episodes (answer and text: the moves' ``<Solution>`` block)."""
     return [Record(e.solved, e.episode.invalid_turns > 0, e.episode.solution_text(), e.episode.solution_text())
             for e in envs]
-
-
-def evaluate_tools(model: Any, tokenizer: Any, problems: Sequence[Problem], *, max_turns: int, max_new_tokens: int,
-                   samples: int = 0, sampling: Sampling | None = None, batch_size: int = 64,
-                   seed: int = 0) -> dict[str, float]:
-    """The validation row (:meth:`baselines.lm.evaluation.Evaluation.row`) of ``problems`` played through tool calls:
-    greedy success and episodes with a refused move, and with ``samples`` the sampled ones and pass@k."""
-    play = {"max_turns": max_turns, "max_new_tokens": max_new_tokens, "batch_size": batch_size}
-    with evaluating(model, seed):
-        t0 = time.perf_counter()
-        greedy, tokens = play_tool_episodes(model, tokenizer, problems, **play)
-        ev = Evaluation(tool_records(greedy), greedy_tokens=tokens, greedy_seconds=time.perf_counter() - t0)
-        if samples:
-            t0 = time.perf_counter()
-            sampled, ev.sampled_tokens = play_tool_episodes(model, tokenizer, [p for p in problems for _ in range(samples)],
-                                                            sampling=sampling or Sampling(), **play)
-            records = tool_records(sampled)
-            ev.sampled = [records[i * samples:(i + 1) * samples] for i in range(len(problems))]
-            ev.sampled_seconds = time.perf_counter() - t0
-    return ev.row()
-
-
-class ToolValidationCallback(ValidationCallback):
-    """The run's validation (:class:`~baselines.lm.callbacks.ValidationCallback`: ``metrics.csv``, ``success.png``,
-    ``best/``, the logs) with each problem played through tool calls (:func:`evaluate_tools`)."""
-
-    def _play(self, model: Any, idx: list[int], step: int) -> dict[str, float]:
-        return evaluate_tools(model, self.tokenizer, [self.problems[i] for i in idx], max_turns=self.max_turns,
-                              max_new_tokens=self.max_new_tokens, samples=self.samples, sampling=self.sampling,
-                              batch_size=self.batch_size, seed=self.seed + step)
-
-
-class ToolHeldOutTest(HeldOutTest):
-    """The held-out test (:class:`~baselines.lm.held_out.HeldOutTest`: ``held_out.json``, the paired comparison) with
-    each test problem played greedily through tool calls (``max_turns`` and ``max_new_tokens`` as it was given)."""
-
-    def _play(self, model: Any, label: str) -> list[bool]:
-        if self.verbose:
-            print(f"test: greedy play of {len(self.problems)} held-out test problems through tool calls ({label} model)",
-                  flush=True)
-
-        def work(problems: list[Problem]) -> list[bool]:
-            with evaluating(model):
-                envs, _ = play_tool_episodes(model, self.tokenizer, problems, max_turns=self.play["max_turns"],
-                                             max_new_tokens=self.play["max_new_tokens"], batch_size=self.play["batch_size"])
-            return [e.solved for e in envs]
-
-        return shared(self.problems, work)
