@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import shlex
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,6 +162,16 @@ def _summary(r: Scores | Rejection) -> str:
     return line + "".join(f"\n  note: {plain_text(n)}" for n in r.claim_notes)
 
 
+def _board(results: list[Scores | Rejection], d: Path, charts: Path) -> dict[Path, str | bytes]:
+    """What ``score`` writes in ``d``: the table, the chart (drawn in ``charts``) and the page."""
+    png = plot(results, charts / PNG)
+    chart = png.read_bytes() if png else None
+    out: dict[Path, str | bytes] = {d / MARKDOWN: render_markdown(results, d, PNG), d / HTML: render_html(results, d, chart)}
+    if chart is not None:
+        out[d / PNG] = chart
+    return out
+
+
 def cmd_score(args: ScoreOptions) -> int:
     if args.files:
         results = [score_file(f, progress=args.progress) for f in args.files]
@@ -169,12 +180,13 @@ def cmd_score(args: ScoreOptions) -> int:
         return 1 if any(isinstance(r, Rejection) for r in results) else 0
     d = _leaderboard_dir(args.dir)
     results = score_directory(d / SUBMISSIONS, progress=args.progress)
-    (d / MARKDOWN).write_text(render_markdown(results, d, PNG), encoding="utf-8", newline="\n")
-    png = plot(results, d / PNG)
-    (d / HTML).write_text(render_html(results, d, png.read_bytes() if png else None), encoding="utf-8", newline="\n")
+    board = _board(results, d, d)
+    for path, data in board.items():
+        if isinstance(data, str):
+            path.write_text(data, encoding="utf-8", newline="\n")
     for r in results:
         print(_summary(r), file=sys.stderr if isinstance(r, Rejection) else sys.stdout)
-    print(f"wrote {d / MARKDOWN}" + (f", {png}" if png else "") + f" and {d / HTML}")
+    print("wrote " + ", ".join(map(str, board)))
     return 0
 
 
@@ -182,34 +194,18 @@ def cmd_check(args: CheckOptions) -> int:
     d = _leaderboard_dir(args.dir)
     results = score_directory(d / SUBMISSIONS)
     problems = [f"rejected: {r.path}: {plain_text(r.reason)}" for r in results if isinstance(r, Rejection)]
-    expected = render_markdown(results, d, PNG)
-    md = d / MARKDOWN
-    if not md.exists():
-        problems.append(f"{md} is missing; run countdown-gym leaderboard score")
-    elif md.read_text(encoding="utf-8") != expected:
-        problems.append(f"{md} is stale (it differs from the re-scored submissions); run countdown-gym leaderboard score")
-    if any(isinstance(r, Scores) for r in results):
-        if not (d / PNG).exists():
-            problems.append(f"{d / PNG} is missing; run countdown-gym leaderboard score")
-        else:
-            import tempfile
-
-            with tempfile.TemporaryDirectory() as tmp:  # the chart is redrawn from the re-scored results
-                fresh = plot(results, Path(tmp) / PNG)
-                if fresh is not None and fresh.read_bytes() != (d / PNG).read_bytes():
-                    problems.append(f"{d / PNG} is stale (it is not the chart of the re-scored submissions); "
-                                    "run countdown-gym leaderboard score")
-    page = d / HTML
-    has_chart = any(isinstance(r, Scores) for r in results) and (d / PNG).is_file()
-    if not page.is_file():
-        problems.append(f"{page} is missing; run countdown-gym leaderboard score")
-    elif page.read_text(encoding="utf-8") != render_html(results, d, (d / PNG).read_bytes() if has_chart else None):
-        problems.append(f"{page} is stale (it differs from the re-scored submissions); run countdown-gym leaderboard score")
+    with tempfile.TemporaryDirectory() as tmp:  # the chart is redrawn from the re-scored results
+        board = _board(results, d, Path(tmp))
+    for path, data in board.items():
+        if not path.is_file():
+            problems.append(f"{path} is missing; run countdown-gym leaderboard score")
+        elif (path.read_bytes() if isinstance(data, bytes) else path.read_text(encoding="utf-8")) != data:
+            problems.append(f"{path} is stale (it differs from the re-scored submissions); run countdown-gym "
+                            "leaderboard score")
     for p in problems:
         print(p, file=sys.stderr)
-    n = sum(isinstance(r, Scores) for r in results)
     if not problems:
-        print(f"ok: {n} submissions re-verified, {md} is up to date")
+        print(f"ok: {sum(isinstance(r, Scores) for r in results)} submissions re-verified, {d / MARKDOWN} is up to date")
     return 1 if problems else 0
 
 

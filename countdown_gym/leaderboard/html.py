@@ -1,14 +1,10 @@
 """The leaderboard as one static HTML page (``leaderboard/leaderboard.html``, written by ``leaderboard score``).
 
-The same ranked rows as ``LEADERBOARD.md`` (:func:`~countdown_gym.leaderboard.score.ranked`), one table per preset
-and split, sortable by any column (click a header; ``#sort=<column>:<asc|desc>`` in the address sorts on load) and
-filtered by a search box; each row links its submission file, shows its full command, and links the model card when
-the submission's ``model`` names a folder of the repository with a ``README.md`` (or that file). The pass@1 chart
-is embedded as a ``data:`` image, the style and script are inline, and a Content-Security-Policy allows nothing
-else: nothing is fetched at view time, and no script runs but the page's own (its hash is in the policy).
-
-Every submitted string is made plain (:func:`~countdown_gym.leaderboard.score.plain_text`: control and invisible
-characters dropped) and HTML-escaped before it reaches the page; links are only the scorer's own relative paths.
+The rows of ``LEADERBOARD.md`` (:func:`~countdown_gym.leaderboard.score.ranked`), one table per preset and split,
+sortable by any column (``#sort=<column>:<asc|desc>`` in the address sorts on load) and filtered by a search box;
+each row links its submission file and its model card (when ``model`` names a repository folder with a
+``README.md``). Chart, style and script are inline and the Content-Security-Policy allows nothing else. Every
+submitted string is made plain (:func:`~countdown_gym.leaderboard.names.plain_text`) and HTML-escaped.
 """
 
 from __future__ import annotations
@@ -31,7 +27,13 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 """The table's columns (the same as ``LEADERBOARD.md``'s) and how each sorts."""
 
-STYLE = """
+
+def _one_line(text: str) -> str:
+    """The page's style or script on one line: the source is kept here alone, not repeated line by line in the page."""
+    return " ".join(line.strip() for line in text.strip().splitlines())
+
+
+STYLE = _one_line("""
 body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em; color: #1b1f23; }
 h1 { font-size: 1.6em; } h2 { font-size: 1.2em; margin-top: 1.6em; }
 table { border-collapse: collapse; font-size: 12.5px; }
@@ -44,9 +46,9 @@ code { font-size: 11.5px; white-space: pre-wrap; overflow-wrap: anywhere; }
 td.method { min-width: 14em; } td.command { min-width: 22em; max-width: 44em; } td.file { min-width: 16em; overflow-wrap: anywhere; }
 details summary { cursor: pointer; } figure { margin: 1em 0; } img { max-width: 100%; }
 #filter { width: 24em; padding: 3px; } .note { color: #57606a; }
-"""
+""")
 
-SCRIPT = """
+SCRIPT = _one_line("""
 (function () {
   function key(cell, type) {
     var v = cell.getAttribute("data-sort");
@@ -95,7 +97,7 @@ SCRIPT = """
     });
   });
 })();
-"""
+""")
 
 
 def _csp_hash(text: str) -> str:

@@ -1,23 +1,11 @@
 """Re-score leaderboard submissions and write ``LEADERBOARD.md`` and ``leaderboard.png``.
 
-Every answer is re-verified with :func:`countdown_gym.game.verifier.verify`; numbers a file claims
-are never used for ranking, only compared with the re-scored ones. A file that fails a
-file-level check (:func:`~countdown_gym.leaderboard.submission.read_submission`) is listed as
-rejected with its reason; each file is scored on its own, so a bad file never changes another
-file's score, and no input makes the scorer crash.
-
-Metrics per submission:
-
-* ``pass@1``: fraction of problems whose *first* answer is correct.
-* ``pass@k``: the unbiased estimator ``1 - C(n-c, k) / C(n, k)`` averaged over problems
-  (``n`` answers, ``c`` correct, ``k`` = the header's ``sampling.k``), shown when ``k > 1``.
-* ``per-sample``: mean over problems of ``c / n`` (each problem's fraction of correct answers; the
-  fraction of all answers only when every problem has the same ``n``).
-* ``invalid steps``: move lines that were illegal or wrongly computed, over all move lines of
-  the *first* answers (so submissions with different k compare, and scoring stays fast), from
-  :func:`countdown_gym.envs.text.replay_completion` (``-`` when no answer states a move).
-* ``mean length``: mean characters per answer text (for move answers, of the ``<Solution>``
-  block built from the moves).
+Every answer is re-verified with :func:`countdown_gym.game.verifier.verify`; numbers a file claims are only compared
+with the re-scored ones, never ranked. A file failing a file-level check is a :class:`Rejection` with its reason; each
+file is scored on its own, and no input makes the scorer crash. Metrics: pass@1 (first answer correct); pass@k, the
+unbiased estimator ``1 - C(n-c, k) / C(n, k)`` with the header's ``sampling.k`` (when ``k > 1``); per-sample, the
+mean over problems of ``c / n``; invalid steps, illegal or miscomputed move lines over all move lines of the first
+answers (:func:`countdown_gym.envs.text.replay_completion`); mean length in characters per answer.
 """
 
 from __future__ import annotations
@@ -50,13 +38,12 @@ CLAIM_TOLERANCE = 0.0005
 
 @dataclass(frozen=True)
 class AnswerScore:
-    """One answer, re-verified."""
+    """One answer, re-verified; ``moves``: the move lines the text env replayed (``None``: not replayed)."""
 
     correct: bool
     reason: str
     length: int
     moves: int | None = None
-    """Move lines the text env replayed (``None`` when replay is unavailable)."""
     invalid_moves: int | None = None
 
 
@@ -103,14 +90,6 @@ def _pass_at_k(n: int, c: int, k: int) -> Fraction:
     return 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
 
 
-def _replay_function() -> Callable[..., Any] | None:
-    try:
-        from countdown_gym.envs.text import replay_completion
-    except ImportError:
-        return None
-    return replay_completion
-
-
 MAX_REPLAY_LINES = 2_000
 """Answers with more lines are verified but not replayed for the invalid-step count (replay costs ~6 us a
 line; a long LongProc 8k trace has well under 1,000), so a file of junk lines cannot make scoring slow."""
@@ -139,20 +118,17 @@ def score_submission(sub: Submission, progress: bool = False) -> Scores:
     """Re-verify every answer of a valid submission and compute its metrics."""
     from tqdm import tqdm
 
-    replay = _replay_function()
+    from countdown_gym.envs.text import replay_completion as replay
+
     k = sub.k
     first = per_sample = passk = Fraction(0)
     total_len = total_answers = moves = invalid = 0
-    replayed = False
     reasons: Counter[str] = Counter()
     claimed_right_scored_wrong = claimed_wrong_scored_right = 0
     for pa in tqdm(sub.answers, desc=sub.path.name, disable=not progress, leave=False):
         seen: dict[str, AnswerScore] = {}  # repeated answers to one problem are verified once
-        results = []
-        for i, t in enumerate(pa.texts):
-            if i == 0:  # invalid steps are counted on the first answers only (comparable across k)
-                results.append(score_answer(pa.problem, t, replay))
-                continue
+        results = [score_answer(pa.problem, pa.texts[0], replay)]  # invalid steps: first answers only (any k)
+        for t in pa.texts[1:]:
             if t not in seen:
                 seen[t] = score_answer(pa.problem, t, None)
             results.append(seen[t])
@@ -167,7 +143,6 @@ def score_submission(sub: Submission, progress: bool = False) -> Scores:
             if not r.correct:
                 reasons[r.reason] += 1
             if r.moves is not None:
-                replayed = True
                 moves += r.moves
                 invalid += r.invalid_moves or 0
         if pa.claimed_correct is not None:
@@ -184,7 +159,7 @@ def score_submission(sub: Submission, progress: bool = False) -> Scores:
         pass_at_k=float(passk / m) if k > 1 else None,
         k=k,
         per_sample=float(per_sample / m),
-        invalid_step_rate=invalid / moves if replayed and moves else None,
+        invalid_step_rate=invalid / moves if moves else None,
         mean_length=total_len / total_answers,
         failure_reasons=dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
     )
@@ -223,8 +198,8 @@ def score_file(path: str | os.PathLike[str], progress: bool = False) -> Scores |
 
 
 def submission_files(directory: str | os.PathLike[str]) -> list[Path]:
-    """Every entry of the submissions directory except hidden ones (``.gitkeep``), sorted by name: files, and
-    also links, folders, FIFOs and the like, which :func:`name_problem` rejects (so none is skipped silently)."""
+    """Every entry of ``directory`` but hidden ones (``.gitkeep``), sorted: links, folders and FIFOs too, which
+    :func:`name_problem` rejects (none is skipped silently)."""
     d = Path(directory)
     if not d.is_dir():
         raise FileNotFoundError(f"submissions directory not found: {d}")
@@ -236,8 +211,8 @@ _FILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}\.(?P<preset>[a-z0-9][a-z0-9.-
 
 
 def name_problem(path: Path) -> str | None:
-    """Why ``path`` is not a submission file: a link, not a regular file, or a name that breaks the naming rule;
-    else None. Looks at the entry itself (``lstat``): a link is never followed, a FIFO never opened."""
+    """Why ``path`` is not a submission file (a link, not a regular file, a name breaking the rule), else None; by
+    ``lstat``: a link is never followed, a FIFO never opened."""
     try:
         mode = path.lstat().st_mode
     except OSError as e:
@@ -255,9 +230,8 @@ def name_problem(path: Path) -> str | None:
 
 
 def score_directory(directory: str | os.PathLike[str], progress: bool = False) -> list[Scores | Rejection]:
-    """Score every entry of ``directory``: a link, a folder or other non-regular file, a file breaking the naming
-    rule, or a second file of an agent (by :func:`agent_key`) on a preset and split already on the board is
-    rejected."""
+    """Score every entry of ``directory``; rejected: what :func:`name_problem` refuses, and a second file of an agent
+    (by :func:`agent_key`) on a preset and split."""
     results: list[Scores | Rejection] = []
     seen: dict[tuple[str, str, str], tuple[Path, str]] = {}
     for p in submission_files(directory):
@@ -296,13 +270,9 @@ _EMAIL_AT = re.compile(r"@(?=[A-Za-z0-9_.\\-]*\.)")
 
 
 def _md(text: Any, limit: int = 80, code: bool = False) -> str:
-    """Untrusted text made safe for one Markdown table cell: one line, no invisible characters (U+202E
-    and the like), no live links (``https://``, ``www.``, ``mailto:``, bare e-mail addresses), images,
-    emphasis or HTML. (GitHub's renderer links e-mail addresses even with the ``@`` escaped, so an empty
-    HTML comment after the ``@`` splits the address.)
-
-    ``code=True``: for text inside a code span (where Markdown is not interpreted, so only ``|``
-    and backticks need care)."""
+    """Untrusted text made safe for one Markdown table cell: one line, no invisible characters, no live links (an
+    empty HTML comment after ``@`` splits an e-mail address, which GitHub links even escaped), images, emphasis or
+    HTML. ``code=True``: text inside a code span (only ``|`` and backticks need care)."""
     s = plain_text(text, limit)
     if code:
         return s.replace("|", "\\|").replace("`", "'")
@@ -333,10 +303,8 @@ def interaction(header: Mapping[str, Any]) -> str:
 
 
 def ranked(scores: Iterable[Scores]) -> dict[tuple[str, str], list[tuple[int, Scores]]]:
-    """``(preset, split) -> [(rank, scores), ...]``: by pass@1, then pass@k, per-sample, name.
-
-    Equal (pass@1, pass@k, per-sample) share a rank (1, 1, 3, ...).
-    """
+    """``(preset, split) -> [(rank, scores), ...]``: by pass@1, then pass@k, per-sample, name; equal metrics share a
+    rank (1, 1, 3, ...)."""
     groups: dict[tuple[str, str], list[Scores]] = {}
     for s in scores:
         groups.setdefault(s.group, []).append(s)
