@@ -1,16 +1,10 @@
 """``countdown-gym audit REWARD_FN``: how often a reward function pays for a known reward hack.
 
-The corpus (``countdown_gym/data/exploits.jsonl``, :func:`load_exploits`) holds completions that
-game Countdown rewards (powers, factorials, roots, floor division, concatenated digits, reused or
-foreign numbers, unicode digits, several answers, text after the answer, huge numbers, empty
-answers, ...) and a few correct controls, each with the verdict it should get (``reject`` or
-``accept``) and the reason code this package's verifier gives it.
-
-A reward function is any ``fn(completion, numbers, target) -> float``, named ``module:function``
-or ``path/to/file.py:function``. Every call runs in a separate worker process with a time limit
-and a memory cap (after one untimed warm-up call, so lazy imports do not count), so a function that evaluates ``9**9**9**9`` is counted as hung instead of
-hanging the audit; the worker is restarted after it. A completion counts as *accepted* when its
-reward is at least ``--threshold`` (default 1.0: full credit).
+The corpus (``countdown_gym/data/exploits.jsonl``, :func:`load_exploits`) holds completions that game Countdown
+rewards and a few correct controls, each with its due verdict (``reject`` or ``accept``) and this verifier's reason
+code. A reward function ``fn(completion, numbers, target) -> float`` (``module:function`` or ``file.py:function``)
+is called in a worker process with a time limit and a memory cap (after one untimed warm-up call), so a hanging
+call counts as hung and the worker is restarted. A completion is *accepted* when its reward is >= ``--threshold``.
 
     countdown-gym audit countdown_gym.cli.audit:verify_reward
     countdown-gym audit benchmarks/peer_rewards.py:tinyzero_reward --timeout 2
@@ -22,8 +16,10 @@ import contextlib
 import json
 import multiprocessing
 import os
+import signal
 import sys
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -184,7 +180,6 @@ def _limit_memory(memory_mb: int) -> None:
 def _serve(spec: str, conn: Any, memory_mb: int) -> None:
     """Worker: load the function, then answer ``(completion, numbers, target)`` requests until None. Ctrl-C is the
     parent's to handle (it stops the worker): the worker ignores SIGINT, so it prints no traceback of its own."""
-    import signal
     import warnings
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -214,29 +209,18 @@ def _serve(spec: str, conn: Any, memory_mb: int) -> None:
             conn.send(("raised", f"{type(e).__name__}: {e}"[:300]))
 
 
-@contextlib.contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """SIGINT ignored inside (in the main thread; elsewhere signal handlers cannot be set, and nothing changes)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 class _Worker:
     def __init__(self, spec: str, memory_mb: int, load_timeout: float) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve, args=(spec, child, memory_mb), daemon=True)
-        with _sigint_ignored():  # inherited by the new process from its first instruction: Ctrl-C is the parent's
+        main = threading.current_thread() is threading.main_thread()  # only there can a handler be set
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:  # SIGINT ignored is inherited by the new process from its first instruction: Ctrl-C is the parent's
             self.proc.start()
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, previous)
         child.close()
         if not self.conn.poll(load_timeout):
             self.stop()
@@ -286,11 +270,8 @@ def run_audit(
     load_timeout: float = LOAD_TIMEOUT,
     progress: bool = False,
 ) -> list[Outcome]:
-    """Call the reward function ``spec`` on every corpus row, each call in a worker with ``timeout`` seconds.
-
-    Raises ``ValueError`` for a spec that names no callable and :class:`AuditError` when the
-    function's module fails to import.
-    """
+    """Call the reward function ``spec`` on every corpus row, each call in a worker with ``timeout`` seconds; raises
+    ``ValueError`` for a spec that names no callable, :class:`AuditError` when its module fails to import."""
     if not 0 < timeout <= MAX_TIMEOUT:
         raise ValueError(f"timeout must be > 0 and at most {MAX_TIMEOUT:g} seconds, got {timeout}")
     from tqdm import tqdm

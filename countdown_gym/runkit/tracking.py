@@ -4,15 +4,10 @@
     tracker.log({"loss": 0.41, "eval_success": 0.2}, step=100)         # TensorBoard tags train/loss, eval/success
     tracker.close()
 
-``--report-to`` takes ``none``, ``all`` (every integration installed here) or a comma-separated
-list of ``transformers``' integration names (``tensorboard``, ``wandb``, ``mlflow``, ``comet_ml``,
-``trackio``, ...). With ``transformers`` installed, :class:`Tracker` drives the same
-``transformers`` callbacks a ``Trainer`` would (``on_train_begin`` / ``on_log`` /
-``on_train_end``), so a hand-written loop logs wherever a ``Trainer`` would; without it (the
-``critics`` and ``sb3`` extras), ``tensorboard`` is written with ``torch.utils.tensorboard`` and
-the other names are refused. TensorBoard event files go to ``<output_dir>/tensorboard/``.
-Metric names follow ``transformers``: ``eval_x`` is logged as ``eval/x``, anything else as
-``train/x``.
+``--report-to``: ``none``, ``all`` (every integration installed) or a comma-separated list of ``transformers``'
+integration names. With ``transformers``, :class:`Tracker` drives the callbacks a ``Trainer`` would; without it,
+only ``tensorboard`` (through ``torch.utils.tensorboard``). Event files go to ``<output_dir>/tensorboard/``;
+``eval_x`` is logged as ``eval/x``, anything else as ``train/x``.
 """
 
 from __future__ import annotations
@@ -48,21 +43,15 @@ def _tensorboard_installed() -> bool:
 
 
 def report_to_names(report_to: str | Sequence[str]) -> list[str]:
-    """The integrations ``--report-to`` names, checked: ``none`` -> [], ``all`` -> every installed one.
-
-    Raises ``ValueError`` (its message starts with ``--report-to``) for an empty list, an unknown name, or one whose package is not installed.
-    """
+    """The integrations ``--report-to`` names, checked: ``none`` -> [], ``all`` -> every installed one. Raises
+    ``ValueError`` (its message starts with ``--report-to``) for an empty list, an unknown name or a missing package."""
     names = [n.strip() for n in (report_to.split(",") if isinstance(report_to, str) else report_to) if n.strip()]
     if not names:
         raise ValueError("--report-to must name an integration, or none")
     if names == ["none"]:
         return []
-    if set(names) == {TENSORBOARD}:  # the default: answered without importing transformers
-        if not _tensorboard_installed():
-            raise ValueError("--report-to tensorboard: the tensorboard package is not installed (pip install tensorboard)")
-        return [TENSORBOARD]
-    found = _integrations()
-    if found is None:  # no transformers: TensorBoard alone, through torch
+    found = None if set(names) == {TENSORBOARD} else _integrations()  # the default: no transformers import
+    if found is None:  # TensorBoard alone (through torch without transformers)
         if names == ["all"]:
             return [TENSORBOARD] if _tensorboard_installed() else []
         for name in names:
@@ -71,7 +60,7 @@ def report_to_names(report_to: str | Sequence[str]) -> list[str]:
                                  f"(without transformers only {TENSORBOARD} is available)")
         if not _tensorboard_installed():
             raise ValueError("--report-to tensorboard: the tensorboard package is not installed (pip install tensorboard)")
-        return names
+        return [TENSORBOARD]
     known, installed = found
     if names == ["all"]:
         return installed
@@ -168,10 +157,6 @@ def _rewrite(logs: Mapping[str, float]) -> dict[str, float]:
     """``transformers``' tag names: ``eval_x`` -> ``eval/x``, ``test_x`` -> ``test/x``, anything else ``train/x``."""
     out = {}
     for k, v in logs.items():
-        for prefix in ("eval_", "test_"):
-            if k.startswith(prefix):
-                out[f"{prefix[:-1]}/{k[len(prefix):]}"] = v
-                break
-        else:
-            out[f"train/{k}"] = v
+        prefix = next((p for p in ("eval", "test") if k.startswith(p + "_")), None)
+        out[f"{prefix}/{k[len(prefix) + 1:]}" if prefix else f"train/{k}"] = v
     return out
