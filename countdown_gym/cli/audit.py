@@ -17,6 +17,7 @@ import json
 import multiprocessing
 import os
 import signal
+import stat
 import sys
 import threading
 from collections.abc import Sequence
@@ -103,8 +104,11 @@ def load_exploits(path: str | Path | None = None) -> list[Exploit]:
     """The corpus rows of ``path`` (default: the shipped corpus); a malformed row raises :class:`AuditError`."""
     path = Path(path) if path is not None else corpus_path()
     try:
-        size = _regular_file_size(path)
-        if size > MAX_CORPUS_BYTES:
+        st = path.stat()  # a FIFO, a device or a folder is refused before it is opened (a FIFO would block)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a special file"
+            raise AuditError(f"the corpus {path} is {kind}, not a regular file")
+        if (size := st.st_size) > MAX_CORPUS_BYTES:
             raise AuditError(f"the corpus {path} has {size:,} bytes, more than {MAX_CORPUS_BYTES:,}")
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as e:
@@ -133,18 +137,6 @@ def load_exploits(path: str | Path | None = None) -> list[Exploit]:
     if not out:
         raise AuditError(f"{path}: no corpus rows")
     return out
-
-
-def _regular_file_size(path: Path) -> int:
-    """The size of ``path``, which must be a regular file: a FIFO, a device or a folder is refused before it is
-    opened (opening a FIFO blocks until someone writes to it)."""
-    import stat
-
-    st = path.stat()
-    if not stat.S_ISREG(st.st_mode):
-        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a special file"
-        raise AuditError(f"the corpus {path} is {kind}, not a regular file")
-    return st.st_size
 
 
 def verify_reward(completion: str, numbers: Sequence[int], target: int) -> float:
@@ -396,8 +388,10 @@ def _audit(args: AuditOptions) -> int:
         outcomes = run_audit(args.reward_fn, rows, timeout=args.timeout, memory_mb=args.memory_mb,
                              progress=args.progress)
         print(report(args.reward_fn, outcomes, args.threshold, args.timeout))
-        if out is not None:
-            _write_outcomes(out, outcomes)
+        if out is not None:  # every row's outcome as JSON lines
+            out.writelines(json.dumps({"id": o.exploit.id, "category": o.exploit.category, "verdict": o.exploit.verdict,
+                                       "status": o.status, "reward": o.reward, "error": o.error}) + "\n" for o in outcomes)
+            out.flush()
     except ValueError as e:
         dataclass_cli.usage_error(str(e), prog=PROG)
     except OSError as e:
@@ -411,14 +405,6 @@ def _audit(args: AuditOptions) -> int:
             with contextlib.suppress(OSError):  # reported above; a failed flush must not raise twice
                 out.close()
     return 1 if args.check and misjudged(outcomes, args.threshold) else 0
-
-
-def _write_outcomes(out: Any, outcomes: Sequence[Outcome]) -> None:
-    """Write every outcome to the open ``--json`` file as JSON lines (``OSError`` when the write fails)."""
-    for o in outcomes:
-        out.write(json.dumps({"id": o.exploit.id, "category": o.exploit.category, "verdict": o.exploit.verdict,
-                              "status": o.status, "reward": o.reward, "error": o.error}) + "\n")
-    out.flush()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -197,15 +197,6 @@ def score_file(path: str | os.PathLike[str], progress: bool = False) -> Scores |
         return Rejection(p, f"could not be scored ({type(e).__name__}: {str(e)[:200]})")
 
 
-def submission_files(directory: str | os.PathLike[str]) -> list[Path]:
-    """Every entry of ``directory`` but hidden ones (``.gitkeep``), sorted: links, folders and FIFOs too, which
-    :func:`name_problem` rejects (none is skipped silently)."""
-    d = Path(directory)
-    if not d.is_dir():
-        raise FileNotFoundError(f"submissions directory not found: {d}")
-    return sorted(p for p in d.iterdir() if not p.name.startswith("."))
-
-
 _FILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}\.(?P<preset>[a-z0-9][a-z0-9.-]{0,39})\.(?P<split>[a-z]+)\.jsonl")
 """The naming rule of a submission file: ``<agent>.<preset>.<split>.jsonl``, lower case, no spaces."""
 
@@ -230,11 +221,14 @@ def name_problem(path: Path) -> str | None:
 
 
 def score_directory(directory: str | os.PathLike[str], progress: bool = False) -> list[Scores | Rejection]:
-    """Score every entry of ``directory``; rejected: what :func:`name_problem` refuses, and a second file of an agent
-    (by :func:`agent_key`) on a preset and split."""
+    """Score every entry of ``directory`` but hidden ones (``.gitkeep``); rejected: what :func:`name_problem` refuses
+    (links, folders, FIFOs are listed, never skipped) and a second file of an agent (:func:`agent_key`) on a split."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise FileNotFoundError(f"submissions directory not found: {d}")
     results: list[Scores | Rejection] = []
     seen: dict[tuple[str, str, str], tuple[Path, str]] = {}
-    for p in submission_files(directory):
+    for p in sorted(p for p in d.iterdir() if not p.name.startswith(".")):
         problem = name_problem(p)
         if problem is not None:
             results.append(Rejection(p, problem))
@@ -291,12 +285,6 @@ def _rel(path: Path, base: Path) -> str:
     return Path(os.path.relpath(path.parent.resolve() / path.name, base.resolve())).as_posix()
 
 
-def _group_key(group: tuple[str, str]) -> tuple[str, int]:
-    preset, split = group
-    order = {"test": 0, "validation": 1, "train": 2}
-    return (preset, order.get(split, len(SPLITS)))
-
-
 def interaction(header: Mapping[str, Any]) -> str:
     """How a submission's answers were produced: its ``interaction`` field, else what its answer kind implies."""
     return header.get("interaction") or ("moves" if header.get("answer_kind") == "moves" else "single-pass")
@@ -308,12 +296,13 @@ def ranked(scores: Iterable[Scores]) -> dict[tuple[str, str], list[tuple[int, Sc
     groups: dict[tuple[str, str], list[Scores]] = {}
     for s in scores:
         groups.setdefault(s.group, []).append(s)
+
+    def metric(s: Scores) -> tuple[float, float, float]:
+        return (-round(s.pass_at_1, 9), -round(s.pass_at_k or s.pass_at_1, 9), -round(s.per_sample, 9))
+
+    order = {"test": 0, "validation": 1, "train": 2}
     out: dict[tuple[str, str], list[tuple[int, Scores]]] = {}
-    for g in sorted(groups, key=_group_key):
-
-        def metric(s: Scores) -> tuple[float, float, float]:
-            return (-round(s.pass_at_1, 9), -round(s.pass_at_k or s.pass_at_1, 9), -round(s.per_sample, 9))
-
+    for g in sorted(groups, key=lambda g: (g[0], order.get(g[1], len(SPLITS)))):
         rows = sorted(groups[g], key=lambda s: (metric(s), s.header["agent"], s.path.name))
         ranks: list[tuple[int, Scores]] = []
         for i, s in enumerate(rows):

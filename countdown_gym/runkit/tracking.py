@@ -128,8 +128,9 @@ class Tracker:
         if not logs:
             return
         if self._writer is not None:
-            for k, v in _rewrite(logs).items():
-                self._writer.add_scalar(k, v, step)
+            for k, v in logs.items():  # transformers' tags: eval_x -> eval/x, test_x -> test/x, else train/x
+                prefix = next((p for p in ("eval", "test") if k.startswith(p + "_")), None)
+                self._writer.add_scalar(f"{prefix}/{k[len(prefix) + 1:]}" if prefix else f"train/{k}", v, step)
             self._writer.flush()
             return
         if self._callbacks:
@@ -152,11 +153,3 @@ class Tracker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def _rewrite(logs: Mapping[str, float]) -> dict[str, float]:
-    """``transformers``' tag names: ``eval_x`` -> ``eval/x``, ``test_x`` -> ``test/x``, anything else ``train/x``."""
-    out = {}
-    for k, v in logs.items():
-        prefix = next((p for p in ("eval", "test") if k.startswith(p + "_")), None)
-        out[f"{prefix}/{k[len(prefix) + 1:]}" if prefix else f"train/{k}"] = v
-    return out
