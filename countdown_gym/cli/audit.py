@@ -32,7 +32,6 @@ from countdown_gym.game.problem import Problem
 from countdown_gym.game.verifier import REASONS, verify
 
 CORPUS = "exploits.jsonl"
-CONTROL = "control"
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_MEMORY_MB = 2048
 MAX_TIMEOUT = 86_400.0
@@ -253,15 +252,9 @@ class _Worker:
         self.conn.close()
 
 
-def run_audit(
-    spec: str,
-    exploits: Sequence[Exploit] | None = None,
-    *,
-    timeout: float = DEFAULT_TIMEOUT,
-    memory_mb: int = DEFAULT_MEMORY_MB,
-    load_timeout: float = LOAD_TIMEOUT,
-    progress: bool = False,
-) -> list[Outcome]:
+def run_audit(spec: str, exploits: Sequence[Exploit] | None = None, *, timeout: float = DEFAULT_TIMEOUT,
+              memory_mb: int = DEFAULT_MEMORY_MB, load_timeout: float = LOAD_TIMEOUT, progress: bool = False,
+              ) -> list[Outcome]:
     """Call the reward function ``spec`` on every corpus row, each call in a worker with ``timeout`` seconds; raises
     ``ValueError`` for a spec that names no callable, :class:`AuditError` when its module fails to import."""
     if not 0 < timeout <= MAX_TIMEOUT:

@@ -68,7 +68,6 @@ RULES_FIELDS: tuple[str, ...] = ("name", "integer_only", "sign", "value_limit", 
 def split_rows(preset: str, split: str, prompt_style: str = "tinyzero", chat: bool = False) -> list[dict[str, Any]]:
     """The exported rows of one frozen split, in split order (columns :data:`COLUMNS`; ``prompt`` in
     ``prompt_style``, chat messages when ``chat``)."""
-    _check_style(prompt_style)
     return _rows(load_split(preset, split), split_labels(preset, split), split_tiers(preset, split), preset, split,
                  prompt_style, chat)
 
@@ -80,35 +79,24 @@ def generated_rows(preset: str, size: int, seed: int = 0, prompt_style: str = "t
     with its measured difficulty labels and tier (the preset's cut points)."""
     from tqdm import tqdm
 
-    _check_style(prompt_style)
     problems = generate_fresh(preset, size, seed)
     labels = [difficulty(p) for p in tqdm(problems, desc=f"{preset}: difficulty", leave=False, disable=not progress)]
     tiers = [tier(d, preset) for d in labels]
     return _rows(problems, labels, tiers, preset, "train", prompt_style, chat)
 
 
-def _check_style(prompt_style: str) -> None:
-    if prompt_style not in PROMPT_STYLES:
-        raise ValueError(f"unknown prompt style {prompt_style!r}; choose one of {list(PROMPT_STYLES)}")
-
-
 def _rows(problems: Sequence[Problem], labels: Sequence[Difficulty], tiers: Sequence[str], preset: str, split: str,
           prompt_style: str, chat: bool) -> list[dict[str, Any]]:
+    if prompt_style not in PROMPT_STYLES:
+        raise ValueError(f"unknown prompt style {prompt_style!r}; choose one of {list(PROMPT_STYLES)}")
     rows = []
     for p, d, t in zip(problems, labels, tiers, strict=True):
         row: dict[str, Any] = {
-            "id": p.id,
-            "preset": preset,
-            "split": split,
-            "numbers": list(p.numbers),
-            "target": p.target,
+            "id": p.id, "preset": preset, "split": split, "numbers": list(p.numbers), "target": p.target,
             "rules": {k: p.rules.to_dict()[k] for k in RULES_FIELDS},
             "prompt": chat_messages(p, prompt_style) if chat else build_prompt(p, prompt_style),
-        }
-        row.update(d.to_dict())
-        row["tier"] = t
-        for style in PROMPT_STYLES:
-            row[f"prompt_{style}"] = build_prompt(p, style)
+            **d.to_dict(), "tier": t, **{f"prompt_{style}": build_prompt(p, style) for style in PROMPT_STYLES},
+        }  # fmt: skip
         rows.append({k: row[k] for k in COLUMNS})
     return rows
 

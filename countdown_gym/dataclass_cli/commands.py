@@ -84,7 +84,6 @@ class Flag:
     name: str  # "--field-name"
     path: tuple[str, ...]
     hint: Any
-    field: dataclasses.Field
 
 
 def is_optional(hint: Any) -> tuple[bool, Any]:
@@ -117,7 +116,7 @@ def flags(cls: type) -> list[Flag]:
             if name in out:
                 raise TypeError(f"{cls.__name__}: {'.'.join((*prefix, f.name))} and {'.'.join(out[name].path)} "
                                 f"are both {name}")
-            out[name] = Flag(name, (*prefix, f.name), hint, f)
+            out[name] = Flag(name, (*prefix, f.name), hint)
 
     walk(cls, ())
     return list(out.values())

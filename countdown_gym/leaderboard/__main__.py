@@ -1,15 +1,10 @@
 """``countdown-gym leaderboard submit|score|check`` (also ``python -m countdown_gym.leaderboard ...``).
 
-* ``submit``: evaluate a Countdown-v0 policy (``--policy module:name`` or ``file.py:name``) or a
-  saved MaskablePPO model (``--sb3 model.zip``) on a frozen split and write a submission; with
-  ``--interaction multi-turn`` the policy is a text policy ``(message, info) -> turn`` played on
-  CountdownMultiTurn-v0.
-  Language models write their submissions with ``baselines/llm_eval.py`` (same file format).
-* ``score``: re-verify every file in ``<dir>/submissions/`` and write ``<dir>/LEADERBOARD.md``,
-  ``<dir>/leaderboard.png`` and the page ``<dir>/leaderboard.html`` (:mod:`countdown_gym.leaderboard.html`);
-  with file arguments, score just those and print the results.
-* ``check``: exit 1 if any submission is rejected or ``LEADERBOARD.md``, the chart or the page is not what
-  ``score`` would write now (CI runs it through the test suite).
+``submit`` plays a Countdown-v0 policy, a saved MaskablePPO model or (``--interaction multi-turn``) a text policy
+on a frozen split and writes a submission (language models: ``baselines/llm_eval.py``); ``score`` re-verifies
+``<dir>/submissions/`` and writes ``LEADERBOARD.md``, ``leaderboard.png`` and ``leaderboard.html`` (with file
+arguments it scores just those and prints the results); ``check`` exits 1 if a submission is rejected or one of
+those files is not what ``score`` would write now (CI runs it through the test suite).
 
 Exit codes: 0 done; 1 a failure (a rejected submission, a stale leaderboard, a policy that fails
 while it plays); 2 a usage error (a malformed or contradictory option, a ``--policy``, ``--sb3``
@@ -36,14 +31,7 @@ from countdown_gym.dataclass_cli import usage_error
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
 from countdown_gym.leaderboard.html import render_html
 from countdown_gym.leaderboard.names import display_name, plain_text
-from countdown_gym.leaderboard.score import (
-    Rejection,
-    Scores,
-    plot,
-    render_markdown,
-    score_directory,
-    score_file,
-)
+from countdown_gym.leaderboard.score import Rejection, Scores, plot, render_markdown, score_directory, score_file
 
 MARKDOWN = "LEADERBOARD.md"
 PNG = "leaderboard.png"

@@ -37,8 +37,7 @@ class Evaluation:
     """What :func:`evaluate_policy` returns: one move sequence per problem, in split order."""
 
     moves: list[MoveList]
-    successes: int
-    """Episodes the env itself reported as won (the leaderboard re-verifies independently)."""
+    successes: int  # episodes the env itself reported as won (the leaderboard re-verifies)
     invalid_actions: int
     seconds: float
 
@@ -49,14 +48,11 @@ class Evaluation:
 
 def sb3_policy(model: Any, deterministic: bool = True) -> Policy:
     """A policy from an SB3-style model (``model.predict(obs, action_masks=..., deterministic=...)``)."""
-    params = inspect.signature(model.predict).parameters
-    masked = "action_masks" in params
+    masked = "action_masks" in inspect.signature(model.predict).parameters
 
     def policy(obs: np.ndarray, info: dict[str, Any]) -> int:
-        kwargs: dict[str, Any] = {"deterministic": deterministic}
-        if masked:
-            kwargs["action_masks"] = np.asarray(info["action_mask"], dtype=bool)
-        action, _ = model.predict(obs, **kwargs)
+        masks = {"action_masks": np.asarray(info["action_mask"], dtype=bool)} if masked else {}
+        action, _ = model.predict(obs, deterministic=deterministic, **masks)
         return int(np.asarray(action).reshape(()))
 
     return policy
@@ -124,16 +120,8 @@ def _recorded_move(transition: dict[str, Any]) -> tuple[Number, str, Number, Num
     return None if r is None else (a, op, b, r)
 
 
-def evaluate_policy(
-    policy: Policy | Any,
-    preset: str,
-    split: str,
-    *,
-    seed: int = 0,
-    progress: bool = True,
-    limit: int | None = None,
-    wrapper: Callable[[Any], Any] | None = None,
-) -> Evaluation:
+def evaluate_policy(policy: Policy | Any, preset: str, split: str, *, seed: int = 0, progress: bool = True,
+                    limit: int | None = None, wrapper: Callable[[Any], Any] | None = None) -> Evaluation:
     """Play every problem of ``load_split(preset, split)`` once with ``policy`` (or an SB3 model), on the env wrapped
     by ``wrapper`` when given; ``limit``: only the first problems (a quick check)."""
     from countdown_gym.envs.countdown import CountdownEnv
@@ -166,16 +154,9 @@ TextPolicy = Callable[[str, dict[str, Any]], str]
 """A multi-turn policy: ``(last message, info) -> turn`` on ``CountdownMultiTurn-v0``."""
 
 
-def evaluate_turn_policy(
-    policy: TextPolicy,
-    preset: str,
-    split: str,
-    *,
-    seed: int = 0,
-    max_turns: int = DEFAULT_MAX_TURNS,
-    limit: int | None = None,
-    progress: bool = True,
-) -> Evaluation:
+def evaluate_turn_policy(policy: TextPolicy, preset: str, split: str, *, seed: int = 0,
+                         max_turns: int = DEFAULT_MAX_TURNS, limit: int | None = None, progress: bool = True,
+                         ) -> Evaluation:
     """Play one ``CountdownMultiTurn-v0`` episode of each problem with a text ``policy`` (the last message and
     ``info`` -> one turn such as ``"21+16"``, ``"undo"``). The answer is the moves on the final path; a refused turn
     counts as invalid; a turn that is not a ``str`` raises ``ValueError`` naming the problem."""
@@ -246,23 +227,10 @@ def check_wrapper(wrapper: Callable[[Any], Any], preset: str, split: str) -> Non
     wrapped.close()
 
 
-def submit_policy(
-    make_policy: Callable[[int], Policy | Any],
-    out: str | Path,
-    *,
-    preset: str,
-    split: str,
-    command: str,
-    k: int = 1,
-    seed: int = 0,
-    temperature: float = 0.0,
-    progress: bool = True,
-    compute: str | None = None,
-    wrapper: Callable[[Any], Any] | None = None,
-    interaction: str = "moves",
-    max_turns: int = DEFAULT_MAX_TURNS,
-    **metadata: Any,
-) -> tuple[Path, list[Evaluation]]:
+def submit_policy(make_policy: Callable[[int], Policy | Any], out: str | Path, *, preset: str, split: str, command: str,
+                  k: int = 1, seed: int = 0, temperature: float = 0.0, progress: bool = True,
+                  compute: str | None = None, wrapper: Callable[[Any], Any] | None = None, interaction: str = "moves",
+                  max_turns: int = DEFAULT_MAX_TURNS, **metadata: Any) -> tuple[Path, list[Evaluation]]:
     """Evaluate ``make_policy(seed + r)`` for ``r < k`` on the split and write a submission; ``metadata``: the other
     :func:`write_submission` fields. The env's own success rate of the first run is the claimed pass@1 (the board
     shows a disagreement). ``interaction="multi-turn"``: text policies (:func:`evaluate_turn_policy`)."""

@@ -25,12 +25,7 @@ from countdown_gym.data.splits import SPLITS
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.verifier import verify
 from countdown_gym.leaderboard.names import agent_key, display_name, plain_text
-from countdown_gym.leaderboard.submission import (
-    MAX_COMPLETION_CHARS,
-    Submission,
-    SubmissionError,
-    read_submission,
-)
+from countdown_gym.leaderboard.submission import MAX_COMPLETION_CHARS, Submission, SubmissionError, read_submission
 
 CLAIM_TOLERANCE = 0.0005
 """A claimed metric further than this from the re-scored value is reported."""
@@ -151,18 +146,11 @@ def score_submission(sub: Submission, progress: bool = False) -> Scores:
                 claimed_wrong_scored_right += (not claim) and r.correct
     m = len(sub.answers)
     scores = Scores(
-        path=sub.path,
-        header=sub.header,
-        num_problems=m,
-        num_answers=total_answers,
-        pass_at_1=float(first / m),
-        pass_at_k=float(passk / m) if k > 1 else None,
-        k=k,
-        per_sample=float(per_sample / m),
-        invalid_step_rate=invalid / moves if moves else None,
-        mean_length=total_len / total_answers,
+        path=sub.path, header=sub.header, num_problems=m, num_answers=total_answers, pass_at_1=float(first / m),
+        pass_at_k=float(passk / m) if k > 1 else None, k=k, per_sample=float(per_sample / m),
+        invalid_step_rate=invalid / moves if moves else None, mean_length=total_len / total_answers,
         failure_reasons=dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
-    )
+    )  # fmt: skip
     scores.claim_notes = _claim_notes(scores, claimed_right_scored_wrong, claimed_wrong_scored_right)
     return scores
 

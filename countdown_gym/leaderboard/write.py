@@ -42,48 +42,22 @@ def _answer_list(entry: Any, where: str) -> tuple[str, list[Any]]:
     )
 
 
-def build_header(
-    *,
-    agent: str,
-    authors: str,
-    model: str,
-    model_size: str,
-    method: str,
-    reward_variant: str,
-    preset: str,
-    split: str,
-    sampling: Mapping[str, Any],
-    compute: str,
-    command: str,
-    answer_kind: str,
-    claimed: Mapping[str, float] | None = None,
-    notes: str | None = None,
-    date: str | None = None,
-    interaction: str | None = None,
-) -> dict[str, Any]:
+def build_header(*, agent: str, authors: str, model: str, model_size: str, method: str, reward_variant: str,
+                 preset: str, split: str, sampling: Mapping[str, Any], compute: str, command: str, answer_kind: str,
+                 claimed: Mapping[str, float] | None = None, notes: str | None = None, date: str | None = None,
+                 interaction: str | None = None) -> dict[str, Any]:
     """The header object of a submission (the split hash and package version filled in)."""
     from countdown_gym import __version__
 
     header: dict[str, Any] = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "agent": agent,
-        "authors": authors,
-        "model": model,
-        "model_size": model_size,
-        "method": method,
-        "reward_variant": reward_variant,
-        "preset": preset,
-        "split": split,
-        "split_sha256": split_sha256(preset, split),
-        "package_version": __version__,
+        "format": FORMAT, "format_version": FORMAT_VERSION, "agent": agent, "authors": authors, "model": model,
+        "model_size": model_size, "method": method, "reward_variant": reward_variant, "preset": preset, "split": split,
+        "split_sha256": split_sha256(preset, split), "package_version": __version__,
         "date": date or _dt.datetime.now(_dt.UTC).date().isoformat(),
         "sampling": {str(k): v.item() if hasattr(v, "item") and not isinstance(v, (str, bytes)) else v  # numpy scalars
                      for k, v in sampling.items()},
-        "compute": compute,
-        "command": command,
-        "answer_kind": answer_kind,
-    }
+        "compute": compute, "command": command, "answer_kind": answer_kind,
+    }  # fmt: skip
     if claimed:
         header["claimed"] = {str(k): float(v) for k, v in claimed.items()}
     if notes:
@@ -93,30 +67,14 @@ def build_header(
     return header
 
 
-def write_submission(
-    path: str | os.PathLike[str],
-    *,
-    agent: str,
-    authors: str,
-    model: str,
-    model_size: str | None,
-    method: str,
-    reward_variant: str,
-    preset: str,
-    split: str,
-    answers: Sequence[Any] | Mapping[str, Any] | None = None,
-    compute: str,
-    command: str,
-    moves: Sequence[Sequence[Sequence[Any]]] | None = None,
-    completions: Sequence[str] | None = None,
-    problems: Sequence[Problem] | None = None,
-    sampling: Mapping[str, Any] | None = None,
-    claimed: Mapping[str, float] | None = None,
-    claimed_correct: Sequence[Sequence[bool]] | Mapping[str, Sequence[bool]] | None = None,
-    notes: str | None = None,
-    date: str | None = None,
-    interaction: str | None = None,
-) -> Path:
+def write_submission(path: str | os.PathLike[str], *, agent: str, authors: str, model: str, model_size: str | None,
+                     method: str, reward_variant: str, preset: str, split: str,
+                     answers: Sequence[Any] | Mapping[str, Any] | None = None, compute: str, command: str,
+                     moves: Sequence[Sequence[Sequence[Any]]] | None = None, completions: Sequence[str] | None = None,
+                     problems: Sequence[Problem] | None = None, sampling: Mapping[str, Any] | None = None,
+                     claimed: Mapping[str, float] | None = None,
+                     claimed_correct: Sequence[Sequence[bool]] | Mapping[str, Sequence[bool]] | None = None,
+                     notes: str | None = None, date: str | None = None, interaction: str | None = None) -> Path:
     """Write a submission for ``preset``/``split``, checked by reading it back before it replaces ``path``.
 
     Args:

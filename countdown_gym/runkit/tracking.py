@@ -77,14 +77,8 @@ def report_to_names(report_to: str | Sequence[str]) -> list[str]:
 class Tracker:
     """Scalars of a hand-written training loop, logged to the ``report_to`` integrations (see the module docstring)."""
 
-    def __init__(
-        self,
-        report_to: str | Sequence[str],
-        output_dir: str | Path,
-        *,
-        config: Mapping[str, Any] | None = None,
-        run_name: str | None = None,
-    ) -> None:
+    def __init__(self, report_to: str | Sequence[str], output_dir: str | Path, *,
+                 config: Mapping[str, Any] | None = None, run_name: str | None = None) -> None:
         self.names = report_to_names(report_to)
         self.output_dir = Path(output_dir)
         self.tensorboard_dir = self.output_dir / TENSORBOARD_DIR
