@@ -7,7 +7,6 @@ policy on a split. Command line: ``countdown-gym leaderboard submit|score|check`
 ``leaderboard/README.md``.
 """
 
-from countdown_gym.leaderboard.moves import moves_to_solution
 from countdown_gym.leaderboard.score import (
     Rejection,
     Scores,
@@ -25,6 +24,7 @@ from countdown_gym.leaderboard.submission import (
     SubmissionError,
     check_header,
     load_schema,
+    moves_to_solution,
     read_submission,
 )
 from countdown_gym.leaderboard.write import build_header, write_submission

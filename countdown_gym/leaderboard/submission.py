@@ -5,16 +5,20 @@ its ``completions`` or ``moves``. JSON Lines so that a diff shows changed proble
 problems, every error names its line, and the reader holds one line at a time. :func:`read_submission` enforces
 ``schema.json`` and what a schema cannot say (the split hash, the exact problem list of the frozen split, size
 limits, UTF-8); any breach raises :class:`SubmissionError` naming the file, the line and the reason. Move
-sequences become ``<Solution>`` blocks (:func:`~countdown_gym.leaderboard.moves.moves_to_solution`), so both kinds
+sequences become ``<Solution>`` blocks (:func:`moves_to_solution`), so both kinds
 are judged by the one verifier. Writing: :mod:`countdown_gym.leaderboard.write`.
 """
 
 from __future__ import annotations
 
 import json
+import numbers as _numbers
 import os
+import re
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -22,8 +26,7 @@ from typing import Any
 
 from countdown_gym.data.splits import SPLIT_SPEC, SplitIntegrityError, load_split, split_sha256
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import OPERATORS
-from countdown_gym.leaderboard.moves import NUMBER_TEXT, moves_to_solution
+from countdown_gym.game.rules import OPERATORS, format_number
 from countdown_gym.rewards.variants import check_reward_variant
 
 FORMAT = "countdown-gym-submission"
@@ -38,6 +41,46 @@ MAX_ANSWERS = 64
 """Most answers per problem (the schema's ``maxItems``)."""
 
 _MAX_MESSAGE = 300
+
+
+# ---- moves of a numeric agent: their JSON form and the <Solution> block the verifier reads -----------------
+
+
+NUMBER_TEXT = re.compile(r"-?[0-9]{1,15}(/[0-9]{1,15})?")
+"""An exact number written as text in a move: ``"7"``, ``"-3"`` or ``"p/q"``."""
+
+
+def _move_number(x: Any) -> int | str:
+    """An exact number as JSON: an int, or ``"p/q"`` for a non-integer rational."""
+    if isinstance(x, bool):
+        raise TypeError(f"a move number must be an int or a Fraction, got bool {x!r}")
+    if isinstance(x, _numbers.Integral):
+        return int(x)
+    if isinstance(x, Fraction):
+        return x.numerator if x.denominator == 1 else format_number(x)
+    if isinstance(x, str) and NUMBER_TEXT.fullmatch(x):
+        return x
+    raise TypeError(f"a move number must be an int, a Fraction or a 'p/q' string, got {type(x).__name__} {x!r}")
+
+
+def normalize_move(move: Sequence[Any]) -> list[int | str]:
+    """``[a, op, b, result]`` in the submission's JSON form (checks the shape, not the arithmetic)."""
+    if isinstance(move, (str, bytes)) or not isinstance(move, Sequence) or len(move) != 4:
+        raise TypeError(f"a move must be a sequence (a, op, b, result), got {move!r}")
+    a, op, b, r = move
+    if op not in OPERATORS:
+        raise TypeError(f"a move's operator must be one of {OPERATORS}, got {op!r}")
+    return [_move_number(a), op, _move_number(b), _move_number(r)]
+
+
+def moves_to_solution(moves: Sequence[Sequence[Any]]) -> str:
+    """The ``<Solution>`` block of a move sequence, e.g. ``"<Solution>\\n28 + 44 = 72\\n...</Solution>"``: the verifier
+    checks every step, so a numeric agent is judged exactly like a language model that wrote the same block."""
+    lines = []
+    for move in moves:
+        a, op, b, r = normalize_move(move)
+        lines.append(f"{a} {op} {b} = {r}")
+    return "<Solution>\n" + "".join(line + "\n" for line in lines) + "</Solution>"
 
 
 class SubmissionError(ValueError):

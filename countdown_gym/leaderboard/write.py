@@ -13,8 +13,13 @@ from typing import Any
 from countdown_gym.data.splits import load_split, split_sha256
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import OPERATORS
-from countdown_gym.leaderboard.moves import normalize_move
-from countdown_gym.leaderboard.submission import FORMAT, FORMAT_VERSION, SubmissionError, read_submission
+from countdown_gym.leaderboard.submission import (
+    FORMAT,
+    FORMAT_VERSION,
+    SubmissionError,
+    normalize_move,
+    read_submission,
+)
 
 
 def _is_move_sequence(x: Any) -> bool:
