@@ -117,9 +117,10 @@ def prepare_run(path: str | os.PathLike[str], label: str, options: Any, *, resum
     if not resume and holds_run(out, (OPTIONS_FILE, *markers)):
         continues = "--resume continues it; " if resumable else ""
         raise SystemExit(f"{out} holds a run already: {continues}to start over {start_over} or delete that directory")
-    saved = read_options(out) if (resume if resuming is None else resuming) else None
-    if saved_as and (resume if resuming is None else resuming):
-        saved = saved_as(saved)
+    saved = None
+    if resume if resuming is None else resuming:
+        saved = read_options(out)
+        saved = saved_as(saved) if saved_as else saved
     if saved is not None:
         if dataclasses.is_dataclass(options) and saved.keys().isdisjoint(f.name for f in dataclasses.fields(options)):
             raise SystemExit(f"--resume: {out / OPTIONS_FILE} holds none of this script's options; fix or delete "
