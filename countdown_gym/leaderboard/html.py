@@ -19,14 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from countdown_gym.leaderboard.names import display_name, plain_text
-from countdown_gym.leaderboard.score import Rejection, Scores, _fmt, _rel, interaction, ranked
-
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("rank", "num"), ("agent", "text"), ("method", "text"), ("mode", "text"), ("model (size)", "text"),
-    ("reward", "text"), ("pass@1", "num"), ("pass@k", "num"), ("per-sample", "num"), ("invalid steps", "num"),
-    ("length", "num"), ("answers", "num"), ("authors", "text"), ("command", "text"), ("file", "text"),
-)
-"""The table's columns (the same as ``LEADERBOARD.md``'s) and how each sorts."""
+from countdown_gym.leaderboard.score import COLUMNS, Rejection, Scores, _fmt, _rel, interaction, ranked
 
 
 def _asset(name: str) -> str:
@@ -140,10 +133,7 @@ def render_html(results: list[Scores | Rejection], base: Path, png: bytes | None
             "</tbody></table></section>",
         ]
     out.append("<h2>Rejected submissions</h2>")
-    if rejected:
-        out.append("<ul>" + "".join(f"<li><code>{_text(_rel(r.path, base), 100)}</code>: {_text(r.reason, 400)}</li>"
-                                    for r in rejected) + "</ul>")
-    else:
-        out.append("<p>None.</p>")
+    out.append("<ul>" + "".join(f"<li><code>{_text(_rel(r.path, base), 100)}</code>: {_text(r.reason, 400)}</li>"
+                                for r in rejected) + "</ul>" if rejected else "<p>None.</p>")
     out += [f"<script>{SCRIPT}</script>", "</body></html>"]
     return "\n".join(out) + "\n"

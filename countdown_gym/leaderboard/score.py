@@ -27,6 +27,12 @@ from countdown_gym.game.verifier import verify
 from countdown_gym.leaderboard.names import agent_key, display_name, plain_text
 from countdown_gym.leaderboard.submission import MAX_COMPLETION_CHARS, Submission, SubmissionError, read_submission
 
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("rank", "num"), ("agent", "text"), ("method", "text"), ("mode", "text"), ("model (size)", "text"),
+    ("reward", "text"), ("pass@1", "num"), ("pass@k", "num"), ("per-sample", "num"), ("invalid steps", "num"),
+    ("length", "num"), ("answers", "num"), ("authors", "text"), ("command", "text"), ("file", "text"),
+)
+"""The board's columns (``LEADERBOARD.md`` and the page) and how each sorts."""
 CLAIM_TOLERANCE = 0.0005
 """A claimed metric further than this from the re-scored value is reported."""
 
@@ -323,8 +329,8 @@ def render_markdown(results: list[Scores | Rejection], base: Path, png_name: str
             "",
             f"## {preset} / {split} ({n} problems)",
             "",
-            "| rank | agent | method | mode | model (size) | reward | pass@1 | pass@k | per-sample | invalid steps | length | answers | authors | command | file |",
-            "| ---: | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
+            "| " + " | ".join(name for name, _ in COLUMNS) + " |",
+            "| " + " | ".join("---:" if kind == "num" else "---" for _, kind in COLUMNS) + " |",
         ]
         for rank, s in rows:
             h = s.header
@@ -343,19 +349,11 @@ def render_markdown(results: list[Scores | Rejection], base: Path, png_name: str
         for s in details:
             top = ", ".join(f"`{_md(r, 40, code=True)}` {c}" for r, c in list(s.failure_reasons.items())[:6]) or "none"
             out.append(f"- [{_md(s.path.name, 60)}]({_rel(s.path, base)}): {top}")
-    claims = [s for s in details if s.claim_notes]
     out += ["", "## Claims that differ from the re-scored values", ""]
-    if claims:
-        for s in claims:
-            out.append(f"- [{_md(s.path.name, 60)}]({_rel(s.path, base)}): " + "; ".join(s.claim_notes))
-    else:
-        out.append("None.")
+    out += [f"- [{_md(s.path.name, 60)}]({_rel(s.path, base)}): " + "; ".join(s.claim_notes)
+            for s in details if s.claim_notes] or ["None."]
     out += ["", "## Rejected submissions", ""]
-    if rejected:
-        for r in rejected:
-            out.append(f"- `{_md(_rel(r.path, base), 100, code=True)}`: {_md(r.reason, 400)}")
-    else:
-        out.append("None.")
+    out += [f"- `{_md(_rel(r.path, base), 100, code=True)}`: {_md(r.reason, 400)}" for r in rejected] or ["None."]
     return "\n".join(out) + "\n"
 
 
