@@ -213,20 +213,18 @@ class _Worker:
             if main:
                 signal.signal(signal.SIGINT, previous)
         child.close()
-        if not self.conn.poll(load_timeout):
+        kind, detail = "slow", None
+        if self.conn.poll(load_timeout):
+            kind = "died"  # unless the worker's message comes
+            with contextlib.suppress(EOFError):
+                kind, detail = self.conn.recv()
+        if kind != "ready":
             self.stop()
-            raise AuditError(f"loading {spec} took more than {load_timeout:.0f} s")
-        try:
-            kind, detail = self.conn.recv()
-        except EOFError:
-            self.stop()
-            raise AuditError(f"the worker loading {spec} died (exit code {self.proc.exitcode})") from None
-        if kind == "usage":
-            self.stop()
-            raise ValueError(detail)
-        if kind == "failed":
-            self.stop()
-            raise AuditError(f"importing {spec} failed: {detail}")
+            if kind == "usage":
+                raise ValueError(detail)
+            raise AuditError({"slow": f"loading {spec} took more than {load_timeout:.0f} s",
+                              "died": f"the worker loading {spec} died (exit code {self.proc.exitcode})",
+                              "failed": f"importing {spec} failed: {detail}"}[kind])
 
     def call(self, item: tuple[str, tuple[int, ...], int], timeout: float) -> tuple[str, Any]:
         self.conn.send(item)
@@ -269,11 +267,8 @@ def run_audit(spec: str, exploits: Sequence[Exploit] | None = None, *, timeout: 
             if worker is None:
                 worker = _Worker(spec, memory_mb, load_timeout)
             status, value = worker.call((ex.completion, ex.numbers, ex.target), timeout)
-            if status == "ok":
-                out.append(Outcome(ex, "ok", reward=value))
-                continue
-            out.append(Outcome(ex, status, error=value))
-            if status == "hung" or not worker.proc.is_alive():
+            out.append(Outcome(ex, "ok", reward=value) if status == "ok" else Outcome(ex, status, error=value))
+            if status == "hung" or (status == "raised" and not worker.proc.is_alive()):
                 worker.stop()
                 worker = None
     finally:

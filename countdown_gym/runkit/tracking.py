@@ -20,8 +20,6 @@ from typing import Any
 
 TENSORBOARD = "tensorboard"
 TENSORBOARD_DIR = "tensorboard"
-EXTRAS = {"wandb": "wandb"}
-"""Integrations with an extra of their own in pyproject.toml (named by the error when the package is missing)."""
 
 
 def _integrations() -> tuple[list[str], list[str]] | None:
@@ -68,9 +66,8 @@ def report_to_names(report_to: str | Sequence[str]) -> list[str]:
         if name not in known:
             raise ValueError(f"--report-to: unknown integration {name!r}; use none, all, or a comma-separated list of {known}")
         if name not in installed:
-            extra = EXTRAS.get(name)
-            raise ValueError(f"--report-to {name}: the {name} package is not installed"
-                             + (f" (pip install 'countdown-gym[{extra}]')" if extra else ""))
+            extra = " (pip install 'countdown-gym[wandb]')" if name == "wandb" else ""  # the one tracker with an extra
+            raise ValueError(f"--report-to {name}: the {name} package is not installed{extra}")
     return names
 
 
