@@ -76,4 +76,5 @@ def test_built_wheel_carries_py_typed_and_the_data(tmp_path: Path) -> None:
     (wheel,) = (tmp_path / "w").glob("countdown_gym-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"countdown_gym/py.typed", "countdown_gym/data/exploits.jsonl", "countdown_gym/leaderboard/schema.json",
-            "countdown_gym/data/longproc-0.5k/test.jsonl"} <= names
+            "countdown_gym/leaderboard/page.css", "countdown_gym/leaderboard/page.js",
+            "countdown_gym/cli/dataset_card.md", "countdown_gym/data/longproc-0.5k/test.jsonl"} <= names

@@ -626,10 +626,9 @@ def test_writer_accepts_one_move_sequence_or_completion_per_problem(tmp_path):
 
 def test_invalid_steps_of_a_trace_are_counted_by_the_text_env_replay():
     from countdown_gym import Problem, dfs_trace
-    from countdown_gym.leaderboard.score import _replay_function, score_answer
+    from countdown_gym.envs.text import replay_completion as replay
+    from countdown_gym.leaderboard.score import score_answer
 
-    replay = _replay_function()
-    assert replay is not None
     p = Problem((21, 16, 17, 26), 46)
     trace = dfs_trace(p)
     ok = score_answer(p, trace, replay)

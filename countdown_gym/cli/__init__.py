@@ -1,12 +1,9 @@
 """The ``countdown-gym`` console script (also ``python -m countdown_gym``): ``countdown-gym <command> ...`` runs the
-command's own ``main``, imported when it runs. ``splits``, ``difficulty``, ``audit`` and ``export`` live beside this
-module (``countdown_gym/cli/<command>.py``); ``leaderboard`` is :mod:`countdown_gym.leaderboard.__main__` and
-``serve`` is :mod:`countdown_gym.integrations.openenv.serve`. Exit codes of every command: 0 success, 1 failure,
-2 usage error.
-
-Every command parses its options through :mod:`countdown_gym.dataclass_cli` (one help layout, one usage-error
-form: ``usage: ...``, ``<prog>: error: <message>``, exit code 2); this module only dispatches.
+command's ``main``, imported when it runs (``countdown_gym/cli/<command>.py``; ``leaderboard`` is
+:mod:`countdown_gym.leaderboard.__main__`, ``serve`` :mod:`countdown_gym.integrations.openenv.serve`). Every command
+parses its options through :mod:`countdown_gym.dataclass_cli`; exit codes 0 success, 1 failure, 2 usage error.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -1,16 +1,10 @@
 """``countdown-gym audit REWARD_FN``: how often a reward function pays for a known reward hack.
 
-The corpus (``countdown_gym/data/exploits.jsonl``, :func:`load_exploits`) holds completions that
-game Countdown rewards (powers, factorials, roots, floor division, concatenated digits, reused or
-foreign numbers, unicode digits, several answers, text after the answer, huge numbers, empty
-answers, ...) and a few correct controls, each with the verdict it should get (``reject`` or
-``accept``) and the reason code this package's verifier gives it.
-
-A reward function is any ``fn(completion, numbers, target) -> float``, named ``module:function``
-or ``path/to/file.py:function``. Every call runs in a separate worker process with a time limit
-and a memory cap (after one untimed warm-up call, so lazy imports do not count), so a function that evaluates ``9**9**9**9`` is counted as hung instead of
-hanging the audit; the worker is restarted after it. A completion counts as *accepted* when its
-reward is at least ``--threshold`` (default 1.0: full credit).
+The corpus (``countdown_gym/data/exploits.jsonl``, :func:`load_exploits`) holds completions that game Countdown
+rewards and a few correct controls, each with its due verdict (``reject`` or ``accept``) and this verifier's reason
+code. A reward function ``fn(completion, numbers, target) -> float`` (``module:function`` or ``file.py:function``)
+is called in a worker process with a time limit and a memory cap (after one untimed warm-up call), so a hanging
+call counts as hung and the worker is restarted. A completion is *accepted* when its reward is >= ``--threshold``.
 
     countdown-gym audit countdown_gym.cli.audit:verify_reward
     countdown-gym audit benchmarks/peer_rewards.py:tinyzero_reward --timeout 2
@@ -22,8 +16,11 @@ import contextlib
 import json
 import multiprocessing
 import os
+import signal
+import stat
 import sys
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -35,7 +32,6 @@ from countdown_gym.game.problem import Problem
 from countdown_gym.game.verifier import REASONS, verify
 
 CORPUS = "exploits.jsonl"
-CONTROL = "control"
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_MEMORY_MB = 2048
 MAX_TIMEOUT = 86_400.0
@@ -107,8 +103,11 @@ def load_exploits(path: str | Path | None = None) -> list[Exploit]:
     """The corpus rows of ``path`` (default: the shipped corpus); a malformed row raises :class:`AuditError`."""
     path = Path(path) if path is not None else corpus_path()
     try:
-        size = _regular_file_size(path)
-        if size > MAX_CORPUS_BYTES:
+        st = path.stat()  # a FIFO, a device or a folder is refused before it is opened (a FIFO would block)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a special file"
+            raise AuditError(f"the corpus {path} is {kind}, not a regular file")
+        if (size := st.st_size) > MAX_CORPUS_BYTES:
             raise AuditError(f"the corpus {path} has {size:,} bytes, more than {MAX_CORPUS_BYTES:,}")
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as e:
@@ -137,18 +136,6 @@ def load_exploits(path: str | Path | None = None) -> list[Exploit]:
     if not out:
         raise AuditError(f"{path}: no corpus rows")
     return out
-
-
-def _regular_file_size(path: Path) -> int:
-    """The size of ``path``, which must be a regular file: a FIFO, a device or a folder is refused before it is
-    opened (opening a FIFO blocks until someone writes to it)."""
-    import stat
-
-    st = path.stat()
-    if not stat.S_ISREG(st.st_mode):
-        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a special file"
-        raise AuditError(f"the corpus {path} is {kind}, not a regular file")
-    return st.st_size
 
 
 def verify_reward(completion: str, numbers: Sequence[int], target: int) -> float:
@@ -184,7 +171,6 @@ def _limit_memory(memory_mb: int) -> None:
 def _serve(spec: str, conn: Any, memory_mb: int) -> None:
     """Worker: load the function, then answer ``(completion, numbers, target)`` requests until None. Ctrl-C is the
     parent's to handle (it stops the worker): the worker ignores SIGINT, so it prints no traceback of its own."""
-    import signal
     import warnings
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -214,44 +200,31 @@ def _serve(spec: str, conn: Any, memory_mb: int) -> None:
             conn.send(("raised", f"{type(e).__name__}: {e}"[:300]))
 
 
-@contextlib.contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """SIGINT ignored inside (in the main thread; elsewhere signal handlers cannot be set, and nothing changes)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 class _Worker:
     def __init__(self, spec: str, memory_mb: int, load_timeout: float) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve, args=(spec, child, memory_mb), daemon=True)
-        with _sigint_ignored():  # inherited by the new process from its first instruction: Ctrl-C is the parent's
+        main = threading.current_thread() is threading.main_thread()  # only there can a handler be set
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:  # SIGINT ignored is inherited by the new process from its first instruction: Ctrl-C is the parent's
             self.proc.start()
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, previous)
         child.close()
-        if not self.conn.poll(load_timeout):
+        kind, detail = "slow", None
+        if self.conn.poll(load_timeout):
+            kind = "died"  # unless the worker's message comes
+            with contextlib.suppress(EOFError):
+                kind, detail = self.conn.recv()
+        if kind != "ready":
             self.stop()
-            raise AuditError(f"loading {spec} took more than {load_timeout:.0f} s")
-        try:
-            kind, detail = self.conn.recv()
-        except EOFError:
-            self.stop()
-            raise AuditError(f"the worker loading {spec} died (exit code {self.proc.exitcode})") from None
-        if kind == "usage":
-            self.stop()
-            raise ValueError(detail)
-        if kind == "failed":
-            self.stop()
-            raise AuditError(f"importing {spec} failed: {detail}")
+            if kind == "usage":
+                raise ValueError(detail)
+            raise AuditError({"slow": f"loading {spec} took more than {load_timeout:.0f} s",
+                              "died": f"the worker loading {spec} died (exit code {self.proc.exitcode})",
+                              "failed": f"importing {spec} failed: {detail}"}[kind])
 
     def call(self, item: tuple[str, tuple[int, ...], int], timeout: float) -> tuple[str, Any]:
         self.conn.send(item)
@@ -277,20 +250,11 @@ class _Worker:
         self.conn.close()
 
 
-def run_audit(
-    spec: str,
-    exploits: Sequence[Exploit] | None = None,
-    *,
-    timeout: float = DEFAULT_TIMEOUT,
-    memory_mb: int = DEFAULT_MEMORY_MB,
-    load_timeout: float = LOAD_TIMEOUT,
-    progress: bool = False,
-) -> list[Outcome]:
-    """Call the reward function ``spec`` on every corpus row, each call in a worker with ``timeout`` seconds.
-
-    Raises ``ValueError`` for a spec that names no callable and :class:`AuditError` when the
-    function's module fails to import.
-    """
+def run_audit(spec: str, exploits: Sequence[Exploit] | None = None, *, timeout: float = DEFAULT_TIMEOUT,
+              memory_mb: int = DEFAULT_MEMORY_MB, load_timeout: float = LOAD_TIMEOUT, progress: bool = False,
+              ) -> list[Outcome]:
+    """Call the reward function ``spec`` on every corpus row, each call in a worker with ``timeout`` seconds; raises
+    ``ValueError`` for a spec that names no callable, :class:`AuditError` when its module fails to import."""
     if not 0 < timeout <= MAX_TIMEOUT:
         raise ValueError(f"timeout must be > 0 and at most {MAX_TIMEOUT:g} seconds, got {timeout}")
     from tqdm import tqdm
@@ -303,11 +267,8 @@ def run_audit(
             if worker is None:
                 worker = _Worker(spec, memory_mb, load_timeout)
             status, value = worker.call((ex.completion, ex.numbers, ex.target), timeout)
-            if status == "ok":
-                out.append(Outcome(ex, "ok", reward=value))
-                continue
-            out.append(Outcome(ex, status, error=value))
-            if status == "hung" or not worker.proc.is_alive():
+            out.append(Outcome(ex, "ok", reward=value) if status == "ok" else Outcome(ex, status, error=value))
+            if status == "hung" or (status == "raised" and not worker.proc.is_alive()):
                 worker.stop()
                 worker = None
     finally:
@@ -415,8 +376,10 @@ def _audit(args: AuditOptions) -> int:
         outcomes = run_audit(args.reward_fn, rows, timeout=args.timeout, memory_mb=args.memory_mb,
                              progress=args.progress)
         print(report(args.reward_fn, outcomes, args.threshold, args.timeout))
-        if out is not None:
-            _write_outcomes(out, outcomes)
+        if out is not None:  # every row's outcome as JSON lines
+            out.writelines(json.dumps({"id": o.exploit.id, "category": o.exploit.category, "verdict": o.exploit.verdict,
+                                       "status": o.status, "reward": o.reward, "error": o.error}) + "\n" for o in outcomes)
+            out.flush()
     except ValueError as e:
         dataclass_cli.usage_error(str(e), prog=PROG)
     except OSError as e:
@@ -430,14 +393,6 @@ def _audit(args: AuditOptions) -> int:
             with contextlib.suppress(OSError):  # reported above; a failed flush must not raise twice
                 out.close()
     return 1 if args.check and misjudged(outcomes, args.threshold) else 0
-
-
-def _write_outcomes(out: Any, outcomes: Sequence[Outcome]) -> None:
-    """Write every outcome to the open ``--json`` file as JSON lines (``OSError`` when the write fails)."""
-    for o in outcomes:
-        out.write(json.dumps({"id": o.exploit.id, "category": o.exploit.category, "verdict": o.exploit.verdict,
-                              "status": o.status, "reward": o.reward, "error": o.error}) + "\n")
-    out.flush()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

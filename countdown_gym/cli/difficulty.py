@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
 
 from tqdm import tqdm
 
@@ -15,14 +14,6 @@ from countdown_gym.data.difficulty import measure, tier_thresholds
 from countdown_gym.data.labels import LABELS_SHA256, TIER_METRIC, TIER_THRESHOLDS, labels_path
 from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, load_split
 from countdown_gym.dataclass_cli import run
-from countdown_gym.game.problem import Problem
-
-
-def _labels_bytes(problems: Sequence[Problem]) -> bytes:
-    lines = []
-    for p in tqdm(problems, desc="measuring", leave=False):
-        lines.append(json.dumps({"id": p.id, **measure(p).to_dict()}, separators=(",", ":")) + "\n")
-    return "".join(lines).encode("utf-8")
 
 
 @dataclasses.dataclass
@@ -46,18 +37,18 @@ class DifficultyOptions:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``countdown-gym difficulty``: re-measure every frozen split; compare with the shipped labels, or ``--write`` them."""
+    """``countdown-gym difficulty``: 0 the labels reproduce (or were written), 1 some differ, 2 usage error."""
     return run(DifficultyOptions, argv, _difficulty, prog="countdown-gym difficulty")
 
 
 def _difficulty(args: DifficultyOptions) -> int:  # pragma: no cover - maintenance command (minutes of solver time)
-    presets = list(args.presets)
     hashes: dict[str, dict[str, str]] = {}
     differ = []
-    for preset in presets:
+    for preset in args.presets:
         hashes[preset] = {}
         for split in SPLITS:
-            data = _labels_bytes(load_split(preset, split))
+            data = "".join(json.dumps({"id": p.id, **measure(p).to_dict()}, separators=(",", ":")) + "\n"
+                           for p in tqdm(load_split(preset, split), desc="measuring", leave=False)).encode("utf-8")
             hashes[preset][split] = hashlib.sha256(data).hexdigest()
             if args.write:
                 labels_path(preset, split).write_bytes(data)

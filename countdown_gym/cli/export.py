@@ -2,33 +2,23 @@
 
     countdown-gym export --format hf --out data/countdown            # every preset, every split
     countdown-gym export --format parquet --preset longproc-0.5k --split train --size 20000 --seed 1 --out data/big
-    countdown-gym export --format parquet --preset tinyzero --split test --out data/countdown
     countdown-gym export --format jsonl --prompt-style longproc --chat --out data/countdown   # prompt: chat messages
 
-Formats (one folder per preset under ``--out``; a dataset card ``README.md`` with the Hub's YAML metadata at
-the top of ``--out``, except for ``verl``):
-
-* ``hf``: ``<out>/<preset>/`` is a ``datasets.DatasetDict`` (``datasets.load_from_disk``);
-* ``parquet``: ``<out>/<preset>/<split>.parquet`` (``datasets.load_dataset("parquet", data_files=...)``, or the
-  folder itself on the Hub: the card lists one config per preset);
-* ``jsonl``: ``<out>/<preset>/<split>.jsonl``, one row per line;
-* ``verl``: verl's prompt rows (:mod:`countdown_gym.integrations.verl_export`).
-
-The columns of ``hf`` / ``parquet`` / ``jsonl`` rows are :data:`COLUMNS`. ``prompt`` is the prompt in
-``--prompt-style``, plain text, or with ``--chat`` chat messages ending with the user's turn
-(:func:`~countdown_gym.game.text_format.chat_messages`), so ``GRPOTrainer(train_dataset=load_dataset(...)["train"])``
-trains on an export as it is; ``rules`` is a struct. ``--size N`` makes each preset's ``train`` split ``N`` problems
-generated beyond the frozen splits (:mod:`countdown_gym.data.fresh`: deterministic by ``--seed``, none a frozen
-validation or test problem, tiers measured); without it the frozen splits are exported. Read any export back, or TinyZero-style rows, with
-:func:`countdown_gym.data.problem_files.load_problems`. See ``docs/datasets.md``.
+One folder per preset under ``--out``: ``hf`` a ``datasets.DatasetDict``, ``parquet`` / ``jsonl`` one file per
+split, ``verl`` verl's prompt rows (:mod:`countdown_gym.integrations.verl_export`); all but ``verl`` get a dataset
+card ``README.md`` (``dataset_card.md`` filled in) with the Hub's YAML metadata. Rows have the columns
+:data:`COLUMNS`; ``--size N`` replaces each ``train`` split with ``N`` problems generated beyond the frozen splits
+(:mod:`countdown_gym.data.fresh`). See ``docs/datasets.md``.
 """
 
 from __future__ import annotations
 
 import json
+import string
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -78,7 +68,6 @@ RULES_FIELDS: tuple[str, ...] = ("name", "integer_only", "sign", "value_limit", 
 def split_rows(preset: str, split: str, prompt_style: str = "tinyzero", chat: bool = False) -> list[dict[str, Any]]:
     """The exported rows of one frozen split, in split order (columns :data:`COLUMNS`; ``prompt`` in
     ``prompt_style``, chat messages when ``chat``)."""
-    _check_style(prompt_style)
     return _rows(load_split(preset, split), split_labels(preset, split), split_tiers(preset, split), preset, split,
                  prompt_style, chat)
 
@@ -90,35 +79,24 @@ def generated_rows(preset: str, size: int, seed: int = 0, prompt_style: str = "t
     with its measured difficulty labels and tier (the preset's cut points)."""
     from tqdm import tqdm
 
-    _check_style(prompt_style)
     problems = generate_fresh(preset, size, seed)
     labels = [difficulty(p) for p in tqdm(problems, desc=f"{preset}: difficulty", leave=False, disable=not progress)]
     tiers = [tier(d, preset) for d in labels]
     return _rows(problems, labels, tiers, preset, "train", prompt_style, chat)
 
 
-def _check_style(prompt_style: str) -> None:
-    if prompt_style not in PROMPT_STYLES:
-        raise ValueError(f"unknown prompt style {prompt_style!r}; choose one of {list(PROMPT_STYLES)}")
-
-
 def _rows(problems: Sequence[Problem], labels: Sequence[Difficulty], tiers: Sequence[str], preset: str, split: str,
           prompt_style: str, chat: bool) -> list[dict[str, Any]]:
+    if prompt_style not in PROMPT_STYLES:
+        raise ValueError(f"unknown prompt style {prompt_style!r}; choose one of {list(PROMPT_STYLES)}")
     rows = []
     for p, d, t in zip(problems, labels, tiers, strict=True):
         row: dict[str, Any] = {
-            "id": p.id,
-            "preset": preset,
-            "split": split,
-            "numbers": list(p.numbers),
-            "target": p.target,
+            "id": p.id, "preset": preset, "split": split, "numbers": list(p.numbers), "target": p.target,
             "rules": {k: p.rules.to_dict()[k] for k in RULES_FIELDS},
             "prompt": chat_messages(p, prompt_style) if chat else build_prompt(p, prompt_style),
-        }
-        row.update(d.to_dict())
-        row["tier"] = t
-        for style in PROMPT_STYLES:
-            row[f"prompt_{style}"] = build_prompt(p, style)
+            **d.to_dict(), "tier": t, **{f"prompt_{style}": build_prompt(p, style) for style in PROMPT_STYLES},
+        }  # fmt: skip
         rows.append({k: row[k] for k in COLUMNS})
     return rows
 
@@ -136,75 +114,6 @@ def _features(chat: bool = False) -> Any:
     return Features({k: kinds.get(k, Value("string")) for k in COLUMNS})
 
 
-def _size_category(n: int) -> str:
-    for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K")):
-        if n < limit:
-            return name
-    return "100K<n<1M"
-
-
-CITATION = """@software{countdown_gym,
-  title = {countdown-gym: the Countdown game as Gymnasium environments, with an exact verifier, solver and
-           dense-reward critics for LLM reasoning research},
-  version = {VERSION},
-  year = {2026},
-  license = {MIT}
-}
-
-@misc{tinyzero,
-  author = {Jiayi Pan and Junjie Zhang and Xingyao Wang and Lifan Yuan and Hao Peng and Alane Suhr},
-  title = {TinyZero},
-  howpublished = {https://github.com/Jiayi-Pan/TinyZero},
-  year = {2025}
-}
-
-@article{ye2025longproc,
-  title = {LongProc: Benchmarking Long-Context Language Models on Long Procedural Generation},
-  author = {Xi Ye and Fangcong Yin and Yinghui He and Joie Zhang and Howard Yen and Tianyu Gao and Greg Durrett
-            and Danqi Chen},
-  journal = {arXiv preprint arXiv:2501.05414},
-  year = {2025}
-}"""
-"""The card's citation block (``VERSION``: the package version)."""
-
-
-def _usage(fmt: str, prompt_style: str, chat: bool) -> str:
-    load = {
-        "hf": 'from datasets import load_from_disk\nds = load_from_disk("<this folder>/tinyzero")   # a DatasetDict',
-        "parquet": 'from datasets import load_dataset\nds = load_dataset("<this folder>", "tinyzero")   # or the Hub repo id',
-        "jsonl": 'from datasets import load_dataset\nds = load_dataset("<this folder>", "tinyzero")   # or the Hub repo id',
-    }[fmt]
-    kind = "chat messages ending with the user's turn" if chat else "plain text"
-    return f"""## Usage
-
-`prompt` holds the `{prompt_style}` prompt as {kind} (`countdown-gym export --prompt-style {prompt_style}{" --chat" if chat else ""}`),
-so TRL's `GRPOTrainer` trains on a split as it is; the `numbers`, `target` and `rules` columns reach the reward
-functions of `countdown_gym.integrations.trl` (`pip install 'countdown-gym[llm]'`):
-
-```python
-{load}
-from trl import GRPOConfig, GRPOTrainer
-from countdown_gym.integrations.trl import format_reward, sparse_reward
-
-trainer = GRPOTrainer(model="Qwen/Qwen2.5-0.5B-Instruct", train_dataset=ds["train"],
-                      reward_funcs=[sparse_reward, format_reward], args=GRPOConfig(output_dir="runs/countdown"))
-trainer.train()
-```
-
-`sparse_reward` and `format_reward` read the final answer. `oracle_reward`, `oracle_perfect_reward` and
-`CriticReward` score the completion's move lines (`a op b = c`) and give 0.0 to a completion without them,
-however right its answer: the `longproc` and `compact` prompts ask for move lines, the `tinyzero` prompt does not.
-Score an answer with the package's verifier:
-
-```python
-from countdown_gym import Problem, Rules, verify
-row = ds["test"][0]
-problem = Problem(tuple(row["numbers"]), row["target"], Rules.from_dict(row["rules"]))
-verify(problem, "<answer>" + row["solution"] + "</answer>").correct   # True
-```
-"""
-
-
 def dataset_card(fmt: str, sizes: dict[str, dict[str, tuple[int, int]]], prompt_style: str = "tinyzero",
                  chat: bool = False, seed: int | None = None) -> str:
     """The ``README.md`` of an export: Hub YAML metadata (configs, features, sizes), usage, what the data is,
@@ -219,7 +128,8 @@ def dataset_card(fmt: str, sizes: dict[str, dict[str, tuple[int, int]]], prompt_
     meta: dict[str, Any] = {
         "license": "mit", "language": ["en"], "pretty_name": "Countdown (countdown-gym frozen splits)",
         "task_categories": ["text-generation"], "tags": ["countdown", "reasoning", "math", "reinforcement-learning"],
-        "size_categories": [_size_category(total)],
+        "size_categories": [next((name for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"))
+                                  if total < limit), "100K<n<1M")],
     }
     if fmt in ("parquet", "jsonl"):
         meta["configs"] = [
@@ -249,44 +159,14 @@ The `train` split of each preset here is not the frozen one: its problems were g
 same for the same seed), under the preset's rules, and none shares a (sorted numbers, target) pair with a frozen
 validation or test problem of any preset; their difficulty labels and tiers were measured by the solver and their
 ids read `<preset>/{GENERATED}-{seed}/<index>`.""" if generated else "")
-    header = "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n"
-    return header + f"""
-# Countdown: the frozen splits of countdown-gym
-
-Reach the `target` by combining all the `numbers` with `+ - * /` (each number used once; the `rules` column
-says whether fractions and negative intermediate results are allowed). These are the frozen train / validation /
-test splits of the countdown-gym package (version {__version__}), exported with
-`countdown-gym export --format {fmt}`. Test problems never share a (sorted numbers, target) pair with train or
-validation problems; every problem is solvable under its rules.{fresh}
-
-{_usage(fmt, prompt_style, chat)}
-## Sizes and difficulty tiers
-
-| preset | train | validation | test | tier cut points on `{TIER_METRIC}` (easy <= a, medium <= b) |
-| --- | ---: | ---: | ---: | --- |
-{size_rows}
-
-## Columns
-
-| column | meaning |
-| --- | --- |
-{table}
-
-## Provenance
-
-Generated by `countdown_gym.data.splits.build_splits` from fixed seeds; the split files inside the package have these
-SHA-256 (leaderboard submissions quote them){" (the generated train splits have none)" if generated else ""}:
-
-{hashes}
-
-License: MIT, as the package.
-
-## Citation
-
-```bibtex
-{CITATION.replace("VERSION", __version__)}
-```
-"""
+    card = (resources.files("countdown_gym.cli") / "dataset_card.md").read_text(encoding="utf-8")
+    load = {"hf": 'from datasets import load_from_disk\nds = load_from_disk("<this folder>/tinyzero")   # a DatasetDict'}.get(
+        fmt, 'from datasets import load_dataset\nds = load_dataset("<this folder>", "tinyzero")   # or the Hub repo id')
+    return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n\n" + string.Template(card).substitute(
+        version=__version__, fmt=fmt, fresh=fresh, prompt_style=prompt_style, chat_flag=" --chat" if chat else "",
+        kind="chat messages ending with the user's turn" if chat else "plain text", load=load, tier_metric=TIER_METRIC,
+        size_rows=size_rows, table=table, no_hashes=" (the generated train splits have none)" if generated else "",
+        hashes=hashes)
 
 
 def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, splits: Sequence[str] | None = None,

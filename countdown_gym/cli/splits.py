@@ -27,8 +27,7 @@ class SplitsOptions:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``countdown-gym splits``: rebuild every split from ``SPLIT_SPEC``; check it against the recorded hashes,
-    or ``--write`` it."""
+    """``countdown-gym splits``: rebuild every split; check it against the recorded hashes, or ``--write`` it."""
     return run(SplitsOptions, argv, _splits, prog="countdown-gym splits")
 
 

@@ -1,23 +1,24 @@
-"""Reading an options dataclass from the command line with tyro, and the one usage-error form.
-
-:func:`parse` (and :func:`parse_known`, :func:`run`, :func:`help_text`) hand the project's flag spellings to
-``tyro.cli`` with the project's type rules; :func:`usage_error` is the one form of a usage error (exit code 2);
-:func:`dispatch` runs a command made of commands. :func:`check_min` and :func:`check_choice` are the checks an
-options class's ``__post_init__`` raises as usage errors.
-"""
+"""The options parser of :mod:`countdown_gym.dataclass_cli` (its docstring says what it adds to tyro)."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
+import inspect
 import io
 import json
 import math
 import os
 import sys
-from collections.abc import Callable, Collection, Mapping, Sequence
+import textwrap
+import tokenize
+import types
+import typing
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
+from unittest import mock
 
 import tyro
 from tyro.constructors import (
@@ -31,9 +32,102 @@ from tyro.constructors import (
 # tyro's own dataclass rule, whose help text _dataclass_help replaces
 from tyro.constructors._struct_spec_dataclass import dataclass_rule
 
-from countdown_gym.dataclass_cli.fields import field_docs, flag_kind, flags, is_optional, parse_bool
-
 T = TypeVar("T")
+EXIT_INTERRUPTED = 130
+"""The exit code of a command stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it."""
+
+
+def parse_bool(text: str, *, allow_auto: bool = False) -> bool | None:
+    """``true/false/yes/no/on/off/1/0`` (any case) -> bool; with ``allow_auto``, ``auto``/``none`` -> None."""
+    t = text.strip().lower()
+    if t in ("1", "true", "yes", "on"):
+        return True
+    if t in ("0", "false", "no", "off"):
+        return False
+    if allow_auto and t in ("auto", "none"):
+        return None
+    raise ValueError(f"expected {'true/false/auto' if allow_auto else 'true/false'}, got {text!r}")
+
+
+# ---- the fields of an options class ------------------------------------------------------------------------
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Field name -> help text from the source of ``cls`` and its dataclass bases: the docstring under the field
+    (lines joined), else its trailing comment (a comment on a line of its own is no field's help)."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            source = textwrap.dedent(inspect.getsource(klass))
+            body = next(n.body for n in ast.parse(source).body if isinstance(n, ast.ClassDef))
+            comments = {tok.start[0]: tok.string.lstrip("#").strip()
+                        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+                        if tok.type == tokenize.COMMENT and tok.line[: tok.start[1]].strip()}
+        except (OSError, TypeError, SyntaxError, StopIteration, tokenize.TokenError):
+            continue
+        for stmt, nxt in zip(body, [*body[1:], None], strict=True):
+            if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+                continue
+            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
+                docs[stmt.target.id] = " ".join(inspect.cleandoc(nxt.value.value).split())
+            elif stmt.end_lineno in comments:
+                docs[stmt.target.id] = comments[stmt.end_lineno]
+    return docs
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """One command-line flag: the field it sets (``path``: field names from the options class down) and its type."""
+
+    name: str  # "--field-name"
+    path: tuple[str, ...]
+    hint: Any
+
+
+def is_optional(hint: Any) -> tuple[bool, Any]:
+    """``(True, X)`` for ``X | None``, else ``(False, hint)``."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
+        return True, next(a for a in args if a is not type(None))
+    return False, hint
+
+
+def flags(cls: type) -> list[Flag]:
+    """Every flag of the options dataclass ``cls``, fields of nested dataclasses included (without a prefix).
+
+    Raises ``TypeError`` for a class that is not a dataclass or for two fields with one flag name.
+    """
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise TypeError(f"{cls!r} is not a dataclass")
+    out: dict[str, Flag] = {}
+
+    def walk(klass: type, prefix: tuple[str, ...]) -> None:
+        hints = typing.get_type_hints(klass)
+        for f in dataclasses.fields(klass):
+            if not f.init:
+                continue
+            hint = hints.get(f.name, f.type)
+            if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+                walk(hint, (*prefix, f.name))
+                continue
+            name = "--" + f.name.replace("_", "-")
+            if name in out:
+                raise TypeError(f"{cls.__name__}: {'.'.join((*prefix, f.name))} and {'.'.join(out[name].path)} "
+                                f"are both {name}")
+            out[name] = Flag(name, (*prefix, f.name), hint)
+
+    walk(cls, ())
+    return list(out.values())
+
+
+def flag_kind(flag: Flag) -> str:
+    """How the command line spells ``flag``: ``bool``, ``auto-bool`` (``bool | None``), ``sequence`` or ``value``."""
+    optional, hint = is_optional(flag.hint)
+    if hint is bool:
+        return "auto-bool" if optional else "bool"
+    return "sequence" if hint in (tuple, list) or typing.get_origin(hint) in (tuple, list) else "value"
 
 
 # ---- tyro: the types' parsers, help and errors ----------------------------------------------------------------
@@ -78,6 +172,10 @@ def _project_types(info: PrimitiveTypeInfo) -> PrimitiveConstructorSpec | None:
     return None
 
 
+class _Invalid(Exception):
+    """A ``ValueError`` of an options class's ``__post_init__``, carried past tyro to :func:`parse`."""
+
+
 @_REGISTRY.struct_rule
 def _dataclass_help(info: StructTypeInfo) -> StructConstructorSpec | None:
     """tyro's dataclass rule with the help text of :func:`field_docs` (tyro keeps the line breaks of an indented
@@ -100,10 +198,6 @@ def _dataclass_help(info: StructTypeInfo) -> StructConstructorSpec | None:
     return dataclasses.replace(spec, fields=fields, instantiate=instantiate)
 
 
-class _Invalid(Exception):
-    """A ``ValueError`` of an options class's ``__post_init__``, carried past tyro to :func:`parse`."""
-
-
 def _normalize(cls: type, argv: Sequence[str], prog: str) -> list[str]:
     """The project's spellings in tyro's: ``--flag VALUE`` of a bool, comma lists, ``--no-flag`` of ``bool | None``."""
     known = {f.name: f for f in flags(cls)}
@@ -123,19 +217,13 @@ def _normalize(cls: type, argv: Sequence[str], prog: str) -> list[str]:
             out.append(arg)
             continue
         negative, kind = name != flag.name, flag_kind(flag)
-        if negative and kind not in ("bool", "auto-bool"):
-            out.append(arg)  # --no-x of a non-bool: tyro reports it
-            continue
         if kind in ("bool", "auto-bool"):
             if not eq and i < len(args) and not args[i].startswith("--") and not negative:
                 value, eq = args[i], "="
                 i += 1
-            if negative:
-                if eq:
-                    usage_error(f"{name} takes no value, got {value!r}", prog=prog)
-                value = "false"
-            elif not eq:
-                value = "true"
+            if negative and eq:
+                usage_error(f"{name} takes no value, got {value!r}", prog=prog)
+            value = "false" if negative else value if eq else "true"
             try:
                 truth = parse_bool(value, allow_auto=kind == "auto-bool")
             except ValueError as exc:
@@ -144,6 +232,8 @@ def _normalize(cls: type, argv: Sequence[str], prog: str) -> list[str]:
                 out += [flag.name, "auto" if truth is None else str(truth).lower()]
             else:
                 out.append(flag.name if truth else "--no-" + flag.name[2:])
+        elif negative:
+            out.append(arg)  # --no-x of a non-bool: tyro reports it
         elif kind == "sequence":
             values = [value] if eq else []
             while i < len(args) and not (args[i].startswith("--") and args[i] != "--"):
@@ -158,8 +248,7 @@ def _normalize(cls: type, argv: Sequence[str], prog: str) -> list[str]:
     return out
 
 
-def _prog(cls: type) -> str:
-    return Path(sys.argv[0]).name if sys.argv and sys.argv[0] else cls.__name__
+# ---- parsing, usage errors, commands ------------------------------------------------------------------------
 
 
 class UsageError(SystemExit):
@@ -190,18 +279,13 @@ def _first_message(box: str) -> str:
 def usage_error(message: str, *, prog: str | None = None, details: str = "", usage: str = "[-h] [OPTIONS]") -> NoReturn:
     """Print the usage line and ``<prog>: error: <message>`` on stderr, then raise :class:`UsageError` (exit code 2).
 
-    The one form of a usage error of every command and script: :func:`parse` reports a bad flag or a
-    dataclass's failed check this way; a command does too, for a check that can only run after parsing
-    (e.g. one that needs a library loaded or a file read). ``usage``: what follows ``prog`` on the usage line.
+    The one usage-error form of every command, also for a check that can only run after parsing; ``usage``:
+    what follows ``prog`` on the usage line.
     """
     prog = prog or Path(sys.argv[0]).name
     print(f"usage: {prog} {usage}\n{details}{prog}: error: {message}\nFor full helptext, run {prog} --help",
           file=sys.stderr, flush=True)
     raise UsageError(message)
-
-
-EXIT_INTERRUPTED = 130
-"""The exit code of a command stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it."""
 
 
 def interrupted(prog: str) -> int:
@@ -210,14 +294,58 @@ def interrupted(prog: str) -> int:
     return EXIT_INTERRUPTED
 
 
+def parse(cls: type[T], argv: Sequence[str] | None = None, *, prog: str | None = None,
+          description: str | None = None) -> T:
+    """An instance of the options dataclass ``cls`` from ``argv`` (default ``sys.argv[1:]``).
+
+    ``--help`` prints the help and exits 0; a malformed value, an unknown flag or a ``ValueError`` from
+    the dataclass's own checks is a usage error on stderr (exit code 2).
+    """
+    return _cli(cls, argv, prog, description, unknown=False)
+
+
+def parse_known(cls: type[T], argv: Sequence[str] | None = None, *, prog: str | None = None,
+                description: str | None = None) -> tuple[T, list[str]]:
+    """As :func:`parse`, but flags ``cls`` does not have are returned, in order, for another command to read."""
+    return _cli(cls, argv, prog, description, unknown=True)
+
+
+def _cli(cls: type[T], argv: Sequence[str] | None, prog: str | None, description: str | None, *, unknown: bool) -> Any:
+    flags(cls)  # a class tyro cannot read without surprises (two fields, one flag) fails here, as TypeError
+    prog = prog or (Path(sys.argv[0]).name if sys.argv and sys.argv[0] else cls.__name__)
+    args = _normalize(cls, sys.argv[1:] if argv is None else argv, prog)
+    errors = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(errors):
+            return tyro.cli(cls, args=args, prog=prog, description=description, return_unknown_args=unknown,
+                            config=(tyro.conf.OmitArgPrefixes,), registry=_REGISTRY)
+    except _Invalid as exc:
+        usage_error(str(exc), prog=prog)
+    except BrokenPipeError:  # `--help | head` closed the pipe: exit quietly, as a Unix tool does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes at exit
+        raise SystemExit(0) from None
+    except SystemExit as exc:
+        if exc.code != 2:
+            raise
+        usage_error(_first_message(errors.getvalue()), prog=prog, details=errors.getvalue())
+    finally:
+        if errors.getvalue() and sys.exc_info()[0] is None:
+            sys.stderr.write(errors.getvalue())  # warnings of a successful parse
+
+
+def help_text(cls: type, *, prog: str | None = None, description: str | None = None) -> str:
+    """What ``--help`` prints for the options dataclass ``cls`` (plain text, 100 columns)."""
+    buffer = io.StringIO()
+    with mock.patch.dict(os.environ, {"COLUMNS": "100"}), contextlib.redirect_stdout(buffer), \
+            contextlib.suppress(SystemExit):
+        parse(cls, ["--help"], prog=prog, description=description)
+    return buffer.getvalue()
+
+
 def run(cls: type[T], argv: Sequence[str] | None, command: Callable[[T], int], *, prog: str,
         description: str | None = None) -> int:
-    """The exit code of a command whose options are the dataclass ``cls``: ``command(parse(cls, argv))``.
-
-    0 after ``--help``; 2 for a usage error, from the parse or raised by ``command`` through :func:`usage_error`
-    (the message is already on stderr). ``command`` returns 0 on success, 1 on failure. Ctrl-C while it runs is
-    one line on stderr and :data:`EXIT_INTERRUPTED` (130), never a traceback.
-    """
+    """The exit code of ``command(parse(cls, argv))``: 0 after ``--help``; 2 for a usage error (from the parse or
+    :func:`usage_error` in ``command``); else what ``command`` returns (0 or 1). Ctrl-C: :func:`interrupted`."""
     try:
         options = parse(cls, argv, prog=prog, description=description)
     except SystemExit as exc:  # --help (0) or a usage error (2)
@@ -243,93 +371,24 @@ def dispatch_help(prog: str, commands: Mapping[str, tuple[str, Any]], *, descrip
 
 def dispatch(prog: str, commands: Mapping[str, tuple[str, Callable[[list[str]], int]]], argv: Sequence[str] | None,
              *, description: str = "", epilog: str = "") -> int:
-    """``prog <command> [args]``: the exit code of ``commands[command][1](args)``, for a command made of commands
-    (``countdown-gym``, ``countdown-gym leaderboard``).
-
-    ``commands`` maps each command to ``(one-line help, run)``. ``-h`` / ``--help`` prints the list (exit code 0);
-    no command or an unknown one is a usage error (exit code 2), in :func:`usage_error`'s form.
-    """
+    """``prog <command> [args]``: the exit code of ``commands[command][1](args)``; ``commands`` maps each command
+    to ``(one-line help, run)``. ``--help`` lists them (0); no command or an unknown one is a usage error (2)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    usage = "[-h] <command> [args]"
     if argv and argv[0] in ("-h", "--help"):
         print(dispatch_help(prog, commands, description=description, epilog=epilog), end="")
         return 0
-    try:
-        if not argv:
-            usage_error(f"a command is required: one of {', '.join(commands)}", prog=prog, usage=usage)
-        if argv[0] not in commands:
-            usage_error(f"unknown command {argv[0]!r}; one of {', '.join(commands)}", prog=prog, usage=usage)
-    except UsageError:
-        return 2
+    if not argv or argv[0] not in commands:
+        problem = f"unknown command {argv[0]!r};" if argv else "a command is required:"
+        try:
+            usage_error(f"{problem} one of {', '.join(commands)}", prog=prog, usage="[-h] <command> [args]")
+        except UsageError:
+            return 2
     return commands[argv[0]][1](argv[1:])
 
 
-def parse(cls: type[T], argv: Sequence[str] | None = None, *, prog: str | None = None,
-          description: str | None = None) -> T:
-    """An instance of the options dataclass ``cls`` from ``argv`` (default ``sys.argv[1:]``).
-
-    ``--help`` prints the help and exits 0; a malformed value, an unknown flag or a ``ValueError`` from
-    the dataclass's own checks is a usage error on stderr (exit code 2).
-    """
-    return _cli(cls, argv, prog, description, unknown=False)
-
-
-def parse_known(cls: type[T], argv: Sequence[str] | None = None, *, prog: str | None = None,
-                description: str | None = None) -> tuple[T, list[str]]:
-    """As :func:`parse`, but flags ``cls`` does not have are returned, in order, for another command to read.
-
-    For a script that passes the rest of its command line on (``baselines/compare_rewards.py`` to ``sb3_ppo``).
-    """
-    return _cli(cls, argv, prog, description, unknown=True)
-
-
-def _cli(cls: type[T], argv: Sequence[str] | None, prog: str | None, description: str | None, *, unknown: bool) -> Any:
-    flags(cls)  # a class tyro cannot read without surprises (two fields, one flag) fails here, as TypeError
-    prog = prog or _prog(cls)
-    args = _normalize(cls, sys.argv[1:] if argv is None else argv, prog)
-    errors = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(errors):
-            return tyro.cli(cls, args=args, prog=prog, description=description, return_unknown_args=unknown,
-                            config=(tyro.conf.OmitArgPrefixes,), registry=_REGISTRY)
-    except _Invalid as exc:
-        usage_error(str(exc), prog=prog)
-    except BrokenPipeError:  # `--help | head` closed the pipe: exit quietly, as a Unix tool does
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes at exit
-        raise SystemExit(0) from None
-    except SystemExit as exc:
-        if exc.code != 2:
-            raise
-        usage_error(_first_message(errors.getvalue()), prog=prog, details=errors.getvalue())
-    finally:
-        if errors.getvalue() and sys.exc_info()[0] is None:
-            sys.stderr.write(errors.getvalue())  # warnings of a successful parse
-
-
-def help_text(cls: type, *, prog: str | None = None, description: str | None = None) -> str:
-    """What ``--help`` prints for the options dataclass ``cls`` (plain text, 100 columns)."""
-    buffer = io.StringIO()
-    old = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "100"
-    try:
-        with contextlib.redirect_stdout(buffer), contextlib.suppress(SystemExit):
-            parse(cls, ["--help"], prog=prog, description=description)
-    finally:
-        if old is None:
-            os.environ.pop("COLUMNS", None)
-        else:
-            os.environ["COLUMNS"] = old
-    return buffer.getvalue()
-
-
-# ---- checks for __post_init__ -----------------------------------------------------------------------------------
-
-
 def check_min(options: Any, low: float, *names: str) -> None:
-    """Raise ``ValueError`` naming the flag (``--eval-every must be >= 1, got 0``) unless every field is >= ``low``.
-
-    NaN fails too. Meant for a dataclass's ``__post_init__`` (:func:`parse` turns the error into a usage error).
-    """
+    """Raise ``ValueError`` naming the flag (``--eval-every must be >= 1, got 0``) unless every field is >= ``low``
+    (NaN fails too); for ``__post_init__``, whose ``ValueError`` :func:`parse` reports as a usage error."""
     for name in names:
         value = getattr(options, name)
         if not value >= low:
@@ -337,8 +396,88 @@ def check_min(options: Any, low: float, *names: str) -> None:
 
 
 def check_choice(options: Any, name: str, allowed: Collection[Any]) -> None:
-    """Raise ``ValueError`` naming the flag (``--preset must be one of [...], got 'x'``) unless the field
-    ``name`` of ``options`` is one of ``allowed``; like :func:`check_min`, meant for ``__post_init__``."""
+    """Raise ``ValueError`` naming the flag (``--preset must be one of [...], got 'x'``) unless the field ``name``
+    is one of ``allowed``; like :func:`check_min`."""
     value = getattr(options, name)
     if value not in allowed:
         raise ValueError(f"--{name.replace('_', '-')} must be one of {list(allowed)}, got {value!r}")
+
+
+# ---- back to flags: the resume check and to_argv ------------------------------------------------------------
+
+
+def _leaves(instance: Any) -> Iterator[tuple[Flag, Any, Any]]:
+    """``(flag, value, default)`` of every flag of a dataclass instance; a nested field's default is the one its
+    enclosing default instance holds."""
+    for flag in flags(type(instance)):
+        value, default = instance, dataclasses.MISSING
+        for depth, name in enumerate(flag.path):
+            field = next(f for f in dataclasses.fields(value) if f.name == name)
+            if depth == 0 or default is dataclasses.MISSING:
+                default = field.default if field.default_factory is dataclasses.MISSING else field.default_factory()
+            else:
+                default = getattr(default, name)
+            value = getattr(value, name)
+        yield flag, value, default
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list)):
+        return ",".join(_show(v) for v in value) or "(empty)"
+    if isinstance(value, dict):
+        return json.dumps(value)
+    return str(value) if value != "" else '""'
+
+
+def _lookup(saved: Mapping[str, Any], path: tuple[str, ...]) -> tuple[bool, Any]:
+    """A field's stored value: by its path (``{"model": {"hidden": 256}}``), else under its own name at the top
+    (options stored before the field moved into a nested class)."""
+    node: Any = saved
+    for name in path:
+        if not (isinstance(node, Mapping) and name in node):
+            break
+        node = node[name]
+    else:
+        return True, node
+    return (True, saved[path[-1]]) if path[-1] in saved and not isinstance(saved[path[-1]], Mapping) else (False, None)
+
+
+def changed_options(saved: Mapping[str, Any], current: Any, allowed: Collection[str] = ()) -> list[str]:
+    """``--flag <saved> (now <current>)`` for each flag of the dataclass instance ``current`` whose value differs
+    from ``saved`` (a run's stored options, JSON-decoded), fields named in ``allowed`` apart; a field ``saved``
+    lacks counts as its default. The training scripts' ``--resume`` checks."""
+    def as_json(value: Any) -> Any:
+        return json.loads(json.dumps(value, default=str))
+
+    changes = []
+    for flag, value, default in _leaves(current):
+        if flag.path[-1] in allowed:
+            continue
+        found, before = _lookup(saved, flag.path)
+        if not found:
+            before = None if default is dataclasses.MISSING else as_json(default)
+        if before != as_json(value):
+            changes.append(f"{flag.name} {_show(before)} (now {_show(as_json(value))})")
+    return changes
+
+
+def to_argv(instance: Any, *, skip: Collection[str] = ()) -> list[str]:
+    """The flags that rebuild ``instance``: ``parse(type(instance), to_argv(instance)) == instance``. One per field
+    that differs from its default (fields without one always), fields named in ``skip`` left out."""
+    if not dataclasses.is_dataclass(instance) or isinstance(instance, type):
+        raise TypeError(f"to_argv needs a dataclass instance, got {type(instance).__name__}")
+    argv: list[str] = []
+    for flag, value, default in _leaves(instance):
+        if flag.path[-1] in skip or (default is not dataclasses.MISSING and value == default):
+            continue
+        if isinstance(value, bool):
+            argv.append(flag.name if value else f"--no-{flag.name[2:]}")
+        elif value is None:
+            argv += [flag.name, "auto" if flag_kind(flag) == "auto-bool" else "None"]
+        elif isinstance(value, (tuple, list)):
+            argv += [flag.name, *(_show(v) for v in value)] if value else [flag.name + "="]
+        else:
+            argv += [flag.name, json.dumps(value) if isinstance(value, dict) else str(value)]
+    return argv

@@ -1,15 +1,10 @@
 """``countdown-gym leaderboard submit|score|check`` (also ``python -m countdown_gym.leaderboard ...``).
 
-* ``submit``: evaluate a Countdown-v0 policy (``--policy module:name`` or ``file.py:name``) or a
-  saved MaskablePPO model (``--sb3 model.zip``) on a frozen split and write a submission; with
-  ``--interaction multi-turn`` the policy is a text policy ``(message, info) -> turn`` played on
-  CountdownMultiTurn-v0.
-  Language models write their submissions with ``baselines/llm_eval.py`` (same file format).
-* ``score``: re-verify every file in ``<dir>/submissions/`` and write ``<dir>/LEADERBOARD.md``,
-  ``<dir>/leaderboard.png`` and the page ``<dir>/leaderboard.html`` (:mod:`countdown_gym.leaderboard.html`);
-  with file arguments, score just those and print the results.
-* ``check``: exit 1 if any submission is rejected or ``LEADERBOARD.md``, the chart or the page is not what
-  ``score`` would write now (CI runs it through the test suite).
+``submit`` plays a Countdown-v0 policy, a saved MaskablePPO model or (``--interaction multi-turn``) a text policy
+on a frozen split and writes a submission (language models: ``baselines/llm_eval.py``); ``score`` re-verifies
+``<dir>/submissions/`` and writes ``LEADERBOARD.md``, ``leaderboard.png`` and ``leaderboard.html`` (with file
+arguments it scores just those and prints the results); ``check`` exits 1 if a submission is rejected or one of
+those files is not what ``score`` would write now (CI runs it through the test suite).
 
 Exit codes: 0 done; 1 a failure (a rejected submission, a stale leaderboard, a policy that fails
 while it plays); 2 a usage error (a malformed or contradictory option, a ``--policy``, ``--sb3``
@@ -22,6 +17,7 @@ from __future__ import annotations
 import functools
 import shlex
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,14 +31,7 @@ from countdown_gym.dataclass_cli import usage_error
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
 from countdown_gym.leaderboard.html import render_html
 from countdown_gym.leaderboard.names import display_name, plain_text
-from countdown_gym.leaderboard.score import (
-    Rejection,
-    Scores,
-    plot,
-    render_markdown,
-    score_directory,
-    score_file,
-)
+from countdown_gym.leaderboard.score import Rejection, Scores, plot, render_markdown, score_directory, score_file
 
 MARKDOWN = "LEADERBOARD.md"
 PNG = "leaderboard.png"
@@ -161,6 +150,16 @@ def _summary(r: Scores | Rejection) -> str:
     return line + "".join(f"\n  note: {plain_text(n)}" for n in r.claim_notes)
 
 
+def _board(results: list[Scores | Rejection], d: Path, charts: Path) -> dict[Path, str | bytes]:
+    """What ``score`` writes in ``d``: the table, the chart (drawn in ``charts``) and the page."""
+    png = plot(results, charts / PNG)
+    chart = png.read_bytes() if png else None
+    out: dict[Path, str | bytes] = {d / MARKDOWN: render_markdown(results, d, PNG), d / HTML: render_html(results, d, chart)}
+    if chart is not None:
+        out[d / PNG] = chart
+    return out
+
+
 def cmd_score(args: ScoreOptions) -> int:
     if args.files:
         results = [score_file(f, progress=args.progress) for f in args.files]
@@ -169,12 +168,13 @@ def cmd_score(args: ScoreOptions) -> int:
         return 1 if any(isinstance(r, Rejection) for r in results) else 0
     d = _leaderboard_dir(args.dir)
     results = score_directory(d / SUBMISSIONS, progress=args.progress)
-    (d / MARKDOWN).write_text(render_markdown(results, d, PNG), encoding="utf-8", newline="\n")
-    png = plot(results, d / PNG)
-    (d / HTML).write_text(render_html(results, d, png.read_bytes() if png else None), encoding="utf-8", newline="\n")
+    board = _board(results, d, d)
+    for path, data in board.items():
+        if isinstance(data, str):
+            path.write_text(data, encoding="utf-8", newline="\n")
     for r in results:
         print(_summary(r), file=sys.stderr if isinstance(r, Rejection) else sys.stdout)
-    print(f"wrote {d / MARKDOWN}" + (f", {png}" if png else "") + f" and {d / HTML}")
+    print("wrote " + ", ".join(map(str, board)))
     return 0
 
 
@@ -182,34 +182,18 @@ def cmd_check(args: CheckOptions) -> int:
     d = _leaderboard_dir(args.dir)
     results = score_directory(d / SUBMISSIONS)
     problems = [f"rejected: {r.path}: {plain_text(r.reason)}" for r in results if isinstance(r, Rejection)]
-    expected = render_markdown(results, d, PNG)
-    md = d / MARKDOWN
-    if not md.exists():
-        problems.append(f"{md} is missing; run countdown-gym leaderboard score")
-    elif md.read_text(encoding="utf-8") != expected:
-        problems.append(f"{md} is stale (it differs from the re-scored submissions); run countdown-gym leaderboard score")
-    if any(isinstance(r, Scores) for r in results):
-        if not (d / PNG).exists():
-            problems.append(f"{d / PNG} is missing; run countdown-gym leaderboard score")
-        else:
-            import tempfile
-
-            with tempfile.TemporaryDirectory() as tmp:  # the chart is redrawn from the re-scored results
-                fresh = plot(results, Path(tmp) / PNG)
-                if fresh is not None and fresh.read_bytes() != (d / PNG).read_bytes():
-                    problems.append(f"{d / PNG} is stale (it is not the chart of the re-scored submissions); "
-                                    "run countdown-gym leaderboard score")
-    page = d / HTML
-    has_chart = any(isinstance(r, Scores) for r in results) and (d / PNG).is_file()
-    if not page.is_file():
-        problems.append(f"{page} is missing; run countdown-gym leaderboard score")
-    elif page.read_text(encoding="utf-8") != render_html(results, d, (d / PNG).read_bytes() if has_chart else None):
-        problems.append(f"{page} is stale (it differs from the re-scored submissions); run countdown-gym leaderboard score")
+    with tempfile.TemporaryDirectory() as tmp:  # the chart is redrawn from the re-scored results
+        board = _board(results, d, Path(tmp))
+    for path, data in board.items():
+        if not path.is_file():
+            problems.append(f"{path} is missing; run countdown-gym leaderboard score")
+        elif (path.read_bytes() if isinstance(data, bytes) else path.read_text(encoding="utf-8")) != data:
+            problems.append(f"{path} is stale (it differs from the re-scored submissions); run countdown-gym "
+                            "leaderboard score")
     for p in problems:
         print(p, file=sys.stderr)
-    n = sum(isinstance(r, Scores) for r in results)
     if not problems:
-        print(f"ok: {n} submissions re-verified, {md} is up to date")
+        print(f"ok: {sum(isinstance(r, Scores) for r in results)} submissions re-verified, {d / MARKDOWN} is up to date")
     return 1 if problems else 0
 
 

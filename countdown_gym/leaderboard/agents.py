@@ -1,13 +1,7 @@
-"""Run a ``Countdown-v0`` policy on a frozen split and collect its moves for a submission.
-
-A *policy* is any callable ``policy(obs, info) -> action``: ``obs`` and ``info`` are what
-``Countdown-v0`` returned (``info["action_mask"]``, ``info["state"]``, ``info["problem"]``).
-An object with a ``predict`` method (a stable-baselines3 / sb3-contrib model) is wrapped by
-:func:`sb3_policy`, which passes the action mask when the model accepts one.
-
-The moves are collected from ``info["transitions"]``; a masked action ends the episode (the env
-runs with ``invalid_action="penalty"``) and is kept as the last move, with its unrestricted
-exact result, so the verifier reports which rule it broke.
+"""Run a ``Countdown-v0`` policy (``policy(obs, info) -> action``, or an SB3 model through :func:`sb3_policy`) or a
+``CountdownMultiTurn-v0`` text policy on a frozen split and collect its moves for a submission. A masked action ends
+the episode (``invalid_action="penalty"``) and is kept as the last move with its unrestricted exact result, so the
+verifier reports which rule it broke.
 """
 
 from __future__ import annotations
@@ -43,8 +37,7 @@ class Evaluation:
     """What :func:`evaluate_policy` returns: one move sequence per problem, in split order."""
 
     moves: list[MoveList]
-    successes: int
-    """Episodes the env itself reported as won (the leaderboard re-verifies independently)."""
+    successes: int  # episodes the env itself reported as won (the leaderboard re-verifies)
     invalid_actions: int
     seconds: float
 
@@ -55,14 +48,11 @@ class Evaluation:
 
 def sb3_policy(model: Any, deterministic: bool = True) -> Policy:
     """A policy from an SB3-style model (``model.predict(obs, action_masks=..., deterministic=...)``)."""
-    params = inspect.signature(model.predict).parameters
-    masked = "action_masks" in params
+    masked = "action_masks" in inspect.signature(model.predict).parameters
 
     def policy(obs: np.ndarray, info: dict[str, Any]) -> int:
-        kwargs: dict[str, Any] = {"deterministic": deterministic}
-        if masked:
-            kwargs["action_masks"] = np.asarray(info["action_mask"], dtype=bool)
-        action, _ = model.predict(obs, **kwargs)
+        masks = {"action_masks": np.asarray(info["action_mask"], dtype=bool)} if masked else {}
+        action, _ = model.predict(obs, deterministic=deterministic, **masks)
         return int(np.asarray(action).reshape(()))
 
     return policy
@@ -81,11 +71,8 @@ def load_sb3_model(path: str | Path) -> Any:
 
 
 def load_object(spec: str, what: str = "policy") -> Any:
-    """The object named by ``"module:name"`` or ``"path/to/file.py:name"``.
-
-    A file is imported under its own stem with its folder put on ``sys.path`` (so classes a
-    saved SB3 model refers to, e.g. ``sb3_policy.PerActionPolicy``, resolve when it loads).
-    """
+    """The object named by ``"module:name"`` or ``"path/to/file.py:name"`` (a file is imported under its stem with
+    its folder on ``sys.path``, so classes a saved SB3 model refers to resolve when it loads)."""
     target, sep, name = spec.rpartition(":")
     if not sep or not target or not name:
         raise ValueError(f"{what} spec must be 'module:name' or 'file.py:name', got {spec!r}")
@@ -111,11 +98,8 @@ def load_object(spec: str, what: str = "policy") -> Any:
 
 
 def load_policy(spec: str, seed: int = 0) -> Policy:
-    """A policy from ``"module:name"`` or ``"path/to/file.py:name"``.
-
-    ``name`` is a policy ``(obs, info) -> action``, an object with ``predict`` (SB3 model), or a
-    class, which is instantiated as ``name(seed=seed)`` (or ``name()`` if it takes no seed).
-    """
+    """A policy from ``"module:name"`` or ``"path/to/file.py:name"``: a callable ``(obs, info) -> action``, an object
+    with ``predict`` (SB3 model), or a class, instantiated as ``name(seed=seed)`` (or ``name()``)."""
     obj = load_object(spec, "policy")
     if inspect.isclass(obj):
         obj = obj(seed=seed) if "seed" in inspect.signature(obj).parameters else obj()
@@ -136,22 +120,10 @@ def _recorded_move(transition: dict[str, Any]) -> tuple[Number, str, Number, Num
     return None if r is None else (a, op, b, r)
 
 
-def evaluate_policy(
-    policy: Policy | Any,
-    preset: str,
-    split: str,
-    *,
-    seed: int = 0,
-    progress: bool = True,
-    limit: int | None = None,
-    wrapper: Callable[[Any], Any] | None = None,
-) -> Evaluation:
-    """Play every problem of ``load_split(preset, split)`` once with ``policy``.
-
-    ``policy`` may also be an SB3 model (wrapped with :func:`sb3_policy`). ``wrapper`` (e.g. an
-    observation wrapper the model was trained behind) is applied to the env. ``limit`` plays only
-    the first problems (for quick checks; a submission needs the whole split).
-    """
+def evaluate_policy(policy: Policy | Any, preset: str, split: str, *, seed: int = 0, progress: bool = True,
+                    limit: int | None = None, wrapper: Callable[[Any], Any] | None = None) -> Evaluation:
+    """Play every problem of ``load_split(preset, split)`` once with ``policy`` (or an SB3 model), on the env wrapped
+    by ``wrapper`` when given; ``limit``: only the first problems (a quick check)."""
     from countdown_gym.envs.countdown import CountdownEnv
 
     if not callable(policy) and hasattr(policy, "predict"):
@@ -182,24 +154,12 @@ TextPolicy = Callable[[str, dict[str, Any]], str]
 """A multi-turn policy: ``(last message, info) -> turn`` on ``CountdownMultiTurn-v0``."""
 
 
-def evaluate_turn_policy(
-    policy: TextPolicy,
-    preset: str,
-    split: str,
-    *,
-    seed: int = 0,
-    max_turns: int = DEFAULT_MAX_TURNS,
-    limit: int | None = None,
-    progress: bool = True,
-) -> Evaluation:
-    """Play one ``CountdownMultiTurn-v0`` episode of each problem of the split with a text ``policy``.
-
-    The policy sees the environment's last message (the prompt after ``reset``, then each reply)
-    and the step's ``info``, and answers with one turn (``"21+16"``, ``"undo"``, ``"give up"``).
-    An episode's answer is the moves on its final path (undone moves are not part of it); a refused
-    turn counts as an invalid action. A policy that returns a non-``str`` stops the evaluation
-    with a ``ValueError`` naming the problem.
-    """
+def evaluate_turn_policy(policy: TextPolicy, preset: str, split: str, *, seed: int = 0,
+                         max_turns: int = DEFAULT_MAX_TURNS, limit: int | None = None, progress: bool = True,
+                         ) -> Evaluation:
+    """Play one ``CountdownMultiTurn-v0`` episode of each problem with a text ``policy`` (the last message and
+    ``info`` -> one turn such as ``"21+16"``, ``"undo"``). The answer is the moves on the final path; a refused turn
+    counts as invalid; a turn that is not a ``str`` raises ``ValueError`` naming the problem."""
     from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
 
     env = CountdownMultiTurnEnv(preset=preset, split=split, max_turns=max_turns)
@@ -267,32 +227,13 @@ def check_wrapper(wrapper: Callable[[Any], Any], preset: str, split: str) -> Non
     wrapped.close()
 
 
-def submit_policy(
-    make_policy: Callable[[int], Policy | Any],
-    out: str | Path,
-    *,
-    preset: str,
-    split: str,
-    command: str,
-    k: int = 1,
-    seed: int = 0,
-    temperature: float = 0.0,
-    progress: bool = True,
-    compute: str | None = None,
-    wrapper: Callable[[Any], Any] | None = None,
-    interaction: str = "moves",
-    max_turns: int = DEFAULT_MAX_TURNS,
-    **metadata: Any,
-) -> tuple[Path, list[Evaluation]]:
-    """Evaluate ``make_policy(seed + r)`` for ``r < k`` on the split and write a submission.
-
-    ``metadata`` holds the remaining :func:`write_submission` fields (``agent``, ``authors``,
-    ``model``, ``model_size``, ``method``, ``reward_variant``, ``notes``). The env's own success
-    rate of the first run is recorded as the claimed pass@1, so the leaderboard shows any
-    disagreement between the environment and the verifier. ``interaction="multi-turn"``: the
-    policies are text policies played on ``CountdownMultiTurn-v0`` with ``max_turns`` turns
-    (:func:`evaluate_turn_policy`); ``"moves"``: Countdown-v0 policies.
-    """
+def submit_policy(make_policy: Callable[[int], Policy | Any], out: str | Path, *, preset: str, split: str, command: str,
+                  k: int = 1, seed: int = 0, temperature: float = 0.0, progress: bool = True,
+                  compute: str | None = None, wrapper: Callable[[Any], Any] | None = None, interaction: str = "moves",
+                  max_turns: int = DEFAULT_MAX_TURNS, **metadata: Any) -> tuple[Path, list[Evaluation]]:
+    """Evaluate ``make_policy(seed + r)`` for ``r < k`` on the split and write a submission; ``metadata``: the other
+    :func:`write_submission` fields. The env's own success rate of the first run is the claimed pass@1 (the board
+    shows a disagreement). ``interaction="multi-turn"``: text policies (:func:`evaluate_turn_policy`)."""
     from countdown_gym.leaderboard.submission import check_header
     from countdown_gym.leaderboard.write import build_header, write_submission
 

@@ -1,14 +1,10 @@
 """The leaderboard as one static HTML page (``leaderboard/leaderboard.html``, written by ``leaderboard score``).
 
-The same ranked rows as ``LEADERBOARD.md`` (:func:`~countdown_gym.leaderboard.score.ranked`), one table per preset
-and split, sortable by any column (click a header; ``#sort=<column>:<asc|desc>`` in the address sorts on load) and
-filtered by a search box; each row links its submission file, shows its full command, and links the model card when
-the submission's ``model`` names a folder of the repository with a ``README.md`` (or that file). The pass@1 chart
-is embedded as a ``data:`` image, the style and script are inline, and a Content-Security-Policy allows nothing
-else: nothing is fetched at view time, and no script runs but the page's own (its hash is in the policy).
-
-Every submitted string is made plain (:func:`~countdown_gym.leaderboard.score.plain_text`: control and invisible
-characters dropped) and HTML-escaped before it reaches the page; links are only the scorer's own relative paths.
+The rows of ``LEADERBOARD.md`` (:func:`~countdown_gym.leaderboard.score.ranked`), one table per preset and split,
+sortable by any column (``#sort=<column>:<asc|desc>`` in the address sorts on load) and filtered by a search box;
+each row links its submission file and its model card (when ``model`` names a repository folder with a
+``README.md``). Chart, style and script are inline and the Content-Security-Policy allows nothing else. Every
+submitted string is made plain (:func:`~countdown_gym.leaderboard.names.plain_text`) and HTML-escaped.
 """
 
 from __future__ import annotations
@@ -17,85 +13,22 @@ import base64
 import hashlib
 import html
 import os
+from importlib import resources
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from countdown_gym.leaderboard.names import display_name, plain_text
-from countdown_gym.leaderboard.score import Rejection, Scores, _fmt, _rel, interaction, ranked
+from countdown_gym.leaderboard.score import COLUMNS, Rejection, Scores, _fmt, _rel, interaction, ranked
 
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("rank", "num"), ("agent", "text"), ("method", "text"), ("mode", "text"), ("model (size)", "text"),
-    ("reward", "text"), ("pass@1", "num"), ("pass@k", "num"), ("per-sample", "num"), ("invalid steps", "num"),
-    ("length", "num"), ("answers", "num"), ("authors", "text"), ("command", "text"), ("file", "text"),
-)
-"""The table's columns (the same as ``LEADERBOARD.md``'s) and how each sorts."""
 
-STYLE = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em; color: #1b1f23; }
-h1 { font-size: 1.6em; } h2 { font-size: 1.2em; margin-top: 1.6em; }
-table { border-collapse: collapse; font-size: 12.5px; }
-th, td { border: 1px solid #d0d7de; padding: 3px 6px; vertical-align: top; }
-th { background: #f6f8fa; cursor: pointer; user-select: none; white-space: nowrap; }
-th[aria-sort="ascending"]::after { content: " \\25B2"; } th[aria-sort="descending"]::after { content: " \\25BC"; }
-td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
-td.agent { font-weight: 600; } tr:nth-child(even) td { background: #fafbfc; }
-code { font-size: 11.5px; white-space: pre-wrap; overflow-wrap: anywhere; }
-td.method { min-width: 14em; } td.command { min-width: 22em; max-width: 44em; } td.file { min-width: 16em; overflow-wrap: anywhere; }
-details summary { cursor: pointer; } figure { margin: 1em 0; } img { max-width: 100%; }
-#filter { width: 24em; padding: 3px; } .note { color: #57606a; }
-"""
+def _asset(name: str) -> str:
+    """The page's style or script (``page.css``, ``page.js`` beside this module) on one line for the page."""
+    text = (resources.files("countdown_gym.leaderboard") / name).read_text(encoding="utf-8")
+    return " ".join(line.strip() for line in text.strip().splitlines())
 
-SCRIPT = """
-(function () {
-  function key(cell, type) {
-    var v = cell.getAttribute("data-sort");
-    if (v === null) { v = cell.textContent.trim(); }
-    if (type === "num") { var x = parseFloat(v); return isNaN(x) ? -Infinity : x; }
-    return v.toLowerCase();
-  }
-  function sortTable(table, col, dir) {
-    var heads = table.tHead.rows[0].cells, type = heads[col].getAttribute("data-type");
-    var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
-    rows.sort(function (a, b) {
-      var x = key(a.cells[col], type), y = key(b.cells[col], type);
-      var c = x < y ? -1 : x > y ? 1 : 0;
-      return dir === "asc" ? c : -c;
-    });
-    rows.forEach(function (r) { body.appendChild(r); });
-    for (var i = 0; i < heads.length; i++) { heads[i].removeAttribute("aria-sort"); }
-    heads[col].setAttribute("aria-sort", dir === "asc" ? "ascending" : "descending");
-  }
-  var tables = document.querySelectorAll("table.board");
-  tables.forEach(function (table) {
-    var heads = table.tHead.rows[0].cells;
-    Array.prototype.forEach.call(heads, function (th, col) {
-      th.addEventListener("click", function () {
-        var now = th.getAttribute("aria-sort");
-        sortTable(table, col, now === "ascending" ? "desc" : "asc");
-      });
-    });
-  });
-  var m = /^#sort=([^:]+):(asc|desc)$/.exec(decodeURIComponent(location.hash));
-  if (m) {
-    tables.forEach(function (table) {
-      var heads = table.tHead.rows[0].cells;
-      for (var i = 0; i < heads.length; i++) {
-        if (heads[i].getAttribute("data-column") === m[1]) { sortTable(table, i, m[2]); }
-      }
-    });
-  }
-  var box = document.getElementById("filter");
-  box.addEventListener("input", function () {
-    var q = box.value.toLowerCase();
-    tables.forEach(function (table) {
-      Array.prototype.forEach.call(table.tBodies[0].rows, function (r) {
-        r.hidden = q !== "" && r.textContent.toLowerCase().indexOf(q) < 0;
-      });
-    });
-  });
-})();
-"""
+
+STYLE, SCRIPT = _asset("page.css"), _asset("page.js")
 
 
 def _csp_hash(text: str) -> str:
@@ -200,10 +133,7 @@ def render_html(results: list[Scores | Rejection], base: Path, png: bytes | None
             "</tbody></table></section>",
         ]
     out.append("<h2>Rejected submissions</h2>")
-    if rejected:
-        out.append("<ul>" + "".join(f"<li><code>{_text(_rel(r.path, base), 100)}</code>: {_text(r.reason, 400)}</li>"
-                                    for r in rejected) + "</ul>")
-    else:
-        out.append("<p>None.</p>")
+    out.append("<ul>" + "".join(f"<li><code>{_text(_rel(r.path, base), 100)}</code>: {_text(r.reason, 400)}</li>"
+                                for r in rejected) + "</ul>" if rejected else "<p>None.</p>")
     out += [f"<script>{SCRIPT}</script>", "</body></html>"]
     return "\n".join(out) + "\n"

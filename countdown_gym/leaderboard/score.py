@@ -1,23 +1,11 @@
 """Re-score leaderboard submissions and write ``LEADERBOARD.md`` and ``leaderboard.png``.
 
-Every answer is re-verified with :func:`countdown_gym.game.verifier.verify`; numbers a file claims
-are never used for ranking, only compared with the re-scored ones. A file that fails a
-file-level check (:func:`~countdown_gym.leaderboard.submission.read_submission`) is listed as
-rejected with its reason; each file is scored on its own, so a bad file never changes another
-file's score, and no input makes the scorer crash.
-
-Metrics per submission:
-
-* ``pass@1``: fraction of problems whose *first* answer is correct.
-* ``pass@k``: the unbiased estimator ``1 - C(n-c, k) / C(n, k)`` averaged over problems
-  (``n`` answers, ``c`` correct, ``k`` = the header's ``sampling.k``), shown when ``k > 1``.
-* ``per-sample``: mean over problems of ``c / n`` (each problem's fraction of correct answers; the
-  fraction of all answers only when every problem has the same ``n``).
-* ``invalid steps``: move lines that were illegal or wrongly computed, over all move lines of
-  the *first* answers (so submissions with different k compare, and scoring stays fast), from
-  :func:`countdown_gym.envs.text.replay_completion` (``-`` when no answer states a move).
-* ``mean length``: mean characters per answer text (for move answers, of the ``<Solution>``
-  block built from the moves).
+Every answer is re-verified with :func:`countdown_gym.game.verifier.verify`; numbers a file claims are only compared
+with the re-scored ones, never ranked. A file failing a file-level check is a :class:`Rejection` with its reason; each
+file is scored on its own, and no input makes the scorer crash. Metrics: pass@1 (first answer correct); pass@k, the
+unbiased estimator ``1 - C(n-c, k) / C(n, k)`` with the header's ``sampling.k`` (when ``k > 1``); per-sample, the
+mean over problems of ``c / n``; invalid steps, illegal or miscomputed move lines over all move lines of the first
+answers (:func:`countdown_gym.envs.text.replay_completion`); mean length in characters per answer.
 """
 
 from __future__ import annotations
@@ -37,26 +25,26 @@ from countdown_gym.data.splits import SPLITS
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.verifier import verify
 from countdown_gym.leaderboard.names import agent_key, display_name, plain_text
-from countdown_gym.leaderboard.submission import (
-    MAX_COMPLETION_CHARS,
-    Submission,
-    SubmissionError,
-    read_submission,
-)
+from countdown_gym.leaderboard.submission import MAX_COMPLETION_CHARS, Submission, SubmissionError, read_submission
 
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("rank", "num"), ("agent", "text"), ("method", "text"), ("mode", "text"), ("model (size)", "text"),
+    ("reward", "text"), ("pass@1", "num"), ("pass@k", "num"), ("per-sample", "num"), ("invalid steps", "num"),
+    ("length", "num"), ("answers", "num"), ("authors", "text"), ("command", "text"), ("file", "text"),
+)
+"""The board's columns (``LEADERBOARD.md`` and the page) and how each sorts."""
 CLAIM_TOLERANCE = 0.0005
 """A claimed metric further than this from the re-scored value is reported."""
 
 
 @dataclass(frozen=True)
 class AnswerScore:
-    """One answer, re-verified."""
+    """One answer, re-verified; ``moves``: the move lines the text env replayed (``None``: not replayed)."""
 
     correct: bool
     reason: str
     length: int
     moves: int | None = None
-    """Move lines the text env replayed (``None`` when replay is unavailable)."""
     invalid_moves: int | None = None
 
 
@@ -103,14 +91,6 @@ def _pass_at_k(n: int, c: int, k: int) -> Fraction:
     return 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
 
 
-def _replay_function() -> Callable[..., Any] | None:
-    try:
-        from countdown_gym.envs.text import replay_completion
-    except ImportError:
-        return None
-    return replay_completion
-
-
 MAX_REPLAY_LINES = 2_000
 """Answers with more lines are verified but not replayed for the invalid-step count (replay costs ~6 us a
 line; a long LongProc 8k trace has well under 1,000), so a file of junk lines cannot make scoring slow."""
@@ -139,20 +119,17 @@ def score_submission(sub: Submission, progress: bool = False) -> Scores:
     """Re-verify every answer of a valid submission and compute its metrics."""
     from tqdm import tqdm
 
-    replay = _replay_function()
+    from countdown_gym.envs.text import replay_completion as replay
+
     k = sub.k
     first = per_sample = passk = Fraction(0)
     total_len = total_answers = moves = invalid = 0
-    replayed = False
     reasons: Counter[str] = Counter()
     claimed_right_scored_wrong = claimed_wrong_scored_right = 0
     for pa in tqdm(sub.answers, desc=sub.path.name, disable=not progress, leave=False):
         seen: dict[str, AnswerScore] = {}  # repeated answers to one problem are verified once
-        results = []
-        for i, t in enumerate(pa.texts):
-            if i == 0:  # invalid steps are counted on the first answers only (comparable across k)
-                results.append(score_answer(pa.problem, t, replay))
-                continue
+        results = [score_answer(pa.problem, pa.texts[0], replay)]  # invalid steps: first answers only (any k)
+        for t in pa.texts[1:]:
             if t not in seen:
                 seen[t] = score_answer(pa.problem, t, None)
             results.append(seen[t])
@@ -167,7 +144,6 @@ def score_submission(sub: Submission, progress: bool = False) -> Scores:
             if not r.correct:
                 reasons[r.reason] += 1
             if r.moves is not None:
-                replayed = True
                 moves += r.moves
                 invalid += r.invalid_moves or 0
         if pa.claimed_correct is not None:
@@ -176,18 +152,11 @@ def score_submission(sub: Submission, progress: bool = False) -> Scores:
                 claimed_wrong_scored_right += (not claim) and r.correct
     m = len(sub.answers)
     scores = Scores(
-        path=sub.path,
-        header=sub.header,
-        num_problems=m,
-        num_answers=total_answers,
-        pass_at_1=float(first / m),
-        pass_at_k=float(passk / m) if k > 1 else None,
-        k=k,
-        per_sample=float(per_sample / m),
-        invalid_step_rate=invalid / moves if replayed and moves else None,
-        mean_length=total_len / total_answers,
+        path=sub.path, header=sub.header, num_problems=m, num_answers=total_answers, pass_at_1=float(first / m),
+        pass_at_k=float(passk / m) if k > 1 else None, k=k, per_sample=float(per_sample / m),
+        invalid_step_rate=invalid / moves if moves else None, mean_length=total_len / total_answers,
         failure_reasons=dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
-    )
+    )  # fmt: skip
     scores.claim_notes = _claim_notes(scores, claimed_right_scored_wrong, claimed_wrong_scored_right)
     return scores
 
@@ -222,22 +191,13 @@ def score_file(path: str | os.PathLike[str], progress: bool = False) -> Scores |
         return Rejection(p, f"could not be scored ({type(e).__name__}: {str(e)[:200]})")
 
 
-def submission_files(directory: str | os.PathLike[str]) -> list[Path]:
-    """Every entry of the submissions directory except hidden ones (``.gitkeep``), sorted by name: files, and
-    also links, folders, FIFOs and the like, which :func:`name_problem` rejects (so none is skipped silently)."""
-    d = Path(directory)
-    if not d.is_dir():
-        raise FileNotFoundError(f"submissions directory not found: {d}")
-    return sorted(p for p in d.iterdir() if not p.name.startswith("."))
-
-
 _FILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}\.(?P<preset>[a-z0-9][a-z0-9.-]{0,39})\.(?P<split>[a-z]+)\.jsonl")
 """The naming rule of a submission file: ``<agent>.<preset>.<split>.jsonl``, lower case, no spaces."""
 
 
 def name_problem(path: Path) -> str | None:
-    """Why ``path`` is not a submission file: a link, not a regular file, or a name that breaks the naming rule;
-    else None. Looks at the entry itself (``lstat``): a link is never followed, a FIFO never opened."""
+    """Why ``path`` is not a submission file (a link, not a regular file, a name breaking the rule), else None; by
+    ``lstat``: a link is never followed, a FIFO never opened."""
     try:
         mode = path.lstat().st_mode
     except OSError as e:
@@ -255,12 +215,14 @@ def name_problem(path: Path) -> str | None:
 
 
 def score_directory(directory: str | os.PathLike[str], progress: bool = False) -> list[Scores | Rejection]:
-    """Score every entry of ``directory``: a link, a folder or other non-regular file, a file breaking the naming
-    rule, or a second file of an agent (by :func:`agent_key`) on a preset and split already on the board is
-    rejected."""
+    """Score every entry of ``directory`` but hidden ones (``.gitkeep``); rejected: what :func:`name_problem` refuses
+    (links, folders, FIFOs are listed, never skipped) and a second file of an agent (:func:`agent_key`) on a split."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise FileNotFoundError(f"submissions directory not found: {d}")
     results: list[Scores | Rejection] = []
     seen: dict[tuple[str, str, str], tuple[Path, str]] = {}
-    for p in submission_files(directory):
+    for p in sorted(p for p in d.iterdir() if not p.name.startswith(".")):
         problem = name_problem(p)
         if problem is not None:
             results.append(Rejection(p, problem))
@@ -296,13 +258,9 @@ _EMAIL_AT = re.compile(r"@(?=[A-Za-z0-9_.\\-]*\.)")
 
 
 def _md(text: Any, limit: int = 80, code: bool = False) -> str:
-    """Untrusted text made safe for one Markdown table cell: one line, no invisible characters (U+202E
-    and the like), no live links (``https://``, ``www.``, ``mailto:``, bare e-mail addresses), images,
-    emphasis or HTML. (GitHub's renderer links e-mail addresses even with the ``@`` escaped, so an empty
-    HTML comment after the ``@`` splits the address.)
-
-    ``code=True``: for text inside a code span (where Markdown is not interpreted, so only ``|``
-    and backticks need care)."""
+    """Untrusted text made safe for one Markdown table cell: one line, no invisible characters, no live links (an
+    empty HTML comment after ``@`` splits an e-mail address, which GitHub links even escaped), images, emphasis or
+    HTML. ``code=True``: text inside a code span (only ``|`` and backticks need care)."""
     s = plain_text(text, limit)
     if code:
         return s.replace("|", "\\|").replace("`", "'")
@@ -321,31 +279,24 @@ def _rel(path: Path, base: Path) -> str:
     return Path(os.path.relpath(path.parent.resolve() / path.name, base.resolve())).as_posix()
 
 
-def _group_key(group: tuple[str, str]) -> tuple[str, int]:
-    preset, split = group
-    order = {"test": 0, "validation": 1, "train": 2}
-    return (preset, order.get(split, len(SPLITS)))
-
-
 def interaction(header: Mapping[str, Any]) -> str:
     """How a submission's answers were produced: its ``interaction`` field, else what its answer kind implies."""
     return header.get("interaction") or ("moves" if header.get("answer_kind") == "moves" else "single-pass")
 
 
 def ranked(scores: Iterable[Scores]) -> dict[tuple[str, str], list[tuple[int, Scores]]]:
-    """``(preset, split) -> [(rank, scores), ...]``: by pass@1, then pass@k, per-sample, name.
-
-    Equal (pass@1, pass@k, per-sample) share a rank (1, 1, 3, ...).
-    """
+    """``(preset, split) -> [(rank, scores), ...]``: by pass@1, then pass@k, per-sample, name; equal metrics share a
+    rank (1, 1, 3, ...)."""
     groups: dict[tuple[str, str], list[Scores]] = {}
     for s in scores:
         groups.setdefault(s.group, []).append(s)
+
+    def metric(s: Scores) -> tuple[float, float, float]:
+        return (-round(s.pass_at_1, 9), -round(s.pass_at_k or s.pass_at_1, 9), -round(s.per_sample, 9))
+
+    order = {"test": 0, "validation": 1, "train": 2}
     out: dict[tuple[str, str], list[tuple[int, Scores]]] = {}
-    for g in sorted(groups, key=_group_key):
-
-        def metric(s: Scores) -> tuple[float, float, float]:
-            return (-round(s.pass_at_1, 9), -round(s.pass_at_k or s.pass_at_1, 9), -round(s.per_sample, 9))
-
+    for g in sorted(groups, key=lambda g: (g[0], order.get(g[1], len(SPLITS)))):
         rows = sorted(groups[g], key=lambda s: (metric(s), s.header["agent"], s.path.name))
         ranks: list[tuple[int, Scores]] = []
         for i, s in enumerate(rows):
@@ -378,8 +329,8 @@ def render_markdown(results: list[Scores | Rejection], base: Path, png_name: str
             "",
             f"## {preset} / {split} ({n} problems)",
             "",
-            "| rank | agent | method | mode | model (size) | reward | pass@1 | pass@k | per-sample | invalid steps | length | answers | authors | command | file |",
-            "| ---: | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
+            "| " + " | ".join(name for name, _ in COLUMNS) + " |",
+            "| " + " | ".join("---:" if kind == "num" else "---" for _, kind in COLUMNS) + " |",
         ]
         for rank, s in rows:
             h = s.header
@@ -398,19 +349,11 @@ def render_markdown(results: list[Scores | Rejection], base: Path, png_name: str
         for s in details:
             top = ", ".join(f"`{_md(r, 40, code=True)}` {c}" for r, c in list(s.failure_reasons.items())[:6]) or "none"
             out.append(f"- [{_md(s.path.name, 60)}]({_rel(s.path, base)}): {top}")
-    claims = [s for s in details if s.claim_notes]
     out += ["", "## Claims that differ from the re-scored values", ""]
-    if claims:
-        for s in claims:
-            out.append(f"- [{_md(s.path.name, 60)}]({_rel(s.path, base)}): " + "; ".join(s.claim_notes))
-    else:
-        out.append("None.")
+    out += [f"- [{_md(s.path.name, 60)}]({_rel(s.path, base)}): " + "; ".join(s.claim_notes)
+            for s in details if s.claim_notes] or ["None."]
     out += ["", "## Rejected submissions", ""]
-    if rejected:
-        for r in rejected:
-            out.append(f"- `{_md(_rel(r.path, base), 100, code=True)}`: {_md(r.reason, 400)}")
-    else:
-        out.append("None.")
+    out += [f"- `{_md(_rel(r.path, base), 100, code=True)}`: {_md(r.reason, 400)}" for r in rejected] or ["None."]
     return "\n".join(out) + "\n"
 
 

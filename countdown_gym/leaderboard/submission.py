@@ -1,49 +1,24 @@
 """Leaderboard submission files: their format, and reading them (nothing in them is trusted).
 
-Format: JSON Lines (UTF-8). Line 1 is a header object (agent, authors, model, method, reward
-variant, preset, split, split SHA-256, package version, date, sampling, compute, command, and
-``answer_kind``); every following line is one problem of the split with its answers::
-
-    {"format": "countdown-gym-submission", "format_version": 1, "agent": "random-legal", ...}
-    {"id": "longproc-0.5k/test/0", "numbers": [37, 14, 29, 6], "target": 46, "completions": ["..."]}
-    {"id": "longproc-0.5k/test/1", "numbers": [28, 44, 11, 9], "target": 27, "moves": [[[28, "+", 44, 72], ...]]}
-
-JSON Lines rather than one JSON document because a submission is a header plus one record per
-problem: a reviewer's diff shows changed problems line by line, a truncated file is detected
-by a missing problem rather than a parse failure of the whole file, every error can name its
-line, and the reader never needs more than one line in memory at a time.
-
-The schema is ``countdown_gym/leaderboard/schema.json`` (its one file; ``leaderboard/README.md``
-links to it). :func:`read_submission` enforces it plus what a schema
-cannot say: the split hash, the exact problem list of :func:`countdown_gym.load_split` (ids,
-numbers, targets; each problem exactly once), size limits, UTF-8. Any violation raises
-:class:`SubmissionError` naming the file, the line and the reason.
-
-Answers are either raw completions (text) or move sequences ``[a, op, b, result]`` from a
-numeric agent; :func:`moves_to_solution` turns a move sequence into a ``<Solution>`` block, so
-both kinds are scored by the same :func:`countdown_gym.game.verifier.verify`
-(:mod:`countdown_gym.leaderboard.moves`). Writing a submission: :mod:`countdown_gym.leaderboard.write`.
-
-Example (what the baselines call)::
-
-    from countdown_gym.leaderboard import write_submission
-    write_submission(
-        "leaderboard/submissions/my-agent.longproc-0.5k.test.jsonl",
-        agent="my-agent", authors="A. Person <a@example.org>", model="GPT-2 from config",
-        model_size="0.84M", method="GRPO+oracle", reward_variant="oracle-perfect",
-        preset="longproc-0.5k", split="test",
-        answers=[[completion] for completion in completions],   # one list per problem, split order
-        sampling={"k": 1, "temperature": 0.0}, compute="2 CPU cores, 3 min",
-        command="python baselines/llm_eval.py --split test ...",
-    )
+JSON Lines (UTF-8; ``leaderboard/README.md``): line 1 a header object, then one line per problem of the split with
+its ``completions`` or ``moves``. JSON Lines so that a diff shows changed problems, a truncated file shows as missing
+problems, every error names its line, and the reader holds one line at a time. :func:`read_submission` enforces
+``schema.json`` and what a schema cannot say (the split hash, the exact problem list of the frozen split, size
+limits, UTF-8); any breach raises :class:`SubmissionError` naming the file, the line and the reason. Move
+sequences become ``<Solution>`` blocks (:func:`moves_to_solution`), so both kinds
+are judged by the one verifier. Writing: :mod:`countdown_gym.leaderboard.write`.
 """
 
 from __future__ import annotations
 
 import json
+import numbers as _numbers
 import os
+import re
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -51,8 +26,7 @@ from typing import Any
 
 from countdown_gym.data.splits import SPLIT_SPEC, SplitIntegrityError, load_split, split_sha256
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import OPERATORS
-from countdown_gym.leaderboard.moves import NUMBER_TEXT, moves_to_solution
+from countdown_gym.game.rules import OPERATORS, format_number
 from countdown_gym.rewards.variants import check_reward_variant
 
 FORMAT = "countdown-gym-submission"
@@ -67,6 +41,46 @@ MAX_ANSWERS = 64
 """Most answers per problem (the schema's ``maxItems``)."""
 
 _MAX_MESSAGE = 300
+
+
+# ---- moves of a numeric agent: their JSON form and the <Solution> block the verifier reads -----------------
+
+
+NUMBER_TEXT = re.compile(r"-?[0-9]{1,15}(/[0-9]{1,15})?")
+"""An exact number written as text in a move: ``"7"``, ``"-3"`` or ``"p/q"``."""
+
+
+def _move_number(x: Any) -> int | str:
+    """An exact number as JSON: an int, or ``"p/q"`` for a non-integer rational."""
+    if isinstance(x, bool):
+        raise TypeError(f"a move number must be an int or a Fraction, got bool {x!r}")
+    if isinstance(x, _numbers.Integral):
+        return int(x)
+    if isinstance(x, Fraction):
+        return x.numerator if x.denominator == 1 else format_number(x)
+    if isinstance(x, str) and NUMBER_TEXT.fullmatch(x):
+        return x
+    raise TypeError(f"a move number must be an int, a Fraction or a 'p/q' string, got {type(x).__name__} {x!r}")
+
+
+def normalize_move(move: Sequence[Any]) -> list[int | str]:
+    """``[a, op, b, result]`` in the submission's JSON form (checks the shape, not the arithmetic)."""
+    if isinstance(move, (str, bytes)) or not isinstance(move, Sequence) or len(move) != 4:
+        raise TypeError(f"a move must be a sequence (a, op, b, result), got {move!r}")
+    a, op, b, r = move
+    if op not in OPERATORS:
+        raise TypeError(f"a move's operator must be one of {OPERATORS}, got {op!r}")
+    return [_move_number(a), op, _move_number(b), _move_number(r)]
+
+
+def moves_to_solution(moves: Sequence[Sequence[Any]]) -> str:
+    """The ``<Solution>`` block of a move sequence, e.g. ``"<Solution>\\n28 + 44 = 72\\n...</Solution>"``: the verifier
+    checks every step, so a numeric agent is judged exactly like a language model that wrote the same block."""
+    lines = []
+    for move in moves:
+        a, op, b, r = normalize_move(move)
+        lines.append(f"{a} {op} {b} = {r}")
+    return "<Solution>\n" + "".join(line + "\n" for line in lines) + "</Solution>"
 
 
 class SubmissionError(ValueError):
@@ -127,15 +141,10 @@ def load_schema() -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _validators() -> tuple[Any, Any]:
-    try:
-        import jsonschema
-    except ImportError:  # pragma: no cover - jsonschema is in the [dev] extra
-        raise RuntimeError(
-            "reading leaderboard submissions needs the jsonschema package: pip install 'countdown-gym[dev]'"
-        ) from None
-    schema = load_schema()
+    import jsonschema
+
+    defs = {"$defs": load_schema()["$defs"]}
     cls = jsonschema.Draft202012Validator
-    defs = {"$defs": schema["$defs"]}
     return cls({**defs, "$ref": "#/$defs/header"}), cls({**defs, "$ref": "#/$defs/problem"})
 
 
@@ -162,11 +171,8 @@ def _is_move(m: Any) -> bool:
 
 
 def _strict_problem_line(obj: Any) -> bool:
-    """True if ``obj`` satisfies the problem schema with JSON integers written without a decimal point.
-
-    A fast path (the generic schema validator costs about 1 ms per line); a line it refuses is
-    passed to the schema validator for the error message.
-    """
+    """True if ``obj`` satisfies the problem schema with JSON integers written without a decimal point: a fast path
+    (the schema validator costs about 1 ms a line); a line it refuses goes to the validator for the message."""
     if not isinstance(obj, dict) or not _PROBLEM_KEYS.issuperset(obj) or ("completions" in obj) == ("moves" in obj):
         return False
     pid, nums = obj.get("id"), obj.get("numbers")
@@ -276,10 +282,8 @@ def _check_header(path: Path, header: Any) -> dict[str, Any]:
 
 
 def check_header(header: dict[str, Any]) -> None:
-    """Raise :class:`SubmissionError` when ``header`` (e.g. from :func:`build_header`) breaks the schema.
-
-    Lets a tool check its metadata before spending compute on the answers.
-    """
+    """Raise :class:`SubmissionError` when ``header`` (e.g. from :func:`build_header`) breaks the schema: a tool's
+    metadata checked before it spends compute on the answers."""
     _check_header(Path("<header>"), header)
 
 
@@ -302,13 +306,8 @@ def _problem_answers(path: Path, number: int, obj: dict[str, Any], problem: Prob
 
 
 def read_submission(path: str | os.PathLike[str]) -> Submission:
-    """Read and check a submission file; raises :class:`SubmissionError` with the reason.
-
-    Checks, in order: size, UTF-8, JSON per line, the header schema, preset/split and the split
-    SHA-256, every problem line's schema, that each line's id, numbers and target are those of
-    the frozen split, no problem twice, none missing, and the answer counts. The answers
-    themselves are verified by :mod:`countdown_gym.leaderboard.score`.
-    """
+    """Read and check a submission file (size, UTF-8, JSON per line, the header schema and split hash, each problem
+    line against the frozen split, none twice or missing, answer counts); raises :class:`SubmissionError`."""
     p = Path(path)
     try:
         st = p.stat()

@@ -13,8 +13,13 @@ from typing import Any
 from countdown_gym.data.splits import load_split, split_sha256
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import OPERATORS
-from countdown_gym.leaderboard.moves import normalize_move
-from countdown_gym.leaderboard.submission import FORMAT, FORMAT_VERSION, SubmissionError, read_submission
+from countdown_gym.leaderboard.submission import (
+    FORMAT,
+    FORMAT_VERSION,
+    SubmissionError,
+    normalize_move,
+    read_submission,
+)
 
 
 def _is_move_sequence(x: Any) -> bool:
@@ -42,52 +47,22 @@ def _answer_list(entry: Any, where: str) -> tuple[str, list[Any]]:
     )
 
 
-def _plain(v: Any) -> Any:
-    """A numpy scalar as the Python value (what ``json`` can write)."""
-    return v.item() if hasattr(v, "item") and not isinstance(v, (str, bytes)) else v
-
-
-def build_header(
-    *,
-    agent: str,
-    authors: str,
-    model: str,
-    model_size: str,
-    method: str,
-    reward_variant: str,
-    preset: str,
-    split: str,
-    sampling: Mapping[str, Any],
-    compute: str,
-    command: str,
-    answer_kind: str,
-    claimed: Mapping[str, float] | None = None,
-    notes: str | None = None,
-    date: str | None = None,
-    interaction: str | None = None,
-) -> dict[str, Any]:
+def build_header(*, agent: str, authors: str, model: str, model_size: str, method: str, reward_variant: str,
+                 preset: str, split: str, sampling: Mapping[str, Any], compute: str, command: str, answer_kind: str,
+                 claimed: Mapping[str, float] | None = None, notes: str | None = None, date: str | None = None,
+                 interaction: str | None = None) -> dict[str, Any]:
     """The header object of a submission (the split hash and package version filled in)."""
     from countdown_gym import __version__
 
     header: dict[str, Any] = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "agent": agent,
-        "authors": authors,
-        "model": model,
-        "model_size": model_size,
-        "method": method,
-        "reward_variant": reward_variant,
-        "preset": preset,
-        "split": split,
-        "split_sha256": split_sha256(preset, split),
-        "package_version": __version__,
+        "format": FORMAT, "format_version": FORMAT_VERSION, "agent": agent, "authors": authors, "model": model,
+        "model_size": model_size, "method": method, "reward_variant": reward_variant, "preset": preset, "split": split,
+        "split_sha256": split_sha256(preset, split), "package_version": __version__,
         "date": date or _dt.datetime.now(_dt.UTC).date().isoformat(),
-        "sampling": {str(k): _plain(v) for k, v in sampling.items()},
-        "compute": compute,
-        "command": command,
-        "answer_kind": answer_kind,
-    }
+        "sampling": {str(k): v.item() if hasattr(v, "item") and not isinstance(v, (str, bytes)) else v  # numpy scalars
+                     for k, v in sampling.items()},
+        "compute": compute, "command": command, "answer_kind": answer_kind,
+    }  # fmt: skip
     if claimed:
         header["claimed"] = {str(k): float(v) for k, v in claimed.items()}
     if notes:
@@ -97,53 +72,31 @@ def build_header(
     return header
 
 
-def write_submission(
-    path: str | os.PathLike[str],
-    *,
-    agent: str,
-    authors: str,
-    model: str,
-    model_size: str | None,
-    method: str,
-    reward_variant: str,
-    preset: str,
-    split: str,
-    answers: Sequence[Any] | Mapping[str, Any] | None = None,
-    compute: str,
-    command: str,
-    moves: Sequence[Sequence[Sequence[Any]]] | None = None,
-    completions: Sequence[str] | None = None,
-    problems: Sequence[Problem] | None = None,
-    sampling: Mapping[str, Any] | None = None,
-    claimed: Mapping[str, float] | None = None,
-    claimed_correct: Sequence[Sequence[bool]] | Mapping[str, Sequence[bool]] | None = None,
-    notes: str | None = None,
-    date: str | None = None,
-    interaction: str | None = None,
-) -> Path:
-    """Write a submission for ``preset``/``split`` and check it by reading it back.
+def write_submission(path: str | os.PathLike[str], *, agent: str, authors: str, model: str, model_size: str | None,
+                     method: str, reward_variant: str, preset: str, split: str,
+                     answers: Sequence[Any] | Mapping[str, Any] | None = None, compute: str, command: str,
+                     moves: Sequence[Sequence[Sequence[Any]]] | None = None, completions: Sequence[str] | None = None,
+                     problems: Sequence[Problem] | None = None, sampling: Mapping[str, Any] | None = None,
+                     claimed: Mapping[str, float] | None = None,
+                     claimed_correct: Sequence[Sequence[bool]] | Mapping[str, Sequence[bool]] | None = None,
+                     notes: str | None = None, date: str | None = None, interaction: str | None = None) -> Path:
+    """Write a submission for ``preset``/``split``, checked by reading it back before it replaces ``path``.
 
     Args:
-        answers: One entry per problem of ``load_split(preset, split)``, in split order (or a
-            mapping problem id -> entry). An entry is a list of completions (``str``; a bare
-            ``str`` means one) or a list of move sequences ``[(a, op, b, result), ...]``; the
-            first answer is the pass@1 answer.
-        moves: Instead of ``answers``: one move sequence per problem (a numeric agent, k = 1).
-        completions: Instead of ``answers``: one completion per problem.
-        problems: The problems the entries belong to, in the entries' order (they must be the
-            whole split, by id); default: ``load_split(preset, split)`` order.
+        answers: One entry per problem of ``load_split(preset, split)`` in split order (or a mapping id -> entry): a
+            list of completions (a bare ``str`` is one) or of move sequences ``[(a, op, b, result), ...]``; the first
+            answer is the pass@1 answer. Or instead ``moves`` (one move sequence per problem) or ``completions``.
+        problems: The problems the entries belong to, in their order (the whole split); default the split's order.
         model_size: ``None`` is written as ``"n/a"``.
-        sampling: ``{"k": answers per problem, "temperature": ...}`` plus any other settings
-            (``top_p``, ``max_new_tokens``, ``seed``); ``k`` defaults to the fewest answers
+        sampling: ``{"k": ..., "temperature": ...}`` and any other settings; ``k`` defaults to the fewest answers
             given for a problem, ``temperature`` to 0.
-        claimed: Your own measured numbers (e.g. ``{"pass@1": 0.93}``); reported, never ranked.
-        claimed_correct: Optional per-answer self-assessment, same layout as ``answers``.
-        date: ``YYYY-MM-DD``; defaults to today (UTC).
-        interaction: ``"single-pass"``, ``"multi-turn"`` or ``"moves"`` (how the answers were produced; shown
-            in the table); omitted: single-pass for completions, moves for move sequences.
+        claimed: Your own numbers (e.g. ``{"pass@1": 0.93}``), reported, never ranked; ``claimed_correct``: a
+            per-answer self-assessment laid out as ``answers``.
+        date: ``YYYY-MM-DD``, default today (UTC); ``interaction``: ``"single-pass"``, ``"multi-turn"`` or ``"moves"``
+            (default from the answers' kind).
 
-    Returns the path written. Raises ``ValueError`` for answers that do not fit the split and
-    :class:`SubmissionError` if the written file would not pass :func:`read_submission`.
+    Returns the path. Raises ``ValueError`` for answers that do not fit the split, :class:`SubmissionError` when
+    the file would not pass :func:`read_submission`.
     """
     given = [name for name, v in (("answers", answers), ("moves", moves), ("completions", completions)) if v is not None]
     if len(given) != 1:

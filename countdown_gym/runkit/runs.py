@@ -16,20 +16,15 @@ Every training script (``baselines/llm_grpo.py``, ``baselines/sb3_ppo.py``, ``ba
     ...     stop.requested
     False
 
-* :func:`prepare_run`: create the directory (a clear error when it cannot be written), refuse to start a run
-  afresh where one is already kept (``--resume`` continues it), refuse a ``--resume`` whose options differ from
-  the saved ``options.json`` beyond what may change, and write ``options.json``.
-* :class:`MetricsLog`: the run's metrics, one row per logged step, appended to a CSV (or JSON-lines) file; a
-  resumed run drops the rows after its checkpoint's step (they are redone), a fresh one starts an empty file.
-* :func:`plot_curves` / :class:`Panel`: the run's curves as a PNG.
-* :class:`StopRequest`: the first Ctrl-C or SIGTERM asks the training loop to stop after the current step and
-  save a checkpoint; a second one interrupts at once. Scripts exit with 130 after such a stop.
+See ``docs/runs.md``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
+import io
 import json
 import os
 import signal
@@ -72,18 +67,9 @@ def holds_run(out: str | os.PathLike[str], markers: Iterable[str] = (OPTIONS_FIL
     return out.is_dir() and any(next(out.glob(m), None) is not None for m in markers)
 
 
-def check_fresh_start(out: str | os.PathLike[str], *, resume: bool, markers: Iterable[str] = (OPTIONS_FILE,),
-                      start_over: str = "use another --out", resumable: bool = True) -> None:
-    """Refuse to start afresh (``resume`` false) in a directory that :func:`holds_run`: its checkpoints, logs and
-    options would be mixed with the new run's or lost (``resumable``: the script has a ``--resume`` to offer)."""
-    if not resume and holds_run(out, markers):
-        continues = "--resume continues it; " if resumable else ""
-        raise SystemExit(f"{out} holds a run already: {continues}to start over {start_over} or delete that directory")
-
-
 def read_options(out: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The ``options.json`` of the run in ``out`` (None when there is none); exits naming the file when it is not a
-    JSON object (empty, cut off, not UTF-8, a list, a folder), never compares against something else."""
+    JSON object (empty, cut off, not UTF-8, a list, a folder)."""
     path = Path(out) / OPTIONS_FILE
     if not path.exists():
         return None
@@ -104,20 +90,6 @@ def read_options(out: str | os.PathLike[str]) -> dict[str, Any] | None:
     return data
 
 
-def check_resume(saved: Mapping[str, Any] | None, options: Any, may_change: Collection[str], *, where: str | Path,
-                 start_over: str = "use another --out") -> None:
-    """Exit naming every option of the dataclass ``options`` that differs from ``saved`` (the run's stored
-    options; None: nothing to compare) apart from ``may_change``: a resumed run continues the same run."""
-    if saved is not None and dataclasses.is_dataclass(options) and saved.keys().isdisjoint(
-            f.name for f in dataclasses.fields(options)):  # {} or another program's file: nothing to compare with
-        raise SystemExit(f"--resume: {Path(where) / OPTIONS_FILE} holds none of this script's options; fix or delete "
-                         "it (the checkpoint keeps its own record), or use another directory")
-    changed = changed_options(saved, options, may_change) if saved is not None else []
-    if changed:
-        raise SystemExit(f"--resume: {where} was trained with {', '.join(changed)}; resume with the same flags or "
-                         f"{start_over}")
-
-
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` to ``path`` whole or not at all (a temporary file beside it, then a rename)."""
     path = Path(path)
@@ -127,38 +99,41 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     return path
 
 
-def save_options(out: str | os.PathLike[str], options: Any) -> Path:
-    """Write ``options`` (a dataclass instance or a mapping) to ``<out>/options.json`` (whole or not at all)."""
-    data = dataclasses.asdict(options) if dataclasses.is_dataclass(options) else dict(options)
-    return write_text_atomic(Path(out) / OPTIONS_FILE, json.dumps(data, indent=2, default=str) + "\n")
-
-
 def prepare_run(path: str | os.PathLike[str], label: str, options: Any, *, resume: bool, resuming: bool | None = None,
                 may_change: Collection[str] = (), markers: Iterable[str] = (), start_over: str | None = None,
                 write: bool = True, saved_as: Callable[[dict[str, Any] | None], Mapping[str, Any] | None] | None = None,
                 barrier: Callable[[], None] | None = None, resumable: bool = True) -> Path:
-    """The run directory of a training script, checked and with its ``options.json`` (the steps above in order).
+    """The run directory of a training script, checked, with its ``options.json`` (``docs/runs.md``).
 
-    ``label``: the flag that names the directory (``"--out"``); ``resume``: the ``--resume`` flag; ``resuming``:
-    whether a checkpoint will be continued (default ``resume``; a ``--resume`` that finds no checkpoint starts
-    afresh and its options are not compared); ``markers``: what else shows the directory keeps a run
-    (checkpoints, logs; ``options.json`` always counts); ``may_change``: the options a ``--resume`` may change;
-    ``saved_as``: reads the stored options (None when there is no ``options.json``) as today's fields before they
-    are compared (the defaults of runs saved by older versions, another file of older runs); ``write=False``
-    checks without writing (other processes of a distributed run); ``barrier``: called after the checks and after
-    the write (a distributed run's wait for every process, so that no process checks a directory another one
-    has already written to); ``resumable=False``: the script has no ``--resume`` (its refusal does not offer one).
+    ``label``: the flag naming the directory (``"--out"``); ``resume``: the ``--resume`` flag; ``resuming``: whether
+    a checkpoint will be continued (default ``resume``; only then are the saved options compared); ``markers``: what
+    else shows a kept run (``options.json`` always does); ``may_change``: the options a resume may change;
+    ``saved_as``: reads the stored options (None: no file) as today's fields; ``write=False`` checks without writing;
+    ``barrier``: called after the checks and after the write (a distributed run's wait); ``resumable=False``: the
+    script has no ``--resume`` to offer.
     """
     out = run_directory(path, f"{label} {path}")
     start_over = start_over or f"use another {label}"
-    check_fresh_start(out, resume=resume, markers=(OPTIONS_FILE, *markers), start_over=start_over, resumable=resumable)
+    if not resume and holds_run(out, (OPTIONS_FILE, *markers)):
+        continues = "--resume continues it; " if resumable else ""
+        raise SystemExit(f"{out} holds a run already: {continues}to start over {start_over} or delete that directory")
+    saved = None
     if resume if resuming is None else resuming:
         saved = read_options(out)
-        check_resume(saved_as(saved) if saved_as else saved, options, may_change, where=out, start_over=start_over)
+        saved = saved_as(saved) if saved_as else saved
+    if saved is not None:
+        if dataclasses.is_dataclass(options) and saved.keys().isdisjoint(f.name for f in dataclasses.fields(options)):
+            raise SystemExit(f"--resume: {out / OPTIONS_FILE} holds none of this script's options; fix or delete "
+                             "it (the checkpoint keeps its own record), or use another directory")
+        changed = changed_options(saved, options, may_change)
+        if changed:
+            raise SystemExit(f"--resume: {out} was trained with {', '.join(changed)}; resume with the same flags or "
+                             f"{start_over}")
     if barrier is not None:
         barrier()
     if write:
-        save_options(out, options)
+        data = dataclasses.asdict(options) if dataclasses.is_dataclass(options) else dict(options)
+        write_text_atomic(out / OPTIONS_FILE, json.dumps(data, indent=2, default=str) + "\n")
     if barrier is not None:
         barrier()
     return out
@@ -170,30 +145,27 @@ def prepare_run(path: str | os.PathLike[str], label: str, options: Any, *, resum
 def _value(text: str) -> Any:
     """A CSV cell read back: int, float, or the text itself ('' for an empty cell)."""
     for kind in (int, float):
-        try:
+        with contextlib.suppress(ValueError):
             return kind(text)
-        except ValueError:
-            pass
     return text
 
 
 def _step_of(row: Mapping[str, Any], key: str) -> float | None:
-    value = row.get(key)
     try:
-        return float(value) if value not in (None, "") else None
+        return float(row[key]) if row.get(key) not in (None, "") else None
     except (TypeError, ValueError):
         return None
 
 
-def read_jsonl_rows(path: str | os.PathLike[str]) -> list[Any]:
-    """The JSON values of a JSON-lines log, one per non-blank line. A last line that is cut off (no final newline,
-    not JSON: what a kill during an append leaves) is dropped; any other line that is not JSON is a ``ValueError``
-    naming the file and the line."""
-    return [value for _, value in _jsonl_lines(Path(path))]
+def _csv(rows: Iterable[Sequence[Any]]) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows(rows)
+    return buffer.getvalue()
 
 
 def _jsonl_lines(path: Path) -> list[tuple[str, Any]]:
-    """``(line, value)`` of every non-blank line of a JSON-lines file (see :func:`read_jsonl_rows`)."""
+    """``(line, value)`` of every non-blank line of a JSON-lines log. A cut-off last line (what a kill during an
+    append leaves) is dropped; any other line that is not JSON is a ``ValueError`` naming the file and the line."""
     lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
     out = []
     for number, line in enumerate(lines, 1):
@@ -209,40 +181,31 @@ def _jsonl_lines(path: Path) -> list[tuple[str, Any]]:
 
 
 def truncate_rows(path: str | os.PathLike[str], step: float, key: str = "step") -> None:
-    """Drop the rows of a CSV or JSON-lines log whose ``key`` is past ``step`` (a resume redoes them); rows
-    without that column are kept. For logs written by other libraries too (SB3's ``progress.csv``)."""
+    """Drop the rows of a CSV or JSON-lines log whose ``key`` is past ``step`` (a resume redoes them); rows without
+    that column are kept. For logs written by other libraries too (SB3's ``progress.csv``)."""
     path = Path(path)
     if not path.is_file():
         return
     if path.suffix == ".jsonl":
         keep = [line for line, r in _jsonl_lines(path)
                 if not isinstance(r, Mapping) or (s := _step_of(r, key)) is None or s <= step]
-        text = "".join(line + "\n" for line in keep)
-    else:
-        with path.open(newline="", encoding="utf-8") as f:
-            rows = list(csv.reader(f))
-        if not rows or key not in rows[0]:
-            return
-        k = rows[0].index(key)
-        keep_rows = [rows[0]] + [r for r in rows[1:] if k >= len(r) or _step_of({key: r[k]}, key) is None
-                                 or float(r[k]) <= step]
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("w", newline="", encoding="utf-8") as f:
-            csv.writer(f).writerows(keep_rows)
-        os.replace(tmp, path)
+        write_text_atomic(path, "".join(line + "\n" for line in keep))
         return
-    write_text_atomic(path, text)
+    with path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    if rows and key in rows[0]:
+        k = rows[0].index(key)
+        write_text_atomic(path, _csv([rows[0]] + [r for r in rows[1:] if k >= len(r)
+                                                   or (s := _step_of({key: r[k]}, key)) is None or s <= step]))
 
 
 class MetricsLog:
     """A run's metrics: one row (a dict) per logged step, appended to ``path`` as it comes.
 
-    ``path`` ending in ``.jsonl`` holds one JSON object per line, anything else is a CSV whose header is the
-    columns seen so far (a row with a new column rewrites the file once). ``resume_step=None`` starts a fresh
-    log (an earlier file is removed); a number continues the log of a resumed run: the rows after that step,
-    logged after the checkpoint the run resumes from, are dropped (they are redone) and :attr:`rows` holds the
-    rest, read back (numbers as numbers, empty cells as ``""``). ``write=False`` keeps the rows in memory only
-    (the other processes of a distributed run).
+    ``.jsonl``: one JSON object per line; else a CSV whose header is the columns seen so far (a new column rewrites
+    the file once). ``resume_step=None`` starts a fresh log (an earlier file is removed); a number continues a
+    resumed run's log: the rows after that step are dropped (they are redone) and :attr:`rows` holds the rest, read
+    back (numbers as numbers, empty cells as ``""``). ``write=False`` keeps the rows in memory only.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, step: str = "step", resume_step: float | None = None,
@@ -251,7 +214,6 @@ class MetricsLog:
         if self.path.exists() and not self.path.is_file():
             raise SystemExit(f"{self.path} is not a file (a folder?); the run's log is written there: remove it or "
                              "use another directory")
-        self.jsonl = self.path.suffix == ".jsonl"
         self.rows: list[dict[str, Any]] = []
         self._columns: list[str] = []
         if resume_step is None:
@@ -267,8 +229,8 @@ class MetricsLog:
     def _read(self) -> list[dict[str, Any]]:
         if not self.path.is_file():
             return []
-        if self.jsonl:
-            return [r for r in read_jsonl_rows(self.path) if isinstance(r, dict)]
+        if self.path.suffix == ".jsonl":
+            return [r for _, r in _jsonl_lines(self.path) if isinstance(r, dict)]
         with self.path.open(newline="", encoding="utf-8") as f:
             return [{k: _value(v) for k, v in r.items() if k is not None} for r in csv.DictReader(f)]
 
@@ -279,25 +241,18 @@ class MetricsLog:
         if not self.write:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.jsonl:
+        if self.path.suffix == ".jsonl":
             with self.path.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(row, default=str) + "\n")
             return
         new = [k for k in row if k not in self._columns]
         self._columns += new
-        if new and self.path.is_file() and self.path.stat().st_size:  # a new column: the header changes
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            with tmp.open("w", newline="", encoding="utf-8") as f:
-                w = csv.DictWriter(f, fieldnames=self._columns, restval="")
-                w.writeheader()
-                w.writerows(self.rows)
-            os.replace(tmp, self.path)
+        empty = not self.path.is_file() or not self.path.stat().st_size
+        if new and not empty:  # a new column: the header changes
+            write_text_atomic(self.path, _csv([self._columns, *([r.get(c, "") for c in self._columns] for r in self.rows)]))
             return
         with self.path.open("a", newline="", encoding="utf-8") as f:
-            w = csv.DictWriter(f, fieldnames=self._columns, restval="")
-            if f.tell() == 0:
-                w.writeheader()
-            w.writerow(row)
+            f.write(_csv([self._columns] * empty + [[row.get(c, "") for c in self._columns]]))
 
     def steps(self) -> set[float]:
         """The steps of the rows so far."""

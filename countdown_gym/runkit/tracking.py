@@ -4,15 +4,10 @@
     tracker.log({"loss": 0.41, "eval_success": 0.2}, step=100)         # TensorBoard tags train/loss, eval/success
     tracker.close()
 
-``--report-to`` takes ``none``, ``all`` (every integration installed here) or a comma-separated
-list of ``transformers``' integration names (``tensorboard``, ``wandb``, ``mlflow``, ``comet_ml``,
-``trackio``, ...). With ``transformers`` installed, :class:`Tracker` drives the same
-``transformers`` callbacks a ``Trainer`` would (``on_train_begin`` / ``on_log`` /
-``on_train_end``), so a hand-written loop logs wherever a ``Trainer`` would; without it (the
-``critics`` and ``sb3`` extras), ``tensorboard`` is written with ``torch.utils.tensorboard`` and
-the other names are refused. TensorBoard event files go to ``<output_dir>/tensorboard/``.
-Metric names follow ``transformers``: ``eval_x`` is logged as ``eval/x``, anything else as
-``train/x``.
+``--report-to``: ``none``, ``all`` (every integration installed) or a comma-separated list of ``transformers``'
+integration names. With ``transformers``, :class:`Tracker` drives the callbacks a ``Trainer`` would; without it,
+only ``tensorboard`` (through ``torch.utils.tensorboard``). Event files go to ``<output_dir>/tensorboard/``;
+``eval_x`` is logged as ``eval/x``, anything else as ``train/x``.
 """
 
 from __future__ import annotations
@@ -25,8 +20,6 @@ from typing import Any
 
 TENSORBOARD = "tensorboard"
 TENSORBOARD_DIR = "tensorboard"
-EXTRAS = {"wandb": "wandb"}
-"""Integrations with an extra of their own in pyproject.toml (named by the error when the package is missing)."""
 
 
 def _integrations() -> tuple[list[str], list[str]] | None:
@@ -48,21 +41,15 @@ def _tensorboard_installed() -> bool:
 
 
 def report_to_names(report_to: str | Sequence[str]) -> list[str]:
-    """The integrations ``--report-to`` names, checked: ``none`` -> [], ``all`` -> every installed one.
-
-    Raises ``ValueError`` (its message starts with ``--report-to``) for an empty list, an unknown name, or one whose package is not installed.
-    """
+    """The integrations ``--report-to`` names, checked: ``none`` -> [], ``all`` -> every installed one. Raises
+    ``ValueError`` (its message starts with ``--report-to``) for an empty list, an unknown name or a missing package."""
     names = [n.strip() for n in (report_to.split(",") if isinstance(report_to, str) else report_to) if n.strip()]
     if not names:
         raise ValueError("--report-to must name an integration, or none")
     if names == ["none"]:
         return []
-    if set(names) == {TENSORBOARD}:  # the default: answered without importing transformers
-        if not _tensorboard_installed():
-            raise ValueError("--report-to tensorboard: the tensorboard package is not installed (pip install tensorboard)")
-        return [TENSORBOARD]
-    found = _integrations()
-    if found is None:  # no transformers: TensorBoard alone, through torch
+    found = None if set(names) == {TENSORBOARD} else _integrations()  # the default: no transformers import
+    if found is None:  # TensorBoard alone (through torch without transformers)
         if names == ["all"]:
             return [TENSORBOARD] if _tensorboard_installed() else []
         for name in names:
@@ -71,7 +58,7 @@ def report_to_names(report_to: str | Sequence[str]) -> list[str]:
                                  f"(without transformers only {TENSORBOARD} is available)")
         if not _tensorboard_installed():
             raise ValueError("--report-to tensorboard: the tensorboard package is not installed (pip install tensorboard)")
-        return names
+        return [TENSORBOARD]
     known, installed = found
     if names == ["all"]:
         return installed
@@ -79,23 +66,16 @@ def report_to_names(report_to: str | Sequence[str]) -> list[str]:
         if name not in known:
             raise ValueError(f"--report-to: unknown integration {name!r}; use none, all, or a comma-separated list of {known}")
         if name not in installed:
-            extra = EXTRAS.get(name)
-            raise ValueError(f"--report-to {name}: the {name} package is not installed"
-                             + (f" (pip install 'countdown-gym[{extra}]')" if extra else ""))
+            extra = " (pip install 'countdown-gym[wandb]')" if name == "wandb" else ""  # the one tracker with an extra
+            raise ValueError(f"--report-to {name}: the {name} package is not installed{extra}")
     return names
 
 
 class Tracker:
     """Scalars of a hand-written training loop, logged to the ``report_to`` integrations (see the module docstring)."""
 
-    def __init__(
-        self,
-        report_to: str | Sequence[str],
-        output_dir: str | Path,
-        *,
-        config: Mapping[str, Any] | None = None,
-        run_name: str | None = None,
-    ) -> None:
+    def __init__(self, report_to: str | Sequence[str], output_dir: str | Path, *,
+                 config: Mapping[str, Any] | None = None, run_name: str | None = None) -> None:
         self.names = report_to_names(report_to)
         self.output_dir = Path(output_dir)
         self.tensorboard_dir = self.output_dir / TENSORBOARD_DIR
@@ -139,8 +119,9 @@ class Tracker:
         if not logs:
             return
         if self._writer is not None:
-            for k, v in _rewrite(logs).items():
-                self._writer.add_scalar(k, v, step)
+            for k, v in logs.items():  # transformers' tags: eval_x -> eval/x, test_x -> test/x, else train/x
+                prefix = next((p for p in ("eval", "test") if k.startswith(p + "_")), None)
+                self._writer.add_scalar(f"{prefix}/{k[len(prefix) + 1:]}" if prefix else f"train/{k}", v, step)
             self._writer.flush()
             return
         if self._callbacks:
@@ -163,15 +144,3 @@ class Tracker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def _rewrite(logs: Mapping[str, float]) -> dict[str, float]:
-    """``transformers``' tag names: ``eval_x`` -> ``eval/x``, ``test_x`` -> ``test/x``, anything else ``train/x``."""
-    out = {}
-    for k, v in logs.items():
-        for prefix in ("eval_", "test_"):
-            if k.startswith(prefix):
-                out[f"{prefix[:-1]}/{k[len(prefix):]}"] = v
-                break
-        else:
-            out[f"train/{k}"] = v
-    return out
