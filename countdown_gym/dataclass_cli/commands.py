@@ -141,10 +141,24 @@ def _finite_float(args: list[str]) -> float:
 
 
 def _json_object(args: list[str]) -> dict[str, Any]:
+    """A strict JSON object: no ``NaN`` / ``Infinity``, no key twice, not nested past the parser's depth."""
+
+    def constant(name: str) -> None:
+        raise ValueError(f"{name} is not JSON (RFC 8259)")
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        if len({k for k, _ in pairs}) < len(pairs):
+            raise ValueError("a key appears twice in one object")
+        return dict(pairs)
+
     try:
-        value = json.loads(args[0])
+        value = json.loads(args[0], parse_constant=constant, object_pairs_hook=unique)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg}); expected a JSON object like '{{\"key\": 1}}', got {args[0]!r}") from None
+    except RecursionError:
+        raise ValueError("not valid JSON (nested too deeply)") from None
+    except ValueError as exc:
+        raise ValueError(f"not valid JSON ({exc}); expected a JSON object like '{{\"key\": 1}}'") from None
     if not isinstance(value, dict):
         raise ValueError(f"expected a JSON object like '{{\"key\": 1}}', got {args[0]!r}")
     return value
