@@ -1,14 +1,9 @@
-"""A safe parser and exact evaluator for Countdown answer expressions.
+"""A safe parser and exact evaluator for answer expressions: no ``eval``, no recursion (a regex tokenizer, an
+iterative shunting-yard parser to postfix order, :meth:`Rules.check` on every operator node).
 
-No ``eval``, no recursion: a regex tokenizer, an iterative shunting-yard parser that turns the
-expression into postfix (RPN) order, and an evaluator that applies :meth:`Rules.check` to every
-operator node, so each intermediate result obeys the rules.
-
-Accepted text: ASCII digits ``0-9``, the operators ``+ - * /``, parentheses, whitespace, and
-the aliases ``×`` (times), ``÷`` (divide) and ``−`` (U+2212 minus). An optional trailing
-``= N`` states the value; :func:`parse_expression` keeps it as ``claimed`` and the verifier
-checks it. Everything else is rejected with an :class:`ExpressionError` carrying a
-machine-readable ``reason`` code (see ``docs/verifier.md``).
+Accepted: ASCII digits, ``+ - * /``, parentheses, whitespace and the aliases ``×``, ``÷``, ``−``; an optional
+trailing ``= N`` is kept as ``claimed``. Anything else raises :class:`ExpressionError` with a ``reason`` code
+(``docs/verifier.md``).
 """
 
 from __future__ import annotations
@@ -31,10 +26,11 @@ MAX_TOKENS = 50_000
 OPERATOR_ALIASES: dict[str, str] = {"×": "*", "÷": "/", "−": "-"}
 """Unicode operator spellings accepted as their ASCII operator."""
 
-_PREC = {"+": 1, "-": 1, "*": 2, "/": 2}
+PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}
 _TOKEN = re.compile(r"([0-9]+)|(\*\*|[-+*/()=^×÷−])|([ \t\r\n]+)")
 
 Move = tuple[Number, str, Number, Number]
+"""``(a, op, b, result)``: one arithmetic step."""
 
 
 class ExpressionError(ValueError):
@@ -49,11 +45,8 @@ class ExpressionError(ValueError):
 
 @dataclass(frozen=True)
 class ParsedExpression:
-    """An expression in postfix order.
-
-    ``rpn`` holds ints (number literals) and operator strings; ``numbers`` the literals in
-    reading order; ``claimed`` the value after a trailing ``=``, or ``None``.
-    """
+    """An expression in postfix order: ``rpn`` (int literals and operators), ``numbers`` (the literals in reading
+    order), ``claimed`` (the value after a trailing ``=``, or ``None``)."""
 
     rpn: tuple[int | str, ...]
     numbers: tuple[int, ...]
@@ -70,10 +63,8 @@ def classify_character(ch: str) -> tuple[str, str]:
 
 
 def tokenize(text: str) -> list[tuple[str, str, int]]:
-    """``(kind, text, position)`` tokens; kind is ``num``, ``op``, ``(``, ``)`` or ``=``.
-
-    Operator aliases are mapped to ASCII. Raises :class:`ExpressionError` on anything else.
-    """
+    """``(kind, text, position)`` tokens, kind ``num``, ``op``, ``(``, ``)`` or ``=`` (aliases mapped to ASCII);
+    :class:`ExpressionError` on anything else."""
     if len(text) > MAX_ANSWER_CHARS:
         raise ExpressionError("answer_too_long", f"answer has {len(text)} characters; the limit is {MAX_ANSWER_CHARS}")
     tokens: list[tuple[str, str, int]] = []
@@ -196,7 +187,7 @@ def _shunting_yard(toks: list[str]) -> tuple[list[int | str], list[int]]:
     expect_operand = True
     prev = ""  # "", "num", "(", ")" or "op"
     depth = 0
-    prec = _PREC
+    prec = PRECEDENCE
     for i, tok in enumerate(toks):
         if "0" <= tok[0] <= "9":
             if not expect_operand:
@@ -255,12 +246,8 @@ def _shunting_yard(toks: list[str]) -> tuple[list[int | str], list[int]]:
 
 
 def evaluate(parsed: ParsedExpression, rules: Rules | None = None) -> tuple[Number, list[Move]]:
-    """Exact value and the steps ``(a, op, b, result)`` in evaluation order.
-
-    Every operator node goes through :meth:`Rules.check`; the first illegal one raises an
-    :class:`ExpressionError` with the rule's reason code (``division_by_zero``,
-    ``non_integer_result``, ``negative_result``, ``zero_result``, ``exceeds_limit``).
-    """
+    """Exact value and the steps ``(a, op, b, result)`` in evaluation order; the first node :meth:`Rules.check`
+    refuses raises :class:`ExpressionError` with its reason code."""
     rules = rules or Rules.longproc()
     stack: list[Number] = []
     steps: list[Move] = []

@@ -1,25 +1,11 @@
-"""The reasoning-line grammar: the one home of every line form the text env reads.
+"""The reasoning-line grammar: the one home of every line form the text env reads (examples: ``docs/text_env.md``).
 
-:func:`parse_line` classifies one line of generated text. The forms (``docs/text_env.md`` has
-examples of each):
-
-* LongProc DFS lines (what :func:`countdown_gym.game.trace.dfs_trace` writes): ``Initial number set``,
-  ``Pick two numbers``, ``Try a op b = c. ...`` with its outcome (``Add c to the number set.
-  Current number set: [..], target: T. Options ...``, ``Evaluate c == T, target found!``,
-  ``Evaluate c != T, drop this branch.``, ``... is a decimal``, ``... exceeds the maximum
-  intermediate result``, ``... is not positive``, ``(invalid operation)``); indentation
-  ``" " * level + "|- "``; an optional ``### Current State: [..]`` annotation on any line.
-* Trace-back lines: ``Final step: a op b = c``, ``The step before: ...``, ``The first step: ...``.
-* Plain equations ``a op b = c`` (spaces around the operator and ``=``; optional ``Step 1:``,
-  ``1.`` or bullet prefix): ``<Solution>`` lines and free reasoning.
-* Compact search lines (``docs/DESIGN.md``): ``<depth spaces>a<op>b=c`` without inner spaces,
-  optionally `` [n1,n2,...]`` (the number set after the move). Negative numbers are written
-  ``-7``; a non-integer operand or result is written in parentheses, ``(3/2)``.
-* Tags: ``<Solution>``, ``</Solution>``, ``<answer>...</answer>``, ``<think>``, ``</think>``.
-
-Everything else is free text. Numbers are exact: ``int`` or :class:`fractions.Fraction`
-(``p/q``); a decimal such as ``4.6`` appears only in LongProc's "is a decimal" lines and is
-kept as its exact :class:`~fractions.Fraction`.
+:func:`parse_line` classifies one line: LongProc DFS lines (``Initial number set``, ``Pick two numbers``,
+``Try a op b = c. ...`` with its outcome; indentation ``" " * level + "|- "``; an optional ``### Current State:
+[..]``), trace-back lines (``Final step: ...``), plain equations ``a op b = c`` (optional ``Step 1:``, ``1.`` or
+bullet prefix), compact lines ``<depth spaces>a<op>b=c [n1,...]`` (a fraction operand in parentheses), the tags
+``<Solution>``, ``<answer>``, ``<think>``, and free text. Numbers are exact ``int`` or ``Fraction``; a decimal
+(LongProc's "is a decimal" lines) is kept as its exact ``Fraction``.
 """
 
 from __future__ import annotations
@@ -43,8 +29,7 @@ _RE_DECIMAL = re.compile(_DEC)
 
 
 def _int(digits: str) -> int:
-    """A signed ASCII integer literal, held to the verifier's literal rules (no leading zero, at
-    most ``MAX_NUMBER_DIGITS`` digits): ``04`` in a move is as invalid as in an answer."""
+    """A signed ASCII integer literal under the verifier's literal rules (no leading zero, digit limit)."""
     body = digits[1:] if digits[:1] == "-" else digits
     if body.isascii() and body.isdigit() and len(body) <= MAX_NUMBER_DIGITS and (body[0] != "0" or len(body) == 1):
         return int(digits)  # the common case, within the rules checked below
@@ -53,11 +38,8 @@ def _int(digits: str) -> int:
 
 
 def parse_number(token: str) -> Number:
-    """``"37"`` -> 37, ``"-3"`` -> -3, ``"3/2"`` or ``"(3/2)"`` -> Fraction(3, 2), ``"4.6"`` -> Fraction(23, 5).
-
-    Raises ``ValueError`` for anything else (including a zero denominator, a leading zero such
-    as ``04``, and integers longer than the verifier's literal limit).
-    """
+    """``"37"``, ``"-3"``, ``"3/2"`` or ``"(3/2)"``, ``"4.6"`` -> an exact number; ``ValueError`` for anything else
+    (a zero denominator, a leading zero, too many digits)."""
     tok = token.strip()
     if tok.isascii() and tok.isdigit():
         return _int(tok)
@@ -95,30 +77,22 @@ LINE_KINDS: tuple[str, ...] = (
 """Every ``ParsedLine.kind``."""
 
 TRY_OUTCOMES: tuple[str, ...] = ("add", "found", "missed", "decimal", "exceeds", "not_positive", "invalid_op", "bare")
-"""What a ``Try`` line says happened: ``add`` (the search goes into the new set), ``found`` /
-``missed`` (last number compared with the target), four kinds of pruning, or ``bare`` (no
-outcome written)."""
+"""What a ``Try`` line says happened: ``add``, ``found`` / ``missed``, four kinds of pruning, or ``bare`` (none)."""
 
 DROP_OUTCOMES: frozenset[str] = frozenset({"decimal", "exceeds", "not_positive", "invalid_op"})
 
 
 @dataclass(frozen=True)
 class ParsedLine:
-    """One line of generated text, classified; claims are kept as written, nothing is checked.
+    """One line, classified; claims are kept as written, nothing is checked.
 
     Attributes:
         kind: One of :data:`LINE_KINDS`.
-        indent: Leading spaces: the LongProc level of ``pick`` / ``try`` lines, the depth of
-            ``compact`` lines.
-        a, op, b, c: The move a ``pick`` (``a``, ``b``), ``try``, ``traceback``, ``equation`` or
-            ``compact`` line states; ``c`` is ``None`` when no result is written.
+        indent: Leading spaces (the LongProc level, or a compact line's depth).
+        a, op, b, c: The move the line states (``c`` is ``None`` when no result is written).
         outcome: For ``try`` lines, one of :data:`TRY_OUTCOMES`.
-        numbers: The number set the line claims: ``initial`` numbers, a ``pick``'s numbers left,
-            a ``try``'s ``Current number set``, a ``compact`` line's ``[..]``; ``None`` if absent.
-        target: The target the line claims, if any.
-        evaluated: For ``found`` / ``missed``: the value written after ``Evaluate``.
-        added: For ``add``: the value written after ``Add``.
-        options: The ``Options for choosing two numbers`` pairs, if written.
+        numbers: The number set the line claims (initial numbers, numbers left, current set, ``[..]``), or ``None``.
+        target, evaluated, added, options: The target, ``Evaluate`` value, ``Add`` value and option pairs written.
         annotation: The ``### Current State: [..]`` set, if written.
         malformed: Why a claim could not be read (``None`` when every claim parsed).
     """
@@ -231,7 +205,7 @@ def _eq_line(kind: str, m: re.Match[str], indent: int = 0, numbers=None, annotat
 
 
 def parse_line(line: str) -> ParsedLine:
-    """Classify one line (without its newline); never raises. See the module docstring."""
+    """Classify one line (without its newline); never raises."""
     line = line.rstrip("\r\n")
     if not line.strip():
         return ParsedLine("blank")

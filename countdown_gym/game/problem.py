@@ -17,15 +17,8 @@ def _check_int(x: Any, what: str) -> int:
 
 @dataclass(frozen=True)
 class Problem:
-    """A Countdown puzzle: reach ``target`` from ``numbers`` under ``rules``.
-
-    Only ``numbers``, ``target`` and ``rules`` define the puzzle (equality and hashing use them);
-    the remaining fields are metadata filled in by the generator when known.
-
-    Example:
-        >>> Problem(numbers=(21, 16, 17, 26), target=46)
-        Problem(numbers=(21, 16, 17, 26), target=46, rules=longproc)
-    """
+    """A Countdown puzzle: reach ``target`` from ``numbers`` under ``rules`` (what equality and hashing use); the
+    other fields are the generator's metadata."""
 
     numbers: tuple[int, ...]
     target: int

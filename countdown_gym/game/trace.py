@@ -1,19 +1,9 @@
 """LongProc-format depth-first search traces, and a parser that reads them back.
 
-The writer follows LongProc's reference search: pairs ``(i < j)`` in list order, each pair
-swapped so ``a >= b``, operations tried in the order ``+ - * /``, the new number prepended to
-the numbers left. Indentation is ``" " * depth + "|- "``. Under :meth:`Rules.longproc`
-(non-negative integers below 2000, a 0 kept) the text is byte for byte what LongProc's own
-generator, ``build_countdown_demonstration``, writes (``tests/test_longproc_fidelity.py``). Rules
-that LongProc does not have add lines of their own (documented in ``docs/trace_format.md``):
-
-* ``sign="positive"`` (:meth:`Rules.longproc_positive`, :meth:`Rules.classic`) drops ``a - a = 0``
-  with ``0 is not positive``;
-* rational rules keep non-integer results (written ``p/q``) and also try ``b / a``;
-* ``sign="any"`` also tries ``b - a`` and ``b / a`` (``-21 / 7`` is whole where ``7 / -21`` is not).
-
-With ``current_state=True`` every line ends in ``### Current State: [..]``, the number set the
-search stands on after that line (the seed authors' annotation).
+The writer follows LongProc's reference search (pairs ``i < j``, each swapped so ``a >= b``, ``+ - * /``, the new
+number prepended, indentation ``" " * depth + "|- "``); under :meth:`Rules.longproc` it writes byte for byte what
+LongProc's ``build_countdown_demonstration`` does. Other rules add lines of their own (``docs/trace_format.md``).
+``current_state=True`` ends every line in ``### Current State: [..]``, the set the search stands on after it.
 """
 
 from __future__ import annotations
@@ -25,8 +15,6 @@ from fractions import Fraction
 
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number, Rules, format_number, normalize
-
-_STEP_NAMES_FIRST = "The first step"
 
 
 def format_list(xs: list[Number] | tuple[Number, ...]) -> str:
@@ -138,14 +126,8 @@ class _Search:
 
 
 def _solution_block(path: list[str]) -> str:
-    names = []
-    for k in range(len(path)):
-        if k == 0:
-            names.append("Final step")
-        elif k == len(path) - 1:
-            names.append(_STEP_NAMES_FIRST)
-        else:
-            names.append("The step before")
+    last = len(path) - 1
+    names = ["Final step" if k == 0 else "The first step" if k == last else "The step before" for k in range(len(path))]
     back = "\n".join(f"{name}: {eq}" for name, eq in zip(names, reversed(path), strict=True))
     return (
         "Now we have found the target, let's trace back the solution:\n"
@@ -168,11 +150,8 @@ def _run(problem: Problem, rules: Rules | None, current_state: bool) -> _Search:
 
 
 def dfs_trace(problem: Problem, rules: Rules | None = None, current_state: bool = False) -> str:
-    """The LongProc-style DFS search trace of ``problem``, ending in a ``<Solution>`` block.
-
-    Raises ``ValueError`` if the search finds no solution (the problem is unsolvable), or if the
-    problem needs no move (one number, or the target among the numbers under ``use_all=False``).
-    """
+    """The LongProc-style DFS search trace of ``problem``, ending in a ``<Solution>`` block; ``ValueError`` if it is
+    unsolvable or needs no move."""
     if (rules or problem.rules).is_won(problem.numbers, problem.target):
         # solved before any move: the <Solution> block would be empty, which verify() rejects
         raise ValueError(f"{problem!r} needs no move (the target is already one of the numbers); there is no search to write")
@@ -187,11 +166,8 @@ Visit = Callable[[int, list[Number], list[Number]], None]
 
 
 def search_nodes(problem: Problem, rules: Rules | None = None, visit: Visit | None = None) -> int:
-    """How many moves the reference DFS tries before it finds the target (its ``Try`` lines).
-
-    ``visit(depth, state, next_state)``, when given, is called for every legal move the search makes,
-    in its order (``depth`` = moves already made on the current path; ``next_state`` = ``[result] + rest``).
-    """
+    """How many moves the reference DFS tries before it finds the target (its ``Try`` lines); ``visit`` is called
+    for every legal move, in order (``depth``: moves made on the path; ``next_state``: ``[result] + rest``)."""
     rules = rules or problem.rules
     nums: list[Number] = list(problem.numbers)
     if rules.is_won(nums, problem.target):
@@ -253,12 +229,8 @@ def _nums(text: str) -> tuple[Number, ...]:
 
 @dataclass(frozen=True)
 class TraceStep:
-    """One ``Try`` line of a trace read back.
-
-    ``outcome`` is ``"added"`` (the search went into ``next_state``), ``"found"``, ``"missed"``
-    (last number is not the target), or ``"dropped"`` (``next_state`` is ``None``: decimal,
-    over the limit, not positive, or invalid).
-    """
+    """One ``Try`` line read back; ``outcome``: ``"added"``, ``"found"``, ``"missed"`` or ``"dropped"`` (then
+    ``next_state`` is ``None``)."""
 
     line_no: int
     state: tuple[Number, ...]
@@ -276,13 +248,9 @@ class TraceParseError(ValueError):
 
 
 def parse_trace(trace: str) -> tuple[tuple[Number, ...], int, list[TraceStep]]:
-    """Read a DFS trace back: ``(initial numbers, target, steps)``.
-
-    Each ``Try`` line becomes a :class:`TraceStep` whose ``state`` is the number set it was
-    tried from (rebuilt from the ``Pick`` line and the tree structure, not trusted from the
-    text) and whose ``next_state`` is ``[result] + numbers left``. Lines after the search
-    (the solution block) are ignored. Raises :class:`TraceParseError` on a malformed line.
-    """
+    """Read a DFS trace back: ``(initial numbers, target, steps)``, one :class:`TraceStep` per ``Try`` line, its
+    ``state`` rebuilt from the tree (not trusted from the text), ``next_state`` ``[result] + numbers left``. The
+    solution block is ignored; :class:`TraceParseError` on a malformed line."""
     init: tuple[Number, ...] | None = None
     target: int | None = None
     steps: list[TraceStep] = []
