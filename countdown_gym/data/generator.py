@@ -1,18 +1,7 @@
-"""Seeded generation of solvable problems: a config object plus presets.
-
-Two sampling methods, both returning only solvable problems:
-
-* ``"reject"``: draw the numbers and a target uniformly from their ranges and keep the pair if
-  the solver says it is solvable (the target set of the numbers is computed once, memoised).
-  This is the uniform distribution over solvable (numbers, target) pairs. Default for <= 4
-  numbers.
-* ``"construct"``: draw the numbers, then play random legal moves to the end and keep the final
-  value if it lies in the target range (solvable by construction, like reasoning-gym). Targets
-  are biased towards values that many move sequences make. Default for >= 5 numbers, where
-  exhaustive target sets are too costly to compute per draw.
-
-Difficulty filters (number of distinct solutions, size of the reference DFS search) let a
-curriculum run from easy to hard.
+"""Seeded generation of solvable problems: :class:`GeneratorConfig` and :data:`PRESETS`. Methods: ``"reject"``
+(uniform numbers and target, kept if solvable: uniform over solvable pairs; default up to 4 numbers) and
+``"construct"`` (random legal moves to the end, kept if the value is in range; default from 5 numbers). Difficulty
+filters (solution count, reference-DFS size) allow curricula.
 """
 
 from __future__ import annotations
@@ -31,7 +20,7 @@ from countdown_gym.game.trace import search_nodes
 
 @dataclass(frozen=True)
 class GeneratorConfig:
-    """Ranges, rules and difficulty filters of a problem family (all bounds inclusive)."""
+    """Ranges (inclusive), rules and difficulty filters of a problem family."""
 
     name: str = "custom"
     min_numbers: int = 4
@@ -199,11 +188,7 @@ def iter_problems(preset_or_config: str | GeneratorConfig, seed: int):
 
 
 def generate(preset_or_config: str | GeneratorConfig, n: int, seed: int = 0) -> list[Problem]:
-    """``n`` distinct solvable problems, the same for the same seed.
-
-    Example:
-        >>> problems = generate("longproc-0.5k", 3, seed=0)
-    """
+    """``n`` distinct solvable problems, the same for the same seed."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
     stream = iter_problems(preset_or_config, seed)

@@ -1,21 +1,12 @@
-"""Frozen train / validation / test problem sets, shipped as JSONL with recorded SHA-256.
+"""Frozen train / validation / test problem sets, ``countdown_gym/data/<preset>/<split>.jsonl`` (one
+:meth:`Problem.to_dict` per line), pinned by :data:`SPLIT_SHA256`: :func:`load_split` refuses a changed file.
+``countdown-gym splits`` regenerates them from :data:`SPLIT_SPEC` (``--write`` rewrites them); test problems never
+share a (sorted numbers, target) key with train or validation ones.
 
-The files live in ``countdown_gym/data/<preset>/<split>.jsonl`` (one :meth:`Problem.to_dict`
-per line). ``SPLIT_SHA256`` pins their content: :func:`load_split` refuses a file whose hash
-differs. ``countdown-gym splits`` (:mod:`countdown_gym.cli.splits`) regenerates them from :data:`SPLIT_SPEC` and
-checks them against those hashes (``--write`` rewrites the files and prints the new hashes); test
-problems never share a (sorted numbers, target) key with train or validation problems.
-
-Generation rules and play rules. The ``longproc-0.5k`` and ``hard`` files were generated under
-the strictly positive rules (:data:`~countdown_gym.game.rules.LEGACY_LONGPROC`, the record each line
-carries: ``"name":"longproc","sign":"positive"``), before the ``longproc`` rules took LongProc's
-own zero rule. Every problem solvable without a 0 stays solvable when a 0 is allowed, so the
-files are kept byte for byte and :func:`load_split` returns their problems under the rules they
-are played by, :data:`SPLIT_RULES` (``Rules.longproc()`` for both). Regenerating them still
-uses the generation rules (:data:`SPLIT_GENERATION_RULES`): with a 0 allowed more draws are
-solvable and the seeded stream would differ.
+The ``longproc-0.5k`` and ``hard`` files were generated, and are recorded, under the strictly positive rules
+(:data:`~countdown_gym.game.rules.LEGACY_LONGPROC`, :data:`SPLIT_GENERATION_RULES`); they are kept byte for byte and
+played under :data:`SPLIT_RULES` (every problem solvable without a 0 stays solvable with one).
 """
-
 from __future__ import annotations
 
 import dataclasses
@@ -51,8 +42,7 @@ SPLIT_RULES: dict[str, Rules] = {
     "tinyzero": Rules.tinyzero(),
     "hard": Rules.longproc(),
 }
-"""The rules :func:`load_split` gives each preset's problems: the preset's own rules today. Every
-problem is solvable under them, as they allow every move the generation rules allow."""
+"""The rules :func:`load_split` gives each preset's problems (they allow every move the generation rules allow)."""
 
 SPLIT_SHA256: dict[str, dict[str, str]] = {
     "longproc-0.5k": {
@@ -118,13 +108,8 @@ def _load(preset: str, split: str) -> tuple[Problem, ...]:
 
 
 def load_split(preset: str, split: str, tier: str | None = None) -> list[Problem]:
-    """The frozen ``split`` of ``preset`` (checked against its SHA-256), under :data:`SPLIT_RULES`; with ``tier``, only its problems of that
-    difficulty tier (``"easy"``, ``"medium"``, ``"hard"``: :mod:`countdown_gym.data.labels`), in split order.
-
-    Example:
-        >>> test = load_split("longproc-0.5k", "test")
-        >>> easy = load_split("longproc-0.5k", "test", tier="easy")
-    """
+    """The frozen ``split`` of ``preset`` (hash-checked) under :data:`SPLIT_RULES`; with ``tier`` (``"easy"``,
+    ``"medium"``, ``"hard"``), only that tier's problems, in split order."""
     problems = list(_load(preset, split))
     if tier is None:
         return problems
@@ -146,10 +131,8 @@ def tampered_files() -> list[str]:
 
 
 def build_splits(preset: str) -> dict[str, list[Problem]]:
-    """Generate the splits of ``preset`` from :data:`SPLIT_SPEC` (disjoint by problem key).
-
-    The problems carry :data:`SPLIT_GENERATION_RULES` (what the files record), not the play rules.
-    """
+    """Generate the splits of ``preset`` from :data:`SPLIT_SPEC` (disjoint by key, under
+    :data:`SPLIT_GENERATION_RULES`, what the files record)."""
     spec = SPLIT_SPEC[preset]
     config = get_config(preset).replace(rules=SPLIT_GENERATION_RULES[preset])
     stream = iter_problems(config, spec["seed"])  # distinct keys across the whole stream

@@ -1,26 +1,11 @@
 """The registry of reward variants: one entry per reward, read by every trainer and the leaderboard.
 
-A reward variant is what a run was trained with: the SB3 baseline's ``--reward`` (on Countdown-v0,
-kind ``"step"``), the GRPO baseline's ``--rewards`` spec, ``--step-credit`` and verl's ``dense``
-terms (on completions, kind ``"text"``), and a leaderboard submission's ``reward_variant`` field.
-Each entry knows how to compute itself everywhere:
-
-* :meth:`RewardVariant.wrap` -- its Gymnasium wrapper for Countdown-v0 / CountdownText-v0;
-* :meth:`RewardVariant.move_values` / :meth:`RewardVariant.potentials` -- its per-step terms, batched
-  (the SB3 vector env, per-step credit);
-* :meth:`RewardVariant.completion_score` -- its per-completion term (TRL reward functions, verl).
-
-A variant's one name is also its key everywhere a term is named: in a GRPO spec's weights, in
-``info["reward_terms"]`` of the wrapper it builds, in verl's returned dict and TRL's reward logs.
-Critics and CLIPO trainers are passed in (``needs`` names the one a variant takes); this package
-never loads them. Formulas and scales: ``docs/rewards.md``, which also shows how to add a variant.
-
-Example:
-    >>> from countdown_gym.rewards.variants import get_variant, variant_names
-    >>> variant_names("step")
-    ('sparse', 'oracle-perfect', 'oracle-reachable', 'oracle-potential', 'critic', 'critic-potential')
-    >>> parse_reward_spec("oracle-perfect")
-    {'sparse': 1.0, 'format': 0.1, 'oracle-perfect': 0.5}
+A variant is what a run was trained with (the SB3 ``--reward``, kind ``"step"``; GRPO's ``--rewards`` and
+``--step-credit`` and verl's ``dense`` terms, kind ``"text"``; a submission's ``reward_variant``) and computes
+itself everywhere: :meth:`RewardVariant.wrap` (a Gymnasium wrapper), :meth:`RewardVariant.move_values` /
+:meth:`RewardVariant.potentials` (batched per-step terms), :meth:`RewardVariant.completion_score` (per completion).
+Its name is its key everywhere a term is named. Critics and CLIPO trainers are passed in (``needs``), never loaded
+here. Formulas, scales and how to add a variant: ``docs/rewards.md``.
 """
 
 from __future__ import annotations
@@ -65,13 +50,9 @@ _NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 @dataclass(frozen=True)
 class RewardVariant:
-    """One reward variant: its name, what it computes, and where it applies.
-
-    A ``step`` variant is additive (``move_term``), shaping (``potential``) or the outcome alone
-    (neither). A ``text`` variant scores a completion with ``score`` (from the replay alone), else
-    with the mean of ``move_term`` over its moves, else it is computed by the trainer object passed
-    in for ``needs`` (CLIPO), which is then the reward function itself.
-    """
+    """One reward variant. A ``step`` variant is additive (``move_term``), shaping (``potential``) or the outcome
+    alone; a ``text`` variant scores a completion with ``score``, else the mean ``move_term`` over its moves, else
+    the trainer object passed in for ``needs`` (CLIPO) computes it."""
 
     name: str
     """The one spelling: lowercase words joined by ``-``."""
@@ -158,9 +139,7 @@ ALIASES: Mapping[str, str] = MappingProxyType({
     "oracle": "oracle-reachable", "oracle_reachable": "oracle-reachable", "oracle_perfect": "oracle-perfect",
     "text_critic": "text-critic",
 })
-"""Earlier spellings of GRPO ``--rewards`` specs and verl's ``dense`` terms, read as today's names (with a
-``FutureWarning``, shown once per place that reads it, as Python shows warnings); no saved leaderboard submission
-uses them."""
+"""Earlier spellings of GRPO ``--rewards`` and verl ``dense`` terms, read as today's names with a ``FutureWarning``."""
 
 
 def register_variant(variant: RewardVariant, *, replace: bool = False) -> RewardVariant:
@@ -237,13 +216,9 @@ TEXT_VARIANT_WEIGHTS: Mapping[str, dict[str, float]] = _TextWeights()
 
 
 def parse_reward_spec(spec: str) -> dict[str, float]:
-    """Term weights of a run on completions, from a ``text`` variant name, ``+``-joined variants and/or
-    explicit ``name=weight`` parts (which override the variants wherever they stand).
-
-    Examples: ``"sparse"``, ``"oracle-reachable+clipo"``, ``"sparse=1,oracle-reachable=0.25,format=0"``,
-    ``"critic,oracle-reachable=0.2"``. A ``ValueError`` names the unknown variant, a weight that is not a
-    finite number, or a spec whose weights are all 0.
-    """
+    """Term weights of a run on completions from a spec: ``text`` variants, ``+``-joined, and ``name=weight`` parts
+    that override them (``"critic,oracle-reachable=0.2"``). ``ValueError`` for an unknown variant, a non-finite
+    weight, or all weights 0."""
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"reward spec must be a non-empty string, got {spec!r}; variants: {list(variant_names('text'))}")
     weights: dict[str, float] = {}
@@ -274,11 +249,8 @@ def parse_reward_spec(spec: str) -> dict[str, float]:
 
 
 def check_reward_variant(value: str) -> str:
-    """``value`` if it names a reward, else a ``ValueError`` listing the registered names.
-
-    Accepted: ``"none"``, a variant name, or a GRPO spec (:func:`parse_reward_spec`), e.g.
-    ``"oracle-reachable+clipo"`` or ``"critic,oracle-reachable=0.2"``.
-    """
+    """``value`` if it names a reward (``"none"``, a variant, or a :func:`parse_reward_spec` spec), else a
+    ``ValueError``."""
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"reward_variant must be a non-empty string, got {value!r}")
     if value == NO_REWARD or value in _REGISTRY:

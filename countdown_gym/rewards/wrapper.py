@@ -1,22 +1,11 @@
-"""``TermReward``: a reward variant's term added to Countdown-v0 or CountdownText-v0 (what ``RewardVariant.wrap``
-builds, and what the named wrappers of :mod:`countdown_gym.wrappers` are).
+"""``TermReward``: a reward variant's term added to Countdown-v0 or CountdownText-v0 (what
+``RewardVariant.wrap`` builds). It reads ``info["transitions"]``, adds the term to the reward and records it under
+its key in ``info["reward_terms"]`` (``"sparse"``: the environment's own); wrappers stack.
 
-The wrapper reads the transition records the environment puts in ``info["transitions"]``, computes the variant's
-term for the step, adds it to the reward and records it under its own key in ``info["reward_terms"]``
-(``"sparse"`` holds the environment's own reward). Wrappers stack: each adds its key and leaves the others alone.
-
-Two ways to turn a per-state signal into reward (``docs/rewards.md``):
-
-* additive (the variant's ``move_term``): ``scale`` times the term of each move, summed over the moves the step
-  completed;
-* potential-based (the variant's ``potential``): ``F = gamma * Phi(s') - Phi(s)`` once per step with ``Phi = scale *
-  potential``, evaluated on the numbers the episode currently holds: ``info["state"]`` when the environment reports
-  it (both of ours do), else the last transition's ``next_state`` (its ``state`` for an invalid move); a step without
-  a move leaves them unchanged. ``Phi(s') = 0`` when the step terminates the episode (a truncated step keeps it), so
-  shaping never changes which policy is optimal (Ng, Harada & Russell 1999).
-
-A scorer (critic) the variant needs is passed in, memoised per ``(state, target)``
-(:class:`~countdown_gym.rewards.terms.CachedScorer`), and checked against the episode's size at ``reset``.
+Additive (``move_term``): ``scale`` times each move's term, summed over the step. Potential-based (``potential``):
+``F = gamma * Phi(s') - Phi(s)`` per step, ``Phi = scale * potential`` of the numbers held (``info["state"]``, else
+the last transition's), ``Phi(s') = 0`` on termination (Ng, Harada & Russell 1999). A critic is memoised
+(:class:`~countdown_gym.rewards.terms.CachedScorer`) and checked against the episode's size at ``reset``.
 """
 
 from __future__ import annotations
@@ -67,16 +56,14 @@ def step_transitions(info: Mapping[str, Any], who: str, env: gym.Env) -> list[Ma
 
 
 class TermReward(gym.Wrapper):
-    """Adds one reward variant's term to Countdown-v0 or CountdownText-v0: additive or shaping (see the module).
+    """Adds one reward variant's term to Countdown-v0 or CountdownText-v0 (see the module).
 
     Args:
-        env: the environment to wrap.
-        variant: the registry entry (:class:`~countdown_gym.rewards.variants.RewardVariant`) with a ``move_term``
-            (additive) or a ``potential`` (shaping).
-        scorer: the critic the term scores with, when the variant needs one.
-        scale: multiplies the term (or the potential).
-        gamma: the shaping discount (``F = gamma * Phi(s') - Phi(s)``): set it to the agent's.
-        key: the term's key in ``info["reward_terms"]`` (default: the variant's name).
+        variant: A :class:`~countdown_gym.rewards.variants.RewardVariant` with a ``move_term`` or a ``potential``.
+        scorer: The critic, when the variant needs one.
+        scale: Multiplies the term (or the potential).
+        gamma: The shaping discount: set it to the agent's.
+        key: The term's key in ``info["reward_terms"]`` (default: the variant's name).
     """
 
     def __init__(self, env: gym.Env, variant: RewardVariant, scorer: Any = None, scale: float = 1.0,

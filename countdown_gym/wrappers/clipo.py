@@ -1,31 +1,16 @@
-"""``CLIPOGroupReward``: CLIPO on the Gymnasium side, a vector of environments playing as groups.
+"""``CLIPOGroupReward``: CLIPO (``docs/rewards.md``) on the Gymnasium side, a vector of environments in groups of
+``group_size`` that play one puzzle. A finished member's :class:`Trajectory` goes to ``embed_fn``; when the whole
+group has finished, a CLIPO trainer (:class:`GroupTrainer`, passed in) turns the embeddings and outcomes into CLIPO
+rewards, added at the end of each episode.
 
-CLIPO (``critics/clipo.py``, ``docs/rewards.md``) needs a *group* of rollouts of one puzzle, the
-outcome of each and one embedding per rollout. This vector environment runs ``num_envs`` copies of
-an environment in consecutive groups of ``group_size``; the members of a group play the same
-puzzle. When a member's episode ends, the wrapper hands its :class:`Trajectory` to the agent's
-``embed_fn`` (the hook) and stores the returned vector; when every member of the group has
-finished, a CLIPO trainer (:class:`GroupTrainer`, e.g. ``critics.clipo.CLIPOTrainer``; this package
-never imports ``critics``, pass it in) turns the group's embeddings and outcomes into CLIPO rewards
-(from the loss before its one head update) and adds them at the end of each episode.
-
-Timing (the group-hold protocol). A member that finishes before the rest of its group is *held*:
-its terminal step (its last real decision) is reported with reward 0, ``terminated = truncated =
-False`` and ``info["clipo_waiting"] = False``; on the following steps the wrapper ignores its
-action and repeats its final observation (reward 0, ``info["clipo_waiting"] = True``, an all-ones
-action mask). On the step where the last member finishes, every member of the group reports its
-real ``terminated`` / ``truncated`` flags and its held terminal reward plus the CLIPO reward, with
-``info["clipo_held_steps"]``: how many steps after its last real decision the reward arrives (0
-for the members finishing on that step, whose ``clipo_waiting`` is False; the others' is True,
-their action on that step being ignored too). On the next step the whole group is reset to a new
-shared puzzle (Gymnasium's next-step autoreset: the actions are ignored and the reset
-observations are returned with reward 0). ``info["clipo_waiting"]`` marks exactly the steps whose
-action was ignored: leave them out of the policy-gradient loss but keep their rewards in the
-returns (or add a held reward to the decision ``clipo_held_steps`` steps earlier).
-
-Rewards on the group's final step: ``reward = held terminal reward + clipo`` and
-``info["reward_terms"] = {held terms (e.g. "sparse", "oracle", ...), "clipo": r_cl}``; also
-``info["clipo"]`` (the CLIPO reward) and ``info["clipo_correct"]``.
+The group-hold protocol. A member that finishes first is held: its terminal step is reported with reward 0,
+``terminated = truncated = False``, ``info["clipo_waiting"] = False``; after that its actions are ignored and its
+final observation repeated (reward 0, ``clipo_waiting`` True, an all-ones action mask). On the step the last member
+finishes, every member reports its real flags and ``reward = held terminal reward + clipo``, with
+``info["reward_terms"]`` (the held terms and ``"clipo"``), ``info["clipo"]``, ``info["clipo_correct"]`` and
+``info["clipo_held_steps"]`` (steps since its last real decision). The next step resets the group to a new puzzle
+(next-step autoreset, actions ignored, reward 0). Leave ``clipo_waiting`` steps out of the policy-gradient loss but
+keep their rewards in the returns.
 """
 
 from __future__ import annotations
@@ -45,13 +30,8 @@ from countdown_gym.rewards.wrapper import env_name
 
 @dataclass
 class Trajectory:
-    """One finished episode of one member, what ``embed_fn`` and ``correct_fn`` receive.
-
-    ``observations`` holds the reset observation and then one per step (``len(actions) + 1``);
-    ``rewards`` the environment's per-step rewards (with any dense terms of inner wrappers);
-    ``transitions`` every transition record of the episode, in order; ``final_info`` the info of
-    the step that ended the episode.
-    """
+    """One member's finished episode, for ``embed_fn`` and ``correct_fn``: the reset observation and one per step,
+    the actions, per-step rewards, transition records and the final step's info."""
 
     index: int
     group: int
@@ -71,12 +51,8 @@ CorrectFn = Callable[[Trajectory], bool]
 
 
 class GroupTrainer(Protocol):
-    """What :class:`CLIPOGroupReward` needs from a CLIPO trainer (``critics.clipo.CLIPOTrainer`` satisfies it).
-
-    ``step`` returns one CLIPO reward per rollout (from the loss before its one head update);
-    ``last_stats`` the step's statistics (copied to ``last_group_stats``). A trainer with
-    ``config.dim_in`` has the embedding length checked against it.
-    """
+    """A CLIPO trainer (``critics.clipo.CLIPOTrainer``): ``step`` returns one reward per rollout, ``last_stats`` its
+    statistics; a ``config.dim_in`` is checked against the embeddings."""
 
     last_stats: dict[str, float]
 
@@ -104,32 +80,14 @@ class CLIPOGroupReward(VectorEnv):
     """A vector of Countdown environments in groups that share a puzzle, with the CLIPO reward.
 
     Args:
-        env_fns: one callable per member returning an environment (Countdown-v0 or
-            CountdownText-v0, possibly wrapped, e.g. in :class:`OracleReward`); all must have the
-            same spaces and accept ``reset(options={"problem": ...})``. ``len(env_fns)`` must be a
-            multiple of ``group_size``; members ``[k * group_size, (k + 1) * group_size)`` form group ``k``.
-        group_size: rollouts per puzzle (CLIPO needs >= 3 for a non-degenerate group: two
-            correct and one incorrect).
-        embed_fn: the hook: ``embed_fn(trajectory) -> vector`` (a 1-D array-like of one fixed
-            length ``D``, e.g. the agent's mean hidden features over the episode); called once per
-            finished episode, at the step where it finishes.
-        trainer: a CLIPO trainer (:class:`GroupTrainer`, e.g. ``critics.clipo.CLIPOTrainer(dim_in=D)``),
-            or a factory ``dim_in -> trainer`` called once, on the first finished group, with
-            ``dim_in = D`` (e.g. the class ``CLIPOTrainer`` itself for the paper's defaults: linear
-            head to 512, InfoNCE, temperature 0.05, lambda 0.2, AdamW lr 1e-3 / wd 0.01, or
-            ``functools.partial(CLIPOTrainer, dim_out=64)``).
+        env_fns: One callable per member returning an environment with the same spaces that accepts
+            ``reset(options={"problem": ...})``; members ``[k * group_size, (k + 1) * group_size)`` form group ``k``.
+        group_size: Rollouts per puzzle (CLIPO needs >= 3: two correct, one incorrect).
+        embed_fn: ``embed_fn(trajectory) -> 1-D vector`` of one fixed length ``D``, called once per finished episode.
+        trainer: A :class:`GroupTrainer`, or a factory ``dim_in -> trainer`` called on the first finished group
+            (e.g. ``functools.partial(CLIPOTrainer, dim_out=64)``).
         correct_fn: ``correct_fn(trajectory) -> bool``; default ``info["is_success"]`` of the final step.
-        key: the name of the CLIPO term in ``info["reward_terms"]``.
-
-    Example:
-        >>> import functools, gymnasium as gym, numpy as np, countdown_gym
-        >>> from critics.clipo import CLIPOTrainer
-        >>> fns = [lambda: gym.make("Countdown-v0")] * 4
-        >>> env = CLIPOGroupReward(fns, group_size=4, embed_fn=lambda t: np.ones(8) * len(t.actions),
-        ...                        trainer=functools.partial(CLIPOTrainer, dim_out=4))
-        >>> obs, info = env.reset(seed=0)
-        >>> len({p for p in info["problem"]})  # the group plays one puzzle
-        1
+        key: The CLIPO term's key in ``info["reward_terms"]``.
     """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -224,10 +182,8 @@ class CLIPOGroupReward(VectorEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
-        """Reset every group: member 0 of each group draws a puzzle, the others play it.
-
-        ``seed=s`` seeds member ``i`` with ``s + i``. ``options={"problem": p}`` gives every group ``p``.
-        """
+        """Reset every group: member 0 draws a puzzle, the others play it (``seed=s`` seeds member ``i`` with
+        ``s + i``; ``options={"problem": p}`` gives every group ``p``)."""
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise ValueError(f"CLIPOGroupReward.reset takes an int seed or None, got {seed!r}")
         infos: dict[str, Any] = {}
@@ -334,8 +290,7 @@ class CLIPOGroupReward(VectorEnv):
 
     # ---- helpers --------------------------------------------------------------------------
     def _waiting_info(self, i: int, real: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Info of a held member: the real terminal info on the step it finished (a decision), else a
-        stub for a step whose action was ignored (``clipo_waiting``)."""
+        """A held member's info: the real one on the step it finished, else a ``clipo_waiting`` stub."""
         held_info = self._held[i][4]
         zero_terms = dict.fromkeys(held_info.get("reward_terms") or {"sparse": 0.0}, 0.0)
         info = dict(real) if real is not None else {"transitions": []}
