@@ -8,11 +8,11 @@ LongProc's ``build_countdown_demonstration`` does. Other rules add lines of thei
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
+from countdown_gym.game.line_grammar import DROP_OUTCOMES, parse_line
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number, Rules, format_number, normalize
 
@@ -203,29 +203,6 @@ def _count_tries(nums: list[Number], target: int, rules: Rules, counter: list[in
 
 # ---- parsing -----------------------------------------------------------------------------------
 
-_NUM = r"-?[0-9]+(?:/[0-9]+)?"
-_RE_INIT = re.compile(rf"^Initial number set: \[(?P<nums>[^\]]*)\], target: (?P<target>{_NUM})")
-_RE_PICK = re.compile(
-    rf"^(?P<ind>(?: +\|- )?)Pick two numbers \((?P<a>{_NUM}), (?P<b>{_NUM})\) \(numbers left: \[(?P<left>[^\]]*)\]\)"
-)
-_RE_TRY = re.compile(
-    rf"^(?P<ind>(?: +\|- )?)Try (?P<a>{_NUM}) (?P<op>[-+*/]) (?P<b>{_NUM})(?: = (?P<c>-?[0-9.]+(?:/[0-9]+)?)| \(invalid operation\))\.(?P<rest>.*)$"
-)
-_RE_STATE_SUFFIX = re.compile(r"\s*### Current State: \[[^\]]*\]\s*$")
-
-
-def _num(tok: str) -> Number:
-    tok = tok.strip()
-    if "/" in tok:
-        p, q = tok.split("/")
-        return normalize(Fraction(int(p), int(q)))
-    return int(tok)
-
-
-def _nums(text: str) -> tuple[Number, ...]:
-    text = text.strip()
-    return tuple(_num(t) for t in text.split(",")) if text else ()
-
 
 @dataclass(frozen=True)
 class TraceStep:
@@ -254,55 +231,41 @@ def parse_trace(trace: str) -> tuple[tuple[Number, ...], int, list[TraceStep]]:
     init: tuple[Number, ...] | None = None
     target: int | None = None
     steps: list[TraceStep] = []
-    # stack of (level of this node's Try lines, state); the root's level depends on its size
-    stack: list[tuple[int, tuple[Number, ...]]] = []
-    pending: dict[int, tuple[Number, Number, tuple[Number, ...]]] = {}
+    stack: list[tuple[int, tuple[Number, ...]]] = []  # (level of a node's Try lines, its state)
+    left_at: dict[int, tuple[Number, ...]] = {}  # the numbers left by the last Pick line of each level
     for no, raw in enumerate(trace.splitlines()):
-        line = _RE_STATE_SUFFIX.sub("", raw.rstrip())
-        if not line.strip() or line.startswith("# Search Procedure"):
-            continue
-        if line.startswith("Now we have found the target") or line.startswith("<Solution>"):
+        if raw.startswith(("Now we have found the target", "<Solution>")):
             break
+        p = parse_line(raw)
+        if p.kind in ("blank", "header"):
+            continue
         if init is None:
-            m = _RE_INIT.match(line)
-            if not m:
+            if p.kind != "initial":
                 raise TraceParseError(no, raw, "expected 'Initial number set: ...'")
-            init, target = _nums(m["nums"]), int(m["target"])
+            init, target = p.numbers, p.target
             stack.append((2 if len(init) > 2 else 1, init))
             continue
-        level = len(line) - len(line.lstrip(" "))
-        m = _RE_PICK.match(line)
-        if m:
-            pending[level + 1] = (_num(m["a"]), _num(m["b"]), _nums(m["left"]))
+        if p.kind == "pick" and p.numbers is not None:
+            left_at[p.indent + 1] = p.numbers
             continue
-        m = _RE_TRY.match(line)
-        if not m:
-            raise TraceParseError(no, raw, "not a Pick, Try or Initial line")
+        if p.kind != "try" or p.a is None:
+            raise TraceParseError(no, raw, p.malformed or "not a Pick, Try or Initial line")
+        level = p.indent
         while stack and stack[-1][0] > level:
             stack.pop()
         if not stack or stack[-1][0] != level:
             raise TraceParseError(no, raw, f"indent {level} does not match the search tree")
         state = stack[-1][1]
-        a, op, b = _num(m["a"]), m["op"], _num(m["b"])
-        if len(state) > 2:
-            if level not in pending:
-                raise TraceParseError(no, raw, "Try line without a Pick line")
-            left = pending[level][2]
-        else:
-            left = ()
-        rest = m["rest"]
-        if m["c"] is None or "drop this branch" in rest and "Evaluate" not in rest:
-            c = None if m["c"] is None or "." in m["c"] else _num(m["c"])
-            steps.append(TraceStep(no, state, (a, op, b, c), None, "dropped"))
+        if len(state) > 2 and level not in left_at:
+            raise TraceParseError(no, raw, "Try line without a Pick line")
+        if p.outcome in DROP_OUTCOMES:
+            move = (p.a, p.op, p.b, None if p.outcome == "decimal" else p.c)
+            steps.append(TraceStep(no, state, move, None, "dropped"))
             continue
-        c = _num(m["c"])
-        nxt = (c,) + tuple(left)
-        if "target found" in rest:
-            steps.append(TraceStep(no, state, (a, op, b, c), nxt, "found"))
-        elif "Evaluate" in rest:
-            steps.append(TraceStep(no, state, (a, op, b, c), nxt, "missed"))
-        else:
-            steps.append(TraceStep(no, state, (a, op, b, c), nxt, "added"))
+        nxt = (p.c, *(left_at[level] if len(state) > 2 else ()))
+        outcome = p.outcome if p.outcome in ("found", "missed") else "added"
+        steps.append(TraceStep(no, state, (p.a, p.op, p.b, p.c), nxt, outcome))
+        if outcome == "added":
             stack.append((level + 2 if len(nxt) > 2 else level + 1, nxt))
     if init is None or target is None:
         raise TraceParseError(0, trace[:120], "no 'Initial number set' line")
