@@ -92,15 +92,9 @@ class CLIPOGroupReward(VectorEnv):
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
 
-    def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env]],
-        group_size: int,
-        embed_fn: EmbedFn,
-        trainer: GroupTrainer | TrainerFactory,
-        correct_fn: CorrectFn | None = None,
-        key: str = "clipo",
-    ) -> None:
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], group_size: int, embed_fn: EmbedFn,
+                 trainer: GroupTrainer | TrainerFactory, correct_fn: CorrectFn | None = None,
+                 key: str = "clipo") -> None:
         if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
             raise ValueError(f"group_size must be an int >= 2, got {group_size!r}")
         env_fns = list(env_fns)
@@ -110,11 +104,9 @@ class CLIPOGroupReward(VectorEnv):
             raise TypeError(f"embed_fn must be callable (trajectory -> 1-D vector), got {type(embed_fn).__name__}")
         is_trainer = not isinstance(trainer, type) and callable(getattr(trainer, "step", None))
         if not is_trainer and not callable(trainer):
-            raise TypeError(
-                "trainer must be a CLIPO trainer (with step(embeddings, correct, group_ids), e.g. "
-                "critics.clipo.CLIPOTrainer(dim_in=D)) or a factory dim_in -> trainer (e.g. the class "
-                f"CLIPOTrainer), got {type(trainer).__name__}"
-            )
+            raise TypeError("trainer must be a CLIPO trainer (with step(embeddings, correct, group_ids), e.g. "
+                            "critics.clipo.CLIPOTrainer(dim_in=D)) or a factory dim_in -> trainer (e.g. the class "
+                            f"CLIPOTrainer), got {type(trainer).__name__}")
         self.envs = [fn() for fn in env_fns]
         self.num_envs = len(self.envs)
         self.group_size = group_size
@@ -124,7 +116,6 @@ class CLIPOGroupReward(VectorEnv):
         self.trainer: GroupTrainer | None = trainer if is_trainer else None
         self._make_trainer: TrainerFactory | None = None if is_trainer else trainer
         self.key = key
-
         first = self.envs[0]
         self.single_observation_space = first.observation_space
         self.single_action_space = first.action_space
@@ -135,7 +126,6 @@ class CLIPOGroupReward(VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.render_mode = None
         self.spec = None
-
         self._status = [_ACTIVE] * self.num_envs
         self._trajectories: list[Trajectory | None] = [None] * self.num_envs
         self._embeddings: list[np.ndarray | None] = [None] * self.num_envs
@@ -146,29 +136,22 @@ class CLIPOGroupReward(VectorEnv):
         self.last_group_stats: dict[str, float] = {}
         self.finished_groups = 0
 
-    # ---- resets ---------------------------------------------------------------------------
-    def _member_seed(self, seed: int | None, i: int) -> int | None:
-        return None if seed is None else seed + i
+    def _members(self, g: int) -> range:
+        return range(g * self.group_size, (g + 1) * self.group_size)
 
     def _reset_group(self, g: int, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
-        members = range(g * self.group_size, (g + 1) * self.group_size)
         options = dict(options or {})
         infos = []
-        for k, i in enumerate(members):
-            obs, info = self.envs[i].reset(seed=self._member_seed(seed, i), options=options or None)
+        for k, i in enumerate(self._members(g)):
+            obs, info = self.envs[i].reset(seed=None if seed is None else seed + i, options=options or None)
             if k == 0:
-                problem = info.get("problem")
-                if problem is None:
-                    raise ValueError(
-                        f"CLIPOGroupReward needs the reset info to include 'problem' (to give the whole group "
-                        f"the same puzzle); {env_name(self.envs[i])} does not report it"
-                    )
-                options["problem"] = problem
+                if info.get("problem") is None:
+                    raise ValueError(f"CLIPOGroupReward needs the reset info to include 'problem' (to give the whole "
+                                     f"group the same puzzle); {env_name(self.envs[i])} does not report it")
+                options["problem"] = info["problem"]
             elif info.get("problem") != options["problem"]:
-                raise ValueError(
-                    f"env {i} did not play the group's puzzle {options['problem']} after "
-                    f"reset(options={{'problem': ...}}); got {info.get('problem')}"
-                )
+                raise ValueError(f"env {i} did not play the group's puzzle {options['problem']} after "
+                                 f"reset(options={{'problem': ...}}); got {info.get('problem')}")
             self._status[i] = _ACTIVE
             self._trajectories[i] = Trajectory(index=i, group=g, problem=options["problem"], observations=[obs])
             self._embeddings[i] = None
@@ -179,9 +162,7 @@ class CLIPOGroupReward(VectorEnv):
             infos.append(info)
         return infos
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Reset every group: member 0 draws a puzzle, the others play it (``seed=s`` seeds member ``i`` with
         ``s + i``; ``options={"problem": p}`` gives every group ``p``)."""
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
@@ -192,7 +173,6 @@ class CLIPOGroupReward(VectorEnv):
                 infos = self._add_info(infos, info, g * self.group_size + k)
         return self._batch_obs(), infos
 
-    # ---- steps ----------------------------------------------------------------------------
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         n = self.num_envs
         acts = list(iterate(self.action_space, actions))
@@ -200,14 +180,12 @@ class CLIPOGroupReward(VectorEnv):
         terminated = np.zeros(n, dtype=np.bool_)
         truncated = np.zeros(n, dtype=np.bool_)
         member_infos: list[dict[str, Any]] = [{} for _ in range(n)]
-
         reset_now: set[int] = set()
         for g in range(self.num_groups):  # next-step autoreset of the groups that ended last step
             if self._status[g * self.group_size] == _ENDED:
-                for k, info in enumerate(self._reset_group(g, None, None)):
-                    member_infos[g * self.group_size + k] = info
-                    reset_now.add(g * self.group_size + k)
-
+                for i, info in zip(self._members(g), self._reset_group(g, None, None), strict=True):
+                    member_infos[i] = info
+                    reset_now.add(i)
         finished_now: set[int] = set()
         for i in range(n):
             if i in reset_now:
@@ -235,29 +213,17 @@ class CLIPOGroupReward(VectorEnv):
             else:
                 rewards[i] = float(reward)
                 member_infos[i] = info
-
-        done_groups = [
-            g for g in range(self.num_groups)
-            if all(self._status[i] == _WAITING for i in range(g * self.group_size, (g + 1) * self.group_size))
-        ]
-        if done_groups:
-            self._finish_groups(done_groups, finished_now, rewards, terminated, truncated, member_infos)
-
+        done = [g for g in range(self.num_groups) if all(self._status[i] == _WAITING for i in self._members(g))]
+        if done:
+            self._finish_groups(done, finished_now, rewards, terminated, truncated, member_infos)
         infos: dict[str, Any] = {}
         for i, info in enumerate(member_infos):
             infos = self._add_info(infos, info, i)
         return self._batch_obs(), rewards, terminated, truncated, infos
 
-    def _finish_groups(
-        self,
-        groups: list[int],
-        finished_now: set[int],
-        rewards: np.ndarray,
-        terminated: np.ndarray,
-        truncated: np.ndarray,
-        member_infos: list[dict[str, Any]],
-    ) -> None:
-        members = [i for g in groups for i in range(g * self.group_size, (g + 1) * self.group_size)]
+    def _finish_groups(self, groups: list[int], finished_now: set[int], rewards: np.ndarray, terminated: np.ndarray,
+                       truncated: np.ndarray, member_infos: list[dict[str, Any]]) -> None:
+        members = [i for g in groups for i in self._members(g)]
         emb = np.stack([self._embeddings[i] for i in members])
         correct = [bool(self._trajectories[i].correct) for i in members]
         gids = [self._trajectories[i].group for i in members]
@@ -272,15 +238,11 @@ class CLIPOGroupReward(VectorEnv):
                 raise ValueError(f"info['reward_terms'] already has a {self.key!r} term; pass key='...'")
             terms[self.key] = float(r_cl)
             final = dict(info)
-            final.update(
-                reward_terms=terms,
-                clipo=float(r_cl),
-                clipo_correct=bool(self._trajectories[i].correct),
-                clipo_waiting=i not in finished_now,  # a member held before: its action here was ignored
-                clipo_held_steps=self._held_steps[i],
-                # a member held since an earlier step reported its last move's transitions then
-                transitions=final.get("transitions", []) if i in finished_now else [],
-            )
+            final.update(reward_terms=terms, clipo=float(r_cl), clipo_correct=bool(self._trajectories[i].correct),
+                         clipo_waiting=i not in finished_now,  # a member held before: its action here was ignored
+                         clipo_held_steps=self._held_steps[i],
+                         # a member held since an earlier step reported its last move's transitions then
+                         transitions=final.get("transitions", []) if i in finished_now else [])
             self._obs[i] = obs
             self._masks[i] = info.get("action_mask")
             rewards[i] = reward + float(r_cl)
@@ -288,7 +250,6 @@ class CLIPOGroupReward(VectorEnv):
             member_infos[i] = final
             self._status[i] = _ENDED
 
-    # ---- helpers --------------------------------------------------------------------------
     def _waiting_info(self, i: int, real: dict[str, Any] | None = None) -> dict[str, Any]:
         """A held member's info: the real one on the step it finished, else a ``clipo_waiting`` stub."""
         held_info = self._held[i][4]
@@ -314,10 +275,8 @@ class CLIPOGroupReward(VectorEnv):
             expected = next((e.shape[0] for e in self._embeddings if e is not None), None)
         if vec.ndim != 1 or vec.shape[0] == 0 or (expected is not None and vec.shape[0] != expected):
             want = f"length {expected}" if expected is not None else "one fixed length"
-            raise ValueError(
-                f"embed_fn returned an embedding of shape {vec.shape} for env {traj.index}; "
-                f"CLIPOGroupReward needs a 1-D vector of {want} (the CLIPO head's dim_in)"
-            )
+            raise ValueError(f"embed_fn returned an embedding of shape {vec.shape} for env {traj.index}; "
+                             f"CLIPOGroupReward needs a 1-D vector of {want} (the CLIPO head's dim_in)")
         if not np.isfinite(vec).all():
             raise ValueError(f"embed_fn returned NaN or inf for env {traj.index}")
         return vec
@@ -339,13 +298,9 @@ class CLIPOGroupReward(VectorEnv):
         """``bool [num_envs, n_actions]``: each member's legal actions (all ones while held or about to reset)."""
         if not isinstance(self.single_action_space, gym.spaces.Discrete):
             raise TypeError(f"action_masks() needs a Discrete action space, not {self.single_action_space}")
-        rows = []
-        for i in range(self.num_envs):
-            if self._status[i] != _ACTIVE or self._masks[i] is None:  # held, or reset on the next step
-                rows.append(np.ones(self.single_action_space.n, dtype=bool))
-            else:
-                rows.append(np.asarray(self._masks[i]).astype(bool))
-        return np.stack(rows)
+        ones = np.ones(self.single_action_space.n, dtype=bool)  # held, or reset on the next step
+        return np.stack([ones if status != _ACTIVE or mask is None else np.asarray(mask).astype(bool)
+                         for status, mask in zip(self._status, self._masks, strict=True)])
 
     def close_extras(self, **kwargs: Any) -> None:
         for e in self.envs:
