@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from countdown_gym.game.rules import Number, Rules, format_number
+from countdown_gym.game.rules import Number, Rules, format_number, normalize
 
 MAX_ANSWER_CHARS = 100_000
 """Longer answers are rejected (``answer_too_long``) before any parsing."""
@@ -130,20 +130,22 @@ def _lex(text: str) -> list[str]:
     return toks
 
 
-def _parse_claim(toks: list[str]) -> Number:
-    """The value after ``=``: ``N``, ``-N``, ``p/q`` or ``-p/q``."""
-    sign = 1
-    if toks[:1] == ["-"]:
-        sign, toks = -1, toks[1:]
-    if len(toks) == 1 and toks[0].isdigit():
-        return sign * parse_number_literal(toks[0])
-    if len(toks) == 3 and toks[0].isdigit() and toks[1] == "/" and toks[2].isdigit():
-        q = parse_number_literal(toks[2])
+_VALUE = re.compile(r"(-)? ?([0-9]+)(?: ?/ ?([0-9]+))?")
+
+
+def parse_value(text: str, reason: str) -> Number:
+    """``N``, ``-N``, ``p/q`` or ``-p/q`` (tokens may be spaced) as an exact number, literals as
+    :func:`parse_number_literal` reads them; an :class:`ExpressionError` of ``reason`` for anything else."""
+    m = _VALUE.fullmatch(text)
+    if m is None:
+        raise ExpressionError(reason, f"{text[:40]!r} is not a single number")
+    v: Number = parse_number_literal(m[2])
+    if m[3] is not None:
+        q = parse_number_literal(m[3])
         if q == 0:
-            raise ExpressionError("malformed_equation", "the stated value divides by zero")
-        v = Fraction(parse_number_literal(toks[0]), q) * sign
-        return v.numerator if v.denominator == 1 else v
-    raise ExpressionError("malformed_equation", "after '=' there must be a single number")
+            raise ExpressionError(reason, f"the number {text[:40]!r} divides by zero")
+        v = normalize(Fraction(v, q))
+    return -v if m[1] else v
 
 
 class _Fail(Exception):
@@ -163,7 +165,7 @@ def parse_expression(text: str) -> ParsedExpression:
             raise ExpressionError("malformed_equation", "more than one '=' in the answer")
         if not rhs:
             raise ExpressionError("malformed_equation", "nothing after '='")
-        claimed = _parse_claim(rhs)
+        claimed = parse_value(" ".join(rhs), "malformed_equation")
         toks = toks[:eq]
     if not toks:
         raise ExpressionError("empty_answer", "the answer contains no expression")

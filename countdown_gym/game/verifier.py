@@ -12,7 +12,6 @@ import reprlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 from countdown_gym.game.expression import (
@@ -23,7 +22,7 @@ from countdown_gym.game.expression import (
     classify_character,
     evaluate,
     parse_expression,
-    parse_number_literal,
+    parse_value,
 )
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number, Rules, format_number
@@ -208,21 +207,6 @@ _ALLOWED_STEP_CHARS = frozenset("0123456789+-*/=() \t")
 _ALIAS_TABLE = str.maketrans(OPERATOR_ALIASES)
 
 
-def _step_number(tok: str) -> Number:
-    neg = tok.startswith("-")
-    body = tok[1:] if neg else tok
-    if "/" in body:
-        p, q = body.split("/")
-        d = parse_number_literal(q)
-        if d == 0:
-            raise ExpressionError("malformed_step", f"number {tok!r} divides by zero")
-        v = Fraction(parse_number_literal(p), d)
-        v = v.numerator if v.denominator == 1 else v
-    else:
-        v = parse_number_literal(body)
-    return -v if neg else v
-
-
 def _verify_solution_block(problem: Problem, text: str, rules: Rules) -> Verdict:
     fmt = SOLUTION_BLOCK
     if len(text) > MAX_ANSWER_CHARS:
@@ -256,7 +240,7 @@ def _verify_solution_block(problem: Problem, text: str, rules: Rules) -> Verdict
         if m is None:
             return no("malformed_step", f"line {k} is not 'a op b = c': {line[:80]!r}")
         try:
-            a, b, c = _step_number(m.group(1)), _step_number(m.group(3)), _step_number(m.group(4))
+            a, b, c = (parse_value(m.group(g), "malformed_step") for g in (1, 3, 4))
         except ExpressionError as e:
             return no(e.reason, f"line {k}: {e.message}")
         op = m.group(2)
