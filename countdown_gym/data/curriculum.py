@@ -105,7 +105,6 @@ class Curriculum:
             raise ValueError(f"the schedule must start at draw 0, got {out[0][0]}")
         return tuple(out)
 
-    # ---- the weights --------------------------------------------------------------------------
     def success_rates(self) -> dict[str, float | None]:
         """Each tier's success rate over its last ``window`` episodes (``None`` before its first)."""
         return {t: (sum(r) / len(r) if r else None) for t, r in self._results.items()}
@@ -134,7 +133,6 @@ class Curriculum:
         total = sum(w.values())
         return {t: w.get(t, 0.0) / total for t in TIERS}
 
-    # ---- drawing and feedback -----------------------------------------------------------------
     def sample_index(self, rng: np.random.Generator) -> int:
         """The pool index of the next problem (one draw)."""
         return int(self.sample_indices(rng, 1)[0])

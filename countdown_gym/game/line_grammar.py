@@ -17,8 +17,6 @@ from fractions import Fraction
 from countdown_gym.game.expression import MAX_NUMBER_DIGITS, parse_number_literal
 from countdown_gym.game.rules import Number, normalize
 
-# ---- numbers -------------------------------------------------------------------------------
-
 _N = r"-?[0-9]+(?:/[0-9]+)?"
 _DEC = r"-?[0-9]+\.[0-9]+"
 _NC = r"\(-?[0-9]+(?:/[0-9]+)?\)|-?[0-9]+"  # compact operand: bare integer or parenthesised
@@ -67,8 +65,6 @@ def parse_number_list(text: str) -> tuple[Number, ...]:
 def _pairs(text: str) -> tuple[tuple[Number, Number], ...]:
     return tuple((parse_number(a), parse_number(b)) for a, b in re.findall(rf"\(({_N}),\s*({_N})\)", text))
 
-
-# ---- parsed lines --------------------------------------------------------------------------
 
 LINE_KINDS: tuple[str, ...] = (
     "blank", "text", "header", "initial", "pick", "try", "traceback", "equation", "compact",

@@ -61,7 +61,6 @@ class Rules:
         object.__setattr__(self, "_lo", lo)  # not fields: read by the hot legality checks below
         object.__setattr__(self, "_hi", hi)
 
-    # ---- presets -------------------------------------------------------------------------
     @classmethod
     def longproc(cls) -> Rules:
         """LongProc's rules as its code applies them: all numbers once, integer results in ``0..1999`` (a 0 is
@@ -112,7 +111,6 @@ class Rules:
             return cls.longproc_positive()
         return rules
 
-    # ---- arithmetic ----------------------------------------------------------------------
     def result_range(self) -> tuple[float, float]:
         """``(lo, hi)``, the one home of the sign and limit bounds: an integer result passes iff ``lo <= r < hi``, a
         reduced fraction ``p / q`` iff ``lo <= p`` and ``p / q < hi``. ``lo``: 1, 0 or ``-inf``; ``hi``: the limit or
@@ -183,7 +181,6 @@ class Rules:
             q if q is not None and lo <= q < hi else None,
         )
 
-    # ---- the win -------------------------------------------------------------------------
     def may_leave(self, unused: Any) -> Any:
         """Whether a won game may leave ``unused`` numbers unused (none under ``use_all``); elementwise on arrays."""
         return (unused == 0) | (not self.use_all)

@@ -142,9 +142,6 @@ def reachable_values(numbers: Iterable[Number], rules: Rules | None = None) -> f
     return frozenset(from_q(v) for v in vals)
 
 
-# ---- solutions as expressions ----------------------------------------------------------------
-
-
 def _wrap(expr: str, prec: int, need: int, strict: bool) -> str:
     if prec < need or (strict and prec == need):
         return f"({expr})"

@@ -14,8 +14,6 @@ from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number, Rules, format_number, normalize
 from countdown_gym.game.trace import dfs_trace, format_list
 
-# ---- character set -------------------------------------------------------------------------
-
 REPLACEMENT_CHAR = "\ufffd"
 """Stands for any generated character outside :data:`CHARSET` in an observation."""
 
@@ -39,9 +37,6 @@ def sanitize(text: str) -> str:
     if _CHARSET_SET.issuperset(text):  # one C-level pass: the common case, on every reply the environments send
         return text
     return "".join(c if c in _CHARSET_SET else REPLACEMENT_CHAR for c in text)
-
-
-# ---- writers -------------------------------------------------------------------------------
 
 
 def format_equation(a: Number, op: str, b: Number, c: Number) -> str:
@@ -74,8 +69,6 @@ def format_state_annotation(state: Sequence[Number]) -> str:
     """``" ### Current State: [37, 17, 26]"``: the seed authors' suffix for a line."""
     return f" ### Current State: {format_list(tuple(state))}"
 
-
-# ---- prompts -------------------------------------------------------------------------------
 
 PROMPT_STYLES: tuple[str, ...] = ("longproc", "tinyzero", "compact")
 """Prompt templates :func:`build_prompt` knows."""

@@ -201,9 +201,6 @@ def _count_tries(nums: list[Number], target: int, rules: Rules, counter: list[in
     return False
 
 
-# ---- parsing -----------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class TraceStep:
     """One ``Try`` line read back; ``outcome``: ``"added"``, ``"found"``, ``"missed"`` or ``"dropped"`` (then

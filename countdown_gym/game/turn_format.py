@@ -93,8 +93,6 @@ UNDO, GIVE_UP = "undo", "give up"
 """The turns that take back the last move and that end the episode (as tools: ``undo()``, ``give_up()``)."""
 
 
-# ---- the environment's replies: the game's outcomes as text -----------------------------------------------
-
 REPLY_WORDS: dict[str, str] = {
     "undone": "undone",
     "gave_up": "gave up",
@@ -117,9 +115,6 @@ def render_reply(kind: str, valid: bool, reason: str, state: Sequence[Number], r
     else:
         head = REPLY_WORDS["undone" if kind == "undo" else "gave_up"]
     return " ".join((head, format_state(state), *(REPLY_WORDS[m] for m in marks)))
-
-
-# ---- the prompts ----------------------------------------------------------------------------------------------
 
 
 def turn_prompt(problem: Problem, style: str = "compact", max_turns: int | None = None) -> str:
@@ -171,8 +166,6 @@ def _example_move(problem: Problem) -> tuple[Number, str, Number]:
     a, b = sorted(problem.numbers[:2], reverse=True)
     return a, "+", b
 
-
-# ---- the tools: calls as turns, and the adapters' own replies --------------------------------------------------
 
 TOOL_NAMES: tuple[str, ...] = ("move", "undo", "give_up", "numbers")
 """The tools of the tool-calling adapters (``numbers`` shows the state and uses no turn)."""
@@ -273,9 +266,6 @@ def bad_call_reply(error: Any) -> str:
 def trl_call_error(tool: str, error: Any, known: bool) -> str:
     """A failed tool call's message as TRL's tool loop writes it (``{'error': ...}``), for play outside TRL."""
     return str({"error": str(error) if known else f"Tool {tool} not found."})
-
-
-# ---- the layout: a conversation as one text --------------------------------------------------------------------
 
 
 TURN_END = "\n"

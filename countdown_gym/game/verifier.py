@@ -88,8 +88,6 @@ class Verdict:
         return 1.0 if self.correct else 0.0
 
 
-# ---- extraction ---------------------------------------------------------------------------------
-
 _TAG_NAMES = {"answer": ("answer", "Answer", "ANSWER"), "solution": ("solution", "Solution", "SOLUTION")}
 _OPEN_TAGS = tuple((kind, f"<{v}>") for kind, vs in _TAG_NAMES.items() for v in vs)
 _CLOSE_TAGS = {kind: tuple(f"</{v}>" for v in vs) for kind, vs in _TAG_NAMES.items()}
@@ -140,9 +138,6 @@ def extract_answer(completion: str) -> Extraction:
     if not stripped:
         return Extraction(None, None, "no_answer", "the completion is empty")
     return Extraction(PLAIN, stripped.splitlines()[-1])  # lines split as in a <Solution> block (str.splitlines)
-
-
-# ---- checks -------------------------------------------------------------------------------------
 
 
 def _multiset_problem(used: Counter, available: Counter) -> tuple[str, str] | None:
@@ -265,9 +260,6 @@ def _verify_solution_block(problem: Problem, text: str, rules: Rules) -> Verdict
     final_left[value] -= 1
     used = tuple(sorted((initial - state).elements()))
     return _final(problem, rules, fmt, tuple(steps), value, used, +final_left)
-
-
-# ---- conversations -------------------------------------------------------------------------------
 
 
 def message_field(obj: Any, name: str) -> Any:

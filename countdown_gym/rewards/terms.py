@@ -106,8 +106,6 @@ class CachedScorer:
         return np.array([self._cache[k] for k in keys], dtype=np.float64)
 
 
-# --- the terms ------------------------------------------------------------------------------
-
 MoveTerm = Callable[[Sequence[Mapping[str, Any]], Any], Sequence[float]]
 """A per-move term: ``(transitions, scorer) -> one unscaled value per move`` (``scorer`` is ``None`` unless
 the variant ``needs`` one)."""

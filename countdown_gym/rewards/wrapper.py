@@ -94,7 +94,6 @@ class TermReward(gym.Wrapper):
         assert self.variant.potential is not None
         return self.scale * float(self.variant.potential([state], [target], rules, self.scorer)[0])
 
-    # ---- Gymnasium API --------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self._current, self._phi = None, None
