@@ -158,8 +158,7 @@ def _verify_expression(problem: Problem, text: str, rules: Rules, fmt: str) -> V
     if numbers_used == tuple(sorted(problem.numbers)):
         left: Counter = Counter()  # the common case: exactly the puzzle's numbers
     else:
-        used = Counter(parsed.numbers)
-        available = Counter(problem.numbers)
+        used, available = Counter(parsed.numbers), Counter(problem.numbers)
         bad = _multiset_problem(used, available)
         if bad:
             return Verdict(False, bad[0], bad[1], answer_format=fmt, numbers_used=numbers_used)
@@ -171,16 +170,8 @@ def _verify_expression(problem: Problem, text: str, rules: Rules, fmt: str) -> V
     return _final(problem, rules, fmt, tuple(steps), value, numbers_used, left, parsed.claimed)
 
 
-def _final(
-    problem: Problem,
-    rules: Rules,
-    fmt: str,
-    steps: tuple[Move, ...],
-    value: Number,
-    numbers_used: tuple[Number, ...],
-    left: Counter,
-    claimed: Number | None = None,
-) -> Verdict:
+def _final(problem: Problem, rules: Rules, fmt: str, steps: tuple[Move, ...], value: Number,
+           numbers_used: tuple[Number, ...], left: Counter, claimed: Number | None = None) -> Verdict:
     def no(reason: str, message: str) -> Verdict:
         return Verdict(False, reason, message, steps, fmt, value, numbers_used)
 

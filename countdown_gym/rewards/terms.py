@@ -43,7 +43,7 @@ _REAL = (int, float, np.integer, np.floating)
 """What a scale or gamma may be: a Python or numpy real number (e.g. read from a config array)."""
 
 
-def _check_scale(scale: float) -> float:
+def check_scale(scale: float) -> float:
     try:
         ok = not isinstance(scale, bool) and isinstance(scale, _REAL) and math.isfinite(float(scale))
     except OverflowError:  # an int too large for a float
@@ -53,7 +53,7 @@ def _check_scale(scale: float) -> float:
     return float(scale)
 
 
-def _check_gamma(gamma: float) -> float:
+def check_gamma(gamma: float) -> float:
     if isinstance(gamma, bool) or not isinstance(gamma, _REAL) or not 0.0 <= gamma <= 1.0:
         raise ValueError(f"gamma must be a number in [0, 1], got {gamma!r}")
     return float(gamma)
@@ -71,7 +71,7 @@ def _rules(transition: Mapping[str, Any]) -> Rules:
 def potential_shaping(phi_s: float, phi_next: float, gamma: float) -> float:
     """Potential-based shaping ``F = gamma * phi_next - phi_s`` (Ng, Harada & Russell 1999; terminal states have
     potential 0)."""
-    gamma = _check_gamma(gamma)
+    gamma = check_gamma(gamma)
     return gamma * float(phi_next) - float(phi_s)
 
 

@@ -22,18 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from countdown_gym.game.rules import Number, Rules
-from countdown_gym.rewards.terms import (
-    MoveTerm,
-    Potential,
-    critic_scores,
-    format_score,
-    mean_over_moves,
-    perfect_moves,
-    reachability,
-    reachable_moves,
-    scored_moves,
-    sparse_score,
-)
+from countdown_gym.rewards import terms
 from countdown_gym.rewards.wrapper import TermReward
 
 KINDS: tuple[str, ...] = ("step", "text")
@@ -60,9 +49,9 @@ class RewardVariant:
     kinds: tuple[str, ...]
     weight: float = 0.5
     """Default weight of its term in a ``text`` run (and in verl's ``score``)."""
-    move_term: MoveTerm | None = None
+    move_term: terms.MoveTerm | None = None
     """Per-move term, unscaled: ``(transitions, scorer) -> values`` (:data:`~countdown_gym.rewards.terms.MoveTerm`)."""
-    potential: Potential | None = None
+    potential: terms.Potential | None = None
     """Shaping potential, unscaled: ``(states, targets, rules, scorer) -> Phi`` (``step`` only)."""
     score: Callable[[Any], float] | None = None
     """Per-completion score from a replay alone (the outcome terms)."""
@@ -120,7 +109,7 @@ class RewardVariant:
             return float(self.score(replay))
         if self.move_term is None:
             raise ValueError(f"the reward {self.name!r} is computed by the trainer ({self.needs}), not from one completion")
-        return mean_over_moves(self.move_values(replay.transitions, scorer)) if replay.transitions else 0.0
+        return terms.mean_over_moves(self.move_values(replay.transitions, scorer)) if replay.transitions else 0.0
 
     def wrap(self, env: gym.Env, *, scale: float = 1.0, gamma: float = 1.0, scorer: Any = None) -> gym.Env:
         """``env`` with this variant's term added (reported under the variant's name); ``env`` itself for the outcome."""
@@ -283,24 +272,24 @@ def score_terms(replay: Any, names: Sequence[str], scorers: Mapping[str, Any] | 
 
 _BUILT_IN = (
     RewardVariant("sparse", "the outcome reward only: 1 for a correct final answer / reaching the target",
-                  ("step", "text"), weight=1.0, score=sparse_score, monitor=True),
+                  ("step", "text"), weight=1.0, score=terms.sparse_score, monitor=True),
     RewardVariant("format", "1 when the final answer is in an <answer> tag or <Solution> block and parses "
                   "(right or wrong); part of every text run's outcome reward", ("text",), weight=0.1,
-                  score=format_score, monitor=True),
+                  score=terms.format_score, monitor=True),
     RewardVariant("oracle-perfect", "the oracle rewards each move that keeps the target reachable (the seed paper's)",
-                  ("step", "text"), move_term=perfect_moves, monitor=True),
+                  ("step", "text"), move_term=terms.perfect_moves, monitor=True),
     RewardVariant("oracle-reachable", "the oracle's +1 / -1 per move: the target still reachable or not",
-                  ("step", "text"), move_term=reachable_moves, monitor=True),
+                  ("step", "text"), move_term=terms.reachable_moves, monitor=True),
     RewardVariant("oracle-potential", "potential-based shaping with the oracle's reachability as the potential",
-                  ("step",), potential=reachability),
+                  ("step",), potential=terms.reachability),
     RewardVariant("critic", "the learned contrastive critic's score of each move's new state",
-                  ("step", "text"), move_term=scored_moves, needs="critic"),
+                  ("step", "text"), move_term=terms.scored_moves, needs="critic"),
     RewardVariant("critic-potential", "potential-based shaping with the learned critic's score as the potential",
-                  ("step",), potential=critic_scores, needs="critic"),
+                  ("step",), potential=terms.critic_scores, needs="critic"),
     RewardVariant("clipo", "CLIPO: a contrastive reward over a group of rollouts of one puzzle", ("text",),
                   weight=1.0, needs="clipo"),
     RewardVariant("text-critic", "the critic term scored by the text critic (the seed paper's architecture A)",
-                  ("text",), move_term=scored_moves, needs="text_critic"),
+                  ("text",), move_term=terms.scored_moves, needs="text_critic"),
 )
 for _variant in _BUILT_IN:
     register_variant(_variant)

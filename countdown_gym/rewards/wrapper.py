@@ -16,14 +16,7 @@ from typing import TYPE_CHECKING, Any, SupportsFloat
 import gymnasium as gym
 
 from countdown_gym.game.rules import Number, Rules
-from countdown_gym.rewards.terms import (
-    CachedScorer,
-    _check_gamma,
-    _check_scale,
-    check_scorer_fits,
-    check_transition,
-    potential_shaping,
-)
+from countdown_gym.rewards import terms
 
 if TYPE_CHECKING:
     from countdown_gym.rewards.variants import RewardVariant
@@ -52,7 +45,7 @@ def step_transitions(info: Mapping[str, Any], who: str, env: gym.Env) -> list[Ma
         raise TransitionsMissingError(
             f"{who}: info['transitions'] must be a list of transition records, got {type(transitions).__name__}"
         )
-    return [check_transition(t) for t in transitions]
+    return [terms.check_transition(t) for t in transitions]
 
 
 class TermReward(gym.Wrapper):
@@ -73,14 +66,14 @@ class TermReward(gym.Wrapper):
                              f"(shaping); {variant.name!r} has {'both' if variant.move_term else 'neither'}")
         super().__init__(env)
         self.variant = variant
-        self.scale = _check_scale(scale)
+        self.scale = terms.check_scale(scale)
         self.potential = variant.potential is not None
-        self.gamma = _check_gamma(gamma)
+        self.gamma = terms.check_gamma(gamma)
         if key is not None and (not isinstance(key, str) or not key or key == "sparse"):
             raise ValueError(f"key must be a non-empty string other than 'sparse', got {key!r}")
         self.key = key or variant.name
         self.critic = variant.need(scorer)
-        self.scorer = None if self.critic is None else CachedScorer(self.critic)
+        self.scorer = None if self.critic is None else terms.CachedScorer(self.critic)
         self._current: tuple[tuple[Number, ...], Number, Rules] | None = None  # (numbers, target, rules) now
         self._phi: float | None = None  # potential of the current numbers
 
@@ -102,7 +95,7 @@ class TermReward(gym.Wrapper):
             numbers = tuple(info["state"]) if info.get("state") is not None else tuple(problem.numbers)
             self._current = (numbers, problem.target, problem.rules)
         if self.critic is not None and info.get("state") is not None:
-            check_scorer_fits(self.critic, info["state"], type(self).__name__)
+            terms.check_scorer_fits(self.critic, info["state"], type(self).__name__)
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -146,4 +139,4 @@ class TermReward(gym.Wrapper):
             self._current = (numbers, target, rules)
             self._phi = float(self.potential_of(*self._current))
         phi_next = 0.0 if terminated else self._phi
-        return potential_shaping(phi_s, phi_next, self.gamma)
+        return terms.potential_shaping(phi_s, phi_next, self.gamma)
