@@ -1,12 +1,9 @@
-"""Frozen train / validation / test problem sets, ``countdown_gym/data/<preset>/<split>.jsonl`` (one
-:meth:`Problem.to_dict` per line), pinned by :data:`SPLIT_SHA256`: :func:`load_split` refuses a changed file.
-``countdown-gym splits`` regenerates them from :data:`SPLIT_SPEC` (``--write`` rewrites them); test problems never
-share a (sorted numbers, target) key with train or validation ones.
-
-The ``longproc-0.5k`` and ``hard`` files were generated, and are recorded, under the strictly positive rules
-(:data:`~countdown_gym.game.rules.LEGACY_LONGPROC`, :data:`SPLIT_GENERATION_RULES`); they are kept byte for byte and
-played under :data:`SPLIT_RULES` (every problem solvable without a 0 stays solvable with one).
+"""Frozen train / validation / test problem sets, ``countdown_gym/data/<preset>/<split>.jsonl``, pinned by
+:data:`SPLIT_SHA256` (:func:`load_split` refuses a changed file); ``countdown-gym splits`` regenerates them. The
+``longproc-0.5k`` and ``hard`` files record the strictly positive generation rules (:data:`SPLIT_GENERATION_RULES`)
+and are played under :data:`SPLIT_RULES`.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -1,14 +1,9 @@
-"""Compact search traces: short, line-per-move completions for small language models.
-
-The format (``docs/DESIGN.md``): one move per line, ``<depth spaces><a><op><b>=<c> [n1,n2,...]`` (``depth``: moves
-already made on the path; the list: the numbers not used, in order, then ``c``); a smaller depth than the line before
-backtracks. Then the answer: a ``<Solution>`` block (default) or ``<answer>expr</answer>``.
-
-The search is a pruned, solver-guided DFS (``docs/tiny_lm.md``): moves are scanned in a fixed order (pairs
-``i < j``, larger operand first, ``+ - * /``, only non-negative integer results); a two-number state writes its
-moves until one hits the target; a larger state writes at most ``dead_ends[depth]`` dead ends (each probed
-``probe`` moves deep, then abandoned) before the first move that keeps the target reachable. So every trace ends in
-a correct solution and stays short (:func:`compact_trace_stats`).
+"""Compact search traces, line-per-move completions for small models (``docs/DESIGN.md``, ``docs/tiny_lm.md``):
+``<depth spaces><a><op><b>=<c> [n1,n2,...]`` (the set: the numbers not used, then ``c``; a smaller depth
+backtracks), then a ``<Solution>`` block or ``<answer>expr</answer>``. The search is a solver-guided DFS in a fixed
+scan order (pairs ``i < j``, larger operand first, ``+ - * /``, non-negative integer results): a two-number state
+writes its moves until one hits, a larger one at most ``dead_ends[depth]`` probed dead ends before the first move
+that keeps the target reachable.
 """
 
 from __future__ import annotations

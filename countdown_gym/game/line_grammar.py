@@ -1,11 +1,6 @@
-"""The reasoning-line grammar: the one home of every line form the text env reads (examples: ``docs/text_env.md``).
-
-:func:`parse_line` classifies one line: LongProc DFS lines (``Initial number set``, ``Pick two numbers``,
-``Try a op b = c. ...`` with its outcome; indentation ``" " * level + "|- "``; an optional ``### Current State:
-[..]``), trace-back lines (``Final step: ...``), plain equations ``a op b = c`` (optional ``Step 1:``, ``1.`` or
-bullet prefix), compact lines ``<depth spaces>a<op>b=c [n1,...]`` (a fraction operand in parentheses), the tags
-``<Solution>``, ``<answer>``, ``<think>``, and free text. Numbers are exact ``int`` or ``Fraction``; a decimal
-(LongProc's "is a decimal" lines) is kept as its exact ``Fraction``.
+"""The reasoning-line grammar, the one home of every line form the text env reads (``docs/text_env.md``):
+:func:`parse_line` classifies LongProc DFS and trace-back lines, plain equations, compact lines, tags and free text,
+with exact ``int`` / ``Fraction`` numbers (a LongProc decimal is kept as its exact ``Fraction``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""The solver's reachability search (behind :func:`countdown_gym.game.solver.reachable`): memoised,
-target-directed, on exact internal rationals; legality is :class:`~countdown_gym.game.rules.Rules`'s.
+"""The solver's reachability search (behind :func:`countdown_gym.game.solver.reachable`), memoised and exact.
 
-``t`` is reachable from ``S`` (all numbers used) iff ``S`` splits into parts ``A | B`` with values ``a``, ``b`` such
-that ``a op b = t`` is legal: for each value ``a`` of the smaller part (memoised) we solve for the at most six ``b``
-and ask whether ``B`` makes one (a set lookup up to three numbers, else recursively). Without ``use_all``, some part
-of :meth:`Rules.answer_parts` must make ``t``. A rational is an ``int`` or a reduced pair ``(p, q)``, ``q > 1``
-(faster than ``Fraction``); results equal :meth:`Rules.check`'s (tested against a brute-force search).
+``t`` is reachable from ``S`` iff ``S`` splits into parts with values ``a`` and ``b`` such that ``a op b = t`` is
+legal: for each value of the smaller part we solve for ``b`` and ask the larger part (a set lookup up to three
+numbers, else recursively). Rationals are ``int`` or reduced ``(p, q)`` pairs; results equal :meth:`Rules.check`'s.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""The multi-turn protocol, every text of ``CountdownMultiTurn-v0`` and its tool adapters: the turn grammar
-(:func:`parse_turn`), the prompts (:func:`turn_prompt`, :func:`tool_prompt`), the replies rendered from the game's
-outcomes (:func:`render_reply`; :mod:`countdown_gym.game.turn_game` writes no text), the tool adapters' own replies
-and the layout of a conversation as one text (:func:`transcript`, :func:`reply_lines`).
-
-An agent turn is one line (surrounding white space ignored, keywords in any case): a move ``a op b`` or
-``a op b = c`` (a stated result must be exact; numbers follow the verifier's literal rules; a fraction operand is
-parenthesised, ``72/(9/2)``, so a turn has one reading), ``undo`` or ``give up``. The environment's reply is one
-line ending with the number set in play (the numbers not used, in order, then the result): ``= 8 [14,6,8]``,
-``= 46 [46] solved``, ``= 16 [16] miss``, ``undone [..]``, ``error <reason> [..]``, ``gave up [..]``, with
-``turn limit`` or ``dead end`` appended when the episode stops there (``docs/multiturn.md``).
+"""The multi-turn protocol (``docs/multiturn.md``), every text of ``CountdownMultiTurn-v0`` and its tool adapters:
+the turn grammar (:func:`parse_turn`: ``a op b``, ``a op b = c``, ``undo``, ``give up``; a fraction operand in
+parentheses), the prompts, the replies rendered from the game's outcomes (:func:`render_reply`: ``= 8 [14,6,8]``,
+``undone [..]``, ``error <reason> [..]``, ..., the number set in play last), the tool adapters' own replies and a
+conversation's layout as text.
 """
 
 from __future__ import annotations

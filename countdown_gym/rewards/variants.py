@@ -1,11 +1,7 @@
-"""The registry of reward variants: one entry per reward, read by every trainer and the leaderboard.
-
-A variant is what a run was trained with (the SB3 ``--reward``, kind ``"step"``; GRPO's ``--rewards`` and
-``--step-credit`` and verl's ``dense`` terms, kind ``"text"``; a submission's ``reward_variant``) and computes
-itself everywhere: :meth:`RewardVariant.wrap` (a Gymnasium wrapper), :meth:`RewardVariant.move_values` /
-:meth:`RewardVariant.potentials` (batched per-step terms), :meth:`RewardVariant.completion_score` (per completion).
-Its name is its key everywhere a term is named. Critics and CLIPO trainers are passed in (``needs``), never loaded
-here. Formulas, scales and how to add a variant: ``docs/rewards.md``.
+"""The registry of reward variants, one entry per reward, read by every trainer and the leaderboard: a ``step``
+variant (Countdown-v0) or a ``text`` one (completions) computes itself everywhere (:meth:`RewardVariant.wrap`,
+:meth:`RewardVariant.move_values`, :meth:`RewardVariant.potentials`, :meth:`RewardVariant.completion_score`), named
+alike wherever a term is named. Critics and CLIPO trainers are passed in (``needs``). ``docs/rewards.md``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""``TermReward``: a reward variant's term added to Countdown-v0 or CountdownText-v0 (what
-``RewardVariant.wrap`` builds). It reads ``info["transitions"]``, adds the term to the reward and records it under
-its key in ``info["reward_terms"]`` (``"sparse"``: the environment's own); wrappers stack.
-
-Additive (``move_term``): ``scale`` times each move's term, summed over the step. Potential-based (``potential``):
-``F = gamma * Phi(s') - Phi(s)`` per step, ``Phi = scale * potential`` of the numbers held (``info["state"]``, else
-the last transition's), ``Phi(s') = 0`` on termination (Ng, Harada & Russell 1999). A critic is memoised
-(:class:`~countdown_gym.rewards.terms.CachedScorer`) and checked against the episode's size at ``reset``.
+"""``TermReward``, what ``RewardVariant.wrap`` builds: it adds a variant's term for each step's
+``info["transitions"]`` to the reward and records it in ``info["reward_terms"]`` (``"sparse"``: the env's own).
+Additive: ``scale`` times each move's term. Shaping: ``F = gamma * Phi(s') - Phi(s)`` of the numbers held
+(``info["state"]``, else the last transition's), ``Phi = 0`` on termination. A critic is memoised and checked
+against the episode's size at ``reset``.
 """
 
 from __future__ import annotations
