@@ -33,9 +33,9 @@ class Curriculum:
         tier_preset: Whose thresholds tier the problems (default: each problem's own preset).
     """
 
-    def __init__(self, problems: Sequence[Problem] | None = None, *, preset: str = "longproc-0.5k", split: str = "train",
-                 mode: str = "adaptive", schedule: Schedule | None = None, window: int = 50, promote_at: float = 0.6,
-                 review: float = 0.2, tier_preset: str | None = None) -> None:
+    def __init__(self, problems: Sequence[Problem] | None = None, *, preset: str = "longproc-0.5k",
+                 split: str = "train", mode: str = "adaptive", schedule: Schedule | None = None, window: int = 50,
+                 promote_at: float = 0.6, review: float = 0.2, tier_preset: str | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:

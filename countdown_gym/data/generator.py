@@ -70,10 +70,8 @@ class GeneratorConfig:
             self.rules.use_all or self.max_target < self.min_value or self.min_target > self.max_value
         ):
             bad(f"no target in {self.min_target}..{self.max_target} can be reached under the rules {self.rules}")
-        for lo, hi, what in (
-            (self.min_solutions, self.max_solutions, "solutions"),
-            (self.min_search_nodes, self.max_search_nodes, "search_nodes"),
-        ):
+        for what in ("solutions", "search_nodes"):
+            lo, hi = getattr(self, f"min_{what}"), getattr(self, f"max_{what}")
             if lo is not None and hi is not None and lo > hi:
                 bad(f"min_{what} > max_{what}")
         if self.method not in ("auto", "reject", "construct"):
@@ -84,21 +82,15 @@ class GeneratorConfig:
 
     @property
     def resolved_method(self) -> str:
-        if self.method != "auto":
-            return self.method
-        return "reject" if self.max_numbers <= 4 else "construct"
+        return self.method if self.method != "auto" else "reject" if self.max_numbers <= 4 else "construct"
 
 
 PRESETS: dict[str, GeneratorConfig] = {
     "longproc-0.5k": GeneratorConfig(name="longproc-0.5k"),
-    "tinyzero": GeneratorConfig(
-        name="tinyzero", min_numbers=3, max_numbers=4, min_value=1, max_value=100,
-        min_target=1, max_target=100, rules=Rules.tinyzero(),
-    ),
-    "hard": GeneratorConfig(
-        name="hard", min_numbers=5, max_numbers=6, min_value=1, max_value=100,
-        min_target=100, max_target=999,
-    ),
+    "tinyzero": GeneratorConfig(name="tinyzero", min_numbers=3, max_numbers=4, min_value=1, max_value=100,
+                                min_target=1, max_target=100, rules=Rules.tinyzero()),
+    "hard": GeneratorConfig(name="hard", min_numbers=5, max_numbers=6, min_value=1, max_value=100, min_target=100,
+                            max_target=999),
 }
 """Built-in problem families: ``longproc-0.5k`` (the seed papers' ranges), ``tinyzero``, ``hard``."""
 
@@ -126,20 +118,19 @@ def _construct_target(numbers: list[int], rules: Rules, rng: random.Random) -> i
     return value if isinstance(value, int) else None
 
 
+def _outside(value: int, lo: int | None, hi: int | None) -> bool:
+    return (lo is not None and value < lo) or (hi is not None and value > hi)
+
+
 def _passes_filters(p: Problem, cfg: GeneratorConfig) -> tuple[bool, int | None, int | None]:
     nsol = nodes = None
     if cfg.min_solutions is not None or cfg.max_solutions is not None:
-        cap = None if cfg.max_solutions is None else cfg.max_solutions + 1
-        nsol = count_solutions(p, cap=cap)
-        if (cfg.min_solutions is not None and nsol < cfg.min_solutions) or (
-            cfg.max_solutions is not None and nsol > cfg.max_solutions
-        ):
+        nsol = count_solutions(p, cap=None if cfg.max_solutions is None else cfg.max_solutions + 1)
+        if _outside(nsol, cfg.min_solutions, cfg.max_solutions):
             return False, nsol, nodes
     if cfg.min_search_nodes is not None or cfg.max_search_nodes is not None:
         nodes = search_nodes(p)
-        if (cfg.min_search_nodes is not None and nodes < cfg.min_search_nodes) or (
-            cfg.max_search_nodes is not None and nodes > cfg.max_search_nodes
-        ):
+        if _outside(nodes, cfg.min_search_nodes, cfg.max_search_nodes):
             return False, nsol, nodes
     return True, nsol, nodes
 
@@ -158,10 +149,8 @@ def iter_problems(preset_or_config: str | GeneratorConfig, seed: int):
     while True:
         attempts += 1
         if attempts > cfg.max_attempts:
-            raise RuntimeError(
-                f"preset {cfg.name!r}: no new solvable problem in {cfg.max_attempts} draws; "
-                "the ranges or filters admit too few problems"
-            )
+            raise RuntimeError(f"preset {cfg.name!r}: no new solvable problem in {cfg.max_attempts} draws; "
+                               "the ranges or filters admit too few problems")
         k = rng.randint(cfg.min_numbers, cfg.max_numbers)
         numbers = [rng.randint(cfg.min_value, cfg.max_value) for _ in range(k)]
         if method == "reject":

@@ -13,8 +13,7 @@ from countdown_gym.game.problem import Problem
 
 
 def write_pass_rates(path: str | Path, problems: Sequence[Problem], correct: Sequence[Sequence[bool]]) -> int:
-    """Write one row per problem (``correct[i]``: whether each sampled completion of ``problems[i]`` solved it);
-    returns the number of rows."""
+    """Write one row per problem (``correct[i]``: each sample's success) and return the number of rows."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as f:

@@ -128,8 +128,7 @@ def tampered_files() -> list[str]:
 
 
 def build_splits(preset: str) -> dict[str, list[Problem]]:
-    """Generate the splits of ``preset`` from :data:`SPLIT_SPEC` (disjoint by key, under
-    :data:`SPLIT_GENERATION_RULES`, what the files record)."""
+    """Generate the splits of ``preset`` (disjoint by key) under :data:`SPLIT_GENERATION_RULES`."""
     spec = SPLIT_SPEC[preset]
     config = get_config(preset).replace(rules=SPLIT_GENERATION_RULES[preset])
     stream = iter_problems(config, spec["seed"])  # distinct keys across the whole stream

@@ -63,8 +63,7 @@ def classify_character(ch: str) -> tuple[str, str]:
 
 
 def tokenize(text: str) -> list[tuple[str, str, int]]:
-    """``(kind, text, position)`` tokens, kind ``num``, ``op``, ``(``, ``)`` or ``=`` (aliases mapped to ASCII);
-    :class:`ExpressionError` on anything else."""
+    """``(kind, text, position)`` tokens (kind ``num``, ``op``, ``(``, ``)``, ``=``); else :class:`ExpressionError`."""
     if len(text) > MAX_ANSWER_CHARS:
         raise ExpressionError("answer_too_long", f"answer has {len(text)} characters; the limit is {MAX_ANSWER_CHARS}")
     tokens: list[tuple[str, str, int]] = []

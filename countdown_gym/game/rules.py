@@ -63,8 +63,7 @@ class Rules:
 
     @classmethod
     def longproc(cls) -> Rules:
-        """LongProc's rules as its code applies them: all numbers once, integer results in ``0..1999`` (a 0 is
-        kept, as LongProc's trace generator and verifier do)."""
+        """LongProc's rules as its code applies them: all numbers once, integer results in ``0..1999`` (0 kept)."""
         return cls()
 
     @classmethod
@@ -157,8 +156,7 @@ class Rules:
         return None, "exceeds_limit"
 
     def within_bounds(self, r: Number) -> bool:
-        """Whether a move's result ``r`` passes the sign and limit rules (:meth:`result_range`; integrality is
-        :meth:`check`'s)."""
+        """Whether a move's result ``r`` passes the sign and limit rules (:meth:`result_range`)."""
         if type(r) is int:
             return self._lo <= r < self._hi  # type: ignore[attr-defined]
         r = Fraction(r)

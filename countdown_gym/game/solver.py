@@ -108,8 +108,7 @@ def reachable(state: Iterable[Number], target: Number, rules: Rules | None = Non
 
 
 def is_solvable(numbers: Iterable[int], target: int, rules: Rules | None = None, *, timeout: float | None = None) -> bool:
-    """Whether the puzzle ``(numbers, target)`` has a solution under ``rules`` (default LongProc); ``timeout`` as in
-    :func:`reachable`."""
+    """Whether ``(numbers, target)`` has a solution under ``rules`` (``timeout``: :func:`reachable`'s)."""
     return reachable(numbers, target, rules, timeout=timeout)
 
 

@@ -26,8 +26,7 @@ CHARSET: str = (
     + "\u2212\u2013\u2014\u2260\u2248\u2264\u2265\u2192\u2190\u2026\u2018\u2019\u201c\u201d\u2713\u2717"
     + REPLACEMENT_CHAR
 )
-"""Characters of the text spaces: printable ASCII, newline, tab, printable Latin-1, a few maths / typography
-symbols and U+FFFD."""
+"""The text spaces' characters: printable ASCII and Latin-1, newline, tab, a few symbols and U+FFFD."""
 
 _CHARSET_SET = frozenset(CHARSET)
 
@@ -106,8 +105,7 @@ def describe_rules(rules: Rules) -> str:
 
 @lru_cache(maxsize=32)
 def default_example(rules: Rules, avoid: tuple[tuple[int, ...], int] | None = None) -> Problem:
-    """The LongProc prompt's example: the first fixed candidate solvable under ``rules``, other than ``avoid`` (a
-    problem's ``key``)."""
+    """The LongProc prompt's example: the first candidate solvable under ``rules`` whose key is not ``avoid``."""
     for numbers, target in _EXAMPLE_CANDIDATES:
         p = Problem(numbers, target, rules)
         if avoid is not None and p.key == avoid:

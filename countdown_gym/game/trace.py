@@ -134,8 +134,7 @@ def _solution_block(path: list[str]) -> str:
 
 
 def dfs_trace(problem: Problem, rules: Rules | None = None, current_state: bool = False) -> str:
-    """The LongProc-style DFS search trace of ``problem``, ending in a ``<Solution>`` block; ``ValueError`` if it is
-    unsolvable or needs no move."""
+    """The LongProc-style DFS trace of ``problem`` and its ``<Solution>``; ``ValueError`` if unsolvable or moveless."""
     rules = rules or problem.rules
     nums: list[Number] = list(problem.numbers)
     if rules.is_won(nums, problem.target):  # the <Solution> block would be empty, which verify() rejects
@@ -162,8 +161,7 @@ def search_nodes(problem: Problem, rules: Rules | None = None, visit: Visit | No
 
 @dataclass(frozen=True)
 class TraceStep:
-    """One ``Try`` line read back; ``outcome``: ``"added"``, ``"found"``, ``"missed"`` or ``"dropped"`` (then
-    ``next_state`` is ``None``)."""
+    """One ``Try`` line read back; ``outcome``: ``added``, ``found``, ``missed`` or ``dropped`` (no ``next_state``)."""
 
     line_no: int
     state: tuple[Number, ...]

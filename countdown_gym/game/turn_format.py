@@ -240,8 +240,7 @@ def no_episode_reply() -> str:
 
 
 def episode_over_reply(state: Sequence[Number], ending: str | None = None) -> str:
-    """``error episode_over [8,8] turn limit``: a call after the episode ended (``ending``: a :data:`REPLY_WORDS`
-    code, or ``None``)."""
+    """``error episode_over [8,8] turn limit``: a call after the episode ended (``ending``: a REPLY_WORDS code)."""
     return " ".join(("error episode_over", format_state(state), *([REPLY_WORDS[ending]] if ending else [])))
 
 
@@ -282,6 +281,5 @@ def turn_line(generated: str) -> str:
 
 
 def reply_lines(replies: Sequence[str], turn_closed: bool) -> str:
-    """The environment's text after a turn: each reply on its own line, after a newline if the turn's line was left
-    open (it ran out of tokens)."""
+    """Each reply on its own line, after a newline if the turn's line was left open (it ran out of tokens)."""
     return ("" if turn_closed else TURN_END) + transcript(replies)

@@ -31,8 +31,7 @@ def turns_from_compact(trace: str) -> list[str]:
 
 def turn_trace(problem: Problem, rules: Rules | None = None, config: CompactTraceConfig | None = None,
                seed: int | None = None) -> list[str]:
-    """The search of :func:`~countdown_gym.game.compact_trace.compact_trace` as agent turns, ending on the winning
-    move (``ValueError`` as ``compact_trace``)."""
+    """The search of :func:`~countdown_gym.game.compact_trace.compact_trace` as agent turns (``ValueError`` as it)."""
     return turns_from_compact(compact_trace(problem, rules, config, seed=seed))
 
 

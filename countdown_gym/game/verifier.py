@@ -291,8 +291,7 @@ def message_content(message: Any) -> str:
 
 
 def completion_text(completion: str | Sequence[Any]) -> str | None:
-    """The text :func:`verify` judges: a string itself, or a conversation's last assistant message (``""`` if none);
-    ``None`` for anything else."""
+    """The text :func:`verify` judges: a string, or the last assistant message's (``""`` if none); else ``None``."""
     if isinstance(completion, str):
         return completion
     if isinstance(completion, (bytes, bytearray)):

@@ -69,8 +69,7 @@ def _rules(transition: Mapping[str, Any]) -> Rules:
 
 
 def potential_shaping(phi_s: float, phi_next: float, gamma: float) -> float:
-    """Potential-based shaping ``F = gamma * phi_next - phi_s`` (Ng, Harada & Russell 1999; terminal states have
-    potential 0)."""
+    """Potential-based shaping ``F = gamma * phi_next - phi_s`` (Ng, Harada & Russell 1999)."""
     gamma = check_gamma(gamma)
     return gamma * float(phi_next) - float(phi_s)
 

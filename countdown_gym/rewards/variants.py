@@ -234,8 +234,7 @@ def parse_reward_spec(spec: str) -> dict[str, float]:
 
 
 def check_reward_variant(value: str) -> str:
-    """``value`` if it names a reward (``"none"``, a variant, or a :func:`parse_reward_spec` spec), else a
-    ``ValueError``."""
+    """``value`` if it is ``"none"``, a variant or a :func:`parse_reward_spec` spec, else a ``ValueError``."""
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"reward_variant must be a non-empty string, got {value!r}")
     if value == NO_REWARD or value in _REGISTRY:
@@ -256,8 +255,7 @@ def given_scorers(critic: Any = None, scorers: Mapping[str, Any] | None = None) 
 
 def score_terms(replay: Any, names: Sequence[str], scorers: Mapping[str, Any] | None = None,
                 critic: Any = None) -> dict[str, float]:
-    """The per-completion term of each variant in ``names`` for one replayed completion, by name
-    (``scorers`` and ``critic``: :func:`given_scorers`)."""
+    """Each ``names`` variant's per-completion term of one replay (``scorers``, ``critic``: :func:`given_scorers`)."""
     given = given_scorers(critic, scorers)
     out: dict[str, float] = {}
     for name in names:
