@@ -27,7 +27,7 @@ OPERATOR_ALIASES: dict[str, str] = {"×": "*", "÷": "/", "−": "-"}
 """Unicode operator spellings accepted as their ASCII operator."""
 
 PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}
-_TOKEN = re.compile(r"([0-9]+)|(\*\*|[-+*/()=^×÷−])|([ \t\r\n]+)")
+_TOKEN = re.compile(r"([0-9]+)|(\*\*|[-+*/()=^×÷−])|(\s+)|(.)", re.DOTALL)
 
 Move = tuple[Number, str, Number, Number]
 """``(a, op, b, result)``: one arithmetic step."""
@@ -67,19 +67,12 @@ def tokenize(text: str) -> list[tuple[str, str, int]]:
     if len(text) > MAX_ANSWER_CHARS:
         raise ExpressionError("answer_too_long", f"answer has {len(text)} characters; the limit is {MAX_ANSWER_CHARS}")
     tokens: list[tuple[str, str, int]] = []
-    pos, n = 0, len(text)
-    match = _TOKEN.match
     depth = 0
-    while pos < n:
-        m = match(text, pos)
-        if m is None:
-            ch = text[pos]
-            if ch.isspace():
-                pos += 1
-                continue
-            reason, message = classify_character(ch)
+    for m in _TOKEN.finditer(text):
+        num, op, bad, pos = m[1], m[2], m[4], m.start()
+        if bad is not None:
+            reason, message = classify_character(bad)
             raise ExpressionError(reason, f"{message} (position {pos})", pos)
-        num, op = m.group(1), m.group(2)
         if num is not None:
             tokens.append(("num", num, pos))
         elif op is not None:
@@ -95,7 +88,6 @@ def tokenize(text: str) -> list[tuple[str, str, int]]:
             tokens.append((op if op in "()=" else "op", op, pos))
         if len(tokens) > MAX_TOKENS:
             raise ExpressionError("too_many_tokens", f"more than {MAX_TOKENS} tokens")
-        pos = m.end()
     return tokens
 
 
@@ -137,12 +129,12 @@ def parse_value(text: str, reason: str) -> Number:
     :func:`parse_number_literal` reads them; an :class:`ExpressionError` of ``reason`` for anything else."""
     m = _VALUE.fullmatch(text)
     if m is None:
-        raise ExpressionError(reason, f"{text[:40]!r} is not a single number")
+        raise ExpressionError(reason, f"expected a single number, got {text[:40]!r}")
     v: Number = parse_number_literal(m[2])
     if m[3] is not None:
         q = parse_number_literal(m[3])
         if q == 0:
-            raise ExpressionError(reason, f"the number {text[:40]!r} divides by zero")
+            raise ExpressionError(reason, f"{text[:40]!r} divides by zero")
         v = normalize(Fraction(v, q))
     return -v if m[1] else v
 

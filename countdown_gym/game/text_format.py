@@ -82,25 +82,17 @@ _EXAMPLE_CANDIDATES: tuple[tuple[tuple[int, ...], int], ...] = (
 
 def describe_rules(rules: Rules) -> str:
     """The rules in one English paragraph (used by the prompts)."""
-    parts = ["Use each of the given numbers exactly once" if rules.use_all else "Use each number at most once"]
-    parts.append("combine them with + - * /")
-    if rules.integer_only and rules.sign == "positive":
-        kind = "a positive integer"
-    elif rules.integer_only and rules.sign == "nonnegative":
-        kind = "a non-negative integer"
-    elif rules.integer_only:
-        kind = "an integer"
-    elif rules.sign == "positive":
-        kind = "a positive number (fractions are allowed)"
-    elif rules.sign == "nonnegative":
-        kind = "a non-negative number (fractions are allowed)"
-    elif rules.value_limit is None:  # nothing to require: say what is allowed
-        return ", ".join(parts) + "; intermediate results may be any number (negative numbers and fractions are allowed)."
-    else:
-        return ", ".join(parts) + (f"; every intermediate result must be less than {rules.value_limit} "
-                                   "(negative numbers and fractions are allowed).")
-    limit = "" if rules.value_limit is None else f" and less than {rules.value_limit}"
-    return ", ".join(parts) + f"; every intermediate result must be {kind}{limit}."
+    use = "Use each of the given numbers exactly once" if rules.use_all else "Use each number at most once"
+    head = f"{use}, combine them with + - * /; "
+    limit = "" if rules.value_limit is None else f"less than {rules.value_limit}"
+    if rules.sign == "any" and not rules.integer_only:  # nothing but the limit to require: say what is allowed
+        allowed = "(negative numbers and fractions are allowed)."
+        if not limit:
+            return f"{head}intermediate results may be any number {allowed}"
+        return f"{head}every intermediate result must be {limit} {allowed}"
+    kind = {"positive": "a positive ", "nonnegative": "a non-negative ", "any": "an "}[rules.sign]
+    kind += "integer" if rules.integer_only else "number (fractions are allowed)"
+    return f"{head}every intermediate result must be {kind}{f' and {limit}' if limit else ''}."
 
 
 @lru_cache(maxsize=32)
