@@ -26,7 +26,7 @@ from countdown_gym.data.labels import (
 from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, load_split
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number
-from countdown_gym.game.solver import legal_moves, reachable, solve
+from countdown_gym.game.solver import reachable, solve, successors
 from countdown_gym.game.trace import search_nodes
 
 __all__ = [
@@ -75,36 +75,24 @@ def measure(problem: Problem) -> Difficulty:
         raise TypeError(f"measure() needs a Problem, got {type(problem).__name__}")
     rules, target = problem.rules, problem.target
     solutions = solve(problem)
-    start = list(problem.numbers)
-    firsts = [(i, j, m) for i, j, m in legal_moves(start, rules)]
-    good = 0
-    for i, j, m in firsts:
-        rest = [x for k, x in enumerate(start) if k != i and k != j] + [m[3]]
-        good += reachable(rest, target, rules)
-    first_wrong: list[int] = []
-    wrong = [0]
-    dead = [-1]  # depth of the dead end the search is inside (-1: none); every state above it can reach the target
+    firsts = [nxt for _, nxt in successors(problem.numbers, rules)]
+    wrong: list[int] = []  # the depth of each move of the reference DFS from a winnable state into a lost one
+    dead = -1  # depth of the dead end the search is inside (-1: none); every state above it can reach the target
 
     def visit(depth: int, state: list[Number], nxt: list[Number]) -> None:
-        if 0 <= dead[0] < depth:  # still below the dead end's move: nothing to check
+        nonlocal dead
+        if 0 <= dead < depth:  # still below the dead end's move: nothing to check
             return
-        dead[0] = -1
+        dead = -1
         if not reachable(nxt, target, rules):
-            wrong[0] += 1
-            dead[0] = depth
-            if not first_wrong:
-                first_wrong.append(depth)
+            wrong.append(depth)
+            dead = depth
 
     nodes = search_nodes(problem, visit=visit) if solutions else search_nodes(problem)
-    return Difficulty(
-        num_solutions=len(solutions),
-        search_nodes=nodes,
-        first_wrong_depth=first_wrong[0] if first_wrong and solutions else None,
-        wrong_moves=wrong[0],
-        good_first_moves=good,
-        legal_first_moves=len(firsts),
-        solution=solutions[0] if solutions else None,
-    )
+    return Difficulty(num_solutions=len(solutions), search_nodes=nodes,
+                      first_wrong_depth=wrong[0] if wrong and solutions else None, wrong_moves=len(wrong),
+                      good_first_moves=sum(reachable(nxt, target, rules) for nxt in firsts),
+                      legal_first_moves=len(firsts), solution=solutions[0] if solutions else None)
 
 
 @lru_cache(maxsize=1 << 16)
