@@ -129,6 +129,7 @@ _RE_EQUATION = re.compile(rf"^\s*(?:(?:Step\s*[0-9]+\s*:|[0-9]+[.)])\s*|[-*\u202
 _RE_COMPACT = re.compile(
     rf"^(?P<ind> *)(?P<a>{_NC})(?P<op>[-+*/])(?P<b>{_NC})=(?P<c>{_NC})(?:\s*\[(?P<set>[^\]]*)\])?\s*$"
 )
+_DROP_WORDS = (("is a decimal", "decimal"), ("exceeds the maximum", "exceeds"), ("is not positive", "not_positive"))
 _SOLUTION_OPEN = ("<Solution>", "<solution>", "<SOLUTION>")
 _SOLUTION_CLOSE = ("</Solution>", "</solution>", "</SOLUTION>")
 _ANSWER_TAGS = ("<answer>", "<Answer>", "<ANSWER>", "</answer>", "</Answer>", "</ANSWER>")
@@ -152,14 +153,11 @@ def _parse_try(m: re.Match[str], annotation: tuple[Number, ...] | None, malforme
         return ParsedLine("try", len(m["ind"]), op=m["op"], outcome="bare", annotation=annotation, malformed=str(e))
     added = evaluated = target = None
     numbers = options = None
+    drop = next((o for words, o in _DROP_WORDS if words in rest), None)
     if m["inv"] is not None:
         outcome = "invalid_op"
-    elif "is a decimal" in rest:
-        outcome = "decimal"
-    elif "exceeds the maximum" in rest:
-        outcome = "exceeds"
-    elif "is not positive" in rest:
-        outcome = "not_positive"
+    elif drop is not None:
+        outcome = drop
     elif (e := _RE_EVAL.search(rest)) is not None:
         outcome = "found" if e["rel"] == "==" else "missed"
         evaluated, target = parse_number(e["v"]), int(e["t"])

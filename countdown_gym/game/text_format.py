@@ -121,11 +121,8 @@ def longproc_prompt(problem: Problem, *, example: Problem | None = None, current
     if example is None:
         example = default_example(rules, problem.key)
     larger = " Write the larger number first." if rules.integer_only and rules.sign != "any" else ""
-    annotate = (
-        " End every line of the search with '### Current State: [..]', the number set the search stands on after that line."
-        if current_state
-        else ""
-    )
+    annotate = (" End every line of the search with '### Current State: [..]', the number set the search stands on "
+                "after that line." if current_state else "")
     return (
         "Countdown: reach the target number by combining the given numbers with arithmetic.\n"
         f"Rules: {describe_rules(rules)}{larger}\n"
