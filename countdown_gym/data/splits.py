@@ -131,14 +131,10 @@ def build_splits(preset: str) -> dict[str, list[Problem]]:
     """Generate the splits of ``preset`` (disjoint by key) under :data:`SPLIT_GENERATION_RULES`."""
     spec = SPLIT_SPEC[preset]
     config = get_config(preset).replace(rules=SPLIT_GENERATION_RULES[preset])
-    stream = iter_problems(config, spec["seed"])  # distinct keys across the whole stream
-    out: dict[str, list[Problem]] = {}
-    for split in ("test", "validation", "train"):
-        out[split] = [
-            p.__class__(p.numbers, p.target, p.rules, id=f"{preset}/{split}/{k}", preset=preset)
-            for k, p in zip(range(spec[split]), stream, strict=False)
-        ]
-    return out
+    stream = iter_problems(config, spec["seed"])  # distinct keys across the whole stream, drawn test first
+    return {split: [Problem(p.numbers, p.target, p.rules, id=f"{preset}/{split}/{k}", preset=preset)
+                    for k, p in zip(range(spec[split]), stream, strict=False)]
+            for split in ("test", "validation", "train")}
 
 
 def split_bytes(problems: list[Problem]) -> bytes:
