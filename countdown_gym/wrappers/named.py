@@ -18,13 +18,9 @@ ORACLE_MODES: tuple[str, ...] = ("perfect", "reachable")
 
 
 class OracleReward(TermReward, gym.utils.RecordConstructorArgs):
-    """Adds the oracle's dense reward (exact reachability) to Countdown-v0 or CountdownText-v0.
-
-    Per move: ``mode="perfect"`` (``oracle-perfect``) ``+scale`` for a valid move that keeps the target reachable,
-    else 0; ``mode="reachable"`` (``oracle-reachable``) ``+scale`` for such a move, else ``-scale``. With
-    ``potential=True`` (``oracle-potential``): ``F = gamma * Phi(s') - Phi(s)``, ``Phi(s) = scale * [target
-    reachable from s]``. Key: ``"oracle"`` or ``"oracle_shaping"`` unless ``key`` is given.
-    """
+    """Adds the oracle's dense reward to Countdown-v0 or CountdownText-v0: per move, ``+scale`` for a valid move that
+    keeps the target reachable, else 0 (``mode="perfect"``) or ``-scale`` (``"reachable"``); ``potential=True``:
+    shaping with ``Phi(s) = scale * [target reachable from s]``. Key ``"oracle"`` / ``"oracle_shaping"``."""
 
     def __init__(self, env: gym.Env, mode: str = "perfect", scale: float = 1.0, potential: bool = False,
                  gamma: float = 1.0, key: str | None = None) -> None:
@@ -37,13 +33,9 @@ class OracleReward(TermReward, gym.utils.RecordConstructorArgs):
 
 
 class ContrastiveCriticReward(TermReward, gym.utils.RecordConstructorArgs):
-    """Adds a learned critic's dense reward (``critic``: a :class:`~countdown_gym.rewards.terms.Scorer`, e.g.
-    ``critics.load_state_critic()``) to Countdown-v0 or CountdownText-v0.
-
-    Per move (``critic``): ``scale * score(next_state, target)``, ``-scale`` for an invalid move. With
-    ``potential=True`` (``critic-potential``): ``F = gamma * Phi(s') - Phi(s)``, ``Phi(s) = scale * score(s, target)``.
-    Key: ``"critic"`` or ``"critic_shaping"`` unless ``key`` is given.
-    """
+    """Adds a critic's dense reward (``critic``: a :class:`~countdown_gym.rewards.terms.Scorer`) to Countdown-v0 or
+    CountdownText-v0: per move ``scale * score(next_state, target)``, ``-scale`` if invalid; ``potential=True``:
+    shaping with ``Phi(s) = scale * score(s, target)``. Key ``"critic"`` / ``"critic_shaping"``."""
 
     def __init__(self, env: gym.Env, critic: Scorer, scale: float = 1.0, potential: bool = False,
                  gamma: float = 1.0, key: str | None = None) -> None:
