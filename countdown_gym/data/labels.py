@@ -17,11 +17,7 @@ TIERS: tuple[str, ...] = ("easy", "medium", "hard")
 TIER_METRIC = "search_nodes"
 """The :class:`~countdown_gym.data.difficulty.Difficulty` field the tiers are cut on (larger = harder)."""
 
-TIER_THRESHOLDS: dict[str, tuple[int, int]] = {
-    "longproc-0.5k": (60, 281),
-    "tinyzero": (97, 859),
-    "hard": (493, 4936),
-}
+TIER_THRESHOLDS: dict[str, tuple[int, int]] = {"longproc-0.5k": (60, 281), "tinyzero": (97, 859), "hard": (493, 4936)}
 """Per preset ``(a, b)``: ``easy`` up to ``a`` search nodes, ``medium`` up to ``b``, else ``hard`` (the 1/3 and 2/3
 quantiles on the preset's test split)."""
 

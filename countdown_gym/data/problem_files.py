@@ -99,13 +99,8 @@ def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
             row_rules = json.loads(row_rules)
         rules = Rules.from_dict(dict(row_rules)) if isinstance(row_rules, Mapping) else Rules.preset(str(row_rules))
     pid = row.get("id")
-    return Problem(
-        numbers=_int_list(numbers),
-        target=_int(row["target"]),
-        rules=rules or default,
-        id=str(pid) if pid is not None else None,
-        preset=row.get("preset") if isinstance(row.get("preset"), str) else None,
-    )
+    return Problem(_int_list(numbers), _int(row["target"]), rules or default, id=str(pid) if pid is not None else None,
+                   preset=row.get("preset") if isinstance(row.get("preset"), str) else None)
 
 
 class _BadRow(ValueError):

@@ -27,18 +27,12 @@ SPLIT_SPEC: dict[str, dict[str, int]] = {
 }
 """Generation seed and size of each split per preset."""
 
-SPLIT_GENERATION_RULES: dict[str, Rules] = {
-    "longproc-0.5k": LEGACY_LONGPROC,
-    "tinyzero": Rules.tinyzero(),
-    "hard": LEGACY_LONGPROC,
-}
+SPLIT_GENERATION_RULES: dict[str, Rules] = {"longproc-0.5k": LEGACY_LONGPROC, "tinyzero": Rules.tinyzero(),
+                                             "hard": LEGACY_LONGPROC}
 """The rules each preset's split files were generated under (and record on every line)."""
 
-SPLIT_RULES: dict[str, Rules] = {
-    "longproc-0.5k": Rules.longproc(),
-    "tinyzero": Rules.tinyzero(),
-    "hard": Rules.longproc(),
-}
+SPLIT_RULES: dict[str, Rules] = {"longproc-0.5k": Rules.longproc(), "tinyzero": Rules.tinyzero(),
+                                  "hard": Rules.longproc()}
 """The rules :func:`load_split` gives each preset's problems (they allow every move the generation rules allow)."""
 
 SPLIT_SHA256: dict[str, dict[str, str]] = {

@@ -252,9 +252,8 @@ def evaluate(parsed: ParsedExpression, rules: Rules | None = None) -> tuple[Numb
         a = stack.pop()
         r, reason = rules.check(a, item, b)
         if r is None:
-            raise ExpressionError(
-                reason, f"{format_number(a)} {item} {format_number(b)} is not allowed under the {rules.name} rules ({reason})"
-            )
+            raise ExpressionError(reason, f"{format_number(a)} {item} {format_number(b)} is not allowed under the "
+                                          f"{rules.name} rules ({reason})")
         steps.append((a, item, b, r))
         stack.append(r)
     return stack[0], steps

@@ -179,10 +179,8 @@ def _parse_try(m: re.Match[str], annotation: tuple[Number, ...] | None, malforme
                 malformed = malformed or "unreadable options"
     else:
         outcome = "bare"
-    return ParsedLine(
-        "try", len(m["ind"]), a, m["op"], b, c, outcome, numbers, target, evaluated, added, options,
-        annotation, malformed,
-    )
+    return ParsedLine("try", len(m["ind"]), a, m["op"], b, c, outcome, numbers, target, evaluated, added, options,
+                      annotation, malformed)
 
 
 def _eq_line(kind: str, m: re.Match[str], indent: int = 0, numbers=None, annotation=None, malformed=None) -> ParsedLine:
@@ -221,18 +219,15 @@ def _classify(line: str, body: str, indent: int, annotation, malformed) -> Parse
         m = _RE_PICK.match(line)
         if m is not None:
             left, bad = _claim_list(m["left"], "numbers left")
-            return ParsedLine(
-                "pick", len(m["ind"]), parse_number(m["a"]), None, parse_number(m["b"]), numbers=left,
-                annotation=annotation, malformed=malformed or bad,
-            )
+            return ParsedLine("pick", len(m["ind"]), parse_number(m["a"]), None, parse_number(m["b"]), numbers=left,
+                              annotation=annotation, malformed=malformed or bad)
     if body.startswith("Initial number set"):
         m = _RE_INIT.match(body)
         if m is not None:
             opt = _RE_OPTIONS.search(m["rest"])
-            return ParsedLine(
-                "initial", indent, numbers=parse_number_list(m["nums"]), target=int(m["t"]),
-                options=None if opt is None else _pairs(opt["opts"]), annotation=annotation, malformed=malformed,
-            )
+            return ParsedLine("initial", indent, numbers=parse_number_list(m["nums"]), target=int(m["t"]),
+                              options=None if opt is None else _pairs(opt["opts"]), annotation=annotation,
+                              malformed=malformed)
     if "<" in body:
         stripped = body.strip()
         if stripped in _SOLUTION_OPEN:

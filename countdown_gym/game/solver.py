@@ -115,12 +115,8 @@ def is_solvable(numbers: Iterable[int], target: int, rules: Rules | None = None,
 def cache_info() -> dict[str, int]:
     """Hit/miss counts and size of the ``(state, target)`` reachability caches (all rules)."""
     oracles = list(_ORACLES.values())
-    return {
-        "hits": sum(o.hits for o in oracles),
-        "misses": sum(o.misses for o in oracles),
-        "size": sum(len(o.reach) for o in oracles),
-        "maxsize": CACHE_CAP,
-    }
+    return {"hits": sum(o.hits for o in oracles), "misses": sum(o.misses for o in oracles),
+            "size": sum(len(o.reach) for o in oracles), "maxsize": CACHE_CAP}
 
 
 def clear_cache() -> None:
@@ -197,9 +193,7 @@ def count_solutions(problem: Problem, rules: Rules | None = None, cap: int | Non
     return len(solve(problem, rules, limit=cap))
 
 
-def solution_path(
-    numbers: Sequence[Number], target: Number, rules: Rules | None = None
-) -> list[Move] | None:
+def solution_path(numbers: Sequence[Number], target: Number, rules: Rules | None = None) -> list[Move] | None:
     """One sequence of moves from ``numbers`` that reaches ``target``, or ``None``."""
     rules = rules or Rules.longproc()
     state = tuple(numbers)

@@ -54,9 +54,8 @@ def format_state(state: Sequence[Number]) -> str:
     return "[" + ",".join(format_number(x) for x in state) + "]"
 
 
-def format_compact_line(
-    depth: int, a: Number, op: str, b: Number, c: Number, state: Sequence[Number] | None = None
-) -> str:
+def format_compact_line(depth: int, a: Number, op: str, b: Number, c: Number,
+                        state: Sequence[Number] | None = None) -> str:
     """A compact search line: ``"  37+17=54 [26,54]"`` (``depth`` leading spaces)."""
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
         raise ValueError(f"depth must be an int >= 0, got {depth!r}")

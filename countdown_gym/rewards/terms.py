@@ -28,9 +28,8 @@ class Scorer(Protocol):
 def check_transition(transition: Any) -> Mapping[str, Any]:
     """``transition`` itself if it has the DESIGN.md shape, else a ``ValueError`` naming what is wrong."""
     if not isinstance(transition, Mapping):
-        raise ValueError(
-            f"a transition record must be a dict (see docs/DESIGN.md), got {type(transition).__name__}: {transition!r:.120}"
-        )
+        raise ValueError(f"a transition record must be a dict (see docs/DESIGN.md), got {type(transition).__name__}: "
+                         f"{transition!r:.120}")
     missing = [k for k in TRANSITION_KEYS if k not in transition]
     if missing:
         raise ValueError(f"transition record is missing key(s) {missing} (see docs/DESIGN.md): {transition!r:.200}")

@@ -32,16 +32,13 @@ def env_name(env: gym.Env) -> str:
 def step_transitions(info: Mapping[str, Any], who: str, env: gym.Env) -> list[Mapping[str, Any]]:
     """``info["transitions"]`` checked, or a :class:`TransitionsMissingError` naming the problem."""
     if "transitions" not in info:
-        raise TransitionsMissingError(
-            f"{who} needs an environment that reports info['transitions'] on every step "
-            f"(Countdown-v0 or CountdownText-v0, see docs/DESIGN.md); {env_name(env)} returned info "
-            f"keys {sorted(info)}"
-        )
+        raise TransitionsMissingError(f"{who} needs an environment that reports info['transitions'] on every step "
+                                      f"(Countdown-v0 or CountdownText-v0, see docs/DESIGN.md); {env_name(env)} "
+                                      f"returned info keys {sorted(info)}")
     transitions = info["transitions"]
     if not isinstance(transitions, (list, tuple)):
-        raise TransitionsMissingError(
-            f"{who}: info['transitions'] must be a list of transition records, got {type(transitions).__name__}"
-        )
+        raise TransitionsMissingError(f"{who}: info['transitions'] must be a list of transition records, "
+                                      f"got {type(transitions).__name__}")
     return [terms.check_transition(t) for t in transitions]
 
 
@@ -102,16 +99,12 @@ class TermReward(gym.Wrapper):
             term = self._shaping_term(info, transitions, terminated)
         else:
             term = float(sum(self.step_terms(transitions))) if transitions else 0.0
-        terms = dict(info.get("reward_terms") or {"sparse": float(reward)})
-        if self.key in terms:
-            raise ValueError(
-                f"info['reward_terms'] already has a {self.key!r} term (two wrappers with the same key); "
-                f"pass key='...' to tell them apart"
-            )
-        terms[self.key] = term
-        info = dict(info)
-        info["reward_terms"] = terms
-        return obs, float(reward) + term, terminated, truncated, info
+        reward_terms = dict(info.get("reward_terms") or {"sparse": float(reward)})
+        if self.key in reward_terms:
+            raise ValueError(f"info['reward_terms'] already has a {self.key!r} term (two wrappers with the same key); "
+                             "pass key='...' to tell them apart")
+        reward_terms[self.key] = term
+        return obs, float(reward) + term, terminated, truncated, {**info, "reward_terms": reward_terms}
 
     def _shaping_term(
         self, info: Mapping[str, Any], transitions: Sequence[Mapping[str, Any]], terminated: bool

@@ -66,10 +66,8 @@ TrainerFactory = Callable[[int], GroupTrainer]
 def is_success(trajectory: Trajectory) -> bool:
     """The default outcome: ``final_info["is_success"]`` (what Countdown-v0 and CountdownText-v0 report)."""
     if "is_success" not in trajectory.final_info:
-        raise ValueError(
-            "CLIPOGroupReward decides correctness from info['is_success'] of the final step, which this "
-            f"environment does not report (keys {sorted(trajectory.final_info)}); pass correct_fn=..."
-        )
+        raise ValueError("CLIPOGroupReward decides correctness from info['is_success'] of the final step, which this "
+                         f"environment does not report (keys {sorted(trajectory.final_info)}); pass correct_fn=...")
     return bool(trajectory.final_info["is_success"])
 
 
