@@ -5,7 +5,10 @@ Importing the package registers its three Gymnasium environments: ``Countdown-v0
 """
 
 import countdown_gym.envs  # noqa: F401  (registers the three environments with Gymnasium)
+from countdown_gym.data.curriculum import Curriculum
+from countdown_gym.data.difficulty import Difficulty, tier  # difficulty() stays in its module, not shadowing it
 from countdown_gym.data.generator import PRESETS, GeneratorConfig, generate, iter_problems
+from countdown_gym.data.problem_files import load_problems
 from countdown_gym.data.splits import load_split, split_sha256
 from countdown_gym.game.expression import ExpressionError, evaluate_expression, parse_expression
 from countdown_gym.game.problem import Problem
@@ -26,9 +29,8 @@ __version__ = "0.1.0"
 
 
 def load_environment(**kwargs):  # noqa: ANN201 - a verifiers.Environment; verifiers is an optional extra
-    """A ``verifiers`` environment of Countdown: what ``verifiers.load_environment("countdown-gym", **kwargs)``
-    calls. Arguments and modes: :func:`countdown_gym.integrations.verifiers_env.load_environment`
-    (``pip install 'countdown-gym[verifiers]'``)."""
+    """What ``verifiers.load_environment("countdown-gym", **kwargs)`` calls (needs the ``verifiers`` extra); arguments:
+    :func:`countdown_gym.integrations.verifiers_env.load_environment`."""
     try:
         from countdown_gym.integrations.verifiers_env import load_environment as load
     except ImportError as exc:
@@ -44,6 +46,8 @@ __all__ = [
     "OPERATORS",
     "PRESETS",
     "REASONS",
+    "Curriculum",
+    "Difficulty",
     "ExpressionError",
     "GeneratorConfig",
     "Problem",
@@ -60,6 +64,7 @@ __all__ = [
     "iter_problems",
     "legal_moves",
     "load_environment",
+    "load_problems",
     "load_split",
     "parse_expression",
     "parse_trace",
@@ -69,12 +74,6 @@ __all__ = [
     "solution_path",
     "solve",
     "split_sha256",
+    "tier",
     "verify",
 ]
-
-# difficulty labels, curriculum, reading other Countdown data (docs/difficulty.md, docs/datasets.md)
-from countdown_gym.data.curriculum import Curriculum  # noqa: E402
-from countdown_gym.data.difficulty import Difficulty, tier  # noqa: E402  (difficulty() stays in its module, not shadowing it)
-from countdown_gym.data.problem_files import load_problems  # noqa: E402
-
-__all__ += ["Curriculum", "Difficulty", "load_problems", "tier"]

@@ -8,7 +8,7 @@ from functools import cache
 
 import pytest
 
-from countdown_gym import Problem, Rules, generate, verify
+from countdown_gym import Problem, Rules, generate, legal_moves, verify
 from countdown_gym.game.solver import (
     apply_move,
     cache_info,
@@ -16,7 +16,6 @@ from countdown_gym.game.solver import (
     clear_cache,
     count_solutions,
     is_solvable,
-    legal_moves,
     reachable,
     reachable_values,
     solution_path,

@@ -1,29 +1,9 @@
-"""Curriculum sampling over the difficulty tiers: a fixed schedule, or adaptive to the agent's recent success per tier.
-
-A :class:`Curriculum` holds a pool of problems split by tier (:func:`countdown_gym.data.difficulty.tier`) and
-decides, draw after draw, which tier the next problem comes from. Every environment takes it as its problem
-source (``curriculum=...``, see :mod:`countdown_gym.envs.problem_source`) and reports the outcome of each
-episode back to it, so the adaptive mode needs no code of the caller's::
-
-    from countdown_gym.data.curriculum import Curriculum
-    cur = Curriculum(preset="longproc-0.5k", split="train", mode="adaptive")
-    env = gymnasium.make("Countdown-v0", curriculum=cur)
-
-* ``mode="fixed"``: ``schedule`` is a list of ``(from_draw, {tier: weight})`` steps; the weights of the last
-  step whose ``from_draw`` has been reached apply (:meth:`Curriculum.staged` builds the usual
-  easy -> +medium -> all three).
-* ``mode="adaptive"``: the *frontier* is the easiest tier whose success rate over its last ``window``
-  episodes is below ``promote_at`` (or that has fewer than ``window`` episodes yet); it gets
-  ``1 - review`` of the draws, the easier tiers share ``review`` (so a forgotten tier falls back below the
-  bar and becomes the frontier again), the harder ones get none. Once every tier is mastered, all tiers
-  are drawn equally.
-
-The draws use the caller's ``numpy`` generator (the environment's ``np_random``), so a seeded run repeats.
-Outcomes reach the curriculum only in the process that samples from it (a single env, the batched
-:class:`~countdown_gym.envs.vector.CountdownVectorEnv`, Gymnasium's sync vector env); with subprocess
-vector envs each worker adapts its own copy.
+"""Curriculum sampling over the difficulty tiers (:func:`countdown_gym.data.difficulty.tier`): a fixed schedule,
+or adaptive to the agent's recent success per tier. Every environment takes a :class:`Curriculum` as its problem
+source (``gymnasium.make("Countdown-v0", curriculum=Curriculum(mode="adaptive"))``) and reports each episode's
+outcome back to it. The draws use the caller's numpy generator, so a seeded run repeats; outcomes reach it only in
+the process that samples (subprocess vector envs adapt a copy each).
 """
-
 from __future__ import annotations
 
 from collections import deque
@@ -42,32 +22,20 @@ Schedule = Sequence[tuple[int, Mapping[str, float]]]
 
 
 class Curriculum:
-    """Draws problems tier by tier (see the module docstring).
+    """Draws problems tier by tier.
 
     Args:
-        problems: The pool; ``None`` = the frozen ``split`` of ``preset``.
-        preset, split: The frozen split used when ``problems`` is ``None`` (its tiers come from the shipped labels).
-        mode: ``"fixed"`` (needs ``schedule``) or ``"adaptive"``.
-        schedule: The fixed schedule.
-        window: Adaptive: episodes per tier the success rate is taken over.
-        promote_at: Adaptive: the success rate at which a tier counts as mastered.
-        review: Adaptive: the share of draws that goes to the tiers below the frontier.
+        problems: The pool; ``None``: the frozen ``split`` of ``preset`` (tiered by the shipped labels).
+        mode: ``"fixed"``: the weights of the last ``schedule`` step reached apply. ``"adaptive"``: the frontier
+            (the easiest tier whose success over its last ``window`` episodes is below ``promote_at``) gets
+            ``1 - review`` of the draws, the easier tiers share ``review``; all mastered: all tiers equally.
+        schedule: ``[(from_draw, {tier: weight}), ...]`` (``mode="fixed"``; :meth:`staged` builds the usual one).
         tier_preset: Whose thresholds tier the problems (default: each problem's own preset).
     """
 
-    def __init__(
-        self,
-        problems: Sequence[Problem] | None = None,
-        *,
-        preset: str = "longproc-0.5k",
-        split: str = "train",
-        mode: str = "adaptive",
-        schedule: Schedule | None = None,
-        window: int = 50,
-        promote_at: float = 0.6,
-        review: float = 0.2,
-        tier_preset: str | None = None,
-    ) -> None:
+    def __init__(self, problems: Sequence[Problem] | None = None, *, preset: str = "longproc-0.5k",
+                 split: str = "train", mode: str = "adaptive", schedule: Schedule | None = None, window: int = 50,
+                 promote_at: float = 0.6, review: float = 0.2, tier_preset: str | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
@@ -137,7 +105,6 @@ class Curriculum:
             raise ValueError(f"the schedule must start at draw 0, got {out[0][0]}")
         return tuple(out)
 
-    # ---- the weights --------------------------------------------------------------------------
     def success_rates(self) -> dict[str, float | None]:
         """Each tier's success rate over its last ``window`` episodes (``None`` before its first)."""
         return {t: (sum(r) / len(r) if r else None) for t, r in self._results.items()}
@@ -166,7 +133,6 @@ class Curriculum:
         total = sum(w.values())
         return {t: w.get(t, 0.0) / total for t in TIERS}
 
-    # ---- drawing and feedback -----------------------------------------------------------------
     def sample_index(self, rng: np.random.Generator) -> int:
         """The pool index of the next problem (one draw)."""
         return int(self.sample_indices(rng, 1)[0])

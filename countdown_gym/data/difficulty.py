@@ -1,16 +1,7 @@
-"""Solver-measured difficulty of a problem, and the shipped labels of the frozen splits as :class:`Difficulty` records.
-
-:func:`measure` computes a :class:`Difficulty` with the solver and the reference DFS
-(:func:`countdown_gym.game.trace.search_nodes`); :func:`difficulty` returns the shipped label of a frozen-split
-problem (``countdown_gym/data/<preset>/<split>.difficulty.jsonl``, checked against
-:data:`~countdown_gym.data.labels.LABELS_SHA256`) and measures any other problem once per process. :func:`tier` maps
-a problem to ``"easy"``, ``"medium"`` or ``"hard"`` by its reference-DFS search size (:data:`TIER_THRESHOLDS`, chosen
-per preset so that each test split falls into about equal thirds); ``load_split(preset, split, tier=...)`` keeps
-one tier. The split files themselves are never touched (their SHA-256 are checked as before). The labels files,
-their hashes and the tiers' cut points live in :mod:`countdown_gym.data.labels`; their names are handed on here.
-
-``countdown-gym difficulty`` (:mod:`countdown_gym.cli.difficulty`) re-measures every split and compares with the
-shipped labels; ``--write`` rewrites them and prints their new hashes. See ``docs/difficulty.md``.
+"""Solver-measured difficulty of a problem (:func:`measure`), the shipped labels of the frozen splits as
+:class:`Difficulty` records (:func:`difficulty`; files, hashes and cut points: :mod:`countdown_gym.data.labels`), and
+the tiers (:func:`tier`: ``"easy"``, ``"medium"``, ``"hard"`` by reference-DFS search size, cut per preset into
+about equal thirds of its test split). ``countdown-gym difficulty`` re-measures them; ``docs/difficulty.md``.
 """
 from __future__ import annotations
 
@@ -35,24 +26,12 @@ from countdown_gym.data.labels import (
 from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, load_split
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number
-from countdown_gym.game.solver import legal_moves, reachable, solve
+from countdown_gym.game.solver import reachable, solve, successors
 from countdown_gym.game.trace import search_nodes
 
 __all__ = [
-    "DEFAULT_TIER_PRESET",
-    "LABELS_SHA256",
-    "TIERS",
-    "TIER_METRIC",
-    "TIER_THRESHOLDS",
-    "Difficulty",
-    "LabelsIntegrityError",
-    "check_tier",
-    "difficulty",
-    "labels_path",
-    "measure",
-    "split_labels",
-    "split_tiers",
-    "tier",
+    "DEFAULT_TIER_PRESET", "LABELS_SHA256", "TIERS", "TIER_METRIC", "TIER_THRESHOLDS", "Difficulty",
+    "LabelsIntegrityError", "check_tier", "difficulty", "labels_path", "measure", "split_labels", "split_tiers", "tier",
     "tier_thresholds",
 ]
 
@@ -63,16 +42,13 @@ class Difficulty:
 
     Attributes:
         num_solutions: Distinct solution expressions (:func:`countdown_gym.solve`; 0 when unsolvable).
-        search_nodes: Moves the reference DFS tries before it reaches the target (its ``Try`` lines,
-            :func:`countdown_gym.game.trace.search_nodes`): the length of the LongProc search trace.
-        first_wrong_depth: Moves already made when the reference DFS first makes a legal move after which
-            the target is unreachable (0 = its very first move goes wrong); ``None`` when its first path
-            leads straight to the target, or when the problem is unsolvable.
-        wrong_moves: Legal moves of the reference DFS from a state that could still reach the target into
-            one that cannot (the dead ends it enters before the solution).
+        search_nodes: Moves the reference DFS tries before it reaches the target (its ``Try`` lines).
+        first_wrong_depth: Moves made when the reference DFS first makes a legal move that loses the target (0: its
+            first move); ``None`` when its first path wins, or the problem is unsolvable.
+        wrong_moves: Legal moves of the reference DFS from a winnable state into a lost one.
         good_first_moves: Legal first moves after which the target is still reachable.
         legal_first_moves: Legal first moves.
-        solution: One solution expression (the first of :func:`countdown_gym.solve`), ``None`` when unsolvable.
+        solution: The first of :func:`countdown_gym.solve`, ``None`` when unsolvable.
     """
 
     num_solutions: int
@@ -93,43 +69,30 @@ class Difficulty:
         return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls)})
 
 
-
 def measure(problem: Problem) -> Difficulty:
     """Measure ``problem``'s difficulty with the solver and the reference DFS (no cache; see :func:`difficulty`)."""
     if not isinstance(problem, Problem):
         raise TypeError(f"measure() needs a Problem, got {type(problem).__name__}")
     rules, target = problem.rules, problem.target
     solutions = solve(problem)
-    start = list(problem.numbers)
-    firsts = [(i, j, m) for i, j, m in legal_moves(start, rules)]
-    good = 0
-    for i, j, m in firsts:
-        rest = [x for k, x in enumerate(start) if k != i and k != j] + [m[3]]
-        good += reachable(rest, target, rules)
-    first_wrong: list[int] = []
-    wrong = [0]
-    dead = [-1]  # depth of the dead end the search is inside (-1: none); every state above it can reach the target
+    firsts = [nxt for _, nxt in successors(problem.numbers, rules)]
+    wrong: list[int] = []  # the depth of each move of the reference DFS from a winnable state into a lost one
+    dead = -1  # depth of the dead end the search is inside (-1: none); every state above it can reach the target
 
     def visit(depth: int, state: list[Number], nxt: list[Number]) -> None:
-        if 0 <= dead[0] < depth:  # still below the dead end's move: nothing to check
+        nonlocal dead
+        if 0 <= dead < depth:  # still below the dead end's move: nothing to check
             return
-        dead[0] = -1
+        dead = -1
         if not reachable(nxt, target, rules):
-            wrong[0] += 1
-            dead[0] = depth
-            if not first_wrong:
-                first_wrong.append(depth)
+            wrong.append(depth)
+            dead = depth
 
     nodes = search_nodes(problem, visit=visit) if solutions else search_nodes(problem)
-    return Difficulty(
-        num_solutions=len(solutions),
-        search_nodes=nodes,
-        first_wrong_depth=first_wrong[0] if first_wrong and solutions else None,
-        wrong_moves=wrong[0],
-        good_first_moves=good,
-        legal_first_moves=len(firsts),
-        solution=solutions[0] if solutions else None,
-    )
+    return Difficulty(num_solutions=len(solutions), search_nodes=nodes,
+                      first_wrong_depth=wrong[0] if wrong and solutions else None, wrong_moves=len(wrong),
+                      good_first_moves=sum(reachable(nxt, target, rules) for nxt in firsts),
+                      legal_first_moves=len(firsts), solution=solutions[0] if solutions else None)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -164,12 +127,7 @@ def _shipped(problem: Problem) -> Difficulty | None:
 
 
 def difficulty(problem: Problem) -> Difficulty:
-    """The :class:`Difficulty` of ``problem``: the shipped label of a frozen-split problem, else measured once.
-
-    Example:
-        >>> difficulty(load_split("longproc-0.5k", "test")[0]).num_solutions
-        15
-    """
+    """The :class:`Difficulty` of ``problem``: the shipped label of a frozen-split problem, else measured once."""
     if not isinstance(problem, Problem):
         raise TypeError(f"difficulty() needs a Problem, got {type(problem).__name__}")
     shipped = _shipped(problem)
@@ -179,11 +137,8 @@ def difficulty(problem: Problem) -> Difficulty:
 
 
 def tier(item: Problem | Difficulty, preset: str | None = None) -> str:
-    """The tier (``"easy"``, ``"medium"``, ``"hard"``) of a problem or of its :class:`Difficulty`.
-
-    The thresholds are those of ``preset``, else of the problem's own preset, else of
-    :data:`DEFAULT_TIER_PRESET`.
-    """
+    """The tier of a problem or its :class:`Difficulty`, by the thresholds of ``preset``, else the problem's own
+    preset, else :data:`DEFAULT_TIER_PRESET`."""
     if isinstance(item, Problem):
         preset = preset or item.preset
         item = difficulty(item)

@@ -1,14 +1,7 @@
-"""Problems of any number beyond the frozen splits: the seeded generator, minus every held-out problem.
-
-:func:`fresh_problems` is an endless, deterministic stream of distinct solvable problems of a preset, under the
-rules its frozen splits are played by (:data:`~countdown_gym.data.splits.SPLIT_RULES`), that never shares a
-(sorted numbers, target) key with a problem of any preset's frozen ``validation`` or ``test`` split
-(:func:`held_out_keys`). Frozen ``train`` problems may appear: they are training data too. Each problem's id is
-``<preset>/generated-<seed>/<index>`` (the index counts the problems emitted). ``countdown-gym export --size N``
-and the reasoning-gym adapter's ``split="generated"`` draw from it; see ``docs/datasets.md``.
-
-    >>> from countdown_gym.data.fresh import generate_fresh
-    >>> problems = generate_fresh("longproc-0.5k", 3, seed=0)
+"""Problems of any number beyond the frozen splits: :func:`fresh_problems`, the seeded generator under the splits'
+play rules (:data:`~countdown_gym.data.splits.SPLIT_RULES`) minus every frozen validation and test problem of any
+preset (:func:`held_out_keys`; train problems may appear). Ids read ``<preset>/generated-<seed>/<index>``;
+``docs/datasets.md``.
 """
 
 from __future__ import annotations
@@ -43,12 +36,8 @@ def fresh_config(preset: str) -> GeneratorConfig:
 
 
 def fresh_problems(preset: str, seed: int = 0, config: GeneratorConfig | None = None) -> Iterator[Problem]:
-    """An endless, deterministic stream (the same for the same ``preset``, ``seed`` and ``config``) of distinct
-    solvable problems of ``preset``, none of them a frozen validation or test problem of any preset.
-
-    ``config`` replaces the preset's generator config (e.g. narrower ranges, :meth:`GeneratorConfig.replace` of
-    :func:`fresh_config`); the problems keep ``preset`` as their preset (its difficulty-tier cut points apply).
-    """
+    """An endless, deterministic stream of distinct solvable problems of ``preset``, none held out; ``config``
+    replaces the preset's generator config (the problems keep ``preset``)."""
     cfg = fresh_config(preset) if config is None else config
     if not isinstance(cfg, GeneratorConfig):
         raise TypeError(f"config must be a GeneratorConfig, got {type(cfg).__name__}")

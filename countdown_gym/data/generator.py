@@ -1,18 +1,7 @@
-"""Seeded generation of solvable problems: a config object plus presets.
-
-Two sampling methods, both returning only solvable problems:
-
-* ``"reject"``: draw the numbers and a target uniformly from their ranges and keep the pair if
-  the solver says it is solvable (the target set of the numbers is computed once, memoised).
-  This is the uniform distribution over solvable (numbers, target) pairs. Default for <= 4
-  numbers.
-* ``"construct"``: draw the numbers, then play random legal moves to the end and keep the final
-  value if it lies in the target range (solvable by construction, like reasoning-gym). Targets
-  are biased towards values that many move sequences make. Default for >= 5 numbers, where
-  exhaustive target sets are too costly to compute per draw.
-
-Difficulty filters (number of distinct solutions, size of the reference DFS search) let a
-curriculum run from easy to hard.
+"""Seeded generation of solvable problems: :class:`GeneratorConfig` and :data:`PRESETS`. Methods: ``"reject"``
+(uniform numbers and target, kept if solvable: uniform over solvable pairs; default up to 4 numbers) and
+``"construct"`` (random legal moves to the end, kept if the value is in range; default from 5 numbers). Difficulty
+filters (solution count, reference-DFS size) allow curricula.
 """
 
 from __future__ import annotations
@@ -31,7 +20,7 @@ from countdown_gym.game.trace import search_nodes
 
 @dataclass(frozen=True)
 class GeneratorConfig:
-    """Ranges, rules and difficulty filters of a problem family (all bounds inclusive)."""
+    """Ranges (inclusive), rules and difficulty filters of a problem family."""
 
     name: str = "custom"
     min_numbers: int = 4
@@ -81,10 +70,8 @@ class GeneratorConfig:
             self.rules.use_all or self.max_target < self.min_value or self.min_target > self.max_value
         ):
             bad(f"no target in {self.min_target}..{self.max_target} can be reached under the rules {self.rules}")
-        for lo, hi, what in (
-            (self.min_solutions, self.max_solutions, "solutions"),
-            (self.min_search_nodes, self.max_search_nodes, "search_nodes"),
-        ):
+        for what in ("solutions", "search_nodes"):
+            lo, hi = getattr(self, f"min_{what}"), getattr(self, f"max_{what}")
             if lo is not None and hi is not None and lo > hi:
                 bad(f"min_{what} > max_{what}")
         if self.method not in ("auto", "reject", "construct"):
@@ -95,21 +82,15 @@ class GeneratorConfig:
 
     @property
     def resolved_method(self) -> str:
-        if self.method != "auto":
-            return self.method
-        return "reject" if self.max_numbers <= 4 else "construct"
+        return self.method if self.method != "auto" else "reject" if self.max_numbers <= 4 else "construct"
 
 
 PRESETS: dict[str, GeneratorConfig] = {
     "longproc-0.5k": GeneratorConfig(name="longproc-0.5k"),
-    "tinyzero": GeneratorConfig(
-        name="tinyzero", min_numbers=3, max_numbers=4, min_value=1, max_value=100,
-        min_target=1, max_target=100, rules=Rules.tinyzero(),
-    ),
-    "hard": GeneratorConfig(
-        name="hard", min_numbers=5, max_numbers=6, min_value=1, max_value=100,
-        min_target=100, max_target=999,
-    ),
+    "tinyzero": GeneratorConfig(name="tinyzero", min_numbers=3, max_numbers=4, min_value=1, max_value=100,
+                                min_target=1, max_target=100, rules=Rules.tinyzero()),
+    "hard": GeneratorConfig(name="hard", min_numbers=5, max_numbers=6, min_value=1, max_value=100, min_target=100,
+                            max_target=999),
 }
 """Built-in problem families: ``longproc-0.5k`` (the seed papers' ranges), ``tinyzero``, ``hard``."""
 
@@ -137,20 +118,19 @@ def _construct_target(numbers: list[int], rules: Rules, rng: random.Random) -> i
     return value if isinstance(value, int) else None
 
 
+def _outside(value: int, lo: int | None, hi: int | None) -> bool:
+    return (lo is not None and value < lo) or (hi is not None and value > hi)
+
+
 def _passes_filters(p: Problem, cfg: GeneratorConfig) -> tuple[bool, int | None, int | None]:
     nsol = nodes = None
     if cfg.min_solutions is not None or cfg.max_solutions is not None:
-        cap = None if cfg.max_solutions is None else cfg.max_solutions + 1
-        nsol = count_solutions(p, cap=cap)
-        if (cfg.min_solutions is not None and nsol < cfg.min_solutions) or (
-            cfg.max_solutions is not None and nsol > cfg.max_solutions
-        ):
+        nsol = count_solutions(p, cap=None if cfg.max_solutions is None else cfg.max_solutions + 1)
+        if _outside(nsol, cfg.min_solutions, cfg.max_solutions):
             return False, nsol, nodes
     if cfg.min_search_nodes is not None or cfg.max_search_nodes is not None:
         nodes = search_nodes(p)
-        if (cfg.min_search_nodes is not None and nodes < cfg.min_search_nodes) or (
-            cfg.max_search_nodes is not None and nodes > cfg.max_search_nodes
-        ):
+        if _outside(nodes, cfg.min_search_nodes, cfg.max_search_nodes):
             return False, nsol, nodes
     return True, nsol, nodes
 
@@ -169,10 +149,8 @@ def iter_problems(preset_or_config: str | GeneratorConfig, seed: int):
     while True:
         attempts += 1
         if attempts > cfg.max_attempts:
-            raise RuntimeError(
-                f"preset {cfg.name!r}: no new solvable problem in {cfg.max_attempts} draws; "
-                "the ranges or filters admit too few problems"
-            )
+            raise RuntimeError(f"preset {cfg.name!r}: no new solvable problem in {cfg.max_attempts} draws; "
+                               "the ranges or filters admit too few problems")
         k = rng.randint(cfg.min_numbers, cfg.max_numbers)
         numbers = [rng.randint(cfg.min_value, cfg.max_value) for _ in range(k)]
         if method == "reject":
@@ -199,11 +177,7 @@ def iter_problems(preset_or_config: str | GeneratorConfig, seed: int):
 
 
 def generate(preset_or_config: str | GeneratorConfig, n: int, seed: int = 0) -> list[Problem]:
-    """``n`` distinct solvable problems, the same for the same seed.
-
-    Example:
-        >>> problems = generate("longproc-0.5k", 3, seed=0)
-    """
+    """``n`` distinct solvable problems, the same for the same seed."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
     stream = iter_problems(preset_or_config, seed)

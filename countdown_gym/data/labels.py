@@ -1,13 +1,7 @@
-"""The shipped difficulty labels of the frozen splits, and the three tiers cut on them.
-
-Each frozen split has a labels file beside it, ``countdown_gym/data/<preset>/<split>.difficulty.jsonl`` (one
-``{"id": ..., <Difficulty fields>}`` per line, in split order), pinned by :data:`LABELS_SHA256` as the split files
-are by their own hashes. :func:`label_rows` reads one (hash-checked); :func:`split_tiers` gives each problem's tier
-by :data:`TIER_METRIC` and the preset's :data:`TIER_THRESHOLDS` (:func:`metric_tier`, the one rule of the cut).
-The labels as :class:`~countdown_gym.data.difficulty.Difficulty` records, and measuring a problem, are
-:mod:`countdown_gym.data.difficulty`'s.
+"""The shipped difficulty labels of the frozen splits, ``countdown_gym/data/<preset>/<split>.difficulty.jsonl`` (one
+``{"id", <Difficulty fields>}`` per line, in split order, pinned by :data:`LABELS_SHA256`), and the tiers cut on
+them (:func:`metric_tier`, the one rule of the cut).
 """
-
 from __future__ import annotations
 
 import hashlib
@@ -23,14 +17,9 @@ TIERS: tuple[str, ...] = ("easy", "medium", "hard")
 TIER_METRIC = "search_nodes"
 """The :class:`~countdown_gym.data.difficulty.Difficulty` field the tiers are cut on (larger = harder)."""
 
-TIER_THRESHOLDS: dict[str, tuple[int, int]] = {
-    "longproc-0.5k": (60, 281),
-    "tinyzero": (97, 859),
-    "hard": (493, 4936),
-}
-"""Per preset ``(a, b)``: ``easy`` when ``search_nodes <= a``, ``medium`` when ``a < search_nodes <= b``, else
-``hard``. The 1/3 and 2/3 quantiles of ``search_nodes`` on the preset's test split (printed by
-``countdown-gym difficulty``). Problems of no preset use :data:`DEFAULT_TIER_PRESET`'s."""
+TIER_THRESHOLDS: dict[str, tuple[int, int]] = {"longproc-0.5k": (60, 281), "tinyzero": (97, 859), "hard": (493, 4936)}
+"""Per preset ``(a, b)``: ``easy`` up to ``a`` search nodes, ``medium`` up to ``b``, else ``hard`` (the 1/3 and 2/3
+quantiles on the preset's test split)."""
 
 DEFAULT_TIER_PRESET = "longproc-0.5k"
 

@@ -1,9 +1,6 @@
-"""Pass-rate files: how often a model solved each problem, one JSON object per line (``{"id", "samples", "correct"}``).
-
-``python baselines/llm_eval.py --split train --pass-rates FILE`` writes one (:func:`write_pass_rates`);
-``python baselines/llm_grpo.py --train-pass-rates FILE`` trains only on the problems whose rate lies strictly between
-two bounds (:func:`filter_by_pass_rate`): groups whose completions all succeed or all fail give GRPO no signal, so
-this is DAPO's dynamic sampling done once, offline.
+"""Pass-rate files, one ``{"id", "samples", "correct"}`` per line: ``baselines/llm_eval.py --pass-rates`` writes
+one, ``baselines/llm_grpo.py --train-pass-rates`` keeps the problems whose rate lies strictly between two bounds
+(DAPO's dynamic sampling, done once, offline).
 """
 
 from __future__ import annotations
@@ -16,8 +13,7 @@ from countdown_gym.game.problem import Problem
 
 
 def write_pass_rates(path: str | Path, problems: Sequence[Problem], correct: Sequence[Sequence[bool]]) -> int:
-    """Write one row per problem (``correct[i]``: whether each sampled completion of ``problems[i]`` solved it);
-    returns the number of rows."""
+    """Write one row per problem (``correct[i]``: each sample's success) and return the number of rows."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as f:
@@ -27,11 +23,8 @@ def write_pass_rates(path: str | Path, problems: Sequence[Problem], correct: Seq
 
 
 def filter_by_pass_rate(problems: Sequence[Problem], path: str | Path, low: float, high: float) -> list[Problem]:
-    """The problems whose pass rate in ``path`` lies strictly between ``low`` and ``high``, in their given order.
-
-    A malformed row, or one naming a problem outside ``problems`` (a file made for another preset or split), is an
-    error that names the line (``SystemExit``, as a bad command-line file is).
-    """
+    """The problems whose pass rate in ``path`` lies strictly between ``low`` and ``high``, in order; a malformed
+    row or an unknown problem is a ``SystemExit`` naming the line."""
     ids = {p.id for p in problems}
     rates: dict[str, float] = {}
     with open(path, encoding="utf-8") as f:

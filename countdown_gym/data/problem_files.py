@@ -1,19 +1,11 @@
-"""Read Countdown problems people already have: TinyZero-style rows (``nums``, ``target``), this package's own rows
-(``numbers``, ``target``, optional ``rules``: the frozen splits, ``countdown-gym export`` output) and verl rows
-(``reward_model.ground_truth``), from a file, a folder saved by ``datasets``, a ``datasets`` dataset or a list of dicts.
+"""Read Countdown problems people already have (``load_problems``): TinyZero rows (``nums``, ``target``), this
+package's rows (``numbers``, ``target``, optional ``rules``) and verl rows (``reward_model.ground_truth``), from a
+file, a ``datasets`` folder or dataset, a DataFrame or a list of dicts.
 
-    from countdown_gym.data.problem_files import load_problems
-    loaded = load_problems("countdown_tasks.parquet")        # TinyZero's Countdown-Tasks-3to4, say
-    loaded.problems          # the playable, solvable problems, in row order
-    print(loaded.report())   # "row 17: unsolvable: ..." for every row left out
-
-Bad rows never stop the reading: each one is reported with its 0-based row number and a reason code
-(``malformed``: missing or ill-typed fields, a line that is not UTF-8 or not JSON, JSON nested too deeply;
-``unsolvable``: no solution under the rules; ``timeout``: the solver gave up after ``solver_timeout`` seconds, so
-solvability is unknown; ``trivial``: one number, or the target already among the numbers where
-``use_all=False``). A ``.json`` file that does not hold a list of rows (or an object holding one, or one row
-object) is one malformed row. Only a source that cannot be opened at all (a missing path, an unreadable parquet
-file, an unknown file type) raises.
+Bad rows never stop the reading: each is reported with its 0-based row and a reason (``malformed``: bad fields, not
+UTF-8, not JSON, nested too deeply; ``unsolvable``; ``timeout``: the solver gave up after ``solver_timeout``;
+``trivial``: one number, or the target already among them). A ``.json`` file that holds no list of rows is one
+malformed row. Only a source that cannot be opened at all raises.
 """
 
 from __future__ import annotations
@@ -30,8 +22,7 @@ from countdown_gym.game.rules import Rules
 from countdown_gym.game.solver import is_solvable
 
 TINYZERO_RULES = Rules.tinyzero()
-"""The rules TinyZero-style rows (``nums``) are played under unless ``rules=`` says otherwise: TinyZero scores
-an answer by evaluating it, so fractions and negative intermediate results are allowed."""
+"""The rules of TinyZero-style (``nums``) rows by default: TinyZero evaluates an answer, so any rational is allowed."""
 
 FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
 
@@ -86,11 +77,8 @@ def _int_list(x: Any) -> Any:
 
 
 def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
-    """The :class:`Problem` of one row (TinyZero, this package's, or verl style); ``ValueError`` / ``TypeError`` if malformed.
-
-    ``rules`` replaces the row's rules; without it a row's ``rules`` apply (a dict, its JSON, or a rules preset
-    name), else TinyZero's for ``nums`` rows and LongProc's for ``numbers`` rows.
-    """
+    """The :class:`Problem` of one row (``ValueError`` / ``TypeError`` if malformed), under ``rules``, else the
+    row's ``rules`` (a dict, its JSON or a preset name), else TinyZero's (``nums``) or LongProc's (``numbers``)."""
     if not isinstance(row, Mapping):
         raise TypeError(f"a row must be a mapping of column -> value, got {type(row).__name__}")
     if "numbers" not in row and "nums" not in row and isinstance(row.get("reward_model"), Mapping):
@@ -111,13 +99,8 @@ def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
             row_rules = json.loads(row_rules)
         rules = Rules.from_dict(dict(row_rules)) if isinstance(row_rules, Mapping) else Rules.preset(str(row_rules))
     pid = row.get("id")
-    return Problem(
-        numbers=_int_list(numbers),
-        target=_int(row["target"]),
-        rules=rules or default,
-        id=str(pid) if pid is not None else None,
-        preset=row.get("preset") if isinstance(row.get("preset"), str) else None,
-    )
+    return Problem(_int_list(numbers), _int(row["target"]), rules or default, id=str(pid) if pid is not None else None,
+                   preset=row.get("preset") if isinstance(row.get("preset"), str) else None)
 
 
 class _BadRow(ValueError):
@@ -125,8 +108,7 @@ class _BadRow(ValueError):
 
 
 def _cell(text: Any) -> Any:
-    """A CSV cell as the JSON value it spells, else the text; :class:`_BadRow` for JSON that Python refuses to
-    build (an integer of more digits than ``sys.get_int_max_str_digits()``, nesting deeper than the parser's)."""
+    """A CSV cell as the JSON value it spells, else the text; :class:`_BadRow` for JSON Python refuses to build."""
     try:
         return json.loads(text)
     except (TypeError, json.JSONDecodeError):
@@ -168,8 +150,7 @@ def _read_file(path: Path) -> Iterable[Mapping[str, Any]]:
 
 
 def _csv_rows(path: Path) -> Iterator[Any]:
-    """One row per CSV record; a record the reader refuses (a cell over ``csv.field_size_limit()`` characters, a NUL
-    byte) is a :class:`_BadRow` and the reading goes on. A UTF-8 byte-order mark before the header is dropped."""
+    """One row per CSV record (a record the reader refuses is a :class:`_BadRow`); a leading UTF-8 BOM is dropped."""
     import csv
 
     # utf-8-sig: a leading byte-order mark is not part of the first column's name; a bad byte: that row only
@@ -248,8 +229,7 @@ def _puzzle_text(p: Problem, shown: int = 12) -> str:
 
 
 DEFAULT_SOLVER_TIMEOUT = 1.0
-"""Seconds the solver may spend on one row (an unsolvable TinyZero row of 7 numbers takes several seconds, see
-``docs/datasets.md``; 8 numbers far longer); past it the row is left out as ``timeout``."""
+"""Seconds the solver may spend on one row before it is left out as ``timeout``."""
 
 
 def load_problems(source: Any, *, rules: Rules | None = None, split: str | None = None, check_solvable: bool = True,
@@ -257,14 +237,12 @@ def load_problems(source: Any, *, rules: Rules | None = None, split: str | None 
     """Read problems from ``source``; every bad row is reported by row number, none stops the reading.
 
     Args:
-        source: A ``.jsonl`` / ``.json`` / ``.parquet`` / ``.csv`` file, a folder saved with ``datasets``
-            (``save_to_disk``), a ``datasets.Dataset`` or ``DatasetDict``, a pandas DataFrame, or a list of dicts.
-        rules: Play every problem under these rules (default: each row's own; see :func:`row_problem`).
+        source: A ``.jsonl`` / ``.json`` / ``.parquet`` / ``.csv`` file, a ``datasets`` folder, ``Dataset`` or
+            ``DatasetDict``, a pandas DataFrame, or a list of dicts.
+        rules: Play every problem under these rules (default: each row's own, :func:`row_problem`).
         split: Which split of a ``DatasetDict`` (needed when it has several).
-        check_solvable: Leave out (and report) rows without a solution; one solver call per row.
-        progress: Show a progress bar.
-        solver_timeout: Seconds the solver may spend on one row before the row is left out as ``timeout``
-            (``None``: no limit).
+        check_solvable: Leave out (and report) rows without a solution.
+        solver_timeout: Seconds the solver may spend on one row (``None``: no limit).
     """
     from tqdm import tqdm
 

@@ -1,19 +1,7 @@
-"""Frozen train / validation / test problem sets, shipped as JSONL with recorded SHA-256.
-
-The files live in ``countdown_gym/data/<preset>/<split>.jsonl`` (one :meth:`Problem.to_dict`
-per line). ``SPLIT_SHA256`` pins their content: :func:`load_split` refuses a file whose hash
-differs. ``countdown-gym splits`` (:mod:`countdown_gym.cli.splits`) regenerates them from :data:`SPLIT_SPEC` and
-checks them against those hashes (``--write`` rewrites the files and prints the new hashes); test
-problems never share a (sorted numbers, target) key with train or validation problems.
-
-Generation rules and play rules. The ``longproc-0.5k`` and ``hard`` files were generated under
-the strictly positive rules (:data:`~countdown_gym.game.rules.LEGACY_LONGPROC`, the record each line
-carries: ``"name":"longproc","sign":"positive"``), before the ``longproc`` rules took LongProc's
-own zero rule. Every problem solvable without a 0 stays solvable when a 0 is allowed, so the
-files are kept byte for byte and :func:`load_split` returns their problems under the rules they
-are played by, :data:`SPLIT_RULES` (``Rules.longproc()`` for both). Regenerating them still
-uses the generation rules (:data:`SPLIT_GENERATION_RULES`): with a 0 allowed more draws are
-solvable and the seeded stream would differ.
+"""Frozen train / validation / test problem sets, ``countdown_gym/data/<preset>/<split>.jsonl``, pinned by
+:data:`SPLIT_SHA256` (:func:`load_split` refuses a changed file); ``countdown-gym splits`` regenerates them. The
+``longproc-0.5k`` and ``hard`` files record the strictly positive generation rules (:data:`SPLIT_GENERATION_RULES`)
+and are played under :data:`SPLIT_RULES`.
 """
 
 from __future__ import annotations
@@ -39,20 +27,13 @@ SPLIT_SPEC: dict[str, dict[str, int]] = {
 }
 """Generation seed and size of each split per preset."""
 
-SPLIT_GENERATION_RULES: dict[str, Rules] = {
-    "longproc-0.5k": LEGACY_LONGPROC,
-    "tinyzero": Rules.tinyzero(),
-    "hard": LEGACY_LONGPROC,
-}
+SPLIT_GENERATION_RULES: dict[str, Rules] = {"longproc-0.5k": LEGACY_LONGPROC, "tinyzero": Rules.tinyzero(),
+                                             "hard": LEGACY_LONGPROC}
 """The rules each preset's split files were generated under (and record on every line)."""
 
-SPLIT_RULES: dict[str, Rules] = {
-    "longproc-0.5k": Rules.longproc(),
-    "tinyzero": Rules.tinyzero(),
-    "hard": Rules.longproc(),
-}
-"""The rules :func:`load_split` gives each preset's problems: the preset's own rules today. Every
-problem is solvable under them, as they allow every move the generation rules allow."""
+SPLIT_RULES: dict[str, Rules] = {"longproc-0.5k": Rules.longproc(), "tinyzero": Rules.tinyzero(),
+                                  "hard": Rules.longproc()}
+"""The rules :func:`load_split` gives each preset's problems (they allow every move the generation rules allow)."""
 
 SPLIT_SHA256: dict[str, dict[str, str]] = {
     "longproc-0.5k": {
@@ -118,13 +99,8 @@ def _load(preset: str, split: str) -> tuple[Problem, ...]:
 
 
 def load_split(preset: str, split: str, tier: str | None = None) -> list[Problem]:
-    """The frozen ``split`` of ``preset`` (checked against its SHA-256), under :data:`SPLIT_RULES`; with ``tier``, only its problems of that
-    difficulty tier (``"easy"``, ``"medium"``, ``"hard"``: :mod:`countdown_gym.data.labels`), in split order.
-
-    Example:
-        >>> test = load_split("longproc-0.5k", "test")
-        >>> easy = load_split("longproc-0.5k", "test", tier="easy")
-    """
+    """The frozen ``split`` of ``preset`` (hash-checked) under :data:`SPLIT_RULES`; with ``tier`` (``"easy"``,
+    ``"medium"``, ``"hard"``), only that tier's problems, in split order."""
     problems = list(_load(preset, split))
     if tier is None:
         return problems
@@ -146,20 +122,13 @@ def tampered_files() -> list[str]:
 
 
 def build_splits(preset: str) -> dict[str, list[Problem]]:
-    """Generate the splits of ``preset`` from :data:`SPLIT_SPEC` (disjoint by problem key).
-
-    The problems carry :data:`SPLIT_GENERATION_RULES` (what the files record), not the play rules.
-    """
+    """Generate the splits of ``preset`` (disjoint by key) under :data:`SPLIT_GENERATION_RULES`."""
     spec = SPLIT_SPEC[preset]
     config = get_config(preset).replace(rules=SPLIT_GENERATION_RULES[preset])
-    stream = iter_problems(config, spec["seed"])  # distinct keys across the whole stream
-    out: dict[str, list[Problem]] = {}
-    for split in ("test", "validation", "train"):
-        out[split] = [
-            p.__class__(p.numbers, p.target, p.rules, id=f"{preset}/{split}/{k}", preset=preset)
-            for k, p in zip(range(spec[split]), stream, strict=False)
-        ]
-    return out
+    stream = iter_problems(config, spec["seed"])  # distinct keys across the whole stream, drawn test first
+    return {split: [Problem(p.numbers, p.target, p.rules, id=f"{preset}/{split}/{k}", preset=preset)
+                    for k, p in zip(range(spec[split]), stream, strict=False)]
+            for split in ("test", "validation", "train")}
 
 
 def split_bytes(problems: list[Problem]) -> bytes:

@@ -1,29 +1,9 @@
-"""Compact search traces: short, line-per-move completions for small language models.
-
-The format (``docs/DESIGN.md``, "Compact search format"): one move per line,
-
-    <depth spaces><a><op><b>=<c> [n1,n2,...]
-
-where ``depth`` is the number of moves already made on the current path and the bracketed list
-is the number set after the move (the numbers not used, in their order, then ``c``). A line
-with a smaller depth than the line before it backtracks. After the search comes the final
-answer: a ``<Solution>`` block of ``a op b = c`` lines (default) or ``<answer>expr</answer>``.
-
-The search written here is a *pruned, solver-guided depth-first search* (documented in
-``docs/tiny_lm.md``):
-
-* at every state the moves are scanned in a fixed order: pairs ``(i < j)`` in the state's
-  order, the larger operand first, operations ``+ - * /``, only legal moves whose result is a
-  non-negative integer;
-* with two numbers left every such move is written in that order until one reaches the target
-  (a dead branch writes them all), so each leaf shows its own checks;
-* with three or more numbers left, the moves before the first one that keeps the target
-  reachable are dead ends: at most ``dead_ends[depth]`` of them are written, each followed by a
-  shallow look below it (``probe`` moves deep, leaves enumerated) and a backtrack; then the
-  first reachable move is taken.
-
-So every trace ends in a correct solution, shows honest failed attempts and backtracking, and
-stays short (see :func:`compact_trace_stats`).
+"""Compact search traces, line-per-move completions for small models (``docs/DESIGN.md``, ``docs/tiny_lm.md``):
+``<depth spaces><a><op><b>=<c> [n1,n2,...]`` (the set: the numbers not used, then ``c``; a smaller depth
+backtracks), then a ``<Solution>`` block or ``<answer>expr</answer>``. The search is a solver-guided DFS in a fixed
+scan order (pairs ``i < j``, larger operand first, ``+ - * /``, non-negative integer results): a two-number state
+writes its moves until one hits, a larger one at most ``dead_ends[depth]`` probed dead ends before the first move
+that keeps the target reachable.
 """
 
 from __future__ import annotations
@@ -32,9 +12,11 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from countdown_gym.game.expression import PRECEDENCE
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Number, Rules, format_number
+from countdown_gym.game.rules import Rules
 from countdown_gym.game.solver import reachable
+from countdown_gym.game.text_format import format_equation, format_state
 
 CompactMove = tuple[int, str, int, int]
 
@@ -44,23 +26,15 @@ class CompactTraceConfig:
     """How a compact trace is written.
 
     Attributes:
-        dead_ends: For each depth (0 = initial numbers) the most dead-end moves written before
-            the search takes a move that keeps the target reachable; depths beyond the tuple use
-            its last entry. Leaves (two numbers left) always enumerate. The default ``(0,)`` (the
-            solution path with enumerated leaves) is what the shipped tiny model was trained on;
-            ``(1, 0)`` adds one dead end and a backtrack at the initial numbers.
-        probe: How many further moves (first in scan order) are written below a dead end before
-            backtracking; a probed state with two numbers left always enumerates its leaf moves.
-        dead_end_rate: The chance that a state writes its dead ends at all (drawn per state from
-            the trace's seed). The default 1.0 always writes them, so with ``dead_ends=(2, 0)``
-            nearly every trace opens with a failed move; 0.5 opens half of them with the good
-            move and half with failed ones.
+        dead_ends: Per depth (0 = initial numbers; beyond the tuple, its last entry) the most dead-end moves written
+            before the move that keeps the target reachable. ``(0,)``: the shipped tiny model's data.
+        probe: Moves (first in scan order) written below a dead end before backtracking; a two-number state always
+            enumerates its leaves.
+        dead_end_rate: The chance, drawn per state from the trace's seed, that a state writes its dead ends at all.
         show_state: Append `` [n1,n2,...]`` (the number set after the move) to every line.
-        answer: ``"solution"`` for a ``<Solution>`` block, ``"answer"`` for ``<answer>expr</answer>``.
-        leaves: ``"enumerate"`` writes every move of a two-number state in scan order until one hits
-            the target (each leaf shows its own checks); ``"direct"`` writes only the hitting move,
-            so the search judges a two-number state instead of trying it out (with ``probe=0``,
-            a dead end is then one move and its backtrack: the multi-turn model's data).
+        answer: ``"solution"`` (a ``<Solution>`` block) or ``"answer"`` (``<answer>expr</answer>``).
+        leaves: ``"enumerate"`` writes a two-number state's moves until one hits; ``"direct"`` only the hit (with
+            ``probe=0`` a dead end is one move and its backtrack: the multi-turn model's data).
     """
 
     dead_ends: tuple[int, ...] = (0,)
@@ -81,10 +55,6 @@ class CompactTraceConfig:
             raise ValueError(f"answer must be 'solution' or 'answer', got {self.answer!r}")
         if self.leaves not in ("enumerate", "direct"):
             raise ValueError(f"leaves must be 'enumerate' or 'direct', got {self.leaves!r}")
-
-
-def _state_text(state: Sequence[Number]) -> str:
-    return "[" + ",".join(format_number(x) for x in state) + "]"
 
 
 def _moves(state: Sequence[int], rules: Rules) -> list[tuple[CompactMove, tuple[int, ...]]]:
@@ -118,7 +88,7 @@ class _Writer:
         a, op, b, c = move
         text = " " * depth + f"{a}{op}{b}={c}"
         if self.config.show_state:
-            text += " " + _state_text(nxt)
+            text += " " + format_state(nxt)
         self.lines.append(text)
 
     def keeps_target(self, state: tuple[int, ...]) -> bool:
@@ -175,16 +145,15 @@ class _Writer:
 
 def _solution_text(path: list[CompactMove], numbers: tuple[int, ...], answer: str) -> str:
     if answer == "solution":
-        body = "\n".join(f"{a} {op} {b} = {c}" for a, op, b, c in path)
+        body = "\n".join(format_equation(*move) for move in path)
         return f"<Solution>\n{body}\n</Solution>"
     exprs: list[tuple[int, str, int]] = [(x, str(x), 3) for x in numbers]
-    prec = {"+": 1, "-": 1, "*": 2, "/": 2}
     for a, op, b, c in path:
         ia = next(k for k, e in enumerate(exprs) if e[0] == a)
         ea = exprs.pop(ia)
         ib = next(k for k, e in enumerate(exprs) if e[0] == b)
         eb = exprs.pop(ib)
-        p = prec[op]
+        p = PRECEDENCE[op]
         left = ea[1] if ea[2] >= p else f"({ea[1]})"
         right = eb[1] if eb[2] > p else f"({eb[1]})"
         exprs.append((c, f"{left}{op}{right}", p))
@@ -198,14 +167,11 @@ def compact_trace(
     shuffle_seed: int | None = None,
     seed: int | None = None,
 ) -> str:
-    """The compact search trace of ``problem`` followed by its final answer.
+    """The compact search trace of ``problem`` and its final answer.
 
-    ``shuffle_seed`` (optional) permutes the numbers first, as :func:`shuffled` does; the
-    trace then scans the permuted order (use the same permutation in the prompt). ``seed`` seeds
-    the draws of ``config.dead_end_rate`` (default: ``shuffle_seed``, else 0), so a trace is a
-    function of its arguments.
-    Raises ``ValueError`` when the problem has no solution whose intermediate results are all
-    non-negative integers (the only numbers the format writes).
+    ``shuffle_seed`` permutes the numbers first (:func:`shuffled`; use the same order in the prompt); ``seed`` seeds
+    the ``dead_end_rate`` draws (default ``shuffle_seed``, else 0). ``ValueError`` when no solution has only
+    non-negative integer intermediates.
     """
     rules = rules or problem.rules
     config = config or CompactTraceConfig()

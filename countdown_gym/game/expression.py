@@ -1,14 +1,9 @@
-"""A safe parser and exact evaluator for Countdown answer expressions.
+"""A safe parser and exact evaluator for answer expressions: no ``eval``, no recursion (a regex tokenizer, an
+iterative shunting-yard parser to postfix order, :meth:`Rules.check` on every operator node).
 
-No ``eval``, no recursion: a regex tokenizer, an iterative shunting-yard parser that turns the
-expression into postfix (RPN) order, and an evaluator that applies :meth:`Rules.check` to every
-operator node, so each intermediate result obeys the rules.
-
-Accepted text: ASCII digits ``0-9``, the operators ``+ - * /``, parentheses, whitespace, and
-the aliases ``×`` (times), ``÷`` (divide) and ``−`` (U+2212 minus). An optional trailing
-``= N`` states the value; :func:`parse_expression` keeps it as ``claimed`` and the verifier
-checks it. Everything else is rejected with an :class:`ExpressionError` carrying a
-machine-readable ``reason`` code (see ``docs/verifier.md``).
+Accepted: ASCII digits, ``+ - * /``, parentheses, whitespace and the aliases ``×``, ``÷``, ``−``; an optional
+trailing ``= N`` is kept as ``claimed``. Anything else raises :class:`ExpressionError` with a ``reason`` code
+(``docs/verifier.md``).
 """
 
 from __future__ import annotations
@@ -17,7 +12,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from countdown_gym.game.rules import Number, Rules, format_number
+from countdown_gym.game.rules import Number, Rules, format_number, normalize
 
 MAX_ANSWER_CHARS = 100_000
 """Longer answers are rejected (``answer_too_long``) before any parsing."""
@@ -31,10 +26,11 @@ MAX_TOKENS = 50_000
 OPERATOR_ALIASES: dict[str, str] = {"×": "*", "÷": "/", "−": "-"}
 """Unicode operator spellings accepted as their ASCII operator."""
 
-_PREC = {"+": 1, "-": 1, "*": 2, "/": 2}
-_TOKEN = re.compile(r"([0-9]+)|(\*\*|[-+*/()=^×÷−])|([ \t\r\n]+)")
+PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}
+_TOKEN = re.compile(r"([0-9]+)|(\*\*|[-+*/()=^×÷−])|(\s+)|(.)", re.DOTALL)
 
 Move = tuple[Number, str, Number, Number]
+"""``(a, op, b, result)``: one arithmetic step."""
 
 
 class ExpressionError(ValueError):
@@ -49,11 +45,8 @@ class ExpressionError(ValueError):
 
 @dataclass(frozen=True)
 class ParsedExpression:
-    """An expression in postfix order.
-
-    ``rpn`` holds ints (number literals) and operator strings; ``numbers`` the literals in
-    reading order; ``claimed`` the value after a trailing ``=``, or ``None``.
-    """
+    """An expression in postfix order: ``rpn`` (int literals and operators), ``numbers`` (the literals in reading
+    order), ``claimed`` (the value after a trailing ``=``, or ``None``)."""
 
     rpn: tuple[int | str, ...]
     numbers: tuple[int, ...]
@@ -70,26 +63,16 @@ def classify_character(ch: str) -> tuple[str, str]:
 
 
 def tokenize(text: str) -> list[tuple[str, str, int]]:
-    """``(kind, text, position)`` tokens; kind is ``num``, ``op``, ``(``, ``)`` or ``=``.
-
-    Operator aliases are mapped to ASCII. Raises :class:`ExpressionError` on anything else.
-    """
+    """``(kind, text, position)`` tokens (kind ``num``, ``op``, ``(``, ``)``, ``=``); else :class:`ExpressionError`."""
     if len(text) > MAX_ANSWER_CHARS:
         raise ExpressionError("answer_too_long", f"answer has {len(text)} characters; the limit is {MAX_ANSWER_CHARS}")
     tokens: list[tuple[str, str, int]] = []
-    pos, n = 0, len(text)
-    match = _TOKEN.match
     depth = 0
-    while pos < n:
-        m = match(text, pos)
-        if m is None:
-            ch = text[pos]
-            if ch.isspace():
-                pos += 1
-                continue
-            reason, message = classify_character(ch)
+    for m in _TOKEN.finditer(text):
+        num, op, bad, pos = m[1], m[2], m[4], m.start()
+        if bad is not None:
+            reason, message = classify_character(bad)
             raise ExpressionError(reason, f"{message} (position {pos})", pos)
-        num, op = m.group(1), m.group(2)
         if num is not None:
             tokens.append(("num", num, pos))
         elif op is not None:
@@ -105,7 +88,6 @@ def tokenize(text: str) -> list[tuple[str, str, int]]:
             tokens.append((op if op in "()=" else "op", op, pos))
         if len(tokens) > MAX_TOKENS:
             raise ExpressionError("too_many_tokens", f"more than {MAX_TOKENS} tokens")
-        pos = m.end()
     return tokens
 
 
@@ -139,20 +121,22 @@ def _lex(text: str) -> list[str]:
     return toks
 
 
-def _parse_claim(toks: list[str]) -> Number:
-    """The value after ``=``: ``N``, ``-N``, ``p/q`` or ``-p/q``."""
-    sign = 1
-    if toks[:1] == ["-"]:
-        sign, toks = -1, toks[1:]
-    if len(toks) == 1 and toks[0].isdigit():
-        return sign * parse_number_literal(toks[0])
-    if len(toks) == 3 and toks[0].isdigit() and toks[1] == "/" and toks[2].isdigit():
-        q = parse_number_literal(toks[2])
+_VALUE = re.compile(r"(-)? ?([0-9]+)(?: ?/ ?([0-9]+))?")
+
+
+def parse_value(text: str, reason: str) -> Number:
+    """``N``, ``-N``, ``p/q`` or ``-p/q`` (tokens may be spaced) as an exact number, literals as
+    :func:`parse_number_literal` reads them; an :class:`ExpressionError` of ``reason`` for anything else."""
+    m = _VALUE.fullmatch(text)
+    if m is None:
+        raise ExpressionError(reason, f"expected a single number, got {text[:40]!r}")
+    v: Number = parse_number_literal(m[2])
+    if m[3] is not None:
+        q = parse_number_literal(m[3])
         if q == 0:
-            raise ExpressionError("malformed_equation", "the stated value divides by zero")
-        v = Fraction(parse_number_literal(toks[0]), q) * sign
-        return v.numerator if v.denominator == 1 else v
-    raise ExpressionError("malformed_equation", "after '=' there must be a single number")
+            raise ExpressionError(reason, f"{text[:40]!r} divides by zero")
+        v = normalize(Fraction(v, q))
+    return -v if m[1] else v
 
 
 class _Fail(Exception):
@@ -172,7 +156,7 @@ def parse_expression(text: str) -> ParsedExpression:
             raise ExpressionError("malformed_equation", "more than one '=' in the answer")
         if not rhs:
             raise ExpressionError("malformed_equation", "nothing after '='")
-        claimed = _parse_claim(rhs)
+        claimed = parse_value(" ".join(rhs), "malformed_equation")
         toks = toks[:eq]
     if not toks:
         raise ExpressionError("empty_answer", "the answer contains no expression")
@@ -196,7 +180,7 @@ def _shunting_yard(toks: list[str]) -> tuple[list[int | str], list[int]]:
     expect_operand = True
     prev = ""  # "", "num", "(", ")" or "op"
     depth = 0
-    prec = _PREC
+    prec = PRECEDENCE
     for i, tok in enumerate(toks):
         if "0" <= tok[0] <= "9":
             if not expect_operand:
@@ -255,12 +239,8 @@ def _shunting_yard(toks: list[str]) -> tuple[list[int | str], list[int]]:
 
 
 def evaluate(parsed: ParsedExpression, rules: Rules | None = None) -> tuple[Number, list[Move]]:
-    """Exact value and the steps ``(a, op, b, result)`` in evaluation order.
-
-    Every operator node goes through :meth:`Rules.check`; the first illegal one raises an
-    :class:`ExpressionError` with the rule's reason code (``division_by_zero``,
-    ``non_integer_result``, ``negative_result``, ``zero_result``, ``exceeds_limit``).
-    """
+    """Exact value and the steps ``(a, op, b, result)`` in evaluation order; the first node :meth:`Rules.check`
+    refuses raises :class:`ExpressionError` with its reason code."""
     rules = rules or Rules.longproc()
     stack: list[Number] = []
     steps: list[Move] = []
@@ -272,9 +252,8 @@ def evaluate(parsed: ParsedExpression, rules: Rules | None = None) -> tuple[Numb
         a = stack.pop()
         r, reason = rules.check(a, item, b)
         if r is None:
-            raise ExpressionError(
-                reason, f"{format_number(a)} {item} {format_number(b)} is not allowed under the {rules.name} rules ({reason})"
-            )
+            raise ExpressionError(reason, f"{format_number(a)} {item} {format_number(b)} is not allowed under the "
+                                          f"{rules.name} rules ({reason})")
         steps.append((a, item, b, r))
         stack.append(r)
     return stack[0], steps

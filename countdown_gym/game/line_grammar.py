@@ -1,25 +1,6 @@
-"""The reasoning-line grammar: the one home of every line form the text env reads.
-
-:func:`parse_line` classifies one line of generated text. The forms (``docs/text_env.md`` has
-examples of each):
-
-* LongProc DFS lines (what :func:`countdown_gym.game.trace.dfs_trace` writes): ``Initial number set``,
-  ``Pick two numbers``, ``Try a op b = c. ...`` with its outcome (``Add c to the number set.
-  Current number set: [..], target: T. Options ...``, ``Evaluate c == T, target found!``,
-  ``Evaluate c != T, drop this branch.``, ``... is a decimal``, ``... exceeds the maximum
-  intermediate result``, ``... is not positive``, ``(invalid operation)``); indentation
-  ``" " * level + "|- "``; an optional ``### Current State: [..]`` annotation on any line.
-* Trace-back lines: ``Final step: a op b = c``, ``The step before: ...``, ``The first step: ...``.
-* Plain equations ``a op b = c`` (spaces around the operator and ``=``; optional ``Step 1:``,
-  ``1.`` or bullet prefix): ``<Solution>`` lines and free reasoning.
-* Compact search lines (``docs/DESIGN.md``): ``<depth spaces>a<op>b=c`` without inner spaces,
-  optionally `` [n1,n2,...]`` (the number set after the move). Negative numbers are written
-  ``-7``; a non-integer operand or result is written in parentheses, ``(3/2)``.
-* Tags: ``<Solution>``, ``</Solution>``, ``<answer>...</answer>``, ``<think>``, ``</think>``.
-
-Everything else is free text. Numbers are exact: ``int`` or :class:`fractions.Fraction`
-(``p/q``); a decimal such as ``4.6`` appears only in LongProc's "is a decimal" lines and is
-kept as its exact :class:`~fractions.Fraction`.
+"""The reasoning-line grammar, the one home of every line form the text env reads (``docs/text_env.md``):
+:func:`parse_line` classifies LongProc DFS and trace-back lines, plain equations, compact lines, tags and free text,
+with exact ``int`` / ``Fraction`` numbers (a LongProc decimal is kept as its exact ``Fraction``).
 """
 
 from __future__ import annotations
@@ -31,8 +12,6 @@ from fractions import Fraction
 from countdown_gym.game.expression import MAX_NUMBER_DIGITS, parse_number_literal
 from countdown_gym.game.rules import Number, normalize
 
-# ---- numbers -------------------------------------------------------------------------------
-
 _N = r"-?[0-9]+(?:/[0-9]+)?"
 _DEC = r"-?[0-9]+\.[0-9]+"
 _NC = r"\(-?[0-9]+(?:/[0-9]+)?\)|-?[0-9]+"  # compact operand: bare integer or parenthesised
@@ -43,8 +22,7 @@ _RE_DECIMAL = re.compile(_DEC)
 
 
 def _int(digits: str) -> int:
-    """A signed ASCII integer literal, held to the verifier's literal rules (no leading zero, at
-    most ``MAX_NUMBER_DIGITS`` digits): ``04`` in a move is as invalid as in an answer."""
+    """A signed ASCII integer literal under the verifier's literal rules (no leading zero, digit limit)."""
     body = digits[1:] if digits[:1] == "-" else digits
     if body.isascii() and body.isdigit() and len(body) <= MAX_NUMBER_DIGITS and (body[0] != "0" or len(body) == 1):
         return int(digits)  # the common case, within the rules checked below
@@ -53,11 +31,8 @@ def _int(digits: str) -> int:
 
 
 def parse_number(token: str) -> Number:
-    """``"37"`` -> 37, ``"-3"`` -> -3, ``"3/2"`` or ``"(3/2)"`` -> Fraction(3, 2), ``"4.6"`` -> Fraction(23, 5).
-
-    Raises ``ValueError`` for anything else (including a zero denominator, a leading zero such
-    as ``04``, and integers longer than the verifier's literal limit).
-    """
+    """``"37"``, ``"-3"``, ``"3/2"`` or ``"(3/2)"``, ``"4.6"`` -> an exact number; ``ValueError`` for anything else
+    (a zero denominator, a leading zero, too many digits)."""
     tok = token.strip()
     if tok.isascii() and tok.isdigit():
         return _int(tok)
@@ -86,8 +61,6 @@ def _pairs(text: str) -> tuple[tuple[Number, Number], ...]:
     return tuple((parse_number(a), parse_number(b)) for a, b in re.findall(rf"\(({_N}),\s*({_N})\)", text))
 
 
-# ---- parsed lines --------------------------------------------------------------------------
-
 LINE_KINDS: tuple[str, ...] = (
     "blank", "text", "header", "initial", "pick", "try", "traceback", "equation", "compact",
     "solution_open", "solution_close", "answer", "think",
@@ -95,30 +68,22 @@ LINE_KINDS: tuple[str, ...] = (
 """Every ``ParsedLine.kind``."""
 
 TRY_OUTCOMES: tuple[str, ...] = ("add", "found", "missed", "decimal", "exceeds", "not_positive", "invalid_op", "bare")
-"""What a ``Try`` line says happened: ``add`` (the search goes into the new set), ``found`` /
-``missed`` (last number compared with the target), four kinds of pruning, or ``bare`` (no
-outcome written)."""
+"""What a ``Try`` line says happened: ``add``, ``found`` / ``missed``, four kinds of pruning, or ``bare`` (none)."""
 
 DROP_OUTCOMES: frozenset[str] = frozenset({"decimal", "exceeds", "not_positive", "invalid_op"})
 
 
 @dataclass(frozen=True)
 class ParsedLine:
-    """One line of generated text, classified; claims are kept as written, nothing is checked.
+    """One line, classified; claims are kept as written, nothing is checked.
 
     Attributes:
         kind: One of :data:`LINE_KINDS`.
-        indent: Leading spaces: the LongProc level of ``pick`` / ``try`` lines, the depth of
-            ``compact`` lines.
-        a, op, b, c: The move a ``pick`` (``a``, ``b``), ``try``, ``traceback``, ``equation`` or
-            ``compact`` line states; ``c`` is ``None`` when no result is written.
+        indent: Leading spaces (the LongProc level, or a compact line's depth).
+        a, op, b, c: The move the line states (``c`` is ``None`` when no result is written).
         outcome: For ``try`` lines, one of :data:`TRY_OUTCOMES`.
-        numbers: The number set the line claims: ``initial`` numbers, a ``pick``'s numbers left,
-            a ``try``'s ``Current number set``, a ``compact`` line's ``[..]``; ``None`` if absent.
-        target: The target the line claims, if any.
-        evaluated: For ``found`` / ``missed``: the value written after ``Evaluate``.
-        added: For ``add``: the value written after ``Add``.
-        options: The ``Options for choosing two numbers`` pairs, if written.
+        numbers: The number set the line claims (initial numbers, numbers left, current set, ``[..]``), or ``None``.
+        target, evaluated, added, options: The target, ``Evaluate`` value, ``Add`` value and option pairs written.
         annotation: The ``### Current State: [..]`` set, if written.
         malformed: Why a claim could not be read (``None`` when every claim parsed).
     """
@@ -164,6 +129,7 @@ _RE_EQUATION = re.compile(rf"^\s*(?:(?:Step\s*[0-9]+\s*:|[0-9]+[.)])\s*|[-*\u202
 _RE_COMPACT = re.compile(
     rf"^(?P<ind> *)(?P<a>{_NC})(?P<op>[-+*/])(?P<b>{_NC})=(?P<c>{_NC})(?:\s*\[(?P<set>[^\]]*)\])?\s*$"
 )
+_DROP_WORDS = (("is a decimal", "decimal"), ("exceeds the maximum", "exceeds"), ("is not positive", "not_positive"))
 _SOLUTION_OPEN = ("<Solution>", "<solution>", "<SOLUTION>")
 _SOLUTION_CLOSE = ("</Solution>", "</solution>", "</SOLUTION>")
 _ANSWER_TAGS = ("<answer>", "<Answer>", "<ANSWER>", "</answer>", "</Answer>", "</ANSWER>")
@@ -187,14 +153,11 @@ def _parse_try(m: re.Match[str], annotation: tuple[Number, ...] | None, malforme
         return ParsedLine("try", len(m["ind"]), op=m["op"], outcome="bare", annotation=annotation, malformed=str(e))
     added = evaluated = target = None
     numbers = options = None
+    drop = next((o for words, o in _DROP_WORDS if words in rest), None)
     if m["inv"] is not None:
         outcome = "invalid_op"
-    elif "is a decimal" in rest:
-        outcome = "decimal"
-    elif "exceeds the maximum" in rest:
-        outcome = "exceeds"
-    elif "is not positive" in rest:
-        outcome = "not_positive"
+    elif drop is not None:
+        outcome = drop
     elif (e := _RE_EVAL.search(rest)) is not None:
         outcome = "found" if e["rel"] == "==" else "missed"
         evaluated, target = parse_number(e["v"]), int(e["t"])
@@ -216,10 +179,8 @@ def _parse_try(m: re.Match[str], annotation: tuple[Number, ...] | None, malforme
                 malformed = malformed or "unreadable options"
     else:
         outcome = "bare"
-    return ParsedLine(
-        "try", len(m["ind"]), a, m["op"], b, c, outcome, numbers, target, evaluated, added, options,
-        annotation, malformed,
-    )
+    return ParsedLine("try", len(m["ind"]), a, m["op"], b, c, outcome, numbers, target, evaluated, added, options,
+                      annotation, malformed)
 
 
 def _eq_line(kind: str, m: re.Match[str], indent: int = 0, numbers=None, annotation=None, malformed=None) -> ParsedLine:
@@ -231,7 +192,7 @@ def _eq_line(kind: str, m: re.Match[str], indent: int = 0, numbers=None, annotat
 
 
 def parse_line(line: str) -> ParsedLine:
-    """Classify one line (without its newline); never raises. See the module docstring."""
+    """Classify one line (without its newline); never raises."""
     line = line.rstrip("\r\n")
     if not line.strip():
         return ParsedLine("blank")
@@ -258,18 +219,15 @@ def _classify(line: str, body: str, indent: int, annotation, malformed) -> Parse
         m = _RE_PICK.match(line)
         if m is not None:
             left, bad = _claim_list(m["left"], "numbers left")
-            return ParsedLine(
-                "pick", len(m["ind"]), parse_number(m["a"]), None, parse_number(m["b"]), numbers=left,
-                annotation=annotation, malformed=malformed or bad,
-            )
+            return ParsedLine("pick", len(m["ind"]), parse_number(m["a"]), None, parse_number(m["b"]), numbers=left,
+                              annotation=annotation, malformed=malformed or bad)
     if body.startswith("Initial number set"):
         m = _RE_INIT.match(body)
         if m is not None:
             opt = _RE_OPTIONS.search(m["rest"])
-            return ParsedLine(
-                "initial", indent, numbers=parse_number_list(m["nums"]), target=int(m["t"]),
-                options=None if opt is None else _pairs(opt["opts"]), annotation=annotation, malformed=malformed,
-            )
+            return ParsedLine("initial", indent, numbers=parse_number_list(m["nums"]), target=int(m["t"]),
+                              options=None if opt is None else _pairs(opt["opts"]), annotation=annotation,
+                              malformed=malformed)
     if "<" in body:
         stripped = body.strip()
         if stripped in _SOLUTION_OPEN:

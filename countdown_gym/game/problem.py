@@ -15,17 +15,13 @@ def _check_int(x: Any, what: str) -> int:
     return x
 
 
+_METADATA = ("id", "preset", "num_solutions", "search_nodes")
+
+
 @dataclass(frozen=True)
 class Problem:
-    """A Countdown puzzle: reach ``target`` from ``numbers`` under ``rules``.
-
-    Only ``numbers``, ``target`` and ``rules`` define the puzzle (equality and hashing use them);
-    the remaining fields are metadata filled in by the generator when known.
-
-    Example:
-        >>> Problem(numbers=(21, 16, 17, 26), target=46)
-        Problem(numbers=(21, 16, 17, 26), target=46, rules=longproc)
-    """
+    """A Countdown puzzle: reach ``target`` from ``numbers`` under ``rules`` (what equality and hashing use); the
+    other fields are the generator's metadata."""
 
     numbers: tuple[int, ...]
     target: int
@@ -61,11 +57,7 @@ class Problem:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the frozen splits' line format)."""
         d: dict[str, Any] = {"numbers": list(self.numbers), "target": self.target, "rules": self.rules.to_dict()}
-        for k in ("id", "preset", "num_solutions", "search_nodes"):
-            v = getattr(self, k)
-            if v is not None:
-                d[k] = v
-        return d
+        return d | {k: getattr(self, k) for k in _METADATA if getattr(self, k) is not None}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Problem:
@@ -81,12 +73,4 @@ class Problem:
             rules = Rules.from_dict(rules)
         else:
             raise ValueError(f"a problem's 'rules' must be a dict, a preset name or absent, got {rules!r:.100}")
-        return cls(
-            numbers=d["numbers"],
-            target=d["target"],
-            rules=rules,
-            id=d.get("id"),
-            preset=d.get("preset"),
-            num_solutions=d.get("num_solutions"),
-            search_nodes=d.get("search_nodes"),
-        )
+        return cls(d["numbers"], d["target"], rules, **{k: d.get(k) for k in _METADATA})

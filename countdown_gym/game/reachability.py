@@ -1,21 +1,8 @@
-"""The solver's reachability search: memoised, target-directed, on exact internal rationals.
+"""The solver's reachability search (behind :func:`countdown_gym.game.solver.reachable`), memoised and exact.
 
-The machinery behind :func:`countdown_gym.game.solver.reachable`; legality comes from
-:class:`~countdown_gym.game.rules.Rules` (:meth:`Rules.within_bounds`, :meth:`Rules.answer_parts`).
-
-A sequence of moves that ends in one number is an expression tree over the whole multiset whose
-every node is a legal move, and every such tree can be played as moves. So ``t`` is reachable
-from ``S`` (all numbers used) iff ``S`` splits into two non-empty parts ``A | B`` with values
-``a`` of ``A`` and ``b`` of ``B`` such that ``a op b = t`` (either operand order) is legal. We
-enumerate the value set of the *smaller* part (memoised per sub-multiset) and, for each ``a``,
-solve ``a op b = t`` for ``b`` (at most six candidates) and ask whether the larger part can make
-``b``: a set lookup for parts of up to three numbers, else the same search recursively.
-Without ``use_all``, ``t`` is reachable iff some part the rules allow (:meth:`Rules.answer_parts`) makes it.
-
-Internally a rational is an ``int`` or a reduced pair ``(p, q)`` with ``q > 1`` (hashing and
-arithmetic on pairs is several times faster than on ``Fraction``); the public functions
-convert at the boundary. Results equal :meth:`Rules.check`'s exactly (tested against a
-brute-force move search).
+``t`` is reachable from ``S`` iff ``S`` splits into parts with values ``a`` and ``b`` such that ``a op b = t`` is
+legal: for each value of the smaller part we solve for ``b`` and ask the larger part (a set lookup up to three
+numbers, else recursively). Rationals are ``int`` or reduced ``(p, q)`` pairs; results equal :meth:`Rules.check`'s.
 """
 
 from __future__ import annotations
@@ -32,8 +19,7 @@ from countdown_gym.game.rules import Number, Rules
 
 Q = int | tuple[int, int]
 CACHE_CAP = 1 << 20
-"""Entries per cache (per Rules) before it is emptied: (state, target) answers and exact-split
-answers; the value-set and split caches hold ``CACHE_CAP // 32`` sub-multisets."""
+"""Entries per cache (per Rules) before it is emptied; the value-set and split caches hold ``CACHE_CAP // 32``."""
 
 
 def to_q(x: Number) -> Q:
@@ -133,9 +119,7 @@ class Reachability:
         return [r for r in c if ok(r)]
 
     def split(self, state: tuple[Q, ...]) -> list[tuple[tuple[Q, ...], tuple[Q, ...]]]:
-        """Distinct ``(A, B)`` splits into non-empty parts with ``len(A) <= len(B)``.
-
-        The deadline is looked at while the splits are built (a state of n numbers has about 2^(n-1) of them)."""
+        """Distinct ``(A, B)`` splits into non-empty parts with ``len(A) <= len(B)`` (checking the deadline)."""
         out = self.splits.get(state)
         if out is None:
             seen: set[tuple[Q, ...]] = set()
@@ -251,8 +235,7 @@ class Reachability:
 
 
 SPLIT_TABLE_MAX = 16
-"""States of at most this many numbers keep their index splits in a table; longer ones enumerate them lazily (a
-table for n numbers holds about 2^(n-1) splits: gigabytes at 22 numbers, never finished at 199)."""
+"""States of at most this many numbers keep their index splits in a table; longer ones enumerate them lazily."""
 
 
 def _split_indices(n: int) -> Iterable[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -274,7 +257,7 @@ def _iter_splits(n: int) -> Iterator[tuple[tuple[int, ...], tuple[int, ...]]]:
 
 
 class SolverTimeout(TimeoutError):
-    """:func:`~countdown_gym.game.solver.reachable` / :func:`~countdown_gym.game.solver.is_solvable` ran past their ``timeout`` (the answer is unknown)."""
+    """:func:`~countdown_gym.game.solver.reachable` ran past its ``timeout`` (the answer is unknown)."""
 
 
 DEADLINE = threading.local()

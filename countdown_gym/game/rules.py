@@ -1,19 +1,9 @@
 """The rules of a Countdown game: the one home of every rule variant, of move legality and of the win.
 
-Implementations of Countdown silently disagree on what an intermediate result may be. A
-:class:`Rules` value makes each choice explicit, and its methods are the one implementation of
-the rules every part of the package (solver, generator, verifier, traces, environments, wrappers,
-leaderboard) calls:
-
-* legality of a move: :meth:`Rules.check` (with a reason code), :meth:`Rules.apply`,
-  :meth:`Rules.legal_results` (the four results of an ordered pair) and
-  :meth:`Rules.within_bounds` (the sign and limit rules on a result);
-* the win: :meth:`Rules.wins` (a value in a state of ``left`` numbers), :meth:`Rules.is_won`
-  (a whole state), :meth:`Rules.may_leave` (numbers left unused) and :meth:`Rules.answer_parts`
-  (which sub-multisets of the numbers an answer may be built from).
-
-The batched numpy kernel of the vector env (``countdown_gym.envs.move_kernel``) is the one
-other form of legality, kept for speed and tested against :meth:`Rules.legal_results` move by move.
+Legality: :meth:`Rules.check` (with a reason code), :meth:`Rules.apply`, :meth:`Rules.legal_results`,
+:meth:`Rules.within_bounds`. The win: :meth:`Rules.wins`, :meth:`Rules.is_won`, :meth:`Rules.may_leave`,
+:meth:`Rules.answer_parts`. The vector env's numpy kernel (``countdown_gym.envs.move_kernel``) is the one other
+form of legality, tested against :meth:`Rules.legal_results` move by move.
 """
 
 from __future__ import annotations
@@ -40,15 +30,10 @@ class Rules:
 
     Attributes:
         name: A label stored with problems and submissions.
-        integer_only: Division must be exact (``7 / 2`` is illegal). ``False`` allows any
-            rational intermediate, computed exactly with :class:`fractions.Fraction`.
-        sign: ``"positive"`` (every result > 0), ``"nonnegative"`` (>= 0; what LongProc's
-            trace generator and verifier do: ``5 - 5 = 0`` is kept) or ``"any"``.
-        value_limit: Every result must be strictly below this value (LongProc drops a branch
-            whose result is >= 2000). ``None`` for no limit.
-        use_all: The final expression must use every number exactly once. If ``False``, any
-            sub-multiset of the numbers may be used (each at most once), and reaching the target
-            with numbers left over wins.
+        integer_only: Division must be exact; ``False`` allows any rational (exact ``Fraction``).
+        sign: ``"positive"`` (> 0), ``"nonnegative"`` (>= 0, LongProc's: ``5 - 5 = 0`` is kept) or ``"any"``.
+        value_limit: Every result must be below this (``None``: no limit).
+        use_all: The answer uses every number exactly once; ``False``: any sub-multiset, leftovers allowed.
     """
 
     name: str = "longproc"
@@ -76,25 +61,14 @@ class Rules:
         object.__setattr__(self, "_lo", lo)  # not fields: read by the hot legality checks below
         object.__setattr__(self, "_hi", hi)
 
-    # ---- presets -------------------------------------------------------------------------
     @classmethod
     def longproc(cls) -> Rules:
-        """LongProc's rules as its code applies them: all numbers once, integer results in ``0..1999``.
-
-        LongProc's prompt asks for positive intermediates, but its trace generator
-        (``build_countdown_demonstration``) keeps a 0 (``24 - 24 = 0``) and its verifier accepts
-        one; only negative, fractional and >= 2000 results are pruned. :func:`~countdown_gym.dfs_trace`
-        under these rules writes its traces byte for byte.
-        """
+        """LongProc's rules as its code applies them: all numbers once, integer results in ``0..1999`` (0 kept)."""
         return cls()
 
     @classmethod
     def longproc_positive(cls) -> Rules:
-        """The rules LongProc's prompt states: as :meth:`longproc` but every result must be > 0.
-
-        These were the rules named ``longproc`` in earlier versions of this package; a stored record of them
-        (``name="longproc"``, ``sign="positive"``) reads back as these (:meth:`from_dict`).
-        """
+        """As :meth:`longproc` but every result > 0 (LongProc's prompt; :data:`LEGACY_LONGPROC` reads back as these)."""
         return cls(name="longproc_positive", sign="positive")
 
     @classmethod
@@ -110,15 +84,10 @@ class Rules:
     @classmethod
     def preset(cls, name: str) -> Rules:
         """A preset by name: ``longproc``, ``longproc_positive``, ``tinyzero`` or ``classic``."""
-        presets = {
-            "longproc": cls.longproc,
-            "longproc_positive": cls.longproc_positive,
-            "tinyzero": cls.tinyzero,
-            "classic": cls.classic,
-        }
+        presets = ("classic", "longproc", "longproc_positive", "tinyzero")
         if name not in presets:
-            raise ValueError(f"unknown rules preset {name!r}; choose one of {sorted(presets)}")
-        return presets[name]()
+            raise ValueError(f"unknown rules preset {name!r}; choose one of {list(presets)}")
+        return getattr(cls, name)()
 
     def replace(self, **changes: Any) -> Rules:
         """A copy with some fields changed."""
@@ -129,12 +98,7 @@ class Rules:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Rules:
-        """Inverse of :meth:`to_dict`.
-
-        A record of the strictly positive rules under their old name (:data:`LEGACY_LONGPROC`,
-        written by earlier versions) reads back as :meth:`longproc_positive`: a stored record keeps
-        meaning the rules it was written under.
-        """
+        """Inverse of :meth:`to_dict`; :data:`LEGACY_LONGPROC` reads back as :meth:`longproc_positive`."""
         if not isinstance(data, dict):
             raise ValueError(f"Rules.from_dict needs a dict of Rules fields, got {type(data).__name__} {data!r:.100}")
         fields = {f.name for f in dataclasses.fields(cls)}
@@ -146,21 +110,10 @@ class Rules:
             return cls.longproc_positive()
         return rules
 
-    # ---- arithmetic ----------------------------------------------------------------------
     def result_range(self) -> tuple[float, float]:
-        """``(lo, hi)``: the bounds the sign and limit rules put on a move's result.
-
-        An integer result ``r`` passes them iff ``lo <= r < hi``; a fraction ``p / q`` in lowest
-        terms (``q > 1``, rational rules) iff ``lo <= p`` and ``p / q < hi``. ``lo`` is ``1``
-        (``sign="positive"``), ``0`` (``"nonnegative"``) or ``-inf`` (``"any"``); ``hi`` is
-        ``value_limit`` or ``inf``. The one home of these bounds: :meth:`check`'s reason codes,
-        the solver, the generator, the environments' masks and the batched kernels
-        (``countdown_gym.move_kernel``) all agree with it.
-
-        Example:
-            >>> Rules.longproc().result_range(), Rules.classic().result_range()
-            ((0, 2000), (1, inf))
-        """
+        """``(lo, hi)``, the one home of the sign and limit bounds: an integer result passes iff ``lo <= r < hi``, a
+        reduced fraction ``p / q`` iff ``lo <= p`` and ``p / q < hi``. ``lo``: 1, 0 or ``-inf``; ``hi``: the limit or
+        ``inf``."""
         lo = 1 if self.sign == "positive" else 0 if self.sign == "nonnegative" else -math.inf
         hi = math.inf if self.value_limit is None else self.value_limit
         return lo, hi
@@ -203,10 +156,7 @@ class Rules:
         return None, "exceeds_limit"
 
     def within_bounds(self, r: Number) -> bool:
-        """Whether a move's result ``r`` passes the sign and limit rules (:meth:`result_range`).
-
-        Integrality is a rule of division alone (:meth:`check`); this is the rest of a move's legality.
-        """
+        """Whether a move's result ``r`` passes the sign and limit rules (:meth:`result_range`)."""
         if type(r) is int:
             return self._lo <= r < self._hi  # type: ignore[attr-defined]
         r = Fraction(r)
@@ -215,15 +165,8 @@ class Rules:
         return self._lo <= r.numerator and r < self._hi  # type: ignore[attr-defined]  # p / q > 0 iff p > 0
 
     def legal_results(self, x: Number, y: Number) -> tuple[Number | None, Number | None, Number | None, Number | None]:
-        """``(x + y, x - y, x * y, x / y)``: each the move's result where :meth:`check` allows it, else ``None``.
-
-        Integer operands under ``integer_only`` rules take an inlined path (tested equal to :meth:`check`);
-        anything else asks :meth:`check` itself.
-
-        Example:
-            >>> Rules.longproc().legal_results(6, 4)
-            (10, 2, 24, None)
-        """
+        """``(x + y, x - y, x * y, x / y)``, each ``None`` where :meth:`check` refuses it (integers under
+        ``integer_only`` rules take an inlined path, tested equal to :meth:`check`)."""
         if not (self.integer_only and type(x) is int and type(y) is int):
             return tuple(self.check(x, op, y)[0] for op in OPERATORS)  # type: ignore[return-value]
         lo, hi = self._lo, self._hi  # type: ignore[attr-defined]
@@ -236,42 +179,23 @@ class Rules:
             q if q is not None and lo <= q < hi else None,
         )
 
-    # ---- the win -------------------------------------------------------------------------
     def may_leave(self, unused: Any) -> Any:
-        """Whether a won game may leave ``unused`` numbers unused: only none under ``use_all``.
-
-        Works elementwise on numpy arrays (returns a bool array there).
-        """
+        """Whether a won game may leave ``unused`` numbers unused (none under ``use_all``); elementwise on arrays."""
         return (unused == 0) | (not self.use_all)
 
     def wins(self, value: Any, left: Any, target: Any) -> Any:
-        """Whether ``value``, one of the ``left`` numbers of a state, wins the game: it equals the
-        target and the other ``left - 1`` numbers may stay unused (:meth:`may_leave`).
-
-        A move wins iff its result wins in the state it makes. Works elementwise on numpy arrays
-        (the vector env's batch), else returns a ``bool``.
-
-        Example:
-            >>> Rules.longproc().wins(24, 2, 24), Rules.classic().wins(24, 2, 24)
-            (False, True)
-        """
+        """Whether ``value``, one of the ``left`` numbers of a state, wins: it equals the target and the other
+        ``left - 1`` may stay unused. A move wins iff its result wins in the state it makes; elementwise on arrays."""
         return (value == target) & self.may_leave(left - 1)
 
     def is_won(self, values: Sequence[Number], target: Number) -> bool:
-        """Whether the state ``values`` is won: one of its numbers wins (:meth:`wins`).
-
-        Under ``use_all`` rules: the last number left equals the target; otherwise the target is
-        among the numbers.
-        """
+        """Whether the state ``values`` is won: one of its numbers wins (:meth:`wins`)."""
         left = len(values)
         return any(self.wins(v, left, target) for v in values)
 
     def answer_parts(self, numbers: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
-        """The sub-multisets of ``numbers`` a winning answer may use all of: ``numbers`` itself under
-        ``use_all``, else every distinct non-empty sub-multiset (in order of the bit masks of its positions).
-
-        The solver searches these parts; the items may be any hashable values.
-        """
+        """The sub-multisets of ``numbers`` (hashable items) a winning answer may use all of: ``numbers`` under
+        ``use_all``, else every distinct non-empty one, in bit-mask order of its positions."""
         numbers = tuple(numbers)
         if self.use_all:
             yield numbers
@@ -285,9 +209,8 @@ class Rules:
 
 
 LEGACY_LONGPROC = Rules(name="longproc", sign="positive")
-"""The rules named ``longproc`` in earlier versions (strictly positive intermediates), as stored
-records (split files, saved problems) spell them. :meth:`Rules.from_dict` reads this record as
-:meth:`Rules.longproc_positive`; the frozen ``longproc-0.5k`` and ``hard`` split files carry it."""
+"""The strictly positive rules under their earlier name ``longproc``, as the frozen ``longproc-0.5k`` and ``hard``
+split files record them; :meth:`Rules.from_dict` reads it as :meth:`Rules.longproc_positive`."""
 
 
 def normalize(x: Number) -> Number:

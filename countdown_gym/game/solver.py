@@ -1,10 +1,6 @@
-"""The exhaustive solver: the oracle behind generation, dense rewards and evaluation.
-
-A *state* is a multiset of numbers; a *move* replaces two of them, ``a`` and ``b``, with
-``a op b`` when :meth:`Rules.check` allows it. Reachability of the target from a state is
-memoised on the sorted state, so the oracle critic and the text environment can ask it on every
-step.
-"""
+"""The exhaustive solver, the oracle behind generation, dense rewards and evaluation. A state is a multiset of
+numbers; a move replaces ``a`` and ``b`` with ``a op b`` where :meth:`Rules.check` allows it. Reachability is
+memoised on the sorted state."""
 
 from __future__ import annotations
 
@@ -13,12 +9,10 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
 
+from countdown_gym.game.expression import PRECEDENCE, Move
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.reachability import CACHE_CAP, DEADLINE, Q, Reachability, from_q, to_q
 from countdown_gym.game.rules import Number, Rules, format_number
-
-Move = tuple[Number, str, Number, Number]
-"""``(a, op, b, result)``: one arithmetic step."""
 
 
 def canonical(state: Iterable[Number]) -> tuple[Number, ...]:
@@ -27,12 +21,8 @@ def canonical(state: Iterable[Number]) -> tuple[Number, ...]:
 
 
 def legal_moves(state: Sequence[Number], rules: Rules) -> Iterator[tuple[int, int, Move]]:
-    """Every legal move from ``state``: ``(i, j, (a, op, b, result))`` with ``a = state[i]``.
-
-    Legality is :meth:`Rules.legal_results`'s. Per pair ``i < j``: ``x + y``, ``x * y``, ``x - y``,
-    ``y - x``, ``x / y``, ``y / x`` (``+`` and ``*`` once per pair, the reversed ``-`` and ``/``
-    only when ``x != y``), those the rules allow.
-    """
+    """Every legal move from ``state``: ``(i, j, (a, op, b, result))`` with ``a = state[i]``. Per pair ``i < j``:
+    ``x + y``, ``x * y``, ``x - y``, ``y - x``, ``x / y``, ``y / x`` (the reversed ones only when ``x != y``)."""
     results = rules.legal_results
     n = len(state)
     for i in range(n):
@@ -98,21 +88,11 @@ def _oracle(rules: Rules | None) -> Reachability:
     return oracle
 
 
-def _reachable(state: tuple[Number, ...], target: Number, rules: Rules) -> bool:
-    """Reachability from a sorted, non-empty state (memoised)."""
-    return _oracle(rules).reachable(state, target)
-
-
 def reachable(state: Iterable[Number], target: Number, rules: Rules | None = None, *,
               timeout: float | None = None) -> bool:
-    """Whether ``target`` can still be reached from ``state`` (memoised).
-
-    When the target counts as reached is :meth:`Rules.wins` (under ``use_all`` rules it must be
-    the last number left; otherwise it may appear at any point). An empty state reaches nothing. ``timeout``: seconds after which the search gives up with
-    :class:`SolverTimeout` (checked between the splits of a state, so it stops within milliseconds of it; what
-    was finished stays cached, so asking again resumes). Without it the search runs to the end: seconds for an
-    unsolvable 7-number problem under TinyZero's rules, far longer for 8 numbers.
-    """
+    """Whether ``target`` can still be reached from ``state`` (memoised; the win is :meth:`Rules.wins`; an empty
+    state reaches nothing). ``timeout``: seconds after which it raises :class:`SolverTimeout` (what was finished stays
+    cached, so asking again resumes); without it an unsolvable 7-number TinyZero problem takes seconds."""
     st = tuple(sorted(x if isinstance(x, Fraction) else operator.index(x) for x in state))  # numpy ints -> int
     if not st:
         return False
@@ -128,20 +108,15 @@ def reachable(state: Iterable[Number], target: Number, rules: Rules | None = Non
 
 
 def is_solvable(numbers: Iterable[int], target: int, rules: Rules | None = None, *, timeout: float | None = None) -> bool:
-    """Whether the puzzle ``(numbers, target)`` has a solution under ``rules`` (default LongProc); ``timeout`` as in
-    :func:`reachable`."""
+    """Whether ``(numbers, target)`` has a solution under ``rules`` (``timeout``: :func:`reachable`'s)."""
     return reachable(numbers, target, rules, timeout=timeout)
 
 
 def cache_info() -> dict[str, int]:
     """Hit/miss counts and size of the ``(state, target)`` reachability caches (all rules)."""
     oracles = list(_ORACLES.values())
-    return {
-        "hits": sum(o.hits for o in oracles),
-        "misses": sum(o.misses for o in oracles),
-        "size": sum(len(o.reach) for o in oracles),
-        "maxsize": CACHE_CAP,
-    }
+    return {"hits": sum(o.hits for o in oracles), "misses": sum(o.misses for o in oracles),
+            "size": sum(len(o.reach) for o in oracles), "maxsize": CACHE_CAP}
 
 
 def clear_cache() -> None:
@@ -162,11 +137,6 @@ def reachable_values(numbers: Iterable[Number], rules: Rules | None = None) -> f
     return frozenset(from_q(v) for v in vals)
 
 
-# ---- solutions as expressions ----------------------------------------------------------------
-
-_PREC = {"+": 1, "-": 1, "*": 2, "/": 2}
-
-
 def _wrap(expr: str, prec: int, need: int, strict: bool) -> str:
     if prec < need or (strict and prec == need):
         return f"({expr})"
@@ -174,7 +144,7 @@ def _wrap(expr: str, prec: int, need: int, strict: bool) -> str:
 
 
 def _combine(a: tuple[str, int], op: str, b: tuple[str, int]) -> tuple[str, int]:
-    p = _PREC[op]
+    p = PRECEDENCE[op]
     right_a, right_b = _wrap(a[0], a[1], p, strict=True), _wrap(b[0], b[1], p, strict=True)
     if op in "+*" and right_b < right_a:  # one canonical order for commutative operands
         # compare both operands written the same way, so (a, b) and (b, a) give one string
@@ -183,25 +153,22 @@ def _combine(a: tuple[str, int], op: str, b: tuple[str, int]) -> tuple[str, int]
 
 
 def solve(problem: Problem, rules: Rules | None = None, limit: int | None = None) -> list[str]:
-    """Distinct solution expressions, e.g. ``["(6-2)*(5-3)", ...]``.
-
-    Expressions are written with the fewest parentheses that keep the evaluation order of the
-    steps (a same-precedence right operand is always parenthesised), and the operands of ``+``
-    and ``*`` in one canonical order, so two solutions differ only if their expression trees do.
-    Every expression verifies with :func:`countdown_gym.verify`. ``limit`` stops early.
-    """
+    """Distinct solution expressions, e.g. ``["(6-2)*(5-3)", ...]``, each verifying with :func:`countdown_gym.verify`:
+    fewest parentheses that keep the steps' order, ``+`` / ``*`` operands in one canonical order (two solutions
+    differ only if their trees do). ``limit`` stops early."""
     if not isinstance(problem, Problem):
         raise TypeError(f"solve() needs a Problem, got {type(problem).__name__}")
     rules = rules or problem.rules
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
     found: dict[str, None] = {}
+    oracle = _oracle(rules)
     target = problem.target
     wins = rules.wins
 
     def rec(items: list[tuple[Number, tuple[str, int]]]) -> bool:
         values = [v for v, _ in items]
-        if not _reachable(canonical(values), target, rules):
+        if not oracle.reachable(canonical(values), target):
             return False
         left = len(items)
         for v, e in items:
@@ -226,9 +193,7 @@ def count_solutions(problem: Problem, rules: Rules | None = None, cap: int | Non
     return len(solve(problem, rules, limit=cap))
 
 
-def solution_path(
-    numbers: Sequence[Number], target: Number, rules: Rules | None = None
-) -> list[Move] | None:
+def solution_path(numbers: Sequence[Number], target: Number, rules: Rules | None = None) -> list[Move] | None:
     """One sequence of moves from ``numbers`` that reaches ``target``, or ``None``."""
     rules = rules or Rules.longproc()
     state = tuple(numbers)

@@ -1,10 +1,6 @@
-"""Text forms the package writes: the character set of the text spaces (:data:`CHARSET`, :func:`sanitize`),
-the line writers (:func:`format_equation`, :func:`format_compact_line`, :func:`format_state_annotation`) and
-the prompt templates. The grammar that reads lines back is :mod:`countdown_gym.game.line_grammar`.
-
-Prompts: :func:`build_prompt` with style ``"longproc"`` (rules, procedure and an in-context
-example made by :func:`~countdown_gym.game.trace.dfs_trace`), ``"tinyzero"`` (``<think>`` /
-``<answer>``) or ``"compact"`` (one short line, for small models).
+"""Text the package writes: the text spaces' character set (:data:`CHARSET`, :func:`sanitize`), the line writers
+and the prompts (:func:`build_prompt`: ``"longproc"`` with a :func:`~countdown_gym.game.trace.dfs_trace` example,
+``"tinyzero"`` or ``"compact"``). Reading lines back is :mod:`countdown_gym.game.line_grammar`'s.
 """
 
 from __future__ import annotations
@@ -18,8 +14,6 @@ from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number, Rules, format_number, normalize
 from countdown_gym.game.trace import dfs_trace, format_list
 
-# ---- character set -------------------------------------------------------------------------
-
 REPLACEMENT_CHAR = "\ufffd"
 """Stands for any generated character outside :data:`CHARSET` in an observation."""
 
@@ -32,9 +26,7 @@ CHARSET: str = (
     + "\u2212\u2013\u2014\u2260\u2248\u2264\u2265\u2192\u2190\u2026\u2018\u2019\u201c\u201d\u2713\u2717"
     + REPLACEMENT_CHAR
 )
-"""Characters of the text spaces: printable ASCII, newline, tab, the printable Latin-1 supplement
-(``é ü × ÷ · ° ...``), a few maths / typography symbols (``− – — ≠ ≈ ≤ ≥ → ← … ‘ ’ “ ” ✓ ✗``)
-and U+FFFD."""
+"""The text spaces' characters: printable ASCII and Latin-1, newline, tab, a few symbols and U+FFFD."""
 
 _CHARSET_SET = frozenset(CHARSET)
 
@@ -46,37 +38,35 @@ def sanitize(text: str) -> str:
     return "".join(c if c in _CHARSET_SET else REPLACEMENT_CHAR for c in text)
 
 
-# ---- writers -------------------------------------------------------------------------------
-
-
 def format_equation(a: Number, op: str, b: Number, c: Number) -> str:
     """A plain equation line: ``"21 + 16 = 37"`` (the ``<Solution>`` block's form)."""
     return f"{format_number(a)} {op} {format_number(b)} = {format_number(c)}"
 
 
-def _compact_number(x: Number) -> str:
+def compact_number(x: Number) -> str:
+    """``37``, or a fraction in parentheses, ``(3/2)``: an operand of a compact line or an agent turn."""
     x = normalize(x)
     return str(x) if isinstance(x, int) else f"({format_number(x)})"
 
 
-def format_compact_line(
-    depth: int, a: Number, op: str, b: Number, c: Number, state: Sequence[Number] | None = None
-) -> str:
+def format_state(state: Sequence[Number]) -> str:
+    """``[14,6,8]``: a number set as compact lines, compact prompts and the multi-turn replies write it."""
+    return "[" + ",".join(format_number(x) for x in state) + "]"
+
+
+def format_compact_line(depth: int, a: Number, op: str, b: Number, c: Number,
+                        state: Sequence[Number] | None = None) -> str:
     """A compact search line: ``"  37+17=54 [26,54]"`` (``depth`` leading spaces)."""
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
         raise ValueError(f"depth must be an int >= 0, got {depth!r}")
-    text = " " * depth + f"{_compact_number(a)}{op}{_compact_number(b)}={_compact_number(c)}"
-    if state is not None:
-        text += " [" + ",".join(format_number(x) for x in state) + "]"
-    return text
+    text = " " * depth + f"{compact_number(a)}{op}{compact_number(b)}={compact_number(c)}"
+    return text if state is None else f"{text} {format_state(state)}"
 
 
 def format_state_annotation(state: Sequence[Number]) -> str:
     """``" ### Current State: [37, 17, 26]"``: the seed authors' suffix for a line."""
     return f" ### Current State: {format_list(tuple(state))}"
 
-
-# ---- prompts -------------------------------------------------------------------------------
 
 PROMPT_STYLES: tuple[str, ...] = ("longproc", "tinyzero", "compact")
 """Prompt templates :func:`build_prompt` knows."""
@@ -91,31 +81,22 @@ _EXAMPLE_CANDIDATES: tuple[tuple[tuple[int, ...], int], ...] = (
 
 def describe_rules(rules: Rules) -> str:
     """The rules in one English paragraph (used by the prompts)."""
-    parts = ["Use each of the given numbers exactly once" if rules.use_all else "Use each number at most once"]
-    parts.append("combine them with + - * /")
-    if rules.integer_only and rules.sign == "positive":
-        kind = "a positive integer"
-    elif rules.integer_only and rules.sign == "nonnegative":
-        kind = "a non-negative integer"
-    elif rules.integer_only:
-        kind = "an integer"
-    elif rules.sign == "positive":
-        kind = "a positive number (fractions are allowed)"
-    elif rules.sign == "nonnegative":
-        kind = "a non-negative number (fractions are allowed)"
-    elif rules.value_limit is None:  # nothing to require: say what is allowed
-        return ", ".join(parts) + "; intermediate results may be any number (negative numbers and fractions are allowed)."
-    else:
-        return ", ".join(parts) + (f"; every intermediate result must be less than {rules.value_limit} "
-                                   "(negative numbers and fractions are allowed).")
-    limit = "" if rules.value_limit is None else f" and less than {rules.value_limit}"
-    return ", ".join(parts) + f"; every intermediate result must be {kind}{limit}."
+    use = "Use each of the given numbers exactly once" if rules.use_all else "Use each number at most once"
+    head = f"{use}, combine them with + - * /; "
+    limit = "" if rules.value_limit is None else f"less than {rules.value_limit}"
+    if rules.sign == "any" and not rules.integer_only:  # nothing but the limit to require: say what is allowed
+        allowed = "(negative numbers and fractions are allowed)."
+        if not limit:
+            return f"{head}intermediate results may be any number {allowed}"
+        return f"{head}every intermediate result must be {limit} {allowed}"
+    kind = {"positive": "a positive ", "nonnegative": "a non-negative ", "any": "an "}[rules.sign]
+    kind += "integer" if rules.integer_only else "number (fractions are allowed)"
+    return f"{head}every intermediate result must be {kind}{f' and {limit}' if limit else ''}."
 
 
 @lru_cache(maxsize=32)
 def default_example(rules: Rules, avoid: tuple[tuple[int, ...], int] | None = None) -> Problem:
-    """The in-context example of the LongProc prompt: the first fixed candidate solvable under
-    ``rules`` (other than ``avoid``, a problem's ``key``)."""
+    """The LongProc prompt's example: the first candidate solvable under ``rules`` whose key is not ``avoid``."""
     for numbers, target in _EXAMPLE_CANDIDATES:
         p = Problem(numbers, target, rules)
         if avoid is not None and p.key == avoid:
@@ -133,21 +114,14 @@ def _task(problem: Problem) -> str:
 
 
 def longproc_prompt(problem: Problem, *, example: Problem | None = None, current_state: bool = False) -> str:
-    """The LongProc-style prompt: rules, the search procedure, one worked example, the task.
-
-    The example's completion is :func:`~countdown_gym.game.trace.dfs_trace` of ``example``
-    (default :func:`default_example` under the problem's rules); with ``current_state`` it carries
-    ``### Current State`` annotations and the prompt asks for them.
-    """
+    """The LongProc-style prompt: rules, the search procedure, a worked example (:func:`dfs_trace` of ``example``,
+    default :func:`default_example`), the task; ``current_state`` asks for ``### Current State`` annotations."""
     rules = problem.rules
     if example is None:
         example = default_example(rules, problem.key)
     larger = " Write the larger number first." if rules.integer_only and rules.sign != "any" else ""
-    annotate = (
-        " End every line of the search with '### Current State: [..]', the number set the search stands on after that line."
-        if current_state
-        else ""
-    )
+    annotate = (" End every line of the search with '### Current State: [..]', the number set the search stands on "
+                "after that line." if current_state else "")
     return (
         "Countdown: reach the target number by combining the given numbers with arithmetic.\n"
         f"Rules: {describe_rules(rules)}{larger}\n"
@@ -180,18 +154,10 @@ TINYZERO_ASSISTANT_PREFIX = "Let me solve this step by step.\n<think>"
 
 
 def chat_messages(problem: Problem, style: str = "longproc", *, prefill: bool = False) -> list[dict[str, str]]:
-    """The prompt of ``problem`` as chat messages for an instruction-tuned model.
-
-    ``tinyzero`` follows TinyZero's ``qwen-instruct`` template: its system message and the question as the user
-    turn. Other styles: one user message holding :func:`build_prompt`. The messages end with the user's turn, so a
-    renderer that opens the assistant turn itself (TRL's ``GRPOTrainer`` and verl render with
-    ``add_generation_prompt=True``; verifiers sends them to a chat API) opens it exactly once.
-
-    ``prefill=True`` (``tinyzero`` only) appends TinyZero's started assistant turn
-    (:data:`TINYZERO_ASSISTANT_PREFIX`), which only a renderer that *continues* the final message keeps intact
-    (``apply_chat_template(..., continue_final_message=True)``, as :func:`render_chat_prompt` does). TRL 1.16's
-    ``GRPOTrainer`` does not: it would close that turn and open a second one. For TinyZero's exact pre-filled
-    prompt under TRL, pass the text of :func:`render_chat_prompt` as a plain-text ``prompt``.
+    """The prompt as chat messages ending with the user's turn (so a renderer opens the assistant turn once):
+    ``tinyzero``, TinyZero's ``qwen-instruct`` system and user messages; other styles, one user message of
+    :func:`build_prompt`. ``prefill=True`` (``tinyzero``) appends :data:`TINYZERO_ASSISTANT_PREFIX`, which only a
+    renderer that continues the final message keeps (:func:`render_chat_prompt`; not TRL's ``GRPOTrainer``).
     """
     if style != "tinyzero":
         return [{"role": "user", "content": build_prompt(problem, style)}]
@@ -203,12 +169,8 @@ def chat_messages(problem: Problem, style: str = "longproc", *, prefill: bool = 
 
 
 def render_chat_prompt(problem: Problem, tokenizer: Any, style: str = "tinyzero") -> str:
-    """The prompt text a chat model sees: :func:`chat_messages` through ``tokenizer``'s chat template, with the
-    assistant turn opened once (``tinyzero``: opened and continued after TinyZero's pre-fill).
-
-    A leading BOS the template writes is left out when the tokenizer adds it itself, so ``tokenizer(text)``
-    (what TRL does with a plain-text ``prompt``) holds it once.
-    """
+    """:func:`chat_messages` through ``tokenizer``'s chat template, the assistant turn opened once (``tinyzero``:
+    continued after its pre-fill); a leading BOS the tokenizer adds itself is left out."""
     prefill = style == "tinyzero"
     messages = chat_messages(problem, style, prefill=prefill)
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=not prefill,
@@ -222,13 +184,9 @@ def render_chat_prompt(problem: Problem, tokenizer: Any, style: str = "tinyzero"
 
 
 def trainer_prompt(problem: Problem, style: str, tokenizer: Any, chat_template: bool = True) -> str | list[dict[str, str]]:
-    """The prompt of ``problem`` as a trainer that renders chat messages itself takes it (TRL's ``GRPOTrainer``).
-
-    With ``chat_template`` and a tokenizer that has one: :func:`chat_messages` (ending with the user's turn: the
-    trainer opens the assistant turn), except ``tinyzero``, the text of :func:`render_chat_prompt` (the trainer
-    cannot continue TinyZero's pre-filled assistant turn). Otherwise, and always for ``compact``, the plain text of
-    :func:`build_prompt`.
-    """
+    """The prompt for a trainer that renders chat itself (TRL's ``GRPOTrainer``): with a chat template,
+    :func:`chat_messages` (``tinyzero``: the text of :func:`render_chat_prompt`); else, and for ``compact``,
+    :func:`build_prompt`."""
     if style != "compact" and chat_template and getattr(tokenizer, "chat_template", None):
         return render_chat_prompt(problem, tokenizer, style) if style == "tinyzero" else chat_messages(problem, style)
     return build_prompt(problem, style)
@@ -236,7 +194,7 @@ def trainer_prompt(problem: Problem, style: str, tokenizer: Any, chat_template: 
 
 def compact_prompt(problem: Problem) -> str:
     """The one-line prompt for small models: ``"Numbers: [37,14,29,6] Target: 46\\n"``."""
-    return "Numbers: [" + ",".join(format_number(x) for x in problem.numbers) + f"] Target: {problem.target}\n"
+    return f"Numbers: {format_state(problem.numbers)} Target: {problem.target}\n"
 
 
 def build_prompt(problem: Problem, style: str = "longproc", **kwargs: Any) -> str:

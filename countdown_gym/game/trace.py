@@ -1,32 +1,21 @@
 """LongProc-format depth-first search traces, and a parser that reads them back.
 
-The writer follows LongProc's reference search: pairs ``(i < j)`` in list order, each pair
-swapped so ``a >= b``, operations tried in the order ``+ - * /``, the new number prepended to
-the numbers left. Indentation is ``" " * depth + "|- "``. Under :meth:`Rules.longproc`
-(non-negative integers below 2000, a 0 kept) the text is byte for byte what LongProc's own
-generator, ``build_countdown_demonstration``, writes (``tests/test_longproc_fidelity.py``). Rules
-that LongProc does not have add lines of their own (documented in ``docs/trace_format.md``):
-
-* ``sign="positive"`` (:meth:`Rules.longproc_positive`, :meth:`Rules.classic`) drops ``a - a = 0``
-  with ``0 is not positive``;
-* rational rules keep non-integer results (written ``p/q``) and also try ``b / a``;
-* ``sign="any"`` also tries ``b - a`` and ``b / a`` (``-21 / 7`` is whole where ``7 / -21`` is not).
-
-With ``current_state=True`` every line ends in ``### Current State: [..]``, the number set the
-search stands on after that line (the seed authors' annotation).
+The writer follows LongProc's reference search (pairs ``i < j``, each swapped so ``a >= b``, ``+ - * /``, the new
+number prepended, indentation ``" " * depth + "|- "``); under :meth:`Rules.longproc` it writes byte for byte what
+LongProc's ``build_countdown_demonstration`` does. Other rules add lines of their own (``docs/trace_format.md``).
+``current_state=True`` ends every line in ``### Current State: [..]``, the set the search stands on after it.
 """
 
 from __future__ import annotations
 
-import re
+import operator
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
+from countdown_gym.game.line_grammar import DROP_OUTCOMES, parse_line
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number, Rules, format_number, normalize
-
-_STEP_NAMES_FIRST = "The first step"
 
 
 def format_list(xs: list[Number] | tuple[Number, ...]) -> str:
@@ -57,208 +46,122 @@ def _ops(a: Number, b: Number, rules: Rules) -> list[tuple[Number, str, Number]]
     return ops
 
 
+Visit = Callable[[int, list[Number], list[Number]], None]
+"""``visit(depth, state, next_state)``: called for every legal move the reference DFS makes."""
+_ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
+
+
 @dataclass
 class _Search:
+    """The reference DFS; it writes its lines (``write``) or only counts its ``Try`` lines in ``tries``."""
+
     target: int
     rules: Rules
-    current_state: bool
-    lines: list[str]
-    path: list[str]
+    current_state: bool = False
+    write: bool = True
+    visit: Visit | None = None
+    lines: list[str] = field(default_factory=list)
+    path: list[str] = field(default_factory=list)
     tries: int = 0
 
     def emit(self, text: str, state: list[Number]) -> None:
-        if self.current_state:
-            text += f" ### Current State: {format_list(state)}"
-        self.lines.append(text)
+        self.lines.append(f"{text} ### Current State: {format_list(state)}" if self.current_state else text)
 
-    def node(self, nums: list[Number], depth: int) -> bool:
+    def node(self, nums: list[Number], depth: int, moves: int = 0) -> bool:
         """Search below ``nums`` (already announced); True when the target was found."""
         level = depth + 1 if len(nums) > 2 else depth
         for a, b, left in _pairs(nums):
-            if len(nums) > 2:
-                self.emit(
-                    f"{_indent(level)}Pick two numbers ({format_number(a)}, {format_number(b)}) "
-                    f"(numbers left: {format_list(left)}). Try possible operations.",
-                    nums,
-                )
+            if self.write and len(nums) > 2:
+                self.emit(f"{_indent(level)}Pick two numbers ({format_number(a)}, {format_number(b)}) "
+                          f"(numbers left: {format_list(left)}). Try possible operations.", nums)
             if a < b:
                 a, b = b, a
             for x, op, y in _ops(a, b, self.rules):
-                if self.try_move(nums, x, op, y, left, level + 1):
+                if self.try_move(nums, x, op, y, left, level + 1, moves):
                     return True
         return False
 
-    def try_move(self, parent: list[Number], a: Number, op: str, b: Number, left: list[Number], depth: int) -> bool:
+    def try_move(self, parent: list[Number], a: Number, op: str, b: Number, left: list[Number], depth: int,
+                 moves: int) -> bool:
         self.tries += 1
-        ind = _indent(depth)
-        fa, fb = format_number(a), format_number(b)
         result, reason = self.rules.check(a, op, b)
-        if reason == "division_by_zero":
-            self.emit(f"{ind}Try {fa} / {fb} (invalid operation). drop this branch.", parent)
+        nums = None if result is None else [result, *left]
+        if nums is not None and self.visit is not None:
+            self.visit(moves, parent, nums)
+        if self.write:
+            text, state = self._try_line(parent, a, op, b, reason, nums)
+            self.emit(f"{_indent(depth)}Try {text}", state)
+        if nums is None:
             return False
+        if self.rules.wins(result, len(nums), self.target) or (len(nums) > 1 and self.node(nums, depth, moves + 1)):
+            return True
+        if self.write:
+            self.path.pop()
+        return False
+
+    def _try_line(self, parent: list[Number], a: Number, op: str, b: Number, reason: str,
+                  nums: list[Number] | None) -> tuple[str, list[Number]]:
+        """A ``Try`` line's text after ``Try `` and the state it annotates; a legal move's equation joins the path."""
+        fa, fb = format_number(a), format_number(b)
+        if reason == "division_by_zero":
+            return f"{fa} / {fb} (invalid operation). drop this branch.", parent
         if reason == "non_integer_result":
             dec = f"{float(Fraction(a) / Fraction(b)):.1f}"
-            self.emit(f"{ind}Try {fa} / {fb} = {dec}. {dec} is a decimal, drop this branch.", parent)
-            return False
-        raw = normalize(Fraction(a) + b if op == "+" else Fraction(a) - b if op == "-" else Fraction(a) * b if op == "*" else Fraction(a) / b)
-        eq = f"{fa} {op} {fb} = {format_number(raw)}"
+            return f"{fa} / {fb} = {dec}. {dec} is a decimal, drop this branch.", parent
+        raw = format_number(normalize(_ARITHMETIC[op](Fraction(a), b)))
+        eq = f"{fa} {op} {fb} = {raw}"
         if reason == "exceeds_limit":
-            self.emit(f"{ind}Try {eq}. {format_number(raw)} exceeds the maximum intermediate result, drop this branch.", parent)
-            return False
-        if reason in ("zero_result", "negative_result"):
-            self.emit(f"{ind}Try {eq}. {format_number(raw)} is not positive, drop this branch.", parent)
-            return False
-        assert result is not None
-        nums = [result] + left
+            return f"{eq}. {raw} exceeds the maximum intermediate result, drop this branch.", parent
+        if nums is None:  # zero_result, negative_result
+            return f"{eq}. {raw} is not positive, drop this branch.", parent
         self.path.append(eq)
         if len(nums) == 1:
-            if self.rules.wins(result, 1, self.target):
-                self.emit(f"{ind}Try {eq}. Evaluate {format_number(result)} == {self.target}, target found!", nums)
-                return True
-            self.emit(f"{ind}Try {eq}. Evaluate {format_number(result)} != {self.target}, drop this branch.", parent)
-            self.path.pop()
-            return False
-        tail = (
-            "just two numbers left."
-            if len(nums) == 2
-            else f"Options for choosing two numbers: {_options(nums)}."
-        )
-        sep = ", " if len(nums) == 2 else ". "
-        self.emit(
-            f"{ind}Try {eq}. Add {format_number(result)} to the number set. "
-            f"Current number set: {format_list(nums)}, target: {self.target}{sep}{tail}",
-            nums,
-        )
-        if self.rules.wins(result, len(nums), self.target):
-            return True
-        if self.node(nums, depth):
-            return True
-        self.path.pop()
-        return False
+            if self.rules.wins(nums[0], 1, self.target):
+                return f"{eq}. Evaluate {raw} == {self.target}, target found!", nums
+            return f"{eq}. Evaluate {raw} != {self.target}, drop this branch.", parent
+        two = len(nums) == 2
+        tail = ", just two numbers left." if two else f". Options for choosing two numbers: {_options(nums)}."
+        return (f"{eq}. Add {raw} to the number set. Current number set: {format_list(nums)}, "
+                f"target: {self.target}{tail}"), nums
 
 
 def _solution_block(path: list[str]) -> str:
-    names = []
-    for k in range(len(path)):
-        if k == 0:
-            names.append("Final step")
-        elif k == len(path) - 1:
-            names.append(_STEP_NAMES_FIRST)
-        else:
-            names.append("The step before")
+    last = len(path) - 1
+    names = ["Final step" if k == 0 else "The first step" if k == last else "The step before" for k in range(len(path))]
     back = "\n".join(f"{name}: {eq}" for name, eq in zip(names, reversed(path), strict=True))
-    return (
-        "Now we have found the target, let's trace back the solution:\n"
-        f"{back}\n\nOutput the solution in the required format:\n<Solution>\n"
-        + "\n".join(path)
-        + "\n</Solution>\n"
-    )
-
-
-def _run(problem: Problem, rules: Rules | None, current_state: bool) -> _Search:
-    rules = rules or problem.rules
-    s = _Search(problem.target, rules, current_state, [], [])
-    nums: list[Number] = list(problem.numbers)
-    if len(nums) >= 3:
-        s.emit(f"Initial number set: {format_list(nums)}, target: {problem.target}. Options for choosing two numbers: {_options(nums)}.", nums)
-    else:
-        s.emit(f"Initial number set: {format_list(nums)}, target: {problem.target}, just two numbers left.", nums)
-    s.found = rules.is_won(nums, problem.target) or (len(nums) > 1 and s.node(nums, 0))  # type: ignore[attr-defined]
-    return s
+    return (f"Now we have found the target, let's trace back the solution:\n{back}\n\n"
+            "Output the solution in the required format:\n<Solution>\n" + "\n".join(path) + "\n</Solution>\n")
 
 
 def dfs_trace(problem: Problem, rules: Rules | None = None, current_state: bool = False) -> str:
-    """The LongProc-style DFS search trace of ``problem``, ending in a ``<Solution>`` block.
-
-    Raises ``ValueError`` if the search finds no solution (the problem is unsolvable), or if the
-    problem needs no move (one number, or the target among the numbers under ``use_all=False``).
-    """
-    if (rules or problem.rules).is_won(problem.numbers, problem.target):
-        # solved before any move: the <Solution> block would be empty, which verify() rejects
+    """The LongProc-style DFS trace of ``problem`` and its ``<Solution>``; ``ValueError`` if unsolvable or moveless."""
+    rules = rules or problem.rules
+    nums: list[Number] = list(problem.numbers)
+    if rules.is_won(nums, problem.target):  # the <Solution> block would be empty, which verify() rejects
         raise ValueError(f"{problem!r} needs no move (the target is already one of the numbers); there is no search to write")
-    s = _run(problem, rules, current_state)
-    if not s.found:  # type: ignore[attr-defined]
-        raise ValueError(f"no solution: {problem!r} is not solvable under rules {((rules or problem.rules).name)!r}")
+    s = _Search(problem.target, rules, current_state)
+    tail = f". Options for choosing two numbers: {_options(nums)}." if len(nums) >= 3 else ", just two numbers left."
+    s.emit(f"Initial number set: {format_list(nums)}, target: {problem.target}{tail}", nums)
+    if len(nums) < 2 or not s.node(nums, 0):
+        raise ValueError(f"no solution: {problem!r} is not solvable under rules {rules.name!r}")
     return "# Search Procedure\n" + "\n".join(s.lines) + "\n\n" + _solution_block(s.path)
 
 
-Visit = Callable[[int, list[Number], list[Number]], None]
-"""``visit(depth, state, next_state)``: called for every legal move the reference DFS makes."""
-
-
 def search_nodes(problem: Problem, rules: Rules | None = None, visit: Visit | None = None) -> int:
-    """How many moves the reference DFS tries before it finds the target (its ``Try`` lines).
-
-    ``visit(depth, state, next_state)``, when given, is called for every legal move the search makes,
-    in its order (``depth`` = moves already made on the current path; ``next_state`` = ``[result] + rest``).
-    """
+    """How many moves the reference DFS tries before it finds the target (its ``Try`` lines); ``visit`` is called
+    for every legal move, in order (``depth``: moves made on the path; ``next_state``: ``[result] + rest``)."""
     rules = rules or problem.rules
-    nums: list[Number] = list(problem.numbers)
-    if rules.is_won(nums, problem.target):
+    if rules.is_won(problem.numbers, problem.target):
         return 0
-    counter = [0]
-    if len(nums) > 1:
-        _count_tries(nums, problem.target, rules, counter, visit)
-    return counter[0]
-
-
-def _count_tries(nums: list[Number], target: int, rules: Rules, counter: list[int], visit: Visit | None = None,
-                 depth: int = 0) -> bool:
-    """The search of :class:`_Search` without writing lines: counts ``Try`` lines in ``counter``."""
-    check = rules.check
-    for a, b, left in _pairs(nums):
-        if a < b:
-            a, b = b, a
-        for x, op, y in _ops(a, b, rules):
-            counter[0] += 1
-            result, _ = check(x, op, y)
-            if result is None:
-                continue
-            if visit is not None:
-                visit(depth, nums, [result] + left)
-            if rules.wins(result, len(left) + 1, target):
-                return True
-            if not left:
-                continue
-            if _count_tries([result] + left, target, rules, counter, visit, depth + 1):
-                return True
-    return False
-
-
-# ---- parsing -----------------------------------------------------------------------------------
-
-_NUM = r"-?[0-9]+(?:/[0-9]+)?"
-_RE_INIT = re.compile(rf"^Initial number set: \[(?P<nums>[^\]]*)\], target: (?P<target>{_NUM})")
-_RE_PICK = re.compile(
-    rf"^(?P<ind>(?: +\|- )?)Pick two numbers \((?P<a>{_NUM}), (?P<b>{_NUM})\) \(numbers left: \[(?P<left>[^\]]*)\]\)"
-)
-_RE_TRY = re.compile(
-    rf"^(?P<ind>(?: +\|- )?)Try (?P<a>{_NUM}) (?P<op>[-+*/]) (?P<b>{_NUM})(?: = (?P<c>-?[0-9.]+(?:/[0-9]+)?)| \(invalid operation\))\.(?P<rest>.*)$"
-)
-_RE_STATE_SUFFIX = re.compile(r"\s*### Current State: \[[^\]]*\]\s*$")
-
-
-def _num(tok: str) -> Number:
-    tok = tok.strip()
-    if "/" in tok:
-        p, q = tok.split("/")
-        return normalize(Fraction(int(p), int(q)))
-    return int(tok)
-
-
-def _nums(text: str) -> tuple[Number, ...]:
-    text = text.strip()
-    return tuple(_num(t) for t in text.split(",")) if text else ()
+    s = _Search(problem.target, rules, write=False, visit=visit)
+    if len(problem.numbers) > 1:
+        s.node(list(problem.numbers), 0)
+    return s.tries
 
 
 @dataclass(frozen=True)
 class TraceStep:
-    """One ``Try`` line of a trace read back.
-
-    ``outcome`` is ``"added"`` (the search went into ``next_state``), ``"found"``, ``"missed"``
-    (last number is not the target), or ``"dropped"`` (``next_state`` is ``None``: decimal,
-    over the limit, not positive, or invalid).
-    """
+    """One ``Try`` line read back; ``outcome``: ``added``, ``found``, ``missed`` or ``dropped`` (no ``next_state``)."""
 
     line_no: int
     state: tuple[Number, ...]
@@ -276,65 +179,47 @@ class TraceParseError(ValueError):
 
 
 def parse_trace(trace: str) -> tuple[tuple[Number, ...], int, list[TraceStep]]:
-    """Read a DFS trace back: ``(initial numbers, target, steps)``.
-
-    Each ``Try`` line becomes a :class:`TraceStep` whose ``state`` is the number set it was
-    tried from (rebuilt from the ``Pick`` line and the tree structure, not trusted from the
-    text) and whose ``next_state`` is ``[result] + numbers left``. Lines after the search
-    (the solution block) are ignored. Raises :class:`TraceParseError` on a malformed line.
-    """
+    """Read a DFS trace back: ``(initial numbers, target, steps)``, one :class:`TraceStep` per ``Try`` line, its
+    ``state`` rebuilt from the tree (not trusted from the text), ``next_state`` ``[result] + numbers left``. The
+    solution block is ignored; :class:`TraceParseError` on a malformed line."""
     init: tuple[Number, ...] | None = None
     target: int | None = None
     steps: list[TraceStep] = []
-    # stack of (level of this node's Try lines, state); the root's level depends on its size
-    stack: list[tuple[int, tuple[Number, ...]]] = []
-    pending: dict[int, tuple[Number, Number, tuple[Number, ...]]] = {}
+    stack: list[tuple[int, tuple[Number, ...]]] = []  # (level of a node's Try lines, its state)
+    left_at: dict[int, tuple[Number, ...]] = {}  # the numbers left by the last Pick line of each level
     for no, raw in enumerate(trace.splitlines()):
-        line = _RE_STATE_SUFFIX.sub("", raw.rstrip())
-        if not line.strip() or line.startswith("# Search Procedure"):
-            continue
-        if line.startswith("Now we have found the target") or line.startswith("<Solution>"):
+        if raw.startswith(("Now we have found the target", "<Solution>")):
             break
+        p = parse_line(raw)
+        if p.kind in ("blank", "header"):
+            continue
         if init is None:
-            m = _RE_INIT.match(line)
-            if not m:
+            if p.kind != "initial":
                 raise TraceParseError(no, raw, "expected 'Initial number set: ...'")
-            init, target = _nums(m["nums"]), int(m["target"])
+            init, target = p.numbers, p.target
             stack.append((2 if len(init) > 2 else 1, init))
             continue
-        level = len(line) - len(line.lstrip(" "))
-        m = _RE_PICK.match(line)
-        if m:
-            pending[level + 1] = (_num(m["a"]), _num(m["b"]), _nums(m["left"]))
+        if p.kind == "pick" and p.numbers is not None:
+            left_at[p.indent + 1] = p.numbers
             continue
-        m = _RE_TRY.match(line)
-        if not m:
-            raise TraceParseError(no, raw, "not a Pick, Try or Initial line")
+        if p.kind != "try" or p.a is None:
+            raise TraceParseError(no, raw, p.malformed or "not a Pick, Try or Initial line")
+        level = p.indent
         while stack and stack[-1][0] > level:
             stack.pop()
         if not stack or stack[-1][0] != level:
             raise TraceParseError(no, raw, f"indent {level} does not match the search tree")
         state = stack[-1][1]
-        a, op, b = _num(m["a"]), m["op"], _num(m["b"])
-        if len(state) > 2:
-            if level not in pending:
-                raise TraceParseError(no, raw, "Try line without a Pick line")
-            left = pending[level][2]
-        else:
-            left = ()
-        rest = m["rest"]
-        if m["c"] is None or "drop this branch" in rest and "Evaluate" not in rest:
-            c = None if m["c"] is None or "." in m["c"] else _num(m["c"])
-            steps.append(TraceStep(no, state, (a, op, b, c), None, "dropped"))
+        if len(state) > 2 and level not in left_at:
+            raise TraceParseError(no, raw, "Try line without a Pick line")
+        if p.outcome in DROP_OUTCOMES:
+            move = (p.a, p.op, p.b, None if p.outcome == "decimal" else p.c)
+            steps.append(TraceStep(no, state, move, None, "dropped"))
             continue
-        c = _num(m["c"])
-        nxt = (c,) + tuple(left)
-        if "target found" in rest:
-            steps.append(TraceStep(no, state, (a, op, b, c), nxt, "found"))
-        elif "Evaluate" in rest:
-            steps.append(TraceStep(no, state, (a, op, b, c), nxt, "missed"))
-        else:
-            steps.append(TraceStep(no, state, (a, op, b, c), nxt, "added"))
+        nxt = (p.c, *(left_at[level] if len(state) > 2 else ()))
+        outcome = p.outcome if p.outcome in ("found", "missed") else "added"
+        steps.append(TraceStep(no, state, (p.a, p.op, p.b, p.c), nxt, outcome))
+        if outcome == "added":
             stack.append((level + 2 if len(nxt) > 2 else level + 1, nxt))
     if init is None or target is None:
         raise TraceParseError(0, trace[:120], "no 'Initial number set' line")

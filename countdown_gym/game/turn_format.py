@@ -1,37 +1,8 @@
-"""The multi-turn protocol: every text of ``CountdownMultiTurn-v0`` and its tool adapters, in one place.
-
-What an agent may say (the turn grammar, :func:`parse_turn`), the prompts (:func:`turn_prompt`, the tool-calling
-:func:`tool_prompt`), the environment's replies rendered from the game's outcomes (:func:`render_reply`; the game,
-:mod:`countdown_gym.game.turn_game`, returns outcomes and writes no text), the tool adapters' own replies
-(:func:`numbers_reply`, :func:`episode_over_reply`, ...) and the layout of a conversation as one text (where the
-newlines go: :func:`transcript`, :func:`reply_lines`). ``CountdownMultiTurn-v0``, the rollout engine, the TRL,
-verifiers and verl adapters and the embedded model's turn traces all read and write through this module.
-
-An **agent turn** is one line (surrounding white space and one trailing newline ignored,
-keywords in any case):
-
-* a move ``a op b`` with ``op`` one of ``+ - * /`` (``37-29``, ``37 - 29``), optionally with
-  its result ``a op b = c`` (a stated result must be exact: ``arithmetic_error`` otherwise);
-  numbers follow the verifier's literal rules (ASCII digits, no leading zero, ``-7``); a
-  fraction operand (rational rules) is written in parentheses, ``72/(9/2)``, so that a turn has
-  one reading (``72/9/2`` is ``malformed``); a stated result may be written ``= 9/2``;
-* ``undo``: take back the last move (the way back of a search);
-* ``give up``: end the episode unsolved.
-
-The **environment's reply** is one line, always ending with the number set now in play, in
-the order the compact traces use (the numbers not used, in their order, then the result):
-
-==================================  ===================================================
-``= 8 [14,6,8]``                    the move was applied; its result, the numbers now
-``= 46 [46] solved``                the target is reached: the episode ends
-``= 16 [16] miss``                  one number left and it is not the target: ``undo``
-``undone [37,14,29,6]``             the last move was taken back
-``error operand_unavailable [..]``  nothing applied; a reason code (:data:`TURN_ERRORS`,
-                                    or a :meth:`Rules.check` code)
-``gave up [..]``                    the episode ends unsolved
-``... turn limit``                  the turn budget is spent: the episode is truncated
-``... dead end``                    a training option stopped the episode in a lost state
-==================================  ===================================================
+"""The multi-turn protocol (``docs/multiturn.md``), every text of ``CountdownMultiTurn-v0`` and its tool adapters:
+the turn grammar (:func:`parse_turn`: ``a op b``, ``a op b = c``, ``undo``, ``give up``; a fraction operand in
+parentheses), the prompts, the replies rendered from the game's outcomes (:func:`render_reply`: ``= 8 [14,6,8]``,
+``undone [..]``, ``error <reason> [..]``, ..., the number set in play last), the tool adapters' own replies and a
+conversation's layout as text.
 """
 
 from __future__ import annotations
@@ -44,12 +15,10 @@ from typing import Any, TypeVar
 
 from countdown_gym.game.line_grammar import parse_number
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import OPERATORS, Number, format_number, normalize
-from countdown_gym.game.text_format import compact_prompt, describe_rules
+from countdown_gym.game.rules import OPERATORS, Number, format_number
+from countdown_gym.game.text_format import compact_number, compact_prompt, describe_rules, format_state
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-TURN_KINDS: tuple[str, ...] = ("move", "undo", "give_up", "invalid")
 
 TURN_ERRORS: dict[str, str] = {
     "empty_turn": "the turn holds no text",
@@ -72,8 +41,8 @@ _RE_GIVE_UP = re.compile(r"give\s+up\.?", re.IGNORECASE)
 
 @dataclass(frozen=True, slots=True)
 class Turn:
-    """One parsed agent turn: ``kind`` in :data:`TURN_KINDS`; a move's operands, operator and
-    stated result (``None`` when not written); ``reason`` a :data:`TURN_ERRORS` code when invalid."""
+    """One parsed agent turn: ``kind`` (``move``, ``undo``, ``give_up``, ``invalid``); a move's operands, operator
+    and stated result (``None`` when not written); ``reason`` a :data:`TURN_ERRORS` code when invalid."""
 
     kind: str
     a: Number | None = None
@@ -107,29 +76,16 @@ def parse_turn(text: str, max_chars: int = 200) -> Turn:
     return Turn("invalid", reason="malformed")
 
 
-def format_state(state: Sequence[Number]) -> str:
-    """``[14,6,8]``: a number set as the replies write it."""
-    return "[" + ",".join(format_number(x) for x in state) + "]"
-
-
 def format_move(a: Number, op: str, b: Number) -> str:
-    """``37-29``: a move as an agent turn (the form the embedded model writes); a fraction in
-    parentheses, ``72/(9/2)``."""
+    """``37-29``: a move as an agent turn; a fraction in parentheses, ``72/(9/2)``."""
     if op not in OPERATORS:
         raise ValueError(f"unknown operator {op!r}; choose one of {OPERATORS}")
-    return f"{_operand(a)}{op}{_operand(b)}"
-
-
-def _operand(x: Number) -> str:
-    x = normalize(x)
-    return format_number(x) if isinstance(x, int) else f"({format_number(x)})"
+    return f"{compact_number(a)}{op}{compact_number(b)}"
 
 
 UNDO, GIVE_UP = "undo", "give up"
 """The turns that take back the last move and that end the episode (as tools: ``undo()``, ``give_up()``)."""
 
-
-# ---- the environment's replies: the game's outcomes as text -----------------------------------------------
 
 REPLY_WORDS: dict[str, str] = {
     "undone": "undone",
@@ -139,15 +95,13 @@ REPLY_WORDS: dict[str, str] = {
     "turn_limit": "turn limit",
     "dead_end": "dead end",
 }
-"""The words of the replies, by outcome code: the head of an undo's and a give-up's reply, and the marks that end a
-reply (``solved``, ``miss``: what a move left; ``turn_limit``, ``dead_end``: why the episode stopped there)."""
+"""The words of the replies by outcome code: the head of an undo's and a give-up's reply, and the marks that end one."""
 
 
 def render_reply(kind: str, valid: bool, reason: str, state: Sequence[Number], result: Number | None = None,
                  marks: Sequence[str] = ()) -> str:
-    """The reply line of one turn's outcome: ``= 8 [14,6,8]`` (a legal move and its ``result``), ``undone [..]``,
-    ``gave up [..]`` or ``error <reason> [..]`` (refused), then the :data:`REPLY_WORDS` of ``marks`` in order
-    (``= 16 [16] miss turn limit``). ``state`` is the number set in play after the turn."""
+    """The reply line of one turn's outcome (``state``: the numbers in play after it), then the
+    :data:`REPLY_WORDS` of ``marks`` in order: ``= 16 [16] miss turn limit``."""
     if not valid:
         head = f"error {reason}"
     elif kind == "move":
@@ -157,15 +111,9 @@ def render_reply(kind: str, valid: bool, reason: str, state: Sequence[Number], r
     return " ".join((head, format_state(state), *(REPLY_WORDS[m] for m in marks)))
 
 
-# ---- the prompts ----------------------------------------------------------------------------------------------
-
-
 def turn_prompt(problem: Problem, style: str = "compact", max_turns: int | None = None) -> str:
-    """The first message of a multi-turn episode, with its line end (what the rollout engine tokenises).
-
-    ``"compact"`` is the embedded model's one line (``Numbers: [37,14,29,6] Target: 46``);
-    ``"instruct"`` explains the rules and the turn grammar to an instruction-following model.
-    """
+    """The first message of an episode with its line end: ``"compact"`` (the embedded model's one line) or
+    ``"instruct"`` (the rules and the turn grammar for an instruction-following model)."""
     if style == "compact":
         return compact_prompt(problem)
     if style != "instruct":
@@ -213,8 +161,6 @@ def _example_move(problem: Problem) -> tuple[Number, str, Number]:
     return a, "+", b
 
 
-# ---- the tools: calls as turns, and the adapters' own replies --------------------------------------------------
-
 TOOL_NAMES: tuple[str, ...] = ("move", "undo", "give_up", "numbers")
 """The tools of the tool-calling adapters (``numbers`` shows the state and uses no turn)."""
 
@@ -248,8 +194,7 @@ Returns:
 Returns:
     '[numbers now] target T, K turns left'.""",
 }
-"""What each tool tells the model: its description, arguments and replies (Google style; every adapter's JSON
-schema is derived from it, through :func:`tool_doc`)."""
+"""What each tool tells the model (Google style; every adapter's JSON schema derives from it via :func:`tool_doc`)."""
 
 
 def tool_doc(tool: str) -> Callable[[F], F]:
@@ -265,8 +210,7 @@ def tool_doc(tool: str) -> Callable[[F], F]:
 
 
 def tool_turn(tool: str, a: Any = None, op: Any = None, b: Any = None) -> str:
-    """The game turn a tool call states: ``move(37, "-", 29)`` -> ``37-29``, ``undo()`` -> ``undo``, ``give_up()``
-    -> ``give up``; ``""`` (refused as ``empty_turn``) for a tool that is no turn."""
+    """The game turn a tool call states (``move(37, "-", 29)`` -> ``37-29``); ``""`` for a tool that is no turn."""
     if tool != "move":
         return {"undo": UNDO, "give_up": GIVE_UP}.get(tool, "")
     return f"{turn_operand(a)}{_operand_text(op)}{turn_operand(b)}"
@@ -296,29 +240,25 @@ def no_episode_reply() -> str:
 
 
 def episode_over_reply(state: Sequence[Number], ending: str | None = None) -> str:
-    """The reply of a tool called after the episode ended: ``error episode_over [8,8] turn limit`` (``ending``: a
-    :data:`REPLY_WORDS` code saying how it ended, or ``None`` to leave it out)."""
+    """``error episode_over [8,8] turn limit``: a call after the episode ended (``ending``: a REPLY_WORDS code)."""
     return " ".join(("error episode_over", format_state(state), *([REPLY_WORDS[ending]] if ending else [])))
 
 
 def bad_call(tool: str, arguments: Any, tools: Collection[str]) -> str | None:
-    """Why a tool call cannot be made (``None`` when it can): no such tool, or arguments that are no JSON object."""
+    """Why a tool call cannot be made (no such tool, arguments no JSON object), or ``None``."""
     if tool not in tools:
         return f"unknown tool {tool!r}"
     return None if isinstance(arguments, dict) else "arguments must be a JSON object"
 
 
 def bad_call_reply(error: Any) -> str:
-    """The reply of a call the tool loop could not make (no such tool, unreadable arguments): ``error bad_call: ..``."""
+    """``error bad_call: ..``: the reply of a call the tool loop could not make."""
     return f"error bad_call: {error}"
 
 
 def trl_call_error(tool: str, error: Any, known: bool) -> str:
     """A failed tool call's message as TRL's tool loop writes it (``{'error': ...}``), for play outside TRL."""
     return str({"error": str(error) if known else f"Tool {tool} not found."})
-
-
-# ---- the layout: a conversation as one text --------------------------------------------------------------------
 
 
 TURN_END = "\n"
@@ -341,6 +281,5 @@ def turn_line(generated: str) -> str:
 
 
 def reply_lines(replies: Sequence[str], turn_closed: bool) -> str:
-    """The environment's text after an agent turn: each reply on its own line, opened by a newline when the turn's
-    line was left open (the turn ran out of tokens: the environment closes it)."""
+    """Each reply on its own line, after a newline if the turn's line was left open (it ran out of tokens)."""
     return ("" if turn_closed else TURN_END) + transcript(replies)

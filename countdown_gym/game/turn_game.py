@@ -1,10 +1,6 @@
-"""The multi-turn game: one agent turn in, its outcome and transition records out.
-
-:class:`TurnEpisode` is the game of ``CountdownMultiTurn-v0`` without Gymnasium (the environment,
-the TRL and verl adapters and the turn traces all play through it); :func:`replay_turns` plays a
-finished list of turns. The game writes no text: a :class:`TurnResult` is an outcome (kind, validity, reason,
-the numbers now, the result, the marks), and its ``reply`` is that outcome rendered by the protocol,
-:mod:`countdown_gym.game.turn_format` (the turn grammar, the prompts, the replies).
+"""The multi-turn game: one agent turn in, its outcome and transition records out. :class:`TurnEpisode` is
+``CountdownMultiTurn-v0`` without Gymnasium; :func:`replay_turns` plays a finished list of turns. The game writes no
+text: a :class:`TurnResult`'s ``reply`` is its outcome rendered by :mod:`countdown_gym.game.turn_format`.
 """
 
 from __future__ import annotations
@@ -14,8 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Number, Rules, format_number
+from countdown_gym.game.rules import Number, Rules, transition_record
 from countdown_gym.game.solver import reachable, without_pair
+from countdown_gym.game.text_format import format_equation
 from countdown_gym.game.turn_format import parse_turn, render_reply
 from countdown_gym.game.verifier import Verdict, verify
 
@@ -26,9 +23,8 @@ UNDO_MOVE = (None, "undo", None, None)
 
 @dataclass
 class TurnResult:
-    """What one turn did: its outcome (``kind``, ``valid``, ``reason``, ``state`` the numbers in play after it,
-    ``result`` a legal move's result, ``marks`` the :data:`~countdown_gym.game.turn_format.REPLY_WORDS` codes that
-    end its reply), transition records, reward and episode end; ``reply`` is the outcome as the protocol writes it."""
+    """What one turn did: its outcome (``kind``, ``valid``, ``reason``, ``state`` after it, a move's ``result``, the
+    reply's ``marks``), transition records, reward and episode end."""
 
     kind: str
     valid: bool
@@ -43,24 +39,18 @@ class TurnResult:
 
     @property
     def reply(self) -> str:
-        """The environment's reply line (:func:`~countdown_gym.game.turn_format.render_reply` of the outcome)."""
+        """The environment's reply line (:func:`~countdown_gym.game.turn_format.render_reply`)."""
         return render_reply(self.kind, self.valid, self.reason, self.state, self.result, self.marks)
 
 
 class TurnEpisode:
-    """One multi-turn game of ``problem``: a stack of states, one reply per turn.
+    """One multi-turn game of ``problem``: a stack of states; ``play(text)`` returns a :class:`TurnResult`.
 
-    ``play(text)`` reads an agent turn and returns a :class:`TurnResult`. A legal move pushes the
-    new state; ``undo`` pops it (a transition from the current state back to the previous one,
-    ``move = UNDO_MOVE``); an illegal move changes nothing and emits a ``valid=False`` record; an
-    unreadable turn emits no record. The episode *terminates* when the target is reached (under
-    ``use_all`` rules: the last number equals the target; otherwise: a result equals it) or on
-    ``give up``; it is *truncated* after ``max_turns`` turns, and, with ``stop_at_dead_end``, after a legal move
-    from which the exact solver finds the target out of reach (its reply ends with ``dead end``: a training
-    option that spares the turns an agent that never undoes would spend in a lost game). An int ``k`` > 1 waits:
-    the episode stops after ``k`` turns in a row that end in a lost state, so an agent that undoes within ``k - 1``
-    turns of losing the target plays on (``True`` is 1, ``False`` 0). The terminal reward is
-    ``verify(problem, <Solution> of the moves on the path).reward``: 1.0 for a win, else 0.0.
+    A legal move pushes a state, ``undo`` pops it (record ``move = UNDO_MOVE``), an illegal move changes nothing (a
+    ``valid=False`` record), an unreadable turn emits no record. It terminates on a win (:meth:`Rules.wins`) or
+    ``give up``, and is truncated after ``max_turns`` turns or, with ``stop_at_dead_end=k``, after ``k`` turns in a
+    row in a state the solver finds lost (``True`` is 1; a training option). The terminal reward is the
+    :func:`verify` reward of the path's moves as a ``<Solution>`` block.
     """
 
     def __init__(self, problem: Problem, rules: Rules | None = None, max_turns: int = DEFAULT_MAX_TURNS,
@@ -90,12 +80,11 @@ class TurnEpisode:
         return self.states[-1]
 
     def _record(self, state: tuple[Number, ...], move: tuple, nxt: tuple[Number, ...] | None, reason: str) -> dict[str, Any]:
-        return {"state": state, "move": move, "next_state": nxt, "target": self.target, "valid": reason == "ok",
-                "reason": reason, "rules": self.rules, "turn": self.turns - 1}
+        return transition_record(state, move, nxt, self.target, reason, self.rules, turn=self.turns - 1)
 
     def solution_text(self) -> str:
         """The moves on the current path as a ``<Solution>`` block (what the verifier judges)."""
-        body = "".join(f"{format_number(a)} {op} {format_number(b)} = {format_number(c)}\n" for a, op, b, c in self.moves)
+        body = "".join(format_equation(*move) + "\n" for move in self.moves)
         return f"<Solution>\n{body}</Solution>"
 
     def _end(self, res: TurnResult, terminated: bool) -> TurnResult:
@@ -140,8 +129,7 @@ class TurnEpisode:
         return res
 
     def _lost_for_long(self, kind: str, valid: bool) -> bool:
-        """Whether this turn ends the ``stop_at_dead_end``-th turn in a row in a lost state (the solver runs only when
-        a legal move or an undo changed the state)."""
+        """Whether this turn ends the ``stop_at_dead_end``-th turn in a row in a lost state."""
         if valid and kind in ("move", "undo"):
             self._lost = not reachable(self.state, self.target, self.rules)
         self._lost_turns = self._lost_turns + 1 if self._lost else 0
@@ -195,8 +183,7 @@ class TurnReplay:
 
 def replay_turns(problem: Problem, turns: Sequence[str], *, rules: Rules | None = None,
                  max_turns: int = DEFAULT_MAX_TURNS, max_turn_chars: int = 200) -> TurnReplay:
-    """Play ``turns`` in order; turns after the episode ends are ignored. An episode the turns
-    leave open counts as unsolved (its verdict is that of the moves on the path)."""
+    """Play ``turns`` in order (those after the episode ends are ignored; an episode left open is unsolved)."""
     ep = TurnEpisode(problem, rules, max_turns, max_turn_chars)
     results = []
     for text in turns:
@@ -207,8 +194,8 @@ def replay_turns(problem: Problem, turns: Sequence[str], *, rules: Rules | None 
 
 
 def turn_replay(ep: TurnEpisode, results: Sequence[TurnResult]) -> TurnReplay:
-    """The :class:`TurnReplay` of an episode played turn by turn (``results``: what each :meth:`TurnEpisode.play`
-    returned, in order): what :func:`replay_turns` of the same turns gives, without playing them again."""
+    """The :class:`TurnReplay` of an episode already played (``results``: each :meth:`TurnEpisode.play`'s), as
+    :func:`replay_turns` would give it."""
     transitions = [t for res in results for t in res.transitions]
     verdict = ep.verdict if ep.verdict is not None else verify(ep.problem, ep.solution_text(), ep.rules)
     solved = ep.terminated and verdict.correct

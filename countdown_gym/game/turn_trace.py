@@ -1,11 +1,6 @@
-"""Search traces as multi-turn conversations: the training data of the embedded multi-turn model.
-
-:func:`turn_trace` writes the package's compact search (:mod:`countdown_gym.game.compact_trace`:
-solver paths, dead ends, probes and backtracking) as agent turns: every compact line becomes a
-move turn ``a op b``, and a line that backtracks (a smaller depth than the current one) is
-preceded by the ``undo`` turns that take the search back to its depth, exactly as an agent
-playing ``CountdownMultiTurn-v0`` would. :func:`conversation` plays the turns through
-:class:`~countdown_gym.game.turn_game.TurnEpisode`, so every reply is the environment's own.
+"""Search traces as multi-turn conversations, the embedded multi-turn model's training data: :func:`turn_trace`
+writes the compact search as agent turns (a backtrack becomes ``undo`` turns back to its depth) and
+:func:`conversation` plays them through :class:`~countdown_gym.game.turn_game.TurnEpisode` for the replies.
 """
 
 from __future__ import annotations
@@ -36,19 +31,14 @@ def turns_from_compact(trace: str) -> list[str]:
 
 def turn_trace(problem: Problem, rules: Rules | None = None, config: CompactTraceConfig | None = None,
                seed: int | None = None) -> list[str]:
-    """The search of :func:`~countdown_gym.game.compact_trace.compact_trace` as agent turns (ends on the winning move).
-
-    Raises ``ValueError`` as ``compact_trace`` does (no solution with non-negative integer intermediates).
-    """
+    """The search of :func:`~countdown_gym.game.compact_trace.compact_trace` as agent turns (``ValueError`` as it)."""
     return turns_from_compact(compact_trace(problem, rules, config, seed=seed))
 
 
 def conversation(problem: Problem, turns: Sequence[str], *, rules: Rules | None = None, max_turns: int | None = None,
                  prompt_style: str = "compact") -> list[tuple[str, str]]:
-    """``[("env", prompt), ("agent", turn), ("env", reply), ...]``: the turns played through the environment.
-
-    ``max_turns`` defaults to ``len(turns)`` (every turn is played); turns after the episode ends are dropped.
-    """
+    """``[("env", prompt), ("agent", turn), ("env", reply), ...]``: the turns played (``max_turns`` default
+    ``len(turns)``; turns after the episode ends are dropped)."""
     ep = TurnEpisode(problem, rules, max_turns or max(len(turns), 1))
     out = [("env", prompt_message(problem, prompt_style, max_turns))]
     for t in turns:

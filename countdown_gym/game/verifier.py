@@ -1,10 +1,7 @@
-"""Final-answer verification: ``verify(problem, completion) -> Verdict``.
-
-The verifier finds the final answer in a completion (the ``<answer>`` or ``<Solution>`` block
-closed first, or the last non-empty line when there are no tags), parses it without ``eval``, checks
-every step with :meth:`Rules.check`, and checks the multiset of numbers exactly. It never raises
-on a completion and runs in time linear in its length. Decisions and reason codes:
-``docs/verifier.md``.
+"""Final-answer verification, ``verify(problem, completion) -> Verdict``: find the answer (the ``<answer>`` or
+``<Solution>`` block closed first, else the last non-empty line), parse it without ``eval``, check every step with
+:meth:`Rules.check` and the numbers as an exact multiset. Never raises on a completion; linear in its length.
+Reason codes: ``docs/verifier.md``.
 """
 
 from __future__ import annotations
@@ -15,7 +12,6 @@ import reprlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 from countdown_gym.game.expression import (
@@ -26,7 +22,7 @@ from countdown_gym.game.expression import (
     classify_character,
     evaluate,
     parse_expression,
-    parse_number_literal,
+    parse_value,
 )
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number, Rules, format_number
@@ -74,17 +70,9 @@ PLAIN = "plain"
 
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome of verifying one completion.
-
-    Attributes:
-        correct: The answer solves the problem under the rules.
-        reason: Machine-readable code (``"ok"`` when correct; keys of :data:`REASONS`).
-        message: Human-readable explanation.
-        steps: The parsed steps ``(a, op, b, result)`` that were checked, in order.
-        answer_format: ``"answer_tag"``, ``"solution_block"``, ``"plain"`` or ``None``.
-        value: The answer's exact value when it could be computed, else ``None``.
-        numbers_used: The puzzle numbers the answer consumed (sorted).
-    """
+    """The outcome of verifying one completion: ``correct``, ``reason`` (a key of :data:`REASONS`), ``message``, the
+    checked ``steps`` ``(a, op, b, result)``, ``answer_format`` (``"answer_tag"``, ``"solution_block"``, ``"plain"``
+    or ``None``), the exact ``value`` (``None`` if not computed) and the puzzle ``numbers_used`` (sorted)."""
 
     correct: bool
     reason: str
@@ -100,8 +88,6 @@ class Verdict:
         return 1.0 if self.correct else 0.0
 
 
-# ---- extraction ---------------------------------------------------------------------------------
-
 _TAG_NAMES = {"answer": ("answer", "Answer", "ANSWER"), "solution": ("solution", "Solution", "SOLUTION")}
 _OPEN_TAGS = tuple((kind, f"<{v}>") for kind, vs in _TAG_NAMES.items() for v in vs)
 _CLOSE_TAGS = {kind: tuple(f"</{v}>" for v in vs) for kind, vs in _TAG_NAMES.items()}
@@ -111,9 +97,7 @@ _FINAL_ANSWER_RE = re.compile("|".join(map(re.escape, FINAL_ANSWER_TAGS)))
 
 
 def final_answer_end(text: str) -> int:
-    """Index just past the first final-answer closing tag in ``text`` (any of
-    :data:`FINAL_ANSWER_TAGS`), or -1. The text environment ends its episode there and
-    :func:`extract_answer` reads nothing after it."""
+    """Index just past the first of :data:`FINAL_ANSWER_TAGS` in ``text``, or -1 (nothing after it is read)."""
     if "<" not in text:
         return -1
     m = _FINAL_ANSWER_RE.search(text)  # one scan; the leftmost tag is also the one ending first
@@ -131,17 +115,9 @@ class Extraction:
 
 
 def extract_answer(completion: str) -> Extraction:
-    """Find the final answer in ``completion`` (linear scans: ``str.find`` and one regex of literal tags, no backtracking).
-
-    * The answer is committed at the *first* closing tag ``</answer>`` or ``</Solution>``
-      (lower case, Capitalised or UPPER case): the text after it is ignored, as the text
-      environment ends its episode there (:func:`final_answer_end`).
-    * In the text before it, the *last opening* ``<answer>`` or ``<Solution>`` tag starts the
-      final block; its text runs to the closing tag of the same kind. Opened but not closed:
-      ``unclosed_tag``.
-    * No tags at all: the last non-empty line is a plain expression.
-    * Only closing tags: ``no_answer``.
-    """
+    """Find the final answer in ``completion`` (linear scans). The first closing tag (any case) commits it; before
+    it, the last opening tag starts the block, which runs to the closing tag of its kind (never closed:
+    ``unclosed_tag``). No tags: the last non-empty line. Only closing tags: ``no_answer``."""
     cut = final_answer_end(completion)
     if cut >= 0:
         completion = completion[:cut]
@@ -164,9 +140,6 @@ def extract_answer(completion: str) -> Extraction:
     return Extraction(PLAIN, stripped.splitlines()[-1])  # lines split as in a <Solution> block (str.splitlines)
 
 
-# ---- checks -------------------------------------------------------------------------------------
-
-
 def _multiset_problem(used: Counter, available: Counter) -> tuple[str, str] | None:
     for x, k in used.items():
         if available[x] == 0:
@@ -185,8 +158,7 @@ def _verify_expression(problem: Problem, text: str, rules: Rules, fmt: str) -> V
     if numbers_used == tuple(sorted(problem.numbers)):
         left: Counter = Counter()  # the common case: exactly the puzzle's numbers
     else:
-        used = Counter(parsed.numbers)
-        available = Counter(problem.numbers)
+        used, available = Counter(parsed.numbers), Counter(problem.numbers)
         bad = _multiset_problem(used, available)
         if bad:
             return Verdict(False, bad[0], bad[1], answer_format=fmt, numbers_used=numbers_used)
@@ -198,16 +170,8 @@ def _verify_expression(problem: Problem, text: str, rules: Rules, fmt: str) -> V
     return _final(problem, rules, fmt, tuple(steps), value, numbers_used, left, parsed.claimed)
 
 
-def _final(
-    problem: Problem,
-    rules: Rules,
-    fmt: str,
-    steps: tuple[Move, ...],
-    value: Number,
-    numbers_used: tuple[Number, ...],
-    left: Counter,
-    claimed: Number | None = None,
-) -> Verdict:
+def _final(problem: Problem, rules: Rules, fmt: str, steps: tuple[Move, ...], value: Number,
+           numbers_used: tuple[Number, ...], left: Counter, claimed: Number | None = None) -> Verdict:
     def no(reason: str, message: str) -> Verdict:
         return Verdict(False, reason, message, steps, fmt, value, numbers_used)
 
@@ -227,21 +191,6 @@ _STEP_INT = re.compile(rf"{_NUM_INT}[ \t]*([-+*/])[ \t]*{_NUM_INT}[ \t]*=[ \t]*{
 _STEP_RAT = re.compile(rf"{_NUM_RAT}[ \t]*([-+*/])[ \t]*{_NUM_RAT}[ \t]*=[ \t]*{_NUM_RAT}")
 _ALLOWED_STEP_CHARS = frozenset("0123456789+-*/=() \t")
 _ALIAS_TABLE = str.maketrans(OPERATOR_ALIASES)
-
-
-def _step_number(tok: str) -> Number:
-    neg = tok.startswith("-")
-    body = tok[1:] if neg else tok
-    if "/" in body:
-        p, q = body.split("/")
-        d = parse_number_literal(q)
-        if d == 0:
-            raise ExpressionError("malformed_step", f"number {tok!r} divides by zero")
-        v = Fraction(parse_number_literal(p), d)
-        v = v.numerator if v.denominator == 1 else v
-    else:
-        v = parse_number_literal(body)
-    return -v if neg else v
 
 
 def _verify_solution_block(problem: Problem, text: str, rules: Rules) -> Verdict:
@@ -277,7 +226,7 @@ def _verify_solution_block(problem: Problem, text: str, rules: Rules) -> Verdict
         if m is None:
             return no("malformed_step", f"line {k} is not 'a op b = c': {line[:80]!r}")
         try:
-            a, b, c = _step_number(m.group(1)), _step_number(m.group(3)), _step_number(m.group(4))
+            a, b, c = (parse_value(m.group(g), "malformed_step") for g in (1, 3, 4))
         except ExpressionError as e:
             return no(e.reason, f"line {k}: {e.message}")
         op = m.group(2)
@@ -304,9 +253,6 @@ def _verify_solution_block(problem: Problem, text: str, rules: Rules) -> Verdict
     return _final(problem, rules, fmt, tuple(steps), value, used, +final_left)
 
 
-# ---- conversations -------------------------------------------------------------------------------
-
-
 def message_field(obj: Any, name: str) -> Any:
     """``obj[name]`` of a mapping, ``obj.name`` of a message object (OpenAI's or ``verifiers``' pydantic messages)."""
     return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
@@ -324,11 +270,8 @@ def is_chat_messages(value: Any) -> bool:
 
 
 def message_content(message: Any) -> str:
-    """The text of one chat message: its ``content`` string, or the ``text`` strings of its text parts
-    (``[{"type": "text", "text": ...}, ...]``, joined); no content (a tool call alone) is ``""``.
-
-    Content of any other type (a dict, a number), and a part whose ``text`` is not a string, is not text: it
-    counts as ``""`` (never ``str()``-ed, so answer tags inside a dict's repr are not read)."""
+    """The text of one chat message: its ``content`` string, or its text parts' ``text`` strings joined; any other
+    content counts as ``""`` (never ``str()``-ed, so tags inside a dict's repr are not read)."""
     content = message_field(message, "content")
     if isinstance(content, str):
         return content
@@ -348,8 +291,7 @@ def message_content(message: Any) -> str:
 
 
 def completion_text(completion: str | Sequence[Any]) -> str | None:
-    """The text :func:`verify` judges: a string as it is; for a list of chat messages, the content of
-    the **last assistant message** (``""`` when there is none). ``None`` for anything else."""
+    """The text :func:`verify` judges: a string, or the last assistant message's (``""`` if none); else ``None``."""
     if isinstance(completion, str):
         return completion
     if isinstance(completion, (bytes, bytearray)):
@@ -388,18 +330,9 @@ def _describe(value: Any) -> str:
 
 
 def verify(problem: Problem, completion: str | Sequence[Any], rules: Rules | None = None) -> Verdict:
-    """Check the final answer in ``completion`` against ``problem``.
-
-    ``completion`` is a string, or a conversation (a list of chat messages
-    ``{"role": ..., "content": ...}``, e.g. TRL's conversational completion) of which the last
-    assistant message is judged (:func:`completion_text`). ``rules=None`` uses the problem's own
-    rules. Returns a :class:`Verdict`; never raises on a bad completion (a non-``Problem`` or
-    non-``Rules`` argument is a ``TypeError``).
-
-    Example:
-        >>> verify(Problem((21, 16, 17, 26), 46), "<answer>21 + 16 - 17 + 26</answer>").correct
-        True
-    """
+    """Check the final answer in ``completion`` (a string, or chat messages: :func:`completion_text`) against
+    ``problem`` under ``rules`` (default the problem's). Never raises on a bad completion; a non-``Problem`` or
+    non-``Rules`` argument is a ``TypeError``."""
     if not isinstance(problem, Problem):
         raise TypeError(f"verify() needs a Problem, got {type(problem).__name__}")
     if rules is None:

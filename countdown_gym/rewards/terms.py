@@ -1,17 +1,7 @@
-"""The reward terms: pure functions, the one home of every term a reward variant computes.
-
-A term has one of three shapes, each the field of a registry entry (:mod:`countdown_gym.rewards.variants`)
-that takes it:
-
-* :data:`MoveTerm` ``(transitions, scorer) -> one value per move`` (``move_term``): :func:`perfect_moves`,
-  :func:`reachable_moves` (the oracle, exact reachability from the solver), :func:`scored_moves` (a learned critic);
-* :data:`Potential` ``(states, targets, rules, scorer) -> Phi of each state`` (``potential``): :func:`reachability`,
-  :func:`critic_scores`;
-* a per-completion score of a replayed completion (``score``): :func:`sparse_score`, :func:`format_score`.
-
-The moves are the transition records Countdown-v0, CountdownText-v0 and the multi-turn game put in
-``info["transitions"]`` (shape in ``docs/DESIGN.md``). Every value is unscaled; the registry scales it.
-Formulas, signs and scales: ``docs/rewards.md``.
+"""The reward terms: pure functions, the one home of every term a reward variant computes, unscaled (the registry,
+:mod:`countdown_gym.rewards.variants`, scales them). Shapes: a :data:`MoveTerm` per move of the transition records
+(``docs/DESIGN.md``), a :data:`Potential` per state, or a per-completion score of a replay. Formulas:
+``docs/rewards.md``.
 """
 
 from __future__ import annotations
@@ -29,14 +19,8 @@ TRANSITION_KEYS: tuple[str, ...] = ("state", "move", "next_state", "target", "va
 
 
 class Scorer(Protocol):
-    """What a critic must offer (``critics.Critic`` and ``critics.text_critic.TextCritic`` satisfy it).
-
-    ``score(states, targets)`` returns one float per ``(state, target)`` pair, batched, higher =
-    more likely that the target is still reachable (the shipped critics: a cosine in ``[-1, 1]``).
-    :func:`scored_moves` and :func:`critic_scores` call only this method. A critic may also have
-    ``config.max_numbers`` (the most numbers a state may hold); the wrappers and verl check episodes
-    against it (:func:`check_scorer_fits`).
-    """
+    """What a critic must offer: ``score(states, targets)``, one float per pair, batched, higher = the target more
+    likely reachable; optionally ``config.max_numbers`` (:func:`check_scorer_fits`)."""
 
     def score(self, states: Sequence[Sequence[int]], targets: Sequence[int]) -> np.ndarray: ...
 
@@ -44,9 +28,8 @@ class Scorer(Protocol):
 def check_transition(transition: Any) -> Mapping[str, Any]:
     """``transition`` itself if it has the DESIGN.md shape, else a ``ValueError`` naming what is wrong."""
     if not isinstance(transition, Mapping):
-        raise ValueError(
-            f"a transition record must be a dict (see docs/DESIGN.md), got {type(transition).__name__}: {transition!r:.120}"
-        )
+        raise ValueError(f"a transition record must be a dict (see docs/DESIGN.md), got {type(transition).__name__}: "
+                         f"{transition!r:.120}")
     missing = [k for k in TRANSITION_KEYS if k not in transition]
     if missing:
         raise ValueError(f"transition record is missing key(s) {missing} (see docs/DESIGN.md): {transition!r:.200}")
@@ -59,7 +42,7 @@ _REAL = (int, float, np.integer, np.floating)
 """What a scale or gamma may be: a Python or numpy real number (e.g. read from a config array)."""
 
 
-def _check_scale(scale: float) -> float:
+def check_scale(scale: float) -> float:
     try:
         ok = not isinstance(scale, bool) and isinstance(scale, _REAL) and math.isfinite(float(scale))
     except OverflowError:  # an int too large for a float
@@ -69,7 +52,7 @@ def _check_scale(scale: float) -> float:
     return float(scale)
 
 
-def _check_gamma(gamma: float) -> float:
+def check_gamma(gamma: float) -> float:
     if isinstance(gamma, bool) or not isinstance(gamma, _REAL) or not 0.0 <= gamma <= 1.0:
         raise ValueError(f"gamma must be a number in [0, 1], got {gamma!r}")
     return float(gamma)
@@ -85,12 +68,8 @@ def _rules(transition: Mapping[str, Any]) -> Rules:
 
 
 def potential_shaping(phi_s: float, phi_next: float, gamma: float) -> float:
-    """Potential-based shaping ``F = gamma * phi_next - phi_s`` (Ng, Harada & Russell 1999).
-
-    Adding ``F`` to every step's reward leaves the optimal policy unchanged (terminal states must
-    have potential 0; the wrappers take care of that).
-    """
-    gamma = _check_gamma(gamma)
+    """Potential-based shaping ``F = gamma * phi_next - phi_s`` (Ng, Harada & Russell 1999)."""
+    gamma = check_gamma(gamma)
     return gamma * float(phi_next) - float(phi_s)
 
 
@@ -104,11 +83,7 @@ def check_scorer_fits(scorer: Any, numbers: Sequence[Number], who: str, where: s
 
 
 class CachedScorer:
-    """A critic's ``score`` memoised per ``(state, target)`` (the critic is deterministic, so this is exact).
-
-    States repeat a lot across episodes; one batched critic call scores only the pairs not seen
-    before. The cache is cleared when it holds ``max_size`` entries.
-    """
+    """A deterministic critic's ``score`` memoised per ``(state, target)``, cleared at ``max_size`` entries."""
 
     def __init__(self, critic: Scorer, max_size: int = 1 << 17) -> None:
         self.critic = critic
@@ -129,8 +104,6 @@ class CachedScorer:
         return np.array([self._cache[k] for k in keys], dtype=np.float64)
 
 
-# --- the terms ------------------------------------------------------------------------------
-
 MoveTerm = Callable[[Sequence[Mapping[str, Any]], Any], Sequence[float]]
 """A per-move term: ``(transitions, scorer) -> one unscaled value per move`` (``scorer`` is ``None`` unless
 the variant ``needs`` one)."""
@@ -146,27 +119,18 @@ def _keeps_reachable(transition: Mapping[str, Any]) -> bool:
 
 
 def perfect_moves(transitions: Sequence[Mapping[str, Any]], scorer: Any = None) -> list[float]:
-    """The seed paper's oracle, per move: 1 for a valid move after which the target is still reachable, else 0.
-
-    Example:
-        >>> t = {"state": (6, 2, 5, 3), "move": (6, "-", 2, 4), "next_state": (5, 3, 4),
-        ...      "target": 8, "valid": True, "reason": "ok"}
-        >>> perfect_moves([t]), reachable_moves([t, {**t, "next_state": (5, 3, 8), "move": (6, "+", 2, 8)}])
-        ([1.0], [1.0, -1.0])
-    """
+    """The seed paper's oracle, per move: 1 for a valid move after which the target is still reachable, else 0."""
     return [1.0 if _keeps_reachable(t) else 0.0 for t in transitions]
 
 
 def reachable_moves(transitions: Sequence[Mapping[str, Any]], scorer: Any = None) -> list[float]:
-    """The oracle's +1 / -1 per move: +1 for a valid move that keeps the target reachable, -1 for an invalid
-    move or a move into a dead end."""
+    """The oracle's +1 / -1 per move: +1 for a valid move that keeps the target reachable, else -1."""
     return [1.0 if _keeps_reachable(t) else -1.0 for t in transitions]
 
 
 def critic_scores(states: Sequence[Sequence[Number]], targets: Sequence[Number], rules: Rules | None,
                   scorer: Scorer) -> np.ndarray:
-    """The critic's score of each ``(state, target)`` (a cosine in ``[-1, 1]``), in one batched call: the critic
-    potential."""
+    """The critic potential: its score of each ``(state, target)``, in one batched call."""
     if len(states) != len(targets):
         raise ValueError(f"got {len(states)} states but {len(targets)} targets")
     if not len(states):
@@ -178,8 +142,7 @@ def critic_scores(states: Sequence[Sequence[Number]], targets: Sequence[Number],
 
 
 def scored_moves(transitions: Sequence[Mapping[str, Any]], scorer: Scorer) -> list[float]:
-    """The critic's score of each move's new state against the target; -1 (the lowest cosine) for an invalid
-    move. The valid moves are scored in one batched call."""
+    """The critic's score of each move's new state (one batched call); -1 for an invalid move."""
     for t in transitions:
         check_transition(t)
     valid = [i for i, t in enumerate(transitions) if t["valid"]]
@@ -220,10 +183,7 @@ TAGGED_FORMATS: frozenset[str] = frozenset({"answer_tag", "solution_block"})
 
 
 def format_score(replay: Any) -> float:
-    """1.0 if the final answer is in an ``<answer>`` tag or a ``<Solution>`` block and parses, else 0.0.
-
-    A parsed answer may still be wrong (wrong value, reused number...): that is the sparse term's job.
-    An untagged last line does not count, so a completion cannot earn the format term by accident.
-    """
+    """1.0 if the final answer is in an ``<answer>`` tag or a ``<Solution>`` block and parses (right or wrong);
+    an untagged last line does not count."""
     v = replay.verdict
     return 1.0 if v.answer_format in TAGGED_FORMATS and v.reason in WELL_FORMED_REASONS else 0.0

@@ -1,26 +1,7 @@
-"""The registry of reward variants: one entry per reward, read by every trainer and the leaderboard.
-
-A reward variant is what a run was trained with: the SB3 baseline's ``--reward`` (on Countdown-v0,
-kind ``"step"``), the GRPO baseline's ``--rewards`` spec, ``--step-credit`` and verl's ``dense``
-terms (on completions, kind ``"text"``), and a leaderboard submission's ``reward_variant`` field.
-Each entry knows how to compute itself everywhere:
-
-* :meth:`RewardVariant.wrap` -- its Gymnasium wrapper for Countdown-v0 / CountdownText-v0;
-* :meth:`RewardVariant.move_values` / :meth:`RewardVariant.potentials` -- its per-step terms, batched
-  (the SB3 vector env, per-step credit);
-* :meth:`RewardVariant.completion_score` -- its per-completion term (TRL reward functions, verl).
-
-A variant's one name is also its key everywhere a term is named: in a GRPO spec's weights, in
-``info["reward_terms"]`` of the wrapper it builds, in verl's returned dict and TRL's reward logs.
-Critics and CLIPO trainers are passed in (``needs`` names the one a variant takes); this package
-never loads them. Formulas and scales: ``docs/rewards.md``, which also shows how to add a variant.
-
-Example:
-    >>> from countdown_gym.rewards.variants import get_variant, variant_names
-    >>> variant_names("step")
-    ('sparse', 'oracle-perfect', 'oracle-reachable', 'oracle-potential', 'critic', 'critic-potential')
-    >>> parse_reward_spec("oracle-perfect")
-    {'sparse': 1.0, 'format': 0.1, 'oracle-perfect': 0.5}
+"""The registry of reward variants, one entry per reward, read by every trainer and the leaderboard: a ``step``
+variant (Countdown-v0) or a ``text`` one (completions) computes itself everywhere (:meth:`RewardVariant.wrap`,
+:meth:`RewardVariant.move_values`, :meth:`RewardVariant.potentials`, :meth:`RewardVariant.completion_score`), named
+alike wherever a term is named. Critics and CLIPO trainers are passed in (``needs``). ``docs/rewards.md``.
 """
 
 from __future__ import annotations
@@ -37,18 +18,7 @@ import gymnasium as gym
 import numpy as np
 
 from countdown_gym.game.rules import Number, Rules
-from countdown_gym.rewards.terms import (
-    MoveTerm,
-    Potential,
-    critic_scores,
-    format_score,
-    mean_over_moves,
-    perfect_moves,
-    reachability,
-    reachable_moves,
-    scored_moves,
-    sparse_score,
-)
+from countdown_gym.rewards import terms
 from countdown_gym.rewards.wrapper import TermReward
 
 KINDS: tuple[str, ...] = ("step", "text")
@@ -65,13 +35,9 @@ _NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 @dataclass(frozen=True)
 class RewardVariant:
-    """One reward variant: its name, what it computes, and where it applies.
-
-    A ``step`` variant is additive (``move_term``), shaping (``potential``) or the outcome alone
-    (neither). A ``text`` variant scores a completion with ``score`` (from the replay alone), else
-    with the mean of ``move_term`` over its moves, else it is computed by the trainer object passed
-    in for ``needs`` (CLIPO), which is then the reward function itself.
-    """
+    """One reward variant. A ``step`` variant is additive (``move_term``), shaping (``potential``) or the outcome
+    alone; a ``text`` variant scores a completion with ``score``, else the mean ``move_term`` over its moves, else
+    the trainer object passed in for ``needs`` (CLIPO) computes it."""
 
     name: str
     """The one spelling: lowercase words joined by ``-``."""
@@ -79,9 +45,9 @@ class RewardVariant:
     kinds: tuple[str, ...]
     weight: float = 0.5
     """Default weight of its term in a ``text`` run (and in verl's ``score``)."""
-    move_term: MoveTerm | None = None
+    move_term: terms.MoveTerm | None = None
     """Per-move term, unscaled: ``(transitions, scorer) -> values`` (:data:`~countdown_gym.rewards.terms.MoveTerm`)."""
-    potential: Potential | None = None
+    potential: terms.Potential | None = None
     """Shaping potential, unscaled: ``(states, targets, rules, scorer) -> Phi`` (``step`` only)."""
     score: Callable[[Any], float] | None = None
     """Per-completion score from a replay alone (the outcome terms)."""
@@ -139,7 +105,7 @@ class RewardVariant:
             return float(self.score(replay))
         if self.move_term is None:
             raise ValueError(f"the reward {self.name!r} is computed by the trainer ({self.needs}), not from one completion")
-        return mean_over_moves(self.move_values(replay.transitions, scorer)) if replay.transitions else 0.0
+        return terms.mean_over_moves(self.move_values(replay.transitions, scorer)) if replay.transitions else 0.0
 
     def wrap(self, env: gym.Env, *, scale: float = 1.0, gamma: float = 1.0, scorer: Any = None) -> gym.Env:
         """``env`` with this variant's term added (reported under the variant's name); ``env`` itself for the outcome."""
@@ -158,9 +124,7 @@ ALIASES: Mapping[str, str] = MappingProxyType({
     "oracle": "oracle-reachable", "oracle_reachable": "oracle-reachable", "oracle_perfect": "oracle-perfect",
     "text_critic": "text-critic",
 })
-"""Earlier spellings of GRPO ``--rewards`` specs and verl's ``dense`` terms, read as today's names (with a
-``FutureWarning``, shown once per place that reads it, as Python shows warnings); no saved leaderboard submission
-uses them."""
+"""Earlier spellings of GRPO ``--rewards`` and verl ``dense`` terms, read as today's names with a ``FutureWarning``."""
 
 
 def register_variant(variant: RewardVariant, *, replace: bool = False) -> RewardVariant:
@@ -237,13 +201,9 @@ TEXT_VARIANT_WEIGHTS: Mapping[str, dict[str, float]] = _TextWeights()
 
 
 def parse_reward_spec(spec: str) -> dict[str, float]:
-    """Term weights of a run on completions, from a ``text`` variant name, ``+``-joined variants and/or
-    explicit ``name=weight`` parts (which override the variants wherever they stand).
-
-    Examples: ``"sparse"``, ``"oracle-reachable+clipo"``, ``"sparse=1,oracle-reachable=0.25,format=0"``,
-    ``"critic,oracle-reachable=0.2"``. A ``ValueError`` names the unknown variant, a weight that is not a
-    finite number, or a spec whose weights are all 0.
-    """
+    """Term weights of a run on completions from a spec: ``text`` variants, ``+``-joined, and ``name=weight`` parts
+    that override them (``"critic,oracle-reachable=0.2"``). ``ValueError`` for an unknown variant, a non-finite
+    weight, or all weights 0."""
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"reward spec must be a non-empty string, got {spec!r}; variants: {list(variant_names('text'))}")
     weights: dict[str, float] = {}
@@ -274,11 +234,7 @@ def parse_reward_spec(spec: str) -> dict[str, float]:
 
 
 def check_reward_variant(value: str) -> str:
-    """``value`` if it names a reward, else a ``ValueError`` listing the registered names.
-
-    Accepted: ``"none"``, a variant name, or a GRPO spec (:func:`parse_reward_spec`), e.g.
-    ``"oracle-reachable+clipo"`` or ``"critic,oracle-reachable=0.2"``.
-    """
+    """``value`` if it is ``"none"``, a variant or a :func:`parse_reward_spec` spec, else a ``ValueError``."""
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"reward_variant must be a non-empty string, got {value!r}")
     if value == NO_REWARD or value in _REGISTRY:
@@ -299,8 +255,7 @@ def given_scorers(critic: Any = None, scorers: Mapping[str, Any] | None = None) 
 
 def score_terms(replay: Any, names: Sequence[str], scorers: Mapping[str, Any] | None = None,
                 critic: Any = None) -> dict[str, float]:
-    """The per-completion term of each variant in ``names`` for one replayed completion, by name
-    (``scorers`` and ``critic``: :func:`given_scorers`)."""
+    """Each ``names`` variant's per-completion term of one replay (``scorers``, ``critic``: :func:`given_scorers`)."""
     given = given_scorers(critic, scorers)
     out: dict[str, float] = {}
     for name in names:
@@ -311,24 +266,24 @@ def score_terms(replay: Any, names: Sequence[str], scorers: Mapping[str, Any] | 
 
 _BUILT_IN = (
     RewardVariant("sparse", "the outcome reward only: 1 for a correct final answer / reaching the target",
-                  ("step", "text"), weight=1.0, score=sparse_score, monitor=True),
+                  ("step", "text"), weight=1.0, score=terms.sparse_score, monitor=True),
     RewardVariant("format", "1 when the final answer is in an <answer> tag or <Solution> block and parses "
                   "(right or wrong); part of every text run's outcome reward", ("text",), weight=0.1,
-                  score=format_score, monitor=True),
+                  score=terms.format_score, monitor=True),
     RewardVariant("oracle-perfect", "the oracle rewards each move that keeps the target reachable (the seed paper's)",
-                  ("step", "text"), move_term=perfect_moves, monitor=True),
+                  ("step", "text"), move_term=terms.perfect_moves, monitor=True),
     RewardVariant("oracle-reachable", "the oracle's +1 / -1 per move: the target still reachable or not",
-                  ("step", "text"), move_term=reachable_moves, monitor=True),
+                  ("step", "text"), move_term=terms.reachable_moves, monitor=True),
     RewardVariant("oracle-potential", "potential-based shaping with the oracle's reachability as the potential",
-                  ("step",), potential=reachability),
+                  ("step",), potential=terms.reachability),
     RewardVariant("critic", "the learned contrastive critic's score of each move's new state",
-                  ("step", "text"), move_term=scored_moves, needs="critic"),
+                  ("step", "text"), move_term=terms.scored_moves, needs="critic"),
     RewardVariant("critic-potential", "potential-based shaping with the learned critic's score as the potential",
-                  ("step",), potential=critic_scores, needs="critic"),
+                  ("step",), potential=terms.critic_scores, needs="critic"),
     RewardVariant("clipo", "CLIPO: a contrastive reward over a group of rollouts of one puzzle", ("text",),
                   weight=1.0, needs="clipo"),
     RewardVariant("text-critic", "the critic term scored by the text critic (the seed paper's architecture A)",
-                  ("text",), move_term=scored_moves, needs="text_critic"),
+                  ("text",), move_term=terms.scored_moves, needs="text_critic"),
 )
 for _variant in _BUILT_IN:
     register_variant(_variant)

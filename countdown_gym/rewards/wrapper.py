@@ -1,22 +1,8 @@
-"""``TermReward``: a reward variant's term added to Countdown-v0 or CountdownText-v0 (what ``RewardVariant.wrap``
-builds, and what the named wrappers of :mod:`countdown_gym.wrappers` are).
-
-The wrapper reads the transition records the environment puts in ``info["transitions"]``, computes the variant's
-term for the step, adds it to the reward and records it under its own key in ``info["reward_terms"]``
-(``"sparse"`` holds the environment's own reward). Wrappers stack: each adds its key and leaves the others alone.
-
-Two ways to turn a per-state signal into reward (``docs/rewards.md``):
-
-* additive (the variant's ``move_term``): ``scale`` times the term of each move, summed over the moves the step
-  completed;
-* potential-based (the variant's ``potential``): ``F = gamma * Phi(s') - Phi(s)`` once per step with ``Phi = scale *
-  potential``, evaluated on the numbers the episode currently holds: ``info["state"]`` when the environment reports
-  it (both of ours do), else the last transition's ``next_state`` (its ``state`` for an invalid move); a step without
-  a move leaves them unchanged. ``Phi(s') = 0`` when the step terminates the episode (a truncated step keeps it), so
-  shaping never changes which policy is optimal (Ng, Harada & Russell 1999).
-
-A scorer (critic) the variant needs is passed in, memoised per ``(state, target)``
-(:class:`~countdown_gym.rewards.terms.CachedScorer`), and checked against the episode's size at ``reset``.
+"""``TermReward``, what ``RewardVariant.wrap`` builds: it adds a variant's term for each step's
+``info["transitions"]`` to the reward and records it in ``info["reward_terms"]`` (``"sparse"``: the env's own).
+Additive: ``scale`` times each move's term. Shaping: ``F = gamma * Phi(s') - Phi(s)`` of the numbers held
+(``info["state"]``, else the last transition's), ``Phi = 0`` on termination. A critic is memoised and checked
+against the episode's size at ``reset``.
 """
 
 from __future__ import annotations
@@ -27,14 +13,7 @@ from typing import TYPE_CHECKING, Any, SupportsFloat
 import gymnasium as gym
 
 from countdown_gym.game.rules import Number, Rules
-from countdown_gym.rewards.terms import (
-    CachedScorer,
-    _check_gamma,
-    _check_scale,
-    check_scorer_fits,
-    check_transition,
-    potential_shaping,
-)
+from countdown_gym.rewards import terms
 
 if TYPE_CHECKING:
     from countdown_gym.rewards.variants import RewardVariant
@@ -53,30 +32,25 @@ def env_name(env: gym.Env) -> str:
 def step_transitions(info: Mapping[str, Any], who: str, env: gym.Env) -> list[Mapping[str, Any]]:
     """``info["transitions"]`` checked, or a :class:`TransitionsMissingError` naming the problem."""
     if "transitions" not in info:
-        raise TransitionsMissingError(
-            f"{who} needs an environment that reports info['transitions'] on every step "
-            f"(Countdown-v0 or CountdownText-v0, see docs/DESIGN.md); {env_name(env)} returned info "
-            f"keys {sorted(info)}"
-        )
+        raise TransitionsMissingError(f"{who} needs an environment that reports info['transitions'] on every step "
+                                      f"(Countdown-v0 or CountdownText-v0, see docs/DESIGN.md); {env_name(env)} "
+                                      f"returned info keys {sorted(info)}")
     transitions = info["transitions"]
     if not isinstance(transitions, (list, tuple)):
-        raise TransitionsMissingError(
-            f"{who}: info['transitions'] must be a list of transition records, got {type(transitions).__name__}"
-        )
-    return [check_transition(t) for t in transitions]
+        raise TransitionsMissingError(f"{who}: info['transitions'] must be a list of transition records, "
+                                      f"got {type(transitions).__name__}")
+    return [terms.check_transition(t) for t in transitions]
 
 
 class TermReward(gym.Wrapper):
-    """Adds one reward variant's term to Countdown-v0 or CountdownText-v0: additive or shaping (see the module).
+    """Adds one reward variant's term to Countdown-v0 or CountdownText-v0 (see the module).
 
     Args:
-        env: the environment to wrap.
-        variant: the registry entry (:class:`~countdown_gym.rewards.variants.RewardVariant`) with a ``move_term``
-            (additive) or a ``potential`` (shaping).
-        scorer: the critic the term scores with, when the variant needs one.
-        scale: multiplies the term (or the potential).
-        gamma: the shaping discount (``F = gamma * Phi(s') - Phi(s)``): set it to the agent's.
-        key: the term's key in ``info["reward_terms"]`` (default: the variant's name).
+        variant: A :class:`~countdown_gym.rewards.variants.RewardVariant` with a ``move_term`` or a ``potential``.
+        scorer: The critic, when the variant needs one.
+        scale: Multiplies the term (or the potential).
+        gamma: The shaping discount: set it to the agent's.
+        key: The term's key in ``info["reward_terms"]`` (default: the variant's name).
     """
 
     def __init__(self, env: gym.Env, variant: RewardVariant, scorer: Any = None, scale: float = 1.0,
@@ -86,14 +60,14 @@ class TermReward(gym.Wrapper):
                              f"(shaping); {variant.name!r} has {'both' if variant.move_term else 'neither'}")
         super().__init__(env)
         self.variant = variant
-        self.scale = _check_scale(scale)
+        self.scale = terms.check_scale(scale)
         self.potential = variant.potential is not None
-        self.gamma = _check_gamma(gamma)
+        self.gamma = terms.check_gamma(gamma)
         if key is not None and (not isinstance(key, str) or not key or key == "sparse"):
             raise ValueError(f"key must be a non-empty string other than 'sparse', got {key!r}")
         self.key = key or variant.name
         self.critic = variant.need(scorer)
-        self.scorer = None if self.critic is None else CachedScorer(self.critic)
+        self.scorer = None if self.critic is None else terms.CachedScorer(self.critic)
         self._current: tuple[tuple[Number, ...], Number, Rules] | None = None  # (numbers, target, rules) now
         self._phi: float | None = None  # potential of the current numbers
 
@@ -107,7 +81,6 @@ class TermReward(gym.Wrapper):
         assert self.variant.potential is not None
         return self.scale * float(self.variant.potential([state], [target], rules, self.scorer)[0])
 
-    # ---- Gymnasium API --------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self._current, self._phi = None, None
@@ -116,7 +89,7 @@ class TermReward(gym.Wrapper):
             numbers = tuple(info["state"]) if info.get("state") is not None else tuple(problem.numbers)
             self._current = (numbers, problem.target, problem.rules)
         if self.critic is not None and info.get("state") is not None:
-            check_scorer_fits(self.critic, info["state"], type(self).__name__)
+            terms.check_scorer_fits(self.critic, info["state"], type(self).__name__)
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -126,16 +99,12 @@ class TermReward(gym.Wrapper):
             term = self._shaping_term(info, transitions, terminated)
         else:
             term = float(sum(self.step_terms(transitions))) if transitions else 0.0
-        terms = dict(info.get("reward_terms") or {"sparse": float(reward)})
-        if self.key in terms:
-            raise ValueError(
-                f"info['reward_terms'] already has a {self.key!r} term (two wrappers with the same key); "
-                f"pass key='...' to tell them apart"
-            )
-        terms[self.key] = term
-        info = dict(info)
-        info["reward_terms"] = terms
-        return obs, float(reward) + term, terminated, truncated, info
+        reward_terms = dict(info.get("reward_terms") or {"sparse": float(reward)})
+        if self.key in reward_terms:
+            raise ValueError(f"info['reward_terms'] already has a {self.key!r} term (two wrappers with the same key); "
+                             "pass key='...' to tell them apart")
+        reward_terms[self.key] = term
+        return obs, float(reward) + term, terminated, truncated, {**info, "reward_terms": reward_terms}
 
     def _shaping_term(
         self, info: Mapping[str, Any], transitions: Sequence[Mapping[str, Any]], terminated: bool
@@ -160,4 +129,4 @@ class TermReward(gym.Wrapper):
             self._current = (numbers, target, rules)
             self._phi = float(self.potential_of(*self._current))
         phi_next = 0.0 if terminated else self._phi
-        return potential_shaping(phi_s, phi_next, self.gamma)
+        return terms.potential_shaping(phi_s, phi_next, self.gamma)

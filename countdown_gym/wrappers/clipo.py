@@ -1,31 +1,16 @@
-"""``CLIPOGroupReward``: CLIPO on the Gymnasium side, a vector of environments playing as groups.
+"""``CLIPOGroupReward``: CLIPO (``docs/rewards.md``) on the Gymnasium side, a vector of environments in groups of
+``group_size`` that play one puzzle. A finished member's :class:`Trajectory` goes to ``embed_fn``; when the whole
+group has finished, a CLIPO trainer (:class:`GroupTrainer`, passed in) turns the embeddings and outcomes into CLIPO
+rewards, added at the end of each episode.
 
-CLIPO (``critics/clipo.py``, ``docs/rewards.md``) needs a *group* of rollouts of one puzzle, the
-outcome of each and one embedding per rollout. This vector environment runs ``num_envs`` copies of
-an environment in consecutive groups of ``group_size``; the members of a group play the same
-puzzle. When a member's episode ends, the wrapper hands its :class:`Trajectory` to the agent's
-``embed_fn`` (the hook) and stores the returned vector; when every member of the group has
-finished, a CLIPO trainer (:class:`GroupTrainer`, e.g. ``critics.clipo.CLIPOTrainer``; this package
-never imports ``critics``, pass it in) turns the group's embeddings and outcomes into CLIPO rewards
-(from the loss before its one head update) and adds them at the end of each episode.
-
-Timing (the group-hold protocol). A member that finishes before the rest of its group is *held*:
-its terminal step (its last real decision) is reported with reward 0, ``terminated = truncated =
-False`` and ``info["clipo_waiting"] = False``; on the following steps the wrapper ignores its
-action and repeats its final observation (reward 0, ``info["clipo_waiting"] = True``, an all-ones
-action mask). On the step where the last member finishes, every member of the group reports its
-real ``terminated`` / ``truncated`` flags and its held terminal reward plus the CLIPO reward, with
-``info["clipo_held_steps"]``: how many steps after its last real decision the reward arrives (0
-for the members finishing on that step, whose ``clipo_waiting`` is False; the others' is True,
-their action on that step being ignored too). On the next step the whole group is reset to a new
-shared puzzle (Gymnasium's next-step autoreset: the actions are ignored and the reset
-observations are returned with reward 0). ``info["clipo_waiting"]`` marks exactly the steps whose
-action was ignored: leave them out of the policy-gradient loss but keep their rewards in the
-returns (or add a held reward to the decision ``clipo_held_steps`` steps earlier).
-
-Rewards on the group's final step: ``reward = held terminal reward + clipo`` and
-``info["reward_terms"] = {held terms (e.g. "sparse", "oracle", ...), "clipo": r_cl}``; also
-``info["clipo"]`` (the CLIPO reward) and ``info["clipo_correct"]``.
+The group-hold protocol. A member that finishes first is held: its terminal step is reported with reward 0,
+``terminated = truncated = False``, ``info["clipo_waiting"] = False``; after that its actions are ignored and its
+final observation repeated (reward 0, ``clipo_waiting`` True, an all-ones action mask). On the step the last member
+finishes, every member reports its real flags and ``reward = held terminal reward + clipo``, with
+``info["reward_terms"]`` (the held terms and ``"clipo"``), ``info["clipo"]``, ``info["clipo_correct"]`` and
+``info["clipo_held_steps"]`` (steps since its last real decision). The next step resets the group to a new puzzle
+(next-step autoreset, actions ignored, reward 0). Leave ``clipo_waiting`` steps out of the policy-gradient loss but
+keep their rewards in the returns.
 """
 
 from __future__ import annotations
@@ -45,13 +30,8 @@ from countdown_gym.rewards.wrapper import env_name
 
 @dataclass
 class Trajectory:
-    """One finished episode of one member, what ``embed_fn`` and ``correct_fn`` receive.
-
-    ``observations`` holds the reset observation and then one per step (``len(actions) + 1``);
-    ``rewards`` the environment's per-step rewards (with any dense terms of inner wrappers);
-    ``transitions`` every transition record of the episode, in order; ``final_info`` the info of
-    the step that ended the episode.
-    """
+    """One member's finished episode, for ``embed_fn`` and ``correct_fn``: the reset observation and one per step,
+    the actions, per-step rewards, transition records and the final step's info."""
 
     index: int
     group: int
@@ -71,12 +51,8 @@ CorrectFn = Callable[[Trajectory], bool]
 
 
 class GroupTrainer(Protocol):
-    """What :class:`CLIPOGroupReward` needs from a CLIPO trainer (``critics.clipo.CLIPOTrainer`` satisfies it).
-
-    ``step`` returns one CLIPO reward per rollout (from the loss before its one head update);
-    ``last_stats`` the step's statistics (copied to ``last_group_stats``). A trainer with
-    ``config.dim_in`` has the embedding length checked against it.
-    """
+    """A CLIPO trainer (``critics.clipo.CLIPOTrainer``): ``step`` returns one reward per rollout, ``last_stats`` its
+    statistics; a ``config.dim_in`` is checked against the embeddings."""
 
     last_stats: dict[str, float]
 
@@ -90,10 +66,8 @@ TrainerFactory = Callable[[int], GroupTrainer]
 def is_success(trajectory: Trajectory) -> bool:
     """The default outcome: ``final_info["is_success"]`` (what Countdown-v0 and CountdownText-v0 report)."""
     if "is_success" not in trajectory.final_info:
-        raise ValueError(
-            "CLIPOGroupReward decides correctness from info['is_success'] of the final step, which this "
-            f"environment does not report (keys {sorted(trajectory.final_info)}); pass correct_fn=..."
-        )
+        raise ValueError("CLIPOGroupReward decides correctness from info['is_success'] of the final step, which this "
+                         f"environment does not report (keys {sorted(trajectory.final_info)}); pass correct_fn=...")
     return bool(trajectory.final_info["is_success"])
 
 
@@ -104,45 +78,21 @@ class CLIPOGroupReward(VectorEnv):
     """A vector of Countdown environments in groups that share a puzzle, with the CLIPO reward.
 
     Args:
-        env_fns: one callable per member returning an environment (Countdown-v0 or
-            CountdownText-v0, possibly wrapped, e.g. in :class:`OracleReward`); all must have the
-            same spaces and accept ``reset(options={"problem": ...})``. ``len(env_fns)`` must be a
-            multiple of ``group_size``; members ``[k * group_size, (k + 1) * group_size)`` form group ``k``.
-        group_size: rollouts per puzzle (CLIPO needs >= 3 for a non-degenerate group: two
-            correct and one incorrect).
-        embed_fn: the hook: ``embed_fn(trajectory) -> vector`` (a 1-D array-like of one fixed
-            length ``D``, e.g. the agent's mean hidden features over the episode); called once per
-            finished episode, at the step where it finishes.
-        trainer: a CLIPO trainer (:class:`GroupTrainer`, e.g. ``critics.clipo.CLIPOTrainer(dim_in=D)``),
-            or a factory ``dim_in -> trainer`` called once, on the first finished group, with
-            ``dim_in = D`` (e.g. the class ``CLIPOTrainer`` itself for the paper's defaults: linear
-            head to 512, InfoNCE, temperature 0.05, lambda 0.2, AdamW lr 1e-3 / wd 0.01, or
-            ``functools.partial(CLIPOTrainer, dim_out=64)``).
+        env_fns: One callable per member returning an environment with the same spaces that accepts
+            ``reset(options={"problem": ...})``; members ``[k * group_size, (k + 1) * group_size)`` form group ``k``.
+        group_size: Rollouts per puzzle (CLIPO needs >= 3: two correct, one incorrect).
+        embed_fn: ``embed_fn(trajectory) -> 1-D vector`` of one fixed length ``D``, called once per finished episode.
+        trainer: A :class:`GroupTrainer`, or a factory ``dim_in -> trainer`` called on the first finished group
+            (e.g. ``functools.partial(CLIPOTrainer, dim_out=64)``).
         correct_fn: ``correct_fn(trajectory) -> bool``; default ``info["is_success"]`` of the final step.
-        key: the name of the CLIPO term in ``info["reward_terms"]``.
-
-    Example:
-        >>> import functools, gymnasium as gym, numpy as np, countdown_gym
-        >>> from critics.clipo import CLIPOTrainer
-        >>> fns = [lambda: gym.make("Countdown-v0")] * 4
-        >>> env = CLIPOGroupReward(fns, group_size=4, embed_fn=lambda t: np.ones(8) * len(t.actions),
-        ...                        trainer=functools.partial(CLIPOTrainer, dim_out=4))
-        >>> obs, info = env.reset(seed=0)
-        >>> len({p for p in info["problem"]})  # the group plays one puzzle
-        1
+        key: The CLIPO term's key in ``info["reward_terms"]``.
     """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
 
-    def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env]],
-        group_size: int,
-        embed_fn: EmbedFn,
-        trainer: GroupTrainer | TrainerFactory,
-        correct_fn: CorrectFn | None = None,
-        key: str = "clipo",
-    ) -> None:
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], group_size: int, embed_fn: EmbedFn,
+                 trainer: GroupTrainer | TrainerFactory, correct_fn: CorrectFn | None = None,
+                 key: str = "clipo") -> None:
         if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
             raise ValueError(f"group_size must be an int >= 2, got {group_size!r}")
         env_fns = list(env_fns)
@@ -152,11 +102,9 @@ class CLIPOGroupReward(VectorEnv):
             raise TypeError(f"embed_fn must be callable (trajectory -> 1-D vector), got {type(embed_fn).__name__}")
         is_trainer = not isinstance(trainer, type) and callable(getattr(trainer, "step", None))
         if not is_trainer and not callable(trainer):
-            raise TypeError(
-                "trainer must be a CLIPO trainer (with step(embeddings, correct, group_ids), e.g. "
-                "critics.clipo.CLIPOTrainer(dim_in=D)) or a factory dim_in -> trainer (e.g. the class "
-                f"CLIPOTrainer), got {type(trainer).__name__}"
-            )
+            raise TypeError("trainer must be a CLIPO trainer (with step(embeddings, correct, group_ids), e.g. "
+                            "critics.clipo.CLIPOTrainer(dim_in=D)) or a factory dim_in -> trainer (e.g. the class "
+                            f"CLIPOTrainer), got {type(trainer).__name__}")
         self.envs = [fn() for fn in env_fns]
         self.num_envs = len(self.envs)
         self.group_size = group_size
@@ -166,7 +114,6 @@ class CLIPOGroupReward(VectorEnv):
         self.trainer: GroupTrainer | None = trainer if is_trainer else None
         self._make_trainer: TrainerFactory | None = None if is_trainer else trainer
         self.key = key
-
         first = self.envs[0]
         self.single_observation_space = first.observation_space
         self.single_action_space = first.action_space
@@ -177,7 +124,6 @@ class CLIPOGroupReward(VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.render_mode = None
         self.spec = None
-
         self._status = [_ACTIVE] * self.num_envs
         self._trajectories: list[Trajectory | None] = [None] * self.num_envs
         self._embeddings: list[np.ndarray | None] = [None] * self.num_envs
@@ -188,29 +134,22 @@ class CLIPOGroupReward(VectorEnv):
         self.last_group_stats: dict[str, float] = {}
         self.finished_groups = 0
 
-    # ---- resets ---------------------------------------------------------------------------
-    def _member_seed(self, seed: int | None, i: int) -> int | None:
-        return None if seed is None else seed + i
+    def _members(self, g: int) -> range:
+        return range(g * self.group_size, (g + 1) * self.group_size)
 
     def _reset_group(self, g: int, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
-        members = range(g * self.group_size, (g + 1) * self.group_size)
         options = dict(options or {})
         infos = []
-        for k, i in enumerate(members):
-            obs, info = self.envs[i].reset(seed=self._member_seed(seed, i), options=options or None)
+        for k, i in enumerate(self._members(g)):
+            obs, info = self.envs[i].reset(seed=None if seed is None else seed + i, options=options or None)
             if k == 0:
-                problem = info.get("problem")
-                if problem is None:
-                    raise ValueError(
-                        f"CLIPOGroupReward needs the reset info to include 'problem' (to give the whole group "
-                        f"the same puzzle); {env_name(self.envs[i])} does not report it"
-                    )
-                options["problem"] = problem
+                if info.get("problem") is None:
+                    raise ValueError(f"CLIPOGroupReward needs the reset info to include 'problem' (to give the whole "
+                                     f"group the same puzzle); {env_name(self.envs[i])} does not report it")
+                options["problem"] = info["problem"]
             elif info.get("problem") != options["problem"]:
-                raise ValueError(
-                    f"env {i} did not play the group's puzzle {options['problem']} after "
-                    f"reset(options={{'problem': ...}}); got {info.get('problem')}"
-                )
+                raise ValueError(f"env {i} did not play the group's puzzle {options['problem']} after "
+                                 f"reset(options={{'problem': ...}}); got {info.get('problem')}")
             self._status[i] = _ACTIVE
             self._trajectories[i] = Trajectory(index=i, group=g, problem=options["problem"], observations=[obs])
             self._embeddings[i] = None
@@ -221,13 +160,9 @@ class CLIPOGroupReward(VectorEnv):
             infos.append(info)
         return infos
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
-        """Reset every group: member 0 of each group draws a puzzle, the others play it.
-
-        ``seed=s`` seeds member ``i`` with ``s + i``. ``options={"problem": p}`` gives every group ``p``.
-        """
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        """Reset every group: member 0 draws a puzzle, the others play it (``seed=s`` seeds member ``i`` with
+        ``s + i``; ``options={"problem": p}`` gives every group ``p``)."""
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise ValueError(f"CLIPOGroupReward.reset takes an int seed or None, got {seed!r}")
         infos: dict[str, Any] = {}
@@ -236,7 +171,6 @@ class CLIPOGroupReward(VectorEnv):
                 infos = self._add_info(infos, info, g * self.group_size + k)
         return self._batch_obs(), infos
 
-    # ---- steps ----------------------------------------------------------------------------
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         n = self.num_envs
         acts = list(iterate(self.action_space, actions))
@@ -244,14 +178,12 @@ class CLIPOGroupReward(VectorEnv):
         terminated = np.zeros(n, dtype=np.bool_)
         truncated = np.zeros(n, dtype=np.bool_)
         member_infos: list[dict[str, Any]] = [{} for _ in range(n)]
-
         reset_now: set[int] = set()
         for g in range(self.num_groups):  # next-step autoreset of the groups that ended last step
             if self._status[g * self.group_size] == _ENDED:
-                for k, info in enumerate(self._reset_group(g, None, None)):
-                    member_infos[g * self.group_size + k] = info
-                    reset_now.add(g * self.group_size + k)
-
+                for i, info in zip(self._members(g), self._reset_group(g, None, None), strict=True):
+                    member_infos[i] = info
+                    reset_now.add(i)
         finished_now: set[int] = set()
         for i in range(n):
             if i in reset_now:
@@ -279,29 +211,17 @@ class CLIPOGroupReward(VectorEnv):
             else:
                 rewards[i] = float(reward)
                 member_infos[i] = info
-
-        done_groups = [
-            g for g in range(self.num_groups)
-            if all(self._status[i] == _WAITING for i in range(g * self.group_size, (g + 1) * self.group_size))
-        ]
-        if done_groups:
-            self._finish_groups(done_groups, finished_now, rewards, terminated, truncated, member_infos)
-
+        done = [g for g in range(self.num_groups) if all(self._status[i] == _WAITING for i in self._members(g))]
+        if done:
+            self._finish_groups(done, finished_now, rewards, terminated, truncated, member_infos)
         infos: dict[str, Any] = {}
         for i, info in enumerate(member_infos):
             infos = self._add_info(infos, info, i)
         return self._batch_obs(), rewards, terminated, truncated, infos
 
-    def _finish_groups(
-        self,
-        groups: list[int],
-        finished_now: set[int],
-        rewards: np.ndarray,
-        terminated: np.ndarray,
-        truncated: np.ndarray,
-        member_infos: list[dict[str, Any]],
-    ) -> None:
-        members = [i for g in groups for i in range(g * self.group_size, (g + 1) * self.group_size)]
+    def _finish_groups(self, groups: list[int], finished_now: set[int], rewards: np.ndarray, terminated: np.ndarray,
+                       truncated: np.ndarray, member_infos: list[dict[str, Any]]) -> None:
+        members = [i for g in groups for i in self._members(g)]
         emb = np.stack([self._embeddings[i] for i in members])
         correct = [bool(self._trajectories[i].correct) for i in members]
         gids = [self._trajectories[i].group for i in members]
@@ -316,15 +236,11 @@ class CLIPOGroupReward(VectorEnv):
                 raise ValueError(f"info['reward_terms'] already has a {self.key!r} term; pass key='...'")
             terms[self.key] = float(r_cl)
             final = dict(info)
-            final.update(
-                reward_terms=terms,
-                clipo=float(r_cl),
-                clipo_correct=bool(self._trajectories[i].correct),
-                clipo_waiting=i not in finished_now,  # a member held before: its action here was ignored
-                clipo_held_steps=self._held_steps[i],
-                # a member held since an earlier step reported its last move's transitions then
-                transitions=final.get("transitions", []) if i in finished_now else [],
-            )
+            final.update(reward_terms=terms, clipo=float(r_cl), clipo_correct=bool(self._trajectories[i].correct),
+                         clipo_waiting=i not in finished_now,  # a member held before: its action here was ignored
+                         clipo_held_steps=self._held_steps[i],
+                         # a member held since an earlier step reported its last move's transitions then
+                         transitions=final.get("transitions", []) if i in finished_now else [])
             self._obs[i] = obs
             self._masks[i] = info.get("action_mask")
             rewards[i] = reward + float(r_cl)
@@ -332,10 +248,8 @@ class CLIPOGroupReward(VectorEnv):
             member_infos[i] = final
             self._status[i] = _ENDED
 
-    # ---- helpers --------------------------------------------------------------------------
     def _waiting_info(self, i: int, real: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Info of a held member: the real terminal info on the step it finished (a decision), else a
-        stub for a step whose action was ignored (``clipo_waiting``)."""
+        """A held member's info: the real one on the step it finished, else a ``clipo_waiting`` stub."""
         held_info = self._held[i][4]
         zero_terms = dict.fromkeys(held_info.get("reward_terms") or {"sparse": 0.0}, 0.0)
         info = dict(real) if real is not None else {"transitions": []}
@@ -359,10 +273,8 @@ class CLIPOGroupReward(VectorEnv):
             expected = next((e.shape[0] for e in self._embeddings if e is not None), None)
         if vec.ndim != 1 or vec.shape[0] == 0 or (expected is not None and vec.shape[0] != expected):
             want = f"length {expected}" if expected is not None else "one fixed length"
-            raise ValueError(
-                f"embed_fn returned an embedding of shape {vec.shape} for env {traj.index}; "
-                f"CLIPOGroupReward needs a 1-D vector of {want} (the CLIPO head's dim_in)"
-            )
+            raise ValueError(f"embed_fn returned an embedding of shape {vec.shape} for env {traj.index}; "
+                             f"CLIPOGroupReward needs a 1-D vector of {want} (the CLIPO head's dim_in)")
         if not np.isfinite(vec).all():
             raise ValueError(f"embed_fn returned NaN or inf for env {traj.index}")
         return vec
@@ -384,13 +296,9 @@ class CLIPOGroupReward(VectorEnv):
         """``bool [num_envs, n_actions]``: each member's legal actions (all ones while held or about to reset)."""
         if not isinstance(self.single_action_space, gym.spaces.Discrete):
             raise TypeError(f"action_masks() needs a Discrete action space, not {self.single_action_space}")
-        rows = []
-        for i in range(self.num_envs):
-            if self._status[i] != _ACTIVE or self._masks[i] is None:  # held, or reset on the next step
-                rows.append(np.ones(self.single_action_space.n, dtype=bool))
-            else:
-                rows.append(np.asarray(self._masks[i]).astype(bool))
-        return np.stack(rows)
+        ones = np.ones(self.single_action_space.n, dtype=bool)  # held, or reset on the next step
+        return np.stack([ones if status != _ACTIVE or mask is None else np.asarray(mask).astype(bool)
+                         for status, mask in zip(self._status, self._masks, strict=True)])
 
     def close_extras(self, **kwargs: Any) -> None:
         for e in self.envs:
