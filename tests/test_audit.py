@@ -146,6 +146,15 @@ def test_an_unwritable_json_path_is_one_error_line(tmp_path: Path, capsys: pytes
         assert err.strip().count("\n") <= 2
 
 
+def test_a_json_fifo_nobody_reads_is_refused_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("\n".join(corpus_path().read_text().splitlines()[:2]) + "\n")
+    os.mkfifo(tmp_path / "out.json")  # opening it for writing would wait for a reader forever
+    code = main(["countdown_gym.cli.audit:verify_reward", "--no-progress", "--corpus", str(corpus), "--json",
+                 str(tmp_path / "out.json")])
+    assert code == 1 and "a FIFO that nothing reads" in capsys.readouterr().err
+
+
 def test_a_fifo_corpus_is_refused_without_opening_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fifo = tmp_path / "corpus.jsonl"
     os.mkfifo(fifo)

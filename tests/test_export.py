@@ -121,6 +121,18 @@ def test_unwritable_out_is_a_clear_error(tmp_path, capsys):
     assert "cannot write there" in capsys.readouterr().err
 
 
+def test_a_fifo_or_folder_where_a_file_goes_is_refused(tmp_path, capsys):
+    import os
+
+    (tmp_path / "f" / "tinyzero").mkdir(parents=True)
+    os.mkfifo(tmp_path / "f" / "tinyzero" / "test.jsonl")  # opening it would block the export
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "README.md").mkdir()
+    for out in ("f", "d"):
+        assert main(["--format", "jsonl", "--preset", "tinyzero", "--split", "test", "--out", str(tmp_path / out)]) == 1
+        assert "is not a regular file" in capsys.readouterr().err
+
+
 def test_console_script_dispatches_export(tmp_path):
     out = subprocess.run([sys.executable, "-m", "countdown_gym", "export", "--format", "jsonl", "--preset", "tinyzero",
                           "--split", "validation", "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT)

@@ -116,6 +116,16 @@ def test_a_csv_with_a_byte_order_mark_keeps_its_rows(tmp_path):
     assert loaded.problems[0].numbers == (3, 4, 5)
 
 
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_a_json_file_with_a_byte_order_mark_keeps_its_rows(tmp_path, suffix):
+    rows = [{"numbers": [3, 5, 7, 11], "target": 26}, {"numbers": [2, 4, 6], "target": 12}]
+    text = json.dumps(rows) if suffix == ".json" else "\n".join(map(json.dumps, rows))
+    path = tmp_path / f"rows{suffix}"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    loaded = load_problems(path, progress=False)
+    assert loaded.rows == [0, 1] and not loaded.issues, loaded.report()
+
+
 # ---- properties -----------------------------------------------------------------------------------------------
 
 JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),

@@ -224,3 +224,22 @@ def test_reordering_a_submissions_lines_changes_neither_its_scores_nor_its_rank(
     rival = dataclasses.replace(a, header={**a.header, "agent": "rival"}, pass_at_1=a.pass_at_1 - 1e-12)
     for board in ([a, rival], [b, rival]):
         assert [(rank, s.header["agent"]) for rank, s in ranked(board)[("tinyzero", "validation")]] == [(1, "mix"), (1, "rival")]
+
+
+def test_score_replaces_a_fifo_or_link_it_would_write_and_names_an_output_it_cannot(board, capsys):
+    """The table, chart and page are written aside and renamed: a FIFO or a link at their names is replaced, never
+    opened (opening a FIFO would block), and a folder there is one error line, exit 1."""
+    put(board, "a.longproc-0.5k.test.jsonl", agent="exhaustive-solver")
+    d = board.parent
+    os.mkfifo(d / "leaderboard.html")
+    (d / "LEADERBOARD.md").symlink_to(d / "elsewhere.md")
+    assert lb_main(["score", "--dir", str(d), "--no-progress"]) == 0
+    assert (d / "leaderboard.html").is_file() and not (d / "LEADERBOARD.md").is_symlink()
+    assert not (d / "elsewhere.md").exists() and not list(d.glob(".*.tmp"))
+    assert lb_main(["check", "--dir", str(d)]) == 0
+    (d / "leaderboard.png").unlink()
+    (d / "leaderboard.png").mkdir()
+    capsys.readouterr()
+    assert lb_main(["score", "--dir", str(d), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "error: cannot write" in err and "leaderboard.png" in err and "Traceback" not in err

@@ -13,6 +13,7 @@ call counts as hung and the worker is restarted. A completion is *accepted* when
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import multiprocessing
 import os
@@ -367,12 +368,25 @@ class AuditOptions:
 PROG = "countdown-gym audit"
 
 
+def _open_output(path: str) -> Any:
+    """``path`` opened for writing text; a FIFO nobody reads is refused at once (ENXIO) instead of blocking the open
+    (a pipe with a reader, such as ``/dev/stdout | jq``, is written as usual)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK, 0o666)
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            raise OSError(errno.ENXIO, "a FIFO that nothing reads") from None
+        raise
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "w", encoding="utf-8")
+
+
 def _audit(args: AuditOptions) -> int:
     out = None
     try:
         rows = load_exploits(args.corpus)
         # opened before the audit runs: a path that cannot be written fails now, not after every call
-        out = open(args.json, "w", encoding="utf-8") if args.json else None  # noqa: SIM115 - closed below
+        out = _open_output(args.json) if args.json else None
         outcomes = run_audit(args.reward_fn, rows, timeout=args.timeout, memory_mb=args.memory_mb,
                              progress=args.progress)
         print(report(args.reward_fn, outcomes, args.threshold, args.timeout))

@@ -13,6 +13,7 @@ card ``README.md`` (``dataset_card.md`` filled in) with the Hub's YAML metadata.
 
 from __future__ import annotations
 
+import errno
 import json
 import string
 import sys
@@ -208,7 +209,7 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
                     else split_rows(preset, split, prompt_style, chat))
             (out / preset).mkdir(parents=True, exist_ok=True)
             if fmt == "jsonl":
-                path = out / preset / f"{split}.jsonl"
+                path = _output(out / preset / f"{split}.jsonl")
                 data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode("utf-8")
                 path.write_bytes(data)
                 sizes[preset][split] = (len(rows), len(data))
@@ -219,7 +220,7 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
             tables[split] = Dataset.from_list(rows, features=features, split=split)
             sizes[preset][split] = (len(rows), tables[split].data.nbytes)
             if fmt == "parquet":
-                path = out / preset / f"{split}.parquet"
+                path = _output(out / preset / f"{split}.parquet")
                 tables[split].to_parquet(str(path))
                 paths.append(path)
         if fmt == "hf":
@@ -227,10 +228,17 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
 
             DatasetDict(tables).save_to_disk(str(out / preset))
             paths.append(out / preset)
-    card = out / "README.md"
+    card = _output(out / "README.md")
     card.write_text(dataset_card(fmt, sizes, prompt_style, chat, None if size is None else seed), encoding="utf-8")
     paths.append(card)
     return paths
+
+
+def _output(path: Path) -> Path:
+    """``path``, unless something other than a regular file stands there (a FIFO would block the write forever)."""
+    if path.exists() and not path.is_file():
+        raise OSError(errno.EEXIST, f"{path} exists and is not a regular file")
+    return path
 
 
 def _choice(value: str, allowed: Sequence[str], what: str) -> list[str] | None:

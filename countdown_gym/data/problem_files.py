@@ -121,7 +121,7 @@ def _cell(text: Any) -> Any:
 
 def _json_file_rows(path: Path) -> list[Any]:
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = json.loads(path.read_bytes().decode("utf-8-sig"))  # a leading byte-order mark is not the JSON
     except UnicodeDecodeError as exc:
         return [_BadRow(f"the .json file is not UTF-8 (byte {exc.start})")]
     except (ValueError, RecursionError) as exc:
@@ -183,11 +183,11 @@ def _csv_row(row: Mapping[str | None, Any]) -> Any:
 def _jsonl_rows(path: Path) -> Iterable[Any]:
     """One row per non-blank line; a line that is not UTF-8 or not JSON is a :class:`_BadRow` (reported, skipped)."""
     with path.open("rb") as f:
-        for raw in f:
+        for i, raw in enumerate(f):
             if not raw.strip():
                 continue
             try:
-                yield json.loads(raw.decode("utf-8"))
+                yield json.loads(raw.decode("utf-8-sig" if i == 0 else "utf-8"))  # the file's byte-order mark
             except UnicodeDecodeError as exc:
                 yield _BadRow(f"not UTF-8 (byte {exc.start} of the line)")
             except (ValueError, RecursionError) as exc:

@@ -15,6 +15,7 @@ anything is played.
 from __future__ import annotations
 
 import functools
+import os
 import shlex
 import sys
 import tempfile
@@ -168,14 +169,31 @@ def cmd_score(args: ScoreOptions) -> int:
         return 1 if any(isinstance(r, Rejection) for r in results) else 0
     d = _leaderboard_dir(args.dir)
     results = score_directory(d / SUBMISSIONS, progress=args.progress)
-    board = _board(results, d, d)
+    with tempfile.TemporaryDirectory() as tmp:
+        board = _board(results, d, Path(tmp))
     for path, data in board.items():
-        if isinstance(data, str):
-            path.write_text(data, encoding="utf-8", newline="\n")
+        try:
+            _replace(path, data.encode("utf-8") if isinstance(data, str) else data)
+        except OSError as e:
+            print(f"{PROG} score: error: cannot write {path}: {e.strerror or e}", file=sys.stderr)
+            return 1
     for r in results:
         print(_summary(r), file=sys.stderr if isinstance(r, Rejection) else sys.stdout)
     print("wrote " + ", ".join(map(str, board)))
     return 0
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``data`` beside ``path``, then rename it into place: whatever stood at ``path`` (a FIFO, a link) is
+    replaced, never opened, and a failed write leaves the old file whole."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("xb") as f:  # a new file: never a FIFO or a link planted under this name
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        if tmp.is_file() and not tmp.is_symlink():
+            tmp.unlink()
 
 
 def cmd_check(args: CheckOptions) -> int:
