@@ -206,10 +206,12 @@ def start_server(echo: bool, max_sessions: int) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = ([sys.executable, "-m", "uvicorn", "bench_server:echo_app", "--app-dir", str(Path(__file__).parent),
-            "--port", str(port), "--ws-max-size", "65536", "--ws-per-message-deflate", "false", "--log-level", "warning"]
-           if echo else [sys.executable, "-m", "countdown_gym", "serve", "--port", str(port), "--split", "test",
-                         "--max-sessions", str(max_sessions), "--max-turns", "64"])
+    if echo:
+        cmd = [sys.executable, "-m", "uvicorn", "bench_server:echo_app", "--app-dir", str(Path(__file__).parent),
+               "--port", str(port), "--ws-max-size", "65536", "--ws-per-message-deflate", "false", "--log-level", "warning"]
+    else:
+        cmd = [sys.executable, "-m", "countdown_gym", "serve", "--port", str(port), "--split", "test",
+               "--max-sessions", str(max_sessions), "--max-turns", "64"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
                             stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
