@@ -1,69 +1,99 @@
-"""The OpenEnv server's WebSocket load figure, with every client in a process of its own.
+"""The OpenEnv server's load figures over WebSocket or HTTP, with every client in a process of its own.
 
     python benchmarks/bench_server.py                                # 8 client processes, 10 s, the server on a free port
     python benchmarks/bench_server.py --server-cpus 0 --client-cpus 1-15    # pinned: the core split is reported
     python benchmarks/bench_server.py --server echo                  # the same clients against a plain uvicorn echo
+    python benchmarks/bench_server.py --transports http ws --clients 1 8 64 --seconds 5 --repeats 3
+    python benchmarks/bench_server.py --url http://127.0.0.1:8000   # an already running server (no CPU figures)
 
-``benchmarks/bench_openenv.py`` runs its clients as coroutines of one process, which on a small machine measures the
-clients as much as the server. Here each client is a process (``multiprocessing``) holding one WebSocket session
-to ``/ws`` and playing episodes back to back (``reset`` with a test problem, then the turns of its search trace:
-``bench_openenv.ws_client``, every answer checked to be an ``observation``). The server (``countdown-gym serve``,
-``CountdownMultiTurn-v0``) is a process of its own; its CPU time (user + system, ``/proc``) over the measured
-seconds divided by the steps is the figure that does not depend on how many cores the clients take.
+Each client is a process (``multiprocessing``) playing episodes back to back: ``reset`` with a test problem, then the
+turns of its search trace (with backtracking), every answer checked; over WebSocket (``--transports ws``, the
+default) one session on ``/ws`` speaking openenv's messages, over HTTP one keep-alive connection to ``/reset`` and
+``/step``. The server (``countdown-gym serve``, ``CountdownMultiTurn-v0``, the ``longproc-0.5k`` test split,
+``--max-turns 64``) is a process of its own; its CPU time (user + system, ``/proc``) over the measured seconds divided
+by the steps is the figure that does not depend on how many cores the clients take.
 
 ``--server echo`` serves the same clients from a plain uvicorn app with the same WebSocket settings that answers
-every message with a fixed observation: the cost of uvicorn and the WebSocket layer alone, for comparison.
+every request with a fixed observation: the cost of uvicorn and the HTTP / WebSocket layer alone, for comparison.
 
-Printed: steps/s, requests/s, p50 / p99 latency of a request (reset or step), errors (a client whose session
-failed), the server's CPU microseconds per step and per request, and the core split (the CPUs each side may use).
-Targets: at most 100 us of server CPU per step; at least 5,000 steps/s from 8 clients where the cores allow.
+Printed, a row per transport, client count and repeat: steps/s, requests/s, p50 / p99 latency of a request (reset or
+step, from sending it to having its answer parsed), errors (a client whose session failed), the server's CPU
+microseconds per step and per request, and the core split (the CPUs each side may use).
+Targets: at most 100 us of server CPU per step; at least 5,000 WebSocket steps/s from 8 clients where the cores allow.
 """
 
 from __future__ import annotations
 
 import asyncio
+import http.client
+import json
 import multiprocessing
 import os
 import platform
+import socket
 import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from multiprocessing.synchronize import Barrier
 from pathlib import Path
+from typing import Literal
 
+from _common import ROOT, command
+from websockets.asyncio.client import connect
+
+from countdown_gym import load_split
 from countdown_gym.dataclass_cli import check_min, parse
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: benchmarks/ as a package
-from benchmarks.bench_openenv import Tally, cpu_seconds, episodes, free_port, launch, start_server, ws_client  # noqa: E402
+from countdown_gym.game.compact_trace import CompactTraceConfig
+from countdown_gym.game.turn_trace import turn_trace
 
 TARGET_STEPS = 5_000
 TARGET_CPU_US = 100.0
-_ECHO_ANSWER = '{"type":"observation","data":{"observation":{"text":"= 37 [17,26,37]"},"reward":0.0,"done":false}}'
+_ECHO_DATA = '{"observation":{"text":"= 37 [17,26,37]","episode_id":"echo"},"reward":0.0,"done":false}'
 
 
 @dataclass
 class Options:
-    """Steps/s, latency and server CPU per step of countdown-gym serve, with each WebSocket client in its own process."""
+    """Steps/s, latency and server CPU per step of countdown-gym serve, with each client in its own process."""
 
-    clients: int = 8
-    """client processes (one WebSocket session each)"""
+    clients: tuple[int, ...] = (8,)
+    """numbers of client processes to measure (one session each)"""
     seconds: float = 10.0
-    """how long the clients play"""
-    server: str = "countdown"
-    """countdown (countdown-gym serve) or echo (a plain uvicorn WebSocket echo, for comparison)"""
+    """how long the clients of each measurement play"""
+    transports: tuple[Literal["http", "ws"], ...] = ("ws",)
+    """ws (a WebSocket session per client) and / or http (a keep-alive connection per client)"""
+    repeats: int = 1
+    """measurements of each transport and client count (a shared machine is noisy)"""
+    server: Literal["countdown", "echo"] = "countdown"
+    """countdown (countdown-gym serve) or echo (a plain uvicorn echo, for comparison)"""
     server_cpus: str = ""
     """CPUs the server may use, e.g. 0 or 0-1 (default: all)"""
     client_cpus: str = ""
     """CPUs the client processes may use, e.g. 1-15 (default: all)"""
+    url: str = ""
+    """an already running server, e.g. http://127.0.0.1:8000 (default: start one on a free 127.0.0.1 port)"""
 
     def __post_init__(self) -> None:
-        check_min(self, 1, "clients")
         check_min(self, 0.5, "seconds")
-        if self.server not in ("countdown", "echo"):
-            raise ValueError(f"--server must be countdown or echo, got {self.server!r}")
+        check_min(self, 1, "repeats")
+        if not self.clients or min(self.clients) < 1:
+            raise ValueError(f"--clients must be numbers >= 1, got {self.clients}")
+        if not self.transports:
+            raise ValueError("--transports takes http and ws, got none")
+        if self.url and (self.server == "echo" or self.server_cpus):
+            raise ValueError("--url names a running server: it takes neither --server echo nor --server-cpus")
         for name in ("server_cpus", "client_cpus"):
             cpu_list(getattr(self, name), f"--{name.replace('_', '-')}")
+
+
+@dataclass
+class Tally:
+    """What one client did."""
+
+    steps: int = 0
+    resets: int = 0
+    latencies: list[float] = field(default_factory=list)
 
 
 def cpu_list(text: str, flag: str = "") -> set[int] | None:
@@ -82,86 +112,203 @@ def cpu_list(text: str, flag: str = "") -> set[int] | None:
     return cpus
 
 
+def episodes() -> list[tuple[dict, list[str]]]:
+    """The test problems with the turns of their search traces (with backtracking)."""
+    config = CompactTraceConfig(dead_ends=(1, 0))
+    return [({"numbers": list(p.numbers), "target": p.target}, turn_trace(p, config=config, seed=i))
+            for i, p in enumerate(load_split("longproc-0.5k", "test"))]
+
+
+def http_client(url: str, eps: list, start: int, stop_at: float, tally: Tally) -> None:
+    """Episodes over plain HTTP/1.1 (the standard library's keep-alive connection; lighter than httpx)."""
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
+
+    def post(path: str, body: dict) -> dict:
+        t0 = time.perf_counter()
+        conn.request("POST", path, json.dumps(body), {"content-type": "application/json"})
+        r = conn.getresponse()
+        data = r.read()
+        if r.status != 200:
+            raise RuntimeError(f"{path}: HTTP {r.status} {data[:200]!r}")
+        answer = json.loads(data)
+        tally.latencies.append(time.perf_counter() - t0)
+        return answer
+
+    k = start
+    try:
+        while time.perf_counter() < stop_at:
+            problem, turns = eps[k % len(eps)]
+            k += 1
+            eid = post("/reset", {"problem": problem})["observation"]["episode_id"]
+            tally.resets += 1
+            for t in turns:
+                done = post("/step", {"action": {"turn": t}, "episode_id": eid})["done"]
+                tally.steps += 1
+                if done:
+                    break
+    finally:
+        conn.close()
+
+
+async def ws_client(url: str, eps: list, start: int, stop_at: float, tally: Tally) -> None:
+    """Episodes over one WebSocket session (openenv's messages)."""
+    async with connect(url.replace("http", "ws", 1) + "/ws", max_size=None, compression=None) as ws:
+
+        async def ask(message: dict) -> dict:
+            t0 = time.perf_counter()
+            await ws.send(json.dumps(message))
+            answer = json.loads(await ws.recv())
+            if answer["type"] != "observation":
+                raise RuntimeError(f"the server answered {answer}")
+            tally.latencies.append(time.perf_counter() - t0)
+            return answer["data"]
+
+        k = start
+        while time.perf_counter() < stop_at:
+            problem, turns = eps[k % len(eps)]
+            k += 1
+            await ask({"type": "reset", "data": {"problem": problem}})
+            tally.resets += 1
+            for t in turns:
+                done = (await ask({"type": "step", "data": {"turn": t}}))["done"]
+                tally.steps += 1
+                if done:
+                    break
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """CPU time (user + system) the process ``pid`` has used so far (Linux ``/proc``), or NaN."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 async def echo_app(scope: dict, receive, send) -> None:
-    """ASGI: a WebSocket that answers each message with :data:`_ECHO_ANSWER` (``--server echo``)."""
-    if scope["type"] != "websocket":
-        return
-    await receive()  # websocket.connect
-    await send({"type": "websocket.accept"})
-    while (await receive())["type"] == "websocket.receive":
-        await send({"type": "websocket.send", "text": _ECHO_ANSWER})
+    """ASGI: every HTTP request and WebSocket message answered with :data:`_ECHO_DATA` (``--server echo``)."""
+    if scope["type"] == "http":
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": _ECHO_DATA.encode()})
+    elif scope["type"] == "websocket":
+        await receive()  # websocket.connect
+        await send({"type": "websocket.accept"})
+        while (await receive())["type"] == "websocket.receive":
+            await send({"type": "websocket.send", "text": f'{{"type":"observation","data":{_ECHO_DATA}}}'})
 
 
-def start_echo_server() -> tuple[subprocess.Popen, str]:
-    """The echo app under uvicorn in its own process, with the WebSocket settings ``countdown-gym serve`` uses."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "uvicorn", "bench_server:echo_app", "--app-dir", str(Path(__file__).parent),
-           "--port", str(port), "--ws-max-size", "65536", "--ws-per-message-deflate", "false", "--log-level", "warning"]
-    return launch(cmd, port, {**os.environ, "OMP_NUM_THREADS": "1"}, "echo server", 120)
+def start_server(echo: bool, max_sessions: int) -> tuple[subprocess.Popen, str]:
+    """``countdown-gym serve`` (or the echo app under uvicorn with its WebSocket settings) on a free port, once it
+    accepts a connection: its process and URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    if echo:
+        cmd = [sys.executable, "-m", "uvicorn", "bench_server:echo_app", "--app-dir", str(Path(__file__).parent),
+               "--port", str(port), "--ws-max-size", "65536", "--ws-per-message-deflate", "false", "--log-level", "warning"]
+    else:
+        cmd = [sys.executable, "-m", "countdown_gym", "serve", "--port", str(port), "--split", "test",
+               "--max-sessions", str(max_sessions), "--max-turns", "64"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+                            stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited with code {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5):
+                return proc, f"http://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.2)
+    proc.terminate()
+    raise SystemExit("the server did not start within 300 s")
 
 
-def client_process(url: str, index: int, start_at: float, stop_at: float, cpus: set[int] | None,
-                   results: multiprocessing.Queue) -> None:
-    """One client: wait for ``start_at``, play until ``stop_at``, put ``(steps, resets, latencies, error)``."""
+def client_process(transport: str, url: str, index: int, seconds: float, cpus: set[int] | None,
+                   ready: Barrier, results: multiprocessing.Queue) -> None:
+    """One client: read the problems, wait for the others, play ``seconds``, put ``(steps, resets, latencies, error)``."""
     if cpus is not None:
         os.sched_setaffinity(0, cpus)
     eps = episodes()
     tally, error = Tally(), ""
-    time.sleep(max(0.0, start_at - time.time()))
+    ready.wait()
+    stop_at = time.perf_counter() + seconds
     try:
-        asyncio.run(ws_client(url, eps, index * 37, time.perf_counter() + (stop_at - time.time()), tally))
+        if transport == "http":
+            http_client(url, eps, index * 37, stop_at, tally)
+        else:
+            asyncio.run(ws_client(url, eps, index * 37, stop_at, tally))
     except Exception as exc:  # noqa: BLE001 - a failed session is counted and shown, not a crash of the benchmark
         error = f"{type(exc).__name__}: {exc}"[:200]
     results.put((tally.steps, tally.resets, tally.latencies, error))
 
 
+def measure(transport: str, url: str, n: int, seconds: float, cpus: set[int] | None,
+            server_pid: int | None) -> tuple[float, float, float, float, float, float, list[str]]:
+    """``(steps/s, requests/s, p50 and p99 latency in ms, server CPU µs per step and per request, errors)`` of ``n``
+    client processes over ``transport`` during ``seconds``."""
+    ctx = multiprocessing.get_context("spawn")
+    results, ready = ctx.Queue(), ctx.Barrier(n + 1)
+    clients = [ctx.Process(target=client_process, args=(transport, url, i, seconds, cpus, ready, results))
+               for i in range(n)]
+    for c in clients:
+        c.start()
+    ready.wait(timeout=300)  # every client has imported and read its problems
+    cpu0, t0 = cpu_seconds(server_pid), time.perf_counter()
+    time.sleep(seconds)
+    cpu, elapsed = cpu_seconds(server_pid) - cpu0, time.perf_counter() - t0
+    outcomes = [results.get(timeout=300) for _ in clients]
+    for c in clients:
+        c.join(timeout=60)
+    steps, resets = sum(o[0] for o in outcomes), sum(o[1] for o in outcomes)
+    latencies = [x for o in outcomes for x in o[2]]
+    cents = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [float("nan")] * 99
+    return (steps / elapsed, (steps + resets) / elapsed, cents[49] * 1000, cents[98] * 1000,
+            cpu / max(steps, 1) * 1e6, cpu / max(steps + resets, 1) * 1e6, [o[3] for o in outcomes if o[3]])
+
+
 def main(argv: list[str] | None = None) -> int:
     opts = parse(Options, argv, prog="python benchmarks/bench_server.py")
     server_cpus, client_cpus = cpu_list(opts.server_cpus), cpu_list(opts.client_cpus)
-    proc, url = start_echo_server() if opts.server == "echo" else start_server(2 * opts.clients)
-    if server_cpus is not None:
+    # twice the clients: room for sessions still closing
+    proc, url = (None, opts.url) if opts.url else start_server(opts.server == "echo", 2 * max(opts.clients))
+    if proc is not None and server_cpus is not None:
         os.sched_setaffinity(proc.pid, server_cpus)
-    ctx = multiprocessing.get_context("spawn")
-    results: multiprocessing.Queue = ctx.Queue()
+    rows: dict[tuple[str, int], list[tuple]] = {(t, n): [] for t in opts.transports for n in opts.clients}
     load_before = os.getloadavg()[0]
     try:
-        start_at = time.time() + 15  # every client has imported and read its problems by then
-        stop_at = start_at + opts.seconds
-        clients = [ctx.Process(target=client_process, args=(url, i, start_at, stop_at, client_cpus, results))
-                   for i in range(opts.clients)]
-        for c in clients:
-            c.start()
-        time.sleep(max(0.0, start_at - time.time()))
-        cpu0, t0 = cpu_seconds(proc.pid), time.perf_counter()
-        time.sleep(max(0.0, stop_at - time.time()))
-        cpu1, elapsed = cpu_seconds(proc.pid), time.perf_counter() - t0
-        outcomes = [results.get(timeout=300) for _ in clients]
-        for c in clients:
-            c.join(timeout=60)
+        for r in range(opts.repeats):
+            for transport, n in rows:
+                rows[(transport, n)].append(measure(transport, url, n, opts.seconds, client_cpus, proc and proc.pid))
+                print(f"repeat {r + 1}/{opts.repeats} {transport} x{n}: {rows[(transport, n)][-1][0]:,.0f} steps/s",
+                      file=sys.stderr, flush=True)
     finally:
-        proc.terminate()
-        proc.wait(timeout=60)
-    steps, resets = sum(o[0] for o in outcomes), sum(o[1] for o in outcomes)
-    latencies = sorted(x for o in outcomes for x in o[2])
-    errors = [o[3] for o in outcomes if o[3]]
-    cents = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [float("nan")] * 99
-    command = " ".join(["python benchmarks/bench_server.py", *(argv if argv is not None else sys.argv[1:])])
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=60)
     split = (f"server on CPUs {opts.server_cpus or 'all'}, clients on CPUs {opts.client_cpus or 'all'} "
              f"of {os.cpu_count()}")
-    print(f"`{command}` (Python {platform.python_version()}, {split}; load average {load_before:.1f} before, "
-          f"{os.getloadavg()[0]:.1f} after)\n")
+    print(f"`{command('bench_server.py', argv)}` (Python {platform.python_version()}, {split}; load average "
+          f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after)\n")
     print("| server | clients | steps/s | requests/s | p50 latency (ms) | p99 latency (ms) | errors "
           "| server CPU per step (µs) | server CPU per request (µs) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    per_step = (cpu1 - cpu0) / max(steps, 1) * 1e6
-    print(f"| {opts.server} | {opts.clients} processes | {steps / elapsed:,.0f} | {(steps + resets) / elapsed:,.0f} | "
-          f"{cents[49] * 1000:.2f} | {cents[98] * 1000:.2f} | {len(errors)} | {per_step:.0f} | "
-          f"{(cpu1 - cpu0) / max(steps + resets, 1) * 1e6:.0f} |")
+    for (transport, n), measured in rows.items():
+        for steps, requests, p50, p99, per_step, per_request, errors in measured:
+            print(f"| {opts.server} | {n} {'HTTP' if transport == 'http' else 'WebSocket'} processes | {steps:,.0f} | "
+                  f"{requests:,.0f} | {p50:.2f} | {p99:.2f} | {len(errors)} | {per_step:.0f} | {per_request:.0f} |")
+    errors = [e for measured in rows.values() for m in measured for e in m[6]]
     for e in errors:
         print(f"error: {e}")
-    print(f"\ntargets: server CPU per step <= {TARGET_CPU_US:.0f} µs ({'met' if per_step <= TARGET_CPU_US else 'not met'}); "
-          f">= {TARGET_STEPS:,} steps/s from 8 clients ({'met' if steps / elapsed >= TARGET_STEPS else 'not met'} "
-          f"with {split})")
+    ws = [m for (t, _), measured in rows.items() if t == "ws" for m in measured]
+    eight = [m[0] for (t, n), measured in rows.items() if (t, n) == ("ws", 8) for m in measured]
+    if ws:
+        print(f"\ntargets (WebSocket): server CPU per step <= {TARGET_CPU_US:.0f} µs (met in "
+              f"{sum(m[4] <= TARGET_CPU_US for m in ws)} of {len(ws)} rows); >= {TARGET_STEPS:,} steps/s from 8 "
+              f"clients (met in {sum(s >= TARGET_STEPS for s in eight)} of {len(eight)} rows, with {split})")
     return 1 if errors else 0
 
 
