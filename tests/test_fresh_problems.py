@@ -75,7 +75,8 @@ def test_export_size_writes_that_many_generated_train_rows_and_the_frozen_test(t
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--size", "0"], "--size must be a positive number"),
+    (["--size", "0"], "--size must be a number of problems in 1..10,000,000, got 0"),
+    (["--size", "99999999999999999999"], "--size must be a number of problems in 1..10,000,000"),
     (["--size", "10", "--split", "test"], "--size makes the train split"),
     (["--size", "10", "--seed", "-1"], "--seed must be non-negative"),
 ])

@@ -189,8 +189,9 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
     bad = [p for p in presets if p not in SPLIT_SPEC] + [s for s in splits if s not in SPLITS]
     if bad:
         raise ValueError(f"unknown presets or splits {bad}; presets: {sorted(SPLIT_SPEC)}, splits: {list(SPLITS)}")
-    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1 or "train" not in splits):
-        raise ValueError(f"size must be a positive int and the splits must include train (it replaces the frozen "
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_SIZE
+                             or "train" not in splits):
+        raise ValueError(f"size must be an int in 1..{MAX_SIZE:,} and the splits must include train (it replaces the frozen "
                          f"train split), got size={size!r}, splits={splits}")
     out = Path(out)
     if fmt == "verl":
@@ -232,6 +233,10 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
     card.write_text(dataset_card(fmt, sizes, prompt_style, chat, None if size is None else seed), encoding="utf-8")
     paths.append(card)
     return paths
+
+
+MAX_SIZE = 10_000_000
+"""The most problems ``--size`` generates (hours of solver time on one core)."""
 
 
 def _output(path: Path) -> Path:
@@ -281,8 +286,8 @@ class ExportOptions:
     def __post_init__(self) -> None:
         _choice(self.preset, sorted(SPLIT_SPEC), "preset")
         splits = _choice(self.split, SPLITS, "split")
-        if self.size is not None and self.size < 1:
-            raise ValueError(f"--size must be a positive number of problems, got {self.size}")
+        if self.size is not None and not 1 <= self.size <= MAX_SIZE:
+            raise ValueError(f"--size must be a number of problems in 1..{MAX_SIZE:,}, got {self.size}")
         if self.size is not None and splits is not None and "train" not in splits:
             raise ValueError(f"--size makes the train split; --split {self.split} has no train")
         if self.seed < 0:
