@@ -62,7 +62,7 @@ class ServeOptions:
     """a connection that has not sent a whole request head within this many seconds is answered 408 and closed"""
     max_connections: int = 0
     """most connections held at once (HTTP and WebSocket; one more closes the oldest still sending its request head);
-    0: the file-descriptor limit less 32, at most 4096; at most 65536"""
+    0: the file-descriptor limit less 32, at most 4096; set: at most 65536"""
     max_turn_chars: int = DEFAULT_MAX_TURN_CHARS
     """CountdownMultiTurn-v0: longest turn the game reads; a longer one is answered 'error turn_too_long' and only
     its first max_turn_chars + 1 characters are kept; at most 4096"""
