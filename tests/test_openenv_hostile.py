@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -22,9 +27,11 @@ from countdown_gym.cli import main as cli_main  # noqa: E402
 from countdown_gym.game.problem import Problem  # noqa: E402
 from countdown_gym.game.turn_game import replay_turns  # noqa: E402
 from countdown_gym.integrations.openenv import make_app  # noqa: E402
+from countdown_gym.integrations.openenv.listen import uvicorn_server  # noqa: E402
 from countdown_gym.integrations.openenv.serve import main as serve_main  # noqa: E402
 from countdown_gym.integrations.openenv.server import serve_in_thread  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = {"numbers": [21, 16, 17, 26], "target": 46}
 JSON = {"content-type": "application/json"}
 
@@ -154,12 +161,71 @@ def test_a_half_sent_body_is_answered_408_within_the_time_limit():
 
 
 @pytest.mark.parametrize("argv", [["--log-level", "nosuch"], ["--body-timeout-s", "0"], ["--session-idle-s", "inf"],
-                                  ["--max-turn-chars", "0"], ["--head-timeout-s", "0"], ["--max-connections", "-1"]])
+                                  ["--max-turn-chars", "0"], ["--head-timeout-s", "0"], ["--max-connections", "-1"],
+                                  ["--body-timeout-s", "1e308"], ["--head-timeout-s", "86401"],
+                                  ["--session-idle-s", "86400.5"], ["--max-sessions", "99999999999999999999"],
+                                  ["--max-connections", "65537"], ["--max-episodes", "1000001"],
+                                  ["--max-body-bytes", str(16 * 2**20 + 1)], ["--max-turn-chars", "4097"],
+                                  ["--max-turns", "4097"]])
 def test_serve_refuses_bad_limit_and_log_flags(argv, capsys):
-    """Defect: ``serve --log-level nosuch`` gave a KeyError traceback."""
+    """Defect: ``serve --log-level nosuch`` gave a KeyError traceback; ``--body-timeout-s 1e308`` (the guard off)
+    and 20-digit counts (``up to 99999999999999999999 sessions``) were accepted."""
     assert cli_main(["serve", *argv]) == 2  # the dispatcher returns the command's exit code
     err = capsys.readouterr().err
     assert "countdown-gym serve" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("kwargs", [{"body_timeout_s": 1e308}, {"session_idle_s": 86401}, {"max_sessions": 10**20},
+                                    {"max_body_bytes": 16 * 2**20 + 1}, {"max_episodes": 10**7},
+                                    {"max_turn_chars": 4097}, {"max_turns": 10**9}])
+def test_make_app_refuses_limits_past_their_bounds(kwargs):
+    with pytest.raises(ValueError, match="at most 86400|must be an int in 1.."):
+        make_app("CountdownMultiTurn-v0", split="test", **kwargs)
+
+
+def test_uvicorn_server_refuses_limits_past_their_bounds():
+    app = make_app("Countdown-v0", split="test")
+    for kwargs in ({"head_timeout_s": 1e308}, {"max_connections": 65537}):
+        with pytest.raises(ValueError, match="head_timeout_s must be|max_connections must be"):
+            uvicorn_server(app, 1024, **kwargs)
+
+
+def test_serve_banner_counts_only_the_sessions_the_connection_cap_allows():
+    from countdown_gym.integrations.openenv.serve import ServeOptions
+
+    assert ServeOptions(max_sessions=100, max_connections=10).sessions() == 10
+    assert ServeOptions(max_sessions=5, max_connections=10).sessions() == 5
+
+
+def test_ctrl_c_stops_the_server_at_once_while_requests_are_half_sent():
+    """Defect: Ctrl-C waited for a half-sent body up to --body-timeout-s (for ever with 1e308); now such connections
+    are closed at shutdown: one line on stderr, exit 130, within a few seconds."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    cmd = [sys.executable, "-m", "countdown_gym", "serve", "--env", "Countdown-v0", "--split", "test", "--port",
+           str(port), "--body-timeout-s", "86400", "--head-timeout-s", "86400"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a shell's job
+    held = []
+    try:
+        assert proc.stdout.readline().startswith("countdown-gym serve: Countdown-v0 on"), proc.stderr.read()
+        for sent in (b"POST /reset HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{",
+                     b"POST /step HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n5\r\n{\"a\":",
+                     b"POST /reset HTTP/1.1\r\nhost: x\r\ncontent-le"):
+            held.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+            held[-1].sendall(sent)
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert time.monotonic() - t0 < 5
+    finally:
+        proc.kill()
+        for s in held:
+            s.close()
+    assert proc.returncode == 130 and err.strip() == "countdown-gym serve: interrupted", (proc.returncode, err)
 
 
 def test_serve_on_a_port_in_use_or_a_bad_host_is_one_line_and_exit_2(capsys):
@@ -190,6 +256,45 @@ def test_websocket_frames_with_nan_or_infinity_are_refused_and_not_played(client
         assert ws.receive_json()["data"]["step_count"] == 0  # none was played
         ws.send_text(json.dumps({"type": "step", "data": {"turn": "NaN Infinity"}}))  # inside a string: a turn
         assert ws.receive_json()["type"] == "observation"
+
+
+def test_a_key_twice_in_one_object_is_refused_over_http(client):
+    """Defect: ``{"seed": "x", "seed": 1}`` was read as seed 1 (the last value won, the first never checked), two
+    ``problem`` keys played the second; other JSON readers keep the first."""
+    eid = _episode(client)
+    for path, raw in [
+        ("/reset", '{"seed": "x", "seed": 1}'), ("/reset", '{"seed": 1, "\\u0073eed": 2}'),
+        ("/reset", '{"problem": {"numbers": [1, 2], "target": 3}, "problem": {"numbers": [3, 5], "target": 8}}'),
+        ("/reset", '{"problem": {"numbers": [3, 5], "target": 8, "target": 2}}'),
+        ("/step", '{"action": {"turn": "21+16"}, "episode_id": "EID", "episode_id": "EID"}'.replace("EID", eid)),
+        ("/step", '{"action": {"turn": "21+16", "metadata": {"a": [{"b": 1, "b": 2}]}}, "episode_id": "EID"}'
+         .replace("EID", eid)),
+        ("/mcp", '{"jsonrpc": "2.0", "method": "tools/list", "method": "tools/call", "id": 1}'),
+    ]:
+        assert "appears twice in one object" in _refused(client.post(path, content=raw, headers=JSON)), raw
+    assert client.get(f"/state/{eid}").json()["step_count"] == 0  # none reached the episode
+    r = client.post("/reset", content='{"episode_id": "a:b", "problem": {"numbers": [3, 5], "target": 8}}',
+                    headers=JSON)  # a colon inside a string is no key
+    assert r.status_code == 200 and r.json()["observation"]["episode_id"] == "a:b"
+
+
+def test_a_key_twice_in_one_object_is_refused_over_websocket(client):
+    """Defect: ``{"type": "reset", "type": "step", ...}`` was dispatched as a step (the last ``type`` won)."""
+    with client.websocket_connect("/ws") as ws:
+        ws.send_text(json.dumps({"type": "reset", "data": {"problem": PROBLEM}}))
+        assert ws.receive_json()["type"] == "observation"
+        for message in ('{"type": "reset", "data": {"seed": 1}, "data": {"seed": 2}}',
+                        '{"type": "reset", "type": "step", "data": {"turn": "21+16"}}',
+                        '{"type": "step", "data": {"turn": "21+16", "metadata": {"x": 1, "\\u0078": 2}}}',
+                        '{"type": "step", "data": {"turn": "21+16", "turn": "21+17"}}',
+                        '{"type": "step", "data": {"turn": "21+16"}, "data": {"turn": 5}, "x": NaN}'):
+            ws.send_text(message)
+            reply = ws.receive_json()
+            assert reply["type"] == "error" and reply["data"]["code"] == "INVALID_JSON", (message, reply)
+        ws.send_text(json.dumps({"type": "state"}))
+        assert ws.receive_json()["data"]["step_count"] == 0  # none was played
+        ws.send_text('{"type": "step", "data": {"turn": "21+16", "metadata": {"note": "a: b", "c": {"d": ":"}}}}')
+        assert ws.receive_json()["data"]["observation"]["text"] == "= 37 [17,26,37]"  # colons in strings: played
 
 
 def test_the_mcp_route_is_strict_bounded_and_opens_no_session(client):

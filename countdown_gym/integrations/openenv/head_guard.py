@@ -11,6 +11,7 @@ limits:
 * **connection cap**: at most ``max_connections`` connections at once (HTTP and WebSocket); one more closes the
   oldest connection still waiting for a head, or, when none is waiting, is itself closed at once. So half-sent
   requests can never crowd out a complete one.
+* **shutdown**: on Ctrl-C a connection still sending a request body is closed at once, not waited for.
 
 Bodies are :class:`~countdown_gym.integrations.openenv.transport.BodyGuard`'s (size, time, strict JSON).
 """
@@ -51,6 +52,16 @@ def guarded_protocol(head_timeout_s: float, max_connections: int) -> type[asynci
                 self._head_arrived()
             elif self.cycle is None or self.cycle.response_complete:  # still in a head
                 self._wait_for_head()
+
+        def shutdown(self) -> None:
+            """Server shutdown (Ctrl-C): a connection still sending its request body is closed now; uvicorn's own
+            ``shutdown`` would wait for the body, up to the body timeout, before the server could stop."""
+            cycle = self.cycle
+            if cycle is not None and cycle.more_body and not cycle.response_started:
+                self._head_arrived()
+                self.transport.close()
+            else:
+                super().shutdown()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._head_arrived()

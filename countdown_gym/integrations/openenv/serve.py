@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from countdown_gym.dataclass_cli import parse, usage_error
+from countdown_gym.integrations.openenv.head_guard import default_max_connections
 from countdown_gym.integrations.openenv.listen import (
     DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_HEAD_TIMEOUT_S,
@@ -20,6 +21,7 @@ from countdown_gym.integrations.openenv.listen import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_TURN_CHARS,
     DEFAULT_SESSION_IDLE_S,
+    check_limits,
     listening_socket,
     uvicorn_server,
 )
@@ -27,6 +29,9 @@ from countdown_gym.integrations.openenv.listen import (
 ENV_IDS: tuple[str, ...] = ("CountdownMultiTurn-v0", "Countdown-v0")
 """The environments the server can serve."""
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+_LIMITS = ("max_sessions", "session_idle_s", "max_episodes", "max_body_bytes", "body_timeout_s", "head_timeout_s",
+           "max_connections", "max_turn_chars", "max_turns")
+"""The flags bounded by :func:`~countdown_gym.integrations.openenv.listen.check_limits` (times at most a day)."""
 
 
 @dataclass
@@ -43,23 +48,24 @@ class ServeOptions:
     """address to bind (the server has no authentication: keep it on localhost or a private network)"""
     port: int = 8000
     max_sessions: int = DEFAULT_MAX_SESSIONS
-    """most WebSocket sessions at once (one more is answered CAPACITY_REACHED and closed)"""
+    """most WebSocket sessions at once (one more is answered CAPACITY_REACHED and closed); at most 65536"""
     session_idle_s: float = DEFAULT_SESSION_IDLE_S
-    """a WebSocket session that sends nothing for this long is closed (code 1000, reason 'idle')"""
+    """a WebSocket session that sends nothing for this long is closed (code 1000, reason 'idle'); each time limit
+    is at most 86400 (a day)"""
     max_episodes: int = DEFAULT_MAX_EPISODES
-    """most episodes reachable by id over HTTP (the least recently used go first)"""
+    """most episodes reachable by id over HTTP (the least recently used go first); at most 1000000"""
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    """largest HTTP body or WebSocket message accepted (413 / close code 1009 above it)"""
+    """largest HTTP body or WebSocket message accepted (413 / close code 1009 above it); at most 16 MiB"""
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
     """an HTTP body not fully received within this many seconds is answered 408 and its connection closed"""
     head_timeout_s: float = DEFAULT_HEAD_TIMEOUT_S
     """a connection that has not sent a whole request head within this many seconds is answered 408 and closed"""
     max_connections: int = 0
     """most connections held at once (HTTP and WebSocket; one more closes the oldest still sending its request head);
-    0: the file-descriptor limit less 32, at most 4096"""
+    0: the file-descriptor limit less 32, at most 4096; set: at most 65536"""
     max_turn_chars: int = DEFAULT_MAX_TURN_CHARS
     """CountdownMultiTurn-v0: longest turn the game reads; a longer one is answered 'error turn_too_long' and only
-    its first max_turn_chars + 1 characters are kept"""
+    its first max_turn_chars + 1 characters are kept; at most 4096"""
     preset: str = "longproc-0.5k"
     """problem preset"""
     split: str = "train"
@@ -67,7 +73,7 @@ class ServeOptions:
     rules: str | None = None
     """rules preset (longproc, tinyzero, classic); default: the problems' own"""
     max_turns: int = 16
-    """CountdownMultiTurn-v0: turn budget of an episode"""
+    """CountdownMultiTurn-v0: turn budget of an episode (at most 4096)"""
     prompt: str = "compact"
     """CountdownMultiTurn-v0: prompt style (compact or instruct)"""
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "warning"
@@ -80,14 +86,11 @@ class ServeOptions:
             raise ValueError(f"--log-level must be one of {list(LOG_LEVELS)}, got {self.log_level!r}")
         if not 1 <= self.port <= 65535:
             raise ValueError(f"--port must be in 1..65535, got {self.port}")
-        if self.max_connections < 0:
-            raise ValueError(f"--max-connections must be >= 0, got {self.max_connections}")
-        for name in ("session_idle_s", "body_timeout_s", "head_timeout_s"):
-            value = getattr(self, name)
-            if not 0 < value < float("inf"):
-                raise ValueError(f"--{name.replace('_', '-')} must be a number of seconds > 0, got {value}")
-        if self.max_turn_chars < 1:
-            raise ValueError(f"--max-turn-chars must be >= 1, got {self.max_turn_chars}")
+        check_limits(flags=True, **{name: getattr(self, name) for name in _LIMITS})
+
+    def sessions(self) -> int:
+        """The most WebSocket sessions at once: ``max_sessions``, unless fewer connections are allowed."""
+        return min(self.max_sessions, self.max_connections or default_max_connections())
 
     def env_kwargs(self) -> dict[str, Any]:
         """The Gymnasium environment's arguments."""
@@ -122,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
               if isinstance(e, OSError) else f"{prog}: error: bad --host {opts.host!r}: {e}", file=sys.stderr)
         return 2
     print(f"{prog}: {opts.env} on http://{opts.host}:{opts.port} (HTTP /reset /step /state/{{episode_id}}, "
-          f"WebSocket /ws, up to {opts.max_sessions} sessions); Ctrl-C stops", flush=True)
+          f"WebSocket /ws, up to {opts.sessions()} sessions); Ctrl-C stops", flush=True)
     with sock:
         uvicorn_server(app, opts.max_body_bytes, opts.log_level, head_timeout_s=opts.head_timeout_s,
                        max_connections=opts.max_connections or None).run(sockets=[sock])

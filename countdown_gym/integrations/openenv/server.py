@@ -56,6 +56,7 @@ from countdown_gym.integrations.openenv.listen import (
     DEFAULT_MAX_EPISODES,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_S,
+    check_limits,
     listening_socket,
     uvicorn_server,
 )
@@ -119,8 +120,7 @@ class EpisodeStore:
     """The episodes reachable by id (least recently used dropped beyond ``max_episodes``)."""
 
     def __init__(self, max_episodes: int = DEFAULT_MAX_EPISODES) -> None:
-        if isinstance(max_episodes, bool) or not isinstance(max_episodes, int) or max_episodes < 1:
-            raise ValueError(f"max_episodes must be an int >= 1, got {max_episodes!r}")
+        check_limits(max_episodes=max_episodes)
         self.max_episodes = max_episodes
         self._episodes: OrderedDict[str, Episode] = OrderedDict()
         self._templates: dict[tuple, gym.Env] = {}
@@ -371,18 +371,16 @@ def make_app(env_id: str = "CountdownMultiTurn-v0", *, max_sessions: int = DEFAU
 
     ``env_kwargs`` go to the Gymnasium environment (``preset``, ``split``, ``rules``, ``max_turns``,
     ``max_turn_chars``, ...); one environment is built here, so bad arguments fail now with the environment's
-    own message. The limits (``docs/security.md``): ``max_sessions`` WebSocket sessions at once, each closed
-    after ``session_idle_s`` seconds without a message; ``max_episodes`` HTTP episodes kept; bodies and
-    messages up to ``max_body_bytes``, a body fully received within ``body_timeout_s`` seconds.
+    own message. The limits (``docs/security.md``; their ranges: ``listen.check_limits``): ``max_sessions``
+    WebSocket sessions at once, each closed after ``session_idle_s`` seconds without a message; ``max_episodes``
+    HTTP episodes kept; bodies and messages up to ``max_body_bytes``, a body fully received within
+    ``body_timeout_s`` seconds.
     """
     if env_id not in ENVIRONMENTS:
         raise ValueError(f"unknown env_id {env_id!r}; the server serves {sorted(ENVIRONMENTS)}")
-    for name, value in (("max_sessions", max_sessions), ("max_body_bytes", max_body_bytes)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    for name, value in (("body_timeout_s", body_timeout_s), ("session_idle_s", session_idle_s)):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
-            raise ValueError(f"{name} must be a number of seconds > 0, got {value!r}")
+    check_limits(max_sessions=max_sessions, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s,
+                 session_idle_s=session_idle_s,
+                 **{k: env_kwargs[k] for k in ("max_turn_chars", "max_turns") if env_kwargs.get(k) is not None})
     cls = ENVIRONMENTS[env_id]
     store = EpisodeStore(max_episodes)
     factory = functools.partial(cls, store=store, env_kwargs=dict(env_kwargs))

@@ -70,18 +70,66 @@ def answer_model(observation_cls: type[Observation]) -> type[BaseModel]:
 
 
 def json_error(text: str | bytes) -> str | None:
-    """Why ``text`` is not strict JSON (RFC 8259: no ``NaN`` or ``Infinity``, no lone surrogate, at most 200 levels
-    of nesting, integers of at most 4,300 digits), or None when it is."""
+    """Why ``text`` is not strict JSON (RFC 8259: no ``NaN`` or ``Infinity``, no lone surrogate, no key twice in
+    one object, at most 200 levels of nesting, integers of at most 4,300 digits), or None when it is."""
     try:
-        pydantic_core.from_json(text, allow_inf_nan=False)
+        value = pydantic_core.from_json(text, allow_inf_nan=False)
     except ValueError as e:
         return str(e)
-    return None
+    return duplicate_key(text, value)
 
 
 def strict_json(text: str | bytes) -> bool:
     """Whether ``text`` is strict JSON (:func:`json_error`)."""
     return json_error(text) is None
+
+
+class _KeyTwice(ValueError):
+    pass
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _KeyTwice(key)
+            seen.add(key)
+    return value
+
+
+def _keys(value: Any) -> int:
+    """How many keys the objects in the parsed JSON ``value`` hold, all levels together."""
+    count = len(value) if type(value) is dict else 0
+    for v in value.values() if type(value) is dict else value if type(value) is list else ():
+        if type(v) is dict or type(v) is list:
+            count += _keys(v)
+    return count
+
+
+def duplicate_key(text: str | bytes, value: Any = None) -> str | None:
+    """``key 'k' appears twice in one object`` when ``text`` (JSON; ``value``: what it parses to, a repeated key's
+    last value kept) has a key twice in an object, else None. Cheap when no key is twice: every key is followed by
+    a colon, so as many colons as parsed keys proves it; only a colon in a string makes ``text`` parsed again, pair
+    by pair."""
+    colons = text.count(b":" if isinstance(text, bytes) else ":")
+    if colons < 2:  # a key twice needs two keys
+        return None
+    if value is None:
+        try:
+            value = pydantic_core.from_json(text)
+        except ValueError:
+            return None
+    if colons <= _keys(value):
+        return None
+    try:
+        json.loads(text, object_pairs_hook=_pairs, parse_int=str, parse_float=str, parse_constant=str)
+    except _KeyTwice as e:
+        return f"key {str(e.args[0])[:40]!r} appears twice in one object"
+    except ValueError:
+        return None
+    return None
 
 
 # ---- HTTP -----------------------------------------------------------------------------------------------
@@ -170,8 +218,8 @@ class BodyGuard:
     """ASGI middleware in front of every HTTP request: a size limit, a time limit and strict JSON.
 
     A body above ``limit`` bytes is answered 413 (read no further), one not fully received within
-    ``timeout_s`` seconds 408, one that is not strict JSON (RFC 8259: no ``NaN`` or ``Infinity``, no lone
-    surrogate, at most 200 levels of nesting) 422. It also absorbs the ``WebSocketDisconnect`` raised when a
+    ``timeout_s`` seconds 408, one that is not strict JSON (:func:`json_error`: no ``NaN`` or ``Infinity``, no lone
+    surrogate, no key twice in an object, at most 200 levels of nesting) 422. It also absorbs the ``WebSocketDisconnect`` raised when a
     WebSocket the client already closed is closed (a normal end of session, which uvicorn would log as an error).
     """
 
@@ -269,6 +317,17 @@ def _validation_code(error: ValidationError) -> str:
     return "UNKNOWN_TYPE" if kinds & {"union_tag_invalid", "union_tag_not_found", "model_type"} else "VALIDATION_ERROR"
 
 
+def _not_strict(text: str) -> str | None:
+    """Why a message the parser read is not strict JSON after all (``NaN`` and ``Infinity``, the parser's extension,
+    found by a string test; a key twice in one object, its last value read), or None (about a microsecond)."""
+    if "NaN" in text or "Infinity" in text:
+        try:
+            pydantic_core.from_json(text, allow_inf_nan=False)
+        except ValueError:
+            return "NaN and Infinity are not JSON (RFC 8259)"
+    return duplicate_key(text)
+
+
 class Sessions:
     """The WebSocket sessions (``/ws``): at most ``max_sessions`` at once, each closed after ``idle_s`` of silence."""
 
@@ -281,12 +340,14 @@ class Sessions:
         """The reply to one message and whether the session ends."""
         try:
             message = self.adapter.validate_json(text)
-            if ("NaN" in text or "Infinity" in text) and not strict_json(text):  # the parser's extension, not JSON
-                return _error("invalid message: NaN and Infinity are not JSON (RFC 8259)", "INVALID_JSON", 422), False
         except ValidationError as e:
             code = _validation_code(e)
+            if code != "INVALID_JSON" and (error := _not_strict(text)) is not None:
+                return _error(f"invalid message: {error}", "INVALID_JSON", 422), False
             hint = " (a message is {'type': 'reset' | 'step' | 'state' | 'close', 'data': ...})" if code == "UNKNOWN_TYPE" else ""
             return _error(f"invalid message: {describe(e)}{hint}", code, 422), False
+        if (error := _not_strict(text)) is not None:
+            return _error(f"invalid message: {error}", "INVALID_JSON", 422), False
         try:
             if message.type == "step":
                 return _OBSERVATION % env.step_answer(message.data), False
