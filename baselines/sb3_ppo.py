@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from countdown_gym.rewards.variants import get_variant, variant_names
 from countdown_gym.runkit.runs import (
     MetricsLog,
     StopRequest,
+    not_regular,
     prepare_run,
     read_options,
     truncate_rows,
@@ -252,8 +254,47 @@ def evaluate_saved(args: Args, command: str) -> dict[str, Any]:
 
 def saved_options(run: Path) -> dict[str, Any] | None:
     """The options of the run kept in ``run`` (``options.json``; ``args.json`` in runs made before the run kit)."""
-    old = run / "args.json"
-    return read_options(run) or (json.loads(old.read_text()) if old.is_file() else None)
+    return read_options(run) or read_options(run, "args.json")
+
+
+CHECKPOINT_NAME = re.compile(r"model_([0-9]+)_steps\.zip")
+"""The name of a checkpoint in ``checkpoints/`` (SB3's ``CheckpointCallback``'s, prefix ``model``)."""
+
+
+def find_checkpoints(folder: Path, say: bool = False) -> tuple[list[Path], dict[int, Path]]:
+    """The checkpoints in ``folder``, oldest first: the regular files named exactly ``model_<steps>_steps.zip`` (a
+    link to one is followed; any other name is no checkpoint), and by step the folders of such a name (a save there
+    fails). An entry of that name that is not a regular file (a FIFO, a folder, a link to a device or to nothing) is
+    never opened: it is skipped, with a line saying so when ``say``."""
+    found, folders = [], {}
+    for p in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if (m := CHECKPOINT_NAME.fullmatch(p.name)) is None:
+            continue
+        kind = not_regular(p) or (None if p.is_file() else "a dangling link")
+        if kind is None:
+            found.append((int(m[1]), p))
+            continue
+        if kind == "a folder":
+            folders[int(m[1])] = p
+        if say:
+            print(f"--resume: {p} is {kind}, not a regular file: skipped, never opened")
+    return [p for _, p in sorted(found)], folders
+
+
+def check_outputs(out: Path) -> None:
+    """Exit naming the first entry of ``out`` the run cannot write to (before any work): ``checkpoints`` or ``logs``
+    not a folder, ``logs/progress.csv`` not a regular file (a FIFO would block it), ``final_model.zip`` or
+    ``result.json`` a folder."""
+    for sub in ("checkpoints", "logs"):
+        if (out / sub).exists() and not (out / sub).is_dir():
+            raise SystemExit(f"{out / sub} is not a folder; the run writes there: remove it or {START_OVER}")
+    progress = out / "logs" / "progress.csv"
+    if (kind := not_regular(progress)) is not None:
+        raise SystemExit(f"{progress} is {kind}, not a regular file; the run's training log is written there: remove it "
+                         f"or {START_OVER}")
+    for name in ("final_model.zip", "result.json"):
+        if not (out / name).is_symlink() and (out / name).is_dir():
+            raise SystemExit(f"{out / name} is a folder; the run saves its {name} there: remove it or {START_OVER}")
 
 
 def policy_setup(args: Args) -> tuple[Any, dict[str, Any]]:
@@ -302,9 +343,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return evaluate_saved(args, command)
     name = args.run_name or f"{args.preset}-{args.reward}-s{args.seed}"
     out = Path(args.output_dir) / name
-    checkpoints = sorted(out.glob("checkpoints/model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[1]))
+    checkpoints, folders = find_checkpoints(out / "checkpoints", say=args.resume)
+    check_outputs(out)
     out = prepare_run(out, "--output-dir", args, resume=args.resume, resuming=args.resume and bool(checkpoints),
-                      may_change=RESUME_MAY_CHANGE, markers=("args.json", "checkpoints/model_*_steps.zip"),
+                      may_change=RESUME_MAY_CHANGE, markers=("args.json", *(f"checkpoints/{p.name}" for p in checkpoints)),
                       start_over=START_OVER,  # a run made before options.json is compared with its args.json
                       saved_as=lambda saved, run=out: saved if saved is not None else saved_options(run))
 
@@ -312,6 +354,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     policy_class, policy_kwargs = policy_setup(args)
     model = load_last_checkpoint(checkpoints, vec, policy_class, args.seed) if args.resume and checkpoints else None
     resumed = model is not None
+    start = model.num_timesteps if resumed else 0
+    if later := [p for step, p in sorted(folders.items()) if step > start]:  # a save there would fail
+        raise SystemExit(f"{later[0]} is a folder, where this run saves its checkpoint of that step: remove it and "
+                         "--resume again")
     if resumed:
         truncate_rows(out / "logs" / "progress.csv", model.num_timesteps, "time/total_timesteps")
     else:

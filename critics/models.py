@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from countdown_gym.runkit.runs import not_regular
+
 ConfigT = TypeVar("ConfigT", bound="ConfigDict")
 CONFIG_FORMAT = "countdown-gym-critic/1"
 """Tag stored in every checkpoint's config JSON; a different tag is refused."""
@@ -429,6 +431,9 @@ def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[Con
     if not d.is_dir():
         gone = "" if d.exists() else " (it does not exist)"
         raise CheckpointError(f"{kind} checkpoint not found: {d} is not a directory{gone}")
+    for name in ("config.json", *files):  # a FIFO or a device is never opened (a reader would block, or never end)
+        if (what := not_regular(d / name)) is not None and (what != "a folder" or Path(name).suffix):  # "tokenizer/"
+            raise CheckpointError(f"{kind} checkpoint unreadable: {d / name} is {what}, not a regular file")
     if not (d / "config.json").is_file():
         raise CheckpointError(f"{kind} checkpoint incomplete: {d / 'config.json'} is missing")
     meta = read_config(d / "config.json", fmt, fmt_kind or kind)  # the format first: another kind lacks these files

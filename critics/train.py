@@ -20,7 +20,15 @@ import numpy as np
 import torch
 
 from countdown_gym import dataclass_cli
-from countdown_gym.runkit.runs import OPTIONS_FILE, MetricsLog, Panel, StopRequest, holds_run
+from countdown_gym.runkit.runs import (
+    OPTIONS_FILE,
+    MetricsLog,
+    Panel,
+    StopRequest,
+    holds_run,
+    not_regular,
+    stale_removed,
+)
 from countdown_gym.runkit.tracking import Tracker, report_to_names
 from critics import train_loop
 from critics.data import TraceTable, cached_table
@@ -265,6 +273,8 @@ def _resume_from(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCritic
     if changed:  # the checkpoint's own record (runs made before options.json was written have only this one)
         raise SystemExit(f"error: --resume: {out} was trained with {'; '.join(changed)}; resume with the same flags or "
                          "use a new --out")
+    if (kind := not_regular(out / "train_state.pt")) is not None:  # a FIFO or a device: never opened (torch.load would block)
+        raise TornCheckpoint(f"error: --resume: {out / 'train_state.pt'} is {kind}, not a regular file")
     try:
         st = torch.load(out / "train_state.pt", weights_only=False)
     except Exception as e:  # noqa: BLE001 - a truncated or foreign file: say which one
@@ -279,7 +289,12 @@ def _resume_from(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCritic
 
 
 def _resume(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCriticV1 | NumericalCriticV2, dict[str, Any]]:
-    """:func:`_resume_from` the last checkpoint, or from the one before when the last save was interrupted."""
+    """:func:`_resume_from` the last checkpoint, or from the one before when the last save was interrupted (or one of
+    its files is not a regular file: a FIFO or a device is never opened; a folder, where the next save goes, exits)."""
+    for f in CHECKPOINT_FILES:
+        if not_regular(out / f) == "a folder":
+            raise SystemExit(f"error: --resume: {out / f} is a folder, where the run saves its checkpoint; remove it and "
+                             f"resume again (from {out / PREVIOUS} if the rest of the checkpoint is gone)")
     try:
         loaded, st = _resume_from(out, cfg, end)
         print(f"resumed from {out} at step {st['step']}")
@@ -288,8 +303,9 @@ def _resume(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCriticV1 | 
         if not (out / PREVIOUS / "config.json").is_file():
             raise
         loaded, st = _resume_from(out / PREVIOUS, cfg, end)
-        for f in CHECKPOINT_FILES:
-            shutil.copy2(out / PREVIOUS / f, out / f)
+        for f in CHECKPOINT_FILES:  # beside it, then renamed: a FIFO or a link there is replaced, never written through
+            shutil.copy2(out / PREVIOUS / f, stale_removed(out / (f + ".tmp")))
+            os.replace(out / (f + ".tmp"), out / f)
         print(f"--resume: the last checkpoint is unusable ({exc}); resumed from {out / PREVIOUS} at step {st['step']}")
         return loaded, st
 

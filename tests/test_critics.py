@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 
 import numpy as np
 import pytest
@@ -463,6 +466,65 @@ def test_an_interrupted_save_resumes_from_the_checkpoint_before(tmp_path, capsys
     a, b = load_critic(straight).model.state_dict(), load_critic(resumed).model.state_dict()
     for k in a:  # continuing from step 20 repeats the run exactly
         assert torch.allclose(a[k], b[k], atol=1e-6), k
+
+
+class Hung(BaseException):
+    """Not an OSError (a TimeoutError would be): no ``except OSError`` or ``except Exception`` swallows it."""
+
+
+@contextlib.contextmanager
+def no_hang(seconds: int = 60):
+    """Fail (rather than block the suite) when the code inside opens a FIFO and waits on it."""
+    def ring(signum, frame):
+        raise Hung(f"still running after {seconds} s: blocked on a FIFO?")
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_fifo_or_folder_in_the_checkpoint_is_never_opened(tmp_path, capsys):
+    out = train(_cfg(tmp_path, steps=40, stop_after=20, checkpoint_every=10), progress=False)  # previous/: step 10
+    kept = tmp_path / "kept"
+    shutil.copytree(out, kept)
+
+    def fresh_copy():
+        shutil.rmtree(out)
+        shutil.copytree(kept, out)
+
+    (out / "train_state.pt").unlink()
+    os.mkfifo(out / "train_state.pt")  # torch.load once blocked on it for ever
+    with no_hang(120):
+        train(_cfg(tmp_path, steps=40, resume=True), progress=False)
+    assert "train_state.pt is a FIFO, not a regular file); resumed from" in capsys.readouterr().out  # previous/
+    assert (out / "train_state.pt").is_file() and json.loads((out / "config.json").read_text())["steps_done"] == 40
+    for name, make in (("model.safetensors", os.mkfifo), ("config.json", os.mkfifo),
+                       ("train_state.pt", lambda p: p.symlink_to("/dev/null"))):
+        fresh_copy()
+        shutil.rmtree(out / "previous")  # nothing to fall back to: one clear error
+        (out / name).unlink()
+        make(out / name)
+        with no_hang(), pytest.raises(SystemExit, match=f"{name} is a (FIFO|special file), not a regular file"):
+            train(_cfg(tmp_path, steps=40, resume=True), progress=False)
+    fresh_copy()
+    (out / "train_state.pt").unlink()
+    (out / "train_state.pt").mkdir()  # the next save goes there: refused before any work
+    with pytest.raises(SystemExit, match="train_state.pt is a folder, where the run saves its checkpoint"):
+        train(_cfg(tmp_path, steps=40, resume=True), progress=False)
+    fresh_copy()
+    (out / "options.json").unlink()
+    os.mkfifo(out / "options.json")
+    with no_hang(), pytest.raises(SystemExit, match="options.json is a FIFO, not the run's options"):
+        train(_cfg(tmp_path, steps=40, resume=True), progress=False)
+    load_critic(kept)
+    os.mkfifo(tmp_path / "pipe")
+    shutil.move(tmp_path / "pipe", kept / "model.safetensors")
+    with no_hang(), pytest.raises(CheckpointError, match="model.safetensors is a FIFO, not a regular file"):
+        load_critic(kept)
 
 
 # ---- states of every size (reach table) and the per-size evaluation ------------------------------

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import doctest
 import json
 import os
 import signal
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,6 +113,59 @@ def test_truncate_rows_of_a_foreign_csv(tmp_path: Path) -> None:
     truncate_rows(path, 128, "time/total_timesteps")
     assert path.read_text().splitlines() == ["time/total_timesteps,loss", "64,1", "128,2", ",3"]
     truncate_rows(tmp_path / "missing.csv", 1)  # nothing to do
+
+
+class Hung(BaseException):
+    """Not an OSError (a TimeoutError would be): no ``except OSError`` or ``except Exception`` swallows it."""
+
+
+@contextlib.contextmanager
+def no_hang(seconds: int = 20) -> Iterator[None]:
+    """Fail (rather than block the suite) when the code inside opens a FIFO and waits on it."""
+    def ring(signum: int, frame: object) -> None:
+        raise Hung(f"still running after {seconds} s: blocked on a FIFO?")
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_fifo_or_folder_in_a_run_is_refused_never_opened(tmp_path: Path) -> None:
+    out = prepare_run(tmp_path / "r", "--out", Opts(), resume=False)
+    (out / "options.json").unlink()
+    os.mkfifo(out / "options.json")  # once blocked every script's --resume for ever
+    with no_hang(), pytest.raises(SystemExit, match=r"options.json is a FIFO, not the run's options \(a regular file\); fix"):
+        prepare_run(out, "--out", Opts(), resume=True)
+    (out / "options.json").unlink()
+    (out / "options.json").symlink_to("/dev/null")
+    with no_hang(), pytest.raises(SystemExit, match=r"options.json is a special file, not the run's options"):
+        runs.read_options(out)
+    (out / "options.json").unlink()
+    (out / "options.json").mkdir()
+    with pytest.raises(SystemExit, match=r"options.json is a folder, not the run's options"):
+        runs.read_options(out)
+    os.mkfifo(out / "metrics.csv")
+    with no_hang(), pytest.raises(SystemExit, match=r"metrics.csv is not a file \(a FIFO\)"):
+        MetricsLog(out / "metrics.csv", resume_step=3)
+    with no_hang():
+        truncate_rows(out / "metrics.csv", 3)  # not a regular file: left alone, never opened
+    os.mkfifo(out / "summary.json.tmp")  # a stale temporary name: removed, not written through
+    with no_hang():
+        runs.write_text_atomic(out / "summary.json", "{}\n")
+    assert (out / "summary.json").read_text() == "{}\n" and not (out / "summary.json.tmp").exists()
+
+
+def test_a_log_that_is_not_utf8_is_one_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "progress.csv"
+    path.write_bytes(b"time/total_timesteps\n64\n\xff\xfe\n")
+    with pytest.raises(SystemExit, match=r"progress.csv is not UTF-8 text \(byte 24\)"):
+        truncate_rows(path, 64, "time/total_timesteps")
+    with pytest.raises(SystemExit, match=r"progress.csv is not UTF-8 text"):
+        MetricsLog(path, step="time/total_timesteps", resume_step=64, write=False)
 
 
 def test_plot_curves(tmp_path: Path) -> None:

@@ -3,8 +3,10 @@ observations and rewards as the single-env wrappers), and smoke runs of a few hu
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -495,3 +497,73 @@ def test_bad_arguments_are_usage_errors(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
         sb3_ppo.parse_args(argv.split())
     assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+class Hung(BaseException):
+    """Not an OSError (a TimeoutError would be): no ``except OSError`` or ``except Exception`` swallows it."""
+
+
+@contextlib.contextmanager
+def _no_hang(seconds: int = 60):
+    """Fail (rather than block the suite) when the code inside opens a FIFO and waits on it."""
+    def ring(signum, frame):
+        raise Hung(f"still running after {seconds} s: blocked on a FIFO?")
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_only_regular_checkpoint_files_are_opened_and_odd_run_entries_are_one_clear_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+    import shutil
+
+    tiny = ["--num-envs", "2", "--n-steps", "16", "--batch-size", "32", "--n-epochs", "1", "--eval-every", "0",
+            "--eval-limit", "2", "--eval-split", "validation", "--checkpoint-every", "32", "--no-progress",
+            "--report-to", "none", "--output-dir", str(tmp_path)]
+    stray = tmp_path / "fresh" / "checkpoints"  # a stray name in a new run's folder: not a checkpoint, no crash
+    stray.mkdir(parents=True)
+    (stray / "model_final_steps.zip").write_bytes(b"")
+    assert sb3_ppo.main([*tiny, "--run-name", "fresh", "--total-timesteps", "64"])["total_timesteps"] == 64
+    sb3_ppo.main([*tiny, "--run-name", "r", "--total-timesteps", "128"])  # model_{32,64,96,128}_steps.zip
+
+    def resume(damage) -> dict:
+        run = tmp_path / "x"
+        shutil.rmtree(run, ignore_errors=True)
+        shutil.copytree(tmp_path / "r", run, symlinks=True)
+        damage(run, run / "checkpoints" / "model_128_steps.zip")
+        capsys.readouterr()
+        with _no_hang():
+            return sb3_ppo.main([*tiny, "--run-name", "x", "--total-timesteps", "192", "--resume"])
+
+    def replace(make):
+        return lambda run, newest: (newest.unlink(), make(newest))
+
+    assert resume(lambda run, newest: (run / "checkpoints" / "model_x_steps.zip").write_bytes(b""))["total_timesteps"] == 192
+    assert "model_128_steps.zip at 128 steps" in capsys.readouterr().out
+    for make, kind in ((os.mkfifo, "a FIFO"), (lambda p: p.symlink_to("/dev/null"), "a special file")):
+        assert resume(replace(make))["total_timesteps"] == 192  # a FIFO once hung MaskablePPO.load for ever
+        out = capsys.readouterr().out
+        assert f"model_128_steps.zip is {kind}, not a regular file: skipped" in out
+        assert "model_96_steps.zip at 96 steps" in out
+        assert (tmp_path / "x" / "checkpoints" / "model_128_steps.zip").is_file()  # the next save replaced it
+    with pytest.raises(SystemExit, match="model_128_steps.zip is a folder, where this run saves"):  # a traceback at 128
+        resume(replace(os.mkdir))
+
+    def log_folder(run, newest):
+        (run / "logs" / "progress.csv").unlink()
+        (run / "logs" / "progress.csv").mkdir()
+
+    with pytest.raises(SystemExit, match=r"progress.csv is a folder, not a regular file; the run's training log"):
+        resume(log_folder)
+    with pytest.raises(SystemExit, match=r"progress.csv is a FIFO"):
+        resume(lambda run, newest: ((run / "logs" / "progress.csv").unlink(), os.mkfifo(run / "logs" / "progress.csv")))
+    with pytest.raises(SystemExit, match=r"progress.csv is not UTF-8 text \(byte 0\)"):
+        resume(lambda run, newest: (run / "logs" / "progress.csv").write_bytes(b"\xff\xfe\x00a,b\n"))
+    with pytest.raises(SystemExit, match=r"options.json is a FIFO, not the run's options"):
+        resume(lambda run, newest: ((run / "options.json").unlink(), os.mkfifo(run / "options.json")))

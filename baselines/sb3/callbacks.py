@@ -11,12 +11,17 @@ from typing import Any
 
 from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
 
-from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest
+from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest, stale_removed
 
 
 def save_atomic(model: Any, path: Path) -> Path:
-    """``model.save`` to ``<path>.tmp``, then renamed to ``path``: a kill mid-save never leaves a torn zip."""
-    tmp = path.with_name(path.name + ".tmp")
+    """``model.save`` to ``<path>.tmp``, then renamed to ``path``: a kill mid-save never leaves a torn zip. A folder at
+    either name (where no file can be saved) exits naming it."""
+    for p in (path, path.with_name(path.name + ".tmp")):
+        if not p.is_symlink() and p.is_dir():
+            raise SystemExit(f"cannot save {path}: {p} is a folder; remove it (--resume continues from the newest "
+                             "checkpoint)")
+    tmp = stale_removed(path.with_name(path.name + ".tmp"))
     with open(tmp, "wb") as f:
         model.save(f)
         f.flush()

@@ -28,6 +28,7 @@ import io
 import json
 import os
 import signal
+import stat
 import sys
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -67,17 +68,30 @@ def holds_run(out: str | os.PathLike[str], markers: Iterable[str] = (OPTIONS_FIL
     return out.is_dir() and any(next(out.glob(m), None) is not None for m in markers)
 
 
-def read_options(out: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The ``options.json`` of the run in ``out`` (None when there is none); exits naming the file when it is not a
-    JSON object (empty, cut off, not UTF-8, a list, a folder)."""
-    path = Path(out) / OPTIONS_FILE
+def not_regular(path: str | os.PathLike[str]) -> str | None:
+    """What ``path`` is when something other than a regular file is there (a link is followed): ``"a folder"``,
+    ``"a FIFO"`` or ``"a special file"`` (a socket, a device); None for a regular file or nothing at all. Looks with
+    ``stat`` only, so a FIFO (whose reader blocks) or a device (``/dev/zero`` never ends) is never opened."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # nothing there (or a dangling link): the caller's own "missing" case
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
+
+
+def read_options(out: str | os.PathLike[str], name: str = OPTIONS_FILE) -> dict[str, Any] | None:
+    """The ``options.json`` (or ``name``) of the run in ``out`` (None when there is none); exits naming the file when
+    it is not a JSON object (empty, cut off, not UTF-8, a list) or not a regular file (a folder, a FIFO: never opened)."""
+    path = Path(out) / name
     if not path.exists():
         return None
     fix = "fix or delete it (the checkpoint keeps its own record), or use another directory"
+    if (kind := not_regular(path)) is not None:
+        raise SystemExit(f"{path} is {kind}, not the run's options (a regular file); {fix}")
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))
-    except IsADirectoryError:
-        raise SystemExit(f"{path} is a folder, not the run's options; {fix}") from None
     except OSError as exc:
         raise SystemExit(f"{path}: cannot read it ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
@@ -90,10 +104,19 @@ def read_options(out: str | os.PathLike[str]) -> dict[str, Any] | None:
     return data
 
 
+def stale_removed(tmp: Path) -> Path:
+    """``tmp`` (a temporary file about to be written) with whatever is left there removed, unless a folder."""
+    if tmp.is_symlink() or not tmp.is_dir():
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return tmp
+
+
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` whole or not at all (a temporary file beside it, then a rename)."""
+    """Write ``text`` to ``path`` whole or not at all (a temporary file beside it, then a rename; a stale temporary
+    file, link or FIFO there is removed first, so the write never goes through a link or blocks on a FIFO)."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = stale_removed(path.with_name(path.name + ".tmp"))
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return path
@@ -180,9 +203,20 @@ def _jsonl_lines(path: Path) -> list[tuple[str, Any]]:
     return out
 
 
+def _csv_rows(path: Path, reader: Callable[[Any], Iterable[Any]]) -> list[Any]:
+    """The rows of the CSV log at ``path`` (a regular file) by ``reader``; exits naming the file when it is not UTF-8."""
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            return list(reader(f))
+    except UnicodeDecodeError as exc:
+        raise SystemExit(f"{path} is not UTF-8 text (byte {exc.start}), not a log this run wrote; fix or delete it, "
+                         "or use another directory") from None
+
+
 def truncate_rows(path: str | os.PathLike[str], step: float, key: str = "step") -> None:
     """Drop the rows of a CSV or JSON-lines log whose ``key`` is past ``step`` (a resume redoes them); rows without
-    that column are kept. For logs written by other libraries too (SB3's ``progress.csv``)."""
+    that column are kept. For logs written by other libraries too (SB3's ``progress.csv``). Anything but a regular file
+    is left alone, never opened (see :func:`not_regular`); a CSV that is not UTF-8 exits naming it."""
     path = Path(path)
     if not path.is_file():
         return
@@ -191,8 +225,7 @@ def truncate_rows(path: str | os.PathLike[str], step: float, key: str = "step") 
                 if not isinstance(r, Mapping) or (s := _step_of(r, key)) is None or s <= step]
         write_text_atomic(path, "".join(line + "\n" for line in keep))
         return
-    with path.open(newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
+    rows = _csv_rows(path, csv.reader)
     if rows and key in rows[0]:
         k = rows[0].index(key)
         write_text_atomic(path, _csv([rows[0]] + [r for r in rows[1:] if k >= len(r)
@@ -211,8 +244,8 @@ class MetricsLog:
     def __init__(self, path: str | os.PathLike[str], *, step: str = "step", resume_step: float | None = None,
                  write: bool = True) -> None:
         self.path, self.step, self.write = Path(path), step, write
-        if self.path.exists() and not self.path.is_file():
-            raise SystemExit(f"{self.path} is not a file (a folder?); the run's log is written there: remove it or "
+        if (kind := not_regular(self.path)) is not None:  # a FIFO is never opened: its reader would block
+            raise SystemExit(f"{self.path} is not a file ({kind}); the run's log is written there: remove it or "
                              "use another directory")
         self.rows: list[dict[str, Any]] = []
         self._columns: list[str] = []
@@ -231,8 +264,7 @@ class MetricsLog:
             return []
         if self.path.suffix == ".jsonl":
             return [r for _, r in _jsonl_lines(self.path) if isinstance(r, dict)]
-        with self.path.open(newline="", encoding="utf-8") as f:
-            return [{k: _value(v) for k, v in r.items() if k is not None} for r in csv.DictReader(f)]
+        return [{k: _value(v) for k, v in r.items() if k is not None} for r in _csv_rows(self.path, csv.DictReader)]
 
     def append(self, row: Mapping[str, Any]) -> None:
         """Add ``row`` to :attr:`rows` and to the file."""
