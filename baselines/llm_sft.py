@@ -429,6 +429,12 @@ def train(cfg: SFTConfig) -> dict:
         rng.setstate(state["rng"])
         torch.set_rng_state(state["torch_rng"])
         print(f"resumed from {found} at step {step}")
+        if found != ckpt:  # checkpoint.old back in place: the next save deletes checkpoint.old before its renames
+            if os.path.isdir(ckpt) and not os.path.islink(ckpt):
+                shutil.rmtree(ckpt)
+            elif os.path.lexists(ckpt):
+                os.unlink(ckpt)
+            found.rename(ckpt)
     n_params = model.num_parameters()  # tied embeddings counted once
     meta = {"sft_config": asdict(cfg), "model_config": model.config.to_diff_dict() if cfg.init_from else asdict(cfg.model),
             "params": n_params,

@@ -119,6 +119,16 @@ def test_a_good_checkpoint_old_beside_a_damaged_checkpoint_is_resumed_exactly(ba
     assert (run / "checkpoint").is_dir() and not (run / "checkpoint.old").exists()  # the next save replaced both
 
 
+def test_a_resume_from_checkpoint_old_puts_it_back_before_any_save(base, tmp_path, no_hang):
+    """The next save deletes ``checkpoint.old/`` before its renames: the good one must be ``checkpoint/`` by then."""
+    run = _copy(base, tmp_path)
+    shutil.copytree(run / "checkpoint", run / "checkpoint.old")
+    (run / "checkpoint" / "trainer_state.pt").write_bytes(b"torn")
+    _train(run, 3, "--resume", "true")  # resumed at step 3 of 3: no save after it
+    assert not (run / "checkpoint.old").exists()
+    assert torch.load(run / "checkpoint" / "trainer_state.pt", weights_only=False)["step"] == 3
+
+
 def test_both_checkpoints_damaged_names_both(base, tmp_path, no_hang):
     run = _copy(base, tmp_path)
     shutil.copytree(run / "checkpoint", run / "checkpoint.old")
