@@ -21,7 +21,6 @@ import math
 import os
 import random
 import shutil
-import stat
 import time
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -30,8 +29,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from baselines.lm.checkpoints import _safetensors_error
 from baselines.lm.evaluation import greedy_solved
+from baselines.lm.sft_checkpoints import load_checkpoint, save_checkpoint, saved_options
 from baselines.lm.tiny_lm import SplitRun, TinyLMConfig, build_model, build_tokenizer, load_pretrained, save_pretrained
 from countdown_gym import dataclass_cli
 from countdown_gym.data.generator import iter_problems
@@ -248,157 +247,8 @@ def validation_success(model, tokenizer, problems: list[Problem], cfg: SFTConfig
     return sum(solved) / max(len(solved), 1)
 
 
-def save_checkpoint(path: Path, model, tokenizer, opt, step: int, rng: random.Random, meta: dict) -> None:
-    """Write the checkpoint to ``<path>.tmp`` and swap it in, so a kill mid-write leaves the previous one whole."""
-    tmp, old = path.with_name(path.name + ".tmp"), path.with_name(path.name + ".old")
-    shutil.rmtree(tmp, ignore_errors=True)
-    save_pretrained(model, tokenizer, tmp, meta)
-    torch.save({"optimizer": opt.state_dict(), "step": step, "rng": rng.getstate(), "torch_rng": torch.get_rng_state()}, tmp / TRAINER_STATE)
-    if path.exists():
-        shutil.rmtree(old, ignore_errors=True)
-        path.rename(old)
-    tmp.rename(path)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-TRAINER_STATE = "trainer_state.pt"
-CHECKPOINT_FILES = ("config.json", "model.safetensors", TRAINER_STATE)
-"""What a checkpoint folder must hold besides the tokenizer files (``training.json``: only read without ``options.json``)."""
-
-
-class Unusable(Exception):
-    """Why a checkpoint folder cannot be resumed from; the message names the file."""
-
-
-def _short(exc: BaseException) -> str:
-    """The first sentence of an error's message (at most 120 characters)."""
-    text = str(exc).strip().splitlines()
-    return (text[0].split(". ")[0][:120] if text else "") or type(exc).__name__
-
-
-def _kind(mode: int) -> str | None:
-    """What a non-regular file is (None: a regular file)."""
-    kinds = ((stat.S_ISREG, None), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-             (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
-    return next((what for test, what in kinds if test(mode)), "not a regular file")
-
-
-def _check_entries(d: Path) -> None:
-    """Every file of ``d`` a regular file (after symbolic links), the needed ones there: nothing that blocks when
-    opened (a FIFO) or never ends (``/dev/zero``) is ever read."""
-    try:
-        mode = os.stat(d).st_mode
-        names = os.listdir(d) if stat.S_ISDIR(mode) else []
-    except OSError as exc:
-        raise Unusable(f"{d}: cannot read it ({exc.strerror or exc})") from None
-    if not stat.S_ISDIR(mode):
-        raise Unusable(f"{d} is {_kind(mode)}, not a checkpoint folder")
-    for name in (*CHECKPOINT_FILES, *sorted(set(names) - set(CHECKPOINT_FILES))):
-        f = d / name
-        try:
-            mode = os.stat(f).st_mode
-        except FileNotFoundError:
-            if name in CHECKPOINT_FILES:
-                raise Unusable(f"{f} is missing") from None
-            continue  # a dangling link the model does not need
-        except OSError as exc:
-            raise Unusable(f"{f}: cannot read it ({exc.strerror or exc})") from None
-        if (what := _kind(mode)) is not None:
-            raise Unusable(f"{f} is {what}, not a regular file")
-
-
-def read_checkpoint(d: Path, cfg: SFTConfig) -> tuple:
-    """``(model, optimizer, trainer state)`` of the checkpoint folder ``d``, each file checked as it is read back;
-    :class:`Unusable` naming the file when one does not read."""
-    _check_entries(d)
-    f = d / "config.json"
-    try:
-        config = json.loads(f.read_bytes().decode("utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise Unusable(f"{f} is {'empty' if not f.stat().st_size else f'not valid JSON ({_short(exc)})'}") from None
-    if not isinstance(config, dict):
-        raise Unusable(f"{f} holds a JSON {type(config).__name__}, not a model config")
-    f = d / "model.safetensors"
-    try:
-        error = _safetensors_error(f)
-    except Exception as exc:  # noqa: BLE001 - an odd header: any error is a file that does not read
-        error = _short(exc)
-    if error:
-        raise Unusable(f"{f} does not read (torn?): {error}")
-    f = d / TRAINER_STATE
-    try:
-        state = torch.load(f, weights_only=False)
-    except Exception as exc:  # noqa: BLE001 - a cut-off zip, a pickle error, ...: the file does not read
-        raise Unusable(f"{f} does not read (torn?): {_short(exc)}") from None
-    if not isinstance(state, dict) or type(state.get("step")) is not int or state["step"] < 0:
-        raise Unusable(f"{f} holds no training step")
-    if missing := [k for k in ("optimizer", "rng", "torch_rng") if k not in state]:
-        raise Unusable(f"{f} holds no {', '.join(missing)}")
-    try:
-        model = load_pretrained(d)[0]
-    except Exception as exc:  # noqa: BLE001 - transformers' many errors of a model that does not load
-        raise Unusable(f"{d}: the saved model does not load ({_short(exc)})") from None
-    opt = new_optimizer(model, cfg)
-    torch_rng = torch.get_rng_state()
-    try:
-        opt.load_state_dict(state["optimizer"])
-        random.Random().setstate(state["rng"])
-        torch.set_rng_state(state["torch_rng"])
-    except Exception as exc:  # noqa: BLE001
-        raise Unusable(f"{f}: its optimizer or random state does not fit the model ({_short(exc)})") from None
-    finally:
-        torch.set_rng_state(torch_rng)
-    return model, opt, state
-
-
-def load_checkpoint(path: Path, cfg: SFTConfig, say=print) -> tuple | None:
-    """``(folder, model, optimizer, trainer state)`` of the checkpoint to resume: ``path``, or ``<path>.old`` (a kill
-    came between the two renames of a save, or ``path`` does not read). One passed over is named through ``say``;
-    None when there is neither; an exit naming the files when neither reads."""
-    found = [d for d in (path, path.with_name(path.name + ".old")) if os.path.lexists(d)]
-    problems = []
-    for d in found:
-        try:
-            loaded = read_checkpoint(d, cfg)
-        except Unusable as exc:
-            problems.append(str(exc))
-            continue
-        for problem in problems:
-            say(f"--resume: passing over {path}: {problem}")
-        return d, *loaded
-    if problems:
-        raise SystemExit(f"--resume: {'; '.join(problems)}; to train from scratch delete {' and '.join(map(str, found))} "
-                         "and --resume again, or start a new --out")
-    return None
-
-
 CURVES = (Panel("train loss (completion tokens)", {"loss": "train loss"}, log=True),
           Panel("validation greedy success", {"val_success": "greedy"}, ylim=(0, 1)))  # curves.png
-
-
-def saved_options(ckpt: Path | None, saved: dict | None) -> dict | None:
-    """The options of the run being resumed: ``saved`` (its ``options.json``), else the checkpoint's ``training.json``
-    (an exit naming it when it does not read)."""
-    if saved or ckpt is None:
-        return saved
-    f = ckpt / "training.json"
-    fix = "the run's options.json is gone too: fix or restore one of them, or start a new --out"
-    try:
-        info = os.stat(f)
-    except FileNotFoundError:
-        return saved
-    except OSError as exc:
-        raise SystemExit(f"--resume: {f}: cannot read it ({exc.strerror or exc}); {fix}") from None
-    if (what := _kind(info.st_mode)) is not None:
-        raise SystemExit(f"--resume: {f} is {what}, not a regular file; {fix}")
-    try:
-        data = json.loads(f.read_bytes().decode("utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        what = "empty" if not info.st_size else f"not valid JSON ({_short(exc)})"
-        raise SystemExit(f"--resume: {f} is {what}; {fix}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("sft_config"), dict | None):
-        raise SystemExit(f"--resume: {f} holds no run options (sft_config); {fix}")
-    return data.get("sft_config")
 
 
 def train(cfg: SFTConfig) -> dict:
@@ -406,7 +256,7 @@ def train(cfg: SFTConfig) -> dict:
     torch.set_num_threads(cfg.threads)
     tcfg = trace_config(cfg)
     ckpt = Path(cfg.out) / "checkpoint"
-    resumed = load_checkpoint(ckpt, cfg) if cfg.resume else None  # every file read back: a torn one is passed over
+    resumed = load_checkpoint(ckpt, partial(new_optimizer, cfg=cfg)) if cfg.resume else None  # every file read back: a torn one is passed over
     found = resumed[0] if resumed else None
     out = prepare_run(cfg.out, "--out", cfg, resume=cfg.resume, resuming=found is not None, may_change=RESUME_MAY_CHANGE,
                       markers=("checkpoint*/trainer_state.pt", "metrics.csv"), saved_as=partial(saved_options, found),
