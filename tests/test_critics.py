@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 
 import numpy as np
 import pytest
 import torch
+from no_hang import no_hang
 
 from countdown_gym import load_split, reachable
 from critics import CheckpointError, Critic, load_critic
@@ -466,25 +465,6 @@ def test_an_interrupted_save_resumes_from_the_checkpoint_before(tmp_path, capsys
     a, b = load_critic(straight).model.state_dict(), load_critic(resumed).model.state_dict()
     for k in a:  # continuing from step 20 repeats the run exactly
         assert torch.allclose(a[k], b[k], atol=1e-6), k
-
-
-class Hung(BaseException):
-    """Not an OSError (a TimeoutError would be): no ``except OSError`` or ``except Exception`` swallows it."""
-
-
-@contextlib.contextmanager
-def no_hang(seconds: int = 60):
-    """Fail (rather than block the suite) when the code inside opens a FIFO and waits on it."""
-    def ring(signum, frame):
-        raise Hung(f"still running after {seconds} s: blocked on a FIFO?")
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def test_a_fifo_or_folder_in_the_checkpoint_is_never_opened(tmp_path, capsys):

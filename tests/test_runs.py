@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import doctest
 import json
 import os
 import signal
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from no_hang import no_hang
 
 from countdown_gym.runkit import runs
 from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest, plot_curves, prepare_run, truncate_rows
@@ -113,25 +112,6 @@ def test_truncate_rows_of_a_foreign_csv(tmp_path: Path) -> None:
     truncate_rows(path, 128, "time/total_timesteps")
     assert path.read_text().splitlines() == ["time/total_timesteps,loss", "64,1", "128,2", ",3"]
     truncate_rows(tmp_path / "missing.csv", 1)  # nothing to do
-
-
-class Hung(BaseException):
-    """Not an OSError (a TimeoutError would be): no ``except OSError`` or ``except Exception`` swallows it."""
-
-
-@contextlib.contextmanager
-def no_hang(seconds: int = 20) -> Iterator[None]:
-    """Fail (rather than block the suite) when the code inside opens a FIFO and waits on it."""
-    def ring(signum: int, frame: object) -> None:
-        raise Hung(f"still running after {seconds} s: blocked on a FIFO?")
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def test_a_fifo_or_folder_in_a_run_is_refused_never_opened(tmp_path: Path) -> None:

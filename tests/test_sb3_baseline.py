@@ -3,10 +3,8 @@ observations and rewards as the single-env wrappers), and smoke runs of a few hu
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
-import signal
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +13,7 @@ import pytest
 pytest.importorskip("sb3_contrib")
 
 import gymnasium as gym  # noqa: E402
+from no_hang import no_hang  # noqa: E402
 
 import countdown_gym  # noqa: E402, F401
 from baselines import sb3_ppo  # noqa: E402
@@ -499,25 +498,6 @@ def test_bad_arguments_are_usage_errors(argv, message, capsys):
     assert exc.value.code == 2 and message in capsys.readouterr().err
 
 
-class Hung(BaseException):
-    """Not an OSError (a TimeoutError would be): no ``except OSError`` or ``except Exception`` swallows it."""
-
-
-@contextlib.contextmanager
-def _no_hang(seconds: int = 60):
-    """Fail (rather than block the suite) when the code inside opens a FIFO and waits on it."""
-    def ring(signum, frame):
-        raise Hung(f"still running after {seconds} s: blocked on a FIFO?")
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def test_only_regular_checkpoint_files_are_opened_and_odd_run_entries_are_one_clear_error(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import os
@@ -538,7 +518,7 @@ def test_only_regular_checkpoint_files_are_opened_and_odd_run_entries_are_one_cl
         shutil.copytree(tmp_path / "r", run, symlinks=True)
         damage(run, run / "checkpoints" / "model_128_steps.zip")
         capsys.readouterr()
-        with _no_hang():
+        with no_hang():
             return sb3_ppo.main([*tiny, "--run-name", "x", "--total-timesteps", "192", "--resume"])
 
     def replace(make):

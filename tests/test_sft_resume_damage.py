@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,6 +15,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
+
+from no_hang import no_hang  # noqa: E402
 
 from baselines import llm_sft  # noqa: E402
 from baselines.lm.tiny_lm import load_pretrained  # noqa: E402
@@ -43,17 +44,11 @@ def base(tmp_path_factory) -> Path:
     return out
 
 
-@pytest.fixture
-def no_hang():
+@pytest.fixture(name="no_hang")
+def _no_hang_fixture():
     """Fail (not block for ever) when the test takes over 60 s: a FIFO opened for reading waits for a writer."""
-    def late(*_):
-        raise TimeoutError("blocked: a FIFO was opened?")
-
-    previous = signal.signal(signal.SIGALRM, late)
-    signal.alarm(60)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
+    with no_hang(60):
+        yield
 
 
 def _copy(base: Path, tmp_path: Path) -> Path:
