@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -30,7 +28,7 @@ import torch
 from tqdm import tqdm
 
 from baselines.lm.evaluation import greedy_solved
-from baselines.lm.sft_checkpoints import load_checkpoint, save_checkpoint, saved_options
+from baselines.lm.sft_checkpoints import load_checkpoint, put_back, save_checkpoint, saved_options
 from baselines.lm.tiny_lm import SplitRun, TinyLMConfig, build_model, build_tokenizer, load_pretrained, save_pretrained
 from countdown_gym import dataclass_cli
 from countdown_gym.data.generator import iter_problems
@@ -279,12 +277,7 @@ def train(cfg: SFTConfig) -> dict:
         rng.setstate(state["rng"])
         torch.set_rng_state(state["torch_rng"])
         print(f"resumed from {found} at step {step}")
-        if found != ckpt:  # checkpoint.old back in place: the next save deletes checkpoint.old before its renames
-            if os.path.isdir(ckpt) and not os.path.islink(ckpt):
-                shutil.rmtree(ckpt)
-            elif os.path.lexists(ckpt):
-                os.unlink(ckpt)
-            found.rename(ckpt)
+        put_back(found, ckpt)
     n_params = model.num_parameters()  # tied embeddings counted once
     meta = {"sft_config": asdict(cfg), "model_config": model.config.to_diff_dict() if cfg.init_from else asdict(cfg.model),
             "params": n_params,

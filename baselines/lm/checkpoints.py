@@ -9,13 +9,14 @@ the marker: whose files read back), and says which newer ones it passed over and
 from __future__ import annotations
 
 import json
-import os
 import re
 import zipfile
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
+
+from countdown_gym.runkit.runs import write_text_atomic
 
 MARKER = "checkpoint_complete.json"
 """Written last into a checkpoint directory: the save is complete."""
@@ -31,9 +32,7 @@ class CompletionMarker(TrainerCallback):
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
             path = Path(args.output_dir) / f"checkpoint-{state.global_step}" / MARKER
-            tmp = path.with_name(MARKER + ".tmp")
-            tmp.write_text(json.dumps({"global_step": state.global_step}) + "\n", encoding="utf-8")
-            os.replace(tmp, path)
+            write_text_atomic(path, json.dumps({"global_step": state.global_step}) + "\n")
 
 
 def checkpoint_problem(path: Path, require_marker: bool = True, extra: tuple[str, ...] = ()) -> str | None:

@@ -17,6 +17,7 @@ import torch
 
 from baselines.lm.checkpoints import _safetensors_error
 from baselines.lm.tiny_lm import load_pretrained, save_pretrained
+from countdown_gym.runkit.runs import file_kind
 
 
 def save_checkpoint(path: Path, model, tokenizer, opt, step: int, rng: random.Random, meta: dict) -> None:
@@ -30,6 +31,18 @@ def save_checkpoint(path: Path, model, tokenizer, opt, step: int, rng: random.Ra
         path.rename(old)
     tmp.rename(path)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def put_back(found: Path, path: Path) -> None:
+    """After a resume from ``<path>.old`` (``found``), move it back to ``path`` at once, over a torn ``path``: the
+    next :func:`save_checkpoint` deletes ``<path>.old`` before its renames."""
+    if found == path:
+        return
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+    found.rename(path)
 
 
 TRAINER_STATE = "trainer_state.pt"
@@ -47,13 +60,6 @@ def _short(exc: BaseException) -> str:
     return (text[0].split(". ")[0][:120] if text else "") or type(exc).__name__
 
 
-def _kind(mode: int) -> str | None:
-    """What a non-regular file is (None: a regular file)."""
-    kinds = ((stat.S_ISREG, None), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-             (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
-    return next((what for test, what in kinds if test(mode)), "not a regular file")
-
-
 def _check_entries(d: Path) -> None:
     """Every file of ``d`` a regular file (after symbolic links), the needed ones there: nothing that blocks when
     opened (a FIFO) or never ends (``/dev/zero``) is ever read."""
@@ -63,7 +69,7 @@ def _check_entries(d: Path) -> None:
     except OSError as exc:
         raise Unusable(f"{d}: cannot read it ({exc.strerror or exc})") from None
     if not stat.S_ISDIR(mode):
-        raise Unusable(f"{d} is {_kind(mode)}, not a checkpoint folder")
+        raise Unusable(f"{d} is {file_kind(mode)}, not a checkpoint folder")
     for name in (*CHECKPOINT_FILES, *sorted(set(names) - set(CHECKPOINT_FILES))):
         f = d / name
         try:
@@ -74,7 +80,7 @@ def _check_entries(d: Path) -> None:
             continue  # a dangling link the model does not need
         except OSError as exc:
             raise Unusable(f"{f}: cannot read it ({exc.strerror or exc})") from None
-        if (what := _kind(mode)) is not None:
+        if (what := file_kind(mode)) is not None:
             raise Unusable(f"{f} is {what}, not a regular file")
 
 
@@ -157,7 +163,7 @@ def saved_options(ckpt: Path | None, saved: dict | None) -> dict | None:
         return saved
     except OSError as exc:
         raise SystemExit(f"--resume: {f}: cannot read it ({exc.strerror or exc}); {fix}") from None
-    if (what := _kind(info.st_mode)) is not None:
+    if (what := file_kind(info.st_mode)) is not None:
         raise SystemExit(f"--resume: {f} is {what}, not a regular file; {fix}")
     try:
         data = json.loads(f.read_bytes().decode("utf-8"))

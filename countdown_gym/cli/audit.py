@@ -18,7 +18,6 @@ import json
 import multiprocessing
 import os
 import signal
-import stat
 import sys
 import threading
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ import tyro
 from countdown_gym import dataclass_cli
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.verifier import REASONS, verify
+from countdown_gym.runkit.runs import file_kind
 
 CORPUS = "exploits.jsonl"
 DEFAULT_TIMEOUT = 5.0
@@ -105,8 +105,7 @@ def load_exploits(path: str | Path | None = None) -> list[Exploit]:
     path = Path(path) if path is not None else corpus_path()
     try:
         st = path.stat()  # a FIFO, a device or a folder is refused before it is opened (a FIFO would block)
-        if not stat.S_ISREG(st.st_mode):
-            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a special file"
+        if (kind := file_kind(st.st_mode)) is not None:
             raise AuditError(f"the corpus {path} is {kind}, not a regular file")
         if (size := st.st_size) > MAX_CORPUS_BYTES:
             raise AuditError(f"the corpus {path} has {size:,} bytes, more than {MAX_CORPUS_BYTES:,}")

@@ -76,6 +76,12 @@ def not_regular(path: str | os.PathLike[str]) -> str | None:
         mode = os.stat(path).st_mode
     except OSError:  # nothing there (or a dangling link): the caller's own "missing" case
         return None
+    return file_kind(mode)
+
+
+def file_kind(mode: int) -> str | None:
+    """What an ``st_mode`` says stands there when it is not a regular file: ``"a folder"``, ``"a FIFO"`` or
+    ``"a special file"`` (a socket, a device); None for a regular file."""
     if stat.S_ISREG(mode):
         return None
     return "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
