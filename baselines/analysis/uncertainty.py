@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from typing import Literal
 
@@ -27,6 +28,5 @@ def seed_spread(xs: Sequence[float], kind: Literal["std", "se"] = "se") -> float
     per-seed values; 0 for fewer than two."""
     if len(xs) < 2:
         return 0.0
-    m = sum(xs) / len(xs)
-    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+    sd = statistics.stdev(xs)
     return sd if kind == "std" else sd / math.sqrt(len(xs))
