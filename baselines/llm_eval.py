@@ -98,15 +98,12 @@ class EvalConfig(SplitRun):
 
 def make_prompts(problems: list[Problem], tokenizer, style: str, chat_template: str = "auto") -> list[str]:
     """The prompt text of each problem, inside the tokenizer's chat template when asked / available."""
-    prompts = [build_prompt(p, style) for p in problems]
     has_template = getattr(tokenizer, "chat_template", None) is not None
-    if chat_template not in ("auto", "on", "off"):
-        raise ValueError(f"chat_template must be auto, on or off, got {chat_template!r}")
     if chat_template == "on" and not has_template:
         raise ValueError("--chat-template on, but the tokenizer has no chat template")
     if chat_template == "on" or (chat_template == "auto" and has_template):
-        prompts = [render_chat_prompt(p, tokenizer, style) for p in problems]  # tinyzero: the assistant turn continued
-    return prompts
+        return [render_chat_prompt(p, tokenizer, style) for p in problems]  # tinyzero: the assistant turn continued
+    return [build_prompt(p, style) for p in problems]
 
 
 def failure_breakdown(problems: list[Problem], completions: list[str]) -> dict:
@@ -227,12 +224,10 @@ def metrics(ev: Evaluation, problems: list[Problem]) -> dict:
     res: dict = {"pass@1_greedy": rates["greedy_success"], "pass@1_greedy_se": rates["greedy_success_se"],
                  "greedy_tokens_per_s": ev.greedy_tokens / ev.greedy_seconds if ev.greedy_seconds > 0 and ev.greedy_tokens else None,
                  "greedy_seconds": ev.greedy_seconds, "greedy_mean_tokens": ev.greedy_tokens / n}
-    if turns:
-        res["greedy_mean_turns"] = sum(r.turns or 0 for r in ev.greedy) / n
-        res["greedy_invalid_turn_frac"] = rates["greedy_invalid_frac"]
     res["completions_greedy"] = [r.answer for r in ev.greedy]
     if turns:
-        res["conversations_greedy"] = [r.text for r in ev.greedy]
+        res.update(greedy_mean_turns=sum(r.turns or 0 for r in ev.greedy) / n,
+                   greedy_invalid_turn_frac=rates["greedy_invalid_frac"], conversations_greedy=[r.text for r in ev.greedy])
     else:
         res["greedy_failures"] = failure_breakdown(problems, res["completions_greedy"])
     if k:
@@ -283,14 +278,8 @@ def check_submission_fields(cfg: EvalConfig, problems: list[Problem], command: s
 
 
 def _submits(cfg: EvalConfig, problems: list[Problem]) -> bool:
-    """Whether this run writes a leaderboard submission (the whole split, the leaderboard package present)."""
-    if len(problems) != len(load_split(cfg.preset, cfg.split)):
-        return False
-    try:
-        from countdown_gym.leaderboard import write_submission  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether this run writes a leaderboard submission (it evaluates the whole split)."""
+    return len(problems) == len(load_split(cfg.preset, cfg.split))
 
 
 def output_path(cfg: EvalConfig, problems: list[Problem]) -> Path:
