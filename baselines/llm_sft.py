@@ -206,11 +206,8 @@ def initial_model(cfg: SFTConfig, tokenizer):
     """A fresh model from the config flags, or the weights of ``cfg.init_from``."""
     if not cfg.init_from:
         return build_model(cfg.model, tokenizer)
-    path = Path(cfg.init_from)
-    try:
-        model, _ = load_pretrained(path)
-    except FileNotFoundError:
-        raise SystemExit(f"--init-from {path}: no saved model there (expected config.json and model.safetensors)") from None
+    path = Path(cfg.init_from)  # holds config.json: SFTConfig checked it
+    model, _ = load_pretrained(path)
     if model.get_input_embeddings().num_embeddings != len(tokenizer):
         raise SystemExit(f"--init-from {path}: its vocabulary has {model.get_input_embeddings().num_embeddings} tokens, "
                          f"the project's tokenizer {len(tokenizer)}; only models built with baselines/lm/tiny_lm.py can be continued")
