@@ -358,10 +358,9 @@ def train(cfg: SFTConfig) -> dict:
     }
     if interrupted:
         summary["interrupted"] = True
-        print(json.dumps(summary, indent=2))
-        return summary
-    meta["summary"] = summary
-    save_pretrained(model, tokenizer, out / "final", meta)
+    else:
+        meta["summary"] = summary
+        save_pretrained(model, tokenizer, out / "final", meta)
     print(json.dumps(summary, indent=2))
     return summary
 
