@@ -54,11 +54,8 @@ def parse_options(argv: list[str] | None = None) -> Options:
 
 
 def train(opts: Options) -> dict[str, Any]:
-    """Run GRPO; returns the first and last validation rows, the held-out test figures and timing figures.
-
-    The options resolve once (:class:`GRPORun`) into the run's parts: compute plan, GRPOConfig and sampling, the
-    checkpoint to resume from, model and tokenizer, rewards, problems, run directory, the trainer's inputs, the
-    held-out test, the callbacks and the trainer; then it trains and the run's end is written."""
+    """Run GRPO (the flow of the module docstring); returns the first and last validation rows, the held-out test
+    figures and timing figures."""
     import torch
     from accelerate import PartialState
 
