@@ -23,8 +23,6 @@ from baselines.lm.tiny_lm import SplitRun
 from countdown_gym import dataclass_cli
 from countdown_gym.runkit.runs import run_directory, write_text_atomic
 
-SAMPLING_FIELDS = ("model", "preset", "problems", "samples", "temperature", "max_turns", "seed")
-
 
 @dataclass
 class Options(SplitRun):
@@ -96,7 +94,7 @@ def main(opts: Options) -> int:
 
     torch.set_num_threads(opts.threads)
     episodes, record = out / "episodes.jsonl", out / "episodes.json"
-    sampling = {k: getattr(opts, k) for k in SAMPLING_FIELDS}
+    sampling = {k: getattr(opts, k) for k in ("model", "preset", "problems", "samples", "temperature", "max_turns", "seed")}
     if episodes.exists() and record.exists() and json.loads(record.read_text()).get("sampling") == sampling:
         stats = json.loads(record.read_text())["stats"]
         print(f"reusing {episodes}: {stats['distinct_solved_episodes']} episodes")

@@ -23,8 +23,6 @@ from baselines.lm.grpo_model import DEFAULT_TURN_MODEL
 from baselines.lm.tiny_lm import count_parameters, load_pretrained, save_pretrained
 from countdown_gym import dataclass_cli
 
-COPIED_FILES = ("generation_config.json", "train_pass_rates.jsonl")
-
 
 @dataclass
 class GrowOptions:
@@ -95,7 +93,7 @@ def grow(opts: GrowOptions) -> Path:
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     save_pretrained(grown, tokenizer, tmp, meta)
-    for name in COPIED_FILES:
+    for name in ("generation_config.json", "train_pass_rates.jsonl"):
         if (src / name).is_file():
             shutil.copy2(src / name, tmp / name)
     (tmp / "README.md").write_text(

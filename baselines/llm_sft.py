@@ -41,8 +41,6 @@ from countdown_gym.integrations.trl_rollout import conversation_ids
 from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest, prepare_run
 from countdown_gym.runkit.tracking import Tracker, report_to_names
 
-INTERACTIONS = ("single-pass", "multi-turn")
-
 
 @dataclass
 class SFTConfig(SplitRun):
@@ -99,7 +97,7 @@ class SFTConfig(SplitRun):
     def __post_init__(self) -> None:
         super().__post_init__()
         dataclass_cli.check_choice(self, "schedule", ("steps", "time"))
-        dataclass_cli.check_choice(self, "interaction", INTERACTIONS)
+        dataclass_cli.check_choice(self, "interaction", ("single-pass", "multi-turn"))
         if self.schedule == "time" and not self.max_minutes > 0:
             raise ValueError("--schedule time needs --max-minutes > 0")
         dataclass_cli.check_min(self, 1, "batch_size", "max_steps", "eval_every", "eval_problems", "eval_batch_size",

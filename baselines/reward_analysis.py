@@ -35,7 +35,6 @@ from countdown_gym.runkit.runs import write_text_atomic
 PAGE = ROOT / "docs" / "results" / "reward_comparison.md"
 RESULTS_HEADING = "## Results"
 AUROC_FILE = "dense_term_auroc.json"
-BOOTSTRAP_RESAMPLES = 10_000
 
 
 @dataclass
@@ -121,7 +120,7 @@ def holm(ps: Sequence[float]) -> list[float]:
     return out
 
 
-def bootstrap_differences(arms: dict[str, np.ndarray], base: str, resamples: int = BOOTSTRAP_RESAMPLES,
+def bootstrap_differences(arms: dict[str, np.ndarray], base: str, resamples: int = 10_000,
                           seed: int = 0) -> dict[str, tuple[float, float]]:
     """The percentile 95% interval of ``mean(arm) - mean(base)`` for every arm but ``base``, by a two-level
     bootstrap: the test problems resampled jointly for all arms (multinomial weights), then the seeds resampled
