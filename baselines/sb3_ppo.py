@@ -257,10 +257,6 @@ def saved_options(run: Path) -> dict[str, Any] | None:
     return read_options(run) or read_options(run, "args.json")
 
 
-CHECKPOINT_NAME = re.compile(r"model_([0-9]+)_steps\.zip")
-"""The name of a checkpoint in ``checkpoints/`` (SB3's ``CheckpointCallback``'s, prefix ``model``)."""
-
-
 def find_checkpoints(folder: Path, say: bool = False) -> tuple[list[Path], dict[int, Path]]:
     """The checkpoints in ``folder``, oldest first: the regular files named exactly ``model_<steps>_steps.zip`` (a
     link to one is followed; any other name is no checkpoint), and by step the folders of such a name (a save there
@@ -268,7 +264,7 @@ def find_checkpoints(folder: Path, say: bool = False) -> tuple[list[Path], dict[
     never opened: it is skipped, with a line saying so when ``say``."""
     found, folders = [], {}
     for p in sorted(folder.iterdir()) if folder.is_dir() else []:
-        if (m := CHECKPOINT_NAME.fullmatch(p.name)) is None:
+        if (m := re.fullmatch(r"model_([0-9]+)_steps\.zip", p.name)) is None:
             continue
         kind = not_regular(p) or (None if p.is_file() else "a dangling link")
         if kind is None:

@@ -39,9 +39,6 @@ class AtomicCheckpoints(CheckpointCallback):
         return True
 
 
-CURVE_PANELS = (Panel("validation success", {"validation_success": "greedy"}, percent=True, ylim=(0, 100)),)
-
-
 def training_logger(folder: Path, resume: bool, report_to: str = "tensorboard", config: dict | None = None) -> Any:
     """SB3 logger to ``progress.csv`` and the ``--report-to`` integrations (TensorBoard by SB3's own writer, in
     ``folder``; the others through :class:`countdown_gym.runkit.tracking.Tracker`); on resume the CSV is
@@ -102,7 +99,8 @@ class ValidationCurve(BaseCallback):
             self.eval_seconds += time.time() - t
             self.curve.append({"steps": self.num_timesteps, "validation_success": round(rate, 4),
                                "seconds": round(time.time() - self.t0, 1)})
-            self.curve.plot(self.curve.path.with_suffix(".png"), CURVE_PANELS, xlabel="environment steps")
+            panel = Panel("validation success", {"validation_success": "greedy"}, percent=True, ylim=(0, 100))
+            self.curve.plot(self.curve.path.with_suffix(".png"), (panel,), xlabel="environment steps")
             self.logger.record("eval/validation_success", rate)  # written with the rollout's metrics
             self.next_eval += self.every
         return True
