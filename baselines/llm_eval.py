@@ -147,11 +147,6 @@ def failure_breakdown(problems: list[Problem], completions: list[str]) -> dict:
     return out
 
 
-def parameters(model) -> str:
-    """The model's size as a submission states it (``"1.23M"``; tied weights counted once)."""
-    return f"{count_parameters(model) / 1e6:.2f}M"
-
-
 def resolve_device(device: str = "auto") -> str:
     """``auto`` -> ``cuda`` when CUDA is available, else ``cpu``; anything else as given."""
     if device == "auto":
@@ -200,7 +195,7 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
             raise SystemExit(f"{cfg.model}: {exc}") from None
     res: dict = {"problems": len(problems), "model": cfg.model, "preset": cfg.preset, "split": cfg.split, "prompt_style": cfg.prompt_style}
     if model is not None:
-        res["params"] = parameters(model)
+        res["params"] = f"{count_parameters(model) / 1e6:.2f}M"  # as a submission states it; tied weights counted once
     if turns:
         res.update(interaction="multi-turn", max_turns=cfg.max_turns)
     engine = None
