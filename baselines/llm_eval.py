@@ -172,7 +172,7 @@ def select(problems: list[Problem], cfg: EvalConfig) -> list[Problem]:
     return chosen
 
 
-def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem] | None = None, progress: bool = True) -> dict:
+def evaluate(cfg: EvalConfig, problems: list[Problem] | None = None, progress: bool = True) -> dict:
     """Run the evaluation of ``cfg`` (``baselines.lm.evaluation.evaluate``); returns metrics plus the completions."""
     cfg = cfg.resolved()
     torch.set_num_threads(cfg.threads)
@@ -181,12 +181,12 @@ def evaluate(cfg: EvalConfig, model=None, tokenizer=None, problems: list[Problem
     turns = cfg.interaction == "multi-turn"
     if turns and cfg.backend != "hf":
         raise SystemExit("--interaction multi-turn generates turn by turn with transformers (--backend hf)")
-    if model is None and cfg.backend == "hf":
+    if cfg.backend == "hf":
         model, tokenizer = load_model(cfg.model, cfg.dtype, cfg.device)
-    if tokenizer is None:
+    else:  # vLLM loads the weights itself
         from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+        model, tokenizer = None, AutoTokenizer.from_pretrained(cfg.model)
     prompts = None
     if not turns:
         try:
