@@ -119,11 +119,6 @@ def rubric(outcome: Callable[..., float], outcome_names: Sequence[str], game: Ca
                      weights=[1.0, *(weights.get(n, 0.0) for n in names), *(0.0 for _ in extra)])
 
 
-def single_turn_rubric(weights: Mapping[str, float] | None = None, scorers: Mapping[str, Any] | None = None) -> Any:
-    """The verifier as a rubric: ``correct`` (weight 1) and the registry's dense terms (:func:`rubric`)."""
-    return rubric(correct, ("sparse",), lambda completion, info: replay(_problem(info), completion), weights, scorers)
-
-
 def agent_turns(messages: Any, prompt_len: int = 0) -> list[str]:
     """The texts of the assistant messages after the first ``prompt_len`` messages: the agent's turns."""
     return [message_content(m) for m in list(messages)[prompt_len:] if message_field(m, "role") == "assistant"]
@@ -172,12 +167,6 @@ def game_rubric(game: Callable[[Any, Mapping[str, Any]], TurnReplay], weights: M
         return float(game(completion, info).invalid_turns)
 
     return rubric(solved, OUTCOME, game, weights, scorers, [invalid_turns])
-
-
-def multi_turn_rubric(max_turns: int = DEFAULT_MAX_TURNS, weights: Mapping[str, float] | None = None,
-                      scorers: Mapping[str, Any] | None = None) -> Any:
-    """:func:`game_rubric` of the multi-turn game."""
-    return game_rubric(lambda completion, info: play(info, completion, max_turns), weights, scorers)
 
 
 def _tool_calls(messages: Any) -> list[tuple[str, str, Any]]:
@@ -235,12 +224,6 @@ class CountdownToolsEnv(vf.ToolEnv):
         return response
 
 
-def tools_rubric(max_turns: int = DEFAULT_MAX_TURNS, weights: Mapping[str, float] | None = None,
-                 scorers: Mapping[str, Any] | None = None) -> Any:
-    """:func:`game_rubric` of the tool game."""
-    return game_rubric(lambda completion, info: play_tools(info, completion, max_turns)[0].replay, weights, scorers)
-
-
 def load_environment(mode: str = "single-turn", preset: str = "tinyzero", train_split: str | None = "train",
                      eval_split: str | None = "test", num_train_examples: int = -1, num_eval_examples: int = -1,
                      prompt_style: str | None = None, system_prompt: str | None = None,
@@ -274,7 +257,8 @@ def load_environment(mode: str = "single-turn", preset: str = "tinyzero", train_
             return [m for m in chat_messages(p, style) if m["role"] == "user"]  # dropped (a chat API cannot continue it)
 
         env_cls, game = vf.SingleTurnEnv, {}
-        rubric = single_turn_rubric(weights, scorers)
+        scoring = rubric(correct, ("sparse",), lambda completion, info: replay(_problem(info), completion), weights,
+                         scorers)
     elif mode == "tools":
         if prompt_style is not None:
             raise ValueError("mode='tools' has one prompt (the tool-calling puzzle text); leave prompt_style unset")
@@ -283,7 +267,8 @@ def load_environment(mode: str = "single-turn", preset: str = "tinyzero", train_
             return [{"role": "user", "content": tool_prompt(p, max_turns)}]
 
         env_cls, game = CountdownToolsEnv, {"game_max_turns": max_turns}
-        rubric = tools_rubric(max_turns, weights, scorers)
+        scoring = game_rubric(lambda completion, info: play_tools(info, completion, max_turns)[0].replay, weights,
+                              scorers)
     else:
         style = prompt_style or "instruct"
         if style not in TURN_PROMPT_STYLES:
@@ -293,12 +278,11 @@ def load_environment(mode: str = "single-turn", preset: str = "tinyzero", train_
             return [{"role": "user", "content": turn_prompt(p, style, max_turns)}]
 
         env_cls, game = CountdownTurnEnv, {"game_max_turns": max_turns}
-        rubric = multi_turn_rubric(max_turns, weights, scorers)
+        scoring = game_rubric(lambda completion, info: play(info, completion, max_turns), weights, scorers)
     return env_cls(**game, dataset=_dataset(train, prompt) if train else None,
-                   eval_dataset=_dataset(test, prompt) if test else None, system_prompt=system_prompt, rubric=rubric,
+                   eval_dataset=_dataset(test, prompt) if test else None, system_prompt=system_prompt, rubric=scoring,
                    **kwargs)
 
 
-__all__ = ["MODES", "CountdownToolsEnv", "CountdownTurnEnv", "play_tools", "tools_rubric", "agent_turns", "correct",
-           "dense_terms", "game_rubric", "load_environment", "multi_turn_rubric", "play", "row", "rubric",
-           "single_turn_rubric"]
+__all__ = ["MODES", "CountdownToolsEnv", "CountdownTurnEnv", "agent_turns", "correct", "dense_terms", "game_rubric",
+           "load_environment", "play", "play_tools", "row", "rubric"]
