@@ -31,6 +31,14 @@ def ground_truth(problem: Problem) -> dict[str, Any]:
             "rules": json.dumps(problem.rules.to_dict(), separators=(",", ":"), sort_keys=True)}
 
 
+def verl_row(problem: Problem, preset: str, split: str, index: int, prompt: list[dict[str, str]],
+             agent_name: str | None = None, **extra_info: Any) -> dict[str, Any]:
+    """One row of verl's parquet prompt format (``scripts/export_verl.py``); ``extra_info`` adds to the row's own."""
+    return {"data_source": DATA_SOURCE_PREFIX + preset, **({"agent_name": agent_name} if agent_name else {}),
+            "prompt": prompt, "ability": "math", "reward_model": {"style": "rule", "ground_truth": ground_truth(problem)},
+            "extra_info": {"split": split, "index": index, "id": problem.id or "", "preset": preset, **extra_info}}
+
+
 def problem_from_ground_truth(gt: Any) -> Problem:
     """Decode :func:`ground_truth` (a dict, or its JSON string); clear ``ValueError`` otherwise."""
     if isinstance(gt, (str, bytes)):
@@ -139,4 +147,4 @@ def with_scorers(load: Mapping[str, Callable[[str | None], Scorer]]) -> Callable
 
 
 __all__ = ["DATA_SOURCE_PREFIX", "compute_score", "dense_terms", "ground_truth", "problem_from_ground_truth",
-           "with_scorers"]
+           "verl_row", "with_scorers"]

@@ -23,7 +23,7 @@ from countdown_gym.game.problem import Problem
 from countdown_gym.game.turn_format import TOOL_NAMES, episode_over_reply, numbers_reply, tool_prompt, tool_turn
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, replay_turns
 from countdown_gym.integrations.trl_env import tool_json_schema
-from countdown_gym.integrations.verl import DATA_SOURCE_PREFIX, ground_truth, problem_from_ground_truth
+from countdown_gym.integrations.verl import ground_truth, problem_from_ground_truth, verl_row
 
 try:  # verl's real base classes when verl is installed
     from verl.tools.base_tool import BaseTool as _Base
@@ -167,18 +167,9 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
 
 def tool_rows(problems: list[Problem], preset: str, split: str, max_turns: int = DEFAULT_MAX_TURNS) -> list[dict[str, Any]]:
     """verl parquet rows for the tool agent loop: the puzzle as the user message, the tools' kwargs, the ground truth."""
-    return [
-        {
-            "data_source": DATA_SOURCE_PREFIX + preset,
-            "agent_name": "tool_agent",
-            "prompt": [{"role": "user", "content": tool_prompt(p, max_turns)}],
-            "ability": "math",
-            "reward_model": {"style": "rule", "ground_truth": ground_truth(p)},
-            "extra_info": {"split": split, "index": i, "id": p.id or "", "preset": preset, "interaction": "tool",
-                           "max_turns": max_turns, "need_tools_kwargs": True, "tools_kwargs": tools_kwargs(p)},
-        }
-        for i, p in enumerate(problems)
-    ]  # fmt: skip
+    return [verl_row(p, preset, split, i, [{"role": "user", "content": tool_prompt(p, max_turns)}], "tool_agent",
+                     interaction="tool", max_turns=max_turns, need_tools_kwargs=True, tools_kwargs=tools_kwargs(p))
+            for i, p in enumerate(problems)]
 
 
 def dump_tool_config(path: Any, max_turns: int = DEFAULT_MAX_TURNS) -> None:
