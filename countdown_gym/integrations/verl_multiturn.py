@@ -159,8 +159,6 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     del data_source, solution_str, kwargs
     problem = problem_from_ground_truth(ground_truth)
     turns = list((extra_info or {}).get(TURNS_KEY) or [])
-    if hasattr(turns, "tolist"):
-        turns = turns.tolist()
     rep = replay_turns(problem, [str(t) for t in turns], max_turns=max(len(turns), 1))
     return {"score": float(rep.reward), "turns": len(turns), "invalid_turns": rep.invalid_steps, "solved": float(rep.solved)}
 
