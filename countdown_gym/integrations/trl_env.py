@@ -323,13 +323,6 @@ def tool_json_schema(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {k: v for k, v in schema["function"].items() if k != "return"}}
 
 
-def _episodes(environments: Any, name: str) -> list[CountdownToolEnv | None]:
-    if environments is None:
-        raise ValueError(f"the reward function {name!r} reads the rollouts' environments: use it with "
-                         "GRPOTrainer(environment_factory=CountdownToolEnv, ...), which passes them as `environments`")
-    return [e if isinstance(e, CountdownToolEnv) and e.episode is not None else None for e in environments]
-
-
 def variant_reward(variant: str, scorer: Scorer | None = None) -> Callable[..., list[float | None]]:
     """A TRL reward function: the registry's ``text`` variant ``variant`` of each rollout's
     :attr:`CountdownToolEnv.replay` (``scorer``: what the variant needs, e.g. ``critics.load_critic()``). Rollouts
@@ -344,8 +337,11 @@ def variant_reward(variant: str, scorer: Scorer | None = None) -> Callable[..., 
                          f"got {type(scorer).__name__}")
 
     def reward(completions: list[Any], environments: list[Any] | None = None, **kwargs: Any) -> list[float | None]:
-        episodes = _episodes(environments, reward.__name__)
-        return [None if e is None else v.completion_score(e.replay, scorer) for e in episodes]
+        if environments is None:
+            raise ValueError(f"the reward function {reward.__name__!r} reads the rollouts' environments: use it with "
+                             "GRPOTrainer(environment_factory=CountdownToolEnv, ...), which passes them as `environments`")
+        return [v.completion_score(e.replay, scorer) if isinstance(e, CountdownToolEnv) and e.episode is not None
+                else None for e in environments]
 
     reward.__name__ = reward.__qualname__ = v.name.replace("-", "_")
     return reward
