@@ -121,11 +121,8 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     if not terms:
         return scores["sparse"]
     w = {**{name: REWARD_VARIANTS[name].weight for name in scores}, **{get_variant(k).name: v for k, v in (weights or {}).items()}}
-    out: dict[str, float] = {"score": float(sum(w[name] * value for name, value in scores.items()))}
-    out.update(scores)
-    out["invalid_steps"] = float(replay.invalid_steps)
-    out["moves"] = float(len(replay.transitions))
-    return out
+    return {"score": float(sum(w[name] * value for name, value in scores.items())), **scores,
+            "invalid_steps": float(replay.invalid_steps), "moves": float(len(replay.transitions))}
 
 
 def with_scorers(load: Mapping[str, Callable[[str | None], Scorer]]) -> Callable[..., float | dict[str, float]]:
