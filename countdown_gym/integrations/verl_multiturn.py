@@ -46,12 +46,8 @@ TURNS_KEY = "countdown_turns"
 """The key of ``agent_data.extra_fields`` (and of the reward's ``extra_info``) holding the turns played."""
 ACTIONS: tuple[str, ...] = TOOL_NAMES
 
-def tool_schema(action: str) -> dict[str, Any]:
-    """The OpenAI function schema of one tool, as TRL derives it
-    (:func:`~countdown_gym.integrations.trl_env.tool_json_schema`)."""
-    if action not in ACTIONS:
-        raise ValueError(f"unknown Countdown tool action {action!r}; choose one of {list(ACTIONS)}")
-    return tool_json_schema(action)
+tool_schema = tool_json_schema
+"""The OpenAI function schema of one tool, as TRL derives it (one source for TRL, verl and ``verifiers``)."""
 
 
 def tool_config(max_turns: int = DEFAULT_MAX_TURNS) -> dict[str, Any]:
@@ -87,7 +83,7 @@ class CountdownTool(_Base):  # type: ignore[misc, valid-type]
         config = dict(config or {})
         self.action = config.get("action", "move")
         self.max_turns = int(config.get("max_turns", DEFAULT_MAX_TURNS))
-        schema = tool_schema or globals()["tool_schema"](self.action)
+        schema = tool_schema or tool_json_schema(self.action)
         if HAVE_VERL:
             if isinstance(schema, dict):
                 schema = OpenAIFunctionToolSchema.model_validate(schema)
