@@ -32,6 +32,7 @@ if not hasattr(vf, "MultiTurnEnv"):  # verifiers 0.4 replaced the classic enviro
 
 from countdown_gym.data.splits import load_split
 from countdown_gym.envs.problem_source import problem_from_columns
+from countdown_gym.envs.text_episode import check_budget
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.solver import solve
 from countdown_gym.game.text_format import TINYZERO_SYSTEM, chat_messages
@@ -43,12 +44,6 @@ from countdown_gym.integrations.trl_env import CountdownToolEnv, tool_functions
 from countdown_gym.rewards.variants import OUTCOME, REWARD_VARIANTS, get_variant
 
 MODES: tuple[str, ...] = ("single-turn", "multi-turn", "tools")
-
-
-def _check_turns(max_turns: Any) -> int:
-    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
-        raise ValueError(f"max_turns must be an int >= 1, got {max_turns!r}")
-    return max_turns
 
 
 def _problem(info: Mapping[str, Any]) -> Problem:
@@ -134,7 +129,8 @@ class CountdownTurnEnv(vf.MultiTurnEnv):
     the game's reply as the next user message, the rollout over when the game is."""
 
     def __init__(self, game_max_turns: int = DEFAULT_MAX_TURNS, **kwargs: Any) -> None:
-        self.game_max_turns = _check_turns(game_max_turns)
+        check_budget("game_max_turns", game_max_turns, allow_none=False)
+        self.game_max_turns = game_max_turns
         # one model turn more than the game allows: the game itself ends the rollout (its reply to the last
         # turn, "... turn limit", is the final message); verifiers' own limit is only a safety net
         super().__init__(max_turns=game_max_turns + 1, **kwargs)
@@ -208,7 +204,8 @@ class CountdownToolsEnv(vf.ToolEnv):
     the model answers without a tool call."""
 
     def __init__(self, game_max_turns: int = DEFAULT_MAX_TURNS, **kwargs: Any) -> None:
-        self.game_max_turns = _check_turns(game_max_turns)
+        check_budget("game_max_turns", game_max_turns, allow_none=False)
+        self.game_max_turns = game_max_turns
         # verifiers converts the typed tool functions to its tool definitions itself
         super().__init__(tools=list(tool_functions().values()), max_turns=game_max_turns + 1, **kwargs)
 
