@@ -27,6 +27,7 @@ from countdown_gym.envs.problem_source import (
     problem_from_columns,
     to_problem,
 )
+from countdown_gym.envs.text_episode import check_budget
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number
 from countdown_gym.game.turn_format import (
@@ -198,9 +199,8 @@ class CountdownToolEnv:
                  split: str | None = None, tier: str | None = None, curriculum: Curriculum | str | None = None,
                  seed: int | None = None, num_generations: int | None = None, rank: int | None = None,
                  world_size: int | None = None) -> None:
-        for name, value in (("max_turns", max_turns), ("max_turn_chars", max_turn_chars)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        check_budget("max_turns", max_turns, allow_none=False)
+        check_budget("max_turn_chars", max_turn_chars, allow_none=False)
         self.max_turns = max_turns
         self.max_turn_chars = max_turn_chars
         draws = (preset, split, tier, curriculum, seed, num_generations)
