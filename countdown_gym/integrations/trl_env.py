@@ -18,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 
 from countdown_gym.data.curriculum import Curriculum
-from countdown_gym.data.difficulty import check_tier, split_tiers
+from countdown_gym.data.splits import load_split
 from countdown_gym.envs.problem_source import (
     ProblemLike,
     ProblemSource,
@@ -131,10 +131,7 @@ class ProblemDraw:
         preset = preset or "tinyzero"
         if tier is None:
             return make_problem_source(preset=preset, split=split)
-        check_tier(tier)
-        whole = make_problem_source(preset=preset, split=split)
-        pool = [p for p, t in zip(whole.pool, split_tiers(preset, split), strict=True) if t == tier]
-        return make_problem_source(problems=pool)
+        return make_problem_source(problems=load_split(preset, split, tier))
 
     _shared: weakref.WeakValueDictionary[tuple, ProblemDraw] = weakref.WeakValueDictionary()
 
