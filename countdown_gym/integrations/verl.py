@@ -48,9 +48,8 @@ def problem_from_ground_truth(gt: Any) -> Problem:
             raise ValueError(f"ground_truth is not JSON: {gt!r:.80}") from exc
     if not isinstance(gt, Mapping) or "numbers" not in gt or "target" not in gt:
         raise ValueError(f"ground_truth must have 'numbers' and 'target' (see scripts/export_verl.py), got {gt!r:.120}")
-    rules = gt.get("rules")
-    numbers = gt["numbers"].tolist() if hasattr(gt["numbers"], "tolist") else gt["numbers"]
-    return problem_from_columns(numbers, gt["target"], dict(rules) if isinstance(rules, Mapping) else rules)
+    rules = gt.get("rules")  # numpy numbers (a parquet row) are read by problem_from_columns
+    return problem_from_columns(gt["numbers"], gt["target"], dict(rules) if isinstance(rules, Mapping) else rules)
 
 
 def _dense_names() -> list[str]:
