@@ -25,8 +25,8 @@ from baselines.lm.step_credit import (  # noqa: E402
     turn_rewards,
 )
 from countdown_gym import Rules, load_split  # noqa: E402
-from countdown_gym.integrations import format_score  # noqa: E402
 from countdown_gym.integrations.trl import CriticReward, format_reward, oracle_reward, sparse_reward  # noqa: E402
+from countdown_gym.rewards.terms import format_score  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_MODEL = ROOT / "baselines" / "checkpoints" / "countdown-tiny-lm"

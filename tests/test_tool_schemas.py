@@ -69,7 +69,7 @@ def _one_row() -> Any:
 def test_unknown_tool_names_are_clear_errors() -> None:
     with pytest.raises(ValueError, match="unknown Countdown tool"):
         tool_json_schema("jump")
-    with pytest.raises(ValueError, match="unknown Countdown tool action"):
+    with pytest.raises(ValueError, match="unknown Countdown tool"):
         tool_schema("jump")
 
 

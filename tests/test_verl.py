@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from countdown_gym import Problem, load_split, solve
-from countdown_gym.integrations import score_terms
 from countdown_gym.integrations.verl import compute_score, ground_truth, problem_from_ground_truth
-from countdown_gym.rewards.variants import REWARD_VARIANTS
+from countdown_gym.rewards.variants import REWARD_VARIANTS, score_terms
 
 P = Problem((21, 16, 17, 26), 46)
 GT = ground_truth(P)

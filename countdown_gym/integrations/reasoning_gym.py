@@ -214,7 +214,6 @@ class CountdownGymDataset(_Base):  # type: ignore[misc,valid-type]
                 "metadata": metadata}
 
     def score_answer(self, answer: str | None, entry: dict[str, Any]) -> float:
-        """1.0 if ``answer`` solves the entry's problem (:func:`countdown_gym.verify`), else 0.0."""
         return score_answer(answer, entry)
 
 
@@ -280,25 +279,19 @@ def _filters(config: CountdownGymConfig) -> dict[str, Any]:
     return {k: getattr(config, k) for k in ("tier", *RANGE_FIELDS) if getattr(config, k) is not None}
 
 
-TIER_LEVELS: list[str] = list(TIERS)
-NUMBER_LEVELS: list[int] = [3, 4, 5, 6]
-"""The curriculum's levels: the tiers, and the number counts of the presets (tinyzero 3-4, longproc-0.5k 4,
-hard 5-6)."""
-
-
 class CountdownGymCurriculum(_CurriculumBase):  # type: ignore[misc,valid-type]
     """reasoning-gym's curriculum for ``countdown_gym``: a ``tier`` level (easy, medium, hard) and a ``numbers``
-    range level over the number counts 3 to 6 (``min_numbers`` / ``max_numbers``), on the ``train`` split of every
-    preset pooled (``preset="all"``) unless ``defaults`` say otherwise. Needs reasoning-gym."""
+    range level over the presets' number counts, 3 to 6 (``min_numbers`` / ``max_numbers``), on the ``train`` split
+    of every preset pooled (``preset="all"``) unless ``defaults`` say otherwise. Needs reasoning-gym."""
 
     def __init__(self) -> None:
         if _register_dataset is None:
             raise ImportError("CountdownGymCurriculum needs reasoning-gym: pip install 'countdown-gym[reasoning-gym]'")
         super().__init__(CountdownGymCurriculum.__name__, CountdownGymConfig)
         self._define_attributes(
-            ScalarAttributeDefinition(name="tier", field_name="tier", levels=TIER_LEVELS,
+            ScalarAttributeDefinition(name="tier", field_name="tier", levels=list(TIERS),
                                       description="Difficulty tier of the problems (solver search nodes)"),
-            RangeAttributeDefinition(name="numbers", levels=NUMBER_LEVELS, description="Number of source numbers",
+            RangeAttributeDefinition(name="numbers", levels=[3, 4, 5, 6], description="Number of source numbers",
                                      lower_field_name="min_numbers", upper_field_name="max_numbers",
                                      ensure_interval=True),
         )

@@ -6,11 +6,9 @@ once through :func:`~countdown_gym.envs.text.replay_completion` against its row'
 ``target`` (optional ``rules``: a preset name, a dict or its JSON), or ``problem`` (:meth:`Problem.to_dict` JSON;
 it wins). A multi-turn rollout's ``turn_replay``, or in TRL's tool loop each environment's replay, is scored as it is.
 
-Every ``text`` reward variant of the registry has one, :func:`reward_function` (named ``<variant>_reward``):
-``sparse_reward`` (a correct answer), ``format_reward`` (a tagged answer that parses), ``oracle_reward`` (mean over
-moves of +1 for a valid move keeping the target reachable, else -1), ``oracle_perfect_reward`` (mean of 1 per move
-on a solution path), ``CriticReward(critic)`` (mean of a critic's per-move scores). Nothing here imports ``torch``,
-``transformers`` or ``trl``; guide: ``docs/integrations.md``.
+Every ``text`` reward variant of the registry has one, :func:`reward_function` (named ``<variant>_reward``; those
+below, and ``CriticReward(critic)``). Nothing here imports ``torch``, ``transformers`` or ``trl``; guide:
+``docs/integrations.md``.
 """
 
 from __future__ import annotations
@@ -124,11 +122,6 @@ def log_metrics(kwargs: Mapping[str, Any], stats: Mapping[str, float]) -> None:
             log_metric(k, v)
 
 
-def function_name(variant: str) -> str:
-    """The ``__name__`` of a variant's TRL reward function (what TRL logs as ``rewards/<name>/mean``)."""
-    return variant.replace("-", "_") + "_reward"
-
-
 class VariantReward:
     """The TRL reward function of one per-completion ``text`` variant of the registry; ``scorer``: what it
     ``needs`` (a :class:`~countdown_gym.rewards.terms.Scorer`). ``sparse`` also logs :func:`replay_stats`."""
@@ -142,7 +135,7 @@ class VariantReward:
             raise TypeError(f"the reward {self.variant.name!r} needs a {self.variant.needs} with a score(states, targets) "
                             f"method (e.g. critics.load_critic()), got {type(scorer).__name__}")
         self.scorer = scorer
-        self.__name__ = function_name(self.variant.name)
+        self.__name__ = self.variant.name.replace("-", "_") + "_reward"  # TRL logs rewards/<__name__>/mean
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any) -> list[float]:
         replays = completion_replays(completions, kwargs)
@@ -186,6 +179,6 @@ def reward_function(variant: str, given: Mapping[str, Any] | None = None) -> Cal
 
 __all__ = [
     "REWARD_FUNCTIONS", "CriticReward", "VariantReward", "completion_replays", "completion_text", "format_reward",
-    "function_name", "log_metrics", "oracle_perfect_reward", "oracle_reward", "problem_from_json", "replay",
-    "replay_stats", "reward_function", "row_problems", "sparse_reward",
+    "log_metrics", "oracle_perfect_reward", "oracle_reward", "problem_from_json", "replay", "replay_stats",
+    "reward_function", "row_problems", "sparse_reward",
 ]

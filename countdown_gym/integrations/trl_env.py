@@ -18,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 
 from countdown_gym.data.curriculum import Curriculum
-from countdown_gym.data.difficulty import check_tier, split_tiers
+from countdown_gym.data.splits import load_split
 from countdown_gym.envs.problem_source import (
     ProblemLike,
     ProblemSource,
@@ -27,6 +27,7 @@ from countdown_gym.envs.problem_source import (
     problem_from_columns,
     to_problem,
 )
+from countdown_gym.envs.text_episode import check_budget
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number
 from countdown_gym.game.turn_format import (
@@ -130,10 +131,7 @@ class ProblemDraw:
         preset = preset or "tinyzero"
         if tier is None:
             return make_problem_source(preset=preset, split=split)
-        check_tier(tier)
-        whole = make_problem_source(preset=preset, split=split)
-        pool = [p for p, t in zip(whole.pool, split_tiers(preset, split), strict=True) if t == tier]
-        return make_problem_source(problems=pool)
+        return make_problem_source(problems=load_split(preset, split, tier))
 
     _shared: weakref.WeakValueDictionary[tuple, ProblemDraw] = weakref.WeakValueDictionary()
 
@@ -198,9 +196,8 @@ class CountdownToolEnv:
                  split: str | None = None, tier: str | None = None, curriculum: Curriculum | str | None = None,
                  seed: int | None = None, num_generations: int | None = None, rank: int | None = None,
                  world_size: int | None = None) -> None:
-        for name, value in (("max_turns", max_turns), ("max_turn_chars", max_turn_chars)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        check_budget("max_turns", max_turns, allow_none=False)
+        check_budget("max_turn_chars", max_turn_chars, allow_none=False)
         self.max_turns = max_turns
         self.max_turn_chars = max_turn_chars
         draws = (preset, split, tier, curriculum, seed, num_generations)
@@ -323,13 +320,6 @@ def tool_json_schema(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {k: v for k, v in schema["function"].items() if k != "return"}}
 
 
-def _episodes(environments: Any, name: str) -> list[CountdownToolEnv | None]:
-    if environments is None:
-        raise ValueError(f"the reward function {name!r} reads the rollouts' environments: use it with "
-                         "GRPOTrainer(environment_factory=CountdownToolEnv, ...), which passes them as `environments`")
-    return [e if isinstance(e, CountdownToolEnv) and e.episode is not None else None for e in environments]
-
-
 def variant_reward(variant: str, scorer: Scorer | None = None) -> Callable[..., list[float | None]]:
     """A TRL reward function: the registry's ``text`` variant ``variant`` of each rollout's
     :attr:`CountdownToolEnv.replay` (``scorer``: what the variant needs, e.g. ``critics.load_critic()``). Rollouts
@@ -344,8 +334,11 @@ def variant_reward(variant: str, scorer: Scorer | None = None) -> Callable[..., 
                          f"got {type(scorer).__name__}")
 
     def reward(completions: list[Any], environments: list[Any] | None = None, **kwargs: Any) -> list[float | None]:
-        episodes = _episodes(environments, reward.__name__)
-        return [None if e is None else v.completion_score(e.replay, scorer) for e in episodes]
+        if environments is None:
+            raise ValueError(f"the reward function {reward.__name__!r} reads the rollouts' environments: use it with "
+                             "GRPOTrainer(environment_factory=CountdownToolEnv, ...), which passes them as `environments`")
+        return [v.completion_score(e.replay, scorer) if isinstance(e, CountdownToolEnv) and e.episode is not None
+                else None for e in environments]
 
     reward.__name__ = reward.__qualname__ = v.name.replace("-", "_")
     return reward

@@ -134,6 +134,7 @@ def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: 
     """Turn by turn with ``generate()``, re-reading each conversation: for tokenizers with no newline token of its
     own (a turn then ends at the ``stop_strings`` newline) and models whose forward takes no KV cache."""
     import torch
+    from torch.nn.utils.rnn import pad_sequence
 
     gen_kwargs: dict[str, Any] = {"max_new_tokens": max_turn_tokens, "pad_token_id": pad, "eos_token_id": stop or None,
                                   "output_scores": True, "return_dict_in_generate": True}
@@ -153,13 +154,10 @@ def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: 
             active = [e for e in chunk if not e.game.done]
             if not active:
                 break
-            seqs = [e.prompt_ids + e.completion for e in active]
-            width = max(len(s) for s in seqs)
-            ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(seqs), width), dtype=torch.long)
-            for i, s in enumerate(seqs):  # left padding
-                ids[i, width - len(s):] = torch.tensor(s)
-                mask[i, width - len(s):] = 1
+            seqs = [torch.tensor(e.prompt_ids + e.completion) for e in active]
+            ids = pad_sequence(seqs, batch_first=True, padding_value=pad, padding_side="left")
+            mask = pad_sequence([torch.ones_like(s) for s in seqs], batch_first=True, padding_side="left")
+            width = ids.shape[1]
             with torch.no_grad():
                 out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **gen_kwargs)
             new = out.sequences[:, width:].tolist()

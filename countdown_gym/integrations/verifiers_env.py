@@ -32,6 +32,7 @@ if not hasattr(vf, "MultiTurnEnv"):  # verifiers 0.4 replaced the classic enviro
 
 from countdown_gym.data.splits import load_split
 from countdown_gym.envs.problem_source import problem_from_columns
+from countdown_gym.envs.text_episode import check_budget
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.solver import solve
 from countdown_gym.game.text_format import TINYZERO_SYSTEM, chat_messages
@@ -43,12 +44,6 @@ from countdown_gym.integrations.trl_env import CountdownToolEnv, tool_functions
 from countdown_gym.rewards.variants import OUTCOME, REWARD_VARIANTS, get_variant
 
 MODES: tuple[str, ...] = ("single-turn", "multi-turn", "tools")
-
-
-def _check_turns(max_turns: Any) -> int:
-    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
-        raise ValueError(f"max_turns must be an int >= 1, got {max_turns!r}")
-    return max_turns
 
 
 def _problem(info: Mapping[str, Any]) -> Problem:
@@ -119,11 +114,6 @@ def rubric(outcome: Callable[..., float], outcome_names: Sequence[str], game: Ca
                      weights=[1.0, *(weights.get(n, 0.0) for n in names), *(0.0 for _ in extra)])
 
 
-def single_turn_rubric(weights: Mapping[str, float] | None = None, scorers: Mapping[str, Any] | None = None) -> Any:
-    """The verifier as a rubric: ``correct`` (weight 1) and the registry's dense terms (:func:`rubric`)."""
-    return rubric(correct, ("sparse",), lambda completion, info: replay(_problem(info), completion), weights, scorers)
-
-
 def agent_turns(messages: Any, prompt_len: int = 0) -> list[str]:
     """The texts of the assistant messages after the first ``prompt_len`` messages: the agent's turns."""
     return [message_content(m) for m in list(messages)[prompt_len:] if message_field(m, "role") == "assistant"]
@@ -139,7 +129,8 @@ class CountdownTurnEnv(vf.MultiTurnEnv):
     the game's reply as the next user message, the rollout over when the game is."""
 
     def __init__(self, game_max_turns: int = DEFAULT_MAX_TURNS, **kwargs: Any) -> None:
-        self.game_max_turns = _check_turns(game_max_turns)
+        check_budget("game_max_turns", game_max_turns, allow_none=False)
+        self.game_max_turns = game_max_turns
         # one model turn more than the game allows: the game itself ends the rollout (its reply to the last
         # turn, "... turn limit", is the final message); verifiers' own limit is only a safety net
         super().__init__(max_turns=game_max_turns + 1, **kwargs)
@@ -172,12 +163,6 @@ def game_rubric(game: Callable[[Any, Mapping[str, Any]], TurnReplay], weights: M
         return float(game(completion, info).invalid_turns)
 
     return rubric(solved, OUTCOME, game, weights, scorers, [invalid_turns])
-
-
-def multi_turn_rubric(max_turns: int = DEFAULT_MAX_TURNS, weights: Mapping[str, float] | None = None,
-                      scorers: Mapping[str, Any] | None = None) -> Any:
-    """:func:`game_rubric` of the multi-turn game."""
-    return game_rubric(lambda completion, info: play(info, completion, max_turns), weights, scorers)
 
 
 def _tool_calls(messages: Any) -> list[tuple[str, str, Any]]:
@@ -219,7 +204,8 @@ class CountdownToolsEnv(vf.ToolEnv):
     the model answers without a tool call."""
 
     def __init__(self, game_max_turns: int = DEFAULT_MAX_TURNS, **kwargs: Any) -> None:
-        self.game_max_turns = _check_turns(game_max_turns)
+        check_budget("game_max_turns", game_max_turns, allow_none=False)
+        self.game_max_turns = game_max_turns
         # verifiers converts the typed tool functions to its tool definitions itself
         super().__init__(tools=list(tool_functions().values()), max_turns=game_max_turns + 1, **kwargs)
 
@@ -233,12 +219,6 @@ class CountdownToolsEnv(vf.ToolEnv):
         if env.episode is not None and env.episode.done:
             state["final_env_response"] = response
         return response
-
-
-def tools_rubric(max_turns: int = DEFAULT_MAX_TURNS, weights: Mapping[str, float] | None = None,
-                 scorers: Mapping[str, Any] | None = None) -> Any:
-    """:func:`game_rubric` of the tool game."""
-    return game_rubric(lambda completion, info: play_tools(info, completion, max_turns)[0].replay, weights, scorers)
 
 
 def load_environment(mode: str = "single-turn", preset: str = "tinyzero", train_split: str | None = "train",
@@ -274,7 +254,8 @@ def load_environment(mode: str = "single-turn", preset: str = "tinyzero", train_
             return [m for m in chat_messages(p, style) if m["role"] == "user"]  # dropped (a chat API cannot continue it)
 
         env_cls, game = vf.SingleTurnEnv, {}
-        rubric = single_turn_rubric(weights, scorers)
+        scoring = rubric(correct, ("sparse",), lambda completion, info: replay(_problem(info), completion), weights,
+                         scorers)
     elif mode == "tools":
         if prompt_style is not None:
             raise ValueError("mode='tools' has one prompt (the tool-calling puzzle text); leave prompt_style unset")
@@ -283,7 +264,8 @@ def load_environment(mode: str = "single-turn", preset: str = "tinyzero", train_
             return [{"role": "user", "content": tool_prompt(p, max_turns)}]
 
         env_cls, game = CountdownToolsEnv, {"game_max_turns": max_turns}
-        rubric = tools_rubric(max_turns, weights, scorers)
+        scoring = game_rubric(lambda completion, info: play_tools(info, completion, max_turns)[0].replay, weights,
+                              scorers)
     else:
         style = prompt_style or "instruct"
         if style not in TURN_PROMPT_STYLES:
@@ -293,12 +275,11 @@ def load_environment(mode: str = "single-turn", preset: str = "tinyzero", train_
             return [{"role": "user", "content": turn_prompt(p, style, max_turns)}]
 
         env_cls, game = CountdownTurnEnv, {"game_max_turns": max_turns}
-        rubric = multi_turn_rubric(max_turns, weights, scorers)
+        scoring = game_rubric(lambda completion, info: play(info, completion, max_turns), weights, scorers)
     return env_cls(**game, dataset=_dataset(train, prompt) if train else None,
-                   eval_dataset=_dataset(test, prompt) if test else None, system_prompt=system_prompt, rubric=rubric,
+                   eval_dataset=_dataset(test, prompt) if test else None, system_prompt=system_prompt, rubric=scoring,
                    **kwargs)
 
 
-__all__ = ["MODES", "CountdownToolsEnv", "CountdownTurnEnv", "play_tools", "tools_rubric", "agent_turns", "correct",
-           "dense_terms", "game_rubric", "load_environment", "multi_turn_rubric", "play", "row", "rubric",
-           "single_turn_rubric"]
+__all__ = ["MODES", "CountdownToolsEnv", "CountdownTurnEnv", "agent_turns", "correct", "dense_terms", "game_rubric",
+           "load_environment", "play", "play_tools", "row", "rubric"]

@@ -31,6 +31,14 @@ def ground_truth(problem: Problem) -> dict[str, Any]:
             "rules": json.dumps(problem.rules.to_dict(), separators=(",", ":"), sort_keys=True)}
 
 
+def verl_row(problem: Problem, preset: str, split: str, index: int, prompt: list[dict[str, str]],
+             agent_name: str | None = None, **extra_info: Any) -> dict[str, Any]:
+    """One row of verl's parquet prompt format (``scripts/export_verl.py``); ``extra_info`` adds to the row's own."""
+    return {"data_source": DATA_SOURCE_PREFIX + preset, **({"agent_name": agent_name} if agent_name else {}),
+            "prompt": prompt, "ability": "math", "reward_model": {"style": "rule", "ground_truth": ground_truth(problem)},
+            "extra_info": {"split": split, "index": index, "id": problem.id or "", "preset": preset, **extra_info}}
+
+
 def problem_from_ground_truth(gt: Any) -> Problem:
     """Decode :func:`ground_truth` (a dict, or its JSON string); clear ``ValueError`` otherwise."""
     if isinstance(gt, (str, bytes)):
@@ -40,9 +48,8 @@ def problem_from_ground_truth(gt: Any) -> Problem:
             raise ValueError(f"ground_truth is not JSON: {gt!r:.80}") from exc
     if not isinstance(gt, Mapping) or "numbers" not in gt or "target" not in gt:
         raise ValueError(f"ground_truth must have 'numbers' and 'target' (see scripts/export_verl.py), got {gt!r:.120}")
-    rules = gt.get("rules")
-    numbers = gt["numbers"].tolist() if hasattr(gt["numbers"], "tolist") else gt["numbers"]
-    return problem_from_columns(numbers, gt["target"], dict(rules) if isinstance(rules, Mapping) else rules)
+    rules = gt.get("rules")  # numpy numbers (a parquet row) are read by problem_from_columns
+    return problem_from_columns(gt["numbers"], gt["target"], dict(rules) if isinstance(rules, Mapping) else rules)
 
 
 def _dense_names() -> list[str]:
@@ -113,11 +120,8 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     if not terms:
         return scores["sparse"]
     w = {**{name: REWARD_VARIANTS[name].weight for name in scores}, **{get_variant(k).name: v for k, v in (weights or {}).items()}}
-    out: dict[str, float] = {"score": float(sum(w[name] * value for name, value in scores.items()))}
-    out.update(scores)
-    out["invalid_steps"] = float(replay.invalid_steps)
-    out["moves"] = float(len(replay.transitions))
-    return out
+    return {"score": float(sum(w[name] * value for name, value in scores.items())), **scores,
+            "invalid_steps": float(replay.invalid_steps), "moves": float(len(replay.transitions))}
 
 
 def with_scorers(load: Mapping[str, Callable[[str | None], Scorer]]) -> Callable[..., float | dict[str, float]]:
@@ -139,4 +143,4 @@ def with_scorers(load: Mapping[str, Callable[[str | None], Scorer]]) -> Callable
 
 
 __all__ = ["DATA_SOURCE_PREFIX", "compute_score", "dense_terms", "ground_truth", "problem_from_ground_truth",
-           "with_scorers"]
+           "verl_row", "with_scorers"]

@@ -26,7 +26,7 @@ from countdown_gym.dataclass_cli import check_choice, check_min, run, usage_erro
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import PROMPT_STYLES, chat_messages
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
-from countdown_gym.integrations.verl import DATA_SOURCE_PREFIX, ground_truth
+from countdown_gym.integrations.verl import verl_row
 from countdown_gym.integrations.verl_multiturn import dump_tool_config, tool_rows
 
 TOOL_CONFIG = "countdown_tools.yaml"
@@ -34,16 +34,8 @@ TOOL_CONFIG = "countdown_tools.yaml"
 
 def verl_rows(problems: list[Problem], preset: str, split: str, prompt_style: str) -> list[dict[str, Any]]:
     """verl prompt rows (see the module docstring) for ``problems``."""
-    return [
-        {
-            "data_source": DATA_SOURCE_PREFIX + preset,
-            "prompt": chat_messages(p, prompt_style),
-            "ability": "math",
-            "reward_model": {"style": "rule", "ground_truth": ground_truth(p)},
-            "extra_info": {"split": split, "index": i, "id": p.id or "", "preset": preset, "prompt_style": prompt_style},
-        }
-        for i, p in enumerate(problems)
-    ]
+    return [verl_row(p, preset, split, i, chat_messages(p, prompt_style), prompt_style=prompt_style)
+            for i, p in enumerate(problems)]
 
 
 def export(preset: str, splits: list[str], prompt_style: str, out: Path, limit: int = 0,

@@ -23,7 +23,7 @@ from countdown_gym.game.problem import Problem
 from countdown_gym.game.turn_format import TOOL_NAMES, episode_over_reply, numbers_reply, tool_prompt, tool_turn
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, replay_turns
 from countdown_gym.integrations.trl_env import tool_json_schema
-from countdown_gym.integrations.verl import DATA_SOURCE_PREFIX, ground_truth, problem_from_ground_truth
+from countdown_gym.integrations.verl import ground_truth, problem_from_ground_truth, verl_row
 
 try:  # verl's real base classes when verl is installed
     from verl.tools.base_tool import BaseTool as _Base
@@ -46,12 +46,8 @@ TURNS_KEY = "countdown_turns"
 """The key of ``agent_data.extra_fields`` (and of the reward's ``extra_info``) holding the turns played."""
 ACTIONS: tuple[str, ...] = TOOL_NAMES
 
-def tool_schema(action: str) -> dict[str, Any]:
-    """The OpenAI function schema of one tool, as TRL derives it
-    (:func:`~countdown_gym.integrations.trl_env.tool_json_schema`)."""
-    if action not in ACTIONS:
-        raise ValueError(f"unknown Countdown tool action {action!r}; choose one of {list(ACTIONS)}")
-    return tool_json_schema(action)
+tool_schema = tool_json_schema
+"""The OpenAI function schema of one tool, as TRL derives it (one source for TRL, verl and ``verifiers``)."""
 
 
 def tool_config(max_turns: int = DEFAULT_MAX_TURNS) -> dict[str, Any]:
@@ -87,7 +83,7 @@ class CountdownTool(_Base):  # type: ignore[misc, valid-type]
         config = dict(config or {})
         self.action = config.get("action", "move")
         self.max_turns = int(config.get("max_turns", DEFAULT_MAX_TURNS))
-        schema = tool_schema or globals()["tool_schema"](self.action)
+        schema = tool_schema or tool_json_schema(self.action)
         if HAVE_VERL:
             if isinstance(schema, dict):
                 schema = OpenAIFunctionToolSchema.model_validate(schema)
@@ -159,26 +155,15 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     del data_source, solution_str, kwargs
     problem = problem_from_ground_truth(ground_truth)
     turns = list((extra_info or {}).get(TURNS_KEY) or [])
-    if hasattr(turns, "tolist"):
-        turns = turns.tolist()
     rep = replay_turns(problem, [str(t) for t in turns], max_turns=max(len(turns), 1))
     return {"score": float(rep.reward), "turns": len(turns), "invalid_turns": rep.invalid_steps, "solved": float(rep.solved)}
 
 
 def tool_rows(problems: list[Problem], preset: str, split: str, max_turns: int = DEFAULT_MAX_TURNS) -> list[dict[str, Any]]:
     """verl parquet rows for the tool agent loop: the puzzle as the user message, the tools' kwargs, the ground truth."""
-    return [
-        {
-            "data_source": DATA_SOURCE_PREFIX + preset,
-            "agent_name": "tool_agent",
-            "prompt": [{"role": "user", "content": tool_prompt(p, max_turns)}],
-            "ability": "math",
-            "reward_model": {"style": "rule", "ground_truth": ground_truth(p)},
-            "extra_info": {"split": split, "index": i, "id": p.id or "", "preset": preset, "interaction": "tool",
-                           "max_turns": max_turns, "need_tools_kwargs": True, "tools_kwargs": tools_kwargs(p)},
-        }
-        for i, p in enumerate(problems)
-    ]  # fmt: skip
+    return [verl_row(p, preset, split, i, [{"role": "user", "content": tool_prompt(p, max_turns)}], "tool_agent",
+                     interaction="tool", max_turns=max_turns, need_tools_kwargs=True, tools_kwargs=tools_kwargs(p))
+            for i, p in enumerate(problems)]
 
 
 def dump_tool_config(path: Any, max_turns: int = DEFAULT_MAX_TURNS) -> None:
