@@ -41,12 +41,8 @@ V2_CHECKPOINT = SHIPPED_CHECKPOINT.parent / "v2"
 class Critic(GoalScorer):
     """A loaded numerical critic, ready for batched, gradient-free scoring on CPU."""
 
-    def __init__(self, model: NumericalCriticV1 | NumericalCriticV2, meta: dict[str, Any], path: Path | None = None) -> None:
-        self.model = model.eval()
-        self.meta = meta
-        self.path = path
-        self.config: ModelConfig = model.cfg
-        self._goal_cache: dict[int, np.ndarray] = {}
+    config: ModelConfig
+    model: NumericalCriticV1 | NumericalCriticV2
 
     @property
     def version(self) -> str:

@@ -43,6 +43,16 @@ class ConfigDict:
             raise ValueError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
         return cls(**d)
 
+    def check_fields(self, positive: Sequence[str], non_negative: Sequence[str] = ()) -> None:
+        """``ValueError`` naming the field unless each of ``positive`` is an int >= 1, each of ``non_negative`` an
+        int >= 0 and ``temperature`` a number > 0."""
+        for name in (*positive, *non_negative):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name in non_negative else 1):
+                raise ValueError(f"{type(self).__name__}.{name} must be a positive int, got {v!r}")
+        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
+            raise ValueError(f"{type(self).__name__}.temperature must be > 0, got {self.temperature!r}")
+
 
 @dataclass
 class ModelConfig(ConfigDict):
@@ -66,15 +76,10 @@ class ModelConfig(ConfigDict):
     def __post_init__(self) -> None:
         if self.version not in ("v1", "v2"):
             raise ValueError(f"ModelConfig.version must be 'v1' or 'v2', got {self.version!r}")
-        optional = ("pair_dim", "child_dim", "grandchild_dim")
-        for name in ("max_numbers", "vocab", "value_dim", "fourier", "hidden", "depth", "goal_hidden", "out_dim", *optional):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name in optional else 1):
-                raise ValueError(f"ModelConfig.{name} must be a positive int, got {v!r}")
+        self.check_fields(("max_numbers", "vocab", "value_dim", "fourier", "hidden", "depth", "goal_hidden", "out_dim"),
+                          ("pair_dim", "child_dim", "grandchild_dim"))
         if not isinstance(self.logit_bias, bool):
             raise ValueError(f"ModelConfig.logit_bias must be a bool, got {self.logit_bias!r}")
-        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
-            raise ValueError(f"ModelConfig.temperature must be > 0, got {self.temperature!r}")
 
 
 def check_state(i: int, s: Any) -> tuple:
@@ -112,11 +117,15 @@ def pack_sets(sets: Sequence[Sequence[Any]], max_numbers: int) -> tuple[np.ndarr
 
 
 class GoalScorer:
-    """What both loaded critics share: goal embeddings of target values, cached per value, and the checks of
-    ``score``. A subclass sets ``config`` (with ``out_dim``) and ``_goal_cache`` and embeds goal values."""
+    """What both loaded critics share: the model (in eval mode), its config and checkpoint record, goal embeddings
+    of target values, cached per value, and the checks of ``score``. A subclass embeds goal values."""
 
-    config: Any
-    _goal_cache: dict[int, np.ndarray]
+    def __init__(self, model: nn.Module, meta: dict[str, Any] | None = None, path: Path | None = None) -> None:
+        self.model = model.eval()
+        self.meta = meta or {}
+        self.path = path
+        self.config = model.cfg
+        self._goal_cache: dict[int, np.ndarray] = {}
 
     def _embed_goal_values(self, values: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError

@@ -59,12 +59,7 @@ class TextCriticConfig(ConfigDict):
     finetune: bool = True  # False: the LM stays frozen, only the head and the goal tower learn
 
     def __post_init__(self) -> None:
-        for name in ("window", "head_hidden", "head_depth", "out_dim", "value_dim", "fourier", "goal_hidden"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"TextCriticConfig.{name} must be a positive int, got {v!r}")
-        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
-            raise ValueError(f"TextCriticConfig.temperature must be > 0, got {self.temperature!r}")
+        self.check_fields(("window", "head_hidden", "head_depth", "out_dim", "value_dim", "fourier", "goal_hidden"))
 
     def goal_config(self) -> ModelConfig:
         return ModelConfig(version="v2", max_numbers=1, value_dim=self.value_dim, fourier=self.fourier,
@@ -184,14 +179,11 @@ class TextCritic(GoalScorer):
     same scores in any batch (each window is padded on the left and masked; rotary positions are relative)."""
 
     version = "text"
+    config: TextCriticConfig
 
     def __init__(self, model: TextCriticModel, tokenizer: Any, meta: dict[str, Any] | None = None, path: Path | None = None) -> None:
-        self.model = model.eval()
+        super().__init__(model, meta, path)
         self.tokenizer = tokenizer
-        self.meta = meta or {}
-        self.path = path
-        self.config = model.cfg
-        self._goal_cache: dict[int, np.ndarray] = {}
 
     def __repr__(self) -> str:
         return f"TextCritic(path={str(self.path) if self.path else None!r}, window={self.config.window})"
