@@ -78,12 +78,8 @@ class Critic(GoalScorer):
         """Cosine of each number set ``states[i]`` (any order) and its target, ``float32 [N]`` in ``[-1, 1]``; a V1
         critic also needs ``initial[i]``, the puzzle's starting numbers."""
         self._check_pairs(states, targets)
-        out = np.empty(len(states), dtype=np.float32)
-        for lo in range(0, len(states), batch_size):
-            hi = lo + batch_size
-            s = self.embed_states(states[lo:hi], None if initial is None else initial[lo:hi])
-            out[lo:hi] = np.clip((s * self.embed_targets(targets[lo:hi])).sum(1), -1.0, 1.0)
-        return out
+        return self._cosines(lambda lo, hi: self.embed_states(states[lo:hi], None if initial is None else initial[lo:hi]),
+                             targets, batch_size)
 
     def probability(self, states: Sequence[Sequence[int]], targets: Sequence[int], **kw: Any) -> np.ndarray:
         """P(target reachable): ``sigmoid(a * score + b)``, the calibration ``python -m critics.train`` fits on

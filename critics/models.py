@@ -11,7 +11,7 @@ import dataclasses
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -141,6 +141,17 @@ class GoalScorer:
         if not keys:
             return np.zeros((0, self.config.out_dim), dtype=np.float32)
         return np.stack([self._goal_cache[k] for k in keys])
+
+    @torch.no_grad()
+    def _cosines(self, embed: Callable[[int, int], torch.Tensor | np.ndarray], targets: Sequence[int],
+                 batch_size: int) -> np.ndarray:
+        """Cosine of the state embeddings ``embed(lo, hi)`` of items ``lo..hi`` and their targets, a batch at a time:
+        ``float32 [N]`` in ``[-1, 1]``."""
+        out = np.empty(len(targets), dtype=np.float32)
+        for lo in range(0, len(targets), batch_size):
+            hi = lo + batch_size
+            out[lo:hi] = np.clip((np.asarray(embed(lo, hi)) * self.embed_targets(targets[lo:hi])).sum(1), -1.0, 1.0)
+        return out
 
     @staticmethod
     def _check_pairs(states: Any, targets: Any) -> None:
@@ -421,15 +432,21 @@ def read_config(path: Path, fmt: str, kind: str) -> dict[str, Any]:
     return meta
 
 
-def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """The tensors and metadata of the safetensors file at ``path``; :class:`CheckpointError` if it does not read."""
+def read_weights(path: Path, model: nn.Module) -> dict[str, str]:
+    """Load the safetensors file at ``path`` into ``model``; its metadata. :class:`CheckpointError` if the file does
+    not read or does not fit the model (the config beside it)."""
     from safetensors import SafetensorError, safe_open
 
     try:
         with safe_open(str(path), framework="pt") as f:
-            return {k: f.get_tensor(k) for k in f.keys()}, f.metadata() or {}  # noqa: SIM118 (not a dict)
+            state, metadata = {k: f.get_tensor(k) for k in f.keys()}, f.metadata() or {}  # noqa: SIM118 (not a dict)
     except (SafetensorError, OSError) as e:
         raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as e:
+        raise CheckpointError(f"{path} does not fit the config in {path.with_name('config.json')}: {str(e)[:300]}") from None
+    return metadata
 
 
 def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[ConfigT], files: Sequence[str],
@@ -462,25 +479,15 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
                                    "countdown-gym critic")
     cfg_path, weights_path = d / "config.json", d / "model.safetensors"
     model = build_model(cfg)
-    state, metadata = read_weights(weights_path)
-    recorded = metadata.get("step")
+    recorded = read_weights(weights_path, model).get("step")
     if recorded is not None and "step" in meta and recorded != str(meta["step"]):
         raise CheckpointError(f"{weights_path} is from step {recorded} but {cfg_path} from step {meta['step']} "
                               "(interrupted while saving?)")
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    wrong = sorted(k for k in set(state) & set(expected) if state[k].shape != expected[k].shape)
-    if missing or unexpected or wrong:
-        raise CheckpointError(f"{weights_path} does not fit the config in {cfg_path}: "
-                              f"missing {missing[:5]}, unexpected {unexpected[:5]}, wrong shapes {wrong[:5]}")
-    bad = sorted(k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
+    bad = sorted(k for k, v in model.state_dict().items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
     if bad:
         raise CheckpointError(f"{weights_path} holds NaN or infinite weights in {bad[:5]}")
     cal = meta.get("calibration")
     numbers = isinstance(cal, dict) and all(isinstance(cal.get(k), int | float) and math.isfinite(cal[k]) for k in "ab")
     if cal is not None and not numbers:
         raise CheckpointError(f"{cfg_path}: 'calibration' must be {{\"a\": number, \"b\": number, ...}}, got {cal!r:.120}")
-    model.load_state_dict(state)
-    model.eval()
-    return model, meta
+    return model.eval(), meta

@@ -166,10 +166,7 @@ def load_text_critic(path: str | Path | None = None) -> TextCritic:
     d, meta, cfg = read_checkpoint(SHIPPED_TEXT_CHECKPOINT if path is None else path, TEXT_FORMAT, "text critic",
                                    TextCriticConfig, files)
     model = TextCriticModel(cfg, AutoConfig.for_model(**json.loads((d / "lm_config.json").read_text(encoding="utf-8"))))
-    try:
-        model.load_state_dict(read_weights(d / "model.safetensors")[0])
-    except RuntimeError as e:
-        raise CheckpointError(f"{d / 'model.safetensors'} does not fit {d / 'config.json'}: {str(e)[:300]}") from None
+    read_weights(d / "model.safetensors", model)
     tok = _prepare_tokenizer(AutoTokenizer.from_pretrained(str(d / "tokenizer")))
     return TextCritic(model, tok, meta, d)
 
@@ -194,17 +191,6 @@ class TextCritic(GoalScorer):
                              padding=True, return_tensors="pt")
         return enc["input_ids"], enc["attention_mask"]
 
-    @torch.no_grad()
-    def embed_texts(self, texts: Sequence[str], batch_size: int = 256) -> np.ndarray:
-        """L2-normalised state embeddings ``[N, out_dim]`` of text prefixes (their last ``window`` tokens)."""
-        out = np.zeros((len(texts), self.config.out_dim), dtype=np.float32)
-        for lo in range(0, len(texts), batch_size):
-            chunk = texts[lo : lo + batch_size]
-            # one pad length per batch changes no score (masked, relative positions), so group by length is free
-            ids, mask = self.tokenize(chunk)
-            out[lo : lo + len(chunk)] = self.model.embed_tokens(ids, mask).numpy()
-        return out
-
     def _embed_goal_values(self, values: torch.Tensor) -> torch.Tensor:
         return self.model.embed_goals(values)
 
@@ -217,11 +203,8 @@ class TextCritic(GoalScorer):
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise TypeError(f"text {i} must be a str, got {type(t).__name__}")
-        g = self.embed_targets(targets)
-        if not len(texts):
-            return np.zeros(0, dtype=np.float32)
-        s = self.embed_texts(texts, batch_size)
-        return np.clip((s * g).sum(1), -1.0, 1.0).astype(np.float32)
+        self.embed_targets(targets)  # every new goal in one batch, then cached
+        return self._cosines(lambda lo, hi: self.model.embed_tokens(*self.tokenize(texts[lo:hi])), targets, batch_size)
 
     def score(self, states: Sequence[Sequence[int]], targets: Sequence[int], initial: Any = None, batch_size: int = 256) -> np.ndarray:
         """Cosine of each number set (written by :func:`render_state`) and its target, ``float32 [N]``: the numerical
