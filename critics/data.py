@@ -38,13 +38,12 @@ class TraceTree:
     line_node: list[int]
 
 
-def trace_tree(problem: Problem, rules: Rules | None = None) -> TraceTree:
+def trace_tree(problem: Problem) -> TraceTree:
     """Parse ``problem``'s DFS trace back into a :class:`TraceTree`; ``ValueError`` for rules without ``use_all``
     (the trace's stopping rule then differs) or an unsolvable problem."""
-    rules = rules or problem.rules
-    if not rules.use_all:
-        raise ValueError(f"critic training data needs use_all rules; {rules.name!r} lets numbers go unused")
-    init, target, steps = parse_trace(dfs_trace(problem, rules))
+    if not problem.rules.use_all:
+        raise ValueError(f"critic training data needs use_all rules; {problem.rules.name!r} lets numbers go unused")
+    init, target, steps = parse_trace(dfs_trace(problem))
     states: list[tuple[int, ...]] = [tuple(init)]
     parent, reached, line_node = [-1], [set()], []
     path = [0]  # node ids of the current path, root first; depth d holds len(init) - d numbers
