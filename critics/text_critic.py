@@ -10,7 +10,6 @@ number sets (written by :func:`render_state`: what the reward wrappers call), e.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from countdown_gym.game.trace import _options, format_list, parse_trace
+from countdown_gym.runkit.runs import write_text_atomic
 from critics.clipo import mean_pool
 from critics.models import (
     CheckpointError,
@@ -73,11 +73,8 @@ def render_state(state: Sequence[Any], target: Any) -> str:
     'Initial number set: [20, 26], target: 46, just two numbers left.'
     """
     nums = list(state)
-    if len(nums) >= 3:
-        return f"Initial number set: {format_list(nums)}, target: {target}. Options for choosing two numbers: {_options(nums)}."
-    if len(nums) == 2:
-        return f"Initial number set: {format_list(nums)}, target: {target}, just two numbers left."
-    return f"Initial number set: {format_list(nums)}, target: {target}."
+    tail = f". Options for choosing two numbers: {_options(nums)}." if len(nums) >= 3 else ", just two numbers left."
+    return f"Initial number set: {format_list(nums)}, target: {target}{tail if len(nums) >= 2 else '.'}"
 
 
 def prefix_window(lines: Sequence[str], line_no: int, context_lines: int = 3) -> str:
@@ -152,8 +149,7 @@ def save_text_critic(model: TextCriticModel, tokenizer: Any, directory: str | Pa
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(str(d / "tokenizer"))
-    (d / "lm_config.json.tmp").write_text(model.lm.config.to_json_string(), encoding="utf-8")
-    os.replace(d / "lm_config.json.tmp", d / "lm_config.json")
+    write_text_atomic(d / "lm_config.json", model.lm.config.to_json_string())
     return write_files(d, model, {"format": TEXT_FORMAT, "model": model.cfg.to_dict(), **(extra or {})})
 
 

@@ -88,8 +88,7 @@ class TrainConfig(CommonTrainOptions):
             raise ValueError(f"--objective {self.objective} trains a V2 critic (state vs target); V1 takes --objective trace")
         if len(self.reach_sizes) != 4 or min(self.reach_sizes) < 0 or sum(self.reach_sizes) <= 0:
             raise ValueError(f"--reach-sizes takes 4 non-negative weights (1..4 numbers), got {self.reach_sizes}")
-        if self.positives not in ("reachable", "all"):
-            raise ValueError(f"--positives must be 'reachable' or 'all', got {self.positives!r}")
+        dataclass_cli.check_choice(self, "positives", ["reachable", "all"])
         if self.goal_min > self.goal_max:
             raise ValueError("--goal-min must be <= --goal-max")
         dataclass_cli.check_min(self, 0, "max_train_problems", "extra_problems", "stop_after")
