@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Self, TypeVar
 
 import numpy as np
+from tqdm import tqdm
 
 from countdown_gym import Problem, Rules, dfs_trace, generate, legal_moves, load_split, parse_trace, reachable
 from countdown_gym.data.generator import get_config
@@ -242,8 +243,6 @@ def build_table(problems: Iterable[Problem], max_numbers: int = 4, goal_range: t
                 forbidden: set[tuple[tuple[int, ...], int]] | None = None, progress: bool = False) -> TraceTable:
     """Trace every problem and flatten the trees into a :class:`TraceTable`; ``ValueError`` for a ``forbidden`` key
     (default: longproc-0.5k's test split: test problems never reach training)."""
-    from tqdm import tqdm
-
     forbidden = heldout_keys() if forbidden is None else forbidden
     init_rows, targets = [], []
     st_rows, sizes, node_trace, on_path, goal_counts, goal_vals = [], [], [], [], [], []

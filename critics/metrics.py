@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import numpy as np
+import torch
 
 from countdown_gym import dataclass_cli
 from countdown_gym.data.splits import SPLIT_SPEC
@@ -146,8 +147,6 @@ def figure(path: str | Path, size: tuple[float, float]) -> Iterator[Any]:
 
 def write_results(res: dict, out: str | Path, render: Callable[[dict], str]) -> None:
     """Add the torch threads to ``res``, then write ``results.json`` and ``report.md`` (``render(res)``) in ``out``."""
-    import torch
-
     res["threads"] = torch.get_num_threads()
     Path(out, "report.md").write_text(render(res), encoding="utf-8")
     Path(out, "results.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
@@ -168,8 +167,6 @@ def main(options: type[Options], evaluate: Callable[[Options], dict], render: Ca
     """An evaluation's command line: parse ``argv`` into ``options``, set torch's threads, ``evaluate`` them and
     print the report (``render``); a missing checkpoint or a bad option is ``error: ...``."""
     opts = dataclass_cli.parse(options, argv, prog=f"python -m {prog}", description=description)
-    import torch
-
     torch.set_num_threads(opts.threads)
     try:
         res = evaluate(opts)

@@ -20,6 +20,8 @@ from typing import Any, Self, TypeVar
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 from torch import nn
 
 from countdown_gym.runkit.runs import not_regular
@@ -402,8 +404,6 @@ def write_files(directory: str | Path, model: nn.Module, meta: dict[str, Any],
                 weights_metadata: dict[str, str] | None = None) -> Path:
     """Write ``model.safetensors`` (with ``weights_metadata``) and ``config.json`` (``meta``) into ``directory``, each
     under a temporary name moved into place."""
-    from safetensors.torch import save_file
-
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
@@ -435,8 +435,6 @@ def read_config(path: Path, fmt: str, kind: str) -> dict[str, Any]:
 def read_weights(path: Path, model: nn.Module) -> dict[str, str]:
     """Load the safetensors file at ``path`` into ``model``; its metadata. :class:`CheckpointError` if the file does
     not read or does not fit the model (the config beside it)."""
-    from safetensors import SafetensorError, safe_open
-
     try:
         with safe_open(str(path), framework="pt") as f:
             state, metadata = {k: f.get_tensor(k) for k in f.keys()}, f.metadata() or {}  # noqa: SIM118 (not a dict)

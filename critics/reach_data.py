@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from countdown_gym import Rules
 from countdown_gym.data.generator import get_config
@@ -70,8 +71,6 @@ def build_reach_table(starts: Iterable[Sequence[int]], rules: Rules | None = Non
     ``ValueError`` for a ``forbidden`` number set (default: those of longproc-0.5k's validation and test
     splits), a set longer than ``max_numbers`` and rules with fractions (the table holds integers).
     """
-    from tqdm import tqdm
-
     rules = rules or Rules.longproc()
     if not rules.integer_only:
         raise ValueError(f"critic training tables hold integer states; rules {rules.name!r} allow fractions")

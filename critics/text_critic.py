@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
 from torch import nn
 
 from countdown_gym.game.trace import _options, format_list, parse_trace
@@ -122,7 +123,6 @@ class TextCriticModel(nn.Module):
 
 def build_text_critic(cfg: TextCriticConfig, lm_dir: str | Path = DEFAULT_LM, seed: int = 0) -> tuple[TextCriticModel, Any]:
     """A new text critic whose state tower starts from the saved causal LM in ``lm_dir``: ``(model, tokenizer)``."""
-    from safetensors.torch import load_file
     from transformers import AutoConfig, AutoTokenizer
 
     d = Path(lm_dir)

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from countdown_gym import dataclass_cli
+from countdown_gym.data.generator import get_config
 from countdown_gym.runkit.runs import (
     OPTIONS_FILE,
     MetricsLog,
@@ -30,8 +31,9 @@ from countdown_gym.runkit.runs import (
     stale_removed,
 )
 from countdown_gym.runkit.tracking import Tracker, report_to_names
-from critics import train_loop
+from critics import load_critic, train_loop
 from critics.data import TraceTable, cached_table
+from critics.evaluate import calibration
 from critics.growth import load_grown
 from critics.losses import info_nce, reach_sigmoid_loss, v2_loss
 from critics.metrics import figure
@@ -387,8 +389,6 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         r, rinfo = reach_loss(model, rtable, cfg, rng)
         return loss + cfg.reach_weight * r, {**info, **rinfo}
 
-    from countdown_gym.data.generator import get_config
-
     stats = {**(table.stats() if table is not None else {}), **(rtable.stats() if rtable is not None else {})}
     extra = {"data": stats, "data_seconds": round(data_seconds, 1), "rules": get_config(cfg.preset).rules.to_dict()}
 
@@ -407,9 +407,6 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                   "command": command_line("critics.train")})
     _save(model, optim, cfg, out, run, rng, extra, earlier)
     if cfg.calibrate:
-        from critics import load_critic
-        from critics.evaluate import calibration
-
         extra["calibration"] = calibration(load_critic(out), cfg.preset)
     extra["total_seconds"] = round(earlier + time.perf_counter() - t_start, 1)  # every invocation of the run
     _save(model, optim, cfg, out, run, rng, extra, earlier)

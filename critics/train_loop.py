@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from countdown_gym import dataclass_cli
 from countdown_gym.data.splits import SPLIT_SPEC
@@ -106,8 +107,6 @@ def run_steps(cfg: CommonTrainOptions, model: torch.nn.Module, optim: torch.opti
     """Train from ``run.step`` to ``run.end`` (group ``i``'s learning rate ``base_lrs[i] * lr_factor(step)``), logging
     every ``log_every`` steps and calling ``save(run)`` every ``checkpoint_every``; the time limit or Ctrl-C ends the
     loop after the step (``run.end`` set to it, ``run.stopped`` saying why). The model is left in eval mode."""
-    from tqdm import tqdm
-
     params = [p for p in model.parameters() if p.requires_grad]
     model.train()
     bar = tqdm(range(run.step, run.end), initial=run.step, total=cfg.steps, desc=desc, disable=not progress)
