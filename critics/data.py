@@ -223,11 +223,6 @@ def _padded(state: Sequence[int], width: int) -> list[int]:
     return s + [0] * (width - len(s))
 
 
-def heldout_keys(preset: str = "longproc-0.5k") -> set[tuple[tuple[int, ...], int]]:
-    """Keys (sorted numbers, target) of the preset's frozen test split: never trained on."""
-    return {p.key for p in load_split(preset, "test")}
-
-
 def heldout_sets(preset: str = "longproc-0.5k") -> set[tuple[int, ...]]:
     """The sorted number sets of the preset's validation and test splits: never trained on."""
     return {tuple(sorted(p.numbers)) for s in ("validation", "test") for p in load_split(preset, s)}
@@ -243,7 +238,7 @@ def build_table(problems: Iterable[Problem], max_numbers: int = 4, goal_range: t
                 forbidden: set[tuple[tuple[int, ...], int]] | None = None, progress: bool = False) -> TraceTable:
     """Trace every problem and flatten the trees into a :class:`TraceTable`; ``ValueError`` for a ``forbidden`` key
     (default: longproc-0.5k's test split: test problems never reach training)."""
-    forbidden = heldout_keys() if forbidden is None else forbidden
+    forbidden = {p.key for p in load_split("longproc-0.5k", "test")} if forbidden is None else forbidden
     init_rows, targets = [], []
     st_rows, sizes, node_trace, on_path, goal_counts, goal_vals = [], [], [], [], [], []
     line_ptr, line_node = [0], []

@@ -420,18 +420,6 @@ def save_checkpoint(model: nn.Module, cfg: ModelConfig, directory: str | Path, e
     return write_files(directory, model, meta, {"step": str(meta["step"])} if "step" in meta else None)
 
 
-def read_config(path: Path, fmt: str, kind: str) -> dict[str, Any]:
-    """The ``config.json`` at ``path``, whose ``format`` must be ``fmt``; :class:`CheckpointError` naming the file."""
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{path} is not valid JSON: {e}") from None
-    if not isinstance(meta, dict) or meta.get("format") != fmt:
-        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise CheckpointError(f"{path}: format {got!r} is not {fmt!r}; not a {kind} checkpoint")
-    return meta
-
-
 def read_weights(path: Path, model: nn.Module) -> dict[str, str]:
     """Load the safetensors file at ``path`` into ``model``; its metadata. :class:`CheckpointError` if the file does
     not read or does not fit the model (the config beside it)."""
@@ -460,7 +448,13 @@ def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[Con
             raise CheckpointError(f"{kind} checkpoint unreadable: {d / name} is {what}, not a regular file")
     if not (d / "config.json").is_file():
         raise CheckpointError(f"{kind} checkpoint incomplete: {d / 'config.json'} is missing")
-    meta = read_config(d / "config.json", fmt, fmt_kind or kind)  # the format first: another kind lacks these files
+    try:
+        meta = json.loads((d / "config.json").read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{d / 'config.json'} is not valid JSON: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != fmt:  # the format first: another kind lacks these files
+        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise CheckpointError(f"{d / 'config.json'}: format {got!r} is not {fmt!r}; not a {fmt_kind or kind} checkpoint")
     for name in files:
         if not (d / name).exists():
             raise CheckpointError(f"{kind} checkpoint incomplete: {d / name} is missing")

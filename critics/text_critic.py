@@ -62,10 +62,6 @@ class TextCriticConfig(ConfigDict):
     def __post_init__(self) -> None:
         self.check_fields(("window", "head_hidden", "head_depth", "out_dim", "value_dim", "fourier", "goal_hidden"))
 
-    def goal_config(self) -> ModelConfig:
-        return ModelConfig(version="v2", max_numbers=1, value_dim=self.value_dim, fourier=self.fourier,
-                           goal_hidden=self.goal_hidden, out_dim=self.out_dim, temperature=self.temperature)
-
 
 def render_state(state: Sequence[Any], target: Any) -> str:
     """A bare number set as the first line of its own LongProc search (what :meth:`TextCritic.score` reads).
@@ -106,7 +102,8 @@ class TextCriticModel(nn.Module):
         self.lm.requires_grad_(cfg.finetune)
         h = lm_config.hidden_size
         self.head = _mlp(2 * h, cfg.head_hidden, cfg.head_depth, cfg.out_dim)
-        self.goal_tower = SetEncoder(cfg.goal_config(), 1, cfg.goal_hidden, 2)
+        goal = ModelConfig(max_numbers=1, value_dim=cfg.value_dim, fourier=cfg.fourier, out_dim=cfg.out_dim)
+        self.goal_tower = SetEncoder(goal, 1, cfg.goal_hidden, 2)  # V2's goal tower
 
     def embed_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Left-padded token windows ``[N, W]`` -> L2-normalised state embeddings ``[N, out_dim]``."""
