@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from critics.clipo import CLIPOHead, CLIPOTrainer, clipo_loss, clipo_rewards, mean_pool  # noqa: F401
 from critics.models import (
     CheckpointError,
     GoalScorer,

@@ -303,7 +303,7 @@ def test_a_run_stopped_before_its_first_checkpoint_resumes_afresh(tmp_path, caps
 
 def test_cli_parses_every_field():
     cfg = parse_args(["--steps", "7", "--positives", "all", "--no-calibrate", "--temperature", "0.3"])
-    assert cfg.steps == 7 and cfg.positives == "all" and cfg.calibrate is False and cfg.temperature == 0.3
+    assert cfg.steps == 7 and cfg.positives == "all" and cfg.calibrate is False and cfg.model.temperature == 0.3
     with pytest.raises(SystemExit):
         parse_args(["--positives", "nonsense"])
 
