@@ -236,10 +236,8 @@ class CLIPOTrainer:
         loss = self.loss(embeddings, correct, group_ids)
         anchors = valid_anchors(correct, group_ids).to(loss.device)
         warmup = self.steps_done < self.config.warmup_steps
-        if warmup:
-            rewards = torch.zeros_like(loss).detach()
-        else:
-            rewards = clipo_rewards(loss, correct, group_ids, self.config.reward_lambda, self.config.floor)
+        rewards = (torch.zeros_like(loss).detach() if warmup
+                   else clipo_rewards(loss, correct, group_ids, self.config.reward_lambda, self.config.floor))
         n_anchor = int(anchors.sum())
         mean_loss = loss[anchors].mean() if n_anchor else torch.zeros(())
         updated = bool(n_anchor) and not self.config.freeze

@@ -193,11 +193,9 @@ class TraceTable(NpzTable):
         if dead_valid.any() and dead_per_row > 0:
             rows = np.flatnonzero(dead_valid)
             same = int(round(dead_per_row * dead_same_size))
-            for k in range(dead_per_row):
-                if k < same:
-                    dead[rows, k] = self._dead_same_size(traces[rows], self.node_sizes[nodes[rows]], rng)
-                else:
-                    dead[rows, k] = self._pick(self._dead_lines, traces[rows], rng)
+            for k in range(dead_per_row):  # the first `same` of them with the row's state size
+                dead[rows, k] = (self._dead_same_size(traces[rows], self.node_sizes[nodes[rows]], rng) if k < same
+                                 else self._pick(self._dead_lines, traces[rows], rng))
         return {"state": nodes, "goal": goals, "dead": dead, "dead_valid": dead_valid, "trace": traces}
 
     def sample_v1(self, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
