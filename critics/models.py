@@ -32,7 +32,7 @@ CONFIG_FORMAT = "countdown-gym-critic/1"
 
 
 class ConfigDict:
-    """``to_dict`` / ``from_dict`` of a dataclass config saved beside the weights."""
+    """``to_dict`` / ``from_dict`` of a dataclass config saved beside the weights (a model's, a training run's)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
