@@ -132,13 +132,7 @@ def build_text_critic(cfg: TextCriticConfig, lm_dir: str | Path = DEFAULT_LM, se
     missing, unexpected = model.lm.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise CheckpointError(f"{lm_dir}: the LM weights do not fit its config (missing {missing[:3]}, unexpected {unexpected[:3]})")
-    return model, _prepare_tokenizer(AutoTokenizer.from_pretrained(str(d)))
-
-
-def _prepare_tokenizer(tok: Any) -> Any:
-    tok.padding_side = "left"
-    tok.truncation_side = "left"
-    return tok
+    return model, AutoTokenizer.from_pretrained(str(d))
 
 
 def save_text_critic(model: TextCriticModel, tokenizer: Any, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
@@ -160,8 +154,7 @@ def load_text_critic(path: str | Path | None = None) -> TextCritic:
                                    TextCriticConfig, files)
     model = TextCriticModel(cfg, AutoConfig.for_model(**json.loads((d / "lm_config.json").read_text(encoding="utf-8"))))
     read_weights(d / "model.safetensors", model)
-    tok = _prepare_tokenizer(AutoTokenizer.from_pretrained(str(d / "tokenizer")))
-    return TextCritic(model, tok, meta, d)
+    return TextCritic(model, AutoTokenizer.from_pretrained(str(d / "tokenizer")), meta, d)
 
 
 class TextCritic(GoalScorer):
@@ -174,6 +167,7 @@ class TextCritic(GoalScorer):
     def __init__(self, model: TextCriticModel, tokenizer: Any, meta: dict[str, Any] | None = None, path: Path | None = None) -> None:
         super().__init__(model, meta, path)
         self.tokenizer = tokenizer
+        tokenizer.padding_side = tokenizer.truncation_side = "left"  # tokenize() keeps the last tokens of each text
 
     def __repr__(self) -> str:
         return f"TextCritic(path={str(self.path) if self.path else None!r}, window={self.config.window})"
