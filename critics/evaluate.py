@@ -10,6 +10,7 @@ the validation split, the first-move rate, a goal-embedding PCA and CPU throughp
 from __future__ import annotations
 
 import time
+import timeit
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,14 +137,8 @@ def throughput(scorer, ls, repeats: int = 3, n: int = 50_000) -> float:
     """States per second of the scorer on up to ``n`` states (best of ``repeats``; a critic's target cache cold)."""
     k = n // max(len(ls.states), 1) + 1
     big = LabelledStates((ls.states * k)[:n], (ls.targets * k)[:n], np.tile(ls.labels, k)[:n], (ls.initial * k)[:n])
-    best = float("inf")
-    for _ in range(repeats):
-        if hasattr(scorer, "_goal_cache"):
-            scorer._goal_cache.clear()
-        t = time.perf_counter()
-        score_states(scorer, big)
-        best = min(best, time.perf_counter() - t)
-    return len(big.states) / best
+    clear = getattr(scorer, "_goal_cache", {}).clear  # timeit's setup: before each repeat
+    return len(big.states) / min(timeit.repeat(lambda: score_states(scorer, big), clear, number=1, repeat=repeats))
 
 
 def calibration(scorer, preset: str = "longproc-0.5k", problems: int = 200) -> dict:
