@@ -140,9 +140,7 @@ class GoalScorer:
         if todo:
             emb = self._embed_goal_values(torch.tensor(todo, dtype=torch.float64)).numpy()
             self._goal_cache.update(zip(todo, emb, strict=True))
-        if not keys:
-            return np.zeros((0, self.config.out_dim), dtype=np.float32)
-        return np.stack([self._goal_cache[k] for k in keys])
+        return np.array([self._goal_cache[k] for k in keys], dtype=np.float32).reshape(len(keys), self.config.out_dim)
 
     @torch.no_grad()
     def _cosines(self, embed: Callable[[int, int], torch.Tensor | np.ndarray], targets: Sequence[int],
