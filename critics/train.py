@@ -306,23 +306,18 @@ def _resume(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCriticV1 | 
 
 def _init_checkpoint(cfg: TrainConfig) -> NumericalCriticV1 | NumericalCriticV2:
     """The critic of ``cfg.init_from``, loaded and checked against ``cfg``'s model flags (grown into a throwaway model
-    built from them), so that a bad ``--init-from`` fails before the run directory is written."""
+    built from them, :func:`~critics.growth.load_grown`), so that a bad ``--init-from`` fails before the run directory
+    is written."""
     try:
         loaded, _ = load_checkpoint(cfg.init_from)
     except CheckpointError as e:
         raise SystemExit(f"error: --init-from: {e}") from None
-    _init_weights(build_model(cfg.model_config()), loaded, cfg)
-    return loaded
-
-
-def _init_weights(model: NumericalCriticV1 | NumericalCriticV2, loaded: NumericalCriticV1 | NumericalCriticV2,
-                  cfg: TrainConfig) -> None:
-    """Copy the weights of ``loaded`` (the ``--init-from`` critic) into ``model`` (its architecture must be ``cfg``'s)."""
     try:
-        load_grown(model, loaded)  # the checkpoint's function, possibly with a wider or an added pool to train
+        load_grown(build_model(cfg.model_config()), loaded)
     except ValueError:
         diff = {k: (v, getattr(loaded.cfg, k)) for k, v in cfg.model_config().to_dict().items() if getattr(loaded.cfg, k) != v}
         raise SystemExit(f"error: --init-from {cfg.init_from}: its model differs from these flags (flag, checkpoint): {diff}") from None
+    return loaded
 
 
 def train(cfg: TrainConfig, progress: bool = True) -> Path:
@@ -356,7 +351,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     data_seconds = time.perf_counter() - t_data
     model = build_model(cfg.model_config())
     if init is not None:
-        _init_weights(model, init, cfg)
+        load_grown(model, init)  # the checkpoint's function, possibly with a wider or an added pool to train
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     run, earlier = Progress(0, end, t_start, time.perf_counter()), 0.0
     if resuming:
