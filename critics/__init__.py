@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from critics.clipo import CLIPOHead, CLIPOTrainer, clipo_loss, clipo_rewards, mean_pool  # noqa: F401
 from critics.models import (
     CheckpointError,
     GoalScorer,
@@ -41,12 +40,8 @@ V2_CHECKPOINT = SHIPPED_CHECKPOINT.parent / "v2"
 class Critic(GoalScorer):
     """A loaded numerical critic, ready for batched, gradient-free scoring on CPU."""
 
-    def __init__(self, model: NumericalCriticV1 | NumericalCriticV2, meta: dict[str, Any], path: Path | None = None) -> None:
-        self.model = model.eval()
-        self.meta = meta
-        self.path = path
-        self.config: ModelConfig = model.cfg
-        self._goal_cache: dict[int, np.ndarray] = {}
+    config: ModelConfig
+    model: NumericalCriticV1 | NumericalCriticV2
 
     @property
     def version(self) -> str:
@@ -82,12 +77,8 @@ class Critic(GoalScorer):
         """Cosine of each number set ``states[i]`` (any order) and its target, ``float32 [N]`` in ``[-1, 1]``; a V1
         critic also needs ``initial[i]``, the puzzle's starting numbers."""
         self._check_pairs(states, targets)
-        out = np.empty(len(states), dtype=np.float32)
-        for lo in range(0, len(states), batch_size):
-            hi = lo + batch_size
-            s = self.embed_states(states[lo:hi], None if initial is None else initial[lo:hi])
-            out[lo:hi] = np.clip((s * self.embed_targets(targets[lo:hi])).sum(1), -1.0, 1.0)
-        return out
+        return self._cosines(lambda lo, hi: self.embed_states(states[lo:hi], None if initial is None else initial[lo:hi]),
+                             targets, batch_size)
 
     def probability(self, states: Sequence[Sequence[int]], targets: Sequence[int], **kw: Any) -> np.ndarray:
         """P(target reachable): ``sigmoid(a * score + b)``, the calibration ``python -m critics.train`` fits on

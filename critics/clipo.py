@@ -211,10 +211,6 @@ class CLIPOTrainer:
         self.steps_done = 0
         self.last_stats: dict[str, float] = {}
 
-    @property
-    def in_warmup(self) -> bool:
-        return self.steps_done < self.config.warmup_steps
-
     def _embeddings(self, embeddings: Any) -> Tensor:
         try:
             x = embeddings if isinstance(embeddings, Tensor) else torch.as_tensor(np.asarray(embeddings, dtype=np.float32))
@@ -239,22 +235,19 @@ class CLIPOTrainer:
         """Rewards ``[N]`` from the pre-update loss, then one head update."""
         loss = self.loss(embeddings, correct, group_ids)
         anchors = valid_anchors(correct, group_ids).to(loss.device)
-        if self.in_warmup:
-            rewards = torch.zeros_like(loss).detach()
-        else:
-            rewards = clipo_rewards(loss, correct, group_ids, self.config.reward_lambda, self.config.floor)
+        warmup = self.steps_done < self.config.warmup_steps
+        rewards = (torch.zeros_like(loss).detach() if warmup
+                   else clipo_rewards(loss, correct, group_ids, self.config.reward_lambda, self.config.floor))
         n_anchor = int(anchors.sum())
-        mean_loss = loss[anchors].mean() if n_anchor else None
-        updated = False
-        if mean_loss is not None and not self.config.freeze:
+        mean_loss = loss[anchors].mean() if n_anchor else torch.zeros(())
+        updated = bool(n_anchor) and not self.config.freeze
+        if updated:
             self.optimizer.zero_grad(set_to_none=True)
             mean_loss.backward()
             self.optimizer.step()
-            updated = True
-        mean_reward = float(rewards[anchors].mean()) if n_anchor else 0.0
-        mean_loss_value = float(mean_loss.detach()) if mean_loss is not None else 0.0
-        self.last_stats = {"loss": mean_loss_value, "anchors": float(n_anchor), "reward_mean": mean_reward,
-                           "warmup": float(self.in_warmup), "updated": float(updated)}
+        self.last_stats = {"loss": float(mean_loss.detach()), "anchors": float(n_anchor),
+                           "reward_mean": float(rewards[anchors].mean()) if n_anchor else 0.0,
+                           "warmup": float(warmup), "updated": float(updated)}
         self.steps_done += 1
         return rewards.detach().cpu()
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Self, TypeVar
 
 import numpy as np
+from tqdm import tqdm
 
 from countdown_gym import Problem, Rules, dfs_trace, generate, legal_moves, load_split, parse_trace, reachable
 from countdown_gym.data.generator import get_config
@@ -38,13 +39,12 @@ class TraceTree:
     line_node: list[int]
 
 
-def trace_tree(problem: Problem, rules: Rules | None = None) -> TraceTree:
+def trace_tree(problem: Problem) -> TraceTree:
     """Parse ``problem``'s DFS trace back into a :class:`TraceTree`; ``ValueError`` for rules without ``use_all``
     (the trace's stopping rule then differs) or an unsolvable problem."""
-    rules = rules or problem.rules
-    if not rules.use_all:
-        raise ValueError(f"critic training data needs use_all rules; {rules.name!r} lets numbers go unused")
-    init, target, steps = parse_trace(dfs_trace(problem, rules))
+    if not problem.rules.use_all:
+        raise ValueError(f"critic training data needs use_all rules; {problem.rules.name!r} lets numbers go unused")
+    init, target, steps = parse_trace(dfs_trace(problem))
     states: list[tuple[int, ...]] = [tuple(init)]
     parent, reached, line_node = [-1], [set()], []
     path = [0]  # node ids of the current path, root first; depth d holds len(init) - d numbers
@@ -193,11 +193,9 @@ class TraceTable(NpzTable):
         if dead_valid.any() and dead_per_row > 0:
             rows = np.flatnonzero(dead_valid)
             same = int(round(dead_per_row * dead_same_size))
-            for k in range(dead_per_row):
-                if k < same:
-                    dead[rows, k] = self._dead_same_size(traces[rows], self.node_sizes[nodes[rows]], rng)
-                else:
-                    dead[rows, k] = self._pick(self._dead_lines, traces[rows], rng)
+            for k in range(dead_per_row):  # the first `same` of them with the row's state size
+                dead[rows, k] = (self._dead_same_size(traces[rows], self.node_sizes[nodes[rows]], rng) if k < same
+                                 else self._pick(self._dead_lines, traces[rows], rng))
         return {"state": nodes, "goal": goals, "dead": dead, "dead_valid": dead_valid, "trace": traces}
 
     def sample_v1(self, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -223,11 +221,6 @@ def _padded(state: Sequence[int], width: int) -> list[int]:
     return s + [0] * (width - len(s))
 
 
-def heldout_keys(preset: str = "longproc-0.5k") -> set[tuple[tuple[int, ...], int]]:
-    """Keys (sorted numbers, target) of the preset's frozen test split: never trained on."""
-    return {p.key for p in load_split(preset, "test")}
-
-
 def heldout_sets(preset: str = "longproc-0.5k") -> set[tuple[int, ...]]:
     """The sorted number sets of the preset's validation and test splits: never trained on."""
     return {tuple(sorted(p.numbers)) for s in ("validation", "test") for p in load_split(preset, s)}
@@ -243,9 +236,7 @@ def build_table(problems: Iterable[Problem], max_numbers: int = 4, goal_range: t
                 forbidden: set[tuple[tuple[int, ...], int]] | None = None, progress: bool = False) -> TraceTable:
     """Trace every problem and flatten the trees into a :class:`TraceTable`; ``ValueError`` for a ``forbidden`` key
     (default: longproc-0.5k's test split: test problems never reach training)."""
-    from tqdm import tqdm
-
-    forbidden = heldout_keys() if forbidden is None else forbidden
+    forbidden = {p.key for p in load_split("longproc-0.5k", "test")} if forbidden is None else forbidden
     init_rows, targets = [], []
     st_rows, sizes, node_trace, on_path, goal_counts, goal_vals = [], [], [], [], [], []
     line_ptr, line_node = [0], []

@@ -10,16 +10,18 @@ the validation split, the first-move rate, a goal-embedding PCA and CPU throughp
 from __future__ import annotations
 
 import time
+import timeit
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from countdown_gym import Rules, dataclass_cli, load_split
 from countdown_gym.data.generator import get_config
 from countdown_gym.game.solver import successors
-from critics import metrics
+from critics import load_critic, metrics
 from critics.data import LabelledStates, random_states, start_states, trace_states
 from critics.metrics import EvalOptions, expected_calibration_error, figure, fit_logistic, per_size, report_head
 
@@ -135,14 +137,8 @@ def throughput(scorer, ls, repeats: int = 3, n: int = 50_000) -> float:
     """States per second of the scorer on up to ``n`` states (best of ``repeats``; a critic's target cache cold)."""
     k = n // max(len(ls.states), 1) + 1
     big = LabelledStates((ls.states * k)[:n], (ls.targets * k)[:n], np.tile(ls.labels, k)[:n], (ls.initial * k)[:n])
-    best = float("inf")
-    for _ in range(repeats):
-        if hasattr(scorer, "_goal_cache"):
-            scorer._goal_cache.clear()
-        t = time.perf_counter()
-        score_states(scorer, big)
-        best = min(best, time.perf_counter() - t)
-    return len(big.states) / best
+    clear = getattr(scorer, "_goal_cache", {}).clear  # timeit's setup: before each repeat
+    return len(big.states) / min(timeit.repeat(lambda: score_states(scorer, big), clear, number=1, repeat=repeats))
 
 
 def calibration(scorer, preset: str = "longproc-0.5k", problems: int = 200) -> dict:
@@ -216,8 +212,6 @@ def evaluate(checkpoint: str | None = None, preset: str = "longproc-0.5k", split
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if score_fn is None:
-        from critics import load_critic
-
         scorer = load_critic(checkpoint)
         label, version = str(scorer.path), scorer.version
     else:
@@ -228,8 +222,6 @@ def evaluate(checkpoint: str | None = None, preset: str = "longproc-0.5k", split
         scorer = lookahead_score_fn(scorer, get_config(preset).rules)
         label, version = f"{label} + one-ply lookahead (max over the one-move children's scores)", f"{version}+lookahead"
     problems = load_split(preset, split)[:max_problems]
-    from tqdm import tqdm
-
     stages = tqdm(total=4, desc="critic evaluation (label, calibrate, score, first move)", disable=not progress)
     t0 = time.perf_counter()
     sets = state_sets(problems, rollouts, seed, start_targets)
@@ -258,7 +250,7 @@ def render_report(res: dict) -> str:
     intro = (f"States of `{res['preset']}/{res['split']}` ({res['problems']} problems), labelled by exact "
              "reachability (`countdown_gym.reachable`), reported per state size. `trace`: every distinct state "
              "of each problem's DFS trace, with its target; `random`: states along random legal-move rollouts; "
-             f"`start`: each problem's 4 numbers with {res.get('start_targets', '?')} random targets in 10-50 "
+             f"`start`: each problem's 4 numbers with {res['start_targets']} random targets in 10-50 "
              "(the problem's own target is always reachable).")
     lines = report_head(f"Critic evaluation: {res['checkpoint']} ({res['version']})", intro,
                         ["state set", "subset", "n", "reachable", "AUROC", "best acc", "ECE (logistic)"], 2)
@@ -271,22 +263,19 @@ def render_report(res: dict) -> str:
             what = what + (" numbers" if what[0].isdigit() else "")
             auc = "n/a (one class)" if np.isnan(m["auroc"]) else f"{m['auroc']:.4f}"
             lines.append(f"| {name} | {what} | {m['n']} | {m['reachable_frac']:.3f} | {auc} | {m['best_acc']:.4f} | {ece} |")
-    fm = res.get("first_move")
-    if fm:
-        lines += ["", f"Best first move by the score keeps the target reachable in "
-                  f"**{fm['critic_best_move_keeps_reachable']:.3f}** of {fm['problems']} problems (a uniformly random "
-                  f"legal move: {fm['random_move_keeps_reachable']:.3f}; possible: {fm['best_possible']:.3f})."]
-    cal = res["calibration"]
+    fm, cal = res["first_move"], res["calibration"]
+    lines += ["", f"Best first move by the score keeps the target reachable in "
+              f"**{fm['critic_best_move_keeps_reachable']:.3f}** of {fm['problems']} problems (a uniformly random "
+              f"legal move: {fm['random_move_keeps_reachable']:.3f}; possible: {fm['best_possible']:.3f})."]
     lines += ["", f"Calibration map P = sigmoid({cal['a']:.3f} * score + {cal['b']:.3f}), fitted on "
                   f"{cal['fitted_on']}."]
     if "parity_probe_loo_acc" in res:
         lines.append(f"Parity in the goal-embedding PCA plane (targets 1-100, leave-one-out linear probe on PC1-2; "
                      f"0.5 = none): {res['parity_probe_loo_acc']:.3f}.")
     lines += [
-        f"Batched CPU throughput: {res['throughput_states_per_s']:,.0f} states/s on the trace states (mostly 1-2 numbers)"
-        + (f", {res['throughput_start_states_per_s']:,.0f} states/s on the 4-number start states"
-           if "throughput_start_states_per_s" in res else "")
-        + f" (torch threads: {res.get('threads', '?')}).",
+        f"Batched CPU throughput: {res['throughput_states_per_s']:,.0f} states/s on the trace states (mostly 1-2 "
+        f"numbers), {res['throughput_start_states_per_s']:,.0f} states/s on the 4-number start states (torch threads: "
+        f"{res['threads']}).",
         "",
         "Plots: `reliability_trace.png`, `reliability_random.png`" + (", `goal_pca.png`." if "parity_probe_loo_acc" in res else "."),
         "",

@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from countdown_gym import Problem, dfs_trace, load_split
-from critics import metrics
+from critics import V2_CHECKPOINT, load_critic, metrics
 from critics.data import LabelledStates, distinct_states, random_states, start_states, trace_states, trace_tree
 from critics.metrics import EvalOptions, per_size, report_head, write_results
-from critics.text_critic import node_lines, prefix_window
+from critics.text_critic import load_text_critic, node_lines, prefix_window
 
 
 @dataclass
@@ -61,11 +62,6 @@ def evaluate_text(checkpoint: str | None = None, preset: str = "longproc-0.5k", 
                   rollouts: int = 4, seed: int = 0, start_targets: int = 4, out: str | Path = "runs/critic-eval-text",
                   progress: bool = True) -> dict:
     """The whole comparison; returns the results dict and writes ``results.json`` + ``report.md`` into ``out``."""
-    from tqdm import tqdm
-
-    from critics import V2_CHECKPOINT, load_critic
-    from critics.text_critic import load_text_critic
-
     TextEvalOptions(checkpoint=checkpoint, preset=preset, split=split, max_problems=max_problems, rollouts=rollouts,
                     start_targets=start_targets, seed=seed)  # its checks (ValueError)
     out = Path(out)
@@ -110,7 +106,7 @@ def render_report(res: dict) -> str:
         for critic, entry in by_critic.items():
             for sub, m in entry.items():
                 lines.append(f"| {name} | {critic} | {sub} | {m['n']} | {m['reachable_frac']:.3f} | {m['auroc']:.3f} | {m['best_acc']:.3f} |")
-    lines += ["", f"Throughput on the trace states (torch threads: {res.get('threads', '?')}; per CPU second = states over the "
+    lines += ["", f"Throughput on the trace states (torch threads: {res['threads']}; per CPU second = states over the "
               "process's CPU time, which a loaded machine does not inflate):", ""]
     lines += [f"* {k}: {v['per_wall_second']:,.0f} states per wall second, {v['per_cpu_second']:,.0f} per CPU second"
               for k, v in res["throughput_states_per_s"].items()]

@@ -11,10 +11,20 @@ from critics.models import NumericalCriticV1, NumericalCriticV2
 
 
 @torch.no_grad()
-def _grow(model: NumericalCriticV2, old: NumericalCriticV2, name: str) -> None:
-    """Copy ``old``'s weights into the grown ``model``: old units keep their weights, new units their fresh
-    initialisation; weights from new units into old ones and the state MLP's columns of new features start at 0."""
-    ca, cb = old.cfg.child_dim, model.cfg.child_dim
+def load_grown(model: NumericalCriticV1 | NumericalCriticV2, old: NumericalCriticV1 | NumericalCriticV2) -> None:
+    """Load ``old``'s weights into ``model`` so that it computes what ``old`` computes: the same architecture, a
+    wider child pool (``old`` without a grandchild pool) or an added grandchild pool; ``ValueError`` if the
+    architectures differ otherwise. Old units keep their weights, new units their fresh initialisation; weights
+    from new units into old ones and the state MLP's columns of new features start at 0."""
+    a, b = old.cfg, model.cfg
+    if a == b:
+        model.load_state_dict(old.state_dict())
+        return
+    wider = 0 < a.child_dim < b.child_dim and a.grandchild_dim == 0 and dataclasses.replace(b, child_dim=a.child_dim) == a
+    added = a.grandchild_dim == 0 < b.grandchild_dim and dataclasses.replace(b, grandchild_dim=0) == a
+    if not (wider or added):
+        raise ValueError(f"the models differ by more than a wider child pool or an added grandchild pool (old {a}, new {b})")
+    ca, cb = a.child_dim, b.child_dim
     dst = model.state_dict()
     for key, w in old.state_dict().items():
         t = dst[key]
@@ -33,38 +43,5 @@ def _grow(model: NumericalCriticV2, old: NumericalCriticV2, name: str) -> None:
             t.zero_()
             t[:, : w.shape[1]] = w
         else:
-            raise ValueError(f"{name}: unexpected shape change of {key}: {tuple(w.shape)} -> {tuple(t.shape)}")
+            raise ValueError(f"unexpected shape change of {key}: {tuple(w.shape)} -> {tuple(t.shape)}")
     model.load_state_dict(dst)
-
-
-def widen_child_pool(model: NumericalCriticV2, old: NumericalCriticV2) -> None:
-    """Load ``old``'s weights into ``model``, the same architecture with a larger ``child_dim``, so that ``model``
-    computes exactly what ``old`` computes; ``ValueError`` if they differ otherwise."""
-    a, b = old.cfg, model.cfg
-    if not (a.child_dim > 0 and b.child_dim > a.child_dim and dataclasses.replace(b, child_dim=a.child_dim) == a
-            and a.grandchild_dim == 0):
-        raise ValueError(f"widen_child_pool: the new model must differ only by a larger child_dim (old {a}, new {b})")
-    _grow(model, old, "widen_child_pool")
-
-
-def add_grandchild_pool(model: NumericalCriticV2, old: NumericalCriticV2) -> None:
-    """Load ``old``'s weights into ``model``, the same architecture plus a grandchild pool (``grandchild_dim``), so
-    that ``model`` computes exactly what ``old`` computes; ``ValueError`` if they differ otherwise."""
-    a, b = old.cfg, model.cfg
-    if not (a.grandchild_dim == 0 and b.grandchild_dim > 0 and dataclasses.replace(b, grandchild_dim=0) == a):
-        raise ValueError(f"add_grandchild_pool: the new model must differ only by a grandchild_dim > 0 (old {a}, new {b})")
-    _grow(model, old, "add_grandchild_pool")
-
-
-def load_grown(model: NumericalCriticV1 | NumericalCriticV2, old: NumericalCriticV1 | NumericalCriticV2) -> None:
-    """Load ``old``'s weights into ``model`` so that it computes what ``old`` computes: the same architecture, a
-    wider child pool or an added grandchild pool; ``ValueError`` if the architectures differ otherwise."""
-    a, b = old.cfg, model.cfg
-    if a == b:
-        model.load_state_dict(old.state_dict())
-    elif b.child_dim > a.child_dim:
-        widen_child_pool(model, old)
-    elif b.grandchild_dim and not a.grandchild_dim:
-        add_grandchild_pool(model, old)
-    else:
-        raise ValueError(f"the models differ by more than a wider child pool or an added grandchild pool (old {a}, new {b})")

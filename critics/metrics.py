@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import numpy as np
+import torch
 
 from countdown_gym import dataclass_cli
 from countdown_gym.data.splits import SPLIT_SPEC
@@ -51,13 +52,9 @@ def auroc(scores: np.ndarray, labels: np.ndarray) -> float:
     n_pos, n_neg = int(labels.sum()), int((~labels).sum())
     if n_pos == 0 or n_neg == 0:
         return float("nan")
-    order = np.argsort(scores, kind="mergesort")
-    s = scores[order]
-    first = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])  # the start of each run of tied scores
-    last = np.r_[first[1:], len(s)] - 1
-    ranks = np.empty(len(s))
-    ranks[order] = np.repeat((first + last) / 2 + 1, last - first + 1)  # 1-based, ties averaged
-    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    neg, pos = np.sort(scores[~labels]), scores[labels]  # a positive wins over each negative below it, half over a tie
+    twice_wins = np.searchsorted(neg, pos, "left") + np.searchsorted(neg, pos, "right")
+    return float(twice_wins.sum() / 2 / (n_pos * n_neg))
 
 
 def best_threshold_accuracy(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
@@ -146,8 +143,6 @@ def figure(path: str | Path, size: tuple[float, float]) -> Iterator[Any]:
 
 def write_results(res: dict, out: str | Path, render: Callable[[dict], str]) -> None:
     """Add the torch threads to ``res``, then write ``results.json`` and ``report.md`` (``render(res)``) in ``out``."""
-    import torch
-
     res["threads"] = torch.get_num_threads()
     Path(out, "report.md").write_text(render(res), encoding="utf-8")
     Path(out, "results.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
@@ -168,8 +163,6 @@ def main(options: type[Options], evaluate: Callable[[Options], dict], render: Ca
     """An evaluation's command line: parse ``argv`` into ``options``, set torch's threads, ``evaluate`` them and
     print the report (``render``); a missing checkpoint or a bad option is ``error: ...``."""
     opts = dataclass_cli.parse(options, argv, prog=f"python -m {prog}", description=description)
-    import torch
-
     torch.set_num_threads(opts.threads)
     try:
         res = evaluate(opts)

@@ -11,7 +11,7 @@ import dataclasses
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -20,6 +20,8 @@ from typing import Any, Self, TypeVar
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 from torch import nn
 
 from countdown_gym.runkit.runs import not_regular
@@ -30,7 +32,7 @@ CONFIG_FORMAT = "countdown-gym-critic/1"
 
 
 class ConfigDict:
-    """``to_dict`` / ``from_dict`` of a dataclass config saved beside the weights."""
+    """``to_dict`` / ``from_dict`` of a dataclass config saved beside the weights (a model's, a training run's)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -42,6 +44,16 @@ class ConfigDict:
         if unknown:
             raise ValueError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
         return cls(**d)
+
+    def check_fields(self, positive: Sequence[str], non_negative: Sequence[str] = ()) -> None:
+        """``ValueError`` naming the field unless each of ``positive`` is an int >= 1, each of ``non_negative`` an
+        int >= 0 and ``temperature`` a number > 0."""
+        for name in (*positive, *non_negative):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name in non_negative else 1):
+                raise ValueError(f"{type(self).__name__}.{name} must be a positive int, got {v!r}")
+        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
+            raise ValueError(f"{type(self).__name__}.temperature must be > 0, got {self.temperature!r}")
 
 
 @dataclass
@@ -66,15 +78,10 @@ class ModelConfig(ConfigDict):
     def __post_init__(self) -> None:
         if self.version not in ("v1", "v2"):
             raise ValueError(f"ModelConfig.version must be 'v1' or 'v2', got {self.version!r}")
-        optional = ("pair_dim", "child_dim", "grandchild_dim")
-        for name in ("max_numbers", "vocab", "value_dim", "fourier", "hidden", "depth", "goal_hidden", "out_dim", *optional):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name in optional else 1):
-                raise ValueError(f"ModelConfig.{name} must be a positive int, got {v!r}")
+        self.check_fields(("max_numbers", "vocab", "value_dim", "fourier", "hidden", "depth", "goal_hidden", "out_dim"),
+                          ("pair_dim", "child_dim", "grandchild_dim"))
         if not isinstance(self.logit_bias, bool):
             raise ValueError(f"ModelConfig.logit_bias must be a bool, got {self.logit_bias!r}")
-        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
-            raise ValueError(f"ModelConfig.temperature must be > 0, got {self.temperature!r}")
 
 
 def check_state(i: int, s: Any) -> tuple:
@@ -112,11 +119,15 @@ def pack_sets(sets: Sequence[Sequence[Any]], max_numbers: int) -> tuple[np.ndarr
 
 
 class GoalScorer:
-    """What both loaded critics share: goal embeddings of target values, cached per value, and the checks of
-    ``score``. A subclass sets ``config`` (with ``out_dim``) and ``_goal_cache`` and embeds goal values."""
+    """What both loaded critics share: the model (in eval mode), its config and checkpoint record, goal embeddings
+    of target values, cached per value, and the checks of ``score``. A subclass embeds goal values."""
 
-    config: Any
-    _goal_cache: dict[int, np.ndarray]
+    def __init__(self, model: nn.Module, meta: dict[str, Any] | None = None, path: Path | None = None) -> None:
+        self.model = model.eval()
+        self.meta = meta or {}
+        self.path = path
+        self.config = model.cfg
+        self._goal_cache: dict[int, np.ndarray] = {}
 
     def _embed_goal_values(self, values: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -129,9 +140,18 @@ class GoalScorer:
         if todo:
             emb = self._embed_goal_values(torch.tensor(todo, dtype=torch.float64)).numpy()
             self._goal_cache.update(zip(todo, emb, strict=True))
-        if not keys:
-            return np.zeros((0, self.config.out_dim), dtype=np.float32)
-        return np.stack([self._goal_cache[k] for k in keys])
+        return np.array([self._goal_cache[k] for k in keys], dtype=np.float32).reshape(len(keys), self.config.out_dim)
+
+    @torch.no_grad()
+    def _cosines(self, embed: Callable[[int, int], torch.Tensor | np.ndarray], targets: Sequence[int],
+                 batch_size: int) -> np.ndarray:
+        """Cosine of the state embeddings ``embed(lo, hi)`` of items ``lo..hi`` and their targets, a batch at a time:
+        ``float32 [N]`` in ``[-1, 1]``."""
+        out = np.empty(len(targets), dtype=np.float32)
+        for lo in range(0, len(targets), batch_size):
+            hi = lo + batch_size
+            out[lo:hi] = np.clip((np.asarray(embed(lo, hi)) * self.embed_targets(targets[lo:hi])).sum(1), -1.0, 1.0)
+        return out
 
     @staticmethod
     def _check_pairs(states: Any, targets: Any) -> None:
@@ -382,8 +402,6 @@ def write_files(directory: str | Path, model: nn.Module, meta: dict[str, Any],
                 weights_metadata: dict[str, str] | None = None) -> Path:
     """Write ``model.safetensors`` (with ``weights_metadata``) and ``config.json`` (``meta``) into ``directory``, each
     under a temporary name moved into place."""
-    from safetensors.torch import save_file
-
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
@@ -400,27 +418,19 @@ def save_checkpoint(model: nn.Module, cfg: ModelConfig, directory: str | Path, e
     return write_files(directory, model, meta, {"step": str(meta["step"])} if "step" in meta else None)
 
 
-def read_config(path: Path, fmt: str, kind: str) -> dict[str, Any]:
-    """The ``config.json`` at ``path``, whose ``format`` must be ``fmt``; :class:`CheckpointError` naming the file."""
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{path} is not valid JSON: {e}") from None
-    if not isinstance(meta, dict) or meta.get("format") != fmt:
-        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise CheckpointError(f"{path}: format {got!r} is not {fmt!r}; not a {kind} checkpoint")
-    return meta
-
-
-def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """The tensors and metadata of the safetensors file at ``path``; :class:`CheckpointError` if it does not read."""
-    from safetensors import SafetensorError, safe_open
-
+def read_weights(path: Path, model: nn.Module) -> dict[str, str]:
+    """Load the safetensors file at ``path`` into ``model``; its metadata. :class:`CheckpointError` if the file does
+    not read or does not fit the model (the config beside it)."""
     try:
         with safe_open(str(path), framework="pt") as f:
-            return {k: f.get_tensor(k) for k in f.keys()}, f.metadata() or {}  # noqa: SIM118 (not a dict)
+            state, metadata = {k: f.get_tensor(k) for k in f.keys()}, f.metadata() or {}  # noqa: SIM118 (not a dict)
     except (SafetensorError, OSError) as e:
         raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as e:
+        raise CheckpointError(f"{path} does not fit the config in {path.with_name('config.json')}: {str(e)[:300]}") from None
+    return metadata
 
 
 def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[ConfigT], files: Sequence[str],
@@ -436,7 +446,13 @@ def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[Con
             raise CheckpointError(f"{kind} checkpoint unreadable: {d / name} is {what}, not a regular file")
     if not (d / "config.json").is_file():
         raise CheckpointError(f"{kind} checkpoint incomplete: {d / 'config.json'} is missing")
-    meta = read_config(d / "config.json", fmt, fmt_kind or kind)  # the format first: another kind lacks these files
+    try:
+        meta = json.loads((d / "config.json").read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{d / 'config.json'} is not valid JSON: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != fmt:  # the format first: another kind lacks these files
+        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise CheckpointError(f"{d / 'config.json'}: format {got!r} is not {fmt!r}; not a {fmt_kind or kind} checkpoint")
     for name in files:
         if not (d / name).exists():
             raise CheckpointError(f"{kind} checkpoint incomplete: {d / name} is missing")
@@ -453,25 +469,15 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
                                    "countdown-gym critic")
     cfg_path, weights_path = d / "config.json", d / "model.safetensors"
     model = build_model(cfg)
-    state, metadata = read_weights(weights_path)
-    recorded = metadata.get("step")
+    recorded = read_weights(weights_path, model).get("step")
     if recorded is not None and "step" in meta and recorded != str(meta["step"]):
         raise CheckpointError(f"{weights_path} is from step {recorded} but {cfg_path} from step {meta['step']} "
                               "(interrupted while saving?)")
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    wrong = sorted(k for k in set(state) & set(expected) if state[k].shape != expected[k].shape)
-    if missing or unexpected or wrong:
-        raise CheckpointError(f"{weights_path} does not fit the config in {cfg_path}: "
-                              f"missing {missing[:5]}, unexpected {unexpected[:5]}, wrong shapes {wrong[:5]}")
-    bad = sorted(k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
+    bad = sorted(k for k, v in model.state_dict().items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
     if bad:
         raise CheckpointError(f"{weights_path} holds NaN or infinite weights in {bad[:5]}")
     cal = meta.get("calibration")
     numbers = isinstance(cal, dict) and all(isinstance(cal.get(k), int | float) and math.isfinite(cal[k]) for k in "ab")
     if cal is not None and not numbers:
         raise CheckpointError(f"{cfg_path}: 'calibration' must be {{\"a\": number, \"b\": number, ...}}, got {cal!r:.120}")
-    model.load_state_dict(state)
-    model.eval()
-    return model, meta
+    return model.eval(), meta

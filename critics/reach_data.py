@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from countdown_gym import Rules
 from countdown_gym.data.generator import get_config
@@ -70,8 +71,6 @@ def build_reach_table(starts: Iterable[Sequence[int]], rules: Rules | None = Non
     ``ValueError`` for a ``forbidden`` number set (default: those of longproc-0.5k's validation and test
     splits), a set longer than ``max_numbers`` and rules with fractions (the table holds integers).
     """
-    from tqdm import tqdm
-
     rules = rules or Rules.longproc()
     if not rules.integer_only:
         raise ValueError(f"critic training tables hold integer states; rules {rules.name!r} allow fractions")
@@ -81,21 +80,15 @@ def build_reach_table(starts: Iterable[Sequence[int]], rules: Rules | None = Non
     lo, hi = goal_range
     starts = [tuple(sorted(int(x) for x in s)) for s in starts]
     rows: dict[tuple[int, ...], None] = {}  # every state once, in order of discovery
-
-    def add(state: tuple[int, ...]) -> bool:
-        new = state not in rows
-        rows.setdefault(state)
-        return new
-
     for s in tqdm(starts, desc="labelling states", unit="start", disable=not progress):
         if s in forbidden:
             raise ValueError(f"start set {list(s)} belongs to a held-out split; it must not be used for training")
         if not 2 <= len(s) <= max_numbers:
             raise ValueError(f"start set {list(s)} has {len(s)} numbers; the critic takes 2..{max_numbers}")
-        level = [s] if add(s) else []
-        while level:  # one move deeper each round, down to two numbers
-            children = (tuple(sorted(c)) for st in level if len(st) > 2 for _, c in successors(st, rules))
-            level = [c for c in children if add(c)]
+        level = [s]
+        while level := [c for c in dict.fromkeys(level) if c not in rows]:  # the new states, one move deeper each round
+            rows.update(dict.fromkeys(level))
+            level = [tuple(sorted(c)) for st in level if len(st) > 2 for _, c in successors(st, rules)]
     rows.update(dict.fromkeys((v,) for v in range(1, singles + 1)))
     states = np.zeros((len(rows), max_numbers), dtype=np.int64)
     labels = np.zeros((len(rows), hi - lo + 1), dtype=bool)
@@ -110,10 +103,7 @@ def cached_reach_table(preset: str = "longproc-0.5k", extra: int = 0, seed: int 
                        progress: bool = True, max_train: int = 0) -> ReachTable:
     """:func:`build_reach_table` over :func:`start_sets`, cached as ``.npz`` in ``cache_dir``."""
     rules = get_config(preset).rules
-
-    def build() -> ReachTable:
-        starts = start_sets(preset, extra, seed, max_train)
-        return build_reach_table(starts, rules, 4, goal_range, heldout_sets(preset), progress=progress)
-
     key = ["reach", preset, extra, seed, list(goal_range), max_train, 1]
-    return cached_npz(cache_dir, "reach", key, rules, ReachTable.load, build)
+    return cached_npz(cache_dir, "reach", key, rules, ReachTable.load,
+                      lambda: build_reach_table(start_sets(preset, extra, seed, max_train), rules, 4, goal_range,
+                                                heldout_sets(preset), progress=progress))

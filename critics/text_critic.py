@@ -10,7 +10,6 @@ number sets (written by :func:`render_state`: what the reward wrappers call), e.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +18,11 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
 from torch import nn
 
 from countdown_gym.game.trace import _options, format_list, parse_trace
+from countdown_gym.runkit.runs import write_text_atomic
 from critics.clipo import mean_pool
 from critics.models import (
     CheckpointError,
@@ -59,16 +60,7 @@ class TextCriticConfig(ConfigDict):
     finetune: bool = True  # False: the LM stays frozen, only the head and the goal tower learn
 
     def __post_init__(self) -> None:
-        for name in ("window", "head_hidden", "head_depth", "out_dim", "value_dim", "fourier", "goal_hidden"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"TextCriticConfig.{name} must be a positive int, got {v!r}")
-        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
-            raise ValueError(f"TextCriticConfig.temperature must be > 0, got {self.temperature!r}")
-
-    def goal_config(self) -> ModelConfig:
-        return ModelConfig(version="v2", max_numbers=1, value_dim=self.value_dim, fourier=self.fourier,
-                           goal_hidden=self.goal_hidden, out_dim=self.out_dim, temperature=self.temperature)
+        self.check_fields(("window", "head_hidden", "head_depth", "out_dim", "value_dim", "fourier", "goal_hidden"))
 
 
 def render_state(state: Sequence[Any], target: Any) -> str:
@@ -78,11 +70,8 @@ def render_state(state: Sequence[Any], target: Any) -> str:
     'Initial number set: [20, 26], target: 46, just two numbers left.'
     """
     nums = list(state)
-    if len(nums) >= 3:
-        return f"Initial number set: {format_list(nums)}, target: {target}. Options for choosing two numbers: {_options(nums)}."
-    if len(nums) == 2:
-        return f"Initial number set: {format_list(nums)}, target: {target}, just two numbers left."
-    return f"Initial number set: {format_list(nums)}, target: {target}."
+    tail = f". Options for choosing two numbers: {_options(nums)}." if len(nums) >= 3 else ", just two numbers left."
+    return f"Initial number set: {format_list(nums)}, target: {target}{tail if len(nums) >= 2 else '.'}"
 
 
 def prefix_window(lines: Sequence[str], line_no: int, context_lines: int = 3) -> str:
@@ -113,7 +102,8 @@ class TextCriticModel(nn.Module):
         self.lm.requires_grad_(cfg.finetune)
         h = lm_config.hidden_size
         self.head = _mlp(2 * h, cfg.head_hidden, cfg.head_depth, cfg.out_dim)
-        self.goal_tower = SetEncoder(cfg.goal_config(), 1, cfg.goal_hidden, 2)
+        goal = ModelConfig(max_numbers=1, value_dim=cfg.value_dim, fourier=cfg.fourier, out_dim=cfg.out_dim)
+        self.goal_tower = SetEncoder(goal, 1, cfg.goal_hidden, 2)  # V2's goal tower
 
     def embed_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Left-padded token windows ``[N, W]`` -> L2-normalised state embeddings ``[N, out_dim]``."""
@@ -130,7 +120,6 @@ class TextCriticModel(nn.Module):
 
 def build_text_critic(cfg: TextCriticConfig, lm_dir: str | Path = DEFAULT_LM, seed: int = 0) -> tuple[TextCriticModel, Any]:
     """A new text critic whose state tower starts from the saved causal LM in ``lm_dir``: ``(model, tokenizer)``."""
-    from safetensors.torch import load_file
     from transformers import AutoConfig, AutoTokenizer
 
     d = Path(lm_dir)
@@ -143,13 +132,7 @@ def build_text_critic(cfg: TextCriticConfig, lm_dir: str | Path = DEFAULT_LM, se
     missing, unexpected = model.lm.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise CheckpointError(f"{lm_dir}: the LM weights do not fit its config (missing {missing[:3]}, unexpected {unexpected[:3]})")
-    return model, _prepare_tokenizer(AutoTokenizer.from_pretrained(str(d)))
-
-
-def _prepare_tokenizer(tok: Any) -> Any:
-    tok.padding_side = "left"
-    tok.truncation_side = "left"
-    return tok
+    return model, AutoTokenizer.from_pretrained(str(d))
 
 
 def save_text_critic(model: TextCriticModel, tokenizer: Any, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
@@ -157,8 +140,7 @@ def save_text_critic(model: TextCriticModel, tokenizer: Any, directory: str | Pa
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(str(d / "tokenizer"))
-    (d / "lm_config.json.tmp").write_text(model.lm.config.to_json_string(), encoding="utf-8")
-    os.replace(d / "lm_config.json.tmp", d / "lm_config.json")
+    write_text_atomic(d / "lm_config.json", model.lm.config.to_json_string())
     return write_files(d, model, {"format": TEXT_FORMAT, "model": model.cfg.to_dict(), **(extra or {})})
 
 
@@ -171,12 +153,8 @@ def load_text_critic(path: str | Path | None = None) -> TextCritic:
     d, meta, cfg = read_checkpoint(SHIPPED_TEXT_CHECKPOINT if path is None else path, TEXT_FORMAT, "text critic",
                                    TextCriticConfig, files)
     model = TextCriticModel(cfg, AutoConfig.for_model(**json.loads((d / "lm_config.json").read_text(encoding="utf-8"))))
-    try:
-        model.load_state_dict(read_weights(d / "model.safetensors")[0])
-    except RuntimeError as e:
-        raise CheckpointError(f"{d / 'model.safetensors'} does not fit {d / 'config.json'}: {str(e)[:300]}") from None
-    tok = _prepare_tokenizer(AutoTokenizer.from_pretrained(str(d / "tokenizer")))
-    return TextCritic(model, tok, meta, d)
+    read_weights(d / "model.safetensors", model)
+    return TextCritic(model, AutoTokenizer.from_pretrained(str(d / "tokenizer")), meta, d)
 
 
 class TextCritic(GoalScorer):
@@ -184,14 +162,12 @@ class TextCritic(GoalScorer):
     same scores in any batch (each window is padded on the left and masked; rotary positions are relative)."""
 
     version = "text"
+    config: TextCriticConfig
 
     def __init__(self, model: TextCriticModel, tokenizer: Any, meta: dict[str, Any] | None = None, path: Path | None = None) -> None:
-        self.model = model.eval()
+        super().__init__(model, meta, path)
         self.tokenizer = tokenizer
-        self.meta = meta or {}
-        self.path = path
-        self.config = model.cfg
-        self._goal_cache: dict[int, np.ndarray] = {}
+        tokenizer.padding_side = tokenizer.truncation_side = "left"  # tokenize() keeps the last tokens of each text
 
     def __repr__(self) -> str:
         return f"TextCritic(path={str(self.path) if self.path else None!r}, window={self.config.window})"
@@ -201,17 +177,6 @@ class TextCritic(GoalScorer):
         enc = self.tokenizer(list(texts), add_special_tokens=False, truncation=True, max_length=self.config.window,
                              padding=True, return_tensors="pt")
         return enc["input_ids"], enc["attention_mask"]
-
-    @torch.no_grad()
-    def embed_texts(self, texts: Sequence[str], batch_size: int = 256) -> np.ndarray:
-        """L2-normalised state embeddings ``[N, out_dim]`` of text prefixes (their last ``window`` tokens)."""
-        out = np.zeros((len(texts), self.config.out_dim), dtype=np.float32)
-        for lo in range(0, len(texts), batch_size):
-            chunk = texts[lo : lo + batch_size]
-            # one pad length per batch changes no score (masked, relative positions), so group by length is free
-            ids, mask = self.tokenize(chunk)
-            out[lo : lo + len(chunk)] = self.model.embed_tokens(ids, mask).numpy()
-        return out
 
     def _embed_goal_values(self, values: torch.Tensor) -> torch.Tensor:
         return self.model.embed_goals(values)
@@ -225,11 +190,8 @@ class TextCritic(GoalScorer):
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise TypeError(f"text {i} must be a str, got {type(t).__name__}")
-        g = self.embed_targets(targets)
-        if not len(texts):
-            return np.zeros(0, dtype=np.float32)
-        s = self.embed_texts(texts, batch_size)
-        return np.clip((s * g).sum(1), -1.0, 1.0).astype(np.float32)
+        self.embed_targets(targets)  # every new goal in one batch, then cached
+        return self._cosines(lambda lo, hi: self.model.embed_tokens(*self.tokenize(texts[lo:hi])), targets, batch_size)
 
     def score(self, states: Sequence[Sequence[int]], targets: Sequence[int], initial: Any = None, batch_size: int = 256) -> np.ndarray:
         """Cosine of each number set (written by :func:`render_state`) and its target, ``float32 [N]``: the numerical

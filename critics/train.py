@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from countdown_gym import dataclass_cli
+from countdown_gym.data.generator import get_config
 from countdown_gym.runkit.runs import (
     OPTIONS_FILE,
     MetricsLog,
@@ -30,8 +31,9 @@ from countdown_gym.runkit.runs import (
     stale_removed,
 )
 from countdown_gym.runkit.tracking import Tracker, report_to_names
-from critics import train_loop
+from critics import load_critic, train_loop
 from critics.data import TraceTable, cached_table
+from critics.evaluate import calibration
 from critics.growth import load_grown
 from critics.losses import info_nce, reach_sigmoid_loss, v2_loss
 from critics.metrics import figure
@@ -84,28 +86,20 @@ class TrainConfig(CommonTrainOptions):
     def __post_init__(self) -> None:
         super().__post_init__()
         dataclass_cli.check_choice(self, "objective", ["trace", "reach", "both"])
-        if self.objective != "trace" and self.version != "v2":
+        if self.objective != "trace" and self.model.version != "v2":
             raise ValueError(f"--objective {self.objective} trains a V2 critic (state vs target); V1 takes --objective trace")
         if len(self.reach_sizes) != 4 or min(self.reach_sizes) < 0 or sum(self.reach_sizes) <= 0:
             raise ValueError(f"--reach-sizes takes 4 non-negative weights (1..4 numbers), got {self.reach_sizes}")
-        if self.positives not in ("reachable", "all"):
-            raise ValueError(f"--positives must be 'reachable' or 'all', got {self.positives!r}")
+        dataclass_cli.check_choice(self, "positives", ["reachable", "all"])
         if self.goal_min > self.goal_max:
             raise ValueError("--goal-min must be <= --goal-max")
         dataclass_cli.check_min(self, 0, "max_train_problems", "extra_problems", "stop_after")
         report_to_names(self.report_to)  # a ValueError naming --report-to
 
-    @property
-    def version(self) -> str:
-        return self.model.version
-
-    @property
-    def temperature(self) -> float:
-        return self.model.temperature
-
     def model_config(self) -> ModelConfig:
         """The architecture trained: ``model``, with the logit bias the reach objective's sigmoid loss needs."""
-        return dataclasses.replace(self.model, logit_bias=self.model.logit_bias or (self.version == "v2" and self.objective != "trace"))
+        reach = self.model.version == "v2" and self.objective != "trace"
+        return dataclasses.replace(self.model, logit_bias=self.model.logit_bias or reach)
 
 
 DESCRIPTION = "Train a numerical contrastive critic."
@@ -136,7 +130,7 @@ def trace_loss(model: NumericalCriticV2, table: TraceTable, cfg: TrainConfig,
     d = None
     if len(rows):
         d = model.embed_states(*_nodes(table, b["dead"][rows].reshape(-1))).reshape(len(rows), cfg.dead_per_row, -1)
-    return v2_loss(s, b["goal"], model.embed_goals, rows, d, cfg.temperature, cfg.hard_weight)
+    return v2_loss(s, b["goal"], model.embed_goals, rows, d, cfg.model.temperature, cfg.hard_weight)
 
 
 def reach_loss(model: NumericalCriticV2, table: ReachTable, cfg: TrainConfig, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
@@ -144,7 +138,7 @@ def reach_loss(model: NumericalCriticV2, table: ReachTable, cfg: TrainConfig, rn
     idx = table.sample(cfg.batch_size, rng, cfg.reach_sizes)
     s = model.embed_states(*_sets(table.states[idx], table.sizes[idx], table.max_numbers))
     g = model.embed_goals(torch.from_numpy(table.goals.astype(np.float64)))
-    loss = reach_sigmoid_loss(s, g, torch.from_numpy(table.labels[idx]), cfg.temperature, model.logit_bias)
+    loss = reach_sigmoid_loss(s, g, torch.from_numpy(table.labels[idx]), cfg.model.temperature, model.logit_bias)
     return loss, {"reach": loss.item()}
 
 
@@ -155,7 +149,7 @@ def v1_loss(model: NumericalCriticV1, table: TraceTable, cfg: TrainConfig, rng: 
     _, first, inv = np.unique(table.node_states[b["goal_node"]], axis=0, return_index=True, return_inverse=True)
     g = model.embed_goals(*_nodes(table, b["goal_node"][first]))
     inv_t = torch.from_numpy(inv.reshape(-1))
-    loss = info_nce(sa, g, inv_t, cfg.temperature)
+    loss = info_nce(sa, g, inv_t, cfg.model.temperature)
     return loss, {"nce": loss.item(), "acc": float(((sa @ g.T).argmax(1) == inv_t).float().mean())}
 
 
@@ -177,7 +171,7 @@ def _similarity_rows(table: TraceTable | ReachTable, cfg: TrainConfig, rng: np.r
                 if free and len(rows) < 16:
                     goal = free[int(rng.integers(len(free)))]
                     rows[goal] = (tuple(int(x) for x in table.states[i][: table.sizes[i]]), goal)
-        elif cfg.version == "v2":
+        elif cfg.model.version == "v2":
             b = table.sample_v2(64, rng, "reachable", 0.0, 0)
             for node, goal in zip(b["state"], b["goal"], strict=True):
                 if len(rows) < 16:
@@ -197,7 +191,7 @@ def plot_similarity(model, table: TraceTable | ReachTable, cfg: TrainConfig, pat
     """The paper's figure 5: cosine similarity of 16 states vs the distinct goals of the same 16 rows."""
     rows = _similarity_rows(table, cfg, np.random.default_rng(seed))
     states, goals = [r[0] for r in rows], [r[1] for r in rows]
-    if cfg.version == "v1":
+    if cfg.model.version == "v1":
         init = torch.from_numpy(table.initial[table.node_trace[states]].astype(np.float64))
         s = model.embed_state_actions(init, (init > 0).float(), *_nodes(table, np.array(states)))
         g = model.embed_goals(*_nodes(table, np.array(goals)))
@@ -210,7 +204,7 @@ def plot_similarity(model, table: TraceTable | ReachTable, cfg: TrainConfig, pat
         im = ax.imshow((s @ g.T).numpy(), cmap="viridis", vmin=-1, vmax=1)
         ax.set_xticks(range(len(goals)), [str(x) for x in goals], rotation=90, fontsize=7)
         ax.set_yticks(range(len(states)), [str(list(x)) for x in states], fontsize=7)
-        title = f"cosine similarity, one batch of {len(states)} (critic {cfg.version})"
+        title = f"cosine similarity, one batch of {len(states)} (critic {cfg.model.version})"
         ax.set(xlabel="goal", ylabel="state", title=title)
         ax.figure.colorbar(im, ax=ax)
 
@@ -312,23 +306,18 @@ def _resume(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCriticV1 | 
 
 def _init_checkpoint(cfg: TrainConfig) -> NumericalCriticV1 | NumericalCriticV2:
     """The critic of ``cfg.init_from``, loaded and checked against ``cfg``'s model flags (grown into a throwaway model
-    built from them), so that a bad ``--init-from`` fails before the run directory is written."""
+    built from them, :func:`~critics.growth.load_grown`), so that a bad ``--init-from`` fails before the run directory
+    is written."""
     try:
         loaded, _ = load_checkpoint(cfg.init_from)
     except CheckpointError as e:
         raise SystemExit(f"error: --init-from: {e}") from None
-    _init_weights(build_model(cfg.model_config()), loaded, cfg)
-    return loaded
-
-
-def _init_weights(model: NumericalCriticV1 | NumericalCriticV2, loaded: NumericalCriticV1 | NumericalCriticV2,
-                  cfg: TrainConfig) -> None:
-    """Copy the weights of ``loaded`` (the ``--init-from`` critic) into ``model`` (its architecture must be ``cfg``'s)."""
     try:
-        load_grown(model, loaded)  # the checkpoint's function, possibly with a wider or an added pool to train
+        load_grown(build_model(cfg.model_config()), loaded)
     except ValueError:
         diff = {k: (v, getattr(loaded.cfg, k)) for k, v in cfg.model_config().to_dict().items() if getattr(loaded.cfg, k) != v}
         raise SystemExit(f"error: --init-from {cfg.init_from}: its model differs from these flags (flag, checkpoint): {diff}") from None
+    return loaded
 
 
 def train(cfg: TrainConfig, progress: bool = True) -> Path:
@@ -355,14 +344,14 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     goals, cache, max_train = (cfg.goal_min, cfg.goal_max), cfg.cache_dir or None, cfg.max_train_problems
     table: TraceTable | None = None
     rtable: ReachTable | None = None
-    if cfg.objective != "reach" or cfg.version == "v1":
+    if cfg.objective != "reach" or cfg.model.version == "v1":
         table = cached_table(cfg.preset, cfg.extra_problems, cfg.data_seed, 4, goals, cache, progress, max_train)
-    if cfg.objective != "trace" and cfg.version == "v2":
+    if cfg.objective != "trace" and cfg.model.version == "v2":
         rtable = cached_reach_table(cfg.preset, cfg.reach_extra, cfg.data_seed, goals, cache, progress, max_train)
     data_seconds = time.perf_counter() - t_data
     model = build_model(cfg.model_config())
     if init is not None:
-        _init_weights(model, init, cfg)
+        load_grown(model, init)  # the checkpoint's function, possibly with a wider or an added pool to train
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     run, earlier = Progress(0, end, t_start, time.perf_counter()), 0.0
     if resuming:
@@ -378,7 +367,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     log = MetricsLog(out / "log.jsonl", resume_step=run.step if resuming else None)  # rows after the checkpoint: redone
 
     def loss_fn() -> tuple[torch.Tensor, dict]:
-        if cfg.version == "v1":
+        if cfg.model.version == "v1":
             return v1_loss(model, table, cfg, rng)
         if cfg.objective == "trace":
             return trace_loss(model, table, cfg, rng)
@@ -388,8 +377,6 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         r, rinfo = reach_loss(model, rtable, cfg, rng)
         return loss + cfg.reach_weight * r, {**info, **rinfo}
 
-    from countdown_gym.data.generator import get_config
-
     stats = {**(table.stats() if table is not None else {}), **(rtable.stats() if rtable is not None else {})}
     extra = {"data": stats, "data_seconds": round(data_seconds, 1), "rules": get_config(cfg.preset).rules.to_dict()}
 
@@ -398,7 +385,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
 
     with StopRequest() as stop, Tracker(cfg.report_to, out, config=cfg.to_dict()) as tracker:  # Ctrl-C: stop after this step
         run_steps(cfg, model, optim, loss_fn, run, log, save, base_lrs=[cfg.lr], stop=stop, tracker=tracker,
-                  desc=f"critic {cfg.version}", progress=progress)
+                  desc=f"critic {cfg.model.version}", progress=progress)
     if run.stopped:
         extra[f"stopped_by_{run.stopped}_at_step"] = run.end
     if run.end < cfg.steps and run.stopped != "time_limit":  # --stop-after or Ctrl-C: a resumable checkpoint
@@ -408,9 +395,6 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                   "command": command_line("critics.train")})
     _save(model, optim, cfg, out, run, rng, extra, earlier)
     if cfg.calibrate:
-        from critics import load_critic
-        from critics.evaluate import calibration
-
         extra["calibration"] = calibration(load_critic(out), cfg.preset)
     extra["total_seconds"] = round(earlier + time.perf_counter() - t_start, 1)  # every invocation of the run
     _save(model, optim, cfg, out, run, rng, extra, earlier)

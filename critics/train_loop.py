@@ -4,7 +4,6 @@ the command line."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import random
@@ -18,14 +17,16 @@ from typing import Any, TypeVar
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from countdown_gym import dataclass_cli
 from countdown_gym.data.splits import SPLIT_SPEC
 from countdown_gym.runkit.runs import INTERRUPTED_EXIT_CODE, MetricsLog, StopRequest, prepare_run
+from critics.models import ConfigDict
 
 
 @dataclass
-class CommonTrainOptions:
+class CommonTrainOptions(ConfigDict):
     """The options of every critic training run (each field is a flag)."""
 
     preset: str = "longproc-0.5k"  # preset whose train split (and rules) the critic learns from
@@ -55,9 +56,6 @@ class CommonTrainOptions:
         for name in ("hindsight", "dead_same_size"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 def start_run(cfg: CommonTrainOptions, *, markers: Collection[str], resume: bool = False, resuming: bool = False,
@@ -106,8 +104,6 @@ def run_steps(cfg: CommonTrainOptions, model: torch.nn.Module, optim: torch.opti
     """Train from ``run.step`` to ``run.end`` (group ``i``'s learning rate ``base_lrs[i] * lr_factor(step)``), logging
     every ``log_every`` steps and calling ``save(run)`` every ``checkpoint_every``; the time limit or Ctrl-C ends the
     loop after the step (``run.end`` set to it, ``run.stopped`` saying why). The model is left in eval mode."""
-    from tqdm import tqdm
-
     params = [p for p in model.parameters() if p.requires_grad]
     model.train()
     bar = tqdm(range(run.step, run.end), initial=run.step, total=cfg.steps, desc=desc, disable=not progress)

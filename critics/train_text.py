@@ -110,15 +110,13 @@ def text_loss(model: TextCriticModel, critic: TextCritic, data: TextTraces, cfg:
     return v2_loss(emb[: cfg.batch_size], b["goal"], model.embed_goals, rows, d, cfg.model.temperature, cfg.hard_weight)
 
 
-LOSS_PANELS = (Panel("contrastive loss", {"loss": "loss"}),)
-"""``loss.png``: the logged loss."""
-CHECKPOINT_FILES = ("model.safetensors", "config.json")
+LOSS_PANELS = (Panel("contrastive loss", {"loss": "loss"}),)  # loss.png
 
 
 def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
     """Run training; returns the run directory (a loadable text-critic checkpoint)."""
     t_start = time.perf_counter()
-    out, rng = start_run(cfg, markers=CHECKPOINT_FILES, resumable=False)  # the text critic trains in one go
+    out, rng = start_run(cfg, markers=("model.safetensors", "config.json"), resumable=False)  # trained in one go
     model, tok = build_text_critic(cfg.model, cfg.lm, seed=cfg.seed)
     critic = TextCritic(model, tok)  # shares the model: tokenizes the way scoring will
     t_data = time.perf_counter()

@@ -10,18 +10,13 @@
 
 from __future__ import annotations
 
+import functools
+
 from countdown_gym.integrations.verl import with_scorers
-from critics import Critic, load_state_critic
+from critics import load_state_critic
 
-_CRITICS: dict[str | None, Critic] = {}
-
-
-def critic_for(checkpoint: str | None = None) -> Critic:
-    """The critic of ``checkpoint`` (``None`` = the shipped one), loaded once per process."""
-    key = None if checkpoint is None else str(checkpoint)
-    if key not in _CRITICS:
-        _CRITICS[key] = load_state_critic(key)
-    return _CRITICS[key]
+critic_for = functools.cache(load_state_critic)
+"""The critic of a checkpoint directory (``None`` = the shipped one), loaded once per process."""
 
 
 compute_score = with_scorers({"critic": critic_for})

@@ -303,7 +303,7 @@ def test_a_run_stopped_before_its_first_checkpoint_resumes_afresh(tmp_path, caps
 
 def test_cli_parses_every_field():
     cfg = parse_args(["--steps", "7", "--positives", "all", "--no-calibrate", "--temperature", "0.3"])
-    assert cfg.steps == 7 and cfg.positives == "all" and cfg.calibrate is False and cfg.temperature == 0.3
+    assert cfg.steps == 7 and cfg.positives == "all" and cfg.calibrate is False and cfg.model.temperature == 0.3
     with pytest.raises(SystemExit):
         parse_args(["--positives", "nonsense"])
 
@@ -623,7 +623,7 @@ def test_data_cache_is_keyed_by_the_rules_it_was_built_under(tmp_path):
 
 
 def test_init_from_starts_from_a_checkpoint_and_a_wider_child_pool_keeps_its_function(tmp_path):
-    from critics.growth import widen_child_pool
+    from critics.growth import load_grown
 
     src = train(_cfg(tmp_path / "src", objective="reach", child_dim=8, steps=20), progress=False)
     # lr 0: the warm-started run keeps the checkpoint's weights exactly
@@ -639,8 +639,8 @@ def test_init_from_starts_from_a_checkpoint_and_a_wider_child_pool_keeps_its_fun
     with pytest.raises(SystemExit, match="--init-from: critic checkpoint not found"):
         train(_cfg(tmp_path / "none", objective="reach", child_dim=8, steps=5, init_from=str(tmp_path / "nope")), progress=False)
     assert not (tmp_path / "bad").exists() and not (tmp_path / "none").exists()  # nothing written: a fixed re-run starts
-    with pytest.raises(ValueError, match="only by a larger child_dim"):
-        widen_child_pool(load_critic(src).model, load_critic(wide).model)
+    with pytest.raises(ValueError, match="differ by more than a wider child pool"):
+        load_grown(load_critic(src).model, load_critic(wide).model)
 
 
 def test_one_ply_lookahead_scores_a_state_by_its_best_child():
@@ -706,7 +706,7 @@ def test_grandchild_pool_enumerates_every_two_move_descendant():
 
 
 def test_grandchild_pool_is_added_without_changing_the_function(tmp_path):
-    from critics.growth import add_grandchild_pool
+    from critics.growth import load_grown
     from critics.models import pack_sets
 
     src = train(_cfg(tmp_path / "src", objective="reach", child_dim=8, steps=20), progress=False)
@@ -720,5 +720,5 @@ def test_grandchild_pool_is_added_without_changing_the_function(tmp_path):
     v, m = pack_sets([(5, 6), (12,)], 4)
     mean, mx = b.model.state_tower._grandchildren(torch.tensor(v), torch.tensor(m))
     assert not mean.any() and not mx.any()  # fewer than 3 numbers: no descendants
-    with pytest.raises(ValueError, match="only by a grandchild_dim"):
-        add_grandchild_pool(b.model, b.model)
+    with pytest.raises(ValueError, match="differ by more than a wider child pool"):
+        load_grown(a.model, b.model)  # a pool is never taken away
