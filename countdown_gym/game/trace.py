@@ -15,7 +15,7 @@ from fractions import Fraction
 
 from countdown_gym.game.line_grammar import DROP_OUTCOMES, parse_line
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Number, Rules, format_number, normalize
+from countdown_gym.game.rules import Number, Rules, format_number
 
 
 def format_list(xs: list[Number] | tuple[Number, ...]) -> str:
@@ -108,7 +108,7 @@ class _Search:
         if reason == "non_integer_result":
             dec = f"{float(Fraction(a) / Fraction(b)):.1f}"
             return f"{fa} / {fb} = {dec}. {dec} is a decimal, drop this branch.", parent
-        raw = format_number(normalize(_ARITHMETIC[op](Fraction(a), b)))
+        raw = format_number(_ARITHMETIC[op](Fraction(a), b))
         eq = f"{fa} {op} {fb} = {raw}"
         if reason == "exceeds_limit":
             return f"{eq}. {raw} exceeds the maximum intermediate result, drop this branch.", parent
