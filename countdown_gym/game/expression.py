@@ -187,12 +187,10 @@ def _shunting_yard(toks: list[str]) -> tuple[list[int | str], list[int]]:
                 if prev == ")":
                     raise _Fail(i, "implicit_multiplication", "number after ')' without an operator")
                 raise _Fail(i, "missing_operator", "two numbers without an operator between them")
-            if len(tok) > MAX_NUMBER_DIGITS or (len(tok) > 1 and tok[0] == "0"):
-                try:
-                    parse_number_literal(tok)
-                except ExpressionError as e:
-                    raise _Fail(i, e.reason, e.message) from None
-            v = int(tok)
+            try:
+                v = parse_number_literal(tok)
+            except ExpressionError as e:
+                raise _Fail(i, e.reason, e.message) from None
             out.append(v)
             numbers.append(v)
             expect_operand = False
