@@ -17,6 +17,7 @@ from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import OPERATORS, Rules
 from countdown_gym.game.solver import reachable
 from countdown_gym.game.text_format import format_compact_line, format_equation
+from countdown_gym.game.trace import pick_pairs
 
 CompactMove = tuple[int, str, int, int]
 
@@ -60,16 +61,12 @@ class CompactTraceConfig:
 def _moves(state: Sequence[int], rules: Rules) -> list[tuple[CompactMove, tuple[int, ...]]]:
     """Legal moves with a non-negative integer result, in the trace's scan order."""
     out = []
-    n = len(state)
-    for i in range(n):
-        for j in range(i + 1, n):
-            a, b = state[i], state[j]
-            if a < b:
-                a, b = b, a
-            left = tuple(x for k, x in enumerate(state) if k != i and k != j)
-            for op, c in zip(OPERATORS, rules.legal_results(a, b), strict=True):
-                if isinstance(c, int) and c >= 0:
-                    out.append(((a, op, b, c), left + (c,)))
+    for a, b, left in pick_pairs(state):
+        if a < b:
+            a, b = b, a
+        for op, c in zip(OPERATORS, rules.legal_results(a, b), strict=True):
+            if isinstance(c, int) and c >= 0:
+                out.append(((a, op, b, c), (*left, c)))
     return out
 
 
