@@ -106,10 +106,8 @@ _FAST_TOKEN = re.compile(r"[0-9]+|\*\*|[-+*/()=×÷−]")
 
 def _lex(text: str) -> list[str]:
     """Token strings with aliases mapped to ASCII (fast path of :func:`tokenize`, same errors)."""
-    if len(text) > MAX_ANSWER_CHARS:
-        raise ExpressionError("answer_too_long", f"answer has {len(text)} characters; the limit is {MAX_ANSWER_CHARS}")
-    if _ALLOWED.fullmatch(text) is None:
-        return [t for _, t, _ in tokenize(text)]  # raises the precise error for the first bad character
+    if len(text) > MAX_ANSWER_CHARS or _ALLOWED.fullmatch(text) is None:
+        return [t for _, t, _ in tokenize(text)]  # raises answer_too_long, or the precise error of the first bad character
     if "**" in text:
         pos = text.find("**")
         raise ExpressionError("power_operator", f"'**' (power) is not a Countdown operation (position {pos})", pos)
