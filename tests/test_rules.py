@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from fractions import Fraction
 
+import numpy as np
 import pytest
 
 from countdown_gym import OPERATORS, Rules
@@ -118,6 +119,7 @@ def test_normalize_and_format() -> None:
     assert format_number(Fraction(7, 2)) == "7/2"
     assert format_number(Fraction(-7, 2)) == "-7/2"
     assert format_number(Fraction(8, 2)) == "4"
+    assert format_number(np.int64(5)) == "5"  # was "5/1": numpy ints have a numerator and a denominator too
 
 
 def test_rules_fields_are_type_checked() -> None:

@@ -16,7 +16,6 @@ from countdown_gym.game.text_format import (
     describe_rules,
     format_compact_line,
     format_equation,
-    format_state_annotation,
     longproc_prompt,
     sanitize,
     tinyzero_prompt,
@@ -80,7 +79,6 @@ def test_state_annotation_is_split_off():
     p = parse_line("  |- Try 21 + 16 = 37. Add 37 to the number set. ### Current State: [37, 17, 26]")
     assert p.kind == "try" and p.annotation == (37, 17, 26) and p.outcome == "add"
     assert parse_line("# Search Procedure ### Current State: [1, 2]").annotation == (1, 2)
-    assert format_state_annotation((37, 17, 26)) == " ### Current State: [37, 17, 26]"
 
 
 def test_every_dfs_line_is_recognised():

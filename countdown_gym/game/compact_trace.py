@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from countdown_gym.game.expression import PRECEDENCE
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Rules
+from countdown_gym.game.rules import OPERATORS, Rules
 from countdown_gym.game.solver import reachable
-from countdown_gym.game.text_format import format_equation, format_state
+from countdown_gym.game.text_format import format_compact_line, format_equation
+from countdown_gym.game.trace import pick_pairs
 
 CompactMove = tuple[int, str, int, int]
 
@@ -60,18 +61,12 @@ class CompactTraceConfig:
 def _moves(state: Sequence[int], rules: Rules) -> list[tuple[CompactMove, tuple[int, ...]]]:
     """Legal moves with a non-negative integer result, in the trace's scan order."""
     out = []
-    n = len(state)
-    for i in range(n):
-        for j in range(i + 1, n):
-            a, b = state[i], state[j]
-            if a < b:
-                a, b = b, a
-            left = tuple(x for k, x in enumerate(state) if k != i and k != j)
-            for op in ("+", "-", "*", "/"):
-                c = rules.apply(a, op, b)
-                if c is None or not isinstance(c, int) or c < 0:
-                    continue
-                out.append(((a, op, b, c), left + (c,)))
+    for a, b, left in pick_pairs(state):
+        if a < b:
+            a, b = b, a
+        for op, c in zip(OPERATORS, rules.legal_results(a, b), strict=True):
+            if isinstance(c, int) and c >= 0:
+                out.append(((a, op, b, c), (*left, c)))
     return out
 
 
@@ -84,17 +79,15 @@ class _Writer:
     rng: random.Random | None
     """Draws of ``config.dead_end_rate``; None when the rate is 1 (nothing to draw)."""
 
+    def __post_init__(self) -> None:  # the moves of _moves: the rules' moves with a non-negative integer result
+        sign = "positive" if self.rules.sign == "positive" else "nonnegative"
+        self.move_rules = self.rules.replace(integer_only=True, sign=sign)
+
     def write(self, depth: int, move: CompactMove, nxt: tuple[int, ...]) -> None:
-        a, op, b, c = move
-        text = " " * depth + f"{a}{op}{b}={c}"
-        if self.config.show_state:
-            text += " " + format_state(nxt)
-        self.lines.append(text)
+        self.lines.append(format_compact_line(depth, *move, nxt if self.config.show_state else None))
 
     def keeps_target(self, state: tuple[int, ...]) -> bool:
-        if self.rules.integer_only and self.rules.sign != "any":
-            return reachable(state, self.target, self.rules)
-        return _integer_reachable(state, self.target, self.rules)
+        return reachable(state, self.target, self.move_rules)
 
     def leaf(self, state: tuple[int, ...], depth: int) -> CompactMove | None:
         """The last moves of a two-number state (all tried, or only the hit: ``config.leaves``); the hit, if any."""
@@ -186,22 +179,13 @@ def compact_trace(
         raise ValueError("compact traces are written for rules with use_all=True")
     if not reachable(numbers, problem.target, rules):
         raise ValueError(f"no solution: {problem!r} is not solvable under rules {rules.name!r}")
-    draws = _draws(shuffle_seed if seed is None else seed) if config.dead_end_rate < 1.0 else None
+    draw_seed = shuffle_seed if seed is None else seed
+    draws = random.Random(f"dead_end_rate:{0 if draw_seed is None else draw_seed}") if config.dead_end_rate < 1.0 else None
     w = _Writer(problem.target, rules, config, [], draws)
     if not w.keeps_target(numbers):
         raise ValueError(f"{problem!r} has no solution with non-negative integer intermediates")
     path = w.solve(numbers, 0)
     return "\n".join(w.lines) + "\n" + _solution_text(path, numbers, config.answer) + "\n"
-
-
-def _draws(seed: int | None) -> random.Random:
-    return random.Random(f"dead_end_rate:{0 if seed is None else seed}")
-
-
-def _integer_reachable(state: tuple[int, ...], target: int, rules: Rules) -> bool:
-    if len(state) == 1:
-        return state[0] == target
-    return any(_integer_reachable(nxt, target, rules) for _, nxt in _moves(state, rules))
 
 
 def shuffled(problem: Problem, seed: int) -> Problem:

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from countdown_gym.game.expression import MAX_NUMBER_DIGITS, parse_number_literal
+from countdown_gym.game.expression import parse_number_literal
 from countdown_gym.game.rules import Number, normalize
 
 _N = r"-?[0-9]+(?:/[0-9]+)?"
@@ -23,11 +23,9 @@ _RE_DECIMAL = re.compile(_DEC)
 
 def _int(digits: str) -> int:
     """A signed ASCII integer literal under the verifier's literal rules (no leading zero, digit limit)."""
-    body = digits[1:] if digits[:1] == "-" else digits
-    if body.isascii() and body.isdigit() and len(body) <= MAX_NUMBER_DIGITS and (body[0] != "0" or len(body) == 1):
-        return int(digits)  # the common case, within the rules checked below
-    sign = -1 if digits.startswith("-") else 1
-    return sign * parse_number_literal(digits.lstrip("-"))
+    if digits[:1] == "-":
+        return -parse_number_literal(digits[1:])
+    return parse_number_literal(digits)
 
 
 def parse_number(token: str) -> Number:

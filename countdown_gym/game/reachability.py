@@ -80,8 +80,6 @@ class Reachability:
         self.exact: dict[tuple[tuple[Q, ...], Q], bool] = {}
         self.splits: dict[tuple[Q, ...], list[tuple[tuple[Q, ...], tuple[Q, ...]]]] = {}
         self.reach: dict[tuple[tuple[Number, ...], Number], bool] = {}
-        self.hits = 0
-        self.misses = 0
 
     def ok(self, r: Q) -> bool:
         """Whether ``r`` may be a move's result (:meth:`Rules.within_bounds`; integrality is the caller's)."""
@@ -222,9 +220,7 @@ class Reachability:
         key = (state, target)
         res = self.reach.get(key)
         if res is not None:
-            self.hits += 1
             return res
-        self.misses += 1
         st = tuple(to_q(x) for x in state)
         t = to_q(target)
         res = any(part[0] == t if len(part) == 1 else self.exact_of(part, t) for part in self.rules.answer_parts(st))

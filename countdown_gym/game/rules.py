@@ -139,9 +139,7 @@ class Rules:
             if b == 0:
                 return None, "division_by_zero"
             r = Fraction(a) / Fraction(b)
-            if r.denominator == 1:
-                r = r.numerator
-            elif self.integer_only:
+            if r.denominator != 1 and self.integer_only:
                 return None, "non_integer_result"
         else:
             return None, "unknown_operator"
@@ -223,11 +221,8 @@ def normalize(x: Number) -> Number:
 
 
 def format_number(x: Number) -> str:
-    """``"37"`` or ``"3/2"``: the package's text form of a number."""
-    if type(x) is int:
-        return str(x)
-    x = normalize(x)
-    return str(x) if isinstance(x, int) else f"{x.numerator}/{x.denominator}"
+    """``"37"`` or ``"3/2"``: the package's text form of a number (a whole ``Fraction`` or a numpy int: ``"4"``)."""
+    return str(x)
 
 
 def transition_record(state: Sequence[Number], move: tuple[Any, ...], next_state: Sequence[Number] | None,

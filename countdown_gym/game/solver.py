@@ -11,7 +11,7 @@ from fractions import Fraction
 
 from countdown_gym.game.expression import PRECEDENCE, Move
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.reachability import CACHE_CAP, DEADLINE, Q, Reachability, from_q, to_q
+from countdown_gym.game.reachability import DEADLINE, Q, Reachability, from_q, to_q
 from countdown_gym.game.rules import Number, Rules, format_number
 
 
@@ -110,13 +110,6 @@ def reachable(state: Iterable[Number], target: Number, rules: Rules | None = Non
 def is_solvable(numbers: Iterable[int], target: int, rules: Rules | None = None, *, timeout: float | None = None) -> bool:
     """Whether ``(numbers, target)`` has a solution under ``rules`` (``timeout``: :func:`reachable`'s)."""
     return reachable(numbers, target, rules, timeout=timeout)
-
-
-def cache_info() -> dict[str, int]:
-    """Hit/miss counts and size of the ``(state, target)`` reachability caches (all rules)."""
-    oracles = list(_ORACLES.values())
-    return {"hits": sum(o.hits for o in oracles), "misses": sum(o.misses for o in oracles),
-            "size": sum(len(o.reach) for o in oracles), "maxsize": CACHE_CAP}
 
 
 def clear_cache() -> None:

@@ -63,11 +63,6 @@ def format_compact_line(depth: int, a: Number, op: str, b: Number, c: Number,
     return text if state is None else f"{text} {format_state(state)}"
 
 
-def format_state_annotation(state: Sequence[Number]) -> str:
-    """``" ### Current State: [37, 17, 26]"``: the seed authors' suffix for a line."""
-    return f" ### Current State: {format_list(tuple(state))}"
-
-
 PROMPT_STYLES: tuple[str, ...] = ("longproc", "tinyzero", "compact")
 """Prompt templates :func:`build_prompt` knows."""
 

@@ -9,13 +9,13 @@ LongProc's ``build_countdown_demonstration`` does. Other rules add lines of thei
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from countdown_gym.game.line_grammar import DROP_OUTCOMES, parse_line
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Number, Rules, format_number, normalize
+from countdown_gym.game.rules import Number, Rules, format_number
 
 
 def format_list(xs: list[Number] | tuple[Number, ...]) -> str:
@@ -27,14 +27,15 @@ def _indent(level: int) -> str:
     return "" if level == 0 else " " * level + "|- "
 
 
-def _pairs(nums: list[Number]):
+def pick_pairs(nums: Sequence[Number]) -> Iterator[tuple[Number, Number, list[Number]]]:
+    """``(a, b, numbers left)`` for each pair of positions ``i < j``, in the searches' scan order."""
     for i in range(len(nums)):
         for j in range(i + 1, len(nums)):
             yield nums[i], nums[j], [x for k, x in enumerate(nums) if k != i and k != j]
 
 
 def _options(nums: list[Number]) -> str:
-    return "[" + ", ".join(f"({format_number(a)}, {format_number(b)})" for a, b, _ in _pairs(nums)) + "]"
+    return "[" + ", ".join(f"({format_number(a)}, {format_number(b)})" for a, b, _ in pick_pairs(nums)) + "]"
 
 
 def _ops(a: Number, b: Number, rules: Rules) -> list[tuple[Number, str, Number]]:
@@ -70,7 +71,7 @@ class _Search:
     def node(self, nums: list[Number], depth: int, moves: int = 0) -> bool:
         """Search below ``nums`` (already announced); True when the target was found."""
         level = depth + 1 if len(nums) > 2 else depth
-        for a, b, left in _pairs(nums):
+        for a, b, left in pick_pairs(nums):
             if self.write and len(nums) > 2:
                 self.emit(f"{_indent(level)}Pick two numbers ({format_number(a)}, {format_number(b)}) "
                           f"(numbers left: {format_list(left)}). Try possible operations.", nums)
@@ -108,7 +109,7 @@ class _Search:
         if reason == "non_integer_result":
             dec = f"{float(Fraction(a) / Fraction(b)):.1f}"
             return f"{fa} / {fb} = {dec}. {dec} is a decimal, drop this branch.", parent
-        raw = format_number(normalize(_ARITHMETIC[op](Fraction(a), b)))
+        raw = format_number(_ARITHMETIC[op](Fraction(a), b))
         eq = f"{fa} {op} {fb} = {raw}"
         if reason == "exceeds_limit":
             return f"{eq}. {raw} exceeds the maximum intermediate result, drop this branch.", parent

@@ -15,24 +15,19 @@ from countdown_gym.game.turn_format import UNDO, format_move, prompt_message
 from countdown_gym.game.turn_game import TurnEpisode
 
 
-def turns_from_compact(trace: str) -> list[str]:
-    """The agent turns of a compact trace (its search lines; the final answer block is not a turn)."""
-    turns: list[str] = []
-    depth = 0
-    for line in trace.split("\n"):
-        p = parse_line(line)
-        if p.kind != "compact":
-            continue
-        turns += [UNDO] * (depth - p.indent)
-        turns.append(format_move(p.a, p.op, p.b))
-        depth = p.indent + 1
-    return turns
-
-
 def turn_trace(problem: Problem, rules: Rules | None = None, config: CompactTraceConfig | None = None,
                seed: int | None = None) -> list[str]:
-    """The search of :func:`~countdown_gym.game.compact_trace.compact_trace` as agent turns (``ValueError`` as it)."""
-    return turns_from_compact(compact_trace(problem, rules, config, seed=seed))
+    """The search lines of :func:`~countdown_gym.game.compact_trace.compact_trace` as agent turns (its final answer
+    block is no turn; ``ValueError`` as it)."""
+    turns: list[str] = []
+    depth = 0
+    for line in compact_trace(problem, rules, config, seed=seed).split("\n"):
+        p = parse_line(line)
+        if p.kind == "compact":
+            turns += [UNDO] * (depth - p.indent)
+            turns.append(format_move(p.a, p.op, p.b))
+            depth = p.indent + 1
+    return turns
 
 
 def conversation(problem: Problem, turns: Sequence[str], *, rules: Rules | None = None, max_turns: int | None = None,

@@ -97,9 +97,7 @@ class CachedScorer:
             if len(self._cache) + len(todo) > self.max_size:
                 self._cache.clear()
                 todo = list(dict.fromkeys(keys))  # the pairs cached before are gone too
-            scores = np.asarray(self.critic.score([k[0] for k in todo], [k[1] for k in todo]), dtype=np.float64)
-            if scores.shape != (len(todo),):
-                raise ValueError(f"critic.score returned shape {scores.shape} for {len(todo)} states")
+            scores = critic_scores([k[0] for k in todo], [k[1] for k in todo], None, self.critic)
             self._cache.update(zip(todo, scores.tolist(), strict=True))
         return np.array([self._cache[k] for k in keys], dtype=np.float64)
 

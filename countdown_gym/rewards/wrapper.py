@@ -71,11 +71,6 @@ class TermReward(gym.Wrapper):
         self._current: tuple[tuple[Number, ...], Number, Rules] | None = None  # (numbers, target, rules) now
         self._phi: float | None = None  # potential of the current numbers
 
-    def step_terms(self, transitions: Sequence[Mapping[str, Any]]) -> list[float]:
-        """The additive term of each move of a step."""
-        assert self.variant.move_term is not None
-        return [self.scale * float(x) for x in self.variant.move_term(transitions, self.scorer)]
-
     def potential_of(self, state: tuple[Number, ...], target: Number, rules: Rules) -> float:
         """``Phi(state)`` for the given target and rules."""
         assert self.variant.potential is not None
@@ -98,7 +93,8 @@ class TermReward(gym.Wrapper):
         if self.potential:
             term = self._shaping_term(info, transitions, terminated)
         else:
-            term = float(sum(self.step_terms(transitions))) if transitions else 0.0
+            values = self.variant.move_term(transitions, self.scorer) if transitions else []
+            term = float(sum(self.scale * float(x) for x in values))
         reward_terms = dict(info.get("reward_terms") or {"sparse": float(reward)})
         if self.key in reward_terms:
             raise ValueError(f"info['reward_terms'] already has a {self.key!r} term (two wrappers with the same key); "
