@@ -74,6 +74,7 @@ def test_difficulty_and_export_refuse_what_they_would_ignore(tmp_path, capsys):
     usage_error(["difficulty", "--presets", "nope"], capsys, "unknown presets ['nope']")
     usage_error(["export", "--format", "jsonl", "--interaction", "tool", "--out", str(tmp_path)], capsys,
                 "--interaction tool applies to --format verl only")
+    usage_error(["export", "--format", "jsonl", "--out", ""], capsys, "--out is empty")  # not the current folder
     assert not any(tmp_path.iterdir())
 
 

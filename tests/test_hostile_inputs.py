@@ -157,6 +157,9 @@ def test_json_lines_with_carriage_returns_alone_as_line_breaks(tmp_path):
     assert loaded.total_rows == 5 and loaded.rows == [0, 1, 4], loaded.report()  # a CR inside a row splits it
     path.write_bytes(('{"nums": [3, 4,\r 5],\r "target": 12}\n' + row).encode())  # CR as JSON whitespace: one row
     assert load_problems(path, progress=False).rows == [0, 1]
+    path.write_bytes(b"\x00\r\xff\n" + row.encode())  # no part of it a row: one bad line, one issue
+    loaded = load_problems(path, progress=False)
+    assert loaded.total_rows == 2 and loaded.rows == [1] and len(loaded.issues) == 1, loaded.report()
 
 
 @pytest.mark.parametrize("timeout", [float("nan"), -1, 0, float("-inf")])

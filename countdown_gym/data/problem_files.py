@@ -187,12 +187,12 @@ def _jsonl_rows(path: Path) -> Iterable[Any]:
         for i, raw in enumerate(f):
             if not raw.strip():
                 continue
-            row = _jsonl_row(raw, i == 0)
-            if isinstance(row, _BadRow) and b"\r" in raw.rstrip(b"\r\n"):  # line breaks written as CR alone
+            rows = [_jsonl_row(raw, i == 0)]
+            if isinstance(rows[0], _BadRow) and b"\r" in raw.rstrip(b"\r\n"):  # line breaks written as CR alone?
                 parts = [part for part in raw.splitlines() if part.strip()]
-                yield from (_jsonl_row(part, i == 0 and k == 0) for k, part in enumerate(parts))
-            else:
-                yield row
+                split = [_jsonl_row(part, i == 0 and k == 0) for k, part in enumerate(parts)]
+                rows = split if any(not isinstance(r, _BadRow) for r in split) else rows  # else one bad line
+            yield from rows
 
 
 def _jsonl_row(raw: bytes, first: bool) -> Any:
