@@ -188,3 +188,35 @@ def test_reasoning_gym_peer() -> None:
     assert reasoning_gym_reward("<answer>3! * 4 + 7</answer>", [3, 4, 7], 31) == 1.0
     assert reasoning_gym_reward("<answer>3 * 4 + 7</answer>", [3, 4, 7], 31) == 0.05
     assert reasoning_gym_reward("no answer", [3, 4, 7], 31) == 0.01
+
+
+def test_a_deep_or_surrogate_corpus_row_is_refused_by_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    row = ('{"id": "a", "category": "%s", "numbers": [1, 2], "target": 3, "completion": "<answer>1 + 2</answer>", '
+           '"verdict": "accept", "reason": "ok"}\n')
+    bad = tmp_path / "c.jsonl"
+    for text, needle in (("[" * 100_000 + "\n", "nested too deeply"), (row % "\\ud800", "surrogates not allowed")):
+        bad.write_text(text)
+        with pytest.raises(AuditError, match="c.jsonl:1: not a corpus row"):
+            load_exploits(bad)
+        assert main(["countdown_gym.cli.audit:verify_reward", "--no-progress", "--corpus", str(bad)]) == 1
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and needle in err and err.count("\n") == 1, err
+
+
+def test_ctrl_c_while_the_worker_starts_is_not_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGINT is ignored while the worker process starts (so that the worker inherits it ignored); a Ctrl-C in that
+    window reaches the audit once it is over, instead of being dropped."""
+    import multiprocessing.context
+    import signal
+
+    start = multiprocessing.context.SpawnProcess.start
+
+    def start_and_press_ctrl_c(self):
+        os.kill(os.getpid(), signal.SIGINT)  # lands while SIGINT is ignored
+        return start(self)
+
+    monkeypatch.setattr(multiprocessing.context.SpawnProcess, "start", start_and_press_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        run_audit("countdown_gym.cli.audit:verify_reward", load_exploits()[:1])
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert not multiprocessing.active_children()  # the worker started in the window was stopped

@@ -74,6 +74,7 @@ def test_difficulty_and_export_refuse_what_they_would_ignore(tmp_path, capsys):
     usage_error(["difficulty", "--presets", "nope"], capsys, "unknown presets ['nope']")
     usage_error(["export", "--format", "jsonl", "--interaction", "tool", "--out", str(tmp_path)], capsys,
                 "--interaction tool applies to --format verl only")
+    usage_error(["export", "--format", "jsonl", "--out", ""], capsys, "--out is empty")  # not the current folder
     assert not any(tmp_path.iterdir())
 
 
@@ -145,3 +146,32 @@ def test_ctrl_c_during_check_is_one_line(monkeypatch, capsys):
     assert main(["leaderboard", "check", "--dir", str(ROOT / "leaderboard")]) == 130
     err = capsys.readouterr().err
     assert err.strip() == "countdown-gym leaderboard check: interrupted"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "device"])
+def test_submit_refuses_an_sb3_model_that_is_not_a_file_without_opening_it(kind, tmp_path, capsys):
+    import os
+
+    model = {"device": Path("/dev/zero"), "folder": tmp_path}.get(kind, tmp_path / "model.zip")
+    if kind == "fifo":
+        os.mkfifo(model)  # loading it would wait for a writer forever
+    start = time.perf_counter()
+    usage_error(["leaderboard", "submit", "--sb3", str(model), "--out", str(tmp_path / "x.jsonl"), *META], capsys,
+                "not a saved model (a .zip file)")
+    assert time.perf_counter() - start < 20
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["leaderboard", "--help"], ["audit", "--help"],
+                                  ["leaderboard", "check", "--dir", str(ROOT / "leaderboard")]])
+def test_standard_output_that_cannot_be_written_is_one_error_line(argv, tmp_path):
+    """``> /dev/full`` was a traceback (OSError) from print; a pipe the reader closed (``| head``) exits quietly."""
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "countdown_gym", *argv], stdout=full, stderr=subprocess.PIPE,
+                           text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "Exception ignored" not in r.stderr, r.stderr
+    assert r.stderr.strip().endswith("error: cannot write to standard output: No space left on device"), r.stderr
+    p = subprocess.Popen([sys.executable, "-m", "countdown_gym", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         cwd=ROOT)
+    p.stdout.close()  # the reader is gone before the first line
+    err = p.stderr.read().decode()
+    assert p.wait(120) == 0 and "Traceback" not in err and "Exception ignored" not in err, err

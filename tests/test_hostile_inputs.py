@@ -126,6 +126,50 @@ def test_a_json_file_with_a_byte_order_mark_keeps_its_rows(tmp_path, suffix):
     assert loaded.rows == [0, 1] and not loaded.issues, loaded.report()
 
 
+def test_a_huge_target_is_reported_not_raised_and_its_line_stays_short():
+    """str() of an int above 4,300 digits raises: a 5,000-digit target of a Python row stopped the whole load."""
+    rows = [{"nums": [3, 4, 5], "target": 10**5000}, {"nums": [3, 4, 5], "target": -(10**4000)},
+            {"nums": [3, 4, 5], "target": 12}]
+    loaded = load_problems(rows, progress=False)
+    assert loaded.rows == [2] and [i.reason for i in loaded.issues] == ["unsolvable", "unsolvable"], loaded.report()
+    assert all(len(i.message) < 200 for i in loaded.issues), loaded.report()
+    assert "about 5,000 digits" in loaded.issues[0].message and "-<an integer of about 4,000" in loaded.issues[1].message
+
+
+def test_a_fifo_or_a_device_is_refused_without_being_opened(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "rows.jsonl")  # opening it would wait for a writer forever
+    (tmp_path / "zero.jsonl").symlink_to("/dev/zero")
+    for path, kind in ((tmp_path / "rows.jsonl", "a FIFO"), (tmp_path / "zero.jsonl", "a special file"),
+                       ("/dev/null", "a special file")):
+        with pytest.raises(ValueError, match=f"is {kind}, not a file of rows"):
+            load_problems(path, progress=False)
+    with pytest.raises(FileNotFoundError, match="no such file or folder"):
+        load_problems(tmp_path / "missing.jsonl", progress=False)
+
+
+def test_json_lines_with_carriage_returns_alone_as_line_breaks(tmp_path):
+    row = '{"nums": [3, 4, 5], "target": 12}'
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes((row + "\r" + row + "\r\r" + '{"nums": [3, 4,\r 5], "target": 12}' + "\r\n" + row).encode())
+    loaded = load_problems(path, progress=False)
+    assert loaded.total_rows == 5 and loaded.rows == [0, 1, 4], loaded.report()  # a CR inside a row splits it
+    path.write_bytes(('{"nums": [3, 4,\r 5],\r "target": 12}\n' + row).encode())  # CR as JSON whitespace: one row
+    assert load_problems(path, progress=False).rows == [0, 1]
+    path.write_bytes(b"\x00\r\xff\n" + row.encode())  # no part of it a row: one bad line, one issue
+    loaded = load_problems(path, progress=False)
+    assert loaded.total_rows == 2 and loaded.rows == [1] and len(loaded.issues) == 1, loaded.report()
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), -1, 0, float("-inf")])
+def test_a_solver_timeout_that_is_no_limit_or_none_at_all_is_refused(timeout):
+    with pytest.raises(ValueError, match="solver_timeout must be > 0"):  # NaN was silently no limit
+        load_problems([{"nums": [3, 4, 5], "target": 12}], progress=False, solver_timeout=timeout)
+    with pytest.raises(TypeError, match="solver_timeout must be a number"):
+        load_problems([{"nums": [3, 4, 5], "target": 12}], progress=False, solver_timeout="1")
+
+
 # ---- properties -----------------------------------------------------------------------------------------------
 
 JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),

@@ -61,6 +61,9 @@ LOOK_ALIKES = [
     "exhaustive\u2011solver",  # non-breaking hyphen
     "exhaustive-solver\u2800",  # Braille blank
     "exhaustive-so1ver",  # digit one for l
+    "exhaustive-solver \u0301",  # a combining accent with no letter under it
+    "\u0301\u20ddexhaustive-solver",  # combining marks before the first letter
+    "exhaustive-solver\U000e0041\ufe0f\u2064\u3164",  # a tag, a variation selector, an invisible plus, a filler
 ]
 
 
@@ -92,6 +95,23 @@ def test_control_and_confusable_names_are_one_agent_and_render_as_one(board):
 def test_one_function_decides_duplicates_and_renders_names(name):
     shown = display_name(name)
     assert shown.isprintable() and shown == shown.strip() and agent_key(shown) == agent_key(name)
+
+
+@pytest.mark.parametrize("name", ["\u0301", " \u0301\u0302 ", "\u200b\u20dd", "\x01 \u0336"])
+def test_a_name_of_bare_combining_marks_shows_as_nothing(name):
+    assert display_name(name) == "" and agent_key(name) == ""
+
+
+def test_submit_refuses_an_agent_name_that_shows_as_nothing_before_playing(tmp_path, capsys):
+    out = tmp_path / "x.jsonl"
+    solver = str(ROOT / "baselines" / "reference_agents.py") + ":SolverPolicy"
+    for name in ("\u200b\u2063", "\x01\x7f", "\u0301"):
+        code = lb_main(["submit", "--policy", solver, "--out", str(out), "--agent", name, "--authors", "a", "--model",
+                        "m", "--method", "m", "--reward-variant", "none", "--no-progress", "--preset", "tinyzero",
+                        "--split", "validation"])
+        err = capsys.readouterr().err
+        assert code == 2 and "shows as nothing" in err and "Traceback" not in err, err
+    assert not out.exists()
 
 
 def test_distinct_names_keep_distinct_keys():
@@ -158,6 +178,20 @@ def test_links_fifos_dangling_links_and_folders_are_listed_as_rejected(board, tm
     md = render_markdown(list(score_directory(board)), board.parent, None)
     assert "etc/passwd" not in md and "`submissions/passwd.longproc-0.5k.test.jsonl`" in md
     assert md.count("\n- `submissions/") == 4
+
+
+def test_a_file_name_cannot_write_a_line_or_an_escape_into_the_log(board, capsys):
+    """A submission named ``x\\n::error::...\\x1b[31m.jsonl`` printed its name raw: a line of its own in CI's log (a
+    GitHub workflow command) and a terminal escape."""
+    put(board, "x\n::error::injected\x1b[31mred.jsonl")
+    put(board, "ok.longproc-0.5k.test.jsonl", agent="ok")
+    assert lb_main(["check", "--dir", str(board.parent)]) == 1
+    assert lb_main(["score", "--dir", str(board.parent), "--no-progress"]) == 0
+    assert lb_main(["score", "--no-progress", *map(str, board.iterdir())]) == 0  # named files: scored, names unchecked
+    out = capsys.readouterr()
+    lines = (out.out + out.err).splitlines()
+    assert not any(line.startswith("::") for line in lines) and "\x1b" not in out.out + out.err, lines
+    assert sum("::error::injected" in line for line in lines) == 3
 
 
 # ---- properties (derandomised in CI: tests/conftest.py) ----------------------------------------------------------

@@ -55,12 +55,20 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] in (["-V"], ["--version"]):
         from countdown_gym import __version__
 
-        print(f"countdown-gym {__version__}")
-        return 0
+        return _say(f"countdown-gym {__version__}\n")
     if argv[:1] in (["-h"], ["--help"]):
-        print(USAGE, end="")
-        return 0
+        return _say(USAGE)
     return dataclass_cli.dispatch(PROG, COMMANDS, argv, epilog=EXIT_CODES)
+
+
+def _say(text: str) -> int:
+    """Print ``text`` on standard output: 0, or :func:`dataclass_cli.output_failed`'s code when it cannot be written."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as exc:
+        return dataclass_cli.output_failed(dataclass_cli.OutputError(exc.errno, exc.strerror), PROG)
+    return 0
 
 
 if __name__ == "__main__":

@@ -125,8 +125,11 @@ def load_exploits(path: str | Path | None = None) -> list[Exploit]:
                 completion=row["completion"], verdict=row["verdict"], reason=row["reason"], note=str(row.get("note", "")),
             )  # fmt: skip
             Problem(ex.numbers, ex.target)  # numbers and target are ints
+            json.dumps(row, ensure_ascii=False).encode("utf-8")  # a lone surrogate (\ud800) cannot be printed or written
         except (ValueError, KeyError, TypeError) as e:
-            raise AuditError(f"{path}:{i}: not a corpus row ({type(e).__name__}: {e})") from None
+            raise AuditError(f"{path}:{i}: not a corpus row ({type(e).__name__}: {str(e)[:200]})") from None
+        except RecursionError:
+            raise AuditError(f"{path}:{i}: not a corpus row (JSON nested too deeply)") from None
         if not isinstance(ex.completion, str) or ex.verdict not in ("accept", "reject") or ex.reason not in REASONS:
             raise AuditError(f"{path}:{i}: completion must be a string, verdict accept|reject, reason a verifier code")
         if ex.id in seen:
@@ -206,12 +209,28 @@ class _Worker:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve, args=(spec, child, memory_mb), daemon=True)
         main = threading.current_thread() is threading.main_thread()  # only there can a handler be set
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
-        try:  # SIGINT ignored is inherited by the new process from its first instruction: Ctrl-C is the parent's
+        # Ctrl-C is the parent's: the worker inherits SIGINT blocked (or, without pthread_sigmask, ignored) from its
+        # first instruction. A Ctrl-C while it starts is held and raised once it has started, never lost.
+        held = main and hasattr(signal, "pthread_sigmask")
+        pressed: list[int] = []
+        if held:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        previous = signal.signal(signal.SIGINT, (lambda n, _: pressed.append(n)) if held else signal.SIG_IGN) if main else None
+        try:
             self.proc.start()
         finally:
             if main:
                 signal.signal(signal.SIGINT, previous)
+            try:
+                if held:
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending Ctrl-C is raised here
+            except KeyboardInterrupt:
+                pressed.append(signal.SIGINT)
+        if pressed:
+            if self.proc.pid is not None:
+                self.proc.kill()
+                self.proc.join()
+            raise KeyboardInterrupt
         child.close()
         kind, detail = "slow", None
         if self.conn.poll(load_timeout):
@@ -367,15 +386,17 @@ class AuditOptions:
 PROG = "countdown-gym audit"
 
 
+class _CannotWrite(Exception):
+    """The ``--json`` file could not be opened or written (an ``OSError`` in words)."""
+
+
 def _open_output(path: str) -> Any:
     """``path`` opened for writing text; a FIFO nobody reads is refused at once (ENXIO) instead of blocking the open
     (a pipe with a reader, such as ``/dev/stdout | jq``, is written as usual)."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK, 0o666)
     except OSError as e:
-        if e.errno == errno.ENXIO:
-            raise OSError(errno.ENXIO, "a FIFO that nothing reads") from None
-        raise
+        raise _CannotWrite("a FIFO that nothing reads" if e.errno == errno.ENXIO else e.strerror or str(e)) from None
     os.set_blocking(fd, True)
     return os.fdopen(fd, "w", encoding="utf-8")
 
@@ -388,15 +409,13 @@ def _audit(args: AuditOptions) -> int:
         out = _open_output(args.json) if args.json else None
         outcomes = run_audit(args.reward_fn, rows, timeout=args.timeout, memory_mb=args.memory_mb,
                              progress=args.progress)
-        print(report(args.reward_fn, outcomes, args.threshold, args.timeout))
+        print(report(args.reward_fn, outcomes, args.threshold, args.timeout), flush=True)  # its errors: run's
         if out is not None:  # every row's outcome as JSON lines
-            out.writelines(json.dumps({"id": o.exploit.id, "category": o.exploit.category, "verdict": o.exploit.verdict,
-                                       "status": o.status, "reward": o.reward, "error": o.error}) + "\n" for o in outcomes)
-            out.flush()
+            _write_outcomes(out, outcomes)
     except ValueError as e:
         dataclass_cli.usage_error(str(e), prog=PROG)
-    except OSError as e:
-        print(f"{PROG}: error: cannot write --json {args.json}: {e.strerror or e}", file=sys.stderr)
+    except _CannotWrite as e:
+        print(f"{PROG}: error: cannot write --json {args.json}: {e}", file=sys.stderr)
         return 1
     except AuditError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
@@ -406,6 +425,15 @@ def _audit(args: AuditOptions) -> int:
             with contextlib.suppress(OSError):  # reported above; a failed flush must not raise twice
                 out.close()
     return 1 if args.check and misjudged(outcomes, args.threshold) else 0
+
+
+def _write_outcomes(out: Any, outcomes: Sequence[Outcome]) -> None:
+    try:
+        out.writelines(json.dumps({"id": o.exploit.id, "category": o.exploit.category, "verdict": o.exploit.verdict,
+                                   "status": o.status, "reward": o.reward, "error": o.error}) + "\n" for o in outcomes)
+        out.flush()
+    except OSError as e:
+        raise _CannotWrite(e.strerror or str(e)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -284,6 +284,8 @@ class ExportOptions:
     """with --size: the generator's seed (the same seed, the same problems)"""
 
     def __post_init__(self) -> None:
+        if not self.out.strip():  # an unset shell variable: the files would land in the current folder
+            raise ValueError("--out is empty; give the output folder")
         _choice(self.preset, sorted(SPLIT_SPEC), "preset")
         splits = _choice(self.split, SPLITS, "split")
         if self.size is not None and not 1 <= self.size <= MAX_SIZE:

@@ -11,6 +11,7 @@ malformed row. Only a source that cannot be opened at all raises.
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,12 +187,22 @@ def _jsonl_rows(path: Path) -> Iterable[Any]:
         for i, raw in enumerate(f):
             if not raw.strip():
                 continue
-            try:
-                yield json.loads(raw.decode("utf-8-sig" if i == 0 else "utf-8"))  # the file's byte-order mark
-            except UnicodeDecodeError as exc:
-                yield _BadRow(f"not UTF-8 (byte {exc.start} of the line)")
-            except (ValueError, RecursionError) as exc:
-                yield _BadRow("not JSON: " + ("nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:120]))
+            rows = [_jsonl_row(raw, i == 0)]
+            if isinstance(rows[0], _BadRow) and b"\r" in raw.rstrip(b"\r\n"):  # line breaks written as CR alone?
+                parts = [part for part in raw.splitlines() if part.strip()]
+                split = [_jsonl_row(part, i == 0 and k == 0) for k, part in enumerate(parts)]
+                rows = split if any(not isinstance(r, _BadRow) for r in split) else rows  # else one bad line
+            yield from rows
+
+
+def _jsonl_row(raw: bytes, first: bool) -> Any:
+    """One JSON Lines row, or a :class:`_BadRow` saying why it is not one."""
+    try:
+        return json.loads(raw.decode("utf-8-sig" if first else "utf-8"))  # the file's byte-order mark
+    except UnicodeDecodeError as exc:
+        return _BadRow(f"not UTF-8 (byte {exc.start} of the line)")
+    except (ValueError, RecursionError) as exc:
+        return _BadRow("not JSON: " + ("nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:120]))
 
 
 def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
@@ -201,8 +212,12 @@ def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
             from datasets import load_from_disk
 
             return _rows(load_from_disk(str(path)), split)
-        if not path.is_file():
+        if not path.exists():
             raise FileNotFoundError(f"no such file or folder: {path}")
+        mode = path.stat().st_mode
+        if not stat.S_ISREG(mode):  # a FIFO or a device is never opened: it would block or never end
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
+            raise ValueError(f"{path} is {kind}, not a file of rows {list(FILE_SUFFIXES)} or a datasets folder")
         return _read_file(path), None
     if isinstance(source, Mapping) and source and all(hasattr(v, "column_names") for v in source.values()):  # a DatasetDict
         names = list(source.keys())
@@ -221,11 +236,19 @@ def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
     return source, len(source) if hasattr(source, "__len__") else None
 
 
+def _number_text(x: Any, digits: int = 30) -> str:
+    """``x`` for a report line; an integer of more than ``digits`` digits by its first digits and its length (Python
+    refuses ``str()`` of an int above 4,300 digits)."""
+    if isinstance(x, int) and x.bit_length() > 3.33 * digits:
+        return f"{'-' if x < 0 else ''}<an integer of about {round(x.bit_length() * 0.30103):,} digits>"  # log10(2)
+    return str(x)
+
+
 def _puzzle_text(p: Problem, shown: int = 12) -> str:
-    """``[numbers] -> target`` for a report line, the numbers cut after ``shown`` of them."""
-    nums = ", ".join(str(x) for x in p.numbers[:shown])
+    """``[numbers] -> target`` for a report line, the numbers cut after ``shown`` of them, huge numbers cut short."""
+    nums = ", ".join(_number_text(x) for x in p.numbers[:shown])
     more = f", ... ({len(p.numbers)} numbers)" if len(p.numbers) > shown else ""
-    return f"[{nums}{more}] -> {p.target}"
+    return f"[{nums}{more}] -> {_number_text(p.target)}"
 
 
 DEFAULT_SOLVER_TIMEOUT = 1.0
@@ -242,12 +265,16 @@ def load_problems(source: Any, *, rules: Rules | None = None, split: str | None 
         rules: Play every problem under these rules (default: each row's own, :func:`row_problem`).
         split: Which split of a ``DatasetDict`` (needed when it has several).
         check_solvable: Leave out (and report) rows without a solution.
-        solver_timeout: Seconds the solver may spend on one row (``None``: no limit).
+        solver_timeout: Seconds the solver may spend on one row, > 0 (``None``: no limit).
     """
     from tqdm import tqdm
 
     if rules is not None and not isinstance(rules, Rules):
         raise TypeError(f"rules must be a Rules or None, got {type(rules).__name__}")
+    if solver_timeout is not None and (isinstance(solver_timeout, bool) or not isinstance(solver_timeout, (int, float))):
+        raise TypeError(f"solver_timeout must be a number of seconds or None, got {type(solver_timeout).__name__}")
+    if solver_timeout is not None and not solver_timeout > 0:  # NaN too: it would be no limit at all
+        raise ValueError(f"solver_timeout must be > 0 seconds (or None: no limit), got {solver_timeout}")
     rows, total = _rows(source, split)
     out = LoadedProblems()
     for k, row in enumerate(tqdm(rows, total=total, desc="rows", disable=not progress, leave=False)):

@@ -20,7 +20,6 @@ sequences take separate values, comma lists or both (``--sizes=`` is empty); ``d
 """
 
 from countdown_gym.dataclass_cli.commands import (
-    EXIT_INTERRUPTED,
     Flag,
     UsageError,
     changed_options,
@@ -31,7 +30,6 @@ from countdown_gym.dataclass_cli.commands import (
     field_docs,
     flags,
     help_text,
-    interrupted,
     parse,
     parse_bool,
     parse_known,
@@ -39,10 +37,12 @@ from countdown_gym.dataclass_cli.commands import (
     to_argv,
     usage_error,
 )
+from countdown_gym.dataclass_cli.output import EXIT_INTERRUPTED, OutputError, interrupted, output_failed
 
 __all__ = [
     "EXIT_INTERRUPTED",
     "Flag",
+    "OutputError",
     "UsageError",
     "changed_options",
     "check_choice",
@@ -53,6 +53,7 @@ __all__ = [
     "flags",
     "help_text",
     "interrupted",
+    "output_failed",
     "parse",
     "parse_bool",
     "parse_known",

@@ -32,11 +32,9 @@ from tyro.constructors import (
 # tyro's own dataclass rule, whose help text _dataclass_help replaces
 from tyro.constructors._struct_spec_dataclass import dataclass_rule
 
+from countdown_gym.dataclass_cli.output import OutputError, interrupted, output_failed, stdout_watched
+
 T = TypeVar("T")
-EXIT_INTERRUPTED = 130
-"""The exit code of a command stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it."""
-
-
 def parse_bool(text: str, *, allow_auto: bool = False) -> bool | None:
     """``true/false/yes/no/on/off/1/0`` (any case) -> bool; with ``allow_auto``, ``auto``/``none`` -> None."""
     t = text.strip().lower()
@@ -302,12 +300,6 @@ def usage_error(message: str, *, prog: str | None = None, details: str = "", usa
     raise UsageError(message)
 
 
-def interrupted(prog: str) -> int:
-    """Say on stderr that ``prog`` was stopped by Ctrl-C (one line, no traceback); :data:`EXIT_INTERRUPTED`."""
-    print(f"\n{prog}: interrupted", file=sys.stderr)
-    return EXIT_INTERRUPTED
-
-
 def parse(cls: type[T], argv: Sequence[str] | None = None, *, prog: str | None = None,
           description: str | None = None) -> T:
     """An instance of the options dataclass ``cls`` from ``argv`` (default ``sys.argv[1:]``).
@@ -359,19 +351,21 @@ def help_text(cls: type, *, prog: str | None = None, description: str | None = N
 def run(cls: type[T], argv: Sequence[str] | None, command: Callable[[T], int], *, prog: str,
         description: str | None = None) -> int:
     """The exit code of ``command(parse(cls, argv))``: 0 after ``--help``; 2 for a usage error (from the parse or
-    :func:`usage_error` in ``command``); else what ``command`` returns (0 or 1). Ctrl-C: :func:`interrupted`."""
+    :func:`usage_error` in ``command``); else what ``command`` returns (0 or 1). Ctrl-C: :func:`interrupted`; standard
+    output that cannot be written: :func:`output_failed`."""
     try:
-        options = parse(cls, argv, prog=prog, description=description)
-    except SystemExit as exc:  # --help (0) or a usage error (2)
-        return exc.code if isinstance(exc.code, int) else 0
-    except KeyboardInterrupt:
-        return interrupted(prog)
-    try:
-        return command(options)
+        with stdout_watched():
+            try:
+                options = parse(cls, argv, prog=prog, description=description)
+            except SystemExit as exc:  # --help (0) or a usage error (2)
+                return exc.code if isinstance(exc.code, int) else 0
+            return command(options)
     except UsageError:
         return 2
     except KeyboardInterrupt:
         return interrupted(prog)
+    except OutputError as exc:
+        return output_failed(exc, prog)
 
 
 def dispatch_help(prog: str, commands: Mapping[str, tuple[str, Any]], *, description: str = "", epilog: str = "",
@@ -389,7 +383,11 @@ def dispatch(prog: str, commands: Mapping[str, tuple[str, Callable[[list[str]], 
     to ``(one-line help, run)``. ``--help`` lists them (0); no command or an unknown one is a usage error (2)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("-h", "--help"):
-        print(dispatch_help(prog, commands, description=description, epilog=epilog), end="")
+        try:
+            with stdout_watched():
+                print(dispatch_help(prog, commands, description=description, epilog=epilog), end="")
+        except OutputError as exc:
+            return output_failed(exc, prog)
         return 0
     if not argv or argv[0] not in commands:
         problem = f"unknown command {argv[0]!r};" if argv else "a command is required:"

@@ -31,7 +31,7 @@ from countdown_gym.data.splits import SPLIT_SPEC
 from countdown_gym.dataclass_cli import usage_error
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
 from countdown_gym.leaderboard.html import render_html
-from countdown_gym.leaderboard.names import display_name, plain_text
+from countdown_gym.leaderboard.names import agent_key, display_name, plain_text
 from countdown_gym.leaderboard.score import Rejection, Scores, plot, render_markdown, score_directory, score_file
 
 MARKDOWN = "LEADERBOARD.md"
@@ -114,6 +114,8 @@ class SubmitOptions:
     def __post_init__(self) -> None:
         if (self.policy is None) == (self.sb3 is None):
             raise ValueError("give one of --policy and --sb3")
+        if not agent_key(self.agent):  # the board refuses such a file: refused here, before any episode is played
+            raise ValueError(f"--agent {self.agent!r} shows as nothing (only control, invisible or combining characters)")
         dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
         dataclass_cli.check_min(self, 1, "k", "max_turns")
         dataclass_cli.check_min(self, 0, "seed", "temperature")
@@ -141,11 +143,11 @@ def _leaderboard_dir(path: str) -> Path:
 
 def _summary(r: Scores | Rejection) -> str:
     if isinstance(r, Rejection):
-        return f"REJECTED {r.path}: {plain_text(r.reason)}"
+        return f"REJECTED {plain_text(r.path)}: {plain_text(r.reason)}"  # a file name may hold a line break or ESC
     passk = f", pass@{r.k} {r.pass_at_k:.3f}" if r.pass_at_k is not None else ""
     inv = f", invalid steps {r.invalid_step_rate:.3f}" if r.invalid_step_rate is not None else ""
     line = (
-        f"{r.path}: {display_name(r.header['agent'])} on {r.header['preset']}/{r.header['split']}: pass@1 {r.pass_at_1:.3f}{passk}, "
+        f"{plain_text(r.path)}: {display_name(r.header['agent'])} on {r.header['preset']}/{r.header['split']}: pass@1 {r.pass_at_1:.3f}{passk}, "
         f"per-sample {r.per_sample:.3f}{inv}, mean length {r.mean_length:.0f}"
     )
     return line + "".join(f"\n  note: {plain_text(n)}" for n in r.claim_notes)
@@ -199,7 +201,7 @@ def _replace(path: Path, data: bytes) -> None:
 def cmd_check(args: CheckOptions) -> int:
     d = _leaderboard_dir(args.dir)
     results = score_directory(d / SUBMISSIONS)
-    problems = [f"rejected: {r.path}: {plain_text(r.reason)}" for r in results if isinstance(r, Rejection)]
+    problems = [f"rejected: {plain_text(r.path)}: {plain_text(r.reason)}" for r in results if isinstance(r, Rejection)]
     with tempfile.TemporaryDirectory() as tmp:  # the chart is redrawn from the re-scored results
         board = _board(results, d, Path(tmp))
     for path, data in board.items():

@@ -6,10 +6,12 @@ verifier reports which rule it broke.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import os
 import platform
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -60,13 +62,20 @@ def sb3_policy(model: Any, deterministic: bool = True) -> Policy:
 
 def load_sb3_model(path: str | Path) -> Any:
     """A saved sb3-contrib ``MaskablePPO`` model (CPU)."""
+    p = Path(path)
+    if not p.exists() and not p.with_suffix(".zip").exists():
+        raise FileNotFoundError(f"no saved model at {p}")
+    for candidate in (p, p.with_suffix(".zip")):  # a folder, a FIFO or a device is refused, never opened (it would block)
+        with contextlib.suppress(OSError):
+            mode = candidate.stat().st_mode
+            if not stat.S_ISREG(mode):
+                kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
+                raise ValueError(f"{candidate} is {kind}, not a saved model (a .zip file)")
+            break
     try:
         from sb3_contrib import MaskablePPO
     except ImportError:
         raise RuntimeError("loading an SB3 model needs sb3-contrib: pip install 'countdown-gym[sb3]'") from None
-    p = Path(path)
-    if not p.exists() and not p.with_suffix(".zip").exists():
-        raise FileNotFoundError(f"no saved model at {p}")
     return MaskablePPO.load(str(p), device="cpu")
 
 

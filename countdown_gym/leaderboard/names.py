@@ -2,7 +2,8 @@
 
 :func:`display_name` is what the table and the terminal show: control characters dropped (those that are whitespace,
 such as a line break, count as a space), invisible characters dropped (Unicode's default-ignorable code points, every other format
-character, the Braille blank U+2800), whitespace collapsed and stripped. :func:`agent_key` is built on it: the
+character, the Braille blank U+2800), whitespace collapsed and stripped, and combining marks with no letter to sit on
+(at the start of a word) dropped. :func:`agent_key` is built on it: the
 displayed name, NFKC-case-folded (so a capital ``I`` is ``i`` before anything else), then its confusable skeleton
 (UTS #39: the confusables table of Unicode's security data with NFKC and case folding, to a fixed point;
 ``disarm.skeleton_key`` with the ``tr39`` digit policy, so ``1``/``l`` and ``0``/``o`` fold too).
@@ -50,10 +51,22 @@ SILENT_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]+")
 """The control characters that are not whitespace (NUL, ESC, DEL, most of C1): dropped from a name."""
 
 
+def _without_bare_marks(word: str) -> str:
+    """``word`` without the combining marks (Mn, Me) it starts with: with no base character they show as nothing
+    (or a dotted circle), so ``"a \u0301"`` is ``"a"`` and ``"\u0301"`` alone is empty."""
+    start = 0
+    while start < len(word) and unicodedata.category(word[start]) in ("Mn", "Me"):
+        start += 1
+    return word[start:]
+
+
 def display_name(name: Any) -> str:
     """An agent name as the board shows it: control characters that are not whitespace dropped, then
-    :func:`plain_text`, runs of whitespace as one space."""
-    return " ".join(plain_text(SILENT_CONTROL.sub("", str(name))).split())
+    :func:`plain_text`, runs of whitespace as one space, combining marks with no base character dropped."""
+    words = plain_text(SILENT_CONTROL.sub("", str(name))).split()
+    if not all(w.isascii() for w in words):
+        words = [w for w in map(_without_bare_marks, words) if w]
+    return " ".join(words)
 
 
 def agent_key(name: Any) -> str:

@@ -233,7 +233,7 @@ def score_directory(directory: str | os.PathLike[str], progress: bool = False) -
             key = (agent_key(h["agent"]), str(h["preset"]), str(h["split"]))
             m = _FILE_NAME.fullmatch(p.name)
             if not key[0]:
-                r = Rejection(p, f"agent name {h['agent']!r} shows as nothing (only control or invisible characters)")
+                r = Rejection(p, f"agent name {h['agent']!r} shows as nothing (only control, invisible or combining characters)")
             elif (m["preset"], m["split"]) != (key[1], key[2]):
                 r = Rejection(p, f"the file name says {m['preset']}/{m['split']}, the header {key[1]}/{key[2]}")
             elif key in seen:
