@@ -122,8 +122,9 @@ class Reachability:
         if out is None:
             seen: set[tuple[Q, ...]] = set()
             out = []
+            every = 1 if len(state) > SPLIT_TABLE_MAX else 1024  # a long state's split costs O(n) on its own
             for k, (ia, ib) in enumerate(_split_indices(len(state))):
-                if not k & 1023:
+                if not k % every:
                     check_deadline()
                 a = tuple(state[i] for i in ia)
                 if a not in seen:
