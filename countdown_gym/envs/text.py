@@ -17,9 +17,10 @@ from typing import Any, SupportsFloat
 import numpy as np
 from gymnasium import spaces
 
+from countdown_gym.envs.options import check_budget
 from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
 from countdown_gym.envs.text_checker import INVALID_REASONS, LineCheck, LineChecker
-from countdown_gym.envs.text_episode import Replay, StepResult, TextEpisode, check_budget, replay_completion
+from countdown_gym.envs.text_episode import Replay, StepResult, TextEpisode, replay_completion
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import format_number
 from countdown_gym.game.text_format import CHARSET, PROMPT_STYLES, build_prompt, sanitize

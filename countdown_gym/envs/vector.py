@@ -13,7 +13,7 @@ from gymnasium.vector.utils import batch_space
 
 from countdown_gym.envs.actions import action_table, masked_move, num_actions
 from countdown_gym.envs.move_kernel import apply_moves, batch_moves, pair_slots
-from countdown_gym.envs.options import InvalidActionError, set_step_options
+from countdown_gym.envs.options import InvalidActionError, check_budget, set_step_options
 from countdown_gym.envs.problem_source import ProblemSpec
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules, transition_record
@@ -95,9 +95,7 @@ class CountdownVectorEnv(VectorEnv):
                  max_episode_steps: int | None = None, invalid_action: str = "penalty", invalid_penalty: float = -1.0,
                  value_scale: float | None = None, render_mode: str | None = None, record_transitions: bool = False,
                  **problem_args: Any) -> None:
-        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
-            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
-        self.num_envs = int(num_envs)
+        self.num_envs = check_budget("num_envs", num_envs, allow_none=False)
         self.source = ProblemSpec.of(problem_spec, problem_args, "CountdownVectorEnv").resolve()
         self.rules: Rules = self.source.rules
         if not self.rules.integer_only:
