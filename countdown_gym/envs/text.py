@@ -11,6 +11,7 @@ The text spaces (:class:`TextSpace`, :class:`TokenIdsSpace`) are Gymnasium's ``T
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
@@ -242,8 +243,7 @@ class CountdownTextEnv(SourcedEnv):
         self.episode: TextEpisode | None = None
         self._obs_prompt = ""
         self._obs_completion = ""
-        self._ids = np.zeros(0, dtype=np.int64)  # prompt + generated token ids (first _num_ids)
-        self._num_ids = 0
+        self._ids = array("q")  # prompt + generated token ids
         self._detok: Detokenizer | None = None
         self.num_tokens = 0
 
@@ -257,10 +257,7 @@ class CountdownTextEnv(SourcedEnv):
         self._obs_completion = ""
         self.num_tokens = 0
         if self.tokenizer is not None:
-            prompt_ids = self.tokenizer.encode(prompt)
-            self._ids = np.zeros(max(1024, 2 * len(prompt_ids)), dtype=np.int64)
-            self._num_ids = 0
-            self._append_ids(prompt_ids)
+            self._ids = array("q", self.tokenizer.encode(prompt))
             self._detok = Detokenizer(self.tokenizer)
         return self._obs(), self._info(StepResult())
 
@@ -300,7 +297,7 @@ class CountdownTextEnv(SourcedEnv):
                 raise ValueError(f"a token action must be an int in 0..{tok.vocab_size - 1}, got {action!r}")
             action = int(action)
             self.num_tokens += 1
-            self._append_ids([action])
+            self._ids.append(action)
             if tok.eos_token_id is not None and action == tok.eos_token_id:
                 return self._detok.flush(), True
             if self.max_tokens is not None and self.num_tokens >= self.max_tokens:  # the last token: no text held back
@@ -316,26 +313,17 @@ class CountdownTextEnv(SourcedEnv):
             action += "\n"
         if tok is not None:
             ids = tok.encode(action)
-            self._append_ids(ids)
+            self._ids.extend(ids)
             self.num_tokens += len(ids)
         elif self.action_mode == "token_str":
             self.num_tokens += 1
         return action, False
 
-    def _append_ids(self, ids: Sequence[int]) -> None:
-        n = self._num_ids + len(ids)
-        if n > len(self._ids):
-            grown = np.zeros(max(n, 2 * len(self._ids)), dtype=np.int64)
-            grown[: self._num_ids] = self._ids[: self._num_ids]
-            self._ids = grown
-        self._ids[self._num_ids : n] = ids
-        self._num_ids = n
-
     def _obs(self) -> Any:
         text = self._obs_prompt + self._obs_completion
         if self.tokenizer is None:
             return text
-        return {"text": text, "token_ids": self._ids[: self._num_ids].copy()}
+        return {"text": text, "token_ids": np.array(self._ids, dtype=np.int64)}
 
     def _info(self, res: StepResult) -> dict[str, Any]:
         ep = self.episode
