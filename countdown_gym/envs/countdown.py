@@ -10,6 +10,7 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, SupportsFloat
 
 import numpy as np
@@ -52,10 +53,7 @@ class StateCache:
     and numbers; one per (rules, max_numbers, value_scale), shared. At most ``CACHE_LIMIT`` states (the oldest half
     dropped when full); the other memos are cleared at that size."""
 
-    _shared: dict[tuple[Rules, int, float], StateCache] = {}
-
     def __init__(self, rules: Rules, max_numbers: int, value_scale: float) -> None:
-        self.rules, self.max_numbers, self.value_scale = rules, max_numbers, value_scale
         self.data: dict[tuple[Number, ...], StateInfo] = {}
         self.results = Memo(lambda pair: rules.legal_results(*pair))  # ``(x, y) -> x op y`` per operator, or None
         self.pairs = Memo(lambda pair: bytes(r is not None for r in self.results[pair]))  # their 4 legality bytes
@@ -71,11 +69,9 @@ class StateCache:
         self._tails = [[0.0] * (m - k) + [1.0] * k + [0.0] * (m - k) + [0.0, 0.0] for k in range(m + 1)]
 
     @classmethod
+    @cache
     def get(cls, rules: Rules, max_numbers: int, value_scale: float) -> StateCache:
-        key = (rules, max_numbers, value_scale)
-        if key not in cls._shared:
-            cls._shared[key] = cls(rules, max_numbers, value_scale)
-        return cls._shared[key]
+        return cls(rules, max_numbers, value_scale)
 
     def lookup(self, state: tuple[Number, ...]) -> StateInfo:
         return self.data.get(state) or self.add(state)
@@ -86,10 +82,6 @@ class StateCache:
         if len(data) >= CACHE_LIMIT:
             for key in list(itertools.islice(data, len(data) // 2)):
                 del data[key]
-        info = data[state] = self._compute(state)
-        return info
-
-    def _compute(self, state: tuple[Number, ...]) -> StateInfo:
         k = len(state)
         pairs = self.pairs
         if len(self.results) >= CACHE_LIMIT:
@@ -99,7 +91,8 @@ class StateCache:
         mask = np.frombuffer(legal, dtype=np.int8)  # a read-only view of immutable bytes
         values = self.values
         obs = np.array([values[x] for x in state] + self._tails[k], dtype=np.float32)
-        return StateInfo(legal, mask, obs, 1 in legal)
+        info = data[state] = StateInfo(legal, mask, obs, 1 in legal)
+        return info
 
 
 class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
