@@ -124,11 +124,11 @@ class CountdownVectorEnv(VectorEnv):
         self._rows = np.arange(n)
         self._step_scale = 1.0 / (m - 1)
 
-        self._pool_arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-        if self.source.pool is not None:
-            for p in self.source.pool:
+        pool = self.source.pool
+        if pool is not None:
+            for p in pool:
                 _check_target(p)
-            bound = max(arithmetic_bound(p.numbers, self.rules) for p in self.source.pool)
+            bound = max(arithmetic_bound(p.numbers, self.rules) for p in pool)
         else:
             cfg = self.source.config
             assert cfg is not None
@@ -138,8 +138,7 @@ class CountdownVectorEnv(VectorEnv):
             raise ValueError(f"{self.source.description}: values reachable from these numbers may overflow int64 in "
                              "the batched env")
         self._dtype = np.int32 if bound <= _INT32_SAFE else np.int64
-        if self.source.pool is not None:
-            self._pool_arrays = self._arrays(self.source.pool)
+        self._pool_arrays = None if pool is None else self._arrays(pool)
 
         self._vals = np.zeros((n, m), dtype=self._dtype)
         self._count = np.zeros(n, dtype=np.int64)
