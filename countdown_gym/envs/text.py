@@ -66,7 +66,7 @@ class Tokenizer:
         if not self.raw and getattr(tok, "clean_up_tokenization_spaces", False):
             self.cleanup = tok.clean_up_tokenization
             probe = self.encode("a . b ' s")
-            plain = self.decode(probe, cleanup=False)
+            plain = self.decode(probe)
             if " ." in plain and tok.decode(probe, skip_special_tokens=True) == plain:  # e.g. skipped for BPE models
                 self.cleanup = None
 
@@ -75,8 +75,9 @@ class Tokenizer:
             return list(self.tok.encode(text, add_special_tokens=False).ids)
         return list(self.tok.encode(text, add_special_tokens=False))
 
-    def decode(self, ids: Sequence[int], cleanup: bool = True) -> str:
-        if self.raw or cleanup:
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of ``ids``, without the clean-up (see :class:`Detokenizer`)."""
+        if self.raw:
             return self.tok.decode(list(ids), skip_special_tokens=True)
         return self.tok.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
@@ -107,8 +108,8 @@ class Detokenizer:
         return self._clean(self._release(final=True), final=True)
 
     def _release(self, final: bool) -> str:
-        before = self.tok.decode(self.ids[self.prefix : self.read], cleanup=False)
-        text = self.tok.decode(self.ids[self.prefix :], cleanup=False)
+        before = self.tok.decode(self.ids[self.prefix : self.read])
+        text = self.tok.decode(self.ids[self.prefix :])
         if len(text) <= len(before) or (text.endswith("\ufffd") and not final) or not text.startswith(before):
             return ""
         self.prefix, self.read = self.read, len(self.ids)
