@@ -26,22 +26,18 @@ def _op_index(op: str | int) -> int:
     raise ValueError(f"operator must be one of {OPERATORS} or an index 0..{len(OPERATORS) - 1}, got {op!r}")
 
 
-def pair_index(i: int, j: int) -> int:
-    """The index of the ordered slot pair ``(i, j)``: ``h * (h - 1) + 2 * min(i, j) + (i > j)``, ``h = max(i, j)``
-    (the ``k * (k - 1)`` pairs within the first ``k`` slots come first, whatever ``max_numbers`` is)."""
-    h, lo = (i, j) if i > j else (j, i)
-    return h * (h - 1) + 2 * lo + (1 if i > j else 0)
-
-
 def encode_action(i: int, j: int, op: str | int, max_numbers: int) -> int:
-    """The action index of ``slot[i] op slot[j]``: ``4 * pair_index(i, j) + op_index``, ``op_index`` the position of
-    ``op`` (or an index) in ``("+", "-", "*", "/")``; ``ValueError`` for bad slots or operators."""
+    """The action index of ``slot[i] op slot[j]``: ``4 * pair + op_index``, ``pair = h * (h - 1) + 2 * min(i, j) +
+    (i > j)``, ``h = max(i, j)`` (the ``k * (k - 1)`` pairs within the first ``k`` slots come first, whatever
+    ``max_numbers`` is), ``op_index`` the position of ``op`` (or an index) in ``("+", "-", "*", "/")``; ``ValueError``
+    for bad slots or operators."""
     for name, k in (("i", i), ("j", j)):
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < max_numbers:
             raise ValueError(f"slot {name} must be an int in 0..{max_numbers - 1}, got {k!r}")
     if i == j:
         raise ValueError(f"a move needs two different slots, got i == j == {i}")
-    return int(pair_index(int(i), int(j)) * len(OPERATORS) + _op_index(op))
+    h, lo = int(max(i, j)), int(min(i, j))
+    return (h * (h - 1) + 2 * lo + int(i > j)) * len(OPERATORS) + _op_index(op)
 
 
 def decode_action(a: int, max_numbers: int) -> tuple[int, int, str]:

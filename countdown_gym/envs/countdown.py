@@ -8,79 +8,58 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
 from typing import Any, SupportsFloat
 
 import numpy as np
 from gymnasium import spaces
 
-from countdown_gym.envs.actions import (  # noqa: F401  (the action encoding, importable from here too)
-    action_table,
-    decode_action,
-    encode_action,
-    masked_move,
-    num_actions,
-    pair_index,
-    slot_pairs,
-)
+from countdown_gym.envs.actions import action_table, decode_action, encode_action, masked_move, num_actions
 from countdown_gym.envs.options import InvalidActionError, set_step_options
 from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import OPERATORS, Number, Rules, format_number, transition_record
 
 
+@dataclass(slots=True)
 class StateInfo:
     """Everything the env derives from one state, computed once and cached."""
 
-    __slots__ = ("legal", "mask", "base_obs", "has_legal_move")
-
-    def __init__(self, legal: bytes, mask: np.ndarray, base_obs: np.ndarray, has_legal_move: bool):
-        self.legal = legal  # one byte per action: 1 = legal
-        self.mask = mask  # int8 view of ``legal`` (read-only)
-        self.base_obs = base_obs  # float32 slot values + presence (never handed out: copied per step)
-        self.has_legal_move = has_legal_move
+    legal: bytes  # one byte per action: 1 = legal
+    mask: np.ndarray  # int8 view of ``legal`` (read-only)
+    base_obs: np.ndarray  # float32 slot values + presence (never handed out: copied per step)
+    has_legal_move: bool
 
 
 CACHE_LIMIT = 1 << 18
 
 
-class PairTable(dict):
-    """``(x, y) -> 4 legality bytes`` of ``x op y``, filled on demand."""
+class Memo(dict):
+    """``key -> compute(key)``, filled on demand."""
 
-    def __init__(self, rules: Rules) -> None:
+    def __init__(self, compute: Callable[[Any], Any]) -> None:
         super().__init__()
-        self.rules = rules
-        self.results: dict[tuple[Number, Number], tuple[Number | None, ...]] = {}
+        self.compute = compute
 
-    def __missing__(self, key: tuple[Number, Number]) -> bytes:
-        res = self.results[key] = self.rules.legal_results(key[0], key[1])
-        bits = self[key] = bytes((res[0] is not None, res[1] is not None, res[2] is not None, res[3] is not None))
-        return bits
-
-
-class ValueTable(dict):
-    """``x -> clip(x / value_scale, -1, 1)``, filled on demand."""
-
-    def __init__(self, value_scale: float) -> None:
-        super().__init__()
-        self.value_scale = value_scale
-
-    def __missing__(self, x: Number) -> float:
-        v = self[x] = encode_values([x], self.value_scale)[0]
-        return v
+    def __missing__(self, key: Any) -> Any:
+        value = self[key] = self.compute(key)
+        return value
 
 
 class StateCache:
-    """Memo of :class:`StateInfo` per state, and of pair legality and value encodings; one per (rules, max_numbers,
-    value_scale), shared. At most ``CACHE_LIMIT`` states (the oldest half dropped when full); the pair and value
-    memos are cleared at that size."""
-
-    _shared: dict[tuple[Rules, int, float], StateCache] = {}
+    """Memo of :class:`StateInfo` per state, and of the results, legality bytes and value encodings of number pairs
+    and numbers; one per (rules, max_numbers, value_scale), shared. At most ``CACHE_LIMIT`` states (the oldest half
+    dropped when full); the other memos are cleared at that size."""
 
     def __init__(self, rules: Rules, max_numbers: int, value_scale: float) -> None:
-        self.rules, self.max_numbers, self.value_scale = rules, max_numbers, value_scale
         self.data: dict[tuple[Number, ...], StateInfo] = {}
-        self.pairs = PairTable(rules)
-        self.values = ValueTable(value_scale)
+        self.results = Memo(lambda pair: rules.legal_results(*pair))  # ``(x, y) -> x op y`` per operator, or None
+        self.pairs = Memo(lambda pair: bytes(r is not None for r in self.results[pair]))  # their 4 legality bytes
+        # ``x -> clip(x / value_scale, -1, 1)``, clipped before any float conversion (so a target of ``10**400``
+        # encodes as 1 instead of overflowing)
+        self.values = Memo(lambda x: 1.0 if x >= value_scale else -1.0 if x <= -value_scale else float(x) / value_scale)
         m = max_numbers
         first, second, _ = action_table(m)
         n_ops = len(OPERATORS)
@@ -90,11 +69,9 @@ class StateCache:
         self._tails = [[0.0] * (m - k) + [1.0] * k + [0.0] * (m - k) + [0.0, 0.0] for k in range(m + 1)]
 
     @classmethod
+    @cache
     def get(cls, rules: Rules, max_numbers: int, value_scale: float) -> StateCache:
-        key = (rules, max_numbers, value_scale)
-        if key not in cls._shared:
-            cls._shared[key] = cls(rules, max_numbers, value_scale)
-        return cls._shared[key]
+        return cls(rules, max_numbers, value_scale)
 
     def lookup(self, state: tuple[Number, ...]) -> StateInfo:
         return self.data.get(state) or self.add(state)
@@ -105,27 +82,17 @@ class StateCache:
         if len(data) >= CACHE_LIMIT:
             for key in list(itertools.islice(data, len(data) // 2)):
                 del data[key]
-        info = data[state] = self._compute(state)
-        return info
-
-    def _compute(self, state: tuple[Number, ...]) -> StateInfo:
         k = len(state)
         pairs = self.pairs
-        if len(pairs) >= CACHE_LIMIT:
-            pairs.clear()
-            pairs.results.clear()
-            self.values.clear()
+        if len(self.results) >= CACHE_LIMIT:
+            for memo in (self.results, pairs, self.values):
+                memo.clear()
         legal = b"".join([pairs[(state[i], state[j])] for i, j in self._pairs_of[k]]) + self._zeros[k]
         mask = np.frombuffer(legal, dtype=np.int8)  # a read-only view of immutable bytes
         values = self.values
         obs = np.array([values[x] for x in state] + self._tails[k], dtype=np.float32)
-        return StateInfo(legal, mask, obs, 1 in legal)
-
-
-def encode_values(values: tuple[Number, ...] | list[Number], value_scale: float) -> list[float]:
-    """The observation's normalisation ``clip(x / value_scale, -1, 1)``, clipped before any float conversion (so a
-    target of ``10**400`` encodes as 1 instead of overflowing)."""
-    return [1.0 if x >= value_scale else -1.0 if x <= -value_scale else float(x) / value_scale for x in values]
+        info = data[state] = StateInfo(legal, mask, obs, 1 in legal)
+        return info
 
 
 class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
@@ -225,7 +192,7 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
         self._uniforms: list[float] = []
         self._uniforms_rng: np.random.Generator | None = None  # the generator ``_uniforms`` came from
         self._cache = StateCache.get(self.rules, m, self.value_scale)
-        self._pair_results = self._cache.pairs.results
+        self._results = self._cache.results
         self._states = self._cache.data
         self._step_scale = 1.0 / (m - 1)
         self._wins = self.rules.wins
@@ -309,10 +276,7 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
         if not self._info.legal[a]:
             return self._masked_step(a, i, j, op)
         x, y = state[i], state[j]
-        res = self._pair_results.get((x, y))
-        if res is None:
-            res = self._pair_results[(x, y)] = self.rules.legal_results(x, y)
-        result = res[a & 3]
+        result = self._results[(x, y)][a & 3]
         target = self.problem.target
         lo, hi = (i, j) if i < j else (j, i)
         nxt = state[:lo] + state[lo + 1 : hi] + state[hi + 1 :] + (result,)

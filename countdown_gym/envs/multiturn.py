@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, SupportsFloat
 
+from countdown_gym.envs.options import check_budget
 from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
 from countdown_gym.envs.text import TextSpace
 from countdown_gym.game.problem import Problem
@@ -67,8 +68,7 @@ class CountdownMultiTurnEnv(SourcedEnv):
                  max_turn_chars: int = 200, max_prompt_chars: int = 4096, prompt: str = "compact",
                  render_mode: str | None = None, **problem_args: Any) -> None:
         for name, value in (("max_turns", max_turns), ("max_turn_chars", max_turn_chars), ("max_prompt_chars", max_prompt_chars)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+            check_budget(name, value, allow_none=False)
         if prompt not in TURN_PROMPT_STYLES:
             raise ValueError(f"prompt must be one of {list(TURN_PROMPT_STYLES)}, got {prompt!r}")
         self._set_source(problem_spec, problem_args, render_mode, "CountdownMultiTurn-v0")

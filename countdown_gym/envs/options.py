@@ -9,8 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from countdown_gym.game.rules import Rules
-
 INVALID_ACTION_MODES = ("raise", "penalty")
 DEFAULT_VALUE_SCALE = 1000.0
 """Value normalisation when the rules have no ``value_limit``."""
@@ -22,45 +20,36 @@ class InvalidActionError(ValueError):
     """A masked action was taken with ``invalid_action="raise"``."""
 
 
-def check_max_steps(max_steps: Any) -> int | None:
-    if max_steps is None:
+def check_budget(name: str, value: Any, allow_none: bool = True) -> int | None:
+    """``value`` as an int (or ``None`` when ``allow_none``); ``ValueError`` unless it is a positive int."""
+    if value is None and allow_none:
         return None
-    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
-        raise ValueError(f"max_steps must be a positive int or None, got {max_steps!r}")
-    return int(max_steps)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive int{' or None' if allow_none else ''}, got {value!r}")
+    return int(value)
 
 
-def check_invalid_action(mode: Any) -> str:
-    if mode not in INVALID_ACTION_MODES:
-        raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {mode!r}")
-    return mode
-
-
-def check_penalty(penalty: Any) -> float:
-    if isinstance(penalty, bool) or not isinstance(penalty, (int, float, np.number)) or not math.isfinite(penalty):
-        raise ValueError(f"invalid_penalty must be a finite number, got {penalty!r}")
-    return float(penalty)
-
-
-def check_value_scale(value_scale: Any, rules: Rules) -> float:
-    if value_scale is None:
-        return float(rules.value_limit) if rules.value_limit is not None else DEFAULT_VALUE_SCALE
-    if (
-        isinstance(value_scale, bool)
-        or not isinstance(value_scale, (int, float, np.number))
-        or not math.isfinite(value_scale)
-        or value_scale <= 0
+def _finite(name: str, value: Any, positive: bool, expected: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not math.isfinite(value) or (
+        positive and value <= 0
     ):
-        raise ValueError(f"value_scale must be a positive finite number or None, got {value_scale!r}")
-    return float(value_scale)
+        raise ValueError(f"{name} must be {expected}, got {value!r}")
+    return float(value)
 
 
 def set_step_options(env: Any, max_steps: Any, invalid_action: Any, invalid_penalty: Any, value_scale: Any) -> None:
-    """Check the step-level options and set them on ``env`` (whose ``rules`` are set)."""
-    env.max_steps = check_max_steps(max_steps)
-    env.invalid_action = check_invalid_action(invalid_action)
-    env.invalid_penalty = check_penalty(invalid_penalty)
-    env.value_scale = check_value_scale(value_scale, env.rules)
+    """Check the step-level options and set them on ``env`` (whose ``rules`` are set); ``value_scale=None``: the
+    rules' ``value_limit``, else :data:`DEFAULT_VALUE_SCALE`."""
+    env.max_steps = check_budget("max_steps", max_steps)
+    if invalid_action not in INVALID_ACTION_MODES:
+        raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {invalid_action!r}")
+    env.invalid_action = invalid_action
+    env.invalid_penalty = _finite("invalid_penalty", invalid_penalty, False, "a finite number")
+    if value_scale is not None:
+        env.value_scale = _finite("value_scale", value_scale, True, "a positive finite number or None")
+    else:
+        limit = env.rules.value_limit
+        env.value_scale = float(limit) if limit is not None else DEFAULT_VALUE_SCALE
 
 
 def check_render_mode(render_mode: str | None, metadata: Mapping[str, Any], env_name: str) -> str | None:

@@ -11,15 +11,17 @@ The text spaces (:class:`TextSpace`, :class:`TokenIdsSpace`) are Gymnasium's ``T
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
 import numpy as np
 from gymnasium import spaces
 
+from countdown_gym.envs.options import check_budget
 from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
 from countdown_gym.envs.text_checker import INVALID_REASONS, LineCheck, LineChecker
-from countdown_gym.envs.text_episode import Replay, StepResult, TextEpisode, check_budget, replay_completion
+from countdown_gym.envs.text_episode import Replay, StepResult, TextEpisode, replay_completion
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import format_number
 from countdown_gym.game.text_format import CHARSET, PROMPT_STYLES, build_prompt, sanitize
@@ -64,7 +66,7 @@ class Tokenizer:
         if not self.raw and getattr(tok, "clean_up_tokenization_spaces", False):
             self.cleanup = tok.clean_up_tokenization
             probe = self.encode("a . b ' s")
-            plain = self.decode(probe, cleanup=False)
+            plain = self.decode(probe)
             if " ." in plain and tok.decode(probe, skip_special_tokens=True) == plain:  # e.g. skipped for BPE models
                 self.cleanup = None
 
@@ -73,8 +75,9 @@ class Tokenizer:
             return list(self.tok.encode(text, add_special_tokens=False).ids)
         return list(self.tok.encode(text, add_special_tokens=False))
 
-    def decode(self, ids: Sequence[int], cleanup: bool = True) -> str:
-        if self.raw or cleanup:
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of ``ids``, without the clean-up (see :class:`Detokenizer`)."""
+        if self.raw:
             return self.tok.decode(list(ids), skip_special_tokens=True)
         return self.tok.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
@@ -105,8 +108,8 @@ class Detokenizer:
         return self._clean(self._release(final=True), final=True)
 
     def _release(self, final: bool) -> str:
-        before = self.tok.decode(self.ids[self.prefix : self.read], cleanup=False)
-        text = self.tok.decode(self.ids[self.prefix :], cleanup=False)
+        before = self.tok.decode(self.ids[self.prefix : self.read])
+        text = self.tok.decode(self.ids[self.prefix :])
         if len(text) <= len(before) or (text.endswith("\ufffd") and not final) or not text.startswith(before):
             return ""
         self.prefix, self.read = self.read, len(self.ids)
@@ -241,8 +244,7 @@ class CountdownTextEnv(SourcedEnv):
         self.episode: TextEpisode | None = None
         self._obs_prompt = ""
         self._obs_completion = ""
-        self._ids = np.zeros(0, dtype=np.int64)  # prompt + generated token ids (first _num_ids)
-        self._num_ids = 0
+        self._ids = array("q")  # prompt + generated token ids
         self._detok: Detokenizer | None = None
         self.num_tokens = 0
 
@@ -256,10 +258,7 @@ class CountdownTextEnv(SourcedEnv):
         self._obs_completion = ""
         self.num_tokens = 0
         if self.tokenizer is not None:
-            prompt_ids = self.tokenizer.encode(prompt)
-            self._ids = np.zeros(max(1024, 2 * len(prompt_ids)), dtype=np.int64)
-            self._num_ids = 0
-            self._append_ids(prompt_ids)
+            self._ids = array("q", self.tokenizer.encode(prompt))
             self._detok = Detokenizer(self.tokenizer)
         return self._obs(), self._info(StepResult())
 
@@ -299,7 +298,7 @@ class CountdownTextEnv(SourcedEnv):
                 raise ValueError(f"a token action must be an int in 0..{tok.vocab_size - 1}, got {action!r}")
             action = int(action)
             self.num_tokens += 1
-            self._append_ids([action])
+            self._ids.append(action)
             if tok.eos_token_id is not None and action == tok.eos_token_id:
                 return self._detok.flush(), True
             if self.max_tokens is not None and self.num_tokens >= self.max_tokens:  # the last token: no text held back
@@ -315,26 +314,17 @@ class CountdownTextEnv(SourcedEnv):
             action += "\n"
         if tok is not None:
             ids = tok.encode(action)
-            self._append_ids(ids)
+            self._ids.extend(ids)
             self.num_tokens += len(ids)
         elif self.action_mode == "token_str":
             self.num_tokens += 1
         return action, False
 
-    def _append_ids(self, ids: Sequence[int]) -> None:
-        n = self._num_ids + len(ids)
-        if n > len(self._ids):
-            grown = np.zeros(max(n, 2 * len(self._ids)), dtype=np.int64)
-            grown[: self._num_ids] = self._ids[: self._num_ids]
-            self._ids = grown
-        self._ids[self._num_ids : n] = ids
-        self._num_ids = n
-
     def _obs(self) -> Any:
         text = self._obs_prompt + self._obs_completion
         if self.tokenizer is None:
             return text
-        return {"text": text, "token_ids": self._ids[: self._num_ids].copy()}
+        return {"text": text, "token_ids": np.array(self._ids, dtype=np.int64)}
 
     def _info(self, res: StepResult) -> dict[str, Any]:
         ep = self.episode

@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
+from countdown_gym.envs.options import check_budget
 from countdown_gym.envs.text_checker import LineCheck, LineChecker
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules
@@ -211,10 +210,3 @@ def replay_completion(problem: Problem, completion: str, *, rules: Rules | None 
     assert ep.verdict is not None
     return Replay(transitions, ep.verdict, ep.invalid_steps, rewards, ep.num_lines, list(ep.invalid_lines), ep.truncated)
 
-
-def check_budget(name: str, value: Any, allow_none: bool = True) -> None:
-    """Raise ``ValueError`` unless ``value`` is a positive int (or ``None`` when ``allow_none``)."""
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive int{' or None' if allow_none else ''}, got {value!r}")

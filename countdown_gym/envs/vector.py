@@ -13,7 +13,7 @@ from gymnasium.vector.utils import batch_space
 
 from countdown_gym.envs.actions import action_table, masked_move, num_actions
 from countdown_gym.envs.move_kernel import apply_moves, batch_moves, pair_slots
-from countdown_gym.envs.options import InvalidActionError, set_step_options
+from countdown_gym.envs.options import InvalidActionError, check_budget, set_step_options
 from countdown_gym.envs.problem_source import ProblemSpec
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules, transition_record
@@ -95,9 +95,7 @@ class CountdownVectorEnv(VectorEnv):
                  max_episode_steps: int | None = None, invalid_action: str = "penalty", invalid_penalty: float = -1.0,
                  value_scale: float | None = None, render_mode: str | None = None, record_transitions: bool = False,
                  **problem_args: Any) -> None:
-        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
-            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
-        self.num_envs = int(num_envs)
+        self.num_envs = check_budget("num_envs", num_envs, allow_none=False)
         self.source = ProblemSpec.of(problem_spec, problem_args, "CountdownVectorEnv").resolve()
         self.rules: Rules = self.source.rules
         if not self.rules.integer_only:
@@ -126,11 +124,11 @@ class CountdownVectorEnv(VectorEnv):
         self._rows = np.arange(n)
         self._step_scale = 1.0 / (m - 1)
 
-        self._pool_arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-        if self.source.pool is not None:
-            for p in self.source.pool:
+        pool = self.source.pool
+        if pool is not None:
+            for p in pool:
                 _check_target(p)
-            bound = max(arithmetic_bound(p.numbers, self.rules) for p in self.source.pool)
+            bound = max(arithmetic_bound(p.numbers, self.rules) for p in pool)
         else:
             cfg = self.source.config
             assert cfg is not None
@@ -140,8 +138,7 @@ class CountdownVectorEnv(VectorEnv):
             raise ValueError(f"{self.source.description}: values reachable from these numbers may overflow int64 in "
                              "the batched env")
         self._dtype = np.int32 if bound <= _INT32_SAFE else np.int64
-        if self.source.pool is not None:
-            self._pool_arrays = self._arrays(self.source.pool)
+        self._pool_arrays = None if pool is None else self._arrays(pool)
 
         self._vals = np.zeros((n, m), dtype=self._dtype)
         self._count = np.zeros(n, dtype=np.int64)
