@@ -68,9 +68,10 @@ class DirectDecoder:
         self.heads = cfg.num_attention_heads
         self.kv_heads = getattr(cfg, "num_key_value_heads", None) or self.heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
+        self.eps = cfg.rms_norm_eps
         self.embed = core.embed_tokens.weight
         self.rotary = core.rotary_emb
-        self.norm = core.norm  # the model's own RMSNorm modules compute the norms
+        self.norm = core.norm.weight
         self.lm_head = model.lm_head.weight
         self.layers = []
         with torch.no_grad():
@@ -80,7 +81,7 @@ class DirectDecoder:
                 if att.q_proj.bias is not None:
                     qkv_b = torch.cat([att.q_proj.bias, att.k_proj.bias, att.v_proj.bias])
                 self.layers.append({
-                    "ln1": layer.input_layernorm, "ln2": layer.post_attention_layernorm,
+                    "ln1": layer.input_layernorm.weight, "ln2": layer.post_attention_layernorm.weight,
                     "qkv": torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight]).t().contiguous(),
                     "qkv_b": qkv_b, "o": att.o_proj.weight.t().contiguous(),
                     "o_b": att.o_proj.bias,
@@ -141,6 +142,11 @@ class DirectDecoder:
         self.rows = int(keep.numel())
         self._static.clear()
         self._seen.clear()
+
+    def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return weight * h.to(x.dtype)
 
     def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         half = x.shape[-1] // 2
@@ -209,7 +215,7 @@ class DirectDecoder:
         h_dim, d = self.heads, self.head_dim
         nq, nk = h_dim * d, self.kv_heads * d
         for li, layer in enumerate(self.layers):
-            h = layer["ln1"](x)
+            h = self._rms(x, layer["ln1"])
             qkv = h @ layer["qkv"]
             if layer["qkv_b"] is not None:
                 qkv = qkv + layer["qkv_b"]
@@ -238,14 +244,14 @@ class DirectDecoder:
             if layer["o_b"] is not None:
                 o = o + layer["o_b"]
             x = x + o
-            h = layer["ln2"](x)
+            h = self._rms(x, layer["ln2"])
             gate, up = (h @ layer["gu"]).chunk(2, dim=-1)
             x = x + (F.silu(gate) * up) @ layer["down"]
         if n_pre:
             self.length.copy_(torch.where(step.advance, last_pos + 1, length + counts))
         else:
             self.length.add_(step.advance.long())  # in place: a graph captured this tensor
-        last = self.norm(x[n_pre:])
+        last = self._rms(x[n_pre:], self.norm)
         return (last @ self.lm_head.t()).float()
 
 
@@ -300,9 +306,7 @@ class HFDecoder:
         self.device = next(model.parameters()).device
         self.rows = rows
         self.cache_arg = cache_arg
-        from transformers.cache_utils import Cache
-
-        self.cache = Cache(layer_class_to_replicate=_growing_layer_class())
+        self.cache = _growing_cache()
         self.attn = torch.zeros((rows, 0), dtype=torch.long, device=self.device)
         self.position = torch.zeros(rows, dtype=torch.long, device=self.device)
         self.pad = 0
@@ -408,3 +412,9 @@ def _growing_layer_class() -> type:
             self.keys, self.values = self._kbuf[..., : self._len, :], self._vbuf[..., : self._len, :]
 
     return GrowingLayer
+
+
+def _growing_cache() -> Any:
+    from transformers.cache_utils import Cache
+
+    return Cache(layer_class_to_replicate=_growing_layer_class())
