@@ -177,8 +177,7 @@ class StepCredit:
         """Checked ``weights`` and ``gamma``; missing scorers are loaded (the shipped critics)."""
         weights = _check_step_weights(weights)
         returns_to_go([], gamma)  # validates gamma
-        given = {**({"critic": critic} if critic is not None else {}), **(scorers or {})}
-        return cls(weights, float(gamma), load_needs(weights, given))
+        return cls(weights, float(gamma), load_needs(weights, given_scorers(critic, scorers)))
 
     def add_turn_advantages(self, output: dict[str, Any], inputs: Sequence[Mapping[str, Any]], groups: int,
                             gather: Callable[[Any], Any], process_index: int) -> dict[str, float]:
