@@ -20,7 +20,6 @@ from baselines.lm.step_credit import (  # noqa: E402
     group_step_advantages,
     returns_to_go,
     split_reward_spec,
-    step_advantages,
     token_advantages,
     turn_rewards,
 )
@@ -120,7 +119,8 @@ def test_step_advantages_two_groups_unequal_turns_gamma_below_one() -> None:
         [[GOOD], [BAD]], [[INVALID]],                 # group 1: r = [1, -1] and [-1]
         [[], [GOOD]], [[GOOD], [GOOD], [GOOD]],      # group 2: r = [0, 1] and [1, 1, 1]
     ]
-    got = step_advantages(episodes, {"oracle-reachable": 1.0}, num_generations=2, gamma=0.5)
+    rewards = turn_rewards(episodes, {"oracle-reachable": 1.0})
+    got = group_step_advantages([returns_to_go(r, 0.5) for r in rewards], 2)
     # returns-to-go (gamma 0.5): [0.5, -1], [-1]; [0.5, 1], [1.75, 1.5, 1]
     expected = [[0.5 - (-1), 0.0], [-1 - 0.5], [0.5 - 1.75, 1 - 1.5], [1.75 - 0.5, 1.5 - 1, 0.0]]
     for a, want in zip(got, expected, strict=True):
@@ -229,8 +229,8 @@ def test_two_grpo_steps_credit_each_turns_dense_terms_to_its_tokens(tmp_path: Pa
         want_outcome = ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-4)).view(-1)
         torch.testing.assert_close(out["outcome_advantages"], want_outcome)
         outcome_nonzero += int((want_outcome != 0).any())
-        step = step_advantages([rep.turn_transitions for rep in replays], per_step, groups, gamma, critic)
         rewards = turn_rewards([rep.turn_transitions for rep in replays], per_step, critic)
+        step = group_step_advantages([returns_to_go(r, gamma) for r in rewards], groups)
         adv, index = out["advantages"], out["turn_index"]
         assert adv.shape == out["completion_ids"].shape and adv.dim() == 2
         for i, x in enumerate(inputs):

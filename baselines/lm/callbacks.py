@@ -41,11 +41,9 @@ class ValidationCallback(TrainerCallback):
         """``max_turns``: validate with multi-turn episodes (None: single-pass, from ``prompts``; ``tools``: through tool
         calls); ``resume_step``: the logs drop their rows after it; ``write``: this process writes the files."""
         self.problems, self.prompts, self.tokenizer = list(problems), list(prompts), tokenizer
-        self.max_turns, self.sampling, self.tools = max_turns, sampling or Sampling(), tools
-        self.dir = Path(output_dir)
-        self.eval_interval, self.samples = eval_interval, samples
-        self.max_new_tokens, self.batch_size, self.seed, self.verbose = max_new_tokens, batch_size, seed, verbose
-        self.png_path = self.dir / "success.png"
+        self.how = Play(max_turns=max_turns, max_new_tokens=max_new_tokens, batch_size=batch_size, tools=tools)
+        self.dir, self.sampling, self.eval_interval, self.samples = Path(output_dir), sampling or Sampling(), eval_interval, samples
+        self.seed, self.verbose = seed, verbose
         self.metrics = MetricsLog(self.dir / "metrics.csv", resume_step=resume_step, write=write)
         self.train_log = MetricsLog(self.dir / "train_log.jsonl", resume_step=resume_step, write=write)
         self.rows: list[dict[str, Any]] = self.metrics.rows
@@ -65,19 +63,23 @@ class ValidationCallback(TrainerCallback):
             return
         self.evaluated.add(step)
         state = PartialState()
-        part = self._play(model, list(range(state.process_index, len(self.problems), state.num_processes)), step)
+        idx = list(range(state.process_index, len(self.problems), state.num_processes))
+        part = evaluate(model, self.tokenizer, [self.problems[i] for i in idx], self.how,
+                        prompts=None if self.how.max_turns is not None else [self.prompts[i] for i in idx],
+                        samples=self.samples, sampling=self.sampling, seed=self.seed + step).row()
         parts = gather_object([part]) if state.num_processes > 1 else [part]
         if not state.is_main_process:
             return
         row = {"step": step, **_merge(parts)}
         self.metrics.append({k: row[k] for k in EVAL_FIELDS if k in row})
-        self.metrics.plot(self.png_path, SUCCESS_PANELS, xlabel="GRPO step", title=f"GRPO validation ({self.dir.name})")
+        self.metrics.plot(self.dir / "success.png", SUCCESS_PANELS, xlabel="GRPO step", title=f"GRPO validation ({self.dir.name})")
         if event is not None:
             logs = {f"eval_{k}": float(v) for k, v in row.items() if k != "step" and isinstance(v, (int, float))}
             for cb in self.reporters:
                 cb.on_log(*event, logs=logs)
         if self.best() is self.rows[-1]:
-            self._save_best(model, row)
+            best = save_pretrained(model, self.tokenizer, self.dir / self.BEST_DIR)
+            write_text_atomic(best / "validation.json", json.dumps(row, indent=2) + "\n")
         if self.verbose:
             extra = f", sampled {row['sampled_success']:.1%}, pass@{self.samples} {row['pass_at_k']:.1%}" if self.samples else ""
             print(
@@ -85,17 +87,6 @@ class ValidationCallback(TrainerCallback):
                 f"{row['tokens_per_s']:.0f} generated tokens/s",
                 flush=True,
             )
-
-    def _play(self, model: Any, idx: list[int], step: int) -> dict[str, float]:
-        """This process's share of a validation: the problems ``idx`` played, their row."""
-        prompts = None if self.max_turns is not None else [self.prompts[i] for i in idx]
-        how = Play(max_turns=self.max_turns, max_new_tokens=self.max_new_tokens, batch_size=self.batch_size, tools=self.tools)
-        return evaluate(model, self.tokenizer, [self.problems[i] for i in idx], how, prompts=prompts,
-                        samples=self.samples, sampling=self.sampling, seed=self.seed + step).row()
-
-    def _save_best(self, model: Any, row: dict[str, Any]) -> None:
-        best = save_pretrained(model, self.tokenizer, self.dir / self.BEST_DIR)
-        write_text_atomic(best / "validation.json", json.dumps(row, indent=2) + "\n")
 
     def best(self) -> dict[str, Any] | None:
         """The row of the saved best model: highest greedy success, earliest on ties (None before any validation)."""
@@ -234,9 +225,7 @@ class RunCardCallback(TrainerCallback):
         if state.is_world_process_zero:
             self.write(state.global_step)
 
-    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if state.is_world_process_zero:
-            self.write(state.global_step)
+    on_train_end = on_save
 
 
 PARTS = ("generation", "rewards", "logprob_pass", "train_forward", "backward_update_other")

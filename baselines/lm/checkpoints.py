@@ -35,9 +35,9 @@ class CompletionMarker(TrainerCallback):
             write_text_atomic(path, json.dumps({"global_step": state.global_step}) + "\n")
 
 
-def checkpoint_problem(path: Path, require_marker: bool = True, extra: tuple[str, ...] = ()) -> str | None:
+def checkpoint_problem(path: Path, require_marker: bool = True) -> str | None:
     """Why the checkpoint ``path`` cannot be resumed from (None: it can): no marker (``require_marker``), no readable
-    ``trainer_state.json``, no weights, a cut-off ``torch.save`` file, or a missing ``extra`` file."""
+    ``trainer_state.json``, no weights, or a cut-off ``torch.save`` file."""
     if require_marker and not (path / MARKER).is_file():
         return f"no {MARKER} (the save did not finish)"
     try:
@@ -58,8 +58,7 @@ def checkpoint_problem(path: Path, require_marker: bool = True, extra: tuple[str
             return "no optimizer.pt"
         if f.is_file() and not _whole_zip(f):
             return f"{name} is cut off"
-    missing = [name for name in extra if not (path / name).is_file()]
-    return f"no {', '.join(missing)}" if missing else None
+    return None
 
 
 def _whole_zip(path: Path) -> bool:
@@ -94,13 +93,13 @@ def checkpoints(out: Path) -> list[Path]:
     return [p for _, p in sorted(found, reverse=True)]
 
 
-def last_complete_checkpoint(out: Path, extra: tuple[str, ...] = (), say: Any = print) -> str | None:
+def last_complete_checkpoint(out: Path, say: Any = print) -> str | None:
     """The newest checkpoint of ``out`` that :func:`checkpoint_problem` passes (None: none); each newer one passed
     over is reported through ``say``."""
     found = checkpoints(out)
     marked = any((p / MARKER).is_file() for p in found)  # a run saved before the marker existed has none
     for path in found:
-        problem = checkpoint_problem(path, require_marker=marked, extra=extra)
+        problem = checkpoint_problem(path, require_marker=marked)
         if problem is None:
             return str(path)
         say(f"--resume: {path} is incomplete ({problem}); trying the checkpoint before it")

@@ -15,10 +15,10 @@ was trained and first measured under: the difference is 32 episodes that write a
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -26,8 +26,6 @@ from tqdm import tqdm
 from baselines.analysis.uncertainty import binomial_se, mean_se
 from baselines.lm.generation import Sampling, generate, generate_vllm
 from countdown_gym.game.problem import Problem
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -200,31 +198,24 @@ def evaluate(model: Any, tokenizer: Any, problems: Sequence[Problem], how: Play,
     return ev
 
 
-def shared(items: Sequence[Any], work: Callable[[list[Any]], list[T]]) -> list[T]:
-    """``work`` on every item, each process doing its share; every process gets the whole list back, in order."""
-    from accelerate import PartialState
-    from accelerate.utils import gather_object
-
-    state = PartialState()
-    mine = work(list(items[state.process_index::state.num_processes]))
-    if state.num_processes == 1:
-        return mine
-    out: list[Any] = [None] * len(items)
-    for rank, part in enumerate(gather_object([mine])):
-        out[rank::state.num_processes] = part
-    return out
-
-
 def greedy_solved(model: Any, tokenizer: Any, problems: Sequence[Problem], *, max_turns: int | None = None,
                   prompts: Sequence[Any] | None = None, max_new_tokens: int = 192, batch_size: int = 128,
                   tools: bool = False) -> list[bool]:
-    """Whether ``model`` solves each problem with greedy play (single-pass needs ``prompts``), shared over processes."""
+    """Whether ``model`` solves each problem with greedy play (single-pass needs ``prompts``), each process playing its
+    share; every process gets the whole list back, in order."""
+    from accelerate import PartialState
+    from accelerate.utils import gather_object
+
     if max_turns is None and (prompts is None or len(prompts) != len(problems)):
         raise ValueError("single-pass play needs one prompt per problem")
     how = Play(max_turns=max_turns, max_new_tokens=max_new_tokens, batch_size=batch_size, tools=tools)
-
-    def work(idx: list[int]) -> list[bool]:
-        chosen = None if prompts is None or max_turns is not None else [prompts[i] for i in idx]
-        return [r.solved for r in evaluate(model, tokenizer, [problems[i] for i in idx], how, prompts=chosen).greedy]
-
-    return shared(list(range(len(problems))), work)
+    state = PartialState()
+    idx = list(range(state.process_index, len(problems), state.num_processes))
+    chosen = None if prompts is None or max_turns is not None else [prompts[i] for i in idx]
+    mine = [r.solved for r in evaluate(model, tokenizer, [problems[i] for i in idx], how, prompts=chosen).greedy]
+    if state.num_processes == 1:
+        return mine
+    out: list[bool] = [False] * len(problems)
+    for rank, part in enumerate(gather_object([mine])):
+        out[rank::state.num_processes] = part
+    return out

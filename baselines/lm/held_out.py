@@ -47,17 +47,18 @@ def paired_difference(start: Sequence[bool], end: Sequence[bool]) -> dict[str, f
 
 
 class HeldOutTest:
-    """Greedy success of a run's starting and final models on held-out problems, kept per problem in ``path`` (JSON):
-    a resumed run reads the start back (for the same problems and ``settings``)."""
+    """Greedy success of a GRPO run's starting and final models on held-out ``problems``, played as the run plays
+    (single-pass: from ``prompts``; tools: through tool calls) and kept per problem in ``path`` (JSON): a resumed run
+    reads the start back (for the same problems and settings). The reward comparison builds the same one."""
 
-    def __init__(self, problems: Sequence[Problem], *, tokenizer: Any, path: str | Path, max_turns: int | None = None,
-                 prompts: Sequence[Any] | None = None, max_new_tokens: int = 192, batch_size: int = 128,
-                 settings: dict[str, Any] | None = None, write: bool = True, verbose: bool = True,
-                 tools: bool = False) -> None:
+    def __init__(self, run: GRPORun, tokenizer: Any, path: str | Path, problems: Sequence[Problem],
+                 prompts: Sequence[Any] | None, *, write: bool = True, verbose: bool = True) -> None:
+        opts = run.options
         self.problems, self.tokenizer, self.path = list(problems), tokenizer, Path(path)
-        self.settings = {"max_turns": max_turns, "max_new_tokens": max_new_tokens, **(settings or {})}
-        self.play = {"max_turns": max_turns, "prompts": prompts, "max_new_tokens": max_new_tokens, "batch_size": batch_size,
-                     "tools": tools}
+        self.settings = {"max_turns": run.turns, "max_new_tokens": opts.max_completion_length, "model": run.model,
+                         "prompt_style": opts.prompt_style, "chat_template": opts.chat_template}
+        self.play = {"max_turns": run.turns, "prompts": prompts, "max_new_tokens": opts.max_completion_length,
+                     "batch_size": opts.eval_batch_size, "tools": run.tools}
         self.write, self.verbose = write, verbose
         self.outcomes: dict[str, list[bool]] = {}
 
@@ -98,12 +99,5 @@ class HeldOutTest:
         write_text_atomic(self.path, json.dumps(body) + "\n")
 
 
-def held_out_test(run: GRPORun, tokenizer: Any, path: Any, problems: list[Problem], prompts: list[Any] | None, *,
-                  write: bool = True, verbose: bool = True) -> HeldOutTest:
-    """The GRPO run's :class:`HeldOutTest` of ``problems``, played as the run plays (single-pass: from ``prompts``;
-    tools: through tool calls), keeping its outcomes in ``path``; the reward comparison builds the same one."""
-    opts = run.options
-    return HeldOutTest(problems, tokenizer=tokenizer, path=path, max_turns=run.turns, prompts=prompts,
-                       max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size,
-                       settings={"model": run.model, "prompt_style": opts.prompt_style, "chat_template": opts.chat_template},
-                       write=write, verbose=verbose, tools=run.tools)
+held_out_test = HeldOutTest
+"""The run's :class:`HeldOutTest` (the name ``llm_grpo.py`` and the reward comparison build it by)."""

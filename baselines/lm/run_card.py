@@ -61,10 +61,7 @@ def run_card(run: GRPORun, rows: list[dict[str, Any]], step: int, profile: dict[
                   f"The first {test['problems']} problems of the `{opts.preset}` test split, played greedily by the starting "
                   "and the final model (`held_out.json` holds each problem's outcome). No step, checkpoint or shipped model was "
                   "chosen on them.", ""]
-    lines += [
-        "## Validation",
-        "",
-    ]
+    lines += ["## Validation", ""]
     if rows:
         samples = rows[0].get("samples") or 0
         lines += [

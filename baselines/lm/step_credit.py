@@ -130,14 +130,6 @@ def group_step_advantages(returns: Sequence[Sequence[float]], num_generations: i
     return out
 
 
-def step_advantages(episodes: Sequence[Sequence[Sequence[Mapping[str, Any]]]], weights: Mapping[str, float],
-                    num_generations: int, gamma: float = 1.0, critic: Scorer | None = None,
-                    scorers: Mapping[str, Scorer] | None = None) -> list[np.ndarray]:
-    """The per-turn advantages of a batch of episodes (their ``turn_transitions``): rewards, returns, baseline."""
-    rewards = turn_rewards(episodes, weights, critic, scorers)
-    return group_step_advantages([returns_to_go(r, gamma) for r in rewards], num_generations)
-
-
 def token_advantages(outcome: Any, step: Sequence[Sequence[float]], turn_index: Sequence[Sequence[int]], width: int) -> Any:
     """``(B, width)`` per-token advantages: ``outcome[i] + step[i][k]`` on the tokens of turn ``k``
     (``turn_index[i][t] == k``), ``outcome[i]`` on environment tokens (index -1) and right padding."""
@@ -177,8 +169,7 @@ class StepCredit:
         """Checked ``weights`` and ``gamma``; missing scorers are loaded (the shipped critics)."""
         weights = _check_step_weights(weights)
         returns_to_go([], gamma)  # validates gamma
-        given = {**({"critic": critic} if critic is not None else {}), **(scorers or {})}
-        return cls(weights, float(gamma), load_needs(weights, given))
+        return cls(weights, float(gamma), load_needs(weights, given_scorers(critic, scorers)))
 
     def add_turn_advantages(self, output: dict[str, Any], inputs: Sequence[Mapping[str, Any]], groups: int,
                             gather: Callable[[Any], Any], process_index: int) -> dict[str, float]:
@@ -221,5 +212,5 @@ def StepCreditGRPOTrainer(*args: Any, step_weights: Mapping[str, float], step_ga
 
 __all__ = [
     "StepCredit", "StepCreditGRPOTrainer", "group_step_advantages", "returns_to_go",
-    "reward_scorers", "split_reward_spec", "step_advantages", "token_advantages", "turn_rewards",
+    "reward_scorers", "split_reward_spec", "token_advantages", "turn_rewards",
 ]

@@ -43,11 +43,10 @@ def call_tools(env: CountdownToolEnv, message: dict[str, Any]) -> list[dict[str,
 
 
 def play_tool_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, max_turns: int, max_new_tokens: int,
-                       max_tool_calls: int | None = None, sampling: Sampling | None = None,
-                       batch_size: int = 64) -> tuple[list[CountdownToolEnv], int]:
+                       sampling: Sampling | None = None, batch_size: int = 64) -> tuple[list[CountdownToolEnv], int]:
     """Play each problem as one tool-calling episode; returns the episodes' environments and the tokens generated.
-    ``max_new_tokens`` bounds each episode's completion (turns and tool replies, as TRL's); ``max_tool_calls``
-    defaults to ``max_turns + 4``, what the run gives TRL."""
+    ``max_new_tokens`` bounds each episode's completion (turns and tool replies, as TRL's); at most ``max_turns + 4``
+    tool calls, what the run gives TRL."""
     envs = [CountdownToolEnv(max_turns=max_turns) for _ in problems]
     chats = [[{"role": "user", "content": env.reset(**dataset_row(p))}] for env, p in zip(envs, problems, strict=True)]
     schemas = list(tool_functions(envs[0]).values()) if envs else []
@@ -57,7 +56,7 @@ def play_tool_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], 
 
     start = [len(tokenizer(render(c), add_special_tokens=False)["input_ids"]) for c in chats]
     active, generated = list(range(len(problems))), 0
-    for _ in range((max_turns + 4 if max_tool_calls is None else max_tool_calls) + 1):
+    for _ in range(max_turns + 5):  # the replies to max_turns + 4 tool calls, and the answer after them
         texts = [render(chats[i]) for i in active]
         ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
         left = [max_new_tokens - (len(x) - start[i]) for i, x in zip(active, ids, strict=True)]
