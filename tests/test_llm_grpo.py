@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -480,17 +481,20 @@ def test_resume_passes_over_a_torn_newest_checkpoint_to_the_complete_one_before(
     assert (out / "checkpoint-1" / MARKER).is_file() and (out / "checkpoint-2" / MARKER).is_file()
     whole = tmp_path / "whole"
     shutil.copytree(out / "checkpoint-2", whole)
-    tears = {  # what a kill during the save of checkpoint-2 (or a cut-off copy) leaves
-        "trainer_state.json": lambda p: p.unlink(), "optimizer.pt": lambda p: p.write_bytes(p.read_bytes()[:100]),
-        "model.safetensors": lambda p: p.unlink(), MARKER: lambda p: p.unlink(),
-        "rng_state.pth": lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]),
-    }
-    for name, tear in tears.items():
+    tears = [  # what a kill during the save of checkpoint-2 (or a cut-off copy, or a hostile hand) leaves
+        ("trainer_state.json", lambda p: p.unlink()), ("optimizer.pt", lambda p: p.write_bytes(p.read_bytes()[:100])),
+        ("model.safetensors", lambda p: p.unlink()), (MARKER, lambda p: p.unlink()),
+        ("rng_state.pth", lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2])),
+        ("model.safetensors", lambda p: p.write_bytes(b"\x08" + bytes(7) + b'{"w": 1}')),  # a header of the wrong shape
+        ("trainer_state.json", lambda p: (p.unlink(), os.mkfifo(p))),  # never opened: reading a FIFO would block
+    ]
+    for name, tear in tears:
         shutil.rmtree(out / "checkpoint-2")
         shutil.copytree(whole, out / "checkpoint-2")
         tear(out / "checkpoint-2" / name)
         assert checkpoint_problem(out / "checkpoint-2") is not None, name
         assert last_complete_checkpoint(out, say=lambda m: None) == str(out / "checkpoint-1"), name
+    (out / "checkpoint-2" / "trainer_state.json").unlink()  # the FIFO of the last tear
     (out / "checkpoint-2" / "trainer_state.json").write_text('{"global_step": 2, "log_hist')  # cut off mid-write
     assert "not readable JSON" in checkpoint_problem(out / "checkpoint-2")
     (out / "final").rename(tmp_path / "final-before")

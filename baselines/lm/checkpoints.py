@@ -14,6 +14,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from safetensors import SafetensorError, safe_open
 from transformers import TrainerCallback
 
 from countdown_gym.runkit.runs import write_text_atomic
@@ -40,10 +41,10 @@ def checkpoint_problem(path: Path, require_marker: bool = True) -> str | None:
     ``trainer_state.json``, no weights, or a cut-off ``torch.save`` file."""
     if require_marker and not (path / MARKER).is_file():
         return f"no {MARKER} (the save did not finish)"
+    if not (path / "trainer_state.json").is_file():  # a FIFO there is never opened (reading it would block)
+        return "no trainer_state.json"
     try:
         state = json.loads((path / "trainer_state.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return "no trainer_state.json"
     except (OSError, ValueError) as exc:
         return f"trainer_state.json is not readable JSON ({str(exc)[:80]})"
     if not isinstance(state, dict) or not isinstance(state.get("global_step"), int):
@@ -70,19 +71,13 @@ def _whole_zip(path: Path) -> bool:
 
 
 def _safetensors_error(path: Path) -> str | None:
-    """Why a safetensors file does not read back (header, announced length), or None."""
+    """Why a safetensors file does not read back (the safetensors library checks its header and that its tensors
+    cover the file exactly), or None."""
     try:
-        with path.open("rb") as f:
-            n = int.from_bytes(f.read(8), "little")
-            header = json.loads(f.read(n)) if 0 < n < 100_000_000 else None
-    except (OSError, ValueError) as exc:
-        return str(exc)[:80]
-    if not isinstance(header, dict):
-        return "no header"
-    end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
-    if path.stat().st_size < 8 + n + end:
-        return "cut off"
-    return None
+        with safe_open(str(path), framework="pt"):
+            return None
+    except (SafetensorError, OSError) as exc:
+        return str(exc).removeprefix("Error while deserializing header: ")[:80]
 
 
 def checkpoints(out: Path) -> list[Path]:
