@@ -35,6 +35,8 @@ from tyro.constructors._struct_spec_dataclass import dataclass_rule
 from countdown_gym.dataclass_cli.output import OutputError, interrupted, output_failed, stdout_watched
 
 T = TypeVar("T")
+
+
 def parse_bool(text: str, *, allow_auto: bool = False) -> bool | None:
     """``true/false/yes/no/on/off/1/0`` (any case) -> bool; with ``allow_auto``, ``auto``/``none`` -> None."""
     t = text.strip().lower()
