@@ -220,3 +220,38 @@ def test_ctrl_c_while_the_worker_starts_is_not_lost(monkeypatch: pytest.MonkeyPa
         run_audit("countdown_gym.cli.audit:verify_reward", load_exploits()[:1])
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert not multiprocessing.active_children()  # the worker started in the window was stopped
+
+
+
+PRESS_WHILE_STARTING = """
+import multiprocessing.context, os, signal, threading, time
+from countdown_gym.cli.audit import load_exploits, run_audit
+
+start = multiprocessing.context.SpawnProcess.start
+
+def start_and_keep_pressing(self):
+    start(self)
+
+    def press():
+        for _ in range(300):
+            if not self.is_alive():
+                return
+            os.kill(self.pid, signal.SIGINT)
+            time.sleep(0.01)
+
+    threading.Thread(target=press, daemon=True).start()
+
+multiprocessing.context.SpawnProcess.start = start_and_keep_pressing
+print(*[o.status for o in run_audit("countdown_gym.cli.audit:verify_reward", load_exploits()[:3])])
+"""
+
+
+def test_a_ctrl_c_that_reaches_the_worker_while_it_starts_is_ignored_there() -> None:
+    """Ctrl-C goes to the whole process group: the worker must not die of it (with a traceback of its own) while it
+    imports. In a fresh process (the first worker also starts multiprocessing's resource tracker, which unblocked
+    SIGINT), SIGINT is sent to the worker every 10 ms from the moment it exists until it is ready."""
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-c", PRESS_WHILE_STARTING], capture_output=True, text=True, timeout=300,
+                       cwd=ROOT)
+    assert (r.returncode, r.stdout.split(), "Traceback" in r.stderr) == (0, ["ok"] * 3, False), r.stderr

@@ -22,6 +22,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -210,10 +211,13 @@ class _Worker:
         self.proc = ctx.Process(target=_serve, args=(spec, child, memory_mb), daemon=True)
         main = threading.current_thread() is threading.main_thread()  # only there can a handler be set
         # Ctrl-C is the parent's: the worker inherits SIGINT blocked (or, without pthread_sigmask, ignored) from its
-        # first instruction. A Ctrl-C while it starts is held and raised once it has started, never lost.
+        # first instruction. A Ctrl-C while it starts is held and raised once it has started, never lost. Starting
+        # multiprocessing's resource tracker unblocks SIGINT (it blocks and unblocks it around its own start), so the
+        # tracker is started first.
         held = main and hasattr(signal, "pthread_sigmask")
         pressed: list[int] = []
         if held:
+            resource_tracker.ensure_running()
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         previous = signal.signal(signal.SIGINT, (lambda n, _: pressed.append(n)) if held else signal.SIG_IGN) if main else None
         try:
