@@ -24,7 +24,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +32,7 @@ from baselines.lm.grpo_model import DEFAULT_MODEL, DEFAULT_TURN_MODEL, ROOT
 from baselines.lm.grpo_options import RESUMABLE_CHANGES
 from baselines.lm.grpo_options import Options as GRPOOptions
 from countdown_gym import dataclass_cli
+from countdown_gym.runkit.runs import run_commands
 
 VARIANTS = ("sparse", "oracle-perfect", "critic", "clipo")  # the protocol's arms (dense terms added to the outcome)
 STEP_SUFFIX = "@step"
@@ -198,33 +198,37 @@ def check_run_options(args: Options) -> None:
             raise SystemExit(f"compare_llm_rewards.py: the runs of variant {v!r} would be refused: {why}") from None
 
 
-def launch_all(args: Options, runs: list[tuple[str, int]]) -> None:
-    """Run every unfinished (variant, seed), ``args.jobs`` at a time; logs in ``<run>/stdout.log``."""
+def launch_all(args: Options, runs: list[tuple[str, int]]) -> bool:
+    """Run every unfinished (variant, seed), ``args.jobs`` at a time; logs in ``<run>/stdout.log``. Returns False when
+    Ctrl-C stopped them (each running one saved a checkpoint: the same command resumes it)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     todo = [(v, s) for v, s in runs if not finished(args, v, s)]
-    running: list[tuple[str, int, subprocess.Popen[bytes], Any]] = []
-    while todo or running:
-        while todo and len(running) < args.jobs:
-            v, s = todo.pop(0)
-            path = run_path(args, v, s)
-            path.mkdir(parents=True, exist_ok=True)
-            start = Path(args.runs_dir) / START_FILE
-            if start.is_file() and not (path / "held_out.json").exists():  # the start, played once for every run
-                shutil.copyfile(start, path / "held_out.json")
-            log = (path / "stdout.log").open("ab")
-            print(f"start {v} seed {s} -> {path}", flush=True)
-            running.append((v, s, subprocess.Popen(run_command(args, v, s), stdout=log, stderr=subprocess.STDOUT, env=env), log))
-        time.sleep(5)
-        for item in list(running):
-            v, s, proc, log = item
-            if proc.poll() is not None:
-                log.close()
-                running.remove(item)
-                status = "done" if proc.returncode == 0 else f"FAILED (exit {proc.returncode}, see {run_path(args, v, s)}/stdout.log)"
-                print(f"{v} seed {s}: {status}", flush=True)
-                if proc.returncode != 0:
-                    raise SystemExit(f"run {v} seed {s} failed; fix it and re-run (finished runs are kept)")
-                print(f"record: {write_run_record(args, v, s)}", flush=True)
+    failed: list[str] = []
+
+    def started(i: int) -> None:
+        v, s = todo[i]
+        path = run_path(args, v, s)
+        path.mkdir(parents=True, exist_ok=True)
+        start = Path(args.runs_dir) / START_FILE
+        if start.is_file() and not (path / "held_out.json").exists():  # the start, played once for every run
+            shutil.copyfile(start, path / "held_out.json")
+        print(f"start {v} seed {s} -> {path}", flush=True)
+
+    def ended(i: int, code: int) -> None:
+        v, s = todo[i]
+        stopped = code == dataclass_cli.EXIT_INTERRUPTED
+        status = "done" if code == 0 else "stopped" if stopped else f"FAILED (exit {code}, see {run_path(args, v, s)}/stdout.log)"
+        print(f"{v} seed {s}: {status}", flush=True)
+        if code == 0:
+            print(f"record: {write_run_record(args, v, s)}", flush=True)
+        elif not stopped:
+            failed.append(f"{v} seed {s}")
+
+    commands = [(run_command(args, v, s), run_path(args, v, s) / "stdout.log") for v, s in todo]
+    stopped = run_commands(commands, args.jobs, started=started, ended=ended, env=env)
+    if failed:
+        raise SystemExit(f"run(s) {', '.join(failed)} failed; fix and re-run (finished runs are kept)")
+    return not stopped
 
 
 START_FILE = "start_held_out.json"
@@ -320,11 +324,11 @@ def plot(args: Options, runs: list[tuple[str, int]] | None = None) -> Path:
                        spread="se")
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.replot:
         print(f"wrote {plot(args)}")
-        return
+        return 0
     from baselines.reward_analysis import write_page
 
     runs = [(v, s) for s in args.seed_list for v in args.variants]
@@ -335,11 +339,14 @@ def main(argv: list[str] | None = None) -> None:
     for v, s in runs:  # runs finished by an earlier call whose record is missing
         if not record_path(args, v, s).is_file() and trained(args, v, s):
             write_run_record(args, v, s)
-    launch_all(args, runs)
+    if not launch_all(args, runs):
+        print("stopped by Ctrl-C: finished runs are kept, the others saved a checkpoint; the same command resumes them")
+        return dataclass_cli.EXIT_INTERRUPTED
     plot(args, runs)
     print(write_page(args.page, args.records))
     print(f"records in {args.records}; page {args.page}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    dataclass_cli.run_script(main)

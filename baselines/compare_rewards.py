@@ -18,18 +18,20 @@ import os
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from baselines.analysis.uncertainty import seed_spread
 from countdown_gym import dataclass_cli
 from countdown_gym.rewards.variants import variant_names
+from countdown_gym.runkit.runs import run_commands
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
-def run_one(variant: str, seed: int, steps: int, out: str, extra: list[str]) -> dict:
+def run_arguments(variant: str, seed: int, steps: int, out: str, extra: list[str]) -> tuple[list[str], dict | None]:
+    """The ``sb3_ppo.py`` arguments of one run, and its result when it has finished already; ``ValueError`` when its
+    folder holds a run of other settings or of a larger budget."""
     from baselines import sb3_ppo
 
     name = f"{variant}-s{seed}"
@@ -48,8 +50,39 @@ def run_one(variant: str, seed: int, steps: int, out: str, extra: list[str]) -> 
     if done.exists():
         result = json.loads(done.read_text())
         if result.get("total_timesteps", 0) >= steps:
-            return result
-    return sb3_ppo.main(argv)
+            return argv, result
+    return argv, None
+
+
+def run_all(jobs: list[tuple[str, int]], args: Options, extra: list[str]) -> list[dict] | None:
+    """Every (variant, seed)'s result, running the unfinished ones (``sb3_ppo.py`` processes, ``--workers`` at a time,
+    output in ``runs/<run>.log``); None when Ctrl-C stopped them (each saved a checkpoint: the same command resumes)."""
+    runs = Path(args.out) / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    try:
+        checked = [run_arguments(v, s, args.total_timesteps, args.out, extra) for v, s in jobs]  # all before any run
+    except ValueError as exc:
+        raise SystemExit(f"compare_rewards.py: {exc}") from None
+    todo = [i for i, (_, result) in enumerate(checked) if result is None]
+    script = str(Path(__file__).with_name("sb3_ppo.py"))
+    commands = [([sys.executable, script, *checked[i][0]], runs / f"{jobs[i][0]}-s{jobs[i][1]}.log") for i in todo]
+    failed = []
+
+    def ended(k: int, code: int) -> None:
+        log = commands[k][1]
+        print(f"{log.stem}: {'done' if code == 0 else 'stopped' if code == 130 else f'FAILED (exit {code}, see {log})'}",
+              flush=True)
+        if code not in (0, 130):
+            failed.append(log.stem)
+
+    stopped = run_commands(commands, args.workers, started=lambda k: print(f"start {commands[k][1].stem}", flush=True),
+                           ended=ended)
+    if failed:
+        raise SystemExit(f"compare_rewards.py: run(s) {', '.join(failed)} failed (logs in {runs}); finished runs are kept")
+    if stopped:
+        return None
+    return [result or json.loads((runs / f"{v}-s{s}" / "result.json").read_text())
+            for (v, s), (_, result) in zip(jobs, checked, strict=True)]
 
 
 def plot(out: Path, val_problems: int, preset: str, results: list[dict] | None = None) -> Path:
@@ -97,7 +130,7 @@ class Options:
             raise ValueError("--variants and --seeds need at least one value each")
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     args, extra = dataclass_cli.parse_known(Options, argv, prog="python baselines/compare_rewards.py",
                                             description=__doc__.split("\n\n")[0])
     from baselines import sb3_ppo
@@ -106,16 +139,16 @@ def main(argv: list[str] | None = None) -> None:
     run_args = sb3_ppo.parse_args(extra)
     if args.replot:
         print(f"wrote {plot(out, run_args.eval_problems, run_args.preset)}")
-        return
+        return 0
     for variant in args.variants:  # every run's command line is checked before any run starts
         sb3_ppo.parse_args([*extra, "--reward", variant])
     out.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     t0 = time.time()
-    jobs = [(v, s) for v in args.variants for s in args.seeds]
-    with ProcessPoolExecutor(args.workers) as pool:
-        futures = [pool.submit(run_one, v, s, args.total_timesteps, str(out), extra) for v, s in jobs]
-        results = [f.result() for f in futures]
+    results = run_all([(v, s) for v in args.variants for s in args.seeds], args, extra)
+    if results is None:
+        print("stopped by Ctrl-C: finished runs are kept, the others saved a checkpoint; the same command resumes them")
+        return dataclass_cli.EXIT_INTERRUPTED
     wall = time.time() - t0
     load_after = os.getloadavg()
     plot(out, run_args.eval_problems, run_args.preset, results)
@@ -160,7 +193,8 @@ def main(argv: list[str] | None = None) -> None:
               f"[docs/sb3_baseline.md]({os.path.relpath(DOCS / 'sb3_baseline.md', out.resolve())}).", ""]
     (out / "sb3_rewards.md").write_text("\n".join(lines))
     print("\n".join(lines))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    dataclass_cli.run_script(main)

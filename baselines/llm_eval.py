@@ -359,4 +359,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    dataclass_cli.run_script(main)

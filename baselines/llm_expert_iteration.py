@@ -121,4 +121,4 @@ def main(opts: Options) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(dataclass_cli.parse(Options)))
+    dataclass_cli.run_script(lambda: main(dataclass_cli.parse(Options)))

@@ -106,4 +106,4 @@ def grow(opts: GrowOptions) -> Path:
 
 
 if __name__ == "__main__":
-    grow(dataclass_cli.parse(GrowOptions))
+    dataclass_cli.run_script(lambda: grow(dataclass_cli.parse(GrowOptions)))

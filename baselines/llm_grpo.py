@@ -214,11 +214,11 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     summary = train(opts)
     if summary.get("interrupted"):
-        raise SystemExit(runs.INTERRUPTED_EXIT_CODE)  # stopped by Ctrl-C / SIGTERM; train() said where the checkpoint is
+        raise SystemExit(dataclass_cli.EXIT_INTERRUPTED)  # stopped by Ctrl-C / SIGTERM; train() said where the checkpoint is
     for line in summary_lines(opts, summary):
         print(line)
     print(f"total {time.perf_counter() - t0:.0f} s; outputs in {summary['output_dir']}")
 
 
 if __name__ == "__main__":
-    main()
+    dataclass_cli.run_script(main)

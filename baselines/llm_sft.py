@@ -371,4 +371,4 @@ def projected_steps(cfg: SFTConfig, step: int, steps_per_s: float, elapsed: floa
 
 
 if __name__ == "__main__":
-    raise SystemExit(130 if train(dataclass_cli.parse(SFTConfig)).get("interrupted") else 0)  # 130: stopped by Ctrl-C
+    dataclass_cli.run_script(lambda: train(dataclass_cli.parse(SFTConfig)))  # 130: stopped by Ctrl-C

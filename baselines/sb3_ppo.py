@@ -412,4 +412,4 @@ def write_submission(args: Args, problems: list[Problem], moves: list[list[tuple
 
 
 if __name__ == "__main__":
-    raise SystemExit(130 if main().get("interrupted") else 0)  # 130: stopped by Ctrl-C, resumable
+    dataclass_cli.run_script(main)  # 130: stopped by Ctrl-C, resumable

@@ -290,4 +290,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    dataclass_cli.run_script(main)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from countdown_gym import Problem, dfs_trace, load_split
+from countdown_gym import Problem, dataclass_cli, dfs_trace, load_split
 from critics import V2_CHECKPOINT, load_critic, metrics
 from critics.data import LabelledStates, distinct_states, random_states, start_states, trace_states, trace_tree
 from critics.metrics import EvalOptions, per_size, report_head, write_results
@@ -120,4 +120,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    dataclass_cli.run_script(main)

@@ -21,7 +21,8 @@ from tqdm import tqdm
 
 from countdown_gym import dataclass_cli
 from countdown_gym.data.splits import SPLIT_SPEC
-from countdown_gym.runkit.runs import INTERRUPTED_EXIT_CODE, MetricsLog, StopRequest, prepare_run
+from countdown_gym.dataclass_cli import EXIT_INTERRUPTED
+from countdown_gym.runkit.runs import MetricsLog, StopRequest, prepare_run
 from critics.models import ConfigDict
 
 
@@ -166,7 +167,7 @@ def main(options: type[Options], train: Callable[[Options], Path], argv: Sequenc
     if "stopped_by_ctrl_c_at_step" in meta:
         then = "continues with --resume" if resumable else "holds the weights of that step"
         print(f"stopped by Ctrl-C at step {meta['step']}; the checkpoint in {out} {then}")
-        raise SystemExit(INTERRUPTED_EXIT_CODE)
+        raise SystemExit(EXIT_INTERRUPTED)
     print(f"done: {meta['step']} steps x batch {cfg.batch_size}: {meta['train_seconds']} s of training, "
           f"{meta.get('total_seconds', '?')} s in all (data {meta['data_seconds']} s) "
           f"({meta['parameters']:,} parameters); checkpoint in {out}")

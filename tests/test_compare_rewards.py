@@ -31,9 +31,9 @@ def test_compare_writes_table_and_figure_and_reuses_runs(tmp_path: Path, capsys:
     mtime = (tmp_path / "runs" / "sparse-s0" / "result.json").stat().st_mtime
     compare_rewards.main(argv)  # finished runs are reused, not retrained
     assert (tmp_path / "runs" / "sparse-s0" / "result.json").stat().st_mtime == mtime
-    with pytest.raises(ValueError, match="other settings"):
+    with pytest.raises(SystemExit, match="other settings"):
         compare_rewards.main([*argv, "--hidden", "16"])
-    with pytest.raises(ValueError, match="more than --total-timesteps 32"):  # never report a 64-step run as 32
+    with pytest.raises(SystemExit, match="more than --total-timesteps 32"):  # never report a 64-step run as 32
         compare_rewards.main([*argv[:7], "32", *argv[8:]])
 
 
@@ -58,3 +58,29 @@ def test_bad_flags_are_usage_errors_before_any_run(tmp_path: Path, capsys: pytes
             compare_rewards.main(argv)
         assert exc.value.code == 2 and said in capsys.readouterr().err
     assert not (tmp_path / "c").exists()  # nothing was started
+
+
+def test_ctrl_c_stops_the_comparison_with_one_line_and_starts_no_more_runs(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) while the first of two runs trains: it saves a
+    checkpoint or stops before training (each one line), the second never starts, exit code 130, no traceback
+    anywhere (it was a KeyboardInterrupt traceback, and the queued runs still ran)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    argv = [sys.executable, str(root / "baselines" / "compare_rewards.py"), "--variants", "sparse", "oracle-perfect",
+            "--seeds", "0", "--total-timesteps", "1000000", "--workers", "1", "--out", str(tmp_path), *TINY]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "runs" / "sparse-s0" / "options.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    log = (tmp_path / "runs" / "sparse-s0.log").read_text()
+    assert p.returncode == 130 and "Traceback" not in err + log, err + log
+    assert "stopped at" in log or "interrupted" in log, log
+    assert "start sparse-s0" in out and "oracle-perfect" not in out and not (tmp_path / "runs" / "oracle-perfect-s0").exists()

@@ -17,6 +17,7 @@ from countdown_gym.dataclass_cli import (
     help_text,
     parse,
     parse_bool,
+    run_script,
     to_argv,
 )
 
@@ -384,3 +385,19 @@ def test_check_choice_names_the_flag() -> None:
     check_choice(Run(), "loss_type", ("grpo", "dapo"))
     with pytest.raises(ValueError, match=r"--loss-type must be one of \['grpo', 'dapo'\], got 'x'"):
         check_choice(Run("x"), "loss_type", ("grpo", "dapo"))
+
+
+@pytest.mark.parametrize(("result", "code"), [(None, 0), (3, 3), (True, 0), ({"interrupted": True}, 130), ({"x": 1}, 0)])
+def test_run_script_exits_with_the_scripts_code(result, code) -> None:
+    with pytest.raises(SystemExit) as exc:
+        run_script(lambda: result)
+    assert exc.value.code == code
+
+
+def test_run_script_turns_a_ctrl_c_into_one_line_and_130(capsys: pytest.CaptureFixture[str]) -> None:
+    def pressed() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as exc:
+        run_script(pressed)
+    assert exc.value.code == 130 and capsys.readouterr().err.strip().endswith(": interrupted")

@@ -731,7 +731,6 @@ def test_comparison_reuses_only_runs_of_the_same_options_and_records_each_finish
 
     monkeypatch.setattr(subprocess, "Popen", Done)
     monkeypatch.setattr(cmp, "git_commit", lambda: "0123abc")  # git runs through Popen too
-    monkeypatch.setattr(cmp.time, "sleep", lambda s: None)
     cmp.launch_all(args, [("sparse", 0), ("critic", 1)])
     assert len(launched) == 1 and "--test-eval" in launched[0]  # sparse seed 0 was finished already
     (rec,) = read_records(args.records)

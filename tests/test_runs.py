@@ -164,3 +164,22 @@ def test_stop_request_first_signal_asks_second_interrupts(capsys: pytest.Capture
             os.kill(os.getpid(), signal.SIGINT)
     assert "SIGTERM: stopping after this step" in capsys.readouterr().err
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_run_commands_stops_starting_runs_at_the_first_stop_request_and_passes_sigterm_on(tmp_path: Path) -> None:
+    """Three 30 s commands, two at a time: a SIGTERM half a second in starts no third one, reaches the two running
+    (they end at once, -15), and run_commands says it was stopped."""
+    import sys
+    import threading
+    import time
+
+    sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]
+    started, ended = [], []
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    t0 = time.monotonic()
+    stopped = runs.run_commands([(sleeper, tmp_path / f"{i}.log") for i in range(3)], 2, started=started.append,
+                                ended=lambda i, code: ended.append((i, code)))
+    assert stopped and started == [0, 1] and sorted(ended) == [(0, -signal.SIGTERM), (1, -signal.SIGTERM)]
+    assert time.monotonic() - t0 < 20 and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert runs.run_commands([([sys.executable, "-c", "print('hi')"], tmp_path / "hi.log")], 1) is False
+    assert (tmp_path / "hi.log").read_text() == "hi\n"

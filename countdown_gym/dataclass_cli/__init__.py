@@ -37,7 +37,7 @@ from countdown_gym.dataclass_cli.commands import (
     to_argv,
     usage_error,
 )
-from countdown_gym.dataclass_cli.output import EXIT_INTERRUPTED, OutputError, interrupted, output_failed
+from countdown_gym.dataclass_cli.output import EXIT_INTERRUPTED, OutputError, interrupted, output_failed, run_script
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -58,6 +58,7 @@ __all__ = [
     "parse_bool",
     "parse_known",
     "run",
+    "run_script",
     "to_argv",
     "usage_error",
 ]

@@ -8,8 +8,9 @@ import contextlib
 import errno
 import os
 import sys
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, NoReturn
 
 EXIT_INTERRUPTED = 130
 """The exit code of a command stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it."""
@@ -73,3 +74,20 @@ def output_failed(exc: OutputError, prog: str) -> int:
     with contextlib.suppress(OSError):
         print(f"{prog}: error: cannot write to standard output: {exc.strerror or exc}", file=sys.stderr)
     return 1
+
+
+def run_script(main: Callable[[], Any]) -> NoReturn:
+    """A script's ``if __name__ == "__main__"``: exit with ``main()``'s code (an int as it is; a result marked
+    ``{"interrupted": True}``, a run that Ctrl-C stopped after saving a checkpoint, :data:`EXIT_INTERRUPTED`; else 0).
+    A Ctrl-C that reaches here (while the script sets up, or a second one) is one line and :data:`EXIT_INTERRUPTED`."""
+    prog = Path(sys.argv[0]).name
+    try:
+        with stdout_watched():
+            result = main()
+    except KeyboardInterrupt:
+        raise SystemExit(interrupted(prog)) from None
+    except OutputError as exc:
+        raise SystemExit(output_failed(exc, prog)) from None
+    if isinstance(result, Mapping):
+        raise SystemExit(EXIT_INTERRUPTED if result.get("interrupted") else 0)
+    raise SystemExit(result if isinstance(result, int) and not isinstance(result, bool) else 0)

@@ -29,8 +29,10 @@ import json
 import os
 import signal
 import stat
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,9 +43,6 @@ from countdown_gym.dataclass_cli import changed_options
 
 OPTIONS_FILE = "options.json"
 """Every option of the run, written when it starts (``--resume`` compares against it)."""
-
-INTERRUPTED_EXIT_CODE = 130
-"""Exit code of a script stopped by Ctrl-C / SIGTERM after saving a resumable checkpoint."""
 
 
 # ---- the run directory ----------------------------------------------------------------------------------
@@ -373,12 +372,14 @@ class StopRequest:
     def __init__(self, message: str = "stopping after this step and saving a checkpoint (Ctrl-C again to stop at once)") -> None:
         self.message = message
         self.requested = False
+        self.signum: int | None = None
+        """The signal that asked to stop (SIGINT or SIGTERM)."""
         self._previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.requested:
             raise KeyboardInterrupt
-        self.requested = True
+        self.requested, self.signum = True, signum
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         print(f"\n{name}: {self.message}", file=sys.stderr, flush=True)
 
@@ -391,3 +392,38 @@ class StopRequest:
         for s, previous in self._previous.items():
             signal.signal(s, previous)
         self._previous = {}
+
+
+def run_commands(commands: Sequence[tuple[Sequence[str], Path]], at_once: int, *,
+                 started: Callable[[int], None] = lambda i: None, ended: Callable[[int, int], None] = lambda i, code: None,
+                 env: Mapping[str, str] | None = None) -> bool:
+    """Run each ``(argv, log)`` as a process, ``at_once`` at a time, its output appended to ``log``; ``started(i)``
+    before command ``i`` starts, ``ended(i, exit code)`` once it has ended. The first Ctrl-C starts no more commands
+    and waits for the running ones, which the Ctrl-C reached too (a training script saves a checkpoint and exits);
+    a SIGTERM is passed on to them. Returns whether it was stopped so. A second Ctrl-C raises ``KeyboardInterrupt``."""
+    todo = list(range(len(commands)))
+    running: dict[int, tuple[subprocess.Popen[bytes], Any]] = {}
+    passed_on = False
+    try:
+        with StopRequest("starting no more runs; the running ones save a checkpoint and stop (Ctrl-C again to stop at once)") as stop:
+            while running or (todo and not stop.requested):
+                while todo and not stop.requested and len(running) < at_once:
+                    i = todo.pop(0)
+                    started(i)
+                    argv, log = commands[i]
+                    out = Path(log).open("ab")  # noqa: SIM115 - closed when the process ends
+                    running[i] = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, env=env), out
+                if stop.signum == signal.SIGTERM and not passed_on:
+                    passed_on = True
+                    for proc, _ in running.values():
+                        proc.terminate()
+                time.sleep(0.2)
+                for i, (proc, out) in list(running.items()):
+                    if proc.poll() is not None:
+                        out.close()
+                        del running[i]
+                        ended(i, proc.returncode)
+    finally:
+        for _, out in running.values():
+            out.close()
+    return stop.requested
