@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 import re
 import subprocess
-import sys
 import time
 import types
 from collections import Counter, defaultdict
@@ -349,4 +348,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    dataclass_cli.run_script(main)

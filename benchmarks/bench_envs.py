@@ -23,7 +23,7 @@ from gymnasium.vector import AutoresetMode  # noqa: E402
 
 import countdown_gym  # noqa: E402
 from countdown_gym import dfs_trace, load_split  # noqa: E402
-from countdown_gym.dataclass_cli import check_min, parse  # noqa: E402
+from countdown_gym.dataclass_cli import check_min, parse, run_script  # noqa: E402
 from countdown_gym.envs.text import replay_completion  # noqa: E402
 from countdown_gym.envs.vector import CountdownVectorEnv  # noqa: E402
 
@@ -199,4 +199,4 @@ alternating rounds make the ratios the figures to compare; each ratio is the med
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -16,7 +16,7 @@ from pathlib import Path
 from _common import ROOT, best_time
 
 from countdown_gym import load_split
-from countdown_gym.dataclass_cli import check_min, parse
+from countdown_gym.dataclass_cli import check_min, parse, run_script
 from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
 from countdown_gym.game.compact_trace import CompactTraceConfig
 from countdown_gym.game.turn_game import replay_turns
@@ -73,4 +73,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

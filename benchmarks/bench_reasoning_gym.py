@@ -59,4 +59,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    dataclass_cli.run_script(main)

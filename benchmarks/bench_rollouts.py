@@ -21,7 +21,7 @@ from typing import Literal
 
 from _common import ROOT, command
 
-from countdown_gym.dataclass_cli import check_min, parse
+from countdown_gym.dataclass_cli import check_min, parse, run_script
 from countdown_gym.inference.engine import PEEK_FROM
 
 GRAPHS = {"auto": None, "on": True, "off": False}
@@ -220,4 +220,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -44,7 +44,7 @@ from _common import ROOT, command
 from websockets.asyncio.client import connect
 
 from countdown_gym import load_split
-from countdown_gym.dataclass_cli import check_min, parse
+from countdown_gym.dataclass_cli import check_min, parse, run_script
 from countdown_gym.game.compact_trace import CompactTraceConfig
 from countdown_gym.game.turn_trace import turn_trace
 
@@ -313,4 +313,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

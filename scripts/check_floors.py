@@ -23,7 +23,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from countdown_gym.dataclass_cli import run
+from countdown_gym.dataclass_cli import run, run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK_TOOLS = ("pytest>=8", "hypothesis>=6.100")
@@ -121,4 +121,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_script(main)

@@ -10,11 +10,10 @@ See the module's docstring for the columns.
 
 from __future__ import annotations
 
-import sys
-
+from countdown_gym.dataclass_cli import run_script
 from countdown_gym.integrations.verl_export import TOOL_CONFIG, export, main, verl_rows
 
 __all__ = ["TOOL_CONFIG", "export", "main", "verl_rows"]
 
 if __name__ == "__main__":
-    sys.exit(main(prog="scripts/export_verl.py"))
+    run_script(lambda: main(prog="scripts/export_verl.py"))
