@@ -183,3 +183,44 @@ def test_run_commands_stops_starting_runs_at_the_first_stop_request_and_passes_s
     assert time.monotonic() - t0 < 20 and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     assert runs.run_commands([([sys.executable, "-c", "print('hi')"], tmp_path / "hi.log")], 1) is False
     assert (tmp_path / "hi.log").read_text() == "hi\n"
+
+
+HOLDER = """
+import sys, time
+from dataclasses import dataclass
+from countdown_gym.runkit.runs import prepare_run
+
+@dataclass
+class Opts:
+    lr: float = 1e-3
+    steps: int = 10
+    out: str = ""
+
+prepare_run(sys.argv[1], "--out", Opts(), resume=True)
+print("holding", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_second_process_training_into_a_held_directory_is_refused_until_the_first_is_gone(tmp_path: Path) -> None:
+    """Two processes on one run directory would mix their checkpoints and logs. The holder's lock goes with it,
+    SIGKILL included, so the next start resumes there; one process may prepare its own directory again."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "holding\n"
+        with pytest.raises(SystemExit, match=rf"in use: another process \(pid {holder.pid}\) is training into it"):
+            prepare_run(out, "--out", Opts(), resume=True)
+        assert prepare_run(out, "--out", Opts(), resume=True, write=False) == out  # another rank's check
+    finally:
+        holder.kill()
+        holder.wait()
+    assert prepare_run(out, "--out", Opts(), resume=True) == out
+    assert prepare_run(out, "--out", Opts(), resume=True) == out  # held by this process already
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / runs.LOCK_FILE).mkdir()
+    with pytest.raises(SystemExit, match="is a folder, not a lock file"):
+        prepare_run(tmp_path / "odd", "--out", Opts(), resume=False)

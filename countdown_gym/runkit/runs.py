@@ -44,6 +44,11 @@ from countdown_gym.dataclass_cli import changed_options
 OPTIONS_FILE = "options.json"
 """Every option of the run, written when it starts (``--resume`` compares against it)."""
 
+LOCK_FILE = ".run.lock"
+"""Locked by the process training into the directory (:func:`hold_directory`); holds its pid."""
+
+_HELD: dict[Path, Any] = {}
+
 
 # ---- the run directory ----------------------------------------------------------------------------------
 
@@ -59,6 +64,43 @@ def run_directory(path: str | os.PathLike[str], label: str) -> Path:
     except OSError as exc:
         raise SystemExit(f"{label}: cannot write there ({exc.strerror or exc})") from None
     return out
+
+
+def hold_directory(out: Path, instead: str) -> None:
+    """Hold the run directory ``out`` until this process ends: an exclusive ``flock`` on its :data:`LOCK_FILE`, which
+    the system lets go however the process ends (SIGKILL included). A second process training into it at the same
+    time (the same command started twice, a rerun while the runs of a killed comparison go on) exits with a message
+    naming ``instead`` (what else to do) instead of mixing its checkpoints and logs in. No lock where unsupported."""
+    key = out.resolve()
+    if key in _HELD:
+        return
+    try:
+        import fcntl
+    except ImportError:  # not on POSIX
+        return
+    path = out / LOCK_FILE
+    if (kind := not_regular(path)) is not None:
+        raise SystemExit(f"{path} is {kind}, not a lock file; delete it")
+    try:
+        lock = path.open("a+")  # noqa: SIM115 - open until the process ends: that is the lock
+    except OSError as exc:
+        raise SystemExit(f"{path}: cannot open it ({exc.strerror or exc})") from None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip()[:20] or "unknown"
+        lock.close()
+        raise SystemExit(f"{out} is in use: another process (pid {holder}) is training into it; wait for it to end, "
+                         f"or {instead}") from None
+    except OSError:  # a file system without locks
+        lock.close()
+        return
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    _HELD[key] = lock
 
 
 def holds_run(out: str | os.PathLike[str], markers: Iterable[str] = (OPTIONS_FILE,)) -> bool:
@@ -138,10 +180,12 @@ def prepare_run(path: str | os.PathLike[str], label: str, options: Any, *, resum
     else shows a kept run (``options.json`` always does); ``may_change``: the options a resume may change;
     ``saved_as``: reads the stored options (None: no file) as today's fields; ``write=False`` checks without writing;
     ``barrier``: called after the checks and after the write (a distributed run's wait); ``resumable=False``: the
-    script has no ``--resume`` to offer.
+    script has no ``--resume`` to offer. With ``write``, the process holds the directory (:func:`hold_directory`).
     """
     out = run_directory(path, f"{label} {path}")
     start_over = start_over or f"use another {label}"
+    if write:
+        hold_directory(out, start_over)
     if not resume and holds_run(out, (OPTIONS_FILE, *markers)):
         continues = "--resume continues it; " if resumable else ""
         raise SystemExit(f"{out} holds a run already: {continues}to start over {start_over} or delete that directory")
