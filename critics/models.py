@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -24,6 +23,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
+from countdown_gym.dataclass_cli import written_aside
 from countdown_gym.runkit.runs import not_regular
 
 ConfigT = TypeVar("ConfigT", bound="ConfigDict")
@@ -405,10 +405,9 @@ def write_files(directory: str | Path, model: nn.Module, meta: dict[str, Any],
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    save_file(tensors, str(d / "model.safetensors.tmp"), metadata=weights_metadata)
-    (d / "config.json.tmp").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
-    os.replace(d / "model.safetensors.tmp", d / "model.safetensors")
-    os.replace(d / "config.json.tmp", d / "config.json")
+    with written_aside(d / "model.safetensors") as weights, written_aside(d / "config.json") as config:
+        save_file(tensors, str(weights), metadata=weights_metadata)
+        config.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
     return d
 
 

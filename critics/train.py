@@ -21,6 +21,7 @@ import torch
 
 from countdown_gym import dataclass_cli
 from countdown_gym.data.generator import get_config
+from countdown_gym.dataclass_cli import written_aside
 from countdown_gym.runkit.runs import (
     OPTIONS_FILE,
     MetricsLog,
@@ -28,7 +29,6 @@ from countdown_gym.runkit.runs import (
     StopRequest,
     holds_run,
     not_regular,
-    stale_removed,
 )
 from countdown_gym.runkit.tracking import Tracker, report_to_names
 from critics import load_critic, train_loop
@@ -238,14 +238,14 @@ def _save(model, optim, cfg: TrainConfig, out: Path, run: Progress, rng: np.rand
     meta = {"train_config": cfg.to_dict(), "step": run.step, "parameters": count_parameters(model), **extra}
     save_checkpoint(model, cfg.model_config(), out, meta)
     sums = dict(run.sums)
-    torch.save(
-        {"optimizer": optim.state_dict(), "step": run.step, "numpy_rng": rng.bit_generator.state,
-         "torch_rng": torch.get_rng_state(), "elapsed": extra.get("train_seconds", 0.0),
-         "log_accumulator": (sums.pop("loss", 0.0), sums, run.count),
-         "total_elapsed": earlier + time.perf_counter() - run.t_start},
-        out / "train_state.pt.tmp",
-    )
-    os.replace(out / "train_state.pt.tmp", out / "train_state.pt")  # whole or not at all; its step is checked on resume
+    with written_aside(out / "train_state.pt") as tmp:  # whole or not at all; its step is checked on resume
+        torch.save(
+            {"optimizer": optim.state_dict(), "step": run.step, "numpy_rng": rng.bit_generator.state,
+             "torch_rng": torch.get_rng_state(), "elapsed": extra.get("train_seconds", 0.0),
+             "log_accumulator": (sums.pop("loss", 0.0), sums, run.count),
+             "total_elapsed": earlier + time.perf_counter() - run.t_start},
+            tmp,
+        )
 
 
 RESUME_FREE_FIELDS = frozenset({"out", "resume", "stop_after", "time_limit", "threads", "checkpoint_every", "log_every",
@@ -298,8 +298,8 @@ def _resume(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCriticV1 | 
             raise
         loaded, st = _resume_from(out / PREVIOUS, cfg, end)
         for f in CHECKPOINT_FILES:  # beside it, then renamed: a FIFO or a link there is replaced, never written through
-            shutil.copy2(out / PREVIOUS / f, stale_removed(out / (f + ".tmp")))
-            os.replace(out / (f + ".tmp"), out / f)
+            with written_aside(out / f) as tmp:
+                shutil.copy2(out / PREVIOUS / f, tmp)
         print(f"--resume: the last checkpoint is unusable ({exc}); resumed from {out / PREVIOUS} at step {st['step']}")
         return loaded, st
 

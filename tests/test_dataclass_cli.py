@@ -19,6 +19,7 @@ from countdown_gym.dataclass_cli import (
     parse_bool,
     run_script,
     to_argv,
+    written_aside,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -401,3 +402,38 @@ def test_run_script_turns_a_ctrl_c_into_one_line_and_130(capsys: pytest.CaptureF
     with pytest.raises(SystemExit) as exc:
         run_script(pressed)
     assert exc.value.code == 130 and capsys.readouterr().err.strip().endswith(": interrupted")
+
+
+def test_run_script_turns_an_os_error_into_one_line_and_1(capsys: pytest.CaptureFixture[str]) -> None:
+    import errno
+
+    def full() -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", "/x/model.zip")
+
+    with pytest.raises(SystemExit) as exc:
+        run_script(full)
+    assert exc.value.code == 1
+    assert capsys.readouterr().err.strip().endswith("error: No space left on device: /x/model.zip")
+
+
+def test_written_aside_replaces_whole_or_not_at_all(tmp_path: Path) -> None:
+    import errno
+    import os
+
+    path = tmp_path / "out.jsonl"
+    path.write_text("old\n")
+    with pytest.raises(OSError, match="No space"), written_aside(path) as tmp:
+        tmp.write_text("half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+    assert path.read_text() == "old\n" and list(tmp_path.iterdir()) == [path]
+    os.mkfifo(tmp_path / "out.jsonl.tmp")  # a stale temporary name: removed, never opened
+    with written_aside(path) as tmp:
+        tmp.write_text("new\n")
+    assert path.read_text() == "new\n" and list(tmp_path.iterdir()) == [path]
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "x").write_text("1")
+    with written_aside(folder) as tmp:
+        tmp.mkdir()
+        (tmp / "y").write_text("2")
+    assert [p.name for p in folder.iterdir()] == ["y"]

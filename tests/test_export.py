@@ -121,6 +121,36 @@ def test_unwritable_out_is_a_clear_error(tmp_path, capsys):
     assert "cannot write there" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "verl"])
+def test_a_full_disk_leaves_no_torn_export_and_keeps_the_earlier_one(fmt, tmp_path, capsys, monkeypatch):
+    """A disk that fills mid-write left a torn test.jsonl (a cut-off last row, or silently fewer rows); now each file
+    is written aside and renamed, so the earlier export stays whole and nothing half-written is left."""
+    pytest.importorskip("pyarrow")
+    import errno
+
+    argv = ["--format", fmt, "--preset", "tinyzero", "--split", "test", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    name = "test.jsonl" if fmt == "jsonl" else "test.parquet"
+    before = (tmp_path / "tinyzero" / name).read_bytes()
+    write_bytes = Path.write_bytes
+
+    def fills_up(self, data):
+        write_bytes(self, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    import pyarrow.parquet as pq
+
+    def table_fills_up(table, where, **kwargs):
+        fills_up(Path(where), b"PAR1" * 1000)
+
+    monkeypatch.setattr(Path, "write_bytes", fills_up)
+    monkeypatch.setattr(pq, "write_table", table_fills_up)
+    assert main(argv) == 1
+    assert "No space left on device" in capsys.readouterr().err
+    assert (tmp_path / "tinyzero" / name).read_bytes() == before
+    assert sorted(p.name for p in (tmp_path / "tinyzero").iterdir()) == [name]
+
+
 def test_a_fifo_or_folder_where_a_file_goes_is_refused(tmp_path, capsys):
     import os
 

@@ -11,22 +11,19 @@ from typing import Any
 
 from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
 
-from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest, stale_removed
+from countdown_gym.dataclass_cli import written_aside
+from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest
 
 
 def save_atomic(model: Any, path: Path) -> Path:
     """``model.save`` to ``<path>.tmp``, then renamed to ``path``: a kill mid-save never leaves a torn zip. A folder at
-    either name (where no file can be saved) exits naming it."""
-    for p in (path, path.with_name(path.name + ".tmp")):
-        if not p.is_symlink() and p.is_dir():
-            raise SystemExit(f"cannot save {path}: {p} is a folder; remove it (--resume continues from the newest "
-                             "checkpoint)")
-    tmp = stale_removed(path.with_name(path.name + ".tmp"))
-    with open(tmp, "wb") as f:
+    ``path`` (where no file can be saved) exits naming it."""
+    if not path.is_symlink() and path.is_dir():
+        raise SystemExit(f"cannot save {path}: it is a folder; remove it (--resume continues from the newest checkpoint)")
+    with written_aside(path) as tmp, open(tmp, "wb") as f:
         model.save(f)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
     return path
 
 

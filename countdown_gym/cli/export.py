@@ -34,7 +34,7 @@ from countdown_gym.data.difficulty import (
 )
 from countdown_gym.data.fresh import GENERATED, generate_fresh
 from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, load_split, split_sha256
-from countdown_gym.dataclass_cli import run, usage_error
+from countdown_gym.dataclass_cli import run, usage_error, written_aside
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import PROMPT_STYLES, build_prompt, chat_messages
 
@@ -212,7 +212,8 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
             if fmt == "jsonl":
                 path = _output(out / preset / f"{split}.jsonl")
                 data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode("utf-8")
-                path.write_bytes(data)
+                with written_aside(path) as tmp:
+                    tmp.write_bytes(data)
                 sizes[preset][split] = (len(rows), len(data))
                 paths.append(path)
                 continue
@@ -222,7 +223,8 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
             sizes[preset][split] = (len(rows), tables[split].data.nbytes)
             if fmt == "parquet":
                 path = _output(out / preset / f"{split}.parquet")
-                tables[split].to_parquet(str(path))
+                with written_aside(path) as tmp:
+                    tables[split].to_parquet(str(tmp))
                 paths.append(path)
         if fmt == "hf":
             from datasets import DatasetDict
@@ -230,7 +232,8 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
             DatasetDict(tables).save_to_disk(str(out / preset))
             paths.append(out / preset)
     card = _output(out / "README.md")
-    card.write_text(dataset_card(fmt, sizes, prompt_style, chat, None if size is None else seed), encoding="utf-8")
+    with written_aside(card) as tmp:
+        tmp.write_text(dataset_card(fmt, sizes, prompt_style, chat, None if size is None else seed), encoding="utf-8")
     paths.append(card)
     return paths
 

@@ -37,7 +37,14 @@ from countdown_gym.dataclass_cli.commands import (
     to_argv,
     usage_error,
 )
-from countdown_gym.dataclass_cli.output import EXIT_INTERRUPTED, OutputError, interrupted, output_failed, run_script
+from countdown_gym.dataclass_cli.output import (
+    EXIT_INTERRUPTED,
+    OutputError,
+    interrupted,
+    output_failed,
+    run_script,
+    written_aside,
+)
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -61,4 +68,5 @@ __all__ = [
     "run_script",
     "to_argv",
     "usage_error",
+    "written_aside",
 ]

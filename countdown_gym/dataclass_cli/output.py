@@ -1,12 +1,13 @@
 """How a command ends when it cannot go on (:func:`~countdown_gym.dataclass_cli.run`): Ctrl-C (:func:`interrupted`,
 exit code 130) and standard output that cannot be written (``> /dev/full``: one error line and exit code 1; a pipe
-whose reader left: a quiet 0)."""
+whose reader left: a quiet 0); and how it writes an output file whole or not at all (:func:`written_aside`)."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import os
+import shutil
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -79,7 +80,8 @@ def output_failed(exc: OutputError, prog: str) -> int:
 def run_script(main: Callable[[], Any]) -> NoReturn:
     """A script's ``if __name__ == "__main__"``: exit with ``main()``'s code (an int as it is; a result marked
     ``{"interrupted": True}``, a run that Ctrl-C stopped after saving a checkpoint, :data:`EXIT_INTERRUPTED`; else 0).
-    A Ctrl-C that reaches here (while the script sets up, or a second one) is one line and :data:`EXIT_INTERRUPTED`."""
+    A Ctrl-C that reaches here (while the script sets up, or a second one) is one line and :data:`EXIT_INTERRUPTED`;
+    an ``OSError`` (a full disk, a file it may not write) one error line and exit code 1."""
     prog = Path(sys.argv[0]).name
     try:
         with stdout_watched():
@@ -88,6 +90,35 @@ def run_script(main: Callable[[], Any]) -> NoReturn:
         raise SystemExit(interrupted(prog)) from None
     except OutputError as exc:
         raise SystemExit(output_failed(exc, prog)) from None
+    except OSError as exc:
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"{prog}: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        raise SystemExit(1) from None
     if isinstance(result, Mapping):
         raise SystemExit(EXIT_INTERRUPTED if result.get("interrupted") else 0)
     raise SystemExit(result if isinstance(result, int) and not isinstance(result, bool) else 0)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def written_aside(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Write ``path`` (a file or a folder) whole or not at all: yields ``<path>.tmp`` (whatever stale stood there
+    removed) to write; on leaving, it replaces ``path`` (a folder there is removed first; a FIFO or link there is
+    replaced, never opened); on an exception (a full disk, Ctrl-C) it is removed and ``path``
+    keeps what it held."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    _remove(tmp)
+    try:
+        yield tmp
+        if tmp.is_dir() and path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        _remove(tmp)  # still there only after a failure

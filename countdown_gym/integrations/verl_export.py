@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from countdown_gym.data.fresh import generate_fresh
 from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, load_split
-from countdown_gym.dataclass_cli import check_choice, check_min, run, usage_error
+from countdown_gym.dataclass_cli import check_choice, check_min, run, usage_error, written_aside
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import PROMPT_STYLES, chat_messages
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
@@ -58,7 +58,8 @@ def export(preset: str, splits: list[str], prompt_style: str, out: Path, limit: 
         table = pa.Table.from_pylist(rows)
         path = out / preset / f"{split}.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, path)
+        with written_aside(path) as tmp:
+            pq.write_table(table, tmp)
         paths.append(path)
     if interaction == "tool":
         config = out / preset / TOOL_CONFIG

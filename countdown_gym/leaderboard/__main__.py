@@ -15,7 +15,6 @@ anything is played.
 from __future__ import annotations
 
 import functools
-import os
 import shlex
 import sys
 import tempfile
@@ -28,7 +27,7 @@ import tyro
 
 from countdown_gym import dataclass_cli
 from countdown_gym.data.splits import SPLIT_SPEC
-from countdown_gym.dataclass_cli import usage_error
+from countdown_gym.dataclass_cli import usage_error, written_aside
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
 from countdown_gym.leaderboard.html import render_html
 from countdown_gym.leaderboard.names import agent_key, display_name, plain_text
@@ -188,14 +187,8 @@ def cmd_score(args: ScoreOptions) -> int:
 def _replace(path: Path, data: bytes) -> None:
     """Write ``data`` beside ``path``, then rename it into place: whatever stood at ``path`` (a FIFO, a link) is
     replaced, never opened, and a failed write leaves the old file whole."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with tmp.open("xb") as f:  # a new file: never a FIFO or a link planted under this name
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        if tmp.is_file() and not tmp.is_symlink():
-            tmp.unlink()
+    with written_aside(path) as tmp:
+        tmp.write_bytes(data)
 
 
 def cmd_check(args: CheckOptions) -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from countdown_gym.data.splits import load_split, split_sha256
+from countdown_gym.dataclass_cli import written_aside
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import OPERATORS
 from countdown_gym.leaderboard.submission import (
@@ -135,8 +136,7 @@ def write_submission(path: str | os.PathLike[str], *, agent: str, authors: str, 
     )  # fmt: skip
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    try:
+    with written_aside(out) as tmp:  # a failed write or check leaves nothing behind
         with tmp.open("w", encoding="utf-8", newline="\n") as f:
             for obj in [header, *lines]:
                 f.write(json.dumps(obj, separators=(",", ":")) + "\n")  # ASCII: any str round-trips
@@ -144,10 +144,6 @@ def write_submission(path: str | os.PathLike[str], *, agent: str, authors: str, 
             read_submission(tmp)
         except SubmissionError as e:
             raise SubmissionError(out, e.reason) from None
-        os.replace(tmp, out)
-    finally:
-        if tmp.is_file():  # a failed write or check leaves nothing behind
-            tmp.unlink()
     return out
 
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from countdown_gym.dataclass_cli import changed_options
+from countdown_gym.dataclass_cli import changed_options, written_aside
 
 OPTIONS_FILE = "options.json"
 """Every option of the run, written when it starts (``--resume`` compares against it)."""
@@ -151,22 +151,12 @@ def read_options(out: str | os.PathLike[str], name: str = OPTIONS_FILE) -> dict[
     return data
 
 
-def stale_removed(tmp: Path) -> Path:
-    """``tmp`` (a temporary file about to be written) with whatever is left there removed, unless a folder."""
-    if tmp.is_symlink() or not tmp.is_dir():
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    return tmp
-
-
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` to ``path`` whole or not at all (a temporary file beside it, then a rename; a stale temporary
     file, link or FIFO there is removed first, so the write never goes through a link or blocks on a FIFO)."""
-    path = Path(path)
-    tmp = stale_removed(path.with_name(path.name + ".tmp"))
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    with written_aside(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
 
 
 def prepare_run(path: str | os.PathLike[str], label: str, options: Any, *, resume: bool, resuming: bool | None = None,
