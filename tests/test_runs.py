@@ -183,6 +183,9 @@ def test_run_commands_stops_starting_runs_at_the_first_stop_request_and_passes_s
     assert time.monotonic() - t0 < 20 and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     assert runs.run_commands([([sys.executable, "-c", "print('hi')"], tmp_path / "hi.log")], 1) is False
     assert (tmp_path / "hi.log").read_text() == "hi\n"
+    os.mkfifo(tmp_path / "fifo.log")
+    with no_hang(), pytest.raises(SystemExit, match="fifo.log is a FIFO, not a log file"):
+        runs.run_commands([([sys.executable, "-c", "pass"], tmp_path / "fifo.log")], 1)
 
 
 HOLDER = """

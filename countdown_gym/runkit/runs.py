@@ -96,10 +96,11 @@ def hold_directory(out: Path, instead: str) -> None:
     except OSError:  # a file system without locks
         lock.close()
         return
-    lock.seek(0)
-    lock.truncate()
-    lock.write(f"{os.getpid()}\n")
-    lock.flush()
+    with contextlib.suppress(OSError):  # the pid only names the holder in the message (a full disk may refuse it)
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
     _HELD[key] = lock
 
 
@@ -435,6 +436,9 @@ def run_commands(commands: Sequence[tuple[Sequence[str], Path]], at_once: int, *
     before command ``i`` starts, ``ended(i, exit code)`` once it has ended. The first Ctrl-C starts no more commands
     and waits for the running ones, which the Ctrl-C reached too (a training script saves a checkpoint and exits);
     a SIGTERM is passed on to them. Returns whether it was stopped so. A second Ctrl-C raises ``KeyboardInterrupt``."""
+    for _, log in commands:  # a FIFO nothing reads would block the start for ever
+        if (kind := not_regular(log)) is not None:
+            raise SystemExit(f"{log} is {kind}, not a log file; delete it")
     todo = list(range(len(commands)))
     running: dict[int, tuple[subprocess.Popen[bytes], Any]] = {}
     passed_on = False
