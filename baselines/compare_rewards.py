@@ -7,6 +7,8 @@ other flags go to every run), then writes into ``--out`` ``sb3_rewards.md`` (suc
 mean ± std over seeds and each seed's, against sparse, the ``--reference`` agents, the command, budget, wall-clock
 time and load average) and ``sb3_rewards.png`` (validation success vs environment steps, mean ± std over seeds; its
 points in ``sb3_rewards_curves.csv``, which ``--replot`` redraws alone). Finished runs (``result.json``) are reused.
+Each run's output goes to ``runs/<variant>-s<seed>.log``; Ctrl-C starts no more runs, the running ones save a
+checkpoint, and the same command resumes them.
 """
 
 from __future__ import annotations
