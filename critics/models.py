@@ -23,8 +23,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from countdown_gym.dataclass_cli import written_aside
-from countdown_gym.runkit.runs import not_regular
+from countdown_gym.dataclass_cli import not_regular, written_aside
 
 ConfigT = TypeVar("ConfigT", bound="ConfigDict")
 CONFIG_FORMAT = "countdown-gym-critic/1"

@@ -17,7 +17,7 @@ import torch
 
 from baselines.lm.checkpoints import _safetensors_error
 from baselines.lm.tiny_lm import load_pretrained, save_pretrained
-from countdown_gym.runkit.runs import file_kind
+from countdown_gym.dataclass_cli import file_kind
 
 
 def save_checkpoint(path: Path, model, tokenizer, opt, step: int, rng: random.Random, meta: dict) -> None:

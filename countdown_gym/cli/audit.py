@@ -29,9 +29,9 @@ from typing import Annotated, Any, Literal
 import tyro
 
 from countdown_gym import dataclass_cli
+from countdown_gym.dataclass_cli import file_kind
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.verifier import REASONS, verify
-from countdown_gym.runkit.runs import file_kind
 
 CORPUS = "exploits.jsonl"
 DEFAULT_TIMEOUT = 5.0

@@ -1,6 +1,7 @@
 """How a command ends when it cannot go on (:func:`~countdown_gym.dataclass_cli.run`): Ctrl-C (:func:`interrupted`,
 exit code 130) and standard output that cannot be written (``> /dev/full``: one error line and exit code 1; a pipe
-whose reader left: a quiet 0); and how it writes an output file whole or not at all (:func:`written_aside`)."""
+whose reader left: a quiet 0); and how it writes an output file whole or not at all (:func:`written_aside`), never
+through a FIFO or device (:func:`not_regular`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -97,6 +99,25 @@ def run_script(main: Callable[[], Any]) -> NoReturn:
     if isinstance(result, Mapping):
         raise SystemExit(EXIT_INTERRUPTED if result.get("interrupted") else 0)
     raise SystemExit(result if isinstance(result, int) and not isinstance(result, bool) else 0)
+
+
+def not_regular(path: str | os.PathLike[str]) -> str | None:
+    """What ``path`` is when something other than a regular file is there (a link is followed): ``"a folder"``,
+    ``"a FIFO"`` or ``"a special file"`` (a socket, a device); None for a regular file or nothing at all. Looks with
+    ``stat`` only, so a FIFO (whose reader blocks) or a device (``/dev/zero`` never ends) is never opened."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # nothing there (or a dangling link): the caller's own "missing" case
+        return None
+    return file_kind(mode)
+
+
+def file_kind(mode: int) -> str | None:
+    """What an ``st_mode`` says stands there when it is not a regular file: ``"a folder"``, ``"a FIFO"`` or
+    ``"a special file"`` (a socket, a device); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
 
 
 def _remove(path: Path) -> None:

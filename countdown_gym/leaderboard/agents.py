@@ -6,12 +6,10 @@ verifier reports which rule it broke.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import inspect
 import os
 import platform
-import stat
 import sys
 import time
 from collections.abc import Callable
@@ -22,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from countdown_gym.data.splits import load_split
+from countdown_gym.dataclass_cli import not_regular
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number, Rules
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
@@ -66,11 +65,9 @@ def load_sb3_model(path: str | Path) -> Any:
     if not p.exists() and not p.with_suffix(".zip").exists():
         raise FileNotFoundError(f"no saved model at {p}")
     for candidate in (p, p.with_suffix(".zip")):  # a folder, a FIFO or a device is refused, never opened (it would block)
-        with contextlib.suppress(OSError):
-            mode = candidate.stat().st_mode
-            if not stat.S_ISREG(mode):
-                kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
-                raise ValueError(f"{candidate} is {kind}, not a saved model (a .zip file)")
+        if (kind := not_regular(candidate)) is not None:
+            raise ValueError(f"{candidate} is {kind}, not a saved model (a .zip file)")
+        if candidate.exists():
             break
     try:
         from sb3_contrib import MaskablePPO

@@ -28,7 +28,6 @@ import io
 import json
 import os
 import signal
-import stat
 import subprocess
 import sys
 import threading
@@ -39,7 +38,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from countdown_gym.dataclass_cli import changed_options, written_aside
+from countdown_gym.dataclass_cli import changed_options, not_regular, written_aside
 
 OPTIONS_FILE = "options.json"
 """Every option of the run, written when it starts (``--resume`` compares against it)."""
@@ -108,25 +107,6 @@ def holds_run(out: str | os.PathLike[str], markers: Iterable[str] = (OPTIONS_FIL
     """Whether ``out`` keeps a run: any of ``markers`` (file names or glob patterns) exists in it."""
     out = Path(out)
     return out.is_dir() and any(next(out.glob(m), None) is not None for m in markers)
-
-
-def not_regular(path: str | os.PathLike[str]) -> str | None:
-    """What ``path`` is when something other than a regular file is there (a link is followed): ``"a folder"``,
-    ``"a FIFO"`` or ``"a special file"`` (a socket, a device); None for a regular file or nothing at all. Looks with
-    ``stat`` only, so a FIFO (whose reader blocks) or a device (``/dev/zero`` never ends) is never opened."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:  # nothing there (or a dangling link): the caller's own "missing" case
-        return None
-    return file_kind(mode)
-
-
-def file_kind(mode: int) -> str | None:
-    """What an ``st_mode`` says stands there when it is not a regular file: ``"a folder"``, ``"a FIFO"`` or
-    ``"a special file"`` (a socket, a device); None for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    return "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
 
 
 def read_options(out: str | os.PathLike[str], name: str = OPTIONS_FILE) -> dict[str, Any] | None:
