@@ -255,3 +255,31 @@ def test_a_ctrl_c_that_reaches_the_worker_while_it_starts_is_ignored_there() -> 
     r = subprocess.run([sys.executable, "-c", PRESS_WHILE_STARTING], capture_output=True, text=True, timeout=300,
                        cwd=ROOT)
     assert (r.returncode, r.stdout.split(), "Traceback" in r.stderr) == (0, ["ok"] * 3, False), r.stderr
+
+
+def test_a_json_file_the_disk_cannot_hold_is_removed_not_left_torn(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A full disk while the rows are written left a torn --json file (half its lines); now it is removed, and the
+    error says so."""
+    import errno
+
+    import countdown_gym.cli.audit as audit_mod
+
+    opened = audit_mod._open_output
+
+    class Fills:
+        def __init__(self, path: str) -> None:
+            self.f = opened(path)
+
+        def writelines(self, lines) -> None:
+            self.f.write(next(iter(lines)))
+            self.f.flush()
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    monkeypatch.setattr(audit_mod, "_open_output", Fills)
+    path = tmp_path / "outcomes.jsonl"
+    assert main(["countdown_gym.cli.audit:verify_reward", "--no-progress", "--json", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "No space left on device (the partial file is removed)" in err and not path.exists()

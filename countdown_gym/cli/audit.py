@@ -419,7 +419,14 @@ def _audit(args: AuditOptions) -> int:
     except ValueError as e:
         dataclass_cli.usage_error(str(e), prog=PROG)
     except _CannotWrite as e:
-        print(f"{PROG}: error: cannot write --json {args.json}: {e}", file=sys.stderr)
+        torn = out is not None and os.path.isfile(args.json)  # opened (and so emptied) by this audit: no torn rows left
+        if torn:
+            with contextlib.suppress(OSError):  # its buffer cannot be written either
+                out.close()
+            with contextlib.suppress(OSError):
+                os.unlink(args.json)
+        print(f"{PROG}: error: cannot write --json {args.json}: {e}{' (the partial file is removed)' if torn else ''}",
+              file=sys.stderr)
         return 1
     except AuditError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)

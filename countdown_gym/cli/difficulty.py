@@ -13,7 +13,7 @@ from tqdm import tqdm
 from countdown_gym.data.difficulty import measure, tier_thresholds
 from countdown_gym.data.labels import LABELS_SHA256, TIER_METRIC, TIER_THRESHOLDS, labels_path
 from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, load_split
-from countdown_gym.dataclass_cli import run
+from countdown_gym.dataclass_cli import run, written_aside
 
 
 @dataclasses.dataclass
@@ -51,7 +51,8 @@ def _difficulty(args: DifficultyOptions) -> int:  # pragma: no cover - maintenan
                            for p in tqdm(load_split(preset, split), desc="measuring", leave=False)).encode("utf-8")
             hashes[preset][split] = hashlib.sha256(data).hexdigest()
             if args.write:
-                labels_path(preset, split).write_bytes(data)
+                with written_aside(labels_path(preset, split)) as tmp:  # whole or the old file
+                    tmp.write_bytes(data)
             elif LABELS_SHA256.get(preset, {}).get(split) != hashes[preset][split]:
                 differ.append(f"{preset}/{split}")
             if split == "test":

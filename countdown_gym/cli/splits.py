@@ -11,7 +11,7 @@ import sys
 from tqdm import tqdm
 
 from countdown_gym.data.splits import SPLIT_SHA256, SPLIT_SPEC, build_splits, split_bytes, split_path, tampered_files
-from countdown_gym.dataclass_cli import run
+from countdown_gym.dataclass_cli import run, written_aside
 
 
 @dataclasses.dataclass
@@ -41,7 +41,8 @@ def _splits(args: SplitsOptions) -> int:  # pragma: no cover - maintenance comma
             if args.write:
                 path = split_path(preset, split)
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(data)
+                with written_aside(path) as tmp:  # a split file is whole or the old one
+                    tmp.write_bytes(data)
     if args.write:
         print(json.dumps(hashes, indent=4))
         return 0
