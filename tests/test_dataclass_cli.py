@@ -437,3 +437,21 @@ def test_written_aside_replaces_whole_or_not_at_all(tmp_path: Path) -> None:
         tmp.mkdir()
         (tmp / "y").write_text("2")
     assert [p.name for p in folder.iterdir()] == ["y"]
+
+
+def test_run_script_turns_safetensors_io_errors_into_one_line_but_not_other_errors(capsys) -> None:
+    """safetensors raises its own type for a full disk (an SFT save on a full tmpfs was a 20-line traceback)."""
+    safetensors = pytest.importorskip("safetensors")
+
+    def full() -> None:
+        raise safetensors.SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    with pytest.raises(SystemExit) as exc:
+        run_script(full)
+    assert exc.value.code == 1 and "error: writing weights: Error while serializing: I/O error" in capsys.readouterr().err
+
+    def bug() -> None:
+        raise safetensors.SafetensorError("invalid header")  # not an I/O error: a defect keeps its traceback
+
+    with pytest.raises(safetensors.SafetensorError):
+        run_script(bug)

@@ -24,8 +24,12 @@ def save_checkpoint(path: Path, model, tokenizer, opt, step: int, rng: random.Ra
     """Write the checkpoint to ``<path>.tmp`` and swap it in, so a kill mid-write leaves the previous one whole."""
     tmp, old = path.with_name(path.name + ".tmp"), path.with_name(path.name + ".old")
     shutil.rmtree(tmp, ignore_errors=True)
-    save_pretrained(model, tokenizer, tmp, meta)
-    torch.save({"optimizer": opt.state_dict(), "step": step, "rng": rng.getstate(), "torch_rng": torch.get_rng_state()}, tmp / TRAINER_STATE)
+    try:
+        save_pretrained(model, tokenizer, tmp, meta)
+        torch.save({"optimizer": opt.state_dict(), "step": step, "rng": rng.getstate(), "torch_rng": torch.get_rng_state()}, tmp / TRAINER_STATE)
+    except BaseException:  # a full disk, Ctrl-C: no half-written folder left taking space
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if path.exists():
         shutil.rmtree(old, ignore_errors=True)
         path.rename(old)

@@ -83,7 +83,8 @@ def run_script(main: Callable[[], Any]) -> NoReturn:
     """A script's ``if __name__ == "__main__"``: exit with ``main()``'s code (an int as it is; a result marked
     ``{"interrupted": True}``, a run that Ctrl-C stopped after saving a checkpoint, :data:`EXIT_INTERRUPTED`; else 0).
     A Ctrl-C that reaches here (while the script sets up, or a second one) is one line and :data:`EXIT_INTERRUPTED`;
-    an ``OSError`` (a full disk, a file it may not write) one error line and exit code 1."""
+    an ``OSError`` (a full disk, a file it may not write), or safetensors' own error for one, is one error line and
+    exit code 1."""
     prog = Path(sys.argv[0]).name
     try:
         with stdout_watched():
@@ -95,6 +96,11 @@ def run_script(main: Callable[[], Any]) -> NoReturn:
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""
         print(f"{prog}: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except Exception as exc:
+        if type(exc).__name__ != "SafetensorError" or "I/O error" not in str(exc):  # a defect: its traceback
+            raise
+        print(f"{prog}: error: writing weights: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     if isinstance(result, Mapping):
         raise SystemExit(EXIT_INTERRUPTED if result.get("interrupted") else 0)
