@@ -33,6 +33,7 @@ from baselines.lm.tiny_lm import SplitRun, TinyLMConfig, build_model, build_toke
 from countdown_gym import dataclass_cli
 from countdown_gym.data.generator import iter_problems
 from countdown_gym.data.splits import load_split
+from countdown_gym.dataclass_cli import written_aside
 from countdown_gym.game.compact_trace import CompactTraceConfig, compact_trace, shuffled
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import compact_prompt
@@ -358,7 +359,8 @@ def train(cfg: SFTConfig) -> dict:
         summary["interrupted"] = True
     else:
         meta["summary"] = summary
-        save_pretrained(model, tokenizer, out / "final", meta)
+        with written_aside(out / "final") as final:  # whole or not at all
+            save_pretrained(model, tokenizer, final, meta)
     print(json.dumps(summary, indent=2))
     return summary
 

@@ -17,6 +17,7 @@ from transformers import TrainerCallback
 from baselines.lm.evaluation import Play, evaluate
 from baselines.lm.generation import Sampling
 from baselines.lm.tiny_lm import save_pretrained
+from countdown_gym.dataclass_cli import written_aside
 from countdown_gym.runkit.runs import MetricsLog, Panel, write_text_atomic
 
 EVAL_FIELDS = ("step", "problems", "greedy_success", "greedy_invalid_frac", "sampled_success", "pass_at_k", "samples",
@@ -78,8 +79,9 @@ class ValidationCallback(TrainerCallback):
             for cb in self.reporters:
                 cb.on_log(*event, logs=logs)
         if self.best() is self.rows[-1]:
-            best = save_pretrained(model, self.tokenizer, self.dir / self.BEST_DIR)
-            write_text_atomic(best / "validation.json", json.dumps(row, indent=2) + "\n")
+            with written_aside(self.dir / self.BEST_DIR) as best:  # the new best whole, or the one before
+                save_pretrained(model, self.tokenizer, best)
+                (best / "validation.json").write_text(json.dumps(row, indent=2) + "\n")
         if self.verbose:
             extra = f", sampled {row['sampled_success']:.1%}, pass@{self.samples} {row['pass_at_k']:.1%}" if self.samples else ""
             print(
