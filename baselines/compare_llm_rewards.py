@@ -340,7 +340,6 @@ def main(argv: list[str] | None = None) -> int:
         if not record_path(args, v, s).is_file() and trained(args, v, s):
             write_run_record(args, v, s)
     if not launch_all(args, runs):
-        print("stopped by Ctrl-C: finished runs are kept, the others saved a checkpoint; the same command resumes them")
         return dataclass_cli.EXIT_INTERRUPTED
     plot(args, runs)
     print(write_page(args.page, args.records))

@@ -71,10 +71,10 @@ def run_all(jobs: list[tuple[str, int]], args: Options, extra: list[str]) -> lis
     failed = []
 
     def ended(k: int, code: int) -> None:
-        log = commands[k][1]
-        print(f"{log.stem}: {'done' if code == 0 else 'stopped' if code == 130 else f'FAILED (exit {code}, see {log})'}",
+        log, stopped = commands[k][1], code == dataclass_cli.EXIT_INTERRUPTED
+        print(f"{log.stem}: {'done' if code == 0 else 'stopped' if stopped else f'FAILED (exit {code}, see {log})'}",
               flush=True)
-        if code not in (0, 130):
+        if code != 0 and not stopped:
             failed.append(log.stem)
 
     stopped = run_commands(commands, args.workers, started=lambda k: print(f"start {commands[k][1].stem}", flush=True),
@@ -149,7 +149,6 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     results = run_all([(v, s) for v in args.variants for s in args.seeds], args, extra)
     if results is None:
-        print("stopped by Ctrl-C: finished runs are kept, the others saved a checkpoint; the same command resumes them")
         return dataclass_cli.EXIT_INTERRUPTED
     wall = time.time() - t0
     load_after = os.getloadavg()

@@ -415,7 +415,8 @@ def run_commands(commands: Sequence[tuple[Sequence[str], Path]], at_once: int, *
     """Run each ``(argv, log)`` as a process, ``at_once`` at a time, its output appended to ``log``; ``started(i)``
     before command ``i`` starts, ``ended(i, exit code)`` once it has ended. The first Ctrl-C starts no more commands
     and waits for the running ones, which the Ctrl-C reached too (a training script saves a checkpoint and exits);
-    a SIGTERM is passed on to them. Returns whether it was stopped so. A second Ctrl-C raises ``KeyboardInterrupt``."""
+    a SIGTERM is passed on to them. Returns whether it was stopped so (and says how to resume). A second Ctrl-C raises
+    ``KeyboardInterrupt``."""
     for _, log in commands:  # a FIFO nothing reads would block the start for ever
         if (kind := not_regular(log)) is not None:
             raise SystemExit(f"{log} is {kind}, not a log file; delete it")
@@ -444,4 +445,6 @@ def run_commands(commands: Sequence[tuple[Sequence[str], Path]], at_once: int, *
     finally:
         for _, out in running.values():
             out.close()
+    if stop.requested:
+        print("stopped by Ctrl-C: finished runs are kept, the others saved a checkpoint; the same command resumes them")
     return stop.requested
