@@ -34,7 +34,7 @@ from countdown_gym.data.difficulty import (
 )
 from countdown_gym.data.fresh import GENERATED, generate_fresh
 from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, load_split, split_sha256
-from countdown_gym.dataclass_cli import run, usage_error, written_aside
+from countdown_gym.dataclass_cli import not_regular, run, usage_error, written_aside
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import PROMPT_STYLES, build_prompt, chat_messages
 
@@ -244,7 +244,7 @@ MAX_SIZE = 10_000_000
 
 def _output(path: Path) -> Path:
     """``path``, unless something other than a regular file stands there (a FIFO would block the write forever)."""
-    if path.exists() and not path.is_file():
+    if not_regular(path) is not None:
         raise OSError(errno.EEXIST, f"{path} exists and is not a regular file")
     return path
 
