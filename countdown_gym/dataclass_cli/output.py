@@ -137,8 +137,7 @@ def _remove(path: Path) -> None:
 def written_aside(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Write ``path`` (a file or a folder) whole or not at all: yields ``<path>.tmp`` (whatever stale stood there
     removed) to write; on leaving, it replaces ``path`` (a folder there is removed first; a FIFO or link there is
-    replaced, never opened); on an exception (a full disk, Ctrl-C) it is removed and ``path``
-    keeps what it held."""
+    replaced, never opened); on an exception (a full disk, Ctrl-C) it is removed and ``path`` keeps what it held."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     _remove(tmp)
