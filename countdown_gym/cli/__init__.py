@@ -45,7 +45,8 @@ def _runner(name: str, module: str) -> Callable[[list[str]], int]:
 
 
 COMMANDS = {name: (text, _runner(name, module)) for name, (module, text) in _COMMANDS.items()}
-USAGE = dataclass_cli.dispatch_help(PROG, COMMANDS, epilog=EXIT_CODES, usage="[-h] [--version] <command> [args]")
+_USAGE_LINE = "[-h] [--version] <command> [args]"
+USAGE = dataclass_cli.dispatch_help(PROG, COMMANDS, epilog=EXIT_CODES, usage=_USAGE_LINE)
 """What ``countdown-gym --help`` prints."""
 
 
@@ -55,20 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] in (["-V"], ["--version"]):
         from countdown_gym import __version__
 
-        return _say(f"countdown-gym {__version__}\n")
-    if argv[:1] in (["-h"], ["--help"]):
-        return _say(USAGE)
-    return dataclass_cli.dispatch(PROG, COMMANDS, argv, epilog=EXIT_CODES)
-
-
-def _say(text: str) -> int:
-    """Print ``text`` on standard output: 0, or :func:`dataclass_cli.output_failed`'s code when it cannot be written."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except OSError as exc:
-        return dataclass_cli.output_failed(dataclass_cli.OutputError(exc.errno, exc.strerror), PROG)
-    return 0
+        return dataclass_cli.guarded(PROG, lambda: print(f"countdown-gym {__version__}"))
+    return dataclass_cli.dispatch(PROG, COMMANDS, argv, epilog=EXIT_CODES, usage=_USAGE_LINE)
 
 
 if __name__ == "__main__":

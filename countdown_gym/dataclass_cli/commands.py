@@ -32,7 +32,7 @@ from tyro.constructors import (
 # tyro's own dataclass rule, whose help text _dataclass_help replaces
 from tyro.constructors._struct_spec_dataclass import dataclass_rule
 
-from countdown_gym.dataclass_cli.output import OutputError, interrupted, output_failed, stdout_watched
+from countdown_gym.dataclass_cli.output import guarded
 
 T = TypeVar("T")
 
@@ -355,19 +355,17 @@ def run(cls: type[T], argv: Sequence[str] | None, command: Callable[[T], int], *
     """The exit code of ``command(parse(cls, argv))``: 0 after ``--help``; 2 for a usage error (from the parse or
     :func:`usage_error` in ``command``); else what ``command`` returns (0 or 1). Ctrl-C: :func:`interrupted`; standard
     output that cannot be written: :func:`output_failed`."""
-    try:
-        with stdout_watched():
-            try:
-                options = parse(cls, argv, prog=prog, description=description)
-            except SystemExit as exc:  # --help (0) or a usage error (2)
-                return exc.code if isinstance(exc.code, int) else 0
+    def body() -> int:
+        try:
+            options = parse(cls, argv, prog=prog, description=description)
+        except SystemExit as exc:  # --help (0) or a usage error (2)
+            return exc.code if isinstance(exc.code, int) else 0
+        try:
             return command(options)
-    except UsageError:
-        return 2
-    except KeyboardInterrupt:
-        return interrupted(prog)
-    except OutputError as exc:
-        return output_failed(exc, prog)
+        except UsageError:  # usage_error() in command
+            return 2
+
+    return guarded(prog, body)
 
 
 def dispatch_help(prog: str, commands: Mapping[str, tuple[str, Any]], *, description: str = "", epilog: str = "",
@@ -380,21 +378,17 @@ def dispatch_help(prog: str, commands: Mapping[str, tuple[str, Any]], *, descrip
 
 
 def dispatch(prog: str, commands: Mapping[str, tuple[str, Callable[[list[str]], int]]], argv: Sequence[str] | None,
-             *, description: str = "", epilog: str = "") -> int:
+             *, description: str = "", epilog: str = "", usage: str = "[-h] <command> [args]") -> int:
     """``prog <command> [args]``: the exit code of ``commands[command][1](args)``; ``commands`` maps each command
     to ``(one-line help, run)``. ``--help`` lists them (0); no command or an unknown one is a usage error (2)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("-h", "--help"):
-        try:
-            with stdout_watched():
-                print(dispatch_help(prog, commands, description=description, epilog=epilog), end="")
-        except OutputError as exc:
-            return output_failed(exc, prog)
-        return 0
+        text = dispatch_help(prog, commands, description=description, epilog=epilog, usage=usage)
+        return guarded(prog, lambda: print(text, end=""))
     if not argv or argv[0] not in commands:
         problem = f"unknown command {argv[0]!r};" if argv else "a command is required:"
         try:
-            usage_error(f"{problem} one of {', '.join(commands)}", prog=prog, usage="[-h] <command> [args]")
+            usage_error(f"{problem} one of {', '.join(commands)}", prog=prog, usage=usage)
         except UsageError:
             return 2
     return commands[argv[0]][1](argv[1:])

@@ -79,20 +79,33 @@ def output_failed(exc: OutputError, prog: str) -> int:
     return 1
 
 
+def guarded(prog: str, body: Callable[[], int | None]) -> int:
+    """The exit code of ``body()`` (None: 0) run within :func:`stdout_watched`; Ctrl-C: :func:`interrupted`; standard
+    output that cannot be written: :func:`output_failed`."""
+    try:
+        with stdout_watched():
+            return body() or 0
+    except KeyboardInterrupt:
+        return interrupted(prog)
+    except OutputError as exc:
+        return output_failed(exc, prog)
+
+
 def run_script(main: Callable[[], Any]) -> NoReturn:
     """A script's ``if __name__ == "__main__"``: exit with ``main()``'s code (an int as it is; a result marked
     ``{"interrupted": True}``, a run that Ctrl-C stopped after saving a checkpoint, :data:`EXIT_INTERRUPTED`; else 0).
     A Ctrl-C that reaches here (while the script sets up, or a second one) is one line and :data:`EXIT_INTERRUPTED`;
     an ``OSError`` (a full disk, a file it may not write), or safetensors' own error for one, is one error line and
     exit code 1."""
+    def code() -> int:
+        result = main()
+        if isinstance(result, Mapping):
+            return EXIT_INTERRUPTED if result.get("interrupted") else 0
+        return result if isinstance(result, int) and not isinstance(result, bool) else 0
+
     prog = Path(sys.argv[0]).name
     try:
-        with stdout_watched():
-            result = main()
-    except KeyboardInterrupt:
-        raise SystemExit(interrupted(prog)) from None
-    except OutputError as exc:
-        raise SystemExit(output_failed(exc, prog)) from None
+        exit_code = guarded(prog, code)
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""
         print(f"{prog}: error: {exc.strerror or exc}{where}", file=sys.stderr)
@@ -102,9 +115,7 @@ def run_script(main: Callable[[], Any]) -> NoReturn:
             raise
         print(f"{prog}: error: writing weights: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
-    if isinstance(result, Mapping):
-        raise SystemExit(EXIT_INTERRUPTED if result.get("interrupted") else 0)
-    raise SystemExit(result if isinstance(result, int) and not isinstance(result, bool) else 0)
+    raise SystemExit(exit_code)
 
 
 def not_regular(path: str | os.PathLike[str]) -> str | None:
