@@ -50,15 +50,11 @@ def report_to_names(report_to: str | Sequence[str]) -> list[str]:
         return []
     found = None if set(names) == {TENSORBOARD} else _integrations()  # the default: no transformers import
     if found is None:  # TensorBoard alone (through torch without transformers)
-        if names == ["all"]:
-            return [TENSORBOARD] if _tensorboard_installed() else []
-        for name in names:
-            if name != TENSORBOARD:
-                raise ValueError(f"--report-to {name}: logged through transformers' integrations: pip install 'countdown-gym[llm]' "
-                                 f"(without transformers only {TENSORBOARD} is available)")
-        if not _tensorboard_installed():
-            raise ValueError("--report-to tensorboard: the tensorboard package is not installed (pip install tensorboard)")
-        return [TENSORBOARD]
+        other = next((name for name in names if name != TENSORBOARD), None)
+        if other is not None and names != ["all"]:
+            raise ValueError(f"--report-to {other}: logged through transformers' integrations: pip install 'countdown-gym[llm]' "
+                             f"(without transformers only {TENSORBOARD} is available)")
+        found = [TENSORBOARD], [TENSORBOARD] if _tensorboard_installed() else []
     known, installed = found
     if names == ["all"]:
         return installed
@@ -66,7 +62,7 @@ def report_to_names(report_to: str | Sequence[str]) -> list[str]:
         if name not in known:
             raise ValueError(f"--report-to: unknown integration {name!r}; use none, all, or a comma-separated list of {known}")
         if name not in installed:
-            extra = " (pip install 'countdown-gym[wandb]')" if name == "wandb" else ""  # the one tracker with an extra
+            extra = {"wandb": " (pip install 'countdown-gym[wandb]')", TENSORBOARD: " (pip install tensorboard)"}.get(name, "")
             raise ValueError(f"--report-to {name}: the {name} package is not installed{extra}")
     return names
 
