@@ -152,10 +152,11 @@ def _summary(r: Scores | Rejection) -> str:
     return line + "".join(f"\n  note: {plain_text(n)}" for n in r.claim_notes)
 
 
-def _board(results: list[Scores | Rejection], d: Path, charts: Path) -> dict[Path, str | bytes]:
-    """What ``score`` writes in ``d``: the table, the chart (drawn in ``charts``) and the page."""
-    png = plot(results, charts / PNG)
-    chart = png.read_bytes() if png else None
+def _board(results: list[Scores | Rejection], d: Path) -> dict[Path, str | bytes]:
+    """What ``score`` writes in ``d``: the table, the chart (redrawn from ``results``) and the page."""
+    with tempfile.TemporaryDirectory() as charts:
+        png = plot(results, Path(charts) / PNG)
+        chart = png.read_bytes() if png else None
     out: dict[Path, str | bytes] = {d / MARKDOWN: render_markdown(results, d, PNG), d / HTML: render_html(results, d, chart)}
     if chart is not None:
         out[d / PNG] = chart
@@ -170,11 +171,11 @@ def cmd_score(args: ScoreOptions) -> int:
         return 1 if any(isinstance(r, Rejection) for r in results) else 0
     d = _leaderboard_dir(args.dir)
     results = score_directory(d / SUBMISSIONS, progress=args.progress)
-    with tempfile.TemporaryDirectory() as tmp:
-        board = _board(results, d, Path(tmp))
+    board = _board(results, d)
     for path, data in board.items():
-        try:
-            _replace(path, data.encode("utf-8") if isinstance(data, str) else data)
+        try:  # beside the file, then renamed into place: a FIFO or link there is replaced, never opened
+            with written_aside(path) as tmp:
+                tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
         except OSError as e:
             print(f"{PROG} score: error: cannot write {path}: {e.strerror or e}", file=sys.stderr)
             return 1
@@ -184,19 +185,11 @@ def cmd_score(args: ScoreOptions) -> int:
     return 0
 
 
-def _replace(path: Path, data: bytes) -> None:
-    """Write ``data`` beside ``path``, then rename it into place: whatever stood at ``path`` (a FIFO, a link) is
-    replaced, never opened, and a failed write leaves the old file whole."""
-    with written_aside(path) as tmp:
-        tmp.write_bytes(data)
-
-
 def cmd_check(args: CheckOptions) -> int:
     d = _leaderboard_dir(args.dir)
     results = score_directory(d / SUBMISSIONS)
     problems = [f"rejected: {plain_text(r.path)}: {plain_text(r.reason)}" for r in results if isinstance(r, Rejection)]
-    with tempfile.TemporaryDirectory() as tmp:  # the chart is redrawn from the re-scored results
-        board = _board(results, d, Path(tmp))
+    board = _board(results, d)
     for path, data in board.items():
         if not path.is_file():
             problems.append(f"{path} is missing; run countdown-gym leaderboard score")

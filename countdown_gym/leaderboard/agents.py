@@ -62,13 +62,11 @@ def sb3_policy(model: Any, deterministic: bool = True) -> Policy:
 def load_sb3_model(path: str | Path) -> Any:
     """A saved sb3-contrib ``MaskablePPO`` model (CPU)."""
     p = Path(path)
-    if not p.exists() and not p.with_suffix(".zip").exists():
+    found = p if p.exists() else p.with_suffix(".zip")  # where SB3 looks
+    if not found.exists():
         raise FileNotFoundError(f"no saved model at {p}")
-    for candidate in (p, p.with_suffix(".zip")):  # a folder, a FIFO or a device is refused, never opened (it would block)
-        if (kind := not_regular(candidate)) is not None:
-            raise ValueError(f"{candidate} is {kind}, not a saved model (a .zip file)")
-        if candidate.exists():
-            break
+    if (kind := not_regular(found)) is not None:  # a folder, a FIFO or a device is refused, never opened (it would block)
+        raise ValueError(f"{found} is {kind}, not a saved model (a .zip file)")
     try:
         from sb3_contrib import MaskablePPO
     except ImportError:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from countdown_gym.data.splits import SPLITS
+from countdown_gym.dataclass_cli import file_kind
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.verifier import verify
 from countdown_gym.leaderboard.names import agent_key, display_name, plain_text
@@ -204,8 +205,7 @@ def name_problem(path: Path) -> str | None:
         return f"cannot be read ({e.strerror})"
     if stat.S_ISLNK(mode):
         return "a symbolic link (submit the file itself)"
-    if not stat.S_ISREG(mode):
-        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
+    if (kind := file_kind(mode)) is not None:
         return f"{kind}, not a regular file (submit one .jsonl file per agent and split)"
     m = _FILE_NAME.fullmatch(path.name)
     if m is None or m["split"] not in SPLITS:
