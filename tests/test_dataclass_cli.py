@@ -176,7 +176,7 @@ def test_two_fields_with_one_flag_are_refused() -> None:
      (["--extra", "[1, 2]"], "expected a JSON object"),
      (["--extra", "[" * 5000 + "]" * 5000], "nested too deeply"),
      (["--extra", '{"a": NaN}'], "NaN is not JSON"),
-     (["--extra", '{"a": 1, "a": 2}'], "a key appears twice"),
+     (["--extra", '{"a": 1, "a": 2}'], "key 'a' appears twice"),
      (["--mode", "medium"], "medium"),
      (["--stepz", "3"], "--stepz"),
      (["--steps", "0"], "--steps must be >= 1, got 0"),  # the dataclass's own check

@@ -333,7 +333,7 @@ def test_garbage_files_never_crash_the_scorer(good, tmp_path):
         r = score_file(path)
         assert isinstance(r, Rejection), name
         reasons[name] = r.reason
-    assert "NaN is not allowed" in reasons["nan.jsonl"]
+    assert "NaN is not JSON" in reasons["nan.jsonl"]
     assert "'agent' appears twice" in reasons["dupkey.jsonl"]
     assert "surrogate" in reasons["surrogate.jsonl"]
     assert isinstance(score_file(tmp_path / "missing.jsonl"), Rejection)

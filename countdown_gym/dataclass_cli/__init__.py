@@ -34,6 +34,7 @@ from countdown_gym.dataclass_cli.commands import (
     parse_bool,
     parse_known,
     run,
+    strict_json,
     to_argv,
     usage_error,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "parse_known",
     "run",
     "run_script",
+    "strict_json",
     "to_argv",
     "usage_error",
     "written_aside",

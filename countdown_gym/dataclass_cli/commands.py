@@ -15,6 +15,7 @@ import textwrap
 import tokenize
 import types
 import typing
+from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -140,19 +141,27 @@ def _finite_float(args: list[str]) -> float:
     return value
 
 
-def _json_object(args: list[str]) -> dict[str, Any]:
-    """A strict JSON object: no ``NaN`` / ``Infinity``, no key twice, not nested past the parser's depth."""
+def strict_json(text: str | bytes) -> Any:
+    """``json.loads`` refusing what RFC 8259 does not allow: ``NaN`` / ``Infinity`` and a key twice in one object
+    (a ``ValueError`` naming it)."""
 
     def constant(name: str) -> None:
         raise ValueError(f"{name} is not JSON (RFC 8259)")
 
     def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        if len({k for k, _ in pairs}) < len(pairs):
-            raise ValueError("a key appears twice in one object")
-        return dict(pairs)
+        out = dict(pairs)
+        if len(out) < len(pairs):
+            dup = next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
+            raise ValueError(f"key {dup[:40]!r} appears twice in one object")
+        return out
 
+    return json.loads(text, parse_constant=constant, object_pairs_hook=unique)
+
+
+def _json_object(args: list[str]) -> dict[str, Any]:
+    """A strict JSON object (:func:`strict_json`), not nested past the parser's depth."""
     try:
-        value = json.loads(args[0], parse_constant=constant, object_pairs_hook=unique)
+        value = strict_json(args[0])
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg}); expected a JSON object like '{{\"key\": 1}}', got {args[0]!r}") from None
     except RecursionError:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from countdown_gym.data.splits import SPLIT_SPEC, SplitIntegrityError, load_split, split_sha256
+from countdown_gym.dataclass_cli import strict_json
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import OPERATORS, format_number
 from countdown_gym.rewards.variants import check_reward_variant
@@ -223,22 +224,9 @@ def _iter_lines(path: Path):
                 yield number, text
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not allowed (JSON has no NaN or Infinity)")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen: set[str] = set()
-        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
-        raise ValueError(f"key {_short(dup, 40)!r} appears twice in one object")
-    return out
-
-
 def _parse_json(path: Path, number: int, text: str) -> Any:
     try:
-        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+        return strict_json(text)
     except (ValueError, RecursionError) as e:
         hint = " (truncated file?)" if not text.endswith("\n") else ""
         raise SubmissionError(path, f"line {number} is not valid JSON{hint}: {_short(str(e), 120)}") from None
