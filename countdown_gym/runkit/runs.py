@@ -206,31 +206,33 @@ def _csv(rows: Iterable[Sequence[Any]]) -> str:
     return buffer.getvalue()
 
 
-def _jsonl_lines(path: Path) -> list[tuple[str, Any]]:
-    """``(line, value)`` of every non-blank line of a JSON-lines log. A cut-off last line (what a kill during an
-    append leaves) is dropped; any other line that is not JSON is a ``ValueError`` naming the file and the line."""
-    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
-    out = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+def _rows_upto(path: Path, step: float, key: str) -> tuple[list[str] | None, list[tuple[Any, Any]]]:
+    """The CSV's header (None for JSON lines) and the rows of the log at ``path`` (a regular file) whose ``key`` is not
+    past ``step`` (rows without it kept), as ``(raw, row)``: a JSON line and its value, or a CSV row's cells and its
+    dict (numbers read back as numbers). A cut-off last JSON line (what a kill during an append leaves) is dropped;
+    any other line that is not JSON is a ``ValueError`` naming the file and the line; a CSV that is not UTF-8 exits
+    naming it."""
+    header, rows = None, []
+    if path.suffix == ".jsonl":
+        lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((line, json.loads(line)))
+            except ValueError as exc:
+                if number == len(lines):  # the unterminated last line: a torn append
+                    break
+                raise ValueError(f"{path}: line {number} is not JSON ({exc}); fix or remove that line") from None
+    else:
         try:
-            out.append((line, json.loads(line)))
-        except ValueError as exc:
-            if number == len(lines):  # the unterminated last line: a torn append
-                break
-            raise ValueError(f"{path}: line {number} is not JSON ({exc}); fix or remove that line") from None
-    return out
-
-
-def _csv_rows(path: Path, reader: Callable[[Any], Iterable[Any]]) -> list[Any]:
-    """The rows of the CSV log at ``path`` (a regular file) by ``reader``; exits naming the file when it is not UTF-8."""
-    try:
-        with path.open(newline="", encoding="utf-8") as f:
-            return list(reader(f))
-    except UnicodeDecodeError as exc:
-        raise SystemExit(f"{path} is not UTF-8 text (byte {exc.start}), not a log this run wrote; fix or delete it, "
-                         "or use another directory") from None
+            with path.open(newline="", encoding="utf-8") as f:
+                header, *cells = list(csv.reader(f)) or [[]]
+        except UnicodeDecodeError as exc:
+            raise SystemExit(f"{path} is not UTF-8 text (byte {exc.start}), not a log this run wrote; fix or delete it, "
+                             "or use another directory") from None
+        rows = [(r, {k: _value(v) for k, v in zip(header, r, strict=False)}) for r in cells]
+    return header, [(raw, r) for raw, r in rows if not isinstance(r, Mapping) or (s := _step_of(r, key)) is None or s <= step]
 
 
 def truncate_rows(path: str | os.PathLike[str], step: float, key: str = "step") -> None:
@@ -240,16 +242,11 @@ def truncate_rows(path: str | os.PathLike[str], step: float, key: str = "step") 
     path = Path(path)
     if not path.is_file():
         return
-    if path.suffix == ".jsonl":
-        keep = [line for line, r in _jsonl_lines(path)
-                if not isinstance(r, Mapping) or (s := _step_of(r, key)) is None or s <= step]
-        write_text_atomic(path, "".join(line + "\n" for line in keep))
-        return
-    rows = _csv_rows(path, csv.reader)
-    if rows and key in rows[0]:
-        k = rows[0].index(key)
-        write_text_atomic(path, _csv([rows[0]] + [r for r in rows[1:] if k >= len(r)
-                                                   or (s := _step_of({key: r[k]}, key)) is None or s <= step]))
+    header, kept = _rows_upto(path, step, key)
+    if header is None:
+        write_text_atomic(path, "".join(line + "\n" for line, _ in kept))
+    elif key in header:
+        write_text_atomic(path, _csv([header, *(cells for cells, _ in kept)]))
 
 
 class MetricsLog:
@@ -275,16 +272,10 @@ class MetricsLog:
             return
         if write:
             truncate_rows(self.path, resume_step, step)
-        self.rows = [r for r in self._read() if (s := _step_of(r, step)) is None or s <= resume_step]
+        kept = _rows_upto(self.path, resume_step, step)[1] if self.path.is_file() else []
+        self.rows = [r for raw, r in kept if raw and isinstance(r, dict)]  # raw: a blank CSV line has no cells
         for r in self.rows:
             self._columns += [k for k in r if k not in self._columns]
-
-    def _read(self) -> list[dict[str, Any]]:
-        if not self.path.is_file():
-            return []
-        if self.path.suffix == ".jsonl":
-            return [r for _, r in _jsonl_lines(self.path) if isinstance(r, dict)]
-        return [{k: _value(v) for k, v in r.items() if k is not None} for r in _csv_rows(self.path, csv.DictReader)]
 
     def append(self, row: Mapping[str, Any]) -> None:
         """Add ``row`` to :attr:`rows` and to the file."""
