@@ -208,12 +208,7 @@ def _schema_error(validator: Any, obj: Any) -> str | None:
 def _iter_lines(path: Path):
     """``(line_number, text)`` of the non-blank lines, with size and UTF-8 checks."""
     with path.open("rb") as f:
-        number = 0
-        while True:
-            raw = f.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                return
-            number += 1
+        for number, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
             if len(raw) > MAX_LINE_BYTES:
                 raise SubmissionError(path, f"line {number} is longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB")
             try:
