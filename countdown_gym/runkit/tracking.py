@@ -5,9 +5,9 @@
     tracker.close()
 
 ``--report-to``: ``none``, ``all`` (every integration installed) or a comma-separated list of ``transformers``'
-integration names. With ``transformers``, :class:`Tracker` drives the callbacks a ``Trainer`` would; without it,
-only ``tensorboard`` (through ``torch.utils.tensorboard``). Event files go to ``<output_dir>/tensorboard/``;
-``eval_x`` is logged as ``eval/x``, anything else as ``train/x``.
+integration names. ``tensorboard`` is written through ``torch.utils.tensorboard`` (the only one without
+``transformers``); for the others :class:`Tracker` drives the callbacks a ``Trainer`` would. Event files go to
+``<output_dir>/tensorboard/``; ``eval_x`` is logged as ``eval/x``, anything else as ``train/x``.
 """
 
 from __future__ import annotations
@@ -79,17 +79,15 @@ class Tracker:
         self.run_name = run_name or self.output_dir.name
         self._writer: Any = None
         self._callbacks: list[Any] = []
-        if not self.names:
-            return
-        if _integrations() is None:  # tensorboard alone
+        if TENSORBOARD in self.names:  # written here, with or without transformers
             from torch.utils.tensorboard import SummaryWriter
 
             self._writer = SummaryWriter(log_dir=str(self.tensorboard_dir))
             self._writer.add_text("config", f"```\n{json.dumps(self.config, indent=2, default=str)}\n```")
-            return
-        self._start_callbacks()
+        if others := [name for name in self.names if name != TENSORBOARD]:
+            self._start_callbacks(others)
 
-    def _start_callbacks(self) -> None:
+    def _start_callbacks(self, names: list[str]) -> None:
         from transformers import TrainingArguments
         from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
         from transformers.trainer_callback import TrainerControl, TrainerState
@@ -100,12 +98,10 @@ class Tracker:
             def to_dict(self) -> dict[str, Any]:
                 return dict(config)
 
-        self._args = ScriptArguments(output_dir=str(self.output_dir), run_name=self.run_name, report_to=self.names)
+        self._args = ScriptArguments(output_dir=str(self.output_dir), run_name=self.run_name, report_to=names)
         self._state, self._control = TrainerState(), TrainerControl()
-        for name in self.names:
+        for name in names:
             cb = INTEGRATION_TO_CALLBACK[name]()
-            if name == TENSORBOARD:
-                cb.logging_dir = str(self.tensorboard_dir)
             cb.on_train_begin(self._args, self._state, self._control)
             self._callbacks.append(cb)
 
@@ -119,7 +115,6 @@ class Tracker:
                 prefix = next((p for p in ("eval", "test") if k.startswith(p + "_")), None)
                 self._writer.add_scalar(f"{prefix}/{k[len(prefix) + 1:]}" if prefix else f"train/{k}", v, step)
             self._writer.flush()
-            return
         if self._callbacks:
             self._state.global_step = int(step)
             for cb in self._callbacks:
