@@ -78,7 +78,7 @@ def test_export_size_writes_that_many_generated_train_rows_and_the_frozen_test(t
     (["--size", "0"], "--size must be a number of problems in 1..10,000,000, got 0"),
     (["--size", "99999999999999999999"], "--size must be a number of problems in 1..10,000,000"),
     (["--size", "10", "--split", "test"], "--size makes the train split"),
-    (["--size", "10", "--seed", "-1"], "--seed must be non-negative"),
+    (["--size", "10", "--seed", "-1"], "--seed must be >= 0"),
 ])
 def test_export_size_usage_errors(tmp_path, capsys, args, message):
     assert main(["--format", "jsonl", "--out", str(tmp_path), *args]) == 2

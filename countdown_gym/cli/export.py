@@ -34,7 +34,7 @@ from countdown_gym.data.difficulty import (
 )
 from countdown_gym.data.fresh import GENERATED, generate_fresh
 from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, load_split, split_sha256
-from countdown_gym.dataclass_cli import not_regular, run, usage_error, written_aside
+from countdown_gym.dataclass_cli import check_min, not_regular, run, usage_error, written_aside
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import PROMPT_STYLES, build_prompt, chat_messages
 
@@ -293,8 +293,7 @@ class ExportOptions:
             raise ValueError(f"--size must be a number of problems in 1..{MAX_SIZE:,}, got {self.size}")
         if self.size is not None and splits is not None and "train" not in splits:
             raise ValueError(f"--size makes the train split; --split {self.split} has no train")
-        if self.seed < 0:
-            raise ValueError(f"--seed must be non-negative, got {self.seed}")
+        check_min(self, 0, "seed")
         if self.interaction != "single-pass" and self.format != "verl":
             raise ValueError(f"--interaction {self.interaction} applies to --format verl only (verl's multi-turn tool "
                              f"agent loop); --format {self.format} has no interaction")
@@ -304,12 +303,11 @@ PROG = "countdown-gym export"
 
 
 def _export(args: ExportOptions) -> int:
-    needs = {"hf": "datasets", "parquet": "datasets", "jsonl": "datasets", "verl": "pyarrow"}.get(args.format)  # jsonl: the card
-    if needs:
-        try:
-            __import__(needs)
-        except ImportError:
-            usage_error(f"--format {args.format} needs {needs}: pip install 'countdown-gym[llm]'", prog=PROG)
+    needs = "pyarrow" if args.format == "verl" else "datasets"  # jsonl too: its dataset card
+    try:
+        __import__(needs)
+    except ImportError:
+        usage_error(f"--format {args.format} needs {needs}: pip install 'countdown-gym[llm]'", prog=PROG)
     try:
         paths = export(args.format, args.out, _choice(args.preset, sorted(SPLIT_SPEC), "preset"),
                        _choice(args.split, SPLITS, "split"), args.prompt_style, args.interaction, args.chat,
