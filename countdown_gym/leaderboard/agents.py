@@ -65,7 +65,7 @@ def load_sb3_model(path: str | Path) -> Any:
     found = p if p.exists() else p.with_suffix(".zip")  # where SB3 looks
     if not found.exists():
         raise FileNotFoundError(f"no saved model at {p}")
-    if (kind := not_regular(found)) is not None:  # a folder, a FIFO or a device is refused, never opened (it would block)
+    if (kind := not_regular(found)) is not None:  # a folder, FIFO or device: refused, never opened (it would block)
         raise ValueError(f"{found} is {kind}, not a saved model (a .zip file)")
     try:
         from sb3_contrib import MaskablePPO

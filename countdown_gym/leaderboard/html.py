@@ -75,8 +75,7 @@ def _row(rank: int, s: Scores, root: Path, base: Path) -> str:
     model = f"{_text(h['model'], 80)} ({_text(h['model_size'], 20)})"
     if card is not None:
         model += f' <a class="card" href="{_href(card)}">model card</a>'
-    command = plain_text(h["command"])
-    short = command if len(command) <= 60 else command[:57] + "..."
+    command, short = plain_text(h["command"]), plain_text(h["command"], 60)
     cells = [
         f'<td class="num">{rank}</td>',
         f'<td class="agent">{_text(display_name(h["agent"]), 100)}</td>',  # the board's one rule for names

@@ -229,10 +229,11 @@ def _rows_upto(path: Path, step: float, key: str) -> tuple[list[str] | None, lis
             with path.open(newline="", encoding="utf-8") as f:
                 header, *cells = list(csv.reader(f)) or [[]]
         except UnicodeDecodeError as exc:
-            raise SystemExit(f"{path} is not UTF-8 text (byte {exc.start}), not a log this run wrote; fix or delete it, "
-                             "or use another directory") from None
+            raise SystemExit(f"{path} is not UTF-8 text (byte {exc.start}), not a log this run wrote; fix or delete "
+                             "it, or use another directory") from None
         rows = [(r, {k: _value(v) for k, v in zip(header, r, strict=False)}) for r in cells]
-    return header, [(raw, r) for raw, r in rows if not isinstance(r, Mapping) or (s := _step_of(r, key)) is None or s <= step]
+    return header, [(raw, r) for raw, r in rows
+                    if not isinstance(r, Mapping) or (s := _step_of(r, key)) is None or s <= step]
 
 
 def truncate_rows(path: str | os.PathLike[str], step: float, key: str = "step") -> None:

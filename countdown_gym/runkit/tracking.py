@@ -12,6 +12,7 @@ integration names. ``tensorboard`` is written through ``torch.utils.tensorboard`
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import numbers
 from collections.abc import Mapping, Sequence
@@ -34,12 +35,6 @@ def _integrations() -> tuple[list[str], list[str]] | None:
     return sorted(INTEGRATION_TO_CALLBACK), list(get_available_reporting_integrations())
 
 
-def _tensorboard_installed() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("tensorboard") is not None or importlib.util.find_spec("tensorboardX") is not None
-
-
 def report_to_names(report_to: str | Sequence[str]) -> list[str]:
     """The integrations ``--report-to`` names, checked: ``none`` -> [], ``all`` -> every installed one. Raises
     ``ValueError`` (its message starts with ``--report-to``) for an empty list, an unknown name or a missing package."""
@@ -52,9 +47,9 @@ def report_to_names(report_to: str | Sequence[str]) -> list[str]:
     if found is None:  # TensorBoard alone (through torch without transformers)
         other = next((name for name in names if name != TENSORBOARD), None)
         if other is not None and names != ["all"]:
-            raise ValueError(f"--report-to {other}: logged through transformers' integrations: pip install 'countdown-gym[llm]' "
-                             f"(without transformers only {TENSORBOARD} is available)")
-        found = [TENSORBOARD], [TENSORBOARD] if _tensorboard_installed() else []
+            raise ValueError(f"--report-to {other}: logged through transformers' integrations: pip install "
+                             f"'countdown-gym[llm]' (without transformers only {TENSORBOARD} is available)")
+        found = [TENSORBOARD], [TENSORBOARD] if importlib.util.find_spec("tensorboard") else []  # for torch's writer
     known, installed = found
     if names == ["all"]:
         return installed
@@ -62,8 +57,8 @@ def report_to_names(report_to: str | Sequence[str]) -> list[str]:
         if name not in known:
             raise ValueError(f"--report-to: unknown integration {name!r}; use none, all, or a comma-separated list of {known}")
         if name not in installed:
-            extra = {"wandb": " (pip install 'countdown-gym[wandb]')", TENSORBOARD: " (pip install tensorboard)"}.get(name, "")
-            raise ValueError(f"--report-to {name}: the {name} package is not installed{extra}")
+            hint = {"wandb": " (pip install 'countdown-gym[wandb]')", TENSORBOARD: " (pip install tensorboard)"}
+            raise ValueError(f"--report-to {name}: the {name} package is not installed{hint.get(name, '')}")
     return names
 
 
