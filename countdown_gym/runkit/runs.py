@@ -298,10 +298,6 @@ class MetricsLog:
         with self.path.open("a", newline="", encoding="utf-8") as f:
             f.write(_csv([self._columns] * empty + [[row.get(c, "") for c in self._columns]]))
 
-    def steps(self) -> set[float]:
-        """The steps of the rows so far."""
-        return {s for r in self.rows if (s := _step_of(r, self.step)) is not None}
-
     def plot(self, path: str | os.PathLike[str], panels: Sequence[Panel], *, xlabel: str = "", title: str = "") -> None:
         """:func:`plot_curves` of :attr:`rows` against this log's step column."""
         if self.write:
