@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import inspect
 import io
+import itertools
 import json
 import math
 import os
@@ -289,14 +290,9 @@ def _first_message(box: str) -> str:
     """The message of one of tyro's error boxes (the lines under its title, up to its first rule)."""
     lines = [line.strip(" │╭╮╰╯\n") for line in box.splitlines()]
     lines = ["-" if set(line) <= set("─-") else line.strip(" ─") for line in lines if line]  # "-": a rule of the box
-    body: list[str] = []
-    for line in lines[1:]:  # lines[0]: the title ("Value error", "Unrecognized options", ...)
-        if set(line) <= set("-"):
-            if body:
-                break
-            continue  # the rule under the title (the plain form of the box)
-        body.append(line)
-    return " ".join(body) or (lines[0] if lines else "invalid command line")
+    # lines[0]: the title ("Value error", "Unrecognized options", ...); the body: the first run of lines between rules
+    runs = (body for rule, body in itertools.groupby(lines[1:], key=lambda line: set(line) <= set("-")) if not rule)
+    return " ".join(next(runs, [])) or (lines[0] if lines else "invalid command line")
 
 
 def usage_error(message: str, *, prog: str | None = None, details: str = "", usage: str = "[-h] [OPTIONS]") -> NoReturn:
