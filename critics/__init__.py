@@ -65,7 +65,7 @@ class Critic(GoalScorer):
 
     def _embed_goal_values(self, values: torch.Tensor) -> torch.Tensor:
         if isinstance(self.model, NumericalCriticV2):
-            return self.model.embed_goals(values)
+            return super()._embed_goal_values(values)
         mask = torch.zeros(len(values), self.config.max_numbers)  # a V1 goal is a number set: here [target]
         mask[:, 0] = 1.0
         sets = torch.zeros(len(values), self.config.max_numbers, dtype=torch.float64)

@@ -70,8 +70,7 @@ def evaluate_text(checkpoint: str | None = None, preset: str = "longproc-0.5k", 
     problems = load_split(preset, split)[:max_problems]
     bar = tqdm(total=6, desc="text critic evaluation", disable=not progress)
     trace, prefixes = trace_prefixes(problems, min_size=2)
-    sets = {"trace": trace, "random": random_states(problems, rollouts=rollouts, seed=seed)}
-    sets["random"] = sets["random"].select(np.array([len(s) >= 2 for s in sets["random"].states]))
+    sets = {"trace": trace, "random": random_states(problems, rollouts=rollouts, seed=seed, min_size=2)}
     sets["start (4 numbers, random targets 10-50)"] = start_states(problems, start_targets, seed, distinct=True)
     bar.update(1)
     res: dict = {"text_checkpoint": str(text.path), "preset": preset, "split": split, "problems": len(problems),

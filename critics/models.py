@@ -119,7 +119,7 @@ def pack_sets(sets: Sequence[Sequence[Any]], max_numbers: int) -> tuple[np.ndarr
 
 class GoalScorer:
     """What both loaded critics share: the model (in eval mode), its config and checkpoint record, goal embeddings
-    of target values, cached per value, and the checks of ``score``. A subclass embeds goal values."""
+    of target values, cached per value, and the checks of ``score``."""
 
     def __init__(self, model: nn.Module, meta: dict[str, Any] | None = None, path: Path | None = None) -> None:
         self.model = model.eval()
@@ -129,7 +129,7 @@ class GoalScorer:
         self._goal_cache: dict[int, np.ndarray] = {}
 
     def _embed_goal_values(self, values: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        return self.model.embed_goals(values)  # V2's and the text critic's goal tower: target values
 
     @torch.no_grad()
     def embed_targets(self, targets: Sequence[int]) -> np.ndarray:
