@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from critics.models import (
     CheckpointError,
@@ -65,12 +66,9 @@ class Critic(GoalScorer):
 
     def _embed_goal_values(self, values: torch.Tensor) -> torch.Tensor:
         if isinstance(self.model, NumericalCriticV2):
-            return self.model.embed_goals(values)
-        mask = torch.zeros(len(values), self.config.max_numbers)  # a V1 goal is a number set: here [target]
-        mask[:, 0] = 1.0
-        sets = torch.zeros(len(values), self.config.max_numbers, dtype=torch.float64)
-        sets[:, 0] = values
-        return self.model.embed_goals(sets, mask)
+            return super()._embed_goal_values(values)
+        pad = (0, self.config.max_numbers - 1)  # a V1 goal is a number set: here [target], padded
+        return self.model.embed_goals(F.pad(values[:, None], pad), F.pad(torch.ones(len(values), 1), pad))
 
     def score(self, states: Sequence[Sequence[int]], targets: Sequence[int],
               initial: Sequence[Sequence[int]] | None = None, batch_size: int = 8192) -> np.ndarray:

@@ -50,43 +50,28 @@ class CLIPOHead(nn.Module):
         return F.normalize(self.proj(x), dim=-1)
 
 
-def _as_bool(correct: Any, n: int, device: torch.device) -> Tensor:
-    t = correct if isinstance(correct, Tensor) else torch.as_tensor(np.asarray(correct))
-    if t.ndim != 1 or t.shape[0] != n:
-        raise ValueError(f"correct must be a 1-D sequence of {n} flags (one per rollout), got shape {tuple(t.shape)}")
-    if t.dtype != torch.bool:
-        if t.is_floating_point() or t.is_complex():
-            raise ValueError(f"correct must hold booleans or 0/1 ints, got dtype {t.dtype}")
-        if not bool(((t == 0) | (t == 1)).all()):
+def _outcomes(correct: Any, group_ids: Any, n: int) -> tuple[Tensor, Tensor]:
+    """``correct`` as a bool tensor and ``group_ids`` (ints, strings, anything numpy can compare) as dense int64
+    labels, both on the CPU; ``ValueError`` unless each is a 1-D sequence of ``n`` entries."""
+    c = correct.cpu() if isinstance(correct, Tensor) else torch.as_tensor(np.asarray(correct))
+    if c.ndim != 1 or c.shape[0] != n:
+        raise ValueError(f"correct must be a 1-D sequence of {n} flags (one per rollout), got shape {tuple(c.shape)}")
+    if c.dtype != torch.bool:
+        if c.is_floating_point() or c.is_complex():
+            raise ValueError(f"correct must hold booleans or 0/1 ints, got dtype {c.dtype}")
+        if not bool(((c == 0) | (c == 1)).all()):
             raise ValueError("correct must hold booleans or 0/1 ints")
-        t = t != 0
-    return t.to(device)
-
-
-def _as_groups(group_ids: Any, n: int, device: torch.device) -> Tensor:
-    """Group ids (ints, strings, anything numpy can compare) -> int64 tensor of dense labels."""
+        c = c != 0
     arr = group_ids.detach().cpu().numpy() if isinstance(group_ids, Tensor) else np.asarray(group_ids)
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ValueError(f"group_ids must be a 1-D sequence of {n} ids (one per rollout), got shape {arr.shape}")
     _, inverse = np.unique(arr, return_inverse=True)
-    return torch.as_tensor(inverse.reshape(-1), dtype=torch.long, device=device)
-
-
-def _check_z(z: Any) -> Tensor:
-    if not isinstance(z, Tensor):
-        raise TypeError(f"z must be a torch.Tensor of shape [N, d], got {type(z).__name__}")
-    if z.ndim != 2 or z.shape[0] == 0 or z.shape[1] == 0:
-        raise ValueError(f"z must have shape [N, d] with N, d >= 1, got {tuple(z.shape)}")
-    if not z.is_floating_point():
-        raise ValueError(f"z must be a floating-point tensor, got dtype {z.dtype}")
-    return z
+    return c, torch.as_tensor(inverse.reshape(-1), dtype=torch.long)
 
 
 def valid_anchors(correct: Any, group_ids: Any) -> Tensor:
     """Boolean mask of the anchors: correct rollouts of groups with >= 2 correct and >= 1 incorrect rollouts."""
-    n = len(correct)
-    c = _as_bool(correct, n, torch.device("cpu"))
-    g = _as_groups(group_ids, n, torch.device("cpu"))
+    c, g = _outcomes(correct, group_ids, len(correct))
     same = g[:, None] == g[None, :]
     n_correct = (same & c[None, :]).sum(1)
     n_wrong = (same & ~c[None, :]).sum(1)
@@ -97,15 +82,20 @@ def clipo_loss(z: Tensor, correct: Any, group_ids: Any, kind: str = "infonce", t
                generator: torch.Generator | None = None) -> Tensor:
     """Per-rollout CLIPO loss ``[N]`` (0 for non-anchors) of embeddings ``z`` ``[N, d]`` (normalised here), outcomes
     ``correct`` ``[N]`` and ``group_ids`` ``[N]`` (one per prompt); ``generator``: InfoNCE's positive sampling."""
-    z = _check_z(z)
+    if not isinstance(z, Tensor):
+        raise TypeError(f"z must be a torch.Tensor of shape [N, d], got {type(z).__name__}")
+    if z.ndim != 2 or z.shape[0] == 0 or z.shape[1] == 0:
+        raise ValueError(f"z must have shape [N, d] with N, d >= 1, got {tuple(z.shape)}")
+    if not z.is_floating_point():
+        raise ValueError(f"z must be a floating-point tensor, got dtype {z.dtype}")
     if kind not in LOSS_KINDS:
         raise ValueError(f"kind must be one of {LOSS_KINDS}, got {kind!r}")
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
         raise ValueError(f"temperature must be a positive number, got {temperature!r}")
     n = z.shape[0]
-    c = _as_bool(correct, n, z.device)
-    g = _as_groups(group_ids, n, z.device)
-    anchors = valid_anchors(c.cpu(), g.cpu()).to(z.device)
+    c, g = _outcomes(correct, group_ids, n)
+    anchors = valid_anchors(c, g).to(z.device)
+    c, g = c.to(z.device), g.to(z.device)
 
     zn = F.normalize(z, dim=-1)
     sim = zn @ zn.T / temperature

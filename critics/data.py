@@ -325,11 +325,6 @@ class LabelledStates:
     def __len__(self) -> int:
         return len(self.states)
 
-    def select(self, keep: np.ndarray) -> LabelledStates:
-        idx = np.flatnonzero(keep)
-        return LabelledStates([self.states[i] for i in idx], [self.targets[i] for i in idx], self.labels[idx],
-                              [self.initial[i] for i in idx])
-
     @classmethod
     def label(cls, rows: Iterable[tuple[tuple[int, ...], int, Problem]]) -> LabelledStates:
         """``(state, target, problem)`` rows, labelled by :func:`countdown_gym.reachable` under the problem's rules."""
@@ -349,8 +344,9 @@ def trace_states(problems: Iterable[Problem], min_size: int = 1) -> LabelledStat
     return LabelledStates.label(rows)
 
 
-def random_states(problems: Iterable[Problem], rollouts: int = 4, seed: int = 0) -> LabelledStates:
-    """States along uniformly random legal-move rollouts from each problem's numbers."""
+def random_states(problems: Iterable[Problem], rollouts: int = 4, seed: int = 0, min_size: int = 1) -> LabelledStates:
+    """The distinct states of at least ``min_size`` numbers along uniformly random legal-move rollouts from each
+    problem's numbers."""
     rng = random.Random(seed)
 
     def visited(p: Problem) -> list[tuple[int, ...]]:
@@ -361,7 +357,7 @@ def random_states(problems: Iterable[Problem], rollouts: int = 4, seed: int = 0)
                 i, j, move = rng.choice(moves)
                 state = apply_move(state, i, j, move[3])
                 out.append(state)
-        return distinct_states(out)
+        return distinct_states(out, min_size)
 
     return LabelledStates.label((k, p.target, p) for p in problems for k in visited(p))
 

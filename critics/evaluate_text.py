@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from countdown_gym import Problem, dataclass_cli, dfs_trace, load_split
 from critics import V2_CHECKPOINT, load_critic, metrics
-from critics.data import LabelledStates, distinct_states, random_states, start_states, trace_states, trace_tree
+from critics.data import LabelledStates, random_states, start_states, trace_states, trace_tree
 from critics.metrics import EvalOptions, per_size, report_head, write_results
 from critics.text_critic import load_text_critic, node_lines, prefix_window
 
@@ -37,17 +37,14 @@ class TextEvalOptions(EvalOptions):
 def trace_prefixes(problems: Sequence[Problem], min_size: int = 1) -> tuple[LabelledStates, list[str]]:
     """:func:`critics.data.trace_states` and, for each of its states, the trace text up to the line that creates it
     (its first occurrence in the trace)."""
-    ls = trace_states(problems, min_size=min_size)
     texts: list[str] = []
     for p in problems:
         text = dfs_trace(p)
         lines, first_line = text.split("\n"), {}
-        for s, line in zip(trace_tree(p).states, node_lines(text), strict=True):
+        for s, line in zip(trace_tree(p).states, node_lines(text), strict=True):  # trace_states' order
             first_line.setdefault(tuple(sorted(s)), line)
-        texts += [prefix_window(lines, first_line[k]) for k in distinct_states(first_line, min_size)]
-    if len(texts) != len(ls):
-        raise AssertionError(f"{len(texts)} prefixes for {len(ls)} trace states")
-    return ls, texts
+        texts += [prefix_window(lines, line) for k, line in first_line.items() if len(k) >= min_size]
+    return trace_states(problems, min_size=min_size), texts
 
 
 def _timed(fn, items: Sequence, targets: Sequence[int]) -> tuple[np.ndarray, dict[str, float]]:
@@ -70,8 +67,7 @@ def evaluate_text(checkpoint: str | None = None, preset: str = "longproc-0.5k", 
     problems = load_split(preset, split)[:max_problems]
     bar = tqdm(total=6, desc="text critic evaluation", disable=not progress)
     trace, prefixes = trace_prefixes(problems, min_size=2)
-    sets = {"trace": trace, "random": random_states(problems, rollouts=rollouts, seed=seed)}
-    sets["random"] = sets["random"].select(np.array([len(s) >= 2 for s in sets["random"].states]))
+    sets = {"trace": trace, "random": random_states(problems, rollouts=rollouts, seed=seed, min_size=2)}
     sets["start (4 numbers, random targets 10-50)"] = start_states(problems, start_targets, seed, distinct=True)
     bar.update(1)
     res: dict = {"text_checkpoint": str(text.path), "preset": preset, "split": split, "problems": len(problems),

@@ -178,9 +178,6 @@ class TextCritic(GoalScorer):
                              padding=True, return_tensors="pt")
         return enc["input_ids"], enc["attention_mask"]
 
-    def _embed_goal_values(self, values: torch.Tensor) -> torch.Tensor:
-        return self.model.embed_goals(values)
-
     def score_texts(self, texts: Sequence[str], targets: Sequence[int], batch_size: int = 256) -> np.ndarray:
         """Cosine of each text prefix and its target, ``float32 [N]`` in ``[-1, 1]`` (the paper's text critic)."""
         if isinstance(texts, (str, bytes)):

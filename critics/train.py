@@ -218,16 +218,13 @@ def _keep_previous(out: Path) -> None:
     """Hard-link (or copy) the current checkpoint into ``<out>/previous/`` before it is overwritten."""
     if not all((out / f).is_file() for f in CHECKPOINT_FILES):
         return
-    staging = out / (PREVIOUS + ".new")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    for f in CHECKPOINT_FILES:
-        try:
-            os.link(out / f, staging / f)  # the new save replaces the names, so the linked files stay as they are
-        except OSError:
-            shutil.copy2(out / f, staging / f)
-    shutil.rmtree(out / PREVIOUS, ignore_errors=True)
-    os.replace(staging, out / PREVIOUS)
+    with written_aside(out / PREVIOUS) as staging:  # previous.tmp, then renamed over the old previous/
+        staging.mkdir()
+        for f in CHECKPOINT_FILES:
+            try:
+                os.link(out / f, staging / f)  # the new save replaces the names, so the linked files stay as they are
+            except OSError:
+                shutil.copy2(out / f, staging / f)
 
 
 def _save(model, optim, cfg: TrainConfig, out: Path, run: Progress, rng: np.random.Generator, extra: dict,

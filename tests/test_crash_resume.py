@@ -218,7 +218,7 @@ def _compare_saving(out: Path) -> bool:
 
 SCRIPTS = {
     "critic": Script("critic", _critic_argv,
-                     lambda out: any(out.glob("*.tmp")) or (out / "previous.new").exists(),
+                     lambda out: any(out.glob("*.tmp")),  # previous.tmp included
                      _critic_complete, lambda out: _safetensors(out / "model.safetensors")),
     "sft": Script("sft", _sft_argv, lambda out: (out / "checkpoint.tmp").exists() or (out / "checkpoint.old").exists(),
                   _sft_complete, lambda out: _safetensors(out / "final" / "model.safetensors")),
