@@ -114,6 +114,8 @@ class Episode:
     done: bool = False
     rules: dict[str, Any] | None = None
     """``Rules.to_dict()`` of the episode (computed once)"""
+    state: tuple = ()
+    """the numbers in play after the last answer (``info["state"]``)"""
 
 
 class EpisodeStore:
@@ -277,14 +279,10 @@ class _CountdownEnvironment(Environment):
     def _state_of(self, episode: Episode | None) -> models.CountdownState:
         if episode is None:
             return models.CountdownState(env_id=self.env_id)
-        env = episode.env.unwrapped
+        problem = episode.env.unwrapped.problem
         return models.CountdownState(episode_id=episode.episode_id, step_count=episode.steps, env_id=self.env_id,
-                                     numbers=list(env.problem.numbers), target=env.problem.target,
-                                     state=[models.to_json_number(x) for x in self._current_numbers(env)],
-                                     done=episode.done)
-
-    def _current_numbers(self, env: Any) -> tuple:
-        raise NotImplementedError
+                                     numbers=list(problem.numbers), target=problem.target,
+                                     state=[models.to_json_number(x) for x in episode.state], done=episode.done)
 
     def get_metadata(self) -> EnvironmentMetadata:
         return EnvironmentMetadata(name=self.env_id, version=_package_version(),
@@ -296,6 +294,7 @@ class _CountdownEnvironment(Environment):
         problem = info["problem"]
         if episode.rules is None:
             episode.rules = problem.rules.to_dict()
+        episode.state = info["state"]
         fields = {
             "episode_id": episode.episode_id, "numbers": list(problem.numbers), "target": problem.target,
             "rules": episode.rules, "state": [models.to_json_number(x) for x in info["state"]],
@@ -320,9 +319,6 @@ class CountdownMultiTurnEnvironment(_CountdownEnvironment):
         # max_turn_chars + 1 characters: only those are kept in the episode's conversation.
         return turn[: episode.env.unwrapped.max_turn_chars + 1]
 
-    def _current_numbers(self, env: CountdownMultiTurnEnv) -> tuple:
-        return env.episode.state
-
     def _fields(self, obs: str, info: dict[str, Any], done: bool) -> dict[str, Any]:
         verdict = info.get("verdict")
         return {"is_success": info.get("is_success"), "text": obs, "turn": info["turn"],
@@ -341,9 +337,6 @@ class CountdownStepEnvironment(_CountdownEnvironment):
         if action.action >= n:
             raise RequestError(f"action must be in 0..{n - 1}, got {action.action}")
         return action.action
-
-    def _current_numbers(self, env: CountdownEnv) -> tuple:
-        return env.state
 
     def _fields(self, obs: Any, info: dict[str, Any], done: bool) -> dict[str, Any]:
         return {"is_success": info["is_success"] if done else None, "observation": obs.tolist(),
