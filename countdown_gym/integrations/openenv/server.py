@@ -383,8 +383,7 @@ def make_app(env_id: str = "CountdownMultiTurn-v0", *, max_sessions: int = DEFAU
     app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) not in _REPLACED_ROUTES]
     add_http_routes(app, factory, cls.action_cls, cls.observation_cls)
     add_mcp_route(app)
-    sessions = Sessions(factory, cls.action_cls, max_sessions, session_idle_s)
-    app.add_api_websocket_route("/ws", sessions)
+    app.add_api_websocket_route("/ws", Sessions(factory, cls.action_cls, max_sessions, session_idle_s))
 
     @app.get("/state/{episode_id}", response_model=models.CountdownState, tags=["State Management"],
              summary="The state of an episode started over HTTP", responses={404: {"model": models.ErrorAnswer}})
@@ -393,7 +392,6 @@ def make_app(env_id: str = "CountdownMultiTurn-v0", *, max_sessions: int = DEFAU
 
     app.add_middleware(BodyGuard, limit=max_body_bytes, timeout_s=body_timeout_s)
     app.state.episodes = store
-    app.state.sessions = sessions
     app.state.max_body_bytes = max_body_bytes
     return app
 
