@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from countdown_gym.dataclass_cli import parse, usage_error
+from countdown_gym.dataclass_cli import check_choice, parse, usage_error
 from countdown_gym.integrations.openenv.listen import (
     DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_HEAD_TIMEOUT_S,
@@ -80,10 +80,8 @@ class ServeOptions:
     """uvicorn's log level"""
 
     def __post_init__(self) -> None:
-        if self.env not in ENV_IDS:
-            raise ValueError(f"--env must be one of {list(ENV_IDS)}, got {self.env!r}")
-        if self.log_level not in LOG_LEVELS:
-            raise ValueError(f"--log-level must be one of {list(LOG_LEVELS)}, got {self.log_level!r}")
+        check_choice(self, "env", ENV_IDS)
+        check_choice(self, "log_level", LOG_LEVELS)
         if not 1 <= self.port <= 65535:
             raise ValueError(f"--port must be in 1..65535, got {self.port}")
         check_limits(flags=True, **{name: getattr(self, name) for name in _LIMITS})
