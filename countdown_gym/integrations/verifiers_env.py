@@ -63,8 +63,6 @@ def row(problem: Problem, prompt: list[dict[str, str]]) -> dict[str, Any]:
 def _dataset(problems: Sequence[Problem], prompt: Any) -> Any:
     from datasets import Dataset
 
-    if not problems:
-        raise ValueError("the environment needs at least one problem")
     return Dataset.from_list([row(p, prompt(p)) for p in problems])
 
 
