@@ -104,7 +104,7 @@ _TIMEOUT_ANSWER = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnect
 
 
 def guarded_protocol(head_timeout_s: float, max_connections: int) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol class with the head timeout and connection cap above (a class per server: the waiting list is its own)."""
+    """uvicorn's HTTP protocol class with the limits above (a class per server: the waiting list is its own)."""
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
     waiting: dict[Any, None] = {}

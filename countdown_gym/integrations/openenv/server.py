@@ -13,12 +13,9 @@ passes it back (``{"action": {...}, "episode_id": "..."}``); ``GET /state/{episo
 store keeps the ``max_episodes`` most recently used episodes (an older one answers 404). Episode ids
 are random (uuid4), so one client cannot reach another's episode without being given its id.
 
-The routes ``/reset``, ``/step`` and ``/ws`` are this package's (:mod:`~countdown_gym.integrations.openenv.transport`):
-requests are read strictly, and errors are answers, never a crash: a malformed body, a wrong type or a turn
-longer than :data:`~countdown_gym.integrations.openenv.models.MAX_TURN_LENGTH` is 422, a step before reset or
-after the episode ended 409, an unknown episode 404, a body above ``max_body_bytes`` 413. Over WebSocket the
-same cases are ``{"type": "error"}`` messages and the session goes on (a message above ``max_body_bytes``
-closes the connection with code 1009). The limits: ``docs/security.md``.
+The routes ``/reset``, ``/step`` and ``/ws`` are this package's (:mod:`~countdown_gym.integrations.openenv.transport`
+lists their answers): requests are read strictly, and errors are answers, never a crash. The limits:
+``docs/security.md``.
 
 Game calls (about a tenth of a millisecond each) run on the server's event loop, under one process-wide lock
 (the environments share their state caches), so calling an ``Environment`` from other threads is safe too.
