@@ -52,10 +52,7 @@ def _replay(problem: Problem, text: str) -> Replay:
 
 def replay(problem: Problem | str | Mapping[str, Any], completion: Any) -> Replay:
     """Replay one completion (cached); ``problem``: a :class:`Problem`, its ``to_dict()`` JSON, or a dict."""
-    if isinstance(problem, str):
-        problem = problem_from_json(problem)
-    elif not isinstance(problem, Problem):
-        problem = to_problem(problem)
+    problem = problem_from_json(problem) if isinstance(problem, str) else to_problem(problem)
     return _replay(problem, completion_text(completion))
 
 
@@ -70,8 +67,7 @@ def row_problems(n: int, kwargs: Mapping[str, Any]) -> list[Problem]:
     if problems is not None:
         if len(problems) != n:
             raise ValueError(f"got {n} completions but {len(problems)} problems")
-        return [p if isinstance(p, Problem) else problem_from_json(p) if isinstance(p, str) else to_problem(p)
-                for p in problems]
+        return [problem_from_json(p) if isinstance(p, str) else to_problem(p) for p in problems]
     numbers, targets = kwargs.get("numbers"), kwargs.get("target")
     if numbers is None or targets is None:
         raise KeyError(

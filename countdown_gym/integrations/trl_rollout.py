@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict, Unpack
+from typing import Any
 
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.turn_format import TURN_END, line, transcript, turn_prompt
@@ -239,21 +239,11 @@ def rollout_dataset(problems: Sequence[Problem], *, max_turns: int = DEFAULT_MAX
                               "target": [int(p.target) for p in problems]})
 
 
-class RolloutOptions(TypedDict, total=False):
-    """:func:`make_rollout_func`'s keywords, as :func:`rollout_task` takes them."""
-
-    max_turns: int
-    max_turn_tokens: int
-    prompt_style: str
-    batch_size: int
-    stop_at_dead_end: bool | int
-
-
 def rollout_task(problems: Sequence[Problem],
-                 **options: Unpack[RolloutOptions]) -> tuple[Any, Callable[[list[Any], Any], dict[str, list[Any]]]]:
+                 **options: Any) -> tuple[Any, Callable[[list[Any], Any], dict[str, list[Any]]]]:
     """The ``train_dataset`` and the ``rollout_func`` of a multi-turn ``GRPOTrainer`` on ``problems``:
-    :func:`rollout_dataset` and :func:`make_rollout_func`, with one turn budget and prompt style, so that the
-    rollout function finds each of the dataset's prompts."""
+    :func:`rollout_dataset` and :func:`make_rollout_func` (``options``: its keywords), with one turn budget and
+    prompt style, so that the rollout function finds each of the dataset's prompts."""
     rollout_func = make_rollout_func(problems, **options)
     dataset = rollout_dataset(problems, max_turns=options.get("max_turns", DEFAULT_MAX_TURNS),
                               prompt_style=options.get("prompt_style", "compact"))

@@ -41,6 +41,7 @@ from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnRep
 from countdown_gym.game.verifier import message_content, message_field, verify
 from countdown_gym.integrations.trl import replay
 from countdown_gym.integrations.trl_env import CountdownToolEnv, tool_functions
+from countdown_gym.integrations.verl import ground_truth
 from countdown_gym.rewards.variants import OUTCOME, REWARD_VARIANTS, get_variant
 
 MODES: tuple[str, ...] = ("single-turn", "multi-turn", "tools")
@@ -55,16 +56,13 @@ def _problem(info: Mapping[str, Any]) -> Problem:
 def row(problem: Problem, prompt: list[dict[str, str]]) -> dict[str, Any]:
     """One dataset row: ``prompt`` messages, ``answer`` (a reference solution), ``info`` (the problem)."""
     solutions = solve(problem, limit=1)
-    info = {"numbers": [int(x) for x in problem.numbers], "target": int(problem.target),
-            "rules": json.dumps(problem.rules.to_dict(), sort_keys=True), "id": problem.id or ""}
+    info = {**ground_truth(problem), "id": problem.id or ""}
     return {"prompt": prompt, "answer": solutions[0] if solutions else "", "info": info}
 
 
 def _dataset(problems: Sequence[Problem], prompt: Any) -> Any:
     from datasets import Dataset
 
-    if not problems:
-        raise ValueError("the environment needs at least one problem")
     return Dataset.from_list([row(p, prompt(p)) for p in problems])
 
 
@@ -183,8 +181,7 @@ def play_tools(info: Mapping[str, Any], messages: Any, max_turns: int = DEFAULT_
     """The row's game with every tool call of ``messages`` played in order (the one source of truth of a rollout),
     and each call's reply; a call of no known tool, or with unreadable arguments, is answered with an error."""
     env = CountdownToolEnv(max_turns=max_turns)
-    problem = _problem(info)
-    env.reset(numbers=list(problem.numbers), target=problem.target, rules=problem.rules.to_dict())
+    env.reset(**ground_truth(_problem(info)))
     tools, replies = tool_functions(env), []
     for _, name, args in _tool_calls(messages):
         try:

@@ -33,15 +33,17 @@ ObsT = TypeVar("ObsT", bound=BaseModel)
 
 
 class _CountdownClient(EnvClient[ActT, ObsT, CountdownState], Generic[ActT, ObsT]):
-    """What both clients share: an action sent as its fields, the answer read into the observation model."""
+    """What both clients share: an action (or its one field's value) sent as its fields, the answer read as the
+    observation model."""
 
+    action_cls: type[ActT]
+    action_field: str
     observation_cls: type[ObsT]
 
-    def _action(self, action: Any) -> ActT:
-        raise NotImplementedError
-
     def _step_payload(self, action: Any) -> dict[str, Any]:
-        return self._action(action).model_dump(exclude={"metadata"})
+        if not isinstance(action, self.action_cls):
+            action = self.action_cls(**{self.action_field: action})
+        return action.model_dump(exclude={"metadata"})
 
     def _parse_result(self, payload: dict[str, Any]) -> StepResult[ObsT]:
         reward, done = payload.get("reward"), payload.get("done", False)
@@ -55,16 +57,10 @@ class _CountdownClient(EnvClient[ActT, ObsT, CountdownState], Generic[ActT, ObsT
 class CountdownTurnClient(_CountdownClient[TurnAction, TurnObservation]):
     """A session of a server started with ``countdown-gym serve`` (``--env CountdownMultiTurn-v0``)."""
 
-    observation_cls = TurnObservation
-
-    def _action(self, action: TurnAction | str) -> TurnAction:
-        return TurnAction(turn=action) if isinstance(action, str) else action
+    action_cls, action_field, observation_cls = TurnAction, "turn", TurnObservation
 
 
 class CountdownStepClient(_CountdownClient[MoveAction, MoveObservation]):
     """A session of a server started with ``countdown-gym serve --env Countdown-v0``: actions are indices."""
 
-    observation_cls = MoveObservation
-
-    def _action(self, action: MoveAction | int) -> MoveAction:
-        return action if isinstance(action, MoveAction) else MoveAction(action=action)
+    action_cls, action_field, observation_cls = MoveAction, "action", MoveObservation

@@ -43,12 +43,12 @@ Text = Annotated[str, AfterValidator(_utf8)]
 """A ``str`` that is valid Unicode text (encodable as UTF-8)."""
 
 
-def to_json_number(x: Number) -> JSONNumber:
-    """``37`` -> ``37``, ``Fraction(3, 2)`` -> ``"3/2"``."""
-    return x if type(x) is int else format_number(x)
+def to_json_number(x: Number | None) -> JSONNumber | None:
+    """``37`` -> ``37``, ``Fraction(3, 2)`` -> ``"3/2"`` (``None``, a move's missing operand, stays ``None``)."""
+    return x if x is None or type(x) is int else format_number(x)
 
 
-def from_json_number(x: JSONNumber) -> Number:
+def from_json_number(x: JSONNumber | None) -> Number | None:
     """Inverse of :func:`to_json_number`."""
     if isinstance(x, str):
         value = Fraction(x)
@@ -133,8 +133,7 @@ class TransitionModel(BaseModel):
         nxt = record["next_state"]
         return {
             "state": [to_json_number(x) for x in record["state"]],
-            "move": [None if a is None else to_json_number(a), op, None if b is None else to_json_number(b),
-                     None if c is None else to_json_number(c)],
+            "move": [to_json_number(a), op, to_json_number(b), to_json_number(c)],
             "next_state": None if nxt is None else [to_json_number(x) for x in nxt],
             "target": record["target"], "valid": record["valid"], "reason": record["reason"], "turn": record.get("turn"),
         }
@@ -144,8 +143,7 @@ class TransitionModel(BaseModel):
         a, op, b, c = self.move
         out: dict[str, Any] = {
             "state": tuple(from_json_number(x) for x in self.state),
-            "move": (None if a is None else from_json_number(a), op, None if b is None else from_json_number(b),
-                     None if c is None else from_json_number(c)),
+            "move": (from_json_number(a), op, from_json_number(b), from_json_number(c)),
             "next_state": None if self.next_state is None else tuple(from_json_number(x) for x in self.next_state),
             "target": self.target, "valid": self.valid, "reason": self.reason, "rules": rules,
         }

@@ -11,8 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from countdown_gym.dataclass_cli import parse, usage_error
-from countdown_gym.integrations.openenv.head_guard import default_max_connections
+from countdown_gym.dataclass_cli import check_choice, parse, usage_error
 from countdown_gym.integrations.openenv.listen import (
     DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_HEAD_TIMEOUT_S,
@@ -22,6 +21,7 @@ from countdown_gym.integrations.openenv.listen import (
     DEFAULT_MAX_TURN_CHARS,
     DEFAULT_SESSION_IDLE_S,
     check_limits,
+    default_max_connections,
     listening_socket,
     uvicorn_server,
 )
@@ -80,10 +80,8 @@ class ServeOptions:
     """uvicorn's log level"""
 
     def __post_init__(self) -> None:
-        if self.env not in ENV_IDS:
-            raise ValueError(f"--env must be one of {list(ENV_IDS)}, got {self.env!r}")
-        if self.log_level not in LOG_LEVELS:
-            raise ValueError(f"--log-level must be one of {list(LOG_LEVELS)}, got {self.log_level!r}")
+        check_choice(self, "env", ENV_IDS)
+        check_choice(self, "log_level", LOG_LEVELS)
         if not 1 <= self.port <= 65535:
             raise ValueError(f"--port must be in 1..65535, got {self.port}")
         check_limits(flags=True, **{name: getattr(self, name) for name in _LIMITS})
@@ -92,18 +90,15 @@ class ServeOptions:
         """The most WebSocket sessions at once: ``max_sessions``, unless fewer connections are allowed."""
         return min(self.max_sessions, self.max_connections or default_max_connections())
 
-    def env_kwargs(self) -> dict[str, Any]:
-        """The Gymnasium environment's arguments."""
-        kwargs: dict[str, Any] = {"preset": self.preset, "split": self.split, "rules": self.rules}
+    def app_kwargs(self) -> dict[str, Any]:
+        """The arguments of ``make_app`` after the environment id: the server's limits and the environment's."""
+        kwargs: dict[str, Any] = {"max_sessions": self.max_sessions, "max_episodes": self.max_episodes,
+                                  "max_body_bytes": self.max_body_bytes, "body_timeout_s": self.body_timeout_s,
+                                  "session_idle_s": self.session_idle_s, "preset": self.preset, "split": self.split,
+                                  "rules": self.rules}
         if self.env == "CountdownMultiTurn-v0":
             kwargs.update(max_turns=self.max_turns, prompt=self.prompt, max_turn_chars=self.max_turn_chars)
         return kwargs
-
-    def app_kwargs(self) -> dict[str, Any]:
-        """The arguments of ``make_app`` after the environment id: the server's limits and the environment's."""
-        return {"max_sessions": self.max_sessions, "max_episodes": self.max_episodes,
-                "max_body_bytes": self.max_body_bytes, "body_timeout_s": self.body_timeout_s,
-                "session_idle_s": self.session_idle_s, **self.env_kwargs()}
 
 
 def main(argv: list[str] | None = None) -> int:

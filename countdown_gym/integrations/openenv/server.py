@@ -13,12 +13,9 @@ passes it back (``{"action": {...}, "episode_id": "..."}``); ``GET /state/{episo
 store keeps the ``max_episodes`` most recently used episodes (an older one answers 404). Episode ids
 are random (uuid4), so one client cannot reach another's episode without being given its id.
 
-The routes ``/reset``, ``/step`` and ``/ws`` are this package's (:mod:`~countdown_gym.integrations.openenv.transport`):
-requests are read strictly, and errors are answers, never a crash: a malformed body, a wrong type or a turn
-longer than :data:`~countdown_gym.integrations.openenv.models.MAX_TURN_LENGTH` is 422, a step before reset or
-after the episode ended 409, an unknown episode 404, a body above ``max_body_bytes`` 413. Over WebSocket the
-same cases are ``{"type": "error"}`` messages and the session goes on (a message above ``max_body_bytes``
-closes the connection with code 1009). The limits: ``docs/security.md``.
+The routes ``/reset``, ``/step`` and ``/ws`` are this package's (:mod:`~countdown_gym.integrations.openenv.transport`
+lists their answers): requests are read strictly, and errors are answers, never a crash. The limits:
+``docs/security.md``.
 
 Game calls (about a tenth of a millisecond each) run on the server's event loop, under one process-wide lock
 (the environments share their state caches), so calling an ``Environment`` from other threads is safe too.
@@ -114,6 +111,8 @@ class Episode:
     done: bool = False
     rules: dict[str, Any] | None = None
     """``Rules.to_dict()`` of the episode (computed once)"""
+    state: tuple = ()
+    """the numbers in play after the last answer (``info["state"]``)"""
 
 
 class EpisodeStore:
@@ -277,14 +276,10 @@ class _CountdownEnvironment(Environment):
     def _state_of(self, episode: Episode | None) -> models.CountdownState:
         if episode is None:
             return models.CountdownState(env_id=self.env_id)
-        env = episode.env.unwrapped
+        problem = episode.env.unwrapped.problem
         return models.CountdownState(episode_id=episode.episode_id, step_count=episode.steps, env_id=self.env_id,
-                                     numbers=list(env.problem.numbers), target=env.problem.target,
-                                     state=[models.to_json_number(x) for x in self._current_numbers(env)],
-                                     done=episode.done)
-
-    def _current_numbers(self, env: Any) -> tuple:
-        raise NotImplementedError
+                                     numbers=list(problem.numbers), target=problem.target,
+                                     state=[models.to_json_number(x) for x in episode.state], done=episode.done)
 
     def get_metadata(self) -> EnvironmentMetadata:
         return EnvironmentMetadata(name=self.env_id, version=_package_version(),
@@ -296,6 +291,7 @@ class _CountdownEnvironment(Environment):
         problem = info["problem"]
         if episode.rules is None:
             episode.rules = problem.rules.to_dict()
+        episode.state = info["state"]
         fields = {
             "episode_id": episode.episode_id, "numbers": list(problem.numbers), "target": problem.target,
             "rules": episode.rules, "state": [models.to_json_number(x) for x in info["state"]],
@@ -320,9 +316,6 @@ class CountdownMultiTurnEnvironment(_CountdownEnvironment):
         # max_turn_chars + 1 characters: only those are kept in the episode's conversation.
         return turn[: episode.env.unwrapped.max_turn_chars + 1]
 
-    def _current_numbers(self, env: CountdownMultiTurnEnv) -> tuple:
-        return env.episode.state
-
     def _fields(self, obs: str, info: dict[str, Any], done: bool) -> dict[str, Any]:
         verdict = info.get("verdict")
         return {"is_success": info.get("is_success"), "text": obs, "turn": info["turn"],
@@ -341,9 +334,6 @@ class CountdownStepEnvironment(_CountdownEnvironment):
         if action.action >= n:
             raise RequestError(f"action must be in 0..{n - 1}, got {action.action}")
         return action.action
-
-    def _current_numbers(self, env: CountdownEnv) -> tuple:
-        return env.state
 
     def _fields(self, obs: Any, info: dict[str, Any], done: bool) -> dict[str, Any]:
         return {"is_success": info["is_success"] if done else None, "observation": obs.tolist(),
@@ -390,8 +380,7 @@ def make_app(env_id: str = "CountdownMultiTurn-v0", *, max_sessions: int = DEFAU
     app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) not in _REPLACED_ROUTES]
     add_http_routes(app, factory, cls.action_cls, cls.observation_cls)
     add_mcp_route(app)
-    sessions = Sessions(factory, cls.action_cls, max_sessions, session_idle_s)
-    app.add_api_websocket_route("/ws", sessions)
+    app.add_api_websocket_route("/ws", Sessions(factory, cls.action_cls, max_sessions, session_idle_s))
 
     @app.get("/state/{episode_id}", response_model=models.CountdownState, tags=["State Management"],
              summary="The state of an episode started over HTTP", responses={404: {"model": models.ErrorAnswer}})
@@ -400,7 +389,6 @@ def make_app(env_id: str = "CountdownMultiTurn-v0", *, max_sessions: int = DEFAU
 
     app.add_middleware(BodyGuard, limit=max_body_bytes, timeout_s=body_timeout_s)
     app.state.episodes = store
-    app.state.sessions = sessions
     app.state.max_body_bytes = max_body_bytes
     return app
 

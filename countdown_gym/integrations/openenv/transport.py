@@ -79,11 +79,6 @@ def json_error(text: str | bytes) -> str | None:
     return duplicate_key(text, value)
 
 
-def strict_json(text: str | bytes) -> bool:
-    """Whether ``text`` is strict JSON (:func:`json_error`)."""
-    return json_error(text) is None
-
-
 class _KeyTwice(ValueError):
     pass
 
@@ -286,13 +281,8 @@ class _Reset(_Message):
     data: ResetRequest = Field(default_factory=ResetRequest)
 
 
-class _State(_Message):
-    type: Literal["state"]
-    data: dict[str, Any] | None = None
-
-
-class _Close(_Message):
-    type: Literal["close"]
+class _StateOrClose(_Message):
+    type: Literal["state", "close"]
     data: dict[str, Any] | None = None
 
 
@@ -300,7 +290,7 @@ def message_adapter(action_cls: type[Action]) -> TypeAdapter:
     """The WebSocket messages openenv's clients send: ``reset``, ``step`` (``data``: the action), ``state``, ``close``."""
     step = create_model(f"{action_cls.__name__}Message", __base__=_Message,
                         type=(Literal["step"], ...), data=(action_cls, ...))
-    return TypeAdapter(Annotated[_Reset | step | _State | _Close, Field(discriminator="type")])
+    return TypeAdapter(Annotated[_Reset | step | _StateOrClose, Field(discriminator="type")])
 
 
 _OBSERVATION = b'{"type":"observation","data":%s}'
