@@ -186,7 +186,7 @@ def train(opts: Options) -> dict[str, Any]:
     trainer.save_model(str(out / "final"))
     if rewards.clipo is not None and main_process:
         rewards.clipo.clipo.save(out / "final" / ClipoCheckpointCallback.FILENAME)
-    summary = validation.summary()
+    summary = validation.summary(profile)
     summary["steps"] = step
     if time_limit is not None and time_limit.stopped_at is not None:
         summary["stopped_by_time_limit"] = True
