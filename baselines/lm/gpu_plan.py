@@ -81,12 +81,11 @@ def model_shape(name: str) -> ModelShape:
                         f"directory, or add baselines/model_configs/{name}/config.json") from None
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
-    parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
     text = config.get_text_config()
     heads = text.num_attention_heads
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
     return ModelShape(
-        name=name, source=where, parameters=parameters, layers=text.num_hidden_layers, hidden=text.hidden_size,
+        name=name, source=where, parameters=model.num_parameters(), layers=text.num_hidden_layers, hidden=text.hidden_size,
         intermediate=getattr(text, "intermediate_size", None) or 4 * text.hidden_size, heads=heads,
         kv_heads=getattr(text, "num_key_value_heads", None) or heads, head_dim=head_dim, vocab=text.vocab_size,
         max_positions=getattr(text, "max_position_embeddings", None),
