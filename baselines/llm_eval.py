@@ -26,7 +26,7 @@ import torch
 from baselines.lm.evaluation import Evaluation, Play
 from baselines.lm.evaluation import evaluate as play_and_score
 from baselines.lm.generation import Sampling, vllm_engine
-from baselines.lm.tiny_lm import SHIPPED_CHECKPOINT, SplitRun, count_parameters, detect_interaction, load_causal_lm
+from baselines.lm.tiny_lm import SHIPPED_CHECKPOINT, SplitRun, detect_interaction, load_causal_lm
 from countdown_gym import dataclass_cli
 from countdown_gym.data.pass_rates import write_pass_rates
 from countdown_gym.data.splits import SPLITS, load_split
@@ -195,7 +195,7 @@ def evaluate(cfg: EvalConfig, problems: list[Problem] | None = None, progress: b
             raise SystemExit(f"{cfg.model}: {exc}") from None
     res: dict = {"problems": len(problems), "model": cfg.model, "preset": cfg.preset, "split": cfg.split, "prompt_style": cfg.prompt_style}
     if model is not None:
-        res["params"] = f"{count_parameters(model) / 1e6:.2f}M"  # as a submission states it; tied weights counted once
+        res["params"] = f"{model.num_parameters() / 1e6:.2f}M"  # as a submission states it; tied weights counted once
     if turns:
         res.update(interaction="multi-turn", max_turns=cfg.max_turns)
     engine = None

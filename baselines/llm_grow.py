@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from baselines.lm.grpo_model import DEFAULT_TURN_MODEL
-from baselines.lm.tiny_lm import count_parameters, load_pretrained, save_pretrained
+from baselines.lm.tiny_lm import load_pretrained, save_pretrained
 from countdown_gym import dataclass_cli
 
 
@@ -81,7 +81,7 @@ def grow(opts: GrowOptions) -> Path:
         grown = expand_blocks(model, opts.every)
     except ValueError as exc:
         raise SystemExit(f"--model {src}: {exc}") from None
-    layers, params, grown_params = model.config.num_hidden_layers, count_parameters(model), count_parameters(grown)
+    layers, params, grown_params = model.config.num_hidden_layers, model.num_parameters(), grown.num_parameters()
     summary = (f"{layers} -> {grown.config.num_hidden_layers} layers, "
                f"{params / 1e6:.2f}M -> {grown_params / 1e6:.2f}M parameters")
     meta_path = src / "training.json"

@@ -22,7 +22,6 @@ from baselines.lm.tiny_lm import (  # noqa: E402
     TinyLMConfig,
     build_model,
     build_tokenizer,
-    count_parameters,
     load_pretrained,
     save_pretrained,
 )
@@ -206,7 +205,7 @@ def test_tinyzero_completions_roundtrip(tokenizer):
 def test_build_and_forward(tokenizer, arch):
     m = build_model(TinyLMConfig(arch=arch, hidden=32, layers=2, heads=2, intermediate=64), tokenizer)
     assert m.config.vocab_size == len(tokenizer)
-    assert 50_000 < count_parameters(m) < 200_000
+    assert 50_000 < m.num_parameters() < 200_000
     batch = tokenizer(["Numbers: [1,2,3,4] Target: 10\n"], return_tensors="pt")
     out = m(**batch, labels=batch["input_ids"])
     assert torch.isfinite(out.loss)

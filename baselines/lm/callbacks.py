@@ -30,7 +30,7 @@ SUCCESS_PANELS = (Panel("validation success", {"greedy_success": "greedy", "samp
 
 class ValidationCallback(TrainerCallback):
     """Validate at the start, every ``eval_interval`` steps and at the end (``baselines.lm.evaluation``: greedy, and
-    ``samples`` drawn as ``sampling`` says); write CSV/PNG; time steps. A validation whose greedy success beats every
+    ``samples`` drawn as ``sampling`` says); write CSV/PNG. A validation whose greedy success beats every
     earlier one saves the model to ``output_dir/best`` with ``best/validation.json``."""
 
     BEST_DIR = "best"
@@ -50,9 +50,7 @@ class ValidationCallback(TrainerCallback):
         self.rows: list[dict[str, Any]] = self.metrics.rows
         self.evaluated: set[int] = {int(r["step"]) for r in self.rows}
         """Steps validated so far, on every process (only the main process keeps ``rows``)."""
-        self.step_seconds: list[float] = []
         self.step_gen_tokens: list[float] = []
-        self._t_step: float | None = None
         self.reporters: Sequence[Any] = ()
         """The report_to integration callbacks each validation row is logged to (:func:`attach_reporting`)."""
 
@@ -99,12 +97,7 @@ class ValidationCallback(TrainerCallback):
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         self._evaluate(model, state.global_step, (args, state, control))
 
-    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._t_step = time.perf_counter()
-
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-        if self._t_step is not None:
-            self.step_seconds.append(time.perf_counter() - self._t_step)
         if self.eval_interval and state.global_step % self.eval_interval == 0:
             self._evaluate(model, state.global_step, (args, state, control))
 
@@ -119,16 +112,17 @@ class ValidationCallback(TrainerCallback):
             self.step_gen_tokens.append(float(logs["completions/mean_length"]) * batch / max(args.steps_per_generation, 1))
         self.train_log.append({"step": state.global_step, **logs})
 
-    def summary(self) -> dict[str, Any]:
-        """First and last validation rows, seconds per step and generation throughput."""
+    def summary(self, profile: StepProfile | None = None) -> dict[str, Any]:
+        """First and last validation rows; seconds per step (``profile``: the run's step timing) and generation
+        throughput."""
         out: dict[str, Any] = {}
         if self.rows:
             out["first"], out["last"] = _numeric(self.rows[0]), _numeric(self.rows[-1])
             out["best"] = _numeric(self.best() or {})
             out["eval_tokens_per_s"] = sum(float(r["tokens_per_s"]) for r in self.rows) / len(self.rows)
-        if self.step_seconds:
-            out["steps_timed"] = len(self.step_seconds)
-            out["seconds_per_step"] = sum(self.step_seconds) / len(self.step_seconds)
+        if profile is not None and profile.steps:
+            out["steps_timed"] = profile.steps
+            out["seconds_per_step"] = profile.totals["step"] / profile.steps
             if self.step_gen_tokens:
                 out["rollout_tokens_per_step"] = sum(self.step_gen_tokens) / len(self.step_gen_tokens)
                 out["rollout_tokens_per_s_of_step"] = out["rollout_tokens_per_step"] / out["seconds_per_step"]

@@ -80,18 +80,11 @@ def _safetensors_error(path: Path) -> str | None:
         return str(exc).removeprefix("Error while deserializing header: ")[:80]
 
 
-def checkpoints(out: Path) -> list[Path]:
-    """The ``checkpoint-N`` folders of ``out``, newest (highest N) first."""
-    if not out.is_dir():
-        return []
-    found = [(int(m[1]), p) for p in out.iterdir() if p.is_dir() and (m := _NAME.fullmatch(p.name))]
-    return [p for _, p in sorted(found, reverse=True)]
-
-
 def last_complete_checkpoint(out: Path, say: Any = print) -> str | None:
     """The newest checkpoint of ``out`` that :func:`checkpoint_problem` passes (None: none); each newer one passed
     over is reported through ``say``."""
-    found = checkpoints(out)
+    numbered = [(int(m[1]), p) for p in Path(out).glob("checkpoint-*") if p.is_dir() and (m := _NAME.fullmatch(p.name))]
+    found = [p for _, p in sorted(numbered, reverse=True)]
     marked = any((p / MARKER).is_file() for p in found)  # a run saved before the marker existed has none
     for path in found:
         problem = checkpoint_problem(path, require_marker=marked)

@@ -89,8 +89,6 @@ class Evaluation:
         """The GRPO validation's row (``baselines.lm.callbacks.EVAL_FIELDS``)."""
         rates = self.rates()
         row = {k: v for k, v in rates.items() if not k.endswith("_se")}
-        if not self.samples:
-            row = {k: v for k, v in row.items() if not k.startswith(("sampled", "pass"))}
         tokens, seconds = self.greedy_tokens + self.sampled_tokens, self.greedy_seconds + self.sampled_seconds
         row["mean_completion_tokens"] = tokens / max(1, len(self.greedy) * (1 + self.samples))
         row["eval_seconds"] = seconds

@@ -15,6 +15,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_CONFIGS = ROOT / "baselines" / "model_configs"
@@ -81,12 +82,11 @@ def model_shape(name: str) -> ModelShape:
                         f"directory, or add baselines/model_configs/{name}/config.json") from None
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
-    parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
     text = config.get_text_config()
     heads = text.num_attention_heads
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
     return ModelShape(
-        name=name, source=where, parameters=parameters, layers=text.num_hidden_layers, hidden=text.hidden_size,
+        name=name, source=where, parameters=model.num_parameters(), layers=text.num_hidden_layers, hidden=text.hidden_size,
         intermediate=getattr(text, "intermediate_size", None) or 4 * text.hidden_size, heads=heads,
         kv_heads=getattr(text, "num_key_value_heads", None) or heads, head_dim=head_dim, vocab=text.vocab_size,
         max_positions=getattr(text, "max_position_embeddings", None),
@@ -224,15 +224,12 @@ def training_memory(shape: ModelShape, layout: Layout, *, weight_bytes: int, mic
     return out
 
 
-def tokens_budget(shape: ModelShape, layout: Layout, *, weight_bytes: int, sequence_tokens: int,
-                  completion_tokens: int, gradient_checkpointing: bool, reference_model: bool,
-                  vllm_share: float = 0.0) -> int:
-    """Tokens a micro-batch may hold in :data:`HEADROOM` of the GPU after the static parts of :func:`training_memory`."""
+def tokens_budget(shape: ModelShape, layout: Layout, *, sequence_tokens: int, **memory: Any) -> int:
+    """Tokens a micro-batch may hold in :data:`HEADROOM` of the GPU after the static parts of :func:`training_memory`
+    (``memory``: its other keywords but ``micro``)."""
     if not layout.on_gpu:
         return CPU_MICRO_BATCH * sequence_tokens
-    one = training_memory(shape, layout, weight_bytes=weight_bytes, micro=1, sequence_tokens=sequence_tokens,
-                          completion_tokens=completion_tokens, gradient_checkpointing=gradient_checkpointing,
-                          reference_model=reference_model, vllm_share=vllm_share)
+    one = training_memory(shape, layout, micro=1, sequence_tokens=sequence_tokens, **memory)
     act = next(v for k, v in one.items() if k.startswith("activations"))
     static = one["total"] - act
     free = HEADROOM * layout.gpu_memory - static

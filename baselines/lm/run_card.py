@@ -9,6 +9,7 @@ from typing import Any
 from baselines.analysis.uncertainty import binomial_se
 from baselines.lm.callbacks import PARTS
 from baselines.lm.grpo_config import reward_terms
+from baselines.lm.grpo_data import VALIDATION_SEED
 from baselines.lm.grpo_options import GRPORun, Options
 
 
@@ -64,8 +65,11 @@ def run_card(run: GRPORun, rows: list[dict[str, Any]], step: int, profile: dict[
     lines += ["## Validation", ""]
     if rows:
         samples = rows[0].get("samples") or 0
+        drawn = "all of it" if not opts.eval_problems else (
+            f"drawn at random with the fixed seed {VALIDATION_SEED} (`baselines/lm/grpo_data.py: validation_subset`, the "
+            "same problems in every run); they alone chose `best/`, and no choice looked at the test split")
         lines += [
-            f"{rows[0]['problems']} problems of the `{opts.preset}` validation split, {validation_words(opts)}; greedy = one "
+            f"{rows[0]['problems']} problems of the `{opts.preset}` validation split, {drawn}; greedy = one "
             f"greedy completion per problem" + (f", sampled = mean success of {samples} samples at T = {opts.temperature:g}, "
                                          f"pass@{samples} = any of them." if samples else "."),
             "",
@@ -108,16 +112,6 @@ def run_card(run: GRPORun, rows: list[dict[str, Any]], step: int, profile: dict[
         "",
     ]
     return "\n".join(lines)
-
-
-def validation_words(opts: Options) -> str:
-    """Which validation problems a run plays, in words (``grpo_data.validation_subset``)."""
-    from baselines.lm.grpo_data import VALIDATION_SEED
-
-    if not opts.eval_problems:
-        return "all of it"
-    return (f"drawn at random with the fixed seed {VALIDATION_SEED} (`baselines/lm/grpo_data.py: validation_subset`, the "
-            "same problems in every run); they alone chose `best/`, and no choice looked at the test split")
 
 
 def held_out_line(test: dict[str, Any], interaction: str) -> str:

@@ -8,7 +8,6 @@ import json
 import os
 import random
 import shutil
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import torch
 
 from baselines.lm.checkpoints import _safetensors_error
 from baselines.lm.tiny_lm import load_pretrained, save_pretrained
-from countdown_gym.dataclass_cli import file_kind
+from countdown_gym.dataclass_cli import not_regular
 
 
 def save_checkpoint(path: Path, model, tokenizer, opt, step: int, rng: random.Random, meta: dict) -> None:
@@ -66,25 +65,16 @@ def _short(exc: BaseException) -> str:
 
 def _check_entries(d: Path) -> None:
     """Every file of ``d`` a regular file (after symbolic links), the needed ones there: nothing that blocks when
-    opened (a FIFO) or never ends (``/dev/zero``) is ever read."""
+    opened (a FIFO) or never ends (``/dev/zero``) is ever read; a dangling link the model does not need passes."""
     try:
-        mode = os.stat(d).st_mode
-        names = os.listdir(d) if stat.S_ISDIR(mode) else []
+        names = os.listdir(d)
     except OSError as exc:
-        raise Unusable(f"{d}: cannot read it ({exc.strerror or exc})") from None
-    if not stat.S_ISDIR(mode):
-        raise Unusable(f"{d} is {file_kind(mode)}, not a checkpoint folder")
+        raise Unusable(f"{d} is not a readable checkpoint folder ({exc.strerror or exc})") from None
     for name in (*CHECKPOINT_FILES, *sorted(set(names) - set(CHECKPOINT_FILES))):
         f = d / name
-        try:
-            mode = os.stat(f).st_mode
-        except FileNotFoundError:
-            if name in CHECKPOINT_FILES:
-                raise Unusable(f"{f} is missing") from None
-            continue  # a dangling link the model does not need
-        except OSError as exc:
-            raise Unusable(f"{f}: cannot read it ({exc.strerror or exc})") from None
-        if (what := file_kind(mode)) is not None:
+        if name in CHECKPOINT_FILES and not os.path.exists(f):
+            raise Unusable(f"{f} is missing")
+        if (what := not_regular(f)) is not None:
             raise Unusable(f"{f} is {what}, not a regular file")
 
 
@@ -161,18 +151,14 @@ def saved_options(ckpt: Path | None, saved: dict | None) -> dict | None:
         return saved
     f = ckpt / "training.json"
     fix = "the run's options.json is gone too: fix or restore one of them, or start a new --out"
-    try:
-        info = os.stat(f)
-    except FileNotFoundError:
+    if not os.path.exists(f):
         return saved
-    except OSError as exc:
-        raise SystemExit(f"--resume: {f}: cannot read it ({exc.strerror or exc}); {fix}") from None
-    if (what := file_kind(info.st_mode)) is not None:
+    if (what := not_regular(f)) is not None:
         raise SystemExit(f"--resume: {f} is {what}, not a regular file; {fix}")
     try:
         data = json.loads(f.read_bytes().decode("utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
-        what = "empty" if not info.st_size else f"not valid JSON ({_short(exc)})"
+        what = "empty" if not os.path.getsize(f) else f"not valid JSON ({_short(exc)})"
         raise SystemExit(f"--resume: {f} is {what}; {fix}") from None
     if not isinstance(data, dict) or not isinstance(data.get("sft_config"), dict | None):
         raise SystemExit(f"--resume: {f} holds no run options (sft_config); {fix}")

@@ -35,8 +35,6 @@ def split_reward_spec(weights: Mapping[str, float]) -> tuple[dict[str, float], d
     stepped = step_credit_names()
     for name, w in weights.items():
         w = float(w)
-        if not math.isfinite(w):
-            raise ValueError(f"weight of {name!r} must be a finite number, got {w}")
         if name in stepped:
             scalar[name] = 0.0
             if w != 0.0:

@@ -117,11 +117,6 @@ def build_model(cfg: TinyLMConfig, tokenizer: PreTrainedTokenizerFast) -> PreTra
     raise ValueError(f"unknown arch {cfg.arch!r}; choose 'llama' or 'gpt2'")  # an arch changed after construction
 
 
-def count_parameters(model: torch.nn.Module) -> int:
-    """Distinct trainable parameters (tied embeddings counted once)."""
-    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
-
-
 def save_pretrained(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, path: str | Path, meta: dict | None = None) -> Path:
     """Save model (safetensors) + config + tokenizer files, and ``meta`` as ``training.json``."""
     path = Path(path)
