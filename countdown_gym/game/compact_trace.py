@@ -164,11 +164,7 @@ def compact_trace(
     """
     rules = rules or problem.rules
     config = config or CompactTraceConfig()
-    numbers = tuple(problem.numbers)
-    if shuffle_seed is not None:
-        numbers = shuffled(problem, shuffle_seed).numbers
-    if any(not isinstance(x, int) for x in numbers):
-        raise ValueError(f"compact traces need integer numbers, got {numbers}")
+    numbers = problem.numbers if shuffle_seed is None else shuffled(problem, shuffle_seed).numbers
     if len(numbers) < 2:
         raise ValueError(f"compact traces need at least two numbers, got {numbers}")
     if not rules.use_all:
