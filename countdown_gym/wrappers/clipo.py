@@ -122,8 +122,6 @@ class CLIPOGroupReward(VectorEnv):
                 raise ValueError(f"env {i} ({env_name(e)}) has different spaces than env 0 ({env_name(first)})")
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.render_mode = None
-        self.spec = None
         self._status = [_ACTIVE] * self.num_envs
         self._trajectories: list[Trajectory | None] = [None] * self.num_envs
         self._embeddings: list[np.ndarray | None] = [None] * self.num_envs
