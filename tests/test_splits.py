@@ -90,7 +90,7 @@ def test_tampered_copy_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     lines[0] = json.dumps(first, separators=(",", ":")) + "\n"
     target.write_text("".join(lines), encoding="utf-8")
     monkeypatch.setattr(splits_mod, "_data_dir", lambda: data)
-    splits_mod._load.cache_clear()
+    splits_mod.split_problems.cache_clear()
     try:
         with pytest.raises(SplitIntegrityError, match="was modified"):
             load_split("longproc-0.5k", "test")
@@ -99,7 +99,7 @@ def test_tampered_copy_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         with pytest.raises(FileNotFoundError):
             load_split("tinyzero", "train")
     finally:
-        splits_mod._load.cache_clear()
+        splits_mod.split_problems.cache_clear()
 
 
 def test_bad_names() -> None:

@@ -23,7 +23,7 @@ from countdown_gym.data.labels import (
     metric_tier,
     split_tiers,
 )
-from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, load_split
+from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, split_problems
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number
 from countdown_gym.game.solver import reachable, solve, successors
@@ -104,14 +104,9 @@ def _measured(numbers: tuple[int, ...], target: int, rules: Any) -> Difficulty:
 def split_labels(preset: str, split: str) -> tuple[Difficulty, ...]:
     """The shipped :class:`Difficulty` of every problem of a frozen split, in split order (hash-checked)."""
     rows = label_rows(preset, split)
-    if [r.get("id") for r in rows] != [p.id for p in _split_problems(preset, split)]:
+    if [r.get("id") for r in rows] != [p.id for p in split_problems(preset, split)]:
         raise LabelsIntegrityError(f"{labels_path(preset, split)} does not list the problems of {preset}/{split} in order")
     return tuple(Difficulty.from_dict(r) for r in rows)
-
-
-@cache
-def _split_problems(preset: str, split: str) -> tuple[Problem, ...]:
-    return tuple(load_split(preset, split))
 
 
 def _shipped(problem: Problem) -> Difficulty | None:
@@ -119,7 +114,7 @@ def _shipped(problem: Problem) -> Difficulty | None:
     parts = (problem.id or "").rsplit("/", 2)
     if len(parts) != 3 or parts[0] not in SPLIT_SPEC or parts[1] not in SPLITS or not parts[2].isdigit():
         return None
-    problems = _split_problems(parts[0], parts[1])
+    problems = split_problems(parts[0], parts[1])
     k = int(parts[2])
     if k >= len(problems) or problems[k] != problem or problems[k].id != problem.id:
         return None

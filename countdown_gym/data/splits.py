@@ -85,7 +85,8 @@ def split_sha256(preset: str, split: str) -> str:
 
 
 @cache
-def _load(preset: str, split: str) -> tuple[Problem, ...]:
+def split_problems(preset: str, split: str) -> tuple[Problem, ...]:
+    """The frozen ``split`` of ``preset`` as :func:`load_split` reads it, loaded once (a shared tuple)."""
     path = split_path(preset, split)
     if not path.exists():
         raise FileNotFoundError(f"split file missing: {path}")
@@ -101,7 +102,7 @@ def _load(preset: str, split: str) -> tuple[Problem, ...]:
 def load_split(preset: str, split: str, tier: str | None = None) -> list[Problem]:
     """The frozen ``split`` of ``preset`` (hash-checked) under :data:`SPLIT_RULES`; with ``tier`` (``"easy"``,
     ``"medium"``, ``"hard"``), only that tier's problems, in split order."""
-    problems = list(_load(preset, split))
+    problems = list(split_problems(preset, split))
     if tier is None:
         return problems
     check_tier(tier)

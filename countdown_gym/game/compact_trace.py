@@ -12,10 +12,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from countdown_gym.game.expression import PRECEDENCE
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import OPERATORS, Rules
-from countdown_gym.game.solver import reachable
+from countdown_gym.game.solver import combine, reachable
 from countdown_gym.game.text_format import format_compact_line, format_equation
 from countdown_gym.game.trace import pick_pairs
 
@@ -140,17 +139,14 @@ def _solution_text(path: list[CompactMove], numbers: tuple[int, ...], answer: st
     if answer == "solution":
         body = "\n".join(format_equation(*move) for move in path)
         return f"<Solution>\n{body}\n</Solution>"
-    exprs: list[tuple[int, str, int]] = [(x, str(x), 3) for x in numbers]
+    exprs: list[tuple[int, tuple[str, int]]] = [(x, (str(x), 3)) for x in numbers]  # (value, (text, precedence))
     for a, op, b, c in path:
         ia = next(k for k, e in enumerate(exprs) if e[0] == a)
         ea = exprs.pop(ia)
         ib = next(k for k, e in enumerate(exprs) if e[0] == b)
         eb = exprs.pop(ib)
-        p = PRECEDENCE[op]
-        left = ea[1] if ea[2] >= p else f"({ea[1]})"
-        right = eb[1] if eb[2] > p else f"({eb[1]})"
-        exprs.append((c, f"{left}{op}{right}", p))
-    return f"<answer>{exprs[0][1]}</answer>"
+        exprs.append((c, combine(ea[1], op, eb[1], canonical=False)))
+    return f"<answer>{exprs[0][1][0]}</answer>"
 
 
 def compact_trace(
@@ -168,11 +164,7 @@ def compact_trace(
     """
     rules = rules or problem.rules
     config = config or CompactTraceConfig()
-    numbers = tuple(problem.numbers)
-    if shuffle_seed is not None:
-        numbers = shuffled(problem, shuffle_seed).numbers
-    if any(not isinstance(x, int) for x in numbers):
-        raise ValueError(f"compact traces need integer numbers, got {numbers}")
+    numbers = problem.numbers if shuffle_seed is None else shuffled(problem, shuffle_seed).numbers
     if len(numbers) < 2:
         raise ValueError(f"compact traces need at least two numbers, got {numbers}")
     if not rules.use_all:

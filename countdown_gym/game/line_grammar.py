@@ -101,11 +101,6 @@ class ParsedLine:
     annotation: tuple[Number, ...] | None = None
     malformed: str | None = None
 
-    @property
-    def states_move(self) -> bool:
-        """Whether the line states an arithmetic move (a ``try``, ``equation`` or ``compact`` line)."""
-        return self.kind in ("try", "equation", "compact")
-
 
 _RE_ANNOT = re.compile(r"\s*### Current State: \[(?P<set>[^\]]*)\]\s*$")
 _RE_INIT = re.compile(rf"^Initial number set: \[(?P<nums>{_LIST})\], target: (?P<t>-?[0-9]+)(?P<rest>.*)$")

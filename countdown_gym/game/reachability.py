@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from fractions import Fraction
 from functools import lru_cache
 from math import gcd
@@ -122,8 +122,9 @@ class Reachability:
         if out is None:
             seen: set[tuple[Q, ...]] = set()
             out = []
-            every = 1 if len(state) > SPLIT_TABLE_MAX else 1024  # a long state's split costs O(n) on its own
-            for k, (ia, ib) in enumerate(_split_indices(len(state))):
+            table = len(state) <= SPLIT_TABLE_MAX
+            every = 1024 if table else 1  # a long state's split costs O(n) on its own
+            for k, (ia, ib) in enumerate(_split_table(len(state)) if table else _iter_splits(len(state))):
                 if not k % every:
                     check_deadline()
                 a = tuple(state[i] for i in ia)
@@ -235,17 +236,13 @@ SPLIT_TABLE_MAX = 16
 """States of at most this many numbers keep their index splits in a table; longer ones enumerate them lazily."""
 
 
-def _split_indices(n: int) -> Iterable[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """The index splits ``(A, B)`` of ``range(n)`` with ``len(A) <= len(B)`` (half-and-half splits once)."""
-    return _split_table(n) if n <= SPLIT_TABLE_MAX else _iter_splits(n)
-
-
 @lru_cache(maxsize=SPLIT_TABLE_MAX + 1)
 def _split_table(n: int) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
     return tuple(_iter_splits(n))
 
 
 def _iter_splits(n: int) -> Iterator[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """The index splits ``(A, B)`` of ``range(n)`` with ``len(A) <= len(B)`` (half-and-half splits once)."""
     for mask in range(1, (1 << n) - 1):
         k = mask.bit_count()
         if 2 * k > n or (2 * k == n and not mask & 1):

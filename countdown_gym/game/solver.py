@@ -136,10 +136,11 @@ def _wrap(expr: str, prec: int, need: int, strict: bool) -> str:
     return expr
 
 
-def _combine(a: tuple[str, int], op: str, b: tuple[str, int]) -> tuple[str, int]:
+def combine(a: tuple[str, int], op: str, b: tuple[str, int], canonical: bool = True) -> tuple[str, int]:
+    """``a op b`` of ``(text, precedence)`` pairs, fewest parentheses (``canonical``: ``+`` / ``*`` operands ordered)."""
     p = PRECEDENCE[op]
     right_a, right_b = _wrap(a[0], a[1], p, strict=True), _wrap(b[0], b[1], p, strict=True)
-    if op in "+*" and right_b < right_a:  # one canonical order for commutative operands
+    if canonical and op in "+*" and right_b < right_a:  # one canonical order for commutative operands
         # compare both operands written the same way, so (a, b) and (b, a) give one string
         return f"{_wrap(b[0], b[1], p, strict=False)}{op}{right_a}", p
     return f"{_wrap(a[0], a[1], p, strict=False)}{op}{right_b}", p
@@ -172,7 +173,7 @@ def solve(problem: Problem, rules: Rules | None = None, limit: int | None = None
         for i, j, (_, op, _, r) in legal_moves(values, rules):
             ea, eb = items[i][1], items[j][1]
             rest = [it for k, it in enumerate(items) if k != i and k != j]
-            if rec(rest + [(r, _combine(ea, op, eb))]):
+            if rec(rest + [(r, combine(ea, op, eb))]):
                 return True
         return False
 

@@ -93,8 +93,7 @@ class TermReward(gym.Wrapper):
         if self.potential:
             term = self._shaping_term(info, transitions, terminated)
         else:
-            values = self.variant.move_term(transitions, self.scorer) if transitions else []
-            term = float(sum(self.scale * float(x) for x in values))
+            term = float(sum(self.variant.move_values(transitions, self.scorer, self.scale)))
         reward_terms = dict(info.get("reward_terms") or {"sparse": float(reward)})
         if self.key in reward_terms:
             raise ValueError(f"info['reward_terms'] already has a {self.key!r} term (two wrappers with the same key); "

@@ -122,14 +122,10 @@ class CLIPOGroupReward(VectorEnv):
                 raise ValueError(f"env {i} ({env_name(e)}) has different spaces than env 0 ({env_name(first)})")
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.render_mode = None
-        self.spec = None
         self._status = [_ACTIVE] * self.num_envs
         self._trajectories: list[Trajectory | None] = [None] * self.num_envs
         self._embeddings: list[np.ndarray | None] = [None] * self.num_envs
-        self._held: list[tuple[Any, float, bool, bool, dict[str, Any]] | None] = [None] * self.num_envs
         self._held_steps = [0] * self.num_envs  # steps a held member's action has been ignored
-        self._obs: list[Any] = [None] * self.num_envs
         self._masks: list[np.ndarray | None] = [None] * self.num_envs
         self.last_group_stats: dict[str, float] = {}
         self.finished_groups = 0
@@ -153,9 +149,7 @@ class CLIPOGroupReward(VectorEnv):
             self._status[i] = _ACTIVE
             self._trajectories[i] = Trajectory(index=i, group=g, problem=options["problem"], observations=[obs])
             self._embeddings[i] = None
-            self._held[i] = None
             self._held_steps[i] = 0
-            self._obs[i] = obs
             self._masks[i] = info.get("action_mask")
             infos.append(info)
         return infos
@@ -198,13 +192,11 @@ class CLIPOGroupReward(VectorEnv):
             traj.actions.append(acts[i])
             traj.rewards.append(float(reward))
             traj.transitions.extend(info.get("transitions") or [])
-            self._obs[i] = obs
             self._masks[i] = info.get("action_mask")
             if term or trunc:
                 traj.terminated, traj.truncated, traj.final_info = bool(term), bool(trunc), info
                 traj.correct = bool(self.correct_fn(traj))
-                self._embeddings[i] = self._embed(traj)
-                self._held[i] = (obs, float(reward), bool(term), bool(trunc), info)
+                self._embeddings[i] = self._embed(traj)  # held: the trajectory keeps its last step
                 self._status[i] = _WAITING
                 member_infos[i] = self._waiting_info(i, info)
                 finished_now.add(i)
@@ -230,27 +222,26 @@ class CLIPOGroupReward(VectorEnv):
         self.last_group_stats = dict(trainer.last_stats)
         self.finished_groups += len(groups)
         for r_cl, i in zip(clipo, members, strict=True):
-            obs, reward, term, trunc, info = self._held[i]
-            terms = dict(info.get("reward_terms") or {"sparse": reward})
+            traj = self._trajectories[i]
+            info = traj.final_info
+            terms = dict(info.get("reward_terms") or {"sparse": traj.rewards[-1]})
             if self.key in terms:
                 raise ValueError(f"info['reward_terms'] already has a {self.key!r} term; pass key='...'")
             terms[self.key] = float(r_cl)
             final = dict(info)
-            final.update(reward_terms=terms, clipo=float(r_cl), clipo_correct=bool(self._trajectories[i].correct),
+            final.update(reward_terms=terms, clipo=float(r_cl), clipo_correct=bool(traj.correct),
                          clipo_waiting=i not in finished_now,  # a member held before: its action here was ignored
                          clipo_held_steps=self._held_steps[i],
                          # a member held since an earlier step reported its last move's transitions then
                          transitions=final.get("transitions", []) if i in finished_now else [])
-            self._obs[i] = obs
-            self._masks[i] = info.get("action_mask")
-            rewards[i] = reward + float(r_cl)
-            terminated[i], truncated[i] = term, trunc
+            rewards[i] = traj.rewards[-1] + float(r_cl)
+            terminated[i], truncated[i] = traj.terminated, traj.truncated
             member_infos[i] = final
             self._status[i] = _ENDED
 
     def _waiting_info(self, i: int, real: dict[str, Any] | None = None) -> dict[str, Any]:
         """A held member's info: the real one on the step it finished, else a ``clipo_waiting`` stub."""
-        held_info = self._held[i][4]
+        held_info = self._trajectories[i].final_info
         zero_terms = dict.fromkeys(held_info.get("reward_terms") or {"sparse": 0.0}, 0.0)
         info = dict(real) if real is not None else {"transitions": []}
         info.update(reward_terms=zero_terms, clipo_waiting=real is None)
@@ -290,7 +281,8 @@ class CLIPOGroupReward(VectorEnv):
 
     def _batch_obs(self) -> Any:
         out = create_empty_array(self.single_observation_space, self.num_envs)
-        return copy.deepcopy(concatenate(self.single_observation_space, self._obs, out))
+        last = [t.observations[-1] for t in self._trajectories]
+        return copy.deepcopy(concatenate(self.single_observation_space, last, out))
 
     def action_masks(self) -> np.ndarray:
         """``bool [num_envs, n_actions]``: each member's legal actions (all ones while held or about to reset)."""
