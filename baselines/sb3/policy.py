@@ -28,7 +28,7 @@ from countdown_gym.game.rules import Rules
 
 
 class MoveFeatures(gym.ObservationWrapper):
-    """Observation: ``(n_actions * F,)`` float32, row ``a`` describing action ``a`` (see :func:`move_features`);
+    """Observation: ``(n_actions * F,)`` float32, row ``a`` describing action ``a`` (see :func:`move_rows`);
     rational rules (``tinyzero``) get the lookahead-1 layout from a per-move Python loop."""
 
     def __init__(self, env: gym.Env, lookahead: int = 1, log_ratios: bool = False, children: bool = False) -> None:
@@ -101,7 +101,7 @@ class _SegmentMax(torch.autograd.Function):
 
 class _PerActionExtractor(nn.Module):
     """One trunk over every action's row; logits from each row, the value from their mean. With ``children`` a shared
-    network embeds each legal child of the :func:`child_features` block, max-pooled per parent move, and the trunk
+    network embeds each legal child of the :func:`child_rows` block, max-pooled per parent move, and the trunk
     reads each action's row with the pooled vector of its canonical twin."""
 
     def __init__(self, n_actions: int, dim: int, hidden: int, activation: str = "tanh", children: bool = False,
