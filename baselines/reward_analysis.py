@@ -60,10 +60,9 @@ def write_record(path: str | Path, record: dict[str, Any]) -> Path:
     """``record`` as gzip-compressed JSON, whole or not at all (mtime 0: the same record gives the same bytes)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
+    with (dataclass_cli.written_aside(path) as tmp, tmp.open("wb") as raw,
+          gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f):
         f.write((json.dumps(record, sort_keys=True) + "\n").encode())
-    tmp.replace(path)
     return path
 
 
