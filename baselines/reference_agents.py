@@ -92,39 +92,36 @@ class TurnSolverPolicy:
 
 
 class CriticGreedyPolicy:
-    """The legal move whose new state the shipped critic scores highest (``first_only``: then the solver's)."""
+    """The legal move whose new state the shipped critic scores highest."""
 
-    def __init__(self, seed: int = 0, first_only: bool = False) -> None:
+    def __init__(self, seed: int = 0) -> None:
         del seed  # deterministic
         from critics import load_critic
 
         self.critic = load_critic(None)
-        self.first_only = first_only
-        self.solver = SolverPolicy()
 
     def __call__(self, obs: np.ndarray, info: dict[str, Any]) -> int:
-        if self.first_only and len(info["state"]) < len(info["problem"].numbers):
-            return self.solver(obs, info)
         actions, after = zip(*legal_moves(info), strict=True)
         return actions[int(np.argmax(self.critic.score(list(after), [info["problem"].target] * len(after))))]
 
 
 class RandomFirstPolicy:
-    """A uniformly random legal first move, the later moves by the solver."""
+    """A uniformly random legal first move (by ``first_policy``), the later moves by the solver."""
+
+    first_policy: Any = RandomLegalPolicy
 
     def __init__(self, seed: int = 0) -> None:
-        self.random, self.solver = RandomLegalPolicy(seed), SolverPolicy()
+        self.first, self.solver = self.first_policy(seed), SolverPolicy()
 
     def __call__(self, obs: np.ndarray, info: dict[str, Any]) -> int:
         first = len(info["state"]) == len(info["problem"].numbers)
-        return self.random(obs, info) if first else self.solver(obs, info)
+        return (self.first if first else self.solver)(obs, info)
 
 
-class CriticFirstPolicy(CriticGreedyPolicy):
+class CriticFirstPolicy(RandomFirstPolicy):
     """First move by the critic's score, the later moves by the solver."""
 
-    def __init__(self, seed: int = 0) -> None:
-        super().__init__(seed, first_only=True)
+    first_policy = CriticGreedyPolicy
 
 
 CRITIC = "shipped contrastive critic (critics/checkpoints/v5)"
