@@ -19,7 +19,6 @@ The same policies plug into the generic command:
 
 from __future__ import annotations
 
-import math
 import shlex
 import sys
 from dataclasses import dataclass
@@ -29,20 +28,13 @@ import numpy as np
 
 from countdown_gym import dataclass_cli
 from countdown_gym.data.splits import SPLIT_SPEC, SPLITS
-from countdown_gym.envs.countdown import decode_action
+from countdown_gym.envs.actions import encode_action
+from countdown_gym.game.rules import OPERATORS
 from countdown_gym.game.solver import apply_move, reachable
+from countdown_gym.game.solver import legal_moves as game_moves
 from countdown_gym.game.turn_format import format_move
 from countdown_gym.leaderboard.agents import submit_policy
 from countdown_gym.leaderboard.submission import MAX_ANSWERS
-
-
-def slots_of(mask: np.ndarray) -> int:
-    """The env's slot count ``M`` from its action-mask length ``M * (M - 1) * 4``."""
-    pairs = len(mask) // 4
-    m = (1 + math.isqrt(1 + 4 * pairs)) // 2
-    if m * (m - 1) != pairs:
-        raise ValueError(f"an action mask of length {len(mask)} is not M * (M - 1) * 4")
-    return m
 
 
 class RandomLegalPolicy:
@@ -58,18 +50,15 @@ class RandomLegalPolicy:
         return int(legal[self.rng.integers(legal.size)])
 
 
-def legal_moves(info: dict[str, Any]) -> list[tuple[int, tuple | None]]:
-    """Every legal action of ``info``'s state with its new state (None where the rules refuse the result)."""
-    legal = np.flatnonzero(info["action_mask"])
-    if legal.size == 0:
+def legal_moves(info: dict[str, Any]) -> list[tuple[int, tuple]]:
+    """Every legal action of ``info``'s state with its new state, in action order (of two actions that make the same
+    state, such as ``a + b`` and ``b + a``, the first)."""
+    state, rules = tuple(info["state"]), info["problem"].rules
+    moves = sorted((encode_action(i, j, op, len(state)), apply_move(state, i, j, r))  # an index whatever M is
+                   for i, j, (_, op, _, r) in game_moves(state, rules))
+    if not moves:
         raise ValueError("no legal action in this state (the env ends such episodes itself)")
-    state, rules, m = info["state"], info["problem"].rules, slots_of(info["action_mask"])
-    out = []
-    for a in legal:
-        i, j, op = decode_action(int(a), m)
-        r = rules.apply(state[i], op, state[j])
-        out.append((int(a), None if r is None else apply_move(state, i, j, r)))
-    return out
+    return moves
 
 
 class SolverPolicy:
@@ -81,8 +70,7 @@ class SolverPolicy:
 
     def __call__(self, obs: np.ndarray, info: dict[str, Any]) -> int:
         moves, problem = legal_moves(info), info["problem"]
-        return next((a for a, after in moves if after is not None and reachable(after, problem.target, problem.rules)),
-                    moves[0][0])
+        return next((a for a, after in moves if reachable(after, problem.target, problem.rules)), moves[0][0])
 
 
 class TurnSolverPolicy:
@@ -98,52 +86,42 @@ class TurnSolverPolicy:
 
     def __call__(self, message: str, info: dict[str, Any]) -> str:
         state, problem = tuple(info["state"]), info["problem"]
-        rules = problem.rules
-        for i in range(len(state)):
-            for j in range(len(state)):
-                if i == j:
-                    continue
-                for op in "+-*/":
-                    r = rules.apply(state[i], op, state[j])
-                    if r is not None and reachable(apply_move(state, i, j, r), problem.target, rules):
-                        return format_move(state[i], op, state[j])
-        return "give up"
+        moves = sorted((i, j, OPERATORS.index(op), format_move(a, op, b), apply_move(state, i, j, r))  # slots, then op
+                       for i, j, (a, op, b, r) in game_moves(state, problem.rules))
+        return next((turn for *_, turn, after in moves if reachable(after, problem.target, problem.rules)), "give up")
 
 
 class CriticGreedyPolicy:
-    """The legal move whose new state the shipped critic scores highest (``first_only``: then the solver's)."""
+    """The legal move whose new state the shipped critic scores highest."""
 
-    def __init__(self, seed: int = 0, first_only: bool = False) -> None:
+    def __init__(self, seed: int = 0) -> None:
         del seed  # deterministic
         from critics import load_critic
 
         self.critic = load_critic(None)
-        self.first_only = first_only
-        self.solver = SolverPolicy()
 
     def __call__(self, obs: np.ndarray, info: dict[str, Any]) -> int:
-        if self.first_only and len(info["state"]) < len(info["problem"].numbers):
-            return self.solver(obs, info)
         actions, after = zip(*legal_moves(info), strict=True)
         return actions[int(np.argmax(self.critic.score(list(after), [info["problem"].target] * len(after))))]
 
 
 class RandomFirstPolicy:
-    """A uniformly random legal first move, the later moves by the solver."""
+    """A uniformly random legal first move (by ``first_policy``), the later moves by the solver."""
+
+    first_policy: Any = RandomLegalPolicy
 
     def __init__(self, seed: int = 0) -> None:
-        self.random, self.solver = RandomLegalPolicy(seed), SolverPolicy()
+        self.first, self.solver = self.first_policy(seed), SolverPolicy()
 
     def __call__(self, obs: np.ndarray, info: dict[str, Any]) -> int:
         first = len(info["state"]) == len(info["problem"].numbers)
-        return self.random(obs, info) if first else self.solver(obs, info)
+        return (self.first if first else self.solver)(obs, info)
 
 
-class CriticFirstPolicy(CriticGreedyPolicy):
+class CriticFirstPolicy(RandomFirstPolicy):
     """First move by the critic's score, the later moves by the solver."""
 
-    def __init__(self, seed: int = 0) -> None:
-        super().__init__(seed, first_only=True)
+    first_policy = CriticGreedyPolicy
 
 
 CRITIC = "shipped contrastive critic (critics/checkpoints/v5)"

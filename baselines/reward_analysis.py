@@ -60,10 +60,9 @@ def write_record(path: str | Path, record: dict[str, Any]) -> Path:
     """``record`` as gzip-compressed JSON, whole or not at all (mtime 0: the same record gives the same bytes)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
+    with (dataclass_cli.written_aside(path) as tmp, tmp.open("wb") as raw,
+          gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f):
         f.write((json.dumps(record, sort_keys=True) + "\n").encode())
-    tmp.replace(path)
     return path
 
 
@@ -147,12 +146,6 @@ def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float:
     return area(scores, labels)
 
 
-def protocol(page: Path) -> tuple[int, bool]:
-    """Seeds an arm the page's comparison expects, and whether it is ``compare_llm_rewards.py --quick``'s page."""
-    quick = page.stem == QUICK["name"]
-    return len(Comparison(quick=quick).seed_list), quick
-
-
 def analyse(records: list[dict[str, Any]], base: str = "sparse", page: Path = PAGE) -> dict[str, Any]:
     """Per-arm figures, every arm against ``base`` (see the module docstring; fractions, not percentages) and the
     seeds an arm that ``page``'s comparison expects."""
@@ -177,8 +170,9 @@ def analyse(records: list[dict[str, Any]], base: str = "sparse", page: Path = PA
             "validation": validation_means(recs), "problems": int(x.shape[1]),
             "validation_problems": int(recs[0]["validation"][0].get("problems", 0)) if recs[0].get("validation") else 0,
         }
-    seeds, quick = protocol(Path(page))
-    out: dict[str, Any] = {"arms": arms, "comparisons": {}, "protocol_seeds": seeds, "quick": quick}
+    quick = Path(page).stem == QUICK["name"]  # compare_llm_rewards.py --quick's page
+    out: dict[str, Any] = {"arms": arms, "comparisons": {}, "protocol_seeds": len(Comparison(quick=quick).seed_list),
+                           "quick": quick}
     if base in arms and len(arms[base]["rates"]) >= 2:
         others = [a for a in arms if a != base and len(arms[a]["rates"]) >= 2]
         tests = {a: welch(arms[a]["rates"], arms[base]["rates"]) for a in others}

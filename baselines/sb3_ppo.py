@@ -32,7 +32,7 @@ import countdown_gym  # noqa: F401  (registers the environments)
 from baselines.sb3.features import LOOKAHEADS
 from baselines.sb3.policy import MoveFeatures, PerActionPolicy, load_model
 from countdown_gym import Problem, dataclass_cli, load_split
-from countdown_gym.data.splits import SPLIT_SPEC
+from countdown_gym.data.splits import SPLIT_RULES, SPLIT_SPEC
 from countdown_gym.rewards.variants import get_variant, variant_names
 from countdown_gym.runkit.runs import (
     MetricsLog,
@@ -171,32 +171,20 @@ def make_vec_env(args: Args) -> Any:
                               preset=args.preset, split="train")
 
 
-def evaluate(model: Any, problems: list[Problem], args: Args) -> tuple[float, list[list[tuple]]]:
-    """Greedy, masked play of every problem with ``args``' features: (success rate, the moves of each episode).
-    All problems at once on the batched env when the rules allow (integer-only), else one by one."""
-    env = gym.make("Countdown-v0", preset=args.preset)
-    if args.policy == "per-action" and env.unwrapped.rules.integer_only:
-        env.close()
+def evaluate(model: Any, split: str, limit: int | None, args: Args) -> tuple[float, list[list[tuple]]]:
+    """Greedy, masked play of the first ``limit`` problems of ``split`` with ``args``' features: (success rate, the
+    moves of each episode). All at once on the batched env when the rules allow (integer-only), else one by one
+    (the leaderboard's ``evaluate_policy``)."""
+    if args.policy == "per-action" and SPLIT_RULES[args.preset].integer_only:
         from baselines.sb3.vec_env import evaluate_batched
 
+        problems = load_split(args.preset, split)[:limit]
         return evaluate_batched(model, problems, args.preset, args.lookahead, args.log_ratios, args.children)
-    env = with_features(env, args)
-    wins = 0
-    all_moves: list[list[tuple]] = []
-    for p in problems:
-        obs, info = env.reset(options={"problem": p})
-        moves: list[tuple] = []
-        done = False
-        reward = 0.0
-        while not done:
-            action, _ = model.predict(obs, deterministic=True, action_masks=info["action_mask"].astype(bool))
-            obs, reward, terminated, truncated, info = env.step(int(action))
-            moves.extend(t["move"] for t in info["transitions"])
-            done = terminated or truncated
-        wins += reward >= 1.0
-        all_moves.append(moves)
-    env.close()
-    return wins / max(len(problems), 1), all_moves
+    from countdown_gym.leaderboard.agents import evaluate_policy
+
+    played = evaluate_policy(model, args.preset, split, limit=limit, progress=False,
+                             wrapper=lambda env: with_features(env, args))
+    return played.success_rate, played.moves
 
 
 def final_evaluation(model: Any, args: Args, command: str, result: dict[str, Any], save: Path | None = None) -> dict[str, Any]:
@@ -204,7 +192,7 @@ def final_evaluation(model: Any, args: Args, command: str, result: dict[str, Any
     ``save`` (if given), printed, and with ``--submit`` written as a leaderboard submission."""
     problems = load_split(args.preset, args.eval_split)[: args.eval_limit or None]
     t1 = time.time()
-    rate, moves = evaluate(model, problems, args)
+    rate, moves = evaluate(model, args.eval_split, args.eval_limit or None, args)
     result = {**result, "total_timesteps": model.num_timesteps, "eval_split": args.eval_split,
               "eval_problems": len(problems), "success_rate": rate, "eval_seconds": round(time.time() - t1, 1),
               "lookahead": args.lookahead, "log_ratios": args.log_ratios, "children": args.children}
@@ -369,9 +357,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     model.set_logger(training_logger(out / "logs", resume=resumed, report_to=args.report_to,
                                      config=dataclasses.asdict(args)))
-    validation = load_split(args.preset, "validation")[: args.eval_problems]
     curve = ValidationCurve(
-        lambda m: evaluate(m, validation, args)[0],
+        lambda m: evaluate(m, "validation", args.eval_problems, args)[0],
         MetricsLog(out / "curve.csv", step="steps", resume_step=model.num_timesteps if resumed else None),
         args.eval_every, model.num_timesteps)
     t0 = time.time()

@@ -47,16 +47,10 @@ METRICS: dict[str, Any] = {
 """Larger = harder, for ``--metric`` (no first wrong move counts as the easiest)."""
 
 
-def _rank_thirds(problems: list[Any], metric: str) -> dict[str, str]:
-    from countdown_gym.data.difficulty import difficulty
-
-    order = sorted(problems, key=lambda p: METRICS[metric](difficulty(p)))
-    return {p.id: TIERS[min(3 * r // len(order), 2)] for r, p in enumerate(order)}
-
-
 def tier_scores(path: str | Path, metric: str = "tier") -> dict[str, Any]:
     """Per tier: problems, first-answer successes and mean per-sample success of one submission file (``metric``:
     see :class:`Options`)."""
+    from countdown_gym.data.difficulty import difficulty
     from countdown_gym.leaderboard.score import score_answer
     from countdown_gym.leaderboard.submission import read_submission
 
@@ -64,11 +58,14 @@ def tier_scores(path: str | Path, metric: str = "tier") -> dict[str, Any]:
     out: dict[str, Any] = {"agent": sub.header.get("agent", Path(path).stem), "preset": sub.preset, "split": sub.split,
                            "k": max(len(pa.texts) for pa in sub.answers),
                            "tiers": {t: {"problems": 0, "first": 0, "per_sample": 0.0} for t in TIERS}}
-    thirds = None if metric == "tier" else _rank_thirds([pa.problem for pa in sub.answers], metric)
+    thirds: dict[str, str] = {}  # with a --metric label: each problem's third of the file by rank on it
+    if metric != "tier":
+        order = sorted((pa.problem for pa in sub.answers), key=lambda p: METRICS[metric](difficulty(p)))
+        thirds = {p.id: TIERS[min(3 * r // len(order), 2)] for r, p in enumerate(order)}
     for pa in sub.answers:
         seen = {text: score_answer(pa.problem, text).correct for text in dict.fromkeys(pa.texts)}  # each text once
         results = [seen[text] for text in pa.texts]
-        row = out["tiers"][tier(pa.problem, sub.preset) if thirds is None else thirds[pa.problem.id]]
+        row = out["tiers"][thirds[pa.problem.id] if thirds else tier(pa.problem, sub.preset)]
         row["problems"] += 1
         row["first"] += results[0]
         row["per_sample"] += sum(results) / len(results)

@@ -35,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
@@ -119,34 +120,43 @@ def episodes() -> list[tuple[dict, list[str]]]:
             for i, p in enumerate(load_split("longproc-0.5k", "test"))]
 
 
-def http_client(url: str, eps: list, start: int, stop_at: float, tally: Tally) -> None:
+async def play(ask: Callable[[str, dict], Awaitable[dict]], eps: list, start: int, stop_at: float, tally: Tally) -> None:
+    """Episodes back to back until ``stop_at``; ``ask("reset" | "step", data)`` sends a request and returns its answer."""
+    k = start
+    while time.perf_counter() < stop_at:
+        problem, turns = eps[k % len(eps)]
+        k += 1
+        await ask("reset", {"problem": problem})
+        tally.resets += 1
+        for t in turns:
+            done = (await ask("step", {"turn": t}))["done"]
+            tally.steps += 1
+            if done:
+                break
+
+
+async def http_client(url: str, eps: list, start: int, stop_at: float, tally: Tally) -> None:
     """Episodes over plain HTTP/1.1 (the standard library's keep-alive connection; lighter than httpx)."""
     host, port = url.split("//", 1)[1].rsplit(":", 1)
     conn = http.client.HTTPConnection(host, int(port), timeout=120)
+    episode: dict = {}  # the episode_id of the last reset, sent with each step
 
-    def post(path: str, body: dict) -> dict:
+    async def ask(kind: str, data: dict) -> dict:
+        body = data if kind == "reset" else {"action": data, **episode}
         t0 = time.perf_counter()
-        conn.request("POST", path, json.dumps(body), {"content-type": "application/json"})
+        conn.request("POST", f"/{kind}", json.dumps(body), {"content-type": "application/json"})
         r = conn.getresponse()
-        data = r.read()
+        raw = r.read()
         if r.status != 200:
-            raise RuntimeError(f"{path}: HTTP {r.status} {data[:200]!r}")
-        answer = json.loads(data)
+            raise RuntimeError(f"/{kind}: HTTP {r.status} {raw[:200]!r}")
+        answer = json.loads(raw)
         tally.latencies.append(time.perf_counter() - t0)
+        if kind == "reset":
+            episode["episode_id"] = answer["observation"]["episode_id"]
         return answer
 
-    k = start
     try:
-        while time.perf_counter() < stop_at:
-            problem, turns = eps[k % len(eps)]
-            k += 1
-            eid = post("/reset", {"problem": problem})["observation"]["episode_id"]
-            tally.resets += 1
-            for t in turns:
-                done = post("/step", {"action": {"turn": t}, "episode_id": eid})["done"]
-                tally.steps += 1
-                if done:
-                    break
+        await play(ask, eps, start, stop_at, tally)
     finally:
         conn.close()
 
@@ -155,26 +165,16 @@ async def ws_client(url: str, eps: list, start: int, stop_at: float, tally: Tall
     """Episodes over one WebSocket session (openenv's messages)."""
     async with connect(url.replace("http", "ws", 1) + "/ws", max_size=None, compression=None) as ws:
 
-        async def ask(message: dict) -> dict:
+        async def ask(kind: str, data: dict) -> dict:
             t0 = time.perf_counter()
-            await ws.send(json.dumps(message))
+            await ws.send(json.dumps({"type": kind, "data": data}))
             answer = json.loads(await ws.recv())
             if answer["type"] != "observation":
                 raise RuntimeError(f"the server answered {answer}")
             tally.latencies.append(time.perf_counter() - t0)
             return answer["data"]
 
-        k = start
-        while time.perf_counter() < stop_at:
-            problem, turns = eps[k % len(eps)]
-            k += 1
-            await ask({"type": "reset", "data": {"problem": problem}})
-            tally.resets += 1
-            for t in turns:
-                done = (await ask({"type": "step", "data": {"turn": t}}))["done"]
-                tally.steps += 1
-                if done:
-                    break
+        await play(ask, eps, start, stop_at, tally)
 
 
 def cpu_seconds(pid: int | None) -> float:
@@ -237,10 +237,7 @@ def client_process(transport: str, url: str, index: int, seconds: float, cpus: s
     ready.wait()
     stop_at = time.perf_counter() + seconds
     try:
-        if transport == "http":
-            http_client(url, eps, index * 37, stop_at, tally)
-        else:
-            asyncio.run(ws_client(url, eps, index * 37, stop_at, tally))
+        asyncio.run((http_client if transport == "http" else ws_client)(url, eps, index * 37, stop_at, tally))
     except Exception as exc:  # noqa: BLE001 - a failed session is counted and shown, not a crash of the benchmark
         error = f"{type(exc).__name__}: {exc}"[:200]
     results.put((tally.steps, tally.resets, tally.latencies, error))

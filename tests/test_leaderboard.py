@@ -432,8 +432,6 @@ def _reference_agents():
 
 
 def test_reference_policies_on_countdown_v0():
-    import numpy as np
-
     from countdown_gym.envs.countdown import CountdownEnv
     from countdown_gym.leaderboard.agents import evaluate_policy
 
@@ -448,7 +446,6 @@ def test_reference_policies_on_countdown_v0():
             assert info["action_mask"][a] == 1
             obs, _, terminated, truncated, info = env.step(a)
             done = terminated or truncated
-    assert ref.slots_of(np.zeros(48)) == 4 and ref.slots_of(np.zeros(120)) == 6
     solver = evaluate_policy(ref.SolverPolicy(), "hard", "test", limit=25, progress=False)
     assert solver.successes == 25 and solver.invalid_actions == 0
     problems = load_split("hard", "test")[:25]

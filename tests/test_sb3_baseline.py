@@ -19,17 +19,30 @@ import countdown_gym  # noqa: E402, F401
 from baselines import sb3_ppo  # noqa: E402
 from baselines.sb3.features import (  # noqa: E402
     canonical_moves,
-    child_features,
     child_shape,
     feature_size,
-    move_features,
+    observation_features,
     row_size,
 )
 from baselines.sb3.policy import MoveFeatures, PerActionPolicy  # noqa: E402
 from baselines.sb3.vec_env import CountdownSB3VecEnv, evaluate_batched  # noqa: E402
 from countdown_gym import Problem, Rules  # noqa: E402
+from countdown_gym.envs.actions import num_actions  # noqa: E402
 from countdown_gym.envs.countdown import decode_action  # noqa: E402
 from countdown_gym.rewards.variants import variant_names  # noqa: E402
+
+
+def move_features(vals, count, target, progress, rules: Rules, lookahead: int = 1) -> np.ndarray:
+    """Each action's feature row ``(n, A, F)``: the flat observation without children, by rows."""
+    rows = observation_features(vals, count, target, progress, rules, lookahead)
+    return rows.reshape(len(vals), -1, row_size(vals.shape[1], lookahead))
+
+
+def child_features(vals, count, target, rules: Rules) -> np.ndarray:
+    """The child block ``(n, P, C, K)`` of the flat observation with children."""
+    m = vals.shape[1]
+    flat = observation_features(vals, count, target, np.zeros(len(vals)), rules, lookahead=2, children=True)
+    return flat[:, num_actions(m) * row_size(m, 2) :].reshape(len(vals), *child_shape(m))
 
 
 def _next_results(state: tuple[int, ...], rules: Rules) -> list[int]:

@@ -6,7 +6,7 @@ mask sees it); ``lookahead=2`` also, over the legal next moves from that afterst
 how close the closest gets, and whether one exists (exact with three numbers left, not from four).
 ``log_ratios=True`` re-encodes the afterstate as ``log(x / T) / 4`` (sums and products that make the target lie on
 planes). ``children=True`` (lookahead 2) gives those next moves raw instead, one small row each
-(:func:`child_features`, once per :func:`canonical_moves` parent: 36 x 18 for four numbers), for the policy to pool
+(:func:`child_rows`, once per :func:`canonical_moves` parent: 36 x 18 for four numbers), for the policy to pool
 with a learned network. :class:`baselines.sb3.policy.MoveFeatures` wraps one env with them;
 ``baselines/sb3/vec_env.py`` computes them for a vector of games.
 """
@@ -46,7 +46,7 @@ def feature_size(max_numbers: int, lookahead: int = 1, log_ratios: bool = False,
 
 
 def child_shape(max_numbers: int) -> tuple[int, int, int]:
-    """``(parent moves, children per parent, columns per child)`` of :func:`child_features`."""
+    """``(parent moves, children per parent, columns per child)`` of :func:`child_rows`."""
     m = max_numbers
     return len(canonical_moves(m)[0]), len(_child_moves(m)), 2 + 4 * (m - 2)
 
@@ -80,24 +80,6 @@ def pair_slots_and_rest(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return pi, pj, other.reshape(len(pi), m - 2)
 
 
-def move_features(vals: np.ndarray, count: np.ndarray, target: np.ndarray, progress: np.ndarray, rules: Rules,
-                  lookahead: int = 1, log_ratios: bool = False) -> np.ndarray:
-    """Feature rows ``(n, n_actions, row_size(M, lookahead, log_ratios))`` float32 of ``n`` states.
-
-    Row layout (``L`` = the rules' value limit or 2000, ``T`` = target, ``r`` = the move's
-    result): legal; ``min(r / T, 4) / 4``; ``min(log(1 + r) / log(1 + L), 1)``; ``r == T``; for
-    each of the ``M - 2`` slots the move leaves (numbers left, largest first): present,
-    ``min(x / T, 4) / 4``, ``min(log(1 + x) / log(1 + L), 1)``; ``min(log(1 + T) / log(1 + L), 1)``;
-    the fraction of moves made (``progress``). With ``lookahead=2`` three more columns, over the
-    legal moves from the afterstate: some next result equals ``T``; ``min(|r' - T| / T, 1)`` of
-    the closest next result ``r'`` (1 if none); the afterstate has a legal move. With
-    ``log_ratios`` ``M - 1`` more: ``clip(log(x / T) / 4, -1, 1)`` for the result, then each
-    number left as above (0 if absent or ``x <= 0``). Masked actions have an all-zero row but for
-    the target and progress columns (the last two of the row).
-    """
-    return _move_rows(_moves(vals, count, rules, lookahead), target, progress, rules, lookahead, log_ratios)
-
-
 class _Moves(NamedTuple):
     """Every move from a batch of states and, for ``depth=2``, every move after it; computed once."""
 
@@ -124,10 +106,22 @@ def _moves(vals: np.ndarray, count: np.ndarray, rules: Rules, depth: int) -> _Mo
     return _Moves(count, res, legal, left, left_present, after, after_count, res2, legal2 & legal[..., None])
 
 
-def _move_rows(
+def move_rows(
     moves: _Moves, target: np.ndarray, progress: np.ndarray, rules: Rules, lookahead: int, log_ratios: bool
 ) -> np.ndarray:
-    """:func:`move_features` of precomputed moves."""
+    """Feature rows ``(n, n_actions, row_size(M, lookahead, log_ratios))`` float32 of ``n`` states' precomputed moves.
+
+    Row layout (``L`` = the rules' value limit or 2000, ``T`` = target, ``r`` = the move's
+    result): legal; ``min(r / T, 4) / 4``; ``min(log(1 + r) / log(1 + L), 1)``; ``r == T``; for
+    each of the ``M - 2`` slots the move leaves (numbers left, largest first): present,
+    ``min(x / T, 4) / 4``, ``min(log(1 + x) / log(1 + L), 1)``; ``min(log(1 + T) / log(1 + L), 1)``;
+    the fraction of moves made (``progress``). With ``lookahead=2`` three more columns, over the
+    legal moves from the afterstate: some next result equals ``T``; ``min(|r' - T| / T, 1)`` of
+    the closest next result ``r'`` (1 if none); the afterstate has a legal move. With
+    ``log_ratios`` ``M - 1`` more: ``clip(log(x / T) / 4, -1, 1)`` for the result, then each
+    number left as above (0 if absent or ``x <= 0``). Masked actions have an all-zero row but for
+    the target and progress columns (the last two of the row).
+    """
     res, legal = moves.res, moves.legal
     n, a = res.shape
     m = moves.left.shape[-1] + 2
@@ -177,16 +171,16 @@ def observation_features(vals: np.ndarray, count: np.ndarray, target: np.ndarray
                          lookahead: int = 1, log_ratios: bool = False, children: bool = False) -> np.ndarray:
     """Flat observations ``(n, feature_size(M, lookahead, log_ratios, children))`` float32.
 
-    Every action's :func:`move_features` row, then, with ``children``, the
-    :func:`child_features` block, flattened.
+    Every action's :func:`move_rows` row, then, with ``children``, the
+    :func:`child_rows` block, flattened.
     """
     feature_size(np.shape(vals)[1], lookahead, log_ratios, children)  # checks the combination
     moves = _moves(vals, count, rules, 2 if children else lookahead)
-    rows = _move_rows(moves, target, progress, rules, lookahead, log_ratios)
+    rows = move_rows(moves, target, progress, rules, lookahead, log_ratios)
     n = rows.shape[0]
     if not children:
         return rows.reshape(n, -1)
-    kids = _child_rows(moves, target, rules)
+    kids = child_rows(moves, target, rules)
     return np.concatenate([rows.reshape(n, -1), kids.reshape(n, -1)], axis=-1)
 
 
@@ -219,8 +213,8 @@ def _afterstates(
     return after, after_count
 
 
-def child_features(vals: np.ndarray, count: np.ndarray, target: np.ndarray, rules: Rules) -> np.ndarray:
-    """The moves after each move: ``(n, P, C, K)`` float32, ``(P, C, K) = child_shape(M)``.
+def child_rows(moves: _Moves, target: np.ndarray, rules: Rules) -> np.ndarray:
+    """The moves after each move of two-deep moves: ``(n, P, C, K)`` float32, ``(P, C, K) = child_shape(M)``.
 
     Parents are the :func:`canonical_moves` (a swapped ``+`` or ``*`` makes the same afterstate);
     children are the canonical moves on the parent's afterstate (numbers left largest first, then
@@ -230,11 +224,6 @@ def child_features(vals: np.ndarray, count: np.ndarray, target: np.ndarray, rule
     is a plane in the log-ratio columns). Children of an illegal parent, and illegal children,
     are all-zero rows. Nothing here looks further than two moves.
     """
-    return _child_rows(_moves(vals, count, rules, 2), target, rules)
-
-
-def _child_rows(moves: _Moves, target: np.ndarray, rules: Rules) -> np.ndarray:
-    """:func:`child_features` of precomputed two-deep moves."""
     n, _, m = moves.after.shape
     parents, _ = canonical_moves(m)
     kids = _child_moves(m)

@@ -21,15 +21,14 @@ from baselines.sb3.features import (
     feature_size,
     log_limit,
     observation_features,
-    pair_slots_and_rest,
     row_size,
 )
-from countdown_gym.envs.actions import move_results, num_actions
-from countdown_gym.game.rules import OPERATORS, Rules
+from countdown_gym.envs.actions import decode_action, move_results, num_actions
+from countdown_gym.game.rules import Rules
 
 
 class MoveFeatures(gym.ObservationWrapper):
-    """Observation: ``(n_actions * F,)`` float32, row ``a`` describing action ``a`` (see :func:`move_features`);
+    """Observation: ``(n_actions * F,)`` float32, row ``a`` describing action ``a`` (see :func:`move_rows`);
     rational rules (``tinyzero``) get the lookahead-1 layout from a per-move Python loop."""
 
     def __init__(self, env: gym.Env, lookahead: int = 1, log_ratios: bool = False, children: bool = False) -> None:
@@ -45,8 +44,6 @@ class MoveFeatures(gym.ObservationWrapper):
         self.log_limit = log_limit(self.rules)
         size = feature_size(self.m, lookahead, log_ratios, children)
         self.observation_space = gym.spaces.Box(-1.0, 1.0, shape=(size,), dtype=np.float32)
-        pi, pj, _ = pair_slots_and_rest(self.m)
-        self._pairs = [(int(i), int(j)) for i, j in zip(pi, pj, strict=True) for _ in OPERATORS]
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
         base = self.env.unwrapped
@@ -71,7 +68,7 @@ class MoveFeatures(gym.ObservationWrapper):
         for a, r in enumerate(move_results(state, self.rules, self.m)):
             if r is None:
                 continue
-            i, j = self._pairs[a]
+            i, j, _ = decode_action(a, self.m)
             row = rows[a]
             row[0] = 1.0
             row[1], row[2] = self._num(float(r), t)
@@ -104,7 +101,7 @@ class _SegmentMax(torch.autograd.Function):
 
 class _PerActionExtractor(nn.Module):
     """One trunk over every action's row; logits from each row, the value from their mean. With ``children`` a shared
-    network embeds each legal child of the :func:`child_features` block, max-pooled per parent move, and the trunk
+    network embeds each legal child of the :func:`child_rows` block, max-pooled per parent move, and the trunk
     reads each action's row with the pooled vector of its canonical twin."""
 
     def __init__(self, n_actions: int, dim: int, hidden: int, activation: str = "tanh", children: bool = False,

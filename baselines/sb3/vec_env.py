@@ -150,30 +150,25 @@ class CountdownSB3VecEnv(VecEnv):
 def evaluate_batched(model: Any, problems: list[Problem], preset: str, lookahead: int = 1, log_ratios: bool = False,
                      children: bool = False, chunk: int = 500) -> tuple[float, list[list[tuple]]]:
     """Greedy, masked play of every problem, ``chunk`` at a time: (success rate, the moves of each episode)."""
-    if len(problems) > chunk:
-        won, moves = 0.0, []
-        for start in range(0, len(problems), chunk):
-            part = problems[start : start + chunk]
-            rate, part_moves = evaluate_batched(model, part, preset, lookahead, log_ratios, children, chunk)
-            won += rate * len(part)
-            moves.extend(part_moves)
-        return won / len(problems), moves
-    if not problems:
-        return 0.0, []
-    venv = CountdownVectorEnv(len(problems), preset=preset, record_transitions=True)
-    raw, info = venv.reset(options={"problems": problems})
-    moves: list[list[tuple]] = [[] for _ in problems]
-    won = np.zeros(len(problems), dtype=bool)
-    live = np.ones(len(problems), dtype=bool)
-    while live.any():
-        obs = features_of(raw, venv.value_scale, venv.rules, lookahead, log_ratios, children)
-        action, _ = model.predict(obs, deterministic=True, action_masks=venv.action_masks())
-        raw, _, terminated, truncated, info = venv.step(np.asarray(action, dtype=np.int64))
-        for k in np.flatnonzero(live):
-            moves[k].extend(t["move"] for t in info["transitions"][k])
-        done = (terminated | truncated) & live
-        if done.any():
-            won |= done & info["final_info"]["is_success"]
-        live &= ~done
-    venv.close()
-    return float(won.mean()), moves
+    wins, moves = 0, []
+    for start in range(0, len(problems), chunk):
+        part = problems[start : start + chunk]
+        venv = CountdownVectorEnv(len(part), preset=preset, record_transitions=True)
+        raw, info = venv.reset(options={"problems": part})
+        part_moves: list[list[tuple]] = [[] for _ in part]
+        won = np.zeros(len(part), dtype=bool)
+        live = np.ones(len(part), dtype=bool)
+        while live.any():
+            obs = features_of(raw, venv.value_scale, venv.rules, lookahead, log_ratios, children)
+            action, _ = model.predict(obs, deterministic=True, action_masks=venv.action_masks())
+            raw, _, terminated, truncated, info = venv.step(np.asarray(action, dtype=np.int64))
+            for k in np.flatnonzero(live):
+                part_moves[k].extend(t["move"] for t in info["transitions"][k])
+            done = (terminated | truncated) & live
+            if done.any():
+                won |= done & info["final_info"]["is_success"]
+            live &= ~done
+        venv.close()
+        wins += int(won.sum())
+        moves += part_moves
+    return wins / max(len(problems), 1), moves
