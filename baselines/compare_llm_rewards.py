@@ -247,14 +247,14 @@ def play_start(args: Options) -> None:
 
     from baselines.lm.grpo_data import run_problems, trainer_prompts
     from baselines.lm.grpo_model import load_model_and_tokenizer
-    from baselines.lm.held_out import HeldOutTest
+    from baselines.lm.held_out import held_out_test
 
     torch.set_num_threads(1)  # as the runs play it
     plan = GRPORun.of(run_options(args, args.variants[0], args.seed_list[0]))
     model, tok = load_model_and_tokenizer(plan.model)
     print(f"test: the starting model plays {args.test_problems or 'all'} test problems once for every run", flush=True)
     problems = run_problems(plan).test
-    HeldOutTest(plan, tok, path, problems, None if plan.turns else trainer_prompts(plan, problems, tok)).start(model)
+    held_out_test(plan, tok, path, problems, None if plan.turns else trainer_prompts(plan, problems, tok)).start(model)
 
 
 def git_commit() -> str:

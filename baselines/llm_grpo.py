@@ -34,7 +34,7 @@ from baselines.lm.grpo_config import (
     plan_compute,
     run_rewards,
 )
-from baselines.lm.grpo_data import run_problems, trainer_prompts
+from baselines.lm.grpo_data import run_problems
 from baselines.lm.grpo_model import (  # noqa: F401  (DEFAULT_*: the shipped models, named here for scripts)
     DEFAULT_MODEL,
     DEFAULT_TURN_MODEL,
@@ -70,7 +70,7 @@ def train(opts: Options) -> dict[str, Any]:
     )
     from baselines.lm.generation import Sampling
     from baselines.lm.grpo_trainer import CountdownGRPOTrainer
-    from baselines.lm.held_out import HeldOutTest
+    from baselines.lm.held_out import held_out_test
     from countdown_gym.runkit.runs import StopRequest
 
     run = GRPORun.of(opts)  # checked, "auto" resolved: options.json records what runs
@@ -128,13 +128,15 @@ def train(opts: Options) -> dict[str, Any]:
     else:  # single-pass: prompt and problem (Problem.to_dict JSON) columns
         from datasets import Dataset
 
-        train_prompts, val_prompts, test_prompts = (trainer_prompts(run, ps, tokenizer)
+        from countdown_gym.game.text_format import trainer_prompt
+
+        train_prompts, val_prompts, test_prompts = ([trainer_prompt(p, opts.prompt_style, tokenizer, opts.chat_template) for p in ps]
                                                     for ps in (problems.train, problems.validation, problems.test))
         dataset = Dataset.from_list([{"prompt": prompt, "problem": json.dumps(p.to_dict(), separators=(",", ":"))}
                                      for p, prompt in zip(problems.train, train_prompts, strict=True)])
     test = None  # the start and the end on held-out problems (a resumed run, or a comparison's, reads the start back)
     if opts.test_eval:
-        test = HeldOutTest(run, tokenizer, out / "held_out.json", problems.test, test_prompts, write=main_process,
+        test = held_out_test(run, tokenizer, out / "held_out.json", problems.test, test_prompts, write=main_process,
                              verbose=not opts.quiet)
 
     # the callbacks: step timing, validation, CLIPO head checkpoints, time limit, run card; the trainer

@@ -4,7 +4,7 @@ Validation problems chose the shipped model and pick the run's ``best/``; :class
 ``--test-problems`` test problems greedily with the starting and the final model, and :func:`paired_difference`
 reports each rate with its standard error, the paired difference with its own, and McNemar's exact p.
 
-    test = HeldOutTest(run, tok, run_dir / "held_out.json", problems.test, prompts)
+    test = held_out_test(run, tok, run_dir / "held_out.json", problems.test, prompts)
     test.start(model)          # before training (a resumed run reads the start back from held_out.json)
     result = test.end(model)   # {"start": 0.122, "end": 0.168, "difference": 0.046, "difference_se": 0.009, ...}
 """
@@ -97,3 +97,7 @@ class HeldOutTest:
 
         body = {"ids": self._ids(), "settings": self.settings, **self.outcomes, **({"result": result} if result else {})}
         write_text_atomic(self.path, json.dumps(body) + "\n")
+
+
+held_out_test = HeldOutTest
+"""The run's :class:`HeldOutTest` (the name ``llm_grpo.py`` and the reward comparison build it by)."""
