@@ -13,7 +13,7 @@ from gymnasium.vector.utils import batch_space
 
 from countdown_gym.envs.actions import action_table, masked_move, num_actions
 from countdown_gym.envs.move_kernel import apply_moves, batch_moves, pair_slots
-from countdown_gym.envs.options import InvalidActionError, check_budget, set_step_options
+from countdown_gym.envs.options import InvalidActionError, check_budget, check_render_mode, set_step_options
 from countdown_gym.envs.problem_source import ProblemSpec
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules, transition_record
@@ -106,9 +106,7 @@ class CountdownVectorEnv(VectorEnv):
             raise ValueError(f"max_steps={max_steps} and max_episode_steps={max_episode_steps} disagree; pass one")
         set_step_options(self, max_steps if max_steps is not None else max_episode_steps, invalid_action,
                          invalid_penalty, value_scale)
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
-        self.render_mode = render_mode
+        self.render_mode = check_render_mode(render_mode, self.metadata, "CountdownVectorEnv")
         self.record_transitions = bool(record_transitions)
 
         m = self.max_numbers = self.source.max_numbers
