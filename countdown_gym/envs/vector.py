@@ -146,13 +146,6 @@ class CountdownVectorEnv(VectorEnv):
         self._legal = np.zeros((n, self.n_actions), dtype=bool)
         self._started = False
 
-    def _check_bound(self, p: Problem) -> None:
-        _check_target(p)
-        limit = _INT32_SAFE if self._dtype == np.int32 else _INT64_SAFE - 1
-        if arithmetic_bound(p.numbers, self.rules) > limit:
-            raise ValueError(f"{p}: values reachable from these numbers may overflow this batched env's "
-                             f"{np.dtype(self._dtype).name} arithmetic (chosen from its problem source)")
-
     def _arrays(self, problems: Sequence[Problem]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(values, counts, targets, problems)`` of ``problems`` as arrays."""
         vals = np.zeros((len(problems), self.max_numbers), dtype=self._dtype)
@@ -165,8 +158,12 @@ class CountdownVectorEnv(VectorEnv):
         self._vals[rows], self._count[rows], self._target[rows], self._problems[rows] = arrays
 
     def _load(self, rows: np.ndarray, problems: Sequence[Problem]) -> None:
+        limit = _INT32_SAFE if self._dtype == np.int32 else _INT64_SAFE - 1
         for p in problems:
-            self._check_bound(p)
+            _check_target(p)
+            if arithmetic_bound(p.numbers, self.rules) > limit:
+                raise ValueError(f"{p}: values reachable from these numbers may overflow this batched env's "
+                                 f"{np.dtype(self._dtype).name} arithmetic (chosen from its problem source)")
         self._set_rows(rows, self._arrays(problems))
 
     def _draw(self, rows: np.ndarray) -> None:
