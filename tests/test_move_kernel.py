@@ -77,7 +77,5 @@ def test_in_range_near_the_dtype_limits() -> None:
     assert in_range(r, Rules.longproc()).tolist() == [False, False, True, True, True, False, False]
     assert in_range(r, Rules.longproc_positive()).tolist() == [False, False, False, True, True, False, False]
     assert in_range(r, Rules(name="big", value_limit=2**40)).tolist() == [False, False, True, True, True, True, True]
-    with pytest.raises(TypeError, match="integer array"):
-        in_range(r.astype(np.float64), Rules.longproc())
     with pytest.raises(ValueError, match="integer_only"):
         batch_moves(np.zeros((1, 3), dtype=np.int64), np.array([3]), Rules.tinyzero())

@@ -59,16 +59,6 @@ def action_table(max_numbers: int) -> tuple[tuple[int, ...], tuple[int, ...], tu
     return tuple(r[0] for r in rows), tuple(r[1] for r in rows), tuple(r[2] for r in rows)
 
 
-@cache
-def slot_pairs(k: int, max_numbers: int) -> tuple[tuple[int, int, int, int], ...]:
-    """``(i, j, base of (i, j), base of (j, i))`` for the unordered pairs ``i < j < k``."""
-    return tuple(
-        (i, j, encode_action(i, j, 0, max_numbers), encode_action(j, i, 0, max_numbers))
-        for i in range(k)
-        for j in range(i + 1, k)
-    )
-
-
 def masked_move(
     state: tuple[Number, ...], i: int, j: int, op: str, rules: Rules
 ) -> tuple[Number | None, Number | None, str]:
@@ -83,7 +73,8 @@ def move_results(state: tuple[Number, ...], rules: Rules, max_numbers: int) -> l
     """The result of every action from ``state``, indexed by action; ``None`` for a masked one (an empty slot, or
     :meth:`Rules.check` rejects it)."""
     results: list[Number | None] = [None] * num_actions(max_numbers)
-    for i, j, bij, bji in slot_pairs(len(state), max_numbers):
-        results[bij : bij + 4] = rules.legal_results(state[i], state[j])
-        results[bji : bji + 4] = rules.legal_results(state[j], state[i])
+    first, second, _ = action_table(max_numbers)
+    n_ops = len(OPERATORS)
+    for a in range(0, n_ops * len(state) * (len(state) - 1), n_ops):  # the actions on the first len(state) slots
+        results[a : a + n_ops] = rules.legal_results(state[first[a]], state[second[a]])
     return results

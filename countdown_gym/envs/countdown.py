@@ -187,8 +187,7 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
         self.n_actions = num_actions(m)
         self.action_space = spaces.Discrete(self.n_actions)
         self.observation_space = spaces.Box(-1.0, 1.0, shape=(2 * m + 2,), dtype=np.float32)
-        first, second, ops = action_table(m)
-        self._moves = [(first[a], second[a], ops[a]) for a in range(self.n_actions)]
+        self._moves = list(zip(*action_table(m), strict=True))  # (i, j, op) of each action
         self._uniforms: list[float] = []
         self._uniforms_rng: np.random.Generator | None = None  # the generator ``_uniforms`` came from
         self._cache = StateCache.get(self.rules, m, self.value_scale)

@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 from functools import cache
 
 import numpy as np
@@ -33,37 +32,10 @@ def pair_slots(max_numbers: int) -> tuple[np.ndarray, np.ndarray]:
     return pi, pj
 
 
-@cache
-def _range_test(rules: Rules, dtype: np.dtype) -> tuple[str, int, int, np.dtype | None]:
-    """How :func:`in_range` tests results of ``dtype`` under ``rules``: ``(kind, lo, hi or span, unsigned dtype)``."""
-    if dtype.kind not in "iu":
-        raise TypeError(f"in_range needs an integer array, got dtype {dtype}")
-    lo, hi = rules.result_range()
-    if hi != math.inf and hi > np.iinfo(dtype).max:
-        hi = math.inf  # no value of this dtype reaches it (and the unsigned trick below would wrap)
-    if hi != math.inf and lo != -math.inf:
-        if dtype.kind == "i":  # one unsigned comparison tests both bounds: lo <= r < hi <=> uint(r - lo) < hi - lo
-            return "span", int(lo), int(hi - lo), np.dtype(f"u{dtype.itemsize}")
-        return "both", int(lo), int(hi), None
-    if hi != math.inf:
-        return "below", 0, int(hi), None
-    if lo != -math.inf:
-        return "above", int(lo), 0, None
-    return "all", 0, 0, None
-
-
 def in_range(r: np.ndarray, rules: Rules) -> np.ndarray:
     """Whether each integer result passes the rules' sign and limit checks (:meth:`Rules.result_range`)."""
-    kind, lo, hi, unsigned = _range_test(rules, r.dtype)
-    if kind == "span":
-        return (r if lo == 0 else r - lo).view(unsigned) < hi
-    if kind == "both":
-        return (r >= lo) & (r < hi)
-    if kind == "below":
-        return r < hi
-    if kind == "above":
-        return r >= lo
-    return np.ones(r.shape, dtype=bool)
+    lo, hi = rules.result_range()
+    return (r >= lo) & (r < hi)
 
 
 def batch_moves(
@@ -84,8 +56,7 @@ def batch_moves(
     if results:  # one stacked array of results, range-checked at once (fewer large temporaries)
         quotient, remainder = np.divmod(x, np.where(zero, 1, y))
         res = np.stack([x + y, x - y, x * y, quotient], axis=-1)
-        lo, hi = rules.result_range()
-        legal = (res >= lo) & (res < hi) & present[..., None]
+        legal = in_range(res, rules) & present[..., None]
         legal[..., 3] &= ~zero & (remainder == 0)  # a division by zero is never exact
         return res.reshape(shape), legal.reshape(shape)
     # the mask alone (the vector env, every step): per operator, no result array

@@ -150,8 +150,6 @@ class ProblemSource:
 
     def sample_indices(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` pool indices in one draw (pool sources only; used by the batched env)."""
-        if self.pool is None:
-            raise ValueError("sample_indices needs a pool source (fixed problems or a frozen split)")
         if self.curriculum is not None:
             return self.curriculum.sample_indices(rng, n)
         return rng.integers(len(self.pool), size=n)

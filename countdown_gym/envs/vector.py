@@ -13,7 +13,7 @@ from gymnasium.vector.utils import batch_space
 
 from countdown_gym.envs.actions import action_table, masked_move, num_actions
 from countdown_gym.envs.move_kernel import apply_moves, batch_moves, pair_slots
-from countdown_gym.envs.options import InvalidActionError, check_budget, set_step_options
+from countdown_gym.envs.options import InvalidActionError, check_budget, check_render_mode, set_step_options
 from countdown_gym.envs.problem_source import ProblemSpec
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules, transition_record
@@ -106,9 +106,7 @@ class CountdownVectorEnv(VectorEnv):
             raise ValueError(f"max_steps={max_steps} and max_episode_steps={max_episode_steps} disagree; pass one")
         set_step_options(self, max_steps if max_steps is not None else max_episode_steps, invalid_action,
                          invalid_penalty, value_scale)
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
-        self.render_mode = render_mode
+        self.render_mode = check_render_mode(render_mode, self.metadata, "CountdownVectorEnv")
         self.record_transitions = bool(record_transitions)
 
         m = self.max_numbers = self.source.max_numbers
@@ -148,13 +146,6 @@ class CountdownVectorEnv(VectorEnv):
         self._legal = np.zeros((n, self.n_actions), dtype=bool)
         self._started = False
 
-    def _check_bound(self, p: Problem) -> None:
-        _check_target(p)
-        limit = _INT32_SAFE if self._dtype == np.int32 else _INT64_SAFE - 1
-        if arithmetic_bound(p.numbers, self.rules) > limit:
-            raise ValueError(f"{p}: values reachable from these numbers may overflow this batched env's "
-                             f"{np.dtype(self._dtype).name} arithmetic (chosen from its problem source)")
-
     def _arrays(self, problems: Sequence[Problem]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(values, counts, targets, problems)`` of ``problems`` as arrays."""
         vals = np.zeros((len(problems), self.max_numbers), dtype=self._dtype)
@@ -167,8 +158,12 @@ class CountdownVectorEnv(VectorEnv):
         self._vals[rows], self._count[rows], self._target[rows], self._problems[rows] = arrays
 
     def _load(self, rows: np.ndarray, problems: Sequence[Problem]) -> None:
+        limit = _INT32_SAFE if self._dtype == np.int32 else _INT64_SAFE - 1
         for p in problems:
-            self._check_bound(p)
+            _check_target(p)
+            if arithmetic_bound(p.numbers, self.rules) > limit:
+                raise ValueError(f"{p}: values reachable from these numbers may overflow this batched env's "
+                                 f"{np.dtype(self._dtype).name} arithmetic (chosen from its problem source)")
         self._set_rows(rows, self._arrays(problems))
 
     def _draw(self, rows: np.ndarray) -> None:

@@ -96,8 +96,9 @@ class DirectDecoder:
         self.captured = 0
         """Graphed shapes captured so far."""
         self.cap = 0
-        self.k: list[torch.Tensor] = []
-        self.v: list[torch.Tensor] = []
+        empty = torch.zeros((rows, self.kv_heads, 0, self.head_dim), dtype=self.dtype, device=self.device)
+        self.k: list[torch.Tensor] = [empty] * len(self.layers)
+        self.v: list[torch.Tensor] = [empty] * len(self.layers)
         self._grow(min(_CHUNK, capacity))  # grown as rows get longer
 
     @staticmethod
@@ -118,15 +119,9 @@ class DirectDecoder:
 
     def _grow(self, need: int) -> None:
         cap = -(-max(need, self.cap + _CHUNK) // _CHUNK) * _CHUNK
-        shape = (self.rows, self.kv_heads, cap, self.head_dim)
-        for store in (self.k, self.v):
-            old = list(store)
-            store.clear()
-            for layer_old in old or [None] * len(self.layers):
-                new = torch.zeros(shape, dtype=self.dtype, device=self.device)
-                if layer_old is not None:
-                    new[:, :, : self.cap] = layer_old
-                store.append(new)
+        more = (0, 0, 0, cap - self.cap)  # zeros after the positions held
+        self.k = [F.pad(t, more) for t in self.k]
+        self.v = [F.pad(t, more) for t in self.v]
         self.cap = cap
         self._static.clear()  # the graphs read the old cache
 
@@ -306,7 +301,9 @@ class HFDecoder:
         self.device = next(model.parameters()).device
         self.rows = rows
         self.cache_arg = cache_arg
-        self.cache = _growing_cache()
+        from transformers.cache_utils import Cache
+
+        self.cache = Cache(layer_class_to_replicate=_growing_layer_class())
         self.attn = torch.zeros((rows, 0), dtype=torch.long, device=self.device)
         self.position = torch.zeros(rows, dtype=torch.long, device=self.device)
         self.pad = 0
@@ -341,9 +338,8 @@ class HFDecoder:
         self.attn = torch.cat([self.attn, mask], dim=1)
         out = self.model(input_ids=ids, attention_mask=self.attn, position_ids=pos, use_cache=True, logits_to_keep=1,
                          **{self.cache_arg: self.cache})
-        keep = torch.where(step.advance, n, n - 1)
-        self.attn[:, -1] = torch.where(step.advance, self.attn[:, -1], torch.zeros_like(self.attn[:, -1]))
-        self.position = self.position + keep
+        self.attn[:, -1] *= step.advance  # a token fed without keeping it is masked from now on
+        self.position = self.position + counts + step.advance.long()
         return out.logits[:, -1, :].float()
 
 
@@ -412,9 +408,3 @@ def _growing_layer_class() -> type:
             self.keys, self.values = self._kbuf[..., : self._len, :], self._vbuf[..., : self._len, :]
 
     return GrowingLayer
-
-
-def _growing_cache() -> Any:
-    from transformers.cache_utils import Cache
-
-    return Cache(layer_class_to_replicate=_growing_layer_class())

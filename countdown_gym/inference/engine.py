@@ -127,16 +127,14 @@ class TextCache:
         self._text: dict[tuple[int, ...], str] = {}
 
     def ids_many(self, texts: Sequence[str]) -> list[list[int]]:
-        """The token ids of each text, the new ones tokenised in one call (kept while the cache holds fewer than
-        ``limit``)."""
+        """The token ids of each text, the new ones tokenised in one call (the memo is emptied at ``limit``)."""
+        if len(self._ids) >= self.limit:
+            self._ids.clear()
         new = list(dict.fromkeys(t for t in texts if t not in self._ids))
-        fresh: dict[str, list[int]] = {}
         if new:
             got = self.tokenizer(new, add_special_tokens=False)["input_ids"]
-            fresh = {text: list(ids) for text, ids in zip(new, got, strict=True)}
-            for text in new[: max(0, self.limit - len(self._ids))]:
-                self._ids[text] = fresh[text]
-        return [fresh[t] if t in fresh else self._ids[t] for t in texts]
+            self._ids.update(zip(new, map(list, got), strict=True))
+        return [self._ids[t] for t in texts]
 
     def text(self, toks: Sequence[int]) -> str:
         key = tuple(toks)
@@ -181,13 +179,9 @@ class Engine:
                 e.game.done = True
         queue.reverse()  # pop() takes them in order
         rows = dec.rows
-        slots: list[Episode | None] = [None] * rows
-        blocks: dict[int, list[int]] = {}
+        slots: list[Episode | None] = [queue.pop() if queue else None for _ in range(rows)]
+        blocks = {r: list(e.prompt_ids) for r, e in enumerate(slots) if e is not None}
         bound = [0] * rows  # each row's length after the steps so far, an upper bound between looks
-        for r in range(rows):
-            if queue:
-                slots[r] = queue.pop()
-                blocks[r] = list(slots[r].prompt_ids)
         pending = torch.full((rows,), self.pad, dtype=torch.long, device=device)
         writing = torch.zeros(rows, dtype=torch.bool, device=device)
         ended = torch.zeros(rows, dtype=torch.bool, device=device)
