@@ -169,6 +169,9 @@ def test_saved_options_prefers_options_json_and_reads_the_checkpoints_record(bas
     assert llm_sft.saved_options(base / "checkpoint", None)["max_steps"] == 3
     assert llm_sft.saved_options(tmp_path, None) is None  # no training.json
     assert llm_sft.saved_options(None, None) is None
+    (tmp_path / "training.json").symlink_to("training.json")  # there but unreadable (a link to itself): not "absent"
+    with pytest.raises(SystemExit, match="training.json: cannot read it"):
+        llm_sft.saved_options(tmp_path, None)
 
 
 def test_the_script_exits_1_with_one_line_on_a_fifo_trainer_state(base, tmp_path):

@@ -16,7 +16,7 @@ import torch
 
 from baselines.lm.checkpoints import _safetensors_error
 from baselines.lm.tiny_lm import load_pretrained, save_pretrained
-from countdown_gym.dataclass_cli import not_regular
+from countdown_gym.dataclass_cli import file_kind
 
 
 def save_checkpoint(path: Path, model, tokenizer, opt, step: int, rng: random.Random, meta: dict) -> None:
@@ -72,9 +72,15 @@ def _check_entries(d: Path) -> None:
         raise Unusable(f"{d} is not a readable checkpoint folder ({exc.strerror or exc})") from None
     for name in (*CHECKPOINT_FILES, *sorted(set(names) - set(CHECKPOINT_FILES))):
         f = d / name
-        if name in CHECKPOINT_FILES and not os.path.exists(f):
-            raise Unusable(f"{f} is missing")
-        if (what := not_regular(f)) is not None:
+        try:
+            mode = os.stat(f).st_mode
+        except FileNotFoundError:
+            if name in CHECKPOINT_FILES:
+                raise Unusable(f"{f} is missing") from None
+            continue  # a dangling link the model does not need
+        except OSError as exc:
+            raise Unusable(f"{f}: cannot read it ({exc.strerror or exc})") from None
+        if (what := file_kind(mode)) is not None:
             raise Unusable(f"{f} is {what}, not a regular file")
 
 
@@ -151,14 +157,18 @@ def saved_options(ckpt: Path | None, saved: dict | None) -> dict | None:
         return saved
     f = ckpt / "training.json"
     fix = "the run's options.json is gone too: fix or restore one of them, or start a new --out"
-    if not os.path.exists(f):
+    try:
+        info = os.stat(f)
+    except FileNotFoundError:
         return saved
-    if (what := not_regular(f)) is not None:
+    except OSError as exc:
+        raise SystemExit(f"--resume: {f}: cannot read it ({exc.strerror or exc}); {fix}") from None
+    if (what := file_kind(info.st_mode)) is not None:
         raise SystemExit(f"--resume: {f} is {what}, not a regular file; {fix}")
     try:
         data = json.loads(f.read_bytes().decode("utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
-        what = "empty" if not os.path.getsize(f) else f"not valid JSON ({_short(exc)})"
+        what = "empty" if not info.st_size else f"not valid JSON ({_short(exc)})"
         raise SystemExit(f"--resume: {f} is {what}; {fix}") from None
     if not isinstance(data, dict) or not isinstance(data.get("sft_config"), dict | None):
         raise SystemExit(f"--resume: {f} holds no run options (sft_config); {fix}")
