@@ -436,7 +436,31 @@ def test_written_aside_replaces_whole_or_not_at_all(tmp_path: Path) -> None:
     with written_aside(folder) as tmp:
         tmp.mkdir()
         (tmp / "y").write_text("2")
-    assert [p.name for p in folder.iterdir()] == ["y"]
+    assert [p.name for p in folder.iterdir()] == ["y"] and not (tmp_path / "d.old").exists()
+    (tmp_path / "out.jsonl.old").write_text("mine\n")  # a file's own .old name is the user's: left alone
+    with written_aside(path) as tmp:
+        tmp.write_text("newer\n")
+    assert (tmp_path / "out.jsonl.old").read_text() == "mine\n"
+
+
+def test_written_aside_puts_the_old_folder_back_when_the_new_one_cannot_take_its_place(tmp_path, monkeypatch) -> None:
+    import os
+
+    folder = tmp_path / "best"
+    folder.mkdir()
+    (folder / "x").write_text("1")
+    replace = os.replace
+
+    def failing(src, dst):
+        if str(src).endswith(".tmp"):
+            raise KeyboardInterrupt  # a Ctrl-C between the two renames
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(KeyboardInterrupt), written_aside(folder) as tmp:
+        tmp.mkdir()
+        (tmp / "y").write_text("2")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best"] and (folder / "x").read_text() == "1"
 
 
 def test_run_script_turns_safetensors_io_errors_into_one_line_but_not_other_errors(capsys) -> None:

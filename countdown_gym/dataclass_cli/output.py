@@ -147,15 +147,26 @@ def _remove(path: Path) -> None:
 @contextlib.contextmanager
 def written_aside(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Write ``path`` (a file or a folder) whole or not at all: yields ``<path>.tmp`` (whatever stale stood there
-    removed) to write; on leaving, it replaces ``path`` (a folder there is removed first; a FIFO or link there is
-    replaced, never opened); on an exception (a full disk, Ctrl-C) it is removed and ``path`` keeps what it held."""
+    removed) to write; on leaving, it replaces ``path`` (a FIFO or link there is replaced, never opened; a folder
+    there is renamed to ``<path>.old``, put back if the new one cannot take its place, and removed once it has); on
+    an exception (a full disk, Ctrl-C) the temporary is removed and ``path`` keeps what it held."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp, old = path.with_name(path.name + ".tmp"), path.with_name(path.name + ".old")
     _remove(tmp)
+    swap = False
     try:
         yield tmp
-        if tmp.is_dir() and path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
+        swap = tmp.is_dir() and path.is_dir() and not path.is_symlink()
+        if swap:
+            _remove(old)
+            os.replace(path, old)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            if swap:
+                os.replace(old, path)
+            raise
     finally:
         _remove(tmp)  # still there only after a failure
+    if swap:
+        shutil.rmtree(old)
