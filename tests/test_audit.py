@@ -283,3 +283,9 @@ def test_a_json_file_the_disk_cannot_hold_is_removed_not_left_torn(tmp_path: Pat
     assert main(["countdown_gym.cli.audit:verify_reward", "--no-progress", "--json", str(path)]) == 1
     err = capsys.readouterr().err
     assert "No space left on device (the partial file is removed)" in err and not path.exists()
+    # a link (such as /dev/stdout) is never removed: only the file the audit itself created or emptied
+    target = tmp_path / "target.jsonl"
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    assert main(["countdown_gym.cli.audit:verify_reward", "--no-progress", "--json", str(link)]) == 1
+    assert link.is_symlink() and "partial file is removed" not in capsys.readouterr().err

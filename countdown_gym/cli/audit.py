@@ -419,7 +419,8 @@ def _audit(args: AuditOptions) -> int:
     except ValueError as e:
         dataclass_cli.usage_error(str(e), prog=PROG)
     except _CannotWrite as e:
-        torn = out is not None and os.path.isfile(args.json)  # opened (and so emptied) by this audit: no torn rows left
+        # opened (and so emptied) by this audit: no torn rows left; a link (/dev/stdout) is never removed
+        torn = out is not None and os.path.isfile(args.json) and not os.path.islink(args.json)
         if torn:
             with contextlib.suppress(OSError):  # its buffer cannot be written either
                 out.close()
