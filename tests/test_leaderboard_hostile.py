@@ -269,7 +269,7 @@ def test_score_replaces_a_fifo_or_link_it_would_write_and_names_an_output_it_can
     (d / "LEADERBOARD.md").symlink_to(d / "elsewhere.md")
     assert lb_main(["score", "--dir", str(d), "--no-progress"]) == 0
     assert (d / "leaderboard.html").is_file() and not (d / "LEADERBOARD.md").is_symlink()
-    assert not (d / "elsewhere.md").exists() and not list(d.glob(".*.tmp"))
+    assert not (d / "elsewhere.md").exists() and not list(d.glob("*.tmp")) and not list(d.glob("*.old"))
     assert lb_main(["check", "--dir", str(d)]) == 0
     (d / "leaderboard.png").unlink()
     (d / "leaderboard.png").mkdir()
