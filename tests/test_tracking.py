@@ -127,3 +127,17 @@ def test_report_to_wandb_without_wandb_names_the_extra() -> None:
 
     with pytest.raises(ValueError, match=r"--report-to wandb: the wandb package is not installed \(pip install 'countdown-gym\[wandb\]'\)"):
         report_to_names("wandb")
+
+
+def test_report_to_tensorboard_needs_tensorboard_itself_even_where_transformers_counts_tensorboardx(monkeypatch) -> None:
+    """TensorBoard is written through torch's writer, which needs the tensorboard package; transformers also counts
+    tensorboardX as TensorBoard, which would pass the check and fail in Tracker with an ImportError traceback."""
+    import importlib.util
+
+    pytest.importorskip("transformers")
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else find_spec(name, *a))
+    monkeypatch.setattr("countdown_gym.runkit.tracking._integrations", lambda: (["tensorboard", "wandb"], ["tensorboard"]))
+    with pytest.raises(ValueError, match=r"--report-to tensorboard: the tensorboard package is not installed \(pip install tensorboard\)"):
+        report_to_names("tensorboard")
+    assert report_to_names("all") == []

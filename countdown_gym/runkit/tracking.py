@@ -49,8 +49,10 @@ def report_to_names(report_to: str | Sequence[str]) -> list[str]:
         if other is not None and names != ["all"]:
             raise ValueError(f"--report-to {other}: logged through transformers' integrations: pip install "
                              f"'countdown-gym[llm]' (without transformers only {TENSORBOARD} is available)")
-        found = [TENSORBOARD], [TENSORBOARD] if importlib.util.find_spec("tensorboard") else []  # for torch's writer
+        found = [TENSORBOARD], [TENSORBOARD]
     known, installed = found
+    if not importlib.util.find_spec("tensorboard"):  # torch's writer needs it (transformers counts tensorboardX too)
+        installed = [name for name in installed if name != TENSORBOARD]
     if names == ["all"]:
         return installed
     for name in names:
