@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from countdown_gym import Problem, dataclass_cli, dfs_trace, load_split
 from critics import V2_CHECKPOINT, load_critic, metrics
-from critics.data import LabelledStates, random_states, start_states, trace_states, trace_tree
+from critics.data import LabelledStates, random_states, start_states, trace_tree
 from critics.metrics import EvalOptions, per_size, report_head, write_results
 from critics.text_critic import load_text_critic, node_lines, prefix_window
 
@@ -37,14 +37,17 @@ class TextEvalOptions(EvalOptions):
 def trace_prefixes(problems: Sequence[Problem], min_size: int = 1) -> tuple[LabelledStates, list[str]]:
     """:func:`critics.data.trace_states` and, for each of its states, the trace text up to the line that creates it
     (its first occurrence in the trace)."""
-    texts: list[str] = []
+    rows, texts = [], []
     for p in problems:
         text = dfs_trace(p)
         lines, first_line = text.split("\n"), {}
-        for s, line in zip(trace_tree(p).states, node_lines(text), strict=True):  # trace_states' order
-            first_line.setdefault(tuple(sorted(s)), line)
-        texts += [prefix_window(lines, line) for k, line in first_line.items() if len(k) >= min_size]
-    return trace_states(problems, min_size=min_size), texts
+        for s, line in zip(trace_tree(p).states, node_lines(text), strict=True):
+            first_line.setdefault(tuple(sorted(s)), line)  # first occurrences in order: trace_states' states
+        for k, line in first_line.items():
+            if len(k) >= min_size:
+                rows.append((k, p.target, p))
+                texts.append(prefix_window(lines, line))
+    return LabelledStates.label(rows), texts
 
 
 def _timed(fn, items: Sequence, targets: Sequence[int]) -> tuple[np.ndarray, dict[str, float]]:

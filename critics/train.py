@@ -21,14 +21,13 @@ import torch
 
 from countdown_gym import dataclass_cli
 from countdown_gym.data.generator import get_config
-from countdown_gym.dataclass_cli import written_aside
+from countdown_gym.dataclass_cli import not_regular, written_aside
 from countdown_gym.runkit.runs import (
     OPTIONS_FILE,
     MetricsLog,
     Panel,
     StopRequest,
     holds_run,
-    not_regular,
 )
 from countdown_gym.runkit.tracking import Tracker, report_to_names
 from critics import load_critic, train_loop

@@ -83,11 +83,16 @@ class TextTraces:
 def build_text_traces(problems: list[Problem], progress: bool = True) -> TextTraces:
     """Trace ``problems`` (test-split problems are refused by :func:`critics.data.build_table`)."""
     table = build_table(problems, progress=progress)
-    texts = [dfs_trace(p) for p in problems]
-    node_line = np.array([line for text in texts for line in node_lines(text)], dtype=np.int64)  # the table's order
-    if len(node_line) != len(table.node_trace):  # the table and the texts must describe the same search trees
-        raise AssertionError(f"{len(node_line)} node lines but {len(table.node_trace)} table nodes")
-    return TextTraces(table, [text.split("\n") for text in texts], node_line)
+    counts = np.bincount(table.node_trace, minlength=len(problems))
+    lines, node_line = [], []
+    for t, p in enumerate(problems):
+        text = dfs_trace(p)
+        nl = node_lines(text)
+        if len(nl) != counts[t]:  # the table and the text must describe the same search tree
+            raise AssertionError(f"trace of {p!r}: {len(nl)} node lines but {counts[t]} table nodes")
+        lines.append(text.split("\n"))
+        node_line.extend(nl)
+    return TextTraces(table, lines, np.array(node_line, dtype=np.int64))
 
 
 def text_loss(model: TextCriticModel, critic: TextCritic, data: TextTraces, cfg: TextTrainConfig,
