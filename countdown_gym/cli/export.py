@@ -241,7 +241,8 @@ MAX_SIZE = 10_000_000
 
 
 def _output(path: Path) -> Path:
-    """``path``, unless something other than a regular file stands there (a FIFO would block the write forever)."""
+    """``path``, unless something other than a regular file stands there (a FIFO, device or folder is not an earlier
+    export: refused rather than replaced)."""
     if not_regular(path) is not None:
         raise OSError(errno.EEXIST, f"{path} exists and is not a regular file")
     return path
