@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
 
-from countdown_gym.dataclass_cli import written_aside
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.turn_format import TOOL_NAMES, episode_over_reply, numbers_reply, tool_prompt, tool_turn
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, replay_turns
@@ -169,6 +168,8 @@ def tool_rows(problems: list[Problem], preset: str, split: str, max_turns: int =
 
 def dump_tool_config(path: Any, max_turns: int = DEFAULT_MAX_TURNS) -> None:
     """Write :func:`tool_config` as YAML (JSON is valid YAML; no YAML library needed)."""
+    from countdown_gym.dataclass_cli import written_aside  # here: verl's workers import this module, tyro not needed
+
     with written_aside(path) as tmp:
         tmp.write_text(json.dumps(tool_config(max_turns), indent=2) + "\n", encoding="utf-8")
 
