@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from countdown_gym.data.difficulty import TIERS, check_tier, tier
-from countdown_gym.data.splits import load_split
+from countdown_gym.data.splits import split_problems
 from countdown_gym.game.problem import Problem
 
 MODES = ("fixed", "adaptive")
@@ -44,7 +44,7 @@ class Curriculum:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
                 raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
         if problems is None:
-            pool = tuple(load_split(preset, split))
+            pool = split_problems(preset, split)
             self.description = f"{preset}/{split} curriculum ({mode})"
         else:
             if isinstance(problems, (str, bytes, Problem)) or not isinstance(problems, Sequence):
