@@ -21,7 +21,8 @@ BLOCK = re.compile(r"^```python[^\n]*\n(.*?)^```", flags=re.S | re.M)
 
 PACKAGE_DATA = {
     "countdown_gym": ["data/{preset}/{split}.jsonl", "data/{preset}/{split}.difficulty.jsonl", "data/exploits.jsonl",
-                      "leaderboard/schema.json", "py.typed"],
+                      "leaderboard/schema.json", "leaderboard/page.css", "leaderboard/page.js", "cli/dataset_card.md",
+                      "py.typed"],
     "critics": ["checkpoints/README.md", "checkpoints/v5/model.safetensors", "checkpoints/v5/config.json"],
     "baselines": [f"checkpoints/{m}/{f}" for m in ("countdown-tiny-lm", "countdown-tiny-lm-turns")
                   for f in ("README.md", "config.json", "model.safetensors", "tokenizer.json", "training.json")]
