@@ -97,6 +97,16 @@ def test_the_solver_time_cap_holds_on_rows_of_many_numbers():
         assert len(loaded.issues[0].message) < 200 and f"({n} numbers)" in loaded.issues[0].message
 
 
+def test_the_solver_time_cap_holds_without_use_all_and_a_target_out_of_range():
+    """Under rules that leave numbers unused the solver asks every sub-multiset, 2**n of them; a target no move can
+    make (0 under classic) was refused per part before the deadline was looked at: 22 numbers ran 20 s past 0.2 s."""
+    start = time.perf_counter()
+    loaded = load_problems([{"numbers": list(range(1, 23)), "target": 0, "rules": "classic"}], progress=False,
+                           solver_timeout=0.2)
+    assert time.perf_counter() - start < 3
+    assert [i.reason for i in loaded.issues] == ["timeout"], loaded.report()
+
+
 def test_one_bad_csv_cell_leaves_out_its_row_only(tmp_path):
     good = '"[3, 4, 5]",12\n'
     path = tmp_path / "rows.csv"
