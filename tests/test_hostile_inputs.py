@@ -107,6 +107,17 @@ def test_the_solver_time_cap_holds_without_use_all_and_a_target_out_of_range():
     assert [i.reason for i in loaded.issues] == ["timeout"], loaded.report()
 
 
+@pytest.mark.parametrize("line", [b'{"id": "a", "samples": Infinity, "correct": 1}', b'{"id": "a", "samples": 4, "correct": 1}\n\xff',
+                                  b'{"id": "a", "samples": 2.9, "correct": 1}', b'{"id": "a", "samples": true, "correct": true}'])
+def test_a_pass_rates_line_that_is_no_count_or_no_utf8_is_named(tmp_path, line):
+    """Infinity raised OverflowError and a bad byte UnicodeDecodeError (tracebacks); 2.9 samples read as 2 and true as 1."""
+    from countdown_gym.data.pass_rates import filter_by_pass_rate
+
+    (tmp_path / "rates.jsonl").write_bytes(line + b"\n")
+    with pytest.raises(SystemExit, match=r"rates.jsonl:\d: expected"):
+        filter_by_pass_rate([Problem((1, 2, 3), 6, id="a")], tmp_path / "rates.jsonl", 0.0, 1.0)
+
+
 def test_one_bad_csv_cell_leaves_out_its_row_only(tmp_path):
     good = '"[3, 4, 5]",12\n'
     path = tmp_path / "rows.csv"

@@ -27,15 +27,17 @@ def filter_by_pass_rate(problems: Sequence[Problem], path: str | Path, low: floa
     row or an unknown problem is a ``SystemExit`` naming the line."""
     ids = {p.id for p in problems}
     rates: dict[str, float] = {}
-    with open(path, encoding="utf-8") as f:
+    with open(path, "rb") as f:  # json.loads of bytes: a line that is not UTF-8 is a ValueError naming the line
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
-                pid, samples, correct = str(row["id"]), int(row["samples"]), int(row["correct"])
+                pid, samples, correct = str(row["id"]), row["samples"], row["correct"]
+                if not all(type(x) is int for x in (samples, correct)):  # not int(): 2.9 -> 2, true -> 1, inf raised
+                    raise TypeError("samples and correct must be whole numbers")
             except (ValueError, KeyError, TypeError) as exc:
-                raise SystemExit(f"{path}:{n}: expected {{'id', 'samples', 'correct'}}, got {line.strip()[:80]!r} ({exc})") from None
+                raise SystemExit(f"{path}:{n}: expected {{'id', 'samples', 'correct'}}, got {line.strip()[:80].decode(errors='replace')!r} ({exc})") from None
             if pid not in ids:
                 raise SystemExit(f"{path}:{n}: problem {pid!r} is not in the training split of this preset")
             if samples < 1 or not 0 <= correct <= samples:
