@@ -6,6 +6,7 @@ one, ``baselines/llm_grpo.py --train-pass-rates`` keeps the problems whose rate 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,9 +17,14 @@ def write_pass_rates(path: str | Path, problems: Sequence[Problem], correct: Seq
     """Write one row per problem (``correct[i]``: each sample's success) and return the number of rows."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as f:
-        for p, ok in zip(problems, correct, strict=True):
-            f.write(json.dumps({"id": p.id, "samples": len(ok), "correct": sum(ok)}) + "\n")
+    text = "".join(json.dumps({"id": p.id, "samples": len(ok), "correct": sum(ok)}) + "\n"
+                   for p, ok in zip(problems, correct, strict=True))
+    tmp = out.with_name(out.name + ".tmp")  # written aside and renamed: Ctrl-C leaves the old file or the new one
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
     return len(problems)
 
 
