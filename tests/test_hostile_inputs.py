@@ -134,6 +134,17 @@ def test_an_interrupted_pass_rates_write_keeps_the_old_file(tmp_path):
     assert path.read_bytes() == old and [p.name for p in tmp_path.iterdir()] == ["rates.jsonl"]
 
 
+def test_verify_answers_a_value_too_long_for_str():
+    """The product of 320 fifteen-digit numbers (rules without a limit) has over 4,300 digits: verify() raised
+    Python's ValueError writing it into the message, as it did for a problem whose target is that long."""
+    big = "*".join(["100000000000007"] * 320)
+    problem = Problem((10**14 + 7,) * 320 + (0,), 5, Rules.classic())
+    for answer, reason in ((big, "wrong_value"), (f"({big})/0", "division_by_zero"), (f"0-({big})", "negative_result")):
+        v = verify(problem, f"<answer>{answer}</answer>")
+        assert v.reason == reason and "<a number of over 4300 digits>" in v.message, v
+    assert "over 4300 digits" in verify(Problem((1, 2), 10**5000), "<answer>1+2</answer>").message
+
+
 def test_one_bad_csv_cell_leaves_out_its_row_only(tmp_path):
     good = '"[3, 4, 5]",12\n'
     path = tmp_path / "rows.csv"
