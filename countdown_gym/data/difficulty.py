@@ -134,6 +134,8 @@ def difficulty(problem: Problem) -> Difficulty:
 def tier(item: Problem | Difficulty, preset: str | None = None) -> str:
     """The tier of a problem or its :class:`Difficulty`, by the thresholds of ``preset``, else the problem's own
     preset, else :data:`DEFAULT_TIER_PRESET`."""
+    if preset is not None and preset not in TIER_THRESHOLDS:  # a typo would silently cut by the default's thresholds
+        raise ValueError(f"no tier thresholds for preset {preset!r}; choose one of {sorted(TIER_THRESHOLDS)}")
     if isinstance(item, Problem):
         preset = preset or item.preset
         item = difficulty(item)
