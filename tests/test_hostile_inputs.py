@@ -175,6 +175,16 @@ def test_a_json_file_with_a_byte_order_mark_keeps_its_rows(tmp_path, suffix):
     assert loaded.rows == [0, 1] and not loaded.issues, loaded.report()
 
 
+def test_a_jsonl_byte_order_mark_on_a_line_of_its_own_is_no_row(tmp_path):
+    """A BOM followed by a line break (or a file of only a BOM) was reported as a malformed row 0."""
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf\r\n{"numbers": [3, 5, 7, 11], "target": 26}\r\n')
+    loaded = load_problems(path, progress=False)
+    assert loaded.rows == [0] and loaded.total_rows == 1 and not loaded.issues, loaded.report()
+    path.write_bytes(b"\xef\xbb\xbf")
+    assert load_problems(path, progress=False).total_rows == 0
+
+
 def test_a_huge_target_is_reported_not_raised_and_its_line_stays_short():
     """str() of an int above 4,300 digits raises: a 5,000-digit target of a Python row stopped the whole load."""
     rows = [{"nums": [3, 4, 5], "target": 10**5000}, {"nums": [3, 4, 5], "target": -(10**4000)},

@@ -185,7 +185,7 @@ def _jsonl_rows(path: Path) -> Iterable[Any]:
     """One row per non-blank line; a line that is not UTF-8 or not JSON is a :class:`_BadRow` (reported, skipped)."""
     with path.open("rb") as f:
         for i, raw in enumerate(f):
-            if not raw.strip():
+            if not (raw.removeprefix(b"\xef\xbb\xbf") if i == 0 else raw).strip():  # a BOM alone is no row either
                 continue
             rows = [_jsonl_row(raw, i == 0)]
             if isinstance(rows[0], _BadRow) and b"\r" in raw.rstrip(b"\r\n"):  # line breaks written as CR alone?
