@@ -130,6 +130,11 @@ def test_tier_refuses_a_preset_without_thresholds():
     assert tier(Problem((3, 4), 7, Rules.longproc(), preset="custom")) == "easy"  # a problem's own preset may be any
 
 
+def test_a_problem_whose_id_is_no_str_is_measured():
+    """An int id (a dataset's own, through Problem.from_dict) raised AttributeError ('int' has no 'rsplit')."""
+    assert difficulty(Problem((3, 4), 7, Rules.longproc(), id=5)) == measure(Problem((3, 4), 7, Rules.longproc()))
+
+
 def test_difficulty_rejects_non_problems():
     with pytest.raises(TypeError):
         difficulty((1, 2))  # type: ignore[arg-type]
