@@ -85,6 +85,13 @@ def test_load_problems_caps_the_solver_time_per_row(tmp_path):
     assert is_solvable([3, 4, 5], 12, timeout=0.01)  # a quick answer is unaffected
 
 
+@pytest.mark.parametrize("timeout", [float("nan"), -1.0])
+def test_a_solver_timeout_of_nan_is_refused_not_read_as_no_limit(timeout):
+    """NaN made every deadline check false: the solver ran without a limit (seconds on a 7-number TinyZero row)."""
+    with pytest.raises(ValueError, match="timeout must be a number of seconds >= 0 or None"):
+        is_solvable([3, 7, 11, 13, 17, 19, 23], 99991, Rules.tinyzero(), timeout=timeout)
+
+
 def test_the_solver_time_cap_holds_on_rows_of_many_numbers():
     """A 22-number row took 11 s and 1.35 GiB, a 199-number one never ended: every split was built before the
     deadline was looked at. 20,000 numbers took 12 s and 10**6 never ended while the deadline was looked at only

@@ -99,6 +99,8 @@ def reachable(state: Iterable[Number], target: Number, rules: Rules | None = Non
     t = target if isinstance(target, Fraction) else operator.index(target)
     if timeout is None:
         return _oracle(rules).reachable(st, t)
+    if not timeout >= 0:  # NaN: every deadline check false, no limit at all
+        raise ValueError(f"timeout must be a number of seconds >= 0 or None, got {timeout!r}")
     outer = getattr(DEADLINE, "at", None)
     DEADLINE.at = time.monotonic() + timeout if outer is None else min(outer, time.monotonic() + timeout)
     try:
