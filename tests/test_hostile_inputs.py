@@ -192,6 +192,16 @@ def test_a_jsonl_byte_order_mark_on_a_line_of_its_own_is_no_row(tmp_path):
     assert load_problems(path, progress=False).total_rows == 0
 
 
+def test_a_json_file_of_several_lists_is_reported_not_read_in_part(tmp_path):
+    """{"train": [...], "test": [...]} read the train rows alone, and the test rows were lost without a word."""
+    path = tmp_path / "splits.json"
+    path.write_text(json.dumps({"train": [{"nums": [3, 4, 5], "target": 12}], "test": [{"nums": [1, 2, 3], "target": 6}]}))
+    loaded = load_problems(path, progress=False)
+    assert not loaded.problems and "several lists of rows ['train', 'test']" in loaded.issues[0].message, loaded.report()
+    path.write_text(json.dumps({"version": 1, "data": [{"nums": [3, 4, 5], "target": 12}]}))  # one list: its rows
+    assert load_problems(path, progress=False).rows == [0]
+
+
 def test_a_huge_target_is_reported_not_raised_and_its_line_stays_short():
     """str() of an int above 4,300 digits raises: a 5,000-digit target of a Python row stopped the whole load."""
     rows = [{"nums": [3, 4, 5], "target": 10**5000}, {"nums": [3, 4, 5], "target": -(10**4000)},

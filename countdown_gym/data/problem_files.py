@@ -129,6 +129,9 @@ def _json_file_rows(path: Path) -> list[Any]:
         return [_BadRow(f"not JSON: {str(exc)[:120] if not isinstance(exc, RecursionError) else 'nested too deeply'}")]
     if isinstance(data, Mapping):  # one row, or {"data": [...]} (a single split)
         is_row = bool({"numbers", "nums", "reward_model"} & set(data))
+        lists = [k for k, v in data.items() if isinstance(v, list)]
+        if not is_row and len(lists) > 1:  # {"train": [...], "test": [...]}: reading the first alone lost the rest
+            return [_BadRow(f"the .json file holds several lists of rows {lists[:5]}, not one; split it into files")]
         data = [data] if is_row else next((v for v in data.values() if isinstance(v, list)), [data])
     if not isinstance(data, list):
         return [_BadRow(f"the .json file holds {type(data).__name__} {str(data)[:40]!r}, not a list of rows")]
