@@ -221,6 +221,8 @@ def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
         if not stat.S_ISREG(mode):  # a FIFO or a device is never opened: it would block or never end
             kind = "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
             raise ValueError(f"{path} is {kind}, not a file of rows {list(FILE_SUFFIXES)} or a datasets folder")
+        if split is not None:  # it was ignored: every row of the file was read
+            raise ValueError(f"split={split!r} picks a split of a DatasetDict; {path} is one file of rows")
         return _read_file(path), None
     if isinstance(source, Mapping) and source and all(hasattr(v, "column_names") for v in source.values()):  # a DatasetDict
         names = list(source.keys())
@@ -231,6 +233,8 @@ def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
         if split not in names:
             raise ValueError(f"no split {split!r}; the dataset has {names}")
         source = source[split]
+    elif split is not None:
+        raise ValueError(f"split={split!r} picks a split of a DatasetDict; a {type(source).__name__} has none")
     if hasattr(source, "to_dict") and hasattr(source, "iterrows"):  # a pandas DataFrame
         return source.to_dict("records"), len(source)
     if isinstance(source, (str, bytes, Mapping)) or not isinstance(source, Iterable):
