@@ -23,6 +23,8 @@ def canonical(state: Iterable[Number]) -> tuple[Number, ...]:
 def legal_moves(state: Sequence[Number], rules: Rules) -> Iterator[tuple[int, int, Move]]:
     """Every legal move from ``state``: ``(i, j, (a, op, b, result))`` with ``a = state[i]``. Per pair ``i < j``:
     ``x + y``, ``x * y``, ``x - y``, ``y - x``, ``x / y``, ``y / x`` (the reversed ones only when ``x != y``)."""
+    if not all(type(x) is int or type(x) is Fraction for x in state):  # numpy ints: as Python ints, as reachable()
+        state = [x if isinstance(x, Fraction) else operator.index(x) for x in state]
     results = rules.legal_results
     n = len(state)
     for i in range(n):
