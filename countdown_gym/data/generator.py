@@ -66,9 +66,7 @@ class GeneratorConfig:
         if self.min_target > self.max_target:
             bad(f"need min_target <= max_target, got {self.min_target}..{self.max_target}")
         lowest, limit = self.rules.result_range()  # a move's result r is legal iff lowest <= r < limit
-        if (self.max_target < lowest or self.min_target >= limit) and (
-            self.rules.use_all or self.max_target < self.min_value or self.min_target > self.max_value
-        ):
+        if self.max_target < lowest or self.min_target >= limit:  # a target among the numbers is never drawn either
             bad(f"no target in {self.min_target}..{self.max_target} can be reached under the rules {self.rules}")
         for what in ("solutions", "search_nodes"):
             lo, hi = getattr(self, f"min_{what}"), getattr(self, f"max_{what}")
