@@ -147,6 +147,8 @@ def test_config_validation_and_errors() -> None:
         ({"rules": "tinyzero"}, "rules must be a Rules"),
         ({"max_attempts": 0}, "max_attempts must be >= 1"),
         ({"min_solutions": -1}, "min_solutions must be a non-negative int"),
+        ({"max_solutions": 0}, "max_solutions and max_search_nodes must be >= 1"),  # ran a million draws (~9 min)
+        ({"max_search_nodes": 0}, "max_solutions and max_search_nodes must be >= 1"),
         ({"name": 5}, "name must be a str"),
         ({"min_target": -10, "max_target": -1}, "no target in -10..-1 can be reached"),  # non-negative results
         ({"min_target": -10, "max_target": 0, "rules": Rules.longproc_positive()}, "no target in -10..0 can be reached"),

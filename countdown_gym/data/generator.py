@@ -53,6 +53,8 @@ class GeneratorConfig:
             value = getattr(self, what)
             if value is not None and (not is_int(value) or value < 0):
                 bad(f"{what} must be a non-negative int or None, got {value!r}")
+        if 0 in (self.max_solutions, self.max_search_nodes):  # no problem passes: each drawn is solved and needs a move
+            bad("max_solutions and max_search_nodes must be >= 1 (every problem drawn has a solution and a move)")
         if not isinstance(self.rules, Rules):
             bad(f"rules must be a Rules (e.g. Rules.preset('tinyzero')), got {type(self.rules).__name__} {self.rules!r}")
         if self.max_attempts < 1:
