@@ -47,6 +47,13 @@ def test_fixed_schedule_checks():
         Curriculum([])
 
 
+@pytest.mark.parametrize("weight", [float("inf"), float("nan"), -1.0])
+def test_a_schedule_weight_that_is_no_finite_share_is_refused(weight):
+    """An infinite weight was accepted and every draw raised numpy's 'Probabilities contain NaN' (inf / inf)."""
+    with pytest.raises(ValueError, match="weights must be finite and >= 0"):
+        Curriculum(mode="fixed", split="validation", schedule=[(0, {"easy": weight, "medium": 1.0})])
+
+
 def test_adaptive_moves_the_frontier_with_success_and_falls_back():
     cur = Curriculum(split="validation", window=4, promote_at=0.75, review=0.2)
     assert cur.weights() == {"easy": 1.0, "medium": 0.0, "hard": 0.0}

@@ -122,6 +122,19 @@ def test_tier_of_a_difficulty_and_of_a_problem_without_preset():
         tier("easy")  # type: ignore[arg-type]
 
 
+def test_tier_refuses_a_preset_without_thresholds():
+    """A misspelt preset ("Hard", or Curriculum(tier_preset=...)) was silently cut by longproc-0.5k's thresholds."""
+    d = Difficulty(1, TIER_THRESHOLDS["longproc-0.5k"][1] + 1, None, 0, 1, 1, "x")
+    with pytest.raises(ValueError, match="no tier thresholds for preset 'Hard'"):
+        tier(d, "Hard")
+    assert tier(Problem((3, 4), 7, Rules.longproc(), preset="custom")) == "easy"  # a problem's own preset may be any
+
+
+def test_a_problem_whose_id_is_no_str_is_measured():
+    """An int id (a dataset's own, through Problem.from_dict) raised AttributeError ('int' has no 'rsplit')."""
+    assert difficulty(Problem((3, 4), 7, Rules.longproc(), id=5)) == measure(Problem((3, 4), 7, Rules.longproc()))
+
+
 def test_difficulty_rejects_non_problems():
     with pytest.raises(TypeError):
         difficulty((1, 2))  # type: ignore[arg-type]

@@ -147,15 +147,19 @@ def test_config_validation_and_errors() -> None:
         ({"rules": "tinyzero"}, "rules must be a Rules"),
         ({"max_attempts": 0}, "max_attempts must be >= 1"),
         ({"min_solutions": -1}, "min_solutions must be a non-negative int"),
+        ({"max_solutions": 0}, "max_solutions and max_search_nodes must be >= 1"),  # ran a million draws (~9 min)
+        ({"max_search_nodes": 0}, "max_solutions and max_search_nodes must be >= 1"),
         ({"name": 5}, "name must be a str"),
         ({"min_target": -10, "max_target": -1}, "no target in -10..-1 can be reached"),  # non-negative results
         ({"min_target": -10, "max_target": 0, "rules": Rules.longproc_positive()}, "no target in -10..0 can be reached"),
         ({"min_target": 2000, "max_target": 3000}, "no target in 2000..3000 can be reached"),  # value_limit 2000
+        # without use_all a target among the numbers would need no move, and such problems are never drawn: the range
+        # was allowed, and generate() ran its million draws (two minutes) before saying it found nothing
+        ({"min_target": 2000, "max_target": 3000, "min_value": 1, "max_value": 2500,
+          "rules": Rules.longproc().replace(use_all=False)}, "no target in 2000..3000 can be reached"),
     ):
         with pytest.raises(ValueError, match=message):
             GeneratorConfig(**kwargs)
-    # without use_all, a target may be one of the numbers: the same range is then allowed
-    GeneratorConfig(min_target=2000, max_target=3000, min_value=1, max_value=2500, rules=Rules.longproc().replace(use_all=False))
     for seed in ("abc", 1.5, None):
         with pytest.raises(TypeError, match="seed must be an int"):
             generate("longproc-0.5k", 1, seed=seed)  # type: ignore[arg-type]

@@ -85,6 +85,13 @@ def test_load_problems_caps_the_solver_time_per_row(tmp_path):
     assert is_solvable([3, 4, 5], 12, timeout=0.01)  # a quick answer is unaffected
 
 
+@pytest.mark.parametrize("timeout", [float("nan"), -1.0])
+def test_a_solver_timeout_of_nan_is_refused_not_read_as_no_limit(timeout):
+    """NaN made every deadline check false: the solver ran without a limit (seconds on a 7-number TinyZero row)."""
+    with pytest.raises(ValueError, match="timeout must be a number of seconds >= 0 or None"):
+        is_solvable([3, 7, 11, 13, 17, 19, 23], 99991, Rules.tinyzero(), timeout=timeout)
+
+
 def test_the_solver_time_cap_holds_on_rows_of_many_numbers():
     """A 22-number row took 11 s and 1.35 GiB, a 199-number one never ended: every split was built before the
     deadline was looked at. 20,000 numbers took 12 s and 10**6 never ended while the deadline was looked at only
@@ -95,6 +102,54 @@ def test_the_solver_time_cap_holds_on_rows_of_many_numbers():
         assert time.perf_counter() - start < 3, n
         assert [i.reason for i in loaded.issues] == ["timeout"], loaded.report()
         assert len(loaded.issues[0].message) < 200 and f"({n} numbers)" in loaded.issues[0].message
+
+
+def test_the_solver_time_cap_holds_without_use_all_and_a_target_out_of_range():
+    """Under rules that leave numbers unused the solver asks every sub-multiset, 2**n of them; a target no move can
+    make (0 under classic) was refused per part before the deadline was looked at: 22 numbers ran 20 s past 0.2 s."""
+    start = time.perf_counter()
+    loaded = load_problems([{"numbers": list(range(1, 23)), "target": 0, "rules": "classic"}], progress=False,
+                           solver_timeout=0.2)
+    assert time.perf_counter() - start < 3
+    assert [i.reason for i in loaded.issues] == ["timeout"], loaded.report()
+
+
+@pytest.mark.parametrize("line", [b'{"id": "a", "samples": Infinity, "correct": 1}', b'{"id": "a", "samples": 4, "correct": 1}\n\xff',
+                                  b'{"id": "a", "samples": 2.9, "correct": 1}', b'{"id": "a", "samples": true, "correct": true}'])
+def test_a_pass_rates_line_that_is_no_count_or_no_utf8_is_named(tmp_path, line):
+    """Infinity raised OverflowError and a bad byte UnicodeDecodeError (tracebacks); 2.9 samples read as 2 and true as 1."""
+    from countdown_gym.data.pass_rates import filter_by_pass_rate
+
+    (tmp_path / "rates.jsonl").write_bytes(line + b"\n")
+    with pytest.raises(SystemExit, match=r"rates.jsonl:\d: expected"):
+        filter_by_pass_rate([Problem((1, 2, 3), 6, id="a")], tmp_path / "rates.jsonl", 0.0, 1.0)
+
+
+def test_an_interrupted_pass_rates_write_keeps_the_old_file(tmp_path):
+    """The rows went straight into the file: Ctrl-C after the first left it holding that row only."""
+    from countdown_gym.data.pass_rates import write_pass_rates
+
+    class Interrupted(list):
+        def __len__(self):
+            raise KeyboardInterrupt
+
+    path, problems = tmp_path / "rates.jsonl", [Problem((1, 2, 3), 6, id="a"), Problem((1, 2, 3), 5, id="b")]
+    assert write_pass_rates(path, problems, [[True], [False, True]]) == 2
+    old = path.read_bytes()
+    with pytest.raises(KeyboardInterrupt):
+        write_pass_rates(path, problems, [[True, True], Interrupted()])
+    assert path.read_bytes() == old and [p.name for p in tmp_path.iterdir()] == ["rates.jsonl"]
+
+
+def test_verify_answers_a_value_too_long_for_str():
+    """The product of 320 fifteen-digit numbers (rules without a limit) has over 4,300 digits: verify() raised
+    Python's ValueError writing it into the message, as it did for a problem whose target is that long."""
+    big = "*".join(["100000000000007"] * 320)
+    problem = Problem((10**14 + 7,) * 320 + (0,), 5, Rules.classic())
+    for answer, reason in ((big, "wrong_value"), (f"({big})/0", "division_by_zero"), (f"0-({big})", "negative_result")):
+        v = verify(problem, f"<answer>{answer}</answer>")
+        assert v.reason == reason and "<a number of over 4300 digits>" in v.message, v
+    assert "over 4300 digits" in verify(Problem((1, 2), 10**5000), "<answer>1+2</answer>").message
 
 
 def test_one_bad_csv_cell_leaves_out_its_row_only(tmp_path):
@@ -125,6 +180,26 @@ def test_a_json_file_with_a_byte_order_mark_keeps_its_rows(tmp_path, suffix):
     path.write_bytes(b"\xef\xbb\xbf" + text.encode())
     loaded = load_problems(path, progress=False)
     assert loaded.rows == [0, 1] and not loaded.issues, loaded.report()
+
+
+def test_a_jsonl_byte_order_mark_on_a_line_of_its_own_is_no_row(tmp_path):
+    """A BOM followed by a line break (or a file of only a BOM) was reported as a malformed row 0."""
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf\r\n{"numbers": [3, 5, 7, 11], "target": 26}\r\n')
+    loaded = load_problems(path, progress=False)
+    assert loaded.rows == [0] and loaded.total_rows == 1 and not loaded.issues, loaded.report()
+    path.write_bytes(b"\xef\xbb\xbf")
+    assert load_problems(path, progress=False).total_rows == 0
+
+
+def test_a_json_file_of_several_lists_is_reported_not_read_in_part(tmp_path):
+    """{"train": [...], "test": [...]} read the train rows alone, and the test rows were lost without a word."""
+    path = tmp_path / "splits.json"
+    path.write_text(json.dumps({"train": [{"nums": [3, 4, 5], "target": 12}], "test": [{"nums": [1, 2, 3], "target": 6}]}))
+    loaded = load_problems(path, progress=False)
+    assert not loaded.problems and "several lists of rows ['train', 'test']" in loaded.issues[0].message, loaded.report()
+    path.write_text(json.dumps({"version": 1, "data": [{"nums": [3, 4, 5], "target": 12}]}))  # one list: its rows
+    assert load_problems(path, progress=False).rows == [0]
 
 
 def test_a_huge_target_is_reported_not_raised_and_its_line_stays_short():

@@ -72,6 +72,9 @@ def test_parquet_csv_and_datasets(tmp_path):
     (tmp_path / "t.csv").write_text('nums,target\n"[4, 6, 1]",24\n"[1, 2, 3]",1000\n')
     loaded = load_problems(tmp_path / "t.csv", progress=False)
     assert loaded.rows == [0] and loaded.issues[0].reason == "unsolvable"
+    for source in (tmp_path / "t.parquet", ds, TINYZERO_ROWS):  # split= was ignored: every row came back
+        with pytest.raises(ValueError, match="split='test' picks a split of a DatasetDict"):
+            load_problems(source, split="test", progress=False)
 
 
 def test_bad_sources():

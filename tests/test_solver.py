@@ -178,6 +178,18 @@ def test_solution_path() -> None:
     assert solution_path((1, 1, 1, 1), 24) is None
 
 
+def test_legal_moves_and_solution_path_of_numpy_numbers() -> None:
+    """reachable() takes numpy ints; legal_moves passed them on to the moves, so under rational rules a Fraction
+    built of numpy ints failed to hash (TypeError from fractions) and under integer rules the moves held np.int64."""
+    np = pytest.importorskip("numpy")
+    assert {m[3] for _, _, m in legal_moves(np.array([3, 5]), Rules.tinyzero())} == {8, 15, -2, 2, Fraction(3, 5),
+                                                                                   Fraction(5, 3)}
+    path = solution_path(np.array([3, 5, 7]), 2, Rules.tinyzero())
+    assert path is not None and all(type(x) in (int, Fraction) for a, _, b, r in path for x in (a, b, r))
+    assert verify(Problem((3, 5, 7), 2, Rules.tinyzero()), "<Solution>\n" + "\n".join(
+        f"{a} {op} {b} = {r}" for a, op, b, r in path) + "\n</Solution>").correct
+
+
 def test_legal_moves_and_successors() -> None:
     moves = list(legal_moves((6, 3), Rules.longproc()))
     assert [m for _, _, m in moves] == [(6, "+", 3, 9), (6, "*", 3, 18), (6, "-", 3, 3), (6, "/", 3, 2)]

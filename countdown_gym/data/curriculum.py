@@ -6,6 +6,7 @@ the process that samples (subprocess vector envs adapt a copy each).
 """
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -92,8 +93,8 @@ class Curriculum:
             if isinstance(start, bool) or not isinstance(start, int) or start <= last:
                 raise ValueError(f"schedule draws must be increasing ints from 0, got {start!r} after {last}")
             w = {check_tier(t): float(v) for t, v in weights.items()}
-            if any(v < 0 for v in w.values()):
-                raise ValueError(f"schedule weights must be >= 0, got {weights}")
+            if any(not 0 <= v < math.inf for v in w.values()):  # inf: inf / inf = NaN probabilities at the draw
+                raise ValueError(f"schedule weights must be finite and >= 0, got {weights}")
             empty = [t for t, v in w.items() if v > 0 and t not in self._present]
             if empty:
                 raise ValueError(f"the schedule draws from tiers {empty}, but the pool has no such problem")

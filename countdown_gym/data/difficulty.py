@@ -111,7 +111,7 @@ def split_labels(preset: str, split: str) -> tuple[Difficulty, ...]:
 
 def _shipped(problem: Problem) -> Difficulty | None:
     """The shipped label of a frozen-split problem (found by its id ``<preset>/<split>/<index>``), else ``None``."""
-    parts = (problem.id or "").rsplit("/", 2)
+    parts = (problem.id if isinstance(problem.id, str) else "").rsplit("/", 2)  # a row's own id may be any value
     if len(parts) != 3 or parts[0] not in SPLIT_SPEC or parts[1] not in SPLITS or not parts[2].isdigit():
         return None
     problems = split_problems(parts[0], parts[1])
@@ -134,6 +134,8 @@ def difficulty(problem: Problem) -> Difficulty:
 def tier(item: Problem | Difficulty, preset: str | None = None) -> str:
     """The tier of a problem or its :class:`Difficulty`, by the thresholds of ``preset``, else the problem's own
     preset, else :data:`DEFAULT_TIER_PRESET`."""
+    if preset is not None and preset not in TIER_THRESHOLDS:  # a typo would silently cut by the default's thresholds
+        raise ValueError(f"no tier thresholds for preset {preset!r}; choose one of {sorted(TIER_THRESHOLDS)}")
     if isinstance(item, Problem):
         preset = preset or item.preset
         item = difficulty(item)

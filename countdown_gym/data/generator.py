@@ -53,6 +53,8 @@ class GeneratorConfig:
             value = getattr(self, what)
             if value is not None and (not is_int(value) or value < 0):
                 bad(f"{what} must be a non-negative int or None, got {value!r}")
+        if 0 in (self.max_solutions, self.max_search_nodes):  # no problem passes: each drawn is solved and needs a move
+            bad("max_solutions and max_search_nodes must be >= 1 (every problem drawn has a solution and a move)")
         if not isinstance(self.rules, Rules):
             bad(f"rules must be a Rules (e.g. Rules.preset('tinyzero')), got {type(self.rules).__name__} {self.rules!r}")
         if self.max_attempts < 1:
@@ -66,9 +68,7 @@ class GeneratorConfig:
         if self.min_target > self.max_target:
             bad(f"need min_target <= max_target, got {self.min_target}..{self.max_target}")
         lowest, limit = self.rules.result_range()  # a move's result r is legal iff lowest <= r < limit
-        if (self.max_target < lowest or self.min_target >= limit) and (
-            self.rules.use_all or self.max_target < self.min_value or self.min_target > self.max_value
-        ):
+        if self.max_target < lowest or self.min_target >= limit:  # a target among the numbers is never drawn either
             bad(f"no target in {self.min_target}..{self.max_target} can be reached under the rules {self.rules}")
         for what in ("solutions", "search_nodes"):
             lo, hi = getattr(self, f"min_{what}"), getattr(self, f"max_{what}")

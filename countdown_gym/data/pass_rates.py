@@ -6,6 +6,7 @@ one, ``baselines/llm_grpo.py --train-pass-rates`` keeps the problems whose rate 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,9 +17,14 @@ def write_pass_rates(path: str | Path, problems: Sequence[Problem], correct: Seq
     """Write one row per problem (``correct[i]``: each sample's success) and return the number of rows."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as f:
-        for p, ok in zip(problems, correct, strict=True):
-            f.write(json.dumps({"id": p.id, "samples": len(ok), "correct": sum(ok)}) + "\n")
+    text = "".join(json.dumps({"id": p.id, "samples": len(ok), "correct": sum(ok)}) + "\n"
+                   for p, ok in zip(problems, correct, strict=True))
+    tmp = out.with_name(out.name + ".tmp")  # written aside and renamed: Ctrl-C leaves the old file or the new one
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
     return len(problems)
 
 
@@ -27,15 +33,17 @@ def filter_by_pass_rate(problems: Sequence[Problem], path: str | Path, low: floa
     row or an unknown problem is a ``SystemExit`` naming the line."""
     ids = {p.id for p in problems}
     rates: dict[str, float] = {}
-    with open(path, encoding="utf-8") as f:
+    with open(path, "rb") as f:  # json.loads of bytes: a line that is not UTF-8 is a ValueError naming the line
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
-                pid, samples, correct = str(row["id"]), int(row["samples"]), int(row["correct"])
+                pid, samples, correct = str(row["id"]), row["samples"], row["correct"]
+                if not all(type(x) is int for x in (samples, correct)):  # not int(): 2.9 -> 2, true -> 1, inf raised
+                    raise TypeError("samples and correct must be whole numbers")
             except (ValueError, KeyError, TypeError) as exc:
-                raise SystemExit(f"{path}:{n}: expected {{'id', 'samples', 'correct'}}, got {line.strip()[:80]!r} ({exc})") from None
+                raise SystemExit(f"{path}:{n}: expected {{'id', 'samples', 'correct'}}, got {line.strip()[:80].decode(errors='replace')!r} ({exc})") from None
             if pid not in ids:
                 raise SystemExit(f"{path}:{n}: problem {pid!r} is not in the training split of this preset")
             if samples < 1 or not 0 <= correct <= samples:

@@ -129,6 +129,9 @@ def _json_file_rows(path: Path) -> list[Any]:
         return [_BadRow(f"not JSON: {str(exc)[:120] if not isinstance(exc, RecursionError) else 'nested too deeply'}")]
     if isinstance(data, Mapping):  # one row, or {"data": [...]} (a single split)
         is_row = bool({"numbers", "nums", "reward_model"} & set(data))
+        lists = [k for k, v in data.items() if isinstance(v, list)]
+        if not is_row and len(lists) > 1:  # {"train": [...], "test": [...]}: reading the first alone lost the rest
+            return [_BadRow(f"the .json file holds several lists of rows {lists[:5]}, not one; split it into files")]
         data = [data] if is_row else next((v for v in data.values() if isinstance(v, list)), [data])
     if not isinstance(data, list):
         return [_BadRow(f"the .json file holds {type(data).__name__} {str(data)[:40]!r}, not a list of rows")]
@@ -185,7 +188,7 @@ def _jsonl_rows(path: Path) -> Iterable[Any]:
     """One row per non-blank line; a line that is not UTF-8 or not JSON is a :class:`_BadRow` (reported, skipped)."""
     with path.open("rb") as f:
         for i, raw in enumerate(f):
-            if not raw.strip():
+            if not (raw.removeprefix(b"\xef\xbb\xbf") if i == 0 else raw).strip():  # a BOM alone is no row either
                 continue
             rows = [_jsonl_row(raw, i == 0)]
             if isinstance(rows[0], _BadRow) and b"\r" in raw.rstrip(b"\r\n"):  # line breaks written as CR alone?
@@ -218,6 +221,8 @@ def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
         if not stat.S_ISREG(mode):  # a FIFO or a device is never opened: it would block or never end
             kind = "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
             raise ValueError(f"{path} is {kind}, not a file of rows {list(FILE_SUFFIXES)} or a datasets folder")
+        if split is not None:  # it was ignored: every row of the file was read
+            raise ValueError(f"split={split!r} picks a split of a DatasetDict; {path} is one file of rows")
         return _read_file(path), None
     if isinstance(source, Mapping) and source and all(hasattr(v, "column_names") for v in source.values()):  # a DatasetDict
         names = list(source.keys())
@@ -228,6 +233,8 @@ def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
         if split not in names:
             raise ValueError(f"no split {split!r}; the dataset has {names}")
         source = source[split]
+    elif split is not None:
+        raise ValueError(f"split={split!r} picks a split of a DatasetDict; a {type(source).__name__} has none")
     if hasattr(source, "to_dict") and hasattr(source, "iterrows"):  # a pandas DataFrame
         return source.to_dict("records"), len(source)
     if isinstance(source, (str, bytes, Mapping)) or not isinstance(source, Iterable):

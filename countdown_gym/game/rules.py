@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -221,8 +222,12 @@ def normalize(x: Number) -> Number:
 
 
 def format_number(x: Number) -> str:
-    """``"37"`` or ``"3/2"``: the package's text form of a number (a whole ``Fraction`` or a numpy int: ``"4"``)."""
-    return str(x)
+    """``"37"`` or ``"3/2"``: the package's text form of a number (a whole ``Fraction`` or a numpy int: ``"4"``); one
+    past Python's ``str()`` digit limit (``sys.get_int_max_str_digits()``, 4,300): ``"<a number of over 4300 digits>"``."""
+    try:
+        return str(x)
+    except ValueError:  # str() refuses it: a product of a few hundred puzzle numbers under rules without a limit
+        return f"<a number of over {sys.get_int_max_str_digits()} digits>"
 
 
 def transition_record(state: Sequence[Number], move: tuple[Any, ...], next_state: Sequence[Number] | None,

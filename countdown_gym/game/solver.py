@@ -23,6 +23,8 @@ def canonical(state: Iterable[Number]) -> tuple[Number, ...]:
 def legal_moves(state: Sequence[Number], rules: Rules) -> Iterator[tuple[int, int, Move]]:
     """Every legal move from ``state``: ``(i, j, (a, op, b, result))`` with ``a = state[i]``. Per pair ``i < j``:
     ``x + y``, ``x * y``, ``x - y``, ``y - x``, ``x / y``, ``y / x`` (the reversed ones only when ``x != y``)."""
+    if not all(type(x) is int or type(x) is Fraction for x in state):  # numpy ints: as Python ints, as reachable()
+        state = [x if isinstance(x, Fraction) else operator.index(x) for x in state]
     results = rules.legal_results
     n = len(state)
     for i in range(n):
@@ -99,6 +101,8 @@ def reachable(state: Iterable[Number], target: Number, rules: Rules | None = Non
     t = target if isinstance(target, Fraction) else operator.index(target)
     if timeout is None:
         return _oracle(rules).reachable(st, t)
+    if not timeout >= 0:  # NaN: every deadline check false, no limit at all
+        raise ValueError(f"timeout must be a number of seconds >= 0 or None, got {timeout!r}")
     outer = getattr(DEADLINE, "at", None)
     DEADLINE.at = time.monotonic() + timeout if outer is None else min(outer, time.monotonic() + timeout)
     try:

@@ -181,8 +181,8 @@ def _final(problem: Problem, rules: Rules, fmt: str, steps: tuple[Move, ...], va
     if not rules.wins(value, 1 + unused, problem.target):  # the answer's value, beside the numbers it left unused
         if not rules.may_leave(unused):
             return no("unused_numbers", f"numbers not used: {sorted(left.elements())}; every number must be used once")
-        return no("wrong_value", f"the answer evaluates to {format_number(value)}, not the target {problem.target}")
-    return Verdict(True, "ok", f"reaches {problem.target}", steps, fmt, value, numbers_used)
+        return no("wrong_value", f"the answer evaluates to {format_number(value)}, not the target {format_number(problem.target)}")
+    return Verdict(True, "ok", f"reaches {format_number(problem.target)}", steps, fmt, value, numbers_used)
 
 
 _NUM_INT = r"(-?[0-9]+)"
