@@ -10,7 +10,7 @@ import countdown_gym  # noqa: F401  (registers the environments)
 from countdown_gym import Problem, Rules, load_split, verify
 from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
 from countdown_gym.game.compact_trace import CompactTraceConfig
-from countdown_gym.game.turn_format import format_move, parse_turn, turn_prompt
+from countdown_gym.game.turn_format import format_move, parse_turn, tool_prompt, turn_prompt
 from countdown_gym.game.turn_game import UNDO_MOVE, TurnEpisode, replay_turns, turn_replay
 from countdown_gym.game.turn_trace import conversation, turn_trace
 from countdown_gym.rewards.terms import perfect_moves, reachable_moves
@@ -165,6 +165,18 @@ def test_instruct_prompt_names_the_rules_and_the_grammar() -> None:
     assert "46" in text and "[21,16,17,26]" in text and "undo" in text and "16 turns" in text
     env = CountdownMultiTurnEnv(problems=[P], prompt="instruct")
     assert env.reset(seed=0)[0] == text.rstrip("\n")
+
+
+def test_the_prompts_state_the_win_of_the_rules() -> None:
+    """Under classic rules a result equal to the target wins with numbers left over (the game answers 'solved');
+    the instruct and tool prompts said only 'the last number is the target'."""
+    classic = Problem((25, 50, 75, 100, 3, 6), 100 + 3, Rules.classic())
+    for text in (turn_prompt(classic, "instruct"), tool_prompt(classic)):
+        assert "'solved' when a result is the target" in text
+    assert "'solved' when the last number is the target" in turn_prompt(P, "instruct")
+    assert "'solved' when the last number is the target" in tool_prompt(P)
+    ep = TurnEpisode(classic)
+    assert ep.play("100+3").marks == ("solved",)
 
 
 @pytest.mark.parametrize("config", [CompactTraceConfig(), CompactTraceConfig(dead_ends=(1, 0)),

@@ -123,7 +123,7 @@ def turn_prompt(problem: Problem, style: str = "compact", max_turns: int | None 
         _puzzle(problem) +
         "Play one move per turn: write only 'a op b' with two numbers you have and op one of + - * /, e.g. "
         f"'{format_move(*_example_move(problem))}'. The game computes the result and answers '= result [numbers now]'. "
-        "It answers 'solved' when the last number is the target, and 'miss' when the last number is not "
+        f"It answers 'solved' when {_win(problem)} is the target, and 'miss' when the last number is not "
         f"the target. Write 'undo' to take back your last move, 'give up' to stop. {_ILLEGAL}{budget}\n"
     )
 
@@ -142,10 +142,15 @@ def tool_prompt(problem: Problem, max_turns: int | None = None) -> str:
         _puzzle(problem) +
         "Play with the tools, one move per call: move(a, op, b) combines two numbers you have, with op one of "
         f"+ - * / (e.g. move({a}, \"+\", {b})). The game computes the result and answers "
-        "'= result [numbers now]', ending with 'solved' when the last number is the target and 'miss' when "
+        f"'= result [numbers now]', ending with 'solved' when {_win(problem)} is the target and 'miss' when "
         "the last number is not. undo() takes back your last move, give_up() stops, numbers() shows the numbers "
         f"in play. {_ILLEGAL}{budget}"
     )
+
+
+def _win(problem: Problem) -> str:
+    """What must be the target to win: the last number, or any result where numbers may stay unused."""
+    return "the last number" if problem.rules.use_all else "a result"
 
 
 _ILLEGAL = "An illegal move is answered 'error <reason> [numbers]' and changes nothing."
