@@ -145,6 +145,9 @@ def test_problem_from_dict_errors_name_the_field() -> None:
         Problem.from_dict({"numbers": [1, 2], "target": 3, "rules": 7})
     with pytest.raises(TypeError, match="Problem.numbers must be a sequence of ints"):
         Problem.from_dict({"numbers": 5, "target": 3})
+    for unordered in ({1: "a", 2: "b"}, {1, 2}, frozenset({1, 2})):  # a dict's keys were taken silently
+        with pytest.raises(TypeError, match="Problem.numbers must be a sequence of ints"):
+            Problem(unordered, 3)  # type: ignore[arg-type]
     assert Problem.from_dict({"numbers": [1, 2], "target": 3}).numbers == (1, 2)
 
 

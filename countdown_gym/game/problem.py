@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,7 @@ class Problem:
     search_nodes: int | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        if isinstance(self.numbers, (str, bytes)) or not hasattr(self.numbers, "__iter__"):
+        if isinstance(self.numbers, (str, bytes, Set, Mapping)) or not hasattr(self.numbers, "__iter__"):  # ordered
             raise TypeError(f"Problem.numbers must be a sequence of ints, got {self.numbers!r}")
         numbers = tuple(_check_int(x, "every number") for x in self.numbers)
         if len(numbers) < 1:
