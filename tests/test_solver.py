@@ -199,3 +199,12 @@ def test_legal_moves_and_successors() -> None:
     nxt = dict(successors((2, 3), Rules.tinyzero()))
     assert nxt[(2, "/", 3, Fraction(2, 3))] == (Fraction(2, 3),)
     assert len(nxt) == 6  # + * and both orders of - and /
+
+
+def test_reachable_values_refuses_a_float_as_reachable_does() -> None:
+    """reachable_values read 0.1 as its exact binary fraction (3602879701896397/36028797018963968) where reachable
+    refuses a float; both now take ints, numpy ints and Fractions only."""
+    for ask in (lambda s: reachable_values(s), lambda s: reachable(s, 1)):
+        with pytest.raises(TypeError):
+            ask((0.1, 2))
+    assert reachable_values((Fraction(1, 2), 2), RULES["tinyzero"]) >= {Fraction(5, 2), 4, 1}

@@ -125,7 +125,7 @@ def clear_cache() -> None:
 def reachable_values(numbers: Iterable[Number], rules: Rules | None = None) -> frozenset[Number]:
     """Every target the numbers can make under ``rules`` (memoised; cheap for up to 5 numbers)."""
     oracle = _oracle(rules)
-    st = tuple(to_q(x) for x in sorted(numbers))
+    st = tuple(to_q(x if isinstance(x, Fraction) else operator.index(x)) for x in sorted(numbers))  # as reachable
     if not st:
         return frozenset()
     vals: set[Q] = set()
