@@ -72,7 +72,8 @@ PLAIN = "plain"
 class Verdict:
     """The outcome of verifying one completion: ``correct``, ``reason`` (a key of :data:`REASONS`), ``message``, the
     checked ``steps`` ``(a, op, b, result)``, ``answer_format`` (``"answer_tag"``, ``"solution_block"``, ``"plain"``
-    or ``None``), the exact ``value`` (``None`` if not computed) and the puzzle ``numbers_used`` (sorted)."""
+    or ``None``), the exact ``value`` (``None`` if not computed) and ``numbers_used`` (sorted): an expression's
+    every literal, a step list's puzzle numbers before its first error."""
 
     correct: bool
     reason: str
