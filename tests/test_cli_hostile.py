@@ -164,7 +164,8 @@ def test_submit_refuses_an_sb3_model_that_is_not_a_file_without_opening_it(kind,
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["leaderboard", "--help"], ["audit", "--help"],
                                   ["leaderboard", "check", "--dir", str(ROOT / "leaderboard")]])
 def test_standard_output_that_cannot_be_written_is_one_error_line(argv, tmp_path):
-    """``> /dev/full`` was a traceback (OSError) from print; a pipe the reader closed (``| head``) exits quietly."""
+    """``> /dev/full`` was a traceback (OSError) from print; a pipe the reader closed (``| head``) exits quietly with
+    141 (128 + SIGPIPE, as a shell reports a Unix tool stopped so), not 0: a run cut short is no success."""
     with open("/dev/full", "w") as full:
         r = subprocess.run([sys.executable, "-m", "countdown_gym", *argv], stdout=full, stderr=subprocess.PIPE,
                            text=True, cwd=ROOT, timeout=120)
@@ -174,4 +175,4 @@ def test_standard_output_that_cannot_be_written_is_one_error_line(argv, tmp_path
                          cwd=ROOT)
     p.stdout.close()  # the reader is gone before the first line
     err = p.stderr.read().decode()
-    assert p.wait(120) == 0 and "Traceback" not in err and "Exception ignored" not in err, err
+    assert p.wait(120) == 141 and "Traceback" not in err and "Exception ignored" not in err, err

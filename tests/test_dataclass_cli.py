@@ -214,7 +214,7 @@ def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_help_into_a_pipe_closed_early_exits_quietly() -> None:
-    """``script --help | head -1``: no BrokenPipeError traceback, exit code 0."""
+    """``script --help | head -1``: no BrokenPipeError traceback, exit code 141 (128 + SIGPIPE), as for any output."""
     import subprocess
     import sys
 
@@ -226,7 +226,7 @@ def test_help_into_a_pipe_closed_early_exits_quietly() -> None:
     assert proc.stdout is not None and proc.stdout.readline().startswith(b"usage: demo")
     proc.stdout.close()  # as head does after its line
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0 and b"Traceback" not in err, err.decode()
+    assert proc.returncode == 141 and b"Traceback" not in err, err.decode()
 
 
 @pytest.mark.parametrize(
@@ -402,6 +402,21 @@ def test_run_script_turns_a_ctrl_c_into_one_line_and_130(capsys: pytest.CaptureF
     with pytest.raises(SystemExit) as exc:
         run_script(pressed)
     assert exc.value.code == 130 and capsys.readouterr().err.strip().endswith(": interrupted")
+
+
+def test_run_script_stopped_by_a_closed_pipe_exits_141_not_0() -> None:
+    """``python train.py | head``: the run stops when head leaves; it was exit code 0, a success it was not."""
+    import subprocess
+    import sys
+
+    code = ("from countdown_gym.dataclass_cli import run_script\n"
+            "def main():\n    for i in range(10**6):\n        print('step', i, flush=True)\n    return 0\n"
+            "run_script(main)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"step 0\n"
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 141 and not err, err.decode()
 
 
 def test_run_script_turns_an_os_error_into_one_line_and_1(capsys: pytest.CaptureFixture[str]) -> None:

@@ -34,7 +34,7 @@ from tyro.constructors import (
 # tyro's own dataclass rule, whose help text _dataclass_help replaces
 from tyro.constructors._struct_spec_dataclass import dataclass_rule
 
-from countdown_gym.dataclass_cli.output import guarded
+from countdown_gym.dataclass_cli.output import EXIT_PIPE_CLOSED, guarded
 
 T = TypeVar("T")
 
@@ -336,7 +336,7 @@ def _cli(cls: type[T], argv: Sequence[str] | None, prog: str | None, description
         usage_error(str(exc), prog=prog)
     except BrokenPipeError:  # `--help | head` closed the pipe: exit quietly, as a Unix tool does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes at exit
-        raise SystemExit(0) from None
+        raise SystemExit(EXIT_PIPE_CLOSED) from None
     except SystemExit as exc:
         if exc.code != 2:
             raise
