@@ -106,6 +106,19 @@ def test_metrics_log_jsonl_and_no_write(tmp_path: Path) -> None:
     assert quiet.rows == [{"step": 1}] and not (tmp_path / "other.csv").exists()
 
 
+@pytest.mark.parametrize("name", ["metrics.csv", "log.jsonl"])
+def test_metrics_log_reads_the_log_once_on_resume(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resume read the whole log twice (to truncate it, then again for its rows): a long run's log, twice."""
+    log = MetricsLog(tmp_path / name)
+    for s in (1, 2, 3):
+        log.append({"step": s, "loss": 1 / s})
+    reads: list[Path] = []
+    read = runs._rows_upto
+    monkeypatch.setattr(runs, "_rows_upto", lambda path, *a: reads.append(path) or read(path, *a))
+    assert [r["step"] for r in MetricsLog(tmp_path / name, resume_step=2).rows] == [1, 2] and len(reads) == 1
+    assert [r["step"] for r in MetricsLog(tmp_path / name, resume_step=2, write=False).rows] == [1, 2] and len(reads) == 2
+
+
 def test_truncate_rows_of_a_foreign_csv(tmp_path: Path) -> None:
     path = tmp_path / "progress.csv"
     path.write_text("time/total_timesteps,loss\n64,1\n128,2\n,3\n192,4\n")

@@ -236,18 +236,20 @@ def _rows_upto(path: Path, step: float, key: str) -> tuple[list[str] | None, lis
                     if not isinstance(r, Mapping) or (s := _step_of(r, key)) is None or s <= step]
 
 
-def truncate_rows(path: str | os.PathLike[str], step: float, key: str = "step") -> None:
+def truncate_rows(path: str | os.PathLike[str], step: float, key: str = "step") -> list[tuple[Any, Any]]:
     """Drop the rows of a CSV or JSON-lines log whose ``key`` is past ``step`` (a resume redoes them); rows without
     that column are kept. For logs written by other libraries too (SB3's ``progress.csv``). Anything but a regular file
-    is left alone, never opened (see :func:`not_regular`); a CSV that is not UTF-8 exits naming it."""
+    is left alone, never opened (see :func:`not_regular`); a CSV that is not UTF-8 exits naming it. Returns the rows
+    kept, as ``(raw, row)`` pairs (none for a file that is not there)."""
     path = Path(path)
     if not path.is_file():
-        return
+        return []
     header, kept = _rows_upto(path, step, key)
     if header is None:
         write_text_atomic(path, "".join(line + "\n" for line, _ in kept))
     elif key in header:
         write_text_atomic(path, _csv([header, *(cells for cells, _ in kept)]))
+    return kept
 
 
 class MetricsLog:
@@ -272,8 +274,9 @@ class MetricsLog:
                 self.path.unlink(missing_ok=True)
             return
         if write:
-            truncate_rows(self.path, resume_step, step)
-        kept = _rows_upto(self.path, resume_step, step)[1] if self.path.is_file() else []
+            kept = truncate_rows(self.path, resume_step, step)
+        else:
+            kept = _rows_upto(self.path, resume_step, step)[1] if self.path.is_file() else []
         self.rows = [r for raw, r in kept if raw and isinstance(r, dict)]  # raw: a blank CSV line has no cells
         for r in self.rows:
             self._columns += [k for k in r if k not in self._columns]
