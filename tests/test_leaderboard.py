@@ -395,6 +395,21 @@ def test_score_and_check_commands(good, tmp_path, capsys):
     assert "pass@1 1.000" in capsys.readouterr().out
 
 
+def test_standard_output_closed_while_scoring_exits_141(good, monkeypatch, capsys):
+    """The error line for an unwritable --out (an OSError) must not swallow standard output's own failure: a pipe
+    closed by its reader (| head) gave 'error: Broken pipe' and 1, not the quiet 141 of every command."""
+    import errno
+    import io
+    import sys
+
+    class Closed(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", Closed())
+    assert lb_main(["score", "--no-progress", str(good)]) == 141 and capsys.readouterr().err == ""
+
+
 def test_cli_usage(capsys):
     assert cli_main([]) == 2
     assert cli_main(["--help"]) == 0

@@ -260,6 +260,12 @@ def _command(name: str, cls: type, body: Callable[..., int]) -> tuple[str, Calla
                     usage_error(str(e), prog=prog)
                 print(f"{prog}: error: {e}", file=sys.stderr)
                 return 1
+            except dataclass_cli.OutputError:  # standard output: dataclass_cli.run's (a closed pipe: 141)
+                raise
+            except OSError as e:  # a full disk, an output that cannot be written
+                where = e.filename or getattr(options, "out", None)
+                print(f"{prog}: error: {e.strerror or e}{f': {where}' if where else ''}", file=sys.stderr)
+                return 1
 
         return dataclass_cli.run(cls, rest, guarded, prog=prog, description=f"{cls.__doc__}\n\n{EXIT_CODES}")
 
