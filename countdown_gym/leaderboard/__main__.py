@@ -193,7 +193,7 @@ def cmd_check(args: CheckOptions) -> int:
     for path, data in board.items():
         if not path.is_file():
             problems.append(f"{path} is missing; run countdown-gym leaderboard score")
-        elif (path.read_bytes() if isinstance(data, bytes) else path.read_text(encoding="utf-8")) != data:
+        elif (path.read_bytes() if isinstance(data, bytes) else path.read_text(encoding="utf-8", errors="replace")) != data:
             problems.append(f"{path} is stale (it differs from the re-scored submissions); run countdown-gym "
                             "leaderboard score")
     for p in problems:
