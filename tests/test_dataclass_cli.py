@@ -477,6 +477,20 @@ def test_written_aside_puts_the_old_folder_back_when_the_new_one_cannot_take_its
         (tmp / "y").write_text("2")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best"] and (folder / "x").read_text() == "1"
 
+    def interrupted_after(when):  # the Ctrl-C lands as a rename returns: after the first, the folder was gone (only
+        def rename(src, dst):     # best.old left); after the second, an OSError hid it
+            replace(src, dst)
+            if str(src).endswith(when):
+                raise KeyboardInterrupt
+        return rename
+
+    for when, kept in (("best", "x"), (".tmp", "y")):
+        monkeypatch.setattr(os, "replace", interrupted_after(when))
+        with pytest.raises(KeyboardInterrupt), written_aside(folder) as tmp:
+            tmp.mkdir()
+            (tmp / "y").write_text("2")
+        assert [p.name for p in folder.iterdir()] == [kept]  # the old folder or the new one
+
 
 def test_run_script_turns_safetensors_io_errors_into_one_line_but_not_other_errors(capsys) -> None:
     """safetensors raises its own type for a full disk (an SFT save on a full tmpfs was a 20-line traceback)."""

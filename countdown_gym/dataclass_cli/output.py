@@ -161,13 +161,13 @@ def written_aside(path: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         yield tmp
         swap = tmp.is_dir() and path.is_dir() and not path.is_symlink()
-        if swap:
-            _remove(old)
-            os.replace(path, old)
         try:
-            os.replace(tmp, path)
-        except BaseException:
             if swap:
+                _remove(old)
+                os.replace(path, old)
+            os.replace(tmp, path)
+        except BaseException:  # a Ctrl-C even between the two renames: the old folder is put back
+            if swap and old.is_dir() and not os.path.lexists(path):
                 os.replace(old, path)
             raise
     finally:
