@@ -159,6 +159,9 @@ def test_a_log_that_is_not_utf8_is_one_error_naming_it(tmp_path: Path) -> None:
         truncate_rows(path, 64, "time/total_timesteps")
     with pytest.raises(SystemExit, match=r"progress.csv is not UTF-8 text"):
         MetricsLog(path, step="time/total_timesteps", resume_step=64, write=False)
+    path.write_bytes(b"\0" * 200_000)  # what a crash may leave: NUL bytes, valid UTF-8 (was a csv.Error traceback)
+    with pytest.raises(SystemExit, match=r"progress.csv is not CSV \(field larger than field limit"):
+        truncate_rows(path, 64, "time/total_timesteps")
 
 
 def test_plot_curves(tmp_path: Path) -> None:

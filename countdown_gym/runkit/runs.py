@@ -210,8 +210,8 @@ def _rows_upto(path: Path, step: float, key: str) -> tuple[list[str] | None, lis
     """The CSV's header (None for JSON lines) and the rows of the log at ``path`` (a regular file) whose ``key`` is not
     past ``step`` (rows without it kept), as ``(raw, row)``: a JSON line and its value, or a CSV row's cells and its
     dict (numbers read back as numbers). A cut-off last JSON line (what a kill during an append leaves) is dropped;
-    any other line that is not JSON is a ``ValueError`` naming the file and the line; a CSV that is not UTF-8 exits
-    naming it."""
+    any other line that is not JSON is a ``ValueError`` naming the file and the line; a CSV that is not UTF-8 (or that
+    ``csv`` cannot read) exits naming it."""
     header, rows = None, []
     if path.suffix == ".jsonl":
         lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
@@ -231,6 +231,9 @@ def _rows_upto(path: Path, step: float, key: str) -> tuple[list[str] | None, lis
         except UnicodeDecodeError as exc:
             raise SystemExit(f"{path} is not UTF-8 text (byte {exc.start}), not a log this run wrote; fix or delete "
                              "it, or use another directory") from None
+        except csv.Error as exc:  # e.g. a file a crash left full of NUL bytes: one field past csv's size limit
+            raise SystemExit(f"{path} is not CSV ({exc}), not a log this run wrote; fix or delete it, or use another "
+                             "directory") from None
         rows = [(r, {k: _value(v) for k, v in zip(header, r, strict=False)}) for r in cells]
     return header, [(raw, r) for raw, r in rows
                     if not isinstance(r, Mapping) or (s := _step_of(r, key)) is None or s <= step]
