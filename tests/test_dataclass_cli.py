@@ -6,9 +6,10 @@ import dataclasses
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
+import tyro
 
 from countdown_gym.dataclass_cli import (
     changed_options,
@@ -79,6 +80,21 @@ def test_bool_syntaxes(argv: list[str], value: bool) -> None:
 def test_bool_default_true_can_be_switched_off() -> None:
     assert parse(Demo, ["--no-progress"]).progress is False
     assert parse(Demo, ["--progress", "false"]).progress is False
+
+
+def test_a_bool_flag_before_a_positional_argument_leaves_it_alone() -> None:
+    """``countdown-gym audit --check fn`` was a usage error (``--check: expected true/false, got 'fn'``): the bool
+    flag took the positional argument as its value. Only a true/false word is its value when positionals follow."""
+
+    @dataclass
+    class Files:
+        files: Annotated[tuple[str, ...], tyro.conf.Positional] = ()
+        check: bool = False
+        bf16: bool | None = None
+
+    assert parse(Files, ["--check", "a.jsonl", "b"]) == Files(("a.jsonl", "b"), True)
+    assert parse(Files, ["--check", "no", "--bf16", "auto", "a"]) == Files(("a",), False, None)
+    assert parse(Files, ["--bf16", "a", "--check"]) == Files(("a",), True, True)
 
 
 @pytest.mark.parametrize(
