@@ -252,6 +252,7 @@ def test_help_into_a_pipe_closed_early_exits_quietly() -> None:
         Demo(name="a b", steps=7, lr=2e-4, resume=True, progress=False, bf16=False, sizes=(3,), arch=[8, 16, 32],
              dead_ends=(2, 0), extra={"top_p": 0.95, "k": [1, 2]}, mode="slow", rules="classic", out="runs/x y"),
         Demo(bf16=True, name="100% free", sizes=(), rules=None),
+        Demo(name="-x", out="--o", rules="-r", lr=-0.5),  # a value that starts like a flag: was "--name -x", unreadable
     ],
 )
 def test_to_argv_round_trips(demo: Demo) -> None:

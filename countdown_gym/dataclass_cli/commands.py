@@ -495,5 +495,6 @@ def to_argv(instance: Any, *, skip: Collection[str] = ()) -> list[str]:
         elif isinstance(value, (tuple, list)):
             argv += [flag.name, *(_show(v) for v in value)] if value else [flag.name + "="]
         else:
-            argv += [flag.name, json.dumps(value) if isinstance(value, dict) else str(value)]
+            text = json.dumps(value) if isinstance(value, dict) else str(value)
+            argv += [f"{flag.name}={text}"] if text.startswith("-") else [flag.name, text]  # "-x" would read as a flag
     return argv
