@@ -152,6 +152,16 @@ def test_a_fifo_or_folder_in_a_run_is_refused_never_opened(tmp_path: Path) -> No
     assert (out / "summary.json").read_text() == "{}\n" and not (out / "summary.json.tmp").exists()
 
 
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_kept(tmp_path: Path) -> None:
+    """A .run.lock link (planted in a shared folder) was opened through: its target was emptied and given the pid."""
+    (tmp_path / "r").mkdir()
+    (tmp_path / "precious.txt").write_text("data\n")
+    (tmp_path / "r" / runs.LOCK_FILE).symlink_to(tmp_path / "precious.txt")
+    with pytest.raises(SystemExit, match=r"\.run\.lock is a link, not a lock file; delete it"):
+        prepare_run(tmp_path / "r", "--out", Opts(), resume=False)
+    assert (tmp_path / "precious.txt").read_text() == "data\n"
+
+
 def test_a_log_that_is_not_utf8_is_one_error_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "progress.csv"
     path.write_bytes(b"time/total_timesteps\n64\n\xff\xfe\n")

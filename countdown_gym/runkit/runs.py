@@ -78,7 +78,7 @@ def hold_directory(out: Path, instead: str) -> None:
     except ImportError:  # not on POSIX
         return
     path = out / LOCK_FILE
-    if (kind := not_regular(path)) is not None:
+    if (kind := "a link" if path.is_symlink() else not_regular(path)) is not None:  # a link's target would be emptied
         raise SystemExit(f"{path} is {kind}, not a lock file; delete it")
     try:
         lock = path.open("a+")  # noqa: SIM115 - open until the process ends: that is the lock
