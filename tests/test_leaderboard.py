@@ -184,6 +184,9 @@ def test_writer_refuses_answers_that_do_not_fit_the_split(problems, tmp_path):
         write_submission(tmp_path / "x.jsonl", preset=PRESET, split=SPLIT, answers=answers, **META)
     by_id = {p.id: "<answer>1</answer>" for p in problems}
     assert read_submission(write_submission(tmp_path / "y.jsonl", preset=PRESET, split=SPLIT, answers=by_id, **META))
+    with pytest.raises(ValueError, match=r"claimed_correct for tinyzero/validation/0: each value must be True or False"):
+        write_submission(tmp_path / "z.jsonl", preset=PRESET, split=SPLIT, answers=by_id, **META,
+                         claimed_correct=[["false"]] * len(problems))  # was written as true: bool("false")
 
 
 # ---- tampered and bad input -----------------------------------------------------------------------
