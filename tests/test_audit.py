@@ -12,6 +12,7 @@ from countdown_gym import Problem, Rules, verify
 from countdown_gym.cli import main as cli_main
 from countdown_gym.cli.audit import (
     AuditError,
+    Outcome,
     corpus_path,
     load_exploits,
     main,
@@ -255,6 +256,28 @@ def test_a_ctrl_c_that_reaches_the_worker_while_it_starts_is_ignored_there() -> 
     r = subprocess.run([sys.executable, "-c", PRESS_WHILE_STARTING], capture_output=True, text=True, timeout=300,
                        cwd=ROOT)
     assert (r.returncode, r.stdout.split(), "Traceback" in r.stderr) == (0, ["ok"] * 3, False), r.stderr
+
+
+def test_ctrl_c_during_the_audit_keeps_the_earlier_json_file(tmp_path: Path, monkeypatch, capsys) -> None:
+    """--json was emptied when the audit started: a Ctrl-C during the calls left an empty file where the earlier
+    results were; now it is written aside and renamed once whole."""
+    import json
+
+    import countdown_gym.cli.audit as audit_mod
+
+    path = tmp_path / "outcomes.jsonl"
+    path.write_text("earlier\n")
+
+    def pressed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(audit_mod, "run_audit", pressed)
+    assert main(["countdown_gym.cli.audit:verify_reward", "--no-progress", "--json", str(path)]) == 130
+    assert path.read_text() == "earlier\n" and sorted(p.name for p in tmp_path.iterdir()) == ["outcomes.jsonl"]
+    ex = load_exploits()[0]
+    monkeypatch.setattr(audit_mod, "run_audit", lambda *a, **k: [Outcome(ex, "ok", reward=0.0)])
+    assert main(["countdown_gym.cli.audit:verify_reward", "--no-progress", "--json", str(path)]) == 0
+    assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == [ex.id]
 
 
 def test_a_json_file_the_disk_cannot_hold_is_removed_not_left_torn(tmp_path: Path, monkeypatch, capsys) -> None:

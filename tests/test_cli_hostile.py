@@ -59,6 +59,32 @@ def test_submit_to_an_existing_folder_fails_before_playing_and_leaves_nothing(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
 
 
+def test_submit_to_an_unwritable_folder_fails_before_playing_and_a_full_disk_is_one_line(tmp_path, capsys, monkeypatch):
+    """A read-only --out folder, or a disk full when the file is written, was a traceback after the whole split was
+    played; now the folder is refused before any episode (2) and a failed write is one error line (1)."""
+    import errno
+    import os
+
+    from countdown_gym.leaderboard import write
+
+    (tmp_path / "ro").mkdir()
+    access = os.access  # as if read-only (root may write anywhere a permission bit would forbid)
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: Path(p) != tmp_path / "ro" and access(p, mode, **kw))
+    policy = str(ROOT / "baselines" / "reference_agents.py") + ":RandomLegalPolicy"
+    usage_error(["leaderboard", "submit", "--policy", policy, "--out", str(tmp_path / "ro" / "new" / "x.jsonl"), *META],
+                capsys, f"the folder {tmp_path / 'ro'} is not writable")
+
+    def full(path):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(write, "read_submission", full)  # the disk fills as the file is written
+    out = tmp_path / "x.jsonl"
+    assert main(["leaderboard", "submit", "--policy", policy, "--out", str(out), *META]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"countdown-gym leaderboard submit: error: No space left on device: {out}"], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ro"]
+
+
 def test_audit_refuses_bad_options_before_the_audit(tmp_path, capsys):
     fn = "countdown_gym.cli.audit:verify_reward"
     usage_error(["audit", fn, "--json", str(tmp_path / "missing" / "out.jsonl")], capsys, "does not exist")
@@ -164,7 +190,8 @@ def test_submit_refuses_an_sb3_model_that_is_not_a_file_without_opening_it(kind,
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["leaderboard", "--help"], ["audit", "--help"],
                                   ["leaderboard", "check", "--dir", str(ROOT / "leaderboard")]])
 def test_standard_output_that_cannot_be_written_is_one_error_line(argv, tmp_path):
-    """``> /dev/full`` was a traceback (OSError) from print; a pipe the reader closed (``| head``) exits quietly."""
+    """``> /dev/full`` was a traceback (OSError) from print; a pipe the reader closed (``| head``) exits quietly with
+    141 (128 + SIGPIPE, as a shell reports a Unix tool stopped so), not 0: a run cut short is no success."""
     with open("/dev/full", "w") as full:
         r = subprocess.run([sys.executable, "-m", "countdown_gym", *argv], stdout=full, stderr=subprocess.PIPE,
                            text=True, cwd=ROOT, timeout=120)
@@ -174,4 +201,4 @@ def test_standard_output_that_cannot_be_written_is_one_error_line(argv, tmp_path
                          cwd=ROOT)
     p.stdout.close()  # the reader is gone before the first line
     err = p.stderr.read().decode()
-    assert p.wait(120) == 0 and "Traceback" not in err and "Exception ignored" not in err, err
+    assert p.wait(120) == 141 and "Traceback" not in err and "Exception ignored" not in err, err

@@ -6,9 +6,10 @@ import dataclasses
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
+import tyro
 
 from countdown_gym.dataclass_cli import (
     changed_options,
@@ -79,6 +80,21 @@ def test_bool_syntaxes(argv: list[str], value: bool) -> None:
 def test_bool_default_true_can_be_switched_off() -> None:
     assert parse(Demo, ["--no-progress"]).progress is False
     assert parse(Demo, ["--progress", "false"]).progress is False
+
+
+def test_a_bool_flag_before_a_positional_argument_leaves_it_alone() -> None:
+    """``countdown-gym audit --check fn`` was a usage error (``--check: expected true/false, got 'fn'``): the bool
+    flag took the positional argument as its value. Only a true/false word is its value when positionals follow."""
+
+    @dataclass
+    class Files:
+        files: Annotated[tuple[str, ...], tyro.conf.Positional] = ()
+        check: bool = False
+        bf16: bool | None = None
+
+    assert parse(Files, ["--check", "a.jsonl", "b"]) == Files(("a.jsonl", "b"), True)
+    assert parse(Files, ["--check", "no", "--bf16", "auto", "a"]) == Files(("a",), False, None)
+    assert parse(Files, ["--bf16", "a", "--check"]) == Files(("a",), True, True)
 
 
 @pytest.mark.parametrize(
@@ -214,7 +230,7 @@ def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_help_into_a_pipe_closed_early_exits_quietly() -> None:
-    """``script --help | head -1``: no BrokenPipeError traceback, exit code 0."""
+    """``script --help | head -1``: no BrokenPipeError traceback, exit code 141 (128 + SIGPIPE), as for any output."""
     import subprocess
     import sys
 
@@ -226,7 +242,7 @@ def test_help_into_a_pipe_closed_early_exits_quietly() -> None:
     assert proc.stdout is not None and proc.stdout.readline().startswith(b"usage: demo")
     proc.stdout.close()  # as head does after its line
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0 and b"Traceback" not in err, err.decode()
+    assert proc.returncode == 141 and b"Traceback" not in err, err.decode()
 
 
 @pytest.mark.parametrize(
@@ -236,6 +252,7 @@ def test_help_into_a_pipe_closed_early_exits_quietly() -> None:
         Demo(name="a b", steps=7, lr=2e-4, resume=True, progress=False, bf16=False, sizes=(3,), arch=[8, 16, 32],
              dead_ends=(2, 0), extra={"top_p": 0.95, "k": [1, 2]}, mode="slow", rules="classic", out="runs/x y"),
         Demo(bf16=True, name="100% free", sizes=(), rules=None),
+        Demo(name="-x", out="--o", rules="-r", lr=-0.5),  # a value that starts like a flag: was "--name -x", unreadable
     ],
 )
 def test_to_argv_round_trips(demo: Demo) -> None:
@@ -404,6 +421,21 @@ def test_run_script_turns_a_ctrl_c_into_one_line_and_130(capsys: pytest.CaptureF
     assert exc.value.code == 130 and capsys.readouterr().err.strip().endswith(": interrupted")
 
 
+def test_run_script_stopped_by_a_closed_pipe_exits_141_not_0() -> None:
+    """``python train.py | head``: the run stops when head leaves; it was exit code 0, a success it was not."""
+    import subprocess
+    import sys
+
+    code = ("from countdown_gym.dataclass_cli import run_script\n"
+            "def main():\n    for i in range(10**6):\n        print('step', i, flush=True)\n    return 0\n"
+            "run_script(main)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"step 0\n"
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 141 and not err, err.decode()
+
+
 def test_run_script_turns_an_os_error_into_one_line_and_1(capsys: pytest.CaptureFixture[str]) -> None:
     import errno
 
@@ -461,6 +493,20 @@ def test_written_aside_puts_the_old_folder_back_when_the_new_one_cannot_take_its
         tmp.mkdir()
         (tmp / "y").write_text("2")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best"] and (folder / "x").read_text() == "1"
+
+    def interrupted_after(when):  # the Ctrl-C lands as a rename returns: after the first, the folder was gone (only
+        def rename(src, dst):     # best.old left); after the second, an OSError hid it
+            replace(src, dst)
+            if str(src).endswith(when):
+                raise KeyboardInterrupt
+        return rename
+
+    for when, kept in (("best", "x"), (".tmp", "y")):
+        monkeypatch.setattr(os, "replace", interrupted_after(when))
+        with pytest.raises(KeyboardInterrupt), written_aside(folder) as tmp:
+            tmp.mkdir()
+            (tmp / "y").write_text("2")
+        assert [p.name for p in folder.iterdir()] == [kept]  # the old folder or the new one
 
 
 def test_run_script_turns_safetensors_io_errors_into_one_line_but_not_other_errors(capsys) -> None:

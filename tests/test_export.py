@@ -151,6 +151,25 @@ def test_a_full_disk_leaves_no_torn_export_and_keeps_the_earlier_one(fmt, tmp_pa
     assert sorted(p.name for p in (tmp_path / "tinyzero").iterdir()) == [name]
 
 
+@pytest.mark.slow  # about a second (two exports)
+def test_an_interrupted_hf_export_keeps_the_earlier_one_whole(tmp_path, monkeypatch):
+    """save_to_disk wrote into the earlier export's folder: a Ctrl-C (or a full disk) midway left a DatasetDict
+    without the splits not yet written; now it is written aside, then each split folder takes its place whole."""
+    datasets = pytest.importorskip("datasets")
+    argv = ["--format", "hf", "--preset", "tinyzero", "--split", "validation", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    save = datasets.DatasetDict.save_to_disk
+
+    def interrupted(self, path, **kwargs):
+        save(datasets.DatasetDict({"part": self["validation"].select(range(2))}), path, **kwargs)  # a part written
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(datasets.DatasetDict, "save_to_disk", interrupted)
+    assert main(argv) == 130
+    assert set(datasets.load_from_disk(str(tmp_path / "tinyzero"))) == {"validation"}
+    assert sorted(p.name for p in (tmp_path / "tinyzero").iterdir()) == ["dataset_dict.json", "validation"]
+
+
 def test_a_fifo_or_folder_where_a_file_goes_is_refused(tmp_path, capsys):
     import os
 

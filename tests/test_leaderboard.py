@@ -184,6 +184,9 @@ def test_writer_refuses_answers_that_do_not_fit_the_split(problems, tmp_path):
         write_submission(tmp_path / "x.jsonl", preset=PRESET, split=SPLIT, answers=answers, **META)
     by_id = {p.id: "<answer>1</answer>" for p in problems}
     assert read_submission(write_submission(tmp_path / "y.jsonl", preset=PRESET, split=SPLIT, answers=by_id, **META))
+    with pytest.raises(ValueError, match=r"claimed_correct for tinyzero/validation/0: each value must be True or False"):
+        write_submission(tmp_path / "z.jsonl", preset=PRESET, split=SPLIT, answers=by_id, **META,
+                         claimed_correct=[["false"]] * len(problems))  # was written as true: bool("false")
 
 
 # ---- tampered and bad input -----------------------------------------------------------------------
@@ -393,6 +396,21 @@ def test_score_and_check_commands(good, tmp_path, capsys):
     assert f"bad.{PRESET}.{SPLIT}.jsonl" in capsys.readouterr().err
     assert lb_main(["score", str(good), "--no-progress"]) == 0
     assert "pass@1 1.000" in capsys.readouterr().out
+
+
+def test_standard_output_closed_while_scoring_exits_141(good, monkeypatch, capsys):
+    """The error line for an unwritable --out (an OSError) must not swallow standard output's own failure: a pipe
+    closed by its reader (| head) gave 'error: Broken pipe' and 1, not the quiet 141 of every command."""
+    import errno
+    import io
+    import sys
+
+    class Closed(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", Closed())
+    assert lb_main(["score", "--no-progress", str(good)]) == 141 and capsys.readouterr().err == ""
 
 
 def test_cli_usage(capsys):

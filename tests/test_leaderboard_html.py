@@ -137,6 +137,8 @@ def test_check_fails_on_a_stale_or_missing_page(board: Path, tmp_path: Path, cap
     assert main(["check", "--dir", str(copy)]) == 1 and "leaderboard.html is stale" in capsys.readouterr().err
     (copy / HTML).unlink()
     assert main(["check", "--dir", str(copy)]) == 1 and "leaderboard.html is missing" in capsys.readouterr().err
+    (copy / "LEADERBOARD.md").write_bytes(b"\xff\xfe# not UTF-8\n")  # was an error line naming no file
+    assert main(["check", "--dir", str(copy)]) == 1 and "LEADERBOARD.md is stale" in capsys.readouterr().err
 
 
 def _chromium() -> str | None:

@@ -106,6 +106,19 @@ def test_metrics_log_jsonl_and_no_write(tmp_path: Path) -> None:
     assert quiet.rows == [{"step": 1}] and not (tmp_path / "other.csv").exists()
 
 
+@pytest.mark.parametrize("name", ["metrics.csv", "log.jsonl"])
+def test_metrics_log_reads_the_log_once_on_resume(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resume read the whole log twice (to truncate it, then again for its rows): a long run's log, twice."""
+    log = MetricsLog(tmp_path / name)
+    for s in (1, 2, 3):
+        log.append({"step": s, "loss": 1 / s})
+    reads: list[Path] = []
+    read = runs._rows_upto
+    monkeypatch.setattr(runs, "_rows_upto", lambda path, *a: reads.append(path) or read(path, *a))
+    assert [r["step"] for r in MetricsLog(tmp_path / name, resume_step=2).rows] == [1, 2] and len(reads) == 1
+    assert [r["step"] for r in MetricsLog(tmp_path / name, resume_step=2, write=False).rows] == [1, 2] and len(reads) == 2
+
+
 def test_truncate_rows_of_a_foreign_csv(tmp_path: Path) -> None:
     path = tmp_path / "progress.csv"
     path.write_text("time/total_timesteps,loss\n64,1\n128,2\n,3\n192,4\n")
@@ -139,6 +152,16 @@ def test_a_fifo_or_folder_in_a_run_is_refused_never_opened(tmp_path: Path) -> No
     assert (out / "summary.json").read_text() == "{}\n" and not (out / "summary.json.tmp").exists()
 
 
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_kept(tmp_path: Path) -> None:
+    """A .run.lock link (planted in a shared folder) was opened through: its target was emptied and given the pid."""
+    (tmp_path / "r").mkdir()
+    (tmp_path / "precious.txt").write_text("data\n")
+    (tmp_path / "r" / runs.LOCK_FILE).symlink_to(tmp_path / "precious.txt")
+    with pytest.raises(SystemExit, match=r"\.run\.lock is a link, not a lock file; delete it"):
+        prepare_run(tmp_path / "r", "--out", Opts(), resume=False)
+    assert (tmp_path / "precious.txt").read_text() == "data\n"
+
+
 def test_a_log_that_is_not_utf8_is_one_error_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "progress.csv"
     path.write_bytes(b"time/total_timesteps\n64\n\xff\xfe\n")
@@ -146,6 +169,9 @@ def test_a_log_that_is_not_utf8_is_one_error_naming_it(tmp_path: Path) -> None:
         truncate_rows(path, 64, "time/total_timesteps")
     with pytest.raises(SystemExit, match=r"progress.csv is not UTF-8 text"):
         MetricsLog(path, step="time/total_timesteps", resume_step=64, write=False)
+    path.write_bytes(b"\0" * 200_000)  # what a crash may leave: NUL bytes, valid UTF-8 (was a csv.Error traceback)
+    with pytest.raises(SystemExit, match=r"progress.csv is not CSV \(field larger than field limit"):
+        truncate_rows(path, 64, "time/total_timesteps")
 
 
 def test_plot_curves(tmp_path: Path) -> None:

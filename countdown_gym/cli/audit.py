@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 import tyro
 
 from countdown_gym import dataclass_cli
-from countdown_gym.dataclass_cli import file_kind
+from countdown_gym.dataclass_cli import file_kind, not_regular, written_aside
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.verifier import REASONS, verify
 
@@ -407,25 +407,24 @@ def _open_output(path: str) -> Any:
 
 def _audit(args: AuditOptions) -> int:
     out = None
+    # a file (or nothing) at --json is written aside: an earlier one stays whole until the new one is (Ctrl-C, a full
+    # disk); a link (/dev/stdout), FIFO or device is written as it is
+    aside = args.json is not None and not os.path.islink(args.json) and not_regular(args.json) is None
     try:
-        rows = load_exploits(args.corpus)
-        # opened before the audit runs: a path that cannot be written fails now, not after every call
-        out = _open_output(args.json) if args.json else None
-        outcomes = run_audit(args.reward_fn, rows, timeout=args.timeout, memory_mb=args.memory_mb,
-                             progress=args.progress)
-        print(report(args.reward_fn, outcomes, args.threshold, args.timeout), flush=True)  # its errors: run's
-        if out is not None:  # every row's outcome as JSON lines
-            _write_outcomes(out, outcomes)
+        with written_aside(args.json) if aside else contextlib.nullcontext(args.json) as target:
+            rows = load_exploits(args.corpus)
+            # opened before the audit runs: a path that cannot be written fails now, not after every call
+            out = _open_output(str(target)) if args.json else None
+            outcomes = run_audit(args.reward_fn, rows, timeout=args.timeout, memory_mb=args.memory_mb,
+                                 progress=args.progress)
+            print(report(args.reward_fn, outcomes, args.threshold, args.timeout), flush=True)  # its errors: run's
+            if out is not None:  # every row's outcome as JSON lines
+                _write_outcomes(out, outcomes)
+                out.close()  # before it is renamed into place
     except ValueError as e:
         dataclass_cli.usage_error(str(e), prog=PROG)
     except _CannotWrite as e:
-        # opened (and so emptied) by this audit: no torn rows left; a link (/dev/stdout) is never removed
-        torn = out is not None and os.path.isfile(args.json) and not os.path.islink(args.json)
-        if torn:
-            with contextlib.suppress(OSError):  # its buffer cannot be written either
-                out.close()
-            with contextlib.suppress(OSError):
-                os.unlink(args.json)
+        torn = out is not None and aside  # its temporary file, removed
         print(f"{PROG}: error: cannot write --json {args.json}: {e}{' (the partial file is removed)' if torn else ''}",
               file=sys.stderr)
         return 1

@@ -17,6 +17,7 @@ import errno
 import json
 import string
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -227,7 +228,11 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
         if fmt == "hf":
             from datasets import DatasetDict
 
-            DatasetDict(tables).save_to_disk(str(out / preset))
+            with tempfile.TemporaryDirectory(prefix=".export-", dir=out / preset) as new:  # then each split folder and
+                DatasetDict(tables).save_to_disk(new)  # dataset_dict.json last take their place whole; other files stay
+                for entry in sorted(Path(new).iterdir(), key=lambda p: p.name == "dataset_dict.json"):
+                    with written_aside(out / preset / entry.name) as tmp:
+                        entry.rename(tmp)
             paths.append(out / preset)
     card = _output(out / "README.md")
     with written_aside(card) as tmp:

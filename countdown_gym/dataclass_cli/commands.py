@@ -34,19 +34,20 @@ from tyro.constructors import (
 # tyro's own dataclass rule, whose help text _dataclass_help replaces
 from tyro.constructors._struct_spec_dataclass import dataclass_rule
 
-from countdown_gym.dataclass_cli.output import guarded
+from countdown_gym.dataclass_cli.output import EXIT_PIPE_CLOSED, guarded
 
 T = TypeVar("T")
+_TRUE, _FALSE, _AUTO = ("1", "true", "yes", "on"), ("0", "false", "no", "off"), ("auto", "none")
 
 
 def parse_bool(text: str, *, allow_auto: bool = False) -> bool | None:
     """``true/false/yes/no/on/off/1/0`` (any case) -> bool; with ``allow_auto``, ``auto``/``none`` -> None."""
     t = text.strip().lower()
-    if t in ("1", "true", "yes", "on"):
+    if t in _TRUE:
         return True
-    if t in ("0", "false", "no", "off"):
+    if t in _FALSE:
         return False
-    if allow_auto and t in ("auto", "none"):
+    if allow_auto and t in _AUTO:
         return None
     raise ValueError(f"expected {'true/false/auto' if allow_auto else 'true/false'}, got {text!r}")
 
@@ -226,6 +227,7 @@ def _normalize(cls: type, argv: Sequence[str], prog: str) -> list[str]:
     """The project's spellings in tyro's: ``--flag VALUE`` of a bool, comma lists, ``--no-flag`` of ``bool | None``."""
     known = {f.name: f for f in flags(cls)}
     known.update({"--no-" + name[2:]: f for name, f in list(known.items())})
+    positional = any(tyro.conf.Positional in typing.get_args(h) for h in typing.get_type_hints(cls, include_extras=True).values())
     out: list[str] = []
     i, args = 0, list(argv)
     while i < len(args):
@@ -242,7 +244,8 @@ def _normalize(cls: type, argv: Sequence[str], prog: str) -> list[str]:
             continue
         negative, kind = name != flag.name, flag_kind(flag)
         if kind in ("bool", "auto-bool"):
-            if not eq and i < len(args) and not args[i].startswith("--") and not negative:
+            if not eq and i < len(args) and not args[i].startswith("--") and not negative and (  # `audit --check fn`: fn is no bool
+                    not positional or args[i].strip().lower() in (*_TRUE, *_FALSE, *_AUTO * (kind == "auto-bool"))):
                 value, eq = args[i], "="
                 i += 1
             if negative and eq:
@@ -336,7 +339,7 @@ def _cli(cls: type[T], argv: Sequence[str] | None, prog: str | None, description
         usage_error(str(exc), prog=prog)
     except BrokenPipeError:  # `--help | head` closed the pipe: exit quietly, as a Unix tool does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes at exit
-        raise SystemExit(0) from None
+        raise SystemExit(EXIT_PIPE_CLOSED) from None
     except SystemExit as exc:
         if exc.code != 2:
             raise
@@ -492,5 +495,6 @@ def to_argv(instance: Any, *, skip: Collection[str] = ()) -> list[str]:
         elif isinstance(value, (tuple, list)):
             argv += [flag.name, *(_show(v) for v in value)] if value else [flag.name + "="]
         else:
-            argv += [flag.name, json.dumps(value) if isinstance(value, dict) else str(value)]
+            text = json.dumps(value) if isinstance(value, dict) else str(value)
+            argv += [f"{flag.name}={text}"] if text.startswith("-") else [flag.name, text]  # "-x" would read as a flag
     return argv

@@ -1,7 +1,7 @@
 """How a command ends when it cannot go on (:func:`~countdown_gym.dataclass_cli.run`): Ctrl-C (:func:`interrupted`,
 exit code 130) and standard output that cannot be written (``> /dev/full``: one error line and exit code 1; a pipe
-whose reader left: a quiet 0); and how it writes an output file whole or not at all (:func:`written_aside`), never
-through a FIFO or device (:func:`not_regular`)."""
+whose reader left: quietly, exit code 141); and how it writes an output file whole or not at all
+(:func:`written_aside`), never through a FIFO or device (:func:`not_regular`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,10 @@ from typing import Any, NoReturn
 
 EXIT_INTERRUPTED = 130
 """The exit code of a command stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it."""
+
+EXIT_PIPE_CLOSED = 141
+"""The exit code of a command whose standard output's reader left (``| head``): 128 + 13 (SIGPIPE), as a shell
+reports a Unix tool stopped so; never 0, so a run cut short is no success."""
 
 
 def interrupted(prog: str) -> int:
@@ -68,12 +72,12 @@ def stdout_watched() -> Iterator[None]:
 
 
 def output_failed(exc: OutputError, prog: str) -> int:
-    """The exit code after ``exc``: a reader that closed the pipe (as ``| head`` does) quietly 0, as after
-    ``--help``; any other failure one error line on stderr, 1."""
+    """The exit code after ``exc``: a reader that closed the pipe (as ``| head`` does) quietly
+    :data:`EXIT_PIPE_CLOSED`; any other failure one error line on stderr, 1."""
     with contextlib.suppress(OSError, ValueError):  # no second error when Python flushes the buffer at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if exc.errno == errno.EPIPE:
-        return 0
+        return EXIT_PIPE_CLOSED
     with contextlib.suppress(OSError):
         print(f"{prog}: error: cannot write to standard output: {exc.strerror or exc}", file=sys.stderr)
     return 1
@@ -157,13 +161,13 @@ def written_aside(path: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         yield tmp
         swap = tmp.is_dir() and path.is_dir() and not path.is_symlink()
-        if swap:
-            _remove(old)
-            os.replace(path, old)
         try:
-            os.replace(tmp, path)
-        except BaseException:
             if swap:
+                _remove(old)
+                os.replace(path, old)
+            os.replace(tmp, path)
+        except BaseException:  # a Ctrl-C even between the two renames: the old folder is put back
+            if swap and old.is_dir() and not os.path.lexists(path):
                 os.replace(old, path)
             raise
     finally:

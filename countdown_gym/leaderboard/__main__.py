@@ -193,7 +193,7 @@ def cmd_check(args: CheckOptions) -> int:
     for path, data in board.items():
         if not path.is_file():
             problems.append(f"{path} is missing; run countdown-gym leaderboard score")
-        elif (path.read_bytes() if isinstance(data, bytes) else path.read_text(encoding="utf-8")) != data:
+        elif (path.read_bytes() if isinstance(data, bytes) else path.read_text(encoding="utf-8", errors="replace")) != data:
             problems.append(f"{path} is stale (it differs from the re-scored submissions); run countdown-gym "
                             "leaderboard score")
     for p in problems:
@@ -259,6 +259,12 @@ def _command(name: str, cls: type, body: Callable[..., int]) -> tuple[str, Calla
                 if isinstance(e, _BadCommandLine) or (isinstance(e, ValueError) and not started[0]):
                     usage_error(str(e), prog=prog)
                 print(f"{prog}: error: {e}", file=sys.stderr)
+                return 1
+            except dataclass_cli.OutputError:  # standard output: dataclass_cli.run's (a closed pipe: 141)
+                raise
+            except OSError as e:  # a full disk, an output that cannot be written
+                where = e.filename or getattr(options, "out", None)
+                print(f"{prog}: error: {e.strerror or e}{f': {where}' if where else ''}", file=sys.stderr)
                 return 1
 
         return dataclass_cli.run(cls, rest, guarded, prog=prog, description=f"{cls.__doc__}\n\n{EXIT_CODES}")

@@ -205,13 +205,15 @@ def _play(env: Any, problems: list[Problem], episode: Callable[[Problem, Any, di
 
 def check_output_path(out: str | os.PathLike[str]) -> None:
     """Raise ``ValueError`` unless a submission can be written at ``out`` (checked before any episode is played):
-    not an existing folder or other non-file, and its parent a folder or creatable."""
+    not an existing folder or other non-file, and its parent a folder (or creatable) that may be written."""
     p = Path(out)
     if p.exists() and not p.is_file():
         raise ValueError(f"{p} exists and is not a file (a folder?); give the path of the .jsonl file to write")
     parent = next((q for q in p.absolute().parents if q.exists()), None)
     if parent is not None and not parent.is_dir():
         raise ValueError(f"cannot write {p}: {parent} is not a folder")
+    if parent is not None and not os.access(parent, os.W_OK):  # read-only file system, no permission
+        raise ValueError(f"cannot write {p}: the folder {parent} is not writable")
 
 
 def check_wrapper(wrapper: Callable[[Any], Any], preset: str, split: str) -> None:

@@ -122,6 +122,8 @@ def write_submission(path: str | os.PathLike[str], *, agent: str, authors: str, 
         kinds.add(kind)
         line: dict[str, Any] = {"id": p.id, "numbers": list(p.numbers), "target": p.target, kind: items}
         if claims is not None:
+            if any(c not in (True, False) for c in claims[i]):  # bool("false") would be True
+                raise ValueError(f"claimed_correct for {p.id}: each value must be True or False, got {claims[i]!r:.100}")
             line["claimed_correct"] = [bool(c) for c in claims[i]]
         lines.append(line)
     if len(kinds) != 1:

@@ -78,7 +78,7 @@ def hold_directory(out: Path, instead: str) -> None:
     except ImportError:  # not on POSIX
         return
     path = out / LOCK_FILE
-    if (kind := not_regular(path)) is not None:
+    if (kind := "a link" if path.is_symlink() else not_regular(path)) is not None:  # a link's target would be emptied
         raise SystemExit(f"{path} is {kind}, not a lock file; delete it")
     try:
         lock = path.open("a+")  # noqa: SIM115 - open until the process ends: that is the lock
@@ -210,8 +210,8 @@ def _rows_upto(path: Path, step: float, key: str) -> tuple[list[str] | None, lis
     """The CSV's header (None for JSON lines) and the rows of the log at ``path`` (a regular file) whose ``key`` is not
     past ``step`` (rows without it kept), as ``(raw, row)``: a JSON line and its value, or a CSV row's cells and its
     dict (numbers read back as numbers). A cut-off last JSON line (what a kill during an append leaves) is dropped;
-    any other line that is not JSON is a ``ValueError`` naming the file and the line; a CSV that is not UTF-8 exits
-    naming it."""
+    any other line that is not JSON is a ``ValueError`` naming the file and the line; a CSV that is not UTF-8 (or that
+    ``csv`` cannot read) exits naming it."""
     header, rows = None, []
     if path.suffix == ".jsonl":
         lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
@@ -231,23 +231,28 @@ def _rows_upto(path: Path, step: float, key: str) -> tuple[list[str] | None, lis
         except UnicodeDecodeError as exc:
             raise SystemExit(f"{path} is not UTF-8 text (byte {exc.start}), not a log this run wrote; fix or delete "
                              "it, or use another directory") from None
+        except csv.Error as exc:  # e.g. a file a crash left full of NUL bytes: one field past csv's size limit
+            raise SystemExit(f"{path} is not CSV ({exc}), not a log this run wrote; fix or delete it, or use another "
+                             "directory") from None
         rows = [(r, {k: _value(v) for k, v in zip(header, r, strict=False)}) for r in cells]
     return header, [(raw, r) for raw, r in rows
                     if not isinstance(r, Mapping) or (s := _step_of(r, key)) is None or s <= step]
 
 
-def truncate_rows(path: str | os.PathLike[str], step: float, key: str = "step") -> None:
+def truncate_rows(path: str | os.PathLike[str], step: float, key: str = "step") -> list[tuple[Any, Any]]:
     """Drop the rows of a CSV or JSON-lines log whose ``key`` is past ``step`` (a resume redoes them); rows without
     that column are kept. For logs written by other libraries too (SB3's ``progress.csv``). Anything but a regular file
-    is left alone, never opened (see :func:`not_regular`); a CSV that is not UTF-8 exits naming it."""
+    is left alone, never opened (see :func:`not_regular`); a CSV that is not UTF-8 exits naming it. Returns the rows
+    kept, as ``(raw, row)`` pairs (none for a file that is not there)."""
     path = Path(path)
     if not path.is_file():
-        return
+        return []
     header, kept = _rows_upto(path, step, key)
     if header is None:
         write_text_atomic(path, "".join(line + "\n" for line, _ in kept))
     elif key in header:
         write_text_atomic(path, _csv([header, *(cells for cells, _ in kept)]))
+    return kept
 
 
 class MetricsLog:
@@ -272,8 +277,9 @@ class MetricsLog:
                 self.path.unlink(missing_ok=True)
             return
         if write:
-            truncate_rows(self.path, resume_step, step)
-        kept = _rows_upto(self.path, resume_step, step)[1] if self.path.is_file() else []
+            kept = truncate_rows(self.path, resume_step, step)
+        else:
+            kept = _rows_upto(self.path, resume_step, step)[1] if self.path.is_file() else []
         self.rows = [r for raw, r in kept if raw and isinstance(r, dict)]  # raw: a blank CSV line has no cells
         for r in self.rows:
             self._columns += [k for k in r if k not in self._columns]
