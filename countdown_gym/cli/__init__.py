@@ -1,7 +1,8 @@
 """The ``countdown-gym`` console script (also ``python -m countdown_gym``): ``countdown-gym <command> ...`` runs the
 command's ``main``, imported when it runs (``countdown_gym/cli/<command>.py``; ``leaderboard`` is
 :mod:`countdown_gym.leaderboard.__main__`, ``serve`` :mod:`countdown_gym.integrations.openenv.serve`). Every command
-parses its options through :mod:`countdown_gym.dataclass_cli`; exit codes 0 success, 1 failure, 2 usage error.
+parses its options through :mod:`countdown_gym.dataclass_cli`; exit codes 0 success, 1 failure, 2 usage error,
+130 Ctrl-C, 141 standard output closed (``| head``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from collections.abc import Callable
 from countdown_gym import dataclass_cli
 
 PROG = "countdown-gym"
-EXIT_CODES = "Every command: `countdown-gym <command> --help`; exit codes 0 success, 1 failure, 2 usage error."
+EXIT_CODES = ("Every command: `countdown-gym <command> --help`; exit codes 0 success, 1 failure, 2 usage error, "
+              "130 Ctrl-C, 141 standard output closed (| head).")
 
 _COMMANDS: dict[str, tuple[str, str]] = {
     "leaderboard": ("countdown_gym.leaderboard.__main__", "submit|score|check: leaderboard tools (see: countdown-gym "

@@ -352,8 +352,8 @@ def report(spec: str, outcomes: Sequence[Outcome], threshold: float, timeout: fl
 class AuditOptions:
     """Run a reward function over the shipped corpus of reward hacks and print, per category, how many it accepts.
 
-    Exit codes: 0 audited (with --check: and every row judged as the corpus says), 1 the function failed to import
-    or --check found a misjudged row, 2 usage error."""
+    Exit codes: 0 audited (with --check: and every row judged as the corpus says), 1 importing the function raised
+    or --check found a misjudged row, 2 usage error (or no such module, file or function)."""
 
     reward_fn: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="REWARD_FN")]
     """'module:function' or 'file.py:function', called as fn(completion, numbers, target) -> float (this package's

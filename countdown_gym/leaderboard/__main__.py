@@ -9,7 +9,7 @@ those files is not what ``score`` would write now (CI runs it through the test s
 Exit codes: 0 done; 1 a failure (a rejected submission, a stale leaderboard, a policy that fails
 while it plays); 2 a usage error (a malformed or contradictory option, a ``--policy``, ``--sb3``
 or ``--wrapper`` that does not load, metadata the submission format refuses), reported before
-anything is played.
+anything is played; 130 Ctrl-C; 141 standard output closed.
 """
 
 from __future__ import annotations

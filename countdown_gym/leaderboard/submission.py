@@ -2,7 +2,7 @@
 
 JSON Lines (UTF-8; ``leaderboard/README.md``): line 1 a header object, then one line per problem of the split with
 its ``completions`` or ``moves``. JSON Lines so that a diff shows changed problems, a truncated file shows as missing
-problems, every error names its line, and the reader holds one line at a time. :func:`read_submission` enforces
+problems, every error names its line, and the reader reads one line at a time. :func:`read_submission` enforces
 ``schema.json`` and what a schema cannot say (the split hash, the exact problem list of the frozen split, size
 limits, UTF-8); any breach raises :class:`SubmissionError` naming the file, the line and the reason. Move
 sequences become ``<Solution>`` blocks (:func:`moves_to_solution`), so both kinds
