@@ -265,6 +265,14 @@ def test_tools_mode_bad_calls_are_answers_and_a_text_answer_ends_the_rollout() -
         load_environment(mode="tools", prompt_style="tinyzero", num_train_examples=1, eval_split=None)
 
 
+def test_tools_mode_answers_arguments_nested_too_deep_for_json() -> None:
+    from countdown_gym.integrations.verifiers_env import play_tools
+
+    call = {"id": "c", "type": "function", "function": {"name": "move", "arguments": "[" * 5000 + "]" * 5000}}
+    env, replies = play_tools({"numbers": [6, 2, 5, 3], "target": 8}, [{"role": "assistant", "tool_calls": [call]}])
+    assert replies[0].startswith("error bad_call") and env.episode.turns == 0
+
+
 # --- the documented client: openai.AsyncOpenAI behind vf.OpenAIChatCompletionsClient ----------------------
 
 

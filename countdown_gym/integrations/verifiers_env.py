@@ -190,7 +190,7 @@ def play_tools(info: Mapping[str, Any], messages: Any, max_turns: int = DEFAULT_
             if problem is not None:
                 raise ValueError(problem)
             replies.append(tools[name](**kwargs))
-        except (TypeError, ValueError) as exc:  # a bad call is an answer the model reads, never a crash
+        except (TypeError, ValueError, RecursionError) as exc:  # a bad call is an answer the model reads, never a crash
             replies.append(bad_call_reply(exc))
     return env, replies
 
