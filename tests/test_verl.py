@@ -39,6 +39,13 @@ def test_dense_terms_return_a_dict_with_score() -> None:
     assert hallucinated["invalid_steps"] >= 1 and hallucinated["oracle-reachable"] == -1.0
 
 
+def test_weights_must_be_finite_and_name_a_scored_term() -> None:
+    assert compute_score(SOURCE, SEARCH, GT, weights={"sparse": 2.0})["score"] == 2.0
+    for weights in ({"format": float("nan")}, {"sparse": float("inf")}, {"format": "2"}, {"oracle-reachable": 1.0}):
+        with pytest.raises(ValueError, match="must be a finite number for a scored term"):
+            compute_score(SOURCE, SEARCH, GT, dense="format", weights=weights)
+
+
 def test_same_terms_as_the_trl_rewards() -> None:
     from countdown_gym.envs.text import replay_completion
 

@@ -14,6 +14,7 @@ completion is replayed through CountdownText-v0, so the score is the TRL baselin
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -90,7 +91,8 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
         solution_str: The decoded response (no prompt).
         ground_truth: :func:`ground_truth` of the problem (dict or JSON string).
         dense: Extra terms, ``text`` reward variants (:func:`dense_terms`), e.g. ``"format,oracle-reachable"``.
-        weights: Term weights overriding the registry's (each variant's ``weight``).
+        weights: Term weights overriding the registry's (each variant's ``weight``): finite numbers, for ``sparse``
+            or a ``dense`` term (given, the answer is the dict).
         critic: The loaded critic (a :class:`~countdown_gym.rewards.terms.Scorer`) of the ``critic`` term; short for
             ``scorers={"critic": critic}``.
         scorers: What the dense variants need, by kind (``critic``, ``text_critic``).
@@ -117,9 +119,14 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
             check_scorer_fits(given[need], problem.numbers, f"dense={name}", "this problem has")
     replay = replay_completion(problem, solution_str)
     scores = score_terms(replay, ["sparse", *terms], scorers=given)
-    if not terms:
+    if not terms and not weights:
         return scores["sparse"]
-    w = {**{name: REWARD_VARIANTS[name].weight for name in scores}, **{get_variant(k).name: v for k, v in (weights or {}).items()}}
+    w = {name: REWARD_VARIANTS[name].weight for name in scores}
+    for key, value in (weights or {}).items():
+        name = get_variant(key).name
+        if name not in w or isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(f"weights[{key!r}] must be a finite number for a scored term {sorted(w)}, got {value!r}")
+        w[name] = value
     return {"score": float(sum(w[name] * value for name, value in scores.items())), **scores,
             "invalid_steps": float(replay.invalid_steps), "moves": float(len(replay.transitions))}
 
