@@ -19,6 +19,7 @@ reference solution. Guide: ``docs/integrations.md``.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -93,6 +94,8 @@ def rubric(outcome: Callable[..., float], outcome_names: Sequence[str], game: Ca
     """A ``verifiers`` rubric: ``outcome`` (weight 1), each of :func:`dense_terms` of the replay ``game(completion,
     info)`` (named like the variant, ``_`` for ``-``; weight 0 unless ``weights`` gives one) and ``extra`` metrics."""
     weights = {get_variant(k, "text").name: float(w) for k, w in (weights or {}).items()}
+    if not all(map(math.isfinite, weights.values())):
+        raise ValueError(f"every weight must be a finite number, got {weights}")
     names = dense_terms(outcome_names, scorers)
     if set(weights) - set(names):
         raise ValueError(f"weights name {sorted(set(weights) - set(names))}, which this rubric does not report; "
