@@ -87,6 +87,12 @@ def test_the_turn_budget_ends_the_trajectory() -> None:
         _call(tools, kwargs, None, "undo")
 
 
+@pytest.mark.parametrize("max_turns", [0, -3, 2.7, "16", None])
+def test_a_bad_turn_budget_in_the_tool_config_is_refused(max_turns) -> None:
+    with pytest.raises(ValueError, match="max_turns must be a positive int"):
+        vm.CountdownTool({"action": "move", "max_turns": max_turns})
+
+
 def test_tool_export_round_trips_into_the_tools(tmp_path: Path) -> None:
     pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
