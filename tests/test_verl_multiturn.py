@@ -93,6 +93,12 @@ def test_a_bad_turn_budget_in_the_tool_config_is_refused(max_turns) -> None:
         vm.CountdownTool({"action": "move", "max_turns": max_turns})
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"create_kwargs": {}}, {"create_kwargs": None}])
+def test_a_row_without_the_tools_ground_truth_is_a_clear_error(kwargs) -> None:
+    with pytest.raises(ValueError, match="--interaction tool"):
+        asyncio.run(vm.CountdownTool({"action": "move"}).create(**kwargs))
+
+
 def test_tool_export_round_trips_into_the_tools(tmp_path: Path) -> None:
     pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")

@@ -98,6 +98,9 @@ class CountdownTool(_Base):  # type: ignore[misc, valid-type]
         """Bind an instance to the row's problem (``create_kwargs={"ground_truth": ...}``, as verl passes it)."""
         instance_id = instance_id or str(uuid4())
         create_kwargs = kwargs.get("create_kwargs", kwargs)
+        if not isinstance(create_kwargs, Mapping) or "ground_truth" not in create_kwargs:
+            raise ValueError(f"CountdownTool needs the row's extra_info.tools_kwargs.<tool>.create_kwargs.ground_truth "
+                             f"(scripts/export_verl.py --interaction tool), got create_kwargs={create_kwargs!r:.120}")
         self._problems[instance_id] = problem_from_ground_truth(create_kwargs["ground_truth"])
         return instance_id, ToolResponse()
 
