@@ -75,6 +75,12 @@ def test_ground_truth_round_trips_json_numpy_and_rules() -> None:
     assert problem_from_ground_truth({"numbers": [3, 7, 9], "target": 10, "rules": "tinyzero"}).rules.name == "tinyzero"
 
 
+@pytest.mark.parametrize("gt", [b"\xff{}", "[" * 5000 + "]" * 5000, "{bad"], ids=["not-utf8", "deep", "bad"])
+def test_ground_truth_that_is_not_json_is_named(gt) -> None:
+    with pytest.raises(ValueError, match="ground_truth is not JSON"):
+        problem_from_ground_truth(gt)
+
+
 def test_export_writes_verl_parquet_and_rows_score(tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
     from countdown_gym.integrations.verl_export import main  # what scripts/export_verl.py runs

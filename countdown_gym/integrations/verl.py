@@ -45,7 +45,7 @@ def problem_from_ground_truth(gt: Any) -> Problem:
     if isinstance(gt, (str, bytes)):
         try:
             gt = json.loads(gt)
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, or nested past the parser's depth
             raise ValueError(f"ground_truth is not JSON: {gt!r:.80}") from exc
     if not isinstance(gt, Mapping) or "numbers" not in gt or "target" not in gt:
         raise ValueError(f"ground_truth must have 'numbers' and 'target' (see scripts/export_verl.py), got {gt!r:.120}")
