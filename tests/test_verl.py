@@ -122,6 +122,8 @@ def test_dense_critic_without_a_critic_names_the_critics_reward_file():
     gt = {"numbers": [6, 2, 5, 3], "target": 8}
     with pytest.raises(ValueError, match="critics/verl_reward.py"):
         compute_score("countdown_gym/longproc-0.5k", "<answer>(6 - 2) * (5 - 3)</answer>", gt, dense=["critic"])
+    with pytest.raises(ValueError, match="with a score.states, targets. method.*got int"):  # not a scorer at all
+        compute_score("countdown_gym/longproc-0.5k", "<answer>(6 - 2) * (5 - 3)</answer>", gt, dense=["critic"], critic=5)
 
 
 def test_dense_critic_scores_four_number_problems():

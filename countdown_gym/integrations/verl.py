@@ -112,8 +112,9 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     given = given_scorers(critic, scorers)
     for name in terms:
         need = REWARD_VARIANTS[name].needs
-        if need is not None and given.get(need) is None:
-            raise ValueError(f"dense={name} needs a loaded {need}: point verl's custom_reward_function.path at "
+        if need is not None and not callable(getattr(given.get(need), "score", None)):
+            raise ValueError(f"dense={name} needs a loaded {need} (with a score(states, targets) method), got "
+                             f"{type(given.get(need)).__name__}: point verl's custom_reward_function.path at "
                              "critics/verl_reward.py (it loads the shipped critic), or pass critic=... / scorers=...")
         if need is not None:
             check_scorer_fits(given[need], problem.numbers, f"dense={name}", "this problem has")
