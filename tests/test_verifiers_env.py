@@ -189,12 +189,14 @@ def test_bad_arguments_are_clear_errors() -> None:
         load_environment(mode="multi-turn", prompt_style="tinyzero", num_train_examples=1, eval_split=None)
 
 
-def test_non_finite_weights_are_refused() -> None:
+def test_non_finite_weights_and_scorers_without_score_are_refused() -> None:
     from countdown_gym.integrations.verifiers_env import correct, rubric
 
     for weights in ({"format": float("nan")}, {"oracle-reachable": float("inf")}):
         with pytest.raises(ValueError, match="finite"):
             rubric(correct, ("sparse",), lambda completion, info: None, weights)
+    with pytest.raises(ValueError, match="must have a score.states, targets. method.*got int"):
+        rubric(correct, ("sparse",), lambda completion, info: None, scorers={"critic": 5})
 
 
 def test_evaluate_sync_runs_both_modes_end_to_end() -> None:
