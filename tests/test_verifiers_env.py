@@ -275,6 +275,12 @@ def test_tools_mode_bad_calls_are_answers_and_a_text_answer_ends_the_rollout() -
         load_environment(mode="tools", prompt_style="tinyzero", num_train_examples=1, eval_split=None)
 
 
+@pytest.mark.parametrize("mode", ["multi-turn", "tools"])
+def test_a_format_weight_in_a_game_mode_is_refused_not_dropped(mode) -> None:
+    with pytest.raises(ValueError, match=r"weights name \['format'\]"):
+        load_environment(mode=mode, num_train_examples=1, eval_split=None, format_weight=0.5)
+
+
 def test_tools_mode_answers_arguments_nested_too_deep_for_json() -> None:
     from countdown_gym.integrations.verifiers_env import play_tools
 

@@ -243,8 +243,7 @@ def load_environment(mode: str = "single-turn", preset: str = "tinyzero", train_
         raise ValueError(f"unknown mode {mode!r}; choose one of {list(MODES)}")
     if train_split is None and eval_split is None:
         raise ValueError("train_split and eval_split cannot both be None")
-    named = {"format": format_weight if mode == "single-turn" else 0.0, "oracle-reachable": oracle_weight,
-             "oracle-perfect": oracle_perfect_weight}
+    named = {"format": format_weight, "oracle-reachable": oracle_weight, "oracle-perfect": oracle_perfect_weight}
     weights = {**{k: float(w) for k, w in named.items() if w}, **(weights or {})}
     train = _problems(preset, train_split, num_train_examples)
     test = _problems(preset, eval_split, num_eval_examples)
