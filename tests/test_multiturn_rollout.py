@@ -148,6 +148,16 @@ def test_rollout_func_refuses_unknown_and_chat_prompts() -> None:
     assert ds.column_names == ["prompt", "numbers", "target"] and ds[0]["numbers"] == list(problems[0].numbers)
 
 
+def test_rollout_func_refuses_problems_it_cannot_tell_apart_by_prompt() -> None:
+    from countdown_gym import Problem, Rules
+
+    longproc, tinyzero = Problem((6, 2, 5, 3), 8, Rules.longproc()), Problem((6, 2, 5, 3), 8, Rules.tinyzero())
+    with pytest.raises(ValueError, match="have one 'compact' turn prompt"):  # the compact prompt leaves the rules out
+        make_rollout_func([longproc, tinyzero])
+    make_rollout_func([longproc, tinyzero], prompt_style="instruct")
+    make_rollout_func([longproc, longproc])  # the same problem twice is no ambiguity
+
+
 def test_rollout_task_pairs_the_dataset_with_its_rollout_function() -> None:
     problems = load_split("longproc-0.5k", "train")[:3]
     dataset, func = rollout_task(problems, max_turns=6, prompt_style="instruct")

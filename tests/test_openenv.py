@@ -295,6 +295,24 @@ def test_rational_rules_travel_exactly():
     assert observations[-1].reward == 1.0 and observations[-1].is_success
 
 
+def test_an_ipv6_host_is_in_brackets_in_the_url_and_the_banner(monkeypatch, capsys):
+    import urllib.request
+
+    from countdown_gym.integrations.openenv import serve
+
+    try:
+        with socket.create_server(("::1", 0), family=socket.AF_INET6) as free:
+            port = free.getsockname()[1]
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    with serve_in_thread(make_app("CountdownMultiTurn-v0", split="test"), host="::1") as url:
+        assert url.startswith("http://[::1]:")
+        assert json.loads(urllib.request.urlopen(url + "/health", timeout=10).read()) == {"status": "healthy"}
+    monkeypatch.setattr(serve, "uvicorn_server", lambda *a, **k: type("S", (), {"run": lambda self, sockets: None})())
+    assert serve.main(["--split", "test", "--host", "::1", "--port", str(port)]) == 0
+    assert f"on http://[::1]:{port} (HTTP" in capsys.readouterr().out
+
+
 def test_episode_store_drops_the_least_recently_used():
     store = EpisodeStore(max_episodes=2)
     for name in ("a", "b"):

@@ -125,6 +125,14 @@ def test_types_are_not_coerced_and_targets_out_of_reach_are_refused(client, body
         assert ws.receive_json()["data"]["status"] == 422
 
 
+def test_a_known_message_type_with_bad_data_is_a_validation_error_not_an_unknown_type(client):
+    with client.websocket_connect("/ws") as ws:
+        for message, code in (('{"type": "step", "data": "21+16"}', "VALIDATION_ERROR"),
+                              ('{"type": "reset", "data": null}', "VALIDATION_ERROR"), ('{"type": "nope"}', "UNKNOWN_TYPE")):
+            ws.send_text(message)
+            assert ws.receive_json()["data"]["code"] == code, message
+
+
 def test_the_target_rule_is_the_rules_result_range():
     """A negative target is refused under LongProc's rules (results >= 0) but played under TinyZero's (any sign)."""
     with TestClient(make_app("CountdownMultiTurn-v0", split="test", rules="tinyzero")) as c:

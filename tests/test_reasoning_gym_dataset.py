@@ -142,3 +142,13 @@ def test_registered_curriculum_steps_over_tiers_and_number_counts() -> None:
         cur.increment_attr_level("numbers")
     assert seen == [("easy", 3, 4), ("medium", 3, 5), ("hard", 3, 6)]
     assert CountdownGymDataset(cur.generate_configuration({"preset": "tinyzero", "size": 4})).config.preset == "tinyzero"
+
+
+def test_a_generated_split_whose_tier_never_occurs_is_an_error_not_a_hang(monkeypatch) -> None:
+    import countdown_gym.integrations.reasoning_gym as rg
+
+    monkeypatch.setattr(rg, "MAX_MISSES", 20)  # 3-number tinyzero problems are never hard: every draw misses
+    ds = CountdownGymDataset(CountdownGymConfig(split="generated", size=3, seed=0, tier="hard", max_numbers=3))
+    for _ in range(2):
+        with pytest.raises(ValueError, match="among 20 generated in a row"):
+            ds[0]

@@ -488,6 +488,14 @@ def test_problem_draw_groups_tiers_curriculum_and_errors() -> None:
         CountdownToolEnv().reset(prompt=[{"role": "user", "content": ""}])
 
 
+@pytest.mark.parametrize("split", ["generate", "bogus", None])
+def test_problem_draw_takes_only_a_frozen_split(split) -> None:
+    from countdown_gym.integrations.trl_env import ProblemDraw
+
+    with pytest.raises(ValueError, match="split must be a frozen split"):
+        ProblemDraw(preset="tinyzero", split=split)
+
+
 @pytest.mark.filterwarnings(EXPERIMENTAL)
 def test_two_grpo_steps_with_train_dataset_omitted(tmp_path, monkeypatch) -> None:
     """GRPOTrainer(train_dataset omitted, environment_factory=partial(CountdownToolEnv, preset=..., ...)): TRL's

@@ -77,6 +77,8 @@ def test_bad_batches_raise_clear_errors() -> None:
         sparse_reward(["p"], [RIGHT], None, numbers=[["a", 2]], target=[46])
     with pytest.raises(ValueError, match="Problem.to_dict"):
         sparse_reward(["p"], [RIGHT], None, problem=["{not json"])
+    with pytest.raises(ValueError, match="Problem.to_dict"):
+        sparse_reward(["p"], [RIGHT], None, problem=["[" * 5000 + "]" * 5000])
     with pytest.raises(TypeError, match="a completion must be a string or a list of chat messages"):
         sparse_reward(["p"], [42], None, problem=[PJ])
     with pytest.raises(TypeError, match="list of chat messages"):

@@ -189,6 +189,16 @@ def test_bad_arguments_are_clear_errors() -> None:
         load_environment(mode="multi-turn", prompt_style="tinyzero", num_train_examples=1, eval_split=None)
 
 
+def test_non_finite_weights_and_scorers_without_score_are_refused() -> None:
+    from countdown_gym.integrations.verifiers_env import correct, rubric
+
+    for weights in ({"format": float("nan")}, {"oracle-reachable": float("inf")}):
+        with pytest.raises(ValueError, match="finite"):
+            rubric(correct, ("sparse",), lambda completion, info: None, weights)
+    with pytest.raises(ValueError, match="must have a score.states, targets. method.*got int"):
+        rubric(correct, ("sparse",), lambda completion, info: None, scorers={"critic": 5})
+
+
 def test_evaluate_sync_runs_both_modes_end_to_end() -> None:
     """verifiers' own evaluation loop (generate, score, outputs): the solver wins every game, and a
     single-turn policy that answers the reference solution scores every problem."""
@@ -263,6 +273,20 @@ def test_tools_mode_bad_calls_are_answers_and_a_text_answer_ends_the_rollout() -
     assert replies[2].startswith("error nothing_to_undo") and state["metrics"]["solved"] == 0.0
     with pytest.raises(ValueError, match="leave prompt_style unset"):
         load_environment(mode="tools", prompt_style="tinyzero", num_train_examples=1, eval_split=None)
+
+
+@pytest.mark.parametrize("mode", ["multi-turn", "tools"])
+def test_a_format_weight_in_a_game_mode_is_refused_not_dropped(mode) -> None:
+    with pytest.raises(ValueError, match=r"weights name \['format'\]"):
+        load_environment(mode=mode, num_train_examples=1, eval_split=None, format_weight=0.5)
+
+
+def test_tools_mode_answers_arguments_nested_too_deep_for_json() -> None:
+    from countdown_gym.integrations.verifiers_env import play_tools
+
+    call = {"id": "c", "type": "function", "function": {"name": "move", "arguments": "[" * 5000 + "]" * 5000}}
+    env, replies = play_tools({"numbers": [6, 2, 5, 3], "target": 8}, [{"role": "assistant", "tool_calls": [call]}])
+    assert replies[0].startswith("error bad_call") and env.episode.turns == 0
 
 
 # --- the documented client: openai.AsyncOpenAI behind vf.OpenAIChatCompletionsClient ----------------------

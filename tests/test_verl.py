@@ -39,6 +39,13 @@ def test_dense_terms_return_a_dict_with_score() -> None:
     assert hallucinated["invalid_steps"] >= 1 and hallucinated["oracle-reachable"] == -1.0
 
 
+def test_weights_must_be_finite_and_name_a_scored_term() -> None:
+    assert compute_score(SOURCE, SEARCH, GT, weights={"sparse": 2.0})["score"] == 2.0
+    for weights in ({"format": float("nan")}, {"sparse": float("inf")}, {"format": "2"}, {"oracle-reachable": 1.0}):
+        with pytest.raises(ValueError, match="must be a finite number for a scored term"):
+            compute_score(SOURCE, SEARCH, GT, dense="format", weights=weights)
+
+
 def test_same_terms_as_the_trl_rewards() -> None:
     from countdown_gym.envs.text import replay_completion
 
@@ -66,6 +73,12 @@ def test_ground_truth_round_trips_json_numpy_and_rules() -> None:
     tz = Problem((3, 7, 9), 10, rules=P.rules.tinyzero())
     assert problem_from_ground_truth(ground_truth(tz)).rules == tz.rules
     assert problem_from_ground_truth({"numbers": [3, 7, 9], "target": 10, "rules": "tinyzero"}).rules.name == "tinyzero"
+
+
+@pytest.mark.parametrize("gt", [b"\xff{}", "[" * 5000 + "]" * 5000, "{bad"], ids=["not-utf8", "deep", "bad"])
+def test_ground_truth_that_is_not_json_is_named(gt) -> None:
+    with pytest.raises(ValueError, match="ground_truth is not JSON"):
+        problem_from_ground_truth(gt)
 
 
 def test_export_writes_verl_parquet_and_rows_score(tmp_path: Path) -> None:
@@ -109,6 +122,8 @@ def test_dense_critic_without_a_critic_names_the_critics_reward_file():
     gt = {"numbers": [6, 2, 5, 3], "target": 8}
     with pytest.raises(ValueError, match="critics/verl_reward.py"):
         compute_score("countdown_gym/longproc-0.5k", "<answer>(6 - 2) * (5 - 3)</answer>", gt, dense=["critic"])
+    with pytest.raises(ValueError, match="with a score.states, targets. method.*got int"):  # not a scorer at all
+        compute_score("countdown_gym/longproc-0.5k", "<answer>(6 - 2) * (5 - 3)</answer>", gt, dense=["critic"], critic=5)
 
 
 def test_dense_critic_scores_four_number_problems():

@@ -87,6 +87,18 @@ def test_the_turn_budget_ends_the_trajectory() -> None:
         _call(tools, kwargs, None, "undo")
 
 
+@pytest.mark.parametrize("max_turns", [0, -3, 2.7, "16", None])
+def test_a_bad_turn_budget_in_the_tool_config_is_refused(max_turns) -> None:
+    with pytest.raises(ValueError, match="max_turns must be a positive int"):
+        vm.CountdownTool({"action": "move", "max_turns": max_turns})
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"create_kwargs": {}}, {"create_kwargs": None}])
+def test_a_row_without_the_tools_ground_truth_is_a_clear_error(kwargs) -> None:
+    with pytest.raises(ValueError, match="--interaction tool"):
+        asyncio.run(vm.CountdownTool({"action": "move"}).create(**kwargs))
+
+
 def test_tool_export_round_trips_into_the_tools(tmp_path: Path) -> None:
     pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")

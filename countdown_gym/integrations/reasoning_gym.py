@@ -228,9 +228,10 @@ class _GeneratedProblems(Sequence[Problem]):
         for preset in presets:
             generator = _narrowed(fresh_config(preset), config)
             if generator is not None:
-                streams[preset] = (p for p in fresh_problems(preset, seed, generator) if _keep(config, (p, None, None)))
+                streams[preset] = _kept(config, fresh_problems(preset, seed, generator))
         if not streams:
             raise ValueError(f"no {config.preset} problem can be generated within {_filters(config)}")
+        self._config = config
         self._streams = list(streams.values())
         self._size = config.size or 0
         self._drawn: list[Problem] = []
@@ -245,8 +246,27 @@ class _GeneratedProblems(Sequence[Problem]):
             raise IndexError(f"index {idx} out of range for {self._size} generated problems")
         idx %= self._size
         while len(self._drawn) <= idx:
-            self._drawn.append(next(self._streams[len(self._drawn) % len(self._streams)]))
+            problem = next(self._streams[len(self._drawn) % len(self._streams)], None)
+            if problem is None:
+                raise ValueError(f"no {self._config.preset} problem within {_filters(self._config)} among "
+                                 f"{MAX_MISSES} generated in a row (a tier its number counts never reach?)")
+            self._drawn.append(problem)
         return self._drawn[idx]
+
+
+MAX_MISSES = 2000
+"""Generated problems in a row outside the config's tier or ranges after which the generated split gives up."""
+
+
+def _kept(config: CountdownGymConfig, stream: Iterator[Problem]) -> Iterator[Problem]:
+    """The problems of ``stream`` the config keeps; ends after :data:`MAX_MISSES` in a row it does not."""
+    misses = 0
+    for p in stream:
+        if _keep(config, (p, None, None)):
+            misses = 0
+            yield p
+        elif (misses := misses + 1) >= MAX_MISSES:
+            return
 
 
 def _narrowed(generator: GeneratorConfig, config: CountdownGymConfig) -> GeneratorConfig | None:

@@ -31,7 +31,7 @@ def problem_from_json(text: str) -> Problem:
     """The :class:`Problem` stored in a dataset's ``problem`` column (JSON of ``Problem.to_dict``)."""
     try:
         return Problem.from_dict(json.loads(text))
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested past the parser's depth
         raise ValueError(f"the dataset's 'problem' column must hold Problem.to_dict() JSON, got {text!r:.120}: {exc}") from None
 
 

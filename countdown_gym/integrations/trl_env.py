@@ -18,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 
 from countdown_gym.data.curriculum import Curriculum
-from countdown_gym.data.splits import load_split
+from countdown_gym.data.splits import SPLITS, load_split
 from countdown_gym.envs.problem_source import (
     ProblemLike,
     ProblemSource,
@@ -129,6 +129,8 @@ class ProblemDraw:
                 raise ValueError(f"curriculum must be a countdown_gym.data.curriculum.Curriculum or 'adaptive', got {curriculum!r}")
             return make_problem_source(curriculum=curriculum)
         preset = preset or "tinyzero"
+        if split not in SPLITS:
+            raise ValueError(f"split must be a frozen split, one of {list(SPLITS)} (or pass curriculum=), got {split!r}")
         if tier is None:
             return make_problem_source(preset=preset, split=split)
         return make_problem_source(problems=load_split(preset, split, tier))

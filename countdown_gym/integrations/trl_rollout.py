@@ -200,7 +200,12 @@ def make_rollout_func(problems: Sequence[Problem], *, max_turns: int = DEFAULT_M
     (:func:`rollout_dataset`). Returns TRL's ``prompt_ids``, ``completion_ids``, ``logprobs`` and ``env_mask``, plus
     ``turn_replay`` (each rollout's :class:`~countdown_gym.game.turn_game.TurnReplay`) and ``turn_index``.
     """
-    by_prompt = dict(zip(turn_prompts(problems, prompt_style, max_turns), problems, strict=True))
+    by_prompt: dict[str, Problem] = {}
+    for prompt, problem in zip(turn_prompts(problems, prompt_style, max_turns), problems, strict=True):
+        if by_prompt.setdefault(prompt, problem) != problem:
+            raise ValueError(f"{by_prompt[prompt]} and {problem} have one {prompt_style!r} turn prompt, so a rollout "
+                             "could not tell which it plays; pass problems whose prompts differ (prompt_style='instruct' "
+                             "states the rules)")
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         chosen = []

@@ -19,6 +19,7 @@ reference solution. Guide: ``docs/integrations.md``.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -93,6 +94,8 @@ def rubric(outcome: Callable[..., float], outcome_names: Sequence[str], game: Ca
     """A ``verifiers`` rubric: ``outcome`` (weight 1), each of :func:`dense_terms` of the replay ``game(completion,
     info)`` (named like the variant, ``_`` for ``-``; weight 0 unless ``weights`` gives one) and ``extra`` metrics."""
     weights = {get_variant(k, "text").name: float(w) for k, w in (weights or {}).items()}
+    if not all(map(math.isfinite, weights.values())):
+        raise ValueError(f"every weight must be a finite number, got {weights}")
     names = dense_terms(outcome_names, scorers)
     if set(weights) - set(names):
         raise ValueError(f"weights name {sorted(set(weights) - set(names))}, which this rubric does not report; "
@@ -101,6 +104,9 @@ def rubric(outcome: Callable[..., float], outcome_names: Sequence[str], game: Ca
     def term(name: str) -> Callable[..., float]:
         variant = get_variant(name, "text")
         scorer = variant.scorer_in(scorers)
+        if variant.needs is not None and not callable(getattr(scorer, "score", None)):
+            raise ValueError(f"scorers[{variant.needs!r}] must have a score(states, targets) method (e.g. "
+                             f"critics.load_critic()), got {type(scorer).__name__}")
 
         def score(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
             return variant.completion_score(game(completion, info), scorer)
@@ -190,7 +196,7 @@ def play_tools(info: Mapping[str, Any], messages: Any, max_turns: int = DEFAULT_
             if problem is not None:
                 raise ValueError(problem)
             replies.append(tools[name](**kwargs))
-        except (TypeError, ValueError) as exc:  # a bad call is an answer the model reads, never a crash
+        except (TypeError, ValueError, RecursionError) as exc:  # a bad call is an answer the model reads, never a crash
             replies.append(bad_call_reply(exc))
     return env, replies
 
@@ -237,8 +243,7 @@ def load_environment(mode: str = "single-turn", preset: str = "tinyzero", train_
         raise ValueError(f"unknown mode {mode!r}; choose one of {list(MODES)}")
     if train_split is None and eval_split is None:
         raise ValueError("train_split and eval_split cannot both be None")
-    named = {"format": format_weight if mode == "single-turn" else 0.0, "oracle-reachable": oracle_weight,
-             "oracle-perfect": oracle_perfect_weight}
+    named = {"format": format_weight, "oracle-reachable": oracle_weight, "oracle-perfect": oracle_perfect_weight}
     weights = {**{k: float(w) for k, w in named.items() if w}, **(weights or {})}
     train = _problems(preset, train_split, num_train_examples)
     test = _problems(preset, eval_split, num_eval_examples)

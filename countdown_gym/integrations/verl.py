@@ -14,6 +14,7 @@ completion is replayed through CountdownText-v0, so the score is the TRL baselin
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -44,7 +45,7 @@ def problem_from_ground_truth(gt: Any) -> Problem:
     if isinstance(gt, (str, bytes)):
         try:
             gt = json.loads(gt)
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, or nested past the parser's depth
             raise ValueError(f"ground_truth is not JSON: {gt!r:.80}") from exc
     if not isinstance(gt, Mapping) or "numbers" not in gt or "target" not in gt:
         raise ValueError(f"ground_truth must have 'numbers' and 'target' (see scripts/export_verl.py), got {gt!r:.120}")
@@ -90,7 +91,8 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
         solution_str: The decoded response (no prompt).
         ground_truth: :func:`ground_truth` of the problem (dict or JSON string).
         dense: Extra terms, ``text`` reward variants (:func:`dense_terms`), e.g. ``"format,oracle-reachable"``.
-        weights: Term weights overriding the registry's (each variant's ``weight``).
+        weights: Term weights overriding the registry's (each variant's ``weight``): finite numbers, for ``sparse``
+            or a ``dense`` term (given, the answer is the dict).
         critic: The loaded critic (a :class:`~countdown_gym.rewards.terms.Scorer`) of the ``critic`` term; short for
             ``scorers={"critic": critic}``.
         scorers: What the dense variants need, by kind (``critic``, ``text_critic``).
@@ -110,16 +112,22 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     given = given_scorers(critic, scorers)
     for name in terms:
         need = REWARD_VARIANTS[name].needs
-        if need is not None and given.get(need) is None:
-            raise ValueError(f"dense={name} needs a loaded {need}: point verl's custom_reward_function.path at "
+        if need is not None and not callable(getattr(given.get(need), "score", None)):
+            raise ValueError(f"dense={name} needs a loaded {need} (with a score(states, targets) method), got "
+                             f"{type(given.get(need)).__name__}: point verl's custom_reward_function.path at "
                              "critics/verl_reward.py (it loads the shipped critic), or pass critic=... / scorers=...")
         if need is not None:
             check_scorer_fits(given[need], problem.numbers, f"dense={name}", "this problem has")
     replay = replay_completion(problem, solution_str)
     scores = score_terms(replay, ["sparse", *terms], scorers=given)
-    if not terms:
+    if not terms and not weights:
         return scores["sparse"]
-    w = {**{name: REWARD_VARIANTS[name].weight for name in scores}, **{get_variant(k).name: v for k, v in (weights or {}).items()}}
+    w = {name: REWARD_VARIANTS[name].weight for name in scores}
+    for key, value in (weights or {}).items():
+        name = get_variant(key).name
+        if name not in w or isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(f"weights[{key!r}] must be a finite number for a scored term {sorted(w)}, got {value!r}")
+        w[name] = value
     return {"score": float(sum(w[name] * value for name, value in scores.items())), **scores,
             "invalid_steps": float(replay.invalid_steps), "moves": float(len(replay.transitions))}
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
 
+from countdown_gym.envs.text_episode import check_budget
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.turn_format import TOOL_NAMES, episode_over_reply, numbers_reply, tool_prompt, tool_turn
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, replay_turns
@@ -82,7 +83,7 @@ class CountdownTool(_Base):  # type: ignore[misc, valid-type]
     def __init__(self, config: dict, tool_schema: Any = None) -> None:
         config = dict(config or {})
         self.action = config.get("action", "move")
-        self.max_turns = int(config.get("max_turns", DEFAULT_MAX_TURNS))
+        self.max_turns = check_budget("max_turns", config.get("max_turns", DEFAULT_MAX_TURNS), allow_none=False)
         schema = tool_schema or tool_json_schema(self.action)
         if HAVE_VERL:
             if isinstance(schema, dict):
@@ -97,6 +98,9 @@ class CountdownTool(_Base):  # type: ignore[misc, valid-type]
         """Bind an instance to the row's problem (``create_kwargs={"ground_truth": ...}``, as verl passes it)."""
         instance_id = instance_id or str(uuid4())
         create_kwargs = kwargs.get("create_kwargs", kwargs)
+        if not isinstance(create_kwargs, Mapping) or "ground_truth" not in create_kwargs:
+            raise ValueError(f"CountdownTool needs the row's extra_info.tools_kwargs.<tool>.create_kwargs.ground_truth "
+                             f"(scripts/export_verl.py --interaction tool), got create_kwargs={create_kwargs!r:.120}")
         self._problems[instance_id] = problem_from_ground_truth(create_kwargs["ground_truth"])
         return instance_id, ToolResponse()
 

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prog}: error: cannot listen on {opts.host}:{opts.port}: {e.strerror or e}"
               if isinstance(e, OSError) else f"{prog}: error: bad --host {opts.host!r}: {e}", file=sys.stderr)
         return 2
-    print(f"{prog}: {opts.env} on http://{opts.host}:{opts.port} (HTTP /reset /step /state/{{episode_id}}, "
+    print(f"{prog}: {opts.env} on http://{f'[{opts.host}]' if ':' in opts.host else opts.host}:{opts.port} (HTTP /reset /step /state/{{episode_id}}, "
           f"WebSocket /ws, up to {opts.sessions()} sessions); Ctrl-C stops", flush=True)
     with sock:
         uvicorn_server(app, opts.max_body_bytes, opts.log_level, head_timeout_s=opts.head_timeout_s,

@@ -411,7 +411,7 @@ def serve_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0, log_le
             if not thread.is_alive():
                 raise RuntimeError("the server thread stopped before it started (see the log above)")
             time.sleep(0.01)
-        yield f"http://{host}:{sock.getsockname()[1]}"
+        yield f"http://{f'[{host}]' if ':' in host else host}:{sock.getsockname()[1]}"  # an IPv6 address in brackets
     finally:
         server.should_exit = True
         thread.join(timeout=30)

@@ -304,7 +304,7 @@ def _validation_code(error: ValidationError) -> str:
     kinds = {e["type"] for e in error.errors(include_url=False, include_input=False, include_context=False)}
     if "json_invalid" in kinds:
         return "INVALID_JSON"
-    return "UNKNOWN_TYPE" if kinds & {"union_tag_invalid", "union_tag_not_found", "model_type"} else "VALIDATION_ERROR"
+    return "UNKNOWN_TYPE" if kinds & {"union_tag_invalid", "union_tag_not_found"} else "VALIDATION_ERROR"
 
 
 def _not_strict(text: str) -> str | None:
