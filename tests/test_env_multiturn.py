@@ -218,3 +218,11 @@ def test_a_fraction_operand_has_one_reading() -> None:
     env.reset(seed=0)
     assert env.step("9/2")[0] == "= 9/2 [71,72,9/2]"
     assert env.step("72/(9/2)")[0] == "= 16 [71,16]"
+
+
+@pytest.mark.parametrize("bad", [{"max_turns": 0}, {"max_turns": -3}, {"max_turns": 2.5}, {"max_turns": True},
+                                 {"max_turn_chars": 0}])
+def test_a_turn_episode_refuses_a_budget_below_one(bad: dict) -> None:
+    """TurnEpisode(max_turns=0) was accepted and every move ended the game ('turn limit'); 2.5 compared as a float."""
+    with pytest.raises(ValueError, match=f"{next(iter(bad))} must be an int >= 1"):
+        TurnEpisode(P, **bad)

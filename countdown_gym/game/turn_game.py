@@ -57,6 +57,9 @@ class TurnEpisode:
                  max_turn_chars: int = 200, *, stop_at_dead_end: bool | int = False) -> None:
         if isinstance(stop_at_dead_end, float) or int(stop_at_dead_end) < 0:
             raise ValueError(f"stop_at_dead_end must be a bool or an int >= 0, got {stop_at_dead_end!r}")
+        for name, value in (("max_turns", max_turns), ("max_turn_chars", max_turn_chars)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         self.problem = problem
         self.stop_at_dead_end = int(stop_at_dead_end)
         self._lost = False  # the current state cannot reach the target (tracked with stop_at_dead_end)

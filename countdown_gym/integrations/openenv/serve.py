@@ -71,7 +71,7 @@ class ServeOptions:
     split: str = "train"
     """frozen split to draw problems from (train, validation, test) or 'generate'"""
     rules: str | None = None
-    """rules preset (longproc, tinyzero, classic); default: the problems' own"""
+    """rules preset (longproc, longproc_positive, tinyzero, classic); default: the problems' own"""
     max_turns: int = 16
     """CountdownMultiTurn-v0: turn budget of an episode (at most 4096)"""
     prompt: str = "compact"
