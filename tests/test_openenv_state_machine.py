@@ -19,7 +19,8 @@ from countdown_gym.integrations.openenv import make_app  # noqa: E402
 
 PROBLEM = {"numbers": [21, 16, 17, 26], "target": 46}
 TURNS = ["21+16", "17+26", "37+43", "undo", "give up", "99+1", "21*", "", "x" * 300, "21 + 16 = 37"]
-JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12),
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+                           | st.text(max_size=12),
                            lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=6), kids, max_size=3),
                            max_leaves=8)
 APP = make_app("CountdownMultiTurn-v0", split="test", max_sessions=2, max_turns=6)
