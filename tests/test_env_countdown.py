@@ -495,3 +495,18 @@ def test_rgb_array_frames_and_sb3_make_vec_env():
     assert info["is_success"] and (env.render() == (40, 160, 60)).all(axis=-1).any()  # green: solved
     venv = make_vec_env("Countdown-v0", n_envs=2)  # asks for render_mode="rgb_array"
     assert venv.reset().shape[0] == 2
+
+
+def test_pickle_round_trip_mid_episode():
+    """A pickled Countdown-v0 (its shared StateCache holds lambdas) loads and plays on exactly as the original."""
+    import pickle
+
+    env = gym.make("Countdown-v0", problems=[((21, 16, 17, 26), 46)])
+    env.reset(seed=3)
+    env.step(encode_action(0, 1, "+", 4))
+    copy = pickle.loads(pickle.dumps(env))
+    for action in (encode_action(1, 2, "+", 4), encode_action(0, 1, "+", 4)):  # 26 + 37, then 17 + 63 = 80
+        one, two = env.step(action), copy.step(action)
+        assert one[1:4] == two[1:4] and (one[0] == two[0]).all() and one[4]["state"] == two[4]["state"]
+    assert one[4]["state"] == (80,) and one[2]
+    assert copy.reset(seed=9)[1]["problem"] == env.reset(seed=9)[1]["problem"]
