@@ -181,6 +181,8 @@ def test_errors():
         venv.reset(options={"problems": [((1, 2), 3)]})
     with pytest.raises(ValueError, match="unknown reset options"):
         venv.reset(options={"seed": 3})
+    with pytest.raises(ValueError, match="reset options must be a dict"):
+        venv.reset(options=["problem"])
 
 
 def test_make_vec_default_uses_native_env():

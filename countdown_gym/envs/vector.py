@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -216,7 +216,9 @@ class CountdownVectorEnv(VectorEnv):
             raise ValueError("CountdownVectorEnv draws every env's problems from one generator: pass one int seed")
         super().reset(seed=seed)
         rows = self._rows
-        options = options or {}
+        options = {} if options is None else options
+        if not isinstance(options, Mapping):
+            raise ValueError(f"reset options must be a dict or None, got {type(options).__name__} {options!r:.100}")
         unknown = set(options) - {"problem", "problems"}
         if unknown:
             raise ValueError(f"unknown reset options {sorted(unknown)}; use 'problem' or 'problems'")
