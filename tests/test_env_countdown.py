@@ -389,6 +389,9 @@ def test_problem_dicts_with_numpy_ints_and_bad_dicts():
         ({"invalid_penalty": float("nan")}, "invalid_penalty"),
         ({"max_steps": 0}, "max_steps"),
         ({"value_scale": -1}, "value_scale"),
+        ({"value_scale": 10**400}, "value_scale"),  # past float range: was an OverflowError from math.isfinite
+        ({"invalid_penalty": -(10**400)}, "invalid_penalty"),
+        ({"value_scale": np.complex128(5)}, "value_scale"),  # was accepted, its imaginary part dropped with a warning
         ({"render_mode": "rgb"}, "render_mode"),
     ],
 )
