@@ -175,6 +175,22 @@ def test_critic_term_batches_and_scores_invalid_moves_lowest():
     assert scored_moves([], critic) == []
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_critic_nan_or_inf_is_an_error_not_a_reward(bad):
+    """A critic scoring NaN / inf made the reward NaN / inf (additive and shaping); now a ValueError naming the state."""
+
+    class Broken:
+        def score(self, states, targets):
+            return np.full(len(states), bad)
+
+    for potential in (False, True):
+        env = ContrastiveCriticReward(gym.make("Countdown-v0", problems=[((21, 16, 17, 26), 46)]), Broken(),
+                                      potential=potential)
+        env.reset(seed=0)
+        with pytest.raises(ValueError, match="critic.score returned .* a reward term must be finite"):
+            env.step(0)  # 21 + 16
+
+
 # ---- OracleReward on both envs ------------------------------------------------------------------
 
 
