@@ -625,6 +625,23 @@ def test_clipo_embedding_shape_errors():
         env.step(np.array([2, 0]))
 
 
+
+@pytest.mark.parametrize("out", [[float("nan"), 0.0], [float("inf"), 0.0], [0.0], None])
+def test_clipo_trainer_output_is_checked(out):
+    """A trainer's NaN / inf reward reached the reward; a wrong count failed deep in zip() or float()."""
+
+    class Scripted:
+        last_stats: dict = {}
+
+        def step(self, embeddings, correct, group_ids):
+            return out
+
+    env = CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=2, embed_fn=lambda t: np.zeros(3), trainer=Scripted())
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="trainer's step returned .* expected 2 finite rewards"):
+        env.step(np.array([2, 3]))
+
+
 def test_clipo_group_argument_errors():
     with pytest.raises(ValueError, match="multiple of group_size"):
         CLIPOGroupReward([lambda: ToyEnv()] * 5, group_size=2, embed_fn=lambda t: np.zeros(2), trainer=trainer_factory())

@@ -219,6 +219,9 @@ class CLIPOGroupReward(VectorEnv):
         gids = [self._trajectories[i].group for i in members]
         trainer = self._get_trainer(emb.shape[1])
         clipo = np.asarray(trainer.step(emb, correct, gids), dtype=np.float64)
+        if clipo.shape != (len(members),) or not np.isfinite(clipo).all():
+            raise ValueError(f"the CLIPO trainer's step returned {clipo!r:.120} for {len(members)} rollouts; "
+                             f"expected {len(members)} finite rewards")
         self.last_group_stats = dict(trainer.last_stats)
         self.finished_groups += len(groups)
         for r_cl, i in zip(clipo, members, strict=True):
