@@ -642,6 +642,16 @@ def test_clipo_trainer_output_is_checked(out):
         env.step(np.array([2, 3]))
 
 
+def test_clipo_action_batch_of_the_wrong_length_is_refused():
+    """3 actions for 2 envs were taken with the extra one dropped; 1 action failed with an IndexError."""
+    env = CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=2, embed_fn=lambda t: np.zeros(3),
+                           trainer=trainer_factory())
+    env.reset(seed=0)
+    for bad in (np.array([0, 0, 0]), np.array([0])):
+        with pytest.raises(ValueError, match=r"one action per env \(2\), got"):
+            env.step(bad)
+
+
 def test_clipo_group_argument_errors():
     with pytest.raises(ValueError, match="multiple of group_size"):
         CLIPOGroupReward([lambda: ToyEnv()] * 5, group_size=2, embed_fn=lambda t: np.zeros(2), trainer=trainer_factory())

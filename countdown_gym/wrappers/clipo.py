@@ -168,6 +168,8 @@ class CLIPOGroupReward(VectorEnv):
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         n = self.num_envs
         acts = list(iterate(self.action_space, actions))
+        if len(acts) != n:
+            raise ValueError(f"actions must hold one action per env ({n}), got {len(acts)}")
         rewards = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=np.bool_)
         truncated = np.zeros(n, dtype=np.bool_)
