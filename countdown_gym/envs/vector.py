@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -228,7 +228,10 @@ class CountdownVectorEnv(VectorEnv):
             p = self.source.coerce(options["problem"])
             self._load(rows, [p] * self.num_envs)
         elif options.get("problems") is not None:
-            given = list(options["problems"])
+            given = options["problems"]
+            if isinstance(given, (str, bytes, Problem, Mapping)) or not isinstance(given, Iterable):
+                raise ValueError(f"reset option 'problems' must be a list of {self.num_envs} problems, got {given!r:.100}")
+            given = list(given)
             if len(given) != self.num_envs:
                 raise ValueError(f"reset option 'problems' needs {self.num_envs} problems (one per env), got {len(given)}")
             self._load(rows, [self.source.coerce(p) for p in given])  # coerce checks each is playable
