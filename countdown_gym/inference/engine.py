@@ -63,7 +63,7 @@ class Sampler:
         if self.top_p < 1.0:
             sorted_scores, order = scores.sort(-1, descending=True)
             probs = sorted_scores.softmax(-1)
-            drop = probs.cumsum(-1) - probs > self.top_p  # keep the smallest set whose mass reaches top_p
+            drop = probs.cumsum(-1) - probs >= self.top_p  # keep the smallest set whose mass reaches top_p
             scores = scores.scatter(-1, order, sorted_scores.masked_fill(drop, float("-inf")))
         return scores.log_softmax(-1)
 
