@@ -516,3 +516,15 @@ def test_pickle_round_trip_mid_episode():
         assert one[1:4] == two[1:4] and (one[0] == two[0]).all() and one[4]["state"] == two[4]["state"]
     assert one[4]["state"] == (80,) and one[2]
     assert copy.reset(seed=9)[1]["problem"] == env.reset(seed=9)[1]["problem"]
+
+
+def test_rgb_frame_of_a_number_past_float_range():
+    """A result above float range (rules without a value limit) made render() raise OverflowError; it is a full bar."""
+    rules = Rules(name="unbounded", integer_only=True, sign="any", value_limit=None, use_all=True)
+    env = CountdownEnv(problems=[((10**15 - 1,) * 22, 5)], rules=rules, render_mode="rgb_array")
+    env.reset(seed=0)
+    for _ in range(21):  # multiply the running product by one more number: (10**15 - 1) ** 22 > 1e308
+        env.step(env.encode_action(0, len(env.state) - 1, "*"))
+    assert env.state[0] > 10**309
+    frame = env.render()
+    assert frame.shape == (96, 128, 3) and (frame[4:60, 2] == (60, 90, 200)).all()  # a full-height bar (above the target line)

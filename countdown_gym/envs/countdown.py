@@ -340,7 +340,7 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
             return frame
 
         def level(x: Number) -> int:
-            v = math.log1p(max(float(x), 0.0)) / math.log1p(self.value_scale)
+            v = math.log1p(max(float(min(x, self.value_scale)), 0.0)) / math.log1p(self.value_scale)  # no overflow
             return int(round(min(max(v, 0.0), 1.0) * (height - 8)))
 
         slot = width // max(self.max_numbers, 1)
