@@ -161,6 +161,13 @@ def test_sampled_first_moves_follow_the_models_distribution(turn_model) -> None:
     assert chi2_dist.sf(chi2, dof) > 1e-3, (chi2, dof)
 
 
+@pytest.mark.parametrize("knobs", [{"temperature": float("inf")}, {"top_k": 2.5}, {"top_k": True}])
+def test_sampler_refuses_knobs_that_sample_wrongly(knobs) -> None:
+    """temperature=inf made masked (-inf) logits NaN, top_k=True sampled top-1, top_k=2.5 failed inside topk."""
+    with pytest.raises(ValueError, match="temperature|top_k"):
+        Sampler(**knobs)
+
+
 @pytest.mark.parametrize("top_p", [0.25, 0.5, 0.75, 0.9])
 def test_top_p_keeps_what_transformers_keeps_at_ties(top_p) -> None:
     """Tied logits whose mass reaches top_p exactly (four at 0.25, 0.5 / 0.25 / 0.25): a token after the smallest
