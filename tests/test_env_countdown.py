@@ -389,6 +389,9 @@ def test_problem_dicts_with_numpy_ints_and_bad_dicts():
         ({"invalid_penalty": float("nan")}, "invalid_penalty"),
         ({"max_steps": 0}, "max_steps"),
         ({"value_scale": -1}, "value_scale"),
+        ({"value_scale": 10**400}, "value_scale"),  # past float range: was an OverflowError from math.isfinite
+        ({"invalid_penalty": -(10**400)}, "invalid_penalty"),
+        ({"value_scale": np.complex128(5)}, "value_scale"),  # was accepted, its imaginary part dropped with a warning
         ({"render_mode": "rgb"}, "render_mode"),
     ],
 )
@@ -407,6 +410,9 @@ def test_bad_calls_give_clear_errors():
             env.step(bad)
     with pytest.raises(ValueError, match="unknown reset options"):
         env.reset(options={"problems": []})
+    for bad in (["problem"], 5, "problem"):  # not a dict: was an AttributeError / TypeError, or a letter-by-letter list
+        with pytest.raises(ValueError, match="reset options must be a dict"):
+            env.reset(options=bad)
     with pytest.raises(ValueError, match="only 4 slots"):
         env.reset(options={"problem": ((1, 2, 3, 4, 5), 6)})
     with pytest.raises(ValueError, match="plays under"):
@@ -495,3 +501,30 @@ def test_rgb_array_frames_and_sb3_make_vec_env():
     assert info["is_success"] and (env.render() == (40, 160, 60)).all(axis=-1).any()  # green: solved
     venv = make_vec_env("Countdown-v0", n_envs=2)  # asks for render_mode="rgb_array"
     assert venv.reset().shape[0] == 2
+
+
+def test_pickle_round_trip_mid_episode():
+    """A pickled Countdown-v0 (its shared StateCache holds lambdas) loads and plays on exactly as the original."""
+    import pickle
+
+    env = gym.make("Countdown-v0", problems=[((21, 16, 17, 26), 46)])
+    env.reset(seed=3)
+    env.step(encode_action(0, 1, "+", 4))
+    copy = pickle.loads(pickle.dumps(env))
+    for action in (encode_action(1, 2, "+", 4), encode_action(0, 1, "+", 4)):  # 26 + 37, then 17 + 63 = 80
+        one, two = env.step(action), copy.step(action)
+        assert one[1:4] == two[1:4] and (one[0] == two[0]).all() and one[4]["state"] == two[4]["state"]
+    assert one[4]["state"] == (80,) and one[2]
+    assert copy.reset(seed=9)[1]["problem"] == env.reset(seed=9)[1]["problem"]
+
+
+def test_rgb_frame_of_a_number_past_float_range():
+    """A result above float range (rules without a value limit) made render() raise OverflowError; it is a full bar."""
+    rules = Rules(name="unbounded", integer_only=True, sign="any", value_limit=None, use_all=True)
+    env = CountdownEnv(problems=[((10**15 - 1,) * 22, 5)], rules=rules, render_mode="rgb_array")
+    env.reset(seed=0)
+    for _ in range(21):  # multiply the running product by one more number: (10**15 - 1) ** 22 > 1e308
+        env.step(env.encode_action(0, len(env.state) - 1, "*"))
+    assert env.state[0] > 10**309
+    frame = env.render()
+    assert frame.shape == (96, 128, 3) and (frame[4:60, 2] == (60, 90, 200)).all()  # a full-height bar (above the target line)

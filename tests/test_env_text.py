@@ -232,6 +232,18 @@ def test_invalid_line_does_not_advance_the_state():
     assert check.valid and t["valid"] and checker.state == (37, 17, 26)
 
 
+def test_plain_equations_continue_from_the_last_trusted_state():
+    """After an invalid Try (or compact) line every later plain equation was parent_invalid, though info['state']
+    showed the trusted numbers; docs/text_env.md: plain equations continue from the last trusted state."""
+    for wrong in ("  |- Try 21 + 16 = 38. Add 38 to the number set.", "  21+16=38 [17,26,38]", "21+16=38 [17,26,38]"):
+        checker = LineChecker(P)
+        assert checker.check(wrong)[0].reason in ("arithmetic_error", "bad_depth")
+        assert checker.state == (21, 16, 17, 26)
+        for line, after in (("21 + 16 = 37", (17, 26, 37)), ("37 - 17 = 20", (26, 20)), ("26 + 20 = 46", (46,))):
+            check, (t,) = checker.check(line)
+            assert check.valid and t["valid"] and checker.state == after, (wrong, line, check.reason)
+
+
 def test_zero_drop_holds_only_under_positive_rules():
     # "0 is not positive" is a correct pruning under longproc_positive, a wrong one under longproc
     line = "  |- Try 5 - 5 = 0. 0 is not positive, drop this branch."

@@ -181,6 +181,11 @@ def test_errors():
         venv.reset(options={"problems": [((1, 2), 3)]})
     with pytest.raises(ValueError, match="unknown reset options"):
         venv.reset(options={"seed": 3})
+    with pytest.raises(ValueError, match="reset options must be a dict"):
+        venv.reset(options=["problem"])
+    for bad in (3, "abc", Problem((1, 2), 3)):  # was a TypeError from list(), or a complaint about 'a'
+        with pytest.raises(ValueError, match="'problems' must be a list of 4 problems"):
+            venv.reset(options={"problems": bad})
 
 
 def test_make_vec_default_uses_native_env():

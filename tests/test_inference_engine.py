@@ -161,6 +161,28 @@ def test_sampled_first_moves_follow_the_models_distribution(turn_model) -> None:
     assert chi2_dist.sf(chi2, dof) > 1e-3, (chi2, dof)
 
 
+@pytest.mark.parametrize("knobs", [{"temperature": float("inf")}, {"top_k": 2.5}, {"top_k": True}])
+def test_sampler_refuses_knobs_that_sample_wrongly(knobs) -> None:
+    """temperature=inf made masked (-inf) logits NaN, top_k=True sampled top-1, top_k=2.5 failed inside topk."""
+    with pytest.raises(ValueError, match="temperature|top_k"):
+        Sampler(**knobs)
+
+
+@pytest.mark.parametrize("top_p", [0.25, 0.5, 0.75, 0.9])
+def test_top_p_keeps_what_transformers_keeps_at_ties(top_p) -> None:
+    """Tied logits whose mass reaches top_p exactly (four at 0.25, 0.5 / 0.25 / 0.25): a token after the smallest
+    set reaching top_p was kept (three of four at top_p=0.5); now the set is transformers' TopPLogitsWarper's."""
+    from transformers.generation.logits_process import TopPLogitsWarper
+
+    logits = torch.tensor([[0.0, 0.0, 0.0, 0.0], [2.0, 1.0, 1.0, -1e9], [0.0, 3.0, 1.0, 2.0]]).log_softmax(-1)
+    logits[1] = torch.tensor([0.5, 0.25, 0.25, 0.0]).log()
+    kept = Sampler(top_p=top_p).log_probs(logits) > float("-inf")
+    hf = TopPLogitsWarper(top_p)(None, logits.clone()) > float("-inf")
+    assert kept.sum(-1).tolist() == hf.sum(-1).tolist()  # as many (which of tied tokens: the sort's choice)
+    probs = logits.exp()
+    assert (probs.masked_fill(~kept, 2.0).min(-1).values >= probs.masked_fill(kept, -1.0).max(-1).values).all()
+
+
 def test_draw_follows_each_rows_probabilities_and_never_draws_a_zero() -> None:
     """200,000 draws of three rows (one with zeros at both ends and inside, one certain, one unnormalised by a
     float32 rounding): each index's frequency against its probability (a chi-square test)."""

@@ -175,6 +175,22 @@ def test_critic_term_batches_and_scores_invalid_moves_lowest():
     assert scored_moves([], critic) == []
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_critic_nan_or_inf_is_an_error_not_a_reward(bad):
+    """A critic scoring NaN / inf made the reward NaN / inf (additive and shaping); now a ValueError naming the state."""
+
+    class Broken:
+        def score(self, states, targets):
+            return np.full(len(states), bad)
+
+    for potential in (False, True):
+        env = ContrastiveCriticReward(gym.make("Countdown-v0", problems=[((21, 16, 17, 26), 46)]), Broken(),
+                                      potential=potential)
+        env.reset(seed=0)
+        with pytest.raises(ValueError, match="critic.score returned .* a reward term must be finite"):
+            env.step(0)  # 21 + 16
+
+
 # ---- OracleReward on both envs ------------------------------------------------------------------
 
 
@@ -607,6 +623,33 @@ def test_clipo_embedding_shape_errors():
     env.reset(seed=0)
     with pytest.raises(ValueError, match="NaN"):
         env.step(np.array([2, 0]))
+
+
+
+@pytest.mark.parametrize("out", [[float("nan"), 0.0], [float("inf"), 0.0], [0.0], None])
+def test_clipo_trainer_output_is_checked(out):
+    """A trainer's NaN / inf reward reached the reward; a wrong count failed deep in zip() or float()."""
+
+    class Scripted:
+        last_stats: dict = {}
+
+        def step(self, embeddings, correct, group_ids):
+            return out
+
+    env = CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=2, embed_fn=lambda t: np.zeros(3), trainer=Scripted())
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="trainer's step returned .* expected 2 finite rewards"):
+        env.step(np.array([2, 3]))
+
+
+def test_clipo_action_batch_of_the_wrong_length_is_refused():
+    """3 actions for 2 envs were taken with the extra one dropped; 1 action failed with an IndexError."""
+    env = CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=2, embed_fn=lambda t: np.zeros(3),
+                           trainer=trainer_factory())
+    env.reset(seed=0)
+    for bad in (np.array([0, 0, 0]), np.array([0])):
+        with pytest.raises(ValueError, match=r"one action per env \(2\), got"):
+            env.step(bad)
 
 
 def test_clipo_group_argument_errors():

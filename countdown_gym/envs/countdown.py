@@ -207,6 +207,14 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
         self._history: list[tuple[Number, str, Number, Number | None]] = []
         self._last_reward = 0.0
 
+    def __getstate__(self) -> dict[str, Any]:  # the shared StateCache holds lambdas: not pickled, looked up on load
+        return {k: v for k, v in self.__dict__.items() if k not in ("_cache", "_results", "_states")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._cache = StateCache.get(self.rules, self.max_numbers, self.value_scale)
+        self._results, self._states = self._cache.results, self._cache.data
+
     def encode_action(self, i: int, j: int, op: str | int) -> int:
         """The action index of ``slot[i] op slot[j]`` (see the class docstring)."""
         return encode_action(i, j, op, self.max_numbers)
@@ -332,7 +340,7 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
             return frame
 
         def level(x: Number) -> int:
-            v = math.log1p(max(float(x), 0.0)) / math.log1p(self.value_scale)
+            v = math.log1p(max(float(min(x, self.value_scale)), 0.0)) / math.log1p(self.value_scale)  # no overflow
             return int(round(min(max(v, 0.0), 1.0) * (height - 8)))
 
         slot = width // max(self.max_numbers, 1)

@@ -30,11 +30,14 @@ def check_budget(name: str, value: Any, allow_none: bool = True) -> int | None:
 
 
 def _finite(name: str, value: Any, positive: bool, expected: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not math.isfinite(value) or (
-        positive and value <= 0
-    ):
-        raise ValueError(f"{name} must be {expected}, got {value!r}")
-    return float(value)
+    real = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+    try:
+        number = float(value) if real else math.nan
+    except OverflowError:  # an int past float range
+        number = math.inf
+    if not math.isfinite(number) or (positive and number <= 0):
+        raise ValueError(f"{name} must be {expected}, got {value!r:.100}")
+    return number
 
 
 def set_step_options(env: Any, max_steps: Any, invalid_action: Any, invalid_penalty: Any, value_scale: Any) -> None:

@@ -161,7 +161,9 @@ class ProblemSource:
 
     def reset_option(self, options: Mapping[str, Any] | None) -> Problem | None:
         """The problem ``reset(options=...)`` asks for (coerced), or ``None``; ``ValueError`` for any other option."""
-        options = options or {}
+        options = {} if options is None else options
+        if not isinstance(options, Mapping):
+            raise ValueError(f"reset options must be a dict or None, got {type(options).__name__} {options!r:.100}")
         unknown = set(options) - {"problem"}
         if unknown:
             raise ValueError(f"unknown reset options {sorted(unknown)}; the only option is 'problem'")

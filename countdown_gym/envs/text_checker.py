@@ -292,11 +292,11 @@ class LineChecker:
 
     def _equation(self, p: ParsedLine, out: list[dict[str, Any]], compact: bool) -> str:
         """A compact line (its node found by depth; its listed numbers must be the new state) or a plain equation (on
-        the deepest state). A made state is pushed; a compact line that fails leaves an untrusted node."""
+        the deepest trusted state). A made state is pushed; a compact line that fails leaves an untrusted node."""
         if compact and p.indent >= len(self.stack):
             out.append(self._record(self.state, p, None, "bad_depth"))
             return "bad_depth"
-        k = p.indent if compact else len(self.stack) - 1
+        k = p.indent if compact else max(i for i, n in enumerate(self.stack) if n.trusted)  # plain: the last trusted
         node = self.stack[k]
         del self.stack[k + 1 :]
         nxt, reason = None, "parent_invalid" if not node.trusted else "malformed"

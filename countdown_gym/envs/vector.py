@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -216,7 +216,9 @@ class CountdownVectorEnv(VectorEnv):
             raise ValueError("CountdownVectorEnv draws every env's problems from one generator: pass one int seed")
         super().reset(seed=seed)
         rows = self._rows
-        options = options or {}
+        options = {} if options is None else options
+        if not isinstance(options, Mapping):
+            raise ValueError(f"reset options must be a dict or None, got {type(options).__name__} {options!r:.100}")
         unknown = set(options) - {"problem", "problems"}
         if unknown:
             raise ValueError(f"unknown reset options {sorted(unknown)}; use 'problem' or 'problems'")
@@ -226,7 +228,10 @@ class CountdownVectorEnv(VectorEnv):
             p = self.source.coerce(options["problem"])
             self._load(rows, [p] * self.num_envs)
         elif options.get("problems") is not None:
-            given = list(options["problems"])
+            given = options["problems"]
+            if isinstance(given, (str, bytes, Problem, Mapping)) or not isinstance(given, Iterable):
+                raise ValueError(f"reset option 'problems' must be a list of {self.num_envs} problems, got {given!r:.100}")
+            given = list(given)
             if len(given) != self.num_envs:
                 raise ValueError(f"reset option 'problems' needs {self.num_envs} problems (one per env), got {len(given)}")
             self._load(rows, [self.source.coerce(p) for p in given])  # coerce checks each is playable

@@ -14,9 +14,11 @@ distribution's.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any
 
 import torch
@@ -45,12 +47,12 @@ class Sampler:
     top_k: int = 0
 
     def __post_init__(self) -> None:
-        if not self.greedy and not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0 when sampling, got {self.temperature}")
+        if not self.greedy and not 0 < self.temperature < math.inf:
+            raise ValueError(f"temperature must be > 0 and finite when sampling, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, Integral) or self.top_k < 0:
+            raise ValueError(f"top_k must be an int >= 0, got {self.top_k!r}")
 
     def log_probs(self, logits: torch.Tensor) -> torch.Tensor:
         """Log-probabilities of the sampling distribution (greedy: the model's own)."""
@@ -63,7 +65,7 @@ class Sampler:
         if self.top_p < 1.0:
             sorted_scores, order = scores.sort(-1, descending=True)
             probs = sorted_scores.softmax(-1)
-            drop = probs.cumsum(-1) - probs > self.top_p  # keep the smallest set whose mass reaches top_p
+            drop = probs.cumsum(-1) - probs >= self.top_p  # keep the smallest set whose mass reaches top_p
             scores = scores.scatter(-1, order, sorted_scores.masked_fill(drop, float("-inf")))
         return scores.log_softmax(-1)
 

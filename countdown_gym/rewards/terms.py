@@ -136,6 +136,10 @@ def critic_scores(states: Sequence[Sequence[Number]], targets: Sequence[Number],
     scores = np.asarray(scorer.score([tuple(s) for s in states], list(targets)), dtype=np.float64)
     if scores.shape != (len(states),):
         raise ValueError(f"critic.score returned shape {scores.shape} for {len(states)} states; expected ({len(states)},)")
+    if not np.isfinite(scores).all():
+        bad = int(np.flatnonzero(~np.isfinite(scores))[0])
+        raise ValueError(f"critic.score returned {scores[bad]} for state {tuple(states[bad])} -> {targets[bad]}; "
+                         "a reward term must be finite")
     return scores
 
 

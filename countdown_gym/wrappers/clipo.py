@@ -168,6 +168,8 @@ class CLIPOGroupReward(VectorEnv):
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         n = self.num_envs
         acts = list(iterate(self.action_space, actions))
+        if len(acts) != n:
+            raise ValueError(f"actions must hold one action per env ({n}), got {len(acts)}")
         rewards = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=np.bool_)
         truncated = np.zeros(n, dtype=np.bool_)
@@ -219,6 +221,9 @@ class CLIPOGroupReward(VectorEnv):
         gids = [self._trajectories[i].group for i in members]
         trainer = self._get_trainer(emb.shape[1])
         clipo = np.asarray(trainer.step(emb, correct, gids), dtype=np.float64)
+        if clipo.shape != (len(members),) or not np.isfinite(clipo).all():
+            raise ValueError(f"the CLIPO trainer's step returned {clipo!r:.120} for {len(members)} rollouts; "
+                             f"expected {len(members)} finite rewards")
         self.last_group_stats = dict(trainer.last_stats)
         self.finished_groups += len(groups)
         for r_cl, i in zip(clipo, members, strict=True):
