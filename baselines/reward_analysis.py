@@ -233,7 +233,9 @@ def tuning_lines(folder: Path) -> list[str]:
         per = ", ".join(f"s{s} {100 * v:.1f}%" for s, v in sorted(by_lr[lr]))
         mark = " (chosen)" if lr == best else ""
         lines.append(f"| {f'{lr:.0e}'.replace('e-0', 'e-')}{mark} | {per} | {100 * np.mean(xs):.1f}% ± {100 * seed_spread(xs):.1f} |")
-    return [*lines, "", f"The highest mean is {100 * (mean[best] - mean[ranked[1]]):.1f} points above the next; one run's "
+    lead = f"The highest mean is {100 * (mean[best] - mean[ranked[1]]):.1f} points above the next" if len(ranked) > 1 else (
+        "One learning rate was tried")
+    return [*lines, "", f"{lead}; one run's "
             f"binomial SE on {n} problems is {100 * binomial_se(float(mean[best]), n):.1f} points, so the pick is the "
             "protocol's rule applied, not a settled ranking.", ""]
 

@@ -117,3 +117,12 @@ def test_the_quick_comparisons_page_expects_its_own_eight_seeds(tmp_path: Path) 
     ra.write_page(page, page.with_suffix(""))
     assert "(quick version, 8 seeds an arm)" in page.read_text() and "Interim" not in page.read_text()
     ra.main(["--page", str(page), "--check"])
+
+
+def test_tuning_of_one_learning_rate_is_tabulated(tmp_path: Path) -> None:
+    """One learning rate in ``tuning/`` was an IndexError (no next-best mean to compare with)."""
+    for seed in (100, 101):
+        ra.write_record(tmp_path / f"lr1e-4-s{seed}.json.gz", {"arm": "sparse", "seed": seed, "options": {"learning_rate": 1e-4},
+                                                              "validation": [{"step": 30, "greedy_success": 0.2, "problems": 200}]})
+    text = "\n".join(ra.tuning_lines(tmp_path))
+    assert "| 1e-4 (chosen) | s100 20.0%, s101 20.0% |" in text and "One learning rate was tried;" in text
