@@ -83,6 +83,8 @@ class Options:
             self.variants, self.seeds, self.name = QUICK["variants"], QUICK["seeds"], QUICK["name"]
             self.results_dir = self.runs_dir
         dataclass_cli.check_min(self, 1, "steps", "jobs", "prompts_per_step", "max_completion_length", "max_turns")
+        if not self.variants or len(set(self.variants)) < len(self.variants):
+            raise ValueError(f"--variants needs one or more arms, none repeated (each run has one folder), got {','.join(self.variants)!r}")
         self.seed_list  # noqa: B018  (a malformed --seeds is a usage error now)
 
     @property

@@ -130,6 +130,9 @@ class Options:
         dataclass_cli.check_min(self, 1, "total_timesteps", "workers")
         if not self.variants or not self.seeds:
             raise ValueError("--variants and --seeds need at least one value each")
+        if len(set(self.variants)) < len(self.variants) or len(set(self.seeds)) < len(self.seeds):
+            raise ValueError(f"--variants and --seeds must not repeat a value (each run has one folder), got {self.variants} "
+                             f"and {self.seeds}")
 
 
 def main(argv: list[str] | None = None) -> int:

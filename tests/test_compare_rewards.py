@@ -53,7 +53,9 @@ def test_bad_flags_are_usage_errors_before_any_run(tmp_path: Path, capsys: pytes
     base = ["--seeds", "0", "--total-timesteps", "64", "--workers", "1", "--out", str(tmp_path / "c"), *TINY]
     for argv, said in ((["--variants", "sparse", "no-such-reward", *base], "no-such-reward"),  # sb3_ppo's check
                        (["--variants", "sparse", *base, "--n-epochs", "zero"], "--n-epochs"),
-                       (["--variants", "sparse", *base, "--workers", "0"], "--workers")):
+                       (["--variants", "sparse", *base, "--workers", "0"], "--workers"),
+                       (["--variants", "sparse", "sparse", *base], "must not repeat"),  # two runs in one folder at once
+                       (["--variants", "sparse", *base, "--seeds", "1", "1"], "must not repeat")):
         with pytest.raises(SystemExit) as exc:
             compare_rewards.main(argv)
         assert exc.value.code == 2 and said in capsys.readouterr().err

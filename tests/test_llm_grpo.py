@@ -670,6 +670,9 @@ def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> No
     for bad in ("a", "5-2"):
         with pytest.raises(SystemExit):
             compare_llm_rewards.parse_args(["--seeds", bad])
+    for bad in ("", "sparse,sparse"):  # no arm (the run ended on a missing curves file), or two runs in one folder
+        with pytest.raises(SystemExit):
+            compare_llm_rewards.parse_args(["--variants", bad])
 
 
 def test_comparison_refuses_a_bad_variant_or_flag_before_any_run_starts(tmp_path: Path) -> None:
