@@ -86,3 +86,19 @@ def test_ctrl_c_stops_the_comparison_with_one_line_and_starts_no_more_runs(tmp_p
     assert p.returncode == 130 and "Traceback" not in err + log, err + log
     assert "stopped at" in log or "interrupted" in log, log
     assert "start sparse-s0" in out and "oracle-perfect" not in out and not (tmp_path / "runs" / "oracle-perfect-s0").exists()
+
+
+def test_a_bad_reference_file_is_refused_before_any_run(tmp_path: Path) -> None:
+    """--reference was read after every run had trained: a missing, malformed or FIFO file failed (a traceback, or a
+    blocked read) at the end."""
+    import os
+
+    base = ["--variants", "sparse", "--seeds", "0", "--total-timesteps", "64", "--out", str(tmp_path / "c"), *TINY]
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "no_command.json").write_text('{"a": {"rate": 0.5}}')
+    (tmp_path / "text.json").write_text("rate 0.5")
+    os.mkfifo(tmp_path / "fifo.json")
+    for name in ("missing.json", "list.json", "no_command.json", "text.json", "fifo.json"):
+        with pytest.raises(SystemExit, match=f"--reference {tmp_path / name}: not a readable JSON file"):
+            compare_rewards.main([*base, "--reference", str(tmp_path / name)])
+    assert not (tmp_path / "c").exists()  # nothing was started
