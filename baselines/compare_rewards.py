@@ -193,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     by_variant = {v: [r["success_rate"] for r in results if r["reward"] == v] for v in args.variants}
     for variant, rates in by_variant.items():
         speed = statistics.mean(r["env_steps_per_second"] for r in results if r["reward"] == variant)
-        lines.append(f"| {variant} | {statistics.mean(rates):.3f} ± {seed_spread(rates, 'std'):.3f} | "
+        spread = f"± {seed_spread(rates, 'std'):.3f}" if len(rates) > 1 else "(one seed: std undefined)"
+        lines.append(f"| {variant} | {statistics.mean(rates):.3f} {spread} | "
                      + ", ".join(f"{x:.3f}" for x in rates) + f" | {versus(rates, by_variant.get('sparse'))} | {speed:.0f} |")
     lines += ref_rows
     if refs:

@@ -102,3 +102,17 @@ def test_a_bad_reference_file_is_refused_before_any_run(tmp_path: Path) -> None:
         with pytest.raises(SystemExit, match=f"--reference {tmp_path / name}: not a readable JSON file"):
             compare_rewards.main([*base, "--reference", str(tmp_path / name)])
     assert not (tmp_path / "c").exists()  # nothing was started
+
+
+def test_one_seed_has_no_std_in_the_table(tmp_path: Path) -> None:
+    """One seed a variant showed "± 0.000", a spread it cannot measure (finished runs are reused: nothing trains)."""
+    import json
+
+    run = tmp_path / "runs" / "sparse-s0"
+    run.mkdir(parents=True)
+    (run / "curve.csv").write_text("steps,validation_success,seconds\n32,0.25,0.1\n")
+    (run / "result.json").write_text(json.dumps({
+        "run": "sparse-s0", "reward": "sparse", "seed": 0, "total_timesteps": 64, "success_rate": 0.25, "eval_split": "test",
+        "eval_problems": 10, "train_seconds": 1.0, "env_steps_per_second": 64.0}))
+    compare_rewards.main(["--variants", "sparse", "--seeds", "0", "--total-timesteps", "64", "--out", str(tmp_path), *TINY])
+    assert "| sparse | 0.250 (one seed: std undefined) | 0.250 |" in (tmp_path / "sb3_rewards.md").read_text()
