@@ -329,7 +329,10 @@ def plot(args: Options, runs: list[tuple[str, int]] | None = None) -> Path:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.replot:
-        print(f"wrote {plot(args)}")
+        try:
+            print(f"wrote {plot(args)}")
+        except ValueError as exc:  # a malformed curves file
+            raise SystemExit(f"--replot: {exc}") from None
         return 0
     from baselines.reward_analysis import write_page
 

@@ -143,7 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     run_args = sb3_ppo.parse_args(extra)
     if args.replot:
-        print(f"wrote {plot(out, run_args.eval_problems, run_args.preset)}")
+        try:
+            print(f"wrote {plot(out, run_args.eval_problems, run_args.preset)}")
+        except ValueError as exc:  # a malformed curves file
+            raise SystemExit(f"--replot: {exc}") from None
         return 0
     for variant in args.variants:  # every run's command line is checked before any run starts
         sb3_ppo.parse_args([*extra, "--reward", variant])
