@@ -108,8 +108,8 @@ class Args:
         if self.child_hidden < 0 or (self.child_hidden and not self.children):
             raise ValueError("--child-hidden must be a positive width and needs --children")
         dataclass_cli.check_min(self, 1, "total_timesteps", "num_envs", "n_steps", "batch_size", "n_epochs", "hidden",
-                                "checkpoint_every", "threads")
-        dataclass_cli.check_min(self, 0, "eval_limit", "eval_every", "eval_problems", "learning_rate")
+                                "checkpoint_every", "threads", "eval_problems")  # 0 validation problems: a curve of 0.0
+        dataclass_cli.check_min(self, 0, "eval_limit", "eval_every", "learning_rate")
         if not self.net_arch or min(self.net_arch) < 1:
             raise ValueError(f"--net-arch must be positive layer widths, got {self.net_arch}")
         if self.policy == "per-action" and list(self.net_arch) != NET_ARCH:

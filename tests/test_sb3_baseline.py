@@ -501,6 +501,7 @@ BAD_ARGUMENTS = {  # command line -> the usage error's message
     "--gamma 2": "--gamma must be in (0, 1]",
     "--preset nosuch": "--preset must be one of",
     "--n-steps 0": "--n-steps must be >= 1",
+    "--eval-problems 0": "--eval-problems must be >= 1",  # was a validation curve of 0.0 measured on no problem
 }
 
 
