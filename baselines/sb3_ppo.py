@@ -116,6 +116,8 @@ class Args:
             raise ValueError("--net-arch sets the MlpPolicy (--policy mlp); the per-action policy's width is --hidden")
         if self.policy == "mlp" and (self.hidden, self.activation) != (HIDDEN, "relu"):
             raise ValueError("--hidden and --activation set the per-action policy; the MlpPolicy's layers are --net-arch")
+        if self.submit and self.eval_limit:
+            raise ValueError(f"--submit writes a leaderboard submission of the whole split: drop --eval-limit {self.eval_limit}")
         if not 0 < self.gamma <= 1:
             raise ValueError(f"--gamma must be in (0, 1], got {self.gamma}")
 

@@ -502,6 +502,7 @@ BAD_ARGUMENTS = {  # command line -> the usage error's message
     "--preset nosuch": "--preset must be one of",
     "--n-steps 0": "--n-steps must be >= 1",
     "--eval-problems 0": "--eval-problems must be >= 1",  # was a validation curve of 0.0 measured on no problem
+    "--submit s.jsonl --eval-limit 5": "drop --eval-limit 5",  # was the leaderboard's traceback after training
 }
 
 
