@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from countdown_gym import Problem, Rules, dfs_trace, generate, legal_moves, load_split, parse_trace, reachable
 from countdown_gym.data.generator import get_config
+from countdown_gym.dataclass_cli import written_aside
 from countdown_gym.game.solver import apply_move
 
 T = TypeVar("T")
@@ -91,7 +92,8 @@ class NpzTable:
     def save(self, path: str | Path) -> None:
         arrays = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)[2:]}  # after max_numbers, goal_range
         meta = np.array(json.dumps({"max_numbers": self.max_numbers, "goal_range": list(self.goal_range)}))
-        np.savez_compressed(path, meta=meta, **arrays)
+        with written_aside(path) as tmp, tmp.open("wb") as f:  # whole or not at all: a torn cache would be loaded
+            np.savez_compressed(f, meta=meta, **arrays)
 
     @classmethod
     def load(cls, path: str | Path) -> Self:

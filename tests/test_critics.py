@@ -619,6 +619,26 @@ def test_data_cache_is_keyed_by_the_rules_it_was_built_under(tmp_path):
     assert cached_npz(None, "reach", key, Rules.longproc(), load, build("nocache")).tag == "nocache"
 
 
+
+def test_an_interrupted_table_save_leaves_no_torn_cache(tmp_path, monkeypatch):
+    """np.savez_compressed wrote the cache file in place: Ctrl-C mid-save left a torn .npz that the next run loaded
+    (a BadZipFile traceback); now the file is whole or absent, and the next run builds the table again."""
+    from critics.data import NpzTable
+
+    def torn(f, **arrays):  # a path (written in place) or the open file of the temporary
+        with open(f, "wb") if isinstance(f, os.PathLike) else f as out:
+            out.write(b"PK\x03\x04 half a zip")
+        raise KeyboardInterrupt
+
+    table = NpzTable(max_numbers=4, goal_range=(10, 50))
+    monkeypatch.setattr(np, "savez_compressed", torn)
+    with pytest.raises(KeyboardInterrupt):
+        table.save(tmp_path / "traces-x.npz")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    table.save(tmp_path / "traces-x.npz")
+    assert NpzTable.load(tmp_path / "traces-x.npz") == table
+
 # ---- warm starts and one-ply lookahead -----------------------------------------------------------
 
 
