@@ -620,6 +620,23 @@ def test_data_cache_is_keyed_by_the_rules_it_was_built_under(tmp_path):
 
 
 
+def test_a_cache_file_that_does_not_read_is_built_again(tmp_path, capsys):
+    """A cached table that does not read (garbage, another program's file) was a traceback from np.load on every
+    run, and a FIFO of its name blocked it; now the table is built again and replaces it."""
+    from countdown_gym import Rules
+    from critics.data import NpzTable, cached_npz
+
+    table = NpzTable(max_numbers=4, goal_range=(10, 50))
+    cached_npz(tmp_path, "traces", ["k"], Rules.longproc(), NpzTable.load, lambda: table)
+    (path,) = tmp_path.glob("traces-*.npz")
+    for bad in (b"not a table", None):
+        path.unlink()
+        path.write_bytes(bad) if bad else os.mkfifo(path)
+        with no_hang(10):
+            assert cached_npz(tmp_path, "traces", ["k"], Rules.longproc(), NpzTable.load, lambda: table) == table
+        assert NpzTable.load(path) == table
+    assert "does not read as a cached table" in capsys.readouterr().out
+
 def test_an_interrupted_table_save_leaves_no_torn_cache(tmp_path, monkeypatch):
     """np.savez_compressed wrote the cache file in place: Ctrl-C mid-save left a torn .npz that the next run loaded
     (a BadZipFile traceback); now the file is whole or absent, and the next run builds the table again."""
