@@ -192,17 +192,16 @@ def evaluate(model: Any, split: str, limit: int | None, args: Args) -> tuple[flo
 def final_evaluation(model: Any, args: Args, command: str, result: dict[str, Any], save: Path | None = None) -> dict[str, Any]:
     """``result`` with the greedy evaluation on the first ``--eval-limit`` problems of ``--eval-split``, written to
     ``save`` (if given), printed, and with ``--submit`` written as a leaderboard submission."""
-    problems = load_split(args.preset, args.eval_split)[: args.eval_limit or None]
     t1 = time.time()
-    rate, moves = evaluate(model, args.eval_split, args.eval_limit or None, args)
+    rate, moves = evaluate(model, args.eval_split, args.eval_limit or None, args)  # the moves of each problem played
     result = {**result, "total_timesteps": model.num_timesteps, "eval_split": args.eval_split,
-              "eval_problems": len(problems), "success_rate": rate, "eval_seconds": round(time.time() - t1, 1),
+              "eval_problems": len(moves), "success_rate": rate, "eval_seconds": round(time.time() - t1, 1),
               "lookahead": args.lookahead, "log_ratios": args.log_ratios, "children": args.children}
     if save is not None:
         write_text_atomic(save, json.dumps(result, indent=2) + "\n")
     print(json.dumps(result))
-    if args.submit:
-        write_submission(args, problems, moves, result, command)
+    if args.submit:  # never with --eval-limit: the whole split
+        write_submission(args, load_split(args.preset, args.eval_split), moves, result, command)
     return result
 
 
