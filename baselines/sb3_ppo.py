@@ -118,6 +118,8 @@ class Args:
             raise ValueError("--hidden and --activation set the per-action policy; the MlpPolicy's layers are --net-arch")
         if self.submit and self.eval_limit:
             raise ValueError(f"--submit writes a leaderboard submission of the whole split: drop --eval-limit {self.eval_limit}")
+        if not 0 <= self.seed < 2**31:  # numpy's seeding takes [0, 2**32); a resume seeds seed + steps
+            raise ValueError(f"--seed must be in [0, 2**31), got {self.seed}")
         if not 0 < self.gamma <= 1:
             raise ValueError(f"--gamma must be in (0, 1], got {self.gamma}")
 

@@ -120,6 +120,13 @@ def test_samples_carry_true_labels(table):
     assert (table.node_trace[v1["goal_node"]] == v1["trace"]).all()
 
 
+def test_a_negative_seed_is_a_usage_error(capsys):
+    """--seed -1 was numpy's "expected non-negative integer" after the run directory was prepared."""
+    with pytest.raises(SystemExit):
+        parse_args(["--seed", "-1"])
+    assert "--seed must be >= 0, got -1" in capsys.readouterr().err
+
+
 def test_test_split_is_refused_for_training():
     with pytest.raises(ValueError, match="test split"):
         build_table(load_split("longproc-0.5k", "test")[:1])

@@ -779,6 +779,7 @@ def test_a_critic_reward_that_cannot_score_the_presets_states_is_refused_up_fron
     (["--rewards", "sparse=nan"], "weight of 'sparse' must be a finite number"),
     (["--rewards", "sparse=inf"], "weight of 'sparse' must be a finite number"),
     (["--temperature", "0"], "--temperature must be > 0"),
+    (["--seed", "-1"], r"--seed must be in \[0, 2\*\*31\), got -1"),  # was numpy's traceback once the model had loaded
     (["--learning-rate", "-1"], "--learning-rate must be >= 0"),
     (["--loss-type", "nosuch"], "--loss-type must be one of"),
     (["--scale-rewards", "nosuch"], "--scale-rewards must be one of"),
