@@ -198,6 +198,11 @@ def check_run_options(args: Options) -> None:
                 raise
             why = exc.code if isinstance(exc.code, str) else "the error above"
             raise SystemExit(f"compare_llm_rewards.py: the runs of variant {v!r} would be refused: {why}") from None
+        opts, s = run_options(args, v, args.seed_list[0]), args.seed_list[0]
+        if (opts.rewards, opts.step_credit, opts.seed, opts.steps, opts.output_dir) != (
+                v.removesuffix(STEP_SUFFIX), v.endswith(STEP_SUFFIX), s, args.steps, str(run_path(args, v, s))):
+            raise SystemExit("compare_llm_rewards.py: --extra-args must not set --rewards, --step-credit, --seed, --steps or "
+                             "--output-dir: the comparison sets them for each run")
 
 
 def launch_all(args: Options, runs: list[tuple[str, int]]) -> bool:

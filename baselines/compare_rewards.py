@@ -150,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for variant in args.variants:  # every run's command line is checked before any run starts
         sb3_ppo.parse_args([*extra, "--reward", variant])
+    per_run = ("--reward", "--seed", "--output-dir", "--run-name", "--progress", "--resume")  # run_arguments sets them
+    if clash := [a for a in extra if a.split("=")[0].replace("_", "-").replace("--no-", "--") in per_run]:
+        raise SystemExit(f"compare_rewards.py: {clash[0]} would override what the comparison sets for each run "
+                         "(--variants, --seeds, --out): drop it")
     try:  # so is --reference, read before the runs rather than after them
         if args.reference and (kind := not_regular(args.reference)):  # a FIFO would block the read
             raise ValueError(f"it is {kind}")

@@ -59,6 +59,9 @@ def test_bad_flags_are_usage_errors_before_any_run(tmp_path: Path, capsys: pytes
         with pytest.raises(SystemExit) as exc:
             compare_rewards.main(argv)
         assert exc.value.code == 2 and said in capsys.readouterr().err
+    for flag in (["--seed", "5"], ["--output_dir=x"], ["--no-resume"]):  # every run would share it: seeds all the same
+        with pytest.raises(SystemExit, match=f"{flag[0]} would override what the comparison sets for each run"):
+            compare_rewards.main(["--variants", "sparse", *base, *flag])
     assert not (tmp_path / "c").exists()  # nothing was started
 
 

@@ -683,6 +683,9 @@ def test_comparison_refuses_a_bad_variant_or_flag_before_any_run_starts(tmp_path
         compare_llm_rewards.main(["--runs-dir", str(runs), "--variants", "sparse,nope"])
     with pytest.raises(SystemExit, match="variant 'sparse' would be refused"):
         compare_llm_rewards.main(["--runs-dir", str(runs), "--extra-args", "--beta -1"])
+    for extra in ("--seed 5", "--steps 3", "--rewards critic"):  # every seed's run the same, or not the arm it is called
+        with pytest.raises(SystemExit, match="--extra-args must not set --rewards, --step-credit, --seed"):
+            compare_llm_rewards.main(["--runs-dir", str(runs), f"--extra-args={extra}"])
     assert not runs.exists()
 
 
