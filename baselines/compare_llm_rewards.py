@@ -83,6 +83,8 @@ class Options:
             self.variants, self.seeds, self.name = QUICK["variants"], QUICK["seeds"], QUICK["name"]
             self.results_dir = self.runs_dir
         dataclass_cli.check_min(self, 1, "steps", "jobs", "prompts_per_step", "max_completion_length", "max_turns")
+        if not self.variants or len(set(self.variants)) < len(self.variants):
+            raise ValueError(f"--variants needs one or more arms, none repeated (each run has one folder), got {','.join(self.variants)!r}")
         self.seed_list  # noqa: B018  (a malformed --seeds is a usage error now)
 
     @property
@@ -196,6 +198,11 @@ def check_run_options(args: Options) -> None:
                 raise
             why = exc.code if isinstance(exc.code, str) else "the error above"
             raise SystemExit(f"compare_llm_rewards.py: the runs of variant {v!r} would be refused: {why}") from None
+        opts, s = run_options(args, v, args.seed_list[0]), args.seed_list[0]
+        if (opts.rewards, opts.step_credit, opts.seed, opts.steps, opts.output_dir) != (
+                v.removesuffix(STEP_SUFFIX), v.endswith(STEP_SUFFIX), s, args.steps, str(run_path(args, v, s))):
+            raise SystemExit("compare_llm_rewards.py: --extra-args must not set --rewards, --step-credit, --seed, --steps or "
+                             "--output-dir: the comparison sets them for each run")
 
 
 def launch_all(args: Options, runs: list[tuple[str, int]]) -> bool:
@@ -327,7 +334,10 @@ def plot(args: Options, runs: list[tuple[str, int]] | None = None) -> Path:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.replot:
-        print(f"wrote {plot(args)}")
+        try:
+            print(f"wrote {plot(args)}")
+        except ValueError as exc:  # a malformed curves file
+            raise SystemExit(f"--replot: {exc}") from None
         return 0
     from baselines.reward_analysis import write_page
 

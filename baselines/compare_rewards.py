@@ -26,7 +26,7 @@ from pathlib import Path
 from baselines.analysis.uncertainty import seed_spread
 from countdown_gym import dataclass_cli
 from countdown_gym.rewards.variants import variant_names
-from countdown_gym.runkit.runs import run_commands
+from countdown_gym.runkit.runs import not_regular, run_commands
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -130,6 +130,9 @@ class Options:
         dataclass_cli.check_min(self, 1, "total_timesteps", "workers")
         if not self.variants or not self.seeds:
             raise ValueError("--variants and --seeds need at least one value each")
+        if len(set(self.variants)) < len(self.variants) or len(set(self.seeds)) < len(self.seeds):
+            raise ValueError(f"--variants and --seeds must not repeat a value (each run has one folder), got {self.variants} "
+                             f"and {self.seeds}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,10 +143,26 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     run_args = sb3_ppo.parse_args(extra)
     if args.replot:
-        print(f"wrote {plot(out, run_args.eval_problems, run_args.preset)}")
+        try:
+            print(f"wrote {plot(out, run_args.eval_problems, run_args.preset)}")
+        except ValueError as exc:  # a malformed curves file
+            raise SystemExit(f"--replot: {exc}") from None
         return 0
     for variant in args.variants:  # every run's command line is checked before any run starts
         sb3_ppo.parse_args([*extra, "--reward", variant])
+    per_run = ("--reward", "--seed", "--output-dir", "--run-name", "--progress", "--resume")  # run_arguments sets them
+    if clash := [a for a in extra if a.split("=")[0].replace("_", "-").replace("--no-", "--") in per_run]:
+        raise SystemExit(f"compare_rewards.py: {clash[0]} would override what the comparison sets for each run "
+                         "(--variants, --seeds, --out): drop it")
+    try:  # so is --reference, read before the runs rather than after them
+        if args.reference and (kind := not_regular(args.reference)):  # a FIFO would block the read
+            raise ValueError(f"it is {kind}")
+        refs = json.loads(Path(args.reference).read_text()) if args.reference else {}
+        ref_rows = [f"| reference: {name} | {ref['rate']:.3f} | | | |" for name, ref in refs.items()]
+        ref_commands = [f"* {name}: `{ref['command']}`" for name, ref in refs.items()]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise SystemExit(f"--reference {args.reference}: not a readable JSON file of {{name: {{\"rate\": x, \"command\": "
+                         f"\"...\"}}}} ({type(exc).__name__}: {exc})") from None
     out.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     t0 = time.time()
@@ -181,12 +200,12 @@ def main(argv: list[str] | None = None) -> int:
     by_variant = {v: [r["success_rate"] for r in results if r["reward"] == v] for v in args.variants}
     for variant, rates in by_variant.items():
         speed = statistics.mean(r["env_steps_per_second"] for r in results if r["reward"] == variant)
-        lines.append(f"| {variant} | {statistics.mean(rates):.3f} ± {seed_spread(rates, 'std'):.3f} | "
+        spread = f"± {seed_spread(rates, 'std'):.3f}" if len(rates) > 1 else "(one seed: std undefined)"
+        lines.append(f"| {variant} | {statistics.mean(rates):.3f} {spread} | "
                      + ", ".join(f"{x:.3f}" for x in rates) + f" | {versus(rates, by_variant.get('sparse'))} | {speed:.0f} |")
-    refs = json.loads(Path(args.reference).read_text()) if args.reference else {}
-    lines += [f"| reference: {name} | {ref['rate']:.3f} | | | |" for name, ref in refs.items()]
+    lines += ref_rows
     if refs:
-        lines += ["", "Reference rows, each measured by:", "", *(f"* {name}: `{ref['command']}`" for name, ref in refs.items())]
+        lines += ["", "Reference rows, each measured by:", "", *ref_commands]
     lines += ["", "\"vs sparse\": the difference of the means, called a difference only when it exceeds twice its "
               "standard error (sqrt(s1²/n1 + s2²/n2)) over seeds."]
     lines += ["", "![learning curves](sb3_rewards.png)", "",

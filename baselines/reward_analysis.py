@@ -232,8 +232,10 @@ def tuning_lines(folder: Path) -> list[str]:
         xs = [v for _, v in sorted(by_lr[lr])]
         per = ", ".join(f"s{s} {100 * v:.1f}%" for s, v in sorted(by_lr[lr]))
         mark = " (chosen)" if lr == best else ""
-        lines.append(f"| {f'{lr:.0e}'.replace('e-0', 'e-')}{mark} | {per} | {100 * np.mean(xs):.1f}% ± {100 * seed_spread(xs):.1f} |")
-    return [*lines, "", f"The highest mean is {100 * (mean[best] - mean[ranked[1]]):.1f} points above the next; one run's "
+        lines.append(f"| {f'{lr:.0e}'.replace('e-0', 'e-')}{mark} | {per} | {100 * np.mean(xs):.1f}% ± {f'{100 * seed_spread(xs):.1f}' if len(xs) > 1 else 'undefined (one seed)'} |")
+    lead = f"The highest mean is {100 * (mean[best] - mean[ranked[1]]):.1f} points above the next" if len(ranked) > 1 else (
+        "One learning rate was tried")
+    return [*lines, "", f"{lead}; one run's "
             f"binomial SE on {n} problems is {100 * binomial_se(float(mean[best]), n):.1f} points, so the pick is the "
             "protocol's rule applied, not a settled ranking.", ""]
 
@@ -253,12 +255,14 @@ def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]
                   f"**{answer_line(result)}**", ""]
         first = next(iter(arms.values()))
         lines += [f"Test greedy success, final models, {first['problems']:,} test problems (the starting model: "
-                  f"{100 * first['start']:.1f}%):", "",
+                  + (f"{100 * first['start']:.1f}%):" if np.isfinite(first["start"]) else "not recorded):"), "",
                   "| arm | seeds | mean ± SE over seeds | SD over seeds | s / step | steps | groups without reward spread |",
                   "| --- | --- | --- | --- | --- | --- | --- |"]
         for a, v in arms.items():
-            lines.append(f"| `{a}` | {len(v['rates'])} | {100 * v['mean']:.1f}% ± {100 * v['se']:.1f} | {100 * v['sd']:.1f} | "
-                         f"{v['seconds_per_step']:.2f} | {v['steps']:.0f} | {100 * v['zero_spread']:.0f}% |")
+            se, sd = (f"± {100 * v['se']:.1f}", f"{100 * v['sd']:.1f}") if len(v["rates"]) > 1 else ("(SE undefined: one seed)", "undefined")
+            zero = f"{100 * v['zero_spread']:.0f}%" if np.isfinite(v["zero_spread"]) else "not recorded"
+            lines.append(f"| `{a}` | {len(v['rates'])} | {100 * v['mean']:.1f}% {se} | {sd} | "
+                         f"{v['seconds_per_step']:.2f} | {v['steps']:.0f} | {zero} |")
         lines.append("")
         if tests:
             lines += ["Against `sparse` (points; Welch's t, Holm over the "

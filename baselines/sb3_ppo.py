@@ -108,14 +108,18 @@ class Args:
         if self.child_hidden < 0 or (self.child_hidden and not self.children):
             raise ValueError("--child-hidden must be a positive width and needs --children")
         dataclass_cli.check_min(self, 1, "total_timesteps", "num_envs", "n_steps", "batch_size", "n_epochs", "hidden",
-                                "checkpoint_every", "threads")
-        dataclass_cli.check_min(self, 0, "eval_limit", "eval_every", "eval_problems", "learning_rate")
+                                "checkpoint_every", "threads", "eval_problems")  # 0 validation problems: a curve of 0.0
+        dataclass_cli.check_min(self, 0, "eval_limit", "eval_every", "learning_rate")
         if not self.net_arch or min(self.net_arch) < 1:
             raise ValueError(f"--net-arch must be positive layer widths, got {self.net_arch}")
         if self.policy == "per-action" and list(self.net_arch) != NET_ARCH:
             raise ValueError("--net-arch sets the MlpPolicy (--policy mlp); the per-action policy's width is --hidden")
         if self.policy == "mlp" and (self.hidden, self.activation) != (HIDDEN, "relu"):
             raise ValueError("--hidden and --activation set the per-action policy; the MlpPolicy's layers are --net-arch")
+        if self.submit and self.eval_limit:
+            raise ValueError(f"--submit writes a leaderboard submission of the whole split: drop --eval-limit {self.eval_limit}")
+        if not 0 <= self.seed < 2**31:  # numpy's seeding takes [0, 2**32); a resume seeds seed + steps
+            raise ValueError(f"--seed must be in [0, 2**31), got {self.seed}")
         if not 0 < self.gamma <= 1:
             raise ValueError(f"--gamma must be in (0, 1], got {self.gamma}")
 
@@ -190,17 +194,16 @@ def evaluate(model: Any, split: str, limit: int | None, args: Args) -> tuple[flo
 def final_evaluation(model: Any, args: Args, command: str, result: dict[str, Any], save: Path | None = None) -> dict[str, Any]:
     """``result`` with the greedy evaluation on the first ``--eval-limit`` problems of ``--eval-split``, written to
     ``save`` (if given), printed, and with ``--submit`` written as a leaderboard submission."""
-    problems = load_split(args.preset, args.eval_split)[: args.eval_limit or None]
     t1 = time.time()
-    rate, moves = evaluate(model, args.eval_split, args.eval_limit or None, args)
+    rate, moves = evaluate(model, args.eval_split, args.eval_limit or None, args)  # the moves of each problem played
     result = {**result, "total_timesteps": model.num_timesteps, "eval_split": args.eval_split,
-              "eval_problems": len(problems), "success_rate": rate, "eval_seconds": round(time.time() - t1, 1),
+              "eval_problems": len(moves), "success_rate": rate, "eval_seconds": round(time.time() - t1, 1),
               "lookahead": args.lookahead, "log_ratios": args.log_ratios, "children": args.children}
     if save is not None:
         write_text_atomic(save, json.dumps(result, indent=2) + "\n")
     print(json.dumps(result))
-    if args.submit:
-        write_submission(args, problems, moves, result, command)
+    if args.submit:  # never with --eval-limit: the whole split
+        write_submission(args, load_split(args.preset, args.eval_split), moves, result, command)
     return result
 
 

@@ -106,7 +106,9 @@ class Options:
 
     def __post_init__(self) -> None:
         check_min(self, 1, "rounds", "num_envs")
-        check_min(self, 0, "seconds", "warmup")
+        check_min(self, 0, "warmup")
+        if not self.seconds > 0:  # no step timed: a rate of 0 / 0
+            raise ValueError(f"--seconds must be > 0, got {self.seconds}")
 
 
 def main(argv: list[str] | None = None) -> None:

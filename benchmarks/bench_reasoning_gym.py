@@ -30,6 +30,7 @@ class Options:
         dataclass_cli.check_min(self, 1, "entries", "passes")
         if self.quick:
             self.entries, self.passes = 50, 3
+        CountdownGymConfig(preset=self.preset, split=self.split, size=self.entries).validate()  # a usage error, not a traceback
 
 
 def answers_for(entry: dict) -> list[str]:

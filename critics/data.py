@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from countdown_gym import Problem, Rules, dfs_trace, generate, legal_moves, load_split, parse_trace, reachable
 from countdown_gym.data.generator import get_config
+from countdown_gym.dataclass_cli import not_regular, written_aside
 from countdown_gym.game.solver import apply_move
 
 T = TypeVar("T")
@@ -91,7 +92,8 @@ class NpzTable:
     def save(self, path: str | Path) -> None:
         arrays = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)[2:]}  # after max_numbers, goal_range
         meta = np.array(json.dumps({"max_numbers": self.max_numbers, "goal_range": list(self.goal_range)}))
-        np.savez_compressed(path, meta=meta, **arrays)
+        with written_aside(path) as tmp, tmp.open("wb") as f:  # whole or not at all: a torn cache would be loaded
+            np.savez_compressed(f, meta=meta, **arrays)
 
     @classmethod
     def load(cls, path: str | Path) -> Self:
@@ -305,8 +307,11 @@ def cached_npz(cache_dir: str | Path | None, prefix: str, key: list, rules: Rule
         return build()
     digest = hashlib.sha256(json.dumps([*key, rules.to_dict()], sort_keys=True).encode()).hexdigest()[:16]
     path = Path(cache_dir) / f"{prefix}-{digest}.npz"
-    if path.exists():
-        return load(path)
+    if path.exists() and not_regular(path) is None:  # a FIFO would block the read: built again and replaced
+        try:
+            return load(path)
+        except Exception as exc:  # noqa: BLE001 - a torn or foreign file: built again and replaced
+            print(f"{path} does not read as a cached table ({type(exc).__name__}: {exc}); building it again")
     table = build()
     path.parent.mkdir(parents=True, exist_ok=True)
     table.save(path)

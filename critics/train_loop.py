@@ -52,7 +52,7 @@ class CommonTrainOptions(ConfigDict):
 
     def __post_init__(self) -> None:
         dataclass_cli.check_min(self, 1, "steps", "batch_size", "checkpoint_every", "log_every", "threads")
-        dataclass_cli.check_min(self, 0, "warmup", "time_limit", "weight_decay", "dead_per_row", "lr")
+        dataclass_cli.check_min(self, 0, "warmup", "time_limit", "weight_decay", "dead_per_row", "lr", "seed")
         dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
         for name in ("hindsight", "dead_same_size"):
             if not 0.0 <= getattr(self, name) <= 1.0:

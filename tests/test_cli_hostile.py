@@ -125,6 +125,19 @@ def test_console_script_usage_error_is_one_line_per_part_and_exit_2():
     assert "countdown-gym leaderboard submit: error: " in r.stderr
 
 
+@pytest.mark.parametrize(("script", "argv", "needle"), [
+    ("bench_envs", ["--seconds", "0"], "--seconds must be > 0"),  # was a ZeroDivisionError after the first rounds
+    ("bench_reasoning_gym", ["--preset", "nope"], "unknown preset 'nope'"),  # was the dataset's ValueError traceback
+    ("bench_reasoning_gym", ["--split", "nope"], "unknown split 'nope'"),
+])
+def test_benchmark_scripts_refuse_bad_options_as_usage_errors(script, argv, needle, monkeypatch, capsys):
+    import importlib
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    with pytest.raises(SystemExit) as exc:
+        importlib.import_module(script).main(argv)
+    assert exc.value.code == 2 and needle in capsys.readouterr().err
+
 # ---- Ctrl-C ------------------------------------------------------------------------------------------------------
 
 

@@ -53,10 +53,15 @@ def test_bad_flags_are_usage_errors_before_any_run(tmp_path: Path, capsys: pytes
     base = ["--seeds", "0", "--total-timesteps", "64", "--workers", "1", "--out", str(tmp_path / "c"), *TINY]
     for argv, said in ((["--variants", "sparse", "no-such-reward", *base], "no-such-reward"),  # sb3_ppo's check
                        (["--variants", "sparse", *base, "--n-epochs", "zero"], "--n-epochs"),
-                       (["--variants", "sparse", *base, "--workers", "0"], "--workers")):
+                       (["--variants", "sparse", *base, "--workers", "0"], "--workers"),
+                       (["--variants", "sparse", "sparse", *base], "must not repeat"),  # two runs in one folder at once
+                       (["--variants", "sparse", *base, "--seeds", "1", "1"], "must not repeat")):
         with pytest.raises(SystemExit) as exc:
             compare_rewards.main(argv)
         assert exc.value.code == 2 and said in capsys.readouterr().err
+    for flag in (["--seed", "5"], ["--output_dir=x"], ["--no-resume"]):  # every run would share it: seeds all the same
+        with pytest.raises(SystemExit, match=f"{flag[0]} would override what the comparison sets for each run"):
+            compare_rewards.main(["--variants", "sparse", *base, *flag])
     assert not (tmp_path / "c").exists()  # nothing was started
 
 
@@ -84,3 +89,33 @@ def test_ctrl_c_stops_the_comparison_with_one_line_and_starts_no_more_runs(tmp_p
     assert p.returncode == 130 and "Traceback" not in err + log, err + log
     assert "stopped at" in log or "interrupted" in log, log
     assert "start sparse-s0" in out and "oracle-perfect" not in out and not (tmp_path / "runs" / "oracle-perfect-s0").exists()
+
+
+def test_a_bad_reference_file_is_refused_before_any_run(tmp_path: Path) -> None:
+    """--reference was read after every run had trained: a missing, malformed or FIFO file failed (a traceback, or a
+    blocked read) at the end."""
+    import os
+
+    base = ["--variants", "sparse", "--seeds", "0", "--total-timesteps", "64", "--out", str(tmp_path / "c"), *TINY]
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "no_command.json").write_text('{"a": {"rate": 0.5}}')
+    (tmp_path / "text.json").write_text("rate 0.5")
+    os.mkfifo(tmp_path / "fifo.json")
+    for name in ("missing.json", "list.json", "no_command.json", "text.json", "fifo.json"):
+        with pytest.raises(SystemExit, match=f"--reference {tmp_path / name}: not a readable JSON file"):
+            compare_rewards.main([*base, "--reference", str(tmp_path / name)])
+    assert not (tmp_path / "c").exists()  # nothing was started
+
+
+def test_one_seed_has_no_std_in_the_table(tmp_path: Path) -> None:
+    """One seed a variant showed "± 0.000", a spread it cannot measure (finished runs are reused: nothing trains)."""
+    import json
+
+    run = tmp_path / "runs" / "sparse-s0"
+    run.mkdir(parents=True)
+    (run / "curve.csv").write_text("steps,validation_success,seconds\n32,0.25,0.1\n")
+    (run / "result.json").write_text(json.dumps({
+        "run": "sparse-s0", "reward": "sparse", "seed": 0, "total_timesteps": 64, "success_rate": 0.25, "eval_split": "test",
+        "eval_problems": 10, "train_seconds": 1.0, "env_steps_per_second": 64.0}))
+    compare_rewards.main(["--variants", "sparse", "--seeds", "0", "--total-timesteps", "64", "--out", str(tmp_path), *TINY])
+    assert "| sparse | 0.250 (one seed: std undefined) | 0.250 |" in (tmp_path / "sb3_rewards.md").read_text()

@@ -120,6 +120,13 @@ def test_samples_carry_true_labels(table):
     assert (table.node_trace[v1["goal_node"]] == v1["trace"]).all()
 
 
+def test_a_negative_seed_is_a_usage_error(capsys):
+    """--seed -1 was numpy's "expected non-negative integer" after the run directory was prepared."""
+    with pytest.raises(SystemExit):
+        parse_args(["--seed", "-1"])
+    assert "--seed must be >= 0, got -1" in capsys.readouterr().err
+
+
 def test_test_split_is_refused_for_training():
     with pytest.raises(ValueError, match="test split"):
         build_table(load_split("longproc-0.5k", "test")[:1])
@@ -618,6 +625,43 @@ def test_data_cache_is_keyed_by_the_rules_it_was_built_under(tmp_path):
     assert built == ["nonneg", "positive"] and len(list(tmp_path.glob("reach-*.npz"))) == 2
     assert cached_npz(None, "reach", key, Rules.longproc(), load, build("nocache")).tag == "nocache"
 
+
+
+def test_a_cache_file_that_does_not_read_is_built_again(tmp_path, capsys):
+    """A cached table that does not read (garbage, another program's file) was a traceback from np.load on every
+    run, and a FIFO of its name blocked it; now the table is built again and replaces it."""
+    from countdown_gym import Rules
+    from critics.data import NpzTable, cached_npz
+
+    table = NpzTable(max_numbers=4, goal_range=(10, 50))
+    cached_npz(tmp_path, "traces", ["k"], Rules.longproc(), NpzTable.load, lambda: table)
+    (path,) = tmp_path.glob("traces-*.npz")
+    for bad in (b"not a table", None):
+        path.unlink()
+        path.write_bytes(bad) if bad else os.mkfifo(path)
+        with no_hang(10):
+            assert cached_npz(tmp_path, "traces", ["k"], Rules.longproc(), NpzTable.load, lambda: table) == table
+        assert NpzTable.load(path) == table
+    assert "does not read as a cached table" in capsys.readouterr().out
+
+def test_an_interrupted_table_save_leaves_no_torn_cache(tmp_path, monkeypatch):
+    """np.savez_compressed wrote the cache file in place: Ctrl-C mid-save left a torn .npz that the next run loaded
+    (a BadZipFile traceback); now the file is whole or absent, and the next run builds the table again."""
+    from critics.data import NpzTable
+
+    def torn(f, **arrays):  # a path (written in place) or the open file of the temporary
+        with open(f, "wb") if isinstance(f, os.PathLike) else f as out:
+            out.write(b"PK\x03\x04 half a zip")
+        raise KeyboardInterrupt
+
+    table = NpzTable(max_numbers=4, goal_range=(10, 50))
+    monkeypatch.setattr(np, "savez_compressed", torn)
+    with pytest.raises(KeyboardInterrupt):
+        table.save(tmp_path / "traces-x.npz")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    table.save(tmp_path / "traces-x.npz")
+    assert NpzTable.load(tmp_path / "traces-x.npz") == table
 
 # ---- warm starts and one-ply lookahead -----------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,10 @@ def test_bad_input_is_refused_with_a_message(tmp_path):
         llm_grow.expand_blocks(gpt2)
     with pytest.raises(SystemExit, match="no saved model there"):
         llm_grow.grow(llm_grow.GrowOptions(model=str(tmp_path / "missing"), out=str(tmp_path / "o")))
+    (tmp_path / "config_only").mkdir()  # no tokenizer files: was transformers' ValueError traceback
+    shutil.copy(TURNS / "config.json", tmp_path / "config_only")
+    with pytest.raises(SystemExit, match="no saved model there"):
+        llm_grow.grow(llm_grow.GrowOptions(model=str(tmp_path / "config_only"), out=str(tmp_path / "o")))
     (tmp_path / "taken").mkdir()
     with pytest.raises(SystemExit, match="exists"):
         llm_grow.grow(llm_grow.GrowOptions(model=str(TURNS), out=str(tmp_path / "taken")))

@@ -670,6 +670,9 @@ def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> No
     for bad in ("a", "5-2"):
         with pytest.raises(SystemExit):
             compare_llm_rewards.parse_args(["--seeds", bad])
+    for bad in ("", "sparse,sparse"):  # no arm (the run ended on a missing curves file), or two runs in one folder
+        with pytest.raises(SystemExit):
+            compare_llm_rewards.parse_args(["--variants", bad])
 
 
 def test_comparison_refuses_a_bad_variant_or_flag_before_any_run_starts(tmp_path: Path) -> None:
@@ -680,6 +683,9 @@ def test_comparison_refuses_a_bad_variant_or_flag_before_any_run_starts(tmp_path
         compare_llm_rewards.main(["--runs-dir", str(runs), "--variants", "sparse,nope"])
     with pytest.raises(SystemExit, match="variant 'sparse' would be refused"):
         compare_llm_rewards.main(["--runs-dir", str(runs), "--extra-args", "--beta -1"])
+    for extra in ("--seed 5", "--steps 3", "--rewards critic"):  # every seed's run the same, or not the arm it is called
+        with pytest.raises(SystemExit, match="--extra-args must not set --rewards, --step-credit, --seed"):
+            compare_llm_rewards.main(["--runs-dir", str(runs), f"--extra-args={extra}"])
     assert not runs.exists()
 
 
@@ -776,6 +782,7 @@ def test_a_critic_reward_that_cannot_score_the_presets_states_is_refused_up_fron
     (["--rewards", "sparse=nan"], "weight of 'sparse' must be a finite number"),
     (["--rewards", "sparse=inf"], "weight of 'sparse' must be a finite number"),
     (["--temperature", "0"], "--temperature must be > 0"),
+    (["--seed", "-1"], r"--seed must be in \[0, 2\*\*31\), got -1"),  # was numpy's traceback once the model had loaded
     (["--learning-rate", "-1"], "--learning-rate must be >= 0"),
     (["--loss-type", "nosuch"], "--loss-type must be one of"),
     (["--scale-rewards", "nosuch"], "--scale-rewards must be one of"),

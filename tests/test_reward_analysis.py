@@ -117,3 +117,21 @@ def test_the_quick_comparisons_page_expects_its_own_eight_seeds(tmp_path: Path) 
     ra.write_page(page, page.with_suffix(""))
     assert "(quick version, 8 seeds an arm)" in page.read_text() and "Interim" not in page.read_text()
     ra.main(["--page", str(page), "--check"])
+
+
+def test_tuning_of_one_learning_rate_is_tabulated(tmp_path: Path) -> None:
+    """One learning rate in ``tuning/`` was an IndexError (no next-best mean to compare with)."""
+    for seed in (100, 101):
+        ra.write_record(tmp_path / f"lr1e-4-s{seed}.json.gz", {"arm": "sparse", "seed": seed, "options": {"learning_rate": 1e-4},
+                                                              "validation": [{"step": 30, "greedy_success": 0.2, "problems": 200}]})
+    text = "\n".join(ra.tuning_lines(tmp_path))
+    assert "| 1e-4 (chosen) | s100 20.0%, s101 20.0% |" in text and "One learning rate was tried;" in text
+
+
+def test_one_seed_and_missing_figures_are_said_not_printed_as_numbers(tmp_path: Path) -> None:
+    """One seed's SE and SD were printed as 0.0, a record without start outcomes or reward-spread rows as nan%."""
+    folder = records(tmp_path, {"sparse": [0.2]})
+    ra.write_record(folder / "sparse-s0.json.gz", {**ra.read_records(folder)[0], "start_outcomes": "", "frac_reward_zero_std": []})
+    text = "\n".join(ra.results_lines(ra.analyse(ra.read_records(folder)), folder, tmp_path / "page.md"))
+    assert "(the starting model: not recorded)" in text and "nan" not in text
+    assert "(SE undefined: one seed) | undefined |" in text and "not recorded |" in text

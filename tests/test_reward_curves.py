@@ -59,3 +59,16 @@ def test_compare_llm_rewards_replot_draws_without_running(tmp_path: Path) -> Non
     cmp.main(["--results-dir", str(tmp_path), "--interaction", "single-pass", "--name", "llm_grpo_rewards", "--replot",
               "--runs-dir", str(tmp_path / "none")])
     assert (tmp_path / "llm_grpo_rewards.png").stat().st_size > 0 and not (tmp_path / "none").exists()
+
+
+def test_a_malformed_curves_file_is_one_line_on_replot(tmp_path: Path) -> None:
+    """A row with a seed not an integer, a missing or extra field, or a nan success was a traceback from deep inside
+    (int(), float() of None, statistics' stdev) on --replot."""
+    pytest.importorskip("trl")
+    from baselines import compare_llm_rewards as cmp
+
+    csv = tmp_path / "llm_grpo_rewards_curves.csv"
+    for row in ("sparse,x,1,0.5", "sparse,0,1", "sparse,0,1,0.5,9", "sparse,0,1,nan"):
+        csv.write_text(f"variant,seed,step,success\n{row}\nsparse,1,1,0.5\n")
+        with pytest.raises(SystemExit, match=f"--replot: {csv}, line 2: expected a variant, an integer seed"):
+            cmp.main(["--results-dir", str(tmp_path), "--name", "llm_grpo_rewards", "--replot"])

@@ -501,6 +501,10 @@ BAD_ARGUMENTS = {  # command line -> the usage error's message
     "--gamma 2": "--gamma must be in (0, 1]",
     "--preset nosuch": "--preset must be one of",
     "--n-steps 0": "--n-steps must be >= 1",
+    "--eval-problems 0": "--eval-problems must be >= 1",  # was a validation curve of 0.0 measured on no problem
+    "--submit s.jsonl --eval-limit 5": "drop --eval-limit 5",
+    "--seed -1": "--seed must be in [0, 2**31), got -1",  # was numpy's traceback when the model was built
+    "--seed 4294967296": "--seed must be in [0, 2**31)",  # was the leaderboard's traceback after training
 }
 
 

@@ -5,6 +5,7 @@ which a figure is redrawn alone (each script's ``--replot``)."""
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -26,7 +27,8 @@ def write_curves(path: str | Path, rows: Iterable[Row]) -> Path:
 
 
 def read_curves(path: str | Path) -> list[Row]:
-    """The rows :func:`write_curves` wrote; a missing file or a wrong header is a clear error."""
+    """The rows :func:`write_curves` wrote; a missing file, a wrong header or a malformed row (a missing field, a
+    seed or step not an integer, a success not a finite number) is a clear error."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: --replot redraws from the curves a full run wrote")
@@ -34,7 +36,17 @@ def read_curves(path: str | Path) -> list[Row]:
         reader = csv.DictReader(f)
         if tuple(reader.fieldnames or ()) != FIELDS:
             raise ValueError(f"{path}: expected the columns {', '.join(FIELDS)}, got {reader.fieldnames}")
-        return [(r["variant"], int(r["seed"]), int(r["step"]), float(r["success"])) for r in reader]
+        rows = []
+        for r in reader:
+            try:
+                row = (r["variant"], int(r["seed"]), int(r["step"]), float(r["success"]))
+            except (TypeError, ValueError):
+                row = None
+            if row is None or not math.isfinite(row[3]) or None in r:  # None in r: more fields than the header's
+                raise ValueError(f"{path}, line {reader.line_num}: expected a variant, an integer seed and step and a "
+                                 f"finite success, got {list(r.values())}")
+            rows.append(row)
+        return rows
 
 
 def mean_curve(points: Sequence[tuple[int, int, float]], spread: Literal["std", "se"] = "se") -> tuple[list[float], list[float], list[float]]:

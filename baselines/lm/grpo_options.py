@@ -122,6 +122,8 @@ class Options:
             dataclass_cli.check_choice(self, name, allowed)
         if not self.temperature > 0:
             raise ValueError(f"--temperature must be > 0, got {self.temperature}")
+        if not 0 <= self.seed < 2**31:  # numpy's seeding (transformers' set_seed) takes [0, 2**32)
+            raise ValueError(f"--seed must be in [0, 2**31), got {self.seed}")
         dataclass_cli.check_min(self, 1, "steps", "prompts_per_step", "max_completion_length", "max_prompt_length", "threads",
                                 "eval_batch_size", "max_turns", "max_turn_tokens", "dead_end_patience")
         dataclass_cli.check_min(self, 0, "learning_rate", "beta", "eval_interval", "eval_problems", "eval_samples",

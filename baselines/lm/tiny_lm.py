@@ -173,7 +173,10 @@ def load_pretrained(path: str | Path | None = None, dtype: torch.dtype = torch.f
     path = Path(path) if path is not None else SHIPPED_CHECKPOINT
     if not (path / "config.json").exists():
         raise FileNotFoundError(f"no model at {path} (expected config.json, model.safetensors, tokenizer files)")
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+    except ValueError:  # transformers' error for a folder without tokenizer files (a traceback in the scripts)
+        raise FileNotFoundError(f"no tokenizer at {path} (expected config.json, model.safetensors, tokenizer files)") from None
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
     model.eval()
     return model, tokenizer
