@@ -196,7 +196,7 @@ def check_run_options(args: Options) -> None:
         except SystemExit as exc:
             if exc.code in (0, None):
                 raise
-            why = exc.code if isinstance(exc.code, str) else "the error above"
+            why = exc.code if isinstance(exc.code, str) else getattr(exc, "message", "the error above")  # UsageError
             raise SystemExit(f"compare_llm_rewards.py: the runs of variant {v!r} would be refused: {why}") from None
         opts, s = run_options(args, v, args.seed_list[0]), args.seed_list[0]
         if (opts.rewards, opts.step_credit, opts.seed, opts.steps, opts.output_dir) != (

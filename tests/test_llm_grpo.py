@@ -794,6 +794,15 @@ def test_bad_options_fail_before_any_model_is_loaded(argv, message):
         parse_options(argv)
 
 
+@pytest.mark.parametrize("argv", [["--step-credit"], ["--interaction", "single-pass", "--stop-at-dead-end"],
+                                  ["--train-pass-rates", "/nonexistent.jsonl"], ["--report-to", "nosuch"]])
+def test_options_that_do_not_fit_together_are_usage_errors(argv, capsys):
+    """They exited 1 with a bare line; like a malformed value they are a usage error: the usage line, exit code 2."""
+    with pytest.raises(SystemExit) as exc:
+        parse_options(argv)
+    assert exc.value.code == 2 and "usage:" in capsys.readouterr().err
+
+
 def test_a_missing_shipped_model_says_how_to_build_it(tmp_path, monkeypatch):
     missing = str(tmp_path / "countdown-tiny-lm")
     monkeypatch.setattr(grpo_model, "DEFAULT_MODEL", missing)

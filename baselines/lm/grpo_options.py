@@ -44,7 +44,7 @@ class Options:
     chat_template: bool = True
     """Wrap longproc/tinyzero prompts as a user message when the tokenizer has a chat template."""
     rewards: str = "sparse"
-    """sparse | oracle | oracle-perfect | critic | clipo | text-critic, '+'-joined, or term=w,..."""
+    """sparse | oracle-reachable | oracle-perfect | critic | clipo | text-critic, '+'-joined, or term=w,..."""
     steps: int = grpo(30, "max_steps")  # GRPO optimizer steps
     max_minutes: float = 0.0
     """Stop after the first step that ends past this much training wall time (then the end of run as at --steps);
@@ -80,7 +80,7 @@ class Options:
     """Greedy success on the preset's test split at the start and the end, with standard errors and the paired
     difference (baselines/lm/held_out.py)."""
     test_problems: int = 0  # test problems played by --test-eval (first N of the frozen split; 0 = all)
-    output_dir: str = ""  # run directory (default: runs/llm_grpo/<preset>-<rewards>-s<seed>)
+    output_dir: str = ""  # run directory (default: runs/llm_grpo/<preset>[-turns|-tools]-<rewards>[-step]-s<seed>)
     save_steps: int = 15  # checkpoint every N steps (keeps the last two)
     resume: bool = False  # continue from the last checkpoint in output_dir
     use_vllm: bool = grpo(False)  # generate with vLLM (GPU only; pip install 'countdown-gym[vllm]')
@@ -227,7 +227,8 @@ def pass_rates_file(opts: Options, model: str) -> Path | None:
 
 
 def check_run(run: GRPORun) -> None:
-    """Clear exits for options that do not fit together (the checks that need the interaction, files or libraries)."""
+    """Usage errors (exit 2) for options that do not fit together (the checks that need the interaction, files or
+    libraries); a model that is missing or not a model exits 1."""
     from baselines.lm.rewards import parse_reward_spec
     from countdown_gym.game.text_format import PROMPT_STYLES
     from countdown_gym.game.turn_format import TURN_PROMPT_STYLES
@@ -238,7 +239,7 @@ def check_run(run: GRPORun) -> None:
     try:
         spec = parse_reward_spec(opts.rewards)
     except ValueError as exc:
-        raise SystemExit(f"--rewards: {exc}") from None
+        dataclass_cli.usage_error(f"--rewards: {exc}")
     if "critic" in spec:
         from baselines.lm.compat import check_critic_fits
 
@@ -248,28 +249,28 @@ def check_run(run: GRPORun) -> None:
         from countdown_gym.rewards.variants import step_credit_names
 
         if not run.multi_turn:
-            raise SystemExit("--step-credit credits the turns of multi-turn rollouts: it needs --interaction multi-turn")
+            dataclass_cli.usage_error("--step-credit credits the turns of multi-turn rollouts: it needs --interaction multi-turn")
         if not split_reward_spec(spec)[1]:
-            raise SystemExit(f"--step-credit needs a dense term ({', '.join(step_credit_names())}) in --rewards, got {opts.rewards!r}")
+            dataclass_cli.usage_error(f"--step-credit needs a dense term ({', '.join(step_credit_names())}) in --rewards, got {opts.rewards!r}")
     if opts.stop_at_dead_end and not run.multi_turn:
-        raise SystemExit("--stop-at-dead-end stops multi-turn episodes: it needs --interaction multi-turn")
+        dataclass_cli.usage_error("--stop-at-dead-end stops multi-turn episodes: it needs --interaction multi-turn")
     if run.multi_turn and opts.use_vllm:
-        raise SystemExit("--interaction multi-turn generates with transformers turn by turn; for multi-turn with vLLM "
+        dataclass_cli.usage_error("--interaction multi-turn generates with transformers turn by turn; for multi-turn with vLLM "
                          "use --interaction tools (a chat model with a tool-calling template, through TRL's tool loop)")
     if run.tools and run.model in (DEFAULT_MODEL, DEFAULT_TURN_MODEL):
-        raise SystemExit("--interaction tools needs --model: a chat model with a tool-calling template (Qwen2.5, Qwen3, "
+        dataclass_cli.usage_error("--interaction tools needs --model: a chat model with a tool-calling template (Qwen2.5, Qwen3, "
                          "Llama 3.1 Instruct...); the shipped tiny models have none")
     if opts.train_pass_rates not in ("auto", "none", "") and not Path(opts.train_pass_rates).is_file():
-        raise SystemExit(f"--train-pass-rates {opts.train_pass_rates}: no such file")
+        dataclass_cli.usage_error(f"--train-pass-rates {opts.train_pass_rates}: no such file")
     if (opts.min_pass_rate, opts.max_pass_rate) != (0.0, 1.0) and run.pass_rates is None:
-        raise SystemExit(f"--min-pass-rate / --max-pass-rate filter by a pass-rate file, and --train-pass-rates "
+        dataclass_cli.usage_error(f"--min-pass-rate / --max-pass-rate filter by a pass-rate file, and --train-pass-rates "
                          f"{opts.train_pass_rates} gives none for this model and preset")
     try:  # the logging integrations transformers knows and this machine has; the prompt styles of the interaction
         report_to_names(opts.report_to)
         if not run.tools:  # a tool episode's prompt is the environment's puzzle text (trl_env.tool_prompt)
             dataclass_cli.check_choice(opts, "prompt_style", TURN_PROMPT_STYLES if run.multi_turn else PROMPT_STYLES)
     except ValueError as exc:
-        raise SystemExit(str(exc)) from None
+        dataclass_cli.usage_error(str(exc))
 
 
 def resumed_options(opts: Options, saved: dict[str, Any] | None) -> dict[str, Any] | None:
