@@ -1,4 +1,4 @@
-"""Success per difficulty tier of leaderboard submissions (or ``llm_eval.py`` completion files), re-verified.
+"""Success per difficulty tier of leaderboard submissions (``llm_eval.py`` writes one of a whole split), re-verified.
 
     python baselines/tier_success.py --submissions leaderboard/submissions/*.longproc-0.5k.test.jsonl \
         --out docs/results/difficulty_tiers.md --plot docs/results/difficulty_tiers.png
@@ -25,7 +25,7 @@ class Options:
     """Success per difficulty tier of submission files, re-verified."""
 
     submissions: list[str] = field(default_factory=list)
-    """Submission / completion JSONL files (``countdown-gym-submission`` format), separate or comma-separated."""
+    """Submission JSONL files (``countdown-gym-submission`` format, a whole split), separate or comma-separated."""
     out: str = ""  # Also write the Markdown table here.
     plot: str = ""  # Also draw a bar chart (first-answer success per tier and file) here (PNG).
     metric: str = "tier"
