@@ -773,8 +773,9 @@ def test_comparison_at_equal_wall_clock_passes_the_limit_and_counts_time_stopped
 
 
 def test_a_critic_reward_that_cannot_score_the_presets_states_is_refused_up_front():
-    with pytest.raises(SystemExit, match="at most 4 numbers, but preset 'hard' has problems of up to 6"):
+    with pytest.raises(SystemExit, match="at most 4 numbers, but preset 'hard' has problems of up to 6") as exc:
         parse_options(["--preset", "hard", "--rewards", "critic"])
+    assert exc.value.code == 2  # a usage error, like the other options that do not fit together
     assert parse_options(["--preset", "hard", "--rewards", "oracle"]).rewards == "oracle"
 
 

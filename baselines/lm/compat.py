@@ -5,21 +5,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from countdown_gym import dataclass_cli
+
 
 def check_critic_fits(preset: str) -> None:
-    """Exit when the shipped critic cannot score the preset's states (too many numbers, or fractions)."""
+    """A usage error when the shipped critic cannot score the preset's states (too many numbers, or fractions)."""
     from countdown_gym.data.generator import PRESETS
     from critics import load_critic
 
     limit = load_critic().config.max_numbers
     config = PRESETS[preset]
     if config.max_numbers > limit:
-        raise SystemExit(f"--rewards critic: the shipped critic scores states of at most {limit} numbers, but preset "
-                         f"{preset!r} has problems of up to {config.max_numbers}; choose another reward or a critic "
-                         f"trained with max_numbers >= {config.max_numbers} (python -m critics.train --preset {preset} ...)")
+        dataclass_cli.usage_error(f"--rewards critic: the shipped critic scores states of at most {limit} numbers, but "
+                                  f"preset {preset!r} has problems of up to {config.max_numbers}; choose another reward or "
+                                  f"a critic trained with max_numbers >= {config.max_numbers} (python -m critics.train "
+                                  f"--preset {preset} ...)")
     if not config.rules.integer_only:
-        raise SystemExit(f"--rewards critic: the critic is trained on integer states, but preset {preset!r} plays "
-                         f"rules {config.rules.name!r}, whose states hold fractions; choose another reward or preset")
+        dataclass_cli.usage_error(f"--rewards critic: the critic is trained on integer states, but preset {preset!r} "
+                                  f"plays rules {config.rules.name!r}, whose states hold fractions; choose another reward "
+                                  "or preset")
 
 
 def check_layout(strategy: str) -> None:
