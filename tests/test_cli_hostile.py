@@ -98,6 +98,7 @@ def test_audit_refuses_bad_options_before_the_audit(tmp_path, capsys):
 def test_difficulty_and_export_refuse_what_they_would_ignore(tmp_path, capsys):
     usage_error(["difficulty", "--presets", ""], capsys, "--presets names no preset")
     usage_error(["difficulty", "--presets", "nope"], capsys, "unknown presets ['nope']")
+    usage_error(["difficulty", "--presets", "tinyzero,tinyzero"], capsys, "--presets names a preset twice")  # measured it twice
     usage_error(["export", "--format", "jsonl", "--interaction", "tool", "--out", str(tmp_path)], capsys,
                 "--interaction tool applies to --format verl only")
     usage_error(["export", "--format", "jsonl", "--out", ""], capsys, "--out is empty")  # not the current folder

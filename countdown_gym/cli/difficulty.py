@@ -34,6 +34,8 @@ class DifficultyOptions:
         unknown = [p for p in self.presets if p not in SPLIT_SPEC]
         if unknown:
             raise ValueError(f"--presets: unknown presets {unknown}; choose from {sorted(SPLIT_SPEC)}")
+        if len(set(self.presets)) < len(self.presets):
+            raise ValueError(f"--presets names a preset twice: {list(self.presets)}")
 
 
 def main(argv: list[str] | None = None) -> int:
