@@ -398,6 +398,23 @@ def test_score_and_check_commands(good, tmp_path, capsys):
     assert "pass@1 1.000" in capsys.readouterr().out
 
 
+def test_a_board_without_a_valid_submission_keeps_no_old_chart(good, tmp_path, capsys):
+    """With every submission rejected there is no chart: score left the last leaderboard.png (scores that no longer
+    stand) and check said the board was up to date."""
+    d = tmp_path / "board"
+    (d / "submissions").mkdir(parents=True)
+    sub = d / "submissions" / f"test-agent.{PRESET}.{SPLIT}.jsonl"
+    sub.write_bytes(good.read_bytes())
+    assert lb_main(["score", "--dir", str(d), "--no-progress"]) == 0 and (d / "leaderboard.png").is_file()
+    sub.write_bytes(good.read_bytes()[:3000])  # torn: rejected
+    assert lb_main(["check", "--dir", str(d)]) == 1
+    assert "leaderboard.png is stale (no submission is valid" in capsys.readouterr().err
+    assert lb_main(["score", "--dir", str(d), "--no-progress"]) == 0 and not (d / "leaderboard.png").exists()
+    assert "leaderboard.png" not in capsys.readouterr().out
+    assert lb_main(["check", "--dir", str(d)]) == 1  # the rejected file, only
+    assert "stale" not in capsys.readouterr().err
+
+
 def test_standard_output_closed_while_scoring_exits_141(good, monkeypatch, capsys):
     """The error line for an unwritable --out (an OSError) must not swallow standard output's own failure: a pipe
     closed by its reader (| head) gave 'error: Broken pipe' and 1, not the quiet 141 of every command."""

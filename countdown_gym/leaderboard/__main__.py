@@ -152,15 +152,14 @@ def _summary(r: Scores | Rejection) -> str:
     return line + "".join(f"\n  note: {plain_text(n)}" for n in r.claim_notes)
 
 
-def _board(results: list[Scores | Rejection], d: Path) -> dict[Path, str | bytes]:
-    """What ``score`` writes in ``d``: the table, the chart (redrawn from ``results``) and the page."""
+def _board(results: list[Scores | Rejection], d: Path) -> dict[Path, str | bytes | None]:
+    """What ``score`` writes in ``d``: the table, the chart (redrawn from ``results``; None: no valid submission, so
+    no chart) and the page."""
     with tempfile.TemporaryDirectory() as charts:
         png = plot(results, Path(charts) / PNG)
         chart = png.read_bytes() if png else None
-    out: dict[Path, str | bytes] = {d / MARKDOWN: render_markdown(results, d, PNG), d / HTML: render_html(results, d, chart)}
-    if chart is not None:
-        out[d / PNG] = chart
-    return out
+    out: dict[Path, str | bytes | None] = {d / MARKDOWN: render_markdown(results, d, PNG), d / HTML: render_html(results, d, chart)}
+    return out | {d / PNG: chart}
 
 
 def cmd_score(args: ScoreOptions) -> int:
@@ -174,6 +173,9 @@ def cmd_score(args: ScoreOptions) -> int:
     board = _board(results, d)
     for path, data in board.items():
         try:  # beside the file, then renamed into place: a FIFO or link there is replaced, never opened
+            if data is None:  # no chart: an old one would show scores that no longer stand
+                path.unlink(missing_ok=True)
+                continue
             with written_aside(path) as tmp:
                 tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
         except OSError as e:
@@ -181,7 +183,7 @@ def cmd_score(args: ScoreOptions) -> int:
             return 1
     for r in results:
         print(_summary(r), file=sys.stderr if isinstance(r, Rejection) else sys.stdout)
-    print("wrote " + ", ".join(map(str, board)))
+    print("wrote " + ", ".join(str(path) for path, data in board.items() if data is not None))
     return 0
 
 
@@ -191,7 +193,11 @@ def cmd_check(args: CheckOptions) -> int:
     problems = [f"rejected: {plain_text(r.path)}: {plain_text(r.reason)}" for r in results if isinstance(r, Rejection)]
     board = _board(results, d)
     for path, data in board.items():
-        if not path.is_file():
+        if data is None:
+            if path.exists() or path.is_symlink():
+                problems.append(f"{path} is stale (no submission is valid, so there is no chart); run countdown-gym "
+                                "leaderboard score")
+        elif not path.is_file():
             problems.append(f"{path} is missing; run countdown-gym leaderboard score")
         elif (path.read_bytes() if isinstance(data, bytes) else path.read_text(encoding="utf-8", errors="replace")) != data:
             problems.append(f"{path} is stale (it differs from the re-scored submissions); run countdown-gym "
