@@ -65,6 +65,14 @@ def test_one_spelling_and_the_earlier_ones_in_one_place() -> None:
         get_variant("oracle-magic")
 
 
+def test_a_spec_weight_is_a_plain_decimal_number() -> None:
+    """float() alone read 'critic=1_0' as 10 and Arabic-Indic digits as numbers."""
+    assert parse_reward_spec("sparse=.5,critic=1e-1") == {"sparse": 0.5, "critic": 0.1}
+    for bad in ("1_0", "\u0661", "0x1", "", "nan"):
+        with pytest.raises(ValueError, match="weight of 'critic' must be a finite number"):
+            parse_reward_spec(f"sparse,critic={bad}")
+
+
 def test_verl_dense_takes_text_variant_names() -> None:
     assert dense_terms("oracle-perfect,format") == ["oracle-perfect", "format"]
     assert dense_terms(["oracle-reachable", "oracle"]) == ["oracle-reachable"]

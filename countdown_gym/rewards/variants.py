@@ -200,6 +200,9 @@ class _TextWeights(Mapping[str, dict[str, float]]):
 TEXT_VARIANT_WEIGHTS: Mapping[str, dict[str, float]] = _TextWeights()
 
 
+_WEIGHT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def parse_reward_spec(spec: str) -> dict[str, float]:
     """Term weights of a run on completions from a spec: ``text`` variants, ``+``-joined, and ``name=weight`` parts
     that override them (``"critic,oracle-reachable=0.2"``). ``ValueError`` for an unknown variant, a non-finite
@@ -215,10 +218,8 @@ def parse_reward_spec(spec: str) -> dict[str, float]:
             if "=" in part:
                 name, _, value = part.partition("=")
                 name = get_variant(name, "text").name
-                try:
-                    explicit[name] = float(value)
-                except ValueError:
-                    explicit[name] = math.nan
+                # a plain decimal number: float() alone also reads "1_0" as 10 and non-ASCII digits
+                explicit[name] = float(value) if _WEIGHT.fullmatch(value) else math.nan
                 if not math.isfinite(explicit[name]):
                     raise ValueError(f"weight of {name!r} must be a finite number, got {value!r} in {spec!r}")
                 continue
