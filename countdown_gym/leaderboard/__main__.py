@@ -158,8 +158,7 @@ def _board(results: list[Scores | Rejection], d: Path) -> dict[Path, str | bytes
     with tempfile.TemporaryDirectory() as charts:
         png = plot(results, Path(charts) / PNG)
         chart = png.read_bytes() if png else None
-    out: dict[Path, str | bytes | None] = {d / MARKDOWN: render_markdown(results, d, PNG), d / HTML: render_html(results, d, chart)}
-    return out | {d / PNG: chart}
+    return {d / MARKDOWN: render_markdown(results, d, PNG), d / HTML: render_html(results, d, chart), d / PNG: chart}
 
 
 def cmd_score(args: ScoreOptions) -> int:
