@@ -20,6 +20,17 @@ class InvalidActionError(ValueError):
     """A masked action was taken with ``invalid_action="raise"``."""
 
 
+def reset_options(options: Any, allowed: tuple[str, ...]) -> Mapping[str, Any]:
+    """``reset(options=...)`` as a mapping (``None``: empty); ``ValueError`` for anything else or a key not ``allowed``."""
+    options = {} if options is None else options
+    if not isinstance(options, Mapping):
+        raise ValueError(f"reset options must be a dict or None, got {type(options).__name__} {options!r:.100}")
+    unknown = set(options) - set(allowed)
+    if unknown:
+        raise ValueError(f"unknown reset options {sorted(unknown)}; use {' or '.join(map(repr, allowed))}")
+    return options
+
+
 def check_budget(name: str, value: Any, allow_none: bool = True) -> int | None:
     """``value`` as an int (or ``None`` when ``allow_none``); ``ValueError`` unless it is a positive int."""
     if value is None and allow_none:

@@ -33,7 +33,7 @@ from gymnasium.core import ActType, ObsType
 from countdown_gym.data.curriculum import Curriculum
 from countdown_gym.data.generator import PRESETS, GeneratorConfig, iter_problems
 from countdown_gym.data.splits import SPLITS, load_split
-from countdown_gym.envs.options import check_render_mode
+from countdown_gym.envs.options import check_render_mode, reset_options
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules
 from countdown_gym.game.solver import legal_moves
@@ -161,12 +161,7 @@ class ProblemSource:
 
     def reset_option(self, options: Mapping[str, Any] | None) -> Problem | None:
         """The problem ``reset(options=...)`` asks for (coerced), or ``None``; ``ValueError`` for any other option."""
-        options = {} if options is None else options
-        if not isinstance(options, Mapping):
-            raise ValueError(f"reset options must be a dict or None, got {type(options).__name__} {options!r:.100}")
-        unknown = set(options) - {"problem"}
-        if unknown:
-            raise ValueError(f"unknown reset options {sorted(unknown)}; the only option is 'problem'")
+        options = reset_options(options, ("problem",))
         return self.coerce(options["problem"]) if options.get("problem") is not None else None
 
     def coerce(self, obj: ProblemLike) -> Problem:

@@ -13,7 +13,13 @@ from gymnasium.vector.utils import batch_space
 
 from countdown_gym.envs.actions import action_table, masked_move, num_actions
 from countdown_gym.envs.move_kernel import apply_moves, batch_moves, pair_slots
-from countdown_gym.envs.options import InvalidActionError, check_budget, check_render_mode, set_step_options
+from countdown_gym.envs.options import (
+    InvalidActionError,
+    check_budget,
+    check_render_mode,
+    reset_options,
+    set_step_options,
+)
 from countdown_gym.envs.problem_source import ProblemSpec
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules, transition_record
@@ -216,12 +222,7 @@ class CountdownVectorEnv(VectorEnv):
             raise ValueError("CountdownVectorEnv draws every env's problems from one generator: pass one int seed")
         super().reset(seed=seed)
         rows = self._rows
-        options = {} if options is None else options
-        if not isinstance(options, Mapping):
-            raise ValueError(f"reset options must be a dict or None, got {type(options).__name__} {options!r:.100}")
-        unknown = set(options) - {"problem", "problems"}
-        if unknown:
-            raise ValueError(f"unknown reset options {sorted(unknown)}; use 'problem' or 'problems'")
+        options = reset_options(options, ("problem", "problems"))
         if options.get("problem") is not None and options.get("problems") is not None:
             raise ValueError("pass reset option 'problem' or 'problems', not both")
         if options.get("problem") is not None:
