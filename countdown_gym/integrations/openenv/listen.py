@@ -65,6 +65,11 @@ def check_limits(flags: bool = False, **limits: float) -> None:
             raise ValueError(f"{name} must be an int in {low}..{bounds[key]}, got {value!r}")
 
 
+def base_url(host: str, port: int) -> str:
+    """``http://host:port``, an IPv6 address in brackets (``http://[::1]:8000``)."""
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+
 def listening_socket(host: str, port: int) -> socket.socket:
     """A TCP socket bound to ``host:port`` and listening (``port=0``: a free one); ``OSError`` if it cannot be."""
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,

@@ -20,6 +20,7 @@ from countdown_gym.integrations.openenv.listen import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_TURN_CHARS,
     DEFAULT_SESSION_IDLE_S,
+    base_url,
     check_limits,
     default_max_connections,
     listening_socket,
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prog}: error: cannot listen on {opts.host}:{opts.port}: {e.strerror or e}"
               if isinstance(e, OSError) else f"{prog}: error: bad --host {opts.host!r}: {e}", file=sys.stderr)
         return 2
-    print(f"{prog}: {opts.env} on http://{f'[{opts.host}]' if ':' in opts.host else opts.host}:{opts.port} (HTTP /reset /step /state/{{episode_id}}, "
+    print(f"{prog}: {opts.env} on {base_url(opts.host, opts.port)} (HTTP /reset /step /state/{{episode_id}}, "
           f"WebSocket /ws, up to {opts.sessions()} sessions); Ctrl-C stops", flush=True)
     with sock:
         uvicorn_server(app, opts.max_body_bytes, opts.log_level, head_timeout_s=opts.head_timeout_s,

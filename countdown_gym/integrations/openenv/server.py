@@ -53,6 +53,7 @@ from countdown_gym.integrations.openenv.listen import (
     DEFAULT_MAX_EPISODES,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_S,
+    base_url,
     check_limits,
     listening_socket,
     uvicorn_server,
@@ -411,7 +412,7 @@ def serve_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0, log_le
             if not thread.is_alive():
                 raise RuntimeError("the server thread stopped before it started (see the log above)")
             time.sleep(0.01)
-        yield f"http://{f'[{host}]' if ':' in host else host}:{sock.getsockname()[1]}"  # an IPv6 address in brackets
+        yield base_url(host, sock.getsockname()[1])
     finally:
         server.should_exit = True
         thread.join(timeout=30)
