@@ -153,3 +153,15 @@ def test_the_sb3_comparison_runs_every_step_variant(even: RewardVariant) -> None
     from baselines.compare_rewards import Options
 
     assert Options().variants == list(variant_names("step")) and "even-results" in Options().variants
+
+
+def test_a_needed_scorer_without_score_is_refused_by_the_registry_itself() -> None:
+    """``critic.wrap(env, scorer=5)`` was accepted and failed with an AttributeError at the first step; every consumer
+    (the wrapper, SB3, verl, verifiers) now gets the one check of ``RewardVariant.need``."""
+    env = gym.make("Countdown-v0", problems=[((6, 2, 5, 3), 8)])
+    for name in ("critic", "critic-potential", "text-critic"):
+        with pytest.raises(ValueError, match=r"needs a .*critic passed in with a score\(states, targets\) method.*got int"):
+            get_variant(name).need(5)
+    with pytest.raises(ValueError, match=r"with a score\(states, targets\) method.*got int"):
+        get_variant("critic").wrap(env, scorer=5)
+    assert get_variant("clipo").need(len) is len  # CLIPO's trainer object computes its term: no score method needed

@@ -195,7 +195,7 @@ def test_non_finite_weights_and_scorers_without_score_are_refused() -> None:
     for weights in ({"format": float("nan")}, {"oracle-reachable": float("inf")}):
         with pytest.raises(ValueError, match="finite"):
             rubric(correct, ("sparse",), lambda completion, info: None, weights)
-    with pytest.raises(ValueError, match="must have a score.states, targets. method.*got int"):
+    with pytest.raises(ValueError, match="with a score.states, targets. method.*got int"):
         rubric(correct, ("sparse",), lambda completion, info: None, scorers={"critic": 5})
 
 

@@ -103,10 +103,7 @@ def rubric(outcome: Callable[..., float], outcome_names: Sequence[str], game: Ca
 
     def term(name: str) -> Callable[..., float]:
         variant = get_variant(name, "text")
-        scorer = variant.scorer_in(scorers)
-        if variant.needs is not None and not callable(getattr(scorer, "score", None)):
-            raise ValueError(f"scorers[{variant.needs!r}] must have a score(states, targets) method (e.g. "
-                             f"critics.load_critic()), got {type(scorer).__name__}")
+        scorer = variant.need(variant.scorer_in(scorers))
 
         def score(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
             return variant.completion_score(game(completion, info), scorer)

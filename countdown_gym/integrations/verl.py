@@ -111,13 +111,14 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     terms = dense_terms(dense)
     given = given_scorers(critic, scorers)
     for name in terms:
-        need = REWARD_VARIANTS[name].needs
-        if need is not None and not callable(getattr(given.get(need), "score", None)):
-            raise ValueError(f"dense={name} needs a loaded {need} (with a score(states, targets) method), got "
-                             f"{type(given.get(need)).__name__}: point verl's custom_reward_function.path at "
-                             "critics/verl_reward.py (it loads the shipped critic), or pass critic=... / scorers=...")
-        if need is not None:
-            check_scorer_fits(given[need], problem.numbers, f"dense={name}", "this problem has")
+        variant = REWARD_VARIANTS[name]
+        try:
+            scorer = variant.need(variant.scorer_in(given))
+        except ValueError as exc:
+            raise ValueError(f"dense={name}: {exc}; point verl's custom_reward_function.path at critics/verl_reward.py "
+                             "(it loads the shipped critic), or pass critic=... / scorers=...") from None
+        if scorer is not None:
+            check_scorer_fits(scorer, problem.numbers, f"dense={name}", "this problem has")
     replay = replay_completion(problem, solution_str)
     scores = score_terms(replay, ["sparse", *terms], scorers=given)
     if not terms and not weights:

@@ -74,10 +74,14 @@ class RewardVariant:
         return self.score is not None or self.move_term is not None
 
     def need(self, obj: Any) -> Any:
-        """``obj`` when the variant needs one and it is given (or needs none); else a clear ``ValueError``."""
-        if self.needs is not None and obj is None:
-            raise ValueError(f"the reward {self.name!r} needs a {self.needs} passed in (critics.load_critic() for "
-                             f"'critic', critics.text_critic.load_text_critic() for 'text_critic')")
+        """``obj`` when the variant needs one and it is given (or needs none); else a clear ``ValueError``. A variant
+        whose own term scores states needs an object with a ``score(states, targets)`` method (a ``Scorer``)."""
+        scores = self.move_term is not None or self.potential is not None
+        if self.needs is not None and (obj is None or (scores and not callable(getattr(obj, "score", None)))):
+            raise ValueError(f"the reward {self.name!r} needs a {self.needs} passed in"
+                             f"{' with a score(states, targets) method' if scores else ''} (critics.load_critic() for "
+                             f"'critic', critics.text_critic.load_text_critic() for 'text_critic'), got "
+                             f"{type(obj).__name__}")
         return obj if self.needs is not None else None
 
     def scorer_in(self, given: Mapping[str, Any] | None) -> Any:
