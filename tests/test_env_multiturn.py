@@ -224,5 +224,20 @@ def test_a_fraction_operand_has_one_reading() -> None:
                                  {"max_turn_chars": 0}])
 def test_a_turn_episode_refuses_a_budget_below_one(bad: dict) -> None:
     """TurnEpisode(max_turns=0) was accepted and every move ended the game ('turn limit'); 2.5 compared as a float."""
-    with pytest.raises(ValueError, match=f"{next(iter(bad))} must be an int >= 1"):
+    with pytest.raises(ValueError, match=f"{next(iter(bad))} must be a positive int"):
         TurnEpisode(P, **bad)
+
+
+def test_every_layer_checks_a_turn_budget_alike() -> None:
+    """TurnEpisode wrote its own check ('must be an int >= 1', numpy ints refused) beside the envs' check_budget
+    ('must be a positive int'); the game now owns the one check that the envs and adapters import."""
+    import numpy as np
+
+    from countdown_gym.envs import options
+    from countdown_gym.game import turn_game
+
+    assert options.check_budget is turn_game.check_budget
+    assert TurnEpisode(P, max_turns=np.int64(3)).max_turns == 3
+    for make in (lambda: TurnEpisode(P, max_turns=0), lambda: CountdownMultiTurnEnv(max_turns=0)):
+        with pytest.raises(ValueError, match=r"^max_turns must be a positive int, got 0$"):
+            make()

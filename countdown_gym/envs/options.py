@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from countdown_gym.game.turn_game import check_budget
+
 INVALID_ACTION_MODES = ("raise", "penalty")
 DEFAULT_VALUE_SCALE = 1000.0
 """Value normalisation when the rules have no ``value_limit``."""
@@ -29,15 +31,6 @@ def reset_options(options: Any, allowed: tuple[str, ...]) -> Mapping[str, Any]:
     if unknown:
         raise ValueError(f"unknown reset options {sorted(unknown)}; use {' or '.join(map(repr, allowed))}")
     return options
-
-
-def check_budget(name: str, value: Any, allow_none: bool = True) -> int | None:
-    """``value`` as an int (or ``None`` when ``allow_none``); ``ValueError`` unless it is a positive int."""
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive int{' or None' if allow_none else ''}, got {value!r}")
-    return int(value)
 
 
 def _finite(name: str, value: Any, positive: bool, expected: str) -> float:

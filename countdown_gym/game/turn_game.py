@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number, Rules, transition_record
 from countdown_gym.game.solver import reachable, without_pair
@@ -19,6 +21,16 @@ from countdown_gym.game.verifier import Verdict, verify
 DEFAULT_MAX_TURNS = 16
 UNDO_MOVE = (None, "undo", None, None)
 """The ``move`` of a backtrack's transition record: ``state`` -> the state before the last move."""
+
+
+def check_budget(name: str, value: Any, allow_none: bool = True) -> int | None:
+    """``value`` as an int (or ``None`` when ``allow_none``); ``ValueError`` unless it is a positive int. The one check
+    of a budget (turns, characters, steps, lines) in every layer."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive int{' or None' if allow_none else ''}, got {value!r}")
+    return int(value)
 
 
 @dataclass
@@ -57,9 +69,6 @@ class TurnEpisode:
                  max_turn_chars: int = 200, *, stop_at_dead_end: bool | int = False) -> None:
         if isinstance(stop_at_dead_end, float) or int(stop_at_dead_end) < 0:
             raise ValueError(f"stop_at_dead_end must be a bool or an int >= 0, got {stop_at_dead_end!r}")
-        for name, value in (("max_turns", max_turns), ("max_turn_chars", max_turn_chars)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         self.problem = problem
         self.stop_at_dead_end = int(stop_at_dead_end)
         self._lost = False  # the current state cannot reach the target (tracked with stop_at_dead_end)
@@ -68,8 +77,8 @@ class TurnEpisode:
         """Whether the episode stopped at a dead end (``stop_at_dead_end``)."""
         self.rules = rules or problem.rules
         self.target = problem.target
-        self.max_turns = max_turns
-        self.max_turn_chars = max_turn_chars
+        self.max_turns = check_budget("max_turns", max_turns, allow_none=False)
+        self.max_turn_chars = check_budget("max_turn_chars", max_turn_chars, allow_none=False)
         self.states: list[tuple[Number, ...]] = [tuple(problem.numbers)]
         self.moves: list[tuple[Number, str, Number, Number]] = []
         self.turns = 0

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
 
-from countdown_gym.envs.text_episode import check_budget
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.turn_format import TOOL_NAMES, episode_over_reply, numbers_reply, tool_prompt, tool_turn
-from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, replay_turns
+from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, check_budget, replay_turns
 from countdown_gym.integrations.trl_env import tool_json_schema
 from countdown_gym.integrations.verl import ground_truth, problem_from_ground_truth, verl_row
 
