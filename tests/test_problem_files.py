@@ -50,6 +50,17 @@ def test_own_rows_and_verl_rows():
     assert row_problem(verl_row) == p
 
 
+def test_tinyzero_verl_rows_play_under_tinyzero_rules():
+    """A row of TinyZero's own verl parquet (data_source 'countdown', no rules) was read under LongProc's rules, so
+    [1, 5, 5, 5] -> 24 (5 * (5 - 1/5)) was left out as unsolvable; it is now a TinyZero problem."""
+    gt = {"numbers": [1, 5, 5, 5], "target": 24}
+    rows = [{"data_source": "countdown", "reward_model": {"style": "rule", "ground_truth": gt}},
+            {"data_source": "countdown_gym/longproc-0.5k", "reward_model": {"style": "rule", "ground_truth": gt}}]
+    loaded = load_problems(rows, progress=False)
+    assert loaded.rows == [0] and loaded.problems[0].rules == TINYZERO_RULES
+    assert [i.reason for i in loaded.issues] == ["unsolvable"]
+
+
 def test_jsonl_file_with_a_broken_line(tmp_path):
     path = tmp_path / "rows.jsonl"
     path.write_text('{"nums": [4, 6, 1], "target": 24}\nnot json\n\n{"nums": [3, 4], "target": 1}\n')

@@ -138,3 +138,14 @@ def test_dense_critic_scores_four_number_problems():
     assert out == core_score("countdown_gym/longproc-0.5k", "<answer>(6 - 2) * (5 - 3)</answer>", gt,
                              dense="critic", critic=critic_for(None))
     assert out["sparse"] == 1.0 and -1.0 <= out["critic"] <= 1.0
+
+
+def test_tinyzero_rows_without_rules_play_under_tinyzero_rules() -> None:
+    """TinyZero's own parquet (data_source 'countdown', ground truth {numbers, target}) was scored under LongProc's
+    rules: 5*(5-1/5) for [1, 5, 5, 5] -> 24 scored 0.0; TinyZero's rows now play under TinyZero's rules."""
+    gt = {"numbers": [1, 5, 5, 5], "target": 24}
+    answer = "<answer>5 * (5 - 1 / 5)</answer>"
+    assert compute_score("countdown", answer, gt) == 1.0
+    assert problem_from_ground_truth(gt, "countdown").rules.name == "tinyzero"
+    assert compute_score(SOURCE, answer, gt) == 0.0  # any other row without rules: LongProc's, as documented
+    assert compute_score("countdown", answer, {**gt, "rules": "longproc"}) == 0.0  # the row's own rules win

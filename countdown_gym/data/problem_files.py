@@ -25,7 +25,15 @@ from countdown_gym.game.solver import is_solvable
 TINYZERO_RULES = Rules.tinyzero()
 """The rules of TinyZero-style (``nums``) rows by default: TinyZero evaluates an answer, so any rational is allowed."""
 
+TINYZERO_DATA_SOURCE = "countdown"
+"""The ``data_source`` of TinyZero's own verl parquet, whose ground truth (``numbers``, ``target``) names no rules."""
+
 FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
+
+
+def verl_rules(data_source: Any) -> Rules:
+    """The rules of a verl row whose ground truth names none: TinyZero's for TinyZero's parquet, else LongProc's."""
+    return TINYZERO_RULES if isinstance(data_source, str) and data_source == TINYZERO_DATA_SOURCE else Rules.longproc()
 
 
 @dataclass(frozen=True)
@@ -79,15 +87,18 @@ def _int_list(x: Any) -> Any:
 
 def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
     """The :class:`Problem` of one row (``ValueError`` / ``TypeError`` if malformed), under ``rules``, else the
-    row's ``rules`` (a dict, its JSON or a preset name), else TinyZero's (``nums``) or LongProc's (``numbers``)."""
+    row's ``rules`` (a dict, its JSON or a preset name), else TinyZero's (``nums``) or LongProc's (``numbers``; a verl
+    row: :func:`verl_rules`)."""
     if not isinstance(row, Mapping):
         raise TypeError(f"a row must be a mapping of column -> value, got {type(row).__name__}")
+    default = Rules.longproc()
     if "numbers" not in row and "nums" not in row and isinstance(row.get("reward_model"), Mapping):
+        default = verl_rules(row.get("data_source"))
         row = row["reward_model"].get("ground_truth") or {}  # a verl row
         if isinstance(row, str):
             row = json.loads(row)
     if "numbers" in row:
-        numbers, default = row["numbers"], Rules.longproc()
+        numbers = row["numbers"]
     elif "nums" in row:
         numbers, default = row["nums"], TINYZERO_RULES
     else:

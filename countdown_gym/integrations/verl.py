@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from countdown_gym.data.problem_files import verl_rules
 from countdown_gym.envs.problem_source import problem_from_columns
 from countdown_gym.game.problem import Problem
 from countdown_gym.rewards.terms import Scorer, check_scorer_fits
@@ -40,8 +41,9 @@ def verl_row(problem: Problem, preset: str, split: str, index: int, prompt: list
             "extra_info": {"split": split, "index": index, "id": problem.id or "", "preset": preset, **extra_info}}
 
 
-def problem_from_ground_truth(gt: Any) -> Problem:
-    """Decode :func:`ground_truth` (a dict, or its JSON string); clear ``ValueError`` otherwise."""
+def problem_from_ground_truth(gt: Any, data_source: Any = None) -> Problem:
+    """Decode :func:`ground_truth` (a dict, or its JSON string); clear ``ValueError`` otherwise. Without ``rules``
+    the row's ``data_source`` picks them (:func:`~countdown_gym.data.problem_files.verl_rules`: TinyZero's rows)."""
     if isinstance(gt, (str, bytes)):
         try:
             gt = json.loads(gt)
@@ -50,7 +52,8 @@ def problem_from_ground_truth(gt: Any) -> Problem:
     if not isinstance(gt, Mapping) or "numbers" not in gt or "target" not in gt:
         raise ValueError(f"ground_truth must have 'numbers' and 'target' (see scripts/export_verl.py), got {gt!r:.120}")
     rules = gt.get("rules")  # numpy numbers (a parquet row) are read by problem_from_columns
-    return problem_from_columns(gt["numbers"], gt["target"], dict(rules) if isinstance(rules, Mapping) else rules)
+    rules = verl_rules(data_source) if rules is None else dict(rules) if isinstance(rules, Mapping) else rules
+    return problem_from_columns(gt["numbers"], gt["target"], rules)
 
 
 def _dense_names() -> list[str]:
@@ -96,7 +99,8 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
         critic: The loaded critic (a :class:`~countdown_gym.rewards.terms.Scorer`) of the ``critic`` term; short for
             ``scorers={"critic": critic}``.
         scorers: What the dense variants need, by kind (``critic``, ``text_critic``).
-        data_source, extra_info, **kwargs: What else verl passes; not used.
+        data_source: The row's; it picks the rules of a ground truth without them (:func:`problem_from_ground_truth`).
+        extra_info, **kwargs: What else verl passes; not used.
 
     Example:
         >>> gt = {"numbers": [6, 2, 5, 3], "target": 8}
@@ -105,7 +109,7 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     """
     from countdown_gym.envs.text import replay_completion
 
-    problem = problem_from_ground_truth(ground_truth)
+    problem = problem_from_ground_truth(ground_truth, data_source)
     if not isinstance(solution_str, str):
         raise ValueError(f"solution_str must be a string, got {type(solution_str).__name__}")
     terms = dense_terms(dense)

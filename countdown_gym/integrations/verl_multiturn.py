@@ -155,8 +155,8 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
                   **kwargs: Any) -> dict[str, Any]:
     """verl's reward for tool trajectories: the verdict of the turns in ``extra_info[TURNS_KEY]`` (none: 0;
     ``solution_str`` is not read), with ``turns``, ``invalid_turns`` and ``solved``."""
-    del data_source, solution_str, kwargs
-    problem = problem_from_ground_truth(ground_truth)
+    del solution_str, kwargs
+    problem = problem_from_ground_truth(ground_truth, data_source)
     turns = list((extra_info or {}).get(TURNS_KEY) or [])
     rep = replay_turns(problem, [str(t) for t in turns], max_turns=max(len(turns), 1))
     return {"score": float(rep.reward), "turns": len(turns), "invalid_turns": rep.invalid_steps, "solved": float(rep.solved)}
