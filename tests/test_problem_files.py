@@ -9,6 +9,7 @@ import pytest
 from countdown_gym import Problem, Rules, load_split
 from countdown_gym.data.problem_files import TINYZERO_RULES, load_problems, row_problem
 
+TINYZERO_JSON = '{"nums": [4, 6, 1], "target": 24}'
 TINYZERO_ROWS = [
     {"target": 24, "nums": [4, 6, 1]},            # 0: ok (4 * 6 * 1)
     {"target": 98, "nums": [44, 19, 35]},         # 1: ok (44 + 19 + 35)
@@ -66,6 +67,20 @@ def test_jsonl_file_with_a_broken_line(tmp_path):
     path.write_text('{"nums": [4, 6, 1], "target": 24}\nnot json\n\n{"nums": [3, 4], "target": 1}\n')
     loaded = load_problems(path, progress=False)
     assert loaded.rows == [0, 2] and [(i.row, i.reason) for i in loaded.issues] == [(1, "malformed")]
+
+
+def test_a_key_twice_in_a_row_is_a_malformed_row(tmp_path):
+    """'{"nums": [1, 2], "nums": [4, 6, 1], "target": 24}' was read as [4, 6, 1] -> 24 (json keeps the last key)."""
+    twice = '{"nums": [1, 2], "nums": [4, 6, 1], "target": 24}'
+    gt_twice = json.dumps({"reward_model": {"ground_truth": '{"numbers": [3], "numbers": [4, 6, 1], "target": 24}'}})
+    rules_twice = '{"numbers": [4, 6, 1], "target": 24, "rules": "{\\"name\\": \\"x\\", \\"name\\": \\"y\\"}"}'
+    (tmp_path / "rows.jsonl").write_text("\n".join([twice, gt_twice, rules_twice, TINYZERO_JSON]) + "\n")
+    (tmp_path / "rows.json").write_text(f"[{twice}]")
+    (tmp_path / "rows.csv").write_text('nums,target\n"{""a"": 1, ""a"": 2}",24\n')
+    for name, issues in (("rows.jsonl", 3), ("rows.json", 1), ("rows.csv", 1)):
+        loaded = load_problems(tmp_path / name, progress=False)
+        assert [i.reason for i in loaded.issues] == ["malformed"] * issues, name
+        assert all("appears twice in one object" in i.message for i in loaded.issues), loaded.report()
 
 
 def test_parquet_csv_and_datasets(tmp_path):

@@ -289,6 +289,16 @@ def test_tools_mode_answers_arguments_nested_too_deep_for_json() -> None:
     assert replies[0].startswith("error bad_call") and env.episode.turns == 0
 
 
+def test_tools_mode_answers_a_key_twice_in_the_arguments() -> None:
+    """'{"a": 6, "op": "-", "b": 2, "a": 5}' was played as 5 - 2 (the last 'a' won silently); it is a bad call."""
+    from countdown_gym.integrations.verifiers_env import play_tools
+
+    args = '{"a": 6, "op": "-", "b": 2, "a": 5}'
+    call = {"id": "c", "type": "function", "function": {"name": "move", "arguments": args}}
+    env, replies = play_tools({"numbers": [6, 2, 5, 3], "target": 8}, [{"role": "assistant", "tool_calls": [call]}])
+    assert replies == ["error bad_call: key 'a' appears twice in one object"] and env.episode.turns == 0
+
+
 # --- the documented client: openai.AsyncOpenAI behind vf.OpenAIChatCompletionsClient ----------------------
 
 

@@ -81,6 +81,12 @@ def test_ground_truth_that_is_not_json_is_named(gt) -> None:
         problem_from_ground_truth(gt)
 
 
+def test_a_key_twice_in_a_ground_truth_is_named() -> None:
+    """'{"numbers": [1, 2], "numbers": [21, 16, 17, 26], ...}' was read as the second puzzle (json keeps the last)."""
+    with pytest.raises(ValueError, match="ground_truth is not JSON .key 'numbers' appears twice in one object"):
+        problem_from_ground_truth('{"numbers": [1, 2], "numbers": [21, 16, 17, 26], "target": 46}')
+
+
 def test_export_writes_verl_parquet_and_rows_score(tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
     from countdown_gym.integrations.verl_export import main  # what scripts/export_verl.py runs

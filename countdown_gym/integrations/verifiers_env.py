@@ -18,7 +18,6 @@ reference solution. Guide: ``docs/integrations.md``.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -31,6 +30,7 @@ if not hasattr(vf, "MultiTurnEnv"):  # verifiers 0.4 replaced the classic enviro
         f"verifiers {getattr(vf, '__version__', '?')} is installed"
     )
 
+from countdown_gym.data.problem_files import loads_row
 from countdown_gym.data.splits import load_split
 from countdown_gym.envs.problem_source import problem_from_columns
 from countdown_gym.game.problem import Problem
@@ -187,7 +187,7 @@ def play_tools(info: Mapping[str, Any], messages: Any, max_turns: int = DEFAULT_
     tools, replies = tool_functions(env), []
     for _, name, args in _tool_calls(messages):
         try:
-            kwargs = json.loads(args) if isinstance(args, str) else dict(args or {})
+            kwargs = loads_row(args) if isinstance(args, str) else dict(args or {})
             problem = bad_call(name, kwargs, tools)
             if problem is not None:
                 raise ValueError(problem)
