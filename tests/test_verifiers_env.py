@@ -192,9 +192,13 @@ def test_bad_arguments_are_clear_errors() -> None:
 def test_non_finite_weights_and_scorers_without_score_are_refused() -> None:
     from countdown_gym.integrations.verifiers_env import correct, rubric
 
-    for weights in ({"format": float("nan")}, {"oracle-reachable": float("inf")}):
-        with pytest.raises(ValueError, match="finite"):
+    # a string or a bool was read as a number, 10**400 was a raw OverflowError: verl's check, one for both
+    for weights in ({"format": float("nan")}, {"oracle-reachable": float("inf")}, {"format": "2"}, {"format": True},
+                    {"format": 10**400}):
+        with pytest.raises(ValueError, match=r"weights\['(format|oracle-reachable)'\] must be a finite number"):
             rubric(correct, ("sparse",), lambda completion, info: None, weights)
+    with pytest.raises(ValueError, match=r"weights\['format'\] must be a finite number, got '0.5'"):
+        load_environment(num_train_examples=1, eval_split=None, format_weight="0.5")
     with pytest.raises(ValueError, match="with a score.states, targets. method.*got int"):
         rubric(correct, ("sparse",), lambda completion, info: None, scorers={"critic": 5})
 

@@ -41,9 +41,13 @@ def test_dense_terms_return_a_dict_with_score() -> None:
 
 def test_weights_must_be_finite_and_name_a_scored_term() -> None:
     assert compute_score(SOURCE, SEARCH, GT, weights={"sparse": 2.0})["score"] == 2.0
-    for weights in ({"format": float("nan")}, {"sparse": float("inf")}, {"format": "2"}, {"oracle-reachable": 1.0}):
-        with pytest.raises(ValueError, match="must be a finite number for a scored term"):
-            compute_score(SOURCE, SEARCH, GT, dense="format", weights=weights)
+    for weights in ({"format": float("nan")}, {"sparse": float("inf")}, {"format": "2"}, {"sparse": 10**400}):
+        with pytest.raises(ValueError, match=r"weights\['(format|sparse)'\] must be a finite number"):
+            compute_score(SOURCE, SEARCH, GT, dense="format", weights=weights)  # 10**400 was a raw OverflowError
+    with pytest.raises(ValueError, match="is not a scored term"):
+        compute_score(SOURCE, SEARCH, GT, dense="format", weights={"oracle-reachable": 1.0})
+    np = pytest.importorskip("numpy")
+    assert compute_score(SOURCE, SEARCH, GT, weights={"sparse": np.float32(2)})["score"] == 2.0  # was refused
 
 
 def test_same_terms_as_the_trl_rewards() -> None:

@@ -18,7 +18,6 @@ reference solution. Guide: ``docs/integrations.md``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -42,6 +41,7 @@ from countdown_gym.game.verifier import message_content, message_field, verify
 from countdown_gym.integrations.trl import replay
 from countdown_gym.integrations.trl_env import CountdownToolEnv, tool_functions
 from countdown_gym.integrations.verl import ground_truth
+from countdown_gym.rewards.terms import check_scale
 from countdown_gym.rewards.variants import OUTCOME, REWARD_VARIANTS, get_variant
 
 MODES: tuple[str, ...] = ("single-turn", "multi-turn", "tools")
@@ -92,9 +92,7 @@ def rubric(outcome: Callable[..., float], outcome_names: Sequence[str], game: Ca
            extra: Sequence[Callable[..., float]] = ()) -> Any:
     """A ``verifiers`` rubric: ``outcome`` (weight 1), each of :func:`dense_terms` of the replay ``game(completion,
     info)`` (named like the variant, ``_`` for ``-``; weight 0 unless ``weights`` gives one) and ``extra`` metrics."""
-    weights = {get_variant(k, "text").name: float(w) for k, w in (weights or {}).items()}
-    if not all(map(math.isfinite, weights.values())):
-        raise ValueError(f"every weight must be a finite number, got {weights}")
+    weights = {get_variant(k, "text").name: check_scale(w, f"weights[{k!r}]") for k, w in (weights or {}).items()}
     names = dense_terms(outcome_names, scorers)
     if set(weights) - set(names):
         raise ValueError(f"weights name {sorted(set(weights) - set(names))}, which this rubric does not report; "
@@ -240,7 +238,7 @@ def load_environment(mode: str = "single-turn", preset: str = "tinyzero", train_
     if train_split is None and eval_split is None:
         raise ValueError("train_split and eval_split cannot both be None")
     named = {"format": format_weight, "oracle-reachable": oracle_weight, "oracle-perfect": oracle_perfect_weight}
-    weights = {**{k: float(w) for k, w in named.items() if w}, **(weights or {})}
+    weights = {**{k: w for k, w in named.items() if w}, **(weights or {})}
     train = _problems(preset, train_split, num_train_examples)
     test = _problems(preset, eval_split, num_eval_examples)
     if mode == "single-turn":

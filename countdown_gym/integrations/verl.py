@@ -14,14 +14,13 @@ completion is replayed through CountdownText-v0, so the score is the TRL baselin
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from countdown_gym.data.problem_files import loads_row, verl_rules
 from countdown_gym.envs.problem_source import problem_from_columns
 from countdown_gym.game.problem import Problem
-from countdown_gym.rewards.terms import Scorer, check_scorer_fits
+from countdown_gym.rewards.terms import Scorer, check_scale, check_scorer_fits
 from countdown_gym.rewards.variants import REWARD_VARIANTS, get_variant, given_scorers, score_terms
 
 DATA_SOURCE_PREFIX = "countdown_gym/"
@@ -130,9 +129,9 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     w = {name: REWARD_VARIANTS[name].weight for name in scores}
     for key, value in (weights or {}).items():
         name = get_variant(key).name
-        if name not in w or isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise ValueError(f"weights[{key!r}] must be a finite number for a scored term {sorted(w)}, got {value!r}")
-        w[name] = value
+        if name not in w:
+            raise ValueError(f"weights[{key!r}] is not a scored term {sorted(w)}")
+        w[name] = check_scale(value, f"weights[{key!r}]")
     return {"score": float(sum(w[name] * value for name, value in scores.items())), **scores,
             "invalid_steps": float(replay.invalid_steps), "moves": float(len(replay.transitions))}
 

@@ -42,13 +42,14 @@ _REAL = (int, float, np.integer, np.floating)
 """What a scale or gamma may be: a Python or numpy real number (e.g. read from a config array)."""
 
 
-def check_scale(scale: float) -> float:
+def check_scale(scale: float, name: str = "scale") -> float:
+    """``scale`` (a term's scale or weight, called ``name``) as a float; ``ValueError`` unless a finite real number."""
     try:
         ok = not isinstance(scale, bool) and isinstance(scale, _REAL) and math.isfinite(float(scale))
     except OverflowError:  # an int too large for a float
         ok = False
     if not ok:
-        raise ValueError(f"scale must be a finite number, got {scale!r:.60}")
+        raise ValueError(f"{name} must be a finite number, got {scale!r:.60}")
     return float(scale)
 
 
