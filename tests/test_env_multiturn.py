@@ -228,6 +228,13 @@ def test_a_turn_episode_refuses_a_budget_below_one(bad: dict) -> None:
         TurnEpisode(P, **bad)
 
 
+@pytest.mark.parametrize("bad", ["2", None, 1.0, -1])
+def test_a_turn_episode_refuses_a_dead_end_option_not_a_bool_or_int(bad) -> None:
+    """stop_at_dead_end='2' was read as 2 (int() of the text) and None was a raw TypeError from int()."""
+    with pytest.raises(ValueError, match="stop_at_dead_end must be a bool or an int >= 0"):
+        TurnEpisode(P, stop_at_dead_end=bad)
+
+
 def test_every_layer_checks_a_turn_budget_alike() -> None:
     """TurnEpisode wrote its own check ('must be an int >= 1', numpy ints refused) beside the envs' check_budget
     ('must be a positive int'); the game now owns the one check that the envs and adapters import."""

@@ -67,7 +67,7 @@ class TurnEpisode:
 
     def __init__(self, problem: Problem, rules: Rules | None = None, max_turns: int = DEFAULT_MAX_TURNS,
                  max_turn_chars: int = 200, *, stop_at_dead_end: bool | int = False) -> None:
-        if isinstance(stop_at_dead_end, float) or int(stop_at_dead_end) < 0:
+        if not isinstance(stop_at_dead_end, (int, np.integer)) or stop_at_dead_end < 0:  # a bool is an int
             raise ValueError(f"stop_at_dead_end must be a bool or an int >= 0, got {stop_at_dead_end!r}")
         self.problem = problem
         self.stop_at_dead_end = int(stop_at_dead_end)
