@@ -165,3 +165,17 @@ def test_a_needed_scorer_without_score_is_refused_by_the_registry_itself() -> No
     with pytest.raises(ValueError, match=r"with a score\(states, targets\) method.*got int"):
         get_variant("critic").wrap(env, scorer=5)
     assert get_variant("clipo").need(len) is len  # CLIPO's trainer object computes its term: no score method needed
+
+
+@pytest.mark.parametrize("bad", [float("nan"), None, float("inf")])
+def test_a_term_that_is_not_a_finite_number_is_named(bad) -> None:
+    """A registered variant whose term gave NaN, None (read as NaN) or inf made the step's reward and a completion's
+    score NaN / inf silently; the registry now names the variant."""
+    broken = RewardVariant("broken", "gives no number", ("step", "text"), move_term=lambda ts, scorer=None: [bad] * len(ts))
+    scored = RewardVariant("broken-score", "gives no number", ("text",), score=lambda replay: bad)
+    env = broken.wrap(gym.make("Countdown-v0", problems=[((6, 2, 5, 3), 8)]))
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="the reward 'broken' gave .* a term is one finite number"):
+        env.step(env.unwrapped.encode_action(0, 1, "-"))
+    with pytest.raises(ValueError, match="the reward 'broken-score' gave"):
+        scored.completion_score(SimpleNamespace(transitions=[]))

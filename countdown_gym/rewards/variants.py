@@ -88,11 +88,20 @@ class RewardVariant:
         """What this variant needs, taken from ``given`` (objects by kind); None when it needs nothing."""
         return (given or {}).get(self.needs) if self.needs else None
 
+    def _finite(self, values: Any, n: int) -> np.ndarray:
+        """The term's ``values`` as ``n`` finite floats, else a ``ValueError`` naming the variant (a NaN or ``None``
+        would make every reward it enters NaN)."""
+        out = np.asarray(values, dtype=np.float64)
+        if out.size != n or not np.isfinite(out).all():
+            raise ValueError(f"the reward {self.name!r} gave {out.tolist()!r:.120} for {n} value(s); a term is one "
+                             "finite number per move, state or completion")
+        return out.reshape(n)
+
     def move_values(self, transitions: Sequence[Mapping[str, Any]], scorer: Any = None, scale: float = 1.0) -> np.ndarray:
         """``scale`` times the per-move term of each transition (0 for each when the variant has none)."""
         if self.move_term is None:
             return np.zeros(len(transitions))
-        return scale * np.asarray(self.move_term(transitions, self.need(scorer)), dtype=np.float64).reshape(len(transitions))
+        return scale * self._finite(self.move_term(transitions, self.need(scorer)), len(transitions))
 
     def potentials(self, states: Sequence[Sequence[Number]], targets: Sequence[Number], rules: Rules,
                    scorer: Any = None, scale: float = 1.0) -> np.ndarray:
@@ -101,12 +110,12 @@ class RewardVariant:
             raise ValueError(f"the reward {self.name!r} is not a shaping variant")
         if not len(states):
             return np.zeros(0)
-        return scale * np.asarray(self.potential(states, targets, rules, self.need(scorer)), dtype=np.float64)
+        return scale * self._finite(self.potential(states, targets, rules, self.need(scorer)), len(states))
 
     def completion_score(self, replay: Any, scorer: Any = None) -> float:
         """The per-completion term of a replayed completion (``score``, or the mean per-move term)."""
         if self.score is not None:
-            return float(self.score(replay))
+            return float(self._finite(self.score(replay), 1)[0])
         if self.move_term is None:
             raise ValueError(f"the reward {self.name!r} is computed by the trainer ({self.needs}), not from one completion")
         return terms.mean_over_moves(self.move_values(replay.transitions, scorer)) if replay.transitions else 0.0
