@@ -62,6 +62,13 @@ def test_tinyzero_verl_rows_play_under_tinyzero_rules():
     assert [i.reason for i in loaded.issues] == ["unsolvable"]
 
 
+def test_a_verl_ground_truth_that_is_no_object_is_named():
+    """A ground truth of 5 was reported as "argument of type 'int' is not iterable"."""
+    rows = [{"reward_model": {"ground_truth": gt}} for gt in (5, "[4, 6]", 2.5)]
+    issues = load_problems(rows, progress=False).issues
+    assert [i.message[:57] for i in issues] == ["reward_model.ground_truth must be a dict or its JSON, got"] * 3
+
+
 def test_jsonl_file_with_a_broken_line(tmp_path):
     path = tmp_path / "rows.jsonl"
     path.write_text('{"nums": [4, 6, 1], "target": 24}\nnot json\n\n{"nums": [3, 4], "target": 1}\n')

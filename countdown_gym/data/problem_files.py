@@ -123,6 +123,8 @@ def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
         row = row["reward_model"].get("ground_truth") or {}  # a verl row
         if isinstance(row, str):
             row = loads_row(row)
+        if not isinstance(row, Mapping):
+            raise ValueError(f"reward_model.ground_truth must be a dict or its JSON, got {type(row).__name__} {row!r:.60}")
     if "numbers" in row:
         numbers = row["numbers"]
     elif "nums" in row:
