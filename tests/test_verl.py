@@ -67,6 +67,11 @@ def test_bad_inputs_are_clear_errors() -> None:
         compute_score(SOURCE, "x", GT, dense="magic")
     with pytest.raises(ValueError, match="solution_str"):
         compute_score(SOURCE, None, GT)
+    # these were a raw TypeError ('int' object is not iterable) and AttributeError ('list' ... no attribute 'items')
+    with pytest.raises(ValueError, match="dense must be a list of reward variants"):
+        compute_score(SOURCE, "x", GT, dense=5)
+    with pytest.raises(ValueError, match="weights must be a mapping"):
+        compute_score(SOURCE, "x", GT, weights=[("sparse", 2.0)])
 
 
 def test_ground_truth_round_trips_json_numpy_and_rules() -> None:

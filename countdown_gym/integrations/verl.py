@@ -14,7 +14,7 @@ completion is replayed through CountdownText-v0, so the score is the TRL baselin
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from countdown_gym.data.problem_files import loads_row, verl_rules
@@ -69,6 +69,8 @@ def dense_terms(dense: Any) -> list[str]:
         dense = [d for d in dense.replace("+", ",").split(",") if d.strip()]
     if hasattr(dense, "tolist"):
         dense = dense.tolist()
+    if not isinstance(dense, Iterable):
+        raise ValueError(f"dense must be a list of reward variants or a comma-separated string, got {dense!r:.80}")
     names: list[str] = []
     for entry in (str(d).strip() for d in dense):
         try:
@@ -127,6 +129,8 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     if not terms and not weights:
         return scores["sparse"]
     w = {name: REWARD_VARIANTS[name].weight for name in scores}
+    if weights is not None and not isinstance(weights, Mapping):
+        raise ValueError(f"weights must be a mapping of term -> weight, got {type(weights).__name__}")
     for key, value in (weights or {}).items():
         name = get_variant(key).name
         if name not in w:
