@@ -102,7 +102,7 @@ def test_critic_reward_takes_any_scorer() -> None:
     got = reward(["p"] * 3, [_chat(c) for c in COMPLETIONS], None, **COLUMNS)
     assert got == [pytest.approx(0.5), 0.0, 0.0] and critic.calls == 1  # moves only in the first completion
     assert reward.__name__ == "critic_reward"
-    with pytest.raises(TypeError, match="score\\(states, targets\\)"):
+    with pytest.raises(ValueError, match="score\\(states, targets\\)"):
         CriticReward(object())  # type: ignore[arg-type]
 
 

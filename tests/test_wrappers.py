@@ -399,9 +399,9 @@ def test_critic_wrapper_checkpoint_errors(tmp_path):
         critics.load_state_critic(bad)
     with pytest.raises(critics.CheckpointError, match="V2"):
         critics.load_state_critic(_tiny_checkpoint(tmp_path, "v1"))
-    with pytest.raises(TypeError, match="score"):
+    with pytest.raises(ValueError, match="score"):
         ContrastiveCriticReward(make_countdown(), critic=object())
-    with pytest.raises(TypeError, match=r"load_state_critic\(path\)"):
+    with pytest.raises(ValueError, match=r"load_state_critic\(path\)"):
         ContrastiveCriticReward(make_countdown(), tmp_path)
     critic = critics.load_state_critic(_tiny_checkpoint(tmp_path, "v2"))
     too_many = ContrastiveCriticReward(gym.make("Countdown-v0", preset="hard"), critic)

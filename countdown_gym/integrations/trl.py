@@ -127,10 +127,7 @@ class VariantReward:
         if not self.variant.per_completion:
             raise ValueError(f"the reward {self.variant.name!r} is computed by its trainer object ({self.variant.needs}); "
                              "pass that object as the reward function")
-        if self.variant.needs is not None and not callable(getattr(scorer, "score", None)):
-            raise TypeError(f"the reward {self.variant.name!r} needs a {self.variant.needs} with a score(states, targets) "
-                            f"method (e.g. critics.load_critic()), got {type(scorer).__name__}")
-        self.scorer = scorer
+        self.scorer = self.variant.need(scorer)
         self.__name__ = self.variant.name.replace("-", "_") + "_reward"  # TRL logs rewards/<__name__>/mean
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any) -> list[float]:

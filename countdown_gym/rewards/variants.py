@@ -11,6 +11,7 @@ import re
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from os import PathLike
 from types import MappingProxyType
 from typing import Any
 
@@ -31,6 +32,9 @@ NO_REWARD = "none"
 """The leaderboard's ``reward_variant`` of an agent not trained with a reward (a solver, SFT only)."""
 
 _NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+
+
+_PATH_HINT = " (a checkpoint path: load it with critics.load_state_critic(path))"
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,7 @@ class RewardVariant:
             raise ValueError(f"the reward {self.name!r} needs a {self.needs} passed in"
                              f"{' with a score(states, targets) method' if scores else ''} (critics.load_critic() for "
                              f"'critic', critics.text_critic.load_text_critic() for 'text_critic'), got "
-                             f"{type(obj).__name__}")
+                             f"{type(obj).__name__}{_PATH_HINT if isinstance(obj, (str, bytes, PathLike)) else ''}")
         return obj if self.needs is not None else None
 
     def scorer_in(self, given: Mapping[str, Any] | None) -> Any:

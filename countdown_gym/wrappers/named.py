@@ -5,8 +5,6 @@
 
 from __future__ import annotations
 
-from os import PathLike
-
 import gymnasium as gym
 
 from countdown_gym.rewards.terms import Scorer
@@ -40,9 +38,5 @@ class ContrastiveCriticReward(TermReward, gym.utils.RecordConstructorArgs):
     def __init__(self, env: gym.Env, critic: Scorer, scale: float = 1.0, potential: bool = False,
                  gamma: float = 1.0, key: str | None = None) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, critic=critic, scale=scale, potential=potential, gamma=gamma, key=key)
-        if not callable(getattr(critic, "score", None)):
-            hint = (" (a checkpoint path: load it with critics.load_state_critic(path))"
-                    if critic is None or isinstance(critic, (str, bytes, PathLike)) else "")
-            raise TypeError(f"critic must have a score(states, targets) method, got {type(critic).__name__}{hint}")
         variant = get_variant("critic-potential" if potential else "critic")
         super().__init__(env, variant, critic, scale=scale, gamma=gamma, key=key or ("critic_shaping" if potential else "critic"))
