@@ -142,3 +142,13 @@ def test_curriculum_source_arguments():
         make_problem_source(curriculum=cur, split="test")
     with pytest.raises(ValueError, match="Curriculum"):
         make_problem_source(curriculum=[1, 2])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("rules", "match"), [('{"integer_only": true, "integer_only": false}', "appears twice"),
+                                              ("{" * 100_000, "not valid JSON")])
+def test_a_rows_rules_json_with_a_key_twice_or_nested_past_the_parser_is_refused(rules: str, match: str) -> None:
+    """The TRL, verifiers, verl and reasoning-gym rows read their 'rules' column here: a key twice was last-wins."""
+    from countdown_gym.envs.problem_source import problem_from_columns
+
+    with pytest.raises(ValueError, match=match):
+        problem_from_columns([1, 2], 3, rules)

@@ -21,7 +21,6 @@ problems' own (a fixed list must agree on one; plain pairs get LongProc's). Ever
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
@@ -32,6 +31,7 @@ from gymnasium.core import ActType, ObsType
 
 from countdown_gym.data.curriculum import Curriculum
 from countdown_gym.data.generator import PRESETS, GeneratorConfig, iter_problems
+from countdown_gym.data.problem_files import loads_row
 from countdown_gym.data.splits import SPLITS, load_split
 from countdown_gym.envs.options import check_render_mode, reset_options
 from countdown_gym.game.problem import Problem
@@ -93,9 +93,9 @@ def problem_from_columns(numbers: Any, target: Any, rules: Any = None) -> Proble
         raise ValueError(f"a Countdown row needs 'numbers' and 'target', got numbers={numbers!r:.80}, target={target!r:.80}")
     if isinstance(rules, str) and rules.lstrip().startswith("{"):
         try:
-            rules = json.loads(rules)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"the row's 'rules' is not valid JSON: {rules!r:.120}") from exc
+            rules = loads_row(rules)
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"the row's 'rules' is not valid JSON ({exc}): {rules!r:.120}") from None
     d: dict[str, Any] = {"numbers": numbers, "target": target}
     if isinstance(rules, Rules):
         return to_problem(d, rules)
