@@ -226,3 +226,37 @@ def test_a_turn_episode_refuses_a_budget_below_one(bad: dict) -> None:
     """TurnEpisode(max_turns=0) was accepted and every move ended the game ('turn limit'); 2.5 compared as a float."""
     with pytest.raises(ValueError, match=f"{next(iter(bad))} must be an int >= 1"):
         TurnEpisode(P, **bad)
+
+
+def test_max_prompt_chars_must_hold_every_reply_not_only_the_prompt() -> None:
+    """max_prompt_chars=60 held the 45-character prompt of (1000,)*5, then a 63-character reply fell outside the
+    observation space; reset now refuses it, naming the replies' length."""
+    problem = ((1000,) * 5, 1)
+    env = CountdownMultiTurnEnv(problems=[problem], max_prompt_chars=60, max_turns=1)
+    with pytest.raises(ValueError, match=r"replies .* may reach \d+ characters, more than max_prompt_chars=60"):
+        env.reset(seed=0)
+    env = CountdownMultiTurnEnv(problems=[problem], max_prompt_chars=80, max_turns=1)
+    assert env.observation_space.contains(env.reset(seed=0)[0])
+    assert env.observation_space.contains(obs := env.step("1+1")[0]) and len(obs) == 63
+
+
+@pytest.mark.parametrize("rules", ["longproc", "classic", "tinyzero"])
+def test_no_reply_outgrows_the_bound_reset_checks(rules: str) -> None:
+    """Random turns (moves on the numbers in play, errors, undos) never write a reply longer than longest_reply."""
+    import random
+
+    from countdown_gym.envs.multiturn import longest_reply
+    rng = random.Random(0)
+    longest = 0
+    for numbers in [(1, 1, 999), (999, 999, 999, 999), (3, 7, 1000, 1, 9)]:
+        problem = Problem(numbers, 24, Rules.preset(rules))
+        bound = longest_reply(problem, problem.rules)
+        for _ in range(50):
+            ep = TurnEpisode(problem, max_turns=6)
+            while not ep.done:
+                state = ep.state
+                a, b = rng.sample(state, 2) if len(state) > 1 else (1, 1)
+                turn = rng.choice(["undo", "1+1", "x"] + [format_move(a, rng.choice("+-*/"), b)] * 6)
+                longest = max(longest, len(reply := ep.play(turn).reply))
+                assert len(reply) <= bound, (reply, bound)
+    assert longest > 40
