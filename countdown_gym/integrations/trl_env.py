@@ -29,7 +29,7 @@ from countdown_gym.envs.problem_source import (
 )
 from countdown_gym.envs.text_episode import check_budget
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Number
+from countdown_gym.game.rules import Number, format_number
 from countdown_gym.game.turn_format import (
     GIVE_UP,
     TOOL_ERRORS,
@@ -257,6 +257,7 @@ class CountdownToolEnv:
 
     @tool_doc("move")
     def move(self, a: int | str, op: Op, b: int | str) -> str:
+        a, op, b = (format_number(x) if isinstance(x, int) else x for x in (a, op, b))  # an int past str()'s limit: malformed
         return self._play("move", tool_turn("move", a, op, b))
 
     @tool_doc("undo")
