@@ -117,6 +117,8 @@ def test_out_of_range_results_and_non_string_actions() -> None:
     assert env.step("1999+2")[0] == "error exceeds_limit [1999,2,3,4]"
     with pytest.raises(ValueError, match="must be a str"):
         env.step(42)
+    with pytest.raises(ValueError, match="must be a str .*, got int <a number of over 4300 digits>"):
+        env.step(10**5000)  # the message's repr raised Python's int->str digit limit instead
     with pytest.raises(ValueError, match="one line"):
         env.step("1999+2\n3+4")
     with pytest.raises(ValueError, match="max_turns"):

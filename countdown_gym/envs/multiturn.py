@@ -13,7 +13,7 @@ from countdown_gym.game.rules import Rules
 from countdown_gym.game.text_format import CHARSET, format_state, sanitize
 from countdown_gym.game.turn_format import TURN_END, TURN_ERRORS, TURN_PROMPT_STYLES, prompt_message, transcript
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnResult
-from countdown_gym.game.verifier import REASONS
+from countdown_gym.game.verifier import REASONS, describe_value
 
 _LONGEST_ERROR = len("error ") + max(map(len, (*TURN_ERRORS, *REASONS)))  # the Rules.check codes are REASONS
 
@@ -117,7 +117,7 @@ class CountdownMultiTurnEnv(SourcedEnv):
         if self.episode is None:
             raise RuntimeError("call reset() before step()")
         if not isinstance(action, str):
-            raise ValueError(f"an action must be a str (one turn), got {type(action).__name__} {action!r:.80}")
+            raise ValueError(f"an action must be a str (one turn), got {describe_value(action)}")
         action = action.removesuffix(TURN_END)
         if TURN_END in action:
             raise ValueError(f"an action must be one line (no newline inside), got {action!r:.80}")
