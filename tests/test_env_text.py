@@ -275,6 +275,8 @@ def test_zero_drop_holds_only_under_positive_rules():
         ("Initial number set: [21, 16, 17, 25], target: 46.", "wrong_problem"),
         ("Final step: 20 + 26 = 46", "not_in_search"),
         ("Final step: 20 + 26 = 47", "arithmetic_error"),
+        ("Final step: 04 + 26 = 30", "malformed"),  # was a TypeError from Rules.check(None, '+', None)
+        ("The first step: 1/0 + 16 = 20", "malformed"),
     ],
 )
 def test_line_checks(line, reason):
