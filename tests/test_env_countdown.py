@@ -408,6 +408,9 @@ def test_bad_calls_give_clear_errors():
     for bad in (48, -1, 1.5, "3", True):
         with pytest.raises(ValueError, match="action must be"):
             env.step(bad)
+    for bad in (10**5000, [10**5000]):  # the message's repr raised Python's int->str digit limit instead
+        with pytest.raises(ValueError, match=r"action must be an int in 0\.\.47, got .*<a number of over 4300 digits>"):
+            env.step(bad)
     with pytest.raises(ValueError, match="unknown reset options"):
         env.reset(options={"problems": []})
     for bad in (["problem"], 5, "problem"):  # not a dict: was an AttributeError / TypeError, or a letter-by-letter list

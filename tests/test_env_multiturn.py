@@ -117,6 +117,8 @@ def test_out_of_range_results_and_non_string_actions() -> None:
     assert env.step("1999+2")[0] == "error exceeds_limit [1999,2,3,4]"
     with pytest.raises(ValueError, match="must be a str"):
         env.step(42)
+    with pytest.raises(ValueError, match="must be a str .*, got int <a number of over 4300 digits>"):
+        env.step(10**5000)  # the message's repr raised Python's int->str digit limit instead
     with pytest.raises(ValueError, match="one line"):
         env.step("1999+2\n3+4")
     with pytest.raises(ValueError, match="max_turns"):
@@ -248,3 +250,37 @@ def test_every_layer_checks_a_turn_budget_alike() -> None:
     for make in (lambda: TurnEpisode(P, max_turns=0), lambda: CountdownMultiTurnEnv(max_turns=0)):
         with pytest.raises(ValueError, match=r"^max_turns must be a positive int, got 0$"):
             make()
+
+
+def test_max_prompt_chars_must_hold_every_reply_not_only_the_prompt() -> None:
+    """max_prompt_chars=60 held the 45-character prompt of (1000,)*5, then a 63-character reply fell outside the
+    observation space; reset now refuses it, naming the replies' length."""
+    problem = ((1000,) * 5, 1)
+    env = CountdownMultiTurnEnv(problems=[problem], max_prompt_chars=60, max_turns=1)
+    with pytest.raises(ValueError, match=r"replies .* may reach \d+ characters, more than max_prompt_chars=60"):
+        env.reset(seed=0)
+    env = CountdownMultiTurnEnv(problems=[problem], max_prompt_chars=80, max_turns=1)
+    assert env.observation_space.contains(env.reset(seed=0)[0])
+    assert env.observation_space.contains(obs := env.step("1+1")[0]) and len(obs) == 63
+
+
+@pytest.mark.parametrize("rules", ["longproc", "classic", "tinyzero"])
+def test_no_reply_outgrows_the_bound_reset_checks(rules: str) -> None:
+    """Random turns (moves on the numbers in play, errors, undos) never write a reply longer than longest_reply."""
+    import random
+
+    from countdown_gym.envs.multiturn import longest_reply
+    rng = random.Random(0)
+    longest = 0
+    for numbers in [(1, 1, 999), (999, 999, 999, 999), (3, 7, 1000, 1, 9)]:
+        problem = Problem(numbers, 24, Rules.preset(rules))
+        bound = longest_reply(problem, problem.rules)
+        for _ in range(50):
+            ep = TurnEpisode(problem, max_turns=6)
+            while not ep.done:
+                state = ep.state
+                a, b = rng.sample(state, 2) if len(state) > 1 else (1, 1)
+                turn = rng.choice(["undo", "1+1", "x"] + [format_move(a, rng.choice("+-*/"), b)] * 6)
+                longest = max(longest, len(reply := ep.play(turn).reply))
+                assert len(reply) <= bound, (reply, bound)
+    assert longest > 40

@@ -275,6 +275,8 @@ def test_zero_drop_holds_only_under_positive_rules():
         ("Initial number set: [21, 16, 17, 25], target: 46.", "wrong_problem"),
         ("Final step: 20 + 26 = 46", "not_in_search"),
         ("Final step: 20 + 26 = 47", "arithmetic_error"),
+        ("Final step: 04 + 26 = 30", "malformed"),  # was a TypeError from Rules.check(None, '+', None)
+        ("The first step: 1/0 + 16 = 20", "malformed"),
     ],
 )
 def test_line_checks(line, reason):
@@ -600,12 +602,18 @@ def test_bad_actions_and_calls(tiny_tokenizer):
         env.step("a\nb")
     with pytest.raises(ValueError, match="str"):
         env.step(3)
+    with pytest.raises(ValueError, match="must be a str, got int <a number of over 4300 digits>"):
+        env.step(10**5000)  # the message's repr raised Python's int->str digit limit instead
     with pytest.raises(ValueError, match="option"):
         env.reset(options={"problme": P})
     tok_env = CountdownTextEnv(action_mode="token", tokenizer=tiny_tokenizer, problems=[P])
     tok_env.reset(seed=0)
     with pytest.raises(ValueError, match="token action"):
         tok_env.step(10**6)
+    with pytest.raises(ValueError, match="token action must be an int in .*<a number of over 4300 digits>"):
+        tok_env.step(10**5000)
+    with pytest.raises(ValueError, match="eos_token_id must be an int in .*<a number of over 4300 digits>"):
+        CountdownTextEnv(action_mode="token", tokenizer=tiny_tokenizer, eos_token_id=10**5000)
     with pytest.raises(ValueError, match="token action"):
         tok_env.step(np.array([1, 2]))
     tok_env.step(np.array([5]))  # shape (1,), as Countdown-v0 accepts

@@ -186,6 +186,8 @@ def test_errors():
     for bad in (3, "abc", Problem((1, 2), 3)):  # was a TypeError from list(), or a complaint about 'a'
         with pytest.raises(ValueError, match="'problems' must be a list of 4 problems"):
             venv.reset(options={"problems": bad})
+    with pytest.raises(ValueError, match="got int <a number of over 4300 digits>"):  # its repr raised the digit limit
+        venv.reset(options={"problems": 10**5000})
 
 
 def test_make_vec_default_uses_native_env():

@@ -18,6 +18,7 @@ from countdown_gym.integrations.trl_env import (
     dataset_row,
     make_dataset,
     oracle_reward,
+    process_rank,
     tool_prompt,
 )
 from countdown_gym.rewards.terms import TRANSITION_KEYS
@@ -82,6 +83,21 @@ def test_illegal_moves_undo_and_give_up() -> None:
     assert env.episode.turns == 10 and env.episode.invalid_turns == 7
     assert [c[0] for c in env.calls][-4:] == ["move", "undo", "give_up", "numbers"]
 
+
+
+def test_an_int_past_strs_digit_limit_is_a_refused_move() -> None:
+    """move(10**5000, ...) raised Python's 4,300-digit int->str ValueError from inside tool_turn; a tool never raises."""
+    env = CountdownToolEnv()
+    env.reset(**ROW)
+    huge = 10**5000
+    assert env.move(huge, "+", 2) == env.move(6, "+", huge) == env.move(6, huge, 2) == "error malformed [6,2,5,3]"  # type: ignore[arg-type]
+    assert env.calls[0][1] == "<a number of over 4300 digits>+2" and env.episode.invalid_turns == 3
+
+
+def test_process_rank_names_a_rank_too_large_to_print() -> None:
+    """process_rank(10**5000, 1) raised Python's int->str digit limit while writing its own message."""
+    with pytest.raises(ValueError, match="got rank <a number of over 4300 digits> and world_size 1"):
+        process_rank(10**5000, 1)
 
 def test_turn_limit_ends_the_episode() -> None:
     env = CountdownToolEnv(max_turns=2)

@@ -263,6 +263,27 @@ def test_nested_parentheses_fast_no_recursion_error() -> None:
     assert check("<answer>" + "(" * 10_000 + "</answer>").reason == "too_deep"
 
 
+
+DEEP = "(" * (MAX_DEPTH + 1)
+
+
+@pytest.mark.parametrize("text, reason, position", [
+    ("01+" + DEEP + "1" + ")" * (MAX_DEPTH + 1), "leading_zero", 0),  # was too_deep: the error's position lookup re-lexed
+    ("1 1" + DEEP, "missing_operator", 2),
+    (DEEP + "1", "too_deep", MAX_DEPTH),
+    (DEEP + "1^2", "power_operator", MAX_DEPTH + 2),  # '^' (the slow lexer) was too_deep, '**' power_operator
+    (DEEP + "1**2", "power_operator", MAX_DEPTH + 2),
+    (DEEP + "1 x", "invalid_character", MAX_DEPTH + 3),  # the characters are checked first, then the grammar
+])
+def test_too_deep_hides_no_earlier_error_and_both_lexers_agree(text: str, reason: str, position: int) -> None:
+    """The grammar reports its first error in reading order, too_deep included; a character the lexer refuses
+    (letters, '^', '**') is reported before any grammar error, on the fast and the slow lexer alike."""
+    with pytest.raises(ExpressionError) as e:
+        parse_expression(text)
+    assert (e.value.reason, e.value.position) == (reason, position)
+    assert f"position {position}" in e.value.message
+    assert check(f"<answer>{text}</answer>").reason == reason
+
 GARBAGE = {
     "letters": lambda: "x" * 10_000_000,
     "angle_brackets": lambda: "<" * 10_000_000,

@@ -21,6 +21,7 @@ from countdown_gym.envs.options import InvalidActionError, set_step_options
 from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import OPERATORS, Number, Rules, format_number, transition_record
+from countdown_gym.game.verifier import describe_value
 
 
 @dataclass(slots=True)
@@ -277,7 +278,7 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
             raise RuntimeError("the episode is over; call reset() before step()")
         a = action if type(action) is int else self._coerce_action(action)
         if not 0 <= a < self.n_actions:
-            raise ValueError(f"action must be an int in 0..{self.n_actions - 1}, got {action!r}")
+            raise ValueError(f"action must be an int in 0..{self.n_actions - 1}, got {describe_value(action)}")
         state = self.state
         i, j, op = self._moves[a]
         if not self._info.legal[a]:
@@ -312,7 +313,7 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
         if isinstance(action, np.ndarray) and action.shape in ((), (1,)):
             action = action.reshape(()).item()
         if isinstance(action, (bool, np.bool_)) or not isinstance(action, (int, np.integer)):
-            raise ValueError(f"action must be an int in 0..{self.n_actions - 1}, got {action!r}")
+            raise ValueError(f"action must be an int in 0..{self.n_actions - 1}, got {describe_value(action)}")
         return int(action)
 
     def _masked_step(self, a: int, i: int, j: int, op: str) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:

@@ -9,9 +9,26 @@ from countdown_gym.envs.options import check_budget
 from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
 from countdown_gym.envs.text import TextSpace
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.text_format import CHARSET, sanitize
-from countdown_gym.game.turn_format import TURN_END, TURN_PROMPT_STYLES, prompt_message, transcript
+from countdown_gym.game.rules import Rules
+from countdown_gym.game.text_format import CHARSET, format_state, sanitize
+from countdown_gym.game.turn_format import TURN_END, TURN_ERRORS, TURN_PROMPT_STYLES, prompt_message, transcript
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnResult
+from countdown_gym.game.verifier import REASONS, describe_value
+
+_LONGEST_ERROR = len("error ") + max(map(len, (*TURN_ERRORS, *REASONS)))  # the Rules.check codes are REASONS
+
+
+def longest_reply(problem: Problem, rules: Rules) -> int:
+    """A bound on the length of every reply of an episode of ``problem`` (``error <reason> [..] turn limit``,
+    ``= c [..] miss turn limit``). Under integer rules no move lengthens the number set's text; under rational rules
+    a number made of the puzzle numbers ``S`` is ``p/q`` with ``|p| + q <= prod(n + 1 for n in S)``."""
+    if rules.integer_only:
+        state = len(format_state(problem.numbers))
+        number = state - 2
+    else:
+        digits = sum(len(str(n + 1)) for n in problem.numbers)
+        number, state = 2 * digits + 2, 2 * digits + 3 * len(problem.numbers) + 1
+    return max(_LONGEST_ERROR + len(" turn limit"), len("= ") + number + len(" miss turn limit")) + 1 + state
 
 
 class CountdownMultiTurnEnv(SourcedEnv):
@@ -50,7 +67,8 @@ class CountdownMultiTurnEnv(SourcedEnv):
     ## Arguments
     * ``preset``, ``split``, ``config``, ``problems``, ``rules``, ``max_numbers``, ``curriculum`` or
       ``problem_spec``: the problem source (:mod:`countdown_gym.envs.problem_source`).
-    * ``max_turns`` (16): the turn budget; ``max_turn_chars`` (200); ``max_prompt_chars`` (4096).
+    * ``max_turns`` (16): the turn budget; ``max_turn_chars`` (200); ``max_prompt_chars`` (4096: ``reset`` raises
+      ``ValueError`` for a problem whose prompt or longest reply, :func:`longest_reply`, it cannot hold).
     * ``prompt``: ``"compact"`` (default, the embedded model's) or ``"instruct"``.
     * ``render_mode``: ``"ansi"`` (``render()`` returns :meth:`transcript`, the conversation as a model reads it)
       or ``"human"`` (each message printed as it comes).
@@ -85,6 +103,9 @@ class CountdownMultiTurnEnv(SourcedEnv):
         super().reset(seed=seed)
         problem = self._problem(options)
         prompt = self._check_prompt(prompt_message(problem, self.prompt_style, self.max_turns), problem)
+        if (reply := longest_reply(problem, self.rules)) > self.max_prompt_chars:
+            raise ValueError(f"the replies of {problem} may reach {reply} characters, more than "
+                             f"max_prompt_chars={self.max_prompt_chars}")
         self.problem = problem
         self.episode = TurnEpisode(problem, self.rules, self.max_turns, self.max_turn_chars)
         self.conversation = [("env", prompt)]
@@ -96,7 +117,7 @@ class CountdownMultiTurnEnv(SourcedEnv):
         if self.episode is None:
             raise RuntimeError("call reset() before step()")
         if not isinstance(action, str):
-            raise ValueError(f"an action must be a str (one turn), got {type(action).__name__} {action!r:.80}")
+            raise ValueError(f"an action must be a str (one turn), got {describe_value(action)}")
         action = action.removesuffix(TURN_END)
         if TURN_END in action:
             raise ValueError(f"an action must be one line (no newline inside), got {action!r:.80}")

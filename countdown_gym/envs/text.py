@@ -26,6 +26,7 @@ from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import format_number
 from countdown_gym.game.text_format import CHARSET, PROMPT_STYLES, build_prompt, sanitize
 from countdown_gym.game.trace import format_list
+from countdown_gym.game.verifier import describe_value
 
 ACTION_MODES: tuple[str, ...] = ("line", "token_str", "token")
 """How an action extends the text: a whole line, a token's text, or a token id."""
@@ -212,7 +213,7 @@ class CountdownTextEnv(SourcedEnv):
             raise ValueError(f"unknown prompt_kwargs {sorted(unknown)}; the LongProc prompt takes 'current_state' and 'example'")
         example = (prompt_kwargs or {}).get("example")
         if example is not None and not isinstance(example, Problem):
-            raise ValueError(f"prompt_kwargs['example'] must be a Problem, got {type(example).__name__} {example!r:.80}")
+            raise ValueError(f"prompt_kwargs['example'] must be a Problem, got {describe_value(example)}")
         self._set_source(problem_spec, problem_args, render_mode, "CountdownText-v0")
         self.prompt_style = prompt
         self.prompt_kwargs = dict(prompt_kwargs or {})
@@ -222,7 +223,7 @@ class CountdownTextEnv(SourcedEnv):
         self.tokenizer = None if tokenizer is None else Tokenizer(tokenizer, eos_token_id)
         eos = None if self.tokenizer is None else self.tokenizer.eos_token_id
         if eos is not None and (isinstance(eos, bool) or not isinstance(eos, (int, np.integer)) or not 0 <= eos < self.tokenizer.vocab_size):
-            raise ValueError(f"eos_token_id must be an int in 0..{self.tokenizer.vocab_size - 1}, got {eos!r}")
+            raise ValueError(f"eos_token_id must be an int in 0..{self.tokenizer.vocab_size - 1}, got {describe_value(eos)}")
         self.max_lines, self.max_tokens = max_lines, max_tokens
         self.max_completion_chars, self.max_prompt_chars = max_completion_chars, max_prompt_chars
 
@@ -295,7 +296,7 @@ class CountdownTextEnv(SourcedEnv):
             if isinstance(action, np.ndarray) and action.size == 1:  # 0-d or shape (1,), as Countdown-v0 takes
                 action = action.reshape(()).item()
             if isinstance(action, bool) or not isinstance(action, (int, np.integer)) or not 0 <= action < tok.vocab_size:
-                raise ValueError(f"a token action must be an int in 0..{tok.vocab_size - 1}, got {action!r}")
+                raise ValueError(f"a token action must be an int in 0..{tok.vocab_size - 1}, got {describe_value(action)}")
             action = int(action)
             self.num_tokens += 1
             self._ids.append(action)
@@ -305,7 +306,7 @@ class CountdownTextEnv(SourcedEnv):
                 return self._detok.push(action) + self._detok.flush(), False
             return self._detok.push(action), False
         if not isinstance(action, str):
-            raise ValueError(f"a {self.action_mode!r} action must be a str, got {type(action).__name__} {action!r:.80}")
+            raise ValueError(f"a {self.action_mode!r} action must be a str, got {describe_value(action)}")
         if self.action_mode == "line":
             if action.endswith("\n"):
                 action = action[:-1]

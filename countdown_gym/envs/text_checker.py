@@ -209,6 +209,8 @@ class LineChecker:
         return "ok"
 
     def _traceback(self, p: ParsedLine) -> str:
+        if p.a is None:  # a move with an unreadable number (04, 1/0)
+            return "malformed"
         result, reason = self.rules.check(p.a, p.op, p.b)
         if result is None:
             return reason

@@ -23,6 +23,7 @@ from countdown_gym.envs.options import (
 from countdown_gym.envs.problem_source import ProblemSpec
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules, transition_record
+from countdown_gym.game.verifier import describe_value
 
 _INT32_SAFE = 2**31 - 1
 _INT64_SAFE = 2**62
@@ -231,7 +232,7 @@ class CountdownVectorEnv(VectorEnv):
         elif options.get("problems") is not None:
             given = options["problems"]
             if isinstance(given, (str, bytes, Problem, Mapping)) or not isinstance(given, Iterable):
-                raise ValueError(f"reset option 'problems' must be a list of {self.num_envs} problems, got {given!r:.100}")
+                raise ValueError(f"reset option 'problems' must be a list of {self.num_envs} problems, got {describe_value(given)}")
             given = list(given)
             if len(given) != self.num_envs:
                 raise ValueError(f"reset option 'problems' needs {self.num_envs} problems (one per env), got {len(given)}")

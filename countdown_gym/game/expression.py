@@ -19,7 +19,7 @@ MAX_ANSWER_CHARS = 100_000
 MAX_NUMBER_DIGITS = 15
 """Longer number literals are rejected (``number_too_large``)."""
 MAX_DEPTH = 100
-"""Deeper parenthesis nesting is rejected (``too_deep``) as soon as it is seen."""
+"""Deeper parenthesis nesting is rejected (``too_deep``) where the grammar reaches it."""
 MAX_TOKENS = 50_000
 """More tokens are rejected (``too_many_tokens``)."""
 
@@ -63,11 +63,11 @@ def classify_character(ch: str) -> tuple[str, str]:
 
 
 def tokenize(text: str) -> list[tuple[str, str, int]]:
-    """``(kind, text, position)`` tokens (kind ``num``, ``op``, ``(``, ``)``, ``=``); else :class:`ExpressionError`."""
+    """``(kind, text, position)`` tokens (kind ``num``, ``op``, ``(``, ``)``, ``=``); :class:`ExpressionError` at the
+    first character the grammar does not allow (its errors, ``too_deep`` included, are :func:`parse_expression`'s)."""
     if len(text) > MAX_ANSWER_CHARS:
         raise ExpressionError("answer_too_long", f"answer has {len(text)} characters; the limit is {MAX_ANSWER_CHARS}")
     tokens: list[tuple[str, str, int]] = []
-    depth = 0
     for m in _TOKEN.finditer(text):
         num, op, bad, pos = m[1], m[2], m[4], m.start()
         if bad is not None:
@@ -79,12 +79,6 @@ def tokenize(text: str) -> list[tuple[str, str, int]]:
             if op == "**" or op == "^":
                 raise ExpressionError("power_operator", f"'{op}' (power) is not a Countdown operation (position {pos})", pos)
             op = OPERATOR_ALIASES.get(op, op)
-            if op == "(":
-                depth += 1
-                if depth > MAX_DEPTH:
-                    raise ExpressionError("too_deep", f"parentheses nested deeper than {MAX_DEPTH} levels", pos)
-            elif op == ")":
-                depth -= 1
             tokens.append((op if op in "()=" else "op", op, pos))
         if len(tokens) > MAX_TOKENS:
             raise ExpressionError("too_many_tokens", f"more than {MAX_TOKENS} tokens")
@@ -198,7 +192,7 @@ def _shunting_yard(toks: list[str]) -> tuple[list[int | str], list[int]]:
                 raise _Fail(i, "implicit_multiplication", "'(' after an operand without an operator")
             depth += 1
             if depth > MAX_DEPTH:
-                raise _Fail(None, "too_deep", f"parentheses nested deeper than {MAX_DEPTH} levels")
+                raise _Fail(i, "too_deep", f"parentheses nested deeper than {MAX_DEPTH} levels")
             stack.append("(")
             prev = "("
         elif tok == ")":

@@ -316,13 +316,20 @@ class _ShortRepr(reprlib.Repr):
         items = [f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}" for k, v in itertools.islice(x.items(), self.maxdict)]
         return "{" + ", ".join(items) + (", ...}" if len(x) > self.maxdict else "}")
 
+    def repr_int(self, x: int, level: int) -> str:
+        try:
+            return super().repr_int(x, level)
+        except ValueError:  # past str()'s digit limit
+            return format_number(x)
+
 
 _SHORT_REPR = _ShortRepr()
 _SHORT_REPR.maxlevel, _SHORT_REPR.maxstring, _SHORT_REPR.maxother, _SHORT_REPR.maxlong = 2, 40, 40, 40
 
 
-def _describe(value: Any) -> str:
-    """The type and the first few items of ``value``, in time and memory independent of its size or depth."""
+def describe_value(value: Any) -> str:
+    """The type and the first few items of ``value`` (for an error message), in time and memory independent of its
+    size or depth; never raises."""
     try:
         shown = _SHORT_REPR.repr(value)
     except Exception:  # noqa: BLE001 - a hostile __repr__, an int too long to print: the type alone
@@ -343,7 +350,7 @@ def verify(problem: Problem, completion: str | Sequence[Any], rules: Rules | Non
     text = completion_text(completion)
     if text is None:
         return Verdict(False, "invalid_input", f"the completion must be a str or a list of chat messages "
-                       f"({{'role': ..., 'content': ...}}), got {_describe(completion)}")
+                       f"({{'role': ..., 'content': ...}}), got {describe_value(completion)}")
     if not text and not isinstance(completion, (str, bytes, bytearray)):
         return Verdict(False, "no_answer", "the conversation has no assistant message with text")
     ex = extract_answer(text)

@@ -29,7 +29,7 @@ from countdown_gym.envs.problem_source import (
 )
 from countdown_gym.envs.text_episode import check_budget
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Number
+from countdown_gym.game.rules import Number, format_number
 from countdown_gym.game.turn_format import (
     GIVE_UP,
     TOOL_ERRORS,
@@ -43,6 +43,7 @@ from countdown_gym.game.turn_format import (
     tool_turn,
 )
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnReplay, TurnResult, turn_replay
+from countdown_gym.game.verifier import describe_value
 from countdown_gym.integrations.verl import ground_truth
 from countdown_gym.rewards.terms import Scorer
 from countdown_gym.rewards.variants import get_variant
@@ -78,13 +79,13 @@ def process_rank(rank: int | None = None, world_size: int | None = None) -> tupl
             except ValueError:
                 raise ValueError(f"the environment variable {name} must be an int, got {text!r}") from None
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{name.lower()} must be an int, got {value!r}")
+            raise ValueError(f"{name.lower()} must be an int, got {describe_value(value)}")
         return value
 
     r, w = read(rank, "RANK", 0), read(world_size, "WORLD_SIZE", 1)
     if w < 1 or not 0 <= r < w:
-        raise ValueError(f"need 0 <= rank < world_size, got rank {r} and world_size {w} (RANK and WORLD_SIZE: a "
-                         "launcher sets both; set WORLD_SIZE to the number of processes)")
+        raise ValueError(f"need 0 <= rank < world_size, got rank {format_number(r)} and world_size {format_number(w)} "
+                         "(RANK and WORLD_SIZE: a launcher sets both; set WORLD_SIZE to the number of processes)")
     return r, w
 
 
@@ -257,6 +258,7 @@ class CountdownToolEnv:
 
     @tool_doc("move")
     def move(self, a: int | str, op: Op, b: int | str) -> str:
+        a, op, b = (format_number(x) if isinstance(x, int) else x for x in (a, op, b))  # an int past str()'s limit: malformed
         return self._play("move", tool_turn("move", a, op, b))
 
     @tool_doc("undo")
