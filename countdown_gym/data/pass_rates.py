@@ -1,31 +1,21 @@
 """Pass-rate files, one ``{"id", "samples", "correct"}`` per line: ``baselines/llm_eval.py --pass-rates`` writes
-one, ``baselines/llm_grpo.py --train-pass-rates`` keeps the problems whose rate lies strictly between two bounds
-(DAPO's dynamic sampling, done once, offline).
+one (:func:`pass_rates_text`), ``baselines/llm_grpo.py --train-pass-rates`` keeps the problems whose rate lies
+strictly between two bounds (DAPO's dynamic sampling, done once, offline).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from countdown_gym.game.problem import Problem
 
 
-def write_pass_rates(path: str | Path, problems: Sequence[Problem], correct: Sequence[Sequence[bool]]) -> int:
-    """Write one row per problem (``correct[i]``: each sample's success) and return the number of rows."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(json.dumps({"id": p.id, "samples": len(ok), "correct": sum(ok)}) + "\n"
+def pass_rates_text(problems: Sequence[Problem], correct: Sequence[Sequence[bool]]) -> str:
+    """The file's text: one row per problem (``correct[i]``: each sample's success)."""
+    return "".join(json.dumps({"id": p.id, "samples": len(ok), "correct": sum(ok)}) + "\n"
                    for p, ok in zip(problems, correct, strict=True))
-    tmp = out.with_name(out.name + ".tmp")  # written aside and renamed: Ctrl-C leaves the old file or the new one
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return len(problems)
 
 
 def filter_by_pass_rate(problems: Sequence[Problem], path: str | Path, low: float, high: float) -> list[Problem]:
