@@ -205,6 +205,9 @@ def test_pass_rate_filter_keeps_problems_with_group_signal(tmp_path: Path) -> No
         filter_by_pass_rate(train, path, 0.8, 1.0)
     with pytest.raises(SystemExit, match="not in the training split"):
         filter_by_pass_rate(train[:2], path, 0.0, 1.0)
+    path.write_text(pass_rates_text([train[0], train[1], train[0]], [[True], [False], [False]]))
+    with pytest.raises(SystemExit, match=f":3: problem '{train[0].id}' has a row already \\(line 1\\)"):
+        filter_by_pass_rate(train, path, 0.0, 1.0)  # was read last-wins: rate 0, the problem silently dropped
     path.write_text(json.dumps({"id": train[0].id, "samples": 0, "correct": 0}) + "\n")
     with pytest.raises(SystemExit, match="samples >= 1"):
         filter_by_pass_rate(train, path, 0.0, 1.0)

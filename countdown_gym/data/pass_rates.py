@@ -20,9 +20,10 @@ def pass_rates_text(problems: Sequence[Problem], correct: Sequence[Sequence[bool
 
 def filter_by_pass_rate(problems: Sequence[Problem], path: str | Path, low: float, high: float) -> list[Problem]:
     """The problems whose pass rate in ``path`` lies strictly between ``low`` and ``high``, in order; a malformed
-    row or an unknown problem is a ``SystemExit`` naming the line."""
+    row, an unknown problem or a problem's second row is a ``SystemExit`` naming the line."""
     ids = {p.id for p in problems}
     rates: dict[str, float] = {}
+    lines: dict[str, int] = {}
     with open(path, "rb") as f:  # json.loads of bytes: a line that is not UTF-8 is a ValueError naming the line
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -36,6 +37,9 @@ def filter_by_pass_rate(problems: Sequence[Problem], path: str | Path, low: floa
                 raise SystemExit(f"{path}:{n}: expected {{'id', 'samples', 'correct'}}, got {line.strip()[:80].decode(errors='replace')!r} ({exc})") from None
             if pid not in ids:
                 raise SystemExit(f"{path}:{n}: problem {pid!r} is not in the training split of this preset")
+            if pid in lines:  # two rates of one problem: which one holds?
+                raise SystemExit(f"{path}:{n}: problem {pid!r} has a row already (line {lines[pid]})")
+            lines[pid] = n
             if samples < 1 or not 0 <= correct <= samples:
                 raise SystemExit(f"{path}:{n}: need 0 <= correct <= samples and samples >= 1, got {correct}/{samples}")
             rates[pid] = correct / samples
