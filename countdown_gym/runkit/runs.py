@@ -210,8 +210,8 @@ def _rows_upto(path: Path, step: float, key: str) -> tuple[list[str] | None, lis
     """The CSV's header (None for JSON lines) and the rows of the log at ``path`` (a regular file) whose ``key`` is not
     past ``step`` (rows without it kept), as ``(raw, row)``: a JSON line and its value, or a CSV row's cells and its
     dict (numbers read back as numbers). A cut-off last JSON line (what a kill during an append leaves) is dropped;
-    any other line that is not JSON is a ``ValueError`` naming the file and the line; a CSV that is not UTF-8 (or that
-    ``csv`` cannot read) exits naming it."""
+    any other line that is not JSON exits naming the file and the line; a CSV that is not UTF-8 (or that ``csv``
+    cannot read) exits naming it."""
     header, rows = None, []
     if path.suffix == ".jsonl":
         lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
@@ -223,7 +223,8 @@ def _rows_upto(path: Path, step: float, key: str) -> tuple[list[str] | None, lis
             except ValueError as exc:
                 if number == len(lines):  # the unterminated last line: a torn append
                     break
-                raise ValueError(f"{path}: line {number} is not JSON ({exc}); fix or remove that line") from None
+                raise SystemExit(f"{path}: line {number} is not JSON ({exc}), not a row this run wrote; fix or remove "
+                                 "that line, or use another directory") from None
     else:
         try:
             with path.open(newline="", encoding="utf-8") as f:
