@@ -70,6 +70,20 @@ def test_prepare_run_reads_older_options_and_waits_for_every_process(tmp_path: P
     assert json.loads((out / "options.json").read_text())["steps"] == 10
 
 
+def test_resume_over_another_scripts_run_says_so(tmp_path: Path) -> None:
+    """critics.train --resume over a run whose options.json llm_sft.py wrote said 'was trained with --steps 6000 (now
+    4), --batch-size 16 (now 256), ...', as if the flags were at fault."""
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "options.json").write_text(json.dumps({"lr": 2e-3, "out": "", "fresh_problems": 1, "init_from": "",
+                                                  "dead_ends": [0], "probe": 1}))
+    with pytest.raises(SystemExit, match=r"--resume: .*r holds another script's run: its options.json has 'fresh_problems', "
+                       r"'init_from', 'dead_ends' and 1 more, which this script does not take; use another --out or delete"):
+        prepare_run(out, "--out", Opts(), resume=True)
+    (out / "options.json").write_text(json.dumps({"lr": 1e-3, "steps": 10, "out": "", "gone": 1}))
+    prepare_run(out, "--out", Opts(), resume=True)  # this script's older run, an option since removed: resumed
+
+
 def test_run_directory_that_cannot_be_written(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(SystemExit, match="--out .*file/run: cannot write there"):

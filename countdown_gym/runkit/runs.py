@@ -140,6 +140,13 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     return Path(path)
 
 
+def _foreign(saved: Mapping[str, Any], options: Any) -> str:
+    """The stored options that the dataclass ``options`` has no field for, quoted (at most three named; '' for none)."""
+    names = {f.name for f in dataclasses.fields(options)} if dataclasses.is_dataclass(options) else saved.keys()
+    extra = [repr(k) for k in saved if k not in names]
+    return ", ".join(extra[:3]) + (f" and {len(extra) - 3} more" if len(extra) > 3 else "")
+
+
 def prepare_run(path: str | os.PathLike[str], label: str, options: Any, *, resume: bool, resuming: bool | None = None,
                 may_change: Collection[str] = (), markers: Iterable[str] = (), start_over: str | None = None,
                 write: bool = True, saved_as: Callable[[dict[str, Any] | None], Mapping[str, Any] | None] | None = None,
@@ -169,6 +176,9 @@ def prepare_run(path: str | os.PathLike[str], label: str, options: Any, *, resum
             raise SystemExit(f"--resume: {out / OPTIONS_FILE} holds none of this script's options; fix or delete "
                              "it (the checkpoint keeps its own record), or use another directory")
         changed = changed_options(saved, options, may_change)
+        if changed and (foreign := _foreign(saved, options)):
+            raise SystemExit(f"--resume: {out} holds another script's run: its {OPTIONS_FILE} has {foreign}, which "
+                             f"this script does not take; {start_over} or delete that directory")
         if changed:
             raise SystemExit(f"--resume: {out} was trained with {', '.join(changed)}; resume with the same flags or "
                              f"{start_over}")
