@@ -38,7 +38,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from countdown_gym.dataclass_cli import changed_options, not_regular, written_aside
+from countdown_gym.dataclass_cli import EXIT_INTERRUPTED, changed_options, not_regular, written_aside
 
 OPTIONS_FILE = "options.json"
 """Every option of the run, written when it starts (``--resume`` compares against it)."""
@@ -453,3 +453,11 @@ def run_commands(commands: Sequence[tuple[Sequence[str], Path]], at_once: int, *
     if stop.requested:
         print("stopped by Ctrl-C: finished runs are kept, the others saved a checkpoint; the same command resumes them")
     return stop.requested
+
+
+def command_outcome(code: int, log: str | os.PathLike[str]) -> tuple[str, bool]:
+    """How a command of :func:`run_commands` ended (its exit ``code``; ``log``: its output), in words, and whether it
+    failed: ``done`` (0), ``stopped`` (Ctrl-C: it saved a checkpoint, the same command resumes it) or
+    ``FAILED (exit N, see <log>)``."""
+    failed = code not in (0, EXIT_INTERRUPTED)
+    return "done" if code == 0 else f"FAILED (exit {code}, see {log})" if failed else "stopped", failed
