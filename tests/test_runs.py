@@ -72,7 +72,8 @@ def test_prepare_run_reads_older_options_and_waits_for_every_process(tmp_path: P
 
 def test_resume_over_another_scripts_run_says_so(tmp_path: Path) -> None:
     """critics.train --resume over a run whose options.json llm_sft.py wrote said 'was trained with --steps 6000 (now
-    4), --batch-size 16 (now 256), ...', as if the flags were at fault."""
+    4), --batch-size 16 (now 256), ...', as if the flags were at fault; with no checkpoint of its own there, it wrote
+    its options.json over the other's and trained into that directory."""
     out = tmp_path / "r"
     out.mkdir()
     (out / "options.json").write_text(json.dumps({"lr": 2e-3, "out": "", "fresh_problems": 1, "init_from": "",
@@ -82,6 +83,11 @@ def test_resume_over_another_scripts_run_says_so(tmp_path: Path) -> None:
         prepare_run(out, "--out", Opts(), resume=True)
     (out / "options.json").write_text(json.dumps({"lr": 1e-3, "steps": 10, "out": "", "gone": 1}))
     prepare_run(out, "--out", Opts(), resume=True)  # this script's older run, an option since removed: resumed
+    other = json.dumps({"lr": 2e-3, "out": "", "fresh_problems": 1})
+    (out / "options.json").write_text(other)
+    with pytest.raises(SystemExit, match="holds another script's run"):  # --resume, no checkpoint: was written over
+        prepare_run(out, "--out", Opts(), resume=True, resuming=False)
+    assert (out / "options.json").read_text() == other
 
 
 def test_run_directory_that_cannot_be_written(tmp_path: Path) -> None:

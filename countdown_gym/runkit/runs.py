@@ -167,19 +167,19 @@ def prepare_run(path: str | os.PathLike[str], label: str, options: Any, *, resum
     if not resume and holds_run(out, (OPTIONS_FILE, *markers)):
         continues = "--resume continues it; " if resumable else ""
         raise SystemExit(f"{out} holds a run already: {continues}to start over {start_over} or delete that directory")
-    saved = None
-    if resume if resuming is None else resuming:
-        saved = read_options(out)
+    resuming = resume if resuming is None else resuming
+    saved = read_options(out) if resume or resuming else None  # nothing to continue: never afresh over another's run
+    if resuming:
         saved = saved_as(saved) if saved_as else saved
     if saved is not None:
-        if dataclasses.is_dataclass(options) and saved.keys().isdisjoint(f.name for f in dataclasses.fields(options)):
+        if resuming and dataclasses.is_dataclass(options) and saved.keys().isdisjoint(f.name for f in dataclasses.fields(options)):
             raise SystemExit(f"--resume: {out / OPTIONS_FILE} holds none of this script's options; fix or delete "
                              "it (the checkpoint keeps its own record), or use another directory")
         changed = changed_options(saved, options, may_change)
         if changed and (foreign := _foreign(saved, options)):
             raise SystemExit(f"--resume: {out} holds another script's run: its {OPTIONS_FILE} has {foreign}, which "
                              f"this script does not take; {start_over} or delete that directory")
-        if changed:
+        if changed and resuming:
             raise SystemExit(f"--resume: {out} was trained with {', '.join(changed)}; resume with the same flags or "
                              f"{start_over}")
     if barrier is not None:
