@@ -300,10 +300,8 @@ def write_outputs(cfg: EvalConfig, res: dict, problems: list[Problem], command: 
         write_submission(str(out), answers=answers, claimed={"pass@1": res["pass@1_greedy"]},
                          **submission_fields(cfg, command, str(res.get("params", "unknown"))))
         return out
-    with out.open("w", encoding="utf-8") as f:
-        for p, a in zip(problems, answers, strict=True):
-            f.write(json.dumps({"id": p.id, "numbers": list(p.numbers), "target": p.target, "completions": a}) + "\n")
-    return out
+    return write_text_atomic(out, "".join(json.dumps({"id": p.id, "numbers": list(p.numbers), "target": p.target,
+                                                       "completions": a}) + "\n" for p, a in zip(problems, answers, strict=True)))
 
 
 def write_pass_rates(path: str | Path, problems: list[Problem], sampled: list[list[str]]) -> None:

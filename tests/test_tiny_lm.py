@@ -424,6 +424,23 @@ def test_eval_offset_and_pass_rates(tmp_path):
         llm_eval.EvalConfig(model=str(path), limit=1, k=0, out=str(out), pass_rates=str(rates))
 
 
+def test_an_interrupted_completions_write_keeps_the_old_file(tmp_path, monkeypatch):
+    """llm_eval's completions JSONL (part of a split) went into the file line by line: Ctrl-C between two lines left
+    it cut short."""
+    from countdown_gym import load_split
+
+    problems, out = load_split("longproc-0.5k", "validation")[:2], tmp_path / "c.jsonl"
+    out.write_text("old\n")
+    cfg, res, real = llm_eval.EvalConfig(split="validation", limit=2, k=0, out=str(out)), {"completions_greedy": ["a", "b"]}, json.dumps
+    monkeypatch.setattr(json, "dumps", lambda obj, *a, **kw: real(obj) if obj["id"] == problems[0].id else sys.exit(130))
+    with pytest.raises(SystemExit):
+        llm_eval.write_outputs(cfg, res, problems, "cmd")
+    monkeypatch.undo()
+    assert out.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl"]
+    llm_eval.write_outputs(cfg, res, problems, "cmd")
+    assert [json.loads(x)["completions"] for x in out.read_text().splitlines()] == [["a"], ["b"]]
+
+
 def test_eval_never_overwrites_an_automatic_output(tmp_path, monkeypatch):
     a, b = tmp_path / "a" / "final", tmp_path / "b" / "final"
     _save_tiny(tmp_path / "a", "llama").rename(a)
