@@ -32,7 +32,7 @@ from baselines.lm.grpo_model import DEFAULT_MODEL, DEFAULT_TURN_MODEL, ROOT
 from baselines.lm.grpo_options import RESUMABLE_CHANGES
 from baselines.lm.grpo_options import Options as GRPOOptions
 from countdown_gym import dataclass_cli
-from countdown_gym.runkit.runs import run_commands
+from countdown_gym.runkit.runs import command_outcome, run_commands
 
 VARIANTS = ("sparse", "oracle-perfect", "critic", "clipo")  # the protocol's arms (dense terms added to the outcome)
 STEP_SUFFIX = "@step"
@@ -223,12 +223,11 @@ def launch_all(args: Options, runs: list[tuple[str, int]]) -> bool:
 
     def ended(i: int, code: int) -> None:
         v, s = todo[i]
-        stopped = code == dataclass_cli.EXIT_INTERRUPTED
-        status = "done" if code == 0 else "stopped" if stopped else f"FAILED (exit {code}, see {run_path(args, v, s)}/stdout.log)"
+        status, bad = command_outcome(code, commands[i][1])
         print(f"{v} seed {s}: {status}", flush=True)
         if code == 0:
             print(f"record: {write_run_record(args, v, s)}", flush=True)
-        elif not stopped:
+        elif bad:
             failed.append(f"{v} seed {s}")
 
     commands = [(run_command(args, v, s), run_path(args, v, s) / "stdout.log") for v, s in todo]

@@ -26,7 +26,7 @@ from pathlib import Path
 from baselines.analysis.uncertainty import seed_spread
 from countdown_gym import dataclass_cli
 from countdown_gym.rewards.variants import variant_names
-from countdown_gym.runkit.runs import not_regular, run_commands
+from countdown_gym.runkit.runs import command_outcome, not_regular, run_commands
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -71,10 +71,10 @@ def run_all(jobs: list[tuple[str, int]], args: Options, extra: list[str]) -> lis
     failed = []
 
     def ended(k: int, code: int) -> None:
-        log, stopped = commands[k][1], code == dataclass_cli.EXIT_INTERRUPTED
-        print(f"{log.stem}: {'done' if code == 0 else 'stopped' if stopped else f'FAILED (exit {code}, see {log})'}",
-              flush=True)
-        if code != 0 and not stopped:
+        log = commands[k][1]
+        status, bad = command_outcome(code, log)
+        print(f"{log.stem}: {status}", flush=True)
+        if bad:
             failed.append(log.stem)
 
     stopped = run_commands(commands, args.workers, started=lambda k: print(f"start {commands[k][1].stem}", flush=True),

@@ -28,7 +28,7 @@ from baselines.lm.evaluation import evaluate as play_and_score
 from baselines.lm.generation import Sampling, vllm_engine
 from baselines.lm.tiny_lm import SHIPPED_CHECKPOINT, SplitRun, detect_interaction, load_causal_lm
 from countdown_gym import dataclass_cli
-from countdown_gym.data.pass_rates import write_pass_rates
+from countdown_gym.data.pass_rates import pass_rates_text
 from countdown_gym.data.splits import SPLITS, load_split
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import PROMPT_STYLES, build_prompt, render_chat_prompt
@@ -300,10 +300,15 @@ def write_outputs(cfg: EvalConfig, res: dict, problems: list[Problem], command: 
         write_submission(str(out), answers=answers, claimed={"pass@1": res["pass@1_greedy"]},
                          **submission_fields(cfg, command, str(res.get("params", "unknown"))))
         return out
-    with out.open("w", encoding="utf-8") as f:
-        for p, a in zip(problems, answers, strict=True):
-            f.write(json.dumps({"id": p.id, "numbers": list(p.numbers), "target": p.target, "completions": a}) + "\n")
-    return out
+    return write_text_atomic(out, "".join(json.dumps({"id": p.id, "numbers": list(p.numbers), "target": p.target,
+                                                       "completions": a}) + "\n" for p, a in zip(problems, answers, strict=True)))
+
+
+def write_pass_rates(path: str | Path, problems: list[Problem], sampled: list[list[str]]) -> None:
+    """The pass-rate file (``countdown_gym/data/pass_rates.py``) of each problem's sampled completions, whole or not
+    at all."""
+    solved = [[verify(p, c).correct for c in cs] for p, cs in zip(problems, sampled, strict=True)]
+    write_text_atomic(path, pass_rates_text(problems, solved))
 
 
 def dry_run(cfg: EvalConfig, problems: list[Problem]) -> dict:
@@ -352,9 +357,8 @@ def main(argv: list[str] | None = None) -> dict:
     if cfg.results_json:
         write_text_atomic(cfg.results_json, json.dumps(metrics, indent=2) + "\n")
     if cfg.pass_rates:
-        solved = [[verify(p, c).correct for c in cs] for p, cs in zip(problems, res["completions_sampled"], strict=True)]
-        n = write_pass_rates(cfg.pass_rates, problems, solved)
-        print(f"pass rates of {n} problems written to {cfg.pass_rates}")
+        write_pass_rates(cfg.pass_rates, problems, res["completions_sampled"])
+        print(f"pass rates of {len(problems)} problems written to {cfg.pass_rates}")
     return res
 
 

@@ -28,7 +28,7 @@ import torch
 from tqdm import tqdm
 
 from baselines.lm.evaluation import greedy_solved
-from baselines.lm.sft_checkpoints import load_checkpoint, put_back, save_checkpoint, saved_options
+from baselines.lm.sft_checkpoints import _short, load_checkpoint, put_back, save_checkpoint, saved_options
 from baselines.lm.tiny_lm import SplitRun, TinyLMConfig, build_model, build_tokenizer, load_pretrained, save_pretrained
 from countdown_gym import dataclass_cli
 from countdown_gym.data.generator import iter_problems
@@ -201,12 +201,14 @@ def make_batch(problems: list[Problem | tuple[Problem, list[str]]], tokenizer, t
             pad([torch.tensor(lab) for _, lab in rows], padding_value=-100))
 
 
-def initial_model(cfg: SFTConfig, tokenizer):
-    """A fresh model from the config flags, or the weights of ``cfg.init_from``."""
-    if not cfg.init_from:
-        return build_model(cfg.model, tokenizer)
+def pretrained_model(cfg: SFTConfig, tokenizer):
+    """The weights of ``cfg.init_from``, checked against ``tokenizer`` and ``--max-positions`` (loaded before ``--out``
+    is written to: no torch random number is drawn); an exit naming the folder when they do not load or fit."""
     path = Path(cfg.init_from)  # holds config.json: SFTConfig checked it
-    model, _ = load_pretrained(path)
+    try:
+        model, _ = load_pretrained(path)
+    except Exception as exc:  # noqa: BLE001 - transformers' and safetensors' many errors of a folder that is no model
+        raise SystemExit(f"--init-from {path}: the saved model does not load ({_short(exc)})") from None
     if model.get_input_embeddings().num_embeddings != len(tokenizer):
         raise SystemExit(f"--init-from {path}: its vocabulary has {model.get_input_embeddings().num_embeddings} tokens, "
                          f"the project's tokenizer {len(tokenizer)}; only models built with baselines/lm/tiny_lm.py can be continued")
@@ -252,6 +254,8 @@ def train(cfg: SFTConfig) -> dict:
     ckpt = Path(cfg.out) / "checkpoint"
     resumed = load_checkpoint(ckpt, partial(new_optimizer, cfg=cfg)) if cfg.resume else None  # every file read back: a torn one is passed over
     found = resumed[0] if resumed else None
+    tokenizer = build_tokenizer()
+    model = pretrained_model(cfg, tokenizer) if cfg.init_from and resumed is None else None
     out = prepare_run(cfg.out, "--out", cfg, resume=cfg.resume, resuming=found is not None, may_change=RESUME_MAY_CHANGE,
                       markers=("checkpoint*/trainer_state.pt", "metrics.csv"), saved_as=partial(saved_options, found),
                       start_over="start a new --out (with --init-from for a fresh optimiser)")  # before the data: fails fast
@@ -260,12 +264,12 @@ def train(cfg: SFTConfig) -> dict:
     problems = training_problems(cfg.preset, cfg.fresh_problems, cfg.seed, cfg.progress)
     episodes = load_episodes(cfg.episodes, cfg.preset) if cfg.episodes else []
     val = load_split(cfg.preset, "validation")[: cfg.eval_problems]
-    tokenizer = build_tokenizer()
     step = 0
     if found is None and cfg.resume:
         print(f"--resume: no checkpoint in {ckpt}, starting from scratch")
     if resumed is None:
-        model = initial_model(cfg, tokenizer)
+        if model is None:  # the seeded build, after the seeded draws
+            model = build_model(cfg.model, tokenizer)
         opt = new_optimizer(model, cfg)
     else:
         _, model, opt, state = resumed

@@ -322,17 +322,17 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     end = min(cfg.steps, cfg.stop_after) if cfg.stop_after > 0 else cfg.steps
     state_path = Path(cfg.out) / "train_state.pt"
     resuming = cfg.resume and (state_path.exists() or (Path(cfg.out) / PREVIOUS / "train_state.pt").exists())
-    if cfg.resume and not resuming:
-        if not holds_run(cfg.out, (OPTIONS_FILE, "log.jsonl")):
-            raise SystemExit(f"error: --resume: {state_path} not found (no earlier run in {cfg.out})")
-        if (Path(cfg.out) / "model.safetensors").exists():  # weights without the optimizer, step and random states
+    if cfg.resume and not resuming and not holds_run(cfg.out, (OPTIONS_FILE, "log.jsonl")):
+        raise SystemExit(f"error: --resume: {state_path} not found (no earlier run in {cfg.out})")
+    init = _init_checkpoint(cfg) if cfg.init_from and not resuming else None  # before --out is written; start_run seeds after it
+    out, rng = start_run(cfg, markers=CHECKPOINT_FILES, resume=cfg.resume, resuming=resuming,
+                         may_change=RESUME_FREE_FIELDS)
+    if cfg.resume and not resuming:  # said once start_run has let it start afresh (not over another script's run)
+        if (out / "model.safetensors").exists():  # weights without the optimizer, step and random states
             print(f"--resume: {cfg.out} has model.safetensors but no train_state.pt (nor previous/): not a checkpoint "
                   "that can be continued (a first save cut short?); discarding those weights and starting afresh")
         else:
             print(f"--resume: no checkpoint in {cfg.out} yet, starting afresh")
-    init = _init_checkpoint(cfg) if cfg.init_from and not resuming else None  # before --out is written; start_run seeds after it
-    out, rng = start_run(cfg, markers=CHECKPOINT_FILES, resume=cfg.resume, resuming=resuming,
-                         may_change=RESUME_FREE_FIELDS)
     if resuming:  # before the data: fail fast
         loaded, st = _resume(out, cfg, end)
 

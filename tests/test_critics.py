@@ -207,7 +207,7 @@ def test_a_resumed_run_logs_and_times_as_if_it_had_never_stopped(tmp_path):
     (resumed / "log.jsonl").write_text('{"step": 10}\n{"step": 20, "lo\n{"step": 30}\n')  # not the last line: named
     from countdown_gym.runkit.runs import MetricsLog
 
-    with pytest.raises(ValueError, match=r"log.jsonl: line 2 is not JSON"):
+    with pytest.raises(SystemExit, match=r"log.jsonl: line 2 is not JSON .*, not a row this run wrote; fix or remove"):
         MetricsLog(resumed / "log.jsonl", resume_step=30)
 
 

@@ -125,22 +125,6 @@ def test_a_pass_rates_line_that_is_no_count_or_no_utf8_is_named(tmp_path, line):
         filter_by_pass_rate([Problem((1, 2, 3), 6, id="a")], tmp_path / "rates.jsonl", 0.0, 1.0)
 
 
-def test_an_interrupted_pass_rates_write_keeps_the_old_file(tmp_path):
-    """The rows went straight into the file: Ctrl-C after the first left it holding that row only."""
-    from countdown_gym.data.pass_rates import write_pass_rates
-
-    class Interrupted(list):
-        def __len__(self):
-            raise KeyboardInterrupt
-
-    path, problems = tmp_path / "rates.jsonl", [Problem((1, 2, 3), 6, id="a"), Problem((1, 2, 3), 5, id="b")]
-    assert write_pass_rates(path, problems, [[True], [False, True]]) == 2
-    old = path.read_bytes()
-    with pytest.raises(KeyboardInterrupt):
-        write_pass_rates(path, problems, [[True, True], Interrupted()])
-    assert path.read_bytes() == old and [p.name for p in tmp_path.iterdir()] == ["rates.jsonl"]
-
-
 def test_verify_answers_a_value_too_long_for_str():
     """The product of 320 fifteen-digit numbers (rules without a limit) has over 4,300 digits: verify() raised
     Python's ValueError writing it into the message, as it did for a problem whose target is that long."""

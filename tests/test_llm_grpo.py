@@ -190,12 +190,12 @@ def test_every_option_is_a_flag() -> None:
 
 def test_pass_rate_filter_keeps_problems_with_group_signal(tmp_path: Path) -> None:
     from countdown_gym import load_split
-    from countdown_gym.data.pass_rates import filter_by_pass_rate, write_pass_rates
+    from countdown_gym.data.pass_rates import filter_by_pass_rate, pass_rates_text
 
     train = load_split("longproc-0.5k", "train")[:5]
     path = tmp_path / "rates.jsonl"
     correct = [[False] * 4, [True, False, False, False], [True] * 4, [True, True, False, False], [False, True, True, True]]
-    assert write_pass_rates(path, train, correct) == 5
+    path.write_text(pass_rates_text(train, correct))
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert rows[1] == {"id": train[1].id, "samples": 4, "correct": 1}
     assert filter_by_pass_rate(train, path, 0.0, 1.0) == [train[1], train[3], train[4]]
@@ -205,6 +205,9 @@ def test_pass_rate_filter_keeps_problems_with_group_signal(tmp_path: Path) -> No
         filter_by_pass_rate(train, path, 0.8, 1.0)
     with pytest.raises(SystemExit, match="not in the training split"):
         filter_by_pass_rate(train[:2], path, 0.0, 1.0)
+    path.write_text(pass_rates_text([train[0], train[1], train[0]], [[True], [False], [False]]))
+    with pytest.raises(SystemExit, match=f":3: problem '{train[0].id}' has a row already \\(line 1\\)"):
+        filter_by_pass_rate(train, path, 0.0, 1.0)  # was read last-wins: rate 0, the problem silently dropped
     path.write_text(json.dumps({"id": train[0].id, "samples": 0, "correct": 0}) + "\n")
     with pytest.raises(SystemExit, match="samples >= 1"):
         filter_by_pass_rate(train, path, 0.0, 1.0)
@@ -214,6 +217,30 @@ def test_pass_rate_filter_keeps_problems_with_group_signal(tmp_path: Path) -> No
     for bad in (["--min-pass-rate", "0.5", "--max-pass-rate", "0.5"], ["--train-pass-rates", str(tmp_path / "missing.jsonl")]):
         with pytest.raises(SystemExit):
             parse_options(bad)
+
+
+def test_an_interrupted_pass_rates_write_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """llm_eval --pass-rates: Ctrl-C mid-write keeps the old file; a stale ``rates.jsonl.tmp`` link (one planted in a
+    shared folder) was written through, its target overwritten and the file left a link to it."""
+    from baselines.llm_eval import write_pass_rates
+
+    path, problems = tmp_path / "rates.jsonl", [Problem((1, 2, 3), 6, id="a"), Problem((1, 2, 3), 5, id="b")]
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    (tmp_path / "rates.jsonl.tmp").symlink_to(victim)
+    write_pass_rates(path, problems, [["<answer>1+2+3</answer>"], ["<answer>1</answer>", "<answer>2*3-1</answer>"]])
+    assert victim.read_text() == "keep" and not path.is_symlink()
+    old = path.read_bytes()
+    assert old == b'{"id": "a", "samples": 1, "correct": 1}\n{"id": "b", "samples": 2, "correct": 1}\n'
+
+    def torn(self: Path, text: str, **kwargs: object) -> None:
+        self.write_bytes(text[:10].encode())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", torn)
+    with pytest.raises(KeyboardInterrupt):
+        write_pass_rates(path, problems, [[""], ["", ""]])
+    assert path.read_bytes() == old and sorted(p.name for p in tmp_path.iterdir()) == ["rates.jsonl", "victim"]
 
 
 def test_more_problems_than_a_split_holds_are_all_used_with_a_note(capsys: pytest.CaptureFixture[str]) -> None:

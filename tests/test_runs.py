@@ -70,6 +70,26 @@ def test_prepare_run_reads_older_options_and_waits_for_every_process(tmp_path: P
     assert json.loads((out / "options.json").read_text())["steps"] == 10
 
 
+def test_resume_over_another_scripts_run_says_so(tmp_path: Path) -> None:
+    """critics.train --resume over a run whose options.json llm_sft.py wrote said 'was trained with --steps 6000 (now
+    4), --batch-size 16 (now 256), ...', as if the flags were at fault; with no checkpoint of its own there, it wrote
+    its options.json over the other's and trained into that directory."""
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "options.json").write_text(json.dumps({"lr": 2e-3, "out": "", "fresh_problems": 1, "init_from": "",
+                                                  "dead_ends": [0], "probe": 1}))
+    with pytest.raises(SystemExit, match=r"--resume: .*r holds another script's run: its options.json has 'fresh_problems', "
+                       r"'init_from', 'dead_ends' and 1 more, which this script does not take; use another --out or delete"):
+        prepare_run(out, "--out", Opts(), resume=True)
+    (out / "options.json").write_text(json.dumps({"lr": 1e-3, "steps": 10, "out": "", "gone": 1}))
+    prepare_run(out, "--out", Opts(), resume=True)  # this script's older run, an option since removed: resumed
+    other = json.dumps({"lr": 2e-3, "out": "", "fresh_problems": 1})
+    (out / "options.json").write_text(other)
+    with pytest.raises(SystemExit, match="holds another script's run"):  # --resume, no checkpoint: was written over
+        prepare_run(out, "--out", Opts(), resume=True, resuming=False)
+    assert (out / "options.json").read_text() == other
+
+
 def test_run_directory_that_cannot_be_written(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(SystemExit, match="--out .*file/run: cannot write there"):
@@ -213,6 +233,17 @@ def test_run_commands_stops_starting_runs_at_the_first_stop_request_and_passes_s
     os.mkfifo(tmp_path / "fifo.log")
     with no_hang(), pytest.raises(SystemExit, match="fifo.log is a FIFO, not a log file"):
         runs.run_commands([([sys.executable, "-c", "pass"], tmp_path / "fifo.log")], 1)
+
+
+def test_command_outcome_says_how_a_run_of_a_comparison_ended(tmp_path: Path) -> None:
+    """compare_rewards.py and compare_llm_rewards.py each spelled these status words and which codes fail."""
+    import sys
+
+    said: list[tuple[str, bool]] = []
+    commands = [([sys.executable, "-c", f"raise SystemExit({code})"], tmp_path / f"{code}.log") for code in (0, 130, 3)]
+    runs.run_commands(commands, 3, ended=lambda i, code: said.append(runs.command_outcome(code, commands[i][1])))
+    assert sorted(said) == [("FAILED (exit 3, see " + str(tmp_path / "3.log") + ")", True), ("done", False),
+                            ("stopped", False)]
 
 
 HOLDER = """

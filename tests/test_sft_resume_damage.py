@@ -146,6 +146,18 @@ def test_only_checkpoint_old_left_by_a_kill_between_the_renames_is_resumed(base,
     assert f"resumed from {run / 'checkpoint.old'} at step 3" in out and "passing over" not in out
 
 
+def test_a_stale_checkpoint_tmp_link_is_not_written_through(base, tmp_path):
+    """A ``checkpoint.tmp`` link (one planted in a shared folder) was written through: the save filled the folder it
+    points to and left ``checkpoint`` a link to it."""
+    run, elsewhere = _copy(base, tmp_path), tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (run / "checkpoint.tmp").symlink_to(elsewhere)
+    assert _train(run, 4, "--resume", "true")["steps"] == 4
+    assert not list(elsewhere.iterdir()) and not (run / "checkpoint").is_symlink()
+    assert sorted(p.name for p in run.glob("checkpoint*")) == ["checkpoint"]
+    assert torch.load(run / "checkpoint" / "trainer_state.pt", weights_only=False)["step"] == 4
+
+
 @pytest.mark.parametrize("training_json", [b"{", b"", b"[]", b'{"sft_config": 3}', "fifo"])
 def test_a_broken_training_json_without_options_json_is_one_error_line(base, tmp_path, training_json, no_hang):
     run = _copy(base, tmp_path)

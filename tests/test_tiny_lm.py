@@ -140,6 +140,27 @@ def test_sft_rejects_a_missing_init_from_before_writing_its_run(tmp_path):
     assert not (tmp_path / "run").exists()  # so the corrected command is not refused as "holds a run already"
 
 
+def test_sft_refuses_an_init_from_that_does_not_load_before_writing_its_run(tmp_path):
+    """A folder with a config.json that is no model, or torn weights, was a traceback after options.json was written
+    (so the corrected command was refused as "holds a run already"); so was a model with too few positions."""
+    import shutil
+
+    bad = {"no_type": tmp_path / "a", "torn": tmp_path / "b", "positions": SHIPPED_CHECKPOINT}
+    for name in ("tokenizer.json", "tokenizer_config.json", "config.json", "model.safetensors"):
+        for d in (bad["no_type"], bad["torn"]):
+            d.mkdir(exist_ok=True)
+            shutil.copy(SHIPPED_CHECKPOINT / name, d / name)
+    (bad["no_type"] / "config.json").write_text("{}")
+    weights = bad["torn"] / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:10_000])
+    for kind, folder in bad.items():
+        argv = ["--init-from", str(folder), "--out", str(tmp_path / kind), "--fresh-problems", "0", "--max-positions", "4096"]
+        with pytest.raises(SystemExit, match=f"--init-from {re.escape(str(folder))}: "
+                           + ("the model has 512 positions" if kind == "positions" else "the saved model does not load")):
+            llm_sft.train(dataclass_cli.parse(llm_sft.SFTConfig, argv if kind == "positions" else argv[:-2]))
+        assert not (tmp_path / kind).exists(), kind
+
+
 def test_compact_trace_under_rational_rules_stays_integer():
     p = Problem((3, 5, 2, 6), 8, Rules.tinyzero())
     t = compact_trace(p)
@@ -401,6 +422,23 @@ def test_eval_offset_and_pass_rates(tmp_path):
             llm_eval.main(["--model", str(path), "--split", "train", *bad, "--k", "0"])
     with pytest.raises(ValueError, match="--pass-rates needs sampled"):  # refused before any generation
         llm_eval.EvalConfig(model=str(path), limit=1, k=0, out=str(out), pass_rates=str(rates))
+
+
+def test_an_interrupted_completions_write_keeps_the_old_file(tmp_path, monkeypatch):
+    """llm_eval's completions JSONL (part of a split) went into the file line by line: Ctrl-C between two lines left
+    it cut short."""
+    from countdown_gym import load_split
+
+    problems, out = load_split("longproc-0.5k", "validation")[:2], tmp_path / "c.jsonl"
+    out.write_text("old\n")
+    cfg, res, real = llm_eval.EvalConfig(split="validation", limit=2, k=0, out=str(out)), {"completions_greedy": ["a", "b"]}, json.dumps
+    monkeypatch.setattr(json, "dumps", lambda obj, *a, **kw: real(obj) if obj["id"] == problems[0].id else sys.exit(130))
+    with pytest.raises(SystemExit):
+        llm_eval.write_outputs(cfg, res, problems, "cmd")
+    monkeypatch.undo()
+    assert out.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl"]
+    llm_eval.write_outputs(cfg, res, problems, "cmd")
+    assert [json.loads(x)["completions"] for x in out.read_text().splitlines()] == [["a"], ["b"]]
 
 
 def test_eval_never_overwrites_an_automatic_output(tmp_path, monkeypatch):

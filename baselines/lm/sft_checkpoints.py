@@ -16,24 +16,15 @@ import torch
 
 from baselines.lm.checkpoints import _safetensors_error
 from baselines.lm.tiny_lm import load_pretrained, save_pretrained
-from countdown_gym.dataclass_cli import file_kind
+from countdown_gym.dataclass_cli import file_kind, written_aside
 
 
 def save_checkpoint(path: Path, model, tokenizer, opt, step: int, rng: random.Random, meta: dict) -> None:
-    """Write the checkpoint to ``<path>.tmp`` and swap it in, so a kill mid-write leaves the previous one whole."""
-    tmp, old = path.with_name(path.name + ".tmp"), path.with_name(path.name + ".old")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    """Write the checkpoint to ``<path>.tmp`` and swap it in (``written_aside``: the previous one goes to ``<path>.old``
+    until the new one has taken its place), so a kill mid-write leaves the previous one whole."""
+    with written_aside(path) as tmp:
         save_pretrained(model, tokenizer, tmp, meta)
         torch.save({"optimizer": opt.state_dict(), "step": step, "rng": rng.getstate(), "torch_rng": torch.get_rng_state()}, tmp / TRAINER_STATE)
-    except BaseException:  # a full disk, Ctrl-C: no half-written folder left taking space
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if path.exists():
-        shutil.rmtree(old, ignore_errors=True)
-        path.rename(old)
-    tmp.rename(path)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def put_back(found: Path, path: Path) -> None:

@@ -1,38 +1,29 @@
 """Pass-rate files, one ``{"id", "samples", "correct"}`` per line: ``baselines/llm_eval.py --pass-rates`` writes
-one, ``baselines/llm_grpo.py --train-pass-rates`` keeps the problems whose rate lies strictly between two bounds
-(DAPO's dynamic sampling, done once, offline).
+one (:func:`pass_rates_text`), ``baselines/llm_grpo.py --train-pass-rates`` keeps the problems whose rate lies
+strictly between two bounds (DAPO's dynamic sampling, done once, offline).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from countdown_gym.game.problem import Problem
 
 
-def write_pass_rates(path: str | Path, problems: Sequence[Problem], correct: Sequence[Sequence[bool]]) -> int:
-    """Write one row per problem (``correct[i]``: each sample's success) and return the number of rows."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(json.dumps({"id": p.id, "samples": len(ok), "correct": sum(ok)}) + "\n"
+def pass_rates_text(problems: Sequence[Problem], correct: Sequence[Sequence[bool]]) -> str:
+    """The file's text: one row per problem (``correct[i]``: each sample's success)."""
+    return "".join(json.dumps({"id": p.id, "samples": len(ok), "correct": sum(ok)}) + "\n"
                    for p, ok in zip(problems, correct, strict=True))
-    tmp = out.with_name(out.name + ".tmp")  # written aside and renamed: Ctrl-C leaves the old file or the new one
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return len(problems)
 
 
 def filter_by_pass_rate(problems: Sequence[Problem], path: str | Path, low: float, high: float) -> list[Problem]:
     """The problems whose pass rate in ``path`` lies strictly between ``low`` and ``high``, in order; a malformed
-    row or an unknown problem is a ``SystemExit`` naming the line."""
+    row, an unknown problem or a problem's second row is a ``SystemExit`` naming the line."""
     ids = {p.id for p in problems}
     rates: dict[str, float] = {}
+    lines: dict[str, int] = {}
     with open(path, "rb") as f:  # json.loads of bytes: a line that is not UTF-8 is a ValueError naming the line
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -46,6 +37,9 @@ def filter_by_pass_rate(problems: Sequence[Problem], path: str | Path, low: floa
                 raise SystemExit(f"{path}:{n}: expected {{'id', 'samples', 'correct'}}, got {line.strip()[:80].decode(errors='replace')!r} ({exc})") from None
             if pid not in ids:
                 raise SystemExit(f"{path}:{n}: problem {pid!r} is not in the training split of this preset")
+            if pid in lines:  # two rates of one problem: which one holds?
+                raise SystemExit(f"{path}:{n}: problem {pid!r} has a row already (line {lines[pid]})")
+            lines[pid] = n
             if samples < 1 or not 0 <= correct <= samples:
                 raise SystemExit(f"{path}:{n}: need 0 <= correct <= samples and samples >= 1, got {correct}/{samples}")
             rates[pid] = correct / samples

@@ -38,7 +38,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from countdown_gym.dataclass_cli import changed_options, not_regular, written_aside
+from countdown_gym.dataclass_cli import EXIT_INTERRUPTED, changed_options, not_regular, written_aside
 
 OPTIONS_FILE = "options.json"
 """Every option of the run, written when it starts (``--resume`` compares against it)."""
@@ -140,6 +140,13 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     return Path(path)
 
 
+def _foreign(saved: Mapping[str, Any], options: Any) -> str:
+    """The stored options that the dataclass ``options`` has no field for, quoted (at most three named; '' for none)."""
+    names = {f.name for f in dataclasses.fields(options)} if dataclasses.is_dataclass(options) else saved.keys()
+    extra = [repr(k) for k in saved if k not in names]
+    return ", ".join(extra[:3]) + (f" and {len(extra) - 3} more" if len(extra) > 3 else "")
+
+
 def prepare_run(path: str | os.PathLike[str], label: str, options: Any, *, resume: bool, resuming: bool | None = None,
                 may_change: Collection[str] = (), markers: Iterable[str] = (), start_over: str | None = None,
                 write: bool = True, saved_as: Callable[[dict[str, Any] | None], Mapping[str, Any] | None] | None = None,
@@ -160,16 +167,19 @@ def prepare_run(path: str | os.PathLike[str], label: str, options: Any, *, resum
     if not resume and holds_run(out, (OPTIONS_FILE, *markers)):
         continues = "--resume continues it; " if resumable else ""
         raise SystemExit(f"{out} holds a run already: {continues}to start over {start_over} or delete that directory")
-    saved = None
-    if resume if resuming is None else resuming:
-        saved = read_options(out)
+    resuming = resume if resuming is None else resuming
+    saved = read_options(out) if resume or resuming else None  # nothing to continue: never afresh over another's run
+    if resuming:
         saved = saved_as(saved) if saved_as else saved
     if saved is not None:
-        if dataclasses.is_dataclass(options) and saved.keys().isdisjoint(f.name for f in dataclasses.fields(options)):
+        if resuming and dataclasses.is_dataclass(options) and saved.keys().isdisjoint(f.name for f in dataclasses.fields(options)):
             raise SystemExit(f"--resume: {out / OPTIONS_FILE} holds none of this script's options; fix or delete "
                              "it (the checkpoint keeps its own record), or use another directory")
         changed = changed_options(saved, options, may_change)
-        if changed:
+        if changed and (foreign := _foreign(saved, options)):
+            raise SystemExit(f"--resume: {out} holds another script's run: its {OPTIONS_FILE} has {foreign}, which "
+                             f"this script does not take; {start_over} or delete that directory")
+        if changed and resuming:
             raise SystemExit(f"--resume: {out} was trained with {', '.join(changed)}; resume with the same flags or "
                              f"{start_over}")
     if barrier is not None:
@@ -210,8 +220,8 @@ def _rows_upto(path: Path, step: float, key: str) -> tuple[list[str] | None, lis
     """The CSV's header (None for JSON lines) and the rows of the log at ``path`` (a regular file) whose ``key`` is not
     past ``step`` (rows without it kept), as ``(raw, row)``: a JSON line and its value, or a CSV row's cells and its
     dict (numbers read back as numbers). A cut-off last JSON line (what a kill during an append leaves) is dropped;
-    any other line that is not JSON is a ``ValueError`` naming the file and the line; a CSV that is not UTF-8 (or that
-    ``csv`` cannot read) exits naming it."""
+    any other line that is not JSON exits naming the file and the line; a CSV that is not UTF-8 (or that ``csv``
+    cannot read) exits naming it."""
     header, rows = None, []
     if path.suffix == ".jsonl":
         lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
@@ -223,7 +233,8 @@ def _rows_upto(path: Path, step: float, key: str) -> tuple[list[str] | None, lis
             except ValueError as exc:
                 if number == len(lines):  # the unterminated last line: a torn append
                     break
-                raise ValueError(f"{path}: line {number} is not JSON ({exc}); fix or remove that line") from None
+                raise SystemExit(f"{path}: line {number} is not JSON ({exc}), not a row this run wrote; fix or remove "
+                                 "that line, or use another directory") from None
     else:
         try:
             with path.open(newline="", encoding="utf-8") as f:
@@ -442,3 +453,11 @@ def run_commands(commands: Sequence[tuple[Sequence[str], Path]], at_once: int, *
     if stop.requested:
         print("stopped by Ctrl-C: finished runs are kept, the others saved a checkpoint; the same command resumes them")
     return stop.requested
+
+
+def command_outcome(code: int, log: str | os.PathLike[str]) -> tuple[str, bool]:
+    """How a command of :func:`run_commands` ended (its exit ``code``; ``log``: its output), in words, and whether it
+    failed: ``done`` (0), ``stopped`` (Ctrl-C: it saved a checkpoint, the same command resumes it) or
+    ``FAILED (exit N, see <log>)``."""
+    failed = code not in (0, EXIT_INTERRUPTED)
+    return "done" if code == 0 else f"FAILED (exit {code}, see {log})" if failed else "stopped", failed
