@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from countdown_gym.envs.options import check_budget
 from countdown_gym.envs.text_checker import LineCheck, LineChecker
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules
+from countdown_gym.game.turn_game import check_budget
 from countdown_gym.game.verifier import Verdict, final_answer_end, verify
 
 

@@ -15,7 +15,6 @@ from countdown_gym.envs.actions import action_table, masked_move, num_actions
 from countdown_gym.envs.move_kernel import apply_moves, batch_moves, pair_slots
 from countdown_gym.envs.options import (
     InvalidActionError,
-    check_budget,
     check_render_mode,
     reset_options,
     set_step_options,
@@ -23,6 +22,7 @@ from countdown_gym.envs.options import (
 from countdown_gym.envs.problem_source import ProblemSpec
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules, transition_record
+from countdown_gym.game.turn_game import check_budget
 from countdown_gym.game.verifier import describe_value
 
 _INT32_SAFE = 2**31 - 1

@@ -27,7 +27,6 @@ from countdown_gym.envs.problem_source import (
     problem_from_columns,
     to_problem,
 )
-from countdown_gym.envs.text_episode import check_budget
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number, format_number
 from countdown_gym.game.turn_format import (
@@ -42,7 +41,14 @@ from countdown_gym.game.turn_format import (
     tool_prompt,
     tool_turn,
 )
-from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnReplay, TurnResult, turn_replay
+from countdown_gym.game.turn_game import (
+    DEFAULT_MAX_TURNS,
+    TurnEpisode,
+    TurnReplay,
+    TurnResult,
+    check_budget,
+    turn_replay,
+)
 from countdown_gym.game.verifier import describe_value
 from countdown_gym.integrations.verl import ground_truth
 from countdown_gym.rewards.terms import Scorer
@@ -333,9 +339,6 @@ def variant_reward(variant: str, scorer: Scorer | None = None) -> Callable[..., 
     if not v.per_completion:
         raise ValueError(f"the reward {v.name!r} is computed by its trainer object ({v.needs}), not per rollout")
     scorer = v.need(scorer)
-    if scorer is not None and not callable(getattr(scorer, "score", None)):
-        raise ValueError(f"the reward {v.name!r} needs a {v.needs} with a score(states, targets) method, "
-                         f"got {type(scorer).__name__}")
 
     def reward(completions: list[Any], environments: list[Any] | None = None, **kwargs: Any) -> list[float | None]:
         if environments is None:
