@@ -54,6 +54,8 @@ class Options:
         dataclass_cli.check_min(self, 1, "auroc_samples")
         if not self.records:
             self.records = str(Path(self.page).with_suffix(""))
+        if not (self.tuning_runs or self.auroc or Path(self.records).is_dir()):  # else every result would be erased
+            raise ValueError(f"--records {self.records}: no such folder (default: the --page path without .md)")
 
 
 def write_record(path: str | Path, record: dict[str, Any]) -> Path:

@@ -135,3 +135,15 @@ def test_one_seed_and_missing_figures_are_said_not_printed_as_numbers(tmp_path: 
     text = "\n".join(ra.results_lines(ra.analyse(ra.read_records(folder)), folder, tmp_path / "page.md"))
     assert "(the starting model: not recorded)" in text and "nan" not in text
     assert "(SE undefined: one seed) | undefined |" in text and "not recorded |" in text
+
+
+def test_a_missing_records_folder_is_a_usage_error_and_the_page_is_kept(tmp_path: Path) -> None:
+    """A mistyped --records (or --page) read as no records: the page's results became 'No run has finished yet.'
+    (and, for the project's page, the README's answer line 'no comparison yet'), exit 0."""
+    page = tmp_path / "page.md"
+    page.write_text("# Title\n\n## Results\n\nthe results\n")
+    for argv in (["--records", str(tmp_path / "typo")], []):
+        with pytest.raises(SystemExit) as exc:
+            ra.main(["--page", str(page), *argv])
+        assert exc.value.code == 2
+    assert page.read_text() == "# Title\n\n## Results\n\nthe results\n"
