@@ -82,7 +82,8 @@ def test_the_page_is_recomputed_from_the_records_and_checked(tmp_path: Path, cap
 
 def test_records_of_other_problems_or_without_arm_are_refused(tmp_path: Path) -> None:
     folder = records(tmp_path, {"sparse": [0.1, 0.2]})
-    ra.write_record(folder / "x-s0.json.gz", {"arm": "x", "seed": 0, "test_outcomes": "1", "problem_ids_sha256": "other"})
+    ra.write_record(folder / "x-s0.json.gz", {"arm": "x", "seed": 0, "test_outcomes": "1", "problem_ids_sha256": "other",
+                                                  "seconds_per_step": 1.0, "steps": 1})
     with pytest.raises(SystemExit, match="different problems"):
         ra.analyse(ra.read_records(folder))
     (folder / "bad.json").write_text("[1]")
@@ -147,3 +148,21 @@ def test_a_missing_records_folder_is_a_usage_error_and_the_page_is_kept(tmp_path
             ra.main(["--page", str(page), *argv])
         assert exc.value.code == 2
     assert page.read_text() == "# Title\n\n## Results\n\nthe results\n"
+
+
+@pytest.mark.parametrize("damage", ["cut", "not gzip", "no outcomes", "outcomes 0-2"])
+def test_a_damaged_record_is_one_error_naming_its_file(tmp_path: Path, damage: str) -> None:
+    """A cut-off .json.gz raised EOFError (a traceback), a file not gzipped said 'Not a gzipped file' naming no file,
+    a record without test_outcomes raised KeyError, and outcomes "0120" counted the 2 as two successes."""
+    folder = records(tmp_path, {"sparse": [0.1, 0.2]})
+    path = folder / "sparse-s0.json.gz"
+    rec = ra.read_records(folder)[0]
+    if damage == "cut":
+        path.write_bytes(path.read_bytes()[:60])
+    elif damage == "not gzip":
+        path.write_bytes(b"hi")
+    else:
+        ra.write_record(path, {k: v for k, v in rec.items() if k != "test_outcomes"} if damage == "no outcomes"
+                        else {**rec, "test_outcomes": "0120" + rec["test_outcomes"][4:]})
+    with pytest.raises(SystemExit, match="sparse-s0.json.gz: "):
+        ra.main(["--page", str(tmp_path / "page.md")])
