@@ -329,7 +329,8 @@ def forest_plot(result: dict[str, Any], path: Path) -> Path | None:
     ax.margins(x=0.25)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with dataclass_cli.written_aside(path) as tmp:  # whole or not at all
+        fig.savefig(tmp, format="png", dpi=120)
     plt.close(fig)
     return path
 
