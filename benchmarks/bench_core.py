@@ -18,13 +18,13 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
-from pathlib import Path
 
 from _common import ROOT, best_time, machine
 
 from countdown_gym import Problem, Rules, dataclass_cli, generate, load_split, verify
 from countdown_gym.game.solver import clear_cache, is_solvable, reachable, solve
 from countdown_gym.game.trace import dfs_trace, parse_trace
+from countdown_gym.runkit.runs import write_text_atomic
 
 DOC = ROOT / "docs" / "benchmarks_core.md"
 ORIGINAL_COMMIT = "36d2d68"
@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     print(f"(benchmark took {time.perf_counter() - t0:.0f} s)")
     if not q:
-        Path(args.out).write_text(text, encoding="utf-8")
+        write_text_atomic(args.out, text)
         print(f"wrote {args.out}")
     return 0
 

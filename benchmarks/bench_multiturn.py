@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass
-from pathlib import Path
 
 from _common import ROOT, best_time
 
@@ -21,6 +20,7 @@ from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
 from countdown_gym.game.compact_trace import CompactTraceConfig
 from countdown_gym.game.turn_game import replay_turns
 from countdown_gym.game.turn_trace import turn_trace
+from countdown_gym.runkit.runs import write_text_atomic
 
 TARGET = 20_000
 
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
         "",
     ])
     print(text)
-    Path(args.out).write_text(text)
+    write_text_atomic(args.out, text)
 
 
 if __name__ == "__main__":

@@ -139,6 +139,25 @@ def test_benchmark_scripts_refuse_bad_options_as_usage_errors(script, argv, need
         importlib.import_module(script).main(argv)
     assert exc.value.code == 2 and needle in capsys.readouterr().err
 
+def test_an_interrupted_benchmark_report_keeps_the_old_one(tmp_path, monkeypatch):
+    """bench_core, bench_envs, bench_multiturn, bench_rollouts --json and exploit_table wrote their report in place
+    (bench_envs, bench_multiturn and exploit_table a committed doc): Ctrl-C or a full disk mid-write left it torn."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench, out = importlib.import_module("bench_multiturn"), tmp_path / "report.md"
+    out.write_text("the old report\n")
+
+    def torn(self, text, *args, **kwargs):
+        Path.write_bytes(self, text[:10].encode())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", torn)
+    with pytest.raises(KeyboardInterrupt):
+        bench.main(["--repeats", "1", "--out", str(out)])
+    assert out.read_text() == "the old report\n" and [p.name for p in tmp_path.iterdir()] == ["report.md"]
+
+
 # ---- Ctrl-C ------------------------------------------------------------------------------------------------------
 
 
