@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
 
-from _common import ROOT, best_time, machine
+from _common import ROOT, best_time, check_writable, machine
 
 from countdown_gym import Problem, Rules, dataclass_cli, generate, load_split, verify
 from countdown_gym.game.solver import clear_cache, is_solvable, reachable, solve
@@ -325,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
         dataclass_cli.usage_error("reasoning-gym is needed for the comparison: pip install 'countdown-gym[bench]'",
                                   prog="bench_core.py")
     q = args.quick
+    if not q:
+        check_writable(args.out, "--out")
     facts = [f"- {machine()} at the start",
              f"- countdown-gym commit {_git('rev-parse', '--short', 'HEAD').strip() or 'unknown'}; "
              f"reasoning-gym {version('reasoning-gym')}",

@@ -17,7 +17,7 @@ from dataclasses import dataclass  # noqa: E402
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
-from _common import ROOT, command, machine  # noqa: E402
+from _common import ROOT, check_writable, command, machine  # noqa: E402
 from gymnasium.vector import AutoresetMode  # noqa: E402
 
 import countdown_gym  # noqa: E402
@@ -113,6 +113,8 @@ class Options:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(Options, argv, description=__doc__.split("\n")[0])
+    if not args.quick:
+        check_writable(args.out, "--out")
     if args.quick:
         args.seconds, args.rounds, args.num_envs, args.warmup = 0.3, 1, 64, 0.3
     started, at_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine()

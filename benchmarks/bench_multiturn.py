@@ -12,7 +12,7 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 
-from _common import ROOT, best_time
+from _common import ROOT, best_time, check_writable
 
 from countdown_gym import load_split
 from countdown_gym.dataclass_cli import check_min, parse, run_script
@@ -36,6 +36,7 @@ class Options:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(Options, argv, description=__doc__.split("\n")[0])
+    check_writable(args.out, "--out")
     problems = load_split("longproc-0.5k", "test")
     rows = []
     for name, config in (("solver paths, dead_ends=(0,)", CompactTraceConfig()),

@@ -158,6 +158,21 @@ def test_an_interrupted_benchmark_report_keeps_the_old_one(tmp_path, monkeypatch
     assert out.read_text() == "the old report\n" and [p.name for p in tmp_path.iterdir()] == ["report.md"]
 
 
+@pytest.mark.parametrize(("script", "argv", "work"), [("bench_multiturn", [], "load_split"), ("bench_envs", [], "run_single"),
+                                                     ("bench_rollouts", ["--json"], "measure"),
+                                                     ("bench_rollouts", ["--profile"], "measure")])
+def test_a_benchmark_report_that_cannot_be_written_fails_before_the_run(script, argv, work, monkeypatch):
+    """bench_core, bench_envs and bench_multiturn found a --out they could not write (bench_rollouts a --profile)
+    only after the whole measurement (minutes)."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench = importlib.import_module(script)
+    monkeypatch.setattr(bench, work, lambda *a, **k: pytest.fail("measured before checking the report's path"))
+    with pytest.raises(SystemExit, match="/proc/nope/r.md: cannot write there"):
+        bench.main([*(argv or ["--out"]), "/proc/nope/r.md"])
+
+
 # ---- Ctrl-C ------------------------------------------------------------------------------------------------------
 
 
