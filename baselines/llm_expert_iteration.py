@@ -100,6 +100,7 @@ def main(opts: Options) -> int:
         print(f"reusing {episodes}: {stats['distinct_solved_episodes']} episodes")
     else:
         rows, stats = solved_episodes(opts)
+        record.unlink(missing_ok=True)  # killed before the new record is written: no record, so sampled again
         write_text_atomic(episodes, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
         write_text_atomic(record, json.dumps({"sampling": sampling, "stats": stats}, indent=2) + "\n")
     print(json.dumps(stats, indent=2))
