@@ -21,7 +21,7 @@ from pathlib import Path
 from baselines.lm.grpo_model import DEFAULT_TURN_MODEL
 from baselines.lm.tiny_lm import SplitRun
 from countdown_gym import dataclass_cli
-from countdown_gym.runkit.runs import run_directory, write_text_atomic
+from countdown_gym.runkit.runs import read_options, run_directory, write_text_atomic
 
 
 @dataclass
@@ -95,8 +95,9 @@ def main(opts: Options) -> int:
     torch.set_num_threads(opts.threads)
     episodes, record = out / "episodes.jsonl", out / "episodes.json"
     sampling = {k: getattr(opts, k) for k in ("model", "preset", "problems", "samples", "temperature", "max_turns", "seed")}
-    if episodes.exists() and record.exists() and json.loads(record.read_text()).get("sampling") == sampling:
-        stats = json.loads(record.read_text())["stats"]
+    saved = read_options(out, record.name) or {}  # one error naming a damaged record
+    if episodes.exists() and saved.get("sampling") == sampling and isinstance(saved.get("stats"), dict):
+        stats = saved["stats"]
         print(f"reusing {episodes}: {stats['distinct_solved_episodes']} episodes")
     else:
         rows, stats = solved_episodes(opts)

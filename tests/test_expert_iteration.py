@@ -90,3 +90,13 @@ def test_a_run_killed_between_the_episodes_and_their_record_samples_again(tmp_pa
     monkeypatch.setattr(llm_expert_iteration, "write_text_atomic", real)
     run("1")
     assert json.loads((tmp_path / "episodes.jsonl").read_text())["turns"] == ["1"]
+
+
+@pytest.mark.parametrize("text", ["", "{", "[]", '{"sampling": 1'])
+def test_a_damaged_episodes_record_is_one_error_naming_it(tmp_path, monkeypatch, text):
+    """A cut-off or hand-edited episodes.json raised json's JSONDecodeError (or AttributeError for a list)."""
+    _fake_run(monkeypatch)
+    (tmp_path / "episodes.jsonl").write_text("")
+    (tmp_path / "episodes.json").write_text(text)
+    with pytest.raises(SystemExit, match="episodes.json"):
+        llm_expert_iteration.main(dataclass_cli.parse(llm_expert_iteration.Options, ["--out", str(tmp_path)]))
