@@ -100,3 +100,19 @@ def test_a_damaged_episodes_record_is_one_error_naming_it(tmp_path, monkeypatch,
     (tmp_path / "episodes.json").write_text(text)
     with pytest.raises(SystemExit, match="episodes.json"):
         llm_expert_iteration.main(dataclass_cli.parse(llm_expert_iteration.Options, ["--out", str(tmp_path)]))
+
+
+@pytest.mark.parametrize("resume", ["true", "false"])
+def test_other_sampling_options_keep_the_episodes_a_fine_tuning_read(tmp_path, monkeypatch, resume):
+    """Other --problems (any sampling option) beside sft/: the episodes were sampled again and replaced, then a
+    --resume continued the fine-tuning on episodes it had not started with (without --resume the SFT step
+    refused, after the sampling, leaving sft/final beside episodes it was not trained on)."""
+    _fake_run(monkeypatch)
+    argv = ["--out", str(tmp_path), "--progress", "false", "--problems"]
+    assert llm_expert_iteration.main(dataclass_cli.parse(llm_expert_iteration.Options, [*argv, "1"])) == 0
+    (tmp_path / "sft").mkdir()
+    (tmp_path / "sft" / "options.json").write_text("{}")
+    before = (tmp_path / "episodes.jsonl").read_text()
+    with pytest.raises(SystemExit, match="sampled with .*'problems': 1"):
+        llm_expert_iteration.main(dataclass_cli.parse(llm_expert_iteration.Options, [*argv, "2", "--resume", resume]))
+    assert (tmp_path / "episodes.jsonl").read_text() == before
