@@ -5,9 +5,9 @@
 
 One round of rejection-sampling fine-tuning (STaR): ``--samples`` episodes of each of the first ``--problems``
 training problems at ``--temperature``; the solved ones, without their refused turns, go to ``<out>/episodes.jsonl``
-(reused when ``episodes.json`` records the same sampling options); then ``llm_sft.py --interaction multi-turn
---init-from <model> --episodes <out>/episodes.jsonl`` trains on them beside the search traces into ``<out>/sft/final``
-(``--resume`` continues it).
+(reused when ``episodes.json`` records the same sampling options; other ones beside a fine-tuning in ``sft/`` are
+refused); then ``llm_sft.py --interaction multi-turn --init-from <model> --episodes <out>/episodes.jsonl`` trains on
+them beside the search traces into ``<out>/sft/final`` (``--resume`` continues it).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 from baselines.lm.grpo_model import DEFAULT_TURN_MODEL
 from baselines.lm.tiny_lm import SplitRun
 from countdown_gym import dataclass_cli
-from countdown_gym.runkit.runs import run_directory, write_text_atomic
+from countdown_gym.runkit.runs import holds_run, read_options, run_directory, write_text_atomic
 
 
 @dataclass
@@ -95,11 +95,17 @@ def main(opts: Options) -> int:
     torch.set_num_threads(opts.threads)
     episodes, record = out / "episodes.jsonl", out / "episodes.json"
     sampling = {k: getattr(opts, k) for k in ("model", "preset", "problems", "samples", "temperature", "max_turns", "seed")}
-    if episodes.exists() and record.exists() and json.loads(record.read_text()).get("sampling") == sampling:
-        stats = json.loads(record.read_text())["stats"]
+    saved = read_options(out, record.name) or {}  # one error naming a damaged record
+    if episodes.exists() and saved.get("sampling") == sampling and isinstance(saved.get("stats"), dict):
+        stats = saved["stats"]
         print(f"reusing {episodes}: {stats['distinct_solved_episodes']} episodes")
     else:
+        if holds_run(out / "sft"):  # its fine-tuning read the episodes there: they must stay
+            raise SystemExit(f"{out / 'sft'} was fine-tuned on episodes sampled with {saved.get('sampling')}; use the "
+                             "same sampling options (--model, --preset, --problems, --samples, --temperature, "
+                             "--max-turns, --seed) or another --out")
         rows, stats = solved_episodes(opts)
+        record.unlink(missing_ok=True)  # killed before the new record is written: no record, so sampled again
         write_text_atomic(episodes, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
         write_text_atomic(record, json.dumps({"sampling": sampling, "stats": stats}, indent=2) + "\n")
     print(json.dumps(stats, indent=2))

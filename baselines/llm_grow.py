@@ -12,7 +12,6 @@ original.
 from __future__ import annotations
 
 import copy
-import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ import torch
 from baselines.lm.grpo_model import DEFAULT_TURN_MODEL
 from baselines.lm.tiny_lm import load_pretrained, save_pretrained
 from countdown_gym import dataclass_cli
+from countdown_gym.runkit.runs import read_options
 
 
 @dataclass
@@ -73,6 +73,7 @@ def grow(opts: GrowOptions) -> Path:
     src, out = Path(opts.model), Path(opts.out)
     if out.exists():
         raise SystemExit(f"--out {out} exists; choose a new directory")
+    meta = read_options(src, "training.json") or {}  # one error naming a damaged file
     try:
         model, tokenizer = load_pretrained(src)
     except FileNotFoundError:
@@ -84,8 +85,6 @@ def grow(opts: GrowOptions) -> Path:
     layers, params, grown_params = model.config.num_hidden_layers, model.num_parameters(), grown.num_parameters()
     summary = (f"{layers} -> {grown.config.num_hidden_layers} layers, "
                f"{params / 1e6:.2f}M -> {grown_params / 1e6:.2f}M parameters")
-    meta_path = src / "training.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
     meta["grown_from"] = {"model": str(src), "every": opts.every, "layers": layers, "params": params,
                           "method": "block expansion (zeroed o_proj and down_proj)"}
     meta["model_config"] = grown.config.to_diff_dict()

@@ -33,7 +33,7 @@ from countdown_gym.game.rules import OPERATORS
 from countdown_gym.game.solver import apply_move, reachable
 from countdown_gym.game.solver import legal_moves as game_moves
 from countdown_gym.game.turn_format import format_move
-from countdown_gym.leaderboard.agents import submit_policy
+from countdown_gym.leaderboard.agents import check_output_path, submit_policy
 from countdown_gym.leaderboard.submission import MAX_ANSWERS
 
 
@@ -158,6 +158,7 @@ class Options:
             dataclass_cli.check_choice(self, name, allowed)
         if not 1 <= self.k <= MAX_ANSWERS:  # a submission holds 1 to MAX_ANSWERS answers per problem
             raise ValueError(f"--k must be in 1..{MAX_ANSWERS}, got {self.k}")
+        check_output_path(self.out)  # a folder or a place that may not be written: refused before any episode
 
 
 def main(argv: list[str] | None = None) -> int:

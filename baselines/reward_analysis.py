@@ -18,6 +18,7 @@ import gzip
 import hashlib
 import json
 import sys
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,8 @@ class Options:
         dataclass_cli.check_min(self, 1, "auroc_samples")
         if not self.records:
             self.records = str(Path(self.page).with_suffix(""))
+        if not (self.tuning_runs or self.auroc or Path(self.records).is_dir()):  # else every result would be erased
+            raise ValueError(f"--records {self.records}: no such folder (default: the --page path without .md)")
 
 
 def write_record(path: str | Path, record: dict[str, Any]) -> Path:
@@ -66,19 +69,23 @@ def write_record(path: str | Path, record: dict[str, Any]) -> Path:
     return path
 
 
-def read_records(folder: str | Path) -> list[dict[str, Any]]:
-    """Every ``*.json.gz`` / ``*.json`` record directly in ``folder``, sorted by arm and seed."""
+def read_records(folder: str | Path, needs: Sequence[str] = ("test_outcomes", "seconds_per_step", "steps")) -> list[dict[str, Any]]:
+    """Every ``*.json.gz`` / ``*.json`` record directly in ``folder``, sorted by arm and seed; each must hold ``needs``
+    (the analysis' keys; tuning records: ``options`` and ``validation``) and outcomes of 0s and 1s."""
     out = []
     for p in sorted(Path(folder).glob("*.json*")):
         if p.name == AUROC_FILE or not (p.name.endswith(".json") or p.name.endswith(".json.gz")):
             continue
-        raw = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
         try:
-            rec = json.loads(raw)
-        except ValueError as exc:
+            rec = json.loads(gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes())
+        except (ValueError, EOFError, OSError, zlib.error) as exc:  # not JSON, or a cut-off or corrupt gzip file
             raise SystemExit(f"{p}: not a JSON record ({exc})") from None
         if not isinstance(rec, dict) or "arm" not in rec or "seed" not in rec:
             raise SystemExit(f"{p}: a record needs at least 'arm' and 'seed'")
+        if missing := [k for k in needs if k not in rec]:
+            raise SystemExit(f"{p}: a record of this analysis needs {', '.join(map(repr, missing))}")
+        if bad := [k for k in ("test_outcomes", "start_outcomes") if isinstance(rec.get(k), str) and rec[k].strip("01")]:
+            raise SystemExit(f"{p}: {bad[0]} must be a string of 0s and 1s (one per test problem)")
         out.append(rec)
     rank = {a: i for i, a in enumerate(VARIANTS)}  # the protocol's arms first, in its order
     return sorted(out, key=lambda r: (rank.get(r["arm"], len(VARIANTS)), r["arm"], int(r["seed"])))
@@ -215,7 +222,7 @@ def answer_line(result: dict[str, Any]) -> str:
 
 def tuning_lines(folder: Path) -> list[str]:
     """The learning-rate tuning table from ``<records>/tuning`` (final validation greedy success per seed)."""
-    recs = read_records(folder) if folder.is_dir() else []
+    recs = read_records(folder, ("options", "validation")) if folder.is_dir() else []
     if not recs:
         return []
     by_lr: dict[float, list[tuple[int, float]]] = {}
@@ -322,7 +329,8 @@ def forest_plot(result: dict[str, Any], path: Path) -> Path | None:
     ax.margins(x=0.25)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with dataclass_cli.written_aside(path) as tmp:  # whole or not at all
+        fig.savefig(tmp, format="png", dpi=120)
     plt.close(fig)
     return path
 

@@ -18,6 +18,7 @@ from typing import Any
 from baselines.analysis.uncertainty import binomial_se
 from countdown_gym import dataclass_cli
 from countdown_gym.data.difficulty import TIER_METRIC, TIER_THRESHOLDS, TIERS, tier
+from countdown_gym.runkit.runs import write_text_atomic
 
 
 @dataclass
@@ -127,7 +128,8 @@ def plot(results: list[dict[str, Any]], path: str | Path) -> None:
            title=f"Success per difficulty tier (tiers cut on {TIER_METRIC})")
     ax.legend(title="tier")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with dataclass_cli.written_aside(path) as tmp:  # whole or not at all
+        fig.savefig(tmp, format=Path(path).suffix[1:] or "png", dpi=120)
     plt.close(fig)
 
 
@@ -154,8 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if opts.out:
         Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(opts.out).write_text(table)
+        write_text_atomic(opts.out, table)
     if opts.plot:
+        Path(opts.plot).parent.mkdir(parents=True, exist_ok=True)
         plot(results, opts.plot)
     return 0
 

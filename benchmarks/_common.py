@@ -31,3 +31,10 @@ def machine() -> str:
     """Python version, architecture, CPU count and the current load average, for a report's first lines."""
     return (f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPU cores shared with other "
             f"jobs, load average {os.getloadavg()[0]:.1f}")
+
+
+def check_writable(path: str, flag: str) -> None:
+    """Exit naming ``flag`` unless the folder of ``path`` (made if missing) may be written: before a run, not after."""
+    from countdown_gym.runkit.runs import run_directory
+
+    run_directory(Path(path).parent, f"{flag} {path}")

@@ -18,13 +18,13 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
-from pathlib import Path
 
-from _common import ROOT, best_time, machine
+from _common import ROOT, best_time, check_writable, machine
 
 from countdown_gym import Problem, Rules, dataclass_cli, generate, load_split, verify
 from countdown_gym.game.solver import clear_cache, is_solvable, reachable, solve
 from countdown_gym.game.trace import dfs_trace, parse_trace
+from countdown_gym.runkit.runs import write_text_atomic
 
 DOC = ROOT / "docs" / "benchmarks_core.md"
 ORIGINAL_COMMIT = "36d2d68"
@@ -325,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
         dataclass_cli.usage_error("reasoning-gym is needed for the comparison: pip install 'countdown-gym[bench]'",
                                   prog="bench_core.py")
     q = args.quick
+    if not q:
+        check_writable(args.out, "--out")
     facts = [f"- {machine()} at the start",
              f"- countdown-gym commit {_git('rev-parse', '--short', 'HEAD').strip() or 'unknown'}; "
              f"reasoning-gym {version('reasoning-gym')}",
@@ -342,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     print(f"(benchmark took {time.perf_counter() - t0:.0f} s)")
     if not q:
-        Path(args.out).write_text(text, encoding="utf-8")
+        write_text_atomic(args.out, text)
         print(f"wrote {args.out}")
     return 0
 

@@ -14,11 +14,10 @@ import statistics  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
-from _common import ROOT, command, machine  # noqa: E402
+from _common import ROOT, check_writable, command, machine  # noqa: E402
 from gymnasium.vector import AutoresetMode  # noqa: E402
 
 import countdown_gym  # noqa: E402
@@ -26,6 +25,7 @@ from countdown_gym import dfs_trace, load_split  # noqa: E402
 from countdown_gym.dataclass_cli import check_min, parse, run_script  # noqa: E402
 from countdown_gym.envs.text import replay_completion  # noqa: E402
 from countdown_gym.envs.vector import CountdownVectorEnv  # noqa: E402
+from countdown_gym.runkit.runs import write_text_atomic  # noqa: E402
 
 clock = time.perf_counter
 med = statistics.median
@@ -113,6 +113,8 @@ class Options:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(Options, argv, description=__doc__.split("\n")[0])
+    if not args.quick:
+        check_writable(args.out, "--out")
     if args.quick:
         args.seconds, args.rounds, args.num_envs, args.warmup = 0.3, 1, 64, 0.3
     started, at_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine()
@@ -196,7 +198,7 @@ stepping each env it batches every env's info dict).
 The machine is shared, so absolute numbers drift by tens of percent between runs; the
 alternating rounds make the ratios the figures to compare; each ratio is the median of per-round ratios.
 """
-    Path(args.out).write_text(report, encoding="utf-8")
+    write_text_atomic(args.out, report)
     print(f"wrote {args.out}")
 
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass
-from pathlib import Path
 
-from _common import ROOT, best_time
+from _common import ROOT, best_time, check_writable
 
 from countdown_gym import load_split
 from countdown_gym.dataclass_cli import check_min, parse, run_script
@@ -21,6 +20,7 @@ from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
 from countdown_gym.game.compact_trace import CompactTraceConfig
 from countdown_gym.game.turn_game import replay_turns
 from countdown_gym.game.turn_trace import turn_trace
+from countdown_gym.runkit.runs import write_text_atomic
 
 TARGET = 20_000
 
@@ -36,6 +36,7 @@ class Options:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(Options, argv, description=__doc__.split("\n")[0])
+    check_writable(args.out, "--out")
     problems = load_split("longproc-0.5k", "test")
     rows = []
     for name, config in (("solver paths, dead_ends=(0,)", CompactTraceConfig()),
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
         "",
     ])
     print(text)
-    Path(args.out).write_text(text)
+    write_text_atomic(args.out, text)
 
 
 if __name__ == "__main__":

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from _common import ROOT, command
+from _common import ROOT, check_writable, command
 
 from countdown_gym.dataclass_cli import check_min, parse, run_script
 from countdown_gym.inference.engine import PEEK_FROM
+from countdown_gym.runkit.runs import write_text_atomic
 
 GRAPHS = {"auto": None, "on": True, "off": False}
 
@@ -207,15 +208,15 @@ def _profile(model, tok, problems, row: dict, device: str, opts: Options) -> Non
 def main(argv: list[str] | None = None) -> None:
     opts = parse(Options, argv, description=__doc__.split("\n")[0])
     if opts.json:
-        from countdown_gym.runkit.runs import run_directory
-
-        run_directory(Path(opts.json).parent, f"--json {opts.json}")  # fails before the measurement, not after
+        check_writable(opts.json, "--json")
+    if opts.profile:
+        check_writable(opts.profile, "--profile")
     out = measure(opts)
     if opts.json:
         first = next(iter(out["devices"].values()))
         summary = {k: first[k] for k in ("device", "engine_tokens_per_s", "bound_tokens_per_s", "ratio")}
         summary.update(per_device=out["devices"], rows=out["rows"], command=command("bench_rollouts.py", argv))
-        Path(opts.json).write_text(json.dumps(summary, indent=2) + "\n")
+        write_text_atomic(opts.json, json.dumps(summary, indent=2) + "\n")
         print(f"wrote {opts.json}")
 
 

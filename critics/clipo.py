@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from countdown_gym.dataclass_cli import written_aside
+
 LOSS_KINDS: tuple[str, ...] = ("infonce", "supcon", "softnn")
 DEFAULT_LAMBDA: dict[str, float] = {"infonce": 0.2, "supcon": 0.2, "softnn": 1.0}
 """The paper's reward weight per loss kind (lambda = 1 for SoftNN, 0.2 otherwise)."""
@@ -261,10 +263,11 @@ class CLIPOTrainer:
             raise ValueError(f"not a valid CLIPOTrainer state: {e}") from e
 
     def save(self, path: str | Path) -> None:
-        """Write :meth:`state_dict` to ``path`` (``torch.save``)."""
+        """Write :meth:`state_dict` to ``path`` (``torch.save``), whole or not at all."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(self.state_dict(), path)
+        with written_aside(path) as tmp:
+            torch.save(self.state_dict(), tmp)
 
     @classmethod
     def load(cls, path: str | Path) -> CLIPOTrainer:

@@ -15,6 +15,7 @@ import torch
 
 from countdown_gym import dataclass_cli
 from countdown_gym.data.splits import SPLIT_SPEC
+from countdown_gym.runkit.runs import write_text_atomic
 
 
 @dataclass
@@ -126,7 +127,7 @@ def per_size(scores: np.ndarray, ls, overall: bool = True) -> dict[str, dict]:
 
 @contextmanager
 def figure(path: str | Path, size: tuple[float, float]) -> Iterator[Any]:
-    """Matplotlib axes (Agg backend) whose figure is saved to ``path`` (dpi 120) and closed on exit."""
+    """Matplotlib axes (Agg backend) whose figure is saved to ``path`` (dpi 120, whole or not at all) and closed on exit."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -136,16 +137,18 @@ def figure(path: str | Path, size: tuple[float, float]) -> Iterator[Any]:
     try:
         yield ax
         fig.tight_layout()
-        fig.savefig(path, dpi=120)
+        with dataclass_cli.written_aside(path) as tmp:  # whole or not at all
+            fig.savefig(tmp, format=Path(path).suffix[1:] or "png", dpi=120)
     finally:
         plt.close(fig)
 
 
 def write_results(res: dict, out: str | Path, render: Callable[[dict], str]) -> None:
-    """Add the torch threads to ``res``, then write ``results.json`` and ``report.md`` (``render(res)``) in ``out``."""
+    """Add the torch threads to ``res``, then write ``results.json`` and ``report.md`` (``render(res)``) in ``out``,
+    each whole or not at all."""
     res["threads"] = torch.get_num_threads()
-    Path(out, "report.md").write_text(render(res), encoding="utf-8")
-    Path(out, "results.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+    write_text_atomic(Path(out, "report.md"), render(res))
+    write_text_atomic(Path(out, "results.json"), json.dumps(res, indent=2) + "\n")
 
 
 def report_head(title: str, intro: str, columns: Sequence[str], text_columns: int) -> list[str]:

@@ -139,6 +139,40 @@ def test_benchmark_scripts_refuse_bad_options_as_usage_errors(script, argv, need
         importlib.import_module(script).main(argv)
     assert exc.value.code == 2 and needle in capsys.readouterr().err
 
+def test_an_interrupted_benchmark_report_keeps_the_old_one(tmp_path, monkeypatch):
+    """bench_core, bench_envs, bench_multiturn, bench_rollouts --json and exploit_table wrote their report in place
+    (bench_envs, bench_multiturn and exploit_table a committed doc): Ctrl-C or a full disk mid-write left it torn."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench, out = importlib.import_module("bench_multiturn"), tmp_path / "report.md"
+    out.write_text("the old report\n")
+
+    def torn(self, text, *args, **kwargs):
+        Path.write_bytes(self, text[:10].encode())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", torn)
+    with pytest.raises(KeyboardInterrupt):
+        bench.main(["--repeats", "1", "--out", str(out)])
+    assert out.read_text() == "the old report\n" and [p.name for p in tmp_path.iterdir()] == ["report.md"]
+
+
+@pytest.mark.parametrize(("script", "argv", "work"), [("bench_multiturn", [], "load_split"), ("bench_envs", [], "run_single"),
+                                                     ("bench_rollouts", ["--json"], "measure"),
+                                                     ("bench_rollouts", ["--profile"], "measure")])
+def test_a_benchmark_report_that_cannot_be_written_fails_before_the_run(script, argv, work, monkeypatch):
+    """bench_core, bench_envs and bench_multiturn found a --out they could not write (bench_rollouts a --profile)
+    only after the whole measurement (minutes)."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench = importlib.import_module(script)
+    monkeypatch.setattr(bench, work, lambda *a, **k: pytest.fail("measured before checking the report's path"))
+    with pytest.raises(SystemExit, match="/proc/nope/r.md: cannot write there"):
+        bench.main([*(argv or ["--out"]), "/proc/nope/r.md"])
+
+
 # ---- Ctrl-C ------------------------------------------------------------------------------------------------------
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -222,6 +223,23 @@ def test_save_load_roundtrip(tmp_path):
     assert torch.equal(a.step(x, correct, groups), b.step(x, correct, groups))
     for (ka, va), (kb, vb) in zip(a.head.state_dict().items(), b.head.state_dict().items(), strict=True):
         assert ka == kb and torch.equal(va, vb)
+
+
+def test_an_interrupted_save_keeps_the_old_state(tmp_path, monkeypatch):
+    """torch.save wrote the state in place (llm_grpo.py's final/ and checkpoints): Ctrl-C or a full disk mid-save
+    left a torn file that CLIPOTrainer.load refused; now the old state stays whole."""
+    a = CLIPOTrainer(dim_in=10, dim_out=4, warmup_steps=1)
+    a.save(tmp_path / "clipo.pt")
+    old = (tmp_path / "clipo.pt").read_bytes()
+
+    def torn(obj, f, *args, **kwargs):
+        Path(f).write_bytes(old[: len(old) // 2])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", torn)
+    with pytest.raises(KeyboardInterrupt):
+        a.save(tmp_path / "clipo.pt")
+    assert [p.name for p in tmp_path.iterdir()] == ["clipo.pt"] and (tmp_path / "clipo.pt").read_bytes() == old
 
 
 def test_load_errors(tmp_path):

@@ -595,6 +595,37 @@ def test_any_scorer_is_evaluated_per_size_with_its_first_move(tmp_path):
         set_metrics(lambda s, t: np.zeros(3), sets)
 
 
+
+def test_an_interrupted_evaluation_keeps_the_old_report_and_plots(tmp_path, monkeypatch):
+    """critics.evaluate / evaluate_text wrote report.md, results.json and the PNGs in place: Ctrl-C (or a full disk)
+    mid-write left a torn file in --out; now each is whole or the old one."""
+    from pathlib import Path
+
+    from matplotlib.figure import Figure
+
+    from critics.evaluate import evaluate
+
+    def oracle(states, targets):
+        return np.array([float(reachable(s, t)) for s, t in zip(states, targets, strict=True)])
+
+    def run():
+        evaluate(score_fn=oracle, max_problems=4, val_problems=2, rollouts=1, out=tmp_path, progress=False)
+
+    def torn(path):
+        Path(path).write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    run()
+    old = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert {"report.md", "results.json", "reliability_trace.png"} <= set(old)
+    for cls, name, fn in ((Figure, "savefig", lambda self, fname, **_: torn(fname)),
+                          (Path, "write_text", lambda self, *_, **__: torn(self))):
+        with monkeypatch.context() as m, pytest.raises(KeyboardInterrupt):
+            m.setattr(cls, name, fn)
+            run()
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == old
+
+
 def test_data_cache_is_keyed_by_the_rules_it_was_built_under(tmp_path):
     """A table cached under one rules value is not read back under another (a 0 intermediate changes labels)."""
     from countdown_gym import Rules

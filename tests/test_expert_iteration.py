@@ -56,3 +56,63 @@ def test_episode_batches_learn_the_agent_turns_only(tmp_path):
         llm_sft.load_episodes(bad, "longproc-0.5k")
     with pytest.raises(SystemExit):
         dataclass_cli.parse(llm_sft.SFTConfig, ["--episodes", str(path)])  # single-pass has no turns
+
+
+def _fake_run(monkeypatch):
+    """main() with its sampling (one episode per problem, the count in its turn) and fine-tuning replaced."""
+    def sample(opts):
+        return [{"numbers": [1, 2], "target": 3, "turns": [str(opts.problems)]}], {"distinct_solved_episodes": 1}
+
+    monkeypatch.setattr(llm_expert_iteration, "solved_episodes", sample)
+    monkeypatch.setattr(llm_sft, "train", lambda cfg: {})
+
+
+def test_a_run_killed_between_the_episodes_and_their_record_samples_again(tmp_path, monkeypatch):
+    """episodes.jsonl was replaced before episodes.json: killed between the two, the old record stood beside new
+    episodes, and a run with the old record's options reused episodes sampled with other ones."""
+    _fake_run(monkeypatch)
+
+    def run(problems: str) -> None:
+        argv = ["--out", str(tmp_path), "--problems", problems, "--progress", "false"]
+        assert llm_expert_iteration.main(dataclass_cli.parse(llm_expert_iteration.Options, argv)) == 0
+
+    run("1")
+    real = llm_expert_iteration.write_text_atomic
+
+    def killed_at_the_record(path, text):
+        if path.name == "episodes.json":
+            raise KeyboardInterrupt
+        return real(path, text)
+
+    monkeypatch.setattr(llm_expert_iteration, "write_text_atomic", killed_at_the_record)
+    with pytest.raises(KeyboardInterrupt):
+        run("2")
+    monkeypatch.setattr(llm_expert_iteration, "write_text_atomic", real)
+    run("1")
+    assert json.loads((tmp_path / "episodes.jsonl").read_text())["turns"] == ["1"]
+
+
+@pytest.mark.parametrize("text", ["", "{", "[]", '{"sampling": 1'])
+def test_a_damaged_episodes_record_is_one_error_naming_it(tmp_path, monkeypatch, text):
+    """A cut-off or hand-edited episodes.json raised json's JSONDecodeError (or AttributeError for a list)."""
+    _fake_run(monkeypatch)
+    (tmp_path / "episodes.jsonl").write_text("")
+    (tmp_path / "episodes.json").write_text(text)
+    with pytest.raises(SystemExit, match="episodes.json"):
+        llm_expert_iteration.main(dataclass_cli.parse(llm_expert_iteration.Options, ["--out", str(tmp_path)]))
+
+
+@pytest.mark.parametrize("resume", ["true", "false"])
+def test_other_sampling_options_keep_the_episodes_a_fine_tuning_read(tmp_path, monkeypatch, resume):
+    """Other --problems (any sampling option) beside sft/: the episodes were sampled again and replaced, then a
+    --resume continued the fine-tuning on episodes it had not started with (without --resume the SFT step
+    refused, after the sampling, leaving sft/final beside episodes it was not trained on)."""
+    _fake_run(monkeypatch)
+    argv = ["--out", str(tmp_path), "--progress", "false", "--problems"]
+    assert llm_expert_iteration.main(dataclass_cli.parse(llm_expert_iteration.Options, [*argv, "1"])) == 0
+    (tmp_path / "sft").mkdir()
+    (tmp_path / "sft" / "options.json").write_text("{}")
+    before = (tmp_path / "episodes.jsonl").read_text()
+    with pytest.raises(SystemExit, match="sampled with .*'problems': 1"):
+        llm_expert_iteration.main(dataclass_cli.parse(llm_expert_iteration.Options, [*argv, "2", "--resume", resume]))
+    assert (tmp_path / "episodes.jsonl").read_text() == before

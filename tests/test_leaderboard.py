@@ -489,6 +489,14 @@ def test_reference_policies_on_countdown_v0():
     assert rand.invalid_actions == 0 and rand.successes < 50
 
 
+
+def test_reference_agents_refuse_an_out_that_is_a_folder_as_a_usage_error(tmp_path, capsys):
+    """--out <a folder> raised check_output_path's ValueError out of submit_policy: a traceback, exit 1."""
+    with pytest.raises(SystemExit) as exc:
+        _reference_agents().main(["--agent", "random", "--out", str(tmp_path)])
+    assert exc.value.code == 2 and "exists and is not a file" in capsys.readouterr().err
+
+
 def test_masked_actions_are_kept_and_scored_wrong():
     import numpy as np
 

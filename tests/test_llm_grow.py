@@ -91,3 +91,14 @@ def test_bad_input_is_refused_with_a_message(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "baselines" / "llm_grow.py"), "--every", "0"],
                           capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 2 and "--every must be >= 1" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("text", ["{", "[1]", ""])
+def test_a_damaged_training_json_is_one_error_naming_it(tmp_path, text):
+    """A cut-off or hand-edited training.json beside the model raised json's JSONDecodeError (a list: TypeError)."""
+    model = tmp_path / "m"
+    shutil.copytree(TURNS, model)
+    (model / "training.json").write_text(text)
+    with pytest.raises(SystemExit, match="training.json"):
+        llm_grow.grow(llm_grow.GrowOptions(model=str(model), out=str(tmp_path / "o")))
+    assert not (tmp_path / "o").exists() and not (tmp_path / "o.partial").exists()

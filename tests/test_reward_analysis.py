@@ -82,7 +82,8 @@ def test_the_page_is_recomputed_from_the_records_and_checked(tmp_path: Path, cap
 
 def test_records_of_other_problems_or_without_arm_are_refused(tmp_path: Path) -> None:
     folder = records(tmp_path, {"sparse": [0.1, 0.2]})
-    ra.write_record(folder / "x-s0.json.gz", {"arm": "x", "seed": 0, "test_outcomes": "1", "problem_ids_sha256": "other"})
+    ra.write_record(folder / "x-s0.json.gz", {"arm": "x", "seed": 0, "test_outcomes": "1", "problem_ids_sha256": "other",
+                                                  "seconds_per_step": 1.0, "steps": 1})
     with pytest.raises(SystemExit, match="different problems"):
         ra.analyse(ra.read_records(folder))
     (folder / "bad.json").write_text("[1]")
@@ -135,3 +136,52 @@ def test_one_seed_and_missing_figures_are_said_not_printed_as_numbers(tmp_path: 
     text = "\n".join(ra.results_lines(ra.analyse(ra.read_records(folder)), folder, tmp_path / "page.md"))
     assert "(the starting model: not recorded)" in text and "nan" not in text
     assert "(SE undefined: one seed) | undefined |" in text and "not recorded |" in text
+
+
+def test_a_missing_records_folder_is_a_usage_error_and_the_page_is_kept(tmp_path: Path) -> None:
+    """A mistyped --records (or --page) read as no records: the page's results became 'No run has finished yet.'
+    (and, for the project's page, the README's answer line 'no comparison yet'), exit 0."""
+    page = tmp_path / "page.md"
+    page.write_text("# Title\n\n## Results\n\nthe results\n")
+    for argv in (["--records", str(tmp_path / "typo")], []):
+        with pytest.raises(SystemExit) as exc:
+            ra.main(["--page", str(page), *argv])
+        assert exc.value.code == 2
+    assert page.read_text() == "# Title\n\n## Results\n\nthe results\n"
+
+
+@pytest.mark.parametrize("damage", ["cut", "not gzip", "no outcomes", "outcomes 0-2"])
+def test_a_damaged_record_is_one_error_naming_its_file(tmp_path: Path, damage: str) -> None:
+    """A cut-off .json.gz raised EOFError (a traceback), a file not gzipped said 'Not a gzipped file' naming no file,
+    a record without test_outcomes raised KeyError, and outcomes "0120" counted the 2 as two successes."""
+    folder = records(tmp_path, {"sparse": [0.1, 0.2]})
+    path = folder / "sparse-s0.json.gz"
+    rec = ra.read_records(folder)[0]
+    if damage == "cut":
+        path.write_bytes(path.read_bytes()[:60])
+    elif damage == "not gzip":
+        path.write_bytes(b"hi")
+    else:
+        ra.write_record(path, {k: v for k, v in rec.items() if k != "test_outcomes"} if damage == "no outcomes"
+                        else {**rec, "test_outcomes": "0120" + rec["test_outcomes"][4:]})
+    with pytest.raises(SystemExit, match="sparse-s0.json.gz: "):
+        ra.main(["--page", str(tmp_path / "page.md")])
+
+
+def test_an_interrupted_forest_plot_keeps_the_old_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forest plot was saved in place: Ctrl-C mid-save left a torn PNG beside the page; now the old one stays."""
+    from matplotlib.figure import Figure
+
+    records(tmp_path, {"sparse": [0.15, 0.16], "critic": [0.2, 0.21]})
+    ra.main(["--page", str(tmp_path / "page.md")])
+    png = tmp_path / "page_forest.png"
+    old = png.read_bytes()
+
+    def torn(self, fname, **_):
+        Path(fname).write_bytes(b"\x89PNG half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Figure, "savefig", torn)
+    with pytest.raises(KeyboardInterrupt):
+        ra.main(["--page", str(tmp_path / "page.md")])
+    assert png.read_bytes() == old and not list(tmp_path.glob("*.tmp"))

@@ -72,3 +72,32 @@ def test_a_malformed_curves_file_is_one_line_on_replot(tmp_path: Path) -> None:
         csv.write_text(f"variant,seed,step,success\n{row}\nsparse,1,1,0.5\n")
         with pytest.raises(SystemExit, match=f"--replot: {csv}, line 2: expected a variant, an integer seed"):
             cmp.main(["--results-dir", str(tmp_path), "--name", "llm_grpo_rewards", "--replot"])
+
+
+
+def test_an_interrupted_redraw_keeps_the_old_figure_and_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CSV and the PNG were written in place: Ctrl-C mid-write left a torn file (a --replot then read half the
+    points); now each is whole or the old one, and no temporary file stays."""
+    from matplotlib.figure import Figure
+
+    from baselines.analysis.reward_curves import write_curves
+
+    kw = dict(title="T", xlabel="x", ylabel="y")
+    png = plot_curves(ROWS, tmp_path / "f.png", **kw)
+    old = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def rows_then_ctrl_c():
+        yield ROWS[0]
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_curves(curves_path(png), rows_then_ctrl_c())
+
+    def torn(self, fname, **_):
+        Path(fname).write_bytes(b"\x89PNG half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Figure, "savefig", torn)
+    with pytest.raises(KeyboardInterrupt):
+        plot_curves(ROWS, png, **kw)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == old

@@ -38,3 +38,27 @@ def test_metric_thirds_summary(capsys):
     assert "num_solutions: first-answer success falls across the thirds for 1 of 1 files" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="--metric"):
         main(["--submissions", ppo, "--metric", "length"])
+
+
+def test_an_interrupted_write_keeps_the_old_table_and_chart(tmp_path, monkeypatch):
+    """--out and --plot were written in place: Ctrl-C (or a full disk) mid-write left a torn table or PNG; a --plot
+    in a missing folder failed after the table was written. Now each file is whole or the old one."""
+    from matplotlib.figure import Figure
+
+    solver = str(SUBMISSIONS / "exhaustive-solver.longproc-0.5k.test.jsonl")
+    out, png = tmp_path / "t.md", tmp_path / "new" / "t.png"
+    assert main(["--submissions", solver, "--out", str(out), "--plot", str(png), "--no-progress"]) == 0
+    old = {p: p.read_bytes() for p in (out, png)}
+
+    def torn(self, fname, **_):
+        Path(fname).write_bytes(b"\x89PNG half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Figure, "savefig", torn)
+    with pytest.raises(KeyboardInterrupt):
+        main(["--submissions", solver, "--plot", str(png), "--no-progress"])
+    monkeypatch.setattr(Path, "write_text", lambda self, text, **_: torn(None, self))
+    with pytest.raises(KeyboardInterrupt):
+        main(["--submissions", solver, "--out", str(out), "--no-progress"])
+    assert {p: p.read_bytes() for p in (out, png)} == old
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["new", "t.md", "t.png"]

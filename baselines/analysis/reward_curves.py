@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from baselines.analysis.uncertainty import seed_spread
+from countdown_gym.dataclass_cli import written_aside
 
 FIELDS = ("variant", "seed", "step", "success")
 Row = tuple[str, int, int, float]
@@ -19,7 +20,7 @@ Row = tuple[str, int, int, float]
 def write_curves(path: str | Path, rows: Iterable[Row]) -> Path:
     """The points of a figure as CSV (``variant, seed, step, success``)."""
     path = Path(path)
-    with path.open("w", newline="") as f:
+    with written_aside(path) as tmp, tmp.open("w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(FIELDS)
         w.writerows((v, s, step, f"{x:.6g}") for v, s, step, x in rows)
@@ -87,13 +88,15 @@ def figure(rows: Sequence[Row], *, title: str, xlabel: str, ylabel: str, spread:
 
 
 def plot_curves(rows: Sequence[Row], path: str | Path, **kw: Any) -> Path:
-    """Draw :func:`figure` to ``path`` (PNG) and write its points to ``<path stem>_curves.csv`` beside it."""
+    """Draw :func:`figure` to ``path`` (PNG) and write its points to ``<path stem>_curves.csv`` beside it (each file
+    whole or not at all)."""
     import matplotlib.pyplot as plt
 
     path = Path(path)
     write_curves(curves_path(path), rows)
     fig = figure(rows, **kw)
-    fig.savefig(path, dpi=120)
+    with written_aside(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
     plt.close(fig)
     return path
 
