@@ -4,6 +4,8 @@ usage-error form for every command."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -186,6 +188,52 @@ def test_ctrl_c_during_check_is_one_line(monkeypatch, capsys):
     assert main(["leaderboard", "check", "--dir", str(ROOT / "leaderboard")]) == 130
     err = capsys.readouterr().err
     assert err.strip() == "countdown-gym leaderboard check: interrupted"
+
+
+@contextlib.contextmanager
+def closed_stderr():
+    """Standard error a pipe whose reader left (``2>&1 | head -0``)."""
+    read, write = os.pipe()
+    os.close(read)
+    with open(write, "w") as stream, contextlib.redirect_stderr(stream):
+        try:
+            yield
+        finally:  # what the stream still buffers goes nowhere when it closes
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, write)
+            os.close(null)
+
+
+@pytest.mark.parametrize("argv", [["bogus"], ["leaderboard", "bogus"], ["leaderboard", "check", "--bad"],
+                                  *([name, "--bad"] for name in COMMANDS)])
+def test_an_error_line_into_a_closed_pipe_exits_141(argv, capsys):
+    """A usage error whose line could not be written (stderr a closed pipe) was a BrokenPipeError traceback (lost)
+    and exit code 1; it is 141, as for standard output."""
+    with closed_stderr():
+        assert main(argv) == 141
+
+
+def test_serve_usage_error_into_a_closed_pipe_exits_141():
+    """``countdown-gym serve --bad 2>&1 | head -0``: exit code 141, as a closed standard output gives."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        r = subprocess.run([sys.executable, "-m", "countdown_gym", "serve", "--bad"], stdout=write, stderr=write,
+                           cwd=ROOT, timeout=120)
+    finally:
+        os.close(write)
+    assert r.returncode == 141
+
+
+def test_ctrl_c_with_stderr_closed_is_still_130(monkeypatch, capsys):
+    import countdown_gym.leaderboard.__main__ as lb
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lb, "score_directory", interrupted)
+    with closed_stderr():
+        assert main(["leaderboard", "check", "--dir", str(ROOT / "leaderboard")]) == 130
 
 
 @pytest.mark.parametrize("kind", ["fifo", "folder", "device"])
