@@ -6,11 +6,14 @@ bodies and the ``serve`` command's own checks use a real socket.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+import logging
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -379,6 +382,39 @@ def test_many_half_sent_requests_cannot_crowd_out_a_complete_one():
         finally:
             for h in hogs:
                 h.close()
+
+
+def _frame(opcode: int, payload: bytes, fin: bool = True) -> bytes:
+    """A WebSocket frame as a client sends it (masked; payload under 126 bytes)."""
+    mask = os.urandom(4)
+    return struct.pack("!BB", (0x80 if fin else 0) | opcode, 0x80 | len(payload)) + mask + bytes(
+        b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+@pytest.mark.parametrize("log_level", ["info", "warning"])
+def test_a_text_frame_that_is_not_utf8_is_closed_1007_with_one_log_line_not_a_traceback(log_level):
+    """Defect: uvicorn logged an ERROR with a UnicodeDecodeError traceback for each text message of invalid UTF-8
+    (one frame or two), so any client could fill the server's log; now one INFO line (none at --log-level warning)."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    with serve_in_thread(make_app("Countdown-v0", split="test"), log_level=log_level) as url:
+        logging.getLogger("uvicorn.error").addHandler(handler)  # after uvicorn configured its loggers
+        host, port = url.split("//")[1].rsplit(":", 1)
+        try:
+            for frames in ([_frame(1, b"\xff\xfe")], [_frame(1, b'{"type": "st\xc3', fin=False), _frame(0, b'\xff"}')]):
+                with socket.create_connection((host, int(port)), timeout=10) as s:
+                    key = base64.b64encode(os.urandom(16))
+                    s.sendall(b"GET /ws HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+                              b"sec-websocket-key: " + key + b"\r\nsec-websocket-version: 13\r\n\r\n")
+                    assert s.recv(4096).startswith(b"HTTP/1.1 101 ")
+                    s.sendall(b"".join(frames))
+                    assert _read_all(s) == b"\x88\x02\x03\xef"  # a close frame, code 1007
+            time.sleep(0.2)
+        finally:
+            logging.getLogger("uvicorn.error").removeHandler(handler)
+    assert not [r for r in records if r.exc_info or r.levelno >= logging.WARNING], [r.getMessage() for r in records]
+    assert sum("not UTF-8" in r.getMessage() for r in records) == (2 if log_level == "info" else 0)
 
 
 # ---- the fuzzer -------------------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ limits:
   oldest connection still waiting for a head, or, when none is waiting, is itself closed at once. So half-sent
   requests can never crowd out a complete one.
 * **shutdown**: on Ctrl-C a connection still sending a request body is closed at once, not waited for.
+* **the log**: a WebSocket text message that is not UTF-8 (closed with code 1007) is one INFO line, not uvicorn's
+  ERROR with a traceback that any client could repeat at will (:func:`_bad_utf8_in_one_line`).
 
 Bodies are :class:`~countdown_gym.integrations.openenv.transport.BodyGuard`'s (size, time, strict JSON).
 """
@@ -25,6 +27,7 @@ Bodies are :class:`~countdown_gym.integrations.openenv.transport.BodyGuard`'s (s
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from typing import Any
 
@@ -101,8 +104,22 @@ def uvicorn_server(app: Any, max_body_bytes: int, log_level: str = "warning", *,
 
     check_limits(head_timeout_s=head_timeout_s, max_connections=max_connections or 0)
     protocol = guarded_protocol(head_timeout_s, max_connections or default_max_connections())
-    return uvicorn.Server(uvicorn.Config(app, http=protocol, ws_max_size=max_body_bytes, ws_per_message_deflate=False,
-                                         log_level=log_level, timeout_graceful_shutdown=SHUTDOWN_GRACE_S))
+    config = uvicorn.Config(app, http=protocol, ws_max_size=max_body_bytes, ws_per_message_deflate=False,
+                            log_level=log_level, timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    logging.getLogger("uvicorn.error").addFilter(_bad_utf8_in_one_line)  # once: the same function each time
+    return uvicorn.Server(config)
+
+
+def _bad_utf8_in_one_line(record: logging.LogRecord) -> bool:
+    """uvicorn's ``Invalid UTF-8 sequence received from client.`` (an ERROR with the ``UnicodeDecodeError``'s
+    traceback, for the client's own fault) as one INFO line, kept only where the logger shows INFO."""
+    exc = record.exc_info[1] if record.exc_info else None
+    if not (isinstance(exc, UnicodeDecodeError) and "UTF-8" in record.getMessage()):
+        return True
+    record.msg, record.args = "a WebSocket client sent a text message that is not UTF-8: closed (code 1007)", ()
+    record.exc_info = record.exc_text = None
+    record.levelno, record.levelname = logging.INFO, "INFO"
+    return logging.getLogger(record.name).isEnabledFor(logging.INFO)
 
 
 _TIMEOUT_ANSWER = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
