@@ -269,6 +269,19 @@ def test_websocket_frames_with_nan_or_infinity_are_refused_and_not_played(client
         assert ws.receive_json()["type"] == "observation"
 
 
+def test_a_json_body_without_a_json_content_type_names_the_content_type(client):
+    """Defect: ``curl -d '{"seed": 1}'`` (form content type) or no content type was answered 422 "Input should be a
+    valid dictionary or object to extract fields from", which did not say what was wrong."""
+    for headers in ({}, {"content-type": "application/x-www-form-urlencoded"}, {"content-type": "text/plain"}):
+        for path, body in (("/reset", b'{"seed": 1}'), ("/step", b'{"action": {"turn": "1+2"}, "episode_id": "x"}')):
+            detail = _refused(client.post(path, content=body, headers=headers))
+            assert detail.startswith("the body must be sent as content-type: application/json, got "), detail
+            assert detail.endswith(repr(headers["content-type"]) if headers else "none"), detail
+    assert client.post("/reset", content=b'{"seed": 1}', headers={"content-type": "application/json; charset=utf-8"}
+                       ).status_code == 200
+    assert _refused(client.post("/reset", content=b"[1]", headers=JSON)).startswith("Input should be a valid")
+
+
 def test_a_key_twice_in_one_object_is_refused_over_http(client):
     """Defect: ``{"seed": "x", "seed": 1}`` was read as seed 1 (the last value won, the first never checked), two
     ``problem`` keys played the second; other JSON readers keep the first."""
