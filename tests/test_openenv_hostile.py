@@ -29,7 +29,7 @@ from starlette.testclient import TestClient  # noqa: E402
 from countdown_gym.cli import main as cli_main  # noqa: E402
 from countdown_gym.game.problem import Problem  # noqa: E402
 from countdown_gym.game.turn_game import replay_turns  # noqa: E402
-from countdown_gym.integrations.openenv import make_app  # noqa: E402
+from countdown_gym.integrations.openenv import listen, make_app  # noqa: E402
 from countdown_gym.integrations.openenv.listen import uvicorn_server  # noqa: E402
 from countdown_gym.integrations.openenv.serve import main as serve_main  # noqa: E402
 from countdown_gym.integrations.openenv.server import serve_in_thread  # noqa: E402
@@ -428,6 +428,41 @@ def test_a_text_frame_that_is_not_utf8_is_closed_1007_with_one_log_line_not_a_tr
             logging.getLogger("uvicorn.error").removeHandler(handler)
     assert not [r for r in records if r.exc_info or r.levelno >= logging.WARNING], [r.getMessage() for r in records]
     assert sum("not UTF-8" in r.getMessage() for r in records) == (2 if log_level == "info" else 0)
+
+
+def _ws_connect(host: str, port: str) -> socket.socket:
+    """A raw WebSocket connection to ``/ws``, its handshake answered."""
+    s = socket.create_connection((host, int(port)), timeout=10)
+    s.sendall(b"GET /ws HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: "
+              + base64.b64encode(os.urandom(16)) + b"\r\nsec-websocket-version: 13\r\n\r\n")
+    assert s.recv(4096).startswith(b"HTTP/1.1 101 ")
+    return s
+
+
+def test_a_client_that_never_reads_its_answers_is_dropped_and_frees_its_session(monkeypatch):
+    """Defect: a WebSocket client sending messages and reading none of the answers held its connection and its
+    session slot for good (past --session-idle-s: the closing message itself waited to be sent), so max_sessions
+    such clients shut everyone else out; now answers unread for SEND_TIMEOUT_S drop the connection."""
+    monkeypatch.setattr(listen, "SEND_TIMEOUT_S", 0.3)
+    app = make_app("CountdownMultiTurn-v0", split="test", max_sessions=1, session_idle_s=0.5)
+    sessions = next(r for r in app.router.routes if getattr(r, "path", None) == "/ws").endpoint
+    with serve_in_thread(app) as url:
+        host, port = url.split("//")[1].rsplit(":", 1)
+        hog = _ws_connect(host, port)
+        hog.setblocking(False)
+        burst, t0 = _frame(1, b'{"type": "reset", "data": {"seed": 1}}') * 100, time.monotonic()
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+            while time.monotonic() - t0 < 30:
+                with contextlib.suppress(BlockingIOError):
+                    hog.send(burst)
+                time.sleep(0.001)
+        assert time.monotonic() - t0 < 30  # dropped by the server
+        hog.close()
+        while sessions.active and time.monotonic() - t0 < 30:
+            time.sleep(0.05)
+        with _ws_connect(host, port) as s:  # the slot serves the next client
+            s.sendall(_frame(1, b'{"type": "state"}'))
+            assert b'"type":"state"' in s.recv(4096)
 
 
 # ---- the fuzzer -------------------------------------------------------------------------------------------

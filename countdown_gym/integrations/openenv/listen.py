@@ -17,6 +17,9 @@ limits:
 * **connection cap**: at most ``max_connections`` connections at once (HTTP and WebSocket); one more closes the
   oldest connection still waiting for a head, or, when none is waiting, is itself closed at once. So half-sent
   requests can never crowd out a complete one.
+* **unread answers**: a connection whose answers wait in its write buffer, unread by the client, for
+  :data:`SEND_TIMEOUT_S` seconds is dropped (HTTP and WebSocket): else a client that sends and never reads would
+  hold its connection, and a WebSocket session its slot, for good (the closing message itself could not be sent).
 * **shutdown**: on Ctrl-C a connection still sending a request body is closed at once, not waited for.
 * **the log**: a WebSocket text message that is not UTF-8 (closed with code 1007) is one INFO line, not uvicorn's
   ERROR with a traceback that any client could repeat at will (:func:`_bad_utf8_in_one_line`).
@@ -49,6 +52,9 @@ MAX_TURN_CHARS = 4096
 """The longest turn the server reads (``models.MAX_TURN_LENGTH``): a larger ``max_turn_chars`` changes nothing."""
 MAX_TURNS = 4096
 SHUTDOWN_GRACE_S = 2.0
+SEND_TIMEOUT_S = 30.0
+"""How long answers may wait unread in a connection's write buffer (the same bytes at two looks this far apart)
+before the connection is dropped."""
 """On Ctrl-C, how long answers still being sent may take before their connections are dropped."""
 
 
@@ -145,6 +151,7 @@ def guarded_protocol(head_timeout_s: float, max_connections: int) -> type[asynci
                 oldest._head_arrived()  # out of the waiting list now, not when its close completes
                 oldest.transport.close()
             self._wait_for_head()
+            _watch_writes(transport, 0)
 
         def data_received(self, data: bytes) -> None:
             cycle = self.cycle
@@ -187,6 +194,17 @@ def guarded_protocol(head_timeout_s: float, max_connections: int) -> type[asynci
                 self.transport.close()
 
     return GuardedHTTPProtocol
+
+
+def _watch_writes(transport: asyncio.Transport, before: int) -> None:
+    """Every :data:`SEND_TIMEOUT_S` seconds while ``transport`` is open (the connection's, before and after a
+    WebSocket upgrade), or still has answers to send: abort it if the answers waiting in its write buffer are the
+    same as at the last look (the client read none of them)."""
+    size = transport.get_write_buffer_size()
+    if size and size == before:
+        transport.abort()
+    elif size or not transport.is_closing():
+        asyncio.get_running_loop().call_later(SEND_TIMEOUT_S, _watch_writes, transport, size)
 
 
 def default_max_connections() -> int:
