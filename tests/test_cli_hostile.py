@@ -236,6 +236,27 @@ def test_ctrl_c_with_stderr_closed_is_still_130(monkeypatch, capsys):
         assert main(["leaderboard", "check", "--dir", str(ROOT / "leaderboard")]) == 130
 
 
+@pytest.mark.parametrize("command", ["splits", "difficulty"])
+def test_write_where_the_data_folder_cannot_be_written_is_one_line_and_1(command, tmp_path, monkeypatch, capsys):
+    """``splits --write`` / ``difficulty --write`` in a package folder that cannot be written (a read-only install;
+    here a file where the folder should be) was an OSError traceback; now one error line and exit code 1."""
+    import countdown_gym.cli.difficulty as difficulty
+    import countdown_gym.cli.splits as splits
+    from countdown_gym.game.problem import Problem
+
+    (tmp_path / "data").write_text("a file, not a folder")
+    problems = [Problem((6, 2, 5, 3), 8, id="tinyzero/test/0")]
+    monkeypatch.setattr(splits, "SPLIT_SPEC", {"tinyzero": None})
+    monkeypatch.setattr(splits, "build_splits", lambda preset: {"test": problems})
+    monkeypatch.setattr(splits, "split_path", lambda preset, split: tmp_path / "data" / f"{split}.jsonl")
+    monkeypatch.setattr(difficulty, "load_split", lambda preset, split: problems)
+    monkeypatch.setattr(difficulty, "labels_path", lambda preset, split: tmp_path / "data" / f"{split}.jsonl")
+    assert main([command, "--write", *(["--presets", "tinyzero"] if command == "difficulty" else [])]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith(f"countdown-gym {command}: error: "), err
+    assert str(tmp_path / "data") in err, err
+
+
 @pytest.mark.parametrize("kind", ["fifo", "folder", "device"])
 def test_submit_refuses_an_sb3_model_that_is_not_a_file_without_opening_it(kind, tmp_path, capsys):
     import os

@@ -118,7 +118,8 @@ def output_failed(exc: OutputError, prog: str) -> int:
 
 def guarded(prog: str, body: Callable[[], int | None]) -> int:
     """The exit code of ``body()`` (None: 0) run within :func:`stdout_watched`; a :class:`UsageError`: 2; Ctrl-C:
-    :func:`interrupted`; standard output or error that cannot be written: :func:`output_failed`."""
+    :func:`interrupted`; standard output or error that cannot be written: :func:`output_failed`; another ``OSError``
+    (a full disk, a file it may not write): one error line, 1."""
     try:
         with stdout_watched():
             return body() or 0
@@ -128,14 +129,15 @@ def guarded(prog: str, body: Callable[[], int | None]) -> int:
         return interrupted(prog)
     except OutputError as exc:
         return output_failed(exc, prog)
+    except OSError as exc:
+        return error_line(f"{prog}: error: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}")
 
 
 def run_script(main: Callable[[], Any]) -> NoReturn:
     """A script's ``if __name__ == "__main__"``: exit with ``main()``'s code (an int as it is; a result marked
     ``{"interrupted": True}``, a run that Ctrl-C stopped after saving a checkpoint, :data:`EXIT_INTERRUPTED`; else 0).
     A Ctrl-C that reaches here (while the script sets up, or a second one) is one line and :data:`EXIT_INTERRUPTED`;
-    an ``OSError`` (a full disk, a file it may not write), or safetensors' own error for one, is one error line and
-    exit code 1."""
+    an ``OSError`` (:func:`guarded`), or safetensors' own error for one, is one error line and exit code 1."""
     def code() -> int:
         result = main()
         if isinstance(result, Mapping):
@@ -145,9 +147,6 @@ def run_script(main: Callable[[], Any]) -> NoReturn:
     prog = Path(sys.argv[0]).name
     try:
         exit_code = guarded(prog, code)
-    except OSError as exc:
-        where = f": {exc.filename}" if exc.filename else ""
-        raise SystemExit(error_line(f"{prog}: error: {exc.strerror or exc}{where}")) from None
     except Exception as exc:
         if type(exc).__name__ != "SafetensorError" or "I/O error" not in str(exc):  # a defect: its traceback
             raise
