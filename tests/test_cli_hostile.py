@@ -257,6 +257,20 @@ def test_write_where_the_data_folder_cannot_be_written_is_one_line_and_1(command
     assert str(tmp_path / "data") in err, err
 
 
+def test_difficulty_labels_that_differ_are_an_error_line_on_stderr(monkeypatch, capsys):
+    """``countdown-gym difficulty`` printed 'these labels do not match the shipped files' on standard output, with
+    no 'error:' form (so ``> out.txt`` hid it); now the one error-line form on stderr, exit code 1."""
+    import countdown_gym.cli.difficulty as difficulty
+    from countdown_gym.game.problem import Problem
+
+    monkeypatch.setattr(difficulty, "load_split", lambda preset, split: [Problem((6, 2, 5, 3), 8, id="tinyzero/x/0")])
+    assert main(["difficulty", "--presets", "tinyzero"]) == 1
+    out, err = capsys.readouterr()
+    assert "do not match" not in out
+    assert err.splitlines()[-1] == ("countdown-gym difficulty: error: these labels do not match the shipped files: "
+                                    "tinyzero/train, tinyzero/validation, tinyzero/test"), err  # after the progress bars
+
+
 @pytest.mark.parametrize("kind", ["fifo", "folder", "device"])
 def test_submit_refuses_an_sb3_model_that_is_not_a_file_without_opening_it(kind, tmp_path, capsys):
     import os
