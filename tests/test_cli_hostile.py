@@ -132,6 +132,10 @@ def test_console_script_usage_error_is_one_line_per_part_and_exit_2():
     ("bench_envs", ["--seconds", "0"], "--seconds must be > 0"),  # was a ZeroDivisionError after the first rounds
     ("bench_reasoning_gym", ["--preset", "nope"], "unknown preset 'nope'"),  # was the dataset's ValueError traceback
     ("bench_reasoning_gym", ["--split", "nope"], "unknown split 'nope'"),
+    # were every client's error ("invalid literal for int() with base 10: '8000/x'") after the clients had started
+    *(("bench_server", ["--url", url], "--url must be http://HOST:PORT") for url in (
+        "http://127.0.0.1:8000/x", "127.0.0.1:8000", "https://127.0.0.1:8000", "http://127.0.0.1", "http://h:port",
+        "http://h:99999", "http://u@h:8000", "http://h:8000/?q")),
 ])
 def test_benchmark_scripts_refuse_bad_options_as_usage_errors(script, argv, needle, monkeypatch, capsys):
     import importlib
@@ -140,6 +144,14 @@ def test_benchmark_scripts_refuse_bad_options_as_usage_errors(script, argv, need
     with pytest.raises(SystemExit) as exc:
         importlib.import_module(script).main(argv)
     assert exc.value.code == 2 and needle in capsys.readouterr().err
+
+def test_bench_server_reads_a_url_with_a_trailing_slash(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    from bench_server import Options
+
+    assert Options(url="http://127.0.0.1:8000/").url == "http://127.0.0.1:8000"
+    assert Options(url="http://[::1]:8000").url == "http://[::1]:8000"
+
 
 # ---- Ctrl-C ------------------------------------------------------------------------------------------------------
 
