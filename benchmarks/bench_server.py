@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from _common import ROOT, command
 from websockets.asyncio.client import connect
@@ -84,6 +85,8 @@ class Options:
             raise ValueError("--transports takes http and ws, got none")
         if self.url and (self.server == "echo" or self.server_cpus):
             raise ValueError("--url names a running server: it takes neither --server echo nor --server-cpus")
+        if self.url:
+            self.url = server_url(self.url)
         for name in ("server_cpus", "client_cpus"):
             cpu_list(getattr(self, name), f"--{name.replace('_', '-')}")
 
@@ -95,6 +98,20 @@ class Tally:
     steps: int = 0
     resets: int = 0
     latencies: list[float] = field(default_factory=list)
+
+
+def server_url(text: str) -> str:
+    """``text`` as ``http://HOST:PORT`` (a trailing ``/`` dropped), the form the clients build their addresses from;
+    ``ValueError`` naming ``--url`` for anything else."""
+    url = urlsplit(text)
+    try:
+        port = url.port
+    except ValueError:  # no number, or out of range
+        port = None
+    if url.scheme != "http" or not url.hostname or port is None or "@" in url.netloc or url.path not in ("", "/") \
+            or url.query or url.fragment:
+        raise ValueError(f"--url must be http://HOST:PORT, e.g. http://127.0.0.1:8000, got {text!r}")
+    return f"http://{url.netloc}"
 
 
 def cpu_list(text: str, flag: str = "") -> set[int] | None:

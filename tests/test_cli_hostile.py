@@ -4,6 +4,8 @@ usage-error form for every command."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -130,6 +132,10 @@ def test_console_script_usage_error_is_one_line_per_part_and_exit_2():
     ("bench_envs", ["--seconds", "0"], "--seconds must be > 0"),  # was a ZeroDivisionError after the first rounds
     ("bench_reasoning_gym", ["--preset", "nope"], "unknown preset 'nope'"),  # was the dataset's ValueError traceback
     ("bench_reasoning_gym", ["--split", "nope"], "unknown split 'nope'"),
+    # were every client's error ("invalid literal for int() with base 10: '8000/x'") after the clients had started
+    *(("bench_server", ["--url", url], "--url must be http://HOST:PORT") for url in (
+        "http://127.0.0.1:8000/x", "127.0.0.1:8000", "https://127.0.0.1:8000", "http://127.0.0.1", "http://h:port",
+        "http://h:99999", "http://u@h:8000", "http://h:8000/?q")),
 ])
 def test_benchmark_scripts_refuse_bad_options_as_usage_errors(script, argv, needle, monkeypatch, capsys):
     import importlib
@@ -171,6 +177,14 @@ def test_a_benchmark_report_that_cannot_be_written_fails_before_the_run(script, 
     monkeypatch.setattr(bench, work, lambda *a, **k: pytest.fail("measured before checking the report's path"))
     with pytest.raises(SystemExit, match="/proc/nope/r.md: cannot write there"):
         bench.main([*(argv or ["--out"]), "/proc/nope/r.md"])
+
+
+def test_bench_server_reads_a_url_with_a_trailing_slash(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    from bench_server import Options
+
+    assert Options(url="http://127.0.0.1:8000/").url == "http://127.0.0.1:8000"
+    assert Options(url="http://[::1]:8000").url == "http://[::1]:8000"
 
 
 # ---- Ctrl-C ------------------------------------------------------------------------------------------------------
@@ -220,6 +234,87 @@ def test_ctrl_c_during_check_is_one_line(monkeypatch, capsys):
     assert main(["leaderboard", "check", "--dir", str(ROOT / "leaderboard")]) == 130
     err = capsys.readouterr().err
     assert err.strip() == "countdown-gym leaderboard check: interrupted"
+
+
+@contextlib.contextmanager
+def closed_stderr():
+    """Standard error a pipe whose reader left (``2>&1 | head -0``)."""
+    read, write = os.pipe()
+    os.close(read)
+    with open(write, "w") as stream, contextlib.redirect_stderr(stream):
+        try:
+            yield
+        finally:  # what the stream still buffers goes nowhere when it closes
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, write)
+            os.close(null)
+
+
+@pytest.mark.parametrize("argv", [["bogus"], ["leaderboard", "bogus"], ["leaderboard", "check", "--bad"],
+                                  *([name, "--bad"] for name in COMMANDS)])
+def test_an_error_line_into_a_closed_pipe_exits_141(argv, capsys):
+    """A usage error whose line could not be written (stderr a closed pipe) was a BrokenPipeError traceback (lost)
+    and exit code 1; it is 141, as for standard output."""
+    with closed_stderr():
+        assert main(argv) == 141
+
+
+def test_serve_usage_error_into_a_closed_pipe_exits_141():
+    """``countdown-gym serve --bad 2>&1 | head -0``: exit code 141, as a closed standard output gives."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        r = subprocess.run([sys.executable, "-m", "countdown_gym", "serve", "--bad"], stdout=write, stderr=write,
+                           cwd=ROOT, timeout=120)
+    finally:
+        os.close(write)
+    assert r.returncode == 141
+
+
+def test_ctrl_c_with_stderr_closed_is_still_130(monkeypatch, capsys):
+    import countdown_gym.leaderboard.__main__ as lb
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lb, "score_directory", interrupted)
+    with closed_stderr():
+        assert main(["leaderboard", "check", "--dir", str(ROOT / "leaderboard")]) == 130
+
+
+@pytest.mark.parametrize("command", ["splits", "difficulty"])
+def test_write_where_the_data_folder_cannot_be_written_is_one_line_and_1(command, tmp_path, monkeypatch, capsys):
+    """``splits --write`` / ``difficulty --write`` in a package folder that cannot be written (a read-only install;
+    here a file where the folder should be) was an OSError traceback; now one error line and exit code 1."""
+    import countdown_gym.cli.difficulty as difficulty
+    import countdown_gym.cli.splits as splits
+    from countdown_gym.game.problem import Problem
+
+    (tmp_path / "data").write_text("a file, not a folder")
+    problems = [Problem((6, 2, 5, 3), 8, id="tinyzero/test/0")]
+    monkeypatch.setattr(splits, "SPLIT_SPEC", {"tinyzero": None})
+    monkeypatch.setattr(splits, "build_splits", lambda preset: {"test": problems})
+    monkeypatch.setattr(splits, "split_path", lambda preset, split: tmp_path / "data" / f"{split}.jsonl")
+    monkeypatch.setattr(difficulty, "load_split", lambda preset, split: problems)
+    monkeypatch.setattr(difficulty, "labels_path", lambda preset, split: tmp_path / "data" / f"{split}.jsonl")
+    assert main([command, "--write", *(["--presets", "tinyzero"] if command == "difficulty" else [])]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith(f"countdown-gym {command}: error: "), err
+    assert str(tmp_path / "data") in err, err
+
+
+def test_difficulty_labels_that_differ_are_an_error_line_on_stderr(monkeypatch, capsys):
+    """``countdown-gym difficulty`` printed 'these labels do not match the shipped files' on standard output, with
+    no 'error:' form (so ``> out.txt`` hid it); now the one error-line form on stderr, exit code 1."""
+    import countdown_gym.cli.difficulty as difficulty
+    from countdown_gym.game.problem import Problem
+
+    monkeypatch.setattr(difficulty, "load_split", lambda preset, split: [Problem((6, 2, 5, 3), 8, id="tinyzero/x/0")])
+    assert main(["difficulty", "--presets", "tinyzero"]) == 1
+    out, err = capsys.readouterr()
+    assert "do not match" not in out
+    assert err.splitlines()[-1] == ("countdown-gym difficulty: error: these labels do not match the shipped files: "
+                                    "tinyzero/train, tinyzero/validation, tinyzero/test"), err  # after the progress bars
 
 
 @pytest.mark.parametrize("kind", ["fifo", "folder", "device"])

@@ -6,11 +6,14 @@ bodies and the ``serve`` command's own checks use a real socket.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+import logging
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -26,7 +29,7 @@ from starlette.testclient import TestClient  # noqa: E402
 from countdown_gym.cli import main as cli_main  # noqa: E402
 from countdown_gym.game.problem import Problem  # noqa: E402
 from countdown_gym.game.turn_game import replay_turns  # noqa: E402
-from countdown_gym.integrations.openenv import make_app  # noqa: E402
+from countdown_gym.integrations.openenv import listen, make_app  # noqa: E402
 from countdown_gym.integrations.openenv.listen import uvicorn_server  # noqa: E402
 from countdown_gym.integrations.openenv.serve import main as serve_main  # noqa: E402
 from countdown_gym.integrations.openenv.server import serve_in_thread  # noqa: E402
@@ -266,6 +269,19 @@ def test_websocket_frames_with_nan_or_infinity_are_refused_and_not_played(client
         assert ws.receive_json()["type"] == "observation"
 
 
+def test_a_json_body_without_a_json_content_type_names_the_content_type(client):
+    """Defect: ``curl -d '{"seed": 1}'`` (form content type) or no content type was answered 422 "Input should be a
+    valid dictionary or object to extract fields from", which did not say what was wrong."""
+    for headers in ({}, {"content-type": "application/x-www-form-urlencoded"}, {"content-type": "text/plain"}):
+        for path, body in (("/reset", b'{"seed": 1}'), ("/step", b'{"action": {"turn": "1+2"}, "episode_id": "x"}')):
+            detail = _refused(client.post(path, content=body, headers=headers))
+            assert detail.startswith("the body must be sent as content-type: application/json, got "), detail
+            assert detail.endswith(repr(headers["content-type"]) if headers else "none"), detail
+    assert client.post("/reset", content=b'{"seed": 1}', headers={"content-type": "application/json; charset=utf-8"}
+                       ).status_code == 200
+    assert _refused(client.post("/reset", content=b"[1]", headers=JSON)).startswith("Input should be a valid")
+
+
 def test_a_key_twice_in_one_object_is_refused_over_http(client):
     """Defect: ``{"seed": "x", "seed": 1}`` was read as seed 1 (the last value won, the first never checked), two
     ``problem`` keys played the second; other JSON readers keep the first."""
@@ -379,6 +395,74 @@ def test_many_half_sent_requests_cannot_crowd_out_a_complete_one():
         finally:
             for h in hogs:
                 h.close()
+
+
+def _frame(opcode: int, payload: bytes, fin: bool = True) -> bytes:
+    """A WebSocket frame as a client sends it (masked; payload under 126 bytes)."""
+    mask = os.urandom(4)
+    return struct.pack("!BB", (0x80 if fin else 0) | opcode, 0x80 | len(payload)) + mask + bytes(
+        b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+@pytest.mark.parametrize("log_level", ["info", "warning"])
+def test_a_text_frame_that_is_not_utf8_is_closed_1007_with_one_log_line_not_a_traceback(log_level):
+    """Defect: uvicorn logged an ERROR with a UnicodeDecodeError traceback for each text message of invalid UTF-8
+    (one frame or two), so any client could fill the server's log; now one INFO line (none at --log-level warning)."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    with serve_in_thread(make_app("Countdown-v0", split="test"), log_level=log_level) as url:
+        logging.getLogger("uvicorn.error").addHandler(handler)  # after uvicorn configured its loggers
+        host, port = url.split("//")[1].rsplit(":", 1)
+        try:
+            for frames in ([_frame(1, b"\xff\xfe")], [_frame(1, b'{"type": "st\xc3', fin=False), _frame(0, b'\xff"}')]):
+                with socket.create_connection((host, int(port)), timeout=10) as s:
+                    key = base64.b64encode(os.urandom(16))
+                    s.sendall(b"GET /ws HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+                              b"sec-websocket-key: " + key + b"\r\nsec-websocket-version: 13\r\n\r\n")
+                    assert s.recv(4096).startswith(b"HTTP/1.1 101 ")
+                    s.sendall(b"".join(frames))
+                    assert _read_all(s) == b"\x88\x02\x03\xef"  # a close frame, code 1007
+            time.sleep(0.2)
+        finally:
+            logging.getLogger("uvicorn.error").removeHandler(handler)
+    assert not [r for r in records if r.exc_info or r.levelno >= logging.WARNING], [r.getMessage() for r in records]
+    assert sum("not UTF-8" in r.getMessage() for r in records) == (2 if log_level == "info" else 0)
+
+
+def _ws_connect(host: str, port: str) -> socket.socket:
+    """A raw WebSocket connection to ``/ws``, its handshake answered."""
+    s = socket.create_connection((host, int(port)), timeout=10)
+    s.sendall(b"GET /ws HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: "
+              + base64.b64encode(os.urandom(16)) + b"\r\nsec-websocket-version: 13\r\n\r\n")
+    assert s.recv(4096).startswith(b"HTTP/1.1 101 ")
+    return s
+
+
+def test_a_client_that_never_reads_its_answers_is_dropped_and_frees_its_session(monkeypatch):
+    """Defect: a WebSocket client sending messages and reading none of the answers held its connection and its
+    session slot for good (past --session-idle-s: the closing message itself waited to be sent), so max_sessions
+    such clients shut everyone else out; now answers unread for SEND_TIMEOUT_S drop the connection."""
+    monkeypatch.setattr(listen, "SEND_TIMEOUT_S", 0.3)
+    app = make_app("CountdownMultiTurn-v0", split="test", max_sessions=1, session_idle_s=0.5)
+    sessions = next(r for r in app.router.routes if getattr(r, "path", None) == "/ws").endpoint
+    with serve_in_thread(app) as url:
+        host, port = url.split("//")[1].rsplit(":", 1)
+        hog = _ws_connect(host, port)
+        hog.setblocking(False)
+        burst, t0 = _frame(1, b'{"type": "reset", "data": {"seed": 1}}') * 100, time.monotonic()
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+            while time.monotonic() - t0 < 30:
+                with contextlib.suppress(BlockingIOError):
+                    hog.send(burst)
+                time.sleep(0.001)
+        assert time.monotonic() - t0 < 30  # dropped by the server
+        hog.close()
+        while sessions.active and time.monotonic() - t0 < 30:
+            time.sleep(0.05)
+        with _ws_connect(host, port) as s:  # the slot serves the next client
+            s.sendall(_frame(1, b'{"type": "state"}'))
+            assert b'"type":"state"' in s.recv(4096)
 
 
 # ---- the fuzzer -------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 command's ``main``, imported when it runs (``countdown_gym/cli/<command>.py``; ``leaderboard`` is
 :mod:`countdown_gym.leaderboard.__main__`, ``serve`` :mod:`countdown_gym.integrations.openenv.serve`). Every command
 parses its options through :mod:`countdown_gym.dataclass_cli`; exit codes 0 success, 1 failure, 2 usage error,
-130 Ctrl-C, 141 standard output closed (``| head``).
+130 Ctrl-C, 141 output pipe closed (``| head``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from countdown_gym import dataclass_cli
 
 PROG = "countdown-gym"
 EXIT_CODES = ("Every command: `countdown-gym <command> --help`; exit codes 0 success, 1 failure, 2 usage error, "
-              "130 Ctrl-C, 141 standard output closed (| head).")
+              "130 Ctrl-C, 141 output pipe closed (| head).")
 
 _COMMANDS: dict[str, tuple[str, str]] = {
     "leaderboard": ("countdown_gym.leaderboard.__main__", "submit|score|check: leaderboard tools (see: countdown-gym "
@@ -36,12 +36,14 @@ def _runner(name: str, module: str) -> Callable[[list[str]], int]:
     """The command's ``main``, imported when it runs (a command's dependencies load only for that command)."""
 
     def run(argv: list[str]) -> int:
-        try:
-            return importlib.import_module(module).main(argv)
-        except SystemExit as e:  # a command that exits rather than returns its code
-            return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        except KeyboardInterrupt:  # while the command's module loads
-            return dataclass_cli.interrupted(f"{PROG} {name}")
+        def body() -> int:
+            try:
+                return importlib.import_module(module).main(argv)
+            except SystemExit as e:  # a command that exits rather than returns its code
+                return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+
+        # Ctrl-C while the command's module loads, a closed stdout or stderr where the command has no guard of its own
+        return dataclass_cli.guarded(f"{PROG} {name}", body)
 
     return run
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import sys
 
 from tqdm import tqdm
 
@@ -38,9 +39,12 @@ class DifficultyOptions:
             raise ValueError(f"--presets names a preset twice: {list(self.presets)}")
 
 
+PROG = "countdown-gym difficulty"
+
+
 def main(argv: list[str] | None = None) -> int:
     """``countdown-gym difficulty``: 0 the labels reproduce (or were written), 1 some differ, 2 usage error."""
-    return run(DifficultyOptions, argv, _difficulty, prog="countdown-gym difficulty")
+    return run(DifficultyOptions, argv, _difficulty, prog=PROG)
 
 
 def _difficulty(args: DifficultyOptions) -> int:  # pragma: no cover - maintenance command (minutes of solver time)
@@ -66,7 +70,7 @@ def _difficulty(args: DifficultyOptions) -> int:  # pragma: no cover - maintenan
         print(json.dumps(hashes, indent=4))
         return 0
     if differ:
-        print(f"these labels do not match the shipped files: {', '.join(differ)}")
+        print(f"{PROG}: error: these labels do not match the shipped files: {', '.join(differ)}", file=sys.stderr)
         return 1
     print(f"the labels of all {sum(map(len, hashes.values()))} splits reproduce their recorded SHA-256")
     return 0

@@ -21,7 +21,6 @@ sequences take separate values, comma lists or both (``--sizes=`` is empty); ``d
 
 from countdown_gym.dataclass_cli.commands import (
     Flag,
-    UsageError,
     changed_options,
     check_choice,
     check_min,
@@ -41,6 +40,7 @@ from countdown_gym.dataclass_cli.commands import (
 from countdown_gym.dataclass_cli.output import (
     EXIT_INTERRUPTED,
     OutputError,
+    UsageError,
     file_kind,
     guarded,
     interrupted,

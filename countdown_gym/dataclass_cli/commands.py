@@ -34,7 +34,7 @@ from tyro.constructors import (
 # tyro's own dataclass rule, whose help text _dataclass_help replaces
 from tyro.constructors._struct_spec_dataclass import dataclass_rule
 
-from countdown_gym.dataclass_cli.output import EXIT_PIPE_CLOSED, guarded
+from countdown_gym.dataclass_cli.output import EXIT_PIPE_CLOSED, UsageError, guarded
 
 T = TypeVar("T")
 _TRUE, _FALSE, _AUTO = ("1", "true", "yes", "on"), ("0", "false", "no", "off"), ("auto", "none")
@@ -278,17 +278,6 @@ def _normalize(cls: type, argv: Sequence[str], prog: str) -> list[str]:
 # ---- parsing, usage errors, commands ------------------------------------------------------------------------
 
 
-class UsageError(SystemExit):
-    """Bad command-line input: exit code 2, its message already printed on stderr (``str()`` of it is the message)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(2)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
-
-
 def _first_message(box: str) -> str:
     """The message of one of tyro's error boxes (the lines under its title, up to its first rule)."""
     lines = [line.strip(" │╭╮╰╯\n") for line in box.splitlines()]
@@ -368,10 +357,7 @@ def run(cls: type[T], argv: Sequence[str] | None, command: Callable[[T], int], *
             options = parse(cls, argv, prog=prog, description=description)
         except SystemExit as exc:  # --help (0) or a usage error (2)
             return exc.code if isinstance(exc.code, int) else 0
-        try:
-            return command(options)
-        except UsageError:  # usage_error() in command
-            return 2
+        return command(options)  # usage_error() in it: guarded's 2
 
     return guarded(prog, body)
 
@@ -395,10 +381,7 @@ def dispatch(prog: str, commands: Mapping[str, tuple[str, Callable[[list[str]], 
         return guarded(prog, lambda: print(text, end=""))
     if not argv or argv[0] not in commands:
         problem = f"unknown command {argv[0]!r};" if argv else "a command is required:"
-        try:
-            usage_error(f"{problem} one of {', '.join(commands)}", prog=prog, usage=usage)
-        except UsageError:
-            return 2
+        return guarded(prog, lambda: usage_error(f"{problem} one of {', '.join(commands)}", prog=prog, usage=usage))
     return commands[argv[0]][1](argv[1:])
 
 

@@ -1,7 +1,7 @@
-"""How a command ends when it cannot go on (:func:`~countdown_gym.dataclass_cli.run`): Ctrl-C (:func:`interrupted`,
-exit code 130) and standard output that cannot be written (``> /dev/full``: one error line and exit code 1; a pipe
-whose reader left: quietly, exit code 141); and how it writes an output file whole or not at all
-(:func:`written_aside`), never through a FIFO or device (:func:`not_regular`)."""
+"""How a command ends when it cannot go on (:func:`~countdown_gym.dataclass_cli.run`): a usage error (exit code 2),
+Ctrl-C (:func:`interrupted`, exit code 130) and standard output or error that cannot be written (``> /dev/full``:
+one error line and exit code 1; a pipe whose reader left: quietly, exit code 141); and how it writes an output file
+whole or not at all (:func:`written_aside`), never through a FIFO or device (:func:`not_regular`)."""
 
 from __future__ import annotations
 
@@ -19,22 +19,53 @@ EXIT_INTERRUPTED = 130
 """The exit code of a command stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it."""
 
 EXIT_PIPE_CLOSED = 141
-"""The exit code of a command whose standard output's reader left (``| head``): 128 + 13 (SIGPIPE), as a shell
-reports a Unix tool stopped so; never 0, so a run cut short is no success."""
+"""The exit code of a command whose standard output's or error's reader left (``| head``): 128 + 13 (SIGPIPE), as
+a shell reports a Unix tool stopped so; never 0, so a run cut short is no success."""
+
+
+class UsageError(SystemExit):
+    """Bad command-line input: exit code 2, its message already printed on stderr (``str()`` of it is the message)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def interrupted(prog: str) -> int:
-    """Say on stderr that ``prog`` was stopped by Ctrl-C (one line, no traceback); :data:`EXIT_INTERRUPTED`."""
-    print(f"\n{prog}: interrupted", file=sys.stderr)
+    """Say on stderr that ``prog`` was stopped by Ctrl-C (one line, no traceback, none if stderr cannot be
+    written); :data:`EXIT_INTERRUPTED`."""
+    error_line(f"\n{prog}: interrupted")
     return EXIT_INTERRUPTED
 
 
+def error_line(line: str, code: int = 1) -> int:
+    """Print ``line`` on stderr and return ``code``; stderr a pipe whose reader left: :data:`EXIT_PIPE_CLOSED`
+    (another failure to write it: ``code``), never a traceback, nor a second error when Python flushes at exit."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+        return code
+    except OSError as exc:
+        _quiet(sys.stderr)
+        return EXIT_PIPE_CLOSED if exc.errno == errno.EPIPE else code
+
+
+def _quiet(stream: Any) -> None:
+    """Point ``stream``'s file descriptor at ``/dev/null``: what it still buffers is flushed there at exit."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
 class OutputError(OSError):
-    """Standard output could not be written while a command ran (a full disk such as ``> /dev/full``, a closed pipe)."""
+    """Standard output or error could not be written while a command ran (a full disk such as ``> /dev/full``, a
+    closed pipe)."""
 
 
-class _Stdout:
-    """``sys.stdout`` while a command runs (:func:`run`): an ``OSError`` writing it is an :class:`OutputError`."""
+class _Watched:
+    """``sys.stdout`` or ``sys.stderr`` while a command runs (:func:`run`): an ``OSError`` writing it is an
+    :class:`OutputError`."""
 
     def __init__(self, stream: Any) -> None:
         self.stream = stream
@@ -57,50 +88,56 @@ class _Stdout:
 
 @contextlib.contextmanager
 def stdout_watched() -> Iterator[None]:
-    """Within it, a failed write of ``sys.stdout`` raises :class:`OutputError`; on leaving, what was printed is flushed."""
-    stream = sys.stdout
-    if stream is None or isinstance(stream, _Stdout):
-        yield
-        return
-    sys.stdout = _Stdout(stream)
+    """Within it, a failed write of ``sys.stdout`` or ``sys.stderr`` raises :class:`OutputError`; on leaving, what
+    was printed is flushed."""
+    names = [name for name in ("stdout", "stderr") if getattr(sys, name) is not None
+             and not isinstance(getattr(sys, name), _Watched)]
+    streams = {name: getattr(sys, name) for name in names}
+    for name, stream in streams.items():
+        setattr(sys, name, _Watched(stream))
     try:
         yield
-        sys.stdout.flush()
+        for name in names:
+            getattr(sys, name).flush()
     finally:
-        if isinstance(sys.stdout, _Stdout) and sys.stdout.stream is stream:
-            sys.stdout = stream
+        for name, stream in streams.items():
+            current = getattr(sys, name)
+            if isinstance(current, _Watched) and current.stream is stream:
+                setattr(sys, name, stream)
 
 
 def output_failed(exc: OutputError, prog: str) -> int:
     """The exit code after ``exc``: a reader that closed the pipe (as ``| head`` does) quietly
     :data:`EXIT_PIPE_CLOSED`; any other failure one error line on stderr, 1."""
-    with contextlib.suppress(OSError, ValueError):  # no second error when Python flushes the buffer at exit
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    _quiet(sys.stdout)  # no second error when Python flushes the buffer at exit
     if exc.errno == errno.EPIPE:
+        _quiet(sys.stderr)
         return EXIT_PIPE_CLOSED
-    with contextlib.suppress(OSError):
-        print(f"{prog}: error: cannot write to standard output: {exc.strerror or exc}", file=sys.stderr)
-    return 1
+    return error_line(f"{prog}: error: cannot write to standard output: {exc.strerror or exc}")
 
 
 def guarded(prog: str, body: Callable[[], int | None]) -> int:
-    """The exit code of ``body()`` (None: 0) run within :func:`stdout_watched`; Ctrl-C: :func:`interrupted`; standard
-    output that cannot be written: :func:`output_failed`."""
+    """The exit code of ``body()`` (None: 0) run within :func:`stdout_watched`; a :class:`UsageError`: 2; Ctrl-C:
+    :func:`interrupted`; standard output or error that cannot be written: :func:`output_failed`; another ``OSError``
+    (a full disk, a file it may not write): one error line, 1."""
     try:
         with stdout_watched():
             return body() or 0
+    except UsageError:
+        return 2
     except KeyboardInterrupt:
         return interrupted(prog)
     except OutputError as exc:
         return output_failed(exc, prog)
+    except OSError as exc:
+        return error_line(f"{prog}: error: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}")
 
 
 def run_script(main: Callable[[], Any]) -> NoReturn:
     """A script's ``if __name__ == "__main__"``: exit with ``main()``'s code (an int as it is; a result marked
     ``{"interrupted": True}``, a run that Ctrl-C stopped after saving a checkpoint, :data:`EXIT_INTERRUPTED`; else 0).
     A Ctrl-C that reaches here (while the script sets up, or a second one) is one line and :data:`EXIT_INTERRUPTED`;
-    an ``OSError`` (a full disk, a file it may not write), or safetensors' own error for one, is one error line and
-    exit code 1."""
+    an ``OSError`` (:func:`guarded`), or safetensors' own error for one, is one error line and exit code 1."""
     def code() -> int:
         result = main()
         if isinstance(result, Mapping):
@@ -110,15 +147,10 @@ def run_script(main: Callable[[], Any]) -> NoReturn:
     prog = Path(sys.argv[0]).name
     try:
         exit_code = guarded(prog, code)
-    except OSError as exc:
-        where = f": {exc.filename}" if exc.filename else ""
-        print(f"{prog}: error: {exc.strerror or exc}{where}", file=sys.stderr)
-        raise SystemExit(1) from None
     except Exception as exc:
         if type(exc).__name__ != "SafetensorError" or "I/O error" not in str(exc):  # a defect: its traceback
             raise
-        print(f"{prog}: error: writing weights: {exc}", file=sys.stderr)
-        raise SystemExit(1) from None
+        raise SystemExit(error_line(f"{prog}: error: writing weights: {exc}")) from None
     raise SystemExit(exit_code)
 
 

@@ -9,7 +9,7 @@ those files is not what ``score`` would write now (CI runs it through the test s
 Exit codes: 0 done; 1 a failure (a rejected submission, a stale leaderboard, a policy that fails
 while it plays); 2 a usage error (a malformed or contradictory option, a ``--policy``, ``--sb3``
 or ``--wrapper`` that does not load, metadata the submission format refuses), reported before
-anything is played; 130 Ctrl-C; 141 standard output closed.
+anything is played; 130 Ctrl-C; 141 output pipe closed.
 """
 
 from __future__ import annotations
@@ -265,7 +265,7 @@ def _command(name: str, cls: type, body: Callable[..., int]) -> tuple[str, Calla
                     usage_error(str(e), prog=prog)
                 print(f"{prog}: error: {e}", file=sys.stderr)
                 return 1
-            except dataclass_cli.OutputError:  # standard output: dataclass_cli.run's (a closed pipe: 141)
+            except dataclass_cli.OutputError:  # standard output or error: dataclass_cli.run's (a closed pipe: 141)
                 raise
             except OSError as e:  # a full disk, an output that cannot be written
                 where = e.filename or getattr(options, "out", None)

@@ -17,7 +17,12 @@ limits:
 * **connection cap**: at most ``max_connections`` connections at once (HTTP and WebSocket); one more closes the
   oldest connection still waiting for a head, or, when none is waiting, is itself closed at once. So half-sent
   requests can never crowd out a complete one.
+* **unread answers**: a connection whose answers wait in its write buffer, unread by the client, for
+  :data:`SEND_TIMEOUT_S` seconds is dropped (HTTP and WebSocket): else a client that sends and never reads would
+  hold its connection, and a WebSocket session its slot, for good (the closing message itself could not be sent).
 * **shutdown**: on Ctrl-C a connection still sending a request body is closed at once, not waited for.
+* **the log**: a WebSocket text message that is not UTF-8 (closed with code 1007) is one INFO line, not uvicorn's
+  ERROR with a traceback that any client could repeat at will (:func:`_bad_utf8_in_one_line`).
 
 Bodies are :class:`~countdown_gym.integrations.openenv.transport.BodyGuard`'s (size, time, strict JSON).
 """
@@ -25,6 +30,7 @@ Bodies are :class:`~countdown_gym.integrations.openenv.transport.BodyGuard`'s (s
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from typing import Any
 
@@ -46,6 +52,9 @@ MAX_TURN_CHARS = 4096
 """The longest turn the server reads (``models.MAX_TURN_LENGTH``): a larger ``max_turn_chars`` changes nothing."""
 MAX_TURNS = 4096
 SHUTDOWN_GRACE_S = 2.0
+SEND_TIMEOUT_S = 30.0
+"""How long answers may wait unread in a connection's write buffer (the same bytes at two looks this far apart)
+before the connection is dropped."""
 """On Ctrl-C, how long answers still being sent may take before their connections are dropped."""
 
 
@@ -101,8 +110,22 @@ def uvicorn_server(app: Any, max_body_bytes: int, log_level: str = "warning", *,
 
     check_limits(head_timeout_s=head_timeout_s, max_connections=max_connections or 0)
     protocol = guarded_protocol(head_timeout_s, max_connections or default_max_connections())
-    return uvicorn.Server(uvicorn.Config(app, http=protocol, ws_max_size=max_body_bytes, ws_per_message_deflate=False,
-                                         log_level=log_level, timeout_graceful_shutdown=SHUTDOWN_GRACE_S))
+    config = uvicorn.Config(app, http=protocol, ws_max_size=max_body_bytes, ws_per_message_deflate=False,
+                            log_level=log_level, timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    logging.getLogger("uvicorn.error").addFilter(_bad_utf8_in_one_line)  # once: the same function each time
+    return uvicorn.Server(config)
+
+
+def _bad_utf8_in_one_line(record: logging.LogRecord) -> bool:
+    """uvicorn's ``Invalid UTF-8 sequence received from client.`` (an ERROR with the ``UnicodeDecodeError``'s
+    traceback, for the client's own fault) as one INFO line, kept only where the logger shows INFO."""
+    exc = record.exc_info[1] if record.exc_info else None
+    if not (isinstance(exc, UnicodeDecodeError) and "UTF-8" in record.getMessage()):
+        return True
+    record.msg, record.args = "a WebSocket client sent a text message that is not UTF-8: closed (code 1007)", ()
+    record.exc_info = record.exc_text = None
+    record.levelno, record.levelname = logging.INFO, "INFO"
+    return logging.getLogger(record.name).isEnabledFor(logging.INFO)
 
 
 _TIMEOUT_ANSWER = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
@@ -128,6 +151,7 @@ def guarded_protocol(head_timeout_s: float, max_connections: int) -> type[asynci
                 oldest._head_arrived()  # out of the waiting list now, not when its close completes
                 oldest.transport.close()
             self._wait_for_head()
+            _watch_writes(transport, 0)
 
         def data_received(self, data: bytes) -> None:
             cycle = self.cycle
@@ -170,6 +194,17 @@ def guarded_protocol(head_timeout_s: float, max_connections: int) -> type[asynci
                 self.transport.close()
 
     return GuardedHTTPProtocol
+
+
+def _watch_writes(transport: asyncio.Transport, before: int) -> None:
+    """Every :data:`SEND_TIMEOUT_S` seconds while ``transport`` is open (the connection's, before and after a
+    WebSocket upgrade), or still has answers to send: abort it if the answers waiting in its write buffer are the
+    same as at the last look (the client read none of them)."""
+    size = transport.get_write_buffer_size()
+    if size and size == before:
+        transport.abort()
+    elif size or not transport.is_closing():
+        asyncio.get_running_loop().call_later(SEND_TIMEOUT_S, _watch_writes, transport, size)
 
 
 def default_max_connections() -> int:

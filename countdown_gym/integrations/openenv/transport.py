@@ -161,8 +161,14 @@ def add_http_routes(app: FastAPI, factory: Any, action_cls: type[Action], observ
         assert isinstance(exc, RequestError)
         return JSONResponse({"detail": str(exc)}, status_code=exc.status_code)
 
-    async def malformed(request: Any, exc: Exception) -> JSONResponse:
+    async def malformed(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)  # FastAPI's own answer echoes the input: JSON may not hold it
+        kind = request.headers.get("content-type", "")
+        media = kind.partition(";")[0].strip().lower()
+        if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")) and any(
+                tuple(e.get("loc", ())) == ("body",) for e in exc.errors()):  # FastAPI read the body as no JSON
+            return JSONResponse({"detail": f"the body must be sent as content-type: application/json, got "
+                                           f"{repr(kind[:80]) if kind else 'none'}"}, status_code=422)
         return JSONResponse({"detail": in_words(exc.errors())}, status_code=422)
 
     app.add_exception_handler(RequestError, refuse)
