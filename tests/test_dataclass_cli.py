@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -525,3 +526,27 @@ def test_run_script_turns_safetensors_io_errors_into_one_line_but_not_other_erro
 
     with pytest.raises(safetensors.SafetensorError):
         run_script(bug)
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ('{"a": 1, "a": 2}', "key 'a' appears twice"),
+    (b'[{"x": {"b": 1, "c": ":", "b": 3}}]', "key 'b' appears twice"),  # deeper, with a colon in a string
+    ('{"a": NaN}', "NaN is not JSON"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+])
+def test_the_one_strict_json_reader_refuses_what_rfc_8259_does_not_allow(text, match) -> None:
+    """Rows, flags, requests and submission lines all read JSON here: a key twice was last-wins in two of the three
+    copies this replaced, and nesting a RecursionError each caller had to catch."""
+    from countdown_gym.dataclass_cli.strict import duplicate_key, strict_json
+
+    with pytest.raises(ValueError, match=match):
+        strict_json(text)
+    assert (duplicate_key(text) is not None) == ("twice" in match)
+
+
+def test_strict_json_reads_plain_json_and_says_not_json_as_the_json_module_does() -> None:
+    from countdown_gym.dataclass_cli import strict_json
+
+    assert strict_json('{"a": {"b": ":"}, "c": [1, 2.5]}') == {"a": {"b": ":"}, "c": [1, 2.5]}
+    with pytest.raises(json.JSONDecodeError):  # load_problems reads a CSV cell that is not JSON as text
+        strict_json("abc")

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import stat
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from countdown_gym.dataclass_cli.strict import strict_json
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.reachability import SolverTimeout
 from countdown_gym.game.rules import Rules
@@ -68,31 +68,6 @@ class LoadedProblems:
         return "\n".join([head, *shown])
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) < len(pairs):
-        dup = next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
-        raise ValueError(f"key {dup[:40]!r} appears twice in one object")
-    return out
-
-
-def loads_row(text: str | bytes) -> Any:
-    """``json.loads`` of an untrusted row, refusing a key twice in one object (``ValueError``): ``json`` alone keeps
-    the last silently, so ``{"nums": [1, 2], "nums": [3, 4]}`` would be read as one of two puzzles. Every key has one
-    colon after it, so no more colons than the keys of the top object and the objects in it proves no key is twice;
-    otherwise (a key twice, a colon in a string, deeper objects) the text is parsed again pair by pair."""
-    value = json.loads(text)
-    keys = 0
-    if type(value) is dict:
-        keys = len(value)
-        for v in value.values():
-            if type(v) is dict:
-                keys += len(v)
-    if text.count(b":" if isinstance(text, bytes) else ":") > keys:
-        value = json.loads(text, object_pairs_hook=_unique_keys)
-    return value
-
-
 def _int(x: Any) -> Any:
     """numpy / pandas integers as ``int`` (anything else unchanged, for the Problem checks to refuse)."""
     if hasattr(x, "item") and not isinstance(x, (str, bytes)):
@@ -122,7 +97,7 @@ def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
         default = verl_rules(row.get("data_source"))
         row = row["reward_model"].get("ground_truth") or {}  # a verl row
         if isinstance(row, str):
-            row = loads_row(row)
+            row = strict_json(row)
         if not isinstance(row, Mapping):
             raise ValueError(f"reward_model.ground_truth must be a dict or its JSON, got {type(row).__name__} {row!r:.60}")
     if "numbers" in row:
@@ -136,7 +111,7 @@ def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
     row_rules = row.get("rules")
     if rules is None and row_rules is not None:
         if isinstance(row_rules, str) and row_rules.lstrip().startswith("{"):
-            row_rules = loads_row(row_rules)
+            row_rules = strict_json(row_rules)
         rules = Rules.from_dict(dict(row_rules)) if isinstance(row_rules, Mapping) else Rules.preset(str(row_rules))
     pid = row.get("id")
     return Problem(_int_list(numbers), _int(row["target"]), rules or default, id=str(pid) if pid is not None else None,
@@ -150,22 +125,20 @@ class _BadRow(ValueError):
 def _cell(text: Any) -> Any:
     """A CSV cell as the JSON value it spells, else the text; :class:`_BadRow` for JSON Python refuses to build."""
     try:
-        return loads_row(text)
+        return strict_json(text)
     except (TypeError, json.JSONDecodeError):
         return text
-    except RecursionError:
-        raise _BadRow("a cell is JSON nested too deeply") from None
     except ValueError as exc:
         raise _BadRow(f"a cell holds a value Python refuses: {str(exc)[:120]}") from None
 
 
 def _json_file_rows(path: Path) -> list[Any]:
     try:
-        data = loads_row(path.read_bytes().decode("utf-8-sig"))  # a leading byte-order mark is not the JSON
+        data = strict_json(path.read_bytes().decode("utf-8-sig"))  # a leading byte-order mark is not the JSON
     except UnicodeDecodeError as exc:
         return [_BadRow(f"the .json file is not UTF-8 (byte {exc.start})")]
-    except (ValueError, RecursionError) as exc:
-        return [_BadRow(f"not JSON: {str(exc)[:120] if not isinstance(exc, RecursionError) else 'nested too deeply'}")]
+    except ValueError as exc:
+        return [_BadRow(f"not JSON: {str(exc)[:120]}")]
     if isinstance(data, Mapping):  # one row, or {"data": [...]} (a single split)
         is_row = bool({"numbers", "nums", "reward_model"} & set(data))
         lists = [k for k, v in data.items() if isinstance(v, list)]
@@ -240,11 +213,11 @@ def _jsonl_rows(path: Path) -> Iterable[Any]:
 def _jsonl_row(raw: bytes, first: bool) -> Any:
     """One JSON Lines row, or a :class:`_BadRow` saying why it is not one."""
     try:
-        return loads_row(raw.decode("utf-8-sig" if first else "utf-8"))  # the file's byte-order mark
+        return strict_json(raw.decode("utf-8-sig" if first else "utf-8"))  # the file's byte-order mark
     except UnicodeDecodeError as exc:
         return _BadRow(f"not UTF-8 (byte {exc.start} of the line)")
-    except (ValueError, RecursionError) as exc:
-        return _BadRow("not JSON: " + ("nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:120]))
+    except ValueError as exc:
+        return _BadRow(f"not JSON: {str(exc)[:120]}")
 
 
 def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:

@@ -33,7 +33,6 @@ from countdown_gym.dataclass_cli.commands import (
     parse_bool,
     parse_known,
     run,
-    strict_json,
     to_argv,
     usage_error,
 )
@@ -49,6 +48,7 @@ from countdown_gym.dataclass_cli.output import (
     run_script,
     written_aside,
 )
+from countdown_gym.dataclass_cli.strict import strict_json
 
 __all__ = [
     "EXIT_INTERRUPTED",

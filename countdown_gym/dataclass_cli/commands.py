@@ -16,7 +16,6 @@ import textwrap
 import tokenize
 import types
 import typing
-from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -35,6 +34,7 @@ from tyro.constructors import (
 from tyro.constructors._struct_spec_dataclass import dataclass_rule
 
 from countdown_gym.dataclass_cli.output import EXIT_PIPE_CLOSED, UsageError, guarded
+from countdown_gym.dataclass_cli.strict import strict_json
 
 T = TypeVar("T")
 _TRUE, _FALSE, _AUTO = ("1", "true", "yes", "on"), ("0", "false", "no", "off"), ("auto", "none")
@@ -143,31 +143,12 @@ def _finite_float(args: list[str]) -> float:
     return value
 
 
-def strict_json(text: str | bytes) -> Any:
-    """``json.loads`` refusing what RFC 8259 does not allow: ``NaN`` / ``Infinity`` and a key twice in one object
-    (a ``ValueError`` naming it)."""
-
-    def constant(name: str) -> None:
-        raise ValueError(f"{name} is not JSON (RFC 8259)")
-
-    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out = dict(pairs)
-        if len(out) < len(pairs):
-            dup = next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
-            raise ValueError(f"key {dup[:40]!r} appears twice in one object")
-        return out
-
-    return json.loads(text, parse_constant=constant, object_pairs_hook=unique)
-
-
 def _json_object(args: list[str]) -> dict[str, Any]:
     """A strict JSON object (:func:`strict_json`), not nested past the parser's depth."""
     try:
         value = strict_json(args[0])
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg}); expected a JSON object like '{{\"key\": 1}}', got {args[0]!r}") from None
-    except RecursionError:
-        raise ValueError("not valid JSON (nested too deeply)") from None
     except ValueError as exc:
         raise ValueError(f"not valid JSON ({exc}); expected a JSON object like '{{\"key\": 1}}'") from None
     if not isinstance(value, dict):

@@ -29,8 +29,8 @@ if not hasattr(vf, "MultiTurnEnv"):  # verifiers 0.4 replaced the classic enviro
         f"verifiers {getattr(vf, '__version__', '?')} is installed"
     )
 
-from countdown_gym.data.problem_files import loads_row
 from countdown_gym.data.splits import load_split
+from countdown_gym.dataclass_cli.strict import strict_json
 from countdown_gym.envs.problem_source import problem_from_columns
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.solver import solve
@@ -185,7 +185,7 @@ def play_tools(info: Mapping[str, Any], messages: Any, max_turns: int = DEFAULT_
     tools, replies = tool_functions(env), []
     for _, name, args in _tool_calls(messages):
         try:
-            kwargs = loads_row(args) if isinstance(args, str) else dict(args or {})
+            kwargs = strict_json(args) if isinstance(args, str) else dict(args or {})
             problem = bad_call(name, kwargs, tools)
             if problem is not None:
                 raise ValueError(problem)

@@ -17,7 +17,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from countdown_gym.data.problem_files import loads_row, verl_rules
+from countdown_gym.data.problem_files import verl_rules
+from countdown_gym.dataclass_cli.strict import strict_json
 from countdown_gym.envs.problem_source import problem_from_columns
 from countdown_gym.game.problem import Problem
 from countdown_gym.rewards.terms import Scorer, check_scale, check_scorer_fits
@@ -45,8 +46,8 @@ def problem_from_ground_truth(gt: Any, data_source: Any = None) -> Problem:
     the row's ``data_source`` picks them (:func:`~countdown_gym.data.problem_files.verl_rules`: TinyZero's rows)."""
     if isinstance(gt, (str, bytes)):
         try:
-            gt = loads_row(gt)
-        except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, a key twice, or nested past the parser's depth
+            gt = strict_json(gt)
+        except ValueError as exc:  # not JSON, not UTF-8, a key twice, or nested past the parser's depth
             raise ValueError(f"ground_truth is not JSON ({str(exc)[:80]}): {gt!r:.80}") from exc
     if not isinstance(gt, Mapping) or "numbers" not in gt or "target" not in gt:
         raise ValueError(f"ground_truth must have 'numbers' and 'target' (see scripts/export_verl.py), got {gt!r:.120}")

@@ -27,6 +27,7 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, Observation
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
+from countdown_gym.dataclass_cli.strict import duplicate_key
 from countdown_gym.integrations.openenv.models import ErrorAnswer, ResetRequest, step_request
 
 log = logging.getLogger(__name__)
@@ -77,54 +78,6 @@ def json_error(text: str | bytes) -> str | None:
     except ValueError as e:
         return str(e)
     return duplicate_key(text, value)
-
-
-class _KeyTwice(ValueError):
-    pass
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    value = dict(pairs)
-    if len(value) < len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _KeyTwice(key)
-            seen.add(key)
-    return value
-
-
-def _keys(value: Any) -> int:
-    """How many keys the objects in the parsed JSON ``value`` hold, all levels together."""
-    count = len(value) if type(value) is dict else 0
-    for v in value.values() if type(value) is dict else value if type(value) is list else ():
-        if type(v) is dict or type(v) is list:
-            count += _keys(v)
-    return count
-
-
-def duplicate_key(text: str | bytes, value: Any = None) -> str | None:
-    """``key 'k' appears twice in one object`` when ``text`` (JSON; ``value``: what it parses to, a repeated key's
-    last value kept) has a key twice in an object, else None. Cheap when no key is twice: every key is followed by
-    a colon, so as many colons as parsed keys proves it; only a colon in a string makes ``text`` parsed again, pair
-    by pair."""
-    colons = text.count(b":" if isinstance(text, bytes) else ":")
-    if colons < 2:  # a key twice needs two keys
-        return None
-    if value is None:
-        try:
-            value = pydantic_core.from_json(text)
-        except ValueError:
-            return None
-    if colons <= _keys(value):
-        return None
-    try:
-        json.loads(text, object_pairs_hook=_pairs, parse_int=str, parse_float=str, parse_constant=str)
-    except _KeyTwice as e:
-        return f"key {str(e.args[0])[:40]!r} appears twice in one object"
-    except ValueError:
-        return None
-    return None
 
 
 # ---- HTTP -----------------------------------------------------------------------------------------------
@@ -321,7 +274,10 @@ def _not_strict(text: str) -> str | None:
             pydantic_core.from_json(text, allow_inf_nan=False)
         except ValueError:
             return "NaN and Infinity are not JSON (RFC 8259)"
-    return duplicate_key(text)
+    try:
+        return duplicate_key(text, pydantic_core.from_json(text))
+    except ValueError:  # the message model read it: only a path the model never reached could fail here
+        return None
 
 
 class Sessions:
