@@ -201,6 +201,24 @@ def test_plot_curves(tmp_path: Path) -> None:
     assert (tmp_path / "c.png").stat().st_size > 0
 
 
+def test_an_interrupted_plot_keeps_the_old_curves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run's curves.png was saved in place: a kill mid-save left a torn PNG; now the old one stays."""
+    from matplotlib.figure import Figure
+
+    png, panels = tmp_path / "curves.png", [Panel("loss", {"loss": "train"})]
+    plot_curves([{"step": 1, "loss": 0.5}], png, panels)
+    old = png.read_bytes()
+
+    def torn(self, fname, **_):
+        Path(fname).write_bytes(b"\x89PNG half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Figure, "savefig", torn)
+    with pytest.raises(KeyboardInterrupt):
+        plot_curves([{"step": 1, "loss": 0.4}], png, panels)
+    assert png.read_bytes() == old and not list(tmp_path.glob("*.tmp"))
+
+
 def test_stop_request_first_signal_asks_second_interrupts(capsys: pytest.CaptureFixture[str]) -> None:
     before = signal.getsignal(signal.SIGTERM)
     with StopRequest() as stop:

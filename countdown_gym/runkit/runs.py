@@ -341,7 +341,8 @@ class Panel:
 
 def plot_curves(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str], panels: Sequence[Panel], *,
                 x: str = "step", xlabel: str = "step", title: str = "") -> None:
-    """A PNG with one plot per panel, side by side: each column's values (rows without one are skipped) vs ``x``."""
+    """A PNG with one plot per panel, side by side: each column's values (rows without one are skipped) vs ``x``;
+    written whole or not at all."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -374,7 +375,8 @@ def plot_curves(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str],
     if title:
         (axes[0][0].set_title if len(panels) == 1 else fig.suptitle)(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with written_aside(path) as tmp:  # whole or not at all: a kill mid-save keeps the last plot
+        fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)
 
 
