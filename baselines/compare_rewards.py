@@ -26,7 +26,7 @@ from pathlib import Path
 from baselines.analysis.uncertainty import seed_spread
 from countdown_gym import dataclass_cli
 from countdown_gym.rewards.variants import variant_names
-from countdown_gym.runkit.runs import command_outcome, not_regular, run_commands
+from countdown_gym.runkit.runs import command_outcome, not_regular, run_commands, write_text_atomic
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["", "![learning curves](sb3_rewards.png)", "",
               "How the baseline works, its speed and its limits: "
               f"[docs/sb3_baseline.md]({os.path.relpath(DOCS / 'sb3_baseline.md', out.resolve())}).", ""]
-    (out / "sb3_rewards.md").write_text("\n".join(lines))
+    write_text_atomic(out / "sb3_rewards.md", "\n".join(lines))
     print("\n".join(lines))
     return 0
 
