@@ -76,12 +76,7 @@ def read_records(folder: str | Path, needs: Sequence[str] = ("test_outcomes", "s
     for p in sorted(Path(folder).glob("*.json*")):
         if p.name == AUROC_FILE or not (p.name.endswith(".json") or p.name.endswith(".json.gz")):
             continue
-        try:
-            rec = json.loads(gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes())
-        except (ValueError, EOFError, OSError, zlib.error) as exc:  # not JSON, or a cut-off or corrupt gzip file
-            raise SystemExit(f"{p}: not a JSON record ({exc})") from None
-        if not isinstance(rec, dict) or "arm" not in rec or "seed" not in rec:
-            raise SystemExit(f"{p}: a record needs at least 'arm' and 'seed'")
+        rec = read_record(p)
         if missing := [k for k in needs if k not in rec]:
             raise SystemExit(f"{p}: a record of this analysis needs {', '.join(map(repr, missing))}")
         if bad := [k for k in ("test_outcomes", "start_outcomes") if isinstance(rec.get(k), str) and rec[k].strip("01")]:
@@ -89,6 +84,18 @@ def read_records(folder: str | Path, needs: Sequence[str] = ("test_outcomes", "s
         out.append(rec)
     rank = {a: i for i, a in enumerate(VARIANTS)}  # the protocol's arms first, in its order
     return sorted(out, key=lambda r: (rank.get(r["arm"], len(VARIANTS)), r["arm"], int(r["seed"])))
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """One record (``.json.gz`` or ``.json``): a JSON object with at least ``arm`` and ``seed``; exits naming the file
+    when it is not (cut off, corrupt, not JSON)."""
+    try:
+        rec = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes())
+    except (ValueError, EOFError, OSError, zlib.error) as exc:  # not JSON, or a cut-off or corrupt gzip file
+        raise SystemExit(f"{path}: not a JSON record ({exc})") from None
+    if not isinstance(rec, dict) or "arm" not in rec or "seed" not in rec:
+        raise SystemExit(f"{path}: a record needs at least 'arm' and 'seed'")
+    return rec
 
 
 def outcomes(text: str | Sequence[Any]) -> np.ndarray:
