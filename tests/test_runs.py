@@ -192,6 +192,13 @@ def test_a_log_that_is_not_utf8_is_one_error_naming_it(tmp_path: Path) -> None:
     path.write_bytes(b"\0" * 200_000)  # what a crash may leave: NUL bytes, valid UTF-8 (was a csv.Error traceback)
     with pytest.raises(SystemExit, match=r"progress.csv is not CSV \(field larger than field limit"):
         truncate_rows(path, 64, "time/total_timesteps")
+    log = tmp_path / "log.jsonl"  # a middle line not UTF-8: its byte was replaced by U+FFFD and written back
+    log.write_bytes(b'{"step": 1}\n{"step": 2, "x": "\xff"}\n{"step": 3}\n{"step": 4, "x": "\xc3')
+    with pytest.raises(SystemExit, match=r"log.jsonl: line 2 is not JSON \('utf-8' codec can't decode byte 0xff"):
+        truncate_rows(log, 3)
+    assert b"\xff" in log.read_bytes()
+    log.write_bytes(b'{"step": 1}\n{"step": 2, "x": "\xc3')  # a torn last line, cut inside a character: dropped
+    assert truncate_rows(log, 3) == [('{"step": 1}', {"step": 1})] and log.read_bytes() == b'{"step": 1}\n'
 
 
 def test_plot_curves(tmp_path: Path) -> None:
