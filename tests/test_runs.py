@@ -197,6 +197,9 @@ def test_a_log_that_is_not_utf8_is_one_error_naming_it(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=r"log.jsonl: line 2 is not JSON \('utf-8' codec can't decode byte 0xff"):
         truncate_rows(log, 3)
     assert b"\xff" in log.read_bytes()
+    log.write_bytes(b'{"step": 1}\n' + b"[" * 100_000 + b'\n{"step": 3}\n')  # was a RecursionError traceback
+    with pytest.raises(SystemExit, match=r"log.jsonl: line 2 is not JSON \(maximum recursion depth"):
+        truncate_rows(log, 3)
     log.write_bytes(b'{"step": 1}\n{"step": 2, "x": "\xc3')  # a torn last line, cut inside a character: dropped
     assert truncate_rows(log, 3) == [('{"step": 1}', {"step": 1})] and log.read_bytes() == b'{"step": 1}\n'
 

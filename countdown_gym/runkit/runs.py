@@ -229,7 +229,7 @@ def _rows_upto(path: Path, step: float, key: str) -> tuple[list[str] | None, lis
             try:
                 if (line := data.decode("utf-8")).strip():  # not UTF-8: a UnicodeDecodeError, one ValueError more
                     rows.append((line, json.loads(line)))
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # RecursionError: a line of 100,000 '['
                 if number == len(lines):  # the unterminated last line: a torn append
                     break
                 raise SystemExit(f"{path}: line {number} is not JSON ({exc}), not a row this run wrote; fix or remove "
