@@ -91,7 +91,7 @@ def read_record(path: Path) -> dict[str, Any]:
     when it is not (cut off, corrupt, not JSON)."""
     try:
         rec = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes())
-    except (ValueError, EOFError, OSError, zlib.error) as exc:  # not JSON, or a cut-off or corrupt gzip file
+    except (ValueError, EOFError, OSError, zlib.error, RecursionError) as exc:  # not JSON, a cut-off or corrupt gzip
         raise SystemExit(f"{path}: not a JSON record ({exc})") from None
     if not isinstance(rec, dict) or "arm" not in rec or "seed" not in rec:
         raise SystemExit(f"{path}: a record needs at least 'arm' and 'seed'")
