@@ -71,8 +71,9 @@ def write_record(path: str | Path, record: dict[str, Any]) -> Path:
 
 def read_records(folder: str | Path, needs: Sequence[str] = ("test_outcomes", "seconds_per_step", "steps")) -> list[dict[str, Any]]:
     """Every ``*.json.gz`` / ``*.json`` record directly in ``folder``, sorted by arm and seed; each must hold ``needs``
-    (the analysis' keys; tuning records: ``options`` and ``validation``) and outcomes of 0s and 1s."""
-    out = []
+    (the analysis' keys; tuning records: ``options`` and ``validation``) and outcomes of 0s and 1s, all of the same
+    test problems (``problem_ids_sha256`` and length)."""
+    out, problems = [], {}
     for p in sorted(Path(folder).glob("*.json*")):
         if p.name == AUROC_FILE or not (p.name.endswith(".json") or p.name.endswith(".json.gz")):
             continue
@@ -82,6 +83,13 @@ def read_records(folder: str | Path, needs: Sequence[str] = ("test_outcomes", "s
         if bad := [k for k in ("test_outcomes", "start_outcomes") if isinstance(rec.get(k), str) and rec[k].strip("01")]:
             raise SystemExit(f"{p}: {bad[0]} must be a string of 0s and 1s (one per test problem)")
         out.append(rec)
+        if "test_outcomes" in rec:
+            problems.setdefault((len(rec["test_outcomes"]), rec.get("problem_ids_sha256")), []).append(p.name)
+    if len(problems) > 1:
+        raise SystemExit(f"{folder}: the records were tested on different problems: " + "; ".join(
+            f"{n} outcomes in {', '.join(names[:3])}{f' and {len(names) - 3} more' if len(names) > 3 else ''} "
+            f"({f'problem_ids_sha256 {digest:.12}...' if digest else 'no problem_ids_sha256'})"
+            for (n, digest), names in problems.items()))
     rank = {a: i for i, a in enumerate(VARIANTS)}  # the protocol's arms first, in its order
     return sorted(out, key=lambda r: (rank.get(r["arm"], len(VARIANTS)), r["arm"], int(r["seed"])))
 
@@ -162,10 +170,7 @@ def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float:
 
 def analyse(records: list[dict[str, Any]], base: str = "sparse", page: Path = PAGE) -> dict[str, Any]:
     """Per-arm figures, every arm against ``base`` (see the module docstring; fractions, not percentages) and the
-    seeds an arm that ``page``'s comparison expects."""
-    digests = {r.get("problem_ids_sha256") for r in records}
-    if len(digests) > 1:
-        raise SystemExit("the records were tested on different problems (problem_ids_sha256 differ)")
+    seeds an arm that ``page``'s comparison expects; ``records``: :func:`read_records`' (of the same problems)."""
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         by_arm.setdefault(r["arm"], []).append(r)

@@ -92,6 +92,23 @@ def test_records_of_other_problems_or_without_arm_are_refused(tmp_path: Path) ->
         ra.read_records(folder)
 
 
+@pytest.mark.parametrize("short", [["sparse-s1"], ["critic-s0", "critic-s1"]])
+def test_records_of_different_lengths_are_refused_naming_the_files(tmp_path: Path, short: list[str]) -> None:
+    """Records without problem_ids_sha256 whose outcomes differ in length crashed in np.stack (within an arm) or in
+    the bootstrap's matrix product (across arms) with a traceback; now one error naming the files."""
+    folder = records(tmp_path, {"sparse": [0.1, 0.2], "critic": [0.3, 0.3]})
+    for rec in ra.read_records(folder):
+        name = f"{rec['arm']}-s{rec['seed']}"
+        ra.write_record(folder / f"{name}.json.gz", {k: v for k, v in rec.items() if k != "problem_ids_sha256"}
+                        | {"test_outcomes": rec["test_outcomes"][: 150 if name in short else None]})
+    with pytest.raises(SystemExit) as exc:
+        ra.main(["--page", str(tmp_path / "page.md")])
+    long = sorted({"sparse-s0", "sparse-s1", "critic-s0", "critic-s1"} - set(short))
+    assert f"{folder}: the records were tested on different problems: " in str(exc.value)
+    assert f"150 outcomes in {', '.join(f'{n}.json.gz' for n in short)}" in str(exc.value)
+    assert f"200 outcomes in {', '.join(f'{n}.json.gz' for n in long)}" in str(exc.value)
+
+
 def test_the_committed_page_and_readme_answer_match_the_committed_records(capsys: pytest.CaptureFixture[str]) -> None:
     """docs/results/reward_comparison.md and the README's answer line are what the committed records give (commit
     them together: ``python baselines/reward_analysis.py`` rewrites both)."""
