@@ -124,7 +124,8 @@ def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
     from scipy.stats import ttest_ind
 
     diff = float(np.mean(a) - np.mean(b))
-    if seed_spread(a) == seed_spread(b) == 0:  # no spread: scipy's t is undefined
+    if seed_spread(a) == seed_spread(b) == 0:  # no spread: scipy's t is undefined; a[0] - b[0] has no mean's rounding
+        diff = float(a[0] - b[0])
         return {"difference": diff, "p": 1.0 if diff == 0 else 0.0, "low": diff, "high": diff}
     test = ttest_ind(a, b, equal_var=False)
     ci = test.confidence_interval(0.95)

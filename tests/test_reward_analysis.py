@@ -26,6 +26,13 @@ def test_welch_matches_scipy_and_holm_steps_down() -> None:
     assert ra.welch([0.1, 0.1], [0.1, 0.1])["p"] == 1.0
 
 
+def test_arms_of_one_rate_on_every_seed_differ_by_nothing() -> None:
+    """Both arms without spread, of the same rate (an unchanged model's greedy play on every seed), but with 3 and 2
+    seeds: their means differed by a rounding (1e-17), read as a certain difference (p = 0: a 'helps' verdict)."""
+    assert ra.welch([0.1] * 3, [0.1] * 2) == {"difference": 0.0, "p": 1.0, "low": 0.0, "high": 0.0}
+    assert ra.welch([0.3] * 2, [0.1] * 5)["p"] == 0.0  # no spread, another rate: a real difference
+
+
 def test_bootstrap_interval_covers_the_difference_and_repeats() -> None:
     rng = np.random.default_rng(1)
     base = (rng.random((6, 400)) < 0.15).astype(np.uint8)
