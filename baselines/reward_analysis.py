@@ -180,11 +180,12 @@ def analyse(records: list[dict[str, Any]], base: str = "sparse", page: Path = PA
         x = np.stack([outcomes(r["test_outcomes"]) for r in recs])
         rates = x.mean(axis=1)
         zero = [float(np.mean(r["frac_reward_zero_std"])) for r in recs if r.get("frac_reward_zero_std")]
+        timed = [r["seconds_per_step"] for r in recs if r["seconds_per_step"] is not None]  # None: a resume timed no step
         arms[arm] = {
             "seeds": [int(r["seed"]) for r in recs], "outcomes": x, "rates": rates.tolist(),
             "mean": float(rates.mean()), "se": seed_spread(rates.tolist(), "se"), "sd": seed_spread(rates.tolist(), "std"),
             "start": float(np.mean([outcomes(r["start_outcomes"]).mean() for r in recs if r.get("start_outcomes")] or [np.nan])),
-            "seconds_per_step": float(np.mean([r["seconds_per_step"] for r in recs])),
+            "seconds_per_step": float(np.mean(timed)) if timed else float("nan"),
             "steps": float(np.mean([r["steps"] for r in recs])),
             "zero_spread": float(np.mean(zero)) if zero else float("nan"),
             "validation": validation_means(recs), "problems": int(x.shape[1]),
@@ -281,8 +282,9 @@ def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]
         for a, v in arms.items():
             se, sd = (f"± {100 * v['se']:.1f}", f"{100 * v['sd']:.1f}") if len(v["rates"]) > 1 else ("(SE undefined: one seed)", "undefined")
             zero = f"{100 * v['zero_spread']:.0f}%" if np.isfinite(v["zero_spread"]) else "not recorded"
+            timed = f"{v['seconds_per_step']:.2f}" if np.isfinite(v["seconds_per_step"]) else "not recorded"
             lines.append(f"| `{a}` | {len(v['rates'])} | {100 * v['mean']:.1f}% {se} | {sd} | "
-                         f"{v['seconds_per_step']:.2f} | {v['steps']:.0f} | {zero} |")
+                         f"{timed} | {v['steps']:.0f} | {zero} |")
         lines.append("")
         if tests:
             lines += ["Against `sparse` (points; Welch's t, Holm over the "

@@ -163,6 +163,17 @@ def test_one_seed_and_missing_figures_are_said_not_printed_as_numbers(tmp_path: 
     assert "(SE undefined: one seed) | undefined |" in text and "not recorded |" in text
 
 
+def test_a_run_that_timed_no_step_is_not_recorded_not_a_traceback(tmp_path: Path) -> None:
+    """A run resumed after its last checkpoint trains no step: its summary has no seconds_per_step, its record None,
+    and the analysis raised a TypeError in np.mean; now the mean of the runs that timed steps, or "not recorded"."""
+    folder = records(tmp_path, {"sparse": [0.2, 0.2], "critic": [0.3, 0.3]})
+    for rec in ra.read_records(folder):
+        if rec["arm"] == "critic" or rec["seed"] == 0:
+            ra.write_record(folder / f"{rec['arm']}-s{rec['seed']}.json.gz", {**rec, "seconds_per_step": None})
+    text = "\n".join(ra.results_lines(ra.analyse(ra.read_records(folder)), folder, tmp_path / "page.md"))
+    assert "| `sparse` | 2 | " in text and "| 8.00 | 30 |" in text and "| not recorded | 30 |" in text
+
+
 def test_a_missing_records_folder_is_a_usage_error_and_the_page_is_kept(tmp_path: Path) -> None:
     """A mistyped --records (or --page) read as no records: the page's results became 'No run has finished yet.'
     (and, for the project's page, the README's answer line 'no comparison yet'), exit 0."""
