@@ -71,9 +71,9 @@ def write_record(path: str | Path, record: dict[str, Any]) -> Path:
 
 def read_records(folder: str | Path, needs: Sequence[str] = ("test_outcomes", "seconds_per_step", "steps")) -> list[dict[str, Any]]:
     """Every ``*.json.gz`` / ``*.json`` record directly in ``folder``, sorted by arm and seed; each must hold ``needs``
-    (the analysis' keys; tuning records: ``options`` and ``validation``) and outcomes of 0s and 1s, all of the same
-    test problems (``problem_ids_sha256`` and length)."""
-    out, problems = [], {}
+    (the analysis' keys; tuning records: ``options`` and ``validation``) and outcomes of 0s and 1s, one record a run
+    (arm and seed), all of the same test problems (``problem_ids_sha256`` and length)."""
+    out, problems, runs = [], {}, {}
     for p in sorted(Path(folder).glob("*.json*")):
         if p.name == AUROC_FILE or not (p.name.endswith(".json") or p.name.endswith(".json.gz")):
             continue
@@ -83,7 +83,10 @@ def read_records(folder: str | Path, needs: Sequence[str] = ("test_outcomes", "s
         if bad := [k for k in ("test_outcomes", "start_outcomes") if isinstance(rec.get(k), str) and rec[k].strip("01")]:
             raise SystemExit(f"{p}: {bad[0]} must be a string of 0s and 1s (one per test problem)")
         out.append(rec)
-        if "test_outcomes" in rec:
+        if "test_outcomes" in rec:  # an analysis' record (a tuning run's has none): one a run, of the same problems
+            if (first := runs.setdefault((rec["arm"], rec["seed"]), p.name)) != p.name:
+                raise SystemExit(f"{p}: a second record of arm {rec['arm']!r} seed {rec['seed']} (the first: {first}); "
+                                 "keep one")
             problems.setdefault((len(rec["test_outcomes"]), rec.get("problem_ids_sha256")), []).append(p.name)
     if len(problems) > 1:
         raise SystemExit(f"{folder}: the records were tested on different problems: " + "; ".join(

@@ -99,6 +99,14 @@ def test_records_of_other_problems_or_without_arm_are_refused(tmp_path: Path) ->
         ra.read_records(folder)
 
 
+def test_two_records_of_one_run_are_refused(tmp_path: Path) -> None:
+    """A record unpacked beside itself (sparse-s0.json and sparse-s0.json.gz) counted as two seeds: a smaller SE."""
+    folder = records(tmp_path, {"sparse": [0.1, 0.2], "critic": [0.3, 0.3]})
+    (folder / "sparse-s0.json").write_bytes(gzip.decompress((folder / "sparse-s0.json.gz").read_bytes()))
+    with pytest.raises(SystemExit, match=r"sparse-s0.json.gz: a second record of arm 'sparse' seed 0 \(the first: sparse-s0.json\)"):
+        ra.read_records(folder)
+
+
 @pytest.mark.parametrize("short", [["sparse-s1"], ["critic-s0", "critic-s1"]])
 def test_records_of_different_lengths_are_refused_naming_the_files(tmp_path: Path, short: list[str]) -> None:
     """Records without problem_ids_sha256 whose outcomes differ in length crashed in np.stack (within an arm) or in
