@@ -121,6 +121,15 @@ def test_one_seed_has_no_std_in_the_table(tmp_path: Path) -> None:
     assert "| sparse | 0.250 (one seed: std undefined) | 0.250 |" in (tmp_path / "sb3_rewards.md").read_text()
 
 
+def test_a_damaged_result_of_a_finished_run_is_one_error_naming_it(tmp_path: Path) -> None:
+    """A cut-off or hand-edited runs/<run>/result.json was a JSONDecodeError traceback before any run started."""
+    run = tmp_path / "runs" / "sparse-s0"
+    run.mkdir(parents=True)
+    (run / "result.json").write_text('{"run": "sparse-s0", "rew')
+    with pytest.raises(SystemExit, match=r"sparse-s0/result.json is not JSON"):
+        compare_rewards.main(["--variants", "sparse", "--seeds", "0", "--total-timesteps", "64", "--out", str(tmp_path), *TINY])
+
+
 def test_an_interrupted_table_write_keeps_the_old_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """sb3_rewards.md was written in place: a kill mid-write left a torn table; now the old one stays."""
     import json
