@@ -31,7 +31,7 @@ from baselines.compare_llm_rewards import QUICK, VARIANTS
 from baselines.compare_llm_rewards import Options as Comparison
 from baselines.lm.grpo_model import ROOT
 from countdown_gym import dataclass_cli
-from countdown_gym.runkit.runs import write_text_atomic
+from countdown_gym.runkit.runs import read_options, write_text_atomic
 
 PAGE = ROOT / "docs" / "results" / "reward_comparison.md"
 RESULTS_HEADING = "## Results"
@@ -306,9 +306,7 @@ def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]
             for a, v in arms.items():
                 lines.append(f"| `{a}` | " + " | ".join(f"{100 * v['validation'][s]:.1f}%" for s in steps) + " |")
             lines.append("")
-    auroc_path = folder / AUROC_FILE
-    if auroc_path.is_file():
-        au = json.loads(auroc_path.read_text())
+    if (au := read_options(folder, AUROC_FILE)) is not None:  # one error naming a damaged file
         lines += [f"Dense terms as predictors of an episode's success: AUROC of each move's term against the episode's "
                   f"outcome, {au['episodes']} episodes of the starting model sampled at T = {au['temperature']:g} on the "
                   f"{au['problems']} validation problems ({au['moves']} moves; {100 * au['solved']:.1f}% of episodes solved):", "",

@@ -194,7 +194,7 @@ def test_a_missing_records_folder_is_a_usage_error_and_the_page_is_kept(tmp_path
     assert page.read_text() == "# Title\n\n## Results\n\nthe results\n"
 
 
-@pytest.mark.parametrize("damage", ["cut", "not gzip", "no outcomes", "outcomes 0-2", "nested"])
+@pytest.mark.parametrize("damage", ["cut", "not gzip", "no outcomes", "outcomes 0-2", "nested", "auroc"])
 def test_a_damaged_record_is_one_error_naming_its_file(tmp_path: Path, damage: str) -> None:
     """A cut-off .json.gz raised EOFError (a traceback), a file not gzipped said 'Not a gzipped file' naming no file,
     a record without test_outcomes raised KeyError, and outcomes "0120" counted the 2 as two successes."""
@@ -207,10 +207,13 @@ def test_a_damaged_record_is_one_error_naming_its_file(tmp_path: Path, damage: s
         path.write_bytes(b"hi")
     elif damage == "nested":  # was a RecursionError traceback
         path.write_bytes(gzip.compress(b"[" * 100_000))
+    elif damage == "auroc":  # a cut-off dense_term_auroc.json: a JSONDecodeError traceback
+        path = folder / ra.AUROC_FILE
+        path.write_text('{"terms": {"oracle')
     else:
         ra.write_record(path, {k: v for k, v in rec.items() if k != "test_outcomes"} if damage == "no outcomes"
                         else {**rec, "test_outcomes": "0120" + rec["test_outcomes"][4:]})
-    with pytest.raises(SystemExit, match="sparse-s0.json.gz: "):
+    with pytest.raises(SystemExit, match=f"{path.name}:? "):
         ra.main(["--page", str(tmp_path / "page.md")])
 
 
