@@ -98,14 +98,14 @@ def read_records(folder: str | Path, needs: Sequence[str] = ("test_outcomes", "s
 
 
 def read_record(path: Path) -> dict[str, Any]:
-    """One record (``.json.gz`` or ``.json``): a JSON object with at least ``arm`` and ``seed``; exits naming the file
-    when it is not (cut off, corrupt, not JSON)."""
+    """One record (``.json.gz`` or ``.json``): a JSON object with at least ``arm`` (a string) and ``seed`` (an
+    integer); exits naming the file when it is not (cut off, corrupt, not JSON)."""
     try:
         rec = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes())
     except (ValueError, EOFError, OSError, zlib.error, RecursionError) as exc:  # not JSON, a cut-off or corrupt gzip
         raise SystemExit(f"{path}: not a JSON record ({exc})") from None
-    if not isinstance(rec, dict) or "arm" not in rec or "seed" not in rec:
-        raise SystemExit(f"{path}: a record needs at least 'arm' and 'seed'")
+    if not isinstance(rec, dict) or not isinstance(rec.get("arm"), str) or not isinstance(rec.get("seed"), int):
+        raise SystemExit(f"{path}: a record needs at least 'arm' (a string) and 'seed' (an integer)")
     return rec
 
 

@@ -95,7 +95,7 @@ def test_records_of_other_problems_or_without_arm_are_refused(tmp_path: Path) ->
     with pytest.raises(SystemExit, match="different problems"):
         ra.analyse(ra.read_records(folder))
     (folder / "bad.json").write_text("[1]")
-    with pytest.raises(SystemExit, match="needs at least 'arm' and 'seed'"):
+    with pytest.raises(SystemExit, match=r"needs at least 'arm' \(a string\) and 'seed' \(an integer\)"):
         ra.read_records(folder)
 
 
@@ -194,7 +194,7 @@ def test_a_missing_records_folder_is_a_usage_error_and_the_page_is_kept(tmp_path
     assert page.read_text() == "# Title\n\n## Results\n\nthe results\n"
 
 
-@pytest.mark.parametrize("damage", ["cut", "not gzip", "no outcomes", "outcomes 0-2", "nested", "auroc"])
+@pytest.mark.parametrize("damage", ["cut", "not gzip", "no outcomes", "outcomes 0-2", "nested", "auroc", "seed"])
 def test_a_damaged_record_is_one_error_naming_its_file(tmp_path: Path, damage: str) -> None:
     """A cut-off .json.gz raised EOFError (a traceback), a file not gzipped said 'Not a gzipped file' naming no file,
     a record without test_outcomes raised KeyError, and outcomes "0120" counted the 2 as two successes."""
@@ -207,6 +207,8 @@ def test_a_damaged_record_is_one_error_naming_its_file(tmp_path: Path, damage: s
         path.write_bytes(b"hi")
     elif damage == "nested":  # was a RecursionError traceback
         path.write_bytes(gzip.compress(b"[" * 100_000))
+    elif damage == "seed":  # "seed": "x" was a ValueError traceback from the sort
+        ra.write_record(path, {**rec, "seed": "x"})
     elif damage == "auroc":  # a cut-off dense_term_auroc.json: a JSONDecodeError traceback
         path = folder / ra.AUROC_FILE
         path.write_text('{"terms": {"oracle')
