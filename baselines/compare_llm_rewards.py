@@ -79,6 +79,9 @@ class Options:
         if not self.model:
             self.model = DEFAULT_TURN_MODEL if self.interaction == "multi-turn" else DEFAULT_MODEL
         if self.quick:
+            if given := [k for k in (*QUICK, "results_dir") if getattr(self, k) != getattr(Options, k)]:
+                flag = f"--{given[0].replace('_', '-')}"
+                raise ValueError(f"--quick sets {flag} itself (see its --help); drop {flag} or --quick")
             self.variants, self.seeds, self.name = QUICK["variants"], QUICK["seeds"], QUICK["name"]
             self.results_dir = self.runs_dir
         dataclass_cli.check_min(self, 1, "steps", "jobs", "prompts_per_step", "max_completion_length", "max_turns")

@@ -702,6 +702,17 @@ def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> No
             compare_llm_rewards.parse_args(["--variants", bad])
 
 
+def test_quick_with_the_flags_it_sets_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--quick --seeds 0-2 (or --variants, --name, --results-dir) ran seeds 0-7 anyway: the flag silently ignored."""
+    from baselines import compare_llm_rewards
+
+    for flag in (["--seeds", "0-2"], ["--variants", "sparse,critic"], ["--name", "mine"], ["--results-dir", str(tmp_path)]):
+        with pytest.raises(SystemExit) as exc:
+            compare_llm_rewards.parse_args(["--quick", *flag])
+        assert exc.value.code == 2 and f"--quick sets {flag[0]} itself" in capsys.readouterr().err
+    assert compare_llm_rewards.parse_args(["--quick", "--runs-dir", str(tmp_path)]).seed_list == list(range(8))
+
+
 def test_comparison_refuses_a_bad_variant_or_flag_before_any_run_starts(tmp_path: Path) -> None:
     from baselines import compare_llm_rewards
 
