@@ -17,8 +17,7 @@ same options are reused and interrupted ones resume from their last checkpoint.
 from __future__ import annotations
 
 import csv
-import gzip
-import json
+import math
 import os
 import shlex
 import shutil
@@ -32,7 +31,7 @@ from baselines.lm.grpo_model import DEFAULT_MODEL, DEFAULT_TURN_MODEL, ROOT
 from baselines.lm.grpo_options import RESUMABLE_CHANGES
 from baselines.lm.grpo_options import Options as GRPOOptions
 from countdown_gym import dataclass_cli
-from countdown_gym.runkit.runs import command_outcome, run_commands
+from countdown_gym.runkit.runs import MetricsLog, command_outcome, read_options, run_commands
 
 VARIANTS = ("sparse", "oracle-perfect", "critic", "clipo")  # the protocol's arms (dense terms added to the outcome)
 STEP_SUFFIX = "@step"
@@ -80,6 +79,9 @@ class Options:
         if not self.model:
             self.model = DEFAULT_TURN_MODEL if self.interaction == "multi-turn" else DEFAULT_MODEL
         if self.quick:
+            if given := [k for k in (*QUICK, "results_dir") if getattr(self, k) != getattr(Options, k)]:
+                flag = f"--{given[0].replace('_', '-')}"
+                raise ValueError(f"--quick sets {flag} itself (see its --help); drop {flag} or --quick")
             self.variants, self.seeds, self.name = QUICK["variants"], QUICK["seeds"], QUICK["name"]
             self.results_dir = self.runs_dir
         dataclass_cli.check_min(self, 1, "steps", "jobs", "prompts_per_step", "max_completion_length", "max_turns")
@@ -158,10 +160,13 @@ def finished(args: Options, variant: str, seed: int) -> bool:
 def recorded(args: Options, variant: str, seed: int) -> bool:
     """A record of this run, made with this command's options (the starting model compared by its path inside its
     checkout, so that a record made in another clone counts), is in the records' folder."""
+    from baselines.reward_analysis import read_record
+
     path = record_path(args, variant, seed)
     if not path.is_file():
         return False
-    saved = json.loads(gzip.decompress(path.read_bytes()))["options"]
+    if not isinstance(saved := read_record(path).get("options"), dict):
+        raise SystemExit(f"{path}: a record needs its run's 'options' (a JSON object); fix or delete it")
     now = run_options(args, variant, seed)
     same_budget = (saved.get("steps"), saved.get("max_minutes", 0.0)) == (now.steps, now.max_minutes)
     same_model = portable(saved.get("model", "")) == portable(now.model)
@@ -178,13 +183,12 @@ def portable(path: str) -> str:
 def trained(args: Options, variant: str, seed: int) -> bool:
     """The run's directory holds a run of this command's options finished at ``args.steps`` (or by the time limit)."""
     path = run_path(args, variant, seed)
-    s, saved = path / "summary.json", path / "options.json"
-    if not (s.exists() and saved.exists()):
+    summary, saved = read_options(path, "summary.json"), read_options(path)  # one error naming a damaged file
+    if summary is None or saved is None:
         return False
-    summary = json.loads(s.read_text())
     if not (summary.get("last", {}).get("step") == args.steps or (args.max_minutes and summary.get("stopped_by_time_limit"))):
         return False
-    return not dataclass_cli.changed_options(json.loads(saved.read_text()), run_options(args, variant, seed), RESUMABLE_CHANGES)
+    return not dataclass_cli.changed_options(saved, run_options(args, variant, seed), RESUMABLE_CHANGES)
 
 
 def check_run_options(args: Options) -> None:
@@ -282,25 +286,26 @@ def run_record(path: Path) -> dict[str, Any]:
 
     from baselines.reward_analysis import ids_digest
 
-    options = json.loads((path / "options.json").read_text())
-    summary = json.loads((path / "summary.json").read_text())
-    zero = [float(r["frac_reward_zero_std"]) for r in map(json.loads, (path / "train_log.jsonl").read_text().splitlines())
-            if "frac_reward_zero_std" in r]
-    with (path / "metrics.csv").open(newline="") as f:
-        validation = [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
-    record: dict[str, Any] = {
-        "arm": options["rewards"] + (STEP_SUFFIX if options.get("step_credit") else ""), "seed": int(options["seed"]),
-        "options": options, "commit": summary.get("commit") or git_commit(),
-        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU",
-        "steps": summary.get("steps", summary["last"]["step"]), "seconds_per_step": summary.get("seconds_per_step"),
-        "train_seconds": summary.get("train_seconds"), "stopped_by_time_limit": bool(summary.get("stopped_by_time_limit")),
-        "frac_reward_zero_std": zero, "validation": validation,
-    }
-    held = path / "held_out.json"
-    if held.is_file():
-        h = json.loads(held.read_text())
-        record.update(problems=len(h["ids"]), problem_ids_sha256=ids_digest(h["ids"]), first_problem=h["ids"][0],
-                      last_problem=h["ids"][-1], test_outcomes=bits(h["end"]), start_outcomes=bits(h["start"]), test=h.get("result"))
+    options, summary, h = (read_options(path, name) for name in ("options.json", "summary.json", "held_out.json"))
+    log, metrics = (MetricsLog(path / name, resume_step=math.inf, write=False).rows for name in ("train_log.jsonl", "metrics.csv"))
+    try:  # the files read (else one error naming the file above); their figures checked here
+        record: dict[str, Any] = {
+            "arm": options["rewards"] + (STEP_SUFFIX if options.get("step_credit") else ""), "seed": int(options["seed"]),
+            "options": options, "commit": summary.get("commit") or git_commit(),
+            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU",
+            "steps": summary["steps"] if "steps" in summary else summary["last"]["step"],
+            "seconds_per_step": summary.get("seconds_per_step"), "train_seconds": summary.get("train_seconds"),
+            "stopped_by_time_limit": bool(summary.get("stopped_by_time_limit")),
+            "frac_reward_zero_std": [float(r["frac_reward_zero_std"]) for r in log if "frac_reward_zero_std" in r],
+            "validation": [{k: float(v) for k, v in row.items() if v != ""} for row in metrics],
+        }
+        if h is not None:
+            record.update(problems=len(h["ids"]), problem_ids_sha256=ids_digest(h["ids"]), first_problem=h["ids"][0],
+                          last_problem=h["ids"][-1], test_outcomes=bits(h["end"]), start_outcomes=bits(h["start"]),
+                          test=h.get("result"))
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise SystemExit(f"{path}: not the files of a finished llm_grpo.py run ({type(exc).__name__}: {exc}); fix or "
+                         "delete that run") from None
     return record
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from baselines.analysis.uncertainty import seed_spread
 from countdown_gym import dataclass_cli
 from countdown_gym.rewards.variants import variant_names
-from countdown_gym.runkit.runs import command_outcome, not_regular, run_commands
+from countdown_gym.runkit.runs import command_outcome, not_regular, read_options, run_commands, write_text_atomic
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -48,12 +48,8 @@ def run_arguments(variant: str, seed: int, steps: int, out: str, extra: list[str
         if old.get("total_timesteps", 0) > steps:  # its result and curve would be reported as this smaller budget
             raise ValueError(f"{run_dir} holds a run of {old['total_timesteps']} steps, more than --total-timesteps {steps}; "
                              "use another --out")
-    done = run_dir / "result.json"
-    if done.exists():
-        result = json.loads(done.read_text())
-        if result.get("total_timesteps", 0) >= steps:
-            return argv, result
-    return argv, None
+    result = read_options(run_dir, "result.json")  # one error naming a damaged file
+    return argv, result if result is not None and result.get("total_timesteps", 0) >= steps else None
 
 
 def run_all(jobs: list[tuple[str, int]], args: Options, extra: list[str]) -> list[dict] | None:
@@ -83,7 +79,7 @@ def run_all(jobs: list[tuple[str, int]], args: Options, extra: list[str]) -> lis
         raise SystemExit(f"compare_rewards.py: run(s) {', '.join(failed)} failed (logs in {runs}); finished runs are kept")
     if stopped:
         return None
-    return [result or json.loads((runs / f"{v}-s{s}" / "result.json").read_text())
+    return [result or read_options(runs / f"{v}-s{s}", "result.json")
             for (v, s), (_, result) in zip(jobs, checked, strict=True)]
 
 
@@ -211,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["", "![learning curves](sb3_rewards.png)", "",
               "How the baseline works, its speed and its limits: "
               f"[docs/sb3_baseline.md]({os.path.relpath(DOCS / 'sb3_baseline.md', out.resolve())}).", ""]
-    (out / "sb3_rewards.md").write_text("\n".join(lines))
+    write_text_atomic(out / "sb3_rewards.md", "\n".join(lines))
     print("\n".join(lines))
     return 0
 

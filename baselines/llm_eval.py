@@ -346,9 +346,14 @@ def main(argv: list[str] | None = None) -> dict:
     auto = output_path(cfg, problems)
     if not cfg.out and auto.exists():  # an earlier evaluation of the same model
         raise SystemExit(f"{auto} exists (an earlier evaluation); pass --out PATH (an existing file is replaced) or --agent NAME")
-    for flag, path in (("--out", cfg.out), ("--results-json", cfg.results_json), ("--pass-rates", cfg.pass_rates)):
-        if path:  # fail before generating, not after
-            run_directory(Path(path).parent, f"{flag} {path}")
+    outputs = {flag: Path(p) for flag, p in (("--out", cfg.out), ("--results-json", cfg.results_json),
+                                              ("--pass-rates", cfg.pass_rates)) if p}
+    for flag, path in outputs.items():  # fail before generating, not after
+        run_directory(path.parent, f"{flag} {path}")
+        if path.is_dir():
+            raise SystemExit(f"{flag} {path} is a folder; name a file")
+    if clash := [f for f, p in outputs.items() if [q.resolve() for q in outputs.values()].count(p.resolve()) > 1]:
+        raise SystemExit(f"{' and '.join(clash)} name one file; each output needs its own")
     res = evaluate(cfg, problems=problems)
     out = write_outputs(cfg, res, problems, command)
     metrics = {k: v for k, v in res.items() if not k.startswith(("completions", "conversations"))}

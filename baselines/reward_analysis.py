@@ -31,7 +31,7 @@ from baselines.compare_llm_rewards import QUICK, VARIANTS
 from baselines.compare_llm_rewards import Options as Comparison
 from baselines.lm.grpo_model import ROOT
 from countdown_gym import dataclass_cli
-from countdown_gym.runkit.runs import write_text_atomic
+from countdown_gym.runkit.runs import read_options, write_text_atomic
 
 PAGE = ROOT / "docs" / "results" / "reward_comparison.md"
 RESULTS_HEADING = "## Results"
@@ -71,24 +71,42 @@ def write_record(path: str | Path, record: dict[str, Any]) -> Path:
 
 def read_records(folder: str | Path, needs: Sequence[str] = ("test_outcomes", "seconds_per_step", "steps")) -> list[dict[str, Any]]:
     """Every ``*.json.gz`` / ``*.json`` record directly in ``folder``, sorted by arm and seed; each must hold ``needs``
-    (the analysis' keys; tuning records: ``options`` and ``validation``) and outcomes of 0s and 1s."""
-    out = []
+    (the analysis' keys; tuning records: ``options`` and ``validation``) and outcomes of 0s and 1s, one record a run
+    (arm and seed), all of the same test problems (``problem_ids_sha256`` and length)."""
+    out, problems, runs = [], {}, {}
     for p in sorted(Path(folder).glob("*.json*")):
         if p.name == AUROC_FILE or not (p.name.endswith(".json") or p.name.endswith(".json.gz")):
             continue
-        try:
-            rec = json.loads(gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes())
-        except (ValueError, EOFError, OSError, zlib.error) as exc:  # not JSON, or a cut-off or corrupt gzip file
-            raise SystemExit(f"{p}: not a JSON record ({exc})") from None
-        if not isinstance(rec, dict) or "arm" not in rec or "seed" not in rec:
-            raise SystemExit(f"{p}: a record needs at least 'arm' and 'seed'")
+        rec = read_record(p)
         if missing := [k for k in needs if k not in rec]:
             raise SystemExit(f"{p}: a record of this analysis needs {', '.join(map(repr, missing))}")
         if bad := [k for k in ("test_outcomes", "start_outcomes") if isinstance(rec.get(k), str) and rec[k].strip("01")]:
             raise SystemExit(f"{p}: {bad[0]} must be a string of 0s and 1s (one per test problem)")
         out.append(rec)
+        if "test_outcomes" in rec:  # an analysis' record (a tuning run's has none): one a run, of the same problems
+            if (first := runs.setdefault((rec["arm"], rec["seed"]), p.name)) != p.name:
+                raise SystemExit(f"{p}: a second record of arm {rec['arm']!r} seed {rec['seed']} (the first: {first}); "
+                                 "keep one")
+            problems.setdefault((len(rec["test_outcomes"]), rec.get("problem_ids_sha256")), []).append(p.name)
+    if len(problems) > 1:
+        raise SystemExit(f"{folder}: the records were tested on different problems: " + "; ".join(
+            f"{n} outcomes in {', '.join(names[:3])}{f' and {len(names) - 3} more' if len(names) > 3 else ''} "
+            f"({f'problem_ids_sha256 {digest:.12}...' if digest else 'no problem_ids_sha256'})"
+            for (n, digest), names in problems.items()))
     rank = {a: i for i, a in enumerate(VARIANTS)}  # the protocol's arms first, in its order
     return sorted(out, key=lambda r: (rank.get(r["arm"], len(VARIANTS)), r["arm"], int(r["seed"])))
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """One record (``.json.gz`` or ``.json``): a JSON object with at least ``arm`` (a string) and ``seed`` (an
+    integer); exits naming the file when it is not (cut off, corrupt, not JSON)."""
+    try:
+        rec = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes())
+    except (ValueError, EOFError, OSError, zlib.error, RecursionError) as exc:  # not JSON, a cut-off or corrupt gzip
+        raise SystemExit(f"{path}: not a JSON record ({exc})") from None
+    if not isinstance(rec, dict) or not isinstance(rec.get("arm"), str) or not isinstance(rec.get("seed"), int):
+        raise SystemExit(f"{path}: a record needs at least 'arm' (a string) and 'seed' (an integer)")
+    return rec
 
 
 def outcomes(text: str | Sequence[Any]) -> np.ndarray:
@@ -109,7 +127,8 @@ def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
     from scipy.stats import ttest_ind
 
     diff = float(np.mean(a) - np.mean(b))
-    if seed_spread(a) == seed_spread(b) == 0:  # no spread: scipy's t is undefined
+    if seed_spread(a) == seed_spread(b) == 0:  # no spread: scipy's t is undefined; a[0] - b[0] has no mean's rounding
+        diff = float(a[0] - b[0])
         return {"difference": diff, "p": 1.0 if diff == 0 else 0.0, "low": diff, "high": diff}
     test = ttest_ind(a, b, equal_var=False)
     ci = test.confidence_interval(0.95)
@@ -155,10 +174,7 @@ def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float:
 
 def analyse(records: list[dict[str, Any]], base: str = "sparse", page: Path = PAGE) -> dict[str, Any]:
     """Per-arm figures, every arm against ``base`` (see the module docstring; fractions, not percentages) and the
-    seeds an arm that ``page``'s comparison expects."""
-    digests = {r.get("problem_ids_sha256") for r in records}
-    if len(digests) > 1:
-        raise SystemExit("the records were tested on different problems (problem_ids_sha256 differ)")
+    seeds an arm that ``page``'s comparison expects; ``records``: :func:`read_records`' (of the same problems)."""
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         by_arm.setdefault(r["arm"], []).append(r)
@@ -167,11 +183,12 @@ def analyse(records: list[dict[str, Any]], base: str = "sparse", page: Path = PA
         x = np.stack([outcomes(r["test_outcomes"]) for r in recs])
         rates = x.mean(axis=1)
         zero = [float(np.mean(r["frac_reward_zero_std"])) for r in recs if r.get("frac_reward_zero_std")]
+        timed = [r["seconds_per_step"] for r in recs if r["seconds_per_step"] is not None]  # None: a resume timed no step
         arms[arm] = {
             "seeds": [int(r["seed"]) for r in recs], "outcomes": x, "rates": rates.tolist(),
             "mean": float(rates.mean()), "se": seed_spread(rates.tolist(), "se"), "sd": seed_spread(rates.tolist(), "std"),
             "start": float(np.mean([outcomes(r["start_outcomes"]).mean() for r in recs if r.get("start_outcomes")] or [np.nan])),
-            "seconds_per_step": float(np.mean([r["seconds_per_step"] for r in recs])),
+            "seconds_per_step": float(np.mean(timed)) if timed else float("nan"),
             "steps": float(np.mean([r["steps"] for r in recs])),
             "zero_spread": float(np.mean(zero)) if zero else float("nan"),
             "validation": validation_means(recs), "problems": int(x.shape[1]),
@@ -268,8 +285,9 @@ def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]
         for a, v in arms.items():
             se, sd = (f"± {100 * v['se']:.1f}", f"{100 * v['sd']:.1f}") if len(v["rates"]) > 1 else ("(SE undefined: one seed)", "undefined")
             zero = f"{100 * v['zero_spread']:.0f}%" if np.isfinite(v["zero_spread"]) else "not recorded"
+            timed = f"{v['seconds_per_step']:.2f}" if np.isfinite(v["seconds_per_step"]) else "not recorded"
             lines.append(f"| `{a}` | {len(v['rates'])} | {100 * v['mean']:.1f}% {se} | {sd} | "
-                         f"{v['seconds_per_step']:.2f} | {v['steps']:.0f} | {zero} |")
+                         f"{timed} | {v['steps']:.0f} | {zero} |")
         lines.append("")
         if tests:
             lines += ["Against `sparse` (points; Welch's t, Holm over the "
@@ -288,9 +306,7 @@ def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]
             for a, v in arms.items():
                 lines.append(f"| `{a}` | " + " | ".join(f"{100 * v['validation'][s]:.1f}%" for s in steps) + " |")
             lines.append("")
-    auroc_path = folder / AUROC_FILE
-    if auroc_path.is_file():
-        au = json.loads(auroc_path.read_text())
+    if (au := read_options(folder, AUROC_FILE)) is not None:  # one error naming a damaged file
         lines += [f"Dense terms as predictors of an episode's success: AUROC of each move's term against the episode's "
                   f"outcome, {au['episodes']} episodes of the starting model sampled at T = {au['temperature']:g} on the "
                   f"{au['problems']} validation problems ({au['moves']} moves; {100 * au['solved']:.1f}% of episodes solved):", "",

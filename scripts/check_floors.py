@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from countdown_gym.dataclass_cli import run, run_script
+from countdown_gym.runkit.runs import write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK_TOOLS = ("pytest>=8", "hypothesis>=6.100")
@@ -96,7 +97,7 @@ def _floors(args: FloorOptions) -> int:
                             text=True).stdout.splitlines()
     names = {_name(r) for r in reqs}
     direct = [line for line in frozen if _name(line) in names]
-    (out / "versions.txt").write_text("\n".join(direct) + "\n", encoding="utf-8")
+    write_text_atomic(out / "versions.txt", "\n".join(direct) + "\n")
     print("\n".join(direct))
     env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", "VIRTUAL_ENV": str(venv),
            "PYTHONPATH": str(ROOT)}

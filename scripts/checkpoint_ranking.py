@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from countdown_gym import dataclass_cli
+from countdown_gym.runkit.runs import write_text_atomic
 
 
 @dataclass
@@ -71,7 +72,7 @@ def main() -> None:
         mean = sum(diff) / len(diff)
         se = math.sqrt(sum((d - mean) ** 2 for d in diff) / (len(diff) - 1) / len(diff))
         rows.append((run.name, sub, rest, pick, max(rest, key=lambda k: (rest[k], -k)), mean, se))
-    Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
+    write_text_atomic(args.out, json.dumps(record, indent=1) + "\n")
     print("| run | 200 chosen: step 0 / 15 / 30 | 300 others: step 0 / 15 / 30 | best/ (200) | best on the 300 | best/ - final on the 200 (paired SE) |")
     print("| --- | --- | --- | --- | --- | --- |")
     for name, sub, rest, pick, rest_best, mean, se in rows:

@@ -345,3 +345,37 @@ def test_standard_output_that_cannot_be_written_is_one_error_line(argv, tmp_path
     p.stdout.close()  # the reader is gone before the first line
     err = p.stderr.read().decode()
     assert p.wait(120) == 141 and "Traceback" not in err and "Exception ignored" not in err, err
+
+
+def _tear_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every Path.write_text from now on writes ten characters and is interrupted (Ctrl-C mid-write)."""
+    def torn(self, text, *args, **kwargs):
+        Path.write_bytes(self, text[:10].encode())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", torn)
+
+
+def test_interrupted_script_outputs_keep_the_old_ones(tmp_path, monkeypatch):
+    """scripts/check_floors.py's versions.txt and scripts/checkpoint_ranking.py's --out were written in place: Ctrl-C
+    or a full disk mid-write left them torn."""
+    import importlib
+    import types
+
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    floors, ranking = importlib.import_module("check_floors"), importlib.import_module("checkpoint_ranking")
+    versions, out = tmp_path / "versions.txt", tmp_path / "ranking.json"
+    versions.write_text("the old versions\n")
+    out.write_text("the old ranking\n")
+    monkeypatch.setattr(floors.subprocess, "run", lambda *a, **k: types.SimpleNamespace(stdout="numpy==1.26.0\n", returncode=0))
+    monkeypatch.setattr(ranking, "play", lambda path, problems: [i % 3 == 0 for i in range(len(problems))])
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+    monkeypatch.setattr(sys, "argv", ["checkpoint_ranking.py", "--runs", str(tmp_path / "a"), str(tmp_path / "b"),
+                                      "--out", str(out)])
+    _tear_writes(monkeypatch)
+    assert floors.main(["--out", str(tmp_path)]) == 130
+    with pytest.raises(KeyboardInterrupt):
+        ranking.main()
+    assert versions.read_text() == "the old versions\n" and out.read_text() == "the old ranking\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "ranking.json", "versions.txt"]

@@ -119,3 +119,39 @@ def test_one_seed_has_no_std_in_the_table(tmp_path: Path) -> None:
         "eval_problems": 10, "train_seconds": 1.0, "env_steps_per_second": 64.0}))
     compare_rewards.main(["--variants", "sparse", "--seeds", "0", "--total-timesteps", "64", "--out", str(tmp_path), *TINY])
     assert "| sparse | 0.250 (one seed: std undefined) | 0.250 |" in (tmp_path / "sb3_rewards.md").read_text()
+
+
+def test_a_damaged_result_of_a_finished_run_is_one_error_naming_it(tmp_path: Path) -> None:
+    """A cut-off or hand-edited runs/<run>/result.json was a JSONDecodeError traceback before any run started."""
+    run = tmp_path / "runs" / "sparse-s0"
+    run.mkdir(parents=True)
+    (run / "result.json").write_text('{"run": "sparse-s0", "rew')
+    with pytest.raises(SystemExit, match=r"sparse-s0/result.json is not JSON"):
+        compare_rewards.main(["--variants", "sparse", "--seeds", "0", "--total-timesteps", "64", "--out", str(tmp_path), *TINY])
+
+
+def test_an_interrupted_table_write_keeps_the_old_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sb3_rewards.md was written in place: a kill mid-write left a torn table; now the old one stays."""
+    import json
+
+    run = tmp_path / "runs" / "sparse-s0"
+    run.mkdir(parents=True)
+    (run / "curve.csv").write_text("steps,validation_success,seconds\n32,0.25,0.1\n")
+    (run / "result.json").write_text(json.dumps({
+        "run": "sparse-s0", "reward": "sparse", "seed": 0, "total_timesteps": 64, "success_rate": 0.25, "eval_split": "test",
+        "eval_problems": 10, "train_seconds": 1.0, "env_steps_per_second": 64.0}))
+    argv = ["--variants", "sparse", "--seeds", "0", "--total-timesteps", "64", "--out", str(tmp_path), *TINY]
+    compare_rewards.main(argv)
+    old = (tmp_path / "sb3_rewards.md").read_text()
+    write = Path.write_text
+
+    def torn(self: Path, text: str, *a, **k) -> int:
+        if ".md" not in self.name:
+            return write(self, text, *a, **k)
+        write(self, text[:20], *a, **k)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", torn)
+    with pytest.raises(KeyboardInterrupt):
+        compare_rewards.main(argv)
+    assert (tmp_path / "sb3_rewards.md").read_text() == old and not list(tmp_path.glob("*.tmp"))

@@ -702,6 +702,17 @@ def test_comparison_commands_parse_to_the_intended_options(tmp_path: Path) -> No
             compare_llm_rewards.parse_args(["--variants", bad])
 
 
+def test_quick_with_the_flags_it_sets_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--quick --seeds 0-2 (or --variants, --name, --results-dir) ran seeds 0-7 anyway: the flag silently ignored."""
+    from baselines import compare_llm_rewards
+
+    for flag in (["--seeds", "0-2"], ["--variants", "sparse,critic"], ["--name", "mine"], ["--results-dir", str(tmp_path)]):
+        with pytest.raises(SystemExit) as exc:
+            compare_llm_rewards.parse_args(["--quick", *flag])
+        assert exc.value.code == 2 and f"--quick sets {flag[0]} itself" in capsys.readouterr().err
+    assert compare_llm_rewards.parse_args(["--quick", "--runs-dir", str(tmp_path)]).seed_list == list(range(8))
+
+
 def test_comparison_refuses_a_bad_variant_or_flag_before_any_run_starts(tmp_path: Path) -> None:
     from baselines import compare_llm_rewards
 
@@ -781,6 +792,42 @@ def test_comparison_reuses_only_runs_of_the_same_options_and_records_each_finish
     assert (rec["arm"], rec["seed"], rec["test_outcomes"], rec["start_outcomes"], rec["steps"]) == ("critic", 1, "001", "000", 2)
     assert rec["frac_reward_zero_std"] == [0.5, 0.25] and rec["validation"][-1] == {"step": 2.0, "problems": 4.0, "greedy_success": 0.5}
     assert rec["options"]["rewards"] == "critic" and rec["commit"] == "0123abc" and list(outcomes(rec["test_outcomes"])) == [0, 0, 1]
+
+
+@pytest.mark.parametrize("damage", ["record cut", "record without options", "summary.json", "options.json",
+                                    "held_out.json", "train_log.jsonl", "metrics.csv", "summary.json fields"])
+def test_a_damaged_run_file_or_record_is_one_error_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             damage: str) -> None:
+    """A torn or hand-damaged record, summary.json, options.json or log of a finished run was a traceback (EOFError,
+    JSONDecodeError, KeyError, UnicodeDecodeError) from finished() or run_record(); now one error naming the file."""
+    from baselines import compare_llm_rewards as cmp
+    from baselines.reward_analysis import write_record
+
+    monkeypatch.setattr(cmp, "git_commit", lambda: "0123abc")
+    args = cmp.parse_args(["--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"), "--steps", "2",
+                           "--test-problems", "3"])
+    run = fake_finished_run(cmp, args, "sparse", 0, [True, False, True])
+    path, check = run / damage.split()[0], lambda: cmp.finished(args, "sparse", 0)
+    if damage.startswith("record"):
+        path = write_record(cmp.record_path(args, "sparse", 0), cmp.run_record(run))
+        if damage == "record cut":
+            path.write_bytes(path.read_bytes()[:40])
+        else:
+            write_record(path, {"arm": "sparse", "seed": 0, "options": [1]})
+    elif damage in ("summary.json", "options.json"):
+        path.write_text('{"last": {"st')
+    else:
+        check = lambda: cmp.run_record(run)  # noqa: E731
+        if damage == "held_out.json":
+            path.write_text('{"ids": ["a", "b"')
+        elif damage == "train_log.jsonl":
+            path.write_text('{"step": 1}\nnot a row\n{"step": 2}\n')
+        elif damage == "metrics.csv":
+            path.write_bytes(b"step,greedy_success\n0,\xff\n")
+        else:
+            path, _ = run, path.write_text('{"last": 2}')  # no step: not the files of a finished run
+    with pytest.raises(SystemExit, match=str(path).replace(".", r"\.")):
+        check()
 
 
 def test_comparison_at_equal_wall_clock_passes_the_limit_and_counts_time_stopped_runs_as_finished(tmp_path: Path) -> None:

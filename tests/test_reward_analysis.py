@@ -3,6 +3,7 @@ recomputes from records alone."""
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,13 @@ def test_welch_matches_scipy_and_holm_steps_down() -> None:
     assert ra.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
     assert ra.holm([0.5, 0.001]) == pytest.approx([0.5, 0.002])
     assert ra.welch([0.1, 0.1], [0.1, 0.1])["p"] == 1.0
+
+
+def test_arms_of_one_rate_on_every_seed_differ_by_nothing() -> None:
+    """Both arms without spread, of the same rate (an unchanged model's greedy play on every seed), but with 3 and 2
+    seeds: their means differed by a rounding (1e-17), read as a certain difference (p = 0: a 'helps' verdict)."""
+    assert ra.welch([0.1] * 3, [0.1] * 2) == {"difference": 0.0, "p": 1.0, "low": 0.0, "high": 0.0}
+    assert ra.welch([0.3] * 2, [0.1] * 5)["p"] == 0.0  # no spread, another rate: a real difference
 
 
 def test_bootstrap_interval_covers_the_difference_and_repeats() -> None:
@@ -87,8 +95,33 @@ def test_records_of_other_problems_or_without_arm_are_refused(tmp_path: Path) ->
     with pytest.raises(SystemExit, match="different problems"):
         ra.analyse(ra.read_records(folder))
     (folder / "bad.json").write_text("[1]")
-    with pytest.raises(SystemExit, match="needs at least 'arm' and 'seed'"):
+    with pytest.raises(SystemExit, match=r"needs at least 'arm' \(a string\) and 'seed' \(an integer\)"):
         ra.read_records(folder)
+
+
+def test_two_records_of_one_run_are_refused(tmp_path: Path) -> None:
+    """A record unpacked beside itself (sparse-s0.json and sparse-s0.json.gz) counted as two seeds: a smaller SE."""
+    folder = records(tmp_path, {"sparse": [0.1, 0.2], "critic": [0.3, 0.3]})
+    (folder / "sparse-s0.json").write_bytes(gzip.decompress((folder / "sparse-s0.json.gz").read_bytes()))
+    with pytest.raises(SystemExit, match=r"sparse-s0.json.gz: a second record of arm 'sparse' seed 0 \(the first: sparse-s0.json\)"):
+        ra.read_records(folder)
+
+
+@pytest.mark.parametrize("short", [["sparse-s1"], ["critic-s0", "critic-s1"]])
+def test_records_of_different_lengths_are_refused_naming_the_files(tmp_path: Path, short: list[str]) -> None:
+    """Records without problem_ids_sha256 whose outcomes differ in length crashed in np.stack (within an arm) or in
+    the bootstrap's matrix product (across arms) with a traceback; now one error naming the files."""
+    folder = records(tmp_path, {"sparse": [0.1, 0.2], "critic": [0.3, 0.3]})
+    for rec in ra.read_records(folder):
+        name = f"{rec['arm']}-s{rec['seed']}"
+        ra.write_record(folder / f"{name}.json.gz", {k: v for k, v in rec.items() if k != "problem_ids_sha256"}
+                        | {"test_outcomes": rec["test_outcomes"][: 150 if name in short else None]})
+    with pytest.raises(SystemExit) as exc:
+        ra.main(["--page", str(tmp_path / "page.md")])
+    long = sorted({"sparse-s0", "sparse-s1", "critic-s0", "critic-s1"} - set(short))
+    assert f"{folder}: the records were tested on different problems: " in str(exc.value)
+    assert f"150 outcomes in {', '.join(f'{n}.json.gz' for n in short)}" in str(exc.value)
+    assert f"200 outcomes in {', '.join(f'{n}.json.gz' for n in long)}" in str(exc.value)
 
 
 def test_the_committed_page_and_readme_answer_match_the_committed_records(capsys: pytest.CaptureFixture[str]) -> None:
@@ -138,6 +171,17 @@ def test_one_seed_and_missing_figures_are_said_not_printed_as_numbers(tmp_path: 
     assert "(SE undefined: one seed) | undefined |" in text and "not recorded |" in text
 
 
+def test_a_run_that_timed_no_step_is_not_recorded_not_a_traceback(tmp_path: Path) -> None:
+    """A run resumed after its last checkpoint trains no step: its summary has no seconds_per_step, its record None,
+    and the analysis raised a TypeError in np.mean; now the mean of the runs that timed steps, or "not recorded"."""
+    folder = records(tmp_path, {"sparse": [0.2, 0.2], "critic": [0.3, 0.3]})
+    for rec in ra.read_records(folder):
+        if rec["arm"] == "critic" or rec["seed"] == 0:
+            ra.write_record(folder / f"{rec['arm']}-s{rec['seed']}.json.gz", {**rec, "seconds_per_step": None})
+    text = "\n".join(ra.results_lines(ra.analyse(ra.read_records(folder)), folder, tmp_path / "page.md"))
+    assert "| `sparse` | 2 | " in text and "| 8.00 | 30 |" in text and "| not recorded | 30 |" in text
+
+
 def test_a_missing_records_folder_is_a_usage_error_and_the_page_is_kept(tmp_path: Path) -> None:
     """A mistyped --records (or --page) read as no records: the page's results became 'No run has finished yet.'
     (and, for the project's page, the README's answer line 'no comparison yet'), exit 0."""
@@ -150,7 +194,7 @@ def test_a_missing_records_folder_is_a_usage_error_and_the_page_is_kept(tmp_path
     assert page.read_text() == "# Title\n\n## Results\n\nthe results\n"
 
 
-@pytest.mark.parametrize("damage", ["cut", "not gzip", "no outcomes", "outcomes 0-2"])
+@pytest.mark.parametrize("damage", ["cut", "not gzip", "no outcomes", "outcomes 0-2", "nested", "auroc", "seed"])
 def test_a_damaged_record_is_one_error_naming_its_file(tmp_path: Path, damage: str) -> None:
     """A cut-off .json.gz raised EOFError (a traceback), a file not gzipped said 'Not a gzipped file' naming no file,
     a record without test_outcomes raised KeyError, and outcomes "0120" counted the 2 as two successes."""
@@ -161,10 +205,17 @@ def test_a_damaged_record_is_one_error_naming_its_file(tmp_path: Path, damage: s
         path.write_bytes(path.read_bytes()[:60])
     elif damage == "not gzip":
         path.write_bytes(b"hi")
+    elif damage == "nested":  # was a RecursionError traceback
+        path.write_bytes(gzip.compress(b"[" * 100_000))
+    elif damage == "seed":  # "seed": "x" was a ValueError traceback from the sort
+        ra.write_record(path, {**rec, "seed": "x"})
+    elif damage == "auroc":  # a cut-off dense_term_auroc.json: a JSONDecodeError traceback
+        path = folder / ra.AUROC_FILE
+        path.write_text('{"terms": {"oracle')
     else:
         ra.write_record(path, {k: v for k, v in rec.items() if k != "test_outcomes"} if damage == "no outcomes"
                         else {**rec, "test_outcomes": "0120" + rec["test_outcomes"][4:]})
-    with pytest.raises(SystemExit, match="sparse-s0.json.gz: "):
+    with pytest.raises(SystemExit, match=f"{path.name}:? "):
         ra.main(["--page", str(tmp_path / "page.md")])
 
 

@@ -192,6 +192,16 @@ def test_a_log_that_is_not_utf8_is_one_error_naming_it(tmp_path: Path) -> None:
     path.write_bytes(b"\0" * 200_000)  # what a crash may leave: NUL bytes, valid UTF-8 (was a csv.Error traceback)
     with pytest.raises(SystemExit, match=r"progress.csv is not CSV \(field larger than field limit"):
         truncate_rows(path, 64, "time/total_timesteps")
+    log = tmp_path / "log.jsonl"  # a middle line not UTF-8: its byte was replaced by U+FFFD and written back
+    log.write_bytes(b'{"step": 1}\n{"step": 2, "x": "\xff"}\n{"step": 3}\n{"step": 4, "x": "\xc3')
+    with pytest.raises(SystemExit, match=r"log.jsonl: line 2 is not JSON \('utf-8' codec can't decode byte 0xff"):
+        truncate_rows(log, 3)
+    assert b"\xff" in log.read_bytes()
+    log.write_bytes(b'{"step": 1}\n' + b"[" * 100_000 + b'\n{"step": 3}\n')  # was a RecursionError traceback
+    with pytest.raises(SystemExit, match=r"log.jsonl: line 2 is not JSON \(maximum recursion depth"):
+        truncate_rows(log, 3)
+    log.write_bytes(b'{"step": 1}\n{"step": 2, "x": "\xc3')  # a torn last line, cut inside a character: dropped
+    assert truncate_rows(log, 3) == [('{"step": 1}', {"step": 1})] and log.read_bytes() == b'{"step": 1}\n'
 
 
 def test_plot_curves(tmp_path: Path) -> None:
@@ -199,6 +209,24 @@ def test_plot_curves(tmp_path: Path) -> None:
     plot_curves(rows, tmp_path / "c.png", [Panel("loss", {"loss": "train"}, log=True, smooth=True),
                                            Panel("success", {"ok": "greedy", "missing": "x"}, percent=True)], title="t")
     assert (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_an_interrupted_plot_keeps_the_old_curves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run's curves.png was saved in place: a kill mid-save left a torn PNG; now the old one stays."""
+    from matplotlib.figure import Figure
+
+    png, panels = tmp_path / "curves.png", [Panel("loss", {"loss": "train"})]
+    plot_curves([{"step": 1, "loss": 0.5}], png, panels)
+    old = png.read_bytes()
+
+    def torn(self, fname, **_):
+        Path(fname).write_bytes(b"\x89PNG half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Figure, "savefig", torn)
+    with pytest.raises(KeyboardInterrupt):
+        plot_curves([{"step": 1, "loss": 0.4}], png, panels)
+    assert png.read_bytes() == old and not list(tmp_path.glob("*.tmp"))
 
 
 def test_stop_request_first_signal_asks_second_interrupts(capsys: pytest.CaptureFixture[str]) -> None:

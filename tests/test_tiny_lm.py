@@ -441,6 +441,21 @@ def test_an_interrupted_completions_write_keeps_the_old_file(tmp_path, monkeypat
     assert [json.loads(x)["completions"] for x in out.read_text().splitlines()] == [["a"], ["b"]]
 
 
+def test_outputs_that_cannot_be_written_apart_are_refused_before_generating(tmp_path, monkeypatch):
+    """--out naming a folder failed once every completion was generated (the rename onto it); --out and --results-json
+    (or --pass-rates) naming one file kept only the last written, the completions silently lost."""
+    monkeypatch.setattr(llm_eval, "evaluate", lambda *a, **k: pytest.fail("generated"))
+    (tmp_path / "folder").mkdir()
+    argv = ["--split", "validation", "--limit", "1", "--k", "1"]
+    with pytest.raises(SystemExit, match=r"--out .*folder is a folder; name a file"):
+        llm_eval.main([*argv, "--out", str(tmp_path / "folder")])
+    with pytest.raises(SystemExit, match=r"--results-json .*folder is a folder; name a file"):
+        llm_eval.main([*argv, "--out", str(tmp_path / "c.jsonl"), "--results-json", str(tmp_path / "folder")])
+    with pytest.raises(SystemExit, match="^--out and --pass-rates name one file"):
+        llm_eval.main([*argv, "--out", str(tmp_path / "c.jsonl"), "--pass-rates", str(tmp_path / "c.jsonl"),
+                       "--results-json", str(tmp_path / "r.json")])
+
+
 def test_eval_never_overwrites_an_automatic_output(tmp_path, monkeypatch):
     a, b = tmp_path / "a" / "final", tmp_path / "b" / "final"
     _save_tiny(tmp_path / "a", "llama").rename(a)

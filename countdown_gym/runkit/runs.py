@@ -220,17 +220,16 @@ def _rows_upto(path: Path, step: float, key: str) -> tuple[list[str] | None, lis
     """The CSV's header (None for JSON lines) and the rows of the log at ``path`` (a regular file) whose ``key`` is not
     past ``step`` (rows without it kept), as ``(raw, row)``: a JSON line and its value, or a CSV row's cells and its
     dict (numbers read back as numbers). A cut-off last JSON line (what a kill during an append leaves) is dropped;
-    any other line that is not JSON exits naming the file and the line; a CSV that is not UTF-8 (or that ``csv``
-    cannot read) exits naming it."""
+    any other line that is not JSON (or not UTF-8) exits naming the file and the line; a CSV that is not UTF-8 (or
+    that ``csv`` cannot read) exits naming it."""
     header, rows = None, []
     if path.suffix == ".jsonl":
-        lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
+        lines = path.read_bytes().split(b"\n")
+        for number, data in enumerate(lines, 1):
             try:
-                rows.append((line, json.loads(line)))
-            except ValueError as exc:
+                if (line := data.decode("utf-8")).strip():  # not UTF-8: a UnicodeDecodeError, one ValueError more
+                    rows.append((line, json.loads(line)))
+            except (ValueError, RecursionError) as exc:  # RecursionError: a line of 100,000 '['
                 if number == len(lines):  # the unterminated last line: a torn append
                     break
                 raise SystemExit(f"{path}: line {number} is not JSON ({exc}), not a row this run wrote; fix or remove "
@@ -341,7 +340,8 @@ class Panel:
 
 def plot_curves(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str], panels: Sequence[Panel], *,
                 x: str = "step", xlabel: str = "step", title: str = "") -> None:
-    """A PNG with one plot per panel, side by side: each column's values (rows without one are skipped) vs ``x``."""
+    """A PNG with one plot per panel, side by side: each column's values (rows without one are skipped) vs ``x``;
+    written whole or not at all."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -374,7 +374,8 @@ def plot_curves(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str],
     if title:
         (axes[0][0].set_title if len(panels) == 1 else fig.suptitle)(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with written_aside(path) as tmp:  # whole or not at all: a kill mid-save keeps the last plot
+        fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)
 
 
