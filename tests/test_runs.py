@@ -313,3 +313,12 @@ def test_a_second_process_training_into_a_held_directory_is_refused_until_the_fi
     (tmp_path / "odd" / runs.LOCK_FILE).mkdir()
     with pytest.raises(SystemExit, match="is a folder, not a lock file"):
         prepare_run(tmp_path / "odd", "--out", Opts(), resume=False)
+
+
+def test_a_torn_last_csv_row_is_dropped_like_a_torn_json_line(tmp_path: Path) -> None:
+    """A kill during an append left '10,0.05' as '1': the CSV branch kept it as the row of step 1 (a JSONL log drops
+    such a line), so a resume from step 5 kept a step that never ran."""
+    path = tmp_path / "metrics.csv"
+    path.write_text("step,success\r\n5,0.25\r\n1", encoding="utf-8")
+    assert [r for _, r in truncate_rows(path, 100)] == [{"step": 5, "success": 0.25}]
+    assert path.read_bytes() == b"step,success\r\n5,0.25\r\n"

@@ -219,7 +219,7 @@ def _csv(rows: Iterable[Sequence[Any]]) -> str:
 def _rows_upto(path: Path, step: float, key: str) -> tuple[list[str] | None, list[tuple[Any, Any]]]:
     """The CSV's header (None for JSON lines) and the rows of the log at ``path`` (a regular file) whose ``key`` is not
     past ``step`` (rows without it kept), as ``(raw, row)``: a JSON line and its value, or a CSV row's cells and its
-    dict (numbers read back as numbers). A cut-off last JSON line (what a kill during an append leaves) is dropped;
+    dict (numbers read back as numbers). A cut-off last line or CSV row (what a kill during an append leaves) is dropped;
     any other line that is not JSON (or not UTF-8) exits naming the file and the line; a CSV that is not UTF-8 (or
     that ``csv`` cannot read) exits naming it."""
     header, rows = None, []
@@ -237,7 +237,10 @@ def _rows_upto(path: Path, step: float, key: str) -> tuple[list[str] | None, lis
     else:
         try:
             with path.open(newline="", encoding="utf-8") as f:
-                header, *cells = list(csv.reader(f)) or [[]]
+                text = f.read()
+            header, *cells = list(csv.reader(io.StringIO(text))) or [[]]
+            if cells and not text.endswith("\n"):  # the unterminated last row: a torn append ('10,0.05' cut to '1')
+                cells.pop()
         except UnicodeDecodeError as exc:
             raise SystemExit(f"{path} is not UTF-8 text (byte {exc.start}), not a log this run wrote; fix or delete "
                              "it, or use another directory") from None
