@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import nn
 
+from countdown_gym.dataclass_cli import written_aside
 from countdown_gym.game.trace import _options, format_list, parse_trace
 from countdown_gym.runkit.runs import write_text_atomic
 from critics.clipo import mean_pool
@@ -136,10 +137,12 @@ def build_text_critic(cfg: TextCriticConfig, lm_dir: str | Path = DEFAULT_LM, se
 
 
 def save_text_critic(model: TextCriticModel, tokenizer: Any, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
-    """Write ``config.json`` (+ ``extra``), ``model.safetensors`` (LM included), ``lm_config.json``, ``tokenizer/``."""
+    """Write ``config.json`` (+ ``extra``), ``model.safetensors`` (LM included), ``lm_config.json`` and ``tokenizer/``,
+    each under a temporary name moved into place."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    tokenizer.save_pretrained(str(d / "tokenizer"))
+    with written_aside(d / "tokenizer") as tmp:
+        tokenizer.save_pretrained(str(tmp))
     write_text_atomic(d / "lm_config.json", model.lm.config.to_json_string())
     return write_files(d, model, {"format": TEXT_FORMAT, "model": model.cfg.to_dict(), **(extra or {})})
 

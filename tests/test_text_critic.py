@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ from critics.text_critic import (  # noqa: E402
     node_lines,
     prefix_window,
     render_state,
+    save_text_critic,
 )
 from critics.train_text import TextTrainConfig, build_text_traces, train  # noqa: E402
 
@@ -47,6 +49,21 @@ def test_a_few_training_steps_give_a_loadable_checkpoint(tiny_run: Path) -> None
     assert (tiny_run / "loss.png").stat().st_size > 0
     critic = load_text_critic(tiny_run)
     assert isinstance(critic, TextCritic) and critic.config.out_dim == 16
+
+
+def test_a_failed_save_leaves_the_tokenizer_folder_as_it_was(tiny_run: Path, tmp_path: Path) -> None:
+    class Failing:  # writes part of the tokenizer, then the disk is full
+        def save_pretrained(self, path: str) -> None:
+            Path(path).mkdir(parents=True, exist_ok=True)
+            (Path(path) / "tokenizer.json").write_text("{")
+            raise OSError(28, "No space left on device")
+
+    out = Path(shutil.copytree(tiny_run, tmp_path / "run"))
+    before = (out / "tokenizer" / "tokenizer.json").read_bytes()
+    with pytest.raises(OSError, match="No space"):
+        save_text_critic(load_text_critic(out).model, Failing(), out, {"step": 3})
+    assert (out / "tokenizer" / "tokenizer.json").read_bytes() == before and not (out / "tokenizer.tmp").exists()
+    load_text_critic(out)
 
 
 def test_training_moves_the_weights_of_lm_head_and_goal_tower(tiny_run: Path) -> None:
