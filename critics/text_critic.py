@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import nn
 
+from countdown_gym.dataclass_cli import written_aside
 from countdown_gym.game.trace import _options, format_list, parse_trace
 from countdown_gym.runkit.runs import write_text_atomic
 from critics.clipo import mean_pool
@@ -136,12 +137,31 @@ def build_text_critic(cfg: TextCriticConfig, lm_dir: str | Path = DEFAULT_LM, se
 
 
 def save_text_critic(model: TextCriticModel, tokenizer: Any, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
-    """Write ``config.json`` (+ ``extra``), ``model.safetensors`` (LM included), ``lm_config.json``, ``tokenizer/``."""
+    """Write ``config.json`` (+ ``extra``), ``model.safetensors`` (LM included; it carries ``extra``'s step, if any),
+    ``lm_config.json`` and ``tokenizer/``, each under a temporary name moved into place."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    tokenizer.save_pretrained(str(d / "tokenizer"))
+    with written_aside(d / "tokenizer") as tmp:
+        tokenizer.save_pretrained(str(tmp))
     write_text_atomic(d / "lm_config.json", model.lm.config.to_json_string())
-    return write_files(d, model, {"format": TEXT_FORMAT, "model": model.cfg.to_dict(), **(extra or {})})
+    meta = {"format": TEXT_FORMAT, "model": model.cfg.to_dict(), **(extra or {})}
+    return write_files(d, model, meta, {"step": str(meta["step"])} if "step" in meta else None)
+
+
+def _read_weights(d: Path, meta: dict[str, Any], model: TextCriticModel) -> None:
+    recorded = read_weights(d / "model.safetensors", model).get("step")
+    if recorded is not None and recorded != str(meta.get("step")):
+        raise CheckpointError(f"{d / 'model.safetensors'} is from step {recorded} but {d / 'config.json'} from step "
+                              f"{meta.get('step')} (interrupted while saving?)")
+
+
+def read_text_weights(directory: str | Path, model: TextCriticModel) -> dict[str, Any]:
+    """Load the weights of the text-critic checkpoint in ``directory`` into ``model`` (``--resume``: no
+    ``lm_config.json`` or ``tokenizer/`` read); its ``config.json``. :class:`~critics.CheckpointError` naming the file
+    when one is missing, does not read or fit ``model``, or the weights are not of ``config.json``'s step."""
+    d, meta, _ = read_checkpoint(directory, TEXT_FORMAT, "text critic", TextCriticConfig, ("model.safetensors",))
+    _read_weights(d, meta, model)
+    return meta
 
 
 def load_text_critic(path: str | Path | None = None) -> TextCritic:
@@ -153,7 +173,7 @@ def load_text_critic(path: str | Path | None = None) -> TextCritic:
     d, meta, cfg = read_checkpoint(SHIPPED_TEXT_CHECKPOINT if path is None else path, TEXT_FORMAT, "text critic",
                                    TextCriticConfig, files)
     model = TextCriticModel(cfg, AutoConfig.for_model(**json.loads((d / "lm_config.json").read_text(encoding="utf-8"))))
-    read_weights(d / "model.safetensors", model)
+    _read_weights(d, meta, model)
     return TextCritic(model, AutoTokenizer.from_pretrained(str(d / "tokenizer")), meta, d)
 
 
@@ -201,5 +221,6 @@ class TextCritic(GoalScorer):
 
 __all__ = [
     "DEFAULT_LM", "SHIPPED_TEXT_CHECKPOINT", "TextCritic", "TextCriticConfig", "TextCriticModel",
-    "build_text_critic", "load_text_critic", "node_lines", "prefix_window", "render_state", "save_text_critic"
+    "build_text_critic", "load_text_critic", "node_lines", "prefix_window", "read_text_weights", "render_state",
+    "save_text_critic"
 ]

@@ -9,8 +9,6 @@ The run directory (``--out``) receives, every ``checkpoint_every`` steps and at 
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,14 +19,7 @@ import torch
 
 from countdown_gym import dataclass_cli
 from countdown_gym.data.generator import get_config
-from countdown_gym.dataclass_cli import not_regular, written_aside
-from countdown_gym.runkit.runs import (
-    OPTIONS_FILE,
-    MetricsLog,
-    Panel,
-    StopRequest,
-    holds_run,
-)
+from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest
 from countdown_gym.runkit.tracking import Tracker, report_to_names
 from critics import load_critic, train_loop
 from critics.data import TraceTable, cached_table
@@ -48,7 +39,18 @@ from critics.models import (
     save_checkpoint,
 )
 from critics.reach_data import ReachTable, cached_reach_table
-from critics.train_loop import CommonTrainOptions, Progress, command_line, run_steps, start_run
+from critics.train_loop import (
+    CommonTrainOptions,
+    Progress,
+    command_line,
+    restore,
+    resume,
+    run_steps,
+    saved_to_resume,
+    start_run,
+    will_resume,
+    write_checkpoint,
+)
 
 
 @dataclass
@@ -76,8 +78,6 @@ class TrainConfig(CommonTrainOptions):
     size_large: float = 0.6  # ... of a 3-number state
     cache_dir: str = "runs/cache"  # trace tables are cached here ("" = no cache)
     # bookkeeping
-    stop_after: int = 0  # end this invocation after this many total steps (0 = at --steps); continue with --resume
-    resume: bool = False
     init_from: str = ""  # start from this checkpoint's weights (same model flags, a wider --child-dim, or an added --grandchild-dim: the same function to start; fresh optimizer and schedule); "" = random init
     calibrate: bool = True  # fit the score -> probability map on validation states at the end
     report_to: str = "tensorboard"  # also log to: none, all, or a comma-separated list of transformers' integrations
@@ -92,7 +92,7 @@ class TrainConfig(CommonTrainOptions):
         dataclass_cli.check_choice(self, "positives", ["reachable", "all"])
         if self.goal_min > self.goal_max:
             raise ValueError("--goal-min must be <= --goal-max")
-        dataclass_cli.check_min(self, 0, "max_train_problems", "extra_problems", "stop_after")
+        dataclass_cli.check_min(self, 0, "max_train_problems", "extra_problems")
         report_to_names(self.report_to)  # a ValueError naming --report-to
 
     def model_config(self) -> ModelConfig:
@@ -208,96 +208,30 @@ def plot_similarity(model, table: TraceTable | ReachTable, cfg: TrainConfig, pat
         ax.figure.colorbar(im, ax=ax)
 
 
-CHECKPOINT_FILES = ("model.safetensors", "config.json", "train_state.pt")
-PREVIOUS = "previous"
-"""The checkpoint before the last one, kept in ``<out>/previous/`` until the next save is complete."""
-
-
-def _keep_previous(out: Path) -> None:
-    """Hard-link (or copy) the current checkpoint into ``<out>/previous/`` before it is overwritten."""
-    if not all((out / f).is_file() for f in CHECKPOINT_FILES):
-        return
-    with written_aside(out / PREVIOUS) as staging:  # previous.tmp, then renamed over the old previous/
-        staging.mkdir()
-        for f in CHECKPOINT_FILES:
-            try:
-                os.link(out / f, staging / f)  # the new save replaces the names, so the linked files stay as they are
-            except OSError:
-                shutil.copy2(out / f, staging / f)
-
-
 def _save(model, optim, cfg: TrainConfig, out: Path, run: Progress, rng: np.random.Generator, extra: dict,
           earlier: float) -> None:
-    """The checkpoint at ``run.step``; ``train_state.pt`` also keeps the running log sums and the wall time of
-    this and the ``earlier`` invocations, so that a resumed run logs and times as if it had never stopped."""
-    _keep_previous(out)
+    """The checkpoint at ``run.step`` (:func:`~critics.train_loop.write_checkpoint`)."""
     meta = {"train_config": cfg.to_dict(), "step": run.step, "parameters": count_parameters(model), **extra}
-    save_checkpoint(model, cfg.model_config(), out, meta)
-    sums = dict(run.sums)
-    with written_aside(out / "train_state.pt") as tmp:  # whole or not at all; its step is checked on resume
-        torch.save(
-            {"optimizer": optim.state_dict(), "step": run.step, "numpy_rng": rng.bit_generator.state,
-             "torch_rng": torch.get_rng_state(), "elapsed": extra.get("train_seconds", 0.0),
-             "log_accumulator": (sums.pop("loss", 0.0), sums, run.count),
-             "total_elapsed": earlier + time.perf_counter() - run.t_start},
-            tmp,
-        )
+    write_checkpoint(out, lambda: save_checkpoint(model, cfg.model_config(), out, meta), optim, run, rng,
+                     extra.get("train_seconds", 0.0), earlier)
 
 
-RESUME_FREE_FIELDS = frozenset({"out", "resume", "stop_after", "time_limit", "threads", "checkpoint_every", "log_every",
-                                "calibrate", "cache_dir", "report_to"})
+RESUME_FREE_FIELDS = train_loop.RESUME_FREE_FIELDS | {"calibrate", "cache_dir", "report_to"}
 """``TrainConfig`` fields a resumed run may change: they do not change the weights."""
 
 
-class TornCheckpoint(SystemExit):
-    """A checkpoint left unreadable or mixed by an interrupted save (``--resume`` then uses ``previous/``)."""
+def _loader(cfg: TrainConfig) -> train_loop.Loader:
+    """Reads a checkpoint of the run and exits if ``cfg`` differs from its own record of the options (runs made before
+    options.json was written have only this one)."""
+    def load(d: Path) -> tuple[NumericalCriticV1 | NumericalCriticV2, dict[str, Any]]:
+        loaded, meta = load_checkpoint(d)
+        changed = dataclass_cli.changed_options(meta.get("train_config", {}), cfg, RESUME_FREE_FIELDS)
+        if changed:
+            raise SystemExit(f"error: --resume: {d} was trained with {'; '.join(changed)}; resume with the same flags "
+                             "or use a new --out")
+        return loaded, meta
 
-
-def _resume_from(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCriticV1 | NumericalCriticV2, dict[str, Any]]:
-    """The checkpoint and ``train_state.pt`` of the run in ``out``; exits if ``cfg`` cannot continue it."""
-    try:
-        loaded, meta = load_checkpoint(out)
-    except CheckpointError as e:
-        raise TornCheckpoint(f"error: --resume: {e}") from None
-    changed = dataclass_cli.changed_options(meta.get("train_config", {}), cfg, RESUME_FREE_FIELDS)
-    if changed:  # the checkpoint's own record (runs made before options.json was written have only this one)
-        raise SystemExit(f"error: --resume: {out} was trained with {'; '.join(changed)}; resume with the same flags or "
-                         "use a new --out")
-    if (kind := not_regular(out / "train_state.pt")) is not None:  # a FIFO or a device: never opened (torch.load would block)
-        raise TornCheckpoint(f"error: --resume: {out / 'train_state.pt'} is {kind}, not a regular file")
-    try:
-        st = torch.load(out / "train_state.pt", weights_only=False)
-    except Exception as e:  # noqa: BLE001 - a truncated or foreign file: say which one
-        raise TornCheckpoint(f"error: --resume: {out / 'train_state.pt'} is not readable ({type(e).__name__}: {e})") from None
-    if st.get("step") != meta.get("step"):
-        raise TornCheckpoint(f"error: --resume: {out / 'model.safetensors'} is from step {meta.get('step')} but "
-                             f"train_state.pt from step {st.get('step')} (interrupted while saving?); the run "
-                             "cannot be continued exactly")
-    if st["step"] > end:
-        raise SystemExit(f"error: --resume: {out} is already at step {st['step']}, past --stop-after {cfg.stop_after}")
-    return loaded, st
-
-
-def _resume(out: Path, cfg: TrainConfig, end: int) -> tuple[NumericalCriticV1 | NumericalCriticV2, dict[str, Any]]:
-    """:func:`_resume_from` the last checkpoint, or from the one before when the last save was interrupted (or one of
-    its files is not a regular file: a FIFO or a device is never opened; a folder, where the next save goes, exits)."""
-    for f in CHECKPOINT_FILES:
-        if not_regular(out / f) == "a folder":
-            raise SystemExit(f"error: --resume: {out / f} is a folder, where the run saves its checkpoint; remove it and "
-                             f"resume again (from {out / PREVIOUS} if the rest of the checkpoint is gone)")
-    try:
-        loaded, st = _resume_from(out, cfg, end)
-        print(f"resumed from {out} at step {st['step']}")
-        return loaded, st
-    except TornCheckpoint as exc:
-        if not (out / PREVIOUS / "config.json").is_file():
-            raise
-        loaded, st = _resume_from(out / PREVIOUS, cfg, end)
-        for f in CHECKPOINT_FILES:  # beside it, then renamed: a FIFO or a link there is replaced, never written through
-            with written_aside(out / f) as tmp:
-                shutil.copy2(out / PREVIOUS / f, tmp)
-        print(f"--resume: the last checkpoint is unusable ({exc}); resumed from {out / PREVIOUS} at step {st['step']}")
-        return loaded, st
+    return load
 
 
 def _init_checkpoint(cfg: TrainConfig) -> NumericalCriticV1 | NumericalCriticV2:
@@ -319,22 +253,11 @@ def _init_checkpoint(cfg: TrainConfig) -> NumericalCriticV1 | NumericalCriticV2:
 def train(cfg: TrainConfig, progress: bool = True) -> Path:
     """Run (or resume) training; returns the run directory."""
     t_start = time.perf_counter()
-    end = min(cfg.steps, cfg.stop_after) if cfg.stop_after > 0 else cfg.steps
-    state_path = Path(cfg.out) / "train_state.pt"
-    resuming = cfg.resume and (state_path.exists() or (Path(cfg.out) / PREVIOUS / "train_state.pt").exists())
-    if cfg.resume and not resuming and not holds_run(cfg.out, (OPTIONS_FILE, "log.jsonl")):
-        raise SystemExit(f"error: --resume: {state_path} not found (no earlier run in {cfg.out})")
+    resuming = will_resume(cfg)
     init = _init_checkpoint(cfg) if cfg.init_from and not resuming else None  # before --out is written; start_run seeds after it
-    out, rng = start_run(cfg, markers=CHECKPOINT_FILES, resume=cfg.resume, resuming=resuming,
-                         may_change=RESUME_FREE_FIELDS)
-    if cfg.resume and not resuming:  # said once start_run has let it start afresh (not over another script's run)
-        if (out / "model.safetensors").exists():  # weights without the optimizer, step and random states
-            print(f"--resume: {cfg.out} has model.safetensors but no train_state.pt (nor previous/): not a checkpoint "
-                  "that can be continued (a first save cut short?); discarding those weights and starting afresh")
-        else:
-            print(f"--resume: no checkpoint in {cfg.out} yet, starting afresh")
+    out, rng = start_run(cfg, resuming=resuming, may_change=RESUME_FREE_FIELDS)
     if resuming:  # before the data: fail fast
-        loaded, st = _resume(out, cfg, end)
+        loaded, st = resume(out, _loader(cfg), cfg)
 
     t_data = time.perf_counter()
     goals, cache, max_train = (cfg.goal_min, cfg.goal_max), cfg.cache_dir or None, cfg.max_train_problems
@@ -349,17 +272,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     if init is not None:
         load_grown(model, init)  # the checkpoint's function, possibly with a wider or an added pool to train
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    run, earlier = Progress(0, end, t_start, time.perf_counter()), 0.0
+    run, earlier = Progress(0, cfg.end_step(), t_start, time.perf_counter()), 0.0
     if resuming:
-        model.load_state_dict(loaded.state_dict())
-        optim.load_state_dict(st["optimizer"])
-        rng.bit_generator.state = st["numpy_rng"]
-        torch.set_rng_state(st["torch_rng"])
-        elapsed = st.get("elapsed", 0.0)
-        earlier = st.get("total_elapsed", elapsed)  # the wall time of the earlier invocations (train time: older runs)
-        loss_sum, sums, count = st.get("log_accumulator", (0.0, {}, 0))
-        run = Progress(st["step"], end, t_start, time.perf_counter() - elapsed, {"loss": loss_sum, **sums} if count else {},
-                       count)
+        run, earlier = restore(model, optim, rng, loaded, st, t_start, cfg.end_step())
     log = MetricsLog(out / "log.jsonl", resume_step=run.step if resuming else None)  # rows after the checkpoint: redone
 
     def loss_fn() -> tuple[torch.Tensor, dict]:
@@ -382,10 +297,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     with StopRequest() as stop, Tracker(cfg.report_to, out, config=cfg.to_dict()) as tracker:  # Ctrl-C: stop after this step
         run_steps(cfg, model, optim, loss_fn, run, log, save, base_lrs=[cfg.lr], stop=stop, tracker=tracker,
                   desc=f"critic {cfg.model.version}", progress=progress)
-    if run.stopped:
-        extra[f"stopped_by_{run.stopped}_at_step"] = run.end
-    if run.end < cfg.steps and run.stopped != "time_limit":  # --stop-after or Ctrl-C: a resumable checkpoint
-        save(run)
+    if saved_to_resume(cfg, run, extra, save):
         return out
     extra.update({"train_seconds": round(run.train_seconds(), 1), "threads": cfg.threads, "steps_done": run.end,
                   "command": command_line("critics.train")})
@@ -401,7 +313,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    train_loop.main(TrainConfig, train, argv, prog="critics.train", description=DESCRIPTION, resumable=True)
+    train_loop.main(TrainConfig, train, argv, prog="critics.train", description=DESCRIPTION)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 """What both critic training scripts share (``critics.train``, ``critics.train_text``): the common options, the run
-directory, the learning-rate schedule, the training loop (logging, checkpoints, ``--time-limit``, Ctrl-C) and
-the command line."""
+directory, the learning-rate schedule, the training loop (logging, checkpoints, ``--time-limit``, Ctrl-C), the
+resumable checkpoint (``--resume``, ``previous/``) and the command line."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -21,9 +23,9 @@ from tqdm import tqdm
 
 from countdown_gym import dataclass_cli
 from countdown_gym.data.splits import SPLIT_SPEC
-from countdown_gym.dataclass_cli import EXIT_INTERRUPTED
-from countdown_gym.runkit.runs import MetricsLog, StopRequest, prepare_run
-from critics.models import ConfigDict
+from countdown_gym.dataclass_cli import EXIT_INTERRUPTED, not_regular, written_aside
+from countdown_gym.runkit.runs import OPTIONS_FILE, MetricsLog, StopRequest, holds_run, prepare_run
+from critics.models import CheckpointError, ConfigDict
 
 
 @dataclass
@@ -49,26 +51,56 @@ class CommonTrainOptions(ConfigDict):
     out: str = "runs/critic-v2"  # the run directory (checkpoint, log.jsonl, options.json, plots)
     checkpoint_every: int = 1000
     log_every: int = 50  # a log.jsonl row (the means since the last row) every this many steps
+    stop_after: int = 0  # end this invocation after this many total steps (0 = at --steps); continue with --resume
+    resume: bool = False  # continue the run in --out from its newest complete checkpoint (docs/runs.md)
 
     def __post_init__(self) -> None:
         dataclass_cli.check_min(self, 1, "steps", "batch_size", "checkpoint_every", "log_every", "threads")
-        dataclass_cli.check_min(self, 0, "warmup", "time_limit", "weight_decay", "dead_per_row", "lr", "seed")
+        dataclass_cli.check_min(self, 0, "warmup", "time_limit", "weight_decay", "dead_per_row", "lr", "seed",
+                                "stop_after")
         dataclass_cli.check_choice(self, "preset", sorted(SPLIT_SPEC))
         for name in ("hindsight", "dead_same_size"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}")
 
+    def end_step(self) -> int:
+        """Where this invocation stops: ``--steps``, or ``--stop-after`` when it comes first."""
+        return min(self.steps, self.stop_after) if self.stop_after > 0 else self.steps
 
-def start_run(cfg: CommonTrainOptions, *, markers: Collection[str], resume: bool = False, resuming: bool = False,
-              may_change: Collection[str] = (), resumable: bool = True) -> tuple[Path, np.random.Generator]:
+
+CHECKPOINT_FILES = ("model.safetensors", "config.json", "train_state.pt")
+"""What ``--resume`` reads in ``--out``: the weights and ``config.json`` (both carry the step) and the training state."""
+PREVIOUS = "previous"
+"""The checkpoint before the last one, kept in ``<out>/previous/`` until the next save is complete."""
+RESUME_FREE_FIELDS = frozenset({"out", "resume", "stop_after", "time_limit", "threads", "checkpoint_every", "log_every"})
+"""The common options a resumed run may change: they do not change the weights."""
+
+
+def will_resume(cfg: CommonTrainOptions) -> bool:
+    """Whether ``--resume`` has a checkpoint to continue in ``cfg.out``; exits when the directory holds no run at all."""
+    out = Path(cfg.out)
+    resuming = cfg.resume and any((d / "train_state.pt").exists() for d in (out, out / PREVIOUS))
+    if cfg.resume and not resuming and not holds_run(out, (OPTIONS_FILE, "log.jsonl")):
+        raise SystemExit(f"error: --resume: {out / 'train_state.pt'} not found (no earlier run in {cfg.out})")
+    return resuming
+
+
+def start_run(cfg: CommonTrainOptions, *, resuming: bool,
+              may_change: Collection[str] = RESUME_FREE_FIELDS) -> tuple[Path, np.random.Generator]:
     """Seed ``random``, torch and the returned numpy generator, set torch's threads and prepare ``cfg.out``
-    (:func:`~countdown_gym.runkit.runs.prepare_run`; ``markers``: the files that show it keeps a run)."""
+    (:func:`~countdown_gym.runkit.runs.prepare_run`; ``resuming``: :func:`will_resume`)."""
     torch.set_num_threads(cfg.threads)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    out = prepare_run(cfg.out, "--out", cfg, resume=resume, resuming=resuming, may_change=may_change,
-                      markers=("log.jsonl", *markers), resumable=resumable)
+    out = prepare_run(cfg.out, "--out", cfg, resume=cfg.resume, resuming=resuming, may_change=may_change,
+                      markers=("log.jsonl", *CHECKPOINT_FILES))
+    if cfg.resume and not resuming:  # said once prepare_run has let it start afresh (not over another script's run)
+        if (out / "model.safetensors").exists():  # weights without the optimizer, step and random states
+            print(f"--resume: {cfg.out} has model.safetensors but no train_state.pt (nor previous/): not a checkpoint "
+                  "that can be continued (a first save cut short?); discarding those weights and starting afresh")
+        else:
+            print(f"--resume: no checkpoint in {cfg.out} yet, starting afresh")
     return out, rng
 
 
@@ -147,6 +179,118 @@ def run_steps(cfg: CommonTrainOptions, model: torch.nn.Module, optim: torch.opti
     model.eval()
 
 
+def _keep_previous(out: Path) -> None:
+    """Hard-link (or copy) the current checkpoint into ``<out>/previous/`` before it is overwritten."""
+    if not all((out / f).is_file() for f in CHECKPOINT_FILES):
+        return
+    with written_aside(out / PREVIOUS) as staging:  # previous.tmp, then renamed over the old previous/
+        staging.mkdir()
+        for f in CHECKPOINT_FILES:
+            try:
+                os.link(out / f, staging / f)  # the new save replaces the names, so the linked files stay as they are
+            except OSError:
+                shutil.copy2(out / f, staging / f)
+
+
+def write_checkpoint(out: Path, write_model: Callable[[], Any], optim: torch.optim.Optimizer, run: Progress,
+                     rng: np.random.Generator, elapsed: float, earlier: float) -> None:
+    """The checkpoint at ``run.step``: the one before kept in ``previous/``, ``write_model()`` (the weights and
+    ``config.json``, each written aside, both carrying the step), then ``train_state.pt``: the optimizer, the step, the
+    numpy, torch and Python random states, the running log sums and the training seconds (``elapsed``) and wall time
+    of this and the ``earlier`` invocations, so that a resumed run trains, logs and times as if it had never stopped."""
+    _keep_previous(out)
+    write_model()
+    sums = dict(run.sums)
+    with written_aside(out / "train_state.pt") as tmp:  # whole or not at all; its step is checked on resume
+        torch.save(
+            {"optimizer": optim.state_dict(), "step": run.step, "numpy_rng": rng.bit_generator.state,
+             "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(), "elapsed": elapsed,
+             "log_accumulator": (sums.pop("loss", 0.0), sums, run.count),
+             "total_elapsed": earlier + time.perf_counter() - run.t_start},
+            tmp,
+        )
+
+
+class TornCheckpoint(SystemExit):
+    """A checkpoint left unreadable or mixed by an interrupted save (``--resume`` then uses ``previous/``)."""
+
+
+Loader = Callable[[Path], tuple[torch.nn.Module, dict[str, Any]]]
+"""Reads the weights and ``config.json`` of a checkpoint directory; :class:`~critics.CheckpointError` if they do not."""
+
+
+def _resume_from(d: Path, load: Loader, cfg: CommonTrainOptions) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The checkpoint and ``train_state.pt`` in ``d``; exits if ``cfg`` cannot continue it."""
+    try:
+        loaded, meta = load(d)
+    except CheckpointError as e:
+        raise TornCheckpoint(f"error: --resume: {e}") from None
+    if (kind := not_regular(d / "train_state.pt")) is not None:  # a FIFO or a device: never opened (torch.load would block)
+        raise TornCheckpoint(f"error: --resume: {d / 'train_state.pt'} is {kind}, not a regular file")
+    try:
+        st = torch.load(d / "train_state.pt", weights_only=False)
+    except Exception as e:  # noqa: BLE001 - a truncated or foreign file: say which one
+        raise TornCheckpoint(f"error: --resume: {d / 'train_state.pt'} is not readable ({type(e).__name__}: {e})") from None
+    if st.get("step") != meta.get("step"):
+        raise TornCheckpoint(f"error: --resume: {d / 'model.safetensors'} is from step {meta.get('step')} but "
+                             f"train_state.pt from step {st.get('step')} (interrupted while saving?); the run "
+                             "cannot be continued exactly")
+    if st["step"] > cfg.end_step():
+        raise SystemExit(f"error: --resume: {d} is already at step {st['step']}, past --stop-after {cfg.stop_after}")
+    return loaded, st
+
+
+def resume(out: Path, load: Loader, cfg: CommonTrainOptions) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """``(model, train state)`` of the last checkpoint in ``out``, or of ``previous/`` when the last save was interrupted
+    (or one of its files is not a regular file: a FIFO or a device is never opened; a folder, where the next save goes,
+    exits)."""
+    for f in CHECKPOINT_FILES:
+        if not_regular(out / f) == "a folder":
+            raise SystemExit(f"error: --resume: {out / f} is a folder, where the run saves its checkpoint; remove it and "
+                             f"resume again (from {out / PREVIOUS} if the rest of the checkpoint is gone)")
+    try:
+        loaded, st = _resume_from(out, load, cfg)
+        print(f"resumed from {out} at step {st['step']}")
+        return loaded, st
+    except TornCheckpoint as exc:
+        if not (out / PREVIOUS / "config.json").is_file():
+            raise
+        loaded, st = _resume_from(out / PREVIOUS, load, cfg)
+        for f in CHECKPOINT_FILES:  # beside it, then renamed: a FIFO or a link there is replaced, never written through
+            with written_aside(out / f) as tmp:
+                shutil.copy2(out / PREVIOUS / f, tmp)
+        print(f"--resume: the last checkpoint is unusable ({exc}); resumed from {out / PREVIOUS} at step {st['step']}")
+        return loaded, st
+
+
+def restore(model: torch.nn.Module, optim: torch.optim.Optimizer, rng: np.random.Generator, loaded: torch.nn.Module,
+            st: dict[str, Any], t_start: float, end: int) -> tuple[Progress, float]:
+    """Put :func:`resume`'s checkpoint into ``model``, ``optim``, ``rng`` and the global random states: the run's
+    :class:`Progress` and the wall time of its earlier invocations."""
+    model.load_state_dict(loaded.state_dict())
+    optim.load_state_dict(st["optimizer"])
+    rng.bit_generator.state = st["numpy_rng"]
+    torch.set_rng_state(st["torch_rng"])
+    if "python_rng" in st:  # checkpoints written before it was kept
+        random.setstate(st["python_rng"])
+    elapsed = st.get("elapsed", 0.0)
+    earlier = st.get("total_elapsed", elapsed)  # the wall time of the earlier invocations (train time: older runs)
+    loss_sum, sums, count = st.get("log_accumulator", (0.0, {}, 0))
+    sums = {"loss": loss_sum, **sums} if count else {}
+    return Progress(st["step"], end, t_start, time.perf_counter() - elapsed, sums, count), earlier
+
+
+def saved_to_resume(cfg: CommonTrainOptions, run: Progress, extra: dict[str, Any], save: Callable[[Progress], None]) -> bool:
+    """After the loop: note in ``extra`` why it stopped early; if it stopped before ``--steps`` but not by the time
+    limit (``--stop-after``, Ctrl-C), ``save(run)`` (a checkpoint ``--resume`` continues) and True."""
+    if run.stopped:
+        extra[f"stopped_by_{run.stopped}_at_step"] = run.end
+    if run.end < cfg.steps and run.stopped != "time_limit":
+        save(run)
+        return True
+    return False
+
+
 def command_line(prog: str) -> str:
     """The command that started this process, for a checkpoint's record (``python -m critics.train ...``)."""
     return f"python -m {prog} " + shlex.join(sys.argv[1:])
@@ -156,7 +300,7 @@ Options = TypeVar("Options", bound=CommonTrainOptions)
 
 
 def main(options: type[Options], train: Callable[[Options], Path], argv: Sequence[str] | None, *, prog: str,
-         description: str, resumable: bool) -> None:
+         description: str) -> None:
     """Parse ``argv``, ``train`` and print a summary; a run stopped by Ctrl-C exits with 130."""
     cfg = dataclass_cli.parse(options, argv, prog=f"python -m {prog}", description=description)
     try:
@@ -165,8 +309,7 @@ def main(options: type[Options], train: Callable[[Options], Path], argv: Sequenc
         raise SystemExit(f"error: {e}") from None
     meta = json.loads((out / "config.json").read_text())
     if "stopped_by_ctrl_c_at_step" in meta:
-        then = "continues with --resume" if resumable else "holds the weights of that step"
-        print(f"stopped by Ctrl-C at step {meta['step']}; the checkpoint in {out} {then}")
+        print(f"stopped by Ctrl-C at step {meta['step']}; the checkpoint in {out} continues with --resume")
         raise SystemExit(EXIT_INTERRUPTED)
     print(f"done: {meta['step']} steps x batch {cfg.batch_size}: {meta['train_seconds']} s of training, "
           f"{meta.get('total_seconds', '?')} s in all (data {meta['data_seconds']} s) "

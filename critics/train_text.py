@@ -1,8 +1,9 @@
 """Train the text critic: ``python -m critics.train_text`` (every field of :class:`TextTrainConfig` is a flag).
 
 V2's pairs and loss on text states: a node read as the trace text up to the line that creates it, or (``--render``)
-as the bare state of :func:`~critics.text_critic.render_state`. ``--out`` receives the checkpoint, ``log.jsonl`` and
-``loss.png``.
+as the bare state of :func:`~critics.text_critic.render_state`. ``--out`` receives the checkpoint (every
+``--checkpoint-every`` steps and at the end: a loadable text critic, ``train_state.pt`` and ``previous/`` for
+``--resume``, as ``critics.train`` keeps them), ``log.jsonl`` and ``loss.png``.
 """
 
 from __future__ import annotations
@@ -29,10 +30,22 @@ from critics.text_critic import (
     build_text_critic,
     node_lines,
     prefix_window,
+    read_text_weights,
     render_state,
     save_text_critic,
 )
-from critics.train_loop import CommonTrainOptions, Progress, command_line, run_steps, start_run
+from critics.train_loop import (
+    CommonTrainOptions,
+    Progress,
+    command_line,
+    restore,
+    resume,
+    run_steps,
+    saved_to_resume,
+    start_run,
+    will_resume,
+    write_checkpoint,
+)
 
 
 @dataclass
@@ -114,10 +127,13 @@ LOSS_PANELS = (Panel("contrastive loss", {"loss": "loss"}),)  # loss.png
 
 
 def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
-    """Run training; returns the run directory (a loadable text-critic checkpoint)."""
+    """Run (or resume) training; returns the run directory (a loadable text-critic checkpoint)."""
     t_start = time.perf_counter()
-    out, rng = start_run(cfg, markers=("model.safetensors", "config.json"), resumable=False)  # trained in one go
+    resuming = will_resume(cfg)
+    out, rng = start_run(cfg, resuming=resuming)
     model, tok = build_text_critic(cfg.model, cfg.lm, seed=cfg.seed)
+    if resuming:  # before the data: fail fast
+        loaded, st = resume(out, lambda d: (model, read_text_weights(d, model)), cfg)
     critic = TextCritic(model, tok)  # shares the model: tokenizes the way scoring will
     t_data = time.perf_counter()
     data = build_text_traces(training_problems(cfg.preset, max_train=cfg.train_problems), progress=progress)
@@ -132,19 +148,22 @@ def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
     extra: dict[str, Any] = {"train_config": recorded, "data": data.table.stats(), "data_seconds": round(data_seconds, 1),
                              "parameters": count_parameters(model),
                              "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
-    log = MetricsLog(out / "log.jsonl")  # appended as it comes
+    run, earlier = Progress(0, cfg.end_step(), t_start, time.perf_counter()), 0.0
+    if resuming:
+        run, earlier = restore(model, optim, rng, loaded, st, t_start, cfg.end_step())
+    log = MetricsLog(out / "log.jsonl", resume_step=run.step if resuming else None)  # rows after the checkpoint: redone
 
     def save(r: Progress) -> None:
-        save_text_critic(model, tok, out, {**extra, "step": r.step, "train_seconds": round(r.train_seconds(), 1)})
+        meta = {**extra, "step": r.step, "train_seconds": round(r.train_seconds(), 1)}
+        write_checkpoint(out, lambda: save_text_critic(model, tok, out, meta), optim, r, rng, r.train_seconds(), earlier)
 
-    run = Progress(0, cfg.steps, t_start, time.perf_counter())
     with StopRequest() as stop:  # Ctrl-C: stop after this step and save it
         run_steps(cfg, model, optim, lambda: text_loss(model, critic, data, cfg, rng), run, log, save,
                   base_lrs=[g["lr"] for g in groups], stop=stop, desc="text critic", progress=progress)
-    if run.stopped:
-        extra[f"stopped_by_{run.stopped}_at_step"] = run.end
-    extra.update({"train_seconds": round(run.train_seconds(), 1), "threads": cfg.threads,
-                  "total_seconds": round(time.perf_counter() - t_start, 1), "command": command_line("critics.train_text")})
+    if saved_to_resume(cfg, run, extra, save):
+        return out
+    extra.update({"threads": cfg.threads, "total_seconds": round(earlier + time.perf_counter() - t_start, 1),
+                  "command": command_line("critics.train_text")})
     save(run)
     if log.rows:
         log.plot(out / "loss.png", LOSS_PANELS, title="text critic training loss")
@@ -152,8 +171,8 @@ def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    train_loop.main(TextTrainConfig, train, argv, prog="critics.train_text", resumable=False,
-                  description="Train the text critic (the seed paper's architecture A).")
+    train_loop.main(TextTrainConfig, train, argv, prog="critics.train_text",
+                    description="Train the text critic (the seed paper's architecture A).")
 
 
 if __name__ == "__main__":

@@ -4,9 +4,9 @@ until it finishes.
 
 After every kill the harness reads, on its own, which checkpoint of the run directory is complete; the next start
 must say it resumed from exactly that one (never a torn one, never an older one: it loses at most the steps since
-it), or that it starts afresh when none is. Scripts whose one-thread run is bit-reproducible (the critic, SFT with a
-step schedule, GRPO in both modes, the comparison of GRPO runs) must end with exactly the weights of an
-uninterrupted run. MaskablePPO cannot promise that (its checkpoint holds neither the games in progress nor the
+it), or that it starts afresh when none is. Scripts whose one-thread run is bit-reproducible (the critic, the text
+critic, SFT with a step schedule, GRPO in both modes, the comparison of GRPO runs) must end with exactly the weights
+of an uninterrupted run. MaskablePPO cannot promise that (its checkpoint holds neither the games in progress nor the
 random states; ``docs/security.md``): it must finish its steps, and a resume from one checkpoint is repeatable.
 
 Slow (a script's start-up is seconds of imports): ``python -m pytest -m slow tests/test_crash_resume.py``. Other
@@ -115,6 +115,13 @@ def _critic_complete(out: Path) -> int | None:
     return None
 
 
+def _text_critic_argv(out: Path) -> list[str]:
+    """20 steps of a small text critic over the embedded LM (nothing to build first), a checkpoint every 2 steps."""
+    return ["-m", "critics.train_text", "--train-problems", "6", "--steps", "20", "--batch-size", "4", "--window", "32",
+            "--head-hidden", "16", "--out-dim", "8", "--value-dim", "8", "--fourier", "4", "--goal-hidden", "16",
+            "--warmup", "2", "--checkpoint-every", "2", "--log-every", "3", "--threads", "1", "--out", str(out)]
+
+
 # ---- SFT -----------------------------------------------------------------------------------------------------------
 
 def _sft_argv(out: Path) -> list[str]:
@@ -220,6 +227,8 @@ SCRIPTS = {
     "critic": Script("critic", _critic_argv,
                      lambda out: any(out.glob("*.tmp")),  # previous.tmp included
                      _critic_complete, lambda out: _safetensors(out / "model.safetensors")),
+    "text-critic": Script("text-critic", _text_critic_argv, lambda out: any(out.glob("*.tmp")),  # tokenizer.tmp too
+                          _critic_complete, lambda out: _safetensors(out / "model.safetensors")),
     "sft": Script("sft", _sft_argv, lambda out: (out / "checkpoint.tmp").exists() or (out / "checkpoint.old").exists(),
                   _sft_complete, lambda out: _safetensors(out / "final" / "model.safetensors")),
     "grpo-multi-turn": Script("grpo-multi-turn", _grpo_argv("multi-turn"), _grpo_saving, _grpo_complete,

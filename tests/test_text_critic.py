@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ from critics.text_critic import (  # noqa: E402
     node_lines,
     prefix_window,
     render_state,
+    save_text_critic,
 )
 from critics.train_text import TextTrainConfig, build_text_traces, train  # noqa: E402
 
@@ -47,6 +49,42 @@ def test_a_few_training_steps_give_a_loadable_checkpoint(tiny_run: Path) -> None
     assert (tiny_run / "loss.png").stat().st_size > 0
     critic = load_text_critic(tiny_run)
     assert isinstance(critic, TextCritic) and critic.config.out_dim == 16
+
+
+def test_a_run_stopped_mid_way_resumes_to_the_uninterrupted_runs_weights(tiny_run: Path, tmp_path: Path, capsys) -> None:
+    kw = dict(train_problems=6, steps=3, batch_size=4, model=TextCriticConfig(window=40, head_hidden=32, out_dim=16),
+              warmup=1, log_every=1, checkpoint_every=1)
+    stopped = train(TextTrainConfig(**kw, stop_after=2, out=str(tmp_path / "a")), progress=False)
+    assert json.loads((stopped / "previous" / "config.json").read_text())["step"] == 1
+    torn = Path(shutil.copytree(stopped, tmp_path / "b"))
+    meta = json.loads((torn / "config.json").read_text())
+    (torn / "config.json").write_text(json.dumps({**meta, "step": 3}))  # a save cut short: new config, older weights
+    with pytest.raises(CheckpointError, match="from step 2 but .*config.json from step 3"):
+        load_text_critic(torn)
+    with pytest.raises(SystemExit, match="holds a run already: --resume continues it"):
+        train(TextTrainConfig(**kw, out=str(stopped)), progress=False)
+    capsys.readouterr()
+    for out, said in ((stopped, f"resumed from {stopped} at step 2"), (torn, f"resumed from {torn / 'previous'} at step 1")):
+        train(TextTrainConfig(**kw, resume=True, out=str(out)), progress=False)
+        assert said in capsys.readouterr().out
+        assert [json.loads(x)["step"] for x in (out / "log.jsonl").read_text().splitlines()] == [1, 2, 3]
+        a, b = load_text_critic(tiny_run).model.state_dict(), load_text_critic(out).model.state_dict()
+        assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_failed_save_leaves_the_tokenizer_folder_as_it_was(tiny_run: Path, tmp_path: Path) -> None:
+    class Failing:  # writes part of the tokenizer, then the disk is full
+        def save_pretrained(self, path: str) -> None:
+            Path(path).mkdir(parents=True, exist_ok=True)
+            (Path(path) / "tokenizer.json").write_text("{")
+            raise OSError(28, "No space left on device")
+
+    out = Path(shutil.copytree(tiny_run, tmp_path / "run"))
+    before = (out / "tokenizer" / "tokenizer.json").read_bytes()
+    with pytest.raises(OSError, match="No space"):
+        save_text_critic(load_text_critic(out).model, Failing(), out, {"step": 3})
+    assert (out / "tokenizer" / "tokenizer.json").read_bytes() == before and not (out / "tokenizer.tmp").exists()
+    load_text_critic(out)
 
 
 def test_training_moves_the_weights_of_lm_head_and_goal_tower(tiny_run: Path) -> None:
