@@ -37,13 +37,6 @@ def test_prepare_run_refuses_a_fresh_start_over_a_kept_run(tmp_path: Path) -> No
     assert json.loads((out / "options.json").read_text())["steps"] == 20  # what runs now is recorded
 
 
-def test_prepare_run_of_a_script_without_resume_offers_none(tmp_path: Path) -> None:
-    prepare_run(tmp_path / "r", "--out", Opts(), resume=False, resumable=False)
-    with pytest.raises(SystemExit, match=r"holds a run already: to start over use another --out") as e:
-        prepare_run(tmp_path / "r", "--out", Opts(), resume=False, resumable=False)
-    assert "--resume" not in str(e.value)
-
-
 def test_prepare_run_markers_and_resume_check(tmp_path: Path) -> None:
     (tmp_path / "r" / "checkpoints").mkdir(parents=True)
     (tmp_path / "r" / "checkpoints" / "model_64_steps.zip").write_bytes(b"")

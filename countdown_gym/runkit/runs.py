@@ -150,23 +150,23 @@ def _foreign(saved: Mapping[str, Any], options: Any) -> str:
 def prepare_run(path: str | os.PathLike[str], label: str, options: Any, *, resume: bool, resuming: bool | None = None,
                 may_change: Collection[str] = (), markers: Iterable[str] = (), start_over: str | None = None,
                 write: bool = True, saved_as: Callable[[dict[str, Any] | None], Mapping[str, Any] | None] | None = None,
-                barrier: Callable[[], None] | None = None, resumable: bool = True) -> Path:
+                barrier: Callable[[], None] | None = None) -> Path:
     """The run directory of a training script, checked, with its ``options.json`` (``docs/runs.md``).
 
     ``label``: the flag naming the directory (``"--out"``); ``resume``: the ``--resume`` flag; ``resuming``: whether
     a checkpoint will be continued (default ``resume``; only then are the saved options compared); ``markers``: what
     else shows a kept run (``options.json`` always does); ``may_change``: the options a resume may change;
     ``saved_as``: reads the stored options (None: no file) as today's fields; ``write=False`` checks without writing;
-    ``barrier``: called after the checks and after the write (a distributed run's wait); ``resumable=False``: the
-    script has no ``--resume`` to offer. With ``write``, the process holds the directory (:func:`hold_directory`).
+    ``barrier``: called after the checks and after the write (a distributed run's wait). With ``write``, the process
+    holds the directory (:func:`hold_directory`).
     """
     out = run_directory(path, f"{label} {path}")
     start_over = start_over or f"use another {label}"
     if write:
         hold_directory(out, start_over)
     if not resume and holds_run(out, (OPTIONS_FILE, *markers)):
-        continues = "--resume continues it; " if resumable else ""
-        raise SystemExit(f"{out} holds a run already: {continues}to start over {start_over} or delete that directory")
+        raise SystemExit(f"{out} holds a run already: --resume continues it; to start over {start_over} or delete that "
+                         "directory")
     resuming = resume if resuming is None else resuming
     saved = read_options(out) if resume or resuming else None  # nothing to continue: never afresh over another's run
     if resuming:
