@@ -550,3 +550,19 @@ def test_strict_json_reads_plain_json_and_says_not_json_as_the_json_module_does(
     assert strict_json('{"a": {"b": ":"}, "c": [1, 2.5]}') == {"a": {"b": ":"}, "c": [1, 2.5]}
     with pytest.raises(json.JSONDecodeError):  # load_problems reads a CSV cell that is not JSON as text
         strict_json("abc")
+
+
+def test_written_aside_recovers_a_folder_swap_a_kill_cut_short(tmp_path: Path) -> None:
+    """A SIGKILL between the swap's two renames left only <folder>.old (the folder gone, the .old kept for good);
+    one after them left <folder>.old beside the new folder, never removed."""
+    folder, old = tmp_path / "tokenizer", tmp_path / "tokenizer.old"
+    old.mkdir()
+    (old / "x").write_text("1")
+    with pytest.raises(OSError), written_aside(folder) as tmp:
+        raise OSError("disk full")
+    assert (folder / "x").read_text() == "1" and not old.exists()  # the old folder is back, whole
+    old.mkdir()
+    with written_aside(folder) as tmp:
+        tmp.mkdir()
+        (tmp / "y").write_text("2")
+    assert [p.name for p in folder.iterdir()] == ["y"] and not old.exists()

@@ -185,10 +185,16 @@ def written_aside(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Write ``path`` (a file or a folder) whole or not at all: yields ``<path>.tmp`` (whatever stale stood there
     removed) to write; on leaving, it replaces ``path`` (a FIFO or link there is replaced, never opened; a folder
     there is renamed to ``<path>.old``, put back if the new one cannot take its place, and removed once it has); on
-    an exception (a full disk, Ctrl-C) the temporary is removed and ``path`` keeps what it held."""
+    an exception (a full disk, Ctrl-C) the temporary is removed and ``path`` keeps what it held. A folder's
+    ``<path>.old`` that a kill left is put back (no ``path``) or removed first."""
     path = Path(path)
     tmp, old = path.with_name(path.name + ".tmp"), path.with_name(path.name + ".old")
     _remove(tmp)
+    if old.is_dir() and not old.is_symlink():  # a kill during a folder swap left it
+        if not os.path.lexists(path):  # between the two renames: the old folder back
+            os.replace(old, path)
+        elif path.is_dir():  # before the old folder was removed
+            shutil.rmtree(old)
     swap = False
     try:
         yield tmp
