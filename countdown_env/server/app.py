@@ -3,7 +3,9 @@
 ``app`` serves what ``countdown-gym serve`` would with the same options, read from environment variables
 ``COUNTDOWN_<OPTION>`` (``COUNTDOWN_ENV=Countdown-v0``, ``COUNTDOWN_PRESET=tinyzero``, ``COUNTDOWN_MAX_TURNS=8``...;
 the flags of ``countdown-gym serve --help``), so a container is configured with ``docker run -e`` or
-``from_docker_image(..., env_vars={...})``. ``main()`` is ``countdown-gym serve`` itself (its flags).
+``from_docker_image(..., env_vars={...})``. ``main()`` is ``countdown-gym serve`` itself (the variables, then its
+flags): the image runs it, so the server's limits on connections, request heads and messages hold there too (a bare
+``uvicorn server.app:app`` has uvicorn's own).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from countdown_gym.dataclass_cli import parse
+from countdown_gym.dataclass_cli import guarded, parse
 from countdown_gym.integrations.openenv.serve import ServeOptions
 from countdown_gym.integrations.openenv.serve import main as serve_main
 from countdown_gym.integrations.openenv.server import make_app
@@ -22,15 +24,20 @@ PREFIX = "COUNTDOWN_"
 PROG = "server.app"
 
 
-def options_from_environment(environ: dict[str, str] | None = None) -> ServeOptions:
-    """The serve options set by ``COUNTDOWN_<OPTION>`` variables (the others keep their defaults)."""
+def environment_argv(environ: dict[str, str] | None = None) -> list[str]:
+    """The ``countdown-gym serve`` flags that ``COUNTDOWN_<OPTION>`` variables set."""
     environ = os.environ if environ is None else environ
     argv: list[str] = []
     for f in dataclasses.fields(ServeOptions):
         value = environ.get(PREFIX + f.name.upper())
         if value is not None:
             argv += ["--" + f.name.replace("_", "-"), value]
-    return parse(ServeOptions, argv, prog=f"{PROG} ({PREFIX}* variables)")
+    return argv
+
+
+def options_from_environment(environ: dict[str, str] | None = None) -> ServeOptions:
+    """The serve options set by ``COUNTDOWN_<OPTION>`` variables (the others keep their defaults)."""
+    return parse(ServeOptions, environment_argv(environ), prog=f"{PROG} ({PREFIX}* variables)")
 
 
 def build_app(opts: ServeOptions) -> Any:
@@ -42,8 +49,9 @@ app = build_app(options_from_environment())
 
 
 def main() -> int:
-    """``uv run --project . server [flags]``: ``countdown-gym serve`` with the same flags."""
-    return serve_main(sys.argv[1:])
+    """``uv run --project . server [flags]`` and the image's command: ``countdown-gym serve`` with the variables'
+    flags, then its own (a flag given twice: the last wins)."""
+    return guarded(PROG, lambda: serve_main(environment_argv() + sys.argv[1:]))
 
 
 if __name__ == "__main__":
