@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from countdown_gym.game.expression import MAX_NUMBER_DIGITS
-from countdown_gym.game.rules import Rules
+from countdown_gym.game.rules import Rules, check_digits
 
 
 def _check_int(x: Any, what: str) -> int:
@@ -43,7 +43,7 @@ class Problem:
         if any(x >= 10**MAX_NUMBER_DIGITS for x in numbers):  # an answer could not write them
             raise ValueError(f"Problem.numbers must have at most {MAX_NUMBER_DIGITS} digits (the verifier's literal limit)")
         object.__setattr__(self, "numbers", numbers)
-        _check_int(self.target, "Problem.target")
+        check_digits(_check_int(self.target, "Problem.target"), "Problem.target")
         if not isinstance(self.rules, Rules):
             raise TypeError(f"Problem.rules must be a Rules, got {type(self.rules).__name__}")
 

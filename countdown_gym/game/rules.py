@@ -23,6 +23,17 @@ Number = int | Fraction
 
 OPERATORS: tuple[str, ...] = ("+", "-", "*", "/")
 Sign = Literal["positive", "nonnegative", "any"]
+MAX_DIGITS = sys.int_info.str_digits_check_threshold
+"""640: the most digits of a target or a value limit, so Python's ``str()`` writes it whatever
+``sys.set_int_max_str_digits`` allows (0, no limit, or at least 640; the default 4,300)."""
+
+
+def check_digits(x: int, what: str) -> int:
+    """``x``, or ``ValueError`` naming ``what`` when it has more than :data:`MAX_DIGITS` digits."""
+    if -(10**MAX_DIGITS) < x < 10**MAX_DIGITS:
+        return x
+    raise ValueError(f"{what} must have at most {MAX_DIGITS} digits, got an int of about "
+                     f"{math.floor(x.bit_length() * math.log10(2)) + 1:,} digits")
 
 
 @dataclass(frozen=True)
@@ -54,10 +65,10 @@ class Rules:
                 raise TypeError(f"Rules.{flag} must be a bool, got {type(value).__name__} {value!r}")
         if self.sign not in ("positive", "nonnegative", "any"):
             raise ValueError(f"Rules.sign must be 'positive', 'nonnegative' or 'any', got {self.sign!r}")
-        if self.value_limit is not None and (
-            not isinstance(self.value_limit, int) or isinstance(self.value_limit, bool) or self.value_limit < 1
-        ):
-            raise ValueError(f"Rules.value_limit must be a positive int or None, got {self.value_limit!r}")
+        limit = self.value_limit
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)
+                                  or check_digits(limit, "Rules.value_limit") < 1):
+            raise ValueError(f"Rules.value_limit must be a positive int or None, got {limit!r}")
         lo, hi = self.result_range()
         object.__setattr__(self, "_lo", lo)  # not fields: read by the hot legality checks below
         object.__setattr__(self, "_hi", hi)
