@@ -284,3 +284,15 @@ def test_no_reply_outgrows_the_bound_reset_checks(rules: str) -> None:
                 longest = max(longest, len(reply := ep.play(turn).reply))
                 assert len(reply) <= bound, (reply, bound)
     assert longest > 40
+
+
+def test_a_tool_operand_too_long_for_str_is_a_malformed_turn() -> None:
+    """tool_turn('move', 10**5000, '+', 2) (verl's tool call, or TRL's move with [10**5000]) raised Python's int->str
+    digit-limit ValueError from _operand_text's str(); it is now text the grammar refuses."""
+    from countdown_gym.game.turn_format import tool_turn
+
+    huge = 10**5000
+    for a, op, b in ((huge, "+", 2), (6, huge, 2), (6, "+", [huge])):
+        turn = tool_turn("move", a, op, b)
+        assert len(turn) < 100 and parse_turn(turn).reason == "malformed", turn
+    assert tool_turn("move", 6, "+", 2.0) == "6+2"
