@@ -188,3 +188,17 @@ def test_a_target_or_value_limit_python_cannot_write_is_refused() -> None:
     finally:
         sys.set_int_max_str_digits(old)
     assert all(str(longest) in t for t in texts)
+
+
+def test_check_computes_exactly_or_refuses_a_non_number() -> None:
+    """Rules.check took numpy ints as they were (np.int64(2**62) * 4 wrapped around to 0 with a warning) and floats
+    into its exact arithmetic (1.5 + 2 was (3.5, 'ok'); NaN a ValueError from inside Fraction)."""
+    free = Rules(sign="any", value_limit=None)
+    assert free.check(np.int64(2**62), "*", np.int64(4)) == (2**64, "ok")
+    assert free.legal_results(np.int32(2**30), np.int32(4))[2] == 2**32
+    assert Rules.tinyzero().check(np.int64(6), "/", 4) == (Fraction(3, 2), "ok")
+    for a in (1.5, 2.0, float("nan"), True, np.bool_(True), "2", None):
+        with pytest.raises(TypeError, match="a Countdown number must be an int or a Fraction, got"):
+            Rules().check(a, "+", 2)
+        with pytest.raises(TypeError, match="a Countdown number must be an int or a Fraction, got"):
+            Rules.tinyzero().legal_results(2, a)

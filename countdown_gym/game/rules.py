@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from numbers import Integral
 from typing import Any, Literal
 
 import numpy as np
@@ -139,8 +140,11 @@ class Rules:
         """``(result, "ok")`` for a legal move, else ``(None, reason_code)``.
 
         Reason codes: ``unknown_operator``, ``division_by_zero``, ``non_integer_result``,
-        ``negative_result``, ``zero_result``, ``exceeds_limit``.
+        ``negative_result``, ``zero_result``, ``exceeds_limit``. ``TypeError`` unless ``a`` and ``b`` are numbers
+        (:func:`exact`).
         """
+        if type(a) is not int or type(b) is not int:
+            a, b = exact(a), exact(b)
         if op == "+":
             r = a + b
         elif op == "-":
@@ -230,6 +234,16 @@ def normalize(x: Number) -> Number:
     if isinstance(x, Fraction) and x.denominator == 1:
         return x.numerator
     return x
+
+
+def exact(x: Any) -> Number:
+    """``x`` as the exact arithmetic takes it: an ``int`` (a numpy int as a Python ``int``, which cannot wrap
+    around) or a ``Fraction``; ``TypeError`` for a float, a bool or any other type."""
+    if type(x) is int or isinstance(x, Fraction):
+        return x
+    if isinstance(x, Integral) and not isinstance(x, bool):
+        return int(x)
+    raise TypeError(f"a Countdown number must be an int or a Fraction, got {type(x).__name__} {format_number(x):.80}")
 
 
 def format_number(x: Number) -> str:
