@@ -172,6 +172,11 @@ def test_config_validation_and_errors() -> None:
     import numpy as np
 
     assert generate("longproc-0.5k", 2, seed=np.int64(3)) == generate("longproc-0.5k", 2, seed=3)
+    # seed -3 drew seed 3's problems under other ids; a 5,000-digit seed raised the int->str limit writing the ids
+    for seed, message in ((-3, "seed must be >= 0, got -3"), (-(10**5000), "seed must be >= 0, got <a number of over"),
+                          (10**5000, "seed must have at most 4300 digits")):
+        with pytest.raises(ValueError, match=message):
+            generate("longproc-0.5k", 1, seed=seed)
     with pytest.raises(ValueError, match="unknown preset"):
         get_config("nope")
     for bad in (-1, 2.5, True):

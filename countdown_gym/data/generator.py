@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import sys
 from dataclasses import dataclass, field
 from numbers import Integral
 from typing import Any, Literal
 
 from countdown_gym.game.expression import MAX_NUMBER_DIGITS
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Rules, check_digits
+from countdown_gym.game.rules import Rules, check_digits, format_number
 from countdown_gym.game.solver import apply_move, count_solutions, legal_moves, reachable
 from countdown_gym.game.trace import search_nodes
 
@@ -147,6 +148,12 @@ def iter_problems(preset_or_config: str | GeneratorConfig, seed: int):
     if isinstance(seed, bool) or not isinstance(seed, Integral):
         raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
     seed = int(seed)
+    if seed < 0:  # random.Random(-s) draws what random.Random(s) does: two streams, one set of problems
+        raise ValueError(f"seed must be >= 0, got {format_number(seed)}")
+    try:
+        stem = f"{cfg.name}-{seed}-"
+    except ValueError:  # str() refuses it
+        raise ValueError(f"seed must have at most {sys.get_int_max_str_digits()} digits (the problems' ids write it)") from None
     rng = random.Random(seed)
     method = cfg.resolved_method
     seen: set[tuple[tuple[int, ...], int]] = set()
@@ -178,7 +185,7 @@ def iter_problems(preset_or_config: str | GeneratorConfig, seed: int):
             continue
         seen.add(p.key)
         attempts = 0
-        yield dataclasses.replace(p, id=f"{cfg.name}-{seed}-{index}", num_solutions=nsol, search_nodes=nodes)
+        yield dataclasses.replace(p, id=f"{stem}{index}", num_solutions=nsol, search_nodes=nodes)
         index += 1
 
 
