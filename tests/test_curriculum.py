@@ -152,3 +152,13 @@ def test_a_rows_rules_json_with_a_key_twice_or_nested_past_the_parser_is_refused
 
     with pytest.raises(ValueError, match=match):
         problem_from_columns([1, 2], 3, rules)
+
+
+def test_a_window_or_share_past_what_a_deque_or_str_takes_is_refused() -> None:
+    """window=10**20 raised OverflowError from the deque ('Python int too large to convert to C ssize_t'); a
+    5,000-digit window, promote_at or review raised Python's int->str digit limit while writing the message."""
+    for kwargs, match in (({"window": 10**20}, "window must be an int in 1..9223372036854775807, got int 1000"),
+                          ({"window": 10**5000}, "window must be an int in 1..*, got int <a number of over"),
+                          ({"promote_at": 10**5000}, "promote_at must be a number in .0, 1., got int <a number of over")):
+        with pytest.raises(ValueError, match=match):
+            Curriculum(split="validation", **kwargs)

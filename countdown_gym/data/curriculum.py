@@ -7,6 +7,7 @@ the process that samples (subprocess vector envs adapt a copy each).
 from __future__ import annotations
 
 import math
+import sys
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -16,6 +17,7 @@ import numpy as np
 from countdown_gym.data.difficulty import TIERS, check_tier, tier
 from countdown_gym.data.splits import split_problems
 from countdown_gym.game.problem import Problem
+from countdown_gym.game.verifier import describe_value
 
 MODES = ("fixed", "adaptive")
 Schedule = Sequence[tuple[int, Mapping[str, float]]]
@@ -39,11 +41,11 @@ class Curriculum:
                  promote_at: float = 0.6, review: float = 0.2, tier_preset: str | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
-        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-            raise ValueError(f"window must be an int >= 1, got {window!r}")
+        if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= sys.maxsize:  # a deque's
+            raise ValueError(f"window must be an int in 1..{sys.maxsize}, got {describe_value(window)}")
         for name, value in (("promote_at", promote_at), ("review", review)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+                raise ValueError(f"{name} must be a number in [0, 1], got {describe_value(value)}")
         if problems is None:
             pool = split_problems(preset, split)
             self.description = f"{preset}/{split} curriculum ({mode})"
