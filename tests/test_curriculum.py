@@ -175,3 +175,13 @@ def test_a_schedule_whose_weights_or_draws_no_float_or_str_takes_is_refused() ->
                             ([(10**5000,)], "a schedule step is .*, got tuple")):
         with pytest.raises(ValueError, match=match):
             Curriculum(mode="fixed", split="validation", schedule=schedule)
+
+
+def test_an_outcome_that_is_not_a_bool_is_refused() -> None:
+    """update(problem, 0.1) or update(problem, "no") counted a success (bool() of a reward or a str)."""
+    cur = Curriculum(split="validation", window=4)
+    for bad in (0.1, "no", 1, None):
+        with pytest.raises(TypeError, match="success must be a bool, got"):
+            cur.update(cur.problems[0], bad)
+    cur.update(cur.problems[0], np.bool_(True))
+    assert sum(cur.episodes.values()) == 1

@@ -163,6 +163,8 @@ class Curriculum:
 
     def update(self, problem: Problem, success: bool) -> None:
         """Record one finished episode (problems outside the pool, e.g. from ``reset(options=...)``, are ignored)."""
+        if not isinstance(success, (bool, np.bool_)):  # a reward of 0.1 or the str "no" is truthy: no success
+            raise TypeError(f"success must be a bool, got {describe_value(success)}")
         t = self._tier_of.get((problem.numbers, problem.target))
         if t is not None:
             self._results[t].append(bool(success))
