@@ -248,7 +248,7 @@ def test_every_layer_checks_a_turn_budget_alike() -> None:
     assert options.check_budget is turn_game.check_budget
     assert TurnEpisode(P, max_turns=np.int64(3)).max_turns == 3
     for make in (lambda: TurnEpisode(P, max_turns=0), lambda: CountdownMultiTurnEnv(max_turns=0)):
-        with pytest.raises(ValueError, match=r"^max_turns must be a positive int, got 0$"):
+        with pytest.raises(ValueError, match=r"^max_turns must be a positive int \(at most \d+\), got int 0$"):
             make()
 
 
@@ -296,3 +296,16 @@ def test_a_tool_operand_too_long_for_str_is_a_malformed_turn() -> None:
         turn = tool_turn("move", a, op, b)
         assert len(turn) < 100 and parse_turn(turn).reason == "malformed", turn
     assert tool_turn("move", 6, "+", 2.0) == "6+2"
+
+
+def test_a_budget_no_prompt_or_array_takes_is_refused() -> None:
+    """max_turns=10**5000 was accepted and the instruct prompt raised Python's int->str digit limit writing it (as
+    did check_budget's and stop_at_dead_end's own messages for -(10**5000)); 2**64 fits no int64 step counter."""
+    with pytest.raises(ValueError, match="max_turns must be a positive int .*, got int <a number of over 4300 digits>"):
+        CountdownMultiTurnEnv(max_turns=10**5000, prompt="instruct")
+    for kwargs in ({"max_turns": 2**64}, {"max_turn_chars": -(10**5000)}):
+        with pytest.raises(ValueError, match=f"{next(iter(kwargs))} must be a positive int"):
+            TurnEpisode(P, **kwargs)
+    with pytest.raises(ValueError, match="stop_at_dead_end must be a bool or an int >= 0, got int <a number of over"):
+        TurnEpisode(P, stop_at_dead_end=-(10**5000))
+    assert TurnEpisode(P, max_turns=2**63 - 1).max_turns == 2**63 - 1

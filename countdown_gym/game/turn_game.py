@@ -5,6 +5,7 @@ text: a :class:`TurnResult`'s ``reply`` is its outcome rendered by :mod:`countdo
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,7 @@ from countdown_gym.game.rules import Number, Rules, transition_record
 from countdown_gym.game.solver import reachable, without_pair
 from countdown_gym.game.text_format import format_equation
 from countdown_gym.game.turn_format import parse_turn, render_reply
-from countdown_gym.game.verifier import Verdict, verify
+from countdown_gym.game.verifier import Verdict, describe_value, verify
 
 DEFAULT_MAX_TURNS = 16
 UNDO_MOVE = (None, "undo", None, None)
@@ -24,12 +25,14 @@ UNDO_MOVE = (None, "undo", None, None)
 
 
 def check_budget(name: str, value: Any, allow_none: bool = True) -> int | None:
-    """``value`` as an int (or ``None`` when ``allow_none``); ``ValueError`` unless it is a positive int. The one check
-    of a budget (turns, characters, steps, lines) in every layer."""
+    """``value`` as an int (or ``None`` when ``allow_none``); ``ValueError`` unless it is an int in
+    ``1..sys.maxsize`` (what an array or a prompt takes). The one check of a budget (turns, characters, steps,
+    lines) in every layer."""
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive int{' or None' if allow_none else ''}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= sys.maxsize:
+        raise ValueError(f"{name} must be a positive int{' or None' if allow_none else ''} (at most {sys.maxsize}), "
+                         f"got {describe_value(value)}")
     return int(value)
 
 
@@ -68,7 +71,7 @@ class TurnEpisode:
     def __init__(self, problem: Problem, rules: Rules | None = None, max_turns: int = DEFAULT_MAX_TURNS,
                  max_turn_chars: int = 200, *, stop_at_dead_end: bool | int = False) -> None:
         if not isinstance(stop_at_dead_end, (int, np.integer)) or stop_at_dead_end < 0:  # a bool is an int
-            raise ValueError(f"stop_at_dead_end must be a bool or an int >= 0, got {stop_at_dead_end!r}")
+            raise ValueError(f"stop_at_dead_end must be a bool or an int >= 0, got {describe_value(stop_at_dead_end)}")
         self.problem = problem
         self.stop_at_dead_end = int(stop_at_dead_end)
         self._lost = False  # the current state cannot reach the target (tracked with stop_at_dead_end)
