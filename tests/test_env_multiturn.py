@@ -309,3 +309,14 @@ def test_a_budget_no_prompt_or_array_takes_is_refused() -> None:
     with pytest.raises(ValueError, match="stop_at_dead_end must be a bool or an int >= 0, got int <a number of over"):
         TurnEpisode(P, stop_at_dead_end=-(10**5000))
     assert TurnEpisode(P, max_turns=2**63 - 1).max_turns == 2**63 - 1
+
+
+def test_a_turn_episode_refuses_a_problem_or_rules_of_another_type() -> None:
+    """TurnEpisode(problem, rules="tinyzero") raised AttributeError ('str' has no 'check') at the first move, and a
+    (numbers, target) pair AttributeError ('tuple' has no 'rules')."""
+    with pytest.raises(TypeError, match="rules must be a Rules or None, got str"):
+        TurnEpisode(P, rules="tinyzero")
+    with pytest.raises(TypeError, match="TurnEpisode needs a Problem, got tuple"):
+        TurnEpisode(((21, 16, 17, 26), 46))
+    with pytest.raises(TypeError, match="rules must be a Rules or None"):
+        replay_turns(P, ["21+16"], rules="tinyzero")

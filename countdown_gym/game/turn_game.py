@@ -70,6 +70,10 @@ class TurnEpisode:
 
     def __init__(self, problem: Problem, rules: Rules | None = None, max_turns: int = DEFAULT_MAX_TURNS,
                  max_turn_chars: int = 200, *, stop_at_dead_end: bool | int = False) -> None:
+        if not isinstance(problem, Problem):
+            raise TypeError(f"TurnEpisode needs a Problem, got {type(problem).__name__}")
+        if rules is not None and not isinstance(rules, Rules):  # a preset name failed at the first move
+            raise TypeError(f"rules must be a Rules or None, got {type(rules).__name__}")
         if not isinstance(stop_at_dead_end, (int, np.integer)) or stop_at_dead_end < 0:  # a bool is an int
             raise ValueError(f"stop_at_dead_end must be a bool or an int >= 0, got {describe_value(stop_at_dead_end)}")
         self.problem = problem
