@@ -320,3 +320,9 @@ def test_a_turn_episode_refuses_a_problem_or_rules_of_another_type() -> None:
         TurnEpisode(((21, 16, 17, 26), 46))
     with pytest.raises(TypeError, match="rules must be a Rules or None"):
         replay_turns(P, ["21+16"], rules="tinyzero")
+
+
+def test_replay_turns_refuses_one_str_for_its_list_of_turns() -> None:
+    """replay_turns(P, "21+16") played each character as a turn: five malformed turns, an unsolved replay."""
+    with pytest.raises(TypeError, match="turns must be a sequence of turns, got one str"):
+        replay_turns(P, "21+16")

@@ -203,6 +203,8 @@ class TurnReplay:
 def replay_turns(problem: Problem, turns: Sequence[str], *, rules: Rules | None = None,
                  max_turns: int = DEFAULT_MAX_TURNS, max_turn_chars: int = 200) -> TurnReplay:
     """Play ``turns`` in order (those after the episode ends are ignored; an episode left open is unsolved)."""
+    if isinstance(turns, str):  # else each character is played as a turn
+        raise TypeError("turns must be a sequence of turns, got one str (a single turn goes in a list: ['21+16'])")
     ep = TurnEpisode(problem, rules, max_turns, max_turn_chars)
     results = []
     for text in turns:
