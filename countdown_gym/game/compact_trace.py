@@ -12,7 +12,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from countdown_gym.game.problem import Problem
+from countdown_gym.game.problem import Problem, play_rules
 from countdown_gym.game.rules import OPERATORS, Rules
 from countdown_gym.game.solver import combine, reachable
 from countdown_gym.game.text_format import format_compact_line, format_equation
@@ -162,7 +162,7 @@ def compact_trace(
     the ``dead_end_rate`` draws (default ``shuffle_seed``, else 0). ``ValueError`` when no solution has only
     non-negative integer intermediates.
     """
-    rules = rules or problem.rules
+    rules = play_rules(problem, rules, "compact_trace()")
     config = config or CompactTraceConfig()
     numbers = problem.numbers if shuffle_seed is None else shuffled(problem, shuffle_seed).numbers
     if len(numbers) < 2:

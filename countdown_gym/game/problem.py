@@ -75,3 +75,13 @@ class Problem:
         else:
             raise ValueError(f"a problem's 'rules' must be a dict, a preset name or absent, got {rules!r:.100}")
         return cls(d["numbers"], d["target"], rules, **{k: d.get(k) for k in _METADATA})
+
+
+def play_rules(problem: Any, rules: Any, caller: str) -> Rules:
+    """The rules ``caller`` plays ``problem`` by: ``rules``, else the problem's own; ``TypeError`` for a
+    non-``Problem`` or for rules that are neither a ``Rules`` nor ``None`` (a preset name failed deep inside)."""
+    if not isinstance(problem, Problem):
+        raise TypeError(f"{caller} needs a Problem, got {type(problem).__name__}")
+    if rules is not None and not isinstance(rules, Rules):
+        raise TypeError(f"rules must be a Rules or None, got {type(rules).__name__}")
+    return rules or problem.rules

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
 
 from countdown_gym.game.expression import PRECEDENCE, Move
-from countdown_gym.game.problem import Problem
+from countdown_gym.game.problem import Problem, play_rules
 from countdown_gym.game.reachability import DEADLINE, Q, Reachability, from_q, to_q
 from countdown_gym.game.rules import Number, Rules, exact, format_number
 
@@ -153,9 +153,7 @@ def solve(problem: Problem, rules: Rules | None = None, limit: int | None = None
     """Distinct solution expressions, e.g. ``["(6-2)*(5-3)", ...]``, each verifying with :func:`countdown_gym.verify`:
     fewest parentheses that keep the steps' order, ``+`` / ``*`` operands in one canonical order (two solutions
     differ only if their trees do). ``limit`` stops early."""
-    if not isinstance(problem, Problem):
-        raise TypeError(f"solve() needs a Problem, got {type(problem).__name__}")
-    rules = rules or problem.rules
+    rules = play_rules(problem, rules, "solve()")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
     found: dict[str, None] = {}

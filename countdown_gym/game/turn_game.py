@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from countdown_gym.game.problem import Problem
+from countdown_gym.game.problem import Problem, play_rules
 from countdown_gym.game.rules import Number, Rules, transition_record
 from countdown_gym.game.solver import reachable, without_pair
 from countdown_gym.game.text_format import format_equation
@@ -70,10 +70,7 @@ class TurnEpisode:
 
     def __init__(self, problem: Problem, rules: Rules | None = None, max_turns: int = DEFAULT_MAX_TURNS,
                  max_turn_chars: int = 200, *, stop_at_dead_end: bool | int = False) -> None:
-        if not isinstance(problem, Problem):
-            raise TypeError(f"TurnEpisode needs a Problem, got {type(problem).__name__}")
-        if rules is not None and not isinstance(rules, Rules):  # a preset name failed at the first move
-            raise TypeError(f"rules must be a Rules or None, got {type(rules).__name__}")
+        self.rules = play_rules(problem, rules, "TurnEpisode")
         if not isinstance(stop_at_dead_end, (int, np.integer)) or stop_at_dead_end < 0:  # a bool is an int
             raise ValueError(f"stop_at_dead_end must be a bool or an int >= 0, got {describe_value(stop_at_dead_end)}")
         self.problem = problem
@@ -82,7 +79,6 @@ class TurnEpisode:
         self._lost_turns = 0
         self.dead_end = False
         """Whether the episode stopped at a dead end (``stop_at_dead_end``)."""
-        self.rules = rules or problem.rules
         self.target = problem.target
         self.max_turns = check_budget("max_turns", max_turns, allow_none=False)
         self.max_turn_chars = check_budget("max_turn_chars", max_turn_chars, allow_none=False)
