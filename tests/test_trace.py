@@ -168,3 +168,12 @@ def test_the_traces_refuse_a_problem_or_rules_of_another_type() -> None:
             write(p, rules="tinyzero")
         with pytest.raises(TypeError, match=r"needs a Problem, got tuple"):
             write(((1, 2), 3))
+
+
+def test_an_unsolvable_problem_is_refused_before_the_search() -> None:
+    """dfs_trace of six 1s and target 999 searched its whole tree (20 s; minutes from 7 numbers) before its
+    ValueError; the solver answers first."""
+    from no_hang import no_hang
+
+    with no_hang(5), pytest.raises(ValueError, match="no solution"):
+        dfs_trace(Problem((1,) * 7, 999))
