@@ -47,10 +47,11 @@ def test_fixed_schedule_checks():
         Curriculum([])
 
 
-@pytest.mark.parametrize("weight", [float("inf"), float("nan"), -1.0])
+@pytest.mark.parametrize("weight", [float("inf"), float("nan"), -1.0, "1", True, 10**400],  # "1", True: read as 1.0
+                         ids=["inf", "nan", "negative", "str", "bool", "int-past-float"])
 def test_a_schedule_weight_that_is_no_finite_share_is_refused(weight):
     """An infinite weight was accepted and every draw raised numpy's 'Probabilities contain NaN' (inf / inf)."""
-    with pytest.raises(ValueError, match="weights must be finite and >= 0"):
+    with pytest.raises(ValueError, match="weights must be finite numbers >= 0"):
         Curriculum(mode="fixed", split="validation", schedule=[(0, {"easy": weight, "medium": 1.0})])
 
 
@@ -152,3 +153,35 @@ def test_a_rows_rules_json_with_a_key_twice_or_nested_past_the_parser_is_refused
 
     with pytest.raises(ValueError, match=match):
         problem_from_columns([1, 2], 3, rules)
+
+
+def test_a_window_or_share_past_what_a_deque_or_str_takes_is_refused() -> None:
+    """window=10**20 raised OverflowError from the deque ('Python int too large to convert to C ssize_t'); a
+    5,000-digit window, promote_at or review raised Python's int->str digit limit while writing the message."""
+    for kwargs, match in (({"window": 10**20}, "window must be an int in 1..9223372036854775807, got int 1000"),
+                          ({"window": 10**5000}, "window must be an int in 1..*, got int <a number of over"),
+                          ({"promote_at": 10**5000}, "promote_at must be a number in .0, 1., got int <a number of over")):
+        with pytest.raises(ValueError, match=match):
+            Curriculum(split="validation", **kwargs)
+
+
+def test_a_schedule_whose_weights_or_draws_no_float_or_str_takes_is_refused() -> None:
+    """An int weight of 10**400 raised OverflowError from float(); weights 1e308 + 1e308 (an infinite sum) were
+    accepted and every draw raised numpy's 'Probabilities do not sum to 1'; a draw of -(10**5000) or a step
+    (10**5000,) raised Python's int->str digit limit while writing the message."""
+    for schedule, match in (([(0, {"easy": 1e308, "medium": 1e308})], "the weights' sum must be positive and finite"),
+                            ([(0, {"easy": 1}), (10**5000, {"easy": 0})], "at draw <a number of over .*sum must be"),
+                            ([(0, {"easy": 1}), (-(10**5000), {"easy": 1})], "got int <a number of over"),
+                            ([(10**5000,)], "a schedule step is .*, got tuple")):
+        with pytest.raises(ValueError, match=match):
+            Curriculum(mode="fixed", split="validation", schedule=schedule)
+
+
+def test_an_outcome_that_is_not_a_bool_is_refused() -> None:
+    """update(problem, 0.1) or update(problem, "no") counted a success (bool() of a reward or a str)."""
+    cur = Curriculum(split="validation", window=4)
+    for bad in (0.1, "no", 1, None):
+        with pytest.raises(TypeError, match="success must be a bool, got"):
+            cur.update(cur.problems[0], bad)
+    cur.update(cur.problems[0], np.bool_(True))
+    assert sum(cur.episodes.values()) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 
@@ -133,6 +134,14 @@ def test_tier_refuses_a_preset_without_thresholds():
 def test_a_problem_whose_id_is_no_str_is_measured():
     """An int id (a dataset's own, through Problem.from_dict) raised AttributeError ('int' has no 'rsplit')."""
     assert difficulty(Problem((3, 4), 7, Rules.longproc(), id=5)) == measure(Problem((3, 4), 7, Rules.longproc()))
+
+
+def test_a_split_like_id_with_an_index_int_refuses_is_measured():
+    """An id 'longproc-0.5k/test/²' (str.isdigit, not int()) or with a 5,000-digit index raised ValueError from
+    int() in the shipped-label lookup."""
+    p = Problem((3, 4), 7, Rules.longproc())
+    for index in ("²", "9" * 5000):
+        assert difficulty(dataclasses.replace(p, id=f"longproc-0.5k/test/{index}")) == measure(p)
 
 
 def test_difficulty_rejects_non_problems():

@@ -411,6 +411,10 @@ def test_bad_calls_give_clear_errors():
     for bad in (10**5000, [10**5000]):  # the message's repr raised Python's int->str digit limit instead
         with pytest.raises(ValueError, match=r"action must be an int in 0\.\.47, got .*<a number of over 4300 digits>"):
             env.step(bad)
+    for call in (lambda: env.encode_action(10**5000, 1, "+"), lambda: env.encode_action(0, 1, 10**5000),
+                 lambda: env.decode_action(10**5000)):  # encode_action / decode_action's repr raised it too
+        with pytest.raises(ValueError, match=r"must be .*, got int <a number of over 4300 digits>"):
+            call()
     with pytest.raises(ValueError, match="unknown reset options"):
         env.reset(options={"problems": []})
     for bad in (["problem"], 5, "problem"):  # not a dict: was an AttributeError / TypeError, or a letter-by-letter list

@@ -248,7 +248,7 @@ def test_every_layer_checks_a_turn_budget_alike() -> None:
     assert options.check_budget is turn_game.check_budget
     assert TurnEpisode(P, max_turns=np.int64(3)).max_turns == 3
     for make in (lambda: TurnEpisode(P, max_turns=0), lambda: CountdownMultiTurnEnv(max_turns=0)):
-        with pytest.raises(ValueError, match=r"^max_turns must be a positive int, got 0$"):
+        with pytest.raises(ValueError, match=r"^max_turns must be a positive int \(at most \d+\), got int 0$"):
             make()
 
 
@@ -284,3 +284,45 @@ def test_no_reply_outgrows_the_bound_reset_checks(rules: str) -> None:
                 longest = max(longest, len(reply := ep.play(turn).reply))
                 assert len(reply) <= bound, (reply, bound)
     assert longest > 40
+
+
+def test_a_tool_operand_too_long_for_str_is_a_malformed_turn() -> None:
+    """tool_turn('move', 10**5000, '+', 2) (verl's tool call, or TRL's move with [10**5000]) raised Python's int->str
+    digit-limit ValueError from _operand_text's str(); it is now text the grammar refuses."""
+    from countdown_gym.game.turn_format import tool_turn
+
+    huge = 10**5000
+    for a, op, b in ((huge, "+", 2), (6, huge, 2), (6, "+", [huge])):
+        turn = tool_turn("move", a, op, b)
+        assert len(turn) < 100 and parse_turn(turn).reason == "malformed", turn
+    assert tool_turn("move", 6, "+", 2.0) == "6+2"
+
+
+def test_a_budget_no_prompt_or_array_takes_is_refused() -> None:
+    """max_turns=10**5000 was accepted and the instruct prompt raised Python's int->str digit limit writing it (as
+    did check_budget's and stop_at_dead_end's own messages for -(10**5000)); 2**64 fits no int64 step counter."""
+    with pytest.raises(ValueError, match="max_turns must be a positive int .*, got int <a number of over 4300 digits>"):
+        CountdownMultiTurnEnv(max_turns=10**5000, prompt="instruct")
+    for kwargs in ({"max_turns": 2**64}, {"max_turn_chars": -(10**5000)}):
+        with pytest.raises(ValueError, match=f"{next(iter(kwargs))} must be a positive int"):
+            TurnEpisode(P, **kwargs)
+    with pytest.raises(ValueError, match="stop_at_dead_end must be a bool or an int >= 0, got int <a number of over"):
+        TurnEpisode(P, stop_at_dead_end=-(10**5000))
+    assert TurnEpisode(P, max_turns=2**63 - 1).max_turns == 2**63 - 1
+
+
+def test_a_turn_episode_refuses_a_problem_or_rules_of_another_type() -> None:
+    """TurnEpisode(problem, rules="tinyzero") raised AttributeError ('str' has no 'check') at the first move, and a
+    (numbers, target) pair AttributeError ('tuple' has no 'rules')."""
+    with pytest.raises(TypeError, match="rules must be a Rules or None, got str"):
+        TurnEpisode(P, rules="tinyzero")
+    with pytest.raises(TypeError, match="TurnEpisode needs a Problem, got tuple"):
+        TurnEpisode(((21, 16, 17, 26), 46))
+    with pytest.raises(TypeError, match="rules must be a Rules or None"):
+        replay_turns(P, ["21+16"], rules="tinyzero")
+
+
+def test_replay_turns_refuses_one_str_for_its_list_of_turns() -> None:
+    """replay_turns(P, "21+16") played each character as a turn: five malformed turns, an unsolved replay."""
+    with pytest.raises(TypeError, match="turns must be a sequence of turns, got one str"):
+        replay_turns(P, "21+16")

@@ -157,6 +157,12 @@ def test_config_validation_and_errors() -> None:
         # was allowed, and generate() ran its million draws (two minutes) before saying it found nothing
         ({"min_target": 2000, "max_target": 3000, "min_value": 1, "max_value": 2500,
           "rules": Rules.longproc().replace(use_all=False)}, "no target in 2000..3000 can be reached"),
+        # 5,000-digit ints: the messages (and the config's repr) raised Python's int->str digit-limit ValueError
+        ({"min_target": 10**5000, "max_target": 10**5000}, "min_target must have at most 640 digits"),
+        ({"max_attempts": 10**5000}, "max_attempts must have at most 640 digits"),
+        ({"min_solutions": -(10**5000)}, "min_solutions must have at most 640 digits"),
+        # numbers no Problem takes: refused only at the first draw, after the solver's work on them
+        ({"max_value": 10**15, "rules": Rules.classic()}, "max_value must have at most 15 digits"),
     ):
         with pytest.raises(ValueError, match=message):
             GeneratorConfig(**kwargs)
@@ -166,6 +172,11 @@ def test_config_validation_and_errors() -> None:
     import numpy as np
 
     assert generate("longproc-0.5k", 2, seed=np.int64(3)) == generate("longproc-0.5k", 2, seed=3)
+    # seed -3 drew seed 3's problems under other ids; a 5,000-digit seed raised the int->str limit writing the ids
+    for seed, message in ((-3, "seed must be >= 0, got -3"), (-(10**5000), "seed must be >= 0, got <a number of over"),
+                          (10**5000, "seed must have at most 4300 digits")):
+        with pytest.raises(ValueError, match=message):
+            generate("longproc-0.5k", 1, seed=seed)
     with pytest.raises(ValueError, match="unknown preset"):
         get_config("nope")
     for bad in (-1, 2.5, True):

@@ -159,3 +159,46 @@ def test_problem_numbers_stay_within_the_verifiers_literal_limit() -> None:
     assert verify(p, solve(p)[0]).correct
     with pytest.raises(ValueError, match="at most 15 digits"):
         Problem((10**15, 1), 10**15 + 1)
+
+
+def test_a_target_or_value_limit_python_cannot_write_is_refused() -> None:
+    """A 5,000-digit target or value limit was accepted: Problem's and Rules' repr, every prompt and the envs'
+    messages then raised Python's int->str digit-limit ValueError. Now at most 640 digits, which str() always writes."""
+    import sys
+
+    from countdown_gym import Problem
+    from countdown_gym.game.text_format import build_prompt
+    from countdown_gym.game.turn_format import tool_prompt, turn_prompt
+
+    for huge in (10**5000, -(10**5000), 10**640):
+        with pytest.raises(ValueError, match=r"Problem.target must have at most 640 digits, got an int of about"):
+            Problem((1, 2), huge)
+        with pytest.raises(ValueError, match="Problem.target must have at most 640 digits"):
+            Problem.from_dict({"numbers": [1, 2], "target": huge})
+        with pytest.raises(ValueError, match="Rules.value_limit must have at most 640 digits"):
+            Rules(value_limit=huge)
+    with pytest.raises(ValueError, match="Rules.value_limit must have at most 640 digits"):
+        Rules.from_dict({"value_limit": 10**5000})
+    longest = 10**640 - 1
+    p = Problem((6, 2), -longest, Rules(sign="any", value_limit=longest))
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)  # the lowest limit Python allows: every text of the problem is still written
+    try:
+        texts = [repr(p), repr(p.rules), build_prompt(p, "tinyzero"), turn_prompt(p, "instruct"), tool_prompt(p)]
+    finally:
+        sys.set_int_max_str_digits(old)
+    assert all(str(longest) in t for t in texts)
+
+
+def test_check_computes_exactly_or_refuses_a_non_number() -> None:
+    """Rules.check took numpy ints as they were (np.int64(2**62) * 4 wrapped around to 0 with a warning) and floats
+    into its exact arithmetic (1.5 + 2 was (3.5, 'ok'); NaN a ValueError from inside Fraction)."""
+    free = Rules(sign="any", value_limit=None)
+    assert free.check(np.int64(2**62), "*", np.int64(4)) == (2**64, "ok")
+    assert free.legal_results(np.int32(2**30), np.int32(4))[2] == 2**32
+    assert Rules.tinyzero().check(np.int64(6), "/", 4) == (Fraction(3, 2), "ok")
+    for a in (1.5, 2.0, float("nan"), True, np.bool_(True), "2", None):
+        with pytest.raises(TypeError, match="a Countdown number must be an int or a Fraction, got"):
+            Rules().check(a, "+", 2)
+        with pytest.raises(TypeError, match="a Countdown number must be an int or a Fraction, got"):
+            Rules.tinyzero().legal_results(2, a)

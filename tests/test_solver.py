@@ -208,3 +208,17 @@ def test_reachable_values_refuses_a_float_as_reachable_does() -> None:
         with pytest.raises(TypeError):
             ask((0.1, 2))
     assert reachable_values((Fraction(1, 2), 2), RULES["tinyzero"]) >= {Fraction(5, 2), 4, 1}
+
+
+def test_the_solver_refuses_a_bool_or_a_float_as_a_number() -> None:
+    """reachable([True, 2], 3) read True as 1 (True), reachable([1.5, 2], 3) raised 'float' object cannot be
+    interpreted as an integer; both now name the bad number, as Rules.check does (numpy ints stay welcome)."""
+    import numpy as np
+
+    from countdown_gym.game.solver import legal_moves, reachable_values
+
+    for call in (lambda: reachable([True, 2], 3), lambda: reachable([1, 2], True), lambda: reachable([1.5, 2], 3),
+                 lambda: list(legal_moves([True, 2], Rules.longproc())), lambda: reachable_values([2.0, 2])):
+        with pytest.raises(TypeError, match="a Countdown number must be an int or a Fraction, got (bool|float)"):
+            call()
+    assert reachable(np.array([1, 2]), np.int64(3)) and reachable_values([np.int64(2), 2]) >= {4, 0, 1}

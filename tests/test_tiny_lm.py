@@ -122,9 +122,19 @@ def test_dead_end_rate_mixes_opening_moves():
     assert kinds == {True, False}
     mixed = compact_trace_stats(problems, half)["mean_lines"]
     assert compact_trace_stats(problems, never)["mean_lines"] < mixed < compact_trace_stats(problems, always)["mean_lines"]
-    for bad in (-0.1, 1.5, "half"):
+    for bad in (-0.1, 1.5, "half", True):
         with pytest.raises(ValueError, match="dead_end_rate"):
             CompactTraceConfig(dead_end_rate=bad)
+
+
+@pytest.mark.parametrize("kwargs", [{"dead_ends": (True,)}, {"probe": True}, {"show_state": "no"},
+                                    {"dead_ends": (-(10**5000),)}, {"probe": -(10**5000)}, {"dead_end_rate": 10**5000}],
+                         ids=["dead_ends-bool", "probe-bool", "show_state-str", "dead_ends-huge", "probe-huge", "rate-huge"])
+def test_a_trace_config_of_the_wrong_type_is_refused(kwargs):
+    """A bool was taken as a count or a rate, show_state='no' showed the states (truthy), and a 5,000-digit value
+    raised Python's int->str digit limit while writing the message."""
+    with pytest.raises(ValueError, match=f"{next(iter(kwargs))} must be"):
+        CompactTraceConfig(**kwargs)
 
 
 def test_sft_rejects_a_bad_trace_format_clearly(tmp_path):

@@ -155,3 +155,25 @@ def test_errors() -> None:
     with pytest.raises(TraceParseError) as e:
         parse_trace(EXPECTED.replace("  |- Try 21 + 16", "  |- Tri 21 + 16"))
     assert e.value.line_no == 3
+
+
+def test_the_traces_refuse_a_problem_or_rules_of_another_type() -> None:
+    """dfs_trace / search_nodes / compact_trace(problem, rules='tinyzero') raised AttributeError ('str' object has no
+    attribute 'is_won'), and of a (numbers, target) pair AttributeError ('tuple' has no 'rules')."""
+    from countdown_gym.game.compact_trace import compact_trace
+
+    p = Problem((1, 2), 3)
+    for write in (dfs_trace, search_nodes, compact_trace):
+        with pytest.raises(TypeError, match="rules must be a Rules or None, got str"):
+            write(p, rules="tinyzero")
+        with pytest.raises(TypeError, match=r"needs a Problem, got tuple"):
+            write(((1, 2), 3))
+
+
+def test_an_unsolvable_problem_is_refused_before_the_search() -> None:
+    """dfs_trace of six 1s and target 999 searched its whole tree (20 s; minutes from 7 numbers) before its
+    ValueError; the solver answers first."""
+    from no_hang import no_hang
+
+    with no_hang(5), pytest.raises(ValueError, match="no solution"):
+        dfs_trace(Problem((1,) * 7, 999))

@@ -7,6 +7,7 @@ the process that samples (subprocess vector envs adapt a copy each).
 from __future__ import annotations
 
 import math
+import sys
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -16,6 +17,8 @@ import numpy as np
 from countdown_gym.data.difficulty import TIERS, check_tier, tier
 from countdown_gym.data.splits import split_problems
 from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import format_number
+from countdown_gym.game.verifier import describe_value
 
 MODES = ("fixed", "adaptive")
 Schedule = Sequence[tuple[int, Mapping[str, float]]]
@@ -39,11 +42,11 @@ class Curriculum:
                  promote_at: float = 0.6, review: float = 0.2, tier_preset: str | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
-        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-            raise ValueError(f"window must be an int >= 1, got {window!r}")
+        if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= sys.maxsize:  # a deque's
+            raise ValueError(f"window must be an int in 1..{sys.maxsize}, got {describe_value(window)}")
         for name, value in (("promote_at", promote_at), ("review", review)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+                raise ValueError(f"{name} must be a number in [0, 1], got {describe_value(value)}")
         if problems is None:
             pool = split_problems(preset, split)
             self.description = f"{preset}/{split} curriculum ({mode})"
@@ -88,18 +91,20 @@ class Curriculum:
         last = -1
         for step in schedule:
             if not isinstance(step, (tuple, list)) or len(step) != 2 or not isinstance(step[1], Mapping):
-                raise ValueError(f"a schedule step is (from_draw, {{tier: weight}}), got {step!r:.80}")
+                raise ValueError(f"a schedule step is (from_draw, {{tier: weight}}), got {describe_value(step)}")
             start, weights = step
             if isinstance(start, bool) or not isinstance(start, int) or start <= last:
-                raise ValueError(f"schedule draws must be increasing ints from 0, got {start!r} after {last}")
-            w = {check_tier(t): float(v) for t, v in weights.items()}
-            if any(not 0 <= v < math.inf for v in w.values()):  # inf: inf / inf = NaN probabilities at the draw
-                raise ValueError(f"schedule weights must be finite and >= 0, got {weights}")
+                raise ValueError(f"schedule draws must be increasing ints from 0, got {describe_value(start)} after {last}")
+            w = {check_tier(t): v for t, v in weights.items()}
+            if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= sys.float_info.max
+                   for v in w.values()):  # inf: inf / inf = NaN probabilities at the draw; a str "1_0" is no weight
+                raise ValueError(f"schedule weights must be finite numbers >= 0, got {describe_value(weights)}")
+            w = {t: float(v) for t, v in w.items()}
             empty = [t for t, v in w.items() if v > 0 and t not in self._present]
             if empty:
                 raise ValueError(f"the schedule draws from tiers {empty}, but the pool has no such problem")
-            if not sum(w.values()) > 0:
-                raise ValueError(f"schedule step at draw {start} has no positive weight")
+            if not 0 < sum(w.values()) < math.inf:  # 1e308 + 1e308: a NaN share at the draw
+                raise ValueError(f"schedule step at draw {format_number(start)}: the weights' sum must be positive and finite")
             out.append((start, w))
             last = start
         if out[0][0] != 0:
@@ -158,6 +163,8 @@ class Curriculum:
 
     def update(self, problem: Problem, success: bool) -> None:
         """Record one finished episode (problems outside the pool, e.g. from ``reset(options=...)``, are ignored)."""
+        if not isinstance(success, (bool, np.bool_)):  # a reward of 0.1 or the str "no" is truthy: no success
+            raise TypeError(f"success must be a bool, got {describe_value(success)}")
         t = self._tier_of.get((problem.numbers, problem.target))
         if t is not None:
             self._results[t].append(bool(success))

@@ -112,7 +112,8 @@ def split_labels(preset: str, split: str) -> tuple[Difficulty, ...]:
 def _shipped(problem: Problem) -> Difficulty | None:
     """The shipped label of a frozen-split problem (found by its id ``<preset>/<split>/<index>``), else ``None``."""
     parts = (problem.id if isinstance(problem.id, str) else "").rsplit("/", 2)  # a row's own id may be any value
-    if len(parts) != 3 or parts[0] not in SPLIT_SPEC or parts[1] not in SPLITS or not parts[2].isdigit():
+    if len(parts) != 3 or parts[0] not in SPLIT_SPEC or parts[1] not in SPLITS or not parts[2].isascii() \
+            or not parts[2].isdigit() or len(parts[2]) > 9:  # int() refuses "²" and a 5,000-digit index
         return None
     problems = split_problems(parts[0], parts[1])
     k = int(parts[2])

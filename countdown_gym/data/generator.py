@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import sys
 from dataclasses import dataclass, field
 from numbers import Integral
 from typing import Any, Literal
 
+from countdown_gym.game.expression import MAX_NUMBER_DIGITS
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Rules
+from countdown_gym.game.rules import Rules, check_digits, format_number
 from countdown_gym.game.solver import apply_move, count_solutions, legal_moves, reachable
 from countdown_gym.game.trace import search_nodes
 
@@ -46,6 +48,9 @@ class GeneratorConfig:
 
         if not isinstance(self.name, str):
             bad(f"name must be a str, got {self.name!r}")
+        for f in dataclasses.fields(self):  # every message below may write them
+            if is_int(getattr(self, f.name)):
+                check_digits(getattr(self, f.name), f"GeneratorConfig({self.name!r}): {f.name}")
         for what in ("min_numbers", "max_numbers", "min_value", "max_value", "min_target", "max_target", "max_attempts"):
             if not is_int(getattr(self, what)):
                 bad(f"{what} must be an int, got {getattr(self, what)!r}")
@@ -65,6 +70,8 @@ class GeneratorConfig:
             bad("at most 8 numbers are supported")
         if not 0 <= self.min_value <= self.max_value:
             bad(f"need 0 <= min_value <= max_value, got {self.min_value}..{self.max_value}")
+        if self.max_value >= 10**MAX_NUMBER_DIGITS:
+            bad(f"max_value must have at most {MAX_NUMBER_DIGITS} digits (Problem.numbers' limit), got {self.max_value}")
         if self.min_target > self.max_target:
             bad(f"need min_target <= max_target, got {self.min_target}..{self.max_target}")
         lowest, limit = self.rules.result_range()  # a move's result r is legal iff lowest <= r < limit
@@ -141,6 +148,12 @@ def iter_problems(preset_or_config: str | GeneratorConfig, seed: int):
     if isinstance(seed, bool) or not isinstance(seed, Integral):
         raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
     seed = int(seed)
+    if seed < 0:  # random.Random(-s) draws what random.Random(s) does: two streams, one set of problems
+        raise ValueError(f"seed must be >= 0, got {format_number(seed)}")
+    try:
+        stem = f"{cfg.name}-{seed}-"
+    except ValueError:  # str() refuses it
+        raise ValueError(f"seed must have at most {sys.get_int_max_str_digits()} digits (the problems' ids write it)") from None
     rng = random.Random(seed)
     method = cfg.resolved_method
     seen: set[tuple[tuple[int, ...], int]] = set()
@@ -172,7 +185,7 @@ def iter_problems(preset_or_config: str | GeneratorConfig, seed: int):
             continue
         seen.add(p.key)
         attempts = 0
-        yield dataclasses.replace(p, id=f"{cfg.name}-{seed}-{index}", num_solutions=nsol, search_nodes=nodes)
+        yield dataclasses.replace(p, id=f"{stem}{index}", num_solutions=nsol, search_nodes=nodes)
         index += 1
 
 

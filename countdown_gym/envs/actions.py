@@ -9,6 +9,7 @@ from functools import cache
 import numpy as np
 
 from countdown_gym.game.rules import OPERATORS, Number, Rules
+from countdown_gym.game.verifier import describe_value
 
 
 def num_actions(max_numbers: int) -> int:
@@ -19,11 +20,11 @@ def num_actions(max_numbers: int) -> int:
 def _op_index(op: str | int) -> int:
     if isinstance(op, str):
         if op not in OPERATORS:
-            raise ValueError(f"unknown operator {op!r}; choose one of {OPERATORS}")
+            raise ValueError(f"unknown operator {op!r:.80}; choose one of {OPERATORS}")
         return OPERATORS.index(op)
     if isinstance(op, (int, np.integer)) and not isinstance(op, bool) and 0 <= op < len(OPERATORS):
         return int(op)
-    raise ValueError(f"operator must be one of {OPERATORS} or an index 0..{len(OPERATORS) - 1}, got {op!r}")
+    raise ValueError(f"operator must be one of {OPERATORS} or an index 0..{len(OPERATORS) - 1}, got {describe_value(op)}")
 
 
 def encode_action(i: int, j: int, op: str | int, max_numbers: int) -> int:
@@ -33,7 +34,7 @@ def encode_action(i: int, j: int, op: str | int, max_numbers: int) -> int:
     for bad slots or operators."""
     for name, k in (("i", i), ("j", j)):
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < max_numbers:
-            raise ValueError(f"slot {name} must be an int in 0..{max_numbers - 1}, got {k!r}")
+            raise ValueError(f"slot {name} must be an int in 0..{max_numbers - 1}, got {describe_value(k)}")
     if i == j:
         raise ValueError(f"a move needs two different slots, got i == j == {i}")
     h, lo = int(max(i, j)), int(min(i, j))
@@ -44,7 +45,7 @@ def decode_action(a: int, max_numbers: int) -> tuple[int, int, str]:
     """``(i, j, op)`` of action index ``a`` (inverse of :func:`encode_action`)."""
     n = num_actions(max_numbers)
     if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not 0 <= a < n:
-        raise ValueError(f"action must be an int in 0..{n - 1}, got {a!r}")
+        raise ValueError(f"action must be an int in 0..{n - 1}, got {describe_value(a)}")
     pair, op = divmod(int(a), len(OPERATORS))
     h = (1 + math.isqrt(1 + 4 * pair)) // 2
     lo, swapped = divmod(pair - h * (h - 1), 2)

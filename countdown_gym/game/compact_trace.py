@@ -11,12 +11,14 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from countdown_gym.game.problem import Problem
+from countdown_gym.game.problem import Problem, play_rules
 from countdown_gym.game.rules import OPERATORS, Rules
 from countdown_gym.game.solver import combine, reachable
 from countdown_gym.game.text_format import format_compact_line, format_equation
 from countdown_gym.game.trace import pick_pairs
+from countdown_gym.game.verifier import describe_value
 
 CompactMove = tuple[int, str, int, int]
 
@@ -45,12 +47,18 @@ class CompactTraceConfig:
     leaves: str = "enumerate"
 
     def __post_init__(self) -> None:
-        if not self.dead_ends or any(not isinstance(k, int) or k < 0 for k in self.dead_ends):
-            raise ValueError(f"dead_ends must be a non-empty tuple of ints >= 0, got {self.dead_ends!r}")
-        if not isinstance(self.probe, int) or self.probe < 0:
-            raise ValueError(f"probe must be an int >= 0, got {self.probe!r}")
-        if not isinstance(self.dead_end_rate, (int, float)) or not 0.0 <= self.dead_end_rate <= 1.0:
-            raise ValueError(f"dead_end_rate must be a number in [0, 1], got {self.dead_end_rate!r}")
+        def count(k: Any) -> bool:  # a bool is no count
+            return isinstance(k, int) and not isinstance(k, bool) and k >= 0
+
+        if isinstance(self.dead_ends, str) or not self.dead_ends or not all(map(count, self.dead_ends)):
+            raise ValueError(f"dead_ends must be a non-empty tuple of ints >= 0, got {describe_value(self.dead_ends)}")
+        if not count(self.probe):
+            raise ValueError(f"probe must be an int >= 0, got {describe_value(self.probe)}")
+        rate = self.dead_end_rate
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate <= 1.0:
+            raise ValueError(f"dead_end_rate must be a number in [0, 1], got {describe_value(rate)}")
+        if not isinstance(self.show_state, bool):  # a truthy "no" showed the states
+            raise ValueError(f"show_state must be a bool, got {describe_value(self.show_state)}")
         if self.answer not in ("solution", "answer"):
             raise ValueError(f"answer must be 'solution' or 'answer', got {self.answer!r}")
         if self.leaves not in ("enumerate", "direct"):
@@ -162,7 +170,7 @@ def compact_trace(
     the ``dead_end_rate`` draws (default ``shuffle_seed``, else 0). ``ValueError`` when no solution has only
     non-negative integer intermediates.
     """
-    rules = rules or problem.rules
+    rules = play_rules(problem, rules, "compact_trace()")
     config = config or CompactTraceConfig()
     numbers = problem.numbers if shuffle_seed is None else shuffled(problem, shuffle_seed).numbers
     if len(numbers) < 2:

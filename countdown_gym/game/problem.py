@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from countdown_gym.game.expression import MAX_NUMBER_DIGITS
-from countdown_gym.game.rules import Rules
+from countdown_gym.game.rules import Rules, check_digits
 
 
 def _check_int(x: Any, what: str) -> int:
@@ -43,7 +43,7 @@ class Problem:
         if any(x >= 10**MAX_NUMBER_DIGITS for x in numbers):  # an answer could not write them
             raise ValueError(f"Problem.numbers must have at most {MAX_NUMBER_DIGITS} digits (the verifier's literal limit)")
         object.__setattr__(self, "numbers", numbers)
-        _check_int(self.target, "Problem.target")
+        check_digits(_check_int(self.target, "Problem.target"), "Problem.target")
         if not isinstance(self.rules, Rules):
             raise TypeError(f"Problem.rules must be a Rules, got {type(self.rules).__name__}")
 
@@ -75,3 +75,13 @@ class Problem:
         else:
             raise ValueError(f"a problem's 'rules' must be a dict, a preset name or absent, got {rules!r:.100}")
         return cls(d["numbers"], d["target"], rules, **{k: d.get(k) for k in _METADATA})
+
+
+def play_rules(problem: Any, rules: Any, caller: str) -> Rules:
+    """The rules ``caller`` plays ``problem`` by: ``rules``, else the problem's own; ``TypeError`` for a
+    non-``Problem`` or for rules that are neither a ``Rules`` nor ``None`` (a preset name failed deep inside)."""
+    if not isinstance(problem, Problem):
+        raise TypeError(f"{caller} needs a Problem, got {type(problem).__name__}")
+    if rules is not None and not isinstance(rules, Rules):
+        raise TypeError(f"rules must be a Rules or None, got {type(rules).__name__}")
+    return rules or problem.rules

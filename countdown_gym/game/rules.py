@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from numbers import Integral
 from typing import Any, Literal
 
 import numpy as np
@@ -23,6 +24,17 @@ Number = int | Fraction
 
 OPERATORS: tuple[str, ...] = ("+", "-", "*", "/")
 Sign = Literal["positive", "nonnegative", "any"]
+MAX_DIGITS = sys.int_info.str_digits_check_threshold
+"""640: the most digits of a target or a value limit, so Python's ``str()`` writes it whatever
+``sys.set_int_max_str_digits`` allows (0, no limit, or at least 640; the default 4,300)."""
+
+
+def check_digits(x: int, what: str) -> int:
+    """``x``, or ``ValueError`` naming ``what`` when it has more than :data:`MAX_DIGITS` digits."""
+    if -(10**MAX_DIGITS) < x < 10**MAX_DIGITS:
+        return x
+    raise ValueError(f"{what} must have at most {MAX_DIGITS} digits, got an int of about "
+                     f"{math.floor(x.bit_length() * math.log10(2)) + 1:,} digits")
 
 
 @dataclass(frozen=True)
@@ -54,10 +66,10 @@ class Rules:
                 raise TypeError(f"Rules.{flag} must be a bool, got {type(value).__name__} {value!r}")
         if self.sign not in ("positive", "nonnegative", "any"):
             raise ValueError(f"Rules.sign must be 'positive', 'nonnegative' or 'any', got {self.sign!r}")
-        if self.value_limit is not None and (
-            not isinstance(self.value_limit, int) or isinstance(self.value_limit, bool) or self.value_limit < 1
-        ):
-            raise ValueError(f"Rules.value_limit must be a positive int or None, got {self.value_limit!r}")
+        limit = self.value_limit
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)
+                                  or check_digits(limit, "Rules.value_limit") < 1):
+            raise ValueError(f"Rules.value_limit must be a positive int or None, got {limit!r}")
         lo, hi = self.result_range()
         object.__setattr__(self, "_lo", lo)  # not fields: read by the hot legality checks below
         object.__setattr__(self, "_hi", hi)
@@ -128,8 +140,11 @@ class Rules:
         """``(result, "ok")`` for a legal move, else ``(None, reason_code)``.
 
         Reason codes: ``unknown_operator``, ``division_by_zero``, ``non_integer_result``,
-        ``negative_result``, ``zero_result``, ``exceeds_limit``.
+        ``negative_result``, ``zero_result``, ``exceeds_limit``. ``TypeError`` unless ``a`` and ``b`` are numbers
+        (:func:`exact`).
         """
+        if type(a) is not int or type(b) is not int:
+            a, b = exact(a), exact(b)
         if op == "+":
             r = a + b
         elif op == "-":
@@ -219,6 +234,16 @@ def normalize(x: Number) -> Number:
     if isinstance(x, Fraction) and x.denominator == 1:
         return x.numerator
     return x
+
+
+def exact(x: Any) -> Number:
+    """``x`` as the exact arithmetic takes it: an ``int`` (a numpy int as a Python ``int``, which cannot wrap
+    around) or a ``Fraction``; ``TypeError`` for a float, a bool or any other type."""
+    if type(x) is int or isinstance(x, Fraction):
+        return x
+    if isinstance(x, Integral) and not isinstance(x, bool):
+        return int(x)
+    raise TypeError(f"a Countdown number must be an int or a Fraction, got {type(x).__name__} {format_number(x):.80}")
 
 
 def format_number(x: Number) -> str:

@@ -4,15 +4,14 @@ memoised on the sorted state."""
 
 from __future__ import annotations
 
-import operator
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
 
 from countdown_gym.game.expression import PRECEDENCE, Move
-from countdown_gym.game.problem import Problem
+from countdown_gym.game.problem import Problem, play_rules
 from countdown_gym.game.reachability import DEADLINE, Q, Reachability, from_q, to_q
-from countdown_gym.game.rules import Number, Rules, format_number
+from countdown_gym.game.rules import Number, Rules, exact, format_number
 
 
 def canonical(state: Iterable[Number]) -> tuple[Number, ...]:
@@ -24,7 +23,7 @@ def legal_moves(state: Sequence[Number], rules: Rules) -> Iterator[tuple[int, in
     """Every legal move from ``state``: ``(i, j, (a, op, b, result))`` with ``a = state[i]``. Per pair ``i < j``:
     ``x + y``, ``x * y``, ``x - y``, ``y - x``, ``x / y``, ``y / x`` (the reversed ones only when ``x != y``)."""
     if not all(type(x) is int or type(x) is Fraction for x in state):  # numpy ints: as Python ints, as reachable()
-        state = [x if isinstance(x, Fraction) else operator.index(x) for x in state]
+        state = [exact(x) for x in state]
     results = rules.legal_results
     n = len(state)
     for i in range(n):
@@ -95,10 +94,10 @@ def reachable(state: Iterable[Number], target: Number, rules: Rules | None = Non
     """Whether ``target`` can still be reached from ``state`` (memoised; the win is :meth:`Rules.wins`; an empty
     state reaches nothing). ``timeout``: seconds after which it raises :class:`SolverTimeout` (what was finished stays
     cached, so asking again resumes); without it an unsolvable 7-number TinyZero problem takes seconds."""
-    st = tuple(sorted(x if isinstance(x, Fraction) else operator.index(x) for x in state))  # numpy ints -> int
+    st = tuple(sorted(exact(x) for x in state))  # numpy ints -> int
     if not st:
         return False
-    t = target if isinstance(target, Fraction) else operator.index(target)
+    t = exact(target)
     if timeout is None:
         return _oracle(rules).reachable(st, t)
     if not timeout >= 0:  # NaN: every deadline check false, no limit at all
@@ -125,7 +124,7 @@ def clear_cache() -> None:
 def reachable_values(numbers: Iterable[Number], rules: Rules | None = None) -> frozenset[Number]:
     """Every target the numbers can make under ``rules`` (memoised; cheap for up to 5 numbers)."""
     oracle = _oracle(rules)
-    st = tuple(to_q(x if isinstance(x, Fraction) else operator.index(x)) for x in sorted(numbers))  # as reachable
+    st = tuple(to_q(exact(x)) for x in sorted(numbers))  # as reachable
     if not st:
         return frozenset()
     vals: set[Q] = set()
@@ -154,9 +153,7 @@ def solve(problem: Problem, rules: Rules | None = None, limit: int | None = None
     """Distinct solution expressions, e.g. ``["(6-2)*(5-3)", ...]``, each verifying with :func:`countdown_gym.verify`:
     fewest parentheses that keep the steps' order, ``+`` / ``*`` operands in one canonical order (two solutions
     differ only if their trees do). ``limit`` stops early."""
-    if not isinstance(problem, Problem):
-        raise TypeError(f"solve() needs a Problem, got {type(problem).__name__}")
-    rules = rules or problem.rules
+    rules = play_rules(problem, rules, "solve()")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
     found: dict[str, None] = {}

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from countdown_gym.game.line_grammar import DROP_OUTCOMES, parse_line
-from countdown_gym.game.problem import Problem
+from countdown_gym.game.problem import Problem, play_rules
 from countdown_gym.game.rules import Number, Rules, format_number
+from countdown_gym.game.solver import reachable
 
 
 def format_list(xs: list[Number] | tuple[Number, ...]) -> str:
@@ -136,22 +137,24 @@ def _solution_block(path: list[str]) -> str:
 
 def dfs_trace(problem: Problem, rules: Rules | None = None, current_state: bool = False) -> str:
     """The LongProc-style DFS trace of ``problem`` and its ``<Solution>``; ``ValueError`` if unsolvable or moveless."""
-    rules = rules or problem.rules
+    rules = play_rules(problem, rules, "dfs_trace()")
     nums: list[Number] = list(problem.numbers)
     if rules.is_won(nums, problem.target):  # the <Solution> block would be empty, which verify() rejects
         raise ValueError(f"{problem!r} needs no move (the target is already one of the numbers); there is no search to write")
+    if not reachable(nums, problem.target, rules):  # asked first: the search would try its whole tree (minutes)
+        raise ValueError(f"no solution: {problem!r} is not solvable under rules {rules.name!r}")
     s = _Search(problem.target, rules, current_state)
     tail = f". Options for choosing two numbers: {_options(nums)}." if len(nums) >= 3 else ", just two numbers left."
     s.emit(f"Initial number set: {format_list(nums)}, target: {problem.target}{tail}", nums)
-    if len(nums) < 2 or not s.node(nums, 0):
-        raise ValueError(f"no solution: {problem!r} is not solvable under rules {rules.name!r}")
+    if not s.node(nums, 0):  # pragma: no cover - reachable() guarantees a hit
+        raise AssertionError("reachability and the reference search disagree")
     return "# Search Procedure\n" + "\n".join(s.lines) + "\n\n" + _solution_block(s.path)
 
 
 def search_nodes(problem: Problem, rules: Rules | None = None, visit: Visit | None = None) -> int:
     """How many moves the reference DFS tries before it finds the target (its ``Try`` lines); ``visit`` is called
     for every legal move, in order (``depth``: moves made on the path; ``next_state``: ``[result] + rest``)."""
-    rules = rules or problem.rules
+    rules = play_rules(problem, rules, "search_nodes()")
     if rules.is_won(problem.numbers, problem.target):
         return 0
     s = _Search(problem.target, rules, write=False, visit=visit)

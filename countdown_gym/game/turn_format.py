@@ -222,10 +222,11 @@ def tool_turn(tool: str, a: Any = None, op: Any = None, b: Any = None) -> str:
 
 
 def _operand_text(x: Any) -> str:
-    """An operand as turn text: integral floats (``6.0`` from a JSON parser) as ints, anything else as ``str``."""
+    """An operand as turn text: integral floats (``6.0`` from a JSON parser) as ints, anything else as
+    :func:`format_number` writes it (an int past ``str()``'s digit limit: a placeholder the grammar refuses)."""
     if isinstance(x, float) and math.isfinite(x) and x.is_integer():
         return str(int(x))
-    return str(x).strip()
+    return format_number(x).strip()
 
 
 def turn_operand(x: Any) -> str:

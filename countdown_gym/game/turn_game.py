@@ -5,18 +5,19 @@ text: a :class:`TurnResult`'s ``reply`` is its outcome rendered by :mod:`countdo
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from countdown_gym.game.problem import Problem
+from countdown_gym.game.problem import Problem, play_rules
 from countdown_gym.game.rules import Number, Rules, transition_record
 from countdown_gym.game.solver import reachable, without_pair
 from countdown_gym.game.text_format import format_equation
 from countdown_gym.game.turn_format import parse_turn, render_reply
-from countdown_gym.game.verifier import Verdict, verify
+from countdown_gym.game.verifier import Verdict, describe_value, verify
 
 DEFAULT_MAX_TURNS = 16
 UNDO_MOVE = (None, "undo", None, None)
@@ -24,12 +25,14 @@ UNDO_MOVE = (None, "undo", None, None)
 
 
 def check_budget(name: str, value: Any, allow_none: bool = True) -> int | None:
-    """``value`` as an int (or ``None`` when ``allow_none``); ``ValueError`` unless it is a positive int. The one check
-    of a budget (turns, characters, steps, lines) in every layer."""
+    """``value`` as an int (or ``None`` when ``allow_none``); ``ValueError`` unless it is an int in
+    ``1..sys.maxsize`` (what an array or a prompt takes). The one check of a budget (turns, characters, steps,
+    lines) in every layer."""
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive int{' or None' if allow_none else ''}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= sys.maxsize:
+        raise ValueError(f"{name} must be a positive int{' or None' if allow_none else ''} (at most {sys.maxsize}), "
+                         f"got {describe_value(value)}")
     return int(value)
 
 
@@ -67,15 +70,15 @@ class TurnEpisode:
 
     def __init__(self, problem: Problem, rules: Rules | None = None, max_turns: int = DEFAULT_MAX_TURNS,
                  max_turn_chars: int = 200, *, stop_at_dead_end: bool | int = False) -> None:
+        self.rules = play_rules(problem, rules, "TurnEpisode")
         if not isinstance(stop_at_dead_end, (int, np.integer)) or stop_at_dead_end < 0:  # a bool is an int
-            raise ValueError(f"stop_at_dead_end must be a bool or an int >= 0, got {stop_at_dead_end!r}")
+            raise ValueError(f"stop_at_dead_end must be a bool or an int >= 0, got {describe_value(stop_at_dead_end)}")
         self.problem = problem
         self.stop_at_dead_end = int(stop_at_dead_end)
         self._lost = False  # the current state cannot reach the target (tracked with stop_at_dead_end)
         self._lost_turns = 0
         self.dead_end = False
         """Whether the episode stopped at a dead end (``stop_at_dead_end``)."""
-        self.rules = rules or problem.rules
         self.target = problem.target
         self.max_turns = check_budget("max_turns", max_turns, allow_none=False)
         self.max_turn_chars = check_budget("max_turn_chars", max_turn_chars, allow_none=False)
@@ -196,6 +199,8 @@ class TurnReplay:
 def replay_turns(problem: Problem, turns: Sequence[str], *, rules: Rules | None = None,
                  max_turns: int = DEFAULT_MAX_TURNS, max_turn_chars: int = 200) -> TurnReplay:
     """Play ``turns`` in order (those after the episode ends are ignored; an episode left open is unsolved)."""
+    if isinstance(turns, str):  # else each character is played as a turn
+        raise TypeError("turns must be a sequence of turns, got one str (a single turn goes in a list: ['21+16'])")
     ep = TurnEpisode(problem, rules, max_turns, max_turn_chars)
     results = []
     for text in turns:
