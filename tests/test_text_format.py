@@ -231,3 +231,12 @@ def test_build_prompt_errors():
         build_prompt((1, 2), "compact")
     with pytest.raises(TypeError, match="no options"):
         build_prompt(P, "tinyzero", current_state=True)
+
+
+def test_a_compact_operand_past_strs_digit_limit_is_written_as_the_placeholder() -> None:
+    """compact_number used str() alone: format_move(10**5000, '+', 2) and a compact line raised Python's digit limit."""
+    from countdown_gym.game.text_format import format_compact_line
+    from countdown_gym.game.turn_format import format_move
+
+    assert format_move(10**5000, "+", 2).startswith("<a number of over")
+    assert "<a number of over" in format_compact_line(0, 10**5000, "+", 2, 10**5000 + 2)

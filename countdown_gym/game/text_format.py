@@ -46,7 +46,7 @@ def format_equation(a: Number, op: str, b: Number, c: Number) -> str:
 def compact_number(x: Number) -> str:
     """``37``, or a fraction in parentheses, ``(3/2)``: an operand of a compact line or an agent turn."""
     x = normalize(x)
-    return str(x) if isinstance(x, int) else f"({format_number(x)})"
+    return format_number(x) if isinstance(x, int) else f"({format_number(x)})"
 
 
 def format_state(state: Sequence[Number]) -> str:

@@ -264,7 +264,6 @@ class CountdownToolEnv:
 
     @tool_doc("move")
     def move(self, a: int | str, op: Op, b: int | str) -> str:
-        a, op, b = (format_number(x) if isinstance(x, int) else x for x in (a, op, b))  # an int past str()'s limit: malformed
         return self._play("move", tool_turn("move", a, op, b))
 
     @tool_doc("undo")
