@@ -29,8 +29,15 @@ else
   seeds="${SEEDS:-0,1,2,3,4}"
   size=(--steps 1000 --max-minutes "${MINUTES:-4.5}" --eval-interval 25)
 fi
-jobs=$(( $(tr -cd , <<<"$variants" | wc -c) + 1 ))
-jobs=$(( jobs * ($(tr -cd , <<<"$seeds" | wc -c) + 1) ))
+# every run side by side: the comparison's own reading of the lists (SEEDS=0-4 is five seeds, not one)
+jobs=$(python3 - "$variants" "$seeds" <<'PY'
+import sys
+from countdown_gym.dataclass_cli import parse
+from baselines.compare_llm_rewards import Options
+o = parse(Options, ["--variants", sys.argv[1], "--seeds", sys.argv[2]], prog="gpu_compare.sh")
+print(len(o.variants) * len(o.seed_list))
+PY
+) || exit 2
 echo "--- $jobs runs side by side: $variants x seeds $seeds"
 timeout "${BOUND_S:-500}" python3 baselines/compare_llm_rewards.py --variants "$variants" --seeds "$seeds" "${size[@]}" \
   --jobs "$jobs" --runs-dir "$RUNS" --results-dir "$OUT" 2>&1 | tee "$OUT/compare.log"
