@@ -315,3 +315,24 @@ def test_a_torn_last_csv_row_is_dropped_like_a_torn_json_line(tmp_path: Path) ->
     path.write_text("step,success\r\n5,0.25\r\n1", encoding="utf-8")
     assert [r for _, r in truncate_rows(path, 100)] == [{"step": 5, "success": 0.25}]
     assert path.read_bytes() == b"step,success\r\n5,0.25\r\n"
+
+
+def test_run_commands_stops_the_running_commands_when_a_callback_fails(tmp_path: Path) -> None:
+    """The comparison's ended() writes a run's record; one that raised left the other runs going unattended, their
+    process gone. Now they get a SIGTERM (a training script saves a checkpoint) and are waited for."""
+    import sys
+    import time
+
+    pid_file = tmp_path / "pid"
+    sleeper = [sys.executable, "-c", f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(30)"]
+    quick = [sys.executable, "-c", f"import os, time\nwhile not os.path.exists({str(pid_file)!r}): time.sleep(0.01)"]
+
+    def ended(i: int, code: int) -> None:
+        raise SystemExit("the record could not be written")
+
+    t0 = time.monotonic()
+    with pytest.raises(SystemExit, match="record could not be written"):
+        runs.run_commands([(sleeper, tmp_path / "0.log"), (quick, tmp_path / "1.log")], 2, ended=ended)
+    assert time.monotonic() - t0 < 20
+    with pytest.raises(ProcessLookupError):  # ended and reaped, not left sleeping
+        os.kill(int(pid_file.read_text()), 0)

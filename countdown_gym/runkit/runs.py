@@ -425,7 +425,7 @@ def run_commands(commands: Sequence[tuple[Sequence[str], Path]], at_once: int, *
     before command ``i`` starts, ``ended(i, exit code)`` once it has ended. The first Ctrl-C starts no more commands
     and waits for the running ones, which the Ctrl-C reached too (a training script saves a checkpoint and exits);
     a SIGTERM is passed on to them. Returns whether it was stopped so (and says how to resume). A second Ctrl-C raises
-    ``KeyboardInterrupt``."""
+    ``KeyboardInterrupt``; it, or an error of a callback, first stops the running commands (SIGTERM) and waits for them."""
     for _, log in commands:  # a FIFO nothing reads would block the start for ever
         if (kind := not_regular(log)) is not None:
             raise SystemExit(f"{log} is {kind}, not a log file; delete it")
@@ -451,6 +451,12 @@ def run_commands(commands: Sequence[tuple[Sequence[str], Path]], at_once: int, *
                         out.close()
                         del running[i]
                         ended(i, proc.returncode)
+    except BaseException:  # a callback failed (a record it could not write), or a second Ctrl-C: none left running
+        for proc, _ in running.values():
+            proc.terminate()  # a training script saves a checkpoint and stops
+        for proc, _ in running.values():
+            proc.wait()
+        raise
     finally:
         for _, out in running.values():
             out.close()
