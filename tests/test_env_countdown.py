@@ -535,3 +535,15 @@ def test_rgb_frame_of_a_number_past_float_range():
     assert env.state[0] > 10**309
     frame = env.render()
     assert frame.shape == (96, 128, 3) and (frame[4:60, 2] == (60, 90, 200)).all()  # a full-height bar (above the target line)
+
+
+def test_a_bad_problems_message_never_fails_to_write_it() -> None:
+    """to_problem wrote the rejected object with repr(): a 5,000-digit int in it raised Python's digit-limit error
+    instead of the message, and a (numbers, target) pair of a million numbers was written whole."""
+    from countdown_gym.envs.problem_source import to_problem
+
+    with pytest.raises(ValueError, match=r"bad problem dict .*<a number of over 4300 digits>.*target must be an int"):
+        to_problem({"numbers": [1, 2], "target": "x", "note": 10**5000})
+    with pytest.raises(ValueError, match=r"^bad problem list \[\[0, 1, 2, 3, 4, 5, \.\.\.\], 'q'\]: ") as e:
+        to_problem([list(range(10**6)), "q"])
+    assert len(str(e.value)) < 300

@@ -37,6 +37,7 @@ from countdown_gym.envs.options import check_render_mode, reset_options
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules
 from countdown_gym.game.solver import legal_moves
+from countdown_gym.game.verifier import describe_value
 
 DEFAULT_PRESET = "longproc-0.5k"
 GENERATE = "generate"
@@ -72,15 +73,15 @@ def to_problem(obj: ProblemLike, rules: Rules | None = None) -> Problem:
         try:
             p = Problem.from_dict(d)
         except TypeError as e:
-            raise ValueError(f"bad problem {obj!r:.200}: {e}") from None
+            raise ValueError(f"bad problem {describe_value(obj)}: {e}") from None
     elif isinstance(obj, (tuple, list)) and len(obj) == 2 and not isinstance(obj[0], (int, np.integer)):
         numbers, target = obj
         try:
             p = Problem(tuple(_plain(x) for x in numbers), _plain(target))
         except TypeError as e:
-            raise ValueError(f"bad problem {obj!r}: {e}") from None
+            raise ValueError(f"bad problem {describe_value(obj)}: {e}") from None
     else:
-        raise ValueError(f"a problem must be a Problem, a (numbers, target) pair or a dict, got {obj!r:.200}")
+        raise ValueError(f"a problem must be a Problem, a (numbers, target) pair or a dict, got {describe_value(obj)}")
     if rules is not None and p.rules != rules:
         p = dataclasses.replace(p, rules=rules)
     return p
