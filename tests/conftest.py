@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import pytest
 from hypothesis import settings
 
 # ---- Hypothesis CI profile: derandomised (every CI run draws the same examples), no example database, no
@@ -11,3 +13,16 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+
+@pytest.fixture
+def torn_savefig(monkeypatch: pytest.MonkeyPatch):
+    """``torn_savefig()``: every matplotlib ``savefig`` from then on writes half a PNG, then is interrupted (a
+    Ctrl-C mid-save)."""
+    from matplotlib.figure import Figure
+
+    def torn(self, fname, **_):
+        Path(fname).write_bytes(b"\x89PNG half")
+        raise KeyboardInterrupt
+
+    return lambda: monkeypatch.setattr(Figure, "savefig", torn)

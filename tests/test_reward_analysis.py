@@ -219,20 +219,15 @@ def test_a_damaged_record_is_one_error_naming_its_file(tmp_path: Path, damage: s
         ra.main(["--page", str(tmp_path / "page.md")])
 
 
-def test_an_interrupted_forest_plot_keeps_the_old_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupted_forest_plot_keeps_the_old_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, torn_savefig) -> None:
     """The forest plot was saved in place: Ctrl-C mid-save left a torn PNG beside the page; now the old one stays."""
-    from matplotlib.figure import Figure
 
     records(tmp_path, {"sparse": [0.15, 0.16], "critic": [0.2, 0.21]})
     ra.main(["--page", str(tmp_path / "page.md")])
     png = tmp_path / "page_forest.png"
     old = png.read_bytes()
 
-    def torn(self, fname, **_):
-        Path(fname).write_bytes(b"\x89PNG half")
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(Figure, "savefig", torn)
+    torn_savefig()
     with pytest.raises(KeyboardInterrupt):
         ra.main(["--page", str(tmp_path / "page.md")])
     assert png.read_bytes() == old and not list(tmp_path.glob("*.tmp"))

@@ -75,10 +75,9 @@ def test_a_malformed_curves_file_is_one_line_on_replot(tmp_path: Path) -> None:
 
 
 
-def test_an_interrupted_redraw_keeps_the_old_figure_and_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupted_redraw_keeps_the_old_figure_and_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, torn_savefig) -> None:
     """The CSV and the PNG were written in place: Ctrl-C mid-write left a torn file (a --replot then read half the
     points); now each is whole or the old one, and no temporary file stays."""
-    from matplotlib.figure import Figure
 
     from baselines.analysis.reward_curves import write_curves
 
@@ -93,11 +92,7 @@ def test_an_interrupted_redraw_keeps_the_old_figure_and_points(tmp_path: Path, m
     with pytest.raises(KeyboardInterrupt):
         write_curves(curves_path(png), rows_then_ctrl_c())
 
-    def torn(self, fname, **_):
-        Path(fname).write_bytes(b"\x89PNG half")
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(Figure, "savefig", torn)
+    torn_savefig()
     with pytest.raises(KeyboardInterrupt):
         plot_curves(ROWS, png, **kw)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == old

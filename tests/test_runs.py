@@ -204,19 +204,14 @@ def test_plot_curves(tmp_path: Path) -> None:
     assert (tmp_path / "c.png").stat().st_size > 0
 
 
-def test_an_interrupted_plot_keeps_the_old_curves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupted_plot_keeps_the_old_curves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, torn_savefig) -> None:
     """Every run's curves.png was saved in place: a kill mid-save left a torn PNG; now the old one stays."""
-    from matplotlib.figure import Figure
 
     png, panels = tmp_path / "curves.png", [Panel("loss", {"loss": "train"})]
     plot_curves([{"step": 1, "loss": 0.5}], png, panels)
     old = png.read_bytes()
 
-    def torn(self, fname, **_):
-        Path(fname).write_bytes(b"\x89PNG half")
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(Figure, "savefig", torn)
+    torn_savefig()
     with pytest.raises(KeyboardInterrupt):
         plot_curves([{"step": 1, "loss": 0.4}], png, panels)
     assert png.read_bytes() == old and not list(tmp_path.glob("*.tmp"))
