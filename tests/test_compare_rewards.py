@@ -107,8 +107,8 @@ def test_a_bad_reference_file_is_refused_before_any_run(tmp_path: Path) -> None:
     assert not (tmp_path / "c").exists()  # nothing was started
 
 
-def test_one_seed_has_no_std_in_the_table(tmp_path: Path) -> None:
-    """One seed a variant showed "± 0.000", a spread it cannot measure (finished runs are reused: nothing trains)."""
+def _finished_sparse_run(tmp_path: Path) -> None:
+    """runs/sparse-s0 as a finished run leaves it (reused: nothing trains)."""
     import json
 
     run = tmp_path / "runs" / "sparse-s0"
@@ -117,6 +117,12 @@ def test_one_seed_has_no_std_in_the_table(tmp_path: Path) -> None:
     (run / "result.json").write_text(json.dumps({
         "run": "sparse-s0", "reward": "sparse", "seed": 0, "total_timesteps": 64, "success_rate": 0.25, "eval_split": "test",
         "eval_problems": 10, "train_seconds": 1.0, "env_steps_per_second": 64.0}))
+
+
+def test_one_seed_has_no_std_in_the_table(tmp_path: Path) -> None:
+    """One seed a variant showed "± 0.000", a spread it cannot measure (finished runs are reused: nothing trains)."""
+
+    _finished_sparse_run(tmp_path)
     compare_rewards.main(["--variants", "sparse", "--seeds", "0", "--total-timesteps", "64", "--out", str(tmp_path), *TINY])
     assert "| sparse | 0.250 (one seed: std undefined) | 0.250 |" in (tmp_path / "sb3_rewards.md").read_text()
 
@@ -132,14 +138,8 @@ def test_a_damaged_result_of_a_finished_run_is_one_error_naming_it(tmp_path: Pat
 
 def test_an_interrupted_table_write_keeps_the_old_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """sb3_rewards.md was written in place: a kill mid-write left a torn table; now the old one stays."""
-    import json
 
-    run = tmp_path / "runs" / "sparse-s0"
-    run.mkdir(parents=True)
-    (run / "curve.csv").write_text("steps,validation_success,seconds\n32,0.25,0.1\n")
-    (run / "result.json").write_text(json.dumps({
-        "run": "sparse-s0", "reward": "sparse", "seed": 0, "total_timesteps": 64, "success_rate": 0.25, "eval_split": "test",
-        "eval_problems": 10, "train_seconds": 1.0, "env_steps_per_second": 64.0}))
+    _finished_sparse_run(tmp_path)
     argv = ["--variants", "sparse", "--seeds", "0", "--total-timesteps", "64", "--out", str(tmp_path), *TINY]
     compare_rewards.main(argv)
     old = (tmp_path / "sb3_rewards.md").read_text()
