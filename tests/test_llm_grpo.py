@@ -595,6 +595,23 @@ def test_validation_keeps_the_best_model(tmp_path: Path, monkeypatch: pytest.Mon
     assert (best / "weights.txt").read_text() == "50" and cb.best()["step"] == 50
 
 
+def test_rollout_tokens_per_step_count_the_whole_generation_batch(tmp_path: Path) -> None:
+    """TRL's completions/mean_length is the mean over a step's whole generation batch (micro-batch x processes x
+    micro-batches): 2 x 2 x 4 = 16 completions of 10 tokens are 160 rollout tokens a step (was 40)."""
+    import types
+
+    from baselines.lm import callbacks as llm_callbacks
+
+    cb = llm_callbacks.ValidationCallback([PROBLEM], ["p"], None, tmp_path, verbose=False)
+    args = types.SimpleNamespace(per_device_train_batch_size=2, world_size=2, steps_per_generation=4)
+    cb.on_log(args, types.SimpleNamespace(global_step=1, is_world_process_zero=True), None,
+              logs={"completions/mean_length": 10.0})
+    profile = llm_callbacks.StepProfile()
+    profile.steps, profile.totals["step"] = 1, 2.0
+    summary = cb.summary(profile)
+    assert summary["rollout_tokens_per_step"] == 160.0 and summary["rollout_tokens_per_s_of_step"] == 80.0
+
+
 def test_validation_at_the_last_step_runs_once_on_every_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The end of training repeats the last interval's step: a non-main process (no rows) must skip it too,
     or it waits in the gather for a main process that skipped it."""

@@ -107,9 +107,9 @@ class ValidationCallback(TrainerCallback):
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if not logs or not state.is_world_process_zero:
             return
-        if "completions/mean_length" in logs:
+        if "completions/mean_length" in logs:  # TRL's mean over the step's whole generation batch
             batch = args.per_device_train_batch_size * args.world_size * args.steps_per_generation
-            self.step_gen_tokens.append(float(logs["completions/mean_length"]) * batch / max(args.steps_per_generation, 1))
+            self.step_gen_tokens.append(float(logs["completions/mean_length"]) * batch)
         self.train_log.append({"step": state.global_step, **logs})
 
     def summary(self, profile: StepProfile | None = None) -> dict[str, Any]:
