@@ -639,6 +639,31 @@ def test_validation_at_the_last_step_runs_once_on_every_process(tmp_path: Path, 
     assert not (tmp_path / "metrics.csv").exists()  # only the main process writes
 
 
+def test_multi_turn_validation_and_test_play_as_the_rollouts_play(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--prompt-style instruct --max-turn-tokens 5: the held-out test and validation played compact prompts with
+    12-token turns (play_episodes' defaults), not the episodes the run trains on."""
+    import types
+
+    from countdown_gym.integrations import trl_rollout
+
+    calls: list[dict[str, Any]] = []
+
+    def fake(model: Any, tokenizer: Any, problems: Any, **kw: Any) -> Any:
+        calls.append(kw)
+        if len(calls) == 2:  # the held-out start, then validation at step 0
+            raise KeyboardInterrupt
+        return [types.SimpleNamespace(problem=p, turns=[], solved=False, replay=types.SimpleNamespace(invalid_turns=0),
+                                      text="", env_mask=[]) for p in problems]
+
+    monkeypatch.setattr(trl_rollout, "play_episodes", fake)
+    opts = Options(interaction="multi-turn", prompt_style="instruct", max_turn_tokens=5, steps=1, prompts_per_step=2,
+                   num_generations=2, eval_problems=2, eval_samples=0, test_problems=2, train_problems=4, quiet=True,
+                   output_dir=str(tmp_path / "run"), train_pass_rates="none", report_to="none")
+    with pytest.raises(KeyboardInterrupt):
+        llm_grpo.train(opts)
+    assert [(c.get("prompt_style"), c.get("max_turn_tokens")) for c in calls] == [("instruct", 5)] * 2
+
+
 def test_validation_stops_at_every_eos_trl_stops_at() -> None:
     """TRL ends a completion at the tokenizer's EOS even when the generation config names another one."""
     import types
