@@ -934,6 +934,18 @@ def test_model_dir_without_config_and_bad_extra_are_clear_errors(tmp_path):
         build_grpo_config(GRPORun.of(Options(extra={"nosuch": 1}, output_dir=str(tmp_path))))
 
 
+@pytest.mark.parametrize(("extra", "named"), [({"max_steps": 100}, "max_steps (--steps)"),
+                                               ({"output_dir": "elsewhere"}, "output_dir (--output-dir)"),
+                                               ({"per_device_train_batch_size": 3}, "per_device_train_batch_size,")])
+def test_extra_fields_that_the_run_sets_are_usage_errors(tmp_path, capsys, extra, named):
+    """--extra '{"max_steps": 100}' trained 100 steps while the card and the summary said 30 (output_dir: the
+    checkpoints went where --resume never looks); --extra sets only what the run leaves to TRL."""
+    with pytest.raises(SystemExit) as exc:
+        build_grpo_config(GRPORun.of(Options(extra=extra, output_dir=str(tmp_path))))
+    assert exc.value.code == 2 and f"--extra sets {named}" in capsys.readouterr().err
+    assert build_grpo_config(GRPORun.of(Options(extra={"top_p": 0.9}, output_dir=str(tmp_path)))).top_p == 0.9
+
+
 def test_resume_refuses_a_run_with_other_options_and_a_fresh_start_over_a_kept_run(tmp_path, monkeypatch):
     (tmp_path / "checkpoint-1").mkdir()
     (tmp_path / "options.json").write_text(json.dumps(dataclasses.asdict(Options(rewards="oracle", train_pass_rates="none"))))
