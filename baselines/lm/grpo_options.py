@@ -257,6 +257,9 @@ def check_run(run: GRPORun) -> None:
     if run.multi_turn and opts.use_vllm:
         dataclass_cli.usage_error("--interaction multi-turn generates with transformers turn by turn; for multi-turn with vLLM "
                          "use --interaction tools (a chat model with a tool-calling template, through TRL's tool loop)")
+    if opts.vllm_server_base_url and not (opts.use_vllm and opts.vllm_mode == "server"):
+        dataclass_cli.usage_error("--vllm-server-base-url is the address of a `trl vllm-serve` server: it needs --use-vllm "
+                                  "--vllm-mode server")
     if run.tools and run.model in (DEFAULT_MODEL, DEFAULT_TURN_MODEL):
         dataclass_cli.usage_error("--interaction tools needs --model: a chat model with a tool-calling template (Qwen2.5, Qwen3, "
                          "Llama 3.1 Instruct...); the shipped tiny models have none")
