@@ -555,6 +555,7 @@ def test_max_minutes_ends_training_after_the_step_then_saves_and_evaluates(tmp_p
 
 def test_validation_keeps_the_best_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """best/ holds the model of the highest greedy validation (earliest on ties), also across a resume."""
+    import shutil
     import types
 
     from baselines.lm import callbacks as llm_callbacks
@@ -593,6 +594,20 @@ def test_validation_keeps_the_best_model(tmp_path: Path, monkeypatch: pytest.Mon
         model.step = step
         cb._evaluate(model, step)
     assert (best / "weights.txt").read_text() == "50" and cb.best()["step"] == 50
+    # resumed from step 10 after best/ took step 20's model: the redone validations cannot be compared with a model
+    # that is not on the log, and summary.json named step 10 (0.3) while best/ held step 20's
+    scores = iter([0.2, 0.3, 0.5, 0.25, 0.26])
+    shutil.rmtree(best)
+    cb = make()
+    for step in (0, 10, 20):
+        model.step = step
+        cb._evaluate(model, step)
+    cb = llm_callbacks.ValidationCallback([PROBLEM] * 4, ["p"] * 4, tok, tmp_path, verbose=False, resume_step=10)
+    for step in (20, 30):
+        model.step = step
+        cb._evaluate(model, step)
+    kept = json.loads((best / "validation.json").read_text())["step"]
+    assert kept == cb.summary()["best"]["step"] == int((best / "weights.txt").read_text()) == 30
 
 
 def test_rollout_tokens_per_step_count_the_whole_generation_batch(tmp_path: Path) -> None:

@@ -51,6 +51,12 @@ class ValidationCallback(TrainerCallback):
         self.rows: list[dict[str, Any]] = self.metrics.rows
         self.evaluated: set[int] = {int(r["step"]) for r in self.rows}
         """Steps validated so far, on every process (only the main process keeps ``rows``)."""
+        self.since = 0
+        """The first row :meth:`best` compares: a resumed run whose ``best/`` holds the model of a validation after
+        ``resume_step`` (dropped from the log, redone) compares only its own rows, so that ``best/`` is replaced."""
+        saved = self.dir / self.BEST_DIR / "validation.json"
+        if resume_step is not None and saved.is_file() and json.loads(saved.read_text())["step"] > resume_step:
+            self.since = len(self.rows)
         self.step_gen_tokens: list[float] = []
         self.reporters: Sequence[Any] = ()
         """The report_to integration callbacks each validation row is logged to (:func:`attach_reporting`)."""
@@ -90,10 +96,11 @@ class ValidationCallback(TrainerCallback):
             )
 
     def best(self) -> dict[str, Any] | None:
-        """The row of the saved best model: highest greedy success, earliest on ties (None before any validation)."""
-        if not self.rows:
+        """The row of the saved best model: highest greedy success, earliest on ties (None before any validation
+        since :attr:`since`)."""
+        if len(self.rows) <= self.since:
             return None
-        return max(self.rows, key=lambda r: (float(r["greedy_success"]), -int(r["step"])))
+        return max(self.rows[self.since:], key=lambda r: (float(r["greedy_success"]), -int(r["step"])))
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         self._evaluate(model, state.global_step, (args, state, control))
