@@ -920,6 +920,7 @@ def test_a_critic_reward_that_cannot_score_the_presets_states_is_refused_up_fron
     (["--scale-rewards", "nosuch"], "--scale-rewards must be one of"),
     (["--model", "/nonexistent/model"], "--model /nonexistent/model: no such directory"),
     (["--train-pass-rates", "none", "--min-pass-rate", "0.1"], "filter by a pass-rate file"),
+    (["--micro-batch-size", "8", "--max-tokens-per-micro-batch", "100000"], "chooses the micro-batch"),  # was ignored
 ])
 def test_bad_options_fail_before_any_model_is_loaded(argv, message):
     with pytest.raises(SystemExit, match=message):

@@ -131,6 +131,8 @@ class Options:
                                 "max_minutes")
         if self.micro_batch_size is not None:
             dataclass_cli.check_min(self, 0, "micro_batch_size")
+            if self.max_tokens_per_micro_batch:
+                raise ValueError("--max-tokens-per-micro-batch chooses the micro-batch that --micro-batch-size sets: pass one")
         if self.dead_end_patience != 1 and not self.stop_at_dead_end:
             raise ValueError("--dead-end-patience is the wait of --stop-at-dead-end: add --stop-at-dead-end true")
         if self.num_generations < 2:
