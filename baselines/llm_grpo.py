@@ -144,7 +144,8 @@ def train(opts: Options) -> dict[str, Any]:
         problems=problems.validation, prompts=val_prompts, sampling=sampling,
         tokenizer=tokenizer, output_dir=out, eval_interval=opts.eval_interval, samples=opts.eval_samples,
         max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size, seed=opts.seed, verbose=not opts.quiet,
-        max_turns=run.turns, write=main_process, tools=run.tools,
+        max_turns=run.turns, write=main_process, tools=run.tools, prompt_style=opts.prompt_style,
+        max_turn_tokens=opts.max_turn_tokens,
         resume_step=int(Path(resume_from).name.rsplit("-", 1)[1]) if resume_from else None,  # checkpoint-N
     )
     profile = StepProfile()  # first, so that its step ends before the validation callback evaluates

@@ -194,6 +194,12 @@ def test_dry_run_refuses_what_a_run_would_refuse(tmp_path, monkeypatch):
                        "--prompts-per-step", "3", "--num-generations", "3"])
     with pytest.raises(SystemExit, match="could not be read here"):
         llm_grpo.main(["--model", "no-such-org/no-such-model", "--interaction", "single-pass", "--dry-run"])
+    from transformers import MambaConfig, T5Config  # a ValueError and an AttributeError traceback from deep inside
+
+    for config in (T5Config(d_model=32, num_layers=1, num_heads=2, vocab_size=50), MambaConfig(hidden_size=32, num_hidden_layers=1)):
+        config.save_pretrained(tmp_path / config.model_type)
+        with pytest.raises(SystemExit, match=f"--model: the config of .* \\({config.model_type}\\) is not a causal LM"):
+            llm_grpo.main(["--model", str(tmp_path / config.model_type), "--interaction", "single-pass", "--dry-run"])
 
 
 # --- start-up checks ---------------------------------------------------------------------------------------

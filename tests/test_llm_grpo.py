@@ -555,6 +555,7 @@ def test_max_minutes_ends_training_after_the_step_then_saves_and_evaluates(tmp_p
 
 def test_validation_keeps_the_best_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """best/ holds the model of the highest greedy validation (earliest on ties), also across a resume."""
+    import shutil
     import types
 
     from baselines.lm import callbacks as llm_callbacks
@@ -593,6 +594,37 @@ def test_validation_keeps_the_best_model(tmp_path: Path, monkeypatch: pytest.Mon
         model.step = step
         cb._evaluate(model, step)
     assert (best / "weights.txt").read_text() == "50" and cb.best()["step"] == 50
+    # resumed from step 10 after best/ took step 20's model: the redone validations cannot be compared with a model
+    # that is not on the log, and summary.json named step 10 (0.3) while best/ held step 20's
+    scores = iter([0.2, 0.3, 0.5, 0.25, 0.26])
+    shutil.rmtree(best)
+    cb = make()
+    for step in (0, 10, 20):
+        model.step = step
+        cb._evaluate(model, step)
+    cb = llm_callbacks.ValidationCallback([PROBLEM] * 4, ["p"] * 4, tok, tmp_path, verbose=False, resume_step=10)
+    for step in (20, 30):
+        model.step = step
+        cb._evaluate(model, step)
+    kept = json.loads((best / "validation.json").read_text())["step"]
+    assert kept == cb.summary()["best"]["step"] == int((best / "weights.txt").read_text()) == 30
+
+
+def test_rollout_tokens_per_step_count_the_whole_generation_batch(tmp_path: Path) -> None:
+    """TRL's completions/mean_length is the mean over a step's whole generation batch (micro-batch x processes x
+    micro-batches): 2 x 2 x 4 = 16 completions of 10 tokens are 160 rollout tokens a step (was 40)."""
+    import types
+
+    from baselines.lm import callbacks as llm_callbacks
+
+    cb = llm_callbacks.ValidationCallback([PROBLEM], ["p"], None, tmp_path, verbose=False)
+    args = types.SimpleNamespace(per_device_train_batch_size=2, world_size=2, steps_per_generation=4)
+    cb.on_log(args, types.SimpleNamespace(global_step=1, is_world_process_zero=True), None,
+              logs={"completions/mean_length": 10.0})
+    profile = llm_callbacks.StepProfile()
+    profile.steps, profile.totals["step"] = 1, 2.0
+    summary = cb.summary(profile)
+    assert summary["rollout_tokens_per_step"] == 160.0 and summary["rollout_tokens_per_s_of_step"] == 80.0
 
 
 def test_validation_at_the_last_step_runs_once_on_every_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -620,6 +652,31 @@ def test_validation_at_the_last_step_runs_once_on_every_process(tmp_path: Path, 
     cb.on_train_end(None, state, None, model=None)
     assert calls == [0, 2]  # steps 0 and 2, each once, as on the main process
     assert not (tmp_path / "metrics.csv").exists()  # only the main process writes
+
+
+def test_multi_turn_validation_and_test_play_as_the_rollouts_play(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--prompt-style instruct --max-turn-tokens 5: the held-out test and validation played compact prompts with
+    12-token turns (play_episodes' defaults), not the episodes the run trains on."""
+    import types
+
+    from countdown_gym.integrations import trl_rollout
+
+    calls: list[dict[str, Any]] = []
+
+    def fake(model: Any, tokenizer: Any, problems: Any, **kw: Any) -> Any:
+        calls.append(kw)
+        if len(calls) == 2:  # the held-out start, then validation at step 0
+            raise KeyboardInterrupt
+        return [types.SimpleNamespace(problem=p, turns=[], solved=False, replay=types.SimpleNamespace(invalid_turns=0),
+                                      text="", env_mask=[]) for p in problems]
+
+    monkeypatch.setattr(trl_rollout, "play_episodes", fake)
+    opts = Options(interaction="multi-turn", prompt_style="instruct", max_turn_tokens=5, steps=1, prompts_per_step=2,
+                   num_generations=2, eval_problems=2, eval_samples=0, test_problems=2, train_problems=4, quiet=True,
+                   output_dir=str(tmp_path / "run"), train_pass_rates="none", report_to="none")
+    with pytest.raises(KeyboardInterrupt):
+        llm_grpo.train(opts)
+    assert [(c.get("prompt_style"), c.get("max_turn_tokens")) for c in calls] == [("instruct", 5)] * 2
 
 
 def test_validation_stops_at_every_eos_trl_stops_at() -> None:
@@ -863,6 +920,7 @@ def test_a_critic_reward_that_cannot_score_the_presets_states_is_refused_up_fron
     (["--scale-rewards", "nosuch"], "--scale-rewards must be one of"),
     (["--model", "/nonexistent/model"], "--model /nonexistent/model: no such directory"),
     (["--train-pass-rates", "none", "--min-pass-rate", "0.1"], "filter by a pass-rate file"),
+    (["--micro-batch-size", "8", "--max-tokens-per-micro-batch", "100000"], "chooses the micro-batch"),  # was ignored
 ])
 def test_bad_options_fail_before_any_model_is_loaded(argv, message):
     with pytest.raises(SystemExit, match=message):
@@ -870,7 +928,9 @@ def test_bad_options_fail_before_any_model_is_loaded(argv, message):
 
 
 @pytest.mark.parametrize("argv", [["--step-credit"], ["--interaction", "single-pass", "--stop-at-dead-end"],
-                                  ["--train-pass-rates", "/nonexistent.jsonl"], ["--report-to", "nosuch"]])
+                                  ["--train-pass-rates", "/nonexistent.jsonl"], ["--report-to", "nosuch"],
+                                  ["--vllm-server-base-url", "http://gpu-node:8000"],  # was ignored (colocate, no vLLM)
+                                  ["--interaction", "single-pass", "--use-vllm", "--vllm-server-base-url", "http://h:8000"]])
 def test_options_that_do_not_fit_together_are_usage_errors(argv, capsys):
     """They exited 1 with a bare line; like a malformed value they are a usage error: the usage line, exit code 2."""
     with pytest.raises(SystemExit) as exc:
@@ -890,6 +950,18 @@ def test_model_dir_without_config_and_bad_extra_are_clear_errors(tmp_path):
         parse_options(["--model", str(tmp_path)])
     with pytest.raises(SystemExit, match="invalid GRPO configuration"):
         build_grpo_config(GRPORun.of(Options(extra={"nosuch": 1}, output_dir=str(tmp_path))))
+
+
+@pytest.mark.parametrize(("extra", "named"), [({"max_steps": 100}, "max_steps (--steps)"),
+                                               ({"output_dir": "elsewhere"}, "output_dir (--output-dir)"),
+                                               ({"per_device_train_batch_size": 3}, "per_device_train_batch_size,")])
+def test_extra_fields_that_the_run_sets_are_usage_errors(tmp_path, capsys, extra, named):
+    """--extra '{"max_steps": 100}' trained 100 steps while the card and the summary said 30 (output_dir: the
+    checkpoints went where --resume never looks); --extra sets only what the run leaves to TRL."""
+    with pytest.raises(SystemExit) as exc:
+        build_grpo_config(GRPORun.of(Options(extra=extra, output_dir=str(tmp_path))))
+    assert exc.value.code == 2 and f"--extra sets {named}" in capsys.readouterr().err
+    assert build_grpo_config(GRPORun.of(Options(extra={"top_p": 0.9}, output_dir=str(tmp_path)))).top_p == 0.9
 
 
 def test_resume_refuses_a_run_with_other_options_and_a_fresh_start_over_a_kept_run(tmp_path, monkeypatch):

@@ -38,11 +38,12 @@ class ValidationCallback(TrainerCallback):
     def __init__(self, problems: Sequence[Any], prompts: Sequence[Any], tokenizer: Any, output_dir: str | Path, *,
                  eval_interval: int = 20, samples: int = 4, sampling: Sampling | None = None, max_new_tokens: int = 160,
                  batch_size: int = 64, seed: int = 0, verbose: bool = True, max_turns: int | None = None,
-                 resume_step: int | None = None, write: bool = True, tools: bool = False) -> None:
+                 resume_step: int | None = None, write: bool = True, tools: bool = False, **episodes: Any) -> None:
         """``max_turns``: validate with multi-turn episodes (None: single-pass, from ``prompts``; ``tools``: through tool
-        calls); ``resume_step``: the logs drop their rows after it; ``write``: this process writes the files."""
+        calls; ``episodes``: their ``prompt_style`` and ``max_turn_tokens``, :class:`Play`'s); ``resume_step``: the
+        logs drop their rows after it; ``write``: this process writes the files."""
         self.problems, self.prompts, self.tokenizer = list(problems), list(prompts), tokenizer
-        self.how = Play(max_turns=max_turns, max_new_tokens=max_new_tokens, batch_size=batch_size, tools=tools)
+        self.how = Play(max_turns=max_turns, max_new_tokens=max_new_tokens, batch_size=batch_size, tools=tools, **episodes)
         self.dir, self.sampling, self.eval_interval, self.samples = Path(output_dir), sampling or Sampling(), eval_interval, samples
         self.seed, self.verbose = seed, verbose
         self.metrics = MetricsLog(self.dir / "metrics.csv", resume_step=resume_step, write=write)
@@ -50,6 +51,12 @@ class ValidationCallback(TrainerCallback):
         self.rows: list[dict[str, Any]] = self.metrics.rows
         self.evaluated: set[int] = {int(r["step"]) for r in self.rows}
         """Steps validated so far, on every process (only the main process keeps ``rows``)."""
+        self.since = 0
+        """The first row :meth:`best` compares: a resumed run whose ``best/`` holds the model of a validation after
+        ``resume_step`` (dropped from the log, redone) compares only its own rows, so that ``best/`` is replaced."""
+        saved = self.dir / self.BEST_DIR / "validation.json"
+        if resume_step is not None and saved.is_file() and json.loads(saved.read_text())["step"] > resume_step:
+            self.since = len(self.rows)
         self.step_gen_tokens: list[float] = []
         self.reporters: Sequence[Any] = ()
         """The report_to integration callbacks each validation row is logged to (:func:`attach_reporting`)."""
@@ -89,10 +96,11 @@ class ValidationCallback(TrainerCallback):
             )
 
     def best(self) -> dict[str, Any] | None:
-        """The row of the saved best model: highest greedy success, earliest on ties (None before any validation)."""
-        if not self.rows:
+        """The row of the saved best model: highest greedy success, earliest on ties (None before any validation
+        since :attr:`since`)."""
+        if len(self.rows) <= self.since:
             return None
-        return max(self.rows, key=lambda r: (float(r["greedy_success"]), -int(r["step"])))
+        return max(self.rows[self.since:], key=lambda r: (float(r["greedy_success"]), -int(r["step"])))
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         self._evaluate(model, state.global_step, (args, state, control))
@@ -107,9 +115,9 @@ class ValidationCallback(TrainerCallback):
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if not logs or not state.is_world_process_zero:
             return
-        if "completions/mean_length" in logs:
+        if "completions/mean_length" in logs:  # TRL's mean over the step's whole generation batch
             batch = args.per_device_train_batch_size * args.world_size * args.steps_per_generation
-            self.step_gen_tokens.append(float(logs["completions/mean_length"]) * batch / max(args.steps_per_generation, 1))
+            self.step_gen_tokens.append(float(logs["completions/mean_length"]) * batch)
         self.train_log.append({"step": state.global_step, **logs})
 
     def summary(self, profile: StepProfile | None = None) -> dict[str, Any]:

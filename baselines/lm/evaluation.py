@@ -26,6 +26,7 @@ from tqdm import tqdm
 from baselines.analysis.uncertainty import binomial_se, mean_se
 from baselines.lm.generation import Sampling, generate, generate_vllm
 from countdown_gym.game.problem import Problem
+from countdown_gym.integrations.trl_rollout import DEFAULT_MAX_TURN_TOKENS
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ class Play:
     max_turns: int | None = None
     max_new_tokens: int = 192
     batch_size: int = 64
-    prompt_style: str = "compact"
+    prompt_style: str = "compact"  # multi-turn: the turn prompt's style
+    max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS  # multi-turn: the token budget of one turn
     engine: Any = None  # single-pass: a vLLM engine (``generation.vllm_engine``) generating instead of the model
     tools: bool = False
 
@@ -142,7 +144,8 @@ def play(model: Any, tokenizer: Any, problems: Sequence[Problem], how: Play, *, 
 
         knobs = {"greedy": True} if sampling is None else sampling.episode_kwargs()
         rollouts = play_episodes(model, tokenizer, [p for p in problems for _ in range(n)], max_turns=how.max_turns,
-                                 batch_size=how.batch_size, prompt_style=how.prompt_style, **knobs)
+                                 max_turn_tokens=how.max_turn_tokens, batch_size=how.batch_size,
+                                 prompt_style=how.prompt_style, **knobs)
         records = [episode_record(r) for r in rollouts]
         return [records[i * n:(i + 1) * n] for i in range(len(problems))], sum(sum(r.env_mask) for r in rollouts)
     if prompts is None or len(prompts) != len(problems):
@@ -198,15 +201,17 @@ def evaluate(model: Any, tokenizer: Any, problems: Sequence[Problem], how: Play,
 
 def greedy_solved(model: Any, tokenizer: Any, problems: Sequence[Problem], *, max_turns: int | None = None,
                   prompts: Sequence[Any] | None = None, max_new_tokens: int = 192, batch_size: int = 128,
-                  tools: bool = False) -> list[bool]:
-    """Whether ``model`` solves each problem with greedy play (single-pass needs ``prompts``), each process playing its
-    share; every process gets the whole list back, in order."""
+                  tools: bool = False, prompt_style: str = "compact",
+                  max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS) -> list[bool]:
+    """Whether ``model`` solves each problem with greedy play (single-pass needs ``prompts``; multi-turn plays
+    ``prompt_style`` turn prompts), each process playing its share; every process gets the whole list back, in order."""
     from accelerate import PartialState
     from accelerate.utils import gather_object
 
     if max_turns is None and (prompts is None or len(prompts) != len(problems)):
         raise ValueError("single-pass play needs one prompt per problem")
-    how = Play(max_turns=max_turns, max_new_tokens=max_new_tokens, batch_size=batch_size, tools=tools)
+    how = Play(max_turns=max_turns, max_new_tokens=max_new_tokens, batch_size=batch_size, tools=tools,
+               prompt_style=prompt_style, max_turn_tokens=max_turn_tokens)
     state = PartialState()
     idx = list(range(state.process_index, len(problems), state.num_processes))
     chosen = None if prompts is None or max_turns is not None else [prompts[i] for i in idx]

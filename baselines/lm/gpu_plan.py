@@ -79,10 +79,16 @@ def model_shape(name: str) -> ModelShape:
     except (OSError, ValueError) as exc:
         raise PlanError(f"the config of {name!r} could not be read here ({type(exc).__name__}); pass a local model "
                         f"directory, or add baselines/model_configs/{name}/config.json") from None
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
     text = config.get_text_config()
-    heads = text.num_attention_heads
+    heads = getattr(text, "num_attention_heads", None)
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except ValueError:  # transformers builds no causal LM of this config (an encoder-decoder, a vision model...)
+        heads = None
+    if not heads:
+        raise PlanError(f"the config of {name!r} ({config.model_type}) is not a causal LM with attention heads, the "
+                        "decoders these estimates model")
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
     return ModelShape(
         name=name, source=where, parameters=model.num_parameters(), layers=text.num_hidden_layers, hidden=text.hidden_size,

@@ -14,6 +14,7 @@ from typing import Any
 
 from baselines.lm.grpo_model import ROOT, read_tokenizer
 from baselines.lm.grpo_options import GRPORun, Options
+from countdown_gym import dataclass_cli
 
 
 def check_vllm_available() -> None:
@@ -145,6 +146,10 @@ def grpo_config_kwargs(run: GRPORun, compute: ComputePlan | None = None) -> dict
         kwargs["vllm_server_base_url"] = opts.vllm_server_base_url
     if opts.use_vllm:
         kwargs["vllm_max_model_length"] = opts.max_prompt_length + opts.max_completion_length
+    if clash := [k for k in opts.extra if k in kwargs]:  # --extra sets only the fields the run leaves to TRL
+        flags = {f.metadata.get("grpo") or f.name: f.name for f in dataclasses.fields(opts)}
+        named = ", ".join(f"{k} (--{flags[k].replace('_', '-')})" if k in flags else k for k in clash)
+        dataclass_cli.usage_error(f"--extra sets {named}, which the run sets from its options; use the option")
     kwargs.update(opts.extra)
     return kwargs
 

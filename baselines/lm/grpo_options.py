@@ -131,6 +131,8 @@ class Options:
                                 "max_minutes")
         if self.micro_batch_size is not None:
             dataclass_cli.check_min(self, 0, "micro_batch_size")
+            if self.max_tokens_per_micro_batch:
+                raise ValueError("--max-tokens-per-micro-batch chooses the micro-batch that --micro-batch-size sets: pass one")
         if self.dead_end_patience != 1 and not self.stop_at_dead_end:
             raise ValueError("--dead-end-patience is the wait of --stop-at-dead-end: add --stop-at-dead-end true")
         if self.num_generations < 2:
@@ -257,6 +259,9 @@ def check_run(run: GRPORun) -> None:
     if run.multi_turn and opts.use_vllm:
         dataclass_cli.usage_error("--interaction multi-turn generates with transformers turn by turn; for multi-turn with vLLM "
                          "use --interaction tools (a chat model with a tool-calling template, through TRL's tool loop)")
+    if opts.vllm_server_base_url and not (opts.use_vllm and opts.vllm_mode == "server"):
+        dataclass_cli.usage_error("--vllm-server-base-url is the address of a `trl vllm-serve` server: it needs --use-vllm "
+                                  "--vllm-mode server")
     if run.tools and run.model in (DEFAULT_MODEL, DEFAULT_TURN_MODEL):
         dataclass_cli.usage_error("--interaction tools needs --model: a chat model with a tool-calling template (Qwen2.5, Qwen3, "
                          "Llama 3.1 Instruct...); the shipped tiny models have none")

@@ -58,7 +58,8 @@ class HeldOutTest:
         self.settings = {"max_turns": run.turns, "max_new_tokens": opts.max_completion_length, "model": run.model,
                          "prompt_style": opts.prompt_style, "chat_template": opts.chat_template}
         self.play = {"max_turns": run.turns, "prompts": prompts, "max_new_tokens": opts.max_completion_length,
-                     "batch_size": opts.eval_batch_size, "tools": run.tools}
+                     "batch_size": opts.eval_batch_size, "tools": run.tools, "prompt_style": opts.prompt_style,
+                     "max_turn_tokens": opts.max_turn_tokens}
         self.write, self.verbose = write, verbose
         self.outcomes: dict[str, list[bool]] = {}
 
