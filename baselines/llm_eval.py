@@ -34,6 +34,7 @@ from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import PROMPT_STYLES, build_prompt, render_chat_prompt
 from countdown_gym.game.turn_format import TURN_PROMPT_STYLES
 from countdown_gym.game.verifier import verify
+from countdown_gym.integrations.trl_rollout import DEFAULT_MAX_TURN_TOKENS
 from countdown_gym.runkit.runs import run_directory, write_text_atomic
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -52,6 +53,7 @@ class EvalConfig(SplitRun):
     limit: int = 0  # evaluate only N problems (0 = all from ``offset`` on)
     offset: int = 0  # skip the first N problems of the split
     prompt_style: str = "compact"  # ``compact`` (the shipped tiny model), ``longproc`` or ``tinyzero``
+    max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS  # multi-turn: one turn's token budget (a GRPO run's --max-turn-tokens)
     chat_template: str = "auto"  # ``auto``: the tokenizer's chat template when it has one; ``on`` / ``off``
     k: int = 8  # sampled completions per problem for pass@k and per-sample success (0 = greedy only)
     temperature: float = 1.0
@@ -83,7 +85,7 @@ class EvalConfig(SplitRun):
                               ("chat_template", ("auto", "on", "off")), ("backend", ("hf", "vllm")), ("dtype", DTYPES)):
             dataclass_cli.check_choice(self, name, allowed)
         dataclass_cli.check_choice(self, "interaction", ("auto", "single-pass", "multi-turn"))
-        dataclass_cli.check_min(self, 1, "max_new_tokens", "batch_size")
+        dataclass_cli.check_min(self, 1, "max_new_tokens", "batch_size", "max_turn_tokens")
         dataclass_cli.check_min(self, 0, "k", "offset", "limit")
         Sampling(temperature=self.temperature, top_p=self.top_p)  # --temperature > 0, --top-p in (0, 1]
         if self.pass_rates and self.k < 1:
@@ -197,13 +199,13 @@ def evaluate(cfg: EvalConfig, problems: list[Problem] | None = None, progress: b
     if model is not None:
         res["params"] = f"{model.num_parameters() / 1e6:.2f}M"  # as a submission states it; tied weights counted once
     if turns:
-        res.update(interaction="multi-turn", max_turns=cfg.max_turns)
+        res.update(interaction="multi-turn", max_turns=cfg.max_turns, max_turn_tokens=cfg.max_turn_tokens)
     engine = None
     if cfg.backend == "vllm":  # one engine for the greedy and the sampled pass
         longest = max(len(tokenizer(p)["input_ids"]) for p in prompts or [""])
         engine = vllm_engine(cfg.model, cfg.dtype, cfg.seed, longest + cfg.max_new_tokens)
     how = Play(max_turns=cfg.max_turns if turns else None, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
-               prompt_style=cfg.prompt_style, engine=engine)
+               prompt_style=cfg.prompt_style, max_turn_tokens=cfg.max_turn_tokens, engine=engine)
     ev = play_and_score(model, tokenizer, problems, how, prompts=prompts, samples=cfg.k, seed=cfg.seed, progress=progress,
                         sampling=Sampling(temperature=cfg.temperature, top_p=cfg.top_p))
     res.update(metrics(ev, problems))

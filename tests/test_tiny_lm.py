@@ -649,3 +649,21 @@ def test_llm_eval_dry_run_loads_no_weights_and_estimates_memory(tmp_path, monkey
     assert '"memory"' in capsys.readouterr().out
     unknown = llm_eval.main(["--model", str(tmp_path / "nothing-here"), "--dry-run", "--interaction", "single-pass"])
     assert unknown["memory"].startswith("unknown")
+
+
+def test_eval_plays_multi_turn_with_the_turn_budget_it_is_given(tmp_path, monkeypatch):
+    """llm_eval had no --max-turn-tokens: a model trained with `llm_grpo.py --max-turn-tokens 16` was evaluated with
+    12-token turns (the run's own validation and test play its budget)."""
+    from baselines.lm.grpo_model import DEFAULT_TURN_MODEL
+
+    seen = []
+
+    def capture(model, tokenizer, problems, how, **kwargs):
+        seen.append(how)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(llm_eval, "play_and_score", capture)
+    with pytest.raises(KeyboardInterrupt):
+        llm_eval.main(["--model", str(DEFAULT_TURN_MODEL), "--interaction", "multi-turn", "--limit", "1", "--k", "0",
+                       "--max-turn-tokens", "16", "--out", str(tmp_path / "c.jsonl")])
+    assert seen[0].max_turns is not None and seen[0].max_turn_tokens == 16
