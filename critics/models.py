@@ -139,6 +139,8 @@ class GoalScorer:
                  batch_size: int) -> np.ndarray:
         """Cosine of the state embeddings ``embed(lo, hi)`` of items ``lo..hi`` and their targets, a batch at a time:
         ``float32 [N]`` in ``[-1, 1]``."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
         out = np.empty(len(targets), dtype=np.float32)
         for lo in range(0, len(targets), batch_size):
             hi = lo + batch_size

@@ -94,6 +94,13 @@ def test_score_validates_input():
     assert out.shape == (5,) and out.dtype == np.float32 and np.all(np.abs(out) <= 1)
 
 
+
+@pytest.mark.parametrize("batch_size", [0, -1, 2.5, True])
+def test_score_refuses_a_batch_size_below_one(batch_size):
+    critic = Critic(build_model(ModelConfig(**TINY)), {})
+    with pytest.raises(ValueError, match="batch_size must be an int >= 1"):
+        critic.score([(1, 2)] * 3, [3] * 3, batch_size=batch_size)  # -1 returned uninitialised memory
+
 # ---- data ---------------------------------------------------------------------------------------
 
 
