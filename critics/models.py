@@ -94,6 +94,16 @@ def check_target(i: int, t: Any) -> int:
     return int(t)
 
 
+VALUE_CAP = 1e30
+"""The largest magnitude a critic reads: a larger number (no value limit) is read as this one, so its features stay
+finite (float32 phases overflow near 1e38, ``float`` near 1e308)."""
+
+
+def capped(x: int | float | Fraction) -> float:
+    """``x`` as a float clipped to ``[-VALUE_CAP, VALUE_CAP]`` (an exact comparison: no overflow)."""
+    return float(min(max(x, -VALUE_CAP), VALUE_CAP))
+
+
 def pack_sets(sets: Sequence[Sequence[Any]], max_numbers: int) -> tuple[np.ndarray, np.ndarray]:
     """Sorted, padded number sets: ``(values float64 [N, max_numbers], mask float32 [N, max_numbers])``.
 
@@ -105,7 +115,7 @@ def pack_sets(sets: Sequence[Sequence[Any]], max_numbers: int) -> tuple[np.ndarr
         k = len(check_state(i, s))
         if k > max_numbers:
             raise ValueError(f"state {i} has {k} numbers; this critic takes at most {max_numbers}")
-        values[i, :k] = sorted(float(x) for x in s)
+        values[i, :k] = sorted(capped(x) for x in s)
         mask[i, :k] = 1.0
     return values, mask
 
@@ -130,7 +140,7 @@ class GoalScorer:
         keys = [check_target(i, t) for i, t in enumerate(targets)]
         todo = sorted({k for k in keys if k not in self._goal_cache})
         if todo:
-            emb = self._embed_goal_values(torch.tensor(todo, dtype=torch.float64)).numpy()
+            emb = self._embed_goal_values(torch.tensor([capped(k) for k in todo], dtype=torch.float64)).numpy()
             self._goal_cache.update(zip(todo, emb, strict=True))
         return np.array([self._goal_cache[k] for k in keys], dtype=np.float32).reshape(len(keys), self.config.out_dim)
 
@@ -171,7 +181,8 @@ class NumberEmbedding(nn.Module):
         self.dim = value_dim + 4 * fourier
 
     def forward(self, values: torch.Tensor) -> torch.Tensor:
-        """``values`` float64 ``[..., k]`` -> ``[..., k, dim]``."""
+        """``values`` float64 ``[..., k]`` -> ``[..., k, dim]`` (a move's result past :data:`VALUE_CAP` read as it)."""
+        values = values.clamp(-VALUE_CAP, VALUE_CAP)
         whole = (values == torch.round(values)) & (values >= 0) & (values < self.vocab - 1)
         idx = torch.where(whole, values, torch.full_like(values, self.vocab - 1)).long()
         # phases in float64 (exact enough for values up to ~1e6), features in float32

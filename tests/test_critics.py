@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -100,6 +101,17 @@ def test_score_refuses_a_batch_size_below_one(batch_size):
     critic = Critic(build_model(ModelConfig(**TINY)), {})
     with pytest.raises(ValueError, match="batch_size must be an int >= 1"):
         critic.score([(1, 2)] * 3, [3] * 3, batch_size=batch_size)  # -1 returned uninitialised memory
+
+
+def test_score_of_huge_numbers_is_finite():
+    """Rules without a value limit (classic, tinyzero) reach numbers past float32 (NaN scores) and float64
+    (OverflowError); the critic scores them like its largest number, 1e30, and normal states as before."""
+    critic = load_critic()
+    states = [(10**400, 3), (10**100, 2, 5), (Fraction(10**400, 3), 1), (20, 26)]
+    out = critic.score(states, [46, 46, 10**400, 46])
+    assert np.isfinite(out).all() and np.all(np.abs(out) <= 1)
+    assert out[3] == pytest.approx(critic.score([(20, 26)], [46])[0], abs=1e-6)
+    assert critic.score([(10**400, 3)], [46])[0] == critic.score([(10**30, 3)], [46])[0]
 
 # ---- data ---------------------------------------------------------------------------------------
 
