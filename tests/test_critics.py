@@ -434,6 +434,38 @@ def test_metrics():
     assert ece < 0.05 and sum(r["n"] for r in table) == 4000
 
 
+
+def test_metrics_match_a_brute_force_reference_on_ties_and_huge_scores():
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        n = int(rng.integers(1, 9))
+        s = rng.integers(0, 3, n) * 10.0 ** float(rng.choice([0, 12]))  # ties; 1e12 + 1e-6 == 1e12 in float64
+        y = rng.random(n) < 0.5
+        pairs = [(p > q) + 0.5 * (p == q) for p in s[y] for q in s[~y]]
+        assert auroc(s, y) == pytest.approx(np.mean(pairs)) if pairs else np.isnan(auroc(s, y))
+        acc, thr = best_threshold_accuracy(s, y)
+        assert acc == max(np.mean((s >= t) == y) for t in [*s, np.inf]) == np.mean((s >= thr) == y)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: auroc(np.array([np.nan, 0.2, 0.3]), np.array([1, 0, 1])),  # was 1.0
+    lambda: best_threshold_accuracy(np.array([np.nan, 0.2, 0.3]), np.array([1, 0, 1])),
+    lambda: fit_logistic(np.array([np.nan, 0.2]), np.array([0, 1])),  # was (nan, nan)
+    lambda: expected_calibration_error(np.array([np.nan, 0.2]), np.array([0, 1])),
+    lambda: auroc(np.array([0.1, 0.2]), np.array([1, 0, 1])),  # was numpy's IndexError
+    lambda: best_threshold_accuracy(np.array([0.1, 0.2]), np.array([1, 0, 1])),  # was 0.5
+    lambda: auroc(np.array([0.1, 0.2, 0.3]), np.array([2, 0, 1])),  # 2 was read as True
+    lambda: expected_calibration_error(np.array([1.5, 0.2]), np.array([0, 1])),  # was binned as 1.0
+])
+def test_metrics_refuse_nan_scores_mismatched_lengths_and_non_binary_labels(call):
+    with pytest.raises(ValueError, match="scores|probabilities|labels"):
+        call()
+
+
+def test_metrics_of_no_states_are_nan():
+    acc, thr = best_threshold_accuracy(np.array([]), np.array([], dtype=bool))  # was an IndexError
+    assert np.isnan(acc) and np.isnan(thr)
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"preset": "nosuch"}, "--preset must be one of"),
     ({"lr": -1.0}, "--lr must be >= 0"),
