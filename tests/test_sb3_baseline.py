@@ -505,6 +505,10 @@ BAD_ARGUMENTS = {  # command line -> the usage error's message
     "--submit s.jsonl --eval-limit 5": "drop --eval-limit 5",
     "--seed -1": "--seed must be in [0, 2**31), got -1",  # was numpy's traceback when the model was built
     "--seed 4294967296": "--seed must be in [0, 2**31)",  # was the leaderboard's traceback after training
+    # a minibatch of one step normalises its advantage by a NaN std: the policy's NaN logits' traceback
+    "--batch-size 1": "leaves a minibatch of one step",
+    "--num-envs 1 --n-steps 1": "leaves a minibatch of one step",
+    "--num-envs 3 --n-steps 3 --batch-size 4": "(a rollout of 9 steps) leaves a minibatch of one step",
 }
 
 
