@@ -495,6 +495,15 @@ def test_first_move_reference_agents_win_exactly_when_their_first_move_keeps_the
             assert (reward >= 1.0) == keeps
 
 
+def test_reference_agents_negative_seed_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--seed -1 raised submit_policy's ValueError: a traceback, exit 1."""
+    from baselines import reference_agents as ref
+
+    with pytest.raises(SystemExit) as exc:
+        ref.main(["--agent", "random", "--seed", "-1", "--out", str(tmp_path / "s.jsonl")])
+    assert exc.value.code == 2 and "--seed must be >= 0, got -1" in capsys.readouterr().err
+
+
 BAD_ARGUMENTS = {  # command line -> the usage error's message
     "--eval-limit -5": "--eval-limit must be >= 0",
     "--checkpoint-every 0": "--checkpoint-every must be >= 1",
