@@ -301,6 +301,24 @@ def test_batched_vec_env_matches_the_single_env_wrappers(reward: str) -> None:
                 obs, info = single.reset()
 
 
+def test_batched_vec_env_resets_with_the_options_sb3_set_options_gives() -> None:
+    """VecEnv.set_options (one dict for every env, or one per env) was ignored: random problems were played."""
+    problems = countdown_gym.load_split("longproc-0.5k", "validation")[:3]
+    vec = CountdownSB3VecEnv(3, lookahead=1)
+    vec.set_options({"problem": problems[0]})
+    vec.reset()
+    assert vec.venv.current_problems() == [problems[0]] * 3
+    vec.set_options([{"problem": p} for p in problems])
+    vec.reset()
+    assert vec.venv.current_problems() == problems
+    vec.reset()  # options hold for the next reset only, as in DummyVecEnv
+    assert vec.venv.current_problems() != problems
+    for bad in ({"nope": 1}, [{"problem": problems[0]}, {}, {}]):
+        vec.set_options(bad)
+        with pytest.raises(ValueError, match="reset options"):
+            vec.reset()
+
+
 def test_batched_evaluation_matches_playing_one_problem_at_a_time(tmp_path: Path) -> None:
     from sb3_contrib import MaskablePPO
 

@@ -70,8 +70,16 @@ class CountdownSB3VecEnv(VecEnv):
 
     # ---- VecEnv API ---------------------------------------------------------------------------
     def reset(self) -> np.ndarray:
-        obs, _ = self.venv.reset(seed=self._seeds[0])
-        self._seeds = [None] * self.num_envs
+        """Reset every game: with ``seed()``'s first seed and ``set_options()``'s ``{"problem": p}`` for every env, if set."""
+        options = None
+        if any(self._options):
+            if any(set(o) != {"problem"} for o in self._options):
+                raise ValueError(f"CountdownSB3VecEnv's reset options are {{'problem': p}} for every env or for none, "
+                                 f"got {self._options!r:.200}")
+            options = {"problems": [o["problem"] for o in self._options]}
+        obs, _ = self.venv.reset(seed=self._seeds[0], options=options)
+        self._reset_seeds()
+        self._reset_options()
         self._returns[:] = 0.0
         self._lengths[:] = 0
         if self.potential:
