@@ -39,13 +39,14 @@ class ConfigDict:
 
     def check_fields(self, positive: Sequence[str], non_negative: Sequence[str] = ()) -> None:
         """``ValueError`` naming the field unless each of ``positive`` is an int >= 1, each of ``non_negative`` an
-        int >= 0 and ``temperature`` a number > 0."""
+        int >= 0 and ``temperature`` a finite number > 0."""
         for name in (*positive, *non_negative):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name in non_negative else 1):
                 raise ValueError(f"{type(self).__name__}.{name} must be a positive int, got {v!r}")
-        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
-            raise ValueError(f"{type(self).__name__}.temperature must be > 0, got {self.temperature!r}")
+        t = self.temperature
+        if isinstance(t, bool) or not (isinstance(t, (int, float)) and 0 < t < math.inf):
+            raise ValueError(f"{type(self).__name__}.temperature must be a finite number > 0, got {t!r}")
 
 
 @dataclass
@@ -472,7 +473,10 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
     d, meta, cfg = read_checkpoint(directory, CONFIG_FORMAT, "critic", ModelConfig, ["model.safetensors"],
                                    "countdown-gym critic")
     cfg_path, weights_path = d / "config.json", d / "model.safetensors"
-    model = build_model(cfg)
+    try:
+        model = build_model(cfg)
+    except RuntimeError as e:  # a field far too large: torch's allocation error
+        raise CheckpointError(f"{cfg_path}: the model it describes cannot be built: {str(e)[:200]}") from None
     recorded = read_weights(weights_path, model).get("step")
     if recorded is not None and "step" in meta and recorded != str(meta["step"]):
         raise CheckpointError(f"{weights_path} is from step {recorded} but {cfg_path} from step {meta['step']} "
@@ -481,7 +485,7 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
     if bad:
         raise CheckpointError(f"{weights_path} holds NaN or infinite weights in {bad[:5]}")
     cal = meta.get("calibration")
-    numbers = isinstance(cal, dict) and all(isinstance(cal.get(k), int | float) and math.isfinite(cal[k]) for k in "ab")
+    numbers = isinstance(cal, dict) and all(type(cal.get(k)) in (int, float) and math.isfinite(cal[k]) for k in "ab")
     if cal is not None and not numbers:
         raise CheckpointError(f"{cfg_path}: 'calibration' must be {{\"a\": number, \"b\": number, ...}}, got {cal!r:.120}")
     return model.eval(), meta

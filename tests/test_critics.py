@@ -366,6 +366,19 @@ def test_load_critic_errors_name_the_file(tmp_path):
         load_critic(d)
 
 
+
+@pytest.mark.parametrize(("edit", "message"), [
+    ({"model": {**TINY, "vocab": 10**12}}, "config.json: the model it describes cannot be built"),  # was torch's
+    ({"model": {**TINY, "temperature": float("inf")}}, "temperature must be a finite number > 0"),  # was accepted
+    ({"calibration": {"a": True, "b": 0.0}}, "'calibration' must be"),  # a bool was read as 1
+])
+def test_a_checkpoint_with_a_wrong_field_is_a_checkpoint_error(tmp_path, edit, message):
+    d = save_checkpoint(build_model(ModelConfig(**TINY)), ModelConfig(**TINY), tmp_path / "ck")
+    meta = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**meta, **edit}))
+    with pytest.raises(CheckpointError, match=message):
+        load_critic(d)
+
 # ---- the shipped checkpoint ---------------------------------------------------------------------
 
 
