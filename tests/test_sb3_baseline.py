@@ -319,6 +319,14 @@ def test_batched_vec_env_resets_with_the_options_sb3_set_options_gives() -> None
             vec.reset()
 
 
+def test_batched_vec_env_refuses_float_actions_like_the_envs_it_batches() -> None:
+    vec = CountdownSB3VecEnv(2, lookahead=1)
+    vec.reset()
+    with pytest.raises(ValueError, match="int array"):  # 0.7 was played as action 0
+        vec.step(np.array([0.7, 0.2]))
+    vec.step(np.array([[0], [0]], dtype=np.int32))  # SB3's (n, 1) actions of any int type still step
+
+
 def test_batched_evaluation_matches_playing_one_problem_at_a_time(tmp_path: Path) -> None:
     from sb3_contrib import MaskablePPO
 

@@ -87,7 +87,7 @@ class CountdownSB3VecEnv(VecEnv):
         return self.features(obs)
 
     def step_async(self, actions: np.ndarray) -> None:
-        self._actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
+        self._actions = np.asarray(actions).reshape(self.num_envs)  # its dtype checked by the vector env
 
     def _dense(self, transitions: np.ndarray, terminated: np.ndarray, done: np.ndarray) -> np.ndarray:
         records = [t[0] for t in transitions]
