@@ -158,6 +158,7 @@ class Options:
             dataclass_cli.check_choice(self, name, allowed)
         if not 1 <= self.k <= MAX_ANSWERS:  # a submission holds 1 to MAX_ANSWERS answers per problem
             raise ValueError(f"--k must be in 1..{MAX_ANSWERS}, got {self.k}")
+        dataclass_cli.check_min(self, 0, "seed")  # Gymnasium's seeds are non-negative
         check_output_path(self.out)  # a folder or a place that may not be written: refused before any episode
 
 

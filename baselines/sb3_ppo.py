@@ -110,6 +110,10 @@ class Args:
         dataclass_cli.check_min(self, 1, "total_timesteps", "num_envs", "n_steps", "batch_size", "n_epochs", "hidden",
                                 "checkpoint_every", "threads", "eval_problems")  # 0 validation problems: a curve of 0.0
         dataclass_cli.check_min(self, 0, "eval_limit", "eval_every", "learning_rate")
+        rollout = self.num_envs * self.n_steps  # cut into minibatches of --batch-size, the last one shorter
+        if self.batch_size == 1 or rollout % self.batch_size == 1:  # its advantage's std: NaN
+            raise ValueError(f"--batch-size {self.batch_size} with --num-envs {self.num_envs} --n-steps {self.n_steps} "
+                             f"(a rollout of {rollout} steps) leaves a minibatch of one step, which PPO cannot normalise")
         if not self.net_arch or min(self.net_arch) < 1:
             raise ValueError(f"--net-arch must be positive layer widths, got {self.net_arch}")
         if self.policy == "per-action" and list(self.net_arch) != NET_ARCH:

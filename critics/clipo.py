@@ -7,6 +7,8 @@ Anchors are the correct rollouts of groups with >= 2 correct and >= 1 incorrect;
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,18 @@ class CLIPOHead(nn.Module):
         return F.normalize(self.proj(x), dim=-1)
 
 
+def check_number(name: str, value: Any, ok: Callable[[float], bool], want: str) -> None:
+    """``ValueError`` naming ``name`` unless ``value`` is an int or float (not a bool) for which ``ok`` holds (NaN fails)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
+        raise ValueError(f"{name} must be {want}, got {value!r}")
+
+
+def check_reward_weights(lam: Any, floor: Any) -> None:
+    """The reward's settings: ``lam`` a finite number >= 0, ``floor`` a number <= 0."""
+    check_number("lam", lam, lambda v: 0 <= v < math.inf, "a finite number >= 0")
+    check_number("floor", floor, lambda v: v <= 0, "a number <= 0")
+
+
 def _outcomes(correct: Any, group_ids: Any, n: int) -> tuple[Tensor, Tensor]:
     """``correct`` as a bool tensor and ``group_ids`` (ints, strings, anything numpy can compare) as dense int64
     labels, both on the CPU; ``ValueError`` unless each is a 1-D sequence of ``n`` entries."""
@@ -59,7 +73,7 @@ def _outcomes(correct: Any, group_ids: Any, n: int) -> tuple[Tensor, Tensor]:
     if c.ndim != 1 or c.shape[0] != n:
         raise ValueError(f"correct must be a 1-D sequence of {n} flags (one per rollout), got shape {tuple(c.shape)}")
     if c.dtype != torch.bool:
-        if c.is_floating_point() or c.is_complex():
+        if (c.is_floating_point() or c.is_complex()) and c.numel():  # [] reads as float64
             raise ValueError(f"correct must hold booleans or 0/1 ints, got dtype {c.dtype}")
         if not bool(((c == 0) | (c == 1)).all()):
             raise ValueError("correct must hold booleans or 0/1 ints")
@@ -92,8 +106,9 @@ def clipo_loss(z: Tensor, correct: Any, group_ids: Any, kind: str = "infonce", t
         raise ValueError(f"z must be a floating-point tensor, got dtype {z.dtype}")
     if kind not in LOSS_KINDS:
         raise ValueError(f"kind must be one of {LOSS_KINDS}, got {kind!r}")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
-        raise ValueError(f"temperature must be a positive number, got {temperature!r}")
+    check_number("temperature", temperature, lambda v: v > 0, "a positive number")
+    if not bool(torch.isfinite(z).all()):
+        raise ValueError("z holds NaN or inf")
     n = z.shape[0]
     c, g = _outcomes(correct, group_ids, n)
     anchors = valid_anchors(c, g).to(z.device)
@@ -126,10 +141,7 @@ def clipo_rewards(loss: Tensor, correct: Any, group_ids: Any, lam: float = 0.2, 
     """Detached reward per rollout: ``max(-lam * loss, floor)`` for :func:`valid_anchors`, 0 for the others."""
     if not isinstance(loss, Tensor) or loss.ndim != 1:
         raise ValueError(f"loss must be a 1-D tensor (one value per rollout), got {getattr(loss, 'shape', loss)!r}")
-    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or lam < 0:
-        raise ValueError(f"lam must be a non-negative number, got {lam!r}")
-    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or floor > 0:
-        raise ValueError(f"floor must be a number <= 0, got {floor!r}")
+    check_reward_weights(lam, floor)
     anchors = valid_anchors(correct, group_ids).to(loss.device)
     if anchors.shape != loss.shape:
         raise ValueError(f"loss has {loss.shape[0]} values but correct/group_ids describe {anchors.shape[0]} rollouts")
@@ -171,8 +183,8 @@ class CLIPOConfig:
             raise ValueError(f"kind must be one of {LOSS_KINDS}, got {self.kind!r}")
         if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
             raise ValueError(f"warmup_steps must be a non-negative int, got {self.warmup_steps!r}")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be positive, got {self.temperature!r}")
+        check_number("temperature", self.temperature, lambda v: v > 0, "a positive number")
+        check_reward_weights(0 if self.lam is None else self.lam, self.floor)
 
     @property
     def reward_lambda(self) -> float:

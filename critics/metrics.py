@@ -47,9 +47,22 @@ class EvalOptions:
         dataclass_cli.check_min(self, 1, "rollouts", "start_targets", "threads")
 
 
+def checked(scores: np.ndarray, labels: np.ndarray, what: str = "scores") -> tuple[np.ndarray, np.ndarray]:
+    """``(scores as float64, labels as bool)``; ``ValueError`` unless both are 1-D of one length, the scores finite
+    and the labels booleans or 0/1 (the input checks of every metric here)."""
+    s, y = np.asarray(scores, dtype=np.float64), np.asarray(labels)
+    if s.ndim != 1 or s.shape != y.shape:
+        raise ValueError(f"{what} and labels must be 1-D arrays of one length, got shapes {s.shape} and {y.shape}")
+    if not np.isfinite(s).all():
+        raise ValueError(f"{what} must be finite, got {s[~np.isfinite(s)][0]} at index {np.flatnonzero(~np.isfinite(s))[0]}")
+    if y.dtype != bool and not np.isin(y, (0, 1)).all():
+        raise ValueError(f"labels must be booleans or 0/1, got the values {np.unique(y)[:6].tolist()}")
+    return s, y.astype(bool)
+
+
 def auroc(scores: np.ndarray, labels: np.ndarray) -> float:
     """Area under the ROC curve (ties count one half); ``nan`` if only one class is present."""
-    scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
+    scores, labels = checked(scores, labels)
     n_pos, n_neg = int(labels.sum()), int((~labels).sum())
     if n_pos == 0 or n_neg == 0:
         return float("nan")
@@ -59,8 +72,10 @@ def auroc(scores: np.ndarray, labels: np.ndarray) -> float:
 
 
 def best_threshold_accuracy(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
-    """``(accuracy, threshold)``: the best accuracy of ``score >= threshold`` over all thresholds."""
-    scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
+    """``(accuracy, threshold)``: the best accuracy of ``score >= threshold`` over all thresholds (``nan`` for none)."""
+    scores, labels = checked(scores, labels)
+    if not len(scores):
+        return float("nan"), float("nan")
     order = np.argsort(-scores, kind="mergesort")
     s, y = scores[order], labels[order]
     # predicting the top k as positive: correct = positives in top k + negatives below
@@ -69,13 +84,14 @@ def best_threshold_accuracy(scores: np.ndarray, labels: np.ndarray) -> tuple[flo
     correct = tp + neg_below
     valid = np.concatenate([[True], s[1:] != s[:-1], [True]])  # cut only between distinct scores
     k = int(np.argmax(np.where(valid, correct, -1)))
-    thr = float(s[k - 1]) if k > 0 else float(s[0]) + 1e-6
+    thr = float(s[k - 1]) if k > 0 else max(float(s[0]) + 1e-6, float(np.nextafter(s[0], np.inf)))  # above them all
     return float(correct[k] / len(s)), thr
 
 
 def fit_logistic(scores: np.ndarray, labels: np.ndarray, iters: int = 100) -> tuple[float, float]:
     """``(a, b)`` of ``P = sigmoid(a * score + b)`` by Newton's method (a little L2 for stability)."""
-    x, y = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.float64)
+    x, y = checked(scores, labels)
+    y = y.astype(np.float64)
     w = np.zeros(2)
     X = np.stack([x, np.ones_like(x)], 1)
     for _ in range(iters):
@@ -91,7 +107,9 @@ def fit_logistic(scores: np.ndarray, labels: np.ndarray, iters: int = 100) -> tu
 
 def expected_calibration_error(probs: np.ndarray, labels: np.ndarray, bins: int = 10) -> tuple[float, list[dict]]:
     """ECE over equal-width probability bins, and the per-bin table for the reliability diagram."""
-    probs, labels = np.asarray(probs, dtype=np.float64), np.asarray(labels, dtype=np.float64)
+    probs, labels = checked(probs, labels, "probabilities")
+    if not (np.all((probs >= 0) & (probs <= 1)) and isinstance(bins, int) and bins >= 1):
+        raise ValueError(f"probabilities must lie in [0, 1] and bins be an int >= 1, got bins={bins!r}")
     edges = np.linspace(0, 1, bins + 1)
     idx = np.clip(np.digitize(probs, edges[1:-1]), 0, bins - 1)
     ece, table = 0.0, []

@@ -39,13 +39,14 @@ class ConfigDict:
 
     def check_fields(self, positive: Sequence[str], non_negative: Sequence[str] = ()) -> None:
         """``ValueError`` naming the field unless each of ``positive`` is an int >= 1, each of ``non_negative`` an
-        int >= 0 and ``temperature`` a number > 0."""
+        int >= 0 and ``temperature`` a finite number > 0."""
         for name in (*positive, *non_negative):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name in non_negative else 1):
                 raise ValueError(f"{type(self).__name__}.{name} must be a positive int, got {v!r}")
-        if not (isinstance(self.temperature, (int, float)) and self.temperature > 0):
-            raise ValueError(f"{type(self).__name__}.temperature must be > 0, got {self.temperature!r}")
+        t = self.temperature
+        if isinstance(t, bool) or not (isinstance(t, (int, float)) and 0 < t < math.inf):
+            raise ValueError(f"{type(self).__name__}.temperature must be a finite number > 0, got {t!r}")
 
 
 @dataclass
@@ -94,6 +95,16 @@ def check_target(i: int, t: Any) -> int:
     return int(t)
 
 
+VALUE_CAP = 1e30
+"""The largest magnitude a critic reads: a larger number (no value limit) is read as this one, so its features stay
+finite (float32 phases overflow near 1e38, ``float`` near 1e308)."""
+
+
+def capped(x: int | float | Fraction) -> float:
+    """``x`` as a float clipped to ``[-VALUE_CAP, VALUE_CAP]`` (an exact comparison: no overflow)."""
+    return float(min(max(x, -VALUE_CAP), VALUE_CAP))
+
+
 def pack_sets(sets: Sequence[Sequence[Any]], max_numbers: int) -> tuple[np.ndarray, np.ndarray]:
     """Sorted, padded number sets: ``(values float64 [N, max_numbers], mask float32 [N, max_numbers])``.
 
@@ -105,7 +116,7 @@ def pack_sets(sets: Sequence[Sequence[Any]], max_numbers: int) -> tuple[np.ndarr
         k = len(check_state(i, s))
         if k > max_numbers:
             raise ValueError(f"state {i} has {k} numbers; this critic takes at most {max_numbers}")
-        values[i, :k] = sorted(float(x) for x in s)
+        values[i, :k] = sorted(capped(x) for x in s)
         mask[i, :k] = 1.0
     return values, mask
 
@@ -130,7 +141,7 @@ class GoalScorer:
         keys = [check_target(i, t) for i, t in enumerate(targets)]
         todo = sorted({k for k in keys if k not in self._goal_cache})
         if todo:
-            emb = self._embed_goal_values(torch.tensor(todo, dtype=torch.float64)).numpy()
+            emb = self._embed_goal_values(torch.tensor([capped(k) for k in todo], dtype=torch.float64)).numpy()
             self._goal_cache.update(zip(todo, emb, strict=True))
         return np.array([self._goal_cache[k] for k in keys], dtype=np.float32).reshape(len(keys), self.config.out_dim)
 
@@ -139,6 +150,8 @@ class GoalScorer:
                  batch_size: int) -> np.ndarray:
         """Cosine of the state embeddings ``embed(lo, hi)`` of items ``lo..hi`` and their targets, a batch at a time:
         ``float32 [N]`` in ``[-1, 1]``."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
         out = np.empty(len(targets), dtype=np.float32)
         for lo in range(0, len(targets), batch_size):
             hi = lo + batch_size
@@ -169,7 +182,8 @@ class NumberEmbedding(nn.Module):
         self.dim = value_dim + 4 * fourier
 
     def forward(self, values: torch.Tensor) -> torch.Tensor:
-        """``values`` float64 ``[..., k]`` -> ``[..., k, dim]``."""
+        """``values`` float64 ``[..., k]`` -> ``[..., k, dim]`` (a move's result past :data:`VALUE_CAP` read as it)."""
+        values = values.clamp(-VALUE_CAP, VALUE_CAP)
         whole = (values == torch.round(values)) & (values >= 0) & (values < self.vocab - 1)
         idx = torch.where(whole, values, torch.full_like(values, self.vocab - 1)).long()
         # phases in float64 (exact enough for values up to ~1e6), features in float32
@@ -459,7 +473,10 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
     d, meta, cfg = read_checkpoint(directory, CONFIG_FORMAT, "critic", ModelConfig, ["model.safetensors"],
                                    "countdown-gym critic")
     cfg_path, weights_path = d / "config.json", d / "model.safetensors"
-    model = build_model(cfg)
+    try:
+        model = build_model(cfg)
+    except RuntimeError as e:  # a field far too large: torch's allocation error
+        raise CheckpointError(f"{cfg_path}: the model it describes cannot be built: {str(e)[:200]}") from None
     recorded = read_weights(weights_path, model).get("step")
     if recorded is not None and "step" in meta and recorded != str(meta["step"]):
         raise CheckpointError(f"{weights_path} is from step {recorded} but {cfg_path} from step {meta['step']} "
@@ -468,7 +485,7 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
     if bad:
         raise CheckpointError(f"{weights_path} holds NaN or infinite weights in {bad[:5]}")
     cal = meta.get("calibration")
-    numbers = isinstance(cal, dict) and all(isinstance(cal.get(k), int | float) and math.isfinite(cal[k]) for k in "ab")
+    numbers = isinstance(cal, dict) and all(type(cal.get(k)) in (int, float) and math.isfinite(cal[k]) for k in "ab")
     if cal is not None and not numbers:
         raise CheckpointError(f"{cfg_path}: 'calibration' must be {{\"a\": number, \"b\": number, ...}}, got {cal!r:.120}")
     return model.eval(), meta

@@ -275,6 +275,25 @@ def test_bad_inputs_give_clear_errors():
         CLIPOConfig(dim_in=3, kind="nope")
 
 
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"lam": -1.0}, "lam must be"), ({"lam": float("nan")}, "lam must be"), ({"lam": "0.2"}, "lam must be"),
+    ({"floor": 0.5}, "floor must be"), ({"floor": float("nan")}, "floor must be"),
+    ({"temperature": "x"}, "temperature must be"),  # was '>' not supported between 'str' and 'int'
+])
+def test_a_bad_reward_setting_is_refused_when_the_trainer_is_made(kwargs, message):
+    with pytest.raises(ValueError, match=message):  # lam=-1 passed every warm-up step, then stopped the run
+        CLIPOTrainer(dim_in=4, warmup_steps=3, **kwargs)
+    loss = torch.ones(3)
+    if "lam" in kwargs or "floor" in kwargs:  # NaN gave NaN rewards
+        with pytest.raises(ValueError, match=message):
+            clipo_rewards(loss, [1, 1, 0], [0] * 3, **kwargs)
+
+
+def test_nan_embeddings_and_an_empty_batch_are_named():
+    with pytest.raises(ValueError, match="NaN or inf"):  # was a NaN loss for the anchors
+        clipo_loss(torch.full((3, 2), float("nan")), [1, 1, 0], [0] * 3)
+    assert valid_anchors([], []).shape == (0,)  # was 'correct must hold booleans or 0/1 ints, got dtype float64'
+
 def test_lambda_defaults_follow_the_paper():
     assert CLIPOConfig(dim_in=4).reward_lambda == 0.2
     assert CLIPOConfig(dim_in=4, kind="supcon").reward_lambda == 0.2

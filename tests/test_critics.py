@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -93,6 +94,24 @@ def test_score_validates_input():
     out = critic.score([(1, 2)] * 5, [3] * 5, batch_size=2)
     assert out.shape == (5,) and out.dtype == np.float32 and np.all(np.abs(out) <= 1)
 
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, 2.5, True])
+def test_score_refuses_a_batch_size_below_one(batch_size):
+    critic = Critic(build_model(ModelConfig(**TINY)), {})
+    with pytest.raises(ValueError, match="batch_size must be an int >= 1"):
+        critic.score([(1, 2)] * 3, [3] * 3, batch_size=batch_size)  # -1 returned uninitialised memory
+
+
+def test_score_of_huge_numbers_is_finite():
+    """Rules without a value limit (classic, tinyzero) reach numbers past float32 (NaN scores) and float64
+    (OverflowError); the critic scores them like its largest number, 1e30, and normal states as before."""
+    critic = load_critic()
+    states = [(10**400, 3), (10**100, 2, 5), (Fraction(10**400, 3), 1), (20, 26)]
+    out = critic.score(states, [46, 46, 10**400, 46])
+    assert np.isfinite(out).all() and np.all(np.abs(out) <= 1)
+    assert out[3] == pytest.approx(critic.score([(20, 26)], [46])[0], abs=1e-6)
+    assert critic.score([(10**400, 3)], [46])[0] == critic.score([(10**30, 3)], [46])[0]
 
 # ---- data ---------------------------------------------------------------------------------------
 
@@ -347,6 +366,19 @@ def test_load_critic_errors_name_the_file(tmp_path):
         load_critic(d)
 
 
+
+@pytest.mark.parametrize(("edit", "message"), [
+    ({"model": {**TINY, "vocab": 10**12}}, "config.json: the model it describes cannot be built"),  # was torch's
+    ({"model": {**TINY, "temperature": float("inf")}}, "temperature must be a finite number > 0"),  # was accepted
+    ({"calibration": {"a": True, "b": 0.0}}, "'calibration' must be"),  # a bool was read as 1
+])
+def test_a_checkpoint_with_a_wrong_field_is_a_checkpoint_error(tmp_path, edit, message):
+    d = save_checkpoint(build_model(ModelConfig(**TINY)), ModelConfig(**TINY), tmp_path / "ck")
+    meta = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**meta, **edit}))
+    with pytest.raises(CheckpointError, match=message):
+        load_critic(d)
+
 # ---- the shipped checkpoint ---------------------------------------------------------------------
 
 
@@ -414,6 +446,38 @@ def test_metrics():
     ece, table = expected_calibration_error(1 / (1 + np.exp(-(a * x + b))), lab)
     assert ece < 0.05 and sum(r["n"] for r in table) == 4000
 
+
+
+def test_metrics_match_a_brute_force_reference_on_ties_and_huge_scores():
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        n = int(rng.integers(1, 9))
+        s = rng.integers(0, 3, n) * 10.0 ** float(rng.choice([0, 12]))  # ties; 1e12 + 1e-6 == 1e12 in float64
+        y = rng.random(n) < 0.5
+        pairs = [(p > q) + 0.5 * (p == q) for p in s[y] for q in s[~y]]
+        assert auroc(s, y) == pytest.approx(np.mean(pairs)) if pairs else np.isnan(auroc(s, y))
+        acc, thr = best_threshold_accuracy(s, y)
+        assert acc == max(np.mean((s >= t) == y) for t in [*s, np.inf]) == np.mean((s >= thr) == y)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: auroc(np.array([np.nan, 0.2, 0.3]), np.array([1, 0, 1])),  # was 1.0
+    lambda: best_threshold_accuracy(np.array([np.nan, 0.2, 0.3]), np.array([1, 0, 1])),
+    lambda: fit_logistic(np.array([np.nan, 0.2]), np.array([0, 1])),  # was (nan, nan)
+    lambda: expected_calibration_error(np.array([np.nan, 0.2]), np.array([0, 1])),
+    lambda: auroc(np.array([0.1, 0.2]), np.array([1, 0, 1])),  # was numpy's IndexError
+    lambda: best_threshold_accuracy(np.array([0.1, 0.2]), np.array([1, 0, 1])),  # was 0.5
+    lambda: auroc(np.array([0.1, 0.2, 0.3]), np.array([2, 0, 1])),  # 2 was read as True
+    lambda: expected_calibration_error(np.array([1.5, 0.2]), np.array([0, 1])),  # was binned as 1.0
+])
+def test_metrics_refuse_nan_scores_mismatched_lengths_and_non_binary_labels(call):
+    with pytest.raises(ValueError, match="scores|probabilities|labels"):
+        call()
+
+
+def test_metrics_of_no_states_are_nan():
+    acc, thr = best_threshold_accuracy(np.array([]), np.array([], dtype=bool))  # was an IndexError
+    assert np.isnan(acc) and np.isnan(thr)
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"preset": "nosuch"}, "--preset must be one of"),

@@ -301,6 +301,32 @@ def test_batched_vec_env_matches_the_single_env_wrappers(reward: str) -> None:
                 obs, info = single.reset()
 
 
+def test_batched_vec_env_resets_with_the_options_sb3_set_options_gives() -> None:
+    """VecEnv.set_options (one dict for every env, or one per env) was ignored: random problems were played."""
+    problems = countdown_gym.load_split("longproc-0.5k", "validation")[:3]
+    vec = CountdownSB3VecEnv(3, lookahead=1)
+    vec.set_options({"problem": problems[0]})
+    vec.reset()
+    assert vec.venv.current_problems() == [problems[0]] * 3
+    vec.set_options([{"problem": p} for p in problems])
+    vec.reset()
+    assert vec.venv.current_problems() == problems
+    vec.reset()  # options hold for the next reset only, as in DummyVecEnv
+    assert vec.venv.current_problems() != problems
+    for bad in ({"nope": 1}, [{"problem": problems[0]}, {}, {}]):
+        vec.set_options(bad)
+        with pytest.raises(ValueError, match="reset options"):
+            vec.reset()
+
+
+def test_batched_vec_env_refuses_float_actions_like_the_envs_it_batches() -> None:
+    vec = CountdownSB3VecEnv(2, lookahead=1)
+    vec.reset()
+    with pytest.raises(ValueError, match="int array"):  # 0.7 was played as action 0
+        vec.step(np.array([0.7, 0.2]))
+    vec.step(np.array([[0], [0]], dtype=np.int32))  # SB3's (n, 1) actions of any int type still step
+
+
 def test_batched_evaluation_matches_playing_one_problem_at_a_time(tmp_path: Path) -> None:
     from sb3_contrib import MaskablePPO
 
@@ -495,6 +521,15 @@ def test_first_move_reference_agents_win_exactly_when_their_first_move_keeps_the
             assert (reward >= 1.0) == keeps
 
 
+def test_reference_agents_negative_seed_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--seed -1 raised submit_policy's ValueError: a traceback, exit 1."""
+    from baselines import reference_agents as ref
+
+    with pytest.raises(SystemExit) as exc:
+        ref.main(["--agent", "random", "--seed", "-1", "--out", str(tmp_path / "s.jsonl")])
+    assert exc.value.code == 2 and "--seed must be >= 0, got -1" in capsys.readouterr().err
+
+
 BAD_ARGUMENTS = {  # command line -> the usage error's message
     "--eval-limit -5": "--eval-limit must be >= 0",
     "--checkpoint-every 0": "--checkpoint-every must be >= 1",
@@ -505,6 +540,10 @@ BAD_ARGUMENTS = {  # command line -> the usage error's message
     "--submit s.jsonl --eval-limit 5": "drop --eval-limit 5",
     "--seed -1": "--seed must be in [0, 2**31), got -1",  # was numpy's traceback when the model was built
     "--seed 4294967296": "--seed must be in [0, 2**31)",  # was the leaderboard's traceback after training
+    # a minibatch of one step normalises its advantage by a NaN std: the policy's NaN logits' traceback
+    "--batch-size 1": "leaves a minibatch of one step",
+    "--num-envs 1 --n-steps 1": "leaves a minibatch of one step",
+    "--num-envs 3 --n-steps 3 --batch-size 4": "(a rollout of 9 steps) leaves a minibatch of one step",
 }
 
 

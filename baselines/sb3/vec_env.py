@@ -70,8 +70,16 @@ class CountdownSB3VecEnv(VecEnv):
 
     # ---- VecEnv API ---------------------------------------------------------------------------
     def reset(self) -> np.ndarray:
-        obs, _ = self.venv.reset(seed=self._seeds[0])
-        self._seeds = [None] * self.num_envs
+        """Reset every game: with ``seed()``'s first seed and ``set_options()``'s ``{"problem": p}`` for every env, if set."""
+        options = None
+        if any(self._options):
+            if any(set(o) != {"problem"} for o in self._options):
+                raise ValueError(f"CountdownSB3VecEnv's reset options are {{'problem': p}} for every env or for none, "
+                                 f"got {self._options!r:.200}")
+            options = {"problems": [o["problem"] for o in self._options]}
+        obs, _ = self.venv.reset(seed=self._seeds[0], options=options)
+        self._reset_seeds()
+        self._reset_options()
         self._returns[:] = 0.0
         self._lengths[:] = 0
         if self.potential:
@@ -79,7 +87,7 @@ class CountdownSB3VecEnv(VecEnv):
         return self.features(obs)
 
     def step_async(self, actions: np.ndarray) -> None:
-        self._actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
+        self._actions = np.asarray(actions).reshape(self.num_envs)  # its dtype checked by the vector env
 
     def _dense(self, transitions: np.ndarray, terminated: np.ndarray, done: np.ndarray) -> np.ndarray:
         records = [t[0] for t in transitions]
