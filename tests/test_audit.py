@@ -38,6 +38,9 @@ def hang_on_power(completion, numbers, target):
 def raises(completion, numbers, target):
     raise ZeroDivisionError("boom")
 
+def exits(completion, numbers, target):
+    raise SystemExit(3)
+
 def allocates(completion, numbers, target):
     return float(len(bytearray(3 * 2**30)))
 
@@ -99,6 +102,8 @@ def test_raising_and_memory_hungry_rewards_are_findings(rewards: Path) -> None:
     assert {o.status for o in out} == {"raised"} and "ZeroDivisionError: boom" in out[0].error
     out = run_audit(f"{rewards}:allocates", rows[:1], timeout=5, memory_mb=256)
     assert out[0].status == "raised" and "MemoryError" in out[0].error
+    out = run_audit(f"{rewards}:exits", rows, timeout=5)  # in the warm-up call too: rows raised, not a dead worker
+    assert {o.status for o in out} == {"raised"} and "SystemExit: 3" in out[0].error
 
 
 def test_cli_exit_codes(rewards: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -192,7 +192,9 @@ def _serve(spec: str, conn: Any, memory_mb: int) -> None:
     except BaseException as e:  # the module itself failed to import
         conn.send(("failed", f"{type(e).__name__}: {e}"))
         return
-    with contextlib.suppress(Exception):  # a warm-up call, untimed: lazy imports and caches load here, not in row 1
+    # a warm-up call, untimed: lazy imports and caches load here, not in row 1; what it raises (SystemExit too) is
+    # found again by the rows, never a failed load
+    with contextlib.suppress(BaseException):
         fn(WARM_UP[0], list(WARM_UP[1]), WARM_UP[2])
     _limit_memory(memory_mb)
     conn.send(("ready", None))
