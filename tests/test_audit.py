@@ -41,6 +41,15 @@ def raises(completion, numbers, target):
 def exits(completion, numbers, target):
     raise SystemExit(3)
 
+def nan(completion, numbers, target):
+    return float("nan")
+
+def text(completion, numbers, target):
+    return "1.0"
+
+def infinite(completion, numbers, target):
+    return float("inf")
+
 def allocates(completion, numbers, target):
     return float(len(bytearray(3 * 2**30)))
 
@@ -102,6 +111,9 @@ def test_raising_and_memory_hungry_rewards_are_findings(rewards: Path) -> None:
     assert {o.status for o in out} == {"raised"} and "ZeroDivisionError: boom" in out[0].error
     out = run_audit(f"{rewards}:allocates", rows[:1], timeout=5, memory_mb=256)
     assert out[0].status == "raised" and "MemoryError" in out[0].error
+    for fn, shown in (("nan", "nan"), ("text", "'1.0'"), ("infinite", "inf")):  # no reward, never accepted
+        out = run_audit(f"{rewards}:{fn}", rows[:1], timeout=5)
+        assert out[0].status == "raised" and out[0].error == f"returned {shown}, not a finite number", out[0]
     out = run_audit(f"{rewards}:exits", rows, timeout=5)  # in the warm-up call too: rows raised, not a dead worker
     assert {o.status for o in out} == {"raised"} and "SystemExit: 3" in out[0].error
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import multiprocessing
 import os
 import signal
@@ -200,8 +201,10 @@ def _serve(spec: str, conn: Any, memory_mb: int) -> None:
     conn.send(("ready", None))
     while (item := conn.recv()) is not None:
         completion, numbers, target = item
-        try:
-            conn.send(("ok", float(fn(completion, list(numbers), target))))
+        try:  # a NaN, an infinity or text ("1.0") is no reward: the call counts as raised, never as accepted
+            reward = fn(completion, list(numbers), target)
+            value = math.nan if isinstance(reward, (str, bytes)) else float(reward)
+            conn.send(("ok", value) if math.isfinite(value) else ("raised", f"returned {reward!r:.100}, not a finite number"))
         except BaseException as e:  # noqa: BLE001 - a raising reward is a finding, not a crash of the audit
             conn.send(("raised", f"{type(e).__name__}: {e}"[:300]))
 
