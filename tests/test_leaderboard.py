@@ -680,6 +680,19 @@ def test_invalid_steps_of_a_trace_are_counted_by_the_text_env_replay():
     assert score_answer(p, "x" * (MAX_COMPLETION_CHARS + 1), replay).reason == "completion_too_long"
 
 
+def test_padding_wrong_answers_past_the_replay_limit_cannot_hide_their_invalid_steps(problems, tmp_path):
+    from countdown_gym import dfs_trace
+    from countdown_gym.leaderboard.score import MAX_REPLAY_LINES
+
+    bad = "<Solution>\n1 + 1 = 3\n</Solution>"  # one miscomputed move line: wrong either way
+    texts = [dfs_trace(problems[0])] + [bad] * (len(problems) - 1)  # one clean trace
+    s = score_file(write_submission(tmp_path / "a.jsonl", preset=PRESET, split=SPLIT, completions=texts, **META))
+    assert s.invalid_step_rate > 0.1
+    texts = texts[:1] + [bad + "\n" * MAX_REPLAY_LINES] * (len(problems) - 1)  # the bad ones too long to replay
+    s = score_file(write_submission(tmp_path / "b.jsonl", preset=PRESET, split=SPLIT, completions=texts, **META))
+    assert s.pass_at_1 == 1 / len(problems) and s.invalid_step_rate is None  # not measured ("-"), never 0.000
+
+
 def test_random_corruption_never_crashes_the_scorer(good, tmp_path_factory):
     """Byte-level edits of a valid file (LB_FUZZ_EXAMPLES=400 for a longer local run)."""
     from hypothesis import HealthCheck, given, settings
