@@ -253,7 +253,7 @@ def score_directory(directory: str | os.PathLike[str], progress: bool = False) -
 # ---- output -------------------------------------------------------------------------------------
 
 
-_MD_SPECIAL = re.compile(r"([\[\]()!*_#~:])")
+_MD_SPECIAL = re.compile(r"([\[\]()!*_#~:$])")
 _WWW = re.compile(r"(?i)(www)\.")
 _EMAIL_AT = re.compile(r"@(?=[A-Za-z0-9_.\\-]*\.)")
 """An ``@`` that a bare e-mail address could follow (a dot in what comes next)."""
@@ -261,8 +261,8 @@ _EMAIL_AT = re.compile(r"@(?=[A-Za-z0-9_.\\-]*\.)")
 
 def _md(text: Any, limit: int = 80, code: bool = False) -> str:
     """Untrusted text made safe for one Markdown table cell: one line, no invisible characters, no live links (an
-    empty HTML comment after ``@`` splits an e-mail address, which GitHub links even escaped), images, emphasis or
-    HTML. ``code=True``: text inside a code span (only ``|`` and backticks need care)."""
+    empty HTML comment after ``@`` splits an e-mail address, which GitHub links even escaped), images, emphasis,
+    ``$`` math (GitHub's LaTeX) or HTML. ``code=True``: text inside a code span (only ``|`` and backticks need care)."""
     s = plain_text(text, limit)
     if code:
         return s.replace("|", "\\|").replace("`", "'")
