@@ -215,6 +215,12 @@ def test_swapped_problem_is_rejected(good, tmp_path):
     reason = rejected(tamper(good, tmp_path / "swap.jsonl", edit), "line 6", "frozen split")
     assert "tinyzero/validation/4" in reason
 
+    def huge(objs):  # 32 numbers of 4,000 digits: the reason stays one short line
+        objs[5]["numbers"], objs[5]["target"] = [10**4000] * 32, 10**4000
+
+    reason = rejected(tamper(good, tmp_path / "huge.jsonl", huge), "line 6", "frozen split")
+    assert len(reason) < 1000, len(reason)
+
 
 def test_ids_swapped_between_lines_is_rejected(good, tmp_path):
     def edit(objs):

@@ -326,9 +326,10 @@ def read_submission(path: str | os.PathLike[str]) -> Submission:
         if pid in found:
             raise SubmissionError(p, f"line {number}: problem {pid} appears twice (first on line {found[pid].line})")
         if tuple(obj["numbers"]) != expected.numbers or obj["target"] != expected.target:
+            given = _short(f"numbers {obj['numbers']} target {obj['target']}", 120)  # 32 numbers of 4,000 digits
             raise SubmissionError(
                 p,
-                f"line {number}: problem {pid} is numbers {obj['numbers']} target {obj['target']} in the file, "
+                f"line {number}: problem {pid} is {given} in the file, "
                 f"but numbers {list(expected.numbers)} target {expected.target} in the frozen split",
             )
         found[pid] = _problem_answers(p, number, obj, expected, header)
