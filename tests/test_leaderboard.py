@@ -308,6 +308,8 @@ def test_schema_violations_are_rejected_with_the_field(good, tmp_path):
     rejected(tamper(good, tmp_path / "h2.jsonl", lambda o: o[0].update(evil=1)), "header", "evil")
     rejected(tamper(good, tmp_path / "h3.jsonl", lambda o: o[0].update(preset="nope")), "unknown preset")
     rejected(tamper(good, tmp_path / "h4.jsonl", lambda o: o[0].update(format_version=9)), "format_version")
+    assert len(rejected(tamper(good, tmp_path / "h4b.jsonl", lambda o: o[0].update(format_version="9" * 10**6)),
+                        "format_version")) < 1000  # the value cut, not a megabyte reason
     rejected(tamper(good, tmp_path / "h5.jsonl", lambda o: o[0].update(claimed={"pass@1": 10**400})), "header", "claimed")
     rejected(tamper(good, tmp_path / "p1.jsonl", lambda o: o[3].update(completions="x")), "line 4", "schema")
     rejected(tamper(good, tmp_path / "p2.jsonl", lambda o: o[3].update(target=float(o[3]["target"]))), "line 4", "integers")

@@ -232,7 +232,8 @@ def _check_header(path: Path, header: Any) -> dict[str, Any]:
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise SubmissionError(path, f'line 1 must be the header object with "format": "{FORMAT}"')
     if header.get("format_version") != FORMAT_VERSION:
-        raise SubmissionError(path, f"format_version {header.get('format_version')!r} is not supported (expected {FORMAT_VERSION})")
+        raise SubmissionError(path, f"format_version {_short(repr(header.get('format_version')), 40)} is not supported "
+                                    f"(expected {FORMAT_VERSION})")
     problem = _schema_error(header_validator, header)
     if problem:
         raise SubmissionError(path, f"header: {problem}")
