@@ -190,6 +190,9 @@ def test_a_malformed_corpus_is_refused_by_line(tmp_path: Path) -> None:
                    '"verdict": "maybe", "reason": "ok"}\n')
     with pytest.raises(AuditError, match="c.jsonl:1"):
         load_exploits(bad)
+    bad.write_text(bad.read_text().replace('"maybe"', '"reject"').replace('"ok"', '["ok"]'))  # a list: unhashable
+    with pytest.raises(AuditError, match="c.jsonl:1: .*reason a verifier code"):
+        load_exploits(bad)
 
 
 def test_tinyzero_restatement() -> None:

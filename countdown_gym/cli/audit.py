@@ -132,7 +132,8 @@ def load_exploits(path: str | Path | None = None) -> list[Exploit]:
             raise AuditError(f"{path}:{i}: not a corpus row ({type(e).__name__}: {str(e)[:200]})") from None
         except RecursionError:
             raise AuditError(f"{path}:{i}: not a corpus row (JSON nested too deeply)") from None
-        if not isinstance(ex.completion, str) or ex.verdict not in ("accept", "reject") or ex.reason not in REASONS:
+        if not isinstance(ex.completion, str) or ex.verdict not in ("accept", "reject") \
+                or not isinstance(ex.reason, str) or ex.reason not in REASONS:  # a list would raise in the dict
             raise AuditError(f"{path}:{i}: completion must be a string, verdict accept|reject, reason a verifier code")
         if ex.id in seen:
             raise AuditError(f"{path}:{i}: duplicate id {ex.id!r}")
