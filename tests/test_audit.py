@@ -38,6 +38,18 @@ def hang_on_power(completion, numbers, target):
 def raises(completion, numbers, target):
     raise ZeroDivisionError("boom")
 
+def exits(completion, numbers, target):
+    raise SystemExit(3)
+
+def nan(completion, numbers, target):
+    return float("nan")
+
+def text(completion, numbers, target):
+    return "1.0"
+
+def infinite(completion, numbers, target):
+    return float("inf")
+
 def allocates(completion, numbers, target):
     return float(len(bytearray(3 * 2**30)))
 
@@ -99,6 +111,11 @@ def test_raising_and_memory_hungry_rewards_are_findings(rewards: Path) -> None:
     assert {o.status for o in out} == {"raised"} and "ZeroDivisionError: boom" in out[0].error
     out = run_audit(f"{rewards}:allocates", rows[:1], timeout=5, memory_mb=256)
     assert out[0].status == "raised" and "MemoryError" in out[0].error
+    for fn, shown in (("nan", "nan"), ("text", "'1.0'"), ("infinite", "inf")):  # no reward, never accepted
+        out = run_audit(f"{rewards}:{fn}", rows[:1], timeout=5)
+        assert out[0].status == "raised" and out[0].error == f"returned {shown}, not a finite number", out[0]
+    out = run_audit(f"{rewards}:exits", rows, timeout=5)  # in the warm-up call too: rows raised, not a dead worker
+    assert {o.status for o in out} == {"raised"} and "SystemExit: 3" in out[0].error
 
 
 def test_cli_exit_codes(rewards: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -172,6 +189,9 @@ def test_a_malformed_corpus_is_refused_by_line(tmp_path: Path) -> None:
     bad.write_text('{"id": "a", "category": "x", "numbers": [1, 2], "target": 3, "completion": "1+2", '
                    '"verdict": "maybe", "reason": "ok"}\n')
     with pytest.raises(AuditError, match="c.jsonl:1"):
+        load_exploits(bad)
+    bad.write_text(bad.read_text().replace('"maybe"', '"reject"').replace('"ok"', '["ok"]'))  # a list: unhashable
+    with pytest.raises(AuditError, match="c.jsonl:1: .*reason a verifier code"):
         load_exploits(bad)
 
 

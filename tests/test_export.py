@@ -118,7 +118,11 @@ def test_unwritable_out_is_a_clear_error(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("")
     assert main(["--format", "jsonl", "--preset", "tinyzero", "--split", "test", "--out", str(blocker)]) == 1
-    assert "cannot write there" in capsys.readouterr().err
+    assert f"cannot write {blocker / 'tinyzero'} (Not a directory)" in capsys.readouterr().err
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "tinyzero").write_text("")  # a file where the preset's folder goes: named, not just --out
+    assert main(["--format", "jsonl", "--preset", "tinyzero", "--split", "test", "--out", str(tmp_path / "out")]) == 1
+    assert f"cannot write {tmp_path / 'out' / 'tinyzero'} (File exists)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "verl"])

@@ -215,6 +215,12 @@ def test_swapped_problem_is_rejected(good, tmp_path):
     reason = rejected(tamper(good, tmp_path / "swap.jsonl", edit), "line 6", "frozen split")
     assert "tinyzero/validation/4" in reason
 
+    def huge(objs):  # 32 numbers of 4,000 digits: the reason stays one short line
+        objs[5]["numbers"], objs[5]["target"] = [10**4000] * 32, 10**4000
+
+    reason = rejected(tamper(good, tmp_path / "huge.jsonl", huge), "line 6", "frozen split")
+    assert len(reason) < 1000, len(reason)
+
 
 def test_ids_swapped_between_lines_is_rejected(good, tmp_path):
     def edit(objs):
@@ -302,6 +308,8 @@ def test_schema_violations_are_rejected_with_the_field(good, tmp_path):
     rejected(tamper(good, tmp_path / "h2.jsonl", lambda o: o[0].update(evil=1)), "header", "evil")
     rejected(tamper(good, tmp_path / "h3.jsonl", lambda o: o[0].update(preset="nope")), "unknown preset")
     rejected(tamper(good, tmp_path / "h4.jsonl", lambda o: o[0].update(format_version=9)), "format_version")
+    assert len(rejected(tamper(good, tmp_path / "h4b.jsonl", lambda o: o[0].update(format_version="9" * 10**6)),
+                        "format_version")) < 1000  # the value cut, not a megabyte reason
     rejected(tamper(good, tmp_path / "h5.jsonl", lambda o: o[0].update(claimed={"pass@1": 10**400})), "header", "claimed")
     rejected(tamper(good, tmp_path / "p1.jsonl", lambda o: o[3].update(completions="x")), "line 4", "schema")
     rejected(tamper(good, tmp_path / "p2.jsonl", lambda o: o[3].update(target=float(o[3]["target"]))), "line 4", "integers")
@@ -678,6 +686,19 @@ def test_invalid_steps_of_a_trace_are_counted_by_the_text_env_replay():
     wrong = score_answer(p, bad, replay)
     assert wrong.invalid_moves >= 1
     assert score_answer(p, "x" * (MAX_COMPLETION_CHARS + 1), replay).reason == "completion_too_long"
+
+
+def test_padding_wrong_answers_past_the_replay_limit_cannot_hide_their_invalid_steps(problems, tmp_path):
+    from countdown_gym import dfs_trace
+    from countdown_gym.leaderboard.score import MAX_REPLAY_LINES
+
+    bad = "<Solution>\n1 + 1 = 3\n</Solution>"  # one miscomputed move line: wrong either way
+    texts = [dfs_trace(problems[0])] + [bad] * (len(problems) - 1)  # one clean trace
+    s = score_file(write_submission(tmp_path / "a.jsonl", preset=PRESET, split=SPLIT, completions=texts, **META))
+    assert s.invalid_step_rate > 0.1
+    texts = texts[:1] + [bad + "\n" * MAX_REPLAY_LINES] * (len(problems) - 1)  # the bad ones too long to replay
+    s = score_file(write_submission(tmp_path / "b.jsonl", preset=PRESET, split=SPLIT, completions=texts, **META))
+    assert s.pass_at_1 == 1 / len(problems) and s.invalid_step_rate is None  # not measured ("-"), never 0.000
 
 
 def test_random_corruption_never_crashes_the_scorer(good, tmp_path_factory):

@@ -141,6 +141,8 @@ def test_no_untrusted_text_becomes_a_live_link_or_reverses_the_table(board):
         "rlo.longproc-0.5k.test.jsonl": dict(agent="gpt\u202e4-lmth.exe", notes="x"),
         "entity.longproc-0.5k.test.jsonl": dict(agent="gpt&rlm;4&ZeroWidthSpace;", method="&#x202e;&#x68;ttps://evil.example"),
         "xmpp.longproc-0.5k.test.jsonl": dict(agent="xmpp:eve@evil.example", reward_variant="none"),
+        # GitHub renders $...$ as LaTeX (its Markdown escapes first: \\rule becomes \rule, a box over the page)
+        "math.longproc-0.5k.test.jsonl": dict(agent="$\\rule{99em}{99em}$", method="$$\\Huge{WINNER}$$"),
     }
     for name, change in hostile.items():
         put(board, name, **change)
@@ -153,6 +155,7 @@ def test_no_untrusted_text_becomes_a_live_link_or_reverses_the_table(board):
     assert not any(c in text for c in "\u202e\u200f\u200b" for text in (md, html))  # also none from an entity
     assert "https://evil.example/login" in html.replace("\\", "")  # the text is still shown, inert
     assert "eve@<!-- -->evil.example" in md
+    assert re.search(r"(?<!\\)\$", md) is None and "\\$\\\\rule" in md  # every $ escaped: no math
     rows = [line for line in md.splitlines() if line.startswith("| ") and "---" not in line and "rank" not in line]
     assert len(rows) == len(hostile)
     assert html.count("<tr>") == len(hostile) + 1 and html.count("<td") == 15 * len(hostile)

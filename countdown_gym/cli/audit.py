@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import multiprocessing
 import os
 import signal
@@ -131,7 +132,8 @@ def load_exploits(path: str | Path | None = None) -> list[Exploit]:
             raise AuditError(f"{path}:{i}: not a corpus row ({type(e).__name__}: {str(e)[:200]})") from None
         except RecursionError:
             raise AuditError(f"{path}:{i}: not a corpus row (JSON nested too deeply)") from None
-        if not isinstance(ex.completion, str) or ex.verdict not in ("accept", "reject") or ex.reason not in REASONS:
+        if not isinstance(ex.completion, str) or ex.verdict not in ("accept", "reject") \
+                or not isinstance(ex.reason, str) or ex.reason not in REASONS:  # a list would raise in the dict
             raise AuditError(f"{path}:{i}: completion must be a string, verdict accept|reject, reason a verifier code")
         if ex.id in seen:
             raise AuditError(f"{path}:{i}: duplicate id {ex.id!r}")
@@ -192,14 +194,18 @@ def _serve(spec: str, conn: Any, memory_mb: int) -> None:
     except BaseException as e:  # the module itself failed to import
         conn.send(("failed", f"{type(e).__name__}: {e}"))
         return
-    with contextlib.suppress(Exception):  # a warm-up call, untimed: lazy imports and caches load here, not in row 1
+    # a warm-up call, untimed: lazy imports and caches load here, not in row 1; what it raises (SystemExit too) is
+    # found again by the rows, never a failed load
+    with contextlib.suppress(BaseException):
         fn(WARM_UP[0], list(WARM_UP[1]), WARM_UP[2])
     _limit_memory(memory_mb)
     conn.send(("ready", None))
     while (item := conn.recv()) is not None:
         completion, numbers, target = item
-        try:
-            conn.send(("ok", float(fn(completion, list(numbers), target))))
+        try:  # a NaN, an infinity or text ("1.0") is no reward: the call counts as raised, never as accepted
+            reward = fn(completion, list(numbers), target)
+            value = math.nan if isinstance(reward, (str, bytes)) else float(reward)
+            conn.send(("ok", value) if math.isfinite(value) else ("raised", f"returned {reward!r:.100}, not a finite number"))
         except BaseException as e:  # noqa: BLE001 - a raising reward is a finding, not a crash of the audit
             conn.send(("raised", f"{type(e).__name__}: {e}"[:300]))
 

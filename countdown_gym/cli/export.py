@@ -318,8 +318,9 @@ def _export(args: ExportOptions) -> int:
         paths = export(args.format, args.out, _choice(args.preset, sorted(SPLIT_SPEC), "preset"),
                        _choice(args.split, SPLITS, "split"), args.prompt_style, args.interaction, args.chat,
                        args.size, args.seed, progress=True)
-    except OSError as exc:
-        print(f"{PROG}: error: --out {args.out}: cannot write there ({exc.strerror or exc})", file=sys.stderr)
+    except OSError as exc:  # named: the file where a folder goes (or the folder where a file goes), else --out
+        where = exc.filename2 or exc.filename or "there"
+        print(f"{PROG}: error: --out {args.out}: cannot write {where} ({exc.strerror or exc})", file=sys.stderr)
         return 1
     except ImportError as exc:  # --interaction tool derives the tool schemas with transformers
         usage_error(str(exc), prog=PROG)

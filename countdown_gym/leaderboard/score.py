@@ -94,7 +94,8 @@ def _pass_at_k(n: int, c: int, k: int) -> Fraction:
 
 MAX_REPLAY_LINES = 2_000
 """Answers with more lines are verified but not replayed for the invalid-step count (replay costs ~6 us a
-line; a long LongProc 8k trace has well under 1,000), so a file of junk lines cannot make scoring slow."""
+line; a long LongProc 8k trace has well under 1,000), so a file of junk lines cannot make scoring slow; a
+submission with such a first answer has no invalid-step rate (padding its wrong answers would hide their steps)."""
 
 
 def score_answer(problem: Problem, text: str, replay: Callable[..., Any] | None = None) -> AnswerScore:
@@ -124,7 +125,7 @@ def score_submission(sub: Submission, progress: bool = False) -> Scores:
 
     k = sub.k
     first = per_sample = passk = Fraction(0)
-    total_len = total_answers = moves = invalid = 0
+    total_len = total_answers = moves = invalid = unreplayed = 0
     reasons: Counter[str] = Counter()
     claimed_right_scored_wrong = claimed_wrong_scored_right = 0
     for pa in tqdm(sub.answers, desc=sub.path.name, disable=not progress, leave=False):
@@ -141,6 +142,7 @@ def score_submission(sub: Submission, progress: bool = False) -> Scores:
         passk += _pass_at_k(n, c, k)
         total_answers += n
         total_len += sum(r.length for r in results)
+        unreplayed += results[0].moves is None
         for r in results:
             if not r.correct:
                 reasons[r.reason] += 1
@@ -155,7 +157,7 @@ def score_submission(sub: Submission, progress: bool = False) -> Scores:
     scores = Scores(
         path=sub.path, header=sub.header, num_problems=m, num_answers=total_answers, pass_at_1=float(first / m),
         pass_at_k=float(passk / m) if k > 1 else None, k=k, per_sample=float(per_sample / m),
-        invalid_step_rate=invalid / moves if moves else None, mean_length=total_len / total_answers,
+        invalid_step_rate=invalid / moves if moves and not unreplayed else None, mean_length=total_len / total_answers,
         failure_reasons=dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
     )  # fmt: skip
     scores.claim_notes = _claim_notes(scores, claimed_right_scored_wrong, claimed_wrong_scored_right)
@@ -251,7 +253,7 @@ def score_directory(directory: str | os.PathLike[str], progress: bool = False) -
 # ---- output -------------------------------------------------------------------------------------
 
 
-_MD_SPECIAL = re.compile(r"([\[\]()!*_#~:])")
+_MD_SPECIAL = re.compile(r"([\[\]()!*_#~:$])")
 _WWW = re.compile(r"(?i)(www)\.")
 _EMAIL_AT = re.compile(r"@(?=[A-Za-z0-9_.\\-]*\.)")
 """An ``@`` that a bare e-mail address could follow (a dot in what comes next)."""
@@ -259,8 +261,8 @@ _EMAIL_AT = re.compile(r"@(?=[A-Za-z0-9_.\\-]*\.)")
 
 def _md(text: Any, limit: int = 80, code: bool = False) -> str:
     """Untrusted text made safe for one Markdown table cell: one line, no invisible characters, no live links (an
-    empty HTML comment after ``@`` splits an e-mail address, which GitHub links even escaped), images, emphasis or
-    HTML. ``code=True``: text inside a code span (only ``|`` and backticks need care)."""
+    empty HTML comment after ``@`` splits an e-mail address, which GitHub links even escaped), images, emphasis,
+    ``$`` math (GitHub's LaTeX) or HTML. ``code=True``: text inside a code span (only ``|`` and backticks need care)."""
     s = plain_text(text, limit)
     if code:
         return s.replace("|", "\\|").replace("`", "'")

@@ -232,7 +232,8 @@ def _check_header(path: Path, header: Any) -> dict[str, Any]:
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise SubmissionError(path, f'line 1 must be the header object with "format": "{FORMAT}"')
     if header.get("format_version") != FORMAT_VERSION:
-        raise SubmissionError(path, f"format_version {header.get('format_version')!r} is not supported (expected {FORMAT_VERSION})")
+        raise SubmissionError(path, f"format_version {_short(repr(header.get('format_version')), 40)} is not supported "
+                                    f"(expected {FORMAT_VERSION})")
     problem = _schema_error(header_validator, header)
     if problem:
         raise SubmissionError(path, f"header: {problem}")
@@ -326,9 +327,10 @@ def read_submission(path: str | os.PathLike[str]) -> Submission:
         if pid in found:
             raise SubmissionError(p, f"line {number}: problem {pid} appears twice (first on line {found[pid].line})")
         if tuple(obj["numbers"]) != expected.numbers or obj["target"] != expected.target:
+            given = _short(f"numbers {obj['numbers']} target {obj['target']}", 120)  # 32 numbers of 4,000 digits
             raise SubmissionError(
                 p,
-                f"line {number}: problem {pid} is numbers {obj['numbers']} target {obj['target']} in the file, "
+                f"line {number}: problem {pid} is {given} in the file, "
                 f"but numbers {list(expected.numbers)} target {expected.target} in the frozen split",
             )
         found[pid] = _problem_answers(p, number, obj, expected, header)
