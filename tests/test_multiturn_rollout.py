@@ -99,6 +99,15 @@ def test_rollout_layout_env_tokens_and_replay() -> None:
     assert set(out) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "turn_index", "turn_replay"}
 
 
+@pytest.mark.parametrize(("name", "value"), [("batch_size", 2.5), ("batch_size", True), ("max_turn_tokens", 0),
+                                           ("max_turn_tokens", -1), ("max_turn_tokens", 4.0)])
+def test_play_episodes_refuses_sizes_that_are_not_positive_ints(name, value) -> None:
+    """batch_size=2.5 / True failed inside torch.zeros, max_turn_tokens=0 / -1 inside the engine's buffers."""
+    model, tok = _tiny()
+    with pytest.raises(ValueError, match=f"{name} must be a positive int"):
+        play_episodes(model, tok, load_split("longproc-0.5k", "validation")[:2], greedy=True, **{name: value})
+
+
 def test_rollouts_stop_at_a_dead_end_when_asked() -> None:
     """play_episodes(stop_at_dead_end=True): the shipped model's sampled episodes that lose the target end on the
     move that lost it (its reply ends "dead end", then EOS), and the replay says so; the same draws without the

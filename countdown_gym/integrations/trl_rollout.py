@@ -15,7 +15,7 @@ from typing import Any
 
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.turn_format import TURN_END, line, transcript, turn_prompt
-from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnReplay, turn_replay
+from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnReplay, check_budget, turn_replay
 from countdown_gym.inference.decoders import make_decoder
 from countdown_gym.inference.engine import PEEK_FROM, Engine, Episode, Sampler, TextCache, play_turn
 
@@ -83,8 +83,8 @@ def play_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, ma
     graphs of the direct decoder (default: on CUDA). ``stats`` receives the engine's counters. ``stop_at_dead_end``:
     stop after a move that loses the target (an int k: after k such turns in a row; ``TurnEpisode``).
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    batch_size = check_budget("batch_size", batch_size, allow_none=False)
+    max_turn_tokens = check_budget("max_turn_tokens", max_turn_tokens, allow_none=False)
     if decoder not in DECODERS:
         raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, got {decoder!r}")
     sampler = Sampler(greedy=greedy, temperature=temperature, top_p=top_p, top_k=top_k or 0)
