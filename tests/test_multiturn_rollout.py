@@ -108,6 +108,16 @@ def test_play_episodes_refuses_sizes_that_are_not_positive_ints(name, value) -> 
         play_episodes(model, tok, load_split("longproc-0.5k", "validation")[:2], greedy=True, **{name: value})
 
 
+@pytest.mark.parametrize(("max_length", "error"), [(0, "max_length must be a positive int"), (-5, "positive int"),
+                                                   (513, "passes the model's max_position_embeddings")])
+def test_play_episodes_refuses_a_length_limit_it_cannot_keep(max_length, error) -> None:
+    """max_length=0 silently meant the model's limit, -5 played no turn at all, and a limit past the model's
+    positions ran past them (a GPT-2's learned positions: an IndexError inside its embedding)."""
+    model, tok = _tiny()
+    with pytest.raises(ValueError, match=error):
+        play_episodes(model, tok, load_split("longproc-0.5k", "validation")[:2], greedy=True, max_length=max_length)
+
+
 def test_rollouts_stop_at_a_dead_end_when_asked() -> None:
     """play_episodes(stop_at_dead_end=True): the shipped model's sampled episodes that lose the target end on the
     move that lost it (its reply ends "dead end", then EOS), and the replay says so; the same draws without the

@@ -75,8 +75,8 @@ def play_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, ma
     :mod:`countdown_gym.inference.engine`).
 
     A turn ends at a newline (or after ``max_turn_tokens`` tokens); the model's EOS plays what it wrote, then ``give
-    up``. ``max_length`` (default: the model's position limit) bounds prompt plus completion (an episode about to
-    pass it is truncated). Sampling: ``temperature`` / ``top_p`` / ``top_k``, or ``greedy``. ``decoder``:
+    up``. ``max_length`` (default and at most: the model's position limit) bounds prompt plus completion (an episode
+    about to pass it is truncated). Sampling: ``temperature`` / ``top_p`` / ``top_k``, or ``greedy``. ``decoder``:
     ``direct`` (Llama / Qwen2 from their weights), ``hf`` (the model's forward) or ``auto``. ``look_every``: decode
     steps between reads of the finished turns (default: 1 on the CPU, ``max_turn_tokens`` on an accelerator);
     ``peek_from``: from this many steps after a look, look as soon as no row writes (0: never). ``graphs``: CUDA
@@ -91,7 +91,10 @@ def play_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, ma
     stop, newline_token = _stop_ids(tokenizer)
     eos = tokenizer.eos_token_id if isinstance(tokenizer.eos_token_id, int) else None
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos or 0)
-    limit = max_length or getattr(model.config, "max_position_embeddings", None) or 4096
+    positions = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    limit = check_budget("max_length", max_length) or positions or 4096
+    if positions and limit > positions:
+        raise ValueError(f"max_length={limit} passes the model's max_position_embeddings ({positions})")
     prompts = turn_prompts(problems, prompt_style, max_turns)
     episodes = [Episode(p, prompt, list(tokenizer(prompt)["input_ids"]), max_turns, stop_at_dead_end=stop_at_dead_end)
                 for p, prompt in zip(problems, prompts, strict=True)]
