@@ -118,6 +118,15 @@ def test_play_episodes_refuses_a_length_limit_it_cannot_keep(max_length, error) 
         play_episodes(model, tok, load_split("longproc-0.5k", "validation")[:2], greedy=True, max_length=max_length)
 
 
+@pytest.mark.parametrize("kwargs", [{"max_length": 40}, {"max_turn_tokens": 10**4}])
+def test_play_episodes_refuses_a_prompt_with_no_room_for_a_turn(kwargs) -> None:
+    """A prompt too long for max_length, or a turn budget past it, gave episodes of no turn (unsolved, no error:
+    every GRPO reward 0); max_turn_tokens=10**9 first allocated the engine's turn buffers that wide (killed)."""
+    model, tok = _tiny()
+    with pytest.raises(ValueError, match="no room for a turn of .* pass max_length"):
+        play_episodes(model, tok, load_split("longproc-0.5k", "validation")[:2], greedy=True, **kwargs)
+
+
 def test_rollouts_stop_at_a_dead_end_when_asked() -> None:
     """play_episodes(stop_at_dead_end=True): the shipped model's sampled episodes that lose the target end on the
     move that lost it (its reply ends "dead end", then EOS), and the replay says so; the same draws without the

@@ -17,7 +17,7 @@ from countdown_gym.game.problem import Problem
 from countdown_gym.game.turn_format import TURN_END, line, transcript, turn_prompt
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnReplay, check_budget, turn_replay
 from countdown_gym.inference.decoders import make_decoder
-from countdown_gym.inference.engine import PEEK_FROM, Engine, Episode, Sampler, TextCache, play_turn
+from countdown_gym.inference.engine import PEEK_FROM, REPLY_MARGIN, Engine, Episode, Sampler, TextCache, play_turn
 
 DEFAULT_MAX_TURN_TOKENS = 12
 """Token budget of one agent turn (``37-29`` is 3 tokens for the embedded model)."""
@@ -76,7 +76,7 @@ def play_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, ma
 
     A turn ends at a newline (or after ``max_turn_tokens`` tokens); the model's EOS plays what it wrote, then ``give
     up``. ``max_length`` (default and at most: the model's position limit) bounds prompt plus completion (an episode
-    about to pass it is truncated). Sampling: ``temperature`` / ``top_p`` / ``top_k``, or ``greedy``. ``decoder``:
+    about to pass it is truncated; a prompt with no room for one turn is a ``ValueError``). Sampling: ``temperature`` / ``top_p`` / ``top_k``, or ``greedy``. ``decoder``:
     ``direct`` (Llama / Qwen2 from their weights), ``hf`` (the model's forward) or ``auto``. ``look_every``: decode
     steps between reads of the finished turns (default: 1 on the CPU, ``max_turn_tokens`` on an accelerator);
     ``peek_from``: from this many steps after a look, look as soon as no row writes (0: never). ``graphs``: CUDA
@@ -98,6 +98,10 @@ def play_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, ma
     prompts = turn_prompts(problems, prompt_style, max_turns)
     episodes = [Episode(p, prompt, list(tokenizer(prompt)["input_ids"]), max_turns, stop_at_dead_end=stop_at_dead_end)
                 for p, prompt in zip(problems, prompts, strict=True)]
+    for e in episodes:
+        if not e.room_for_a_turn(max_turn_tokens, limit):
+            raise ValueError(f"no room for a turn of {e.problem}: its prompt of {len(e.prompt_ids)} tokens, a turn of "
+                             f"max_turn_tokens={max_turn_tokens} and {REPLY_MARGIN} reply tokens pass max_length={limit}")
     texts = TextCache(tokenizer)
     was_training = model.training
     model.eval()
