@@ -161,6 +161,29 @@ def test_sampled_first_moves_follow_the_models_distribution(turn_model) -> None:
     assert chi2_dist.sf(chi2, dof) > 1e-3, (chi2, dof)
 
 
+@pytest.mark.parametrize(("decoder", "knobs"), [("direct", {"greedy": True}), ("direct", {"top_k": 5, "top_p": 0.9}),
+                                                ("hf", {"greedy": True}), ("hf", {}), ("generate", {"greedy": True})])
+def test_nan_logits_are_an_error_not_episodes(turn_model, decoder, knobs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model computing NaN: greedy episodes of garbage turns with NaN log-probabilities came back as results, and
+    sampling indexed one past the vocabulary (an IndexError here, a device-side assert on CUDA)."""
+    import copy
+
+    from countdown_gym.integrations import trl_rollout
+
+    model, tok = turn_model
+    broken = copy.deepcopy(model)
+    with torch.no_grad():
+        broken.model.norm.weight[0] = float("nan")
+    if decoder == "generate":
+        monkeypatch.setattr(trl_rollout, "make_decoder", lambda *a, **k: None)
+    problems = load_split("longproc-0.5k", "test")[:3]
+    with pytest.raises(ValueError, match="logits are NaN or infinite"):
+        play_episodes(broken, tok, problems, decoder="auto" if decoder == "generate" else decoder, **knobs)
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="logits are NaN or infinite"):  # dividing by it overflows the logits
+        play_episodes(model, tok, problems, temperature=1e-45)
+
+
 @pytest.mark.parametrize("knobs", [{"temperature": float("inf")}, {"top_k": 2.5}, {"top_k": True}])
 def test_sampler_refuses_knobs_that_sample_wrongly(knobs) -> None:
     """temperature=inf made masked (-inf) logits NaN, top_k=True sampled top-1, top_k=2.5 failed inside topk."""
