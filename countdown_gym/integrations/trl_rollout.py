@@ -139,9 +139,11 @@ def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: 
                         stop: list[int], newline_token: bool, pad: int, eos: int | None, max_turn_tokens: int,
                         limit: int, batch_size: int) -> None:
     """Turn by turn with ``generate()``, re-reading each conversation: for tokenizers with no newline token of its
-    own (a turn then ends at the ``stop_strings`` newline) and models whose forward takes no KV cache."""
+    own (a turn then ends at the ``stop_strings`` newline) and models whose forward takes no KV cache. It samples
+    as the engine does, whatever the model's generation config says."""
     import torch
     from torch.nn.utils.rnn import pad_sequence
+    from transformers import GenerationConfig
 
     gen_kwargs: dict[str, Any] = {"max_new_tokens": max_turn_tokens, "pad_token_id": pad, "eos_token_id": stop or None,
                                   "output_scores": True, "return_dict_in_generate": True}
@@ -152,31 +154,35 @@ def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: 
     else:
         gen_kwargs.update(do_sample=True, temperature=sampler.temperature, top_p=sampler.top_p, top_k=sampler.top_k)
     device = next(model.parameters()).device
-    for start in range(0, len(episodes), batch_size):
-        chunk = episodes[start : start + batch_size]
-        while True:
-            for e in chunk:  # room for one more turn and its reply, or the episode is cut here
-                if not e.game.done and not e.room_for_a_turn(max_turn_tokens, limit):
-                    e.game.done = True
-            active = [e for e in chunk if not e.game.done]
-            if not active:
-                break
-            seqs = [torch.tensor(e.prompt_ids + e.completion) for e in active]
-            ids = pad_sequence(seqs, batch_first=True, padding_value=pad, padding_side="left")
-            mask = pad_sequence([torch.ones_like(s) for s in seqs], batch_first=True, padding_side="left")
-            width = ids.shape[1]
-            with torch.no_grad():
-                out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **gen_kwargs)
-            new = out.sequences[:, width:].tolist()
-            logps = torch.stack(out.scores, dim=1).float().log_softmax(-1) if out.scores else None
-            for i, e in enumerate(active):
-                toks = new[i]
-                end = next((k + 1 for k, t in enumerate(toks) if t in stop), None)
-                if end is None and not newline_token:  # a multi-character token holding the newline
-                    end = next((k + 1 for k in range(len(toks)) if TURN_END in tokenizer.decode(toks[: k + 1])), None)
-                toks = toks[:end] if end is not None else [t for t in toks if t != pad] or toks[:1]
-                lp = [float(logps[i, k, t]) for k, t in enumerate(toks)] if logps is not None else [0.0] * len(toks)
-                e.add(texts.ids_many([play_turn(e, texts, toks, lp, eos)])[0], model=False)
+    own, model.generation_config = model.generation_config, GenerationConfig()  # none of the model's own knobs
+    try:
+        for start in range(0, len(episodes), batch_size):
+            chunk = episodes[start : start + batch_size]
+            while True:
+                for e in chunk:  # room for one more turn and its reply, or the episode is cut here
+                    if not e.game.done and not e.room_for_a_turn(max_turn_tokens, limit):
+                        e.game.done = True
+                active = [e for e in chunk if not e.game.done]
+                if not active:
+                    break
+                seqs = [torch.tensor(e.prompt_ids + e.completion) for e in active]
+                ids = pad_sequence(seqs, batch_first=True, padding_value=pad, padding_side="left")
+                mask = pad_sequence([torch.ones_like(s) for s in seqs], batch_first=True, padding_side="left")
+                width = ids.shape[1]
+                with torch.no_grad():
+                    out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **gen_kwargs)
+                new = out.sequences[:, width:].tolist()
+                logps = torch.stack(out.scores, dim=1).float().log_softmax(-1) if out.scores else None
+                for i, e in enumerate(active):
+                    toks = new[i]
+                    end = next((k + 1 for k, t in enumerate(toks) if t in stop), None)
+                    if end is None and not newline_token:  # a multi-character token holding the newline
+                        end = next((k + 1 for k in range(len(toks)) if TURN_END in tokenizer.decode(toks[: k + 1])), None)
+                    toks = toks[:end] if end is not None else [t for t in toks if t != pad] or toks[:1]
+                    lp = [float(logps[i, k, t]) for k, t in enumerate(toks)] if logps is not None else [0.0] * len(toks)
+                    e.add(texts.ids_many([play_turn(e, texts, toks, lp, eos)])[0], model=False)
+    finally:
+        model.generation_config = own
 
 
 def conversation_ids(tokenizer: Any, conversation: Sequence[tuple[str, str]]) -> tuple[list[int], list[int]]:
