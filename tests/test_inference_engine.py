@@ -325,3 +325,21 @@ def test_generate_path_ignores_the_models_generation_config(monkeypatch: pytest.
         assert (a.turns, a.completion_ids) == (b.turns, b.completion_ids)
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-9)
     assert model.generation_config.repetition_penalty == 3.0  # the model's own config is left as it was
+
+
+def test_generate_path_keeps_a_turns_tokens_equal_to_the_pad_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tokenizer whose pad token is one the model writes (no pad token: pad falls back to EOS or id 0): the
+    generate() path dropped those tokens from a turn that ran to its budget, and shifted the log-probabilities
+    of the tokens after them onto the wrong positions."""
+    from countdown_gym.integrations import trl_rollout
+
+    model, tok = _qwen2()
+    problems = load_split("longproc-0.5k", "validation")[:6]
+    fast = play_episodes(model, tok, problems, greedy=True, max_turns=3, max_turn_tokens=8, batch_size=3)
+    assert fast[0].turn_index.count(0) == 8  # a first turn that ran to its budget
+    tok.pad_token = tok.convert_ids_to_tokens(fast[0].completion_ids[3])  # a token inside it
+    monkeypatch.setattr(trl_rollout, "make_decoder", lambda *a, **k: None)
+    slow = play_episodes(model, tok, problems, greedy=True, max_turns=3, max_turn_tokens=8, batch_size=3)
+    for a, b in zip(fast, slow, strict=True):
+        assert (a.turns, a.completion_ids) == (b.turns, b.completion_ids)
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-9)

@@ -178,7 +178,7 @@ def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: 
                     end = next((k + 1 for k, t in enumerate(toks) if t in stop), None)
                     if end is None and not newline_token:  # a multi-character token holding the newline
                         end = next((k + 1 for k in range(len(toks)) if TURN_END in tokenizer.decode(toks[: k + 1])), None)
-                    toks = toks[:end] if end is not None else [t for t in toks if t != pad] or toks[:1]
+                    toks = toks[:end]  # no end: the budget's tokens, none of them padding
                     lp = [float(logps[i, k, t]) for k, t in enumerate(toks)] if logps is not None else [0.0] * len(toks)
                     e.add(texts.ids_many([play_turn(e, texts, toks, lp, eos)])[0], model=False)
     finally:
