@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import types
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +175,19 @@ def test_rollout_func_refuses_unknown_and_chat_prompts() -> None:
         func([[{"role": "user", "content": "hi"}]], None)
     ds = rollout_dataset(problems)
     assert ds.column_names == ["prompt", "numbers", "target"] and ds[0]["numbers"] == list(problems[0].numbers)
+
+
+@pytest.mark.parametrize("knob", [{"min_p": 0.1}, {"repetition_penalty": 1.2}, {"generation_kwargs": {"top_k": 3}}])
+def test_rollout_func_refuses_sampling_knobs_it_would_ignore(knob) -> None:
+    """A GRPOConfig's min_p, repetition_penalty or generation_kwargs were silently left out of the rollouts' sampling
+    (TRL applies them to its own generation), so the run sampled otherwise than configured."""
+    from trl import GRPOConfig
+
+    problems = load_split("longproc-0.5k", "train")[:2]
+    args = GRPOConfig(output_dir="/tmp/unused", use_cpu=True, report_to=[], **knob)
+    trainer = types.SimpleNamespace(args=args, model=None, accelerator=None, processing_class=None)
+    with pytest.raises(ValueError, match=f"temperature, top_p and top_k only; the trainer's {next(iter(knob))}="):
+        make_rollout_func(problems)([turn_prompt(problems[0])], trainer)
 
 
 def test_rollout_func_refuses_problems_it_cannot_tell_apart_by_prompt() -> None:

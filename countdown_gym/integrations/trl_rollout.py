@@ -207,7 +207,8 @@ def make_rollout_func(problems: Sequence[Problem], *, max_turns: int = DEFAULT_M
                       batch_size: int = 256,
                       stop_at_dead_end: bool | int = False) -> Callable[[list[Any], Any], dict[str, list[Any]]]:
     """A ``rollout_func`` for ``trl.GRPOTrainer``: plays each prompt's problem as a multi-turn episode
-    (:func:`play_episodes`, sampling with the trainer's ``temperature``, ``top_p`` and ``top_k``).
+    (:func:`play_episodes`, sampling with the trainer's ``temperature``, ``top_p`` and ``top_k``; a ``min_p``,
+    ``repetition_penalty`` or ``generation_kwargs`` is a ``ValueError``).
 
     Each prompt must be ``turn_prompt(problem, prompt_style, max_turns)`` of one of ``problems``
     (:func:`rollout_dataset`). Returns TRL's ``prompt_ids``, ``completion_ids``, ``logprobs`` and ``env_mask``, plus
@@ -230,6 +231,10 @@ def make_rollout_func(problems: Sequence[Problem], *, max_turns: int = DEFAULT_M
                 raise KeyError(f"prompt {prompt!r:.80} is not the turn prompt of any problem given to make_rollout_func")
             chosen.append(by_prompt[prompt])
         args = trainer.args
+        knobs = [f"{k}={getattr(args, k)!r}" for k, off in UNSAMPLED_KNOBS.items() if getattr(args, k, off[0]) not in off]
+        if knobs:
+            raise ValueError(f"the multi-turn rollout samples with temperature, top_p and top_k only; the trainer's "
+                             f"{', '.join(knobs)} would be ignored")
         model = trainer.accelerator.unwrap_model(trainer.model)
         rollouts = play_episodes(
             model, trainer.processing_class, chosen, max_turns=max_turns, max_turn_tokens=max_turn_tokens,
@@ -239,6 +244,10 @@ def make_rollout_func(problems: Sequence[Problem], *, max_turns: int = DEFAULT_M
         return rollout_outputs(rollouts)
 
     return rollout_func
+
+
+UNSAMPLED_KNOBS = {"min_p": (None, 0.0), "repetition_penalty": (1.0,), "generation_kwargs": (None, {})}
+"""Sampling fields of TRL's ``GRPOConfig`` the rollout function cannot honour, and their values that change nothing."""
 
 
 def rollout_outputs(rollouts: Sequence[TurnRollout]) -> dict[str, list[Any]]:
