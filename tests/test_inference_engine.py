@@ -227,8 +227,8 @@ def test_draw_follows_each_rows_probabilities_and_never_draws_a_zero() -> None:
             assert chi2_dist.sf(chi2, int(live.sum()) - 1) > 1e-3, (row, chi2)
 
 
-def _tiny(config_cls, model_cls, **kw):
-    tok = build_tokenizer()
+def _tiny(config_cls, model_cls, tok=None, **kw):
+    tok = tok or build_tokenizer()
     torch.manual_seed(0)
     config = config_cls(vocab_size=len(tok), hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                         num_attention_heads=4, max_position_embeddings=512, pad_token_id=tok.pad_token_id,
@@ -239,10 +239,10 @@ def _tiny(config_cls, model_cls, **kw):
     return model, tok
 
 
-def _qwen2():
+def _qwen2(tok=None):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    return _tiny(Qwen2Config, Qwen2ForCausalLM, num_key_value_heads=2, tie_word_embeddings=False)
+    return _tiny(Qwen2Config, Qwen2ForCausalLM, tok, num_key_value_heads=2, tie_word_embeddings=False)
 
 
 def _llama_gqa():
@@ -343,3 +343,22 @@ def test_generate_path_keeps_a_turns_tokens_equal_to_the_pad_token(monkeypatch: 
     for a, b in zip(fast, slow, strict=True):
         assert (a.turns, a.completion_ids) == (b.turns, b.completion_ids)
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-9)
+
+
+def test_a_turn_ends_at_any_token_holding_a_newline() -> None:
+    """A vocabulary with a newline token and others holding one ("\\n\\n", ".\\n": Qwen's, Llama 3's): a turn ended
+    only at the bare newline, so the model wrote on past "\\n\\n" into the environment's line, tokens trained on."""
+    tok = build_tokenizer()
+    tok.add_tokens(["\n\n"])
+    nn = tok.convert_tokens_to_ids("\n\n")
+    model, tok = _qwen2(tok)
+    problem = load_split("longproc-0.5k", "validation")[:1]
+    first = play_episodes(model, tok, problem, greedy=True, max_turns=1, max_turn_tokens=8).pop().completion_ids
+    with torch.no_grad():  # the model now writes "\\n\\n" where it wrote the turn's second token
+        w = model.lm_head.weight
+        w[[nn, first[1]]] = w[[first[1], nn]]
+    for r in play_episodes(model, tok, problem * 2, greedy=True, max_turns=4, max_turn_tokens=8):
+        assert r.completion_ids[:2] == first[:1] + [nn] and r.turns[0] == tok.decode(first[:1])
+        for k in range(len(r.turns)):
+            ids = [t for t, i in zip(r.completion_ids, r.turn_index, strict=True) if i == k]
+            assert all("\n" not in tok.decode([t]) for t in ids[:-1])  # a newline only in a turn's last token

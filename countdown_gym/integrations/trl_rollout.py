@@ -56,12 +56,15 @@ def turn_prompts(problems: Sequence[Problem], style: str, max_turns: int) -> lis
 
 
 def _stop_ids(tokenizer: Any) -> tuple[list[int], bool]:
-    """Token ids that end a turn, and whether a newline is one token of its own (else ``stop_strings`` is used)."""
+    """Token ids that end a turn, and whether a newline is one token of its own (else ``stop_strings`` is used):
+    then every token holding one (``"\\n\\n"``, ``".\\n"``) ends a turn too."""
     eos = tokenizer.eos_token_id
     eos_ids = [] if eos is None else ([eos] if isinstance(eos, int) else list(eos))
     nl = tokenizer(TURN_END, add_special_tokens=False)["input_ids"]
     if len(nl) == 1 and tokenizer.decode(nl) == TURN_END:
-        return [nl[0], *eos_ids], True
+        backend = getattr(tokenizer, "backend_tokenizer", None)  # a fast tokenizer's: 7x batch_decode's speed
+        pieces = (backend.decode_batch if backend else tokenizer.batch_decode)([[i] for i in range(len(tokenizer))])
+        return [i for i, piece in enumerate(pieces) if TURN_END in piece] + eos_ids, True
     return eos_ids, False
 
 
