@@ -128,6 +128,17 @@ def test_play_episodes_refuses_a_prompt_with_no_room_for_a_turn(kwargs) -> None:
         play_episodes(model, tok, load_split("longproc-0.5k", "validation")[:2], greedy=True, **kwargs)
 
 
+@pytest.mark.parametrize("problems", [[((1, 2), 3)], "abc", (p for p in load_split("longproc-0.5k", "test")[:2])])
+def test_rollouts_refuse_problems_that_are_not_a_list_of_problems(problems) -> None:
+    """A (numbers, target) pair or a str raised AttributeError deep in text_format, and a generator of problems a
+    ValueError from zip() (the prompts had used it up)."""
+    model, tok = _tiny()
+    with pytest.raises(TypeError, match="problems must be a sequence of Problem"):
+        play_episodes(model, tok, problems, greedy=True)
+    with pytest.raises(TypeError, match="problems must be a sequence of Problem"):
+        make_rollout_func(problems)
+
+
 def test_rollouts_stop_at_a_dead_end_when_asked() -> None:
     """play_episodes(stop_at_dead_end=True): the shipped model's sampled episodes that lose the target end on the
     move that lost it (its reply ends "dead end", then EOS), and the replay says so; the same draws without the

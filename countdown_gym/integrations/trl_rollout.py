@@ -16,6 +16,7 @@ from typing import Any
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.turn_format import TURN_END, line, transcript, turn_prompt
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnReplay, check_budget, turn_replay
+from countdown_gym.game.verifier import describe_value
 from countdown_gym.inference.decoders import make_decoder
 from countdown_gym.inference.engine import PEEK_FROM, REPLY_MARGIN, Engine, Episode, Sampler, TextCache, play_turn
 
@@ -51,7 +52,10 @@ class TurnRollout:
 
 
 def turn_prompts(problems: Sequence[Problem], style: str, max_turns: int) -> list[str]:
-    """The first message of each problem's episode (the dataset's ``prompt`` column, the rollout function's keys)."""
+    """The first message of each problem's episode (the dataset's ``prompt`` column, the rollout function's keys);
+    ``TypeError`` unless ``problems`` is a sequence (a list, not a generator) of :class:`Problem`."""
+    if isinstance(problems, str) or not isinstance(problems, Sequence) or not all(isinstance(p, Problem) for p in problems):
+        raise TypeError(f"problems must be a sequence of Problem, got {describe_value(problems)}")
     return [turn_prompt(p, style, max_turns) for p in problems]
 
 
