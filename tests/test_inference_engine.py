@@ -161,6 +161,29 @@ def test_sampled_first_moves_follow_the_models_distribution(turn_model) -> None:
     assert chi2_dist.sf(chi2, dof) > 1e-3, (chi2, dof)
 
 
+@pytest.mark.parametrize(("decoder", "knobs"), [("direct", {"greedy": True}), ("direct", {"top_k": 5, "top_p": 0.9}),
+                                                ("hf", {"greedy": True}), ("hf", {}), ("generate", {"greedy": True})])
+def test_nan_logits_are_an_error_not_episodes(turn_model, decoder, knobs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model computing NaN: greedy episodes of garbage turns with NaN log-probabilities came back as results, and
+    sampling indexed one past the vocabulary (an IndexError here, a device-side assert on CUDA)."""
+    import copy
+
+    from countdown_gym.integrations import trl_rollout
+
+    model, tok = turn_model
+    broken = copy.deepcopy(model)
+    with torch.no_grad():
+        broken.model.norm.weight[0] = float("nan")
+    if decoder == "generate":
+        monkeypatch.setattr(trl_rollout, "make_decoder", lambda *a, **k: None)
+    problems = load_split("longproc-0.5k", "test")[:3]
+    with pytest.raises(ValueError, match="logits are NaN or infinite"):
+        play_episodes(broken, tok, problems, decoder="auto" if decoder == "generate" else decoder, **knobs)
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="logits are NaN or infinite"):  # dividing by it overflows the logits
+        play_episodes(model, tok, problems, temperature=1e-45)
+
+
 @pytest.mark.parametrize("knobs", [{"temperature": float("inf")}, {"top_k": 2.5}, {"top_k": True}])
 def test_sampler_refuses_knobs_that_sample_wrongly(knobs) -> None:
     """temperature=inf made masked (-inf) logits NaN, top_k=True sampled top-1, top_k=2.5 failed inside topk."""
@@ -204,8 +227,8 @@ def test_draw_follows_each_rows_probabilities_and_never_draws_a_zero() -> None:
             assert chi2_dist.sf(chi2, int(live.sum()) - 1) > 1e-3, (row, chi2)
 
 
-def _tiny(config_cls, model_cls, **kw):
-    tok = build_tokenizer()
+def _tiny(config_cls, model_cls, tok=None, **kw):
+    tok = tok or build_tokenizer()
     torch.manual_seed(0)
     config = config_cls(vocab_size=len(tok), hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                         num_attention_heads=4, max_position_embeddings=512, pad_token_id=tok.pad_token_id,
@@ -216,10 +239,10 @@ def _tiny(config_cls, model_cls, **kw):
     return model, tok
 
 
-def _qwen2():
+def _qwen2(tok=None):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    return _tiny(Qwen2Config, Qwen2ForCausalLM, num_key_value_heads=2, tie_word_embeddings=False)
+    return _tiny(Qwen2Config, Qwen2ForCausalLM, tok, num_key_value_heads=2, tie_word_embeddings=False)
 
 
 def _llama_gqa():
@@ -278,3 +301,64 @@ def test_gpt2_episodes_through_the_hugging_face_decoder_match_generate(monkeypat
     for a, b in zip(fast, slow, strict=True):
         assert (a.turns, a.completion_ids) == (b.turns, b.completion_ids)
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-9)
+
+
+def test_generate_path_ignores_the_models_generation_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generate() fallback took the knobs the call leaves unset from the model's generation config (here a
+    repetition penalty and a ban on repeated bigrams), so its episodes and log-probabilities were not the engine's."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from countdown_gym.integrations import trl_rollout
+
+    tok = build_tokenizer()
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=64, n_layer=2, n_head=4, n_positions=512,
+                                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)).double().eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(40)
+    model.generation_config.repetition_penalty, model.generation_config.no_repeat_ngram_size = 3.0, 2
+    problems = load_split("longproc-0.5k", "validation")[:6]
+    fast = play_episodes(model, tok, problems, greedy=True, max_turns=5, batch_size=3)
+    monkeypatch.setattr(trl_rollout, "make_decoder", lambda *a, **k: None)
+    slow = play_episodes(model, tok, problems, greedy=True, max_turns=5, batch_size=3)
+    for a, b in zip(fast, slow, strict=True):
+        assert (a.turns, a.completion_ids) == (b.turns, b.completion_ids)
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-9)
+    assert model.generation_config.repetition_penalty == 3.0  # the model's own config is left as it was
+
+
+def test_generate_path_keeps_a_turns_tokens_equal_to_the_pad_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tokenizer whose pad token is one the model writes (no pad token: pad falls back to EOS or id 0): the
+    generate() path dropped those tokens from a turn that ran to its budget, and shifted the log-probabilities
+    of the tokens after them onto the wrong positions."""
+    from countdown_gym.integrations import trl_rollout
+
+    model, tok = _qwen2()
+    problems = load_split("longproc-0.5k", "validation")[:6]
+    fast = play_episodes(model, tok, problems, greedy=True, max_turns=3, max_turn_tokens=8, batch_size=3)
+    assert fast[0].turn_index.count(0) == 8  # a first turn that ran to its budget
+    tok.pad_token = tok.convert_ids_to_tokens(fast[0].completion_ids[3])  # a token inside it
+    monkeypatch.setattr(trl_rollout, "make_decoder", lambda *a, **k: None)
+    slow = play_episodes(model, tok, problems, greedy=True, max_turns=3, max_turn_tokens=8, batch_size=3)
+    for a, b in zip(fast, slow, strict=True):
+        assert (a.turns, a.completion_ids) == (b.turns, b.completion_ids)
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-9)
+
+
+def test_a_turn_ends_at_any_token_holding_a_newline() -> None:
+    """A vocabulary with a newline token and others holding one ("\\n\\n", ".\\n": Qwen's, Llama 3's): a turn ended
+    only at the bare newline, so the model wrote on past "\\n\\n" into the environment's line, tokens trained on."""
+    tok = build_tokenizer()
+    tok.add_tokens(["\n\n"])
+    nn = tok.convert_tokens_to_ids("\n\n")
+    model, tok = _qwen2(tok)
+    problem = load_split("longproc-0.5k", "validation")[:1]
+    first = play_episodes(model, tok, problem, greedy=True, max_turns=1, max_turn_tokens=8).pop().completion_ids
+    with torch.no_grad():  # the model now writes "\\n\\n" where it wrote the turn's second token
+        w = model.lm_head.weight
+        w[[nn, first[1]]] = w[[first[1], nn]]
+    for r in play_episodes(model, tok, problem * 2, greedy=True, max_turns=4, max_turn_tokens=8):
+        assert r.completion_ids[:2] == first[:1] + [nn] and r.turns[0] == tok.decode(first[:1])
+        for k in range(len(r.turns)):
+            ids = [t for t, i in zip(r.completion_ids, r.turn_index, strict=True) if i == k]
+            assert all("\n" not in tok.decode([t]) for t in ids[:-1])  # a newline only in a turn's last token

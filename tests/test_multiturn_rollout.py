@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import types
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,45 @@ def test_rollout_layout_env_tokens_and_replay() -> None:
     assert set(out) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "turn_index", "turn_replay"}
 
 
+@pytest.mark.parametrize(("name", "value"), [("batch_size", 2.5), ("batch_size", True), ("max_turn_tokens", 0),
+                                           ("max_turn_tokens", -1), ("max_turn_tokens", 4.0)])
+def test_play_episodes_refuses_sizes_that_are_not_positive_ints(name, value) -> None:
+    """batch_size=2.5 / True failed inside torch.zeros, max_turn_tokens=0 / -1 inside the engine's buffers."""
+    model, tok = _tiny()
+    with pytest.raises(ValueError, match=f"{name} must be a positive int"):
+        play_episodes(model, tok, load_split("longproc-0.5k", "validation")[:2], greedy=True, **{name: value})
+
+
+@pytest.mark.parametrize(("max_length", "error"), [(0, "max_length must be a positive int"), (-5, "positive int"),
+                                                   (513, "passes the model's max_position_embeddings")])
+def test_play_episodes_refuses_a_length_limit_it_cannot_keep(max_length, error) -> None:
+    """max_length=0 silently meant the model's limit, -5 played no turn at all, and a limit past the model's
+    positions ran past them (a GPT-2's learned positions: an IndexError inside its embedding)."""
+    model, tok = _tiny()
+    with pytest.raises(ValueError, match=error):
+        play_episodes(model, tok, load_split("longproc-0.5k", "validation")[:2], greedy=True, max_length=max_length)
+
+
+@pytest.mark.parametrize("kwargs", [{"max_length": 40}, {"max_turn_tokens": 10**4}])
+def test_play_episodes_refuses_a_prompt_with_no_room_for_a_turn(kwargs) -> None:
+    """A prompt too long for max_length, or a turn budget past it, gave episodes of no turn (unsolved, no error:
+    every GRPO reward 0); max_turn_tokens=10**9 first allocated the engine's turn buffers that wide (killed)."""
+    model, tok = _tiny()
+    with pytest.raises(ValueError, match="no room for a turn of .* pass max_length"):
+        play_episodes(model, tok, load_split("longproc-0.5k", "validation")[:2], greedy=True, **kwargs)
+
+
+@pytest.mark.parametrize("problems", [[((1, 2), 3)], "abc", (p for p in load_split("longproc-0.5k", "test")[:2])])
+def test_rollouts_refuse_problems_that_are_not_a_list_of_problems(problems) -> None:
+    """A (numbers, target) pair or a str raised AttributeError deep in text_format, and a generator of problems a
+    ValueError from zip() (the prompts had used it up)."""
+    model, tok = _tiny()
+    with pytest.raises(TypeError, match="problems must be a sequence of Problem"):
+        play_episodes(model, tok, problems, greedy=True)
+    with pytest.raises(TypeError, match="problems must be a sequence of Problem"):
+        make_rollout_func(problems)
+
+
 def test_rollouts_stop_at_a_dead_end_when_asked() -> None:
     """play_episodes(stop_at_dead_end=True): the shipped model's sampled episodes that lose the target end on the
     move that lost it (its reply ends "dead end", then EOS), and the replay says so; the same draws without the
@@ -146,6 +186,19 @@ def test_rollout_func_refuses_unknown_and_chat_prompts() -> None:
         func([[{"role": "user", "content": "hi"}]], None)
     ds = rollout_dataset(problems)
     assert ds.column_names == ["prompt", "numbers", "target"] and ds[0]["numbers"] == list(problems[0].numbers)
+
+
+@pytest.mark.parametrize("knob", [{"min_p": 0.1}, {"repetition_penalty": 1.2}, {"generation_kwargs": {"top_k": 3}}])
+def test_rollout_func_refuses_sampling_knobs_it_would_ignore(knob) -> None:
+    """A GRPOConfig's min_p, repetition_penalty or generation_kwargs were silently left out of the rollouts' sampling
+    (TRL applies them to its own generation), so the run sampled otherwise than configured."""
+    from trl import GRPOConfig
+
+    problems = load_split("longproc-0.5k", "train")[:2]
+    args = GRPOConfig(output_dir="/tmp/unused", use_cpu=True, report_to=[], **knob)
+    trainer = types.SimpleNamespace(args=args, model=None, accelerator=None, processing_class=None)
+    with pytest.raises(ValueError, match=f"temperature, top_p and top_k only; the trainer's {next(iter(knob))}="):
+        make_rollout_func(problems)([turn_prompt(problems[0])], trainer)
 
 
 def test_rollout_func_refuses_problems_it_cannot_tell_apart_by_prompt() -> None:

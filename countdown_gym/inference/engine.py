@@ -85,7 +85,7 @@ def draw(probs: torch.Tensor) -> torch.Tensor:
     u = torch.rand((probs.shape[0], 1), dtype=torch.float64, device=probs.device) * total
     # a draw rounded up to the row's total finds no index: it takes the row's last index of positive probability,
     # the first where the cumulative sum reaches the total
-    last = torch.searchsorted(cdf, total)
+    last = torch.searchsorted(cdf, total).clamp_(max=probs.shape[-1] - 1)  # a NaN row: an index, not past the end
     return torch.minimum(torch.searchsorted(cdf, u, right=True), last)[:, 0]
 
 
@@ -150,6 +150,10 @@ class TextCache:
 
 def play_turn(e: Episode, texts: TextCache, toks: list[int], lps: list[float], eos: int | None) -> str:
     """Record the model's turn ``toks`` and play it; the environment's reply text (not yet recorded)."""
+    bad = [lp for lp in lps if not lp > -math.inf]  # NaN too; a drawn or greedy token is never impossible
+    if bad:
+        raise ValueError(f"a token of the model's turn in {e.problem} has log-probability {bad[0]}: its logits are NaN "
+                         "or infinite (or a temperature so small that dividing by it overflows them)")
     text = texts.text(toks)
     ended_by_eos = eos is not None and bool(toks) and toks[-1] == eos
     e.add(toks, model=True, logprobs=lps)

@@ -15,9 +15,10 @@ from typing import Any
 
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.turn_format import TURN_END, line, transcript, turn_prompt
-from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnReplay, turn_replay
+from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnReplay, check_budget, turn_replay
+from countdown_gym.game.verifier import describe_value
 from countdown_gym.inference.decoders import make_decoder
-from countdown_gym.inference.engine import PEEK_FROM, Engine, Episode, Sampler, TextCache, play_turn
+from countdown_gym.inference.engine import PEEK_FROM, REPLY_MARGIN, Engine, Episode, Sampler, TextCache, play_turn
 
 DEFAULT_MAX_TURN_TOKENS = 12
 """Token budget of one agent turn (``37-29`` is 3 tokens for the embedded model)."""
@@ -51,17 +52,23 @@ class TurnRollout:
 
 
 def turn_prompts(problems: Sequence[Problem], style: str, max_turns: int) -> list[str]:
-    """The first message of each problem's episode (the dataset's ``prompt`` column, the rollout function's keys)."""
+    """The first message of each problem's episode (the dataset's ``prompt`` column, the rollout function's keys);
+    ``TypeError`` unless ``problems`` is a sequence (a list, not a generator) of :class:`Problem`."""
+    if isinstance(problems, str) or not isinstance(problems, Sequence) or not all(isinstance(p, Problem) for p in problems):
+        raise TypeError(f"problems must be a sequence of Problem, got {describe_value(problems)}")
     return [turn_prompt(p, style, max_turns) for p in problems]
 
 
 def _stop_ids(tokenizer: Any) -> tuple[list[int], bool]:
-    """Token ids that end a turn, and whether a newline is one token of its own (else ``stop_strings`` is used)."""
+    """Token ids that end a turn, and whether a newline is one token of its own (else ``stop_strings`` is used):
+    then every token holding one (``"\\n\\n"``, ``".\\n"``) ends a turn too."""
     eos = tokenizer.eos_token_id
     eos_ids = [] if eos is None else ([eos] if isinstance(eos, int) else list(eos))
     nl = tokenizer(TURN_END, add_special_tokens=False)["input_ids"]
     if len(nl) == 1 and tokenizer.decode(nl) == TURN_END:
-        return [nl[0], *eos_ids], True
+        backend = getattr(tokenizer, "backend_tokenizer", None)  # a fast tokenizer's: 7x batch_decode's speed
+        pieces = (backend.decode_batch if backend else tokenizer.batch_decode)([[i] for i in range(len(tokenizer))])
+        return [i for i, piece in enumerate(pieces) if TURN_END in piece] + eos_ids, True
     return eos_ids, False
 
 
@@ -75,26 +82,33 @@ def play_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, ma
     :mod:`countdown_gym.inference.engine`).
 
     A turn ends at a newline (or after ``max_turn_tokens`` tokens); the model's EOS plays what it wrote, then ``give
-    up``. ``max_length`` (default: the model's position limit) bounds prompt plus completion (an episode about to
-    pass it is truncated). Sampling: ``temperature`` / ``top_p`` / ``top_k``, or ``greedy``. ``decoder``:
+    up``. ``max_length`` (default and at most: the model's position limit) bounds prompt plus completion (an episode
+    about to pass it is truncated; a prompt with no room for one turn is a ``ValueError``). Sampling: ``temperature`` / ``top_p`` / ``top_k``, or ``greedy``. ``decoder``:
     ``direct`` (Llama / Qwen2 from their weights), ``hf`` (the model's forward) or ``auto``. ``look_every``: decode
     steps between reads of the finished turns (default: 1 on the CPU, ``max_turn_tokens`` on an accelerator);
     ``peek_from``: from this many steps after a look, look as soon as no row writes (0: never). ``graphs``: CUDA
     graphs of the direct decoder (default: on CUDA). ``stats`` receives the engine's counters. ``stop_at_dead_end``:
     stop after a move that loses the target (an int k: after k such turns in a row; ``TurnEpisode``).
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    batch_size = check_budget("batch_size", batch_size, allow_none=False)
+    max_turn_tokens = check_budget("max_turn_tokens", max_turn_tokens, allow_none=False)
     if decoder not in DECODERS:
         raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, got {decoder!r}")
     sampler = Sampler(greedy=greedy, temperature=temperature, top_p=top_p, top_k=top_k or 0)
     stop, newline_token = _stop_ids(tokenizer)
     eos = tokenizer.eos_token_id if isinstance(tokenizer.eos_token_id, int) else None
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos or 0)
-    limit = max_length or getattr(model.config, "max_position_embeddings", None) or 4096
+    positions = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    limit = check_budget("max_length", max_length) or positions or 4096
+    if positions and limit > positions:
+        raise ValueError(f"max_length={limit} passes the model's max_position_embeddings ({positions})")
     prompts = turn_prompts(problems, prompt_style, max_turns)
     episodes = [Episode(p, prompt, list(tokenizer(prompt)["input_ids"]), max_turns, stop_at_dead_end=stop_at_dead_end)
                 for p, prompt in zip(problems, prompts, strict=True)]
+    for e in episodes:
+        if not e.room_for_a_turn(max_turn_tokens, limit):
+            raise ValueError(f"no room for a turn of {e.problem}: its prompt of {len(e.prompt_ids)} tokens, a turn of "
+                             f"max_turn_tokens={max_turn_tokens} and {REPLY_MARGIN} reply tokens pass max_length={limit}")
     texts = TextCache(tokenizer)
     was_training = model.training
     model.eval()
@@ -132,9 +146,11 @@ def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: 
                         stop: list[int], newline_token: bool, pad: int, eos: int | None, max_turn_tokens: int,
                         limit: int, batch_size: int) -> None:
     """Turn by turn with ``generate()``, re-reading each conversation: for tokenizers with no newline token of its
-    own (a turn then ends at the ``stop_strings`` newline) and models whose forward takes no KV cache."""
+    own (a turn then ends at the ``stop_strings`` newline) and models whose forward takes no KV cache. It samples
+    as the engine does, whatever the model's generation config says."""
     import torch
     from torch.nn.utils.rnn import pad_sequence
+    from transformers import GenerationConfig
 
     gen_kwargs: dict[str, Any] = {"max_new_tokens": max_turn_tokens, "pad_token_id": pad, "eos_token_id": stop or None,
                                   "output_scores": True, "return_dict_in_generate": True}
@@ -145,31 +161,35 @@ def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: 
     else:
         gen_kwargs.update(do_sample=True, temperature=sampler.temperature, top_p=sampler.top_p, top_k=sampler.top_k)
     device = next(model.parameters()).device
-    for start in range(0, len(episodes), batch_size):
-        chunk = episodes[start : start + batch_size]
-        while True:
-            for e in chunk:  # room for one more turn and its reply, or the episode is cut here
-                if not e.game.done and not e.room_for_a_turn(max_turn_tokens, limit):
-                    e.game.done = True
-            active = [e for e in chunk if not e.game.done]
-            if not active:
-                break
-            seqs = [torch.tensor(e.prompt_ids + e.completion) for e in active]
-            ids = pad_sequence(seqs, batch_first=True, padding_value=pad, padding_side="left")
-            mask = pad_sequence([torch.ones_like(s) for s in seqs], batch_first=True, padding_side="left")
-            width = ids.shape[1]
-            with torch.no_grad():
-                out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **gen_kwargs)
-            new = out.sequences[:, width:].tolist()
-            logps = torch.stack(out.scores, dim=1).float().log_softmax(-1) if out.scores else None
-            for i, e in enumerate(active):
-                toks = new[i]
-                end = next((k + 1 for k, t in enumerate(toks) if t in stop), None)
-                if end is None and not newline_token:  # a multi-character token holding the newline
-                    end = next((k + 1 for k in range(len(toks)) if TURN_END in tokenizer.decode(toks[: k + 1])), None)
-                toks = toks[:end] if end is not None else [t for t in toks if t != pad] or toks[:1]
-                lp = [float(logps[i, k, t]) for k, t in enumerate(toks)] if logps is not None else [0.0] * len(toks)
-                e.add(texts.ids_many([play_turn(e, texts, toks, lp, eos)])[0], model=False)
+    own, model.generation_config = model.generation_config, GenerationConfig()  # none of the model's own knobs
+    try:
+        for start in range(0, len(episodes), batch_size):
+            chunk = episodes[start : start + batch_size]
+            while True:
+                for e in chunk:  # room for one more turn and its reply, or the episode is cut here
+                    if not e.game.done and not e.room_for_a_turn(max_turn_tokens, limit):
+                        e.game.done = True
+                active = [e for e in chunk if not e.game.done]
+                if not active:
+                    break
+                seqs = [torch.tensor(e.prompt_ids + e.completion) for e in active]
+                ids = pad_sequence(seqs, batch_first=True, padding_value=pad, padding_side="left")
+                mask = pad_sequence([torch.ones_like(s) for s in seqs], batch_first=True, padding_side="left")
+                width = ids.shape[1]
+                with torch.no_grad():
+                    out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **gen_kwargs)
+                new = out.sequences[:, width:].tolist()
+                logps = torch.stack(out.scores, dim=1).float().log_softmax(-1) if out.scores else None
+                for i, e in enumerate(active):
+                    toks = new[i]
+                    end = next((k + 1 for k, t in enumerate(toks) if t in stop), None)
+                    if end is None and not newline_token:  # a multi-character token holding the newline
+                        end = next((k + 1 for k in range(len(toks)) if TURN_END in tokenizer.decode(toks[: k + 1])), None)
+                    toks = toks[:end]  # no end: the budget's tokens, none of them padding
+                    lp = [float(logps[i, k, t]) for k, t in enumerate(toks)] if logps is not None else [0.0] * len(toks)
+                    e.add(texts.ids_many([play_turn(e, texts, toks, lp, eos)])[0], model=False)
+    finally:
+        model.generation_config = own
 
 
 def conversation_ids(tokenizer: Any, conversation: Sequence[tuple[str, str]]) -> tuple[list[int], list[int]]:
@@ -194,7 +214,8 @@ def make_rollout_func(problems: Sequence[Problem], *, max_turns: int = DEFAULT_M
                       batch_size: int = 256,
                       stop_at_dead_end: bool | int = False) -> Callable[[list[Any], Any], dict[str, list[Any]]]:
     """A ``rollout_func`` for ``trl.GRPOTrainer``: plays each prompt's problem as a multi-turn episode
-    (:func:`play_episodes`, sampling with the trainer's ``temperature``, ``top_p`` and ``top_k``).
+    (:func:`play_episodes`, sampling with the trainer's ``temperature``, ``top_p`` and ``top_k``; a ``min_p``,
+    ``repetition_penalty`` or ``generation_kwargs`` is a ``ValueError``).
 
     Each prompt must be ``turn_prompt(problem, prompt_style, max_turns)`` of one of ``problems``
     (:func:`rollout_dataset`). Returns TRL's ``prompt_ids``, ``completion_ids``, ``logprobs`` and ``env_mask``, plus
@@ -217,6 +238,10 @@ def make_rollout_func(problems: Sequence[Problem], *, max_turns: int = DEFAULT_M
                 raise KeyError(f"prompt {prompt!r:.80} is not the turn prompt of any problem given to make_rollout_func")
             chosen.append(by_prompt[prompt])
         args = trainer.args
+        knobs = [f"{k}={getattr(args, k)!r}" for k, off in UNSAMPLED_KNOBS.items() if getattr(args, k, off[0]) not in off]
+        if knobs:
+            raise ValueError(f"the multi-turn rollout samples with temperature, top_p and top_k only; the trainer's "
+                             f"{', '.join(knobs)} would be ignored")
         model = trainer.accelerator.unwrap_model(trainer.model)
         rollouts = play_episodes(
             model, trainer.processing_class, chosen, max_turns=max_turns, max_turn_tokens=max_turn_tokens,
@@ -226,6 +251,10 @@ def make_rollout_func(problems: Sequence[Problem], *, max_turns: int = DEFAULT_M
         return rollout_outputs(rollouts)
 
     return rollout_func
+
+
+UNSAMPLED_KNOBS = {"min_p": (None, 0.0), "repetition_penalty": (1.0,), "generation_kwargs": (None, {})}
+"""Sampling fields of TRL's ``GRPOConfig`` the rollout function cannot honour, and their values that change nothing."""
 
 
 def rollout_outputs(rollouts: Sequence[TurnRollout]) -> dict[str, list[Any]]:
