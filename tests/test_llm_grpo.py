@@ -930,7 +930,8 @@ def test_bad_options_fail_before_any_model_is_loaded(argv, message):
 @pytest.mark.parametrize("argv", [["--step-credit"], ["--interaction", "single-pass", "--stop-at-dead-end"],
                                   ["--train-pass-rates", "/nonexistent.jsonl"], ["--report-to", "nosuch"],
                                   ["--vllm-server-base-url", "http://gpu-node:8000"],  # was ignored (colocate, no vLLM)
-                                  ["--interaction", "single-pass", "--use-vllm", "--vllm-server-base-url", "http://h:8000"]])
+                                  ["--interaction", "single-pass", "--use-vllm", "--vllm-server-base-url", "http://h:8000"],
+                                  ["--extra", '{"min_p": 0.1}']])  # multi-turn: refused only at the first rollout
 def test_options_that_do_not_fit_together_are_usage_errors(argv, capsys):
     """They exited 1 with a bare line; like a malformed value they are a usage error: the usage line, exit code 2."""
     with pytest.raises(SystemExit) as exc:
