@@ -282,11 +282,9 @@ def test_decoder_choice() -> None:
     assert play_episodes(qwen, tok, []) == []
 
 
-def test_gpt2_episodes_through_the_hugging_face_decoder_match_generate(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A model with learned absolute positions: the per-row positions of the HF decoder are the real tokens'."""
+def _tiny_gpt2():
+    """The project's tokenizer and a small seeded GPT-2 (learned absolute positions), sharpened to decide turns."""
     from transformers import GPT2Config, GPT2LMHeadModel
-
-    from countdown_gym.integrations import trl_rollout
 
     tok = build_tokenizer()
     torch.manual_seed(0)
@@ -294,36 +292,35 @@ def test_gpt2_episodes_through_the_hugging_face_decoder_match_generate(monkeypat
                                        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)).double().eval()
     with torch.no_grad():
         model.lm_head.weight.mul_(40)
-    problems = load_split("longproc-0.5k", "validation")[:8]
+    return tok, model
+
+
+def _engine_matches_generate(model, tok, problems, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Greedy episodes through the engine's decoder and through the generate() fallback agree token for token."""
+    from countdown_gym.integrations import trl_rollout
+
     fast = play_episodes(model, tok, problems, greedy=True, max_turns=5, batch_size=3)
     monkeypatch.setattr(trl_rollout, "make_decoder", lambda *a, **k: None)
     slow = play_episodes(model, tok, problems, greedy=True, max_turns=5, batch_size=3)
     for a, b in zip(fast, slow, strict=True):
         assert (a.turns, a.completion_ids) == (b.turns, b.completion_ids)
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-9)
+
+
+def test_gpt2_episodes_through_the_hugging_face_decoder_match_generate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model with learned absolute positions: the per-row positions of the HF decoder are the real tokens'."""
+    tok, model = _tiny_gpt2()
+    problems = load_split("longproc-0.5k", "validation")[:8]
+    _engine_matches_generate(model, tok, problems, monkeypatch)
 
 
 def test_generate_path_ignores_the_models_generation_config(monkeypatch: pytest.MonkeyPatch) -> None:
     """The generate() fallback took the knobs the call leaves unset from the model's generation config (here a
     repetition penalty and a ban on repeated bigrams), so its episodes and log-probabilities were not the engine's."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    from countdown_gym.integrations import trl_rollout
-
-    tok = build_tokenizer()
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=64, n_layer=2, n_head=4, n_positions=512,
-                                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)).double().eval()
-    with torch.no_grad():
-        model.lm_head.weight.mul_(40)
+    tok, model = _tiny_gpt2()
     model.generation_config.repetition_penalty, model.generation_config.no_repeat_ngram_size = 3.0, 2
     problems = load_split("longproc-0.5k", "validation")[:6]
-    fast = play_episodes(model, tok, problems, greedy=True, max_turns=5, batch_size=3)
-    monkeypatch.setattr(trl_rollout, "make_decoder", lambda *a, **k: None)
-    slow = play_episodes(model, tok, problems, greedy=True, max_turns=5, batch_size=3)
-    for a, b in zip(fast, slow, strict=True):
-        assert (a.turns, a.completion_ids) == (b.turns, b.completion_ids)
-        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-9)
+    _engine_matches_generate(model, tok, problems, monkeypatch)
     assert model.generation_config.repetition_penalty == 3.0  # the model's own config is left as it was
 
 
