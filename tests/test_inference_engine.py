@@ -359,3 +359,14 @@ def test_a_turn_ends_at_any_token_holding_a_newline() -> None:
         for k in range(len(r.turns)):
             ids = [t for t, i in zip(r.completion_ids, r.turn_index, strict=True) if i == k]
             assert all("\n" not in tok.decode([t]) for t in ids[:-1])  # a newline only in a turn's last token
+
+
+def test_the_stop_ids_are_read_once_per_tokenizer_and_again_when_its_vocabulary_grows() -> None:
+    """Every GRPO step's rollout decoded the whole vocabulary again to find the tokens holding a newline."""
+    from countdown_gym.integrations import trl_rollout
+
+    tok = build_tokenizer()
+    first = trl_rollout._stop_ids(tok)
+    assert trl_rollout._STOPS[tok][1] == (tuple(first[0]), first[1])
+    tok.add_tokens(["\n\n"])
+    assert tok.convert_tokens_to_ids("\n\n") in trl_rollout._stop_ids(tok)[0]

@@ -9,6 +9,8 @@ validation and evaluation); :func:`make_rollout_func` wraps it for ``trl.GRPOTra
 
 from __future__ import annotations
 
+import contextlib
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,17 +61,29 @@ def turn_prompts(problems: Sequence[Problem], style: str, max_turns: int) -> lis
     return [turn_prompt(p, style, max_turns) for p in problems]
 
 
+_STOPS: weakref.WeakKeyDictionary[Any, tuple[Any, tuple[tuple[int, ...], bool]]] = weakref.WeakKeyDictionary()
+""":func:`_stop_ids` per tokenizer, with the vocabulary size and EOS it was read for (a rollout per GRPO step)."""
+
+
 def _stop_ids(tokenizer: Any) -> tuple[list[int], bool]:
     """Token ids that end a turn, and whether a newline is one token of its own (else ``stop_strings`` is used):
-    then every token holding one (``"\\n\\n"``, ``".\\n"``) ends a turn too."""
+    then every token holding one (``"\\n\\n"``, ``".\\n"``) ends a turn too. Read once per tokenizer (the whole
+    vocabulary is decoded), again if its size or EOS changes."""
     eos = tokenizer.eos_token_id
+    key = (len(tokenizer), eos)
+    if (cached := _STOPS.get(tokenizer)) is not None and cached[0] == key:
+        return list(cached[1][0]), cached[1][1]
     eos_ids = [] if eos is None else ([eos] if isinstance(eos, int) else list(eos))
     nl = tokenizer(TURN_END, add_special_tokens=False)["input_ids"]
     if len(nl) == 1 and tokenizer.decode(nl) == TURN_END:
         backend = getattr(tokenizer, "backend_tokenizer", None)  # a fast tokenizer's: 7x batch_decode's speed
         pieces = (backend.decode_batch if backend else tokenizer.batch_decode)([[i] for i in range(len(tokenizer))])
-        return [i for i, piece in enumerate(pieces) if TURN_END in piece] + eos_ids, True
-    return eos_ids, False
+        ids, newline_token = [i for i, piece in enumerate(pieces) if TURN_END in piece] + eos_ids, True
+    else:
+        ids, newline_token = eos_ids, False
+    with contextlib.suppress(TypeError):  # a tokenizer that cannot be weakly referenced is read each time
+        _STOPS[tokenizer] = (key, (tuple(ids), newline_token))
+    return ids, newline_token
 
 
 def play_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, max_turns: int = DEFAULT_MAX_TURNS,
@@ -160,6 +174,7 @@ def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: 
         gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
     else:
         gen_kwargs.update(do_sample=True, temperature=sampler.temperature, top_p=sampler.top_p, top_k=sampler.top_k)
+    stop_set = frozenset(stop)  # every generated token is looked up (a chat vocabulary: thousands of stop ids)
     device = next(model.parameters()).device
     own, model.generation_config = model.generation_config, GenerationConfig()  # none of the model's own knobs
     try:
@@ -182,7 +197,7 @@ def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: 
                 logps = torch.stack(out.scores, dim=1).float().log_softmax(-1) if out.scores else None
                 for i, e in enumerate(active):
                     toks = new[i]
-                    end = next((k + 1 for k, t in enumerate(toks) if t in stop), None)
+                    end = next((k + 1 for k, t in enumerate(toks) if t in stop_set), None)
                     if end is None and not newline_token:  # a multi-character token holding the newline
                         end = next((k + 1 for k in range(len(toks)) if TURN_END in tokenizer.decode(toks[: k + 1])), None)
                     toks = toks[:end]  # no end: the budget's tokens, none of them padding
