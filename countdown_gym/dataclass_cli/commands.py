@@ -33,7 +33,7 @@ from tyro.constructors import (
 # tyro's own dataclass rule, whose help text _dataclass_help replaces
 from tyro.constructors._struct_spec_dataclass import dataclass_rule
 
-from countdown_gym.dataclass_cli.output import EXIT_PIPE_CLOSED, UsageError, guarded
+from countdown_gym.dataclass_cli.output import EXIT_PIPE_CLOSED, UsageError, _quiet, guarded
 from countdown_gym.dataclass_cli.strict import strict_json
 
 T = TypeVar("T")
@@ -308,7 +308,7 @@ def _cli(cls: type[T], argv: Sequence[str] | None, prog: str | None, description
     except _Invalid as exc:
         usage_error(str(exc), prog=prog)
     except BrokenPipeError:  # `--help | head` closed the pipe: exit quietly, as a Unix tool does
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes at exit
+        _quiet(sys.stdout)  # no second error when Python flushes at exit
         raise SystemExit(EXIT_PIPE_CLOSED) from None
     except SystemExit as exc:
         if exc.code != 2:

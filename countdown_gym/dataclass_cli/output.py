@@ -90,14 +90,13 @@ class _Watched:
 def stdout_watched() -> Iterator[None]:
     """Within it, a failed write of ``sys.stdout`` or ``sys.stderr`` raises :class:`OutputError`; on leaving, what
     was printed is flushed."""
-    names = [name for name in ("stdout", "stderr") if getattr(sys, name) is not None
-             and not isinstance(getattr(sys, name), _Watched)]
-    streams = {name: getattr(sys, name) for name in names}
+    streams = {name: stream for name in ("stdout", "stderr")
+               if (stream := getattr(sys, name)) is not None and not isinstance(stream, _Watched)}
     for name, stream in streams.items():
         setattr(sys, name, _Watched(stream))
     try:
         yield
-        for name in names:
+        for name in streams:
             getattr(sys, name).flush()
     finally:
         for name, stream in streams.items():
