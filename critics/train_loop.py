@@ -267,7 +267,8 @@ def restore(model: torch.nn.Module, optim: torch.optim.Optimizer, rng: np.random
             st: dict[str, Any], t_start: float, end: int) -> tuple[Progress, float]:
     """Put :func:`resume`'s checkpoint into ``model``, ``optim``, ``rng`` and the global random states: the run's
     :class:`Progress` and the wall time of its earlier invocations."""
-    model.load_state_dict(loaded.state_dict())
+    if loaded is not model:  # the text critic's loader reads the weights into the model itself
+        model.load_state_dict(loaded.state_dict())
     optim.load_state_dict(st["optimizer"])
     rng.bit_generator.state = st["numpy_rng"]
     torch.set_rng_state(st["torch_rng"])
