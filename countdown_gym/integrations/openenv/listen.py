@@ -52,10 +52,10 @@ MAX_TURN_CHARS = 4096
 """The longest turn the server reads (``models.MAX_TURN_LENGTH``): a larger ``max_turn_chars`` changes nothing."""
 MAX_TURNS = 4096
 SHUTDOWN_GRACE_S = 2.0
+"""On Ctrl-C, how long answers still being sent may take before their connections are dropped."""
 SEND_TIMEOUT_S = 30.0
 """How long answers may wait unread in a connection's write buffer (the same bytes at two looks this far apart)
 before the connection is dropped."""
-"""On Ctrl-C, how long answers still being sent may take before their connections are dropped."""
 
 
 def check_limits(flags: bool = False, **limits: float) -> None:
