@@ -45,7 +45,8 @@ def build_app(opts: ServeOptions) -> Any:
     return make_app(opts.env, **opts.app_kwargs())
 
 
-app = build_app(options_from_environment())
+if __name__ != "__main__":  # `python -m server.app` (the image) is main(), which builds its own app
+    app = build_app(options_from_environment())
 
 
 def main() -> int:
