@@ -268,16 +268,12 @@ def _validation_code(error: ValidationError) -> str:
 
 def _not_strict(text: str) -> str | None:
     """Why a message the parser read is not strict JSON after all (``NaN`` and ``Infinity``, the parser's extension,
-    found by a string test; a key twice in one object, its last value read), or None (about a microsecond)."""
-    if "NaN" in text or "Infinity" in text:
-        try:
-            pydantic_core.from_json(text, allow_inf_nan=False)
-        except ValueError:
-            return "NaN and Infinity are not JSON (RFC 8259)"
+    found by a string test; a key twice in one object, its last value read), or None: one parse."""
     try:
-        return duplicate_key(text, pydantic_core.from_json(text))
-    except ValueError:  # the message model read it: only a path the model never reached could fail here
-        return None
+        value = pydantic_core.from_json(text, allow_inf_nan=False)
+    except ValueError:  # the message model read it: NaN / Infinity, or a path the model never reached
+        return "NaN and Infinity are not JSON (RFC 8259)" if "NaN" in text or "Infinity" in text else None
+    return duplicate_key(text, value)
 
 
 class Sessions:
