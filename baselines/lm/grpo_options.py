@@ -257,9 +257,9 @@ def check_run(run: GRPORun) -> None:
     if opts.stop_at_dead_end and not run.multi_turn:
         dataclass_cli.usage_error("--stop-at-dead-end stops multi-turn episodes: it needs --interaction multi-turn")
     if run.multi_turn:  # its rollout samples with temperature, top_p and top_k alone (trl_rollout.UNSAMPLED_KNOBS)
-        from countdown_gym.integrations.trl_rollout import UNSAMPLED_KNOBS
+        from countdown_gym.integrations.trl_rollout import unsampled_knobs
 
-        if knobs := [k for k, off in UNSAMPLED_KNOBS.items() if opts.extra.get(k, off[0]) not in off]:
+        if knobs := unsampled_knobs(opts.extra):
             dataclass_cli.usage_error(f"--extra {', '.join(knobs)}: the multi-turn rollout samples with --temperature "
                                       "and GRPOConfig's top_p / top_k only")
     if run.multi_turn and opts.use_vllm:

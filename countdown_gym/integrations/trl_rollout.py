@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -253,7 +253,7 @@ def make_rollout_func(problems: Sequence[Problem], *, max_turns: int = DEFAULT_M
                 raise KeyError(f"prompt {prompt!r:.80} is not the turn prompt of any problem given to make_rollout_func")
             chosen.append(by_prompt[prompt])
         args = trainer.args
-        knobs = [f"{k}={getattr(args, k)!r}" for k, off in UNSAMPLED_KNOBS.items() if getattr(args, k, off[0]) not in off]
+        knobs = [f"{k}={getattr(args, k)!r}" for k in unsampled_knobs({k: getattr(args, k, off[0]) for k, off in UNSAMPLED_KNOBS.items()})]
         if knobs:
             raise ValueError(f"the multi-turn rollout samples with temperature, top_p and top_k only; the trainer's "
                              f"{', '.join(knobs)} would be ignored")
@@ -270,6 +270,11 @@ def make_rollout_func(problems: Sequence[Problem], *, max_turns: int = DEFAULT_M
 
 UNSAMPLED_KNOBS = {"min_p": (None, 0.0), "repetition_penalty": (1.0,), "generation_kwargs": (None, {})}
 """Sampling fields of TRL's ``GRPOConfig`` the rollout function cannot honour, and their values that change nothing."""
+
+
+def unsampled_knobs(values: Mapping[str, Any]) -> list[str]:
+    """The :data:`UNSAMPLED_KNOBS` that ``values`` (GRPOConfig fields by name) set to something that would matter."""
+    return [k for k, off in UNSAMPLED_KNOBS.items() if values.get(k, off[0]) not in off]
 
 
 def rollout_outputs(rollouts: Sequence[TurnRollout]) -> dict[str, list[Any]]:
