@@ -31,7 +31,7 @@ from baselines.compare_llm_rewards import QUICK, VARIANTS
 from baselines.compare_llm_rewards import Options as Comparison
 from baselines.lm.grpo_model import ROOT
 from countdown_gym import dataclass_cli
-from countdown_gym.runkit.runs import read_options, write_text_atomic
+from countdown_gym.runkit.runs import read_options, save_figure, write_text_atomic
 
 PAGE = ROOT / "docs" / "results" / "reward_comparison.md"
 RESULTS_HEADING = "## Results"
@@ -345,8 +345,7 @@ def forest_plot(result: dict[str, Any], path: Path) -> Path | None:
     ax.margins(x=0.25)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
     fig.tight_layout()
-    with dataclass_cli.written_aside(path) as tmp:  # whole or not at all
-        fig.savefig(tmp, format="png", dpi=120)
+    save_figure(fig, path)
     plt.close(fig)
     return path
 

@@ -18,7 +18,7 @@ from typing import Any
 from baselines.analysis.uncertainty import binomial_se
 from countdown_gym import dataclass_cli
 from countdown_gym.data.difficulty import TIER_METRIC, TIER_THRESHOLDS, TIERS, tier
-from countdown_gym.runkit.runs import write_text_atomic
+from countdown_gym.runkit.runs import save_figure, write_text_atomic
 
 
 @dataclass
@@ -128,8 +128,7 @@ def plot(results: list[dict[str, Any]], path: str | Path) -> None:
            title=f"Success per difficulty tier (tiers cut on {TIER_METRIC})")
     ax.legend(title="tier")
     fig.tight_layout()
-    with dataclass_cli.written_aside(path) as tmp:  # whole or not at all
-        fig.savefig(tmp, format=Path(path).suffix[1:] or "png", dpi=120)
+    save_figure(fig, path)
     plt.close(fig)
 
 

@@ -15,7 +15,7 @@ import torch
 
 from countdown_gym import dataclass_cli
 from countdown_gym.data.splits import SPLIT_SPEC
-from countdown_gym.runkit.runs import write_text_atomic
+from countdown_gym.runkit.runs import save_figure, write_text_atomic
 
 
 @dataclass
@@ -155,8 +155,7 @@ def figure(path: str | Path, size: tuple[float, float]) -> Iterator[Any]:
     try:
         yield ax
         fig.tight_layout()
-        with dataclass_cli.written_aside(path) as tmp:  # whole or not at all
-            fig.savefig(tmp, format=Path(path).suffix[1:] or "png", dpi=120)
+        save_figure(fig, path)
     finally:
         plt.close(fig)
 

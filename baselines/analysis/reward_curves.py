@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from baselines.analysis.uncertainty import seed_spread
 from countdown_gym.dataclass_cli import written_aside
+from countdown_gym.runkit.runs import save_figure
 
 FIELDS = ("variant", "seed", "step", "success")
 Row = tuple[str, int, int, float]
@@ -95,8 +96,7 @@ def plot_curves(rows: Sequence[Row], path: str | Path, **kw: Any) -> Path:
     path = Path(path)
     write_curves(curves_path(path), rows)
     fig = figure(rows, **kw)
-    with written_aside(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
+    save_figure(fig, path)
     plt.close(fig)
     return path
 

@@ -377,9 +377,15 @@ def plot_curves(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str],
     if title:
         (axes[0][0].set_title if len(panels) == 1 else fig.suptitle)(title)
     fig.tight_layout()
-    with written_aside(path) as tmp:  # whole or not at all: a kill mid-save keeps the last plot
-        fig.savefig(tmp, format="png", dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
+
+
+def save_figure(fig: Any, path: str | os.PathLike[str], dpi: int = 120) -> None:
+    """Save the matplotlib ``fig`` to ``path`` whole or not at all (a kill mid-save keeps the last one), in the
+    format its suffix names (png without one)."""
+    with written_aside(path) as tmp:
+        fig.savefig(tmp, format=Path(path).suffix[1:] or "png", dpi=dpi)
 
 
 # ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------------------
