@@ -19,12 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
 
-from _common import ROOT, best_time, check_writable, machine
+from _common import ROOT, best_time, check_writable, command, machine, now, timed, write_report
+from peer_rewards import reasoning_gym_reward
 
 from countdown_gym import Problem, Rules, dataclass_cli, generate, load_split, verify
-from countdown_gym.game.solver import clear_cache, is_solvable, reachable, solve
+from countdown_gym.game import solver
+from countdown_gym.game.solver import is_solvable, reachable, solve
 from countdown_gym.game.trace import dfs_trace, parse_trace
-from countdown_gym.runkit.runs import write_text_atomic
 
 DOC = ROOT / "docs" / "benchmarks_core.md"
 ORIGINAL_COMMIT = "36d2d68"
@@ -123,19 +124,13 @@ def completion_mix(problems: list[Problem], n: int, seed: int = 0) -> list[tuple
 
 
 def bench_verifier(n: int, repeats: int) -> dict:
-    from reasoning_gym.games.countdown import CountdownConfig, CountdownDataset
-    from reasoning_gym.utils import extract_answer
-
-    problems = load_split("tinyzero", "test")[:200]
-    mix = completion_mix(problems, n)
-    entries = {p: {"metadata": {"numbers": list(p.numbers), "target": p.target}} for p in problems}
-    ds = CountdownDataset(CountdownConfig(size=1, seed=0))
+    mix = completion_mix(load_split("tinyzero", "test")[:200], n)
 
     def ours() -> list:
         return [verify(p, c) for _, p, c in mix]
 
     def theirs() -> list:
-        return [ds.score_answer(extract_answer(c), entries[p]) for _, p, c in mix]
+        return [reasoning_gym_reward(c, p.numbers, p.target) for _, p, c in mix]
 
     verdicts, scores = ours(), theirs()
     disagree: dict[str, list] = defaultdict(list)
@@ -150,15 +145,10 @@ def bench_verifier(n: int, repeats: int) -> dict:
 def bench_generator(n_ours: int, n_theirs: int, repeats: int) -> dict:
     from reasoning_gym.games.countdown import CountdownConfig, CountdownDataset
 
-    cfg = dict(min_numbers=5, max_numbers=6, min_value=1, max_value=100, min_target=100, max_target=999)
-    items: list = []
-
-    def theirs() -> None:
-        ds = CountdownDataset(CountdownConfig(**cfg, size=n_theirs, seed=1))
-        items.extend(ds[i] for i in range(n_theirs))
-
+    cfg = CountdownConfig(min_numbers=5, max_numbers=6, min_value=1, max_value=100, min_target=100, max_target=999,
+                          size=n_theirs, seed=1)
     t_ours = best_time(lambda: generate("hard", n_ours, seed=1), repeats)
-    t_theirs = best_time(theirs, 1)
+    t_theirs, items = timed(lambda: list(CountdownDataset(cfg)))
     sample = items[:40]
     ok = sum(is_solvable(it["metadata"]["numbers"], it["metadata"]["target"], Rules.longproc()) for it in sample)
     return {"ours": n_ours / t_ours, "theirs": n_theirs / t_theirs, "n_ours": n_ours, "n_theirs": n_theirs,
@@ -167,20 +157,20 @@ def bench_generator(n_ours: int, n_theirs: int, repeats: int) -> dict:
             "longproc": n_ours / best_time(lambda: generate("longproc-0.5k", n_ours, seed=1), 1)}
 
 
-def _cold_solvable(draws: list[tuple[tuple[int, ...], int]], rules: Rules | None = None) -> tuple[float, int]:
-    """Draws/s of ``is_solvable`` from an empty cache, and how many were solvable."""
-    clear_cache()
-    t0 = time.perf_counter()
-    solvable = sum(is_solvable(nums, t, rules) for nums, t in draws)
-    return len(draws) / (time.perf_counter() - t0), solvable
+def _cold(module: types.ModuleType, draws: list[tuple[tuple[int, ...], int]],
+          rules: Rules | None = None) -> tuple[float, list[bool]]:
+    """Draws/s of ``module.reachable`` (the solver's, or the original's) from an empty cache, and its answers."""
+    module.clear_cache()
+    seconds, answers = timed(lambda: [module.reachable(nums, t, rules) for nums, t in draws])
+    return len(draws) / seconds, answers
 
 
 def bench_solver(n_fresh: int, n_states: int, repeats: int) -> dict:
     rng = random.Random(7)
     draws = [(tuple(rng.randint(1, 49) for _ in range(4)), rng.randint(10, 50)) for _ in range(n_fresh)]
     tz_draws = [(tuple(rng.randint(1, 100) for _ in range(4)), rng.randint(1, 100)) for _ in range(n_fresh // 10)]
-    fresh, solvable = _cold_solvable(draws)
-    tinyzero, tz_solvable = _cold_solvable(tz_draws, Rules.tinyzero())
+    fresh, solvable = _cold(solver, draws)
+    tinyzero, tz_solvable = _cold(solver, tz_draws, Rules.tinyzero())
     # every state the reference DFS visits on test problems: what the oracle critic asks about
     queries: list[tuple[tuple[int, ...], int]] = []
     for p in load_split("longproc-0.5k", "test"):
@@ -195,8 +185,8 @@ def bench_solver(n_fresh: int, n_states: int, repeats: int) -> dict:
             reachable(st, t)
 
     cached()
-    return {"fresh": fresh, "fresh_n": len(draws), "fresh_solvable": solvable, "tinyzero": tinyzero,
-            "tinyzero_n": len(tz_draws), "tinyzero_solvable": tz_solvable, "cached_n": len(queries),
+    return {"fresh": fresh, "fresh_n": len(draws), "fresh_solvable": sum(solvable), "tinyzero": tinyzero,
+            "tinyzero_n": len(tz_draws), "tinyzero_solvable": sum(tz_solvable), "cached_n": len(queries),
             "cached": len(queries) / best_time(cached, repeats), "cached_distinct": len(set(queries))}
 
 
@@ -216,20 +206,13 @@ def bench_original_solver(n_lp: int, n_tz: int) -> dict | None:
     old = types.ModuleType("original_solver")  # its modules have since moved into countdown_gym.game
     exec(src.replace("countdown_gym.problem", "countdown_gym.game.problem")  # noqa: S102 - this repository's own code
          .replace("countdown_gym.rules", "countdown_gym.game.rules"), old.__dict__)
-    from countdown_gym.game import solver as new
-
     rng = random.Random(11)
     lp = [(tuple(rng.randint(1, 49) for _ in range(4)), rng.randint(10, 50)) for _ in range(n_lp)]
     tz = [(tuple(rng.randint(1, 100) for _ in range(rng.randint(3, 4))), rng.randint(1, 100)) for _ in range(n_tz)]
     out = {}
     for name, rules, draws in (("longproc", Rules.longproc(), lp), ("tinyzero", Rules.tinyzero(), tz)):
-        rates, answers = [], []
-        for mod in (old, new):
-            mod.clear_cache()
-            t0 = time.perf_counter()
-            answers.append([mod.reachable(nums, t, rules) for nums, t in draws])
-            rates.append(len(draws) / (time.perf_counter() - t0))
-        out[name] = {"old": rates[0], "new": rates[1], "n": len(draws), "same": answers[0] == answers[1]}
+        (old_rate, old_answers), (new_rate, new_answers) = (_cold(module, draws, rules) for module in (old, solver))
+        out[name] = {"old": old_rate, "new": new_rate, "n": len(draws), "same": old_answers == new_answers}
     return out
 
 
@@ -329,8 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         check_writable(args.out, "--out")
     facts = [f"- {machine()} at the start",
              f"- countdown-gym commit {_git('rev-parse', '--short', 'HEAD').strip() or 'unknown'}; "
-             f"reasoning-gym {version('reasoning-gym')}",
-             f"- run at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, single process, one thread"]
+             f"reasoning-gym {version('reasoning-gym')}", f"- run at {now()}, single process, one thread"]
     t0 = time.perf_counter()
     print("verifier ...", flush=True)
     ver = bench_verifier(300 if q else 3000, 1 if q else 3)
@@ -340,12 +322,11 @@ def main(argv: list[str] | None = None) -> int:
     sol = bench_solver(300 if q else 5000, 2000 if q else 50_000, 1 if q else 5)
     print("original solver ...", flush=True)
     orig = bench_original_solver(200 if q else 2000, 30 if q else 300)
-    text = render(ver, gen, sol, orig, facts, "python benchmarks/bench_core.py" + (" --quick" if q else ""))
+    text = render(ver, gen, sol, orig, facts, command("bench_core.py", argv))
     print(text)
     print(f"(benchmark took {time.perf_counter() - t0:.0f} s)")
     if not q:
-        write_text_atomic(args.out, text)
-        print(f"wrote {args.out}")
+        write_report(args.out, text)
     return 0
 
 
