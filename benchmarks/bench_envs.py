@@ -17,7 +17,7 @@ from dataclasses import dataclass  # noqa: E402
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
-from _common import ROOT, check_writable, command, machine  # noqa: E402
+from _common import ROOT, check_writable, command, machine, now, write_report  # noqa: E402
 from gymnasium.vector import AutoresetMode  # noqa: E402
 
 import countdown_gym  # noqa: E402
@@ -25,7 +25,6 @@ from countdown_gym import dfs_trace, load_split  # noqa: E402
 from countdown_gym.dataclass_cli import check_min, parse, run_script  # noqa: E402
 from countdown_gym.envs.text import replay_completion  # noqa: E402
 from countdown_gym.envs.vector import CountdownVectorEnv  # noqa: E402
-from countdown_gym.runkit.runs import write_text_atomic  # noqa: E402
 
 clock = time.perf_counter
 med = statistics.median
@@ -117,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
         check_writable(args.out, "--out")
     if args.quick:
         args.seconds, args.rounds, args.num_envs, args.warmup = 0.3, 1, 64, 0.3
-    started, at_start = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine()
+    started, at_start = now(), machine()
 
     print("1. single env: a cold round, a warm-up, then alternating rounds", flush=True)
     cold_cd = run_single("Countdown-v0", args.seconds, args.seed + 1000)
@@ -198,8 +197,7 @@ stepping each env it batches every env's info dict).
 The machine is shared, so absolute numbers drift by tens of percent between runs; the
 alternating rounds make the ratios the figures to compare; each ratio is the median of per-round ratios.
 """
-    write_text_atomic(args.out, report)
-    print(f"wrote {args.out}")
+    write_report(args.out, report)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 
-from _common import ROOT, best_time, check_writable
+from _common import ROOT, best_time, check_writable, write_report
 
 from countdown_gym import load_split
 from countdown_gym.dataclass_cli import check_min, parse, run_script
@@ -20,7 +20,6 @@ from countdown_gym.envs.multiturn import CountdownMultiTurnEnv
 from countdown_gym.game.compact_trace import CompactTraceConfig
 from countdown_gym.game.turn_game import replay_turns
 from countdown_gym.game.turn_trace import turn_trace
-from countdown_gym.runkit.runs import write_text_atomic
 
 TARGET = 20_000
 
@@ -70,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
         "",
     ])
     print(text)
-    write_text_atomic(args.out, text)
+    write_report(args.out, text)
 
 
 if __name__ == "__main__":
