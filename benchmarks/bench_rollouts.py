@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import json
 import platform
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
-from _common import ROOT, check_writable, command
+from _common import ROOT, check_writable, command, timed, write_report
 
 from countdown_gym.dataclass_cli import check_min, parse, run_script
 from countdown_gym.inference.engine import PEEK_FROM
-from countdown_gym.runkit.runs import write_text_atomic
 
 GRAPHS = {"auto": None, "on": True, "off": False}
+T = TypeVar("T")
 
 
 @dataclass
@@ -65,11 +64,13 @@ class Options:
             self.problems, self.batches = 200, [128]
 
 
-def _sync(device: str) -> None:
+def _sync(device: str, result: T = None) -> T:
+    """``result``, once the work queued on ``device`` is done (for timing)."""
     import torch
 
     if device.startswith("cuda"):
         torch.cuda.synchronize()
+    return result
 
 
 def _engine_kwargs(opts: Options, batch: int, graphs: str, peek_from: int | None) -> dict:
@@ -83,22 +84,20 @@ def engine_run(model, tok, problems, batch: int, device: str, opts: Options, gra
 
     kw = _engine_kwargs(opts, batch, graphs, peek_from)
     play_episodes(model, tok, problems[:64], **kw)  # warm-up
-    timed = []
+    runs = []
     for _ in range(opts.runs):
         stats: dict = {}
         _sync(device)
-        t0 = time.perf_counter()
-        rollouts = play_episodes(model, tok, problems, stats=stats, **kw)
-        _sync(device)
-        timed.append((time.perf_counter() - t0, stats))
-    dt, stats = sorted(timed, key=lambda t: t[0])[len(timed) // 2]
+        seconds, rollouts = timed(lambda s=stats: _sync(device, play_episodes(model, tok, problems, stats=s, **kw)))
+        runs.append((seconds, stats))
+    dt, stats = sorted(runs, key=lambda t: t[0])[len(runs) // 2]
     prompts, completions = (sum(len(getattr(r, k)) for r in rollouts) for k in ("prompt_ids", "completion_ids"))
     return {"seconds": dt, "model_tokens": sum(sum(r.env_mask) for r in rollouts), "all_tokens": prompts + completions,
             "episodes": len(rollouts), "solved": sum(r.solved for r in rollouts),
             "prompt_tokens": prompts / len(rollouts), "completion_tokens": completions / len(rollouts),
             "steps": stats.get("steps", 0), "looks": stats.get("looks", 0), "play_seconds": stats.get("play_s", 0.0),
             "graphs_captured": stats.get("graphs", 0),
-            "all_seconds": [round(t[0], 4) for t in timed] if opts.runs > 1 else None}
+            "all_seconds": [round(t[0], 4) for t in runs] if opts.runs > 1 else None}
 
 
 def bound_run(model, rows: int, prompt_len: int, steps: int, device: str, direct: bool) -> dict:
@@ -123,10 +122,8 @@ def bound_run(model, rows: int, prompt_len: int, steps: int, device: str, direct
         loop()
         dec.reset(torch.arange(rows, device=device))
     _sync(device)
-    t0 = time.perf_counter()
-    loop()
-    _sync(device)
-    return {"seconds": time.perf_counter() - t0, "tokens": rows * steps, "decoder": "direct" if direct else "hf"}
+    seconds, _ = timed(lambda: _sync(device, loop()))
+    return {"seconds": seconds, "tokens": rows * steps, "decoder": "direct" if direct else "hf"}
 
 
 def measure(opts: Options) -> dict:
@@ -216,8 +213,7 @@ def main(argv: list[str] | None = None) -> None:
         first = next(iter(out["devices"].values()))
         summary = {k: first[k] for k in ("device", "engine_tokens_per_s", "bound_tokens_per_s", "ratio")}
         summary.update(per_device=out["devices"], rows=out["rows"], command=command("bench_rollouts.py", argv))
-        write_text_atomic(opts.json, json.dumps(summary, indent=2) + "\n")
-        print(f"wrote {opts.json}")
+        write_report(opts.json, json.dumps(summary, indent=2) + "\n")
 
 
 if __name__ == "__main__":
