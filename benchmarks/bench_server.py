@@ -25,6 +25,7 @@ Targets: at most 100 us of server CPU per step; at least 5,000 WebSocket steps/s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import json
 import multiprocessing
@@ -150,27 +151,24 @@ async def play(ask: Callable[[str, dict], Awaitable[dict]], eps: list, start: in
 async def http_client(url: str, eps: list, start: int, stop_at: float, tally: Tally) -> None:
     """Episodes over plain HTTP/1.1 (the standard library's keep-alive connection; lighter than httpx)."""
     host, port = url.split("//", 1)[1].rsplit(":", 1)
-    conn = http.client.HTTPConnection(host, int(port), timeout=120)
     episode: dict = {}  # the episode_id of the last reset, sent with each step
+    with contextlib.closing(http.client.HTTPConnection(host, int(port), timeout=120)) as conn:
 
-    async def ask(kind: str, data: dict) -> dict:
-        body = data if kind == "reset" else {"action": data, **episode}
-        t0 = time.perf_counter()
-        conn.request("POST", f"/{kind}", json.dumps(body), {"content-type": "application/json"})
-        r = conn.getresponse()
-        raw = r.read()
-        if r.status != 200:
-            raise RuntimeError(f"/{kind}: HTTP {r.status} {raw[:200]!r}")
-        answer = json.loads(raw)
-        tally.latencies.append(time.perf_counter() - t0)
-        if kind == "reset":
-            episode["episode_id"] = answer["observation"]["episode_id"]
-        return answer
+        async def ask(kind: str, data: dict) -> dict:
+            body = data if kind == "reset" else {"action": data, **episode}
+            t0 = time.perf_counter()
+            conn.request("POST", f"/{kind}", json.dumps(body), {"content-type": "application/json"})
+            r = conn.getresponse()
+            raw = r.read()
+            if r.status != 200:
+                raise RuntimeError(f"/{kind}: HTTP {r.status} {raw[:200]!r}")
+            answer = json.loads(raw)
+            tally.latencies.append(time.perf_counter() - t0)
+            if kind == "reset":
+                episode["episode_id"] = answer["observation"]["episode_id"]
+            return answer
 
-    try:
         await play(ask, eps, start, stop_at, tally)
-    finally:
-        conn.close()
 
 
 async def ws_client(url: str, eps: list, start: int, stop_at: float, tally: Tally) -> None:
