@@ -31,7 +31,6 @@ import json
 import multiprocessing
 import os
 import platform
-import re
 import socket
 import statistics
 import subprocess
@@ -42,6 +41,7 @@ from dataclasses import dataclass, field
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from _common import ROOT, command
 from websockets.asyncio.client import connect
@@ -104,10 +104,15 @@ class Tally:
 def server_url(text: str) -> str:
     """``text`` as ``http://HOST:PORT`` (a trailing ``/`` dropped), the form the clients build their addresses from;
     ``ValueError`` naming ``--url`` for anything else."""
-    url = re.fullmatch(r"(http://(?:[^][/:@?#]+|\[[0-9a-fA-F:.]+\]):(\d{1,5}))/?", text)
-    if not url or int(url[2]) > 65535:
+    url = urlsplit(text)
+    try:
+        port = url.port
+    except ValueError:  # no number, or out of range
+        port = None
+    if url.scheme != "http" or not url.hostname or port is None or "@" in url.netloc or url.path not in ("", "/") \
+            or url.query or url.fragment:
         raise ValueError(f"--url must be http://HOST:PORT, e.g. http://127.0.0.1:8000, got {text!r}")
-    return url[1]
+    return f"http://{url.netloc}"
 
 
 def cpu_list(text: str, flag: str = "") -> set[int] | None:
