@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from baselines.lm.evaluation import greedy_solved
+from baselines.lm.evaluation import Play, greedy_solved
 from baselines.lm.sft_checkpoints import _short, load_checkpoint, put_back, save_checkpoint, saved_options
 from baselines.lm.tiny_lm import SplitRun, TinyLMConfig, build_model, build_tokenizer, load_pretrained, save_pretrained
 from countdown_gym import dataclass_cli
@@ -237,9 +237,8 @@ def lr_at(step: int, cfg: SFTConfig, elapsed: float = 0.0) -> float:
 def validation_success(model, tokenizer, problems: list[Problem], cfg: SFTConfig) -> float:
     """Greedy success rate on ``problems`` (multi-turn: episodes solved)."""
     turns = cfg.interaction == "multi-turn"
-    solved = greedy_solved(model, tokenizer, problems, max_turns=cfg.max_turns if turns else None,
-                           prompts=None if turns else [compact_prompt(p) for p in problems],
-                           max_new_tokens=cfg.max_new_tokens, batch_size=cfg.eval_batch_size)
+    how = Play(max_turns=cfg.max_turns if turns else None, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.eval_batch_size)
+    solved = greedy_solved(model, tokenizer, problems, how, prompts=None if turns else [compact_prompt(p) for p in problems])
     return sum(solved) / max(len(solved), 1)
 
 

@@ -36,14 +36,11 @@ class ValidationCallback(TrainerCallback):
     BEST_DIR = "best"
 
     def __init__(self, problems: Sequence[Any], prompts: Sequence[Any], tokenizer: Any, output_dir: str | Path, *,
-                 eval_interval: int = 20, samples: int = 4, sampling: Sampling | None = None, max_new_tokens: int = 160,
-                 batch_size: int = 64, seed: int = 0, verbose: bool = True, max_turns: int | None = None,
-                 resume_step: int | None = None, write: bool = True, tools: bool = False, **episodes: Any) -> None:
-        """``max_turns``: validate with multi-turn episodes (None: single-pass, from ``prompts``; ``tools``: through tool
-        calls; ``episodes``: their ``prompt_style`` and ``max_turn_tokens``, :class:`Play`'s); ``resume_step``: the
-        logs drop their rows after it; ``write``: this process writes the files."""
-        self.problems, self.prompts, self.tokenizer = list(problems), list(prompts), tokenizer
-        self.how = Play(max_turns=max_turns, max_new_tokens=max_new_tokens, batch_size=batch_size, tools=tools, **episodes)
+                 how: Play | None = None, eval_interval: int = 20, samples: int = 4, sampling: Sampling | None = None,
+                 seed: int = 0, verbose: bool = True, resume_step: int | None = None, write: bool = True) -> None:
+        """``how``: how the model plays (``GRPORun.eval_play``; single-pass plays ``prompts``); ``resume_step``: the logs
+        drop their rows after it; ``write``: this process writes the files."""
+        self.problems, self.prompts, self.tokenizer, self.how = list(problems), list(prompts), tokenizer, how or Play()
         self.dir, self.sampling, self.eval_interval, self.samples = Path(output_dir), sampling or Sampling(), eval_interval, samples
         self.seed, self.verbose = seed, verbose
         self.metrics = MetricsLog(self.dir / "metrics.csv", resume_step=resume_step, write=write)

@@ -176,6 +176,16 @@ class GRPORun:
         """An episode's turn budget (multi-turn and tools); None for single-pass."""
         return self.options.max_turns if self.multi_turn or self.tools else None
 
+    @property
+    def eval_play(self) -> Any:
+        """The ``Play`` (``baselines.lm.evaluation``) of the validation and the held-out test: as the rollouts play,
+        ``--eval-batch-size`` at a time."""
+        from baselines.lm.evaluation import Play
+
+        opts = self.options
+        return Play(max_turns=self.turns, max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size,
+                    prompt_style=opts.prompt_style, max_turn_tokens=opts.max_turn_tokens, tools=self.tools)
+
     @classmethod
     def of(cls, opts: Options) -> GRPORun:
         """Resolve ``opts`` and check it (a clear exit before any model is loaded)."""

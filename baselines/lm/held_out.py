@@ -53,13 +53,10 @@ class HeldOutTest:
 
     def __init__(self, run: GRPORun, tokenizer: Any, path: str | Path, problems: Sequence[Problem],
                  prompts: Sequence[Any] | None, *, write: bool = True, verbose: bool = True) -> None:
-        opts = run.options
-        self.problems, self.tokenizer, self.path = list(problems), tokenizer, Path(path)
-        self.settings = {"max_turns": run.turns, "max_new_tokens": opts.max_completion_length, "model": run.model,
-                         "prompt_style": opts.prompt_style, "chat_template": opts.chat_template}
-        self.play = {"max_turns": run.turns, "prompts": prompts, "max_new_tokens": opts.max_completion_length,
-                     "batch_size": opts.eval_batch_size, "tools": run.tools, "prompt_style": opts.prompt_style,
-                     "max_turn_tokens": opts.max_turn_tokens}
+        self.problems, self.tokenizer, self.path, self.prompts = list(problems), tokenizer, Path(path), prompts
+        self.how = run.eval_play
+        self.settings = {"max_turns": run.turns, "max_new_tokens": run.options.max_completion_length, "model": run.model,
+                         "prompt_style": run.options.prompt_style, "chat_template": run.options.chat_template}
         self.write, self.verbose = write, verbose
         self.outcomes: dict[str, list[bool]] = {}
 
@@ -68,9 +65,9 @@ class HeldOutTest:
 
     def _play(self, model: Any, label: str) -> list[bool]:
         if self.verbose:
-            how = " through tool calls" if self.play["tools"] else ""
+            how = " through tool calls" if self.how.tools else ""
             print(f"test: greedy play of {len(self.problems)} held-out test problems{how} ({label} model)", flush=True)
-        return greedy_solved(model, self.tokenizer, self.problems, **self.play)
+        return greedy_solved(model, self.tokenizer, self.problems, self.how, prompts=self.prompts)
 
     def start(self, model: Any) -> None:
         """Play the starting model, or read its outcomes back from ``path`` (a resumed run)."""
