@@ -11,6 +11,7 @@ reports each rate with its standard error, the paired difference with its own, a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -55,8 +56,9 @@ class HeldOutTest:
                  prompts: Sequence[Any] | None, *, write: bool = True, verbose: bool = True) -> None:
         self.problems, self.tokenizer, self.path, self.prompts = list(problems), tokenizer, Path(path), prompts
         self.how = run.eval_play
-        self.settings = {"max_turns": run.turns, "max_new_tokens": run.options.max_completion_length, "model": run.model,
-                         "prompt_style": run.options.prompt_style, "chat_template": run.options.chat_template}
+        self.settings = {"model": run.model, "chat_template": run.options.chat_template,
+                         **{k: v for k, v in dataclasses.asdict(self.how).items() if k not in ("batch_size", "engine")}}
+        """What the outcomes depend on, besides the problems: a start saved under other settings is played again."""
         self.write, self.verbose = write, verbose
         self.outcomes: dict[str, list[bool]] = {}
 
