@@ -56,3 +56,6 @@ def test_a_saved_start_is_reused_only_for_the_same_problems_and_play(tmp_path, m
     start(problems[:1], max_turn_tokens=5, prompt_style="instruct", max_turns=8)
     assert [(h.max_turn_tokens, h.prompt_style, h.max_turns) for h in played[1:]] == [
         (5, "compact", 16), (5, "instruct", 16), (5, "instruct", 8), (5, "instruct", 8)]
+    path.write_text('{"ids": ["t/0"')  # a damaged file: one error naming it
+    with pytest.raises(SystemExit, match="held_out.json is not JSON"):
+        start()

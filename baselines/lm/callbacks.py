@@ -18,7 +18,7 @@ from baselines.lm.evaluation import Play, evaluate
 from baselines.lm.generation import Sampling
 from baselines.lm.tiny_lm import save_pretrained
 from countdown_gym.dataclass_cli import written_aside
-from countdown_gym.runkit.runs import MetricsLog, Panel, write_text_atomic
+from countdown_gym.runkit.runs import MetricsLog, Panel, read_options, write_text_atomic
 
 EVAL_FIELDS = ("step", "problems", "greedy_success", "greedy_invalid_frac", "sampled_success", "pass_at_k", "samples",
                "sampled_invalid_frac", "mean_completion_tokens", "eval_seconds", "tokens_per_s")
@@ -51,8 +51,10 @@ class ValidationCallback(TrainerCallback):
         self.since = 0
         """The first row :meth:`best` compares: a resumed run whose ``best/`` holds the model of a validation after
         ``resume_step`` (dropped from the log, redone) compares only its own rows, so that ``best/`` is replaced."""
-        saved = self.dir / self.BEST_DIR / "validation.json"
-        if resume_step is not None and saved.is_file() and json.loads(saved.read_text())["step"] > resume_step:
+        saved = read_options(self.dir / self.BEST_DIR, "validation.json") if resume_step is not None else None
+        if saved is not None and type(saved.get("step")) is not int:  # one error naming a damaged file
+            raise SystemExit(f"{self.dir / self.BEST_DIR / 'validation.json'} names no validation step; fix or delete it")
+        if saved is not None and saved["step"] > resume_step:
             self.since = len(self.rows)
         self.step_gen_tokens: list[float] = []
         self.reporters: Sequence[Any] = ()

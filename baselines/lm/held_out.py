@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from baselines.analysis.uncertainty import binomial_se, mean_se
 from baselines.lm.evaluation import greedy_solved
 from countdown_gym.game.problem import Problem
+from countdown_gym.runkit.runs import read_options, write_text_atomic
 
 if TYPE_CHECKING:
     from baselines.lm.grpo_options import GRPORun
@@ -73,11 +74,10 @@ class HeldOutTest:
 
     def start(self, model: Any) -> None:
         """Play the starting model, or read its outcomes back from ``path`` (a resumed run)."""
-        if self.path.is_file():
-            saved = json.loads(self.path.read_text(encoding="utf-8"))
-            if saved.get("ids") == self._ids() and saved.get("settings") == self.settings and "start" in saved:
-                self.outcomes = {"start": saved["start"]}
-                return
+        saved = read_options(self.path.parent, self.path.name) or {}  # one error naming a damaged file
+        if saved.get("ids") == self._ids() and saved.get("settings") == self.settings and "start" in saved:
+            self.outcomes = {"start": saved["start"]}
+            return
         self.outcomes = {"start": self._play(model, "starting")}
         self._save()
 
@@ -93,8 +93,6 @@ class HeldOutTest:
     def _save(self, result: dict[str, float] | None = None) -> None:
         if not self.write:
             return
-        from countdown_gym.runkit.runs import write_text_atomic
-
         body = {"ids": self._ids(), "settings": self.settings, **self.outcomes, **({"result": result} if result else {})}
         write_text_atomic(self.path, json.dumps(body) + "\n")
 
