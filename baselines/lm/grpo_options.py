@@ -61,7 +61,7 @@ class Options:
     """GB of each GPU to plan for (0: the visible GPU's); lets --dry-run plan a GPU run anywhere."""
     dry_run: bool = False
     """Check the options, print the GRPOConfig, layout and memory estimate, load no weights, exit 0."""
-    max_completion_length: int = grpo(192)  # token budget of a completion
+    max_completion_length: int = grpo(192)  # token budget of a completion (multi-turn: the turns and their replies bound it)
     max_prompt_length: int = 512  # prompt token budget (vLLM's max model length: this + --max-completion-length)
     learning_rate: float = grpo(5e-5)
     """Adam's learning rate (tuned on validation problems: docs/results/reward_comparison.md#tuning-validation-only)."""
