@@ -141,11 +141,8 @@ def train(opts: Options) -> dict[str, Any]:
 
     # the callbacks: step timing, validation, CLIPO head checkpoints, time limit, run card; the trainer
     validation = ValidationCallback(
-        problems=problems.validation, prompts=val_prompts, sampling=sampling,
-        tokenizer=tokenizer, output_dir=out, eval_interval=opts.eval_interval, samples=opts.eval_samples,
-        max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size, seed=opts.seed, verbose=not opts.quiet,
-        max_turns=run.turns, write=main_process, tools=run.tools, prompt_style=opts.prompt_style,
-        max_turn_tokens=opts.max_turn_tokens,
+        problems.validation, val_prompts, tokenizer, out, how=run.eval_play, sampling=sampling, eval_interval=opts.eval_interval,
+        samples=opts.eval_samples, seed=opts.seed, verbose=not opts.quiet, write=main_process,
         resume_step=int(Path(resume_from).name.rsplit("-", 1)[1]) if resume_from else None,  # checkpoint-N
     )
     profile = StepProfile()  # first, so that its step ends before the validation callback evaluates

@@ -27,9 +27,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from baselines.lm.evaluation import greedy_solved
-from baselines.lm.sft_checkpoints import _short, load_checkpoint, put_back, save_checkpoint, saved_options
-from baselines.lm.tiny_lm import SplitRun, TinyLMConfig, build_model, build_tokenizer, load_pretrained, save_pretrained
+from baselines.lm.evaluation import Play, greedy_solved
+from baselines.lm.sft_checkpoints import load_checkpoint, load_saved_model, put_back, save_checkpoint, saved_options
+from baselines.lm.tiny_lm import SplitRun, TinyLMConfig, build_model, build_tokenizer, save_pretrained
 from countdown_gym import dataclass_cli
 from countdown_gym.data.generator import iter_problems
 from countdown_gym.data.splits import load_split
@@ -205,10 +205,7 @@ def pretrained_model(cfg: SFTConfig, tokenizer):
     """The weights of ``cfg.init_from``, checked against ``tokenizer`` and ``--max-positions`` (loaded before ``--out``
     is written to: no torch random number is drawn); an exit naming the folder when they do not load or fit."""
     path = Path(cfg.init_from)  # holds config.json: SFTConfig checked it
-    try:
-        model, _ = load_pretrained(path)
-    except Exception as exc:  # noqa: BLE001 - transformers' and safetensors' many errors of a folder that is no model
-        raise SystemExit(f"--init-from {path}: the saved model does not load ({_short(exc)})") from None
+    model = load_saved_model(path, SystemExit, "--init-from ")
     if model.get_input_embeddings().num_embeddings != len(tokenizer):
         raise SystemExit(f"--init-from {path}: its vocabulary has {model.get_input_embeddings().num_embeddings} tokens, "
                          f"the project's tokenizer {len(tokenizer)}; only models built with baselines/lm/tiny_lm.py can be continued")
@@ -237,9 +234,8 @@ def lr_at(step: int, cfg: SFTConfig, elapsed: float = 0.0) -> float:
 def validation_success(model, tokenizer, problems: list[Problem], cfg: SFTConfig) -> float:
     """Greedy success rate on ``problems`` (multi-turn: episodes solved)."""
     turns = cfg.interaction == "multi-turn"
-    solved = greedy_solved(model, tokenizer, problems, max_turns=cfg.max_turns if turns else None,
-                           prompts=None if turns else [compact_prompt(p) for p in problems],
-                           max_new_tokens=cfg.max_new_tokens, batch_size=cfg.eval_batch_size)
+    how = Play(max_turns=cfg.max_turns if turns else None, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.eval_batch_size)
+    solved = greedy_solved(model, tokenizer, problems, how, prompts=None if turns else [compact_prompt(p) for p in problems])
     return sum(solved) / max(len(solved), 1)
 
 

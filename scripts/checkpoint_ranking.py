@@ -38,11 +38,11 @@ class Options:
 
 
 def play(path: str, problems: list[Any]) -> list[bool]:
-    from baselines.lm.evaluation import greedy_solved
+    from baselines.lm.evaluation import Play, greedy_solved
     from baselines.lm.grpo_model import load_model_and_tokenizer
 
     model, tok = load_model_and_tokenizer(path)
-    return greedy_solved(model, tok, problems, max_turns=16, batch_size=256)
+    return greedy_solved(model, tok, problems, Play(max_turns=16, batch_size=256))
 
 
 def main() -> None:

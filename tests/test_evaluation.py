@@ -48,7 +48,7 @@ def test_rates_and_their_standard_errors() -> None:
 
 def test_single_pass_play_needs_one_prompt_per_problem() -> None:
     with pytest.raises(ValueError, match="one prompt per problem"):
-        greedy_solved(None, None, [P, P], prompts=["x"])
+        greedy_solved(None, None, [P, P], Play(), prompts=["x"])
 
 
 def test_greedy_play_leaves_the_model_and_its_rng_as_they_were() -> None:
@@ -69,5 +69,5 @@ def test_greedy_play_leaves_the_model_and_its_rng_as_they_were() -> None:
     again = evaluate(model, tok, problems, Play(max_new_tokens=4, batch_size=2),
                      prompts=[compact_prompt(p) for p in problems], samples=2, seed=3)
     assert [r.answer for rs in again.sampled for r in rs] == [r.answer for rs in ev.sampled for r in rs]
-    assert greedy_solved(model, tok, problems, prompts=[compact_prompt(p) for p in problems],
-                         max_new_tokens=4) == [r.solved for r in ev.greedy]
+    assert greedy_solved(model, tok, problems, Play(max_new_tokens=4),
+                         prompts=[compact_prompt(p) for p in problems]) == [r.solved for r in ev.greedy]

@@ -143,9 +143,22 @@ def test_default_micro_batches_keep_the_step_on_cpu(tmp_path, monkeypatch):
     assert (plan.micro, plan.grad_accum) == (12, 1)
     monkeypatch.setattr(grpo_config, "world_size", lambda: 1)
     assert plan_compute(GRPORun.of(Options(micro_batch_size=0))).micro == 128  # the whole step at once, as before
-    assert plan_compute(GRPORun.of(Options(max_tokens_per_micro_batch=8 * 704))).micro == 8
+    assert plan_compute(GRPORun.of(Options(interaction="single-pass", max_tokens_per_micro_batch=8 * 704))).micro == 8
     with pytest.raises(SystemExit, match="must divide"):
         plan_compute(GRPORun.of(Options(micro_batch_size=48)))
+
+
+def test_a_multi_turn_plan_bounds_a_completion_by_its_turns_not_max_completion_length(capsys):
+    """Regression: the multi-turn rollout ignores --max-completion-length, and the plan sized its sequences by it (512 +
+    192 tokens) where an episode of 16 turns of 12 tokens, their replies and the EOS reaches 705 after its prompt."""
+    plan = plan_compute(GRPORun.of(Options(max_tokens_per_micro_batch=4 * 1217)))  # the shipped multi-turn model
+    assert (plan.sequence_tokens, plan.micro) == (512 + 16 * (12 + 32) + 1, 4)
+    plan = plan_compute(GRPORun.of(Options(max_turns=4, max_turn_tokens=8, max_completion_length=1000)))
+    assert plan.sequence_tokens == 512 + 4 * (8 + 32) + 1
+    llm_grpo.dry_run(GRPORun.of(Options()))
+    out = capsys.readouterr().out
+    assert "sequences of at most 512 + 705 tokens (multi-turn: 16 turns x (12 + 32 reply tokens) + EOS" in out
+    assert "activations (32 x 1217 tokens)" in out
 
 
 def test_a_gpu_plan_derives_the_micro_batch_from_the_memory(tmp_path, monkeypatch):

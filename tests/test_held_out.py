@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -28,3 +29,33 @@ def test_paired_difference_without_change_and_of_mismatched_outcomes() -> None:
         paired_difference([True], [True, False])
     with pytest.raises(ValueError, match="same problems"):
         paired_difference([], [])
+
+
+def test_a_saved_start_is_reused_only_for_the_same_problems_and_play(tmp_path, monkeypatch) -> None:
+    """Regression: held_out.json of a multi-turn run with 12-token turns was read back by a run with 5-token turns (the
+    settings left out --max-turn-tokens, and whether the turns are tool calls): its start came from another play."""
+    from baselines.lm import held_out
+    from baselines.lm.grpo_options import GRPORun, Options
+    from countdown_gym.game.problem import Problem
+
+    played: list[Any] = []
+    monkeypatch.setattr(held_out, "greedy_solved", lambda model, tok, problems, how, **k: played.append(how) or [True, False])
+    problems, path = [Problem((1, 2), 3, id="t/0"), Problem((2, 2), 4, id="t/1")], tmp_path / "held_out.json"
+
+    def start(problems: list[Problem] = problems, **options: Any) -> list[bool]:
+        run = GRPORun.of(Options(interaction="multi-turn", output_dir=str(tmp_path), **options))
+        test = held_out.held_out_test(run, None, path, problems, None, verbose=False)
+        test.start(None)
+        return test.outcomes["start"]
+
+    assert start(max_turn_tokens=12) == [True, False] and len(played) == 1 and played[0].max_turn_tokens == 12
+    assert start(max_turn_tokens=12, eval_batch_size=7) == [True, False] and len(played) == 1  # read back
+    start(max_turn_tokens=5)
+    start(max_turn_tokens=5, prompt_style="instruct")
+    start(max_turn_tokens=5, prompt_style="instruct", max_turns=8)
+    start(problems[:1], max_turn_tokens=5, prompt_style="instruct", max_turns=8)
+    assert [(h.max_turn_tokens, h.prompt_style, h.max_turns) for h in played[1:]] == [
+        (5, "compact", 16), (5, "instruct", 16), (5, "instruct", 8), (5, "instruct", 8)]
+    path.write_text('{"ids": ["t/0"')  # a damaged file: one error naming it
+    with pytest.raises(SystemExit, match="held_out.json is not JSON"):
+        start()

@@ -610,6 +610,18 @@ def test_validation_keeps_the_best_model(tmp_path: Path, monkeypatch: pytest.Mon
     assert kept == cb.summary()["best"]["step"] == int((best / "weights.txt").read_text()) == 30
 
 
+@pytest.mark.parametrize("text", ['{"step": 20, "greedy_su', "[20]", '{"greedy_success": 0.5}'])
+def test_a_damaged_best_validation_json_is_one_error_naming_it(tmp_path: Path, text: str) -> None:
+    """Regression: a --resume over a cut-off best/validation.json was a JSONDecodeError traceback (a list: TypeError;
+    no step: KeyError); now one error naming the file."""
+    from baselines.lm import callbacks as llm_callbacks
+
+    (tmp_path / "best").mkdir()
+    (tmp_path / "best" / "validation.json").write_text(text)
+    with pytest.raises(SystemExit, match=str(tmp_path / "best" / "validation.json").replace(".", r"\.")):
+        llm_callbacks.ValidationCallback([PROBLEM], ["p"], None, tmp_path, verbose=False, resume_step=10)
+
+
 def test_rollout_tokens_per_step_count_the_whole_generation_batch(tmp_path: Path) -> None:
     """TRL's completions/mean_length is the mean over a step's whole generation batch (micro-batch x processes x
     micro-batches): 2 x 2 x 4 = 16 completions of 10 tokens are 160 rollout tokens a step (was 40)."""

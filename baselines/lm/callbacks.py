@@ -18,7 +18,7 @@ from baselines.lm.evaluation import Play, evaluate
 from baselines.lm.generation import Sampling
 from baselines.lm.tiny_lm import save_pretrained
 from countdown_gym.dataclass_cli import written_aside
-from countdown_gym.runkit.runs import MetricsLog, Panel, write_text_atomic
+from countdown_gym.runkit.runs import MetricsLog, Panel, read_options, write_text_atomic
 
 EVAL_FIELDS = ("step", "problems", "greedy_success", "greedy_invalid_frac", "sampled_success", "pass_at_k", "samples",
                "sampled_invalid_frac", "mean_completion_tokens", "eval_seconds", "tokens_per_s")
@@ -36,14 +36,11 @@ class ValidationCallback(TrainerCallback):
     BEST_DIR = "best"
 
     def __init__(self, problems: Sequence[Any], prompts: Sequence[Any], tokenizer: Any, output_dir: str | Path, *,
-                 eval_interval: int = 20, samples: int = 4, sampling: Sampling | None = None, max_new_tokens: int = 160,
-                 batch_size: int = 64, seed: int = 0, verbose: bool = True, max_turns: int | None = None,
-                 resume_step: int | None = None, write: bool = True, tools: bool = False, **episodes: Any) -> None:
-        """``max_turns``: validate with multi-turn episodes (None: single-pass, from ``prompts``; ``tools``: through tool
-        calls; ``episodes``: their ``prompt_style`` and ``max_turn_tokens``, :class:`Play`'s); ``resume_step``: the
-        logs drop their rows after it; ``write``: this process writes the files."""
-        self.problems, self.prompts, self.tokenizer = list(problems), list(prompts), tokenizer
-        self.how = Play(max_turns=max_turns, max_new_tokens=max_new_tokens, batch_size=batch_size, tools=tools, **episodes)
+                 how: Play | None = None, eval_interval: int = 20, samples: int = 4, sampling: Sampling | None = None,
+                 seed: int = 0, verbose: bool = True, resume_step: int | None = None, write: bool = True) -> None:
+        """``how``: how the model plays (``GRPORun.eval_play``; single-pass plays ``prompts``); ``resume_step``: the logs
+        drop their rows after it; ``write``: this process writes the files."""
+        self.problems, self.prompts, self.tokenizer, self.how = list(problems), list(prompts), tokenizer, how or Play()
         self.dir, self.sampling, self.eval_interval, self.samples = Path(output_dir), sampling or Sampling(), eval_interval, samples
         self.seed, self.verbose = seed, verbose
         self.metrics = MetricsLog(self.dir / "metrics.csv", resume_step=resume_step, write=write)
@@ -54,8 +51,10 @@ class ValidationCallback(TrainerCallback):
         self.since = 0
         """The first row :meth:`best` compares: a resumed run whose ``best/`` holds the model of a validation after
         ``resume_step`` (dropped from the log, redone) compares only its own rows, so that ``best/`` is replaced."""
-        saved = self.dir / self.BEST_DIR / "validation.json"
-        if resume_step is not None and saved.is_file() and json.loads(saved.read_text())["step"] > resume_step:
+        saved = read_options(self.dir / self.BEST_DIR, "validation.json") if resume_step is not None else None
+        if saved is not None and type(saved.get("step")) is not int:  # one error naming a damaged file
+            raise SystemExit(f"{self.dir / self.BEST_DIR / 'validation.json'} names no validation step; fix or delete it")
+        if saved is not None and saved["step"] > resume_step:
             self.since = len(self.rows)
         self.step_gen_tokens: list[float] = []
         self.reporters: Sequence[Any] = ()

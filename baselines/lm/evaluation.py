@@ -199,22 +199,18 @@ def evaluate(model: Any, tokenizer: Any, problems: Sequence[Problem], how: Play,
     return ev
 
 
-def greedy_solved(model: Any, tokenizer: Any, problems: Sequence[Problem], *, max_turns: int | None = None,
-                  prompts: Sequence[Any] | None = None, max_new_tokens: int = 192, batch_size: int = 128,
-                  tools: bool = False, prompt_style: str = "compact",
-                  max_turn_tokens: int = DEFAULT_MAX_TURN_TOKENS) -> list[bool]:
-    """Whether ``model`` solves each problem with greedy play (single-pass needs ``prompts``; multi-turn plays
-    ``prompt_style`` turn prompts), each process playing its share; every process gets the whole list back, in order."""
+def greedy_solved(model: Any, tokenizer: Any, problems: Sequence[Problem], how: Play, *,
+                  prompts: Sequence[Any] | None = None) -> list[bool]:
+    """Whether ``model`` solves each problem with greedy play as ``how`` says (single-pass needs ``prompts``), each
+    process playing its share; every process gets the whole list back, in order."""
     from accelerate import PartialState
     from accelerate.utils import gather_object
 
-    if max_turns is None and (prompts is None or len(prompts) != len(problems)):
+    if how.max_turns is None and (prompts is None or len(prompts) != len(problems)):
         raise ValueError("single-pass play needs one prompt per problem")
-    how = Play(max_turns=max_turns, max_new_tokens=max_new_tokens, batch_size=batch_size, tools=tools,
-               prompt_style=prompt_style, max_turn_tokens=max_turn_tokens)
     state = PartialState()
     idx = list(range(state.process_index, len(problems), state.num_processes))
-    chosen = None if prompts is None or max_turns is not None else [prompts[i] for i in idx]
+    chosen = None if prompts is None or how.max_turns is not None else [prompts[i] for i in idx]
     mine = [r.solved for r in evaluate(model, tokenizer, [problems[i] for i in idx], how, prompts=chosen).greedy]
     if state.num_processes == 1:
         return mine

@@ -69,7 +69,7 @@ def plan_compute(run: GRPORun, shape: Any = None) -> ComputePlan:
         raise SystemExit(f"prompts_per_step * num_generations = {completions} completions per step must be divisible by "
                          f"the number of processes ({processes})")
     per_process = completions // processes
-    seq = opts.max_prompt_length + opts.max_completion_length
+    seq = opts.max_prompt_length + completion_tokens(run)
     budget = 0
     if opts.micro_batch_size is not None:
         micro = per_process if not opts.micro_batch_size else min(opts.micro_batch_size, per_process)
@@ -81,7 +81,7 @@ def plan_compute(run: GRPORun, shape: Any = None) -> ComputePlan:
         if not budget:
             if layout.on_gpu and shape is None:
                 shape = model_shape_or_exit(run.model)
-            budget = gpu_plan.tokens_budget(shape, layout, **memory_args(opts, layout)) if layout.on_gpu \
+            budget = gpu_plan.tokens_budget(shape, layout, **memory_args(run, layout)) if layout.on_gpu \
                 else gpu_plan.CPU_MICRO_BATCH * seq
         micro = gpu_plan.micro_batch(per_process, seq, budget)
     return ComputePlan(layout=layout, per_process=per_process, micro=micro, grad_accum=per_process // micro,
@@ -98,12 +98,22 @@ def model_shape_or_exit(name: str) -> Any:
         raise SystemExit(f"--model: {exc}") from None
 
 
-def memory_args(opts: Options, layout: Any) -> dict[str, Any]:
-    """The arguments ``gpu_plan.training_memory`` / ``tokens_budget`` take from the options."""
+def completion_tokens(run: GRPORun) -> int:
+    """The longest completion of a rollout: ``--max-completion-length``, which the multi-turn rollout does not honour;
+    its episode's is ``--max-turns`` x (``--max-turn-tokens`` + a reply: the engine's ``REPLY_MARGIN``) + the EOS."""
+    from countdown_gym.inference.engine import REPLY_MARGIN
+
+    opts = run.options
+    return opts.max_turns * (opts.max_turn_tokens + REPLY_MARGIN) + 1 if run.multi_turn else opts.max_completion_length
+
+
+def memory_args(run: GRPORun, layout: Any) -> dict[str, Any]:
+    """The arguments ``gpu_plan.training_memory`` / ``tokens_budget`` take from the run."""
+    opts = run.options
     colocated = opts.use_vllm and opts.vllm_mode == "colocate" and layout.on_gpu
     return dict(weight_bytes=2 if opts.model_dtype == "bfloat16" else 4,
-                sequence_tokens=opts.max_prompt_length + opts.max_completion_length,
-                completion_tokens=opts.max_completion_length, gradient_checkpointing=opts.gradient_checkpointing,
+                sequence_tokens=opts.max_prompt_length + completion_tokens(run),
+                completion_tokens=completion_tokens(run), gradient_checkpointing=opts.gradient_checkpointing,
                 reference_model=opts.beta > 0,
                 vllm_share=opts.vllm_gpu_memory_utilization * layout.gpu_memory if colocated else 0.0)
 
@@ -168,7 +178,7 @@ def estimate_memory(run: GRPORun, compute: ComputePlan, shape: Any) -> dict[str,
     opts = run.options
     rows = max(opts.eval_batch_size, 0 if opts.use_vllm else compute.per_process)
     return gpu_plan.training_memory(shape, compute.layout, micro=compute.micro, generation_rows=rows,
-                                    **memory_args(opts, compute.layout))
+                                    **memory_args(run, compute.layout))
 
 
 def build_grpo_config(run: GRPORun, compute: ComputePlan | None = None, *, on_this_machine: bool = True) -> Any:
@@ -256,6 +266,7 @@ def dry_run(run: GRPORun) -> dict[str, Any]:
     import torch
 
     from baselines.lm import gpu_plan
+    from countdown_gym.inference.engine import REPLY_MARGIN
 
     opts = run.options
     shape = model_shape_or_exit(run.model)
@@ -283,7 +294,9 @@ def dry_run(run: GRPORun) -> dict[str, Any]:
                           f", max model length {compute.sequence_tokens}" if opts.use_vllm else "transformers generate()"),
         f"step: {opts.prompts_per_step} prompts x {opts.num_generations} completions = {completions}; "
         f"{compute.per_process} per process in micro-batches of {compute.micro} (gradient accumulation {compute.grad_accum}), "
-        f"sequences of at most {opts.max_prompt_length} + {opts.max_completion_length} tokens"
+        f"sequences of at most {opts.max_prompt_length} + {completion_tokens(run)} tokens"
+        + (f" (multi-turn: {opts.max_turns} turns x ({opts.max_turn_tokens} + {REPLY_MARGIN} reply tokens) + EOS, not "
+           "--max-completion-length)" if run.multi_turn else "")
         + (f"; micro-batch budget {compute.max_tokens} tokens" if compute.max_tokens else ""),
         "GRPOConfig:",
         *(f"  {k} = {shown(k, v)!r}" for k, v in sorted(fields.items())),

@@ -61,7 +61,7 @@ class Options:
     """GB of each GPU to plan for (0: the visible GPU's); lets --dry-run plan a GPU run anywhere."""
     dry_run: bool = False
     """Check the options, print the GRPOConfig, layout and memory estimate, load no weights, exit 0."""
-    max_completion_length: int = grpo(192)  # token budget of a completion
+    max_completion_length: int = grpo(192)  # token budget of a completion (multi-turn: the turns and their replies bound it)
     max_prompt_length: int = 512  # prompt token budget (vLLM's max model length: this + --max-completion-length)
     learning_rate: float = grpo(5e-5)
     """Adam's learning rate (tuned on validation problems: docs/results/reward_comparison.md#tuning-validation-only)."""
@@ -175,6 +175,16 @@ class GRPORun:
     def turns(self) -> int | None:
         """An episode's turn budget (multi-turn and tools); None for single-pass."""
         return self.options.max_turns if self.multi_turn or self.tools else None
+
+    @property
+    def eval_play(self) -> Any:
+        """The ``Play`` (``baselines.lm.evaluation``) of the validation and the held-out test: as the rollouts play,
+        ``--eval-batch-size`` at a time."""
+        from baselines.lm.evaluation import Play
+
+        opts = self.options
+        return Play(max_turns=self.turns, max_new_tokens=opts.max_completion_length, batch_size=opts.eval_batch_size,
+                    prompt_style=opts.prompt_style, max_turn_tokens=opts.max_turn_tokens, tools=self.tools)
 
     @classmethod
     def of(cls, opts: Options) -> GRPORun:

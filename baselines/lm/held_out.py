@@ -11,6 +11,7 @@ reports each rate with its standard error, the paired difference with its own, a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from baselines.analysis.uncertainty import binomial_se, mean_se
 from baselines.lm.evaluation import greedy_solved
 from countdown_gym.game.problem import Problem
+from countdown_gym.runkit.runs import read_options, write_text_atomic
 
 if TYPE_CHECKING:
     from baselines.lm.grpo_options import GRPORun
@@ -53,13 +55,11 @@ class HeldOutTest:
 
     def __init__(self, run: GRPORun, tokenizer: Any, path: str | Path, problems: Sequence[Problem],
                  prompts: Sequence[Any] | None, *, write: bool = True, verbose: bool = True) -> None:
-        opts = run.options
-        self.problems, self.tokenizer, self.path = list(problems), tokenizer, Path(path)
-        self.settings = {"max_turns": run.turns, "max_new_tokens": opts.max_completion_length, "model": run.model,
-                         "prompt_style": opts.prompt_style, "chat_template": opts.chat_template}
-        self.play = {"max_turns": run.turns, "prompts": prompts, "max_new_tokens": opts.max_completion_length,
-                     "batch_size": opts.eval_batch_size, "tools": run.tools, "prompt_style": opts.prompt_style,
-                     "max_turn_tokens": opts.max_turn_tokens}
+        self.problems, self.tokenizer, self.path, self.prompts = list(problems), tokenizer, Path(path), prompts
+        self.how = run.eval_play
+        self.settings = {"model": run.model, "chat_template": run.options.chat_template,
+                         **{k: v for k, v in dataclasses.asdict(self.how).items() if k not in ("batch_size", "engine")}}
+        """What the outcomes depend on, besides the problems: a start saved under other settings is played again."""
         self.write, self.verbose = write, verbose
         self.outcomes: dict[str, list[bool]] = {}
 
@@ -68,17 +68,16 @@ class HeldOutTest:
 
     def _play(self, model: Any, label: str) -> list[bool]:
         if self.verbose:
-            how = " through tool calls" if self.play["tools"] else ""
+            how = " through tool calls" if self.how.tools else ""
             print(f"test: greedy play of {len(self.problems)} held-out test problems{how} ({label} model)", flush=True)
-        return greedy_solved(model, self.tokenizer, self.problems, **self.play)
+        return greedy_solved(model, self.tokenizer, self.problems, self.how, prompts=self.prompts)
 
     def start(self, model: Any) -> None:
         """Play the starting model, or read its outcomes back from ``path`` (a resumed run)."""
-        if self.path.is_file():
-            saved = json.loads(self.path.read_text(encoding="utf-8"))
-            if saved.get("ids") == self._ids() and saved.get("settings") == self.settings and "start" in saved:
-                self.outcomes = {"start": saved["start"]}
-                return
+        saved = read_options(self.path.parent, self.path.name) or {}  # one error naming a damaged file
+        if saved.get("ids") == self._ids() and saved.get("settings") == self.settings and "start" in saved:
+            self.outcomes = {"start": saved["start"]}
+            return
         self.outcomes = {"start": self._play(model, "starting")}
         self._save()
 
@@ -94,8 +93,6 @@ class HeldOutTest:
     def _save(self, result: dict[str, float] | None = None) -> None:
         if not self.write:
             return
-        from countdown_gym.runkit.runs import write_text_atomic
-
         body = {"ids": self._ids(), "settings": self.settings, **self.outcomes, **({"result": result} if result else {})}
         write_text_atomic(self.path, json.dumps(body) + "\n")
 

@@ -75,6 +75,14 @@ def _check_entries(d: Path) -> None:
             raise Unusable(f"{f} is {what}, not a regular file")
 
 
+def load_saved_model(d: Path, error: Callable[[str], BaseException] = Unusable, flag: str = "") -> Any:
+    """The model saved in ``d``; ``error`` naming it (after ``flag``) when it does not load."""
+    try:
+        return load_pretrained(d)[0]
+    except Exception as exc:  # noqa: BLE001 - transformers' and safetensors' many errors of a folder that is no model
+        raise error(f"{flag}{d}: the saved model does not load ({_short(exc)})") from None
+
+
 def read_checkpoint(d: Path, new_optimizer: Callable[[Any], torch.optim.Optimizer]) -> tuple:
     """``(model, optimizer, trainer state)`` of the checkpoint folder ``d``, each file checked as it is read back;
     :class:`Unusable` naming the file when one does not read."""
@@ -102,10 +110,7 @@ def read_checkpoint(d: Path, new_optimizer: Callable[[Any], torch.optim.Optimize
         raise Unusable(f"{f} holds no training step")
     if missing := [k for k in ("optimizer", "rng", "torch_rng") if k not in state]:
         raise Unusable(f"{f} holds no {', '.join(missing)}")
-    try:
-        model = load_pretrained(d)[0]
-    except Exception as exc:  # noqa: BLE001 - transformers' many errors of a model that does not load
-        raise Unusable(f"{d}: the saved model does not load ({_short(exc)})") from None
+    model = load_saved_model(d)
     opt = new_optimizer(model)
     torch_rng = torch.get_rng_state()
     try:
