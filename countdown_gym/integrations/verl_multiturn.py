@@ -135,11 +135,9 @@ def _store(agent_data: Any) -> dict[str, Any]:
     if agent_data is None:
         raise ValueError("CountdownTool keeps a trajectory's turns in agent_data.extra_fields; verl's tool agent "
                          "loop passes agent_data to execute (verl >= 0.6)")
-    fields = getattr(agent_data, "extra_fields", None)
-    if fields is None:
-        fields = {}
-        agent_data.extra_fields = fields
-    return fields
+    if getattr(agent_data, "extra_fields", None) is None:
+        agent_data.extra_fields = {}
+    return agent_data.extra_fields
 
 
 def _replayed(problem: Problem, turns: list[str], max_turns: int) -> TurnEpisode:
