@@ -109,8 +109,7 @@ class ProblemDraw:
     def __init__(self, preset: str | None = None, split: str = "train", tier: str | None = None,
                  curriculum: Curriculum | str | None = None, seed: int | None = 0, num_generations: int = 1,
                  rank: int | None = None, world_size: int | None = None) -> None:
-        if isinstance(num_generations, bool) or not isinstance(num_generations, int) or num_generations < 1:
-            raise ValueError(f"num_generations must be an int >= 1 (GRPOConfig.num_generations), got {num_generations!r}")
+        num_generations = check_budget("num_generations", num_generations, allow_none=False)  # GRPOConfig's
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise ValueError(f"seed must be an int >= 0 or None, got {seed!r}")
         self.rank, self.world_size = process_rank(rank, world_size)
