@@ -21,7 +21,6 @@ pytest.importorskip("verifiers.legacy")  # the classic environments (verifiers <
 from verifiers.legacy.clients.client import Client  # noqa: E402
 from verifiers.legacy.types import ResponseMessage  # noqa: E402
 
-import countdown_gym  # noqa: E402
 from countdown_gym import Problem, load_split, solution_path  # noqa: E402
 from countdown_gym.game.rules import format_number  # noqa: E402
 from countdown_gym.integrations.verifiers_env import (  # noqa: E402
@@ -30,6 +29,7 @@ from countdown_gym.integrations.verifiers_env import (  # noqa: E402
     dense_terms,
     load_environment,
 )
+from countdown_gym.integrations.verl import problem_from_ground_truth  # noqa: E402
 
 
 class ScriptedClient(Client):
@@ -74,8 +74,7 @@ def _run(env: Any, row: dict, client: ScriptedClient) -> Any:
 
 
 def _problem(row: dict) -> Problem:
-    info = row["info"]
-    return countdown_gym.integrations.verifiers_env._problem(info)
+    return problem_from_ground_truth(row["info"])
 
 
 def test_verifiers_resolves_the_package_by_its_dashed_name() -> None:

@@ -84,14 +84,13 @@ def row_problems(n: int, kwargs: Mapping[str, Any]) -> list[Problem]:
 def completion_replays(completions: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
     """The replay of each completion: its ``turn_replay``, its environment's ``replay`` (TRL's tool loop), else its
     text replayed through CountdownText-v0 against its row's problem."""
-    if kwargs.get("turn_replay") is None and kwargs.get("environments") is not None:  # TRL's tool loop played them
+    replays = kwargs.get("turn_replay")
+    if replays is None and kwargs.get("environments") is not None:  # TRL's tool loop played them
         replays = [getattr(e, "replay", None) for e in kwargs["environments"]]
         if any(r is None for r in replays):
             raise ValueError("the Countdown reward functions score tool rollouts through their environments' replay: use "
                              "environment_factory=CountdownToolEnv (countdown_gym.integrations.trl_env)")
-        kwargs = {**kwargs, "turn_replay": replays}
-    if kwargs.get("turn_replay") is not None:
-        replays = kwargs["turn_replay"]
+    if replays is not None:
         if len(replays) != len(completions):
             raise ValueError(f"got {len(completions)} completions but {len(replays)} turn replays")
         return list(replays)

@@ -50,9 +50,9 @@ from countdown_gym.game.turn_game import (
     turn_replay,
 )
 from countdown_gym.game.verifier import describe_value
+from countdown_gym.integrations.trl import VariantReward
 from countdown_gym.integrations.verl import ground_truth
 from countdown_gym.rewards.terms import Scorer
-from countdown_gym.rewards.variants import get_variant
 
 Op = Literal["+", "-", "*", "/"]
 """The operations of :meth:`CountdownToolEnv.move` (an ``enum`` in every derived JSON schema)."""
@@ -109,8 +109,7 @@ class ProblemDraw:
     def __init__(self, preset: str | None = None, split: str = "train", tier: str | None = None,
                  curriculum: Curriculum | str | None = None, seed: int | None = 0, num_generations: int = 1,
                  rank: int | None = None, world_size: int | None = None) -> None:
-        if isinstance(num_generations, bool) or not isinstance(num_generations, int) or num_generations < 1:
-            raise ValueError(f"num_generations must be an int >= 1 (GRPOConfig.num_generations), got {num_generations!r}")
+        num_generations = check_budget("num_generations", num_generations, allow_none=False)  # GRPOConfig's
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise ValueError(f"seed must be an int >= 0 or None, got {seed!r}")
         self.rank, self.world_size = process_rank(rank, world_size)
@@ -152,8 +151,7 @@ class ProblemDraw:
                num_generations, *process_rank(rank, world_size))
         draw = cls._shared.get(key)
         if draw is None:
-            draw = cls(preset, split, tier, curriculum, seed, num_generations, rank, world_size)
-            cls._shared[key] = draw
+            draw = cls._shared[key] = cls(preset, split, tier, curriculum, seed, num_generations, rank, world_size)
         return draw
 
     def _draw(self) -> Problem:
@@ -334,19 +332,16 @@ def variant_reward(variant: str, scorer: Scorer | None = None) -> Callable[..., 
     :attr:`CountdownToolEnv.replay` (``scorer``: what the variant needs, e.g. ``critics.load_critic()``). Rollouts
     of other environments get ``None``. Named like the variant with ``_`` for ``-`` in TRL's logs.
     """
-    v = get_variant(variant, "text")
-    if not v.per_completion:
-        raise ValueError(f"the reward {v.name!r} is computed by its trainer object ({v.needs}), not per rollout")
-    scorer = v.need(scorer)
+    scored = VariantReward(variant, scorer)  # the registry's checks: a per-completion variant, what it needs
 
     def reward(completions: list[Any], environments: list[Any] | None = None, **kwargs: Any) -> list[float | None]:
         if environments is None:
             raise ValueError(f"the reward function {reward.__name__!r} reads the rollouts' environments: use it with "
                              "GRPOTrainer(environment_factory=CountdownToolEnv, ...), which passes them as `environments`")
-        return [v.completion_score(e.replay, scorer) if isinstance(e, CountdownToolEnv) and e.episode is not None
-                else None for e in environments]
+        return [scored.variant.completion_score(e.replay, scored.scorer)
+                if isinstance(e, CountdownToolEnv) and e.episode is not None else None for e in environments]
 
-    reward.__name__ = reward.__qualname__ = v.name.replace("-", "_")
+    reward.__name__ = reward.__qualname__ = scored.variant.name.replace("-", "_")
     return reward
 
 

@@ -31,7 +31,6 @@ if not hasattr(vf, "MultiTurnEnv"):  # verifiers 0.4 replaced the classic enviro
 
 from countdown_gym.data.splits import load_split
 from countdown_gym.dataclass_cli.strict import strict_json
-from countdown_gym.envs.problem_source import problem_from_columns
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.solver import solve
 from countdown_gym.game.text_format import TINYZERO_SYSTEM, chat_messages
@@ -40,17 +39,11 @@ from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnRep
 from countdown_gym.game.verifier import message_content, message_field, verify
 from countdown_gym.integrations.trl import replay
 from countdown_gym.integrations.trl_env import CountdownToolEnv, tool_functions
-from countdown_gym.integrations.verl import ground_truth
+from countdown_gym.integrations.verl import ground_truth, problem_from_ground_truth
 from countdown_gym.rewards.terms import check_scale
 from countdown_gym.rewards.variants import OUTCOME, REWARD_VARIANTS, get_variant
 
 MODES: tuple[str, ...] = ("single-turn", "multi-turn", "tools")
-
-
-def _problem(info: Mapping[str, Any]) -> Problem:
-    if not isinstance(info, Mapping):
-        raise ValueError(f"a countdown-gym row's info must be a dict with 'numbers' and 'target', got {info!r:.120}")
-    return problem_from_columns(info.get("numbers"), info.get("target"), info.get("rules"))
 
 
 def row(problem: Problem, prompt: list[dict[str, str]]) -> dict[str, Any]:
@@ -77,7 +70,7 @@ def _problems(preset: str, split: str | None, n: int) -> list[Problem]:
 
 def correct(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
     """1.0 if the completion's final answer solves the row's problem (:func:`countdown_gym.verify`), else 0.0."""
-    return verify(_problem(info), completion).reward
+    return verify(problem_from_ground_truth(info), completion).reward
 
 
 def dense_terms(outcome: Sequence[str], scorers: Mapping[str, Any] | None = None) -> list[str]:
@@ -119,7 +112,7 @@ def agent_turns(messages: Any, prompt_len: int = 0) -> list[str]:
 
 def play(info: Mapping[str, Any], completion: Any, max_turns: int = DEFAULT_MAX_TURNS) -> TurnReplay:
     """The game of a multi-turn rollout: its agent turns replayed through :func:`replay_turns`."""
-    return replay_turns(_problem(info), agent_turns(completion), max_turns=max_turns)
+    return replay_turns(problem_from_ground_truth(info), agent_turns(completion), max_turns=max_turns)
 
 
 class CountdownTurnEnv(vf.MultiTurnEnv):
@@ -136,7 +129,7 @@ class CountdownTurnEnv(vf.MultiTurnEnv):
     async def env_response(self, messages: Any, state: Any, **kwargs: Any) -> Any:
         """The game's reply to the last agent turn (the turns so far are replayed: one source of truth);
         once the game is over the reply is the rollout's final message."""
-        episode = TurnEpisode(_problem(state["info"]), max_turns=self.game_max_turns)
+        episode = TurnEpisode(problem_from_ground_truth(state["info"]), max_turns=self.game_max_turns)
         reply = ""
         for text in agent_turns(messages, len(state["prompt"])):
             reply = episode.play(text).reply
@@ -165,23 +158,17 @@ def game_rubric(game: Callable[[Any, Mapping[str, Any]], TurnReplay], weights: M
 
 def _tool_calls(messages: Any) -> list[tuple[str, str, Any]]:
     """``(id, name, arguments JSON)`` of every tool call in the assistant messages, in order."""
-    calls = []
-    for m in list(messages):
-        if message_field(m, "role") != "assistant":
-            continue
-        for c in message_field(m, "tool_calls") or []:
-            fn = message_field(c, "function")  # an OpenAI-style dict, or verifiers' ToolCall
-            name = message_field(fn, "name") if fn is not None else message_field(c, "name")
-            args = message_field(fn, "arguments") if fn is not None else message_field(c, "arguments")
-            calls.append((message_field(c, "id"), name, args))
-    return calls
+    calls = [c for m in messages if message_field(m, "role") == "assistant" for c in message_field(m, "tool_calls") or []]
+    fns = [message_field(c, "function") or c for c in calls]  # an OpenAI-style dict, or verifiers' ToolCall
+    return [(message_field(c, "id"), message_field(f, "name"), message_field(f, "arguments"))
+            for c, f in zip(calls, fns, strict=True)]
 
 
 def play_tools(info: Mapping[str, Any], messages: Any, max_turns: int = DEFAULT_MAX_TURNS) -> tuple[CountdownToolEnv, list[str]]:
     """The row's game with every tool call of ``messages`` played in order (the one source of truth of a rollout),
     and each call's reply; a call of no known tool, or with unreadable arguments, is answered with an error."""
     env = CountdownToolEnv(max_turns=max_turns)
-    env.reset(**ground_truth(_problem(info)))
+    env.reset(**ground_truth(problem_from_ground_truth(info)))
     tools, replies = tool_functions(env), []
     for _, name, args in _tool_calls(messages):
         try:
@@ -207,13 +194,11 @@ class CountdownToolsEnv(vf.ToolEnv):
         super().__init__(tools=list(tool_functions().values()), max_turns=game_max_turns + 1, **kwargs)
 
     async def env_response(self, messages: Any, state: Any, **kwargs: Any) -> Any:
-        calls = _tool_calls(messages)
         env, replies = play_tools(state["info"], messages, self.game_max_turns)
-        new = list(messages)[-1]
-        n = len(message_field(new, "tool_calls") or [])
+        new = _tool_calls(list(messages)[-1:])  # the last message's calls: the last of the replies
         response = [vf.ToolMessage(tool_call_id=str(cid), content=reply)
-                    for (cid, _, _), reply in zip(calls[-n:] if n else [], replies[-n:] if n else [], strict=True)]
-        if env.episode is not None and env.episode.done:
+                    for (cid, _, _), reply in zip(new, replies[len(replies) - len(new):], strict=True)]
+        if env.episode.done:
             state["final_env_response"] = response
         return response
 
@@ -250,28 +235,23 @@ def load_environment(mode: str = "single-turn", preset: str = "tinyzero", train_
             return [m for m in chat_messages(p, style) if m["role"] == "user"]  # dropped (a chat API cannot continue it)
 
         env_cls, game = vf.SingleTurnEnv, {}
-        scoring = rubric(correct, ("sparse",), lambda completion, info: replay(_problem(info), completion), weights,
-                         scorers)
-    elif mode == "tools":
-        if prompt_style is not None:
-            raise ValueError("mode='tools' has one prompt (the tool-calling puzzle text); leave prompt_style unset")
-
-        def prompt(p: Problem) -> list[dict[str, str]]:
-            return [{"role": "user", "content": tool_prompt(p, max_turns)}]
-
-        env_cls, game = CountdownToolsEnv, {"game_max_turns": max_turns}
-        scoring = game_rubric(lambda completion, info: play_tools(info, completion, max_turns)[0].replay, weights,
-                              scorers)
+        scoring = rubric(correct, ("sparse",), lambda completion, info: replay(problem_from_ground_truth(info), completion),
+                         weights, scorers)
     else:
-        style = prompt_style or "instruct"
+        tools, style = mode == "tools", prompt_style or "instruct"
+        if tools and prompt_style is not None:
+            raise ValueError("mode='tools' has one prompt (the tool-calling puzzle text); leave prompt_style unset")
         if style not in TURN_PROMPT_STYLES:
             raise ValueError(f"unknown multi-turn prompt_style {style!r}; choose one of {list(TURN_PROMPT_STYLES)}")
 
         def prompt(p: Problem) -> list[dict[str, str]]:
-            return [{"role": "user", "content": turn_prompt(p, style, max_turns)}]
+            return [{"role": "user", "content": tool_prompt(p, max_turns) if tools else turn_prompt(p, style, max_turns)}]
 
-        env_cls, game = CountdownTurnEnv, {"game_max_turns": max_turns}
-        scoring = game_rubric(lambda completion, info: play(info, completion, max_turns), weights, scorers)
+        def played(completion: Any, info: Mapping[str, Any]) -> TurnReplay:
+            return play_tools(info, completion, max_turns)[0].replay if tools else play(info, completion, max_turns)
+
+        env_cls, game = CountdownToolsEnv if tools else CountdownTurnEnv, {"game_max_turns": max_turns}
+        scoring = game_rubric(played, weights, scorers)
     return env_cls(**game, dataset=_dataset(train, prompt) if train else None,
                    eval_dataset=_dataset(test, prompt) if test else None, system_prompt=system_prompt, rubric=scoring,
                    **kwargs)

@@ -25,15 +25,22 @@ from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, load_split
 from countdown_gym.dataclass_cli import check_choice, check_min, run, usage_error, written_aside
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import PROMPT_STYLES, chat_messages
+from countdown_gym.game.turn_format import tool_prompt
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
 from countdown_gym.integrations.verl import verl_row
-from countdown_gym.integrations.verl_multiturn import dump_tool_config, tool_rows
+from countdown_gym.integrations.verl_multiturn import dump_tool_config, tools_kwargs
 
 TOOL_CONFIG = "countdown_tools.yaml"
 
 
-def verl_rows(problems: list[Problem], preset: str, split: str, prompt_style: str) -> list[dict[str, Any]]:
-    """verl prompt rows (see the module docstring) for ``problems``."""
+def verl_rows(problems: list[Problem], preset: str, split: str, prompt_style: str, interaction: str = "single-pass",
+              max_turns: int = DEFAULT_MAX_TURNS) -> list[dict[str, Any]]:
+    """verl prompt rows (see the module docstring) for ``problems``; ``interaction="tool"``: for the tool agent loop
+    (the puzzle as the user message, the tools' kwargs, the ground truth)."""
+    if interaction == "tool":
+        return [verl_row(p, preset, split, i, [{"role": "user", "content": tool_prompt(p, max_turns)}], "tool_agent",
+                         interaction="tool", max_turns=max_turns, need_tools_kwargs=True, tools_kwargs=tools_kwargs(p))
+                for i, p in enumerate(problems)]
     return [verl_row(p, preset, split, i, chat_messages(p, prompt_style), prompt_style=prompt_style)
             for i, p in enumerate(problems)]
 
@@ -53,9 +60,7 @@ def export(preset: str, splits: list[str], prompt_style: str, out: Path, limit: 
         problems = generate_fresh(preset, size, seed) if size is not None and split == "train" else load_split(preset, split)
         if limit:
             problems = problems[:limit]
-        rows = (tool_rows(problems, preset, split, max_turns) if interaction == "tool"
-                else verl_rows(problems, preset, split, prompt_style))
-        table = pa.Table.from_pylist(rows)
+        table = pa.Table.from_pylist(verl_rows(problems, preset, split, prompt_style, interaction, max_turns))
         path = out / preset / f"{split}.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
         with written_aside(path) as tmp:
@@ -102,16 +107,14 @@ def main(argv: list[str] | None = None, prog: str = "scripts/export_verl.py") ->
 
     def body(args: VerlExportOptions) -> int:
         try:
-            import pyarrow  # noqa: F401
-        except ImportError:
-            usage_error("the verl export needs pyarrow: pip install 'countdown-gym[bench]' (or pip install pyarrow)",
-                        prog=prog)
-        try:
             paths = export(args.preset, list(args.splits), args.prompt_style, Path(args.out), args.limit,
                            args.interaction, args.max_turns)
         except OSError as exc:
             print(f"{prog}: error: --out {args.out}: cannot write there ({exc.strerror or exc})", file=sys.stderr)
             return 1
+        except ImportError as exc:  # pyarrow (the parquet files), or transformers (--interaction tool's tool schemas)
+            usage_error("the verl export needs pyarrow: pip install 'countdown-gym[bench]' (or pip install pyarrow)"
+                        if exc.name == "pyarrow" else str(exc), prog=prog)
         for path in paths:
             print(path)
         return 0

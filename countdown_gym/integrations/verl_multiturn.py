@@ -20,10 +20,10 @@ from typing import Any
 from uuid import uuid4
 
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.turn_format import TOOL_NAMES, episode_over_reply, numbers_reply, tool_prompt, tool_turn
+from countdown_gym.game.turn_format import TOOL_NAMES, episode_over_reply, numbers_reply, tool_turn
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, check_budget, replay_turns
 from countdown_gym.integrations.trl_env import tool_json_schema
-from countdown_gym.integrations.verl import ground_truth, problem_from_ground_truth, verl_row
+from countdown_gym.integrations.verl import ground_truth, problem_from_ground_truth
 
 try:  # verl's real base classes when verl is installed
     from verl.tools.base_tool import BaseTool as _Base
@@ -135,11 +135,9 @@ def _store(agent_data: Any) -> dict[str, Any]:
     if agent_data is None:
         raise ValueError("CountdownTool keeps a trajectory's turns in agent_data.extra_fields; verl's tool agent "
                          "loop passes agent_data to execute (verl >= 0.6)")
-    fields = getattr(agent_data, "extra_fields", None)
-    if fields is None:
-        fields = {}
-        agent_data.extra_fields = fields
-    return fields
+    if getattr(agent_data, "extra_fields", None) is None:
+        agent_data.extra_fields = {}
+    return agent_data.extra_fields
 
 
 def _replayed(problem: Problem, turns: list[str], max_turns: int) -> TurnEpisode:
@@ -162,13 +160,6 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     return {"score": float(rep.reward), "turns": len(turns), "invalid_turns": rep.invalid_steps, "solved": float(rep.solved)}
 
 
-def tool_rows(problems: list[Problem], preset: str, split: str, max_turns: int = DEFAULT_MAX_TURNS) -> list[dict[str, Any]]:
-    """verl parquet rows for the tool agent loop: the puzzle as the user message, the tools' kwargs, the ground truth."""
-    return [verl_row(p, preset, split, i, [{"role": "user", "content": tool_prompt(p, max_turns)}], "tool_agent",
-                     interaction="tool", max_turns=max_turns, need_tools_kwargs=True, tools_kwargs=tools_kwargs(p))
-            for i, p in enumerate(problems)]
-
-
 def dump_tool_config(path: Any, max_turns: int = DEFAULT_MAX_TURNS) -> None:
     """Write :func:`tool_config` as YAML (JSON is valid YAML; no YAML library needed)."""
     from countdown_gym.dataclass_cli import written_aside  # here: verl's workers import this module, tyro not needed
@@ -177,4 +168,4 @@ def dump_tool_config(path: Any, max_turns: int = DEFAULT_MAX_TURNS) -> None:
         tmp.write_text(json.dumps(tool_config(max_turns), indent=2) + "\n", encoding="utf-8")
 
 
-__all__ = ["ACTIONS", "HAVE_VERL", "TURNS_KEY", "CountdownTool", "compute_score", "dump_tool_config", "tool_config", "tool_rows", "tool_schema", "tools_kwargs", "turn_text"]
+__all__ = ["ACTIONS", "HAVE_VERL", "TURNS_KEY", "CountdownTool", "compute_score", "dump_tool_config", "tool_config", "tool_schema", "tools_kwargs", "turn_text"]
