@@ -260,17 +260,14 @@ def _command(name: str, cls: type, body: Callable[..., int]) -> tuple[str, Calla
         def guarded(options) -> int:
             try:
                 return body(options, rest, started) if name == "submit" else body(options)
-            except (ValueError, FileNotFoundError, RuntimeError) as e:
+            except (ValueError, RuntimeError) as e:
                 if isinstance(e, _BadCommandLine) or (isinstance(e, ValueError) and not started[0]):
                     usage_error(str(e), prog=prog)
                 print(f"{prog}: error: {e}", file=sys.stderr)
                 return 1
-            except dataclass_cli.OutputError:  # standard output or error: dataclass_cli.run's (a closed pipe: 141)
+            except OSError as e:  # dataclass_cli.run's one error line (1), naming --out when the error names no file
+                e.filename = e.filename or getattr(options, "out", None)
                 raise
-            except OSError as e:  # a full disk, an output that cannot be written
-                where = e.filename or getattr(options, "out", None)
-                print(f"{prog}: error: {e.strerror or e}{f': {where}' if where else ''}", file=sys.stderr)
-                return 1
 
         return dataclass_cli.run(cls, rest, guarded, prog=prog, description=f"{cls.__doc__}\n\n{EXIT_CODES}")
 
