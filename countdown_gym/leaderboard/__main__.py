@@ -14,6 +14,7 @@ anything is played; 130 Ctrl-C; 141 output pipe closed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import shlex
 import sys
@@ -153,12 +154,12 @@ def _summary(r: Scores | Rejection) -> str:
 
 
 def _board(results: list[Scores | Rejection], d: Path) -> dict[Path, str | bytes | None]:
-    """What ``score`` writes in ``d``: the table, the chart (redrawn from ``results``; None: no valid submission, so
-    no chart) and the page."""
+    """What ``score`` writes in ``d``, in the order it puts them in place: the table, the chart (redrawn from
+    ``results``; None: no valid submission, so no chart) and the page last."""
     with tempfile.TemporaryDirectory() as charts:
         png = plot(results, Path(charts) / PNG)
         chart = png.read_bytes() if png else None
-    return {d / MARKDOWN: render_markdown(results, d, PNG), d / HTML: render_html(results, d, chart), d / PNG: chart}
+    return {d / MARKDOWN: render_markdown(results, d, PNG), d / PNG: chart, d / HTML: render_html(results, d, chart)}
 
 
 def cmd_score(args: ScoreOptions) -> int:
@@ -170,16 +171,18 @@ def cmd_score(args: ScoreOptions) -> int:
     d = _leaderboard_dir(args.dir)
     results = score_directory(d / SUBMISSIONS, progress=args.progress)
     board = _board(results, d)
-    for path, data in board.items():
-        try:  # beside the file, then renamed into place: a FIFO or link there is replaced, never opened
-            if data is None:  # no chart: an old one would show scores that no longer stand
-                path.unlink(missing_ok=True)
-                continue
-            with written_aside(path) as tmp:
-                tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
-        except OSError as e:
-            print(f"{PROG} score: error: cannot write {path}: {e.strerror or e}", file=sys.stderr)
-            return 1
+    try:  # each written beside its name (a FIFO or link there is replaced, never opened); once all are, renamed in
+        with contextlib.ExitStack() as renames:  # _board's order (the last entered first): a kill between the
+            for path, data in reversed(board.items()):  # renames leaves a board that check calls stale
+                where = path
+                if data is not None:
+                    renames.enter_context(written_aside(path)).write_bytes(data.encode() if isinstance(data, str) else data)
+            where = None
+        if board[d / PNG] is None:  # no chart: an old one would show scores that no longer stand
+            (d / PNG).unlink(missing_ok=True)
+    except OSError as e:
+        print(f"{PROG} score: error: cannot write {where or e.filename2 or e.filename}: {e.strerror or e}", file=sys.stderr)
+        return 1
     for r in results:
         print(_summary(r), file=sys.stderr if isinstance(r, Rejection) else sys.stdout)
     print("wrote " + ", ".join(str(path) for path, data in board.items() if data is not None))
