@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from countdown_gym.game.turn_game import check_budget
+from countdown_gym.game.verifier import describe_value
 
 INVALID_ACTION_MODES = ("raise", "penalty")
 DEFAULT_VALUE_SCALE = 1000.0
@@ -26,7 +27,7 @@ def reset_options(options: Any, allowed: tuple[str, ...]) -> Mapping[str, Any]:
     """``reset(options=...)`` as a mapping (``None``: empty); ``ValueError`` for anything else or a key not ``allowed``."""
     options = {} if options is None else options
     if not isinstance(options, Mapping):
-        raise ValueError(f"reset options must be a dict or None, got {type(options).__name__} {options!r:.100}")
+        raise ValueError(f"reset options must be a dict or None, got {describe_value(options)}")
     unknown = set(options) - set(allowed)
     if unknown:
         raise ValueError(f"unknown reset options {sorted(unknown)}; use {' or '.join(map(repr, allowed))}")

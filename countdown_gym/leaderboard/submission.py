@@ -28,6 +28,7 @@ from countdown_gym.data.splits import SPLIT_SPEC, SplitIntegrityError, load_spli
 from countdown_gym.dataclass_cli import strict_json
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import OPERATORS, format_number
+from countdown_gym.game.verifier import describe_value
 from countdown_gym.rewards.variants import check_reward_variant
 
 FORMAT = "countdown-gym-submission"
@@ -61,16 +62,16 @@ def _move_number(x: Any) -> int | str:
         return x.numerator if x.denominator == 1 else format_number(x)
     if isinstance(x, str) and NUMBER_TEXT.fullmatch(x):
         return x
-    raise TypeError(f"a move number must be an int, a Fraction or a 'p/q' string, got {type(x).__name__} {x!r}")
+    raise TypeError(f"a move number must be an int, a Fraction or a 'p/q' string, got {describe_value(x)}")
 
 
 def normalize_move(move: Sequence[Any]) -> list[int | str]:
     """``[a, op, b, result]`` in the submission's JSON form (checks the shape, not the arithmetic)."""
     if isinstance(move, (str, bytes)) or not isinstance(move, Sequence) or len(move) != 4:
-        raise TypeError(f"a move must be a sequence (a, op, b, result), got {move!r}")
+        raise TypeError(f"a move must be a sequence (a, op, b, result), got {describe_value(move)}")
     a, op, b, r = move
     if op not in OPERATORS:
-        raise TypeError(f"a move's operator must be one of {OPERATORS}, got {op!r}")
+        raise TypeError(f"a move's operator must be one of {OPERATORS}, got {describe_value(op)}")
     return [_move_number(a), op, _move_number(b), _move_number(r)]
 
 

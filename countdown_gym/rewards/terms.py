@@ -14,6 +14,7 @@ import numpy as np
 from countdown_gym.envs.options import check_finite
 from countdown_gym.game.rules import Number, Rules
 from countdown_gym.game.solver import reachable
+from countdown_gym.game.verifier import describe_value
 
 TRANSITION_KEYS: tuple[str, ...] = ("state", "move", "next_state", "target", "valid")
 
@@ -28,8 +29,7 @@ class Scorer(Protocol):
 def check_transition(transition: Any) -> Mapping[str, Any]:
     """``transition`` itself if it has the DESIGN.md shape, else a ``ValueError`` naming what is wrong."""
     if not isinstance(transition, Mapping):
-        raise ValueError(f"a transition record must be a dict (see docs/DESIGN.md), got {type(transition).__name__}: "
-                         f"{transition!r:.120}")
+        raise ValueError(f"a transition record must be a dict (see docs/DESIGN.md), got {describe_value(transition)}")
     missing = [k for k in TRANSITION_KEYS if k not in transition]
     if missing:
         raise ValueError(f"transition record is missing key(s) {missing} (see docs/DESIGN.md): {transition!r:.200}")
