@@ -228,7 +228,9 @@ def _parse_json(path: Path, number: int, text: str) -> Any:
         raise SubmissionError(path, f"line {number} is not valid JSON{hint}: {_short(str(e), 120)}") from None
 
 
-def _check_header(path: Path, header: Any) -> dict[str, Any]:
+def check_header(header: Any, path: str | os.PathLike[str] = "<header>") -> dict[str, Any]:
+    """``header`` (of the file ``path``, or e.g. from :func:`build_header`: a tool's metadata checked before it spends
+    compute on the answers); :class:`SubmissionError` when it breaks the schema or names no frozen split."""
     header_validator, _ = _validators()
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise SubmissionError(path, f'line 1 must be the header object with "format": "{FORMAT}"')
@@ -264,12 +266,6 @@ def _check_header(path: Path, header: Any) -> dict[str, Any]:
             "the answers were produced for a different problem set",
         )
     return header
-
-
-def check_header(header: dict[str, Any]) -> None:
-    """Raise :class:`SubmissionError` when ``header`` (e.g. from :func:`build_header`) breaks the schema: a tool's
-    metadata checked before it spends compute on the answers."""
-    _check_header(Path("<header>"), header)
 
 
 def _problem_answers(path: Path, number: int, obj: dict[str, Any], problem: Problem, header: dict[str, Any]) -> ProblemAnswers:
@@ -310,7 +306,7 @@ def read_submission(path: str | os.PathLike[str]) -> Submission:
     first = next(lines, None)
     if first is None:
         raise SubmissionError(p, "file has no header line")
-    header = _check_header(p, _parse_json(p, *first))
+    header = check_header(_parse_json(p, *first), p)
     problems = load_split(header["preset"], header["split"])
     by_id = {q.id: q for q in problems}
     found: dict[str, ProblemAnswers] = {}
