@@ -193,17 +193,15 @@ def cmd_check(args: CheckOptions) -> int:
     d = _leaderboard_dir(args.dir)
     results = score_directory(d / SUBMISSIONS)
     problems = [f"rejected: {plain_text(r.path)}: {plain_text(r.reason)}" for r in results if isinstance(r, Rejection)]
-    board = _board(results, d)
-    for path, data in board.items():
+    fix = "; run countdown-gym leaderboard score"
+    for path, data in _board(results, d).items():
         if data is None:
             if path.exists() or path.is_symlink():
-                problems.append(f"{path} is stale (no submission is valid, so there is no chart); run countdown-gym "
-                                "leaderboard score")
+                problems.append(f"{path} is stale (no submission is valid, so there is no chart){fix}")
         elif not path.is_file():
-            problems.append(f"{path} is missing; run countdown-gym leaderboard score")
+            problems.append(f"{path} is missing{fix}")
         elif (path.read_bytes() if isinstance(data, bytes) else path.read_text(encoding="utf-8", errors="replace")) != data:
-            problems.append(f"{path} is stale (it differs from the re-scored submissions); run countdown-gym "
-                            "leaderboard score")
+            problems.append(f"{path} is stale (it differs from the re-scored submissions){fix}")
     for p in problems:
         print(p, file=sys.stderr)
     if not problems:
