@@ -176,6 +176,18 @@ def test_rational_moves_are_written_exactly():
     assert "3 / 2 = 3/2" in text and "3/2 * 4 = 6" in text
 
 
+@pytest.mark.parametrize("move", [10**5000, ("x" * 10**6, "+", 1, 2), (1, "+", 2, [0] * 10**6), (1, 10**5000, 2, 3)],
+                         ids=["huge-int", "long-str", "long-list", "huge-op"])
+def test_a_bad_move_is_named_in_a_short_type_error(move):
+    """A bad move's error printed its repr whole: a long string or list made a megabyte message, and a huge int
+    gave Python's int->str digit-limit ValueError instead of the TypeError."""
+    from countdown_gym.leaderboard.submission import normalize_move
+
+    with pytest.raises(TypeError, match=r"^a move.* must be .*, got (int|str|list) ") as e:
+        normalize_move(move)
+    assert len(str(e.value)) < 200
+
+
 def test_writer_refuses_answers_that_do_not_fit_the_split(problems, tmp_path):
     with pytest.raises(ValueError, match="entries"):
         write_submission(tmp_path / "x.jsonl", preset=PRESET, split=SPLIT, answers=[["a"]], **META)

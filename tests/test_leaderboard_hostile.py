@@ -280,3 +280,40 @@ def test_score_replaces_a_fifo_or_link_it_would_write_and_names_an_output_it_can
     assert lb_main(["score", "--dir", str(d), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert "error: cannot write" in err and "leaderboard.png" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("renamed", [0, 1, 2])
+def test_a_kill_while_score_writes_leaves_a_board_that_check_calls_stale(board, monkeypatch, capsys, renamed):
+    """score wrote and renamed the table, then the page, then the chart, one after the other: a kill (or a full disk)
+    between them left files from two scorings. Now all three are written before any is renamed, the page renamed
+    last; a kill between the renames leaves a board that check calls stale, naming the command that mends it."""
+    d = board.parent
+    put(board, "a.longproc-0.5k.test.jsonl", agent="exhaustive-solver")
+    assert lb_main(["score", "--dir", str(d), "--no-progress"]) == 0
+    before = {name: (d / name).read_bytes() for name in ("LEADERBOARD.md", "leaderboard.png", "leaderboard.html")}
+    put(board, "b.longproc-0.5k.test.jsonl", agent="another-agent")  # every file changes
+    log, real_replace, real_write = [], os.replace, Path.write_bytes
+
+    def replace(src, dst):
+        if Path(dst).parent == d:
+            if sum(kind == "renamed" for kind, _ in log) == renamed:
+                raise KeyboardInterrupt  # the kill
+            log.append(("renamed", Path(dst).name))
+        real_replace(src, dst)
+
+    def write_bytes(path, data):
+        if path.parent == d:
+            log.append(("wrote", path.name))
+        return real_write(path, data)
+
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+    assert lb_main(["score", "--dir", str(d), "--no-progress"]) == 130
+    monkeypatch.undo()
+    assert [kind for kind, _ in log] == ["wrote"] * 3 + ["renamed"] * renamed
+    assert [name for name, data in before.items() if (d / name).read_bytes() != data] == list(before)[:renamed]
+    capsys.readouterr()
+    assert lb_main(["check", "--dir", str(d)]) == 1
+    err = capsys.readouterr().err
+    assert "is stale" in err and "run countdown-gym leaderboard score" in err and not list(d.glob("*.tmp"))
+    assert lb_main(["score", "--dir", str(d), "--no-progress"]) == 0 and lb_main(["check", "--dir", str(d)]) == 0

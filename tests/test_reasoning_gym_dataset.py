@@ -152,3 +152,19 @@ def test_a_generated_split_whose_tier_never_occurs_is_an_error_not_a_hang(monkey
     for _ in range(2):
         with pytest.raises(ValueError, match="among 20 generated in a row"):
             ds[0]
+
+
+def test_reseeding_dataset_over_an_unseeded_dataset_counts_from_a_drawn_seed() -> None:
+    """reasoning-gym's ReseedingDataset seeds chunk k with dataset.seed + k: with seed=None ours was None, a
+    TypeError; now, as reasoning-gym's own datasets do, seed=None draws one (the dataset keeps its frozen order)."""
+    from dataclasses import replace
+
+    from reasoning_gym.dataset import ReseedingDataset
+
+    config = CountdownGymConfig(preset="tinyzero", split="validation", size=4)
+    ds = CountdownGymDataset(config)
+    assert isinstance(ds.seed, int) and config.seed is None
+    assert [e["metadata"]["id"] for e in ds] == [p.id for p in load_split("tinyzero", "validation")[:4]]
+    items = iter(ReseedingDataset(ds, chunk_size=4))
+    chunks = [CountdownGymDataset(replace(config, seed=(ds.seed + k) % 2**32)) for k in (0, 1)]
+    assert [next(items)["metadata"]["id"] for _ in range(8)] == [e["metadata"]["id"] for c in chunks for e in c]

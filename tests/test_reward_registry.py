@@ -179,3 +179,13 @@ def test_a_term_that_is_not_a_finite_number_is_named(bad) -> None:
         env.step(env.unwrapped.encode_action(0, 1, "-"))
     with pytest.raises(ValueError, match="the reward 'broken-score' gave"):
         scored.completion_score(SimpleNamespace(transitions=[]))
+
+
+def test_a_transition_that_is_no_dict_is_named_by_its_type() -> None:
+    """Its message showed the repr whole before cutting it: an int past 4300 digits raised Python's digit-limit
+    error instead."""
+    from countdown_gym.rewards.terms import perfect_moves
+
+    for bad in (10**5000, "state"):
+        with pytest.raises(ValueError, match=r"a transition record must be a dict \(see docs/DESIGN.md\), got (int|str) "):
+            perfect_moves([bad])

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from countdown_gym.game.turn_game import check_budget
+from countdown_gym.game.verifier import describe_value
 
 INVALID_ACTION_MODES = ("raise", "penalty")
 DEFAULT_VALUE_SCALE = 1000.0
@@ -26,20 +27,26 @@ def reset_options(options: Any, allowed: tuple[str, ...]) -> Mapping[str, Any]:
     """``reset(options=...)`` as a mapping (``None``: empty); ``ValueError`` for anything else or a key not ``allowed``."""
     options = {} if options is None else options
     if not isinstance(options, Mapping):
-        raise ValueError(f"reset options must be a dict or None, got {type(options).__name__} {options!r:.100}")
+        raise ValueError(f"reset options must be a dict or None, got {describe_value(options)}")
     unknown = set(options) - set(allowed)
     if unknown:
         raise ValueError(f"unknown reset options {sorted(unknown)}; use {' or '.join(map(repr, allowed))}")
     return options
 
 
-def _finite(name: str, value: Any, positive: bool, expected: str) -> float:
+def check_finite(value: Any, name: str = "scale", *, positive: bool = False, default: float | None = None) -> float:
+    """``value`` (called ``name``: an option, a reward term's scale or weight) as a float; ``ValueError`` unless it
+    is a finite real number (a Python or numpy one, not a bool), above 0 when ``positive``. With a ``default``,
+    None is taken and gives it."""
+    if value is None and default is not None:
+        return default
     real = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
     try:
         number = float(value) if real else math.nan
     except OverflowError:  # an int past float range
         number = math.inf
     if not math.isfinite(number) or (positive and number <= 0):
+        expected = f"a {'positive ' if positive else ''}finite number{' or None' if default is not None else ''}"
         raise ValueError(f"{name} must be {expected}, got {value!r:.100}")
     return number
 
@@ -51,12 +58,10 @@ def set_step_options(env: Any, max_steps: Any, invalid_action: Any, invalid_pena
     if invalid_action not in INVALID_ACTION_MODES:
         raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {invalid_action!r}")
     env.invalid_action = invalid_action
-    env.invalid_penalty = _finite("invalid_penalty", invalid_penalty, False, "a finite number")
-    if value_scale is not None:
-        env.value_scale = _finite("value_scale", value_scale, True, "a positive finite number or None")
-    else:
-        limit = env.rules.value_limit
-        env.value_scale = float(limit) if limit is not None else DEFAULT_VALUE_SCALE
+    env.invalid_penalty = check_finite(invalid_penalty, "invalid_penalty")
+    limit = env.rules.value_limit
+    env.value_scale = check_finite(value_scale, "value_scale", positive=True,
+                                   default=float(limit) if limit is not None else DEFAULT_VALUE_SCALE)
 
 
 def check_render_mode(render_mode: str | None, metadata: Mapping[str, Any], env_name: str) -> str | None:

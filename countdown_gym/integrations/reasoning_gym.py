@@ -134,7 +134,8 @@ class CountdownGymDataset(_Base):  # type: ignore[misc,valid-type]
     ``ds[i]`` is ``{"question", "answer", "metadata"}``: the question in the config's prompt style, a
     reference solution (the first of :func:`~countdown_gym.solve`), and metadata with ``numbers``,
     ``target``, ``rules`` (a dict), ``preset``, ``split``, ``id`` and the solver's ``difficulty``
-    figures when the split has them. ``problems=`` replaces the split by your own problems.
+    figures when the split has them. ``problems=`` replaces the split by your own problems. ``seed``: the config's,
+    or (``seed=None``) drawn at random as reasoning-gym's datasets do, for its ``ReseedingDataset`` to count from.
     """
 
     def __init__(self, config: CountdownGymConfig | None = None, problems: Sequence[Problem] | None = None) -> None:
@@ -143,7 +144,7 @@ class CountdownGymDataset(_Base):  # type: ignore[misc,valid-type]
             raise TypeError(f"config must be a CountdownGymConfig, got {type(config).__name__}")
         config.validate()
         self.config = config
-        self.seed = config.seed
+        self.seed = config.seed if config.seed is not None else random.Random().randint(0, 2**32)  # as reasoning-gym's
         self._labels: list[tuple[Any, str | None]] = []
         self.split = config.split or "test"
         if problems is not None:

@@ -14,6 +14,7 @@ anything is played; 130 Ctrl-C; 141 output pipe closed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import shlex
 import sys
@@ -153,12 +154,12 @@ def _summary(r: Scores | Rejection) -> str:
 
 
 def _board(results: list[Scores | Rejection], d: Path) -> dict[Path, str | bytes | None]:
-    """What ``score`` writes in ``d``: the table, the chart (redrawn from ``results``; None: no valid submission, so
-    no chart) and the page."""
+    """What ``score`` writes in ``d``, in the order it puts them in place: the table, the chart (redrawn from
+    ``results``; None: no valid submission, so no chart) and the page last."""
     with tempfile.TemporaryDirectory() as charts:
         png = plot(results, Path(charts) / PNG)
         chart = png.read_bytes() if png else None
-    return {d / MARKDOWN: render_markdown(results, d, PNG), d / HTML: render_html(results, d, chart), d / PNG: chart}
+    return {d / MARKDOWN: render_markdown(results, d, PNG), d / PNG: chart, d / HTML: render_html(results, d, chart)}
 
 
 def cmd_score(args: ScoreOptions) -> int:
@@ -170,16 +171,18 @@ def cmd_score(args: ScoreOptions) -> int:
     d = _leaderboard_dir(args.dir)
     results = score_directory(d / SUBMISSIONS, progress=args.progress)
     board = _board(results, d)
-    for path, data in board.items():
-        try:  # beside the file, then renamed into place: a FIFO or link there is replaced, never opened
-            if data is None:  # no chart: an old one would show scores that no longer stand
-                path.unlink(missing_ok=True)
-                continue
-            with written_aside(path) as tmp:
-                tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
-        except OSError as e:
-            print(f"{PROG} score: error: cannot write {path}: {e.strerror or e}", file=sys.stderr)
-            return 1
+    try:  # each written beside its name (a FIFO or link there is replaced, never opened); once all are, renamed in
+        with contextlib.ExitStack() as renames:  # _board's order (the last entered first): a kill between the
+            for path, data in reversed(board.items()):  # renames leaves a board that check calls stale
+                where = path
+                if data is not None:
+                    renames.enter_context(written_aside(path)).write_bytes(data.encode() if isinstance(data, str) else data)
+            where = None
+        if board[d / PNG] is None:  # no chart: an old one would show scores that no longer stand
+            (d / PNG).unlink(missing_ok=True)
+    except OSError as e:
+        print(f"{PROG} score: error: cannot write {where or e.filename2 or e.filename}: {e.strerror or e}", file=sys.stderr)
+        return 1
     for r in results:
         print(_summary(r), file=sys.stderr if isinstance(r, Rejection) else sys.stdout)
     print("wrote " + ", ".join(str(path) for path, data in board.items() if data is not None))
@@ -190,17 +193,15 @@ def cmd_check(args: CheckOptions) -> int:
     d = _leaderboard_dir(args.dir)
     results = score_directory(d / SUBMISSIONS)
     problems = [f"rejected: {plain_text(r.path)}: {plain_text(r.reason)}" for r in results if isinstance(r, Rejection)]
-    board = _board(results, d)
-    for path, data in board.items():
+    fix = "; run countdown-gym leaderboard score"
+    for path, data in _board(results, d).items():
         if data is None:
             if path.exists() or path.is_symlink():
-                problems.append(f"{path} is stale (no submission is valid, so there is no chart); run countdown-gym "
-                                "leaderboard score")
+                problems.append(f"{path} is stale (no submission is valid, so there is no chart){fix}")
         elif not path.is_file():
-            problems.append(f"{path} is missing; run countdown-gym leaderboard score")
+            problems.append(f"{path} is missing{fix}")
         elif (path.read_bytes() if isinstance(data, bytes) else path.read_text(encoding="utf-8", errors="replace")) != data:
-            problems.append(f"{path} is stale (it differs from the re-scored submissions); run countdown-gym "
-                            "leaderboard score")
+            problems.append(f"{path} is stale (it differs from the re-scored submissions){fix}")
     for p in problems:
         print(p, file=sys.stderr)
     if not problems:
@@ -260,17 +261,14 @@ def _command(name: str, cls: type, body: Callable[..., int]) -> tuple[str, Calla
         def guarded(options) -> int:
             try:
                 return body(options, rest, started) if name == "submit" else body(options)
-            except (ValueError, FileNotFoundError, RuntimeError) as e:
+            except (ValueError, RuntimeError) as e:
                 if isinstance(e, _BadCommandLine) or (isinstance(e, ValueError) and not started[0]):
                     usage_error(str(e), prog=prog)
                 print(f"{prog}: error: {e}", file=sys.stderr)
                 return 1
-            except dataclass_cli.OutputError:  # standard output or error: dataclass_cli.run's (a closed pipe: 141)
+            except OSError as e:  # dataclass_cli.run's one error line (1), naming --out when the error names no file
+                e.filename = e.filename or getattr(options, "out", None)
                 raise
-            except OSError as e:  # a full disk, an output that cannot be written
-                where = e.filename or getattr(options, "out", None)
-                print(f"{prog}: error: {e.strerror or e}{f': {where}' if where else ''}", file=sys.stderr)
-                return 1
 
         return dataclass_cli.run(cls, rest, guarded, prog=prog, description=f"{cls.__doc__}\n\n{EXIT_CODES}")
 

@@ -325,7 +325,8 @@ def render_markdown(results: list[Scores | Rejection], base: Path, png_name: str
     ]
     if png_name and scores:
         out += ["", f"![pass@1 per agent]({png_name})"]
-    for (preset, split), rows in ranked(scores).items():
+    groups = ranked(scores)
+    for (preset, split), rows in groups.items():
         n = rows[0][1].num_problems
         out += [
             "",
@@ -345,7 +346,7 @@ def render_markdown(results: list[Scores | Rejection], base: Path, png_name: str
                 f"| {_fmt(s.invalid_step_rate)} | {s.mean_length:.0f} | {s.num_answers} | {_md(h['authors'], 60)} "
                 f"| `{_md(h['command'], 200, code=True)}` | [{_md(Path(rel).name, 60)}]({rel}) |"
             )
-    details = [s for _, rows in ranked(scores).items() for _, s in rows]
+    details = [s for rows in groups.values() for _, s in rows]
     if details:
         out += ["", "## Failure reasons", "", "Verifier reason codes of the wrong answers (most frequent first).", ""]
         for s in details:
@@ -372,18 +373,17 @@ def plot(results: list[Scores | Rejection], png: str | os.PathLike[str]) -> Path
     heights = [max(1.6, 0.45 * len(rows) + 1.0) for rows in groups.values()]
     fig, axes = plt.subplots(len(groups), 1, figsize=(8, sum(heights)), height_ratios=heights, squeeze=False)
     for ax, ((preset, split), rows) in zip(axes[:, 0], groups.items(), strict=True):
-        labels = [plain_text(s.header["agent"])[:30].replace("$", r"\$") for _, s in rows][::-1]
-        p1 = [s.pass_at_1 for _, s in rows][::-1]
-        pk = [s.pass_at_k if s.pass_at_k is not None else float("nan") for _, s in rows][::-1]
-        y = range(len(rows))
-        ax.barh([v + 0.2 for v in y], pk, height=0.4, color="#9ecae1", label="pass@k")
-        ax.barh([v - 0.2 for v in y], p1, height=0.4, color="#3182bd", label="pass@1")
-        for v, val in zip(y, p1, strict=True):
-            ax.text(min(val, 1.0) + 0.01, v - 0.2, f"{val:.3f}", va="center", fontsize=8)
-        for v, (_, s) in zip(y, rows[::-1], strict=True):
+        bars = [s for _, s in rows][::-1]  # the best on top
+        y = range(len(bars))
+        ax.barh([v + 0.2 for v in y], [float("nan") if s.pass_at_k is None else s.pass_at_k for s in bars], height=0.4,
+                color="#9ecae1", label="pass@k")
+        ax.barh([v - 0.2 for v in y], [s.pass_at_1 for s in bars], height=0.4, color="#3182bd", label="pass@1")
+        for v, s in enumerate(bars):
+            ax.text(min(s.pass_at_1, 1.0) + 0.01, v - 0.2, f"{s.pass_at_1:.3f}", va="center", fontsize=8)
+        for v, s in enumerate(bars):
             if s.pass_at_k is not None:
                 ax.text(min(s.pass_at_k, 1.0) + 0.01, v + 0.2, f"{s.pass_at_k:.3f} (k={s.k})", va="center", fontsize=8)
-        ax.set_yticks(list(y), labels)
+        ax.set_yticks(list(y), [plain_text(s.header["agent"])[:30].replace("$", r"\$") for s in bars])
         ax.set_xlim(0, 1.15)
         ax.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
         ax.set_title(f"{preset} / {split} ({rows[0][1].num_problems} problems)", fontsize=10)

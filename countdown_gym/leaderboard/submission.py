@@ -28,6 +28,7 @@ from countdown_gym.data.splits import SPLIT_SPEC, SplitIntegrityError, load_spli
 from countdown_gym.dataclass_cli import strict_json
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import OPERATORS, format_number
+from countdown_gym.game.verifier import describe_value
 from countdown_gym.rewards.variants import check_reward_variant
 
 FORMAT = "countdown-gym-submission"
@@ -61,16 +62,16 @@ def _move_number(x: Any) -> int | str:
         return x.numerator if x.denominator == 1 else format_number(x)
     if isinstance(x, str) and NUMBER_TEXT.fullmatch(x):
         return x
-    raise TypeError(f"a move number must be an int, a Fraction or a 'p/q' string, got {type(x).__name__} {x!r}")
+    raise TypeError(f"a move number must be an int, a Fraction or a 'p/q' string, got {describe_value(x)}")
 
 
 def normalize_move(move: Sequence[Any]) -> list[int | str]:
     """``[a, op, b, result]`` in the submission's JSON form (checks the shape, not the arithmetic)."""
     if isinstance(move, (str, bytes)) or not isinstance(move, Sequence) or len(move) != 4:
-        raise TypeError(f"a move must be a sequence (a, op, b, result), got {move!r}")
+        raise TypeError(f"a move must be a sequence (a, op, b, result), got {describe_value(move)}")
     a, op, b, r = move
     if op not in OPERATORS:
-        raise TypeError(f"a move's operator must be one of {OPERATORS}, got {op!r}")
+        raise TypeError(f"a move's operator must be one of {OPERATORS}, got {describe_value(op)}")
     return [_move_number(a), op, _move_number(b), _move_number(r)]
 
 
@@ -227,7 +228,9 @@ def _parse_json(path: Path, number: int, text: str) -> Any:
         raise SubmissionError(path, f"line {number} is not valid JSON{hint}: {_short(str(e), 120)}") from None
 
 
-def _check_header(path: Path, header: Any) -> dict[str, Any]:
+def check_header(header: Any, path: str | os.PathLike[str] = "<header>") -> dict[str, Any]:
+    """``header`` (of the file ``path``, or e.g. from :func:`build_header`: a tool's metadata checked before it spends
+    compute on the answers); :class:`SubmissionError` when it breaks the schema or names no frozen split."""
     header_validator, _ = _validators()
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise SubmissionError(path, f'line 1 must be the header object with "format": "{FORMAT}"')
@@ -263,12 +266,6 @@ def _check_header(path: Path, header: Any) -> dict[str, Any]:
             "the answers were produced for a different problem set",
         )
     return header
-
-
-def check_header(header: dict[str, Any]) -> None:
-    """Raise :class:`SubmissionError` when ``header`` (e.g. from :func:`build_header`) breaks the schema: a tool's
-    metadata checked before it spends compute on the answers."""
-    _check_header(Path("<header>"), header)
 
 
 def _problem_answers(path: Path, number: int, obj: dict[str, Any], problem: Problem, header: dict[str, Any]) -> ProblemAnswers:
@@ -309,7 +306,7 @@ def read_submission(path: str | os.PathLike[str]) -> Submission:
     first = next(lines, None)
     if first is None:
         raise SubmissionError(p, "file has no header line")
-    header = _check_header(p, _parse_json(p, *first))
+    header = check_header(_parse_json(p, *first), p)
     problems = load_split(header["preset"], header["split"])
     by_id = {q.id: q for q in problems}
     found: dict[str, ProblemAnswers] = {}

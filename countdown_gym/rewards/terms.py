@@ -6,14 +6,15 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
+from countdown_gym.envs.options import check_finite
 from countdown_gym.game.rules import Number, Rules
 from countdown_gym.game.solver import reachable
+from countdown_gym.game.verifier import describe_value
 
 TRANSITION_KEYS: tuple[str, ...] = ("state", "move", "next_state", "target", "valid")
 
@@ -28,8 +29,7 @@ class Scorer(Protocol):
 def check_transition(transition: Any) -> Mapping[str, Any]:
     """``transition`` itself if it has the DESIGN.md shape, else a ``ValueError`` naming what is wrong."""
     if not isinstance(transition, Mapping):
-        raise ValueError(f"a transition record must be a dict (see docs/DESIGN.md), got {type(transition).__name__}: "
-                         f"{transition!r:.120}")
+        raise ValueError(f"a transition record must be a dict (see docs/DESIGN.md), got {describe_value(transition)}")
     missing = [k for k in TRANSITION_KEYS if k not in transition]
     if missing:
         raise ValueError(f"transition record is missing key(s) {missing} (see docs/DESIGN.md): {transition!r:.200}")
@@ -39,18 +39,9 @@ def check_transition(transition: Any) -> Mapping[str, Any]:
 
 
 _REAL = (int, float, np.integer, np.floating)
-"""What a scale or gamma may be: a Python or numpy real number (e.g. read from a config array)."""
-
-
-def check_scale(scale: float, name: str = "scale") -> float:
-    """``scale`` (a term's scale or weight, called ``name``) as a float; ``ValueError`` unless a finite real number."""
-    try:
-        ok = not isinstance(scale, bool) and isinstance(scale, _REAL) and math.isfinite(float(scale))
-    except OverflowError:  # an int too large for a float
-        ok = False
-    if not ok:
-        raise ValueError(f"{name} must be a finite number, got {scale!r:.60}")
-    return float(scale)
+"""What a gamma may be: a Python or numpy real number (e.g. read from a config array)."""
+check_scale = check_finite
+"""A term's scale or weight, called ``name``, as a float: :func:`~countdown_gym.envs.options.check_finite`."""
 
 
 def check_gamma(gamma: float) -> float:
