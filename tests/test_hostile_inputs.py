@@ -13,9 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from countdown_gym import Problem, Rules, verify
+from countdown_gym.data.generator import GeneratorConfig
 from countdown_gym.data.problem_files import load_problems
+from countdown_gym.envs.problem_source import resolve_rules
 from countdown_gym.game.reachability import SolverTimeout
 from countdown_gym.game.solver import is_solvable
+from countdown_gym.game.turn_format import parse_turn
 from countdown_gym.game.verifier import REASONS
 
 PROBLEM = Problem((21, 16, 17, 26), 46)
@@ -329,3 +332,21 @@ def test_the_ci_profile_is_derandomised():
     if os.environ.get("CI"):
         assert settings().derandomize
     assert settings.get_profile("ci").derandomize
+
+
+HUGE = 10 ** 5000  # past str()'s 4,300-digit limit: a hand-written {value!r} raised that ValueError instead
+
+
+@pytest.mark.parametrize("build, error, message", [
+    (lambda: Rules(name=HUGE), TypeError, "Rules.name must be a str, got int"),
+    (lambda: Rules(integer_only=HUGE), TypeError, "Rules.integer_only must be a bool, got int"),
+    (lambda: Rules.from_dict(HUGE), ValueError, "needs a dict of Rules fields, got int"),
+    (lambda: Problem((1, 2), "3" * 10 ** 6), TypeError, "must be an int, got str"),
+    (lambda: resolve_rules([HUGE] * 10 ** 6), ValueError, "rules must be a Rules, a rules preset name or None, got list"),
+    (lambda: GeneratorConfig(rules=[HUGE] * 10 ** 6), ValueError, "rules must be a Rules .*, got list"),
+    (lambda: parse_turn(HUGE), TypeError, "a turn must be a str, got int"),
+])
+def test_a_bad_value_too_long_to_print_is_described_not_raised_from_its_repr(build, error, message):
+    with pytest.raises(error, match=message) as info:
+        build()
+    assert len(str(info.value)) < 300

@@ -17,8 +17,7 @@ import numpy as np
 from countdown_gym.data.difficulty import TIERS, check_tier, tier
 from countdown_gym.data.splits import split_problems
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import format_number
-from countdown_gym.game.verifier import describe_value
+from countdown_gym.game.rules import describe_value, format_number
 
 MODES = ("fixed", "adaptive")
 Schedule = Sequence[tuple[int, Mapping[str, float]]]
@@ -56,7 +55,7 @@ class Curriculum:
             pool = tuple(problems)
             bad = next((p for p in pool if not isinstance(p, Problem)), None)
             if bad is not None:
-                raise ValueError(f"problems must all be Problem values, got {type(bad).__name__} {bad!r:.80}")
+                raise ValueError(f"problems must all be Problem values, got {describe_value(bad)}")
             self.description = f"curriculum over {len(pool)} problems ({mode})"
         if not pool:
             raise ValueError("a curriculum needs at least one problem")

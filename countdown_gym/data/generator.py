@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from countdown_gym.game.expression import MAX_NUMBER_DIGITS
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Rules, check_digits, format_number
+from countdown_gym.game.rules import Rules, check_digits, describe_value, format_number
 from countdown_gym.game.solver import apply_move, count_solutions, legal_moves, reachable
 from countdown_gym.game.trace import search_nodes
 
@@ -61,7 +61,7 @@ class GeneratorConfig:
         if 0 in (self.max_solutions, self.max_search_nodes):  # no problem passes: each drawn is solved and needs a move
             bad("max_solutions and max_search_nodes must be >= 1 (every problem drawn has a solution and a move)")
         if not isinstance(self.rules, Rules):
-            bad(f"rules must be a Rules (e.g. Rules.preset('tinyzero')), got {type(self.rules).__name__} {self.rules!r}")
+            bad(f"rules must be a Rules (e.g. Rules.preset('tinyzero')), got {describe_value(self.rules)}")
         if self.max_attempts < 1:
             bad(f"max_attempts must be >= 1, got {self.max_attempts}")
         if not 2 <= self.min_numbers <= self.max_numbers:
@@ -146,7 +146,7 @@ def iter_problems(preset_or_config: str | GeneratorConfig, seed: int):
     """An endless, deterministic stream of distinct solvable problems that need at least one move."""
     cfg = get_config(preset_or_config)
     if isinstance(seed, bool) or not isinstance(seed, Integral):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+        raise TypeError(f"seed must be an int, got {describe_value(seed)}")
     seed = int(seed)
     if seed < 0:  # random.Random(-s) draws what random.Random(s) does: two streams, one set of problems
         raise ValueError(f"seed must be >= 0, got {format_number(seed)}")

@@ -20,7 +20,7 @@ from typing import Any
 from countdown_gym.dataclass_cli.strict import strict_json
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.reachability import SolverTimeout
-from countdown_gym.game.rules import Rules
+from countdown_gym.game.rules import Rules, describe_value
 from countdown_gym.game.solver import is_solvable
 
 TINYZERO_RULES = Rules.tinyzero()
@@ -99,7 +99,7 @@ def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
         if isinstance(row, str):
             row = strict_json(row)
         if not isinstance(row, Mapping):
-            raise ValueError(f"reward_model.ground_truth must be a dict or its JSON, got {type(row).__name__} {row!r:.60}")
+            raise ValueError(f"reward_model.ground_truth must be a dict or its JSON, got {describe_value(row)}")
     if "numbers" in row:
         numbers = row["numbers"]
     elif "nums" in row:

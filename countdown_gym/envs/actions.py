@@ -8,8 +8,7 @@ from functools import cache
 
 import numpy as np
 
-from countdown_gym.game.rules import OPERATORS, Number, Rules
-from countdown_gym.game.verifier import describe_value
+from countdown_gym.game.rules import OPERATORS, Number, Rules, describe_value
 
 
 def num_actions(max_numbers: int) -> int:

@@ -20,8 +20,7 @@ from countdown_gym.envs.actions import action_table, decode_action, encode_actio
 from countdown_gym.envs.options import InvalidActionError, set_step_options
 from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import OPERATORS, Number, Rules, format_number, transition_record
-from countdown_gym.game.verifier import describe_value
+from countdown_gym.game.rules import OPERATORS, Number, Rules, describe_value, format_number, transition_record
 
 
 @dataclass(slots=True)

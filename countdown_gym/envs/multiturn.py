@@ -8,11 +8,11 @@ from typing import Any, SupportsFloat
 from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
 from countdown_gym.envs.text import TextSpace
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Rules
+from countdown_gym.game.rules import Rules, describe_value
 from countdown_gym.game.text_format import CHARSET, format_state, sanitize
 from countdown_gym.game.turn_format import TURN_END, TURN_ERRORS, TURN_PROMPT_STYLES, prompt_message, transcript
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, TurnResult, check_budget
-from countdown_gym.game.verifier import REASONS, describe_value
+from countdown_gym.game.verifier import REASONS
 
 _LONGEST_ERROR = len("error ") + max(map(len, (*TURN_ERRORS, *REASONS)))  # the Rules.check codes are REASONS
 

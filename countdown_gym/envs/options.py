@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from countdown_gym.game.rules import describe_value
 from countdown_gym.game.turn_game import check_budget
-from countdown_gym.game.verifier import describe_value
 
 INVALID_ACTION_MODES = ("raise", "penalty")
 DEFAULT_VALUE_SCALE = 1000.0

@@ -35,9 +35,8 @@ from countdown_gym.data.splits import SPLITS, load_split
 from countdown_gym.dataclass_cli.strict import strict_json
 from countdown_gym.envs.options import check_render_mode, reset_options
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Rules
+from countdown_gym.game.rules import Rules, describe_value
 from countdown_gym.game.solver import legal_moves
-from countdown_gym.game.verifier import describe_value
 
 DEFAULT_PRESET = "longproc-0.5k"
 GENERATE = "generate"
@@ -51,7 +50,7 @@ def resolve_rules(rules: Rules | str | None) -> Rules | None:
         return rules
     if isinstance(rules, str):
         return Rules.preset(rules)
-    raise ValueError(f"rules must be a Rules, a rules preset name or None, got {type(rules).__name__} {rules!r}")
+    raise ValueError(f"rules must be a Rules, a rules preset name or None, got {describe_value(rules)}")
 
 
 def _plain(x: Any) -> Any:
@@ -251,7 +250,7 @@ class ProblemSpec:
         if spec is None:
             return cls(**arguments)
         if not isinstance(spec, cls):
-            raise ValueError(f"problem_spec must be a ProblemSpec, got {type(spec).__name__} {spec!r:.100}")
+            raise ValueError(f"problem_spec must be a ProblemSpec, got {describe_value(spec)}")
         if arguments:
             raise ValueError(f"pass problem_spec=... or the problem arguments {sorted(arguments)}, not both")
         return spec

@@ -22,11 +22,10 @@ from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
 from countdown_gym.envs.text_checker import INVALID_REASONS, LineCheck, LineChecker
 from countdown_gym.envs.text_episode import Replay, StepResult, TextEpisode, replay_completion
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import format_number
+from countdown_gym.game.rules import describe_value, format_number
 from countdown_gym.game.text_format import CHARSET, PROMPT_STYLES, build_prompt, sanitize
 from countdown_gym.game.trace import format_list
 from countdown_gym.game.turn_game import check_budget
-from countdown_gym.game.verifier import describe_value
 
 ACTION_MODES: tuple[str, ...] = ("line", "token_str", "token")
 """How an action extends the text: a whole line, a token's text, or a token id."""

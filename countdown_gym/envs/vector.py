@@ -21,9 +21,8 @@ from countdown_gym.envs.options import (
 )
 from countdown_gym.envs.problem_source import ProblemSpec
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Rules, transition_record
+from countdown_gym.game.rules import Rules, describe_value, transition_record
 from countdown_gym.game.turn_game import check_budget
-from countdown_gym.game.verifier import describe_value
 
 _INT32_SAFE = 2**31 - 1
 _INT64_SAFE = 2**62

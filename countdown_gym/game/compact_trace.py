@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from countdown_gym.game.problem import Problem, play_rules
-from countdown_gym.game.rules import OPERATORS, Rules
+from countdown_gym.game.rules import OPERATORS, Rules, describe_value
 from countdown_gym.game.solver import combine, reachable
 from countdown_gym.game.text_format import format_compact_line, format_equation
 from countdown_gym.game.trace import pick_pairs
-from countdown_gym.game.verifier import describe_value
 
 CompactMove = tuple[int, str, int, int]
 

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from countdown_gym.game.expression import MAX_NUMBER_DIGITS
-from countdown_gym.game.rules import Rules, check_digits
+from countdown_gym.game.rules import Rules, check_digits, describe_value
 
 
 def _check_int(x: Any, what: str) -> int:
     if isinstance(x, bool) or not isinstance(x, int):
-        raise TypeError(f"{what} must be an int, got {type(x).__name__} {x!r}")
+        raise TypeError(f"{what} must be an int, got {describe_value(x)}")
     return x
 
 

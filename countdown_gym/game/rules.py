@@ -9,7 +9,9 @@ form of legality, tested against :meth:`Rules.legal_results` move by move.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
+import reprlib
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -57,13 +59,13 @@ class Rules:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
-            raise TypeError(f"Rules.name must be a str, got {type(self.name).__name__} {self.name!r}")
+            raise TypeError(f"Rules.name must be a str, got {describe_value(self.name)}")
         for flag in ("integer_only", "use_all"):  # a truthy "false" must not silently mean True
             value = getattr(self, flag)
             if isinstance(value, np.bool_):  # e.g. read back from a parquet / pandas column
                 object.__setattr__(self, flag, bool(value))
             elif not isinstance(value, bool):
-                raise TypeError(f"Rules.{flag} must be a bool, got {type(value).__name__} {value!r}")
+                raise TypeError(f"Rules.{flag} must be a bool, got {describe_value(value)}")
         if self.sign not in ("positive", "nonnegative", "any"):
             raise ValueError(f"Rules.sign must be 'positive', 'nonnegative' or 'any', got {self.sign!r}")
         limit = self.value_limit
@@ -113,7 +115,7 @@ class Rules:
     def from_dict(cls, data: dict[str, Any]) -> Rules:
         """Inverse of :meth:`to_dict`; :data:`LEGACY_LONGPROC` reads back as :meth:`longproc_positive`."""
         if not isinstance(data, dict):
-            raise ValueError(f"Rules.from_dict needs a dict of Rules fields, got {type(data).__name__} {data!r:.100}")
+            raise ValueError(f"Rules.from_dict needs a dict of Rules fields, got {describe_value(data)}")
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - fields
         if unknown:
@@ -243,7 +245,7 @@ def exact(x: Any) -> Number:
         return x
     if isinstance(x, Integral) and not isinstance(x, bool):
         return int(x)
-    raise TypeError(f"a Countdown number must be an int or a Fraction, got {type(x).__name__} {format_number(x):.80}")
+    raise TypeError(f"a Countdown number must be an int or a Fraction, got {describe_value(x)}")
 
 
 def format_number(x: Number) -> str:
@@ -253,6 +255,38 @@ def format_number(x: Number) -> str:
         return str(x)
     except ValueError:  # str() refuses it: a product of a few hundred puzzle numbers under rules without a limit
         return f"<a number of over {sys.get_int_max_str_digits()} digits>"
+
+
+class _ShortRepr(reprlib.Repr):
+    """``reprlib``'s bounded repr (a few items, two levels deep) without sorting a dict's or set's keys first."""
+
+    def repr_dict(self, x: dict, level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{...}"
+        items = [f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}" for k, v in itertools.islice(x.items(), self.maxdict)]
+        return "{" + ", ".join(items) + (", ...}" if len(x) > self.maxdict else "}")
+
+    def repr_int(self, x: int, level: int) -> str:
+        try:
+            return super().repr_int(x, level)
+        except ValueError:  # past str()'s digit limit
+            return format_number(x)
+
+
+_SHORT_REPR = _ShortRepr()
+_SHORT_REPR.maxlevel, _SHORT_REPR.maxstring, _SHORT_REPR.maxother, _SHORT_REPR.maxlong = 2, 40, 40, 40
+
+
+def describe_value(value: Any) -> str:
+    """The type and the first few items of ``value`` (for an error message), in time and memory independent of its
+    size or depth; never raises."""
+    try:
+        shown = _SHORT_REPR.repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__, an int too long to print: the type alone
+        shown = "..."
+    return f"{type(value).__name__} {shown[:80]}"
 
 
 def transition_record(state: Sequence[Number], move: tuple[Any, ...], next_state: Sequence[Number] | None,

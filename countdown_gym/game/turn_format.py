@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from countdown_gym.game.line_grammar import parse_number
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import OPERATORS, Number, format_number
+from countdown_gym.game.rules import OPERATORS, Number, describe_value, format_number
 from countdown_gym.game.text_format import compact_number, compact_prompt, describe_rules, format_state
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -55,7 +55,7 @@ class Turn:
 def parse_turn(text: str, max_chars: int = 200) -> Turn:
     """The :class:`Turn` an agent's text states. Never raises for a ``str``; a ``TypeError`` for anything else."""
     if not isinstance(text, str):
-        raise TypeError(f"a turn must be a str, got {type(text).__name__} {text!r:.80}")
+        raise TypeError(f"a turn must be a str, got {describe_value(text)}")
     if len(text) > max_chars:
         return Turn("invalid", reason="turn_too_long")
     body = text.strip()

@@ -6,9 +6,7 @@ Reason codes: ``docs/verifier.md``.
 
 from __future__ import annotations
 
-import itertools
 import re
-import reprlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,7 +23,7 @@ from countdown_gym.game.expression import (
     parse_value,
 )
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Number, Rules, format_number
+from countdown_gym.game.rules import Number, Rules, describe_value, format_number
 
 REASONS: dict[str, str] = {
     "ok": "correct answer",
@@ -303,38 +301,6 @@ def completion_text(completion: str | Sequence[Any]) -> str | None:
                 return message_content(message)
         return ""
     return None
-
-
-class _ShortRepr(reprlib.Repr):
-    """``reprlib``'s bounded repr (a few items, two levels deep) without sorting a dict's or set's keys first."""
-
-    def repr_dict(self, x: dict, level: int) -> str:
-        if not x:
-            return "{}"
-        if level <= 0:
-            return "{...}"
-        items = [f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}" for k, v in itertools.islice(x.items(), self.maxdict)]
-        return "{" + ", ".join(items) + (", ...}" if len(x) > self.maxdict else "}")
-
-    def repr_int(self, x: int, level: int) -> str:
-        try:
-            return super().repr_int(x, level)
-        except ValueError:  # past str()'s digit limit
-            return format_number(x)
-
-
-_SHORT_REPR = _ShortRepr()
-_SHORT_REPR.maxlevel, _SHORT_REPR.maxstring, _SHORT_REPR.maxother, _SHORT_REPR.maxlong = 2, 40, 40, 40
-
-
-def describe_value(value: Any) -> str:
-    """The type and the first few items of ``value`` (for an error message), in time and memory independent of its
-    size or depth; never raises."""
-    try:
-        shown = _SHORT_REPR.repr(value)
-    except Exception:  # noqa: BLE001 - a hostile __repr__, an int too long to print: the type alone
-        shown = "..."
-    return f"{type(value).__name__} {shown[:80]}"
 
 
 def verify(problem: Problem, completion: str | Sequence[Any], rules: Rules | None = None) -> Verdict:

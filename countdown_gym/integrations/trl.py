@@ -21,6 +21,7 @@ from typing import Any
 from countdown_gym.envs.problem_source import problem_from_columns, to_problem
 from countdown_gym.envs.text import Replay, replay_completion
 from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import describe_value
 from countdown_gym.game.verifier import completion_text as _verifier_text
 from countdown_gym.rewards.terms import Scorer, format_score
 from countdown_gym.rewards.variants import REWARD_VARIANTS, get_variant
@@ -41,7 +42,7 @@ def completion_text(completion: Any) -> str:
     text = _verifier_text(completion)
     if text is None:
         raise TypeError(f"a completion must be a string or a list of chat messages ({{'role': ..., 'content': ...}}), "
-                        f"got {type(completion).__name__} {completion!r:.80}")
+                        f"got {describe_value(completion)}")
     return text
 
 

@@ -28,7 +28,7 @@ from countdown_gym.envs.problem_source import (
     to_problem,
 )
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Number, format_number
+from countdown_gym.game.rules import Number, describe_value, format_number
 from countdown_gym.game.turn_format import (
     GIVE_UP,
     TOOL_ERRORS,
@@ -49,7 +49,6 @@ from countdown_gym.game.turn_game import (
     check_budget,
     turn_replay,
 )
-from countdown_gym.game.verifier import describe_value
 from countdown_gym.integrations.trl import VariantReward
 from countdown_gym.integrations.verl import ground_truth
 from countdown_gym.rewards.terms import Scorer

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import describe_value
 from countdown_gym.game.turn_format import TURN_END, line, transcript, turn_prompt
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnReplay, check_budget, turn_replay
-from countdown_gym.game.verifier import describe_value
 from countdown_gym.inference.decoders import make_decoder
 from countdown_gym.inference.engine import PEEK_FROM, REPLY_MARGIN, Engine, Episode, Sampler, TextCache, play_turn
 

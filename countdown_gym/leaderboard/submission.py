@@ -27,8 +27,7 @@ from typing import Any
 from countdown_gym.data.splits import SPLIT_SPEC, SplitIntegrityError, load_split, split_sha256
 from countdown_gym.dataclass_cli import strict_json
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import OPERATORS, format_number
-from countdown_gym.game.verifier import describe_value
+from countdown_gym.game.rules import OPERATORS, describe_value, format_number
 from countdown_gym.rewards.variants import check_reward_variant
 
 FORMAT = "countdown-gym-submission"

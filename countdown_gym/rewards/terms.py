@@ -12,9 +12,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from countdown_gym.envs.options import check_finite
-from countdown_gym.game.rules import Number, Rules
+from countdown_gym.game.rules import Number, Rules, describe_value
 from countdown_gym.game.solver import reachable
-from countdown_gym.game.verifier import describe_value
 
 TRANSITION_KEYS: tuple[str, ...] = ("state", "move", "next_state", "target", "valid")
 
