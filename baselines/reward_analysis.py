@@ -17,9 +17,10 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import math
 import sys
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,10 +79,8 @@ def read_records(folder: str | Path, needs: Sequence[str] = ("test_outcomes", "s
         if p.name == AUROC_FILE or not (p.name.endswith(".json") or p.name.endswith(".json.gz")):
             continue
         rec = read_record(p)
-        if missing := [k for k in needs if k not in rec]:
-            raise SystemExit(f"{p}: a record of this analysis needs {', '.join(map(repr, missing))}")
-        if bad := [k for k in ("test_outcomes", "start_outcomes") if isinstance(rec.get(k), str) and rec[k].strip("01")]:
-            raise SystemExit(f"{p}: {bad[0]} must be a string of 0s and 1s (one per test problem)")
+        if missing := [k for k in needs if k not in rec or rec[k] in ("", [])]:
+            raise SystemExit(f"{p}: a record of this analysis needs {', '.join(map(repr, missing))} (not empty)")
         out.append(rec)
         if "test_outcomes" in rec:  # an analysis' record (a tuning run's has none): one a run, of the same problems
             if (first := runs.setdefault((rec["arm"], rec["seed"]), p.name)) != p.name:
@@ -98,15 +97,47 @@ def read_records(folder: str | Path, needs: Sequence[str] = ("test_outcomes", "s
 
 
 def read_record(path: Path) -> dict[str, Any]:
-    """One record (``.json.gz`` or ``.json``): a JSON object with at least ``arm`` (a string) and ``seed`` (an
-    integer); exits naming the file when it is not (cut off, corrupt, not JSON)."""
+    """One record (``.json.gz`` or ``.json``): a JSON object with at least ``arm`` and ``seed``, every field of
+    :data:`FIELDS` it holds of its kind; exits naming the file (and the field) when it is not (cut off, corrupt, not
+    JSON, a hand-edited value)."""
     try:
         rec = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes())
     except (ValueError, EOFError, OSError, zlib.error, RecursionError) as exc:  # not JSON, a cut-off or corrupt gzip
         raise SystemExit(f"{path}: not a JSON record ({exc})") from None
-    if not isinstance(rec, dict) or not isinstance(rec.get("arm"), str) or not isinstance(rec.get("seed"), int):
-        raise SystemExit(f"{path}: a record needs at least 'arm' (a string) and 'seed' (an integer)")
+    if not isinstance(rec, dict):
+        raise SystemExit(f"{path}: a record needs at least 'arm' (a string) and 'seed' (an integer), not a JSON "
+                         f"{type(rec).__name__}")
+    for key, (ok, want) in FIELDS.items():
+        if (key in rec or key in ("arm", "seed")) and not ok(rec.get(key)):
+            raise SystemExit(f"{path}: {key!r} must be {want}, got {json.dumps(rec.get(key))[:80]}; fix or delete the record")
     return rec
+
+
+def _number(x: Any, low: float = 0.0, high: float = math.inf) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and low <= x <= high  # NaN fails
+
+
+def _bits(x: Any) -> bool:
+    return (x.strip("01") == "") if isinstance(x, str) else isinstance(x, list) and all(v in (0, 1) and not isinstance(v, float) for v in x)
+
+
+FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "arm": (lambda x: isinstance(x, str) and x != "", "a string (the arm)"),
+    "seed": (lambda x: isinstance(x, int) and not isinstance(x, bool), "an integer"),
+    **dict.fromkeys(("test_outcomes", "start_outcomes"), (_bits, "a string of 0s and 1s, one per test problem (or a list "
+                                                             "of 0, 1, true and false)")),
+    "problem_ids_sha256": (lambda x: x is None or isinstance(x, str), "a string"),
+    "seconds_per_step": (lambda x: x is None or _number(x), "a number of seconds >= 0 (or null)"),
+    "steps": (lambda x: _number(x) and float(x).is_integer(), "a count of steps >= 0"),
+    "frac_reward_zero_std": (lambda x: isinstance(x, list) and all(_number(v, high=1) for v in x), "a list of fractions in [0, 1]"),
+    "validation": (lambda x: isinstance(x, list) and all(
+        isinstance(r, dict) and _number(r.get("step")) and _number(r.get("greedy_success"), high=1)
+        and _number(r.get("problems", 0)) and float(r.get("problems", 0)).is_integer() for r in x),
+        "a list of rows, each with a 'step' >= 0 and a 'greedy_success' in [0, 1] (and 'problems' a count)"),
+    "options": (lambda x: isinstance(x, dict) and _number(x.get("learning_rate"), low=1e-300),
+                "an object of the run's options, with its 'learning_rate' (a number > 0)"),
+}
+"""The fields of a record the analysis reads: a test of the value and what it must be (:func:`read_record`)."""
 
 
 def outcomes(text: str | Sequence[Any]) -> np.ndarray:

@@ -231,3 +231,32 @@ def test_an_interrupted_forest_plot_keeps_the_old_one(tmp_path: Path, monkeypatc
     with pytest.raises(KeyboardInterrupt):
         ra.main(["--page", str(tmp_path / "page.md")])
     assert png.read_bytes() == old and not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("test_outcomes", ["1", 0, 1]), ("test_outcomes", [None, 1]), ("test_outcomes", [2, 0]), ("test_outcomes", [0.5, 1]),
+    ("steps", -3), ("seed", 1.5), ("seed", True), ("seconds_per_step", "fast"), ("frac_reward_zero_std", [2]),
+    ("validation", [{"step": 30}]), ("validation", [{"step": 30, "greedy_success": 0.2, "problems": -1}]),
+    ("options", {"learning_rate": "1e-4"}), ("arm", None)])
+def test_a_hand_edited_field_is_one_error_naming_the_file_and_field(tmp_path: Path, field: str, value: object) -> None:
+    """Values edited by hand inside a valid record were read on: a list of outcomes with "1" or 2 or 0.5 counted as
+    successes, None as a failure, a negative step count or a bad seed was a traceback from deep inside (np.mean, int(),
+    the sort), a validation row without greedy_success a KeyError; now one error naming the file and the field."""
+    folder = records(tmp_path, {"sparse": [0.1, 0.2], "critic": [0.3, 0.3]})
+    path = folder / "critic-s1.json.gz"
+    ra.write_record(path, {**ra.read_record(path), field: value})
+    with pytest.raises(SystemExit, match=f"critic-s1.json.gz: '{field}' must be "):
+        ra.main(["--page", str(tmp_path / "page.md")])
+
+
+@pytest.mark.parametrize("damage", ["no learning rate", "no validation"])
+def test_a_tuning_record_without_what_the_table_reads_is_one_error(tmp_path: Path, damage: str) -> None:
+    """A tuning record without options' learning_rate or with no validation row was a KeyError / IndexError."""
+    rec = {"arm": "sparse", "seed": 100, "options": {"learning_rate": 1e-4}, "validation": [{"step": 30, "greedy_success": 0.2}]}
+    if damage == "no learning rate":
+        rec["options"] = {}
+    else:
+        rec["validation"] = []
+    ra.write_record(tmp_path / "lr-s100.json.gz", rec)
+    with pytest.raises(SystemExit, match="lr-s100.json.gz: "):
+        ra.tuning_lines(tmp_path)
