@@ -32,7 +32,7 @@ from baselines.compare_llm_rewards import QUICK, VARIANTS
 from baselines.compare_llm_rewards import Options as Comparison
 from baselines.lm.grpo_model import ROOT
 from countdown_gym import dataclass_cli
-from countdown_gym.runkit.runs import read_options, save_figure, write_text_atomic
+from countdown_gym.runkit.runs import finish_together, read_options, save_figure, write_together
 
 PAGE = ROOT / "docs" / "results" / "reward_comparison.md"
 RESULTS_HEADING = "## Results"
@@ -47,7 +47,8 @@ class Options:
     """The Markdown page: its ``## Results`` section is rewritten; its records are in the folder of the same stem."""
     records: str = ""  # The records' folder (default: the page's path without ``.md``).
     check: bool = False
-    """Recompute and exit 1 if the page's results differ from what the records give (nothing is written)."""
+    """Recompute and exit 1 if the page's results differ from what the records give (nothing is written but the end of
+    a write a kill cut short)."""
     auroc: bool = False  # Play the starting model's episodes for the dense terms' AUROC (dense_term_auroc.json) first.
     auroc_samples: int = 4  # --auroc: sampled episodes per validation problem.
     tuning_runs: str = ""  # A folder of finished llm_grpo.py tuning runs: their records go to <records>/tuning/ first.
@@ -402,13 +403,16 @@ def with_answer(readme: str, line: str) -> str:
 
 def write_page(page: str | Path, folder: str | Path) -> str:
     """Rewrite ``page``'s results and its forest plot from the records in ``folder`` (and, for the project's page,
-    the README's answer line); returns the results text."""
+    the README's answer line), all or none (``runs.write_together``, the page last); returns the results text."""
     page, folder = Path(page), Path(folder)
+    finish_together(page)  # an earlier write cut short: its page (and the head kept of it) first
     text, result = render(page, folder)
-    forest_plot(result, page.with_name(f"{page.stem}_forest.png"))
-    write_text_atomic(page, text)
+    files: dict[Path, Any] = {}
+    if result["comparisons"]:
+        files[page.with_name(f"{page.stem}_forest.png")] = lambda part: forest_plot(result, part)
     if page.resolve() == PAGE.resolve() and README.is_file():
-        write_text_atomic(README, with_answer(README.read_text(encoding="utf-8"), answer_line(result)))
+        files[README] = with_answer(README.read_text(encoding="utf-8"), answer_line(result))
+    write_together({**files, page: text})
     return text.split(f"\n{RESULTS_HEADING}\n", 1)[-1] + "\n" + answer_line(result)
 
 
@@ -425,6 +429,7 @@ def main(argv: list[str] | None = None) -> None:
 
         write_auroc(folder / AUROC_FILE, samples=opts.auroc_samples)
     if opts.check:
+        finish_together(page)  # an earlier write cut short: checked as it meant to leave the files
         want, result = render(page, folder)
         if page.read_text(encoding="utf-8") != want:
             print(f"{page}: its results differ from what the records in {folder} give; run without --check to rewrite them")

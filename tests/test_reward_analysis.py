@@ -260,3 +260,46 @@ def test_a_tuning_record_without_what_the_table_reads_is_one_error(tmp_path: Pat
     ra.write_record(tmp_path / "lr-s100.json.gz", rec)
     with pytest.raises(SystemExit, match="lr-s100.json.gz: "):
         ra.tuning_lines(tmp_path)
+
+
+@pytest.mark.parametrize("kill_at", [2, 3, "part"])  # at the 2nd or 3rd rename (the page), or writing a part
+def test_a_write_killed_between_its_files_is_finished_by_the_next_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str], kill_at) -> None:
+    """The forest plot, the page and the README's answer line were each replaced on its own: a kill between them left
+    a new plot (or answer line) beside the old page, and --check passed on the README alone. Now all are written
+    aside first, a journal names them, the page is renamed last; a kill while renaming is finished by the next run
+    (even --check), a kill before the journal leaves the old set and no temporary file."""
+    import os
+
+    from countdown_gym.runkit import runs
+
+    records(tmp_path, {"sparse": [0.15, 0.16], "critic": [0.2, 0.21]})
+    page, readme = tmp_path / "page.md", tmp_path / "README.md"
+    readme.write_text(f"intro\n{ra.ANSWER_MARK}\nold answer\nend\n")
+    monkeypatch.setattr(ra, "PAGE", page)
+    monkeypatch.setattr(ra, "README", readme)
+    ra.main(["--page", str(page)])
+    old = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    records(tmp_path, {"sparse": [0.15, 0.16, 0.5], "critic": [0.2, 0.21, 0.1]})  # a third seed: other results
+    real, renames = os.replace, []
+
+    def killed(src, dst):  # dst a part: it is written; src a part: it replaces its file
+        if ".part." in Path(src).name and not str(src).endswith(".tmp"):
+            renames.append(dst)
+        if kill_at == "part" and ".part." in Path(dst).name or len(renames) == kill_at:
+            raise KeyboardInterrupt
+        return real(src, dst)
+
+    monkeypatch.setattr(runs.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        ra.main(["--page", str(page)])
+    monkeypatch.setattr(runs.os, "replace", real)
+    now = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert now["page.md"] == old["page.md"]  # the page is renamed last
+    if kill_at == "part":
+        assert now == old  # nothing replaced, no temporary left
+        return
+    assert now["page_forest.png"] != old["page_forest.png"] and (now["README.md"] != old["README.md"]) == (kill_at == 3)
+    ra.main(["--page", str(page), "--check"])  # the next run finishes the write first
+    assert "matches the 6 records" in capsys.readouterr().out
+    assert not [p.name for p in tmp_path.iterdir() if ".part" in p.name]

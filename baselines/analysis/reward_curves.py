@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from baselines.analysis.uncertainty import seed_spread
 from countdown_gym.dataclass_cli import written_aside
-from countdown_gym.runkit.runs import save_figure
+from countdown_gym.runkit.runs import finish_together, save_figure, write_together
 
 FIELDS = ("variant", "seed", "step", "success")
 Row = tuple[str, int, int, float]
@@ -32,6 +32,7 @@ def read_curves(path: str | Path) -> list[Row]:
     """The rows :func:`write_curves` wrote; a missing file, a wrong header or a malformed row (a missing field, a
     seed or step not an integer, a success not a finite number) is a clear error."""
     path = Path(path)
+    finish_together(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: --replot redraws from the curves a full run wrote")
     with path.open(newline="") as f:
@@ -89,15 +90,16 @@ def figure(rows: Sequence[Row], *, title: str, xlabel: str, ylabel: str, spread:
 
 
 def plot_curves(rows: Sequence[Row], path: str | Path, **kw: Any) -> Path:
-    """Draw :func:`figure` to ``path`` (PNG) and write its points to ``<path stem>_curves.csv`` beside it (each file
-    whole or not at all)."""
+    """Draw :func:`figure` to ``path`` (PNG) and write its points to ``<path stem>_curves.csv`` beside it, both or
+    neither (``runs.write_together``: the CSV last, :func:`read_curves` finishes a write a kill cut short)."""
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    write_curves(curves_path(path), rows)
     fig = figure(rows, **kw)
-    save_figure(fig, path)
-    plt.close(fig)
+    try:
+        write_together({path: lambda part: save_figure(fig, part), curves_path(path): lambda part: write_curves(part, rows)})
+    finally:
+        plt.close(fig)
     return path
 
 
