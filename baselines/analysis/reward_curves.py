@@ -103,6 +103,24 @@ def plot_curves(rows: Sequence[Row], path: str | Path, **kw: Any) -> Path:
     return path
 
 
+def draw(png: str | Path, logs: Iterable[tuple[str, int, Path]] | None, x: str, y: str, scale: float = 1.0,
+         **kw: Any) -> Path:
+    """:func:`plot_curves` to ``png`` of each run's CSV log ``(variant, seed, path)``: its column ``y`` (times
+    ``scale``) against its column ``x`` (a run without a log is left out); ``logs`` None: of the points kept beside
+    ``png`` (a comparison's ``--replot``; a malformed file is an error naming it)."""
+    rows: list[Row] = []
+    if logs is None:
+        try:
+            rows = read_curves(curves_path(png))
+        except ValueError as exc:
+            raise SystemExit(f"--replot: {exc}") from None
+    for variant, seed, path in logs or ():
+        if path.exists():
+            with path.open(newline="") as f:
+                rows += [(variant, seed, int(float(r[x])), scale * float(r[y])) for r in csv.DictReader(f)]
+    return plot_curves(rows, png, **kw)
+
+
 def curves_path(png: str | Path) -> Path:
     """The CSV of a figure's points: ``<stem>_curves.csv`` beside the PNG."""
     png = Path(png)
