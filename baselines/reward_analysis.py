@@ -32,7 +32,8 @@ from baselines.compare_llm_rewards import QUICK, VARIANTS
 from baselines.compare_llm_rewards import Options as Comparison
 from baselines.lm.grpo_model import ROOT
 from countdown_gym import dataclass_cli
-from countdown_gym.runkit.runs import finish_together, read_options, save_figure, write_together
+from countdown_gym.runkit.runs import read_options, save_figure
+from countdown_gym.runkit.together import finish_together, write_together
 
 PAGE = ROOT / "docs" / "results" / "reward_comparison.md"
 RESULTS_HEADING = "## Results"

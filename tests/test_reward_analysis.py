@@ -271,7 +271,7 @@ def test_a_write_killed_between_its_files_is_finished_by_the_next_run(tmp_path: 
     (even --check), a kill before the journal leaves the old set and no temporary file."""
     import os
 
-    from countdown_gym.runkit import runs
+    from countdown_gym.runkit import together
 
     records(tmp_path, {"sparse": [0.15, 0.16], "critic": [0.2, 0.21]})
     page, readme = tmp_path / "page.md", tmp_path / "README.md"
@@ -290,10 +290,10 @@ def test_a_write_killed_between_its_files_is_finished_by_the_next_run(tmp_path: 
             raise KeyboardInterrupt
         return real(src, dst)
 
-    monkeypatch.setattr(runs.os, "replace", killed)
+    monkeypatch.setattr(together.os, "replace", killed)
     with pytest.raises(KeyboardInterrupt):
         ra.main(["--page", str(page)])
-    monkeypatch.setattr(runs.os, "replace", real)
+    monkeypatch.setattr(together.os, "replace", real)
     now = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     assert now["page.md"] == old["page.md"]  # the page is renamed last
     if kill_at == "part":

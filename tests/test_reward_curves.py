@@ -104,7 +104,7 @@ def test_a_redraw_killed_between_the_figure_and_its_points_is_finished_by_the_ne
     (--replot then drew the old ones over it); now the CSV's rename is journalled and the next read finishes it."""
     import os
 
-    from countdown_gym.runkit import runs
+    from countdown_gym.runkit import together
 
     kw = dict(title="T", xlabel="x", ylabel="y")
     png = plot_curves(ROWS, tmp_path / "f.png", **kw)
@@ -115,8 +115,8 @@ def test_a_redraw_killed_between_the_figure_and_its_points_is_finished_by_the_ne
             raise KeyboardInterrupt
         return real(src, dst)
 
-    monkeypatch.setattr(runs.os, "replace", killed)
+    monkeypatch.setattr(together.os, "replace", killed)
     with pytest.raises(KeyboardInterrupt):
         plot_curves(ROWS[:2], png, **kw)
-    monkeypatch.setattr(runs.os, "replace", real)
+    monkeypatch.setattr(together.os, "replace", real)
     assert read_curves(curves_path(png)) == ROWS[:2] and not list(tmp_path.glob("*.part*"))

@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from baselines.analysis.uncertainty import seed_spread
 from countdown_gym.dataclass_cli import written_aside
-from countdown_gym.runkit.runs import finish_together, save_figure, write_together
+from countdown_gym.runkit.runs import save_figure
+from countdown_gym.runkit.together import finish_together, write_together
 
 FIELDS = ("variant", "seed", "step", "success")
 Row = tuple[str, int, int, float]
