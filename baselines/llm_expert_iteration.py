@@ -6,8 +6,9 @@
 One round of rejection-sampling fine-tuning (STaR): ``--samples`` episodes of each of the first ``--problems``
 training problems at ``--temperature``; the solved ones, without their refused turns, go to ``<out>/episodes.jsonl``
 (reused when ``episodes.json`` records the same sampling options; other ones beside a fine-tuning in ``sft/`` are
-refused; a killed sampling continues from its last chunk, :data:`CHUNK_BATCHES`); then ``llm_sft.py --interaction multi-turn --init-from <model> --episodes <out>/episodes.jsonl`` trains on
-them beside the search traces into ``<out>/sft/final`` (``--resume`` continues it).
+refused; a killed sampling continues from its last chunk, :data:`CHUNK_BATCHES`); then ``llm_sft.py --interaction
+multi-turn --init-from <model> --episodes <out>/episodes.jsonl`` trains on them beside the search traces into
+``<out>/sft/final`` (``--resume`` continues it).
 """
 
 from __future__ import annotations
