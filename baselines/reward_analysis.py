@@ -350,11 +350,9 @@ def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]
     return [*lines, *tuning_lines(folder / "tuning")]
 
 
-def forest_plot(result: dict[str, Any], path: Path) -> Path | None:
+def forest_plot(result: dict[str, Any], path: Path) -> None:
     """Each arm's difference from sparse with its Welch and bootstrap 95% intervals."""
     tests = result["comparisons"]
-    if not tests:
-        return None
     import matplotlib
 
     matplotlib.use("Agg")
@@ -380,16 +378,22 @@ def forest_plot(result: dict[str, Any], path: Path) -> Path | None:
     fig.tight_layout()
     save_figure(fig, path)
     plt.close(fig)
-    return path
 
 
-def render(page: Path, folder: Path) -> tuple[str, dict[str, Any]]:
-    """The page's text with its results section made from the records in ``folder``, and :func:`analyse`'s result
-    (computed once: the bootstrap is its costly part)."""
+def render(page: Path, folder: Path) -> tuple[dict[Path, Any], dict[str, Any]]:
+    """The files a write of ``page`` makes from the records in ``folder`` (path -> text, or the forest plot's writer):
+    the plot, for the project's page the README with its answer line, and the page last, its results section
+    remade; and :func:`analyse`'s result (computed once: the bootstrap is its costly part)."""
     result = analyse(read_records(folder), page=page)
     text = page.read_text(encoding="utf-8") if page.is_file() else ""
     head = text.split(f"\n{RESULTS_HEADING}\n")[0].rstrip("\n") if text else f"# {page.stem}"
-    return head + "\n\n" + "\n".join(results_lines(result, folder, page)).rstrip("\n") + "\n", result
+    files: dict[Path, Any] = {}
+    if result["comparisons"]:
+        files[page.with_name(f"{page.stem}_forest.png")] = lambda part: forest_plot(result, part)
+    if page.resolve() == PAGE.resolve() and README.is_file():
+        files[README] = with_answer(README.read_text(encoding="utf-8"), answer_line(result))
+    files[page] = head + "\n\n" + "\n".join(results_lines(result, folder, page)).rstrip("\n") + "\n"
+    return files, result
 
 
 README = ROOT / "README.md"
@@ -407,14 +411,9 @@ def write_page(page: str | Path, folder: str | Path) -> str:
     the README's answer line), all or none (``runs.write_together``, the page last); returns the results text."""
     page, folder = Path(page), Path(folder)
     finish_together(page)  # an earlier write cut short: its page (and the head kept of it) first
-    text, result = render(page, folder)
-    files: dict[Path, Any] = {}
-    if result["comparisons"]:
-        files[page.with_name(f"{page.stem}_forest.png")] = lambda part: forest_plot(result, part)
-    if page.resolve() == PAGE.resolve() and README.is_file():
-        files[README] = with_answer(README.read_text(encoding="utf-8"), answer_line(result))
-    write_together({**files, page: text})
-    return text.split(f"\n{RESULTS_HEADING}\n", 1)[-1] + "\n" + answer_line(result)
+    files, result = render(page, folder)
+    write_together(files)
+    return files[page].split(f"\n{RESULTS_HEADING}\n", 1)[-1] + "\n" + answer_line(result)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -431,15 +430,12 @@ def main(argv: list[str] | None = None) -> None:
         write_auroc(folder / AUROC_FILE, samples=opts.auroc_samples)
     if opts.check:
         finish_together(page)  # an earlier write cut short: checked as it meant to leave the files
-        want, result = render(page, folder)
-        if page.read_text(encoding="utf-8") != want:
-            print(f"{page}: its results differ from what the records in {folder} give; run without --check to rewrite them")
+        files, result = render(page, folder)
+        stale = [str(p) for p, text in files.items() if isinstance(text, str)  # the plot's bytes are matplotlib's
+                 and not (p.is_file() and p.read_text(encoding="utf-8") == text)]
+        if stale:
+            print(f"{', '.join(stale)}: differ from what the records in {folder} give; run without --check to rewrite them")
             sys.exit(1)
-        if page.resolve() == PAGE.resolve():
-            readme = README.read_text(encoding="utf-8")
-            if with_answer(readme, answer_line(result)) != readme:
-                print(f"{README}: its answer line differs from what the records give; run without --check to rewrite it")
-                sys.exit(1)
         print(f"{page}: matches the {sum(len(a['rates']) for a in result['arms'].values())} records in {folder}")
         return
     print(write_page(page, folder))
