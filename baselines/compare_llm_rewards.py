@@ -16,7 +16,6 @@ same options are reused and interrupted ones resume from their last checkpoint.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import shlex
@@ -31,7 +30,7 @@ from baselines.lm.grpo_model import DEFAULT_MODEL, DEFAULT_TURN_MODEL, ROOT
 from baselines.lm.grpo_options import RESUMABLE_CHANGES
 from baselines.lm.grpo_options import Options as GRPOOptions
 from countdown_gym import dataclass_cli
-from countdown_gym.runkit.runs import MetricsLog, command_outcome, read_options, run_commands
+from countdown_gym.runkit.runs import MetricsLog, read_options, run_named
 
 VARIANTS = ("sparse", "oracle-perfect", "critic", "clipo")  # the protocol's arms (dense terms added to the outcome)
 STEP_SUFFIX = "@step"
@@ -214,31 +213,17 @@ def launch_all(args: Options, runs: list[tuple[str, int]]) -> bool:
     Ctrl-C stopped them (each running one saved a checkpoint: the same command resumes it)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     todo = [(v, s) for v, s in runs if not finished(args, v, s)]
-    failed: list[str] = []
 
     def started(i: int) -> None:
-        v, s = todo[i]
-        path = run_path(args, v, s)
+        path = run_path(args, *todo[i])
         path.mkdir(parents=True, exist_ok=True)
         start = Path(args.runs_dir) / START_FILE
         if start.is_file() and not (path / "held_out.json").exists():  # the start, played once for every run
             shutil.copyfile(start, path / "held_out.json")
-        print(f"start {v} seed {s} -> {path}", flush=True)
-
-    def ended(i: int, code: int) -> None:
-        v, s = todo[i]
-        status, bad = command_outcome(code, commands[i][1])
-        print(f"{v} seed {s}: {status}", flush=True)
-        if code == 0:
-            print(f"record: {write_run_record(args, v, s)}", flush=True)
-        elif bad:
-            failed.append(f"{v} seed {s}")
 
     commands = [(run_command(args, v, s), run_path(args, v, s) / "stdout.log") for v, s in todo]
-    stopped = run_commands(commands, args.jobs, started=started, ended=ended, env=env)
-    if failed:
-        raise SystemExit(f"run(s) {', '.join(failed)} failed; fix and re-run (finished runs are kept)")
-    return not stopped
+    return not run_named(commands, [run_path(args, v, s).name for v, s in todo], args.jobs, started=started, env=env,
+                         done=lambda i: print(f"record: {write_run_record(args, *todo[i])}", flush=True))
 
 
 START_FILE = "start_held_out.json"
@@ -323,25 +308,18 @@ def write_run_record(args: Options, variant: str, seed: int) -> Path:
 def plot(args: Options, runs: list[tuple[str, int]] | None = None) -> Path:
     """``<name>.png``: validation greedy success vs GRPO step, each arm's mean over seeds with an SE band, from the
     runs' ``metrics.csv`` into ``<name>_curves.csv`` beside it (``runs`` None: redrawn from that file alone)."""
-    from baselines.analysis.reward_curves import curves_path, plot_curves, read_curves
+    from baselines.analysis.reward_curves import draw
 
-    png = Path(args.results_dir) / f"{args.name}.png"
-    rows = read_curves(curves_path(png)) if runs is None else [
-        (v, s, int(r["step"]), 100 * float(r["greedy_success"]))
-        for v, s in runs if (run_path(args, v, s) / "metrics.csv").exists()
-        for r in csv.DictReader((run_path(args, v, s) / "metrics.csv").open())]
-    return plot_curves(rows, png, title=f"GRPO on Countdown ({args.interaction}): validation success by reward",
-                       xlabel="GRPO step", ylabel=f"greedy success (%), {args.eval_problems} validation problems",
-                       spread="se")
+    logs = None if runs is None else [(v, s, run_path(args, v, s) / "metrics.csv") for v, s in runs]
+    return draw(Path(args.results_dir) / f"{args.name}.png", logs, "step", "greedy_success", 100,
+                title=f"GRPO on Countdown ({args.interaction}): validation success by reward", xlabel="GRPO step",
+                ylabel=f"greedy success (%), {args.eval_problems} validation problems", spread="se")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.replot:
-        try:
-            print(f"wrote {plot(args)}")
-        except ValueError as exc:  # a malformed curves file
-            raise SystemExit(f"--replot: {exc}") from None
+        print(f"wrote {plot(args)}")
         return 0
     from baselines.reward_analysis import write_page
 

@@ -13,7 +13,6 @@ checkpoint, and the same command resumes them.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -26,7 +25,7 @@ from pathlib import Path
 from baselines.analysis.uncertainty import seed_spread
 from countdown_gym import dataclass_cli
 from countdown_gym.rewards.variants import variant_names
-from countdown_gym.runkit.runs import command_outcome, not_regular, read_options, run_commands, write_text_atomic
+from countdown_gym.runkit.runs import not_regular, read_options, run_named, write_text_atomic
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -64,20 +63,7 @@ def run_all(jobs: list[tuple[str, int]], args: Options, extra: list[str]) -> lis
     todo = [i for i, (_, result) in enumerate(checked) if result is None]
     script = str(Path(__file__).with_name("sb3_ppo.py"))
     commands = [([sys.executable, script, *checked[i][0]], runs / f"{jobs[i][0]}-s{jobs[i][1]}.log") for i in todo]
-    failed = []
-
-    def ended(k: int, code: int) -> None:
-        log = commands[k][1]
-        status, bad = command_outcome(code, log)
-        print(f"{log.stem}: {status}", flush=True)
-        if bad:
-            failed.append(log.stem)
-
-    stopped = run_commands(commands, args.workers, started=lambda k: print(f"start {commands[k][1].stem}", flush=True),
-                           ended=ended)
-    if failed:
-        raise SystemExit(f"compare_rewards.py: run(s) {', '.join(failed)} failed (logs in {runs}); finished runs are kept")
-    if stopped:
+    if run_named(commands, [log.stem for _, log in commands], args.workers):
         return None
     return [result or read_options(runs / f"{v}-s{s}", "result.json")
             for (v, s), (_, result) in zip(jobs, checked, strict=True)]
@@ -86,14 +72,12 @@ def run_all(jobs: list[tuple[str, int]], args: Options, extra: list[str]) -> lis
 def plot(out: Path, val_problems: int, preset: str, results: list[dict] | None = None) -> Path:
     """``sb3_rewards.png``: validation success vs environment steps per variant (mean ± std over seeds), from the
     runs' ``curve.csv`` into ``sb3_rewards_curves.csv`` (``results`` None: redrawn from that file alone)."""
-    from baselines.analysis.reward_curves import curves_path, plot_curves, read_curves
+    from baselines.analysis.reward_curves import draw
 
-    png = out / "sb3_rewards.png"
-    rows = read_curves(curves_path(png)) if results is None else [
-        (r["reward"], int(r["seed"]), int(c["steps"]), float(c["validation_success"]))
-        for r in results for c in csv.DictReader((out / "runs" / r["run"] / "curve.csv").open())]
-    return plot_curves(rows, png, title=f"MaskablePPO on Countdown-v0 ({preset}): validation success by reward",
-                       xlabel="environment steps", ylabel=f"validation success ({val_problems} problems, greedy)", spread="std")
+    logs = None if results is None else [(r["reward"], int(r["seed"]), out / "runs" / r["run"] / "curve.csv") for r in results]
+    return draw(out / "sb3_rewards.png", logs, "steps", "validation_success",
+                title=f"MaskablePPO on Countdown-v0 ({preset}): validation success by reward", xlabel="environment steps",
+                ylabel=f"validation success ({val_problems} problems, greedy)", spread="std")
 
 
 def versus(rates: list[float], sparse: list[float] | None) -> str:
@@ -139,10 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     run_args = sb3_ppo.parse_args(extra)
     if args.replot:
-        try:
-            print(f"wrote {plot(out, run_args.eval_problems, run_args.preset)}")
-        except ValueError as exc:  # a malformed curves file
-            raise SystemExit(f"--replot: {exc}") from None
+        print(f"wrote {plot(out, run_args.eval_problems, run_args.preset)}")
         return 0
     for variant in args.variants:  # every run's command line is checked before any run starts
         sb3_ppo.parse_args([*extra, "--reward", variant])

@@ -6,13 +6,15 @@
 One round of rejection-sampling fine-tuning (STaR): ``--samples`` episodes of each of the first ``--problems``
 training problems at ``--temperature``; the solved ones, without their refused turns, go to ``<out>/episodes.jsonl``
 (reused when ``episodes.json`` records the same sampling options; other ones beside a fine-tuning in ``sft/`` are
-refused); then ``llm_sft.py --interaction multi-turn --init-from <model> --episodes <out>/episodes.jsonl`` trains on
-them beside the search traces into ``<out>/sft/final`` (``--resume`` continues it).
+refused; a killed sampling continues from its last chunk, :data:`CHUNK_BATCHES`); then ``llm_sft.py --interaction
+multi-turn --init-from <model> --episodes <out>/episodes.jsonl`` trains on them beside the search traces into
+``<out>/sft/final`` (``--resume`` continues it).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -21,7 +23,7 @@ from pathlib import Path
 from baselines.lm.grpo_model import DEFAULT_TURN_MODEL
 from baselines.lm.tiny_lm import SplitRun
 from countdown_gym import dataclass_cli
-from countdown_gym.runkit.runs import holds_run, read_options, run_directory, write_text_atomic
+from countdown_gym.runkit.runs import MetricsLog, StopRequest, holds_run, read_options, run_directory, write_text_atomic
 
 
 @dataclass
@@ -54,37 +56,63 @@ class Options(SplitRun):
             raise ValueError(f"--model {self.model}: not a saved model directory (no config.json)")
 
 
-def solved_episodes(opts: Options) -> tuple[list[dict], dict]:
-    """The solved episodes of ``samples`` per training problem, without their refused turns, and counts."""
+CHUNK_BATCHES = 8
+"""Episodes are played ``CHUNK_BATCHES * --batch-size`` at a time (whole problems), each chunk on its own seed and
+kept in ``<out>/sampling.jsonl`` as it ends: a killed sampling continues from its last chunk, to the same episodes."""
+
+
+def solved_episodes(opts: Options) -> tuple[list[dict], dict] | None:
+    """The solved episodes of ``samples`` per training problem, without their refused turns, and counts; None when
+    Ctrl-C stopped the sampling (after a chunk: the same command continues it)."""
+    import numpy as np
     import torch
 
     from baselines.llm_sft import training_problems
     from baselines.lm.tiny_lm import load_pretrained
     from countdown_gym.integrations.trl_rollout import play_episodes
 
-    torch.manual_seed(opts.seed)
     problems = training_problems(opts.preset, progress=False)[: opts.problems]
-    model, tok = load_pretrained(opts.model)
-    start = time.perf_counter()
-    with torch.no_grad():
-        rollouts = play_episodes(model, tok, [p for p in problems for _ in range(opts.samples)], max_turns=opts.max_turns,
-                                 temperature=opts.temperature, batch_size=opts.batch_size)
-    seconds = time.perf_counter() - start
-    rows, seen, solved_problems = [], set(), set()
-    for r in rollouts:
-        if not r.solved:
-            continue
-        turns = [t for t, reply in zip(r.turns, r.replay.replies, strict=False) if not reply.startswith("error")]
-        key = (r.problem.key, tuple(turns))
-        if key in seen:
-            continue
-        seen.add(key)
-        solved_problems.add(r.problem.key)
-        rows.append({"numbers": [int(x) for x in r.problem.numbers], "target": int(r.problem.target), "turns": turns})
-    stats = {"problems": len(problems), "episodes_played": len(rollouts), "solved_episodes": sum(r.solved for r in rollouts),
-             "distinct_solved_episodes": len(rows), "problems_solved": len(solved_problems),
-             "sampling_seconds": round(seconds, 1)}
+    per = max(1, CHUNK_BATCHES * opts.batch_size // opts.samples)
+    chunks = [problems[i: i + per] for i in range(0, len(problems), per)]
+    sampling = {**sampling_options(opts), "batch_size": opts.batch_size}
+    path = Path(opts.out) / "sampling.jsonl"
+    log = MetricsLog(path, step="chunk", resume_step=math.inf)
+    if [r.get("chunk") for r in log.rows] != list(range(len(log.rows))) or any(r.get("sampling") != sampling for r in log.rows):
+        log = MetricsLog(path, step="chunk")  # other sampling options (or none): sampled afresh
+    elif log.rows:
+        print(f"{path}: continuing the sampling after {len(log.rows)} of {len(chunks)} chunks")
+    model, tok = load_pretrained(opts.model) if len(log.rows) < len(chunks) else (None, None)
+    with StopRequest("stopping after this chunk of episodes (Ctrl-C again to stop at once)") as stop:
+        for i in range(len(log.rows), len(chunks)):
+            if stop.requested:
+                return None
+            torch.manual_seed(int(np.random.SeedSequence((opts.seed, i)).generate_state(1)[0]))
+            start = time.perf_counter()
+            with torch.no_grad():
+                rollouts = play_episodes(model, tok, [p for p in chunks[i] for _ in range(opts.samples)],
+                                         max_turns=opts.max_turns, temperature=opts.temperature, batch_size=opts.batch_size)
+            solved = [{"numbers": [int(x) for x in r.problem.numbers], "target": int(r.problem.target),
+                       "turns": [t for t, reply in zip(r.turns, r.replay.replies, strict=False) if not reply.startswith("error")]}
+                      for r in rollouts if r.solved]
+            log.append({"chunk": i, "sampling": sampling, "played": len(rollouts), "solved": solved,
+                        "seconds": time.perf_counter() - start})
+    try:
+        played, rows, seen = [row for r in log.rows for row in r["solved"]], [], set()
+        for r in played:  # each episode once (a problem's key and the turns)
+            if (key := (tuple(sorted(r["numbers"])), r["target"], tuple(r["turns"]))) not in seen:
+                seen.add(key)
+                rows.append(r)
+        stats = {"problems": len(problems), "episodes_played": sum(r["played"] for r in log.rows), "solved_episodes": len(played),
+                 "distinct_solved_episodes": len(rows), "problems_solved": len({(tuple(sorted(r["numbers"])), r["target"]) for r in rows}),
+                 "sampling_seconds": round(sum(r["seconds"] for r in log.rows), 1)}
+    except (KeyError, TypeError) as exc:
+        raise SystemExit(f"{path}: not the chunks of a sampling ({type(exc).__name__}: {exc}); delete it") from None
     return rows, stats
+
+
+def sampling_options(opts: Options) -> dict:
+    """The options the sampled episodes depend on (the same ones reuse them)."""
+    return {k: getattr(opts, k) for k in ("model", "preset", "problems", "samples", "temperature", "max_turns", "seed")}
 
 
 def main(opts: Options) -> int:
@@ -94,7 +122,7 @@ def main(opts: Options) -> int:
 
     torch.set_num_threads(opts.threads)
     episodes, record = out / "episodes.jsonl", out / "episodes.json"
-    sampling = {k: getattr(opts, k) for k in ("model", "preset", "problems", "samples", "temperature", "max_turns", "seed")}
+    sampling = sampling_options(opts)
     saved = read_options(out, record.name) or {}  # one error naming a damaged record
     if episodes.exists() and saved.get("sampling") == sampling and isinstance(saved.get("stats"), dict):
         stats = saved["stats"]
@@ -104,10 +132,13 @@ def main(opts: Options) -> int:
             raise SystemExit(f"{out / 'sft'} was fine-tuned on episodes sampled with {saved.get('sampling')}; use the "
                              "same sampling options (--model, --preset, --problems, --samples, --temperature, "
                              "--max-turns, --seed) or another --out")
-        rows, stats = solved_episodes(opts)
+        if (sampled := solved_episodes(opts)) is None:
+            return dataclass_cli.EXIT_INTERRUPTED
+        rows, stats = sampled
         record.unlink(missing_ok=True)  # killed before the new record is written: no record, so sampled again
         write_text_atomic(episodes, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
         write_text_atomic(record, json.dumps({"sampling": sampling, "stats": stats}, indent=2) + "\n")
+        (out / "sampling.jsonl").unlink(missing_ok=True)  # its chunks are in the episodes now
     print(json.dumps(stats, indent=2))
     if not stats["distinct_solved_episodes"]:
         raise SystemExit("no episode was solved: nothing to fine-tune on (more --samples or a higher --temperature)")

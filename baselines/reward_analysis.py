@@ -17,9 +17,10 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import math
 import sys
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,8 @@ from baselines.compare_llm_rewards import QUICK, VARIANTS
 from baselines.compare_llm_rewards import Options as Comparison
 from baselines.lm.grpo_model import ROOT
 from countdown_gym import dataclass_cli
-from countdown_gym.runkit.runs import read_options, save_figure, write_text_atomic
+from countdown_gym.runkit.runs import read_options, save_figure
+from countdown_gym.runkit.together import finish_together, write_together
 
 PAGE = ROOT / "docs" / "results" / "reward_comparison.md"
 RESULTS_HEADING = "## Results"
@@ -46,7 +48,8 @@ class Options:
     """The Markdown page: its ``## Results`` section is rewritten; its records are in the folder of the same stem."""
     records: str = ""  # The records' folder (default: the page's path without ``.md``).
     check: bool = False
-    """Recompute and exit 1 if the page's results differ from what the records give (nothing is written)."""
+    """Recompute and exit 1 if the page's results differ from what the records give (nothing is written but the end of
+    a write a kill cut short)."""
     auroc: bool = False  # Play the starting model's episodes for the dense terms' AUROC (dense_term_auroc.json) first.
     auroc_samples: int = 4  # --auroc: sampled episodes per validation problem.
     tuning_runs: str = ""  # A folder of finished llm_grpo.py tuning runs: their records go to <records>/tuning/ first.
@@ -78,10 +81,8 @@ def read_records(folder: str | Path, needs: Sequence[str] = ("test_outcomes", "s
         if p.name == AUROC_FILE or not (p.name.endswith(".json") or p.name.endswith(".json.gz")):
             continue
         rec = read_record(p)
-        if missing := [k for k in needs if k not in rec]:
-            raise SystemExit(f"{p}: a record of this analysis needs {', '.join(map(repr, missing))}")
-        if bad := [k for k in ("test_outcomes", "start_outcomes") if isinstance(rec.get(k), str) and rec[k].strip("01")]:
-            raise SystemExit(f"{p}: {bad[0]} must be a string of 0s and 1s (one per test problem)")
+        if missing := [k for k in needs if k not in rec or rec[k] in ("", [])]:
+            raise SystemExit(f"{p}: a record of this analysis needs {', '.join(map(repr, missing))} (not empty)")
         out.append(rec)
         if "test_outcomes" in rec:  # an analysis' record (a tuning run's has none): one a run, of the same problems
             if (first := runs.setdefault((rec["arm"], rec["seed"]), p.name)) != p.name:
@@ -98,15 +99,47 @@ def read_records(folder: str | Path, needs: Sequence[str] = ("test_outcomes", "s
 
 
 def read_record(path: Path) -> dict[str, Any]:
-    """One record (``.json.gz`` or ``.json``): a JSON object with at least ``arm`` (a string) and ``seed`` (an
-    integer); exits naming the file when it is not (cut off, corrupt, not JSON)."""
+    """One record (``.json.gz`` or ``.json``): a JSON object with at least ``arm`` and ``seed``, every field of
+    :data:`FIELDS` it holds of its kind; exits naming the file (and the field) when it is not (cut off, corrupt, not
+    JSON, a hand-edited value)."""
     try:
         rec = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes())
     except (ValueError, EOFError, OSError, zlib.error, RecursionError) as exc:  # not JSON, a cut-off or corrupt gzip
         raise SystemExit(f"{path}: not a JSON record ({exc})") from None
-    if not isinstance(rec, dict) or not isinstance(rec.get("arm"), str) or not isinstance(rec.get("seed"), int):
-        raise SystemExit(f"{path}: a record needs at least 'arm' (a string) and 'seed' (an integer)")
+    if not isinstance(rec, dict):
+        raise SystemExit(f"{path}: a record needs at least 'arm' (a string) and 'seed' (an integer), not a JSON "
+                         f"{type(rec).__name__}")
+    for key, (ok, want) in FIELDS.items():
+        if (key in rec or key in ("arm", "seed")) and not ok(rec.get(key)):
+            raise SystemExit(f"{path}: {key!r} must be {want}, got {json.dumps(rec.get(key))[:80]}; fix or delete the record")
     return rec
+
+
+def _number(x: Any, low: float = 0.0, high: float = math.inf) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and low <= x <= high  # NaN fails
+
+
+def _bits(x: Any) -> bool:
+    return (x.strip("01") == "") if isinstance(x, str) else isinstance(x, list) and all(v in (0, 1) and not isinstance(v, float) for v in x)
+
+
+FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "arm": (lambda x: isinstance(x, str) and x != "", "a string (the arm)"),
+    "seed": (lambda x: isinstance(x, int) and not isinstance(x, bool), "an integer"),
+    **dict.fromkeys(("test_outcomes", "start_outcomes"), (_bits, "a string of 0s and 1s, one per test problem (or a list "
+                                                             "of 0, 1, true and false)")),
+    "problem_ids_sha256": (lambda x: x is None or isinstance(x, str), "a string"),
+    "seconds_per_step": (lambda x: x is None or _number(x), "a number of seconds >= 0 (or null)"),
+    "steps": (lambda x: _number(x) and float(x).is_integer(), "a count of steps >= 0"),
+    "frac_reward_zero_std": (lambda x: isinstance(x, list) and all(_number(v, high=1) for v in x), "a list of fractions in [0, 1]"),
+    "validation": (lambda x: isinstance(x, list) and all(
+        isinstance(r, dict) and _number(r.get("step")) and _number(r.get("greedy_success"), high=1)
+        and _number(r.get("problems", 0)) and float(r.get("problems", 0)).is_integer() for r in x),
+        "a list of rows, each with a 'step' >= 0 and a 'greedy_success' in [0, 1] (and 'problems' a count)"),
+    "options": (lambda x: isinstance(x, dict) and _number(x.get("learning_rate"), low=1e-300),
+                "an object of the run's options, with its 'learning_rate' (a number > 0)"),
+}
+"""The fields of a record the analysis reads: a test of the value and what it must be (:func:`read_record`)."""
 
 
 def outcomes(text: str | Sequence[Any]) -> np.ndarray:
@@ -317,11 +350,9 @@ def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]
     return [*lines, *tuning_lines(folder / "tuning")]
 
 
-def forest_plot(result: dict[str, Any], path: Path) -> Path | None:
+def forest_plot(result: dict[str, Any], path: Path) -> None:
     """Each arm's difference from sparse with its Welch and bootstrap 95% intervals."""
     tests = result["comparisons"]
-    if not tests:
-        return None
     import matplotlib
 
     matplotlib.use("Agg")
@@ -347,16 +378,22 @@ def forest_plot(result: dict[str, Any], path: Path) -> Path | None:
     fig.tight_layout()
     save_figure(fig, path)
     plt.close(fig)
-    return path
 
 
-def render(page: Path, folder: Path) -> tuple[str, dict[str, Any]]:
-    """The page's text with its results section made from the records in ``folder``, and :func:`analyse`'s result
-    (computed once: the bootstrap is its costly part)."""
+def render(page: Path, folder: Path) -> tuple[dict[Path, Any], dict[str, Any]]:
+    """The files a write of ``page`` makes from the records in ``folder`` (path -> text, or the forest plot's writer):
+    the plot, for the project's page the README with its answer line, and the page last, its results section
+    remade; and :func:`analyse`'s result (computed once: the bootstrap is its costly part)."""
     result = analyse(read_records(folder), page=page)
     text = page.read_text(encoding="utf-8") if page.is_file() else ""
     head = text.split(f"\n{RESULTS_HEADING}\n")[0].rstrip("\n") if text else f"# {page.stem}"
-    return head + "\n\n" + "\n".join(results_lines(result, folder, page)).rstrip("\n") + "\n", result
+    files: dict[Path, Any] = {}
+    if result["comparisons"]:
+        files[page.with_name(f"{page.stem}_forest.png")] = lambda part: forest_plot(result, part)
+    if page.resolve() == PAGE.resolve() and README.is_file():
+        files[README] = with_answer(README.read_text(encoding="utf-8"), answer_line(result))
+    files[page] = head + "\n\n" + "\n".join(results_lines(result, folder, page)).rstrip("\n") + "\n"
+    return files, result
 
 
 README = ROOT / "README.md"
@@ -371,14 +408,12 @@ def with_answer(readme: str, line: str) -> str:
 
 def write_page(page: str | Path, folder: str | Path) -> str:
     """Rewrite ``page``'s results and its forest plot from the records in ``folder`` (and, for the project's page,
-    the README's answer line); returns the results text."""
+    the README's answer line), all or none (``runs.write_together``, the page last); returns the results text."""
     page, folder = Path(page), Path(folder)
-    text, result = render(page, folder)
-    forest_plot(result, page.with_name(f"{page.stem}_forest.png"))
-    write_text_atomic(page, text)
-    if page.resolve() == PAGE.resolve() and README.is_file():
-        write_text_atomic(README, with_answer(README.read_text(encoding="utf-8"), answer_line(result)))
-    return text.split(f"\n{RESULTS_HEADING}\n", 1)[-1] + "\n" + answer_line(result)
+    finish_together(page)  # an earlier write cut short: its page (and the head kept of it) first
+    files, result = render(page, folder)
+    write_together(files)
+    return files[page].split(f"\n{RESULTS_HEADING}\n", 1)[-1] + "\n" + answer_line(result)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -394,15 +429,13 @@ def main(argv: list[str] | None = None) -> None:
 
         write_auroc(folder / AUROC_FILE, samples=opts.auroc_samples)
     if opts.check:
-        want, result = render(page, folder)
-        if page.read_text(encoding="utf-8") != want:
-            print(f"{page}: its results differ from what the records in {folder} give; run without --check to rewrite them")
+        finish_together(page)  # an earlier write cut short: checked as it meant to leave the files
+        files, result = render(page, folder)
+        stale = [str(p) for p, text in files.items() if isinstance(text, str)  # the plot's bytes are matplotlib's
+                 and not (p.is_file() and p.read_text(encoding="utf-8") == text)]
+        if stale:
+            print(f"{', '.join(stale)}: differ from what the records in {folder} give; run without --check to rewrite them")
             sys.exit(1)
-        if page.resolve() == PAGE.resolve():
-            readme = README.read_text(encoding="utf-8")
-            if with_answer(readme, answer_line(result)) != readme:
-                print(f"{README}: its answer line differs from what the records give; run without --check to rewrite it")
-                sys.exit(1)
         print(f"{page}: matches the {sum(len(a['rates']) for a in result['arms'].values())} records in {folder}")
         return
     print(write_page(page, folder))

@@ -116,3 +116,40 @@ def test_other_sampling_options_keep_the_episodes_a_fine_tuning_read(tmp_path, m
     with pytest.raises(SystemExit, match="sampled with .*'problems': 1"):
         llm_expert_iteration.main(dataclass_cli.parse(llm_expert_iteration.Options, [*argv, "2", "--resume", resume]))
     assert (tmp_path / "episodes.jsonl").read_text() == before
+
+
+def test_a_killed_sampling_continues_from_its_last_chunk_to_the_same_episodes(tmp_path, monkeypatch):
+    """A kill during the sampling lost every episode of the round (they were written only at its end); now each
+    chunk is kept as it ends, on its own seed, and a rerun plays only the chunks left, to the same bytes."""
+    from countdown_gym.integrations import trl_rollout
+
+    monkeypatch.setattr(llm_sft, "train", lambda cfg: {})
+    monkeypatch.setattr(llm_expert_iteration, "CHUNK_BATCHES", 2)  # 2 x 2 episodes: 2 problems of 2 samples a chunk
+    real, calls = trl_rollout.play_episodes, []
+
+    def play(*a, **k):
+        calls.append(len(a[2]))
+        if len(calls) == kill_at:
+            raise KeyboardInterrupt  # a kill in the middle of the chunk
+        return real(*a, **k)
+
+    monkeypatch.setattr(trl_rollout, "play_episodes", play)
+
+    def run(out):
+        argv = ["--out", str(out), "--problems", "5", "--samples", "2", "--batch-size", "2", "--temperature", "1.0",
+                "--threads", "1", "--progress", "false"]
+        return llm_expert_iteration.main(dataclass_cli.parse(llm_expert_iteration.Options, argv))
+
+    kill_at = 0
+    assert run(tmp_path / "whole") == 0 and calls == [4, 4, 2]
+    calls.clear()
+    kill_at = 3
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "killed")
+    assert len((tmp_path / "killed" / "sampling.jsonl").read_text().splitlines()) == 2
+    calls.clear()
+    assert run(tmp_path / "killed") == 0 and calls == [2]  # only the chunk the kill cut short is played again
+    assert (tmp_path / "killed" / "episodes.jsonl").read_bytes() == (tmp_path / "whole" / "episodes.jsonl").read_bytes()
+    stats = [json.loads((tmp_path / d / "episodes.json").read_text())["stats"] for d in ("whole", "killed")]
+    assert [{**s, "sampling_seconds": 0} for s in stats][0] == {**stats[1], "sampling_seconds": 0}
+    assert not (tmp_path / "killed" / "sampling.jsonl").exists()  # its chunks are in the episodes

@@ -231,3 +231,75 @@ def test_an_interrupted_forest_plot_keeps_the_old_one(tmp_path: Path, monkeypatc
     with pytest.raises(KeyboardInterrupt):
         ra.main(["--page", str(tmp_path / "page.md")])
     assert png.read_bytes() == old and not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("test_outcomes", ["1", 0, 1]), ("test_outcomes", [None, 1]), ("test_outcomes", [2, 0]), ("test_outcomes", [0.5, 1]),
+    ("steps", -3), ("seed", 1.5), ("seed", True), ("seconds_per_step", "fast"), ("frac_reward_zero_std", [2]),
+    ("validation", [{"step": 30}]), ("validation", [{"step": 30, "greedy_success": 0.2, "problems": -1}]),
+    ("options", {"learning_rate": "1e-4"}), ("arm", None)])
+def test_a_hand_edited_field_is_one_error_naming_the_file_and_field(tmp_path: Path, field: str, value: object) -> None:
+    """Values edited by hand inside a valid record were read on: a list of outcomes with "1" or 2 or 0.5 counted as
+    successes, None as a failure, a negative step count or a bad seed was a traceback from deep inside (np.mean, int(),
+    the sort), a validation row without greedy_success a KeyError; now one error naming the file and the field."""
+    folder = records(tmp_path, {"sparse": [0.1, 0.2], "critic": [0.3, 0.3]})
+    path = folder / "critic-s1.json.gz"
+    ra.write_record(path, {**ra.read_record(path), field: value})
+    with pytest.raises(SystemExit, match=f"critic-s1.json.gz: '{field}' must be "):
+        ra.main(["--page", str(tmp_path / "page.md")])
+
+
+@pytest.mark.parametrize("damage", ["no learning rate", "no validation"])
+def test_a_tuning_record_without_what_the_table_reads_is_one_error(tmp_path: Path, damage: str) -> None:
+    """A tuning record without options' learning_rate or with no validation row was a KeyError / IndexError."""
+    rec = {"arm": "sparse", "seed": 100, "options": {"learning_rate": 1e-4}, "validation": [{"step": 30, "greedy_success": 0.2}]}
+    if damage == "no learning rate":
+        rec["options"] = {}
+    else:
+        rec["validation"] = []
+    ra.write_record(tmp_path / "lr-s100.json.gz", rec)
+    with pytest.raises(SystemExit, match="lr-s100.json.gz: "):
+        ra.tuning_lines(tmp_path)
+
+
+@pytest.mark.parametrize("kill_at", [2, 3, "part"])  # at the 2nd or 3rd rename (the page), or writing a part
+def test_a_write_killed_between_its_files_is_finished_by_the_next_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str], kill_at) -> None:
+    """The forest plot, the page and the README's answer line were each replaced on its own: a kill between them left
+    a new plot (or answer line) beside the old page, and --check passed on the README alone. Now all are written
+    aside first, a journal names them, the page is renamed last; a kill while renaming is finished by the next run
+    (even --check), a kill before the journal leaves the old set and no temporary file."""
+    import os
+
+    from countdown_gym.runkit import together
+
+    records(tmp_path, {"sparse": [0.15, 0.16], "critic": [0.2, 0.21]})
+    page, readme = tmp_path / "page.md", tmp_path / "README.md"
+    readme.write_text(f"intro\n{ra.ANSWER_MARK}\nold answer\nend\n")
+    monkeypatch.setattr(ra, "PAGE", page)
+    monkeypatch.setattr(ra, "README", readme)
+    ra.main(["--page", str(page)])
+    old = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    records(tmp_path, {"sparse": [0.15, 0.16, 0.5], "critic": [0.2, 0.21, 0.1]})  # a third seed: other results
+    real, renames = os.replace, []
+
+    def killed(src, dst):  # dst a part: it is written; src a part: it replaces its file
+        if ".part." in Path(src).name and not str(src).endswith(".tmp"):
+            renames.append(dst)
+        if kill_at == "part" and ".part." in Path(dst).name or len(renames) == kill_at:
+            raise KeyboardInterrupt
+        return real(src, dst)
+
+    monkeypatch.setattr(together.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        ra.main(["--page", str(page)])
+    monkeypatch.setattr(together.os, "replace", real)
+    now = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert now["page.md"] == old["page.md"]  # the page is renamed last
+    if kill_at == "part":
+        assert now == old  # nothing replaced, no temporary left
+        return
+    assert now["page_forest.png"] != old["page_forest.png"] and (now["README.md"] != old["README.md"]) == (kill_at == 3)
+    ra.main(["--page", str(page), "--check"])  # the next run finishes the write first
+    assert "matches the 6 records" in capsys.readouterr().out
+    assert not [p.name for p in tmp_path.iterdir() if ".part" in p.name]

@@ -96,3 +96,27 @@ def test_an_interrupted_redraw_keeps_the_old_figure_and_points(tmp_path: Path, m
     with pytest.raises(KeyboardInterrupt):
         plot_curves(ROWS, png, **kw)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == old
+
+
+def test_a_redraw_killed_between_the_figure_and_its_points_is_finished_by_the_next_read(tmp_path: Path,
+                                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CSV and the PNG were replaced one after the other: a kill between them left a figure of other points
+    (--replot then drew the old ones over it); now the CSV's rename is journalled and the next read finishes it."""
+    import os
+
+    from countdown_gym.runkit import together
+
+    kw = dict(title="T", xlabel="x", ylabel="y")
+    png = plot_curves(ROWS, tmp_path / "f.png", **kw)
+    real = os.replace
+
+    def killed(src, dst):
+        if Path(src).name == "f_curves.part.csv":
+            raise KeyboardInterrupt
+        return real(src, dst)
+
+    monkeypatch.setattr(together.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        plot_curves(ROWS[:2], png, **kw)
+    monkeypatch.setattr(together.os, "replace", real)
+    assert read_curves(curves_path(png)) == ROWS[:2] and not list(tmp_path.glob("*.part*"))

@@ -251,15 +251,17 @@ def test_run_commands_stops_starting_runs_at_the_first_stop_request_and_passes_s
         runs.run_commands([([sys.executable, "-c", "pass"], tmp_path / "fifo.log")], 1)
 
 
-def test_command_outcome_says_how_a_run_of_a_comparison_ended(tmp_path: Path) -> None:
-    """compare_rewards.py and compare_llm_rewards.py each spelled these status words and which codes fail."""
+def test_run_named_says_how_each_run_of_a_comparison_ended(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """compare_rewards.py and compare_llm_rewards.py each spelled these status words, which codes fail, and the
+    error naming the failed runs."""
     import sys
 
-    said: list[tuple[str, bool]] = []
     commands = [([sys.executable, "-c", f"raise SystemExit({code})"], tmp_path / f"{code}.log") for code in (0, 130, 3)]
-    runs.run_commands(commands, 3, ended=lambda i, code: said.append(runs.command_outcome(code, commands[i][1])))
-    assert sorted(said) == [("FAILED (exit 3, see " + str(tmp_path / "3.log") + ")", True), ("done", False),
-                            ("stopped", False)]
+    done: list[int] = []
+    with pytest.raises(SystemExit, match=r"run\(s\) three failed"):
+        runs.run_named(commands, ["zero", "stopped", "three"], 3, done=done.append)
+    said = sorted(line for line in capsys.readouterr().out.splitlines() if not line.startswith("start "))
+    assert said == ["stopped: stopped", f"three: FAILED (exit 3, see {tmp_path / '3.log'})", "zero: done"] and done == [0]
 
 
 HOLDER = """

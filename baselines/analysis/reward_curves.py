@@ -13,6 +13,7 @@ from typing import Any, Literal
 from baselines.analysis.uncertainty import seed_spread
 from countdown_gym.dataclass_cli import written_aside
 from countdown_gym.runkit.runs import save_figure
+from countdown_gym.runkit.together import finish_together, write_together
 
 FIELDS = ("variant", "seed", "step", "success")
 Row = tuple[str, int, int, float]
@@ -32,6 +33,7 @@ def read_curves(path: str | Path) -> list[Row]:
     """The rows :func:`write_curves` wrote; a missing file, a wrong header or a malformed row (a missing field, a
     seed or step not an integer, a success not a finite number) is a clear error."""
     path = Path(path)
+    finish_together(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: --replot redraws from the curves a full run wrote")
     with path.open(newline="") as f:
@@ -89,16 +91,35 @@ def figure(rows: Sequence[Row], *, title: str, xlabel: str, ylabel: str, spread:
 
 
 def plot_curves(rows: Sequence[Row], path: str | Path, **kw: Any) -> Path:
-    """Draw :func:`figure` to ``path`` (PNG) and write its points to ``<path stem>_curves.csv`` beside it (each file
-    whole or not at all)."""
+    """Draw :func:`figure` to ``path`` (PNG) and write its points to ``<path stem>_curves.csv`` beside it, both or
+    neither (``runs.write_together``: the CSV last, :func:`read_curves` finishes a write a kill cut short)."""
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    write_curves(curves_path(path), rows)
     fig = figure(rows, **kw)
-    save_figure(fig, path)
-    plt.close(fig)
+    try:
+        write_together({path: lambda part: save_figure(fig, part), curves_path(path): lambda part: write_curves(part, rows)})
+    finally:
+        plt.close(fig)
     return path
+
+
+def draw(png: str | Path, logs: Iterable[tuple[str, int, Path]] | None, x: str, y: str, scale: float = 1.0,
+         **kw: Any) -> Path:
+    """:func:`plot_curves` to ``png`` of each run's CSV log ``(variant, seed, path)``: its column ``y`` (times
+    ``scale``) against its column ``x`` (a run without a log is left out); ``logs`` None: of the points kept beside
+    ``png`` (a comparison's ``--replot``; a malformed file is an error naming it)."""
+    rows: list[Row] = []
+    if logs is None:
+        try:
+            rows = read_curves(curves_path(png))
+        except ValueError as exc:
+            raise SystemExit(f"--replot: {exc}") from None
+    for variant, seed, path in logs or ():
+        if path.exists():
+            with path.open(newline="") as f:
+                rows += [(variant, seed, int(float(r[x])), scale * float(r[y])) for r in csv.DictReader(f)]
+    return plot_curves(rows, png, **kw)
 
 
 def curves_path(png: str | Path) -> Path:

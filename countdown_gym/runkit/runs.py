@@ -471,9 +471,29 @@ def run_commands(commands: Sequence[tuple[Sequence[str], Path]], at_once: int, *
     return stop.requested
 
 
-def command_outcome(code: int, log: str | os.PathLike[str]) -> tuple[str, bool]:
-    """How a command of :func:`run_commands` ended (its exit ``code``; ``log``: its output), in words, and whether it
-    failed: ``done`` (0), ``stopped`` (Ctrl-C: it saved a checkpoint, the same command resumes it) or
-    ``FAILED (exit N, see <log>)``."""
-    failed = code not in (0, EXIT_INTERRUPTED)
-    return "done" if code == 0 else f"FAILED (exit {code}, see {log})" if failed else "stopped", failed
+def run_named(commands: Sequence[tuple[Sequence[str], Path]], names: Sequence[str], at_once: int, *,
+              started: Callable[[int], None] = lambda i: None, done: Callable[[int], None] = lambda i: None,
+              env: Mapping[str, str] | None = None) -> bool:
+    """:func:`run_commands` of a comparison's runs, each called by its name in what it prints: ``start <name>``, then
+    how it ended, ``<name>: done`` (exit 0; then ``done(i)`` is called), ``stopped`` (Ctrl-C: it saved a checkpoint,
+    the same command resumes it) or ``FAILED (exit N, see <log>)``. Exits naming the failed runs once none is left
+    running (the finished ones are kept); returns whether Ctrl-C stopped them."""
+    failed: list[str] = []
+
+    def start(i: int) -> None:
+        started(i)
+        print(f"start {names[i]}", flush=True)
+
+    def ended(i: int, code: int) -> None:
+        bad = code not in (0, EXIT_INTERRUPTED)
+        print(f"{names[i]}: " + ("done" if code == 0 else f"FAILED (exit {code}, see {commands[i][1]})" if bad else "stopped"),
+              flush=True)
+        if code == 0:
+            done(i)
+        elif bad:
+            failed.append(names[i])
+
+    stopped = run_commands(commands, at_once, started=start, ended=ended, env=env)
+    if failed:
+        raise SystemExit(f"run(s) {', '.join(failed)} failed (see their logs); fix and re-run (finished runs are kept)")
+    return stopped
