@@ -196,7 +196,7 @@ def test_non_finite_weights_and_scorers_without_score_are_refused() -> None:
                     {"format": 10**400}):
         with pytest.raises(ValueError, match=r"weights\['(format|oracle-reachable)'\] must be a finite number"):
             rubric(correct, ("sparse",), lambda completion, info: None, weights)
-    with pytest.raises(ValueError, match=r"weights\['format'\] must be a finite number, got '0.5'"):
+    with pytest.raises(ValueError, match=r"weights\['format'\] must be a finite number, got str '0.5'"):
         load_environment(num_train_examples=1, eval_split=None, format_weight="0.5")
     with pytest.raises(ValueError, match="with a score.states, targets. method.*got int"):
         rubric(correct, ("sparse",), lambda completion, info: None, scorers={"critic": 5})

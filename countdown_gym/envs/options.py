@@ -47,7 +47,7 @@ def check_finite(value: Any, name: str = "scale", *, positive: bool = False, def
         number = math.inf
     if not math.isfinite(number) or (positive and number <= 0):
         expected = f"a {'positive ' if positive else ''}finite number{' or None' if default is not None else ''}"
-        raise ValueError(f"{name} must be {expected}, got {value!r:.100}")
+        raise ValueError(f"{name} must be {expected}, got {describe_value(value)}")
     return number
 
 
