@@ -143,6 +143,12 @@ class TurnEpisode:
             return self._end(res, terminated=False)
         return res
 
+    def play_turns(self, turns: Sequence[str]) -> list[TurnResult]:
+        """:meth:`play` each of ``turns`` in order until the episode ends (the rest are ignored); their results."""
+        if isinstance(turns, str):  # else each character is played as a turn
+            raise TypeError("turns must be a sequence of turns, got one str (a single turn goes in a list: ['21+16'])")
+        return [self.play(text) for text in turns if not self.done]
+
     def _lost_for_long(self, kind: str, valid: bool) -> bool:
         """Whether this turn ends the ``stop_at_dead_end``-th turn in a row in a lost state."""
         if valid and kind in ("move", "undo"):
@@ -198,16 +204,9 @@ class TurnReplay:
 
 def replay_turns(problem: Problem, turns: Sequence[str], *, rules: Rules | None = None,
                  max_turns: int = DEFAULT_MAX_TURNS, max_turn_chars: int = 200) -> TurnReplay:
-    """Play ``turns`` in order (those after the episode ends are ignored; an episode left open is unsolved)."""
-    if isinstance(turns, str):  # else each character is played as a turn
-        raise TypeError("turns must be a sequence of turns, got one str (a single turn goes in a list: ['21+16'])")
+    """Play ``turns`` in order (:meth:`TurnEpisode.play_turns`; an episode left open is unsolved)."""
     ep = TurnEpisode(problem, rules, max_turns, max_turn_chars)
-    results = []
-    for text in turns:
-        if ep.done:
-            break
-        results.append(ep.play(text))
-    return turn_replay(ep, results)
+    return turn_replay(ep, ep.play_turns(turns))
 
 
 def turn_replay(ep: TurnEpisode, results: Sequence[TurnResult]) -> TurnReplay:

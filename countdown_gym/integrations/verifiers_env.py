@@ -130,12 +130,8 @@ class CountdownTurnEnv(vf.MultiTurnEnv):
         """The game's reply to the last agent turn (the turns so far are replayed: one source of truth);
         once the game is over the reply is the rollout's final message."""
         episode = TurnEpisode(problem_from_ground_truth(state["info"]), max_turns=self.game_max_turns)
-        reply = ""
-        for text in agent_turns(messages, len(state["prompt"])):
-            reply = episode.play(text).reply
-            if episode.done:
-                break
-        response = [vf.UserMessage(content=reply)]
+        results = episode.play_turns(agent_turns(messages, len(state["prompt"])))
+        response = [vf.UserMessage(content=results[-1].reply if results else "")]
         if episode.done:
             state["final_env_response"] = response
         return response

@@ -108,7 +108,8 @@ class CountdownTool(_Base):  # type: ignore[misc, valid-type]
         problem = self._problems[instance_id]
         store = _store(kwargs.get("agent_data"))
         turns: list[str] = store.setdefault(TURNS_KEY, [])
-        episode = _replayed(problem, turns, self.max_turns)
+        episode = TurnEpisode(problem, max_turns=self.max_turns)
+        episode.play_turns(turns)
         if episode.done:
             reply = episode_over_reply(episode.state)
             return ToolResponse(text=reply), 0.0, {"turn_kind": "refused", "valid": False, "reason": "episode_over"}
@@ -138,15 +139,6 @@ def _store(agent_data: Any) -> dict[str, Any]:
     if getattr(agent_data, "extra_fields", None) is None:
         agent_data.extra_fields = {}
     return agent_data.extra_fields
-
-
-def _replayed(problem: Problem, turns: list[str], max_turns: int) -> TurnEpisode:
-    episode = TurnEpisode(problem, max_turns=max_turns)
-    for t in turns:
-        if episode.done:
-            break
-        episode.play(t)
-    return episode
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
