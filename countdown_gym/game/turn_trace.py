@@ -36,9 +36,7 @@ def conversation(problem: Problem, turns: Sequence[str], *, rules: Rules | None 
     ``len(turns)``; turns after the episode ends are dropped)."""
     ep = TurnEpisode(problem, rules, max_turns or max(len(turns), 1))
     out = [("env", prompt_message(problem, prompt_style, max_turns))]
-    for t in turns:
-        if ep.done:
-            break
-        out += [("agent", t), ("env", ep.play(t).reply)]
+    for t, res in zip(turns, ep.play_turns(turns), strict=False):
+        out += [("agent", t), ("env", res.reply)]
     return out
 

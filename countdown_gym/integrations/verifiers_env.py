@@ -31,6 +31,7 @@ if not hasattr(vf, "MultiTurnEnv"):  # verifiers 0.4 replaced the classic enviro
 
 from countdown_gym.data.splits import load_split
 from countdown_gym.dataclass_cli.strict import strict_json
+from countdown_gym.envs.options import check_finite
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.solver import solve
 from countdown_gym.game.text_format import TINYZERO_SYSTEM, chat_messages
@@ -40,7 +41,6 @@ from countdown_gym.game.verifier import message_content, message_field, verify
 from countdown_gym.integrations.trl import replay
 from countdown_gym.integrations.trl_env import CountdownToolEnv, tool_functions
 from countdown_gym.integrations.verl import ground_truth, problem_from_ground_truth
-from countdown_gym.rewards.terms import check_scale
 from countdown_gym.rewards.variants import OUTCOME, REWARD_VARIANTS, get_variant
 
 MODES: tuple[str, ...] = ("single-turn", "multi-turn", "tools")
@@ -85,7 +85,7 @@ def rubric(outcome: Callable[..., float], outcome_names: Sequence[str], game: Ca
            extra: Sequence[Callable[..., float]] = ()) -> Any:
     """A ``verifiers`` rubric: ``outcome`` (weight 1), each of :func:`dense_terms` of the replay ``game(completion,
     info)`` (named like the variant, ``_`` for ``-``; weight 0 unless ``weights`` gives one) and ``extra`` metrics."""
-    weights = {get_variant(k, "text").name: check_scale(w, f"weights[{k!r}]") for k, w in (weights or {}).items()}
+    weights = {get_variant(k, "text").name: check_finite(w, f"weights[{k!r}]") for k, w in (weights or {}).items()}
     names = dense_terms(outcome_names, scorers)
     if set(weights) - set(names):
         raise ValueError(f"weights name {sorted(set(weights) - set(names))}, which this rubric does not report; "

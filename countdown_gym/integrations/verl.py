@@ -19,9 +19,10 @@ from typing import Any
 
 from countdown_gym.data.problem_files import verl_rules
 from countdown_gym.dataclass_cli.strict import strict_json
+from countdown_gym.envs.options import check_finite
 from countdown_gym.envs.problem_source import problem_from_columns
 from countdown_gym.game.problem import Problem
-from countdown_gym.rewards.terms import Scorer, check_scale, check_scorer_fits
+from countdown_gym.rewards.terms import Scorer, check_scorer_fits
 from countdown_gym.rewards.variants import REWARD_VARIANTS, get_variant, given_scorers, score_terms
 
 DATA_SOURCE_PREFIX = "countdown_gym/"
@@ -136,7 +137,7 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
         name = get_variant(key).name
         if name not in w:
             raise ValueError(f"weights[{key!r}] is not a scored term {sorted(w)}")
-        w[name] = check_scale(value, f"weights[{key!r}]")
+        w[name] = check_finite(value, f"weights[{key!r}]")
     return {"score": float(sum(w[name] * value for name, value in scores.items())), **scores,
             "invalid_steps": float(replay.invalid_steps), "moves": float(len(replay.transitions))}
 

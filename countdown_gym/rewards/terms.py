@@ -11,7 +11,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from countdown_gym.envs.options import check_finite
 from countdown_gym.game.rules import Number, Rules, describe_value
 from countdown_gym.game.solver import reachable
 
@@ -39,8 +38,6 @@ def check_transition(transition: Any) -> Mapping[str, Any]:
 
 _REAL = (int, float, np.integer, np.floating)
 """What a gamma may be: a Python or numpy real number (e.g. read from a config array)."""
-check_scale = check_finite
-"""A term's scale or weight, called ``name``, as a float: :func:`~countdown_gym.envs.options.check_finite`."""
 
 
 def check_gamma(gamma: float) -> float:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, SupportsFloat
 
 import gymnasium as gym
 
+from countdown_gym.envs.options import check_finite
 from countdown_gym.game.rules import Number, Rules
 from countdown_gym.rewards import terms
 
@@ -60,7 +61,7 @@ class TermReward(gym.Wrapper):
                              f"(shaping); {variant.name!r} has {'both' if variant.move_term else 'neither'}")
         super().__init__(env)
         self.variant = variant
-        self.scale = terms.check_scale(scale)
+        self.scale = check_finite(scale)
         self.potential = variant.potential is not None
         self.gamma = terms.check_gamma(gamma)
         if key is not None and (not isinstance(key, str) or not key or key == "sparse"):
