@@ -198,13 +198,6 @@ def bootstrap_differences(arms: dict[str, np.ndarray], base: str, resamples: int
             for a in arms if a != base}
 
 
-def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float:
-    """The probability that a random positive scores above a random negative (ties count half); nan for one class."""
-    from critics.metrics import auroc as area  # imported here: critics loads torch
-
-    return area(scores, labels)
-
-
 def analyse(records: list[dict[str, Any]], base: str = "sparse", page: Path = PAGE) -> dict[str, Any]:
     """Per-arm figures, every arm against ``base`` (see the module docstring; fractions, not percentages) and the
     seeds an arm that ``page``'s comparison expects; ``records``: :func:`read_records`' (of the same problems)."""

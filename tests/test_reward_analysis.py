@@ -43,12 +43,6 @@ def test_bootstrap_interval_covers_the_difference_and_repeats() -> None:
     assert ra.bootstrap_differences({"sparse": base, "x": better}, "sparse", resamples=2000) == ci
 
 
-def test_auroc() -> None:
-    assert ra.auroc([0.1, 0.4, 0.35, 0.8], [False, False, True, True]) == pytest.approx(0.75)
-    assert ra.auroc([1, 1], [True, False]) == 0.5
-    assert np.isnan(ra.auroc([1, 2], [True, True]))
-
-
 def records(tmp_path: Path, arms: dict[str, list[float]], n: int = 200) -> Path:
     folder = tmp_path / "page"
     rng = np.random.default_rng(0)

@@ -28,11 +28,11 @@ def write_auroc(path: str | Path, *, samples: int = 4, seed: int = 0) -> dict[st
     from baselines.lm.grpo_data import validation_subset
     from baselines.lm.grpo_model import DEFAULT_TURN_MODEL, load_model_and_tokenizer
     from baselines.lm.rewards import load_needs
-    from baselines.reward_analysis import auroc
     from countdown_gym.data.splits import load_split
     from countdown_gym.integrations.trl_rollout import play_episodes
     from countdown_gym.rewards.variants import get_variant
     from countdown_gym.runkit.runs import write_text_atomic
+    from critics.metrics import auroc
 
     torch.set_num_threads(1)
     torch.manual_seed(seed)
