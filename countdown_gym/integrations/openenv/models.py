@@ -122,13 +122,9 @@ class TransitionModel(BaseModel):
     reason: str
     turn: int | None = None
 
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> TransitionModel:
-        return cls(**cls.fields_of(record))
-
     @staticmethod
     def fields_of(record: dict[str, Any]) -> dict[str, Any]:
-        """The model's fields for a record, as JSON values (what :meth:`from_record` validates)."""
+        """The model's fields for a record (a dict of ``info["transitions"]``), as JSON values."""
         a, op, b, c = record["move"]
         nxt = record["next_state"]
         return {
