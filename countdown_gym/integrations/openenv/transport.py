@@ -70,14 +70,20 @@ def answer_model(observation_cls: type[Observation]) -> type[BaseModel]:
                         reward=(float | None, None), done=(bool, False))
 
 
-def json_error(text: str | bytes) -> str | None:
-    """Why ``text`` is not strict JSON (RFC 8259: no ``NaN`` or ``Infinity``, no lone surrogate, no key twice in
-    one object, at most 200 levels of nesting, integers of at most 4,300 digits), or None when it is."""
+def read_json(text: str | bytes) -> Any:
+    """``text`` read as strict JSON (RFC 8259: no ``NaN`` or ``Infinity``, no lone surrogate, no key twice in one
+    object, at most 200 levels of nesting, integers of at most 4,300 digits); ``ValueError`` saying why it is not."""
     try:
         value = pydantic_core.from_json(text, allow_inf_nan=False)
     except ValueError as e:
-        return str(e)
-    return duplicate_key(text, value)
+        try:  # JSON but for the parser's NaN / Infinity extension?
+            pydantic_core.from_json(text)
+        except ValueError:
+            raise e from None
+        raise ValueError("NaN and Infinity are not JSON (RFC 8259)") from None
+    if (error := duplicate_key(text, value)) is not None:
+        raise ValueError(error)
+    return value
 
 
 # ---- HTTP -----------------------------------------------------------------------------------------------
@@ -172,7 +178,7 @@ class BodyGuard:
     """ASGI middleware in front of every HTTP request: a size limit, a time limit and strict JSON.
 
     A body above ``limit`` bytes is answered 413 (read no further), one not fully received within
-    ``timeout_s`` seconds 408, one that is not strict JSON (:func:`json_error`: no ``NaN`` or ``Infinity``, no lone
+    ``timeout_s`` seconds 408, one that is not strict JSON (:func:`read_json`: no ``NaN`` or ``Infinity``, no lone
     surrogate, no key twice in an object, at most 200 levels of nesting) 422. It also absorbs the ``WebSocketDisconnect`` raised when a
     WebSocket the client already closed is closed (a normal end of session, which uvicorn would log as an error).
     """
@@ -209,8 +215,11 @@ class BodyGuard:
             return await self._refuse(scope, receive, send, 408,
                                       f"the request body did not arrive within {self.timeout_s:g} s")
         body = b"".join(chunks)
-        if body.strip() and (error := json_error(body)) is not None:
-            return await self._refuse(scope, receive, send, 422, f"the body is not valid JSON: {error}")
+        if body.strip():
+            try:
+                read_json(body)
+            except ValueError as e:
+                return await self._refuse(scope, receive, send, 422, f"the body is not valid JSON: {e}")
         replayed = False
 
         async def replay() -> dict[str, Any]:
@@ -255,25 +264,8 @@ def message_adapter(action_cls: type[Action]) -> TypeAdapter:
 _OBSERVATION = b'{"type":"observation","data":%s}'
 
 
-def _error(message: str, code: str, status: int) -> bytes:
-    return json.dumps({"type": "error", "data": {"message": message, "code": code, "status": status}}).encode()
-
-
-def _validation_code(error: ValidationError) -> str:
-    kinds = {e["type"] for e in error.errors(include_url=False, include_input=False, include_context=False)}
-    if "json_invalid" in kinds:
-        return "INVALID_JSON"
-    return "UNKNOWN_TYPE" if kinds & {"union_tag_invalid", "union_tag_not_found"} else "VALIDATION_ERROR"
-
-
-def _not_strict(text: str) -> str | None:
-    """Why a message the parser read is not strict JSON after all (``NaN`` and ``Infinity``, the parser's extension,
-    found by a string test; a key twice in one object, its last value read), or None: one parse."""
-    try:
-        value = pydantic_core.from_json(text, allow_inf_nan=False)
-    except ValueError:  # the message model read it: NaN / Infinity, or a path the model never reached
-        return "NaN and Infinity are not JSON (RFC 8259)" if "NaN" in text or "Infinity" in text else None
-    return duplicate_key(text, value)
+def _error(message: str, code: str, status: int, **more: Any) -> bytes:
+    return json.dumps({"type": "error", "data": {"message": message, "code": code, "status": status, **more}}).encode()
 
 
 class Sessions:
@@ -287,15 +279,15 @@ class Sessions:
     def answer(self, env: Environment, text: str) -> tuple[bytes, bool]:
         """The reply to one message and whether the session ends."""
         try:
-            message = self.adapter.validate_json(text)
+            message = self.adapter.validate_python(read_json(text))
         except ValidationError as e:
-            code = _validation_code(e)
-            if code != "INVALID_JSON" and (error := _not_strict(text)) is not None:
-                return _error(f"invalid message: {error}", "INVALID_JSON", 422), False
-            hint = " (a message is {'type': 'reset' | 'step' | 'state' | 'close', 'data': ...})" if code == "UNKNOWN_TYPE" else ""
-            return _error(f"invalid message: {describe(e)}{hint}", code, 422), False
-        if (error := _not_strict(text)) is not None:
-            return _error(f"invalid message: {error}", "INVALID_JSON", 422), False
+            kinds = {x["type"] for x in e.errors(include_url=False, include_input=False, include_context=False)}
+            if kinds & {"union_tag_invalid", "union_tag_not_found"}:
+                return _error(f"invalid message: {describe(e)} (a message is {{'type': 'reset' | 'step' | 'state' | "
+                              f"'close', 'data': ...}})", "UNKNOWN_TYPE", 422), False
+            return _error(f"invalid message: {describe(e)}", "VALIDATION_ERROR", 422), False
+        except ValueError as e:
+            return _error(f"invalid message: {e}", "INVALID_JSON", 422), False
         try:
             if message.type == "step":
                 return _OBSERVATION % env.step_answer(message.data), False
@@ -314,10 +306,9 @@ class Sessions:
     async def __call__(self, websocket: WebSocket) -> None:
         await websocket.accept()
         if self.active >= self.max_sessions:
-            await websocket.send_text(json.dumps({"type": "error", "data": {
-                "message": f"the server holds its limit of {self.max_sessions} sessions; retry later",
-                "code": "CAPACITY_REACHED", "status": 503, "active_sessions": self.active,
-                "max_sessions": self.max_sessions}}))
+            await websocket.send_text(_error(f"the server holds its limit of {self.max_sessions} sessions; retry later",
+                                             "CAPACITY_REACHED", 503, active_sessions=self.active,
+                                             max_sessions=self.max_sessions).decode())
             await websocket.close(1013)
             return
         self.active += 1
