@@ -66,7 +66,7 @@ from countdown_gym.integrations.openenv.transport import (
     UnknownEpisode,
     add_http_routes,
     add_mcp_route,
-    describe,
+    in_words,
 )
 
 __all__ = ["ENVIRONMENTS", "EpisodeConflict", "EpisodeStore", "RequestError", "UnknownEpisode", "make_app",
@@ -176,7 +176,7 @@ class _CountdownEnvironment(Environment):
             request = models.ResetRequest.model_validate({"seed": seed, "episode_id": episode_id, "problem": problem,
                                                           **kwargs})
         except ValidationError as e:
-            raise RequestError(f"invalid reset: {describe(e)}") from None
+            raise RequestError(f"invalid reset: {in_words(e)}") from None
         return self.reset_request(request)
 
     def reset_request(self, request: models.ResetRequest) -> Observation:

@@ -49,25 +49,15 @@ class EpisodeConflict(RequestError):
     status_code = 409
 
 
-def describe(error: ValidationError) -> str:
-    """A validation error in words, without echoing the input (which may not even be printable)."""
-    return in_words(error.errors(include_url=False, include_input=False, include_context=False))
-
-
-def in_words(errors: Any) -> str:
-    """Pydantic's error dicts as ``where: what; ...`` (their first five; the input is never quoted)."""
+def in_words(error: ValidationError | RequestValidationError) -> str:
+    """A validation error in words, ``where: what; ...`` (its first five errors), never quoting the input (which may
+    not even be printable)."""
     parts = []
-    for e in list(errors)[:5]:
+    for e in error.errors()[:5]:
         where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
         what = str(e.get("msg", "invalid"))
         parts.append(f"{where}: {what}" if where else what)
     return "; ".join(parts) or "invalid request"
-
-
-def answer_model(observation_cls: type[Observation]) -> type[BaseModel]:
-    """The documented shape of a reset's or step's answer (the OpenAPI schema of ``/reset`` and ``/step``)."""
-    return create_model(f"{observation_cls.__name__}Answer", observation=(observation_cls, ...),
-                        reward=(float | None, None), done=(bool, False))
 
 
 def read_json(text: str | bytes) -> Any:
@@ -100,7 +90,8 @@ _REFUSALS: dict[int | str, dict[str, Any]] = {
 def add_http_routes(app: FastAPI, factory: Any, action_cls: type[Action], observation_cls: type[Observation]) -> None:
     """``POST /reset`` and ``POST /step`` (replacing openenv's, which coerce types) and the error answers."""
     step_model = step_request(action_cls)
-    answer = answer_model(observation_cls)
+    answer = create_model(f"{observation_cls.__name__}Answer", observation=(observation_cls, ...),  # its schema
+                          reward=(float | None, None), done=(bool, False))
 
     async def reset(request: ResetRequest = Body(default_factory=ResetRequest)) -> Response:  # noqa: B008
         """Start an episode: a drawn problem (``seed`` seeds the draw) or ``problem``; answers its ``episode_id``."""
@@ -122,13 +113,11 @@ def add_http_routes(app: FastAPI, factory: Any, action_cls: type[Action], observ
 
     async def malformed(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)  # FastAPI's own answer echoes the input: JSON may not hold it
-        kind = request.headers.get("content-type", "")
-        media = kind.partition(";")[0].strip().lower()
-        if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")) and any(
-                tuple(e.get("loc", ())) == ("body",) for e in exc.errors()):  # FastAPI read the body as no JSON
+        if isinstance(exc.body, bytes):  # FastAPI read the body as no JSON: its content type is not a JSON one
+            kind = request.headers.get("content-type", "")
             return JSONResponse({"detail": f"the body must be sent as content-type: application/json, got "
                                            f"{repr(kind[:80]) if kind else 'none'}"}, status_code=422)
-        return JSONResponse({"detail": in_words(exc.errors())}, status_code=422)
+        return JSONResponse({"detail": in_words(exc)}, status_code=422)
 
     app.add_exception_handler(RequestError, refuse)
     app.add_exception_handler(RequestValidationError, malformed)
@@ -142,9 +131,6 @@ def add_mcp_route(app: FastAPI) -> None:
     wrong type, an object as ``params.session_id``) is an ``INVALID_REQUEST`` answer, never a 500."""
     from openenv.core.env_server.mcp_types import JsonRpcErrorCode, JsonRpcRequest, JsonRpcResponse
 
-    no_sessions = ("this environment has no MCP tools and keeps no MCP sessions; play over /reset and /step or a "
-                   "/ws session")
-
     async def mcp(request: Request) -> JSONResponse:
         """JSON-RPC 2.0: ``tools/list`` (no tools); every other method is an error answer."""
         body = await request.body()  # strict JSON within the size and time limits: BodyGuard has read it
@@ -154,16 +140,15 @@ def add_mcp_route(app: FastAPI) -> None:
             call = JsonRpcRequest.model_validate_json(body, strict=True)
         except ValidationError as e:
             answer = JsonRpcResponse.error_response(JsonRpcErrorCode.INVALID_REQUEST,
-                                                    f"not a JSON-RPC 2.0 request: {describe(e)}")
+                                                    f"not a JSON-RPC 2.0 request: {in_words(e)}")
         else:
             if call.method == "tools/list":
                 answer = JsonRpcResponse.success(result={"tools": []}, request_id=call.id)
-            elif call.method in ("tools/call", "openenv/session/create", "openenv/session/close"):
-                answer = JsonRpcResponse.error_response(JsonRpcErrorCode.METHOD_NOT_FOUND, no_sessions,
-                                                        request_id=call.id)
-            else:
-                answer = JsonRpcResponse.error_response(JsonRpcErrorCode.METHOD_NOT_FOUND,
-                                                        f"unknown method {call.method[:80]!r}", request_id=call.id)
+            else:  # tools/call, openenv/session/create|close and any other method
+                answer = JsonRpcResponse.error_response(
+                    JsonRpcErrorCode.METHOD_NOT_FOUND, f"method {call.method[:80]!r} is not served: this environment "
+                    "has no MCP tools and keeps no MCP sessions; play over /reset and /step or a /ws session",
+                    request_id=call.id)
         return JSONResponse(answer.model_dump(exclude_none=True))
 
     body_schema = {"type": "object", "description": "a JSON-RPC 2.0 request (jsonrpc, method, params, id); any "
@@ -283,9 +268,9 @@ class Sessions:
         except ValidationError as e:
             kinds = {x["type"] for x in e.errors(include_url=False, include_input=False, include_context=False)}
             if kinds & {"union_tag_invalid", "union_tag_not_found"}:
-                return _error(f"invalid message: {describe(e)} (a message is {{'type': 'reset' | 'step' | 'state' | "
+                return _error(f"invalid message: {in_words(e)} (a message is {{'type': 'reset' | 'step' | 'state' | "
                               f"'close', 'data': ...}})", "UNKNOWN_TYPE", 422), False
-            return _error(f"invalid message: {describe(e)}", "VALIDATION_ERROR", 422), False
+            return _error(f"invalid message: {in_words(e)}", "VALIDATION_ERROR", 422), False
         except ValueError as e:
             return _error(f"invalid message: {e}", "INVALID_JSON", 422), False
         try:
