@@ -49,7 +49,9 @@ MAX_CONNECTIONS = 65536
 MAX_EPISODES = 1_000_000
 MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_TURN_CHARS = 4096
-"""The longest turn the server reads (``models.MAX_TURN_LENGTH``): a larger ``max_turn_chars`` changes nothing."""
+"""The longest turn the server reads (characters; ``models.MAX_TURN_LENGTH``), so the largest ``max_turn_chars``.
+Turns above the game's ``max_turn_chars`` (200 by default) but within this are played and answered ``error
+turn_too_long``, as the Gymnasium env does; longer ones are refused with HTTP 422 before they reach the game."""
 MAX_TURNS = 4096
 SHUTDOWN_GRACE_S = 2.0
 """On Ctrl-C, how long answers still being sent may take before their connections are dropped."""
@@ -187,8 +189,7 @@ def guarded_protocol(head_timeout_s: float, max_connections: int) -> type[asynci
                 self._head_timer = None
 
         def _head_timed_out(self) -> None:
-            self._head_timer = None
-            waiting.pop(self, None)
+            self._head_arrived()  # out of the waiting list (its timer has fired)
             if not self.transport.is_closing():
                 self.transport.write(_TIMEOUT_ANSWER)
                 self.transport.close()

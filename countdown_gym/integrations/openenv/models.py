@@ -16,14 +16,11 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from countdown_gym.game.expression import MAX_NUMBER_DIGITS
 from countdown_gym.game.rules import Number, Rules, format_number
+from countdown_gym.integrations.openenv.listen import MAX_TURN_CHARS as MAX_TURN_LENGTH
 
 JSONNumber = int | str
 """A number on the wire: an ``int``, or ``"p/q"`` for a rational value."""
 
-MAX_TURN_LENGTH = 4096
-"""Longest turn the server reads (characters). Turns above the game's ``max_turn_chars`` (200 by
-default) but within this are played and answered ``error turn_too_long``, as the Gymnasium env does;
-longer ones are refused with HTTP 422 before they reach the game."""
 MAX_SEED = 2**64 - 1
 """Largest ``seed`` a reset takes."""
 MAX_PROBLEM_INT = 10**MAX_NUMBER_DIGITS - 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from countdown_gym.dataclass_cli import check_choice, parse, usage_error
 from countdown_gym.integrations.openenv.listen import (
@@ -27,9 +27,10 @@ from countdown_gym.integrations.openenv.listen import (
     uvicorn_server,
 )
 
-ENV_IDS: tuple[str, ...] = ("CountdownMultiTurn-v0", "Countdown-v0")
+EnvId = Literal["CountdownMultiTurn-v0", "Countdown-v0"]
+ENV_IDS: tuple[str, ...] = get_args(EnvId)
 """The environments the server can serve."""
-LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+LogLevel = Literal["critical", "error", "warning", "info", "debug", "trace"]
 _LIMITS = ("max_sessions", "session_idle_s", "max_episodes", "max_body_bytes", "body_timeout_s", "head_timeout_s",
            "max_connections", "max_turn_chars", "max_turns")
 """The flags bounded by :func:`~countdown_gym.integrations.openenv.listen.check_limits` (times at most a day)."""
@@ -43,7 +44,7 @@ class ServeOptions:
     WebSocket: /ws, one session per connection (CountdownTurnClient / CountdownStepClient). Guide: docs/openenv.md.
     """
 
-    env: Literal["CountdownMultiTurn-v0", "Countdown-v0"] = "CountdownMultiTurn-v0"
+    env: EnvId = "CountdownMultiTurn-v0"
     """the environment: CountdownMultiTurn-v0 (text turns) or Countdown-v0 (action indices)"""
     host: str = "127.0.0.1"
     """address to bind (the server has no authentication: keep it on localhost or a private network)"""
@@ -77,12 +78,12 @@ class ServeOptions:
     """CountdownMultiTurn-v0: turn budget of an episode (at most 4096)"""
     prompt: str = "compact"
     """CountdownMultiTurn-v0: prompt style (compact or instruct)"""
-    log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "warning"
+    log_level: LogLevel = "warning"
     """uvicorn's log level"""
 
     def __post_init__(self) -> None:
         check_choice(self, "env", ENV_IDS)
-        check_choice(self, "log_level", LOG_LEVELS)
+        check_choice(self, "log_level", get_args(LogLevel))
         if not 1 <= self.port <= 65535:
             raise ValueError(f"--port must be in 1..65535, got {self.port}")
         check_limits(flags=True, **{name: getattr(self, name) for name in _LIMITS})
