@@ -102,11 +102,9 @@ def uvicorn_server(app: Any, max_body_bytes: int, log_level: str = "warning", *,
     """The uvicorn server of ``countdown-gym serve`` (and of ``serve_in_thread``).
 
     WebSocket messages are limited to ``max_body_bytes``, and not compressed: an answer is about a kilobyte, and
-    per-message deflate cost both ends more time than it saves on a local or private network. A request head must
-    arrive within ``head_timeout_s`` seconds, and at most ``max_connections`` connections are held (default: what
-    the file-descriptor limit allows; :func:`guarded_protocol`). On shutdown (Ctrl-C)
-    a connection still sending its request is closed at once, and answers still being sent get
-    :data:`SHUTDOWN_GRACE_S` seconds.
+    per-message deflate cost both ends more time than it saves on a local or private network. Its connections have
+    the guard of this module's docstring (:func:`guarded_protocol`; ``max_connections`` None: what the
+    file-descriptor limit allows), and answers still being sent at shutdown get :data:`SHUTDOWN_GRACE_S` seconds.
     """
     import uvicorn
 

@@ -15,7 +15,7 @@ from openenv.core.env_server.types import Action, Observation, State
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from countdown_gym.game.expression import MAX_NUMBER_DIGITS
-from countdown_gym.game.rules import Number, Rules, format_number
+from countdown_gym.game.rules import Number, Rules, format_number, normalize
 from countdown_gym.integrations.openenv.listen import MAX_TURN_CHARS as MAX_TURN_LENGTH
 
 JSONNumber = int | str
@@ -47,10 +47,7 @@ def to_json_number(x: Number | None) -> JSONNumber | None:
 
 def from_json_number(x: JSONNumber | None) -> Number | None:
     """Inverse of :func:`to_json_number`."""
-    if isinstance(x, str):
-        value = Fraction(x)
-        return value.numerator if value.denominator == 1 else value
-    return x
+    return normalize(Fraction(x)) if isinstance(x, str) else x
 
 
 class TurnAction(Action):

@@ -107,13 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     """``countdown-gym serve [--env ID] [--port N] ...``: build the app, then run it with uvicorn until Ctrl-C."""
     prog = "countdown-gym serve"
     opts = parse(ServeOptions, argv, prog=prog)
-    try:
+    try:  # openenv-core not installed, or an environment argument refused: one line, exit 2
         from countdown_gym.integrations.openenv.server import make_app
-    except ImportError as e:
-        usage_error(str(e), prog=prog)
-    try:
+
         app = make_app(opts.env, **opts.app_kwargs())
-    except ValueError as e:
+    except (ImportError, ValueError) as e:
         usage_error(str(e), prog=prog)
     try:  # bound before the banner: a port in use or a bad host is one line, exit 2
         sock = listening_socket(opts.host, opts.port)

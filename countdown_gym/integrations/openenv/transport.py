@@ -163,9 +163,9 @@ class BodyGuard:
     """ASGI middleware in front of every HTTP request: a size limit, a time limit and strict JSON.
 
     A body above ``limit`` bytes is answered 413 (read no further), one not fully received within
-    ``timeout_s`` seconds 408, one that is not strict JSON (:func:`read_json`: no ``NaN`` or ``Infinity``, no lone
-    surrogate, no key twice in an object, at most 200 levels of nesting) 422. It also absorbs the ``WebSocketDisconnect`` raised when a
-    WebSocket the client already closed is closed (a normal end of session, which uvicorn would log as an error).
+    ``timeout_s`` seconds 408, one that is not strict JSON (:func:`read_json`) 422. It also absorbs the
+    ``WebSocketDisconnect`` raised when a WebSocket the client already closed is closed (a normal end of session,
+    which uvicorn would log as an error).
     """
 
     def __init__(self, app: Any, limit: int, timeout_s: float) -> None:
