@@ -8,7 +8,7 @@ The connection guard, below the ASGI app: a time limit on request heads and a ca
 
 uvicorn holds a connection that sends part of a request head (or nothing at all) for as long as the client keeps
 it open, so a few hundred such connections use up the process's file descriptors and every other request fails.
-:func:`guarded_protocol` gives uvicorn's own HTTP protocol (``h11`` or ``httptools``, whichever it would pick) two
+:func:`guarded_protocol` gives uvicorn's own HTTP protocol (``h11`` or ``httptools``, whichever it would pick) these
 limits:
 
 * **head timeout**: a connection waiting for a request head (just opened, or part of a head received after an

@@ -324,10 +324,9 @@ ENVIRONMENTS: dict[str, type[_CountdownEnvironment]] = {
 
 
 _REPLACED_ROUTES = {"/reset", "/step", "/ws", "/mcp"}
-"""openenv's routes this package replaces (strict requests, sessions that survive malformed messages). ``/mcp``
-serves an environment's MCP tools, and these environments have none: its WebSocket is dropped, and ``POST /mcp``
-is this package's (:func:`~countdown_gym.integrations.openenv.transport.add_mcp_route`), since openenv's opened
-sessions and parsed JSON outside every limit of the server."""
+"""openenv's routes this package replaces (strict requests, sessions that survive malformed messages); openenv's
+``/mcp`` opened sessions and parsed JSON outside every limit: ``POST /mcp`` is :func:`~countdown_gym.integrations.
+openenv.transport.add_mcp_route`'s, and the ``/mcp`` WebSocket is gone (these environments have no MCP tools)."""
 
 
 def make_app(env_id: str = "CountdownMultiTurn-v0", *, max_sessions: int = DEFAULT_MAX_SESSIONS,
