@@ -134,7 +134,7 @@ def add_mcp_route(app: FastAPI) -> None:
     async def mcp(request: Request) -> JSONResponse:
         """JSON-RPC 2.0: ``tools/list`` (no tools); every other method is an error answer."""
         body = await request.body()  # strict JSON within the size and time limits: BodyGuard has read it
-        if not body.strip() or not body.lstrip().startswith(b"{"):
+        if not body.lstrip().startswith(b"{"):  # also an empty body
             raise RequestError("the body must be a JSON object: a JSON-RPC 2.0 request")
         try:
             call = JsonRpcRequest.model_validate_json(body, strict=True)
@@ -200,7 +200,7 @@ class BodyGuard:
             return await self._refuse(scope, receive, send, 408,
                                       f"the request body did not arrive within {self.timeout_s:g} s")
         body = b"".join(chunks)
-        if body.strip():
+        if body:  # none: a reset's defaults (a blank body is not JSON)
             try:
                 read_json(body)
             except ValueError as e:
