@@ -94,13 +94,11 @@ class ServeOptions:
 
     def app_kwargs(self) -> dict[str, Any]:
         """The arguments of ``make_app`` after the environment id: the server's limits and the environment's."""
-        kwargs: dict[str, Any] = {"max_sessions": self.max_sessions, "max_episodes": self.max_episodes,
-                                  "max_body_bytes": self.max_body_bytes, "body_timeout_s": self.body_timeout_s,
-                                  "session_idle_s": self.session_idle_s, "preset": self.preset, "split": self.split,
-                                  "rules": self.rules}
+        names = ["max_sessions", "max_episodes", "max_body_bytes", "body_timeout_s", "session_idle_s", "preset",
+                 "split", "rules"]
         if self.env == "CountdownMultiTurn-v0":
-            kwargs.update(max_turns=self.max_turns, prompt=self.prompt, max_turn_chars=self.max_turn_chars)
-        return kwargs
+            names += ["max_turns", "prompt", "max_turn_chars"]
+        return {name: getattr(self, name) for name in names}
 
 
 def main(argv: list[str] | None = None) -> int:
