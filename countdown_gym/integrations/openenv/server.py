@@ -75,13 +75,10 @@ __all__ = ["ENVIRONMENTS", "EpisodeConflict", "EpisodeStore", "RequestError", "U
 _LOCK = threading.Lock()
 
 
-def _package_version() -> str:
-    """countdown-gym's installed version (what ``pip show countdown-gym`` says); ``unknown`` from a source tree that
-    was never installed."""
-    try:
-        return importlib.metadata.version("countdown-gym")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+try:  # countdown-gym's installed version (what ``pip show countdown-gym`` says), the served environments' version
+    _VERSION = importlib.metadata.version("countdown-gym")
+except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+    _VERSION = "unknown"
 
 
 @dataclass
@@ -253,7 +250,7 @@ class _CountdownEnvironment(Environment):
                                      state=[models.to_json_number(x) for x in episode.state], done=episode.done)
 
     def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(name=self.env_id, version=_package_version(),
+        return EnvironmentMetadata(name=self.env_id, version=_VERSION,
                                    description=f"countdown-gym's {self.env_id}: reach the target with + - * /")
 
     def _observation(self, answer: dict[str, Any]) -> Observation:

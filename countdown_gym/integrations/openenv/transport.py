@@ -239,13 +239,6 @@ class _StateOrClose(_Message):
     data: dict[str, Any] | None = None
 
 
-def message_adapter(action_cls: type[Action]) -> TypeAdapter:
-    """The WebSocket messages openenv's clients send: ``reset``, ``step`` (``data``: the action), ``state``, ``close``."""
-    step = create_model(f"{action_cls.__name__}Message", __base__=_Message,
-                        type=(Literal["step"], ...), data=(action_cls, ...))
-    return TypeAdapter(Annotated[_Reset | step | _StateOrClose, Field(discriminator="type")])
-
-
 _OBSERVATION = b'{"type":"observation","data":%s}'
 
 
@@ -258,7 +251,10 @@ class Sessions:
 
     def __init__(self, factory: Any, action_cls: type[Action], max_sessions: int, idle_s: float) -> None:
         self.factory, self.max_sessions, self.idle_s = factory, max_sessions, idle_s
-        self.adapter = message_adapter(action_cls)
+        step = create_model(f"{action_cls.__name__}Message", __base__=_Message,  # data: the action
+                            type=(Literal["step"], ...), data=(action_cls, ...))
+        self.adapter = TypeAdapter(Annotated[_Reset | step | _StateOrClose, Field(discriminator="type")])
+        """The WebSocket messages openenv's clients send: ``reset``, ``step``, ``state``, ``close``."""
         self.active = 0
 
     def answer(self, env: Environment, text: str) -> tuple[bytes, bool]:
