@@ -58,6 +58,14 @@ def _refused(r, status: int = 422) -> str:
     return detail
 
 
+def test_a_blank_body_is_answered_as_no_json(client):
+    """Defect: a body of only whitespace passed the JSON check and was answered 422 ``3: JSON decode error``
+    (FastAPI's position and words); now it is the JSON check's answer, as any other body that is not JSON."""
+    for path in ("/reset", "/step", "/mcp"):
+        detail = _refused(client.post(path, content=b" \n ", headers=JSON))
+        assert detail.startswith("the body is not valid JSON: EOF while parsing"), (path, detail)
+
+
 def test_nan_infinity_and_lone_surrogates_are_422_not_500(client):
     """Defect: FastAPI's validation answer could not serialise NaN or "\\ud800" and the server answered 500."""
     eid = _episode(client)

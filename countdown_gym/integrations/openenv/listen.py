@@ -8,7 +8,7 @@ The connection guard, below the ASGI app: a time limit on request heads and a ca
 
 uvicorn holds a connection that sends part of a request head (or nothing at all) for as long as the client keeps
 it open, so a few hundred such connections use up the process's file descriptors and every other request fails.
-:func:`guarded_protocol` gives uvicorn's own HTTP protocol (``h11`` or ``httptools``, whichever it would pick) two
+:func:`guarded_protocol` gives uvicorn's own HTTP protocol (``h11`` or ``httptools``, whichever it would pick) these
 limits:
 
 * **head timeout**: a connection waiting for a request head (just opened, or part of a head received after an
@@ -49,7 +49,9 @@ MAX_CONNECTIONS = 65536
 MAX_EPISODES = 1_000_000
 MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_TURN_CHARS = 4096
-"""The longest turn the server reads (``models.MAX_TURN_LENGTH``): a larger ``max_turn_chars`` changes nothing."""
+"""The longest turn the server reads (characters; ``models.MAX_TURN_LENGTH``), so the largest ``max_turn_chars``.
+Turns above the game's ``max_turn_chars`` (200 by default) but within this are played and answered ``error
+turn_too_long``, as the Gymnasium env does; longer ones are refused with HTTP 422 before they reach the game."""
 MAX_TURNS = 4096
 SHUTDOWN_GRACE_S = 2.0
 """On Ctrl-C, how long answers still being sent may take before their connections are dropped."""
@@ -100,11 +102,9 @@ def uvicorn_server(app: Any, max_body_bytes: int, log_level: str = "warning", *,
     """The uvicorn server of ``countdown-gym serve`` (and of ``serve_in_thread``).
 
     WebSocket messages are limited to ``max_body_bytes``, and not compressed: an answer is about a kilobyte, and
-    per-message deflate cost both ends more time than it saves on a local or private network. A request head must
-    arrive within ``head_timeout_s`` seconds, and at most ``max_connections`` connections are held (default: what
-    the file-descriptor limit allows; :func:`guarded_protocol`). On shutdown (Ctrl-C)
-    a connection still sending its request is closed at once, and answers still being sent get
-    :data:`SHUTDOWN_GRACE_S` seconds.
+    per-message deflate cost both ends more time than it saves on a local or private network. Its connections have
+    the guard of this module's docstring (:func:`guarded_protocol`; ``max_connections`` None: what the
+    file-descriptor limit allows), and answers still being sent at shutdown get :data:`SHUTDOWN_GRACE_S` seconds.
     """
     import uvicorn
 
@@ -187,8 +187,7 @@ def guarded_protocol(head_timeout_s: float, max_connections: int) -> type[asynci
                 self._head_timer = None
 
         def _head_timed_out(self) -> None:
-            self._head_timer = None
-            waiting.pop(self, None)
+            self._head_arrived()  # out of the waiting list (its timer has fired)
             if not self.transport.is_closing():
                 self.transport.write(_TIMEOUT_ANSWER)
                 self.transport.close()

@@ -15,15 +15,12 @@ from openenv.core.env_server.types import Action, Observation, State
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from countdown_gym.game.expression import MAX_NUMBER_DIGITS
-from countdown_gym.game.rules import Number, Rules, format_number
+from countdown_gym.game.rules import Number, Rules, format_number, normalize
+from countdown_gym.integrations.openenv.listen import MAX_TURN_CHARS as MAX_TURN_LENGTH
 
 JSONNumber = int | str
 """A number on the wire: an ``int``, or ``"p/q"`` for a rational value."""
 
-MAX_TURN_LENGTH = 4096
-"""Longest turn the server reads (characters). Turns above the game's ``max_turn_chars`` (200 by
-default) but within this are played and answered ``error turn_too_long``, as the Gymnasium env does;
-longer ones are refused with HTTP 422 before they reach the game."""
 MAX_SEED = 2**64 - 1
 """Largest ``seed`` a reset takes."""
 MAX_PROBLEM_INT = 10**MAX_NUMBER_DIGITS - 1
@@ -50,10 +47,7 @@ def to_json_number(x: Number | None) -> JSONNumber | None:
 
 def from_json_number(x: JSONNumber | None) -> Number | None:
     """Inverse of :func:`to_json_number`."""
-    if isinstance(x, str):
-        value = Fraction(x)
-        return value.numerator if value.denominator == 1 else value
-    return x
+    return normalize(Fraction(x)) if isinstance(x, str) else x
 
 
 class TurnAction(Action):
@@ -122,13 +116,9 @@ class TransitionModel(BaseModel):
     reason: str
     turn: int | None = None
 
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> TransitionModel:
-        return cls(**cls.fields_of(record))
-
     @staticmethod
     def fields_of(record: dict[str, Any]) -> dict[str, Any]:
-        """The model's fields for a record, as JSON values (what :meth:`from_record` validates)."""
+        """The model's fields for a record (a dict of ``info["transitions"]``), as JSON values."""
         a, op, b, c = record["move"]
         nxt = record["next_state"]
         return {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from countdown_gym.dataclass_cli import check_choice, parse, usage_error
 from countdown_gym.integrations.openenv.listen import (
@@ -27,9 +27,10 @@ from countdown_gym.integrations.openenv.listen import (
     uvicorn_server,
 )
 
-ENV_IDS: tuple[str, ...] = ("CountdownMultiTurn-v0", "Countdown-v0")
+EnvId = Literal["CountdownMultiTurn-v0", "Countdown-v0"]
+ENV_IDS: tuple[str, ...] = get_args(EnvId)
 """The environments the server can serve."""
-LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+LogLevel = Literal["critical", "error", "warning", "info", "debug", "trace"]
 _LIMITS = ("max_sessions", "session_idle_s", "max_episodes", "max_body_bytes", "body_timeout_s", "head_timeout_s",
            "max_connections", "max_turn_chars", "max_turns")
 """The flags bounded by :func:`~countdown_gym.integrations.openenv.listen.check_limits` (times at most a day)."""
@@ -43,7 +44,7 @@ class ServeOptions:
     WebSocket: /ws, one session per connection (CountdownTurnClient / CountdownStepClient). Guide: docs/openenv.md.
     """
 
-    env: Literal["CountdownMultiTurn-v0", "Countdown-v0"] = "CountdownMultiTurn-v0"
+    env: EnvId = "CountdownMultiTurn-v0"
     """the environment: CountdownMultiTurn-v0 (text turns) or Countdown-v0 (action indices)"""
     host: str = "127.0.0.1"
     """address to bind (the server has no authentication: keep it on localhost or a private network)"""
@@ -77,12 +78,12 @@ class ServeOptions:
     """CountdownMultiTurn-v0: turn budget of an episode (at most 4096)"""
     prompt: str = "compact"
     """CountdownMultiTurn-v0: prompt style (compact or instruct)"""
-    log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "warning"
+    log_level: LogLevel = "warning"
     """uvicorn's log level"""
 
     def __post_init__(self) -> None:
         check_choice(self, "env", ENV_IDS)
-        check_choice(self, "log_level", LOG_LEVELS)
+        check_choice(self, "log_level", get_args(LogLevel))
         if not 1 <= self.port <= 65535:
             raise ValueError(f"--port must be in 1..65535, got {self.port}")
         check_limits(flags=True, **{name: getattr(self, name) for name in _LIMITS})
@@ -93,26 +94,22 @@ class ServeOptions:
 
     def app_kwargs(self) -> dict[str, Any]:
         """The arguments of ``make_app`` after the environment id: the server's limits and the environment's."""
-        kwargs: dict[str, Any] = {"max_sessions": self.max_sessions, "max_episodes": self.max_episodes,
-                                  "max_body_bytes": self.max_body_bytes, "body_timeout_s": self.body_timeout_s,
-                                  "session_idle_s": self.session_idle_s, "preset": self.preset, "split": self.split,
-                                  "rules": self.rules}
+        names = ["max_sessions", "max_episodes", "max_body_bytes", "body_timeout_s", "session_idle_s", "preset",
+                 "split", "rules"]
         if self.env == "CountdownMultiTurn-v0":
-            kwargs.update(max_turns=self.max_turns, prompt=self.prompt, max_turn_chars=self.max_turn_chars)
-        return kwargs
+            names += ["max_turns", "prompt", "max_turn_chars"]
+        return {name: getattr(self, name) for name in names}
 
 
 def main(argv: list[str] | None = None) -> int:
     """``countdown-gym serve [--env ID] [--port N] ...``: build the app, then run it with uvicorn until Ctrl-C."""
     prog = "countdown-gym serve"
     opts = parse(ServeOptions, argv, prog=prog)
-    try:
+    try:  # openenv-core not installed, or an environment argument refused: one line, exit 2
         from countdown_gym.integrations.openenv.server import make_app
-    except ImportError as e:
-        usage_error(str(e), prog=prog)
-    try:
+
         app = make_app(opts.env, **opts.app_kwargs())
-    except ValueError as e:
+    except (ImportError, ValueError) as e:
         usage_error(str(e), prog=prog)
     try:  # bound before the banner: a port in use or a bad host is one line, exit 2
         sock = listening_socket(opts.host, opts.port)

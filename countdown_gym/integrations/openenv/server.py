@@ -66,7 +66,7 @@ from countdown_gym.integrations.openenv.transport import (
     UnknownEpisode,
     add_http_routes,
     add_mcp_route,
-    describe,
+    in_words,
 )
 
 __all__ = ["ENVIRONMENTS", "EpisodeConflict", "EpisodeStore", "RequestError", "UnknownEpisode", "make_app",
@@ -75,31 +75,10 @@ __all__ = ["ENVIRONMENTS", "EpisodeConflict", "EpisodeStore", "RequestError", "U
 _LOCK = threading.Lock()
 
 
-def _package_version() -> str:
-    """countdown-gym's installed version (what ``pip show countdown-gym`` says); ``unknown`` from a source tree that
-    was never installed."""
-    try:
-        return importlib.metadata.version("countdown-gym")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
-@dataclass
-class Answer:
-    """A reset's or step's answer: the observation's fields (JSON values), ``reward`` and ``done``."""
-
-    fields: dict[str, Any]
-    reward: float | None
-    done: bool
-
-    def observation(self) -> dict[str, Any]:
-        """The keyword arguments of the observation model."""
-        return {**self.fields, "reward": self.reward, "done": self.done}
-
-    def answer(self) -> bytes:
-        """``{"observation": {...}, "reward": r, "done": d}``: what openenv's clients read, serialised in one call
-        (no model is built; ``tests/test_openenv.py`` checks it equals the observation model's dump)."""
-        return pydantic_core.to_json({"observation": self.fields, "reward": self.reward, "done": self.done})
+try:  # countdown-gym's installed version (what ``pip show countdown-gym`` says), the served environments' version
+    _VERSION = importlib.metadata.version("countdown-gym")
+except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+    _VERSION = "unknown"
 
 
 @dataclass
@@ -123,18 +102,19 @@ class EpisodeStore:
         check_limits(max_episodes=max_episodes)
         self.max_episodes = max_episodes
         self._episodes: OrderedDict[str, Episode] = OrderedDict()
-        self._templates: dict[tuple, gym.Env] = {}
+        self._templates: dict[tuple[type, str], gym.Env] = {}
 
-    def new_env(self, make: Any, key: tuple) -> gym.Env:
-        """A fresh environment for one episode: a shallow copy of one built once per ``key`` (never reset itself).
+    def new_env(self, env_cls: type[gym.Env], env_kwargs: dict[str, Any]) -> gym.Env:
+        """A fresh ``env_cls(**env_kwargs)`` for one episode: a shallow copy of one built once per class and
+        arguments (never reset itself).
 
         Building a Gymnasium env costs about a millisecond (its Text spaces); a copy shares the spaces and
         the problem source, and ``reset`` gives it its own episode state and random generator.
         """
-        template = self._templates.get(key)
-        if template is None:
-            template = self._templates[key] = make()
-        return copy.copy(template)
+        key = (env_cls, repr(sorted(env_kwargs.items())))
+        if key not in self._templates:
+            self._templates[key] = env_cls(**env_kwargs)
+        return copy.copy(self._templates[key])
 
     def __len__(self) -> int:
         return len(self._episodes)
@@ -176,13 +156,6 @@ class _CountdownEnvironment(Environment):
         self._env_kwargs = env_kwargs
         self._episode: Episode | None = None
 
-    def _template_key(self) -> tuple[str, str]:
-        """Which template env an episode copies: one per environment and arguments."""
-        return self.env_id, repr(sorted(self._env_kwargs.items()))
-
-    def _make_env(self) -> gym.Env:
-        return self.env_cls(**self._env_kwargs)
-
     # ---- subclasses ---------------------------------------------------------------------------
     def _native_action(self, episode: Episode, action: Action) -> Any:
         raise NotImplementedError
@@ -196,31 +169,33 @@ class _CountdownEnvironment(Environment):
               **kwargs: Any) -> Observation:
         """A new episode: ``seed`` seeds the draw, ``problem`` picks the puzzle, ``episode_id`` names it
         (the fields of :class:`~countdown_gym.integrations.openenv.models.ResetRequest`)."""
-        fields = {k: v for k, v in (("seed", seed), ("episode_id", episode_id), ("problem", problem)) if v is not None}
         try:
-            request = models.ResetRequest.model_validate({**fields, **kwargs})
+            request = models.ResetRequest.model_validate({"seed": seed, "episode_id": episode_id, "problem": problem,
+                                                          **kwargs})
         except ValidationError as e:
-            raise RequestError(f"invalid reset: {describe(e)}") from None
+            raise RequestError(f"invalid reset: {in_words(e)}") from None
         return self.reset_request(request)
 
     def reset_request(self, request: models.ResetRequest) -> Observation:
         """:meth:`reset` with a validated request."""
-        return self.observation_cls(**self._reset(request).observation())
+        return self._observation(self._reset(request))
 
     def reset_answer(self, request: models.ResetRequest) -> bytes:
         """:meth:`reset_request`'s answer as the JSON that openenv's clients read (what the routes send)."""
-        return self._reset(request).answer()
+        return pydantic_core.to_json(self._reset(request))
 
-    def _reset(self, request: models.ResetRequest) -> Answer:
+    def _reset(self, request: models.ResetRequest) -> dict[str, Any]:
         options = None
-        if request.problem is not None:
-            options = {"problem": (request.problem.numbers, request.problem.target)}
         with _LOCK:
             if request.episode_id is not None:
                 self._store.check_free(request.episode_id)
-            env = self._store.new_env(self._make_env, self._template_key())
-            if options is not None:
-                self._check_target(request.problem.target, env.unwrapped.rules)
+            env = self._store.new_env(self.env_cls, self._env_kwargs)
+            if request.problem is not None:
+                options = {"problem": (request.problem.numbers, request.problem.target)}
+                lo, hi = env.unwrapped.rules.result_range()  # a target no move can make under the rules is refused
+                if not lo <= request.problem.target < hi:
+                    raise RequestError(f"target {request.problem.target} is out of reach under rules "
+                                       f"{env.unwrapped.rules.name!r}: every result lies in [{lo}, {hi})")
             try:
                 obs, info = env.reset(seed=request.seed, options=options)
             except ValueError as e:  # an unplayable problem, refused by the problem source with its reason
@@ -231,26 +206,18 @@ class _CountdownEnvironment(Environment):
             self._episode = episode
             return answer
 
-    @staticmethod
-    def _check_target(target: int, rules: Any) -> None:
-        """A target no move can make under ``rules`` (outside ``Rules.result_range``) is refused."""
-        lo, hi = rules.result_range()
-        if not lo <= target < hi:
-            raise RequestError(f"target {target} is out of reach under rules {rules.name!r}: every result lies "
-                               f"in [{lo}, {hi})")
-
     def step(self, action: Action, timeout_s: float | None = None, episode_id: str | None = None,
              **kwargs: Any) -> Observation:
         """Play ``action`` in this session's episode, or (HTTP) in the episode named by ``episode_id``."""
         if kwargs.keys() - {"request_id"}:
             raise RequestError(f"unknown step fields {sorted(kwargs)}; /step takes action, episode_id, timeout_s, request_id")
-        return self.observation_cls(**self._step(action, episode_id).observation())
+        return self._observation(self._step(action, episode_id))
 
     def step_answer(self, action: Action, episode_id: str | None = None) -> bytes:
         """:meth:`step`'s answer as the JSON that openenv's clients read (what the routes send)."""
-        return self._step(action, episode_id).answer()
+        return pydantic_core.to_json(self._step(action, episode_id))
 
-    def _step(self, action: Action, episode_id: str | None) -> Answer:
+    def _step(self, action: Action, episode_id: str | None) -> dict[str, Any]:
         if not isinstance(action, self.action_cls):
             raise RequestError(f"the action must be a {self.action_cls.__name__}, got {type(action).__name__}")
         with _LOCK:
@@ -283,12 +250,18 @@ class _CountdownEnvironment(Environment):
                                      state=[models.to_json_number(x) for x in episode.state], done=episode.done)
 
     def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(name=self.env_id, version=_package_version(),
+        return EnvironmentMetadata(name=self.env_id, version=_VERSION,
                                    description=f"countdown-gym's {self.env_id}: reach the target with + - * /")
 
+    def _observation(self, answer: dict[str, Any]) -> Observation:
+        """The observation model of an answer of :meth:`_answer`."""
+        return self.observation_cls(**answer["observation"], reward=answer["reward"], done=answer["done"])
+
     def _answer(self, episode: Episode, obs: Any, info: dict[str, Any], reward: float | None, terminated: bool,
-                truncated: bool) -> Answer:
-        """What a reset or step answers: the observation's fields (JSON values), ``reward`` and ``done``."""
+                truncated: bool) -> dict[str, Any]:
+        """What a reset or step answers, ``{"observation": {...}, "reward": r, "done": d}`` (JSON values): what
+        openenv's clients read, serialised in one call by the routes (no model is built; ``tests/test_openenv.py``
+        checks it equals the observation model's dump)."""
         problem = info["problem"]
         if episode.rules is None:
             episode.rules = problem.rules.to_dict()
@@ -300,7 +273,7 @@ class _CountdownEnvironment(Environment):
             "terminated": terminated, "truncated": truncated,
         }
         fields.update(self._fields(obs, info, terminated or truncated))
-        return Answer(fields, reward, terminated or truncated)
+        return {"observation": fields, "reward": reward, "done": terminated or truncated}
 
 
 class CountdownMultiTurnEnvironment(_CountdownEnvironment):
@@ -348,10 +321,9 @@ ENVIRONMENTS: dict[str, type[_CountdownEnvironment]] = {
 
 
 _REPLACED_ROUTES = {"/reset", "/step", "/ws", "/mcp"}
-"""openenv's routes this package replaces (strict requests, sessions that survive malformed messages). ``/mcp``
-serves an environment's MCP tools, and these environments have none: its WebSocket is dropped, and ``POST /mcp``
-is this package's (:func:`~countdown_gym.integrations.openenv.transport.add_mcp_route`), since openenv's opened
-sessions and parsed JSON outside every limit of the server."""
+"""openenv's routes this package replaces (strict requests, sessions that survive malformed messages); openenv's
+``/mcp`` opened sessions and parsed JSON outside every limit: ``POST /mcp`` is :func:`~countdown_gym.integrations.
+openenv.transport.add_mcp_route`'s, and the ``/mcp`` WebSocket is gone (these environments have no MCP tools)."""
 
 
 def make_app(env_id: str = "CountdownMultiTurn-v0", *, max_sessions: int = DEFAULT_MAX_SESSIONS,
@@ -375,8 +347,7 @@ def make_app(env_id: str = "CountdownMultiTurn-v0", *, max_sessions: int = DEFAU
     cls = ENVIRONMENTS[env_id]
     store = EpisodeStore(max_episodes)
     factory = functools.partial(cls, store=store, env_kwargs=dict(env_kwargs))
-    first = factory()
-    store.new_env(first._make_env, first._template_key())  # builds the template env: bad env_kwargs fail here
+    store.new_env(cls.env_cls, env_kwargs)  # builds the template env: bad env_kwargs fail here
     app = create_app(factory, cls.action_cls, cls.observation_cls, env_name=env_id, max_concurrent_envs=max_sessions)
     app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) not in _REPLACED_ROUTES]
     add_http_routes(app, factory, cls.action_cls, cls.observation_cls)

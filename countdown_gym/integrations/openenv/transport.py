@@ -49,35 +49,31 @@ class EpisodeConflict(RequestError):
     status_code = 409
 
 
-def describe(error: ValidationError) -> str:
-    """A validation error in words, without echoing the input (which may not even be printable)."""
-    return in_words(error.errors(include_url=False, include_input=False, include_context=False))
-
-
-def in_words(errors: Any) -> str:
-    """Pydantic's error dicts as ``where: what; ...`` (their first five; the input is never quoted)."""
+def in_words(error: ValidationError | RequestValidationError) -> str:
+    """A validation error in words, ``where: what; ...`` (its first five errors), never quoting the input (which may
+    not even be printable)."""
     parts = []
-    for e in list(errors)[:5]:
+    for e in error.errors()[:5]:
         where = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
         what = str(e.get("msg", "invalid"))
         parts.append(f"{where}: {what}" if where else what)
     return "; ".join(parts) or "invalid request"
 
 
-def answer_model(observation_cls: type[Observation]) -> type[BaseModel]:
-    """The documented shape of a reset's or step's answer (the OpenAPI schema of ``/reset`` and ``/step``)."""
-    return create_model(f"{observation_cls.__name__}Answer", observation=(observation_cls, ...),
-                        reward=(float | None, None), done=(bool, False))
-
-
-def json_error(text: str | bytes) -> str | None:
-    """Why ``text`` is not strict JSON (RFC 8259: no ``NaN`` or ``Infinity``, no lone surrogate, no key twice in
-    one object, at most 200 levels of nesting, integers of at most 4,300 digits), or None when it is."""
+def read_json(text: str | bytes) -> Any:
+    """``text`` read as strict JSON (RFC 8259: no ``NaN`` or ``Infinity``, no lone surrogate, no key twice in one
+    object, at most 200 levels of nesting, integers of at most 4,300 digits); ``ValueError`` saying why it is not."""
     try:
         value = pydantic_core.from_json(text, allow_inf_nan=False)
     except ValueError as e:
-        return str(e)
-    return duplicate_key(text, value)
+        try:  # JSON but for the parser's NaN / Infinity extension?
+            pydantic_core.from_json(text)
+        except ValueError:
+            raise e from None
+        raise ValueError("NaN and Infinity are not JSON (RFC 8259)") from None
+    if (error := duplicate_key(text, value)) is not None:
+        raise ValueError(error)
+    return value
 
 
 # ---- HTTP -----------------------------------------------------------------------------------------------
@@ -94,7 +90,8 @@ _REFUSALS: dict[int | str, dict[str, Any]] = {
 def add_http_routes(app: FastAPI, factory: Any, action_cls: type[Action], observation_cls: type[Observation]) -> None:
     """``POST /reset`` and ``POST /step`` (replacing openenv's, which coerce types) and the error answers."""
     step_model = step_request(action_cls)
-    answer = answer_model(observation_cls)
+    answer = create_model(f"{observation_cls.__name__}Answer", observation=(observation_cls, ...),  # its schema
+                          reward=(float | None, None), done=(bool, False))
 
     async def reset(request: ResetRequest = Body(default_factory=ResetRequest)) -> Response:  # noqa: B008
         """Start an episode: a drawn problem (``seed`` seeds the draw) or ``problem``; answers its ``episode_id``."""
@@ -116,13 +113,11 @@ def add_http_routes(app: FastAPI, factory: Any, action_cls: type[Action], observ
 
     async def malformed(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)  # FastAPI's own answer echoes the input: JSON may not hold it
-        kind = request.headers.get("content-type", "")
-        media = kind.partition(";")[0].strip().lower()
-        if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")) and any(
-                tuple(e.get("loc", ())) == ("body",) for e in exc.errors()):  # FastAPI read the body as no JSON
+        if isinstance(exc.body, bytes):  # FastAPI read the body as no JSON: its content type is not a JSON one
+            kind = request.headers.get("content-type", "")
             return JSONResponse({"detail": f"the body must be sent as content-type: application/json, got "
                                            f"{repr(kind[:80]) if kind else 'none'}"}, status_code=422)
-        return JSONResponse({"detail": in_words(exc.errors())}, status_code=422)
+        return JSONResponse({"detail": in_words(exc)}, status_code=422)
 
     app.add_exception_handler(RequestError, refuse)
     app.add_exception_handler(RequestValidationError, malformed)
@@ -136,28 +131,24 @@ def add_mcp_route(app: FastAPI) -> None:
     wrong type, an object as ``params.session_id``) is an ``INVALID_REQUEST`` answer, never a 500."""
     from openenv.core.env_server.mcp_types import JsonRpcErrorCode, JsonRpcRequest, JsonRpcResponse
 
-    no_sessions = ("this environment has no MCP tools and keeps no MCP sessions; play over /reset and /step or a "
-                   "/ws session")
-
     async def mcp(request: Request) -> JSONResponse:
         """JSON-RPC 2.0: ``tools/list`` (no tools); every other method is an error answer."""
         body = await request.body()  # strict JSON within the size and time limits: BodyGuard has read it
-        if not body.strip() or not body.lstrip().startswith(b"{"):
+        if not body.lstrip().startswith(b"{"):  # also an empty body
             raise RequestError("the body must be a JSON object: a JSON-RPC 2.0 request")
         try:
             call = JsonRpcRequest.model_validate_json(body, strict=True)
         except ValidationError as e:
             answer = JsonRpcResponse.error_response(JsonRpcErrorCode.INVALID_REQUEST,
-                                                    f"not a JSON-RPC 2.0 request: {describe(e)}")
+                                                    f"not a JSON-RPC 2.0 request: {in_words(e)}")
         else:
             if call.method == "tools/list":
                 answer = JsonRpcResponse.success(result={"tools": []}, request_id=call.id)
-            elif call.method in ("tools/call", "openenv/session/create", "openenv/session/close"):
-                answer = JsonRpcResponse.error_response(JsonRpcErrorCode.METHOD_NOT_FOUND, no_sessions,
-                                                        request_id=call.id)
-            else:
-                answer = JsonRpcResponse.error_response(JsonRpcErrorCode.METHOD_NOT_FOUND,
-                                                        f"unknown method {call.method[:80]!r}", request_id=call.id)
+            else:  # tools/call, openenv/session/create|close and any other method
+                answer = JsonRpcResponse.error_response(
+                    JsonRpcErrorCode.METHOD_NOT_FOUND, f"method {call.method[:80]!r} is not served: this environment "
+                    "has no MCP tools and keeps no MCP sessions; play over /reset and /step or a /ws session",
+                    request_id=call.id)
         return JSONResponse(answer.model_dump(exclude_none=True))
 
     body_schema = {"type": "object", "description": "a JSON-RPC 2.0 request (jsonrpc, method, params, id); any "
@@ -172,9 +163,9 @@ class BodyGuard:
     """ASGI middleware in front of every HTTP request: a size limit, a time limit and strict JSON.
 
     A body above ``limit`` bytes is answered 413 (read no further), one not fully received within
-    ``timeout_s`` seconds 408, one that is not strict JSON (:func:`json_error`: no ``NaN`` or ``Infinity``, no lone
-    surrogate, no key twice in an object, at most 200 levels of nesting) 422. It also absorbs the ``WebSocketDisconnect`` raised when a
-    WebSocket the client already closed is closed (a normal end of session, which uvicorn would log as an error).
+    ``timeout_s`` seconds 408, one that is not strict JSON (:func:`read_json`) 422. It also absorbs the
+    ``WebSocketDisconnect`` raised when a WebSocket the client already closed is closed (a normal end of session,
+    which uvicorn would log as an error).
     """
 
     def __init__(self, app: Any, limit: int, timeout_s: float) -> None:
@@ -209,8 +200,11 @@ class BodyGuard:
             return await self._refuse(scope, receive, send, 408,
                                       f"the request body did not arrive within {self.timeout_s:g} s")
         body = b"".join(chunks)
-        if body.strip() and (error := json_error(body)) is not None:
-            return await self._refuse(scope, receive, send, 422, f"the body is not valid JSON: {error}")
+        if body:  # none: a reset's defaults (a blank body is not JSON)
+            try:
+                read_json(body)
+            except ValueError as e:
+                return await self._refuse(scope, receive, send, 422, f"the body is not valid JSON: {e}")
         replayed = False
 
         async def replay() -> dict[str, Any]:
@@ -245,35 +239,11 @@ class _StateOrClose(_Message):
     data: dict[str, Any] | None = None
 
 
-def message_adapter(action_cls: type[Action]) -> TypeAdapter:
-    """The WebSocket messages openenv's clients send: ``reset``, ``step`` (``data``: the action), ``state``, ``close``."""
-    step = create_model(f"{action_cls.__name__}Message", __base__=_Message,
-                        type=(Literal["step"], ...), data=(action_cls, ...))
-    return TypeAdapter(Annotated[_Reset | step | _StateOrClose, Field(discriminator="type")])
-
-
 _OBSERVATION = b'{"type":"observation","data":%s}'
 
 
-def _error(message: str, code: str, status: int) -> bytes:
-    return json.dumps({"type": "error", "data": {"message": message, "code": code, "status": status}}).encode()
-
-
-def _validation_code(error: ValidationError) -> str:
-    kinds = {e["type"] for e in error.errors(include_url=False, include_input=False, include_context=False)}
-    if "json_invalid" in kinds:
-        return "INVALID_JSON"
-    return "UNKNOWN_TYPE" if kinds & {"union_tag_invalid", "union_tag_not_found"} else "VALIDATION_ERROR"
-
-
-def _not_strict(text: str) -> str | None:
-    """Why a message the parser read is not strict JSON after all (``NaN`` and ``Infinity``, the parser's extension,
-    found by a string test; a key twice in one object, its last value read), or None: one parse."""
-    try:
-        value = pydantic_core.from_json(text, allow_inf_nan=False)
-    except ValueError:  # the message model read it: NaN / Infinity, or a path the model never reached
-        return "NaN and Infinity are not JSON (RFC 8259)" if "NaN" in text or "Infinity" in text else None
-    return duplicate_key(text, value)
+def _error(message: str, code: str, status: int, **more: Any) -> bytes:
+    return json.dumps({"type": "error", "data": {"message": message, "code": code, "status": status, **more}}).encode()
 
 
 class Sessions:
@@ -281,21 +251,24 @@ class Sessions:
 
     def __init__(self, factory: Any, action_cls: type[Action], max_sessions: int, idle_s: float) -> None:
         self.factory, self.max_sessions, self.idle_s = factory, max_sessions, idle_s
-        self.adapter = message_adapter(action_cls)
+        step = create_model(f"{action_cls.__name__}Message", __base__=_Message,  # data: the action
+                            type=(Literal["step"], ...), data=(action_cls, ...))
+        self.adapter = TypeAdapter(Annotated[_Reset | step | _StateOrClose, Field(discriminator="type")])
+        """The WebSocket messages openenv's clients send: ``reset``, ``step``, ``state``, ``close``."""
         self.active = 0
 
     def answer(self, env: Environment, text: str) -> tuple[bytes, bool]:
         """The reply to one message and whether the session ends."""
         try:
-            message = self.adapter.validate_json(text)
+            message = self.adapter.validate_python(read_json(text))
         except ValidationError as e:
-            code = _validation_code(e)
-            if code != "INVALID_JSON" and (error := _not_strict(text)) is not None:
-                return _error(f"invalid message: {error}", "INVALID_JSON", 422), False
-            hint = " (a message is {'type': 'reset' | 'step' | 'state' | 'close', 'data': ...})" if code == "UNKNOWN_TYPE" else ""
-            return _error(f"invalid message: {describe(e)}{hint}", code, 422), False
-        if (error := _not_strict(text)) is not None:
-            return _error(f"invalid message: {error}", "INVALID_JSON", 422), False
+            kinds = {x["type"] for x in e.errors(include_url=False, include_input=False, include_context=False)}
+            if kinds & {"union_tag_invalid", "union_tag_not_found"}:
+                return _error(f"invalid message: {in_words(e)} (a message is {{'type': 'reset' | 'step' | 'state' | "
+                              f"'close', 'data': ...}})", "UNKNOWN_TYPE", 422), False
+            return _error(f"invalid message: {in_words(e)}", "VALIDATION_ERROR", 422), False
+        except ValueError as e:
+            return _error(f"invalid message: {e}", "INVALID_JSON", 422), False
         try:
             if message.type == "step":
                 return _OBSERVATION % env.step_answer(message.data), False
@@ -314,10 +287,9 @@ class Sessions:
     async def __call__(self, websocket: WebSocket) -> None:
         await websocket.accept()
         if self.active >= self.max_sessions:
-            await websocket.send_text(json.dumps({"type": "error", "data": {
-                "message": f"the server holds its limit of {self.max_sessions} sessions; retry later",
-                "code": "CAPACITY_REACHED", "status": 503, "active_sessions": self.active,
-                "max_sessions": self.max_sessions}}))
+            await websocket.send_text(_error(f"the server holds its limit of {self.max_sessions} sessions; retry later",
+                                             "CAPACITY_REACHED", 503, active_sessions=self.active,
+                                             max_sessions=self.max_sessions).decode())
             await websocket.close(1013)
             return
         self.active += 1
