@@ -424,9 +424,14 @@ def _audit(args: AuditOptions) -> int:
             outcomes = run_audit(args.reward_fn, rows, timeout=args.timeout, memory_mb=args.memory_mb,
                                  progress=args.progress)
             print(report(args.reward_fn, outcomes, args.threshold, args.timeout), flush=True)  # its errors: run's
-            if out is not None:  # every row's outcome as JSON lines
-                _write_outcomes(out, outcomes)
-                out.close()  # before it is renamed into place
+            if out is not None:  # every row's outcome as JSON lines, closed before it is renamed into place
+                try:
+                    out.writelines(json.dumps({"id": o.exploit.id, "category": o.exploit.category, "verdict":
+                                               o.exploit.verdict, "status": o.status, "reward": o.reward,
+                                               "error": o.error}) + "\n" for o in outcomes)
+                    out.close()
+                except OSError as e:
+                    raise _CannotWrite(e.strerror or str(e)) from None
     except ValueError as e:
         dataclass_cli.usage_error(str(e), prog=PROG)
     except _CannotWrite as e:
@@ -442,15 +447,6 @@ def _audit(args: AuditOptions) -> int:
             with contextlib.suppress(OSError):  # reported above; a failed flush must not raise twice
                 out.close()
     return 1 if args.check and misjudged(outcomes, args.threshold) else 0
-
-
-def _write_outcomes(out: Any, outcomes: Sequence[Outcome]) -> None:
-    try:
-        out.writelines(json.dumps({"id": o.exploit.id, "category": o.exploit.category, "verdict": o.exploit.verdict,
-                                   "status": o.status, "reward": o.reward, "error": o.error}) + "\n" for o in outcomes)
-        out.flush()
-    except OSError as e:
-        raise _CannotWrite(e.strerror or str(e)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

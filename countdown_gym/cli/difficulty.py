@@ -53,8 +53,9 @@ def _difficulty(args: DifficultyOptions) -> int:  # pragma: no cover - maintenan
     for preset in args.presets:
         hashes[preset] = {}
         for split in SPLITS:
-            data = "".join(json.dumps({"id": p.id, **measure(p).to_dict()}, separators=(",", ":")) + "\n"
-                           for p in tqdm(load_split(preset, split), desc="measuring", leave=False)).encode("utf-8")
+            rows = [{"id": p.id, **measure(p).to_dict()} for p in tqdm(load_split(preset, split), desc="measuring",
+                                                                       leave=False)]
+            data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode("utf-8")
             hashes[preset][split] = hashlib.sha256(data).hexdigest()
             if args.write:
                 with written_aside(labels_path(preset, split)) as tmp:  # whole or the old file
@@ -62,7 +63,6 @@ def _difficulty(args: DifficultyOptions) -> int:  # pragma: no cover - maintenan
             elif LABELS_SHA256.get(preset, {}).get(split) != hashes[preset][split]:
                 differ.append(f"{preset}/{split}")
             if split == "test":
-                rows = [json.loads(line) for line in data.decode().splitlines()]
                 cut = tier_thresholds([r[TIER_METRIC] for r in rows])
                 print(f"{preset}: {TIER_METRIC} cut points of the test split (1/3, 2/3 quantiles): {cut}; "
                       f"TIER_THRESHOLDS has {TIER_THRESHOLDS.get(preset)}", flush=True)

@@ -18,7 +18,7 @@ import json
 import string
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -209,22 +209,16 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
                     else split_rows(preset, split, prompt_style, chat))
             (out / preset).mkdir(parents=True, exist_ok=True)
             if fmt == "jsonl":
-                path = _output(out / preset / f"{split}.jsonl")
                 data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode("utf-8")
-                with written_aside(path) as tmp:
-                    tmp.write_bytes(data)
+                paths.append(_write(out / preset / f"{split}.jsonl", Path.write_bytes, data))
                 sizes[preset][split] = (len(rows), len(data))
-                paths.append(path)
                 continue
             from datasets import Dataset
 
             tables[split] = Dataset.from_list(rows, features=features, split=split)
             sizes[preset][split] = (len(rows), tables[split].data.nbytes)
             if fmt == "parquet":
-                path = _output(out / preset / f"{split}.parquet")
-                with written_aside(path) as tmp:
-                    tables[split].to_parquet(str(tmp))
-                paths.append(path)
+                paths.append(_write(out / preset / f"{split}.parquet", tables[split].to_parquet))
         if fmt == "hf":
             from datasets import DatasetDict
 
@@ -234,22 +228,21 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
                     with written_aside(out / preset / entry.name) as tmp:
                         entry.rename(tmp)
             paths.append(out / preset)
-    card = _output(out / "README.md")
-    with written_aside(card) as tmp:
-        tmp.write_text(dataset_card(fmt, sizes, prompt_style, chat, None if size is None else seed), encoding="utf-8")
-    paths.append(card)
-    return paths
+    card = dataset_card(fmt, sizes, prompt_style, chat, None if size is None else seed)
+    return [*paths, _write(out / "README.md", Path.write_text, card, "utf-8")]
 
 
 MAX_SIZE = 10_000_000
 """The most problems ``--size`` generates (hours of solver time on one core)."""
 
 
-def _output(path: Path) -> Path:
-    """``path``, unless something other than a regular file stands there (a FIFO, device or folder is not an earlier
-    export: refused rather than replaced)."""
+def _write(path: Path, write: Callable[..., Any], *args: Any) -> Path:
+    """``path`` written whole by ``write(tmp, *args)`` (:func:`written_aside`), unless something other than a regular file
+    stands there (a FIFO, device or folder is not an earlier export: refused rather than replaced)."""
     if not_regular(path) is not None:
         raise OSError(errno.EEXIST, f"{path} exists and is not a regular file")
+    with written_aside(path) as tmp:
+        write(tmp, *args)
     return path
 
 

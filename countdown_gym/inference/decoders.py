@@ -68,20 +68,20 @@ class DirectDecoder:
         self.heads = cfg.num_attention_heads
         self.kv_heads = getattr(cfg, "num_key_value_heads", None) or self.heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
-        self.eps = cfg.rms_norm_eps
         self.embed = core.embed_tokens.weight
         self.rotary = core.rotary_emb
-        self.norm = core.norm.weight
+        self.norm = core.norm  # the model's own RMS norms and rotation: what its forward computes
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+        self.rope = apply_rotary_pos_emb
         self.lm_head = model.lm_head.weight
         self.layers = []
         with torch.no_grad():
             for layer in core.layers:
                 att, mlp = layer.self_attn, layer.mlp
-                qkv_b = None
-                if att.q_proj.bias is not None:
-                    qkv_b = torch.cat([att.q_proj.bias, att.k_proj.bias, att.v_proj.bias])
+                qkv_b = None if att.q_proj.bias is None else torch.cat([att.q_proj.bias, att.k_proj.bias, att.v_proj.bias])
                 self.layers.append({
-                    "ln1": layer.input_layernorm.weight, "ln2": layer.post_attention_layernorm.weight,
+                    "ln1": layer.input_layernorm, "ln2": layer.post_attention_layernorm,
                     "qkv": torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight]).t().contiguous(),
                     "qkv_b": qkv_b, "o": att.o_proj.weight.t().contiguous(),
                     "o_b": att.o_proj.bias,
@@ -138,16 +138,6 @@ class DirectDecoder:
         self._static.clear()
         self._seen.clear()
 
-    def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        return weight * h.to(x.dtype)
-
-    def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        half = x.shape[-1] // 2
-        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-        return x * cos + rotated * sin
-
     @torch.no_grad()
     def forward(self, step: Step, max_len: int) -> torch.Tensor:
         """Feed ``step`` and return the logits of every row's last token (``[rows, vocab]``, float32).
@@ -193,8 +183,7 @@ class DirectDecoder:
             last_pos = length
             tokens, tok_rows, positions = step.last, ar, last_pos
         x = self.embed[tokens]
-        cos, sin = self.rotary(x[None], positions[None])
-        cos, sin = cos[0][:, None, :], sin[0][:, None, :]
+        cos, sin = (t[0] for t in self.rotary(x[None], positions[None]))
         keys = torch.arange(max_len, device=device)  # attention reads the cache up to the longest row only
         last_mask = (keys[None, :] <= last_pos[:, None])[:, None, None, :]
         if n_pre:
@@ -210,12 +199,11 @@ class DirectDecoder:
         h_dim, d = self.heads, self.head_dim
         nq, nk = h_dim * d, self.kv_heads * d
         for li, layer in enumerate(self.layers):
-            h = self._rms(x, layer["ln1"])
+            h = layer["ln1"](x)
             qkv = h @ layer["qkv"]
             if layer["qkv_b"] is not None:
                 qkv = qkv + layer["qkv_b"]
-            q = self._rope(qkv[:, :nq].view(-1, h_dim, d), cos, sin)
-            k = self._rope(qkv[:, nq : nq + nk].view(-1, self.kv_heads, d), cos, sin)
+            q, k = self.rope(qkv[:, :nq].view(-1, h_dim, d), qkv[:, nq : nq + nk].view(-1, self.kv_heads, d), cos, sin)
             v = qkv[:, nq + nk :].view(-1, self.kv_heads, d)
             self.k[li][tok_rows, :, positions] = k
             self.v[li][tok_rows, :, positions] = v
@@ -239,14 +227,14 @@ class DirectDecoder:
             if layer["o_b"] is not None:
                 o = o + layer["o_b"]
             x = x + o
-            h = self._rms(x, layer["ln2"])
+            h = layer["ln2"](x)
             gate, up = (h @ layer["gu"]).chunk(2, dim=-1)
             x = x + (F.silu(gate) * up) @ layer["down"]
         if n_pre:
             self.length.copy_(torch.where(step.advance, last_pos + 1, length + counts))
         else:
             self.length.add_(step.advance.long())  # in place: a graph captured this tensor
-        last = self._rms(x[n_pre:], self.norm)
+        last = self.norm(x[n_pre:])
         return (last @ self.lm_head.t()).float()
 
 

@@ -14,6 +14,7 @@ distribution's.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Sequence
@@ -126,7 +127,7 @@ class TextCache:
     def __init__(self, tokenizer: Any, limit: int = 200_000) -> None:
         self.tokenizer, self.limit = tokenizer, limit
         self._ids: dict[str, list[int]] = {}
-        self._text: dict[tuple[int, ...], str] = {}
+        self._text = functools.lru_cache(maxsize=limit)(lambda key: tokenizer.decode(list(key), skip_special_tokens=True))
 
     def ids_many(self, texts: Sequence[str]) -> list[list[int]]:
         """The token ids of each text, the new ones tokenised in one call (the memo is emptied at ``limit``)."""
@@ -139,13 +140,8 @@ class TextCache:
         return [self._ids[t] for t in texts]
 
     def text(self, toks: Sequence[int]) -> str:
-        key = tuple(toks)
-        got = self._text.get(key)
-        if got is None:
-            got = self.tokenizer.decode(list(toks), skip_special_tokens=True)
-            if len(self._text) < self.limit:
-                self._text[key] = got
-        return got
+        """The text of the tokens ``toks`` (special tokens skipped), the ``limit`` latest memoised."""
+        return self._text(tuple(toks))
 
 
 def play_turn(e: Episode, texts: TextCache, toks: list[int], lps: list[float], eos: int | None) -> str:
