@@ -119,6 +119,20 @@ def test_play_episodes_refuses_a_length_limit_it_cannot_keep(max_length, error) 
         play_episodes(model, tok, load_split("longproc-0.5k", "validation")[:2], greedy=True, max_length=max_length)
 
 
+@pytest.mark.parametrize("generate", [False, True])
+def test_an_episode_stays_within_max_length_when_a_reply_is_longer_than_the_margin(generate, monkeypatch) -> None:
+    """An error reply listing six 4-digit numbers is 44 tokens, past REPLY_MARGIN (32): at T = 1 episodes ran up to 5
+    tokens past max_length (a model of learned positions would index past them in training)."""
+    model, tok = _turn_model()
+    if generate:
+        monkeypatch.setattr(trl_rollout, "make_decoder", lambda *a, **k: None)
+    problem = Problem((1234, 5678, 9012, 3456, 7890, 1357), 9999)
+    torch.manual_seed(0)
+    for max_length in (168, 182, 217, 224):
+        for r in play_episodes(model, tok, [problem] * 16, max_length=max_length, temperature=1.0, batch_size=16):
+            assert len(r.prompt_ids) + len(r.completion_ids) <= max_length
+
+
 @pytest.mark.parametrize("kwargs", [{"max_length": 40}, {"max_turn_tokens": 10**4}])
 def test_play_episodes_refuses_a_prompt_with_no_room_for_a_turn(kwargs) -> None:
     """A prompt too long for max_length, or a turn budget past it, gave episodes of no turn (unsolved, no error:

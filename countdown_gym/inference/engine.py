@@ -35,7 +35,7 @@ and looks as soon as none does (turns are often shorter than their budget)."""
 
 REPLY_MARGIN = 32
 """An episode stops before a turn when its prompt, its tokens so far, a whole turn and this many reply tokens
-would not fit in the length limit."""
+would not fit in the length limit (a longer reply is cut at the limit: :meth:`Episode.add_reply`)."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,11 @@ class Episode:
         self.mask += [1 if model else 0] * len(ids)
         self.logprobs += list(logprobs) if logprobs is not None else [0.0] * len(ids)
         self.turn_index += [len(self.turns) if model else -1] * len(ids)
+
+    def add_reply(self, ids: Sequence[int], limit: int) -> None:
+        """Record the environment's reply, cut where it would leave no room within ``limit`` for the closing EOS (a
+        reply longer than :data:`REPLY_MARGIN`: the episode has no room for another turn then)."""
+        self.add(ids[: max(0, limit - 1 - len(self.prompt_ids) - len(self.completion))], model=False)
 
     def room_for_a_turn(self, max_turn_tokens: int, limit: int) -> bool:
         return len(self.prompt_ids) + len(self.completion) + max_turn_tokens + REPLY_MARGIN <= limit
@@ -256,7 +261,7 @@ class Engine:
                                            for r, toks, lps, n in zip(done_rows, toks_rows, lps_rows, lens, strict=True)])
             for r, reply, p in zip(done_rows, replies, pend, strict=True):
                 e = slots[r]
-                e.add(reply, model=False)
+                e.add_reply(reply, self.limit)
                 if not e.game.done and e.room_for_a_turn(self.turn_budget, self.limit):
                     blocks[r] = [p, *reply]
                     bound[r] = len(e.prompt_ids) + len(e.completion) - 1 - len(reply)

@@ -202,7 +202,7 @@ def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: 
                         end = next((k + 1 for k in range(len(toks)) if TURN_END in tokenizer.decode(toks[: k + 1])), None)
                     toks = toks[:end]  # no end: the budget's tokens, none of them padding
                     lp = [float(logps[i, k, t]) for k, t in enumerate(toks)] if logps is not None else [0.0] * len(toks)
-                    e.add(texts.ids_many([play_turn(e, texts, toks, lp, eos)])[0], model=False)
+                    e.add_reply(texts.ids_many([play_turn(e, texts, toks, lp, eos)])[0], limit)
     finally:
         model.generation_config = own
 
