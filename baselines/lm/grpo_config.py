@@ -100,7 +100,8 @@ def model_shape_or_exit(name: str) -> Any:
 
 def completion_tokens(run: GRPORun) -> int:
     """The longest completion of a rollout: ``--max-completion-length``, which the multi-turn rollout does not honour;
-    its episode's is ``--max-turns`` x (``--max-turn-tokens`` + a reply: the engine's ``REPLY_MARGIN``) + the EOS."""
+    its episode's is ``--max-turns`` x (``--max-turn-tokens`` + a reply: the engine's ``REPLY_MARGIN``) + the EOS
+    (an estimate: error replies listing many long numbers pass the margin; the model's positions bound it always)."""
     from countdown_gym.inference.engine import REPLY_MARGIN
 
     opts = run.options
