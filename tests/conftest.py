@@ -26,3 +26,18 @@ def torn_savefig(monkeypatch: pytest.MonkeyPatch):
         raise KeyboardInterrupt
 
     return lambda: monkeypatch.setattr(Figure, "savefig", torn)
+
+
+@pytest.fixture
+def no_transformers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Imports of ``transformers`` fail from here on, as where the ``llm`` extra is not installed."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def blocked(name, *args, **kwargs):
+        if name.startswith("transformers"):
+            raise ImportError("No module named 'transformers'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", blocked)

@@ -73,17 +73,7 @@ def test_unknown_tool_names_are_clear_errors() -> None:
         tool_schema("jump")
 
 
-def test_without_transformers_the_schema_error_names_the_extra(monkeypatch, tmp_path, capsys) -> None:
-    import builtins
-
-    real_import = builtins.__import__
-
-    def no_transformers(name, *args, **kwargs):
-        if name.startswith("transformers"):
-            raise ImportError("No module named 'transformers'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_transformers)
+def test_without_transformers_the_schema_error_names_the_extra(no_transformers, tmp_path, capsys) -> None:
     with pytest.raises(ImportError, match=r"countdown-gym\[llm\]"):
         tool_json_schema("move")
     from countdown_gym.cli.export import main

@@ -139,21 +139,11 @@ def test_against_verls_real_base_tool_and_registry(tmp_path: Path) -> None:
     assert tools["move"].get_openai_tool_schema().function.name == "move"
 
 
-def test_the_tool_export_without_transformers_is_a_usage_error(monkeypatch, tmp_path, capsys) -> None:
+def test_the_tool_export_without_transformers_is_a_usage_error(no_transformers, tmp_path, capsys) -> None:
     """scripts/export_verl.py --interaction tool without transformers (the tool schemas need it) was an ImportError
     traceback; it is a usage error naming the extra, as ``countdown-gym export --format verl`` gives."""
-    import builtins
-
     from countdown_gym.integrations.verl_export import main
 
     pytest.importorskip("pyarrow")
-    real_import = builtins.__import__
-
-    def no_transformers(name, *args, **kwargs):
-        if name.startswith("transformers"):
-            raise ImportError("No module named 'transformers'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_transformers)
     assert main(["--interaction", "tool", "--splits", "test", "--limit", "2", "--out", str(tmp_path)]) == 2
     assert "countdown-gym[llm]" in capsys.readouterr().err
