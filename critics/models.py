@@ -404,38 +404,40 @@ class CheckpointError(ValueError):
     """A critic checkpoint that is missing, unreadable or does not fit its config."""
 
 
-def write_files(directory: str | Path, model: nn.Module, meta: dict[str, Any],
-                weights_metadata: dict[str, str] | None = None) -> Path:
-    """Write ``model.safetensors`` (with ``weights_metadata``) and ``config.json`` (``meta``) into ``directory``, each
-    under a temporary name moved into place."""
+def write_files(directory: str | Path, model: nn.Module, meta: dict[str, Any]) -> Path:
+    """Write ``model.safetensors`` and ``config.json`` (``meta``) into ``directory``, each under a temporary name moved
+    into place; the weights carry ``meta``'s step, if any (:func:`read_weights` refuses a mixed pair)."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     with written_aside(d / "model.safetensors") as weights, written_aside(d / "config.json") as config:
-        save_file(tensors, str(weights), metadata=weights_metadata)
+        save_file(tensors, str(weights), metadata={"step": str(meta["step"])} if "step" in meta else None)
         config.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
     return d
 
 
 def save_checkpoint(model: nn.Module, cfg: ModelConfig, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
-    """Write ``model.safetensors`` and ``config.json``; the weights carry the config's step (a mixed pair fails)."""
-    meta = {"format": CONFIG_FORMAT, "model": cfg.to_dict(), **(extra or {})}
-    return write_files(directory, model, meta, {"step": str(meta["step"])} if "step" in meta else None)
+    """Write ``model.safetensors`` and ``config.json`` (:func:`write_files`)."""
+    return write_files(directory, model, {"format": CONFIG_FORMAT, "model": cfg.to_dict(), **(extra or {})})
 
 
-def read_weights(path: Path, model: nn.Module) -> dict[str, str]:
-    """Load the safetensors file at ``path`` into ``model``; its metadata. :class:`CheckpointError` if the file does
-    not read or does not fit the model (the config beside it)."""
+def read_weights(path: Path, model: nn.Module, meta: dict[str, Any]) -> None:
+    """Load the safetensors file at ``path`` into ``model``. :class:`CheckpointError` if the file does not read, does
+    not fit the model (``meta``: the config beside it) or carries a step other than ``meta``'s (a pair mixed by an
+    interrupted save; weights that carry none are older than the rule)."""
+    cfg_path = path.with_name("config.json")
     try:
         with safe_open(str(path), framework="pt") as f:
-            state, metadata = {k: f.get_tensor(k) for k in f.keys()}, f.metadata() or {}  # noqa: SIM118 (not a dict)
+            state, recorded = {k: f.get_tensor(k) for k in f.keys()}, (f.metadata() or {}).get("step")  # noqa: SIM118
     except (SafetensorError, OSError) as e:
         raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
+    if recorded is not None and recorded != str(meta.get("step")):
+        raise CheckpointError(f"{path} is from step {recorded} but {cfg_path} from step {meta.get('step')} "
+                              "(interrupted while saving?)")
     try:
         model.load_state_dict(state)
     except RuntimeError as e:
-        raise CheckpointError(f"{path} does not fit the config in {path.with_name('config.json')}: {str(e)[:300]}") from None
-    return metadata
+        raise CheckpointError(f"{path} does not fit the config in {cfg_path}: {str(e)[:300]}") from None
 
 
 def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[ConfigT], files: Sequence[str],
@@ -477,10 +479,7 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
         model = build_model(cfg)
     except RuntimeError as e:  # a field far too large: torch's allocation error
         raise CheckpointError(f"{cfg_path}: the model it describes cannot be built: {str(e)[:200]}") from None
-    recorded = read_weights(weights_path, model).get("step")
-    if recorded is not None and "step" in meta and recorded != str(meta["step"]):
-        raise CheckpointError(f"{weights_path} is from step {recorded} but {cfg_path} from step {meta['step']} "
-                              "(interrupted while saving?)")
+    read_weights(weights_path, model, meta)
     bad = sorted(k for k, v in model.state_dict().items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
     if bad:
         raise CheckpointError(f"{weights_path} holds NaN or infinite weights in {bad[:5]}")

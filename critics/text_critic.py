@@ -145,14 +145,7 @@ def save_text_critic(model: TextCriticModel, tokenizer: Any, directory: str | Pa
         tokenizer.save_pretrained(str(tmp))
     write_text_atomic(d / "lm_config.json", model.lm.config.to_json_string())
     meta = {"format": TEXT_FORMAT, "model": model.cfg.to_dict(), **(extra or {})}
-    return write_files(d, model, meta, {"step": str(meta["step"])} if "step" in meta else None)
-
-
-def _read_weights(d: Path, meta: dict[str, Any], model: TextCriticModel) -> None:
-    recorded = read_weights(d / "model.safetensors", model).get("step")
-    if recorded is not None and recorded != str(meta.get("step")):
-        raise CheckpointError(f"{d / 'model.safetensors'} is from step {recorded} but {d / 'config.json'} from step "
-                              f"{meta.get('step')} (interrupted while saving?)")
+    return write_files(d, model, meta)
 
 
 def read_text_weights(directory: str | Path, model: TextCriticModel) -> dict[str, Any]:
@@ -160,7 +153,7 @@ def read_text_weights(directory: str | Path, model: TextCriticModel) -> dict[str
     ``lm_config.json`` or ``tokenizer/`` read); its ``config.json``. :class:`~critics.CheckpointError` naming the file
     when one is missing, does not read or fit ``model``, or the weights are not of ``config.json``'s step."""
     d, meta, _ = read_checkpoint(directory, TEXT_FORMAT, "text critic", TextCriticConfig, ("model.safetensors",))
-    _read_weights(d, meta, model)
+    read_weights(d / "model.safetensors", model, meta)
     return meta
 
 
@@ -173,7 +166,7 @@ def load_text_critic(path: str | Path | None = None) -> TextCritic:
     d, meta, cfg = read_checkpoint(SHIPPED_TEXT_CHECKPOINT if path is None else path, TEXT_FORMAT, "text critic",
                                    TextCriticConfig, files)
     model = TextCriticModel(cfg, AutoConfig.for_model(**json.loads((d / "lm_config.json").read_text(encoding="utf-8"))))
-    _read_weights(d, meta, model)
+    read_weights(d / "model.safetensors", model, meta)
     return TextCritic(model, AutoTokenizer.from_pretrained(str(d / "tokenizer")), meta, d)
 
 

@@ -523,6 +523,10 @@ def test_a_checkpoint_mixed_by_an_interrupted_save_is_refused(tmp_path):
     shutil.copy(b / "model.safetensors", a / "model.safetensors")  # the weights of the next save, the config of this one
     with pytest.raises(CheckpointError, match="from step 2 but .*config.json from step 1"):
         load_checkpoint(a)
+    save_checkpoint(build_model(cfg), cfg, a)  # a config.json without a step beside weights that carry one
+    shutil.copy(b / "model.safetensors", a / "model.safetensors")
+    with pytest.raises(CheckpointError, match="from step 2 but .*config.json from step None"):
+        load_checkpoint(a)
 
 
 def test_an_interrupted_save_resumes_from_the_checkpoint_before(tmp_path, capsys):
