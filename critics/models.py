@@ -34,6 +34,8 @@ class ConfigDict:
     """``to_dict`` and the field checks of a dataclass config saved beside the weights (a model's, a training run's);
     a checkpoint's is rebuilt as ``cls(**config_json["model"])`` (an unknown field is a ``TypeError``)."""
 
+    NOT_SIZES: tuple[str, ...] = ()  # the int fields that size no weight (:func:`check_sizes` skips them)
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -440,6 +442,21 @@ def read_weights(path: Path, model: nn.Module, meta: dict[str, Any]) -> None:
         raise CheckpointError(f"{path} does not fit the config in {cfg_path}: {str(e)[:300]}") from None
 
 
+def check_sizes(path: Path, cfg: ConfigDict) -> None:
+    """:class:`CheckpointError` naming the files if a size in ``cfg`` (an int field) is larger than every dimension of
+    the tensors in the safetensors file at ``path`` (shapes read, tensors not loaded): a ``config.json`` edited to a
+    huge size is refused before its model is built (gigabytes)."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            largest = max((n for k in f.keys() for n in f.get_slice(k).get_shape()), default=0)  # noqa: SIM118
+    except (SafetensorError, OSError) as e:
+        raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
+    for name, v in cfg.to_dict().items():
+        if type(v) is int and name not in cfg.NOT_SIZES and v > largest:
+            raise CheckpointError(f"{path.with_name('config.json')}: {name} {v} is larger than any dimension of the "
+                                  f"weights in {path} ({largest}); the config does not fit them")
+
+
 def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[ConfigT], files: Sequence[str],
                     fmt_kind: str = "") -> tuple[Path, dict[str, Any], ConfigT]:
     """``(directory, its config.json, the model config in it)`` of a checkpoint directory whose ``format`` is ``fmt``
@@ -475,10 +492,8 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
     d, meta, cfg = read_checkpoint(directory, CONFIG_FORMAT, "critic", ModelConfig, ["model.safetensors"],
                                    "countdown-gym critic")
     cfg_path, weights_path = d / "config.json", d / "model.safetensors"
-    try:
-        model = build_model(cfg)
-    except RuntimeError as e:  # a field far too large: torch's allocation error
-        raise CheckpointError(f"{cfg_path}: the model it describes cannot be built: {str(e)[:200]}") from None
+    check_sizes(weights_path, cfg)
+    model = build_model(cfg)
     read_weights(weights_path, model, meta)
     bad = sorted(k for k, v in model.state_dict().items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
     if bad:

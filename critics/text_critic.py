@@ -32,6 +32,7 @@ from critics.models import (
     ModelConfig,
     SetEncoder,
     _mlp,
+    check_sizes,
     check_state,
     check_target,
     read_checkpoint,
@@ -59,6 +60,7 @@ class TextCriticConfig(ConfigDict):
     fourier: int = 12
     goal_hidden: int = 256
     finetune: bool = True  # False: the LM stays frozen, only the head and the goal tower learn
+    NOT_SIZES = ("window",)
 
     def __post_init__(self) -> None:
         self.check_fields(("window", "head_hidden", "head_depth", "out_dim", "value_dim", "fourier", "goal_hidden"))
@@ -165,6 +167,7 @@ def load_text_critic(path: str | Path | None = None) -> TextCritic:
     files = ("model.safetensors", "lm_config.json", "tokenizer")
     d, meta, cfg = read_checkpoint(SHIPPED_TEXT_CHECKPOINT if path is None else path, TEXT_FORMAT, "text critic",
                                    TextCriticConfig, files)
+    check_sizes(d / "model.safetensors", cfg)
     model = TextCriticModel(cfg, AutoConfig.for_model(**json.loads((d / "lm_config.json").read_text(encoding="utf-8"))))
     read_weights(d / "model.safetensors", model, meta)
     return TextCritic(model, AutoTokenizer.from_pretrained(str(d / "tokenizer")), meta, d)
