@@ -30,6 +30,7 @@ from critics.models import (
     ConfigDict,
     GoalScorer,
     ModelConfig,
+    NumericalCriticV2,
     SetEncoder,
     _mlp,
     check_sizes,
@@ -115,10 +116,7 @@ class TextCriticModel(nn.Module):
             hs = self.lm(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos).last_hidden_state
         return F.normalize(self.head(torch.cat([hs[:, -1], mean_pool(hs, attention_mask)], dim=-1)), dim=-1)
 
-    def embed_goals(self, targets: torch.Tensor) -> torch.Tensor:
-        """``targets`` float64 ``[N]`` -> ``[N, out_dim]``."""
-        t = targets.reshape(-1, 1)
-        return self.goal_tower(t, torch.ones_like(t, dtype=torch.float32))
+    embed_goals = NumericalCriticV2.embed_goals  # V2's, over the same goal tower
 
 
 def build_text_critic(cfg: TextCriticConfig, lm_dir: str | Path = DEFAULT_LM, seed: int = 0) -> tuple[TextCriticModel, Any]:
