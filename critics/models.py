@@ -190,8 +190,7 @@ class NumberEmbedding(nn.Module):
         idx = torch.where(whole, values, torch.full_like(values, self.vocab - 1)).long()
         # phases in float64 (exact enough for values up to ~1e6), features in float32
         lin = (values.unsqueeze(-1) * self.lin_freq.double()).float()
-        logv = torch.log(values.abs().clamp_min(1e-6)).unsqueeze(-1) * self.log_freq.double()
-        logv = logv.float()
+        logv = (torch.log(values.abs().clamp_min(1e-6)).unsqueeze(-1) * self.log_freq.double()).float()
         return torch.cat([self.table(idx), lin.sin(), lin.cos(), logv.sin(), logv.cos()], dim=-1)
 
 
@@ -335,10 +334,8 @@ def _moves(a: torch.Tensor, b: torch.Tensor, present: torch.Tensor) -> tuple[tor
 def _pool(h: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and max of ``h`` ``[N, ..., c]`` over its middle dims, counting only ``valid`` ``[N, ...]`` entries (0 if none)."""
     v = valid.unsqueeze(-1).float()
-    h = (h * v).flatten(1, -2)
-    v = v.flatten(1, -2)
-    count = v.sum(1).clamp_min(1.0)
-    mean = h.sum(1) / count
+    h, v = (h * v).flatten(1, -2), v.flatten(1, -2)
+    mean = h.sum(1) / v.sum(1).clamp_min(1.0)
     mx = torch.where(v.bool(), h, torch.full_like(h, -1e4)).max(1).values
     mx = torch.where(v.sum(1) > 0, mx, torch.zeros_like(mx))
     return mean, mx
@@ -424,9 +421,8 @@ def save_checkpoint(model: nn.Module, cfg: ModelConfig, directory: str | Path, e
 
 
 def read_weights(path: Path, model: nn.Module, meta: dict[str, Any]) -> None:
-    """Load the safetensors file at ``path`` into ``model``. :class:`CheckpointError` if the file does not read, does
-    not fit the model (``meta``: the config beside it) or carries a step other than ``meta``'s (a pair mixed by an
-    interrupted save; weights that carry none are older than the rule)."""
+    """Load the safetensors file at ``path`` into ``model``; :class:`CheckpointError` if it does not read, does not fit
+    the model (``meta``: the config beside it) or carries a step other than ``meta``'s (a pair mixed by a cut save)."""
     cfg_path = path.with_name("config.json")
     try:
         with safe_open(str(path), framework="pt") as f:
@@ -443,9 +439,8 @@ def read_weights(path: Path, model: nn.Module, meta: dict[str, Any]) -> None:
 
 
 def check_sizes(path: Path, cfg: ConfigDict) -> None:
-    """:class:`CheckpointError` naming the files if a size in ``cfg`` (an int field) is larger than every dimension of
-    the tensors in the safetensors file at ``path`` (shapes read, tensors not loaded): a ``config.json`` edited to a
-    huge size is refused before its model is built (gigabytes)."""
+    """:class:`CheckpointError` naming the files if a size in ``cfg`` (an int field) exceeds every tensor dimension in
+    the safetensors file at ``path`` (shapes read, not tensors): a huge size is refused before the model is built."""
     try:
         with safe_open(str(path), framework="pt") as f:
             largest = max((n for k in f.keys() for n in f.get_slice(k).get_shape()), default=0)  # noqa: SIM118
