@@ -34,6 +34,8 @@ class ConfigDict:
     """``to_dict`` and the field checks of a dataclass config saved beside the weights (a model's, a training run's);
     a checkpoint's is rebuilt as ``cls(**config_json["model"])`` (an unknown field is a ``TypeError``)."""
 
+    NOT_SIZES: tuple[str, ...] = ()  # the int fields that size no weight (:func:`check_sizes` skips them)
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -188,8 +190,7 @@ class NumberEmbedding(nn.Module):
         idx = torch.where(whole, values, torch.full_like(values, self.vocab - 1)).long()
         # phases in float64 (exact enough for values up to ~1e6), features in float32
         lin = (values.unsqueeze(-1) * self.lin_freq.double()).float()
-        logv = torch.log(values.abs().clamp_min(1e-6)).unsqueeze(-1) * self.log_freq.double()
-        logv = logv.float()
+        logv = (torch.log(values.abs().clamp_min(1e-6)).unsqueeze(-1) * self.log_freq.double()).float()
         return torch.cat([self.table(idx), lin.sin(), lin.cos(), logv.sin(), logv.cos()], dim=-1)
 
 
@@ -333,10 +334,8 @@ def _moves(a: torch.Tensor, b: torch.Tensor, present: torch.Tensor) -> tuple[tor
 def _pool(h: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and max of ``h`` ``[N, ..., c]`` over its middle dims, counting only ``valid`` ``[N, ...]`` entries (0 if none)."""
     v = valid.unsqueeze(-1).float()
-    h = (h * v).flatten(1, -2)
-    v = v.flatten(1, -2)
-    count = v.sum(1).clamp_min(1.0)
-    mean = h.sum(1) / count
+    h, v = (h * v).flatten(1, -2), v.flatten(1, -2)
+    mean = h.sum(1) / v.sum(1).clamp_min(1.0)
     mx = torch.where(v.bool(), h, torch.full_like(h, -1e4)).max(1).values
     mx = torch.where(v.sum(1) > 0, mx, torch.zeros_like(mx))
     return mean, mx
@@ -404,38 +403,53 @@ class CheckpointError(ValueError):
     """A critic checkpoint that is missing, unreadable or does not fit its config."""
 
 
-def write_files(directory: str | Path, model: nn.Module, meta: dict[str, Any],
-                weights_metadata: dict[str, str] | None = None) -> Path:
-    """Write ``model.safetensors`` (with ``weights_metadata``) and ``config.json`` (``meta``) into ``directory``, each
-    under a temporary name moved into place."""
+def write_files(directory: str | Path, model: nn.Module, meta: dict[str, Any]) -> Path:
+    """Write ``model.safetensors`` and ``config.json`` (``meta``) into ``directory``, each under a temporary name moved
+    into place; the weights carry ``meta``'s step, if any (:func:`read_weights` refuses a mixed pair)."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     with written_aside(d / "model.safetensors") as weights, written_aside(d / "config.json") as config:
-        save_file(tensors, str(weights), metadata=weights_metadata)
+        save_file(tensors, str(weights), metadata={"step": str(meta["step"])} if "step" in meta else None)
         config.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
     return d
 
 
 def save_checkpoint(model: nn.Module, cfg: ModelConfig, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
-    """Write ``model.safetensors`` and ``config.json``; the weights carry the config's step (a mixed pair fails)."""
-    meta = {"format": CONFIG_FORMAT, "model": cfg.to_dict(), **(extra or {})}
-    return write_files(directory, model, meta, {"step": str(meta["step"])} if "step" in meta else None)
+    """Write ``model.safetensors`` and ``config.json`` (:func:`write_files`)."""
+    return write_files(directory, model, {"format": CONFIG_FORMAT, "model": cfg.to_dict(), **(extra or {})})
 
 
-def read_weights(path: Path, model: nn.Module) -> dict[str, str]:
-    """Load the safetensors file at ``path`` into ``model``; its metadata. :class:`CheckpointError` if the file does
-    not read or does not fit the model (the config beside it)."""
+def read_weights(path: Path, model: nn.Module, meta: dict[str, Any]) -> None:
+    """Load the safetensors file at ``path`` into ``model``; :class:`CheckpointError` if it does not read, does not fit
+    the model (``meta``: the config beside it) or carries a step other than ``meta``'s (a pair mixed by a cut save)."""
+    cfg_path = path.with_name("config.json")
     try:
         with safe_open(str(path), framework="pt") as f:
-            state, metadata = {k: f.get_tensor(k) for k in f.keys()}, f.metadata() or {}  # noqa: SIM118 (not a dict)
+            state, recorded = {k: f.get_tensor(k) for k in f.keys()}, (f.metadata() or {}).get("step")  # noqa: SIM118
     except (SafetensorError, OSError) as e:
         raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
+    if recorded is not None and recorded != str(meta.get("step")):
+        raise CheckpointError(f"{path} is from step {recorded} but {cfg_path} from step {meta.get('step')} "
+                              "(interrupted while saving?)")
     try:
         model.load_state_dict(state)
     except RuntimeError as e:
-        raise CheckpointError(f"{path} does not fit the config in {path.with_name('config.json')}: {str(e)[:300]}") from None
-    return metadata
+        raise CheckpointError(f"{path} does not fit the config in {cfg_path}: {str(e)[:300]}") from None
+
+
+def check_sizes(path: Path, cfg: ConfigDict) -> None:
+    """:class:`CheckpointError` naming the files if a size in ``cfg`` (an int field) exceeds every tensor dimension in
+    the safetensors file at ``path`` (shapes read, not tensors): a huge size is refused before the model is built."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            largest = max((n for k in f.keys() for n in f.get_slice(k).get_shape()), default=0)  # noqa: SIM118
+    except (SafetensorError, OSError) as e:
+        raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
+    for name, v in cfg.to_dict().items():
+        if type(v) is int and name not in cfg.NOT_SIZES and v > largest:
+            raise CheckpointError(f"{path.with_name('config.json')}: {name} {v} is larger than any dimension of the "
+                                  f"weights in {path} ({largest}); the config does not fit them")
 
 
 def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[ConfigT], files: Sequence[str],
@@ -473,14 +487,9 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
     d, meta, cfg = read_checkpoint(directory, CONFIG_FORMAT, "critic", ModelConfig, ["model.safetensors"],
                                    "countdown-gym critic")
     cfg_path, weights_path = d / "config.json", d / "model.safetensors"
-    try:
-        model = build_model(cfg)
-    except RuntimeError as e:  # a field far too large: torch's allocation error
-        raise CheckpointError(f"{cfg_path}: the model it describes cannot be built: {str(e)[:200]}") from None
-    recorded = read_weights(weights_path, model).get("step")
-    if recorded is not None and "step" in meta and recorded != str(meta["step"]):
-        raise CheckpointError(f"{weights_path} is from step {recorded} but {cfg_path} from step {meta['step']} "
-                              "(interrupted while saving?)")
+    check_sizes(weights_path, cfg)
+    model = build_model(cfg)
+    read_weights(weights_path, model, meta)
     bad = sorted(k for k, v in model.state_dict().items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
     if bad:
         raise CheckpointError(f"{weights_path} holds NaN or infinite weights in {bad[:5]}")

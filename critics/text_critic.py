@@ -30,8 +30,10 @@ from critics.models import (
     ConfigDict,
     GoalScorer,
     ModelConfig,
+    NumericalCriticV2,
     SetEncoder,
     _mlp,
+    check_sizes,
     check_state,
     check_target,
     read_checkpoint,
@@ -59,6 +61,7 @@ class TextCriticConfig(ConfigDict):
     fourier: int = 12
     goal_hidden: int = 256
     finetune: bool = True  # False: the LM stays frozen, only the head and the goal tower learn
+    NOT_SIZES = ("window",)
 
     def __post_init__(self) -> None:
         self.check_fields(("window", "head_hidden", "head_depth", "out_dim", "value_dim", "fourier", "goal_hidden"))
@@ -113,10 +116,7 @@ class TextCriticModel(nn.Module):
             hs = self.lm(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos).last_hidden_state
         return F.normalize(self.head(torch.cat([hs[:, -1], mean_pool(hs, attention_mask)], dim=-1)), dim=-1)
 
-    def embed_goals(self, targets: torch.Tensor) -> torch.Tensor:
-        """``targets`` float64 ``[N]`` -> ``[N, out_dim]``."""
-        t = targets.reshape(-1, 1)
-        return self.goal_tower(t, torch.ones_like(t, dtype=torch.float32))
+    embed_goals = NumericalCriticV2.embed_goals  # V2's, over the same goal tower
 
 
 def build_text_critic(cfg: TextCriticConfig, lm_dir: str | Path = DEFAULT_LM, seed: int = 0) -> tuple[TextCriticModel, Any]:
@@ -145,14 +145,7 @@ def save_text_critic(model: TextCriticModel, tokenizer: Any, directory: str | Pa
         tokenizer.save_pretrained(str(tmp))
     write_text_atomic(d / "lm_config.json", model.lm.config.to_json_string())
     meta = {"format": TEXT_FORMAT, "model": model.cfg.to_dict(), **(extra or {})}
-    return write_files(d, model, meta, {"step": str(meta["step"])} if "step" in meta else None)
-
-
-def _read_weights(d: Path, meta: dict[str, Any], model: TextCriticModel) -> None:
-    recorded = read_weights(d / "model.safetensors", model).get("step")
-    if recorded is not None and recorded != str(meta.get("step")):
-        raise CheckpointError(f"{d / 'model.safetensors'} is from step {recorded} but {d / 'config.json'} from step "
-                              f"{meta.get('step')} (interrupted while saving?)")
+    return write_files(d, model, meta)
 
 
 def read_text_weights(directory: str | Path, model: TextCriticModel) -> dict[str, Any]:
@@ -160,7 +153,7 @@ def read_text_weights(directory: str | Path, model: TextCriticModel) -> dict[str
     ``lm_config.json`` or ``tokenizer/`` read); its ``config.json``. :class:`~critics.CheckpointError` naming the file
     when one is missing, does not read or fit ``model``, or the weights are not of ``config.json``'s step."""
     d, meta, _ = read_checkpoint(directory, TEXT_FORMAT, "text critic", TextCriticConfig, ("model.safetensors",))
-    _read_weights(d, meta, model)
+    read_weights(d / "model.safetensors", model, meta)
     return meta
 
 
@@ -172,8 +165,9 @@ def load_text_critic(path: str | Path | None = None) -> TextCritic:
     files = ("model.safetensors", "lm_config.json", "tokenizer")
     d, meta, cfg = read_checkpoint(SHIPPED_TEXT_CHECKPOINT if path is None else path, TEXT_FORMAT, "text critic",
                                    TextCriticConfig, files)
+    check_sizes(d / "model.safetensors", cfg)
     model = TextCriticModel(cfg, AutoConfig.for_model(**json.loads((d / "lm_config.json").read_text(encoding="utf-8"))))
-    _read_weights(d, meta, model)
+    read_weights(d / "model.safetensors", model, meta)
     return TextCritic(model, AutoTokenizer.from_pretrained(str(d / "tokenizer")), meta, d)
 
 

@@ -19,7 +19,7 @@ import torch
 
 from countdown_gym import dataclass_cli
 from countdown_gym.data.generator import get_config
-from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest
+from countdown_gym.runkit.runs import Panel, StopRequest
 from countdown_gym.runkit.tracking import Tracker, report_to_names
 from critics import load_critic, train_loop
 from critics.data import TraceTable, cached_table
@@ -208,12 +208,11 @@ def plot_similarity(model, table: TraceTable | ReachTable, cfg: TrainConfig, pat
         ax.figure.colorbar(im, ax=ax)
 
 
-def _save(model, optim, cfg: TrainConfig, out: Path, run: Progress, rng: np.random.Generator, extra: dict,
-          earlier: float) -> None:
+def _save(model, optim, cfg: TrainConfig, out: Path, run: Progress, rng: np.random.Generator, extra: dict) -> None:
     """The checkpoint at ``run.step`` (:func:`~critics.train_loop.write_checkpoint`)."""
     meta = {"train_config": cfg.to_dict(), "step": run.step, "parameters": count_parameters(model), **extra}
     write_checkpoint(out, lambda: save_checkpoint(model, cfg.model_config(), out, meta), optim, run, rng,
-                     extra.get("train_seconds", 0.0), earlier)
+                     extra.get("train_seconds", 0.0))
 
 
 RESUME_FREE_FIELDS = train_loop.RESUME_FREE_FIELDS | {"calibrate", "cache_dir", "report_to"}
@@ -256,8 +255,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     resuming = will_resume(cfg)
     init = _init_checkpoint(cfg) if cfg.init_from and not resuming else None  # before --out is written; start_run seeds after it
     out, rng = start_run(cfg, resuming=resuming, may_change=RESUME_FREE_FIELDS)
-    if resuming:  # before the data: fail fast
-        loaded, st = resume(out, _loader(cfg), cfg)
+    resumed = resume(out, _loader(cfg), cfg) if resuming else None  # before the data: fail fast
 
     t_data = time.perf_counter()
     goals, cache, max_train = (cfg.goal_min, cfg.goal_max), cfg.cache_dir or None, cfg.max_train_problems
@@ -272,10 +270,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     if init is not None:
         load_grown(model, init)  # the checkpoint's function, possibly with a wider or an added pool to train
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    run, earlier = Progress(0, cfg.end_step(), t_start, time.perf_counter()), 0.0
-    if resuming:
-        run, earlier = restore(model, optim, rng, loaded, st, t_start, cfg.end_step())
-    log = MetricsLog(out / "log.jsonl", resume_step=run.step if resuming else None)  # rows after the checkpoint: redone
+    run, log = restore(cfg, out, model, optim, rng, t_start, resumed)
 
     def loss_fn() -> tuple[torch.Tensor, dict]:
         if cfg.model.version == "v1":
@@ -292,7 +287,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     extra = {"data": stats, "data_seconds": round(data_seconds, 1), "rules": get_config(cfg.preset).rules.to_dict()}
 
     def save(r: Progress) -> None:
-        _save(model, optim, cfg, out, r, rng, {**extra, "train_seconds": r.train_seconds()}, earlier)
+        _save(model, optim, cfg, out, r, rng, {**extra, "train_seconds": r.train_seconds()})
 
     with StopRequest() as stop, Tracker(cfg.report_to, out, config=cfg.to_dict()) as tracker:  # Ctrl-C: stop after this step
         run_steps(cfg, model, optim, loss_fn, run, log, save, base_lrs=[cfg.lr], stop=stop, tracker=tracker,
@@ -301,11 +296,11 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         return out
     extra.update({"train_seconds": round(run.train_seconds(), 1), "threads": cfg.threads, "steps_done": run.end,
                   "command": command_line("critics.train")})
-    _save(model, optim, cfg, out, run, rng, extra, earlier)
+    _save(model, optim, cfg, out, run, rng, extra)
     if cfg.calibrate:
         extra["calibration"] = calibration(load_critic(out), cfg.preset)
-    extra["total_seconds"] = round(earlier + time.perf_counter() - t_start, 1)  # every invocation of the run
-    _save(model, optim, cfg, out, run, rng, extra, earlier)
+    extra["total_seconds"] = round(run.total_seconds(), 1)  # every invocation of the run
+    _save(model, optim, cfg, out, run, rng, extra)
     if log.rows:
         log.plot(out / "loss.png", LOSS_PANELS, title="critic training loss")
     plot_similarity(model, table if table is not None else rtable, cfg, out / "similarity.png")

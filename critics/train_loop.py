@@ -123,9 +123,13 @@ class Progress:
     sums: dict[str, float] = field(default_factory=dict)  # the logged values summed since the last log row
     count: int = 0  # steps since the last log row
     stopped: str = ""  # "time_limit" or "ctrl_c" when the loop ended before `end`
+    earlier: float = 0.0  # the wall time of the run's earlier invocations
 
     def train_seconds(self) -> float:  # of the steps done, earlier invocations included
         return time.perf_counter() - self.t0
+
+    def total_seconds(self) -> float:  # wall time of every invocation of the run
+        return self.earlier + time.perf_counter() - self.t_start
 
 
 LossFn = Callable[[], tuple[torch.Tensor, dict[str, float]]]  # one batch's loss and the values it logs
@@ -193,11 +197,11 @@ def _keep_previous(out: Path) -> None:
 
 
 def write_checkpoint(out: Path, write_model: Callable[[], Any], optim: torch.optim.Optimizer, run: Progress,
-                     rng: np.random.Generator, elapsed: float, earlier: float) -> None:
+                     rng: np.random.Generator, elapsed: float) -> None:
     """The checkpoint at ``run.step``: the one before kept in ``previous/``, ``write_model()`` (the weights and
     ``config.json``, each written aside, both carrying the step), then ``train_state.pt``: the optimizer, the step, the
     numpy, torch and Python random states, the running log sums and the training seconds (``elapsed``) and wall time
-    of this and the ``earlier`` invocations, so that a resumed run trains, logs and times as if it had never stopped."""
+    of every invocation, so that a resumed run trains, logs and times as if it had never stopped."""
     _keep_previous(out)
     write_model()
     sums = dict(run.sums)
@@ -206,7 +210,7 @@ def write_checkpoint(out: Path, write_model: Callable[[], Any], optim: torch.opt
             {"optimizer": optim.state_dict(), "step": run.step, "numpy_rng": rng.bit_generator.state,
              "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(), "elapsed": elapsed,
              "log_accumulator": (sums.pop("loss", 0.0), sums, run.count),
-             "total_elapsed": earlier + time.perf_counter() - run.t_start},
+             "total_elapsed": run.total_seconds()},
             tmp,
         )
 
@@ -263,10 +267,13 @@ def resume(out: Path, load: Loader, cfg: CommonTrainOptions) -> tuple[torch.nn.M
         return loaded, st
 
 
-def restore(model: torch.nn.Module, optim: torch.optim.Optimizer, rng: np.random.Generator, loaded: torch.nn.Module,
-            st: dict[str, Any], t_start: float, end: int) -> tuple[Progress, float]:
-    """Put :func:`resume`'s checkpoint into ``model``, ``optim``, ``rng`` and the global random states: the run's
-    :class:`Progress` and the wall time of its earlier invocations."""
+def restore(cfg: CommonTrainOptions, out: Path, model: torch.nn.Module, optim: torch.optim.Optimizer,
+            rng: np.random.Generator, t_start: float, resumed: tuple[Any, dict] | None) -> tuple[Progress, MetricsLog]:
+    """The run's :class:`Progress` and its ``log.jsonl``: a fresh run's, or one that puts :func:`resume`'s checkpoint
+    (``resumed``) into ``model``, ``optim``, ``rng`` and the global random states (the log's rows after it: redone)."""
+    if resumed is None:
+        return Progress(0, cfg.end_step(), t_start, time.perf_counter()), MetricsLog(out / "log.jsonl")
+    loaded, st = resumed
     if loaded is not model:  # the text critic's loader reads the weights into the model itself
         model.load_state_dict(loaded.state_dict())
     optim.load_state_dict(st["optimizer"])
@@ -278,7 +285,8 @@ def restore(model: torch.nn.Module, optim: torch.optim.Optimizer, rng: np.random
     earlier = st.get("total_elapsed", elapsed)  # the wall time of the earlier invocations (train time: older runs)
     loss_sum, sums, count = st.get("log_accumulator", (0.0, {}, 0))
     sums = {"loss": loss_sum, **sums} if count else {}
-    return Progress(st["step"], end, t_start, time.perf_counter() - elapsed, sums, count), earlier
+    run = Progress(st["step"], cfg.end_step(), t_start, time.perf_counter() - elapsed, sums, count, earlier=earlier)
+    return run, MetricsLog(out / "log.jsonl", resume_step=run.step)
 
 
 def saved_to_resume(cfg: CommonTrainOptions, run: Progress, extra: dict[str, Any], save: Callable[[Progress], None]) -> bool:

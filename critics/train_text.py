@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from countdown_gym import Problem, dataclass_cli, dfs_trace
-from countdown_gym.runkit.runs import MetricsLog, Panel, StopRequest
+from countdown_gym.runkit.runs import Panel, StopRequest
 from critics import train_loop
 from critics.data import TraceTable, build_table, training_problems
 from critics.losses import v2_loss
@@ -132,8 +132,7 @@ def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
     resuming = will_resume(cfg)
     out, rng = start_run(cfg, resuming=resuming)
     model, tok = build_text_critic(cfg.model, cfg.lm, seed=cfg.seed)
-    if resuming:  # before the data: fail fast
-        loaded, st = resume(out, lambda d: (model, read_text_weights(d, model)), cfg)
+    resumed = resume(out, lambda d: (model, read_text_weights(d, model)), cfg) if resuming else None  # fail fast
     critic = TextCritic(model, tok)  # shares the model: tokenizes the way scoring will
     t_data = time.perf_counter()
     data = build_text_traces(training_problems(cfg.preset, max_train=cfg.train_problems), progress=progress)
@@ -148,21 +147,18 @@ def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
     extra: dict[str, Any] = {"train_config": recorded, "data": data.table.stats(), "data_seconds": round(data_seconds, 1),
                              "parameters": count_parameters(model),
                              "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
-    run, earlier = Progress(0, cfg.end_step(), t_start, time.perf_counter()), 0.0
-    if resuming:
-        run, earlier = restore(model, optim, rng, loaded, st, t_start, cfg.end_step())
-    log = MetricsLog(out / "log.jsonl", resume_step=run.step if resuming else None)  # rows after the checkpoint: redone
+    run, log = restore(cfg, out, model, optim, rng, t_start, resumed)
 
     def save(r: Progress) -> None:
         meta = {**extra, "step": r.step, "train_seconds": round(r.train_seconds(), 1)}
-        write_checkpoint(out, lambda: save_text_critic(model, tok, out, meta), optim, r, rng, r.train_seconds(), earlier)
+        write_checkpoint(out, lambda: save_text_critic(model, tok, out, meta), optim, r, rng, r.train_seconds())
 
     with StopRequest() as stop:  # Ctrl-C: stop after this step and save it
         run_steps(cfg, model, optim, lambda: text_loss(model, critic, data, cfg, rng), run, log, save,
                   base_lrs=[g["lr"] for g in groups], stop=stop, desc="text critic", progress=progress)
     if saved_to_resume(cfg, run, extra, save):
         return out
-    extra.update({"threads": cfg.threads, "total_seconds": round(earlier + time.perf_counter() - t_start, 1),
+    extra.update({"threads": cfg.threads, "total_seconds": round(run.total_seconds(), 1),
                   "command": command_line("critics.train_text")})
     save(run)
     if log.rows:

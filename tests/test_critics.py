@@ -368,7 +368,7 @@ def test_load_critic_errors_name_the_file(tmp_path):
 
 
 @pytest.mark.parametrize(("edit", "message"), [
-    ({"model": {**TINY, "vocab": 10**12}}, "config.json: the model it describes cannot be built"),  # was torch's
+    ({"model": {**TINY, "vocab": 10**12}}, "config.json: vocab 1000000000000 is larger than any dimension"),  # was torch's
     ({"model": {**TINY, "temperature": float("inf")}}, "temperature must be a finite number > 0"),  # was accepted
     ({"calibration": {"a": True, "b": 0.0}}, "'calibration' must be"),  # a bool was read as 1
 ])
@@ -377,6 +377,22 @@ def test_a_checkpoint_with_a_wrong_field_is_a_checkpoint_error(tmp_path, edit, m
     meta = json.loads((d / "config.json").read_text())
     (d / "config.json").write_text(json.dumps({**meta, **edit}))
     with pytest.raises(CheckpointError, match=message):
+        load_critic(d)
+
+
+
+@pytest.mark.parametrize("edit", [{"vocab": 10**8}, {"hidden": 10**6}, {"max_numbers": 10**4}])
+def test_a_config_edited_to_a_huge_size_is_refused_before_its_model_is_built(tmp_path, monkeypatch, edit):
+    """It was built (gigabytes allocated and filled) before the weights were found not to fit."""
+    d = save_checkpoint(build_model(ModelConfig(**TINY)), ModelConfig(**TINY), tmp_path / "ck")
+    meta = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**meta, "model": {**TINY, **edit}}))
+
+    def built(*args, **kwargs):
+        raise AssertionError("the model was built")
+
+    monkeypatch.setattr(torch.nn.Module, "__init__", built)
+    with pytest.raises(CheckpointError, match=f"config.json: {next(iter(edit))} .* larger than any dimension"):
         load_critic(d)
 
 # ---- the shipped checkpoint ---------------------------------------------------------------------
@@ -522,6 +538,10 @@ def test_a_checkpoint_mixed_by_an_interrupted_save_is_refused(tmp_path):
     assert not list(a.glob("*.tmp"))  # written under temporary names, moved into place
     shutil.copy(b / "model.safetensors", a / "model.safetensors")  # the weights of the next save, the config of this one
     with pytest.raises(CheckpointError, match="from step 2 but .*config.json from step 1"):
+        load_checkpoint(a)
+    save_checkpoint(build_model(cfg), cfg, a)  # a config.json without a step beside weights that carry one
+    shutil.copy(b / "model.safetensors", a / "model.safetensors")
+    with pytest.raises(CheckpointError, match="from step 2 but .*config.json from step None"):
         load_checkpoint(a)
 
 

@@ -143,6 +143,21 @@ def test_bad_input_is_refused_clearly(tiny_run: Path, tmp_path: Path) -> None:
         load_text_critic(Path(__file__).resolve().parents[1] / "critics" / "checkpoints" / "v2")
 
 
+@pytest.mark.skipif(not (SHIPPED_TEXT_CHECKPOINT / "config.json").is_file(), reason="no shipped text critic")
+def test_a_config_edited_to_a_huge_size_is_refused_before_its_model_is_built(tmp_path: Path, monkeypatch) -> None:
+    """A head of 10**6 units was built (a gigabyte allocated and filled) before the weights were found not to fit."""
+    d = Path(shutil.copytree(SHIPPED_TEXT_CHECKPOINT, tmp_path / "ck"))
+    meta = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**meta, "model": {**meta["model"], "head_hidden": 10**6}}))
+
+    def built(*args, **kwargs):
+        raise AssertionError("the model was built")
+
+    monkeypatch.setattr(torch.nn.Module, "__init__", built)
+    with pytest.raises(CheckpointError, match="config.json: head_hidden 1000000 is larger than any dimension"):
+        load_text_critic(d)
+
+
 def test_a_bare_state_is_written_as_the_first_line_of_its_own_search() -> None:
     for p in (PROBLEM, Problem((20, 26), 46), Problem((3, 5, 8), 16)):
         assert render_state(p.numbers, p.target) == dfs_trace(p).split("\n")[1]
