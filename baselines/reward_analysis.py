@@ -33,7 +33,6 @@ from baselines.compare_llm_rewards import Options as Comparison
 from baselines.lm.grpo_model import ROOT
 from countdown_gym import dataclass_cli
 from countdown_gym.runkit.runs import read_options, save_figure
-from countdown_gym.runkit.together import finish_together, write_together
 
 PAGE = ROOT / "docs" / "results" / "reward_comparison.md"
 RESULTS_HEADING = "## Results"
@@ -401,11 +400,11 @@ def with_answer(readme: str, line: str) -> str:
 
 def write_page(page: str | Path, folder: str | Path) -> str:
     """Rewrite ``page``'s results and its forest plot from the records in ``folder`` (and, for the project's page,
-    the README's answer line), all or none (``runs.write_together``, the page last); returns the results text."""
+    the README's answer line), all or none (``dataclass_cli.write_together``, the page last); returns the results text."""
     page, folder = Path(page), Path(folder)
-    finish_together(page)  # an earlier write cut short: its page (and the head kept of it) first
+    dataclass_cli.finish_together(page)  # an earlier write cut short: its page (and the head kept of it) first
     files, result = render(page, folder)
-    write_together(files)
+    dataclass_cli.write_together(files)
     return files[page].split(f"\n{RESULTS_HEADING}\n", 1)[-1] + "\n" + answer_line(result)
 
 
@@ -422,7 +421,7 @@ def main(argv: list[str] | None = None) -> None:
 
         write_auroc(folder / AUROC_FILE, samples=opts.auroc_samples)
     if opts.check:
-        finish_together(page)  # an earlier write cut short: checked as it meant to leave the files
+        dataclass_cli.finish_together(page)  # an earlier write cut short: checked as it meant to leave the files
         files, result = render(page, folder)
         stale = [str(p) for p, text in files.items() if isinstance(text, str)  # the plot's bytes are matplotlib's
                  and not (p.is_file() and p.read_text(encoding="utf-8") == text)]

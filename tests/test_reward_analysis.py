@@ -265,7 +265,7 @@ def test_a_write_killed_between_its_files_is_finished_by_the_next_run(tmp_path: 
     (even --check), a kill before the journal leaves the old set and no temporary file."""
     import os
 
-    from countdown_gym.runkit import together
+    from countdown_gym.dataclass_cli import output as together
 
     records(tmp_path, {"sparse": [0.15, 0.16], "critic": [0.2, 0.21]})
     page, readme = tmp_path / "page.md", tmp_path / "README.md"

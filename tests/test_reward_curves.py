@@ -104,7 +104,7 @@ def test_a_redraw_killed_between_the_figure_and_its_points_is_finished_by_the_ne
     (--replot then drew the old ones over it); now the CSV's rename is journalled and the next read finishes it."""
     import os
 
-    from countdown_gym.runkit import together
+    from countdown_gym.dataclass_cli import output as together
 
     kw = dict(title="T", xlabel="x", ylabel="y")
     png = plot_curves(ROWS, tmp_path / "f.png", **kw)

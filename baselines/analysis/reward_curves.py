@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from baselines.analysis.uncertainty import seed_spread
-from countdown_gym.dataclass_cli import written_aside
+from countdown_gym.dataclass_cli import finish_together, write_together, written_aside
 from countdown_gym.runkit.runs import save_figure
-from countdown_gym.runkit.together import finish_together, write_together
 
 FIELDS = ("variant", "seed", "step", "success")
 Row = tuple[str, int, int, float]
@@ -92,7 +91,7 @@ def figure(rows: Sequence[Row], *, title: str, xlabel: str, ylabel: str, spread:
 
 def plot_curves(rows: Sequence[Row], path: str | Path, **kw: Any) -> Path:
     """Draw :func:`figure` to ``path`` (PNG) and write its points to ``<path stem>_curves.csv`` beside it, both or
-    neither (``runs.write_together``: the CSV last, :func:`read_curves` finishes a write a kill cut short)."""
+    neither (``dataclass_cli.write_together``: the CSV last, :func:`read_curves` finishes a write a kill cut short)."""
     import matplotlib.pyplot as plt
 
     path = Path(path)

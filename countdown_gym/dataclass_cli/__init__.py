@@ -41,11 +41,13 @@ from countdown_gym.dataclass_cli.output import (
     OutputError,
     UsageError,
     file_kind,
+    finish_together,
     guarded,
     interrupted,
     not_regular,
     output_failed,
     run_script,
+    write_together,
     written_aside,
 )
 from countdown_gym.dataclass_cli.strict import strict_json
@@ -62,6 +64,7 @@ __all__ = [
     "dispatch_help",
     "field_docs",
     "file_kind",
+    "finish_together",
     "flags",
     "guarded",
     "help_text",
@@ -76,5 +79,6 @@ __all__ = [
     "strict_json",
     "to_argv",
     "usage_error",
+    "write_together",
     "written_aside",
 ]

@@ -1,12 +1,14 @@
 """How a command ends when it cannot go on (:func:`~countdown_gym.dataclass_cli.run`): a usage error (exit code 2),
 Ctrl-C (:func:`interrupted`, exit code 130) and standard output or error that cannot be written (``> /dev/full``:
 one error line and exit code 1; a pipe whose reader left: quietly, exit code 141); and how it writes an output file
-whole or not at all (:func:`written_aside`), never through a FIFO or device (:func:`not_regular`)."""
+whole or not at all (:func:`written_aside`), never through a FIFO or device (:func:`not_regular`), and files that
+must agree all or none (:func:`write_together`)."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import stat
@@ -211,3 +213,46 @@ def written_aside(path: str | os.PathLike[str]) -> Iterator[Path]:
         _remove(tmp)  # still there only after a failure
     if swap:
         shutil.rmtree(old)
+
+
+def write_together(files: Mapping[str | os.PathLike[str], str | bytes | Callable[[Path], Any]]) -> None:
+    """Write files that must agree (a page, its figure, a line quoting it) all or none: each to a temporary beside it,
+    ``<stem>.part<suffix>`` (``str``: UTF-8 text; ``bytes`` as they are; a function is given that path); once all are
+    whole, a journal beside the last file (``<name>.parts``) names them and they replace their files in the order
+    given, the last one last. A kill during the renames leaves the journal: :func:`finish_together`, run first by
+    every call (and by whoever reads the files), completes them."""
+    paths = [Path(p) for p in files]
+    journal = finish_together(paths[-1])
+    parts = [p.with_name(f"{p.stem}.part{p.suffix}") for p in paths]
+    try:
+        for part, write in zip(parts, files.values(), strict=True):
+            if callable(write):
+                write(part)
+            else:
+                with written_aside(part) as tmp:
+                    tmp.write_bytes(write.encode() if isinstance(write, str) else write)
+        with written_aside(journal) as tmp:
+            pairs = [[os.path.relpath(x, journal.parent) for x in pair] for pair in zip(parts, paths, strict=True)]
+            tmp.write_text(json.dumps({"renames": pairs}) + "\n", encoding="utf-8")
+    except BaseException:
+        for part in parts:
+            part.unlink(missing_ok=True)
+        raise
+    finish_together(paths[-1])
+
+
+def finish_together(last: str | os.PathLike[str]) -> Path:
+    """Complete the renames of a :func:`write_together` whose last file is ``last`` that a kill cut short (its
+    journal names them; none: nothing to do); returns the journal's path."""
+    journal = Path(last).with_name(Path(last).name + ".parts")
+    if os.path.lexists(journal):
+        try:
+            if (kind := not_regular(journal)) is not None:
+                raise ValueError(f"it is {kind}")
+            for part, path in json.loads(journal.read_bytes().decode("utf-8"))["renames"]:
+                if (journal.parent / part).is_file():
+                    os.replace(journal.parent / part, journal.parent / path)
+        except (KeyError, TypeError, ValueError, RecursionError) as exc:
+            raise SystemExit(f"{journal}: not the journal of an interrupted write ({exc}); delete it") from None
+        journal.unlink()
+    return journal
