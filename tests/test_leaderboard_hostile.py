@@ -282,38 +282,42 @@ def test_score_replaces_a_fifo_or_link_it_would_write_and_names_an_output_it_can
     assert "error: cannot write" in err and "leaderboard.png" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("renamed", [0, 1, 2])
-def test_a_kill_while_score_writes_leaves_a_board_that_check_calls_stale(board, monkeypatch, capsys, renamed):
-    """score wrote and renamed the table, then the page, then the chart, one after the other: a kill (or a full disk)
-    between them left files from two scorings. Now all three are written before any is renamed, the page renamed
-    last; a kill between the renames leaves a board that check calls stale, naming the command that mends it."""
+@pytest.mark.parametrize("kill_at", ["part", 0, 1, 2])
+def test_a_kill_while_score_renames_is_finished_by_the_next_check(board, monkeypatch, capsys, kill_at):
+    """score renamed the table, chart and page with no record of them: a kill between the renames left files of two
+    scorings, stale until the next score. Now a journal names the renames (``dataclass_cli.write_together``, the page
+    last) and the next check (or score) finishes them; a kill before the journal leaves the old board whole, which
+    check calls stale, naming the command that mends it. A journal that is not one is a clear error."""
     d = board.parent
     put(board, "a.longproc-0.5k.test.jsonl", agent="exhaustive-solver")
     assert lb_main(["score", "--dir", str(d), "--no-progress"]) == 0
     before = {name: (d / name).read_bytes() for name in ("LEADERBOARD.md", "leaderboard.png", "leaderboard.html")}
     put(board, "b.longproc-0.5k.test.jsonl", agent="another-agent")  # every file changes
-    log, real_replace, real_write = [], os.replace, Path.write_bytes
+    real, renamed = os.replace, []
 
     def replace(src, dst):
-        if Path(dst).parent == d:
-            if sum(kind == "renamed" for kind, _ in log) == renamed:
+        if Path(dst).name in before:  # a whole file replaces the board's
+            if len(renamed) == kill_at:
                 raise KeyboardInterrupt  # the kill
-            log.append(("renamed", Path(dst).name))
-        real_replace(src, dst)
-
-    def write_bytes(path, data):
-        if path.parent == d:
-            log.append(("wrote", path.name))
-        return real_write(path, data)
+            renamed.append(Path(dst).name)
+        elif kill_at == "part":  # a file written aside
+            raise KeyboardInterrupt
+        real(src, dst)
 
     monkeypatch.setattr(os, "replace", replace)
-    monkeypatch.setattr(Path, "write_bytes", write_bytes)
     assert lb_main(["score", "--dir", str(d), "--no-progress"]) == 130
-    monkeypatch.undo()
-    assert [kind for kind, _ in log] == ["wrote"] * 3 + ["renamed"] * renamed
-    assert [name for name, data in before.items() if (d / name).read_bytes() != data] == list(before)[:renamed]
+    monkeypatch.setattr(os, "replace", real)
+    assert [name for name, data in before.items() if (d / name).read_bytes() != data] == renamed
     capsys.readouterr()
-    assert lb_main(["check", "--dir", str(d)]) == 1
-    err = capsys.readouterr().err
-    assert "is stale" in err and "run countdown-gym leaderboard score" in err and not list(d.glob("*.tmp"))
-    assert lb_main(["score", "--dir", str(d), "--no-progress"]) == 0 and lb_main(["check", "--dir", str(d)]) == 0
+    if kill_at == "part":
+        assert not renamed and not list(d.glob("*.part*")) and lb_main(["check", "--dir", str(d)]) == 1
+        err = capsys.readouterr().err
+        assert "is stale" in err and "run countdown-gym leaderboard score" in err
+        assert lb_main(["score", "--dir", str(d), "--no-progress"]) == 0
+    else:
+        assert renamed == list(before)[:kill_at]  # the page last
+    assert lb_main(["check", "--dir", str(d)]) == 0 and not list(d.glob("*.part*")) and not list(d.glob("*.tmp"))
+    assert all((d / name).read_bytes() != data for name, data in before.items())
+    (d / "leaderboard.html.parts").write_text("[1, 2]")
+    with pytest.raises(SystemExit, match="leaderboard.html.parts: not the journal of an interrupted write"):
+        lb_main(["check", "--dir", str(d)])

@@ -14,7 +14,6 @@ anything is played; 130 Ctrl-C; 141 output pipe closed.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import shlex
 import sys
@@ -28,7 +27,7 @@ import tyro
 
 from countdown_gym import dataclass_cli
 from countdown_gym.data.splits import SPLIT_SPEC
-from countdown_gym.dataclass_cli import usage_error, written_aside
+from countdown_gym.dataclass_cli import finish_together, usage_error, write_together
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
 from countdown_gym.leaderboard.html import render_html
 from countdown_gym.leaderboard.names import agent_key, display_name, plain_text
@@ -171,17 +170,12 @@ def cmd_score(args: ScoreOptions) -> int:
     d = _leaderboard_dir(args.dir)
     results = score_directory(d / SUBMISSIONS, progress=args.progress)
     board = _board(results, d)
-    try:  # each written beside its name (a FIFO or link there is replaced, never opened); once all are, renamed in
-        with contextlib.ExitStack() as renames:  # _board's order (the last entered first): a kill between the
-            for path, data in reversed(board.items()):  # renames leaves a board that check calls stale
-                where = path
-                if data is not None:
-                    renames.enter_context(written_aside(path)).write_bytes(data.encode() if isinstance(data, str) else data)
-            where = None
+    try:  # all or none, the page last (a FIFO or link there is replaced, never opened); a kill is finished next run
+        write_together({path: data for path, data in board.items() if data is not None})
         if board[d / PNG] is None:  # no chart: an old one would show scores that no longer stand
             (d / PNG).unlink(missing_ok=True)
     except OSError as e:
-        print(f"{PROG} score: error: cannot write {where or e.filename2 or e.filename}: {e.strerror or e}", file=sys.stderr)
+        print(f"{PROG} score: error: cannot write {e.filename2 or e.filename}: {e.strerror or e}", file=sys.stderr)
         return 1
     for r in results:
         print(_summary(r), file=sys.stderr if isinstance(r, Rejection) else sys.stdout)
@@ -191,6 +185,7 @@ def cmd_score(args: ScoreOptions) -> int:
 
 def cmd_check(args: CheckOptions) -> int:
     d = _leaderboard_dir(args.dir)
+    finish_together(d / HTML)  # a score a kill cut short: checked as it meant to leave the board
     results = score_directory(d / SUBMISSIONS)
     problems = [f"rejected: {plain_text(r.path)}: {plain_text(r.reason)}" for r in results if isinstance(r, Rejection)]
     fix = "; run countdown-gym leaderboard score"
