@@ -1,19 +1,14 @@
-"""Export the frozen splits to verl's parquet prompt format: a thin wrapper of
-:mod:`countdown_gym.integrations.verl_export` (the code ships in the package; ``countdown-gym export --format verl``
-runs the same).
+"""``countdown-gym export --format verl`` with ``--preset longproc-0.5k --out data/verl`` by default (the flags of
+``countdown-gym export``; the columns: :mod:`countdown_gym.integrations.verl_export`).
 
-    python scripts/export_verl.py --preset longproc-0.5k --prompt-style tinyzero --out data/verl
-    python scripts/export_verl.py --interaction tool --out data/verl_tools
-
-See the module's docstring for the columns.
+    python scripts/export_verl.py --prompt-style tinyzero --out data/verl
+    python scripts/export_verl.py --interaction tool --max-turns 16 --limit 100 --split test --out data/verl_tools
 """
 
-from __future__ import annotations
+import sys
 
+from countdown_gym.cli.export import main
 from countdown_gym.dataclass_cli import run_script
-from countdown_gym.integrations.verl_export import TOOL_CONFIG, export, main, verl_rows
-
-__all__ = ["TOOL_CONFIG", "export", "main", "verl_rows"]
 
 if __name__ == "__main__":
-    run_script(lambda: main(prog="scripts/export_verl.py"))
+    run_script(lambda: main(["--format", "verl", "--preset", "longproc-0.5k", "--out", "data/verl", *sys.argv[1:]]))

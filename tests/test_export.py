@@ -112,6 +112,8 @@ def test_bad_arguments_exit_2(capsys):
     # --interaction is the verl export's: another format would ignore it, so it is refused
     assert main(["--format", "jsonl", "--interaction", "tool", "--out", "x"]) == 2
     assert "--interaction tool applies to --format verl only" in capsys.readouterr().err
+    assert main(["--format", "parquet", "--limit", "3", "--out", "x"]) == 2
+    assert "--limit 3 applies to --format verl only" in capsys.readouterr().err
 
 
 def test_unwritable_out_is_a_clear_error(tmp_path, capsys):

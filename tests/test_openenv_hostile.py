@@ -290,6 +290,16 @@ def test_a_json_body_without_a_json_content_type_names_the_content_type(client):
     assert _refused(client.post("/reset", content=b"[1]", headers=JSON)).startswith("Input should be a valid")
 
 
+def test_a_step_without_a_body_says_what_to_send(client):
+    """Defect: ``POST /step`` with no body (``curl -X POST``: no content type either) was answered 422 "Field
+    required", naming neither the body nor how to send it; a ``null`` body is still refused as no object."""
+    for headers in ({}, {"content-type": "text/plain"}, JSON):
+        detail = _refused(client.post("/step", headers=headers))
+        assert detail.startswith("the request has no body: send /step's JSON object"), detail
+        assert "content-type: application/json" in detail and '"action"' in detail, detail
+    assert _refused(client.post("/step", content=b"null", headers=JSON)).startswith("Input should be a valid")
+
+
 def test_a_key_twice_in_one_object_is_refused_over_http(client):
     """Defect: ``{"seed": "x", "seed": 1}`` was read as seed 1 (the last value won, the first never checked), two
     ``problem`` keys played the second; other JSON readers keep the first."""

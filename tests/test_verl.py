@@ -98,9 +98,10 @@ def test_a_key_twice_in_a_ground_truth_is_named() -> None:
 
 def test_export_writes_verl_parquet_and_rows_score(tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
-    from countdown_gym.integrations.verl_export import main  # what scripts/export_verl.py runs
+    from countdown_gym.cli.export import main  # what scripts/export_verl.py runs
 
-    main(["--preset", "longproc-0.5k", "--splits", "train,test", "--limit", "3", "--out", str(tmp_path), "--prompt-style", "longproc"])
+    assert main(["--format", "verl", "--preset", "longproc-0.5k", "--split", "train,test", "--limit", "3", "--out", str(tmp_path),
+                 "--prompt-style", "longproc"]) == 0
     for split in ("train", "test"):
         rows = pq.read_table(tmp_path / "longproc-0.5k" / f"{split}.parquet").to_pylist()
         problems = load_split("longproc-0.5k", split)[:3]
@@ -116,9 +117,9 @@ def test_export_writes_verl_parquet_and_rows_score(tmp_path: Path) -> None:
 
 
 def test_export_rejects_bad_splits(tmp_path: Path) -> None:
-    from countdown_gym.integrations.verl_export import main  # what scripts/export_verl.py runs
+    from countdown_gym.cli.export import main  # what scripts/export_verl.py runs
 
-    assert main(["--splits", "dev", "--out", str(tmp_path)]) == 2
+    assert main(["--format", "verl", "--split", "dev", "--out", str(tmp_path)]) == 2
 
 
 def test_dense_critic_on_states_the_critic_cannot_score_is_a_clear_error():

@@ -103,7 +103,7 @@ def test_tool_export_round_trips_into_the_tools(tmp_path: Path) -> None:
     pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_verl.py"), "--interaction", "tool", "--limit", "4",
-                          "--splits", "test", "--max-turns", "12", "--out", str(tmp_path)], capture_output=True, text=True)
+                          "--split", "test", "--max-turns", "12", "--out", str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     df = pd.read_parquet(tmp_path / "longproc-0.5k" / "test.parquet")
     assert set(df.columns) >= {"data_source", "agent_name", "prompt", "reward_model", "extra_info"}
@@ -140,10 +140,10 @@ def test_against_verls_real_base_tool_and_registry(tmp_path: Path) -> None:
 
 
 def test_the_tool_export_without_transformers_is_a_usage_error(no_transformers, tmp_path, capsys) -> None:
-    """scripts/export_verl.py --interaction tool without transformers (the tool schemas need it) was an ImportError
-    traceback; it is a usage error naming the extra, as ``countdown-gym export --format verl`` gives."""
-    from countdown_gym.integrations.verl_export import main
+    """export --format verl --interaction tool without transformers (the tool schemas need it) was an ImportError
+    traceback; it is a usage error naming the extra."""
+    from countdown_gym.cli.export import main
 
     pytest.importorskip("pyarrow")
-    assert main(["--interaction", "tool", "--splits", "test", "--limit", "2", "--out", str(tmp_path)]) == 2
+    assert main(["--format", "verl", "--interaction", "tool", "--split", "test", "--limit", "2", "--out", str(tmp_path)]) == 2
     assert "countdown-gym[llm]" in capsys.readouterr().err

@@ -38,6 +38,7 @@ from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, load_split, split_sha2
 from countdown_gym.dataclass_cli import check_min, not_regular, run, usage_error, written_aside
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import PROMPT_STYLES, build_prompt, chat_messages
+from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
 
 FORMATS = ("hf", "parquet", "jsonl", "verl")
 
@@ -171,10 +172,12 @@ ids read `<preset>/{GENERATED}-{seed}/<index>`.""" if generated else "")
 
 def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, splits: Sequence[str] | None = None,
            prompt_style: str = "tinyzero", interaction: str = "single-pass", chat: bool = False,
-           size: int | None = None, seed: int = 0, progress: bool = False) -> list[Path]:
+           size: int | None = None, seed: int = 0, progress: bool = False, limit: int = 0,
+           max_turns: int = DEFAULT_MAX_TURNS) -> list[Path]:
     """Write the chosen splits in ``fmt`` under ``out`` (see the module docstring); returns the paths written.
 
-    ``prompt_style`` and ``chat`` choose the ``prompt`` column (verl rows are always chat messages). ``size``: the
+    ``prompt_style`` and ``chat`` choose the ``prompt`` column (verl rows are always chat messages; verl alone takes
+    ``limit``, the first problems of each split, and ``max_turns``, the tool game's turn budget). ``size``: the
     ``train`` split of each preset is ``size`` problems generated beyond the frozen splits with ``seed``
     (:func:`generated_rows`) instead of the frozen one."""
     from tqdm import tqdm
@@ -196,8 +199,8 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
     if fmt == "verl":
         from countdown_gym.integrations.verl_export import export as verl_export
 
-        return [p for preset in presets for p in verl_export(preset, splits, prompt_style, out, interaction=interaction,
-                                                             size=size, seed=seed)]
+        return [p for preset in presets
+                for p in verl_export(preset, splits, prompt_style, out, limit, interaction, max_turns, size, seed)]
     paths: list[Path] = []
     sizes: dict[str, dict[str, tuple[int, int]]] = {}
     features = _features(chat) if fmt in ("hf", "parquet") else None
@@ -277,6 +280,10 @@ class ExportOptions:
     verl's prompts are always chat messages"""
     interaction: Literal["single-pass", "tool"] = "single-pass"
     """verl: single-pass prompts, or verl's multi-turn tool agent loop"""
+    max_turns: int = DEFAULT_MAX_TURNS
+    """verl --interaction tool: the game's turn budget"""
+    limit: int = 0
+    """verl: export only the first N problems of each split (0: all)"""
     size: int | None = None
     """the train split of each preset: this many problems generated beyond the frozen splits (none a frozen
     validation or test problem, difficulty measured) instead of the frozen train split (default)"""
@@ -292,10 +299,12 @@ class ExportOptions:
             raise ValueError(f"--size must be a number of problems in 1..{MAX_SIZE:,}, got {self.size}")
         if self.size is not None and splits is not None and "train" not in splits:
             raise ValueError(f"--size makes the train split; --split {self.split} has no train")
-        check_min(self, 0, "seed")
-        if self.interaction != "single-pass" and self.format != "verl":
-            raise ValueError(f"--interaction {self.interaction} applies to --format verl only (verl's multi-turn tool "
-                             f"agent loop); --format {self.format} has no interaction")
+        check_min(self, 0, "seed", "limit")
+        check_min(self, 1, "max_turns")
+        if self.format != "verl" and (self.interaction != "single-pass" or self.limit):
+            flag = f"--interaction {self.interaction}" if self.interaction != "single-pass" else f"--limit {self.limit}"
+            raise ValueError(f"{flag} applies to --format verl only; --format {self.format} exports whole splits of "
+                             "single-pass prompts")
 
 
 PROG = "countdown-gym export"
@@ -310,7 +319,7 @@ def _export(args: ExportOptions) -> int:
     try:
         paths = export(args.format, args.out, _choice(args.preset, sorted(SPLIT_SPEC), "preset"),
                        _choice(args.split, SPLITS, "split"), args.prompt_style, args.interaction, args.chat,
-                       args.size, args.seed, progress=True)
+                       args.size, args.seed, True, args.limit, args.max_turns)
     except OSError as exc:  # named: the file where a folder goes (or the folder where a file goes), else --out
         where = exc.filename2 or exc.filename or "there"
         print(f"{PROG}: error: --out {args.out}: cannot write {where} ({exc.strerror or exc})", file=sys.stderr)

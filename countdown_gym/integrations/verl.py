@@ -6,8 +6,8 @@ verl calls ``compute_score(data_source, solution_str, ground_truth, extra_info=N
     custom_reward_function.name=compute_score
     +custom_reward_function.reward_kwargs.dense=[oracle-reachable]   # optional dense terms
 
-on the parquet files of ``scripts/export_verl.py`` (``reward_model.ground_truth`` is :func:`ground_truth`). The
-``critic`` term needs a loaded critic: point verl at ``critics/verl_reward.py`` (:func:`with_scorers`). The
+on the parquet files of ``countdown-gym export --format verl`` (``reward_model.ground_truth`` is :func:`ground_truth`).
+The ``critic`` term needs a loaded critic: point verl at ``critics/verl_reward.py`` (:func:`with_scorers`). The
 completion is replayed through CountdownText-v0, so the score is the TRL baseline's.
 """
 
@@ -36,7 +36,7 @@ def ground_truth(problem: Problem) -> dict[str, Any]:
 
 def verl_row(problem: Problem, preset: str, split: str, index: int, prompt: list[dict[str, str]],
              agent_name: str | None = None, **extra_info: Any) -> dict[str, Any]:
-    """One row of verl's parquet prompt format (``scripts/export_verl.py``); ``extra_info`` adds to the row's own."""
+    """A row of verl's parquet prompt format (``countdown-gym export --format verl``); ``extra_info`` adds to its own."""
     return {"data_source": DATA_SOURCE_PREFIX + preset, **({"agent_name": agent_name} if agent_name else {}),
             "prompt": prompt, "ability": "math", "reward_model": {"style": "rule", "ground_truth": ground_truth(problem)},
             "extra_info": {"split": split, "index": index, "id": problem.id or "", "preset": preset, **extra_info}}
@@ -51,7 +51,7 @@ def problem_from_ground_truth(gt: Any, data_source: Any = None) -> Problem:
         except ValueError as exc:  # not JSON, not UTF-8, a key twice, or nested past the parser's depth
             raise ValueError(f"ground_truth is not JSON ({str(exc)[:80]}): {gt!r:.80}") from exc
     if not isinstance(gt, Mapping) or "numbers" not in gt or "target" not in gt:
-        raise ValueError(f"ground_truth must have 'numbers' and 'target' (see scripts/export_verl.py), got {gt!r:.120}")
+        raise ValueError(f"ground_truth must have 'numbers' and 'target' (countdown-gym export --format verl), got {gt!r:.120}")
     rules = gt.get("rules")  # numpy numbers (a parquet row) are read by problem_from_columns
     rules = verl_rules(data_source) if rules is None else dict(rules) if isinstance(rules, Mapping) else rules
     return problem_from_columns(gt["numbers"], gt["target"], rules)

@@ -5,9 +5,9 @@ every tool call; a trajectory's state lives in ``agent_data.extra_fields``, hand
 :class:`CountdownTool` is the TRL adapter's tools (``move``, ``undo``, ``give_up``, ``numbers``) in one class: each
 call replays the turns so far (``extra_fields["countdown_turns"]``) through
 :class:`~countdown_gym.game.turn_game.TurnEpisode`, plays and appends its own, and answers the game's reply line.
-The problem is the row's ``extra_info.tools_kwargs.<tool>.create_kwargs.ground_truth``
-(``scripts/export_verl.py --interaction tool``). :func:`compute_score` replays the turns on the ground truth;
-:func:`tool_config` is the YAML of ``multi_turn.tool_config_path``. Without verl (it pins ``transformers<5.11``)
+The problem is the row's ``extra_info.tools_kwargs.<tool>.create_kwargs.ground_truth`` (``countdown-gym export
+--format verl --interaction tool``). :func:`compute_score` replays the turns on the ground truth; :func:`tool_config`
+is the YAML of ``multi_turn.tool_config_path``. Without verl (it pins ``transformers<5.11``)
 the class keeps its signatures and answers a local ``ToolResponse`` with verl's ``text`` field.
 """
 
@@ -98,8 +98,8 @@ class CountdownTool(_Base):  # type: ignore[misc, valid-type]
         instance_id = instance_id or str(uuid4())
         create_kwargs = kwargs.get("create_kwargs", kwargs)
         if not isinstance(create_kwargs, Mapping) or "ground_truth" not in create_kwargs:
-            raise ValueError(f"CountdownTool needs the row's extra_info.tools_kwargs.<tool>.create_kwargs.ground_truth "
-                             f"(scripts/export_verl.py --interaction tool), got create_kwargs={create_kwargs!r:.120}")
+            raise ValueError("CountdownTool needs the row's extra_info.tools_kwargs.<tool>.create_kwargs.ground_truth (countdown-gym "
+                             f"export --format verl --interaction tool), got create_kwargs={create_kwargs!r:.120}")
         self._problems[instance_id] = problem_from_ground_truth(create_kwargs["ground_truth"])
         return instance_id, ToolResponse()
 

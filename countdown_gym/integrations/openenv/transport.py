@@ -113,11 +113,14 @@ def add_http_routes(app: FastAPI, factory: Any, action_cls: type[Action], observ
 
     async def malformed(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)  # FastAPI's own answer echoes the input: JSON may not hold it
+        kind = request.headers.get("content-type", "")
+        sent, detail = (repr(kind[:80]) if kind else "none"), in_words(exc)
         if isinstance(exc.body, bytes):  # FastAPI read the body as no JSON: its content type is not a JSON one
-            kind = request.headers.get("content-type", "")
-            return JSONResponse({"detail": f"the body must be sent as content-type: application/json, got "
-                                           f"{repr(kind[:80]) if kind else 'none'}"}, status_code=422)
-        return JSONResponse({"detail": in_words(exc)}, status_code=422)
+            detail = f"the body must be sent as content-type: application/json, got {sent}"
+        elif any(e["type"] == "missing" and tuple(e["loc"]) == ("body",) for e in exc.errors()):  # no body (/step)
+            detail = ("the request has no body: send /step's JSON object, {\"action\": ..., \"episode_id\": ...}, "
+                      f"with content-type: application/json (content-type sent: {sent})")
+        return JSONResponse({"detail": detail}, status_code=422)
 
     app.add_exception_handler(RequestError, refuse)
     app.add_exception_handler(RequestValidationError, malformed)
