@@ -132,3 +132,12 @@ def test_generated_split_honours_ranges_tier_and_pooled_presets():
 def test_generated_split_errors(config, message):
     with pytest.raises(ValueError, match=message):
         CountdownGymDataset(config)
+
+
+@pytest.mark.parametrize("limit", [-1, 2.5, True])
+def test_verl_export_refuses_a_limit_that_is_not_a_count(tmp_path, limit):
+    from countdown_gym.integrations.verl_export import export
+
+    with pytest.raises(ValueError, match="limit must be an integer >= 0"):  # -1 used to drop the last problem silently
+        export("tinyzero", ["validation"], "tinyzero", tmp_path, limit=limit)
+    assert not any(tmp_path.iterdir())

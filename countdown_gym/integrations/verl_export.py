@@ -49,7 +49,10 @@ def export(preset: str, splits: list[str], prompt_style: str, out: Path, limit: 
     """Write one parquet file per split (and, for ``interaction="tool"``, the tool config); returns their paths.
 
     ``size``: the ``train`` split is ``size`` problems generated beyond the frozen splits with ``seed``
-    (:func:`~countdown_gym.data.fresh.generate_fresh`) instead of the frozen one."""
+    (:func:`~countdown_gym.data.fresh.generate_fresh`) instead of the frozen one; ``limit``: the first ``limit`` of
+    each split (0: all)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValueError(f"limit must be an integer >= 0 (0: every problem), got {limit!r:.40}")
     import pyarrow as pa
     import pyarrow.parquet as pq
 
