@@ -31,8 +31,8 @@ if not hasattr(vf, "MultiTurnEnv"):  # verifiers 0.4 replaced the classic enviro
 
 from countdown_gym.data.splits import load_split
 from countdown_gym.dataclass_cli.strict import strict_json
-from countdown_gym.envs.options import check_finite
 from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import check_finite
 from countdown_gym.game.solver import solve
 from countdown_gym.game.text_format import TINYZERO_SYSTEM, chat_messages
 from countdown_gym.game.turn_format import TURN_PROMPT_STYLES, bad_call, bad_call_reply, tool_prompt, turn_prompt

@@ -19,9 +19,9 @@ from typing import Any
 
 from countdown_gym.data.problem_files import verl_rules
 from countdown_gym.dataclass_cli.strict import strict_json
-from countdown_gym.envs.options import check_finite
 from countdown_gym.envs.problem_source import problem_from_columns
 from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import check_finite
 from countdown_gym.rewards.terms import Scorer, check_scorer_fits
 from countdown_gym.rewards.variants import REWARD_VARIANTS, get_variant, given_scorers, score_terms
 

@@ -6,7 +6,6 @@ alike wherever a term is named. Critics and CLIPO trainers are passed in (``need
 
 from __future__ import annotations
 
-import math
 import re
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -18,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from countdown_gym.game.rules import Number, Rules
+from countdown_gym.game.rules import Number, Rules, check_finite
 from countdown_gym.rewards import terms
 from countdown_gym.rewards.wrapper import TermReward
 
@@ -69,8 +68,7 @@ class RewardVariant:
             raise ValueError(f"reward variant {self.name!r}: a per-move term or a potential, not both")
         if "text" in self.kinds and self.potential is not None:
             raise ValueError(f"reward variant {self.name!r}: a shaping potential has no per-completion form; kinds ('step',)")
-        if not math.isfinite(self.weight):
-            raise ValueError(f"reward variant {self.name!r}: weight must be finite, got {self.weight}")
+        check_finite(self.weight, f"reward variant {self.name!r}: weight")
 
     @property
     def per_completion(self) -> bool:
@@ -236,9 +234,7 @@ def parse_reward_spec(spec: str) -> dict[str, float]:
                 name, _, value = part.partition("=")
                 name = get_variant(name, "text").name
                 # a plain decimal number: float() alone also reads "1_0" as 10 and non-ASCII digits
-                explicit[name] = float(value) if _WEIGHT.fullmatch(value) else math.nan
-                if not math.isfinite(explicit[name]):
-                    raise ValueError(f"weight of {name!r} must be a finite number, got {value!r} in {spec!r}")
+                explicit[name] = check_finite(float(value) if _WEIGHT.fullmatch(value) else value, f"weight of {name!r}")
                 continue
             for variant in part.split("+"):
                 for name, w in text_weights(variant).items():
