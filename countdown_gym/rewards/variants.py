@@ -181,6 +181,13 @@ def variant_names(kind: str) -> tuple[str, ...]:
     return tuple(v.name for v in _REGISTRY.values() if kind in v.kinds)
 
 
+def completion_variants(scorers: Mapping[str, Any] | None = None, but: Sequence[str] = ()) -> list[str]:
+    """The per-completion ``text`` variants (:attr:`RewardVariant.per_completion`) in registry order, but ``but``; with
+    ``scorers`` (by kind, e.g. ``{}``), only those needing nothing or a scorer given there."""
+    return [n for n, v in _REGISTRY.items() if "text" in v.kinds and v.per_completion and n not in but
+            and (scorers is None or v.needs is None or scorers.get(v.needs) is not None)]
+
+
 def monitored() -> dict[str, float]:
     """The cheap terms a GRPO run always computes and logs, at weight 0."""
     return {v.name: 0.0 for v in _REGISTRY.values() if v.monitor}
@@ -305,7 +312,7 @@ _BUILT_IN_NAMES = frozenset(v.name for v in _BUILT_IN)
 
 
 __all__ = [
-    "ALIASES", "KINDS", "NO_REWARD", "OUTCOME", "REWARD_VARIANTS", "TEXT_VARIANT_WEIGHTS",
-    "RewardVariant", "check_reward_variant", "get_variant", "monitored", "parse_reward_spec", "register_variant",
+    "ALIASES", "KINDS", "NO_REWARD", "OUTCOME", "REWARD_VARIANTS", "TEXT_VARIANT_WEIGHTS", "RewardVariant",
+    "check_reward_variant", "completion_variants", "get_variant", "monitored", "parse_reward_spec", "register_variant",
     "given_scorers", "score_terms", "step_credit_names", "text_weights", "unregister_variant", "variant_names",
 ]
