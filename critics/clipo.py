@@ -7,7 +7,6 @@ Anchors are the correct rollouts of groups with >= 2 correct and >= 1 incorrect;
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from countdown_gym.dataclass_cli import written_aside
+from countdown_gym.game.rules import check_finite
 
 LOSS_KINDS: tuple[str, ...] = ("infonce", "supcon", "softnn")
 DEFAULT_LAMBDA: dict[str, float] = {"infonce": 0.2, "supcon": 0.2, "softnn": 1.0}
@@ -62,7 +62,7 @@ def check_number(name: str, value: Any, ok: Callable[[float], bool], want: str) 
 
 def check_reward_weights(lam: Any, floor: Any) -> None:
     """The reward's settings: ``lam`` a finite number >= 0, ``floor`` a number <= 0."""
-    check_number("lam", lam, lambda v: 0 <= v < math.inf, "a finite number >= 0")
+    check_finite(lam, "lam", non_negative=True)
     check_number("floor", floor, lambda v: v <= 0, "a number <= 0")
 
 

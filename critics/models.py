@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -24,6 +23,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from countdown_gym.dataclass_cli import not_regular, written_aside
+from countdown_gym.game.rules import check_finite
 
 ConfigT = TypeVar("ConfigT", bound="ConfigDict")
 CONFIG_FORMAT = "countdown-gym-critic/1"
@@ -46,9 +46,7 @@ class ConfigDict:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name in non_negative else 1):
                 raise ValueError(f"{type(self).__name__}.{name} must be a positive int, got {v!r}")
-        t = self.temperature
-        if isinstance(t, bool) or not (isinstance(t, (int, float)) and 0 < t < math.inf):
-            raise ValueError(f"{type(self).__name__}.temperature must be a finite number > 0, got {t!r}")
+        check_finite(self.temperature, f"{type(self).__name__}.temperature", positive=True)
 
 
 @dataclass
@@ -178,7 +176,7 @@ class NumberEmbedding(nn.Module):
         self.table = nn.Embedding(vocab, value_dim)
         nn.init.normal_(self.table.weight, std=0.1)
         periods = 2.0 * (2000.0 ** (torch.arange(fourier, dtype=torch.float64) / max(fourier - 1, 1)))
-        self.register_buffer("lin_freq", (2 * math.pi / periods).float(), persistent=False)
+        self.register_buffer("lin_freq", (2 * torch.pi / periods).float(), persistent=False)
         log_freq = 0.5 * (400.0 ** (torch.arange(fourier, dtype=torch.float64) / max(fourier - 1, 1)))
         self.register_buffer("log_freq", log_freq.float(), persistent=False)
         self.dim = value_dim + 4 * fourier
@@ -493,8 +491,10 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
     bad = sorted(k for k, v in model.state_dict().items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
     if bad:
         raise CheckpointError(f"{weights_path} holds NaN or infinite weights in {bad[:5]}")
-    cal = meta.get("calibration")
-    numbers = isinstance(cal, dict) and all(type(cal.get(k)) in (int, float) and math.isfinite(cal[k]) for k in "ab")
-    if cal is not None and not numbers:
-        raise CheckpointError(f"{cfg_path}: 'calibration' must be {{\"a\": number, \"b\": number, ...}}, got {cal!r:.120}")
+    cal = meta.get("calibration")  # None: uncalibrated
+    try:
+        for k in "ab" if cal is not None else "":
+            check_finite(cal.get(k) if isinstance(cal, dict) else None)
+    except ValueError:
+        raise CheckpointError(f"{cfg_path}: 'calibration' must be {{\"a\": number, \"b\": number, ...}}, got {cal!r:.120}") from None
     return model.eval(), meta

@@ -51,7 +51,7 @@ def test_fixed_schedule_checks():
                          ids=["inf", "nan", "negative", "str", "bool", "int-past-float"])
 def test_a_schedule_weight_that_is_no_finite_share_is_refused(weight):
     """An infinite weight was accepted and every draw raised numpy's 'Probabilities contain NaN' (inf / inf)."""
-    with pytest.raises(ValueError, match="weights must be finite numbers >= 0"):
+    with pytest.raises(ValueError, match="schedule weight of 'easy' must be a finite number >= 0"):
         Curriculum(mode="fixed", split="validation", schedule=[(0, {"easy": weight, "medium": 1.0})])
 
 

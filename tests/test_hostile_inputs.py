@@ -353,7 +353,7 @@ def test_a_bad_value_too_long_to_print_is_described_not_raised_from_its_repr(bui
 
 
 def test_a_scale_too_long_to_print_is_named_not_raised_from_its_repr():
-    from countdown_gym.envs.options import check_finite
+    from countdown_gym.game.rules import check_finite
 
     with pytest.raises(ValueError, match="scale must be a finite number, got int"):
         check_finite(HUGE)

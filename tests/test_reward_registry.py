@@ -61,6 +61,13 @@ def test_registered_by_name_and_gone_when_removed(even: RewardVariant) -> None:
     register_variant(even)
 
 
+@pytest.mark.parametrize("weight", [float("nan"), True, "0.3"])
+def test_a_variant_weight_that_is_no_finite_number_is_refused(weight) -> None:
+    """True was read as weight 1, and "0.3" raised math.isfinite's TypeError, which names no variant."""
+    with pytest.raises(ValueError, match="reward variant 'bad': weight must be a finite number"):
+        RewardVariant("bad", "a bad weight", ("text",), weight=weight, move_term=even_results)
+
+
 def test_countdown_wrapper_and_the_sb3_flag(even: RewardVariant) -> None:
     env = even.wrap(gym.make("Countdown-v0", problems=[((6, 2, 5, 3), 8)]), scale=0.5)
     env.reset(seed=0)

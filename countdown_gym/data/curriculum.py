@@ -17,7 +17,7 @@ import numpy as np
 from countdown_gym.data.difficulty import TIERS, check_tier, tier
 from countdown_gym.data.splits import split_problems
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import describe_value, format_number
+from countdown_gym.game.rules import check_finite, describe_value, format_number
 
 MODES = ("fixed", "adaptive")
 Schedule = Sequence[tuple[int, Mapping[str, float]]]
@@ -94,11 +94,8 @@ class Curriculum:
             start, weights = step
             if isinstance(start, bool) or not isinstance(start, int) or start <= last:
                 raise ValueError(f"schedule draws must be increasing ints from 0, got {describe_value(start)} after {last}")
-            w = {check_tier(t): v for t, v in weights.items()}
-            if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= sys.float_info.max
-                   for v in w.values()):  # inf: inf / inf = NaN probabilities at the draw; a str "1_0" is no weight
-                raise ValueError(f"schedule weights must be finite numbers >= 0, got {describe_value(weights)}")
-            w = {t: float(v) for t, v in w.items()}
+            # inf: inf / inf = NaN probabilities at the draw; a str "1_0" is no weight
+            w = {check_tier(t): check_finite(v, f"schedule weight of {t!r}", non_negative=True) for t, v in weights.items()}
             empty = [t for t, v in w.items() if v > 0 and t not in self._present]
             if empty:
                 raise ValueError(f"the schedule draws from tiers {empty}, but the pool has no such problem")

@@ -3,13 +3,10 @@ its vector env)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
-from countdown_gym.game.rules import describe_value
+from countdown_gym.game.rules import check_finite, describe_value
 from countdown_gym.game.turn_game import check_budget
 
 INVALID_ACTION_MODES = ("raise", "penalty")
@@ -32,23 +29,6 @@ def reset_options(options: Any, allowed: tuple[str, ...]) -> Mapping[str, Any]:
     if unknown:
         raise ValueError(f"unknown reset options {sorted(unknown)}; use {' or '.join(map(repr, allowed))}")
     return options
-
-
-def check_finite(value: Any, name: str = "scale", *, positive: bool = False, default: float | None = None) -> float:
-    """``value`` (called ``name``: an option, a reward term's scale or weight) as a float; ``ValueError`` unless it
-    is a finite real number (a Python or numpy one, not a bool), above 0 when ``positive``. With a ``default``,
-    None is taken and gives it."""
-    if value is None and default is not None:
-        return default
-    real = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
-    try:
-        number = float(value) if real else math.nan
-    except OverflowError:  # an int past float range
-        number = math.inf
-    if not math.isfinite(number) or (positive and number <= 0):
-        expected = f"a {'positive ' if positive else ''}finite number{' or None' if default is not None else ''}"
-        raise ValueError(f"{name} must be {expected}, got {describe_value(value)}")
-    return number
 
 
 def set_step_options(env: Any, max_steps: Any, invalid_action: Any, invalid_penalty: Any, value_scale: Any) -> None:

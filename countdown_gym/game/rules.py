@@ -289,6 +289,25 @@ def describe_value(value: Any) -> str:
     return f"{type(value).__name__} {shown[:80]}"
 
 
+def check_finite(value: Any, name: str = "scale", *, positive: bool = False, non_negative: bool = False,
+                 default: float | None = None) -> float:
+    """``value`` (called ``name``: an option, a reward term's scale or weight) as a float; ``ValueError`` naming it
+    unless it is a finite real number (a Python or numpy one, not a bool), > 0 when ``positive``, >= 0 when
+    ``non_negative``. With a ``default``, None is taken and gives it."""
+    if value is None and default is not None:
+        return default
+    real = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+    try:
+        number = float(value) if real else math.nan
+    except OverflowError:  # an int past float range
+        number = math.inf
+    if not math.isfinite(number) or (positive and number <= 0) or (non_negative and number < 0):
+        expected = f"a finite number{' > 0' if positive else ' >= 0' if non_negative else ''}"
+        expected += " or None" if default is not None else ""
+        raise ValueError(f"{name} must be {expected}, got {describe_value(value)}")
+    return number
+
+
 def transition_record(state: Sequence[Number], move: tuple[Any, ...], next_state: Sequence[Number] | None,
                       target: Number, reason: str, rules: Rules, **extra: Any) -> dict[str, Any]:
     """One entry of ``info["transitions"]`` (the record every environment emits, ``docs/DESIGN.md``): ``valid`` is

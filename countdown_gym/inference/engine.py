@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import check_finite
 from countdown_gym.game.turn_format import GIVE_UP, TURN_END, reply_lines, turn_line
 from countdown_gym.game.turn_game import TurnEpisode, TurnResult
 from countdown_gym.inference.decoders import Step
@@ -48,8 +49,8 @@ class Sampler:
     top_k: int = 0
 
     def __post_init__(self) -> None:
-        if not self.greedy and not 0 < self.temperature < math.inf:
-            raise ValueError(f"temperature must be > 0 and finite when sampling, got {self.temperature}")
+        if not self.greedy:
+            check_finite(self.temperature, "temperature (when sampling)", positive=True)
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, Integral) or self.top_k < 0:

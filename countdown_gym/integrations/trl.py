@@ -24,7 +24,7 @@ from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import describe_value
 from countdown_gym.game.verifier import completion_text as _verifier_text
 from countdown_gym.rewards.terms import Scorer, format_score
-from countdown_gym.rewards.variants import REWARD_VARIANTS, get_variant
+from countdown_gym.rewards.variants import completion_variants, get_variant
 
 
 @lru_cache(maxsize=4096)
@@ -137,9 +137,7 @@ class VariantReward:
         return [self.variant.completion_score(r, self.scorer) for r in replays]
 
 
-REWARD_FUNCTIONS: dict[str, Callable[..., list[float]]] = {
-    n: VariantReward(n) for n, v in REWARD_VARIANTS.items() if "text" in v.kinds and v.per_completion and v.needs is None
-}
+REWARD_FUNCTIONS: dict[str, Callable[..., list[float]]] = {n: VariantReward(n) for n in completion_variants({})}
 """The reward function of every ``text`` variant needing nothing passed in, by name (any: :func:`reward_function`)."""
 sparse_reward = REWARD_FUNCTIONS["sparse"]
 """1.0 if the replayed final answer is correct, else 0.0; also logs the batch's replay stats."""

@@ -31,8 +31,8 @@ if not hasattr(vf, "MultiTurnEnv"):  # verifiers 0.4 replaced the classic enviro
 
 from countdown_gym.data.splits import load_split
 from countdown_gym.dataclass_cli.strict import strict_json
-from countdown_gym.envs.options import check_finite
 from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import check_finite
 from countdown_gym.game.solver import solve
 from countdown_gym.game.text_format import TINYZERO_SYSTEM, chat_messages
 from countdown_gym.game.turn_format import TURN_PROMPT_STYLES, bad_call, bad_call_reply, tool_prompt, turn_prompt
@@ -41,7 +41,7 @@ from countdown_gym.game.verifier import message_content, message_field, verify
 from countdown_gym.integrations.trl import replay
 from countdown_gym.integrations.trl_env import CountdownToolEnv, tool_functions
 from countdown_gym.integrations.verl import ground_truth, problem_from_ground_truth
-from countdown_gym.rewards.variants import OUTCOME, REWARD_VARIANTS, get_variant
+from countdown_gym.rewards.variants import OUTCOME, completion_variants, get_variant
 
 MODES: tuple[str, ...] = ("single-turn", "multi-turn", "tools")
 
@@ -76,8 +76,7 @@ def correct(completion: Any, info: Mapping[str, Any], **kwargs: Any) -> float:
 def dense_terms(outcome: Sequence[str], scorers: Mapping[str, Any] | None = None) -> list[str]:
     """The registry's ``text`` variants a rubric reports next to its outcome: every one scored from a replay alone,
     or with a scorer given in ``scorers`` (by kind, e.g. ``{"critic": critics.load_critic()}``), but ``outcome``."""
-    return [n for n, v in REWARD_VARIANTS.items() if "text" in v.kinds and v.per_completion and n not in outcome
-            and (v.needs is None or (scorers or {}).get(v.needs) is not None)]
+    return completion_variants(scorers or {}, outcome)
 
 
 def rubric(outcome: Callable[..., float], outcome_names: Sequence[str], game: Callable[[Any, Mapping[str, Any]], Any],

@@ -19,11 +19,11 @@ from typing import Any
 
 from countdown_gym.data.problem_files import verl_rules
 from countdown_gym.dataclass_cli.strict import strict_json
-from countdown_gym.envs.options import check_finite
 from countdown_gym.envs.problem_source import problem_from_columns
 from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import check_finite
 from countdown_gym.rewards.terms import Scorer, check_scorer_fits
-from countdown_gym.rewards.variants import REWARD_VARIANTS, get_variant, given_scorers, score_terms
+from countdown_gym.rewards.variants import REWARD_VARIANTS, completion_variants, get_variant, given_scorers, score_terms
 
 DATA_SOURCE_PREFIX = "countdown_gym/"
 
@@ -57,11 +57,6 @@ def problem_from_ground_truth(gt: Any, data_source: Any = None) -> Problem:
     return problem_from_columns(gt["numbers"], gt["target"], rules)
 
 
-def _dense_names() -> list[str]:
-    """The variants verl's ``dense`` may name (for error messages)."""
-    return [n for n, v in REWARD_VARIANTS.items() if "text" in v.kinds and v.per_completion and n != "sparse"]
-
-
 def dense_terms(dense: Any) -> list[str]:
     """The reward variants of verl's ``dense`` kwarg (a list or a comma/plus-separated string): per-completion
     ``text`` variants of the registry (``format``, ``oracle-reachable``, ...; ``sparse`` is always there)."""
@@ -78,10 +73,10 @@ def dense_terms(dense: Any) -> list[str]:
         try:
             variant = get_variant(entry, "text")
         except ValueError:
-            raise ValueError(f"unknown dense term {entry!r}; verl's dense terms: {_dense_names()}") from None
+            raise ValueError(f"unknown dense term {entry!r}; verl's dense terms: {completion_variants(but=('sparse',))}") from None
         if not variant.per_completion:
             raise ValueError(f"reward variant {entry!r} is not a per-completion score (it needs the trainer); "
-                             f"verl's dense terms: {_dense_names()}")
+                             f"verl's dense terms: {completion_variants(but=('sparse',))}")
         if variant.name != "sparse" and variant.name not in names:
             names.append(variant.name)
     return names

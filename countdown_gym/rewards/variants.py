@@ -6,7 +6,6 @@ alike wherever a term is named. Critics and CLIPO trainers are passed in (``need
 
 from __future__ import annotations
 
-import math
 import re
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -18,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from countdown_gym.game.rules import Number, Rules
+from countdown_gym.game.rules import Number, Rules, check_finite
 from countdown_gym.rewards import terms
 from countdown_gym.rewards.wrapper import TermReward
 
@@ -69,8 +68,7 @@ class RewardVariant:
             raise ValueError(f"reward variant {self.name!r}: a per-move term or a potential, not both")
         if "text" in self.kinds and self.potential is not None:
             raise ValueError(f"reward variant {self.name!r}: a shaping potential has no per-completion form; kinds ('step',)")
-        if not math.isfinite(self.weight):
-            raise ValueError(f"reward variant {self.name!r}: weight must be finite, got {self.weight}")
+        check_finite(self.weight, f"reward variant {self.name!r}: weight")
 
     @property
     def per_completion(self) -> bool:
@@ -183,6 +181,13 @@ def variant_names(kind: str) -> tuple[str, ...]:
     return tuple(v.name for v in _REGISTRY.values() if kind in v.kinds)
 
 
+def completion_variants(scorers: Mapping[str, Any] | None = None, but: Sequence[str] = ()) -> list[str]:
+    """The per-completion ``text`` variants (:attr:`RewardVariant.per_completion`) in registry order, but ``but``; with
+    ``scorers`` (by kind, e.g. ``{}``), only those needing nothing or a scorer given there."""
+    return [n for n, v in _REGISTRY.items() if "text" in v.kinds and v.per_completion and n not in but
+            and (scorers is None or v.needs is None or scorers.get(v.needs) is not None)]
+
+
 def monitored() -> dict[str, float]:
     """The cheap terms a GRPO run always computes and logs, at weight 0."""
     return {v.name: 0.0 for v in _REGISTRY.values() if v.monitor}
@@ -236,9 +241,7 @@ def parse_reward_spec(spec: str) -> dict[str, float]:
                 name, _, value = part.partition("=")
                 name = get_variant(name, "text").name
                 # a plain decimal number: float() alone also reads "1_0" as 10 and non-ASCII digits
-                explicit[name] = float(value) if _WEIGHT.fullmatch(value) else math.nan
-                if not math.isfinite(explicit[name]):
-                    raise ValueError(f"weight of {name!r} must be a finite number, got {value!r} in {spec!r}")
+                explicit[name] = check_finite(float(value) if _WEIGHT.fullmatch(value) else value, f"weight of {name!r}")
                 continue
             for variant in part.split("+"):
                 for name, w in text_weights(variant).items():
@@ -309,7 +312,7 @@ _BUILT_IN_NAMES = frozenset(v.name for v in _BUILT_IN)
 
 
 __all__ = [
-    "ALIASES", "KINDS", "NO_REWARD", "OUTCOME", "REWARD_VARIANTS", "TEXT_VARIANT_WEIGHTS",
-    "RewardVariant", "check_reward_variant", "get_variant", "monitored", "parse_reward_spec", "register_variant",
+    "ALIASES", "KINDS", "NO_REWARD", "OUTCOME", "REWARD_VARIANTS", "TEXT_VARIANT_WEIGHTS", "RewardVariant",
+    "check_reward_variant", "completion_variants", "get_variant", "monitored", "parse_reward_spec", "register_variant",
     "given_scorers", "score_terms", "step_credit_names", "text_weights", "unregister_variant", "variant_names",
 ]

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any, SupportsFloat
 
 import gymnasium as gym
 
-from countdown_gym.envs.options import check_finite
-from countdown_gym.game.rules import Number, Rules
+from countdown_gym.game.rules import Number, Rules, check_finite
 from countdown_gym.rewards import terms
 
 if TYPE_CHECKING:
