@@ -23,6 +23,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from countdown_gym.dataclass_cli import not_regular, written_aside
+from countdown_gym.envs.problem_source import MAX_SLOTS
 from countdown_gym.game.rules import check_finite
 
 ConfigT = TypeVar("ConfigT", bound="ConfigDict")
@@ -73,6 +74,8 @@ class ModelConfig(ConfigDict):
             raise ValueError(f"ModelConfig.version must be 'v1' or 'v2', got {self.version!r}")
         self.check_fields(("max_numbers", "vocab", "value_dim", "fourier", "hidden", "depth", "goal_hidden", "out_dim"),
                           ("pair_dim", "child_dim", "grandchild_dim"))
+        if self.max_numbers > MAX_SLOTS:  # the most numbers a problem holds (SetEncoder's buffers grow as its cube)
+            raise ValueError(f"ModelConfig.max_numbers must be at most {MAX_SLOTS}, got {self.max_numbers}")
         if not isinstance(self.logit_bias, bool):
             raise ValueError(f"ModelConfig.logit_bias must be a bool, got {self.logit_bias!r}")
 
@@ -146,8 +149,7 @@ class GoalScorer:
         return np.array([self._goal_cache[k] for k in keys], dtype=np.float32).reshape(len(keys), self.config.out_dim)
 
     @torch.no_grad()
-    def _cosines(self, embed: Callable[[int, int], torch.Tensor | np.ndarray], targets: Sequence[int],
-                 batch_size: int) -> np.ndarray:
+    def _cosines(self, embed: Callable[[int, int], torch.Tensor | np.ndarray], targets: Sequence[int], batch_size: int) -> np.ndarray:
         """Cosine of the state embeddings ``embed(lo, hi)`` of items ``lo..hi`` and their targets, a batch at a time:
         ``float32 [N]`` in ``[-1, 1]``."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
@@ -234,14 +236,12 @@ class SetEncoder(nn.Module):
         if self.child_dim:
             self.child_mlp = nn.Sequential(
                 nn.Linear(d + (slots - 2) * (d + 1) + len(CHILD_OPS), 2 * child_dim), nn.GELU(),
-                nn.Linear(2 * child_dim, 2 * child_dim), nn.GELU(), nn.Linear(2 * child_dim, child_dim), nn.GELU(),
-            )
+                nn.Linear(2 * child_dim, 2 * child_dim), nn.GELU(), nn.Linear(2 * child_dim, child_dim), nn.GELU())
             extra += 2 * child_dim
         if self.grandchild_dim:
             g = self.grandchild_dim
             self.grandchild_mlp = nn.Sequential(
-                nn.Linear(d + (slots - 3) * (d + 1) + len(CHILD_OPS), 2 * g), nn.GELU(), nn.Linear(2 * g, g), nn.GELU(),
-            )
+                nn.Linear(d + (slots - 3) * (d + 1) + len(CHILD_OPS), 2 * g), nn.GELU(), nn.Linear(2 * g, g), nn.GELU())
             extra += 2 * g
         if self.pair_dim:
             rest = torch.ones(len(self.child_i), slots).scatter_(1, torch.stack([self.child_i, self.child_j], 1), 0.0)
@@ -404,8 +404,7 @@ class CheckpointError(ValueError):
 def write_files(directory: str | Path, model: nn.Module, meta: dict[str, Any]) -> Path:
     """Write ``model.safetensors`` and ``config.json`` (``meta``) into ``directory``, each under a temporary name moved
     into place; the weights carry ``meta``'s step, if any (:func:`read_weights` refuses a mixed pair)."""
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
+    (d := Path(directory)).mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     with written_aside(d / "model.safetensors") as weights, written_aside(d / "config.json") as config:
         save_file(tensors, str(weights), metadata={"step": str(meta["step"])} if "step" in meta else None)
@@ -421,33 +420,34 @@ def save_checkpoint(model: nn.Module, cfg: ModelConfig, directory: str | Path, e
 def read_weights(path: Path, model: nn.Module, meta: dict[str, Any]) -> None:
     """Load the safetensors file at ``path`` into ``model``; :class:`CheckpointError` if it does not read, does not fit
     the model (``meta``: the config beside it) or carries a step other than ``meta``'s (a pair mixed by a cut save)."""
-    cfg_path = path.with_name("config.json")
     try:
         with safe_open(str(path), framework="pt") as f:
             state, recorded = {k: f.get_tensor(k) for k in f.keys()}, (f.metadata() or {}).get("step")  # noqa: SIM118
     except (SafetensorError, OSError) as e:
         raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
     if recorded is not None and recorded != str(meta.get("step")):
-        raise CheckpointError(f"{path} is from step {recorded} but {cfg_path} from step {meta.get('step')} "
+        raise CheckpointError(f"{path} is from step {recorded} but {path.with_name('config.json')} from step {meta.get('step')} "
                               "(interrupted while saving?)")
     try:
         model.load_state_dict(state)
     except RuntimeError as e:
-        raise CheckpointError(f"{path} does not fit the config in {cfg_path}: {str(e)[:300]}") from None
+        raise CheckpointError(f"{path} does not fit the config in {path.with_name('config.json')}: {str(e)[:300]}") from None
 
 
-def check_sizes(path: Path, cfg: ConfigDict) -> None:
-    """:class:`CheckpointError` naming the files if a size in ``cfg`` (an int field) exceeds every tensor dimension in
-    the safetensors file at ``path`` (shapes read, not tensors): a huge size is refused before the model is built."""
+def check_sizes(path: Path, cfg: ConfigDict) -> dict[str, tuple[int, ...]]:
+    """The tensor shapes, by name, of the safetensors file at ``path`` (its tensors unread); :class:`CheckpointError`
+    naming the files if a size in ``cfg`` (an int field) exceeds them all: a huge size is refused before the model is built."""
     try:
         with safe_open(str(path), framework="pt") as f:
-            largest = max((n for k in f.keys() for n in f.get_slice(k).get_shape()), default=0)  # noqa: SIM118
+            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118
     except (SafetensorError, OSError) as e:
         raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
+    largest = max((n for s in shapes.values() for n in s), default=0)
     for name, v in cfg.to_dict().items():
         if type(v) is int and name not in cfg.NOT_SIZES and v > largest:
             raise CheckpointError(f"{path.with_name('config.json')}: {name} {v} is larger than any dimension of the "
                                   f"weights in {path} ({largest}); the config does not fit them")
+    return shapes
 
 
 def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[ConfigT], files: Sequence[str],

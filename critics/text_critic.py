@@ -10,7 +10,8 @@ number sets (written by :func:`render_state`: what the reward wrappers call), e.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,12 +129,41 @@ def build_text_critic(cfg: TextCriticConfig, lm_dir: str | Path = DEFAULT_LM, se
         raise CheckpointError(f"no language model at {d} (expected config.json, model.safetensors and tokenizer files)")
     prefix = "model."  # a *ForCausalLM stores its base model under "model."; the LM head is not used
     state = {k[len(prefix):]: v for k, v in load_file(str(d / "model.safetensors")).items() if k.startswith(prefix)}
+    lm_config = fitting_lm_config(lambda: AutoConfig.from_pretrained(str(d)), (d / "config.json", d / "model.safetensors"),
+                                  {k: tuple(v.shape) for k, v in state.items()})
     torch.manual_seed(seed)
-    model = TextCriticModel(cfg, AutoConfig.from_pretrained(str(d)))
-    missing, unexpected = model.lm.load_state_dict(state, strict=False)
-    if missing or unexpected:
-        raise CheckpointError(f"{lm_dir}: the LM weights do not fit its config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    model = TextCriticModel(cfg, lm_config)
+    model.lm.load_state_dict(state)  # names and shapes checked by fitting_lm_config
     return model, AutoTokenizer.from_pretrained(str(d))
+
+
+def fitting_lm_config(load: Callable[[], Any], files: tuple[Path, Path], shapes: dict[str, tuple[int, ...]]) -> Any:
+    """The config ``load()`` reads from ``files[0]``, once its language model is found to hold exactly the weights of
+    ``shapes`` (their names and shapes in ``files[1]``): its layer count first, then every shape of the model built on
+    the meta device (nothing allocated). :class:`~critics.CheckpointError` naming the file and the field otherwise:
+    a hand-edited size is refused before gigabytes are allocated for it."""
+    from transformers import AutoModel
+
+    path, weights = files
+    try:
+        lm = load()
+        layers = len({m.group(1) for k in shapes if (m := re.search(r"\.(\d+)\.", k))})
+        if getattr(lm, "num_hidden_layers", None) != layers:
+            raise CheckpointError(f"{path}: num_hidden_layers {getattr(lm, 'num_hidden_layers', None)} does not fit the "
+                                  f"{layers} layers of the weights in {weights}")
+        with torch.device("meta"):
+            built = {k: tuple(v.shape) for k, v in AutoModel.from_config(lm).state_dict().items()}
+    except CheckpointError:
+        raise
+    except Exception as e:  # transformers' errors for a config that does not read or build
+        raise CheckpointError(f"{path}: not a language-model config that builds: {' '.join(str(e).split())[:300]}") from None
+    for k in sorted(built.keys() | shapes.keys()):
+        if built.get(k) != shapes.get(k):
+            fields = [f"{n} {v}" for n, v in lm.to_dict().items() if type(v) is int and v in (built.get(k) or ())
+                      and v not in (shapes.get(k) or ())]
+            raise CheckpointError(f"{path}: {', '.join(fields) or 'a size'} does not fit the weights in {weights}: "
+                                  f"{k} would be {built.get(k)}, the file holds {shapes.get(k)}")
+    return lm
 
 
 def save_text_critic(model: TextCriticModel, tokenizer: Any, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
@@ -165,8 +195,11 @@ def load_text_critic(path: str | Path | None = None) -> TextCritic:
     files = ("model.safetensors", "lm_config.json", "tokenizer")
     d, meta, cfg = read_checkpoint(SHIPPED_TEXT_CHECKPOINT if path is None else path, TEXT_FORMAT, "text critic",
                                    TextCriticConfig, files)
-    check_sizes(d / "model.safetensors", cfg)
-    model = TextCriticModel(cfg, AutoConfig.for_model(**json.loads((d / "lm_config.json").read_text(encoding="utf-8"))))
+    shapes = check_sizes(d / "model.safetensors", cfg)
+    lm_config = fitting_lm_config(lambda: AutoConfig.for_model(**json.loads((d / "lm_config.json").read_text(encoding="utf-8"))),
+                                  (d / "lm_config.json", d / "model.safetensors"),
+                                  {k[3:]: s for k, s in shapes.items() if k.startswith("lm.")})
+    model = TextCriticModel(cfg, lm_config)
     read_weights(d / "model.safetensors", model, meta)
     return TextCritic(model, AutoTokenizer.from_pretrained(str(d / "tokenizer")), meta, d)
 

@@ -381,8 +381,13 @@ def test_a_checkpoint_with_a_wrong_field_is_a_checkpoint_error(tmp_path, edit, m
 
 
 
-@pytest.mark.parametrize("edit", [{"vocab": 10**8}, {"hidden": 10**6}, {"max_numbers": 10**4}])
-def test_a_config_edited_to_a_huge_size_is_refused_before_its_model_is_built(tmp_path, monkeypatch, edit):
+@pytest.mark.parametrize(("edit", "message"), [
+    ({"vocab": 10**8}, "vocab 100000000 is larger than any dimension"),
+    ({"hidden": 10**6}, "hidden 1000000 is larger than any dimension"),
+    ({"max_numbers": 2000}, "max_numbers must be at most 64"),  # under the 2001-row value table: SetEncoder listed
+    ({"max_numbers": 1500, "version": "v1"}, "max_numbers must be at most 64"),  # ~max_numbers**3 / 2 pair slots
+])
+def test_a_config_edited_to_a_huge_size_is_refused_before_its_model_is_built(tmp_path, monkeypatch, edit, message):
     """It was built (gigabytes allocated and filled) before the weights were found not to fit."""
     d = save_checkpoint(build_model(ModelConfig(**TINY)), ModelConfig(**TINY), tmp_path / "ck")
     meta = json.loads((d / "config.json").read_text())
@@ -392,7 +397,7 @@ def test_a_config_edited_to_a_huge_size_is_refused_before_its_model_is_built(tmp
         raise AssertionError("the model was built")
 
     monkeypatch.setattr(torch.nn.Module, "__init__", built)
-    with pytest.raises(CheckpointError, match=f"config.json: {next(iter(edit))} .* larger than any dimension"):
+    with pytest.raises(CheckpointError, match=f"config.json: .*{message}"):
         load_critic(d)
 
 # ---- the shipped checkpoint ---------------------------------------------------------------------

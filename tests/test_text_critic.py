@@ -158,6 +158,36 @@ def test_a_config_edited_to_a_huge_size_is_refused_before_its_model_is_built(tmp
         load_text_critic(d)
 
 
+@pytest.mark.skipif(not (SHIPPED_TEXT_CHECKPOINT / "config.json").is_file(), reason="no shipped text critic")
+@pytest.mark.parametrize(("edit", "message"), [
+    ({"vocab_size": 10**9}, "vocab_size 1000000000 does not fit the weights"),  # 512 GB were allocated for it
+    ({"hidden_size": 10**6}, "hidden_size 1000000 does not fit the weights"),
+    ({"intermediate_size": 10**9}, "intermediate_size 1000000000 does not fit the weights"),
+    ({"num_hidden_layers": 10**9}, "num_hidden_layers 1000000000 does not fit the 4 layers"),
+    ({"num_hidden_layers": 3}, "num_hidden_layers 3 does not fit the 4 layers"),
+    ({"num_attention_heads": 10**6}, "not a language-model config that builds"),  # was transformers' traceback
+    ({"max_position_embeddings": 10**9}, None),  # no weight's size (rotary): the model is built
+])
+@pytest.mark.parametrize("where", ["checkpoint", "lm"])
+def test_an_lm_config_edited_to_sizes_its_weights_lack_is_refused_before_the_model_is_built(
+        tmp_path: Path, monkeypatch, edit, message, where) -> None:
+    """lm_config.json (a text-critic checkpoint's) or config.json (the LM a training run starts from) was turned into a
+    model, gigabytes allocated, before its weights were found not to fit: now each size is checked against theirs."""
+    import critics.text_critic as text_critic
+
+    d = Path(shutil.copytree(SHIPPED_TEXT_CHECKPOINT if where == "checkpoint" else text_critic.DEFAULT_LM, tmp_path / "d"))
+    config = d / ("lm_config.json" if where == "checkpoint" else "config.json")
+    config.write_text(json.dumps({**json.loads(config.read_text()), **edit}))
+
+    def built(*args, **kwargs):
+        raise AssertionError("the model was built")
+
+    monkeypatch.setattr(text_critic, "TextCriticModel", built)
+    with pytest.raises(CheckpointError if message else AssertionError, match=f"{config.name}: {message}" if message
+                       else "the model was built"):
+        load_text_critic(d) if where == "checkpoint" else build_text_critic(TextCriticConfig(), d)
+
+
 def test_a_bare_state_is_written_as_the_first_line_of_its_own_search() -> None:
     for p in (PROBLEM, Problem((20, 26), 46), Problem((3, 5, 8), 16)):
         assert render_state(p.numbers, p.target) == dfs_trace(p).split("\n")[1]
