@@ -206,7 +206,8 @@ def load_text_critic(path: str | Path | None = None) -> TextCritic:
 
 class TextCritic(GoalScorer):
     """A loaded text critic: batched, gradient-free scoring of texts or number sets on CPU; the same inputs give the
-    same scores in any batch (each window is padded on the left and masked; rotary positions are relative)."""
+    same scores in any batch up to float32 rounding (left-padded, masked windows; relative rotary positions), not
+    bit for bit: a batch's shape can change the last bits."""
 
     version = "text"
     config: TextCriticConfig
