@@ -112,6 +112,14 @@ def test_replay_accepts_problem_json_or_dict() -> None:
     assert replay(P, RIGHT).transitions[0]["move"] == (21, "+", 16, 37)
 
 
+def test_a_problem_column_with_a_key_twice_is_refused_not_read_last_wins() -> None:
+    twice = '{"numbers": [1, 1, 1, 1], "numbers": [21, 16, 17, 26], "target": 46}'  # used to read the second list
+    with pytest.raises(ValueError, match="appears twice"):
+        replay(twice, RIGHT)
+    with pytest.raises(ValueError, match="'problem' column"):
+        replay('{"numbers": [21, 16, 17, 26], "target": NaN}', RIGHT)
+
+
 def test_verify_scores_the_last_assistant_message() -> None:
     conv = [{"role": "system", "content": "s"}, {"role": "user", "content": "<answer>21+16-17+26</answer>"},
             {"role": "assistant", "content": "<answer>21+16+17-26</answer>"}, {"role": "user", "content": "again"},

@@ -13,11 +13,11 @@ below, and ``CriticReward(critic)``). Nothing here imports ``torch``, ``transfor
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from countdown_gym.dataclass_cli.strict import strict_json
 from countdown_gym.envs.problem_source import problem_from_columns, to_problem
 from countdown_gym.envs.text import Replay, replay_completion
 from countdown_gym.game.problem import Problem
@@ -31,8 +31,8 @@ from countdown_gym.rewards.variants import completion_variants, get_variant
 def problem_from_json(text: str) -> Problem:
     """The :class:`Problem` stored in a dataset's ``problem`` column (JSON of ``Problem.to_dict``)."""
     try:
-        return Problem.from_dict(json.loads(text))
-    except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested past the parser's depth
+        return Problem.from_dict(strict_json(text))  # a key twice is refused, not read last-wins
+    except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: a deep value described in an error
         raise ValueError(f"the dataset's 'problem' column must hold Problem.to_dict() JSON, got {text!r:.120}: {exc}") from None
 
 
