@@ -215,7 +215,8 @@ def test_a_deep_or_surrogate_corpus_row_is_refused_by_line(tmp_path: Path, capsy
     row = ('{"id": "a", "category": "%s", "numbers": [1, 2], "target": 3, "completion": "<answer>1 + 2</answer>", '
            '"verdict": "accept", "reason": "ok"}\n')
     bad = tmp_path / "c.jsonl"
-    for text, needle in (("[" * 100_000 + "\n", "nested too deeply"), (row % "\\ud800", "surrogates not allowed")):
+    for text, needle in (("[" * 100_000 + "\n", "nested too deeply"), (row % "\\ud800", "surrogates not allowed"),
+                         (row % 'arith", "category": "other', "appears twice")):  # was read last-wins: 'other'
         bad.write_text(text)
         with pytest.raises(AuditError, match="c.jsonl:1: not a corpus row"):
             load_exploits(bad)

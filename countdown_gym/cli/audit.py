@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal
 import tyro
 
 from countdown_gym import dataclass_cli
-from countdown_gym.dataclass_cli import file_kind, not_regular, written_aside
+from countdown_gym.dataclass_cli import file_kind, not_regular, strict_json, written_aside
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.verifier import REASONS, verify
 
@@ -121,7 +121,7 @@ def load_exploits(path: str | Path | None = None) -> list[Exploit]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = strict_json(line)  # a key twice is refused, not read last-wins
             ex = Exploit(
                 id=str(row["id"]), category=str(row["category"]), numbers=tuple(row["numbers"]), target=row["target"],
                 completion=row["completion"], verdict=row["verdict"], reason=row["reason"], note=str(row.get("note", "")),
