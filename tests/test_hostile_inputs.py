@@ -118,9 +118,11 @@ def test_the_solver_time_cap_holds_without_use_all_and_a_target_out_of_range():
 
 
 @pytest.mark.parametrize("line", [b'{"id": "a", "samples": Infinity, "correct": 1}', b'{"id": "a", "samples": 4, "correct": 1}\n\xff',
-                                  b'{"id": "a", "samples": 2.9, "correct": 1}', b'{"id": "a", "samples": true, "correct": true}'])
+                                  b'{"id": "a", "samples": 2.9, "correct": 1}', b'{"id": "a", "samples": true, "correct": true}',
+                                  b'{"id": "a", "samples": 4, "correct": 0, "correct": 3}', pytest.param(b"[" * 100_000, id="deep")])
 def test_a_pass_rates_line_that_is_no_count_or_no_utf8_is_named(tmp_path, line):
-    """Infinity raised OverflowError and a bad byte UnicodeDecodeError (tracebacks); 2.9 samples read as 2 and true as 1."""
+    """Infinity raised OverflowError, a bad byte UnicodeDecodeError and 100,000 '[' RecursionError (tracebacks); 2.9
+    samples read as 2, true as 1 and a 'correct' twice as the last."""
     from countdown_gym.data.pass_rates import filter_by_pass_rate
 
     (tmp_path / "rates.jsonl").write_bytes(line + b"\n")

@@ -9,6 +9,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from countdown_gym.dataclass_cli.strict import strict_json
 from countdown_gym.game.problem import Problem
 
 
@@ -24,12 +25,12 @@ def filter_by_pass_rate(problems: Sequence[Problem], path: str | Path, low: floa
     ids = {p.id for p in problems}
     rates: dict[str, float] = {}
     lines: dict[str, int] = {}
-    with open(path, "rb") as f:  # json.loads of bytes: a line that is not UTF-8 is a ValueError naming the line
+    with open(path, "rb") as f:  # strict_json of bytes: a line that is not UTF-8 is a ValueError naming the line
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = strict_json(line)  # a key twice or 100,000 '[' too
                 pid, samples, correct = str(row["id"]), row["samples"], row["correct"]
                 if not all(type(x) is int for x in (samples, correct)):  # not int(): 2.9 -> 2, true -> 1, inf raised
                     raise TypeError("samples and correct must be whole numbers")
