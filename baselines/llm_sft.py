@@ -33,7 +33,7 @@ from baselines.lm.tiny_lm import SplitRun, TinyLMConfig, build_model, build_toke
 from countdown_gym import dataclass_cli
 from countdown_gym.data.generator import iter_problems
 from countdown_gym.data.splits import load_split
-from countdown_gym.dataclass_cli import written_aside
+from countdown_gym.dataclass_cli import strict_json, written_aside
 from countdown_gym.game.compact_trace import CompactTraceConfig, compact_trace, shuffled
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import compact_prompt
@@ -160,7 +160,7 @@ def load_episodes(path: str | Path, preset: str) -> list[tuple[Problem, list[str
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = strict_json(line)  # a key twice is refused, not read last-wins
                 out.append((Problem(tuple(row["numbers"]), row["target"], rules), [str(t) for t in row["turns"]]))
             except (ValueError, KeyError, TypeError) as exc:
                 raise ValueError(f"{path} line {n}: not an episode ({exc})") from None
