@@ -100,8 +100,10 @@ def test_a_bad_reference_file_is_refused_before_any_run(tmp_path: Path) -> None:
     (tmp_path / "list.json").write_text("[1, 2]")
     (tmp_path / "no_command.json").write_text('{"a": {"rate": 0.5}}')
     (tmp_path / "text.json").write_text("rate 0.5")
+    (tmp_path / "nan.json").write_text('{"a": {"rate": NaN, "command": "x"}}')  # was a row "| reference: a | nan |"
+    (tmp_path / "twice.json").write_text('{"a": {"rate": 0.9, "command": "x", "rate": 0.5}}')  # was read last-wins
     os.mkfifo(tmp_path / "fifo.json")
-    for name in ("missing.json", "list.json", "no_command.json", "text.json", "fifo.json"):
+    for name in ("missing.json", "list.json", "no_command.json", "text.json", "nan.json", "twice.json", "fifo.json"):
         with pytest.raises(SystemExit, match=f"--reference {tmp_path / name}: not a readable JSON file"):
             compare_rewards.main([*base, "--reference", str(tmp_path / name)])
     assert not (tmp_path / "c").exists()  # nothing was started
