@@ -286,6 +286,10 @@ def test_pass_rate_file_auto_uses_the_model_directory(tmp_path: Path) -> None:
     assert pass_rates_file(Options(train_pass_rates="none"), str(tmp_path)) is None
     assert pass_rates_file(Options(), str(tmp_path / "elsewhere")) is None
     assert pass_rates_file(Options(train_pass_rates=str(tmp_path / "r.jsonl")), "") == tmp_path / "r.jsonl"
+    (tmp_path / "train_pass_rates.jsonl").write_text(f'{{"id": "{train[0].id}", "id": "x", "samples": 8, "correct": 1}}\n')
+    assert pass_rates_file(Options(), str(tmp_path)) == tmp_path / "train_pass_rates.jsonl"  # was None: skipped silently
+    (tmp_path / "train_pass_rates.jsonl").write_bytes(b'{"id": "\xff"}\n')
+    assert pass_rates_file(Options(), str(tmp_path)) == tmp_path / "train_pass_rates.jsonl"  # was UnicodeDecodeError
     from countdown_gym.data.pass_rates import filter_by_pass_rate
 
     shipped = GRPORun.of(Options(interaction="single-pass")).pass_rates

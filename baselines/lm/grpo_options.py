@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -229,10 +228,10 @@ def pass_rates_file(opts: Options, model: str) -> Path | None:
     path = Path(model) / PASS_RATES_FILE
     if not path.is_file():
         return None
-    with path.open(encoding="utf-8") as f:
+    with path.open("rb") as f:  # a first line not UTF-8: a ValueError below
         first = f.readline()
     try:
-        pid = str(json.loads(first)["id"])
+        pid = str(dataclass_cli.strict_json(first)["id"])  # "id" twice: malformed
     except (ValueError, KeyError, TypeError):
         return path  # malformed: filter_by_pass_rate names the line
     return path if pid.startswith(f"{opts.preset}/train/") else None
