@@ -32,6 +32,7 @@ from baselines.compare_llm_rewards import QUICK, VARIANTS
 from baselines.compare_llm_rewards import Options as Comparison
 from baselines.lm.grpo_model import ROOT
 from countdown_gym import dataclass_cli
+from countdown_gym.dataclass_cli.strict import duplicate_key
 from countdown_gym.runkit.runs import read_options, save_figure
 
 PAGE = ROOT / "docs" / "results" / "reward_comparison.md"
@@ -102,7 +103,9 @@ def read_record(path: Path) -> dict[str, Any]:
     :data:`FIELDS` it holds of its kind; exits naming the file (and the field) when it is not (cut off, corrupt, not
     JSON, a hand-edited value)."""
     try:
-        rec = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes())
+        rec = json.loads(raw := gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes())
+        if twice := duplicate_key(raw, rec):  # not strict_json: NaN is refused below where the analysis reads, kept elsewhere
+            raise ValueError(twice)
     except (ValueError, EOFError, OSError, zlib.error, RecursionError) as exc:  # not JSON, a cut-off or corrupt gzip
         raise SystemExit(f"{path}: not a JSON record ({exc})") from None
     if not isinstance(rec, dict):

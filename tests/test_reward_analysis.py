@@ -91,6 +91,9 @@ def test_records_of_other_problems_or_without_arm_are_refused(tmp_path: Path) ->
     (folder / "bad.json").write_text("[1]")
     with pytest.raises(SystemExit, match=r"needs at least 'arm' \(a string\) and 'seed' \(an integer\)"):
         ra.read_records(folder)
+    (folder / "bad.json").write_text('{"arm": "x", "seed": 0, "test_outcomes": "1", "test_outcomes": "0"}')
+    with pytest.raises(SystemExit, match="bad.json: not a JSON record .*appears twice"):  # was read last-wins
+        ra.read_record(folder / "bad.json")
 
 
 def test_two_records_of_one_run_are_refused(tmp_path: Path) -> None:
