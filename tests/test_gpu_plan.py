@@ -108,6 +108,10 @@ def test_launcher_strategy_reads_what_accelerate_launch_sets(tmp_path):
     assert gpu_plan.launcher_strategy({"WORLD_SIZE": "2", "ACCELERATE_USE_FSDP": "true"}) == (2, "fsdp")
     with pytest.raises(gpu_plan.PlanError, match="ZeRO stage"):
         gpu_plan.launcher_strategy({"ACCELERATE_USE_DEEPSPEED": "true"})
+    for text in ('{"zero_optimization": ', "[2]", '{"zero_optimization": {"stage": 1}, "zero_optimization": {"stage": 3}}'):
+        ds.write_text(text)  # was a JSONDecodeError / AttributeError traceback, or the last stage silently
+        with pytest.raises(gpu_plan.PlanError, match="not a readable DeepSpeed JSON config"):
+            gpu_plan.launcher_strategy({"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_CONFIG_FILE": str(ds)})
 
 
 def test_training_memory_shards_as_the_layout_says(tmp_path):

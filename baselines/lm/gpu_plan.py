@@ -11,10 +11,11 @@ completion-token logits cost 4, 2 and 6 bytes per vocabulary entry.
 from __future__ import annotations
 
 import functools
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from countdown_gym.dataclass_cli.strict import strict_json
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_CONFIGS = ROOT / "baselines" / "model_configs"
@@ -132,7 +133,10 @@ def launcher_strategy(env: dict[str, str] | None = None) -> tuple[int, str]:
         stage = env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE")
         config_file = env.get("ACCELERATE_DEEPSPEED_CONFIG_FILE")
         if stage is None and config_file and Path(config_file).is_file():
-            stage = str(json.loads(Path(config_file).read_text()).get("zero_optimization", {}).get("stage", ""))
+            try:
+                stage = str(strict_json(Path(config_file).read_bytes()).get("zero_optimization", {}).get("stage", ""))
+            except (OSError, ValueError, AttributeError) as exc:  # unreadable, not JSON, not an object
+                raise PlanError(f"{config_file}: not a readable DeepSpeed JSON config ({exc!s:.160})") from None
         if stage not in ("0", "1", "2", "3"):
             raise PlanError("DeepSpeed without a ZeRO stage (ACCELERATE_DEEPSPEED_ZERO_STAGE or the config file's "
                             "zero_optimization.stage)")
