@@ -155,7 +155,7 @@ def load_episodes(path: str | Path, preset: str) -> list[tuple[Problem, list[str
     """The played episodes of a JSONL file (``{"numbers", "target", "turns"}`` per line), under ``preset``'s rules."""
     rules = load_split(preset, "train")[0].rules
     out = []
-    with Path(path).open(encoding="utf-8") as f:
+    with Path(path).open("rb") as f:  # bytes: a line that is not UTF-8 is a ValueError naming it
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue

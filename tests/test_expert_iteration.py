@@ -57,6 +57,9 @@ def test_episode_batches_learn_the_agent_turns_only(tmp_path):
     bad.write_text('{"numbers": [1, 1, 1, 1], "numbers": [21, 16, 17, 26], "target": 46, "turns": ["21+16"]}\n')
     with pytest.raises(ValueError, match="line 1: not an episode .*appears twice"):  # was read last-wins
         llm_sft.load_episodes(bad, "longproc-0.5k")
+    bad.write_bytes(b'{"numbers": [21, 16, 17, 26], "target": 46, "turns": ["21+16"]}\n{"turns": ["\xff"]}\n')
+    with pytest.raises(ValueError, match="line 2: not an episode"):  # was a UnicodeDecodeError traceback
+        llm_sft.load_episodes(bad, "longproc-0.5k")
     with pytest.raises(SystemExit):
         dataclass_cli.parse(llm_sft.SFTConfig, ["--episodes", str(path)])  # single-pass has no turns
 
