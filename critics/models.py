@@ -140,12 +140,12 @@ class GoalScorer:
 
     @torch.no_grad()
     def embed_targets(self, targets: Sequence[int]) -> np.ndarray:
-        """L2-normalised goal embeddings ``[N, out_dim]`` of single target values (cached)."""
+        """L2-normalised goal embeddings ``[N, out_dim]`` of single target values, cached; each computed in its fixed batch
+        of 64 consecutive targets, so its bits never depend on what came first (a resumed run scores as an unbroken one)."""
         keys = [check_target(i, t) for i, t in enumerate(targets)]
-        todo = sorted({k for k in keys if k not in self._goal_cache})
-        if todo:
-            emb = self._embed_goal_values(torch.tensor([capped(k) for k in todo], dtype=torch.float64)).numpy()
-            self._goal_cache.update(zip(todo, emb, strict=True))
+        for ks in sorted({range(k // 64 * 64, k // 64 * 64 + 64) for k in keys if k not in self._goal_cache}, key=min):
+            emb = self._embed_goal_values(torch.tensor([capped(k) for k in ks], dtype=torch.float64)).numpy()
+            self._goal_cache.update(zip(ks, emb, strict=True))
         return np.array([self._goal_cache[k] for k in keys], dtype=np.float32).reshape(len(keys), self.config.out_dim)
 
     @torch.no_grad()

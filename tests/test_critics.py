@@ -886,3 +886,20 @@ def test_grandchild_pool_is_added_without_changing_the_function(tmp_path):
     assert not mean.any() and not mx.any()  # fewer than 3 numbers: no descendants
     with pytest.raises(ValueError, match="differ by more than a wider child pool"):
         load_grown(a.model, b.model)  # a pool is never taken away
+
+
+@pytest.mark.parametrize("version", ["v5", "v2", "text"])
+def test_goal_embeddings_do_not_depend_on_what_was_scored_before(version):
+    """A resumed run starts with an empty goal cache: its scores must be the uninterrupted run's bit for bit (goals
+    used to be embedded in a batch of whatever targets were new, and a batch's shape changes the last bits)."""
+    if version == "text":
+        from critics.text_critic import load_text_critic
+
+        fresh, used = load_text_critic(), load_text_critic()
+    else:
+        from critics import SHIPPED_CHECKPOINT
+
+        fresh, used = load_critic(SHIPPED_CHECKPOINT.parent / version), load_critic(SHIPPED_CHECKPOINT.parent / version)
+    used.embed_targets(list(range(1, 300)))
+    targets = [46, 977, -3, 10**40]
+    assert fresh.embed_targets(targets).tobytes() == used.embed_targets(targets).tobytes()
