@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     try:  # so is --reference, read before the runs rather than after them
         if args.reference and (kind := not_regular(args.reference)):  # a FIFO would block the read
             raise ValueError(f"it is {kind}")
-        refs = dataclass_cli.strict_json(Path(args.reference).read_text()) if args.reference else {}
+        refs = dataclass_cli.strict_json(Path(args.reference).read_bytes()) if args.reference else {}
         ref_rows = [f"| reference: {name} | {ref['rate']:.3f} | | | |" for name, ref in refs.items()]
         ref_commands = [f"* {name}: `{ref['command']}`" for name, ref in refs.items()]
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
