@@ -79,6 +79,7 @@ def test_export_size_writes_that_many_generated_train_rows_and_the_frozen_test(t
     (["--size", "99999999999999999999"], "--size must be a number of problems in 1..10,000,000"),
     (["--size", "10", "--split", "test"], "--size makes the train split"),
     (["--size", "10", "--seed", "-1"], "--seed must be >= 0"),
+    (["--max-turns", "8"], "--max-turns 8 applies to --format verl --interaction tool only"),  # was ignored silently
 ])
 def test_export_size_usage_errors(tmp_path, capsys, args, message):
     assert main(["--format", "jsonl", "--out", str(tmp_path), *args]) == 2

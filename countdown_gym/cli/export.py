@@ -305,6 +305,8 @@ class ExportOptions:
             flag = f"--interaction {self.interaction}" if self.interaction != "single-pass" else f"--limit {self.limit}"
             raise ValueError(f"{flag} applies to --format verl only; --format {self.format} exports whole splits of "
                              "single-pass prompts")
+        if self.interaction != "tool" and self.max_turns != DEFAULT_MAX_TURNS:  # it would be ignored
+            raise ValueError(f"--max-turns {self.max_turns} applies to --format verl --interaction tool only")
 
 
 PROG = "countdown-gym export"
