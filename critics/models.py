@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -420,18 +421,19 @@ def save_checkpoint(model: nn.Module, cfg: ModelConfig, directory: str | Path, e
 def read_weights(path: Path, model: nn.Module, meta: dict[str, Any]) -> None:
     """Load the safetensors file at ``path`` into ``model``; :class:`CheckpointError` if it does not read, does not fit
     the model (``meta``: the config beside it) or carries a step other than ``meta``'s (a pair mixed by a cut save)."""
+    cfg_path = path.with_name("config.json")
     try:
         with safe_open(str(path), framework="pt") as f:
             state, recorded = {k: f.get_tensor(k) for k in f.keys()}, (f.metadata() or {}).get("step")  # noqa: SIM118
     except (SafetensorError, OSError) as e:
         raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
     if recorded is not None and recorded != str(meta.get("step")):
-        raise CheckpointError(f"{path} is from step {recorded} but {path.with_name('config.json')} from step {meta.get('step')} "
+        raise CheckpointError(f"{path} is from step {recorded} but {cfg_path} from step {meta.get('step')} "
                               "(interrupted while saving?)")
     try:
         model.load_state_dict(state)
     except RuntimeError as e:
-        raise CheckpointError(f"{path} does not fit the config in {path.with_name('config.json')}: {str(e)[:300]}") from None
+        raise CheckpointError(f"{path} does not fit the config in {cfg_path}: {str(e)[:300]}") from None
 
 
 def check_sizes(path: Path, cfg: ConfigDict) -> dict[str, tuple[int, ...]]:
@@ -491,10 +493,8 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
     bad = sorted(k for k, v in model.state_dict().items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
     if bad:
         raise CheckpointError(f"{weights_path} holds NaN or infinite weights in {bad[:5]}")
-    cal = meta.get("calibration")  # None: uncalibrated
-    try:
-        for k in "ab" if cal is not None else "":
-            check_finite(cal.get(k) if isinstance(cal, dict) else None)
-    except ValueError:
-        raise CheckpointError(f"{cfg_path}: 'calibration' must be {{\"a\": number, \"b\": number, ...}}, got {cal!r:.120}") from None
+    cal = meta.get("calibration")
+    numbers = isinstance(cal, dict) and all(type(cal.get(k)) in (int, float) and math.isfinite(cal[k]) for k in "ab")
+    if cal is not None and not numbers:
+        raise CheckpointError(f"{cfg_path}: 'calibration' must be {{\"a\": number, \"b\": number, ...}}, got {cal!r:.120}")
     return model.eval(), meta
