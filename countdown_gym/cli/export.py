@@ -200,7 +200,8 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
         from countdown_gym.integrations.verl_export import export as verl_export
 
         return [p for preset in presets
-                for p in verl_export(preset, splits, prompt_style, out, limit, interaction, max_turns, size, seed)]
+                for p in verl_export(preset, splits, prompt_style, out, limit=limit, interaction=interaction,
+                                     max_turns=max_turns, size=size, seed=seed)]
     paths: list[Path] = []
     sizes: dict[str, dict[str, tuple[int, int]]] = {}
     features = _features(chat) if fmt in ("hf", "parquet") else None
@@ -321,7 +322,7 @@ def _export(args: ExportOptions) -> int:
     try:
         paths = export(args.format, args.out, _choice(args.preset, sorted(SPLIT_SPEC), "preset"),
                        _choice(args.split, SPLITS, "split"), args.prompt_style, args.interaction, args.chat,
-                       args.size, args.seed, True, args.limit, args.max_turns)
+                       args.size, args.seed, progress=True, limit=args.limit, max_turns=args.max_turns)
     except OSError as exc:  # named: the file where a folder goes (or the folder where a file goes), else --out
         where = exc.filename2 or exc.filename or "there"
         print(f"{PROG}: error: --out {args.out}: cannot write {where} ({exc.strerror or exc})", file=sys.stderr)
