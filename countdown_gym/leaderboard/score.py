@@ -142,13 +142,10 @@ def score_submission(sub: Submission, progress: bool = False) -> Scores:
         passk += _pass_at_k(n, c, k)
         total_answers += n
         total_len += sum(r.length for r in results)
-        unreplayed += results[0].moves is None
-        for r in results:
-            if not r.correct:
-                reasons[r.reason] += 1
-            if r.moves is not None:
-                moves += r.moves
-                invalid += r.invalid_moves or 0
+        reasons.update(r.reason for r in results if not r.correct)
+        unreplayed += results[0].moves is None  # the only answer replayed
+        moves += results[0].moves or 0
+        invalid += results[0].invalid_moves or 0
         if pa.claimed_correct is not None:
             for claim, r in zip(pa.claimed_correct, results, strict=True):
                 claimed_right_scored_wrong += claim and not r.correct
@@ -380,7 +377,6 @@ def plot(results: list[Scores | Rejection], png: str | os.PathLike[str]) -> Path
         ax.barh([v - 0.2 for v in y], [s.pass_at_1 for s in bars], height=0.4, color="#3182bd", label="pass@1")
         for v, s in enumerate(bars):
             ax.text(min(s.pass_at_1, 1.0) + 0.01, v - 0.2, f"{s.pass_at_1:.3f}", va="center", fontsize=8)
-        for v, s in enumerate(bars):
             if s.pass_at_k is not None:
                 ax.text(min(s.pass_at_k, 1.0) + 0.01, v + 0.2, f"{s.pass_at_k:.3f} (k={s.k})", va="center", fontsize=8)
         ax.set_yticks(list(y), [plain_text(s.header["agent"])[:30].replace("$", r"\$") for s in bars])
