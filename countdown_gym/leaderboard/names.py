@@ -1,11 +1,5 @@
-"""One rule for agent names on the leaderboard: what a name shows as, and when two names are one agent.
-
-:func:`display_name` is what the table and the terminal show: control characters dropped (those that are whitespace,
-such as a line break, count as a space), invisible characters dropped (Unicode's default-ignorable code points, every other format
-character, the Braille blank U+2800), whitespace collapsed and stripped, and combining marks with no letter to sit on
-(at the start of a word) dropped. :func:`agent_key` is built on it: the
-displayed name, NFKC-case-folded (so a capital ``I`` is ``i`` before anything else), then its confusable skeleton
-(UTS #39: the confusables table of Unicode's security data with NFKC and case folding, to a fixed point;
+"""One rule for agent names on the leaderboard: what a name shows as (:func:`display_name`), and when two names are
+one agent (:func:`agent_key`: the displayed name NFKC-case-folded, then its UTS #39 confusable skeleton by
 ``disarm.skeleton_key`` with the ``tr39`` digit policy, so ``1``/``l`` and ``0``/``o`` fold too).
 Two names whose keys are equal are the same agent: ``"exhaustive-solver"``, ``"Exhaustive-Solver "``,
 ``"exhaustive-solver\\x01"``, ``"ｅxhaustive-solver"``, Cyrillic ``"еxhaustive-sоlver"`` and
