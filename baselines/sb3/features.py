@@ -169,11 +169,8 @@ def move_rows(
 
 def observation_features(vals: np.ndarray, count: np.ndarray, target: np.ndarray, progress: np.ndarray, rules: Rules,
                          lookahead: int = 1, log_ratios: bool = False, children: bool = False) -> np.ndarray:
-    """Flat observations ``(n, feature_size(M, lookahead, log_ratios, children))`` float32.
-
-    Every action's :func:`move_rows` row, then, with ``children``, the
-    :func:`child_rows` block, flattened.
-    """
+    """Flat observations ``(n, feature_size(M, lookahead, log_ratios, children))`` float32: every action's
+    :func:`move_rows` row, then, with ``children``, the :func:`child_rows` block."""
     feature_size(np.shape(vals)[1], lookahead, log_ratios, children)  # checks the combination
     moves = _moves(vals, count, rules, 2 if children else lookahead)
     rows = move_rows(moves, target, progress, rules, lookahead, log_ratios)
