@@ -2,17 +2,10 @@
 
     python baselines/sb3_ppo.py --reward oracle-perfect --total-timesteps 100000 --seed 1
 
-Trains sb3-contrib's MaskablePPO with action masks on a preset's train split, evaluates it greedily on the frozen
-validation or test split, logs to CSV and TensorBoard, checkpoints (``--resume`` continues from the newest readable
-one), saves the final model and its evaluation as JSON, and can write a leaderboard submission;
-``--evaluate-model <run>/final_model.zip`` evaluates a saved model without training (with its run's feature flags).
-
-``--reward``: a ``step`` variant of ``countdown_gym.rewards.variants`` (``sparse``; the exact oracle's
-``oracle-perfect``, ``oracle-reachable``, ``oracle-potential``; the shipped critic's ``critic``,
-``critic-potential``). ``--vec-env batched`` (default) steps every game in one ``baselines/sb3/vec_env.py`` env,
-``dummy`` in SB3's ``DummyVecEnv`` of single envs: the same MDP and rewards. The policy reads move features
-(``baselines/sb3/features.py``: ``--lookahead``, ``--log-ratios``, ``--children``) and never consults the solver, the
-oracle or any search beyond them. Settings, speed and results: ``docs/sb3_baseline.md``.
+Trains sb3-contrib's MaskablePPO with action masks on a preset's train split and evaluates it greedily on the frozen
+validation or test split (``--evaluate-model``: a saved model, without training). ``--reward``: a ``step`` variant
+of ``countdown_gym.rewards.variants``. The policy reads move features (``baselines/sb3/features.py``) and never
+consults the solver, the oracle or any search beyond them. Settings, outputs and results: ``docs/sb3_baseline.md``.
 """
 
 from __future__ import annotations
@@ -27,12 +20,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 import gymnasium as gym
+import torch
+from sb3_contrib import MaskablePPO
+from stable_baselines3.common.callbacks import CallbackList
+from stable_baselines3.common.utils import LinearSchedule
+from stable_baselines3.common.vec_env import DummyVecEnv
 
 import countdown_gym  # noqa: F401  (registers the environments)
+from baselines.sb3.callbacks import AtomicCheckpoints, StopAfterUpdate, ValidationCurve, save_atomic, training_logger
 from baselines.sb3.features import LOOKAHEADS
 from baselines.sb3.policy import MoveFeatures, PerActionPolicy, load_model
-from countdown_gym import Problem, dataclass_cli, load_split
+from baselines.sb3.vec_env import CountdownSB3VecEnv, evaluate_batched
+from countdown_gym import dataclass_cli, load_split
 from countdown_gym.data.splits import SPLIT_RULES, SPLIT_SPEC
+from countdown_gym.leaderboard.agents import evaluate_policy
+from countdown_gym.rewards.terms import CachedScorer
 from countdown_gym.rewards.variants import get_variant, variant_names
 from countdown_gym.runkit.runs import (
     MetricsLog,
@@ -168,12 +170,7 @@ def make_vec_env(args: Args) -> Any:
     """The training VecEnv (``--vec-env``); the variant's scorer is loaded once, shared by the envs."""
     scorer = reward_scorer(args)
     if args.vec_env == "dummy":
-        from stable_baselines3.common.vec_env import DummyVecEnv
-
         return DummyVecEnv([make_env(args, i, scorer) for i in range(args.num_envs)])
-    from baselines.sb3.vec_env import CountdownSB3VecEnv
-    from countdown_gym.rewards.terms import CachedScorer
-
     return CountdownSB3VecEnv(args.num_envs, args.reward, args.scale, args.gamma, args.lookahead,
                               None if scorer is None else CachedScorer(scorer), args.log_ratios, args.children,
                               preset=args.preset, split="train")
@@ -184,12 +181,8 @@ def evaluate(model: Any, split: str, limit: int | None, args: Args) -> tuple[flo
     moves of each episode). All at once on the batched env when the rules allow (integer-only), else one by one
     (the leaderboard's ``evaluate_policy``)."""
     if args.policy == "per-action" and SPLIT_RULES[args.preset].integer_only:
-        from baselines.sb3.vec_env import evaluate_batched
-
         problems = load_split(args.preset, split)[:limit]
         return evaluate_batched(model, problems, args.preset, args.lookahead, args.log_ratios, args.children)
-    from countdown_gym.leaderboard.agents import evaluate_policy
-
     played = evaluate_policy(model, args.preset, split, limit=limit, progress=False,
                              wrapper=lambda env: with_features(env, args))
     return played.success_rate, played.moves
@@ -207,7 +200,7 @@ def final_evaluation(model: Any, args: Args, command: str, result: dict[str, Any
         write_text_atomic(save, json.dumps(result, indent=2) + "\n")
     print(json.dumps(result))
     if args.submit:  # never with --eval-limit: the whole split
-        write_submission(args, load_split(args.preset, args.eval_split), moves, result, command)
+        write_submission(args, moves, result, command)
     return result
 
 
@@ -253,10 +246,8 @@ def saved_options(run: Path) -> dict[str, Any] | None:
 
 
 def find_checkpoints(folder: Path, say: bool = False) -> tuple[list[Path], dict[int, Path]]:
-    """The checkpoints in ``folder``, oldest first: the regular files named exactly ``model_<steps>_steps.zip`` (a
-    link to one is followed; any other name is no checkpoint), and by step the folders of such a name (a save there
-    fails). An entry of that name that is not a regular file (a FIFO, a folder, a link to a device or to nothing) is
-    never opened: it is skipped, with a line saying so when ``say``."""
+    """The regular files ``model_<steps>_steps.zip`` in ``folder``, oldest first, and by step the folders of such a
+    name; any other entry of that name is skipped, never opened (said when ``say``)."""
     found, folders = [], {}
     for p in sorted(folder.iterdir()) if folder.is_dir() else []:
         if (m := re.fullmatch(r"model_([0-9]+)_steps\.zip", p.name)) is None:
@@ -273,9 +264,7 @@ def find_checkpoints(folder: Path, say: bool = False) -> tuple[list[Path], dict[
 
 
 def check_outputs(out: Path) -> None:
-    """Exit naming the first entry of ``out`` the run cannot write to (before any work): ``checkpoints`` or ``logs``
-    not a folder, ``logs/progress.csv`` not a regular file (a FIFO would block it), ``final_model.zip`` or
-    ``result.json`` a folder."""
+    """Exit naming the first entry of ``out`` the run cannot write to, before any work."""
     for sub in ("checkpoints", "logs"):
         if (out / sub).exists() and not (out / sub).is_dir():
             raise SystemExit(f"{out / sub} is not a folder; the run writes there: remove it or {START_OVER}")
@@ -300,11 +289,9 @@ def policy_setup(args: Args) -> tuple[Any, dict[str, Any]]:
 
 def load_last_checkpoint(checkpoints: list[Path], vec: Any, policy_class: Any, seed: int) -> Any:
     """The newest readable checkpoint, loaded (a kill may truncate a zip); exits when none is."""
-    from sb3_contrib import MaskablePPO
-
     for path in reversed(checkpoints):
         try:
-            model = MaskablePPO.load(path, env=vec, device="cpu", custom_objects={"policy_class": policy_class})
+            model = load_model(path, env=vec, device="cpu", custom_objects={"policy_class": policy_class})
         except Exception as exc:  # noqa: BLE001 - zipfile, pickle and torch errors of a half-written file
             print(f"--resume: {path} is not readable ({type(exc).__name__}: {exc}); trying the one before")
             continue
@@ -316,18 +303,6 @@ def load_last_checkpoint(checkpoints: list[Path], vec: Any, policy_class: Any, s
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    import torch
-    from sb3_contrib import MaskablePPO
-    from stable_baselines3.common.callbacks import CallbackList
-
-    from baselines.sb3.callbacks import (
-        AtomicCheckpoints,
-        StopAfterUpdate,
-        ValidationCurve,
-        save_atomic,
-        training_logger,
-    )
-
     torch.set_num_threads(args.threads)
     command = " ".join(["python", "baselines/sb3_ppo.py", *(argv if argv is not None else sys.argv[1:])])
     if args.evaluate_model:
@@ -354,8 +329,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     else:
         if args.resume:
             print(f"--resume: no checkpoint in {out / 'checkpoints'}, starting fresh")
-        from stable_baselines3.common.utils import LinearSchedule
-
         learning_rate = LinearSchedule(args.learning_rate, 0.0, 1.0) if args.anneal_lr else args.learning_rate
         model = MaskablePPO(
             policy_class, vec, learning_rate=learning_rate, n_steps=args.n_steps, batch_size=args.batch_size,
@@ -393,7 +366,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return result
 
 
-def write_submission(args: Args, problems: list[Problem], moves: list[list[tuple]], result: dict[str, Any], command: str) -> None:
+def write_submission(args: Args, moves: list[list[tuple]], result: dict[str, Any], command: str) -> None:
     """The evaluation as a leaderboard submission (re-verified by the leaderboard)."""
     from countdown_gym.leaderboard import write_submission as write
 
@@ -401,7 +374,7 @@ def write_submission(args: Args, problems: list[Problem], moves: list[list[tuple
     seconds = f", {result['train_seconds']} s on CPU" if result.get("train_seconds") is not None else ""
     write(args.submit, agent=f"MaskablePPO ({args.reward})", authors="countdown-gym baselines", model=f"MaskablePPO {net}",
           model_size=None, method="PPO with action masks", reward_variant=args.reward, preset=args.preset,
-          split=args.eval_split, problems=problems, moves=[[list(m) for m in ms] for ms in moves],
+          split=args.eval_split, moves=[[list(m) for m in ms] for ms in moves],
           sampling={"k": 1, "temperature": 0.0}, compute=f"{result['total_timesteps']} env steps{seconds}", command=command)
 
 
