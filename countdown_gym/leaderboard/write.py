@@ -110,8 +110,6 @@ def write_submission(path: str | os.PathLike[str], *, agent: str, authors: str, 
         answers = _by_id(answers, problems, "answers")
         if claimed_correct is not None:
             claimed_correct = _by_id(claimed_correct, problems, "claimed_correct")
-    if model_size is None:
-        model_size = "n/a"
     problems = load_split(preset, split)
     entries = _align(answers, problems, "answers")
     claims = _align(claimed_correct, problems, "claimed_correct") if claimed_correct is not None else None
@@ -132,8 +130,8 @@ def write_submission(path: str | os.PathLike[str], *, agent: str, authors: str, 
     sampling.setdefault("k", min(len(line[next(iter(kinds))]) for line in lines))
     sampling.setdefault("temperature", 0.0)
     header = build_header(
-        agent=agent, authors=authors, model=model, model_size=model_size, method=method,
-        reward_variant=reward_variant, preset=preset, split=split, sampling=sampling, compute=compute,
+        agent=agent, authors=authors, model=model, model_size="n/a" if model_size is None else model_size,
+        method=method, reward_variant=reward_variant, preset=preset, split=split, sampling=sampling, compute=compute,
         command=command, answer_kind=kinds.pop(), claimed=claimed, notes=notes, date=date, interaction=interaction,
     )  # fmt: skip
     out = Path(path)
