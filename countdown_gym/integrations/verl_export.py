@@ -53,6 +53,8 @@ def export(preset: str, splits: list[str], prompt_style: str, out: Path, limit: 
     each split (0: all)."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise ValueError(f"limit must be an integer >= 0 (0: every problem), got {limit!r:.40}")
+    if interaction != "tool" and max_turns != DEFAULT_MAX_TURNS:  # it would be ignored (the CLI's usage error)
+        raise ValueError(f"max_turns={max_turns!r:.40} applies to interaction='tool' only, got {interaction!r:.40}")
     import pyarrow as pa
     import pyarrow.parquet as pq
 
