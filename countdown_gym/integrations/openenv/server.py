@@ -1,24 +1,9 @@
-"""The OpenEnv server: ``CountdownMultiTurn-v0`` or ``Countdown-v0`` behind openenv-core's ``create_app``.
+"""The OpenEnv server: ``CountdownMultiTurn-v0`` or ``Countdown-v0`` behind openenv-core's ``create_app``
+(``make_app``; ``countdown-gym serve`` runs it: ``docs/openenv.md``).
 
-    app = make_app("CountdownMultiTurn-v0", max_sessions=64, split="train")   # a FastAPI app
-    countdown-gym serve --env CountdownMultiTurn-v0 --port 8000              # the same, run by uvicorn
-
-(the command's flags: :mod:`countdown_gym.integrations.openenv.serve`).
-
-Sessions. Each WebSocket connection (``/ws``, what :class:`~countdown_gym.integrations.openenv.client.CountdownTurnClient`
-speaks) gets its own :class:`openenv.core.Environment` (from :class:`~countdown_gym.integrations.openenv.transport.Sessions`) and plays its own
-episodes. Over HTTP each ``/reset`` and ``/step`` is served by a fresh ``Environment``, so the
-episode lives in the server's :class:`EpisodeStore`: ``/reset`` answers an ``episode_id`` and every ``/step``
-passes it back (``{"action": {...}, "episode_id": "..."}``); ``GET /state/{episode_id}`` reads it. The
-store keeps the ``max_episodes`` most recently used episodes (an older one answers 404). Episode ids
-are random (uuid4), so one client cannot reach another's episode without being given its id.
-
-The routes ``/reset``, ``/step`` and ``/ws`` are this package's (:mod:`~countdown_gym.integrations.openenv.transport`
-lists their answers): requests are read strictly, and errors are answers, never a crash. The limits:
-``docs/security.md``.
-
-Game calls (about a tenth of a millisecond each) run on the server's event loop, under one process-wide lock
-(the environments share their state caches), so calling an ``Environment`` from other threads is safe too.
+Each WebSocket session (``/ws``) plays on its own ``Environment``; over HTTP each request gets a fresh one, and the
+episode lives in the :class:`EpisodeStore` under a random (uuid4) ``episode_id``. Game calls run under one
+process-wide lock (the environments share their state caches), so calling an ``Environment`` from threads is safe.
 """
 
 from __future__ import annotations

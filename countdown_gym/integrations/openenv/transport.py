@@ -1,14 +1,6 @@
-"""How requests reach the served environments: the HTTP routes, the WebSocket sessions and the body guard.
-
-Every request is read strictly, by pydantic's JSON parser and the typed request models of
-:mod:`~countdown_gym.integrations.openenv.models` (no type coercion: ``"1"`` is not a seed). Anything else is
-refused with a clear answer and never ends a WebSocket session:
-
-* HTTP: 4xx with ``{"detail": "<what was wrong>"}`` (422 malformed, 409 out of order, 404 unknown episode,
-  413 body too large, 408 body not sent in time);
-* WebSocket: ``{"type": "error", "data": {"message": ..., "code": ..., "status": <the HTTP code>}}``, and the
-  session reads the next message. Only a message above the size limit closes it (code 1009), as does a session
-  idle for longer than its limit (code 1000, reason ``idle``).
+"""How requests reach the served environments: the HTTP routes, the WebSocket sessions and the body guard. Every
+request is read strictly; a refusal is an answer (HTTP 4xx ``{"detail": ...}``, a WebSocket ``error`` message),
+never a crash nor the end of a session (``docs/security.md``).
 """
 
 from __future__ import annotations
