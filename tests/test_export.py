@@ -116,6 +116,14 @@ def test_bad_arguments_exit_2(capsys):
     assert "--limit 3 applies to --format verl only" in capsys.readouterr().err
 
 
+def test_verl_export_api_refuses_max_turns_without_the_tool_interaction(tmp_path):
+    from countdown_gym.integrations.verl_export import export
+
+    with pytest.raises(ValueError, match="max_turns=8 applies to interaction='tool' only"):  # was ignored silently
+        export("tinyzero", ["validation"], "tinyzero", tmp_path, max_turns=8)
+    assert not any(tmp_path.iterdir())
+
+
 def test_unwritable_out_is_a_clear_error(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("")

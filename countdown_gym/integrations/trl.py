@@ -1,13 +1,7 @@
-"""TRL reward functions for Countdown: ``GRPOTrainer(reward_funcs=[sparse_reward, format_reward, ...])``.
-
-Each has TRL's signature ``f(prompts, completions, completion_ids, **kwargs) -> list[float]`` (the other dataset
-columns come as keyword lists). A completion (a string, or chat messages: the last assistant message) is replayed
-once through :func:`~countdown_gym.envs.text.replay_completion` against its row's problem: columns ``numbers`` and
-``target`` (optional ``rules``: a preset name, a dict or its JSON), or ``problem`` (:meth:`Problem.to_dict` JSON;
-it wins). A multi-turn rollout's ``turn_replay``, or in TRL's tool loop each environment's replay, is scored as it is.
-
-Every ``text`` reward variant of the registry has one, :func:`reward_function` (named ``<variant>_reward``; those
-below, and ``CriticReward(critic)``). Nothing here imports ``torch``, ``transformers`` or ``trl``; guide:
+"""TRL reward functions for Countdown: ``GRPOTrainer(reward_funcs=[sparse_reward, format_reward, ...])``, one per
+``text`` reward variant of the registry (:func:`reward_function`). A completion is replayed once against its row's
+problem (:func:`row_problems`); a multi-turn ``turn_replay``, or a tool environment's replay, is scored as it is
+(:func:`completion_replays`). Nothing here imports ``torch``, ``transformers`` or ``trl``; guide:
 ``docs/integrations.md``.
 """
 

@@ -1,11 +1,6 @@
-"""TRL ``environment_factory`` integration: Countdown as tools for tool-calling chat models.
-
-``trl.GRPOTrainer(environment_factory=CountdownToolEnv, ...)`` makes one :class:`CountdownToolEnv` per rollout: its
-public methods are the tools the chat template shows (``move``, ``undo``, ``give_up``, ``numbers``); TRL calls
-``reset(**row)`` with the dataset row (or, without a dataset, the environment draws its own problems:
-:class:`ProblemDraw`) and reads ``get_reward()`` at the end. Every call goes through the multi-turn game
-(:class:`~countdown_gym.game.turn_game.TurnEpisode`), so each rollout leaves its transition records in
-``env.transitions`` for the dense reward functions below (TRL passes them ``environments``). Guide:
+"""TRL ``environment_factory`` integration: Countdown as tools for tool-calling chat models
+(``trl.GRPOTrainer(environment_factory=CountdownToolEnv, ...)``): one :class:`CountdownToolEnv` per rollout, played
+through the multi-turn game, its transition records left for the reward functions below. Guide:
 ``docs/trl_multiturn.md``. Nothing here imports ``torch``, ``transformers`` or ``trl``.
 """
 

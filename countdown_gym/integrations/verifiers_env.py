@@ -1,19 +1,7 @@
-"""Countdown as a ``verifiers`` environment: ``verifiers.load_environment("countdown-gym", ...)``.
-
-``verifiers`` imports the module named like the id (``countdown_gym``) and calls its ``load_environment(**kwargs)``,
-which calls :func:`load_environment` here (``pip install 'countdown-gym[verifiers]'``; verifiers 0.3.x's classic
-environments).
-
-* ``mode="single-turn"`` (default): a ``verifiers.SingleTurnEnv``; the prompt is the puzzle as a user message
-  (``prompt_style``, TinyZero's by default); the rubric is ``correct`` (``verify(problem, completion).reward``).
-* ``mode="multi-turn"``: :class:`CountdownTurnEnv` plays ``CountdownMultiTurn-v0``'s game, one turn per message,
-  the game's reply line as the answer, until the game ends; the rubric: ``solved``.
-* ``mode="tools"``: :class:`CountdownToolsEnv` (``verifiers.ToolEnv``) with the TRL adapter's tools
-  (:func:`~countdown_gym.integrations.trl_env.tool_functions`), each call played on the row's game; ``solved``.
-
-Every rubric also reports the registry's dense terms by name (``format``, ``oracle_reachable``, ...; weight 0
-unless given) and, in the game modes, ``invalid_turns``. Each row's ``info`` holds the problem; ``answer`` a
-reference solution. Guide: ``docs/integrations.md``.
+"""Countdown as a ``verifiers`` environment: ``verifiers.load_environment("countdown-gym", ...)`` calls
+:func:`load_environment` (verifiers 0.3.x's classic environments) in ``mode`` ``"single-turn"`` (``SingleTurnEnv``,
+rubric ``correct``), ``"multi-turn"`` (:class:`CountdownTurnEnv`) or ``"tools"`` (:class:`CountdownToolsEnv`, the
+TRL adapter's tools), both rubric ``solved``. Guide: ``docs/integrations.md``.
 """
 
 from __future__ import annotations

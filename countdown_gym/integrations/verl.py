@@ -1,14 +1,7 @@
-"""verl adapter: a ``compute_score`` reward function and the problem encoding of the exported data.
-
-verl calls ``compute_score(data_source, solution_str, ground_truth, extra_info=None, **reward_kwargs)``::
-
-    custom_reward_function.path=<site-packages>/countdown_gym/integrations/verl.py
-    custom_reward_function.name=compute_score
-    +custom_reward_function.reward_kwargs.dense=[oracle-reachable]   # optional dense terms
-
-on the parquet files of ``countdown-gym export --format verl`` (``reward_model.ground_truth`` is :func:`ground_truth`).
-The ``critic`` term needs a loaded critic: point verl at ``critics/verl_reward.py`` (:func:`with_scorers`). The
-completion is replayed through CountdownText-v0, so the score is the TRL baseline's.
+"""verl adapter: a ``compute_score`` reward function (verl's ``custom_reward_function``, ``docs/llm_grpo.md``) for
+the parquet files of ``countdown-gym export --format verl``, whose ``reward_model.ground_truth`` is
+:func:`ground_truth`. The completion is replayed through CountdownText-v0, so the score is the TRL baseline's; the
+``critic`` term needs a loaded critic (``critics/verl_reward.py``: :func:`with_scorers`).
 """
 
 from __future__ import annotations

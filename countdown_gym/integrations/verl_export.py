@@ -1,16 +1,11 @@
-"""Export the frozen splits to verl's parquet prompt format (the command line: ``countdown-gym export --format verl``,
-:mod:`countdown_gym.cli.export`; ``scripts/export_verl.py`` is it with ``--preset longproc-0.5k`` by default).
-
-    countdown-gym export --format verl --preset longproc-0.5k --prompt-style tinyzero --out data/verl
-
-writes ``<out>/<preset>/<split>.parquet``, one row per problem: ``data_source`` (``"countdown_gym/<preset>"``),
-``prompt`` (:func:`~countdown_gym.game.text_format.chat_messages` in the chosen style, ending with the user's turn:
-verl opens the assistant turn), ``ability`` (``"math"``), ``reward_model`` (``{"style": "rule", "ground_truth":
+"""Export the frozen splits to verl's parquet prompt format (``countdown-gym export --format verl``:
+:mod:`countdown_gym.cli.export`): ``<out>/<preset>/<split>.parquet``, one row per problem: ``data_source``
+(``"countdown_gym/<preset>"``), ``prompt`` (:func:`~countdown_gym.game.text_format.chat_messages` in the chosen
+style, ending with the user's turn), ``ability`` (``"math"``), ``reward_model`` (``{"style": "rule", "ground_truth":
 ...}``) and ``extra_info`` (``split``, ``index``, ``id``, ``preset``, ``prompt_style``); score with
-``countdown_gym/integrations/verl.py::compute_score``. ``--interaction tool`` exports for verl's tool agent loop:
-the tool-calling puzzle text, ``agent_name="tool_agent"``, every tool's ground truth in ``extra_info.tools_kwargs``,
-and ``<out>/<preset>/countdown_tools.yaml`` (``multi_turn.tool_config_path``); score with
-``countdown_gym/integrations/verl_multiturn.py::compute_score`` (``docs/multiturn.md``).
+``verl.py::compute_score``. ``interaction="tool"``: rows for verl's tool agent loop (``agent_name="tool_agent"``, each
+tool's ground truth in ``extra_info.tools_kwargs``) and ``<out>/<preset>/countdown_tools.yaml``; score with
+``verl_multiturn.py::compute_score`` (``docs/multiturn.md``).
 """
 
 from __future__ import annotations
@@ -53,6 +48,8 @@ def export(preset: str, splits: list[str], prompt_style: str, out: Path, limit: 
     each split (0: all)."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise ValueError(f"limit must be an integer >= 0 (0: every problem), got {limit!r:.40}")
+    if interaction != "tool" and max_turns != DEFAULT_MAX_TURNS:  # it would be ignored (the CLI's usage error)
+        raise ValueError(f"max_turns={max_turns!r:.40} applies to interaction='tool' only, got {interaction!r:.40}")
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -1,14 +1,8 @@
-"""verl multi-turn adapter: the game as stateful verl tools, and the reward of the moves they played.
-
-verl's tool agent loop runs ``create`` -> ``execute(instance_id, arguments, agent_data=...)`` -> ``release`` for
-every tool call; a trajectory's state lives in ``agent_data.extra_fields``, handed to the reward as ``extra_info``.
-:class:`CountdownTool` is the TRL adapter's tools (``move``, ``undo``, ``give_up``, ``numbers``) in one class: each
-call replays the turns so far (``extra_fields["countdown_turns"]``) through
-:class:`~countdown_gym.game.turn_game.TurnEpisode`, plays and appends its own, and answers the game's reply line.
-The problem is the row's ``extra_info.tools_kwargs.<tool>.create_kwargs.ground_truth`` (``countdown-gym export
---format verl --interaction tool``). :func:`compute_score` replays the turns on the ground truth; :func:`tool_config`
-is the YAML of ``multi_turn.tool_config_path``. Without verl (it pins ``transformers<5.11``)
-the class keeps its signatures and answers a local ``ToolResponse`` with verl's ``text`` field.
+"""verl multi-turn adapter: the game as stateful verl tools (:class:`CountdownTool`, the TRL adapter's tools; a
+trajectory's turns in ``agent_data.extra_fields[TURNS_KEY]``), the reward of the moves they played
+(:func:`compute_score`) and the YAML of ``multi_turn.tool_config_path`` (:func:`tool_config`). Guide:
+``docs/multiturn.md``. Without verl (it pins ``transformers<5.11``) the class keeps its signatures and answers a
+local ``ToolResponse`` with verl's ``text`` field.
 """
 
 from __future__ import annotations

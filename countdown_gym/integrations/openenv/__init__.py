@@ -1,12 +1,5 @@
-"""OpenEnv integration: the package's environments as an OpenEnv server, and its clients.
-
-* :mod:`~countdown_gym.integrations.openenv.server`: :func:`make_app` (openenv-core's ``create_app`` over
-  ``CountdownMultiTurn-v0`` or ``Countdown-v0``), run by ``countdown-gym serve``.
-* :mod:`~countdown_gym.integrations.openenv.client`: :class:`CountdownTurnClient`, :class:`CountdownStepClient`.
-* :mod:`~countdown_gym.integrations.openenv.models`: the typed requests, actions, observations and state.
-* :mod:`~countdown_gym.integrations.openenv.transport`: the HTTP routes, WebSocket sessions and body guard.
-
-Needs ``pip install 'countdown-gym[openenv]'`` (openenv-core). Guide: ``docs/openenv.md``.
+"""OpenEnv integration: the package's environments as an OpenEnv server (:func:`make_app`, run by ``countdown-gym
+serve``) and its clients. Needs ``pip install 'countdown-gym[openenv]'`` (openenv-core). Guide: ``docs/openenv.md``.
 """
 
 from __future__ import annotations

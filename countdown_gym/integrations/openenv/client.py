@@ -1,15 +1,6 @@
-"""OpenEnv clients (openenv-core's ``EnvClient``: one WebSocket session per client) for the served environments.
-
-    async with CountdownTurnClient(base_url="http://127.0.0.1:8000") as env:
-        result = await env.reset(problem={"numbers": [21, 16, 17, 26], "target": 46})
-        result = await env.step("21+16")           # a str or a TurnAction
-        result.observation.text                    # '= 37 [17,26,37]'
-
-    with CountdownTurnClient(base_url="http://127.0.0.1:8000").sync() as env:   # the same, synchronously
-        env.reset(seed=0)
-
-``reset`` takes ``seed``, ``episode_id`` and ``problem``. Errors the server answers (a step after the episode
-ended, a malformed turn) raise ``RuntimeError`` with the server's message; the session goes on.
+"""OpenEnv clients (openenv-core's ``EnvClient``: one WebSocket session per client) for the served environments
+(usage: ``docs/openenv.md``). ``reset`` takes ``seed``, ``episode_id`` and ``problem``; an error the server answers
+raises ``RuntimeError`` with its message, and the session goes on.
 """
 
 from __future__ import annotations

@@ -1,30 +1,7 @@
-"""How the OpenEnv server listens: its limits, the bound socket, the uvicorn server and its connection guard.
-
-Shared by the server (:mod:`~countdown_gym.integrations.openenv.server`) and the command that starts it
-(:mod:`~countdown_gym.integrations.openenv.serve`); nothing here needs openenv-core, so ``countdown-gym serve
---help`` answers without it.
-
-The connection guard, below the ASGI app: a time limit on request heads and a cap on connections.
-
-uvicorn holds a connection that sends part of a request head (or nothing at all) for as long as the client keeps
-it open, so a few hundred such connections use up the process's file descriptors and every other request fails.
-:func:`guarded_protocol` gives uvicorn's own HTTP protocol (``h11`` or ``httptools``, whichever it would pick) these
-limits:
-
-* **head timeout**: a connection waiting for a request head (just opened, or part of a head received after an
-  earlier answer) gets ``head_timeout_s`` seconds to complete it, counted from its first wait, not renewed by each
-  byte; then it is answered 408 and closed. An idle connection between requests is uvicorn's keep-alive timeout's.
-* **connection cap**: at most ``max_connections`` connections at once (HTTP and WebSocket); one more closes the
-  oldest connection still waiting for a head, or, when none is waiting, is itself closed at once. So half-sent
-  requests can never crowd out a complete one.
-* **unread answers**: a connection whose answers wait in its write buffer, unread by the client, for
-  :data:`SEND_TIMEOUT_S` seconds is dropped (HTTP and WebSocket): else a client that sends and never reads would
-  hold its connection, and a WebSocket session its slot, for good (the closing message itself could not be sent).
-* **shutdown**: on Ctrl-C a connection still sending a request body is closed at once, not waited for.
-* **the log**: a WebSocket text message that is not UTF-8 (closed with code 1007) is one INFO line, not uvicorn's
-  ERROR with a traceback that any client could repeat at will (:func:`_bad_utf8_in_one_line`).
-
-Bodies are :class:`~countdown_gym.integrations.openenv.transport.BodyGuard`'s (size, time, strict JSON).
+"""How the OpenEnv server listens: its limits, the bound socket, and the uvicorn server with a connection guard
+(request heads timed, connections capped, unread answers dropped; each limit: ``docs/security.md``), shared by
+:mod:`~countdown_gym.integrations.openenv.server` and :mod:`~countdown_gym.integrations.openenv.serve`. Nothing
+here needs openenv-core, so ``countdown-gym serve --help`` answers without it.
 """
 
 from __future__ import annotations
@@ -49,9 +26,8 @@ MAX_CONNECTIONS = 65536
 MAX_EPISODES = 1_000_000
 MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_TURN_CHARS = 4096
-"""The longest turn the server reads (characters; ``models.MAX_TURN_LENGTH``), so the largest ``max_turn_chars``.
-Turns above the game's ``max_turn_chars`` (200 by default) but within this are played and answered ``error
-turn_too_long``, as the Gymnasium env does; longer ones are refused with HTTP 422 before they reach the game."""
+"""The longest turn the server reads (``models.MAX_TURN_LENGTH``; a longer one is a 422), so the largest
+``max_turn_chars``."""
 MAX_TURNS = 4096
 SHUTDOWN_GRACE_S = 2.0
 """On Ctrl-C, how long answers still being sent may take before their connections are dropped."""
@@ -103,8 +79,8 @@ def uvicorn_server(app: Any, max_body_bytes: int, log_level: str = "warning", *,
 
     WebSocket messages are limited to ``max_body_bytes``, and not compressed: an answer is about a kilobyte, and
     per-message deflate cost both ends more time than it saves on a local or private network. Its connections have
-    the guard of this module's docstring (:func:`guarded_protocol`; ``max_connections`` None: what the
-    file-descriptor limit allows), and answers still being sent at shutdown get :data:`SHUTDOWN_GRACE_S` seconds.
+    :func:`guarded_protocol`'s guard (``max_connections`` None: what the file-descriptor limit allows), and answers
+    still being sent at shutdown get :data:`SHUTDOWN_GRACE_S` seconds.
     """
     import uvicorn
 
@@ -132,7 +108,9 @@ _TIMEOUT_ANSWER = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnect
 
 
 def guarded_protocol(head_timeout_s: float, max_connections: int) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol class with the limits above (a class per server: the waiting list is its own)."""
+    """uvicorn's own HTTP protocol class (``h11`` or ``httptools``) with the connection guard: a request head not
+    complete ``head_timeout_s`` after the connection's first wait for one is answered 408; beyond ``max_connections``
+    the oldest connection waiting for a head is closed, else the new one (a class per server: its own waiting list)."""
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
     waiting: dict[Any, None] = {}

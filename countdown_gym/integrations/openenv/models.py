@@ -62,27 +62,30 @@ class MoveAction(Action):
     action: int = Field(..., strict=True, ge=0, description="action index in 0..n_actions-1")
 
 
-class ProblemSpec(BaseModel):
-    """The ``problem`` reset field: play this puzzle instead of drawing one."""
+class Strict(BaseModel):
+    """A request, or a part of one, read strictly: no unknown field, no type coerced."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ProblemSpec(Strict):
+    """The ``problem`` reset field: play this puzzle instead of drawing one."""
+
     numbers: list[Annotated[int, Field(ge=0, le=MAX_PROBLEM_INT)]] = Field(..., min_length=2, max_length=64)
     target: int = Field(..., ge=-MAX_PROBLEM_INT, le=MAX_PROBLEM_INT)
 
 
-class ResetRequest(BaseModel):
+class ResetRequest(Strict):
     """The body of ``POST /reset`` and the ``data`` of a WebSocket ``reset`` message (every field optional)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
     seed: int | None = Field(None, ge=0, le=MAX_SEED, description="seeds the draw of the problem")
     episode_id: Text | None = Field(None, min_length=1, max_length=255, description="your own name for the episode")
     problem: ProblemSpec | None = Field(None, description="play this puzzle instead of drawing one")
 
 
-class StepRequestBase(BaseModel):
+class StepRequestBase(Strict):
     """The body of ``POST /step`` besides its ``action`` (:func:`step_request` adds the environment's action)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
     episode_id: Text | None = Field(None, min_length=1, max_length=255,
                                     description="the episode /reset answered (over HTTP, required)")
     timeout_s: float | None = Field(None, gt=0, allow_inf_nan=False, description="accepted for openenv; unused")

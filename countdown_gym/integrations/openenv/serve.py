@@ -1,8 +1,5 @@
-"""``countdown-gym serve``: its options and entry point.
-
-The flags are read before openenv-core is imported, so ``countdown-gym serve --help`` and a bad flag answer at
-once (and without the ``openenv`` extra installed); the server itself is
-:mod:`countdown_gym.integrations.openenv.server`.
+"""``countdown-gym serve``: its options, read before openenv-core is imported (so ``--help`` and a bad flag answer at
+once, even without the ``openenv`` extra), and its entry point (the server: ``server.py``).
 """
 
 from __future__ import annotations

@@ -1,24 +1,9 @@
-"""The OpenEnv server: ``CountdownMultiTurn-v0`` or ``Countdown-v0`` behind openenv-core's ``create_app``.
+"""The OpenEnv server: ``CountdownMultiTurn-v0`` or ``Countdown-v0`` behind openenv-core's ``create_app``
+(``make_app``; ``countdown-gym serve`` runs it: ``docs/openenv.md``).
 
-    app = make_app("CountdownMultiTurn-v0", max_sessions=64, split="train")   # a FastAPI app
-    countdown-gym serve --env CountdownMultiTurn-v0 --port 8000              # the same, run by uvicorn
-
-(the command's flags: :mod:`countdown_gym.integrations.openenv.serve`).
-
-Sessions. Each WebSocket connection (``/ws``, what :class:`~countdown_gym.integrations.openenv.client.CountdownTurnClient`
-speaks) gets its own :class:`openenv.core.Environment` (from :class:`~countdown_gym.integrations.openenv.transport.Sessions`) and plays its own
-episodes. Over HTTP each ``/reset`` and ``/step`` is served by a fresh ``Environment``, so the
-episode lives in the server's :class:`EpisodeStore`: ``/reset`` answers an ``episode_id`` and every ``/step``
-passes it back (``{"action": {...}, "episode_id": "..."}``); ``GET /state/{episode_id}`` reads it. The
-store keeps the ``max_episodes`` most recently used episodes (an older one answers 404). Episode ids
-are random (uuid4), so one client cannot reach another's episode without being given its id.
-
-The routes ``/reset``, ``/step`` and ``/ws`` are this package's (:mod:`~countdown_gym.integrations.openenv.transport`
-lists their answers): requests are read strictly, and errors are answers, never a crash. The limits:
-``docs/security.md``.
-
-Game calls (about a tenth of a millisecond each) run on the server's event loop, under one process-wide lock
-(the environments share their state caches), so calling an ``Environment`` from other threads is safe too.
+Each WebSocket session (``/ws``) plays on its own ``Environment``; over HTTP each request gets a fresh one, and the
+episode lives in the :class:`EpisodeStore` under a random (uuid4) ``episode_id``. Game calls run under one
+process-wide lock (the environments share their state caches), so calling an ``Environment`` from threads is safe.
 """
 
 from __future__ import annotations
@@ -90,7 +75,7 @@ class Episode:
     steps: int = 0
     done: bool = False
     rules: dict[str, Any] | None = None
-    """``Rules.to_dict()`` of the episode (computed once)"""
+    """``Rules.to_dict()`` of the episode (computed once, at reset)"""
     state: tuple = ()
     """the numbers in play after the last answer (``info["state"]``)"""
 
@@ -105,12 +90,8 @@ class EpisodeStore:
         self._templates: dict[tuple[type, str], gym.Env] = {}
 
     def new_env(self, env_cls: type[gym.Env], env_kwargs: dict[str, Any]) -> gym.Env:
-        """A fresh ``env_cls(**env_kwargs)`` for one episode: a shallow copy of one built once per class and
-        arguments (never reset itself).
-
-        Building a Gymnasium env costs about a millisecond (its Text spaces); a copy shares the spaces and
-        the problem source, and ``reset`` gives it its own episode state and random generator.
-        """
+        """A fresh ``env_cls(**env_kwargs)`` for one episode: a shallow copy (sharing its spaces and problem source;
+        ``reset`` gives it its own state and generator) of one built once per class and arguments, never reset (a millisecond)."""
         key = (env_cls, repr(sorted(env_kwargs.items())))
         if key not in self._templates:
             self._templates[key] = env_cls(**env_kwargs)
@@ -200,7 +181,7 @@ class _CountdownEnvironment(Environment):
                 obs, info = env.reset(seed=request.seed, options=options)
             except ValueError as e:  # an unplayable problem, refused by the problem source with its reason
                 raise RequestError(str(e)) from None
-            episode = Episode(request.episode_id or uuid.uuid4().hex, env)
+            episode = Episode(request.episode_id or uuid.uuid4().hex, env, rules=info["problem"].rules.to_dict())
             answer = self._answer(episode, obs, info, None, False, False)
             self._store.add(episode)  # only once its answer exists
             self._episode = episode
@@ -263,8 +244,6 @@ class _CountdownEnvironment(Environment):
         openenv's clients read, serialised in one call by the routes (no model is built; ``tests/test_openenv.py``
         checks it equals the observation model's dump)."""
         problem = info["problem"]
-        if episode.rules is None:
-            episode.rules = problem.rules.to_dict()
         episode.state = info["state"]
         fields = {
             "episode_id": episode.episode_id, "numbers": list(problem.numbers), "target": problem.target,
@@ -321,9 +300,7 @@ ENVIRONMENTS: dict[str, type[_CountdownEnvironment]] = {
 
 
 _REPLACED_ROUTES = {"/reset", "/step", "/ws", "/mcp"}
-"""openenv's routes this package replaces (strict requests, sessions that survive malformed messages); openenv's
-``/mcp`` opened sessions and parsed JSON outside every limit: ``POST /mcp`` is :func:`~countdown_gym.integrations.
-openenv.transport.add_mcp_route`'s, and the ``/mcp`` WebSocket is gone (these environments have no MCP tools)."""
+"""openenv's routes this package replaces (strictly read, within the limits; no ``/mcp`` WebSocket: no MCP tools)."""
 
 
 def make_app(env_id: str = "CountdownMultiTurn-v0", *, max_sessions: int = DEFAULT_MAX_SESSIONS,

@@ -1,14 +1,6 @@
-"""How requests reach the served environments: the HTTP routes, the WebSocket sessions and the body guard.
-
-Every request is read strictly, by pydantic's JSON parser and the typed request models of
-:mod:`~countdown_gym.integrations.openenv.models` (no type coercion: ``"1"`` is not a seed). Anything else is
-refused with a clear answer and never ends a WebSocket session:
-
-* HTTP: 4xx with ``{"detail": "<what was wrong>"}`` (422 malformed, 409 out of order, 404 unknown episode,
-  413 body too large, 408 body not sent in time);
-* WebSocket: ``{"type": "error", "data": {"message": ..., "code": ..., "status": <the HTTP code>}}``, and the
-  session reads the next message. Only a message above the size limit closes it (code 1009), as does a session
-  idle for longer than its limit (code 1000, reason ``idle``).
+"""How requests reach the served environments: the HTTP routes, the WebSocket sessions and the body guard. Every
+request is read strictly; a refusal is an answer (HTTP 4xx ``{"detail": ...}``, a WebSocket ``error`` message),
+never a crash nor the end of a session (``docs/security.md``).
 """
 
 from __future__ import annotations
@@ -25,10 +17,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, Observation
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+from pydantic import Field, TypeAdapter, ValidationError, create_model
 
 from countdown_gym.dataclass_cli.strict import duplicate_key
-from countdown_gym.integrations.openenv.models import ErrorAnswer, ResetRequest, step_request
+from countdown_gym.integrations.openenv.models import ErrorAnswer, ResetRequest, Strict, step_request
 
 log = logging.getLogger(__name__)
 
@@ -127,11 +119,8 @@ def add_http_routes(app: FastAPI, factory: Any, action_cls: type[Action], observ
 
 
 def add_mcp_route(app: FastAPI) -> None:
-    """``POST /mcp``: OpenEnv's JSON-RPC 2.0 endpoint for an environment's MCP tools, answered strictly and within
-    the server's limits. These environments have no tools and keep no MCP sessions: ``tools/list`` answers an
-    empty list; ``tools/call`` and ``openenv/session/create|close`` answer a JSON-RPC error and create nothing
-    (play over ``/reset`` and ``/step`` or a ``/ws`` session). A body that is not a JSON-RPC request (``{}``, a
-    wrong type, an object as ``params.session_id``) is an ``INVALID_REQUEST`` answer, never a 500."""
+    """``POST /mcp``, OpenEnv's JSON-RPC 2.0 endpoint for MCP tools, answered strictly: these environments have none
+    and keep no MCP sessions. A body that is not a JSON-RPC request is an ``INVALID_REQUEST`` answer, never a 500."""
     from openenv.core.env_server.mcp_types import JsonRpcErrorCode, JsonRpcRequest, JsonRpcResponse
 
     async def mcp(request: Request) -> JSONResponse:
@@ -163,13 +152,9 @@ def add_mcp_route(app: FastAPI) -> None:
 
 
 class BodyGuard:
-    """ASGI middleware in front of every HTTP request: a size limit, a time limit and strict JSON.
-
-    A body above ``limit`` bytes is answered 413 (read no further), one not fully received within
-    ``timeout_s`` seconds 408, one that is not strict JSON (:func:`read_json`) 422. It also absorbs the
-    ``WebSocketDisconnect`` raised when a WebSocket the client already closed is closed (a normal end of session,
-    which uvicorn would log as an error).
-    """
+    """ASGI middleware in front of every HTTP request: a body above ``limit`` bytes is answered 413 (read no further),
+    one not received within ``timeout_s`` seconds 408, one not strict JSON (:func:`read_json`) 422. It also absorbs the
+    ``WebSocketDisconnect`` of closing a WebSocket the client already closed (which uvicorn would log as an error)."""
 
     def __init__(self, app: Any, limit: int, timeout_s: float) -> None:
         self.app, self.limit, self.timeout_s = app, limit, timeout_s
@@ -228,16 +213,12 @@ class BodyGuard:
 
 
 # ---- WebSocket --------------------------------------------------------------------------------------------
-class _Message(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class _Reset(_Message):
+class _Reset(Strict):
     type: Literal["reset"]
     data: ResetRequest = Field(default_factory=ResetRequest)
 
 
-class _StateOrClose(_Message):
+class _StateOrClose(Strict):
     type: Literal["state", "close"]
     data: dict[str, Any] | None = None
 
@@ -254,7 +235,7 @@ class Sessions:
 
     def __init__(self, factory: Any, action_cls: type[Action], max_sessions: int, idle_s: float) -> None:
         self.factory, self.max_sessions, self.idle_s = factory, max_sessions, idle_s
-        step = create_model(f"{action_cls.__name__}Message", __base__=_Message,  # data: the action
+        step = create_model(f"{action_cls.__name__}Message", __base__=Strict,  # data: the action
                             type=(Literal["step"], ...), data=(action_cls, ...))
         self.adapter = TypeAdapter(Annotated[_Reset | step | _StateOrClose, Field(discriminator="type")])
         """The WebSocket messages openenv's clients send: ``reset``, ``step``, ``state``, ``close``."""
