@@ -39,22 +39,10 @@ from critics.models import (
     save_checkpoint,
 )
 from critics.reach_data import ReachTable, cached_reach_table
-from critics.train_loop import (
-    CommonTrainOptions,
-    Progress,
-    command_line,
-    restore,
-    resume,
-    run_steps,
-    saved_to_resume,
-    start_run,
-    will_resume,
-    write_checkpoint,
-)
 
 
 @dataclass
-class TrainConfig(CommonTrainOptions):
+class TrainConfig(train_loop.CommonTrainOptions):
     """Everything a training run depends on (each field is a CLI flag)."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -208,11 +196,12 @@ def plot_similarity(model, table: TraceTable | ReachTable, cfg: TrainConfig, pat
         ax.figure.colorbar(im, ax=ax)
 
 
-def _save(model, optim, cfg: TrainConfig, out: Path, run: Progress, rng: np.random.Generator, extra: dict) -> None:
+def _save(model, optim, cfg: TrainConfig, out: Path, run: train_loop.Progress, rng: np.random.Generator,
+          extra: dict) -> None:
     """The checkpoint at ``run.step`` (:func:`~critics.train_loop.write_checkpoint`)."""
     meta = {"train_config": cfg.to_dict(), "step": run.step, "parameters": count_parameters(model), **extra}
-    write_checkpoint(out, lambda: save_checkpoint(model, cfg.model_config(), out, meta), optim, run, rng,
-                     extra.get("train_seconds", 0.0))
+    train_loop.write_checkpoint(out, lambda: save_checkpoint(model, cfg.model_config(), out, meta), optim, run, rng,
+                                extra.get("train_seconds", 0.0))
 
 
 RESUME_FREE_FIELDS = train_loop.RESUME_FREE_FIELDS | {"calibrate", "cache_dir", "report_to"}
@@ -252,10 +241,10 @@ def _init_checkpoint(cfg: TrainConfig) -> NumericalCriticV1 | NumericalCriticV2:
 def train(cfg: TrainConfig, progress: bool = True) -> Path:
     """Run (or resume) training; returns the run directory."""
     t_start = time.perf_counter()
-    resuming = will_resume(cfg)
+    resuming = train_loop.will_resume(cfg)
     init = _init_checkpoint(cfg) if cfg.init_from and not resuming else None  # before --out is written; start_run seeds after it
-    out, rng = start_run(cfg, resuming=resuming, may_change=RESUME_FREE_FIELDS)
-    resumed = resume(out, _loader(cfg), cfg) if resuming else None  # before the data: fail fast
+    out, rng = train_loop.start_run(cfg, resuming=resuming, may_change=RESUME_FREE_FIELDS)
+    resumed = train_loop.resume(out, _loader(cfg), cfg) if resuming else None  # before the data: fail fast
 
     t_data = time.perf_counter()
     goals, cache, max_train = (cfg.goal_min, cfg.goal_max), cfg.cache_dir or None, cfg.max_train_problems
@@ -270,7 +259,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     if init is not None:
         load_grown(model, init)  # the checkpoint's function, possibly with a wider or an added pool to train
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    run, log = restore(cfg, out, model, optim, rng, t_start, resumed)
+    run, log = train_loop.restore(cfg, out, model, optim, rng, t_start, resumed)
 
     def loss_fn() -> tuple[torch.Tensor, dict]:
         if cfg.model.version == "v1":
@@ -286,16 +275,16 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     stats = {**(table.stats() if table is not None else {}), **(rtable.stats() if rtable is not None else {})}
     extra = {"data": stats, "data_seconds": round(data_seconds, 1), "rules": get_config(cfg.preset).rules.to_dict()}
 
-    def save(r: Progress) -> None:
+    def save(r: train_loop.Progress) -> None:
         _save(model, optim, cfg, out, r, rng, {**extra, "train_seconds": r.train_seconds()})
 
     with StopRequest() as stop, Tracker(cfg.report_to, out, config=cfg.to_dict()) as tracker:  # Ctrl-C: stop after this step
-        run_steps(cfg, model, optim, loss_fn, run, log, save, base_lrs=[cfg.lr], stop=stop, tracker=tracker,
-                  desc=f"critic {cfg.model.version}", progress=progress)
-    if saved_to_resume(cfg, run, extra, save):
+        train_loop.run_steps(cfg, model, optim, loss_fn, run, log, save, base_lrs=[cfg.lr], stop=stop, tracker=tracker,
+                             desc=f"critic {cfg.model.version}", progress=progress)
+    if train_loop.saved_to_resume(cfg, run, extra, save):
         return out
     extra.update({"train_seconds": round(run.train_seconds(), 1), "threads": cfg.threads, "steps_done": run.end,
-                  "command": command_line("critics.train")})
+                  "command": train_loop.command_line("critics.train")})
     _save(model, optim, cfg, out, run, rng, extra)
     if cfg.calibrate:
         extra["calibration"] = calibration(load_critic(out), cfg.preset)

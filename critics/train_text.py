@@ -34,22 +34,10 @@ from critics.text_critic import (
     render_state,
     save_text_critic,
 )
-from critics.train_loop import (
-    CommonTrainOptions,
-    Progress,
-    command_line,
-    restore,
-    resume,
-    run_steps,
-    saved_to_resume,
-    start_run,
-    will_resume,
-    write_checkpoint,
-)
 
 
 @dataclass
-class TextTrainConfig(CommonTrainOptions):
+class TextTrainConfig(train_loop.CommonTrainOptions):
     """Everything a text-critic training run depends on (each field is a CLI flag)."""
 
     # model
@@ -129,10 +117,11 @@ LOSS_PANELS = (Panel("contrastive loss", {"loss": "loss"}),)  # loss.png
 def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
     """Run (or resume) training; returns the run directory (a loadable text-critic checkpoint)."""
     t_start = time.perf_counter()
-    resuming = will_resume(cfg)
-    out, rng = start_run(cfg, resuming=resuming)
+    resuming = train_loop.will_resume(cfg)
+    out, rng = train_loop.start_run(cfg, resuming=resuming)
     model, tok = build_text_critic(cfg.model, cfg.lm, seed=cfg.seed)
-    resumed = resume(out, lambda d: (model, read_text_weights(d, model)), cfg) if resuming else None  # fail fast
+    resumed = (train_loop.resume(out, lambda d: (model, read_text_weights(d, model)), cfg)  # fail fast
+               if resuming else None)
     critic = TextCritic(model, tok)  # shares the model: tokenizes the way scoring will
     t_data = time.perf_counter()
     data = build_text_traces(training_problems(cfg.preset, max_train=cfg.train_problems), progress=progress)
@@ -147,19 +136,20 @@ def train(cfg: TextTrainConfig, progress: bool = True) -> Path:
     extra: dict[str, Any] = {"train_config": recorded, "data": data.table.stats(), "data_seconds": round(data_seconds, 1),
                              "parameters": count_parameters(model),
                              "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
-    run, log = restore(cfg, out, model, optim, rng, t_start, resumed)
+    run, log = train_loop.restore(cfg, out, model, optim, rng, t_start, resumed)
 
-    def save(r: Progress) -> None:
+    def save(r: train_loop.Progress) -> None:
         meta = {**extra, "step": r.step, "train_seconds": round(r.train_seconds(), 1)}
-        write_checkpoint(out, lambda: save_text_critic(model, tok, out, meta), optim, r, rng, r.train_seconds())
+        train_loop.write_checkpoint(out, lambda: save_text_critic(model, tok, out, meta), optim, r, rng,
+                                    r.train_seconds())
 
     with StopRequest() as stop:  # Ctrl-C: stop after this step and save it
-        run_steps(cfg, model, optim, lambda: text_loss(model, critic, data, cfg, rng), run, log, save,
-                  base_lrs=[g["lr"] for g in groups], stop=stop, desc="text critic", progress=progress)
-    if saved_to_resume(cfg, run, extra, save):
+        train_loop.run_steps(cfg, model, optim, lambda: text_loss(model, critic, data, cfg, rng), run, log, save,
+                             base_lrs=[g["lr"] for g in groups], stop=stop, desc="text critic", progress=progress)
+    if train_loop.saved_to_resume(cfg, run, extra, save):
         return out
     extra.update({"threads": cfg.threads, "total_seconds": round(run.total_seconds(), 1),
-                  "command": command_line("critics.train_text")})
+                  "command": train_loop.command_line("critics.train_text")})
     save(run)
     if log.rows:
         log.plot(out / "loss.png", LOSS_PANELS, title="text critic training loss")
