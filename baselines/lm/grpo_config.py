@@ -1,7 +1,5 @@
-"""How a GRPO run (``baselines/llm_grpo.py``) is set up from its ``GRPORun``: the compute plan (:func:`plan_compute`,
-``gpu_plan.py``), TRL's ``GRPOConfig`` (:func:`build_grpo_config`), the reward functions (:func:`run_rewards`), the
-compatibility checks (:func:`check_start_up`, ``compat.py``) and :func:`dry_run`, which prints it all loading no weights.
-"""
+"""How a GRPO run is set up from its ``GRPORun``: compute plan, ``GRPOConfig``, reward functions, start-up checks, and
+:func:`dry_run`, which prints it all loading no weights."""
 
 from __future__ import annotations
 
@@ -81,8 +79,7 @@ def plan_compute(run: GRPORun, shape: Any = None) -> ComputePlan:
         if not budget:
             if layout.on_gpu and shape is None:
                 shape = model_shape_or_exit(run.model)
-            budget = gpu_plan.tokens_budget(shape, layout, **memory_args(run, layout)) if layout.on_gpu \
-                else gpu_plan.CPU_MICRO_BATCH * seq
+            budget = gpu_plan.tokens_budget(shape, layout, **memory_args(run, layout))  # on the CPU: CPU_MICRO_BATCH
         micro = gpu_plan.micro_batch(per_process, seq, budget)
     return ComputePlan(layout=layout, per_process=per_process, micro=micro, grad_accum=per_process // micro,
                    sequence_tokens=seq, max_tokens=budget)
