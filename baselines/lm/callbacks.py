@@ -108,8 +108,7 @@ class ValidationCallback(TrainerCallback):
         if self.eval_interval and state.global_step % self.eval_interval == 0:
             self._evaluate(model, state.global_step, (args, state, control))
 
-    def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-        self._evaluate(model, state.global_step, (args, state, control))
+    on_train_end = on_train_begin
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if not logs or not state.is_world_process_zero:

@@ -1,10 +1,5 @@
-"""Which checkpoint a resumed GRPO run continues from: the newest *complete* one.
-
-A kill during a save leaves ``checkpoint-N/`` without some file, or with one cut off. :class:`CompletionMarker` (the
-run's last callback) writes ``checkpoint_complete.json`` once every file of the save is written;
-:func:`last_complete_checkpoint` takes the newest checkpoint with the marker whose files read back (runs saved before
-the marker: whose files read back), and says which newer ones it passed over and why.
-"""
+"""Which checkpoint a resumed GRPO run continues from: the newest one whose save finished (:class:`CompletionMarker`)
+and whose files read back (a kill during a save leaves some file missing or cut off)."""
 
 from __future__ import annotations
 

@@ -28,8 +28,7 @@ def check_critic_fits(preset: str) -> None:
 
 def check_layout(strategy: str) -> None:
     """Exit for a process layout whose processes do not each hold the whole model (validation needs it)."""
-    if strategy in ("zero3", "fsdp"):
-        name = {"zero3": "DeepSpeed ZeRO-3", "fsdp": "FSDP"}[strategy]
+    if name := {"zero3": "DeepSpeed ZeRO-3", "fsdp": "FSDP"}.get(strategy):
         raise SystemExit(f"{name} shards the weights, but validation generates on each process alone and saves the "
                          "best model from the main one: launch with DDP or DeepSpeed ZeRO-1/2 (--zero_stage 2)")
 

@@ -1,12 +1,6 @@
-"""How well each dense reward term predicts an episode's eventual success (the reward comparison's "why").
-
-The shipped multi-turn model plays ``samples`` episodes of each of the run's validation problems (the 200 drawn
-at random by ``grpo_data.validation_subset``), sampled as GRPO's rollouts sample (T = 0.5). Each move of an
-episode gets each dense term as the GRPO reward computes it (``RewardVariant.move_values``), and is labelled with
-its episode's outcome; the AUROC says how often a move of a solved episode scores above a move of a failed one
-(0.5: no information). The episode's mean term, the quantity the reward adds, is scored the same way.
-``python baselines/reward_analysis.py --auroc`` writes the result next to the comparison's records.
-"""
+"""How well each dense reward term predicts an episode's eventual success (the reward comparison's "why",
+docs/results/reward_comparison.md): the AUROC of each move's term (``RewardVariant.move_values``), and of the
+episode's mean term, against the outcome of episodes the shipped multi-turn model samples as GRPO's rollouts do."""
 
 from __future__ import annotations
 

@@ -4,12 +4,8 @@ the rates with their standard errors.
     ev = evaluate(model, tokenizer, problems, Play(max_turns=16), samples=8, sampling=Sampling(temperature=0.5), seed=0)
     ev.greedy[0].solved, ev.rates()              # per-problem records; greedy_success, pass_at_k, ... with ``_se``
 
-Every language-model figure comes from here (``llm_eval.py``, GRPO validation and held-out test, SFT validation,
-``scripts/checkpoint_ranking.py``). Single-pass play replays one completion per problem through the text
-environment (``verify``'s verdict); multi-turn play (``max_turns``) runs ``CountdownMultiTurn-v0`` episodes. Play runs
-without gradients, in eval mode, on a forked RNG. ``countdown-tiny-lm-turns`` solves 122 of the 1,000
-``longproc-0.5k`` test problems greedily under today's rules (121 under ``Rules.longproc_positive()``, the rules it
-was trained and first measured under: the difference is 32 episodes that write a move to 0).
+Single-pass play replays one completion per problem through the text environment (``verify``'s verdict); multi-turn
+play (``max_turns``) runs ``CountdownMultiTurn-v0`` episodes.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Batched generation with Hugging Face ``generate()`` (GRPO validation, ``llm_eval.py``; its ``--backend vllm``:
-:func:`vllm_engine` / :func:`generate_vllm`).
-
-:class:`Sampling` is the one description of how completions are drawn (GRPO validation: the rollouts' own,
-:meth:`Sampling.of_rollouts`; ``llm_eval.py``: ``--temperature`` / ``--top-p``); a knob it leaves out is the plain
-distribution, whatever the model's generation config says. :func:`generate` tokenizes as TRL does, left-pads batches
-of similar lengths, stops at every EOS TRL stops at and decodes like TRL (``skip_special_tokens``).
-"""
+"""Batched generation with Hugging Face ``generate()`` or vLLM (:func:`vllm_engine` / :func:`generate_vllm`), drawn as
+:class:`Sampling` says (a knob it leaves out is the plain distribution, whatever the model's generation config says);
+:func:`generate` tokenizes, left-pads, stops and decodes as TRL does."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""How a GRPO run (``baselines/llm_grpo.py``) is set up from its ``GRPORun``: the compute plan (:func:`plan_compute`,
-``gpu_plan.py``), TRL's ``GRPOConfig`` (:func:`build_grpo_config`), the reward functions (:func:`run_rewards`), the
-compatibility checks (:func:`check_start_up`, ``compat.py``) and :func:`dry_run`, which prints it all loading no weights.
-"""
+"""How a GRPO run is set up from its ``GRPORun``: compute plan, ``GRPOConfig``, reward functions, start-up checks, and
+:func:`dry_run`, which prints it all loading no weights."""
 
 from __future__ import annotations
 

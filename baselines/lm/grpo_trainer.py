@@ -206,8 +206,6 @@ class CountdownGRPOTrainer(GRPOTrainer):
             head = self._plain_head(model)
         if head is not None and int(scored.sum()) * head.weight.shape[0] > SMALL_LOGITS:
             kernel = chunked_kernel()  # large logits: TRL's kernel, which never holds them all
-            if kernel is None:
-                head = None  # a TRL without it: its own path
         if head is None:
             return super()._get_per_token_logps_and_entropies(
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, **extra)
@@ -243,11 +241,9 @@ class CountdownGRPOTrainer(GRPOTrainer):
 
 
 def chunked_kernel() -> Any:
-    """TRL's chunked log-probability kernel, or None in a TRL without it."""
-    try:
-        from trl.kernels.chunked_logprob import ChunkedLogProbFunction
-    except ImportError:
-        return None
+    """TRL's chunked log-probability kernel (in every TRL the ``llm`` extra allows: trl>=1.16)."""
+    from trl.kernels.chunked_logprob import ChunkedLogProbFunction
+
     return ChunkedLogProbFunction
 
 

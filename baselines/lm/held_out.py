@@ -1,13 +1,5 @@
-"""Greedy success on problems no part of a GRPO run saw: the preset's test split, before and after training.
-
-Validation problems chose the shipped model and pick the run's ``best/``; :class:`HeldOutTest` plays the first
-``--test-problems`` test problems greedily with the starting and the final model, and :func:`paired_difference`
-reports each rate with its standard error, the paired difference with its own, and McNemar's exact p.
-
-    test = held_out_test(run, tok, run_dir / "held_out.json", problems.test, prompts)
-    test.start(model)          # before training (a resumed run reads the start back from held_out.json)
-    result = test.end(model)   # {"start": 0.122, "end": 0.168, "difference": 0.046, "difference_se": 0.009, ...}
-"""
+"""Greedy success on problems no part of a GRPO run saw (the preset's test split) before and after training:
+:class:`HeldOutTest` plays them, :func:`paired_difference` compares the start and the end."""
 
 from __future__ import annotations
 

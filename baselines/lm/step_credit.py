@@ -1,17 +1,7 @@
-"""Per-step credit for multi-turn GRPO: dense terms credited to the turn that earned them (docs/step_credit.md).
-
-:class:`StepCredit` keeps TRL's outcome advantage ``A^out_i`` and adds, on the tokens of turn ``k`` only, the
-leave-one-out advantage of the discounted return-to-go of the dense terms, within a group of ``G`` rollouts::
-
-    r_{i,k} = sum_term w_term * sum_{t in T_{i,k}} term(t)           (T_{i,k}: turn k's transitions)
-    G_{i,k} = sum_{j>=k} gamma^(j-k) * r_{i,j}
-    A^step_{i,k} = G_{i,k} - mean_{i' != i, K_i' > k} G_{i',k}       (0 when no other rollout reached turn k)
-    A_{i,t} = A^out_i + A^step_{i,k(t)}
-
-``term`` is a registry variant's per-move term (``RewardVariant.move_values``); the per-step terms leave the scalar
-reward (:func:`split_reward_spec`). The baseline uses only the other rollouts' returns (no bias) and is not divided
-by a standard deviation; environment tokens carry ``A^out_i`` only (and zero loss weight).
-"""
+"""Per-step credit for multi-turn GRPO: dense terms credited to the turn that earned them (the estimator of
+docs/step_credit.md). :class:`StepCredit` keeps TRL's outcome advantage and adds, on the tokens of each turn, the
+leave-one-out advantage of the discounted return-to-go of the dense terms, which leave the scalar reward
+(:func:`split_reward_spec`)."""
 
 from __future__ import annotations
 

@@ -183,13 +183,9 @@ def load_pretrained(path: str | Path | None = None, dtype: torch.dtype = torch.f
 
 
 def derive_position_ids(model: Any) -> Any:
-    """Make the backbone derive ``position_ids`` from the attention mask when none are given.
-
-    ``generate()`` numbers left-padded prompts from their first real token, but TRL's
-    log-probability pass calls the model without ``position_ids``; with absolute position
-    embeddings (GPT-2) the two passes would disagree. After this patch a full-sequence call
-    without ``position_ids`` uses ``cumsum(attention_mask) - 1``, exactly what ``generate()`` uses.
-    """
+    """Make the backbone derive ``position_ids`` from the attention mask (``cumsum(attention_mask) - 1``, as
+    ``generate()`` numbers left-padded prompts) when a full-sequence call gives none, as TRL's log-probability pass
+    does: with absolute position embeddings (GPT-2) the two passes would disagree otherwise."""
     backbone = model.base_model
     if getattr(backbone, "_countdown_position_fix", False):
         return model

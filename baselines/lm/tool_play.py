@@ -1,9 +1,5 @@
 """Countdown played through tool calls by a chat model, as TRL's tool loop plays it (``--interaction tools``): the
-validation and held-out test of such a run (``Play(tools=True)`` of ``baselines.lm.evaluation``). Each problem's
-puzzle text is the user message; the model's reply is parsed by TRL's ``parse_response``, each tool call runs on the
-episode's environment and its reply is appended, until the model stops calling tools, the episode ends, or the call
-or token budget is spent.
-"""
+validation and held-out test of such a run (``Play(tools=True)`` of ``baselines.lm.evaluation``)."""
 
 from __future__ import annotations
 
@@ -44,9 +40,10 @@ def call_tools(env: CountdownToolEnv, message: dict[str, Any]) -> list[dict[str,
 
 def play_tool_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, max_turns: int, max_new_tokens: int,
                        sampling: Sampling | None = None, batch_size: int = 64) -> tuple[list[CountdownToolEnv], int]:
-    """Play each problem as one tool-calling episode; returns the episodes' environments and the tokens generated.
-    ``max_new_tokens`` bounds each episode's completion (turns and tool replies, as TRL's); at most ``max_turns + 4``
-    tool calls, what the run gives TRL."""
+    """Play each problem as one tool-calling episode (the puzzle text as the user message; tool calls run on its
+    environment until the model stops calling tools, the episode ends, or the call or token budget is spent); returns
+    the episodes' environments and the tokens generated. ``max_new_tokens`` bounds each episode's completion (turns and
+    tool replies, as TRL's); at most ``max_turns + 4`` tool calls, what the run gives TRL."""
     envs = [CountdownToolEnv(max_turns=max_turns) for _ in problems]
     chats = [[{"role": "user", "content": env.reset(**dataset_row(p))}] for env, p in zip(envs, problems, strict=True)]
     schemas = list(tool_functions(envs[0]).values()) if envs else []
