@@ -3,10 +3,8 @@
     python baselines/tier_success.py --submissions leaderboard/submissions/*.longproc-0.5k.test.jsonl \
         --out docs/results/difficulty_tiers.md --plot docs/results/difficulty_tiers.png
 
-Every answer is re-verified with ``countdown_gym.verify`` (through the leaderboard's ``score_answer``; a file's
-claimed numbers are never used) and grouped by the problem's tier (``countdown_gym.data.difficulty.tier``). Per file
-and tier: the first answer's success (greedy for ``llm_eval.py`` files) and, when the file has several answers per
-problem, the mean success of all of them (per-sample), each with its binomial standard error over problems.
+Every answer is re-verified (the leaderboard's ``score_answer``) and grouped by the problem's tier. Per file and tier:
+the first answer's success and, with several answers a problem, the mean of all (per-sample), each with its SE.
 """
 
 from __future__ import annotations
