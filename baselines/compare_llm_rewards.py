@@ -146,8 +146,7 @@ def record_path(args: Options, variant: str, seed: int) -> Path:
 
 
 def finished(args: Options, variant: str, seed: int) -> bool:
-    """The run is done with this command's options, :func:`recorded` (by another sitting or machine too) or
-    :func:`trained`."""
+    """The run is done with this command's options (by another sitting or machine too)."""
     return recorded(args, variant, seed) or trained(args, variant, seed)
 
 
@@ -168,8 +167,7 @@ def recorded(args: Options, variant: str, seed: int) -> bool:
 
 
 def portable(path: str) -> str:
-    """A model path with the checkout's own location taken off (a shipped model is ``baselines/checkpoints/<name>`` in
-    every clone)."""
+    """A model path with the checkout's own location taken off (``baselines/checkpoints/<name>`` in every clone)."""
     marker = os.sep + os.path.join("baselines", "checkpoints") + os.sep
     return "baselines/checkpoints/" + path.split(marker, 1)[1] if marker in path else path
 
@@ -299,8 +297,7 @@ def write_run_record(args: Options, variant: str, seed: int) -> Path:
 
 
 def plot(args: Options, runs: list[tuple[str, int]] | None = None) -> Path:
-    """``<name>.png``: validation greedy success vs GRPO step, each arm's mean over seeds with an SE band, from the
-    runs' ``metrics.csv`` into ``<name>_curves.csv`` beside it (``runs`` None: redrawn from that file alone)."""
+    """``<name>.png`` from the runs' ``metrics.csv`` (``runs`` None: redrawn from its ``<name>_curves.csv``)."""
     from baselines.analysis.reward_curves import draw
 
     logs = None if runs is None else [(v, s, run_path(args, v, s) / "metrics.csv") for v, s in runs]

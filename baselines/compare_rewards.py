@@ -65,8 +65,7 @@ def run_all(jobs: list[tuple[str, int]], args: Options, extra: list[str]) -> lis
 
 
 def plot(out: Path, val_problems: int, preset: str, results: list[dict] | None = None) -> Path:
-    """``sb3_rewards.png``: validation success vs environment steps per variant (mean ± std over seeds), from the
-    runs' ``curve.csv`` into ``sb3_rewards_curves.csv`` (``results`` None: redrawn from that file alone)."""
+    """``sb3_rewards.png`` from the runs' ``curve.csv`` (``results`` None: redrawn from ``sb3_rewards_curves.csv``)."""
     from baselines.analysis.reward_curves import draw
 
     logs = None if results is None else [(r["reward"], int(r["seed"]), out / "runs" / r["run"] / "curve.csv") for r in results]

@@ -209,8 +209,7 @@ def evaluate(cfg: EvalConfig, problems: list[Problem] | None = None, progress: b
 
 
 def metrics(ev: Evaluation, problems: list[Problem]) -> dict:
-    """The printed metrics of an evaluation (every rate with its ``_se``) and its answers (``completions_*``,
-    multi-turn: ``conversations_greedy``)."""
+    """The printed metrics of an evaluation (every rate with its ``_se``) and its answers."""
     rates, n, k = ev.rates(), max(len(ev.greedy), 1), ev.samples
     turns = bool(ev.greedy) and ev.greedy[0].turns is not None
     res: dict = {"pass@1_greedy": rates["greedy_success"], "pass@1_greedy_se": rates["greedy_success_se"],

@@ -195,8 +195,7 @@ def make_batch(problems: list[Problem | tuple[Problem, list[str]]], tokenizer, t
 
 
 def pretrained_model(cfg: SFTConfig, tokenizer):
-    """The weights of ``cfg.init_from``, checked against ``tokenizer`` and ``--max-positions`` (no torch random number
-    is drawn)."""
+    """The weights of ``cfg.init_from``, checked against ``tokenizer`` and ``--max-positions`` (no random draw)."""
     path = Path(cfg.init_from)  # holds config.json: SFTConfig checked it
     model = load_saved_model(path, SystemExit, "--init-from ")
     if model.get_input_embeddings().num_embeddings != len(tokenizer):

@@ -193,8 +193,7 @@ def bootstrap_differences(arms: dict[str, np.ndarray], base: str, resamples: int
 
 
 def analyse(records: list[dict[str, Any]], base: str = "sparse", page: Path = PAGE) -> dict[str, Any]:
-    """Per-arm figures, every arm against ``base`` (fractions, not percentages) and the seeds an arm that ``page``'s
-    comparison expects."""
+    """Per-arm figures, every arm against ``base`` (fractions) and the seeds an arm ``page``'s comparison expects."""
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         by_arm.setdefault(r["arm"], []).append(r)

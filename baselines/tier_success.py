@@ -47,8 +47,7 @@ METRICS: dict[str, Any] = {
 
 
 def tier_scores(path: str | Path, metric: str = "tier") -> dict[str, Any]:
-    """Per tier: problems, first-answer successes and mean per-sample success of one submission file (``metric``:
-    see :class:`Options`)."""
+    """Per tier: problems, first-answer successes and mean per-sample success of one submission file."""
     from countdown_gym.data.difficulty import difficulty
     from countdown_gym.leaderboard.score import score_answer
     from countdown_gym.leaderboard.submission import read_submission
