@@ -155,9 +155,7 @@ def resolve_device(device: str = "auto") -> str:
 def load_model(name: str, dtype: str = "float32", device: str = "auto"):
     """``(model, tokenizer)`` from a local path or hub id, on ``device`` (see :func:`resolve_device`)."""
     model, tokenizer = load_causal_lm(name, dtype=DTYPES[dtype])
-    target = resolve_device(device)
-    if str(model.device) != target:
-        model = model.to(target)
+    model = model.to(resolve_device(device))  # a no-op where it already is
     model.eval()
     return model, tokenizer
 
