@@ -5,13 +5,10 @@
     python baselines/compare_llm_rewards.py --quick          # sparse against oracle-perfect, 8 seeds, < 90 min on 2 cores
     python baselines/compare_llm_rewards.py --variants sparse,critic --seeds 0-4 --steps 1000 --max-minutes 4.5 --jobs 10
 
-Each (arm, seed) is one ``baselines/llm_grpo.py`` run (a subprocess, ``--jobs`` at a time, one thread each) with
-the same options but ``--rewards`` and ``--seed``, launched seed by seed across the arms (a comparison cut short
-stays balanced); each plays the test split greedily at its end (the start's outcomes are played once for all). A
-finished run's record (:func:`run_record`) goes to ``<results-dir>/<name>/<arm>-s<seed>.json.gz`` and the page
-``<results-dir>/<name>.md`` is recomputed from the records (``baselines/reward_analysis.py``), the validation
-curves drawn in ``<name>.png`` (points in ``<name>_curves.csv``; ``--replot`` redraws them). Finished runs of the
-same options are reused and interrupted ones resume from their last checkpoint.
+Each (arm, seed) is one ``baselines/llm_grpo.py`` run (``--jobs`` at a time), launched seed by seed across the arms;
+its record goes to ``<results-dir>/<name>/<arm>-s<seed>.json.gz``, from which ``baselines/reward_analysis.py`` writes
+the page ``<results-dir>/<name>.md``; the validation curves go to ``<name>.png``. Finished runs are reused and
+interrupted ones resume.
 """
 
 from __future__ import annotations
@@ -33,10 +30,8 @@ from countdown_gym import dataclass_cli
 from countdown_gym.runkit.runs import MetricsLog, read_options, run_named
 
 VARIANTS = ("sparse", "oracle-perfect", "critic", "clipo")  # the protocol's arms (dense terms added to the outcome)
-STEP_SUFFIX = "@step"
-"""``oracle-reachable@step`` runs ``--rewards oracle-reachable --step-credit`` (the terms credited per turn)."""
-QUICK = {"variants": ("sparse", "oracle-perfect"), "seeds": ("0-7",), "name": "reward_comparison_quick"}
-"""``--quick``: two arms, 8 seeds, the default budget; its page and records go to ``--runs-dir``."""
+STEP_SUFFIX = "@step"  # oracle-reachable@step runs --rewards oracle-reachable --step-credit
+QUICK = {"variants": ("sparse", "oracle-perfect"), "seeds": ("0-7",), "name": "reward_comparison_quick"}  # --quick
 
 _GRPO = GRPOOptions()  # llm_grpo.py's defaults
 
@@ -151,8 +146,7 @@ def record_path(args: Options, variant: str, seed: int) -> Path:
 
 
 def finished(args: Options, variant: str, seed: int) -> bool:
-    """The run is done, :func:`recorded` (by another sitting or machine too) or :func:`trained`, with this command's
-    options (else it runs: ``--resume`` continues it, or refuses a run of other options)."""
+    """The run is done with this command's options (by another sitting or machine too)."""
     return recorded(args, variant, seed) or trained(args, variant, seed)
 
 
@@ -173,8 +167,7 @@ def recorded(args: Options, variant: str, seed: int) -> bool:
 
 
 def portable(path: str) -> str:
-    """A model path with the checkout's own location taken off (a shipped model is ``baselines/checkpoints/<name>`` in
-    every clone)."""
+    """A model path with the checkout's own location taken off (``baselines/checkpoints/<name>`` in every clone)."""
     marker = os.sep + os.path.join("baselines", "checkpoints") + os.sep
     return "baselines/checkpoints/" + path.split(marker, 1)[1] if marker in path else path
 
@@ -191,17 +184,16 @@ def trained(args: Options, variant: str, seed: int) -> bool:
 
 
 def check_run_options(args: Options) -> None:
-    """Every variant's ``llm_grpo.py`` command parsed and checked as its runs will check it, before any run starts: a
-    bad variant or flag stops here with one message instead of one failed run per seed."""
+    """Every variant's ``llm_grpo.py`` command checked before any run starts: one message, not one failed run a seed."""
+    s = args.seed_list[0]
     for v in args.variants:
         try:
-            run_options(args, v, args.seed_list[0])
+            opts = run_options(args, v, s)
         except SystemExit as exc:
             if exc.code in (0, None):
                 raise
             why = exc.code if isinstance(exc.code, str) else getattr(exc, "message", "the error above")  # UsageError
             raise SystemExit(f"compare_llm_rewards.py: the runs of variant {v!r} would be refused: {why}") from None
-        opts, s = run_options(args, v, args.seed_list[0]), args.seed_list[0]
         if (opts.rewards, opts.step_credit, opts.seed, opts.steps, opts.output_dir) != (
                 v.removesuffix(STEP_SUFFIX), v.endswith(STEP_SUFFIX), s, args.steps, str(run_path(args, v, s))):
             raise SystemExit("compare_llm_rewards.py: --extra-args must not set --rewards, --step-credit, --seed, --steps or "
@@ -264,9 +256,8 @@ def git_commit() -> str:
 
 
 def run_record(path: Path) -> dict[str, Any]:
-    """What a finished run in ``path`` leaves for the analysis (the protocol's record; docs/results/reward_comparison.md):
-    its arm (``--rewards``, with ``@step`` for ``--step-credit``) and seed, options, timing, the share of groups without
-    reward spread, validation rows and, with ``--test-eval``, the per-problem test outcomes at the start and the end."""
+    """What a finished run in ``path`` leaves for the analysis (docs/results/reward_comparison.md): arm, seed, options,
+    timing, groups without reward spread, validation rows and, with ``--test-eval``, the test outcomes."""
     import torch
 
     from baselines.reward_analysis import ids_digest
@@ -306,8 +297,7 @@ def write_run_record(args: Options, variant: str, seed: int) -> Path:
 
 
 def plot(args: Options, runs: list[tuple[str, int]] | None = None) -> Path:
-    """``<name>.png``: validation greedy success vs GRPO step, each arm's mean over seeds with an SE band, from the
-    runs' ``metrics.csv`` into ``<name>_curves.csv`` beside it (``runs`` None: redrawn from that file alone)."""
+    """``<name>.png`` from the runs' ``metrics.csv`` (``runs`` None: redrawn from its ``<name>_curves.csv``)."""
     from baselines.analysis.reward_curves import draw
 
     logs = None if runs is None else [(v, s, run_path(args, v, s) / "metrics.csv") for v, s in runs]

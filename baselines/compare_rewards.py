@@ -2,13 +2,9 @@
 
     python baselines/compare_rewards.py --total-timesteps 80000 --seeds 0 1 2 --workers 2
 
-Runs ``baselines/sb3_ppo.py`` for every (reward variant, seed), each in its own process (``--workers`` at a time;
-other flags go to every run), then writes into ``--out`` ``sb3_rewards.md`` (success on ``--eval-split`` per variant,
-mean ± std over seeds and each seed's, against sparse, the ``--reference`` agents, the command, budget, wall-clock
-time and load average) and ``sb3_rewards.png`` (validation success vs environment steps, mean ± std over seeds; its
-points in ``sb3_rewards_curves.csv``, which ``--replot`` redraws alone). Finished runs (``result.json``) are reused.
-Each run's output goes to ``runs/<variant>-s<seed>.log``; Ctrl-C starts no more runs, the running ones save a
-checkpoint, and the same command resumes them.
+Runs ``baselines/sb3_ppo.py`` for every (reward variant, seed), ``--workers`` at a time (other flags go to every run),
+then writes ``sb3_rewards.md`` and ``sb3_rewards.png`` into ``--out``. Finished runs are reused; each run's output goes
+to ``runs/<variant>-s<seed>.log``.
 """
 
 from __future__ import annotations
@@ -69,8 +65,7 @@ def run_all(jobs: list[tuple[str, int]], args: Options, extra: list[str]) -> lis
 
 
 def plot(out: Path, val_problems: int, preset: str, results: list[dict] | None = None) -> Path:
-    """``sb3_rewards.png``: validation success vs environment steps per variant (mean ± std over seeds), from the
-    runs' ``curve.csv`` into ``sb3_rewards_curves.csv`` (``results`` None: redrawn from that file alone)."""
+    """``sb3_rewards.png`` from the runs' ``curve.csv`` (``results`` None: redrawn from ``sb3_rewards_curves.csv``)."""
     from baselines.analysis.reward_curves import draw
 
     logs = None if results is None else [(r["reward"], int(r["seed"]), out / "runs" / r["run"] / "curve.csv") for r in results]

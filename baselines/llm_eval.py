@@ -4,11 +4,9 @@
     python baselines/llm_eval.py --model Qwen/Qwen2.5-0.5B-Instruct --prompt-style tinyzero --limit 200
     python baselines/llm_eval.py --model path/to/checkpoint --k 8 --backend vllm
 
-The play and its records are ``baselines.lm.evaluation.evaluate`` (samples drawn as ``Sampling(temperature=--temperature,
-top_p=--top-p)``); every completion is verified with ``verify`` and written to a leaderboard submission when the
-whole split was evaluated, else to a JSONL of completions. Every rate comes with its standard error over problems
-(``_se``); pass@k here uses the k samples only (the leaderboard adds the greedy answer). ``greedy_failures``
-(:func:`failure_breakdown`) says how the greedy completions fail.
+The play and its records are ``baselines.lm.evaluation.evaluate``; the answers go to a leaderboard submission when
+the whole split was evaluated, else to a JSONL of completions (docs/tiny_lm.md). pass@k here uses the k samples only
+(the leaderboard adds the greedy answer).
 """
 
 from __future__ import annotations
@@ -46,9 +44,8 @@ class EvalConfig(SplitRun):
 
     model: str = str(SHIPPED_CHECKPOINT)  # local directory or hub id of any causal LM
     interaction: str = "auto"
-    """``single-pass`` (one completion per answer), ``multi-turn`` (one move per turn, CountdownMultiTurn-v0 computes;
-    the answer is the ``<Solution>`` block of the moves played) or ``auto``: what the model was trained for (its
-    ``training.json`` or its GRPO run's ``options.json``), else single-pass."""
+    """``single-pass`` (one completion per answer), ``multi-turn`` (one move per turn, CountdownMultiTurn-v0 computes)
+    or ``auto``: what the model was trained for (its ``training.json`` or its GRPO run's ``options.json``)."""
     split: str = "test"
     limit: int = 0  # evaluate only N problems (0 = all from ``offset`` on)
     offset: int = 0  # skip the first N problems of the split
@@ -63,8 +60,7 @@ class EvalConfig(SplitRun):
     backend: str = "hf"  # ``hf`` (transformers generate) or ``vllm``
     dtype: str = "float32"
     device: str = "auto"
-    """Where the model runs (``--backend hf``): ``auto`` (the first GPU when CUDA is available, else the CPU), ``cpu``,
-    ``cuda``, ``cuda:1``..."""
+    """Where the model runs (``--backend hf``): ``auto`` (a GPU when CUDA is available, else the CPU), ``cuda:1``..."""
     out: str = ""
     """Output path: a leaderboard submission ``.jsonl`` (whole split) or completions JSONL; empty = auto (an existing
     file of that name stops the run before generating)."""
@@ -159,9 +155,7 @@ def resolve_device(device: str = "auto") -> str:
 def load_model(name: str, dtype: str = "float32", device: str = "auto"):
     """``(model, tokenizer)`` from a local path or hub id, on ``device`` (see :func:`resolve_device`)."""
     model, tokenizer = load_causal_lm(name, dtype=DTYPES[dtype])
-    target = resolve_device(device)
-    if str(model.device) != target:
-        model = model.to(target)
+    model = model.to(resolve_device(device))  # a no-op where it already is
     model.eval()
     return model, tokenizer
 
@@ -213,9 +207,7 @@ def evaluate(cfg: EvalConfig, problems: list[Problem] | None = None, progress: b
 
 
 def metrics(ev: Evaluation, problems: list[Problem]) -> dict:
-    """The printed metrics of an evaluation (every rate with its ``_se``) and its answers: ``completions_greedy``
-    and, with samples, ``completions_sampled``; multi-turn: the episodes' turns and ``conversations_greedy``,
-    single-pass: ``greedy_failures``."""
+    """The printed metrics of an evaluation (every rate with its ``_se``) and its answers."""
     rates, n, k = ev.rates(), max(len(ev.greedy), 1), ev.samples
     turns = bool(ev.greedy) and ev.greedy[0].turns is not None
     res: dict = {"pass@1_greedy": rates["greedy_success"], "pass@1_greedy_se": rates["greedy_success_se"],
@@ -252,8 +244,7 @@ def submission_fields(cfg: EvalConfig, command: str, params: str) -> dict:
 
 
 def _agent_name(cfg: EvalConfig) -> str:
-    """``--agent``, else the model folder's name; a run's ``final``, ``best`` or ``checkpoint-N``
-    folder is named with its run (``runs/sparse/final`` -> ``sparse-final``)."""
+    """``--agent``, else the model folder's name (``runs/sparse/final`` -> ``sparse-final``)."""
     if cfg.agent:
         return cfg.agent
     path = Path(cfg.model.rstrip("/"))
@@ -291,9 +282,8 @@ def output_path(cfg: EvalConfig, problems: list[Problem]) -> Path:
 
 def write_outputs(cfg: EvalConfig, res: dict, problems: list[Problem], command: str) -> Path:
     """A leaderboard submission when the whole split was evaluated, else a JSONL of completions."""
-    answers = [[g] for g in res["completions_greedy"]]
-    if "completions_sampled" in res:
-        answers = [[g, *s] for g, s in zip(res["completions_greedy"], res["completions_sampled"], strict=True)]
+    sampled = res.get("completions_sampled") or [[]] * len(res["completions_greedy"])
+    answers = [[g, *s] for g, s in zip(res["completions_greedy"], sampled, strict=True)]
     out = output_path(cfg, problems)
     out.parent.mkdir(parents=True, exist_ok=True)
     if _submits(cfg, problems):
@@ -307,15 +297,13 @@ def write_outputs(cfg: EvalConfig, res: dict, problems: list[Problem], command: 
 
 
 def write_pass_rates(path: str | Path, problems: list[Problem], sampled: list[list[str]]) -> None:
-    """The pass-rate file (``countdown_gym/data/pass_rates.py``) of each problem's sampled completions, whole or not
-    at all."""
+    """The pass-rate file (``countdown_gym/data/pass_rates.py``) of each problem's sampled completions."""
     solved = [[verify(p, c).correct for c in cs] for p, cs in zip(problems, sampled, strict=True)]
     write_text_atomic(path, pass_rates_text(problems, solved))
 
 
 def dry_run(cfg: EvalConfig, problems: list[Problem]) -> dict:
-    """What a run of ``cfg`` would do, from the model's config alone (no weights): settings, device, memory
-    (``baselines/lm/gpu_plan.py``: weights at ``--dtype`` and the KV cache of ``--batch-size`` sequences)."""
+    """What a run of ``cfg`` would do, from the model's config alone (no weights): settings, device, memory."""
     from baselines.lm import gpu_plan
 
     plan: dict[str, Any] = {"model": cfg.model, "interaction": cfg.interaction, "backend": cfg.backend,

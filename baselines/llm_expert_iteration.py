@@ -3,12 +3,9 @@
     python baselines/llm_expert_iteration.py                       # the shipped multi-turn model, CPU
     python baselines/llm_expert_iteration.py --problems 4000 --samples 8 --sft-minutes 30
 
-One round of rejection-sampling fine-tuning (STaR): ``--samples`` episodes of each of the first ``--problems``
-training problems at ``--temperature``; the solved ones, without their refused turns, go to ``<out>/episodes.jsonl``
-(reused when ``episodes.json`` records the same sampling options; other ones beside a fine-tuning in ``sft/`` are
-refused; a killed sampling continues from its last chunk, :data:`CHUNK_BATCHES`); then ``llm_sft.py --interaction
-multi-turn --init-from <model> --episodes <out>/episodes.jsonl`` trains on them beside the search traces into
-``<out>/sft/final`` (``--resume`` continues it).
+One round of rejection-sampling fine-tuning (STaR): the solved episodes, without their refused turns, go to
+``<out>/episodes.jsonl`` (reused when the sampling options match); then ``llm_sft.py --interaction multi-turn
+--init-from <model> --episodes <out>/episodes.jsonl`` trains on them into ``<out>/sft/final``.
 """
 
 from __future__ import annotations

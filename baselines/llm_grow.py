@@ -2,11 +2,8 @@
 
     python baselines/llm_grow.py --model baselines/checkpoints/countdown-tiny-lm-turns --out runs/turns_deep8
 
-After each layer of ``--model`` comes a copy of it with its attention ``o_proj`` and MLP ``down_proj`` zeroed: a
-zeroed copy adds nothing to the residual stream, so the grown model plays as the original, and its copies learn from
-the first gradient step. The tokenizer, ``generation_config.json``, ``train_pass_rates.jsonl`` and ``training.json``
-(with ``grown_from``) are copied, so ``llm_grpo.py``, ``llm_sft.py --init-from`` and ``llm_eval.py`` take it as the
-original.
+After each layer of ``--model`` comes a copy of it with its attention ``o_proj`` and MLP ``down_proj`` zeroed, which
+adds nothing to the residual stream (docs/tiny_lm.md).
 """
 
 from __future__ import annotations
@@ -39,8 +36,6 @@ class GrowOptions:
 def expand_blocks(model: torch.nn.Module, every: int = 1) -> torch.nn.Module:
     """A deeper copy of a Llama-style causal LM: after every ``every``-th decoder layer, a copy of that layer
     with ``o_proj`` and ``down_proj`` zeroed, so the new model computes what ``model`` computes."""
-    if every < 1:
-        raise ValueError(f"every must be >= 1, got {every}")
     inner = getattr(model, "model", None)
     layers = getattr(inner, "layers", None)
     if layers is None or not all(hasattr(lay, "self_attn") and hasattr(lay, "mlp") for lay in layers):

@@ -5,13 +5,9 @@
     python baselines/llm_sft.py --out runs/sft --resume true   # continue from runs/sft/checkpoint
     python baselines/llm_sft.py --out runs/sft-more --init-from baselines/checkpoints/countdown-tiny-lm
 
-``--init-from`` starts from a saved model's weights (fresh optimiser; its own architecture); ``--resume``
-continues a run exactly (only ``RESUME_MAY_CHANGE`` may differ) from ``checkpoint/``, or from ``checkpoint.old/`` when
-a file of ``checkpoint/`` does not read back (named; neither: one error line). Data: the train split of ``--preset`` plus
-``--fresh-problems`` new ones (none sharing a key with validation or test), each example ``compact_prompt(p)`` +
-``compact_trace(p)`` with the numbers freshly shuffled; the loss covers completion tokens only. Every
-``--eval-every`` steps greedy completions on ``--eval-problems`` validation problems are verified. Writes to
-``--out``: ``metrics.csv``, ``curves.png``, ``checkpoint/`` (for ``--resume``) and ``final/`` (the model).
+Data: the train split of ``--preset`` plus ``--fresh-problems`` new ones, each example ``compact_prompt(p)`` +
+``compact_trace(p)`` with the numbers freshly shuffled; the loss covers completion tokens only. Writes to ``--out``:
+``metrics.csv``, ``curves.png``, ``checkpoint/`` (for ``--resume``) and ``final/`` (the model).
 """
 
 from __future__ import annotations
@@ -50,16 +46,13 @@ class SFTConfig(SplitRun):
     out: str = "runs/llm_sft"
     fresh_problems: int = 20000  # newly generated problems added to the train split (never validation/test keys)
     # model
-    init_from: str = ""
-    """Start from this saved model (a directory with config.json + model.safetensors, e.g. the
-    shipped ``baselines/checkpoints/countdown-tiny-lm``) instead of random weights."""
+    init_from: str = ""  # Start from this saved model (config.json + model.safetensors) instead of random weights.
     model: TinyLMConfig = field(default_factory=TinyLMConfig)
     """The model trained from scratch (without --init-from): ``tiny_lm.TinyLMConfig``, whose defaults are the shipped model's."""
     # trace format
     dead_ends: tuple[int, ...] = (0,)
     probe: int = 1
-    dead_end_rate: float = 1.0
-    """Chance that a trace writes its dead ends at a state (CompactTraceConfig.dead_end_rate)."""
+    dead_end_rate: float = 1.0  # Chance that a trace writes its dead ends at a state.
     answer: str = "solution"
     leaves: str = "enumerate"
     """``enumerate``: a two-number state's moves are tried in scan order until one hits; ``direct``: only the
@@ -92,8 +85,8 @@ class SFTConfig(SplitRun):
     resume: bool = False
     progress: bool = True
     report_to: str = "tensorboard"
-    """Where the loss, learning rate, throughput and validation success are also logged besides ``metrics.csv`` and
-    ``curves.png``: none, all, or a comma-separated list of transformers' integrations (tensorboard: ``<out>/tensorboard``)."""
+    """Where the metrics are also logged: none, all, or a comma-separated list of transformers' integrations
+    (tensorboard: ``<out>/tensorboard``)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -202,8 +195,7 @@ def make_batch(problems: list[Problem | tuple[Problem, list[str]]], tokenizer, t
 
 
 def pretrained_model(cfg: SFTConfig, tokenizer):
-    """The weights of ``cfg.init_from``, checked against ``tokenizer`` and ``--max-positions`` (loaded before ``--out``
-    is written to: no torch random number is drawn); an exit naming the folder when they do not load or fit."""
+    """The weights of ``cfg.init_from``, checked against ``tokenizer`` and ``--max-positions`` (no random draw)."""
     path = Path(cfg.init_from)  # holds config.json: SFTConfig checked it
     model = load_saved_model(path, SystemExit, "--init-from ")
     if model.get_input_embeddings().num_embeddings != len(tokenizer):

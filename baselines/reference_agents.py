@@ -1,15 +1,8 @@
 """Reference agents for Countdown-v0: random legal moves, the exhaustive solver, and the shipped critic.
 
-Each is a policy ``policy(obs, info) -> action`` over ``Countdown-v0`` (reading the action mask, the state and the
-problem from ``info``). ``random`` is the floor, ``solver`` the upper bound (the frozen splits hold only solvable
-problems); ``critic-greedy`` plays the legal move whose new state the shipped critic (``critics.load_critic()``)
-scores highest, ``critic-first`` only its first move that way and then the solver's, ``random-first`` a random first
-move and then the solver's (how good a first move the critic picks, against none).
+Each is a policy ``policy(obs, info) -> action`` over ``Countdown-v0``; :data:`AGENTS` says what each plays. Evaluate
+one on a split and write a leaderboard submission::
 
-Evaluate one on a split and write a leaderboard submission::
-
-    python baselines/reference_agents.py --agent random --preset longproc-0.5k --split test \\
-        --out leaderboard/submissions/random-legal.longproc-0.5k.test.jsonl
     python baselines/reference_agents.py --agent solver --preset longproc-0.5k --split test \\
         --out leaderboard/submissions/exhaustive-solver.longproc-0.5k.test.jsonl
 

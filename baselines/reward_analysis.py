@@ -7,9 +7,7 @@
 
 From the records of ``compare_llm_rewards.py`` (``<records>/<arm>-s<seed>.json.gz``; tuning runs' under
 ``<records>/tuning/``) this writes the page's ``## Results`` section (the protocol above it is kept) and
-``<page stem>_forest.png``: each arm's mean test greedy success over seeds with its SE; each other arm against
-``sparse`` by Welch's t (runs share no random numbers: not paired), Holm's adjustment and a two-level bootstrap;
-seconds a step, groups without reward spread, validation per step, and each dense term's AUROC for success.
+``<page stem>_forest.png``, by the statistics the page's protocol names.
 """
 
 from __future__ import annotations
@@ -44,12 +42,9 @@ AUROC_FILE = "dense_term_auroc.json"
 class Options:
     """Recompute the reward comparison's results from its records."""
 
-    page: str = str(PAGE)
-    """The Markdown page: its ``## Results`` section is rewritten; its records are in the folder of the same stem."""
+    page: str = str(PAGE)  # The Markdown page whose ``## Results`` section is rewritten.
     records: str = ""  # The records' folder (default: the page's path without ``.md``).
-    check: bool = False
-    """Recompute and exit 1 if the page's results differ from what the records give (nothing is written but the end of
-    a write a kill cut short)."""
+    check: bool = False  # Recompute and exit 1 if the page's results differ from what the records give.
     auroc: bool = False  # Play the starting model's episodes for the dense terms' AUROC (dense_term_auroc.json) first.
     auroc_samples: int = 4  # --auroc: sampled episodes per validation problem.
     tuning_runs: str = ""  # A folder of finished llm_grpo.py tuning runs: their records go to <records>/tuning/ first.
@@ -73,9 +68,8 @@ def write_record(path: str | Path, record: dict[str, Any]) -> Path:
 
 
 def read_records(folder: str | Path, needs: Sequence[str] = ("test_outcomes", "seconds_per_step", "steps")) -> list[dict[str, Any]]:
-    """Every ``*.json.gz`` / ``*.json`` record directly in ``folder``, sorted by arm and seed; each must hold ``needs``
-    (the analysis' keys; tuning records: ``options`` and ``validation``) and outcomes of 0s and 1s, one record a run
-    (arm and seed), all of the same test problems (``problem_ids_sha256`` and length)."""
+    """Every ``*.json.gz`` / ``*.json`` record directly in ``folder``, sorted by arm and seed; each must hold ``needs``,
+    one record a run (arm and seed), all of the same test problems (``problem_ids_sha256`` and length)."""
     out, problems, runs = [], {}, {}
     for p in sorted(Path(folder).glob("*.json*")):
         if p.name == AUROC_FILE or not (p.name.endswith(".json") or p.name.endswith(".json.gz")):
@@ -100,8 +94,7 @@ def read_records(folder: str | Path, needs: Sequence[str] = ("test_outcomes", "s
 
 def read_record(path: Path) -> dict[str, Any]:
     """One record (``.json.gz`` or ``.json``): a JSON object with at least ``arm`` and ``seed``, every field of
-    :data:`FIELDS` it holds of its kind; exits naming the file (and the field) when it is not (cut off, corrupt, not
-    JSON, a hand-edited value)."""
+    :data:`FIELDS` it holds of its kind; else exits naming the file (and the field)."""
     try:
         rec = json.loads(raw := gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes())
         if twice := duplicate_key(raw, rec):  # not strict_json: NaN is refused below where the analysis reads, kept elsewhere
@@ -157,8 +150,7 @@ def ids_digest(ids: Sequence[str]) -> str:
 
 
 def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
-    """``mean(a) - mean(b)`` with Welch's t test (two-sided, scipy's ``ttest_ind(equal_var=False)``) and its 95%
-    confidence interval. Needs two values on each side."""
+    """``mean(a) - mean(b)`` with Welch's t test (two-sided) and its 95% confidence interval; two values a side."""
     from scipy.stats import ttest_ind
 
     diff = float(np.mean(a) - np.mean(b))
@@ -201,8 +193,7 @@ def bootstrap_differences(arms: dict[str, np.ndarray], base: str, resamples: int
 
 
 def analyse(records: list[dict[str, Any]], base: str = "sparse", page: Path = PAGE) -> dict[str, Any]:
-    """Per-arm figures, every arm against ``base`` (see the module docstring; fractions, not percentages) and the
-    seeds an arm that ``page``'s comparison expects; ``records``: :func:`read_records`' (of the same problems)."""
+    """Per-arm figures, every arm against ``base`` (fractions) and the seeds an arm ``page``'s comparison expects."""
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         by_arm.setdefault(r["arm"], []).append(r)
@@ -376,9 +367,9 @@ def forest_plot(result: dict[str, Any], path: Path) -> None:
 
 
 def render(page: Path, folder: Path) -> tuple[dict[Path, Any], dict[str, Any]]:
-    """The files a write of ``page`` makes from the records in ``folder`` (path -> text, or the forest plot's writer):
-    the plot, for the project's page the README with its answer line, and the page last, its results section
-    remade; and :func:`analyse`'s result (computed once: the bootstrap is its costly part)."""
+    """The files a write of ``page`` makes from the records in ``folder`` (path -> text, or the forest plot's writer),
+    the page last, and :func:`analyse`'s result; an earlier write a kill cut short is finished first."""
+    dataclass_cli.finish_together(page)  # its page (and the head kept of it) first
     result = analyse(read_records(folder), page=page)
     text = page.read_text(encoding="utf-8") if page.is_file() else ""
     head = text.split(f"\n{RESULTS_HEADING}\n")[0].rstrip("\n") if text else f"# {page.stem}"
@@ -403,9 +394,8 @@ def with_answer(readme: str, line: str) -> str:
 
 def write_page(page: str | Path, folder: str | Path) -> str:
     """Rewrite ``page``'s results and its forest plot from the records in ``folder`` (and, for the project's page,
-    the README's answer line), all or none (``dataclass_cli.write_together``, the page last); returns the results text."""
+    the README's answer line), all or none; returns the results text."""
     page, folder = Path(page), Path(folder)
-    dataclass_cli.finish_together(page)  # an earlier write cut short: its page (and the head kept of it) first
     files, result = render(page, folder)
     dataclass_cli.write_together(files)
     return files[page].split(f"\n{RESULTS_HEADING}\n", 1)[-1] + "\n" + answer_line(result)
@@ -424,8 +414,7 @@ def main(argv: list[str] | None = None) -> None:
 
         write_auroc(folder / AUROC_FILE, samples=opts.auroc_samples)
     if opts.check:
-        dataclass_cli.finish_together(page)  # an earlier write cut short: checked as it meant to leave the files
-        files, result = render(page, folder)
+        files, result = render(page, folder)  # checked as an earlier write a kill cut short meant to leave the files
         stale = [str(p) for p, text in files.items() if isinstance(text, str)  # the plot's bytes are matplotlib's
                  and not (p.is_file() and p.read_text(encoding="utf-8") == text)]
         if stale:

@@ -3,10 +3,8 @@
     python baselines/tier_success.py --submissions leaderboard/submissions/*.longproc-0.5k.test.jsonl \
         --out docs/results/difficulty_tiers.md --plot docs/results/difficulty_tiers.png
 
-Every answer is re-verified with ``countdown_gym.verify`` (through the leaderboard's ``score_answer``; a file's
-claimed numbers are never used) and grouped by the problem's tier (``countdown_gym.data.difficulty.tier``). Per file
-and tier: the first answer's success (greedy for ``llm_eval.py`` files) and, when the file has several answers per
-problem, the mean success of all of them (per-sample), each with its binomial standard error over problems.
+Every answer is re-verified (the leaderboard's ``score_answer``) and grouped by the problem's tier. Per file and tier:
+the first answer's success and, with several answers a problem, the mean of all (per-sample), each with its SE.
 """
 
 from __future__ import annotations
@@ -49,8 +47,7 @@ METRICS: dict[str, Any] = {
 
 
 def tier_scores(path: str | Path, metric: str = "tier") -> dict[str, Any]:
-    """Per tier: problems, first-answer successes and mean per-sample success of one submission file (``metric``:
-    see :class:`Options`)."""
+    """Per tier: problems, first-answer successes and mean per-sample success of one submission file."""
     from countdown_gym.data.difficulty import difficulty
     from countdown_gym.leaderboard.score import score_answer
     from countdown_gym.leaderboard.submission import read_submission

@@ -29,8 +29,7 @@ def write_curves(path: str | Path, rows: Iterable[Row]) -> Path:
 
 
 def read_curves(path: str | Path) -> list[Row]:
-    """The rows :func:`write_curves` wrote; a missing file, a wrong header or a malformed row (a missing field, a
-    seed or step not an integer, a success not a finite number) is a clear error."""
+    """The rows :func:`write_curves` wrote; a missing file, a wrong header or a malformed row is a clear error."""
     path = Path(path)
     finish_together(path)
     if not path.is_file():
@@ -105,9 +104,8 @@ def plot_curves(rows: Sequence[Row], path: str | Path, **kw: Any) -> Path:
 
 def draw(png: str | Path, logs: Iterable[tuple[str, int, Path]] | None, x: str, y: str, scale: float = 1.0,
          **kw: Any) -> Path:
-    """:func:`plot_curves` to ``png`` of each run's CSV log ``(variant, seed, path)``: its column ``y`` (times
-    ``scale``) against its column ``x`` (a run without a log is left out); ``logs`` None: of the points kept beside
-    ``png`` (a comparison's ``--replot``; a malformed file is an error naming it)."""
+    """:func:`plot_curves` to ``png`` of each run's CSV log ``(variant, seed, path)``: column ``y`` (times ``scale``)
+    against column ``x``; ``logs`` None: of the points kept beside ``png`` (a comparison's ``--replot``)."""
     rows: list[Row] = []
     if logs is None:
         try:

@@ -24,8 +24,7 @@ def mean_se(values: Sequence[float]) -> float | None:
 
 
 def seed_spread(xs: Sequence[float], kind: Literal["std", "se"] = "se") -> float:
-    """The standard deviation (``std``) or the standard error of the mean (``se``, the comparison figures' band) of
-    per-seed values; 0 for fewer than two."""
+    """The standard deviation (``std``) or the mean's standard error (``se``) of per-seed values; 0 for under two."""
     if len(xs) < 2:
         return 0.0
     sd = statistics.stdev(xs)
