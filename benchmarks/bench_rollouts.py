@@ -16,15 +16,14 @@ import json
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal
 
-from _common import ROOT, check_writable, command, timed, write_report
+from _common import ROOT, T, check_writable, command, timed, write_report
 
 from countdown_gym.dataclass_cli import check_min, parse, run_script
 from countdown_gym.inference.engine import PEEK_FROM
 
 GRAPHS = {"auto": None, "on": True, "off": False}
-T = TypeVar("T")
 
 
 @dataclass

@@ -165,6 +165,18 @@ def test_a_fifo_or_folder_in_a_run_is_refused_never_opened(tmp_path: Path) -> No
     assert (out / "summary.json").read_text() == "{}\n" and not (out / "summary.json.tmp").exists()
 
 
+def test_options_with_a_key_twice_are_refused_naming_the_file_and_the_key(tmp_path: Path) -> None:
+    """A key twice in options.json was read last-wins: a --resume compared against a value the file also contradicts."""
+    out = prepare_run(tmp_path / "r", "--out", Opts(), resume=False)
+    (out / "options.json").write_text('{"lr": 0.001, "steps": 10, "lr": 0.5, "out": ""}\n')
+    with pytest.raises(SystemExit, match=r"r/options.json: key 'lr' appears twice in one object; fix or delete it"):
+        runs.read_options(out)
+    with pytest.raises(SystemExit, match=r"options.json: key 'lr' appears twice in one object"):
+        prepare_run(out, "--out", Opts(), resume=True)
+    (out / "options.json").write_text('{"lr": 0.001, "steps": 10, "out": "a:b"}\n')  # a colon in a value: no key twice
+    assert runs.read_options(out) == {"lr": 0.001, "steps": 10, "out": "a:b"}
+
+
 def test_a_lock_file_that_is_a_link_is_refused_and_its_target_kept(tmp_path: Path) -> None:
     """A .run.lock link (planted in a shared folder) was opened through: its target was emptied and given the pid."""
     (tmp_path / "r").mkdir()

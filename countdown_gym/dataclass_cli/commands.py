@@ -206,7 +206,7 @@ def _dataclass_help(info: StructTypeInfo) -> StructConstructorSpec | None:
 
 def _normalize(cls: type, argv: Sequence[str], prog: str) -> list[str]:
     """The project's spellings in tyro's: ``--flag VALUE`` of a bool, comma lists, ``--no-flag`` of ``bool | None``."""
-    known = {f.name: f for f in flags(cls)}
+    known = {f.name: f for f in flags(cls)}  # two fields with one flag name: TypeError
     known.update({"--no-" + name[2:]: f for name, f in list(known.items())})
     positional = any(tyro.conf.Positional in typing.get_args(h) for h in typing.get_type_hints(cls, include_extras=True).values())
     out: list[str] = []
@@ -297,7 +297,6 @@ def parse_known(cls: type[T], argv: Sequence[str] | None = None, *, prog: str | 
 
 
 def _cli(cls: type[T], argv: Sequence[str] | None, prog: str | None, description: str | None, *, unknown: bool) -> Any:
-    flags(cls)  # a class tyro cannot read without surprises (two fields, one flag) fails here, as TypeError
     prog = prog or (Path(sys.argv[0]).name if sys.argv and sys.argv[0] else cls.__name__)
     args = _normalize(cls, sys.argv[1:] if argv is None else argv, prog)
     errors = io.StringIO()

@@ -39,6 +39,7 @@ from types import FrameType
 from typing import Any
 
 from countdown_gym.dataclass_cli import EXIT_INTERRUPTED, changed_options, not_regular, written_aside
+from countdown_gym.dataclass_cli.strict import duplicate_key
 
 OPTIONS_FILE = "options.json"
 """Every option of the run, written when it starts (``--resume`` compares against it)."""
@@ -66,10 +67,9 @@ def run_directory(path: str | os.PathLike[str], label: str) -> Path:
 
 
 def hold_directory(out: Path, instead: str) -> None:
-    """Hold the run directory ``out`` until this process ends: an exclusive ``flock`` on its :data:`LOCK_FILE`, which
-    the system lets go however the process ends (SIGKILL included). A second process training into it at the same
-    time (the same command started twice, a rerun while the runs of a killed comparison go on) exits with a message
-    naming ``instead`` (what else to do) instead of mixing its checkpoints and logs in. No lock where unsupported."""
+    """Hold the run directory ``out`` until this process ends (an exclusive ``flock`` on its :data:`LOCK_FILE`, let go
+    however the process ends): a second process training into it exits naming ``instead`` (what else to do) instead
+    of mixing its checkpoints and logs in. No lock where unsupported."""
     key = out.resolve()
     if key in _HELD:
         return
@@ -111,7 +111,7 @@ def holds_run(out: str | os.PathLike[str], markers: Iterable[str] = (OPTIONS_FIL
 
 def read_options(out: str | os.PathLike[str], name: str = OPTIONS_FILE) -> dict[str, Any] | None:
     """The ``options.json`` (or ``name``) of the run in ``out`` (None when there is none); exits naming the file when
-    it is not a JSON object (empty, cut off, not UTF-8, a list) or not a regular file (a folder, a FIFO: never opened)."""
+    it is not a JSON object (empty, cut off, not UTF-8, a list, a key twice) or not a regular file (never opened)."""
     path = Path(out) / name
     if not path.exists():
         return None
@@ -119,7 +119,8 @@ def read_options(out: str | os.PathLike[str], name: str = OPTIONS_FILE) -> dict[
     if (kind := not_regular(path)) is not None:
         raise SystemExit(f"{path} is {kind}, not the run's options (a regular file); {fix}")
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        text = path.read_bytes().decode("utf-8")
+        data = json.loads(text)
     except OSError as exc:
         raise SystemExit(f"{path}: cannot read it ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
@@ -129,6 +130,8 @@ def read_options(out: str | os.PathLike[str], name: str = OPTIONS_FILE) -> dict[
         raise SystemExit(f"{path} is {what}; {fix}") from None
     if not isinstance(data, dict):
         raise SystemExit(f"{path} holds a JSON {type(data).__name__}, not the object of a run's options; {fix}")
+    if problem := duplicate_key(text, data):  # json alone keeps the last value silently
+        raise SystemExit(f"{path}: {problem}; {fix}")
     return data
 
 
@@ -219,9 +222,7 @@ def _csv(rows: Iterable[Sequence[Any]]) -> str:
 def _rows_upto(path: Path, step: float, key: str) -> tuple[list[str] | None, list[tuple[Any, Any]]]:
     """The CSV's header (None for JSON lines) and the rows of the log at ``path`` (a regular file) whose ``key`` is not
     past ``step`` (rows without it kept), as ``(raw, row)``: a JSON line and its value, or a CSV row's cells and its
-    dict (numbers read back as numbers). A cut-off last line or CSV row (what a kill during an append leaves) is dropped;
-    any other line that is not JSON (or not UTF-8) exits naming the file and the line; a CSV that is not UTF-8 (or
-    that ``csv`` cannot read) exits naming it."""
+    dict (numbers read back as numbers). A torn last line or row is dropped; anything else unreadable exits naming it."""
     header, rows = None, []
     if path.suffix == ".jsonl":
         lines = path.read_bytes().split(b"\n")
@@ -253,10 +254,8 @@ def _rows_upto(path: Path, step: float, key: str) -> tuple[list[str] | None, lis
 
 
 def truncate_rows(path: str | os.PathLike[str], step: float, key: str = "step") -> list[tuple[Any, Any]]:
-    """Drop the rows of a CSV or JSON-lines log whose ``key`` is past ``step`` (a resume redoes them); rows without
-    that column are kept. For logs written by other libraries too (SB3's ``progress.csv``). Anything but a regular file
-    is left alone, never opened (see :func:`not_regular`); a CSV that is not UTF-8 exits naming it. Returns the rows
-    kept, as ``(raw, row)`` pairs (none for a file that is not there)."""
+    """Drop the rows of a CSV or JSON-lines log (SB3's ``progress.csv`` too) whose ``key`` is past ``step`` (a resume
+    redoes them) and return the rest as :func:`_rows_upto` reads them. Anything but a regular file is left alone."""
     path = Path(path)
     if not path.is_file():
         return []
@@ -428,10 +427,9 @@ def run_commands(commands: Sequence[tuple[Sequence[str], Path]], at_once: int, *
                  started: Callable[[int], None] = lambda i: None, ended: Callable[[int, int], None] = lambda i, code: None,
                  env: Mapping[str, str] | None = None) -> bool:
     """Run each ``(argv, log)`` as a process, ``at_once`` at a time, its output appended to ``log``; ``started(i)``
-    before command ``i`` starts, ``ended(i, exit code)`` once it has ended. The first Ctrl-C starts no more commands
-    and waits for the running ones, which the Ctrl-C reached too (a training script saves a checkpoint and exits);
-    a SIGTERM is passed on to them. Returns whether it was stopped so (and says how to resume). A second Ctrl-C raises
-    ``KeyboardInterrupt``; it, or an error of a callback, first stops the running commands (SIGTERM) and waits for them."""
+    before command ``i`` starts, ``ended(i, exit code)`` once it has ended. The first Ctrl-C (or SIGTERM, passed on)
+    starts no more commands and waits for the running ones; returns whether it was stopped so. A second Ctrl-C, or an
+    error of a callback, stops the running commands (SIGTERM), waits for them and raises."""
     for _, log in commands:  # a FIFO nothing reads would block the start for ever
         if (kind := not_regular(log)) is not None:
             raise SystemExit(f"{log} is {kind}, not a log file; delete it")
