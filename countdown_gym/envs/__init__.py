@@ -1,11 +1,5 @@
-"""Gymnasium registration of the package's environments (done on import):
-
-* ``Countdown-v0`` -> :class:`~countdown_gym.envs.countdown.CountdownEnv` (one arithmetic move per step), with the
-  batched :class:`~countdown_gym.envs.vector.CountdownVectorEnv` as its ``vector_entry_point``;
-* ``CountdownText-v0`` -> :class:`~countdown_gym.envs.text.CountdownTextEnv` (reasoning text as an MDP);
-* ``CountdownMultiTurn-v0`` -> :class:`~countdown_gym.envs.multiturn.CountdownMultiTurnEnv` (one move per agent turn).
-
-All with ``max_episode_steps=None``: each episode ends by itself or by its own budget, so ``gymnasium.make`` adds no
+"""Gymnasium registration of the package's environments (done on import; :data:`_ENTRY_POINTS`). All with
+``max_episode_steps=None``: each episode ends by itself or by its own budget, so ``gymnasium.make`` adds no
 ``TimeLimit`` unless given ``max_episode_steps``. ``gymnasium.make_vec("Countdown-v0", num_envs=...)`` defaults to
 the native batched env (``vectorization_mode="sync"`` / ``"async"``: Gymnasium's wrappers).
 """

@@ -168,12 +168,10 @@ class ProblemSource:
         """A caller's problem as a playable Problem with this source's rules (pairs and dicts without rules get
         them; a Problem or dict with other rules is refused: the spaces and legality are built for one)."""
         explicit = isinstance(obj, Problem) or (isinstance(obj, Mapping) and "rules" in obj)
-        p = to_problem(obj)
-        if explicit and p.rules != self.rules:
+        p = to_problem(obj, None if explicit else self.rules)
+        if p.rules != self.rules:
             raise ValueError(f"{p} has rules {p.rules}, but this environment plays under {self.rules}; "
                              "pass (numbers, target) or a Problem with the environment's rules")
-        if p.rules != self.rules:
-            p = dataclasses.replace(p, rules=self.rules)
         check_playable(p, self.max_numbers)
         return p
 

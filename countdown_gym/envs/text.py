@@ -22,7 +22,7 @@ from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
 from countdown_gym.envs.text_checker import INVALID_REASONS, LineCheck, LineChecker
 from countdown_gym.envs.text_episode import Replay, StepResult, TextEpisode, replay_completion
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import describe_value, format_number
+from countdown_gym.game.rules import describe_value
 from countdown_gym.game.text_format import CHARSET, PROMPT_STYLES, build_prompt, sanitize
 from countdown_gym.game.trace import format_list
 from countdown_gym.game.turn_game import check_budget
@@ -345,8 +345,7 @@ class CountdownTextEnv(SourcedEnv):
 
     def _status(self) -> str:
         ep = self.episode
-        state = "[" + ", ".join(format_number(x) for x in ep.checker.state) + "]"
-        status = f"lines={ep.num_lines} invalid_steps={ep.invalid_steps} state={state}"
+        status = f"lines={ep.num_lines} invalid_steps={ep.invalid_steps} state={format_list(ep.checker.state)}"
         if ep.done:
             status += f" | {'terminated' if ep.terminated else 'truncated'}: {ep.verdict.reason}"
         return status

@@ -47,16 +47,13 @@ class _Node:
 
     level: int
     state: tuple[Number, ...]  # for an untrusted node: its nearest trusted ancestor's state
-    trusted: bool = True
-    size: int = -1  # how many numbers the node holds (known even when untrusted)
+    trusted: bool
+    size: int  # how many numbers the node holds (known even when untrusted)
 
-    def __post_init__(self) -> None:
-        if self.size < 0:
-            self.size = len(self.state)
-
-    def untrusted_child(self) -> _Node:
-        size = max(self.size - 1, 1)
-        return _Node(_level_below(self.level, size), self.state, trusted=False, size=size)
+    def child(self, state: tuple[Number, ...], trusted: bool = True) -> _Node:
+        """The node below this one: ``state``, or (untrusted) this node's state with one number fewer."""
+        size = len(state) if trusted else max(self.size - 1, 1)
+        return _Node(self.level + (2 if size > 2 else 1), state, trusted, size)
 
 
 @dataclass(frozen=True)
@@ -71,10 +68,6 @@ class LineCheck:
 
     def to_dict(self) -> dict[str, Any]:
         return {"line_no": self.line_no, "text": self.text, "kind": self.kind, "valid": self.valid, "reason": self.reason}
-
-
-def _level_below(parent_level: int, child_size: int) -> int:
-    return parent_level + (2 if child_size > 2 else 1)
 
 
 def _same(xs: Sequence[Number], ys: Sequence[Number]) -> bool:
@@ -102,7 +95,7 @@ class LineChecker:
         self.rules = rules or problem.rules
         self.target = problem.target
         self.initial: tuple[Number, ...] = tuple(normalize(x) for x in problem.numbers)
-        self.stack: list[_Node] = [_Node(2 if len(self.initial) > 2 else 1, self.initial)]
+        self.stack: list[_Node] = [_Node(2 if len(self.initial) > 2 else 1, self.initial, True, len(self.initial))]
         self.in_solution = False
         self.line_no = 0
         self.moves_made: set[tuple[Number, str, Number, Number]] = set()
@@ -263,14 +256,14 @@ class LineChecker:
                 if reason == "ok":
                     del self.stack[k + 1 :]
                     if pushes:
-                        self.stack.append(_Node(_level_below(node.level, len(nxt)), nxt))
+                        self.stack.append(node.child(nxt))
                     self.moves_made.add((p.a, p.op, p.b, p.c))
                     out.append(self._record(node.state, p, nxt, "ok"))
                     return "ok"
         if k is not None:
             del self.stack[k + 1 :]
             if p.outcome in ("add", "found", "bare"):  # the text goes below this line: keep it untrusted
-                self.stack.append(node.untrusted_child())
+                self.stack.append(node.child(node.state, trusted=False))
         out.append(self._record(node.state, p, None, reason))
         return reason
 
@@ -308,9 +301,9 @@ class LineChecker:
                                 or not self._annotation_ok(p, nxt)):
             nxt, reason = None, "state_mismatch"
         if nxt is not None:
-            self.stack.append(_Node(_level_below(node.level, len(nxt)), nxt))
+            self.stack.append(node.child(nxt))
             self.moves_made.add((p.a, p.op, p.b, p.c))
         elif compact:
-            self.stack.append(node.untrusted_child())
+            self.stack.append(node.child(node.state, trusted=False))
         out.append(self._record(node.state, p, nxt, reason))
         return reason

@@ -107,15 +107,9 @@ class _Writer:
 
     def probe(self, state: tuple[int, ...], depth: int, budget: int) -> None:
         """A shallow look below a dead end: first moves only, leaves enumerated."""
-        if len(state) < 2:
-            return
         if len(state) == 2:
             self.leaf(state, depth)
-            return
-        if budget <= 0:
-            return
-        moves = _moves(state, self.rules)
-        if moves:
+        elif budget > 0 and (moves := _moves(state, self.rules)):  # fewer than 2 numbers: no moves
             move, nxt = moves[0]
             self.write(depth, move, nxt)
             self.probe(nxt, depth + 1, budget - 1)

@@ -1,10 +1,6 @@
-"""The rules of a Countdown game: the one home of every rule variant, of move legality and of the win.
-
-Legality: :meth:`Rules.check` (with a reason code), :meth:`Rules.apply`, :meth:`Rules.legal_results`,
-:meth:`Rules.within_bounds`. The win: :meth:`Rules.wins`, :meth:`Rules.is_won`, :meth:`Rules.may_leave`,
-:meth:`Rules.answer_parts`. The vector env's numpy kernel (``countdown_gym.envs.move_kernel``) is the one other
-form of legality, tested against :meth:`Rules.legal_results` move by move.
-"""
+"""The rules of a Countdown game: the one home of every rule variant, of move legality and of the win. The vector
+env's numpy kernel (``countdown_gym.envs.move_kernel``) is the one other form of legality, tested against
+:meth:`Rules.legal_results` move by move."""
 
 from __future__ import annotations
 

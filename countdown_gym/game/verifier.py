@@ -22,7 +22,7 @@ from countdown_gym.game.expression import (
     parse_expression,
     parse_value,
 )
-from countdown_gym.game.problem import Problem
+from countdown_gym.game.problem import Problem, play_rules
 from countdown_gym.game.rules import Number, Rules, describe_value, format_number
 
 REASONS: dict[str, str] = {
@@ -307,12 +307,7 @@ def verify(problem: Problem, completion: str | Sequence[Any], rules: Rules | Non
     """Check the final answer in ``completion`` (a string, or chat messages: :func:`completion_text`) against
     ``problem`` under ``rules`` (default the problem's). Never raises on a bad completion; a non-``Problem`` or
     non-``Rules`` argument is a ``TypeError``."""
-    if not isinstance(problem, Problem):
-        raise TypeError(f"verify() needs a Problem, got {type(problem).__name__}")
-    if rules is None:
-        rules = problem.rules
-    elif not isinstance(rules, Rules):
-        raise TypeError(f"rules must be a Rules or None, got {type(rules).__name__}")
+    rules = play_rules(problem, rules, "verify()")
     text = completion_text(completion)
     if text is None:
         return Verdict(False, "invalid_input", f"the completion must be a str or a list of chat messages "
