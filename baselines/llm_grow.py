@@ -36,6 +36,8 @@ class GrowOptions:
 def expand_blocks(model: torch.nn.Module, every: int = 1) -> torch.nn.Module:
     """A deeper copy of a Llama-style causal LM: after every ``every``-th decoder layer, a copy of that layer
     with ``o_proj`` and ``down_proj`` zeroed, so the new model computes what ``model`` computes."""
+    if every < 1:
+        raise ValueError(f"every must be >= 1, got {every}")
     inner = getattr(model, "model", None)
     layers = getattr(inner, "layers", None)
     if layers is None or not all(hasattr(lay, "self_attn") and hasattr(lay, "mlp") for lay in layers):

@@ -102,3 +102,9 @@ def test_a_damaged_training_json_is_one_error_naming_it(tmp_path, text):
     with pytest.raises(SystemExit, match="training.json"):
         llm_grow.grow(llm_grow.GrowOptions(model=str(model), out=str(tmp_path / "o")))
     assert not (tmp_path / "o").exists() and not (tmp_path / "o.partial").exists()
+
+
+def test_expand_blocks_refuses_every_below_one_from_python() -> None:
+    model = build_model(TinyLMConfig(), build_tokenizer())
+    with pytest.raises(ValueError, match="every must be >= 1, got 0"):
+        llm_grow.expand_blocks(model, 0)
