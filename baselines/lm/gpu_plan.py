@@ -14,7 +14,6 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from countdown_gym.dataclass_cli.strict import strict_json
 
@@ -234,16 +233,19 @@ def training_memory(shape: ModelShape, layout: Layout, *, weight_bytes: int, mic
     return out
 
 
-def tokens_budget(shape: ModelShape, layout: Layout, **memory: Any) -> int:
-    """Tokens a micro-batch may hold in :data:`HEADROOM` of the GPU after the static parts of :func:`training_memory`
-    (``memory``: its keyword arguments but ``micro``)."""
+def tokens_budget(shape: ModelShape, layout: Layout, *, weight_bytes: int, sequence_tokens: int,
+                  completion_tokens: int, gradient_checkpointing: bool, reference_model: bool,
+                  vllm_share: float = 0.0) -> int:
+    """Tokens a micro-batch may hold in :data:`HEADROOM` of the GPU after the static parts of :func:`training_memory`."""
     if not layout.on_gpu:
-        return CPU_MICRO_BATCH * memory["sequence_tokens"]
-    one = training_memory(shape, layout, micro=1, **memory)
+        return CPU_MICRO_BATCH * sequence_tokens
+    one = training_memory(shape, layout, weight_bytes=weight_bytes, micro=1, sequence_tokens=sequence_tokens,
+                          completion_tokens=completion_tokens, gradient_checkpointing=gradient_checkpointing,
+                          reference_model=reference_model, vllm_share=vllm_share)
     act = next(v for k, v in one.items() if k.startswith("activations"))
     static = one["total"] - act
     free = HEADROOM * layout.gpu_memory - static
-    return max(0, int(free / act * memory["sequence_tokens"]))
+    return max(0, int(free / act * sequence_tokens))
 
 
 def generation_memory(shape: ModelShape, width: int, rows: int, sequence_tokens: int) -> dict[str, float]:
