@@ -91,7 +91,8 @@ class EpisodeStore:
 
     def new_env(self, env_cls: type[gym.Env], env_kwargs: dict[str, Any]) -> gym.Env:
         """A fresh ``env_cls(**env_kwargs)`` for one episode: a shallow copy (sharing its spaces and problem source;
-        ``reset`` gives it its own state and generator) of one built once per class and arguments, never reset (a millisecond)."""
+        ``reset`` gives it its own state and generator) of one built once per class and arguments, never reset
+        (building one takes about a millisecond)."""
         key = (env_cls, repr(sorted(env_kwargs.items())))
         if key not in self._templates:
             self._templates[key] = env_cls(**env_kwargs)
