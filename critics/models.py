@@ -46,8 +46,9 @@ class ConfigDict:
         int >= 0 and ``temperature`` a finite number > 0."""
         for name in (*positive, *non_negative):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name in non_negative else 1):
-                raise ValueError(f"{type(self).__name__}.{name} must be a positive int, got {v!r}")
+            low = 0 if name in non_negative else 1
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ValueError(f"{type(self).__name__}.{name} must be an int >= {low}, got {v!r}")
         check_finite(self.temperature, f"{type(self).__name__}.temperature", positive=True)
 
 

@@ -66,6 +66,8 @@ class TextCriticConfig(ConfigDict):
 
     def __post_init__(self) -> None:
         self.check_fields(("window", "head_hidden", "head_depth", "out_dim", "value_dim", "fourier", "goal_hidden"))
+        if not isinstance(self.finetune, bool):
+            raise ValueError(f"TextCriticConfig.finetune must be a bool, got {self.finetune!r}")
 
 
 def render_state(state: Sequence[Any], target: Any) -> str:

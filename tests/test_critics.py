@@ -510,6 +510,13 @@ def test_train_config_rejects_bad_values(kwargs, message):
         TrainConfig(**kwargs)
 
 
+def test_model_config_names_the_lowest_allowed_size():
+    from critics.models import ModelConfig
+
+    with pytest.raises(ValueError, match=r"pair_dim must be an int >= 0, got -1"):  # said "a positive int", 0 allowed
+        ModelConfig(pair_dim=-1)
+
+
 def test_resume_without_a_run_fails_before_the_data(tmp_path, monkeypatch):
     import critics.train as critics_train
 

@@ -133,6 +133,8 @@ def test_bad_input_is_refused_clearly(tiny_run: Path, tmp_path: Path) -> None:
         critic.score_texts("Initial number set", [5])
     with pytest.raises(CheckpointError, match="not a directory"):
         load_text_critic(tmp_path / "nope")
+    with pytest.raises(ValueError, match="finetune must be a bool, got 'no'"):  # was torch's requires_grad_ TypeError
+        TextCriticConfig(finetune="no")
     (tmp_path / "half").mkdir()
     with pytest.raises(CheckpointError, match="config.json is missing"):
         load_text_critic(tmp_path / "half")
