@@ -79,3 +79,10 @@ def test_in_range_near_the_dtype_limits() -> None:
     assert in_range(r, Rules(name="big", value_limit=2**40)).tolist() == [False, False, True, True, True, True, True]
     with pytest.raises(ValueError, match="integer_only"):
         batch_moves(np.zeros((1, 3), dtype=np.int64), np.array([3]), Rules.tinyzero())
+
+
+def test_batch_moves_refuses_non_integer_states() -> None:  # a state 6.5 under integer rules: no silent mask
+    for vals in (np.array([[6.5, 2.0, 0.0]]), [[6, 2, 0]]):
+        for results in (False, True):
+            with pytest.raises(TypeError, match="vals must be an int array"):
+                batch_moves(vals, np.array([2]), Rules.longproc(), results=results)

@@ -47,6 +47,8 @@ def batch_moves(
     """
     if not rules.integer_only:
         raise ValueError(f"the batched move kernel needs integer_only rules, got {rules.name!r}")
+    if not isinstance(vals, np.ndarray) or vals.dtype.kind not in "iu":  # a float 6.5 would be played as a number
+        raise TypeError(f"vals must be an int array, got {getattr(vals, 'dtype', type(vals).__name__)}")
     pi, pj = pair_slots(vals.shape[-1])
     x = vals[..., pi]
     y = vals[..., pj]  # a fresh copy: made safe for the division below
