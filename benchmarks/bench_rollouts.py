@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -55,6 +56,8 @@ class Options:
         for name in ("graphs", "peek_from", "batches"):
             if not getattr(self, name):
                 raise ValueError(f"--{name.replace('_', '-')} needs at least one value")
+        if any(not re.fullmatch(r"cpu|cuda(:\d+)?", d) for d in self.devices):
+            raise ValueError(f"--devices takes cpu, cuda or cuda:N, got {self.devices}")
         if min(self.peek_from) < 0:
             raise ValueError(f"--peek-from must be steps >= 0, got {self.peek_from}")
         if min(self.batches) < 1:
@@ -137,6 +140,8 @@ def measure(opts: Options) -> dict:
     problems = [p for p in problems for _ in range(opts.repeat)]
     out: dict = {"devices": {}, "rows": []}
     for device in opts.devices or (["cpu"] + (["cuda"] if torch.cuda.is_available() else [])):
+        if device != "cpu" and not torch.cuda.is_available():
+            raise SystemExit(f"--devices {device}: this torch sees no CUDA device")
         tok = AutoTokenizer.from_pretrained(opts.model)
         model = AutoModelForCausalLM.from_pretrained(opts.model).to(device=device, dtype=getattr(torch, opts.dtype))
         model.eval()

@@ -130,6 +130,7 @@ def test_console_script_usage_error_is_one_line_per_part_and_exit_2():
 
 @pytest.mark.parametrize(("script", "argv", "needle"), [
     ("bench_envs", ["--seconds", "0"], "--seconds must be > 0"),  # was a ZeroDivisionError after the first rounds
+    ("bench_rollouts", ["--devices", "tpu"], "--devices takes cpu, cuda or cuda:N"),  # was torch's RuntimeError
     ("bench_reasoning_gym", ["--preset", "nope"], "unknown preset 'nope'"),  # was the dataset's ValueError traceback
     ("bench_reasoning_gym", ["--split", "nope"], "unknown split 'nope'"),
     # were every client's error ("invalid literal for int() with base 10: '8000/x'") after the clients had started
