@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from countdown_gym import Problem, Rules, load_split
@@ -68,6 +69,8 @@ def test_a_solving_trajectory_scores_one_and_the_reward_matches_the_game() -> No
     assert asyncio.run(tools["move"].calc_reward(asyncio.run(tools["move"].create(create_kwargs={"ground_truth": gt}))[0],
                                                 agent_data=agent)) == 1.0
     assert vm.compute_score("x", "", gt, {})["score"] == 0.0  # no tool call: nothing was played
+    as_array = {vm.TURNS_KEY: np.array(agent.extra_fields[vm.TURNS_KEY], dtype=object)}  # was numpy's "ambiguous"
+    assert vm.compute_score("countdown_gym/longproc-0.5k", "", gt, as_array) == score
 
 
 @pytest.mark.parametrize("args", [{}, {"a": 21}, {"a": [1], "op": "+", "b": 2}, {"a": "x" * 10_000_000, "op": "+", "b": 1},

@@ -141,7 +141,8 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     ``solution_str`` is not read), with ``turns``, ``invalid_turns`` and ``solved``."""
     del solution_str, kwargs
     problem = problem_from_ground_truth(ground_truth, data_source)
-    turns = list((extra_info or {}).get(TURNS_KEY) or [])
+    turns = (extra_info or {}).get(TURNS_KEY)
+    turns = [] if turns is None else list(turns)  # not `or []`: verl's batches may hand a numpy array
     rep = replay_turns(problem, [str(t) for t in turns], max_turns=max(len(turns), 1))
     return {"score": float(rep.reward), "turns": len(turns), "invalid_turns": rep.invalid_steps, "solved": float(rep.solved)}
 
