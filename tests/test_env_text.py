@@ -584,6 +584,8 @@ def test_out_of_charset_text_is_kept_but_masked():
         ({"prompt": "compact", "prompt_kwargs": {"current_state": True}}, "prompt_kwargs"),
         ({"prompt_kwargs": {"currentstate": True}}, "unknown prompt_kwargs"),  # not a TypeError at reset
         ({"prompt_kwargs": {"example": ((6, 2, 5, 3), 8)}}, "must be a Problem"),  # not an AttributeError
+        # not ~10 s and an 80M-character prompt at every reset (a 7-number example: minutes, gigabytes)
+        ({"prompt_kwargs": {"example": Problem((25, 50, 75, 100, 3, 6), 952)}}, "DFS search makes more than 1024"),
         ({"preset": "nope"}, "preset"),
         ({"tokenizer": object()}, "tokenizer"),
     ],
