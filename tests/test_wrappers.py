@@ -650,6 +650,13 @@ def test_clipo_action_batch_of_the_wrong_length_is_refused():
     for bad in (np.array([0, 0, 0]), np.array([0])):
         with pytest.raises(ValueError, match=r"one action per env \(2\), got"):
             env.step(bad)
+    # one str for a text group was played one character per env; None / an int failed inside gymnasium
+    text = CLIPOGroupReward([make_text] * 3, group_size=3, embed_fn=lambda t: np.zeros(3), trainer=trainer_factory())
+    text.reset(seed=0)
+    for bad in ("6-2", None, 0):
+        with pytest.raises(ValueError, match=r"one action per env \(3\), got"):
+            text.step(bad)
+    assert text.envs[0].unwrapped.completion == ""
 
 
 def test_clipo_group_argument_errors():

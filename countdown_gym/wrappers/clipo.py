@@ -16,7 +16,7 @@ keep their rewards in the returns.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -25,6 +25,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
+from countdown_gym.game.rules import describe_value
 from countdown_gym.rewards.wrapper import env_name
 
 
@@ -167,6 +168,8 @@ class CLIPOGroupReward(VectorEnv):
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         n = self.num_envs
+        if isinstance(actions, (str, bytes)) or not isinstance(actions, Iterable):  # a str: one character per env
+            raise ValueError(f"actions must hold one action per env ({n}), got {describe_value(actions)}")
         acts = list(iterate(self.action_space, actions))
         if len(acts) != n:
             raise ValueError(f"actions must hold one action per env ({n}), got {len(acts)}")
