@@ -672,6 +672,9 @@ def test_clipo_group_argument_errors():
                            trainer=trainer_factory())
     with pytest.raises(ValueError, match="'problem'"):
         env.reset(seed=0)
+    for bad in ("problem", 5, [("problem", PUZZLE)]):  # dict()'s 'update sequence' ValueError / TypeError; pairs taken
+        with pytest.raises(ValueError, match="reset options must be a dict or None"):
+            env.reset(options=bad)
 
 
 def test_clipo_group_on_text_env():

@@ -16,7 +16,7 @@ keep their rewards in the returns.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -160,6 +160,8 @@ class CLIPOGroupReward(VectorEnv):
         ``s + i``; ``options={"problem": p}`` gives every group ``p``)."""
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise ValueError(f"CLIPOGroupReward.reset takes an int seed or None, got {seed!r}")
+        if options is not None and not isinstance(options, Mapping):
+            raise ValueError(f"reset options must be a dict or None, got {describe_value(options)}")
         infos: dict[str, Any] = {}
         for g in range(self.num_groups):
             for k, info in enumerate(self._reset_group(g, None if seed is None else int(seed), options)):
