@@ -620,6 +620,11 @@ def test_bad_actions_and_calls(tiny_tokenizer):
         tok_env.step(np.array([1, 2]))
     tok_env.step(np.array([5]))  # shape (1,), as Countdown-v0 accepts
     assert tok_env.num_tokens == 1
+    str_env = CountdownTextEnv(action_mode="token_str", tokenizer=tiny_tokenizer, problems=[P])
+    str_env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"lone surrogate \('\\ud83d' at index 1\)"):  # half an emoji from JSON
+        str_env.step("a\ud83d")  # was the tokenizers library's 'TextInputSequence must be str' TypeError
+    assert str_env.num_tokens == 0 and str_env.completion == ""
     with pytest.raises(ValueError, match="eos_token_id"):
         CountdownTextEnv(action_mode="token", tokenizer=tiny_tokenizer, eos_token_id=10**6)
     with pytest.raises(ValueError, match="eos_token_id"):

@@ -71,6 +71,11 @@ class Tokenizer:
                 self.cleanup = None
 
     def encode(self, text: str) -> list[int]:
+        try:
+            text.encode()
+        except UnicodeEncodeError as e:  # the tokenizers library's 'TextInputSequence must be str' TypeError
+            raise ValueError(f"text with a lone surrogate ({e.object[e.start:e.end]!r} at index {e.start}) cannot be "
+                             "tokenized; pass valid Unicode (surrogate pairs joined)") from None
         if self.raw:
             return list(self.tok.encode(text, add_special_tokens=False).ids)
         return list(self.tok.encode(text, add_special_tokens=False))
