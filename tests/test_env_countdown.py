@@ -400,6 +400,17 @@ def test_bad_arguments_give_clear_errors(kwargs, match):
         CountdownEnv(**kwargs)
 
 
+def test_a_value_limit_past_float_range_scales_by_the_largest_float():
+    """Rules allow a value_limit of up to 4300 digits; the default value_scale was an OverflowError past 1e308."""
+    from countdown_gym.envs.vector import CountdownVectorEnv
+
+    rules = Rules(name="huge", value_limit=10**400)
+    for env in (CountdownEnv(rules=rules, problems=[((21, 16, 17, 26), 46)]),
+                CountdownVectorEnv(2, rules=rules, problems=[((21, 16, 17, 26), 46)])):
+        assert env.value_scale == np.finfo(np.float64).max
+        assert np.isfinite(env.reset(seed=0)[0]).all()
+
+
 def test_bad_calls_give_clear_errors():
     env = CountdownEnv(problems=[((21, 16, 17, 26), 46)])
     with pytest.raises(RuntimeError, match="reset"):

@@ -3,6 +3,7 @@ its vector env)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,8 +41,8 @@ def set_step_options(env: Any, max_steps: Any, invalid_action: Any, invalid_pena
     env.invalid_action = invalid_action
     env.invalid_penalty = check_finite(invalid_penalty, "invalid_penalty")
     limit = env.rules.value_limit
-    env.value_scale = check_finite(value_scale, "value_scale", positive=True,
-                                   default=float(limit) if limit is not None else DEFAULT_VALUE_SCALE)
+    env.value_scale = check_finite(value_scale, "value_scale", positive=True,  # a limit past float range: the largest
+                                   default=float(min(limit, sys.float_info.max)) if limit is not None else DEFAULT_VALUE_SCALE)
 
 
 def check_render_mode(render_mode: str | None, metadata: Mapping[str, Any], env_name: str) -> str | None:
