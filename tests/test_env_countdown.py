@@ -433,6 +433,9 @@ def test_bad_calls_give_clear_errors():
             env.reset(options=bad)  # past 4300 digits: the digit-limit ValueError of its repr
     with pytest.raises(ValueError, match="only 4 slots"):
         env.reset(options={"problem": ((1, 2, 3, 4, 5), 6)})
+    for bad in ({25, 50, 75}, {1: 0, 2: 0}):  # was played as tuple(set): {2, 2, 3} silently became (2, 3)
+        with pytest.raises(ValueError, match="must be a sequence of ints"):
+            env.reset(options={"problem": (bad, 100)})
     with pytest.raises(ValueError, match="plays under"):
         env.reset(options={"problem": Problem((1, 2), 3, Rules.tinyzero())})
     with pytest.raises(ValueError, match="i == j"):

@@ -21,7 +21,7 @@ problems' own (a fixed list must agree on one; plain pairs get LongProc's). Ever
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from functools import lru_cache
 from typing import Any
 
@@ -75,8 +75,9 @@ def to_problem(obj: ProblemLike, rules: Rules | None = None) -> Problem:
             raise ValueError(f"bad problem {describe_value(obj)}: {e}") from None
     elif isinstance(obj, (tuple, list)) and len(obj) == 2 and not isinstance(obj[0], (int, np.integer)):
         numbers, target = obj
+        unordered = isinstance(numbers, (Set, Mapping))  # Problem refuses them: a set has lost its repeated numbers
         try:
-            p = Problem(tuple(_plain(x) for x in numbers), _plain(target))
+            p = Problem(numbers if unordered else tuple(_plain(x) for x in numbers), _plain(target))
         except TypeError as e:
             raise ValueError(f"bad problem {describe_value(obj)}: {e}") from None
     else:
