@@ -666,6 +666,10 @@ def test_clipo_group_argument_errors():
         CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=1, embed_fn=lambda t: np.zeros(2), trainer=trainer_factory())
     with pytest.raises(TypeError, match="embed_fn"):
         CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=2, embed_fn=None, trainer=trainer_factory())
+    for bad in (None, "", "sparse"):  # None / '' became the term's key; 'sparse' failed only when a group finished
+        with pytest.raises(ValueError, match="key must be a non-empty string other than 'sparse'"):
+            CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=2, embed_fn=lambda t: np.zeros(2),
+                             trainer=trainer_factory(), key=bad)
     with pytest.raises(TypeError, match="trainer must be a CLIPO trainer"):
         CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=2, embed_fn=lambda t: np.zeros(2), trainer={"dim_out": 4})
     env = CLIPOGroupReward([lambda: ToyEnv(report_problem=False)] * 2, group_size=2, embed_fn=lambda t: np.zeros(2),

@@ -99,6 +99,8 @@ class CLIPOGroupReward(VectorEnv):
         env_fns = list(env_fns)
         if not env_fns or len(env_fns) % group_size:
             raise ValueError(f"need a positive multiple of group_size={group_size} env_fns, got {len(env_fns)}")
+        if not isinstance(key, str) or not key or key == "sparse":
+            raise ValueError(f"key must be a non-empty string other than 'sparse', got {describe_value(key)}")
         if not callable(embed_fn):
             raise TypeError(f"embed_fn must be callable (trajectory -> 1-D vector), got {type(embed_fn).__name__}")
         is_trainer = not isinstance(trainer, type) and callable(getattr(trainer, "step", None))
