@@ -666,6 +666,10 @@ def test_clipo_group_argument_errors():
         CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=1, embed_fn=lambda t: np.zeros(2), trainer=trainer_factory())
     with pytest.raises(TypeError, match="embed_fn"):
         CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=2, embed_fn=None, trainer=trainer_factory())
+    shared = ToyEnv()  # was played by both members, two turns per step on one game
+    for fns in ([lambda: shared] * 2, [lambda: shared, lambda: OracleReward(shared)]):
+        with pytest.raises(ValueError, match="one environment for two members"):
+            CLIPOGroupReward(fns, group_size=2, embed_fn=lambda t: np.zeros(2), trainer=trainer_factory())
     for bad in (None, "", "sparse"):  # None / '' became the term's key; 'sparse' failed only when a group finished
         with pytest.raises(ValueError, match="key must be a non-empty string other than 'sparse'"):
             CLIPOGroupReward([lambda: ToyEnv()] * 2, group_size=2, embed_fn=lambda t: np.zeros(2),

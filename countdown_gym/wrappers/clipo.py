@@ -109,6 +109,9 @@ class CLIPOGroupReward(VectorEnv):
                             "critics.clipo.CLIPOTrainer(dim_in=D)) or a factory dim_in -> trainer (e.g. the class "
                             f"CLIPOTrainer), got {type(trainer).__name__}")
         self.envs = [fn() for fn in env_fns]
+        if len({id(getattr(e, "unwrapped", e)) for e in self.envs}) < len(self.envs):  # members would share one game
+            raise ValueError("env_fns returned one environment for two members; each call must make a new one "
+                             "(lambda: gym.make('Countdown-v0'), not lambda: env)")
         self.num_envs = len(self.envs)
         self.group_size = group_size
         self.num_groups = self.num_envs // group_size
