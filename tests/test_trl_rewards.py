@@ -106,6 +106,14 @@ def test_critic_reward_takes_any_scorer() -> None:
         CriticReward(object())  # type: ignore[arg-type]
 
 
+def test_a_scorer_passed_as_given_itself_is_refused_clearly() -> None:
+    # reward_function("critic", critic) (not {"critic": critic}) was an AttributeError: 'Critic' has no 'get'
+    from countdown_gym.integrations.trl import reward_function
+
+    with pytest.raises(TypeError, match="scorers must be a mapping of kind -> object.*got _HalfCritic"):
+        reward_function("critic", _HalfCritic())
+
+
 def test_replay_accepts_problem_json_or_dict() -> None:
     assert replay(PJ, RIGHT).verdict.correct
     assert replay({"numbers": [21, 16, 17, 26], "target": 46}, _chat(RIGHT)).verdict.correct
