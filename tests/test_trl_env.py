@@ -227,6 +227,8 @@ def test_make_dataset_rows() -> None:
         make_dataset([])
     with pytest.raises(ValueError):
         make_dataset([((4,), 4)])
+    with pytest.raises(ValueError, match=r"\|target\| must be < 2\*\*63, got 10"):  # was pyarrow's OverflowError
+        make_dataset([P, ((6, 2), 10**20)])
 
 
 # ---- (b) end to end: GRPO steps through TRL's real tool-call loop ------------------------------------------

@@ -366,6 +366,8 @@ def make_dataset(problems: Iterable[ProblemLike]) -> Any:
     rows = [dataset_row(p) for p in problems]
     if not rows:
         raise ValueError("make_dataset needs at least one problem")
+    if big := [r["target"] for r in rows if abs(r["target"]) >= 2**63]:  # else pyarrow's OverflowError
+        raise ValueError(f"a dataset's target column is int64: |target| must be < 2**63, got {format_number(big[0])}")
     return Dataset.from_list(rows)
 
 
