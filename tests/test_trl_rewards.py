@@ -66,6 +66,9 @@ def test_problem_json_column_and_rules_column() -> None:
 def test_numpy_columns_from_a_dataset_are_accepted() -> None:
     np = pytest.importorskip("numpy")
     assert sparse_reward(["p"], [RIGHT], None, numbers=[np.array([21, 16, 17, 26])], target=[np.int64(46)]) == [1.0]
+    half = "<answer>(7 / 2) * 2</answer>"  # a numpy rules column was numpy's 'truth value ... is ambiguous'
+    rules = np.array(["tinyzero", "longproc"])
+    assert sparse_reward(["p"] * 2, [half] * 2, None, numbers=[[7, 2, 2]] * 2, target=[7] * 2, rules=rules) == [1.0, 0.0]
 
 
 def test_bad_batches_raise_clear_errors() -> None:
