@@ -499,7 +499,8 @@ def test_problem_draw_groups_tiers_curriculum_and_errors() -> None:
     assert a.problem == b.problem
     for kwargs, match in [({"num_generations": 0}, "num_generations"), ({"seed": "x"}, "seed"),
                           ({"tier": "extreme"}, "unknown tier"), ({"preset": "nope"}, "unknown preset"),
-                          ({"tier": "easy", "curriculum": "adaptive"}, "either tier"), ({"curriculum": 3}, "curriculum must")]:
+                          ({"tier": "easy", "curriculum": "adaptive"}, "either tier"), ({"curriculum": 3}, "curriculum must"),
+                          ({"preset": ["tinyzero"]}, "unknown preset"), ({"seed": [0]}, "seed must")]:  # were 'unhashable'
         with pytest.raises(ValueError, match=match):
             CountdownToolEnv(**kwargs)
     with pytest.raises(ValueError, match="without a dataset, build the environment"):

@@ -143,7 +143,10 @@ class ProblemDraw:
         """The draw of every live environment built with these arguments (a new one once none is left)."""
         key = (preset, split, tier, id(curriculum) if isinstance(curriculum, Curriculum) else curriculum, seed,
                num_generations, *process_rank(rank, world_size))
-        draw = cls._shared.get(key)
+        try:
+            draw = cls._shared.get(key)
+        except TypeError:  # an unhashable argument (preset=["tinyzero"]): the constructor's checks name it
+            return cls(preset, split, tier, curriculum, seed, num_generations, rank, world_size)
         if draw is None:
             draw = cls._shared[key] = cls(preset, split, tier, curriculum, seed, num_generations, rank, world_size)
         return draw
