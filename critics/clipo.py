@@ -185,6 +185,13 @@ class CLIPOConfig:
             raise ValueError(f"warmup_steps must be a non-negative int, got {self.warmup_steps!r}")
         check_number("temperature", self.temperature, lambda v: v > 0, "a positive number")
         check_reward_weights(0 if self.lam is None else self.lam, self.floor)
+        for name in ("lr", "weight_decay"):  # a YAML 1e-3 is a str: torch's TypeError; inf trained to NaN
+            check_finite(getattr(self, name), name, non_negative=True)
+        for name in ("mlp", "freeze"):  # freeze="false" was true
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):
+            raise ValueError(f"seed must be an int, got {self.seed!r}")
 
     @property
     def reward_lambda(self) -> float:

@@ -468,7 +468,7 @@ def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[Con
         raise CheckpointError(f"{kind} checkpoint incomplete: {d / 'config.json'} is missing")
     try:
         meta = json.loads((d / "config.json").read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested too deep
         raise CheckpointError(f"{d / 'config.json'} is not valid JSON: {e}") from None
     if not isinstance(meta, dict) or meta.get("format") != fmt:  # the format first: another kind lacks these files
         got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__

@@ -237,6 +237,8 @@ class TextCritic(GoalScorer):
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise TypeError(f"text {i} must be a str, got {type(t).__name__}")
+            if not t:  # no token: alone, an error deep in the LM; in a batch, a score of padding
+                raise ValueError(f"text {i} is empty; the critic scores a non-empty trace prefix")
         self.embed_targets(targets)  # every new goal in one batch, then cached
         return self._cosines(lambda lo, hi: self.model.embed_tokens(*self.tokenize(texts[lo:hi])), targets, batch_size)
 

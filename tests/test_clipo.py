@@ -279,6 +279,9 @@ def test_bad_inputs_give_clear_errors():
     ({"lam": -1.0}, "lam must be"), ({"lam": float("nan")}, "lam must be"), ({"lam": "0.2"}, "lam must be"),
     ({"floor": 0.5}, "floor must be"), ({"floor": float("nan")}, "floor must be"),
     ({"temperature": "x"}, "temperature must be"),  # was '>' not supported between 'str' and 'int'
+    ({"lr": "1e-3"}, "lr must be"), ({"lr": float("inf")}, "lr must be"),  # torch's TypeError; NaN weights
+    ({"weight_decay": None}, "weight_decay must be"), ({"seed": None}, "seed must be an int"),  # torch's errors
+    ({"freeze": "false"}, "freeze must be a bool"), ({"mlp": "no"}, "mlp must be a bool"),  # both read as True
 ])
 def test_a_bad_reward_setting_is_refused_when_the_trainer_is_made(kwargs, message):
     with pytest.raises(ValueError, match=message):  # lam=-1 passed every warm-up step, then stopped the run

@@ -340,9 +340,10 @@ def test_load_critic_errors_name_the_file(tmp_path):
     d = tmp_path / "ck"
     save_checkpoint(build_model(ModelConfig(**TINY)), ModelConfig(**TINY), d)
     load_critic(d)
-    (d / "config.json").write_text("{not json")
-    with pytest.raises(CheckpointError, match="config.json is not valid JSON"):
-        load_critic(d)
+    for text in ("{not json", "[" * 100_000):  # the deep one was a RecursionError inside json
+        (d / "config.json").write_text(text)
+        with pytest.raises(CheckpointError, match="config.json is not valid JSON"):
+            load_critic(d)
     (d / "config.json").write_text(json.dumps({"format": "something-else"}))
     with pytest.raises(CheckpointError, match="not a countdown-gym critic"):
         load_critic(d)

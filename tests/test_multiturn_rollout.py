@@ -109,6 +109,13 @@ def test_play_episodes_refuses_sizes_that_are_not_positive_ints(name, value) -> 
         play_episodes(model, tok, load_split("longproc-0.5k", "validation")[:2], greedy=True, **{name: value})
 
 
+def test_play_episodes_refuses_stats_that_are_not_a_dict() -> None:
+    """stats=True played every episode, then raised AttributeError: 'bool' object has no attribute 'update'."""
+    model, tok = _tiny()
+    with pytest.raises(TypeError, match="stats must be a dict .* got bool True"):
+        play_episodes(model, tok, load_split("longproc-0.5k", "validation")[:2], greedy=True, stats=True)
+
+
 @pytest.mark.parametrize(("max_length", "error"), [(0, "max_length must be a positive int"), (-5, "positive int"),
                                                    (513, "passes the model's max_position_embeddings")])
 def test_play_episodes_refuses_a_length_limit_it_cannot_keep(max_length, error) -> None:

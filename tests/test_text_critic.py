@@ -131,6 +131,8 @@ def test_bad_input_is_refused_clearly(tiny_run: Path, tmp_path: Path) -> None:
         critic.score([()], [5])
     with pytest.raises(TypeError, match="sequence of strings"):
         critic.score_texts("Initial number set", [5])
+    with pytest.raises(ValueError, match="text 0 is empty"):  # was a RuntimeError inside the LM's attention
+        critic.score_texts([""], [5])
     with pytest.raises(CheckpointError, match="not a directory"):
         load_text_critic(tmp_path / "nope")
     with pytest.raises(ValueError, match="finetune must be a bool, got 'no'"):  # was torch's requires_grad_ TypeError

@@ -227,6 +227,8 @@ def test_make_dataset_rows() -> None:
         make_dataset([])
     with pytest.raises(ValueError):
         make_dataset([((4,), 4)])
+    with pytest.raises(ValueError, match=r"\|target\| must be < 2\*\*63, got 10"):  # was pyarrow's OverflowError
+        make_dataset([P, ((6, 2), 10**20)])
 
 
 # ---- (b) end to end: GRPO steps through TRL's real tool-call loop ------------------------------------------
@@ -497,7 +499,8 @@ def test_problem_draw_groups_tiers_curriculum_and_errors() -> None:
     assert a.problem == b.problem
     for kwargs, match in [({"num_generations": 0}, "num_generations"), ({"seed": "x"}, "seed"),
                           ({"tier": "extreme"}, "unknown tier"), ({"preset": "nope"}, "unknown preset"),
-                          ({"tier": "easy", "curriculum": "adaptive"}, "either tier"), ({"curriculum": 3}, "curriculum must")]:
+                          ({"tier": "easy", "curriculum": "adaptive"}, "either tier"), ({"curriculum": 3}, "curriculum must"),
+                          ({"preset": ["tinyzero"]}, "unknown preset"), ({"seed": [0]}, "seed must")]:  # were 'unhashable'
         with pytest.raises(ValueError, match=match):
             CountdownToolEnv(**kwargs)
     with pytest.raises(ValueError, match="without a dataset, build the environment"):

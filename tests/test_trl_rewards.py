@@ -66,6 +66,9 @@ def test_problem_json_column_and_rules_column() -> None:
 def test_numpy_columns_from_a_dataset_are_accepted() -> None:
     np = pytest.importorskip("numpy")
     assert sparse_reward(["p"], [RIGHT], None, numbers=[np.array([21, 16, 17, 26])], target=[np.int64(46)]) == [1.0]
+    half = "<answer>(7 / 2) * 2</answer>"  # a numpy rules column was numpy's 'truth value ... is ambiguous'
+    rules = np.array(["tinyzero", "longproc"])
+    assert sparse_reward(["p"] * 2, [half] * 2, None, numbers=[[7, 2, 2]] * 2, target=[7] * 2, rules=rules) == [1.0, 0.0]
 
 
 def test_bad_batches_raise_clear_errors() -> None:
@@ -104,6 +107,14 @@ def test_critic_reward_takes_any_scorer() -> None:
     assert reward.__name__ == "critic_reward"
     with pytest.raises(ValueError, match="score\\(states, targets\\)"):
         CriticReward(object())  # type: ignore[arg-type]
+
+
+def test_a_scorer_passed_as_given_itself_is_refused_clearly() -> None:
+    # reward_function("critic", critic) (not {"critic": critic}) was an AttributeError: 'Critic' has no 'get'
+    from countdown_gym.integrations.trl import reward_function
+
+    with pytest.raises(TypeError, match="scorers must be a mapping of kind -> object.*got _HalfCritic"):
+        reward_function("critic", _HalfCritic())
 
 
 def test_replay_accepts_problem_json_or_dict() -> None:

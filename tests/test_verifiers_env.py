@@ -200,6 +200,8 @@ def test_non_finite_weights_and_scorers_without_score_are_refused() -> None:
         load_environment(num_train_examples=1, eval_split=None, format_weight="0.5")
     with pytest.raises(ValueError, match="with a score.states, targets. method.*got int"):
         rubric(correct, ("sparse",), lambda completion, info: None, scorers={"critic": 5})
+    with pytest.raises(TypeError, match="scorers must be a mapping of kind -> object"):  # was an AttributeError
+        rubric(correct, ("sparse",), lambda completion, info: None, scorers=object())
 
 
 def test_evaluate_sync_runs_both_modes_end_to_end() -> None:

@@ -69,7 +69,8 @@ def row_problems(n: int, kwargs: Mapping[str, Any]) -> list[Problem]:
             "the Countdown reward functions need the dataset columns 'numbers' and 'target' (optional 'rules'), "
             f"or 'problem' (Problem.to_dict() JSON); the batch has columns {sorted(k for k in kwargs if k not in _TRL_KWARGS)}"
         )
-    rules = kwargs.get("rules") or [None] * n
+    rules = kwargs.get("rules")
+    rules = [None] * n if rules is None or len(rules) == 0 else rules  # not `or`: a numpy column is ambiguous
     for name, column in (("numbers", numbers), ("target", targets), ("rules", rules)):
         if len(column) != n:
             raise ValueError(f"got {n} completions but {len(column)} values in the '{name}' column")

@@ -143,7 +143,10 @@ class ProblemDraw:
         """The draw of every live environment built with these arguments (a new one once none is left)."""
         key = (preset, split, tier, id(curriculum) if isinstance(curriculum, Curriculum) else curriculum, seed,
                num_generations, *process_rank(rank, world_size))
-        draw = cls._shared.get(key)
+        try:
+            draw = cls._shared.get(key)
+        except TypeError:  # an unhashable argument (preset=["tinyzero"]): the constructor's checks name it
+            return cls(preset, split, tier, curriculum, seed, num_generations, rank, world_size)
         if draw is None:
             draw = cls._shared[key] = cls(preset, split, tier, curriculum, seed, num_generations, rank, world_size)
         return draw
@@ -366,6 +369,8 @@ def make_dataset(problems: Iterable[ProblemLike]) -> Any:
     rows = [dataset_row(p) for p in problems]
     if not rows:
         raise ValueError("make_dataset needs at least one problem")
+    if big := [r["target"] for r in rows if abs(r["target"]) >= 2**63]:  # else pyarrow's OverflowError
+        raise ValueError(f"a dataset's target column is int64: |target| must be < 2**63, got {format_number(big[0])}")
     return Dataset.from_list(rows)
 
 

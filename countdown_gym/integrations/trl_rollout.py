@@ -108,6 +108,8 @@ def play_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, ma
     max_turn_tokens = check_budget("max_turn_tokens", max_turn_tokens, allow_none=False)
     if decoder not in DECODERS:
         raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, got {decoder!r}")
+    if stats is not None and not isinstance(stats, dict):  # else an AttributeError once every episode was played
+        raise TypeError(f"stats must be a dict (it receives the engine's counters) or None, got {describe_value(stats)}")
     sampler = Sampler(greedy=greedy, temperature=temperature, top_p=top_p, top_k=top_k or 0)
     stop, newline_token = _stop_ids(tokenizer)
     eos = tokenizer.eos_token_id if isinstance(tokenizer.eos_token_id, int) else None

@@ -88,7 +88,7 @@ class RewardVariant:
 
     def scorer_in(self, given: Mapping[str, Any] | None) -> Any:
         """What this variant needs, taken from ``given`` (objects by kind); None when it needs nothing."""
-        return (given or {}).get(self.needs) if self.needs else None
+        return by_kind(given).get(self.needs) if self.needs else None
 
     def _finite(self, values: Any, n: int) -> np.ndarray:
         """The term's ``values`` as ``n`` finite floats, else a ``ValueError`` naming the variant (a NaN or ``None``
@@ -185,7 +185,7 @@ def completion_variants(scorers: Mapping[str, Any] | None = None, but: Sequence[
     """The per-completion ``text`` variants (:attr:`RewardVariant.per_completion`) in registry order, but ``but``; with
     ``scorers`` (by kind, e.g. ``{}``), only those needing nothing or a scorer given there."""
     return [n for n, v in _REGISTRY.items() if "text" in v.kinds and v.per_completion and n not in but
-            and (scorers is None or v.needs is None or scorers.get(v.needs) is not None)]
+            and (scorers is None or v.needs is None or by_kind(scorers).get(v.needs) is not None)]
 
 
 def monitored() -> dict[str, float]:
@@ -271,7 +271,15 @@ def check_reward_variant(value: str) -> str:
 def given_scorers(critic: Any = None, scorers: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What variants need, by kind: ``scorers`` (``{"critic": ..., "text_critic": ...}``), with ``critic`` short for
     ``scorers={"critic": critic}``."""
-    return {**({"critic": critic} if critic is not None else {}), **(scorers or {})}
+    return {**({"critic": critic} if critic is not None else {}), **by_kind(scorers)}
+
+
+def by_kind(scorers: Any) -> Mapping[str, Any]:
+    """``scorers`` (what variants need, by kind), ``{}`` for None; ``TypeError`` for anything but a mapping."""
+    if scorers is not None and not isinstance(scorers, Mapping):
+        raise TypeError(f"scorers must be a mapping of kind -> object, e.g. {{'critic': critics.load_critic()}}, "
+                        f"got {type(scorers).__name__}")
+    return scorers or {}
 
 
 def score_terms(replay: Any, names: Sequence[str], scorers: Mapping[str, Any] | None = None,
