@@ -44,9 +44,8 @@ class ConfigDict:
     def check_fields(self, positive: Sequence[str], non_negative: Sequence[str] = ()) -> None:
         """``ValueError`` naming the field unless each of ``positive`` is an int >= 1, each of ``non_negative`` an
         int >= 0 and ``temperature`` a finite number > 0."""
-        for name in (*positive, *non_negative):
+        for name, low in [*((n, 1) for n in positive), *((n, 0) for n in non_negative)]:
             v = getattr(self, name)
-            low = 0 if name in non_negative else 1
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise ValueError(f"{type(self).__name__}.{name} must be an int >= {low}, got {v!r}")
         check_finite(self.temperature, f"{type(self).__name__}.temperature", positive=True)

@@ -25,7 +25,6 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
-from countdown_gym.game.rules import describe_value
 from countdown_gym.rewards.wrapper import env_name
 
 
@@ -100,7 +99,7 @@ class CLIPOGroupReward(VectorEnv):
         if not env_fns or len(env_fns) % group_size:
             raise ValueError(f"need a positive multiple of group_size={group_size} env_fns, got {len(env_fns)}")
         if not isinstance(key, str) or not key or key == "sparse":
-            raise ValueError(f"key must be a non-empty string other than 'sparse', got {describe_value(key)}")
+            raise ValueError(f"key must be a non-empty string other than 'sparse', got {type(key).__name__} {key!r:.80}")
         if not callable(embed_fn):
             raise TypeError(f"embed_fn must be callable (trajectory -> 1-D vector), got {type(embed_fn).__name__}")
         is_trainer = not isinstance(trainer, type) and callable(getattr(trainer, "step", None))
@@ -166,7 +165,7 @@ class CLIPOGroupReward(VectorEnv):
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise ValueError(f"CLIPOGroupReward.reset takes an int seed or None, got {seed!r}")
         if options is not None and not isinstance(options, Mapping):
-            raise ValueError(f"reset options must be a dict or None, got {describe_value(options)}")
+            raise ValueError(f"reset options must be a dict or None, got {type(options).__name__} {options!r:.80}")
         infos: dict[str, Any] = {}
         for g in range(self.num_groups):
             for k, info in enumerate(self._reset_group(g, None if seed is None else int(seed), options)):
@@ -176,7 +175,7 @@ class CLIPOGroupReward(VectorEnv):
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         n = self.num_envs
         if isinstance(actions, (str, bytes)) or not isinstance(actions, Iterable):  # a str: one character per env
-            raise ValueError(f"actions must hold one action per env ({n}), got {describe_value(actions)}")
+            raise ValueError(f"actions must hold one action per env ({n}), got {type(actions).__name__} {actions!r:.80}")
         acts = list(iterate(self.action_space, actions))
         if len(acts) != n:
             raise ValueError(f"actions must hold one action per env ({n}), got {len(acts)}")
