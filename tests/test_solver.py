@@ -222,3 +222,13 @@ def test_the_solver_refuses_a_bool_or_a_float_as_a_number() -> None:
         with pytest.raises(TypeError, match="a Countdown number must be an int or a Fraction, got (bool|float)"):
             call()
     assert reachable(np.array([1, 2]), np.int64(3)) and reachable_values([np.int64(2), 2]) >= {4, 0, 1}
+
+
+@pytest.mark.parametrize("timeout", ["1", [1], True, 1j])
+def test_a_timeout_that_is_no_number_is_named(timeout):
+    with pytest.raises(ValueError, match="timeout must be a number of seconds >= 0 or None"):  # was Python's TypeError
+        reachable([3, 4, 5], 12, timeout=timeout)
+
+
+def test_a_timeout_past_float_range_is_no_limit():
+    assert reachable([3, 4, 5], 12, timeout=10**400) and is_solvable([3, 4], 12, timeout=10**400)  # was OverflowError

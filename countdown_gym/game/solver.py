@@ -4,14 +4,16 @@ memoised on the sorted state."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
+from numbers import Real
 
 from countdown_gym.game.expression import PRECEDENCE, Move
 from countdown_gym.game.problem import Problem, play_rules
 from countdown_gym.game.reachability import DEADLINE, Q, Reachability, from_q, to_q
-from countdown_gym.game.rules import Number, Rules, exact, format_number
+from countdown_gym.game.rules import Number, Rules, describe_value, exact, format_number
 
 
 def canonical(state: Iterable[Number]) -> tuple[Number, ...]:
@@ -100,10 +102,11 @@ def reachable(state: Iterable[Number], target: Number, rules: Rules | None = Non
     t = exact(target)
     if timeout is None:
         return _oracle(rules).reachable(st, t)
-    if not timeout >= 0:  # NaN: every deadline check false, no limit at all
-        raise ValueError(f"timeout must be a number of seconds >= 0 or None, got {timeout!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, Real) or not timeout >= 0:  # NaN: no limit at all
+        raise ValueError(f"timeout must be a number of seconds >= 0 or None, got {describe_value(timeout)}")
+    at = time.monotonic() + (float(timeout) if timeout < 1e300 else math.inf)  # 10**400: no limit, no OverflowError
     outer = getattr(DEADLINE, "at", None)
-    DEADLINE.at = time.monotonic() + timeout if outer is None else min(outer, time.monotonic() + timeout)
+    DEADLINE.at = at if outer is None else min(outer, at)
     try:
         return _oracle(rules).reachable(st, t)
     finally:
