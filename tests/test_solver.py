@@ -232,3 +232,9 @@ def test_a_timeout_that_is_no_number_is_named(timeout):
 
 def test_a_timeout_past_float_range_is_no_limit():
     assert reachable([3, 4, 5], 12, timeout=10**400) and is_solvable([3, 4], 12, timeout=10**400)  # was OverflowError
+
+
+@pytest.mark.parametrize("rules", [None, "tinyzero"])
+def test_legal_moves_names_rules_that_are_no_rules(rules):
+    with pytest.raises(TypeError, match="legal_moves.. needs rules, a Rules"):  # was an AttributeError
+        list(legal_moves([1, 2, 3], rules))

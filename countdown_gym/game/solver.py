@@ -24,6 +24,8 @@ def canonical(state: Iterable[Number]) -> tuple[Number, ...]:
 def legal_moves(state: Sequence[Number], rules: Rules) -> Iterator[tuple[int, int, Move]]:
     """Every legal move from ``state``: ``(i, j, (a, op, b, result))`` with ``a = state[i]``. Per pair ``i < j``:
     ``x + y``, ``x * y``, ``x - y``, ``y - x``, ``x / y``, ``y / x`` (the reversed ones only when ``x != y``)."""
+    if not isinstance(rules, Rules):  # None or a preset name: an AttributeError below
+        raise TypeError(f"legal_moves() needs rules, a Rules (e.g. Rules.preset('tinyzero')), got {describe_value(rules)}")
     if not all(type(x) is int or type(x) is Fraction for x in state):  # numpy ints: as Python ints, as reachable()
         state = [exact(x) for x in state]
     results = rules.legal_results
