@@ -238,3 +238,10 @@ def test_a_timeout_past_float_range_is_no_limit():
 def test_legal_moves_names_rules_that_are_no_rules(rules):
     with pytest.raises(TypeError, match="legal_moves.. needs rules, a Rules"):  # was an AttributeError
         list(legal_moves([1, 2, 3], rules))
+
+
+@pytest.mark.parametrize("call", [lambda r: reachable([1, 2], 3, r), lambda r: reachable_values([1, 2], r),
+                                  lambda r: solution_path([1, 2], 3, r)])
+def test_unhashable_rules_are_named(call):
+    with pytest.raises(TypeError, match="rules must be a Rules or None, got dict"):  # was "unhashable type: 'dict'"
+        call({"name": "tinyzero"})

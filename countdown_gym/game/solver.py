@@ -84,10 +84,10 @@ def _oracle(rules: Rules | None) -> Reachability:
         rules = _DEFAULT_RULES
     if rules is _LAST[0]:
         return _LAST[1]
+    if not isinstance(rules, Rules):  # before the dict look-up: a list was "unhashable type: 'list'"
+        raise TypeError(f"rules must be a Rules or None, got {type(rules).__name__}")
     oracle = _ORACLES.get(rules)
     if oracle is None:
-        if not isinstance(rules, Rules):
-            raise TypeError(f"rules must be a Rules or None, got {type(rules).__name__}")
         oracle = _ORACLES[rules] = Reachability(rules)
     _LAST[0], _LAST[1] = rules, oracle
     return oracle
