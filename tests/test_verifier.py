@@ -447,3 +447,9 @@ def test_one_line_rule_for_plain_answers_and_solution_blocks() -> None:
 def test_evaluate_expression_names_rules_that_are_no_rules(rules):
     with pytest.raises(TypeError, match="rules must be a Rules or None"):  # was an AttributeError; 0 read as the default
         evaluate_expression("1+2", rules)
+
+
+@pytest.mark.parametrize("text", [b"1+2", None, 12])
+def test_parse_expression_names_text_that_is_no_str(text):
+    with pytest.raises(TypeError, match="an expression must be a str, got"):  # was re's or len()'s TypeError
+        parse_expression(text)

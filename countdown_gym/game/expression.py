@@ -139,6 +139,8 @@ class _Fail(Exception):
 
 def parse_expression(text: str) -> ParsedExpression:
     """Parse an infix expression (optionally ``... = N``) into postfix order, iteratively."""
+    if not isinstance(text, str):  # bytes: a TypeError from re, None: one from len()
+        raise TypeError(f"an expression must be a str, got {describe_value(text)}")
     toks = _lex(text)
     claimed: Number | None = None
     if "=" in toks:
