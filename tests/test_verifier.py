@@ -453,3 +453,8 @@ def test_evaluate_expression_names_rules_that_are_no_rules(rules):
 def test_parse_expression_names_text_that_is_no_str(text):
     with pytest.raises(TypeError, match="an expression must be a str, got"):  # was re's or len()'s TypeError
         parse_expression(text)
+
+
+def test_extract_answer_never_raises_on_a_completion_that_is_no_str():
+    assert extract_answer(None).reason == extract_answer({"a": 1}).reason == "invalid_input"  # was AttributeError
+    assert extract_answer(b"<answer>1+2</answer>").text == "1+2"  # was TypeError, as verify() reads bytes
