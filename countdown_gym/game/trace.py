@@ -15,7 +15,7 @@ from fractions import Fraction
 
 from countdown_gym.game.line_grammar import DROP_OUTCOMES, parse_line
 from countdown_gym.game.problem import Problem, play_rules
-from countdown_gym.game.rules import Number, Rules, format_number
+from countdown_gym.game.rules import Number, Rules, describe_value, format_number
 from countdown_gym.game.solver import reachable
 
 
@@ -186,6 +186,8 @@ def parse_trace(trace: str) -> tuple[tuple[Number, ...], int, list[TraceStep]]:
     """Read a DFS trace back: ``(initial numbers, target, steps)``, one :class:`TraceStep` per ``Try`` line, its
     ``state`` rebuilt from the tree (not trusted from the text), ``next_state`` ``[result] + numbers left``. The
     solution block is ignored; :class:`TraceParseError` on a malformed line."""
+    if not isinstance(trace, str):  # None, bytes: an AttributeError / TypeError from splitlines below
+        raise TypeError(f"parse_trace() needs the trace as a str, got {describe_value(trace)}")
     init: tuple[Number, ...] | None = None
     target: int | None = None
     steps: list[TraceStep] = []
