@@ -141,6 +141,10 @@ class Curriculum:
 
     def sample_indices(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` pool indices drawn with the current weights (one weights evaluation per call)."""
+        if not isinstance(rng, np.random.Generator):  # a seed: an AttributeError, a negative n numpy's ValueError
+            raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {describe_value(rng)}")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"n must be an int >= 0, got {describe_value(n)}")
         w = self.weights()
         p = np.array([w[t] for t in TIERS])
         tiers = rng.choice(len(TIERS), size=n, p=p)
