@@ -128,3 +128,9 @@ def test_exported_jsonl_reads_back(tmp_path):
     assert loaded.problems == load_split("tinyzero", "validation")
     assert all(isinstance(p, Problem) and p.id for p in loaded.problems)
     assert json.loads((tmp_path / "tinyzero" / "validation.jsonl").read_text().splitlines()[0])["split"] == "validation"
+
+
+def test_a_folder_that_is_no_datasets_folder_is_named(tmp_path):
+    (tmp_path / "train.jsonl").write_text('{"nums": [4, 6, 1], "target": 24}\n')
+    with pytest.raises(ValueError, match="is a folder but not a datasets folder"):  # was datasets' FileNotFoundError
+        load_problems(tmp_path, progress=False)

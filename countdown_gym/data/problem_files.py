@@ -224,6 +224,9 @@ def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
     if isinstance(source, (str, Path)):
         path = Path(source)
         if path.is_dir():
+            if not any((path / name).is_file() for name in ("state.json", "dataset_dict.json")):  # datasets' marks
+                raise ValueError(f"{path} is a folder but not a datasets folder (Dataset.save_to_disk); pass one of its "
+                                 f"files of rows {list(FILE_SUFFIXES)}")
             from datasets import load_from_disk
 
             return _rows(load_from_disk(str(path)), split)
