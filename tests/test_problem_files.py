@@ -134,3 +134,10 @@ def test_a_folder_that_is_no_datasets_folder_is_named(tmp_path):
     (tmp_path / "train.jsonl").write_text('{"nums": [4, 6, 1], "target": 24}\n')
     with pytest.raises(ValueError, match="is a folder but not a datasets folder"):  # was datasets' FileNotFoundError
         load_problems(tmp_path, progress=False)
+
+
+def test_a_parquet_file_that_is_no_parquet_is_named(tmp_path):
+    pytest.importorskip("pyarrow")
+    (tmp_path / "t.parquet").write_text("version https://git-lfs.github.com/spec/v1\n")  # a Git LFS pointer
+    with pytest.raises(ValueError, match="is not a readable Parquet file"):  # was pyarrow's ArrowInvalid from inside
+        load_problems(tmp_path / "t.parquet", progress=False)

@@ -159,7 +159,10 @@ def _read_file(path: Path) -> Iterable[Mapping[str, Any]]:
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        return pq.read_table(path).to_pylist()
+        try:
+            return pq.read_table(path).to_pylist()
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid: empty, cut short, a Git LFS pointer
+            raise ValueError(f"{path} is not a readable Parquet file: {str(exc)[:200]}") from None
     if suffix == ".csv":
         return _csv_rows(path)
     raise ValueError(f"{path}: unknown file type {suffix!r}; read {list(FILE_SUFFIXES)} or a datasets folder")
