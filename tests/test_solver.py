@@ -245,3 +245,8 @@ def test_legal_moves_names_rules_that_are_no_rules(rules):
 def test_unhashable_rules_are_named(call):
     with pytest.raises(TypeError, match="rules must be a Rules or None, got dict"):  # was "unhashable type: 'dict'"
         call({"name": "tinyzero"})
+
+
+def test_count_solutions_names_its_own_bad_cap():
+    with pytest.raises(ValueError, match="cap must be a positive int or None, got int 0"):  # was "limit must be ..."
+        count_solutions(Problem((1, 2, 3), 6), cap=0)

@@ -190,6 +190,8 @@ def solve(problem: Problem, rules: Rules | None = None, limit: int | None = None
 
 def count_solutions(problem: Problem, rules: Rules | None = None, cap: int | None = None) -> int:
     """Number of distinct solution expressions (at most ``cap`` when given)."""
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):  # solve() says "limit"
+        raise ValueError(f"cap must be a positive int or None, got {describe_value(cap)}")
     return len(solve(problem, rules, limit=cap))
 
 
