@@ -193,3 +193,9 @@ def test_a_seed_for_the_generator_or_a_negative_count_is_named() -> None:
         cur.sample(42)
     with pytest.raises(ValueError, match="n must be an int >= 0, got int -1"):  # was numpy's 'negative dimensions'
         cur.sample_indices(np.random.default_rng(0), -1)
+
+
+def test_an_outcome_for_no_problem_is_refused() -> None:
+    cur = Curriculum(split="validation")
+    with pytest.raises(TypeError, match="problem must be a Problem, got int 0"):  # was AttributeError: no 'numbers'
+        cur.update(0, True)

@@ -165,6 +165,8 @@ class Curriculum:
         """Record one finished episode (problems outside the pool, e.g. from ``reset(options=...)``, are ignored)."""
         if not isinstance(success, (bool, np.bool_)):  # a reward of 0.1 or the str "no" is truthy: no success
             raise TypeError(f"success must be a bool, got {describe_value(success)}")
+        if not isinstance(problem, Problem):  # a pool index or a (numbers, target) pair: an AttributeError below
+            raise TypeError(f"problem must be a Problem, got {describe_value(problem)}")
         t = self._tier_of.get((problem.numbers, problem.target))
         if t is not None:
             self._results[t].append(bool(success))
