@@ -179,6 +179,9 @@ class Curriculum:
 
     def sequence(self, n: int, seed: int = 0) -> list[Problem]:
         """The next ``n`` draws as a list (a fixed schedule played ahead, e.g. an ordered training dataset)."""
+        for name, value in (("n", n), ("seed", seed)):  # n = -1 was silently no draw, seed = -1 numpy's ValueError
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {describe_value(value)}")
         rng = np.random.default_rng(seed)
         return [self.sample(rng) for _ in range(n)]
 
