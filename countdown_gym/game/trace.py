@@ -138,6 +138,8 @@ def _solution_block(path: list[str]) -> str:
 def dfs_trace(problem: Problem, rules: Rules | None = None, current_state: bool = False) -> str:
     """The LongProc-style DFS trace of ``problem`` and its ``<Solution>``; ``ValueError`` if unsolvable or moveless."""
     rules = play_rules(problem, rules, "dfs_trace()")
+    if not isinstance(current_state, bool):  # a truthy "false" or "no" must not silently annotate every line
+        raise TypeError(f"current_state must be a bool, got {describe_value(current_state)}")
     nums: list[Number] = list(problem.numbers)
     if rules.is_won(nums, problem.target):  # the <Solution> block would be empty, which verify() rejects
         raise ValueError(f"{problem!r} needs no move (the target is already one of the numbers); there is no search to write")
