@@ -185,3 +185,24 @@ def test_an_outcome_that_is_not_a_bool_is_refused() -> None:
             cur.update(cur.problems[0], bad)
     cur.update(cur.problems[0], np.bool_(True))
     assert sum(cur.episodes.values()) == 1
+
+
+def test_a_seed_for_the_generator_or_a_negative_count_is_named() -> None:
+    cur = Curriculum(split="validation")
+    with pytest.raises(TypeError, match="rng must be a numpy Generator"):  # was AttributeError: no attribute 'choice'
+        cur.sample(42)
+    with pytest.raises(ValueError, match="n must be an int >= 0, got int -1"):  # was numpy's 'negative dimensions'
+        cur.sample_indices(np.random.default_rng(0), -1)
+
+
+def test_an_outcome_for_no_problem_is_refused() -> None:
+    cur = Curriculum(split="validation")
+    with pytest.raises(TypeError, match="problem must be a Problem, got int 0"):  # was AttributeError: no 'numbers'
+        cur.update(0, True)
+
+
+@pytest.mark.parametrize(("n", "seed", "match"), [(-1, 0, "n must be an int >= 0, got int -1"), ("3", 0, "n must"),
+                                                  (2, -1, "seed must be an int >= 0, got int -1")])
+def test_a_sequence_of_no_count_or_seed_is_refused(n, seed, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        Curriculum(split="validation").sequence(n, seed=seed)

@@ -196,3 +196,18 @@ def test_a_transition_that_is_no_dict_is_named_by_its_type() -> None:
     for bad in (10**5000, "state"):
         with pytest.raises(ValueError, match=r"a transition record must be a dict \(see docs/DESIGN.md\), got (int|str) "):
             perfect_moves([bad])
+
+
+def test_term_reward_names_a_variant_given_by_name():
+    from countdown_gym.rewards.wrapper import TermReward
+
+    with pytest.raises(TypeError, match=r"TermReward needs a RewardVariant \(get_variant\(name\)\), got str"):
+        TermReward(gym.make("Countdown-v0"), "oracle-perfect")  # was AttributeError: no attribute 'move_term'
+
+
+@pytest.mark.parametrize("scale", [float("nan"), "0.5"])
+def test_move_values_and_potentials_refuse_a_scale_that_is_no_finite_number(scale):
+    with pytest.raises(ValueError, match="scale must be a finite number, got"):  # NaN gave NaN rewards, silently
+        get_variant("oracle-perfect").move_values([], scale=scale)
+    with pytest.raises(ValueError, match="scale must be a finite number, got"):
+        get_variant("oracle-potential").potentials([(1, 2)], [3], countdown_gym.Rules(), scale=scale)

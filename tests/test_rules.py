@@ -202,3 +202,15 @@ def test_check_computes_exactly_or_refuses_a_non_number() -> None:
             Rules().check(a, "+", 2)
         with pytest.raises(TypeError, match="a Countdown number must be an int or a Fraction, got"):
             Rules.tinyzero().legal_results(2, a)
+
+
+def test_problem_errors_describe_a_value_too_long_to_print() -> None:
+    from countdown_gym import Problem
+
+    huge = 10**5000  # the messages were Python's int->str digit-limit ValueError, naming nothing
+    with pytest.raises(TypeError, match="Problem.numbers must be a sequence of ints, got int <a number of over"):
+        Problem.from_dict({"numbers": huge, "target": 3})
+    with pytest.raises(ValueError, match="'rules' must be a dict, a preset name or absent, got int <a number of over"):
+        Problem.from_dict({"numbers": [1, 2], "target": 3, "rules": huge})
+    with pytest.raises(ValueError, match="needs 'numbers' and 'target', got int <a number of over"):
+        Problem.from_dict(huge)  # type: ignore[arg-type]

@@ -222,3 +222,31 @@ def test_the_solver_refuses_a_bool_or_a_float_as_a_number() -> None:
         with pytest.raises(TypeError, match="a Countdown number must be an int or a Fraction, got (bool|float)"):
             call()
     assert reachable(np.array([1, 2]), np.int64(3)) and reachable_values([np.int64(2), 2]) >= {4, 0, 1}
+
+
+@pytest.mark.parametrize("timeout", ["1", [1], True, 1j])
+def test_a_timeout_that_is_no_number_is_named(timeout):
+    with pytest.raises(ValueError, match="timeout must be a number of seconds >= 0 or None"):  # was Python's TypeError
+        reachable([3, 4, 5], 12, timeout=timeout)
+
+
+def test_a_timeout_past_float_range_is_no_limit():
+    assert reachable([3, 4, 5], 12, timeout=10**400) and is_solvable([3, 4], 12, timeout=10**400)  # was OverflowError
+
+
+@pytest.mark.parametrize("rules", [None, "tinyzero"])
+def test_legal_moves_names_rules_that_are_no_rules(rules):
+    with pytest.raises(TypeError, match="legal_moves.. needs rules, a Rules"):  # was an AttributeError
+        list(legal_moves([1, 2, 3], rules))
+
+
+@pytest.mark.parametrize("call", [lambda r: reachable([1, 2], 3, r), lambda r: reachable_values([1, 2], r),
+                                  lambda r: solution_path([1, 2], 3, r)])
+def test_unhashable_rules_are_named(call):
+    with pytest.raises(TypeError, match="rules must be a Rules or None, got dict"):  # was "unhashable type: 'dict'"
+        call({"name": "tinyzero"})
+
+
+def test_count_solutions_names_its_own_bad_cap():
+    with pytest.raises(ValueError, match="cap must be a positive int or None, got int 0"):  # was "limit must be ..."
+        count_solutions(Problem((1, 2, 3), 6), cap=0)

@@ -177,3 +177,14 @@ def test_an_unsolvable_problem_is_refused_before_the_search() -> None:
 
     with no_hang(5), pytest.raises(ValueError, match="no solution"):
         dfs_trace(Problem((1,) * 7, 999))
+
+
+@pytest.mark.parametrize("trace", [None, b"Initial number set: [1, 2], target: 3, just two numbers left."])
+def test_parse_trace_names_a_trace_that_is_no_str(trace):
+    with pytest.raises(TypeError, match="parse_trace.. needs the trace as a str, got"):  # was AttributeError / TypeError
+        parse_trace(trace)
+
+
+def test_dfs_trace_refuses_a_current_state_that_is_no_bool():
+    with pytest.raises(TypeError, match="current_state must be a bool, got str 'no'"):  # was read as True
+        dfs_trace(Problem((1, 2, 3, 4), 10), current_state="no")

@@ -441,3 +441,20 @@ def test_one_line_rule_for_plain_answers_and_solution_blocks() -> None:
     # str.splitlines everywhere: U+2028 ends a line in a plain answer as it does in a <Solution> block
     assert verify(p, "I think 21 + 16\u2028(21 + 16) + (26 - 17)").correct
     assert verify(p, "<Solution>\n21 + 16 = 37\u202826 - 17 = 9\n37 + 9 = 46\n</Solution>").correct
+
+
+@pytest.mark.parametrize("rules", ["tinyzero", 0])
+def test_evaluate_expression_names_rules_that_are_no_rules(rules):
+    with pytest.raises(TypeError, match="rules must be a Rules or None"):  # was an AttributeError; 0 read as the default
+        evaluate_expression("1+2", rules)
+
+
+@pytest.mark.parametrize("text", [b"1+2", None, 12])
+def test_parse_expression_names_text_that_is_no_str(text):
+    with pytest.raises(TypeError, match="an expression must be a str, got"):  # was re's or len()'s TypeError
+        parse_expression(text)
+
+
+def test_extract_answer_never_raises_on_a_completion_that_is_no_str():
+    assert extract_answer(None).reason == extract_answer({"a": 1}).reason == "invalid_input"  # was AttributeError
+    assert extract_answer(b"<answer>1+2</answer>").text == "1+2"  # was TypeError, as verify() reads bytes

@@ -141,6 +141,10 @@ class Curriculum:
 
     def sample_indices(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` pool indices drawn with the current weights (one weights evaluation per call)."""
+        if not isinstance(rng, np.random.Generator):  # a seed: an AttributeError, a negative n numpy's ValueError
+            raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {describe_value(rng)}")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"n must be an int >= 0, got {describe_value(n)}")
         w = self.weights()
         p = np.array([w[t] for t in TIERS])
         tiers = rng.choice(len(TIERS), size=n, p=p)
@@ -161,6 +165,8 @@ class Curriculum:
         """Record one finished episode (problems outside the pool, e.g. from ``reset(options=...)``, are ignored)."""
         if not isinstance(success, (bool, np.bool_)):  # a reward of 0.1 or the str "no" is truthy: no success
             raise TypeError(f"success must be a bool, got {describe_value(success)}")
+        if not isinstance(problem, Problem):  # a pool index or a (numbers, target) pair: an AttributeError below
+            raise TypeError(f"problem must be a Problem, got {describe_value(problem)}")
         t = self._tier_of.get((problem.numbers, problem.target))
         if t is not None:
             self._results[t].append(bool(success))
@@ -173,6 +179,9 @@ class Curriculum:
 
     def sequence(self, n: int, seed: int = 0) -> list[Problem]:
         """The next ``n`` draws as a list (a fixed schedule played ahead, e.g. an ordered training dataset)."""
+        for name, value in (("n", n), ("seed", seed)):  # n = -1 was silently no draw, seed = -1 numpy's ValueError
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {describe_value(value)}")
         rng = np.random.default_rng(seed)
         return [self.sample(rng) for _ in range(n)]
 

@@ -159,7 +159,10 @@ def _read_file(path: Path) -> Iterable[Mapping[str, Any]]:
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        return pq.read_table(path).to_pylist()
+        try:
+            return pq.read_table(path).to_pylist()
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid: empty, cut short, a Git LFS pointer
+            raise ValueError(f"{path} is not a readable Parquet file: {str(exc)[:200]}") from None
     if suffix == ".csv":
         return _csv_rows(path)
     raise ValueError(f"{path}: unknown file type {suffix!r}; read {list(FILE_SUFFIXES)} or a datasets folder")
@@ -223,13 +226,19 @@ def _jsonl_row(raw: bytes, first: bool) -> Any:
 def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
     if isinstance(source, (str, Path)):
         path = Path(source)
-        if path.is_dir():
+        try:
+            mode = path.stat().st_mode
+        except OSError as exc:  # missing, or a name too long for one (the rows' text given as the path?)
+            if isinstance(exc, PermissionError):
+                raise
+            raise FileNotFoundError(f"no such file or folder: {str(path)[:200]!r} ({exc.strerror})") from None
+        if stat.S_ISDIR(mode):
+            if not any((path / name).is_file() for name in ("state.json", "dataset_dict.json")):  # datasets' marks
+                raise ValueError(f"{path} is a folder but not a datasets folder (Dataset.save_to_disk); pass one of its "
+                                 f"files of rows {list(FILE_SUFFIXES)}")
             from datasets import load_from_disk
 
             return _rows(load_from_disk(str(path)), split)
-        if not path.exists():
-            raise FileNotFoundError(f"no such file or folder: {path}")
-        mode = path.stat().st_mode
         if not stat.S_ISREG(mode):  # a FIFO or a device is never opened: it would block or never end
             kind = "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
             raise ValueError(f"{path} is {kind}, not a file of rows {list(FILE_SUFFIXES)} or a datasets folder")

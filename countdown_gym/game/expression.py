@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from countdown_gym.game.rules import Number, Rules, format_number, normalize
+from countdown_gym.game.rules import Number, Rules, describe_value, format_number, normalize
 
 MAX_ANSWER_CHARS = 100_000
 """Longer answers are rejected (``answer_too_long``) before any parsing."""
@@ -139,6 +139,8 @@ class _Fail(Exception):
 
 def parse_expression(text: str) -> ParsedExpression:
     """Parse an infix expression (optionally ``... = N``) into postfix order, iteratively."""
+    if not isinstance(text, str):  # bytes: a TypeError from re, None: one from len()
+        raise TypeError(f"an expression must be a str, got {describe_value(text)}")
     toks = _lex(text)
     claimed: Number | None = None
     if "=" in toks:
@@ -251,4 +253,6 @@ def evaluate(parsed: ParsedExpression, rules: Rules | None = None) -> tuple[Numb
 
 def evaluate_expression(text: str, rules: Rules | None = None) -> Number:
     """Parse and evaluate ``text`` exactly (convenience; raises :class:`ExpressionError`)."""
+    if rules is not None and not isinstance(rules, Rules):  # a preset name: an AttributeError at the first operator
+        raise TypeError(f"rules must be a Rules or None, got {describe_value(rules)}")
     return evaluate(parse_expression(text), rules)[0]

@@ -34,7 +34,7 @@ class Problem:
 
     def __post_init__(self) -> None:
         if isinstance(self.numbers, (str, bytes, Set, Mapping)) or not hasattr(self.numbers, "__iter__"):  # ordered
-            raise TypeError(f"Problem.numbers must be a sequence of ints, got {self.numbers!r}")
+            raise TypeError(f"Problem.numbers must be a sequence of ints, got {describe_value(self.numbers)}")
         numbers = tuple(_check_int(x, "every number") for x in self.numbers)
         if len(numbers) < 1:
             raise ValueError("Problem.numbers must not be empty")
@@ -64,7 +64,7 @@ class Problem:
     def from_dict(cls, d: dict[str, Any]) -> Problem:
         """Inverse of :meth:`to_dict`; ``rules`` may be a dict, a preset name or absent."""
         if not isinstance(d, dict) or "numbers" not in d or "target" not in d:
-            raise ValueError(f"a problem needs 'numbers' and 'target', got {d!r:.200}")
+            raise ValueError(f"a problem needs 'numbers' and 'target', got {describe_value(d)}")
         rules = d.get("rules")
         if rules is None:
             rules = Rules.longproc()
@@ -73,7 +73,7 @@ class Problem:
         elif isinstance(rules, dict):
             rules = Rules.from_dict(rules)
         else:
-            raise ValueError(f"a problem's 'rules' must be a dict, a preset name or absent, got {rules!r:.100}")
+            raise ValueError(f"a problem's 'rules' must be a dict, a preset name or absent, got {describe_value(rules)}")
         return cls(d["numbers"], d["target"], rules, **{k: d.get(k) for k in _METADATA})
 
 

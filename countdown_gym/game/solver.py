@@ -4,14 +4,16 @@ memoised on the sorted state."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
+from numbers import Real
 
 from countdown_gym.game.expression import PRECEDENCE, Move
 from countdown_gym.game.problem import Problem, play_rules
 from countdown_gym.game.reachability import DEADLINE, Q, Reachability, from_q, to_q
-from countdown_gym.game.rules import Number, Rules, exact, format_number
+from countdown_gym.game.rules import Number, Rules, describe_value, exact, format_number
 
 
 def canonical(state: Iterable[Number]) -> tuple[Number, ...]:
@@ -22,6 +24,8 @@ def canonical(state: Iterable[Number]) -> tuple[Number, ...]:
 def legal_moves(state: Sequence[Number], rules: Rules) -> Iterator[tuple[int, int, Move]]:
     """Every legal move from ``state``: ``(i, j, (a, op, b, result))`` with ``a = state[i]``. Per pair ``i < j``:
     ``x + y``, ``x * y``, ``x - y``, ``y - x``, ``x / y``, ``y / x`` (the reversed ones only when ``x != y``)."""
+    if not isinstance(rules, Rules):  # None or a preset name: an AttributeError below
+        raise TypeError(f"legal_moves() needs rules, a Rules (e.g. Rules.preset('tinyzero')), got {describe_value(rules)}")
     if not all(type(x) is int or type(x) is Fraction for x in state):  # numpy ints: as Python ints, as reachable()
         state = [exact(x) for x in state]
     results = rules.legal_results
@@ -80,10 +84,10 @@ def _oracle(rules: Rules | None) -> Reachability:
         rules = _DEFAULT_RULES
     if rules is _LAST[0]:
         return _LAST[1]
+    if not isinstance(rules, Rules):  # before the dict look-up: a list was "unhashable type: 'list'"
+        raise TypeError(f"rules must be a Rules or None, got {type(rules).__name__}")
     oracle = _ORACLES.get(rules)
     if oracle is None:
-        if not isinstance(rules, Rules):
-            raise TypeError(f"rules must be a Rules or None, got {type(rules).__name__}")
         oracle = _ORACLES[rules] = Reachability(rules)
     _LAST[0], _LAST[1] = rules, oracle
     return oracle
@@ -100,10 +104,11 @@ def reachable(state: Iterable[Number], target: Number, rules: Rules | None = Non
     t = exact(target)
     if timeout is None:
         return _oracle(rules).reachable(st, t)
-    if not timeout >= 0:  # NaN: every deadline check false, no limit at all
-        raise ValueError(f"timeout must be a number of seconds >= 0 or None, got {timeout!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, Real) or not timeout >= 0:  # NaN: no limit at all
+        raise ValueError(f"timeout must be a number of seconds >= 0 or None, got {describe_value(timeout)}")
+    at = time.monotonic() + (float(timeout) if timeout < 1e300 else math.inf)  # 10**400: no limit, no OverflowError
     outer = getattr(DEADLINE, "at", None)
-    DEADLINE.at = time.monotonic() + timeout if outer is None else min(outer, time.monotonic() + timeout)
+    DEADLINE.at = at if outer is None else min(outer, at)
     try:
         return _oracle(rules).reachable(st, t)
     finally:
@@ -185,6 +190,8 @@ def solve(problem: Problem, rules: Rules | None = None, limit: int | None = None
 
 def count_solutions(problem: Problem, rules: Rules | None = None, cap: int | None = None) -> int:
     """Number of distinct solution expressions (at most ``cap`` when given)."""
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):  # solve() says "limit"
+        raise ValueError(f"cap must be a positive int or None, got {describe_value(cap)}")
     return len(solve(problem, rules, limit=cap))
 
 

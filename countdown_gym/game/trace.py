@@ -15,7 +15,7 @@ from fractions import Fraction
 
 from countdown_gym.game.line_grammar import DROP_OUTCOMES, parse_line
 from countdown_gym.game.problem import Problem, play_rules
-from countdown_gym.game.rules import Number, Rules, format_number
+from countdown_gym.game.rules import Number, Rules, describe_value, format_number
 from countdown_gym.game.solver import reachable
 
 
@@ -138,6 +138,8 @@ def _solution_block(path: list[str]) -> str:
 def dfs_trace(problem: Problem, rules: Rules | None = None, current_state: bool = False) -> str:
     """The LongProc-style DFS trace of ``problem`` and its ``<Solution>``; ``ValueError`` if unsolvable or moveless."""
     rules = play_rules(problem, rules, "dfs_trace()")
+    if not isinstance(current_state, bool):  # a truthy "false" or "no" must not silently annotate every line
+        raise TypeError(f"current_state must be a bool, got {describe_value(current_state)}")
     nums: list[Number] = list(problem.numbers)
     if rules.is_won(nums, problem.target):  # the <Solution> block would be empty, which verify() rejects
         raise ValueError(f"{problem!r} needs no move (the target is already one of the numbers); there is no search to write")
@@ -186,6 +188,8 @@ def parse_trace(trace: str) -> tuple[tuple[Number, ...], int, list[TraceStep]]:
     """Read a DFS trace back: ``(initial numbers, target, steps)``, one :class:`TraceStep` per ``Try`` line, its
     ``state`` rebuilt from the tree (not trusted from the text), ``next_state`` ``[result] + numbers left``. The
     solution block is ignored; :class:`TraceParseError` on a malformed line."""
+    if not isinstance(trace, str):  # None, bytes: an AttributeError / TypeError from splitlines below
+        raise TypeError(f"parse_trace() needs the trace as a str, got {describe_value(trace)}")
     init: tuple[Number, ...] | None = None
     target: int | None = None
     steps: list[TraceStep] = []

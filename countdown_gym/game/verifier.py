@@ -117,6 +117,12 @@ def extract_answer(completion: str) -> Extraction:
     """Find the final answer in ``completion`` (linear scans). The first closing tag (any case) commits it; before
     it, the last opening tag starts the block, which runs to the closing tag of its kind (never closed:
     ``unclosed_tag``). No tags: the last non-empty line. Only closing tags: ``no_answer``."""
+    if not isinstance(completion, str):  # never raises: bytes and chat messages as verify() reads them
+        text = completion_text(completion)
+        if text is None:
+            return Extraction(None, None, "invalid_input", f"the completion must be a str or a list of chat messages, "
+                              f"got {describe_value(completion)}")
+        completion = text
     cut = final_answer_end(completion)
     if cut >= 0:
         completion = completion[:cut]

@@ -101,6 +101,7 @@ class RewardVariant:
 
     def move_values(self, transitions: Sequence[Mapping[str, Any]], scorer: Any = None, scale: float = 1.0) -> np.ndarray:
         """``scale`` times the per-move term of each transition (0 for each when the variant has none)."""
+        scale = check_finite(scale)  # NaN: every reward NaN, silently; a str: numpy's UFuncTypeError
         if self.move_term is None:
             return np.zeros(len(transitions))
         return scale * self._finite(self.move_term(transitions, self.need(scorer)), len(transitions))
@@ -108,6 +109,7 @@ class RewardVariant:
     def potentials(self, states: Sequence[Sequence[Number]], targets: Sequence[Number], rules: Rules,
                    scorer: Any = None, scale: float = 1.0) -> np.ndarray:
         """``scale * Phi`` of each state (a shaping variant)."""
+        scale = check_finite(scale)
         if self.potential is None:
             raise ValueError(f"the reward {self.name!r} is not a shaping variant")
         if not len(states):

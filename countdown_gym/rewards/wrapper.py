@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, SupportsFloat
 
 import gymnasium as gym
 
-from countdown_gym.game.rules import Number, Rules, check_finite
+from countdown_gym.game.rules import Number, Rules, check_finite, describe_value
 from countdown_gym.rewards import terms
 
 if TYPE_CHECKING:
@@ -55,6 +55,10 @@ class TermReward(gym.Wrapper):
 
     def __init__(self, env: gym.Env, variant: RewardVariant, scorer: Any = None, scale: float = 1.0,
                  gamma: float = 1.0, key: str | None = None) -> None:
+        from countdown_gym.rewards.variants import RewardVariant  # not at the top: variants imports this module
+
+        if not isinstance(variant, RewardVariant):  # a name: an AttributeError below
+            raise TypeError(f"TermReward needs a RewardVariant (get_variant(name)), got {describe_value(variant)}")
         if (variant.move_term is None) == (variant.potential is None):
             raise ValueError(f"TermReward needs a variant with exactly one of a move_term (additive) or a potential "
                              f"(shaping); {variant.name!r} has {'both' if variant.move_term else 'neither'}")
