@@ -532,6 +532,7 @@ def test_run_script_turns_safetensors_io_errors_into_one_line_but_not_other_erro
     ('{"a": 1, "a": 2}', "key 'a' appears twice"),
     (b'[{"x": {"b": 1, "c": ":", "b": 3}}]', "key 'b' appears twice"),  # deeper, with a colon in a string
     ('{"a": NaN}', "NaN is not JSON"),
+    ('{"lookahead": 1e999}', "1e999 is too large"),  # was read as inf: a flag's "floats must be finite" bypassed
     ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
 ])
 def test_the_one_strict_json_reader_refuses_what_rfc_8259_does_not_allow(text, match) -> None:

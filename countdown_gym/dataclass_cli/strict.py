@@ -1,15 +1,23 @@
 """Strict JSON for untrusted text (RFC 8259), the one reader of every flag, row, request and submission line:
-``NaN`` / ``Infinity``, a key twice in one object (``json`` alone keeps the last silently) and nesting past the
-parser's depth are each a ``ValueError`` naming it, never a value read last-wins nor a ``RecursionError``."""
+``NaN`` / ``Infinity`` (or a number too large for a float, ``1e999``), a key twice in one object (``json`` alone
+keeps the last silently) and nesting past the parser's depth are each a ``ValueError`` naming it, never a value
+read last-wins nor a ``RecursionError``."""
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 
 def _constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON (RFC 8259)")
+
+
+def _finite(text: str) -> float:
+    if not math.isfinite(value := float(text)):
+        raise ValueError(f"number {text[:40]} is too large for a float (JSON numbers must be finite)")
+    return value
 
 
 class _KeyTwice(ValueError):
@@ -64,7 +72,7 @@ def strict_json(text: str | bytes) -> Any:
     """``json.loads`` of untrusted ``text`` refusing what RFC 8259 does not allow (see the module); a
     ``json.JSONDecodeError`` for text that is not JSON at all."""
     try:
-        value = json.loads(text, parse_constant=_constant)
+        value = json.loads(text, parse_constant=_constant, parse_float=_finite)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
     if problem := duplicate_key(text, value):
