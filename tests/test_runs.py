@@ -345,3 +345,13 @@ def test_run_commands_stops_the_running_commands_when_a_callback_fails(tmp_path:
     assert time.monotonic() - t0 < 20
     with pytest.raises(ProcessLookupError):  # ended and reaped, not left sleeping
         os.kill(int(pid_file.read_text()), 0)
+
+
+def test_options_that_are_a_dangling_link_are_refused_not_read_as_no_run(tmp_path: Path) -> None:
+    """A dangling options.json link read as no options: --resume went on unchecked and replaced it."""
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "options.json").symlink_to(tmp_path / "moved.json")
+    with pytest.raises(SystemExit, match=r"r/options.json: cannot read it \(No such file or directory\); fix or delete it"):
+        prepare_run(out, "--out", Opts(), resume=True)
+    assert (out / "options.json").is_symlink()

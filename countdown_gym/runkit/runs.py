@@ -113,7 +113,7 @@ def read_options(out: str | os.PathLike[str], name: str = OPTIONS_FILE) -> dict[
     """The ``options.json`` (or ``name``) of the run in ``out`` (None when there is none); exits naming the file when
     it is not a JSON object (empty, cut off, not UTF-8, a list, a key twice) or not a regular file (never opened)."""
     path = Path(out) / name
-    if not path.exists():
+    if not os.path.lexists(path):  # a dangling link is no "no options": reading it says why
         return None
     fix = "fix or delete it (the checkpoint keeps its own record), or use another directory"
     if (kind := not_regular(path)) is not None:
@@ -122,7 +122,7 @@ def read_options(out: str | os.PathLike[str], name: str = OPTIONS_FILE) -> dict[
         text = path.read_bytes().decode("utf-8")
         data = json.loads(text)
     except OSError as exc:
-        raise SystemExit(f"{path}: cannot read it ({exc.strerror or exc})") from None
+        raise SystemExit(f"{path}: cannot read it ({exc.strerror or exc}); {fix}") from None
     except UnicodeDecodeError as exc:
         raise SystemExit(f"{path} is not UTF-8 text (byte {exc.start}); {fix}") from None
     except (ValueError, RecursionError) as exc:
