@@ -387,6 +387,9 @@ def test_changed_options_names_what_a_resume_would_change() -> None:
     assert changed_options(saved, Run(steps=99), allowed=("steps",)) == []
     assert changed_options(saved, Run(lr=0.01, sizes=(3,), added_later="y")) == [
         "--lr 0.001 (now 0.01)", "--sizes 1,2 (now 3)", "--added-later x (now y)"]
+    # a hand-edited options.json ("0.001", "1,2") was reported as "--lr 0.001 (now 0.001)": no difference shown
+    assert changed_options({"lr": "0.001", "sizes": "1,2", "steps": 10}, Run()) == [
+        '--lr "0.001" (now 0.001)', '--sizes "1,2" (now [1, 2])']
 
 
 def test_changed_options_reads_nested_and_flat_saved_options() -> None:

@@ -437,8 +437,10 @@ def changed_options(saved: Mapping[str, Any], current: Any, allowed: Collection[
         found, before = _lookup(saved, flag.path)
         if not found:
             before = None if default is dataclasses.MISSING else as_json(default)
-        if before != as_json(value):
-            changes.append(f"{flag.name} {_show(before)} (now {_show(as_json(value))})")
+        if before != (now := as_json(value)):
+            shown = [_show(before), _show(now)]  # the same text, another JSON type ("0.001"): shown as JSON
+            shown = [json.dumps(before), json.dumps(now)] if shown[0] == shown[1] else shown
+            changes.append(f"{flag.name} {shown[0]} (now {shown[1]})")
     return changes
 
 
