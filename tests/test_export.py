@@ -114,6 +114,9 @@ def test_bad_arguments_exit_2(capsys):
     assert "--interaction tool applies to --format verl only" in capsys.readouterr().err
     assert main(["--format", "parquet", "--limit", "3", "--out", "x"]) == 2
     assert "--limit 3 applies to --format verl only" in capsys.readouterr().err
+    # past sys.maxsize: was an OverflowError traceback from pyarrow while writing
+    assert main(["--format", "verl", "--interaction", "tool", "--max-turns", "9" * 20, "--out", "x"]) == 2
+    assert f"--max-turns must be a positive int (at most {sys.maxsize}), got int 9999" in capsys.readouterr().err
 
 
 def test_verl_export_api_refuses_max_turns_without_the_tool_interaction(tmp_path):
@@ -121,6 +124,8 @@ def test_verl_export_api_refuses_max_turns_without_the_tool_interaction(tmp_path
 
     with pytest.raises(ValueError, match="max_turns=8 applies to interaction='tool' only"):  # was ignored silently
         export("tinyzero", ["validation"], "tinyzero", tmp_path, max_turns=8)
+    with pytest.raises(ValueError, match="max_turns must be a positive int"):
+        export("tinyzero", ["validation"], "tinyzero", tmp_path, interaction="tool", max_turns=10**20)
     assert not any(tmp_path.iterdir())
 
 

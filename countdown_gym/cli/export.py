@@ -38,7 +38,7 @@ from countdown_gym.data.splits import SPLIT_SPEC, SPLITS, load_split, split_sha2
 from countdown_gym.dataclass_cli import check_min, not_regular, run, usage_error, written_aside
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import PROMPT_STYLES, build_prompt, chat_messages
-from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
+from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, check_budget
 
 FORMATS = ("hf", "parquet", "jsonl", "verl")
 
@@ -302,6 +302,7 @@ class ExportOptions:
             raise ValueError(f"--size makes the train split; --split {self.split} has no train")
         check_min(self, 0, "seed", "limit")
         check_min(self, 1, "max_turns")
+        check_budget("--max-turns", self.max_turns, allow_none=False)  # <= sys.maxsize: pyarrow's int64
         if self.format != "verl" and (self.interaction != "single-pass" or self.limit):
             flag = f"--interaction {self.interaction}" if self.interaction != "single-pass" else f"--limit {self.limit}"
             raise ValueError(f"{flag} applies to --format verl only; --format {self.format} exports whole splits of "

@@ -19,7 +19,7 @@ from countdown_gym.dataclass_cli import written_aside
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.text_format import chat_messages
 from countdown_gym.game.turn_format import tool_prompt
-from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
+from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, check_budget
 from countdown_gym.integrations.verl import verl_row
 from countdown_gym.integrations.verl_multiturn import dump_tool_config, tools_kwargs
 
@@ -50,6 +50,7 @@ def export(preset: str, splits: list[str], prompt_style: str, out: Path, limit: 
         raise ValueError(f"limit must be an integer >= 0 (0: every problem), got {limit!r:.40}")
     if interaction != "tool" and max_turns != DEFAULT_MAX_TURNS:  # it would be ignored (the CLI's usage error)
         raise ValueError(f"max_turns={max_turns!r:.40} applies to interaction='tool' only, got {interaction!r:.40}")
+    check_budget("max_turns", max_turns, allow_none=False)
     import pyarrow as pa
     import pyarrow.parquet as pq
 
