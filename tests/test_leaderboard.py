@@ -557,7 +557,10 @@ def test_submit_command_with_a_policy_file(tmp_path, capsys):
     assert "policy module 'cg_no_such_module' not found" in capsys.readouterr().err
     # bad metadata is refused before any episode is played (the policy would raise if it were called)
     for flags, message in ((["--temperature", "-1"], "temperature"), (["--temperature", "nan"], "NaN"),
-                           (["--agent", "a" * 101], "agent")):  # fmt: skip
+                           (["--agent", "a" * 101], "agent"),
+                           # an empty one was checked as "n/a" / "-": refused only after every episode was played
+                           (["--model-size", ""], "model_size"), (["--compute", ""], "compute"),
+                           (["--interaction", "multi-turn", "--max-turns", "9" * 20], "max_turns")):  # fmt: skip
         assert lb_main(["submit", "--policy", "os:getcwd", *meta, *flags]) == 2
         assert message in capsys.readouterr().err
     assert not (tmp_path / "x.jsonl").exists()

@@ -23,7 +23,7 @@ from countdown_gym.data.splits import load_split
 from countdown_gym.dataclass_cli import not_regular
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number, Rules
-from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS
+from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, check_budget
 
 Policy = Callable[[np.ndarray, dict[str, Any]], int]
 MoveList = list[tuple[Number, str, Number, Number]]
@@ -256,11 +256,12 @@ def submit_policy(make_policy: Callable[[int], Policy | Any], out: str | Path, *
         check_wrapper(wrapper, preset, split)
     sampling: dict[str, Any] = {"k": k, "temperature": temperature, "seed": seed}
     if interaction == "multi-turn":
-        sampling["max_turns"] = max_turns
-    check_header(  # bad metadata fails now, not after the evaluation
+        sampling["max_turns"] = check_budget("max_turns", max_turns, allow_none=False)
+    check_header(  # bad metadata fails now, not after the evaluation (an empty one too: not checked as "n/a")
         build_header(
-            preset=preset, split=split, command=command, compute=compute or "-", answer_kind="moves",
-            sampling=sampling, model_size=metadata.get("model_size") or "n/a",
+            preset=preset, split=split, command=command, compute="-" if compute is None else compute,
+            answer_kind="moves", sampling=sampling,
+            model_size="n/a" if metadata.get("model_size") is None else metadata["model_size"],
             **{key: metadata.get(key, "") for key in ("agent", "authors", "model", "method", "reward_variant")},
             notes=metadata.get("notes"), interaction=interaction,
         )
