@@ -280,6 +280,10 @@ def test_score_replaces_a_fifo_or_link_it_would_write_and_names_an_output_it_can
     assert lb_main(["score", "--dir", str(d), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert "error: cannot write" in err and "leaderboard.png" in err and "Traceback" not in err
+    # refused before anything is written: a journal left behind made every check fail naming a .part file
+    assert not list(d.glob("*.part*")) and lb_main(["check", "--dir", str(d)]) == 1
+    err = capsys.readouterr().err
+    assert "leaderboard.png is missing" in err and ".part" not in err
 
 
 @pytest.mark.parametrize("kill_at", ["part", 0, 1, 2])

@@ -223,6 +223,8 @@ def write_together(files: Mapping[str | os.PathLike[str], str | bytes | Callable
     every call (and by whoever reads the files), completes them."""
     paths = [Path(p) for p in files]
     journal = finish_together(paths[-1])
+    if folder := next((p for p in paths if p.is_dir() and not p.is_symlink()), None):  # no rename could replace it:
+        raise IsADirectoryError(errno.EISDIR, "a folder, not a file", str(folder))  # refused before any part is written
     parts = [p.with_name(f"{p.stem}.part{p.suffix}") for p in paths]
     try:
         for part, write in zip(parts, files.values(), strict=True):
