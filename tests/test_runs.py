@@ -105,6 +105,8 @@ def test_metrics_log_appends_and_truncates_on_resume(tmp_path: Path) -> None:
     assert [r["step"] for r in again.rows] == [1, 2, 3]
     MetricsLog(path)  # a fresh run: a fresh log
     assert not path.exists()
+    path.write_bytes(b"\xef\xbb\xbfstep,loss\n1,0.5\n9,0.25\n")  # saved by a spreadsheet: a byte-order mark
+    assert MetricsLog(path, resume_step=2).rows == [{"step": 1, "loss": 0.5}]  # was: no "step" column, step 9 kept
 
 
 def test_metrics_log_jsonl_and_no_write(tmp_path: Path) -> None:

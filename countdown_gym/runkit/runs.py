@@ -237,7 +237,7 @@ def _rows_upto(path: Path, step: float, key: str) -> tuple[list[str] | None, lis
                                  "that line, or use another directory") from None
     else:
         try:
-            with path.open(newline="", encoding="utf-8") as f:
+            with path.open(newline="", encoding="utf-8-sig") as f:  # a spreadsheet's byte-order mark is no header
                 text = f.read()
             header, *cells = list(csv.reader(io.StringIO(text))) or [[]]
             if cells and not text.endswith("\n"):  # the unterminated last row: a torn append ('10,0.05' cut to '1')
