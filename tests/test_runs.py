@@ -354,6 +354,6 @@ def test_options_that_are_a_dangling_link_are_refused_not_read_as_no_run(tmp_pat
     out = tmp_path / "r"
     out.mkdir()
     (out / "options.json").symlink_to(tmp_path / "moved.json")
-    with pytest.raises(SystemExit, match=r"r/options.json: cannot read it \(No such file or directory\); fix or delete it"):
+    with pytest.raises(SystemExit, match=r"options.json: cannot read it \(No such file or directory\); fix or delete"):
         prepare_run(out, "--out", Opts(), resume=True)
     assert (out / "options.json").is_symlink()
