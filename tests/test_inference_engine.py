@@ -184,10 +184,12 @@ def test_nan_logits_are_an_error_not_episodes(turn_model, decoder, knobs, monkey
         play_episodes(model, tok, problems, temperature=1e-45)
 
 
-@pytest.mark.parametrize("knobs", [{"temperature": float("inf")}, {"top_k": 2.5}, {"top_k": True}])
+@pytest.mark.parametrize("knobs", [{"temperature": float("inf")}, {"top_k": 2.5}, {"top_k": True}, {"top_p": None},
+                                   {"top_p": "0.5"}])
 def test_sampler_refuses_knobs_that_sample_wrongly(knobs) -> None:
-    """temperature=inf made masked (-inf) logits NaN, top_k=True sampled top-1, top_k=2.5 failed inside topk."""
-    with pytest.raises(ValueError, match="temperature|top_k"):
+    """temperature=inf made masked (-inf) logits NaN, top_k=True sampled top-1, top_k=2.5 failed inside topk,
+    top_p=None or "0.5" was a TypeError comparing it ('<' not supported ...)."""
+    with pytest.raises(ValueError, match="temperature|top_k|top_p must be a number"):
         Sampler(**knobs)
 
 
