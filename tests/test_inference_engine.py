@@ -281,6 +281,9 @@ def test_decoder_choice() -> None:
         play_episodes(qwen, tok, [Problem((1, 2), 3)], decoder="fast")
     with pytest.raises(ValueError, match="batch_size"):
         play_episodes(qwen, tok, [Problem((1, 2), 3)], batch_size=0)
+    for bad in ({"look_every": "2"}, {"look_every": -5}, {"peek_from": -1}, {"peek_from": "4"}):  # -5: taken as 1
+        with pytest.raises(ValueError, match="look_every must be a positive int|peek_from must be an int >= 0"):
+            play_episodes(qwen, tok, [Problem((1, 2), 3)], **bad)
     assert play_episodes(qwen, tok, []) == []
 
 

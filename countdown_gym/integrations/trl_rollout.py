@@ -13,6 +13,7 @@ import contextlib
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any
 
 from countdown_gym.game.problem import Problem
@@ -106,6 +107,9 @@ def play_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, ma
     """
     batch_size = check_budget("batch_size", batch_size, allow_none=False)
     max_turn_tokens = check_budget("max_turn_tokens", max_turn_tokens, allow_none=False)
+    look_every = check_budget("look_every", look_every)
+    if isinstance(peek_from, bool) or not isinstance(peek_from, Integral) or peek_from < 0:
+        raise ValueError(f"peek_from must be an int >= 0 (0: never), got {describe_value(peek_from)}")
     if decoder not in DECODERS:
         raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, got {decoder!r}")
     if stats is not None and not isinstance(stats, dict):  # else an AttributeError once every episode was played
