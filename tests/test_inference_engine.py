@@ -20,6 +20,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from no_hang import no_hang  # noqa: E402
+
 from baselines.lm.tiny_lm import build_tokenizer, load_pretrained  # noqa: E402
 from countdown_gym import Problem, load_split  # noqa: E402
 from countdown_gym.game.turn_game import replay_turns  # noqa: E402
@@ -84,6 +86,25 @@ def test_graphed_steps_change_nothing(turn_model) -> None:
     assert 0 < stats["turns"] <= sum(len(r.turns) for r in rollouts)  # the turns the model wrote ("give up" apart)
     assert stats["steps"] > stats["looks"] > 0 and stats["play_s"] >= 0
     assert stats["graphs"] > 0  # the static-buffer steps ran
+
+
+def test_a_look_interval_past_the_turn_budget_without_peeking_ends(turn_model, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an accelerator with peek_from=0, look_every=10**9 stepped every row, turns long ended, 10**9 times before
+    playing them (a hang, its cache growing); now a look comes at most max_turn_tokens steps after the last."""
+    from countdown_gym.integrations import trl_rollout
+
+    class NoPeek(trl_rollout.Engine):  # what the engine does off the CPU with peek_from=0
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.peek_from = 0
+
+    monkeypatch.setattr(trl_rollout, "Engine", NoPeek)
+    model, tok = turn_model
+    stats: dict = {}
+    with no_hang(60):
+        play_episodes(model, tok, load_split("longproc-0.5k", "test")[:1], max_turns=2, greedy=True, look_every=10**9,
+                      peek_from=0, stats=stats)
+    assert stats["steps"] == 12 * stats["looks"]
 
 
 @pytest.mark.parametrize(("heads", "kv_heads"), [(4, 4), (8, 2)])

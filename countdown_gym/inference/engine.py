@@ -173,7 +173,7 @@ class Engine:
         self.decoder, self.texts, self.sampler = decoder, texts, sampler
         self.eos, self.pad, self.limit = eos, pad, limit
         self.turn_budget = max_turn_tokens
-        self.look_every = max(1, look_every)
+        self.look_every = max(1, min(look_every, max_turn_tokens))  # every turn has ended by then: more only waits
         self.peek_from = 1 if decoder.device.type == "cpu" else peek_from  # 0: never
         self.stop = torch.tensor(list(stop), dtype=torch.long, device=decoder.device)
         self.stats: dict[str, float] = {"steps": 0, "looks": 0, "turns": 0, "play_s": 0.0}
