@@ -20,6 +20,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from no_hang import no_hang  # noqa: E402
+
 from baselines.lm.tiny_lm import build_tokenizer, load_pretrained  # noqa: E402
 from countdown_gym import Problem, load_split  # noqa: E402
 from countdown_gym.game.turn_game import replay_turns  # noqa: E402
@@ -84,6 +86,25 @@ def test_graphed_steps_change_nothing(turn_model) -> None:
     assert 0 < stats["turns"] <= sum(len(r.turns) for r in rollouts)  # the turns the model wrote ("give up" apart)
     assert stats["steps"] > stats["looks"] > 0 and stats["play_s"] >= 0
     assert stats["graphs"] > 0  # the static-buffer steps ran
+
+
+def test_a_look_interval_past_the_turn_budget_without_peeking_ends(turn_model, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an accelerator with peek_from=0, look_every=10**9 stepped every row, turns long ended, 10**9 times before
+    playing them (a hang, its cache growing); now a look comes at most max_turn_tokens steps after the last."""
+    from countdown_gym.integrations import trl_rollout
+
+    class NoPeek(trl_rollout.Engine):  # what the engine does off the CPU with peek_from=0
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.peek_from = 0
+
+    monkeypatch.setattr(trl_rollout, "Engine", NoPeek)
+    model, tok = turn_model
+    stats: dict = {}
+    with no_hang(60):
+        play_episodes(model, tok, load_split("longproc-0.5k", "test")[:1], max_turns=2, greedy=True, look_every=10**9,
+                      peek_from=0, stats=stats)
+    assert stats["steps"] == 12 * stats["looks"]
 
 
 @pytest.mark.parametrize(("heads", "kv_heads"), [(4, 4), (8, 2)])
@@ -162,10 +183,12 @@ def test_sampled_first_moves_follow_the_models_distribution(turn_model) -> None:
 
 
 @pytest.mark.parametrize(("decoder", "knobs"), [("direct", {"greedy": True}), ("direct", {"top_k": 5, "top_p": 0.9}),
-                                                ("hf", {"greedy": True}), ("hf", {}), ("generate", {"greedy": True})])
+                                                ("hf", {"greedy": True}), ("hf", {}), ("generate", {"greedy": True}),
+                                                ("generate", {})])
 def test_nan_logits_are_an_error_not_episodes(turn_model, decoder, knobs, monkeypatch: pytest.MonkeyPatch) -> None:
     """A model computing NaN: greedy episodes of garbage turns with NaN log-probabilities came back as results, and
-    sampling indexed one past the vocabulary (an IndexError here, a device-side assert on CUDA)."""
+    sampling indexed one past the vocabulary (an IndexError here, a device-side assert on CUDA); sampling through
+    generate() was a RuntimeError inside torch.multinomial."""
     import copy
 
     from countdown_gym.integrations import trl_rollout
@@ -179,15 +202,16 @@ def test_nan_logits_are_an_error_not_episodes(turn_model, decoder, knobs, monkey
     problems = load_split("longproc-0.5k", "test")[:3]
     with pytest.raises(ValueError, match="logits are NaN or infinite"):
         play_episodes(broken, tok, problems, decoder="auto" if decoder == "generate" else decoder, **knobs)
-    monkeypatch.undo()
     with pytest.raises(ValueError, match="logits are NaN or infinite"):  # dividing by it overflows the logits
         play_episodes(model, tok, problems, temperature=1e-45)
 
 
-@pytest.mark.parametrize("knobs", [{"temperature": float("inf")}, {"top_k": 2.5}, {"top_k": True}])
+@pytest.mark.parametrize("knobs", [{"temperature": float("inf")}, {"top_k": 2.5}, {"top_k": True}, {"top_p": None},
+                                   {"top_p": "0.5"}])
 def test_sampler_refuses_knobs_that_sample_wrongly(knobs) -> None:
-    """temperature=inf made masked (-inf) logits NaN, top_k=True sampled top-1, top_k=2.5 failed inside topk."""
-    with pytest.raises(ValueError, match="temperature|top_k"):
+    """temperature=inf made masked (-inf) logits NaN, top_k=True sampled top-1, top_k=2.5 failed inside topk,
+    top_p=None or "0.5" was a TypeError comparing it ('<' not supported ...)."""
+    with pytest.raises(ValueError, match="temperature|top_k|top_p must be a number"):
         Sampler(**knobs)
 
 
@@ -279,6 +303,9 @@ def test_decoder_choice() -> None:
         play_episodes(qwen, tok, [Problem((1, 2), 3)], decoder="fast")
     with pytest.raises(ValueError, match="batch_size"):
         play_episodes(qwen, tok, [Problem((1, 2), 3)], batch_size=0)
+    for bad in ({"look_every": "2"}, {"look_every": -5}, {"peek_from": -1}, {"peek_from": "4"}):  # -5: taken as 1
+        with pytest.raises(ValueError, match="look_every must be a positive int|peek_from must be an int >= 0"):
+            play_episodes(qwen, tok, [Problem((1, 2), 3)], **bad)
     assert play_episodes(qwen, tok, []) == []
 
 

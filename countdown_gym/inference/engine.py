@@ -19,13 +19,13 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any
 
 import torch
 
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import check_finite
+from countdown_gym.game.rules import check_finite, describe_value
 from countdown_gym.game.turn_format import GIVE_UP, TURN_END, reply_lines, turn_line
 from countdown_gym.game.turn_game import TurnEpisode, TurnResult
 from countdown_gym.inference.decoders import Step
@@ -51,8 +51,8 @@ class Sampler:
     def __post_init__(self) -> None:
         if not self.greedy:
             check_finite(self.temperature, "temperature (when sampling)", positive=True)
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if isinstance(self.top_p, bool) or not isinstance(self.top_p, Real) or not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be a number in (0, 1], got {describe_value(self.top_p)}")
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, Integral) or self.top_k < 0:
             raise ValueError(f"top_k must be an int >= 0, got {self.top_k!r}")
 
@@ -173,7 +173,7 @@ class Engine:
         self.decoder, self.texts, self.sampler = decoder, texts, sampler
         self.eos, self.pad, self.limit = eos, pad, limit
         self.turn_budget = max_turn_tokens
-        self.look_every = max(1, look_every)
+        self.look_every = max(1, min(look_every, max_turn_tokens))  # every turn has ended by then: more only waits
         self.peek_from = 1 if decoder.device.type == "cpu" else peek_from  # 0: never
         self.stop = torch.tensor(list(stop), dtype=torch.long, device=decoder.device)
         self.stats: dict[str, float] = {"steps": 0, "looks": 0, "turns": 0, "play_s": 0.0}

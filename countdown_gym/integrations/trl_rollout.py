@@ -10,9 +10,11 @@ validation and evaluation); :func:`make_rollout_func` wraps it for ``trl.GRPOTra
 from __future__ import annotations
 
 import contextlib
+import functools
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any
 
 from countdown_gym.game.problem import Problem
@@ -106,6 +108,9 @@ def play_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, ma
     """
     batch_size = check_budget("batch_size", batch_size, allow_none=False)
     max_turn_tokens = check_budget("max_turn_tokens", max_turn_tokens, allow_none=False)
+    look_every = check_budget("look_every", look_every)
+    if isinstance(peek_from, bool) or not isinstance(peek_from, Integral) or peek_from < 0:
+        raise ValueError(f"peek_from must be an int >= 0 (0: never), got {describe_value(peek_from)}")
     if decoder not in DECODERS:
         raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, got {decoder!r}")
     if stats is not None and not isinstance(stats, dict):  # else an AttributeError once every episode was played
@@ -158,6 +163,15 @@ DECODERS = {"auto": None, "direct": True, "hf": False}
 """``play_episodes(decoder=...)``: the value passed to :func:`~countdown_gym.inference.decoders.make_decoder`."""
 
 
+def _finite_logits(temperature: float, ids: Any, scores: Any) -> Any:
+    """``scores``, unless they or ``scores / temperature`` (what sampling reads) hold a NaN or +inf: a ValueError then,
+    as the engine's (``generate()`` failed inside ``torch.multinomial`` on them)."""
+    if bool((scores.isnan() | (scores / temperature).isposinf()).any()):
+        raise ValueError("the model's logits are NaN or infinite (or a temperature so small that dividing by it "
+                         "overflows them)")
+    return scores
+
+
 def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: list[Episode], *, sampler: Sampler,
                         stop: list[int], newline_token: bool, pad: int, eos: int | None, max_turn_tokens: int,
                         limit: int, batch_size: int) -> None:
@@ -175,7 +189,8 @@ def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: 
     if sampler.greedy:
         gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
     else:
-        gen_kwargs.update(do_sample=True, temperature=sampler.temperature, top_p=sampler.top_p, top_k=sampler.top_k)
+        gen_kwargs.update(do_sample=True, temperature=sampler.temperature, top_p=sampler.top_p, top_k=sampler.top_k,
+                          logits_processor=[functools.partial(_finite_logits, sampler.temperature)])
     stop_set = frozenset(stop)  # every generated token is looked up (a chat vocabulary: thousands of stop ids)
     device = next(model.parameters()).device
     own, model.generation_config = model.generation_config, GenerationConfig()  # none of the model's own knobs
