@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -562,6 +563,21 @@ def test_eval_refuses_a_missing_or_tokenizerless_model_and_an_unwritable_out(tmp
     (tmp_path / "file").write_text("")
     with pytest.raises(SystemExit, match="--out .*cannot write there"):
         llm_eval.main(["--limit", "1", "--k", "0", "--out", str(tmp_path / "file" / "x.jsonl")])
+
+
+@pytest.mark.parametrize("name, text", [("model.safetensors", b"\x10" * 100), ("config.json", b"[1, 2]")], ids=["torn", "list"])
+def test_a_model_folder_with_a_damaged_file_is_one_error(tmp_path, name, text):
+    """Torn weights were safetensors' SafetensorError traceback, a config.json list transformers' TypeError."""
+    bad = Path(shutil.copytree(SHIPPED_CHECKPOINT, tmp_path / "m"))
+    (bad / name).write_bytes(text)
+    with pytest.raises(ValueError, match="m: the saved model does not load"):
+        load_pretrained(bad)
+    with pytest.raises(SystemExit, match="cannot load model"):
+        llm_eval.load_model(str(bad))
+    from baselines.lm.sft_checkpoints import Unusable, load_saved_model
+
+    with pytest.raises(Unusable, match=r"m: the saved model does not load \((?!.*does not load)"):
+        load_saved_model(bad)
 
 
 def test_llm_eval_puts_the_model_on_the_gpu_when_there_is_one(monkeypatch):
