@@ -589,10 +589,15 @@ def test_llm_eval_puts_the_model_on_the_gpu_when_there_is_one(monkeypatch):
     assert str(model.device) == "cpu"
     moved = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU machine, as far as the choice goes
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(type(model), "to", lambda self, *a, **k: moved.append(a) or self)
     llm_eval.load_model(str(SHIPPED_CHECKPOINT))
     assert moved == [("cuda",)]  # before the fix the model stayed on the CPU in float32
     assert dataclass_cli.parse(llm_eval.EvalConfig, ["--device", "cuda:1"]).device == "cuda:1"
+    with pytest.raises(SystemExit, match=r"--device cuda:1: this machine has 1 CUDA device\(s\)"):  # was torch's error
+        llm_eval.load_model(str(SHIPPED_CHECKPOINT), device="cuda:1")
+    with pytest.raises(ValueError, match="--device must be auto or a torch device .* got 'gpu'"):  # was a traceback
+        llm_eval.EvalConfig(device="gpu")
 
 
 def test_sft_curves_take_rows_read_back_from_csv(tmp_path, monkeypatch):
