@@ -580,6 +580,14 @@ def test_a_model_folder_with_a_damaged_file_is_one_error(tmp_path, name, text):
         load_saved_model(bad)
 
 
+def test_sft_refuses_a_damaged_episodes_file_with_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(llm_sft, "training_problems", lambda *a, **k: [])  # not needed to get there
+    (tmp_path / "e.jsonl").write_text('{"numbers": [1, 2], "target": 3}\n')  # no "turns": was a ValueError traceback
+    with pytest.raises(SystemExit, match="--episodes: .*e.jsonl line 1: not an episode"):
+        llm_sft.train(llm_sft.SFTConfig(interaction="multi-turn", episodes=str(tmp_path / "e.jsonl"), out=str(tmp_path / "o"),
+                                        max_steps=1, progress=False))
+
+
 def test_llm_eval_puts_the_model_on_the_gpu_when_there_is_one(monkeypatch):
     import torch
 
