@@ -82,6 +82,10 @@ class Options:
         if not self.variants or len(set(self.variants)) < len(self.variants):
             raise ValueError(f"--variants needs one or more arms, none repeated (each run has one folder), got {','.join(self.variants)!r}")
         self.seed_list  # noqa: B018  (a malformed --seeds is a usage error now)
+        try:
+            shlex.split(self.extra_args)
+        except ValueError as exc:  # an unclosed quote
+            raise ValueError(f"--extra-args must be llm_grpo.py flags as a shell would split them ({exc}), got {self.extra_args!r}") from None
 
     @property
     def seed_list(self) -> list[int]:

@@ -104,6 +104,8 @@ class Options:
         dataclass_cli.check_min(self, 1, "total_timesteps", "workers")
         if not self.variants or not self.seeds:
             raise ValueError("--variants and --seeds need at least one value each")
+        if bad := [v for v in self.variants if v not in variant_names("step")]:  # sb3_ppo's check would name --reward
+            raise ValueError(f"--variants must be among {list(variant_names('step'))}, got {bad[0]!r}")
         if len(set(self.variants)) < len(self.variants) or len(set(self.seeds)) < len(self.seeds):
             raise ValueError(f"--variants and --seeds must not repeat a value (each run has one folder), got {self.variants} "
                              f"and {self.seeds}")

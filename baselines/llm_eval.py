@@ -84,6 +84,10 @@ class EvalConfig(SplitRun):
         dataclass_cli.check_min(self, 1, "max_new_tokens", "batch_size", "max_turn_tokens")
         dataclass_cli.check_min(self, 0, "k", "offset", "limit")
         Sampling(temperature=self.temperature, top_p=self.top_p)  # --temperature > 0, --top-p in (0, 1]
+        try:
+            torch.device(self.device if self.device != "auto" else "cpu")
+        except RuntimeError:
+            raise ValueError(f"--device must be auto or a torch device (cpu, cuda, cuda:1...), got {self.device!r}") from None
         if self.pass_rates and self.k < 1:
             raise ValueError("--pass-rates needs sampled completions (--k >= 1)")
 
@@ -154,8 +158,11 @@ def resolve_device(device: str = "auto") -> str:
 
 def load_model(name: str, dtype: str = "float32", device: str = "auto"):
     """``(model, tokenizer)`` from a local path or hub id, on ``device`` (see :func:`resolve_device`)."""
+    where = resolve_device(device)
+    if torch.device(where).type == "cuda" and (torch.device(where).index or 0) >= torch.cuda.device_count():
+        raise SystemExit(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
     model, tokenizer = load_causal_lm(name, dtype=DTYPES[dtype])
-    model = model.to(resolve_device(device))  # a no-op where it already is
+    model = model.to(where)  # a no-op where it already is
     model.eval()
     return model, tokenizer
 

@@ -78,7 +78,10 @@ def solved_episodes(opts: Options) -> tuple[list[dict], dict] | None:
         log = MetricsLog(path, step="chunk")  # other sampling options (or none): sampled afresh
     elif log.rows:
         print(f"{path}: continuing the sampling after {len(log.rows)} of {len(chunks)} chunks")
-    model, tok = load_pretrained(opts.model) if len(log.rows) < len(chunks) else (None, None)
+    try:
+        model, tok = load_pretrained(opts.model) if len(log.rows) < len(chunks) else (None, None)
+    except (FileNotFoundError, ValueError) as exc:  # no tokenizer files, torn weights...
+        raise SystemExit(f"--model: {exc}") from None
     with StopRequest("stopping after this chunk of episodes (Ctrl-C again to stop at once)") as stop:
         for i in range(len(log.rows), len(chunks)):
             if stop.requested:

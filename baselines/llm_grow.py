@@ -75,6 +75,8 @@ def grow(opts: GrowOptions) -> Path:
         model, tokenizer = load_pretrained(src)
     except FileNotFoundError:
         raise SystemExit(f"--model {src}: no saved model there (expected config.json and model.safetensors)") from None
+    except ValueError as exc:  # a folder that holds no loadable model
+        raise SystemExit(f"--model {exc}") from None
     try:
         grown = expand_blocks(model, opts.every)
     except ValueError as exc:

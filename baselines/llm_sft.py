@@ -250,7 +250,10 @@ def train(cfg: SFTConfig) -> dict:
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
     problems = training_problems(cfg.preset, cfg.fresh_problems, cfg.seed, cfg.progress)
-    episodes = load_episodes(cfg.episodes, cfg.preset) if cfg.episodes else []
+    try:
+        episodes = load_episodes(cfg.episodes, cfg.preset) if cfg.episodes else []
+    except (OSError, ValueError) as exc:  # a cut-off line, a row without "turns"...
+        raise SystemExit(f"--episodes: {exc}") from None
     val = load_split(cfg.preset, "validation")[: cfg.eval_problems]
     step = 0
     if found is None and cfg.resume:

@@ -138,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     missing = [s for s in opts.submissions if not Path(s).is_file()]
     if missing:
         raise SystemExit(f"--submissions: no such file: {', '.join(missing)}")
+    if folder := next((f"--{k} {v}" for k, v in (("out", opts.out), ("plot", opts.plot)) if v and Path(v).is_dir()), None):
+        raise SystemExit(f"{folder} is a folder; name a file")  # before the files are scored, not after
     from tqdm import tqdm
 
     from countdown_gym.leaderboard.submission import SubmissionError

@@ -51,7 +51,7 @@ def test_versus_calls_a_difference_only_beyond_two_standard_errors() -> None:
 
 def test_bad_flags_are_usage_errors_before_any_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = ["--seeds", "0", "--total-timesteps", "64", "--workers", "1", "--out", str(tmp_path / "c"), *TINY]
-    for argv, said in ((["--variants", "sparse", "no-such-reward", *base], "no-such-reward"),  # sb3_ppo's check
+    for argv, said in ((["--variants", "sparse", "no-such-reward", *base], "--variants must be among"),  # not --reward
                        (["--variants", "sparse", *base, "--n-epochs", "zero"], "--n-epochs"),
                        (["--variants", "sparse", *base, "--workers", "0"], "--workers"),
                        (["--variants", "sparse", "sparse", *base], "must not repeat"),  # two runs in one folder at once

@@ -49,6 +49,8 @@ def test_rates_and_their_standard_errors() -> None:
 def test_single_pass_play_needs_one_prompt_per_problem() -> None:
     with pytest.raises(ValueError, match="one prompt per problem"):
         greedy_solved(None, None, [P, P], Play(), prompts=["x"])
+    with pytest.raises(ValueError, match="samples must be an int >= 0, got -1"):  # was played as one sample each
+        evaluate(None, None, [P], Play(), prompts=["x"], samples=-1)
 
 
 def test_greedy_play_leaves_the_model_and_its_rng_as_they_were() -> None:

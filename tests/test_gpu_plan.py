@@ -198,6 +198,13 @@ def test_dry_run_loads_no_weights_and_prints_the_plan(tmp_path, monkeypatch, cap
     assert plan["tokenizer_checked"]
 
 
+def test_a_local_model_with_a_damaged_config_is_named(tmp_path):
+    """Was 'could not be read here (OSError); pass a local model directory, or add baselines/model_configs//...'."""
+    (tmp_path / "config.json").write_text('{"model_type": "lla')
+    with pytest.raises(gpu_plan.PlanError, match=f"^{re.escape(str(tmp_path))}: its config.json does not read"):
+        gpu_plan.model_shape(str(tmp_path))
+
+
 def test_dry_run_refuses_what_a_run_would_refuse(tmp_path, monkeypatch):
     model = str(tiny_qwen(tmp_path / "m"))
     monkeypatch.setenv("WORLD_SIZE", "8")

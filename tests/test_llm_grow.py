@@ -85,6 +85,10 @@ def test_bad_input_is_refused_with_a_message(tmp_path):
     shutil.copy(TURNS / "config.json", tmp_path / "config_only")
     with pytest.raises(SystemExit, match="no saved model there"):
         llm_grow.grow(llm_grow.GrowOptions(model=str(tmp_path / "config_only"), out=str(tmp_path / "o")))
+    torn = shutil.copytree(TURNS, tmp_path / "torn")  # cut-off weights: was safetensors' SafetensorError traceback
+    (torn / "model.safetensors").write_bytes((TURNS / "model.safetensors").read_bytes()[:1000])
+    with pytest.raises(SystemExit, match="torn: the saved model does not load"):
+        llm_grow.grow(llm_grow.GrowOptions(model=str(torn), out=str(tmp_path / "o")))
     (tmp_path / "taken").mkdir()
     with pytest.raises(SystemExit, match="exists"):
         llm_grow.grow(llm_grow.GrowOptions(model=str(TURNS), out=str(tmp_path / "taken")))

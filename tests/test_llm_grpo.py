@@ -797,6 +797,8 @@ def test_comparison_refuses_a_bad_variant_or_flag_before_any_run_starts(tmp_path
     for extra in ("--seed 5", "--steps 3", "--rewards critic"):  # every seed's run the same, or not the arm it is called
         with pytest.raises(SystemExit, match="--extra-args must not set --rewards, --step-credit, --seed"):
             compare_llm_rewards.main(["--runs-dir", str(runs), f"--extra-args={extra}"])
+    with pytest.raises(ValueError, match="--extra-args must be .*No closing quotation"):  # was shlex's traceback
+        compare_llm_rewards.Options(runs_dir=str(runs), extra_args="--beta '0.1")
     assert not runs.exists()
 
 

@@ -30,6 +30,9 @@ def test_main_writes_the_table(tmp_path, capsys):
     assert "flat" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="no such file"):
         main(["--submissions", str(tmp_path / "missing.jsonl")])
+    for flag in ("--out", "--plot"):  # was 'Is a directory: <path>.tmp' after scoring every file
+        with pytest.raises(SystemExit, match=f"{flag} .* is a folder; name a file"):
+            main(["--submissions", str(SUBMISSIONS / "exhaustive-solver.longproc-0.5k.test.jsonl"), flag, str(tmp_path)])
 
 
 def test_metric_thirds_summary(capsys):

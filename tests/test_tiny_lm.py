@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -564,6 +565,29 @@ def test_eval_refuses_a_missing_or_tokenizerless_model_and_an_unwritable_out(tmp
         llm_eval.main(["--limit", "1", "--k", "0", "--out", str(tmp_path / "file" / "x.jsonl")])
 
 
+@pytest.mark.parametrize("name, text", [("model.safetensors", b"\x10" * 100), ("config.json", b"[1, 2]")], ids=["torn", "list"])
+def test_a_model_folder_with_a_damaged_file_is_one_error(tmp_path, name, text):
+    """Torn weights were safetensors' SafetensorError traceback, a config.json list transformers' TypeError."""
+    bad = Path(shutil.copytree(SHIPPED_CHECKPOINT, tmp_path / "m"))
+    (bad / name).write_bytes(text)
+    with pytest.raises(ValueError, match="m: the saved model does not load"):
+        load_pretrained(bad)
+    with pytest.raises(SystemExit, match="cannot load model"):
+        llm_eval.load_model(str(bad))
+    from baselines.lm.sft_checkpoints import Unusable, load_saved_model
+
+    with pytest.raises(Unusable, match=r"m: the saved model does not load \((?!.*does not load)"):
+        load_saved_model(bad)
+
+
+def test_sft_refuses_a_damaged_episodes_file_with_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(llm_sft, "training_problems", lambda *a, **k: [])  # not needed to get there
+    (tmp_path / "e.jsonl").write_text('{"numbers": [1, 2], "target": 3}\n')  # no "turns": was a ValueError traceback
+    with pytest.raises(SystemExit, match="--episodes: .*e.jsonl line 1: not an episode"):
+        llm_sft.train(llm_sft.SFTConfig(interaction="multi-turn", episodes=str(tmp_path / "e.jsonl"), out=str(tmp_path / "o"),
+                                        max_steps=1, progress=False))
+
+
 def test_llm_eval_puts_the_model_on_the_gpu_when_there_is_one(monkeypatch):
     import torch
 
@@ -573,10 +597,15 @@ def test_llm_eval_puts_the_model_on_the_gpu_when_there_is_one(monkeypatch):
     assert str(model.device) == "cpu"
     moved = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU machine, as far as the choice goes
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(type(model), "to", lambda self, *a, **k: moved.append(a) or self)
     llm_eval.load_model(str(SHIPPED_CHECKPOINT))
     assert moved == [("cuda",)]  # before the fix the model stayed on the CPU in float32
     assert dataclass_cli.parse(llm_eval.EvalConfig, ["--device", "cuda:1"]).device == "cuda:1"
+    with pytest.raises(SystemExit, match=r"--device cuda:1: this machine has 1 CUDA device\(s\)"):  # was torch's error
+        llm_eval.load_model(str(SHIPPED_CHECKPOINT), device="cuda:1")
+    with pytest.raises(ValueError, match="--device must be auto or a torch device .* got 'gpu'"):  # was a traceback
+        llm_eval.EvalConfig(device="gpu")
 
 
 def test_sft_curves_take_rows_read_back_from_csv(tmp_path, monkeypatch):

@@ -177,6 +177,8 @@ def evaluate(model: Any, tokenizer: Any, problems: Sequence[Problem], how: Play,
              seed: int | None = None, progress: bool = False) -> Evaluation:
     """Greedy play of every problem, then ``samples`` sampled plays of each (drawn as ``sampling`` says, default
     :class:`Sampling`'s); see :class:`Evaluation`."""
+    if not isinstance(samples, int) or samples < 0:  # -1 was played as one sample per problem
+        raise ValueError(f"samples must be an int >= 0, got {samples!r}")
     bar = tqdm(total=len(problems) * (1 + samples), desc="plays", disable=not progress or how.max_turns is None)
     with evaluating(model, seed):
         t0 = time.perf_counter()

@@ -78,6 +78,8 @@ def model_shape(name: str) -> ModelShape:
     try:
         config = AutoConfig.from_pretrained(source)
     except (OSError, ValueError) as exc:
+        if local.is_dir():  # a damaged config.json of a local model: the advice below would not fit
+            raise PlanError(f"{local}: its config.json does not read ({str(exc).strip()[:160]})") from None
         raise PlanError(f"the config of {name!r} could not be read here ({type(exc).__name__}); pass a local model "
                         f"directory, or add baselines/model_configs/{name}/config.json") from None
     text = config.get_text_config()

@@ -79,6 +79,8 @@ def load_saved_model(d: Path, error: Callable[[str], BaseException] = Unusable, 
     """The model saved in ``d``; ``error`` naming it (after ``flag``) when it does not load."""
     try:
         return load_pretrained(d)[0]
+    except ValueError as exc:  # load_pretrained's own message, naming d
+        raise error(f"{flag}{exc}") from None
     except Exception as exc:  # noqa: BLE001 - transformers' and safetensors' many errors of a folder that is no model
         raise error(f"{flag}{d}: the saved model does not load ({_short(exc)})") from None
 

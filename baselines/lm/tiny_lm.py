@@ -136,6 +136,11 @@ def check_model_path(name: str) -> None:
         raise SystemExit(f"--model {name}: no config.json there (not a saved Hugging Face model directory)")
 
 
+def _first_line(exc: BaseException) -> str:
+    """The first line of an error's message (transformers' run to many lines)."""
+    return next(iter(str(exc).strip().splitlines()), "") or type(exc).__name__
+
+
 def load_causal_lm(name: str, **kwargs: Any) -> tuple[PreTrainedModel, Any]:
     """``(model, tokenizer)`` of any Hugging Face causal LM (local path or hub id); ``kwargs`` go to
     ``from_pretrained``. A bad path or a model that cannot load exits with a message, not a traceback."""
@@ -145,8 +150,8 @@ def load_causal_lm(name: str, **kwargs: Any) -> tuple[PreTrainedModel, Any]:
     try:
         tokenizer = AutoTokenizer.from_pretrained(name)
         model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
-    except (OSError, ValueError) as exc:  # ValueError: e.g. a directory with no tokenizer files
-        raise SystemExit(f"cannot load model {name!r}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - no tokenizer files, a torn safetensors, a config.json that is a list...
+        raise SystemExit(f"cannot load model {name!r}: {_first_line(exc)}") from None
     return model, tokenizer
 
 
@@ -177,7 +182,12 @@ def load_pretrained(path: str | Path | None = None, dtype: torch.dtype = torch.f
         tokenizer = AutoTokenizer.from_pretrained(str(path))
     except ValueError:  # transformers' error for a folder without tokenizer files (a traceback in the scripts)
         raise FileNotFoundError(f"no tokenizer at {path} (expected config.json, model.safetensors, tokenizer files)") from None
-    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
+    except Exception as exc:  # noqa: BLE001 - e.g. a config.json that is a JSON list
+        raise ValueError(f"{path}: the saved model does not load ({_first_line(exc)})") from None
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
+    except Exception as exc:  # noqa: BLE001 - a torn model.safetensors, an unknown model_type, no weights file...
+        raise ValueError(f"{path}: the saved model does not load ({_first_line(exc)})") from None
     model.eval()
     return model, tokenizer
 
