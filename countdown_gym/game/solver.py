@@ -154,13 +154,18 @@ def combine(a: tuple[str, int], op: str, b: tuple[str, int], canonical: bool = T
     return f"{_wrap(a[0], a[1], p, strict=False)}{op}{right_b}", p
 
 
+def _check_limit(name: str, value: int | None) -> None:
+    """``ValueError`` naming ``name`` unless ``value`` is a positive int or None (solve's limit, count_solutions' cap)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{name} must be a positive int or None, got {describe_value(value)}")
+
+
 def solve(problem: Problem, rules: Rules | None = None, limit: int | None = None) -> list[str]:
     """Distinct solution expressions, e.g. ``["(6-2)*(5-3)", ...]``, each verifying with :func:`countdown_gym.verify`:
     fewest parentheses that keep the steps' order, ``+`` / ``*`` operands in one canonical order (two solutions
     differ only if their trees do). ``limit`` stops early."""
     rules = play_rules(problem, rules, "solve()")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+    _check_limit("limit", limit)
     found: dict[str, None] = {}
     oracle = _oracle(rules)
     target = problem.target
@@ -190,8 +195,7 @@ def solve(problem: Problem, rules: Rules | None = None, limit: int | None = None
 
 def count_solutions(problem: Problem, rules: Rules | None = None, cap: int | None = None) -> int:
     """Number of distinct solution expressions (at most ``cap`` when given)."""
-    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):  # solve() says "limit"
-        raise ValueError(f"cap must be a positive int or None, got {describe_value(cap)}")
+    _check_limit("cap", cap)  # before solve(), whose message would name "limit"
     return len(solve(problem, rules, limit=cap))
 
 
