@@ -41,13 +41,15 @@ class ConfigDict:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def check_fields(self, positive: Sequence[str], non_negative: Sequence[str] = ()) -> None:
+    def check_fields(self, positive: Sequence[str], non_negative: Sequence[str] = (), flags: Sequence[str] = ()) -> None:
         """``ValueError`` naming the field unless each of ``positive`` is an int >= 1, each of ``non_negative`` an
-        int >= 0 and ``temperature`` a finite number > 0."""
+        int >= 0, each of ``flags`` a bool and ``temperature`` a finite number > 0."""
         for name, low in [*((n, 1) for n in positive), *((n, 0) for n in non_negative)]:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise ValueError(f"{type(self).__name__}.{name} must be an int >= {low}, got {v!r}")
+        if bad := [n for n in flags if not isinstance(getattr(self, n), bool)]:
+            raise ValueError(f"{type(self).__name__}.{bad[0]} must be a bool, got {getattr(self, bad[0])!r}")
         check_finite(self.temperature, f"{type(self).__name__}.temperature", positive=True)
 
 
@@ -74,11 +76,9 @@ class ModelConfig(ConfigDict):
         if self.version not in ("v1", "v2"):
             raise ValueError(f"ModelConfig.version must be 'v1' or 'v2', got {self.version!r}")
         self.check_fields(("max_numbers", "vocab", "value_dim", "fourier", "hidden", "depth", "goal_hidden", "out_dim"),
-                          ("pair_dim", "child_dim", "grandchild_dim"))
+                          ("pair_dim", "child_dim", "grandchild_dim"), ("logit_bias",))
         if self.max_numbers > MAX_SLOTS:  # the most numbers a problem holds (SetEncoder's buffers grow as its cube)
             raise ValueError(f"ModelConfig.max_numbers must be at most {MAX_SLOTS}, got {self.max_numbers}")
-        if not isinstance(self.logit_bias, bool):
-            raise ValueError(f"ModelConfig.logit_bias must be a bool, got {self.logit_bias!r}")
 
 
 def check_state(i: int, s: Any) -> tuple:

@@ -65,9 +65,8 @@ class TextCriticConfig(ConfigDict):
     NOT_SIZES = ("window",)
 
     def __post_init__(self) -> None:
-        self.check_fields(("window", "head_hidden", "head_depth", "out_dim", "value_dim", "fourier", "goal_hidden"))
-        if not isinstance(self.finetune, bool):
-            raise ValueError(f"TextCriticConfig.finetune must be a bool, got {self.finetune!r}")
+        self.check_fields(("window", "head_hidden", "head_depth", "out_dim", "value_dim", "fourier", "goal_hidden"),
+                          flags=("finetune",))
 
 
 def render_state(state: Sequence[Any], target: Any) -> str:
