@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from baselines.lm.checkpoints import _safetensors_error
-from baselines.lm.tiny_lm import load_pretrained, save_pretrained
+from baselines.lm.tiny_lm import load_pretrained, save_pretrained, short_error
 from countdown_gym.dataclass_cli import file_kind, written_aside
 
 
@@ -48,12 +48,6 @@ class Unusable(Exception):
     """Why a checkpoint folder cannot be resumed from; the message names the file."""
 
 
-def _short(exc: BaseException) -> str:
-    """The first sentence of an error's message (at most 120 characters)."""
-    text = str(exc).strip().splitlines()
-    return (text[0].split(". ")[0][:120] if text else "") or type(exc).__name__
-
-
 def _check_entries(d: Path) -> None:
     """Every file of ``d`` a regular file (after symbolic links), the needed ones there: nothing that blocks when
     opened (a FIFO) or never ends (``/dev/zero``) is ever read; a dangling link the model does not need passes."""
@@ -82,7 +76,7 @@ def load_saved_model(d: Path, error: Callable[[str], BaseException] = Unusable, 
     except ValueError as exc:  # load_pretrained's own message, naming d
         raise error(f"{flag}{exc}") from None
     except Exception as exc:  # noqa: BLE001 - transformers' and safetensors' many errors of a folder that is no model
-        raise error(f"{flag}{d}: the saved model does not load ({_short(exc)})") from None
+        raise error(f"{flag}{d}: the saved model does not load ({short_error(exc)})") from None
 
 
 def read_checkpoint(d: Path, new_optimizer: Callable[[Any], torch.optim.Optimizer]) -> tuple:
@@ -93,21 +87,21 @@ def read_checkpoint(d: Path, new_optimizer: Callable[[Any], torch.optim.Optimize
     try:
         config = json.loads(f.read_bytes().decode("utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
-        raise Unusable(f"{f} is {'empty' if not f.stat().st_size else f'not valid JSON ({_short(exc)})'}") from None
+        raise Unusable(f"{f} is {'empty' if not f.stat().st_size else f'not valid JSON ({short_error(exc)})'}") from None
     if not isinstance(config, dict):
         raise Unusable(f"{f} holds a JSON {type(config).__name__}, not a model config")
     f = d / "model.safetensors"
     try:
         error = _safetensors_error(f)
     except Exception as exc:  # noqa: BLE001 - an odd header: any error is a file that does not read
-        error = _short(exc)
+        error = short_error(exc)
     if error:
         raise Unusable(f"{f} does not read (torn?): {error}")
     f = d / TRAINER_STATE
     try:
         state = torch.load(f, weights_only=False)
     except Exception as exc:  # noqa: BLE001 - a cut-off zip, a pickle error, ...: the file does not read
-        raise Unusable(f"{f} does not read (torn?): {_short(exc)}") from None
+        raise Unusable(f"{f} does not read (torn?): {short_error(exc)}") from None
     if not isinstance(state, dict) or type(state.get("step")) is not int or state["step"] < 0:
         raise Unusable(f"{f} holds no training step")
     if missing := [k for k in ("optimizer", "rng", "torch_rng") if k not in state]:
@@ -120,7 +114,7 @@ def read_checkpoint(d: Path, new_optimizer: Callable[[Any], torch.optim.Optimize
         random.Random().setstate(state["rng"])
         torch.set_rng_state(state["torch_rng"])
     except Exception as exc:  # noqa: BLE001
-        raise Unusable(f"{f}: its optimizer or random state does not fit the model ({_short(exc)})") from None
+        raise Unusable(f"{f}: its optimizer or random state does not fit the model ({short_error(exc)})") from None
     finally:
         torch.set_rng_state(torch_rng)
     return model, opt, state
@@ -166,7 +160,7 @@ def saved_options(ckpt: Path | None, saved: dict | None) -> dict | None:
     try:
         data = json.loads(f.read_bytes().decode("utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
-        what = "empty" if not info.st_size else f"not valid JSON ({_short(exc)})"
+        what = "empty" if not info.st_size else f"not valid JSON ({short_error(exc)})"
         raise SystemExit(f"--resume: {f} is {what}; {fix}") from None
     if not isinstance(data, dict) or not isinstance(data.get("sft_config"), dict | None):
         raise SystemExit(f"--resume: {f} holds no run options (sft_config); {fix}")

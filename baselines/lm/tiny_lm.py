@@ -136,9 +136,10 @@ def check_model_path(name: str) -> None:
         raise SystemExit(f"--model {name}: no config.json there (not a saved Hugging Face model directory)")
 
 
-def _first_line(exc: BaseException) -> str:
-    """The first line of an error's message (transformers' run to many lines)."""
-    return next(iter(str(exc).strip().splitlines()), "") or type(exc).__name__
+def short_error(exc: BaseException) -> str:
+    """The first sentence of an error's message (at most 120 characters; transformers' run to many lines)."""
+    text = str(exc).strip().splitlines()
+    return (text[0].split(". ")[0][:120] if text else "") or type(exc).__name__
 
 
 def load_causal_lm(name: str, **kwargs: Any) -> tuple[PreTrainedModel, Any]:
@@ -151,7 +152,7 @@ def load_causal_lm(name: str, **kwargs: Any) -> tuple[PreTrainedModel, Any]:
         tokenizer = AutoTokenizer.from_pretrained(name)
         model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
     except Exception as exc:  # noqa: BLE001 - no tokenizer files, a torn safetensors, a config.json that is a list...
-        raise SystemExit(f"cannot load model {name!r}: {_first_line(exc)}") from None
+        raise SystemExit(f"cannot load model {name!r}: {short_error(exc)}") from None
     return model, tokenizer
 
 
@@ -183,11 +184,11 @@ def load_pretrained(path: str | Path | None = None, dtype: torch.dtype = torch.f
     except ValueError:  # transformers' error for a folder without tokenizer files (a traceback in the scripts)
         raise FileNotFoundError(f"no tokenizer at {path} (expected config.json, model.safetensors, tokenizer files)") from None
     except Exception as exc:  # noqa: BLE001 - e.g. a config.json that is a JSON list
-        raise ValueError(f"{path}: the saved model does not load ({_first_line(exc)})") from None
+        raise ValueError(f"{path}: the saved model does not load ({short_error(exc)})") from None
     try:
         model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
     except Exception as exc:  # noqa: BLE001 - a torn model.safetensors, an unknown model_type, no weights file...
-        raise ValueError(f"{path}: the saved model does not load ({_first_line(exc)})") from None
+        raise ValueError(f"{path}: the saved model does not load ({short_error(exc)})") from None
     model.eval()
     return model, tokenizer
 
