@@ -159,7 +159,7 @@ def resolve_device(device: str = "auto") -> str:
 def load_model(name: str, dtype: str = "float32", device: str = "auto"):
     """``(model, tokenizer)`` from a local path or hub id, on ``device`` (see :func:`resolve_device`)."""
     where = resolve_device(device)
-    if torch.device(where).type == "cuda" and (torch.device(where).index or 0) >= torch.cuda.device_count():
+    if (dev := torch.device(where)).type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
         raise SystemExit(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
     model, tokenizer = load_causal_lm(name, dtype=DTYPES[dtype])
     model = model.to(where)  # a no-op where it already is
