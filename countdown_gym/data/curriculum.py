@@ -24,6 +24,11 @@ Schedule = Sequence[tuple[int, Mapping[str, float]]]
 """``[(from_draw, {tier: weight}), ...]``: a fixed schedule, ``from_draw`` increasing from 0."""
 
 
+def _check_count(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {describe_value(value)}")
+
+
 class Curriculum:
     """Draws problems tier by tier.
 
@@ -143,8 +148,7 @@ class Curriculum:
         """``n`` pool indices drawn with the current weights (one weights evaluation per call)."""
         if not isinstance(rng, np.random.Generator):  # a seed: an AttributeError, a negative n numpy's ValueError
             raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {describe_value(rng)}")
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-            raise ValueError(f"n must be an int >= 0, got {describe_value(n)}")
+        _check_count("n", n)
         w = self.weights()
         p = np.array([w[t] for t in TIERS])
         tiers = rng.choice(len(TIERS), size=n, p=p)
@@ -179,9 +183,8 @@ class Curriculum:
 
     def sequence(self, n: int, seed: int = 0) -> list[Problem]:
         """The next ``n`` draws as a list (a fixed schedule played ahead, e.g. an ordered training dataset)."""
-        for name, value in (("n", n), ("seed", seed)):  # n = -1 was silently no draw, seed = -1 numpy's ValueError
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {describe_value(value)}")
+        _check_count("n", n)  # -1 was silently no draw
+        _check_count("seed", seed)  # -1: numpy's ValueError
         rng = np.random.default_rng(seed)
         return [self.sample(rng) for _ in range(n)]
 
