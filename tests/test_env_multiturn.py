@@ -326,3 +326,13 @@ def test_replay_turns_refuses_one_str_for_its_list_of_turns() -> None:
     """replay_turns(P, "21+16") played each character as a turn: five malformed turns, an unsolved replay."""
     with pytest.raises(TypeError, match="turns must be a sequence of turns, got one str"):
         replay_turns(P, "21+16")
+
+
+def test_a_solve_through_values_past_15_digits_is_scored_and_its_numbers_stay_writable() -> None:
+    """Under rules with no value limit a move's result may pass 15 digits: the next turn can write it, and the solve
+    is scored as one (it was read as malformed, and the win scored 0)."""
+    ep = TurnEpisode(Problem((99999999, 99999999, 3), 3333333266666667, Rules.preset("classic")), max_turns=4)
+    assert ep.play("99999999 * 99999999").reply == "= 9999999800000001 [3,9999999800000001]"
+    res = ep.play("9999999800000001 / 3")
+    assert res.terminated and res.reward == 1.0 and ep.verdict.correct
+    assert TurnEpisode(ep.problem, max_turns=2).play("1" * 40 + " + 3").reason == "malformed"  # still refused

@@ -662,3 +662,11 @@ def test_leading_zero_move_is_an_invalid_step_as_the_verifier_rejects_it() -> No
     assert r.verdict.reason == "leading_zero"
     assert r.transitions[0]["reason"] == "malformed" and r.invalid_steps == 2
     assert replay_completion(p, text.replace("04", "4")).invalid_steps == 0
+
+
+def test_a_line_whose_result_passes_15_digits_is_checked_not_malformed():
+    checker = LineChecker(Problem((99999999, 99999999, 3), 3333333266666667, Rules.preset("classic")))
+    for line in ("99999999 * 99999999 = 9999999800000001", "9999999800000001 / 3 = 3333333266666667"):
+        check, (t,) = checker.check(line)
+        assert check.valid and t["valid"], (line, check.reason)  # the first was read as malformed (16 digits)
+    assert checker.check("3333333266666667 + " + "1" * 40 + " = 1")[0].reason == "malformed"

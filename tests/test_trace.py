@@ -188,3 +188,9 @@ def test_parse_trace_names_a_trace_that_is_no_str(trace):
 def test_dfs_trace_refuses_a_current_state_that_is_no_bool():
     with pytest.raises(TypeError, match="current_state must be a bool, got str 'no'"):  # was read as True
         dfs_trace(Problem((1, 2, 3, 4), 10), current_state="no")
+
+
+def test_a_trace_whose_values_pass_15_digits_reads_back() -> None:
+    problem = Problem((99999999, 99999999, 3), 3333333266666667, Rules.preset("classic"))
+    init, target, steps = parse_trace(dfs_trace(problem))  # a TraceParseError: "number literal with 16 digits"
+    assert (init, target) == (problem.numbers, problem.target) and any(s.move[3] == 9999999800000001 for s in steps)

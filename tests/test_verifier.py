@@ -19,6 +19,7 @@ from countdown_gym import (
     evaluate_expression,
     extract_answer,
     generate,
+    load_split,
     parse_expression,
     solve,
     verify,
@@ -458,3 +459,14 @@ def test_parse_expression_names_text_that_is_no_str(text):
 def test_extract_answer_never_raises_on_a_completion_that_is_no_str():
     assert extract_answer(None).reason == extract_answer({"a": 1}).reason == "invalid_input"  # was AttributeError
     assert extract_answer(b"<answer>1+2</answer>").text == "1+2"  # was TypeError, as verify() reads bytes
+
+
+def test_a_game_whose_own_numbers_need_more_than_15_digits_can_write_them() -> None:
+    """Past 15 digits a literal is refused, unless the problem's target or the values its moves reach are longer."""
+    problem = Problem((10**14, 10**14), 10**28, Rules.preset("classic"))
+    assert verify(problem, f"<answer>100000000000000 * 100000000000000 = {10**28}</answer>").correct
+    assert verify(problem, f"<Solution>\n100000000000000 * 100000000000000 = {10**28}\n</Solution>").correct
+    assert verify(problem, "<answer>100000000000000 * 100000000000000 = " + "1" * 40 + "</answer>").reason == "number_too_large"
+    shipped = [p for preset in ("longproc-0.5k", "tinyzero", "hard") for split in ("train", "validation", "test")
+               for p in load_split(preset, split)]
+    assert {p.literal_digits for p in shipped} == {15}  # every shipped problem: as before

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from countdown_gym.game.expression import literal_limit
 from countdown_gym.game.line_grammar import DROP_OUTCOMES, ParsedLine, parse_line
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Number, Rules, normalize, transition_record
@@ -94,6 +95,7 @@ class LineChecker:
         self.problem = problem
         self.rules = rules or problem.rules
         self.target = problem.target
+        self.literals = literal_limit(problem.literal_digits)  # the literals its lines may write
         self.initial: tuple[Number, ...] = tuple(normalize(x) for x in problem.numbers)
         self.stack: list[_Node] = [_Node(2 if len(self.initial) > 2 else 1, self.initial, True, len(self.initial))]
         self.in_solution = False
@@ -139,7 +141,8 @@ class LineChecker:
             segments = [line]
         kind, reason = "blank", "ok"
         for segment in segments:
-            p = parse_line(segment)
+            with self.literals:
+                p = parse_line(segment)
             r = self._dispatch(p, transitions)
             if kind in ("blank", "solution_open", "solution_close") or (reason == "ok" and r != "ok"):
                 kind = p.kind

@@ -8,16 +8,23 @@ trailing ``= N`` is kept as ``claimed``. Anything else raises :class:`Expression
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterable
+from contextlib import AbstractContextManager, nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass
 from fractions import Fraction
 
-from countdown_gym.game.rules import Number, Rules, describe_value, format_number, normalize
+from countdown_gym.game.rules import MAX_DIGITS, Number, Rules, describe_value, format_number, normalize
 
 MAX_ANSWER_CHARS = 100_000
 """Longer answers are rejected (``answer_too_long``) before any parsing."""
 MAX_NUMBER_DIGITS = 15
-"""Longer number literals are rejected (``number_too_large``)."""
+"""Longer number literals are rejected (``number_too_large``), unless the game judged needs more (:func:`literal_limit`)."""
+_LITERAL_DIGITS: ContextVar[int] = ContextVar("literal_digits", default=MAX_NUMBER_DIGITS)
+_SHORT = 10**MAX_NUMBER_DIGITS
+_DEFAULT_LITERALS = nullcontext()
 MAX_DEPTH = 100
 """Deeper parenthesis nesting is rejected (``too_deep``) where the grammar reaches it."""
 MAX_TOKENS = 50_000
@@ -85,10 +92,38 @@ def tokenize(text: str) -> list[tuple[str, str, int]]:
     return tokens
 
 
+def literal_digits(numbers: Iterable[Number], target: int) -> int:
+    """The longest literal a game of ``numbers`` -> ``target`` may need: :data:`MAX_NUMBER_DIGITS`, or the digits of
+    its target or of ``prod(2 * n + 2)`` (above every numerator and denominator its moves reach) when longer, at most
+    :data:`~countdown_gym.game.rules.MAX_DIGITS`. Every shipped preset's problems: 15."""
+    reach = 1
+    for n in numbers:
+        reach *= 2 * abs(int(n)) + 2
+    bound = max(abs(target), reach)
+    return MAX_NUMBER_DIGITS if bound < _SHORT else min(MAX_DIGITS, math.ceil(bound.bit_length() * math.log10(2)) + 1)
+
+
+class _Literals:
+    def __init__(self, digits: int) -> None:
+        self.digits, self.token = digits, None
+
+    def __enter__(self) -> None:
+        self.token = _LITERAL_DIGITS.set(self.digits)
+
+    def __exit__(self, *exc: object) -> None:
+        _LITERAL_DIGITS.reset(self.token)
+
+
+def literal_limit(digits: int) -> AbstractContextManager[None]:
+    """``with literal_limit(problem.literal_digits):`` literals of up to ``digits`` digits are read (never fewer than
+    :data:`MAX_NUMBER_DIGITS`), so a game's own numbers stay writable."""
+    return _Literals(digits) if digits > MAX_NUMBER_DIGITS else _DEFAULT_LITERALS
+
+
 def parse_number_literal(digits: str, pos: int | None = None) -> int:
-    """An ASCII digit string as an int, rejecting leading zeros and over-long literals."""
-    if len(digits) > MAX_NUMBER_DIGITS:
-        raise ExpressionError("number_too_large", f"number literal with {len(digits)} digits (limit {MAX_NUMBER_DIGITS})", pos)
+    """An ASCII digit string as an int, rejecting leading zeros and over-long literals (:func:`literal_limit`)."""
+    if len(digits) > (limit := _LITERAL_DIGITS.get()):
+        raise ExpressionError("number_too_large", f"number literal with {len(digits)} digits (limit {limit})", pos)
     if len(digits) > 1 and digits[0] == "0":
         raise ExpressionError("leading_zero", f"number {digits!r} has a leading zero", pos)
     return int(digits)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-from countdown_gym.game.expression import MAX_NUMBER_DIGITS
+from countdown_gym.game.expression import MAX_NUMBER_DIGITS, literal_digits
 from countdown_gym.game.rules import Rules, check_digits, describe_value
 
 
@@ -49,6 +50,11 @@ class Problem:
 
     def __repr__(self) -> str:
         return f"Problem(numbers={self.numbers}, target={self.target}, rules={self.rules.name})"
+
+    @functools.cached_property
+    def literal_digits(self) -> int:
+        """The longest number literal an answer or a line of this game may write (:func:`~countdown_gym.game.expression.literal_digits`)."""
+        return literal_digits(self.numbers, self.target)
 
     @property
     def key(self) -> tuple[tuple[int, ...], int]:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from countdown_gym.game.expression import MAX_NUMBER_DIGITS, literal_digits, literal_limit
 from countdown_gym.game.line_grammar import DROP_OUTCOMES, parse_line
 from countdown_gym.game.problem import Problem, play_rules
 from countdown_gym.game.rules import Number, Rules, describe_value, format_number
@@ -195,16 +196,19 @@ def parse_trace(trace: str) -> tuple[tuple[Number, ...], int, list[TraceStep]]:
     steps: list[TraceStep] = []
     stack: list[tuple[int, tuple[Number, ...]]] = []  # (level of a node's Try lines, its state)
     left_at: dict[int, tuple[Number, ...]] = {}  # the numbers left by the last Pick line of each level
+    literals = literal_limit(MAX_NUMBER_DIGITS)
     for no, raw in enumerate(trace.splitlines()):
         if raw.startswith(("Now we have found the target", "<Solution>")):
             break
-        p = parse_line(raw)
+        with literals:  # after the initial line: the literals its game needs
+            p = parse_line(raw)
         if p.kind in ("blank", "header"):
             continue
         if init is None:
             if p.kind != "initial":
                 raise TraceParseError(no, raw, "expected 'Initial number set: ...'")
             init, target = p.numbers, p.target
+            literals = literal_limit(literal_digits(init, target))
             stack.append((2 if len(init) > 2 else 1, init))
             continue
         if p.kind == "pick" and p.numbers is not None:

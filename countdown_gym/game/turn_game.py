@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from countdown_gym.game.expression import literal_limit
 from countdown_gym.game.problem import Problem, play_rules
 from countdown_gym.game.rules import Number, Rules, transition_record
 from countdown_gym.game.solver import reachable, without_pair
@@ -113,7 +114,8 @@ class TurnEpisode:
         """Apply one agent turn. ``RuntimeError`` once the episode is over; ``TypeError`` for a non-``str``."""
         if self.done:
             raise RuntimeError("the episode has ended; call reset() before step()")
-        turn = parse_turn(text, self.max_turn_chars)
+        with literal_limit(self.problem.literal_digits):
+            turn = parse_turn(text, self.max_turn_chars)
         self.turns += 1
         state = self.state
         if turn.kind == "move":

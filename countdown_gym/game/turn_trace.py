@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from countdown_gym.game.compact_trace import CompactTraceConfig, compact_trace
+from countdown_gym.game.expression import literal_limit
 from countdown_gym.game.line_grammar import parse_line
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules
@@ -21,8 +22,10 @@ def turn_trace(problem: Problem, rules: Rules | None = None, config: CompactTrac
     block is no turn; ``ValueError`` as it)."""
     turns: list[str] = []
     depth = 0
+    literals = literal_limit(problem.literal_digits)
     for line in compact_trace(problem, rules, config, seed=seed).split("\n"):
-        p = parse_line(line)
+        with literals:
+            p = parse_line(line)
         if p.kind == "compact":
             turns += [UNDO] * (depth - p.indent)
             turns.append(format_move(p.a, p.op, p.b))

@@ -19,6 +19,7 @@ from countdown_gym.game.expression import (
     Move,
     classify_character,
     evaluate,
+    literal_limit,
     parse_expression,
     parse_value,
 )
@@ -323,8 +324,9 @@ def verify(problem: Problem, completion: str | Sequence[Any], rules: Rules | Non
     ex = extract_answer(text)
     if ex.text is None:
         return Verdict(False, ex.reason, ex.message, answer_format=ex.answer_format)
-    if ex.answer_format == SOLUTION_BLOCK:
-        return _verify_solution_block(problem, ex.text, rules)
-    if not ex.text.strip():
+    if not ex.text.strip() and ex.answer_format != SOLUTION_BLOCK:
         return Verdict(False, "empty_answer", "the answer block is empty", answer_format=ex.answer_format)
-    return _verify_expression(problem, ex.text, rules, ex.answer_format)
+    with literal_limit(problem.literal_digits):
+        if ex.answer_format == SOLUTION_BLOCK:
+            return _verify_solution_block(problem, ex.text, rules)
+        return _verify_expression(problem, ex.text, rules, ex.answer_format)
