@@ -24,7 +24,12 @@ from countdown_gym import (
     solve,
     verify,
 )
+from countdown_gym.envs.text_checker import LineChecker
 from countdown_gym.game.expression import MAX_DEPTH, tokenize
+from countdown_gym.game.solver import apply_move, legal_moves, solution_path
+from countdown_gym.game.text_format import format_equation
+from countdown_gym.game.turn_format import format_move
+from countdown_gym.game.turn_game import TurnEpisode
 
 P = Problem((21, 16, 17, 26), 46)
 GOOD = "21 + 16 - 17 + 26"
@@ -470,3 +475,32 @@ def test_a_game_whose_own_numbers_need_more_than_15_digits_can_write_them() -> N
     shipped = [p for preset in ("longproc-0.5k", "tinyzero", "hard") for split in ("train", "validation", "test")
                for p in load_split(preset, split)]
     assert {p.literal_digits for p in shipped} == {15}  # every shipped problem: as before
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_solver_path_wins_in_every_judge_under_any_rules_and_number_size(data) -> None:
+    """verify (a <Solution> block, an <answer> with '= target'), the turn game and the line checker all accept the
+    solver's path, numbers of up to 15 digits included (a 16-digit result was refused by all four)."""
+    rules = Rules(integer_only=data.draw(st.booleans()), sign=data.draw(st.sampled_from(["positive", "nonnegative", "any"])),
+                  value_limit=data.draw(st.sampled_from([None, 2000, 10**20])), use_all=data.draw(st.booleans()))
+    scale = data.draw(st.sampled_from([100, 10**8, 10**15 - 1]))
+    numbers = tuple(data.draw(st.lists(st.integers(1, scale), min_size=2, max_size=4)))
+    state, target = numbers, None
+    for _ in range(len(numbers) - 1 if rules.use_all else data.draw(st.integers(1, len(numbers) - 1))):
+        moves = list(legal_moves(state, rules))
+        if not moves:
+            return
+        i, j, move = data.draw(st.sampled_from(moves))
+        state, target = apply_move(state, i, j, move[3]), move[3]
+    if not isinstance(target, int) or rules.is_won(numbers, target):
+        return
+    problem = Problem(numbers, target, rules)
+    path = solution_path(numbers, target, rules)
+    block = "".join(format_equation(*m) + "\n" for m in path)
+    assert verify(problem, f"<Solution>\n{block}</Solution>").correct
+    assert verify(problem, f"<answer>{solve(problem, limit=1)[0]} = {target}</answer>").correct
+    game, checker = TurnEpisode(problem, max_turns=len(path)), LineChecker(problem)
+    results = [game.play(format_move(a, op, b)) for a, op, b, _ in path]
+    assert results[-1].terminated and results[-1].reward == 1.0, [r.reply for r in results]
+    assert all(checker.check(format_equation(*m))[0].valid for m in path)
