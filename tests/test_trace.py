@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 
 from countdown_gym import Problem, Rules, dfs_trace, generate, parse_trace, search_nodes, verify
+from countdown_gym.envs.text_episode import replay_completion
 from countdown_gym.game.trace import TraceParseError
 
 P = Problem((21, 16, 17, 26), 46)
@@ -194,3 +195,12 @@ def test_a_trace_whose_values_pass_15_digits_reads_back() -> None:
     problem = Problem((99999999, 99999999, 3), 3333333266666667, Rules.preset("classic"))
     init, target, steps = parse_trace(dfs_trace(problem))  # a TraceParseError: "number literal with 16 digits"
     assert (init, target) == (problem.numbers, problem.target) and any(s.move[3] == 9999999800000001 for s in steps)
+
+
+def test_a_decimal_past_float_precision_is_written_within_a_twentieth():
+    """228292483004686692190512 / 18881722 was written 12090660110591962.0 (a float's rounding; the value is
+    ...962.54), which the text env's checker reads as an arithmetic error."""
+    problem = Problem((97589704, 30425418, 18881722, 76886671), 574484284409796, Rules.classic().replace(use_all=False))
+    trace = dfs_trace(problem)
+    assert "228292483004686692190512 / 18881722 = 12090660110591962.5." in trace
+    assert all(t["valid"] for t in replay_completion(problem, trace).transitions)
