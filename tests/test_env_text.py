@@ -670,3 +670,27 @@ def test_a_line_whose_result_passes_15_digits_is_checked_not_malformed():
         check, (t,) = checker.check(line)
         assert check.valid and t["valid"], (line, check.reason)  # the first was read as malformed (16 digits)
     assert checker.check("3333333266666667 + " + "1" * 40 + " = 1")[0].reason == "malformed"
+
+
+def test_a_line_closing_the_answer_is_read_up_to_the_tag_however_it_was_chunked():
+    """A token ending at '</answer>' ended the line there, while the same text in one chunk was checked to its
+    newline: 'Try 5 / 3 = 1.7. </answer>1.7 is a decimal, drop this branch.' gave a valid drop or an invalid move."""
+    p = Problem((7, 2, 3), 5)
+    trace = dfs_trace(p)
+    dec = next(line for line in trace.splitlines() if "is a decimal" in line)
+    line = dec.replace(". ", ". </answer>", 1)
+    cut = line.index("</answer>") + len("</answer>")
+    runs = []
+    for chunks in ([line + "\n"], [line[:cut], line[cut:] + "\n"]):
+        env = gym.make("CountdownText-v0", problems=[p], action_mode="token_str")
+        env.reset(seed=0)
+        env.step(trace[: trace.index(dec)])
+        records = []
+        for c in chunks:  # the first chunk of the second way ends the episode
+            _, _, terminated, _, info = env.step(c)
+            records += [(t["line_no"], t["reason"]) for t in info["transitions"]]
+            if terminated:
+                break
+        runs.append(records)
+    assert runs[0] == runs[1] and runs[0][-1][1] == "non_integer_result"
+    assert replay_completion(p, trace[: trace.index(dec)] + line).transitions[-1]["reason"] == "non_integer_result"

@@ -35,8 +35,8 @@ class StepResult:
 class TextEpisode:
     """One episode's generated text: ``feed(text)`` appends any chunk and checks every line it completes.
 
-    The episode *terminates* when a line holds a final-answer closing tag (``</answer>``, ``</Solution>``; the rest
-    of that chunk is ignored) or on :meth:`finish` (e.g. an EOS token), with reward ``verify(problem, text).reward``;
+    The episode *terminates* when a line holds a final-answer closing tag (``</answer>``, ``</Solution>``; that line
+    is read up to the tag, the rest of the chunk is ignored) or on :meth:`finish` (e.g. an EOS token), with reward ``verify(problem, text).reward``;
     it is *truncated* (reward 0) at ``max_lines`` complete lines or ``max_chars`` characters.
     """
 
@@ -71,15 +71,17 @@ class TextEpisode:
         return self._complete_chars + len(self._partial)
 
     def _line(self, line: str, res: StepResult) -> bool:
-        """Check one completed line; True when it ends the episode."""
-        check, transitions = self.checker.check(line)
+        """Check one completed line, up to a final-answer closing tag (nothing after it is read, however the text
+        came in chunks); True when it ends the episode."""
+        end = final_answer_end(line)
+        check, transitions = self.checker.check(line if end < 0 else line[:end])
         self.num_lines += 1
         res.lines.append(check)
         res.transitions.extend(transitions)
         self.invalid_steps += sum(not t["valid"] for t in transitions)
         if not check.valid:
             self.invalid_lines.append(check)
-        if final_answer_end(line) >= 0:
+        if end >= 0:
             self._end(res, terminated=True)
             return True
         if self.max_lines is not None and self.num_lines >= self.max_lines:
