@@ -95,7 +95,6 @@ class LineChecker:
         self.problem = problem
         self.rules = rules or problem.rules
         self.target = problem.target
-        self.literals = literal_limit(problem.literal_digits)  # the literals its lines may write
         self.initial: tuple[Number, ...] = tuple(normalize(x) for x in problem.numbers)
         self.stack: list[_Node] = [_Node(2 if len(self.initial) > 2 else 1, self.initial, True, len(self.initial))]
         self.in_solution = False
@@ -141,7 +140,7 @@ class LineChecker:
             segments = [line]
         kind, reason = "blank", "ok"
         for segment in segments:
-            with self.literals:
+            with literal_limit(self.problem.literal_digits):
                 p = parse_line(segment)
             r = self._dispatch(p, transitions)
             if kind in ("blank", "solution_open", "solution_close") or (reason == "ok" and r != "ok"):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from fractions import Fraction
@@ -103,21 +103,19 @@ def literal_digits(numbers: Iterable[Number], target: int) -> int:
     return MAX_NUMBER_DIGITS if bound < _SHORT else min(MAX_DIGITS, math.ceil(bound.bit_length() * math.log10(2)) + 1)
 
 
-class _Literals:
-    def __init__(self, digits: int) -> None:
-        self.digits, self.token = digits, None
-
-    def __enter__(self) -> None:
-        self.token = _LITERAL_DIGITS.set(self.digits)
-
-    def __exit__(self, *exc: object) -> None:
-        _LITERAL_DIGITS.reset(self.token)
-
-
 def literal_limit(digits: int) -> AbstractContextManager[None]:
     """``with literal_limit(problem.literal_digits):`` literals of up to ``digits`` digits are read (never fewer than
     :data:`MAX_NUMBER_DIGITS`), so a game's own numbers stay writable."""
-    return _Literals(digits) if digits > MAX_NUMBER_DIGITS else _DEFAULT_LITERALS
+    return _literals(digits) if digits > MAX_NUMBER_DIGITS else _DEFAULT_LITERALS
+
+
+@contextmanager
+def _literals(digits: int) -> Iterator[None]:
+    token = _LITERAL_DIGITS.set(digits)
+    try:
+        yield
+    finally:
+        _LITERAL_DIGITS.reset(token)
 
 
 def parse_number_literal(digits: str, pos: int | None = None) -> int:

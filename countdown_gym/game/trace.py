@@ -200,11 +200,11 @@ def parse_trace(trace: str) -> tuple[tuple[Number, ...], int, list[TraceStep]]:
     steps: list[TraceStep] = []
     stack: list[tuple[int, tuple[Number, ...]]] = []  # (level of a node's Try lines, its state)
     left_at: dict[int, tuple[Number, ...]] = {}  # the numbers left by the last Pick line of each level
-    literals = literal_limit(MAX_NUMBER_DIGITS)
+    digits = MAX_NUMBER_DIGITS
     for no, raw in enumerate(trace.splitlines()):
         if raw.startswith(("Now we have found the target", "<Solution>")):
             break
-        with literals:  # after the initial line: the literals its game needs
+        with literal_limit(digits):  # after the initial line: the literals its game needs
             p = parse_line(raw)
         if p.kind in ("blank", "header"):
             continue
@@ -212,7 +212,7 @@ def parse_trace(trace: str) -> tuple[tuple[Number, ...], int, list[TraceStep]]:
             if p.kind != "initial":
                 raise TraceParseError(no, raw, "expected 'Initial number set: ...'")
             init, target = p.numbers, p.target
-            literals = literal_limit(literal_digits(init, target))
+            digits = literal_digits(init, target)
             stack.append((2 if len(init) > 2 else 1, init))
             continue
         if p.kind == "pick" and p.numbers is not None:

@@ -22,9 +22,8 @@ def turn_trace(problem: Problem, rules: Rules | None = None, config: CompactTrac
     block is no turn; ``ValueError`` as it)."""
     turns: list[str] = []
     depth = 0
-    literals = literal_limit(problem.literal_digits)
     for line in compact_trace(problem, rules, config, seed=seed).split("\n"):
-        with literals:
+        with literal_limit(problem.literal_digits):
             p = parse_line(line)
         if p.kind == "compact":
             turns += [UNDO] * (depth - p.indent)
