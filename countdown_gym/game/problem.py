@@ -53,7 +53,8 @@ class Problem:
 
     @functools.cached_property
     def literal_digits(self) -> int:
-        """The longest number literal an answer or a line of this game may write (:func:`~countdown_gym.game.expression.literal_digits`)."""
+        """The longest number literal an answer or a line of this game may write
+        (:func:`~countdown_gym.game.expression.literal_digits`)."""
         return literal_digits(self.numbers, self.target)
 
     @property

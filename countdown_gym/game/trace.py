@@ -113,7 +113,8 @@ class _Search:
             if abs(q) < 4096:  # LongProc's float formatting, within 1e-12 of the value here
                 dec = f"{float(q):.1f}"
             else:  # a float drifts past the 0.05 a one-place decimal may be off by (and overflows past 1e308)
-                dec = f"{'-' * (q < 0)}{abs(round(q * 10)) // 10}.{abs(round(q * 10)) % 10}"
+                r = round(q * 10)
+                dec = f"{'-' * (r < 0)}{abs(r) // 10}.{abs(r) % 10}"
             return f"{fa} / {fb} = {dec}. {dec} is a decimal, drop this branch.", parent
         raw = format_number(_ARITHMETIC[op](Fraction(a), b))
         eq = f"{fa} {op} {fb} = {raw}"
