@@ -22,9 +22,9 @@ def turn_trace(problem: Problem, rules: Rules | None = None, config: CompactTrac
     block is no turn; ``ValueError`` as it)."""
     turns: list[str] = []
     depth = 0
-    for line in compact_trace(problem, rules, config, seed=seed).split("\n"):
-        with literal_limit(problem.literal_digits):
-            p = parse_line(line)
+    with literal_limit(problem.literal_digits):
+        lines = [parse_line(line) for line in compact_trace(problem, rules, config, seed=seed).split("\n")]
+    for p in lines:
         if p.kind == "compact":
             turns += [UNDO] * (depth - p.indent)
             turns.append(format_move(p.a, p.op, p.b))
