@@ -19,7 +19,7 @@ from countdown_gym import (
     search_nodes,
     verify,
 )
-from countdown_gym.data.generator import get_config
+from countdown_gym.data.generator import get_config, most_solutions
 from countdown_gym.game.rules import LEGACY_LONGPROC
 
 
@@ -161,6 +161,12 @@ def test_config_validation_and_errors() -> None:
         ({"min_target": 10**5000, "max_target": 10**5000}, "min_target must have at most 640 digits"),
         ({"max_attempts": 10**5000}, "max_attempts must have at most 640 digits"),
         ({"min_solutions": -(10**5000)}, "min_solutions must have at most 640 digits"),
+        # past what the numbers can reach, or more solutions than a problem has move sequences: each ran its million
+        # draws (4 numbers: seven minutes; the hard preset's ranges: hours) before saying it found nothing
+        ({"min_target": 10**9, "max_target": 10**10, "rules": Rules.classic()}, "no target in 1000000000..10000000000"),
+        ({"min_target": -(10**10), "max_target": -(10**9), "rules": Rules.tinyzero()}, "no target in -10000000000.."),
+        ({"min_solutions": 4573}, "at most 4 numbers has at most 4572 solutions"),
+        ({"min_numbers": 5, "max_numbers": 6, "min_solutions": 10**8}, "at most 6 numbers has at most 24694290 sol"),
         # numbers no Problem takes: refused only at the first draw, after the solver's work on them
         ({"max_value": 10**15, "rules": Rules.classic()}, "max_value must have at most 15 digits"),
     ):
@@ -183,6 +189,10 @@ def test_config_validation_and_errors() -> None:
         with pytest.raises(ValueError):
             generate("longproc-0.5k", bad)  # type: ignore[arg-type]
     assert generate("longproc-0.5k", 0) == []
+    assert most_solutions(2) == 6 and most_solutions(4) == 36 + 36 * 18 + 36 * 18 * 6
+    edge = GeneratorConfig(name="e", min_numbers=2, max_numbers=2, max_value=1, min_target=16, max_target=16,
+                           rules=Rules.tinyzero())  # (2 * 1 + 2) ** 2: the bound itself stays allowed
+    assert edge.min_target == 16
     impossible = GeneratorConfig(name="x", min_numbers=2, max_numbers=2, max_value=1, max_attempts=200)  # 1 op 1 < 10
     with pytest.raises(RuntimeError, match="no new solvable problem"):
         generate(impossible, 1)

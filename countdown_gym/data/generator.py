@@ -75,12 +75,17 @@ class GeneratorConfig:
         if self.min_target > self.max_target:
             bad(f"need min_target <= max_target, got {self.min_target}..{self.max_target}")
         lowest, limit = self.rules.result_range()  # a move's result r is legal iff lowest <= r < limit
-        if self.max_target < lowest or self.min_target >= limit:  # a target among the numbers is never drawn either
+        reach = (2 * self.max_value + 2) ** self.max_numbers  # bounds |numerator| of every value the moves reach
+        # a target among the numbers is never drawn either
+        if self.max_target < max(lowest, -reach) or self.min_target > min(limit - 1, reach):
             bad(f"no target in {self.min_target}..{self.max_target} can be reached under the rules {self.rules}")
         for what in ("solutions", "search_nodes"):
             lo, hi = getattr(self, f"min_{what}"), getattr(self, f"max_{what}")
             if lo is not None and hi is not None and lo > hi:
                 bad(f"min_{what} > max_{what}")
+        if self.min_solutions is not None and self.min_solutions > most_solutions(self.max_numbers):
+            bad(f"min_solutions: a problem of at most {self.max_numbers} numbers has at most "
+                f"{most_solutions(self.max_numbers)} solutions (one per sequence of moves), got {self.min_solutions}")
         if self.method not in ("auto", "reject", "construct"):
             bad(f"method must be 'auto', 'reject' or 'construct', got {self.method!r}")
 
@@ -90,6 +95,15 @@ class GeneratorConfig:
     @property
     def resolved_method(self) -> str:
         return self.method if self.method != "auto" else "reject" if self.max_numbers <= 4 else "construct"
+
+
+def most_solutions(n: int) -> int:
+    """A bound on a problem's solution count: the number of move sequences from ``n`` numbers (6 results a pair)."""
+    total, paths = 0, 1
+    for k in range(n, 1, -1):
+        paths *= 3 * k * (k - 1)
+        total += paths
+    return total
 
 
 PRESETS: dict[str, GeneratorConfig] = {
