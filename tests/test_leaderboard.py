@@ -330,6 +330,19 @@ def test_schema_violations_are_rejected_with_the_field(good, tmp_path):
     rejected(tamper(good, tmp_path / "p5.jsonl", lambda o: o[3].update(id="nope")), "not in the tinyzero/validation split")
 
 
+def test_a_move_number_string_with_a_line_break_is_rejected_for_what_it_is(good, tmp_path):
+    """The schema's pattern (Python's "$" also matches before a final line break) accepts "3\\n", which the reader
+    refuses: the file was rejected for numbers "written with a decimal point" that it did not hold."""
+    def edit(objs):
+        objs[0]["answer_kind"] = "moves"
+        for o in objs[1:]:
+            o["moves"] = [[[1, "+", 2, 3]]] * len(o.pop("completions"))
+        objs[3]["moves"][1] = [[1, "+", 2, "3\n"]]
+
+    reason = rejected(tamper(good, tmp_path / "newline.jsonl", edit), "line 4", "'3/2'")
+    assert "\n" not in reason
+
+
 @pytest.mark.parametrize("k", [1.0, 2.0])
 def test_sampling_k_written_as_a_float_is_rejected_clearly(good, tmp_path, k):
     def edit(objs):

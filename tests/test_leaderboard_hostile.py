@@ -119,6 +119,16 @@ def test_distinct_names_keep_distinct_keys():
     assert len({agent_key(n) for n in names}) == len(names)
 
 
+@pytest.mark.parametrize(("first", "second"), [("exhaustive-solver", "exhaustive-soIver"), ("HARD-AGENT", "\u0397ARD-AGENT")])
+def test_capital_look_alikes_that_case_folding_loses_are_one_agent(board, first, second):
+    """Case folding before the skeleton made a capital I an i and a Greek capital eta an eta (like n): a capital I for
+    an l, or a Greek H, was ranked as an agent of its own beside the name it copies."""
+    put(board, "a.longproc-0.5k.test.jsonl", agent=first)
+    put(board, "b.longproc-0.5k.test.jsonl", agent=second)
+    a, b = score_directory(board)
+    assert isinstance(a, Scores) and isinstance(b, Rejection) and "already on the board" in b.reason, b
+
+
 def test_look_alike_agent_names_are_one_agent_on_the_board(board, capsys):
     put(board, "a.longproc-0.5k.test.jsonl", agent="exhaustive-solver")
     for i, name in enumerate(LOOK_ALIKES[:3]):

@@ -169,3 +169,11 @@ def test_page_in_headless_chromium_sorts_and_matches_the_markdown(board: Path, t
     run = _browse(tmp_path / "x", f"--screenshot={shot}", "--window-size=1500,1100", url)
     assert run.returncode == 0 and shot.stat().st_size > 10_000, run.stderr[-2000:]
     print(f"screenshot of the leaderboard page: {shot}")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="needs Debian's chromium package")
+def test_a_malformed_percent_escape_in_the_address_does_not_stop_the_page_script(board: Path, tmp_path: Path) -> None:
+    """decodeURIComponent threw on a link ending in '#sort=%E0': the script stopped before it wired the filter box."""
+    url = (board / HTML).resolve().as_uri() + "#sort=%E0"
+    run = _browse(tmp_path / "x", "--enable-logging=stderr", "--v=0", "--dump-dom", url)
+    assert run.returncode == 0 and "CONSOLE" not in run.stderr, run.stderr[-2000:]

@@ -3,8 +3,9 @@ one agent (:func:`agent_key`: the displayed name NFKC-case-folded, then its UTS 
 ``disarm.skeleton_key`` with the ``tr39`` digit policy, so ``1``/``l`` and ``0``/``o`` fold too).
 Two names whose keys are equal are the same agent: ``"exhaustive-solver"``, ``"Exhaustive-Solver "``,
 ``"exhaustive-solver\\x01"``, ``"ｅxhaustive-solver"``, Cyrillic ``"еxhaustive-sоlver"`` and
-``"exhaustive\\u2011solver"`` (a non-breaking hyphen) all have the key ``exhaustive-solver``. A name that shows as
-nothing has an empty key and is refused.
+``"exhaustive\\u2011solver"`` (a non-breaking hyphen) all have the key ``exhaustive-solver``. Names sharing
+:func:`look_alike_key` (a capital ``I`` for ``l``) are one agent too. A name that shows as nothing has an empty key
+and is refused.
 """
 
 from __future__ import annotations
@@ -68,3 +69,9 @@ def agent_key(name: Any) -> str:
     names with the same key are the same agent, and an empty key is a name that shows as nothing."""
     folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", display_name(name)).casefold())
     return skeleton_key(folded, digit_policy="tr39")
+
+
+def look_alike_key(name: Any) -> str:
+    """The skeleton of :func:`display_name` before case folding, which makes a capital ``I`` (like ``l``) an ``i`` and
+    a Greek capital eta (like ``H``) an eta (like ``n``)."""
+    return skeleton_key(unicodedata.normalize("NFKC", display_name(name)), digit_policy="tr39")

@@ -27,7 +27,8 @@
       });
     });
   });
-  var m = /^#sort=([^:]+):(asc|desc)$/.exec(decodeURIComponent(location.hash));
+  var m = null;
+  try { m = /^#sort=([^:]+):(asc|desc)$/.exec(decodeURIComponent(location.hash)); } catch (e) { /* a malformed %-escape: no sort */ }
   if (m) {
     tables.forEach(function (table) {
       var heads = table.tHead.rows[0].cells;

@@ -25,7 +25,7 @@ from countdown_gym.data.splits import SPLITS
 from countdown_gym.dataclass_cli import file_kind
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.verifier import verify
-from countdown_gym.leaderboard.names import agent_key, display_name, plain_text
+from countdown_gym.leaderboard.names import agent_key, display_name, look_alike_key, plain_text
 from countdown_gym.leaderboard.submission import MAX_COMPLETION_CHARS, Submission, SubmissionError, read_submission
 
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -230,19 +230,20 @@ def score_directory(directory: str | os.PathLike[str], progress: bool = False) -
         if isinstance(r, Scores):
             h = r.header
             key = (agent_key(h["agent"]), str(h["preset"]), str(h["split"]))
+            also = (look_alike_key(h["agent"]), *key[1:])
             m = _FILE_NAME.fullmatch(p.name)
             if not key[0]:
                 r = Rejection(p, f"agent name {h['agent']!r} shows as nothing (only control, invisible or combining characters)")
             elif (m["preset"], m["split"]) != (key[1], key[2]):
                 r = Rejection(p, f"the file name says {m['preset']}/{m['split']}, the header {key[1]}/{key[2]}")
-            elif key in seen:
-                first, name = seen[key]
+            elif key in seen or also in seen:
+                first, name = seen.get(key) or seen[also]
                 same = "" if name == h["agent"] else f" (as {name!r}; names equal up to case, width, look-alike " \
                                                        "letters, control or invisible characters and spaces are one agent)"
                 r = Rejection(p, f"agent {h['agent']!r} on {key[1]}/{key[2]} is already on the board{same} "
                                  f"({first.name}); one file per agent and split")
             else:
-                seen[key] = (p, h["agent"])
+                seen[key] = seen[also] = (p, h["agent"])
         results.append(r)
     return results
 

@@ -315,7 +315,8 @@ def read_submission(path: str | os.PathLike[str]) -> Submission:
             problem = _schema_error(problem_validator, obj)
             if problem:
                 raise SubmissionError(p, f"line {number}: {problem}")
-            raise SubmissionError(p, f"line {number}: numbers must be JSON integers written without a decimal point")
+            raise SubmissionError(p, f"line {number}: numbers must be JSON integers written without a decimal point "
+                                     "(in a move also a string such as '-7' or '3/2' and nothing more)")
         pid = obj["id"]
         expected = by_id.get(pid)
         if expected is None:
