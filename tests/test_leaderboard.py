@@ -351,6 +351,19 @@ def test_sampling_k_written_as_a_float_is_rejected_clearly(good, tmp_path, k):
     rejected(tamper(good, tmp_path / "kfloat.jsonl", edit), "sampling.k must be a JSON integer")
 
 
+@pytest.mark.parametrize(("field", "value", "reason"), [
+    ("date", "2026-13-45", "is not a calendar day"), ("date", "2026-02-30", "is not a calendar day"),
+    ("date", "2026-01-01\n", "is not a calendar day"),  # Python's "$" matches before a last newline
+    ("interaction", "moves", "interaction 'moves' does not produce answer_kind 'completions'"),
+])
+def test_header_dates_and_interactions_that_the_schema_lets_by_are_rejected(good, tmp_path, field, value, reason):
+    """Each was accepted: the board showed the day as written, or "moves" for completions."""
+    def edit(objs):
+        objs[0][field] = value
+
+    rejected(tamper(good, tmp_path / "header.jsonl", edit), reason)
+
+
 def test_garbage_files_never_crash_the_scorer(good, tmp_path):
     samples = {
         "deep.jsonl": lines_of(good)[0] + "[" * 100_000 + "\n",

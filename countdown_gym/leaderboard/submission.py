@@ -11,6 +11,7 @@ are judged by the one verifier. Writing: :mod:`countdown_gym.leaderboard.write`.
 
 from __future__ import annotations
 
+import datetime
 import json
 import numbers as _numbers
 import os
@@ -241,6 +242,13 @@ def check_header(header: Any, path: str | os.PathLike[str] = "<header>") -> dict
         raise SubmissionError(path, f"header: {problem}")
     if not _is_int(header["sampling"]["k"]):  # the schema's "integer" also accepts 2.0
         raise SubmissionError(path, "header: sampling.k must be a JSON integer written without a decimal point")
+    try:
+        datetime.date.fromisoformat(header["date"])  # the schema's pattern lets "2026-13-45" and "2026-01-01\n" by
+    except ValueError:
+        raise SubmissionError(path, f"header: date {_short(repr(header['date']), 40)} is not a calendar day (YYYY-MM-DD)") from None
+    if (header.get("interaction"), header["answer_kind"]) in (("moves", "completions"), ("single-pass", "moves")):
+        raise SubmissionError(path, f"header: interaction {header['interaction']!r} does not produce "
+                                    f"answer_kind {header['answer_kind']!r}")  # the board would show the wrong one
     try:
         check_reward_variant(header["reward_variant"])
     except ValueError as e:
