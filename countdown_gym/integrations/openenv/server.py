@@ -208,7 +208,10 @@ class _CountdownEnvironment(Environment):
                 raise EpisodeConflict("no episode yet: call reset first (over HTTP, pass the episode_id /reset answered)")
             if episode.done:
                 raise EpisodeConflict(f"episode {episode.episode_id!r} has ended; call reset for a new one")
-            obs, reward, terminated, truncated, info = episode.env.step(self._native_action(episode, action))
+            try:
+                obs, reward, terminated, truncated, info = episode.env.step(self._native_action(episode, action))
+            except ValueError as e:  # an action the environment refuses (invalid_action="raise"), with its reason
+                raise RequestError(str(e)) from None
             episode.steps += 1
             episode.done = bool(terminated or truncated)
             return self._answer(episode, obs, info, float(reward), bool(terminated), bool(truncated))
