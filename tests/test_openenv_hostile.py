@@ -168,6 +168,14 @@ def test_a_masked_action_under_invalid_action_raise_is_a_422_and_the_episode_goe
             assert ws.receive_json()["data"]["status"] == 422
 
 
+def test_an_episode_id_with_a_slash_is_read_by_get_state(client):
+    """Defect: reset took episode_id "exp1/ep3", but GET /state/exp1/ep3 (or exp1%2Fep3) was a 404 "Not Found"."""
+    assert client.post("/reset", json={"episode_id": "exp1/ep3", "problem": PROBLEM}).status_code == 200
+    for path in ("/state/exp1/ep3", "/state/exp1%2Fep3"):
+        r = client.get(path)
+        assert r.status_code == 200 and r.json()["episode_id"] == "exp1/ep3", (path, r.text[:200])
+
+
 def test_over_long_turns_are_answered_and_kept_cut(client):
     """Defect: a 4 KB turn was refused by the game but kept whole in the episode (4,096 episodes: +260 MB)."""
     eid = _episode(client)

@@ -335,7 +335,7 @@ def make_app(env_id: str = "CountdownMultiTurn-v0", *, max_sessions: int = DEFAU
     add_mcp_route(app)
     app.add_api_websocket_route("/ws", Sessions(factory, cls.action_cls, max_sessions, session_idle_s))
 
-    @app.get("/state/{episode_id}", response_model=models.CountdownState, tags=["State Management"],
+    @app.get("/state/{episode_id:path}", response_model=models.CountdownState, tags=["State Management"],
              summary="The state of an episode started over HTTP", responses={404: {"model": models.ErrorAnswer}})
     async def episode_state(episode_id: str) -> models.CountdownState:
         return factory().state_of(episode_id)
