@@ -153,6 +153,29 @@ def test_the_target_rule_is_the_rules_result_range():
         assert c.post("/step", json={"action": {"turn": "3-8"}, "episode_id": eid}).json()["reward"] == 1.0
 
 
+def test_a_masked_action_under_invalid_action_raise_is_a_422_and_the_episode_goes_on():
+    """Defect: with make_app("Countdown-v0", invalid_action="raise") a masked action was a 500 with a traceback."""
+    with TestClient(make_app("Countdown-v0", split="test", invalid_action="raise"), raise_server_exceptions=False) as c:
+        obs = c.post("/reset", json={"problem": PROBLEM}).json()["observation"]
+        masked, legal = obs["action_mask"].index(0), obs["action_mask"].index(1)
+        step = {"action": {"action": masked}, "episode_id": obs["episode_id"]}
+        assert "is masked in state [21, 16, 17, 26]" in _refused(c.post("/step", json=step))
+        assert c.post("/step", json={**step, "action": {"action": legal}}).status_code == 200
+        with c.websocket_connect("/ws") as ws:
+            ws.send_text(json.dumps({"type": "reset", "data": {"problem": PROBLEM}}))
+            ws.receive_json()
+            ws.send_text(json.dumps({"type": "step", "data": {"action": masked}}))
+            assert ws.receive_json()["data"]["status"] == 422
+
+
+def test_an_episode_id_with_a_slash_is_read_by_get_state(client):
+    """Defect: reset took episode_id "exp1/ep3", but GET /state/exp1/ep3 (or exp1%2Fep3) was a 404 "Not Found"."""
+    assert client.post("/reset", json={"episode_id": "exp1/ep3", "problem": PROBLEM}).status_code == 200
+    for path in ("/state/exp1/ep3", "/state/exp1%2Fep3"):
+        r = client.get(path)
+        assert r.status_code == 200 and r.json()["episode_id"] == "exp1/ep3", (path, r.text[:200])
+
+
 def test_over_long_turns_are_answered_and_kept_cut(client):
     """Defect: a 4 KB turn was refused by the game but kept whole in the episode (4,096 episodes: +260 MB)."""
     eid = _episode(client)

@@ -208,7 +208,10 @@ class _CountdownEnvironment(Environment):
                 raise EpisodeConflict("no episode yet: call reset first (over HTTP, pass the episode_id /reset answered)")
             if episode.done:
                 raise EpisodeConflict(f"episode {episode.episode_id!r} has ended; call reset for a new one")
-            obs, reward, terminated, truncated, info = episode.env.step(self._native_action(episode, action))
+            try:
+                obs, reward, terminated, truncated, info = episode.env.step(self._native_action(episode, action))
+            except ValueError as e:  # an action the environment refuses (invalid_action="raise"), with its reason
+                raise RequestError(str(e)) from None
             episode.steps += 1
             episode.done = bool(terminated or truncated)
             return self._answer(episode, obs, info, float(reward), bool(terminated), bool(truncated))
@@ -332,7 +335,7 @@ def make_app(env_id: str = "CountdownMultiTurn-v0", *, max_sessions: int = DEFAU
     add_mcp_route(app)
     app.add_api_websocket_route("/ws", Sessions(factory, cls.action_cls, max_sessions, session_idle_s))
 
-    @app.get("/state/{episode_id}", response_model=models.CountdownState, tags=["State Management"],
+    @app.get("/state/{episode_id:path}", response_model=models.CountdownState, tags=["State Management"],
              summary="The state of an episode started over HTTP", responses={404: {"model": models.ErrorAnswer}})
     async def episode_state(episode_id: str) -> models.CountdownState:
         return factory().state_of(episode_id)
