@@ -5,6 +5,7 @@ raises ``RuntimeError`` with its message, and the session goes on.
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Generic, TypeVar
 
 from openenv.core.client_types import StepResult
@@ -32,6 +33,8 @@ class _CountdownClient(EnvClient[ActT, ObsT, CountdownState], Generic[ActT, ObsT
     observation_cls: type[ObsT]
 
     def _step_payload(self, action: Any) -> dict[str, Any]:
+        if not isinstance(action, (self.action_cls, bool, str)) and hasattr(action, "__index__"):
+            action = operator.index(action)  # a numpy int, or a policy's 0-d array, as the local env takes them
         if not isinstance(action, self.action_cls):
             action = self.action_cls(**{self.action_field: action})
         return action.model_dump(exclude={"metadata"})
