@@ -41,7 +41,7 @@ from countdown_gym.integrations.openenv import (  # noqa: E402
     make_app,
 )
 from countdown_gym.integrations.openenv import ResetRequest as ResetRequestModel  # noqa: E402
-from countdown_gym.integrations.openenv.serve import ENV_IDS  # noqa: E402
+from countdown_gym.integrations.openenv.serve import ENV_IDS, ServeOptions  # noqa: E402
 from countdown_gym.integrations.openenv.server import (  # noqa: E402
     Episode,
     EpisodeStore,
@@ -360,6 +360,14 @@ def test_cli_serve_runs_until_stopped():
 @pytest.mark.parametrize("argv", [["--env", "Nope-v0"], ["--port", "0"], ["--split", "nope"], ["--max-sessions", "0"]])
 def test_cli_serve_refuses_bad_flags(argv, capsys):
     assert cli_main(["serve", *argv]) == 2 and "countdown-gym serve" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", [{"max_turns": 4}, {"prompt": "instruct"}, {"max_turn_chars": 99}])
+def test_serve_refuses_turn_flags_for_countdown_v0(flag):
+    """They were ignored: the server started without them."""
+    with pytest.raises(ValueError, match="applies to CountdownMultiTurn-v0 only"):
+        ServeOptions(env="Countdown-v0", **flag)
+    assert ServeOptions(**flag).app_kwargs().items() >= flag.items()
 
 
 def test_serve_options_name_the_served_environments():

@@ -32,6 +32,9 @@ _LIMITS = ("max_sessions", "session_idle_s", "max_episodes", "max_body_bytes", "
            "max_connections", "max_turn_chars", "max_turns")
 """The flags bounded by :func:`~countdown_gym.integrations.openenv.listen.check_limits` (times at most a day)."""
 
+_TURN_FLAGS = ["max_turns", "prompt", "max_turn_chars"]
+"""The flags of CountdownMultiTurn-v0 only."""
+
 
 @dataclass
 class ServeOptions:
@@ -84,6 +87,9 @@ class ServeOptions:
         if not 1 <= self.port <= 65535:
             raise ValueError(f"--port must be in 1..65535, got {self.port}")
         check_limits(flags=True, **{name: getattr(self, name) for name in _LIMITS})
+        if self.env == "Countdown-v0":  # they would be ignored
+            for name in (n for n in _TURN_FLAGS if getattr(self, n) != getattr(ServeOptions, n)):
+                raise ValueError(f"--{name.replace('_', '-')} applies to CountdownMultiTurn-v0 only, not --env Countdown-v0")
 
     def sessions(self) -> int:
         """The most WebSocket sessions at once: ``max_sessions``, unless fewer connections are allowed."""
@@ -94,7 +100,7 @@ class ServeOptions:
         names = ["max_sessions", "max_episodes", "max_body_bytes", "body_timeout_s", "session_idle_s", "preset",
                  "split", "rules"]
         if self.env == "CountdownMultiTurn-v0":
-            names += ["max_turns", "prompt", "max_turn_chars"]
+            names += _TURN_FLAGS
         return {name: getattr(self, name) for name in names}
 
 
