@@ -110,6 +110,16 @@ def test_parquet_csv_and_datasets(tmp_path):
             load_problems(source, split="test", progress=False)
 
 
+def test_a_column_named_twice_is_a_malformed_row_not_read_last_wins(tmp_path):
+    (tmp_path / "t.csv").write_text('numbers,target,target,,\n"[1, 2, 3]",6,7,,\n')  # two unnamed columns: no matter
+    loaded = load_problems(tmp_path / "t.csv", check_solvable=False, progress=False)
+    assert loaded.problems == [] and "'target' appears twice" in loaded.issues[0].message  # was target 7
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame([[[1, 2, 3], 6, 7]] * 2, columns=["numbers", "target", "target"])
+    loaded = load_problems(frame, check_solvable=False, progress=False)
+    assert loaded.problems == [] and [i.row for i in loaded.issues] == [0, 1] and "appears twice" in loaded.issues[0].message
+
+
 def test_bad_sources():
     with pytest.raises(FileNotFoundError):
         load_problems("/no/such/file.jsonl")
