@@ -146,6 +146,14 @@ def test_a_folder_that_is_no_datasets_folder_is_named(tmp_path):
         load_problems(tmp_path, progress=False)
 
 
+@pytest.mark.parametrize(("name", "text"), [("dataset_dict.json", "cut sh"), ("state.json", "{}")])
+def test_a_broken_datasets_folder_is_named(tmp_path, name, text):
+    pytest.importorskip("datasets")
+    (tmp_path / name).write_text(text)  # was json's "Expecting value: line 1 column 1 (char 0)", naming no file
+    with pytest.raises(ValueError, match=f"{tmp_path} is not a readable datasets folder"):
+        load_problems(tmp_path, progress=False)
+
+
 def test_a_parquet_file_that_is_no_parquet_is_named(tmp_path):
     pytest.importorskip("pyarrow")
     (tmp_path / "t.parquet").write_text("version https://git-lfs.github.com/spec/v1\n")  # a Git LFS pointer

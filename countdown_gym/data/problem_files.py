@@ -246,7 +246,11 @@ def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
                                  f"files of rows {list(FILE_SUFFIXES)}")
             from datasets import load_from_disk
 
-            return _rows(load_from_disk(str(path)), split)
+            try:
+                loaded = load_from_disk(str(path))
+            except (OSError, ValueError) as exc:  # a cut or hand-edited dataset_dict.json / state.json
+                raise ValueError(f"{path} is not a readable datasets folder: {str(exc)[:200]}") from None
+            return _rows(loaded, split)
         if not stat.S_ISREG(mode):  # a FIFO or a device is never opened: it would block or never end
             kind = "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
             raise ValueError(f"{path} is {kind}, not a file of rows {list(FILE_SUFFIXES)} or a datasets folder")
