@@ -126,6 +126,8 @@ def test_verl_export_api_refuses_max_turns_without_the_tool_interaction(tmp_path
         export("tinyzero", ["validation"], "tinyzero", tmp_path, max_turns=8)
     with pytest.raises(ValueError, match="max_turns must be a positive int"):
         export("tinyzero", ["validation"], "tinyzero", tmp_path, interaction="tool", max_turns=10**20)
+    with pytest.raises(ValueError, match="unknown interaction 'tools'"):  # was single-pass rows, silently
+        export("tinyzero", ["validation"], "tinyzero", tmp_path, interaction="tools")
     assert not any(tmp_path.iterdir())
 
 
