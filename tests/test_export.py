@@ -109,6 +109,9 @@ def test_bad_arguments_exit_2(capsys):
     assert main(["--format", "hf", "--split", "dev", "--out", "x"]) == 2
     assert "--split" in capsys.readouterr().err
     assert main(["--format", "csv", "--out", "x"]) == 2
+    for flag, value in (("--preset", "tinyzero,tinyzero"), ("--split", "test,test")):  # was exported twice
+        assert main(["--format", "jsonl", flag, value, "--out", "x"]) == 2
+        assert f"{flag} must be 'all' or a comma-separated subset" in capsys.readouterr().err
     # --interaction is the verl export's: another format would ignore it, so it is refused
     assert main(["--format", "jsonl", "--interaction", "tool", "--out", "x"]) == 2
     assert "--interaction tool applies to --format verl only" in capsys.readouterr().err
