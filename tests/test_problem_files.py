@@ -120,6 +120,14 @@ def test_a_column_named_twice_is_a_malformed_row_not_read_last_wins(tmp_path):
     assert loaded.problems == [] and [i.row for i in loaded.issues] == [0, 1] and "appears twice" in loaded.issues[0].message
 
 
+def test_a_one_element_array_is_no_number_as_a_one_element_list_is_none():
+    np = pytest.importorskip("numpy")
+    rows = [{"numbers": [1, 2, 3], "target": np.array([6])}, {"numbers": [np.array([1]), 2, 3], "target": 6},
+            {"numbers": np.array([1, 2, 3]), "target": np.int64(6)}]  # the last: numpy scalars are ints
+    loaded = load_problems(rows, check_solvable=False, progress=False)  # a DataFrame of a list<int> parquet column
+    assert loaded.rows == [2] and [i.row for i in loaded.issues] == [0, 1]  # were read as 6 and 1
+
+
 def test_bad_sources():
     with pytest.raises(FileNotFoundError):
         load_problems("/no/such/file.jsonl")

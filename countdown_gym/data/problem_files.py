@@ -69,8 +69,9 @@ class LoadedProblems:
 
 
 def _int(x: Any) -> Any:
-    """numpy / pandas integers as ``int`` (anything else unchanged, for the Problem checks to refuse)."""
-    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
+    """numpy / pandas integers as ``int`` (anything else unchanged, for the Problem checks to refuse: a one-element
+    array too, as a one-element list)."""
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)) and getattr(x, "shape", ()) == ():
         try:
             return x.item()
         except (TypeError, ValueError):
