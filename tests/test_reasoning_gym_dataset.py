@@ -89,6 +89,10 @@ def test_bad_configs_are_clear_errors() -> None:
         CountdownGymDataset(CountdownGymConfig(prompt_style="chatml"))
     with pytest.raises(IndexError):
         CountdownGymDataset(CountdownGymConfig(size=2))[2]
+    split = load_split("tinyzero", "test")[:3]
+    for problems in ((p for p in split), set(split), split[0]):  # were "no tinyzero/test problem matches {}", a
+        with pytest.raises(ValueError, match="problems must be a non-empty sequence"):  # run-dependent order, a TypeError
+            CountdownGymDataset(problems=problems)
 
 
 # --- parity with reasoning-gym's own countdown: difficulty metadata, its config names, a curriculum --------------

@@ -156,7 +156,7 @@ class CountdownGymDataset(_Base):  # type: ignore[misc,valid-type]
         self._labels: list[tuple[Any, str | None]] = []
         self.split = config.split or "test"
         if problems is not None:
-            if not problems or not all(isinstance(p, Problem) for p in problems):
+            if not isinstance(problems, Sequence) or not problems or not all(isinstance(p, Problem) for p in problems):
                 raise ValueError("problems must be a non-empty sequence of Problem")
             pool = [(p, None, None) for p in problems]  # labels computed when an entry is read
         else:
