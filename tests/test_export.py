@@ -109,6 +109,9 @@ def test_bad_arguments_exit_2(capsys):
     assert main(["--format", "hf", "--split", "dev", "--out", "x"]) == 2
     assert "--split" in capsys.readouterr().err
     assert main(["--format", "csv", "--out", "x"]) == 2
+    for flag, value in (("--preset", "tinyzero,tinyzero"), ("--split", "test,test")):  # was exported twice
+        assert main(["--format", "jsonl", flag, value, "--out", "x"]) == 2
+        assert f"{flag} must be 'all' or a comma-separated subset" in capsys.readouterr().err
     # --interaction is the verl export's: another format would ignore it, so it is refused
     assert main(["--format", "jsonl", "--interaction", "tool", "--out", "x"]) == 2
     assert "--interaction tool applies to --format verl only" in capsys.readouterr().err
@@ -126,6 +129,8 @@ def test_verl_export_api_refuses_max_turns_without_the_tool_interaction(tmp_path
         export("tinyzero", ["validation"], "tinyzero", tmp_path, max_turns=8)
     with pytest.raises(ValueError, match="max_turns must be a positive int"):
         export("tinyzero", ["validation"], "tinyzero", tmp_path, interaction="tool", max_turns=10**20)
+    with pytest.raises(ValueError, match="unknown interaction 'tools'"):  # was single-pass rows, silently
+        export("tinyzero", ["validation"], "tinyzero", tmp_path, interaction="tools")
     assert not any(tmp_path.iterdir())
 
 

@@ -110,6 +110,24 @@ def test_parquet_csv_and_datasets(tmp_path):
             load_problems(source, split="test", progress=False)
 
 
+def test_a_column_named_twice_is_a_malformed_row_not_read_last_wins(tmp_path):
+    (tmp_path / "t.csv").write_text('numbers,target,target,,\n"[1, 2, 3]",6,7,,\n')  # two unnamed columns: no matter
+    loaded = load_problems(tmp_path / "t.csv", check_solvable=False, progress=False)
+    assert loaded.problems == [] and "'target' appears twice" in loaded.issues[0].message  # was target 7
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame([[[1, 2, 3], 6, 7]] * 2, columns=["numbers", "target", "target"])
+    loaded = load_problems(frame, check_solvable=False, progress=False)
+    assert loaded.problems == [] and [i.row for i in loaded.issues] == [0, 1] and "appears twice" in loaded.issues[0].message
+
+
+def test_a_one_element_array_is_no_number_as_a_one_element_list_is_none():
+    np = pytest.importorskip("numpy")
+    rows = [{"numbers": [1, 2, 3], "target": np.array([6])}, {"numbers": [np.array([1]), 2, 3], "target": 6},
+            {"numbers": np.array([1, 2, 3]), "target": np.int64(6)}]  # the last: numpy scalars are ints
+    loaded = load_problems(rows, check_solvable=False, progress=False)  # a DataFrame of a list<int> parquet column
+    assert loaded.rows == [2] and [i.row for i in loaded.issues] == [0, 1]  # were read as 6 and 1
+
+
 def test_bad_sources():
     with pytest.raises(FileNotFoundError):
         load_problems("/no/such/file.jsonl")
@@ -133,6 +151,14 @@ def test_exported_jsonl_reads_back(tmp_path):
 def test_a_folder_that_is_no_datasets_folder_is_named(tmp_path):
     (tmp_path / "train.jsonl").write_text('{"nums": [4, 6, 1], "target": 24}\n')
     with pytest.raises(ValueError, match="is a folder but not a datasets folder"):  # was datasets' FileNotFoundError
+        load_problems(tmp_path, progress=False)
+
+
+@pytest.mark.parametrize(("name", "text"), [("dataset_dict.json", "cut sh"), ("state.json", "{}")])
+def test_a_broken_datasets_folder_is_named(tmp_path, name, text):
+    pytest.importorskip("datasets")
+    (tmp_path / name).write_text(text)  # was json's "Expecting value: line 1 column 1 (char 0)", naming no file
+    with pytest.raises(ValueError, match=f"{tmp_path} is not a readable datasets folder"):
         load_problems(tmp_path, progress=False)
 
 

@@ -50,6 +50,18 @@ def test_score_answer_is_the_verifiers_reward() -> None:
         ds.score_answer(right, {"question": "q", "answer": "a", "metadata": {}})
 
 
+def test_an_entry_read_after_its_int_twin_is_still_refused_not_the_cached_problem() -> None:
+    """entry_problem's cache once matched 3.0 to 3, True to 1, 2000.0 to 2000 (equal and same hash) and read a set or
+    a dict of numbers as a tuple of its members: a problem the entry does not state."""
+    entry_problem({"metadata": {"numbers": [1, 2], "target": 3, "rules": {"value_limit": 2000, "use_all": False}}})
+    for meta in ({"numbers": [1, 2], "target": 3.0}, {"numbers": [True, 2], "target": 3},
+                 {"numbers": [1, 2], "target": 3, "rules": {"value_limit": 2000.0, "use_all": False}},
+                 {"numbers": [1, 2], "target": 3, "rules": {"value_limit": 2000, "use_all": 0}},
+                 {"numbers": {4, 2}, "target": 8}, {"numbers": {4: 1, 2: 1}, "target": 8}):
+        with pytest.raises(ValueError):
+            entry_problem({"metadata": meta})
+
+
 def test_registered_with_reasoning_gyms_factory_and_composite() -> None:
     assert register() is True  # idempotent: already registered on import
     ds = reasoning_gym.create_dataset(DATASET_NAME, preset="tinyzero", split="validation", size=8, seed=3)
@@ -77,6 +89,10 @@ def test_bad_configs_are_clear_errors() -> None:
         CountdownGymDataset(CountdownGymConfig(prompt_style="chatml"))
     with pytest.raises(IndexError):
         CountdownGymDataset(CountdownGymConfig(size=2))[2]
+    split = load_split("tinyzero", "test")[:3]
+    for problems in ((p for p in split), set(split), split[0]):  # were "no tinyzero/test problem matches {}", a
+        with pytest.raises(ValueError, match="problems must be a non-empty sequence"):  # run-dependent order, a TypeError
+            CountdownGymDataset(problems=problems)
 
 
 # --- parity with reasoning-gym's own countdown: difficulty metadata, its config names, a curriculum --------------

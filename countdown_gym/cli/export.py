@@ -256,7 +256,7 @@ def _choice(value: str, allowed: Sequence[str], what: str) -> list[str] | None:
         return None
     names = [v for v in value.split(",") if v]
     bad = [v for v in names if v not in allowed]
-    if bad or not names:
+    if bad or not names or len(set(names)) < len(names):  # a name twice: exported twice
         raise ValueError(f"--{what} must be 'all' or a comma-separated subset of {list(allowed)}, got {value!r}")
     return names
 

@@ -3,7 +3,7 @@ package's rows (``numbers``, ``target``, optional ``rules``) and verl rows (``re
 file, a ``datasets`` folder or dataset, a DataFrame or a list of dicts.
 
 Bad rows never stop the reading: each is reported with its 0-based row and a reason (``malformed``: bad fields, not
-UTF-8, not JSON, a key twice in one object, nested too deeply; ``unsolvable``; ``timeout``: the solver gave up after ``solver_timeout``;
+UTF-8, not JSON, a key twice in one object or a column twice, nested too deeply; ``unsolvable``; ``timeout``: the solver gave up after ``solver_timeout``;
 ``trivial``: one number, or the target already among them). A ``.json`` file that holds no list of rows is one
 malformed row. Only a source that cannot be opened at all raises.
 """
@@ -69,8 +69,9 @@ class LoadedProblems:
 
 
 def _int(x: Any) -> Any:
-    """numpy / pandas integers as ``int`` (anything else unchanged, for the Problem checks to refuse)."""
-    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
+    """numpy / pandas integers as ``int`` (anything else unchanged, for the Problem checks to refuse: a one-element
+    array too, as a one-element list)."""
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)) and getattr(x, "shape", ()) == ():
         try:
             return x.item()
         except (TypeError, ValueError):
@@ -183,11 +184,19 @@ def _csv_rows(path: Path) -> Iterator[Any]:
             except csv.Error as exc:
                 yield _BadRow(f"not a CSV record: {str(exc)[:120]}")
                 continue
-            yield _csv_row(row)
+            yield _csv_row(row, reader.fieldnames or [])
 
 
-def _csv_row(row: Mapping[str | None, Any]) -> Any:
+def _twice(names: Sequence[Any]) -> str | None:
+    """Why rows with these column names are malformed: a name (not empty) twice, which would be read last-wins."""
+    twice = [n for n in names if n not in ("", None) and names.count(n) > 1]
+    return f"column {twice[0]!r} appears twice" if twice else None
+
+
+def _csv_row(row: Mapping[str | None, Any], names: Sequence[str]) -> Any:
     """A CSV row with its cells as JSON where they are (``"24"``, ``"[4, 6, 1]"``), or a :class:`_BadRow`."""
+    if twice := _twice(names):
+        return _BadRow(twice)
     texts = [v for v in (*row.keys(), *row.values()) if isinstance(v, str)]
     if any(not t.isascii() and any("\udc80" <= c <= "\udcff" for c in t) for t in texts):
         return _BadRow("not UTF-8")
@@ -238,7 +247,11 @@ def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
                                  f"files of rows {list(FILE_SUFFIXES)}")
             from datasets import load_from_disk
 
-            return _rows(load_from_disk(str(path)), split)
+            try:
+                loaded = load_from_disk(str(path))
+            except (OSError, ValueError) as exc:  # a cut or hand-edited dataset_dict.json / state.json
+                raise ValueError(f"{path} is not a readable datasets folder: {str(exc)[:200]}") from None
+            return _rows(loaded, split)
         if not stat.S_ISREG(mode):  # a FIFO or a device is never opened: it would block or never end
             kind = "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
             raise ValueError(f"{path} is {kind}, not a file of rows {list(FILE_SUFFIXES)} or a datasets folder")
@@ -257,7 +270,8 @@ def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
     elif split is not None:
         raise ValueError(f"split={split!r} picks a split of a DatasetDict; a {type(source).__name__} has none")
     if hasattr(source, "to_dict") and hasattr(source, "iterrows"):  # a pandas DataFrame
-        return source.to_dict("records"), len(source)
+        twice = _twice(list(source.columns))
+        return ([_BadRow(twice)] * len(source) if twice else source.to_dict("records")), len(source)
     if isinstance(source, (str, bytes, Mapping)) or not isinstance(source, Iterable):
         raise TypeError(f"load_problems reads a path, a datasets Dataset / DatasetDict, a DataFrame or a list of rows, "
                         f"got {type(source).__name__}")

@@ -103,8 +103,10 @@ def question(problem: Problem, prompt_style: str = "tinyzero") -> str:
 
 
 @lru_cache(maxsize=100_000)
-def _problem(numbers: tuple[Any, ...], target: Any, rules: Any) -> Problem:
-    return problem_from_columns(numbers, target, dict(rules) if isinstance(rules, frozenset) else rules)
+def _problem(numbers: tuple[tuple[type, Any], ...], target: tuple[type, Any], rules: Any) -> Problem:
+    """Cached by each value with its type: 3.0 is no 3, True no 1 (equal, same hash), so each is refused as uncached."""
+    rules = {k: v for k, _, v in rules} if isinstance(rules, frozenset) else rules
+    return problem_from_columns([x for _, x in numbers], target[1], rules)
 
 
 def entry_problem(entry: Mapping[str, Any]) -> Problem:
@@ -114,10 +116,16 @@ def entry_problem(entry: Mapping[str, Any]) -> Problem:
     if not isinstance(meta, Mapping) or "numbers" not in meta or "target" not in meta:
         raise ValueError(f"a countdown_gym entry needs metadata with 'numbers' and 'target', got {entry!r:.160}")
     numbers, target, rules = meta["numbers"], meta["target"], meta.get("rules")
-    try:
-        return _problem(tuple(numbers), target, frozenset(rules.items()) if isinstance(rules, Mapping) else rules)
-    except TypeError:  # unhashable: not cached
-        return problem_from_columns(numbers, target, rules)
+    if isinstance(numbers, (list, tuple)):  # not a set or a dict: a tuple of its members is no problem it states
+        try:
+            key = (tuple((type(x), x) for x in numbers), (type(target), target),
+                   frozenset((k, type(v), v) for k, v in rules.items()) if isinstance(rules, Mapping) else rules)
+            hash(key)
+        except TypeError:  # unhashable: not cached
+            pass
+        else:
+            return _problem(*key)
+    return problem_from_columns(numbers, target, rules)
 
 
 def score_answer(answer: str | None, entry: Mapping[str, Any]) -> float:
@@ -148,7 +156,7 @@ class CountdownGymDataset(_Base):  # type: ignore[misc,valid-type]
         self._labels: list[tuple[Any, str | None]] = []
         self.split = config.split or "test"
         if problems is not None:
-            if not problems or not all(isinstance(p, Problem) for p in problems):
+            if not isinstance(problems, Sequence) or not problems or not all(isinstance(p, Problem) for p in problems):
                 raise ValueError("problems must be a non-empty sequence of Problem")
             pool = [(p, None, None) for p in problems]  # labels computed when an entry is read
         else:

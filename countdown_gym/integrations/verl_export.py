@@ -24,6 +24,7 @@ from countdown_gym.integrations.verl import verl_row
 from countdown_gym.integrations.verl_multiturn import dump_tool_config, tools_kwargs
 
 TOOL_CONFIG = "countdown_tools.yaml"
+INTERACTIONS = ("single-pass", "tool")
 
 
 def verl_rows(problems: list[Problem], preset: str, split: str, prompt_style: str, interaction: str = "single-pass",
@@ -46,6 +47,8 @@ def export(preset: str, splits: list[str], prompt_style: str, out: Path, limit: 
     ``size``: the ``train`` split is ``size`` problems generated beyond the frozen splits with ``seed``
     (:func:`~countdown_gym.data.fresh.generate_fresh`) instead of the frozen one; ``limit``: the first ``limit`` of
     each split (0: all)."""
+    if interaction not in INTERACTIONS:  # a typo ("tools") wrote single-pass rows
+        raise ValueError(f"unknown interaction {interaction!r:.40}; choose one of {list(INTERACTIONS)}")
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise ValueError(f"limit must be an integer >= 0 (0: every problem), got {limit!r:.40}")
     if interaction != "tool" and max_turns != DEFAULT_MAX_TURNS:  # it would be ignored (the CLI's usage error)
