@@ -445,6 +445,9 @@ def test_bad_calls_give_clear_errors():
     env.step(np.int64(0))  # numpy ints are accepted
     env.step(np.array(0))
     assert CountdownEnv(problems=[((1, 2), 3)], max_numbers=np.int64(3)).max_numbers == 3
+    assert CountdownEnv(preset="tinyzero", max_numbers=6).max_numbers == 6  # its source is memoised: 6.0 found it
+    with pytest.raises(ValueError, match="max_numbers must be an int >= 2 or None, got 6.0"):
+        CountdownEnv(preset="tinyzero", max_numbers=6.0)
     with pytest.raises(ValueError, match="above the supported 64"):  # not 4e10 actions built in a hang
         CountdownEnv(problems=[((1, 2), 3)], max_numbers=100_000)
     with pytest.raises(ValueError, match="69 numbers; at most 64"):

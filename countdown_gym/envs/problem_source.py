@@ -260,7 +260,7 @@ class ProblemSpec:
             return self._curriculum_source()
         if self.problems is None:
             try:
-                return _cached_source(self)
+                return _cached_source(self, tuple(type(getattr(self, f.name)) for f in dataclasses.fields(self)))
             except TypeError:  # an unhashable argument: resolve without the memo (and report it)
                 pass
         return self._resolve()
@@ -304,8 +304,9 @@ class ProblemSpec:
 
 
 @lru_cache(maxsize=64)
-def _cached_source(spec: ProblemSpec) -> ProblemSource:
-    """Sources without a fixed list are immutable values: resolve each one once per process."""
+def _cached_source(spec: ProblemSpec, types: tuple[type, ...]) -> ProblemSource:
+    """Sources without a fixed list are immutable values: resolve each one once per process (``types``, of the
+    fields, keep ``max_numbers=6.0`` from finding the source of ``6``: equal values hash alike)."""
     return spec._resolve()
 
 
