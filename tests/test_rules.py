@@ -131,6 +131,8 @@ def test_rules_fields_are_type_checked() -> None:
     import numpy as np
 
     assert Rules(integer_only=np.bool_(False)) == Rules(integer_only=False)  # numpy bools are bools
+    limited = Rules.from_dict({"value_limit": np.int64(2000)})  # numpy ints are ints (a parquet / pandas column)
+    assert limited == Rules() and type(limited.value_limit) is int and limited.to_dict() == Rules().to_dict()
     with pytest.raises(TypeError, match="Rules.name must be a str"):
         Rules(name=3)  # type: ignore[arg-type]
     for bad in (None, 5, [1, 2]):

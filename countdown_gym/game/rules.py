@@ -65,6 +65,9 @@ class Rules:
         if self.sign not in ("positive", "nonnegative", "any"):
             raise ValueError(f"Rules.sign must be 'positive', 'nonnegative' or 'any', got {self.sign!r}")
         limit = self.value_limit
+        if isinstance(limit, np.integer):  # as the flags' np.bool_ above
+            limit = int(limit)
+            object.__setattr__(self, "value_limit", limit)
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)
                                   or check_digits(limit, "Rules.value_limit") < 1):
             raise ValueError(f"Rules.value_limit must be a positive int or None, got {limit!r}")
