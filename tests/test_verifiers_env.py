@@ -186,6 +186,8 @@ def test_bad_arguments_are_clear_errors() -> None:
         load_environment(train_split=None, eval_split=None)
     with pytest.raises(ValueError, match="multi-turn prompt_style"):
         load_environment(mode="multi-turn", prompt_style="tinyzero", num_train_examples=1, eval_split=None)
+    with pytest.raises(ValueError, match="max_turns=4 applies to mode 'multi-turn' or 'tools'"):  # was ignored
+        load_environment(max_turns=4, num_train_examples=1, eval_split=None)
 
 
 def test_non_finite_weights_and_scorers_without_score_are_refused() -> None:

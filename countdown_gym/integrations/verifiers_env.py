@@ -210,6 +210,8 @@ def load_environment(mode: str = "single-turn", preset: str = "tinyzero", train_
     train = _problems(preset, train_split, num_train_examples)
     test = _problems(preset, eval_split, num_eval_examples)
     if mode == "single-turn":
+        if max_turns != DEFAULT_MAX_TURNS:  # it would be ignored
+            raise ValueError(f"max_turns={max_turns} applies to mode 'multi-turn' or 'tools', not 'single-turn'")
         style = prompt_style or "tinyzero"
         if system_prompt is None and style == "tinyzero":
             system_prompt = TINYZERO_SYSTEM
