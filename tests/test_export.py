@@ -122,7 +122,7 @@ def test_bad_arguments_exit_2(capsys):
     assert f"--max-turns must be a positive int (at most {sys.maxsize}), got int 9999" in capsys.readouterr().err
 
 
-def test_verl_export_api_refuses_max_turns_without_the_tool_interaction(tmp_path):
+def test_verl_export_api_refuses_arguments_it_would_ignore(tmp_path):
     from countdown_gym.integrations.verl_export import export
 
     with pytest.raises(ValueError, match="max_turns=8 applies to interaction='tool' only"):  # was ignored silently
@@ -131,6 +131,10 @@ def test_verl_export_api_refuses_max_turns_without_the_tool_interaction(tmp_path
         export("tinyzero", ["validation"], "tinyzero", tmp_path, interaction="tool", max_turns=10**20)
     with pytest.raises(ValueError, match="unknown interaction 'tools'"):  # was single-pass rows, silently
         export("tinyzero", ["validation"], "tinyzero", tmp_path, interaction="tools")
+    with pytest.raises(ValueError, match="size must be a positive int or None"):  # wrote a parquet with no columns
+        export("tinyzero", ["train"], "tinyzero", tmp_path, size=0)
+    with pytest.raises(ValueError, match="size makes the train split"):  # was ignored
+        export("tinyzero", ["validation"], "tinyzero", tmp_path, size=5)
     assert not any(tmp_path.iterdir())
 
 

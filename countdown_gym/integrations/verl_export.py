@@ -54,6 +54,8 @@ def export(preset: str, splits: list[str], prompt_style: str, out: Path, limit: 
     if interaction != "tool" and max_turns != DEFAULT_MAX_TURNS:  # it would be ignored (the CLI's usage error)
         raise ValueError(f"max_turns={max_turns!r:.40} applies to interaction='tool' only, got {interaction!r:.40}")
     check_budget("max_turns", max_turns, allow_none=False)
+    if check_budget("size", size) is not None and "train" not in splits:  # size 0 wrote a file with no columns
+        raise ValueError(f"size makes the train split; splits {list(splits)!r:.60} have no train")
     import pyarrow as pa
     import pyarrow.parquet as pq
 
