@@ -110,6 +110,14 @@ def test_parquet_csv_and_datasets(tmp_path):
             load_problems(source, split="test", progress=False)
 
 
+def test_csv_ids_and_presets_are_kept_as_written(tmp_path):
+    """They were read as JSON: id 1e5 became "100000.0", true "True", null no id."""
+    (tmp_path / "t.csv").write_text('id,preset,numbers,target\n1e5,true,"[1, 2]",3\ntrue,x,"[1, 3]",4\n'
+                                    'null,null,"[1, 4]",5\n007,7,"[1, 5]",6\n')
+    loaded = load_problems(tmp_path / "t.csv", check_solvable=False, progress=False)
+    assert [(p.id, p.preset) for p in loaded.problems] == [("1e5", "true"), ("true", "x"), ("null", "null"), ("007", "7")]
+
+
 def test_a_column_named_twice_is_a_malformed_row_not_read_last_wins(tmp_path):
     (tmp_path / "t.csv").write_text('numbers,target,target,,\n"[1, 2, 3]",6,7,,\n')  # two unnamed columns: no matter
     loaded = load_problems(tmp_path / "t.csv", check_solvable=False, progress=False)

@@ -203,7 +203,7 @@ def _csv_row(row: Mapping[str | None, Any], names: Sequence[str]) -> Any:
     if None in row:
         return _BadRow("more cells than columns")
     try:
-        return {k: _cell(v) for k, v in row.items()}
+        return {k: v if k in ("id", "preset") else _cell(v) for k, v in row.items()}  # text: 1e5 is no "100000.0"
     except _BadRow as bad:
         return bad
 
