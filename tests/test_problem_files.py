@@ -49,6 +49,10 @@ def test_own_rows_and_verl_rows():
 
     verl_row = {"prompt": [], "reward_model": {"style": "rule", "ground_truth": ground_truth(p)}}
     assert row_problem(verl_row) == p
+    from countdown_gym.integrations.verl import verl_row as exported
+
+    back = row_problem(exported(p, "tinyzero", "test", 0, []))  # its id and preset were dropped
+    assert (back, back.id, back.preset) == (p, p.id, "tinyzero")
 
 
 def test_tinyzero_verl_rows_play_under_tinyzero_rules():

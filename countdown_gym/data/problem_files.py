@@ -96,11 +96,13 @@ def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
     default = Rules.longproc()
     if "numbers" not in row and "nums" not in row and isinstance(row.get("reward_model"), Mapping):
         default = verl_rules(row.get("data_source"))
-        row = row["reward_model"].get("ground_truth") or {}  # a verl row
+        extra = row.get("extra_info") if isinstance(row.get("extra_info"), Mapping) else {}
+        row = row["reward_model"].get("ground_truth") or {}  # a verl row; its id and preset are in extra_info
         if isinstance(row, str):
             row = strict_json(row)
         if not isinstance(row, Mapping):
             raise ValueError(f"reward_model.ground_truth must be a dict or its JSON, got {describe_value(row)}")
+        row = {**{k: extra[k] for k in ("id", "preset") if extra.get(k)}, **row}
     if "numbers" in row:
         numbers = row["numbers"]
     elif "nums" in row:
