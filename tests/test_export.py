@@ -103,6 +103,10 @@ def test_jsonl_and_verl_exports(tmp_path):
     table = pq.read_table(tmp_path / "v" / "tinyzero" / "test.parquet").to_pylist()
     assert table == verl_rows(load_split("tinyzero", "test"), "tinyzero", "test", "tinyzero")
     assert [m["role"] for m in table[0]["prompt"]] == ["system", "user"]  # verl adds the generation prompt
+    from countdown_gym.cli.export import export
+
+    paths = export("jsonl", tmp_path / "s", presets="tinyzero", splits="test")  # one name: was "unknown ['t', 'i', ...]"
+    assert paths[0] == tmp_path / "s" / "tinyzero" / "test.jsonl" and paths[0].read_text().splitlines() == lines
 
 
 def test_bad_arguments_exit_2(capsys):

@@ -186,8 +186,8 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
         raise ValueError(f"unknown format {fmt!r}; choose one of {list(FORMATS)}")
     if prompt_style not in PROMPT_STYLES:
         raise ValueError(f"unknown prompt style {prompt_style!r}; choose one of {list(PROMPT_STYLES)}")
-    presets = list(presets or SPLIT_SPEC)
-    splits = list(splits or SPLITS)
+    presets, splits = ([x] if isinstance(x, str) else list(x or default)  # "test" was the splits "t", "e", "s"
+                       for x, default in ((presets, SPLIT_SPEC), (splits, SPLITS)))
     bad = [p for p in presets if p not in SPLIT_SPEC] + [s for s in splits if s not in SPLITS]
     if bad:
         raise ValueError(f"unknown presets or splits {bad}; presets: {sorted(SPLIT_SPEC)}, splits: {list(SPLITS)}")
