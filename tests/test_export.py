@@ -92,7 +92,7 @@ def test_parquet_export_loads_with_load_dataset(tmp_path):
 
 def test_jsonl_and_verl_exports(tmp_path):
     pytest.importorskip("pyarrow")
-    assert main(["--format", "jsonl", "--preset", "tinyzero", "--split", "test", "--out", str(tmp_path / "j")]) == 0
+    assert main(["--format", "jsonl", "--preset", "tinyzero, ", "--split", " test", "--out", str(tmp_path / "j")]) == 0
     lines = (tmp_path / "j" / "tinyzero" / "test.jsonl").read_text().splitlines()
     assert json.loads(lines[0]) == split_rows("tinyzero", "test")[0]
     assert main(["--format", "verl", "--preset", "tinyzero", "--split", "test", "--out", str(tmp_path / "v")]) == 0

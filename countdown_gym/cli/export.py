@@ -254,7 +254,7 @@ def _choice(value: str, allowed: Sequence[str], what: str) -> list[str] | None:
     """None for ``"all"``, else the comma-separated names; ``ValueError`` naming ``--what`` for an unknown or no name."""
     if value == "all":
         return None
-    names = [v for v in value.split(",") if v]
+    names = [v.strip() for v in value.split(",") if v.strip()]  # "tinyzero, hard", as the sequence flags read it
     bad = [v for v in names if v not in allowed]
     if bad or not names or len(set(names)) < len(names):  # a name twice: exported twice
         raise ValueError(f"--{what} must be 'all' or a comma-separated subset of {list(allowed)}, got {value!r}")
