@@ -586,6 +586,10 @@ def test_out_of_charset_text_is_kept_but_masked():
         ({"prompt_kwargs": {"example": ((6, 2, 5, 3), 8)}}, "must be a Problem"),  # not an AttributeError
         # not ~10 s and an 80M-character prompt at every reset (a 7-number example: minutes, gigabytes)
         ({"prompt_kwargs": {"example": Problem((25, 50, 75, 100, 3, 6), 952)}}, "DFS search makes more than 1024"),
+        # these were taken here, then every reset raised
+        ({"prompt_kwargs": {"current_state": "no"}}, r"prompt_kwargs\['current_state'\] must be a bool"),
+        ({"prompt_kwargs": {"example": Problem((1, 2), 4)}}, r"prompt_kwargs\['example'\]: no solution"),
+        ({"rules": "classic", "prompt_kwargs": {"example": Problem((1, 2), 2)}}, r"prompt_kwargs\['example'\]: .* needs no move"),
         ({"preset": "nope"}, "preset"),
         ({"tokenizer": object()}, "tokenizer"),
     ],

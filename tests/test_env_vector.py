@@ -161,6 +161,9 @@ def test_errors():
         CountdownVectorEnv(2, problems=[((1, 2), 3)]).reset(seed=0, options={"problem": ((1, 2), 10**30)})
     with pytest.raises(ValueError, match="disagree"):
         CountdownVectorEnv(2, max_steps=2, max_episode_steps=3)
+    for bad in ("no", None, 1):  # were read as bool(...): "no" recorded the transitions
+        with pytest.raises(ValueError, match="record_transitions must be a bool"):
+            CountdownVectorEnv(2, record_transitions=bad)
     with pytest.raises(ValueError, match="no legal first move"):  # its mask would be all zero
         CountdownVectorEnv(2, problems=[((21, 16, 17, 26), 46), ((4001, 2), 5)])
     with pytest.raises(ValueError, match="no legal first move"):

@@ -725,6 +725,18 @@ def test_wrappers_over_longproc_search_traces():
         assert perfect == good_moves > 0
 
 
+def test_named_wrappers_refuse_a_non_bool_potential_and_a_bad_key():
+    for make in (lambda **kw: OracleReward(gym.make("Countdown-v0"), **kw),
+                 lambda **kw: ContrastiveCriticReward(gym.make("Countdown-v0"), critic=FakeCritic(), **kw)):
+        for bad in ("no", "False", 1, None):  # "no" / "False" / 1 chose shaping, None the additive term
+            with pytest.raises(ValueError, match="potential must be a bool"):
+                make(potential=bad)
+        for bad in ("", 0, "sparse"):  # '' / 0 became the default key, which TermReward refuses
+            with pytest.raises(ValueError, match="key must be a non-empty string"):
+                make(key=bad)
+        assert make(potential=np.bool_(True)).key.endswith("_shaping") and make(key="k").key == "k"
+
+
 def test_wrappers_pass_check_env_and_are_recorded_in_the_spec():
     from gymnasium.utils.env_checker import check_env
 

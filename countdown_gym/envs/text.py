@@ -24,7 +24,7 @@ from countdown_gym.envs.text_episode import Replay, StepResult, TextEpisode, rep
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import describe_value
 from countdown_gym.game.text_format import CHARSET, PROMPT_STYLES, build_prompt, sanitize
-from countdown_gym.game.trace import format_list, search_nodes
+from countdown_gym.game.trace import dfs_trace, format_list, search_nodes
 from countdown_gym.game.turn_game import check_budget
 
 ACTION_MODES: tuple[str, ...] = ("line", "token_str", "token")
@@ -218,6 +218,8 @@ class CountdownTextEnv(SourcedEnv):
         example = (prompt_kwargs or {}).get("example")
         if example is not None and not isinstance(example, Problem):
             raise ValueError(f"prompt_kwargs['example'] must be a Problem, got {describe_value(example)}")
+        if not isinstance((prompt_kwargs or {}).get("current_state", False), bool):  # else every reset raised
+            raise ValueError(f"prompt_kwargs['current_state'] must be a bool, got {describe_value(prompt_kwargs['current_state'])}")
         self._set_source(problem_spec, problem_args, render_mode, "CountdownText-v0")
         if example is not None:  # its DFS trace is in every prompt: refuse one that cannot fit, without searching on
             lines = iter(range(max_prompt_chars // 16))  # a legal move's Try line is longer than 16 characters
@@ -228,6 +230,10 @@ class CountdownTextEnv(SourcedEnv):
                                      f"{max_prompt_chars // 16} moves without reaching the target, a trace longer than "
                                      f"max_prompt_chars={max_prompt_chars}; pass a smaller, solvable example")
             search_nodes(example, self.rules, count)
+            try:
+                dfs_trace(example, self.rules)  # unsolvable, or won before a move: refused here, not by every reset
+            except ValueError as e:
+                raise ValueError(f"prompt_kwargs['example']: {e}") from None
         self.prompt_style = prompt
         self.prompt_kwargs = dict(prompt_kwargs or {})
         self.action_mode = action_mode

@@ -113,6 +113,8 @@ class CountdownVectorEnv(VectorEnv):
         set_step_options(self, max_steps if max_steps is not None else max_episode_steps, invalid_action,
                          invalid_penalty, value_scale)
         self.render_mode = check_render_mode(render_mode, self.metadata, "CountdownVectorEnv")
+        if not isinstance(record_transitions, (bool, np.bool_)):  # "no" would have recorded them
+            raise ValueError(f"record_transitions must be a bool, got {describe_value(record_transitions)}")
         self.record_transitions = bool(record_transitions)
 
         m = self.max_numbers = self.source.max_numbers

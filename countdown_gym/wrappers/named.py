@@ -6,13 +6,22 @@
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 
+from countdown_gym.game.rules import describe_value
 from countdown_gym.rewards.terms import Scorer
 from countdown_gym.rewards.variants import get_variant
 from countdown_gym.rewards.wrapper import TermReward
 
 ORACLE_MODES: tuple[str, ...] = ("perfect", "reachable")
 """``OracleReward``'s modes: the variants ``oracle-perfect`` and ``oracle-reachable``."""
+
+
+def _key(potential: bool, key: str | None, name: str) -> str:
+    """The term's key: ``key``, else ``name`` / ``name_shaping``; ``ValueError`` for a ``potential`` not a bool."""
+    if not isinstance(potential, (bool, np.bool_)):
+        raise ValueError(f"potential must be a bool, got {describe_value(potential)}")
+    return key if key is not None else f"{name}_shaping" if potential else name  # a bad key: TermReward's error
 
 
 class OracleReward(TermReward, gym.utils.RecordConstructorArgs):
@@ -26,7 +35,7 @@ class OracleReward(TermReward, gym.utils.RecordConstructorArgs):
             raise ValueError(f"OracleReward mode must be one of {ORACLE_MODES}, got {mode!r}")
         gym.utils.RecordConstructorArgs.__init__(self, mode=mode, scale=scale, potential=potential, gamma=gamma, key=key)
         variant = get_variant("oracle-potential" if potential else f"oracle-{mode}")
-        super().__init__(env, variant, scale=scale, gamma=gamma, key=key or ("oracle_shaping" if potential else "oracle"))
+        super().__init__(env, variant, scale=scale, gamma=gamma, key=_key(potential, key, "oracle"))
         self.mode = mode
 
 
@@ -39,4 +48,4 @@ class ContrastiveCriticReward(TermReward, gym.utils.RecordConstructorArgs):
                  gamma: float = 1.0, key: str | None = None) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, critic=critic, scale=scale, potential=potential, gamma=gamma, key=key)
         variant = get_variant("critic-potential" if potential else "critic")
-        super().__init__(env, variant, critic, scale=scale, gamma=gamma, key=key or ("critic_shaping" if potential else "critic"))
+        super().__init__(env, variant, critic, scale=scale, gamma=gamma, key=_key(potential, key, "critic"))
