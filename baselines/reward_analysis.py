@@ -15,7 +15,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import math
 import sys
 import zlib
 from collections.abc import Callable, Sequence
@@ -110,8 +109,8 @@ def read_record(path: Path) -> dict[str, Any]:
     return rec
 
 
-def _number(x: Any, low: float = 0.0, high: float = math.inf) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and low <= x <= high  # NaN fails
+def _number(x: Any, low: float = 0.0, high: float = sys.float_info.max) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and low <= x <= high  # NaN and Infinity fail
 
 
 def _bits(x: Any) -> bool:

@@ -234,7 +234,8 @@ def test_an_interrupted_forest_plot_keeps_the_old_one(tmp_path: Path, monkeypatc
     ("test_outcomes", ["1", 0, 1]), ("test_outcomes", [None, 1]), ("test_outcomes", [2, 0]), ("test_outcomes", [0.5, 1]),
     ("steps", -3), ("seed", 1.5), ("seed", True), ("seconds_per_step", "fast"), ("frac_reward_zero_std", [2]),
     ("validation", [{"step": 30}]), ("validation", [{"step": 30, "greedy_success": 0.2, "problems": -1}]),
-    ("options", {"learning_rate": "1e-4"}), ("arm", None)])
+    ("options", {"learning_rate": "1e-4"}), ("arm", None), ("seconds_per_step", float("inf")),
+    ("validation", [{"step": float("inf"), "greedy_success": 0.2}]), ("options", {"learning_rate": float("inf")})])
 def test_a_hand_edited_field_is_one_error_naming_the_file_and_field(tmp_path: Path, field: str, value: object) -> None:
     """Values edited by hand inside a valid record were read on: a list of outcomes with "1" or 2 or 0.5 counted as
     successes, None as a failure, a negative step count or a bad seed was a traceback from deep inside (np.mean, int(),
