@@ -260,6 +260,8 @@ def tuning_lines(folder: Path) -> list[str]:
     recs = read_records(folder, ("options", "validation")) if folder.is_dir() else []
     if not recs:
         return []
+    if bad := [r for r in recs if "problems" not in r["validation"][-1]]:  # the count the table states
+        raise SystemExit(f"{folder}: the tuning record of seed {bad[0]['seed']} needs 'problems' in its last validation row")
     by_lr: dict[float, list[tuple[int, float]]] = {}
     for r in recs:
         by_lr.setdefault(float(r["options"]["learning_rate"]), []).append((int(r["seed"]), float(r["validation"][-1]["greedy_success"])))

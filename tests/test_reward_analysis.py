@@ -247,16 +247,17 @@ def test_a_hand_edited_field_is_one_error_naming_the_file_and_field(tmp_path: Pa
         ra.main(["--page", str(tmp_path / "page.md")])
 
 
-@pytest.mark.parametrize("damage", ["no learning rate", "no validation"])
+@pytest.mark.parametrize("damage", ["no learning rate", "no validation", "no problems count"])
 def test_a_tuning_record_without_what_the_table_reads_is_one_error(tmp_path: Path, damage: str) -> None:
-    """A tuning record without options' learning_rate or with no validation row was a KeyError / IndexError."""
+    """A tuning record without options' learning_rate, with no validation row or no 'problems' in its last one was a
+    KeyError / IndexError."""
     rec = {"arm": "sparse", "seed": 100, "options": {"learning_rate": 1e-4}, "validation": [{"step": 30, "greedy_success": 0.2}]}
     if damage == "no learning rate":
         rec["options"] = {}
-    else:
+    elif damage == "no validation":
         rec["validation"] = []
     ra.write_record(tmp_path / "lr-s100.json.gz", rec)
-    with pytest.raises(SystemExit, match="lr-s100.json.gz: "):
+    with pytest.raises(SystemExit, match="lr-s100.json.gz: " if damage != "no problems count" else "seed 100 needs 'problems'"):
         ra.tuning_lines(tmp_path)
 
 
