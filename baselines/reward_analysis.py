@@ -82,6 +82,9 @@ def read_records(folder: str | Path, needs: Sequence[str] = ("test_outcomes", "s
                 raise SystemExit(f"{p}: a second record of arm {rec['arm']!r} seed {rec['seed']} (the first: {first}); "
                                  "keep one")
             problems.setdefault((len(rec["test_outcomes"]), rec.get("problem_ids_sha256")), []).append(p.name)
+            if rec.get("start_outcomes") and len(rec["start_outcomes"]) != len(rec["test_outcomes"]):
+                raise SystemExit(f"{p}: {len(rec['start_outcomes'])} start_outcomes for {len(rec['test_outcomes'])} "
+                                 "test_outcomes (one each per test problem); fix or delete the record")
     if len(problems) > 1:
         raise SystemExit(f"{folder}: the records were tested on different problems: " + "; ".join(
             f"{n} outcomes in {', '.join(names[:3])}{f' and {len(names) - 3} more' if len(names) > 3 else ''} "

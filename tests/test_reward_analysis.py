@@ -112,7 +112,7 @@ def test_records_of_different_lengths_are_refused_naming_the_files(tmp_path: Pat
     for rec in ra.read_records(folder):
         name = f"{rec['arm']}-s{rec['seed']}"
         ra.write_record(folder / f"{name}.json.gz", {k: v for k, v in rec.items() if k != "problem_ids_sha256"}
-                        | {"test_outcomes": rec["test_outcomes"][: 150 if name in short else None]})
+                        | {k: rec[k][: 150 if name in short else None] for k in ("test_outcomes", "start_outcomes")})
     with pytest.raises(SystemExit) as exc:
         ra.main(["--page", str(tmp_path / "page.md")])
     long = sorted({"sparse-s0", "sparse-s1", "critic-s0", "critic-s1"} - set(short))
@@ -191,7 +191,7 @@ def test_a_missing_records_folder_is_a_usage_error_and_the_page_is_kept(tmp_path
     assert page.read_text() == "# Title\n\n## Results\n\nthe results\n"
 
 
-@pytest.mark.parametrize("damage", ["cut", "not gzip", "no outcomes", "outcomes 0-2", "nested", "auroc", "seed"])
+@pytest.mark.parametrize("damage", ["cut", "not gzip", "no outcomes", "outcomes 0-2", "nested", "auroc", "seed", "start short"])
 def test_a_damaged_record_is_one_error_naming_its_file(tmp_path: Path, damage: str) -> None:
     """A cut-off .json.gz raised EOFError (a traceback), a file not gzipped said 'Not a gzipped file' naming no file,
     a record without test_outcomes raised KeyError, and outcomes "0120" counted the 2 as two successes."""
@@ -206,6 +206,8 @@ def test_a_damaged_record_is_one_error_naming_its_file(tmp_path: Path, damage: s
         path.write_bytes(gzip.compress(b"[" * 100_000))
     elif damage == "seed":  # "seed": "x" was a ValueError traceback from the sort
         ra.write_record(path, {**rec, "seed": "x"})
+    elif damage == "start short":  # start outcomes of 5 problems gave the starting model's rate over those 5, silently
+        ra.write_record(path, {**rec, "start_outcomes": "11111"})
     elif damage == "auroc":  # a cut-off dense_term_auroc.json: a JSONDecodeError traceback
         path = folder / ra.AUROC_FILE
         path.write_text('{"terms": {"oracle')
