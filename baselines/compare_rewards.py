@@ -43,6 +43,14 @@ def run_arguments(variant: str, seed: int, steps: int, out: str, extra: list[str
             raise ValueError(f"{run_dir} holds a run of {old['total_timesteps']} steps, more than --total-timesteps {steps}; "
                              "use another --out")
     result = read_options(run_dir, "result.json")  # one error naming a damaged file
+    nums = [(result or {}).get(k) for k in ("success_rate", "total_timesteps", "train_seconds", "env_steps_per_second",
+                                            "eval_problems")]  # what the table reads, and the run's own names
+    if result is not None and not ((result.get("run"), result.get("reward"), result.get("seed")) == (name, variant, seed)
+                                   and isinstance(result.get("eval_split"), str) and all(
+                                       isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x < math.inf
+                                       for x in nums) and nums[0] <= 1):
+        raise ValueError(f"{run_dir / 'result.json'} is not a result of run {name} (its run, reward and seed, a success_rate "
+                         "in [0, 1], numbers >= 0 of the steps, seconds, steps/s and problems); fix or delete it")
     return argv, result if result is not None and result.get("total_timesteps", 0) >= steps else None
 
 

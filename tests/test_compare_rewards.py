@@ -138,6 +138,21 @@ def test_a_damaged_result_of_a_finished_run_is_one_error_naming_it(tmp_path: Pat
         compare_rewards.main(["--variants", "sparse", "--seeds", "0", "--total-timesteps", "64", "--out", str(tmp_path), *TINY])
 
 
+@pytest.mark.parametrize(("key", "value"), [("success_rate", float("nan")), ("success_rate", "0.25"), ("success_rate", 2.0),
+                                            ("success_rate", None), ("train_seconds", None), ("total_timesteps", "64"),
+                                            ("reward", "critic"), ("env_steps_per_second", float("inf"))])
+def test_a_hand_edited_result_of_a_finished_run_is_one_error_naming_it(tmp_path: Path, key: str, value: object) -> None:
+    """A finished run's result.json with a success_rate NaN, "0.25", missing or a train_seconds null was a traceback
+    from statistics.mean after every run; 2.0, another reward's result or Infinity steps/s went into the table."""
+    import json
+
+    _finished_sparse_run(tmp_path)
+    path = tmp_path / "runs" / "sparse-s0" / "result.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), key: value}))
+    with pytest.raises(SystemExit, match=r"sparse-s0/result.json is not a result of run sparse-s0"):
+        compare_rewards.main(["--variants", "sparse", "--seeds", "0", "--total-timesteps", "64", "--out", str(tmp_path), *TINY])
+
+
 def test_an_interrupted_table_write_keeps_the_old_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """sb3_rewards.md was written in place: a kill mid-write left a torn table; now the old one stays."""
 
