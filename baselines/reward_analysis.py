@@ -330,6 +330,12 @@ def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]
                 lines.append(f"| `{a}` | " + " | ".join(f"{100 * v['validation'][s]:.1f}%" for s in steps) + " |")
             lines.append("")
     if (au := read_options(folder, AUROC_FILE)) is not None:  # one error naming a damaged file
+        terms = au.get("terms")
+        if not (all(_number(au.get(k)) for k in ("episodes", "problems", "moves", "temperature", "solved")) and "clipo_note" in au
+                and isinstance(terms, dict) and all(isinstance(v, dict) and _number(v.get("per_move"), high=1)
+                                                    and _number(v.get("per_episode"), high=1) for v in terms.values())):
+            raise SystemExit(f"{folder / AUROC_FILE}: not what --auroc writes (episodes, problems, moves, temperature, solved, "
+                             "clipo_note and terms' per_move and per_episode AUROC); run --auroc again or delete it")
         lines += [f"Dense terms as predictors of an episode's success: AUROC of each move's term against the episode's "
                   f"outcome, {au['episodes']} episodes of the starting model sampled at T = {au['temperature']:g} on the "
                   f"{au['problems']} validation problems ({au['moves']} moves; {100 * au['solved']:.1f}% of episodes solved):", "",

@@ -218,6 +218,23 @@ def test_a_damaged_record_is_one_error_naming_its_file(tmp_path: Path, damage: s
         ra.main(["--page", str(tmp_path / "page.md")])
 
 
+@pytest.mark.parametrize("auroc", [{}, {"terms": [1]}, {"solved": "x"}, {"temperature": float("nan")},
+                                   {"terms": {"critic": {"per_move": 0.6}}}])
+def test_an_auroc_file_without_its_figures_is_one_error_naming_it(tmp_path: Path, auroc: dict) -> None:
+    """A dense_term_auroc.json that is JSON but not --auroc's table (a field missing or of another kind) was a KeyError /
+    AttributeError / ValueError traceback, and a temperature NaN was printed as 'T = nan'."""
+    import json
+
+    folder = records(tmp_path, {"sparse": [0.1, 0.2]})
+    whole = {"episodes": 8, "problems": 2, "moves": 20, "temperature": 0.5, "solved": 0.25, "clipo_note": "n",
+             "terms": {"critic": {"per_move": 0.6, "per_episode": 0.7}}}
+    (folder / ra.AUROC_FILE).write_text(json.dumps(whole))
+    ra.main(["--page", str(tmp_path / "page.md")])
+    (folder / ra.AUROC_FILE).write_text(json.dumps({} if not auroc else {**whole, **auroc}))
+    with pytest.raises(SystemExit, match=f"{ra.AUROC_FILE}: not what --auroc writes"):
+        ra.main(["--page", str(tmp_path / "page.md")])
+
+
 def test_an_interrupted_forest_plot_keeps_the_old_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, torn_savefig) -> None:
     """The forest plot was saved in place: Ctrl-C mid-save left a torn PNG beside the page; now the old one stays."""
 
