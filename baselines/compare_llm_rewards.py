@@ -13,6 +13,8 @@ interrupted ones resume.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import os
 import shlex
@@ -189,19 +191,20 @@ def trained(args: Options, variant: str, seed: int) -> bool:
 
 def check_run_options(args: Options) -> None:
     """Every variant's ``llm_grpo.py`` command checked before any run starts: one message, not one failed run a seed."""
-    s = args.seed_list[0]
+    s, prog = args.seed_list[0], "compare_llm_rewards.py"
     for v in args.variants:
         try:
-            opts = run_options(args, v, s)
+            with contextlib.redirect_stderr(io.StringIO()):  # llm_grpo.py's usage error: said once, below, as this one's
+                opts = run_options(args, v, s)
         except SystemExit as exc:
             if exc.code in (0, None):
                 raise
             why = exc.code if isinstance(exc.code, str) else getattr(exc, "message", "the error above")  # UsageError
-            raise SystemExit(f"compare_llm_rewards.py: the runs of variant {v!r} would be refused: {why}") from None
+            dataclass_cli.usage_error(f"the runs of variant {v!r} would be refused: {why}", prog=prog)
         if (opts.rewards, opts.step_credit, opts.seed, opts.steps, opts.output_dir) != (
                 v.removesuffix(STEP_SUFFIX), v.endswith(STEP_SUFFIX), s, args.steps, str(run_path(args, v, s))):
-            raise SystemExit("compare_llm_rewards.py: --extra-args must not set --rewards, --step-credit, --seed, --steps or "
-                             "--output-dir: the comparison sets them for each run")
+            dataclass_cli.usage_error("--extra-args must not set --rewards, --step-credit, --seed, --steps or --output-dir: "
+                                      "the comparison sets them for each run", prog=prog)
 
 
 def launch_all(args: Options, runs: list[tuple[str, int]]) -> bool:
