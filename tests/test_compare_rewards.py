@@ -47,6 +47,8 @@ def test_versus_calls_a_difference_only_beyond_two_standard_errors() -> None:
     assert compare_rewards.versus([0.9], [0.1, 0.12, 0.11]) == "+0.790 (one seed: noise unknown)"
     assert compare_rewards.versus([0.6, 0.6], [0.5, 0.5]) == "+0.100 (better)"  # no spread at all: a real difference
     assert compare_rewards.versus([0.5, 0.5], [0.5, 0.5]) == "+0.000 (within seed noise)"
+    # a difference of 0.00255 with 2 SE 0.00269 was rounded to 0.003 before the comparison: called "better"
+    assert compare_rewards.versus([0.10255, 0.10445], [0.1, 0.1019]) == "+0.003 (within seed noise)"
 
 
 def test_bad_flags_are_usage_errors_before_any_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
