@@ -50,6 +50,8 @@ class Options:
 
     def __post_init__(self) -> None:
         dataclass_cli.check_min(self, 1, "auroc_samples")
+        if self.tuning_runs and not Path(self.tuning_runs).is_dir():  # was "Not a directory" (exit 1) from iterdir
+            raise ValueError(f"--tuning-runs {self.tuning_runs}: no such folder")
         if not self.records:
             self.records = str(Path(self.page).with_suffix(""))
         if not (self.tuning_runs or self.auroc or Path(self.records).is_dir()):  # else every result would be erased

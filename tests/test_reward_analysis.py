@@ -189,6 +189,10 @@ def test_a_missing_records_folder_is_a_usage_error_and_the_page_is_kept(tmp_path
             ra.main(["--page", str(page), *argv])
         assert exc.value.code == 2
     assert page.read_text() == "# Title\n\n## Results\n\nthe results\n"
+    for runs in (tmp_path / "typo", page):  # a --tuning-runs missing or a file: 'Not a directory', exit 1
+        with pytest.raises(SystemExit) as exc:
+            ra.main(["--page", str(page), "--tuning-runs", str(runs)])
+        assert exc.value.code == 2
 
 
 @pytest.mark.parametrize("damage", ["cut", "not gzip", "no outcomes", "outcomes 0-2", "nested", "auroc", "seed", "start short"])
