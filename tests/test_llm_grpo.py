@@ -802,6 +802,18 @@ def test_comparison_flags_its_runs_refuse_are_one_usage_error(tmp_path: Path, ca
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("flag", ["--runs-dir", "--results-dir"])
+def test_comparison_folders_that_are_files_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    """--results-dir naming a file was found after the starting model played and the first run trained (its record
+    could not be written); --runs-dir a file was 'File exists', exit 1."""
+    from baselines import compare_llm_rewards
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit) as exc:
+        compare_llm_rewards.parse_args([flag, str(tmp_path / "file")])
+    assert exc.value.code == 2 and f"{flag} {tmp_path / 'file'} is not a folder" in capsys.readouterr().err
+
+
 def test_comparison_refuses_a_bad_variant_or_flag_before_any_run_starts(tmp_path: Path) -> None:
     from baselines import compare_llm_rewards
 
