@@ -383,7 +383,10 @@ def render(page: Path, folder: Path) -> tuple[dict[Path, Any], dict[str, Any]]:
     the page last, and :func:`analyse`'s result; an earlier write a kill cut short is finished first."""
     dataclass_cli.finish_together(page)  # its page (and the head kept of it) first
     result = analyse(read_records(folder), page=page)
-    text = page.read_text(encoding="utf-8") if page.is_file() else ""
+    try:
+        text = page.read_text(encoding="utf-8") if page.is_file() else ""
+    except UnicodeDecodeError as exc:  # was a traceback
+        raise SystemExit(f"{page} is not UTF-8 text (byte {exc.start}); fix it or name another --page") from None
     head = text.split(f"\n{RESULTS_HEADING}\n")[0].rstrip("\n") if text else f"# {page.stem}"
     files: dict[Path, Any] = {}
     if result["comparisons"]:

@@ -195,6 +195,16 @@ def test_a_missing_records_folder_is_a_usage_error_and_the_page_is_kept(tmp_path
         assert exc.value.code == 2
 
 
+def test_a_page_that_is_not_utf8_is_one_error_naming_it(tmp_path: Path) -> None:
+    """A --page of other bytes (UTF-16, Latin-1) was a UnicodeDecodeError traceback, with --check too."""
+    records(tmp_path, {"sparse": [0.1, 0.2]})
+    (tmp_path / "page.md").write_bytes(b"\xff\xfe# Title\n")
+    for check in ([], ["--check"]):
+        with pytest.raises(SystemExit, match=r"page.md is not UTF-8 text \(byte 0\)"):
+            ra.main(["--page", str(tmp_path / "page.md"), *check])
+    assert (tmp_path / "page.md").read_bytes() == b"\xff\xfe# Title\n"
+
+
 @pytest.mark.parametrize("damage", ["cut", "not gzip", "no outcomes", "outcomes 0-2", "nested", "auroc", "seed", "start short"])
 def test_a_damaged_record_is_one_error_naming_its_file(tmp_path: Path, damage: str) -> None:
     """A cut-off .json.gz raised EOFError (a traceback), a file not gzipped said 'Not a gzipped file' naming no file,
