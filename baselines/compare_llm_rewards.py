@@ -13,6 +13,8 @@ interrupted ones resume.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import os
 import shlex
@@ -82,6 +84,9 @@ class Options:
         if not self.variants or len(set(self.variants)) < len(self.variants):
             raise ValueError(f"--variants needs one or more arms, none repeated (each run has one folder), got {','.join(self.variants)!r}")
         self.seed_list  # noqa: B018  (a malformed --seeds is a usage error now)
+        for flag in ("runs_dir", "results_dir"):  # a file there was found when the first run's record was written
+            if Path(getattr(self, flag)).exists() and not Path(getattr(self, flag)).is_dir():
+                raise ValueError(f"--{flag.replace('_', '-')} {getattr(self, flag)} is not a folder")
         try:
             shlex.split(self.extra_args)
         except ValueError as exc:  # an unclosed quote
@@ -189,19 +194,20 @@ def trained(args: Options, variant: str, seed: int) -> bool:
 
 def check_run_options(args: Options) -> None:
     """Every variant's ``llm_grpo.py`` command checked before any run starts: one message, not one failed run a seed."""
-    s = args.seed_list[0]
+    s, prog = args.seed_list[0], "compare_llm_rewards.py"
     for v in args.variants:
         try:
-            opts = run_options(args, v, s)
+            with contextlib.redirect_stderr(io.StringIO()):  # llm_grpo.py's usage error: said once, below, as this one's
+                opts = run_options(args, v, s)
         except SystemExit as exc:
             if exc.code in (0, None):
                 raise
             why = exc.code if isinstance(exc.code, str) else getattr(exc, "message", "the error above")  # UsageError
-            raise SystemExit(f"compare_llm_rewards.py: the runs of variant {v!r} would be refused: {why}") from None
+            dataclass_cli.usage_error(f"the runs of variant {v!r} would be refused: {why}", prog=prog)
         if (opts.rewards, opts.step_credit, opts.seed, opts.steps, opts.output_dir) != (
                 v.removesuffix(STEP_SUFFIX), v.endswith(STEP_SUFFIX), s, args.steps, str(run_path(args, v, s))):
-            raise SystemExit("compare_llm_rewards.py: --extra-args must not set --rewards, --step-credit, --seed, --steps or "
-                             "--output-dir: the comparison sets them for each run")
+            dataclass_cli.usage_error("--extra-args must not set --rewards, --step-credit, --seed, --steps or --output-dir: "
+                                      "the comparison sets them for each run", prog=prog)
 
 
 def launch_all(args: Options, runs: list[tuple[str, int]]) -> bool:

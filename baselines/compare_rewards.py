@@ -43,6 +43,14 @@ def run_arguments(variant: str, seed: int, steps: int, out: str, extra: list[str
             raise ValueError(f"{run_dir} holds a run of {old['total_timesteps']} steps, more than --total-timesteps {steps}; "
                              "use another --out")
     result = read_options(run_dir, "result.json")  # one error naming a damaged file
+    nums = [(result or {}).get(k) for k in ("success_rate", "total_timesteps", "train_seconds", "env_steps_per_second",
+                                            "eval_problems")]  # what the table reads, and the run's own names
+    if result is not None and not ((result.get("run"), result.get("reward"), result.get("seed")) == (name, variant, seed)
+                                   and isinstance(result.get("eval_split"), str) and all(
+                                       isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x < math.inf
+                                       for x in nums) and nums[0] <= 1):
+        raise ValueError(f"{run_dir / 'result.json'} is not a result of run {name} (its run, reward and seed, a success_rate "
+                         "in [0, 1], numbers >= 0 of the steps, seconds, steps/s and problems); fix or delete it")
     return argv, result if result is not None and result.get("total_timesteps", 0) >= steps else None
 
 
@@ -79,13 +87,14 @@ def versus(rates: list[float], sparse: list[float] | None) -> str:
     (no verdict with one seed on either side: its noise is unknown)."""
     if not sparse or rates is sparse:
         return ""
-    diff = round(statistics.mean(rates) - statistics.mean(sparse), 3) + 0.0  # + 0.0: no "-0.000"
+    exact = statistics.mean(rates) - statistics.mean(sparse)  # compared unrounded: 0.00255 is within 2 SE of 0.00269
+    diff = round(exact, 3) + 0.0  # + 0.0: no "-0.000"
     if min(len(rates), len(sparse)) < 2:
         return f"{diff:+.3f} (one seed: noise unknown)"
     se = math.hypot(seed_spread(rates), seed_spread(sparse))
-    if abs(diff) <= 2 * se:
+    if abs(exact) <= 2 * se:
         return f"{diff:+.3f} (within seed noise)"
-    return f"{diff:+.3f} ({'better' if diff > 0 else 'worse'})"
+    return f"{diff:+.3f} ({'better' if exact > 0 else 'worse'})"
 
 
 @dataclass

@@ -81,6 +81,9 @@ class EvalConfig(SplitRun):
                               ("chat_template", ("auto", "on", "off")), ("backend", ("hf", "vllm")), ("dtype", DTYPES)):
             dataclass_cli.check_choice(self, name, allowed)
         dataclass_cli.check_choice(self, "interaction", ("auto", "single-pass", "multi-turn"))
+        how = self.interaction if self.interaction != "auto" else detect_interaction(self.model)  # reads no weights
+        if self.prompt_style not in (ok := TURN_PROMPT_STYLES if how == "multi-turn" else PROMPT_STYLES):
+            raise ValueError(f"--prompt-style {self.prompt_style} is not a {how} style: choose one of {list(ok)}")
         dataclass_cli.check_min(self, 1, "max_new_tokens", "batch_size", "max_turn_tokens")
         dataclass_cli.check_min(self, 0, "k", "offset", "limit")
         Sampling(temperature=self.temperature, top_p=self.top_p)  # --temperature > 0, --top-p in (0, 1]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import math
 import sys
 import zlib
 from collections.abc import Callable, Sequence
@@ -51,6 +50,10 @@ class Options:
 
     def __post_init__(self) -> None:
         dataclass_cli.check_min(self, 1, "auroc_samples")
+        if not Path(self.page).parent.is_dir():  # was 'No such file or directory: <page stem>_forest.part.png.tmp'
+            raise ValueError(f"--page {self.page}: no such folder {Path(self.page).parent}")
+        if self.tuning_runs and not Path(self.tuning_runs).is_dir():  # was "Not a directory" (exit 1) from iterdir
+            raise ValueError(f"--tuning-runs {self.tuning_runs}: no such folder")
         if not self.records:
             self.records = str(Path(self.page).with_suffix(""))
         if not (self.tuning_runs or self.auroc or Path(self.records).is_dir()):  # else every result would be erased
@@ -83,6 +86,9 @@ def read_records(folder: str | Path, needs: Sequence[str] = ("test_outcomes", "s
                 raise SystemExit(f"{p}: a second record of arm {rec['arm']!r} seed {rec['seed']} (the first: {first}); "
                                  "keep one")
             problems.setdefault((len(rec["test_outcomes"]), rec.get("problem_ids_sha256")), []).append(p.name)
+            if rec.get("start_outcomes") and len(rec["start_outcomes"]) != len(rec["test_outcomes"]):
+                raise SystemExit(f"{p}: {len(rec['start_outcomes'])} start_outcomes for {len(rec['test_outcomes'])} "
+                                 "test_outcomes (one each per test problem); fix or delete the record")
     if len(problems) > 1:
         raise SystemExit(f"{folder}: the records were tested on different problems: " + "; ".join(
             f"{n} outcomes in {', '.join(names[:3])}{f' and {len(names) - 3} more' if len(names) > 3 else ''} "
@@ -110,8 +116,8 @@ def read_record(path: Path) -> dict[str, Any]:
     return rec
 
 
-def _number(x: Any, low: float = 0.0, high: float = math.inf) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and low <= x <= high  # NaN fails
+def _number(x: Any, low: float = 0.0, high: float = sys.float_info.max) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and low <= x <= high  # NaN and Infinity fail
 
 
 def _bits(x: Any) -> bool:
@@ -261,6 +267,8 @@ def tuning_lines(folder: Path) -> list[str]:
     recs = read_records(folder, ("options", "validation")) if folder.is_dir() else []
     if not recs:
         return []
+    if bad := [r for r in recs if "problems" not in r["validation"][-1]]:  # the count the table states
+        raise SystemExit(f"{folder}: the tuning record of seed {bad[0]['seed']} needs 'problems' in its last validation row")
     by_lr: dict[float, list[tuple[int, float]]] = {}
     for r in recs:
         by_lr.setdefault(float(r["options"]["learning_rate"]), []).append((int(r["seed"]), float(r["validation"][-1]["greedy_success"])))
@@ -326,6 +334,12 @@ def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]
                 lines.append(f"| `{a}` | " + " | ".join(f"{100 * v['validation'][s]:.1f}%" for s in steps) + " |")
             lines.append("")
     if (au := read_options(folder, AUROC_FILE)) is not None:  # one error naming a damaged file
+        terms = au.get("terms")
+        if not (all(_number(au.get(k)) for k in ("episodes", "problems", "moves", "temperature", "solved")) and "clipo_note" in au
+                and isinstance(terms, dict) and all(isinstance(v, dict) and _number(v.get("per_move"), high=1)
+                                                    and _number(v.get("per_episode"), high=1) for v in terms.values())):
+            raise SystemExit(f"{folder / AUROC_FILE}: not what --auroc writes (episodes, problems, moves, temperature, solved, "
+                             "clipo_note and terms' per_move and per_episode AUROC); run --auroc again or delete it")
         lines += [f"Dense terms as predictors of an episode's success: AUROC of each move's term against the episode's "
                   f"outcome, {au['episodes']} episodes of the starting model sampled at T = {au['temperature']:g} on the "
                   f"{au['problems']} validation problems ({au['moves']} moves; {100 * au['solved']:.1f}% of episodes solved):", "",
@@ -371,7 +385,10 @@ def render(page: Path, folder: Path) -> tuple[dict[Path, Any], dict[str, Any]]:
     the page last, and :func:`analyse`'s result; an earlier write a kill cut short is finished first."""
     dataclass_cli.finish_together(page)  # its page (and the head kept of it) first
     result = analyse(read_records(folder), page=page)
-    text = page.read_text(encoding="utf-8") if page.is_file() else ""
+    try:
+        text = page.read_text(encoding="utf-8") if page.is_file() else ""
+    except UnicodeDecodeError as exc:  # was a traceback
+        raise SystemExit(f"{page} is not UTF-8 text (byte {exc.start}); fix it or name another --page") from None
     head = text.split(f"\n{RESULTS_HEADING}\n")[0].rstrip("\n") if text else f"# {page.stem}"
     files: dict[Path, Any] = {}
     if result["comparisons"]:

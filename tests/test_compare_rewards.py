@@ -47,6 +47,8 @@ def test_versus_calls_a_difference_only_beyond_two_standard_errors() -> None:
     assert compare_rewards.versus([0.9], [0.1, 0.12, 0.11]) == "+0.790 (one seed: noise unknown)"
     assert compare_rewards.versus([0.6, 0.6], [0.5, 0.5]) == "+0.100 (better)"  # no spread at all: a real difference
     assert compare_rewards.versus([0.5, 0.5], [0.5, 0.5]) == "+0.000 (within seed noise)"
+    # a difference of 0.00255 with 2 SE 0.00269 was rounded to 0.003 before the comparison: called "better"
+    assert compare_rewards.versus([0.10255, 0.10445], [0.1, 0.1019]) == "+0.003 (within seed noise)"
 
 
 def test_bad_flags_are_usage_errors_before_any_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -135,6 +137,21 @@ def test_a_damaged_result_of_a_finished_run_is_one_error_naming_it(tmp_path: Pat
     run.mkdir(parents=True)
     (run / "result.json").write_text('{"run": "sparse-s0", "rew')
     with pytest.raises(SystemExit, match=r"sparse-s0/result.json is not JSON"):
+        compare_rewards.main(["--variants", "sparse", "--seeds", "0", "--total-timesteps", "64", "--out", str(tmp_path), *TINY])
+
+
+@pytest.mark.parametrize(("key", "value"), [("success_rate", float("nan")), ("success_rate", "0.25"), ("success_rate", 2.0),
+                                            ("success_rate", None), ("train_seconds", None), ("total_timesteps", "64"),
+                                            ("reward", "critic"), ("env_steps_per_second", float("inf"))])
+def test_a_hand_edited_result_of_a_finished_run_is_one_error_naming_it(tmp_path: Path, key: str, value: object) -> None:
+    """A finished run's result.json with a success_rate NaN, "0.25", missing or a train_seconds null was a traceback
+    from statistics.mean after every run; 2.0, another reward's result or Infinity steps/s went into the table."""
+    import json
+
+    _finished_sparse_run(tmp_path)
+    path = tmp_path / "runs" / "sparse-s0" / "result.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), key: value}))
+    with pytest.raises(SystemExit, match=r"sparse-s0/result.json is not a result of run sparse-s0"):
         compare_rewards.main(["--variants", "sparse", "--seeds", "0", "--total-timesteps", "64", "--out", str(tmp_path), *TINY])
 
 

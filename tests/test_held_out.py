@@ -59,3 +59,22 @@ def test_a_saved_start_is_reused_only_for_the_same_problems_and_play(tmp_path, m
     path.write_text('{"ids": ["t/0"')  # a damaged file: one error naming it
     with pytest.raises(SystemExit, match="held_out.json is not JSON"):
         start()
+
+
+@pytest.mark.parametrize("start", [["1", "0"], [True], [2, 0], None, [True, None]])
+def test_a_saved_start_of_other_values_is_one_error_naming_the_file(tmp_path, monkeypatch, start: Any) -> None:
+    """A held_out.json whose 'start' was not one boolean per problem was read back: ["1", "0"] made the start 100% and
+    the difference 0.5 against an end of [True, True] (end - start 0), [True] a ValueError after training."""
+    import json
+
+    from baselines.lm import held_out
+    from baselines.lm.grpo_options import GRPORun, Options
+    from countdown_gym.game.problem import Problem
+
+    monkeypatch.setattr(held_out, "greedy_solved", lambda *a, **k: [True, False])
+    problems, path = [Problem((1, 2), 3, id="t/0"), Problem((2, 2), 4, id="t/1")], tmp_path / "held_out.json"
+    test = held_out.held_out_test(GRPORun.of(Options(output_dir=str(tmp_path))), None, path, problems, ["a", "b"], verbose=False)
+    test.start(None)
+    path.write_text(json.dumps({**json.loads(path.read_text()), "start": start}))
+    with pytest.raises(SystemExit, match="held_out.json: 'start' must be a list of 2 true/false"):
+        test.start(None)

@@ -786,6 +786,34 @@ def test_quick_with_the_flags_it_sets_is_a_usage_error(tmp_path: Path, capsys: p
     assert compare_llm_rewards.parse_args(["--quick", "--runs-dir", str(tmp_path)]).seed_list == list(range(8))
 
 
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--learning-rate", "-1"], "the runs of variant 'sparse' would be refused: --learning-rate must be >= 0"),
+    (["--extra-args=--seed 5"], "--extra-args must not set --rewards")])
+def test_comparison_flags_its_runs_refuse_are_one_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               argv: list[str], message: str) -> None:
+    """A flag llm_grpo.py refuses printed its usage error, then the comparison's line again, exit 1; --extra-args
+    setting a per-run flag exited 1; now one usage error of compare_llm_rewards.py, exit 2."""
+    from baselines import compare_llm_rewards
+
+    with pytest.raises(SystemExit) as exc:
+        compare_llm_rewards.main(["--runs-dir", str(tmp_path / "runs"), *argv])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("error:") == 1 and f"compare_llm_rewards.py: error: {message}" in err
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("flag", ["--runs-dir", "--results-dir"])
+def test_comparison_folders_that_are_files_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    """--results-dir naming a file was found after the starting model played and the first run trained (its record
+    could not be written); --runs-dir a file was 'File exists', exit 1."""
+    from baselines import compare_llm_rewards
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit) as exc:
+        compare_llm_rewards.parse_args([flag, str(tmp_path / "file")])
+    assert exc.value.code == 2 and f"{flag} {tmp_path / 'file'} is not a folder" in capsys.readouterr().err
+
+
 def test_comparison_refuses_a_bad_variant_or_flag_before_any_run_starts(tmp_path: Path) -> None:
     from baselines import compare_llm_rewards
 

@@ -112,7 +112,7 @@ def test_records_of_different_lengths_are_refused_naming_the_files(tmp_path: Pat
     for rec in ra.read_records(folder):
         name = f"{rec['arm']}-s{rec['seed']}"
         ra.write_record(folder / f"{name}.json.gz", {k: v for k, v in rec.items() if k != "problem_ids_sha256"}
-                        | {"test_outcomes": rec["test_outcomes"][: 150 if name in short else None]})
+                        | {k: rec[k][: 150 if name in short else None] for k in ("test_outcomes", "start_outcomes")})
     with pytest.raises(SystemExit) as exc:
         ra.main(["--page", str(tmp_path / "page.md")])
     long = sorted({"sparse-s0", "sparse-s1", "critic-s0", "critic-s1"} - set(short))
@@ -189,9 +189,26 @@ def test_a_missing_records_folder_is_a_usage_error_and_the_page_is_kept(tmp_path
             ra.main(["--page", str(page), *argv])
         assert exc.value.code == 2
     assert page.read_text() == "# Title\n\n## Results\n\nthe results\n"
+    for runs in (tmp_path / "typo", page):  # a --tuning-runs missing or a file: 'Not a directory', exit 1
+        with pytest.raises(SystemExit) as exc:
+            ra.main(["--page", str(page), "--tuning-runs", str(runs)])
+        assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:  # a page in no folder: an error naming a temporary file, exit 1
+        ra.main(["--page", str(tmp_path / "typo" / "page.md"), "--records", str(records(tmp_path, {"sparse": [0.1]}))])
+    assert exc.value.code == 2
 
 
-@pytest.mark.parametrize("damage", ["cut", "not gzip", "no outcomes", "outcomes 0-2", "nested", "auroc", "seed"])
+def test_a_page_that_is_not_utf8_is_one_error_naming_it(tmp_path: Path) -> None:
+    """A --page of other bytes (UTF-16, Latin-1) was a UnicodeDecodeError traceback, with --check too."""
+    records(tmp_path, {"sparse": [0.1, 0.2]})
+    (tmp_path / "page.md").write_bytes(b"\xff\xfe# Title\n")
+    for check in ([], ["--check"]):
+        with pytest.raises(SystemExit, match=r"page.md is not UTF-8 text \(byte 0\)"):
+            ra.main(["--page", str(tmp_path / "page.md"), *check])
+    assert (tmp_path / "page.md").read_bytes() == b"\xff\xfe# Title\n"
+
+
+@pytest.mark.parametrize("damage", ["cut", "not gzip", "no outcomes", "outcomes 0-2", "nested", "auroc", "seed", "start short"])
 def test_a_damaged_record_is_one_error_naming_its_file(tmp_path: Path, damage: str) -> None:
     """A cut-off .json.gz raised EOFError (a traceback), a file not gzipped said 'Not a gzipped file' naming no file,
     a record without test_outcomes raised KeyError, and outcomes "0120" counted the 2 as two successes."""
@@ -206,6 +223,8 @@ def test_a_damaged_record_is_one_error_naming_its_file(tmp_path: Path, damage: s
         path.write_bytes(gzip.compress(b"[" * 100_000))
     elif damage == "seed":  # "seed": "x" was a ValueError traceback from the sort
         ra.write_record(path, {**rec, "seed": "x"})
+    elif damage == "start short":  # start outcomes of 5 problems gave the starting model's rate over those 5, silently
+        ra.write_record(path, {**rec, "start_outcomes": "11111"})
     elif damage == "auroc":  # a cut-off dense_term_auroc.json: a JSONDecodeError traceback
         path = folder / ra.AUROC_FILE
         path.write_text('{"terms": {"oracle')
@@ -213,6 +232,23 @@ def test_a_damaged_record_is_one_error_naming_its_file(tmp_path: Path, damage: s
         ra.write_record(path, {k: v for k, v in rec.items() if k != "test_outcomes"} if damage == "no outcomes"
                         else {**rec, "test_outcomes": "0120" + rec["test_outcomes"][4:]})
     with pytest.raises(SystemExit, match=f"{path.name}:? "):
+        ra.main(["--page", str(tmp_path / "page.md")])
+
+
+@pytest.mark.parametrize("auroc", [{}, {"terms": [1]}, {"solved": "x"}, {"temperature": float("nan")},
+                                   {"terms": {"critic": {"per_move": 0.6}}}])
+def test_an_auroc_file_without_its_figures_is_one_error_naming_it(tmp_path: Path, auroc: dict) -> None:
+    """A dense_term_auroc.json that is JSON but not --auroc's table (a field missing or of another kind) was a KeyError /
+    AttributeError / ValueError traceback, and a temperature NaN was printed as 'T = nan'."""
+    import json
+
+    folder = records(tmp_path, {"sparse": [0.1, 0.2]})
+    whole = {"episodes": 8, "problems": 2, "moves": 20, "temperature": 0.5, "solved": 0.25, "clipo_note": "n",
+             "terms": {"critic": {"per_move": 0.6, "per_episode": 0.7}}}
+    (folder / ra.AUROC_FILE).write_text(json.dumps(whole))
+    ra.main(["--page", str(tmp_path / "page.md")])
+    (folder / ra.AUROC_FILE).write_text(json.dumps({} if not auroc else {**whole, **auroc}))
+    with pytest.raises(SystemExit, match=f"{ra.AUROC_FILE}: not what --auroc writes"):
         ra.main(["--page", str(tmp_path / "page.md")])
 
 
@@ -234,7 +270,8 @@ def test_an_interrupted_forest_plot_keeps_the_old_one(tmp_path: Path, monkeypatc
     ("test_outcomes", ["1", 0, 1]), ("test_outcomes", [None, 1]), ("test_outcomes", [2, 0]), ("test_outcomes", [0.5, 1]),
     ("steps", -3), ("seed", 1.5), ("seed", True), ("seconds_per_step", "fast"), ("frac_reward_zero_std", [2]),
     ("validation", [{"step": 30}]), ("validation", [{"step": 30, "greedy_success": 0.2, "problems": -1}]),
-    ("options", {"learning_rate": "1e-4"}), ("arm", None)])
+    ("options", {"learning_rate": "1e-4"}), ("arm", None), ("seconds_per_step", float("inf")),
+    ("validation", [{"step": float("inf"), "greedy_success": 0.2}]), ("options", {"learning_rate": float("inf")})])
 def test_a_hand_edited_field_is_one_error_naming_the_file_and_field(tmp_path: Path, field: str, value: object) -> None:
     """Values edited by hand inside a valid record were read on: a list of outcomes with "1" or 2 or 0.5 counted as
     successes, None as a failure, a negative step count or a bad seed was a traceback from deep inside (np.mean, int(),
@@ -246,16 +283,17 @@ def test_a_hand_edited_field_is_one_error_naming_the_file_and_field(tmp_path: Pa
         ra.main(["--page", str(tmp_path / "page.md")])
 
 
-@pytest.mark.parametrize("damage", ["no learning rate", "no validation"])
+@pytest.mark.parametrize("damage", ["no learning rate", "no validation", "no problems count"])
 def test_a_tuning_record_without_what_the_table_reads_is_one_error(tmp_path: Path, damage: str) -> None:
-    """A tuning record without options' learning_rate or with no validation row was a KeyError / IndexError."""
+    """A tuning record without options' learning_rate, with no validation row or no 'problems' in its last one was a
+    KeyError / IndexError."""
     rec = {"arm": "sparse", "seed": 100, "options": {"learning_rate": 1e-4}, "validation": [{"step": 30, "greedy_success": 0.2}]}
     if damage == "no learning rate":
         rec["options"] = {}
-    else:
+    elif damage == "no validation":
         rec["validation"] = []
     ra.write_record(tmp_path / "lr-s100.json.gz", rec)
-    with pytest.raises(SystemExit, match="lr-s100.json.gz: "):
+    with pytest.raises(SystemExit, match="lr-s100.json.gz: " if damage != "no problems count" else "seed 100 needs 'problems'"):
         ra.tuning_lines(tmp_path)
 
 

@@ -75,6 +75,20 @@ def test_a_malformed_curves_file_is_one_line_on_replot(tmp_path: Path) -> None:
 
 
 
+@pytest.mark.parametrize("log", ["steps,validation_success\n10,0.5\n20,\n", "steps,validation_success\n10,nan\n",
+                                 "steps,other\n10,0.5\n", "steps,validation_success\n10,0.5\n20"])
+def test_a_run_log_without_a_number_in_a_row_is_one_line(tmp_path: Path, log: str) -> None:
+    """A run's curve.csv with an empty cell, a missing column or a cut-off last row was a ValueError / KeyError /
+    TypeError traceback after every run; a nan was drawn and written to the points, which --replot then refused."""
+    from baselines.analysis.reward_curves import draw
+
+    (tmp_path / "curve.csv").write_text(log)
+    with pytest.raises(SystemExit, match=f"{tmp_path / 'curve.csv'}: every row needs a number in its columns steps and "):
+        draw(tmp_path / "f.png", [("sparse", 0, tmp_path / "curve.csv")], "steps", "validation_success", title="T",
+             xlabel="x", ylabel="y")
+    assert not (tmp_path / "f.png").exists()
+
+
 def test_an_interrupted_redraw_keeps_the_old_figure_and_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, torn_savefig) -> None:
     """The CSV and the PNG were written in place: Ctrl-C mid-write left a torn file (a --replot then read half the
     points); now each is whole or the old one, and no temporary file stays."""

@@ -549,6 +549,10 @@ def test_shipped_checkpoint_loads_and_solves_something():
     (llm_eval.EvalConfig, {"top_p": 0.0}, "--top-p must be in"),
     (llm_eval.EvalConfig, {"k": -1}, "--k must be >= 0"),
     (llm_eval.EvalConfig, {"max_new_tokens": 0}, "--max-new-tokens must be >= 1"),
+    # a style of the other interaction: turn_prompt's ValueError traceback (multi-turn) or a line naming the model,
+    # exit 1 (single-pass), after loading the model
+    (llm_eval.EvalConfig, {"interaction": "multi-turn", "prompt_style": "longproc"}, "--prompt-style longproc is not a multi-turn"),
+    (llm_eval.EvalConfig, {"prompt_style": "instruct"}, "--prompt-style instruct is not a single-pass style"),
 ])
 def test_bad_sft_and_eval_options_are_refused_at_parse_time(cls, kwargs, message):
     with pytest.raises(ValueError, match=re.escape(message)):

@@ -68,6 +68,9 @@ class HeldOutTest:
         """Play the starting model, or read its outcomes back from ``path`` (a resumed run)."""
         saved = read_options(self.path.parent, self.path.name) or {}  # one error naming a damaged file
         if saved.get("ids") == self._ids() and saved.get("settings") == self.settings and "start" in saved:
+            if not (isinstance(saved["start"], list) and len(saved["start"]) == len(self.problems)
+                    and all(isinstance(x, bool) for x in saved["start"])):  # else the end's comparison is wrong, or fails
+                raise SystemExit(f"{self.path}: 'start' must be a list of {len(self.problems)} true/false; fix or delete it")
             self.outcomes = {"start": saved["start"]}
             return
         self.outcomes = {"start": self._play(model, "starting")}
