@@ -8,7 +8,6 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from countdown_gym.game.rules import describe_value
 from countdown_gym.rewards.terms import Scorer
 from countdown_gym.rewards.variants import get_variant
 from countdown_gym.rewards.wrapper import TermReward
@@ -20,7 +19,7 @@ ORACLE_MODES: tuple[str, ...] = ("perfect", "reachable")
 def _key(potential: bool, key: str | None, name: str) -> str:
     """The term's key: ``key``, else ``name`` / ``name_shaping``; ``ValueError`` for a ``potential`` not a bool."""
     if not isinstance(potential, (bool, np.bool_)):
-        raise ValueError(f"potential must be a bool, got {describe_value(potential)}")
+        raise ValueError(f"potential must be a bool, got {type(potential).__name__} {potential!r:.40}")
     return key if key is not None else f"{name}_shaping" if potential else name  # a bad key: TermReward's error
 
 
