@@ -511,6 +511,15 @@ def test_train_config_rejects_bad_values(kwargs, message):
         TrainConfig(**kwargs)
 
 
+@pytest.mark.parametrize("objective", ["trace", "reach"])
+def test_train_builds_its_tables_for_the_model_max_numbers(tmp_path, objective):
+    """The tables were built 4 wide whatever --max-numbers said: 3 or 5 ended in a shape error deep in torch."""
+    with pytest.raises(ValueError, match="has 4 numbers; the critic takes"):
+        train(_cfg(tmp_path / "a", max_numbers=3, objective=objective, steps=1, max_train_problems=3), progress=False)
+    out = train(_cfg(tmp_path / "b", max_numbers=5, objective=objective, steps=2, max_train_problems=3), progress=False)
+    assert load_critic(out).score([(1, 2, 3, 4, 5)], [15]).shape == (1,)
+
+
 def test_model_config_names_the_lowest_allowed_size():
     from critics.models import ModelConfig
 
