@@ -80,7 +80,7 @@ class TrainConfig(train_loop.CommonTrainOptions):
         dataclass_cli.check_choice(self, "positives", ["reachable", "all"])
         if self.goal_min > self.goal_max:
             raise ValueError("--goal-min must be <= --goal-max")
-        dataclass_cli.check_min(self, 0, "max_train_problems", "extra_problems")
+        dataclass_cli.check_min(self, 0, "max_train_problems", "extra_problems", "reach_weight", "size_small", "size_mid", "size_large")
         report_to_names(self.report_to)  # a ValueError naming --report-to
 
     def model_config(self) -> ModelConfig:

@@ -505,6 +505,8 @@ def test_metrics_of_no_states_are_nan():
     ({"preset": "nosuch"}, "--preset must be one of"),
     ({"lr": -1.0}, "--lr must be >= 0"),
     ({"max_train_problems": -3}, "--max-train-problems must be >= 0"),
+    ({"reach_weight": -1.0, "objective": "both"}, "--reach-weight must be >= 0"),  # was accepted: it ascended the reach loss
+    ({"size_small": -0.1}, "--size-small must be >= 0"),  # was accepted: numpy's error mid-run, or nothing
 ])
 def test_train_config_rejects_bad_values(kwargs, message):
     with pytest.raises(ValueError, match=message):
