@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections import Counter
 from fractions import Fraction
 
 import numpy as np
@@ -74,6 +75,8 @@ def test_pack_sets_rejects_bad_states():
         pack_sets([()], 4)
     with pytest.raises(TypeError):
         pack_sets([("a", 2)], 4)
+    with pytest.raises(TypeError, match="state 0 must be a sequence"):  # was read as its keys: (3, 4), not (3, 3, 4)
+        pack_sets([Counter({3: 2, 4: 1})], 4)
 
 
 def test_losses_are_minimal_for_matching_embeddings():
