@@ -192,6 +192,16 @@ def test_an_lm_config_edited_to_sizes_its_weights_lack_is_refused_before_the_mod
         load_text_critic(d) if where == "checkpoint" else build_text_critic(TextCriticConfig(), d)
 
 
+def test_an_lm_whose_weights_do_not_read_is_a_checkpoint_error(tmp_path: Path) -> None:
+    """A truncated model.safetensors of --lm was safetensors' own error, a traceback out of python -m critics.train_text."""
+    import critics.text_critic as text_critic
+
+    d = Path(shutil.copytree(text_critic.DEFAULT_LM, tmp_path / "lm"))
+    (d / "model.safetensors").write_bytes((d / "model.safetensors").read_bytes()[:1000])
+    with pytest.raises(CheckpointError, match="model.safetensors is not a readable safetensors file"):
+        build_text_critic(TextCriticConfig(), d)
+
+
 def test_a_bare_state_is_written_as_the_first_line_of_its_own_search() -> None:
     for p in (PROBLEM, Problem((20, 26), 46), Problem((3, 5, 8), 16)):
         assert render_state(p.numbers, p.target) == dfs_trace(p).split("\n")[1]
