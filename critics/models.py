@@ -433,7 +433,7 @@ def read_weights(path: Path, model: nn.Module, meta: dict[str, Any]) -> None:
     try:
         model.load_state_dict(state)
     except RuntimeError as e:
-        raise CheckpointError(f"{path} does not fit the config in {cfg_path}: {str(e)[:300]}") from None
+        raise CheckpointError(f"{path} does not fit the config in {cfg_path}: {' '.join(str(e).split())[:300]}") from None
 
 
 def check_sizes(path: Path, cfg: ConfigDict) -> dict[str, tuple[int, ...]]:
