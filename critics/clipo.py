@@ -279,7 +279,7 @@ class CLIPOTrainer:
             self.generator.set_state(state["generator"])
             self.steps_done = int(state["steps_done"])
         except (KeyError, TypeError, RuntimeError) as e:
-            raise ValueError(f"not a valid CLIPOTrainer state: {e}") from e
+            raise ValueError(f"not a valid CLIPOTrainer state: {' '.join(str(e).split())}") from e
 
     def save(self, path: str | Path) -> None:
         """Write :meth:`state_dict` to ``path`` (``torch.save``), whole or not at all."""

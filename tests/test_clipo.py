@@ -251,6 +251,9 @@ def test_load_errors(tmp_path):
     small = CLIPOTrainer(dim_in=10, dim_out=4)
     with pytest.raises(ValueError, match="dim_in=10"):
         CLIPOTrainer(dim_in=12, dim_out=4).load_state_dict(small.state_dict())
+    with pytest.raises(ValueError, match="not a valid CLIPOTrainer state: .* Missing key") as bad:
+        CLIPOTrainer(dim_in=10, dim_out=4).load_state_dict({**small.state_dict(), "head": {}})
+    assert "\n" not in str(bad.value)  # was torch's message, its newline and tab included
 
 
 def test_bad_inputs_give_clear_errors():
