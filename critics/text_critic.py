@@ -247,11 +247,11 @@ class TextCritic(GoalScorer):
         return self._cosines(lambda lo, hi: self.model.embed_tokens(*self.tokenize(texts[lo:hi])), targets, batch_size)
 
     def score(self, states: Sequence[Sequence[int]], targets: Sequence[int], initial: Any = None, batch_size: int = 256) -> np.ndarray:
-        """Cosine of each number set (written by :func:`render_state`) and its target, ``float32 [N]``: the numerical
-        critics' ``score(states, targets)`` (``initial`` ignored, as V2 does), for the reward wrappers."""
+        """Cosine of each number set (any order: written sorted by :func:`render_state`, as in training) and its target,
+        ``float32 [N]``: the numerical critics' ``score(states, targets)`` (``initial`` ignored, as V2 does)."""
         self._check_pairs(states, targets)
         pairs = enumerate(zip(states, targets, strict=True))
-        texts = [render_state(check_state(i, s), check_target(i, t)) for i, (s, t) in pairs]
+        texts = [render_state(sorted(check_state(i, s)), check_target(i, t)) for i, (s, t) in pairs]
         return self.score_texts(texts, list(targets), batch_size)
 
 
