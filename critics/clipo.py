@@ -106,7 +106,7 @@ def clipo_loss(z: Tensor, correct: Any, group_ids: Any, kind: str = "infonce", t
         raise ValueError(f"z must be a floating-point tensor, got dtype {z.dtype}")
     if kind not in LOSS_KINDS:
         raise ValueError(f"kind must be one of {LOSS_KINDS}, got {kind!r}")
-    check_number("temperature", temperature, lambda v: v > 0, "a positive number")
+    check_finite(temperature, "temperature", positive=True)
     if not bool(torch.isfinite(z).all()):
         raise ValueError("z holds NaN or inf")
     n = z.shape[0]
@@ -183,7 +183,7 @@ class CLIPOConfig:
             raise ValueError(f"kind must be one of {LOSS_KINDS}, got {self.kind!r}")
         if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
             raise ValueError(f"warmup_steps must be a non-negative int, got {self.warmup_steps!r}")
-        check_number("temperature", self.temperature, lambda v: v > 0, "a positive number")
+        check_finite(self.temperature, "temperature", positive=True)
         check_reward_weights(0 if self.lam is None else self.lam, self.floor)
         for name in ("lr", "weight_decay"):  # a YAML 1e-3 is a str: torch's TypeError; inf trained to NaN
             check_finite(getattr(self, name), name, non_negative=True)
@@ -279,7 +279,7 @@ class CLIPOTrainer:
             self.generator.set_state(state["generator"])
             self.steps_done = int(state["steps_done"])
         except (KeyError, TypeError, RuntimeError) as e:
-            raise ValueError(f"not a valid CLIPOTrainer state: {e}") from e
+            raise ValueError(f"not a valid CLIPOTrainer state: {' '.join(str(e).split())}") from e
 
     def save(self, path: str | Path) -> None:
         """Write :meth:`state_dict` to ``path`` (``torch.save``), whole or not at all."""

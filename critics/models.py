@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -83,7 +83,7 @@ class ModelConfig(ConfigDict):
 
 def check_state(i: int, s: Any) -> tuple:
     """State ``i`` as a tuple: ``TypeError`` unless a sequence of ints (or Fractions), ``ValueError`` if empty."""
-    if isinstance(s, (str, bytes)) or not hasattr(s, "__len__"):
+    if isinstance(s, (str, bytes, Mapping)) or not hasattr(s, "__len__"):  # a Counter: its keys alone
         raise TypeError(f"state {i} must be a sequence of numbers, got {s!r}")
     if len(s) == 0:
         raise ValueError(f"state {i} is empty")
@@ -433,7 +433,7 @@ def read_weights(path: Path, model: nn.Module, meta: dict[str, Any]) -> None:
     try:
         model.load_state_dict(state)
     except RuntimeError as e:
-        raise CheckpointError(f"{path} does not fit the config in {cfg_path}: {str(e)[:300]}") from None
+        raise CheckpointError(f"{path} does not fit the config in {cfg_path}: {' '.join(str(e).split())[:300]}") from None
 
 
 def check_sizes(path: Path, cfg: ConfigDict) -> dict[str, tuple[int, ...]]:

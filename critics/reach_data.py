@@ -100,10 +100,10 @@ def build_reach_table(starts: Iterable[Sequence[int]], rules: Rules | None = Non
 
 def cached_reach_table(preset: str = "longproc-0.5k", extra: int = 0, seed: int = 0,
                        goal_range: tuple[int, int] = (10, 50), cache_dir: str | Path | None = None,
-                       progress: bool = True, max_train: int = 0) -> ReachTable:
+                       progress: bool = True, max_train: int = 0, max_numbers: int = 4) -> ReachTable:
     """:func:`build_reach_table` over :func:`start_sets`, cached as ``.npz`` in ``cache_dir``."""
     rules = get_config(preset).rules
-    key = ["reach", preset, extra, seed, list(goal_range), max_train, 1]
+    key = ["reach", preset, extra, seed, list(goal_range), max_train, 1] + ([max_numbers] if max_numbers != 4 else [])
     return cached_npz(cache_dir, "reach", key, rules, ReachTable.load,
-                      lambda: build_reach_table(start_sets(preset, extra, seed, max_train), rules, 4, goal_range,
+                      lambda: build_reach_table(start_sets(preset, extra, seed, max_train), rules, max_numbers, goal_range,
                                                 heldout_sets(preset), progress=progress))

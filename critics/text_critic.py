@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import nn
 
@@ -129,7 +130,11 @@ def build_text_critic(cfg: TextCriticConfig, lm_dir: str | Path = DEFAULT_LM, se
     if not (d / "config.json").is_file() or not (d / "model.safetensors").is_file():
         raise CheckpointError(f"no language model at {d} (expected config.json, model.safetensors and tokenizer files)")
     prefix = "model."  # a *ForCausalLM stores its base model under "model."; the LM head is not used
-    state = {k[len(prefix):]: v for k, v in load_file(str(d / "model.safetensors")).items() if k.startswith(prefix)}
+    try:
+        weights = load_file(str(d / "model.safetensors"))
+    except (SafetensorError, OSError) as e:
+        raise CheckpointError(f"{d / 'model.safetensors'} is not a readable safetensors file: {e}") from None
+    state = {k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)}
     lm_config = fitting_lm_config(lambda: AutoConfig.from_pretrained(str(d)), (d / "config.json", d / "model.safetensors"),
                                   {k: tuple(v.shape) for k, v in state.items()})
     torch.manual_seed(seed)
@@ -242,11 +247,11 @@ class TextCritic(GoalScorer):
         return self._cosines(lambda lo, hi: self.model.embed_tokens(*self.tokenize(texts[lo:hi])), targets, batch_size)
 
     def score(self, states: Sequence[Sequence[int]], targets: Sequence[int], initial: Any = None, batch_size: int = 256) -> np.ndarray:
-        """Cosine of each number set (written by :func:`render_state`) and its target, ``float32 [N]``: the numerical
-        critics' ``score(states, targets)`` (``initial`` ignored, as V2 does), for the reward wrappers."""
+        """Cosine of each number set (any order: written sorted by :func:`render_state`, as in training) and its target,
+        ``float32 [N]``: the numerical critics' ``score(states, targets)`` (``initial`` ignored, as V2 does)."""
         self._check_pairs(states, targets)
         pairs = enumerate(zip(states, targets, strict=True))
-        texts = [render_state(check_state(i, s), check_target(i, t)) for i, (s, t) in pairs]
+        texts = [render_state(sorted(check_state(i, s)), check_target(i, t)) for i, (s, t) in pairs]
         return self.score_texts(texts, list(targets), batch_size)
 
 

@@ -80,7 +80,7 @@ class TrainConfig(train_loop.CommonTrainOptions):
         dataclass_cli.check_choice(self, "positives", ["reachable", "all"])
         if self.goal_min > self.goal_max:
             raise ValueError("--goal-min must be <= --goal-max")
-        dataclass_cli.check_min(self, 0, "max_train_problems", "extra_problems")
+        dataclass_cli.check_min(self, 0, "max_train_problems", "extra_problems", "reach_weight", "size_small", "size_mid", "size_large")
         report_to_names(self.report_to)  # a ValueError naming --report-to
 
     def model_config(self) -> ModelConfig:
@@ -251,9 +251,11 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     table: TraceTable | None = None
     rtable: ReachTable | None = None
     if cfg.objective != "reach" or cfg.model.version == "v1":
-        table = cached_table(cfg.preset, cfg.extra_problems, cfg.data_seed, 4, goals, cache, progress, max_train)
+        table = cached_table(cfg.preset, cfg.extra_problems, cfg.data_seed, cfg.model.max_numbers, goals, cache, progress,
+                             max_train)
     if cfg.objective != "trace" and cfg.model.version == "v2":
-        rtable = cached_reach_table(cfg.preset, cfg.reach_extra, cfg.data_seed, goals, cache, progress, max_train)
+        rtable = cached_reach_table(cfg.preset, cfg.reach_extra, cfg.data_seed, goals, cache, progress, max_train,
+                                    cfg.model.max_numbers)
     data_seconds = time.perf_counter() - t_data
     model = build_model(cfg.model_config())
     if init is not None:

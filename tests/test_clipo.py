@@ -251,6 +251,9 @@ def test_load_errors(tmp_path):
     small = CLIPOTrainer(dim_in=10, dim_out=4)
     with pytest.raises(ValueError, match="dim_in=10"):
         CLIPOTrainer(dim_in=12, dim_out=4).load_state_dict(small.state_dict())
+    with pytest.raises(ValueError, match="not a valid CLIPOTrainer state: .* Missing key") as bad:
+        CLIPOTrainer(dim_in=10, dim_out=4).load_state_dict({**small.state_dict(), "head": {}})
+    assert "\n" not in str(bad.value)  # was torch's message, its newline and tab included
 
 
 def test_bad_inputs_give_clear_errors():
@@ -267,8 +270,9 @@ def test_bad_inputs_give_clear_errors():
         trainer.step(torch.full((4, 10), float("nan")), [1, 1, 0, 0], [0] * 4)
     with pytest.raises(ValueError, match="kind"):
         clipo_loss(torch.randn(3, 2), [1, 1, 0], [0] * 3, kind="triplet")
-    with pytest.raises(ValueError, match="temperature"):
-        clipo_loss(torch.randn(3, 2), [1, 1, 0], [0] * 3, temperature=0)
+    for tau in (0, float("inf")):
+        with pytest.raises(ValueError, match="temperature"):
+            clipo_loss(torch.randn(3, 2), [1, 1, 0], [0] * 3, temperature=tau)
     with pytest.raises(ValueError, match="dim_in"):
         CLIPOTrainer()
     with pytest.raises(ValueError, match="kind"):
@@ -279,6 +283,7 @@ def test_bad_inputs_give_clear_errors():
     ({"lam": -1.0}, "lam must be"), ({"lam": float("nan")}, "lam must be"), ({"lam": "0.2"}, "lam must be"),
     ({"floor": 0.5}, "floor must be"), ({"floor": float("nan")}, "floor must be"),
     ({"temperature": "x"}, "temperature must be"),  # was '>' not supported between 'str' and 'int'
+    ({"temperature": float("inf")}, "temperature must be"),  # every anchor's loss log(k), whatever the embeddings
     ({"lr": "1e-3"}, "lr must be"), ({"lr": float("inf")}, "lr must be"),  # torch's TypeError; NaN weights
     ({"weight_decay": None}, "weight_decay must be"), ({"seed": None}, "seed must be an int"),  # torch's errors
     ({"freeze": "false"}, "freeze must be a bool"), ({"mlp": "no"}, "mlp must be a bool"),  # both read as True

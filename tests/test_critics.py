@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections import Counter
 from fractions import Fraction
 
 import numpy as np
@@ -74,6 +75,8 @@ def test_pack_sets_rejects_bad_states():
         pack_sets([()], 4)
     with pytest.raises(TypeError):
         pack_sets([("a", 2)], 4)
+    with pytest.raises(TypeError, match="state 0 must be a sequence"):  # was read as its keys: (3, 4), not (3, 3, 4)
+        pack_sets([Counter({3: 2, 4: 1})], 4)
 
 
 def test_losses_are_minimal_for_matching_embeddings():
@@ -348,8 +351,9 @@ def test_load_critic_errors_name_the_file(tmp_path):
     with pytest.raises(CheckpointError, match="not a countdown-gym critic"):
         load_critic(d)
     save_checkpoint(build_model(ModelConfig(**TINY)), ModelConfig(**{**TINY, "hidden": 48}), d)
-    with pytest.raises(CheckpointError, match="does not fit the config"):
+    with pytest.raises(CheckpointError, match="does not fit the config") as fit:
         load_critic(d)
+    assert "\n" not in str(fit.value) and "size mismatch" in str(fit.value)  # one line (torch's has a tab line)
     model = build_model(ModelConfig(**TINY))
     save_checkpoint(model, ModelConfig(**TINY), d, extra={"calibration": {"a": "ten"}})
     with pytest.raises(CheckpointError, match="'calibration' must be"):
@@ -505,10 +509,21 @@ def test_metrics_of_no_states_are_nan():
     ({"preset": "nosuch"}, "--preset must be one of"),
     ({"lr": -1.0}, "--lr must be >= 0"),
     ({"max_train_problems": -3}, "--max-train-problems must be >= 0"),
+    ({"reach_weight": -1.0, "objective": "both"}, "--reach-weight must be >= 0"),  # was accepted: it ascended the reach loss
+    ({"size_small": -0.1}, "--size-small must be >= 0"),  # was accepted: numpy's error mid-run, or nothing
 ])
 def test_train_config_rejects_bad_values(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TrainConfig(**kwargs)
+
+
+@pytest.mark.parametrize("objective", ["trace", "reach"])
+def test_train_builds_its_tables_for_the_model_max_numbers(tmp_path, objective):
+    """The tables were built 4 wide whatever --max-numbers said: 3 or 5 ended in a shape error deep in torch."""
+    with pytest.raises(ValueError, match="has 4 numbers; the critic takes"):
+        train(_cfg(tmp_path / "a", max_numbers=3, objective=objective, steps=1, max_train_problems=3), progress=False)
+    out = train(_cfg(tmp_path / "b", max_numbers=5, objective=objective, steps=2, max_train_problems=3), progress=False)
+    assert load_critic(out).score([(1, 2, 3, 4, 5)], [15]).shape == (1,)
 
 
 def test_model_config_names_the_lowest_allowed_size():

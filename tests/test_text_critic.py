@@ -114,9 +114,18 @@ def test_scores_have_one_value_per_state_and_are_deterministic(tiny_run: Path) -
     alone = np.array([critic.score([st], [t])[0] for st, t in zip(states, targets, strict=True)])
     np.testing.assert_allclose(alone, s, atol=1e-5)  # padding in a batch changes nothing
     assert np.array_equal(load_text_critic(tiny_run).score(states, targets), s)  # a reload scores the same
-    text = critic.score_texts([render_state(st, t) for st, t in zip(states, targets, strict=True)], targets)
+    text = critic.score_texts([render_state(sorted(st), t) for st, t in zip(states, targets, strict=True)], targets)
     assert np.array_equal(text, s)
     assert critic.score([], []).shape == (0,)
+
+
+@pytest.mark.skipif(not (SHIPPED_TEXT_CHECKPOINT / "config.json").is_file(), reason="no shipped text critic")
+def test_a_number_set_scores_the_same_in_any_order() -> None:
+    """score wrote the set in the order given: (12, 24, 9) scored 0.11 and (9, 12, 24) 0.29 for target 100, so one
+    state's reward differed between Countdown-v0 and a replayed completion; it is written sorted, as in training."""
+    critic = load_text_critic()
+    assert np.ptp(critic.score([(12, 24, 9), (9, 12, 24), (24, 9, 12)], [100] * 3)) < 1e-6
+    assert critic.score([(9, 12, 24)], [100])[0] == critic.score_texts([render_state((9, 12, 24), 100)], [100])[0]
 
 
 def test_bad_input_is_refused_clearly(tiny_run: Path, tmp_path: Path) -> None:
@@ -190,6 +199,16 @@ def test_an_lm_config_edited_to_sizes_its_weights_lack_is_refused_before_the_mod
     with pytest.raises(CheckpointError if message else AssertionError, match=f"{config.name}: {message}" if message
                        else "the model was built"):
         load_text_critic(d) if where == "checkpoint" else build_text_critic(TextCriticConfig(), d)
+
+
+def test_an_lm_whose_weights_do_not_read_is_a_checkpoint_error(tmp_path: Path) -> None:
+    """A truncated model.safetensors of --lm was safetensors' own error, a traceback out of python -m critics.train_text."""
+    import critics.text_critic as text_critic
+
+    d = Path(shutil.copytree(text_critic.DEFAULT_LM, tmp_path / "lm"))
+    (d / "model.safetensors").write_bytes((d / "model.safetensors").read_bytes()[:1000])
+    with pytest.raises(CheckpointError, match="model.safetensors is not a readable safetensors file"):
+        build_text_critic(TextCriticConfig(), d)
 
 
 def test_a_bare_state_is_written_as_the_first_line_of_its_own_search() -> None:
