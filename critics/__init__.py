@@ -91,9 +91,9 @@ class Critic(GoalScorer):
 def load_critic(path: str | Path | None = None) -> Critic:
     """Load a critic checkpoint directory (``None``: the shipped one); :class:`CheckpointError` naming the file and
     the problem for a missing or incompatible one."""
-    d = SHIPPED_CHECKPOINT if path is None else Path(path)
+    d = SHIPPED_CHECKPOINT if path is None else path
     model, meta = load_checkpoint(d)
-    return Critic(model, meta, d)
+    return Critic(model, meta, Path(d))
 
 
 def load_state_critic(path: str | Path | None = None) -> Critic:

@@ -456,6 +456,8 @@ def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[Con
                     fmt_kind: str = "") -> tuple[Path, dict[str, Any], ConfigT]:
     """``(directory, its config.json, the model config in it)`` of a checkpoint directory whose ``format`` is ``fmt``
     (``fmt_kind``: its name, default ``kind``) and which holds ``files``; :class:`CheckpointError` otherwise."""
+    if not isinstance(directory, (str, Path)) or not str(directory):  # "" was the current folder; 3 a TypeError
+        raise CheckpointError(f"a {kind} checkpoint is a directory's path, got {directory!r:.60}")
     d = Path(directory)
     if not d.is_dir():
         gone = "" if d.exists() else " (it does not exist)"
@@ -472,9 +474,8 @@ def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[Con
     if not isinstance(meta, dict) or meta.get("format") != fmt:  # the format first: another kind lacks these files
         got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise CheckpointError(f"{d / 'config.json'}: format {got!r} is not {fmt!r}; not a {fmt_kind or kind} checkpoint")
-    for name in files:
-        if not (d / name).exists():
-            raise CheckpointError(f"{kind} checkpoint incomplete: {d / name} is missing")
+    if missing := [name for name in files if not (d / name).exists()]:
+        raise CheckpointError(f"{kind} checkpoint incomplete: {d / missing[0]} is missing")
     try:
         return d, meta, config(**meta.get("model", {}))
     except (TypeError, ValueError) as e:
@@ -490,8 +491,7 @@ def load_checkpoint(directory: str | Path) -> tuple[NumericalCriticV1 | Numerica
     check_sizes(weights_path, cfg)
     model = build_model(cfg)
     read_weights(weights_path, model, meta)
-    bad = sorted(k for k, v in model.state_dict().items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
-    if bad:
+    if bad := sorted(k for k, v in model.state_dict().items() if v.is_floating_point() and not torch.isfinite(v).all()):
         raise CheckpointError(f"{weights_path} holds NaN or infinite weights in {bad[:5]}")
     cal = meta.get("calibration")
     numbers = isinstance(cal, dict) and all(type(cal.get(k)) in (int, float) and math.isfinite(cal[k]) for k in "ab")

@@ -340,6 +340,9 @@ def test_cli_parses_every_field():
 def test_load_critic_errors_name_the_file(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
         load_critic(tmp_path / "nope")
+    for path in (3, ["a"], ""):  # a TypeError naming no argument; "" read the current folder
+        with pytest.raises(CheckpointError, match="a critic checkpoint is a directory's path, got"):
+            load_critic(path)  # type: ignore[arg-type]
     d = tmp_path / "ck"
     save_checkpoint(build_model(ModelConfig(**TINY)), ModelConfig(**TINY), d)
     load_critic(d)
