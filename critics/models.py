@@ -23,7 +23,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from countdown_gym.dataclass_cli import not_regular, written_aside
+from countdown_gym.dataclass_cli import not_regular, strict_json, written_aside
 from countdown_gym.envs.problem_source import MAX_SLOTS
 from countdown_gym.game.rules import check_finite
 
@@ -468,8 +468,8 @@ def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[Con
     if not (d / "config.json").is_file():
         raise CheckpointError(f"{kind} checkpoint incomplete: {d / 'config.json'} is missing")
     try:
-        meta = json.loads((d / "config.json").read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested too deep
+        meta = strict_json((d / "config.json").read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:  # not JSON, a key twice (read last-wins), NaN, nested too deep
         raise CheckpointError(f"{d / 'config.json'} is not valid JSON: {e}") from None
     if not isinstance(meta, dict) or meta.get("format") != fmt:  # the format first: another kind lacks these files
         got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__

@@ -346,8 +346,9 @@ def test_load_critic_errors_name_the_file(tmp_path):
     d = tmp_path / "ck"
     save_checkpoint(build_model(ModelConfig(**TINY)), ModelConfig(**TINY), d)
     load_critic(d)
-    for text in ("{not json", "[" * 100_000):  # the deep one was a RecursionError inside json
-        (d / "config.json").write_text(text)
+    good = (d / "config.json").read_text()
+    for text in ("{not json", "[" * 100_000, good.replace("{", '{"format": "x", ', 1)):  # the deep one was a
+        (d / "config.json").write_text(text)  # RecursionError inside json; a key twice was read last-wins
         with pytest.raises(CheckpointError, match="config.json is not valid JSON"):
             load_critic(d)
     (d / "config.json").write_text(json.dumps({"format": "something-else"}))
@@ -377,7 +378,8 @@ def test_load_critic_errors_name_the_file(tmp_path):
 
 @pytest.mark.parametrize(("edit", "message"), [
     ({"model": {**TINY, "vocab": 10**12}}, "config.json: vocab 1000000000000 is larger than any dimension"),  # was torch's
-    ({"model": {**TINY, "temperature": float("inf")}}, "temperature must be a finite number > 0"),  # was accepted
+    ({"model": {**TINY, "temperature": float("inf")}}, "config.json is not valid JSON: Infinity is not JSON"),  # accepted
+    ({"model": {**TINY, "temperature": -1.0}}, "temperature must be a finite number > 0"),
     ({"calibration": {"a": True, "b": 0.0}}, "'calibration' must be"),  # a bool was read as 1
 ])
 def test_a_checkpoint_with_a_wrong_field_is_a_checkpoint_error(tmp_path, edit, message):
