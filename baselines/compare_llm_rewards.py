@@ -85,8 +85,8 @@ class Options:
             raise ValueError(f"--variants needs one or more arms, none repeated (each run has one folder), got {','.join(self.variants)!r}")
         self.seed_list  # noqa: B018  (a malformed --seeds is a usage error now)
         for flag in ("runs_dir", "results_dir"):  # a file there was found when the first run's record was written
-            if Path(getattr(self, flag)).exists() and not Path(getattr(self, flag)).is_dir():
-                raise ValueError(f"--{flag.replace('_', '-')} {getattr(self, flag)} is not a folder")
+            if (folder := Path(getattr(self, flag))).exists() and not folder.is_dir():
+                raise ValueError(f"--{flag.replace('_', '-')} {folder} is not a folder")
         try:
             shlex.split(self.extra_args)
         except ValueError as exc:  # an unclosed quote

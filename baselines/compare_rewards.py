@@ -25,6 +25,17 @@ from countdown_gym.runkit.runs import not_regular, read_options, run_named, writ
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
+def _own_result(result: dict[str, object], name: str, variant: str, seed: int) -> bool:
+    """Whether ``result`` names run ``name`` (its reward and seed) and holds the numbers the table reads: a
+    ``success_rate`` in [0, 1], finite numbers >= 0 of the steps, seconds, steps/s and problems."""
+    nums = [result.get(k) for k in ("success_rate", "total_timesteps", "train_seconds", "env_steps_per_second",
+                                    "eval_problems")]
+    return ((result.get("run"), result.get("reward"), result.get("seed")) == (name, variant, seed)
+            and isinstance(result.get("eval_split"), str)
+            and all(isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x < math.inf for x in nums)
+            and nums[0] <= 1)
+
+
 def run_arguments(variant: str, seed: int, steps: int, out: str, extra: list[str]) -> tuple[list[str], dict | None]:
     """The ``sb3_ppo.py`` arguments of one run, and its result when it has finished already; ``ValueError`` when its
     folder holds a run of other settings or of a larger budget."""
@@ -43,12 +54,7 @@ def run_arguments(variant: str, seed: int, steps: int, out: str, extra: list[str
             raise ValueError(f"{run_dir} holds a run of {old['total_timesteps']} steps, more than --total-timesteps {steps}; "
                              "use another --out")
     result = read_options(run_dir, "result.json")  # one error naming a damaged file
-    nums = [(result or {}).get(k) for k in ("success_rate", "total_timesteps", "train_seconds", "env_steps_per_second",
-                                            "eval_problems")]  # what the table reads, and the run's own names
-    if result is not None and not ((result.get("run"), result.get("reward"), result.get("seed")) == (name, variant, seed)
-                                   and isinstance(result.get("eval_split"), str) and all(
-                                       isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x < math.inf
-                                       for x in nums) and nums[0] <= 1):
+    if result is not None and not _own_result(result, name, variant, seed):
         raise ValueError(f"{run_dir / 'result.json'} is not a result of run {name} (its run, reward and seed, a success_rate "
                          "in [0, 1], numbers >= 0 of the steps, seconds, steps/s and problems); fix or delete it")
     return argv, result if result is not None and result.get("total_timesteps", 0) >= steps else None

@@ -116,11 +116,12 @@ def draw(png: str | Path, logs: Iterable[tuple[str, int, Path]] | None, x: str, 
         if path.exists():
             with path.open(newline="") as f:
                 try:  # a finite number in both columns of every row, as read_curves reads the points back
-                    rows += [(variant, seed, int(float(r[x])), scale * float(r[y])) for r in csv.DictReader(f)]
-                    if not all(math.isfinite(v) for *_, v in rows):
+                    new = [(variant, seed, int(float(r[x])), scale * float(r[y])) for r in csv.DictReader(f)]
+                    if not all(math.isfinite(v) for *_, v in new):
                         raise ValueError(f"{y} is not finite")
                 except (KeyError, TypeError, ValueError, OverflowError) as exc:
                     raise SystemExit(f"{path}: every row needs a number in its columns {x} and {y} ({exc})") from None
+                rows += new
     return plot_curves(rows, png, **kw)
 
 
