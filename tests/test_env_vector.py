@@ -95,6 +95,15 @@ def test_agrees_with_truncation_and_six_numbers():
     assert_agrees(venv, lambda: CountdownEnv(preset="hard", split="validation", max_steps=3), steps=30, seed=4)
 
 
+@pytest.mark.parametrize("limit", [1, 3])
+def test_max_episode_steps_truncates_as_time_limit(limit):
+    # make_vec's max_episode_steps gave truncated=False on a step that ended the episode at the limit (a win at
+    # step 3, a masked action at step 1), where gymnasium.make's TimeLimit (and make_vec's "sync" mode) give True
+    venv = gym.make_vec("Countdown-v0", num_envs=16, max_episode_steps=limit)
+    assert isinstance(venv, CountdownVectorEnv)
+    assert assert_agrees(venv, lambda: gym.make("Countdown-v0", max_episode_steps=limit), steps=30, seed=5, p_masked=0.1)
+
+
 def test_dead_end_and_final_info():
     venv = CountdownVectorEnv(2, problems=[((1, 1, 4001), 4002)])
     venv.reset(seed=0)

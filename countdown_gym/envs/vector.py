@@ -79,10 +79,10 @@ class CountdownVectorEnv(VectorEnv):
 
     ## Arguments
     ``num_envs`` plus ``Countdown-v0``'s keyword arguments (the problem arguments or ``problem_spec``,
-    ``max_steps``, ``invalid_action``, ``invalid_penalty``, ``value_scale``); ``max_episode_steps`` is a synonym of
-    ``max_steps``; ``render_mode="ansi"``: :meth:`render` gives one line per env; ``record_transitions`` (see
-    Info). With ``invalid_action="raise"`` a masked action in any env raises
-    :class:`~countdown_gym.envs.countdown.InvalidActionError` before any env moves.
+    ``max_steps``, ``invalid_action``, ``invalid_penalty``, ``value_scale``); ``max_episode_steps``: ``max_steps`` with
+    ``TimeLimit``'s ``truncated`` (also on an ending step), as ``gymnasium.make`` gives; ``render_mode="ansi"``:
+    :meth:`render` gives one line per env; ``record_transitions`` (see Info). With ``invalid_action="raise"`` a
+    masked action in any env raises :class:`~countdown_gym.envs.countdown.InvalidActionError` before any env moves.
 
     ``reset(seed=..., options=...)`` takes one ``int`` seed and options ``{"problem": p}`` (every env plays ``p``:
     a GRPO-style group) or ``{"problems": [p_0, ..., p_{n-1}]}``. Autoresets draw from the source. Given problems
@@ -116,6 +116,7 @@ class CountdownVectorEnv(VectorEnv):
         if not isinstance(record_transitions, (bool, np.bool_)):  # "no" would have recorded them
             raise ValueError(f"record_transitions must be a bool, got {describe_value(record_transitions)}")
         self.record_transitions = bool(record_transitions)
+        self._time_limit = max_episode_steps is not None
 
         m = self.max_numbers = self.source.max_numbers
         n = self.num_envs
@@ -300,6 +301,7 @@ class CountdownVectorEnv(VectorEnv):
             info["transitions"] = self._transitions(before, a, result, valid, moved, new_count)
             info["_transitions"] = np.ones(self.num_envs, dtype=bool)
 
+        elapsed = self._steps + invalid  # TimeLimit counts a masked step too
         obs = self._observe()  # the last observation of envs whose episode ends now
         first = np.flatnonzero(over)
         if len(first):
@@ -308,8 +310,9 @@ class CountdownVectorEnv(VectorEnv):
         self._legal = batch_moves(self._vals, self._count, self.rules)
         dead_end = ~over & ~self._legal.any(axis=1)
         terminated = over | dead_end
-        truncated = ~terminated & (self._steps >= (self.max_steps if self.max_steps is not None else np.inf))
-        second = np.flatnonzero(dead_end | truncated)
+        cap = self.max_steps if self.max_steps is not None else np.inf
+        truncated = elapsed >= cap if self._time_limit else ~terminated & (self._steps >= cap)
+        second = np.flatnonzero(dead_end | (truncated & ~over))
         if len(second):
             self._report(second, won)
             self._draw(second)
