@@ -75,6 +75,17 @@ def test_determinism_per_seed():
     assert len(seen) > 1
 
 
+@pytest.mark.parametrize("source", [{"split": "test"}, {"problems": [((1, 2), 3), ((2, 3), 5), ((3, 4), 7)]}])
+def test_a_seed_draws_the_same_problems_in_every_env(source):
+    # the text envs indexed a pool with rng.integers, Countdown-v0 with its 64 uniforms: other problems per seed
+    from countdown_gym.envs import CountdownEnv, CountdownMultiTurnEnv
+
+    envs = [CountdownEnv(**source), CountdownTextEnv(**source), CountdownMultiTurnEnv(**source)]
+    for seed in (0, 1, 2):
+        draws = [[env.reset(seed=seed)[1]["problem"]] + [env.reset()[1]["problem"] for _ in range(70)] for env in envs]
+        assert draws[0] == draws[1] == draws[2], seed
+
+
 def test_reset_with_a_fixed_problem():
     env = CountdownTextEnv(prompt="compact")
     obs, info = env.reset(seed=0, options={"problem": ((21, 16, 17, 26), 46)})

@@ -188,8 +188,6 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
         self.action_space = spaces.Discrete(self.n_actions)
         self.observation_space = spaces.Box(-1.0, 1.0, shape=(2 * m + 2,), dtype=np.float32)
         self._moves = list(zip(*action_table(m), strict=True))  # (i, j, op) of each action
-        self._uniforms: list[float] = []
-        self._uniforms_rng: np.random.Generator | None = None  # the generator ``_uniforms`` came from
         self._cache = StateCache.get(self.rules, m, self.value_scale)
         self._results = self._cache.results
         self._states = self._cache.data
@@ -241,11 +239,7 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
-        problem = self.source.reset_option(options)
-        if seed is not None:
-            self._uniforms = []
-        if problem is None:
-            problem = self._draw_problem()
+        problem = self._problem(options)
         self.problem = problem
         self.state = problem.numbers
         self._info = self._cache.lookup(self.state)
@@ -258,17 +252,6 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
         if self._human:
             self.render()
         return self._obs(), self._make_info([], False, dead_end)
-
-    def _draw_problem(self) -> Problem:
-        """The next problem from the source, seeded by ``np_random``: a pool is indexed with uniforms drawn 64 at a
-        time (refilled at once when ``np_random`` is replaced)."""
-        pool = self.source.pool
-        if pool is None or self.source.curriculum is not None:
-            return self.source.sample(self.np_random)
-        rng = self.np_random
-        if not self._uniforms or self._uniforms_rng is not rng:  # a new generator (e.g. env.np_random = ...) refills
-            self._uniforms, self._uniforms_rng = rng.random(64).tolist(), rng
-        return pool[int(self._uniforms.pop() * len(pool))]
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._done:

@@ -330,10 +330,20 @@ class SourcedEnv(gym.Env[ObsType, ActType]):
         self.source: ProblemSource = ProblemSpec.of(problem_spec, problem_args, name).resolve()
         self.rules: Rules = self.source.rules
         self.render_mode = check_render_mode(render_mode, self.metadata, name)
+        self._uniforms: list[float] = []
+        self._uniforms_rng: np.random.Generator | None = None  # the generator ``_uniforms`` came from
 
     def _problem(self, options: Mapping[str, Any] | None) -> Problem:
-        """The problem a reset plays: the ``problem`` option, else one drawn from the source."""
-        return self.source.reset_option(options) or self.source.sample(self.np_random)
+        """The problem a reset plays: the ``problem`` option, else the next one from the source, seeded by
+        ``np_random``: a pool is indexed with uniforms drawn 64 at a time (refilled at once when ``np_random`` is
+        replaced, as every seeded reset does), so a seed draws the same problems in every environment."""
+        problem, pool = self.source.reset_option(options), self.source.pool
+        if problem is not None or pool is None or self.source.curriculum is not None:
+            return problem or self.source.sample(self.np_random)
+        rng = self.np_random
+        if not self._uniforms or self._uniforms_rng is not rng:  # a new generator (e.g. env.np_random = ...) refills
+            self._uniforms, self._uniforms_rng = rng.random(64).tolist(), rng
+        return pool[int(self._uniforms.pop() * len(pool))]
 
     def _check_prompt(self, prompt: str, problem: Problem) -> str:
         """``prompt``; ``ValueError`` (before any state changes) when it is longer than ``max_prompt_chars``."""
