@@ -170,6 +170,9 @@ def test_errors():
         CountdownVectorEnv(2, problems=[((1, 2), 3)]).reset(seed=0, options={"problem": ((1, 2), 10**30)})
     with pytest.raises(ValueError, match="disagree"):
         CountdownVectorEnv(2, max_steps=2, max_episode_steps=3)
+    for bad in (0, 2.0, "2"):  # the error named max_steps
+        with pytest.raises(ValueError, match="^max_episode_steps must be a positive int"):
+            CountdownVectorEnv(2, max_episode_steps=bad)
     for bad in ("no", None, 1):  # were read as bool(...): "no" recorded the transitions
         with pytest.raises(ValueError, match="record_transitions must be a bool"):
             CountdownVectorEnv(2, record_transitions=bad)

@@ -108,6 +108,7 @@ class CountdownVectorEnv(VectorEnv):
             raise ValueError(f"CountdownVectorEnv supports integer_only rules only (got rules {self.rules.name!r} with "
                              "integer_only=False); use gymnasium.make_vec('Countdown-v0', vectorization_mode='sync') "
                              "for rational rules")
+        self._time_limit = check_budget("max_episode_steps", max_episode_steps) is not None
         if max_steps is not None and max_episode_steps is not None and max_steps != max_episode_steps:
             raise ValueError(f"max_steps={max_steps} and max_episode_steps={max_episode_steps} disagree; pass one")
         set_step_options(self, max_steps if max_steps is not None else max_episode_steps, invalid_action,
@@ -116,7 +117,6 @@ class CountdownVectorEnv(VectorEnv):
         if not isinstance(record_transitions, (bool, np.bool_)):  # "no" would have recorded them
             raise ValueError(f"record_transitions must be a bool, got {describe_value(record_transitions)}")
         self.record_transitions = bool(record_transitions)
-        self._time_limit = max_episode_steps is not None
 
         m = self.max_numbers = self.source.max_numbers
         n = self.num_envs
