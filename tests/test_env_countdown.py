@@ -385,6 +385,7 @@ def test_problem_dicts_with_numpy_ints_and_bad_dicts():
         ({"problems": [((1, 2, 3), 6), ((1, 2), 3)], "max_numbers": 2}, "smaller than"),
         ({"problems": [Problem((1, 2), 3), Problem((1, 2), 3, Rules.tinyzero())]}, "different rules"),
         ({"problems": ["abc"]}, "a problem must be"),
+        ({"problems": {"numbers": [1, 2], "target": 3}}, "problems must be a list of problems, got dict"),  # was "got str"
         ({"invalid_action": "ignore"}, "invalid_action"),
         ({"invalid_penalty": float("nan")}, "invalid_penalty"),
         ({"max_steps": 0}, "max_steps"),

@@ -271,7 +271,7 @@ class ProblemSpec:
         if problems is not None:
             if preset is not None or config is not None or split is not None:
                 raise ValueError("pass either problems=[...] or preset/config/split, not both")
-            if isinstance(problems, (str, bytes, Problem)) or not isinstance(problems, Iterable):
+            if isinstance(problems, (str, bytes, Problem, Mapping)) or not isinstance(problems, Iterable):
                 raise ValueError(f"problems must be a list of problems, got {type(problems).__name__}")
             pool = [to_problem(p, rules_value) for p in problems]
             return _pool_source(pool, rules_value, max_numbers, f"fixed list of {len(pool)} problems")
