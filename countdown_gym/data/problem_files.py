@@ -90,16 +90,19 @@ def _int_list(x: Any) -> Any:
 def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
     """The :class:`Problem` of one row (``ValueError`` / ``TypeError`` if malformed), under ``rules``, else the
     row's ``rules`` (a dict, its JSON or a preset name), else TinyZero's (``nums``) or LongProc's (``numbers``; a verl
-    row: :func:`verl_rules`)."""
+    row: :func:`verl_rules`). The one reader of a verl ground truth (a dict, or its JSON as str or bytes)."""
     if not isinstance(row, Mapping):
         raise TypeError(f"a row must be a mapping of column -> value, got {type(row).__name__}")
     default = Rules.longproc()
     if "numbers" not in row and "nums" not in row and isinstance(row.get("reward_model"), Mapping):
         default = verl_rules(row.get("data_source"))
         extra = row.get("extra_info") if isinstance(row.get("extra_info"), Mapping) else {}
-        row = row["reward_model"].get("ground_truth") or {}  # a verl row; its id and preset are in extra_info
-        if isinstance(row, str):
-            row = strict_json(row)
+        row = row["reward_model"].get("ground_truth")  # a verl row; its id and preset are in extra_info
+        if isinstance(row, (str, bytes)):
+            try:
+                row = strict_json(row)
+            except ValueError as exc:  # not JSON, not UTF-8, a key twice, or nested past the parser's depth
+                raise ValueError(f"ground_truth is not JSON ({str(exc)[:80]}): {row!r:.80}") from None
         if not isinstance(row, Mapping):
             raise ValueError(f"reward_model.ground_truth must be a dict or its JSON, got {describe_value(row)}")
         row = {**{k: extra[k] for k in ("id", "preset") if extra.get(k)}, **row}
