@@ -114,6 +114,19 @@ def test_parquet_csv_and_datasets(tmp_path):
             load_problems(source, split="test", progress=False)
 
 
+
+@pytest.mark.parametrize("fmt", ["numpy", "pandas", "arrow"])
+def test_a_formatted_dataset_is_read_by_its_rows(fmt):
+    """A Dataset with a format (ds.set_format("numpy") for training) left every row out as malformed: 'a row must be
+    a mapping of column -> value, got DataFrame', or 'Rules.integer_only must be a bool, got ndarray'."""
+    datasets = pytest.importorskip("datasets")
+    own = [{**r, "rules": Rules.longproc().to_dict()} for r in (TINYZERO_ROWS[0], TINYZERO_ROWS[8])]
+    for rows in (TINYZERO_ROWS[:2], own):
+        ds = datasets.Dataset.from_list(rows)
+        assert load_problems(ds.with_format(fmt), progress=False).problems == load_problems(ds, progress=False).problems
+    dd = datasets.DatasetDict({"train": ds.with_format(fmt)})
+    assert len(load_problems(dd, progress=False).problems) == 2
+
 def test_csv_ids_and_presets_are_kept_as_written(tmp_path):
     """They were read as JSON: id 1e5 became "100000.0", true "True", null no id."""
     (tmp_path / "t.csv").write_text('id,preset,numbers,target\n1e5,true,"[1, 2]",3\ntrue,x,"[1, 3]",4\n'

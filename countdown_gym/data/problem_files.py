@@ -274,6 +274,8 @@ def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
         source = source[split]
     elif split is not None:
         raise ValueError(f"split={split!r} picks a split of a DatasetDict; a {type(source).__name__} has none")
+    if hasattr(source, "with_format") and hasattr(source, "column_names"):  # a Dataset: rows as dicts, whatever its format
+        source = source.with_format(None)
     if hasattr(source, "to_dict") and hasattr(source, "iterrows"):  # a pandas DataFrame
         twice = _twice(list(source.columns))
         return ([_BadRow(twice)] * len(source) if twice else source.to_dict("records")), len(source)
