@@ -135,6 +135,17 @@ def test_csv_ids_and_presets_are_kept_as_written(tmp_path):
     assert [(p.id, p.preset) for p in loaded.problems] == [("1e5", "true"), ("true", "x"), ("null", "null"), ("007", "7")]
 
 
+
+def test_a_nan_id_is_no_id(tmp_path):
+    """pandas reads a missing id (pd.read_json(lines=True) of rows some without an id) as NaN; it became the id
+    'nan', while the same file read directly gives no id."""
+    pd = pytest.importorskip("pandas")
+    (tmp_path / "t.jsonl").write_text('{"numbers": [3, 4], "target": 7, "id": "a"}\n{"numbers": [3, 5], "target": 8}\n')
+    for source in (tmp_path / "t.jsonl", pd.read_json(tmp_path / "t.jsonl", lines=True)):
+        assert [p.id for p in load_problems(source, progress=False).problems] == ["a", None]
+    verl = {"reward_model": {"ground_truth": {"numbers": [3, 4], "target": 7}}, "extra_info": {"id": float("nan")}}
+    assert row_problem(verl).id is None
+
 def test_a_column_named_twice_is_a_malformed_row_not_read_last_wins(tmp_path):
     (tmp_path / "t.csv").write_text('numbers,target,target,,\n"[1, 2, 3]",6,7,,\n')  # two unnamed columns: no matter
     loaded = load_problems(tmp_path / "t.csv", check_solvable=False, progress=False)

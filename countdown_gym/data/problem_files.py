@@ -120,6 +120,7 @@ def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
             row_rules = strict_json(row_rules)
         rules = Rules.from_dict(dict(row_rules)) if isinstance(row_rules, Mapping) else Rules.preset(str(row_rules))
     pid = row.get("id")
+    pid = None if isinstance(pid, float) and pid != pid else pid  # NaN: pandas' missing value
     return Problem(_int_list(numbers), _int(row["target"]), rules or default, id=str(pid) if pid is not None else None,
                    preset=row.get("preset") if isinstance(row.get("preset"), str) else None)
 
