@@ -146,6 +146,13 @@ def test_a_nan_id_is_no_id(tmp_path):
     verl = {"reward_model": {"ground_truth": {"numbers": [3, 4], "target": 7}}, "extra_info": {"id": float("nan")}}
     assert row_problem(verl).id is None
 
+
+def test_a_row_without_numbers_names_its_columns_of_any_type():
+    """Column names of mixed types (a DataFrame's 0 beside 'target') gave "'<' not supported between instances of
+    'str' and 'int'" instead of the missing column."""
+    [issue] = load_problems([{0: [3, 4], "target": 7}], progress=False).issues
+    assert issue.message == "no 'numbers' or 'nums' column (columns: [0, 'target'])"
+
 def test_a_column_named_twice_is_a_malformed_row_not_read_last_wins(tmp_path):
     (tmp_path / "t.csv").write_text('numbers,target,target,,\n"[1, 2, 3]",6,7,,\n')  # two unnamed columns: no matter
     loaded = load_problems(tmp_path / "t.csv", check_solvable=False, progress=False)

@@ -111,7 +111,7 @@ def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
     elif "nums" in row:
         numbers, default = row["nums"], TINYZERO_RULES
     else:
-        raise ValueError(f"no 'numbers' or 'nums' column (columns: {sorted(row)[:10]})")
+        raise ValueError(f"no 'numbers' or 'nums' column (columns: {sorted(row, key=str)[:10]})")
     if "target" not in row:
         raise ValueError("no 'target' column")
     row_rules = row.get("rules")
