@@ -200,3 +200,15 @@ def test_every_verl_reader_refuses_a_bad_bytes_ground_truth_alike(gt) -> None:
         with pytest.raises(ValueError) as err:
             read()
         assert str(err.value) == issue.message
+
+
+def test_a_rules_string_that_is_bad_json_is_named_by_every_reader() -> None:
+    """load_problems named it by the JSON parser alone ('Expecting value: line 1 column 10 (char 9)')."""
+    from countdown_gym.data.problem_files import load_problems
+
+    gt = {"numbers": [3, 4], "target": 7, "rules": '{"sign": '}
+    [issue] = load_problems([{"reward_model": {"ground_truth": gt}}], progress=False).issues
+    assert issue.message.startswith("the row's 'rules' is not valid JSON (Expecting value")
+    with pytest.raises(ValueError, match="the row's 'rules' is not valid JSON .Expecting value"):
+        problem_from_ground_truth(gt)
+    assert load_problems([gt], progress=False).issues[0].message == issue.message

@@ -117,7 +117,10 @@ def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
     row_rules = row.get("rules")
     if rules is None and row_rules is not None:
         if isinstance(row_rules, str) and row_rules.lstrip().startswith("{"):
-            row_rules = strict_json(row_rules)
+            try:
+                row_rules = strict_json(row_rules)
+            except ValueError as exc:
+                raise ValueError(f"the row's 'rules' is not valid JSON ({exc}): {row_rules!r:.120}") from None
         rules = Rules.from_dict(dict(row_rules)) if isinstance(row_rules, Mapping) else Rules.preset(str(row_rules))
     pid = row.get("id")
     pid = None if isinstance(pid, float) and pid != pid else pid  # NaN: pandas' missing value
