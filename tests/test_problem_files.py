@@ -153,6 +153,14 @@ def test_a_row_without_numbers_names_its_columns_of_any_type():
     [issue] = load_problems([{0: [3, 4], "target": 7}], progress=False).issues
     assert issue.message == "no 'numbers' or 'nums' column (columns: [0, 'target'])"
 
+
+@pytest.mark.parametrize("value", [5, b"tinyzero", ["tinyzero"], Rules.tinyzero()])
+def test_rules_that_are_no_dict_json_or_preset_name_are_named(value):
+    """They were read as the preset named by their str(): "unknown rules preset \"b'tinyzero'\"" (and the verl
+    readers said so too, where they had said 'must be a dict, a preset name or absent, got int 5')."""
+    [issue] = load_problems([{"numbers": [3, 4], "target": 7, "rules": value}], progress=False).issues
+    assert issue.message.startswith("a row's 'rules' must be a dict, its JSON or a preset name, got ")
+
 def test_a_column_named_twice_is_a_malformed_row_not_read_last_wins(tmp_path):
     (tmp_path / "t.csv").write_text('numbers,target,target,,\n"[1, 2, 3]",6,7,,\n')  # two unnamed columns: no matter
     loaded = load_problems(tmp_path / "t.csv", check_solvable=False, progress=False)

@@ -121,7 +121,9 @@ def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
                 row_rules = strict_json(row_rules)
             except ValueError as exc:
                 raise ValueError(f"the row's 'rules' is not valid JSON ({exc}): {row_rules!r:.120}") from None
-        rules = Rules.from_dict(dict(row_rules)) if isinstance(row_rules, Mapping) else Rules.preset(str(row_rules))
+        if not isinstance(row_rules, (Mapping, str)):
+            raise ValueError(f"a row's 'rules' must be a dict, its JSON or a preset name, got {describe_value(row_rules)}")
+        rules = Rules.from_dict(dict(row_rules)) if isinstance(row_rules, Mapping) else Rules.preset(row_rules)
     pid = row.get("id")
     pid = None if isinstance(pid, float) and pid != pid else pid  # NaN: pandas' missing value
     return Problem(_int_list(numbers), _int(row["target"]), rules or default, id=str(pid) if pid is not None else None,
