@@ -114,6 +114,19 @@ def test_parquet_csv_and_datasets(tmp_path):
             load_problems(source, split="test", progress=False)
 
 
+
+@pytest.mark.parametrize("fmt", ["numpy", "pandas", "arrow"])
+def test_a_formatted_dataset_is_read_by_its_rows(fmt):
+    """A Dataset with a format (ds.set_format("numpy") for training) left every row out as malformed: 'a row must be
+    a mapping of column -> value, got DataFrame', or 'Rules.integer_only must be a bool, got ndarray'."""
+    datasets = pytest.importorskip("datasets")
+    own = [{**r, "rules": Rules.longproc().to_dict()} for r in (TINYZERO_ROWS[0], TINYZERO_ROWS[8])]
+    for rows in (TINYZERO_ROWS[:2], own):
+        ds = datasets.Dataset.from_list(rows)
+        assert load_problems(ds.with_format(fmt), progress=False).problems == load_problems(ds, progress=False).problems
+    dd = datasets.DatasetDict({"train": ds.with_format(fmt)})
+    assert len(load_problems(dd, progress=False).problems) == 2
+
 def test_csv_ids_and_presets_are_kept_as_written(tmp_path):
     """They were read as JSON: id 1e5 became "100000.0", true "True", null no id."""
     (tmp_path / "t.csv").write_text('id,preset,numbers,target\n1e5,true,"[1, 2]",3\ntrue,x,"[1, 3]",4\n'
@@ -121,6 +134,32 @@ def test_csv_ids_and_presets_are_kept_as_written(tmp_path):
     loaded = load_problems(tmp_path / "t.csv", check_solvable=False, progress=False)
     assert [(p.id, p.preset) for p in loaded.problems] == [("1e5", "true"), ("true", "x"), ("null", "null"), ("007", "7")]
 
+
+
+def test_a_nan_id_is_no_id(tmp_path):
+    """pandas reads a missing id (pd.read_json(lines=True) of rows some without an id) as NaN; it became the id
+    'nan', while the same file read directly gives no id."""
+    pd = pytest.importorskip("pandas")
+    (tmp_path / "t.jsonl").write_text('{"numbers": [3, 4], "target": 7, "id": "a"}\n{"numbers": [3, 5], "target": 8}\n')
+    for source in (tmp_path / "t.jsonl", pd.read_json(tmp_path / "t.jsonl", lines=True)):
+        assert [p.id for p in load_problems(source, progress=False).problems] == ["a", None]
+    verl = {"reward_model": {"ground_truth": {"numbers": [3, 4], "target": 7}}, "extra_info": {"id": float("nan")}}
+    assert row_problem(verl).id is None
+
+
+def test_a_row_without_numbers_names_its_columns_of_any_type():
+    """Column names of mixed types (a DataFrame's 0 beside 'target') gave "'<' not supported between instances of
+    'str' and 'int'" instead of the missing column."""
+    [issue] = load_problems([{0: [3, 4], "target": 7}], progress=False).issues
+    assert issue.message == "no 'numbers' or 'nums' column (columns: [0, 'target'])"
+
+
+@pytest.mark.parametrize("value", [5, b"tinyzero", ["tinyzero"], Rules.tinyzero()])
+def test_rules_that_are_no_dict_json_or_preset_name_are_named(value):
+    """They were read as the preset named by their str(): "unknown rules preset \"b'tinyzero'\"" (and the verl
+    readers said so too, where they had said 'must be a dict, a preset name or absent, got int 5')."""
+    [issue] = load_problems([{"numbers": [3, 4], "target": 7, "rules": value}], progress=False).issues
+    assert issue.message.startswith("a row's 'rules' must be a dict, its JSON or a preset name, got ")
 
 def test_a_column_named_twice_is_a_malformed_row_not_read_last_wins(tmp_path):
     (tmp_path / "t.csv").write_text('numbers,target,target,,\n"[1, 2, 3]",6,7,,\n')  # two unnamed columns: no matter

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from countdown_gym import Problem, load_split, solve
+from countdown_gym import Problem, Rules, load_split, solve
 from countdown_gym.integrations.verl import compute_score, ground_truth, problem_from_ground_truth
 from countdown_gym.rewards.variants import REWARD_VARIANTS, score_terms
 
@@ -165,3 +165,50 @@ def test_tinyzero_rows_without_rules_play_under_tinyzero_rules() -> None:
     assert problem_from_ground_truth(gt, "countdown").rules.name == "tinyzero"
     assert compute_score(SOURCE, answer, gt) == 0.0  # any other row without rules: LongProc's, as documented
     assert compute_score("countdown", answer, {**gt, "rules": "longproc"}) == 0.0  # the row's own rules win
+
+
+@pytest.mark.parametrize("gt", [{"nums": [1, 5, 5, 5], "target": 24}, b'{"nums": [1, 5, 5, 5], "target": 24}',
+                                b'{"numbers": [1, 5, 5, 5], "target": 24, "rules": "tinyzero"}'])
+def test_every_verl_reader_reads_a_nums_or_bytes_ground_truth_alike(gt) -> None:
+    """load_problems read TinyZero's ``nums`` and refused bytes; compute_score and the tools refused ``nums`` and read
+    bytes. Every reader now reads both, as one (a TinyZero problem: 5 * (5 - 1/5) = 24)."""
+    import asyncio
+
+    from countdown_gym.data.problem_files import load_problems
+    from countdown_gym.integrations import verl_multiturn as vm
+
+    tz = Problem((1, 5, 5, 5), 24, Rules.tinyzero())
+    loaded = load_problems([{"data_source": SOURCE, "reward_model": {"ground_truth": gt}}], progress=False)
+    assert loaded.problems == [tz] and problem_from_ground_truth(gt, SOURCE) == tz
+    assert compute_score(SOURCE, "<answer>5 * (5 - 1 / 5)</answer>", gt) == 1.0
+    tool = vm.CountdownTool({"action": "move"})
+    assert tool._problems[asyncio.run(tool.create(create_kwargs={"ground_truth": gt}))[0]] == tz
+    assert vm.compute_score(SOURCE, "", gt, {vm.TURNS_KEY: ["5-1/5"]})["turns"] == 1
+
+
+@pytest.mark.parametrize("gt", [b"\xff{", b'{"nums": [1, 2], "nums": [3, 4], "target": 7}', b"[3, 4]"])
+def test_every_verl_reader_refuses_a_bad_bytes_ground_truth_alike(gt) -> None:
+    import asyncio
+
+    from countdown_gym.data.problem_files import load_problems
+    from countdown_gym.integrations import verl_multiturn as vm
+
+    [issue] = load_problems([{"reward_model": {"ground_truth": gt}}], progress=False).issues
+    for read in (lambda: problem_from_ground_truth(gt), lambda: compute_score(SOURCE, "", gt),
+                 lambda: asyncio.run(vm.CountdownTool({}).create(create_kwargs={"ground_truth": gt})),
+                 lambda: vm.compute_score(SOURCE, "", gt)):
+        with pytest.raises(ValueError) as err:
+            read()
+        assert str(err.value) == issue.message
+
+
+def test_a_rules_string_that_is_bad_json_is_named_by_every_reader() -> None:
+    """load_problems named it by the JSON parser alone ('Expecting value: line 1 column 10 (char 9)')."""
+    from countdown_gym.data.problem_files import load_problems
+
+    gt = {"numbers": [3, 4], "target": 7, "rules": '{"sign": '}
+    [issue] = load_problems([{"reward_model": {"ground_truth": gt}}], progress=False).issues
+    assert issue.message.startswith("the row's 'rules' is not valid JSON (Expecting value")
+    with pytest.raises(ValueError, match="the row's 'rules' is not valid JSON .Expecting value"):
+        problem_from_ground_truth(gt)
+    assert load_problems([gt], progress=False).issues[0].message == issue.message

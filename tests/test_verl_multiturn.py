@@ -73,6 +73,14 @@ def test_a_solving_trajectory_scores_one_and_the_reward_matches_the_game() -> No
     assert vm.compute_score("countdown_gym/longproc-0.5k", "", gt, as_array) == score
 
 
+
+@pytest.mark.parametrize("turns", ["21+16", b"21+16", {"21+16": 1}, 5])
+def test_turns_that_are_no_list_are_refused(turns) -> None:
+    """A string of turns was played character by character ('21+16': 5 invalid turns, score 0.0); 5 was a raw
+    TypeError."""
+    with pytest.raises(ValueError, match="countdown_turns.. must be a list of turns"):
+        vm.compute_score("countdown_gym/longproc-0.5k", "", vm.ground_truth(P), {vm.TURNS_KEY: turns})
+
 @pytest.mark.parametrize("args", [{}, {"a": 21}, {"a": [1], "op": "+", "b": 2}, {"a": "x" * 10_000_000, "op": "+", "b": 1},
                                   {"a": 21, "op": "^", "b": 16}, {"a": "21/16", "op": "+", "b": 1}, "not a dict"])
 def test_bad_calls_are_replies_not_crashes_and_change_nothing(args) -> None:

@@ -90,16 +90,19 @@ def _int_list(x: Any) -> Any:
 def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
     """The :class:`Problem` of one row (``ValueError`` / ``TypeError`` if malformed), under ``rules``, else the
     row's ``rules`` (a dict, its JSON or a preset name), else TinyZero's (``nums``) or LongProc's (``numbers``; a verl
-    row: :func:`verl_rules`)."""
+    row: :func:`verl_rules`). The one reader of a verl ground truth (a dict, or its JSON as str or bytes)."""
     if not isinstance(row, Mapping):
         raise TypeError(f"a row must be a mapping of column -> value, got {type(row).__name__}")
     default = Rules.longproc()
     if "numbers" not in row and "nums" not in row and isinstance(row.get("reward_model"), Mapping):
         default = verl_rules(row.get("data_source"))
         extra = row.get("extra_info") if isinstance(row.get("extra_info"), Mapping) else {}
-        row = row["reward_model"].get("ground_truth") or {}  # a verl row; its id and preset are in extra_info
-        if isinstance(row, str):
-            row = strict_json(row)
+        row = row["reward_model"].get("ground_truth")  # a verl row; its id and preset are in extra_info
+        if isinstance(row, (str, bytes)):
+            try:
+                row = strict_json(row)
+            except ValueError as exc:  # not JSON, not UTF-8, a key twice, or nested past the parser's depth
+                raise ValueError(f"ground_truth is not JSON ({str(exc)[:80]}): {row!r:.80}") from None
         if not isinstance(row, Mapping):
             raise ValueError(f"reward_model.ground_truth must be a dict or its JSON, got {describe_value(row)}")
         row = {**{k: extra[k] for k in ("id", "preset") if extra.get(k)}, **row}
@@ -108,15 +111,21 @@ def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
     elif "nums" in row:
         numbers, default = row["nums"], TINYZERO_RULES
     else:
-        raise ValueError(f"no 'numbers' or 'nums' column (columns: {sorted(row)[:10]})")
+        raise ValueError(f"no 'numbers' or 'nums' column (columns: {sorted(row, key=str)[:10]})")
     if "target" not in row:
         raise ValueError("no 'target' column")
     row_rules = row.get("rules")
     if rules is None and row_rules is not None:
         if isinstance(row_rules, str) and row_rules.lstrip().startswith("{"):
-            row_rules = strict_json(row_rules)
-        rules = Rules.from_dict(dict(row_rules)) if isinstance(row_rules, Mapping) else Rules.preset(str(row_rules))
+            try:
+                row_rules = strict_json(row_rules)
+            except ValueError as exc:
+                raise ValueError(f"the row's 'rules' is not valid JSON ({exc}): {row_rules!r:.120}") from None
+        if not isinstance(row_rules, (Mapping, str)):
+            raise ValueError(f"a row's 'rules' must be a dict, its JSON or a preset name, got {describe_value(row_rules)}")
+        rules = Rules.from_dict(dict(row_rules)) if isinstance(row_rules, Mapping) else Rules.preset(row_rules)
     pid = row.get("id")
+    pid = None if isinstance(pid, float) and pid != pid else pid  # NaN: pandas' missing value
     return Problem(_int_list(numbers), _int(row["target"]), rules or default, id=str(pid) if pid is not None else None,
                    preset=row.get("preset") if isinstance(row.get("preset"), str) else None)
 
@@ -271,6 +280,8 @@ def _rows(source: Any, split: str | None) -> tuple[Iterable[Any], int | None]:
         source = source[split]
     elif split is not None:
         raise ValueError(f"split={split!r} picks a split of a DatasetDict; a {type(source).__name__} has none")
+    if hasattr(source, "with_format") and hasattr(source, "column_names"):  # a Dataset: rows as dicts, whatever its format
+        source = source.with_format(None)
     if hasattr(source, "to_dict") and hasattr(source, "iterrows"):  # a pandas DataFrame
         twice = _twice(list(source.columns))
         return ([_BadRow(twice)] * len(source) if twice else source.to_dict("records")), len(source)

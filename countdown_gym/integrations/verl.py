@@ -10,9 +10,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from countdown_gym.data.problem_files import verl_rules
-from countdown_gym.dataclass_cli.strict import strict_json
-from countdown_gym.envs.problem_source import problem_from_columns
+from countdown_gym.data.problem_files import row_problem
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import check_finite
 from countdown_gym.rewards.terms import Scorer, check_scorer_fits
@@ -36,18 +34,13 @@ def verl_row(problem: Problem, preset: str, split: str, index: int, prompt: list
 
 
 def problem_from_ground_truth(gt: Any, data_source: Any = None) -> Problem:
-    """Decode :func:`ground_truth` (a dict, or its JSON string); clear ``ValueError`` otherwise. Without ``rules``
-    the row's ``data_source`` picks them (:func:`~countdown_gym.data.problem_files.verl_rules`: TinyZero's rows)."""
-    if isinstance(gt, (str, bytes)):
-        try:
-            gt = strict_json(gt)
-        except ValueError as exc:  # not JSON, not UTF-8, a key twice, or nested past the parser's depth
-            raise ValueError(f"ground_truth is not JSON ({str(exc)[:80]}): {gt!r:.80}") from exc
-    if not isinstance(gt, Mapping) or "numbers" not in gt or "target" not in gt:
-        raise ValueError(f"ground_truth must have 'numbers' and 'target' (countdown-gym export --format verl), got {gt!r:.120}")
-    rules = gt.get("rules")  # numpy numbers (a parquet row) are read by problem_from_columns
-    rules = verl_rules(data_source) if rules is None else dict(rules) if isinstance(rules, Mapping) else rules
-    return problem_from_columns(gt["numbers"], gt["target"], rules)
+    """Decode :func:`ground_truth` (a dict, or its JSON as str or bytes; TinyZero's ``nums`` too) as ``load_problems``
+    reads a verl row (:func:`~countdown_gym.data.problem_files.row_problem`); clear ``ValueError`` otherwise. Without
+    ``rules`` the row's ``data_source`` picks them (:func:`~countdown_gym.data.problem_files.verl_rules`)."""
+    try:
+        return row_problem({"data_source": data_source, "reward_model": {"ground_truth": gt}})
+    except (TypeError, KeyError, RecursionError) as exc:
+        raise ValueError(f"bad ground_truth: {str(exc)[:200]}") from None
 
 
 def dense_terms(dense: Any) -> list[str]:

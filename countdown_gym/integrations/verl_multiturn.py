@@ -8,12 +8,13 @@ local ``ToolResponse`` with verl's ``text`` field.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
 
 from countdown_gym.game.problem import Problem
+from countdown_gym.game.rules import describe_value
 from countdown_gym.game.turn_format import TOOL_NAMES, episode_over_reply, numbers_reply, tool_turn
 from countdown_gym.game.turn_game import DEFAULT_MAX_TURNS, TurnEpisode, check_budget, replay_turns
 from countdown_gym.integrations.trl_env import tool_json_schema
@@ -142,6 +143,8 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     del solution_str, kwargs
     problem = problem_from_ground_truth(ground_truth, data_source)
     turns = (extra_info or {}).get(TURNS_KEY)
+    if turns is not None and (isinstance(turns, (str, bytes, Mapping)) or not isinstance(turns, Iterable)):
+        raise ValueError(f"extra_info[{TURNS_KEY!r}] must be a list of turns, got {describe_value(turns)}")
     turns = [] if turns is None else list(turns)  # not `or []`: verl's batches may hand a numpy array
     rep = replay_turns(problem, [str(t) for t in turns], max_turns=max(len(turns), 1))
     return {"score": float(rep.reward), "turns": len(turns), "invalid_turns": rep.invalid_steps, "solved": float(rep.solved)}
