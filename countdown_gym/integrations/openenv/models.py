@@ -16,7 +16,6 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from countdown_gym.game.expression import MAX_NUMBER_DIGITS
 from countdown_gym.game.rules import Number, Rules, format_number, normalize
-from countdown_gym.integrations.openenv.listen import MAX_TURN_CHARS as MAX_TURN_LENGTH
 
 JSONNumber = int | str
 """A number on the wire: an ``int``, or ``"p/q"`` for a rational value."""
@@ -53,7 +52,7 @@ def from_json_number(x: JSONNumber | None) -> Number | None:
 class TurnAction(Action):
     """One agent turn of ``CountdownMultiTurn-v0``: ``"21+16"``, ``"21 + 16 = 37"``, ``"undo"``, ``"give up"``."""
 
-    turn: Text = Field(..., strict=True, max_length=MAX_TURN_LENGTH, description="the agent's turn (one line)")
+    turn: Text = Field(..., strict=True, description="the agent's turn (one line)")
 
 
 class MoveAction(Action):
