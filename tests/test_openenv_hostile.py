@@ -176,6 +176,19 @@ def test_an_episode_id_with_a_slash_is_read_by_get_state(client):
         assert r.status_code == 200 and r.json()["episode_id"] == "exp1/ep3", (path, r.text[:200])
 
 
+@pytest.mark.parametrize("episode_id", [".", "..", "exp1/..", "./ep3", "exp1/./ep3", "exp1/../ep3"])
+def test_an_episode_id_a_url_would_normalise_is_refused(client, episode_id):
+    """Defect: reset took episode_id "." or "..", but GET /state/. or /state/.. (the URL normalised) never read it."""
+    assert "'.' or '..'" in _refused(client.post("/reset", json={"episode_id": episode_id, "problem": PROBLEM}))
+    with client.websocket_connect("/ws") as ws:
+        ws.send_text(json.dumps({"type": "reset", "data": {"episode_id": episode_id}}))
+        assert ws.receive_json()["data"]["code"] == "VALIDATION_ERROR"
+    assert episode_id not in client.app.state.episodes._episodes
+    readable = episode_id.replace(".", "...")  # dots that are no "." or ".." part are fine
+    assert client.post("/reset", json={"episode_id": readable, "problem": PROBLEM}).status_code == 200
+    assert client.get(f"/state/{readable}").json()["episode_id"] == readable
+
+
 def test_over_long_turns_are_answered_and_kept_cut(client):
     """Defect: a 4 KB turn was refused by the game but kept whole in the episode (4,096 episodes: +260 MB)."""
     eid = _episode(client)
