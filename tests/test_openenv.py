@@ -424,3 +424,19 @@ def test_a_websocket_session_resets_as_one_local_env(env_id):
         assert got == expected
         state = client.get(f"/state/{ids[0]}").json()  # the session's first episode is still its own
         assert [state["numbers"], state["target"]] == expected[0]
+
+
+@pytest.mark.parametrize("action", [3, np.int64(3), np.array(3), np.array([3]), np.uint8(3), np.array([[3]]),
+                                    np.array([3, 4]), np.array([3.0]), np.array([True]), True, 3.0, "3"])
+def test_the_step_client_takes_the_actions_the_local_env_takes(action):
+    """Defect: CountdownStepClient raised TypeError on np.array([3]) (a policy's one action, which the local env
+    takes), and on other arrays the local env refuses with ValueError."""
+    local = CountdownEnv(split="test")
+    local.reset(seed=0)
+    try:
+        local.step(action)
+    except ValueError:
+        with pytest.raises(ValueError):
+            CountdownStepClient.__new__(CountdownStepClient)._step_payload(action)
+    else:
+        assert CountdownStepClient.__new__(CountdownStepClient)._step_payload(action) == {"action": 3}
