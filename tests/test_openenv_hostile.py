@@ -213,6 +213,14 @@ def test_over_long_turns_are_answered_and_kept_cut(client):
             assert ws.receive_json()["data"]["observation"]["reason"] == "turn_too_long"
 
 
+def test_a_content_length_of_thousands_of_digits_is_answered_not_a_500(client):
+    """Defect: in process (no uvicorn parser in front), a Content-Length of 5,000 digits was a 500 (int() refuses
+    over 4,300 digits)."""
+    for declared, status in (("9" * 5000, 413), ("0" * 5000 + "2", 200), ("1" + "0" * 12, 413)):
+        r = client.post("/reset", content=b"{}", headers={**JSON, "content-length": declared})
+        assert r.status_code == status, (declared[:20], r.status_code, r.text[:200])
+
+
 def test_a_half_sent_body_is_answered_408_within_the_time_limit():
     """Defect: a request whose body never finished arriving was held for 38 s or more."""
     with serve_in_thread(make_app("Countdown-v0", split="test", body_timeout_s=0.5)) as url:
