@@ -18,7 +18,7 @@ from starlette.testclient import TestClient  # noqa: E402
 from countdown_gym.integrations.openenv import make_app  # noqa: E402
 
 PROBLEM = {"numbers": [21, 16, 17, 26], "target": 46}
-TURNS = ["21+16", "17+26", "37+43", "undo", "give up", "99+1", "21*", "", "x" * 300, "21 + 16 = 37"]
+TURNS = ["21+16", "17+26", "37+43", "undo", "give up", "99+1", "21*", "", "x" * 5000, "21 + 16 = 37"]
 JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
                            | st.text(max_size=12),
                            lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=6), kids, max_size=3),
@@ -58,9 +58,6 @@ class ServerMachine(RuleBasedStateMachine):
         expected = self.model[eid]
         if expected["done"]:
             assert r.status_code == 409, r.text
-            return
-        if len(turn) > 4096:
-            assert r.status_code == 422
             return
         assert r.status_code == 200, r.text
         expected["steps"] += 1
@@ -105,8 +102,6 @@ class ServerMachine(RuleBasedStateMachine):
         reply = self.ws.receive_json()
         if self.ws_episode is None or self.ws_episode["done"]:
             assert reply["type"] == "error" and reply["data"]["status"] == 409, reply
-        elif len(turn) > 4096:
-            assert reply["type"] == "error"
         else:
             assert reply["type"] == "observation", reply
             self.ws_episode["steps"] += 1

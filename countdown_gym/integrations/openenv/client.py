@@ -8,6 +8,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Generic, TypeVar
 
+import numpy as np
 from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
 from pydantic import BaseModel
@@ -33,8 +34,10 @@ class _CountdownClient(EnvClient[ActT, ObsT, CountdownState], Generic[ActT, ObsT
     observation_cls: type[ObsT]
 
     def _step_payload(self, action: Any) -> dict[str, Any]:
-        if not isinstance(action, (self.action_cls, bool, str)) and hasattr(action, "__index__"):
-            action = operator.index(action)  # a numpy int, or a policy's 0-d array, as the local env takes them
+        if isinstance(action, np.ndarray) and action.shape in ((), (1,)) and action.dtype.kind in "iu":
+            action = action.item()  # a policy's one action, as the local env takes it
+        elif not isinstance(action, (self.action_cls, bool, str, np.ndarray)) and hasattr(action, "__index__"):
+            action = operator.index(action)  # a numpy int, as the local env takes it
         if not isinstance(action, self.action_cls):
             action = self.action_cls(**{self.action_field: action})
         return action.model_dump(exclude={"metadata"})

@@ -26,8 +26,7 @@ MAX_CONNECTIONS = 65536
 MAX_EPISODES = 1_000_000
 MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_TURN_CHARS = 4096
-"""The longest turn the server reads (``models.MAX_TURN_LENGTH``; a longer one is a 422), so the largest
-``max_turn_chars``."""
+"""The largest ``max_turn_chars``."""
 MAX_TURNS = 4096
 SHUTDOWN_GRACE_S = 2.0
 """On Ctrl-C, how long answers still being sent may take before their connections are dropped."""

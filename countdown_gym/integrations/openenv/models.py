@@ -16,7 +16,6 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from countdown_gym.game.expression import MAX_NUMBER_DIGITS
 from countdown_gym.game.rules import Number, Rules, format_number, normalize
-from countdown_gym.integrations.openenv.listen import MAX_TURN_CHARS as MAX_TURN_LENGTH
 
 JSONNumber = int | str
 """A number on the wire: an ``int``, or ``"p/q"`` for a rational value."""
@@ -40,6 +39,17 @@ Text = Annotated[str, AfterValidator(_utf8)]
 """A ``str`` that is valid Unicode text (encodable as UTF-8)."""
 
 
+def _path_safe(episode_id: str) -> str:
+    """Refuse an id with a ``.`` or ``..`` part between slashes: URLs drop those, so no ``/state/`` could read it."""
+    if {".", ".."} & set(episode_id.split("/")):
+        raise ValueError("an episode_id may not have '.' or '..' between slashes: URLs drop them, so "
+                         "GET /state/{episode_id} could not read it")
+    return episode_id
+
+
+EpisodeName = Annotated[Text, AfterValidator(_path_safe)]
+
+
 def to_json_number(x: Number | None) -> JSONNumber | None:
     """``37`` -> ``37``, ``Fraction(3, 2)`` -> ``"3/2"`` (``None``, a move's missing operand, stays ``None``)."""
     return x if x is None or type(x) is int else format_number(x)
@@ -53,7 +63,7 @@ def from_json_number(x: JSONNumber | None) -> Number | None:
 class TurnAction(Action):
     """One agent turn of ``CountdownMultiTurn-v0``: ``"21+16"``, ``"21 + 16 = 37"``, ``"undo"``, ``"give up"``."""
 
-    turn: Text = Field(..., strict=True, max_length=MAX_TURN_LENGTH, description="the agent's turn (one line)")
+    turn: Text = Field(..., strict=True, description="the agent's turn (one line)")
 
 
 class MoveAction(Action):
@@ -79,7 +89,7 @@ class ResetRequest(Strict):
     """The body of ``POST /reset`` and the ``data`` of a WebSocket ``reset`` message (every field optional)."""
 
     seed: int | None = Field(None, ge=0, le=MAX_SEED, description="seeds the draw of the problem")
-    episode_id: Text | None = Field(None, min_length=1, max_length=255, description="your own name for the episode")
+    episode_id: EpisodeName | None = Field(None, min_length=1, max_length=255, description="your own name for the episode")
     problem: ProblemSpec | None = Field(None, description="play this puzzle instead of drawing one")
 
 

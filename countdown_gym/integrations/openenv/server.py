@@ -171,7 +171,8 @@ class _CountdownEnvironment(Environment):
         with _LOCK:
             if request.episode_id is not None:
                 self._store.check_free(request.episode_id)
-            env = self._store.new_env(self.env_cls, self._env_kwargs)
+            previous = self._episode  # a WebSocket session's: its env's generator carries on, as one local env's
+            env = copy.copy(previous.env) if previous else self._store.new_env(self.env_cls, self._env_kwargs)
             if request.problem is not None:
                 options = {"problem": (request.problem.numbers, request.problem.target)}
                 lo, hi = env.unwrapped.rules.result_range()  # a target no move can make under the rules is refused

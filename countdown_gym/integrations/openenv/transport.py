@@ -167,7 +167,8 @@ class BodyGuard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         declared = dict(scope.get("headers") or ()).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+        digits = (declared or b"").lstrip(b"0")  # over 12 digits: above any limit (and int() refuses 4,300)
+        if declared is not None and (not declared.isdigit() or len(digits) > 12 or int(digits or b"0") > self.limit):
             bad = not declared.isdigit()
             return await self._refuse(scope, receive, send, 400 if bad else 413,
                                       "bad Content-Length" if bad else self._too_big())
