@@ -301,6 +301,22 @@ def test_batched_vec_env_matches_the_single_env_wrappers(reward: str) -> None:
                 obs, info = single.reset()
 
 
+def test_batched_vec_env_features_are_exact_past_the_observations_value_scale() -> None:
+    """Classic rules have no value limit: 50 * 40 = 2000 and the target 2003 saturate the observation (scale 1000), and
+    the batched env read the features back from it (2000 as 1000), unlike MoveFeatures on the env's own numbers."""
+    p = Problem((50, 40, 3), 2003, Rules.classic())
+    single = MoveFeatures(gym.make("Countdown-v0", problems=[p]), lookahead=2, log_ratios=True)
+    vec = CountdownSB3VecEnv(1, "sparse", lookahead=2, log_ratios=True, problems=[p])
+    obs, _ = single.reset()
+    np.testing.assert_array_equal(vec.reset()[0], obs)
+    for move in ((0, 1, "*"), (0, 1, "+")):  # 50 * 40, then 3 + 2000 wins
+        action = next(a for a in range(vec.n_actions) if decode_action(a, 3) == move)
+        obs, _, terminated, _, _ = single.step(action)
+        batched, _, done, infos = vec.step(np.array([action]))
+        np.testing.assert_array_equal(infos[0]["terminal_observation"] if done[0] else batched[0], obs)
+    assert terminated and done[0] and infos[0]["is_success"]
+
+
 def test_batched_vec_env_resets_with_the_options_sb3_set_options_gives() -> None:
     """VecEnv.set_options (one dict for every env, or one per env) was ignored: random problems were played."""
     problems = countdown_gym.load_split("longproc-0.5k", "validation")[:3]
