@@ -105,6 +105,14 @@ def test_log_ratio_columns_on_a_hand_made_state() -> None:
     np.testing.assert_allclose(rows[a, 10:13], [1.0, 0.0, 1.0])  # from (5, 3, 12) the next move 5 + 3 makes 8
 
 
+def test_log_ratio_features_are_finite_for_a_target_below_zero() -> None:
+    """Under sign="any" rules a target of -3 is reachable; log(x / T) was NaN in the log-ratio and child columns."""
+    p = Problem((6, 2, 5), -3, Rules.longproc().replace(sign="any"))
+    for kwargs in ({"log_ratios": True}, {"lookahead": 2, "children": True}):
+        obs, _ = MoveFeatures(gym.make("Countdown-v0", problems=[p]), **kwargs).reset()
+        assert np.isfinite(obs).all()
+
+
 def _random_state(rng: np.random.Generator, m: int, high: int) -> tuple[tuple[int, ...], int, np.ndarray, int]:
     """A random state of 2..m numbers below ``high`` and a target: (state, target, slot values, count)."""
     count = int(rng.integers(2, m + 1))
