@@ -105,6 +105,14 @@ def test_log_ratio_columns_on_a_hand_made_state() -> None:
     np.testing.assert_allclose(rows[a, 10:13], [1.0, 0.0, 1.0])  # from (5, 3, 12) the next move 5 + 3 makes 8
 
 
+def test_log_ratio_features_are_finite_for_a_target_below_zero() -> None:
+    """Under sign="any" rules a target of -3 is reachable; log(x / T) was NaN in the log-ratio and child columns."""
+    p = Problem((6, 2, 5), -3, Rules.longproc().replace(sign="any"))
+    for kwargs in ({"log_ratios": True}, {"lookahead": 2, "children": True}):
+        obs, _ = MoveFeatures(gym.make("Countdown-v0", problems=[p]), **kwargs).reset()
+        assert np.isfinite(obs).all()
+
+
 def _random_state(rng: np.random.Generator, m: int, high: int) -> tuple[tuple[int, ...], int, np.ndarray, int]:
     """A random state of 2..m numbers below ``high`` and a target: (state, target, slot values, count)."""
     count = int(rng.integers(2, m + 1))
@@ -299,6 +307,22 @@ def test_batched_vec_env_matches_the_single_env_wrappers(reward: str) -> None:
                 np.testing.assert_array_equal(infos[0]["terminal_observation"], obs)
                 assert infos[0]["is_success"] == info["is_success"]
                 obs, info = single.reset()
+
+
+def test_batched_vec_env_features_are_exact_past_the_observations_value_scale() -> None:
+    """Classic rules have no value limit: 50 * 40 = 2000 and the target 2003 saturate the observation (scale 1000), and
+    the batched env read the features back from it (2000 as 1000), unlike MoveFeatures on the env's own numbers."""
+    p = Problem((50, 40, 3), 2003, Rules.classic())
+    single = MoveFeatures(gym.make("Countdown-v0", problems=[p]), lookahead=2, log_ratios=True)
+    vec = CountdownSB3VecEnv(1, "sparse", lookahead=2, log_ratios=True, problems=[p])
+    obs, _ = single.reset()
+    np.testing.assert_array_equal(vec.reset()[0], obs)
+    for move in ((0, 1, "*"), (0, 1, "+")):  # 50 * 40, then 3 + 2000 wins
+        action = next(a for a in range(vec.n_actions) if decode_action(a, 3) == move)
+        obs, _, terminated, _, _ = single.step(action)
+        batched, _, done, infos = vec.step(np.array([action]))
+        np.testing.assert_array_equal(infos[0]["terminal_observation"] if done[0] else batched[0], obs)
+    assert terminated and done[0] and infos[0]["is_success"]
 
 
 def test_batched_vec_env_resets_with_the_options_sb3_set_options_gives() -> None:

@@ -91,8 +91,9 @@ def test_returns_to_go() -> None:
     np.testing.assert_allclose(returns_to_go([1.0, 0.0, -1.0], 0.5), [0.75, -0.5, -1.0])  # 1 + 0.5 * (0 + 0.5 * -1)
     np.testing.assert_allclose(returns_to_go([2.0, 3.0], 0.0), [2.0, 3.0])
     assert returns_to_go([], 0.9).shape == (0,)
-    with pytest.raises(ValueError, match="gamma"):
-        returns_to_go([1.0], 1.5)
+    for bad in (1.5, "0.5", None):  # "0.5" and None were numpy's / float()'s TypeError
+        with pytest.raises(ValueError, match="gamma"):
+            returns_to_go([1.0], bad)
 
 
 def test_leave_one_out_baseline_per_group_and_turn_index() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from baselines.lm.rewards import load_needs
-from countdown_gym.rewards.terms import Scorer
+from countdown_gym.rewards.terms import Scorer, check_gamma
 from countdown_gym.rewards.variants import get_variant, given_scorers, step_credit_names
 
 
@@ -85,8 +85,7 @@ def turn_rewards(episodes: Sequence[Sequence[Sequence[Mapping[str, Any]]]], weig
 
 def returns_to_go(rewards: Sequence[float], gamma: float = 1.0) -> np.ndarray:
     """``G_k = sum_{j >= k} gamma^(j-k) r_j`` for each turn ``k`` of one episode."""
-    if isinstance(gamma, bool) or not 0.0 <= float(gamma) <= 1.0:
-        raise ValueError(f"gamma must be a number in [0, 1], got {gamma!r}")
+    gamma = check_gamma(gamma)  # "0.5" or None: a ValueError, not numpy's TypeError
     r = np.asarray(rewards, dtype=np.float64)
     out = np.zeros_like(r)
     running = 0.0

@@ -160,7 +160,7 @@ def move_rows(
         both = np.concatenate([r[..., None], np.where(left_present, left, 0.0)], axis=-1)
         with np.errstate(divide="ignore", invalid="ignore"):
             lr = np.clip(np.log(both / t[:, :, None]) / 4.0, -1.0, 1.0)
-        rows[..., base : base + m - 1] = np.where(both > 0, lr, 0.0)
+        rows[..., base : base + m - 1] = np.where((both > 0) & (t[:, :, None] > 0), lr, 0.0)  # a target < 0: NaN
     rows[~legal] = 0.0
     rows[..., -2] = logv(t)
     rows[..., -1] = np.asarray(progress, dtype=np.float64)[:, None]
@@ -238,7 +238,7 @@ def child_rows(moves: _Moves, target: np.ndarray, rules: Rules) -> np.ndarray:
     t = np.where(tgt == 0, 1, tgt).astype(np.float64)
     x = nums.astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        logr = np.where(x > 0, np.clip(np.log(x / t) / 4.0, -1.0, 1.0), -1.0)
+        logr = np.where((x > 0) & (t > 0), np.clip(np.log(x / t) / 4.0, -1.0, 1.0), -1.0)
     per = np.stack([here, np.minimum(x / t, 4.0) / 4.0, logr, nums == tgt], axis=-1)  # (n, P, C, M-2, 4)
     per = np.where(here[..., None], per, 0.0)
     out = np.zeros((n, len(parents), len(kids), 2 + 4 * (m - 2)), dtype=np.float32)

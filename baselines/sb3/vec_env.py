@@ -23,15 +23,15 @@ from countdown_gym.rewards.terms import potential_shaping
 from countdown_gym.rewards.variants import get_variant
 
 
-def features_of(raw_obs: np.ndarray, value_scale: float, rules: Rules, lookahead: int, log_ratios: bool,
-                children: bool = False) -> np.ndarray:
-    """Flat move-feature observations (:func:`baselines.sb3.features.observation_features`) of raw Countdown-v0
-    observations (their values times ``value_scale``, exact for integers)."""
-    m = (raw_obs.shape[1] - 2) // 2
-    present = raw_obs[:, m : 2 * m] > 0.5
-    vals = np.where(present, np.rint(raw_obs[:, :m].astype(np.float64) * value_scale), 0).astype(np.int64)
-    target = np.rint(raw_obs[:, 2 * m].astype(np.float64) * value_scale).astype(np.int64)
-    return observation_features(vals, present.sum(1), target, raw_obs[:, 2 * m + 1], rules, lookahead, log_ratios, children)
+def state_features(states: Sequence[Sequence[int]], targets: Sequence[int], progress: np.ndarray, max_numbers: int,
+                   rules: Rules, lookahead: int, log_ratios: bool, children: bool = False) -> np.ndarray:
+    """Flat move-feature observations (:func:`baselines.sb3.features.observation_features`) of the integer
+    ``states`` (not read back from the observation, whose values saturate past ``value_scale``)."""
+    vals = np.zeros((len(states), max_numbers), dtype=np.int64)
+    for k, s in enumerate(states):
+        vals[k, : len(s)] = s
+    return observation_features(vals, np.array([len(s) for s in states]), np.array(targets, dtype=np.int64), progress,
+                                rules, lookahead, log_ratios, children)
 
 
 class CountdownSB3VecEnv(VecEnv):
@@ -50,7 +50,7 @@ class CountdownSB3VecEnv(VecEnv):
         self.lookahead, self.log_ratios, self.children = lookahead, log_ratios, children
         self.potential = self.variant.potential is not None
         self.dense = self.potential or self.variant.move_term is not None
-        self.venv = CountdownVectorEnv(num_envs, record_transitions=self.dense, **env_kwargs)
+        self.venv = CountdownVectorEnv(num_envs, record_transitions=True, **env_kwargs)  # the exact numbers held
         self.rules, self.n_actions, self.render_mode = self.venv.rules, self.venv.n_actions, None
         size = feature_size(self.venv.max_numbers, lookahead, log_ratios, children)
         super().__init__(num_envs, spaces.Box(-1.0, 1.0, shape=(size,), dtype=np.float32), spaces.Discrete(self.n_actions))
@@ -58,8 +58,9 @@ class CountdownSB3VecEnv(VecEnv):
         self._phi, self._returns, self._lengths = np.zeros(num_envs), np.zeros(num_envs), np.zeros(num_envs, dtype=np.int64)
 
     # ---- features and potentials ------------------------------------------------------------
-    def features(self, raw_obs: np.ndarray) -> np.ndarray:
-        return features_of(raw_obs, self.venv.value_scale, self.rules, self.lookahead, self.log_ratios, self.children)
+    def features(self, states: Sequence[Sequence[int]], targets: Sequence[int], raw_obs: np.ndarray) -> np.ndarray:
+        return state_features(states, targets, raw_obs[:, -1], self.venv.max_numbers, self.rules, self.lookahead,
+                              self.log_ratios, self.children)
 
     def _potentials(self, states: Sequence[tuple], targets: Sequence[int]) -> np.ndarray:
         return self.variant.potentials(list(states), list(targets), self.rules, self.critic, self.scale)
@@ -84,7 +85,8 @@ class CountdownSB3VecEnv(VecEnv):
         self._lengths[:] = 0
         if self.potential:
             self._start_potentials(np.arange(self.num_envs))
-        return self.features(obs)
+        problems = self.venv.current_problems()
+        return self.features([p.numbers for p in problems], [p.target for p in problems], obs)
 
     def step_async(self, actions: np.ndarray) -> None:
         self._actions = np.asarray(actions).reshape(self.num_envs)  # its dtype checked by the vector env
@@ -112,13 +114,18 @@ class CountdownSB3VecEnv(VecEnv):
         reward = reward.astype(np.float64)
         if self.dense:
             reward = reward + self._dense(info["transitions"], terminated, done)
-        obs = self.features(raw)
+        records = [t[0] for t in info["transitions"]]
+        held = [r["next_state"] if r["valid"] else r["state"] for r in records]
+        problems = self.venv.current_problems()
+        obs = self.features([problems[k].numbers if done[k] else held[k] for k in range(self.num_envs)],
+                            [p.target for p in problems], raw)
         self._returns += reward
         self._lengths += 1
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         ended = np.flatnonzero(done)
         if len(ended):
-            final = self.features(np.stack([info["final_obs"][k] for k in ended]))
+            final = self.features([held[k] for k in ended], [records[k]["target"] for k in ended],
+                                  np.stack([info["final_obs"][k] for k in ended]))
             success = info["final_info"]["is_success"]
             for n, k in enumerate(ended):
                 infos[k] = {"terminal_observation": final[n], "TimeLimit.truncated": bool(truncated[k] and not terminated[k]),
@@ -166,10 +173,14 @@ def evaluate_batched(model: Any, problems: list[Problem], preset: str, lookahead
         part_moves: list[list[tuple]] = [[] for _ in part]
         won = np.zeros(len(part), dtype=bool)
         live = np.ones(len(part), dtype=bool)
+        held = [p.numbers for p in venv.current_problems()]
         while live.any():
-            obs = features_of(raw, venv.value_scale, venv.rules, lookahead, log_ratios, children)
+            obs = state_features(held, [p.target for p in part], raw[:, -1], venv.max_numbers, venv.rules, lookahead,
+                                 log_ratios, children)
             action, _ = model.predict(obs, deterministic=True, action_masks=venv.action_masks())
             raw, _, terminated, truncated, info = venv.step(np.asarray(action, dtype=np.int64))
+            records = [t[0] for t in info["transitions"]]
+            held = [r["next_state"] if r["valid"] else r["state"] for r in records]  # an ended game's: not played on
             for k in np.flatnonzero(live):
                 part_moves[k].extend(t["move"] for t in info["transitions"][k])
             done = (terminated | truncated) & live
