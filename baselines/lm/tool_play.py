@@ -66,6 +66,9 @@ def play_tool_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], 
         still = []
         for k, (reply,) in zip(keep, outs, strict=True):
             i = active[k]
+            reply_ids = tokenizer(reply, add_special_tokens=False)["input_ids"]
+            if len(reply_ids) > left[k]:  # written to the batch's largest budget: cut at its own, as TRL cuts
+                reply = tokenizer.decode(reply_ids[: left[k]])
             message = parse_reply(tokenizer, reply, ids[k], schemas)
             chats[i].append(message)
             if message.get("tool_calls") and not envs[i].episode.done and rounds_left:  # TRL runs no call past them
