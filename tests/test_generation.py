@@ -32,6 +32,8 @@ def test_sampling_of_the_rollouts_is_the_grpo_configs() -> None:
     assert Sampling(temperature=0.5).episode_kwargs() == {"temperature": 0.5, "top_p": 1.0, "top_k": 0}
     with pytest.raises(ValueError, match="temperature must be > 0"):
         Sampling(temperature=0)
+    with pytest.raises(ValueError, match="temperature must be > 0 and finite"):  # generate() drew uniformly
+        Sampling(temperature=float("inf"))
     with pytest.raises(ValueError, match="--top-p must be in"):
         Sampling(top_p=0)
 

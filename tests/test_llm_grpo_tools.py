@@ -190,6 +190,39 @@ def test_play_stops_at_the_completion_budget() -> None:
     assert all(len(e.calls) <= 1 and not e.solved for e in envs)  # one tool call's reply fills the 30 tokens
 
 
+def test_play_runs_at_most_max_turns_plus_4_rounds_of_tool_calls_as_trl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TRL (max_tool_calling_iterations = max_turns + 4) never ran the 7th call of this script at max_turns=2; the
+    held-out play ran it, and the episode counted solved."""
+    import test_trl_env
+
+    from baselines.lm.tool_play import play_tool_episodes
+
+    r = Problem((7, 3, 4), 40)
+    script = [("numbers", {})] * 5 + [("move", {"a": 7, "op": "+", "b": 3}), ("move", {"a": 10, "op": "*", "b": 4}), "."]
+    monkeypatch.setitem(test_trl_env.SCRIPTS, (r.numbers, r.target), [script])
+    tokenizer = _build_tokenizer()
+    (env,), _ = play_tool_episodes(_tiny_qwen2(tokenizer), tokenizer, [r], max_turns=2, max_new_tokens=2000)
+    assert [c[1] for c in env.calls] == [""] * 5 + ["7+3"] and not env.solved
+
+
+def test_each_episode_of_a_batch_keeps_its_own_completion_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch generated to its largest budget left: x's second call, past x's own, ran all the same (played alone,
+    as TRL cuts each completion, it did not)."""
+    import test_trl_env
+
+    from baselines.lm.tool_play import play_tool_episodes
+
+    x, y = Problem((11, 12, 13, 14, 15, 16), 99), Problem((2, 3, 9), 15)
+    monkeypatch.setitem(test_trl_env.SCRIPTS, (x.numbers, x.target),
+                        [[("move", {"a": 11, "op": "+", "b": 12}), ("move", {"a": 23, "op": "*", "b": 13}), "."]])
+    monkeypatch.setitem(test_trl_env.SCRIPTS, (y.numbers, y.target), [[("move", {"a": 2, "op": "+", "b": 3}), ("give_up", {}), "."]])
+    tokenizer = _build_tokenizer()
+    model = _tiny_qwen2(tokenizer)
+    both, _ = play_tool_episodes(model, tokenizer, [x, y], max_turns=8, max_new_tokens=116)
+    alone = [play_tool_episodes(model, tokenizer, [p], max_turns=8, max_new_tokens=116)[0][0] for p in (x, y)]
+    assert [e.calls for e in both] == [e.calls for e in alone] and [len(e.calls) for e in both] == [1, 2]
+
+
 # ---- rank-aware problem draws ------------------------------------------------------------------------------------
 
 DRAW = ("from countdown_gym.integrations.trl_env import CountdownToolEnv\n"

@@ -14,7 +14,7 @@ pytest.importorskip("trl")
 
 from baselines import llm_grpo  # noqa: E402
 from baselines.lm.tiny_lm import TinyLMConfig, build_model, build_tokenizer, load_pretrained, save_pretrained  # noqa: E402
-from countdown_gym import Problem, load_split  # noqa: E402
+from countdown_gym import Problem, Rules, load_split  # noqa: E402
 from countdown_gym.game.solver import reachable  # noqa: E402
 from countdown_gym.game.turn_format import turn_prompt  # noqa: E402
 from countdown_gym.game.turn_game import replay_turns  # noqa: E402
@@ -158,6 +158,18 @@ def test_rollouts_refuse_problems_that_are_not_a_list_of_problems(problems) -> N
         play_episodes(model, tok, problems, greedy=True)
     with pytest.raises(TypeError, match="problems must be a sequence of Problem"):
         make_rollout_func(problems)
+
+
+@pytest.mark.parametrize(("problem", "error"), [(Problem((5, 3), 5, Rules.classic()), "won before a move"),
+                                                (Problem((7,), 9), "at least 2 numbers")])
+def test_rollouts_refuse_problems_the_environment_refuses(problem, error) -> None:
+    """Played as episodes that could never be won (reward 0 for a puzzle already solved), as CountdownMultiTurn-v0
+    and the tool adapter refuse them."""
+    model, tok = _tiny()
+    with pytest.raises(ValueError, match=error):
+        play_episodes(model, tok, [problem], greedy=True, max_turns=2)
+    with pytest.raises(ValueError, match=error):
+        make_rollout_func([problem])
 
 
 def test_rollouts_stop_at_a_dead_end_when_asked() -> None:

@@ -23,8 +23,8 @@ class Sampling:
     repetition_penalty: float = 1.0  # also greedy (1.0: none, whatever the model's generation config says)
 
     def __post_init__(self) -> None:  # the messages name the flags of llm_eval.py and llm_grpo.py
-        if not self.temperature > 0:
-            raise ValueError(f"--temperature must be > 0, got {self.temperature}")
+        if not 0 < self.temperature < float("inf"):  # inf: generate() drew uniformly, the multi-turn engine refuses it
+            raise ValueError(f"--temperature must be > 0 and finite, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"--top-p must be in (0, 1], got {self.top_p}")
 

@@ -53,7 +53,7 @@ def play_tool_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], 
 
     start = [len(tokenizer(render(c), add_special_tokens=False)["input_ids"]) for c in chats]
     active, generated = list(range(len(problems))), 0
-    for _ in range(max_turns + 5):  # the replies to max_turns + 4 tool calls, and the answer after them
+    for rounds_left in range(max_turns + 4, -1, -1):  # the replies to max_turns + 4 tool calls, and the answer after them
         texts = [render(chats[i]) for i in active]
         ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
         left = [max_new_tokens - (len(x) - start[i]) for i, x in zip(active, ids, strict=True)]
@@ -66,9 +66,12 @@ def play_tool_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], 
         still = []
         for k, (reply,) in zip(keep, outs, strict=True):
             i = active[k]
+            reply_ids = tokenizer(reply, add_special_tokens=False)["input_ids"]
+            if len(reply_ids) > left[k]:  # written to the batch's largest budget: cut at its own, as TRL cuts
+                reply = tokenizer.decode(reply_ids[: left[k]])
             message = parse_reply(tokenizer, reply, ids[k], schemas)
             chats[i].append(message)
-            if message.get("tool_calls") and not envs[i].episode.done:
+            if message.get("tool_calls") and not envs[i].episode.done and rounds_left:  # TRL runs no call past them
                 chats[i] += call_tools(envs[i], message)
                 still.append(i)
         active = still

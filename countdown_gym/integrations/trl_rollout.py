@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from numbers import Integral
 from typing import Any
 
+from countdown_gym.envs.problem_source import check_playable
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import describe_value
 from countdown_gym.game.turn_format import TURN_END, line, transcript, turn_prompt
@@ -57,9 +58,12 @@ class TurnRollout:
 
 def turn_prompts(problems: Sequence[Problem], style: str, max_turns: int) -> list[str]:
     """The first message of each problem's episode (the dataset's ``prompt`` column, the rollout function's keys);
-    ``TypeError`` unless ``problems`` is a sequence (a list, not a generator) of :class:`Problem`."""
+    ``TypeError`` unless ``problems`` is a sequence (a list, not a generator) of :class:`Problem`; ``ValueError`` for
+    one ``CountdownMultiTurn-v0`` refuses (:func:`check_playable`: one number, won before a move, no legal move)."""
     if isinstance(problems, str) or not isinstance(problems, Sequence) or not all(isinstance(p, Problem) for p in problems):
         raise TypeError(f"problems must be a sequence of Problem, got {describe_value(problems)}")
+    for p in problems:
+        check_playable(p, len(p.numbers))
     return [turn_prompt(p, style, max_turns) for p in problems]
 
 
