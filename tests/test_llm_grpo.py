@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 import os
 import shlex
 from pathlib import Path
@@ -971,6 +972,11 @@ def test_a_critic_reward_that_cannot_score_the_presets_states_is_refused_up_fron
 def test_bad_options_fail_before_any_model_is_loaded(argv, message):
     with pytest.raises(SystemExit, match=message):
         parse_options(argv)
+
+
+def test_options_built_in_python_refuse_an_infinite_temperature():
+    with pytest.raises(ValueError, match="--temperature must be > 0 and finite"):
+        Options(temperature=math.inf)  # generate() would draw uniformly from the vocabulary
 
 
 @pytest.mark.parametrize("argv", [["--step-credit"], ["--interaction", "single-pass", "--stop-at-dead-end"],

@@ -119,8 +119,8 @@ class Options:
                               ("model_dtype", MODEL_DTYPES), ("loss_type", LOSS_TYPES), ("scale_rewards", SCALE_REWARDS),
                               ("curriculum", ("none", "staged"))):
             dataclass_cli.check_choice(self, name, allowed)
-        if not self.temperature > 0:
-            raise ValueError(f"--temperature must be > 0, got {self.temperature}")
+        if not 0 < self.temperature < float("inf"):  # Options built in Python skip the parser's finite check
+            raise ValueError(f"--temperature must be > 0 and finite, got {self.temperature}")
         if not 0 <= self.seed < 2**31:  # numpy's seeding (transformers' set_seed) takes [0, 2**32)
             raise ValueError(f"--seed must be in [0, 2**31), got {self.seed}")
         dataclass_cli.check_min(self, 1, "steps", "prompts_per_step", "max_completion_length", "max_prompt_length", "threads",
