@@ -72,6 +72,9 @@ class Options:
     replot: bool = False  # Redraw the figure from <name>_curves.csv in --results-dir (no run, no evaluation).
 
     def __post_init__(self) -> None:
+        if self.replot:  # the figure of --results-dir/--name (--quick: of its own), labelled by these two
+            dataclass_cli.check_unused(self, "--replot (it redraws the figure only)", skip=(
+                "replot", "results_dir", "name", "interaction", "eval_problems", "quick", *("runs_dir",) * self.quick))
         if not self.model:
             self.model = DEFAULT_TURN_MODEL if self.interaction == "multi-turn" else DEFAULT_MODEL
         if self.quick:

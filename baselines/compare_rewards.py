@@ -116,6 +116,8 @@ class Options:
     replot: bool = False  # Redraw sb3_rewards.png from the sb3_rewards_curves.csv in --out (no run).
 
     def __post_init__(self) -> None:
+        if self.replot:
+            dataclass_cli.check_unused(self, "--replot (it redraws the figure only)", skip=("replot", "out"))
         dataclass_cli.check_min(self, 1, "total_timesteps", "workers")
         if not self.variants or not self.seeds:
             raise ValueError("--variants and --seeds need at least one value each")
@@ -127,13 +129,17 @@ class Options:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, extra = dataclass_cli.parse_known(Options, argv, prog="python baselines/compare_rewards.py",
-                                            description=__doc__.split("\n\n")[0])
+    prog = "python baselines/compare_rewards.py"
+    args, extra = dataclass_cli.parse_known(Options, argv, prog=prog, description=__doc__.split("\n\n")[0])
     from baselines import sb3_ppo
 
     out = Path(args.out)
     run_args = sb3_ppo.parse_args(extra)
     if args.replot:
+        try:  # of sb3_ppo's flags, the figure reads these two
+            dataclass_cli.check_unused(run_args, "--replot (it redraws the figure only)", skip=("eval_problems", "preset"))
+        except ValueError as exc:
+            dataclass_cli.usage_error(str(exc), prog=prog)
         print(f"wrote {plot(out, run_args.eval_problems, run_args.preset)}")
         return 0
     for variant in args.variants:  # every run's command line is checked before any run starts

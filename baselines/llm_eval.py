@@ -87,6 +87,8 @@ class EvalConfig(SplitRun):
         dataclass_cli.check_min(self, 1, "max_new_tokens", "batch_size", "max_turn_tokens")
         dataclass_cli.check_min(self, 0, "k", "offset", "limit")
         Sampling(temperature=self.temperature, top_p=self.top_p)  # --temperature > 0, --top-p in (0, 1]
+        if not self.k:
+            dataclass_cli.check_unused(self, "--k 0 (greedy only)", only=("temperature", "top_p"))
         try:
             torch.device(self.device if self.device != "auto" else "cpu")
         except RuntimeError:

@@ -26,7 +26,7 @@ def test_compare_writes_table_and_figure_and_reuses_runs(tmp_path: Path, capsys:
     assert "64 environment steps per run" in table and "sb3_baseline.md" in table
     png = (tmp_path / "sb3_rewards.png").read_bytes()
     assert (tmp_path / "sb3_rewards_curves.csv").read_text().startswith("variant,seed,step,success\n")
-    compare_rewards.main([*argv, "--replot"])  # redrawn from sb3_rewards_curves.csv alone: the same figure
+    compare_rewards.main(["--out", str(tmp_path), "--eval-problems", "10", "--replot"])  # redrawn from sb3_rewards_curves.csv alone: the same figure
     assert (tmp_path / "sb3_rewards.png").read_bytes() == png
     mtime = (tmp_path / "runs" / "sparse-s0" / "result.json").stat().st_mtime
     compare_rewards.main(argv)  # finished runs are reused, not retrained

@@ -399,6 +399,35 @@ def test_changed_options_reads_nested_and_flat_saved_options() -> None:
     assert changed_options({"lr": 0.1}, Run(Shape(16)), allowed=("width",)) == []
 
 
+def test_check_unused_names_the_flags_a_mode_ignores() -> None:
+    from countdown_gym.dataclass_cli import check_unused
+
+    check_unused(Run(Shape(16)), "--x", skip=("width",))
+    check_unused(Run(lr=0.5), "--x", only=("width",))
+    with pytest.raises(ValueError, match=r"^--depth, --lr have no effect with --x: drop them$"):
+        check_unused(Run(Shape(32, 3), lr=0.5), "--x")
+
+
+@pytest.mark.parametrize(("script", "argv", "message"), [
+    ("compare_rewards", ["--replot", "--seeds", "5"], "--seeds has no effect with --replot"),
+    ("compare_rewards", ["--replot", "--n-epochs", "3"], "--n-epochs has no effect with --replot"),  # an sb3_ppo flag
+    ("compare_llm_rewards", ["--replot", "--steps", "7", "--runs-dir", "x"], "--steps, --runs-dir have no effect with --replot"),
+    ("sb3_ppo", ["--evaluate-model", "m.zip", "--resume"], "--resume has no effect with --evaluate-model"),
+    ("llm_eval", ["--k", "0", "--temperature", "0.5"], "--temperature has no effect with --k 0"),
+])
+def test_flags_a_mode_ignores_are_usage_errors(script: str, argv: list[str], message: str, capsys) -> None:
+    """--replot with training flags, --evaluate-model with --resume, --k 0 with --temperature: each ran, the flag ignored."""
+    pytest.importorskip("sb3_contrib")
+    pytest.importorskip("transformers")
+    import importlib
+
+    module = importlib.import_module(f"baselines.{script}")
+    with pytest.raises(SystemExit) as exc:
+        {"llm_eval": lambda: parse(module.EvalConfig, argv), "sb3_ppo": lambda: module.parse_args(argv)}.get(
+            script, lambda: module.main(argv))()
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_check_choice_names_the_flag() -> None:
     @dataclasses.dataclass
     class Run:

@@ -481,10 +481,11 @@ def test_submission_of_an_evaluation_is_rescored_by_the_leaderboard(tmp_path: Pa
 def test_a_submission_path_that_is_a_folder_is_refused_before_training(tmp_path: Path) -> None:
     """--submit naming a folder trained and evaluated, then failed with 'Is a directory: <folder>.tmp' (the temporary
     name); the same with --evaluate-model after the evaluation."""
-    for extra in ([], ["--evaluate-model", str(tmp_path / "final_model.zip")]):
+    train = ["--num-envs", "2", "--n-steps", "32", "--batch-size", "64", "--total-timesteps", "64", "--output-dir", str(tmp_path),
+             "--run-name", "s"]
+    for argv in (train, ["--evaluate-model", str(tmp_path / "final_model.zip")]):
         with pytest.raises(SystemExit, match=f"--submit {tmp_path} is a folder; name a file"):
-            sb3_ppo.main(["--num-envs", "2", "--n-steps", "32", "--batch-size", "64", "--total-timesteps", "64",
-                          "--output-dir", str(tmp_path), "--run-name", "s", "--no-progress", "--submit", str(tmp_path), *extra])
+            sb3_ppo.main([*argv, "--no-progress", "--submit", str(tmp_path)])
     assert not (tmp_path / "s").exists()
 
 
