@@ -211,6 +211,14 @@ def test_an_lm_whose_weights_do_not_read_is_a_checkpoint_error(tmp_path: Path) -
         build_text_critic(TextCriticConfig(), d)
 
 
+def test_a_start_that_fails_before_training_leaves_no_run_behind(tmp_path: Path) -> None:
+    """A bad --lm failed after options.json was written: the corrected command was refused ('holds a run already')."""
+    out = tmp_path / "run"
+    with pytest.raises(CheckpointError, match="no language model at"):
+        train(TextTrainConfig(lm=str(tmp_path / "no-lm"), out=str(out)), progress=False)
+    assert not (out / "options.json").exists()
+
+
 def test_a_bare_state_is_written_as_the_first_line_of_its_own_search() -> None:
     for p in (PROBLEM, Problem((20, 26), 46), Problem((3, 5, 8), 16)):
         assert render_state(p.numbers, p.target) == dfs_trace(p).split("\n")[1]
