@@ -484,6 +484,14 @@ def test_eval_never_overwrites_an_automatic_output(tmp_path, monkeypatch):
     assert (tmp_path / "b.jsonl").exists()
 
 
+def test_interaction_auto_is_resolved_once_when_parsed(monkeypatch) -> None:
+    """--interaction auto read the model's files twice: in the option checks and again in resolved()."""
+    calls = []
+    monkeypatch.setattr(llm_eval, "detect_interaction", lambda model: calls.append(model) or "multi-turn")
+    cfg = dataclass_cli.parse(llm_eval.EvalConfig, ["--prompt-style", "compact"])
+    assert cfg.interaction == "multi-turn" and len(calls) == 1
+
+
 def test_greedy_only_submission_says_temperature_0():
     fields = llm_eval.submission_fields(llm_eval.EvalConfig(k=0), "cmd", "1M")
     assert fields["sampling"]["temperature"] == 0.0 and fields["sampling"]["k"] == 1
