@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from baselines.analysis.uncertainty import seed_spread
+from baselines.analysis.uncertainty import finite_number, seed_spread
 from countdown_gym import dataclass_cli
 from countdown_gym.rewards.variants import variant_names
 from countdown_gym.runkit.runs import not_regular, read_options, run_named, write_text_atomic
@@ -32,8 +32,7 @@ def _own_result(result: dict[str, object], name: str, variant: str, seed: int) -
                                     "eval_problems")]
     return ((result.get("run"), result.get("reward"), result.get("seed")) == (name, variant, seed)
             and isinstance(result.get("eval_split"), str)
-            and all(isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x < math.inf for x in nums)
-            and nums[0] <= 1)
+            and finite_number(nums[0], high=1) and all(finite_number(x) for x in nums[1:]))
 
 
 def run_arguments(variant: str, seed: int, steps: int, out: str, extra: list[str]) -> tuple[list[str], dict | None]:

@@ -142,7 +142,8 @@ def test_a_damaged_result_of_a_finished_run_is_one_error_naming_it(tmp_path: Pat
 
 @pytest.mark.parametrize(("key", "value"), [("success_rate", float("nan")), ("success_rate", "0.25"), ("success_rate", 2.0),
                                             ("success_rate", None), ("train_seconds", None), ("total_timesteps", "64"),
-                                            ("reward", "critic"), ("env_steps_per_second", float("inf"))])
+                                            ("reward", "critic"), ("env_steps_per_second", float("inf")),
+                                            ("train_seconds", 10**400)])  # past a float: an OverflowError in the table
 def test_a_hand_edited_result_of_a_finished_run_is_one_error_naming_it(tmp_path: Path, key: str, value: object) -> None:
     """A finished run's result.json with a success_rate NaN, "0.25", missing or a train_seconds null was a traceback
     from statistics.mean after every run; 2.0, another reward's result or Infinity steps/s went into the table."""
