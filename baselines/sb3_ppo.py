@@ -223,9 +223,9 @@ def evaluate_saved(args: Args, command: str) -> dict[str, Any]:
         raise SystemExit(f"--evaluate-model: no such file {path}")
     run = next((p for p in (path.parent, path.parent.parent) if saved_options(p) is not None), None)
     if run is not None:
-        old = saved_options(run) or {}
-        args = dataclasses.replace(args, **{k: old[k] for k in FEATURE_FLAGS if k in old})
-        print(f"--evaluate-model: features and reward label from the options of {run}")
+        old, default = saved_options(run) or {}, Args()  # a flag given on the command line wins (--preset hard)
+        args = dataclasses.replace(args, **{k: old[k] for k in FEATURE_FLAGS if k in old and getattr(args, k) == getattr(default, k)})
+        print(f"--evaluate-model: the features and reward label not given from the options of {run}")
     custom = {"policy_class": PerActionPolicy} if args.policy == "per-action" else {}
     try:
         model = load_model(path, device="cpu", custom_objects=custom)

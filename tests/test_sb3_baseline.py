@@ -396,6 +396,8 @@ def test_evaluate_model_rescores_a_saved_run_and_names_wrong_flags(tmp_path: Pat
     again = sb3_ppo.main(["--evaluate-model", str(tmp_path / "r" / "final_model.zip"), *common])
     assert again["lookahead"] == 1  # from the run's options.json
     assert again["success_rate"] == trained["success_rate"] and again["total_timesteps"] == trained["total_timesteps"]
+    with pytest.raises(SystemExit, match="but --preset hard --policy per-action --lookahead 1"):  # a flag given wins over
+        sb3_ppo.main(["--evaluate-model", str(tmp_path / "r" / "final_model.zip"), "--preset", "hard", *common])  # the run's
     alone = tmp_path / "copy.zip"  # no options.json beside it: the command line's flags (lookahead 2) do not fit
     alone.write_bytes((tmp_path / "r" / "final_model.zip").read_bytes())
     with pytest.raises(SystemExit, match="pass the flags the model was trained with"):
