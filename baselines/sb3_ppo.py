@@ -105,6 +105,10 @@ class Args:
         report_to_names(self.report_to)  # a ValueError naming --report-to
         if self.vec_env == "batched" and self.policy != "per-action":
             raise ValueError("--vec-env batched gives move-feature observations: use it with --policy per-action")
+        if not SPLIT_RULES[self.preset].integer_only and ((self.vec_env == "batched" and not self.evaluate_model) or (
+                self.policy == "per-action" and (self.lookahead > 1 or self.log_ratios or self.children))):
+            raise ValueError(f"--preset {self.preset} has rational rules: --vec-env batched, --lookahead 2, --log-ratios and "
+                             "--children need integer-only ones (use --vec-env dummy --lookahead 1 --no-log-ratios)")
         if self.children and (self.lookahead != 2 or self.policy != "per-action"):
             raise ValueError("--children needs --lookahead 2 and --policy per-action")
         if self.child_hidden < 0 or (self.child_hidden and not self.children):
@@ -224,7 +228,10 @@ def evaluate_saved(args: Args, command: str) -> dict[str, Any]:
     run = next((p for p in (path.parent, path.parent.parent) if saved_options(p) is not None), None)
     if run is not None:
         old, default = saved_options(run) or {}, Args()  # a flag given on the command line wins (--preset hard)
-        args = dataclasses.replace(args, **{k: old[k] for k in FEATURE_FLAGS if k in old and getattr(args, k) == getattr(default, k)})
+        try:
+            args = dataclasses.replace(args, **{k: old[k] for k in FEATURE_FLAGS if k in old and getattr(args, k) == getattr(default, k)})
+        except ValueError as exc:  # the run's features do not fit a preset given
+            raise SystemExit(f"--evaluate-model: with the features of {run}: {exc}") from None
         print(f"--evaluate-model: the features and reward label not given from the options of {run}")
     custom = {"policy_class": PerActionPolicy} if args.policy == "per-action" else {}
     try:

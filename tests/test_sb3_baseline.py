@@ -509,6 +509,16 @@ def test_flags_of_the_other_policy_are_refused_not_ignored(capsys: pytest.Captur
     assert sb3_ppo.parse_args(["--policy", "mlp", "--vec-env", "dummy", "--net-arch", "32", "32"]).net_arch == [32, 32]
 
 
+def test_a_preset_of_rational_rules_with_integer_only_features_is_a_usage_error(capsys) -> None:
+    """--preset tinyzero with the defaults (the batched env, --lookahead 2, --log-ratios) was a ValueError traceback
+    from the vector env once the run directory was made."""
+    with pytest.raises(SystemExit) as exc:
+        sb3_ppo.parse_args(["--preset", "tinyzero"])
+    assert exc.value.code == 2 and "--preset tinyzero has rational rules" in capsys.readouterr().err
+    assert sb3_ppo.parse_args(["--preset", "tinyzero", "--vec-env", "dummy", "--lookahead", "1", "--no-log-ratios"])
+    assert sb3_ppo.parse_args(["--preset", "tinyzero", "--policy", "mlp", "--vec-env", "dummy"])
+
+
 def test_bad_reward_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         sb3_ppo.parse_args(["--reward", "dense"])
