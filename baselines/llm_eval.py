@@ -89,6 +89,10 @@ class EvalConfig(SplitRun):
         Sampling(temperature=self.temperature, top_p=self.top_p)  # --temperature > 0, --top-p in (0, 1]
         if not self.k:
             dataclass_cli.check_unused(self, "--k 0 (greedy only)", only=("temperature", "top_p"))
+        if self.backend == "vllm":  # vLLM places the model itself
+            dataclass_cli.check_unused(self, "--backend vllm", only=("device",))
+        dataclass_cli.check_unused(self, f"--interaction {self.interaction}", only=(  # a template wraps single-pass prompts
+            ("chat_template",) if self.interaction == "multi-turn" else ("max_turns", "max_turn_tokens")))
         try:
             torch.device(self.device if self.device != "auto" else "cpu")
         except RuntimeError:

@@ -492,6 +492,18 @@ def test_interaction_auto_is_resolved_once_when_parsed(monkeypatch) -> None:
     assert cfg.interaction == "multi-turn" and len(calls) == 1
 
 
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--backend", "vllm", "--device", "cuda:1"], "--device has no effect with --backend vllm"),
+    (["--interaction", "single-pass", "--max-turn-tokens", "16"], "--max-turn-tokens has no effect with --interaction single-pass"),
+    (["--interaction", "multi-turn", "--chat-template", "on"], "--chat-template has no effect with --interaction multi-turn"),
+])
+def test_llm_eval_flags_its_backend_or_interaction_ignores_are_usage_errors(argv, message, capsys) -> None:
+    """Each ran with the flag ignored: vLLM places the model itself; turns have no chat template, one pass no turns."""
+    with pytest.raises(SystemExit) as exc:
+        dataclass_cli.parse(llm_eval.EvalConfig, argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_greedy_only_submission_says_temperature_0():
     fields = llm_eval.submission_fields(llm_eval.EvalConfig(k=0), "cmd", "1M")
     assert fields["sampling"]["temperature"] == 0.0 and fields["sampling"]["k"] == 1
