@@ -57,7 +57,8 @@ def test_bad_flags_are_usage_errors_before_any_run(tmp_path: Path, capsys: pytes
                        (["--variants", "sparse", *base, "--n-epochs", "zero"], "--n-epochs"),
                        (["--variants", "sparse", *base, "--workers", "0"], "--workers"),
                        (["--variants", "sparse", "sparse", *base], "must not repeat"),  # two runs in one folder at once
-                       (["--variants", "sparse", *base, "--seeds", "1", "1"], "must not repeat")):
+                       (["--variants", "sparse", *base, "--seeds", "1", "1"], "must not repeat"),
+                       (["--variants", "sparse", *base, "--seeds=-1"], "--seed must be in [0, 2**31)")):  # a failed run
         with pytest.raises(SystemExit) as exc:
             compare_rewards.main(argv)
         assert exc.value.code == 2 and said in capsys.readouterr().err
