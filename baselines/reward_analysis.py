@@ -50,6 +50,8 @@ class Options:
 
     def __post_init__(self) -> None:
         dataclass_cli.check_min(self, 1, "auroc_samples")
+        if not self.auroc:
+            dataclass_cli.check_unused(self, "--auroc off", only=("auroc_samples",))
         if not Path(self.page).parent.is_dir():  # was 'No such file or directory: <page stem>_forest.part.png.tmp'
             raise ValueError(f"--page {self.page}: no such folder {Path(self.page).parent}")
         if self.tuning_runs and not Path(self.tuning_runs).is_dir():  # was "Not a directory" (exit 1) from iterdir

@@ -132,6 +132,8 @@ class Args:
             raise ValueError(f"--seed must be in [0, 2**31), got {self.seed}")
         if not 0 < self.gamma <= 1:
             raise ValueError(f"--gamma must be in (0, 1], got {self.gamma}")
+        if not self.eval_every:
+            dataclass_cli.check_unused(self, "--eval-every 0 (no validation curve)", only=("eval_problems",))
         if self.evaluate_model:  # it trains nothing: the flags of the training and of its run are refused
             dataclass_cli.check_unused(self, "--evaluate-model", skip=(*FEATURE_FLAGS, "vec_env", "eval_split", "eval_limit",
                                                                        "threads", "progress", "submit", "evaluate_model"))

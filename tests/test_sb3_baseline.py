@@ -519,6 +519,13 @@ def test_a_preset_of_rational_rules_with_integer_only_features_is_a_usage_error(
     assert sb3_ppo.parse_args(["--preset", "tinyzero", "--policy", "mlp", "--vec-env", "dummy"])
 
 
+def test_eval_problems_without_a_validation_curve_is_a_usage_error(capsys) -> None:
+    """--eval-every 0 --eval-problems 50 trained with no curve, --eval-problems ignored."""
+    with pytest.raises(SystemExit) as exc:
+        sb3_ppo.parse_args(["--eval-every", "0", "--eval-problems", "50"])
+    assert exc.value.code == 2 and "--eval-problems has no effect with --eval-every 0" in capsys.readouterr().err
+
+
 def test_bad_reward_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         sb3_ppo.parse_args(["--reward", "dense"])
