@@ -349,8 +349,8 @@ def main(argv: list[str] | None = None) -> dict:
                                               ("--pass-rates", cfg.pass_rates)) if p}
     for flag, path in outputs.items():  # fail before generating, not after
         run_directory(path.parent, f"{flag} {path}")
-        if path.is_dir():
-            raise SystemExit(f"{flag} {path} is a folder; name a file")
+        if kind := dataclass_cli.not_regular(path):  # a device (/dev/null) would be replaced by a file
+            raise SystemExit(f"{flag} {path} is {kind}; name a file")
     if clash := [f for f, p in outputs.items() if [q.resolve() for q in outputs.values()].count(p.resolve()) > 1]:
         raise SystemExit(f"{' and '.join(clash)} name one file; each output needs its own")
     res = evaluate(cfg, problems=problems)

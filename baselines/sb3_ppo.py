@@ -317,8 +317,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     command = " ".join(["python", "baselines/sb3_ppo.py", *(argv if argv is not None else sys.argv[1:])])
-    if args.submit and Path(args.submit).is_dir():  # written last, after the training and the evaluation
-        raise SystemExit(f"--submit {args.submit} is a folder; name a file")
+    if args.submit and (kind := not_regular(args.submit)):  # written last: a device (/dev/null) would become a file
+        raise SystemExit(f"--submit {args.submit} is {kind}; name a file")
     if args.evaluate_model:
         return evaluate_saved(args, command)
     name = args.run_name or f"{args.preset}-{args.reward}-s{args.seed}"

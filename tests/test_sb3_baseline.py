@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -488,6 +489,9 @@ def test_a_submission_path_that_is_a_folder_is_refused_before_training(tmp_path:
     for argv in (train, ["--evaluate-model", str(tmp_path / "final_model.zip")]):
         with pytest.raises(SystemExit, match=f"--submit {tmp_path} is a folder; name a file"):
             sb3_ppo.main([*argv, "--no-progress", "--submit", str(tmp_path)])
+    os.mkfifo(tmp_path / "fifo")  # as a device (--submit /dev/null, run as root): replaced by a file at the end
+    with pytest.raises(SystemExit, match="fifo is a FIFO; name a file"):
+        sb3_ppo.main(["--evaluate-model", str(tmp_path / "final_model.zip"), "--submit", str(tmp_path / "fifo")])
     assert not (tmp_path / "s").exists()
 
 

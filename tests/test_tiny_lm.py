@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -462,6 +463,9 @@ def test_outputs_that_cannot_be_written_apart_are_refused_before_generating(tmp_
         llm_eval.main([*argv, "--out", str(tmp_path / "folder")])
     with pytest.raises(SystemExit, match=r"--results-json .*folder is a folder; name a file"):
         llm_eval.main([*argv, "--out", str(tmp_path / "c.jsonl"), "--results-json", str(tmp_path / "folder")])
+    os.mkfifo(tmp_path / "fifo")  # as a device (--results-json /dev/null, run as root): replaced by a file at the end
+    with pytest.raises(SystemExit, match=r"--results-json .*fifo is a FIFO; name a file"):
+        llm_eval.main([*argv, "--out", str(tmp_path / "c.jsonl"), "--results-json", str(tmp_path / "fifo")])
     with pytest.raises(SystemExit, match="^--out and --pass-rates name one file"):
         llm_eval.main([*argv, "--out", str(tmp_path / "c.jsonl"), "--pass-rates", str(tmp_path / "c.jsonl"),
                        "--results-json", str(tmp_path / "r.json")])
