@@ -508,6 +508,21 @@ def test_written_aside_replaces_whole_or_not_at_all(tmp_path: Path) -> None:
     assert (tmp_path / "out.jsonl.old").read_text() == "mine\n"
 
 
+def test_a_device_or_socket_is_never_replaced_by_a_file(tmp_path: Path) -> None:
+    """--results-json /dev/null (or reward_analysis --page /dev/null), run as root, replaced the device by a file."""
+    import socket
+
+    from countdown_gym.dataclass_cli import write_together
+
+    path = tmp_path / "sock"
+    with socket.socket(socket.AF_UNIX) as s:  # a special file as a device is, made without root
+        s.bind(str(path))
+        for write in (lambda: written_aside(path).__enter__(), lambda: write_together({tmp_path / "a": "x", path: "y"})):
+            with pytest.raises(OSError, match="a device or a socket, not a file"):
+                write()
+        assert path.is_socket() and sorted(p.name for p in tmp_path.iterdir()) == ["sock"]
+
+
 def test_written_aside_puts_the_old_folder_back_when_the_new_one_cannot_take_its_place(tmp_path, monkeypatch) -> None:
     import os
 
