@@ -135,7 +135,7 @@ class Args:
         if not self.eval_every:
             dataclass_cli.check_unused(self, "--eval-every 0 (no validation curve)", only=("eval_problems",))
         if self.evaluate_model:  # it trains nothing: the flags of the training and of its run are refused
-            dataclass_cli.check_unused(self, "--evaluate-model", skip=(*FEATURE_FLAGS, "vec_env", "eval_split", "eval_limit",
+            dataclass_cli.check_unused(self, "--evaluate-model", skip=(*FEATURE_FLAGS, "eval_split", "eval_limit",
                                                                        "threads", "progress", "submit", "evaluate_model"))
 
 
@@ -213,7 +213,7 @@ def final_evaluation(model: Any, args: Args, command: str, result: dict[str, Any
     return result
 
 
-FEATURE_FLAGS = ("preset", "reward", "seed", "policy", "lookahead", "log_ratios", "children", "hidden", "net_arch")
+FEATURE_FLAGS = ("preset", "reward", "seed", "policy", "vec_env", "lookahead", "log_ratios", "children", "hidden", "net_arch")
 
 
 RESUME_MAY_CHANGE = ("total_timesteps", "resume", "progress", "threads", "eval_split", "eval_limit", "eval_every",

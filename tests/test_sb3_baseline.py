@@ -407,6 +407,16 @@ def test_evaluate_model_rescores_a_saved_run_and_names_wrong_flags(tmp_path: Pat
         sb3_ppo.main(["--evaluate-model", str(tmp_path / "missing.zip"), *common])
 
 
+def test_evaluate_model_of_an_mlp_run_takes_its_vec_env_too(tmp_path: Path) -> None:
+    """The run's --policy mlp met the default --vec-env batched: refused (a ValueError traceback before) unless
+    --vec-env dummy, which the evaluation does not use, was given."""
+    run = ["--policy", "mlp", "--vec-env", "dummy", "--num-envs", "2", "--n-steps", "32", "--batch-size", "64",
+           "--total-timesteps", "64", "--eval-every", "0", "--output-dir", str(tmp_path), "--run-name", "m"]
+    common = ["--eval-split", "validation", "--eval-limit", "3", "--no-progress"]
+    sb3_ppo.main([*run, *common])
+    assert sb3_ppo.main(["--evaluate-model", str(tmp_path / "m" / "final_model.zip"), *common])["eval_problems"] == 3
+
+
 def test_resume_refuses_flags_the_checkpoint_would_ignore(tmp_path: Path) -> None:
     common = ["--num-envs", "2", "--n-steps", "32", "--batch-size", "64", "--n-epochs", "1", "--eval-limit", "5",
               "--eval-every", "0", "--checkpoint-every", "64", "--output-dir", str(tmp_path), "--run-name", "r",
