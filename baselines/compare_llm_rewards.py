@@ -72,6 +72,9 @@ class Options:
     replot: bool = False  # Redraw the figure from <name>_curves.csv in --results-dir (no run, no evaluation).
 
     def __post_init__(self) -> None:
+        if self.replot:  # the figure of --results-dir/--name (--quick: of its own), labelled by these two
+            dataclass_cli.check_unused(self, "--replot (it redraws the figure only)", skip=(
+                "replot", "results_dir", "name", "interaction", "eval_problems", "quick", *("runs_dir",) * self.quick))
         if not self.model:
             self.model = DEFAULT_TURN_MODEL if self.interaction == "multi-turn" else DEFAULT_MODEL
         if self.quick:
@@ -194,7 +197,7 @@ def trained(args: Options, variant: str, seed: int) -> bool:
 
 def check_run_options(args: Options) -> None:
     """Every variant's ``llm_grpo.py`` command checked before any run starts: one message, not one failed run a seed."""
-    s, prog = args.seed_list[0], "compare_llm_rewards.py"
+    s, prog = max(args.seed_list), "compare_llm_rewards.py"  # the largest seed: llm_grpo.py's range is [0, 2**31)
     for v in args.variants:
         try:
             with contextlib.redirect_stderr(io.StringIO()):  # llm_grpo.py's usage error: said once, below, as this one's

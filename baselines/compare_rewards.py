@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from baselines.analysis.uncertainty import seed_spread
+from baselines.analysis.uncertainty import finite_number, seed_spread
 from countdown_gym import dataclass_cli
 from countdown_gym.rewards.variants import variant_names
 from countdown_gym.runkit.runs import not_regular, read_options, run_named, write_text_atomic
@@ -32,8 +32,7 @@ def _own_result(result: dict[str, object], name: str, variant: str, seed: int) -
                                     "eval_problems")]
     return ((result.get("run"), result.get("reward"), result.get("seed")) == (name, variant, seed)
             and isinstance(result.get("eval_split"), str)
-            and all(isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x < math.inf for x in nums)
-            and nums[0] <= 1)
+            and finite_number(nums[0], high=1) and all(finite_number(x) for x in nums[1:]))
 
 
 def run_arguments(variant: str, seed: int, steps: int, out: str, extra: list[str]) -> tuple[list[str], dict | None]:
@@ -116,6 +115,8 @@ class Options:
     replot: bool = False  # Redraw sb3_rewards.png from the sb3_rewards_curves.csv in --out (no run).
 
     def __post_init__(self) -> None:
+        if self.replot:
+            dataclass_cli.check_unused(self, "--replot (it redraws the figure only)", skip=("replot", "out"))
         dataclass_cli.check_min(self, 1, "total_timesteps", "workers")
         if not self.variants or not self.seeds:
             raise ValueError("--variants and --seeds need at least one value each")
@@ -127,17 +128,22 @@ class Options:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, extra = dataclass_cli.parse_known(Options, argv, prog="python baselines/compare_rewards.py",
-                                            description=__doc__.split("\n\n")[0])
+    prog = "python baselines/compare_rewards.py"
+    args, extra = dataclass_cli.parse_known(Options, argv, prog=prog, description=__doc__.split("\n\n")[0])
     from baselines import sb3_ppo
 
     out = Path(args.out)
     run_args = sb3_ppo.parse_args(extra)
     if args.replot:
+        try:  # of sb3_ppo's flags, the figure reads these two
+            dataclass_cli.check_unused(run_args, "--replot (it redraws the figure only)", skip=("eval_problems", "preset"))
+        except ValueError as exc:
+            dataclass_cli.usage_error(str(exc), prog=prog)
         print(f"wrote {plot(out, run_args.eval_problems, run_args.preset)}")
         return 0
     for variant in args.variants:  # every run's command line is checked before any run starts
-        sb3_ppo.parse_args([*extra, "--reward", variant])
+        for seed in args.seeds:
+            sb3_ppo.parse_args([*extra, "--reward", variant, "--seed", str(seed)])
     per_run = ("--reward", "--seed", "--output-dir", "--run-name", "--progress", "--resume")  # run_arguments sets them
     if clash := [a for a in extra if a.split("=")[0].replace("_", "-").replace("--no-", "--") in per_run]:
         raise SystemExit(f"compare_rewards.py: {clash[0]} would override what the comparison sets for each run "

@@ -11,7 +11,6 @@ the whole split was evaluated, else to a JSONL of completions (docs/tiny_lm.md).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shlex
 import sys
@@ -81,24 +80,25 @@ class EvalConfig(SplitRun):
                               ("chat_template", ("auto", "on", "off")), ("backend", ("hf", "vllm")), ("dtype", DTYPES)):
             dataclass_cli.check_choice(self, name, allowed)
         dataclass_cli.check_choice(self, "interaction", ("auto", "single-pass", "multi-turn"))
-        how = self.interaction if self.interaction != "auto" else detect_interaction(self.model)  # reads no weights
-        if self.prompt_style not in (ok := TURN_PROMPT_STYLES if how == "multi-turn" else PROMPT_STYLES):
-            raise ValueError(f"--prompt-style {self.prompt_style} is not a {how} style: choose one of {list(ok)}")
+        if self.interaction == "auto":  # what the model was trained for (reads no weights)
+            self.interaction = detect_interaction(self.model)
+        if self.prompt_style not in (ok := TURN_PROMPT_STYLES if self.interaction == "multi-turn" else PROMPT_STYLES):
+            raise ValueError(f"--prompt-style {self.prompt_style} is not a {self.interaction} style: choose one of {list(ok)}")
         dataclass_cli.check_min(self, 1, "max_new_tokens", "batch_size", "max_turn_tokens")
         dataclass_cli.check_min(self, 0, "k", "offset", "limit")
         Sampling(temperature=self.temperature, top_p=self.top_p)  # --temperature > 0, --top-p in (0, 1]
+        if not self.k:
+            dataclass_cli.check_unused(self, "--k 0 (greedy only)", only=("temperature", "top_p"))
+        if self.backend == "vllm":  # vLLM places the model itself
+            dataclass_cli.check_unused(self, "--backend vllm", only=("device",))
+        dataclass_cli.check_unused(self, f"--interaction {self.interaction}", only=(  # a template wraps single-pass prompts
+            ("chat_template",) if self.interaction == "multi-turn" else ("max_turns", "max_turn_tokens")))
         try:
             torch.device(self.device if self.device != "auto" else "cpu")
         except RuntimeError:
             raise ValueError(f"--device must be auto or a torch device (cpu, cuda, cuda:1...), got {self.device!r}") from None
         if self.pass_rates and self.k < 1:
             raise ValueError("--pass-rates needs sampled completions (--k >= 1)")
-
-    def resolved(self) -> EvalConfig:
-        """This configuration with ``--interaction auto`` resolved: what the model was trained for."""
-        if self.interaction != "auto":
-            return self
-        return dataclasses.replace(self, interaction=detect_interaction(self.model))
 
 
 def make_prompts(problems: list[Problem], tokenizer, style: str, chat_template: str = "auto") -> list[str]:
@@ -180,7 +180,6 @@ def select(problems: list[Problem], cfg: EvalConfig) -> list[Problem]:
 
 def evaluate(cfg: EvalConfig, problems: list[Problem] | None = None, progress: bool = True) -> dict:
     """Run the evaluation of ``cfg`` (``baselines.lm.evaluation.evaluate``); returns metrics plus the completions."""
-    cfg = cfg.resolved()
     torch.set_num_threads(cfg.threads)
     if problems is None:
         problems = select(load_split(cfg.preset, cfg.split), cfg)
@@ -239,7 +238,7 @@ def metrics(ev: Evaluation, problems: list[Problem]) -> dict:
 
 
 def submission_fields(cfg: EvalConfig, command: str, params: str) -> dict:
-    """The metadata of the leaderboard submission an evaluation of the whole split writes (``cfg``: resolved)."""
+    """The metadata of the leaderboard submission an evaluation of the whole split writes."""
     n = cfg.k + 1
     return dict(
         agent=_agent_name(cfg), authors=cfg.authors, model=cfg.model, model_size=params, method=cfg.method,
@@ -335,7 +334,7 @@ def dry_run(cfg: EvalConfig, problems: list[Problem]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    cfg = dataclass_cli.parse(EvalConfig, argv).resolved()
+    cfg = dataclass_cli.parse(EvalConfig, argv)
     problems = select(load_split(cfg.preset, cfg.split), cfg)
     if cfg.dry_run:
         plan = dry_run(cfg, problems)
@@ -350,8 +349,8 @@ def main(argv: list[str] | None = None) -> dict:
                                               ("--pass-rates", cfg.pass_rates)) if p}
     for flag, path in outputs.items():  # fail before generating, not after
         run_directory(path.parent, f"{flag} {path}")
-        if path.is_dir():
-            raise SystemExit(f"{flag} {path} is a folder; name a file")
+        if kind := dataclass_cli.not_regular(path):  # a device (/dev/null) would be replaced by a file
+            raise SystemExit(f"{flag} {path} is {kind}; name a file")
     if clash := [f for f, p in outputs.items() if [q.resolve() for q in outputs.values()].count(p.resolve()) > 1]:
         raise SystemExit(f"{' and '.join(clash)} name one file; each output needs its own")
     res = evaluate(cfg, problems=problems)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from baselines.analysis.uncertainty import binomial_se, seed_spread
+from baselines.analysis.uncertainty import binomial_se, finite_number, seed_spread
 from baselines.compare_llm_rewards import QUICK, VARIANTS
 from baselines.compare_llm_rewards import Options as Comparison
 from baselines.lm.grpo_model import ROOT
@@ -50,6 +50,8 @@ class Options:
 
     def __post_init__(self) -> None:
         dataclass_cli.check_min(self, 1, "auroc_samples")
+        if not self.auroc:
+            dataclass_cli.check_unused(self, "--auroc off", only=("auroc_samples",))
         if not Path(self.page).parent.is_dir():  # was 'No such file or directory: <page stem>_forest.part.png.tmp'
             raise ValueError(f"--page {self.page}: no such folder {Path(self.page).parent}")
         if self.tuning_runs and not Path(self.tuning_runs).is_dir():  # was "Not a directory" (exit 1) from iterdir
@@ -116,10 +118,6 @@ def read_record(path: Path) -> dict[str, Any]:
     return rec
 
 
-def _number(x: Any, low: float = 0.0, high: float = sys.float_info.max) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and low <= x <= high  # NaN and Infinity fail
-
-
 def _bits(x: Any) -> bool:
     return (x.strip("01") == "") if isinstance(x, str) else isinstance(x, list) and all(v in (0, 1) and not isinstance(v, float) for v in x)
 
@@ -130,14 +128,14 @@ FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     **dict.fromkeys(("test_outcomes", "start_outcomes"), (_bits, "a string of 0s and 1s, one per test problem (or a list "
                                                              "of 0, 1, true and false)")),
     "problem_ids_sha256": (lambda x: x is None or isinstance(x, str), "a string"),
-    "seconds_per_step": (lambda x: x is None or _number(x), "a number of seconds >= 0 (or null)"),
-    "steps": (lambda x: _number(x) and float(x).is_integer(), "a count of steps >= 0"),
-    "frac_reward_zero_std": (lambda x: isinstance(x, list) and all(_number(v, high=1) for v in x), "a list of fractions in [0, 1]"),
+    "seconds_per_step": (lambda x: x is None or finite_number(x), "a number of seconds >= 0 (or null)"),
+    "steps": (lambda x: finite_number(x) and float(x).is_integer(), "a count of steps >= 0"),
+    "frac_reward_zero_std": (lambda x: isinstance(x, list) and all(finite_number(v, high=1) for v in x), "a list of fractions in [0, 1]"),
     "validation": (lambda x: isinstance(x, list) and all(
-        isinstance(r, dict) and _number(r.get("step")) and _number(r.get("greedy_success"), high=1)
-        and _number(r.get("problems", 0)) and float(r.get("problems", 0)).is_integer() for r in x),
+        isinstance(r, dict) and finite_number(r.get("step")) and finite_number(r.get("greedy_success"), high=1)
+        and finite_number(r.get("problems", 0)) and float(r.get("problems", 0)).is_integer() for r in x),
         "a list of rows, each with a 'step' >= 0 and a 'greedy_success' in [0, 1] (and 'problems' a count)"),
-    "options": (lambda x: isinstance(x, dict) and _number(x.get("learning_rate"), low=1e-300),
+    "options": (lambda x: isinstance(x, dict) and finite_number(x.get("learning_rate"), low=1e-300),
                 "an object of the run's options, with its 'learning_rate' (a number > 0)"),
 }
 """The fields of a record the analysis reads: a test of the value and what it must be (:func:`read_record`)."""
@@ -335,9 +333,9 @@ def results_lines(result: dict[str, Any], folder: Path, page: Path) -> list[str]
             lines.append("")
     if (au := read_options(folder, AUROC_FILE)) is not None:  # one error naming a damaged file
         terms = au.get("terms")
-        if not (all(_number(au.get(k)) for k in ("episodes", "problems", "moves", "temperature", "solved")) and "clipo_note" in au
-                and isinstance(terms, dict) and all(isinstance(v, dict) and _number(v.get("per_move"), high=1)
-                                                    and _number(v.get("per_episode"), high=1) for v in terms.values())):
+        if not (all(finite_number(au.get(k)) for k in ("episodes", "problems", "moves", "temperature", "solved")) and "clipo_note" in au
+                and isinstance(terms, dict) and all(isinstance(v, dict) and finite_number(v.get("per_move"), high=1)
+                                                    and finite_number(v.get("per_episode"), high=1) for v in terms.values())):
             raise SystemExit(f"{folder / AUROC_FILE}: not what --auroc writes (episodes, problems, moves, temperature, solved, "
                              "clipo_note and terms' per_move and per_episode AUROC); run --auroc again or delete it")
         lines += [f"Dense terms as predictors of an episode's success: AUROC of each move's term against the episode's "

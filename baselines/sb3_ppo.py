@@ -105,6 +105,10 @@ class Args:
         report_to_names(self.report_to)  # a ValueError naming --report-to
         if self.vec_env == "batched" and self.policy != "per-action":
             raise ValueError("--vec-env batched gives move-feature observations: use it with --policy per-action")
+        if not SPLIT_RULES[self.preset].integer_only and ((self.vec_env == "batched" and not self.evaluate_model) or (
+                self.policy == "per-action" and (self.lookahead > 1 or self.log_ratios or self.children))):
+            raise ValueError(f"--preset {self.preset} has rational rules: --vec-env batched, --lookahead 2, --log-ratios and "
+                             "--children need integer-only ones (use --vec-env dummy --lookahead 1 --no-log-ratios)")
         if self.children and (self.lookahead != 2 or self.policy != "per-action"):
             raise ValueError("--children needs --lookahead 2 and --policy per-action")
         if self.child_hidden < 0 or (self.child_hidden and not self.children):
@@ -128,6 +132,11 @@ class Args:
             raise ValueError(f"--seed must be in [0, 2**31), got {self.seed}")
         if not 0 < self.gamma <= 1:
             raise ValueError(f"--gamma must be in (0, 1], got {self.gamma}")
+        if not self.eval_every:
+            dataclass_cli.check_unused(self, "--eval-every 0 (no validation curve)", only=("eval_problems",))
+        if self.evaluate_model:  # it trains nothing: the flags of the training and of its run are refused
+            dataclass_cli.check_unused(self, "--evaluate-model", skip=(*FEATURE_FLAGS, "eval_split", "eval_limit",
+                                                                       "threads", "progress", "submit", "evaluate_model"))
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
@@ -204,7 +213,7 @@ def final_evaluation(model: Any, args: Args, command: str, result: dict[str, Any
     return result
 
 
-FEATURE_FLAGS = ("preset", "reward", "seed", "policy", "lookahead", "log_ratios", "children", "hidden", "net_arch")
+FEATURE_FLAGS = ("preset", "reward", "seed", "policy", "vec_env", "lookahead", "log_ratios", "children", "hidden", "net_arch")
 
 
 RESUME_MAY_CHANGE = ("total_timesteps", "resume", "progress", "threads", "eval_split", "eval_limit", "eval_every",
@@ -220,9 +229,12 @@ def evaluate_saved(args: Args, command: str) -> dict[str, Any]:
         raise SystemExit(f"--evaluate-model: no such file {path}")
     run = next((p for p in (path.parent, path.parent.parent) if saved_options(p) is not None), None)
     if run is not None:
-        old = saved_options(run) or {}
-        args = dataclasses.replace(args, **{k: old[k] for k in FEATURE_FLAGS if k in old})
-        print(f"--evaluate-model: features and reward label from the options of {run}")
+        old, default = saved_options(run) or {}, Args()  # a flag given on the command line wins (--preset hard)
+        try:
+            args = dataclasses.replace(args, **{k: old[k] for k in FEATURE_FLAGS if k in old and getattr(args, k) == getattr(default, k)})
+        except ValueError as exc:  # the run's features do not fit a preset given
+            raise SystemExit(f"--evaluate-model: with the features of {run}: {exc}") from None
+        print(f"--evaluate-model: the features and reward label not given from the options of {run}")
     custom = {"policy_class": PerActionPolicy} if args.policy == "per-action" else {}
     try:
         model = load_model(path, device="cpu", custom_objects=custom)
@@ -305,8 +317,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     command = " ".join(["python", "baselines/sb3_ppo.py", *(argv if argv is not None else sys.argv[1:])])
-    if args.submit and Path(args.submit).is_dir():  # written last, after the training and the evaluation
-        raise SystemExit(f"--submit {args.submit} is a folder; name a file")
+    if args.submit and (kind := not_regular(args.submit)):  # written last: a device (/dev/null) would become a file
+        raise SystemExit(f"--submit {args.submit} is {kind}; name a file")
     if args.evaluate_model:
         return evaluate_saved(args, command)
     name = args.run_name or f"{args.preset}-{args.reward}-s{args.seed}"

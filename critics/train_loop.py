@@ -24,7 +24,15 @@ from tqdm import tqdm
 from countdown_gym import dataclass_cli
 from countdown_gym.data.splits import SPLIT_SPEC
 from countdown_gym.dataclass_cli import EXIT_INTERRUPTED, not_regular, written_aside
-from countdown_gym.runkit.runs import OPTIONS_FILE, MetricsLog, StopRequest, holds_run, prepare_run
+from countdown_gym.runkit.runs import (
+    OPTIONS_FILE,
+    MetricsLog,
+    StopRequest,
+    hold_directory,
+    holds_run,
+    prepare_run,
+    write_text_atomic,
+)
 from critics.models import CheckpointError, ConfigDict
 
 
@@ -88,13 +96,15 @@ def will_resume(cfg: CommonTrainOptions) -> bool:
 def start_run(cfg: CommonTrainOptions, *, resuming: bool,
               may_change: Collection[str] = RESUME_FREE_FIELDS) -> tuple[Path, np.random.Generator]:
     """Seed ``random``, torch and the returned numpy generator, set torch's threads and prepare ``cfg.out``
-    (:func:`~countdown_gym.runkit.runs.prepare_run`; ``resuming``: :func:`will_resume`)."""
+    (:func:`~countdown_gym.runkit.runs.prepare_run`; ``resuming``: :func:`will_resume`). Its ``options.json`` is
+    written when training starts (:func:`restore`): a start that fails before (a bad ``--lm``) blocks no fresh start."""
     torch.set_num_threads(cfg.threads)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     out = prepare_run(cfg.out, "--out", cfg, resume=cfg.resume, resuming=resuming, may_change=may_change,
-                      markers=("log.jsonl", *CHECKPOINT_FILES))
+                      markers=("log.jsonl", *CHECKPOINT_FILES), write=False)
+    hold_directory(out, "use another --out")
     if cfg.resume and not resuming:  # said once prepare_run has let it start afresh (not over another script's run)
         if (out / "model.safetensors").exists():  # weights without the optimizer, step and random states
             print(f"--resume: {cfg.out} has model.safetensors but no train_state.pt (nor previous/): not a checkpoint "
@@ -270,7 +280,9 @@ def resume(out: Path, load: Loader, cfg: CommonTrainOptions) -> tuple[torch.nn.M
 def restore(cfg: CommonTrainOptions, out: Path, model: torch.nn.Module, optim: torch.optim.Optimizer,
             rng: np.random.Generator, t_start: float, resumed: tuple[Any, dict] | None) -> tuple[Progress, MetricsLog]:
     """The run's :class:`Progress` and its ``log.jsonl``: a fresh run's, or one that puts :func:`resume`'s checkpoint
-    (``resumed``) into ``model``, ``optim``, ``rng`` and the global random states (the log's rows after it: redone)."""
+    (``resumed``) into ``model``, ``optim``, ``rng`` and the global random states (the log's rows after it: redone).
+    Training starts: ``cfg`` is written to ``options.json``."""
+    write_text_atomic(out / OPTIONS_FILE, json.dumps(cfg.to_dict(), indent=2, default=str) + "\n")
     if resumed is None:
         return Progress(0, cfg.end_step(), t_start, time.perf_counter()), MetricsLog(out / "log.jsonl")
     loaded, st = resumed

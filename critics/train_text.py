@@ -63,6 +63,8 @@ class TextTrainConfig(train_loop.CommonTrainOptions):
         dataclass_cli.check_min(self, 0, "lm_lr")
         if not 0.0 <= self.render <= 1.0:
             raise ValueError(f"--render must be in [0, 1], got {self.render}")
+        if not self.model.finetune:
+            dataclass_cli.check_unused(self, "--no-finetune (the LM stays frozen)", only=("lm_lr",))
 
 
 @dataclass

@@ -26,7 +26,7 @@ def test_compare_writes_table_and_figure_and_reuses_runs(tmp_path: Path, capsys:
     assert "64 environment steps per run" in table and "sb3_baseline.md" in table
     png = (tmp_path / "sb3_rewards.png").read_bytes()
     assert (tmp_path / "sb3_rewards_curves.csv").read_text().startswith("variant,seed,step,success\n")
-    compare_rewards.main([*argv, "--replot"])  # redrawn from sb3_rewards_curves.csv alone: the same figure
+    compare_rewards.main(["--out", str(tmp_path), "--eval-problems", "10", "--replot"])  # redrawn from sb3_rewards_curves.csv alone: the same figure
     assert (tmp_path / "sb3_rewards.png").read_bytes() == png
     mtime = (tmp_path / "runs" / "sparse-s0" / "result.json").stat().st_mtime
     compare_rewards.main(argv)  # finished runs are reused, not retrained
@@ -57,7 +57,8 @@ def test_bad_flags_are_usage_errors_before_any_run(tmp_path: Path, capsys: pytes
                        (["--variants", "sparse", *base, "--n-epochs", "zero"], "--n-epochs"),
                        (["--variants", "sparse", *base, "--workers", "0"], "--workers"),
                        (["--variants", "sparse", "sparse", *base], "must not repeat"),  # two runs in one folder at once
-                       (["--variants", "sparse", *base, "--seeds", "1", "1"], "must not repeat")):
+                       (["--variants", "sparse", *base, "--seeds", "1", "1"], "must not repeat"),
+                       (["--variants", "sparse", *base, "--seeds=-1"], "--seed must be in [0, 2**31)")):  # a failed run
         with pytest.raises(SystemExit) as exc:
             compare_rewards.main(argv)
         assert exc.value.code == 2 and said in capsys.readouterr().err
@@ -142,7 +143,8 @@ def test_a_damaged_result_of_a_finished_run_is_one_error_naming_it(tmp_path: Pat
 
 @pytest.mark.parametrize(("key", "value"), [("success_rate", float("nan")), ("success_rate", "0.25"), ("success_rate", 2.0),
                                             ("success_rate", None), ("train_seconds", None), ("total_timesteps", "64"),
-                                            ("reward", "critic"), ("env_steps_per_second", float("inf"))])
+                                            ("reward", "critic"), ("env_steps_per_second", float("inf")),
+                                            ("train_seconds", 10**400)])  # past a float: an OverflowError in the table
 def test_a_hand_edited_result_of_a_finished_run_is_one_error_naming_it(tmp_path: Path, key: str, value: object) -> None:
     """A finished run's result.json with a success_rate NaN, "0.25", missing or a train_seconds null was a traceback
     from statistics.mean after every run; 2.0, another reward's result or Infinity steps/s went into the table."""

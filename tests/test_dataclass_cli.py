@@ -399,6 +399,35 @@ def test_changed_options_reads_nested_and_flat_saved_options() -> None:
     assert changed_options({"lr": 0.1}, Run(Shape(16)), allowed=("width",)) == []
 
 
+def test_check_unused_names_the_flags_a_mode_ignores() -> None:
+    from countdown_gym.dataclass_cli import check_unused
+
+    check_unused(Run(Shape(16)), "--x", skip=("width",))
+    check_unused(Run(lr=0.5), "--x", only=("width",))
+    with pytest.raises(ValueError, match=r"^--depth, --lr have no effect with --x: drop them$"):
+        check_unused(Run(Shape(32, 3), lr=0.5), "--x")
+
+
+@pytest.mark.parametrize(("script", "argv", "message"), [
+    ("compare_rewards", ["--replot", "--seeds", "5"], "--seeds has no effect with --replot"),
+    ("compare_rewards", ["--replot", "--n-epochs", "3"], "--n-epochs has no effect with --replot"),  # an sb3_ppo flag
+    ("compare_llm_rewards", ["--replot", "--steps", "7", "--runs-dir", "x"], "--steps, --runs-dir have no effect with --replot"),
+    ("sb3_ppo", ["--evaluate-model", "m.zip", "--resume"], "--resume has no effect with --evaluate-model"),
+    ("llm_eval", ["--k", "0", "--temperature", "0.5"], "--temperature has no effect with --k 0"),
+])
+def test_flags_a_mode_ignores_are_usage_errors(script: str, argv: list[str], message: str, capsys) -> None:
+    """--replot with training flags, --evaluate-model with --resume, --k 0 with --temperature: each ran, the flag ignored."""
+    pytest.importorskip("sb3_contrib")
+    pytest.importorskip("transformers")
+    import importlib
+
+    module = importlib.import_module(f"baselines.{script}")
+    with pytest.raises(SystemExit) as exc:
+        {"llm_eval": lambda: parse(module.EvalConfig, argv), "sb3_ppo": lambda: module.parse_args(argv)}.get(
+            script, lambda: module.main(argv))()
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_check_choice_names_the_flag() -> None:
     @dataclasses.dataclass
     class Run:
@@ -477,6 +506,21 @@ def test_written_aside_replaces_whole_or_not_at_all(tmp_path: Path) -> None:
     with written_aside(path) as tmp:
         tmp.write_text("newer\n")
     assert (tmp_path / "out.jsonl.old").read_text() == "mine\n"
+
+
+def test_a_device_or_socket_is_never_replaced_by_a_file(tmp_path: Path) -> None:
+    """--results-json /dev/null (or reward_analysis --page /dev/null), run as root, replaced the device by a file."""
+    import socket
+
+    from countdown_gym.dataclass_cli import write_together
+
+    path = tmp_path / "sock"
+    with socket.socket(socket.AF_UNIX) as s:  # a special file as a device is, made without root
+        s.bind(str(path))
+        for write in (lambda: written_aside(path).__enter__(), lambda: write_together({tmp_path / "a": "x", path: "y"})):
+            with pytest.raises(OSError, match="a device or a socket, not a file"):
+                write()
+        assert path.is_socket() and sorted(p.name for p in tmp_path.iterdir()) == ["sock"]
 
 
 def test_written_aside_puts_the_old_folder_back_when_the_new_one_cannot_take_its_place(tmp_path, monkeypatch) -> None:

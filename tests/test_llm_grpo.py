@@ -789,7 +789,8 @@ def test_quick_with_the_flags_it_sets_is_a_usage_error(tmp_path: Path, capsys: p
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--learning-rate", "-1"], "the runs of variant 'sparse' would be refused: --learning-rate must be >= 0"),
-    (["--extra-args=--seed 5"], "--extra-args must not set --rewards")])
+    (["--extra-args=--seed 5"], "--extra-args must not set --rewards"),
+    (["--seeds", "0,2147483648"], "the runs of variant 'sparse' would be refused: --seed must be in [0, 2**31)")])  # was checked for seed 0 only
 def test_comparison_flags_its_runs_refuse_are_one_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                argv: list[str], message: str) -> None:
     """A flag llm_grpo.py refuses printed its usage error, then the comparison's line again, exit 1; --extra-args

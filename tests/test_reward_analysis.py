@@ -193,6 +193,9 @@ def test_a_missing_records_folder_is_a_usage_error_and_the_page_is_kept(tmp_path
         with pytest.raises(SystemExit) as exc:
             ra.main(["--page", str(page), "--tuning-runs", str(runs)])
         assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:  # played no AUROC: --auroc-samples was ignored, exit 0
+        ra.main(["--page", str(page), "--records", str(records(tmp_path, {"sparse": [0.1]})), "--auroc-samples", "8"])
+    assert exc.value.code == 2
     with pytest.raises(SystemExit) as exc:  # a page in no folder: an error naming a temporary file, exit 1
         ra.main(["--page", str(tmp_path / "typo" / "page.md"), "--records", str(records(tmp_path, {"sparse": [0.1]}))])
     assert exc.value.code == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -420,12 +421,24 @@ def test_evaluate_model_rescores_a_saved_run_and_names_wrong_flags(tmp_path: Pat
     again = sb3_ppo.main(["--evaluate-model", str(tmp_path / "r" / "final_model.zip"), *common])
     assert again["lookahead"] == 1  # from the run's options.json
     assert again["success_rate"] == trained["success_rate"] and again["total_timesteps"] == trained["total_timesteps"]
+    with pytest.raises(SystemExit, match="but --preset hard --policy per-action --lookahead 1"):  # a flag given wins over
+        sb3_ppo.main(["--evaluate-model", str(tmp_path / "r" / "final_model.zip"), "--preset", "hard", *common])  # the run's
     alone = tmp_path / "copy.zip"  # no options.json beside it: the command line's flags (lookahead 2) do not fit
     alone.write_bytes((tmp_path / "r" / "final_model.zip").read_bytes())
     with pytest.raises(SystemExit, match="pass the flags the model was trained with"):
         sb3_ppo.main(["--evaluate-model", str(alone), *common])
     with pytest.raises(SystemExit, match="no such file"):
         sb3_ppo.main(["--evaluate-model", str(tmp_path / "missing.zip"), *common])
+
+
+def test_evaluate_model_of_an_mlp_run_takes_its_vec_env_too(tmp_path: Path) -> None:
+    """The run's --policy mlp met the default --vec-env batched: refused (a ValueError traceback before) unless
+    --vec-env dummy, which the evaluation does not use, was given."""
+    run = ["--policy", "mlp", "--vec-env", "dummy", "--num-envs", "2", "--n-steps", "32", "--batch-size", "64",
+           "--total-timesteps", "64", "--eval-every", "0", "--output-dir", str(tmp_path), "--run-name", "m"]
+    common = ["--eval-split", "validation", "--eval-limit", "3", "--no-progress"]
+    sb3_ppo.main([*run, *common])
+    assert sb3_ppo.main(["--evaluate-model", str(tmp_path / "m" / "final_model.zip"), *common])["eval_problems"] == 3
 
 
 def test_resume_refuses_flags_the_checkpoint_would_ignore(tmp_path: Path) -> None:
@@ -505,10 +518,14 @@ def test_submission_of_an_evaluation_is_rescored_by_the_leaderboard(tmp_path: Pa
 def test_a_submission_path_that_is_a_folder_is_refused_before_training(tmp_path: Path) -> None:
     """--submit naming a folder trained and evaluated, then failed with 'Is a directory: <folder>.tmp' (the temporary
     name); the same with --evaluate-model after the evaluation."""
-    for extra in ([], ["--evaluate-model", str(tmp_path / "final_model.zip")]):
+    train = ["--num-envs", "2", "--n-steps", "32", "--batch-size", "64", "--total-timesteps", "64", "--output-dir", str(tmp_path),
+             "--run-name", "s"]
+    for argv in (train, ["--evaluate-model", str(tmp_path / "final_model.zip")]):
         with pytest.raises(SystemExit, match=f"--submit {tmp_path} is a folder; name a file"):
-            sb3_ppo.main(["--num-envs", "2", "--n-steps", "32", "--batch-size", "64", "--total-timesteps", "64",
-                          "--output-dir", str(tmp_path), "--run-name", "s", "--no-progress", "--submit", str(tmp_path), *extra])
+            sb3_ppo.main([*argv, "--no-progress", "--submit", str(tmp_path)])
+    os.mkfifo(tmp_path / "fifo")  # as a device (--submit /dev/null, run as root): replaced by a file at the end
+    with pytest.raises(SystemExit, match="fifo is a FIFO; name a file"):
+        sb3_ppo.main(["--evaluate-model", str(tmp_path / "final_model.zip"), "--submit", str(tmp_path / "fifo")])
     assert not (tmp_path / "s").exists()
 
 
@@ -528,6 +545,23 @@ def test_flags_of_the_other_policy_are_refused_not_ignored(capsys: pytest.Captur
         sb3_ppo.parse_args(["--policy", "mlp", "--vec-env", "dummy", "--hidden", "128"])
     assert "--hidden and --activation set the per-action policy" in capsys.readouterr().err
     assert sb3_ppo.parse_args(["--policy", "mlp", "--vec-env", "dummy", "--net-arch", "32", "32"]).net_arch == [32, 32]
+
+
+def test_a_preset_of_rational_rules_with_integer_only_features_is_a_usage_error(capsys) -> None:
+    """--preset tinyzero with the defaults (the batched env, --lookahead 2, --log-ratios) was a ValueError traceback
+    from the vector env once the run directory was made."""
+    with pytest.raises(SystemExit) as exc:
+        sb3_ppo.parse_args(["--preset", "tinyzero"])
+    assert exc.value.code == 2 and "--preset tinyzero has rational rules" in capsys.readouterr().err
+    assert sb3_ppo.parse_args(["--preset", "tinyzero", "--vec-env", "dummy", "--lookahead", "1", "--no-log-ratios"])
+    assert sb3_ppo.parse_args(["--preset", "tinyzero", "--policy", "mlp", "--vec-env", "dummy"])
+
+
+def test_eval_problems_without_a_validation_curve_is_a_usage_error(capsys) -> None:
+    """--eval-every 0 --eval-problems 50 trained with no curve, --eval-problems ignored."""
+    with pytest.raises(SystemExit) as exc:
+        sb3_ppo.parse_args(["--eval-every", "0", "--eval-problems", "50"])
+    assert exc.value.code == 2 and "--eval-problems has no effect with --eval-every 0" in capsys.readouterr().err
 
 
 def test_bad_reward_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -211,6 +211,23 @@ def test_an_lm_whose_weights_do_not_read_is_a_checkpoint_error(tmp_path: Path) -
         build_text_critic(TextCriticConfig(), d)
 
 
+def test_a_start_that_fails_before_training_leaves_no_run_behind(tmp_path: Path) -> None:
+    """A bad --lm failed after options.json was written: the corrected command was refused ('holds a run already')."""
+    out = tmp_path / "run"
+    with pytest.raises(CheckpointError, match="no language model at"):
+        train(TextTrainConfig(lm=str(tmp_path / "no-lm"), out=str(out)), progress=False)
+    assert not (out / "options.json").exists()
+
+
+def test_an_lm_learning_rate_with_a_frozen_lm_is_a_usage_error(capsys) -> None:
+    """--no-finetune --lm-lr 1e-3 trained with the LM frozen, --lm-lr ignored."""
+    from countdown_gym import dataclass_cli
+
+    with pytest.raises(SystemExit) as exc:
+        dataclass_cli.parse(TextTrainConfig, ["--no-finetune", "--lm-lr", "1e-3"])
+    assert exc.value.code == 2 and "--lm-lr has no effect with --no-finetune" in capsys.readouterr().err
+
+
 def test_a_bare_state_is_written_as_the_first_line_of_its_own_search() -> None:
     for p in (PROBLEM, Problem((20, 26), 46), Problem((3, 5, 8), 16)):
         assert render_state(p.numbers, p.target) == dfs_trace(p).split("\n")[1]

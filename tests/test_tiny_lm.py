@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -462,6 +463,9 @@ def test_outputs_that_cannot_be_written_apart_are_refused_before_generating(tmp_
         llm_eval.main([*argv, "--out", str(tmp_path / "folder")])
     with pytest.raises(SystemExit, match=r"--results-json .*folder is a folder; name a file"):
         llm_eval.main([*argv, "--out", str(tmp_path / "c.jsonl"), "--results-json", str(tmp_path / "folder")])
+    os.mkfifo(tmp_path / "fifo")  # as a device (--results-json /dev/null, run as root): replaced by a file at the end
+    with pytest.raises(SystemExit, match=r"--results-json .*fifo is a FIFO; name a file"):
+        llm_eval.main([*argv, "--out", str(tmp_path / "c.jsonl"), "--results-json", str(tmp_path / "fifo")])
     with pytest.raises(SystemExit, match="^--out and --pass-rates name one file"):
         llm_eval.main([*argv, "--out", str(tmp_path / "c.jsonl"), "--pass-rates", str(tmp_path / "c.jsonl"),
                        "--results-json", str(tmp_path / "r.json")])
@@ -482,6 +486,26 @@ def test_eval_never_overwrites_an_automatic_output(tmp_path, monkeypatch):
     assert (tmp_path / "runs" / "llm_eval" / "a-final-longproc-0.5k-validation-completions.jsonl").read_text() == first
     llm_eval.main(["--model", str(b), *argv, "--out", str(tmp_path / "b.jsonl")])  # an explicit --out is written
     assert (tmp_path / "b.jsonl").exists()
+
+
+def test_interaction_auto_is_resolved_once_when_parsed(monkeypatch) -> None:
+    """--interaction auto read the model's files twice: in the option checks and again in resolved()."""
+    calls = []
+    monkeypatch.setattr(llm_eval, "detect_interaction", lambda model: calls.append(model) or "multi-turn")
+    cfg = dataclass_cli.parse(llm_eval.EvalConfig, ["--prompt-style", "compact"])
+    assert cfg.interaction == "multi-turn" and len(calls) == 1
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--backend", "vllm", "--device", "cuda:1"], "--device has no effect with --backend vllm"),
+    (["--interaction", "single-pass", "--max-turn-tokens", "16"], "--max-turn-tokens has no effect with --interaction single-pass"),
+    (["--interaction", "multi-turn", "--chat-template", "on"], "--chat-template has no effect with --interaction multi-turn"),
+])
+def test_llm_eval_flags_its_backend_or_interaction_ignores_are_usage_errors(argv, message, capsys) -> None:
+    """Each ran with the flag ignored: vLLM places the model itself; turns have no chat template, one pass no turns."""
+    with pytest.raises(SystemExit) as exc:
+        dataclass_cli.parse(llm_eval.EvalConfig, argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_greedy_only_submission_says_temperature_0():

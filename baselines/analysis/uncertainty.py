@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
+
+
+def finite_number(x: Any, low: float = 0.0, high: float = sys.float_info.max) -> bool:  # a figure read back from a file
+    return isinstance(x, int | float) and not isinstance(x, bool) and low <= x <= high  # NaN and Infinity fail
 
 
 def binomial_se(p: float, n: int) -> float:

@@ -9,7 +9,7 @@
 Public API (``docs/DESIGN.md``): every command and script parses its options here. Parsing, help and errors are
 ``tyro.cli``'s; this module adds what tyro does not do: the project's flag spellings, finite floats, JSON dicts,
 help from field docstrings joined on one line, one usage-error form (:func:`usage_error`), the resume check
-(:func:`changed_options`) and :func:`to_argv`.
+(:func:`changed_options`), the check of flags a mode ignores (:func:`check_unused`) and :func:`to_argv`.
 
 Spellings: ``--field-name`` (or ``--field_name``); a nested dataclass field groups its class's fields as flags
 without a prefix (two fields with one flag name are a ``TypeError``); ``bool``: ``--flag``, ``--no-flag`` or
@@ -24,6 +24,7 @@ from countdown_gym.dataclass_cli.commands import (
     changed_options,
     check_choice,
     check_min,
+    check_unused,
     dispatch,
     dispatch_help,
     field_docs,
@@ -60,6 +61,7 @@ __all__ = [
     "changed_options",
     "check_choice",
     "check_min",
+    "check_unused",
     "dispatch",
     "dispatch_help",
     "field_docs",

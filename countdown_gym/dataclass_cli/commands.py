@@ -382,6 +382,17 @@ def check_choice(options: Any, name: str, allowed: Collection[Any]) -> None:
         raise ValueError(f"--{name.replace('_', '-')} must be one of {list(allowed)}, got {value!r}")
 
 
+def check_unused(options: Any, mode: str, *, only: Collection[str] | None = None, skip: Collection[str] = ()) -> None:
+    """Raise ``ValueError`` naming the flags set away from their defaults that have no effect in ``mode``
+    (``--seeds, --steps have no effect with --replot: drop them``): the fields in ``only`` (default: all) less those
+    in ``skip``; like :func:`check_min`. A mode that reads only some flags refuses the others, never ignores them."""
+    unused = [flag.name for flag, value, default in _leaves(options)
+              if (only is None or flag.path[-1] in only) and flag.path[-1] not in skip and value != default]
+    if unused:
+        one = len(unused) == 1
+        raise ValueError(f"{', '.join(unused)} {'has' if one else 'have'} no effect with {mode}: drop {'it' if one else 'them'}")
+
+
 # ---- back to flags: the resume check and to_argv ------------------------------------------------------------
 
 

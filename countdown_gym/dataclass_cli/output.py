@@ -184,11 +184,14 @@ def _remove(path: Path) -> None:
 @contextlib.contextmanager
 def written_aside(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Write ``path`` (a file or a folder) whole or not at all: yields ``<path>.tmp`` (whatever stale stood there
-    removed) to write; on leaving, it replaces ``path`` (a FIFO or link there is replaced, never opened; a folder
-    there is renamed to ``<path>.old``, put back if the new one cannot take its place, and removed once it has); on
-    an exception (a full disk, Ctrl-C) the temporary is removed and ``path`` keeps what it held. A folder's
-    ``<path>.old`` that a kill left is put back (no ``path``) or removed first."""
+    removed) to write; on leaving, it replaces ``path`` (a FIFO or link there is replaced, never opened; a device
+    or socket is an ``OSError`` first; a folder there is renamed to ``<path>.old``, put back if the new one cannot
+    take its place, and removed once it has); on an exception (a full disk, Ctrl-C) the temporary is removed and
+    ``path`` keeps what it held. A folder's ``<path>.old`` that a kill left is put back (no ``path``) or removed
+    first."""
     path = Path(path)
+    if not path.is_symlink() and not_regular(path) == "a special file":  # a link to one is replaced, not the device
+        raise OSError(errno.EEXIST, "a device or a socket, not a file", str(path))
     tmp, old = path.with_name(path.name + ".tmp"), path.with_name(path.name + ".old")
     _remove(tmp)
     if old.is_dir() and not old.is_symlink():  # a kill during a folder swap left it
@@ -225,6 +228,8 @@ def write_together(files: Mapping[str | os.PathLike[str], str | bytes | Callable
     journal = finish_together(paths[-1])
     if folder := next((p for p in paths if p.is_dir() and not p.is_symlink()), None):  # no rename could replace it:
         raise IsADirectoryError(errno.EISDIR, "a folder, not a file", str(folder))  # refused before any part is written
+    if device := next((p for p in paths if not p.is_symlink() and not_regular(p) == "a special file"), None):
+        raise OSError(errno.EEXIST, "a device or a socket, not a file", str(device))
     parts = [p.with_name(f"{p.stem}.part{p.suffix}") for p in paths]
     try:
         for part, write in zip(parts, files.values(), strict=True):
