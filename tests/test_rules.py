@@ -39,6 +39,16 @@ def test_validation() -> None:
         Rules.from_dict({"name": "x", "colour": "red"})
 
 
+@pytest.mark.parametrize("make", [Rules.preset, lambda v: Rules(sign=v), lambda v: Rules(value_limit=v),
+                                  lambda v: Rules.from_dict({v: 1, 2: 3})])
+def test_a_refusal_quotes_a_bounded_piece_of_the_value(make) -> None:
+    """A 1 MB preset name or sign was quoted whole (a 1 MB message, through verl's compute_score too); mixed-type
+    unknown fields raised sorted()'s TypeError."""
+    with pytest.raises(ValueError) as err:
+        make("x" * 1_000_000)
+    assert len(str(err.value)) < 300
+
+
 def test_value_object() -> None:
     r = Rules.longproc()
     with pytest.raises(dataclasses.FrozenInstanceError):
