@@ -173,6 +173,17 @@ def test_problem_numbers_stay_within_the_verifiers_literal_limit() -> None:
         Problem((10**15, 1), 10**15 + 1)
 
 
+def test_a_problems_refusal_and_repr_quote_a_bounded_piece_of_its_numbers() -> None:
+    """A negative number among 200,000 was refused with all 200,000 quoted; the repr (in the environments' and
+    traces' refusals) wrote every number and a 1 MB rules name."""
+    from countdown_gym import Problem
+
+    with pytest.raises(ValueError, match=r"non-negative, got int -1$"):
+        Problem([3] * 200_000 + [-1], 5)
+    assert len(repr(Problem([3] * 200_000, 5, Rules(name="x" * 10**6)))) < 1500
+    assert repr(Problem([3] * 64, 5)) == f"Problem(numbers={(3,) * 64}, target=5, rules=longproc)"  # as before
+
+
 def test_a_target_or_value_limit_python_cannot_write_is_refused() -> None:
     """A 5,000-digit target or value limit was accepted: Problem's and Rules' repr, every prompt and the envs'
     messages then raised Python's int->str digit-limit ValueError. Now at most 640 digits, which str() always writes."""
