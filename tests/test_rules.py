@@ -49,6 +49,17 @@ def test_a_refusal_quotes_a_bounded_piece_of_the_value(make) -> None:
     assert len(str(err.value)) < 300
 
 
+def test_a_numpy_array_is_no_sign_or_preset_name() -> None:
+    """np.array(['any']) (a parquet list cell) was kept as Rules.sign (unhashable, not JSON); a longer array raised
+    numpy's 'truth value ... is ambiguous'; Rules.preset raised getattr's TypeError."""
+    for bad in (np.array(["any"]), np.array(["any", "any"])):
+        with pytest.raises(ValueError, match="Rules.sign must be"):
+            Rules(sign=bad)
+        with pytest.raises(ValueError, match="unknown rules preset"):
+            Rules.preset(bad)
+    assert Rules(sign=np.str_("any")).sign == "any"
+
+
 def test_value_object() -> None:
     r = Rules.longproc()
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -62,7 +62,7 @@ class Rules:
                 object.__setattr__(self, flag, bool(value))
             elif not isinstance(value, bool):
                 raise TypeError(f"Rules.{flag} must be a bool, got {describe_value(value)}")
-        if self.sign not in ("positive", "nonnegative", "any"):
+        if not isinstance(self.sign, str) or self.sign not in ("positive", "nonnegative", "any"):  # no array
             raise ValueError(f"Rules.sign must be 'positive', 'nonnegative' or 'any', got {describe_value(self.sign)}")
         limit = self.value_limit
         if isinstance(limit, np.integer):  # as the flags' np.bool_ above
@@ -99,7 +99,7 @@ class Rules:
     def preset(cls, name: str) -> Rules:
         """A preset by name: ``longproc``, ``longproc_positive``, ``tinyzero`` or ``classic``."""
         presets = ("classic", "longproc", "longproc_positive", "tinyzero")
-        if name not in presets:
+        if not isinstance(name, str) or name not in presets:
             raise ValueError(f"unknown rules preset {describe_value(name)}; choose one of {list(presets)}")
         return getattr(cls, name)()
 
