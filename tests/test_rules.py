@@ -39,6 +39,27 @@ def test_validation() -> None:
         Rules.from_dict({"name": "x", "colour": "red"})
 
 
+@pytest.mark.parametrize("make", [Rules.preset, lambda v: Rules(sign=v), lambda v: Rules(value_limit=v),
+                                  lambda v: Rules.from_dict({v: 1, 2: 3})])
+def test_a_refusal_quotes_a_bounded_piece_of_the_value(make) -> None:
+    """A 1 MB preset name or sign was quoted whole (a 1 MB message, through verl's compute_score too); mixed-type
+    unknown fields raised sorted()'s TypeError."""
+    with pytest.raises(ValueError) as err:
+        make("x" * 1_000_000)
+    assert len(str(err.value)) < 300
+
+
+def test_a_numpy_array_is_no_sign_or_preset_name() -> None:
+    """np.array(['any']) (a parquet list cell) was kept as Rules.sign (unhashable, not JSON); a longer array raised
+    numpy's 'truth value ... is ambiguous'; Rules.preset raised getattr's TypeError."""
+    for bad in (np.array(["any"]), np.array(["any", "any"])):
+        with pytest.raises(ValueError, match="Rules.sign must be"):
+            Rules(sign=bad)
+        with pytest.raises(ValueError, match="unknown rules preset"):
+            Rules.preset(bad)
+    assert Rules(sign=np.str_("any")).sign == "any"
+
+
 def test_value_object() -> None:
     r = Rules.longproc()
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -161,6 +182,17 @@ def test_problem_numbers_stay_within_the_verifiers_literal_limit() -> None:
     assert verify(p, solve(p)[0]).correct
     with pytest.raises(ValueError, match="at most 15 digits"):
         Problem((10**15, 1), 10**15 + 1)
+
+
+def test_a_problems_refusal_and_repr_quote_a_bounded_piece_of_its_numbers() -> None:
+    """A negative number among 200,000 was refused with all 200,000 quoted; the repr (in the environments' and
+    traces' refusals) wrote every number and a 1 MB rules name."""
+    from countdown_gym import Problem
+
+    with pytest.raises(ValueError, match=r"non-negative, got int -1$"):
+        Problem([3] * 200_000 + [-1], 5)
+    assert len(repr(Problem([3] * 200_000, 5, Rules(name="x" * 10**6)))) < 1500
+    assert repr(Problem([3] * 64, 5)) == f"Problem(numbers={(3,) * 64}, target=5, rules=longproc)"  # as before
 
 
 def test_a_target_or_value_limit_python_cannot_write_is_refused() -> None:

@@ -250,3 +250,14 @@ def test_unhashable_rules_are_named(call):
 def test_count_solutions_names_its_own_bad_cap():
     with pytest.raises(ValueError, match="cap must be a positive int or None, got int 0"):  # was "limit must be ..."
         count_solutions(Problem((1, 2, 3), 6), cap=0)
+
+
+def test_reachable_values_refuses_a_non_number_as_reachable_does() -> None:
+    """[1, 'x'] raised sorted()'s "'<' not supported between instances of 'str' and 'int'"."""
+    import numpy as np
+
+    from countdown_gym.game.solver import reachable_values
+
+    with pytest.raises(TypeError, match="a Countdown number must be an int or a Fraction, got str 'x'"):
+        reachable_values([1, "x"])
+    assert reachable_values([np.int64(3), 2]) == reachable_values([2, 3])

@@ -240,3 +240,21 @@ def test_a_compact_operand_past_strs_digit_limit_is_written_as_the_placeholder()
 
     assert format_move(10**5000, "+", 2).startswith("<a number of over")
     assert "<a number of over" in format_compact_line(0, 10**5000, "+", 2, 10**5000 + 2)
+
+
+
+def _refusals():
+    from countdown_gym.game.turn_format import format_move, turn_prompt
+
+    p = Problem((1, 2), 3)
+    return [parse_number, lambda v: parse_number("1/0" + " " * len(v)), lambda v: build_prompt(p, v),
+            lambda v: build_prompt(p, "tinyzero", **{v: 1}), lambda v: format_compact_line(v, 1, "+", 2, 3),
+            lambda v: format_move(1, v, 2), lambda v: turn_prompt(p, v)]
+
+
+@pytest.mark.parametrize("refuse", _refusals())
+def test_a_refusal_quotes_a_bounded_piece_of_the_value(refuse) -> None:
+    """A 1 MB token, operator, prompt style, option or depth was quoted whole (a 1 MB message)."""
+    with pytest.raises((ValueError, TypeError)) as err:
+        refuse("x" * 1_000_000)
+    assert len(str(err.value)) < 300

@@ -204,3 +204,13 @@ def test_a_decimal_past_float_precision_is_written_within_a_twentieth():
     trace = dfs_trace(problem)
     assert "228292483004686692190512 / 18881722 = 12090660110591962.5." in trace
     assert all(t["valid"] for t in replay_completion(problem, trace).transitions)
+
+
+@pytest.mark.parametrize("field", ["answer", "leaves"])
+def test_a_bad_compact_trace_option_is_quoted_bounded(field) -> None:
+    """A 1 MB option value was quoted whole."""
+    from countdown_gym.game.compact_trace import CompactTraceConfig
+
+    with pytest.raises(ValueError, match=f"{field} must be") as err:
+        CompactTraceConfig(**{field: "x" * 1_000_000})
+    assert len(str(err.value)) < 300

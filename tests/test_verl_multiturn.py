@@ -73,6 +73,15 @@ def test_a_solving_trajectory_scores_one_and_the_reward_matches_the_game() -> No
     assert vm.compute_score("countdown_gym/longproc-0.5k", "", gt, as_array) == score
 
 
+def test_a_ground_truth_without_rules_plays_under_the_same_rules_in_the_tool_and_the_reward() -> None:
+    """The tool never sees the row's data_source; the reward read TinyZero's rules from data_source 'countdown', so
+    50*50, refused by the tool (exceeds_limit under LongProc's), scored 1.0."""
+    gt, agent = {"numbers": [50, 50], "target": 2500}, AgentData()
+    resp, _, _ = _call(_tools(), {a: {"create_kwargs": {"ground_truth": gt}} for a in vm.ACTIONS}, agent, "move",
+                       {"a": 50, "op": "*", "b": 50})
+    assert resp.text.startswith("error exceeds_limit")
+    assert vm.compute_score("countdown", "", gt, dict(agent.extra_fields))["score"] == 0.0
+
 
 @pytest.mark.parametrize("turns", ["21+16", b"21+16", {"21+16": 1}, 5])
 def test_turns_that_are_no_list_are_refused(turns) -> None:

@@ -59,9 +59,9 @@ class CompactTraceConfig:
         if not isinstance(self.show_state, bool):  # a truthy "no" showed the states
             raise ValueError(f"show_state must be a bool, got {describe_value(self.show_state)}")
         if self.answer not in ("solution", "answer"):
-            raise ValueError(f"answer must be 'solution' or 'answer', got {self.answer!r}")
+            raise ValueError(f"answer must be 'solution' or 'answer', got {describe_value(self.answer)}")
         if self.leaves not in ("enumerate", "direct"):
-            raise ValueError(f"leaves must be 'enumerate' or 'direct', got {self.leaves!r}")
+            raise ValueError(f"leaves must be 'enumerate' or 'direct', got {describe_value(self.leaves)}")
 
 
 def _moves(state: Sequence[int], rules: Rules) -> list[tuple[CompactMove, tuple[int, ...]]]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from countdown_gym.game.expression import parse_number_literal
-from countdown_gym.game.rules import Number, normalize
+from countdown_gym.game.rules import Number, describe_value, normalize
 
 _N = r"-?[0-9]+(?:/[0-9]+)?"
 _DEC = r"-?[0-9]+\.[0-9]+"
@@ -41,12 +41,12 @@ def parse_number(token: str) -> Number:
     if _RE_RATIONAL.fullmatch(tok):
         p, q = (_int(x) for x in tok.split("/"))
         if q == 0:
-            raise ValueError(f"number {token!r} has a zero denominator")
+            raise ValueError(f"number {describe_value(token)} has a zero denominator")
         return normalize(Fraction(p, q))
     if _RE_DECIMAL.fullmatch(tok):
         _int(tok.split(".")[0])
         return normalize(Fraction(tok))
-    raise ValueError(f"not a number: {token!r}")
+    raise ValueError(f"not a number: {describe_value(token)}")
 
 
 def parse_number_list(text: str) -> tuple[Number, ...]:

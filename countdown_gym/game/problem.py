@@ -40,7 +40,7 @@ class Problem:
         if len(numbers) < 1:
             raise ValueError("Problem.numbers must not be empty")
         if any(x < 0 for x in numbers):
-            raise ValueError(f"Problem.numbers must be non-negative, got {numbers}")
+            raise ValueError(f"Problem.numbers must be non-negative, got {describe_value(min(numbers))}")
         if any(x >= 10**MAX_NUMBER_DIGITS for x in numbers):  # an answer could not write them
             raise ValueError(f"Problem.numbers must have at most {MAX_NUMBER_DIGITS} digits (the verifier's literal limit)")
         object.__setattr__(self, "numbers", numbers)
@@ -49,7 +49,9 @@ class Problem:
             raise TypeError(f"Problem.rules must be a Rules, got {type(self.rules).__name__}")
 
     def __repr__(self) -> str:
-        return f"Problem(numbers={self.numbers}, target={self.target}, rules={self.rules.name})"
+        n = len(self.numbers)  # bounded: refusals quote it (64: the most numbers an environment plays)
+        numbers = self.numbers if n <= 64 else f"({', '.join(map(str, self.numbers[:64]))}, ... {n} numbers)"
+        return f"Problem(numbers={numbers}, target={self.target}, rules={self.rules.name[:80]})"
 
     @functools.cached_property
     def literal_digits(self) -> int:

@@ -62,15 +62,15 @@ class Rules:
                 object.__setattr__(self, flag, bool(value))
             elif not isinstance(value, bool):
                 raise TypeError(f"Rules.{flag} must be a bool, got {describe_value(value)}")
-        if self.sign not in ("positive", "nonnegative", "any"):
-            raise ValueError(f"Rules.sign must be 'positive', 'nonnegative' or 'any', got {self.sign!r}")
+        if not isinstance(self.sign, str) or self.sign not in ("positive", "nonnegative", "any"):  # no array
+            raise ValueError(f"Rules.sign must be 'positive', 'nonnegative' or 'any', got {describe_value(self.sign)}")
         limit = self.value_limit
         if isinstance(limit, np.integer):  # as the flags' np.bool_ above
             limit = int(limit)
             object.__setattr__(self, "value_limit", limit)
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)
                                   or check_digits(limit, "Rules.value_limit") < 1):
-            raise ValueError(f"Rules.value_limit must be a positive int or None, got {limit!r}")
+            raise ValueError(f"Rules.value_limit must be a positive int or None, got {describe_value(limit)}")
         lo, hi = self.result_range()
         object.__setattr__(self, "_lo", lo)  # not fields: read by the hot legality checks below
         object.__setattr__(self, "_hi", hi)
@@ -99,8 +99,8 @@ class Rules:
     def preset(cls, name: str) -> Rules:
         """A preset by name: ``longproc``, ``longproc_positive``, ``tinyzero`` or ``classic``."""
         presets = ("classic", "longproc", "longproc_positive", "tinyzero")
-        if name not in presets:
-            raise ValueError(f"unknown rules preset {name!r}; choose one of {list(presets)}")
+        if not isinstance(name, str) or name not in presets:
+            raise ValueError(f"unknown rules preset {describe_value(name)}; choose one of {list(presets)}")
         return getattr(cls, name)()
 
     def replace(self, **changes: Any) -> Rules:
@@ -118,7 +118,7 @@ class Rules:
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - fields
         if unknown:
-            raise ValueError(f"unknown Rules fields: {sorted(unknown)}")
+            raise ValueError(f"unknown Rules fields: {describe_value(sorted(unknown, key=str))}")
         rules = cls(**data)
         if rules == LEGACY_LONGPROC:
             return cls.longproc_positive()

@@ -129,7 +129,7 @@ def clear_cache() -> None:
 def reachable_values(numbers: Iterable[Number], rules: Rules | None = None) -> frozenset[Number]:
     """Every target the numbers can make under ``rules`` (memoised; cheap for up to 5 numbers)."""
     oracle = _oracle(rules)
-    st = tuple(to_q(exact(x)) for x in sorted(numbers))  # as reachable
+    st = tuple(to_q(x) for x in sorted(exact(x) for x in numbers))  # as reachable: checked before sorting
     if not st:
         return frozenset()
     vals: set[Q] = set()

@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Number, Rules, format_number, normalize
+from countdown_gym.game.rules import Number, Rules, describe_value, format_number, normalize
 from countdown_gym.game.trace import dfs_trace, format_list
 
 REPLACEMENT_CHAR = "\ufffd"
@@ -58,7 +58,7 @@ def format_compact_line(depth: int, a: Number, op: str, b: Number, c: Number,
                         state: Sequence[Number] | None = None) -> str:
     """A compact search line: ``"  37+17=54 [26,54]"`` (``depth`` leading spaces)."""
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
-        raise ValueError(f"depth must be an int >= 0, got {depth!r}")
+        raise ValueError(f"depth must be an int >= 0, got {describe_value(depth)}")
     text = " " * depth + f"{compact_number(a)}{op}{compact_number(b)}={compact_number(c)}"
     return text if state is None else f"{text} {format_state(state)}"
 
@@ -199,7 +199,7 @@ def build_prompt(problem: Problem, style: str = "longproc", **kwargs: Any) -> st
     if style == "longproc":
         return longproc_prompt(problem, **kwargs)
     if style not in PROMPT_STYLES:
-        raise ValueError(f"unknown prompt style {style!r}; choose one of {list(PROMPT_STYLES)}")
+        raise ValueError(f"unknown prompt style {describe_value(style)}; choose one of {list(PROMPT_STYLES)}")
     if kwargs:
-        raise TypeError(f"prompt style {style!r} takes no options, got {sorted(kwargs)}")
+        raise TypeError(f"prompt style {style!r} takes no options, got {describe_value(sorted(kwargs))}")
     return tinyzero_prompt(problem) if style == "tinyzero" else compact_prompt(problem)

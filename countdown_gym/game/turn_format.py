@@ -79,7 +79,7 @@ def parse_turn(text: str, max_chars: int = 200) -> Turn:
 def format_move(a: Number, op: str, b: Number) -> str:
     """``37-29``: a move as an agent turn; a fraction in parentheses, ``72/(9/2)``."""
     if op not in OPERATORS:
-        raise ValueError(f"unknown operator {op!r}; choose one of {OPERATORS}")
+        raise ValueError(f"unknown operator {describe_value(op)}; choose one of {OPERATORS}")
     return f"{compact_number(a)}{op}{compact_number(b)}"
 
 
@@ -117,7 +117,7 @@ def turn_prompt(problem: Problem, style: str = "compact", max_turns: int | None 
     if style == "compact":
         return compact_prompt(problem)
     if style != "instruct":
-        raise ValueError(f"unknown turn prompt style {style!r}; choose one of {list(TURN_PROMPT_STYLES)}")
+        raise ValueError(f"unknown turn prompt style {describe_value(style)}; choose one of {list(TURN_PROMPT_STYLES)}")
     budget = f" You have at most {max_turns} turns." if max_turns is not None else ""
     return (
         _puzzle(problem) +

@@ -139,9 +139,10 @@ def _store(agent_data: Any) -> dict[str, Any]:
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
                   **kwargs: Any) -> dict[str, Any]:
     """verl's reward for tool trajectories: the verdict of the turns in ``extra_info[TURNS_KEY]`` (none: 0;
-    ``solution_str`` is not read), with ``turns``, ``invalid_turns`` and ``solved``."""
-    del solution_str, kwargs
-    problem = problem_from_ground_truth(ground_truth, data_source)
+    ``solution_str`` is not read), with ``turns``, ``invalid_turns`` and ``solved``. ``data_source`` is not read
+    either: the tools never see it, so a ground truth without rules plays under LongProc's in both."""
+    del data_source, solution_str, kwargs
+    problem = problem_from_ground_truth(ground_truth)
     turns = (extra_info or {}).get(TURNS_KEY)
     if turns is not None and (isinstance(turns, (str, bytes, Mapping)) or not isinstance(turns, Iterable)):
         raise ValueError(f"extra_info[{TURNS_KEY!r}] must be a list of turns, got {describe_value(turns)}")
