@@ -207,11 +207,11 @@ def test_nan_logits_are_an_error_not_episodes(turn_model, decoder, knobs, monkey
 
 
 @pytest.mark.parametrize("knobs", [{"temperature": float("inf")}, {"top_k": 2.5}, {"top_k": True}, {"top_p": None},
-                                   {"top_p": "0.5"}])
+                                   {"top_p": "0.5"}, {"greedy": "no"}])
 def test_sampler_refuses_knobs_that_sample_wrongly(knobs) -> None:
     """temperature=inf made masked (-inf) logits NaN, top_k=True sampled top-1, top_k=2.5 failed inside topk,
-    top_p=None or "0.5" was a TypeError comparing it ('<' not supported ...)."""
-    with pytest.raises(ValueError, match="temperature|top_k|top_p must be a number"):
+    top_p=None or "0.5" was a TypeError comparing it ('<' not supported ...), greedy="no" played greedily."""
+    with pytest.raises(ValueError, match="temperature|top_k|top_p must be a number|greedy must be a bool"):
         Sampler(**knobs)
 
 

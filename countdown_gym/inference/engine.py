@@ -49,6 +49,8 @@ class Sampler:
     top_k: int = 0
 
     def __post_init__(self) -> None:
+        if not isinstance(self.greedy, bool):  # a truthy "no" played greedily
+            raise ValueError(f"greedy must be a bool, got {describe_value(self.greedy)}")
         if not self.greedy:
             check_finite(self.temperature, "temperature (when sampling)", positive=True)
         if isinstance(self.top_p, bool) or not isinstance(self.top_p, Real) or not 0 < self.top_p <= 1:
