@@ -199,7 +199,7 @@ def test_a_transition_that_is_no_dict_is_named_by_its_type() -> None:
 
 
 def test_term_reward_names_a_variant_given_by_name():
-    from countdown_gym.rewards.wrapper import TermReward
+    from countdown_gym.rewards.variants import TermReward
 
     with pytest.raises(TypeError, match=r"TermReward needs a RewardVariant \(get_variant\(name\)\), got str"):
         TermReward(gym.make("Countdown-v0"), "oracle-perfect")  # was AttributeError: no attribute 'move_term'

@@ -1,2 +1,2 @@
-"""Rewards: the registry of reward variants (``variants.py``, the one reward API), their terms (``terms.py``)
-and the Gymnasium wrapper a variant builds (``wrapper.py``); ``docs/rewards.md``."""
+"""Rewards: the registry of reward variants and the Gymnasium wrapper a variant builds (``variants.py``, the one
+reward API), their terms (``terms.py``); ``docs/rewards.md``."""

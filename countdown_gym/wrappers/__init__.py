@@ -2,7 +2,7 @@
 :class:`ContrastiveCriticReward`, :class:`CLIPOGroupReward`; any registry variant's is ``get_variant(name).wrap(env)``.
 """
 
-from countdown_gym.rewards.wrapper import TermReward, TransitionsMissingError
+from countdown_gym.rewards.variants import TermReward, TransitionsMissingError
 from countdown_gym.wrappers.clipo import CLIPOGroupReward, GroupTrainer, Trajectory
 from countdown_gym.wrappers.named import ContrastiveCriticReward, OracleReward
 

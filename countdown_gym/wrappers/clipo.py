@@ -25,7 +25,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
-from countdown_gym.rewards.wrapper import env_name
+from countdown_gym.rewards.variants import env_name
 
 
 @dataclass

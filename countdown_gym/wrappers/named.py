@@ -1,5 +1,5 @@
 """``OracleReward`` and ``ContrastiveCriticReward``: the registry's oracle and critic variants as
-:class:`~countdown_gym.rewards.wrapper.TermReward` wrappers under their first names and keys (``oracle`` /
+:class:`~countdown_gym.rewards.variants.TermReward` wrappers under their first names and keys (``oracle`` /
 ``critic``, ``..._shaping`` with ``potential=True``); their values are the variants' (``docs/rewards.md``).
 """
 
@@ -9,8 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from countdown_gym.rewards.terms import Scorer
-from countdown_gym.rewards.variants import get_variant
-from countdown_gym.rewards.wrapper import TermReward
+from countdown_gym.rewards.variants import TermReward, get_variant
 
 ORACLE_MODES: tuple[str, ...] = ("perfect", "reachable")
 """``OracleReward``'s modes: the variants ``oracle-perfect`` and ``oracle-reachable``."""
