@@ -145,7 +145,7 @@ def test_token_advantages_put_each_turns_advantage_on_its_tokens() -> None:
 def test_module_import_does_not_import_trl_and_the_trainer_refuses_bad_setups() -> None:
     code = "import sys, baselines.lm.step_credit; assert 'trl' not in sys.modules and 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
-    from baselines.lm.step_credit import StepCreditGRPOTrainer
+    from baselines.lm.grpo_trainer import StepCreditGRPOTrainer
 
     with pytest.raises(ValueError, match="rollout_func"):
         StepCreditGRPOTrainer(model=None, step_weights={"oracle-reachable": 0.5})

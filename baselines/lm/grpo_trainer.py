@@ -4,11 +4,13 @@ checks them against TRL's own path)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from trl import GRPOTrainer
 
 from baselines.lm.step_credit import StepCredit
+from countdown_gym.rewards.terms import Scorer
 
 GROUPING_FREE_LOSSES = ("grpo", "sapo", "dr_grpo", "dapo", "cispo")
 """TRL loss types whose step loss does not depend on how the rows are split into micro-batches (not ``bnpo``)."""
@@ -247,4 +249,11 @@ def chunked_kernel() -> Any:
     return ChunkedLogProbFunction
 
 
-__all__ = ["CountdownGRPOTrainer", "regroup_by_length", "trim_padding", "without_flat_rows"]
+def StepCreditGRPOTrainer(*args: Any, step_weights: Mapping[str, float], step_gamma: float = 1.0,  # noqa: N802
+                          critic: Scorer | None = None, scorers: Mapping[str, Scorer] | None = None, **kwargs: Any) -> Any:
+    """``CountdownGRPOTrainer`` with per-step credit (:meth:`StepCredit.of`); it needs the multi-turn ``rollout_func``."""
+    credit = StepCredit.of(step_weights, step_gamma, critic, scorers)
+    return CountdownGRPOTrainer(*args, step_credit=credit, **kwargs)
+
+
+__all__ = ["CountdownGRPOTrainer", "StepCreditGRPOTrainer", "regroup_by_length", "trim_padding", "without_flat_rows"]

@@ -188,16 +188,7 @@ class StepCredit:
                 "step_credit/step_advantage_abs_mean": float(np.abs(flat_a).mean()) if flat_a.size else 0.0}
 
 
-def StepCreditGRPOTrainer(*args: Any, step_weights: Mapping[str, float], step_gamma: float = 1.0,  # noqa: N802
-                          critic: Scorer | None = None, scorers: Mapping[str, Scorer] | None = None, **kwargs: Any) -> Any:
-    """``CountdownGRPOTrainer`` with per-step credit (:meth:`StepCredit.of`); it needs the multi-turn ``rollout_func``."""
-    from baselines.lm.grpo_trainer import CountdownGRPOTrainer
-
-    credit = StepCredit.of(step_weights, step_gamma, critic, scorers)
-    return CountdownGRPOTrainer(*args, step_credit=credit, **kwargs)
-
-
 __all__ = [
-    "StepCredit", "StepCreditGRPOTrainer", "group_step_advantages", "returns_to_go",
+    "StepCredit", "group_step_advantages", "returns_to_go",
     "reward_scorers", "split_reward_spec", "token_advantages", "turn_rewards",
 ]
