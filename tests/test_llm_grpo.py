@@ -19,8 +19,9 @@ pytest.importorskip("trl")
 from baselines import llm_grpo  # noqa: E402
 from baselines.llm_grpo import Options, build_grpo_config, check_vllm_available, parse_options  # noqa: E402
 from baselines.lm import grpo_config, grpo_model  # noqa: E402
+from baselines.lm.generation import prompt_token_ids  # noqa: E402
 from baselines.lm.grpo_options import GRPORun, pass_rates_file  # noqa: E402
-from baselines.lm.rewards import VARIANTS, CLIPOReward, parse_reward_spec, prompt_token_ids  # noqa: E402
+from baselines.lm.rewards import VARIANTS, CLIPOReward, parse_reward_spec  # noqa: E402
 from baselines.lm.tiny_lm import TinyLMConfig, build_model, build_tokenizer, derive_position_ids  # noqa: E402
 from countdown_gym import Problem, dataclass_cli  # noqa: E402
 from countdown_gym.game.text_format import build_prompt  # noqa: E402
@@ -879,7 +880,9 @@ def test_comparison_reuses_only_runs_of_the_same_options_and_records_each_finish
             return 0
 
     monkeypatch.setattr(subprocess, "Popen", Done)
-    monkeypatch.setattr(cmp, "git_commit", lambda: "0123abc")  # git runs through Popen too
+    from baselines.analysis import protocol
+
+    monkeypatch.setattr(protocol, "git_commit", lambda: "0123abc")  # git runs through Popen too
     cmp.launch_all(args, [("sparse", 0), ("critic", 1)])
     assert len(launched) == 1 and "--test-eval" in launched[0]  # sparse seed 0 was finished already
     (rec,) = read_records(args.records)

@@ -11,16 +11,14 @@ play (``max_turns``) runs ``CountdownMultiTurn-v0`` episodes.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from tqdm import tqdm
 
 from baselines.analysis.uncertainty import binomial_se, mean_se
-from baselines.lm.generation import Sampling, generate, generate_vllm
+from baselines.lm.generation import Sampling, evaluating, generate, generate_vllm
 from countdown_gym.game.problem import Problem
 from countdown_gym.integrations.trl_rollout import DEFAULT_MAX_TURN_TOKENS
 
@@ -110,6 +108,12 @@ def completion_records(problems: Sequence[Problem], completions: Sequence[Sequen
     return out
 
 
+def tool_records(envs: Sequence[Any]) -> list[Record]:
+    """The records of played tool episodes (``CountdownToolEnv``; answer and text: the moves' ``<Solution>`` block)."""
+    return [Record(e.solved, e.episode.invalid_turns > 0, e.episode.solution_text(), e.episode.solution_text())
+            for e in envs]
+
+
 def episode_record(rollout: Any) -> Record:
     """The record of one multi-turn episode (a ``TurnRollout``)."""
     from countdown_gym.game.turn_game import TurnEpisode
@@ -129,7 +133,7 @@ def play(model: Any, tokenizer: Any, problems: Sequence[Problem], how: Play, *, 
     """``n`` plays of each problem (``sampling=None``: greedy, ``n`` 1) and the tokens the model wrote; single-pass
     play needs one prompt per problem (``prompts``)."""
     if how.tools:
-        from baselines.lm.tool_play import play_tool_episodes, tool_records
+        from baselines.lm.tool_play import play_tool_episodes
 
         envs, tokens = play_tool_episodes(model, tokenizer, [p for p in problems for _ in range(n)], max_turns=how.max_turns,
                                           max_new_tokens=how.max_new_tokens, sampling=sampling, batch_size=how.batch_size)
@@ -153,23 +157,6 @@ def play(model: Any, tokenizer: Any, problems: Sequence[Problem], how: Play, *, 
         completions, tokens = generate(model, tokenizer, prompts, max_new_tokens=how.max_new_tokens, sampling=sampling,
                                        num_return_sequences=n, batch_size=how.batch_size, progress=progress, desc=desc)
     return completion_records(problems, completions), tokens
-
-
-@contextmanager
-def evaluating(model: Any, seed: int | None = None) -> Iterator[None]:
-    """Play without gradients, in eval mode, on a forked RNG (seeded with ``seed`` when given)."""
-    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
-    was_training = getattr(model, "training", False)
-    if model is not None:
-        model.eval()
-    try:
-        with torch.no_grad(), torch.random.fork_rng(devices=devices):
-            if seed is not None:
-                torch.manual_seed(seed)
-            yield
-    finally:
-        if model is not None:
-            model.train(was_training)
 
 
 def evaluate(model: Any, tokenizer: Any, problems: Sequence[Problem], how: Play, *,

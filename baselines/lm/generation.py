@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,11 +49,19 @@ class Sampling:
         return {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k}
 
 
+def prompt_token_ids(processing_class: Any, prompts: Sequence[Any]) -> list[list[int]]:
+    """Token ids of the prompts exactly as TRL's ``GRPOTrainer`` tokenizes them for generation."""
+    if prompts and not isinstance(prompts[0], str):  # conversational: lists of chat messages
+        out = processing_class.apply_chat_template(
+            conversation=list(prompts), add_generation_prompt=True, tokenize=True, return_dict=True
+        )
+        return [list(ids) for ids in out["input_ids"]]
+    return [list(ids) for ids in processing_class(text=list(prompts))["input_ids"]]
+
+
 def prompt_ids(tokenizer: Any, prompts: Sequence[Any]) -> list[list[int]]:
     """Token ids of the prompts as TRL tokenizes them (no second BOS after a chat template's text)."""
     if prompts and not isinstance(prompts[0], str):
-        from baselines.lm.rewards import prompt_token_ids
-
         return prompt_token_ids(tokenizer, prompts)
     bos = getattr(tokenizer, "bos_token", None)
     templated = bool(getattr(tokenizer, "chat_template", None) and bos)
@@ -124,3 +133,20 @@ def generate_vllm(llm: Any, tokenizer, prompts: list[str], n: int, sampling: Sam
                             max_tokens=max_new_tokens, seed=seed)
     results = llm.generate(inputs, params, use_tqdm=False)
     return [[o.text for o in r.outputs] for r in results], sum(len(o.token_ids) for r in results for o in r.outputs)
+
+
+@contextmanager
+def evaluating(model: Any, seed: int | None = None) -> Iterator[None]:
+    """Play without gradients, in eval mode, on a forked RNG (seeded with ``seed`` when given)."""
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    was_training = getattr(model, "training", False)
+    if model is not None:
+        model.eval()
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=devices):
+            if seed is not None:
+                torch.manual_seed(seed)
+            yield
+    finally:
+        if model is not None:
+            model.train(was_training)

@@ -35,17 +35,7 @@ def load_needs(names: Iterable[str], given: dict[str, Any] | None = None) -> dic
     return out
 
 
-__all__ = ["LOADERS", "VARIANTS", "CLIPOReward", "load_needs", "monitored", "parse_reward_spec", "prompt_token_ids"]
-
-
-def prompt_token_ids(processing_class: Any, prompts: Sequence[Any]) -> list[list[int]]:
-    """Token ids of the prompts exactly as TRL's ``GRPOTrainer`` tokenizes them for generation."""
-    if prompts and not isinstance(prompts[0], str):  # conversational: lists of chat messages
-        out = processing_class.apply_chat_template(
-            conversation=list(prompts), add_generation_prompt=True, tokenize=True, return_dict=True
-        )
-        return [list(ids) for ids in out["input_ids"]]
-    return [list(ids) for ids in processing_class(text=list(prompts))["input_ids"]]
+__all__ = ["LOADERS", "VARIANTS", "CLIPOReward", "load_needs", "monitored", "parse_reward_spec"]
 
 
 class CLIPOReward:
@@ -84,7 +74,7 @@ class CLIPOReward:
         """Mean-pooled last hidden states over the completion tokens: a float tensor ``[N, hidden]``."""
         import torch
 
-        from baselines.lm.evaluation import evaluating
+        from baselines.lm.generation import evaluating, prompt_token_ids
         from critics.clipo import mean_pool
 
         if self.model is None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from baselines.lm.evaluation import Record
 from baselines.lm.generation import Sampling, generate
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.turn_format import trl_call_error
@@ -76,9 +75,3 @@ def play_tool_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], 
                 still.append(i)
         active = still
     return envs, generated
-
-
-def tool_records(envs: Sequence[CountdownToolEnv]) -> list[Record]:
-    """The evaluation records of played tool episodes (answer and text: the moves' ``<Solution>`` block)."""
-    return [Record(e.solved, e.episode.invalid_turns > 0, e.episode.solution_text(), e.episode.solution_text())
-            for e in envs]
