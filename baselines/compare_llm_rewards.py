@@ -15,25 +15,20 @@ from __future__ import annotations
 
 import contextlib
 import io
-import math
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
+from baselines.analysis.protocol import QUICK, SEEDS, STEP_SUFFIX, VARIANTS, expand_seeds, run_record
 from baselines.lm.grpo_model import DEFAULT_MODEL, DEFAULT_TURN_MODEL, ROOT
 from baselines.lm.grpo_options import RESUMABLE_CHANGES
 from baselines.lm.grpo_options import Options as GRPOOptions
 from countdown_gym import dataclass_cli
-from countdown_gym.runkit.runs import MetricsLog, read_options, run_named
-
-VARIANTS = ("sparse", "oracle-perfect", "critic", "clipo")  # the protocol's arms (dense terms added to the outcome)
-STEP_SUFFIX = "@step"  # oracle-reachable@step runs --rewards oracle-reachable --step-credit
-QUICK = {"variants": ("sparse", "oracle-perfect"), "seeds": ("0-7",), "name": "reward_comparison_quick"}  # --quick
+from countdown_gym.runkit.runs import read_options, run_named
 
 _GRPO = GRPOOptions()  # llm_grpo.py's defaults
 
@@ -48,7 +43,7 @@ class Options:
     preset: str = _GRPO.preset
     prompt_style: str = _GRPO.prompt_style
     variants: tuple[str, ...] = VARIANTS  # Comma-separated --rewards values (the arms); '@step' adds --step-credit.
-    seeds: tuple[str, ...] = ("0-10",)  # Seeds: comma-separated integers and ranges (0-10 is 0, 1, ..., 10).
+    seeds: tuple[str, ...] = SEEDS  # Seeds: comma-separated integers and ranges (0-10 is 0, 1, ..., 10).
     quick: bool = False  # Sparse against oracle-perfect, seeds 0-7, page and records in --runs-dir (QUICK).
     steps: int = _GRPO.steps  # GRPO steps of every run (with --max-minutes: the most).
     max_minutes: float = 0.0
@@ -98,17 +93,7 @@ class Options:
     @property
     def seed_list(self) -> list[int]:
         """--seeds with its ranges expanded, in order, without repeats."""
-        out: list[int] = []
-        for part in self.seeds:
-            lo, sep, hi = part.strip().partition("-")
-            try:
-                span = range(int(lo), int(hi) + 1) if sep else [int(lo)]
-            except ValueError:
-                raise ValueError(f"--seeds takes integers and ranges such as 0-10, got {part!r}") from None
-            if sep and int(hi) < int(lo):
-                raise ValueError(f"--seeds: the range {part!r} is empty")
-            out += [s for s in span if s not in out]
-        return out
+        return expand_seeds(self.seeds)
 
     @property
     def page(self) -> Path:
@@ -255,52 +240,6 @@ def play_start(args: Options) -> None:
     print(f"test: the starting model plays {args.test_problems or 'all'} test problems once for every run", flush=True)
     problems = run_problems(plan).test
     held_out_test(plan, tok, path, problems, None if plan.turns else trainer_prompts(plan, problems, tok)).start(model)
-
-
-def git_commit() -> str:
-    """The code's commit, with ``+changes`` when the code differs from it (``unknown`` outside a git checkout)."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "baselines", "countdown_gym", "critics"], cwd=ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("+changes" if dirty else "")
-
-
-def run_record(path: Path) -> dict[str, Any]:
-    """What a finished run in ``path`` leaves for the analysis (docs/results/reward_comparison.md): arm, seed, options,
-    timing, groups without reward spread, validation rows and, with ``--test-eval``, the test outcomes."""
-    import torch
-
-    from baselines.reward_analysis import ids_digest
-
-    options, summary, h = (read_options(path, name) for name in ("options.json", "summary.json", "held_out.json"))
-    log, metrics = (MetricsLog(path / name, resume_step=math.inf, write=False).rows for name in ("train_log.jsonl", "metrics.csv"))
-    try:  # the files read (else one error naming the file above); their figures checked here
-        record: dict[str, Any] = {
-            "arm": options["rewards"] + (STEP_SUFFIX if options.get("step_credit") else ""), "seed": int(options["seed"]),
-            "options": options, "commit": summary.get("commit") or git_commit(),
-            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU",
-            "steps": summary["steps"] if "steps" in summary else summary["last"]["step"],
-            "seconds_per_step": summary.get("seconds_per_step"), "train_seconds": summary.get("train_seconds"),
-            "stopped_by_time_limit": bool(summary.get("stopped_by_time_limit")),
-            "frac_reward_zero_std": [float(r["frac_reward_zero_std"]) for r in log if "frac_reward_zero_std" in r],
-            "validation": [{k: float(v) for k, v in row.items() if v != ""} for row in metrics],
-        }
-        if h is not None:
-            record.update(problems=len(h["ids"]), problem_ids_sha256=ids_digest(h["ids"]), first_problem=h["ids"][0],
-                          last_problem=h["ids"][-1], test_outcomes=bits(h["end"]), start_outcomes=bits(h["start"]),
-                          test=h.get("result"))
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        raise SystemExit(f"{path}: not the files of a finished llm_grpo.py run ({type(exc).__name__}: {exc}); fix or "
-                         "delete that run") from None
-    return record
-
-
-def bits(xs: list[bool]) -> str:
-    """Outcomes as a ``"0110..."`` string."""
-    return "".join("1" if x else "0" for x in xs)
 
 
 def write_run_record(args: Options, variant: str, seed: int) -> Path:

@@ -13,7 +13,6 @@ From the records of ``compare_llm_rewards.py`` (``<records>/<arm>-s<seed>.json.g
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import sys
 import zlib
@@ -24,9 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from baselines.analysis.protocol import QUICK, SEEDS, VARIANTS, expand_seeds, run_record
 from baselines.analysis.uncertainty import binomial_se, finite_number, seed_spread
-from baselines.compare_llm_rewards import QUICK, VARIANTS
-from baselines.compare_llm_rewards import Options as Comparison
 from baselines.lm.grpo_model import ROOT
 from countdown_gym import dataclass_cli
 from countdown_gym.dataclass_cli.strict import duplicate_key
@@ -148,11 +146,6 @@ def outcomes(text: str | Sequence[Any]) -> np.ndarray:
     return np.asarray([int(bool(x)) for x in text], dtype=np.uint8)
 
 
-def ids_digest(ids: Sequence[str]) -> str:
-    """The SHA-256 of a list of problem ids (one per line): records of the same test problems share it."""
-    return hashlib.sha256("\n".join(ids).encode()).hexdigest()
-
-
 def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
     """``mean(a) - mean(b)`` with Welch's t test (two-sided) and its 95% confidence interval; two values a side."""
     from scipy.stats import ttest_ind
@@ -218,7 +211,7 @@ def analyse(records: list[dict[str, Any]], base: str = "sparse", page: Path = PA
             "validation_problems": int(recs[0]["validation"][0].get("problems", 0)) if recs[0].get("validation") else 0,
         }
     quick = Path(page).stem == QUICK["name"]  # compare_llm_rewards.py --quick's page
-    out: dict[str, Any] = {"arms": arms, "comparisons": {}, "protocol_seeds": len(Comparison(quick=quick).seed_list),
+    out: dict[str, Any] = {"arms": arms, "comparisons": {}, "protocol_seeds": len(expand_seeds(QUICK["seeds"] if quick else SEEDS)),
                            "quick": quick}
     if base in arms and len(arms[base]["rates"]) >= 2:
         others = [a for a in arms if a != base and len(arms[a]["rates"]) >= 2]
@@ -420,8 +413,6 @@ def main(argv: list[str] | None = None) -> None:
     opts = dataclass_cli.parse(Options, argv, prog="reward_analysis.py", description=__doc__.split("\n")[0])
     page, folder = Path(opts.page), Path(opts.records)
     if opts.tuning_runs:
-        from baselines.compare_llm_rewards import run_record
-
         for run in sorted(p for p in Path(opts.tuning_runs).iterdir() if (p / "summary.json").is_file()):
             print(f"record: {write_record(folder / 'tuning' / f'{run.name}.json.gz', run_record(run))}")
     if opts.auroc:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from baselines import reward_analysis as ra
+from baselines.analysis.protocol import ids_digest
 
 
 def test_welch_matches_scipy_and_holm_steps_down() -> None:
@@ -52,7 +53,7 @@ def records(tmp_path: Path, arms: dict[str, list[float]], n: int = 200) -> Path:
             bits = "".join("1" if x else "0" for x in rng.random(n) < p)
             ra.write_record(folder / f"{arm}-s{seed}.json.gz", {
                 "arm": arm, "seed": seed, "test_outcomes": bits, "start_outcomes": "0" * n,
-                "problem_ids_sha256": ra.ids_digest(ids), "seconds_per_step": 8.0, "steps": 30,
+                "problem_ids_sha256": ids_digest(ids), "seconds_per_step": 8.0, "steps": 30,
                 "frac_reward_zero_std": [0.6, 0.7], "validation": [{"step": 0, "greedy_success": 0.1}, {"step": 30, "greedy_success": 0.2}],
                 "options": {"learning_rate": 1e-4}})
     return folder
