@@ -50,7 +50,7 @@ def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
-    from baselines.compare_llm_rewards import bits
+    from baselines.analysis.protocol import bits
     from baselines.lm.grpo_data import validation_subset
     from baselines.lm.grpo_model import DEFAULT_TURN_MODEL
     from countdown_gym.data.splits import load_split
