@@ -909,9 +909,10 @@ def test_a_damaged_run_file_or_record_is_one_error_naming_it(tmp_path: Path, mon
     """A torn or hand-damaged record, summary.json, options.json or log of a finished run was a traceback (EOFError,
     JSONDecodeError, KeyError, UnicodeDecodeError) from finished() or run_record(); now one error naming the file."""
     from baselines import compare_llm_rewards as cmp
+    from baselines.analysis import protocol
     from baselines.reward_analysis import write_record
 
-    monkeypatch.setattr(cmp, "git_commit", lambda: "0123abc")
+    monkeypatch.setattr(protocol, "git_commit", lambda: "0123abc")
     args = cmp.parse_args(["--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"), "--steps", "2",
                            "--test-problems", "3"])
     run = fake_finished_run(cmp, args, "sparse", 0, [True, False, True])
