@@ -13,7 +13,7 @@ import os
 import shutil
 import stat
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -181,6 +181,13 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def _refuse_devices(paths: Iterable[Path]) -> None:
+    """``OSError`` for a device or socket among ``paths``: a write would replace it by a file (a link to one is
+    replaced, not the device)."""
+    if device := next((p for p in paths if not p.is_symlink() and not_regular(p) == "a special file"), None):
+        raise OSError(errno.EEXIST, "a device or a socket, not a file", str(device))
+
+
 @contextlib.contextmanager
 def written_aside(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Write ``path`` (a file or a folder) whole or not at all: yields ``<path>.tmp`` (whatever stale stood there
@@ -190,8 +197,7 @@ def written_aside(path: str | os.PathLike[str]) -> Iterator[Path]:
     ``path`` keeps what it held. A folder's ``<path>.old`` that a kill left is put back (no ``path``) or removed
     first."""
     path = Path(path)
-    if not path.is_symlink() and not_regular(path) == "a special file":  # a link to one is replaced, not the device
-        raise OSError(errno.EEXIST, "a device or a socket, not a file", str(path))
+    _refuse_devices([path])
     tmp, old = path.with_name(path.name + ".tmp"), path.with_name(path.name + ".old")
     _remove(tmp)
     if old.is_dir() and not old.is_symlink():  # a kill during a folder swap left it
@@ -228,8 +234,7 @@ def write_together(files: Mapping[str | os.PathLike[str], str | bytes | Callable
     journal = finish_together(paths[-1])
     if folder := next((p for p in paths if p.is_dir() and not p.is_symlink()), None):  # no rename could replace it:
         raise IsADirectoryError(errno.EISDIR, "a folder, not a file", str(folder))  # refused before any part is written
-    if device := next((p for p in paths if not p.is_symlink() and not_regular(p) == "a special file"), None):
-        raise OSError(errno.EEXIST, "a device or a socket, not a file", str(device))
+    _refuse_devices(paths)
     parts = [p.with_name(f"{p.stem}.part{p.suffix}") for p in paths]
     try:
         for part, write in zip(parts, files.values(), strict=True):
