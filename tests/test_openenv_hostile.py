@@ -463,8 +463,12 @@ def test_many_half_sent_requests_cannot_crowd_out_a_complete_one():
             closed = 0
             for h in hogs:
                 h.settimeout(2)
-                with contextlib.suppress(TimeoutError, ConnectionResetError):
+                try:
                     closed += h.recv(1) == b""
+                except ConnectionResetError:  # closed before the server read the hog's bytes: a reset, not an end
+                    closed += 1
+                except TimeoutError:
+                    pass
             assert closed >= 30 - 8  # the oldest ones made room
         finally:
             for h in hogs:
