@@ -11,10 +11,9 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from countdown_gym.game.problem import Problem, play_rules
-from countdown_gym.game.rules import OPERATORS, Rules, describe_value
+from countdown_gym.game.rules import OPERATORS, Rules, check_bool, check_int, describe_value
 from countdown_gym.game.solver import combine, reachable
 from countdown_gym.game.text_format import format_compact_line, format_equation
 from countdown_gym.game.trace import pick_pairs
@@ -46,18 +45,14 @@ class CompactTraceConfig:
     leaves: str = "enumerate"
 
     def __post_init__(self) -> None:
-        def count(k: Any) -> bool:  # a bool is no count
-            return isinstance(k, int) and not isinstance(k, bool) and k >= 0
-
-        if isinstance(self.dead_ends, str) or not self.dead_ends or not all(map(count, self.dead_ends)):
+        if isinstance(self.dead_ends, str) or not self.dead_ends or not all(
+                isinstance(k, int) and not isinstance(k, bool) and k >= 0 for k in self.dead_ends):
             raise ValueError(f"dead_ends must be a non-empty tuple of ints >= 0, got {describe_value(self.dead_ends)}")
-        if not count(self.probe):
-            raise ValueError(f"probe must be an int >= 0, got {describe_value(self.probe)}")
+        check_int(self.probe, "probe")
         rate = self.dead_end_rate
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate <= 1.0:
             raise ValueError(f"dead_end_rate must be a number in [0, 1], got {describe_value(rate)}")
-        if not isinstance(self.show_state, bool):  # a truthy "no" showed the states
-            raise ValueError(f"show_state must be a bool, got {describe_value(self.show_state)}")
+        check_bool(self.show_state, "show_state")  # a truthy "no" showed the states
         if self.answer not in ("solution", "answer"):
             raise ValueError(f"answer must be 'solution' or 'answer', got {describe_value(self.answer)}")
         if self.leaves not in ("enumerate", "direct"):

@@ -8,14 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from countdown_gym.game.expression import MAX_NUMBER_DIGITS, literal_digits
-from countdown_gym.game.rules import Rules, check_digits, describe_value
-
-
-def _check_int(x: Any, what: str) -> int:
-    if isinstance(x, bool) or not isinstance(x, int):
-        raise TypeError(f"{what} must be an int, got {describe_value(x)}")
-    return x
-
+from countdown_gym.game.rules import Rules, check_digits, check_int, describe_value
 
 _METADATA = ("id", "preset", "num_solutions", "search_nodes")
 
@@ -36,7 +29,7 @@ class Problem:
     def __post_init__(self) -> None:
         if isinstance(self.numbers, (str, bytes, Set, Mapping)) or not hasattr(self.numbers, "__iter__"):  # ordered
             raise TypeError(f"Problem.numbers must be a sequence of ints, got {describe_value(self.numbers)}")
-        numbers = tuple(_check_int(x, "every number") for x in self.numbers)
+        numbers = tuple(check_int(x, "every number", None, error=TypeError) for x in self.numbers)
         if len(numbers) < 1:
             raise ValueError("Problem.numbers must not be empty")
         if any(x < 0 for x in numbers):
@@ -44,7 +37,7 @@ class Problem:
         if any(x >= 10**MAX_NUMBER_DIGITS for x in numbers):  # an answer could not write them
             raise ValueError(f"Problem.numbers must have at most {MAX_NUMBER_DIGITS} digits (the verifier's literal limit)")
         object.__setattr__(self, "numbers", numbers)
-        check_digits(_check_int(self.target, "Problem.target"), "Problem.target")
+        check_digits(check_int(self.target, "Problem.target", None, error=TypeError), "Problem.target")
         if not isinstance(self.rules, Rules):
             raise TypeError(f"Problem.rules must be a Rules, got {type(self.rules).__name__}")
 

@@ -35,6 +35,26 @@ def check_digits(x: int, what: str) -> int:
                      f"{math.floor(x.bit_length() * math.log10(2)) + 1:,} digits")
 
 
+def check_bool(value: Any, name: str, error: type[Exception] = ValueError) -> bool:
+    """``value`` as a bool (a numpy one too, e.g. read from a parquet column); ``error`` naming ``name`` for anything
+    else (a truthy ``"no"``)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise error(f"{name} must be a bool, got {describe_value(value)}")
+    return bool(value)
+
+
+def check_int(value: Any, name: str, low: int | None = 0, *, none: bool = False,
+              error: type[Exception] = ValueError) -> int | None:
+    """``value`` as an int (not a bool) ``>= low`` (``low=None``: any), or ``None`` when ``none``; ``error`` naming
+    ``name`` for anything else."""
+    if value is None and none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
+        want = "an int" if low is None else "a positive int" if low == 1 else f"an int >= {low}"
+        raise error(f"{name} must be {want}{' or None' if none else ''}, got {describe_value(value)}")
+    return value
+
+
 @dataclass(frozen=True)
 class Rules:
     """What an intermediate result may be, and when a game is won.
@@ -57,11 +77,7 @@ class Rules:
         if not isinstance(self.name, str):
             raise TypeError(f"Rules.name must be a str, got {describe_value(self.name)}")
         for flag in ("integer_only", "use_all"):  # a truthy "false" must not silently mean True
-            value = getattr(self, flag)
-            if isinstance(value, np.bool_):  # e.g. read back from a parquet / pandas column
-                object.__setattr__(self, flag, bool(value))
-            elif not isinstance(value, bool):
-                raise TypeError(f"Rules.{flag} must be a bool, got {describe_value(value)}")
+            object.__setattr__(self, flag, check_bool(getattr(self, flag), f"Rules.{flag}", TypeError))
         if not isinstance(self.sign, str) or self.sign not in ("positive", "nonnegative", "any"):  # no array
             raise ValueError(f"Rules.sign must be 'positive', 'nonnegative' or 'any', got {describe_value(self.sign)}")
         limit = self.value_limit

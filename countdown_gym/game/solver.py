@@ -13,7 +13,7 @@ from numbers import Real
 from countdown_gym.game.expression import PRECEDENCE, Move
 from countdown_gym.game.problem import Problem, play_rules
 from countdown_gym.game.reachability import DEADLINE, Q, Reachability, from_q, to_q
-from countdown_gym.game.rules import Number, Rules, describe_value, exact, format_number
+from countdown_gym.game.rules import Number, Rules, check_int, describe_value, exact, format_number
 
 
 def canonical(state: Iterable[Number]) -> tuple[Number, ...]:
@@ -154,18 +154,12 @@ def combine(a: tuple[str, int], op: str, b: tuple[str, int], canonical: bool = T
     return f"{_wrap(a[0], a[1], p, strict=False)}{op}{right_b}", p
 
 
-def _check_limit(name: str, value: int | None) -> None:
-    """``ValueError`` naming ``name`` unless ``value`` is a positive int or None (solve's limit, count_solutions' cap)."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"{name} must be a positive int or None, got {describe_value(value)}")
-
-
 def solve(problem: Problem, rules: Rules | None = None, limit: int | None = None) -> list[str]:
     """Distinct solution expressions, e.g. ``["(6-2)*(5-3)", ...]``, each verifying with :func:`countdown_gym.verify`:
     fewest parentheses that keep the steps' order, ``+`` / ``*`` operands in one canonical order (two solutions
     differ only if their trees do). ``limit`` stops early."""
     rules = play_rules(problem, rules, "solve()")
-    _check_limit("limit", limit)
+    check_int(limit, "limit", 1, none=True)
     found: dict[str, None] = {}
     oracle = _oracle(rules)
     target = problem.target
@@ -195,7 +189,7 @@ def solve(problem: Problem, rules: Rules | None = None, limit: int | None = None
 
 def count_solutions(problem: Problem, rules: Rules | None = None, cap: int | None = None) -> int:
     """Number of distinct solution expressions (at most ``cap`` when given)."""
-    _check_limit("cap", cap)  # before solve(), whose message would name "limit"
+    check_int(cap, "cap", 1, none=True)  # before solve(), whose message would name "limit"
     return len(solve(problem, rules, limit=cap))
 
 

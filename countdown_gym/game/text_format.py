@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import Number, Rules, describe_value, format_number, normalize
+from countdown_gym.game.rules import Number, Rules, check_int, describe_value, format_number, normalize
 from countdown_gym.game.trace import dfs_trace, format_list
 
 REPLACEMENT_CHAR = "\ufffd"
@@ -57,9 +57,7 @@ def format_state(state: Sequence[Number]) -> str:
 def format_compact_line(depth: int, a: Number, op: str, b: Number, c: Number,
                         state: Sequence[Number] | None = None) -> str:
     """A compact search line: ``"  37+17=54 [26,54]"`` (``depth`` leading spaces)."""
-    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
-        raise ValueError(f"depth must be an int >= 0, got {describe_value(depth)}")
-    text = " " * depth + f"{compact_number(a)}{op}{compact_number(b)}={compact_number(c)}"
+    text = " " * check_int(depth, "depth") + f"{compact_number(a)}{op}{compact_number(b)}={compact_number(c)}"
     return text if state is None else f"{text} {format_state(state)}"
 
 

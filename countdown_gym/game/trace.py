@@ -16,7 +16,7 @@ from fractions import Fraction
 from countdown_gym.game.expression import MAX_NUMBER_DIGITS, literal_digits, literal_limit
 from countdown_gym.game.line_grammar import DROP_OUTCOMES, parse_line
 from countdown_gym.game.problem import Problem, play_rules
-from countdown_gym.game.rules import Number, Rules, describe_value, format_number
+from countdown_gym.game.rules import Number, Rules, check_bool, describe_value, format_number
 from countdown_gym.game.solver import reachable
 
 
@@ -144,8 +144,7 @@ def _solution_block(path: list[str]) -> str:
 def dfs_trace(problem: Problem, rules: Rules | None = None, current_state: bool = False) -> str:
     """The LongProc-style DFS trace of ``problem`` and its ``<Solution>``; ``ValueError`` if unsolvable or moveless."""
     rules = play_rules(problem, rules, "dfs_trace()")
-    if not isinstance(current_state, bool):  # a truthy "false" or "no" must not silently annotate every line
-        raise TypeError(f"current_state must be a bool, got {describe_value(current_state)}")
+    current_state = check_bool(current_state, "current_state", TypeError)  # a truthy "no" annotated every line
     nums: list[Number] = list(problem.numbers)
     if rules.is_won(nums, problem.target):  # the <Solution> block would be empty, which verify() rejects
         raise ValueError(f"{problem!r} needs no move (the target is already one of the numbers); there is no search to write")
