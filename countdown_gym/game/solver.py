@@ -34,22 +34,10 @@ def legal_moves(state: Sequence[Number], rules: Rules) -> Iterator[tuple[int, in
         for j in range(i + 1, n):
             x, y = state[i], state[j]
             s, d, p, q = results(x, y)
-            if s is not None:
-                yield i, j, (x, "+", y, s)
-            if p is not None:
-                yield i, j, (x, "*", y, p)
-            if x != y:
-                _, d2, _, q2 = results(y, x)
-            else:
-                d2 = q2 = None
-            if d is not None:
-                yield i, j, (x, "-", y, d)
-            if d2 is not None:
-                yield j, i, (y, "-", x, d2)
-            if q is not None:
-                yield i, j, (x, "/", y, q)
-            if q2 is not None:
-                yield j, i, (y, "/", x, q2)
+            _, d2, _, q2 = results(y, x) if x != y else (None,) * 4
+            for r, op, turned in ((s, "+", 0), (p, "*", 0), (d, "-", 0), (d2, "-", 1), (q, "/", 0), (q2, "/", 1)):
+                if r is not None:
+                    yield (j, i, (y, op, x, r)) if turned else (i, j, (x, op, y, r))
 
 
 def apply_move(state: Sequence[Number], i: int, j: int, result: Number) -> tuple[Number, ...]:
