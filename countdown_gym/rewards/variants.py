@@ -381,11 +381,6 @@ class TermReward(gym.Wrapper):
         self._current: tuple[tuple[Number, ...], Number, Rules] | None = None  # (numbers, target, rules) now
         self._phi: float | None = None  # potential of the current numbers
 
-    def potential_of(self, state: tuple[Number, ...], target: Number, rules: Rules) -> float:
-        """``Phi(state)`` for the given target and rules."""
-        assert self.variant.potential is not None
-        return self.scale * float(self.variant.potential([state], [target], rules, self.scorer)[0])
-
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self._current, self._phi = None, None
@@ -419,22 +414,22 @@ class TermReward(gym.Wrapper):
             self._current = (tuple(first["state"]), first["target"], first.get("rules") or Rules.longproc())
         if self._current is None:
             return 0.0
+        held, target, rules = self._current
         if self._phi is None:
-            self._phi = float(self.potential_of(*self._current))
-        phi_s = self._phi
-        _, target, rules = self._current
+            self._phi = self._potential(held, target, rules)
+        phi_s, numbers = self._phi, held
         if info.get("state") is not None:  # the env's own record of the numbers it now holds
             numbers = tuple(info["state"])
         elif transitions:
             last = transitions[-1]
             numbers = tuple(last["next_state"] if last["valid"] else last["state"])
-        else:
-            numbers = self._current[0]
-        if numbers != self._current[0]:
+        if numbers != held:
             self._current = (numbers, target, rules)
-            self._phi = float(self.potential_of(*self._current))
-        phi_next = 0.0 if terminated else self._phi
-        return terms.potential_shaping(phi_s, phi_next, self.gamma)
+            self._phi = self._potential(numbers, target, rules)
+        return terms.potential_shaping(phi_s, 0.0 if terminated else self._phi, self.gamma)
+
+    def _potential(self, numbers: tuple[Number, ...], target: Number, rules: Rules) -> float:
+        return float(self.variant.potentials([numbers], [target], rules, self.scorer, self.scale)[0])
 
 
 __all__ = [
