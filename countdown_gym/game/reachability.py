@@ -91,16 +91,12 @@ class Reachability:
         """Every legal ``a op b`` and ``b op a``."""
         if type(a) is int and type(b) is int:
             c = [a + b, a * b, a - b, b - a]
-            if b:
-                if a % b == 0:
-                    c.append(a // b)
-                elif not self.integer_only:
-                    c.append(_mk(a, b))
-            if a:
-                if b % a == 0:
-                    c.append(b // a)
-                elif not self.integer_only:
-                    c.append(_mk(b, a))
+            for x, y in ((a, b), (b, a)):
+                if y:
+                    if x % y == 0:
+                        c.append(x // y)
+                    elif not self.integer_only:
+                        c.append(_mk(x, y))
             if self.integer_only and not self.free:  # only ints: the rules' check, with no conversion
                 within = self.within
                 return [r for r in c if within(r)]
