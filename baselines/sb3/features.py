@@ -13,6 +13,7 @@ with a learned network. :class:`baselines.sb3.policy.MoveFeatures` wraps one env
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from typing import NamedTuple
 
@@ -179,6 +180,17 @@ def observation_features(vals: np.ndarray, count: np.ndarray, target: np.ndarray
         return rows.reshape(n, -1)
     kids = child_rows(moves, target, rules)
     return np.concatenate([rows.reshape(n, -1), kids.reshape(n, -1)], axis=-1)
+
+
+def state_features(states: Sequence[Sequence[int]], targets: Sequence[int], progress: np.ndarray, max_numbers: int,
+                   rules: Rules, lookahead: int, log_ratios: bool, children: bool = False) -> np.ndarray:
+    """Flat move-feature observations (:func:`observation_features`) of the integer
+    ``states`` (not read back from the observation, whose values saturate past ``value_scale``)."""
+    vals = np.zeros((len(states), max_numbers), dtype=np.int64)
+    for k, s in enumerate(states):
+        vals[k, : len(s)] = s
+    return observation_features(vals, np.array([len(s) for s in states]), np.array(targets, dtype=np.int64), progress,
+                                rules, lookahead, log_ratios, children)
 
 
 def log_limit(rules: Rules) -> float:
