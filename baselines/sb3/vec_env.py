@@ -79,15 +79,13 @@ class CountdownSB3VecEnv(VecEnv):
     def step_async(self, actions: np.ndarray) -> None:
         self._actions = np.asarray(actions).reshape(self.num_envs)  # its dtype checked by the vector env
 
-    def _dense(self, transitions: np.ndarray, terminated: np.ndarray, done: np.ndarray) -> np.ndarray:
-        records = [t[0] for t in transitions]
+    def _dense(self, records: list[dict], held: list[tuple], terminated: np.ndarray, done: np.ndarray) -> np.ndarray:
         if not self.potential:
             return self.variant.move_values(records, self.critic, self.scale)
         # potential-based shaping: F = gamma * Phi(s') - Phi(s), Phi = 0 once the episode terminates
         phi_next = np.zeros(self.num_envs)
         live = [k for k in range(self.num_envs) if not terminated[k]]
-        states = [records[k]["next_state"] if records[k]["valid"] else records[k]["state"] for k in live]
-        phi_next[live] = self._potentials(states, [records[k]["target"] for k in live])
+        phi_next[live] = self._potentials([held[k] for k in live], [records[k]["target"] for k in live])
         term = np.array([potential_shaping(p, q, self.gamma) for p, q in zip(self._phi, phi_next, strict=True)])
         self._phi = phi_next
         ended = np.flatnonzero(done)
@@ -100,10 +98,10 @@ class CountdownSB3VecEnv(VecEnv):
         raw, reward, terminated, truncated, info = self.venv.step(self._actions)
         done = terminated | truncated
         reward = reward.astype(np.float64)
-        if self.dense:
-            reward = reward + self._dense(info["transitions"], terminated, done)
         records = [t[0] for t in info["transitions"]]
-        held = [r["next_state"] if r["valid"] else r["state"] for r in records]
+        held = [r["next_state"] if r["valid"] else r["state"] for r in records]  # the numbers each game holds
+        if self.dense:
+            reward = reward + self._dense(records, held, terminated, done)
         problems = self.venv.current_problems()
         obs = self.features([problems[k].numbers if done[k] else held[k] for k in range(self.num_envs)],
                             [p.target for p in problems], raw)
