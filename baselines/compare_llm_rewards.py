@@ -109,21 +109,19 @@ def parse_args(argv: list[str] | None = None) -> Options:
     return dataclass_cli.parse(Options, argv, prog="compare_llm_rewards.py", description=__doc__.split("\n")[0])
 
 
+PASSED = ("model", "interaction", "max_turns", "preset", "prompt_style", "steps", "prompts_per_step", "num_generations",
+          "max_completion_length", "learning_rate", "temperature", "eval_interval", "eval_problems", "eval_samples",
+          "train_pass_rates", "test_problems")  # the options every run passes on to llm_grpo.py as they are
+
+
 def run_command(args: Options, variant: str, seed: int) -> list[str]:
     """The ``llm_grpo.py`` command of one run."""
     return [
         sys.executable, str(ROOT / "baselines" / "llm_grpo.py"),
-        "--model", args.model, "--interaction", args.interaction, "--max-turns", str(args.max_turns),
-        "--preset", args.preset, "--prompt-style", args.prompt_style, "--rewards", variant.removesuffix(STEP_SUFFIX),
-        *(["--step-credit"] if variant.endswith(STEP_SUFFIX) else []), "--seed", str(seed), "--steps", str(args.steps),
-        *(["--max-minutes", f"{args.max_minutes:g}"] if args.max_minutes else []),
-        "--prompts-per-step", str(args.prompts_per_step), "--num-generations", str(args.num_generations),
-        "--max-completion-length", str(args.max_completion_length), "--learning-rate", str(args.learning_rate),
-        "--temperature", str(args.temperature), "--eval-interval", str(args.eval_interval),
-        "--eval-problems", str(args.eval_problems), "--eval-samples", str(args.eval_samples),
-        "--train-pass-rates", args.train_pass_rates, "--test-eval", "true", "--test-problems", str(args.test_problems),
-        "--output-dir", str(run_path(args, variant, seed)), "--threads", "1", "--resume", "--quiet",
-        *shlex.split(args.extra_args),
+        *(part for name in PASSED for part in (f"--{name.replace('_', '-')}", str(getattr(args, name)))),
+        "--rewards", variant.removesuffix(STEP_SUFFIX), *(["--step-credit"] if variant.endswith(STEP_SUFFIX) else []),
+        "--seed", str(seed), *(["--max-minutes", f"{args.max_minutes:g}"] if args.max_minutes else []), "--test-eval", "true",
+        "--output-dir", str(run_path(args, variant, seed)), "--threads", "1", "--resume", "--quiet", *shlex.split(args.extra_args),
     ]
 
 

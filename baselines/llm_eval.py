@@ -325,10 +325,9 @@ def dry_run(cfg: EvalConfig, problems: list[Problem]) -> dict:
         plan["memory"] = f"unknown: {exc}"
         return plan
     seq = 512 + cfg.max_new_tokens  # a prompt budget of 512 tokens
-    rows = cfg.batch_size
-    mem = gpu_plan.generation_memory(shape, torch.finfo(DTYPES[cfg.dtype]).bits // 8, rows, seq)
+    mem = gpu_plan.generation_memory(shape, torch.finfo(DTYPES[cfg.dtype]).bits // 8, cfg.batch_size, seq)
     plan["memory"] = {"parameters": shape.parameters, "config": shape.source, "weights_gb": round(mem["weights"] / gpu_plan.GB, 3),
-                      "kv_cache_gb": round(mem["kv_cache"] / gpu_plan.GB, 3), "kv_cache_for": f"{rows} sequences of {seq} tokens",
+                      "kv_cache_gb": round(mem["kv_cache"] / gpu_plan.GB, 3), "kv_cache_for": f"{cfg.batch_size} sequences of {seq} tokens",
                       "total_gb": round(mem["total"] / gpu_plan.GB, 3)}
     return plan
 

@@ -167,24 +167,18 @@ def make_batch(problems: list[Problem | tuple[Problem, list[str]]], tokenizer, t
     """Token ids, attention mask and labels (-100 off the completion; multi-turn: off the agent's turns), right-padded.
     Multi-turn: an item ``(problem, turns)`` is a played episode replayed, a problem alone is searched into turns."""
     rows = []
-    for p in problems:
-        played = None
-        if isinstance(p, tuple):
-            p, played = p
+    for item in problems:
+        p, played = item if isinstance(item, tuple) else (item, None)
         q = shuffled(p, rng.randrange(1 << 30))
+        seed = rng.randrange(1 << 30) if tcfg.dead_end_rate < 1.0 and played is None else None  # none drawn otherwise
         if interaction == "multi-turn":
-            if played is None:
-                seed = rng.randrange(1 << 30) if tcfg.dead_end_rate < 1.0 else None
-                played = turn_trace(q, config=tcfg, seed=seed)
-            ids, model_mask = conversation_ids(tokenizer, conversation(q, played))
+            turns = played if played is not None else turn_trace(q, config=tcfg, seed=seed)
+            ids, model_mask = conversation_ids(tokenizer, conversation(q, turns))
             ids = ids[:max_len]
             rows.append((ids, [t if m else -100 for t, m in zip(ids, model_mask, strict=False)]))
             continue
-        prompt = compact_prompt(q)
-        seed = rng.randrange(1 << 30) if tcfg.dead_end_rate < 1.0 else None  # no extra draw otherwise: old runs repeat
-        completion = compact_trace(q, config=tcfg, seed=seed)
-        ids_p = tokenizer(prompt)["input_ids"]  # starts with <bos>
-        ids_c = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        ids_p = tokenizer(compact_prompt(q))["input_ids"]  # starts with <bos>
+        ids_c = tokenizer(compact_trace(q, config=tcfg, seed=seed), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         ids = (ids_p + ids_c)[:max_len]
         labels = ([-100] * len(ids_p) + ids_c)[:max_len]
         rows.append((ids, labels))

@@ -13,6 +13,7 @@ with a learned network. :class:`baselines.sb3.policy.MoveFeatures` wraps one env
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from typing import NamedTuple
 
@@ -73,17 +74,15 @@ def _child_moves(max_numbers: int) -> np.ndarray:
 
 
 @cache
-def pair_slots_and_rest(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Slots ``i``, ``j`` of each ordered pair (action order) and the ``m - 2`` other slots, ascending."""
-    pi, pj = pair_slots(m)
-    other = np.array([[k for k in range(m) if k not in (i, j)] for i, j in zip(pi, pj, strict=True)], dtype=np.int64)
-    return pi, pj, other.reshape(len(pi), m - 2)
+def other_slots(m: int) -> np.ndarray:
+    """For each ordered pair of slots ``i``, ``j`` (action order), the ``m - 2`` other slots, ascending."""
+    pairs = list(zip(*pair_slots(m), strict=True))
+    return np.array([[k for k in range(m) if k not in pair] for pair in pairs], dtype=np.int64).reshape(len(pairs), m - 2)
 
 
 class _Moves(NamedTuple):
     """Every move from a batch of states and, for ``depth=2``, every move after it; computed once."""
 
-    count: np.ndarray  # (n,) numbers in each state
     res: np.ndarray  # (n, A) each move's result
     legal: np.ndarray  # (n, A)
     left: np.ndarray  # (n, A, M-2) the numbers each move leaves, largest first
@@ -100,10 +99,10 @@ def _moves(vals: np.ndarray, count: np.ndarray, rules: Rules, depth: int) -> _Mo
     res, legal = batch_moves(vals, count, rules, results=True)
     left, left_present = _numbers_left(vals, count)
     if depth < 2:
-        return _Moves(count, res, legal, left, left_present, None, None, None, None)
+        return _Moves(res, legal, left, left_present, None, None, None, None)
     after, after_count = _afterstates(left, left_present, res, legal, count)
     res2, legal2 = batch_moves(after, after_count, rules, results=True)
-    return _Moves(count, res, legal, left, left_present, after, after_count, res2, legal2 & legal[..., None])
+    return _Moves(res, legal, left, left_present, after, after_count, res2, legal2 & legal[..., None])
 
 
 def move_rows(
@@ -181,13 +180,24 @@ def observation_features(vals: np.ndarray, count: np.ndarray, target: np.ndarray
     return np.concatenate([rows.reshape(n, -1), kids.reshape(n, -1)], axis=-1)
 
 
+def state_features(states: Sequence[Sequence[int]], targets: Sequence[int], progress: np.ndarray, max_numbers: int,
+                   rules: Rules, lookahead: int, log_ratios: bool, children: bool = False) -> np.ndarray:
+    """Flat move-feature observations (:func:`observation_features`) of the integer
+    ``states`` (not read back from the observation, whose values saturate past ``value_scale``)."""
+    vals = np.zeros((len(states), max_numbers), dtype=np.int64)
+    for k, s in enumerate(states):
+        vals[k, : len(s)] = s
+    return observation_features(vals, np.array([len(s) for s in states]), np.array(targets, dtype=np.int64), progress,
+                                rules, lookahead, log_ratios, children)
+
+
 def log_limit(rules: Rules) -> float:
     return float(np.log1p(rules.value_limit or 2000))
 
 
 def _numbers_left(vals: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The numbers each action leaves, largest first (absent slots last), and which are present: ``(n, A, M-2)``."""
-    _, _, other = pair_slots_and_rest(vals.shape[1])
+    other = other_slots(vals.shape[1])
     left = vals[:, other]  # (n, P, M-2)
     left_present = other[None] < count[:, None, None]
     order = np.argsort(np.where(left_present, -left, np.iinfo(np.int64).max), axis=-1, kind="stable")
@@ -226,7 +236,7 @@ def child_rows(moves: _Moves, target: np.ndarray, rules: Rules) -> np.ndarray:
     kids = _child_moves(m)
     after, after_count = moves.after[:, parents], moves.after_count[:, parents]
     res2, legal2 = moves.res2[:, parents][..., kids], moves.legal2[:, parents][..., kids]  # (n, P, C)
-    _, _, other = pair_slots_and_rest(m)
+    other = other_slots(m)
     slots = other[kids // len(OPERATORS)]  # (C, M-2)
     nums = np.concatenate([after[:, :, slots], res2[..., None]], axis=-1)  # (n, P, C, M-1)
     present = slots[None, None] < after_count[..., None, None]

@@ -20,8 +20,8 @@ from baselines.sb3.features import (
     child_shape,
     feature_size,
     log_limit,
-    observation_features,
     row_size,
+    state_features,
 )
 from countdown_gym.envs.actions import decode_action, move_results, num_actions
 from countdown_gym.game.rules import Rules
@@ -50,11 +50,8 @@ class MoveFeatures(gym.ObservationWrapper):
         state = tuple(base.state)
         target = base.problem.target
         if self.rules.integer_only:
-            vals = np.zeros((1, self.m), dtype=np.int64)
-            vals[0, : len(state)] = state
-            obs = observation_features(vals, np.array([len(state)]), np.array([target]), np.array([observation[-1]]),
-                                       self.rules, self.lookahead, self.log_ratios, self.children)
-            return obs.reshape(-1)
+            return state_features([state], [target], observation[-1:], self.m, self.rules, self.lookahead,
+                                  self.log_ratios, self.children).reshape(-1)
         return self._python_rows(state, target, float(observation[-1])).reshape(-1)
 
     def _num(self, x: float, target: float) -> tuple[float, float]:

@@ -1,7 +1,7 @@
 """An SB3 ``VecEnv`` over the package's batched ``CountdownVectorEnv``, with move features and dense rewards.
 
 ``CountdownSB3VecEnv`` steps ``num_envs`` games with numpy (:class:`countdown_gym.envs.vector.CountdownVectorEnv`),
-computes :func:`baselines.sb3.features.observation_features` for the whole batch, and adds the reward variant's
+computes :func:`baselines.sb3.features.state_features` for the whole batch, and adds the reward variant's
 per-move terms or potentials (``countdown_gym.rewards.variants``: the functions its single-env wrapper calls, on the
 same transition records): the MDP and rewards of ``DummyVecEnv`` over ``MoveFeatures(variant.wrap(...))`` without a
 Python loop over envs. ``evaluate_batched`` plays a list of problems greedily with a masked policy, all at once."""
@@ -15,23 +15,11 @@ import numpy as np
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnv
 
-from baselines.sb3.features import feature_size, observation_features
+from baselines.sb3.features import feature_size, state_features
 from countdown_gym import Problem
 from countdown_gym.envs.vector import CountdownVectorEnv
-from countdown_gym.game.rules import Rules
 from countdown_gym.rewards.terms import potential_shaping
 from countdown_gym.rewards.variants import get_variant
-
-
-def state_features(states: Sequence[Sequence[int]], targets: Sequence[int], progress: np.ndarray, max_numbers: int,
-                   rules: Rules, lookahead: int, log_ratios: bool, children: bool = False) -> np.ndarray:
-    """Flat move-feature observations (:func:`baselines.sb3.features.observation_features`) of the integer
-    ``states`` (not read back from the observation, whose values saturate past ``value_scale``)."""
-    vals = np.zeros((len(states), max_numbers), dtype=np.int64)
-    for k, s in enumerate(states):
-        vals[k, : len(s)] = s
-    return observation_features(vals, np.array([len(s) for s in states]), np.array(targets, dtype=np.int64), progress,
-                                rules, lookahead, log_ratios, children)
 
 
 class CountdownSB3VecEnv(VecEnv):
@@ -91,15 +79,13 @@ class CountdownSB3VecEnv(VecEnv):
     def step_async(self, actions: np.ndarray) -> None:
         self._actions = np.asarray(actions).reshape(self.num_envs)  # its dtype checked by the vector env
 
-    def _dense(self, transitions: np.ndarray, terminated: np.ndarray, done: np.ndarray) -> np.ndarray:
-        records = [t[0] for t in transitions]
+    def _dense(self, records: list[dict], held: list[tuple], terminated: np.ndarray, done: np.ndarray) -> np.ndarray:
         if not self.potential:
             return self.variant.move_values(records, self.critic, self.scale)
         # potential-based shaping: F = gamma * Phi(s') - Phi(s), Phi = 0 once the episode terminates
         phi_next = np.zeros(self.num_envs)
         live = [k for k in range(self.num_envs) if not terminated[k]]
-        states = [records[k]["next_state"] if records[k]["valid"] else records[k]["state"] for k in live]
-        phi_next[live] = self._potentials(states, [records[k]["target"] for k in live])
+        phi_next[live] = self._potentials([held[k] for k in live], [records[k]["target"] for k in live])
         term = np.array([potential_shaping(p, q, self.gamma) for p, q in zip(self._phi, phi_next, strict=True)])
         self._phi = phi_next
         ended = np.flatnonzero(done)
@@ -112,10 +98,10 @@ class CountdownSB3VecEnv(VecEnv):
         raw, reward, terminated, truncated, info = self.venv.step(self._actions)
         done = terminated | truncated
         reward = reward.astype(np.float64)
-        if self.dense:
-            reward = reward + self._dense(info["transitions"], terminated, done)
         records = [t[0] for t in info["transitions"]]
-        held = [r["next_state"] if r["valid"] else r["state"] for r in records]
+        held = [r["next_state"] if r["valid"] else r["state"] for r in records]  # the numbers each game holds
+        if self.dense:
+            reward = reward + self._dense(records, held, terminated, done)
         problems = self.venv.current_problems()
         obs = self.features([problems[k].numbers if done[k] else held[k] for k in range(self.num_envs)],
                             [p.target for p in problems], raw)
