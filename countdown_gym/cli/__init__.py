@@ -7,9 +7,9 @@ parses its options through :mod:`countdown_gym.dataclass_cli`; exit codes 0 succ
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
-from collections.abc import Callable
 
 from countdown_gym import dataclass_cli
 
@@ -32,23 +32,20 @@ _COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _runner(name: str, module: str) -> Callable[[list[str]], int]:
+def _run(name: str, module: str, argv: list[str]) -> int:
     """The command's ``main``, imported when it runs (a command's dependencies load only for that command)."""
 
-    def run(argv: list[str]) -> int:
-        def body() -> int:
-            try:
-                return importlib.import_module(module).main(argv)
-            except SystemExit as e:  # a command that exits rather than returns its code
-                return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    def body() -> int:
+        try:
+            return importlib.import_module(module).main(argv)
+        except SystemExit as e:  # a command that exits rather than returns its code
+            return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
 
-        # Ctrl-C while the command's module loads, a closed stdout or stderr where the command has no guard of its own
-        return dataclass_cli.guarded(f"{PROG} {name}", body)
-
-    return run
+    # Ctrl-C while the command's module loads, a closed stdout or stderr where the command has no guard of its own
+    return dataclass_cli.guarded(f"{PROG} {name}", body)
 
 
-COMMANDS = {name: (text, _runner(name, module)) for name, (module, text) in _COMMANDS.items()}
+COMMANDS = {name: (text, functools.partial(_run, name, module)) for name, (module, text) in _COMMANDS.items()}
 _USAGE_LINE = "[-h] [--version] <command> [args]"
 USAGE = dataclass_cli.dispatch_help(PROG, COMMANDS, epilog=EXIT_CODES, usage=_USAGE_LINE)
 """What ``countdown-gym --help`` prints."""

@@ -182,10 +182,9 @@ def export(fmt: str, out: str | Path, presets: Sequence[str] | None = None, spli
     (:func:`generated_rows`) instead of the frozen one."""
     from tqdm import tqdm
 
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; choose one of {list(FORMATS)}")
-    if prompt_style not in PROMPT_STYLES:
-        raise ValueError(f"unknown prompt style {prompt_style!r}; choose one of {list(PROMPT_STYLES)}")
+    for what, value, allowed in (("format", fmt, FORMATS), ("prompt style", prompt_style, PROMPT_STYLES)):
+        if value not in allowed:
+            raise ValueError(f"unknown {what} {value!r}; choose one of {list(allowed)}")
     presets, splits = ([x] if isinstance(x, str) else list(x or default)  # "test" was the splits "t", "e", "s"
                        for x, default in ((presets, SPLIT_SPEC), (splits, SPLITS)))
     bad = [p for p in presets if p not in SPLIT_SPEC] + [s for s in splits if s not in SPLITS]

@@ -212,19 +212,16 @@ def cmd_submit(args: SubmitOptions, argv: list[str], started: list[bool]) -> int
     wrapper = _load(load_object, args.wrapper, "wrapper") if args.wrapper else None
     if wrapper is not None and args.wrapper_kwargs is not None:
         wrapper = functools.partial(wrapper, **args.wrapper_kwargs)
-    if args.sb3:
-        model = _load(load_sb3_model, args.sb3)
+    model = _load(load_sb3_model, args.sb3) if args.sb3 else None
 
-        def make(seed: int):
-            model.set_random_seed(seed)  # sampled actions repeat for the same --seed
-            started[0] = True
-            return sb3_policy(model, deterministic=args.temperature == 0)
-    else:
-
-        def make(seed: int):
+    def make(seed: int):
+        if model is None:
             policy = _load(load_policy, args.policy, seed=seed)
-            started[0] = True  # from here on an error is the policy's failure, not the command line's
-            return policy
+        else:
+            model.set_random_seed(seed)  # sampled actions repeat for the same --seed
+            policy = sb3_policy(model, deterministic=args.temperature == 0)
+        started[0] = True  # from here on an error is the policy's failure, not the command line's
+        return policy
 
     path, evals = submit_policy(
         make, args.out, preset=args.preset, split=args.split, k=args.k, seed=args.seed,

@@ -6,6 +6,7 @@ verifier reports which rule it broke.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import os
@@ -266,12 +267,9 @@ def submit_policy(make_policy: Callable[[int], Policy | Any], out: str | Path, *
             notes=metadata.get("notes"), interaction=interaction,
         )
     )  # fmt: skip
-    if interaction == "multi-turn":
-        evals = [evaluate_turn_policy(make_policy(seed + r), preset, split, seed=seed + r, max_turns=max_turns,
-                                      progress=progress) for r in range(k)]
-    else:
-        evals = [evaluate_policy(make_policy(seed + r), preset, split, seed=seed + r, progress=progress, wrapper=wrapper)
-                 for r in range(k)]
+    play = (functools.partial(evaluate_turn_policy, max_turns=max_turns) if interaction == "multi-turn"
+            else functools.partial(evaluate_policy, wrapper=wrapper))
+    evals = [play(make_policy(seed + r), preset, split, seed=seed + r, progress=progress) for r in range(k)]
     n = len(evals[0].moves)
     answers = [[ev.moves[i] for ev in evals] for i in range(n)]
     seconds = sum(ev.seconds for ev in evals)

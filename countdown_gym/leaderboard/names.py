@@ -1,15 +1,13 @@
 """One rule for agent names on the leaderboard: what a name shows as (:func:`display_name`), and when two names are
-one agent (:func:`agent_key`: the displayed name NFKC-case-folded, then its UTS #39 confusable skeleton by
-``disarm.skeleton_key`` with the ``tr39`` digit policy, so ``1``/``l`` and ``0``/``o`` fold too).
-Two names whose keys are equal are the same agent: ``"exhaustive-solver"``, ``"Exhaustive-Solver "``,
-``"exhaustive-solver\\x01"``, ``"ｅxhaustive-solver"``, Cyrillic ``"еxhaustive-sоlver"`` and
-``"exhaustive\\u2011solver"`` (a non-breaking hyphen) all have the key ``exhaustive-solver``. Names sharing
-:func:`look_alike_key` (a capital ``I`` for ``l``) are one agent too. A name that shows as nothing has an empty key
-and is refused.
+one agent: equal :func:`agent_key` (the UTS #39 confusable skeleton, ``disarm.skeleton_key`` with ``tr39`` digits, of
+the NFKC-case-folded display name: ``"Exhaustive-Solver "``, ``"ｅxhaustive-solver"`` and Cyrillic
+``"еxhaustive-sоlver"`` are all ``exhaustive-solver``) or equal :func:`look_alike_key` (a capital ``I`` for ``l``).
+A name that shows as nothing has an empty key and is refused.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from typing import Any
@@ -49,10 +47,7 @@ SILENT_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]+")
 def _without_bare_marks(word: str) -> str:
     """``word`` without the combining marks (Mn, Me) it starts with: with no base character they show as nothing
     (or a dotted circle), so ``"a \u0301"`` is ``"a"`` and ``"\u0301"`` alone is empty."""
-    start = 0
-    while start < len(word) and unicodedata.category(word[start]) in ("Mn", "Me"):
-        start += 1
-    return word[start:]
+    return "".join(itertools.dropwhile(lambda c: unicodedata.category(c) in ("Mn", "Me"), word))
 
 
 def display_name(name: Any) -> str:

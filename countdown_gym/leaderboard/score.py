@@ -10,6 +10,8 @@ answers (:func:`countdown_gym.envs.text.replay_completion`); mean length in char
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 import os
 import re
@@ -93,9 +95,8 @@ def _pass_at_k(n: int, c: int, k: int) -> Fraction:
 
 
 MAX_REPLAY_LINES = 2_000
-"""Answers with more lines are verified but not replayed for the invalid-step count (replay costs ~6 us a
-line; a long LongProc 8k trace has well under 1,000), so a file of junk lines cannot make scoring slow; a
-submission with such a first answer has no invalid-step rate (padding its wrong answers would hide their steps)."""
+"""Answers with more lines are verified but not replayed for the invalid-step count (a LongProc 8k trace has well
+under 1,000), so junk lines cannot make scoring slow; a submission with such a first answer has no invalid-step rate."""
 
 
 def score_answer(problem: Problem, text: str, replay: Callable[..., Any] | None = None) -> AnswerScore:
@@ -109,11 +110,9 @@ def score_answer(problem: Problem, text: str, replay: Callable[..., Any] | None 
         correct, reason = False, f"verifier_error:{type(e).__name__}"
     moves = invalid = None
     if replay is not None and text.count("\n") < MAX_REPLAY_LINES:
-        try:
+        with contextlib.suppress(Exception):  # the step count is optional; never fail the answer on it
             r = replay(problem, text)
             moves, invalid = len(r.transitions), int(r.invalid_steps)
-        except Exception:  # noqa: BLE001 - the step count is optional; never fail the answer on it
-            moves = invalid = None
     return AnswerScore(correct, reason, len(text), moves, invalid)
 
 
@@ -129,12 +128,8 @@ def score_submission(sub: Submission, progress: bool = False) -> Scores:
     reasons: Counter[str] = Counter()
     claimed_right_scored_wrong = claimed_wrong_scored_right = 0
     for pa in tqdm(sub.answers, desc=sub.path.name, disable=not progress, leave=False):
-        seen: dict[str, AnswerScore] = {}  # repeated answers to one problem are verified once
-        results = [score_answer(pa.problem, pa.texts[0], replay)]  # invalid steps: first answers only (any k)
-        for t in pa.texts[1:]:
-            if t not in seen:
-                seen[t] = score_answer(pa.problem, t, None)
-            results.append(seen[t])
+        again = functools.cache(functools.partial(score_answer, pa.problem))  # a repeated answer is verified once
+        results = [score_answer(pa.problem, pa.texts[0], replay), *map(again, pa.texts[1:])]  # replayed: the first
         c = sum(r.correct for r in results)
         n = len(results)
         first += results[0].correct
@@ -163,21 +158,15 @@ def score_submission(sub: Submission, progress: bool = False) -> Scores:
 
 def _claim_notes(s: Scores, right_wrong: int, wrong_right: int) -> list[str]:
     notes = []
-    rescored = {"pass@1": s.pass_at_1, "per_sample": s.per_sample}
-    if s.pass_at_k is not None:
-        rescored[f"pass@{s.k}"] = s.pass_at_k
-    if s.invalid_step_rate is not None:
-        rescored["invalid_step_rate"] = s.invalid_step_rate
+    rescored = {key: value for key, value in (("pass@1", s.pass_at_1), ("per_sample", s.per_sample),
+                (f"pass@{s.k}", s.pass_at_k), ("invalid_step_rate", s.invalid_step_rate)) if value is not None}
     for key, value in sorted(s.header.get("claimed", {}).items()):
         if key not in rescored:
             notes.append(f"claimed {_md(key)} = {value:g} was not re-scored (known: {', '.join(sorted(rescored))})")
         elif not math.isfinite(value) or abs(value - rescored[key]) > CLAIM_TOLERANCE:
             notes.append(f"claimed {key} = {value:.4f}, re-scored {rescored[key]:.4f}")
-    if right_wrong:
-        notes.append(f"{right_wrong} answers claimed correct were scored wrong")
-    if wrong_right:
-        notes.append(f"{wrong_right} answers claimed wrong were scored correct")
-    return notes
+    return notes + [f"{n} answers claimed {claim} were scored {scored}" for n, claim, scored in
+                    ((right_wrong, "correct", "wrong"), (wrong_right, "wrong", "correct")) if n]
 
 
 def score_file(path: str | os.PathLike[str], progress: bool = False) -> Scores | Rejection:

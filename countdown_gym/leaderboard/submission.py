@@ -1,12 +1,10 @@
 """Leaderboard submission files: their format, and reading them (nothing in them is trusted).
 
 JSON Lines (UTF-8; ``leaderboard/README.md``): line 1 a header object, then one line per problem of the split with
-its ``completions`` or ``moves``. JSON Lines so that a diff shows changed problems, a truncated file shows as missing
-problems, every error names its line, and the reader reads one line at a time. :func:`read_submission` enforces
-``schema.json`` and what a schema cannot say (the split hash, the exact problem list of the frozen split, size
-limits, UTF-8); any breach raises :class:`SubmissionError` naming the file, the line and the reason. Move
-sequences become ``<Solution>`` blocks (:func:`moves_to_solution`), so both kinds
-are judged by the one verifier. Writing: :mod:`countdown_gym.leaderboard.write`.
+its ``completions`` or ``moves`` (turned into ``<Solution>`` blocks by :func:`moves_to_solution`, so both kinds are
+judged by the one verifier). :func:`read_submission` enforces ``schema.json`` and what a schema cannot say (the split
+hash, the exact problem list of the frozen split, size limits, UTF-8); any breach raises :class:`SubmissionError`
+naming the file, the line and the reason. Writing: :mod:`countdown_gym.leaderboard.write`.
 """
 
 from __future__ import annotations
@@ -42,8 +40,6 @@ MAX_COMPLETION_CHARS = 200_000
 MAX_ANSWERS = 64
 """Most answers per problem (the schema's ``maxItems``)."""
 
-_MAX_MESSAGE = 300
-
 
 # ---- moves of a numeric agent: their JSON form and the <Solution> block the verifier reads -----------------
 
@@ -78,11 +74,7 @@ def normalize_move(move: Sequence[Any]) -> list[int | str]:
 def moves_to_solution(moves: Sequence[Sequence[Any]]) -> str:
     """The ``<Solution>`` block of a move sequence, e.g. ``"<Solution>\\n28 + 44 = 72\\n...</Solution>"``: the verifier
     checks every step, so a numeric agent is judged exactly like a language model that wrote the same block."""
-    lines = []
-    for move in moves:
-        a, op, b, r = normalize_move(move)
-        lines.append(f"{a} {op} {b} = {r}")
-    return "<Solution>\n" + "".join(line + "\n" for line in lines) + "</Solution>"
+    return "<Solution>\n" + "".join("{} {} {} = {}\n".format(*normalize_move(m)) for m in moves) + "</Solution>"
 
 
 class SubmissionError(ValueError):
@@ -150,7 +142,7 @@ def _validators() -> tuple[Any, Any]:
     return cls({**defs, "$ref": "#/$defs/header"}), cls({**defs, "$ref": "#/$defs/problem"})
 
 
-def _short(text: str, limit: int = _MAX_MESSAGE) -> str:
+def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -231,13 +223,12 @@ def _parse_json(path: Path, number: int, text: str) -> Any:
 def check_header(header: Any, path: str | os.PathLike[str] = "<header>") -> dict[str, Any]:
     """``header`` (of the file ``path``, or e.g. from :func:`build_header`: a tool's metadata checked before it spends
     compute on the answers); :class:`SubmissionError` when it breaks the schema or names no frozen split."""
-    header_validator, _ = _validators()
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise SubmissionError(path, f'line 1 must be the header object with "format": "{FORMAT}"')
     if header.get("format_version") != FORMAT_VERSION:
         raise SubmissionError(path, f"format_version {_short(repr(header.get('format_version')), 40)} is not supported "
                                     f"(expected {FORMAT_VERSION})")
-    problem = _schema_error(header_validator, header)
+    problem = _schema_error(_validators()[0], header)
     if problem:
         raise SubmissionError(path, f"header: {problem}")
     if not _is_int(header["sampling"]["k"]):  # the schema's "integer" also accepts 2.0
@@ -303,12 +294,10 @@ def read_submission(path: str | os.PathLike[str]) -> Submission:
         raise SubmissionError(p, f"cannot read the file ({e.strerror})") from None
     if not stat.S_ISREG(st.st_mode):  # a folder, or a FIFO that would block the reader
         raise SubmissionError(p, "not a regular file")
-    size = st.st_size
-    if size > MAX_FILE_BYTES:
+    if (size := st.st_size) > MAX_FILE_BYTES:
         raise SubmissionError(p, f"file is {size / 2**20:.1f} MiB; the limit is {MAX_FILE_BYTES // 2**20} MiB")
     if size == 0:
         raise SubmissionError(p, "file is empty")
-    _, problem_validator = _validators()
     lines = _iter_lines(p)
     first = next(lines, None)
     if first is None:
@@ -320,7 +309,7 @@ def read_submission(path: str | os.PathLike[str]) -> Submission:
     for number, text in lines:
         obj = _parse_json(p, number, text)
         if not _strict_problem_line(obj):
-            problem = _schema_error(problem_validator, obj)
+            problem = _schema_error(_validators()[1], obj)
             if problem:
                 raise SubmissionError(p, f"line {number}: {problem}")
             raise SubmissionError(p, f"line {number}: numbers must be JSON integers written without a decimal point "

@@ -64,13 +64,8 @@ def build_header(*, agent: str, authors: str, model: str, model_size: str, metho
                      for k, v in sampling.items()},
         "compute": compute, "command": command, "answer_kind": answer_kind,
     }  # fmt: skip
-    if claimed:
-        header["claimed"] = {str(k): float(v) for k, v in claimed.items()}
-    if notes:
-        header["notes"] = notes
-    if interaction:
-        header["interaction"] = interaction
-    return header
+    optional = {"claimed": {str(k): float(v) for k, v in (claimed or {}).items()}, "notes": notes, "interaction": interaction}
+    return header | {key: value for key, value in optional.items() if value}
 
 
 def write_submission(path: str | os.PathLike[str], *, agent: str, authors: str, model: str, model_size: str | None,
