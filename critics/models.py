@@ -269,11 +269,9 @@ class SetEncoder(nn.Module):
             x = torch.cat([x, *self._grandchildren(values, mask)], dim=-1)
         return F.normalize(self.mlp(x), dim=-1)
 
-    def _pool_moves(self, mlp: nn.Sequential, results: torch.Tensor, others: torch.Tensor | None,
-                    valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean and max of ``mlp`` over every move's ``(result, other numbers, op)`` (features, not rules: the labels
-        still come from the exact oracle). Its first layer, linear in the three, is applied block by block, so the
-        other numbers are projected once for all four ops."""
+    def _pool_moves(self, mlp: nn.Sequential, results: torch.Tensor, others: torch.Tensor | None, valid: torch.Tensor):
+        """:func:`_pool` of ``mlp`` over every move's ``(result, other numbers, op)``, its first layer applied block by
+        block (linear in the three), so the other numbers are projected once for the four ops."""
         first, d = mlp[0], self.numbers.dim
         h = self.numbers(results) @ first.weight[:, :d].T + first.bias  # [..., 4, 2c]
         if others is not None:
@@ -426,15 +424,12 @@ def read_safetensors(path: Path, read: Callable[[Any], T]) -> T:
         raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
 
 
-def all_tensors(f: Any) -> dict[str, torch.Tensor]:
-    return {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
-
-
 def read_weights(path: Path, model: nn.Module, meta: dict[str, Any]) -> None:
     """Load the safetensors file at ``path`` into ``model``; :class:`CheckpointError` if it does not read, does not fit
     the model (``meta``: the config beside it) or carries a step other than ``meta``'s (a pair mixed by a cut save)."""
     cfg_path = path.with_name("config.json")
-    state, recorded = read_safetensors(path, lambda f: (all_tensors(f), (f.metadata() or {}).get("step")))
+    state, recorded = read_safetensors(path, lambda f: ({k: f.get_tensor(k) for k in f.keys()},  # noqa: SIM118
+                                                         (f.metadata() or {}).get("step")))
     if recorded is not None and recorded != str(meta.get("step")):
         raise CheckpointError(f"{path} is from step {recorded} but {cfg_path} from step {meta.get('step')} "
                               "(interrupted while saving?)")

@@ -33,7 +33,6 @@ from critics.models import (
     NumericalCriticV2,
     SetEncoder,
     _mlp,
-    all_tensors,
     check_sizes,
     check_state,
     check_target,
@@ -130,7 +129,7 @@ def build_text_critic(cfg: TextCriticConfig, lm_dir: str | Path = DEFAULT_LM, se
     if not (d / "config.json").is_file() or not (d / "model.safetensors").is_file():
         raise CheckpointError(f"no language model at {d} (expected config.json, model.safetensors and tokenizer files)")
     prefix = "model."  # a *ForCausalLM stores its base model under "model."; the LM head is not used
-    weights = read_safetensors(d / "model.safetensors", all_tensors)
+    weights = read_safetensors(d / "model.safetensors", lambda f: {k: f.get_tensor(k) for k in f.keys()})  # noqa: SIM118
     state = {k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)}
     lm_config = fitting_lm_config(lambda: AutoConfig.from_pretrained(str(d)), (d / "config.json", d / "model.safetensors"),
                                   {k: tuple(v.shape) for k, v in state.items()})
