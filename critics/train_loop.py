@@ -208,10 +208,8 @@ def _keep_previous(out: Path) -> None:
 
 def write_checkpoint(out: Path, write_model: Callable[[], Any], optim: torch.optim.Optimizer, run: Progress,
                      rng: np.random.Generator, elapsed: float) -> None:
-    """The checkpoint at ``run.step``: the one before kept in ``previous/``, ``write_model()`` (the weights and
-    ``config.json``, each written aside, both carrying the step), then ``train_state.pt``: the optimizer, the step, the
-    numpy, torch and Python random states, the running log sums and the training seconds (``elapsed``) and wall time
-    of every invocation, so that a resumed run trains, logs and times as if it had never stopped."""
+    """The checkpoint at ``run.step``: the one before kept in ``previous/``, ``write_model()`` (weights and
+    ``config.json``, both carrying the step), then ``train_state.pt``, all a resumed run needs to go on unbroken."""
     _keep_previous(out)
     write_model()
     sums = dict(run.sums)
