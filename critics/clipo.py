@@ -181,7 +181,7 @@ class CLIPOConfig:
         check_reward_weights(0 if self.lam is None else self.lam, self.floor)
         for name in ("lr", "weight_decay"):  # a YAML 1e-3 is a str: torch's TypeError; inf trained to NaN
             check_finite(getattr(self, name), name, non_negative=True)
-        for name in ("mlp", "freeze"):  # freeze="false" was true
+        for name in ("mlp", "freeze"):  # a YAML "false" is a str, which reads as true
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):

@@ -455,7 +455,7 @@ def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[Con
                     fmt_kind: str = "") -> tuple[Path, dict[str, Any], ConfigT]:
     """``(directory, its config.json, the model config in it)`` of a checkpoint directory whose ``format`` is ``fmt``
     (``fmt_kind``: its name, default ``kind``) and which holds ``files``; :class:`CheckpointError` otherwise."""
-    if not isinstance(directory, (str, Path)) or not str(directory):  # "" was the current folder; 3 a TypeError
+    if not isinstance(directory, (str, Path)) or not str(directory):  # "" would be the current folder
         raise CheckpointError(f"a {kind} checkpoint is a directory's path, got {directory!r:.60}")
     d = Path(directory)
     if not d.is_dir():

@@ -289,7 +289,7 @@ def restore(cfg: CommonTrainOptions, out: Path, model: torch.nn.Module, optim: t
     optim.load_state_dict(st["optimizer"])
     rng.bit_generator.state = st["numpy_rng"]
     torch.set_rng_state(st["torch_rng"])
-    if "python_rng" in st:  # checkpoints written before it was kept
+    if "python_rng" in st:  # absent from older checkpoints
         random.setstate(st["python_rng"])
     elapsed = st.get("elapsed", 0.0)
     earlier = st.get("total_elapsed", elapsed)  # the wall time of the earlier invocations (train time: older runs)
