@@ -29,7 +29,6 @@ from critics.models import (
     NumericalCriticV2,
     load_checkpoint,
     pack_sets,
-    save_checkpoint,
 )
 
 SHIPPED_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "v5"  # load_critic()'s default (docs/critics.md)
@@ -106,7 +105,6 @@ def load_state_critic(path: str | Path | None = None) -> Critic:
 
 
 __all__ = [
-    "SHIPPED_CHECKPOINT", "V2_CHECKPOINT", "V3_CHECKPOINT", "V4_CHECKPOINT", "CheckpointError", "Critic",
-    "ModelConfig", "NumericalCriticV1", "NumericalCriticV2", "load_checkpoint", "load_critic", "load_state_critic",
-    "save_checkpoint"
+    "SHIPPED_CHECKPOINT", "V2_CHECKPOINT", "V3_CHECKPOINT", "V4_CHECKPOINT", "CheckpointError", "Critic", "load_critic",
+    "load_state_critic"
 ]

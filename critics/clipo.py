@@ -7,7 +7,6 @@ Anchors are the correct rollouts of groups with >= 2 correct and >= 1 incorrect;
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -54,16 +53,11 @@ class CLIPOHead(nn.Module):
         return F.normalize(self.proj(x), dim=-1)
 
 
-def check_number(name: str, value: Any, ok: Callable[[float], bool], want: str) -> None:
-    """``ValueError`` naming ``name`` unless ``value`` is an int or float (not a bool) for which ``ok`` holds (NaN fails)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
-        raise ValueError(f"{name} must be {want}, got {value!r}")
-
-
 def check_reward_weights(lam: Any, floor: Any) -> None:
-    """The reward's settings: ``lam`` a finite number >= 0, ``floor`` a number <= 0."""
+    """The reward's settings: ``lam`` a finite number >= 0, ``floor`` an int or float <= 0 (not NaN)."""
     check_finite(lam, "lam", non_negative=True)
-    check_number("floor", floor, lambda v: v <= 0, "a number <= 0")
+    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not floor <= 0:
+        raise ValueError(f"floor must be a number <= 0, got {floor!r}")
 
 
 def _outcomes(correct: Any, group_ids: Any, n: int) -> tuple[Tensor, Tensor]:
@@ -187,7 +181,7 @@ class CLIPOConfig:
         check_reward_weights(0 if self.lam is None else self.lam, self.floor)
         for name in ("lr", "weight_decay"):  # a YAML 1e-3 is a str: torch's TypeError; inf trained to NaN
             check_finite(getattr(self, name), name, non_negative=True)
-        for name in ("mlp", "freeze"):  # freeze="false" was true
+        for name in ("mlp", "freeze"):  # a YAML "false" is a str, which reads as true
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):

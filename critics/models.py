@@ -28,6 +28,7 @@ from countdown_gym.envs.problem_source import MAX_SLOTS
 from countdown_gym.game.rules import check_finite
 
 ConfigT = TypeVar("ConfigT", bound="ConfigDict")
+T = TypeVar("T")
 CONFIG_FORMAT = "countdown-gym-critic/1"
 """Tag stored in every checkpoint's config JSON; a different tag is refused."""
 
@@ -268,43 +269,39 @@ class SetEncoder(nn.Module):
             x = torch.cat([x, *self._grandchildren(values, mask)], dim=-1)
         return F.normalize(self.mlp(x), dim=-1)
 
+    def _pool_moves(self, mlp: nn.Sequential, results: torch.Tensor, others: torch.Tensor | None, valid: torch.Tensor):
+        """:func:`_pool` of ``mlp`` over every move's ``(result, other numbers, op)``, its first layer applied block by
+        block (linear in the three), so the other numbers are projected once for the four ops."""
+        first, d = mlp[0], self.numbers.dim
+        h = self.numbers(results) @ first.weight[:, :d].T + first.bias  # [..., 4, 2c]
+        if others is not None:
+            h = h + (others @ first.weight[:, d : d + others.shape[-1]].T).unsqueeze(-2)
+        return _pool(mlp[1:](h + first.weight[:, -len(CHILD_OPS):].T), valid)  # one row per op (a one-hot input)
+
     def _children(self, values: torch.Tensor, mask: torch.Tensor, e: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean and max of a learned feature of every one-move child ``(a op b, the other numbers)`` (features, not
-        rules: the labels still come from the exact oracle)."""
+        """The pool over every one-move child ``(a op b, the other numbers)``."""
         present = mask[:, self.child_i] * mask[:, self.child_j]
         results, valid = _moves(values[:, self.child_i], values[:, self.child_j], present > 0)  # [N, P, 4]
-        # the first layer is linear in (result, rest, op): apply its three blocks separately, so the
-        # rest of a pair is projected once for all its ops
-        first = self.child_mlp[0]
-        d = self.numbers.dim
-        h = self.numbers(results) @ first.weight[:, :d].T + first.bias  # [N, P, 4, 2c]
-        if self.slots > 2:
-            rm = mask[:, self.child_rest]  # [N, P, slots-2]
-            re = e[:, self.child_rest]  # slot embeddings (already masked)
-            rest = torch.cat([re, rm.unsqueeze(-1)], -1).flatten(2)  # [N, P, (slots-2)*(d+1)]
-            h = h + (rest @ first.weight[:, d : d + rest.shape[-1]].T).unsqueeze(2)
-        h = h + first.weight[:, -len(CHILD_OPS):].T  # one row per op (a one-hot input)
-        h = self.child_mlp[1:](h)  # [N, P, 4, c]
-        return _pool(h, valid)
+        rest = None
+        if self.slots > 2:  # the slot embeddings (already masked) and presence beside each pair
+            rest = torch.cat([e[:, self.child_rest], mask[:, self.child_rest].unsqueeze(-1)], -1).flatten(2)
+        return self._pool_moves(self.child_mlp, results, rest, valid)
 
     def _grandchildren(self, values: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean and max of a learned feature of every two-move descendant ``(c op d, the other numbers)`` of a state of
-        3+ numbers (zeros for smaller ones)."""
+        """The pool over every two-move descendant ``(c op d, the other numbers)`` of a state of 3+ numbers (zeros
+        for smaller ones)."""
         n, g = values.shape[0], self.grandchild_dim
         mean, mx = values.new_zeros(n, g, dtype=torch.float32), values.new_zeros(n, g, dtype=torch.float32)
         rows = (mask.sum(1) >= 3).nonzero().squeeze(1)
         if rows.numel() == 0:
             return mean, mx
-        first, d = self.grandchild_mlp[0], self.numbers.dim
         for part in rows.split(GRANDCHILD_CHUNK):  # ~300 descendants per row: bounded memory
             r2, ok2, ov, om = self.two_moves(values[part], mask[part] > 0)
-            h = self.numbers(r2) @ first.weight[:, :d].T + first.bias  # [M, P, 4, Q, 4, 2g]
+            other = None
             if self.slots > 3:
                 om = om.float()
                 other = torch.cat([self.numbers(ov) * om.unsqueeze(-1), om.unsqueeze(-1)], -1).flatten(-2)
-                h = h + (other @ first.weight[:, d : d + other.shape[-1]].T).unsqueeze(-2)
-            h = self.grandchild_mlp[1:](h + first.weight[:, -len(CHILD_OPS):].T)
-            mean[part], mx[part] = _pool(h.flatten(1, -2), ok2.flatten(1))
+            mean[part], mx[part] = self._pool_moves(self.grandchild_mlp, r2, other, ok2)
         return mean, mx
 
     def two_moves(self, v: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -418,15 +415,21 @@ def save_checkpoint(model: nn.Module, cfg: ModelConfig, directory: str | Path, e
     return write_files(directory, model, {"format": CONFIG_FORMAT, "model": cfg.to_dict(), **(extra or {})})
 
 
+def read_safetensors(path: Path, read: Callable[[Any], T]) -> T:
+    """``read(f)`` of the safetensors file at ``path`` opened as ``f``; :class:`CheckpointError` if it does not read."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return read(f)
+    except (SafetensorError, OSError) as e:
+        raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
+
+
 def read_weights(path: Path, model: nn.Module, meta: dict[str, Any]) -> None:
     """Load the safetensors file at ``path`` into ``model``; :class:`CheckpointError` if it does not read, does not fit
     the model (``meta``: the config beside it) or carries a step other than ``meta``'s (a pair mixed by a cut save)."""
     cfg_path = path.with_name("config.json")
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            state, recorded = {k: f.get_tensor(k) for k in f.keys()}, (f.metadata() or {}).get("step")  # noqa: SIM118
-    except (SafetensorError, OSError) as e:
-        raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
+    state, recorded = read_safetensors(path, lambda f: ({k: f.get_tensor(k) for k in f.keys()},  # noqa: SIM118
+                                                         (f.metadata() or {}).get("step")))
     if recorded is not None and recorded != str(meta.get("step")):
         raise CheckpointError(f"{path} is from step {recorded} but {cfg_path} from step {meta.get('step')} "
                               "(interrupted while saving?)")
@@ -439,11 +442,7 @@ def read_weights(path: Path, model: nn.Module, meta: dict[str, Any]) -> None:
 def check_sizes(path: Path, cfg: ConfigDict) -> dict[str, tuple[int, ...]]:
     """The tensor shapes, by name, of the safetensors file at ``path`` (its tensors unread); :class:`CheckpointError`
     naming the files if a size in ``cfg`` (an int field) exceeds them all: a huge size is refused before the model is built."""
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118
-    except (SafetensorError, OSError) as e:
-        raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
+    shapes = read_safetensors(path, lambda f: {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()})  # noqa: SIM118
     largest = max((n for s in shapes.values() for n in s), default=0)
     for name, v in cfg.to_dict().items():
         if type(v) is int and name not in cfg.NOT_SIZES and v > largest:
@@ -456,7 +455,7 @@ def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[Con
                     fmt_kind: str = "") -> tuple[Path, dict[str, Any], ConfigT]:
     """``(directory, its config.json, the model config in it)`` of a checkpoint directory whose ``format`` is ``fmt``
     (``fmt_kind``: its name, default ``kind``) and which holds ``files``; :class:`CheckpointError` otherwise."""
-    if not isinstance(directory, (str, Path)) or not str(directory):  # "" was the current folder; 3 a TypeError
+    if not isinstance(directory, (str, Path)) or not str(directory):  # "" would be the current folder
         raise CheckpointError(f"a {kind} checkpoint is a directory's path, got {directory!r:.60}")
     d = Path(directory)
     if not d.is_dir():
@@ -474,8 +473,8 @@ def read_checkpoint(directory: str | Path, fmt: str, kind: str, config: type[Con
     if not isinstance(meta, dict) or meta.get("format") != fmt:  # the format first: another kind lacks these files
         got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise CheckpointError(f"{d / 'config.json'}: format {got!r} is not {fmt!r}; not a {fmt_kind or kind} checkpoint")
-    if missing := [name for name in files if not (d / name).exists()]:
-        raise CheckpointError(f"{kind} checkpoint incomplete: {d / missing[0]} is missing")
+    if missing := next((name for name in files if not (d / name).exists()), None):
+        raise CheckpointError(f"{kind} checkpoint incomplete: {d / missing} is missing")
     try:
         return d, meta, config(**meta.get("model", {}))
     except (TypeError, ValueError) as e:

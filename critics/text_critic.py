@@ -19,8 +19,6 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors import SafetensorError
-from safetensors.torch import load_file
 from torch import nn
 
 from countdown_gym.dataclass_cli import written_aside
@@ -39,6 +37,7 @@ from critics.models import (
     check_state,
     check_target,
     read_checkpoint,
+    read_safetensors,
     read_weights,
     write_files,
 )
@@ -130,10 +129,7 @@ def build_text_critic(cfg: TextCriticConfig, lm_dir: str | Path = DEFAULT_LM, se
     if not (d / "config.json").is_file() or not (d / "model.safetensors").is_file():
         raise CheckpointError(f"no language model at {d} (expected config.json, model.safetensors and tokenizer files)")
     prefix = "model."  # a *ForCausalLM stores its base model under "model."; the LM head is not used
-    try:
-        weights = load_file(str(d / "model.safetensors"))
-    except (SafetensorError, OSError) as e:
-        raise CheckpointError(f"{d / 'model.safetensors'} is not a readable safetensors file: {e}") from None
+    weights = read_safetensors(d / "model.safetensors", lambda f: {k: f.get_tensor(k) for k in f.keys()})  # noqa: SIM118
     state = {k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)}
     lm_config = fitting_lm_config(lambda: AutoConfig.from_pretrained(str(d)), (d / "config.json", d / "model.safetensors"),
                                   {k: tuple(v.shape) for k, v in state.items()})

@@ -208,10 +208,8 @@ def _keep_previous(out: Path) -> None:
 
 def write_checkpoint(out: Path, write_model: Callable[[], Any], optim: torch.optim.Optimizer, run: Progress,
                      rng: np.random.Generator, elapsed: float) -> None:
-    """The checkpoint at ``run.step``: the one before kept in ``previous/``, ``write_model()`` (the weights and
-    ``config.json``, each written aside, both carrying the step), then ``train_state.pt``: the optimizer, the step, the
-    numpy, torch and Python random states, the running log sums and the training seconds (``elapsed``) and wall time
-    of every invocation, so that a resumed run trains, logs and times as if it had never stopped."""
+    """The checkpoint at ``run.step``: the one before kept in ``previous/``, ``write_model()`` (weights and
+    ``config.json``, both carrying the step), then ``train_state.pt``, all a resumed run needs to go on unbroken."""
     _keep_previous(out)
     write_model()
     sums = dict(run.sums)
@@ -291,7 +289,7 @@ def restore(cfg: CommonTrainOptions, out: Path, model: torch.nn.Module, optim: t
     optim.load_state_dict(st["optimizer"])
     rng.bit_generator.state = st["numpy_rng"]
     torch.set_rng_state(st["torch_rng"])
-    if "python_rng" in st:  # checkpoints written before it was kept
+    if "python_rng" in st:  # absent from older checkpoints
         random.setstate(st["python_rng"])
     elapsed = st.get("elapsed", 0.0)
     earlier = st.get("total_elapsed", elapsed)  # the wall time of the earlier invocations (train time: older runs)
