@@ -1,17 +1,11 @@
 """Incremental decoders for the multi-turn rollout engine: a model's forward pass over ragged token blocks.
 
-The engine keeps one row per episode; at every step each row feeds a block of one or more tokens continuing its own
-sequence (a sampled token, a reply, a prompt) and gets back the logits of the block's last token.
-
-- :class:`DirectDecoder` runs Llama-family models (``llama``, ``qwen2``) from their own weights in a few torch
-  operations (fused QKV and gate/up matrices, a preallocated per-row KV cache written in place, no padding,
-  ``scaled_dot_product_attention``), computing what the Hugging Face forward computes. On CUDA it replays one-token
-  steps as CUDA graphs (one per batch size and cache length rounded up to :data:`GRAPH_BUCKET`, captured on the
-  :data:`GRAPH_AFTER`-th sighting).
-- :class:`HFDecoder` runs any other causal LM through its own ``forward`` and KV cache, blocks left-padded.
-
-A row may feed one token without keeping it (``advance=False``): written past the row's end and overwritten later,
-so a waiting row costs one token of compute and changes nothing. :func:`make_decoder` picks the decoder.
+At every step each row (one episode) feeds a block of one or more tokens continuing its own sequence and gets back
+the logits of the block's last token. A row may feed one token without keeping it (``advance=False``: written past
+its end and overwritten later, so a waiting row changes nothing). :class:`DirectDecoder` computes Llama-family models
+(``llama``, ``qwen2``) from their own weights (fused matrices, a preallocated per-row KV cache, no padding; on CUDA,
+one-token steps replayed as CUDA graphs), what the Hugging Face forward computes; :class:`HFDecoder` runs any other
+causal LM through its own ``forward`` and KV cache; :func:`make_decoder` picks one.
 """
 
 from __future__ import annotations
@@ -140,10 +134,8 @@ class DirectDecoder:
 
     @torch.no_grad()
     def forward(self, step: Step, max_len: int) -> torch.Tensor:
-        """Feed ``step`` and return the logits of every row's last token (``[rows, vocab]``, float32).
-
-        ``max_len`` bounds every row's length after this step (the engine knows it without reading the device).
-        """
+        """Feed ``step``; the logits of every row's last token (``[rows, vocab]``, float32). ``max_len`` bounds every
+        row's length after this step (the engine knows it without reading the device)."""
         if max_len > self.cap:
             self._grow(max_len)
         if self.graphs and (step.prefix is None or step.prefix.numel() == 0):
@@ -165,8 +157,7 @@ class DirectDecoder:
         return self._forward(step, max_len)
 
     def _forward(self, step: Step, max_len: int) -> torch.Tensor:
-        rows = self.rows
-        device = self.device
+        rows, device = self.rows, self.device
         n_pre = 0 if step.prefix is None else int(step.prefix.numel())
         length = self.length
         ar = torch.arange(rows, device=device)

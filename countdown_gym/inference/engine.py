@@ -1,15 +1,11 @@
 """The multi-turn rollout engine: many episodes of a causal LM against ``CountdownMultiTurn-v0``'s game at once.
 
-Every episode has a row of a decoder (:mod:`countdown_gym.inference.decoders`). The token loop is all tensors: each
-step samples every row's next token into per-row buffers and ends a row's turn at a newline, at EOS or at the turn's
-token budget. At a *look* the host plays the turns that ended and queues the replies as the rows' next blocks: on
-the CPU every step; on an accelerator ``look_every`` steps after the last look at the latest, and from ``peek_from``
-steps on as soon as one small read says no row is writing. A finished episode's row takes the next waiting prompt;
-when none is left the finished rows are dropped, so the batch stays dense. Texts are tokenised / decoded once each.
-
-The greedy turns are what feeding the tokens one at a time computes, token for token
-(``tests/test_inference_engine.py`` checks them against recorded output); each log-probability is the sampling
-distribution's.
+Every episode has a row of a decoder (:mod:`countdown_gym.inference.decoders`). Each step samples every row's next
+token into per-row tensor buffers and ends a row's turn at a newline, at EOS or at the turn's token budget. At a
+*look* (every step on the CPU; on an accelerator see :class:`Engine`) the host plays the turns that ended and queues
+the replies as the rows' next blocks. A finished episode's row takes the next waiting prompt; when none is left the
+finished rows are dropped, so the batch stays dense. Greedy turns are what feeding the tokens one at a time computes,
+token for token; each log-probability is the sampling distribution's.
 """
 
 from __future__ import annotations
@@ -168,7 +164,8 @@ def play_turn(e: Episode, texts: TextCache, toks: list[int], lps: list[float], e
 
 
 class Engine:
-    """Plays a list of episodes to their end on one decoder (see the module docstring)."""
+    """Plays a list of episodes to their end on one decoder. On an accelerator it looks ``look_every`` steps after the
+    last look at the latest, and from ``peek_from`` steps on as soon as one small read says no row is writing."""
 
     def __init__(self, decoder: Any, texts: TextCache, *, sampler: Sampler, stop: Sequence[int], eos: int | None,
                  pad: int, max_turn_tokens: int, limit: int, look_every: int = 1, peek_from: int = PEEK_FROM) -> None:
@@ -193,8 +190,7 @@ class Engine:
         blocks = {r: list(e.prompt_ids) for r, e in enumerate(slots) if e is not None}
         bound = [0] * rows  # each row's length after the steps so far, an upper bound between looks
         pending = torch.full((rows,), self.pad, dtype=torch.long, device=device)
-        writing = torch.zeros(rows, dtype=torch.bool, device=device)
-        ended = torch.zeros(rows, dtype=torch.bool, device=device)
+        writing, ended = (torch.zeros(rows, dtype=torch.bool, device=device) for _ in range(2))
         turn_len = torch.zeros(rows, dtype=torch.long, device=device)
         buf = torch.zeros((rows, self.turn_budget), dtype=torch.long, device=device)
         lp_buf = torch.zeros((rows, self.turn_budget), dtype=torch.float32, device=device)
@@ -252,10 +248,7 @@ class Engine:
                 continue
             ended[:] = False
             sel = torch.tensor(done_rows, dtype=torch.long, device=device)
-            toks_rows = buf.index_select(0, sel).tolist()
-            lps_rows = lp_buf.index_select(0, sel).tolist()
-            lens = turn_len.index_select(0, sel).tolist()
-            pend = pending.index_select(0, sel).tolist()
+            toks_rows, lps_rows, lens, pend = (t.index_select(0, sel).tolist() for t in (buf, lp_buf, turn_len, pending))
             played = time.perf_counter()
             self.stats["looks"] += 1
             self.stats["turns"] += len(done_rows)

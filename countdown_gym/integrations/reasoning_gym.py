@@ -5,12 +5,9 @@
     ds.score_answer("(29-6)+(37-14)", ds[0])   # 1.0 or 0.0: the verifier's verdict
     big = CountdownGymDataset(CountdownGymConfig(split="generated", size=20_000, seed=1))   # beyond the splits
 
-``split="generated"`` draws from the seeded generator (:mod:`countdown_gym.data.fresh`: no frozen validation or test
-problem), each problem when first read. With reasoning-gym installed the class is a ``ProceduralDataset`` registered
-as ``"countdown_gym"`` (``create_dataset``, composite datasets, ``get_score_answer_fn``); without it the class works
-alone. As reasoning-gym's ``countdown``: ``metadata["difficulty"]``, its range fields (``min_numbers`` ...
-``max_target``), a ``tier`` filter, ``preset="all"`` and a curriculum (:class:`CountdownGymCurriculum`);
-``score_answer`` takes a bare expression or a tagged completion, and a wrong or malformed answer scores 0.0.
+With reasoning-gym installed the class is a ``ProceduralDataset`` registered as ``"countdown_gym"`` with a curriculum
+(:class:`CountdownGymCurriculum`); without it the class works alone. As reasoning-gym's ``countdown``, a wrong or
+malformed answer scores 0.0.
 """
 
 from __future__ import annotations

@@ -233,9 +233,7 @@ class CountdownToolEnv:
         self.problem = problem
         self._reported = False
         self.episode = TurnEpisode(problem, max_turns=self.max_turns, max_turn_chars=self.max_turn_chars)
-        self.transitions = []
-        self.calls = []
-        self._results = []
+        self.transitions, self.calls, self._results = [], [], []
         return tool_prompt(problem, self.max_turns)
 
     def _refusal(self) -> str | None:

@@ -138,9 +138,8 @@ def play_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, ma
     was_training = model.training
     model.eval()
     try:
-        dec = None
-        if newline_token and episodes:
-            dec = make_decoder(model, min(batch_size, len(episodes)), limit, direct=DECODERS[decoder], graphs=graphs)
+        dec = (make_decoder(model, min(batch_size, len(episodes)), limit, direct=DECODERS[decoder], graphs=graphs)
+               if newline_token and episodes else None)
         if dec is not None:
             every = look_every or (1 if dec.device.type == "cpu" else max_turn_tokens)
             engine = Engine(dec, texts, sampler=sampler, stop=stop, eos=eos, pad=pad, max_turn_tokens=max_turn_tokens,
@@ -153,14 +152,11 @@ def play_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, ma
                                 pad=pad, eos=eos, max_turn_tokens=max_turn_tokens, limit=limit, batch_size=batch_size)
     finally:
         model.train(was_training)
-    out = []
     for e in episodes:
-        if eos is not None and (not e.completion or e.completion[-1] != eos):
+        if eos is not None and e.completion[-1:] != [eos]:
             e.add([eos], model=False)
-        replay = turn_replay(e.game, e.results)
-        out.append(TurnRollout(e.problem, e.prompt, e.prompt_ids, e.completion, e.mask, e.logprobs, e.turn_index,
-                               e.turns, replay))
-    return out
+    return [TurnRollout(e.problem, e.prompt, e.prompt_ids, e.completion, e.mask, e.logprobs, e.turn_index, e.turns,
+                        turn_replay(e.game, e.results)) for e in episodes]
 
 
 DECODERS = {"auto": None, "direct": True, "hf": False}
