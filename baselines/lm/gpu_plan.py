@@ -177,11 +177,6 @@ def activation_bytes_per_token(shape: ModelShape, compute: str, *, gradient_chec
     return shape.layers * per_layer
 
 
-def logits_bytes_per_token(shape: ModelShape, compute: str) -> float:
-    """Bytes per token of the completion logits of TRL's log-probability pass and their gradient."""
-    return shape.vocab * {"float32": 4, "bfloat16": 2, "autocast": 6}[compute] * 2
-
-
 def training_memory(shape: ModelShape, layout: Layout, *, weight_bytes: int, micro: int, sequence_tokens: int,
                     completion_tokens: int, gradient_checkpointing: bool, reference_model: bool,
                     vllm_share: float = 0.0, generation_rows: int = 0) -> dict[str, float]:
@@ -216,7 +211,8 @@ def training_memory(shape: ModelShape, layout: Layout, *, weight_bytes: int, mic
     act = tokens * activation_bytes_per_token(shape, compute, gradient_checkpointing=gradient_checkpointing)
     if gradient_checkpointing:  # one layer recomputed with its full activations during the backward pass
         act += tokens * activation_bytes_per_token(shape, compute) / shape.layers
-    act += micro * completion_tokens * logits_bytes_per_token(shape, compute)
+    logits = {"float32": 4, "bfloat16": 2, "autocast": 6}[compute] * 2  # TRL's completion logits and their gradient
+    act += micro * completion_tokens * shape.vocab * logits
     out[f"activations ({micro} x {sequence_tokens} tokens)"] = act
     if vllm_share:
         out["vLLM (colocated engine)"] = vllm_share
