@@ -79,7 +79,8 @@ def plan_compute(run: GRPORun, shape: Any = None) -> ComputePlan:
         if not budget:
             if layout.on_gpu and shape is None:
                 shape = model_shape_or_exit(run.model)
-            budget = gpu_plan.tokens_budget(shape, layout, **memory_args(run, layout))
+            budget = gpu_plan.tokens_budget(shape, layout, **memory_args(run, layout)) if layout.on_gpu \
+                else gpu_plan.CPU_MICRO_BATCH * seq
         micro = gpu_plan.micro_batch(per_process, seq, budget)
     return ComputePlan(layout=layout, per_process=per_process, micro=micro, grad_accum=per_process // micro,
                    sequence_tokens=seq, max_tokens=budget)

@@ -49,7 +49,8 @@ def run_problems(run: GRPORun) -> RunProblems:
         if n > len(problems):
             print(f"note: {flag} {n} is more than the {len(problems)} {what}; all {len(problems)} are used")
     train, test = train[: opts.train_problems or None], test[: opts.test_problems or None]
-    validation = validation_subset(validation, opts.eval_problems)
+    if 0 < opts.eval_problems < len(validation):  # validation_subset, drawn here
+        validation = [validation[i] for i in sorted(random.Random(VALIDATION_SEED).sample(range(len(validation)), opts.eval_problems))]
     if opts.curriculum == "staged":  # the prompts in schedule order; the GRPOConfig turns the shuffling off
         from countdown_gym.data.curriculum import Curriculum
 
