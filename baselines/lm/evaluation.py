@@ -108,12 +108,6 @@ def completion_records(problems: Sequence[Problem], completions: Sequence[Sequen
     return out
 
 
-def tool_records(envs: Sequence[Any]) -> list[Record]:
-    """The records of played tool episodes (``CountdownToolEnv``; answer and text: the moves' ``<Solution>`` block)."""
-    return [Record(e.solved, e.episode.invalid_turns > 0, e.episode.solution_text(), e.episode.solution_text())
-            for e in envs]
-
-
 def episode_record(rollout: Any) -> Record:
     """The record of one multi-turn episode (a ``TurnRollout``)."""
     from countdown_gym.game.turn_game import TurnEpisode
@@ -132,22 +126,24 @@ def play(model: Any, tokenizer: Any, problems: Sequence[Problem], how: Play, *, 
          desc: str = "generate") -> tuple[list[list[Record]], int]:
     """``n`` plays of each problem (``sampling=None``: greedy, ``n`` 1) and the tokens the model wrote; single-pass
     play needs one prompt per problem (``prompts``)."""
-    if how.tools:
-        from baselines.lm.tool_play import play_tool_episodes
+    if how.tools or how.max_turns is not None:
+        repeated = [p for p in problems for _ in range(n)]
+        if how.tools:  # answer and text: the moves' <Solution> block
+            from baselines.lm.tool_play import play_tool_episodes
 
-        envs, tokens = play_tool_episodes(model, tokenizer, [p for p in problems for _ in range(n)], max_turns=how.max_turns,
-                                          max_new_tokens=how.max_new_tokens, sampling=sampling, batch_size=how.batch_size)
-        records = tool_records(envs)
+            envs, tokens = play_tool_episodes(model, tokenizer, repeated, max_turns=how.max_turns, max_new_tokens=how.max_new_tokens,
+                                              sampling=sampling, batch_size=how.batch_size)
+            records = [Record(e.solved, e.episode.invalid_turns > 0, e.episode.solution_text(), e.episode.solution_text())
+                       for e in envs]
+        else:
+            from countdown_gym.integrations.trl_rollout import play_episodes
+
+            knobs = {"greedy": True} if sampling is None else sampling.episode_kwargs()
+            rollouts = play_episodes(model, tokenizer, repeated, max_turns=how.max_turns, max_turn_tokens=how.max_turn_tokens,
+                                     batch_size=how.batch_size, prompt_style=how.prompt_style, **knobs)
+            records = [episode_record(r) for r in rollouts]
+            tokens = sum(sum(r.env_mask) for r in rollouts)
         return [records[i * n:(i + 1) * n] for i in range(len(problems))], tokens
-    if how.max_turns is not None:
-        from countdown_gym.integrations.trl_rollout import play_episodes
-
-        knobs = {"greedy": True} if sampling is None else sampling.episode_kwargs()
-        rollouts = play_episodes(model, tokenizer, [p for p in problems for _ in range(n)], max_turns=how.max_turns,
-                                 max_turn_tokens=how.max_turn_tokens, batch_size=how.batch_size,
-                                 prompt_style=how.prompt_style, **knobs)
-        records = [episode_record(r) for r in rollouts]
-        return [records[i * n:(i + 1) * n] for i in range(len(problems))], sum(sum(r.env_mask) for r in rollouts)
     if prompts is None or len(prompts) != len(problems):
         raise ValueError(f"single-pass play needs one prompt per problem, got {len(problems)} problems and "
                          f"{0 if prompts is None else len(prompts)} prompts")

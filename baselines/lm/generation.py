@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -93,14 +94,12 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Any], *, max_new_toke
     out: list[list[str]] = [[] for _ in ids]
     generated = 0
     bar = tqdm(total=len(ids), desc=desc, disable=not progress, leave=False)
+    left_padded = functools.partial(torch.nn.utils.rnn.pad_sequence, batch_first=True, padding_side="left")  # as TRL
     for start in range(0, len(order), per_batch):
         idx = order[start : start + per_batch]
-        width = max(len(ids[i]) for i in idx)
-        input_ids = torch.full((len(idx), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(idx), width), dtype=torch.long)
-        for row, i in enumerate(idx):  # left padding, as TRL generates
-            input_ids[row, width - len(ids[i]) :] = torch.tensor(ids[i], dtype=torch.long)
-            mask[row, width - len(ids[i]) :] = 1
+        input_ids = left_padded([torch.tensor(ids[i], dtype=torch.long) for i in idx], padding_value=pad)
+        mask = left_padded([torch.ones(len(ids[i]), dtype=torch.long) for i in idx])
+        width = input_ids.shape[1]
         seqs = model.generate(input_ids=input_ids.to(device), attention_mask=mask.to(device), max_new_tokens=max_new_tokens,
                               num_return_sequences=num_return_sequences, pad_token_id=pad, eos_token_id=eos_ids, **knobs)
         for r, c in enumerate(seqs[:, width:].cpu().tolist()):

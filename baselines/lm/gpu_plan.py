@@ -1,12 +1,6 @@
-"""GPU planning from a model's config alone: its shape, the process layout, micro-batches, memory per process (the
-estimates of ``llm_grpo.py --dry-run`` and ``llm_eval.py --dry-run``, and ``llm_grpo.py``'s micro-batch); no weights load.
-
-The config comes from a local directory, else ``baselines/model_configs/<hub id>/config.json``, else the hub.
-Activation bytes per token and decoder layer (measured with ``saved_tensors_hooks`` on Qwen2 layers, SDPA;
-``tests/test_gpu_plan.py`` repeats it): float32 ``32h + 16i + 8kv``, bfloat16 ``20h + 8i + 4kv``, float32 weights
-under bf16 autocast ``30h + 8i + 4kv``, plus 40 (``h`` hidden, ``i`` MLP width, ``kv`` key/value width); TRL's
-completion-token logits cost 4, 2 and 6 bytes per vocabulary entry.
-"""
+"""GPU planning from a model's config alone (no weights load): its shape, the process layout, micro-batches and
+memory per process, for ``llm_grpo.py`` (and its ``--dry-run``) and ``llm_eval.py --dry-run``. The activation bytes
+were measured with ``saved_tensors_hooks`` on Qwen2 layers, SDPA (``tests/test_gpu_plan.py`` repeats it)."""
 
 from __future__ import annotations
 
@@ -14,6 +8,7 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from countdown_gym.dataclass_cli.strict import strict_json
 
@@ -63,8 +58,8 @@ class ModelShape:
 
 @functools.lru_cache(maxsize=16)
 def model_shape(name: str) -> ModelShape:
-    """The :class:`ModelShape` of a local model directory or hub id, from its config alone (parameters counted on
-    ``meta``); :class:`PlanError` when no config can be read."""
+    """The :class:`ModelShape` of a local model directory, else ``baselines/model_configs/<hub id>``, else the hub,
+    from its config alone (parameters counted on ``meta``); :class:`PlanError` when no config can be read."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -171,19 +166,15 @@ def micro_batch(per_process: int, sequence_tokens: int, max_tokens: int) -> int:
 
 
 def activation_bytes_per_token(shape: ModelShape, compute: str, *, gradient_checkpointing: bool = False) -> float:
-    """Bytes autograd keeps per token for the backward pass, all layers; ``compute``: ``float32``, ``bfloat16`` or
-    ``autocast`` (float32 weights, bf16 compute). With gradient checkpointing only each layer's input is kept."""
+    """Bytes autograd keeps per token for the backward pass, all layers (measured per layer, plus 40); ``compute``:
+    ``float32``, ``bfloat16`` or ``autocast`` (float32 weights, bf16 compute). With gradient checkpointing only each
+    layer's input is kept."""
     h, i, kv = shape.hidden, shape.intermediate, shape.kv_dim
     per_layer = {"float32": 32 * h + 16 * i + 8 * kv, "bfloat16": 20 * h + 8 * i + 4 * kv,
                  "autocast": 30 * h + 8 * i + 4 * kv}[compute] + 40
     if gradient_checkpointing:
         return shape.layers * h * (2 if compute == "bfloat16" else 4)
     return shape.layers * per_layer
-
-
-def logits_bytes_per_token(shape: ModelShape, compute: str) -> float:
-    """Bytes per token of the completion logits of TRL's log-probability pass and their gradient."""
-    return shape.vocab * {"float32": 4, "bfloat16": 2, "autocast": 6}[compute] * 2
 
 
 def training_memory(shape: ModelShape, layout: Layout, *, weight_bytes: int, micro: int, sequence_tokens: int,
@@ -220,7 +211,8 @@ def training_memory(shape: ModelShape, layout: Layout, *, weight_bytes: int, mic
     act = tokens * activation_bytes_per_token(shape, compute, gradient_checkpointing=gradient_checkpointing)
     if gradient_checkpointing:  # one layer recomputed with its full activations during the backward pass
         act += tokens * activation_bytes_per_token(shape, compute) / shape.layers
-    act += micro * completion_tokens * logits_bytes_per_token(shape, compute)
+    logits = {"float32": 4, "bfloat16": 2, "autocast": 6}[compute] * 2  # TRL's completion logits and their gradient
+    act += micro * completion_tokens * shape.vocab * logits
     out[f"activations ({micro} x {sequence_tokens} tokens)"] = act
     if vllm_share:
         out["vLLM (colocated engine)"] = vllm_share
@@ -235,18 +227,14 @@ def training_memory(shape: ModelShape, layout: Layout, *, weight_bytes: int, mic
     return out
 
 
-def tokens_budget(shape: ModelShape, layout: Layout, *, weight_bytes: int, sequence_tokens: int,
-                  completion_tokens: int, gradient_checkpointing: bool, reference_model: bool,
-                  vllm_share: float = 0.0) -> int:
-    """Tokens a micro-batch may hold in :data:`HEADROOM` of the GPU after the static parts of :func:`training_memory`."""
+def tokens_budget(shape: ModelShape | None, layout: Layout, *, sequence_tokens: int, **memory: Any) -> int:
+    """Tokens a micro-batch may hold in :data:`HEADROOM` of the GPU after the static parts of :func:`training_memory`
+    (``memory``: its other arguments); on the CPU :data:`CPU_MICRO_BATCH` sequences."""
     if not layout.on_gpu:
         return CPU_MICRO_BATCH * sequence_tokens
-    one = training_memory(shape, layout, weight_bytes=weight_bytes, micro=1, sequence_tokens=sequence_tokens,
-                          completion_tokens=completion_tokens, gradient_checkpointing=gradient_checkpointing,
-                          reference_model=reference_model, vllm_share=vllm_share)
+    one = training_memory(shape, layout, micro=1, sequence_tokens=sequence_tokens, **memory)
     act = next(v for k, v in one.items() if k.startswith("activations"))
-    static = one["total"] - act
-    free = HEADROOM * layout.gpu_memory - static
+    free = HEADROOM * layout.gpu_memory - (one["total"] - act)
     return max(0, int(free / act * sequence_tokens))
 
 

@@ -253,9 +253,9 @@ def check_start_up(run: GRPORun, compute: ComputePlan, tokenizer: Any = None) ->
         return False
     if run.tools:
         check_tool_tokenizer(tokenizer, run.model)
-        return True
-    opts = run.options  # multi-turn prompts are plain text: the EOS alone matters
-    check_tokenizer(tokenizer, run.model, "compact" if run.multi_turn else opts.prompt_style, opts.chat_template)
+    else:  # multi-turn prompts are plain text: the EOS alone matters
+        opts = run.options
+        check_tokenizer(tokenizer, run.model, "compact" if run.multi_turn else opts.prompt_style, opts.chat_template)
     return True
 
 

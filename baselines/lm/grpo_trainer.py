@@ -203,14 +203,13 @@ class CountdownGRPOTrainer(GRPOTrainer):
                                            batch_size: int | None = None, compute_entropy: bool = False,
                                            compute_aux_loss: bool = False, **extra: Any) -> tuple[Any, Any, Any]:
         scored = self._scored_tokens
-        head = kernel = None
-        if scored is not None and not compute_aux_loss and all(v is None for v in extra.values()):
-            head = self._plain_head(model)
-        if head is not None and int(scored.sum()) * head.weight.shape[0] > SMALL_LOGITS:
-            kernel = chunked_kernel()  # large logits: TRL's kernel, which never holds them all
+        plain = scored is not None and not compute_aux_loss and all(v is None for v in extra.values())
+        head = self._plain_head(model) if plain else None
         if head is None:
             return super()._get_per_token_logps_and_entropies(
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, **extra)
+        # large logits: TRL's kernel, which never holds them all
+        kernel = chunked_kernel() if int(scored.sum()) * head.weight.shape[0] > SMALL_LOGITS else None
         import torch
         import torch.nn.functional as F  # noqa: N812
 

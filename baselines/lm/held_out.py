@@ -48,15 +48,13 @@ class HeldOutTest:
     def __init__(self, run: GRPORun, tokenizer: Any, path: str | Path, problems: Sequence[Problem],
                  prompts: Sequence[Any] | None, *, write: bool = True, verbose: bool = True) -> None:
         self.problems, self.tokenizer, self.path, self.prompts = list(problems), tokenizer, Path(path), prompts
+        self.ids = [str(p.id) for p in self.problems]
         self.how = run.eval_play
         self.settings = {"model": run.model, "chat_template": run.options.chat_template,
                          **{k: v for k, v in dataclasses.asdict(self.how).items() if k not in ("batch_size", "engine")}}
         """What the outcomes depend on, besides the problems: a start saved under other settings is played again."""
         self.write, self.verbose = write, verbose
         self.outcomes: dict[str, list[bool]] = {}
-
-    def _ids(self) -> list[str]:
-        return [str(p.id) for p in self.problems]
 
     def _play(self, model: Any, label: str) -> list[bool]:
         if self.verbose:
@@ -67,7 +65,7 @@ class HeldOutTest:
     def start(self, model: Any) -> None:
         """Play the starting model, or read its outcomes back from ``path`` (a resumed run)."""
         saved = read_options(self.path.parent, self.path.name) or {}  # one error naming a damaged file
-        if saved.get("ids") == self._ids() and saved.get("settings") == self.settings and "start" in saved:
+        if saved.get("ids") == self.ids and saved.get("settings") == self.settings and "start" in saved:
             if not (isinstance(saved["start"], list) and len(saved["start"]) == len(self.problems)
                     and all(isinstance(x, bool) for x in saved["start"])):  # else the end's comparison is wrong, or fails
                 raise SystemExit(f"{self.path}: 'start' must be a list of {len(self.problems)} true/false; fix or delete it")
@@ -88,7 +86,7 @@ class HeldOutTest:
     def _save(self, result: dict[str, float] | None = None) -> None:
         if not self.write:
             return
-        body = {"ids": self._ids(), "settings": self.settings, **self.outcomes, **({"result": result} if result else {})}
+        body = {"ids": self.ids, "settings": self.settings, **self.outcomes, **({"result": result} if result else {})}
         write_text_atomic(self.path, json.dumps(body) + "\n")
 
 

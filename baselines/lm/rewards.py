@@ -118,7 +118,6 @@ class CLIPOReward:
             start = self.accelerator.process_index * n_local
             rewards = rewards[start : start + n_local]
         rewards = rewards.cpu()
-        stats = {"clipo/active_frac": float((rewards != 0).float().mean())}
-        stats.update({f"clipo/{k}": v for k, v in getattr(self.clipo, "last_stats", {}).items()})
-        log_metrics(kwargs, stats)
+        log_metrics(kwargs, {"clipo/active_frac": float((rewards != 0).float().mean()),
+                             **{f"clipo/{k}": v for k, v in getattr(self.clipo, "last_stats", {}).items()}})
         return [float(x) for x in rewards]

@@ -148,8 +148,7 @@ def summary_lines(opts: Options, summary: dict[str, Any]) -> list[str]:
             lines.append(f"validation success (sampled, T={opts.temperature}, {opts.eval_samples}/problem): "
                          f"start {first['sampled_success']:.1%} -> final {last['sampled_success']:.1%}; "
                          f"pass@{opts.eval_samples} {first['pass_at_k']:.1%} -> {last['pass_at_k']:.1%}")
-    if summary.get("step_profile"):
-        prof = summary["step_profile"]
+    if prof := summary.get("step_profile"):
         lines.append("seconds per GRPO step by part: " + ", ".join(f"{p.replace('_', ' ')} {prof[p]:.2f}" for p in PARTS)
                      + f" (step {prof['step']:.2f})")
     if summary.get("seconds_per_step"):

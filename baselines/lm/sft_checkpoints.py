@@ -56,17 +56,29 @@ def _check_entries(d: Path) -> None:
     except OSError as exc:
         raise Unusable(f"{d} is not a readable checkpoint folder ({exc.strerror or exc})") from None
     for name in (*CHECKPOINT_FILES, *sorted(set(names) - set(CHECKPOINT_FILES))):
-        f = d / name
-        try:
-            mode = os.stat(f).st_mode
-        except FileNotFoundError:
-            if name in CHECKPOINT_FILES:
-                raise Unusable(f"{f} is missing") from None
-            continue  # a dangling link the model does not need
-        except OSError as exc:
-            raise Unusable(f"{f}: cannot read it ({exc.strerror or exc})") from None
-        if (what := file_kind(mode)) is not None:
-            raise Unusable(f"{f} is {what}, not a regular file")
+        if not _regular_file(d / name, Unusable) and name in CHECKPOINT_FILES:
+            raise Unusable(f"{d / name} is missing")
+
+
+def _regular_file(f: Path, error: Callable[[str], BaseException]) -> bool:
+    """Whether ``f`` exists (after symbolic links); ``error`` when it cannot be read or is not a regular file."""
+    try:
+        mode = os.stat(f).st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise error(f"{f}: cannot read it ({exc.strerror or exc})") from None
+    if (what := file_kind(mode)) is not None:
+        raise error(f"{f} is {what}, not a regular file")
+    return True
+
+
+def _read_json(f: Path, error: Callable[[str], BaseException]) -> Any:
+    """The JSON value in ``f``; ``error`` saying it is empty or not valid JSON."""
+    try:
+        return json.loads(f.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise error(f"{f} is {'empty' if not f.stat().st_size else f'not valid JSON ({short_error(exc)})'}") from None
 
 
 def load_saved_model(d: Path, error: Callable[[str], BaseException] = Unusable, flag: str = "") -> Any:
@@ -84,11 +96,7 @@ def read_checkpoint(d: Path, new_optimizer: Callable[[Any], torch.optim.Optimize
     :class:`Unusable` naming the file when one does not read."""
     _check_entries(d)
     f = d / "config.json"
-    try:
-        config = json.loads(f.read_bytes().decode("utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise Unusable(f"{f} is {'empty' if not f.stat().st_size else f'not valid JSON ({short_error(exc)})'}") from None
-    if not isinstance(config, dict):
+    if not isinstance(config := _read_json(f, Unusable), dict):
         raise Unusable(f"{f} holds a JSON {type(config).__name__}, not a model config")
     f = d / "model.safetensors"
     try:
@@ -148,20 +156,14 @@ def saved_options(ckpt: Path | None, saved: dict | None) -> dict | None:
     if saved or ckpt is None:
         return saved
     f = ckpt / "training.json"
-    fix = "the run's options.json is gone too: fix or restore one of them, or start a new --out"
-    try:
-        info = os.stat(f)
-    except FileNotFoundError:
+
+    def error(message: str) -> SystemExit:
+        return SystemExit(f"--resume: {message}; the run's options.json is gone too: fix or restore one of them, or "
+                          "start a new --out")
+
+    if not _regular_file(f, error):
         return saved
-    except OSError as exc:
-        raise SystemExit(f"--resume: {f}: cannot read it ({exc.strerror or exc}); {fix}") from None
-    if (what := file_kind(info.st_mode)) is not None:
-        raise SystemExit(f"--resume: {f} is {what}, not a regular file; {fix}")
-    try:
-        data = json.loads(f.read_bytes().decode("utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        what = "empty" if not info.st_size else f"not valid JSON ({short_error(exc)})"
-        raise SystemExit(f"--resume: {f} is {what}; {fix}") from None
+    data = _read_json(f, error)
     if not isinstance(data, dict) or not isinstance(data.get("sft_config"), dict | None):
-        raise SystemExit(f"--resume: {f} holds no run options (sft_config); {fix}")
+        raise error(f"{f} holds no run options (sft_config)")
     return data.get("sft_config")

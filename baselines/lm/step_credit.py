@@ -20,18 +20,9 @@ from countdown_gym.rewards.variants import get_variant, given_scorers, step_cred
 def split_reward_spec(weights: Mapping[str, float]) -> tuple[dict[str, float], dict[str, float]]:
     """``(scalar, per_step)`` weights of a parsed reward spec: ``scalar`` keeps every key in order with the per-step
     terms at 0 (still logged); ``per_step`` holds the terms with a per-move term and a non-zero weight."""
-    scalar: dict[str, float] = {}
-    per_step: dict[str, float] = {}
     stepped = step_credit_names()
-    for name, w in weights.items():
-        w = float(w)
-        if name in stepped:
-            scalar[name] = 0.0
-            if w != 0.0:
-                per_step[name] = w
-        else:
-            scalar[name] = w
-    return scalar, per_step
+    scalar = {name: 0.0 if name in stepped else float(w) for name, w in weights.items()}
+    return scalar, {name: float(w) for name, w in weights.items() if name in stepped and float(w) != 0.0}
 
 
 def _variant_name(name: str) -> str:
@@ -72,15 +63,8 @@ def turn_rewards(episodes: Sequence[Sequence[Sequence[Mapping[str, Any]]]], weig
     for name, w in weights.items():
         variant = get_variant(name)
         per_transition += w * variant.move_values(flat, variant.scorer_in(given))
-    out: list[list[float]] = []
-    pos = 0
-    for episode in episodes:
-        row = []
-        for turn in episode:
-            row.append(float(per_transition[pos : pos + len(turn)].sum()))
-            pos += len(turn)
-        out.append(row)
-    return out
+    per_turn = iter(np.split(per_transition, np.cumsum([len(turn) for episode in episodes for turn in episode])))
+    return [[float(next(per_turn).sum()) for _ in episode] for episode in episodes]
 
 
 def returns_to_go(rewards: Sequence[float], gamma: float = 1.0) -> np.ndarray:
@@ -134,11 +118,8 @@ def token_advantages(outcome: Any, step: Sequence[Sequence[float]], turn_index: 
         idx = torch.as_tensor(list(index), dtype=torch.long)
         if len(idx) and int(idx.max()) >= len(adv):
             raise ValueError(f"rollout {i} has tokens of turn {int(idx.max())} but its replay played {len(adv)} turns")
-        values = torch.as_tensor(np.asarray(adv, dtype=np.float64))
-        model = idx >= 0
-        row = torch.zeros(len(idx), dtype=torch.float64)
-        row[model] = values[idx[model]]
-        extra[i, : len(idx)] = row
+        model = idx >= 0  # environment tokens (-1) keep 0
+        extra[i, : len(idx)][model] = torch.as_tensor(np.asarray(adv, dtype=np.float64))[idx[model]]
     return outcome.unsqueeze(1) + extra.to(device=outcome.device, dtype=dtype)
 
 
@@ -155,8 +136,7 @@ class StepCredit:
            scorers: Mapping[str, Scorer] | None = None) -> StepCredit:
         """Checked ``weights`` and ``gamma``; missing scorers are loaded (the shipped critics)."""
         weights = _check_step_weights(weights)
-        returns_to_go([], gamma)  # validates gamma
-        return cls(weights, float(gamma), load_needs(weights, given_scorers(critic, scorers)))
+        return cls(weights, check_gamma(gamma), load_needs(weights, given_scorers(critic, scorers)))
 
     def add_turn_advantages(self, output: dict[str, Any], inputs: Sequence[Mapping[str, Any]], groups: int,
                             gather: Callable[[Any], Any], process_index: int) -> dict[str, float]:
@@ -182,10 +162,10 @@ class StepCredit:
         for i, row in enumerate(index):
             turn_index[i, : len(row)] = torch.as_tensor(row, dtype=torch.long)
         output["turn_index"] = turn_index.to(outcome.device)
-        flat_r = np.concatenate([np.asarray(r, dtype=np.float64) for r in rewards] or [np.zeros(0)])
-        flat_a = np.concatenate([np.asarray(a, dtype=np.float64) for a in step] or [np.zeros(0)])
+        flat_r = np.array([x for r in rewards for x in r], dtype=np.float64)
+        flat_a = np.abs(np.concatenate([np.zeros(0), *step]))
         return {"step_credit/turn_reward_mean": float(flat_r.mean()) if flat_r.size else 0.0,
-                "step_credit/step_advantage_abs_mean": float(np.abs(flat_a).mean()) if flat_a.size else 0.0}
+                "step_credit/step_advantage_abs_mean": float(flat_a.mean()) if flat_a.size else 0.0}
 
 
 __all__ = [

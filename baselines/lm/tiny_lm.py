@@ -44,14 +44,8 @@ SHIPPED_CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "coun
 
 def build_tokenizer() -> PreTrainedTokenizerFast:
     """The number-aware tokenizer (deterministic: the same vocabulary every time)."""
-    vocab: dict[str, int] = {}
-    for tok in SPECIAL_TOKENS:
-        vocab[tok] = len(vocab)
-    for n in range(MAX_NUMBER_TOKEN + 1):
-        vocab[str(n)] = len(vocab)
-    for ch in string.printable:  # digits are already numbers; \r \x0b \x0c included
-        if ch not in vocab:
-            vocab[ch] = len(vocab)
+    pieces = (*SPECIAL_TOKENS, *map(str, range(MAX_NUMBER_TOKEN + 1)), *string.printable)  # \r \x0b \x0c included
+    vocab = {piece: i for i, piece in enumerate(dict.fromkeys(pieces))}  # the digits once, as numbers
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(_PIECE), behavior="isolated")
     tok.decoder = decoders.Fuse()
