@@ -161,6 +161,17 @@ def test_rules_fields_are_type_checked() -> None:
             Rules.from_dict(bad)  # type: ignore[arg-type]
 
 
+def test_a_rules_name_is_bounded() -> None:
+    """A 10 MB name was accepted, and the verifier quotes it: a 10 MB message for one refused line."""
+    from countdown_gym import Problem, verify
+
+    with pytest.raises(ValueError, match=r"Rules.name must have at most 80 characters, got str 'xxx") as info:
+        Rules(name="x" * 10**7)
+    assert len(str(info.value)) < 200
+    p = Problem((1, 2), 3, Rules(name="x" * 80, sign="positive"))
+    assert len(verify(p, "1 - 2 = -1").message) < 300
+
+
 def test_problem_from_dict_errors_name_the_field() -> None:
     from countdown_gym import Problem
 
@@ -191,7 +202,7 @@ def test_a_problems_refusal_and_repr_quote_a_bounded_piece_of_its_numbers() -> N
 
     with pytest.raises(ValueError, match=r"non-negative, got int -1$"):
         Problem([3] * 200_000 + [-1], 5)
-    assert len(repr(Problem([3] * 200_000, 5, Rules(name="x" * 10**6)))) < 1500
+    assert len(repr(Problem([3] * 200_000, 5, Rules(name="x" * 80)))) < 1500
     assert repr(Problem([3] * 64, 5)) == f"Problem(numbers={(3,) * 64}, target=5, rules=longproc)"  # as before
 
 

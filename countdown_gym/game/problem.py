@@ -44,7 +44,7 @@ class Problem:
     def __repr__(self) -> str:
         n = len(self.numbers)  # bounded: refusals quote it (64: the most numbers an environment plays)
         numbers = self.numbers if n <= 64 else f"({', '.join(map(str, self.numbers[:64]))}, ... {n} numbers)"
-        return f"Problem(numbers={numbers}, target={self.target}, rules={self.rules.name[:80]})"
+        return f"Problem(numbers={numbers}, target={self.target}, rules={self.rules.name})"
 
     @functools.cached_property
     def literal_digits(self) -> int:
