@@ -185,6 +185,25 @@ def test_problem_from_dict_errors_name_the_field() -> None:
     assert Problem.from_dict({"numbers": [1, 2], "target": 3}).numbers == (1, 2)
 
 
+@pytest.mark.parametrize("field, value, message", [
+    ("id", [1, 2], "'id' must be a str, an int or absent, got list"),
+    ("id", True, "'id' must be a str, an int or absent, got bool"),
+    ("preset", 5, "'preset' must be a str or absent, got int"),
+    ("num_solutions", "many", "'num_solutions' must be an int >= 0 or None, got str"),
+    ("search_nodes", -3, "'search_nodes' must be an int >= 0 or None, got int"),
+])
+def test_problem_from_dict_refuses_metadata_of_the_wrong_type(field, value, message) -> None:
+    """A problem's metadata loaded whatever it held (an 'id' [1, 2], a 'preset' 5, a 'num_solutions' 'many')."""
+    import numpy as np
+
+    from countdown_gym import Problem
+
+    with pytest.raises(ValueError, match=message):
+        Problem.from_dict({"numbers": [1, 2], "target": 3, field: value})
+    kept = Problem.from_dict({"numbers": [1, 2], "target": 3, "id": 7, "preset": "p", "num_solutions": np.int64(2)})
+    assert (kept.id, kept.preset, type(kept.num_solutions)) == (7, "p", int)  # a dataset's own int id stays
+
+
 def test_problem_numbers_stay_within_the_verifiers_literal_limit() -> None:
     # an answer must be able to write every number, so every solver expression verifies
     from countdown_gym import Problem, solve, verify
