@@ -161,6 +161,17 @@ def test_rules_fields_are_type_checked() -> None:
             Rules.from_dict(bad)  # type: ignore[arg-type]
 
 
+def test_a_rules_name_is_bounded() -> None:
+    """A 10 MB name was accepted, and the verifier quotes it: a 10 MB message for one refused line."""
+    from countdown_gym import Problem, verify
+
+    with pytest.raises(ValueError, match=r"Rules.name must have at most 80 characters, got str 'xxx") as info:
+        Rules(name="x" * 10**7)
+    assert len(str(info.value)) < 200
+    p = Problem((1, 2), 3, Rules(name="x" * 80, sign="positive"))
+    assert len(verify(p, "1 - 2 = -1").message) < 300
+
+
 def test_problem_from_dict_errors_name_the_field() -> None:
     from countdown_gym import Problem
 
@@ -172,6 +183,25 @@ def test_problem_from_dict_errors_name_the_field() -> None:
         with pytest.raises(TypeError, match="Problem.numbers must be a sequence of ints"):
             Problem(unordered, 3)  # type: ignore[arg-type]
     assert Problem.from_dict({"numbers": [1, 2], "target": 3}).numbers == (1, 2)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("id", [1, 2], "'id' must be a str, an int or absent, got list"),
+    ("id", True, "'id' must be a str, an int or absent, got bool"),
+    ("preset", 5, "'preset' must be a str or absent, got int"),
+    ("num_solutions", "many", "'num_solutions' must be an int >= 0 or None, got str"),
+    ("search_nodes", -3, "'search_nodes' must be an int >= 0 or None, got int"),
+])
+def test_problem_from_dict_refuses_metadata_of_the_wrong_type(field, value, message) -> None:
+    """A problem's metadata loaded whatever it held (an 'id' [1, 2], a 'preset' 5, a 'num_solutions' 'many')."""
+    import numpy as np
+
+    from countdown_gym import Problem
+
+    with pytest.raises(ValueError, match=message):
+        Problem.from_dict({"numbers": [1, 2], "target": 3, field: value})
+    kept = Problem.from_dict({"numbers": [1, 2], "target": 3, "id": 7, "preset": "p", "num_solutions": np.int64(2)})
+    assert (kept.id, kept.preset, type(kept.num_solutions)) == (7, "p", int)  # a dataset's own int id stays
 
 
 def test_problem_numbers_stay_within_the_verifiers_literal_limit() -> None:
@@ -191,7 +221,7 @@ def test_a_problems_refusal_and_repr_quote_a_bounded_piece_of_its_numbers() -> N
 
     with pytest.raises(ValueError, match=r"non-negative, got int -1$"):
         Problem([3] * 200_000 + [-1], 5)
-    assert len(repr(Problem([3] * 200_000, 5, Rules(name="x" * 10**6)))) < 1500
+    assert len(repr(Problem([3] * 200_000, 5, Rules(name="x" * 80)))) < 1500
     assert repr(Problem([3] * 64, 5)) == f"Problem(numbers={(3,) * 64}, target=5, rules=longproc)"  # as before
 
 

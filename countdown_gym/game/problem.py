@@ -7,6 +7,8 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from countdown_gym.game.expression import MAX_NUMBER_DIGITS, literal_digits
 from countdown_gym.game.rules import Rules, check_digits, check_int, describe_value
 
@@ -44,7 +46,7 @@ class Problem:
     def __repr__(self) -> str:
         n = len(self.numbers)  # bounded: refusals quote it (64: the most numbers an environment plays)
         numbers = self.numbers if n <= 64 else f"({', '.join(map(str, self.numbers[:64]))}, ... {n} numbers)"
-        return f"Problem(numbers={numbers}, target={self.target}, rules={self.rules.name[:80]})"
+        return f"Problem(numbers={numbers}, target={self.target}, rules={self.rules.name})"
 
     @functools.cached_property
     def literal_digits(self) -> int:
@@ -76,7 +78,14 @@ class Problem:
             rules = Rules.from_dict(rules)
         else:
             raise ValueError(f"a problem's 'rules' must be a dict, a preset name or absent, got {describe_value(rules)}")
-        return cls(d["numbers"], d["target"], rules, **{k: d.get(k) for k in _METADATA})
+        meta = {k: int(v) if isinstance(v := d.get(k), np.integer) else v for k in _METADATA}
+        for k in ("num_solutions", "search_nodes"):
+            check_int(meta[k], f"a problem's {k!r}", none=True)
+        for k in ("id", "preset"):  # a dataset's own id may be an int (kept as it is)
+            if not (meta[k] is None or isinstance(meta[k], str) or (k == "id" and type(meta[k]) is int)):
+                raise ValueError(f"a problem's {k!r} must be {'a str, an int' if k == 'id' else 'a str'} or absent, "
+                                 f"got {describe_value(meta[k])}")
+        return cls(d["numbers"], d["target"], rules, **meta)
 
 
 def play_rules(problem: Any, rules: Any, caller: str) -> Rules:

@@ -60,7 +60,7 @@ class Rules:
     """What an intermediate result may be, and when a game is won.
 
     Attributes:
-        name: A label stored with problems and submissions.
+        name: A label stored with problems and submissions (at most 80 characters).
         integer_only: Division must be exact; ``False`` allows any rational (exact ``Fraction``).
         sign: ``"positive"`` (> 0), ``"nonnegative"`` (>= 0, LongProc's: ``5 - 5 = 0`` is kept) or ``"any"``.
         value_limit: Every result must be below this (``None``: no limit).
@@ -76,6 +76,8 @@ class Rules:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
             raise TypeError(f"Rules.name must be a str, got {describe_value(self.name)}")
+        if len(self.name) > 80:  # messages (the verifier's) quote it
+            raise ValueError(f"Rules.name must have at most 80 characters, got {describe_value(self.name)}")
         for flag in ("integer_only", "use_all"):  # a truthy "false" must not silently mean True
             object.__setattr__(self, flag, check_bool(getattr(self, flag), f"Rules.{flag}", TypeError))
         if not isinstance(self.sign, str) or self.sign not in ("positive", "nonnegative", "any"):  # no array
