@@ -157,8 +157,8 @@ def prepare_run(path: str | os.PathLike[str], label: str, options: Any, *, resum
                          "directory")
     resuming = resume if resuming is None else resuming
     saved = read_options(out) if resume or resuming else None  # nothing to continue: never afresh over another's run
-    if resuming:
-        saved = saved_as(saved) if saved_as else saved
+    if resuming and saved_as:
+        saved = saved_as(saved)
     if saved is not None:
         if resuming and dataclasses.is_dataclass(options) and saved.keys().isdisjoint(f.name for f in dataclasses.fields(options)):
             raise SystemExit(f"--resume: {out / OPTIONS_FILE} holds none of this script's options; fix or delete "
