@@ -8,7 +8,8 @@ Each client plays episodes back to back (``reset`` with a test problem, then the
 backtracking) over one WebSocket session on ``/ws`` or one keep-alive HTTP connection. The server (``countdown-gym
 serve``, ``CountdownMultiTurn-v0``, ``longproc-0.5k`` test, ``--max-turns 64``) runs in its own process; its CPU time
 (user + system, ``/proc``) per step does not depend on how many cores the clients take. Printed: a Markdown row per
-transport, client count and repeat. Targets: at most 100 us of server CPU per step; at least 5,000 WebSocket steps/s
+transport, client count and repeat (latency: from sending a reset or step to having its answer parsed; errors: clients
+whose session failed). Targets: at most 100 us of server CPU per step; at least 5,000 WebSocket steps/s
 from 8 clients where the cores allow.
 """
 

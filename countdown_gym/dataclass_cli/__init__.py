@@ -20,7 +20,6 @@ sequences take separate values, comma lists or both (``--sizes=`` is empty); ``d
 """
 
 from countdown_gym.dataclass_cli.commands import (
-    Flag,
     changed_options,
     check_choice,
     check_min,
@@ -38,7 +37,6 @@ from countdown_gym.dataclass_cli.commands import (
 )
 from countdown_gym.dataclass_cli.output import (
     EXIT_INTERRUPTED,
-    OutputError,
     UsageError,
     file_kind,
     finish_together,
@@ -52,8 +50,6 @@ from countdown_gym.dataclass_cli.strict import strict_json
 
 __all__ = [
     "EXIT_INTERRUPTED",
-    "Flag",
-    "OutputError",
     "UsageError",
     "changed_options",
     "check_choice",
