@@ -2,24 +2,15 @@
 
     python benchmarks/bench_server.py                                # 8 client processes, 10 s, the server on a free port
     python benchmarks/bench_server.py --server-cpus 0 --client-cpus 1-15    # pinned: the core split is reported
-    python benchmarks/bench_server.py --server echo                  # the same clients against a plain uvicorn echo
     python benchmarks/bench_server.py --transports http ws --clients 1 8 64 --seconds 5 --repeats 3
-    python benchmarks/bench_server.py --url http://127.0.0.1:8000   # an already running server (no CPU figures)
 
-Each client is a process (``multiprocessing``) playing episodes back to back: ``reset`` with a test problem, then the
-turns of its search trace (with backtracking), every answer checked; over WebSocket (``--transports ws``, the
-default) one session on ``/ws`` speaking openenv's messages, over HTTP one keep-alive connection to ``/reset`` and
-``/step``. The server (``countdown-gym serve``, ``CountdownMultiTurn-v0``, the ``longproc-0.5k`` test split,
-``--max-turns 64``) is a process of its own; its CPU time (user + system, ``/proc``) over the measured seconds divided
-by the steps is the figure that does not depend on how many cores the clients take.
-
-``--server echo`` serves the same clients from a plain uvicorn app with the same WebSocket settings that answers
-every request with a fixed observation: the cost of uvicorn and the HTTP / WebSocket layer alone, for comparison.
-
-Printed, a row per transport, client count and repeat: steps/s, requests/s, p50 / p99 latency of a request (reset or
-step, from sending it to having its answer parsed), errors (a client whose session failed), the server's CPU
-microseconds per step and per request, and the core split (the CPUs each side may use).
-Targets: at most 100 us of server CPU per step; at least 5,000 WebSocket steps/s from 8 clients where the cores allow.
+Each client plays episodes back to back (``reset`` with a test problem, then the turns of its search trace, with
+backtracking) over one WebSocket session on ``/ws`` or one keep-alive HTTP connection. The server (``countdown-gym
+serve``, ``CountdownMultiTurn-v0``, ``longproc-0.5k`` test, ``--max-turns 64``) runs in its own process; its CPU time
+(user + system, ``/proc``) per step does not depend on how many cores the clients take. Printed: a Markdown row per
+transport, client count and repeat (latency: from sending a reset or step to having its answer parsed; errors: clients
+whose session failed). Targets: at most 100 us of server CPU per step; at least 5,000 WebSocket steps/s
+from 8 clients where the cores allow.
 """
 
 from __future__ import annotations

@@ -13,16 +13,10 @@ from typing import Any
 
 # ---- TinyZero ---------------------------------------------------------------------------------------
 # TinyZero is not a package: this re-states compute_score(solution_str, {"target", "numbers"}) of its
-# verl/utils/reward_score/countdown.py. solution_str is the prompt and the response (after the prompt's first
-# "Assistant:"); here the completion *is* the response. Step by step:
-# 1. Only the response's last line is read; the answer is the text of the last <answer>...</answer> on it,
-#    stripped. None: 0.
-# 2. Every run of digits (\d+, which in Python also matches non-ASCII digits, read by int()) is a number;
-#    sorted, they must equal the sorted puzzle numbers: otherwise the format score, 0.1.
-# 3. The answer must consist of digits, + - * / ( ) . and whitespace (so ** and // pass), and is evaluated
-#    as Python with no builtins (which lets 2**3 and 7//2 through, and never returns on 9**9**9**9: `countdown-gym
-#    audit` runs every call in a separate process with a time limit); an exception gives 0.1.
-# 4. |value - target| < 1e-5: 1.0; otherwise 0.1.
+# verl/utils/reward_score/countdown.py on the response (solution_str after the prompt's first "Assistant:"). Its
+# digit runs (\d+ also matches non-ASCII digits, which int() reads) must be the puzzle's numbers; its characters may
+# include ** and //, and Python evaluates it with no builtins (9**9**9**9 never returns: `countdown-gym audit` runs
+# every call in a separate process with a time limit).
 
 _TZ_ANSWER = re.compile(r"<answer>(.*?)</answer>")
 _TZ_DIGITS = re.compile(r"\d+")

@@ -20,14 +20,12 @@ sequences take separate values, comma lists or both (``--sizes=`` is empty); ``d
 """
 
 from countdown_gym.dataclass_cli.commands import (
-    Flag,
     changed_options,
     check_choice,
     check_min,
     check_unused,
     dispatch,
     dispatch_help,
-    field_docs,
     flags,
     help_text,
     parse,
@@ -39,14 +37,11 @@ from countdown_gym.dataclass_cli.commands import (
 )
 from countdown_gym.dataclass_cli.output import (
     EXIT_INTERRUPTED,
-    OutputError,
     UsageError,
     file_kind,
     finish_together,
     guarded,
-    interrupted,
     not_regular,
-    output_failed,
     run_script,
     write_together,
     written_aside,
@@ -55,8 +50,6 @@ from countdown_gym.dataclass_cli.strict import strict_json
 
 __all__ = [
     "EXIT_INTERRUPTED",
-    "Flag",
-    "OutputError",
     "UsageError",
     "changed_options",
     "check_choice",
@@ -64,15 +57,12 @@ __all__ = [
     "check_unused",
     "dispatch",
     "dispatch_help",
-    "field_docs",
     "file_kind",
     "finish_together",
     "flags",
     "guarded",
     "help_text",
-    "interrupted",
     "not_regular",
-    "output_failed",
     "parse",
     "parse_bool",
     "parse_known",

@@ -330,8 +330,8 @@ def help_text(cls: type, *, prog: str | None = None, description: str | None = N
 def run(cls: type[T], argv: Sequence[str] | None, command: Callable[[T], int], *, prog: str,
         description: str | None = None) -> int:
     """The exit code of ``command(parse(cls, argv))``: 0 after ``--help``; 2 for a usage error (from the parse or
-    :func:`usage_error` in ``command``); else what ``command`` returns (0 or 1). Ctrl-C: :func:`interrupted`; standard
-    output that cannot be written: :func:`output_failed`."""
+    :func:`usage_error` in ``command``); else what ``command`` returns (0 or 1); Ctrl-C and output that cannot be
+    written: :func:`guarded`."""
     def body() -> int:
         try:
             options = parse(cls, argv, prog=prog, description=description)

@@ -1,5 +1,5 @@
 """How a command ends when it cannot go on (:func:`~countdown_gym.dataclass_cli.run`): a usage error (exit code 2),
-Ctrl-C (:func:`interrupted`, exit code 130) and standard output or error that cannot be written (``> /dev/full``:
+Ctrl-C (exit code 130) and standard output or error that cannot be written (``> /dev/full``:
 one error line and exit code 1; a pipe whose reader left: quietly, exit code 141); and how it writes an output file
 whole or not at all (:func:`written_aside`), never through a FIFO or device (:func:`not_regular`), and files that
 must agree all or none (:func:`write_together`)."""
@@ -34,13 +34,6 @@ class UsageError(SystemExit):
 
     def __str__(self) -> str:
         return self.message
-
-
-def interrupted(prog: str) -> int:
-    """Say on stderr that ``prog`` was stopped by Ctrl-C (one line, no traceback, none if stderr cannot be
-    written); :data:`EXIT_INTERRUPTED`."""
-    error_line(f"\n{prog}: interrupted")
-    return EXIT_INTERRUPTED
 
 
 def error_line(line: str, code: int = 1) -> int:
@@ -107,29 +100,25 @@ def stdout_watched() -> Iterator[None]:
                 setattr(sys, name, stream)
 
 
-def output_failed(exc: OutputError, prog: str) -> int:
-    """The exit code after ``exc``: a reader that closed the pipe (as ``| head`` does) quietly
-    :data:`EXIT_PIPE_CLOSED`; any other failure one error line on stderr, 1."""
-    _quiet(sys.stdout)  # no second error when Python flushes the buffer at exit
-    if exc.errno == errno.EPIPE:
-        _quiet(sys.stderr)
-        return EXIT_PIPE_CLOSED
-    return error_line(f"{prog}: error: cannot write to standard output: {exc.strerror or exc}")
-
-
 def guarded(prog: str, body: Callable[[], int | None]) -> int:
     """The exit code of ``body()`` (None: 0) run within :func:`stdout_watched`; a :class:`UsageError`: 2; Ctrl-C:
-    :func:`interrupted`; standard output or error that cannot be written: :func:`output_failed`; another ``OSError``
-    (a full disk, a file it may not write): one error line, 1."""
+    one line, :data:`EXIT_INTERRUPTED`; standard output or error that cannot be written: one error line and 1, or,
+    a reader that closed the pipe (``| head``), quietly :data:`EXIT_PIPE_CLOSED`; another ``OSError`` (a full disk,
+    a file it may not write): one error line, 1."""
     try:
         with stdout_watched():
             return body() or 0
     except UsageError:
         return 2
     except KeyboardInterrupt:
-        return interrupted(prog)
+        error_line(f"\n{prog}: interrupted")
+        return EXIT_INTERRUPTED
     except OutputError as exc:
-        return output_failed(exc, prog)
+        _quiet(sys.stdout)  # no second error when Python flushes the buffer at exit
+        if exc.errno == errno.EPIPE:
+            _quiet(sys.stderr)
+            return EXIT_PIPE_CLOSED
+        return error_line(f"{prog}: error: cannot write to standard output: {exc.strerror or exc}")
     except OSError as exc:
         return error_line(f"{prog}: error: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}")
 

@@ -1,22 +1,7 @@
 """Run directories of the training scripts: one layout, one resume rule, one metrics log, one plot, Ctrl-C.
 
-Every training script (``baselines/llm_grpo.py``, ``baselines/sb3_ppo.py``, ``baselines/llm_sft.py``,
-``python -m critics.train``, ...) keeps a run in one directory and does its bookkeeping with this module:
-
-    >>> import tempfile
-    >>> from dataclasses import dataclass
-    >>> @dataclass
-    ... class Options:
-    ...     lr: float = 1e-3
-    ...     steps: int = 10
-    >>> out = prepare_run(tempfile.mkdtemp() + "/run", "--out", Options(), resume=False)
-    >>> log = MetricsLog(out / "metrics.csv", resume_step=None)   # a fresh run: a fresh log
-    >>> log.append({"step": 1, "loss": 0.5})
-    >>> with StopRequest() as stop:                               # Ctrl-C / SIGTERM: finish the step, save, stop
-    ...     stop.requested
-    False
-
-See ``docs/runs.md``.
+Every training script (``baselines/``, ``critics/``) keeps a run in one directory and does its bookkeeping here:
+:func:`prepare_run`, :class:`MetricsLog`, :func:`plot_curves`, :class:`StopRequest`. See ``docs/runs.md``.
 """
 
 from __future__ import annotations
@@ -172,8 +157,8 @@ def prepare_run(path: str | os.PathLike[str], label: str, options: Any, *, resum
                          "directory")
     resuming = resume if resuming is None else resuming
     saved = read_options(out) if resume or resuming else None  # nothing to continue: never afresh over another's run
-    if resuming:
-        saved = saved_as(saved) if saved_as else saved
+    if resuming and saved_as:
+        saved = saved_as(saved)
     if saved is not None:
         if resuming and dataclasses.is_dataclass(options) and saved.keys().isdisjoint(f.name for f in dataclasses.fields(options)):
             raise SystemExit(f"--resume: {out / OPTIONS_FILE} holds none of this script's options; fix or delete "
