@@ -191,6 +191,8 @@ def test_problem_from_dict_errors_name_the_field() -> None:
     ("preset", 5, "'preset' must be a str or absent, got int"),
     ("num_solutions", "many", "'num_solutions' must be an int >= 0 or None, got str"),
     ("search_nodes", -3, "'search_nodes' must be an int >= 0 or None, got int"),
+    pytest.param("id", 10**5000, "'id' must have at most 640 digits", id="huge-id"),  # json.dumps raised later
+    pytest.param("search_nodes", 10**5000, "'search_nodes' must have at most 640 digits", id="huge-count"),
 ])
 def test_problem_from_dict_refuses_metadata_of_the_wrong_type(field, value, message) -> None:
     """A problem's metadata loaded whatever it held (an 'id' [1, 2], a 'preset' 5, a 'num_solutions' 'many')."""

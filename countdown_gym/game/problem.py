@@ -85,6 +85,9 @@ class Problem:
             if not (meta[k] is None or isinstance(meta[k], str) or (k == "id" and type(meta[k]) is int)):
                 raise ValueError(f"a problem's {k!r} must be {'a str, an int' if k == 'id' else 'a str'} or absent, "
                                  f"got {describe_value(meta[k])}")
+        for k in ("id", "num_solutions", "search_nodes"):  # JSON refuses to write an int of over 4,300 digits
+            if type(meta[k]) is int:
+                check_digits(meta[k], f"a problem's {k!r}")
         return cls(d["numbers"], d["target"], rules, **meta)
 
 
