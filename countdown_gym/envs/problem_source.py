@@ -31,8 +31,8 @@ from gymnasium.core import ActType, ObsType
 
 from countdown_gym.data.curriculum import Curriculum
 from countdown_gym.data.generator import PRESETS, GeneratorConfig, iter_problems
+from countdown_gym.data.problem_files import parse_rules_json
 from countdown_gym.data.splits import SPLITS, load_split
-from countdown_gym.dataclass_cli.strict import strict_json
 from countdown_gym.envs.options import check_render_mode, reset_options
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules, describe_value
@@ -92,11 +92,7 @@ def problem_from_columns(numbers: Any, target: Any, rules: Any = None) -> Proble
     dict, its JSON, a preset name or ``None``: LongProc's); ``ValueError`` naming a bad value."""
     if numbers is None or target is None:
         raise ValueError(f"a Countdown row needs 'numbers' and 'target', got numbers={numbers!r:.80}, target={target!r:.80}")
-    if isinstance(rules, str) and rules.lstrip().startswith("{"):
-        try:
-            rules = strict_json(rules)
-        except ValueError as exc:
-            raise ValueError(f"the row's 'rules' is not valid JSON ({exc}): {rules!r:.120}") from None
+    rules = parse_rules_json(rules)
     d: dict[str, Any] = {"numbers": numbers, "target": target}
     if isinstance(rules, Rules):
         return to_problem(d, rules)
