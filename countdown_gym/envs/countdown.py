@@ -95,6 +95,10 @@ class StateCache:
         return info
 
 
+def _num(x: Number | None) -> str:
+    return "_" if x is None else format_number(x)
+
+
 class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
     """Reach the target by combining numbers with ``+ - * /``, one move per step.
 
@@ -302,9 +306,8 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
         state = self.state
         x, y, reason = masked_move(state, i, j, op, self.rules)
         if self.invalid_action == "raise":
-            shown = f"{format_number(x) if x is not None else '_'} {op} {format_number(y) if y is not None else '_'}"
             raise InvalidActionError(
-                f"action {a} = slots ({i}, {j}) {op!r} ({shown}) is masked in state {list(state)}: {reason}. "
+                f"action {a} = slots ({i}, {j}) {op!r} ({_num(x)} {op} {_num(y)}) is masked in state {list(state)}: {reason}. "
                 "Take an action whose action_mask entry is 1, or create the env with invalid_action='penalty'."
             )
         self._done = True
@@ -338,15 +341,11 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
     def _render_text(self) -> str:
         if self.problem is None:
             return "Countdown: call reset() first"
-
-        def num(x: Number | None) -> str:
-            return "_" if x is None else format_number(x)
-
         lines = [f"Countdown target {self.problem.target} ({self.rules.name} rules), numbers {list(self.problem.numbers)}"]
         for k, (a, op, b, r) in enumerate(self._history, 1):
-            tail = f"= {num(r)}" if r is not None else "(masked move)"
-            lines.append(f"  {k}. {num(a)} {op} {num(b)} {tail}")
+            tail = f"= {_num(r)}" if r is not None else "(masked move)"
+            lines.append(f"  {k}. {_num(a)} {op} {_num(b)} {tail}")
         status = "over" if self._done else "in play"
-        now = "[" + ", ".join(num(x) for x in self.state) + "]"
+        now = "[" + ", ".join(_num(x) for x in self.state) + "]"
         lines.append(f"  now {now}, step {self._steps}, reward {self._last_reward:g}, {status}")
         return "\n".join(lines)

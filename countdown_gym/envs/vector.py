@@ -175,20 +175,17 @@ class CountdownVectorEnv(VectorEnv):
                                  f"{np.dtype(self._dtype).name} arithmetic (chosen from its problem source)")
         self._set_rows(rows, self._arrays(problems))
 
-    def _draw(self, rows: np.ndarray) -> None:
-        """New problems from the source for ``rows``."""
+    def _draw(self, rows: np.ndarray, won: np.ndarray | None = None) -> None:
+        """New problems from the source for ``rows``; ``won``: how their episodes ended (a curriculum hears it)."""
+        if won is not None and self.source.curriculum is not None:
+            for r in rows.tolist():
+                self.source.episode_end(self._problems[r], bool(won[r]))
         if self._pool_arrays is not None:
             idx = self.source.sample_indices(self.np_random, len(rows))
             self._set_rows(rows, tuple(a[idx] for a in self._pool_arrays))
         else:
             self._load(rows, [self.source.sample(self.np_random) for _ in rows])
         self._steps[rows] = 0
-
-    def _report(self, rows: np.ndarray, won: np.ndarray) -> None:
-        """Tell a curriculum source how the episodes of ``rows`` (about to be redrawn) ended."""
-        if self.source.curriculum is not None:
-            for r in rows.tolist():
-                self.source.episode_end(self._problems[r], bool(won[r]))
 
     def current_problems(self) -> list[Problem]:
         """The problem each env is playing."""
@@ -305,8 +302,7 @@ class CountdownVectorEnv(VectorEnv):
         obs = self._observe()  # the last observation of envs whose episode ends now
         first = np.flatnonzero(over)
         if len(first):
-            self._report(first, won)
-            self._draw(first)
+            self._draw(first, won)
         self._legal = batch_moves(self._vals, self._count, self.rules)
         dead_end = ~over & ~self._legal.any(axis=1)
         terminated = over | dead_end
@@ -314,8 +310,7 @@ class CountdownVectorEnv(VectorEnv):
         truncated = elapsed >= cap if self._time_limit else ~terminated & (self._steps >= cap)
         second = np.flatnonzero(dead_end | (truncated & ~over))
         if len(second):
-            self._report(second, won)
-            self._draw(second)
+            self._draw(second, won)
             self._legal[second] = batch_moves(self._vals[second], self._count[second], self.rules)
         done = terminated | truncated
         if len(first) or len(second):
