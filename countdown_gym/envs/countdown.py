@@ -1,8 +1,5 @@
-"""``Countdown-v0``: the Countdown game as a step-level MDP, one arithmetic move per step (:class:`CountdownEnv`).
-
-The action encoding is in :mod:`countdown_gym.envs.actions` (importable from here too); :class:`StateCache` memoises
-what a state gives (mask, observation); legality and the win are the rules'.
-"""
+"""``Countdown-v0``: the Countdown game as a step-level MDP, one arithmetic move per step (:class:`CountdownEnv`;
+action encoding: :mod:`countdown_gym.envs.actions`). :class:`StateCache` memoises each state's mask and observation."""
 
 from __future__ import annotations
 
@@ -16,11 +13,11 @@ from typing import Any, SupportsFloat
 import numpy as np
 from gymnasium import spaces
 
-from countdown_gym.envs.actions import action_table, decode_action, encode_action, masked_move, num_actions
+from countdown_gym.envs.actions import action_table, check_index, decode_action, encode_action, masked_move, num_actions
 from countdown_gym.envs.options import InvalidActionError, set_step_options
 from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import OPERATORS, Number, Rules, describe_value, format_number, transition_record
+from countdown_gym.game.rules import OPERATORS, Number, Rules, format_number, transition_record
 
 
 @dataclass(slots=True)
@@ -262,9 +259,7 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
             if self._info is None:
                 raise RuntimeError("call reset() before step()")
             raise RuntimeError("the episode is over; call reset() before step()")
-        a = action if type(action) is int else self._coerce_action(action)
-        if not 0 <= a < self.n_actions:
-            raise ValueError(f"action must be an int in 0..{self.n_actions - 1}, got {describe_value(action)}")
+        a = action if type(action) is int and 0 <= action < self.n_actions else self._coerce_action(action)
         state = self.state
         i, j, op = self._moves[a]
         if not self._info.legal[a]:
@@ -298,9 +293,7 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
     def _coerce_action(self, action: Any) -> int:
         if isinstance(action, np.ndarray) and action.shape in ((), (1,)):
             action = action.reshape(()).item()
-        if isinstance(action, (bool, np.bool_)) or not isinstance(action, (int, np.integer)):
-            raise ValueError(f"action must be an int in 0..{self.n_actions - 1}, got {describe_value(action)}")
-        return int(action)
+        return check_index(action, self.n_actions, "action")
 
     def _masked_step(self, a: int, i: int, j: int, op: str) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         state = self.state
