@@ -61,27 +61,24 @@ def _plain(x: Any) -> Any:
 def to_problem(obj: ProblemLike, rules: Rules | None = None) -> Problem:
     """A :class:`Problem` from a Problem, ``(numbers, target)`` pair or dict; ``rules`` (when given) replaces its
     rules (a pair without rules gets LongProc's)."""
-    if isinstance(obj, Problem):
-        p = obj
-    elif isinstance(obj, Mapping):
-        d = dict(obj)  # numpy ints (a pandas / parquet row) count as ints, as in (numbers, target) pairs
-        if isinstance(d.get("numbers"), (Sequence, np.ndarray)) and not isinstance(d["numbers"], (str, bytes)):
-            d["numbers"] = [_plain(x) for x in d["numbers"]]
-        if "target" in d:
-            d["target"] = _plain(d["target"])
-        try:
+    try:
+        if isinstance(obj, Problem):
+            p = obj
+        elif isinstance(obj, Mapping):
+            d = dict(obj)  # numpy ints (a pandas / parquet row) count as ints, as in (numbers, target) pairs
+            if isinstance(d.get("numbers"), (Sequence, np.ndarray)) and not isinstance(d["numbers"], (str, bytes)):
+                d["numbers"] = [_plain(x) for x in d["numbers"]]
+            if "target" in d:
+                d["target"] = _plain(d["target"])
             p = Problem.from_dict(d)
-        except TypeError as e:
-            raise ValueError(f"bad problem {describe_value(obj)}: {e}") from None
-    elif isinstance(obj, (tuple, list)) and len(obj) == 2 and not isinstance(obj[0], (int, np.integer)):
-        numbers, target = obj
-        unordered = isinstance(numbers, (Set, Mapping))  # Problem refuses them: a set has lost its repeated numbers
-        try:
+        elif isinstance(obj, (tuple, list)) and len(obj) == 2 and not isinstance(obj[0], (int, np.integer)):
+            numbers, target = obj
+            unordered = isinstance(numbers, (Set, Mapping))  # Problem refuses them: a set has lost its repeated numbers
             p = Problem(numbers if unordered else tuple(_plain(x) for x in numbers), _plain(target))
-        except TypeError as e:
-            raise ValueError(f"bad problem {describe_value(obj)}: {e}") from None
-    else:
-        raise ValueError(f"a problem must be a Problem, a (numbers, target) pair or a dict, got {describe_value(obj)}")
+        else:
+            raise ValueError(f"a problem must be a Problem, a (numbers, target) pair or a dict, got {describe_value(obj)}")
+    except TypeError as e:
+        raise ValueError(f"bad problem {describe_value(obj)}: {e}") from None
     if rules is not None and p.rules != rules:
         p = dataclasses.replace(p, rules=rules)
     return p

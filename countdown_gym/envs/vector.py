@@ -315,10 +315,9 @@ class CountdownVectorEnv(VectorEnv):
         done = terminated | truncated
         if len(first) or len(second):
             ended = np.flatnonzero(done)
-            last = obs[ended]
             final_obs = np.full(self.num_envs, None, dtype=object)
-            for k, row in zip(ended.tolist(), last, strict=True):
-                final_obs[k] = row
+            for k in ended.tolist():
+                final_obs[k] = obs[k].copy()  # obs[ended] is overwritten below
             info["final_obs"], info["_final_obs"] = final_obs, done
             info["final_info"] = {"is_success": won, "_is_success": done, "dead_end": dead_end, "_dead_end": done}
             info["_final_info"] = done
