@@ -82,14 +82,9 @@ def _options_ok(p: ParsedLine, state: Sequence[Number]) -> bool:
 
 
 class LineChecker:
-    """Checks reasoning lines against the search tree reachable from the problem's numbers.
-
-    It keeps the current search path (a stack of states): LongProc ``Try`` / ``Pick`` lines find their node by
-    indentation, compact lines by depth; plain equations apply to the deepest state (inside ``<Solution>`` from the
-    initial numbers). A move line is valid when its operands are in that state, :meth:`Rules.check` allows it, the
-    result is exact and every claim on the line is true. An invalid line never advances the state; below an invalid
-    LongProc / compact line the path holds an untrusted node, so the lines continuing from it are ``parent_invalid``.
-    """
+    """Checks reasoning lines against the search tree reachable from the problem's numbers (the rules in
+    :class:`~countdown_gym.envs.text.CountdownTextEnv`'s docstring), keeping the current search path as a stack of
+    nodes; below an invalid LongProc / compact line an untrusted node makes the lines under it ``parent_invalid``."""
 
     def __init__(self, problem: Problem, rules: Rules | None = None) -> None:
         self.problem = problem
