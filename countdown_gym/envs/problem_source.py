@@ -249,8 +249,14 @@ class ProblemSpec:
 
     def resolve(self) -> ProblemSource:
         """The :class:`ProblemSource` these arguments name (``ValueError`` naming a bad argument)."""
-        if self.curriculum is not None:
-            return self._curriculum_source()
+        curriculum = self.curriculum
+        if curriculum is not None:
+            if not isinstance(curriculum, Curriculum):
+                raise ValueError(f"curriculum must be a countdown_gym.data.curriculum.Curriculum, got {type(curriculum).__name__}")
+            if self.preset is not None or self.config is not None or self.split is not None or self.problems is not None:
+                raise ValueError("pass either curriculum=... or preset/config/split/problems, not both (the curriculum holds its problems)")
+            source = _pool_source(curriculum.problems, resolve_rules(self.rules), self.max_numbers, curriculum.description)
+            return dataclasses.replace(source, curriculum=curriculum)
         if self.problems is None:
             try:
                 return _cached_source(self, tuple(type(getattr(self, f.name)) for f in dataclasses.fields(self)))
@@ -285,15 +291,6 @@ class ProblemSpec:
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; choose one of {SPLITS + (GENERATE,)}")
         return _pool_source(load_split(preset, split), rules_value, max_numbers, f"{preset}/{split}", drop_solved=True)
-
-    def _curriculum_source(self) -> ProblemSource:
-        curriculum = self.curriculum
-        if not isinstance(curriculum, Curriculum):
-            raise ValueError(f"curriculum must be a countdown_gym.data.curriculum.Curriculum, got {type(curriculum).__name__}")
-        if self.preset is not None or self.config is not None or self.split is not None or self.problems is not None:
-            raise ValueError("pass either curriculum=... or preset/config/split/problems, not both (the curriculum holds its problems)")
-        source = _pool_source(curriculum.problems, resolve_rules(self.rules), self.max_numbers, curriculum.description)
-        return dataclasses.replace(source, curriculum=curriculum)
 
 
 @lru_cache(maxsize=64)

@@ -226,8 +226,7 @@ class CountdownVectorEnv(VectorEnv):
         if options.get("problem") is not None and options.get("problems") is not None:
             raise ValueError("pass reset option 'problem' or 'problems', not both")
         if options.get("problem") is not None:
-            p = self.source.coerce(options["problem"])
-            self._load(rows, [p] * self.num_envs)
+            self._load(rows, [self.source.coerce(options["problem"])] * self.num_envs)
         elif options.get("problems") is not None:
             given = options["problems"]
             if isinstance(given, (str, bytes, Problem, Mapping)) or not isinstance(given, Iterable):
