@@ -204,8 +204,8 @@ class LineChecker:
             return "arithmetic_error"
         return "ok" if (p.a, p.op, p.b, p.c) in self.moves_made else "not_in_search"
 
-    def _try_claims(self, p: ParsedLine, nxt: tuple[Number, ...]) -> str:
-        """The claims a legal, exact Try line makes about its outcome."""
+    def _try_claims(self, p: ParsedLine, state: tuple[Number, ...], nxt: tuple[Number, ...]) -> str:
+        """The claims a legal, exact Try line from ``state`` to ``nxt`` makes about its outcome and annotation."""
         c = nxt[0]
         if p.outcome == "add":
             if p.added != c:
@@ -223,7 +223,7 @@ class LineChecker:
                 return "wrong_evaluation"
             if len(nxt) > 1 and (p.outcome == "missed" or not self.rules.wins(c, len(nxt), self.target)):
                 return "numbers_left"
-        return "ok"
+        return "ok" if self._annotation_ok(p, state if p.outcome == "missed" else nxt) else "state_mismatch"
 
     def _try(self, p: ParsedLine, out: list[dict[str, Any]]) -> str:
         k = self._find_level(p.indent)
@@ -241,18 +241,13 @@ class LineChecker:
                 return "ok"
         else:
             nxt, reason = self._move(node.state, p, prepend=True)
-            if nxt is not None:
-                reason = self._try_claims(p, nxt)
-                pushes = p.outcome != "missed"
-                if reason == "ok" and not self._annotation_ok(p, nxt if pushes else node.state):
-                    reason = "state_mismatch"
-                if reason == "ok":
-                    del self.stack[k + 1 :]
-                    if pushes:
-                        self.stack.append(node.child(nxt))
-                    self.moves_made.add((p.a, p.op, p.b, p.c))
-                    out.append(self._record(node.state, p, nxt, "ok"))
-                    return "ok"
+            if nxt is not None and (reason := self._try_claims(p, node.state, nxt)) == "ok":
+                del self.stack[k + 1 :]
+                if p.outcome != "missed":
+                    self.stack.append(node.child(nxt))
+                self.moves_made.add((p.a, p.op, p.b, p.c))
+                out.append(self._record(node.state, p, nxt, "ok"))
+                return "ok"
         if k is not None:
             del self.stack[k + 1 :]
             if p.outcome in ("add", "found", "bare"):  # the text goes below this line: keep it untrusted
