@@ -1,8 +1,6 @@
-"""Curriculum sampling over the difficulty tiers (:func:`countdown_gym.data.difficulty.tier`): a fixed schedule,
-or adaptive to the agent's recent success per tier. Every environment takes a :class:`Curriculum` as its problem
-source (``gymnasium.make("Countdown-v0", curriculum=Curriculum(mode="adaptive"))``) and reports each episode's
-outcome back to it. The draws use the caller's numpy generator, so a seeded run repeats; outcomes reach it only in
-the process that samples (subprocess vector envs adapt a copy each).
+"""Curriculum sampling over the difficulty tiers (:func:`countdown_gym.data.difficulty.tier`): a fixed schedule, or
+adaptive to the recent success per tier that every environment reports back (``gymnasium.make("Countdown-v0",
+curriculum=Curriculum())``). Draws use the caller's numpy generator; subprocess vector envs adapt a copy each.
 """
 from __future__ import annotations
 

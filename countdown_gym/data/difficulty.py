@@ -11,7 +11,6 @@ from functools import cache, lru_cache
 from typing import Any
 
 from countdown_gym.data.labels import (
-    DEFAULT_TIER_PRESET,
     LABELS_SHA256,
     TIER_METRIC,
     TIER_THRESHOLDS,
@@ -30,9 +29,8 @@ from countdown_gym.game.solver import reachable, solve, successors
 from countdown_gym.game.trace import search_nodes
 
 __all__ = [
-    "DEFAULT_TIER_PRESET", "LABELS_SHA256", "TIERS", "TIER_METRIC", "TIER_THRESHOLDS", "Difficulty",
-    "LabelsIntegrityError", "check_tier", "difficulty", "labels_path", "measure", "split_labels", "split_tiers", "tier",
-    "tier_thresholds",
+    "LABELS_SHA256", "TIERS", "TIER_METRIC", "TIER_THRESHOLDS", "Difficulty", "LabelsIntegrityError", "check_tier",
+    "difficulty", "labels_path", "measure", "split_labels", "split_tiers", "tier", "tier_thresholds",
 ]
 
 
@@ -134,7 +132,7 @@ def difficulty(problem: Problem) -> Difficulty:
 
 def tier(item: Problem | Difficulty, preset: str | None = None) -> str:
     """The tier of a problem or its :class:`Difficulty`, by the thresholds of ``preset``, else the problem's own
-    preset, else :data:`DEFAULT_TIER_PRESET`."""
+    preset, else :data:`~countdown_gym.data.labels.DEFAULT_TIER_PRESET`."""
     if preset is not None and preset not in TIER_THRESHOLDS:  # a typo would silently cut by the default's thresholds
         raise ValueError(f"no tier thresholds for preset {preset!r}; choose one of {sorted(TIER_THRESHOLDS)}")
     if isinstance(item, Problem):

@@ -7,11 +7,10 @@ preset (:func:`held_out_keys`; train problems may appear). Ids read ``<preset>/g
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Iterator
 from functools import cache
 
-from countdown_gym.data.generator import GeneratorConfig, get_config, iter_problems
+from countdown_gym.data.generator import GeneratorConfig, get_config, iter_problems, take
 from countdown_gym.data.splits import SPLIT_RULES, SPLIT_SPEC, load_split
 from countdown_gym.game.problem import Problem
 
@@ -49,6 +48,4 @@ def fresh_problems(preset: str, seed: int = 0, config: GeneratorConfig | None = 
 
 def generate_fresh(preset: str, n: int, seed: int = 0, config: GeneratorConfig | None = None) -> list[Problem]:
     """The first ``n`` problems of :func:`fresh_problems` (``ValueError`` for a negative ``n``)."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"n must be a non-negative int, got {n!r}")
-    return list(itertools.islice(fresh_problems(preset, seed, config), n))
+    return take(fresh_problems(preset, seed, config), n)

@@ -7,8 +7,10 @@ filters (solution count, reference-DFS size) allow curricula.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from numbers import Integral
 from typing import Any, Literal
@@ -156,7 +158,7 @@ def _passes_filters(p: Problem, cfg: GeneratorConfig) -> tuple[bool, int | None,
     return True, nsol, nodes
 
 
-def iter_problems(preset_or_config: str | GeneratorConfig, seed: int):
+def iter_problems(preset_or_config: str | GeneratorConfig, seed: int) -> Iterator[Problem]:
     """An endless, deterministic stream of distinct solvable problems that need at least one move."""
     cfg = get_config(preset_or_config)
     if isinstance(seed, bool) or not isinstance(seed, Integral):
@@ -203,9 +205,13 @@ def iter_problems(preset_or_config: str | GeneratorConfig, seed: int):
         index += 1
 
 
-def generate(preset_or_config: str | GeneratorConfig, n: int, seed: int = 0) -> list[Problem]:
-    """``n`` distinct solvable problems, the same for the same seed."""
+def take(stream: Iterator[Problem], n: int) -> list[Problem]:
+    """The first ``n`` problems of ``stream`` (``ValueError`` unless ``n`` is an int >= 0)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
-    stream = iter_problems(preset_or_config, seed)
-    return [next(stream) for _ in range(n)]
+    return list(itertools.islice(stream, n))
+
+
+def generate(preset_or_config: str | GeneratorConfig, n: int, seed: int = 0) -> list[Problem]:
+    """``n`` distinct solvable problems, the same for the same seed."""
+    return take(iter_problems(preset_or_config, seed), n)

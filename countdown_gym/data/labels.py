@@ -47,6 +47,18 @@ class LabelsIntegrityError(RuntimeError):
     """A shipped labels file does not match its recorded SHA-256, or not its split."""
 
 
+def read_pinned(path: Path, expected: str, error: type[Exception], missing: str) -> bytes:
+    """The bytes of a shipped file; ``FileNotFoundError(missing)`` if absent, ``error`` unless their SHA-256 is
+    ``expected``."""
+    if not path.is_file():
+        raise FileNotFoundError(missing)
+    data = path.read_bytes()
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != expected:
+        raise error(f"{path} has SHA-256 {actual}, expected {expected}: the file was modified")
+    return data
+
+
 def labels_path(preset: str, split: str) -> Path:
     """Where the shipped labels of a frozen split live (beside the split file)."""
     if split not in LABELS_SHA256.get(preset, {}):
@@ -58,13 +70,8 @@ def labels_path(preset: str, split: str) -> Path:
 def label_rows(preset: str, split: str) -> list[dict[str, Any]]:
     """The rows of a frozen split's labels file, in split order, after checking the file's SHA-256."""
     path = labels_path(preset, split)
-    if not path.is_file():
-        raise FileNotFoundError(f"difficulty labels missing: {path} (rebuild with: countdown-gym difficulty --write)")
-    data = path.read_bytes()
-    expected = LABELS_SHA256[preset][split]
-    actual = hashlib.sha256(data).hexdigest()
-    if expected != actual:
-        raise LabelsIntegrityError(f"{path} has SHA-256 {actual}, expected {expected}: the file was modified")
+    data = read_pinned(path, LABELS_SHA256[preset][split], LabelsIntegrityError,
+                       f"difficulty labels missing: {path} (rebuild with: countdown-gym difficulty --write)")
     return [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
 
 

@@ -87,6 +87,16 @@ def _int_list(x: Any) -> Any:
     return [_int(v) for v in x]
 
 
+def parse_rules_json(rules: Any) -> Any:
+    """A row's ``rules`` with JSON text (a str starting with ``{``) parsed; ``ValueError`` if it is not JSON."""
+    if isinstance(rules, str) and rules.lstrip().startswith("{"):
+        try:
+            return strict_json(rules)
+        except ValueError as exc:
+            raise ValueError(f"the row's 'rules' is not valid JSON ({exc}): {rules!r:.120}") from None
+    return rules
+
+
 def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
     """The :class:`Problem` of one row (``ValueError`` / ``TypeError`` if malformed), under ``rules``, else the
     row's ``rules`` (a dict, its JSON or a preset name), else TinyZero's (``nums``) or LongProc's (``numbers``; a verl
@@ -116,11 +126,7 @@ def row_problem(row: Mapping[str, Any], rules: Rules | None = None) -> Problem:
         raise ValueError("no 'target' column")
     row_rules = row.get("rules")
     if rules is None and row_rules is not None:
-        if isinstance(row_rules, str) and row_rules.lstrip().startswith("{"):
-            try:
-                row_rules = strict_json(row_rules)
-            except ValueError as exc:
-                raise ValueError(f"the row's 'rules' is not valid JSON ({exc}): {row_rules!r:.120}") from None
+        row_rules = parse_rules_json(row_rules)
         if not isinstance(row_rules, (Mapping, str)):
             raise ValueError(f"a row's 'rules' must be a dict, its JSON or a preset name, got {describe_value(row_rules)}")
         rules = Rules.from_dict(dict(row_rules)) if isinstance(row_rules, Mapping) else Rules.preset(row_rules)

@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from countdown_gym.data.generator import get_config, iter_problems
-from countdown_gym.data.labels import check_tier, split_tiers
+from countdown_gym.data.labels import check_tier, read_pinned, split_tiers
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import LEGACY_LONGPROC, Rules
 
@@ -88,15 +88,10 @@ def split_sha256(preset: str, split: str) -> str:
 def split_problems(preset: str, split: str) -> tuple[Problem, ...]:
     """The frozen ``split`` of ``preset`` as :func:`load_split` reads it, loaded once (a shared tuple)."""
     path = split_path(preset, split)
-    if not path.exists():
-        raise FileNotFoundError(f"split file missing: {path}")
-    expected = split_sha256(preset, split)
-    actual = file_sha256(path)
-    if actual != expected:
-        raise SplitIntegrityError(f"{path} has SHA-256 {actual}, expected {expected}: the file was modified")
+    data = read_pinned(path, split_sha256(preset, split), SplitIntegrityError, f"split file missing: {path}")
     rules = SPLIT_RULES[preset]
-    with path.open(encoding="utf-8") as f:
-        return tuple(dataclasses.replace(Problem.from_dict(json.loads(line)), rules=rules) for line in f if line.strip())
+    return tuple(dataclasses.replace(Problem.from_dict(json.loads(line)), rules=rules)
+                 for line in data.decode("utf-8").splitlines() if line.strip())
 
 
 def load_split(preset: str, split: str, tier: str | None = None) -> list[Problem]:
@@ -117,8 +112,8 @@ def tampered_files() -> list[str]:
             path = split_path(preset, split)
             if not path.is_file():
                 bad.append(f"{path} (missing)")
-            elif file_sha256(path) != expected:
-                bad.append(f"{path} (SHA-256 {file_sha256(path)[:12]}..., recorded {expected[:12]}...)")
+            elif (actual := file_sha256(path)) != expected:
+                bad.append(f"{path} (SHA-256 {actual[:12]}..., recorded {expected[:12]}...)")
     return bad
 
 

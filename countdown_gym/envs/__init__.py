@@ -1,7 +1,5 @@
-"""Gymnasium registration of the package's environments (done on import; :data:`_ENTRY_POINTS`). All with
-``max_episode_steps=None``: each episode ends by itself or by its own budget, so ``gymnasium.make`` adds no
-``TimeLimit`` unless given ``max_episode_steps``. ``gymnasium.make_vec("Countdown-v0", num_envs=...)`` defaults to
-the native batched env (``vectorization_mode="sync"`` / ``"async"``: Gymnasium's wrappers).
+"""Gymnasium registration of the environments on import, with ``max_episode_steps=None`` (episodes end by
+themselves: no ``TimeLimit`` unless asked); ``gymnasium.make_vec("Countdown-v0", ...)`` gives the native batched env.
 """
 
 from __future__ import annotations

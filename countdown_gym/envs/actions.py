@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -14,6 +15,13 @@ from countdown_gym.game.rules import OPERATORS, Number, Rules, describe_value
 def num_actions(max_numbers: int) -> int:
     """``max_numbers * (max_numbers - 1) * 4``: ordered slot pairs times operators."""
     return max_numbers * (max_numbers - 1) * len(OPERATORS)
+
+
+def check_index(value: Any, n: int, name: str) -> int:
+    """``value`` as an int in ``0..n - 1`` (a Python or numpy int, not a bool); else ``ValueError`` naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < n:
+        raise ValueError(f"{name} must be an int in 0..{n - 1}, got {describe_value(value)}")
+    return int(value)
 
 
 def _op_index(op: str | int) -> int:
@@ -31,21 +39,16 @@ def encode_action(i: int, j: int, op: str | int, max_numbers: int) -> int:
     (i > j)``, ``h = max(i, j)`` (the ``k * (k - 1)`` pairs within the first ``k`` slots come first, whatever
     ``max_numbers`` is), ``op_index`` the position of ``op`` (or an index) in ``("+", "-", "*", "/")``; ``ValueError``
     for bad slots or operators."""
-    for name, k in (("i", i), ("j", j)):
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < max_numbers:
-            raise ValueError(f"slot {name} must be an int in 0..{max_numbers - 1}, got {describe_value(k)}")
+    i, j = check_index(i, max_numbers, "slot i"), check_index(j, max_numbers, "slot j")
     if i == j:
         raise ValueError(f"a move needs two different slots, got i == j == {i}")
-    h, lo = int(max(i, j)), int(min(i, j))
+    h, lo = max(i, j), min(i, j)
     return (h * (h - 1) + 2 * lo + int(i > j)) * len(OPERATORS) + _op_index(op)
 
 
 def decode_action(a: int, max_numbers: int) -> tuple[int, int, str]:
     """``(i, j, op)`` of action index ``a`` (inverse of :func:`encode_action`)."""
-    n = num_actions(max_numbers)
-    if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not 0 <= a < n:
-        raise ValueError(f"action must be an int in 0..{n - 1}, got {describe_value(a)}")
-    pair, op = divmod(int(a), len(OPERATORS))
+    pair, op = divmod(check_index(a, num_actions(max_numbers), "action"), len(OPERATORS))
     h = (1 + math.isqrt(1 + 4 * pair)) // 2
     lo, swapped = divmod(pair - h * (h - 1), 2)
     i, j = (h, lo) if swapped else (lo, h)

@@ -1,8 +1,5 @@
-"""``Countdown-v0``: the Countdown game as a step-level MDP, one arithmetic move per step (:class:`CountdownEnv`).
-
-The action encoding is in :mod:`countdown_gym.envs.actions` (importable from here too); :class:`StateCache` memoises
-what a state gives (mask, observation); legality and the win are the rules'.
-"""
+"""``Countdown-v0``: the Countdown game as a step-level MDP, one arithmetic move per step (:class:`CountdownEnv`;
+action encoding: :mod:`countdown_gym.envs.actions`). :class:`StateCache` memoises each state's mask and observation."""
 
 from __future__ import annotations
 
@@ -16,11 +13,11 @@ from typing import Any, SupportsFloat
 import numpy as np
 from gymnasium import spaces
 
-from countdown_gym.envs.actions import action_table, decode_action, encode_action, masked_move, num_actions
+from countdown_gym.envs.actions import action_table, check_index, decode_action, encode_action, masked_move, num_actions
 from countdown_gym.envs.options import InvalidActionError, set_step_options
 from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
 from countdown_gym.game.problem import Problem
-from countdown_gym.game.rules import OPERATORS, Number, Rules, describe_value, format_number, transition_record
+from countdown_gym.game.rules import OPERATORS, Number, Rules, format_number, transition_record
 
 
 @dataclass(slots=True)
@@ -93,6 +90,10 @@ class StateCache:
         obs = np.array([values[x] for x in state] + self._tails[k], dtype=np.float32)
         info = data[state] = StateInfo(legal, mask, obs, 1 in legal)
         return info
+
+
+def _num(x: Number | None) -> str:
+    return "_" if x is None else format_number(x)
 
 
 class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
@@ -258,9 +259,7 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
             if self._info is None:
                 raise RuntimeError("call reset() before step()")
             raise RuntimeError("the episode is over; call reset() before step()")
-        a = action if type(action) is int else self._coerce_action(action)
-        if not 0 <= a < self.n_actions:
-            raise ValueError(f"action must be an int in 0..{self.n_actions - 1}, got {describe_value(action)}")
+        a = action if type(action) is int and 0 <= action < self.n_actions else self._coerce_action(action)
         state = self.state
         i, j, op = self._moves[a]
         if not self._info.legal[a]:
@@ -294,17 +293,14 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
     def _coerce_action(self, action: Any) -> int:
         if isinstance(action, np.ndarray) and action.shape in ((), (1,)):
             action = action.reshape(()).item()
-        if isinstance(action, (bool, np.bool_)) or not isinstance(action, (int, np.integer)):
-            raise ValueError(f"action must be an int in 0..{self.n_actions - 1}, got {describe_value(action)}")
-        return int(action)
+        return check_index(action, self.n_actions, "action")
 
     def _masked_step(self, a: int, i: int, j: int, op: str) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         state = self.state
         x, y, reason = masked_move(state, i, j, op, self.rules)
         if self.invalid_action == "raise":
-            shown = f"{format_number(x) if x is not None else '_'} {op} {format_number(y) if y is not None else '_'}"
             raise InvalidActionError(
-                f"action {a} = slots ({i}, {j}) {op!r} ({shown}) is masked in state {list(state)}: {reason}. "
+                f"action {a} = slots ({i}, {j}) {op!r} ({_num(x)} {op} {_num(y)}) is masked in state {list(state)}: {reason}. "
                 "Take an action whose action_mask entry is 1, or create the env with invalid_action='penalty'."
             )
         self._done = True
@@ -338,15 +334,11 @@ class CountdownEnv(SourcedEnv[np.ndarray, np.int64]):
     def _render_text(self) -> str:
         if self.problem is None:
             return "Countdown: call reset() first"
-
-        def num(x: Number | None) -> str:
-            return "_" if x is None else format_number(x)
-
         lines = [f"Countdown target {self.problem.target} ({self.rules.name} rules), numbers {list(self.problem.numbers)}"]
         for k, (a, op, b, r) in enumerate(self._history, 1):
-            tail = f"= {num(r)}" if r is not None else "(masked move)"
-            lines.append(f"  {k}. {num(a)} {op} {num(b)} {tail}")
+            tail = f"= {_num(r)}" if r is not None else "(masked move)"
+            lines.append(f"  {k}. {_num(a)} {op} {_num(b)} {tail}")
         status = "over" if self._done else "in play"
-        now = "[" + ", ".join(num(x) for x in self.state) + "]"
+        now = "[" + ", ".join(_num(x) for x in self.state) + "]"
         lines.append(f"  now {now}, step {self._steps}, reward {self._last_reward:g}, {status}")
         return "\n".join(lines)

@@ -46,11 +46,8 @@ def set_step_options(env: Any, max_steps: Any, invalid_action: Any, invalid_pena
 
 
 def check_render_mode(render_mode: str | None, metadata: Mapping[str, Any], env_name: str) -> str | None:
-    """``render_mode`` if ``metadata["render_modes"]`` lists it (or ``None``).
-
-    An image mode the environment does not draw is a ``TypeError`` (Stable-Baselines3's ``make_vec_env`` asks for
-    ``"rgb_array"`` and retries without it on exactly that error); any other unknown mode a ``ValueError``.
-    """
+    """``render_mode`` if ``metadata["render_modes"]`` lists it (or ``None``); an image mode the environment does not
+    draw is a ``TypeError`` (SB3's ``make_vec_env`` retries without ``"rgb_array"`` on it), another a ``ValueError``."""
     modes = list(metadata["render_modes"])
     if render_mode is None or render_mode in modes:
         return render_mode

@@ -31,8 +31,8 @@ from gymnasium.core import ActType, ObsType
 
 from countdown_gym.data.curriculum import Curriculum
 from countdown_gym.data.generator import PRESETS, GeneratorConfig, iter_problems
+from countdown_gym.data.problem_files import parse_rules_json
 from countdown_gym.data.splits import SPLITS, load_split
-from countdown_gym.dataclass_cli.strict import strict_json
 from countdown_gym.envs.options import check_render_mode, reset_options
 from countdown_gym.game.problem import Problem
 from countdown_gym.game.rules import Rules, describe_value
@@ -61,27 +61,24 @@ def _plain(x: Any) -> Any:
 def to_problem(obj: ProblemLike, rules: Rules | None = None) -> Problem:
     """A :class:`Problem` from a Problem, ``(numbers, target)`` pair or dict; ``rules`` (when given) replaces its
     rules (a pair without rules gets LongProc's)."""
-    if isinstance(obj, Problem):
-        p = obj
-    elif isinstance(obj, Mapping):
-        d = dict(obj)  # numpy ints (a pandas / parquet row) count as ints, as in (numbers, target) pairs
-        if isinstance(d.get("numbers"), (Sequence, np.ndarray)) and not isinstance(d["numbers"], (str, bytes)):
-            d["numbers"] = [_plain(x) for x in d["numbers"]]
-        if "target" in d:
-            d["target"] = _plain(d["target"])
-        try:
+    try:
+        if isinstance(obj, Problem):
+            p = obj
+        elif isinstance(obj, Mapping):
+            d = dict(obj)  # numpy ints (a pandas / parquet row) count as ints, as in (numbers, target) pairs
+            if isinstance(d.get("numbers"), (Sequence, np.ndarray)) and not isinstance(d["numbers"], (str, bytes)):
+                d["numbers"] = [_plain(x) for x in d["numbers"]]
+            if "target" in d:
+                d["target"] = _plain(d["target"])
             p = Problem.from_dict(d)
-        except TypeError as e:
-            raise ValueError(f"bad problem {describe_value(obj)}: {e}") from None
-    elif isinstance(obj, (tuple, list)) and len(obj) == 2 and not isinstance(obj[0], (int, np.integer)):
-        numbers, target = obj
-        unordered = isinstance(numbers, (Set, Mapping))  # Problem refuses them: a set has lost its repeated numbers
-        try:
+        elif isinstance(obj, (tuple, list)) and len(obj) == 2 and not isinstance(obj[0], (int, np.integer)):
+            numbers, target = obj
+            unordered = isinstance(numbers, (Set, Mapping))  # Problem refuses them: a set has lost its repeated numbers
             p = Problem(numbers if unordered else tuple(_plain(x) for x in numbers), _plain(target))
-        except TypeError as e:
-            raise ValueError(f"bad problem {describe_value(obj)}: {e}") from None
-    else:
-        raise ValueError(f"a problem must be a Problem, a (numbers, target) pair or a dict, got {describe_value(obj)}")
+        else:
+            raise ValueError(f"a problem must be a Problem, a (numbers, target) pair or a dict, got {describe_value(obj)}")
+    except TypeError as e:
+        raise ValueError(f"bad problem {describe_value(obj)}: {e}") from None
     if rules is not None and p.rules != rules:
         p = dataclasses.replace(p, rules=rules)
     return p
@@ -92,11 +89,7 @@ def problem_from_columns(numbers: Any, target: Any, rules: Any = None) -> Proble
     dict, its JSON, a preset name or ``None``: LongProc's); ``ValueError`` naming a bad value."""
     if numbers is None or target is None:
         raise ValueError(f"a Countdown row needs 'numbers' and 'target', got numbers={numbers!r:.80}, target={target!r:.80}")
-    if isinstance(rules, str) and rules.lstrip().startswith("{"):
-        try:
-            rules = strict_json(rules)
-        except ValueError as exc:
-            raise ValueError(f"the row's 'rules' is not valid JSON ({exc}): {rules!r:.120}") from None
+    rules = parse_rules_json(rules)
     d: dict[str, Any] = {"numbers": numbers, "target": target}
     if isinstance(rules, Rules):
         return to_problem(d, rules)
@@ -256,8 +249,14 @@ class ProblemSpec:
 
     def resolve(self) -> ProblemSource:
         """The :class:`ProblemSource` these arguments name (``ValueError`` naming a bad argument)."""
-        if self.curriculum is not None:
-            return self._curriculum_source()
+        curriculum = self.curriculum
+        if curriculum is not None:
+            if not isinstance(curriculum, Curriculum):
+                raise ValueError(f"curriculum must be a countdown_gym.data.curriculum.Curriculum, got {type(curriculum).__name__}")
+            if self.preset is not None or self.config is not None or self.split is not None or self.problems is not None:
+                raise ValueError("pass either curriculum=... or preset/config/split/problems, not both (the curriculum holds its problems)")
+            source = _pool_source(curriculum.problems, resolve_rules(self.rules), self.max_numbers, curriculum.description)
+            return dataclasses.replace(source, curriculum=curriculum)
         if self.problems is None:
             try:
                 return _cached_source(self, tuple(type(getattr(self, f.name)) for f in dataclasses.fields(self)))
@@ -292,15 +291,6 @@ class ProblemSpec:
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; choose one of {SPLITS + (GENERATE,)}")
         return _pool_source(load_split(preset, split), rules_value, max_numbers, f"{preset}/{split}", drop_solved=True)
-
-    def _curriculum_source(self) -> ProblemSource:
-        curriculum = self.curriculum
-        if not isinstance(curriculum, Curriculum):
-            raise ValueError(f"curriculum must be a countdown_gym.data.curriculum.Curriculum, got {type(curriculum).__name__}")
-        if self.preset is not None or self.config is not None or self.split is not None or self.problems is not None:
-            raise ValueError("pass either curriculum=... or preset/config/split/problems, not both (the curriculum holds its problems)")
-        source = _pool_source(curriculum.problems, resolve_rules(self.rules), self.max_numbers, curriculum.description)
-        return dataclasses.replace(source, curriculum=curriculum)
 
 
 @lru_cache(maxsize=64)

@@ -1,13 +1,6 @@
-"""``CountdownText-v0``: reasoning text as an MDP, with every move line checked (:class:`CountdownTextEnv`).
-
-It drives the same code path as :func:`replay_completion`: :mod:`~countdown_gym.envs.text_checker` checks each line
-(:class:`LineChecker`), :mod:`~countdown_gym.envs.text_episode` holds one episode's text (:class:`TextEpisode`) and
-the replay; their names are importable from here. :class:`Tokenizer` and :class:`Detokenizer` serve the token modes.
-
-The text spaces (:class:`TextSpace`, :class:`TokenIdsSpace`) are Gymnasium's ``Text`` and ``Sequence`` with
-``shape = ()`` and ``dtype = object``: Stable-Baselines3's ``DummyVecEnv`` allocates a numpy buffer from
-``space.shape`` and ``space.dtype``, which ``None`` shape crashes and a ``'<U'`` dtype cuts to one character.
-"""
+"""``CountdownText-v0``: reasoning text as an MDP, with every move line checked (:class:`CountdownTextEnv`), on
+the code path of :func:`replay_completion` (:class:`LineChecker` per line, :class:`TextEpisode` per episode; their
+names are importable from here)."""
 
 from __future__ import annotations
 
@@ -18,6 +11,7 @@ from typing import Any, SupportsFloat
 import numpy as np
 from gymnasium import spaces
 
+from countdown_gym.envs.actions import check_index
 from countdown_gym.envs.problem_source import ProblemSpec, SourcedEnv
 from countdown_gym.envs.text_checker import INVALID_REASONS, LineCheck, LineChecker
 from countdown_gym.envs.text_episode import Replay, StepResult, TextEpisode, replay_completion
@@ -32,7 +26,8 @@ ACTION_MODES: tuple[str, ...] = ("line", "token_str", "token")
 
 
 class _ObjectShaped:
-    """Observations that fit an object array: ``shape == ()``, ``dtype == object``."""
+    """Observations that fit an object array, ``shape == ()`` and ``dtype == object`` (Stable-Baselines3's
+    ``DummyVecEnv`` allocates its buffer from them: a ``None`` shape crashes it, a ``'<U'`` dtype cuts text)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -88,15 +83,9 @@ class Tokenizer:
 
 
 class Detokenizer:
-    """Append-only decoding of a token stream (the incremental scheme of common LLM servers).
-
-    Each new token is decoded together with a few tokens before it (so byte-level BPE pieces
-    and SentencePiece spaces come out as in a full decode); text ending in U+FFFD (an
-    incomplete UTF-8 character) is held back until a later token completes it. The tokenizer's
-    ``clean_up_tokenization`` (if its decode applies it) runs on the decoded stream; it only
-    drops a space before punctuation or a contraction (at most 4 characters, never across a
-    newline), so text within 3 characters after a space is held back until it can no longer change.
-    """
+    """Append-only decoding of a token stream, as LLM servers do it: each token decoded with the ones before it
+    in its window, text ending in U+FFFD (an incomplete character) held back; the tokenizer's clean-up (a space
+    dropped before punctuation, never across a newline) runs on the stream, holding 3 characters after a space."""
 
     def __init__(self, tok: Tokenizer) -> None:
         self.tok = tok
@@ -240,9 +229,8 @@ class CountdownTextEnv(SourcedEnv):
         if eos_token_id is not None and tokenizer is None:
             raise ValueError("eos_token_id needs a tokenizer")
         self.tokenizer = None if tokenizer is None else Tokenizer(tokenizer, eos_token_id)
-        eos = None if self.tokenizer is None else self.tokenizer.eos_token_id
-        if eos is not None and (isinstance(eos, bool) or not isinstance(eos, (int, np.integer)) or not 0 <= eos < self.tokenizer.vocab_size):
-            raise ValueError(f"eos_token_id must be an int in 0..{self.tokenizer.vocab_size - 1}, got {describe_value(eos)}")
+        if self.tokenizer is not None and self.tokenizer.eos_token_id is not None:
+            check_index(self.tokenizer.eos_token_id, self.tokenizer.vocab_size, "eos_token_id")
         self.max_lines, self.max_tokens = max_lines, max_tokens
         self.max_completion_chars, self.max_prompt_chars = max_completion_chars, max_prompt_chars
 
@@ -314,9 +302,7 @@ class CountdownTextEnv(SourcedEnv):
         if self.action_mode == "token":
             if isinstance(action, np.ndarray) and action.size == 1:  # 0-d or shape (1,), as Countdown-v0 takes
                 action = action.reshape(()).item()
-            if isinstance(action, bool) or not isinstance(action, (int, np.integer)) or not 0 <= action < tok.vocab_size:
-                raise ValueError(f"a token action must be an int in 0..{tok.vocab_size - 1}, got {describe_value(action)}")
-            action = int(action)
+            action = check_index(action, tok.vocab_size, "a token action")
             self.num_tokens += 1
             self._ids.append(action)
             if tok.eos_token_id is not None and action == tok.eos_token_id:

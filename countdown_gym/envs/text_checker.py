@@ -82,14 +82,9 @@ def _options_ok(p: ParsedLine, state: Sequence[Number]) -> bool:
 
 
 class LineChecker:
-    """Checks reasoning lines against the search tree reachable from the problem's numbers.
-
-    It keeps the current search path (a stack of states): LongProc ``Try`` / ``Pick`` lines find their node by
-    indentation, compact lines by depth; plain equations apply to the deepest state (inside ``<Solution>`` from the
-    initial numbers). A move line is valid when its operands are in that state, :meth:`Rules.check` allows it, the
-    result is exact and every claim on the line is true. An invalid line never advances the state; below an invalid
-    LongProc / compact line the path holds an untrusted node, so the lines continuing from it are ``parent_invalid``.
-    """
+    """Checks reasoning lines against the search tree reachable from the problem's numbers (the rules in
+    :class:`~countdown_gym.envs.text.CountdownTextEnv`'s docstring), keeping the current search path as a stack of
+    nodes; below an invalid LongProc / compact line an untrusted node makes the lines under it ``parent_invalid``."""
 
     def __init__(self, problem: Problem, rules: Rules | None = None) -> None:
         self.problem = problem
@@ -162,12 +157,8 @@ class LineChecker:
         if kind == "solution_close":
             self.in_solution = False
             return "ok"
-        if kind == "initial":
-            return self._initial(p)
-        if kind == "pick":
-            return self._pick(p)
-        if kind == "traceback":
-            return self._traceback(p)
+        if (claim := {"initial": self._initial, "pick": self._pick, "traceback": self._traceback}.get(kind)) is not None:
+            return claim(p)
         if kind == "try":
             return self._try(p, out)
         return self._equation(p, out, compact=kind == "compact" and not self.in_solution)  # or a plain equation
@@ -213,8 +204,8 @@ class LineChecker:
             return "arithmetic_error"
         return "ok" if (p.a, p.op, p.b, p.c) in self.moves_made else "not_in_search"
 
-    def _try_claims(self, p: ParsedLine, nxt: tuple[Number, ...]) -> str:
-        """The claims a legal, exact Try line makes about its outcome."""
+    def _try_claims(self, p: ParsedLine, state: tuple[Number, ...], nxt: tuple[Number, ...]) -> str:
+        """The claims a legal, exact Try line from ``state`` to ``nxt`` makes about its outcome and annotation."""
         c = nxt[0]
         if p.outcome == "add":
             if p.added != c:
@@ -232,7 +223,7 @@ class LineChecker:
                 return "wrong_evaluation"
             if len(nxt) > 1 and (p.outcome == "missed" or not self.rules.wins(c, len(nxt), self.target)):
                 return "numbers_left"
-        return "ok"
+        return "ok" if self._annotation_ok(p, state if p.outcome == "missed" else nxt) else "state_mismatch"
 
     def _try(self, p: ParsedLine, out: list[dict[str, Any]]) -> str:
         k = self._find_level(p.indent)
@@ -250,18 +241,13 @@ class LineChecker:
                 return "ok"
         else:
             nxt, reason = self._move(node.state, p, prepend=True)
-            if nxt is not None:
-                reason = self._try_claims(p, nxt)
-                pushes = p.outcome != "missed"
-                if reason == "ok" and not self._annotation_ok(p, nxt if pushes else node.state):
-                    reason = "state_mismatch"
-                if reason == "ok":
-                    del self.stack[k + 1 :]
-                    if pushes:
-                        self.stack.append(node.child(nxt))
-                    self.moves_made.add((p.a, p.op, p.b, p.c))
-                    out.append(self._record(node.state, p, nxt, "ok"))
-                    return "ok"
+            if nxt is not None and (reason := self._try_claims(p, node.state, nxt)) == "ok":
+                del self.stack[k + 1 :]
+                if p.outcome != "missed":
+                    self.stack.append(node.child(nxt))
+                self.moves_made.add((p.a, p.op, p.b, p.c))
+                out.append(self._record(node.state, p, nxt, "ok"))
+                return "ok"
         if k is not None:
             del self.stack[k + 1 :]
             if p.outcome in ("add", "found", "bare"):  # the text goes below this line: keep it untrusted

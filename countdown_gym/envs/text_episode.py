@@ -33,13 +33,9 @@ class StepResult:
 
 
 class TextEpisode:
-    """One episode's generated text: ``feed(text)`` appends any chunk and checks every line it completes.
-
-    The episode *terminates* when a line holds a final-answer closing tag (``</answer>``, ``</Solution>``; that line
-    is read up to the tag, the rest of the chunk is ignored) or on :meth:`finish` (e.g. an EOS token), with reward
-    ``verify(problem, text).reward``; it is *truncated* (reward 0) at ``max_lines`` complete lines or ``max_chars``
-    characters.
-    """
+    """One episode's generated text: ``feed(text)`` appends any chunk and checks every line it completes. It
+    terminates at a final-answer closing tag (read up to the tag) or :meth:`finish`, with reward ``verify(problem,
+    text).reward``; it is truncated (reward 0) at ``max_lines`` complete lines or ``max_chars`` characters."""
 
     def __init__(self, problem: Problem, rules: Rules | None = None, *, max_lines: int | None = None,
                  max_chars: int | None = None) -> None:

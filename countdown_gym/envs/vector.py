@@ -175,20 +175,17 @@ class CountdownVectorEnv(VectorEnv):
                                  f"{np.dtype(self._dtype).name} arithmetic (chosen from its problem source)")
         self._set_rows(rows, self._arrays(problems))
 
-    def _draw(self, rows: np.ndarray) -> None:
-        """New problems from the source for ``rows``."""
+    def _draw(self, rows: np.ndarray, won: np.ndarray | None = None) -> None:
+        """New problems from the source for ``rows``; ``won``: how their episodes ended (a curriculum hears it)."""
+        if won is not None and self.source.curriculum is not None:
+            for r in rows.tolist():
+                self.source.episode_end(self._problems[r], bool(won[r]))
         if self._pool_arrays is not None:
             idx = self.source.sample_indices(self.np_random, len(rows))
             self._set_rows(rows, tuple(a[idx] for a in self._pool_arrays))
         else:
             self._load(rows, [self.source.sample(self.np_random) for _ in rows])
         self._steps[rows] = 0
-
-    def _report(self, rows: np.ndarray, won: np.ndarray) -> None:
-        """Tell a curriculum source how the episodes of ``rows`` (about to be redrawn) ended."""
-        if self.source.curriculum is not None:
-            for r in rows.tolist():
-                self.source.episode_end(self._problems[r], bool(won[r]))
 
     def current_problems(self) -> list[Problem]:
         """The problem each env is playing."""
@@ -229,8 +226,7 @@ class CountdownVectorEnv(VectorEnv):
         if options.get("problem") is not None and options.get("problems") is not None:
             raise ValueError("pass reset option 'problem' or 'problems', not both")
         if options.get("problem") is not None:
-            p = self.source.coerce(options["problem"])
-            self._load(rows, [p] * self.num_envs)
+            self._load(rows, [self.source.coerce(options["problem"])] * self.num_envs)
         elif options.get("problems") is not None:
             given = options["problems"]
             if isinstance(given, (str, bytes, Problem, Mapping)) or not isinstance(given, Iterable):
@@ -305,8 +301,7 @@ class CountdownVectorEnv(VectorEnv):
         obs = self._observe()  # the last observation of envs whose episode ends now
         first = np.flatnonzero(over)
         if len(first):
-            self._report(first, won)
-            self._draw(first)
+            self._draw(first, won)
         self._legal = batch_moves(self._vals, self._count, self.rules)
         dead_end = ~over & ~self._legal.any(axis=1)
         terminated = over | dead_end
@@ -314,16 +309,14 @@ class CountdownVectorEnv(VectorEnv):
         truncated = elapsed >= cap if self._time_limit else ~terminated & (self._steps >= cap)
         second = np.flatnonzero(dead_end | (truncated & ~over))
         if len(second):
-            self._report(second, won)
-            self._draw(second)
+            self._draw(second, won)
             self._legal[second] = batch_moves(self._vals[second], self._count[second], self.rules)
         done = terminated | truncated
         if len(first) or len(second):
             ended = np.flatnonzero(done)
-            last = obs[ended]
             final_obs = np.full(self.num_envs, None, dtype=object)
-            for k, row in zip(ended.tolist(), last, strict=True):
-                final_obs[k] = row
+            for k in ended.tolist():
+                final_obs[k] = obs[k].copy()  # obs[ended] is overwritten below
             info["final_obs"], info["_final_obs"] = final_obs, done
             info["final_info"] = {"is_success": won, "_is_success": done, "dead_end": dead_end, "_dead_end": done}
             info["_final_info"] = done
