@@ -357,3 +357,14 @@ def test_options_that_are_a_dangling_link_are_refused_not_read_as_no_run(tmp_pat
     with pytest.raises(SystemExit, match=r"options.json: cannot read it \(No such file or directory\); fix or delete"):
         prepare_run(out, "--out", Opts(), resume=True)
     assert (out / "options.json").is_symlink()
+
+
+def test_a_held_run_directory_leaves_no_unclosed_file_at_exit(tmp_path: Path) -> None:
+    """Each held lock file was left for the interpreter to collect: one ResourceWarning per run at exit."""
+    import subprocess
+    import sys
+
+    code = f"from countdown_gym.runkit.runs import hold_directory; hold_directory(__import__('pathlib').Path({str(tmp_path)!r}), 'x')"
+    done = subprocess.run([sys.executable, "-W", "always::ResourceWarning", "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and "ResourceWarning" not in done.stderr, done.stderr

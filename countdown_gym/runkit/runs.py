@@ -6,6 +6,7 @@ Every training script (``baselines/``, ``critics/``) keeps a run in one director
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import csv
 import dataclasses
@@ -86,6 +87,7 @@ def hold_directory(out: Path, instead: str) -> None:
         lock.write(f"{os.getpid()}\n")
         lock.flush()
     _HELD[key] = lock
+    atexit.register(lock.close)  # held to the end, then closed (no unclosed-file warning at exit)
 
 
 def holds_run(out: str | os.PathLike[str], markers: Iterable[str] = (OPTIONS_FILE,)) -> bool:
