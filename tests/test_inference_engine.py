@@ -388,6 +388,23 @@ def test_a_turn_ends_at_any_token_holding_a_newline() -> None:
             assert all("\n" not in tok.decode([t]) for t in ids[:-1])  # a newline only in a turn's last token
 
 
+@pytest.mark.parametrize("generate", [False, True])
+def test_a_turn_ends_at_any_eos_of_the_models_generation_config(generate, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Qwen2.5-Instruct's generation config lists two EOS ids ([151645, 151643]; generate() stops at either): a turn
+    ended only at the tokenizer's own, so the model wrote on past the other one."""
+    from countdown_gym.integrations import trl_rollout
+
+    model, tok = _qwen2()
+    problem = load_split("longproc-0.5k", "validation")[:1]
+    first = play_episodes(model, tok, problem, greedy=True, max_turns=1, max_turn_tokens=8).pop().completion_ids
+    model.generation_config.eos_token_id = [tok.eos_token_id, first[1]]
+    if generate:
+        monkeypatch.setattr(trl_rollout, "make_decoder", lambda *a, **k: None)
+    r = play_episodes(model, tok, problem, greedy=True, max_turns=4, max_turn_tokens=8).pop()
+    assert r.turn_index[:3] == [0, 0, -1] and r.completion_ids[:2] == first[:2]
+    assert r.turns == [tok.decode(first[:2]), "give up"]
+
+
 def test_the_stop_ids_are_read_once_per_tokenizer_and_again_when_its_vocabulary_grows() -> None:
     """Every GRPO step's rollout decoded the whole vocabulary again to find the tokens holding a newline."""
     from countdown_gym.integrations import trl_rollout
