@@ -31,8 +31,8 @@ PEEK_FROM = 4
 and looks as soon as none does (turns are often shorter than their budget)."""
 
 REPLY_MARGIN = 32
-"""An episode stops before a turn when its prompt, its tokens so far, a whole turn and this many reply tokens
-would not fit in the length limit (a longer reply is cut at the limit: :meth:`Episode.add_reply`)."""
+"""An episode stops before a turn when its prompt, its tokens so far, a whole turn, this many reply tokens and the
+closing EOS would not fit in the length limit (a longer reply is cut at the limit: :meth:`Episode.add_reply`)."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ class Episode:
         self.add(ids[: max(0, limit - 1 - len(self.prompt_ids) - len(self.completion))], model=False)
 
     def room_for_a_turn(self, max_turn_tokens: int, limit: int) -> bool:
-        return len(self.prompt_ids) + len(self.completion) + max_turn_tokens + REPLY_MARGIN <= limit
+        return len(self.prompt_ids) + len(self.completion) + max_turn_tokens + REPLY_MARGIN < limit
 
 
 class TextCache:

@@ -136,7 +136,7 @@ def play_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, ma
     for e in episodes:
         if not e.room_for_a_turn(max_turn_tokens, limit):
             raise ValueError(f"no room for a turn of {e.problem}: its prompt of {len(e.prompt_ids)} tokens, a turn of "
-                             f"max_turn_tokens={max_turn_tokens} and {REPLY_MARGIN} reply tokens pass max_length={limit}")
+                             f"max_turn_tokens={max_turn_tokens}, {REPLY_MARGIN} reply tokens and the EOS pass max_length={limit}")
     texts = TextCache(tokenizer)
     was_training = model.training
     model.eval()
