@@ -26,7 +26,7 @@ from baselines.lm.tiny_lm import build_tokenizer, load_pretrained  # noqa: E402
 from countdown_gym import Problem, load_split  # noqa: E402
 from countdown_gym.game.turn_game import replay_turns  # noqa: E402
 from countdown_gym.inference.decoders import DirectDecoder, HFDecoder, make_decoder  # noqa: E402
-from countdown_gym.inference.engine import Sampler, draw  # noqa: E402
+from countdown_gym.inference.engine import REPLY_MARGIN, Episode, Sampler, draw  # noqa: E402
 from countdown_gym.integrations.trl_rollout import play_episodes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -386,6 +386,37 @@ def test_a_turn_ends_at_any_token_holding_a_newline() -> None:
         for k in range(len(r.turns)):
             ids = [t for t, i in zip(r.completion_ids, r.turn_index, strict=True) if i == k]
             assert all("\n" not in tok.decode([t]) for t in ids[:-1])  # a newline only in a turn's last token
+
+
+def test_a_reply_of_reply_margin_tokens_is_kept_whole_at_the_length_limit() -> None:
+    """At max_length = prompt + a whole turn + REPLY_MARGIN an episode played the turn, then cut its 32-token reply
+    to 31 to leave room for the closing EOS: a turn is played only when its reply and the EOS fit too."""
+    played = []
+    for limit in range(62, 67):
+        e = Episode(Problem((1, 2, 3), 6), "x", list(range(20)), 4)
+        if e.room_for_a_turn(12, limit):
+            e.add([5] * 12, model=True)
+            e.add_reply(list(range(REPLY_MARGIN)), limit)
+            assert e.completion[12:] == list(range(REPLY_MARGIN)) and 20 + len(e.completion) + 1 <= limit
+            played.append(limit)
+    assert played == [65, 66]
+
+
+@pytest.mark.parametrize("generate", [False, True])
+def test_a_turn_ends_at_any_eos_of_the_models_generation_config(generate, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Qwen2.5-Instruct's generation config lists two EOS ids ([151645, 151643]; generate() stops at either): a turn
+    ended only at the tokenizer's own, so the model wrote on past the other one."""
+    from countdown_gym.integrations import trl_rollout
+
+    model, tok = _qwen2()
+    problem = load_split("longproc-0.5k", "validation")[:1]
+    first = play_episodes(model, tok, problem, greedy=True, max_turns=1, max_turn_tokens=8).pop().completion_ids
+    model.generation_config.eos_token_id = [tok.eos_token_id, first[1]]
+    if generate:
+        monkeypatch.setattr(trl_rollout, "make_decoder", lambda *a, **k: None)
+    r = play_episodes(model, tok, problem, greedy=True, max_turns=4, max_turn_tokens=8).pop()
+    assert r.turn_index[:3] == [0, 0, -1] and r.completion_ids[:2] == first[:2]
+    assert r.turns == [tok.decode(first[:2]), "give up"]
 
 
 def test_the_stop_ids_are_read_once_per_tokenizer_and_again_when_its_vocabulary_grows() -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
@@ -31,8 +31,8 @@ PEEK_FROM = 4
 and looks as soon as none does (turns are often shorter than their budget)."""
 
 REPLY_MARGIN = 32
-"""An episode stops before a turn when its prompt, its tokens so far, a whole turn and this many reply tokens
-would not fit in the length limit (a longer reply is cut at the limit: :meth:`Episode.add_reply`)."""
+"""An episode stops before a turn when its prompt, its tokens so far, a whole turn, this many reply tokens and the
+closing EOS would not fit in the length limit (a longer reply is cut at the limit: :meth:`Episode.add_reply`)."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ class Episode:
         self.add(ids[: max(0, limit - 1 - len(self.prompt_ids) - len(self.completion))], model=False)
 
     def room_for_a_turn(self, max_turn_tokens: int, limit: int) -> bool:
-        return len(self.prompt_ids) + len(self.completion) + max_turn_tokens + REPLY_MARGIN <= limit
+        return len(self.prompt_ids) + len(self.completion) + max_turn_tokens + REPLY_MARGIN < limit
 
 
 class TextCache:
@@ -148,14 +148,15 @@ class TextCache:
         return self._text(tuple(toks))
 
 
-def play_turn(e: Episode, texts: TextCache, toks: list[int], lps: list[float], eos: int | None) -> str:
-    """Record the model's turn ``toks`` and play it; the environment's reply text (not yet recorded)."""
+def play_turn(e: Episode, texts: TextCache, toks: list[int], lps: list[float], eos: Collection[int]) -> str:
+    """Record the model's turn ``toks`` and play it (ended by one of the ``eos`` ids: then give up); the environment's
+    reply text (not yet recorded)."""
     bad = [lp for lp in lps if not lp > -math.inf]  # NaN too; a drawn or greedy token is never impossible
     if bad:
         raise ValueError(f"a token of the model's turn in {e.problem} has log-probability {bad[0]}: its logits are NaN "
                          "or infinite (or a temperature so small that dividing by it overflows them)")
     text = texts.text(toks)
-    ended_by_eos = eos is not None and bool(toks) and toks[-1] == eos
+    ended_by_eos = bool(toks) and toks[-1] in eos
     e.add(toks, model=True, logprobs=lps)
     replies = [e.play(turn_line(text))]
     if ended_by_eos and not e.game.done:
@@ -167,7 +168,7 @@ class Engine:
     """Plays a list of episodes to their end on one decoder. On an accelerator it looks ``look_every`` steps after the
     last look at the latest, and from ``peek_from`` steps on as soon as one small read says no row is writing."""
 
-    def __init__(self, decoder: Any, texts: TextCache, *, sampler: Sampler, stop: Sequence[int], eos: int | None,
+    def __init__(self, decoder: Any, texts: TextCache, *, sampler: Sampler, stop: Sequence[int], eos: Collection[int],
                  pad: int, max_turn_tokens: int, limit: int, look_every: int = 1, peek_from: int = PEEK_FROM) -> None:
         self.decoder, self.texts, self.sampler = decoder, texts, sampler
         self.eos, self.pad, self.limit = eos, pad, limit

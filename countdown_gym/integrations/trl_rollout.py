@@ -122,6 +122,9 @@ def play_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, ma
     sampler = Sampler(greedy=greedy, temperature=temperature, top_p=top_p, top_k=top_k or 0)
     stop, newline_token = _stop_ids(tokenizer)
     eos = tokenizer.eos_token_id if isinstance(tokenizer.eos_token_id, int) else None
+    own = getattr(getattr(model, "generation_config", None), "eos_token_id", None)  # generate() stops at these too
+    ends = frozenset(i for i in [eos, *(own if isinstance(own, list) else [own])] if isinstance(i, int))
+    stop += sorted(ends.difference(stop))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos or 0)
     positions = getattr(getattr(model, "config", None), "max_position_embeddings", None)
     limit = check_budget("max_length", max_length) or positions or 4096
@@ -133,7 +136,7 @@ def play_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, ma
     for e in episodes:
         if not e.room_for_a_turn(max_turn_tokens, limit):
             raise ValueError(f"no room for a turn of {e.problem}: its prompt of {len(e.prompt_ids)} tokens, a turn of "
-                             f"max_turn_tokens={max_turn_tokens} and {REPLY_MARGIN} reply tokens pass max_length={limit}")
+                             f"max_turn_tokens={max_turn_tokens}, {REPLY_MARGIN} reply tokens and the EOS pass max_length={limit}")
     texts = TextCache(tokenizer)
     was_training = model.training
     model.eval()
@@ -142,14 +145,14 @@ def play_episodes(model: Any, tokenizer: Any, problems: Sequence[Problem], *, ma
                if newline_token and episodes else None)
         if dec is not None:
             every = look_every or (1 if dec.device.type == "cpu" else max_turn_tokens)
-            engine = Engine(dec, texts, sampler=sampler, stop=stop, eos=eos, pad=pad, max_turn_tokens=max_turn_tokens,
+            engine = Engine(dec, texts, sampler=sampler, stop=stop, eos=ends, pad=pad, max_turn_tokens=max_turn_tokens,
                             limit=limit, look_every=every, peek_from=peek_from)
             engine.run(episodes)
             if stats is not None:
                 stats.update(engine.stats, graphs=getattr(dec, "captured", 0))
         else:
             _play_with_generate(model, tokenizer, texts, episodes, sampler=sampler, stop=stop, newline_token=newline_token,
-                                pad=pad, eos=eos, max_turn_tokens=max_turn_tokens, limit=limit, batch_size=batch_size)
+                                pad=pad, eos=ends, max_turn_tokens=max_turn_tokens, limit=limit, batch_size=batch_size)
     finally:
         model.train(was_training)
     for e in episodes:
@@ -173,7 +176,7 @@ def _finite_logits(temperature: float, ids: Any, scores: Any) -> Any:
 
 
 def _play_with_generate(model: Any, tokenizer: Any, texts: TextCache, episodes: list[Episode], *, sampler: Sampler,
-                        stop: list[int], newline_token: bool, pad: int, eos: int | None, max_turn_tokens: int,
+                        stop: list[int], newline_token: bool, pad: int, eos: frozenset[int], max_turn_tokens: int,
                         limit: int, batch_size: int) -> None:
     """Turn by turn with ``generate()``, re-reading each conversation: for tokenizers with no newline token of its
     own (a turn then ends at the ``stop_strings`` newline) and models whose forward takes no KV cache. It samples
