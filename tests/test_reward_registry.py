@@ -186,6 +186,12 @@ def test_a_term_that_is_not_a_finite_number_is_named(bad) -> None:
         env.step(env.unwrapped.encode_action(0, 1, "-"))
     with pytest.raises(ValueError, match="the reward 'broken-score' gave"):
         scored.completion_score(SimpleNamespace(transitions=[]))
+    shaped = RewardVariant("broken-phi", "a potential with no number", ("step",),
+                           potential=lambda states, targets, rules, scorer=None: [bad] * len(states))
+    env = shaped.wrap(gym.make("Countdown-v0", problems=[((6, 2, 5, 3), 8)]))
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="the reward 'broken-phi' gave"):  # TermReward's own potential skipped it
+        env.step(env.unwrapped.encode_action(0, 1, "-"))
 
 
 def test_a_transition_that_is_no_dict_is_named_by_its_type() -> None:
