@@ -1,7 +1,22 @@
 """Run directories of the training scripts: one layout, one resume rule, one metrics log, one plot, Ctrl-C.
 
-Every training script (``baselines/``, ``critics/``) keeps a run in one directory and does its bookkeeping here:
-:func:`prepare_run`, :class:`MetricsLog`, :func:`plot_curves`, :class:`StopRequest`. See ``docs/runs.md``.
+Every training script (``baselines/``, ``critics/``) keeps a run in one directory and does its bookkeeping here
+(``tests/test_runs.py`` runs this example):
+
+    >>> import tempfile
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class Options:
+    ...     lr: float = 1e-3
+    ...     steps: int = 10
+    >>> out = prepare_run(tempfile.mkdtemp() + "/run", "--out", Options(), resume=False)
+    >>> log = MetricsLog(out / "metrics.csv", resume_step=None)   # a fresh run: a fresh log
+    >>> log.append({"step": 1, "loss": 0.5})
+    >>> with StopRequest() as stop:                               # Ctrl-C / SIGTERM: finish the step, save, stop
+    ...     stop.requested
+    False
+
+See ``docs/runs.md``.
 """
 
 from __future__ import annotations
