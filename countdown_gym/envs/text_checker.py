@@ -157,8 +157,12 @@ class LineChecker:
         if kind == "solution_close":
             self.in_solution = False
             return "ok"
-        if (claim := {"initial": self._initial, "pick": self._pick, "traceback": self._traceback}.get(kind)) is not None:
-            return claim(p)
+        if kind == "initial":
+            return self._initial(p)
+        if kind == "pick":
+            return self._pick(p)
+        if kind == "traceback":
+            return self._traceback(p)
         if kind == "try":
             return self._try(p, out)
         return self._equation(p, out, compact=kind == "compact" and not self.in_solution)  # or a plain equation
