@@ -81,10 +81,10 @@ class Problem:
         meta = {k: int(v) if isinstance(v := d.get(k), np.integer) else v for k in _METADATA}
         for k in ("num_solutions", "search_nodes"):
             check_int(meta[k], f"a problem's {k!r}", none=True)
-        for k in ("id", "preset"):  # a dataset's own id may be an int (kept as it is)
-            if not (meta[k] is None or isinstance(meta[k], str) or (k == "id" and type(meta[k]) is int)):
-                raise ValueError(f"a problem's {k!r} must be {'a str, an int' if k == 'id' else 'a str'} or absent, "
-                                 f"got {describe_value(meta[k])}")
+        if not (meta["id"] is None or isinstance(meta["id"], str) or type(meta["id"]) is int):  # a dataset's int id stays
+            raise ValueError(f"a problem's 'id' must be a str, an int or absent, got {describe_value(meta['id'])}")
+        if not (meta["preset"] is None or isinstance(meta["preset"], str)):
+            raise ValueError(f"a problem's 'preset' must be a str or absent, got {describe_value(meta['preset'])}")
         for k in ("id", "num_solutions", "search_nodes"):  # JSON refuses to write an int of over 4,300 digits
             if type(meta[k]) is int:
                 check_digits(meta[k], f"a problem's {k!r}")
