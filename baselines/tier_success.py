@@ -152,10 +152,12 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{path}: not a valid submission: {exc.reason}") from None
     table = summary(results, opts.metric) if opts.summary else markdown(results)
     print(table)
-    for path, write in ((opts.out, lambda p: write_text_atomic(p, table)), (opts.plot, lambda p: plot(results, p))):
-        if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            write(path)
+    if opts.out:
+        Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(opts.out, table)
+    if opts.plot:
+        Path(opts.plot).parent.mkdir(parents=True, exist_ok=True)
+        plot(results, opts.plot)
     return 0
 
 
